@@ -1,0 +1,3 @@
+from lecode_memctl.cli.main import main
+
+raise SystemExit(main())

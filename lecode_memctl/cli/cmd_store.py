@@ -1,0 +1,114 @@
+"""``memctl where`` and ``memctl config``: finding a store and its settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .app import app
+from .options import FormatOpt, JsonOpt
+from .state import STATE
+
+
+@app.command(epilog="""\
+\b
+Examples:
+  memctl where                 the store of the current directory's project
+  memctl where ~/src/app/lib   the store of another project
+  memctl where --json | jq -r .store
+""")
+def where(
+    path: Annotated[Optional[Path], typer.Argument(
+        metavar="[PATH]", help="A directory inside the project (default: --project or the current directory).",
+        show_default=False)] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Show which project a directory belongs to and where its memory store is.
+
+    Prints the project root and how it was found (main checkout, linked
+    worktree of another checkout, submodule, or not a git checkout), the slug,
+    the store path, and which layout items exist with their sizes.  Linked
+    worktrees of one repository share one store.  Creates nothing.
+    """
+    from lecode_memctl.core.layout import inventory, memory_root, store_at
+    from lecode_memctl.core.identity import resolve_project
+
+    from .output import echo, emit_json, safe
+
+    cfg = STATE.config_dir()
+    if STATE.store_option and path is None:
+        store = STATE.store()
+        ident = None
+    else:
+        ident = resolve_project(path if path is not None else STATE.project_dir())
+        store = store_at(memory_root(cfg.path) / ident.slug)
+    items = inventory(store)
+    doc = {
+        "cwd": str(ident.cwd) if ident else None,
+        "root": str(ident.root) if ident else None,
+        "kind": ident.kind if ident else "store given with --store",
+        "resolved_as": ident.detail if ident else "store given with --store",
+        "checkout": str(ident.checkout) if ident else None,
+        "slug": store.slug,
+        "config_dir": str(cfg.path),
+        "config_dir_source": cfg.source,
+        "store": str(store.path),
+        "store_exists": store.exists(),
+        "items": [{"name": i.name, "kind": i.kind, "exists": i.exists, "size": i.size,
+                   "count": i.count} for i in items],
+    }
+    if json_:
+        emit_json(doc)
+        return
+    if ident:
+        echo(f"project root:  {safe(str(ident.root))}")
+        echo(f"resolved as:   {safe(ident.detail)}")
+        if ident.checkout != ident.root:
+            echo(f"checkout:      {safe(str(ident.checkout))}")
+    echo(f"slug:          {safe(store.slug)}")
+    echo(f"config dir:    {safe(str(cfg.path))} (from {cfg.source})")
+    echo(f"store:         {safe(str(store.path))}" + ("" if store.exists() else "  (does not exist yet)"))
+    if store.exists():
+        for i in items:
+            if not i.exists:
+                echo(f"  {i.name:<15} -")
+            elif i.kind == "dir":
+                echo(f"  {i.name:<15} {i.count} file{'s' if i.count != 1 else ''}, {i.size} bytes")
+            else:
+                echo(f"  {i.name:<15} {i.size} bytes")
+
+
+@app.command(epilog="""\
+\b
+Examples:
+  memctl config
+  memctl config --json | jq .facts_max_bytes.value
+""")
+def config(json_: JsonOpt = False, fmt: FormatOpt = None) -> None:
+    """Show the effective [memory] settings and where each came from.
+
+    Reads <config dir>/config.toml.  Keys: enabled (default true), max_bytes
+    (32768, the whole memory section), auto_learn (false), facts_max_bytes
+    (8192, valid 0..65536).  An out-of-range or mistyped value is an error
+    naming the key (exit 2).
+    """
+    from lecode_memctl.core.config import load_memory_config
+
+    from .output import check_format, emit_json, render_rows
+
+    fmt_name = check_format(fmt, json_flag=json_)
+    cfg_dir = STATE.config_dir()
+    mc = load_memory_config(cfg_dir.path)
+    rows = [{"key": f"memory.{s.key}", "value": s.value, "default": s.default, "source": s.source}
+            for s in mc.settings]
+    if fmt_name == "json":
+        emit_json({
+            "config_dir": str(cfg_dir.path), "config_dir_source": cfg_dir.source,
+            "config_file": str(cfg_dir.path / "config.toml"),
+            "config_file_exists": mc.path is not None,
+            **{s.key: {"value": s.value, "default": s.default, "source": s.source}
+               for s in mc.settings}})
+        return
+    render_rows(rows, ["key", "value", "default", "source"], fmt_name)

@@ -1,0 +1,132 @@
+"""Console entry point: runs the command tree and turns every error into one line.
+
+No traceback reaches a user for any input: ``MemctlError`` subclasses carry
+their exit status; click usage errors exit 2; anything unexpected is reported
+as an internal error with exit status 70 (set ``MEMCTL_DEBUG=1`` to see the
+traceback).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+INTERNAL_ERROR = 70
+
+
+def _wants_json(args: Sequence[str]) -> bool:
+    for i, a in enumerate(args):
+        if a == "--json" or a in ("--format=json", "--format=jsonl", "-fjson", "-fjsonl"):
+            return True
+        if a in ("--format", "-f") and i + 1 < len(args) and args[i + 1] in ("json", "jsonl"):
+            return True
+    return False
+
+
+def report_error(code: str, message: str, exit_code: int, *, json_doc: bool) -> int:
+    from .output import dumps, safe
+
+    line = " ".join(safe(message).splitlines()) or code
+    if json_doc:
+        try:
+            sys.stdout.buffer.write(dumps({"error": {"code": code, "message": message,
+                                                      "exit_code": exit_code}}) + b"\n")
+            sys.stdout.flush()
+        except Exception:
+            pass
+    try:
+        sys.stderr.write(f"memctl: error: {line}\n")
+        sys.stderr.flush()
+    except Exception:
+        pass
+    return exit_code
+
+
+def _classify_os_error(exc: OSError) -> tuple[str, int, str]:
+    import errno
+
+    name = exc.filename if exc.filename else ""
+    what = f"{name}: " if name else ""
+    reason = exc.strerror or str(exc)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+        return "write_failed", 7, f"{what}{reason}"
+    if exc.errno in (errno.ENOENT,):
+        return "not_found", 3, f"{what}{reason}"
+    return "store_corrupt", 5, f"{what}{reason}"
+
+
+def _patch_completion_help() -> None:
+    """typer formats zsh/fish completion help through rich when it is installed;
+    our help text has no markup, so pass it through unchanged and keep every TAB
+    free of rich."""
+    try:
+        from typer import _completion_classes
+
+        _completion_classes._sanitize_help_text = lambda text: text  # type: ignore[attr-defined]
+    except Exception:  # pragma: no cover - a typer without the hook needs nothing
+        pass
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args == ["--version"]:
+        # The common cron/health-check call: answer without building the command tree.
+        from lecode_memctl import __version__
+
+        sys.stdout.write(f"memctl {__version__}\n")
+        return 0
+
+    from lecode_memctl.core.errors import MemctlError
+
+    from . import state
+    from .app import app
+
+    if os.environ.get("_MEMCTL_COMPLETE"):
+        _patch_completion_help()
+
+    import typer
+    from typer import _click
+
+    state.reset()
+    json_doc = _wants_json(args)
+    command = typer.main.get_command(app)
+    try:
+        rv = command.main(args=args, prog_name="memctl", standalone_mode=False)
+        return rv if isinstance(rv, int) else 0
+    except MemctlError as exc:
+        msg = exc.message + (f" ({exc.hint})" if exc.hint else "")
+        return report_error(exc.code, msg, exc.exit_code, json_doc=json_doc)
+    except _click.exceptions.UsageError as exc:
+        where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
+        return report_error("usage", exc.format_message() + where, 2, json_doc=json_doc)
+    except _click.exceptions.ClickException as exc:
+        return report_error("usage", exc.format_message(), exc.exit_code, json_doc=json_doc)
+    except (_click.exceptions.Abort, KeyboardInterrupt):
+        return report_error("interrupted", "interrupted", 130, json_doc=json_doc)
+    except BrokenPipeError:
+        # The reader went away (memctl ... | head): not an error of ours.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except Exception:
+            pass
+        return 141
+    except OSError as exc:
+        code, status, message = _classify_os_error(exc)
+        return report_error(code, message, status, json_doc=json_doc)
+    except typer.Exit as exc:  # pragma: no cover - standalone_mode=False returns it
+        return exc.exit_code
+    except Exception as exc:  # noqa: BLE001 - the last line of defence
+        module = type(exc).__module__
+        if module == "sqlite3":
+            text = str(exc)
+            if "locked" in text or "busy" in text:
+                return report_error("store_busy", f"database busy: {text}", 6, json_doc=json_doc)
+            return report_error("store_corrupt", f"database error: {text}", 5, json_doc=json_doc)
+        if os.environ.get("MEMCTL_DEBUG"):
+            import traceback
+
+            traceback.print_exc()
+        return report_error("internal", f"internal error: {type(exc).__name__}: {exc}",
+                            INTERNAL_ERROR, json_doc=json_doc)

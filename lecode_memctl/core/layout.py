@@ -1,0 +1,149 @@
+"""Where a store is and what is in it (store contract, "Layout of a store")."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import NotFound, UsageError
+from .identity import ProjectIdentity, resolve_project, slug
+
+MEMORY_FILE = "MEMORY.md"
+SCRATCHPAD_FILE = "scratchpad.md"
+DAILY_DIR = "daily"
+NOTES_DIR = "notes"
+SESSIONS_DIR = "sessions"
+FACTS_DB = "facts.sqlite3"
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+
+_SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}-[0-9a-f]{12}$|^root-[0-9a-f]{12}$")
+
+
+def memory_root(config_dir: Path) -> Path:
+    return config_dir / "memory"
+
+
+def looks_like_slug(name: str) -> bool:
+    return bool(_SLUG_RE.match(name))
+
+
+@dataclass(frozen=True)
+class Store:
+    """A project's store directory.  Creating the object touches nothing on disk."""
+
+    path: Path
+    slug: str
+    identity: ProjectIdentity | None = None  # None when opened with --store
+
+    @property
+    def memory_file(self) -> Path:
+        return self.path / MEMORY_FILE
+
+    @property
+    def scratchpad_file(self) -> Path:
+        return self.path / SCRATCHPAD_FILE
+
+    @property
+    def daily_dir(self) -> Path:
+        return self.path / DAILY_DIR
+
+    @property
+    def notes_dir(self) -> Path:
+        return self.path / NOTES_DIR
+
+    @property
+    def sessions_dir(self) -> Path:
+        return self.path / SESSIONS_DIR
+
+    @property
+    def facts_db(self) -> Path:
+        return self.path / FACTS_DB
+
+    def exists(self) -> bool:
+        return os.path.isdir(self.path)
+
+    def require(self) -> "Store":
+        """Raise NotFound unless the store directory exists (and is not a symlink)."""
+        try:
+            st = os.lstat(self.path)
+        except FileNotFoundError:
+            where = f" for {self.identity.root}" if self.identity else ""
+            raise NotFound(f"no memory store{where} (expected at {self.path})") from None
+        if stat.S_ISLNK(st.st_mode):
+            raise UsageError(f"{self.path}: store directory is a symbolic link; refusing to follow it")
+        if not stat.S_ISDIR(st.st_mode):
+            raise NotFound(f"{self.path}: not a directory")
+        return self
+
+
+def store_for_project(config_dir: Path, project: str | os.PathLike[str]) -> Store:
+    ident = resolve_project(project)
+    return Store(memory_root(config_dir) / ident.slug, ident.slug, ident)
+
+
+def store_at(path: str | os.PathLike[str]) -> Store:
+    """A store given directly by path (``--store``): identity is skipped and the
+    slug is the directory name (the name it had under ``<config>/memory/``)."""
+    p = Path(os.path.abspath(os.fspath(path)))
+    return Store(p, p.name, None)
+
+
+def legacy_store(config_dir: Path, cwd: str | os.PathLike[str]) -> Store:
+    """The cwd-scoped store older lecode versions used for working directory ``cwd``."""
+    d = os.path.realpath(os.fspath(cwd))
+    s = slug(d)
+    return Store(memory_root(config_dir) / s, s, None)
+
+
+@dataclass(frozen=True)
+class LayoutItem:
+    name: str        # relative path, e.g. "MEMORY.md" or "daily/"
+    kind: str        # "file" or "dir"
+    exists: bool
+    size: int        # bytes (a directory: total of the regular files directly in it)
+    count: int       # a directory: number of entries; a file: 1 if exists
+
+
+def _dir_summary(path: Path, suffix: str | None = None) -> tuple[bool, int, int]:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False, 0, 0
+    if not stat.S_ISDIR(st.st_mode):
+        return False, 0, 0
+    size = count = 0
+    try:
+        with os.scandir(path) as it:
+            for entry in it:
+                if suffix and not entry.name.endswith(suffix):
+                    continue
+                try:
+                    est = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISREG(est.st_mode):
+                    size += est.st_size
+                    count += 1
+    except OSError:
+        pass
+    return True, size, count
+
+
+def inventory(store: Store) -> list[LayoutItem]:
+    """Which layout items exist, with sizes.  Reads metadata only."""
+    items: list[LayoutItem] = []
+    for name in (MEMORY_FILE, SCRATCHPAD_FILE, FACTS_DB):
+        try:
+            st = os.lstat(store.path / name)
+            ok = stat.S_ISREG(st.st_mode)
+            items.append(LayoutItem(name, "file", ok, st.st_size if ok else 0, 1 if ok else 0))
+        except OSError:
+            items.append(LayoutItem(name, "file", False, 0, 0))
+    for name, suffix in ((DAILY_DIR, ".md"), (NOTES_DIR, ".md"), (SESSIONS_DIR, ".jsonl")):
+        ok, size, count = _dir_summary(store.path / name, suffix)
+        items.append(LayoutItem(name + "/", "dir", ok, size, count))
+    return items

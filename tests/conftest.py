@@ -1,0 +1,107 @@
+"""Shared fixtures: every test gets its own HOME and lecode config dir."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path, monkeypatch):
+    """Point LECODE_CONFIG_DIR and HOME at tmp_path; no colour, a fixed width."""
+    home = tmp_path / "home"
+    home.mkdir()
+    cfg = tmp_path / "config"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("LECODE_CONFIG_DIR", str(cfg))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.delenv("MEMCTL_DEBUG", raising=False)
+    monkeypatch.setenv("COLUMNS", "120")
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "t")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "t@example.invalid")
+    monkeypatch.setenv("GIT_COMMITTER_NAME", "t")
+    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "t@example.invalid")
+    return cfg
+
+
+@pytest.fixture
+def config_dir(isolated_env) -> Path:
+    return isolated_env
+
+
+@dataclass
+class Result:
+    exit_code: int
+    stdout: str
+    stderr: str
+    stdout_bytes: bytes
+
+
+def run_cli(*args: str, input: str | bytes | None = None, env: dict | None = None) -> Result:
+    """Run ``memctl ARGS`` in this process, as the console script would."""
+    from typer.testing import CliRunner
+
+    from lecode_memctl.cli.main import main
+
+    runner = CliRunner()
+    with runner.isolation(input=input, env=env) as (out, err, _mixed):
+        code = main(list(args))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        so, se = out.getvalue(), err.getvalue()
+    return Result(code, so.decode("utf-8", "replace"), se.decode("utf-8", "replace"), so)
+
+
+def run_proc(*args: str, input: bytes | None = None, env: dict | None = None,
+             cwd: str | os.PathLike | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    """Run ``python -m lecode_memctl ARGS`` in a real subprocess."""
+    e = dict(os.environ)
+    if env:
+        e.update(env)
+    return subprocess.run([sys.executable, "-m", "lecode_memctl", *args], input=input,
+                          capture_output=True, env=e, cwd=cwd, timeout=timeout)
+
+
+def tree_hash(root: Path) -> dict[str, str]:
+    """Every path under ``root`` with its type, mode and content hash (for 'changed nothing')."""
+    out: dict[str, str] = {}
+    if not os.path.lexists(root):
+        return out
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in sorted(dirnames + filenames):
+            p = os.path.join(dirpath, name)
+            st = os.lstat(p)
+            rel = os.path.relpath(p, root)
+            if os.path.islink(p):
+                out[rel] = "link:" + os.readlink(p)
+            elif os.path.isdir(p):
+                out[rel] = f"dir:{st.st_mode:o}"
+            else:
+                with open(p, "rb") as fh:
+                    out[rel] = f"file:{st.st_mode:o}:{st.st_mtime_ns}:" + hashlib.sha256(fh.read()).hexdigest()
+    return out
+
+
+def git(*args: str, cwd: str | os.PathLike) -> str:
+    return subprocess.run(["git", "-c", "init.defaultBranch=main", "-c", "protocol.file.allow=always",
+                           *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+def make_repo(path: Path) -> Path:
+    """A git repository with one commit at ``path``."""
+    path.mkdir(parents=True, exist_ok=True)
+    git("init", "-q", cwd=path)
+    (path / "README").write_text("x\n")
+    git("add", "README", cwd=path)
+    git("commit", "-q", "-m", "init", cwd=path)
+    return path

@@ -87,4 +87,4 @@ def root(
 
 # Command modules register themselves on import.  Order does not matter:
 # help lists commands alphabetically.
-from . import cmd_store  # noqa: E402,F401
+from . import cmd_audit, cmd_demo, cmd_facts, cmd_markdown, cmd_migrate, cmd_sessions, cmd_store  # noqa: E402,F401

@@ -1,0 +1,5 @@
+"""memctl commands: markdown (see the module's commands below)."""
+
+from __future__ import annotations
+
+from .app import app  # noqa: F401

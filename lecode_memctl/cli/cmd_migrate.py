@@ -1,0 +1,5 @@
+"""memctl commands: migrate (see the module's commands below)."""
+
+from __future__ import annotations
+
+from .app import app  # noqa: F401

@@ -1,0 +1,185 @@
+"""SourceRef, its canonical digest, validation statuses and reason codes.
+
+Shared by sessions (which capture and validate references), facts (which
+store them) and the audit (which reports them).  Store contract, "SourceRef
+and its digest" and "Validation statuses".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import orjson
+
+from .errors import UsageError
+
+MAX_SPAN = 200  # positions, inclusive span min(seqs)..max(seqs)
+SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+# Validation statuses.
+VALID = "valid"
+MISSING = "missing"
+STALE = "stale"
+HIDDEN = "hidden"
+UNVERIFIED = "unverified"
+STATUSES = (VALID, MISSING, STALE, HIDDEN, UNVERIFIED)
+
+# Machine-readable reasons, one fixed vocabulary for every caller.
+REASONS: dict[str, tuple[str, str]] = {
+    # reason: (status, meaning)
+    "session_missing": (MISSING, "the session file does not exist"),
+    "session_unreadable": (MISSING, "the session file cannot be opened or read"),
+    "position_missing": (MISSING, "a referenced position is not (yet) in the transcript"),
+    "digest_mismatch": (STALE, "the records in the span no longer hash to the digest"),
+    "records_corrupt": (STALE, "the span holds a corrupt line or a seq gap"),
+    "not_message": (STALE, "a referenced position is an event, not a message"),
+    "excluded": (HIDDEN, "a forget installed an exclusion for a referenced position"),
+    "undone": (HIDDEN, "the newest undo/redo covering a referenced position is an undo"),
+    "cleared": (HIDDEN, "a referenced position precedes the newest clear (purpose working)"),
+    "epoch": (HIDDEN, "a referenced generated message predates the exclusion generation"),
+    "refused_symlink": (HIDDEN, "the session file is a symbolic link"),
+    "refused_project": (HIDDEN, "the session belongs to another project"),
+    "refused_header": (HIDDEN, "the session has no valid header record"),
+    "invalid_ref": (HIDDEN, "the reference itself is malformed (id syntax, span, digest)"),
+    "legacy_provenance": (UNVERIFIED, "legacy provenance with no SourceRef"),
+}
+
+
+def check_session_id(session_id: object) -> str:
+    """The id unchanged, or ``UsageError``: exact ids only, checked before any file access."""
+    if not isinstance(session_id, str) or not SESSION_ID_RE.match(session_id):
+        shown = repr(session_id)
+        if len(shown) > 80:
+            shown = shown[:77] + "..."
+        raise UsageError(
+            f"invalid session id {shown}: ids are 1-128 characters of A-Z a-z 0-9 _ -, "
+            "starting with a letter or digit (exact ids only, never a path or prefix)")
+    return session_id
+
+
+def canonical_bytes(records: Iterable[Mapping[str, Any]]) -> bytes:
+    """The JSON array of the records, keys sorted at every level, no whitespace, UTF-8."""
+    return orjson.dumps(list(records), option=orjson.OPT_SORT_KEYS)
+
+
+def canonical_digest(records: Iterable[Mapping[str, Any]]) -> str:
+    """``sha256(orjson.dumps(records, option=orjson.OPT_SORT_KEYS)).hexdigest()``."""
+    return hashlib.sha256(canonical_bytes(records)).hexdigest()
+
+
+@dataclass(frozen=True)
+class SourceRef:
+    """An immutable reference to visible message positions of one session."""
+
+    session_id: str
+    seqs: tuple[int, ...]
+    digest: str
+
+    def __post_init__(self) -> None:
+        check_session_id(self.session_id)
+        seqs = tuple(self.seqs)
+        object.__setattr__(self, "seqs", seqs)
+        if not seqs:
+            raise UsageError("a source reference needs at least one position")
+        if any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seqs):
+            raise UsageError("source positions must be non-negative integers")
+        if list(seqs) != sorted(set(seqs)):
+            raise UsageError("source positions must be sorted and distinct")
+        if seqs[-1] - seqs[0] + 1 > MAX_SPAN:
+            raise UsageError(f"a source reference spans at most {MAX_SPAN} positions")
+        if not isinstance(self.digest, str) or not _HEX64.match(self.digest):
+            raise UsageError("a digest is 64 lower-case hex digits")
+
+    @property
+    def start(self) -> int:
+        return self.seqs[0]
+
+    @property
+    def end(self) -> int:
+        return self.seqs[-1]
+
+    def label(self) -> str:
+        """``session:first-last`` (or ``session:seq``), for people."""
+        if self.start == self.end:
+            return f"{self.session_id}:{self.start}"
+        return f"{self.session_id}:{self.start}-{self.end}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"session_id": self.session_id, "seqs": list(self.seqs), "digest": self.digest}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> "SourceRef":
+        if not isinstance(doc, Mapping):
+            raise UsageError("a source reference is an object with session_id, seqs and digest")
+        extra = set(doc) - {"session_id", "seqs", "digest"}
+        if extra:
+            raise UsageError(f"unknown source reference keys: {', '.join(sorted(extra))}")
+        seqs = doc.get("seqs")
+        if not isinstance(seqs, list):
+            raise UsageError("seqs must be a list of integers")
+        return cls(doc.get("session_id"), tuple(seqs), doc.get("digest"))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class SourceStatus:
+    """The outcome of validating one reference."""
+
+    status: str
+    reason: str | None = None      # a key of REASONS; None when valid
+    detail: str | None = None      # one line for people (never stored text)
+    seq: int | None = None         # the position the reason is about, when there is one
+
+    @property
+    def ok(self) -> bool:
+        return self.status == VALID
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": self.status, "reason": self.reason, "detail": self.detail, "seq": self.seq}
+
+
+def status_for(reason: str, detail: str | None = None, seq: int | None = None) -> SourceStatus:
+    return SourceStatus(REASONS[reason][0], reason, detail, seq)
+
+
+class ExclusionReader(Protocol):
+    """What visibility needs from the facts database: content-free exclusions and
+    the project's exclusion generation.  FactStore implements it; tests may use
+    :class:`MemoryExclusions`."""
+
+    def generation(self) -> int: ...
+
+    def excluded_seqs(self, session_id: str) -> frozenset[int]: ...
+
+
+class NoExclusions:
+    """A project with no facts database: generation 0, nothing excluded."""
+
+    def generation(self) -> int:
+        return 0
+
+    def excluded_seqs(self, session_id: str) -> frozenset[int]:
+        return frozenset()
+
+
+class MemoryExclusions:
+    """An in-memory ExclusionReader (tests, dry runs)."""
+
+    def __init__(self, generation: int = 0,
+                 excluded: Mapping[str, Iterable[int]] | None = None) -> None:
+        self._generation = generation
+        self._excluded = {k: frozenset(v) for k, v in (excluded or {}).items()}
+
+    def generation(self) -> int:
+        return self._generation
+
+    def excluded_seqs(self, session_id: str) -> frozenset[int]:
+        return self._excluded.get(session_id, frozenset())
+
+    def exclude(self, session_id: str, seqs: Iterable[int]) -> None:
+        self._excluded[session_id] = self.excluded_seqs(session_id) | frozenset(seqs)
+        self._generation += 1

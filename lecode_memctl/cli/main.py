@@ -57,12 +57,17 @@ def _classify_os_error(exc: OSError) -> tuple[str, int, str]:
 
 
 def _patch_completion_help() -> None:
-    """typer formats zsh/fish completion help through rich when it is installed;
-    our help text has no markup, so pass it through unchanged and keep every TAB
-    free of rich."""
+    """Make typer's ``_MEMCTL_COMPLETE`` protocol work and keep it light.
+
+    The app is built with ``add_completion=False`` (no --install-completion
+    options: we ship the scripts), so typer never registers its shell classes;
+    register them here.  typer formats zsh/fish completion help through rich
+    when it is installed; our help text has no markup, so pass it through
+    unchanged and keep every TAB free of rich."""
     try:
         from typer import _completion_classes
 
+        _completion_classes.completion_init()
         _completion_classes._sanitize_help_text = lambda text: text  # type: ignore[attr-defined]
     except Exception:  # pragma: no cover - a typer without the hook needs nothing
         pass
@@ -102,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return report_error("usage", exc.format_message() + where, 2, json_doc=json_doc)
     except _click.exceptions.ClickException as exc:
         return report_error("usage", exc.format_message(), exc.exit_code, json_doc=json_doc)
-    except (_click.exceptions.Abort, KeyboardInterrupt):
+    except (typer.Abort, KeyboardInterrupt):
         return report_error("interrupted", "interrupted", 130, json_doc=json_doc)
     except BrokenPipeError:
         # The reader went away (memctl ... | head): not an error of ours.

@@ -1,0 +1,536 @@
+#!/usr/bin/env python3
+"""Generate memctl's man page, shell completions and README tables from the command tree.
+
+    python scripts/gen_docs.py            write man/memctl.1, completions/*, README.md blocks
+    python scripts/gen_docs.py --check    write nothing; exit 1 and name the files that differ
+    python scripts/gen_docs.py --out DIR  write under DIR instead of the repository root
+
+The script walks typer's command tree (``typer.main.get_command``) as it is when
+the script runs, so new commands appear by rerunning it.  typer vendors its own
+click (``typer._click``), so click-only add-ons such as click-man do not apply.
+
+Everything written is reproducible: no build date, commands and options in a
+stable order, and nothing taken from the terminal or the environment.
+
+- ``man/memctl.1``: roff with the ``man`` macros; ``groff -man -ww -z`` is silent.
+- ``completions/memctl.bash``, ``completions/_memctl``, ``completions/memctl.fish``:
+  the scripts typer's own completion classes emit for prog name ``memctl``
+  (``ShellComplete.source()``); they drive the ``_MEMCTL_COMPLETE`` protocol.
+- ``README.md``: the command table between ``<!-- commands:begin -->`` and
+  ``<!-- commands:end -->``, the exit-status table between
+  ``<!-- exit-codes:begin -->`` and ``<!-- exit-codes:end -->``; the rest of the
+  README is left as it is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:  # run from a checkout without installing
+    sys.path.insert(0, str(REPO))
+
+PROG = "memctl"
+COMPLETE_VAR = "_MEMCTL_COMPLETE"
+
+MAN_PATH = "man/memctl.1"
+BASH_PATH = "completions/memctl.bash"
+ZSH_PATH = "completions/_memctl"
+FISH_PATH = "completions/memctl.fish"
+README_PATH = "README.md"
+
+# Exit statuses main() adds to the error table of the core (see cli/main.py).
+EXTRA_EXIT_CODES: list[tuple[int, str]] = [
+    (70, "internal error: a bug in memctl (set MEMCTL_DEBUG=1 to see the traceback)"),
+    (130, "interrupted (Ctrl-C)"),
+    (141, "broken pipe: the reader of the output went away (memctl ... | head)"),
+]
+
+ENVIRONMENT: list[tuple[str, str]] = [
+    ("LECODE_CONFIG_DIR",
+     "lecode's config directory, when --config-dir is not given."),
+    ("XDG_CONFIG_HOME",
+     "When LECODE_CONFIG_DIR is not set either, the config directory is "
+     "$XDG_CONFIG_HOME/lecode."),
+    ("HOME",
+     "When neither is set, the config directory is ~/.config/lecode."),
+    ("VISUAL, EDITOR",
+     "The editor that memctl edit opens ($VISUAL first, then $EDITOR)."),
+    ("NO_COLOR",
+     "When set (to anything), no colour in output; the same as --no-color."),
+    ("MEMCTL_DEBUG",
+     "When set, an internal error (exit status 70) also prints its Python traceback "
+     "on standard error."),
+    (COMPLETE_VAR,
+     "Set by the shell completion scripts (complete_bash, complete_zsh, "
+     "complete_fish) to ask memctl for completions of the words in COMP_WORDS "
+     "(bash) or _TYPER_COMPLETE_ARGS (zsh, fish) instead of running a command."),
+]
+
+
+# --------------------------------------------------------------------------
+# The command tree
+# --------------------------------------------------------------------------
+
+@dataclass
+class Param:
+    kind: str            # "option" or "argument"
+    term: str            # "-f, --format FORMAT" or "PATH"
+    help: str
+
+
+@dataclass
+class Cmd:
+    path: list[str]      # ["where"], ["facts", "list"]
+    usage: str           # "[OPTIONS] [PATH]"
+    help: str
+    short: str
+    epilog: str
+    params: list[Param]
+    is_group: bool
+    children: list["Cmd"] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return " ".join([PROG, *self.path])
+
+
+def _ctx(click, command, name, parent=None):
+    return click.Context(command, info_name=name, parent=parent,
+                         **(command.context_settings or {}))
+
+
+def _params(ctx, command) -> list[Param]:
+    out: list[Param] = []
+    help_opt = command.get_help_option(ctx)
+    for p in command.get_params(ctx):
+        if getattr(p, "hidden", False) or p is help_opt or p.name == "help":
+            continue
+        if p.param_type_name == "argument":
+            rec = p.get_help_record(ctx)
+            text = rec[1] if rec else (getattr(p, "help", None) or "")
+            out.append(Param("argument", _arg_metavar(p), text.strip()))
+        else:
+            rec = p.get_help_record(ctx)
+            if rec is None:
+                continue
+            term, text = rec
+            out.append(Param("option", term, (text or "").strip()))
+    return out
+
+
+def _arg_metavar(p) -> str:
+    mv = p.metavar or (p.name or "arg").upper()
+    if p.nargs == -1 and not mv.endswith("..."):
+        mv += "..."
+    if not p.required and not mv.startswith("["):
+        mv = f"[{mv}]"
+    return mv
+
+
+def _usage(ctx, command) -> str:
+    pieces = []
+    if any(p.param_type_name == "option" for p in command.get_params(ctx)):
+        pieces.append("[OPTIONS]")
+    for p in command.get_params(ctx):
+        if p.param_type_name == "argument" and not getattr(p, "hidden", False):
+            pieces.append(_arg_metavar(p))
+    if getattr(command, "list_commands", None) is not None:
+        pieces.append("COMMAND [ARGS]...")
+    return " ".join(pieces)
+
+
+def _walk(click, command, ctx, path: list[str]) -> Cmd:
+    is_group = hasattr(command, "list_commands")
+    help_text = (command.help or "").strip()
+    node = Cmd(path=path, usage=_usage(ctx, command), help=help_text,
+               short=command.get_short_help_str(limit=300).strip(),
+               epilog=(command.epilog or "").strip("\n"),
+               params=_params(ctx, command), is_group=is_group)
+    if is_group:
+        for name in sorted(command.list_commands(ctx)):
+            sub = command.get_command(ctx, name)
+            if sub is None or getattr(sub, "hidden", False):
+                continue
+            node.children.append(_walk(click, sub, _ctx(click, sub, name, ctx), [*path, name]))
+    return node
+
+
+def command_tree() -> Cmd:
+    import typer
+    from typer import _click
+
+    from lecode_memctl.cli.app import app
+
+    root = typer.main.get_command(app)
+    return _walk(_click, root, _ctx(_click, root, PROG), [])
+
+
+def leaves(node: Cmd) -> list[Cmd]:
+    """Every command below the root, groups before their subcommands, in name order."""
+    out: list[Cmd] = []
+    for c in node.children:
+        out.append(c)
+        out.extend(leaves(c))
+    return out
+
+
+def exit_codes() -> list[tuple[int, str]]:
+    from lecode_memctl.core.errors import EXIT_CODES
+
+    return sorted([*EXIT_CODES, *EXTRA_EXIT_CODES])
+
+
+# --------------------------------------------------------------------------
+# roff
+# --------------------------------------------------------------------------
+
+def esc(text: str) -> str:
+    """Escape text for roff: backslashes, hyphens (all as \\-, so that options and
+    paths copy and paste), and non-ASCII characters as \\[uXXXX]."""
+    out = []
+    for ch in text:
+        if ch == "\\":
+            out.append("\\e")
+        elif ch == "-":
+            out.append("\\-")
+        elif ch == "\t":
+            out.append("        ")
+        elif ord(ch) < 32 or ord(ch) == 127:
+            continue
+        elif ord(ch) > 126:
+            out.append(f"\\[u{ord(ch):04X}]")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def line(text: str) -> str:
+    """One input line of text: escaped, and protected when it would start a request."""
+    s = esc(text)
+    if s.startswith((".", "'")):
+        s = "\\&" + s
+    return s
+
+
+def protect(s: str) -> str:
+    return ("\\&" + s) if s.startswith((".", "'")) else s
+
+
+def fill(roff: str, width: int = 78) -> list[str]:
+    """Already-escaped roff text as input lines of at most ``width`` characters
+    (breaking at spaces only), each protected against starting a request."""
+    import textwrap
+
+    lines = textwrap.wrap(roff, width=width, break_long_words=False, break_on_hyphens=False)
+    return [protect(ln) for ln in lines] or [""]
+
+
+def text_lines(text: str) -> list[str]:
+    """Plain text as filled roff lines."""
+    return fill(esc(" ".join(text.split())))
+
+
+def bold(text: str) -> str:
+    return f"\\fB{esc(text)}\\fR"
+
+
+def roff_term(term: str) -> str:
+    """'-f, --format FORMAT' -> option names bold, metavar italic."""
+    parts = []
+    for chunk in re.split(r"(\s+)", term):
+        if not chunk or chunk.isspace():
+            parts.append(chunk)
+        elif chunk.startswith("-"):
+            name, comma = (chunk[:-1], ",") if chunk.endswith(",") else (chunk, "")
+            parts.append(bold(name) + comma)
+        else:
+            parts.append(f"\\fI{esc(chunk)}\\fR")
+    s = "".join(parts)
+    return ("\\&" + s) if s.startswith((".", "'")) else s
+
+
+def paragraphs(text: str) -> list[tuple[bool, list[str]]]:
+    """Split help text like click does: blank lines separate paragraphs; a
+    paragraph that starts with a line '\\b' (or whose lines are all indented)
+    keeps its line breaks.  Returns (verbatim, lines) pairs."""
+    out: list[tuple[bool, list[str]]] = []
+    for block in re.split(r"\n[ \t]*\n", text.strip("\n")):
+        lines = block.split("\n")
+        if lines and lines[0].strip() == "\b":
+            lines = lines[1:]
+            verbatim = True
+        else:
+            verbatim = all(ln.startswith((" ", "\t")) for ln in lines if ln.strip())
+        lines = [ln.rstrip() for ln in lines]
+        if any(ln.strip() for ln in lines):
+            out.append((verbatim, lines))
+    return out
+
+
+def roff_text(text: str, first: bool = True) -> list[str]:
+    """Help text as roff: .PP before each paragraph (but the first when
+    ``first`` is False), verbatim paragraphs in .nf/.fi."""
+    out: list[str] = []
+    for i, (verbatim, lines) in enumerate(paragraphs(text)):
+        if i > 0 or first:
+            out.append(".PP")
+        if verbatim:
+            indent = min(len(ln) - len(ln.lstrip()) for ln in lines if ln.strip())
+            out.append(".nf")
+            out.extend(line(ln[indent:]) if ln.strip() else "" for ln in lines)
+            out.append(".fi")
+        else:
+            out.extend(text_lines(" ".join(ln.strip() for ln in lines if ln.strip())))
+    return [ln if ln != "" else "\\&" for ln in out]
+
+
+def examples_of(epilog: str) -> list[str]:
+    """The lines of an epilog's 'Examples:' block."""
+    lines = epilog.replace("\b", "").split("\n")
+    for i, ln in enumerate(lines):
+        if ln.strip().lower().rstrip(":") == "examples":
+            block = []
+            for ex in lines[i + 1:]:
+                if not ex.strip():
+                    break
+                block.append(ex.rstrip())
+            indent = min((len(e) - len(e.lstrip()) for e in block), default=0)
+            return [e[indent:] for e in block]
+    return []
+
+
+def render_man(tree: Cmd) -> str:
+    from lecode_memctl import __version__
+
+    cmds = leaves(tree)
+    o: list[str] = []
+    o.append(f'.TH MEMCTL 1 "" "memctl {esc(__version__)}" "User Commands"')
+    o.append(".\\\" Generated by scripts/gen_docs.py from the command tree; do not edit.")
+    o.append(".SH NAME")
+    o.append(f"memctl \\- {esc(tree.short.rstrip('.').lower()[:1] + tree.short.rstrip('.')[1:])}")
+
+    o.append(".SH SYNOPSIS")
+    o.append(".B memctl")
+    o.append("[\\fIGLOBAL OPTIONS\\fR] \\fICOMMAND\\fR [\\fIARGS\\fR]...")
+    for c in cmds:
+        if c.is_group:
+            continue
+        o.append(".br")
+        o.append(f".B {esc(c.name)}")
+        o.append(line(c.usage))
+
+    o.append(".SH DESCRIPTION")
+    o.extend(roff_text(tree.help, first=False))
+
+    o.append(".SH GLOBAL OPTIONS")
+    o.extend(fill("These come before the command name: "
+                  "\\fBmemctl \\-\\-project\\fR \\fIPATH\\fR \\fBshow\\fR."))
+    for p in tree.params:
+        o.append(".TP")
+        o.append(roff_term(p.term))
+        if p.help:
+            o.extend(text_lines(p.help))
+    o.append(".TP")
+    o.append(roff_term("-h, --help"))
+    o.extend(fill("Show the help of memctl, or of a command (\\fBmemctl\\fR \\fICOMMAND\\fR "
+                  "\\fB\\-\\-help\\fR), and exit."))
+
+    o.append(".SH COMMANDS")
+    for c in cmds:
+        o.append(f".SS {esc(c.name)}")
+        o.append(f".B {esc(c.name)}")
+        if c.usage:
+            o.append(line(c.usage))
+        o.extend(roff_text(c.help))
+        args = [p for p in c.params if p.kind == "argument"]
+        opts = [p for p in c.params if p.kind == "option"]
+        for title, group in (("Arguments:", args), ("Options:", opts)):
+            if not group:
+                continue
+            o.append(".PP")
+            o.append(title)
+            o.append(".RS 4")
+            for p in group:
+                o.append(".TP")
+                o.append(roff_term(p.term))
+                if p.help:
+                    o.extend(text_lines(p.help))
+            o.append(".RE")
+        if c.is_group and c.children:
+            o.append(".PP")
+            o.extend(fill("Commands: " + ", ".join(bold(" ".join(ch.path)) for ch in c.children) + "."))
+        if c.epilog:
+            o.extend(roff_text(c.epilog))
+
+    o.append(".SH EXIT STATUS")
+    for code, meaning in exit_codes():
+        o.append(".TP")
+        o.append(f"\\fB{code}\\fR")
+        o.extend(text_lines(meaning))
+
+    o.append(".SH ENVIRONMENT")
+    for name, text in ENVIRONMENT:
+        o.append(".TP")
+        o.append(", ".join(f"\\fB{esc(n.strip())}\\fR" for n in name.split(",")))
+        o.extend(text_lines(text))
+
+    o.append(".SH FILES")
+    files = [
+        ("<config dir>/config.toml",
+         "lecode's configuration; memctl reads its [memory] section (enabled, max_bytes, "
+         "auto_learn, facts_max_bytes).  See memctl config."),
+        ("<config dir>/memory/<slug>/",
+         "The store of one project.  The slug is the project root's last path component, "
+         "lower-cased, with every run of other characters than a-z and 0-9 replaced by "
+         "a hyphen (at most 40 characters, or root), a hyphen, and the first 12 hex digits "
+         "of the SHA-256 of the root path.  Directories are created 0700, files 0600."),
+        ("<store>/MEMORY.md", "Long-term memory."),
+        ("<store>/scratchpad.md", "The project checklist."),
+        ("<store>/daily/YYYY-MM-DD.md", "Daily logs."),
+        ("<store>/notes/<name>.md", "Named notes."),
+        ("<store>/<file>.bak", "The previous content of a Markdown file, written before each "
+                               "overwrite."),
+        ("<store>/facts.sqlite3", "The fact database; created by the first write, never by a read."),
+        ("<store>/sessions/<id>.jsonl", "Session transcripts, one JSON record a line."),
+    ]
+    o.extend(fill("The config dir is \\fB\\-\\-config\\-dir\\fR, else $LECODE_CONFIG_DIR, else "
+                  "$XDG_CONFIG_HOME/lecode, else ~/.config/lecode."))
+    for path, text in files:
+        o.append(".TP")
+        o.append(f"\\fI{esc(path)}\\fR")
+        o.extend(text_lines(text))
+
+    o.append(".SH EXAMPLES")
+    top = examples_of(tree.epilog)
+    if top:
+        o.append(".nf")
+        o.extend(line(e) for e in top)
+        o.append(".fi")
+    firsts = [(c, examples_of(c.epilog)) for c in cmds]
+    firsts = [(c, ex) for c, ex in firsts if ex]
+    if firsts:
+        o.append(".PP")
+        o.append("One example of each command (more under COMMANDS):")
+        o.append(".PP")
+        o.append(".nf")
+        o.extend(line(ex[0]) for _c, ex in firsts)
+        o.append(".fi")
+
+    o.append(".SH SEE ALSO")
+    o.append("\\fBgit\\fR(1), \\fBsqlite3\\fR(1), \\fBjq\\fR(1).")
+    o.append(".PP")
+    o.extend(fill("docs/FORMAT.md (the store layout) and docs/PERFORMANCE.md in memctl's source "
+                  "tree; \\fBmemctl\\fR \\fICOMMAND\\fR \\fB\\-\\-help\\fR."))
+    return "\n".join(o) + "\n"
+
+
+# --------------------------------------------------------------------------
+# completions
+# --------------------------------------------------------------------------
+
+def render_completions() -> dict[str, str]:
+    import typer
+    from typer._completion_classes import BashComplete, FishComplete, ZshComplete
+
+    from lecode_memctl.cli.app import app
+
+    cli = typer.main.get_command(app)
+    out = {}
+    for path, cls in ((BASH_PATH, BashComplete), (ZSH_PATH, ZshComplete), (FISH_PATH, FishComplete)):
+        comp = cls(cli, {}, PROG, COMPLETE_VAR)
+        # ShellComplete.source() fills typer's template; BashComplete.source() also
+        # checks the local bash version, which says nothing about the script.
+        body = (comp.source_template % comp.source_vars()).strip("\n")
+        note = (f"# {cls.name} completion for memctl, generated by scripts/gen_docs.py from "
+                f"typer's {cls.__name__}; do not edit.\n")
+        if cls is ZshComplete and body.startswith("#compdef"):
+            first, rest = body.split("\n", 1)
+            text = f"{first}\n{note}{rest}\n"
+        else:
+            text = f"{note}\n{body}\n"
+        out[path] = text
+    return out
+
+
+# --------------------------------------------------------------------------
+# README blocks
+# --------------------------------------------------------------------------
+
+def md_cell(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def render_command_table(tree: Cmd) -> str:
+    rows = ["| command | what it does |", "|---|---|"]
+    for c in leaves(tree):
+        rows.append(f"| `{md_cell(c.name)}` | {md_cell(c.short)} |")
+    return "\n".join(rows)
+
+
+def render_exit_table() -> str:
+    rows = ["| status | meaning |", "|---|---|"]
+    for code, meaning in exit_codes():
+        rows.append(f"| {code} | {md_cell(meaning)} |")
+    return "\n".join(rows)
+
+
+def replace_block(text: str, name: str, body: str) -> str:
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    i, j = text.find(begin), text.find(end)
+    if i < 0 or j < i:
+        raise SystemExit(f"gen_docs: README.md has no '{begin}' ... '{end}' block")
+    return text[: i + len(begin)] + "\n" + body + "\n" + text[j:]
+
+
+def render_readme(tree: Cmd, current: str) -> str:
+    text = replace_block(current, "commands", render_command_table(tree))
+    return replace_block(text, "exit-codes", render_exit_table())
+
+
+# --------------------------------------------------------------------------
+
+def generate(readme_source: Path) -> dict[str, bytes]:
+    """Every generated file, relative path -> bytes."""
+    tree = command_tree()
+    files = {MAN_PATH: render_man(tree)}
+    files.update(render_completions())
+    files[README_PATH] = render_readme(tree, readme_source.read_text(encoding="utf-8"))
+    return {k: v.encode("utf-8") for k, v in files.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="gen_docs.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true",
+                    help="write nothing; exit 1 naming the files that differ from what would be written")
+    ap.add_argument("--out", type=Path, default=REPO, metavar="DIR",
+                    help="write (or check) under DIR instead of the repository root")
+    a = ap.parse_args(argv)
+
+    out: Path = a.out
+    readme_source = out / README_PATH if (out / README_PATH).exists() else REPO / README_PATH
+    files = generate(readme_source)
+    if a.check:
+        differ = []
+        for rel, data in sorted(files.items()):
+            p = out / rel
+            if not p.is_file() or p.read_bytes() != data:
+                differ.append(rel)
+        for rel in differ:
+            print(f"gen_docs: {rel} is out of date (run: python scripts/gen_docs.py)", file=sys.stderr)
+        return 1 if differ else 0
+    for rel, data in sorted(files.items()):
+        p = out / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if not p.is_file() or p.read_bytes() != data:
+            p.write_bytes(data)
+            print(f"wrote {p}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

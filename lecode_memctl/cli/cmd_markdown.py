@@ -1,5 +1,287 @@
-"""memctl commands: markdown (see the module's commands below)."""
+"""``memctl show``, ``log``, ``notes``, ``search`` and ``edit``: the Markdown memory."""
 
 from __future__ import annotations
 
-from .app import app  # noqa: F401
+from typing import Annotated, Optional
+
+import typer
+
+from .app import app
+from .options import FormatOpt, JsonOpt
+from .state import STATE
+
+_KINDS = ("memory", "scratchpad", "log", "note")
+
+
+def _print_file(md, json_: bool) -> None:  # md: core.markdown.MarkdownFile
+    """Exact text under --json, escaped text otherwise."""
+    import sys
+
+    from .output import emit_json, safe
+
+    if json_:
+        emit_json({"path": str(md.path), "text": md.text})
+        return
+    text = safe(md.text)
+    if text and not text.endswith("\n"):
+        text += "\n"
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+@app.command(epilog="""\
+\b
+Examples:
+  memctl show                        print the current project's MEMORY.md
+  memctl --project ~/src/app show
+  memctl show --json | jq -r .text   the exact text, for scripts
+""")
+def show(json_: JsonOpt = False) -> None:
+    """Print MEMORY.md, the project's long-term memory.
+
+    MEMORY.md is the Markdown file lecode puts into the agent's system prompt
+    at every request.  Control characters and terminal escape sequences in it
+    are shown escaped (\\x1b, \\u202e, ...); --json gives the exact text.
+    Exit 3 when the project has no MEMORY.md (the message says where memctl
+    looked).  Changes nothing.
+    """
+    from lecode_memctl.core import markdown
+
+    _print_file(markdown.read_memory(STATE.store()), json_)
+
+
+@app.command(epilog="""\
+\b
+Examples:
+  memctl log                  today's daily log (local date)
+  memctl log 2026-03-01
+  memctl log 2026-03-01 --json
+""")
+def log(
+    date: Annotated[Optional[str], typer.Argument(
+        metavar="[DATE]", help="A calendar date YYYY-MM-DD (default: today, local time).",
+        show_default=False)] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Print a daily log, daily/YYYY-MM-DD.md (today's by default).
+
+    lecode appends to one log per local calendar day.  DATE must be a real
+    day in YYYY-MM-DD form (2026-02-30 is refused, exit 2); a day without a
+    log exits 3.  Changes nothing.
+    """
+    from lecode_memctl.core import markdown
+
+    target = markdown.log_target(date)
+    _print_file(markdown.read(STATE.store(), target), json_)
+
+
+@app.command(epilog="""\
+\b
+Examples:
+  memctl notes                       list the named notes
+  memctl notes --format csv          the listing as CSV (also json, jsonl, tsv, github, ...)
+  memctl notes deploy-checklist      print notes/deploy-checklist.md
+  memctl notes deploy-checklist --json | jq -r .text
+""")
+def notes(
+    name: Annotated[Optional[str], typer.Argument(
+        metavar="[NAME]", help="Print this note instead of listing them (a trailing .md is accepted).",
+        show_default=False)] = None,
+    json_: JsonOpt = False,
+    fmt: FormatOpt = None,
+) -> None:
+    """List the named notes (name, size, modified), or print one note.
+
+    Named notes are notes/<name>.md in the store.  Without NAME, lists every
+    note; with NAME, prints it (exit 3 if there is no such note).  A note
+    name is 1-100 characters without '/', '\\', '..', a leading dot or
+    control characters; anything else is refused before any file is touched
+    (exit 2).  Changes nothing.
+    """
+    from lecode_memctl.core import markdown
+    from lecode_memctl.core.errors import UsageError
+
+    from .output import check_format, echo, render_rows, safe
+
+    if name is not None:
+        target = markdown.note_target(name)
+        if fmt not in (None, "json"):
+            raise UsageError("--format applies to the listing; use --json to print one note as JSON")
+        _print_file(markdown.read(STATE.store(), target), json_ or fmt == "json")
+        return
+    fmt_name = check_format(fmt, json_flag=json_)
+    store = STATE.store()
+    infos = markdown.list_notes(store)
+    rows = [{"name": i.name, "path": str(i.path), "size": i.size, "modified": i.modified}
+            for i in infos]
+    if not rows and fmt_name == "table":
+        echo(f"no notes in {safe(str(store.notes_dir))}", err=True)
+        return
+    columns = ["name", "size", "modified"]
+    if fmt_name in ("json", "jsonl"):
+        columns = ["name", "path", "size", "modified"]
+    render_rows(rows, columns, fmt_name)
+
+
+@app.command(epilog="""\
+\b
+Examples:
+  memctl search deploy                 lines mentioning deploy
+  memctl search -i 'todo|fixme' --limit 200
+  memctl search '^## ' --json | jq -r '.hits[].file'
+""")
+def search(
+    pattern: Annotated[str, typer.Argument(
+        metavar="PATTERN", help="A Python regular expression, matched against each line.")],
+    limit: Annotated[int, typer.Option(
+        "--limit", "-n", metavar="N", min=1, help="Stop after N hits.")] = 50,
+    ignore_case: Annotated[bool, typer.Option(
+        "--ignore-case", "-i", help="Match without regard to case.")] = False,
+    json_: JsonOpt = False,
+) -> None:
+    """Search the Markdown memory with a Python regular expression.
+
+    Searches MEMORY.md, scratchpad.md, daily/*.md and notes/*.md, in that
+    order, line by line (never .bak files, temporary files or session
+    transcripts), and prints each hit as file:line: text, with the file
+    relative to the store.  At most 50 hits unless --limit says otherwise; a
+    note on stderr says when more exist.  An invalid regular expression is a
+    usage error (exit 2).  A file that is not valid UTF-8 or is a symbolic
+    link is skipped with a warning on stderr (listed under "skipped" with
+    --json).  No hits is not an error.  Changes nothing.
+    """
+    from lecode_memctl.core import markdown
+
+    from .output import echo, emit_json, safe
+
+    result = markdown.search(STATE.store(), pattern, limit=limit, ignore_case=ignore_case)
+    if json_:
+        emit_json({
+            "pattern": result.pattern, "limit": result.limit, "truncated": result.truncated,
+            "files_searched": result.files_searched,
+            "hits": [{"file": h.file, "line": h.line, "text": h.text} for h in result.hits],
+            "skipped": [{"file": s.file, "reason": s.reason} for s in result.skipped]})
+        return
+    for s in result.skipped:
+        echo(f"memctl: warning: {safe(s.file)}: {safe(s.reason)}; skipped", err=True)
+    for h in result.hits:
+        echo(f"{safe(h.file)}:{h.line}: {safe(h.text)}")
+    if result.truncated:
+        echo(f"memctl: stopped after {result.limit} hits; more exist (use --limit N)", err=True)
+    elif not result.hits:
+        echo(f"memctl: no matches in {result.files_searched} Markdown files", err=True)
+
+
+def _complete_kind(incomplete: str) -> list[str]:
+    return [k for k in _KINDS if k.startswith(incomplete)]
+
+
+def _editor_command() -> list[str]:
+    import os
+    import shlex
+
+    from lecode_memctl.core.errors import UsageError
+
+    for var in ("VISUAL", "EDITOR"):
+        value = os.environ.get(var, "").strip()
+        if not value:
+            continue
+        try:
+            argv = shlex.split(value)
+        except ValueError as exc:
+            raise UsageError(f"cannot parse ${var} ({value!r}): {exc}") from None
+        if argv:
+            return argv
+    raise UsageError("no editor: set $VISUAL or $EDITOR (for example EDITOR=nano memctl edit)")
+
+
+@app.command(epilog="""\
+\b
+Examples:
+  memctl edit                      edit MEMORY.md
+  memctl edit scratchpad
+  memctl edit log                  today's daily log
+  memctl edit log 2026-03-01
+  memctl edit note deploy-checklist
+  EDITOR='code --wait' memctl edit
+""")
+def edit(
+    target_words: Annotated[Optional[list[str]], typer.Argument(
+        metavar="memory|scratchpad|log [DATE]|note NAME",
+        help="Which file: memory (MEMORY.md, the default), scratchpad, log [DATE] "
+             "(a daily log, today by default) or note NAME.",
+        autocompletion=_complete_kind, show_default=False)] = None,
+) -> None:
+    """Edit a Markdown memory file in $VISUAL or $EDITOR, safely.
+
+    The current content (empty for a new file) is copied to a private
+    temporary file outside the store (mode 0600) and the editor is run on
+    it.  When the editor exits 0 and the content changed, memctl writes it
+    back atomically, keeping the previous content in <file>.bak; unchanged
+    content writes nothing.  If the file on disk changed while you were
+    editing, nothing is written, your edited copy is kept and its path
+    printed (exit 4).  An editor that exits non-zero writes nothing (exit 1).
+    A missing store or notes/daily directory is created (mode 0700).
+    """
+    import os
+    import subprocess
+    import tempfile
+
+    from lecode_memctl.core import markdown
+    from lecode_memctl.core.errors import Conflict, MemctlError, UsageError
+
+    from .output import echo, safe
+
+    words = list(target_words or [])
+    kind = words[0] if words else markdown.MEMORY
+    if kind not in _KINDS:
+        raise UsageError(f"unknown file {kind!r}: use memory, scratchpad, log [DATE] or note NAME")
+    if len(words) > 2:
+        raise UsageError(f"too many arguments: {' '.join(words[2:])!r}")
+    target = markdown.target_for(kind, words[1] if len(words) > 1 else None)
+    editor = _editor_command()
+    store = STATE.store()
+    path = target.path(store)
+    before = markdown.read_bytes(store, target)
+    if before is not None:
+        markdown.decode(before, path)
+    before_hash = markdown.sha256(before)
+
+    fd, tmp = tempfile.mkstemp(prefix="memctl-edit-", suffix=f"-{path.name}"
+                               if path.name.isascii() and path.name.isprintable() else ".md")
+    keep = False
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(before or b"")
+        try:
+            proc = subprocess.run([*editor, tmp])
+        except OSError as exc:
+            raise UsageError(f"cannot run the editor {editor[0]!r}: {exc.strerror or exc}") from None
+        if proc.returncode != 0:
+            raise MemctlError(f"the editor exited with status {proc.returncode}; nothing was written")
+        with open(tmp, "rb") as fh:
+            after = fh.read()
+        if after == (before or b""):
+            echo(f"memctl: no changes; {safe(str(path))} left as it was", err=True)
+            return
+        try:
+            markdown.decode(after, "the edited text")
+        except MemctlError as exc:
+            keep = True
+            raise UsageError(f"{exc.message}; nothing was written; your edited copy is kept at {tmp}") from None
+        try:
+            markdown.write_if_unchanged(store, target, after, before_hash)
+        except MemctlError as exc:
+            keep = True
+            hint = exc.hint
+            if isinstance(exc, Conflict):
+                hint = "compare it with the file, merge, and run 'memctl edit' again"
+            raise type(exc)(f"{exc.message}; your edited copy is kept at {tmp}", hint=hint) from None
+        bak = "" if before is None else f"; previous content in {safe(str(path))}.bak"
+        echo(f"memctl: wrote {safe(str(path))} ({len(after)} bytes{bak})", err=True)
+    finally:
+        if not keep:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass

@@ -50,13 +50,14 @@ def _write_temp(target: Path, data: bytes, mode: int) -> Path:
     tmp = temp_name(target)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
     try:
-        _write_all(fd, data)
-        os.fsync(fd)
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     except BaseException:
-        os.close(fd)
         _unlink_quietly(tmp)
         raise
-    os.close(fd)
     return tmp
 
 
@@ -75,6 +76,25 @@ def ensure_dir(path: Path) -> None:
         raise StoreWriteError(f"{path}: cannot create directory: {exc.strerror}") from None
 
 
+def _read_previous(target: Path) -> bytes | None:
+    """The target's current bytes (never following a symlink), or None if absent."""
+    try:
+        fd = os.open(target, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        return None
+    try:
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
 def atomic_write(target: Path, data: bytes, *, backup: bool = True,
                  overwrite: bool = True) -> None:
     """Replace ``target`` with ``data`` atomically.
@@ -83,44 +103,50 @@ def atomic_write(target: Path, data: bytes, *, backup: bool = True,
     ``overwrite=False``: never replace an existing target (the final step
     is a hard link, which fails when the destination appeared meanwhile);
     raises ``FileExistsError`` then.
+
+    Failures raise ``StoreWriteError`` (exit 7).  Before the final replace the
+    target keeps its old bytes (the message says so); a failure after it (the
+    directory ``fsync``, removing the temporary name) says that the new
+    content is in place but may not be durable.  No temporary file is left.
     """
     target = Path(target)
     ensure_dir(target.parent)
     tmp: Path | None = None
     bak_tmp: Path | None = None
+    replaced = False
     try:
         tmp = _write_temp(target, data, FILE_MODE)
         if backup and overwrite:
-            try:
-                fd = os.open(target, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-            except FileNotFoundError:
-                fd = -1
-            if fd >= 0:
-                try:
-                    chunks = []
-                    while True:
-                        chunk = os.read(fd, 1 << 20)
-                        if not chunk:
-                            break
-                        chunks.append(chunk)
-                finally:
-                    os.close(fd)
+            previous = _read_previous(target)
+            if previous is not None:
                 bak = target.with_name(target.name + ".bak")
-                bak_tmp = _write_temp(bak, b"".join(chunks), FILE_MODE)
+                bak_tmp = _write_temp(bak, previous, FILE_MODE)
                 os.replace(bak_tmp, bak)
                 bak_tmp = None
         if overwrite:
             os.replace(tmp, target)
+            tmp = None
+            replaced = True
         else:
             os.link(tmp, target)  # fails with EEXIST instead of clobbering
+            replaced = True
             os.unlink(tmp)
-        tmp = None
+            tmp = None
         fsync_dir(target.parent)
     except FileExistsError:
+        if replaced:
+            raise StoreWriteError(
+                f"{target}: written, but cleaning up the temporary file failed; "
+                "the new content is in place") from None
         raise
     except OSError as exc:
+        reason = exc.strerror or str(exc)
+        if replaced:
+            raise StoreWriteError(
+                f"{target}: the new content is in place, but the final step failed "
+                f"({reason}); it may not survive a crash") from None
         raise StoreWriteError(
-            f"{target}: write failed: {exc.strerror or exc}; the file was not changed") from None
+            f"{target}: write failed: {reason}; the file was not changed") from None
     finally:
         if tmp is not None:
             _unlink_quietly(tmp)

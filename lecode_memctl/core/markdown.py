@@ -1,0 +1,530 @@
+"""The Markdown side of a store: MEMORY.md, scratchpad.md, daily logs, named notes.
+
+Reading, listing, regex search, and atomic writes with a ``.bak`` of the
+previous content.  Names and dates given by a user are checked by syntax
+before any filesystem call; files are opened without following symbolic
+links (``O_NOFOLLOW``, directory by directory) and must be regular files.
+Text is UTF-8; undecodable bytes are ``StoreCorrupt`` naming the file.
+
+``docs/FORMAT.md`` ("Markdown") documents the rules in this module.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import errno
+import hashlib
+import os
+import re
+import stat
+import unicodedata
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .atomic import atomic_write, is_temp_name
+from .errors import NotFound, StoreCorrupt, StoreWriteError, UsageError
+from .layout import DAILY_DIR, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, Store
+
+MD_SUFFIX = ".md"
+NOTE_NAME_MAX_CHARS = 100
+FILE_NAME_MAX_BYTES = 255
+DEFAULT_SEARCH_LIMIT = 50
+
+# What a user can name with `memctl edit WHAT`.
+MEMORY = "memory"
+SCRATCHPAD = "scratchpad"
+LOG = "log"
+NOTE = "note"
+KINDS = (MEMORY, SCRATCHPAD, LOG, NOTE)
+
+_DATE_RE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_READ_CHUNK = 1 << 20
+
+
+# ---------------------------------------------------------------- names and dates
+
+def _show(value: str, limit: int = 60) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= limit else shown[:limit - 3] + "..."
+
+
+def check_note_name(name: object) -> str:
+    """The canonical note name, or ``UsageError``.  Syntax only, no filesystem call.
+
+    A trailing ``.md`` is accepted and stripped once (``todo.md`` names the
+    note ``todo``, file ``notes/todo.md``).  The name is 1..100 characters,
+    has no ``/`` or ``\\``, no ``..``, no leading ``.``, no leading or
+    trailing whitespace, no control or format characters (C0, DEL, C1, bidi
+    controls, zero-width characters), does not itself end in ``.md``, and
+    ``<name>.md`` fits 255 bytes of UTF-8.  Letters of any script, digits,
+    spaces and punctuation are allowed.
+    """
+    if not isinstance(name, str):
+        raise UsageError(f"invalid note name {_show(str(name))}: not a string")
+    raw = name
+    if name.endswith(MD_SUFFIX):
+        name = name[:-len(MD_SUFFIX)]
+
+    def bad(why: str) -> UsageError:
+        return UsageError(f"invalid note name {_show(raw)}: {why}",
+                          hint="note names are 1-100 characters without '/', '\\', '..', "
+                               "a leading dot or control characters")
+
+    if not name:
+        raise bad("empty")
+    if len(name) > NOTE_NAME_MAX_CHARS:
+        raise bad(f"longer than {NOTE_NAME_MAX_CHARS} characters")
+    if "/" in name or "\\" in name:
+        raise bad("contains a path separator")
+    if ".." in name:
+        raise bad("contains '..'")
+    if name.startswith("."):
+        raise bad("starts with a dot")
+    if name != name.strip():
+        raise bad("starts or ends with whitespace")
+    for ch in name:
+        cat = unicodedata.category(ch)
+        # Cc: C0, DEL, C1 (NUL included); Cf: bidi controls, zero-width, BOM;
+        # Cs: lone surrogates (undecodable bytes on the command line);
+        # Zl/Zp: line and paragraph separators.
+        if cat in ("Cc", "Cf", "Cs", "Zl", "Zp"):
+            raise bad(f"contains the control or format character U+{ord(ch):04X}")
+    if name.endswith(MD_SUFFIX):
+        raise bad("ends in '.md' even after removing one '.md' suffix")
+    if len((name + MD_SUFFIX).encode("utf-8")) > FILE_NAME_MAX_BYTES:
+        raise bad(f"'{'<name>'}.md' would be longer than {FILE_NAME_MAX_BYTES} bytes")
+    return name
+
+
+def check_date(date: object) -> str:
+    """A real calendar date ``YYYY-MM-DD`` unchanged, or ``UsageError``."""
+    if not isinstance(date, str) or not _DATE_RE.match(date):
+        raise UsageError(f"invalid date {_show(str(date))}: use YYYY-MM-DD, e.g. 2026-02-28")
+    try:
+        _dt.date.fromisoformat(date)
+    except ValueError:
+        raise UsageError(f"invalid date {_show(date)}: no such calendar day") from None
+    return date
+
+
+def today() -> str:
+    """Today's local date as ``YYYY-MM-DD`` (the daily log lecode writes to)."""
+    return _dt.date.today().isoformat()
+
+
+# ---------------------------------------------------------------- locations
+
+@dataclass(frozen=True)
+class Target:
+    """One Markdown file of a store, named by kind (and date or note name)."""
+
+    kind: str           # MEMORY, SCRATCHPAD, LOG or NOTE
+    rel: tuple[str, ...]  # path components below the store directory
+    label: str          # for people: "MEMORY.md", "daily log 2026-03-01", "note 'todo'"
+
+    def path(self, store: Store) -> Path:
+        return store.path.joinpath(*self.rel)
+
+    @property
+    def relpath(self) -> str:
+        return "/".join(self.rel)
+
+
+def memory_target() -> Target:
+    return Target(MEMORY, (MEMORY_FILE,), MEMORY_FILE)
+
+
+def scratchpad_target() -> Target:
+    return Target(SCRATCHPAD, (SCRATCHPAD_FILE,), SCRATCHPAD_FILE)
+
+
+def log_target(date: str | None = None) -> Target:
+    d = check_date(date) if date is not None else today()
+    return Target(LOG, (DAILY_DIR, d + MD_SUFFIX), f"daily log {d}")
+
+
+def note_target(name: str) -> Target:
+    n = check_note_name(name)
+    return Target(NOTE, (NOTES_DIR, n + MD_SUFFIX), f"note {n!r}")
+
+
+def target_for(kind: str, arg: str | None = None) -> Target:
+    """``memory``, ``scratchpad``, ``log [DATE]`` or ``note NAME`` as a :class:`Target`."""
+    if kind == MEMORY or kind == SCRATCHPAD:
+        if arg is not None:
+            raise UsageError(f"'{kind}' takes no further argument (got {_show(arg)})")
+        return memory_target() if kind == MEMORY else scratchpad_target()
+    if kind == LOG:
+        return log_target(arg)
+    if kind == NOTE:
+        if arg is None:
+            raise UsageError("'note' needs a note name, e.g. 'note todo'")
+        return note_target(arg)
+    raise UsageError(f"unknown file kind {_show(kind)}: use one of {', '.join(KINDS)}")
+
+
+# ---------------------------------------------------------------- safe opening
+
+def _is_link(path: Path) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _open_below(base: Path, rel: tuple[str, ...], *, label: str) -> int | None:
+    """Open ``base/rel...`` read-only without following a symbolic link at any
+    component below ``base`` (nor ``base`` itself).  ``None`` when a component
+    is missing.  Raises ``StoreCorrupt`` for a symlink or a non-regular file."""
+    fds: list[int] = []
+    shown = base
+    try:
+        try:
+            fd = os.open(base, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(base):
+                raise StoreCorrupt(f"{base}: store directory is a symbolic link; "
+                                   "refusing to follow it") from None
+            if exc.errno == errno.ENOTDIR:
+                raise StoreCorrupt(f"{base}: store path is not a directory") from None
+            raise StoreCorrupt(f"{base}: cannot open: {exc.strerror}") from None
+        fds.append(fd)
+        for i, part in enumerate(rel):
+            last = i == len(rel) - 1
+            shown = shown / part
+            flags = os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC
+            flags |= _O_NONBLOCK if last else _O_DIRECTORY
+            try:
+                fd = os.open(part, flags, dir_fd=fds[-1])
+            except FileNotFoundError:
+                return None
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                    try:
+                        st = os.lstat(part, dir_fd=fds[-1])
+                    except OSError:
+                        st = None
+                    if st is not None and stat.S_ISLNK(st.st_mode):
+                        raise StoreCorrupt(f"{shown}: is a symbolic link; refusing to follow it "
+                                           f"(reading {label})") from None
+                    if st is not None and not last:
+                        raise StoreCorrupt(f"{shown}: not a directory") from None
+                raise StoreCorrupt(f"{shown}: cannot open: {exc.strerror}") from None
+            fds.append(fd)
+        st = os.fstat(fds[-1])
+        if not stat.S_ISREG(st.st_mode):
+            what = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            raise StoreCorrupt(f"{shown}: is {what} (reading {label})")
+        return fds.pop()
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _read_fd(fd: int, path: Path) -> bytes:
+    chunks = []
+    try:
+        while True:
+            try:
+                chunk = os.read(fd, _READ_CHUNK)
+            except OSError as exc:
+                raise StoreCorrupt(f"{path}: cannot read: {exc.strerror}") from None
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def read_bytes(store: Store, target: Target) -> bytes | None:
+    """The file's bytes, or ``None`` when it (or the store) does not exist."""
+    fd = _open_below(store.path, target.rel, label=target.label)
+    if fd is None:
+        return None
+    return _read_fd(fd, target.path(store))
+
+
+def decode(data: bytes, path: Path | str) -> str:
+    """UTF-8 text, or ``StoreCorrupt`` naming the file and the first bad byte."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise StoreCorrupt(f"{path}: not valid UTF-8 (byte offset {exc.start}, line {line})") from None
+
+
+def sha256(data: bytes | None) -> str | None:
+    return None if data is None else hashlib.sha256(data).hexdigest()
+
+
+# ---------------------------------------------------------------- reading
+
+@dataclass(frozen=True)
+class MarkdownFile:
+    path: Path
+    text: str
+    size: int
+    sha256: str
+
+
+def _missing(store: Store, target: Target) -> NotFound:
+    path = target.path(store)
+    if not os.path.lexists(store.path):
+        where = f"the project {store.identity.root}" if store.identity else "this store"
+        return NotFound(f"no {target.label}: {where} has no memory store yet "
+                        f"(looked for {path})")
+    hint = None
+    if target.kind == MEMORY:
+        hint = "create it with 'memctl edit'"
+    elif target.kind == LOG:
+        hint = f"daily logs are files YYYY-MM-DD.md in {store.daily_dir}"
+    elif target.kind == NOTE:
+        hint = "'memctl notes' lists the notes"
+    return NotFound(f"no {target.label} (looked for {path})", hint=hint)
+
+
+def read(store: Store, target: Target) -> MarkdownFile:
+    """Read one Markdown file: ``NotFound`` if missing, ``StoreCorrupt`` if a
+    symlink, not a regular file, or not UTF-8."""
+    data = read_bytes(store, target)
+    if data is None:
+        raise _missing(store, target)
+    path = target.path(store)
+    return MarkdownFile(path, decode(data, path), len(data), hashlib.sha256(data).hexdigest())
+
+
+def read_memory(store: Store) -> MarkdownFile:
+    return read(store, memory_target())
+
+
+def read_scratchpad(store: Store) -> MarkdownFile:
+    return read(store, scratchpad_target())
+
+
+def read_log(store: Store, date: str | None = None) -> MarkdownFile:
+    return read(store, log_target(date))
+
+
+def read_note(store: Store, name: str) -> MarkdownFile:
+    return read(store, note_target(name))
+
+
+# ---------------------------------------------------------------- listing
+
+@dataclass(frozen=True)
+class NoteInfo:
+    name: str
+    path: Path
+    size: int
+    modified: str   # local time, ISO 8601 with offset, seconds
+    mtime_ns: int
+
+
+def _require_store(store: Store) -> None:
+    try:
+        st = os.lstat(store.path)
+    except FileNotFoundError:
+        where = f" for {store.identity.root}" if store.identity else ""
+        raise NotFound(f"no memory store{where} (expected at {store.path})") from None
+    except OSError as exc:
+        raise StoreCorrupt(f"{store.path}: cannot stat: {exc.strerror}") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise StoreCorrupt(f"{store.path}: store directory is a symbolic link; refusing to follow it")
+    if not stat.S_ISDIR(st.st_mode):
+        raise StoreCorrupt(f"{store.path}: not a directory")
+
+
+def _md_entries(store: Store, sub: str) -> list[tuple[str, os.stat_result]]:
+    """Regular ``*.md`` files directly in ``store/sub`` (no symlinks, no temp
+    files, no ``.bak``), sorted by name.  Empty when the directory is missing;
+    ``StoreCorrupt`` when it is a symlink."""
+    d = store.path / sub
+    try:
+        st = os.lstat(d)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise StoreCorrupt(f"{d}: cannot stat: {exc.strerror}") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise StoreCorrupt(f"{d}: is a symbolic link; refusing to follow it")
+    if not stat.S_ISDIR(st.st_mode):
+        raise StoreCorrupt(f"{d}: not a directory")
+    out = []
+    try:
+        with os.scandir(d) as it:
+            for entry in it:
+                name = entry.name
+                if not name.endswith(MD_SUFFIX) or is_temp_name(name) or name == MD_SUFFIX:
+                    continue
+                try:
+                    est = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISREG(est.st_mode):
+                    out.append((name, est))
+    except OSError as exc:
+        raise StoreCorrupt(f"{d}: cannot list: {exc.strerror}") from None
+    out.sort(key=lambda e: e[0])
+    return out
+
+
+def _local_iso(mtime_ns: int) -> str:
+    return _dt.datetime.fromtimestamp(mtime_ns / 1e9).astimezone().isoformat(timespec="seconds")
+
+
+def list_notes(store: Store) -> list[NoteInfo]:
+    """Every regular ``notes/*.md`` file, sorted by name.  ``NotFound`` when
+    the store does not exist; empty when it has no ``notes/`` directory."""
+    _require_store(store)
+    return [NoteInfo(name[:-len(MD_SUFFIX)], store.notes_dir / name, st.st_size,
+                     _local_iso(st.st_mtime_ns), st.st_mtime_ns)
+            for name, st in _md_entries(store, NOTES_DIR)]
+
+
+def markdown_files(store: Store) -> list[Target]:
+    """The files search covers, in search order: MEMORY.md, scratchpad.md,
+    daily/*.md, notes/*.md (never ``.bak``, temp files or sessions)."""
+    _require_store(store)
+    out = [memory_target(), scratchpad_target()]
+    for sub, kind in ((DAILY_DIR, LOG), (NOTES_DIR, NOTE)):
+        for name, _st in _md_entries(store, sub):
+            stem = name[:-len(MD_SUFFIX)]
+            label = f"daily log {stem}" if kind == LOG else f"note {stem!r}"
+            out.append(Target(kind, (sub, name), label))
+    return out
+
+
+# ---------------------------------------------------------------- search
+
+@dataclass(frozen=True)
+class SearchHit:
+    file: str   # relative to the store, e.g. "notes/todo.md"
+    line: int   # 1-based; lines are split at "\n" only
+    text: str   # the whole line, without its "\n"
+
+
+@dataclass(frozen=True)
+class SkippedFile:
+    file: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    pattern: str
+    limit: int
+    hits: list[SearchHit]
+    truncated: bool                 # more hits exist beyond ``limit``
+    files_searched: int
+    skipped: list[SkippedFile] = field(default_factory=list)
+
+
+def compile_pattern(pattern: str, *, ignore_case: bool = False) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+    except re.error as exc:
+        raise UsageError(f"invalid regular expression {_show(pattern)}: {exc}") from None
+    except (OverflowError, RecursionError, ValueError) as exc:
+        raise UsageError(f"invalid regular expression {_show(pattern)}: {exc}") from None
+
+
+def iter_search(store: Store, regex: re.Pattern[str],
+                skipped: list[SkippedFile] | None = None) -> Iterator[SearchHit]:
+    """Every line of the store's Markdown files that ``regex`` matches, in file
+    order.  An unreadable or undecodable file is appended to ``skipped`` (when
+    given) and skipped."""
+    for target in markdown_files(store):
+        try:
+            data = read_bytes(store, target)
+            if data is None:
+                continue
+            text = decode(data, target.relpath)
+        except StoreCorrupt as exc:
+            if skipped is not None:
+                reason = exc.message
+                prefix = f"{target.path(store)}: "
+                if reason.startswith(prefix):
+                    reason = reason[len(prefix):]
+                elif reason.startswith(target.relpath + ": "):
+                    reason = reason[len(target.relpath) + 2:]
+                skipped.append(SkippedFile(target.relpath, reason))
+            continue
+        for no, line in enumerate(text.split("\n"), 1):
+            if regex.search(line):
+                yield SearchHit(target.relpath, no, line)
+
+
+def search(store: Store, pattern: str, *, limit: int = DEFAULT_SEARCH_LIMIT,
+           ignore_case: bool = False) -> SearchResult:
+    """Python-regex search over the Markdown files only, at most ``limit`` hits."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise UsageError(f"--limit must be a positive integer, not {limit!r}")
+    regex = compile_pattern(pattern, ignore_case=ignore_case)
+    _require_store(store)
+    skipped: list[SkippedFile] = []
+    hits: list[SearchHit] = []
+    truncated = False
+    files = len(markdown_files(store))
+    for hit in iter_search(store, regex, skipped):
+        if len(hits) == limit:
+            truncated = True
+            break
+        hits.append(hit)
+    return SearchResult(pattern, limit, hits, truncated, files, skipped)
+
+
+# ---------------------------------------------------------------- writing
+
+def _check_write_dirs(store: Store, target: Target) -> None:
+    """Refuse to write through a symlinked store directory or subdirectory."""
+    p = store.path
+    for part in (None, *target.rel[:-1]):
+        if part is not None:
+            p = p / part
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise StoreWriteError(f"{p}: cannot stat: {exc.strerror}; nothing was changed") from None
+        if stat.S_ISLNK(st.st_mode):
+            raise StoreCorrupt(f"{p}: is a symbolic link; refusing to write through it")
+        if not stat.S_ISDIR(st.st_mode):
+            raise StoreCorrupt(f"{p}: not a directory")
+    final = target.path(store)
+    if _is_link(final):
+        raise StoreCorrupt(f"{final}: is a symbolic link; refusing to replace it")
+
+
+def write(store: Store, target: Target, text: str, *, backup: bool = True) -> Path:
+    """Replace the file with ``text`` (UTF-8) atomically; the previous content,
+    if any, goes to ``<file>.bak`` first.  Creates the store and its
+    subdirectory (mode 0700) when missing."""
+    _check_write_dirs(store, target)
+    path = target.path(store)
+    atomic_write(path, text.encode("utf-8"), backup=backup)
+    return path
+
+
+def write_if_unchanged(store: Store, target: Target, data: bytes, expected_sha256: str | None,
+                       *, backup: bool = True) -> Path:
+    """Write ``data`` unless the file on disk no longer has ``expected_sha256``
+    (``None``: the file must still be missing); ``Conflict`` otherwise."""
+    from .errors import Conflict
+
+    decode(data, "the new content")
+    _check_write_dirs(store, target)
+    now = sha256(read_bytes(store, target))
+    if now != expected_sha256:
+        raise Conflict(f"{target.path(store)} changed on disk since it was read; not overwritten")
+    path = target.path(store)
+    atomic_write(path, data, backup=backup)
+    return path

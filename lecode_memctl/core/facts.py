@@ -1,0 +1,1189 @@
+"""Source-linked facts: the ``facts.sqlite3`` database of a project's store.
+
+:class:`FactStore` is the reference design's internal API (``remember``,
+``correct``, ``forget``, ``generation``, ``add``, ``get``, ``revise``,
+``provenance``, bounded ``list``, literal ``search``, ``attach_source``,
+``source``, ``is_excluded``, ``excluded_seqs``, ``close``).  It is also the
+project's :class:`~lecode_memctl.core.sourceref.ExclusionReader`.
+
+Two ways to open a database:
+
+* ``FactStore(path)`` -- the writer.  Nothing is created until the first
+  write; an existing database is migrated to the current schema on open.
+  Every write is one ``BEGIN IMMEDIATE`` transaction with a busy timeout
+  (a lock not obtained in time is :class:`StoreBusy`).
+* ``FactStore.open_readonly(path)`` -- what memctl's read commands use.  It
+  never creates, modifies or migrates anything in the store, not even a
+  ``-wal``/``-shm`` file or a read mark, and still sees rows a live writer
+  committed that are only in the ``-wal`` (it reads a private snapshot
+  then).  ``docs/FORMAT.md`` ("Facts database") documents both.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import re
+import shutil
+import sqlite3
+import stat
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .errors import Conflict, NotFound, StoreBusy, StoreCorrupt, StoreWriteError, UsageError
+from .layout import DIR_MODE, FILE_MODE
+from .sourceref import (
+    HIDDEN,
+    UNVERIFIED,
+    VALID,
+    SourceRef,
+    SourceStatus,
+    check_session_id,
+    status_for,
+)
+
+BUSY_TIMEOUT = 5.0          # seconds a writer waits for the database lock
+LIST_MAX = 1000             # the most rows one list()/search() call returns
+SEARCH_DEFAULT = 50
+FACT_ID_RE = re.compile(r"^[0-9a-f]{16}$")
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+# --------------------------------------------------------------------------
+# Data
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """A legacy provenance row: positions of a session, no digest.  Reported
+    ``unverified``; never trusted or backfilled into a SourceRef."""
+
+    session_id: str
+    seqs: tuple[int, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"session_id": self.session_id, "seqs": list(self.seqs)}
+
+
+@dataclass(frozen=True)
+class Revision:
+    fact_id: str
+    revision: int
+    text: str
+    created: str
+    source: SourceRef | None = None
+    provenance: tuple[Provenance, ...] = ()
+
+    def evidence_positions(self) -> dict[str, set[int]]:
+        out: dict[str, set[int]] = {}
+        if self.source is not None:
+            out.setdefault(self.source.session_id, set()).update(self.source.seqs)
+        for p in self.provenance:
+            out.setdefault(p.session_id, set()).update(p.seqs)
+        return out
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One fact at its current revision (administrative, unverified read)."""
+
+    fact_id: str
+    revision: int
+    text: str
+    created: str
+    updated: str
+    source: SourceRef | None = None          # the current revision's SourceRef
+    provenance: tuple[Provenance, ...] = ()  # the current revision's legacy rows
+
+
+@dataclass(frozen=True)
+class RememberResult:
+    fact: Fact
+    created: bool          # False: an idempotent retry or a deduplicated incumbent
+    deduplicated: bool = False
+
+
+@dataclass(frozen=True)
+class ForgetPlan:
+    """What ``forget(fact_id)`` would do (``memctl forget --dry-run``)."""
+
+    fact_id: str
+    exists: bool                                  # False: already forgotten (marker present)
+    exclusions: tuple[tuple[str, int], ...]       # (session id, seq) to install, new ones only
+    already_excluded: tuple[tuple[str, int], ...]
+    generation: int                               # the current generation
+    new_generation: int
+    suppressed_facts: tuple[str, ...]             # other facts whose evidence the exclusions hit
+
+
+# --------------------------------------------------------------------------
+# Schema and migrations
+
+Migration = Callable[[sqlite3.Connection], None]
+
+
+def m001_initial(db: sqlite3.Connection) -> None:
+    """The legacy schema: facts, revisions, legacy provenance, exclusions.
+
+    ``IF NOT EXISTS``: a legacy database (lecode before schema versioning,
+    ``user_version`` 0) already has these tables; the migration keeps them
+    and their rows as they are."""
+    db.execute("""CREATE TABLE IF NOT EXISTS facts (
+        fact_id  TEXT PRIMARY KEY,
+        revision INTEGER NOT NULL CHECK (revision >= 1),
+        created  TEXT NOT NULL,
+        updated  TEXT NOT NULL)""")
+    db.execute("""CREATE TABLE IF NOT EXISTS revisions (
+        fact_id  TEXT NOT NULL REFERENCES facts(fact_id) ON DELETE CASCADE,
+        revision INTEGER NOT NULL CHECK (revision >= 1),
+        text     TEXT NOT NULL,
+        created  TEXT NOT NULL,
+        PRIMARY KEY (fact_id, revision))""")
+    db.execute("""CREATE TABLE IF NOT EXISTS provenance (
+        fact_id    TEXT NOT NULL,
+        revision   INTEGER NOT NULL,
+        session_id TEXT NOT NULL,
+        seq        INTEGER NOT NULL CHECK (seq >= 0),
+        PRIMARY KEY (fact_id, revision, session_id, seq),
+        FOREIGN KEY (fact_id, revision) REFERENCES revisions(fact_id, revision)
+            ON DELETE CASCADE)""")
+    db.execute("""CREATE TABLE IF NOT EXISTS exclusions (
+        session_id TEXT NOT NULL,
+        seq        INTEGER NOT NULL CHECK (seq >= 0),
+        PRIMARY KEY (session_id, seq)) WITHOUT ROWID""")
+    _require_columns(db, "facts", {"fact_id", "revision", "created", "updated"})
+    _require_columns(db, "revisions", {"fact_id", "revision", "text", "created"})
+    _require_columns(db, "provenance", {"fact_id", "revision", "session_id", "seq"})
+    _require_columns(db, "exclusions", {"session_id", "seq"})
+
+
+def m002_source_refs(db: sqlite3.Connection) -> None:
+    """One SourceRef per revision, keyed by (fact_id, revision)."""
+    db.execute("""CREATE TABLE source_refs (
+        fact_id    TEXT NOT NULL,
+        revision   INTEGER NOT NULL,
+        session_id TEXT NOT NULL,
+        seqs       TEXT NOT NULL,
+        digest     TEXT NOT NULL,
+        PRIMARY KEY (fact_id, revision),
+        FOREIGN KEY (fact_id, revision) REFERENCES revisions(fact_id, revision)
+            ON DELETE CASCADE)""")
+    db.execute("CREATE INDEX source_refs_session ON source_refs(session_id)")
+    db.execute("CREATE INDEX IF NOT EXISTS provenance_session ON provenance(session_id, seq)")
+
+
+def m003_generation(db: sqlite3.Connection) -> None:
+    """The exclusion generation, forget retry markers, and when each exclusion
+    was installed (the generation its forget produced; 0 for legacy rows)."""
+    db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)")
+    db.execute("INSERT INTO meta (key, value) VALUES ('generation', 0)")
+    db.execute("""CREATE TABLE forgotten (
+        fact_id    TEXT PRIMARY KEY,
+        generation INTEGER NOT NULL)""")
+    db.execute("ALTER TABLE exclusions ADD COLUMN generation INTEGER NOT NULL DEFAULT 0")
+
+
+MIGRATIONS: list[tuple[str, Migration]] = [
+    ("m001_initial", m001_initial),
+    ("m002_source_refs", m002_source_refs),
+    ("m003_generation", m003_generation),
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def _require_columns(db: sqlite3.Connection, table: str, needed: set[str]) -> None:
+    cols = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+    missing = needed - cols
+    if missing:
+        raise StoreCorrupt(
+            f"facts database: table {table} lacks column(s) {', '.join(sorted(missing))}; "
+            "not a lecode facts database")
+
+
+def _tables(db: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def _migrate(db: sqlite3.Connection, path: Path) -> list[str]:
+    """Apply every pending migration, each with its record in one transaction."""
+    applied: list[str] = []
+    while True:
+        _begin(db, path)
+        try:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StoreCorrupt(_future_message(path, version))
+            if version == SCHEMA_VERSION:
+                db.execute("COMMIT")
+                return applied
+            db.execute("""CREATE TABLE IF NOT EXISTS schema_migrations (
+                name    TEXT PRIMARY KEY,
+                applied TEXT NOT NULL)""")
+            name, fn = MIGRATIONS[version]
+            fn(db)
+            db.execute("INSERT OR REPLACE INTO schema_migrations (name, applied) VALUES (?, ?)",
+                       (name, _now()))
+            db.execute(f"PRAGMA user_version = {version + 1}")
+            db.execute("COMMIT")
+            applied.append(name)
+        except BaseException:
+            _rollback(db)
+            raise
+
+
+def _future_message(path: Path, version: int) -> str:
+    return (f"{path}: schema version {version} is newer than this memctl understands "
+            f"({SCHEMA_VERSION}); upgrade memctl")
+
+
+# --------------------------------------------------------------------------
+# Helpers
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def fact_id_for(text: str, ref: SourceRef | None) -> str:
+    """The canonical id of a fact: the first 16 hex digits of the SHA-256 of the
+    sorted-key JSON ``{"source": REF or null, "text": TEXT, "v": 1}``."""
+    doc = {"v": 1, "text": text, "source": ref.to_json() if ref is not None else None}
+    return hashlib.sha256(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+
+def check_fact_id(fact_id: object) -> str:
+    if not isinstance(fact_id, str) or not FACT_ID_RE.match(fact_id):
+        shown = repr(fact_id)
+        if len(shown) > 60:
+            shown = shown[:57] + "..."
+        raise UsageError(f"invalid fact id {shown}: a fact id is 16 lower-case hex digits")
+    return fact_id
+
+
+def normalize_text(text: str) -> str:
+    """Case-folded, whitespace-collapsed text (what ``deduplicate=True`` compares)."""
+    return " ".join(text.casefold().split())
+
+
+def _check_text(text: object) -> str:
+    if not isinstance(text, str):
+        raise UsageError("fact text must be a string")
+    if not text.strip():
+        raise UsageError("fact text is empty")
+    if "\x00" in text:
+        raise UsageError("fact text contains a NUL character")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError("fact text is not valid Unicode (lone surrogate)") from None
+    return text
+
+
+def _begin(db: sqlite3.Connection, path: Path) -> None:
+    try:
+        db.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise StoreBusy(f"{path}: facts database is locked by another writer ({exc})") from None
+        raise _db_error(path, exc) from None
+
+
+def _rollback(db: sqlite3.Connection) -> None:
+    try:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+    except sqlite3.Error:
+        pass
+
+
+def _db_error(path: Path, exc: BaseException) -> Exception:
+    text = str(exc)
+    if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
+        return StoreBusy(f"{path}: facts database busy: {text}")
+    if isinstance(exc, sqlite3.OperationalError) and any(
+            w in text for w in ("disk is full", "disk I/O", "readonly database", "unable to open")):
+        return StoreWriteError(f"{path}: {text}; nothing was changed")
+    return StoreCorrupt(f"{path}: facts database unreadable: {text}")
+
+
+def _seqs_from_json(raw: str, where: str) -> tuple[int, ...]:
+    try:
+        seqs = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise StoreCorrupt(f"facts database: {where}: seqs is not JSON") from None
+    if not isinstance(seqs, list) or not all(isinstance(s, int) and not isinstance(s, bool)
+                                             for s in seqs):
+        raise StoreCorrupt(f"facts database: {where}: seqs is not a list of integers")
+    return tuple(seqs)
+
+
+def _ref_from_row(fact_id: str, revision: int, session_id: str, seqs: str,
+                  digest: str) -> SourceRef:
+    where = f"source of {fact_id} revision {revision}"
+    try:
+        return SourceRef(session_id, _seqs_from_json(seqs, where), digest)
+    except UsageError as exc:
+        raise StoreCorrupt(f"facts database: {where} is malformed: {exc}") from None
+
+
+def _lstat_regular(path: Path) -> os.stat_result | None:
+    """None when absent; StoreCorrupt for a symlink or a non-regular file."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except NotADirectoryError:
+        return None
+    except OSError as exc:
+        raise StoreCorrupt(f"{path}: cannot stat: {exc.strerror}") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise StoreCorrupt(f"{path}: is a symbolic link; refusing to follow it")
+    if not stat.S_ISREG(st.st_mode):
+        raise StoreCorrupt(f"{path}: not a regular file")
+    return st
+
+
+def _read_nofollow(path: Path) -> tuple[bytes, os.stat_result] | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StoreCorrupt(f"{path}: is a symbolic link; refusing to follow it") from None
+        raise StoreCorrupt(f"{path}: cannot open: {exc.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise StoreCorrupt(f"{path}: not a regular file")
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks), st
+    finally:
+        os.close(fd)
+
+
+def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_dev, a.st_ino, a.st_size, a.st_mtime_ns) == (b.st_dev, b.st_ino, b.st_size,
+                                                              b.st_mtime_ns)
+
+
+def _write_private(path: str, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
+SNAPSHOT_ATTEMPTS = 8
+
+
+def _private_snapshot(path: Path, wal: Path) -> str:
+    """Copy the database and its -wal (never the -shm) into a fresh private
+    directory, checking that neither changed while copying.  Returns the dir."""
+    for attempt in range(SNAPSHOT_ATTEMPTS):
+        db_before = _lstat_regular(path)
+        wal_first = _read_nofollow(wal)
+        db = _read_nofollow(path)
+        wal_again = _read_nofollow(wal)
+        db_after = _lstat_regular(path)
+        if db is None or db_before is None or db_after is None:
+            raise NotFound(f"{path}: facts database disappeared while reading it")
+        wal_bytes = wal_first[0] if wal_first else b""
+        stable = (wal_again is not None and wal_first is not None
+                  and wal_first[0] == wal_again[0]
+                  and _same_file(db_before, db[1]) and _same_file(db[1], db_after))
+        if wal_first is None and wal_again is None and _same_file(db_before, db_after):
+            stable = True  # the writer checkpointed and closed meanwhile: db alone is whole
+        if stable:
+            tmp = tempfile.mkdtemp(prefix="memctl-facts-")
+            try:
+                os.chmod(tmp, 0o700)
+                _write_private(os.path.join(tmp, "facts.sqlite3"), db[0])
+                if wal_bytes:
+                    _write_private(os.path.join(tmp, "facts.sqlite3-wal"), wal_bytes)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+            return tmp
+        time.sleep(0.01 * (attempt + 1))
+    raise StoreBusy(f"{path}: the facts database kept changing while taking a snapshot; "
+                    "try again")
+
+
+# --------------------------------------------------------------------------
+# The store
+
+
+class FactStore:
+    """The project's facts database.  See the module docstring."""
+
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = BUSY_TIMEOUT,
+                 on_connect: Callable[[sqlite3.Connection], None] | None = None,
+                 _readonly: bool = False) -> None:
+        self.path = Path(os.fspath(path))
+        self.busy_timeout = busy_timeout
+        self.readonly = _readonly
+        self.needs_migration = False
+        self.schema_version = 0
+        self.snapshot = False         # read-only: True when reading a private copy
+        self._on_connect = on_connect
+        self._conn: sqlite3.Connection | None = None
+        self._tmpdir: str | None = None
+        self._tables: set[str] = set()
+        self._closed = False
+        if _readonly:
+            self._open_readonly()
+        elif _lstat_regular(self.path) is not None:
+            self._open_writer(create=False)
+
+    # ---- opening ---------------------------------------------------------
+
+    @classmethod
+    def open_readonly(cls, path: str | os.PathLike[str]) -> "FactStore":
+        """Open for reading without creating or changing any file in the store."""
+        return cls(path, _readonly=True)
+
+    def _connect(self, target: str, *, uri: bool) -> sqlite3.Connection:
+        try:
+            db = sqlite3.connect(target, uri=uri, timeout=self.busy_timeout,
+                                 isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise _db_error(self.path, exc) from None
+        if self._on_connect is not None:
+            self._on_connect(db)
+        return db
+
+    def _open_readonly(self) -> None:
+        wal = self.path.with_name(self.path.name + "-wal")
+        st = _lstat_regular(self.path)
+        if st is None:
+            return  # no database: empty results, nothing created
+        wal_st = _lstat_regular(wal)
+        try:
+            if wal_st is None or wal_st.st_size == 0:
+                # Nothing beyond the main file: read it as immutable media, so
+                # SQLite takes no lock and creates no -wal/-shm.
+                fd = os.open(self.path, os.O_RDONLY | _O_NOFOLLOW)
+                try:
+                    before = os.fstat(fd)
+                    from urllib.parse import quote
+
+                    uri = "file:" + quote(os.fspath(self.path.absolute())) + "?mode=ro&immutable=1"
+                    db = self._connect(uri, uri=True)
+                    after = os.lstat(self.path)
+                finally:
+                    os.close(fd)
+                if (before.st_dev, before.st_ino) != (after.st_dev, after.st_ino):
+                    db.close()
+                    raise StoreBusy(f"{self.path}: replaced while opening; try again")
+            else:
+                self._tmpdir = _private_snapshot(self.path, wal)
+                self.snapshot = True
+                db = self._connect(os.path.join(self._tmpdir, "facts.sqlite3"), uri=False)
+            self._conn = db
+            db.execute("PRAGMA query_only = 1")
+            self._load_schema(migrate=False)
+        except OSError as exc:
+            self.close()
+            if exc.errno == errno.ELOOP:
+                raise StoreCorrupt(f"{self.path}: is a symbolic link; refusing to follow it") from None
+            raise StoreCorrupt(f"{self.path}: cannot open: {exc.strerror}") from None
+        except sqlite3.Error as exc:
+            self.close()
+            raise _db_error(self.path, exc) from None
+        except BaseException:
+            self.close()
+            raise
+
+    def _open_writer(self, *, create: bool) -> None:
+        if create:
+            from .atomic import ensure_dir
+
+            ensure_dir(self.path.parent)
+            try:
+                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW,
+                             FILE_MODE)
+                os.close(fd)
+            except FileExistsError:
+                pass
+            except OSError as exc:
+                raise StoreWriteError(f"{self.path}: cannot create: {exc.strerror}") from None
+        if _lstat_regular(self.path) is None:
+            raise NotFound(f"{self.path}: facts database disappeared")
+        db = self._connect(os.fspath(self.path), uri=False)
+        self._conn = db
+        try:
+            db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StoreBusy(f"{self.path}: could not switch to WAL mode (another "
+                                "connection holds the database)")
+            db.execute("PRAGMA foreign_keys = ON")
+            db.execute("PRAGMA synchronous = FULL")
+            self._load_schema(migrate=True)
+        except sqlite3.Error as exc:
+            self.close()
+            raise _db_error(self.path, exc) from None
+        except BaseException:
+            self.close()
+            raise
+
+    def _load_schema(self, *, migrate: bool) -> None:
+        db = self._conn
+        assert db is not None
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreCorrupt(_future_message(self.path, version))
+        if migrate and version < SCHEMA_VERSION:
+            _migrate(db, self.path)
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+        self.schema_version = version
+        self._tables = _tables(db)
+        if version < SCHEMA_VERSION:
+            self.needs_migration = True
+            for table in ("facts", "revisions", "provenance", "exclusions"):
+                if table not in self._tables and self._tables:
+                    raise StoreCorrupt(f"{self.path}: table {table} is missing; "
+                                       "not a lecode facts database")
+        if self._tables and "facts" in self._tables:
+            _require_columns(db, "facts", {"fact_id", "revision", "created", "updated"})
+            _require_columns(db, "revisions", {"fact_id", "revision", "text", "created"})
+
+    def _ensure_writer(self) -> sqlite3.Connection:
+        if self._closed:
+            raise UsageError("the fact store is closed")
+        if self.readonly:
+            raise UsageError("the fact store was opened read-only")
+        if self._conn is None:
+            self._open_writer(create=True)
+        assert self._conn is not None
+        return self._conn
+
+    def _reader(self) -> sqlite3.Connection | None:
+        if self._closed:
+            raise UsageError("the fact store is closed")
+        return self._conn if self._tables else None
+
+    def close(self) -> None:
+        """Close the connection (and remove a private snapshot).  Idempotent."""
+        self._closed = True
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except sqlite3.Error:
+                pass
+            self._conn = None
+        if self._tmpdir is not None:
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+            self._tmpdir = None
+
+    def __enter__(self) -> "FactStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    @property
+    def exists(self) -> bool:
+        return self._conn is not None
+
+    # ---- the write transaction ------------------------------------------
+
+    class _Txn:
+        def __init__(self, store: "FactStore") -> None:
+            self.store = store
+
+        def __enter__(self) -> sqlite3.Connection:
+            db = self.store._ensure_writer()
+            _begin(db, self.store.path)
+            return db
+
+        def __exit__(self, exc_type, exc, tb) -> bool:
+            db = self.store._conn
+            assert db is not None
+            if exc_type is None:
+                try:
+                    db.execute("COMMIT")
+                except sqlite3.Error as e:
+                    _rollback(db)
+                    raise _db_error(self.store.path, e) from None
+                return False
+            _rollback(db)
+            if isinstance(exc, sqlite3.Error):
+                raise _db_error(self.store.path, exc) from None
+            return False
+
+    def _txn(self) -> "FactStore._Txn":
+        return FactStore._Txn(self)
+
+    # ---- exclusions and generation (ExclusionReader) ---------------------
+
+    def generation(self) -> int:
+        """The project's exclusion generation: 0, plus one per first forget."""
+        db = self._reader()
+        if db is None or "meta" not in self._tables:
+            return 0
+        row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        return int(row[0]) if row else 0
+
+    def excluded_seqs(self, session_id: str) -> frozenset[int]:
+        db = self._reader()
+        if db is None:
+            return frozenset()
+        return frozenset(r[0] for r in db.execute(
+            "SELECT seq FROM exclusions WHERE session_id = ?", (session_id,)))
+
+    def is_excluded(self, session_id: str, seq: int) -> bool:
+        db = self._reader()
+        if db is None:
+            return False
+        return db.execute("SELECT 1 FROM exclusions WHERE session_id = ? AND seq = ?",
+                          (session_id, seq)).fetchone() is not None
+
+    def exclusion_count(self) -> int:
+        db = self._reader()
+        if db is None:
+            return 0
+        return db.execute("SELECT count(*) FROM exclusions").fetchone()[0]
+
+    def was_forgotten(self, fact_id: str) -> bool:
+        """True when a forget retry marker exists for the id."""
+        db = self._reader()
+        if db is None or "forgotten" not in self._tables:
+            return False
+        return db.execute("SELECT 1 FROM forgotten WHERE fact_id = ?",
+                          (fact_id,)).fetchone() is not None
+
+    @staticmethod
+    def _check_not_excluded(db: sqlite3.Connection, positions: Mapping[str, Iterable[int]]) -> None:
+        for session_id, seqs in positions.items():
+            for seq in sorted(set(seqs)):
+                if db.execute("SELECT 1 FROM exclusions WHERE session_id = ? AND seq = ?",
+                              (session_id, seq)).fetchone():
+                    raise Conflict(f"evidence {session_id}:{seq} is excluded (a forget removed "
+                                   "it); it cannot be added, revised or attached again")
+
+    @staticmethod
+    def _check_generation(db: sqlite3.Connection, expected: int | None) -> None:
+        if expected is None:
+            return
+        row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        current = int(row[0]) if row else 0
+        if current != expected:
+            raise Conflict(f"stale exclusion generation: expected {expected}, the store is at "
+                           f"{current} (a forget happened meanwhile)")
+
+    # ---- reads -----------------------------------------------------------
+
+    def _revision_sources(self, db: sqlite3.Connection, fact_id: str,
+                          revision: int) -> tuple[SourceRef | None, tuple[Provenance, ...]]:
+        ref = None
+        if "source_refs" in self._tables:
+            row = db.execute("SELECT session_id, seqs, digest FROM source_refs "
+                             "WHERE fact_id = ? AND revision = ?", (fact_id, revision)).fetchone()
+            if row:
+                ref = _ref_from_row(fact_id, revision, *row)
+        prov: dict[str, list[int]] = {}
+        for sid, seq in db.execute("SELECT session_id, seq FROM provenance WHERE fact_id = ? "
+                                   "AND revision = ? ORDER BY session_id, seq",
+                                   (fact_id, revision)):
+            prov.setdefault(sid, []).append(seq)
+        return ref, tuple(Provenance(s, tuple(q)) for s, q in prov.items())
+
+    def _fact_from_row(self, db: sqlite3.Connection, row: Sequence[Any]) -> Fact:
+        fact_id, revision, created, updated, text = row
+        if text is None:
+            raise StoreCorrupt(f"facts database: fact {fact_id} has no revision {revision}")
+        ref, prov = self._revision_sources(db, fact_id, revision)
+        return Fact(fact_id, revision, text, created, updated, ref, prov)
+
+    _FACT_SELECT = ("SELECT f.fact_id, f.revision, f.created, f.updated, r.text FROM facts f "
+                    "LEFT JOIN revisions r ON r.fact_id = f.fact_id AND r.revision = f.revision ")
+
+    def get(self, fact_id: str) -> Fact | None:
+        """A fact at its current revision, or None.  Administrative and
+        unverified: model-facing consumers use source-validated recall."""
+        db = self._reader()
+        if db is None:
+            return None
+        row = db.execute(self._FACT_SELECT + "WHERE f.fact_id = ?", (fact_id,)).fetchone()
+        return self._fact_from_row(db, row) if row else None
+
+    def require(self, fact_id: str) -> Fact:
+        fact = self.get(check_fact_id(fact_id))
+        if fact is None:
+            if self.was_forgotten(fact_id):
+                raise NotFound(f"fact {fact_id} was forgotten")
+            raise NotFound(f"no fact {fact_id}")
+        return fact
+
+    def revisions(self, fact_id: str) -> list[Revision]:
+        """Every revision of a fact, oldest first, each with its evidence."""
+        db = self._reader()
+        if db is None:
+            return []
+        out = []
+        for rev, text, created in db.execute(
+                "SELECT revision, text, created FROM revisions WHERE fact_id = ? "
+                "ORDER BY revision", (fact_id,)).fetchall():
+            ref, prov = self._revision_sources(db, fact_id, rev)
+            out.append(Revision(fact_id, rev, text, created, ref, prov))
+        return out
+
+    def provenance(self, fact_id: str, revision: int | None = None) -> list[Provenance]:
+        """Legacy provenance rows of a revision (default: the current one)."""
+        db = self._reader()
+        if db is None:
+            return []
+        if revision is None:
+            row = db.execute("SELECT revision FROM facts WHERE fact_id = ?", (fact_id,)).fetchone()
+            if row is None:
+                return []
+            revision = row[0]
+        return list(self._revision_sources(db, fact_id, revision)[1])
+
+    def source(self, fact_id: str, revision: int | None = None) -> SourceRef | None:
+        """The SourceRef attached to a revision (default: the current one)."""
+        db = self._reader()
+        if db is None:
+            return None
+        if revision is None:
+            row = db.execute("SELECT revision FROM facts WHERE fact_id = ?", (fact_id,)).fetchone()
+            if row is None:
+                return None
+            revision = row[0]
+        return self._revision_sources(db, fact_id, revision)[0]
+
+    def count(self) -> int:
+        db = self._reader()
+        if db is None:
+            return 0
+        return db.execute("SELECT count(*) FROM facts").fetchone()[0]
+
+    def list(self, offset: int = 0, limit: int = 20) -> list[Fact]:
+        """At most ``limit`` (clamped to 1..LIST_MAX) facts in id order from ``offset``."""
+        if offset < 0:
+            raise UsageError("offset must be 0 or more")
+        limit = max(1, min(int(limit), LIST_MAX))
+        db = self._reader()
+        if db is None:
+            return []
+        rows = db.execute(self._FACT_SELECT + "ORDER BY f.fact_id LIMIT ? OFFSET ?",
+                          (limit, offset)).fetchall()
+        return [self._fact_from_row(db, r) for r in rows]
+
+    def iter_facts(self, *, batch: int = 500) -> Iterator[Fact]:
+        """Every fact in id order, fetched ``batch`` at a time (constant memory)."""
+        db = self._reader()
+        if db is None:
+            return
+        last = ""
+        while True:
+            rows = db.execute(self._FACT_SELECT + "WHERE f.fact_id > ? ORDER BY f.fact_id LIMIT ?",
+                              (last, batch)).fetchall()
+            if not rows:
+                return
+            for r in rows:
+                yield self._fact_from_row(db, r)
+            last = rows[-1][0]
+
+    def fact_ids(self, prefix: str = "", limit: int = 200) -> list[str]:
+        db = self._reader()
+        if db is None:
+            return []
+        return [r[0] for r in db.execute(
+            "SELECT fact_id FROM facts WHERE fact_id >= ? AND fact_id < ? ORDER BY fact_id LIMIT ?",
+            (prefix, prefix + "\U0010ffff", limit))]
+
+    def search(self, text: str, limit: int = SEARCH_DEFAULT) -> list[Fact]:
+        """Facts whose current text contains ``text`` literally (case-insensitive
+        for ASCII; no wildcards, no regex).  Administrative, unverified."""
+        if not isinstance(text, str) or not text:
+            raise UsageError("search text is empty")
+        limit = max(1, min(int(limit), LIST_MAX))
+        db = self._reader()
+        if db is None:
+            return []
+        rows = db.execute(self._FACT_SELECT + "WHERE instr(lower(r.text), lower(?)) > 0 "
+                          "ORDER BY f.fact_id LIMIT ?", (text, limit)).fetchall()
+        return [self._fact_from_row(db, r) for r in rows]
+
+    def facts_using(self, positions: Mapping[str, Iterable[int]],
+                    exclude_fact: str | None = None) -> list[str]:
+        """Ids of facts any of whose revisions' evidence touches one of the positions."""
+        db = self._reader()
+        if db is None:
+            return []
+        hit: set[str] = set()
+        for session_id, seqs in positions.items():
+            wanted = set(seqs)
+            if not wanted:
+                continue
+            if "source_refs" in self._tables:
+                for fid, raw in db.execute("SELECT fact_id, seqs FROM source_refs "
+                                           "WHERE session_id = ?", (session_id,)):
+                    if wanted.intersection(_seqs_from_json(raw, f"source of {fid}")):
+                        hit.add(fid)
+            for seq in wanted:
+                for (fid,) in db.execute("SELECT DISTINCT fact_id FROM provenance "
+                                         "WHERE session_id = ? AND seq = ?", (session_id, seq)):
+                    hit.add(fid)
+        hit.discard(exclude_fact or "")
+        return sorted(hit)
+
+    # ---- low-level writes (unverified storage; exclusions still enforced) --
+
+    def _insert_revision(self, db: sqlite3.Connection, fact_id: str, revision: int, text: str,
+                         now: str, ref: SourceRef | None,
+                         provenance: Sequence[Provenance]) -> None:
+        db.execute("INSERT INTO revisions (fact_id, revision, text, created) VALUES (?, ?, ?, ?)",
+                   (fact_id, revision, text, now))
+        for p in provenance:
+            for seq in sorted(set(p.seqs)):
+                db.execute("INSERT OR IGNORE INTO provenance (fact_id, revision, session_id, seq) "
+                           "VALUES (?, ?, ?, ?)", (fact_id, revision, p.session_id, seq))
+        if ref is not None:
+            db.execute("INSERT INTO source_refs (fact_id, revision, session_id, seqs, digest) "
+                       "VALUES (?, ?, ?, ?, ?)",
+                       (fact_id, revision, ref.session_id, orjson.dumps(list(ref.seqs)).decode(),
+                        ref.digest))
+
+    @staticmethod
+    def _positions(ref: SourceRef | None, provenance: Sequence[Provenance]) -> dict[str, set[int]]:
+        out: dict[str, set[int]] = {}
+        if ref is not None:
+            out.setdefault(ref.session_id, set()).update(ref.seqs)
+        for p in provenance:
+            out.setdefault(p.session_id, set()).update(p.seqs)
+        return out
+
+    @staticmethod
+    def _check_provenance(provenance: Iterable[Provenance]) -> list[Provenance]:
+        out = []
+        for p in provenance:
+            check_session_id(p.session_id)
+            if any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in p.seqs):
+                raise UsageError("provenance positions must be non-negative integers")
+            out.append(p)
+        return out
+
+    def add(self, text: str, *, provenance: Iterable[Provenance] = (),
+            ref: SourceRef | None = None, expected_generation: int | None = None) -> RememberResult:
+        """Store a fact without validating its evidence (unverified storage).
+
+        The id is derived from the text and ``ref``; adding the same fact again
+        returns it unchanged.  Excluded evidence is refused (Conflict), as is
+        the id of a forgotten fact."""
+        text = _check_text(text)
+        prov = self._check_provenance(provenance)
+        fact_id = fact_id_for(text, ref)
+        with self._txn() as db:
+            self._check_generation(db, expected_generation)
+            self._check_not_excluded(db, self._positions(ref, prov))
+            existing = db.execute(self._FACT_SELECT + "WHERE f.fact_id = ?", (fact_id,)).fetchone()
+            if existing:
+                return RememberResult(self._fact_from_row(db, existing), created=False)
+            if db.execute("SELECT 1 FROM forgotten WHERE fact_id = ?", (fact_id,)).fetchone():
+                raise Conflict(f"fact {fact_id} was forgotten; its id is retired")
+            now = _now()
+            db.execute("INSERT INTO facts (fact_id, revision, created, updated) VALUES (?, 1, ?, ?)",
+                       (fact_id, now, now))
+            self._insert_revision(db, fact_id, 1, text, now, ref, prov)
+            fact = Fact(fact_id, 1, text, now, now, ref, tuple(prov))
+        return RememberResult(fact, created=True)
+
+    def revise(self, fact_id: str, text: str, *, expected_revision: int,
+               provenance: Iterable[Provenance] = (), ref: SourceRef | None = None,
+               expected_generation: int | None = None) -> Fact:
+        """Append a revision without validating its evidence (unverified storage).
+        ``expected_revision`` and ``expected_generation`` are checked inside the
+        transaction (Conflict when stale); excluded evidence is refused."""
+        check_fact_id(fact_id)
+        text = _check_text(text)
+        prov = self._check_provenance(provenance)
+        with self._txn() as db:
+            row = db.execute("SELECT revision, created FROM facts WHERE fact_id = ?",
+                             (fact_id,)).fetchone()
+            if row is None:
+                if db.execute("SELECT 1 FROM forgotten WHERE fact_id = ?", (fact_id,)).fetchone():
+                    raise NotFound(f"fact {fact_id} was forgotten")
+                raise NotFound(f"no fact {fact_id}")
+            current, created = row
+            if current != expected_revision:
+                raise Conflict(f"stale revision for fact {fact_id}: expected {expected_revision}, "
+                               f"current is {current}")
+            self._check_generation(db, expected_generation)
+            self._check_not_excluded(db, self._positions(ref, prov))
+            now = _now()
+            new = current + 1
+            self._insert_revision(db, fact_id, new, text, now, ref, prov)
+            db.execute("UPDATE facts SET revision = ?, updated = ? WHERE fact_id = ?",
+                       (new, now, fact_id))
+        return Fact(fact_id, new, text, created, now, ref, tuple(prov))
+
+    def attach_source(self, fact_id: str, revision: int, ref: SourceRef, *,
+                      sessions: Any = None, project_root: Any = None,
+                      purpose: str = "working") -> bool:
+        """Attach ``ref`` once to its revision.  With ``sessions`` the reference
+        is validated first (it must be ``valid``).  Excluded evidence, a
+        different ref already attached, or an unknown revision is refused.
+        Returns True when attached, False when that exact ref was already there."""
+        check_fact_id(fact_id)
+        if not isinstance(ref, SourceRef):
+            raise UsageError("attach_source needs a SourceRef")
+        if sessions is not None:
+            self._validate(ref, sessions, project_root, purpose)
+        with self._txn() as db:
+            if not db.execute("SELECT 1 FROM revisions WHERE fact_id = ? AND revision = ?",
+                              (fact_id, revision)).fetchone():
+                raise NotFound(f"fact {fact_id} has no revision {revision}")
+            self._check_not_excluded(db, {ref.session_id: ref.seqs})
+            row = db.execute("SELECT session_id, seqs, digest FROM source_refs "
+                             "WHERE fact_id = ? AND revision = ?", (fact_id, revision)).fetchone()
+            if row is not None:
+                if _ref_from_row(fact_id, revision, *row) == ref:
+                    return False
+                raise Conflict(f"fact {fact_id} revision {revision} already has a different "
+                               "source; a source is attached once")
+            db.execute("INSERT INTO source_refs (fact_id, revision, session_id, seqs, digest) "
+                       "VALUES (?, ?, ?, ?, ?)",
+                       (fact_id, revision, ref.session_id, orjson.dumps(list(ref.seqs)).decode(),
+                        ref.digest))
+        return True
+
+    # ---- verified writes -------------------------------------------------
+
+    def _validate(self, ref: SourceRef, sessions: Any, project_root: Any,
+                  purpose: str) -> SourceStatus:
+        if project_root is not None and hasattr(sessions, "bind_facts"):
+            sessions.bind_facts(project_root, self)
+        st = sessions.validate_source(ref, purpose=purpose)
+        if not st.ok:
+            raise Conflict(f"evidence {ref.label()} is not valid: {st.status} ({st.reason})")
+        return st
+
+    def remember(self, text: str, ref: SourceRef, *, sessions: Any, project_root: Any = None,
+                 deduplicate: bool = False,
+                 expected_generation: int | None = None) -> RememberResult:
+        """Create a fact with a validated SourceRef, atomically.
+
+        The ref is validated (purpose ``working``) through ``sessions``;
+        exclusions (and ``expected_generation`` when given) are checked again
+        inside the transaction that inserts the fact, its first revision and its
+        source together.  The id derives from text + ref, so a retry returns
+        the same fact.  ``deduplicate=True`` returns an existing fact whose any
+        revision's case-folded, whitespace-collapsed text equals this one,
+        without attaching the new source or reverting it."""
+        text = _check_text(text)
+        if not isinstance(ref, SourceRef):
+            raise UsageError("remember needs a SourceRef")
+        self._validate(ref, sessions, project_root, "working")
+        fact_id = fact_id_for(text, ref)
+        with self._txn() as db:
+            self._check_generation(db, expected_generation)
+            self._check_not_excluded(db, {ref.session_id: ref.seqs})
+            existing = db.execute(self._FACT_SELECT + "WHERE f.fact_id = ?", (fact_id,)).fetchone()
+            if existing:
+                return RememberResult(self._fact_from_row(db, existing), created=False)
+            if db.execute("SELECT 1 FROM forgotten WHERE fact_id = ?", (fact_id,)).fetchone():
+                raise Conflict(f"fact {fact_id} was forgotten; its id is retired")
+            if deduplicate:
+                key = normalize_text(text)
+                for fid, rtext in db.execute("SELECT fact_id, text FROM revisions "
+                                             "ORDER BY fact_id, revision"):
+                    if normalize_text(rtext) == key:
+                        row = db.execute(self._FACT_SELECT + "WHERE f.fact_id = ?",
+                                         (fid,)).fetchone()
+                        return RememberResult(self._fact_from_row(db, row), created=False,
+                                              deduplicated=True)
+            now = _now()
+            db.execute("INSERT INTO facts (fact_id, revision, created, updated) VALUES (?, 1, ?, ?)",
+                       (fact_id, now, now))
+            self._insert_revision(db, fact_id, 1, text, now, ref, ())
+            fact = Fact(fact_id, 1, text, now, now, ref, ())
+        return RememberResult(fact, created=True)
+
+    def correct(self, fact_id: str, text: str, *, expected_revision: int, ref: SourceRef,
+                sessions: Any, project_root: Any = None,
+                expected_generation: int | None = None) -> Fact:
+        """Append a revision justified by new, validated evidence.
+
+        The evidence must hold persisted user or assistant text (tool output
+        alone is refused).  Revision and generation are checked inside the
+        transaction: stale -> Conflict (exit 4), nothing changed."""
+        check_fact_id(fact_id)
+        text = _check_text(text)
+        if not isinstance(ref, SourceRef):
+            raise UsageError("correct needs a SourceRef")
+        self._validate(ref, sessions, project_root, "working")
+        require_authored_text(sessions.records(ref.session_id, ref.start, ref.end), ref)
+        return self.revise(fact_id, text, expected_revision=expected_revision, ref=ref,
+                           expected_generation=expected_generation)
+
+    # ---- forget ----------------------------------------------------------
+
+    def _evidence_positions(self, db: sqlite3.Connection, fact_id: str) -> dict[str, set[int]]:
+        out: dict[str, set[int]] = {}
+        if "source_refs" in self._tables:
+            for sid, raw in db.execute("SELECT session_id, seqs FROM source_refs WHERE fact_id = ?",
+                                       (fact_id,)):
+                out.setdefault(sid, set()).update(_seqs_from_json(raw, f"source of {fact_id}"))
+        for sid, seq in db.execute("SELECT session_id, seq FROM provenance WHERE fact_id = ?",
+                                   (fact_id,)):
+            out.setdefault(sid, set()).add(seq)
+        return out
+
+    def plan_forget(self, fact_id: str) -> ForgetPlan:
+        """What forget would do, computed without writing."""
+        check_fact_id(fact_id)
+        db = self._reader()
+        exists = db is not None and db.execute("SELECT 1 FROM facts WHERE fact_id = ?",
+                                               (fact_id,)).fetchone() is not None
+        gen = self.generation()
+        if not exists:
+            if self.was_forgotten(fact_id):
+                return ForgetPlan(fact_id, False, (), (), gen, gen, ())
+            raise NotFound(f"no fact {fact_id}")
+        assert db is not None
+        positions = self._evidence_positions(db, fact_id)
+        new, old = [], []
+        for sid in sorted(positions):
+            excl = self.excluded_seqs(sid)
+            for seq in sorted(positions[sid]):
+                (old if seq in excl else new).append((sid, seq))
+        others = self.facts_using(positions, exclude_fact=fact_id)
+        return ForgetPlan(fact_id, True, tuple(new), tuple(old), gen, gen + 1, tuple(others))
+
+    def forget(self, fact_id: str) -> bool:
+        """Forget one fact in one ``BEGIN IMMEDIATE`` transaction: exclusions for
+        every position of every revision's provenance and source refs, a
+        content-free retry marker, generation + 1, and the fact, revisions,
+        provenance and refs deleted.  True the first time, False on a retry;
+        NotFound for an id never seen."""
+        check_fact_id(fact_id)
+        if self._conn is None and not self.readonly:
+            if _lstat_regular(self.path) is None:
+                raise NotFound(f"no fact {fact_id} (no facts database)")
+        with self._txn() as db:
+            if not db.execute("SELECT 1 FROM facts WHERE fact_id = ?", (fact_id,)).fetchone():
+                if db.execute("SELECT 1 FROM forgotten WHERE fact_id = ?", (fact_id,)).fetchone():
+                    return False
+                raise NotFound(f"no fact {fact_id}")
+            positions = self._evidence_positions(db, fact_id)
+            gen = int(db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
+            new_gen = gen + 1
+            for sid in sorted(positions):
+                for seq in sorted(positions[sid]):
+                    db.execute("INSERT OR IGNORE INTO exclusions (session_id, seq, generation) "
+                               "VALUES (?, ?, ?)", (sid, seq, new_gen))
+            db.execute("INSERT OR REPLACE INTO forgotten (fact_id, generation) VALUES (?, ?)",
+                       (fact_id, new_gen))
+            db.execute("UPDATE meta SET value = ? WHERE key = 'generation'", (new_gen,))
+            db.execute("DELETE FROM source_refs WHERE fact_id = ?", (fact_id,))
+            db.execute("DELETE FROM provenance WHERE fact_id = ?", (fact_id,))
+            db.execute("DELETE FROM revisions WHERE fact_id = ?", (fact_id,))
+            db.execute("DELETE FROM facts WHERE fact_id = ?", (fact_id,))
+        return True
+
+    # ---- integrity -------------------------------------------------------
+
+    def integrity(self) -> list[str]:
+        """Problems found by ``integrity_check``/``foreign_key_check`` and the
+        fact invariants (contiguous revisions, current revision present)."""
+        db = self._reader()
+        if db is None:
+            return []
+        out = [r[0] for r in db.execute("PRAGMA integrity_check") if r[0] != "ok"]
+        out += [f"foreign key: {tuple(r)}" for r in db.execute("PRAGMA foreign_key_check")]
+        for fid, rev, n, lo, hi in db.execute(
+                "SELECT f.fact_id, f.revision, count(r.revision), min(r.revision), "
+                "max(r.revision) FROM facts f LEFT JOIN revisions r ON r.fact_id = f.fact_id "
+                "GROUP BY f.fact_id"):
+            if not (n == rev and lo == 1 and hi == rev):
+                out.append(f"fact {fid}: revisions not contiguous 1..{rev}")
+        for (fid,) in db.execute("SELECT DISTINCT fact_id FROM revisions WHERE fact_id NOT IN "
+                                 "(SELECT fact_id FROM facts)"):
+            out.append(f"revision of missing fact {fid}")
+        return out
+
+
+# --------------------------------------------------------------------------
+# Evidence helpers shared with the CLI and context
+
+
+def message_text(content: Any) -> str:
+    """The text of a message's content (a string, or the text parts of a list)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, dict) and part.get("type") == "text" and isinstance(
+                    part.get("text"), str):
+                parts.append(part["text"])
+        return "\n".join(parts)
+    return ""
+
+
+def require_authored_text(records: Iterable[Mapping[str, Any]], ref: SourceRef) -> None:
+    """Conflict unless a referenced position is a user or assistant message with
+    text (tool output alone cannot justify a correction)."""
+    wanted = set(ref.seqs)
+    for rec in records:
+        if not isinstance(rec, Mapping) or rec.get("seq") not in wanted:
+            continue
+        if rec.get("type") == "message" and rec.get("role") in ("user", "assistant") \
+                and not rec.get("synthetic") and message_text(rec.get("content")).strip():
+            return
+    raise Conflict(f"evidence {ref.label()} holds no user or assistant text; "
+                   "tool output alone cannot justify a correction")
+
+
+def fact_status(revisions: Sequence[Revision],
+                statuses: Mapping[SourceRef, SourceStatus]) -> tuple[SourceStatus, int | None]:
+    """A fact is valid only when every revision has a SourceRef that validates.
+    Otherwise the status of the first failing revision, current first; returns
+    (status, the revision it is about)."""
+    for rev in sorted(revisions, key=lambda r: -r.revision):
+        if rev.source is None:
+            return status_for("legacy_provenance"), rev.revision
+        st = statuses.get(rev.source)
+        if st is None:
+            return SourceStatus(HIDDEN, "invalid_ref", "not validated"), rev.revision
+        if not st.ok:
+            return st, rev.revision
+    if not revisions:
+        return SourceStatus(UNVERIFIED, "legacy_provenance", "no revisions"), None
+    return SourceStatus(VALID), None
+
+
+__all__ = [
+    "FactStore", "Fact", "Revision", "Provenance", "RememberResult", "ForgetPlan",
+    "MIGRATIONS", "SCHEMA_VERSION", "fact_id_for", "check_fact_id", "normalize_text",
+    "message_text", "require_authored_text", "fact_status", "m001_initial",
+    "m002_source_refs", "m003_generation",
+]

@@ -1,0 +1,335 @@
+"""FactStore: schema, migrations, lazy creation, writes, exclusions, forget."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from lecode_memctl.core.errors import Conflict, NotFound, StoreCorrupt, UsageError
+from lecode_memctl.core.facts import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    FactStore,
+    Provenance,
+    fact_id_for,
+    normalize_text,
+)
+from lecode_memctl.core.sourceref import SourceRef
+
+from .conftest import tree_hash
+
+D1 = "1" * 64
+D2 = "2" * 64
+
+# The legacy schema (lecode before schema versioning): user_version 0, no
+# schema_migrations, no source_refs, no generation/retry markers.
+LEGACY_SQL = """
+CREATE TABLE facts (fact_id TEXT PRIMARY KEY, revision INTEGER NOT NULL CHECK (revision >= 1),
+                    created TEXT NOT NULL, updated TEXT NOT NULL);
+CREATE TABLE revisions (fact_id TEXT NOT NULL REFERENCES facts(fact_id) ON DELETE CASCADE,
+                        revision INTEGER NOT NULL CHECK (revision >= 1), text TEXT NOT NULL,
+                        created TEXT NOT NULL, PRIMARY KEY (fact_id, revision));
+CREATE TABLE provenance (fact_id TEXT NOT NULL, revision INTEGER NOT NULL,
+                         session_id TEXT NOT NULL, seq INTEGER NOT NULL CHECK (seq >= 0),
+                         PRIMARY KEY (fact_id, revision, session_id, seq),
+                         FOREIGN KEY (fact_id, revision) REFERENCES revisions(fact_id, revision)
+                         ON DELETE CASCADE);
+CREATE TABLE exclusions (session_id TEXT NOT NULL, seq INTEGER NOT NULL CHECK (seq >= 0),
+                         PRIMARY KEY (session_id, seq)) WITHOUT ROWID;
+INSERT INTO facts VALUES ('00000000000000aa', 2, '2025-01-01T00:00:00Z', '2025-01-02T00:00:00Z');
+INSERT INTO revisions VALUES ('00000000000000aa', 1, 'tabs for indentation', '2025-01-01T00:00:00Z');
+INSERT INTO revisions VALUES ('00000000000000aa', 2, 'tabs, width 4', '2025-01-02T00:00:00Z');
+INSERT INTO provenance VALUES ('00000000000000aa', 1, 'old-session', 3);
+INSERT INTO provenance VALUES ('00000000000000aa', 2, 'old-session', 7);
+INSERT INTO exclusions VALUES ('old-session', 1);
+"""
+
+
+def make_legacy(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(path)
+    db.executescript(LEGACY_SQL)
+    db.commit()
+    db.close()
+
+
+def dump(path: Path) -> dict[str, list]:
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        out = {}
+        for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name"):
+            out[t] = sorted(db.execute(f"SELECT * FROM {t}").fetchall(), key=repr)
+        return out
+    finally:
+        db.close()
+
+
+@pytest.fixture
+def db_path(tmp_path) -> Path:
+    return tmp_path / "store" / "facts.sqlite3"
+
+
+def test_nothing_created_until_first_write(db_path):
+    fs = FactStore(db_path)
+    assert fs.list() == [] and fs.generation() == 0 and fs.excluded_seqs("s") == frozenset()
+    assert fs.get("0" * 16) is None and fs.search("x") == [] and fs.count() == 0
+    with pytest.raises(NotFound):
+        fs.forget("0" * 16)
+    assert not db_path.parent.exists()
+    fs.add("first")
+    assert db_path.exists()
+    assert (db_path.stat().st_mode & 0o777) == 0o600
+    assert (db_path.parent.stat().st_mode & 0o777) == 0o700
+    db = sqlite3.connect(db_path)
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    names = [r[0] for r in db.execute("SELECT name FROM schema_migrations ORDER BY name")]
+    assert names == [n for n, _ in MIGRATIONS]
+    db.close()
+    fs.close()
+
+
+def test_fact_ids_are_canonical_and_retries_idempotent(db_path):
+    ref = SourceRef("s1", (1, 2), D1)
+    assert fact_id_for("a", ref) == fact_id_for("a", SourceRef("s1", (1, 2), D1))
+    assert fact_id_for("a", ref) != fact_id_for("a", None) != fact_id_for("b", None)
+    assert fact_id_for("a", ref) != fact_id_for("a", SourceRef("s1", (1, 2), D2))
+    with FactStore(db_path) as fs:
+        first = fs.add("a", ref=ref)
+        again = fs.add("a", ref=ref)
+        assert first.created and not again.created
+        assert first.fact.fact_id == again.fact.fact_id == fact_id_for("a", ref)
+        assert fs.count() == 1
+
+
+def test_revise_checks_expected_revision_and_keeps_history(db_path):
+    with FactStore(db_path) as fs:
+        fid = fs.add("v1", provenance=[Provenance("s1", (1,))]).fact.fact_id
+        fs.revise(fid, "v2", expected_revision=1, ref=SourceRef("s1", (4,), D1))
+        with pytest.raises(Conflict, match="stale revision"):
+            fs.revise(fid, "v3", expected_revision=1)
+        revs = fs.revisions(fid)
+        assert [(r.revision, r.text) for r in revs] == [(1, "v1"), (2, "v2")]
+        assert revs[0].source is None and revs[0].provenance == (Provenance("s1", (1,)),)
+        assert fs.source(fid) == SourceRef("s1", (4,), D1)
+        assert fs.source(fid, 1) is None
+        assert fs.provenance(fid, 1) == [Provenance("s1", (1,))]
+        with pytest.raises(NotFound):
+            fs.revise("f" * 16, "x", expected_revision=1)
+        with pytest.raises(UsageError):
+            fs.revise("not-an-id", "x", expected_revision=1)
+        with pytest.raises(Conflict, match="generation"):
+            fs.revise(fid, "v3", expected_revision=2, expected_generation=5)
+        assert fs.integrity() == []
+
+
+def test_list_is_bounded_and_search_is_literal(db_path):
+    with FactStore(db_path) as fs:
+        for i in range(30):
+            fs.add(f"fact number {i} uses 100% of_the [a-z]* budget")
+        fs.add("Plain Text")
+        page = fs.list(0, 20)
+        assert len(page) == 20
+        assert [f.fact_id for f in page] == sorted(f.fact_id for f in page)
+        assert len(fs.list(20, 20)) == 11
+        assert len(fs.list(0, 10**9)) == 31  # clamped, not unbounded
+        assert [f.fact_id for f in fs.iter_facts(batch=7)] == sorted(
+            f.fact_id for f in fs.list(0, 100))
+        assert len(fs.search("100%")) == 30
+        assert fs.search("[a-z]*")  # no regex, no LIKE wildcards
+        assert fs.search("100_") == []
+        assert [f.text for f in fs.search("plain text")] == ["Plain Text"]
+        assert len(fs.search("fact", limit=5)) == 5
+        with pytest.raises(UsageError):
+            fs.search("")
+
+
+def test_exclusions_are_authoritative(db_path):
+    with FactStore(db_path) as fs:
+        a = fs.add("a", ref=SourceRef("s1", (2, 3), D1)).fact
+        b = fs.add("b", provenance=[Provenance("s1", (3, 9))]).fact
+        plan = fs.plan_forget(a.fact_id)
+        assert plan.exclusions == (("s1", 2), ("s1", 3)) and plan.suppressed_facts == (b.fact_id,)
+        assert plan.new_generation == 1
+        assert fs.forget(a.fact_id) is True
+        assert fs.is_excluded("s1", 3) and not fs.is_excluded("s1", 9)
+        for call in (
+            lambda: fs.add("c", ref=SourceRef("s1", (3,), D1)),
+            lambda: fs.add("c", provenance=[Provenance("s1", (2,))]),
+            lambda: fs.revise(b.fact_id, "b2", expected_revision=1, ref=SourceRef("s1", (1, 2), D1)),
+            lambda: fs.attach_source(b.fact_id, 1, SourceRef("s1", (3,), D2)),
+            lambda: fs.add("a", ref=SourceRef("s1", (2, 3), D1)),
+        ):
+            with pytest.raises(Conflict):
+                call()
+        # the overlapping fact is retained administratively
+        assert fs.get(b.fact_id) is not None
+        assert fs.attach_source(b.fact_id, 1, SourceRef("s1", (9,), D2)) is True
+        assert fs.attach_source(b.fact_id, 1, SourceRef("s1", (9,), D2)) is False
+        with pytest.raises(Conflict, match="attached once"):
+            fs.attach_source(b.fact_id, 1, SourceRef("s1", (8,), D2))
+        with pytest.raises(NotFound):
+            fs.attach_source(b.fact_id, 2, SourceRef("s1", (8,), D2))
+
+
+def test_forget_all_revisions_marker_and_generation(db_path):
+    with FactStore(db_path) as fs:
+        fid = fs.add("v1", ref=SourceRef("s1", (1,), D1),
+                     provenance=[Provenance("s0", (5,))]).fact.fact_id
+        fs.revise(fid, "v2", expected_revision=1, ref=SourceRef("s2", (4, 6), D2))
+        assert fs.forget(fid) is True
+        assert fs.generation() == 1
+        assert fs.excluded_seqs("s1") == {1} and fs.excluded_seqs("s2") == {4, 6}
+        assert fs.excluded_seqs("s0") == {5}
+        assert fs.get(fid) is None and fs.revisions(fid) == []
+        assert fs.forget(fid) is False
+        assert fs.generation() == 1
+        with pytest.raises(NotFound):
+            fs.forget("e" * 16)
+        with pytest.raises(UsageError):
+            fs.forget("../etc")
+        with pytest.raises(Conflict, match="excluded"):
+            fs.add("v1", ref=SourceRef("s1", (1,), D1))
+        plain = fs.add("no evidence").fact.fact_id
+        assert fs.forget(plain) is True and fs.generation() == 2
+        with pytest.raises(Conflict, match="retired"):
+            fs.add("no evidence")  # a retried add never resurrects a forgotten fact
+        plan = fs.plan_forget(fid)
+        assert not plan.exists and plan.new_generation == plan.generation == 2
+        tables = dump(db_path)
+        assert tables["facts"] == [] and tables["revisions"] == [] and tables["source_refs"] == []
+        assert tables["provenance"] == []
+        assert sorted(tables["forgotten"]) == sorted([(fid, 1), (plain, 2)])  # content-free: the id and the generation
+
+
+def test_dedup_against_every_revision(db_path):
+    with FactStore(db_path) as fs:
+        # remember() needs sessions; dedup is exercised at the SQL level through
+        # the same normalisation used there (remember is covered in test_facts_cli).
+        assert normalize_text("  We use\tTABS\n here ") == normalize_text("we use tabs here")
+        assert normalize_text("Straße") == normalize_text("STRASSE")
+
+
+def test_legacy_database_migrates_keeping_every_row(db_path):
+    make_legacy(db_path)
+    before = dump(db_path)
+    # read-only: never migrates, reports it, still reads
+    ro = FactStore.open_readonly(db_path)
+    assert ro.needs_migration and ro.schema_version == 0
+    fact = ro.get("00000000000000aa")
+    assert fact.text == "tabs, width 4" and fact.source is None
+    assert fact.provenance == (Provenance("old-session", (7,)),)
+    assert ro.excluded_seqs("old-session") == {1} and ro.generation() == 0
+    ro.close()
+    assert dump(db_path) == before
+    fs = FactStore(db_path)
+    assert not fs.needs_migration and fs.schema_version == SCHEMA_VERSION
+    after = dump(db_path)
+    for table in ("facts", "revisions", "provenance"):
+        assert after[table] == before[table]
+    assert after["exclusions"] == [("old-session", 1, 0)]
+    assert after["source_refs"] == [] and after["meta"] == [("generation", 0)]
+    assert [r.text for r in fs.revisions("00000000000000aa")] == ["tabs for indentation",
+                                                                  "tabs, width 4"]
+    assert fs.source("00000000000000aa") is None  # legacy provenance is never backfilled
+    assert fs.forget("00000000000000aa") is True
+    assert fs.excluded_seqs("old-session") == {1, 3, 7}
+    fs.close()
+
+
+def test_each_migration_is_atomic_with_its_record(db_path, monkeypatch):
+    from lecode_memctl.core import facts as facts_mod
+
+    make_legacy(db_path)
+
+    def broken(db):
+        db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)")
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(facts_mod, "MIGRATIONS",
+                        [MIGRATIONS[0], MIGRATIONS[1], ("m003_generation", broken)])
+    with pytest.raises(RuntimeError):
+        FactStore(db_path)
+    db = sqlite3.connect(db_path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert [r[0] for r in db.execute("SELECT name FROM schema_migrations ORDER BY name")] == [
+        "m001_initial", "m002_source_refs"]
+    assert db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'meta'").fetchone()[0] == 0
+    db.close()
+
+
+def test_future_schema_version_is_refused(db_path):
+    with FactStore(db_path) as fs:
+        fs.add("x")
+    db = sqlite3.connect(db_path)
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    db.close()
+    before = tree_hash(db_path.parent)
+    with pytest.raises(StoreCorrupt, match="newer"):
+        FactStore.open_readonly(db_path)
+    with pytest.raises(StoreCorrupt, match="newer"):
+        FactStore(db_path)
+    assert tree_hash(db_path.parent) == before
+
+
+@pytest.mark.parametrize("content", [b"this is not a database at all" * 100, b"SQLite format 3\x00" + b"\xff" * 200])
+def test_corrupt_database_is_store_corrupt(db_path, content):
+    db_path.parent.mkdir(parents=True)
+    db_path.write_bytes(content)
+    with pytest.raises(StoreCorrupt):
+        FactStore.open_readonly(db_path).list()
+    with pytest.raises(StoreCorrupt):
+        FactStore(db_path)
+
+
+def test_foreign_tables_are_store_corrupt(db_path):
+    db_path.parent.mkdir(parents=True)
+    db = sqlite3.connect(db_path)
+    db.execute("CREATE TABLE facts (id INTEGER)")
+    db.close()
+    with pytest.raises(StoreCorrupt):
+        FactStore.open_readonly(db_path)
+    with pytest.raises(StoreCorrupt):
+        FactStore(db_path)
+
+
+def test_symlinked_database_is_refused(tmp_path, db_path):
+    real = tmp_path / "elsewhere.sqlite3"
+    with FactStore(real) as fs:
+        fs.add("x")
+    db_path.parent.mkdir(parents=True)
+    os.symlink(real, db_path)
+    with pytest.raises(StoreCorrupt, match="symbolic link"):
+        FactStore.open_readonly(db_path)
+    with pytest.raises(StoreCorrupt, match="symbolic link"):
+        FactStore(db_path)
+
+
+def test_busy_writer_is_store_busy(db_path):
+    from lecode_memctl.core.errors import StoreBusy
+
+    with FactStore(db_path) as fs:
+        fid = fs.add("x").fact.fact_id
+    blocker = sqlite3.connect(db_path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        fs = FactStore(db_path, busy_timeout=0.05)
+        with pytest.raises(StoreBusy):
+            fs.forget(fid)
+        fs.close()
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    with FactStore(db_path) as fs:
+        assert fs.get(fid) is not None
+
+
+def test_bad_text_is_usage_error(db_path):
+    with FactStore(db_path) as fs:
+        for bad in ("", "   ", "a\x00b", "\ud800", 5):
+            with pytest.raises(UsageError):
+                fs.add(bad)  # type: ignore[arg-type]
+    assert not db_path.exists()

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -202,6 +203,9 @@ def esc(text: str) -> str:
             out.append("        ")
         elif ord(ch) < 32 or ord(ch) == 127:
             continue
+        elif ord(ch) > 126 and unicodedata.category(ch)[0] in "CZ" and ch != "\u00a0":
+            # controls, bidi overrides, unassigned, line separators: visible, inert
+            out.append(f"<U+{ord(ch):04X}>")
         elif ord(ch) > 126:
             out.append(f"\\[u{ord(ch):04X}]")
         else:

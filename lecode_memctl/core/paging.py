@@ -1,0 +1,153 @@
+"""Paging of source text under a byte cap (reference design, "Output").
+
+The whole printed object is at most 16,384 UTF-8 bytes including its JSON
+metadata.  ``source_text`` is a character page of the JSON array
+``[[seq, message], ...]`` of the visible messages, holding the original
+message records; binary attachment payloads are replaced by omission
+markers.  Pages are ``limit`` characters (default 4096, clamped to 8192),
+fewer when JSON escaping of the page would exceed the byte budget.  Pass
+``next_offset`` back as ``offset``; ``None`` means finished.  Concatenate
+the pages' ``source_text`` before parsing the array.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from .errors import UsageError
+
+MAX_OUTPUT_BYTES = 16384
+DEFAULT_LIMIT = 4096
+MAX_LIMIT = 8192
+MIN_BUDGET = 16   # bytes: room for at least one escaped character
+
+
+@dataclass(frozen=True)
+class Page:
+    source_text: str
+    offset: int
+    next_offset: int | None
+    limit: int            # the effective limit (after clamping)
+    total_chars: int      # characters in the whole array text
+
+    @property
+    def chars(self) -> int:
+        return len(self.source_text)
+
+
+def binary_size(data: Any) -> int | None:
+    """Decoded size of a base64 payload, or None when it is not valid base64 text."""
+    if not isinstance(data, str):
+        return None
+    try:
+        return len(base64.b64decode(data, validate=False))
+    except (binascii.Error, ValueError):
+        return None
+
+
+def omit_binary(obj: Any) -> Any:
+    """A copy of ``obj`` with every ``{"type": "binary", "data": ...}`` part's
+    ``data`` replaced by ``"omitted_bytes": N`` (the decoded size, or null)."""
+    if isinstance(obj, Mapping):
+        if obj.get("type") == "binary" and "data" in obj:
+            out = {k: omit_binary(v) for k, v in obj.items() if k != "data"}
+            out["omitted_bytes"] = binary_size(obj["data"])
+            return out
+        return {k: omit_binary(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [omit_binary(v) for v in obj]
+    return obj
+
+
+def source_array(items: Sequence[tuple[int, Mapping[str, Any]]]) -> list[list[Any]]:
+    """``[[seq, message], ...]`` with binary payloads omitted."""
+    return [[seq, omit_binary(msg)] for seq, msg in items]
+
+
+def source_array_text(items: Sequence[tuple[int, Mapping[str, Any]]]) -> str:
+    return orjson.dumps(source_array(items)).decode("utf-8")
+
+
+def escaped_size(text: str) -> int:
+    """UTF-8 bytes of ``text`` as a JSON string value, without the quotes."""
+    return len(orjson.dumps(text)) - 2
+
+
+def clamp_limit(limit: Any) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise UsageError(f"limit must be a positive integer (at most {MAX_LIMIT}), not {limit!r}")
+    return min(limit, MAX_LIMIT)
+
+
+def page_text(text: str, *, offset: int = 0, limit: int = DEFAULT_LIMIT, budget: int) -> Page:
+    """One character page of ``text`` whose JSON-escaped size is at most ``budget`` bytes."""
+    lim = clamp_limit(limit)
+    total = len(text)
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise UsageError(f"offset must be a non-negative integer, not {offset!r}")
+    if offset > total:
+        raise UsageError(f"offset {offset} is past the end ({total} characters)")
+    if budget < MIN_BUDGET:
+        raise UsageError("output budget too small for a page")
+    n = min(lim, total - offset)
+    if escaped_size(text[offset:offset + n]) > budget:
+        lo, hi = 0, n   # the largest n' in [lo, hi] that fits; lo always fits
+        while lo < hi:
+            m = (lo + hi + 1) // 2
+            if escaped_size(text[offset:offset + m]) <= budget:
+                lo = m
+            else:
+                hi = m - 1
+        n = lo
+    end = offset + n
+    return Page(text[offset:end], offset, end if end < total else None, lim, total)
+
+
+def page_source(items: Sequence[tuple[int, Mapping[str, Any]]], *, offset: int = 0,
+                limit: int = DEFAULT_LIMIT, budget: int) -> Page:
+    """A page of the ``[[seq, message], ...]`` array text of ``items``.
+
+    ``budget``: the most UTF-8 bytes the page may take as a JSON string value
+    (escaped, without quotes); see :func:`page_document` to derive it from
+    the 16,384-byte cap on the whole printed object.
+    """
+    return page_text(source_array_text(items), offset=offset, limit=limit, budget=budget)
+
+
+def _size(doc: Mapping[str, Any]) -> int:
+    # Pretty (indented) output is never smaller than compact output, so a
+    # document that fits pretty fits both ways; +1 for the final newline.
+    return len(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)) + 1
+
+
+def page_document(meta: Mapping[str, Any], items: Sequence[tuple[int, Mapping[str, Any]]], *,
+                  offset: int = 0, limit: int = DEFAULT_LIMIT,
+                  max_bytes: int = MAX_OUTPUT_BYTES) -> tuple[dict[str, Any], Page]:
+    """``meta`` plus ``source_text``, ``offset``, ``next_offset``, ``limit`` and
+    ``total_chars``, the whole document at most ``max_bytes`` when printed
+    (compact or indented, with its final newline)."""
+    text = source_array_text(items)
+    total = len(text)
+
+    def build(page_text_: str, off: int, nxt: int | None, lim: int) -> dict[str, Any]:
+        doc = dict(meta)
+        doc.update({"source_text": page_text_, "offset": off, "next_offset": nxt,
+                    "limit": lim, "total_chars": total})
+        return doc
+
+    lim = clamp_limit(limit)
+    # Worst-case metadata: next_offset as wide as total_chars.
+    frame = _size(build("", offset if isinstance(offset, int) else 0, total, lim))
+    budget = max_bytes - frame
+    if budget < MIN_BUDGET:
+        raise UsageError("the metadata alone exceeds the output cap")
+    page = page_text(text, offset=offset, limit=lim, budget=budget)
+    doc = build(page.source_text, page.offset, page.next_offset, page.limit)
+    assert _size(doc) <= max_bytes, "page exceeds the output cap"
+    return doc, page

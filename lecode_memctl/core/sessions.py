@@ -1,0 +1,1214 @@
+"""Session transcripts: the writer, the range reader, snapshots and validation.
+
+Implements the transcript half of the store contract ("Session transcript",
+"SourceRef and its digest", "Visibility", "Validation statuses") and the
+"Source-linked recall" part of the reference design.
+
+Reading never loads a whole transcript.  A range read finds ``start`` by a
+binary search over byte offsets (seek to the middle, skip to the next line
+start, parse that line's ``seq``), reads the span forward, and then reads on
+to the end of the file only to collect ``undo``/``redo``/``clear`` events:
+an undo/redo always targets positions before itself and a clear hides what
+precedes it, so the visibility of positions ``>= start`` depends only on
+records with ``seq >= start``.  Lines after the span are parsed only when
+they contain the bytes ``"event"``.
+
+Every read works on the file's size at ``fstat`` time: bytes a concurrent
+writer appends later, and a last line without ``\\n`` (an append in flight),
+are invisible.  Session files are opened with ``O_NOFOLLOW`` and checked with
+``fstat``; a symbolic link is refused, and so is a header whose ``project``
+is not the store's slug.
+"""
+
+from __future__ import annotations
+
+import difflib
+import errno
+import fcntl
+import io
+import os
+import stat
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import orjson
+
+from .errors import Conflict, MemctlError, NotFound, StoreBusy, StoreCorrupt, StoreWriteError, UsageError
+from .layout import DIR_MODE, FILE_MODE, Store
+from .sourceref import (
+    MAX_SPAN,
+    REASONS,
+    SESSION_ID_RE,
+    VALID,
+    ExclusionReader,
+    NoExclusions,
+    SourceRef,
+    SourceStatus,
+    canonical_digest,
+    check_session_id,
+    status_for,
+)
+
+FORMAT_VERSION = 1
+SUFFIX = ".jsonl"
+LOCK_SUFFIX = ".lock"
+ROLES = ("user", "assistant", "tool", "system")
+GENERATED_ROLES = ("assistant", "tool")
+PURPOSES = ("working", "durable")
+VISIBILITY_EVENTS = ("undo", "redo", "clear")
+
+# Corruption kinds reported by ``scan`` (and in StoreCorrupt messages).
+NOT_JSON = "not_json"
+NOT_OBJECT = "not_object"
+NO_SEQ = "no_seq"                    # an object without an integer "seq"
+SEQ_GAP = "seq_gap"
+SEQ_DUPLICATE = "seq_duplicate"
+SEQ_REGRESSION = "seq_regression"
+INVALID_UTF8 = "invalid_utf8"
+TORN_TAIL = "torn_tail"              # not corruption: an append in flight
+BAD_HEADER = "bad_header"            # line 1 is not a seq-0 session header
+BAD_TARGET = "bad_target"            # undo/redo target malformed or not entirely before the event
+CORRUPTION_KINDS = (NOT_JSON, NOT_OBJECT, NO_SEQ, SEQ_GAP, SEQ_DUPLICATE, SEQ_REGRESSION,
+                    INVALID_UTF8, BAD_HEADER, BAD_TARGET)
+
+# Session states reported by list_sessions.
+STATE_OK = "ok"
+STATE_TORN = "torn_tail"
+STATE_CORRUPT = "corrupt"
+STATE_REFUSED = "refused"
+STATE_UNREADABLE = "unreadable"
+
+_EVENT_MARK = b'"event"'
+_CHUNK = 1 << 20
+_LINEAR_BELOW = 1 << 16   # binary search stops when the window is this small
+_TAIL_BYTES = 1 << 16
+
+
+# --------------------------------------------------------------------------
+# Errors that carry a machine-readable reason (a key of sourceref.REASONS or a
+# corruption kind).  Callers may catch the base classes.
+
+
+class SessionNotFound(NotFound):
+    reason = "session_missing"
+
+
+class SessionRefused(Conflict):
+    """A symlinked session file, a missing/invalid header, or another project's session."""
+
+    def __init__(self, message: str, reason: str, *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.reason = reason
+
+
+class SessionUnreadable(StoreCorrupt):
+    reason = "session_unreadable"
+
+
+class SessionCorrupt(StoreCorrupt):
+    """A complete line in the span is not a JSON object, or seqs are not consecutive."""
+
+    reason = "records_corrupt"
+
+    def __init__(self, message: str, *, kind: str, line: int | None, offset: int,
+                 session_id: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.line = line
+        self.offset = offset
+        self.session_id = session_id
+
+
+class SpanHidden(Conflict):
+    """A valid range in which no message is visible."""
+
+    def __init__(self, message: str, reason: str, seq: int | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.seq = seq
+
+
+class PositionMissing(NotFound):
+    reason = "position_missing"
+
+
+# --------------------------------------------------------------------------
+# Data
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A validated capture: the ref, every complete record of the (clamped)
+    requested span in seq order, and the visible message positions."""
+
+    ref: SourceRef
+    records: list[dict]
+    visible: list[int]
+    start: int
+    end: int                     # the requested end clamped to the last complete record
+    last_seq: int                # the last complete record of the session
+    hidden: dict[int, str] = field(default_factory=dict)   # message seq -> reason
+
+    def messages(self) -> list[tuple[int, dict]]:
+        """The visible messages as ``(seq, record)`` pairs, in seq order."""
+        keep = set(self.visible)
+        return [(r["seq"], r) for r in self.records if r["seq"] in keep]
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    id: str
+    created: str | None
+    last_time: str | None          # mtime of the file (the last append), ISO 8601 UTC
+    records: int | None            # complete records (last seq + 1)
+    messages: int | None
+    compactions: int | None
+    size: int
+    state: str                     # ok, torn_tail, corrupt, refused, unreadable
+    reason: str | None = None      # a REASONS key or a corruption kind
+    detail: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "created": self.created, "last_time": self.last_time,
+                "records": self.records, "messages": self.messages,
+                "compactions": self.compactions, "size": self.size, "state": self.state,
+                "reason": self.reason, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class ScanItem:
+    """One line of a transcript: a record, a corruption, or the torn tail."""
+
+    line: int                      # 1-based line number
+    offset: int                    # byte offset of the line start
+    kind: str                      # "record" or a corruption kind or "torn_tail"
+    seq: int | None = None
+    record: dict | None = None
+    detail: str | None = None
+
+    @property
+    def corrupt(self) -> bool:
+        return self.kind in CORRUPTION_KINDS
+
+
+# --------------------------------------------------------------------------
+# Visibility
+
+
+class UndoState:
+    """The undo/redo/clear events of a session from some seq on."""
+
+    def __init__(self, events: Iterable[dict] = ()) -> None:
+        self._undo: list[tuple[int, str, int, int]] = []   # (event seq, kind, first, last)
+        self.clear_seq: int | None = None
+        for ev in events:
+            self.add(ev)
+
+    def add(self, ev: dict) -> None:
+        name = ev.get("event")
+        seq = ev.get("seq")
+        if not _is_int(seq):
+            return
+        if name == "clear":
+            if self.clear_seq is None or seq > self.clear_seq:
+                self.clear_seq = seq
+        elif name in ("undo", "redo"):
+            target = undo_target(ev)
+            if target is not None:
+                first, last = target
+                # A target reaching the event itself or beyond is corruption
+                # (scan reports it); apply it to the positions before the event.
+                last = min(last, seq - 1)
+                if first <= last:
+                    self._undo.append((seq, name, first, last))
+
+    def state(self, pos: int) -> str | None:
+        """``undo``/``redo`` of the newest such event covering ``pos``, else None."""
+        best: tuple[int, str] | None = None
+        for seq, name, first, last in self._undo:
+            if first <= pos <= last and (best is None or seq > best[0]):
+                best = (seq, name)
+        return best[1] if best else None
+
+
+def undo_target(ev: dict) -> tuple[int, int] | None:
+    t = ev.get("target")
+    if (isinstance(t, list) and len(t) == 2 and _is_int(t[0]) and _is_int(t[1])
+            and 0 <= t[0] <= t[1]):
+        return t[0], t[1]
+    return None
+
+
+def is_generated(record: dict) -> bool:
+    """Assistant and tool messages, and synthetic notifications."""
+    return record.get("role") in GENERATED_ROLES or record.get("synthetic") is True
+
+
+def visible(record: dict, *, purpose: str, excluded: frozenset[int], generation: int,
+            undo_state: UndoState, clear_seq: int | None) -> tuple[bool, str | None]:
+    """The contract's single visibility predicate for one message record.
+
+    Returns ``(True, None)`` or ``(False, reason)`` with reason one of
+    ``excluded``, ``undone``, ``cleared``, ``epoch`` (checked in that order), or
+    ``not_message`` for an event.  ``clear_seq`` is the newest clear's seq
+    (ignored for purpose ``durable``).
+    """
+    if purpose not in PURPOSES:
+        raise UsageError(f"unknown purpose {purpose!r}; use working or durable")
+    if record.get("type") != "message":
+        return False, "not_message"
+    pos = record["seq"]
+    if pos in excluded:
+        return False, "excluded"
+    if undo_state.state(pos) == "undo":
+        return False, "undone"
+    if purpose == "working" and clear_seq is not None and pos < clear_seq:
+        return False, "cleared"
+    if is_generated(record):
+        epoch = record.get("epoch")
+        if not _is_int(epoch):
+            if generation > 0:
+                return False, "epoch"
+        elif epoch < generation:
+            return False, "epoch"
+    return True, None
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+# --------------------------------------------------------------------------
+# Low-level file access
+
+
+def _iso_utc(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _classify(line: bytes) -> tuple[str, Any]:
+    """Parse one complete line (without its ``\\n``): ("record", dict) or (kind, detail)."""
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            return INVALID_UTF8, "the line is not valid UTF-8"
+        return NOT_JSON, f"not JSON ({str(exc).split(':')[0]})"
+    if not isinstance(obj, dict):
+        return NOT_OBJECT, f"a JSON {type(obj).__name__}, not an object"
+    seq = obj.get("seq")
+    if not _is_int(seq) or seq < 0:
+        return NO_SEQ, "no non-negative integer seq"
+    return "record", obj
+
+
+class _File:
+    """An open transcript, bounded by its size at ``fstat`` time."""
+
+    def __init__(self, fd: int, session_id: str, path: str) -> None:
+        st = os.fstat(fd)
+        self.session_id = session_id
+        self.path = path
+        self.st = st
+        self.size = st.st_size
+        self.fh = io.open(fd, "rb", buffering=_CHUNK, closefd=True)
+
+    def close(self) -> None:
+        self.fh.close()
+
+    def __enter__(self) -> "_File":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- lines
+
+    def line_at(self, pos: int) -> tuple[int, bytes | None]:
+        """The first line starting at or after byte ``pos``: (start, bytes
+        without ``\\n``), or (start, None) when there is no complete line."""
+        if pos <= 0:
+            start = 0
+            self.fh.seek(0)
+        else:
+            self.fh.seek(pos - 1)
+            if self.fh.read(1) == b"\n":
+                start = pos
+            else:
+                self.fh.readline()
+                start = self.fh.tell()
+        if start >= self.size:
+            return start, None
+        raw = self.fh.readline()
+        end = start + len(raw)
+        if not raw.endswith(b"\n") or end > self.size:
+            return start, None
+        return start, raw[:-1]
+
+    def lines(self, pos: int) -> Iterator[tuple[int, bytes | None]]:
+        """Complete lines from byte ``pos`` (a line start) to the size bound:
+        (start, bytes without ``\\n``); the torn tail last as (start, None)."""
+        self.fh.seek(pos)
+        size = self.size
+        for raw in self.fh:
+            end = pos + len(raw)
+            if end > size or not raw.endswith(b"\n"):
+                if pos < size:
+                    yield pos, None
+                return
+            yield pos, raw[:-1]
+            pos = end
+            if pos >= size:
+                return
+
+    def line_number(self, offset: int) -> int:
+        """1-based number of the line starting at ``offset`` (counts newlines; error paths only)."""
+        self.fh.seek(0)
+        n = 0
+        left = offset
+        while left > 0:
+            chunk = self.fh.read(min(_CHUNK, left))
+            if not chunk:
+                break
+            n += chunk.count(b"\n")
+            left -= len(chunk)
+        return n + 1
+
+    # -- header and search
+
+    def header(self) -> dict:
+        start, line = self.line_at(0)
+        if line is None:
+            raise SessionRefused(f"session {self.session_id}: no complete header record",
+                                 "refused_header")
+        kind, obj = _classify(line)
+        if (kind != "record" or obj.get("seq") != 0 or obj.get("type") != "session"
+                or not _is_int(obj.get("format")) or obj.get("format") != FORMAT_VERSION):
+            raise SessionRefused(
+                f"session {self.session_id}: line 1 is not a format-{FORMAT_VERSION} session "
+                "header with seq 0", "refused_header")
+        if obj.get("session_id") != self.session_id:
+            raise SessionRefused(
+                f"session {self.session_id}: the header names another session id",
+                "refused_header")
+        return obj
+
+    def seek_seq(self, target: int) -> int:
+        """Byte offset of the first line whose seq is ``>= target`` (a line
+        start; the size bound when there is none).  Binary search over byte
+        offsets: seek to the middle, skip to the next line start, parse that
+        line's seq.  When the record ``target`` itself is absent and bad lines
+        precede the next record, the first of those bad lines is returned so
+        that the forward reader reports it."""
+        if target <= 0:
+            return 0
+        lo, hi = 0, self.size   # lo is a line start; every line before lo has seq < target
+        while hi - lo > _LINEAR_BELOW:
+            mid = (lo + hi) // 2
+            pos = mid
+            found = None
+            while True:
+                start, line = self.line_at(pos)
+                if line is None or start >= hi:
+                    break
+                kind, obj = _classify(line)
+                if kind == "record":
+                    found = (start + len(line) + 1, obj["seq"])
+                    break
+                pos = start + len(line) + 1
+            if found is not None and found[1] < target:
+                lo = found[0]
+            else:
+                hi = mid
+        bad: int | None = None
+        for start, line in self.lines(lo) if lo < self.size else ():
+            if line is None:
+                return bad if bad is not None else start
+            kind, obj = _classify(line)
+            if kind != "record":
+                if bad is None:
+                    bad = start
+                continue
+            if obj["seq"] < target:
+                bad = None
+                continue
+            if obj["seq"] == target or bad is None:
+                return start
+            return bad
+        return bad if bad is not None else self.size
+
+    def last_lines(self, nbytes: int = _TAIL_BYTES) -> tuple[list[tuple[int, bytes]], bool]:
+        """The complete lines in the last ``nbytes`` (the first, possibly partial,
+        one dropped unless the window reaches the file start) and whether the
+        file ends in a torn tail."""
+        size = self.size
+        begin = max(0, size - nbytes)
+        self.fh.seek(begin)
+        data = self.fh.read(size - begin)
+        torn = bool(data) and not data.endswith(b"\n")
+        parts = data.split(b"\n")
+        parts.pop()  # the torn tail, or b"" after the final newline
+        offs = []
+        pos = begin
+        for p in parts:
+            offs.append((pos, p))
+            pos += len(p) + 1
+        if begin > 0 and offs:
+            # The window may have started mid-line; unless the byte before it is a
+            # newline, the first piece is partial.
+            self.fh.seek(begin - 1)
+            if self.fh.read(1) != b"\n":
+                offs.pop(0)
+        return offs, torn
+
+
+@dataclass
+class _SpanRead:
+    records: list[dict]
+    last_seq: int | None              # last complete record seen (in the span or after)
+    corruption: tuple[str, int, str] | None   # (kind, byte offset, detail) inside the span
+
+
+# --------------------------------------------------------------------------
+# The store
+
+
+class SessionStore:
+    """The transcripts of one project store (``<store>/sessions/``).
+
+    ``exclusions`` is the project's ExclusionReader (the facts database);
+    without one, and without a :meth:`bind_facts` binding, nothing is excluded
+    and the generation is 0.
+    """
+
+    def __init__(self, store: Store, exclusions: ExclusionReader | None = None) -> None:
+        self.store = store
+        self._exclusions = exclusions
+        self._bound: dict[str, ExclusionReader] = {}
+
+    # -- paths and opening
+
+    @property
+    def dir(self) -> str:
+        return os.fspath(self.store.sessions_dir)
+
+    def path(self, session_id: str) -> str:
+        check_session_id(session_id)
+        return os.path.join(self.dir, session_id + SUFFIX)
+
+    def session_ids(self) -> list[str]:
+        """Ids of the ``*.jsonl`` entries with a valid id syntax (no file opened)."""
+        try:
+            names = os.listdir(self.dir)
+        except OSError:
+            return []
+        out = []
+        for name in names:
+            if name.endswith(SUFFIX):
+                sid = name[: -len(SUFFIX)]
+                if SESSION_ID_RE.match(sid):
+                    out.append(sid)
+        return sorted(out)
+
+    def _not_found(self, session_id: str) -> SessionNotFound:
+        close = difflib.get_close_matches(session_id, self.session_ids(), n=3, cutoff=0.6)
+        prefixed = [s for s in self.session_ids() if s.startswith(session_id) and s not in close][:3]
+        hint = None
+        cands = close + prefixed
+        if cands:
+            hint = "did you mean " + ", ".join(cands) + "? ids are exact, never resolved"
+        return SessionNotFound(f"no session {session_id} in {self.dir}", hint=hint)
+
+    def _open(self, session_id: str) -> _File:
+        check_session_id(session_id)
+        path = os.path.join(self.dir, session_id + SUFFIX)
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(path, flags)
+        except FileNotFoundError:
+            raise self._not_found(session_id) from None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise SessionRefused(f"session {session_id}: {path} is a symbolic link; refused",
+                                     "refused_symlink") from None
+            if exc.errno == errno.ENOTDIR:
+                raise self._not_found(session_id) from None
+            raise SessionUnreadable(f"session {session_id}: cannot open {path}: "
+                                    f"{exc.strerror}") from None
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISLNK(st.st_mode):  # pragma: no cover - O_NOFOLLOW already refuses
+                raise SessionRefused(f"session {session_id}: symbolic link refused", "refused_symlink")
+            if not stat.S_ISREG(st.st_mode):
+                raise SessionUnreadable(f"session {session_id}: {path} is not a regular file")
+            return _File(fd, session_id, path)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def _open_checked(self, session_id: str) -> tuple[_File, dict]:
+        f = self._open(session_id)
+        try:
+            hdr = f.header()
+            if hdr.get("project") != self.store.slug:
+                raise SessionRefused(
+                    f"session {session_id} belongs to another project "
+                    f"({_short(hdr.get('project'))}, not {self.store.slug}); refused",
+                    "refused_project")
+            return f, hdr
+        except BaseException:
+            f.close()
+            raise
+
+    # -- exclusions
+
+    def bind_facts(self, project_root: str | os.PathLike[str], facts: ExclusionReader) -> None:
+        """Bind the facts database of the project at ``project_root``: sessions
+        whose header names that project's slug use it for exclusions."""
+        from .identity import resolve_project
+
+        self._bound[resolve_project(project_root).slug] = facts
+
+    def exclusion_reader(self, session_id: str) -> ExclusionReader:
+        """The ExclusionReader for a session: the binding of its header's
+        project, else the store's reader, else :class:`NoExclusions`."""
+        check_session_id(session_id)
+        if self._bound:
+            try:
+                f, hdr = self._open_checked(session_id)
+                f.close()
+                bound = self._bound.get(hdr.get("project"))
+                if bound is not None:
+                    return bound
+            except MemctlError:
+                pass
+        return self._exclusions if self._exclusions is not None else NoExclusions()
+
+    def _reader_for(self, hdr: dict) -> ExclusionReader:
+        bound = self._bound.get(hdr.get("project"))  # type: ignore[arg-type]
+        if bound is not None:
+            return bound
+        return self._exclusions if self._exclusions is not None else NoExclusions()
+
+    # -- writing
+
+    def create(self, session_id: str, *, created: str | None = None,
+               project: str | None = None) -> "SessionWriter":
+        """Create ``sessions/<id>.jsonl`` with its header (seq 0) and return its
+        writer.  An existing session is a Conflict."""
+        check_session_id(session_id)
+        _ensure_dirs(os.fspath(self.store.path), self.dir)
+        lock_fd = _lock(self.dir, session_id)
+        path = os.path.join(self.dir, session_id + SUFFIX)
+        try:
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL
+                             | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), FILE_MODE)
+            except FileExistsError:
+                raise Conflict(f"session {session_id} already exists") from None
+            except OSError as exc:
+                raise StoreWriteError(f"{path}: cannot create: {exc.strerror}") from None
+        except BaseException:
+            os.close(lock_fd)
+            raise
+        w = SessionWriter(session_id, path, fd, lock_fd, next_seq=0)
+        try:
+            w.append_record({"type": "session", "format": FORMAT_VERSION, "session_id": session_id,
+                             "project": project if project is not None else self.store.slug,
+                             "created": created if created is not None else _now_iso()})
+            _fsync_dir(self.dir)
+        except BaseException:
+            w.close()
+            raise
+        return w
+
+    def writer(self, session_id: str) -> "SessionWriter":
+        """Append to an existing session (holds ``<id>.lock``; StoreBusy when
+        another writer has it).  A torn tail left by a crashed append is cut off."""
+        check_session_id(session_id)
+        try:
+            os.lstat(self.dir)
+        except FileNotFoundError:
+            raise self._not_found(session_id) from None
+        lock_fd = _lock(self.dir, session_id)
+        try:
+            f, hdr = self._open_checked(session_id)
+            try:
+                tail, torn = f.last_lines()
+                last = None
+                for _off, line in reversed(tail):
+                    kind, obj = _classify(line)
+                    if kind == "record":
+                        last = obj["seq"]
+                        break
+                    raise SessionCorrupt(
+                        f"session {session_id}: the last complete line is corrupt ({kind}); "
+                        "refusing to append", kind=kind, line=None, offset=_off,
+                        session_id=session_id)
+                if last is None:
+                    last = 0
+                good_size = f.size
+                if torn:
+                    good_size = tail[-1][0] + len(tail[-1][1]) + 1 if tail else 0
+            finally:
+                f.close()
+            path = os.path.join(self.dir, session_id + SUFFIX)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)
+                             | getattr(os, "O_CLOEXEC", 0))
+            except OSError as exc:
+                raise StoreWriteError(f"{path}: cannot open for append: {exc.strerror}") from None
+            if torn:
+                try:
+                    os.ftruncate(fd, good_size)
+                    os.fsync(fd)
+                except OSError as exc:
+                    os.close(fd)
+                    raise StoreWriteError(f"{path}: cannot cut the torn tail: {exc.strerror}") from None
+            return SessionWriter(session_id, path, fd, lock_fd, next_seq=last + 1)
+        except BaseException:
+            os.close(lock_fd)
+            raise
+
+    # -- reading
+
+    def header(self, session_id: str) -> dict:
+        f, hdr = self._open_checked(session_id)
+        f.close()
+        return hdr
+
+    def _read_span(self, f: _File, start: int, end: int) -> _SpanRead:
+        """Records with start <= seq <= end, checked for consecutive seqs.
+        Stops at the first corruption inside the span."""
+        pos = f.seek_seq(start)
+        records: list[dict] = []
+        expect = start
+        last_seq = None
+        for off, line in f.lines(pos):
+            if line is None:
+                break
+            kind, obj = _classify(line)
+            if kind != "record":
+                if expect > end:
+                    break        # after the span: not ours
+                return _SpanRead(records, last_seq, (kind, off, str(obj)))
+            seq = obj["seq"]
+            if seq != expect:
+                if seq > expect and expect > end:
+                    break        # a gap after the span: not ours
+                if records and seq == records[-1]["seq"]:
+                    k = SEQ_DUPLICATE
+                elif seq < expect:
+                    k = SEQ_REGRESSION
+                else:
+                    k = SEQ_GAP
+                return _SpanRead(records, last_seq, (k, off, f"seq {seq} where {expect} was expected"))
+            last_seq = seq
+            if seq > end:
+                break
+            records.append(obj)
+            expect = seq + 1
+        return _SpanRead(records, last_seq, None)
+
+    def _last_seq(self, f: _File) -> int | None:
+        tail, _torn = f.last_lines()
+        for _off, line in reversed(tail):
+            kind, obj = _classify(line)
+            if kind == "record":
+                return obj["seq"]
+        return None
+
+    def _events_from(self, f: _File, start: int, kinds: set[str] | None = None) -> list[dict]:
+        """Event records with seq >= start (lines pre-filtered on the bytes ``"event"``)."""
+        pos = f.seek_seq(start)
+        out = []
+        for _off, line in f.lines(pos):
+            if line is None:
+                break
+            if _EVENT_MARK not in line:
+                continue
+            kind, obj = _classify(line)
+            if kind != "record" or obj.get("type") != "event" or obj["seq"] < start:
+                continue
+            if kinds is None or obj.get("event") in kinds:
+                out.append(obj)
+        return out
+
+    def _raise_corrupt(self, f: _File, corruption: tuple[str, int, str]) -> None:
+        kind, off, detail = corruption
+        line = f.line_number(off)
+        raise SessionCorrupt(f"session {f.session_id}: line {line}: {kind}: {detail}",
+                             kind=kind, line=line, offset=off, session_id=f.session_id)
+
+    def records(self, session_id: str, start: int, end: int) -> list[dict]:
+        """Complete records with ``start <= seq <= end`` (fewer when the
+        transcript ends sooner).  SessionCorrupt when a line in that span is
+        corrupt or the seqs are not consecutive."""
+        _check_range(start, end, max_span=None)
+        f, _hdr = self._open_checked(session_id)
+        with f:
+            sr = self._read_span(f, start, end)
+            if sr.corruption:
+                self._raise_corrupt(f, sr.corruption)
+            return sr.records
+
+    def events(self, session_id: str, start: int = 0, kinds: set[str] | None = None) -> list[dict]:
+        """Event records from seq ``start`` on, optionally only the named kinds."""
+        if not _is_int(start) or start < 0:
+            raise UsageError("start must be a non-negative integer")
+        f, _hdr = self._open_checked(session_id)
+        with f:
+            return self._events_from(f, start, kinds)
+
+    def _visibility(self, hdr: dict, session_id: str, f: _File, span_records: list[dict],
+                    start: int, purpose: str) -> dict[int, str | None]:
+        """Reason (or None when visible) for each message record of the span."""
+        reader = self._reader_for(hdr)
+        excluded = reader.excluded_seqs(session_id)
+        generation = reader.generation()
+        evs = self._events_from(f, start, set(VISIBILITY_EVENTS))
+        us = UndoState(evs)
+        out: dict[int, str | None] = {}
+        for r in span_records:
+            if r.get("type") != "message":
+                continue
+            ok, reason = visible(r, purpose=purpose, excluded=excluded, generation=generation,
+                                 undo_state=us, clear_seq=us.clear_seq)
+            out[r["seq"]] = None if ok else reason
+        return out
+
+    def source_snapshot(self, session_id: str, start: int, end: int,
+                        purpose: str = "working") -> Snapshot:
+        """Capture the visible messages of ``start..end`` (at most 200 positions).
+
+        UsageError: bad id, bad range, unknown purpose.  NotFound: no such
+        session, or ``start`` beyond the last complete record.  Conflict:
+        the session is refused (symlink, header, project), or no message in the
+        range is visible.  StoreCorrupt: a corrupt line or seq gap in the span.
+        """
+        check_session_id(session_id)
+        _check_range(start, end, max_span=MAX_SPAN)
+        _check_purpose(purpose)
+        f, hdr = self._open_checked(session_id)
+        with f:
+            sr = self._read_span(f, start, end)
+            if sr.corruption:
+                self._raise_corrupt(f, sr.corruption)
+            if not sr.records:
+                last = self._last_seq(f)
+                raise PositionMissing(
+                    f"session {session_id} has records 0..{last if last is not None else '?'}; "
+                    f"position {start} is not in it")
+            reasons = self._visibility(hdr, session_id, f, sr.records, start, purpose)
+            last_seq = self._last_seq(f)
+        vis = [s for s, r in reasons.items() if r is None]
+        hidden = {s: r for s, r in reasons.items() if r is not None}
+        if not vis:
+            if hidden:
+                first = min(hidden)
+                reason = hidden[first]
+                raise SpanHidden(
+                    f"no visible message in {session_id}:{start}-{end}: "
+                    f"{len(hidden)} hidden (first: seq {first}, {reason})", reason, first)
+            raise SpanHidden(f"no message in {session_id}:{start}-{end} (only events)",
+                             "not_message", start)
+        lo, hi = vis[0], vis[-1]
+        digest = canonical_digest(r for r in sr.records if lo <= r["seq"] <= hi)
+        ref = SourceRef(session_id, tuple(vis), digest)
+        clamped_end = sr.records[-1]["seq"]
+        return Snapshot(ref, sr.records, vis, start, clamped_end,
+                        last_seq if last_seq is not None else clamped_end, hidden)
+
+    def validate_source(self, ref: SourceRef, purpose: str = "working") -> SourceStatus:
+        """Recheck a reference: project identity, id, symlink, presence, JSON
+        integrity, digest and visibility.  Never raises for store content."""
+        _check_purpose(purpose)
+        return self.validate_many([ref], purpose)[ref]
+
+    def validate_many(self, refs: Iterable[SourceRef], purpose: str = "durable"
+                      ) -> dict[SourceRef, SourceStatus]:
+        """Validate many references, opening each session file once and reading
+        its events once (from the smallest start among its refs)."""
+        _check_purpose(purpose)
+        by_session: dict[str, list[SourceRef]] = {}
+        out: dict[SourceRef, SourceStatus] = {}
+        for ref in refs:
+            by_session.setdefault(ref.session_id, []).append(ref)
+        for sid, group in by_session.items():
+            out.update(self._validate_session(sid, group, purpose))
+        return out
+
+    def _validate_session(self, sid: str, refs: list[SourceRef], purpose: str
+                          ) -> dict[SourceRef, SourceStatus]:
+        try:
+            check_session_id(sid)
+        except UsageError:
+            return {r: status_for("invalid_ref", "bad session id") for r in refs}
+        try:
+            f, hdr = self._open_checked(sid)
+        except SessionNotFound:
+            return {r: status_for("session_missing", f"no session {sid}") for r in refs}
+        except SessionRefused as exc:
+            return {r: status_for(exc.reason, exc.message) for r in refs}
+        except (SessionUnreadable, OSError) as exc:
+            return {r: status_for("session_unreadable", str(exc)) for r in refs}
+        out: dict[SourceRef, SourceStatus] = {}
+        try:
+            with f:
+                reader = self._reader_for(hdr)
+                excluded = reader.excluded_seqs(sid)
+                generation = reader.generation()
+                lo = min(r.start for r in refs)
+                us = UndoState(self._events_from(f, lo, set(VISIBILITY_EVENTS)))
+                last_seq = None
+                for ref in sorted(set(refs), key=lambda r: (r.start, r.end)):
+                    sr = self._read_span(f, ref.start, ref.end)
+                    if sr.corruption:
+                        kind, off, _detail = sr.corruption
+                        out[ref] = status_for("records_corrupt",
+                                              f"line {f.line_number(off)}: {kind}")
+                        continue
+                    if not sr.records or sr.records[-1]["seq"] < ref.end:
+                        if last_seq is None:
+                            last_seq = self._last_seq(f)
+                        missing = ref.start if not sr.records else sr.records[-1]["seq"] + 1
+                        out[ref] = status_for("position_missing",
+                                              f"the transcript ends at seq {last_seq}", missing)
+                        continue
+                    if canonical_digest(sr.records) != ref.digest:
+                        out[ref] = status_for("digest_mismatch")
+                        continue
+                    by_seq = {r["seq"]: r for r in sr.records}
+                    status: SourceStatus | None = None
+                    for s in ref.seqs:
+                        rec = by_seq[s]
+                        if rec.get("type") != "message":
+                            status = status_for("not_message", None, s)
+                            break
+                        ok, reason = visible(rec, purpose=purpose, excluded=excluded,
+                                             generation=generation, undo_state=us,
+                                             clear_seq=us.clear_seq)
+                        if not ok:
+                            status = status_for(reason, None, s)  # type: ignore[arg-type]
+                            break
+                    out[ref] = status or SourceStatus(VALID)
+        except OSError as exc:
+            for r in refs:
+                out.setdefault(r, status_for("session_unreadable", exc.strerror or str(exc)))
+        return out
+
+    # -- listing and scanning
+
+    def list_sessions(self) -> list[SessionInfo]:
+        """One entry per ``sessions/*.jsonl``: header and tail for the state,
+        plus a byte-level pass that parses only event lines to count messages
+        and compactions."""
+        try:
+            names = sorted(os.listdir(self.dir))
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise SessionUnreadable(f"{self.dir}: cannot list: {exc.strerror}") from None
+        out = []
+        for name in names:
+            if not name.endswith(SUFFIX):
+                continue
+            sid = name[: -len(SUFFIX)]
+            out.append(self._info(sid))
+        return out
+
+    def info(self, session_id: str) -> SessionInfo:
+        check_session_id(session_id)
+        try:
+            os.lstat(self.path(session_id))
+        except FileNotFoundError:
+            raise self._not_found(session_id) from None
+        return self._info(session_id)
+
+    def _info(self, sid: str) -> SessionInfo:
+        path = os.path.join(self.dir, sid + SUFFIX)
+        try:
+            lst = os.lstat(path)
+        except OSError as exc:
+            return SessionInfo(sid, None, None, None, None, None, 0, STATE_UNREADABLE,
+                               "session_unreadable", exc.strerror)
+        mtime = _iso_utc(lst.st_mtime)
+        if not SESSION_ID_RE.match(sid):
+            return SessionInfo(sid, None, mtime, None, None, None, lst.st_size, STATE_REFUSED,
+                               "invalid_ref", "the file name is not a valid session id")
+        try:
+            f, hdr = self._open_checked(sid)
+        except SessionRefused as exc:
+            return SessionInfo(sid, None, mtime, None, None, None, lst.st_size, STATE_REFUSED,
+                               exc.reason, exc.message)
+        except (MemctlError, OSError) as exc:
+            return SessionInfo(sid, None, mtime, None, None, None, lst.st_size, STATE_UNREADABLE,
+                               "session_unreadable", str(exc))
+        with f:
+            created = hdr.get("created") if isinstance(hdr.get("created"), str) else None
+            mtime = _iso_utc(f.st.st_mtime)
+            tail, torn = f.last_lines()
+            state, reason, detail = STATE_OK, None, None
+            last = None
+            prev = None
+            for off, line in tail:
+                kind, obj = _classify(line)
+                if kind != "record":
+                    state, reason = STATE_CORRUPT, kind
+                    detail = f"line {f.line_number(off)}: {kind}"
+                    last = None
+                    prev = None
+                    continue
+                if prev is not None and obj["seq"] != prev + 1:
+                    k = SEQ_GAP if obj["seq"] > prev + 1 else (
+                        SEQ_DUPLICATE if obj["seq"] == prev else SEQ_REGRESSION)
+                    state, reason, detail = STATE_CORRUPT, k, f"line {f.line_number(off)}: {k}"
+                prev = last = obj["seq"]
+            records = last + 1 if last is not None else None
+            messages = compactions = 0
+            events = 0
+            lines_seen = 0
+            for _off, line in f.lines(0):
+                if line is None:
+                    break
+                lines_seen += 1
+                if _EVENT_MARK in line:
+                    kind, obj = _classify(line)
+                    if kind == "record" and obj.get("type") == "event":
+                        events += 1
+                        if obj.get("event") == "compact":
+                            compactions += 1
+                        continue
+                    if kind == "record" and obj.get("type") == "message":
+                        messages += 1
+                    continue
+                if line.startswith(b"{") and line.endswith(b"}"):
+                    messages += 1
+            messages -= 1 if lines_seen else 0   # the header has no "event" either
+            messages = max(messages, 0)
+            if state == STATE_OK and torn:
+                state, reason, detail = STATE_TORN, TORN_TAIL, "the last line is an append in flight"
+            if state == STATE_OK and records is not None and records != lines_seen:
+                state, reason = STATE_CORRUPT, SEQ_GAP
+                detail = f"{lines_seen} complete lines but the last seq is {last}"
+            return SessionInfo(sid, created, mtime, records, messages, compactions, f.size,
+                               state, reason, detail)
+
+    def scan(self, session_id: str) -> Iterator[ScanItem]:
+        """Every line with its number: records, corruption (with its kind) and
+        the torn tail.  Refuses symlinks; does not check the header's project."""
+        f = self._open(session_id)
+        return self._scan(f)
+
+    def _scan(self, f: _File) -> Iterator[ScanItem]:
+        with f:
+            prev: int | None = None
+            lineno = 0
+            for off, line in f.lines(0):
+                lineno += 1
+                if line is None:
+                    yield ScanItem(lineno, off, TORN_TAIL, detail="an append in flight (no final newline)")
+                    return
+                kind, obj = _classify(line)
+                if kind != "record":
+                    if lineno == 1:
+                        yield ScanItem(lineno, off, BAD_HEADER, detail=str(obj))
+                    yield ScanItem(lineno, off, kind, detail=str(obj))
+                    continue
+                seq = obj["seq"]
+                if lineno == 1 and (seq != 0 or obj.get("type") != "session"):
+                    yield ScanItem(lineno, off, BAD_HEADER, seq, obj, "line 1 is not a seq-0 session header")
+                if prev is not None and seq != prev + 1:
+                    if seq == prev:
+                        k = SEQ_DUPLICATE
+                    elif seq < prev:
+                        k = SEQ_REGRESSION
+                    else:
+                        k = SEQ_GAP
+                    yield ScanItem(lineno, off, k, seq, obj, f"seq {seq} after {prev}")
+                    prev = max(prev, seq)
+                else:
+                    prev = seq
+                if obj.get("type") == "event" and obj.get("event") in ("undo", "redo"):
+                    t = undo_target(obj)
+                    if t is None or t[1] >= seq:
+                        yield ScanItem(lineno, off, BAD_TARGET, seq, obj,
+                                       "undo/redo target must be [first, last] entirely before the event")
+                yield ScanItem(lineno, off, "record", seq, obj)
+
+
+# --------------------------------------------------------------------------
+# The writer
+
+
+class SessionWriter:
+    """Appends records to one session; holds ``<id>.lock`` until closed.
+
+    Each append writes one whole line with a single ``write`` on an
+    ``O_APPEND`` descriptor, then ``fsync``s.
+    """
+
+    def __init__(self, session_id: str, path: str, fd: int, lock_fd: int, *, next_seq: int) -> None:
+        self.session_id = session_id
+        self.path = path
+        self._fd: int | None = fd
+        self._lock_fd: int | None = lock_fd
+        self.next_seq = next_seq
+
+    def append_record(self, record: dict) -> int:
+        """Append ``record`` with the next seq (any ``seq`` it holds is replaced);
+        the other keys are kept as given."""
+        if self._fd is None:
+            raise UsageError(f"session {self.session_id}: writer is closed")
+        if not isinstance(record, dict):
+            raise UsageError("a record is a JSON object")
+        seq = self.next_seq
+        body = {"seq": seq}
+        body.update((k, v) for k, v in record.items() if k != "seq")
+        try:
+            line = orjson.dumps(body) + b"\n"
+        except TypeError as exc:
+            raise UsageError(f"record is not JSON-serialisable: {exc}") from None
+        fd = self._fd
+        try:
+            before = os.fstat(fd).st_size
+            view = memoryview(line)
+            while view:
+                n = os.write(fd, view)
+                if n <= 0:
+                    raise OSError(errno.EIO, "short write")
+                view = view[n:]
+            os.fsync(fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(fd, before)
+            except OSError:
+                pass
+            raise StoreWriteError(f"{self.path}: append failed: {exc.strerror or exc}") from None
+        self.next_seq = seq + 1
+        return seq
+
+    def append_message(self, role: str, content: Any, **extra: Any) -> int:
+        """``{"seq","type":"message","role","content",...extra}``; returns the seq."""
+        if role not in ROLES:
+            raise UsageError(f"unknown role {role!r}; use one of {', '.join(ROLES)}")
+        if not isinstance(content, (str, list)):
+            raise UsageError("message content is a string or a list of parts")
+        rec = {"type": "message", "role": role, "content": content}
+        rec.update(extra)
+        return self.append_record(rec)
+
+    def append_event(self, event: str, **fields: Any) -> int:
+        """``{"seq","type":"event","event":event,...fields}``; returns the seq."""
+        if not isinstance(event, str) or not event:
+            raise UsageError("an event has a name")
+        rec: dict[str, Any] = {"type": "event", "event": event}
+        rec.update(fields)
+        return self.append_record(rec)
+
+    def close(self) -> None:
+        for name in ("_fd", "_lock_fd"):
+            fd = getattr(self, name)
+            if fd is not None:
+                setattr(self, name, None)
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+    def __enter__(self) -> "SessionWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+# --------------------------------------------------------------------------
+# Helpers
+
+
+def _short(v: Any) -> str:
+    s = repr(v)
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def _check_range(start: Any, end: Any, *, max_span: int | None) -> None:
+    if not _is_int(start) or not _is_int(end) or start < 0 or end < 0:
+        raise UsageError("START and END are non-negative integers")
+    if start > end:
+        raise UsageError(f"bad range {start}..{end}: START is after END")
+    if max_span is not None and end - start + 1 > max_span:
+        raise UsageError(f"bad range {start}..{end}: at most {max_span} positions "
+                         f"(END - START + 1 = {end - start + 1})")
+
+
+def _check_purpose(purpose: str) -> None:
+    if purpose not in PURPOSES:
+        raise UsageError(f"unknown purpose {purpose!r}; use working or durable")
+
+
+def _ensure_dirs(*paths: str) -> None:
+    for p in paths:
+        try:
+            os.mkdir(p, DIR_MODE)
+        except FileExistsError:
+            st = os.lstat(p)
+            if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+                raise StoreWriteError(f"{p}: not a directory (or a symbolic link); refused") from None
+        except FileNotFoundError:
+            try:
+                os.makedirs(p, DIR_MODE, exist_ok=True)
+            except OSError as exc:
+                raise StoreWriteError(f"{p}: cannot create directory: {exc.strerror}") from None
+        except OSError as exc:
+            raise StoreWriteError(f"{p}: cannot create directory: {exc.strerror}") from None
+
+
+def _lock(sessions_dir: str, session_id: str) -> int:
+    path = os.path.join(sessions_dir, session_id + LOCK_SUFFIX)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_CLOEXEC", 0), FILE_MODE)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise SessionRefused(f"{path} is a symbolic link; refused", "refused_symlink") from None
+        raise StoreWriteError(f"{path}: cannot open lock: {exc.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise StoreBusy(f"session {session_id} is being written by another process "
+                            f"({path} is locked)") from None
+        raise StoreWriteError(f"{path}: cannot lock: {exc.strerror}") from None
+    return fd
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+__all__ = [
+    "SessionStore", "SessionWriter", "Snapshot", "SessionInfo", "ScanItem", "UndoState",
+    "visible", "is_generated", "undo_target", "SessionNotFound", "SessionRefused",
+    "SessionUnreadable", "SessionCorrupt", "SpanHidden", "PositionMissing", "REASONS",
+    "CORRUPTION_KINDS",
+]

@@ -1,0 +1,178 @@
+"""SessionStore core: writer, range reads, snapshots, validation, visibility."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import orjson
+import pytest
+
+from lecode_memctl.core.errors import Conflict, NotFound, StoreBusy, StoreCorrupt, UsageError
+from lecode_memctl.core.layout import store_at
+from lecode_memctl.core.sessions import (
+    SessionCorrupt,
+    SessionRefused,
+    SessionStore,
+    SpanHidden,
+    UndoState,
+    visible,
+)
+from lecode_memctl.core.sourceref import MemoryExclusions, SourceRef, canonical_digest
+
+SLUG = "proj-0123456789ab"
+
+
+@pytest.fixture
+def store(tmp_path):
+    return store_at(tmp_path / "memory" / SLUG)
+
+
+@pytest.fixture
+def ss(store):
+    return SessionStore(store)
+
+
+def fill(ss, sid="s1", n=10):
+    with ss.create(sid, created="2026-01-01T00:00:00Z") as w:
+        for i in range(1, n + 1):
+            if i % 2:
+                w.append_message("user", f"question {i}")
+            else:
+                w.append_message("assistant", [{"type": "text", "text": f"answer {i}"}], epoch=0)
+    return sid
+
+
+def test_create_writes_header_and_modes(ss, store):
+    with ss.create("abc", created="2026-01-01T00:00:00Z") as w:
+        assert w.append_message("user", "hi") == 1
+        assert w.append_event("clear") == 2
+    path = store.sessions_dir / "abc.jsonl"
+    lines = path.read_bytes().split(b"\n")
+    assert lines[-1] == b""
+    assert orjson.loads(lines[0]) == {"seq": 0, "type": "session", "format": 1, "session_id": "abc",
+                                      "project": SLUG, "created": "2026-01-01T00:00:00Z"}
+    assert orjson.loads(lines[1]) == {"seq": 1, "type": "message", "role": "user", "content": "hi"}
+    assert orjson.loads(lines[2]) == {"seq": 2, "type": "event", "event": "clear"}
+    assert (os.stat(path).st_mode & 0o777) == 0o600
+    assert (os.stat(store.sessions_dir).st_mode & 0o777) == 0o700
+    assert (os.stat(store.sessions_dir / "abc.lock").st_mode & 0o777) == 0o600
+
+
+def test_create_existing_is_conflict(ss):
+    fill(ss, n=1)
+    with pytest.raises(Conflict):
+        ss.create("s1")
+
+
+def test_second_writer_is_busy_and_reopen_continues(ss):
+    w = ss.create("s1")
+    with pytest.raises(StoreBusy):
+        ss.writer("s1")
+    w.close()
+    with ss.writer("s1") as w2:
+        assert w2.append_message("user", "x") == 1
+
+
+def test_records_by_range(ss):
+    fill(ss, n=50)
+    recs = ss.records("s1", 10, 20)
+    assert [r["seq"] for r in recs] == list(range(10, 21))
+    assert [r["seq"] for r in ss.records("s1", 45, 100)] == list(range(45, 51))
+    assert ss.records("s1", 60, 70) == []
+
+
+def test_snapshot_and_validate(ss):
+    fill(ss, n=10)
+    snap = ss.source_snapshot("s1", 1, 4)
+    assert snap.ref.seqs == (1, 2, 3, 4)
+    assert snap.ref.digest == canonical_digest(ss.records("s1", 1, 4))
+    assert ss.validate_source(snap.ref).status == "valid"
+
+
+@pytest.mark.parametrize("bad", ["../x", "a/b", "", "-x", "x" * 129, "a b"])
+def test_bad_id_is_usage_error(ss, bad):
+    with pytest.raises(UsageError):
+        ss.records(bad, 0, 1)
+
+
+def test_unknown_session_offers_close_match(ss):
+    fill(ss, "session-one", n=1)
+    with pytest.raises(NotFound) as ei:
+        ss.source_snapshot("session-on", 0, 1)
+    assert "session-one" in (ei.value.hint or "")
+
+
+def test_bad_ranges(ss):
+    fill(ss, n=5)
+    for a, b in ((3, 2), (-1, 2), (0, 200)):
+        with pytest.raises(UsageError):
+            ss.source_snapshot("s1", a, b)
+
+
+def test_symlink_refused(ss, store):
+    fill(ss, n=2)
+    os.symlink(store.sessions_dir / "s1.jsonl", store.sessions_dir / "s2.jsonl")
+    with pytest.raises(SessionRefused) as ei:
+        ss.records("s2", 0, 1)
+    assert ei.value.reason == "refused_symlink"
+    ref = SourceRef("s2", (1,), "0" * 64)
+    st = ss.validate_source(ref)
+    assert (st.status, st.reason) == ("hidden", "refused_symlink")
+
+
+def test_other_project_refused(ss):
+    with ss.create("s1", project="other-000000000000") as w:
+        w.append_message("user", "x")
+    with pytest.raises(SessionRefused) as ei:
+        ss.records("s1", 0, 1)
+    assert ei.value.reason == "refused_project"
+
+
+def test_visibility_predicate_order():
+    us = UndoState([{"seq": 9, "type": "event", "event": "undo", "target": [1, 2]}])
+    rec = {"seq": 1, "type": "message", "role": "assistant", "content": "x", "epoch": 0}
+    assert visible(rec, purpose="working", excluded=frozenset({1}), generation=1,
+                   undo_state=us, clear_seq=5) == (False, "excluded")
+    assert visible(rec, purpose="working", excluded=frozenset(), generation=1,
+                   undo_state=us, clear_seq=5) == (False, "undone")
+    us2 = UndoState()
+    assert visible(rec, purpose="working", excluded=frozenset(), generation=1,
+                   undo_state=us2, clear_seq=5) == (False, "cleared")
+    assert visible(rec, purpose="durable", excluded=frozenset(), generation=1,
+                   undo_state=us2, clear_seq=5) == (False, "epoch")
+    assert visible(rec, purpose="durable", excluded=frozenset(), generation=0,
+                   undo_state=us2, clear_seq=5) == (True, None)
+
+
+def test_snapshot_all_hidden_is_conflict(ss, store):
+    fill(ss, n=4)
+    with ss.writer("s1") as w:
+        w.append_event("undo", target=[1, 4])
+    with pytest.raises(SpanHidden) as ei:
+        ss.source_snapshot("s1", 1, 4)
+    assert ei.value.reason == "undone"
+    assert isinstance(ei.value, Conflict)
+
+
+def test_exclusions_reader(store):
+    ex = MemoryExclusions()
+    ss = SessionStore(store, ex)
+    fill(ss, n=4)
+    ref = ss.source_snapshot("s1", 1, 1).ref
+    ex.exclude("s1", [1])
+    st = ss.validate_source(ref)
+    assert (st.status, st.reason, st.seq) == ("hidden", "excluded", 1)
+
+
+def test_corrupt_line_in_span(ss, store):
+    fill(ss, n=6)
+    path = store.sessions_dir / "s1.jsonl"
+    lines = path.read_bytes().split(b"\n")
+    lines[3] = b"not json"
+    path.write_bytes(b"\n".join(lines))
+    with pytest.raises(SessionCorrupt) as ei:
+        ss.records("s1", 1, 5)
+    assert ei.value.line == 4 and ei.value.kind == "not_json"
+    assert isinstance(ei.value, StoreCorrupt)
+    assert [r["seq"] for r in ss.records("s1", 4, 6)] == [4, 5, 6]

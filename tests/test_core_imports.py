@@ -1,0 +1,101 @@
+"""The core is a library the agent imports: no CLI toolkit in it, and it ships type hints."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+
+from .conftest import REPO
+
+FORBIDDEN = ("typer", "rich", "tabulate", "click")
+
+WALK = r"""
+import json, pkgutil, sys
+import lecode_memctl.core as core
+forbidden = tuple(json.loads(sys.argv[1]))
+def heavy():
+    return sorted(m for m in sys.modules for f in forbidden if m == f or m.startswith(f + "."))
+report = {"modules": [], "culprits": {}}
+before = heavy()
+for info in sorted(pkgutil.walk_packages(core.__path__, core.__name__ + "."), key=lambda i: i.name):
+    __import__(info.name)
+    report["modules"].append(info.name)
+    now = heavy()
+    if now != before:
+        report["culprits"][info.name] = sorted(set(now) - set(before))
+        before = now
+report["heavy"] = heavy()
+print(json.dumps(report))
+"""
+
+
+def test_importing_every_core_module_loads_no_cli_toolkit(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", WALK, json.dumps(FORBIDDEN)],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    on_disk = sorted(f"lecode_memctl.core.{p.stem}"
+                     for p in (REPO / "lecode_memctl" / "core").glob("*.py") if p.stem != "__init__")
+    assert set(on_disk) <= set(report["modules"]), "walk_packages missed a core module"
+    assert report["culprits"] == {}
+    assert report["heavy"] == []
+
+
+def test_core_source_names_no_cli_toolkit():
+    """A second, static look: no import line of the core mentions them, even lazily."""
+    bad = []
+    for path in sorted((REPO / "lecode_memctl" / "core").rglob("*.py")):
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            words = line.strip().replace(",", " ").split()
+            if words[:1] in (["import"], ["from"]) and len(words) > 1:
+                top = words[1].split(".")[0]
+                if top in FORBIDDEN:
+                    bad.append(f"{path.relative_to(REPO)}:{n}: {line.strip()}")
+    assert bad == []
+
+
+def test_py_typed_in_the_package():
+    assert (REPO / "lecode_memctl" / "py.typed").is_file()
+    assert (REPO / "lecode_memctl" / "core" / "py.typed").is_file()
+
+
+def _can_build_offline() -> bool:
+    import importlib.util
+
+    try:
+        import setuptools
+    except ImportError:
+        return False
+    version = tuple(int(x) for x in setuptools.__version__.split(".")[:2] if x.isdigit())
+    # setuptools 70.1 carries bdist_wheel itself; older ones need the wheel package
+    return version >= (70, 1) or importlib.util.find_spec("wheel") is not None
+
+
+def test_py_typed_in_the_built_wheel(tmp_path):
+    """Build a wheel from a copy of the sources and look at its file list."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, src / name)
+    shutil.copytree(REPO / "lecode_memctl", src / "lecode_memctl",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    out = tmp_path / "dist"
+    cmd = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(src)]
+    # Offline first (works when setuptools and wheel are installed), then with
+    # pip's build isolation (fetches the build requirements).
+    proc = None
+    if _can_build_offline():
+        proc = subprocess.run([*cmd[:4], "--no-build-isolation", *cmd[4:]], capture_output=True,
+                              text=True, timeout=300)
+    if proc is None or proc.returncode != 0:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    wheels = sorted(out.glob("lecode_memctl-*.whl"))
+    assert len(wheels) == 1
+    names = set(zipfile.ZipFile(wheels[0]).namelist())
+    assert "lecode_memctl/py.typed" in names
+    assert "lecode_memctl/core/py.typed" in names
+    assert "lecode_memctl/core/errors.py" in names

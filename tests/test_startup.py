@@ -1,0 +1,134 @@
+"""Start-up stays light: what ``--version``, each TAB of completion and the plain
+read commands import (checked in a fresh subprocess through ``sys.modules``).
+
+Every TAB of shell completion and every cron call runs memctl from scratch, so
+``--version`` and completion must import neither rich nor tabulate nor sqlite3,
+and the Markdown read commands never import sqlite3 (nor tabulate when they print
+no table).  ``--help`` may use rich.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HEAVY = ("rich", "tabulate", "sqlite3", "_sqlite3")
+
+PROBE = r"""
+import json, sys
+from lecode_memctl.cli.main import main
+args = json.loads(sys.argv[1])
+try:
+    rc = main(args)
+except SystemExit as exc:   # completion ends with sys.exit()
+    rc = exc.code
+sys.stdout.flush()
+with open(sys.argv[2], "w") as f:
+    json.dump({"rc": rc, "modules": sorted(sys.modules)}, f)
+"""
+
+
+def probe(tmp_path: Path, args: list[str], env: dict[str, str] | None = None,
+          cwd: Path | None = None) -> tuple[int, set[str], str]:
+    e = dict(os.environ)
+    for k in list(e):
+        if k.startswith(("_MEMCTL", "_TYPER", "COMP_")):
+            del e[k]
+    e.update(env or {})
+    out = tmp_path / "probe.json"
+    proc = subprocess.run([sys.executable, "-c", PROBE, json.dumps(args), str(out)],
+                          capture_output=True, text=True, env=e, timeout=60,
+                          cwd=cwd or tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    return doc["rc"], set(doc["modules"]), proc.stdout
+
+
+def loaded(modules: set[str], names) -> list[str]:
+    return sorted(m for m in modules for n in names if m == n or m.startswith(n + "."))
+
+
+def test_version_imports_nothing_heavy(tmp_path):
+    rc, mods, out = probe(tmp_path, ["--version"])
+    assert rc == 0
+    assert out.startswith("memctl ")
+    assert loaded(mods, HEAVY) == []
+    # the fast path does not even build the command tree
+    assert loaded(mods, ["typer"]) == []
+
+
+COMPLETIONS = {
+    "bash": {"_MEMCTL_COMPLETE": "complete_bash", "COMP_WORDS": "memctl s", "COMP_CWORD": "1"},
+    "zsh": {"_MEMCTL_COMPLETE": "complete_zsh", "_TYPER_COMPLETE_ARGS": "memctl s"},
+    "fish": {"_MEMCTL_COMPLETE": "complete_fish", "_TYPER_COMPLETE_ARGS": "memctl s",
+             "_TYPER_COMPLETE_FISH_ACTION": "get-args"},
+    # completing an option of a command loads that command's parameters too
+    "bash-option": {"_MEMCTL_COMPLETE": "complete_bash", "COMP_WORDS": "memctl where --",
+                    "COMP_CWORD": "2"},
+}
+
+
+@pytest.mark.parametrize("shell", sorted(COMPLETIONS))
+def test_completion_imports_nothing_heavy(tmp_path, shell):
+    rc, mods, out = probe(tmp_path, [], env=COMPLETIONS[shell])
+    assert rc == 0
+    assert out.strip(), "the completion request answered nothing"
+    if shell != "bash-option":
+        assert "show" in out or "search" in out
+    assert loaded(mods, HEAVY) == []
+
+
+@pytest.fixture
+def store(tmp_path) -> Path:
+    s = tmp_path / "store"
+    s.mkdir(mode=0o700)
+    (s / "MEMORY.md").write_text("# Memory\n\n- the build uses make\n")
+    (s / "notes").mkdir(mode=0o700)
+    (s / "notes" / "deploy.md").write_text("ssh then make deploy\n")
+    return s
+
+
+def test_where_is_plain_text_and_light(tmp_path):
+    rc, mods, out = probe(tmp_path, ["where"])
+    assert rc == 0
+    assert "store:" in out
+    assert "\x1b" not in out
+    assert loaded(mods, ["sqlite3", "_sqlite3", "tabulate", "rich"]) == []
+
+
+def test_show_is_light(tmp_path, store):
+    rc, mods, out = probe(tmp_path, ["--store", str(store), "show"])
+    assert rc == 0
+    assert "the build uses make" in out
+    assert loaded(mods, ["sqlite3", "_sqlite3", "tabulate"]) == []
+
+
+@pytest.mark.parametrize("args", [["config"], ["log", "2026-01-02"], ["notes", "deploy"],
+                                  ["search", "make"], ["notes"]])
+def test_markdown_and_config_commands_do_not_import_sqlite(tmp_path, store, args):
+    from .test_completion import top_commands
+
+    if args[0] not in top_commands():
+        pytest.skip(f"no '{args[0]}' command yet")
+    rc, mods, _out = probe(tmp_path, ["--store", str(store), *args])
+    assert rc in (0, 3)  # 3: no log for that day
+    assert loaded(mods, ["sqlite3", "_sqlite3"]) == []
+
+
+def test_console_script_version_is_light(tmp_path):
+    """The real console script, under -X importtime: no heavy module at all."""
+    script = Path(sys.executable).with_name("memctl")
+    if not script.exists():
+        pytest.skip("no console script next to the interpreter")
+    proc = subprocess.run([sys.executable, "-X", "importtime", str(script), "--version"],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("memctl ")
+    imported = {ln.split("|")[-1].strip() for ln in proc.stderr.splitlines() if "|" in ln}
+    assert loaded(imported, [*HEAVY, "typer"]) == []
+

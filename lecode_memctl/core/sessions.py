@@ -752,7 +752,7 @@ class SessionStore:
         """Complete records with ``start <= seq <= end`` (fewer when the
         transcript ends sooner).  SessionCorrupt when a line in that span is
         corrupt or the seqs are not consecutive."""
-        _check_range(start, end, max_span=None)
+        check_range(start, end, max_span=None)
         f, _hdr = self._open_checked(session_id)
         with f:
             sr = self._read_span(f, start, end)
@@ -795,7 +795,7 @@ class SessionStore:
         range is visible.  StoreCorrupt: a corrupt line or seq gap in the span.
         """
         check_session_id(session_id)
-        _check_range(start, end, max_span=MAX_SPAN)
+        check_range(start, end, max_span=MAX_SPAN)
         _check_purpose(purpose)
         f, hdr = self._open_checked(session_id)
         with f:
@@ -1146,7 +1146,7 @@ def _short(v: Any) -> str:
     return s if len(s) <= 60 else s[:57] + "..."
 
 
-def _check_range(start: Any, end: Any, *, max_span: int | None) -> None:
+def check_range(start: Any, end: Any, *, max_span: int | None) -> None:
     if not _is_int(start) or not _is_int(end) or start < 0 or end < 0:
         raise UsageError("START and END are non-negative integers")
     if start > end:

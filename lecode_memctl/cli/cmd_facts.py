@@ -1,5 +1,542 @@
-"""memctl commands: facts (see the module's commands below)."""
+"""memctl commands on source-linked facts: facts, recall, history, correct,
+forget, context.
+
+Read commands (facts, recall, history, context, forget --dry-run) open the
+facts database read-only: they create and modify nothing in the store, not
+even a ``-wal``/``-shm`` file, and still see what a live agent committed.
+"""
 
 from __future__ import annotations
 
-from .app import app  # noqa: F401
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from .app import app
+from .options import FormatOpt, JsonOpt
+from .state import STATE
+
+
+# ---------------------------------------------------------------- completion
+
+def _root_store(ctx: Any) -> Any:
+    """The store named by the root options of a (possibly partial) command line."""
+    import os
+
+    from lecode_memctl.core.config import resolve_config_dir
+    from lecode_memctl.core.layout import store_at, store_for_project
+
+    params: dict[str, Any] = {}
+    c = ctx
+    while c is not None:
+        params.update({k: v for k, v in (c.params or {}).items() if v is not None})
+        c = c.parent
+    if params.get("store"):
+        return store_at(params["store"])
+    cfg = resolve_config_dir(params.get("config_dir"))
+    return store_for_project(cfg.path, params.get("project") or os.getcwd())
+
+
+def complete_fact_id(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Fact ids of the store that start with what was typed.  Read-only: the
+    database is opened the way every read command opens it, so a TAB writes
+    nothing."""
+    try:
+        from lecode_memctl.core.facts import FactStore
+
+        store = _root_store(ctx)
+        fs = FactStore.open_readonly(store.facts_db)
+        try:
+            return fs.fact_ids(incomplete or "", limit=200)
+        finally:
+            fs.close()
+    except Exception:  # noqa: BLE001 - completion never fails loudly
+        return []
+
+
+def _complete_session(ctx: typer.Context, incomplete: str) -> list[str]:
+    try:
+        from . import cmd_sessions
+
+        fn = getattr(cmd_sessions, "complete_session_id", None)
+        if fn is not None:
+            return list(fn(ctx, incomplete))
+        from lecode_memctl.core.sessions import SessionStore
+
+        return [s for s in SessionStore(_root_store(ctx)).session_ids() if s.startswith(incomplete)]
+    except Exception:  # noqa: BLE001
+        return []
+
+
+FactIdArg = Annotated[str, typer.Argument(
+    metavar="FACT_ID", help="A fact id (16 hex digits, as 'memctl facts' shows it).",
+    autocompletion=complete_fact_id, show_default=False)]
+
+
+# ---------------------------------------------------------------- opening
+
+def _open_read() -> tuple[Any, Any, Any]:
+    """(store, read-only FactStore, SessionStore using it for exclusions)."""
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.sessions import SessionStore
+
+    store = STATE.store()
+    facts = FactStore.open_readonly(store.facts_db)
+    return store, facts, SessionStore(store, exclusions=facts)
+
+
+def _needs_migration_note(facts: Any) -> None:
+    from .output import echo
+
+    if getattr(facts, "needs_migration", False):
+        echo(f"memctl: note: {facts.path} needs migration (schema version "
+             f"{facts.schema_version}); read-only, nothing was changed", err=True)
+
+
+def _status_cell(status: str, reason: str | None) -> str:
+    return status if not reason else f"{status} ({reason})"
+
+
+# ---------------------------------------------------------------- facts
+
+FACTS_COLUMNS = ["fact_id", "revision", "status", "source", "text"]
+
+
+def _row_for_table(row: dict[str, Any]) -> dict[str, Any]:
+    out = dict(row)
+    out["status"] = _status_cell(row["status"], row["reason"])
+    out["text"] = row["text"] + (" [...]" if row["fact_text_truncated"] else "")
+    out["source"] = row["source"] or "-"
+    return out
+
+
+def _print_learning(learning: dict[str, Any] | None, session: str | None) -> None:
+    from .output import echo, safe
+
+    if learning is None:
+        echo("learning: no learning event" + (f" in session {safe(session)}" if session else ""))
+        return
+    counts = ", ".join(f"{safe(k)}={v}" for k, v in sorted(learning["reason_counts"].items()))
+    echo(f"learning: {safe(str(learning['status']))} (session {safe(learning['session_id'])}, "
+         f"seq {learning['seq']})" + (f"; reasons: {counts}" if counts else ""))
+    if learning["facts"]:
+        echo("  facts: " + ", ".join(safe(f) for f in learning["facts"]))
+    for p in learning["proposals"]:
+        src = p["source"]
+        echo(f"  proposal from {safe(src['session_id'])}:{','.join(map(str, src['seqs']))}: "
+             + safe(p["text"], keep_newlines=False)
+             + (" [...]" if p["fact_text_truncated"] else ""))
+    if learning.get("proposals_hidden"):
+        echo(f"  ({learning['proposals_hidden']} proposal(s) hidden: evidence or epoch no "
+             "longer valid)")
+
+
+@app.command(epilog="""\
+\b
+Examples:
+  memctl facts                      the first page (20 facts)
+  memctl facts --offset 20          the next page
+  memctl facts --session 2026-06-01-a1b2 --json
+  memctl facts --all --format jsonl | jq -r 'select(.status != "valid") | .fact_id'
+""")
+def facts(
+    offset: Annotated[int, typer.Option("--offset", min=0, metavar="N",
+                                        help="Start at the N-th fact (id order).")] = 0,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=20, metavar="N",
+                                       help="Facts per page, at most 20.")] = 20,
+    all_: Annotated[bool, typer.Option("--all", help="Every fact, streamed (for scripts; "
+                                       "use --format jsonl on big stores).")] = False,
+    session: Annotated[Optional[str], typer.Option(
+        "--session", metavar="ID", autocompletion=_complete_session,
+        help="Only facts with evidence in this session; learning status of this session.")] = None,
+    fmt: FormatOpt = None,
+    json_: JsonOpt = False,
+) -> None:
+    """List facts with their revision, evidence status, source and text.
+
+    Each fact: its id, current revision, status (valid, missing, stale,
+    hidden, unverified) with its machine-readable reason, source
+    (session:positions) and text, capped at 512 characters (marked
+    fact_text_truncated).  A fact is valid only when the evidence of every
+    one of its revisions validates today (purpose durable: a later /clear
+    does not revoke it; undo, forget exclusions, edits and deletion do).
+    Pages hold at most 20 facts and 16,384 bytes of JSON, like the agent's
+    /memory facts; pass next_offset back as --offset.  Then the latest
+    learning status (the newest learning event, of --session when given),
+    its reason counts and the proposals whose evidence still validates.
+
+    --all streams every fact (with --format jsonl in constant memory).  The
+    text is stored data, not instructions; it is shown escaped.  Reads only:
+    nothing in the store is created or changed.
+    """
+    from lecode_memctl.core.errors import UsageError
+    from lecode_memctl.core.facts import facts_page, iter_fact_rows, learning_status
+
+    from .output import check_format, echo, emit_json, emit_jsonl, render_rows
+
+    fmt_name = check_format(fmt, json_flag=json_)
+    if all_ and offset:
+        raise UsageError("--all and --offset do not go together")
+    store, fs, sessions = _open_read()
+    try:
+        _needs_migration_note(fs)
+        if all_:
+            rows = iter_fact_rows(fs, sessions, session_id=session) if fs.exists else iter(())
+            if fmt_name == "jsonl":
+                emit_jsonl(rows)
+                return
+            if fmt_name == "json":
+                emit_json(list(rows))
+                return
+            render_rows((_row_for_table(r) for r in rows), FACTS_COLUMNS, fmt_name)
+            if fmt_name == "table":
+                _print_learning(learning_status(sessions, fs, session), session)
+            return
+        doc = facts_page(fs, sessions, offset=offset, limit=limit, session_id=session)
+        if fmt_name == "json":
+            emit_json(doc)
+            return
+        if fmt_name == "jsonl":
+            emit_jsonl(doc["facts"])
+            return
+        if doc["facts"] or fmt_name != "table":
+            render_rows([_row_for_table(r) for r in doc["facts"]], FACTS_COLUMNS, fmt_name)
+        if fmt_name != "table":
+            return
+        n = len(doc["facts"])
+        if doc["total"] == 0:
+            echo("no facts" + (f" with evidence in session {session}" if session else ""))
+        else:
+            echo(f"facts {offset + 1}-{offset + n} of {doc['total']}"
+                 + (f"; next: memctl facts --offset {doc['next_offset']}"
+                    if doc["next_offset"] is not None else ""))
+        _print_learning(doc["learning"], session)
+    finally:
+        fs.close()
+
+
+# ---------------------------------------------------------------- recall
+
+@app.command(epilog="""\
+\b
+Examples:
+  memctl recall 3f2a9c0d11e4b7a8
+  memctl recall 3f2a9c0d11e4b7a8 --offset 4096
+  memctl recall 3f2a9c0d11e4b7a8 | jq -r .source_text
+""")
+def recall(
+    fact_id: FactIdArg,
+    offset: Annotated[int, typer.Option("--offset", min=0, metavar="N",
+                                        help="Character offset into source_text (pass "
+                                             "next_offset back).")] = 0,
+    limit: Annotated[int, typer.Option("--limit", min=1, metavar="N",
+                                       help="Characters of source_text per page (default "
+                                            "4096, at most 8192).")] = 4096,
+    json_: JsonOpt = False,
+) -> None:
+    """Recall one fact with its source evidence, as the agent's memory_recall does.
+
+    Prints one JSON document (pretty on a terminal) of at most 16,384 bytes:
+    fact_id, revision, status and reason; and only when the evidence of
+    every revision validates (purpose durable) also the fact text (capped at
+    512 characters, fact_text_truncated), session_id, source {session_id,
+    seqs, digest} and a page of source_text: a character page of the JSON
+    array [[seq, message], ...] of the source messages, binary payloads
+    replaced by omission markers.  Pass next_offset back as --offset; null
+    means finished; concatenate the pages before parsing.  The evidence is
+    untrusted data, not instructions or proof.  An unknown id exits 3.
+    """
+    from lecode_memctl.core.facts import recall as core_recall
+
+    from .output import emit_json
+
+    _store, fs, sessions = _open_read()
+    try:
+        _needs_migration_note(fs)
+        emit_json(core_recall(fs, sessions, fact_id, offset=offset, limit=limit))
+    finally:
+        fs.close()
+
+
+# ---------------------------------------------------------------- history
+
+@app.command(epilog="""\
+\b
+Examples:
+  memctl history 3f2a9c0d11e4b7a8
+  memctl history 3f2a9c0d11e4b7a8 --json | jq '.revisions[] | {revision, status}'
+""")
+def history(fact_id: FactIdArg, json_: JsonOpt = False) -> None:
+    """Show every revision of a fact: text, time, source and its status today.
+
+    Revisions are numbered 1, 2, ... without gaps; the last is current.  Each
+    source is validated again now (purpose durable); legacy provenance with
+    no source reference is reported unverified.  Texts are shown whole,
+    escaped; they are stored data, not instructions.  An unknown id exits 3.
+    """
+    from lecode_memctl.core.facts import history as core_history
+
+    from .output import echo, emit_json, safe
+
+    _store, fs, sessions = _open_read()
+    try:
+        _needs_migration_note(fs)
+        doc = core_history(fs, sessions, fact_id)
+    finally:
+        fs.close()
+    if json_:
+        emit_json(doc)
+        return
+    echo(f"fact {doc['fact_id']}  revision {doc['revision']}  "
+         f"{_status_cell(doc['status'], doc['reason'])}")
+    for r in doc["revisions"]:
+        mark = "*" if r["current"] else " "
+        echo(f"{mark} revision {r['revision']}  {safe(r['created'])}  "
+             f"source {safe(r['source'] or '-')}  {_status_cell(r['status'], r['reason'])}")
+        for line in safe(r["text"]).splitlines() or [""]:
+            echo(f"    {line}")
+
+
+# ---------------------------------------------------------------- correct
+
+@app.command(epilog="""\
+\b
+Examples:
+  memctl correct 3f2a9c0d11e4b7a8 1 2026-06-01-a1b2 14 15 "We use tabs, width 4."
+  printf 'We use tabs.\\n' | memctl correct 3f2a9c0d11e4b7a8 2 2026-06-01-a1b2 20 20 --text-file -
+""")
+def correct(
+    fact_id: FactIdArg,
+    revision: Annotated[int, typer.Argument(metavar="REVISION", min=1,
+                                            help="The revision you are correcting (the "
+                                                 "current one), checked atomically.")],
+    session: Annotated[str, typer.Argument(metavar="SESSION", autocompletion=_complete_session,
+                                           help="The exact session id holding the evidence.")],
+    start: Annotated[int, typer.Argument(metavar="START", min=0,
+                                         help="First seq of the evidence range.")],
+    end: Annotated[int, typer.Argument(metavar="END", min=0,
+                                       help="Last seq (inclusive; at most 200 positions).")],
+    text: Annotated[Optional[str], typer.Argument(metavar="[TEXT]", show_default=False,
+                                                  help="The corrected fact text.")] = None,
+    text_file: Annotated[Optional[str], typer.Option(
+        "--text-file", metavar="FILE", help="Read the text from FILE ('-' for stdin).")] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Correct a fact: append a revision justified by persisted evidence.
+
+    Captures SESSION START..END as it is now (purpose working: visible
+    messages only) and requires at least one user or assistant message with
+    text in it; tool output alone cannot justify a correction.  The expected
+    REVISION and the exclusion generation are checked inside the write
+    transaction: if the fact changed or a forget happened meanwhile, nothing
+    is written and the exit status is 4.  Excluded evidence is refused (4).
+    Prints the old and the new text.
+    """
+    import sys
+
+    from lecode_memctl.core.errors import NotFound, UsageError
+    from lecode_memctl.core.facts import FactStore, check_fact_id
+    from lecode_memctl.core.sessions import SessionStore
+    from lecode_memctl.core.sourceref import check_session_id
+
+    from .output import echo, emit_json, safe
+
+    check_fact_id(fact_id)
+    check_session_id(session)
+    if end < start:
+        raise UsageError(f"END ({end}) is before START ({start})")
+    if (text is None) == (text_file is None):
+        raise UsageError("give the corrected TEXT or --text-file (not both)")
+    if text_file is not None:
+        try:
+            data = sys.stdin.buffer.read() if text_file == "-" else Path(text_file).read_bytes()
+        except OSError as exc:
+            raise UsageError(f"{text_file}: cannot read: {exc.strerror}") from None
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise UsageError(f"{text_file}: not valid UTF-8") from None
+        if text.endswith("\n"):
+            text = text[:-1]
+    assert text is not None
+    store = STATE.store()
+    if not store.facts_db.exists() and not store.facts_db.is_symlink():
+        raise NotFound(f"no fact {fact_id} (no facts database in {store.path})")
+    fs = FactStore(store.facts_db)
+    try:
+        old = fs.require(fact_id)
+        sessions = SessionStore(store, exclusions=fs)
+        generation = fs.generation()
+        snap = sessions.source_snapshot(session, start, end, purpose="working")
+        new = fs.correct(fact_id, text, expected_revision=revision, ref=snap.ref,
+                         sessions=sessions, expected_generation=generation)
+    finally:
+        fs.close()
+    doc = {"fact_id": fact_id, "old_revision": old.revision, "revision": new.revision,
+           "old_text": old.text, "text": new.text, "source": snap.ref.to_json(),
+           "generation": generation}
+    if json_:
+        emit_json(doc)
+        return
+    echo(f"corrected fact {fact_id}: revision {old.revision} -> {new.revision}")
+    echo(f"  source: {safe(snap.ref.label())} (positions {','.join(map(str, snap.ref.seqs))})")
+    echo("  old: " + safe(old.text, keep_newlines=False))
+    echo("  new: " + safe(new.text, keep_newlines=False))
+
+
+# ---------------------------------------------------------------- forget
+
+@app.command(epilog="""\
+\b
+Examples:
+  memctl forget 3f2a9c0d11e4b7a8 --dry-run      what it would do; writes nothing
+  memctl forget 3f2a9c0d11e4b7a8                asks on a terminal
+  memctl forget 3f2a9c0d11e4b7a8 --yes --json   for scripts
+""")
+def forget(
+    fact_id: FactIdArg,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the impact; write nothing.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    json_: JsonOpt = False,
+) -> None:
+    """Forget one fact, all its revisions, and the evidence behind them.
+
+    In one transaction: installs content-free exclusions (session id and
+    position) for every position of every revision's evidence, superseded
+    revisions included; records a retry marker; advances the exclusion
+    generation by one (which invalidates older generated messages
+    project-wide); deletes the fact, its revisions, provenance and source
+    references.  Other facts that share the evidence are kept but stop
+    validating.  Raw transcripts are not changed.  --dry-run prints the
+    exclusions, the other facts suppressed, the new generation, how many
+    generated messages it invalidates and which compaction summaries become
+    inert.  Without --yes it asks on a terminal and refuses otherwise.  Says
+    whether this call forgot the fact or it was already forgotten; an
+    unknown id exits 3.
+    """
+    import sys
+
+    from lecode_memctl.core.errors import NotFound, UsageError
+    from lecode_memctl.core.facts import FactStore, check_fact_id, forget_impact
+
+    from .output import echo, emit_json, safe
+
+    check_fact_id(fact_id)
+    if dry_run:
+        _store, fs, sessions = _open_read()
+        try:
+            impact = forget_impact(fs, sessions, fact_id)
+        finally:
+            fs.close()
+        if json_:
+            emit_json({"dry_run": True, **impact})
+            return
+        if not impact["exists"]:
+            echo(f"fact {fact_id} was already forgotten; forget would change nothing")
+            return
+        excl = impact["exclusions"]
+        echo(f"would forget fact {fact_id}:")
+        echo(f"  exclusions to install: {len(excl)}"
+             + (": " + ", ".join(f"{safe(e['session_id'])}:{e['seq']}" for e in excl) if excl else ""))
+        if impact["already_excluded"]:
+            echo(f"  already excluded: {len(impact['already_excluded'])}")
+        echo(f"  other facts suppressed: {len(impact['suppressed_facts'])}"
+             + (": " + ", ".join(impact["suppressed_facts"]) if impact["suppressed_facts"] else ""))
+        echo(f"  generation: {impact['generation']} -> {impact['new_generation']}")
+        echo(f"  generated messages invalidated: {impact['generated_messages_invalidated']}")
+        inert = impact["summaries_inert"]
+        echo(f"  compaction summaries made inert: {len(inert)}"
+             + (": " + ", ".join(f"{safe(s['session_id'])}:{s['seq']}" for s in inert) if inert else ""))
+        return
+    store = STATE.store()
+    if not store.facts_db.exists() and not store.facts_db.is_symlink():
+        raise NotFound(f"no fact {fact_id} (no facts database in {store.path})")
+    if not yes:
+        if not sys.stdin.isatty():
+            raise UsageError("refusing to forget without --yes: stdin is not a terminal")
+        if not typer.confirm(f"Forget fact {fact_id} and exclude its evidence?", err=True):
+            echo("nothing forgotten", err=True)
+            raise typer.Exit(1)
+    fs = FactStore(store.facts_db)
+    try:
+        forgot = fs.forget(fact_id)
+        generation = fs.generation()
+    finally:
+        fs.close()
+    if json_:
+        emit_json({"fact_id": fact_id, "forgotten": forgot, "already_forgotten": not forgot,
+                   "generation": generation})
+        return
+    if forgot:
+        echo(f"forgot fact {fact_id}; exclusion generation is now {generation}")
+    else:
+        echo(f"fact {fact_id} was already forgotten; nothing changed")
+
+
+# ---------------------------------------------------------------- context
+
+@app.command(epilog="""\
+\b
+Examples:
+  memctl context                  the section the agent would inject next
+  memctl context --explain        plus every fact left out and the byte accounting
+  memctl context --json | jq .omitted
+""")
+def context(
+    explain: Annotated[bool, typer.Option("--explain", help="After the section, list every fact "
+                                          "left out and why, and the byte accounting.")] = False,
+    json_: JsonOpt = False,
+) -> None:
+    """Print the memory section the agent would inject at its next request.
+
+    Built offline by the same core code the agent uses: facts first, within
+    [memory] facts_max_bytes (default 8192): only whole facts whose every
+    revision's evidence validates, each labelled untrusted evidence with its
+    id, revision and exact source reference; oversized facts are omitted,
+    never cut.  Then MEMORY.md and scratchpad.md in the rest of max_bytes
+    (default 32768), truncated with a marker.  The first 50 facts in id
+    order are inspected.  --explain lists every fact left out (invalid
+    evidence, too large, over budget, not inspected) and the byte accounting.
+    Reads only.
+    """
+    from lecode_memctl.core.config import load_memory_config
+    from lecode_memctl.core.context import build_memory_section, section_to_json
+
+    from .output import echo, emit_json, safe, write_bytes
+
+    config = load_memory_config(STATE.config_dir().path)
+    store, fs, sessions = _open_read()
+    try:
+        _needs_migration_note(fs)
+        section = build_memory_section(store, config, fs if fs.exists else None, sessions,
+                                       explain=explain)
+    finally:
+        fs.close()
+    if json_:
+        emit_json(section_to_json(section))
+        return
+    write_bytes(section.text.encode("utf-8"))
+    if not explain:
+        return
+    err = False
+    echo("--- explain ---", err=err)
+    for note in section.notes:
+        echo(note, err=err)
+    echo(f"section: {section.bytes} of max_bytes {section.max_bytes}", err=err)
+    echo(f"facts: {section.facts_bytes} of facts budget {section.facts_budget} "
+         f"(facts_max_bytes {section.facts_max_bytes}); {len(section.included)} included of "
+         f"{section.facts_total}; generation {section.generation}", err=err)
+    for p in section.parts:
+        echo(f"  {p.name}: {p.bytes} bytes (source {p.source_bytes})"
+             + (f", truncated, {p.omitted_bytes} bytes left out" if p.truncated else ""), err=err)
+    echo(f"markdown budget: {section.markdown_budget}", err=err)
+    for o in section.omitted:
+        why = o.reason
+        if o.status:
+            why += f": {o.status} ({o.status_reason})"
+            if o.about_revision is not None:
+                why += f" at revision {o.about_revision}"
+        if o.bytes is not None:
+            why += f", {o.bytes} bytes"
+        echo(f"  omitted {safe(o.fact_id)}: {why}", err=err)

@@ -1,0 +1,812 @@
+"""Legacy (cwd-scoped) memory: find it, plan its migration, copy it safely.
+
+Older lecode versions kept memory per working directory, in
+``<config>/memory/<slug(realpath(cwd))>/``.  The reference design says: on
+first use, legacy cwd-scoped Markdown is copied to the project store only if
+that destination is absent; existing destinations are never merged; legacy
+files are kept; SQLite databases and backups are not copied.
+
+This module is what the agent calls on first use and what
+``memctl migrate-legacy`` renders:
+
+* :func:`discover_legacy_stores`: the legacy stores that belong to a project,
+  in a documented deterministic order (``docs/FORMAT.md``, "Legacy migration");
+* :func:`plan_migration`: one :class:`PlanItem` per legacy file (copy, or skip
+  with a stable reason);
+* :func:`apply_migration`: the copies, each an atomic write that never
+  overwrites, verified by sha256;
+* :func:`classify_stores`: every store under the config dir, labelled as a
+  project store, a legacy store some known project claims, or unclaimed.
+
+Legacy stores are only ever read: no write, no rename, no chmod, no utime.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import errno
+import hashlib
+import os
+import re
+import stat
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from .atomic import atomic_write, fsync_dir, is_temp_name
+from .errors import NotFound, StoreCorrupt, StoreWriteError, UsageError
+from .identity import ProjectIdentity, resolve_project, slug
+from .layout import (DAILY_DIR, DIR_MODE, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE,
+                     SESSIONS_DIR, Store, looks_like_slug, memory_root)
+
+DEFAULT_MAX_DIRS = 100_000
+"""How many directories discovery walks at most (all trees together)."""
+
+# Where a legacy store was found (LegacyStore.origin).
+ORIGIN_CWD = "cwd"                # the working directory itself
+ORIGIN_ANCESTOR = "ancestor"      # a parent of it, up to its checkout root
+ORIGIN_TREE = "tree"              # another directory of the main checkout
+ORIGIN_WORKTREE = "worktree"      # a directory of a linked worktree
+ORIGIN_FROM = "from"              # named with --from
+
+# Plan actions.
+COPY = "copy"
+SKIP = "skip"
+
+# Skip reasons (stable, documented in docs/FORMAT.md).  The first three mean
+# that legacy content is not in the project store: they make the exit status 4.
+R_DESTINATION_EXISTS = "destination_exists"
+R_DUPLICATE = "duplicate"
+R_UNREADABLE = "unreadable"
+R_IDENTICAL = "identical"
+R_SQLITE = "sqlite"
+R_BACKUP = "backup"
+R_TEMP = "temp_file"
+R_NOT_MARKDOWN = "not_markdown"
+R_SYMLINK = "symlink"
+R_UNEXPECTED = "unexpected"
+CONFLICT_REASONS = frozenset({R_DESTINATION_EXISTS, R_DUPLICATE, R_UNREADABLE})
+REASONS = (R_DESTINATION_EXISTS, R_DUPLICATE, R_UNREADABLE, R_IDENTICAL, R_SQLITE, R_BACKUP,
+           R_TEMP, R_NOT_MARKDOWN, R_SYMLINK, R_UNEXPECTED)
+
+# Apply results (PlanItem.result; None in a dry run).
+RES_COPIED = "copied"
+RES_SKIPPED = "skipped"
+RES_CONFLICT = "conflict"      # the destination appeared between plan and apply
+RES_IDENTICAL = "identical"    # ... with exactly the bytes we were about to copy
+RES_SOURCE_CHANGED = "source_changed"  # the legacy file changed between plan and apply
+
+EXIT_OK = 0
+EXIT_CONFLICT = 4
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+_SQLITE_NAME = re.compile(r"\.(sqlite3?|db)(-wal|-shm|-journal)?$")
+_DATE_MD = re.compile(r"^([0-9]{4}-[0-9]{2}-[0-9]{2})\.md$")
+_NON_ALNUM = re.compile(r"[^a-z0-9]+")  # as in identity.slug
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+# ---------------------------------------------------------------- discovery
+
+@dataclass(frozen=True)
+class LegacyStore:
+    """One legacy store, with its place in the migration order (1-based)."""
+
+    index: int
+    path: Path
+    slug: str
+    directory: Path | None   # the working directory it was kept for (None: --from)
+    origin: str              # ORIGIN_*
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """What :func:`discover_legacy_stores` found, and how far it looked."""
+
+    project: ProjectIdentity
+    store: Store                         # the project's store: the destination
+    legacy: list[LegacyStore]
+    worktrees: list[Path]                # linked worktrees of the project, sorted
+    dirs_scanned: int                    # directories walked in the trees
+    truncated: bool                      # the walk stopped at max_dirs
+    notes: list[str] = field(default_factory=list)  # things a person should know
+
+
+def _list_memory_root(config_dir: Path) -> set[str]:
+    """The names in ``<config>/memory/`` (one listing; empty if it does not exist)."""
+    root = memory_root(config_dir)
+    try:
+        with os.scandir(root) as it:
+            return {e.name for e in it}
+    except (FileNotFoundError, NotADirectoryError):
+        return set()
+    except OSError as exc:
+        raise StoreCorrupt(f"{root}: cannot list: {exc.strerror}") from None
+
+
+def _common_dir(checkout: str) -> str | None:
+    """The common git dir of a checkout (its ``.git`` directory, or what a
+    ``.git`` file points to, through ``commondir``), or None."""
+    dotgit = os.path.join(checkout, ".git")
+    try:
+        st = os.lstat(dotgit)
+    except OSError:
+        return None
+    if stat.S_ISDIR(st.st_mode):
+        return os.path.realpath(dotgit)
+    try:
+        with open(dotgit, "rb") as fh:
+            text = fh.read(4096).decode("utf-8", "surrogateescape").strip()
+    except OSError:
+        return None
+    if not text.startswith("gitdir:"):
+        return None
+    gitdir = text[len("gitdir:"):].strip()
+    if not gitdir:
+        return None
+    if not os.path.isabs(gitdir):
+        gitdir = os.path.join(checkout, gitdir)
+    gitdir = os.path.realpath(gitdir)
+    try:
+        with open(os.path.join(gitdir, "commondir"), "rb") as fh:
+            common = fh.read(4096).decode("utf-8", "surrogateescape").strip()
+    except OSError:
+        return gitdir  # a submodule's own git dir is its common dir
+    if not common:
+        return gitdir
+    if not os.path.isabs(common):
+        common = os.path.join(gitdir, common)
+    return os.path.realpath(common)
+
+
+def linked_worktrees(project: ProjectIdentity) -> tuple[list[Path], list[str]]:
+    """The linked worktrees of a project, sorted, from ``<common dir>/worktrees/*/gitdir``,
+    and notes about entries that could not be used (stale or unreadable)."""
+    common = _common_dir(str(project.checkout)) or _common_dir(str(project.root))
+    if common is None:
+        return [], []
+    found: set[str] = set()
+    notes: list[str] = []
+    wt_dir = os.path.join(common, "worktrees")
+    try:
+        with os.scandir(wt_dir) as it:
+            names = sorted(e.name for e in it if e.is_dir(follow_symlinks=False))
+    except OSError:
+        return [], []
+    for name in names:
+        gitdir_file = os.path.join(wt_dir, name, "gitdir")
+        try:
+            with open(gitdir_file, "rb") as fh:
+                target = fh.read(4096).decode("utf-8", "surrogateescape").strip()
+        except OSError:
+            notes.append(f"worktree entry {gitdir_file} is unreadable; skipped")
+            continue
+        if not target:
+            continue
+        if not os.path.isabs(target):
+            target = os.path.join(wt_dir, name, target)
+        path = os.path.realpath(os.path.dirname(target))
+        if not os.path.isdir(path):
+            notes.append(f"linked worktree {path} (from {gitdir_file}) does not exist; skipped")
+            continue
+        if path != str(project.root):
+            found.add(path)
+    return [Path(p) for p in sorted(found)], notes
+
+
+class _Finder:
+    """Matches directories against the names in ``<config>/memory/``."""
+
+    def __init__(self, config_dir: Path, names: set[str], exclude: str, max_dirs: int) -> None:
+        self.mem = memory_root(config_dir)
+        self.candidates = {n for n in names if n != exclude and looks_like_slug(n)}
+        # the "name" half of each candidate slug: most directories are rejected
+        # on their name alone, without hashing their path
+        self.prefixes = {n.rsplit("-", 1)[0] for n in self.candidates}
+        self.seen: set[str] = set()
+        self.found: list[tuple[str, str, str | None, str]] = []  # path, slug, dir, origin
+        self.notes: list[str] = []
+        self.max_dirs = max_dirs
+        self.scanned = 0
+        self.truncated = False
+
+    def consider(self, directory: str, origin: str) -> None:
+        base = os.path.basename(directory)
+        if (_NON_ALNUM.sub("-", base.lower()).strip("-")[:40] or "root") not in self.prefixes:
+            return
+        s = slug(directory)
+        if s not in self.candidates or s in self.seen:
+            return
+        self.seen.add(s)
+        path = self.mem / s
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return
+        if stat.S_ISLNK(st.st_mode):
+            self.notes.append(f"legacy store {path} of {directory} is a symbolic link; "
+                              "not followed, not migrated")
+            return
+        if stat.S_ISDIR(st.st_mode):
+            self.found.append((str(path), s, directory, origin))
+
+    def walk(self, top: str, origin: str) -> None:
+        """Pre-order walk of ``top``, children in sorted name order, skipping ``.git``,
+        nested checkouts (a directory with a ``.git`` entry) and symbolic links."""
+        if not self.candidates or self.truncated:
+            return
+        stack = [top]
+        while stack:
+            d = stack.pop()
+            if self.scanned >= self.max_dirs:
+                self.truncated = True
+                self.notes.append(
+                    f"stopped walking after {self.max_dirs} directories (--max-dirs); "
+                    f"legacy stores of directories not reached (from {d} on) are not "
+                    "listed: raise --max-dirs or name them with --from")
+                return
+            self.scanned += 1
+            subdirs: list[str] = []
+            nested = False
+            try:
+                with os.scandir(d) as it:
+                    for e in it:
+                        if e.name == ".git":
+                            nested = d != top
+                            continue
+                        try:
+                            if e.is_dir(follow_symlinks=False):
+                                subdirs.append(e.name)
+                        except OSError:
+                            continue
+            except OSError as exc:
+                self.notes.append(f"cannot list {d}: {exc.strerror}; its subdirectories "
+                                  "were not searched")
+                if d != top:
+                    self.consider(d, origin)
+                continue
+            if nested:
+                continue  # another checkout: a submodule, a nested repo or a worktree
+            self.consider(d, origin)
+            subdirs.sort(reverse=True)
+            stack.extend(os.path.join(d, n) for n in subdirs)
+
+
+def discover_legacy_stores(config_dir: Path, cwd: str | os.PathLike[str], *,
+                           extra: Sequence[str | os.PathLike[str]] = (),
+                           max_dirs: int = DEFAULT_MAX_DIRS,
+                           include_cwd: bool = True) -> Discovery:
+    """The legacy stores that belong to the project of ``cwd``, in migration order.
+
+    Order (the first store to provide a file wins): the working directory
+    and its ancestors up to its checkout root, nearest first; then every
+    other directory of the main checkout in sorted path order (pre-order,
+    names sorted); then each linked worktree, sorted by path, in the same
+    order; then ``extra`` (``--from``) in the order given.  A store is listed
+    once, at its first position.  The project's own store never is.
+
+    The trees are walked with ``os.scandir`` without following symbolic
+    links, skipping ``.git`` and nested checkouts, at most ``max_dirs``
+    directories in all; existence is checked against one listing of
+    ``<config>/memory/``, so a large tree costs one ``scandir`` per directory
+    and one sha256 per directory, no ``stat``.
+    """
+    if max_dirs < 0:
+        raise UsageError(f"--max-dirs must be 0 or more, not {max_dirs}")
+    config_dir = Path(config_dir)
+    ident = resolve_project(cwd)
+    store = Store(memory_root(config_dir) / ident.slug, ident.slug, ident)
+    finder = _Finder(config_dir, _list_memory_root(config_dir), ident.slug, max_dirs)
+
+    if include_cwd:
+        d = str(ident.cwd)
+        stop = str(ident.checkout)
+        origin = ORIGIN_CWD
+        while True:
+            finder.consider(d, origin)
+            origin = ORIGIN_ANCESTOR
+            parent = os.path.dirname(d)
+            if d == stop or parent == d or not (d.startswith(stop + os.sep) or stop == os.sep):
+                break
+            d = parent
+
+    root = str(ident.root)
+    if os.path.lexists(os.path.join(root, ".git")) or ident.kind == "not a git checkout":
+        finder.walk(root, ORIGIN_TREE)
+    worktrees, wt_notes = linked_worktrees(ident)
+    for wt in worktrees:
+        finder.walk(str(wt), ORIGIN_WORKTREE)
+
+    legacy = [LegacyStore(i + 1, Path(p), s, Path(d) if d else None, o)
+              for i, (p, s, d, o) in enumerate(finder.found)]
+    known = {os.path.realpath(ls.path) for ls in legacy}
+    for raw in extra:
+        given = os.path.abspath(os.fspath(raw))
+        try:
+            st = os.lstat(given)
+        except FileNotFoundError:
+            raise NotFound(f"--from {given}: no such directory") from None
+        except OSError as exc:
+            raise UsageError(f"--from {given}: {exc.strerror}") from None
+        if stat.S_ISLNK(st.st_mode):
+            raise UsageError(f"--from {given}: is a symbolic link; name the directory itself")
+        if not stat.S_ISDIR(st.st_mode):
+            raise UsageError(f"--from {given}: not a directory")
+        real = os.path.realpath(given)
+        if real == os.path.realpath(store.path):
+            raise UsageError(f"--from {given}: that is the project's own store, "
+                             "the destination of the migration")
+        if real in known:
+            continue
+        known.add(real)
+        legacy.append(LegacyStore(len(legacy) + 1, Path(given), os.path.basename(given),
+                                  None, ORIGIN_FROM))
+    notes = wt_notes + finder.notes
+    return Discovery(ident, store, legacy, worktrees, finder.scanned, finder.truncated, notes)
+
+
+# ---------------------------------------------------------------- classification
+
+PROJECT_STORE = "project"
+LEGACY_STORE = "legacy"
+UNCLAIMED = "unclaimed"
+SYMLINK = "symlink"
+
+
+@dataclass(frozen=True)
+class StoreClass:
+    """One entry of ``<config>/memory/`` and what it is, as far as the known projects tell."""
+
+    slug: str
+    path: Path
+    kind: str                 # PROJECT_STORE, LEGACY_STORE, UNCLAIMED or SYMLINK
+    root: Path | None         # the known project root that owns or claims it
+    directory: Path | None    # LEGACY_STORE: the working directory it was kept for
+
+
+def classify_stores(config_dir: Path, known_roots: Iterable[str | os.PathLike[str]], *,
+                    max_dirs: int = DEFAULT_MAX_DIRS) -> tuple[list[StoreClass], list[str]]:
+    """Every directory under ``<config>/memory/`` whose name looks like a slug,
+    classified against ``known_roots`` (project roots, e.g. those recorded in
+    session headers): the project store of a known root, a legacy store that
+    a known project claims (a directory of its tree or of a linked worktree,
+    found as :func:`discover_legacy_stores` finds them), a symbolic link, or
+    unclaimed (a legacy store of a directory that no longer exists, of a
+    project nobody named, or a project store whose project is unknown).
+    Reads only; returns the list sorted by slug, and notes from the walks."""
+    config_dir = Path(config_dir)
+    mem = memory_root(config_dir)
+    names = sorted(n for n in _list_memory_root(config_dir) if looks_like_slug(n))
+    owner: dict[str, tuple[str, Path, Path | None]] = {}
+    notes: list[str] = []
+    roots: list[str] = []
+    for r in known_roots:
+        real = os.path.realpath(os.fspath(r))
+        if os.path.isdir(real) and real not in roots:
+            roots.append(real)
+    for r in roots:
+        ident = resolve_project(r)
+        owner.setdefault(ident.slug, (PROJECT_STORE, ident.root, None))
+        found = discover_legacy_stores(config_dir, ident.root, max_dirs=max_dirs,
+                                       include_cwd=False)
+        notes.extend(found.notes)
+        for ls in found.legacy:
+            owner.setdefault(ls.slug, (LEGACY_STORE, ident.root, ls.directory))
+    out: list[StoreClass] = []
+    for n in names:
+        path = mem / n
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            out.append(StoreClass(n, path, SYMLINK, None, None))
+            continue
+        if not stat.S_ISDIR(st.st_mode):
+            continue
+        kind, root, directory = owner.get(n, (UNCLAIMED, None, None))
+        out.append(StoreClass(n, path, kind, root, directory))
+    return out, notes
+
+
+# ---------------------------------------------------------------- plan
+
+@dataclass(frozen=True)
+class PlanItem:
+    """One file (or unexpected directory) of a legacy store, and what happens to it."""
+
+    store: int                   # LegacyStore.index
+    name: str                    # path inside the legacy store, '/'-separated
+    source: Path
+    destination: Path | None     # where Markdown goes in the project store; None otherwise
+    action: str                  # COPY or SKIP
+    reason: str | None           # None for COPY, else one of REASONS
+    detail: str                  # one line for people
+    size: int | None = None
+    sha256: str | None = None
+    provided_by: Path | None = None   # R_DUPLICATE / R_IDENTICAL: the earlier source
+    result: str | None = None         # after apply: RES_*; None in a dry run
+
+    @property
+    def conflict(self) -> bool:
+        return self.result in (RES_CONFLICT, RES_SOURCE_CHANGED) or (
+            self.reason in CONFLICT_REASONS)
+
+
+@dataclass(frozen=True)
+class MigrationPlan:
+    discovery: Discovery
+    items: list[PlanItem]
+    applied: bool = False
+
+    @property
+    def copies(self) -> list[PlanItem]:
+        return [i for i in self.items if i.action == COPY]
+
+    @property
+    def conflicts(self) -> list[PlanItem]:
+        return [i for i in self.items if i.conflict]
+
+    @property
+    def copied(self) -> int:
+        return sum(1 for i in self.items if i.result == RES_COPIED)
+
+    @property
+    def exit_code(self) -> int:
+        """4 when some legacy Markdown is not in the project store (a conflict,
+        a duplicate with other content, an unreadable file), else 0."""
+        return EXIT_CONFLICT if self.conflicts else EXIT_OK
+
+
+def _classify_name(rel: str, parts: list[str]) -> tuple[str, str | None, str]:
+    """(kind, reason, detail) for a regular file by its name: kind "markdown" or "skip"."""
+    base = parts[-1]
+    if is_temp_name(base):
+        return "skip", R_TEMP, "temporary file of an interrupted write; never copied"
+    if base.endswith(".bak"):
+        return "skip", R_BACKUP, "backups are never copied"
+    if base == FACTS_DB or _SQLITE_NAME.search(base):
+        return "skip", R_SQLITE, "SQLite databases are never copied"
+    if parts[0] == SESSIONS_DIR:
+        return "skip", R_NOT_MARKDOWN, "session transcripts are not Markdown; only Markdown is migrated"
+    if len(parts) == 1 and base in (MEMORY_FILE, SCRATCHPAD_FILE):
+        return "markdown", None, ""
+    if len(parts) == 2 and parts[0] == DAILY_DIR:
+        m = _DATE_MD.match(base)
+        if m:
+            try:
+                _dt.date.fromisoformat(m.group(1))
+                return "markdown", None, ""
+            except ValueError:
+                return "skip", R_UNEXPECTED, "not a daily log name: no such calendar day"
+        return "skip", R_UNEXPECTED, "not a daily log name (daily/YYYY-MM-DD.md)"
+    if len(parts) == 2 and parts[0] == NOTES_DIR:
+        if base.endswith(".md"):
+            from .markdown import check_note_name
+
+            try:
+                if check_note_name(base) + ".md" == base:
+                    return "markdown", None, ""
+            except UsageError as exc:
+                return "skip", R_UNEXPECTED, f"not a valid note name ({exc.message})"
+        return "skip", R_UNEXPECTED, "not a note (notes/<name>.md)"
+    return "skip", R_UNEXPECTED, "not part of a memory store's layout"
+
+
+def _read_nofollow(path: Path, limit: int | None = None) -> bytes:
+    fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        chunks = []
+        left = limit
+        while left is None or left > 0:
+            chunk = os.read(fd, 1 << 20 if left is None else min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            if left is not None:
+                left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _scan_store(ls: LegacyStore) -> list[tuple[str, Path, os.stat_result | None, str]]:
+    """Every entry of a legacy store as (relname, path, lstat, what) with what one of
+    "file", "symlink", "dir" (an unexpected directory, not entered), "other"."""
+    out: list[tuple[str, Path, os.stat_result | None, str]] = []
+
+    def scan(d: Path, prefix: str, depth: int) -> None:
+        try:
+            with os.scandir(d) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            out.append((prefix.rstrip("/") + "/" if prefix else "./", d, None,
+                        f"unlistable:{exc.strerror}"))
+            return
+        for e in entries:
+            rel = prefix + e.name
+            p = d / e.name
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                out.append((rel, p, None, "other"))
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                out.append((rel, p, st, "symlink"))
+            elif stat.S_ISDIR(st.st_mode):
+                if depth == 0 and e.name in (DAILY_DIR, NOTES_DIR, SESSIONS_DIR):
+                    scan(p, rel + "/", depth + 1)
+                else:
+                    out.append((rel + "/", p, st, "dir"))
+            elif stat.S_ISREG(st.st_mode):
+                out.append((rel, p, st, "file"))
+            else:
+                out.append((rel, p, st, "other"))
+
+    scan(ls.path, "", 0)
+    return out
+
+
+def _dest_state(dest: Path, store_dir: Path) -> tuple[str, bytes | None]:
+    """("absent" | "file" | "blocked", bytes of an existing regular file)."""
+    # Every directory between the store and the file must be a real directory
+    # (or absent): a symlink or a file in the way blocks the copy.
+    cur = store_dir
+    for part in (None, *dest.relative_to(store_dir).parts[:-1]):
+        if part is not None:
+            cur = cur / part
+        try:
+            st = os.lstat(cur)
+        except FileNotFoundError:
+            return "absent", None
+        except OSError:
+            return "blocked", None
+        if not stat.S_ISDIR(st.st_mode):
+            return "blocked", None
+    try:
+        st = os.lstat(dest)
+    except FileNotFoundError:
+        return "absent", None
+    except OSError:
+        return "blocked", None
+    if not stat.S_ISREG(st.st_mode):
+        return "blocked", None
+    try:
+        return "file", _read_nofollow(dest)
+    except OSError:
+        return "blocked", None
+
+
+def plan_items(discovery: Discovery) -> list[PlanItem]:
+    """The plan for a discovery: one item per legacy file, in store order then name order."""
+    dest_root = discovery.store.path
+    items: list[PlanItem] = []
+    # destination -> (index into items of the first provider, its sha256)
+    providers: dict[str, tuple[int, str]] = {}
+    dest_cache: dict[str, tuple[str, bytes | None]] = {}
+    for ls in discovery.legacy:
+        for rel, path, st, what in _scan_store(ls):
+            size = st.st_size if st is not None and what == "file" else None
+            if what.startswith("unlistable:"):
+                items.append(PlanItem(ls.index, rel, path, None, SKIP, R_UNREADABLE,
+                                      f"cannot list: {what.split(':', 1)[1]}"))
+                continue
+            if what == "symlink":
+                items.append(PlanItem(ls.index, rel, path, None, SKIP, R_SYMLINK,
+                                      "symbolic link; never followed"))
+                continue
+            if what == "dir":
+                items.append(PlanItem(ls.index, rel, path, None, SKIP, R_UNEXPECTED,
+                                      "directory not part of a memory store's layout"))
+                continue
+            if what == "other":
+                items.append(PlanItem(ls.index, rel, path, None, SKIP, R_UNEXPECTED,
+                                      "not a regular file"))
+                continue
+            parts = rel.split("/")
+            kind, reason, detail = _classify_name(rel, parts)
+            if kind == "skip":
+                items.append(PlanItem(ls.index, rel, path, None, SKIP, reason, detail, size))
+                continue
+            try:
+                data = _read_nofollow(path)
+            except OSError as exc:
+                items.append(PlanItem(ls.index, rel, path, dest_root / rel, SKIP, R_UNREADABLE,
+                                      f"cannot read: {exc.strerror}", size))
+                continue
+            if data.startswith(SQLITE_HEADER):
+                items.append(PlanItem(ls.index, rel, path, None, SKIP, R_SQLITE,
+                                      "starts with the SQLite header; never copied", len(data)))
+                continue
+            digest = hashlib.sha256(data).hexdigest()
+            dest = dest_root.joinpath(*parts)
+            key = rel
+            if key not in dest_cache:
+                state, existing = _dest_state(dest, dest_root)
+                dest_cache[key] = (state, existing)
+            state, existing = dest_cache[key]
+            existing_sha = hashlib.sha256(existing).hexdigest() if existing is not None else None
+            first = providers.get(key)
+            if first is None:
+                providers[key] = (len(items), digest)
+                if state == "absent":
+                    items.append(PlanItem(ls.index, rel, path, dest, COPY, None,
+                                          "copy to the project store", len(data), digest))
+                elif existing_sha == digest:
+                    items.append(PlanItem(ls.index, rel, path, dest, SKIP, R_IDENTICAL,
+                                          "the destination already has these exact bytes",
+                                          len(data), digest))
+                elif state == "blocked":
+                    items.append(PlanItem(ls.index, rel, path, dest, SKIP, R_DESTINATION_EXISTS,
+                                          "something that is not a regular file is in the way "
+                                          f"at {dest}", len(data), digest))
+                else:
+                    items.append(PlanItem(ls.index, rel, path, dest, SKIP, R_DESTINATION_EXISTS,
+                                          f"the destination exists with other content: {dest}",
+                                          len(data), digest))
+                continue
+            winner = items[first[0]]
+            final_sha = (existing_sha if state == "file"
+                         else first[1] if state == "absent" else None)
+            if digest == final_sha:
+                items.append(PlanItem(ls.index, rel, path, dest, SKIP, R_IDENTICAL,
+                                      f"same bytes as #{winner.store} {winner.name}, "
+                                      "which the destination has or receives",
+                                      len(data), digest, winner.source))
+            else:
+                items.append(PlanItem(ls.index, rel, path, dest, SKIP, R_DUPLICATE,
+                                      f"#{winner.store} comes first and provides {rel}; "
+                                      "never merged", len(data), digest, winner.source))
+    return items
+
+
+def plan_migration(config_dir: Path, cwd: str | os.PathLike[str], *,
+                   extra: Sequence[str | os.PathLike[str]] = (),
+                   max_dirs: int = DEFAULT_MAX_DIRS) -> MigrationPlan:
+    """Discover the legacy stores of ``cwd``'s project and plan every file.  Reads only."""
+    discovery = discover_legacy_stores(config_dir, cwd, extra=extra, max_dirs=max_dirs)
+    return MigrationPlan(discovery, plan_items(discovery))
+
+
+# ---------------------------------------------------------------- apply
+
+def _make_dirs(path: Path) -> None:
+    """Create every missing component of ``path`` with mode 0700 (``os.makedirs``
+    would create the intermediate ones with the default mode), fsyncing each
+    parent so that the new entry is durable."""
+    missing: list[Path] = []
+    cur = path
+    while True:
+        try:
+            st = os.lstat(cur)
+        except FileNotFoundError:
+            missing.append(cur)
+            parent = cur.parent
+            if parent == cur:
+                break
+            cur = parent
+            continue
+        except OSError as exc:
+            raise StoreWriteError(f"{cur}: {exc.strerror}; nothing more was copied") from None
+        if not stat.S_ISDIR(st.st_mode):
+            raise StoreWriteError(f"{cur}: not a directory; cannot create {path}")
+        break
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, DIR_MODE)
+        except FileExistsError:
+            if not os.path.isdir(d) or os.path.islink(d):
+                raise StoreWriteError(f"{d}: appeared meanwhile and is not a directory") from None
+            continue
+        except OSError as exc:
+            raise StoreWriteError(f"{d}: cannot create directory: {exc.strerror}") from None
+        try:
+            fsync_dir(d.parent)
+        except OSError as exc:
+            raise StoreWriteError(f"{d.parent}: fsync failed: {exc.strerror}") from None
+
+
+def _nearest_existing(path: Path) -> Path:
+    cur = path
+    while not os.path.lexists(cur) and cur.parent != cur:
+        cur = cur.parent
+    return cur
+
+
+def check_writable(plan: MigrationPlan) -> None:
+    """Before any change: every directory a copy needs must be writable (or creatable
+    in a writable parent).  ``StoreWriteError`` naming the first that is not."""
+    checked: set[Path] = set()
+    for item in plan.copies:
+        assert item.destination is not None
+        d = _nearest_existing(item.destination.parent)
+        if d in checked:
+            continue
+        checked.add(d)
+        if not os.access(d, os.W_OK | os.X_OK):
+            why = "read-only file system" if _is_read_only_fs(d) else "permission denied"
+            raise StoreWriteError(f"{d}: not writable ({why}); nothing was copied")
+
+
+def _is_read_only_fs(d: Path) -> bool:
+    try:
+        return bool(os.statvfs(d).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        return False
+
+
+def apply_migration(plan: MigrationPlan) -> MigrationPlan:
+    """Copy every planned file; returns the plan with each item's ``result``.
+
+    Each copy: the legacy bytes are read again and must still match the
+    planned sha256 (else ``source_changed``, not copied); the destination's
+    missing directories are created 0700; the bytes are written with
+    ``atomic_write(..., backup=False, overwrite=False)`` (temp file, fsync,
+    hard link that fails if the destination appeared, directory fsync), so a
+    destination created meanwhile is never clobbered (``conflict``); the
+    destination is read back and its sha256 compared.  Legacy files are only
+    read.  A write failure raises ``StoreWriteError`` (exit 7) saying how many
+    files were copied before it; every destination is then either absent or
+    complete, and a rerun finishes the job.
+    """
+    check_writable(plan)
+    total = len(plan.copies)
+    done = 0
+    out: list[PlanItem] = []
+    for item in plan.items:
+        if item.action != COPY:
+            out.append(replace(item, result=RES_SKIPPED))
+            continue
+        assert item.destination is not None
+        dest = item.destination
+        try:
+            data = _read_nofollow(item.source)
+        except OSError as exc:
+            raise StoreCorrupt(f"{item.source}: cannot read legacy file: {exc.strerror} "
+                               f"({_progress(done, total)})") from None
+        if hashlib.sha256(data).hexdigest() != item.sha256:
+            out.append(replace(item, result=RES_SOURCE_CHANGED,
+                               detail="the legacy file changed after planning; not copied"))
+            continue
+        try:
+            _make_dirs(dest.parent)
+            atomic_write(dest, data, backup=False, overwrite=False)
+        except FileExistsError:
+            state, existing = _dest_state(dest, plan.discovery.store.path)
+            if existing is not None and existing == data:
+                out.append(replace(item, result=RES_IDENTICAL,
+                                   detail="the destination appeared meanwhile with these bytes"))
+            else:
+                out.append(replace(item, result=RES_CONFLICT,
+                                   detail=f"the destination appeared after planning: {dest}; "
+                                          "not overwritten"))
+            continue
+        except StoreWriteError as exc:
+            raise StoreWriteError(f"{exc.message} ({_progress(done, total)})") from None
+        try:
+            check = _read_nofollow(dest)
+        except OSError as exc:
+            raise StoreWriteError(f"{dest}: cannot read back the copy: {exc.strerror} "
+                                  f"({_progress(done, total)})") from None
+        if hashlib.sha256(check).hexdigest() != item.sha256:
+            raise StoreWriteError(f"{dest}: the copy does not match {item.source} "
+                                  f"(sha256 differs) ({_progress(done, total)})")
+        done += 1
+        out.append(replace(item, result=RES_COPIED))
+    return replace(plan, items=out, applied=True)
+
+
+def _progress(done: int, total: int) -> str:
+    return (f"{done} of {total} file{'s' if total != 1 else ''} copied before this; "
+            "every destination is complete or absent; run again to finish")
+
+
+def migrate(config_dir: Path, cwd: str | os.PathLike[str], *,
+            extra: Sequence[str | os.PathLike[str]] = ()) -> MigrationPlan:
+    """What the agent calls on first use: plan and apply in one go (no questions)."""
+    return apply_migration(plan_migration(config_dir, cwd, extra=extra))

@@ -117,6 +117,15 @@ def test_bash_completes_global_options():
     assert got == ["--no-color"]
 
 
+def test_bash_completion_runs_no_option_callback():
+    """Completing after --version (an eager option with a callback) and after a
+    global option with a value still completes the command, printing nothing else."""
+    got, _ = bash_complete("memctl", "--version", "s")
+    assert sorted(got) == top_commands("s")
+    got, _ = bash_complete("memctl", "--project", "/nonexistent", "s")
+    assert sorted(got) == top_commands("s")
+
+
 def test_bash_nothing_for_unknown_prefix():
     got, _ = bash_complete("memctl", "zzz")
     assert got == []

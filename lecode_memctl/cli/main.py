@@ -71,6 +71,23 @@ def _patch_completion_help() -> None:
         _completion_classes._sanitize_help_text = lambda text: text  # type: ignore[attr-defined]
     except Exception:  # pragma: no cover - a typer without the hook needs nothing
         pass
+    # Completion parses the words typed so far only to find which command and
+    # parameter is being completed; nothing runs.  typer would still coerce every
+    # parameter value through a pydantic TypeAdapter (importing pydantic: about
+    # 0.1 s per TAB) and run parameter callbacks; skip both while completing.
+    try:
+        from typer import core as typer_core
+
+        original = typer_core._TyperParameter.process_value
+
+        def process_value(self, ctx, value):  # type: ignore[no-untyped-def]
+            if getattr(ctx, "resilient_parsing", False):
+                return value
+            return original(self, ctx, value)
+
+        typer_core._TyperParameter.process_value = process_value  # type: ignore[method-assign]
+    except Exception:  # pragma: no cover
+        pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Start-up time: ``memctl --version`` against ``python -c "import typer"``.
+
+    python bench/bench_startup.py [--runs N] [--quick] [--json]
+
+Runs the virtual environment's ``memctl`` console script (next to this Python)
+and ``python -c "import typer"`` side by side, N times each (default 10,
+``--quick`` 5), with hyperfine when it is installed and otherwise with an
+interleaved ``time.perf_counter`` loop around ``subprocess.run``.  Prints the
+median wall times and their ratio; the target is a ratio of at most 1.3.  A
+completion request (``_MEMCTL_COMPLETE=complete_bash``) and ``python -c pass``
+are measured too, for context.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+TARGET = 1.3
+PY = sys.executable
+MEMCTL = os.path.join(os.path.dirname(PY), "memctl")
+
+
+def cases() -> list[tuple[str, list[str], dict[str, str]]]:
+    return [
+        ("memctl --version", [MEMCTL, "--version"], {}),
+        ('python -c "import typer"', [PY, "-c", "import typer"], {}),
+        ("memctl completion (TAB on 'memctl s')", [MEMCTL],
+         {"_MEMCTL_COMPLETE": "complete_bash", "COMP_WORDS": "memctl s", "COMP_CWORD": "1"}),
+        ("python -c pass", [PY, "-c", "pass"], {}),
+    ]
+
+
+def with_hyperfine(runs: int) -> dict[str, float]:
+    exe = shutil.which("hyperfine")
+    assert exe
+    out = {}
+    with tempfile.TemporaryDirectory() as d:
+        # hyperfine takes one command string per benchmark; the environment of the
+        # completion request goes through env(1).
+        cmds, names = [], []
+        for name, argv, env in cases():
+            prefix = ["env", *(f"{k}={v}" for k, v in env.items())] if env else []
+            cmds.append(shlex.join(prefix + argv))
+            names.append(name)
+        path = os.path.join(d, "h.json")
+        subprocess.run([exe, "-N", "--runs", str(runs), "--warmup", "2", "--style", "none",
+                        "--export-json", path, *cmds], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with open(path) as f:
+            results = json.load(f)["results"]
+    for name, r in zip(names, results):
+        out[name] = r["median"]
+    return out
+
+
+def with_loop(runs: int) -> dict[str, float]:
+    times: dict[str, list[float]] = {name: [] for name, _a, _e in cases()}
+    base = dict(os.environ)
+    for i in range(runs + 2):
+        for name, argv, env in cases():  # interleaved: side by side, same conditions
+            e = {**base, **env}
+            t0 = time.perf_counter()
+            subprocess.run(argv, env=e, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           check=False)
+            dt = time.perf_counter() - t0
+            if i >= 2:  # the first two rounds warm the page cache
+                times[name].append(dt)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def machine() -> str:
+    return (f"{os.cpu_count()} CPUs ({platform.machine()}), Python "
+            f"{platform.python_version()}, {platform.system()} {platform.release()}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=None, help="runs of each command (default 10)")
+    ap.add_argument("--quick", action="store_true", help="5 runs instead of 10")
+    ap.add_argument("--loop", action="store_true", help="use the perf_counter loop even if hyperfine exists")
+    ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    a = ap.parse_args(argv)
+    runs = a.runs or (5 if a.quick else 10)
+    if not os.access(MEMCTL, os.X_OK):
+        print(f"bench_startup: no memctl console script at {MEMCTL}", file=sys.stderr)
+        return 2
+    tool = "hyperfine" if shutil.which("hyperfine") and not a.loop else "perf_counter loop"
+    medians = with_hyperfine(runs) if tool == "hyperfine" else with_loop(runs)
+    v = medians["memctl --version"]
+    t = medians['python -c "import typer"']
+    ratio = v / t
+    if a.json:
+        print(json.dumps({"runs": runs, "tool": tool, "machine": machine(),
+                          "medians_s": medians, "ratio": ratio, "target": TARGET}))
+        return 0
+    print(f"start-up, median of {runs} runs each ({tool}); {machine()}")
+    width = max(len(n) for n in medians)
+    print(f"{'command':<{width}}  median ms")
+    for name, m in medians.items():
+        print(f"{name:<{width}}  {m * 1000:9.1f}")
+    verdict = "within" if ratio <= TARGET else "OVER"
+    print(f"summary: memctl --version / import typer = {ratio:.2f} ({verdict} the {TARGET} target)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,5 +1,203 @@
-"""memctl commands: audit (see the module's commands below)."""
+"""``memctl validate``, ``memctl usage``, ``memctl projects``: the forensic audit for cron."""
 
 from __future__ import annotations
 
-from .app import app  # noqa: F401
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .app import app
+from .options import JsonOpt
+from .state import STATE
+
+VALIDATE_FORMATS = ("human", "json", "jsonl", "prometheus")
+
+
+@app.command(epilog="""\
+\b
+Examples:
+  memctl validate                         audit the current project's store
+  memctl validate --deep --strict         every transcript line too; warnings fail
+  memctl validate --store /evidence/copy --json
+  memctl validate --all-projects --quiet || echo "memory needs attention"
+  memctl validate --ignore fact.unverified --ignore 'layout.*'
+\b
+Cron, with node_exporter's textfile collector:
+  */15 * * * * memctl validate --all-projects --format prometheus \\
+      > /var/lib/node_exporter/memctl.prom.$$ && \\
+      mv /var/lib/node_exporter/memctl.prom.$$ /var/lib/node_exporter/memctl.prom
+  (alert on memctl_validate_ok == 0)
+""")
+def validate(
+    store_dir: Annotated[Optional[Path], typer.Option(
+        "--store", metavar="DIR",
+        help="Audit this store directory (same as the global --store).")] = None,
+    all_projects: Annotated[bool, typer.Option(
+        "--all-projects", help="Audit every store under <config dir>/memory/.")] = False,
+    deep: Annotated[bool, typer.Option(
+        "--deep", help="Also parse every line of every transcript: corrupt lines, seq gaps, "
+                       "compaction chains and learning events.")] = False,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Warnings count as failures for the exit status and memctl_validate_ok.")] = False,
+    ignore: Annotated[Optional[list[str]], typer.Option(
+        "--ignore", metavar="CODE",
+        help="Do not report this finding code (repeatable; 'group.*' ignores a whole check).")] = None,
+    quiet: Annotated[bool, typer.Option(
+        "--quiet", "-q", help="Print nothing; the exit status is the answer.")] = False,
+    json_: JsonOpt = False,
+    fmt: Annotated[Optional[str], typer.Option(
+        "--format", "-f", metavar="FORMAT",
+        help="human (default), json, jsonl (one finding per line, streamed) or prometheus.")] = None,
+) -> None:
+    """Audit a store and report every problem found; changes nothing.
+
+    The model is 'git fsck': each finding has a stable code, a severity
+    (error, warning, info), a location (file, line or byte offset, session and
+    seq, fact id and revision) and a one-line message.  The codes and what
+    they mean are listed in docs/FORMAT.md, "Validate findings".
+
+    Checks: the store layout (unexpected files, leftover temp files,
+    group/other permissions, symlinks); Markdown (invalid UTF-8, a .bak
+    without its file); [memory] in config.toml; facts.sqlite3
+    (integrity_check, foreign_key_check, schema version, generation against
+    exclusions and retry markers, contiguous revisions, dangling refs); every
+    fact revision's evidence (missing, stale, hidden with its reason,
+    unverified legacy provenance, suppressed by an exclusion); transcripts
+    (torn tails: a warning when the file changed in the last minute, since a
+    writer may be appending, an error otherwise; headers; refused sessions).
+
+    Without --deep each transcript is read at most once and only where
+    needed: its header, its last bytes and the spans facts reference.
+    --deep also parses every line once: corrupt lines, seq gaps, each
+    compact event's prior and lineage (chunks of at most 200 positions whose
+    digests still hold; summaries made inert by a later forget, undo or clear
+    are info), and learning events' statuses and reason codes.
+
+    Exit status: 0 when nothing is at error severity (with --strict: nothing
+    at warning either), 1 otherwise; 2 usage, 3 no such store, 5 unreadable.
+    --json prints {"ok", "strict", "deep", "exit_code", "totals", "projects":
+    [summary...], "findings": [finding...]}; a finding has code, severity,
+    check, project, file, line, offset, seq, session_id, fact_id, revision,
+    reason, key, table, message (absent location fields are null).
+    --format jsonl streams the same finding objects one per line and ends
+    with one {"summary": ...} line per project.
+    """
+    import sys
+    import time
+
+    from lecode_memctl.core.audit import (Audit, check_ignore_codes, prometheus_text,
+                                          sort_findings, stores_under)
+    from lecode_memctl.core.errors import UsageError
+    from lecode_memctl.core.layout import store_at
+
+    from .output import dumps, echo, emit_json, safe, write_bytes
+
+    if json_:
+        if fmt and fmt != "json":
+            raise UsageError(f"--json conflicts with --format {fmt}")
+        fmt = "json"
+    fmt = fmt or "human"
+    if fmt == "table":
+        fmt = "human"
+    if fmt not in VALIDATE_FORMATS:
+        raise UsageError(f"unknown format {fmt!r}; use one of {', '.join(VALIDATE_FORMATS)}")
+    ignored = check_ignore_codes(ignore or [])
+    cfg = STATE.config_dir()
+    if all_projects:
+        if store_dir or STATE.store_option:
+            raise UsageError("--all-projects conflicts with --store")
+        stores = stores_under(cfg.path)
+    elif store_dir:
+        stores = [store_at(store_dir)]
+    else:
+        stores = [STATE.store()]
+
+    show_progress = not quiet and _stderr_tty()
+    summaries = []
+    all_findings = []
+    for i, st in enumerate(stores):
+        progress, finish = _progress_bar(st.slug) if show_progress else (None, lambda: None)
+        # config.toml is shared by every store: checked once, reported with the first store
+        audit = Audit(st, config_dir=cfg.path if i == 0 else None, deep=deep, ignore=ignored,
+                      progress=progress)
+        try:
+            if fmt == "jsonl" and not quiet:
+                for f in audit.run():
+                    write_bytes(dumps(f.to_json()) + b"\n")
+                write_bytes(dumps({"summary": audit.summary.to_json(strict)}) + b"\n")
+            else:
+                all_findings.extend(audit.run())
+        finally:
+            finish()
+        summaries.append(audit.summary)
+
+    ok = all(s.ok(strict) for s in summaries)
+    code = 0 if ok else 1
+    if quiet or fmt == "jsonl":
+        raise typer.Exit(code)
+    if fmt == "prometheus":
+        sys.stdout.write(prometheus_text(summaries, strict=strict))
+        sys.stdout.flush()
+        raise typer.Exit(code)
+    totals = {"error": 0, "warning": 0, "info": 0, "ignored": 0}
+    for s in summaries:
+        for k in ("error", "warning", "info"):
+            totals[k] += s.by_severity[k]
+        totals["ignored"] += s.ignored
+    if fmt == "json":
+        emit_json({"ok": ok, "strict": strict, "deep": deep, "exit_code": code,
+                   "generated": time.time(), "totals": totals,
+                   "projects": [s.to_json(strict) for s in summaries],
+                   "findings": [f.to_json() for f in all_findings]})
+        raise typer.Exit(code)
+    # human
+    by_project: dict[str, list] = {}
+    for f in all_findings:
+        by_project.setdefault(f.project, []).append(f)
+    for s in summaries:
+        fs = sort_findings(by_project.get(s.project, []))
+        sev = s.by_severity
+        facts = ", ".join(f"{n} {k}" for k, n in s.facts.items() if n) or "none"
+        echo(f"{safe(s.project)}: {'OK' if s.ok(strict) else 'PROBLEMS'}  "
+             f"{sev['error']} error{'s' if sev['error'] != 1 else ''}, "
+             f"{sev['warning']} warning{'s' if sev['warning'] != 1 else ''}, {sev['info']} info"
+             + (f", {s.ignored} ignored" if s.ignored else ""))
+        echo(f"  store {safe(s.store)}; {s.sessions} session{'s' if s.sessions != 1 else ''}; "
+             f"facts: {s.facts_total} ({facts}){'; deep' if deep else ''}")
+        check = None
+        for f in fs:
+            if f.check != check:
+                check = f.check
+                echo(f"  [{check}]")
+            echo(f"    {f.severity:<7} {f.code:<24} {safe(f.location(), keep_newlines=False)}: "
+                 f"{safe(f.message, keep_newlines=False)}")
+    if not summaries:
+        echo(f"no stores under {safe(str(cfg.path / 'memory'))}")
+    raise typer.Exit(code)
+
+
+def _stderr_tty() -> bool:
+    import sys
+
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _progress_bar(label: str):
+    """A rich progress bar on stderr: (callback(done, total), finish())."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from .output import console, safe
+
+    prog = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    console=console(stderr=True), transient=True)
+    prog.start()
+    task = prog.add_task(f"sessions of {safe(label)}", total=None)
+
+    def update(done: int, total: int) -> None:
+        prog.update(task, completed=done, total=total)
+
+    return update, prog.stop

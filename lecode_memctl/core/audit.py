@@ -1,0 +1,1175 @@
+"""``validate``: a read-only forensic audit of a store (model: ``git fsck``).
+
+Each problem is a :class:`Finding` with a stable code (``CODES`` lists every
+one, with its severity and the location fields it fills), a location and a
+one-line message.  Nothing here writes to the store: files are opened
+read-only without following symlinks, and the facts database only through
+its read-only open.
+
+Cost.  Without ``deep``, each transcript is read at most once and only where
+needed: its header line, its last bytes (torn tail), and the spans that fact
+revisions reference (through ``SessionStore.validate_many``).  ``deep``
+additionally parses every line of every transcript in one sequential pass
+(large reads, bytes-level line splitting, ``orjson.loads``) and runs the
+whole-transcript checks: corrupt lines, seq gaps, compaction chains and
+learning events.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .errors import NotFound, UsageError
+from .layout import (DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE,
+                     SESSIONS_DIR, Store, memory_root, store_at)
+from .sourceref import MAX_SPAN, SESSION_ID_RE, STATUSES, canonical_digest
+
+ERROR = "error"
+WARNING = "warning"
+INFO = "info"
+SEVERITIES = (ERROR, WARNING, INFO)
+_RANK = {ERROR: 0, WARNING: 1, INFO: 2}
+
+# Learning vocabulary (reference design, "Bounds, deduplication, and failure handling").
+LEARNING_STATUSES = frozenset({"no_candidates", "rejected", "learned", "proposed", "failed", "stale"})
+LEARNING_REASONS = frozenset({
+    "response_schema", "invalid_json", "output_too_large", "unexpected_tool_calls",
+    "incomplete_response", "candidate_schema", "invalid_text", "invalid_source",
+    "invalid_preference_source", "temporary_preference", "exact_text_mismatch",
+    "invalid_preference", "invalid_conflicts", "unverified_project_evidence",
+    "stale_context", "extraction_error",
+})
+
+TORN_TAIL_GRACE_SECONDS = 60.0
+READ_CHUNK = 8 << 20
+
+
+@dataclass(frozen=True)
+class CodeInfo:
+    severity: str            # default severity ("warning or error" codes say so in meaning)
+    check: str               # the group in the human summary
+    location: tuple[str, ...]
+    meaning: str
+    deep_only: bool = False
+
+
+CODES: dict[str, CodeInfo] = {
+    # layout
+    "layout.unexpected_file": CodeInfo(WARNING, "layout", ("file",),
+        "a file or directory that is not part of the store layout"),
+    "layout.temp_file": CodeInfo(WARNING, "layout", ("file",),
+        "a temporary file left by an interrupted atomic write (.NAME.tmp-HEX)"),
+    "layout.permissions": CodeInfo(WARNING, "layout", ("file",),
+        "a file or directory accessible by group or others (mode & 077 is not 0)"),
+    "layout.symlink": CodeInfo(ERROR, "layout", ("file",),
+        "a symbolic link inside the store (memctl and lecode never follow them)"),
+    "layout.unreadable": CodeInfo(ERROR, "layout", ("file",),
+        "a file or directory that cannot be listed or read"),
+    # markdown
+    "markdown.invalid_utf8": CodeInfo(ERROR, "markdown", ("file", "offset"),
+        "a Markdown file that is not valid UTF-8 (offset of the first bad byte)"),
+    "markdown.orphan_backup": CodeInfo(WARNING, "markdown", ("file",),
+        "a .bak whose Markdown file does not exist"),
+    # config
+    "config.invalid": CodeInfo(ERROR, "config", ("file",),
+        "config.toml cannot be read or parsed, or [memory] is not a table"),
+    "config.out_of_range": CodeInfo(ERROR, "config", ("file", "key"),
+        "a [memory] value of the wrong type or outside its valid range"),
+    # database
+    "db.unreadable": CodeInfo(ERROR, "db", ("file",),
+        "facts.sqlite3 cannot be opened read-only or is not a database"),
+    "db.integrity": CodeInfo(ERROR, "db", ("file",),
+        "PRAGMA integrity_check reported a problem (one finding per line it reports)"),
+    "db.foreign_key": CodeInfo(ERROR, "db", ("file", "table"),
+        "PRAGMA foreign_key_check found a row whose parent is missing"),
+    "db.schema_unknown": CodeInfo(ERROR, "db", ("file",),
+        "the schema version is newer than this memctl knows, or unrecognisable"),
+    "db.needs_migration": CodeInfo(WARNING, "db", ("file",),
+        "the schema is an older known version; lecode migrates it on its next write"),
+    "db.generation_mismatch": CodeInfo(ERROR, "db", ("file",),
+        "the exclusion generation is lower than the exclusions and retry markers imply"),
+    "db.revision_gap": CodeInfo(ERROR, "db", ("fact_id", "revision"),
+        "a fact's revisions are not 1..N without gaps, or its current revision is not the last"),
+    "db.dangling_ref": CodeInfo(ERROR, "db", ("fact_id", "revision", "table"),
+        "a row (provenance, source ref, revision) that names a fact or revision that does not exist"),
+    # facts
+    "fact.missing": CodeInfo(ERROR, "facts", ("fact_id", "revision", "session_id", "seq", "reason"),
+        "a revision's evidence is gone: session missing or unreadable, or a position not there"),
+    "fact.stale": CodeInfo(ERROR, "facts", ("fact_id", "revision", "session_id", "seq", "reason"),
+        "a revision's evidence changed: digest mismatch, corrupt records, or not a message"),
+    "fact.hidden": CodeInfo(WARNING, "facts", ("fact_id", "revision", "session_id", "seq", "reason"),
+        "a revision's evidence is not visible (reason: undone, epoch, refused_*, invalid_ref); "
+        "the fact is kept out of the agent's context"),
+    "fact.unverified": CodeInfo(WARNING, "facts", ("fact_id", "revision", "reason"),
+        "a revision has only legacy provenance, no SourceRef"),
+    "fact.suppressed": CodeInfo(WARNING, "facts", ("fact_id", "revision", "session_id", "seq"),
+        "a stored fact whose evidence overlaps an exclusion (a forget of another fact): "
+        "kept administratively, suppressed from recall"),
+    # sessions
+    "session.torn_tail": CodeInfo(WARNING, "sessions", ("file", "session_id", "line", "offset"),
+        "the last line has no newline: WARNING when the file changed in the last 60 s "
+        "(a writer may be appending), ERROR otherwise"),
+    "session.corrupt_line": CodeInfo(ERROR, "sessions", ("file", "session_id", "line", "reason"),
+        "a complete line that is not a JSON object with an integer seq "
+        "(reason: not_json, invalid_utf8, not_object, no_seq)", deep_only=True),
+    "session.seq_gap": CodeInfo(ERROR, "sessions", ("file", "session_id", "line", "seq", "reason"),
+        "seq does not follow the previous record's seq + 1 "
+        "(reason: seq_gap, seq_duplicate, seq_regression)", deep_only=True),
+    "session.refused": CodeInfo(ERROR, "sessions", ("file", "session_id", "reason"),
+        "a transcript lecode refuses: a symbolic link, or a header naming another project"),
+    "session.missing_header": CodeInfo(ERROR, "sessions", ("file", "session_id", "line"),
+        "the first line is not a valid session header (seq 0, type session, format 1)"),
+    "session.unreadable": CodeInfo(ERROR, "sessions", ("file", "session_id"),
+        "a transcript that cannot be opened or read"),
+    # compaction
+    "compact.prior_mismatch": CodeInfo(ERROR, "compaction", ("file", "session_id", "seq"),
+        "a compact event's prior is not the previous compact event's seq and digest", deep_only=True),
+    "compact.lineage_too_wide": CodeInfo(ERROR, "compaction", ("file", "session_id", "seq"),
+        "a lineage chunk spans more than 200 positions", deep_only=True),
+    "compact.lineage_stale": CodeInfo(ERROR, "compaction", ("file", "session_id", "seq", "reason"),
+        "a lineage chunk is malformed, missing, or its digest no longer holds", deep_only=True),
+    "compact.inert": CodeInfo(INFO, "compaction", ("file", "session_id", "seq", "reason"),
+        "a summary made inert by a later forget, undo or clear (reason: excluded, undone, "
+        "cleared, epoch); lecode rebuilds it lazily", deep_only=True),
+    # learning
+    "learning.bad_status": CodeInfo(ERROR, "learning", ("file", "session_id", "seq"),
+        "a learning event whose status is not one of the fixed set", deep_only=True),
+    "learning.bad_reason": CodeInfo(ERROR, "learning", ("file", "session_id", "seq", "key"),
+        "a learning event whose reason_counts has a code outside the fixed set, "
+        "or a count that is not a non-negative integer", deep_only=True),
+}
+
+CHECK_ORDER = ("config", "layout", "markdown", "db", "facts", "sessions", "compaction", "learning")
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    severity: str
+    message: str
+    project: str
+    file: str | None = None          # relative to the store (absolute for config.toml)
+    line: int | None = None          # 1-based line number
+    offset: int | None = None        # byte offset
+    seq: int | None = None
+    session_id: str | None = None
+    fact_id: str | None = None
+    revision: int | None = None
+    reason: str | None = None
+    key: str | None = None
+    table: str | None = None
+
+    @property
+    def check(self) -> str:
+        return CODES[self.code].check
+
+    def location(self) -> str:
+        """A compact location for people: ``file:line``, ``session@seq``, ``fact#rev``."""
+        parts: list[str] = []
+        if self.file:
+            where = self.file
+            if self.line is not None:
+                where += f":{self.line}"
+            elif self.offset is not None:
+                where += f"@{self.offset}"
+            parts.append(where)
+        elif self.session_id:
+            parts.append(self.session_id)
+        if self.seq is not None:
+            parts.append(f"seq {self.seq}")
+        if self.fact_id is not None:
+            parts.append(f"fact {self.fact_id}" + (f" rev {self.revision}" if self.revision is not None else ""))
+        if self.key:
+            parts.append(self.key)
+        if self.table:
+            parts.append(f"table {self.table}")
+        return " ".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"code": self.code, "severity": self.severity, "check": self.check,
+                "project": self.project, "file": self.file, "line": self.line,
+                "offset": self.offset, "seq": self.seq, "session_id": self.session_id,
+                "fact_id": self.fact_id, "revision": self.revision, "reason": self.reason,
+                "key": self.key, "table": self.table, "message": self.message}
+
+
+@dataclass
+class Summary:
+    """Counts for one store, filled while the audit runs."""
+
+    project: str
+    store: str
+    deep: bool
+    started: float = field(default_factory=time.time)
+    finished: float | None = None
+    by_severity: Counter = field(default_factory=Counter)
+    by_code: Counter = field(default_factory=Counter)
+    by_code_severity: dict = field(default_factory=dict)   # code -> Counter(severity)
+    ignored: int = 0
+    facts: Counter = field(default_factory=Counter)     # fact status -> count (worst revision)
+    facts_total: int = 0
+    sessions: int = 0
+    bytes_read: int = 0                                  # transcript bytes read by the audit itself
+
+    def ok(self, strict: bool = False) -> bool:
+        if self.by_severity[ERROR]:
+            return False
+        return not (strict and self.by_severity[WARNING])
+
+    def to_json(self, strict: bool = False) -> dict[str, Any]:
+        return {
+            "project": self.project, "store": self.store, "deep": self.deep,
+            "ok": self.ok(strict), "started": self.started, "finished": self.finished,
+            "duration_seconds": None if self.finished is None else round(self.finished - self.started, 6),
+            "findings": {s: self.by_severity[s] for s in SEVERITIES},
+            "by_code": dict(sorted(self.by_code.items())),
+            "ignored": self.ignored,
+            "facts": {s: self.facts[s] for s in STATUSES}, "facts_total": self.facts_total,
+            "sessions": self.sessions, "transcript_bytes_read": self.bytes_read,
+        }
+
+
+Progress = Callable[[int, int], None]
+
+
+def check_ignore_codes(codes: Sequence[str]) -> frozenset[str]:
+    """``--ignore`` values: exact codes, or ``group.*``; unknown ones are usage errors."""
+    out: set[str] = set()
+    groups = {c.split(".")[0] for c in CODES}
+    for c in codes:
+        if c in CODES:
+            out.add(c)
+        elif c.endswith(".*") and c[:-2] in groups:
+            out.update(k for k in CODES if k.startswith(c[:-1]))
+        else:
+            raise UsageError(f"unknown finding code {c!r} for --ignore (see 'Validate findings' "
+                             "in docs/FORMAT.md or 'memctl validate --help')")
+    return frozenset(out)
+
+
+# ---------------------------------------------------------------------------
+# Low-level, read-only file access
+
+def _open_nofollow(path: Path) -> int:
+    return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+
+
+def _read_all(path: Path) -> bytes:
+    fd = _open_nofollow(path)
+    try:
+        chunks = []
+        while True:
+            b = os.read(fd, READ_CHUNK)
+            if not b:
+                break
+            chunks.append(b)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+_TMP_RE = re.compile(r"^\..+\.tmp-[0-9a-f]+$")
+_DAILY_RE = re.compile(r"^\d{4}-\d{2}-\d{2}\.md$")
+_TOP_FILES = {MEMORY_FILE, SCRATCHPAD_FILE, MEMORY_FILE + ".bak", SCRATCHPAD_FILE + ".bak",
+              FACTS_DB, FACTS_DB + "-wal", FACTS_DB + "-shm", FACTS_DB + "-journal"}
+# Lock/marker files other modules document in docs/FORMAT.md live beside the database.
+_TOP_EXTRA_RE = re.compile(r"^(facts\.sqlite3\.lock|\.memctl[-.][A-Za-z0-9._-]+)$")
+_SESSION_FILE_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_-]{0,127})\.(jsonl|lock)$")
+
+
+def _is_temp(name: str) -> bool:
+    return bool(_TMP_RE.match(name))
+
+
+def _is_note_file(name: str) -> bool:
+    """``<note name>.md`` with a name ``memctl note`` would accept."""
+    from .markdown import check_note_name
+
+    if not name.endswith(".md"):
+        return False
+    try:
+        check_note_name(name)
+    except UsageError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------------
+# The audit
+
+class Audit:
+    """One store's audit.  Iterate :meth:`run` for findings as they are found;
+    :attr:`summary` holds the counts afterwards.  Changes nothing."""
+
+    def __init__(self, store: Store, *, config_dir: Path | None = None, deep: bool = False,
+                 ignore: frozenset[str] = frozenset(), progress: Progress | None = None,
+                 now: float | None = None) -> None:
+        self.store = store
+        self.config_dir = config_dir
+        self.deep = deep
+        self.ignore = ignore
+        self.progress = progress
+        self.now = now
+        self.summary = Summary(store.slug, str(store.path), deep)
+        self._session_ids: list[str] = []
+        self._refused: set[str] = set()
+
+    # -- plumbing
+    def _f(self, code: str, message: str, *, severity: str | None = None, **loc: Any) -> Finding | None:
+        info = CODES[code]
+        f = Finding(code, severity or info.severity, message, self.store.slug, **loc)
+        if code in self.ignore:
+            self.summary.ignored += 1
+            return None
+        self.summary.by_severity[f.severity] += 1
+        self.summary.by_code[code] += 1
+        self.summary.by_code_severity.setdefault(code, Counter())[f.severity] += 1
+        return f
+
+    def run(self) -> Iterator[Finding]:
+        st = self.store
+        try:
+            sst = os.lstat(st.path)
+        except FileNotFoundError:
+            raise NotFound(f"no memory store at {st.path}") from None
+        if stat.S_ISLNK(sst.st_mode):
+            raise UsageError(f"{st.path}: store directory is a symbolic link; refusing to follow it")
+        if not stat.S_ISDIR(sst.st_mode):
+            raise NotFound(f"{st.path}: not a directory")
+        self.summary.started = time.time()
+        if self.now is None:
+            self.now = time.time()
+        for gen in (self._check_config(), self._check_layout(), self._check_markdown(),
+                    self._check_db_and_facts(), self._check_sessions()):
+            for f in gen:
+                if f is not None:
+                    yield f
+        self.summary.finished = time.time()
+
+    # -- config
+    def _check_config(self) -> Iterator[Finding | None]:
+        if self.config_dir is None:
+            return
+        import tomllib
+
+        from .config import check_memory_values
+
+        path = self.config_dir / "config.toml"
+        try:
+            raw = _read_all(path)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            yield self._f("config.invalid", f"cannot read config.toml: {exc.strerror}", file=str(path))
+            return
+        try:
+            data = tomllib.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            yield self._f("config.invalid", "config.toml is not valid UTF-8", file=str(path))
+            return
+        except tomllib.TOMLDecodeError as exc:
+            yield self._f("config.invalid", f"config.toml is not valid TOML: {exc}", file=str(path))
+            return
+        section = data.get("memory", {})
+        if not isinstance(section, dict):
+            yield self._f("config.invalid", "[memory] is not a table", file=str(path))
+            return
+        for p in check_memory_values(section):
+            yield self._f("config.out_of_range", p.message, file=str(path), key=f"memory.{p.key}")
+
+    # -- layout
+    def _check_layout(self) -> Iterator[Finding | None]:
+        root = self.store.path
+        yield from self._layout_mode(root, ".")
+        stack: list[tuple[Path, str]] = [(root, "")]
+        while stack:
+            d, rel = stack.pop()
+            try:
+                with os.scandir(d) as it:
+                    entries = sorted(it, key=lambda e: e.name)
+            except OSError as exc:
+                yield self._f("layout.unreadable", f"cannot list directory: {exc.strerror}",
+                              file=rel or ".")
+                continue
+            for e in entries:
+                name = e.name
+                r = f"{rel}{name}"
+                try:
+                    est = e.stat(follow_symlinks=False)
+                except OSError as exc:
+                    yield self._f("layout.unreadable", f"cannot stat: {exc.strerror}", file=r)
+                    continue
+                is_dir = stat.S_ISDIR(est.st_mode)
+                if (rel == SESSIONS_DIR + "/" and name.endswith(".jsonl")
+                        and SESSION_ID_RE.match(name[:-6]) and not stat.S_ISREG(est.st_mode)):
+                    continue  # reported by the session check (refused or unreadable)
+                if stat.S_ISLNK(est.st_mode):
+                    yield self._f("layout.symlink", f"symbolic link to {os.readlink(e.path)!r}; "
+                                  "never followed", file=r)
+                    continue
+                if est.st_mode & 0o077:
+                    yield self._f("layout.permissions",
+                                  f"mode {stat.S_IMODE(est.st_mode):04o} gives group/others access "
+                                  f"(expected {'0700' if is_dir else '0600'})", file=r)
+                if _is_temp(name) and not is_dir:
+                    yield self._f("layout.temp_file", "temporary file left by an interrupted write",
+                                  file=r)
+                    continue
+                if is_dir:
+                    if rel == "" and name in (DAILY_DIR, NOTES_DIR, SESSIONS_DIR):
+                        stack.append((Path(e.path), r + "/"))
+                    else:
+                        yield self._f("layout.unexpected_file", "unexpected directory", file=r + "/")
+                    continue
+                if not stat.S_ISREG(est.st_mode):
+                    yield self._f("layout.unexpected_file", "not a regular file", file=r)
+                    continue
+                if not self._expected_file(rel, name):
+                    yield self._f("layout.unexpected_file", "not part of the store layout", file=r)
+
+    def _layout_mode(self, path: Path, rel: str) -> Iterator[Finding | None]:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return
+        if st.st_mode & 0o077:
+            yield self._f("layout.permissions", f"mode {stat.S_IMODE(st.st_mode):04o} gives "
+                          "group/others access (expected 0700)", file=rel)
+
+    @staticmethod
+    def _expected_file(rel: str, name: str) -> bool:
+        base = name[:-4] if name.endswith(".bak") else name
+        if rel == "":
+            return name in _TOP_FILES or bool(_TOP_EXTRA_RE.match(name))
+        if rel == DAILY_DIR + "/":
+            return bool(_DAILY_RE.match(base))
+        if rel == NOTES_DIR + "/":
+            return _is_note_file(base)
+        if rel == SESSIONS_DIR + "/":
+            return bool(_SESSION_FILE_RE.match(name))
+        return False
+
+    # -- markdown
+    def _markdown_files(self) -> list[tuple[str, Path]]:
+        root = self.store.path
+        out = [(n, root / n) for n in (MEMORY_FILE, SCRATCHPAD_FILE, MEMORY_FILE + ".bak",
+                                       SCRATCHPAD_FILE + ".bak")]
+        for sub, ok in ((DAILY_DIR, lambda b: bool(_DAILY_RE.match(b))), (NOTES_DIR, _is_note_file)):
+            try:
+                names = sorted(os.listdir(root / sub))
+            except OSError:
+                continue
+            for n in names:
+                base = n[:-4] if n.endswith(".bak") else n
+                if ok(base):
+                    out.append((f"{sub}/{n}", root / sub / n))
+        return out
+
+    def _check_markdown(self) -> Iterator[Finding | None]:
+        files = self._markdown_files()
+        present = set()
+        for rel, p in files:
+            try:
+                st = os.lstat(p)
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            present.add(rel)
+        for rel, p in files:
+            if rel not in present:
+                continue
+            if rel.endswith(".bak") and rel[:-4] not in present:
+                yield self._f("markdown.orphan_backup",
+                              f"backup without its file {rel[:-4]}", file=rel)
+            try:
+                data = _read_all(p)
+            except OSError as exc:
+                yield self._f("layout.unreadable", f"cannot read: {exc.strerror}", file=rel)
+                continue
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                line = data.count(b"\n", 0, exc.start) + 1
+                yield self._f("markdown.invalid_utf8",
+                              f"not valid UTF-8 (line {line}, byte {exc.start})",
+                              file=rel, offset=exc.start)
+
+    # -- database and facts (implemented in _facts_checks below)
+    def _check_db_and_facts(self) -> Iterator[Finding | None]:
+        yield from _check_db_and_facts(self)
+
+    # -- sessions
+    def _list_sessions(self) -> list[str]:
+        try:
+            names = os.listdir(self.store.sessions_dir)
+        except OSError:
+            return []
+        ids = []
+        for n in names:
+            if n.endswith(".jsonl") and SESSION_ID_RE.match(n[:-6]):
+                ids.append(n[:-6])
+        ids.sort()
+        return ids
+
+    def _check_sessions(self) -> Iterator[Finding | None]:
+        ids = self._list_sessions()
+        self.summary.sessions = len(ids)
+        total = len(ids)
+        lineage_jobs: list[tuple[str, int, list[Any]]] = []
+        for i, sid in enumerate(ids):
+            if self.progress:
+                self.progress(i, total)
+            yield from self._check_one_session(sid, lineage_jobs)
+        if self.progress:
+            self.progress(total, total)
+        if lineage_jobs:
+            yield from self._check_lineage(lineage_jobs)
+
+    def _check_one_session(self, sid: str, lineage_jobs: list) -> Iterator[Finding | None]:
+        rel = f"{SESSIONS_DIR}/{sid}.jsonl"
+        path = self.store.sessions_dir / f"{sid}.jsonl"
+        try:
+            st0 = os.lstat(path)
+        except OSError:
+            return
+        if stat.S_ISLNK(st0.st_mode):
+            self._refused.add(sid)
+            yield self._f("session.refused", "transcript is a symbolic link; refused",
+                          file=rel, session_id=sid, reason="refused_symlink")
+            return
+        if not stat.S_ISREG(st0.st_mode):
+            yield self._f("session.unreadable", "not a regular file", file=rel, session_id=sid)
+            return
+        try:
+            fd = _open_nofollow(path)
+        except OSError as exc:
+            yield self._f("session.unreadable", f"cannot open: {exc.strerror}", file=rel, session_id=sid)
+            return
+        try:
+            if self.deep:
+                scan = _deep_scan(fd)
+            else:
+                scan = _shallow_scan(fd)
+            st = os.fstat(fd)
+        except OSError as exc:
+            yield self._f("session.unreadable", f"cannot read: {exc.strerror}", file=rel, session_id=sid)
+            return
+        finally:
+            os.close(fd)
+        self.summary.bytes_read += scan.bytes_read
+        # header
+        hdr = scan.header
+        header_ok = (isinstance(hdr, dict) and hdr.get("seq") == 0 and hdr.get("type") == "session"
+                     and hdr.get("format") == 1 and hdr.get("session_id") == sid
+                     and isinstance(hdr.get("project"), str))
+        if scan.header_complete and not header_ok:
+            yield self._f("session.missing_header",
+                          "first line is not a session header {seq 0, type session, format 1, "
+                          "session_id matching the file name, project}",
+                          file=rel, session_id=sid, line=1)
+        elif header_ok and hdr["project"] != self.store.slug:
+            self._refused.add(sid)
+            yield self._f("session.refused",
+                          f"header names project {hdr['project']!r}, not this store's "
+                          f"{self.store.slug!r}; refused", file=rel, session_id=sid,
+                          reason="refused_project")
+            return
+        # torn tail
+        if scan.torn_offset is not None:
+            recent = (self.now or time.time()) - st.st_mtime < TORN_TAIL_GRACE_SECONDS
+            sev = WARNING if recent else ERROR
+            msg = (f"last line ({st.st_size - scan.torn_offset} bytes) has no newline: "
+                   + ("a writer may be appending (modified in the last minute)" if recent
+                      else "an interrupted append (not modified for over a minute)"))
+            yield self._f("session.torn_tail", msg, severity=sev, file=rel, session_id=sid,
+                          line=scan.torn_line, offset=scan.torn_offset)
+        if not self.deep:
+            return
+        for line, reason in scan.corrupt:
+            yield self._f("session.corrupt_line", f"line {line} is corrupt ({reason})",
+                          file=rel, session_id=sid, line=line, reason=reason)
+        for line, seq, expected, reason in scan.seq_problems:
+            yield self._f("session.seq_gap", f"seq {seq} where {expected} was expected ({reason})",
+                          file=rel, session_id=sid, line=line, seq=seq, reason=reason)
+        for line, rec in scan.learning:
+            yield from self._check_learning(rel, sid, line, rec)
+        prev: dict | None = None
+        for line, rec in scan.compacts:
+            seq = rec.get("seq")
+            want = None if prev is None else {"seq": prev.get("seq"), "digest": canonical_digest([prev])}
+            got = rec.get("prior")
+            if got != want:
+                if want is None:
+                    msg = "first compact event has a prior, expected null"
+                elif got is None:
+                    msg = f"prior is null, expected the compact event at seq {want['seq']}"
+                else:
+                    msg = f"prior does not match the compact event at seq {want['seq']} (seq and digest)"
+                yield self._f("compact.prior_mismatch", msg, file=rel, session_id=sid, seq=seq)
+            prev = rec
+            lineage = rec.get("lineage")
+            if not isinstance(lineage, list):
+                yield self._f("compact.lineage_stale", "lineage is not a list of source references",
+                              file=rel, session_id=sid, seq=seq, reason="invalid_ref")
+                continue
+            good = []
+            for ref in lineage:
+                seqs = ref.get("seqs") if isinstance(ref, dict) else None
+                if (isinstance(seqs, list) and seqs and all(isinstance(s, int) for s in seqs)
+                        and max(seqs) - min(seqs) + 1 > MAX_SPAN):
+                    yield self._f("compact.lineage_too_wide",
+                                  f"lineage chunk {min(seqs)}..{max(seqs)} spans "
+                                  f"{max(seqs) - min(seqs) + 1} positions (at most {MAX_SPAN})",
+                                  file=rel, session_id=sid, seq=seq)
+                    continue
+                good.append(ref)
+            lineage_jobs.append((sid, seq, good))
+
+    def _check_learning(self, rel: str, sid: str, line: int, rec: dict) -> Iterator[Finding | None]:
+        seq = rec.get("seq")
+        status = rec.get("status")
+        if not isinstance(status, str) or status not in LEARNING_STATUSES:
+            yield self._f("learning.bad_status", f"learning status {status!r} is not one of "
+                          + ", ".join(sorted(LEARNING_STATUSES)), file=rel, session_id=sid, seq=seq)
+        counts = rec.get("reason_counts")
+        if counts is None:
+            return  # older events without counts remain readable
+        if not isinstance(counts, dict):
+            yield self._f("learning.bad_reason", "reason_counts is not an object",
+                          file=rel, session_id=sid, seq=seq)
+            return
+        for k, v in counts.items():
+            if k not in LEARNING_REASONS:
+                yield self._f("learning.bad_reason", f"unknown reason code {k!r}",
+                              file=rel, session_id=sid, seq=seq, key=k)
+            elif isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                yield self._f("learning.bad_reason", f"count for {k!r} is not a non-negative integer",
+                              file=rel, session_id=sid, seq=seq, key=k)
+
+    def _check_lineage(self, jobs: list[tuple[str, int, list[Any]]]) -> Iterator[Finding | None]:
+        yield from _check_lineage(self, jobs)
+
+
+# ---------------------------------------------------------------------------
+# Transcript scanning
+
+@dataclass
+class _Scan:
+    header: Any = None
+    header_complete: bool = False
+    torn_offset: int | None = None
+    torn_line: int | None = None
+    bytes_read: int = 0
+    corrupt: list[tuple[int, str]] = field(default_factory=list)
+    seq_problems: list[tuple[int, int, int, str]] = field(default_factory=list)
+    compacts: list[tuple[int, dict]] = field(default_factory=list)
+    learning: list[tuple[int, dict]] = field(default_factory=list)
+    lines: int = 0
+
+
+def _parse_header(line: bytes) -> Any:
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _shallow_scan(fd: int) -> _Scan:
+    """The header line and the tail only: a few KiB per transcript."""
+    sc = _Scan()
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return sc
+    head = b""
+    while True:
+        b = os.pread(fd, 65536, len(head))
+        if not b:
+            break
+        head += b
+        nl = head.find(b"\n")
+        if nl >= 0:
+            sc.header = _parse_header(head[:nl])
+            sc.header_complete = True
+            break
+    sc.bytes_read += len(head)
+    if len(head) >= size:
+        # the whole file was read with the header
+        tail_src = head[:size]
+        if not tail_src.endswith(b"\n"):
+            sc.torn_offset = tail_src.rfind(b"\n") + 1
+        return sc
+    last = os.pread(fd, 1, size - 1)
+    sc.bytes_read += 1
+    if last == b"\n":
+        return sc
+    pos = size - 1
+    while pos > 0:
+        start = max(0, pos - 65536)
+        chunk = os.pread(fd, pos - start, start)
+        sc.bytes_read += len(chunk)
+        nl = chunk.rfind(b"\n")
+        if nl >= 0:
+            sc.torn_offset = start + nl + 1
+            return sc
+        pos = start
+    sc.torn_offset = 0
+    return sc
+
+
+def _deep_scan(fd: int) -> _Scan:
+    """Every line, once: large sequential reads, bytes-level splitting, orjson."""
+    sc = _Scan()
+    loads = orjson.loads
+    JSONDecodeError = orjson.JSONDecodeError
+    corrupt = sc.corrupt
+    seqp = sc.seq_problems
+    expected = 0
+    last_seq = -1
+    lineno = 0
+    offset = 0
+    rest = b""
+    first = True
+    while True:
+        chunk = os.read(fd, READ_CHUNK)
+        if not chunk:
+            break
+        sc.bytes_read += len(chunk)
+        if rest:
+            chunk = rest + chunk
+        parts = chunk.split(b"\n")
+        rest = parts.pop()
+        for line in parts:
+            lineno += 1
+            offset += len(line) + 1
+            try:
+                rec = loads(line)
+            except JSONDecodeError:
+                try:
+                    line.decode("utf-8")
+                    reason = "not_json"
+                except UnicodeDecodeError:
+                    reason = "invalid_utf8"
+                corrupt.append((lineno, reason))
+                if first:
+                    sc.header_complete = True
+                    first = False
+                continue
+            if first:
+                sc.header = rec
+                sc.header_complete = True
+                first = False
+            if type(rec) is not dict:
+                corrupt.append((lineno, "not_object"))
+                continue
+            seq = rec.get("seq")
+            if type(seq) is not int:
+                corrupt.append((lineno, "no_seq"))
+                continue
+            if seq != expected:
+                if seq > expected:
+                    seqp.append((lineno, seq, expected, "seq_gap"))
+                elif seq == last_seq:
+                    seqp.append((lineno, seq, expected, "seq_duplicate"))
+                else:
+                    seqp.append((lineno, seq, expected, "seq_regression"))
+            if seq > last_seq:
+                last_seq = seq
+                expected = seq + 1
+            if rec.get("type") == "event":
+                ev = rec.get("event")
+                if ev == "compact":
+                    sc.compacts.append((lineno, rec))
+                elif ev == "learning":
+                    sc.learning.append((lineno, rec))
+    sc.lines = lineno
+    if rest:
+        sc.torn_offset = offset
+        sc.torn_line = lineno + 1
+    return sc
+
+
+# ---------------------------------------------------------------------------
+# Entry points
+
+def stores_under(config_dir: Path) -> list[Store]:
+    """Every store directory under ``<config>/memory/`` (symlinks excluded), by name."""
+    root = memory_root(config_dir)
+    try:
+        entries = sorted(os.scandir(root), key=lambda e: e.name)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        from .errors import StoreCorrupt
+
+        raise StoreCorrupt(f"{root}: cannot list: {exc.strerror}") from None
+    out = []
+    for e in entries:
+        try:
+            if e.is_dir(follow_symlinks=False):
+                out.append(store_at(e.path))
+        except OSError:
+            continue
+    return out
+
+
+def validate_store(store: Store, **kwargs: Any) -> tuple[list[Finding], Summary]:
+    """Run the whole audit of one store and return its findings and summary."""
+    a = Audit(store, **kwargs)
+    findings = list(a.run())
+    return findings, a.summary
+
+
+def sort_findings(findings: Sequence[Finding]) -> list[Finding]:
+    """By check (in CHECK_ORDER), then severity, then location (stable otherwise)."""
+    order = {c: i for i, c in enumerate(CHECK_ORDER)}
+    return sorted(findings, key=lambda f: (order.get(f.check, 99), _RANK[f.severity]))
+
+
+def codes_table() -> list[Mapping[str, Any]]:
+    return [{"code": k, "severity": v.severity, "check": v.check, "location": list(v.location),
+             "deep_only": v.deep_only, "meaning": v.meaning} for k, v in CODES.items()]
+
+
+# ---------------------------------------------------------------------------
+# Prometheus text exposition format (node_exporter textfile collector)
+
+def _prom_escape(value: str) -> str:
+    """A label value escaped per the exposition format: backslash, quote, newline."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _labels(**kv: str) -> str:
+    return "{" + ",".join(f'{k}="{_prom_escape(v)}"' for k, v in kv.items()) + "}"
+
+
+PROM_METRICS: tuple[tuple[str, str, str], ...] = (
+    ("memctl_validate_ok", "gauge",
+     "1 when the last memctl validate found nothing at error severity (warnings too with --strict), else 0."),
+    ("memctl_validate_findings", "gauge",
+     "Findings of the last memctl validate by severity and code (ignored codes excluded)."),
+    ("memctl_validate_findings_by_severity", "gauge",
+     "Findings of the last memctl validate by severity, zero included."),
+    ("memctl_validate_facts", "gauge",
+     "Facts by validation status (a fact counts under its worst revision's status)."),
+    ("memctl_validate_sessions", "gauge", "Session transcripts in the store."),
+    ("memctl_validate_duration_seconds", "gauge", "Wall-clock time the audit of the store took."),
+    ("memctl_validate_last_run_timestamp_seconds", "gauge",
+     "Unix time at which the audit of the store finished."),
+)
+
+
+def prometheus_text(summaries: Sequence[Summary], *, strict: bool = False) -> str:
+    """Every metric, HELP and TYPE once each, then one sample per project/label set."""
+    out: list[str] = []
+    for name, typ, help_ in PROM_METRICS:
+        out.append(f"# HELP {name} {help_}")
+        out.append(f"# TYPE {name} {typ}")
+        for s in summaries:
+            p = s.project
+            if name == "memctl_validate_ok":
+                out.append(f"{name}{_labels(project=p)} {1 if s.ok(strict) else 0}")
+            elif name == "memctl_validate_findings":
+                for code, n in sorted(s.by_code.items()):
+                    sev = CODES[code].severity
+                    # torn tails may be counted at either severity; split them by severity
+                    out.extend(_findings_lines(name, p, code, sev, n, s))
+            elif name == "memctl_validate_findings_by_severity":
+                for sev in SEVERITIES:
+                    out.append(f"{name}{_labels(project=p, severity=sev)} {s.by_severity[sev]}")
+            elif name == "memctl_validate_facts":
+                for st in STATUSES:
+                    out.append(f"{name}{_labels(project=p, status=st)} {s.facts[st]}")
+            elif name == "memctl_validate_sessions":
+                out.append(f"{name}{_labels(project=p)} {s.sessions}")
+            elif name == "memctl_validate_duration_seconds":
+                d = (s.finished or s.started) - s.started
+                out.append(f"{name}{_labels(project=p)} {d:.6f}")
+            else:
+                out.append(f"{name}{_labels(project=p)} {int(s.finished or s.started)}")
+    return "\n".join(out) + "\n"
+
+
+def _findings_lines(name: str, project: str, code: str, sev: str, n: int, s: Summary) -> list[str]:
+    by = s.by_code_severity.get(code)
+    if not by:
+        return [f"{name}{_labels(project=project, severity=sev, code=code)} {n}"]
+    return [f"{name}{_labels(project=project, severity=sv, code=code)} {k}"
+            for sv, k in sorted(by.items(), key=lambda kv: _RANK[kv[0]])]
+
+
+# ---------------------------------------------------------------------------
+# Database, facts and lineage (need sqlite3 and the session store: imported here)
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _header_user_version(path: Path) -> int | None:
+    """``PRAGMA user_version`` read from the file header (offset 60), without SQLite."""
+    try:
+        fd = _open_nofollow(path)
+    except OSError:
+        return None
+    try:
+        head = os.pread(fd, 100, 0)
+    finally:
+        os.close(fd)
+    if len(head) < 64 or not head.startswith(_SQLITE_MAGIC):
+        return None
+    return int.from_bytes(head[60:64], "big")
+
+
+def _open_facts(audit: Audit) -> Any:
+    """The store's FactStore opened read-only, or None (no database, or a finding)."""
+    from .errors import MemctlError
+    from .facts import FactStore
+
+    path = audit.store.facts_db
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None  # a symlink or odd type is a layout finding
+    try:
+        return FactStore.open_readonly(path)
+    except MemctlError as exc:
+        return exc
+
+
+def _check_db_and_facts(audit: Audit) -> Iterator[Finding | None]:
+    import sqlite3
+
+    from .errors import MemctlError, StoreBusy
+    from .facts import SCHEMA_VERSION
+
+    fs = _open_facts(audit)
+    rel = FACTS_DB
+    if fs is None:
+        return
+    if isinstance(fs, MemctlError):
+        if isinstance(fs, StoreBusy):
+            raise fs
+        v = _header_user_version(audit.store.facts_db)
+        if v is not None and v > SCHEMA_VERSION:
+            yield audit._f("db.schema_unknown", f"schema version {v} is newer than this memctl "
+                           f"knows ({SCHEMA_VERSION}); upgrade memctl", file=rel)
+        else:
+            yield audit._f("db.unreadable", str(fs), file=rel)
+        return
+    try:
+        db = fs._conn  # the read-only connection (immutable file or private snapshot)
+        if db is None or not fs._tables:
+            if audit.store.facts_db.stat().st_size > 0:
+                yield audit._f("db.schema_unknown", "no lecode tables in the database", file=rel)
+            return
+        try:
+            yield from _db_checks(audit, fs, db, SCHEMA_VERSION)
+            yield from _fact_checks(audit, fs, db)
+        except sqlite3.DatabaseError as exc:
+            yield audit._f("db.unreadable", f"database error while auditing: {exc}", file=rel)
+    finally:
+        fs.close()
+
+
+def _db_checks(audit: Audit, fs: Any, db: Any, schema_version: int) -> Iterator[Finding | None]:
+    rel = FACTS_DB
+    tables = fs._tables
+    if fs.needs_migration:
+        yield audit._f("db.needs_migration", f"schema version {fs.schema_version}, current is "
+                       f"{schema_version}; lecode migrates it on its next write", file=rel)
+    for (msg,) in db.execute("PRAGMA integrity_check"):
+        if msg != "ok":
+            yield audit._f("db.integrity", f"integrity_check: {msg}", file=rel)
+    fk_rows: set[tuple[str, int | None]] = set()
+    for table, rowid, parent, _fkid in db.execute("PRAGMA foreign_key_check"):
+        fk_rows.add((table, rowid))
+        yield audit._f("db.foreign_key", f"row {rowid} of {table} references a missing row of "
+                       f"{parent}", file=rel, table=table)
+    # generation against exclusions and retry markers
+    if "meta" in tables:
+        row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        gen = int(row[0]) if row else None
+        markers = db.execute("SELECT count(*), coalesce(max(generation), 0) FROM forgotten").fetchone() \
+            if "forgotten" in tables else (0, 0)
+        ex_max = db.execute("SELECT coalesce(max(generation), 0) FROM exclusions").fetchone()[0]
+        if gen is None:
+            yield audit._f("db.generation_mismatch", "meta has no generation row", file=rel)
+        elif gen < markers[1] or gen < ex_max or gen < markers[0]:
+            yield audit._f("db.generation_mismatch",
+                           f"generation {gen}, but {markers[0]} forget retry marker(s) (newest at "
+                           f"generation {markers[1]}) and exclusions installed up to generation "
+                           f"{ex_max}", file=rel)
+    # revisions contiguous, current revision present
+    for fid, cur, n, lo, hi, has_cur in db.execute(
+            "SELECT f.fact_id, f.revision, count(r.revision), min(r.revision), max(r.revision), "
+            "sum(r.revision = f.revision) FROM facts f LEFT JOIN revisions r "
+            "ON r.fact_id = f.fact_id GROUP BY f.fact_id ORDER BY f.fact_id"):
+        if not has_cur:
+            yield audit._f("db.dangling_ref", f"the fact's current revision {cur} has no "
+                           "revision row", fact_id=fid, revision=cur, table="facts")
+        elif n != hi or lo != 1 or hi != cur:
+            yield audit._f("db.revision_gap",
+                           f"{n} revision(s) numbered {lo}..{hi}; expected 1..{cur} without gaps",
+                           fact_id=fid, revision=cur)
+    # refs to missing facts/revisions that foreign_key_check did not already report
+    checks = [("revisions", "SELECT rowid, fact_id, revision FROM revisions WHERE fact_id NOT IN "
+               "(SELECT fact_id FROM facts)")]
+    for t in ("provenance", "source_refs"):
+        if t in tables:
+            checks.append((t, f"SELECT x.rowid, x.fact_id, x.revision FROM {t} x LEFT JOIN revisions r "
+                              "ON r.fact_id = x.fact_id AND r.revision = x.revision "
+                              "WHERE r.fact_id IS NULL"))
+    for table, sql in checks:
+        seen: set[tuple[str, int]] = set()
+        for rowid, fid, rev in db.execute(sql):
+            if (table, rowid) in fk_rows or (fid, rev) in seen:
+                continue
+            seen.add((fid, rev))
+            yield audit._f("db.dangling_ref", f"{table} row names fact {fid} revision {rev}, "
+                           "which does not exist", fact_id=fid, revision=rev, table=table)
+
+
+def _fact_checks(audit: Audit, fs: Any, db: Any) -> Iterator[Finding | None]:
+    from .facts import fact_status
+    from .sessions import SessionStore
+    from .sourceref import SourceRef
+
+    # every revision with its evidence, read in bulk
+    revs: dict[str, list[Any]] = {}
+    from .facts import Provenance, Revision
+
+    refs_by: dict[tuple[str, int], SourceRef | None] = {}
+    bad_refs: dict[tuple[str, int], str] = {}
+    if "source_refs" in fs._tables:
+        for fid, rev, sid, seqs, digest in db.execute(
+                "SELECT fact_id, revision, session_id, seqs, digest FROM source_refs"):
+            try:
+                raw = orjson.loads(seqs)
+                refs_by[(fid, rev)] = SourceRef(sid, tuple(raw) if isinstance(raw, list) else (), digest)
+            except (orjson.JSONDecodeError, UsageError, TypeError) as exc:
+                bad_refs[(fid, rev)] = str(exc)
+    prov_by: dict[tuple[str, int], dict[str, list[int]]] = {}
+    for fid, rev, sid, seq in db.execute("SELECT fact_id, revision, session_id, seq FROM provenance "
+                                         "ORDER BY fact_id, revision, session_id, seq"):
+        prov_by.setdefault((fid, rev), {}).setdefault(sid, []).append(seq)
+    fact_ids = set()
+    for fid, rev, text, created in db.execute(
+            "SELECT r.fact_id, r.revision, r.text, r.created FROM revisions r "
+            "JOIN facts f ON f.fact_id = r.fact_id ORDER BY r.fact_id, r.revision"):
+        fact_ids.add(fid)
+        prov = tuple(Provenance(s, tuple(q)) for s, q in prov_by.get((fid, rev), {}).items())
+        revs.setdefault(fid, []).append(Revision(fid, rev, text, created, refs_by.get((fid, rev)), prov))
+    for (fid,) in db.execute("SELECT fact_id FROM facts"):
+        if fid not in fact_ids:
+            revs.setdefault(fid, [])
+    sessions = SessionStore(audit.store, exclusions=fs)
+    all_refs = [r.source for rl in revs.values() for r in rl if r.source is not None]
+    statuses = sessions.validate_many(all_refs, "durable") if all_refs else {}
+    excluded_cache: dict[str, frozenset[int]] = {}
+
+    def excluded(sid: str) -> frozenset[int]:
+        if sid not in excluded_cache:
+            excluded_cache[sid] = fs.excluded_seqs(sid)
+        return excluded_cache[sid]
+
+    audit.summary.facts_total = len(revs)
+    for fid in sorted(revs):
+        rl = revs[fid]
+        st, _rev = fact_status(rl, statuses)
+        audit.summary.facts[st.status] += 1
+        for r in rl:
+            key = (fid, r.revision)
+            if key in bad_refs:
+                yield audit._f("fact.hidden", f"the stored source reference is malformed: "
+                               f"{bad_refs[key]}", fact_id=fid, revision=r.revision,
+                               reason="invalid_ref")
+                continue
+            hit: tuple[str, int] | None = None
+            for sid, seqs in sorted(r.evidence_positions().items()):
+                common = excluded(sid).intersection(seqs)
+                if common:
+                    hit = (sid, min(common))
+                    break
+            if hit:
+                yield audit._f("fact.suppressed",
+                               f"evidence {hit[0]}:{hit[1]} is excluded by a forget; the fact is "
+                               "kept but suppressed from recall", fact_id=fid, revision=r.revision,
+                               session_id=hit[0], seq=hit[1])
+            if r.source is None:
+                if not hit:
+                    what = "legacy provenance" if r.provenance else "no evidence at all"
+                    yield audit._f("fact.unverified", f"{what}, no SourceRef",
+                                   fact_id=fid, revision=r.revision, reason="legacy_provenance")
+                continue
+            s = statuses.get(r.source)
+            if s is None or s.ok:
+                continue
+            if s.reason == "excluded" and hit:
+                continue  # reported as fact.suppressed
+            code = {"missing": "fact.missing", "stale": "fact.stale"}.get(s.status, "fact.hidden")
+            if s.reason == "excluded":
+                code = "fact.suppressed"
+            detail = f": {s.detail}" if s.detail else ""
+            yield audit._f(code, f"evidence {r.source.label()} is {s.status} ({s.reason}){detail}",
+                           fact_id=fid, revision=r.revision, session_id=r.source.session_id,
+                           seq=s.seq, reason=s.reason)
+
+
+def _check_lineage(audit: Audit, jobs: list[tuple[str, int, list[Any]]]) -> Iterator[Finding | None]:
+    """Validate every compact event's lineage chunks (purpose working) in one pass per session."""
+    from .sessions import SessionStore
+    from .sourceref import SourceRef
+
+    fs = _open_facts(audit)
+    reader = fs if fs is not None and not isinstance(fs, Exception) else None
+    try:
+        sessions = SessionStore(audit.store, exclusions=reader)
+        parsed: list[tuple[str, int, list[SourceRef], str | None]] = []
+        refs: list[SourceRef] = []
+        for sid, seq, chunks in jobs:
+            ok: list[SourceRef] = []
+            bad = None
+            for c in chunks:
+                try:
+                    ok.append(SourceRef.from_json(c))
+                except UsageError as exc:
+                    bad = str(exc)
+            parsed.append((sid, seq, ok, bad))
+            refs.extend(ok)
+        statuses = sessions.validate_many(refs, "working") if refs else {}
+        for sid, seq, ok, bad in parsed:
+            rel = f"{SESSIONS_DIR}/{sid}.jsonl"
+            if bad:
+                yield audit._f("compact.lineage_stale", f"a lineage chunk is malformed: {bad}",
+                               file=rel, session_id=sid, seq=seq, reason="invalid_ref")
+                continue
+            stale = [(r, statuses[r]) for r in ok if statuses[r].status in ("missing", "stale")]
+            if stale:
+                r, s = stale[0]
+                yield audit._f("compact.lineage_stale",
+                               f"lineage chunk {r.label()} is {s.status} ({s.reason})"
+                               + (f" and {len(stale) - 1} more" if len(stale) > 1 else ""),
+                               file=rel, session_id=sid, seq=seq, reason=s.reason)
+                continue
+            hidden = [(r, statuses[r]) for r in ok if statuses[r].status == "hidden"]
+            if hidden:
+                r, s = hidden[0]
+                yield audit._f("compact.inert",
+                               f"summary is inert: lineage chunk {r.label()} is hidden ({s.reason})",
+                               file=rel, session_id=sid, seq=seq, reason=s.reason)
+    finally:
+        if reader is not None:
+            reader.close()

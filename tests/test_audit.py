@@ -1,0 +1,506 @@
+"""memctl validate: one planted instance of every finding code, a clean store,
+output formats, --ignore/--strict/--quiet, and "changes nothing"."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections import Counter
+from pathlib import Path
+
+import orjson
+import pytest
+
+from lecode_memctl.core.atomic import atomic_write
+from lecode_memctl.core.audit import CODES
+from lecode_memctl.core.facts import MIGRATIONS, FactStore, Provenance
+from lecode_memctl.core.layout import store_at
+from lecode_memctl.core.sessions import SessionStore
+from lecode_memctl.core.sourceref import SourceRef, canonical_digest
+
+from .conftest import run_cli, tree_hash
+from .promparse import parse_exposition
+
+SLUG = "proj-0123456789ab"
+OLD = time.time() - 3600
+USAGE = {"input_tokens": 10, "output_tokens": 5, "cost": 0.01}
+
+
+def _records(ss: SessionStore, sid: str, a: int, b: int) -> list[dict]:
+    return ss.records(sid, a, b)
+
+
+def _compact(w, ss: SessionStore, sid: str, lineage: list[dict], prior: dict | None) -> int:
+    return w.append_event("compact", summary="summary", lineage=lineage, prior=prior,
+                          model="m", usage=USAGE)
+
+
+def prior_of(ss: SessionStore, sid: str, seq: int) -> dict:
+    return {"seq": seq, "digest": canonical_digest(ss.records(sid, seq, seq))}
+
+
+def build_clean(config_dir: Path, slug: str = SLUG) -> Path:
+    """A store with Markdown, two sessions (one with a compaction chain and a
+    learning event) and valid source-linked facts: validate finds nothing."""
+    path = config_dir / "memory" / slug
+    store = store_at(path)
+    ss = SessionStore(store)
+    w = ss.create("s1")
+    w.append_message("user", "We use tabs for indentation.")      # 1
+    w.append_message("assistant", "Noted.", epoch=0)               # 2
+    w.append_message("user", "And spaces in YAML.")                # 3
+    w.append_message("assistant", "Understood.", epoch=0)          # 4
+    w.close()
+    w = ss.create("s2")
+    w.append_message("user", "hello")                              # 1
+    w.append_message("assistant", "hi", epoch=0)                   # 2
+    c1 = _compact(w, ss, "s2", [ss.source_snapshot("s2", 1, 2).ref.to_json()], None)  # 3
+    w.append_message("user", "more")                               # 4
+    w.append_message("assistant", "sure", epoch=0)                 # 5
+    lineage = [ss.source_snapshot("s2", 1, 2).ref.to_json(), ss.source_snapshot("s2", 4, 5).ref.to_json()]
+    _compact(w, ss, "s2", lineage, prior_of(ss, "s2", c1))          # 6
+    w.append_event("learning", status="learned", reason_counts={"invalid_json": 1},
+                   facts=[], proposals=[])                          # 7
+    w.append_event("memory_usage", purpose="learning", model="m", usage=None)  # 8
+    w.close()
+    fs = FactStore(store.facts_db)
+    fs.remember("We use tabs for indentation.", ss.source_snapshot("s1", 1, 1).ref, sessions=ss)
+    fs.remember("And spaces in YAML.", ss.source_snapshot("s1", 3, 3).ref, sessions=ss)
+    fs.close()
+    atomic_write(path / "MEMORY.md", b"# Memory\n\ntabs\n")
+    atomic_write(path / "MEMORY.md", b"# Memory\n\ntabs, spaces in YAML\n")   # leaves MEMORY.md.bak
+    os.makedirs(path / "daily", mode=0o700, exist_ok=True)
+    atomic_write(path / "daily" / "2026-01-02.md", b"- did things\n")
+    return path
+
+
+def _write_session(path: Path, lines: list[bytes], *, mtime: float | None = None) -> None:
+    with open(path, "wb") as fh:
+        fh.write(b"".join(lines))
+    os.chmod(path, 0o600)
+    if mtime is not None:
+        os.utime(path, (mtime, mtime))
+
+
+def _hdr(sid: str, project: str = SLUG) -> bytes:
+    return orjson.dumps({"seq": 0, "type": "session", "format": 1, "session_id": sid,
+                         "project": project, "created": "2026-01-01T00:00:00Z"}) + b"\n"
+
+
+def _msg(seq: int, text: str = "x") -> bytes:
+    return orjson.dumps({"seq": seq, "type": "message", "role": "user", "content": text}) + b"\n"
+
+
+def build_planted(config_dir: Path) -> Path:
+    """The clean store plus exactly one instance of each finding code that can
+    coexist in one store (see PLANTED)."""
+    path = build_clean(config_dir)
+    store = store_at(path)
+    ss = SessionStore(store)
+    sd = path / "sessions"
+    # layout
+    (path / "stray.txt").write_bytes(b"?")
+    os.chmod(path / "stray.txt", 0o600)
+    (path / ".MEMORY.md.tmp-0123456789ab").write_bytes(b"half")
+    os.chmod(path / ".MEMORY.md.tmp-0123456789ab", 0o600)
+    os.makedirs(path / "notes", mode=0o700, exist_ok=True)
+    (path / "notes" / "open.md").write_bytes(b"world-readable\n")
+    os.chmod(path / "notes" / "open.md", 0o644)
+    os.symlink("../MEMORY.md", path / "notes" / "link.md")
+    # markdown
+    (path / "daily" / "2026-01-01.md").write_bytes(b"ok\n\xff\xfe broken\n")
+    os.chmod(path / "daily" / "2026-01-01.md", 0o600)
+    (path / "notes" / "gone.md.bak").write_bytes(b"old\n")
+    os.chmod(path / "notes" / "gone.md.bak", 0o600)
+    # config
+    (config_dir / "config.toml").write_text("[memory]\nfacts_max_bytes = 70000\n")
+    # sessions: an undo in s1 (hides seq 4), then more sessions
+    w = ss.writer("s1")
+    ref4 = ss.source_snapshot("s1", 4, 4).ref
+    w.append_event("undo", target=[4, 4])                               # 5
+    w.close()
+    # s3: a summary made inert by a later undo
+    w = ss.create("s3")
+    w.append_message("user", "a")
+    w.append_message("assistant", "b", epoch=0)
+    _compact(w, ss, "s3", [ss.source_snapshot("s3", 1, 2).ref.to_json()], None)
+    w.append_event("undo", target=[1, 2])
+    w.close()
+    # s2: prior mismatch, too-wide chunk, stale chunk, bad learning events
+    w = ss.writer("s2")
+    good = [ss.source_snapshot("s2", 1, 2).ref.to_json()]
+    wide = {"session_id": "s2", "seqs": [1, 250], "digest": "a" * 64}
+    c3 = _compact(w, ss, "s2", good + [wide], prior_of(ss, "s2", 6))              # 9: too wide
+    stale = {"session_id": "s2", "seqs": [4, 5], "digest": "b" * 64}
+    _compact(w, ss, "s2", good + [stale], prior_of(ss, "s2", c3))                 # 10: stale chunk
+    _compact(w, ss, "s2", good, {"seq": c3, "digest": "c" * 64})                  # 11: prior mismatch
+    w.append_event("learning", status="exploded", reason_counts={}, facts=[], proposals=[])
+    w.append_event("learning", status="rejected", reason_counts={"bogus_code": 2}, facts=[],
+                   proposals=[])
+    w.close()
+    _write_session(sd / "torn.jsonl", [_hdr("torn"), _msg(1), b'{"seq":2,"type":"mess'], mtime=OLD)
+    _write_session(sd / "corrupt.jsonl", [_hdr("corrupt"), _msg(1), b"not json at all\n", _msg(2)])
+    _write_session(sd / "gap.jsonl", [_hdr("gap"), _msg(1), _msg(3)])
+    _write_session(sd / "foreign.jsonl", [_hdr("foreign", "other-000000000000"), _msg(1)])
+    _write_session(sd / "headless.jsonl", [_msg(0), _msg(1)])
+    os.mkdir(sd / "weird.jsonl", 0o700)
+    # facts
+    fs = FactStore(store.facts_db)
+    victim = fs.remember("Noted.", ss.source_snapshot("s1", 2, 2).ref,
+                         sessions=ss).fact.fact_id
+    good3 = ss.source_snapshot("s1", 3, 3).ref
+    fs.add("evidence in a deleted session", ref=SourceRef("gone", (1,), "d" * 64))      # missing
+    fs.add("tampered evidence", ref=SourceRef("s1", (3,), "e" * 64))                   # stale
+    fs.add("undone evidence", ref=ref4)                                                # hidden
+    fs.add("legacy fact", provenance=[Provenance("s1", (3,))])                         # unverified
+    fs.close()
+    _plant_db(store.facts_db, ss, victim, good3)
+    return path
+
+
+def _plant_db(db_path: Path, ss: SessionStore, victim: str, good3: SourceRef) -> None:
+    snap12 = ss.source_snapshot("s1", 1, 2).ref
+    db = sqlite3.connect(db_path)
+    db.execute("PRAGMA foreign_keys = OFF")
+    now = "2026-01-01T00:00:00Z"
+    seqs3 = orjson.dumps(list(good3.seqs)).decode()
+    # suppressed: a fact whose evidence (s1:1-2) overlaps what a forget of `victim` (s1:2) excludes
+    sup = "5000000000000000"
+    db.execute("INSERT INTO facts VALUES (?, 1, ?, ?)", (sup, now, now))
+    db.execute("INSERT INTO revisions VALUES (?, 1, 'overlapping', ?)", (sup, now))
+    db.execute("INSERT INTO source_refs VALUES (?, 1, 's1', ?, ?)",
+               (sup, orjson.dumps(list(snap12.seqs)).decode(), snap12.digest))
+    # revision gap: revisions 1 and 3, current 3
+    gap = "6000000000000000"
+    db.execute("INSERT INTO facts VALUES (?, 3, ?, ?)", (gap, now, now))
+    for rev in (1, 3):
+        db.execute("INSERT INTO revisions VALUES (?, ?, 'gappy', ?)", (gap, rev, now))
+        db.execute("INSERT INTO source_refs VALUES (?, ?, 's1', ?, ?)", (gap, rev, seqs3, good3.digest))
+    # dangling: current revision 2 has no row
+    dang = "7000000000000000"
+    db.execute("INSERT INTO facts VALUES (?, 2, ?, ?)", (dang, now, now))
+    db.execute("INSERT INTO revisions VALUES (?, 1, 'dangling', ?)", (dang, now))
+    db.execute("INSERT INTO source_refs VALUES (?, 1, 's1', ?, ?)", (dang, seqs3, good3.digest))
+    # foreign key: provenance of a revision that does not exist
+    db.execute("INSERT INTO provenance VALUES ('8000000000000000', 1, 's1', 3)")
+    db.commit()
+    db.close()
+    fs = FactStore(db_path)
+    assert fs.forget(victim)
+    fs.close()
+    db = sqlite3.connect(db_path)
+    db.execute("UPDATE meta SET value = 0 WHERE key = 'generation'")   # generation mismatch
+    db.commit()
+    db.close()
+
+
+# Codes planted in build_planted (deep), each exactly once.
+PLANTED = {
+    "layout.unexpected_file": "stray.txt",
+    "layout.temp_file": ".MEMORY.md.tmp-0123456789ab",
+    "layout.permissions": "notes/open.md",
+    "layout.symlink": "notes/link.md",
+    "markdown.invalid_utf8": "daily/2026-01-01.md",
+    "markdown.orphan_backup": "notes/gone.md.bak",
+    "config.out_of_range": None,
+    "db.foreign_key": "facts.sqlite3",
+    "db.generation_mismatch": "facts.sqlite3",
+    "db.revision_gap": None,
+    "db.dangling_ref": None,
+    "fact.missing": None,
+    "fact.stale": None,
+    "fact.hidden": None,
+    "fact.unverified": None,
+    "fact.suppressed": None,
+    "session.torn_tail": "sessions/torn.jsonl",
+    "session.corrupt_line": "sessions/corrupt.jsonl",
+    "session.seq_gap": "sessions/gap.jsonl",
+    "session.refused": "sessions/foreign.jsonl",
+    "session.missing_header": "sessions/headless.jsonl",
+    "session.unreadable": "sessions/weird.jsonl",
+    "compact.prior_mismatch": "sessions/s2.jsonl",
+    "compact.lineage_too_wide": "sessions/s2.jsonl",
+    "compact.lineage_stale": "sessions/s2.jsonl",
+    "compact.inert": "sessions/s3.jsonl",
+    "learning.bad_status": "sessions/s2.jsonl",
+    "learning.bad_reason": "sessions/s2.jsonl",
+}
+
+
+def _empty_db(path: Path, version: int | None = None) -> sqlite3.Connection:
+    db = sqlite3.connect(path)
+    n = len(MIGRATIONS) if version is None else version
+    for _name, fn in MIGRATIONS[:n]:
+        fn(db)
+    db.execute(f"PRAGMA user_version = {n}")
+    db.commit()
+    os.chmod(path, 0o600)
+    return db
+
+
+def build_db_stores(config_dir: Path) -> dict[str, Path]:
+    """Stores each holding one database finding that excludes the others."""
+    out = {}
+    mem = config_dir / "memory"
+    for name in ("integrity", "future", "garbage", "legacy"):
+        p = mem / f"{name}-0123456789ab"
+        os.makedirs(p, mode=0o700)
+        out[name] = p
+    db = _empty_db(out["integrity"] / "facts.sqlite3")
+    db.execute("CREATE TABLE junk (x)")
+    db.execute("CREATE INDEX junk_i ON junk(x)")
+    db.execute("INSERT INTO junk VALUES (1)")
+    db.commit()
+    db.execute("PRAGMA writable_schema = ON")
+    db.execute("UPDATE sqlite_master SET sql = 'CREATE INDEX junk_i ON junk(x+1)' WHERE name = 'junk_i'")
+    db.commit()
+    db.close()
+    db = _empty_db(out["future"] / "facts.sqlite3")
+    db.execute("PRAGMA user_version = 99")
+    db.commit()
+    db.close()
+    (out["garbage"] / "facts.sqlite3").write_bytes(b"this is not a database\n" * 10)
+    os.chmod(out["garbage"] / "facts.sqlite3", 0o600)
+    _empty_db(out["legacy"] / "facts.sqlite3", 2).close()
+    return out
+
+
+def findings(*args: str) -> tuple[int, list[dict]]:
+    r = run_cli("validate", *args, "--json")
+    assert r.stdout, r.stderr
+    doc = orjson.loads(r.stdout)
+    assert doc["exit_code"] == r.exit_code
+    return r.exit_code, doc["findings"]
+
+
+# ---------------------------------------------------------------- clean
+
+
+def test_clean_store_reports_nothing(config_dir):
+    path = build_clean(config_dir)
+    for extra in ((), ("--deep",)):
+        code, fs = findings("--store", str(path), *extra)
+        assert fs == [], fs
+        assert code == 0
+    r = run_cli("validate", "--store", str(path), "--deep", "--strict")
+    assert r.exit_code == 0, r.stdout
+    assert "OK" in r.stdout and "0 errors, 0 warnings, 0 info" in r.stdout
+
+
+def test_clean_store_json_summary(config_dir):
+    path = build_clean(config_dir)
+    r = run_cli("validate", "--store", str(path), "--json")
+    doc = orjson.loads(r.stdout)
+    (proj,) = doc["projects"]
+    assert proj["project"] == SLUG
+    assert proj["facts"]["valid"] == 2 and proj["facts_total"] == 2
+    assert proj["sessions"] == 2
+    assert doc["totals"] == {"error": 0, "warning": 0, "info": 0, "ignored": 0}
+
+
+# ---------------------------------------------------------------- planted
+
+
+@pytest.fixture
+def planted(config_dir) -> Path:
+    return build_planted(config_dir)
+
+
+def test_every_planted_code_reported_once_with_location(planted):
+    code, fs = findings("--store", str(planted), "--deep")
+    assert code == 1
+    counts = Counter(f["code"] for f in fs)
+    assert counts == Counter(list(PLANTED)), sorted(fs, key=lambda f: f["code"])
+    by = {f["code"]: f for f in fs}
+    for c, file in PLANTED.items():
+        if file is not None:
+            assert by[c]["file"] == file, by[c]
+        assert by[c]["severity"] in ("error", "warning", "info")
+        assert by[c]["message"] and "\n" not in by[c]["message"]
+    assert by["config.out_of_range"]["key"] == "memory.facts_max_bytes"
+    assert by["config.out_of_range"]["file"].endswith("config.toml")
+    assert by["session.torn_tail"]["severity"] == "error"        # not modified for an hour
+    assert by["session.torn_tail"]["line"] == 3
+    assert by["session.corrupt_line"]["line"] == 3 and by["session.corrupt_line"]["reason"] == "not_json"
+    assert by["session.seq_gap"]["line"] == 3 and by["session.seq_gap"]["seq"] == 3
+    assert by["session.refused"]["reason"] == "refused_project"
+    assert by["session.missing_header"]["line"] == 1
+    assert by["markdown.invalid_utf8"]["offset"] == 3
+    assert by["compact.lineage_too_wide"]["seq"] == 9
+    assert by["compact.lineage_stale"]["seq"] == 10
+    assert by["compact.prior_mismatch"]["seq"] == 11
+    assert by["compact.inert"]["reason"] == "undone" and by["compact.inert"]["seq"] == 3
+    assert by["learning.bad_status"]["seq"] == 12
+    assert by["learning.bad_reason"]["key"] == "bogus_code"
+    assert by["db.revision_gap"]["fact_id"] == "6000000000000000"
+    assert by["db.revision_gap"]["revision"] == 3
+    assert by["db.dangling_ref"]["fact_id"] == "7000000000000000"
+    assert by["db.foreign_key"]["table"] == "provenance"
+    assert by["fact.suppressed"]["fact_id"] == "5000000000000000"
+    assert by["fact.suppressed"]["session_id"] == "s1" and by["fact.suppressed"]["seq"] == 2
+    assert by["fact.missing"]["reason"] == "session_missing"
+    assert by["fact.stale"]["reason"] == "digest_mismatch"
+    assert by["fact.hidden"]["reason"] == "undone" and by["fact.hidden"]["seq"] == 4
+    assert by["fact.unverified"]["revision"] == 1
+
+
+def test_default_mode_skips_whole_transcript_checks(planted):
+    _code, fs = findings("--store", str(planted))
+    got = {f["code"] for f in fs}
+    deep_only = {c for c, i in CODES.items() if i.deep_only}
+    assert not got & deep_only
+    assert got == set(PLANTED) - deep_only
+
+
+def test_database_codes_each_once(config_dir):
+    stores = build_db_stores(config_dir)
+    expect = {"integrity": "db.integrity", "future": "db.schema_unknown",
+              "garbage": "db.unreadable", "legacy": "db.needs_migration"}
+    for name, path in stores.items():
+        _code, fs = findings("--store", str(path))
+        assert [f["code"] for f in fs] == [expect[name]], (name, fs)
+        assert fs[0]["file"] == "facts.sqlite3"
+
+
+def test_config_invalid(config_dir):
+    path = build_clean(config_dir)
+    (config_dir / "config.toml").write_text("[memory\n")
+    code, fs = findings("--store", str(path))
+    assert [f["code"] for f in fs] == ["config.invalid"] and code == 1
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads unreadable directories")
+def test_layout_unreadable(config_dir):
+    path = build_clean(config_dir)
+    os.makedirs(path / "notes", mode=0o700)
+    os.chmod(path / "notes", 0o000)
+    try:
+        _code, fs = findings("--store", str(path))
+    finally:
+        os.chmod(path / "notes", 0o700)
+    assert [f["code"] for f in fs] == ["layout.unreadable"]
+
+
+def test_every_code_is_planted_somewhere():
+    covered = set(PLANTED) | {"db.integrity", "db.schema_unknown", "db.unreadable",
+                              "db.needs_migration", "config.invalid", "layout.unreadable"}
+    assert covered == set(CODES)
+
+
+def test_torn_tail_recently_modified_is_a_warning(config_dir):
+    path = build_clean(config_dir)
+    _write_session(path / "sessions" / "live.jsonl", [_hdr("live"), _msg(1), b'{"seq":2'])
+    code, fs = findings("--store", str(path))
+    assert [(f["code"], f["severity"]) for f in fs] == [("session.torn_tail", "warning")]
+    assert code == 0
+    assert run_cli("validate", "--store", str(path), "--strict", "-q").exit_code == 1
+
+
+# ---------------------------------------------------------------- read-only
+
+
+def test_validate_changes_nothing(planted, config_dir):
+    before = tree_hash(config_dir)
+    for args in ((), ("--deep",), ("--format", "prometheus"), ("--format", "jsonl")):
+        run_cli("validate", "--store", str(planted), *args)
+    assert tree_hash(config_dir) == before
+
+
+def test_validate_changes_nothing_with_live_wal(config_dir):
+    path = build_clean(config_dir)
+    store = store_at(path)
+    ss = SessionStore(store)
+    fs = FactStore(store.facts_db)          # a live writer connection keeps the -wal
+    fs.remember("And spaces in YAML!", ss.source_snapshot("s1", 3, 4).ref, sessions=ss)
+    assert (path / "facts.sqlite3-wal").exists()
+    try:
+        before = tree_hash(path)
+        code, fs_found = findings("--store", str(path), "--deep")
+        assert fs_found == [] and code == 0
+        assert tree_hash(path) == before
+    finally:
+        fs.close()
+
+
+# ---------------------------------------------------------------- output
+
+
+def test_ignore_strict_quiet(planted):
+    r = run_cli("validate", "--store", str(planted), "-q")
+    assert r.exit_code == 1 and r.stdout == "" and r.stderr == ""
+    errors = [c for c, i in CODES.items() if i.severity == "error"] + ["session.torn_tail"]
+    args = [a for c in errors for a in ("--ignore", c)]
+    r = run_cli("validate", "--store", str(planted), "--deep", *args, "--json")
+    doc = orjson.loads(r.stdout)
+    assert r.exit_code == 0, doc["findings"]
+    assert doc["totals"]["error"] == 0 and doc["totals"]["ignored"] >= 20
+    assert run_cli("validate", "--store", str(planted), "--deep", *args, "--strict", "-q").exit_code == 1
+    r = run_cli("validate", "--store", str(planted), "--ignore", "layout.*", "--json")
+    assert not [f for f in orjson.loads(r.stdout)["findings"] if f["check"] == "layout"]
+    r = run_cli("validate", "--store", str(planted), "--ignore", "no.such_code")
+    assert r.exit_code == 2 and "unknown finding code" in r.stderr
+
+
+def test_jsonl_streams_findings_then_summary(planted):
+    r = run_cli("validate", "--store", str(planted), "--deep", "--format", "jsonl")
+    assert r.exit_code == 1
+    rows = [orjson.loads(line) for line in r.stdout_bytes.splitlines()]
+    assert "summary" in rows[-1] and rows[-1]["summary"]["project"] == SLUG
+    assert Counter(x["code"] for x in rows[:-1]) == Counter(list(PLANTED))
+    assert rows[-1]["summary"]["ok"] is False
+
+
+def test_human_output_groups_by_check(planted):
+    r = run_cli("validate", "--store", str(planted), "--deep")
+    assert r.exit_code == 1
+    out = r.stdout
+    assert out.startswith(f"{SLUG}: PROBLEMS")
+    heads = [line.strip() for line in out.splitlines() if line.strip().startswith("[")]
+    assert heads == ["[config]", "[layout]", "[markdown]", "[db]", "[facts]", "[sessions]",
+                     "[compaction]", "[learning]"]
+    assert "layout.symlink" in out and "notes/link.md" in out
+
+
+def test_prometheus_output_parses(planted, config_dir):
+    build_db_stores(config_dir)
+    r = run_cli("validate", "--all-projects", "--format", "prometheus")
+    assert r.exit_code == 1
+    fams = parse_exposition(r.stdout)
+    ok = {s.labels["project"]: s.value for s in fams["memctl_validate_ok"].samples}
+    assert ok == {SLUG: 0, "integrity-0123456789ab": 0, "future-0123456789ab": 0,
+                  "garbage-0123456789ab": 0, "legacy-0123456789ab": 1}
+    assert fams["memctl_validate_ok"].type == "gauge"
+    f = {(s.labels["project"], s.labels["code"]): s.value
+         for s in fams["memctl_validate_findings"].samples}
+    assert f[(SLUG, "layout.symlink")] == 1
+    assert f[("legacy-0123456789ab", "db.needs_migration")] == 1
+    facts = {s.labels["status"]: s.value for s in fams["memctl_validate_facts"].samples
+             if s.labels["project"] == SLUG}
+    assert set(facts) == {"valid", "missing", "stale", "hidden", "unverified"}
+    ts = fams["memctl_validate_last_run_timestamp_seconds"].samples[0].value
+    assert abs(ts - time.time()) < 600
+
+
+def test_prometheus_label_escaping(config_dir):
+    path = config_dir / "memory" / 'we"ird\\name'
+    os.makedirs(path, mode=0o700)
+    r = run_cli("validate", "--store", str(path), "--format", "prometheus")
+    fams = parse_exposition(r.stdout)
+    assert fams["memctl_validate_ok"].samples[0].labels["project"] == 'we"ird\\name'
+
+
+def test_missing_store_and_bad_format(config_dir):
+    r = run_cli("validate", "--store", str(config_dir / "nope"))
+    assert r.exit_code == 3 and "memctl: error:" in r.stderr
+    path = build_clean(config_dir)
+    assert run_cli("validate", "--store", str(path), "--format", "xml").exit_code == 2
+    assert run_cli("validate", "--all-projects", "--store", str(path)).exit_code == 2
+
+
+def test_all_projects_reports_config_once(planted, config_dir):
+    build_clean(config_dir, "other-0123456789ab")
+    code, fs = findings("--all-projects")
+    assert code == 1
+    assert Counter(f["code"] for f in fs)["config.out_of_range"] == 1
+    assert {f["project"] for f in fs if f["code"] != "config.out_of_range"} == {SLUG}

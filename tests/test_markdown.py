@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 import sys
@@ -18,6 +17,7 @@ from lecode_memctl.core.errors import NotFound, StoreCorrupt, UsageError
 from lecode_memctl.core.layout import store_at
 
 from .conftest import run_cli, tree_hash
+from .test_atomic import BEFORE_REPLACE, FaultyOS, _fsync_dir
 
 
 # ---------------------------------------------------------------- fixtures
@@ -358,6 +358,8 @@ def test_search_no_hits_and_no_store(store_dir, tmp_path):
     r = cli(store_dir, "search", "zzz-nothing")
     assert (r.exit_code, r.stdout) == (0, "")
     assert "no matches in 6 Markdown files" in r.stderr
+    (store_dir / "MEMORY.md").unlink()
+    assert "no matches in 5 Markdown files" in cli(store_dir, "search", "zzz").stderr
     r = run_cli("--store", str(tmp_path / "none"), "search", "x")
     assert r.exit_code == 3
 
@@ -539,43 +541,38 @@ def test_edit_refuses_symlinked_target(store_dir, editor, tmp_path):
 
 # ---------------------------------------------------------------- faults through the CLI
 
-class _FailingOS:
-    def __init__(self, name, exc):
-        self._name, self._exc = name, exc
-
-    def __getattr__(self, attr):
-        real = getattr(os, attr)
-        if attr != self._name:
-            return real
-
-        def fail(*a, **k):
-            if attr == "replace" and not str(a[1]).endswith(".bak"):
-                raise self._exc
-            if attr != "replace":
-                raise self._exc
-            return real(*a, **k)
-        return fail
-
-
-@pytest.mark.parametrize("func,err", [
-    ("write", OSError(errno.ENOSPC, "No space left on device")),
-    ("fsync", OSError(errno.EIO, "Input/output error")),
-    ("replace", OSError(errno.EIO, "Input/output error")),
-])
-def test_edit_write_failure_exit_7_keeps_old_bytes(store_dir, editor, monkeypatch, func, err):
+@pytest.mark.parametrize("func,hook", [(f, h) for _, f, h in BEFORE_REPLACE],
+                         ids=[i for i, _, _ in BEFORE_REPLACE])
+def test_edit_write_failure_exit_7_keeps_old_bytes(store_dir, editor, monkeypatch, func, hook):
     editor("open(path, 'a').write('lost?\\n')\n")
     old = (store_dir / "MEMORY.md").read_bytes()
-    monkeypatch.setattr(atomic, "os", _FailingOS(func, err))
+    old_bak = (store_dir / "MEMORY.md.bak").read_bytes()
+    monkeypatch.setattr(atomic, "os", FaultyOS(func, hook))
     r = cli(store_dir, "edit")
     monkeypatch.undo()
     assert r.exit_code == 7
     assert r.stderr.startswith("memctl: error: ") and r.stderr.count("\n") == 1
     assert "Traceback" not in r.stderr and "not changed" in r.stderr
     assert (store_dir / "MEMORY.md").read_bytes() == old
+    assert (store_dir / "MEMORY.md.bak").read_bytes() in (old_bak, old)
     assert [n for n in os.listdir(store_dir) if is_temp_name(n)] == []
     kept = r.stderr.split("your edited copy is kept at ")[1].strip()
     assert Path(kept).read_bytes() == old + b"lost?\n"
     os.unlink(kept)
+
+
+def test_edit_directory_fsync_failure_after_replace(store_dir, editor, monkeypatch):
+    editor("open(path, 'a').write('kept\\n')\n")
+    old = (store_dir / "MEMORY.md").read_bytes()
+    monkeypatch.setattr(atomic, "os", FaultyOS("fsync", _fsync_dir))
+    r = cli(store_dir, "edit")
+    monkeypatch.undo()
+    assert r.exit_code == 7 and r.stderr.count("\n") == 1
+    assert "in place" in r.stderr and "not changed" not in r.stderr
+    assert (store_dir / "MEMORY.md").read_bytes() == old + b"kept\n"
+    assert (store_dir / "MEMORY.md.bak").read_bytes() == old
+    assert [n for n in os.listdir(store_dir) if is_temp_name(n)] == []
+    os.unlink(r.stderr.split("your edited copy is kept at ")[1].strip())
 
 
 def test_core_write_and_read_roundtrip(tmp_path):

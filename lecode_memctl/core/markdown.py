@@ -423,7 +423,7 @@ class SearchResult:
     limit: int
     hits: list[SearchHit]
     truncated: bool                 # more hits exist beyond ``limit``
-    files_searched: int
+    files_searched: int             # files read (up to the point the limit stopped the search)
     skipped: list[SkippedFile] = field(default_factory=list)
 
 
@@ -437,10 +437,11 @@ def compile_pattern(pattern: str, *, ignore_case: bool = False) -> re.Pattern[st
 
 
 def iter_search(store: Store, regex: re.Pattern[str],
-                skipped: list[SkippedFile] | None = None) -> Iterator[SearchHit]:
+                skipped: list[SkippedFile] | None = None,
+                scanned: list[str] | None = None) -> Iterator[SearchHit]:
     """Every line of the store's Markdown files that ``regex`` matches, in file
     order.  An unreadable or undecodable file is appended to ``skipped`` (when
-    given) and skipped."""
+    given) and skipped; each file actually read is appended to ``scanned``."""
     for target in markdown_files(store):
         try:
             data = read_bytes(store, target)
@@ -457,6 +458,8 @@ def iter_search(store: Store, regex: re.Pattern[str],
                     reason = reason[len(target.relpath) + 2:]
                 skipped.append(SkippedFile(target.relpath, reason))
             continue
+        if scanned is not None:
+            scanned.append(target.relpath)
         for no, line in enumerate(text.split("\n"), 1):
             if regex.search(line):
                 yield SearchHit(target.relpath, no, line)
@@ -472,13 +475,13 @@ def search(store: Store, pattern: str, *, limit: int = DEFAULT_SEARCH_LIMIT,
     skipped: list[SkippedFile] = []
     hits: list[SearchHit] = []
     truncated = False
-    files = len(markdown_files(store))
-    for hit in iter_search(store, regex, skipped):
+    scanned: list[str] = []
+    for hit in iter_search(store, regex, skipped, scanned):
         if len(hits) == limit:
             truncated = True
             break
         hits.append(hit)
-    return SearchResult(pattern, limit, hits, truncated, files, skipped)
+    return SearchResult(pattern, limit, hits, truncated, len(scanned), skipped)
 
 
 # ---------------------------------------------------------------- writing

@@ -992,6 +992,12 @@ class SessionStore:
                     continue
                 if line.startswith(b"{") and line.endswith(b"}"):
                     messages += 1
+                elif state == STATE_OK:
+                    # Cheap structural check: a JSON object line starts with {
+                    # and ends with }.  (No parse: see validate --deep.)
+                    kind, _obj = _classify(line)
+                    if kind != "record":
+                        state, reason, detail = STATE_CORRUPT, kind, f"line {lines_seen}: {kind}"
             messages -= 1 if lines_seen else 0   # the header has no "event" either
             messages = max(messages, 0)
             if state == STATE_OK and torn:
@@ -1022,6 +1028,7 @@ class SessionStore:
                     if lineno == 1:
                         yield ScanItem(lineno, off, BAD_HEADER, detail=str(obj))
                     yield ScanItem(lineno, off, kind, detail=str(obj))
+                    prev = None   # resynchronise on the next record
                     continue
                 seq = obj["seq"]
                 if lineno == 1 and (seq != 0 or obj.get("type") != "session"):

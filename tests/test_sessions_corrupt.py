@@ -1,0 +1,200 @@
+"""Transcripts written by hand, byte by byte: torn tails, bad lines, seq gaps,
+invalid UTF-8, a 10 MB line.  Every reader must either return exactly the
+complete records or report the corruption with its line number."""
+
+from __future__ import annotations
+
+import os
+
+import orjson
+import pytest
+
+from lecode_memctl.core.errors import StoreCorrupt
+from lecode_memctl.core.layout import store_at
+from lecode_memctl.core.sessions import SessionCorrupt, SessionRefused, SessionStore
+from lecode_memctl.core.sourceref import SourceRef, canonical_digest
+
+from .conftest import run_cli, tree_hash
+
+SLUG = "proj-0123456789ab"
+SID = "s1"
+
+
+def header(sid=SID, project=SLUG):
+    return {"seq": 0, "type": "session", "format": 1, "session_id": sid, "project": project,
+            "created": "2026-01-01T00:00:00Z"}
+
+
+def msg(seq, text, role="user"):
+    return {"seq": seq, "type": "message", "role": role, "content": text}
+
+
+def line(rec) -> bytes:
+    return orjson.dumps(rec) + b"\n"
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = store_at(tmp_path / "memory" / SLUG)
+    os.makedirs(s.sessions_dir, mode=0o700)
+    return s
+
+
+@pytest.fixture
+def ss(store):
+    return SessionStore(store)
+
+
+def write(store, data: bytes, sid=SID):
+    p = store.sessions_dir / f"{sid}.jsonl"
+    p.write_bytes(data)
+    return p
+
+
+def body(n, extra=None):
+    recs = [header()] + [msg(i, f"message {i}") for i in range(1, n + 1)]
+    if extra:
+        recs += extra
+    return recs, b"".join(line(r) for r in recs)
+
+
+def test_truncated_at_every_byte_of_the_last_two_records(store, ss):
+    recs, _ = body(6)
+    recs += [msg(7, "tail é😀 \"q\" \\ end"), msg(8, "last 🎉 ü", role="assistant")]
+    data = b"".join(line(r) for r in recs)
+    cut_from = len(b"".join(line(r) for r in recs[:-2]))
+    early = SourceRef(SID, (2, 3), canonical_digest(recs[2:4]))
+    assert "é".encode() in data[cut_from:]  # the cuts go through multi-byte characters
+    for cut in range(cut_from, len(data) + 1):
+        write(store, data[:cut])
+        complete = data[:cut].count(b"\n")
+        got = ss.records(SID, 0, 100)
+        assert got == recs[:complete], cut
+        assert ss.validate_source(early).status == "valid"
+        info = ss.list_sessions()[0]
+        assert info.records == complete
+        torn = not data[:cut].endswith(b"\n")
+        assert info.state == ("torn_tail" if torn else "ok"), cut
+        items = list(ss.scan(SID))
+        assert not any(i.corrupt for i in items)
+        assert (items[-1].kind == "torn_tail") == torn
+        if complete > 7:
+            assert ss.source_snapshot(SID, 7, 8).ref.seqs[0] == 7
+
+
+def test_bad_line_mid_file(store, ss, config_dir):
+    recs, data = body(30)
+    lines = data.split(b"\n")
+    lines[10] = b'{"seq": 10, "type": "message", "role": "user", "content": "cut'  # line 11
+    write(store, b"\n".join(lines))
+    with pytest.raises(SessionCorrupt) as ei:
+        ss.records(SID, 5, 15)
+    assert (ei.value.kind, ei.value.line) == ("not_json", 11)
+    assert "line 11" in str(ei.value)
+    # Reads that do not span the bad line are unaffected.
+    assert [r["seq"] for r in ss.records(SID, 11, 20)] == list(range(11, 21))
+    assert [r["seq"] for r in ss.records(SID, 1, 9)] == list(range(1, 10))
+    ref = SourceRef(SID, (9, 10, 11), "0" * 64)
+    st = ss.validate_source(ref)
+    assert (st.status, st.reason) == ("stale", "records_corrupt")
+    bad = [i for i in ss.scan(SID) if i.corrupt]
+    assert [(i.line, i.kind) for i in bad] == [(11, "not_json")]
+    info = ss.list_sessions()[0]
+    assert info.state == "corrupt"
+    r = run_cli("--store", str(store.path), "read", SID, "5", "15")
+    assert r.exit_code == 5 and "line 11" in r.stderr
+    assert run_cli("--store", str(store.path), "read", SID, "12", "15").exit_code == 0
+
+
+@pytest.mark.parametrize("mutate,kind,lineno", [
+    (lambda ls: ls.pop(12), "seq_gap", 13),                                   # seq 12 missing
+    (lambda ls: ls.insert(12, ls[11]), "seq_duplicate", 13),                  # seq 11 twice
+    (lambda ls: ls.insert(12, ls[3]), "seq_regression", 13),                  # seq 3 again
+    (lambda ls: ls.__setitem__(12, b"[12]"), "not_object", 13),
+    (lambda ls: ls.__setitem__(12, b'{"type":"message"}'), "no_seq", 13),
+    (lambda ls: ls.__setitem__(12, b'{"seq":12,"type":"message","role":"user","content":"\xff\xfe"}'),
+     "invalid_utf8", 13),
+    (lambda ls: ls.__setitem__(12, b""), "not_json", 13),
+])
+def test_line_corruption_kinds(store, ss, mutate, kind, lineno):
+    _recs, data = body(30)
+    lines = data.split(b"\n")[:-1]
+    mutate(lines)
+    write(store, b"\n".join(lines) + b"\n")
+    with pytest.raises(SessionCorrupt) as ei:
+        ss.records(SID, 8, 16)
+    assert (ei.value.kind, ei.value.line) == (kind, lineno)
+    bad = [i for i in ss.scan(SID) if i.corrupt]
+    assert (bad[0].line, bad[0].kind) == (lineno, kind)
+    st = ss.validate_source(SourceRef(SID, (10, 11, 12, 13), "0" * 64))
+    assert (st.status, st.reason) == ("stale", "records_corrupt")
+    assert ss.list_sessions()[0].state == "corrupt"
+
+
+def test_gap_after_span_does_not_affect_it(store, ss):
+    recs, data = body(20)
+    lines = data.split(b"\n")[:-1]
+    del lines[15]
+    write(store, b"\n".join(lines) + b"\n")
+    snap = ss.source_snapshot(SID, 3, 8)
+    assert ss.validate_source(snap.ref).ok
+
+
+def test_ten_megabyte_line(store, ss):
+    big = "x" * (10 * 1024 * 1024)
+    recs = [header()] + [msg(i, f"m{i}") for i in range(1, 40)] + [msg(40, big)] + \
+        [msg(i, f"m{i}") for i in range(41, 80)]
+    write(store, b"".join(line(r) for r in recs))
+    assert [r["seq"] for r in ss.records(SID, 38, 42)] == [38, 39, 40, 41, 42]
+    assert ss.records(SID, 60, 61) == recs[60:62]
+    assert ss.records(SID, 40, 40)[0]["content"] == big
+    snap = ss.source_snapshot(SID, 35, 45)
+    assert ss.validate_source(snap.ref).ok
+    r = run_cli("--store", str(store.path), "read", SID, "40", "40", "--offset", "5000000")
+    assert r.exit_code == 0
+    doc = orjson.loads(r.stdout_bytes)
+    assert len(r.stdout_bytes) <= 16384
+    assert doc["source_text"] == "x" * 4096
+    assert ss.list_sessions()[0].records == 80
+
+
+def test_header_problems(store, ss):
+    write(store, b"")
+    with pytest.raises(SessionRefused) as ei:
+        ss.records(SID, 0, 1)
+    assert ei.value.reason == "refused_header"
+    write(store, line(header(sid="other")) + line(msg(1, "x")))
+    with pytest.raises(SessionRefused):
+        ss.records(SID, 0, 1)
+    write(store, line(msg(0, "no header")))
+    assert ss.list_sessions()[0].state == "refused"
+    write(store, line(header())[:-5])   # a torn header: nothing persisted yet
+    assert ss.list_sessions()[0].reason == "refused_header"
+    r = run_cli("--store", str(store.path), "read", SID, "0", "1")
+    assert r.exit_code == 4
+
+
+def test_reads_never_modify_sessions_dir(store, ss):
+    recs, data = body(10)
+    write(store, data + b'{"seq":11,"ty')
+    write(store, b"garbage\n", sid="bad")
+    os.symlink(store.sessions_dir / "s1.jsonl", store.sessions_dir / "link.jsonl")
+    before = tree_hash(store.path)
+    ss.records(SID, 0, 10)
+    ss.list_sessions()
+    list(ss.scan(SID))
+    ss.validate_many([SourceRef(SID, (1,), "0" * 64), SourceRef("link", (1,), "0" * 64)])
+    for args in (["sessions"], ["sessions", "--json"], ["read", SID, "0", "10"],
+                 ["read", SID, "0", "10", "--text"], ["read", "bad", "0", "1"],
+                 ["read", "link", "0", "1"], ["read", "nope", "0", "1"]):
+        run_cli("--store", str(store.path), *args)
+    assert tree_hash(store.path) == before
+    assert not os.path.exists(store.facts_db)
+
+
+def test_store_corrupt_is_exit_5_not_traceback(store):
+    write(store, line(header()) + b"\x00\x01\x02\n" + line(msg(2, "x")))
+    r = run_cli("--store", str(store.path), "read", SID, "0", "2")
+    assert r.exit_code == 5
+    assert r.stderr.startswith("memctl: error:") and "Traceback" not in r.stderr
+    assert isinstance(StoreCorrupt("x"), Exception)

@@ -59,7 +59,7 @@ Examples:
 """)
 def log(
     date: Annotated[Optional[str], typer.Argument(
-        metavar="[DATE]", help="A calendar date YYYY-MM-DD (default: today, local time).",
+        metavar="DATE", help="A calendar date YYYY-MM-DD (default: today, local time).",
         show_default=False)] = None,
     json_: JsonOpt = False,
 ) -> None:
@@ -85,7 +85,7 @@ Examples:
 """)
 def notes(
     name: Annotated[Optional[str], typer.Argument(
-        metavar="[NAME]", help="Print this note instead of listing them (a trailing .md is accepted).",
+        metavar="NAME", help="Print this note instead of listing them (a trailing .md is accepted).",
         show_default=False)] = None,
     json_: JsonOpt = False,
     fmt: FormatOpt = None,

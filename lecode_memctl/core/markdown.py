@@ -92,7 +92,9 @@ def check_note_name(name: object) -> str:
         # Cc: C0, DEL, C1 (NUL included); Cf: bidi controls, zero-width, BOM;
         # Cs: lone surrogates (undecodable bytes on the command line);
         # Zl/Zp: line and paragraph separators.
-        if cat in ("Cc", "Cf", "Cs", "Zl", "Zp"):
+        if cat == "Cs":
+            raise bad("contains bytes that are not valid UTF-8")
+        if cat in ("Cc", "Cf", "Zl", "Zp"):
             raise bad(f"contains the control or format character U+{ord(ch):04X}")
     if name.endswith(MD_SUFFIX):
         raise bad("ends in '.md' even after removing one '.md' suffix")

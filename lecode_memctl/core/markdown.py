@@ -280,9 +280,10 @@ class MarkdownFile:
 def _missing(store: Store, target: Target) -> NotFound:
     path = target.path(store)
     if not os.path.lexists(store.path):
-        where = f"the project {store.identity.root}" if store.identity else "this store"
-        return NotFound(f"no {target.label}: {where} has no memory store yet "
-                        f"(looked for {path})")
+        if store.identity is None:
+            return NotFound(f"no {target.label}: the store directory {store.path} does not exist")
+        return NotFound(f"no {target.label}: the project {store.identity.root} has no memory "
+                        f"store yet (looked for {path})", hint="'memctl where' explains the lookup")
     hint = None
     if target.kind == MEMORY:
         hint = "create it with 'memctl edit'"

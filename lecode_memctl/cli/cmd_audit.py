@@ -201,3 +201,140 @@ def _progress_bar(label: str):
         prog.update(task, completed=done, total=total)
 
     return update, prog.stop
+
+
+@app.command(epilog="""\
+\b
+Examples:
+  memctl usage                          every session of the current project
+  memctl usage --session 2026-05-01-a1b2
+  memctl usage --since 2026-05-01 --json | jq '.total'
+""")
+def usage(
+    session: Annotated[Optional[str], typer.Option(
+        "--session", metavar="ID", help="Only this session (an exact id).")] = None,
+    since: Annotated[Optional[str], typer.Option(
+        "--since", metavar="DATE",
+        help="Only calls at or after DATE (YYYY-MM-DD, or an ISO 8601 time; UTC unless it "
+             "has an offset).")] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Model-call accounting from the transcripts: tokens and cost per purpose.
+
+    Counts every compact event (one successful summarization, its usage on
+    the event) and every memory_usage event (learning calls, rejected
+    summarization attempts, and any other purpose lecode records, such as
+    answering), per purpose.  Token and cost figures are KNOWN SUBTOTALS:
+    a call whose usage was not reported (usage null) is counted in
+    unknown_usage_calls and never as zero tokens; a call with tokens but a
+    null cost adds its tokens and counts in unknown_cost_calls.  A purpose
+    is 'complete' only when neither count is above zero.  --since compares
+    an event's own ts/time/created when it has one, else its session's
+    header 'created'.  Refused sessions (symbolic links, other projects)
+    are skipped and listed.
+
+    --json prints {"project", "since", "session", "sessions",
+    "sessions_counted", "refused_sessions": [id...], "corrupt_lines",
+    "purposes": [P...], "total": P}, where P is {"purpose", "calls",
+    "known_usage_calls", "unknown_usage_calls", "input_tokens",
+    "output_tokens" (known subtotals), "cost" (known subtotal; null when no
+    call reported a cost), "unknown_cost_calls", "complete",
+    "compact_events", "memory_usage_events"}.
+    """
+    from lecode_memctl.core.usage import parse_since, usage_report
+
+    from .output import echo, emit_json, render_rows, safe
+
+    when = parse_since(since) if since else None
+    store = STATE.store().require()
+    rep = usage_report(store, session=session, since=when)
+    doc = rep.to_json()
+    if json_:
+        emit_json(doc)
+        return
+    rows = []
+    for p in doc["purposes"] + [doc["total"]]:
+        unknown = p["unknown_usage_calls"]
+        rows.append({
+            "purpose": p["purpose"], "calls": p["calls"],
+            "input tokens": f"{p['input_tokens']}{'+?' if unknown else ''}",
+            "output tokens": f"{p['output_tokens']}{'+?' if unknown else ''}",
+            "cost": ("?" if p["cost"] is None else f"{p['cost']:.6g}")
+                    + ("+?" if p["cost"] is not None and (unknown or p["unknown_cost_calls"]) else ""),
+            "unknown usage": unknown, "unknown cost": p["unknown_cost_calls"]})
+    echo(f"{safe(rep.project)}: {rep.sessions_counted} session(s) counted"
+         + (f", since {rep.since}" if rep.since else "")
+         + (f"; refused: {', '.join(safe(s) for s in rep.refused)}" if rep.refused else ""))
+    if not doc["purposes"]:
+        echo("no compact or memory_usage events")
+        return
+    render_rows(rows, ["purpose", "calls", "input tokens", "output tokens", "cost",
+                       "unknown usage", "unknown cost"], "table")
+    if doc["total"]["unknown_usage_calls"] or doc["total"]["unknown_cost_calls"]:
+        echo("'+?': known subtotal; some calls reported no usage or no cost (not zero).")
+
+
+@app.command(epilog="""\
+\b
+Examples:
+  memctl projects
+  memctl projects --root ~/src/app --root ~/src/lib
+  memctl projects --json | jq -r '.[] | select(.root_exists == false) | .slug'
+""")
+def projects(
+    root: Annotated[Optional[list[Path]], typer.Option(
+        "--root", metavar="PATH",
+        help="A project you know of (repeatable): lets memctl name its store's root and "
+             "recognise legacy stores of directories inside it.")] = None,
+    json_: JsonOpt = False,
+    fmt: Annotated[Optional[str], typer.Option(
+        "--format", "-f", metavar="FORMAT",
+        help="table (default), json, jsonl, csv, tsv, or a tabulate format name.")] = None,
+) -> None:
+    """List every store under <config dir>/memory/ with what is in it.
+
+    For each store: its slug; the project root when it can be verified (a
+    candidate path whose slug equals the store's: from optional root/cwd
+    keys in its session headers, the current project, or --root), else
+    unknown, since the slug's hash cannot be reversed; whether that root
+    still exists; the number of sessions and facts (read-only); the size;
+    the last activity (newest file mtime); and its kind: project, legacy
+    (a cwd-scoped store of a directory inside a known project: run
+    'memctl migrate-legacy' there), unclaimed, or symlink.  An unclaimed
+    store with Markdown but no sessions and no facts database is flagged
+    'possibly legacy'.  Reads only.
+
+    --json prints a list of {"slug", "path", "kind", "root", "root_source",
+    "root_exists", "legacy_of", "legacy_directory", "possibly_legacy",
+    "sessions", "facts", "facts_error", "size", "files", "last_activity"};
+    root and root_exists are null when unknown, facts is null when the
+    database cannot be read.
+    """
+    from lecode_memctl.core.projects import list_projects
+
+    from .output import check_format, render_rows
+
+    fmt_name = check_format(fmt, json_flag=json_)
+    cfg = STATE.config_dir()
+    try:
+        current = STATE.project_dir()
+    except OSError:
+        current = None
+    infos = list_projects(cfg.path, current=current, roots=root or [])
+    docs = [i.to_json() for i in infos]
+    if fmt_name in ("json", "jsonl"):
+        render_rows(docs, [], fmt_name)
+        return
+    rows = []
+    for d in docs:
+        kind = d["kind"] + (" (possibly legacy)" if d["possibly_legacy"] else "")
+        if d["legacy_of"]:
+            kind += f" of {d['legacy_of']}"
+        rows.append({"slug": d["slug"], "kind": kind,
+                     "root": d["root"] or "unknown",
+                     "root exists": "?" if d["root_exists"] is None else d["root_exists"],
+                     "sessions": d["sessions"],
+                     "facts": "?" if d["facts"] is None else d["facts"],
+                     "size": d["size"], "last activity": d["last_activity"] or "-"})
+    render_rows(rows, ["slug", "kind", "root", "root exists", "sessions", "facts", "size",
+                       "last activity"], fmt_name)

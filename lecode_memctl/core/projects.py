@@ -1,0 +1,260 @@
+"""``projects``: every store under ``<config>/memory/``, read-only.
+
+The project root of a store is not stored by the pinned contract: session
+headers carry only the slug, which ends in a hash of the root path, so a
+root can be *verified* but not recovered.  A root is therefore reported only
+when a candidate path hashes to the store's slug.  Candidates, in order:
+optional ``project_root``/``root``/``cwd`` keys of session headers (written
+by some lecode versions; never trusted without the hash check), the current
+project, and roots the user names (``--root``).  Otherwise the root is
+``null`` ("unknown"), never guessed from the slug's name part.
+
+Whether a store looks like a legacy cwd-scoped store of another project
+comes from :func:`lecode_memctl.core.migrate.classify_stores` run against the
+verified roots (a store whose slug is the slug of a directory inside one of
+those projects); a store nobody claims that holds Markdown but no sessions
+and no facts database is flagged ``possibly_legacy``.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .identity import resolve_project, slug
+from .layout import FACTS_DB, SESSIONS_DIR, memory_root
+from .sourceref import SESSION_ID_RE
+
+_ROOT_KEYS = ("project_root", "root", "cwd")
+_HEAD_BYTES = 65536
+
+
+@dataclass(frozen=True)
+class ProjectInfo:
+    slug: str
+    path: str
+    kind: str                   # project, legacy, unclaimed, symlink (migrate.classify_stores)
+    root: str | None            # verified root, or None (unknown)
+    root_source: str | None     # "session header", "current project", "--root"
+    root_exists: bool | None    # None when the root is unknown
+    legacy_of: str | None       # kind legacy: the project root that claims it
+    legacy_directory: str | None
+    possibly_legacy: bool       # unclaimed, Markdown only (no sessions, no facts database)
+    sessions: int
+    facts: int | None           # 0 without a database; None when the database is unreadable
+    facts_error: str | None
+    size: int                   # bytes of regular files in the store
+    files: int
+    last_activity: str | None   # newest mtime of any file, ISO 8601 UTC
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def _walk(path: Path) -> tuple[int, int, float | None, bool]:
+    """(bytes, files, newest mtime, has Markdown) without following symlinks."""
+    size = files = 0
+    newest: float | None = None
+    markdown = False
+    stack = [path]
+    while stack:
+        d = stack.pop()
+        try:
+            with os.scandir(d) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        for e in entries:
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                stack.append(Path(e.path))
+            elif stat.S_ISREG(st.st_mode):
+                size += st.st_size
+                files += 1
+                newest = st.st_mtime if newest is None else max(newest, st.st_mtime)
+                if e.name.endswith(".md"):
+                    markdown = True
+    return size, files, newest, markdown
+
+
+def _session_ids(store: Path) -> list[str]:
+    try:
+        names = os.listdir(store / SESSIONS_DIR)
+    except OSError:
+        return []
+    return sorted(n[:-6] for n in names if n.endswith(".jsonl") and SESSION_ID_RE.match(n[:-6]))
+
+
+def _header_roots(store: Path, ids: list[str], limit: int = 50) -> list[str]:
+    """Candidate root paths from the newest ``limit`` session headers' optional keys."""
+    out: list[str] = []
+    for sid in ids[-limit:]:
+        try:
+            fd = os.open(store / SESSIONS_DIR / f"{sid}.jsonl",
+                         os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            continue
+        try:
+            head = os.read(fd, _HEAD_BYTES)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        nl = head.find(b"\n")
+        if nl < 0:
+            continue
+        try:
+            hdr = orjson.loads(head[:nl])
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(hdr, dict):
+            continue
+        for k in _ROOT_KEYS:
+            v = hdr.get(k)
+            if isinstance(v, str) and os.path.isabs(v) and v not in out:
+                out.append(v)
+    return out
+
+
+def _verify_root(candidate: str, store_slug: str) -> str | None:
+    """The root when ``candidate`` (a root, or a directory inside one) hashes to the slug."""
+    if slug(candidate) == store_slug:
+        return candidate
+    real = os.path.realpath(candidate)
+    if slug(real) == store_slug:
+        return real
+    if os.path.isdir(real):
+        try:
+            ident = resolve_project(real)
+        except Exception:  # noqa: BLE001 - an unreadable candidate is just not a match
+            return None
+        if ident.slug == store_slug:
+            return str(ident.root)
+    return None
+
+
+def _count_facts(path: Path) -> tuple[int | None, str | None]:
+    from .errors import MemctlError
+    from .facts import FactStore
+
+    try:
+        st = os.lstat(path / FACTS_DB)
+    except FileNotFoundError:
+        return 0, None
+    except OSError as exc:
+        return None, exc.strerror
+    if not stat.S_ISREG(st.st_mode):
+        return None, "facts.sqlite3 is not a regular file"
+    try:
+        fs = FactStore.open_readonly(path / FACTS_DB)
+    except MemctlError as exc:
+        return None, exc.message
+    try:
+        return fs.count(), None
+    except Exception as exc:  # noqa: BLE001 - sqlite errors on a damaged db
+        return None, str(exc)
+    finally:
+        fs.close()
+
+
+def list_projects(config_dir: Path, *, current: str | os.PathLike[str] | None = None,
+                  roots: Iterable[str | os.PathLike[str]] = ()) -> list[ProjectInfo]:
+    """Every store directory under ``<config>/memory/``, sorted by slug.  Reads only."""
+    from .migrate import LEGACY_STORE, SYMLINK, classify_stores
+
+    mem = memory_root(config_dir)
+    try:
+        names = sorted(os.listdir(mem))
+    except FileNotFoundError:
+        return []
+    candidates: list[tuple[str, str]] = []
+    if current is not None:
+        try:
+            candidates.append((str(resolve_project(current).root), "current project"))
+        except Exception:  # noqa: BLE001 - a vanished cwd is not fatal here
+            pass
+    for r in roots:
+        candidates.append((os.path.abspath(os.fspath(r)), "--root"))
+    # First pass: verified roots per store (header candidates first).
+    found: dict[str, tuple[str, str]] = {}
+    ids_by: dict[str, list[str]] = {}
+    for n in names:
+        p = mem / n
+        try:
+            if not stat.S_ISDIR(os.lstat(p).st_mode):
+                continue
+        except OSError:
+            continue
+        ids = _session_ids(p)
+        ids_by[n] = ids
+        for cand in _header_roots(p, ids):
+            root = _verify_root(cand, n)
+            if root:
+                found[n] = (root, "session header")
+                break
+        if n not in found:
+            for cand, source in candidates:
+                root = _verify_root(cand, n)
+                if root:
+                    found[n] = (root, source)
+                    break
+    known = sorted({r for r, _s in found.values() if os.path.isdir(r)})
+    classes, _notes = classify_stores(config_dir, known)
+    cls_by = {c.slug: c for c in classes}
+    out: list[ProjectInfo] = []
+    for n in names:
+        p = mem / n
+        try:
+            lst = os.lstat(p)
+        except OSError:
+            continue
+        c = cls_by.get(n)
+        if stat.S_ISLNK(lst.st_mode):
+            out.append(ProjectInfo(n, str(p), "symlink", None, None, None, None, None, False,
+                                   0, None, "the store is a symbolic link; not followed",
+                                   0, 0, None))
+            continue
+        if not stat.S_ISDIR(lst.st_mode):
+            continue
+        size, files, newest, markdown = _walk(p)
+        ids = ids_by.get(n, [])
+        facts, ferr = _count_facts(p)
+        root, source = found.get(n, (None, None))
+        kind = "unclaimed"
+        legacy_of = legacy_dir = None
+        if c is not None:
+            kind = {LEGACY_STORE: "legacy", SYMLINK: "symlink"}.get(c.kind, c.kind)
+            if c.kind == LEGACY_STORE:
+                legacy_of = str(c.root) if c.root else None
+                legacy_dir = str(c.directory) if c.directory else None
+        if root and kind == "unclaimed":
+            kind = "project"
+        if kind not in ("project", "legacy", "unclaimed", "symlink"):
+            kind = "project" if root else "unclaimed"
+        has_db = os.path.lexists(p / FACTS_DB)
+        possibly_legacy = kind == "unclaimed" and markdown and not ids and not has_db
+        out.append(ProjectInfo(
+            n, str(p), kind, root, source,
+            None if root is None else os.path.isdir(root),
+            legacy_of, legacy_dir, possibly_legacy, len(ids), facts, ferr, size, files,
+            _iso(newest)))
+    return out
+
+
+__all__ = ["ProjectInfo", "list_projects"]

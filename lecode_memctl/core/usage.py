@@ -1,0 +1,250 @@
+"""``usage``: model-call accounting from ``compact`` and ``memory_usage`` events.
+
+The reference design's rule: reported usage counts once; a call whose usage
+is missing (``"usage": null`` or not a valid USAGE object) is counted in
+``unknown_usage_calls`` and never as zero; numeric totals are *known
+subtotals*.  A USAGE whose ``cost`` is null has known tokens and an unknown
+cost: it adds to the token subtotals and to ``unknown_cost_calls``.
+
+Purposes: a ``compact`` event is one successful ``summarization`` call; a
+``memory_usage`` event carries its own ``purpose`` (``learning``, rejected
+``summarization`` attempts, ``answering`` when the agent records it, or any
+other name, reported as found).
+
+Reading: each transcript is read once, sequentially; only lines containing
+the bytes ``"event"`` (and the header line) are parsed.  Refused sessions
+(a symbolic link, or a header naming another project) are skipped and
+listed; a corrupt line is skipped and counted.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import date, datetime, timezone
+from typing import Any
+
+import orjson
+
+from .errors import NotFound, UsageError
+from .layout import SESSIONS_DIR, Store
+from .sourceref import SESSION_ID_RE, check_session_id
+
+_EVENT_MARK = b'"event"'
+_CHUNK = 8 << 20
+PURPOSE_ORDER = ("answering", "summarization", "learning")
+
+
+@dataclass
+class PurposeUsage:
+    purpose: str
+    calls: int = 0
+    input_tokens: int = 0           # known subtotal
+    output_tokens: int = 0          # known subtotal
+    cost: float = 0.0               # known subtotal
+    known_usage_calls: int = 0
+    unknown_usage_calls: int = 0    # usage null or malformed: tokens and cost unknown
+    unknown_cost_calls: int = 0     # tokens known, cost null
+    compact_events: int = 0         # successful summarizations (usage on the compact event)
+    memory_usage_events: int = 0    # separate accounting events (learning, rejected attempts, ...)
+
+    def add(self, usage: Any, *, compact: bool) -> None:
+        self.calls += 1
+        if compact:
+            self.compact_events += 1
+        else:
+            self.memory_usage_events += 1
+        u = _check_usage(usage)
+        if u is None:
+            self.unknown_usage_calls += 1
+            return
+        self.known_usage_calls += 1
+        self.input_tokens += u[0]
+        self.output_tokens += u[1]
+        if u[2] is None:
+            self.unknown_cost_calls += 1
+        else:
+            self.cost += u[2]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"purpose": self.purpose, "calls": self.calls,
+                "known_usage_calls": self.known_usage_calls,
+                "unknown_usage_calls": self.unknown_usage_calls,
+                "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                "cost": round(self.cost, 10) if self.known_usage_calls > self.unknown_cost_calls else None,
+                "unknown_cost_calls": self.unknown_cost_calls,
+                "complete": self.unknown_usage_calls == 0 and self.unknown_cost_calls == 0,
+                "compact_events": self.compact_events,
+                "memory_usage_events": self.memory_usage_events}
+
+
+@dataclass
+class UsageReport:
+    project: str
+    since: str | None
+    session: str | None
+    sessions: int = 0
+    sessions_counted: int = 0
+    refused: list[str] = field(default_factory=list)
+    corrupt_lines: int = 0
+    purposes: dict[str, PurposeUsage] = field(default_factory=dict)
+
+    def purpose(self, name: str) -> PurposeUsage:
+        if name not in self.purposes:
+            self.purposes[name] = PurposeUsage(name)
+        return self.purposes[name]
+
+    def ordered(self) -> list[PurposeUsage]:
+        rank = {p: i for i, p in enumerate(PURPOSE_ORDER)}
+        return sorted(self.purposes.values(), key=lambda p: (rank.get(p.purpose, 99), p.purpose))
+
+    def total(self) -> PurposeUsage:
+        t = PurposeUsage("total")
+        for p in self.purposes.values():
+            for k in ("calls", "input_tokens", "output_tokens", "cost", "known_usage_calls",
+                      "unknown_usage_calls", "unknown_cost_calls", "compact_events",
+                      "memory_usage_events"):
+                setattr(t, k, getattr(t, k) + getattr(p, k))
+        return t
+
+    def to_json(self) -> dict[str, Any]:
+        return {"project": self.project, "since": self.since, "session": self.session,
+                "sessions": self.sessions, "sessions_counted": self.sessions_counted,
+                "refused_sessions": self.refused, "corrupt_lines": self.corrupt_lines,
+                "purposes": [p.to_json() for p in self.ordered()],
+                "total": self.total().to_json()}
+
+
+def _check_usage(u: Any) -> tuple[int, int, float | None] | None:
+    """(input, output, cost or None) for a valid USAGE object, else None (unknown)."""
+    if not isinstance(u, dict):
+        return None
+    i, o = u.get("input_tokens"), u.get("output_tokens")
+    c = u.get("cost")
+    if isinstance(i, bool) or isinstance(o, bool) or not isinstance(i, int) or not isinstance(o, int):
+        return None
+    if i < 0 or o < 0:
+        return None
+    if c is None:
+        return i, o, None
+    if isinstance(c, bool) or not isinstance(c, (int, float)) or c < 0:
+        return i, o, None
+    return i, o, float(c)
+
+
+def parse_since(text: str) -> datetime:
+    """``YYYY-MM-DD`` (midnight UTC) or an ISO 8601 time (UTC when no offset)."""
+    try:
+        if len(text) == 10:
+            d = date.fromisoformat(text)
+            return datetime(d.year, d.month, d.day, tzinfo=timezone.utc)
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"invalid date {text!r}: use YYYY-MM-DD or an ISO 8601 time") from None
+    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+
+
+def _event_time(rec: dict, fallback: datetime | None) -> datetime | None:
+    for k in ("ts", "time", "created"):
+        v = rec.get(k)
+        if isinstance(v, str):
+            try:
+                dt = datetime.fromisoformat(v.replace("Z", "+00:00"))
+                return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+            except ValueError:
+                continue
+    return fallback
+
+
+def _lines(fd: int) -> Iterable[tuple[bool, bytes]]:
+    """(is_first_line, line) for every complete line; a torn tail is not yielded."""
+    rest = b""
+    first = True
+    while True:
+        chunk = os.read(fd, _CHUNK)
+        if not chunk:
+            return
+        if rest:
+            chunk = rest + chunk
+        parts = chunk.split(b"\n")
+        rest = parts.pop()
+        for line in parts:
+            yield first, line
+            first = False
+
+
+def usage_report(store: Store, *, session: str | None = None,
+                 since: datetime | None = None) -> UsageReport:
+    """Accounting over every session of the store (or one), optionally only
+    for events at or after ``since`` (an event's own ``ts``/``time``/``created``
+    when it has one, else its session header's ``created``)."""
+    rep = UsageReport(store.slug, since.isoformat() if since else None, session)
+    sdir = store.sessions_dir
+    if session is not None:
+        check_session_id(session)
+        ids = [session]
+        if not os.path.lexists(sdir / f"{session}.jsonl"):
+            raise NotFound(f"no session {session} in {sdir}")
+    else:
+        try:
+            ids = sorted(n[:-6] for n in os.listdir(sdir)
+                         if n.endswith(".jsonl") and SESSION_ID_RE.match(n[:-6]))
+        except FileNotFoundError:
+            ids = []
+    for sid in ids:
+        rep.sessions += 1
+        path = sdir / f"{sid}.jsonl"
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            rep.refused.append(sid)
+            continue
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                rep.refused.append(sid)
+                continue
+            _account(rep, store, sid, fd, since)
+        finally:
+            os.close(fd)
+    return rep
+
+
+def _account(rep: UsageReport, store: Store, sid: str, fd: int, since: datetime | None) -> None:
+    created: datetime | None = None
+    for first, line in _lines(fd):
+        if first:
+            try:
+                hdr = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                hdr = None
+            if not isinstance(hdr, dict) or hdr.get("type") != "session" \
+                    or hdr.get("project") != store.slug:
+                rep.refused.append(sid)
+                return
+            rep.sessions_counted += 1
+            created = _event_time(hdr, None)
+            continue
+        if _EVENT_MARK not in line:
+            continue
+        try:
+            rec = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            rep.corrupt_lines += 1
+            continue
+        if not isinstance(rec, dict) or rec.get("type") != "event":
+            continue
+        ev = rec.get("event")
+        if ev not in ("compact", "memory_usage"):
+            continue
+        if since is not None:
+            t = _event_time(rec, created)
+            if t is None or t < since:
+                continue
+        if ev == "compact":
+            rep.purpose("summarization").add(rec.get("usage"), compact=True)
+        else:
+            p = rec.get("purpose")
+            name = p if isinstance(p, str) and p else "unknown"
+            rep.purpose(name).add(rec.get("usage"), compact=False)

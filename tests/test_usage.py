@@ -1,0 +1,103 @@
+"""memctl usage: known subtotals per purpose, unknown usage never shown as zero."""
+
+from __future__ import annotations
+
+import os
+
+import orjson
+
+from lecode_memctl.core.layout import store_at
+from lecode_memctl.core.sessions import SessionStore
+
+from .conftest import run_cli, tree_hash
+
+SLUG = "proj-0123456789ab"
+
+
+def _store(config_dir):
+    path = config_dir / "memory" / SLUG
+    ss = SessionStore(store_at(path))
+    w = ss.create("a", created="2026-01-01T10:00:00Z")
+    w.append_message("user", "hi")
+    w.append_event("compact", summary="s", lineage=[], prior=None, model="m",
+                   usage={"input_tokens": 100, "output_tokens": 20, "cost": 0.5})
+    w.append_event("compact", summary="s", lineage=[], prior=None, model="m", usage=None)
+    w.append_event("memory_usage", purpose="learning", model="m",
+                   usage={"input_tokens": 7, "output_tokens": 3, "cost": None})
+    w.append_event("memory_usage", purpose="summarization", model="m",
+                   usage={"input_tokens": 1, "output_tokens": 1, "cost": 0.25})
+    w.append_event("memory_usage", purpose="answering", model="m",
+                   usage={"input_tokens": 5, "output_tokens": 5, "cost": 1})
+    w.append_event("learning", status="learned", reason_counts={}, facts=[], proposals=[])
+    w.close()
+    w = ss.create("b", created="2026-03-01T10:00:00Z")
+    w.append_event("memory_usage", purpose="learning", model="m", usage=None)
+    w.append_event("memory_usage", purpose="review", model="m", usage="garbage")
+    w.close()
+    return path
+
+
+def _by(doc):
+    return {p["purpose"]: p for p in doc["purposes"]}
+
+
+def test_usage_accounting(config_dir):
+    path = _store(config_dir)
+    before = tree_hash(path)
+    doc = orjson.loads(run_cli("--store", str(path), "usage", "--json").stdout)
+    p = _by(doc)
+    assert [x["purpose"] for x in doc["purposes"]] == ["answering", "summarization", "learning", "review"]
+    s = p["summarization"]
+    assert s["calls"] == 3 and s["compact_events"] == 2 and s["memory_usage_events"] == 1
+    assert (s["input_tokens"], s["output_tokens"], s["cost"]) == (101, 21, 0.75)
+    assert s["unknown_usage_calls"] == 1 and s["complete"] is False
+    learn = p["learning"]
+    assert learn["calls"] == 2 and learn["unknown_usage_calls"] == 1
+    assert learn["unknown_cost_calls"] == 1 and learn["cost"] is None       # never 0 when unknown
+    assert (learn["input_tokens"], learn["output_tokens"]) == (7, 3)
+    assert p["answering"]["complete"] is True and p["answering"]["cost"] == 1.0
+    assert p["review"]["unknown_usage_calls"] == 1 and p["review"]["input_tokens"] == 0
+    t = doc["total"]
+    assert t["calls"] == 7 and t["unknown_usage_calls"] == 3 and t["unknown_cost_calls"] == 1
+    assert doc["sessions_counted"] == 2
+    assert tree_hash(path) == before
+
+
+def test_usage_session_and_since(config_dir):
+    path = _store(config_dir)
+    doc = orjson.loads(run_cli("--store", str(path), "usage", "--session", "b", "--json").stdout)
+    assert doc["total"]["calls"] == 2
+    doc = orjson.loads(run_cli("--store", str(path), "usage", "--since", "2026-02-01", "--json").stdout)
+    assert doc["total"]["calls"] == 2 and set(_by(doc)) == {"learning", "review"}
+    assert run_cli("--store", str(path), "usage", "--since", "yesterday").exit_code == 2
+    assert run_cli("--store", str(path), "usage", "--session", "../x").exit_code == 2
+    assert run_cli("--store", str(path), "usage", "--session", "nope").exit_code == 3
+
+
+def test_usage_human_marks_unknown(config_dir):
+    path = _store(config_dir)
+    r = run_cli("--store", str(path), "usage")
+    assert r.exit_code == 0
+    line = next(x for x in r.stdout.splitlines() if x.startswith("learning"))
+    assert "+?" in line and "?" in line
+    assert "not zero" in r.stdout
+
+
+def test_usage_skips_refused_and_torn(config_dir):
+    path = _store(config_dir)
+    sd = path / "sessions"
+    (sd / "c.jsonl").write_bytes(
+        orjson.dumps({"seq": 0, "type": "session", "format": 1, "session_id": "c",
+                      "project": "other-000000000000", "created": "2026-01-01T00:00:00Z"}) + b"\n"
+        + b'{"seq":1,"type":"event","event":"compact","usage":{"input_tokens":9,"output_tokens":9,"cost":9}}\n')
+    os.symlink(sd / "a.jsonl", sd / "d.jsonl")
+    with open(sd / "b.jsonl", "ab") as fh:
+        fh.write(b'{"seq":3,"type":"event","event":"memory_usage","purpose":"learning","usage":{"inp')
+    doc = orjson.loads(run_cli("--store", str(path), "usage", "--json").stdout)
+    assert sorted(doc["refused_sessions"]) == ["c", "d"]
+    assert doc["total"]["calls"] == 7
+
+
+def test_usage_no_store(config_dir):
+    r = run_cli("--store", str(config_dir / "memory" / "none-000000000000"), "usage")
+    assert r.exit_code == 3

@@ -21,7 +21,7 @@ Examples:
 """)
 def where(
     path: Annotated[Optional[Path], typer.Argument(
-        metavar="[PATH]", help="A directory inside the project (default: --project or the current directory).",
+        metavar="PATH", help="A directory inside the project (default: --project or the current directory).",
         show_default=False)] = None,
     json_: JsonOpt = False,
 ) -> None:

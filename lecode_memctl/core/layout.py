@@ -8,7 +8,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import NotFound, UsageError
+from .errors import NotFound, StoreCorrupt
 from .identity import ProjectIdentity, resolve_project, slug
 
 MEMORY_FILE = "MEMORY.md"
@@ -74,7 +74,7 @@ class Store:
             where = f" for {self.identity.root}" if self.identity else ""
             raise NotFound(f"no memory store{where} (expected at {self.path})") from None
         if stat.S_ISLNK(st.st_mode):
-            raise UsageError(f"{self.path}: store directory is a symbolic link; refusing to follow it")
+            raise StoreCorrupt(f"{self.path}: store directory is a symbolic link; refusing to follow it")
         if not stat.S_ISDIR(st.st_mode):
             raise NotFound(f"{self.path}: not a directory")
         return self

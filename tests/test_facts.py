@@ -333,3 +333,55 @@ def test_bad_text_is_usage_error(db_path):
             with pytest.raises(UsageError):
                 fs.add(bad)  # type: ignore[arg-type]
     assert not db_path.exists()
+
+
+def test_private_snapshot_is_private_and_removed(db_path):
+    writer = FactStore(db_path, on_connect=lambda db: db.execute("PRAGMA wal_autocheckpoint=0"))
+    fid = writer.add("only in the wal").fact.fact_id
+    try:
+        before = tree_hash(db_path.parent)
+        ro = FactStore.open_readonly(db_path)
+        assert ro.snapshot and ro.get(fid).text == "only in the wal"
+        tmp = Path(ro._tmpdir)
+        assert (tmp.stat().st_mode & 0o777) == 0o700
+        assert sorted(os.listdir(tmp))[0] == "facts.sqlite3"
+        with pytest.raises(UsageError):
+            ro.add("x")
+        ro.close()
+        assert not tmp.exists()
+        assert tree_hash(db_path.parent) == before
+    finally:
+        writer.close()
+
+
+def test_snapshot_gives_up_when_the_wal_keeps_changing(db_path, monkeypatch):
+    from lecode_memctl.core import facts as facts_mod
+    from lecode_memctl.core.errors import StoreBusy
+
+    writer = FactStore(db_path, on_connect=lambda db: db.execute("PRAGMA wal_autocheckpoint=0"))
+    writer.add("x")
+    real = facts_mod._read_nofollow
+    counter = iter(range(10**6))
+
+    def changing(path):
+        got = real(path)
+        if got is not None and str(path).endswith("-wal"):
+            return got[0] + str(next(counter)).encode(), got[1]
+        return got
+
+    monkeypatch.setattr(facts_mod, "_read_nofollow", changing)
+    monkeypatch.setattr(facts_mod.time, "sleep", lambda s: None)
+    try:
+        with pytest.raises(StoreBusy, match="kept changing"):
+            FactStore.open_readonly(db_path)
+    finally:
+        writer.close()
+
+
+def test_symlinked_wal_is_refused(tmp_path, db_path):
+    with FactStore(db_path) as fs:
+        fs.add("x")
+    (tmp_path / "other").write_bytes(b"x" * 100)
+    os.symlink(tmp_path / "other", str(db_path) + "-wal")
+    with pytest.raises(StoreCorrupt, match="symbolic link"):
+        FactStore.open_readonly(db_path)

@@ -82,6 +82,7 @@ STATE_UNREADABLE = "unreadable"
 
 _EVENT_MARK = b'"event"'
 _CHUNK = 1 << 20
+_BUFFER = 1 << 14     # small: each binary-search probe fills one buffer
 _LINEAR_BELOW = 1 << 16   # binary search stops when the window is this small
 _TAIL_BYTES = 1 << 16
 
@@ -319,7 +320,7 @@ class _File:
         self.path = path
         self.st = st
         self.size = st.st_size
-        self.fh = io.open(fd, "rb", buffering=_CHUNK, closefd=True)
+        self.fh = io.open(fd, "rb", buffering=_BUFFER, closefd=True)
 
     def close(self) -> None:
         self.fh.close()

@@ -1,0 +1,70 @@
+"""memctl demo: builds through the core's writers, tours the commands, finds the planted problem."""
+
+from __future__ import annotations
+
+import os
+
+from lecode_memctl.core.audit import validate_store
+from lecode_memctl.core.demo import build_demo
+
+from .conftest import run_cli, tree_hash
+
+
+def test_demo_tour_in_order_and_leaves_real_config_alone(tmp_path, config_dir):
+    config_dir.mkdir(parents=True, exist_ok=True)
+    (config_dir / "config.toml").write_text("[memory]\nmax_bytes = 4096\n")
+    before = tree_hash(config_dir)
+    cwd = os.getcwd()
+    into = tmp_path / "demo"
+    r = run_cli("demo", "--into", str(into))
+    assert r.exit_code == 0, r.stdout + r.stderr
+    assert os.getcwd() == cwd
+    assert os.environ["LECODE_CONFIG_DIR"] == str(config_dir)
+    assert tree_hash(config_dir) == before
+    commands = [line for line in r.stdout.splitlines() if line.startswith("$ memctl ")]
+    assert [c.split()[2] for c in commands] == [
+        "where", "facts", "recall", "validate", "migrate-legacy", "context"]
+    assert "$ memctl migrate-legacy --dry-run" in commands
+    assert "$ memctl context --explain" in commands
+    assert "[exit status 1 (the planted problem, as expected)]" in r.stdout
+    assert "fact.stale" in r.stdout
+    assert "UNEXPECTED" not in r.stdout
+    assert (into / "config").is_dir()  # --into keeps it
+
+
+def test_demo_store_has_exactly_the_planted_problem(tmp_path):
+    d = build_demo(tmp_path / "d")
+    findings, summary = validate_store(d.store)
+    serious = [f for f in findings if f.severity != "info"]
+    assert [(f.code, f.fact_id, f.session_id) for f in serious] == [
+        ("fact.stale", d.planted, "demo-beta")]
+    sessions = sorted(p.name for p in (d.store.path / "sessions").glob("*.jsonl"))
+    assert sessions == ["demo-alpha.jsonl", "demo-beta.jsonl", "demo-gamma.jsonl"]
+    text = (d.store.path / "sessions" / "demo-alpha.jsonl").read_text()
+    for needle in ('"event":"undo"', '"event":"redo"', '"event":"compact"', '"event":"learning"',
+                   '"event":"memory_usage"', '"type":"binary"', '"role":"tool"'):
+        assert needle in text
+    assert '"event":"clear"' in (d.store.path / "sessions" / "demo-beta.jsonl").read_text()
+    assert d.worktree.joinpath(".git").is_file()
+
+
+def test_demo_into_nonempty_directory_is_a_conflict(tmp_path):
+    target = tmp_path / "busy"
+    target.mkdir()
+    (target / "keep.txt").write_text("mine")
+    r = run_cli("demo", "--into", str(target))
+    assert r.exit_code == 4
+    assert r.stderr.startswith("memctl: error: ") and r.stderr.count("\n") == 1
+    assert (target / "keep.txt").read_text() == "mine"
+    assert sorted(os.listdir(target)) == ["keep.txt"]
+
+
+def test_demo_temporary_directory_is_removed(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    r = run_cli("demo")
+    assert r.exit_code == 0, r.stderr
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("memctl-demo-")]
+    assert "was removed" in r.stdout

@@ -176,3 +176,17 @@ def test_corrupt_line_in_span(ss, store):
     assert ei.value.line == 4 and ei.value.kind == "not_json"
     assert isinstance(ei.value, StoreCorrupt)
     assert [r["seq"] for r in ss.records("s1", 4, 6)] == [4, 5, 6]
+
+
+def test_symlinked_sessions_dir_refused(tmp_path):
+    real = store_at(tmp_path / "elsewhere" / SLUG)
+    fill(SessionStore(real), n=2)
+    store = store_at(tmp_path / "memory" / SLUG)
+    os.makedirs(store.path)
+    os.symlink(real.sessions_dir, store.sessions_dir)
+    ss = SessionStore(store)
+    with pytest.raises(SessionRefused) as ei:
+        ss.records("s1", 0, 1)
+    assert ei.value.reason == "refused_symlink"
+    ref = SessionStore(real).source_snapshot("s1", 1, 1).ref
+    assert ss.validate_source(ref).reason == "refused_symlink"

@@ -41,6 +41,8 @@ def complete_session_id(ctx, args, incomplete):  # noqa: ANN001,ANN201 - typer i
         st = State(config_dir_option=opt("config_dir"), project=opt("project"),
                    store_option=opt("store"))
         sessions = os.path.join(os.fspath(st.store().path), "sessions")
+        if os.path.islink(sessions):
+            return []
         prefix = incomplete or ""
         out = []
         with os.scandir(sessions) as it:

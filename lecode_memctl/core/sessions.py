@@ -530,6 +530,14 @@ class SessionStore:
 
     def _open(self, session_id: str) -> _File:
         check_session_id(session_id)
+        try:
+            dst = os.lstat(self.dir)
+        except FileNotFoundError:
+            raise self._not_found(session_id) from None
+        except OSError as exc:
+            raise SessionUnreadable(f"{self.dir}: {exc.strerror}") from None
+        if stat.S_ISLNK(dst.st_mode):
+            raise SessionRefused(f"{self.dir} is a symbolic link; refused", "refused_symlink")
         path = os.path.join(self.dir, session_id + SUFFIX)
         flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
         try:

@@ -45,8 +45,8 @@ FISH_PATH = "completions/memctl.fish"
 README_PATH = "README.md"
 
 # Exit statuses main() adds to the error table of the core (see cli/main.py).
-EXTRA_EXIT_CODES: list[tuple[int, str]] = [
-    (70, "internal error: a bug in memctl (set MEMCTL_DEBUG=1 to see the traceback)"),
+EXTRA_EXIT_CODES: list[tuple[int | str, str]] = [
+    ("INTERNAL_ERROR", "internal error: a bug in memctl (set MEMCTL_DEBUG=1 to see the traceback)"),
     (130, "interrupted (Ctrl-C)"),
     (141, "broken pipe: the reader of the output went away (memctl ... | head)"),
 ]
@@ -181,9 +181,11 @@ def leaves(node: Cmd) -> list[Cmd]:
 
 
 def exit_codes() -> list[tuple[int, str]]:
+    from lecode_memctl.cli import main as cli_main
     from lecode_memctl.core.errors import EXIT_CODES
 
-    return sorted([*EXIT_CODES, *EXTRA_EXIT_CODES])
+    extra = [(getattr(cli_main, c) if isinstance(c, str) else c, m) for c, m in EXTRA_EXIT_CODES]
+    return sorted([*EXIT_CODES, *extra])
 
 
 # --------------------------------------------------------------------------

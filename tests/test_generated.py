@@ -8,6 +8,7 @@ byte must equal the committed file: after changing a command, rerun
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import shutil
 import subprocess
@@ -175,3 +176,23 @@ def test_completion_scripts_are_typers_own():
         body = "\n".join(ln for ln in text.splitlines() if not ln.startswith("# "))
         assert script.replace("#compdef memctl\n", "") in body, rel
     assert (REPO / "completions/_memctl").read_text().startswith("#compdef memctl\n")
+
+
+def test_readme_starts_with_the_two_setup_commands():
+    text = (REPO / "README.md").read_text()
+    blocks = re.findall(r"```sh\n(.*?)```", text, re.S)
+    commands = [[ln for ln in b.splitlines() if ln and not ln.startswith("#")] for b in blocks[:2]]
+    assert re.fullmatch(r"python3 -m venv \.venv && \.venv/bin/pip install -e \. && "
+                        r"\.venv/bin/memctl [a-z][a-z -]*", commands[0][0]), commands[0]
+    assert commands[1] == ["python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && "
+                           ".venv/bin/python -m pytest -q"]
+    assert text.index(blocks[1]) < text.index("<!-- commands:begin -->")
+
+
+def test_ci_script_is_executable_bash():
+    ci = REPO / ".ci" / "run"
+    assert os.access(ci, os.X_OK)
+    text = ci.read_text()
+    assert text.startswith("#!/usr/bin/env bash\n") and "set -euo pipefail" in text
+    assert "gen_docs.py --check" in text
+    assert subprocess.run(["bash", "-n", str(ci)], capture_output=True).returncode == 0

@@ -135,7 +135,9 @@ def _arg_metavar(p) -> str:
 
 def _usage(ctx, command) -> str:
     pieces = []
-    if any(p.param_type_name == "option" for p in command.get_params(ctx)):
+    help_opt = command.get_help_option(ctx)
+    if any(p.param_type_name == "option" and p is not help_opt and not getattr(p, "hidden", False)
+           for p in command.get_params(ctx)):
         pieces.append("[OPTIONS]")
     for p in command.get_params(ctx):
         if p.param_type_name == "argument" and not getattr(p, "hidden", False):
@@ -381,7 +383,7 @@ def render_man(tree: Cmd) -> str:
             o.append(".RE")
         if c.is_group and c.children:
             o.append(".PP")
-            o.extend(fill("Commands: " + ", ".join(bold(" ".join(ch.path)) for ch in c.children) + "."))
+            o.extend(fill("Commands: " + ", ".join(bold(ch.name) for ch in c.children) + "."))
         if c.epilog:
             o.extend(roff_text(c.epilog))
 

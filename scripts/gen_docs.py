@@ -149,7 +149,7 @@ def _usage(ctx, command) -> str:
 
 def _walk(click, command, ctx, path: list[str]) -> Cmd:
     is_group = hasattr(command, "list_commands")
-    help_text = (command.help or "").strip()
+    help_text = (command.help or "").split("\f")[0].strip()  # click: \f ends the help
     node = Cmd(path=path, usage=_usage(ctx, command), help=help_text,
                short=command.get_short_help_str(limit=300).strip(),
                epilog=(command.epilog or "").strip("\n"),

@@ -504,3 +504,31 @@ def test_all_projects_reports_config_once(planted, config_dir):
     assert code == 1
     assert Counter(f["code"] for f in fs)["config.out_of_range"] == 1
     assert {f["project"] for f in fs if f["code"] != "config.out_of_range"} == {SLUG}
+
+
+def test_one_pass_statuses_match_session_store(planted):
+    """The audit's single-pass reference decisions equal SessionStore.validate_many."""
+    from lecode_memctl.core.audit import Audit
+
+    store = store_at(planted)
+    for deep in (False, True):
+        a = Audit(store, deep=deep, parallel=False)
+        list(a.run())
+        refs = [ref for (ref, purpose) in a._statuses if purpose == "durable"]
+        assert len(refs) >= 6
+        with FactStore.open_readonly(store.facts_db) as fs:
+            expect = SessionStore(store, exclusions=fs).validate_many(refs, "durable")
+        got = {ref: st for (ref, p), st in a._statuses.items() if p == "durable"}
+        assert {r: (s.status, s.reason, s.seq) for r, s in got.items()} == \
+            {r: (s.status, s.reason, s.seq) for r, s in expect.items()}
+
+
+def test_parallel_deep_equals_serial(planted):
+    from lecode_memctl.core.audit import Audit
+
+    store = store_at(planted)
+    runs = []
+    for parallel in (False, True):
+        a = Audit(store, deep=True, parallel=parallel)
+        runs.append(sorted((f.code, f.location()) for f in a.run()))
+    assert runs[0] == runs[1]

@@ -6,13 +6,19 @@ one-line message.  Nothing here writes to the store: files are opened
 read-only without following symlinks, and the facts database only through
 its read-only open.
 
-Cost.  Without ``deep``, each transcript is read at most once and only where
-needed: its header line, its last bytes (torn tail), and the spans that fact
-revisions reference (through ``SessionStore.validate_many``).  ``deep``
-additionally parses every line of every transcript in one sequential pass
-(large reads, bytes-level line splitting, ``orjson.loads``) and runs the
-whole-transcript checks: corrupt lines, seq gaps, compaction chains and
-learning events.
+Cost.  Each transcript is read at most once, in one sequential pass
+(:func:`_session_job`).  Without ``deep``, a transcript no fact references is
+read only at its header line and its last bytes (torn tail); one that facts
+reference is read once from the start, and only the lines of the referenced
+spans and the event lines (undo/redo/clear after a span decide its
+visibility) are parsed: the others have their seq read from the bytes.  The
+references are decided exactly as ``SessionStore.validate_many`` decides
+them (same visibility predicate, same reasons; a test compares the two).
+``deep`` parses every line (large reads, bytes-level line splitting,
+``orjson.loads``), keeps the records of that one transcript in memory to
+check compaction lineage without rereading, and runs the whole-transcript
+checks: corrupt lines, seq gaps, compaction chains and learning events;
+with several transcripts the jobs run in parallel worker processes.
 """
 
 from __future__ import annotations
@@ -32,7 +38,8 @@ import orjson
 from .errors import NotFound, UsageError
 from .layout import (DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE,
                      SESSIONS_DIR, Store, memory_root, store_at)
-from .sourceref import MAX_SPAN, SESSION_ID_RE, STATUSES, canonical_digest
+from .sourceref import (MAX_SPAN, SESSION_ID_RE, STATUSES, VALID, SourceRef, SourceStatus,
+                        canonical_digest, status_for)
 
 ERROR = "error"
 WARNING = "warning"
@@ -313,7 +320,7 @@ class Audit:
 
     def __init__(self, store: Store, *, config_dir: Path | None = None, deep: bool = False,
                  ignore: frozenset[str] = frozenset(), progress: Progress | None = None,
-                 now: float | None = None) -> None:
+                 now: float | None = None, parallel: bool = True) -> None:
         self.store = store
         self.config_dir = config_dir
         self.deep = deep
@@ -321,8 +328,13 @@ class Audit:
         self.progress = progress
         self.now = now
         self.summary = Summary(store.slug, str(store.path), deep)
-        self._session_ids: list[str] = []
-        self._refused: set[str] = set()
+        self.parallel = parallel
+        self._revs: dict[str, list[Any]] = {}
+        self._bad_refs: dict[tuple[str, int], str] = {}
+        self._need: dict[str, list[tuple[Any, str]]] = {}
+        self._statuses: dict[tuple[Any, str], Any] = {}
+        self._excluded: dict[str, Any] = {}
+        self._generation = 0
 
     # -- plumbing
     def _f(self, code: str, message: str, *, severity: str | None = None, **loc: Any) -> Finding | None:
@@ -523,225 +535,237 @@ class Audit:
         return ids
 
     def _check_sessions(self) -> Iterator[Finding | None]:
+        """One job per transcript, each reading its file at most once (see _session_job);
+        with ``deep`` and several sessions the jobs run in parallel processes."""
         ids = self._list_sessions()
         self.summary.sessions = len(ids)
         total = len(ids)
-        lineage_jobs: list[tuple[str, int, list[Any]]] = []
-        for i, sid in enumerate(ids):
+        need = self._need
+        jobs = []
+        for sid in ids:
+            refs = [(r.seqs, r.digest, p) for (r, p) in need.get(sid, ())]
+            jobs.append((os.fspath(self.store.sessions_dir / f"{sid}.jsonl"), sid, self.store.slug,
+                         self.deep, refs, self._excluded.get(sid, frozenset()), self._generation,
+                         self.now or time.time()))
+        present = set(ids)
+        for sid, items in need.items():
+            if sid not in present:
+                for ref, purpose in items:
+                    self._statuses[(ref, purpose)] = status_for(
+                        "session_missing", f"no session {sid}")
+        results = _run_jobs(jobs, parallel=self.deep and self.parallel)
+        for i, (sid, sc) in enumerate(zip(ids, results)):
             if self.progress:
                 self.progress(i, total)
-            yield from self._check_one_session(sid, lineage_jobs)
+            self.summary.bytes_read += sc.bytes_read
+            for (seqs, digest, purpose), st in sc.statuses.items():
+                self._statuses[(SourceRef(sid, seqs, digest), purpose)] = st
+            for code, message, severity, loc in sc.raw:
+                yield self._f(code, message, severity=severity, **loc)
         if self.progress:
             self.progress(total, total)
-        if lineage_jobs:
-            yield from self._check_lineage(lineage_jobs)
-
-    def _check_one_session(self, sid: str, lineage_jobs: list) -> Iterator[Finding | None]:
-        rel = f"{SESSIONS_DIR}/{sid}.jsonl"
-        path = self.store.sessions_dir / f"{sid}.jsonl"
-        try:
-            st0 = os.lstat(path)
-        except OSError:
-            return
-        if stat.S_ISLNK(st0.st_mode):
-            self._refused.add(sid)
-            yield self._f("session.refused", "transcript is a symbolic link; refused",
-                          file=rel, session_id=sid, reason="refused_symlink")
-            return
-        if not stat.S_ISREG(st0.st_mode):
-            yield self._f("session.unreadable", "not a regular file", file=rel, session_id=sid)
-            return
-        try:
-            fd = _open_nofollow(path)
-        except OSError as exc:
-            yield self._f("session.unreadable", f"cannot open: {exc.strerror}", file=rel, session_id=sid)
-            return
-        try:
-            if self.deep:
-                scan = _deep_scan(fd)
-            else:
-                scan = _shallow_scan(fd)
-            st = os.fstat(fd)
-        except OSError as exc:
-            yield self._f("session.unreadable", f"cannot read: {exc.strerror}", file=rel, session_id=sid)
-            return
-        finally:
-            os.close(fd)
-        self.summary.bytes_read += scan.bytes_read
-        # header
-        hdr = scan.header
-        header_ok = (isinstance(hdr, dict) and hdr.get("seq") == 0 and hdr.get("type") == "session"
-                     and hdr.get("format") == 1 and hdr.get("session_id") == sid
-                     and isinstance(hdr.get("project"), str))
-        if scan.header_complete and not header_ok:
-            yield self._f("session.missing_header",
-                          "first line is not a session header {seq 0, type session, format 1, "
-                          "session_id matching the file name, project}",
-                          file=rel, session_id=sid, line=1)
-        elif header_ok and hdr["project"] != self.store.slug:
-            self._refused.add(sid)
-            yield self._f("session.refused",
-                          f"header names project {hdr['project']!r}, not this store's "
-                          f"{self.store.slug!r}; refused", file=rel, session_id=sid,
-                          reason="refused_project")
-            return
-        # torn tail
-        if scan.torn_offset is not None:
-            recent = (self.now or time.time()) - st.st_mtime < TORN_TAIL_GRACE_SECONDS
-            sev = WARNING if recent else ERROR
-            msg = (f"last line ({st.st_size - scan.torn_offset} bytes) has no newline: "
-                   + ("a writer may be appending (modified in the last minute)" if recent
-                      else "an interrupted append (not modified for over a minute)"))
-            yield self._f("session.torn_tail", msg, severity=sev, file=rel, session_id=sid,
-                          line=scan.torn_line, offset=scan.torn_offset)
-        if not self.deep:
-            return
-        for line, reason in scan.corrupt:
-            yield self._f("session.corrupt_line", f"line {line} is corrupt ({reason})",
-                          file=rel, session_id=sid, line=line, reason=reason)
-        for line, seq, expected, reason in scan.seq_problems:
-            yield self._f("session.seq_gap", f"seq {seq} where {expected} was expected ({reason})",
-                          file=rel, session_id=sid, line=line, seq=seq, reason=reason)
-        for line, rec in scan.learning:
-            yield from self._check_learning(rel, sid, line, rec)
-        prev: dict | None = None
-        for line, rec in scan.compacts:
-            seq = rec.get("seq")
-            want = None if prev is None else {"seq": prev.get("seq"), "digest": canonical_digest([prev])}
-            got = rec.get("prior")
-            if got != want:
-                if want is None:
-                    msg = "first compact event has a prior, expected null"
-                elif got is None:
-                    msg = f"prior is null, expected the compact event at seq {want['seq']}"
-                else:
-                    msg = f"prior does not match the compact event at seq {want['seq']} (seq and digest)"
-                yield self._f("compact.prior_mismatch", msg, file=rel, session_id=sid, seq=seq)
-            prev = rec
-            lineage = rec.get("lineage")
-            if not isinstance(lineage, list):
-                yield self._f("compact.lineage_stale", "lineage is not a list of source references",
-                              file=rel, session_id=sid, seq=seq, reason="invalid_ref")
-                continue
-            good = []
-            for ref in lineage:
-                seqs = ref.get("seqs") if isinstance(ref, dict) else None
-                if (isinstance(seqs, list) and seqs and all(isinstance(s, int) for s in seqs)
-                        and max(seqs) - min(seqs) + 1 > MAX_SPAN):
-                    yield self._f("compact.lineage_too_wide",
-                                  f"lineage chunk {min(seqs)}..{max(seqs)} spans "
-                                  f"{max(seqs) - min(seqs) + 1} positions (at most {MAX_SPAN})",
-                                  file=rel, session_id=sid, seq=seq)
-                    continue
-                good.append(ref)
-            lineage_jobs.append((sid, seq, good))
-
-    def _check_learning(self, rel: str, sid: str, line: int, rec: dict) -> Iterator[Finding | None]:
-        seq = rec.get("seq")
-        status = rec.get("status")
-        if not isinstance(status, str) or status not in LEARNING_STATUSES:
-            yield self._f("learning.bad_status", f"learning status {status!r} is not one of "
-                          + ", ".join(sorted(LEARNING_STATUSES)), file=rel, session_id=sid, seq=seq)
-        counts = rec.get("reason_counts")
-        if counts is None:
-            return  # older events without counts remain readable
-        if not isinstance(counts, dict):
-            yield self._f("learning.bad_reason", "reason_counts is not an object",
-                          file=rel, session_id=sid, seq=seq)
-            return
-        for k, v in counts.items():
-            if k not in LEARNING_REASONS:
-                yield self._f("learning.bad_reason", f"unknown reason code {k!r}",
-                              file=rel, session_id=sid, seq=seq, key=k)
-            elif isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                yield self._f("learning.bad_reason", f"count for {k!r} is not a non-negative integer",
-                              file=rel, session_id=sid, seq=seq, key=k)
-
-    def _check_lineage(self, jobs: list[tuple[str, int, list[Any]]]) -> Iterator[Finding | None]:
-        yield from _check_lineage(self, jobs)
+        yield from _fact_findings(self)
 
 
 # ---------------------------------------------------------------------------
-# Transcript scanning
+# Transcript jobs: one sequential read per file
 
 @dataclass
 class _Scan:
-    header: Any = None
-    header_complete: bool = False
-    torn_offset: int | None = None
-    torn_line: int | None = None
     bytes_read: int = 0
-    corrupt: list[tuple[int, str]] = field(default_factory=list)
-    seq_problems: list[tuple[int, int, int, str]] = field(default_factory=list)
-    compacts: list[tuple[int, dict]] = field(default_factory=list)
-    learning: list[tuple[int, dict]] = field(default_factory=list)
-    lines: int = 0
+    raw: list[tuple[str, str, str | None, dict]] = field(default_factory=list)
+    statuses: dict[tuple[tuple[int, ...], str, str], Any] = field(default_factory=dict)
 
 
-def _parse_header(line: bytes) -> Any:
-    try:
-        return orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
+def _run_jobs(jobs: list[tuple], *, parallel: bool) -> list[_Scan]:
+    if parallel and len(jobs) >= 8 and (os.cpu_count() or 1) > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        try:
+            ctx = multiprocessing.get_context("fork")
+        except ValueError:  # pragma: no cover - no fork on this platform
+            ctx = None
+        if ctx is not None:
+            workers = min(os.cpu_count() or 2, 8)
+            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
+                return list(ex.map(_session_job_star, jobs, chunksize=max(1, len(jobs) // (workers * 8))))
+    return [_session_job(*j) for j in jobs]
 
 
-def _shallow_scan(fd: int) -> _Scan:
-    """The header line and the tail only: a few KiB per transcript."""
+def _session_job_star(args: tuple) -> _Scan:
+    return _session_job(*args)
+
+
+def _fast_seq(line: bytes) -> int | None:
+    """The seq of a line the core's writer produced (``{"seq":N,...``) without parsing it."""
+    if line.startswith(b'{"seq":'):
+        j = line.find(b",", 7)
+        if j > 7:
+            d = line[7:j]
+            if d.isdigit():
+                return int(d)
+    return None
+
+
+def _session_job(path: str, sid: str, slug: str, deep: bool,
+                 need: list[tuple[tuple[int, ...], str, str]], excluded: frozenset[int],
+                 generation: int, now: float) -> _Scan:
+    """Check one transcript in one pass and validate the references into it.
+
+    Without ``deep`` and without references: the header line and the last
+    bytes only.  Otherwise one sequential read from the start to the size at
+    open time: lines in referenced spans and event lines are parsed (every
+    line with ``deep``), the rest only has its seq read from the bytes."""
+    import errno
+
     sc = _Scan()
-    size = os.fstat(fd).st_size
-    if size == 0:
+    rel = f"{SESSIONS_DIR}/{sid}.jsonl"
+    loc = {"file": rel, "session_id": sid}
+
+    def add(code: str, message: str, severity: str | None = None, **more: Any) -> None:
+        sc.raw.append((code, message, severity, {**loc, **more}))
+
+    def refuse_all(reason: str, detail: str) -> None:
+        for seqs, digest, purpose in need:
+            sc.statuses[(seqs, digest, purpose)] = status_for(reason, detail)
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            add("session.refused", "transcript is a symbolic link; refused", reason="refused_symlink")
+            refuse_all("refused_symlink", "symbolic link")
+        else:
+            add("session.unreadable", f"cannot open: {exc.strerror}")
+            refuse_all("session_unreadable", exc.strerror or "cannot open")
         return sc
-    head = b""
-    while True:
-        b = os.pread(fd, 65536, len(head))
-        if not b:
-            break
-        head += b
-        nl = head.find(b"\n")
-        if nl >= 0:
-            sc.header = _parse_header(head[:nl])
-            sc.header_complete = True
-            break
-    sc.bytes_read += len(head)
-    if len(head) >= size:
-        # the whole file was read with the header
-        tail_src = head[:size]
-        if not tail_src.endswith(b"\n"):
-            sc.torn_offset = tail_src.rfind(b"\n") + 1
-        return sc
-    last = os.pread(fd, 1, size - 1)
-    sc.bytes_read += 1
-    if last == b"\n":
-        return sc
-    pos = size - 1
-    while pos > 0:
-        start = max(0, pos - 65536)
-        chunk = os.pread(fd, pos - start, start)
-        sc.bytes_read += len(chunk)
-        nl = chunk.rfind(b"\n")
-        if nl >= 0:
-            sc.torn_offset = start + nl + 1
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            add("session.unreadable", "not a regular file")
+            refuse_all("session_unreadable", "not a regular file")
             return sc
-        pos = start
-    sc.torn_offset = 0
+        try:
+            if not deep and not need:
+                _shallow(fd, st.st_size, sc, sid, slug, st.st_mtime, now, add)
+            else:
+                _full(fd, st.st_size, sc, sid, slug, deep, need, excluded, generation,
+                      st.st_mtime, now, add, refuse_all)
+        except OSError as exc:
+            add("session.unreadable", f"cannot read: {exc.strerror}")
+            refuse_all("session_unreadable", exc.strerror or "cannot read")
+    finally:
+        os.close(fd)
     return sc
 
 
-def _deep_scan(fd: int) -> _Scan:
-    """Every line, once: large sequential reads, bytes-level splitting, orjson."""
-    sc = _Scan()
+def _header_problem(hdr: Any, sid: str, slug: str) -> tuple[str, str] | None:
+    """(finding code, refusal reason) for a header line, or None when it is this store's."""
+    if not (isinstance(hdr, dict) and hdr.get("seq") == 0 and hdr.get("type") == "session"
+            and type(hdr.get("format")) is int and hdr.get("format") == 1
+            and hdr.get("session_id") == sid):
+        return "session.missing_header", "refused_header"
+    if hdr.get("project") != slug:
+        return "session.refused", "refused_project"
+    return None
+
+
+def _report_header(hdr: Any, sid: str, slug: str, add: Callable, refuse_all: Callable | None) -> bool:
+    """Add the header finding, if any; True when the session is refused."""
+    prob = _header_problem(hdr, sid, slug)
+    if prob is None:
+        return False
+    code, reason = prob
+    if code == "session.missing_header":
+        add(code, "first line is not a session header {seq 0, type session, format 1, "
+            "session_id matching the file name}", line=1)
+    else:
+        add(code, f"header names project {str(hdr.get('project'))[:80]!r}, not this store's "
+            f"{slug!r}; refused", reason=reason)
+    if refuse_all is not None:
+        refuse_all(reason, "session header")
+    return True
+
+
+def _torn(add: Callable, size: int, offset: int, mtime: float, now: float, line: int | None) -> None:
+    recent = now - mtime < TORN_TAIL_GRACE_SECONDS
+    msg = (f"last line ({size - offset} bytes) has no newline: "
+           + ("a writer may be appending (modified in the last minute)" if recent
+              else "an interrupted append (not modified for over a minute)"))
+    add("session.torn_tail", msg, WARNING if recent else ERROR, line=line, offset=offset)
+
+
+def _shallow(fd: int, size: int, sc: _Scan, sid: str, slug: str, mtime: float, now: float,
+             add: Callable) -> None:
+    """The header line and the tail only: a few KiB per transcript."""
+    if size == 0:
+        return
+    head = b""
+    want = 4096
+    while len(head) < size:
+        b = os.pread(fd, min(want, size - len(head)), len(head))
+        if not b:
+            break
+        head += b
+        want *= 4
+        if b"\n" in head:
+            break
+    sc.bytes_read += len(head)
+    nl = head.find(b"\n")
+    if nl >= 0:
+        try:
+            hdr = orjson.loads(head[:nl])
+        except orjson.JSONDecodeError:
+            hdr = None
+        if _report_header(hdr, sid, slug, add, None) and _header_problem(hdr, sid, slug)[0] == "session.refused":
+            return
+    if len(head) >= size:
+        if not head.endswith(b"\n"):
+            _torn(add, size, head.rfind(b"\n") + 1, mtime, now, head.count(b"\n") + 1)
+        return
+    last = os.pread(fd, 1, size - 1)
+    sc.bytes_read += 1
+    if last == b"\n":
+        return
+    pos = size - 1
+    while pos > 0:
+        start = max(len(head), pos - 65536)
+        chunk = os.pread(fd, pos - start, start)
+        sc.bytes_read += len(chunk)
+        k = chunk.rfind(b"\n")
+        if k >= 0:
+            _torn(add, size, start + k + 1, mtime, now, None)
+            return
+        if start == len(head):
+            _torn(add, size, head.rfind(b"\n") + 1, mtime, now, None)
+            return
+        pos = start
+
+
+def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
+          need: list[tuple[tuple[int, ...], str, str]], excluded: frozenset[int], generation: int,
+          mtime: float, now: float, add: Callable, refuse_all: Callable) -> None:
+    from .sessions import UndoState
+
     loads = orjson.loads
     JSONDecodeError = orjson.JSONDecodeError
-    corrupt = sc.corrupt
-    seqp = sc.seq_problems
+    needed: set[int] = set()
+    for seqs, _d, _p in need:
+        needed.update(range(seqs[0], seqs[-1] + 1))
+    records: dict[int, dict] = {}
+    corrupt_after: list[int] = []       # the previous record's seq of each corrupt line
+    dup_seqs: set[int] = set()
+    events: list[dict] = []
+    compacts: list[tuple[int, dict]] = []
     expected = 0
     last_seq = -1
     lineno = 0
     offset = 0
     rest = b""
-    first = True
-    while True:
-        chunk = os.read(fd, READ_CHUNK)
+    refused = False
+    while offset + len(rest) < size:
+        chunk = os.read(fd, min(READ_CHUNK, size - offset - len(rest)))
         if not chunk:
             break
         sc.bytes_read += len(chunk)
@@ -752,51 +776,192 @@ def _deep_scan(fd: int) -> _Scan:
         for line in parts:
             lineno += 1
             offset += len(line) + 1
+            if lineno == 1:
+                try:
+                    hdr = loads(line)
+                except JSONDecodeError:
+                    hdr = None
+                if _report_header(hdr, sid, slug, add, refuse_all):
+                    refused = _header_problem(hdr, sid, slug)[0] == "session.refused"
+                    if refused:
+                        return
+            rec = None
+            if not deep:
+                seq = _fast_seq(line)
+                if seq is not None and seq not in needed and b'"event"' not in line:
+                    if seq != expected:
+                        if seq <= last_seq:
+                            dup_seqs.add(seq)
+                    if seq > last_seq:
+                        last_seq = seq
+                        expected = seq + 1
+                    continue
             try:
                 rec = loads(line)
             except JSONDecodeError:
-                try:
-                    line.decode("utf-8")
-                    reason = "not_json"
-                except UnicodeDecodeError:
-                    reason = "invalid_utf8"
-                corrupt.append((lineno, reason))
-                if first:
-                    sc.header_complete = True
-                    first = False
+                corrupt_after.append(last_seq)
+                if deep:
+                    try:
+                        line.decode("utf-8")
+                        reason = "not_json"
+                    except UnicodeDecodeError:
+                        reason = "invalid_utf8"
+                    add("session.corrupt_line", f"line {lineno} is corrupt ({reason})",
+                        line=lineno, reason=reason)
                 continue
-            if first:
-                sc.header = rec
-                sc.header_complete = True
-                first = False
-            if type(rec) is not dict:
-                corrupt.append((lineno, "not_object"))
+            if type(rec) is not dict or type(rec.get("seq")) is not int or rec["seq"] < 0:
+                corrupt_after.append(last_seq)
+                if deep:
+                    reason = "not_object" if type(rec) is not dict else "no_seq"
+                    add("session.corrupt_line", f"line {lineno} is corrupt ({reason})",
+                        line=lineno, reason=reason)
                 continue
-            seq = rec.get("seq")
-            if type(seq) is not int:
-                corrupt.append((lineno, "no_seq"))
-                continue
+            seq = rec["seq"]
             if seq != expected:
-                if seq > expected:
-                    seqp.append((lineno, seq, expected, "seq_gap"))
-                elif seq == last_seq:
-                    seqp.append((lineno, seq, expected, "seq_duplicate"))
-                else:
-                    seqp.append((lineno, seq, expected, "seq_regression"))
+                if seq <= last_seq:
+                    dup_seqs.add(seq)
+                if deep:
+                    reason = ("seq_gap" if seq > expected else
+                              "seq_duplicate" if seq == last_seq else "seq_regression")
+                    add("session.seq_gap", f"seq {seq} where {expected} was expected ({reason})",
+                        line=lineno, seq=seq, reason=reason)
             if seq > last_seq:
                 last_seq = seq
                 expected = seq + 1
+            if deep or seq in needed:
+                records.setdefault(seq, rec)
             if rec.get("type") == "event":
                 ev = rec.get("event")
-                if ev == "compact":
-                    sc.compacts.append((lineno, rec))
-                elif ev == "learning":
-                    sc.learning.append((lineno, rec))
-    sc.lines = lineno
+                if ev in ("undo", "redo", "clear"):
+                    events.append(rec)
+                elif deep and ev == "compact":
+                    compacts.append((lineno, rec))
+                elif deep and ev == "learning":
+                    _learning(rec, add)
     if rest:
-        sc.torn_offset = offset
-        sc.torn_line = lineno + 1
-    return sc
+        _torn(add, size, offset, mtime, now, lineno + 1)
+    us = UndoState(events)
+    memo: dict[tuple[tuple[int, ...], str, str], Any] = {}
+
+    def status(seqs: tuple[int, ...], digest: str, purpose: str) -> Any:
+        key = (seqs, digest, purpose)
+        if key not in memo:
+            memo[key] = _span_status(seqs, digest, purpose, records, corrupt_after, dup_seqs,
+                                     last_seq, excluded, generation, us)
+        return memo[key]
+
+    for seqs, digest, purpose in need:
+        sc.statuses[(seqs, digest, purpose)] = status(seqs, digest, purpose)
+    if deep:
+        _compaction(compacts, sid, status, add)
+
+
+def _span_status(seqs: tuple[int, ...], digest: str, purpose: str, records: dict[int, dict],
+                 corrupt_after: list[int], dup_seqs: set[int], last_seq: int,
+                 excluded: frozenset[int], generation: int, us: Any) -> Any:
+    """The same decision as ``SessionStore.validate_many``, from one pass's data."""
+    from .sessions import visible
+
+    lo, hi = seqs[0], seqs[-1]
+    for c in corrupt_after:
+        if lo <= c < hi or (c == lo - 1 and lo not in records):
+            return status_for("records_corrupt", "a corrupt line in the span")
+    if any(lo <= d <= hi for d in dup_seqs):
+        return status_for("records_corrupt", "a repeated seq in the span")
+    span = []
+    for s in range(lo, hi + 1):
+        r = records.get(s)
+        if r is None:
+            if s > last_seq:
+                return status_for("position_missing", f"the transcript ends at seq {last_seq}", s)
+            return status_for("records_corrupt", f"seq {s} is missing from the span")
+        span.append(r)
+    if canonical_digest(span) != digest:
+        return status_for("digest_mismatch")
+    for s in seqs:
+        ok, reason = visible(records[s], purpose=purpose, excluded=excluded,
+                             generation=generation, undo_state=us, clear_seq=us.clear_seq)
+        if not ok:
+            return status_for(reason, None, s)
+    return SourceStatus(VALID)
+
+
+def _learning(rec: dict, add: Callable) -> None:
+    seq = rec.get("seq")
+    status = rec.get("status")
+    if not isinstance(status, str) or status not in LEARNING_STATUSES:
+        add("learning.bad_status", f"learning status {str(status)[:60]!r} is not one of "
+            + ", ".join(sorted(LEARNING_STATUSES)), seq=seq)
+    counts = rec.get("reason_counts")
+    if counts is None:
+        return  # older events without counts remain readable
+    if not isinstance(counts, dict):
+        add("learning.bad_reason", "reason_counts is not an object", seq=seq)
+        return
+    for k, v in counts.items():
+        if k not in LEARNING_REASONS:
+            add("learning.bad_reason", f"unknown reason code {k[:60]!r}", seq=seq, key=k)
+        elif isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            add("learning.bad_reason", f"count for {k!r} is not a non-negative integer",
+                seq=seq, key=k)
+
+
+def _compaction(compacts: list[tuple[int, dict]], sid: str, status: Callable, add: Callable) -> None:
+    from .sourceref import SourceRef
+
+    prev: dict | None = None
+    for _line, rec in compacts:
+        seq = rec.get("seq")
+        want = None if prev is None else {"seq": prev.get("seq"), "digest": canonical_digest([prev])}
+        got = rec.get("prior")
+        if got != want:
+            if want is None:
+                msg = "first compact event has a prior, expected null"
+            elif got is None:
+                msg = f"prior is null, expected the compact event at seq {want['seq']}"
+            else:
+                msg = f"prior does not match the compact event at seq {want['seq']} (seq and digest)"
+            add("compact.prior_mismatch", msg, seq=seq)
+        prev = rec
+        lineage = rec.get("lineage")
+        if not isinstance(lineage, list):
+            add("compact.lineage_stale", "lineage is not a list of source references",
+                seq=seq, reason="invalid_ref")
+            continue
+        bad: tuple[str, str] | None = None
+        inert: tuple[str, str] | None = None
+        stale_n = 0
+        for chunk in lineage:
+            seqs = chunk.get("seqs") if isinstance(chunk, dict) else None
+            if (isinstance(seqs, list) and seqs and all(type(s) is int for s in seqs)
+                    and max(seqs) - min(seqs) + 1 > MAX_SPAN):
+                add("compact.lineage_too_wide",
+                    f"lineage chunk {min(seqs)}..{max(seqs)} spans {max(seqs) - min(seqs) + 1} "
+                    f"positions (at most {MAX_SPAN})", seq=seq)
+                continue
+            try:
+                ref = SourceRef.from_json(chunk)
+            except UsageError as exc:
+                stale_n += 1
+                bad = bad or (f"a lineage chunk is malformed: {exc}", "invalid_ref")
+                continue
+            if ref.session_id != sid:
+                stale_n += 1
+                bad = bad or (f"lineage chunk {ref.label()} names another session", "invalid_ref")
+                continue
+            st = status(ref.seqs, ref.digest, "working")
+            if st.status in ("missing", "stale"):
+                stale_n += 1
+                bad = bad or (f"lineage chunk {ref.label()} is {st.status} ({st.reason})", st.reason)
+            elif st.status == "hidden" and inert is None:
+                inert = (f"summary is inert: lineage chunk {ref.label()} is hidden ({st.reason})",
+                         st.reason)
+        if bad:
+            more = f" and {stale_n - 1} more" if stale_n > 1 else ""
+            add("compact.lineage_stale", bad[0] + more, seq=seq, reason=bad[1])
+        elif inert:
+            add("compact.inert", inert[0], seq=seq, reason=inert[1])
+
 
 
 # ---------------------------------------------------------------------------
@@ -977,7 +1142,7 @@ def _check_db_and_facts(audit: Audit) -> Iterator[Finding | None]:
             return
         try:
             yield from _db_checks(audit, fs, db, SCHEMA_VERSION)
-            yield from _fact_checks(audit, fs, db)
+            _load_facts(audit, fs, db)
         except sqlite3.DatabaseError as exc:
             yield audit._f("db.unreadable", f"database error while auditing: {exc}", file=rel)
     finally:
@@ -1042,14 +1207,12 @@ def _db_checks(audit: Audit, fs: Any, db: Any, schema_version: int) -> Iterator[
                            "which does not exist", fact_id=fid, revision=rev, table=table)
 
 
-def _fact_checks(audit: Audit, fs: Any, db: Any) -> Iterator[Finding | None]:
-    from .facts import fact_status
-    from .sessions import SessionStore
-    from .sourceref import SourceRef
-
-    # every revision with its evidence, read in bulk
-    revs: dict[str, list[Any]] = {}
+def _load_facts(audit: Audit, fs: Any, db: Any) -> None:
+    """Every revision with its evidence, read in bulk; the references are validated
+    later, in the one pass over each transcript."""
     from .facts import Provenance, Revision
+
+    revs: dict[str, list[Any]] = {}
 
     refs_by: dict[tuple[str, int], SourceRef | None] = {}
     bad_refs: dict[tuple[str, int], str] = {}
@@ -1075,15 +1238,27 @@ def _fact_checks(audit: Audit, fs: Any, db: Any) -> Iterator[Finding | None]:
     for (fid,) in db.execute("SELECT fact_id FROM facts"):
         if fid not in fact_ids:
             revs.setdefault(fid, [])
-    sessions = SessionStore(audit.store, exclusions=fs)
-    all_refs = [r.source for rl in revs.values() for r in rl if r.source is not None]
-    statuses = sessions.validate_many(all_refs, "durable") if all_refs else {}
-    excluded_cache: dict[str, frozenset[int]] = {}
+    audit._revs = revs
+    audit._bad_refs = bad_refs
+    for rl in revs.values():
+        for r in rl:
+            if r.source is not None:
+                audit._need.setdefault(r.source.session_id, []).append((r.source, "durable"))
+    audit._generation = fs.generation()
+    for sid, seq in db.execute("SELECT session_id, seq FROM exclusions"):
+        audit._excluded.setdefault(sid, set()).add(seq)
+    audit._excluded = {k: frozenset(v) for k, v in audit._excluded.items()}
+
+
+def _fact_findings(audit: Audit) -> Iterator[Finding | None]:
+    from .facts import fact_status
+
+    revs = audit._revs
+    bad_refs = audit._bad_refs
+    statuses = {ref: st for (ref, purpose), st in audit._statuses.items() if purpose == "durable"}
 
     def excluded(sid: str) -> frozenset[int]:
-        if sid not in excluded_cache:
-            excluded_cache[sid] = fs.excluded_seqs(sid)
-        return excluded_cache[sid]
+        return audit._excluded.get(sid, frozenset())
 
     audit.summary.facts_total = len(revs)
     for fid in sorted(revs):
@@ -1126,50 +1301,3 @@ def _fact_checks(audit: Audit, fs: Any, db: Any) -> Iterator[Finding | None]:
             yield audit._f(code, f"evidence {r.source.label()} is {s.status} ({s.reason}){detail}",
                            fact_id=fid, revision=r.revision, session_id=r.source.session_id,
                            seq=s.seq, reason=s.reason)
-
-
-def _check_lineage(audit: Audit, jobs: list[tuple[str, int, list[Any]]]) -> Iterator[Finding | None]:
-    """Validate every compact event's lineage chunks (purpose working) in one pass per session."""
-    from .sessions import SessionStore
-    from .sourceref import SourceRef
-
-    fs = _open_facts(audit)
-    reader = fs if fs is not None and not isinstance(fs, Exception) else None
-    try:
-        sessions = SessionStore(audit.store, exclusions=reader)
-        parsed: list[tuple[str, int, list[SourceRef], str | None]] = []
-        refs: list[SourceRef] = []
-        for sid, seq, chunks in jobs:
-            ok: list[SourceRef] = []
-            bad = None
-            for c in chunks:
-                try:
-                    ok.append(SourceRef.from_json(c))
-                except UsageError as exc:
-                    bad = str(exc)
-            parsed.append((sid, seq, ok, bad))
-            refs.extend(ok)
-        statuses = sessions.validate_many(refs, "working") if refs else {}
-        for sid, seq, ok, bad in parsed:
-            rel = f"{SESSIONS_DIR}/{sid}.jsonl"
-            if bad:
-                yield audit._f("compact.lineage_stale", f"a lineage chunk is malformed: {bad}",
-                               file=rel, session_id=sid, seq=seq, reason="invalid_ref")
-                continue
-            stale = [(r, statuses[r]) for r in ok if statuses[r].status in ("missing", "stale")]
-            if stale:
-                r, s = stale[0]
-                yield audit._f("compact.lineage_stale",
-                               f"lineage chunk {r.label()} is {s.status} ({s.reason})"
-                               + (f" and {len(stale) - 1} more" if len(stale) > 1 else ""),
-                               file=rel, session_id=sid, seq=seq, reason=s.reason)
-                continue
-            hidden = [(r, statuses[r]) for r in ok if statuses[r].status == "hidden"]
-            if hidden:
-                r, s = hidden[0]
-                yield audit._f("compact.inert",
-                               f"summary is inert: lineage chunk {r.label()} is hidden ({s.reason})",
-                               file=rel, session_id=sid, seq=seq, reason=s.reason)
-    finally:
-        if reader is not None:
-            reader.close()

@@ -371,3 +371,31 @@ def test_context_budgets(config_dir, project, store):
     (config_dir / "config.toml").write_text("[memory]\nenabled = false\n")
     doc = read_json(project, "context")
     assert doc["text"] == "" and not doc["enabled"]
+
+
+def test_session_filter_and_learning_per_session(config_dir, project, store):
+    write_session(store, "s1")
+    ss = SessionStore(store)
+    with ss.create("s2") as w:
+        w.append_message("user", "Prefer pytest over unittest.")           # 1
+        w.append_event("learning", status="proposed", reason_counts={},
+                       facts=[], proposals=[
+                           {"text": "Prefer pytest.", "kind": "explicit_user_preference",
+                            "source": ss.source_snapshot("s2", 1, 1).ref.to_json()},
+                           {"text": "no evidence"}])                       # 2
+    a = remember(store, 1, PREF, sid="s1")
+    b = remember(store, 1, "Prefer pytest over unittest.", sid="s2")
+    doc = read_json(project, "facts", "--session", "s2")
+    assert [f["fact_id"] for f in doc["facts"]] == [b.fact_id] and doc["total"] == 1
+    assert doc["learning"]["session_id"] == "s2" and doc["learning"]["status"] == "proposed"
+    assert [p["text"] for p in doc["learning"]["proposals"]] == ["Prefer pytest."]
+    assert doc["learning"]["proposals_hidden"] == 1
+    doc = read_json(project, "facts", "--session", "s1")
+    assert [f["fact_id"] for f in doc["facts"]] == [a.fact_id]
+    assert doc["learning"]["status"] == "learned"
+    rows = [orjson.loads(x) for x in cli(project, "facts", "--all", "--session", "s2",
+                                         "--format", "jsonl").stdout_bytes.splitlines()]
+    assert [r["fact_id"] for r in rows] == [b.fact_id]
+    assert cli(project, "facts", "--session", "../s1").exit_code == 2
+    r = cli(project, "facts")
+    assert "learning: " in r.stdout

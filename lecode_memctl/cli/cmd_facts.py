@@ -14,6 +14,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .app import app
+from .cmd_sessions import complete_session_id
 from .options import FormatOpt, JsonOpt
 from .state import STATE
 
@@ -52,20 +53,6 @@ def complete_fact_id(ctx: typer.Context, incomplete: str) -> list[str]:
         finally:
             fs.close()
     except Exception:  # noqa: BLE001 - completion never fails loudly
-        return []
-
-
-def _complete_session(ctx: typer.Context, incomplete: str) -> list[str]:
-    try:
-        from . import cmd_sessions
-
-        fn = getattr(cmd_sessions, "complete_session_id", None)
-        if fn is not None:
-            return list(fn(ctx, incomplete))
-        from lecode_memctl.core.sessions import SessionStore
-
-        return [s for s in SessionStore(_root_store(ctx)).session_ids() if s.startswith(incomplete)]
-    except Exception:  # noqa: BLE001
         return []
 
 
@@ -148,7 +135,7 @@ def facts(
     all_: Annotated[bool, typer.Option("--all", help="Every fact, streamed (for scripts; "
                                        "use --format jsonl on big stores).")] = False,
     session: Annotated[Optional[str], typer.Option(
-        "--session", metavar="ID", autocompletion=_complete_session,
+        "--session", metavar="ID", autocompletion=complete_session_id,
         help="Only facts with evidence in this session; learning status of this session.")] = None,
     fmt: FormatOpt = None,
     json_: JsonOpt = False,
@@ -311,7 +298,7 @@ def correct(
     revision: Annotated[int, typer.Argument(metavar="REVISION", min=1,
                                             help="The revision you are correcting (the "
                                                  "current one), checked atomically.")],
-    session: Annotated[str, typer.Argument(metavar="SESSION", autocompletion=_complete_session,
+    session: Annotated[str, typer.Argument(metavar="SESSION", autocompletion=complete_session_id,
                                            help="The exact session id holding the evidence.")],
     start: Annotated[int, typer.Argument(metavar="START", min=0,
                                          help="First seq of the evidence range.")],

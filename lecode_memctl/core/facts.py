@@ -817,6 +817,18 @@ class FactStore:
             "SELECT fact_id FROM facts WHERE fact_id >= ? AND fact_id < ? ORDER BY fact_id LIMIT ?",
             (prefix, prefix + "\U0010ffff", limit))]
 
+    def ids_with_evidence_in(self, session_id: str) -> list[str]:
+        """Ids (sorted) of facts any of whose revisions' evidence is in the session."""
+        db = self._reader()
+        if db is None:
+            return []
+        ids = {r[0] for r in db.execute("SELECT DISTINCT fact_id FROM provenance "
+                                        "WHERE session_id = ?", (session_id,))}
+        if "source_refs" in self._tables:
+            ids.update(r[0] for r in db.execute("SELECT DISTINCT fact_id FROM source_refs "
+                                                "WHERE session_id = ?", (session_id,)))
+        return sorted(ids)
+
     def search(self, text: str, limit: int = SEARCH_DEFAULT) -> list[Fact]:
         """Facts whose current text contains ``text`` literally (case-insensitive
         for ASCII; no wildcards, no regex).  Administrative, unverified."""
@@ -1255,7 +1267,7 @@ def fact_row(fact: Fact, revisions: Sequence[Revision],
     }
 
 
-def iter_fact_rows(facts: FactStore, sessions: Any, *, batch: int = 200,
+def iter_fact_rows(facts: FactStore, sessions: Any, *, batch: int = 1000,
                    session_id: str | None = None) -> Iterator[dict[str, Any]]:
     """Every fact as a listing row, validated ``batch`` facts at a time
     (constant memory however many facts there are)."""
@@ -1266,19 +1278,18 @@ def iter_fact_rows(facts: FactStore, sessions: Any, *, batch: int = 200,
         for f in chunk:
             yield fact_row(f, revs[f.fact_id], statuses)
 
-    for fact in facts.iter_facts(batch=batch):
-        if session_id is not None and not _touches_session(facts, fact, session_id):
-            continue
+    if session_id is None:
+        source: Iterable[Fact] = facts.iter_facts(batch=batch)
+    else:
+        source = (f for f in map(facts.get, facts.ids_with_evidence_in(session_id))
+                  if f is not None)
+    for fact in source:
         chunk.append(fact)
         if len(chunk) >= batch:
             yield from flush()
             chunk = []
     if chunk:
         yield from flush()
-
-
-def _touches_session(facts: FactStore, fact: Fact, session_id: str) -> bool:
-    return any(session_id in r.evidence_positions() for r in facts.revisions(fact.fact_id))
 
 
 def _doc_size(doc: Any) -> int:
@@ -1301,6 +1312,8 @@ def learning_status(sessions: Any, facts: FactStore | None, session_id: str | No
         candidates = sorted(sessions.session_ids(), key=lambda s: (-mtime(s), s))
     gen = generation if generation is not None else (facts.generation() if facts else 0)
     for sid in candidates:
+        if session_id is None and not _mentions(sessions, sid, b'"learning"'):
+            continue  # a byte scan rules the session out without parsing its lines
         try:
             events = sessions.events(sid, 0, {"learning"})
         except (MemctlError, OSError):
@@ -1324,6 +1337,29 @@ def learning_status(sessions: Any, facts: FactStore | None, session_id: str | No
                 "reason_counts": counts, "facts": fact_ids, "proposals": valid,
                 "proposals_hidden": hidden}
     return None
+
+
+def _mentions(sessions: Any, session_id: str, needle: bytes) -> bool:
+    """Whether the session file contains ``needle`` at all (read with
+    ``O_NOFOLLOW``, in chunks).  True when it cannot be read: the parser then
+    reports why."""
+    try:
+        fd = os.open(sessions.path(session_id), os.O_RDONLY | _O_NOFOLLOW)
+    except OSError:
+        return True
+    try:
+        tail = b""
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return False
+            if needle in tail + chunk[:len(needle)] or needle in chunk:
+                return True
+            tail = chunk[-len(needle):]
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
 
 
 def _proposal_ref(p: Mapping[str, Any]) -> SourceRef | None:
@@ -1398,11 +1434,11 @@ def facts_page(facts: FactStore | None, sessions: Any, *, offset: int = 0, limit
             revs, statuses = _statuses_for(facts, sessions, [f.fact_id for f in page], "durable")
             rows = [fact_row(f, revs[f.fact_id], statuses) for f in page]
         else:
-            all_rows = iter_fact_rows(facts, sessions, session_id=session_id)
-            for i, row in enumerate(all_rows):
-                total += 1
-                if offset <= i < offset + limit:
-                    rows.append(row)
+            ids = facts.ids_with_evidence_in(session_id)
+            total = len(ids)
+            page = [f for f in map(facts.get, ids[offset:offset + limit]) if f is not None]
+            revs, statuses = _statuses_for(facts, sessions, [f.fact_id for f in page], "durable")
+            rows = [fact_row(f, revs[f.fact_id], statuses) for f in page]
     learning = learning_status(sessions, facts, session_id)
     doc: dict[str, Any] = {"offset": offset, "limit": limit, "total": total,
                            "next_offset": None, "facts": rows, "learning": learning}

@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""``memctl facts`` on a 100,000-fact store, against ``memctl --version``.
+
+    python bench/bench_facts.py [--facts N] [--runs N] [--quick] [--keep DIR]
+
+Builds a store (once per run, in a temporary directory) with N facts
+(default 100,000; ``--quick`` 10,000), each remembered from one user message
+of one of 50 hand-written session transcripts, so every fact validates.  The
+database is created through FactStore (schema, WAL) and filled in bulk with
+the same rows FactStore writes.  Then measures, as real processes (median of
+``--runs``, default 5):
+
+* ``memctl --version`` (the start-up floor);
+* ``memctl facts`` (first page, 20 facts, validated) and ``memctl facts --json``;
+* ``memctl facts --all --format jsonl`` to /dev/null, with the child's peak RSS;
+* the read-only open itself, in-process: immutable open of a cleanly closed
+  database against the private snapshot taken while a live writer holds
+  1,000 uncheckpointed facts in the ``-wal``;
+* ``memctl facts`` while that live writer holds the ``-wal``.
+
+Prints one line per case and a ``summary:`` line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from lecode_memctl.core.facts import FactStore, fact_id_for  # noqa: E402
+from lecode_memctl.core.layout import store_at  # noqa: E402
+from lecode_memctl.core.sourceref import SourceRef, canonical_digest  # noqa: E402
+
+PY = sys.executable
+MEMCTL = os.path.join(os.path.dirname(PY), "memctl")
+SESSIONS = 50
+
+
+def build(root: Path, n: int) -> Path:
+    store = store_at(root / "bench-store")
+    sdir = store.sessions_dir
+    sdir.mkdir(parents=True)
+    per = -(-n // SESSIONS)
+    rows = []
+    for s in range(SESSIONS):
+        sid = f"bench-{s:03d}"
+        lines = [{"seq": 0, "type": "session", "format": 1, "session_id": sid,
+                  "project": store.slug, "created": "2026-01-01T00:00:00Z"}]
+        for i in range(1, per + 1):
+            k = s * per + i - 1
+            if k >= n:
+                break
+            rec = {"seq": i, "type": "message", "role": "user",
+                   "content": f"Project convention {k}: use tabs, width {k % 8 + 1}."}
+            lines.append(rec)
+            ref = SourceRef(sid, (i,), canonical_digest([rec]))
+            rows.append((rec["content"], ref))
+        with open(sdir / f"{sid}.jsonl", "wb") as fh:
+            fh.write(b"".join(orjson.dumps(r) + b"\n" for r in lines))
+    with FactStore(store.facts_db) as fs:
+        fs.add("schema bootstrap")
+        fid0 = fact_id_for("schema bootstrap", None)
+        fs.forget(fid0)
+        db = fs._conn
+        assert db is not None
+        db.execute("BEGIN IMMEDIATE")
+        now = "2026-01-01T00:00:00.000Z"
+        for text, ref in rows:
+            fid = fact_id_for(text, ref)
+            db.execute("INSERT INTO facts VALUES (?, 1, ?, ?)", (fid, now, now))
+            db.execute("INSERT INTO revisions VALUES (?, 1, ?, ?)", (fid, text, now))
+            db.execute("INSERT INTO source_refs VALUES (?, 1, ?, ?, ?)",
+                       (fid, ref.session_id, orjson.dumps(list(ref.seqs)).decode(), ref.digest))
+        db.execute("COMMIT")
+        # the bootstrap forget left generation 1; keep the bench at 0
+        db.execute("UPDATE meta SET value = 0 WHERE key = 'generation'")
+        db.execute("DELETE FROM forgotten")
+    return store.path
+
+
+def timed(argv: list[str], runs: int, env: dict[str, str]) -> tuple[float, int]:
+    times = []
+    rss = 0
+    for _ in range(runs):
+        t = time.perf_counter()
+        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                       check=True)
+        times.append(time.perf_counter() - t)
+        rss = max(rss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+    return statistics.median(times), rss
+
+
+LIVE = textwrap.dedent("""
+    import sys
+    from lecode_memctl.core.facts import FactStore
+    fs = FactStore(sys.argv[1], on_connect=lambda db: db.execute("PRAGMA wal_autocheckpoint=0"))
+    db = fs._conn
+    db.execute("BEGIN IMMEDIATE")
+    for i in range(1000):
+        db.execute("INSERT INTO facts VALUES (?, 1, 'x', 'x')", (f"{i:016x}",))
+        db.execute("INSERT INTO revisions VALUES (?, 1, ?, 'x')", (f"{i:016x}", f"live {i}"))
+    db.execute("COMMIT")
+    print("ready", flush=True)
+    sys.stdin.read()
+    fs.close()
+""")
+
+
+def in_process_open(db: Path, runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fs = FactStore.open_readonly(db)
+        fs.list(0, 20)
+        fs.close()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--facts", type=int, default=None)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--keep", metavar="DIR", default=None, help="build the store here and keep it")
+    a = ap.parse_args(argv)
+    n = a.facts or (10_000 if a.quick else 100_000)
+    runs = 3 if a.quick else a.runs
+    root = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="bench-facts-"))
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        t = time.perf_counter()
+        store = build(root, n)
+        build_s = time.perf_counter() - t
+        db = store / "facts.sqlite3"
+        env = dict(os.environ)
+        print(f"machine: {platform.node()} {platform.machine()} {os.cpu_count()} CPUs, "
+              f"{platform.system()} {platform.release()}, Python {platform.python_version()}")
+        print(f"date: {datetime.now(timezone.utc).isoformat(timespec='seconds')}")
+        print(f"store: {n} facts, {SESSIONS} sessions, facts.sqlite3 {db.stat().st_size} bytes "
+              f"(built in {build_s:.1f} s)")
+        base = [MEMCTL, "--store", str(store)]
+        version, _ = timed([MEMCTL, "--version"], runs, env)
+        page, _ = timed(base + ["facts"], runs, env)
+        page_json, _ = timed(base + ["facts", "--json"], runs, env)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        all_s, rss = timed(base + ["facts", "--all", "--format", "jsonl"], 1, env)
+        immut = in_process_open(db, runs)
+        proc = subprocess.Popen([PY, "-c", LIVE, str(db)], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, env=env)
+        assert proc.stdout.readline() == b"ready\n"
+        try:
+            wal = Path(str(db) + "-wal").stat().st_size
+            snap = in_process_open(db, runs)
+            page_live, _ = timed(base + ["facts"], runs, env)
+        finally:
+            proc.communicate(b"", timeout=60)
+        print(f"memctl --version:                    {version * 1000:8.1f} ms")
+        print(f"memctl facts (first page):           {page * 1000:8.1f} ms "
+              f"({page / version:.1f}x --version)")
+        print(f"memctl facts --json:                 {page_json * 1000:8.1f} ms")
+        print(f"memctl facts --all --format jsonl:   {all_s * 1000:8.1f} ms, peak RSS "
+              f"{max(rss, before) / 1024:.0f} MiB (all children so far)")
+        print(f"read-only open + 20 rows, immutable: {immut * 1000:8.1f} ms")
+        print(f"read-only open + 20 rows, snapshot:  {snap * 1000:8.1f} ms "
+              f"(db {db.stat().st_size} bytes + wal {wal} bytes copied)")
+        print(f"memctl facts with a live writer:     {page_live * 1000:8.1f} ms")
+        print(f"summary: {n} facts: facts page {page * 1000:.0f} ms vs --version "
+              f"{version * 1000:.0f} ms; snapshot open {snap * 1000:.0f} ms vs immutable "
+              f"{immut * 1000:.0f} ms; --all {all_s:.1f} s")
+    finally:
+        if not a.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -190,3 +190,10 @@ def test_symlinked_sessions_dir_refused(tmp_path):
     assert ei.value.reason == "refused_symlink"
     ref = SessionStore(real).source_snapshot("s1", 1, 1).ref
     assert ss.validate_source(ref).reason == "refused_symlink"
+
+
+def test_create_makes_missing_parents_0700(tmp_path):
+    store = store_at(tmp_path / "cfg" / "memory" / SLUG)
+    fill(SessionStore(store), n=1)
+    for d in (tmp_path / "cfg", tmp_path / "cfg" / "memory", store.path, store.sessions_dir):
+        assert (os.stat(d).st_mode & 0o777) == 0o700, d

@@ -1178,20 +1178,33 @@ def _check_purpose(purpose: str) -> None:
 
 
 def _ensure_dirs(*paths: str) -> None:
+    """Create each directory (and missing parents) with mode 0700; an
+    existing symbolic link or non-directory is refused."""
     for p in paths:
-        try:
-            os.mkdir(p, DIR_MODE)
-        except FileExistsError:
-            st = os.lstat(p)
-            if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
-                raise StoreWriteError(f"{p}: not a directory (or a symbolic link); refused") from None
-        except FileNotFoundError:
+        missing = []
+        cur = os.path.abspath(p)
+        while True:
             try:
-                os.makedirs(p, DIR_MODE, exist_ok=True)
+                st = os.lstat(cur)
+            except FileNotFoundError:
+                missing.append(cur)
+                parent = os.path.dirname(cur)
+                if parent == cur:
+                    break
+                cur = parent
+                continue
             except OSError as exc:
-                raise StoreWriteError(f"{p}: cannot create directory: {exc.strerror}") from None
-        except OSError as exc:
-            raise StoreWriteError(f"{p}: cannot create directory: {exc.strerror}") from None
+                raise StoreWriteError(f"{cur}: {exc.strerror}") from None
+            if cur == os.path.abspath(p) and (stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode)):
+                raise StoreWriteError(f"{cur}: not a directory (or a symbolic link); refused")
+            break
+        for d in reversed(missing):
+            try:
+                os.mkdir(d, DIR_MODE)
+            except FileExistsError:
+                pass
+            except OSError as exc:
+                raise StoreWriteError(f"{d}: cannot create directory: {exc.strerror}") from None
 
 
 def _lock(sessions_dir: str, session_id: str) -> int:

@@ -910,6 +910,7 @@ def _compaction(compacts: list[tuple[int, dict]], sid: str, status: Callable, ad
     from .sourceref import SourceRef
 
     prev: dict | None = None
+    seen: dict[tuple, tuple[str, str, str]] = {}
     for _line, rec in compacts:
         seq = rec.get("seq")
         want = None if prev is None else {"seq": prev.get("seq"), "digest": canonical_digest([prev])}
@@ -933,11 +934,28 @@ def _compaction(compacts: list[tuple[int, dict]], sid: str, status: Callable, ad
         stale_n = 0
         for chunk in lineage:
             seqs = chunk.get("seqs") if isinstance(chunk, dict) else None
+            # lineage is cumulative: a chunk seen in an earlier compact event is decided once
+            quick = None
+            if type(seqs) is list and seqs and isinstance(chunk.get("digest"), str):
+                quick = (chunk.get("session_id"), chunk["digest"], seqs[0], seqs[-1], len(seqs))
+                hit = seen.get(quick)
+                if hit is not None:
+                    kind, msg, reason = hit
+                    if kind == "stale":
+                        stale_n += 1
+                        bad = bad or (msg, reason)
+                    elif kind == "inert" and inert is None:
+                        inert = (msg, reason)
+                    elif kind == "wide":
+                        add("compact.lineage_too_wide", msg, seq=seq)
+                    continue
             if (isinstance(seqs, list) and seqs and all(type(s) is int for s in seqs)
                     and max(seqs) - min(seqs) + 1 > MAX_SPAN):
-                add("compact.lineage_too_wide",
-                    f"lineage chunk {min(seqs)}..{max(seqs)} spans {max(seqs) - min(seqs) + 1} "
-                    f"positions (at most {MAX_SPAN})", seq=seq)
+                msg = (f"lineage chunk {min(seqs)}..{max(seqs)} spans {max(seqs) - min(seqs) + 1} "
+                       f"positions (at most {MAX_SPAN})")
+                add("compact.lineage_too_wide", msg, seq=seq)
+                if quick:
+                    seen[quick] = ("wide", msg, "")
                 continue
             try:
                 ref = SourceRef.from_json(chunk)
@@ -952,10 +970,18 @@ def _compaction(compacts: list[tuple[int, dict]], sid: str, status: Callable, ad
             st = status(ref.seqs, ref.digest, "working")
             if st.status in ("missing", "stale"):
                 stale_n += 1
-                bad = bad or (f"lineage chunk {ref.label()} is {st.status} ({st.reason})", st.reason)
-            elif st.status == "hidden" and inert is None:
-                inert = (f"summary is inert: lineage chunk {ref.label()} is hidden ({st.reason})",
-                         st.reason)
+                msg = f"lineage chunk {ref.label()} is {st.status} ({st.reason})"
+                bad = bad or (msg, st.reason)
+                if quick:
+                    seen[quick] = ("stale", msg, st.reason)
+            elif st.status == "hidden":
+                msg = f"summary is inert: lineage chunk {ref.label()} is hidden ({st.reason})"
+                if inert is None:
+                    inert = (msg, st.reason)
+                if quick:
+                    seen[quick] = ("inert", msg, st.reason)
+            elif quick:
+                seen[quick] = ("ok", "", "")
         if bad:
             more = f" and {stale_n - 1} more" if stale_n > 1 else ""
             add("compact.lineage_stale", bad[0] + more, seq=seq, reason=bad[1])

@@ -1,0 +1,272 @@
+#!/usr/bin/env python3
+"""``memctl validate`` on a large store: time, bytes read, ``--deep`` throughput.
+
+    python bench/bench_validate.py [--quick] [--dir DIR] [--keep] [--json]
+
+Builds a store of 10,000 facts over 1,000 sessions (about 500 MB of
+transcripts; ``--quick``: 1,000 facts over 100 sessions, about 50 MB) with a
+fast generator that writes exactly the core's formats: transcript lines as
+``SessionWriter.append_record`` writes them (``orjson.dumps`` of
+``{"seq":..,...}`` plus ``\\n``), compact events with a valid prior and
+cumulative lineage, and a facts database created by the core's own
+migrations with rows as ``FactStore`` inserts them (ids from
+``fact_id_for``, digests from ``canonical_digest``), all in one transaction.
+Each fact references a user/assistant pair (two positions).
+
+Then, with the page cache warm (every file read once first):
+
+* default ``validate``: wall time, and the bytes the process read
+  (``rchar`` of ``/proc/self/io`` around the audit, in a fresh subprocess
+  that has already imported everything) against the bytes of the lines the
+  facts reference;
+* ``validate --deep``: wall time and throughput, as a ratio against
+  ``sha256sum`` over the same transcript files in the same run (target
+  >= 0.5).
+
+Prints a table and a ``summary:`` line; ``--json`` prints the figures as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import random
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from lecode_memctl.core.facts import MIGRATIONS, fact_id_for  # noqa: E402
+from lecode_memctl.core.sourceref import SourceRef, canonical_digest  # noqa: E402
+
+SLUG = "bench-0123456789ab"
+TARGET = 0.5
+WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi "
+         "rho sigma tau upsilon phi chi psi omega tabs spaces yaml json sqlite config").split()
+
+
+def _text(rng: random.Random, n: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n))
+
+
+def build(root: Path, sessions: int, facts: int, per_session_bytes: int, seed: int = 1) -> dict:
+    """Write the store; return what the bench needs to know about it."""
+    rng = random.Random(seed)
+    store = root / "memory" / SLUG
+    sdir = store / "sessions"
+    sdir.mkdir(parents=True, mode=0o700)
+    os.chmod(store, 0o700)
+    os.chmod(root / "memory", 0o700)
+    facts_per_session = max(1, facts // sessions)
+    now = "2026-01-01T00:00:00Z"
+    fact_rows: list[tuple[str, str, SourceRef]] = []
+    referenced = 0
+    total = 0
+    for s in range(sessions):
+        sid = f"s{s:05d}"
+        lines: list[bytes] = []
+        recs: list[dict] = []
+
+        written = [0]
+
+        def add(rec: dict) -> dict:
+            body = {"seq": len(recs)}
+            body.update(rec)
+            recs.append(body)
+            line = orjson.dumps(body) + b"\n"
+            lines.append(line)
+            written[0] += len(line)
+            return body
+
+        add({"type": "session", "format": 1, "session_id": sid, "project": SLUG, "created": now})
+        pairs: list[int] = []           # seq of each user message (its pair is seq + 1)
+        lineage: list[dict] = []
+        prior = None
+        covered_from = 1
+        while written[0] < per_session_bytes:
+            u = add({"type": "message", "role": "user", "content": _text(rng, rng.randint(20, 120))})
+            add({"type": "message", "role": "assistant", "epoch": 0,
+                 "content": _text(rng, rng.randint(60, 260))})
+            pairs.append(u["seq"])
+            if len(pairs) % 60 == 0:
+                # compact the messages since the last compaction (chunks of <= 200 positions)
+                end = len(recs) - 1
+                start = covered_from
+                while start <= end:
+                    stop = min(end, start + 199)
+                    span = [r for r in recs[start:stop + 1]]
+                    seqs = [r["seq"] for r in span if r.get("type") == "message"]
+                    lo, hi = seqs[0], seqs[-1]
+                    lineage.append({"session_id": sid, "seqs": seqs,
+                                    "digest": canonical_digest(recs[lo:hi + 1])})
+                    start = stop + 1
+                covered_from = end + 1
+                ev = add({"type": "event", "event": "compact", "summary": _text(rng, 80),
+                          "lineage": list(lineage), "prior": prior, "model": "m",
+                          "usage": {"input_tokens": 1000, "output_tokens": 100, "cost": None}})
+                prior = {"seq": ev["seq"], "digest": canonical_digest([ev])}
+                covered_from = ev["seq"] + 1
+        for i in range(facts_per_session):
+            u = pairs[(i * len(pairs)) // facts_per_session]
+            ref = SourceRef(sid, (u, u + 1), canonical_digest(recs[u:u + 2]))
+            referenced += len(lines[u]) + len(lines[u + 1])
+            text = recs[u]["content"][:200] + f" #{s}.{i}"
+            fact_rows.append((fact_id_for(text, ref), text, ref))
+        data = b"".join(lines)
+        total += len(data)
+        p = sdir / f"{sid}.jsonl"
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+    db_path = store / "facts.sqlite3"
+    db = sqlite3.connect(db_path, isolation_level=None)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("BEGIN")
+    db.execute("CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied TEXT NOT NULL)")
+    for name, fn in MIGRATIONS:
+        fn(db)
+        db.execute("INSERT INTO schema_migrations VALUES (?, ?)", (name, now))
+    db.execute(f"PRAGMA user_version = {len(MIGRATIONS)}")
+    for fid, text, ref in fact_rows:
+        db.execute("INSERT INTO facts (fact_id, revision, created, updated) VALUES (?, 1, ?, ?)",
+                   (fid, now, now))
+        db.execute("INSERT INTO revisions (fact_id, revision, text, created) VALUES (?, 1, ?, ?)",
+                   (fid, text, now))
+        db.execute("INSERT INTO source_refs VALUES (?, 1, ?, ?, ?)",
+                   (fid, ref.session_id, orjson.dumps(list(ref.seqs)).decode(), ref.digest))
+    db.execute("COMMIT")
+    db.close()
+    os.chmod(db_path, 0o600)
+    return {"store": str(store), "sessions": sessions, "facts": len(fact_rows),
+            "transcript_bytes": total, "referenced_bytes": referenced}
+
+
+RUNNER = r"""
+import json, sys, time
+from lecode_memctl.core.audit import Audit
+from lecode_memctl.core.layout import store_at
+import lecode_memctl.core.facts, lecode_memctl.core.sessions, sqlite3  # imported before measuring
+
+def rchar():
+    with open("/proc/self/io") as fh:
+        for line in fh:
+            if line.startswith("rchar:"):
+                return int(line.split()[1])
+    return 0
+
+store = store_at(sys.argv[1])
+deep = sys.argv[2] == "1"
+r0 = rchar()
+t0 = time.perf_counter()
+a = Audit(store, deep=deep)
+findings = list(a.run())
+dt = time.perf_counter() - t0
+r1 = rchar()
+print(json.dumps({"seconds": dt, "rchar": r1 - r0, "findings": len(findings),
+                  "codes": sorted({f.code for f in findings}),
+                  "facts_valid": a.summary.facts["valid"],
+                  "transcript_bytes_read": a.summary.bytes_read}))
+"""
+
+
+def run_validate(store: str, deep: bool) -> dict:
+    out = subprocess.run([sys.executable, "-c", RUNNER, store, "1" if deep else "0"],
+                         check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def run_cli_time(store: str, deep: bool) -> float:
+    cmd = [sys.executable, "-m", "lecode_memctl", "validate", "--store", store, "-q"]
+    if deep:
+        cmd.append("--deep")
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=False)
+    return time.perf_counter() - t0
+
+
+def sha256sum_time(files: list[str]) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(["sha256sum", *files], check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="1,000 facts over 100 sessions (~50 MB)")
+    ap.add_argument("--dir", type=Path, default=None, help="build the store here (default: a temp dir)")
+    ap.add_argument("--keep", action="store_true", help="keep the store afterwards")
+    ap.add_argument("--runs", type=int, default=3, help="runs of each measurement (median)")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+    sessions, facts = (100, 1000) if a.quick else (1000, 10000)
+    tmp = Path(tempfile.mkdtemp(prefix="memctl-bench-", dir=a.dir))
+    try:
+        t0 = time.perf_counter()
+        info = build(tmp, sessions, facts, 500_000)
+        build_s = time.perf_counter() - t0
+        store = info["store"]
+        files = sorted(str(p) for p in Path(store, "sessions").glob("*.jsonl"))
+        sha256sum_time(files)           # warm the page cache
+        runs = max(1, a.runs)
+        default = [run_validate(store, False) for _ in range(runs)]
+        deep = [run_validate(store, True) for _ in range(runs)]
+        sha = [sha256sum_time(files) for _ in range(runs)]
+        cli_default = run_cli_time(store, False)
+        cli_deep = run_cli_time(store, True)
+
+        def med(xs: list[float]) -> float:
+            return sorted(xs)[len(xs) // 2]
+
+        d_s = med([r["seconds"] for r in default])
+        deep_s = med([r["seconds"] for r in deep])
+        sha_s = med(sha)
+        mb = info["transcript_bytes"] / 1e6
+        res = {
+            "date": _dt.date.today().isoformat(),
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_implementation()} "
+                       f"{platform.python_version()}, {platform.system()} {platform.release()}",
+            "quick": a.quick, "build_seconds": round(build_s, 1), **info,
+            "default_seconds": round(d_s, 3),
+            "default_rchar": med([r["rchar"] for r in default]),
+            "default_transcript_bytes_read": default[0]["transcript_bytes_read"],
+            "deep_seconds": round(deep_s, 3),
+            "deep_mb_per_s": round(mb / deep_s, 1),
+            "sha256sum_seconds": round(sha_s, 3),
+            "sha256sum_mb_per_s": round(mb / sha_s, 1),
+            "deep_vs_sha256sum": round(sha_s / deep_s, 3),
+            "cli_default_seconds": round(cli_default, 3),
+            "cli_deep_seconds": round(cli_deep, 3),
+            "facts_valid": default[0]["facts_valid"],
+            "findings": default[0]["findings"], "deep_findings": deep[0]["findings"],
+            "finding_codes": sorted(set(default[0]["codes"]) | set(deep[0]["codes"])),
+        }
+    finally:
+        if not a.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            print(f"store kept in {tmp}", file=sys.stderr)
+    if a.json:
+        print(json.dumps(res, indent=2))
+    else:
+        for k, v in res.items():
+            print(f"{k:32} {v}")
+    ok = res["deep_vs_sha256sum"] >= TARGET and res["findings"] == 0 and res["deep_findings"] == 0
+    print(f"summary: default {res['default_seconds']} s reading {res['default_rchar'] / 1e6:.1f} MB "
+          f"for {res['referenced_bytes'] / 1e6:.1f} MB referenced of {mb:.0f} MB; --deep "
+          f"{res['deep_mb_per_s']} MB/s = {res['deep_vs_sha256sum']}x sha256sum "
+          f"(target {TARGET}){'' if ok else ' MISSED'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -197,3 +197,30 @@ def test_create_makes_missing_parents_0700(tmp_path):
     fill(SessionStore(store), n=1)
     for d in (tmp_path / "cfg", tmp_path / "cfg" / "memory", store.path, store.sessions_dir):
         assert (os.stat(d).st_mode & 0o777) == 0o700, d
+
+
+def test_binary_search_against_a_plain_slice(ss, store):
+    """Lines of very different lengths (a few beyond the 64 KiB linear window)
+    so that the byte-offset binary search lands mid-line, on short and long
+    lines; every range must equal the plain slice."""
+    import random
+
+    rnd = random.Random(7)
+    with ss.create("s1") as w:
+        for i in range(1, 400):
+            n = rnd.choice([0, 5, 50, 500, 5000, 20000, 70000 if i % 97 == 0 else 300])
+            if i % 13 == 0:
+                w.append_event("memory_usage", purpose="learning", model="m", usage=None)
+            else:
+                w.append_message("user", "é" * n + f" {i}")
+    with open(store.sessions_dir / "s1.jsonl", "ab") as f:
+        f.write(b'{"seq":400,"type":"message","role":"user","content":"torn')
+    lines = (store.sessions_dir / "s1.jsonl").read_bytes().split(b"\n")[:-1]
+    everything = [orjson.loads(x) for x in lines]
+    assert len(everything) == 400
+    for _ in range(120):
+        a = rnd.randrange(0, 420)
+        b = a + rnd.randrange(0, 60)
+        assert ss.records("s1", a, b) == everything[a:b + 1], (a, b)
+    assert ss.events("s1", 300) == [r for r in everything[300:] if r["type"] == "event"]
+    assert ss.events("s1", 0, {"clear"}) == []

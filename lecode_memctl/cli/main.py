@@ -76,18 +76,24 @@ def _patch_completion_help() -> None:
     # parameter value through a pydantic TypeAdapter (importing pydantic: about
     # 0.1 s per TAB) and run parameter callbacks; skip both while completing.
     try:
+        from typer import _click
         from typer import core as typer_core
 
-        original = typer_core._TyperParameter.process_value
+        classes = [c for c in (getattr(typer_core, "_TyperParameter", None),
+                               _click.core.Parameter) if c is not None]
+    except Exception:  # pragma: no cover
+        return
+    for cls in classes:
+        original = cls.__dict__.get("process_value")
+        if original is None:
+            continue
 
-        def process_value(self, ctx, value):  # type: ignore[no-untyped-def]
+        def process_value(self, ctx, value, _original=original):  # type: ignore[no-untyped-def]
             if getattr(ctx, "resilient_parsing", False):
                 return value
-            return original(self, ctx, value)
+            return _original(self, ctx, value)
 
-        typer_core._TyperParameter.process_value = process_value  # type: ignore[method-assign]
-    except Exception:  # pragma: no cover
-        pass
+        cls.process_value = process_value  # type: ignore[method-assign]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -198,3 +198,16 @@ def test_store_corrupt_is_exit_5_not_traceback(store):
     assert r.exit_code == 5
     assert r.stderr.startswith("memctl: error:") and "Traceback" not in r.stderr
     assert isinstance(StoreCorrupt("x"), Exception)
+
+
+def test_scan_yields_each_record_once(store, ss):
+    _recs, data = body(12)
+    lines = data.split(b"\n")[:-1]
+    lines.insert(6, lines[5])             # a duplicate seq 5
+    lines[9] = b"garbage"
+    write(store, b"\n".join(lines) + b"\n")
+    items = list(ss.scan(SID))
+    with_records = [i for i in items if i.record is not None]
+    assert all(i.kind == "record" for i in with_records)
+    assert [i.seq for i in with_records] == [0, 1, 2, 3, 4, 5, 5, 6, 7, 9, 10, 11, 12]
+    assert [(i.line, i.kind) for i in items if i.corrupt] == [(7, "seq_duplicate"), (10, "not_json")]

@@ -186,7 +186,7 @@ class ScanItem:
     offset: int                    # byte offset of the line start
     kind: str                      # "record" or a corruption kind or "torn_tail"
     seq: int | None = None
-    record: dict | None = None
+    record: dict | None = None     # set only when kind == "record"
     detail: str | None = None
 
     @property
@@ -1019,7 +1019,13 @@ class SessionStore:
 
     def scan(self, session_id: str) -> Iterator[ScanItem]:
         """Every line with its number: records, corruption (with its kind) and
-        the torn tail.  Refuses symlinks; does not check the header's project."""
+        the torn tail.  Refuses symlinks; does not check the header's project.
+
+        Each complete line that parses as an object with a seq yields exactly
+        one ``kind == "record"`` item carrying the record; a problem about such
+        a line (seq order, header, undo target) is an extra item just before
+        it, with ``record=None``.  Lines that do not parse yield one corruption
+        item (``record=None``)."""
         f = self._open(session_id)
         return self._scan(f)
 
@@ -1041,7 +1047,7 @@ class SessionStore:
                     continue
                 seq = obj["seq"]
                 if lineno == 1 and (seq != 0 or obj.get("type") != "session"):
-                    yield ScanItem(lineno, off, BAD_HEADER, seq, obj, "line 1 is not a seq-0 session header")
+                    yield ScanItem(lineno, off, BAD_HEADER, seq, None, "line 1 is not a seq-0 session header")
                 if prev is not None and seq != prev + 1:
                     if seq == prev:
                         k = SEQ_DUPLICATE
@@ -1049,14 +1055,14 @@ class SessionStore:
                         k = SEQ_REGRESSION
                     else:
                         k = SEQ_GAP
-                    yield ScanItem(lineno, off, k, seq, obj, f"seq {seq} after {prev}")
+                    yield ScanItem(lineno, off, k, seq, None, f"seq {seq} after {prev}")
                     prev = max(prev, seq)
                 else:
                     prev = seq
                 if obj.get("type") == "event" and obj.get("event") in ("undo", "redo"):
                     t = undo_target(obj)
                     if t is None or t[1] >= seq:
-                        yield ScanItem(lineno, off, BAD_TARGET, seq, obj,
+                        yield ScanItem(lineno, off, BAD_TARGET, seq, None,
                                        "undo/redo target must be [first, last] entirely before the event")
                 yield ScanItem(lineno, off, "record", seq, obj)
 

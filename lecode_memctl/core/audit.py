@@ -577,7 +577,8 @@ class _Scan:
     statuses: dict[tuple[tuple[int, ...], str, str], Any] = field(default_factory=dict)
 
 
-def _run_jobs(jobs: list[tuple], *, parallel: bool) -> list[_Scan]:
+def _run_jobs(jobs: list[tuple], *, parallel: bool) -> Iterator[_Scan]:
+    """The jobs' results in order, each as soon as it is ready (findings stream)."""
     if parallel and len(jobs) >= 8 and (os.cpu_count() or 1) > 1:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
@@ -589,8 +590,11 @@ def _run_jobs(jobs: list[tuple], *, parallel: bool) -> list[_Scan]:
         if ctx is not None:
             workers = min(os.cpu_count() or 2, 8)
             with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
-                return list(ex.map(_session_job_star, jobs, chunksize=max(1, len(jobs) // (workers * 8))))
-    return [_session_job(*j) for j in jobs]
+                yield from ex.map(_session_job_star, jobs,
+                                  chunksize=max(1, min(16, len(jobs) // (workers * 8))))
+            return
+    for j in jobs:
+        yield _session_job(*j)
 
 
 def _session_job_star(args: tuple) -> _Scan:

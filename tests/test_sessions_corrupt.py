@@ -211,3 +211,33 @@ def test_scan_yields_each_record_once(store, ss):
     assert all(i.kind == "record" for i in with_records)
     assert [i.seq for i in with_records] == [0, 1, 2, 3, 4, 5, 5, 6, 7, 9, 10, 11, 12]
     assert [(i.line, i.kind) for i in items if i.corrupt] == [(7, "seq_duplicate"), (10, "not_json")]
+
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+from lecode_memctl.core.errors import MemctlError  # noqa: E402
+
+_line_st = st.one_of(
+    st.binary(max_size=40),
+    st.builds(lambda i, t: line(msg(i, t))[:-1], st.integers(-2, 12), st.text(max_size=20)),
+    st.sampled_from([b"", b"{}", b"[]", b'{"seq":true}', b'{"seq":3.0}', b"\xff", b'{"seq":1,"type":"event","event":"undo","target":[0,99]}',
+                     b'{"seq":2,"type":"event","event":"clear"}', b'"\\ud800"', b"1e999"]),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(_line_st, max_size=12), st.booleans(), st.integers(0, 12), st.integers(0, 12))
+def test_arbitrary_lines_never_escape_as_tracebacks(store, lines, torn, a, b):
+    ss = SessionStore(store)
+    data = line(header()) + b"".join(x.replace(b"\n", b" ") + b"\n" for x in lines)
+    if torn:
+        data += b'{"seq":'
+    write(store, data)
+    lo, hi = min(a, b), max(a, b)
+    for call in (lambda: ss.records(SID, lo, hi), lambda: ss.source_snapshot(SID, lo, hi),
+                 lambda: ss.events(SID, lo), lambda: list(ss.scan(SID)), ss.list_sessions,
+                 lambda: ss.validate_source(SourceRef(SID, (lo,), "0" * 64), "durable")):
+        try:
+            call()
+        except MemctlError:
+            pass

@@ -399,3 +399,14 @@ def test_session_filter_and_learning_per_session(config_dir, project, store):
     assert cli(project, "facts", "--session", "../s1").exit_code == 2
     r = cli(project, "facts")
     assert "learning: " in r.stdout
+
+
+def test_symlinked_store_directory_is_refused(config_dir, project, store, tmp_path):
+    real = tmp_path / "real-store"
+    real.mkdir()
+    store.path.parent.mkdir(parents=True)
+    os.symlink(real, store.path)
+    for args in (("facts",), ("context",), ("recall", "0123456789abcdef"),
+                 ("forget", "0123456789abcdef", "--yes")):
+        r = cli(project, *args)
+        assert r.exit_code == 5 and "symbolic link" in r.stderr, args

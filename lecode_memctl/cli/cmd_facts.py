@@ -63,12 +63,25 @@ FactIdArg = Annotated[str, typer.Argument(
 
 # ---------------------------------------------------------------- opening
 
+def _store() -> Any:
+    """The command's store; a store directory that is a symbolic link is refused."""
+    import os
+
+    from lecode_memctl.core.errors import StoreCorrupt
+
+    store = STATE.store()
+    if os.path.islink(store.path):
+        raise StoreCorrupt(f"{store.path}: store directory is a symbolic link; "
+                           "refusing to follow it")
+    return store
+
+
 def _open_read() -> tuple[Any, Any, Any]:
     """(store, read-only FactStore, SessionStore using it for exclusions)."""
     from lecode_memctl.core.facts import FactStore
     from lecode_memctl.core.sessions import SessionStore
 
-    store = STATE.store()
+    store = _store()
     facts = FactStore.open_readonly(store.facts_db)
     return store, facts, SessionStore(store, exclusions=facts)
 
@@ -238,7 +251,7 @@ def recall(
 
     from .output import emit_json
 
-    _store, fs, sessions = _open_read()
+    _st, fs, sessions = _open_read()
     try:
         _needs_migration_note(fs)
         emit_json(core_recall(fs, sessions, fact_id, offset=offset, limit=limit))
@@ -266,7 +279,7 @@ def history(fact_id: FactIdArg, json_: JsonOpt = False) -> None:
 
     from .output import echo, emit_json, safe
 
-    _store, fs, sessions = _open_read()
+    _st, fs, sessions = _open_read()
     try:
         _needs_migration_note(fs)
         doc = core_history(fs, sessions, fact_id)
@@ -347,7 +360,7 @@ def correct(
         if text.endswith("\n"):
             text = text[:-1]
     assert text is not None
-    store = STATE.store()
+    store = _store()
     if not store.facts_db.exists() and not store.facts_db.is_symlink():
         raise NotFound(f"no fact {fact_id} (no facts database in {store.path})")
     fs = FactStore(store.facts_db)
@@ -411,7 +424,7 @@ def forget(
 
     check_fact_id(fact_id)
     if dry_run:
-        _store, fs, sessions = _open_read()
+        _st, fs, sessions = _open_read()
         try:
             impact = forget_impact(fs, sessions, fact_id)
         finally:
@@ -436,7 +449,7 @@ def forget(
         echo(f"  compaction summaries made inert: {len(inert)}"
              + (": " + ", ".join(f"{safe(s['session_id'])}:{s['seq']}" for s in inert) if inert else ""))
         return
-    store = STATE.store()
+    store = _store()
     if not store.facts_db.exists() and not store.facts_db.is_symlink():
         raise NotFound(f"no fact {fact_id} (no facts database in {store.path})")
     if not yes:

@@ -18,8 +18,8 @@ import orjson
 from .errors import UsageError
 
 MAX_SPAN = 200  # positions, inclusive span min(seqs)..max(seqs)
-SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}\Z")  # \Z: "$" would accept a trailing newline
+_HEX64 = re.compile(r"^[0-9a-f]{64}\Z")
 
 # Validation statuses.
 VALID = "valid"

@@ -609,3 +609,30 @@ def test_command_module_imports_nothing_heavy_at_top_level():
     mods = {(n.module or "") for n in ast.walk(core) if isinstance(n, ast.ImportFrom)} | {
         a.name for n in ast.walk(core) if isinstance(n, ast.Import) for a in n.names}
     assert not mods & {"typer", "rich", "tabulate", "sqlite3"}
+
+
+@pytest.mark.parametrize("answer,code", [(b"n\n", 1), (b"y\n", 0)])
+def test_asks_on_a_terminal(tmp_path, config_dir, answer, code):
+    import pty
+    import sys
+
+    repo = make_repo(tmp_path / "p")
+    (repo / "a").mkdir()
+    put(legacy_path(config_dir, repo / "a") / "MEMORY.md", "m\n")
+    store = config_dir / "memory" / slug(str(os.path.realpath(repo)))
+    master, slave = pty.openpty()
+    try:
+        os.write(master, answer)
+        p = subprocess.run([sys.executable, "-m", "lecode_memctl", "migrate-legacy"],
+                           stdin=slave, capture_output=True, cwd=repo / "a", timeout=60)
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert p.returncode == code, p.stderr
+    assert b"Copy 1 file into " + str(store).encode() + b"? [y/N]" in p.stderr
+    assert b"copy  #1   MEMORY.md" in p.stdout
+    if code == 1:
+        assert p.stderr.endswith(b"nothing was copied\n") and not store.exists()
+    else:
+        assert (store / "MEMORY.md").read_text() == "m\n"
+        assert b"copied 1 of 1 file into " in p.stdout

@@ -654,8 +654,17 @@ def _session_job(path: str, sid: str, slug: str, deep: bool,
             if not deep and not need:
                 _shallow(fd, st.st_size, sc, sid, slug, st.st_mtime, now, add)
             else:
+                data = None
+                if not deep and st.st_size <= FAST_LIMIT:
+                    data = _read_whole(fd, st.st_size, sc)
+                    mark = len(sc.raw)
+                    if _fast_spans(data, sc, sid, slug, need, excluded, generation,
+                                   st.st_mtime, now, add, refuse_all):
+                        return sc
+                    del sc.raw[mark:]
+                    sc.statuses.clear()
                 _full(fd, st.st_size, sc, sid, slug, deep, need, excluded, generation,
-                      st.st_mtime, now, add, refuse_all)
+                      st.st_mtime, now, add, refuse_all, data)
         except OSError as exc:
             add("session.unreadable", f"cannot read: {exc.strerror}")
             refuse_all("session_unreadable", exc.strerror or "cannot read")
@@ -747,9 +756,113 @@ def _shallow(fd: int, size: int, sc: _Scan, sid: str, slug: str, mtime: float, n
         pos = start
 
 
+def _chunks(fd: int, size: int, sc: _Scan) -> Iterator[bytes]:
+    done = 0
+    while done < size:
+        chunk = os.read(fd, min(READ_CHUNK, size - done))
+        if not chunk:
+            return
+        done += len(chunk)
+        sc.bytes_read += len(chunk)
+        yield chunk
+
+
+def _read_whole(fd: int, size: int, sc: _Scan) -> bytes:
+    return b"".join(_chunks(fd, size, sc))
+
+
+def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
+                need: list[tuple[tuple[int, ...], str, str]], excluded: frozenset[int],
+                generation: int, mtime: float, now: float, add: Callable,
+                refuse_all: Callable) -> bool:
+    """Default mode over a transcript held in memory: C-speed searches find the
+    event lines and the start of each referenced span (lines the core's writer
+    produced begin ``{"seq":N,``); only those lines are parsed.  False when
+    the file does not look like that (the caller falls back to the line loop)."""
+    from .sessions import UndoState
+
+    loads = orjson.loads
+    JSONDecodeError = orjson.JSONDecodeError
+    size = len(data)
+    end = data.rfind(b"\n") + 1
+    if end == 0:
+        return False
+    nl = data.find(b"\n")
+    try:
+        hdr = loads(data[:nl])
+    except JSONDecodeError:
+        hdr = None
+    if _report_header(hdr, sid, slug, add, refuse_all):
+        if end < size:
+            _torn(add, size, end, mtime, now, None)
+        return True
+    if end < size:
+        _torn(add, size, end, mtime, now, None)
+    last_start = data.rfind(b"\n", 0, end - 1) + 1
+    last_seq = _fast_seq(data[last_start:end - 1])
+    if last_seq is None:
+        return False
+    events: list[dict] = []
+    pos = data.find(b'"event"', 0, end)
+    while pos >= 0:
+        ls = data.rfind(b"\n", 0, pos) + 1
+        le = data.find(b"\n", pos, end)
+        try:
+            rec = loads(data[ls:le])
+        except JSONDecodeError:
+            rec = None
+        if (type(rec) is dict and rec.get("type") == "event"
+                and rec.get("event") in ("undo", "redo", "clear")):
+            events.append(rec)
+        pos = data.find(b'"event"', le, end)
+    records: dict[int, dict] = {}
+    corrupt_after: list[int] = []
+    dup_seqs: set[int] = set()
+    ranges = sorted({(seqs[0], seqs[-1]) for seqs, _d, _p in need})
+    for lo, hi in ranges:
+        if all(s in records for s in range(lo, hi + 1)) or lo > last_seq:
+            continue
+        p = data.find(b'\n{"seq":%d,' % lo, 0, end)
+        if p < 0:
+            return False
+        p += 1
+        prev = lo - 1
+        expected = lo
+        while p < end:
+            q = data.find(b"\n", p, end)
+            line = data[p:q]
+            p = q + 1
+            try:
+                rec = loads(line)
+            except JSONDecodeError:
+                rec = None
+            if type(rec) is not dict or type(rec.get("seq")) is not int or rec["seq"] < 0:
+                corrupt_after.append(prev)
+                continue
+            seq = rec["seq"]
+            if seq > hi:
+                break
+            if seq != expected and seq <= prev:
+                dup_seqs.add(seq)
+            records.setdefault(seq, rec)
+            if seq > prev:
+                prev = seq
+                expected = seq + 1
+    us = UndoState(events)
+    for seqs, digest, purpose in need:
+        sc.statuses[(seqs, digest, purpose)] = _span_status(
+            seqs, digest, purpose, records, corrupt_after, dup_seqs, last_seq, excluded,
+            generation, us)
+    return True
+
+
+FAST_LIMIT = 256 << 20     # default mode holds a transcript in memory up to this size
+
+
 def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
           need: list[tuple[tuple[int, ...], str, str]], excluded: frozenset[int], generation: int,
-          mtime: float, now: float, add: Callable, refuse_all: Callable) -> None:
+          mtime: float, now: float, add: Callable, refuse_all: Callable,
+          data: bytes | None = None) -> None:
     from .sessions import UndoState
 
     loads = orjson.loads
@@ -768,11 +881,7 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
     offset = 0
     rest = b""
     refused = False
-    while offset + len(rest) < size:
-        chunk = os.read(fd, min(READ_CHUNK, size - offset - len(rest)))
-        if not chunk:
-            break
-        sc.bytes_read += len(chunk)
+    for chunk in (_chunks(fd, size, sc) if data is None else (data,)):
         if rest:
             chunk = rest + chunk
         parts = chunk.split(b"\n")
@@ -786,8 +895,8 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                 except JSONDecodeError:
                     hdr = None
                 if _report_header(hdr, sid, slug, add, refuse_all):
-                    refused = _header_problem(hdr, sid, slug)[0] == "session.refused"
-                    if refused:
+                    refused = True
+                    if _header_problem(hdr, sid, slug)[0] == "session.refused":
                         return
             rec = None
             if not deep:
@@ -854,8 +963,9 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                                      last_seq, excluded, generation, us)
         return memo[key]
 
-    for seqs, digest, purpose in need:
-        sc.statuses[(seqs, digest, purpose)] = status(seqs, digest, purpose)
+    if not refused:
+        for seqs, digest, purpose in need:
+            sc.statuses[(seqs, digest, purpose)] = status(seqs, digest, purpose)
     if deep:
         _compaction(compacts, sid, status, add)
 

@@ -1,0 +1,288 @@
+"""I/O faults (ENOSPC, EIO, EACCES) at each file operation of the write paths.
+
+``tests/faultkit.py`` makes the N-th ``os``-level step of a real, forked
+memctl process fail with ``OSError(errno)`` (for N = 1 .. the step count of
+a clean run).  SQLite's own I/O is C code that those wrappers never see, so
+the facts database gets its faults from SQLite itself:
+
+* ``SQLITE_FULL``: ``PRAGMA max_page_count`` set to the database's current
+  size on every connection of the child (it cannot grow);
+* a failing write (``EFBIG`` from ``RLIMIT_FSIZE`` set when the write
+  transaction begins, with ``SIGXFSZ`` ignored): SQLite reports
+  ``SQLITE_IOERR`` ("disk I/O error") or ``SQLITE_FULL`` at ``COMMIT``;
+* a database that may not be written (``PRAGMA query_only``, what SQLite
+  reports for a read-only file or medium: ``SQLITE_READONLY``).
+
+Each fault must give one line ``memctl: error: ...`` on stderr, exit status 7
+("write failed ... nothing was changed"), no traceback, and leave the store
+as it was: the same bytes in every file, the same logical database content,
+no temporary file.  Documented exceptions, asserted as such: a fault after
+an atomic write's final ``replace`` (the directory ``fsync``) leaves the new
+content in place and says so; ``migrate-legacy`` keeps the files it finished
+copying before the fault and says "run again to finish".
+
+Markdown faults through the CLI are also covered in-process in
+``tests/test_markdown.py`` (``test_edit_write_failure_exit_7_keeps_old_bytes``),
+``migrate-legacy`` faults on a fresh destination in ``tests/test_migrate.py``.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from . import faultkit
+from .conftest import run_cli
+from .test_kill_sweeps import (  # noqa: F401 - fixtures
+    CODE,
+    SQL_HOOK,
+    TEMP_RE,
+    built_command_tree,
+    file_hashes,
+    snapshot,
+    store_findings,
+    world,
+)
+
+ERRNOS = [errno.ENOSPC, errno.EIO, errno.EACCES]
+FIGURES: dict[str, int] = {}
+
+
+def one_line(stderr: bytes, what: str) -> str:
+    text = stderr.decode("utf-8", "replace")
+    assert b"Traceback" not in stderr, (what, text)
+    assert text.startswith("memctl: error: ") and text.count("\n") == 1, (what, text)
+    return text
+
+
+def no_temps(root: Path) -> list[str]:
+    return [n for *_x, names in os.walk(root) for n in names if TEMP_RE.match(n)]
+
+
+# ---------------------------------------------------------------- Markdown
+
+def test_markdown_edit_fault_at_every_step(world, tmp_path):
+    cfg = tmp_path / "cfg"
+    new_text = tmp_path / "new.md"
+    new_text.write_bytes(b"# edited\n")
+    env = {"EDITOR": f"cp {new_text}", "VISUAL": ""}
+    argv = ["edit", "memory"]
+    store = world.store(world.fresh(cfg))
+    e = {"LECODE_CONFIG_DIR": str(cfg), **env}
+    counted = faultkit.run_counted(argv, code=CODE, cwd=world.project, under=cfg, env=e,
+                                   fork=True, log=True)
+    assert counted.returncode == 0
+    total = counted.steps
+    assert total and total >= 8
+    last = counted.log[-1]
+    assert " fsync " in last and last.endswith(str(store))   # the directory fsync
+    injected = 0
+    for err in ERRNOS:
+        for n in range(1, total + 1):
+            world.fresh(cfg)
+            before = file_hashes(store)
+            p = faultkit.run_fault_at(n, err, argv, code=CODE, cwd=world.project, under=cfg,
+                                      env=e, fork=True)
+            injected += 1
+            after = file_hashes(store)
+            assert not no_temps(store), (n, err)
+            if " mkdir " in counted.log[n - 1]:
+                # os.makedirs(exist_ok=True) of the existing store directory: a
+                # failing mkdir there is ignored, and the write goes ahead
+                assert p.returncode == 0 and p.stderr.startswith(b"memctl: wrote "), p.stderr
+                assert after["MEMORY.md"] == hashlib.sha256(new_text.read_bytes()).hexdigest()
+                continue
+            line = one_line(p.stderr, (n, err))
+            assert p.returncode == 7, (n, err, line)
+            assert os.strerror(err) in line, line
+            if n < total:
+                assert "the file was not changed" in line, line
+                # documented: the .bak (a copy of the current bytes) is written
+                # before the replace; the file itself keeps its old bytes
+                if after.get("MEMORY.md.bak") == before["MEMORY.md"]:
+                    after["MEMORY.md.bak"] = before.get("MEMORY.md.bak")
+                    after = {k: v for k, v in after.items() if v is not None}
+                assert after == before, (n, err)
+            else:   # after the replace: the new bytes are in place, and it says so
+                assert "the new content is in place" in line, line
+                assert after["MEMORY.md"] != before["MEMORY.md"]
+                assert after["MEMORY.md.bak"] == before["MEMORY.md"]
+    FIGURES["edit"] = injected
+
+
+# ---------------------------------------------------------------- sessions
+
+APPEND = SQL_HOOK + r'''
+from lecode_memctl.core.errors import MemctlError
+from lecode_memctl.core.layout import store_for_project
+from lecode_memctl.core.sessions import SessionStore
+import os, sys
+from pathlib import Path
+store = store_for_project(Path(os.environ["LECODE_CONFIG_DIR"]), Path(os.getcwd()))
+ss = SessionStore(store)
+try:
+    if argv[0] == "append":
+        with ss.writer("demo-alpha") as w:
+            w.append_message("user", "one more message from the fault test")
+    else:
+        with ss.create("fault-new", created="2026-12-02T00:00:00+00:00") as w:
+            w.append_message("user", "first message")
+    rc = 0
+except MemctlError as exc:
+    sys.stderr.write(f"memctl: error: {exc}\n")
+    rc = exc.exit_code
+'''
+
+
+@pytest.mark.parametrize("action", ["append", "create"])
+def test_session_writer_fault_at_every_step(world, tmp_path, action):
+    """The core's session writer: append to an existing transcript, or create
+    a new one (header, first message)."""
+    cfg = tmp_path / "cfg"
+    store = world.store(world.fresh(cfg))
+    e = {"LECODE_CONFIG_DIR": str(cfg)}
+    counted = faultkit.run_counted([action], code=APPEND, cwd=world.project, under=cfg, env=e,
+                                   fork=True, log=True)
+    assert counted.returncode == 0, counted.stderr
+    total = counted.steps
+    assert total and total >= 3
+    created_at = next((i for i, x in enumerate(counted.log, 1)
+                       if x.split()[1] == "fsync" and x.endswith("/sessions")), 0)
+    assert action == "append" or created_at
+    injected = 0
+    for err in ERRNOS:
+        for n in range(1, total + 1):
+            world.fresh(cfg)
+            before = file_hashes(store)
+            p = faultkit.run_fault_at(n, err, [action], code=APPEND, cwd=world.project,
+                                      under=cfg, env=e, fork=True)
+            injected += 1
+            line = one_line(p.stderr, (action, n, err, counted.log))
+            assert p.returncode == 7, (action, n, err, line, counted.log)
+            after = file_hashes(store)
+            # a lock file (empty, no content) may be the only new thing; once
+            # create() has returned (after the directory fsync), the new session
+            # exists with its header alone when appending the first message fails
+            new = {k for k in set(after) - set(before) if not k.endswith(".lock")}
+            if action == "create" and n > created_at:
+                assert new == {"sessions/fault-new.jsonl"}
+                lines = (store / "sessions/fault-new.jsonl").read_bytes().splitlines()
+                assert len(lines) == 1 and b'"type":"session"' in lines[0]
+                new = set()
+            assert not new, (action, n, err, new, counted.log)
+            assert {k: v for k, v in after.items() if k in before} == before, (action, n, err)
+            assert not no_temps(store)
+            extra = [f for f in store_findings(cfg, world.project) if f != ("fact.stale", "error")]
+            assert extra == [], (action, n, err, extra)
+    FIGURES[f"session {action}"] = injected
+
+
+# ---------------------------------------------------------------- migrate-legacy
+
+@pytest.mark.parametrize("err", ERRNOS)
+def test_migrate_legacy_fault_at_every_step_into_a_live_store(world, tmp_path, err):
+    cfg = tmp_path / "cfg"
+    argv = ["migrate-legacy", "--yes"]
+    world.fresh(cfg)
+    store, legacy = world.store(cfg), world.legacy(cfg)
+    e = {"LECODE_CONFIG_DIR": str(cfg)}
+    counted = faultkit.run_counted(argv, code=CODE, cwd=world.project, under=cfg, env=e, fork=True)
+    assert counted.returncode == 4    # MEMORY.md conflicts; the other two are copied
+    complete = file_hashes(store)
+    total = counted.steps
+    injected = 0
+    for n in range(1, total + 1):
+        world.fresh(cfg)
+        before, legacy_before = file_hashes(store), file_hashes(legacy)
+        p = faultkit.run_fault_at(n, err, argv, code=CODE, cwd=world.project, under=cfg,
+                                  env=e, fork=True)
+        injected += 1
+        if p.returncode == 4:    # a fault in a redundant step (mkdir of an existing dir)
+            assert b"memctl: error" not in p.stderr
+        else:
+            line = one_line(p.stderr, (n, err))
+            assert p.returncode == 7, (n, err, line)
+            assert os.strerror(err) in line and "run again to finish" in line, line
+        after = file_hashes(store)
+        for rel, h in after.items():
+            assert h in (before.get(rel), complete.get(rel)), (n, err, rel)  # absent or whole
+        assert not no_temps(store), (n, err)
+        assert file_hashes(legacy) == legacy_before
+        extra = [f for f in store_findings(cfg, world.project) if f != ("fact.stale", "error")]
+        assert extra == [], (n, err, extra)
+    FIGURES[f"migrate-legacy {errno.errorcode[err]}"] = injected
+
+
+# ---------------------------------------------------------------- facts (SQLite)
+
+FSIZE_HOOK = r'''
+import resource, signal
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+_fsize_trace = _sql_trace
+def _sql_trace(sql):
+    if sql.lstrip().upper().startswith("BEGIN"):
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1024, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+    _fsize_trace(sql)
+'''
+READONLY_HOOK = r'''
+_ro_connect = sqlite3.connect
+def _ro_connect_query_only(*a, **k):
+    db = _ro_connect(*a, **k)
+    db.execute("PRAGMA query_only = 1")
+    return db
+sqlite3.connect = _ro_connect_query_only
+'''
+RUN_MAIN = "from lecode_memctl.cli.main import main\nrc = main(argv)\n"
+
+
+def fact_commands(world) -> dict[str, list[str]]:
+    fid = world.facts["verified"]
+    return {
+        "correct": ["correct", fid, "1", "demo-alpha", "2", "4", "x" * 200_000],
+        "forget": ["forget", world.facts["preference"], "--yes"],
+    }
+
+
+FAULTS = {
+    "SQLITE_FULL (max_page_count)": (SQL_HOOK + RUN_MAIN, {"SQLSTEP_MAX_PAGES": "1"}),
+    "write error (RLIMIT_FSIZE)": (SQL_HOOK + FSIZE_HOOK + RUN_MAIN, {}),
+    "read-only database (query_only)": (SQL_HOOK + READONLY_HOOK + RUN_MAIN, {}),
+}
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+@pytest.mark.parametrize("command", ["correct", "forget"])
+def test_facts_write_faults_exit_7_and_change_nothing(world, tmp_path, fault, command):
+    cfg = tmp_path / "cfg"
+    store = world.store(world.fresh(cfg))
+    argv = fact_commands(world)[command]
+    code, env = FAULTS[fault]
+    before = snapshot(store)
+    tree_before = file_hashes(store)
+    p = faultkit.run_counted(argv, code=code, cwd=world.project, under=cfg,
+                             env={"LECODE_CONFIG_DIR": str(cfg), **env}, fork=True)
+    if command == "forget" and fault.startswith("SQLITE_FULL") and p.returncode == 0:
+        # forget frees pages as it inserts: it may fit in the database as it is
+        pytest.skip("forget needed no new page")
+    line = one_line(p.stderr, (command, fault))
+    assert p.returncode == 7, (command, fault, line)
+    assert "nothing was changed" in line, line
+    after = snapshot(store)
+    assert after.db == before.db
+    assert after.files == before.files
+    # only SQLite's own -wal/-shm may have appeared beside the database
+    changed = {k for k in set(file_hashes(store)) ^ set(tree_before)}
+    assert changed <= {"facts.sqlite3-wal", "facts.sqlite3-shm"}, changed
+    assert [f for f in store_findings(cfg, world.project) if f != ("fact.stale", "error")] == []
+    FIGURES[f"{command}: {fault}"] = 1
+
+
+def test_zz_report_figures():
+    import sys
+
+    for name, n in FIGURES.items():
+        sys.__stdout__.write(f"\n[io faults] {name}: {n} faults injected")

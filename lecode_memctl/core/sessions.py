@@ -634,8 +634,16 @@ class SessionStore:
                              "project": project if project is not None else self.store.slug,
                              "created": created if created is not None else _now_iso()})
             _fsync_dir(self.dir)
-        except BaseException:
+        except BaseException as exc:
+            # The file is ours (O_EXCL, still under our lock): remove it, so that a
+            # failed create leaves no header-less session behind and can be retried.
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
             w.close()
+            if isinstance(exc, OSError):
+                raise StoreWriteError(f"{path}: cannot create: {exc.strerror or exc}") from None
             raise
         return w
 

@@ -280,9 +280,7 @@ KNOWN_BUGS: dict[tuple[str, str], str] = {
         "forget of an unknown id migrates a zero-length database before answering 'no fact'",
     ("symlink_store", "validate"): "validate says exit 2 (usage) for a symlinked store, not 5",
     ("symlink_store", "validate --deep"): "validate says exit 2 (usage) for a symlinked store, not 5",
-    **{("symlink_store", k): "the facts database and transcripts are read through a symlinked "
-                             "store directory (Markdown commands refuse it, exit 5)"
-       for k in FACTS_DB_READERS if k != "context"},
+
 }
 # zero_db + correct: the writer migrates the empty database (documented:
 # "an existing database is migrated to the current schema on open"), then the

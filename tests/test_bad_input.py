@@ -278,8 +278,6 @@ KNOWN_BUGS: dict[tuple[str, str], str] = {
         "a writer applies a foreign -wal and checkpoints it: every fact is lost",
     ("zero_db", "forget --yes (unknown)"):
         "forget of an unknown id migrates a zero-length database before answering 'no fact'",
-    ("symlink_store", "validate"): "validate says exit 2 (usage) for a symlinked store, not 5",
-    ("symlink_store", "validate --deep"): "validate says exit 2 (usage) for a symlinked store, not 5",
 
 }
 # zero_db + correct: the writer migrates the empty database (documented:

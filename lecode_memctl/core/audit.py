@@ -35,7 +35,7 @@ from typing import Any
 
 import orjson
 
-from .errors import NotFound, UsageError
+from .errors import NotFound, StoreCorrupt, UsageError
 from .layout import (DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE,
                      SESSIONS_DIR, Store, memory_root, store_at)
 from .sourceref import (MAX_SPAN, SESSION_ID_RE, STATUSES, VALID, SourceRef, SourceStatus,
@@ -355,7 +355,7 @@ class Audit:
         except FileNotFoundError:
             raise NotFound(f"no memory store at {st.path}") from None
         if stat.S_ISLNK(sst.st_mode):
-            raise UsageError(f"{st.path}: store directory is a symbolic link; refusing to follow it")
+            raise StoreCorrupt(f"{st.path}: store directory is a symbolic link; refusing to follow it")
         if not stat.S_ISDIR(sst.st_mode):
             raise NotFound(f"{st.path}: not a directory")
         self.summary.started = time.time()

@@ -532,3 +532,11 @@ def test_parallel_deep_equals_serial(planted):
         a = Audit(store, deep=True, parallel=parallel)
         runs.append(sorted((f.code, f.location()) for f in a.run()))
     assert runs[0] == runs[1]
+
+
+def test_symlinked_store_is_unreadable(config_dir, tmp_path):
+    real = build_clean(config_dir)
+    link = config_dir / "memory" / "link-0123456789ab"
+    os.symlink(real, link)
+    r = run_cli("validate", "--store", str(link))
+    assert r.exit_code == 5 and "symbolic link" in r.stderr

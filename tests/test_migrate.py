@@ -636,3 +636,20 @@ def test_asks_on_a_terminal(tmp_path, config_dir, answer, code):
     else:
         assert (store / "MEMORY.md").read_text() == "m\n"
         assert b"copied 1 of 1 file into " in p.stdout
+
+
+def test_worktrees_of_a_bare_repository(tmp_path, config_dir):
+    repo = make_repo(tmp_path / "src")
+    git("clone", "-q", "--bare", str(repo), str(tmp_path / "app.git"), cwd=tmp_path)
+    bare = Path(os.path.realpath(tmp_path / "app.git"))
+    git("worktree", "add", "-q", str(tmp_path / "w1"), cwd=bare)
+    git("worktree", "add", "-q", str(tmp_path / "w2"), "-b", "two", cwd=bare)
+    w1, w2 = (Path(os.path.realpath(tmp_path / n)) for n in ("w1", "w2"))
+    (w1 / "x").mkdir()
+    (w2 / "y").mkdir()
+    for d in (w1 / "x", w2, w2 / "y"):
+        put(legacy_path(config_dir, d) / "notes" / f"{d.name}.md", d.name + "\n")
+    d = discover_legacy_stores(config_dir, w1 / "x")
+    assert d.project.root == bare and d.worktrees == [w1, w2]
+    assert [(s.directory, s.origin) for s in d.legacy] == [
+        (w1 / "x", "cwd"), (w2, "worktree"), (w2 / "y", "worktree")]

@@ -540,3 +540,53 @@ def test_symlinked_store_is_unreadable(config_dir, tmp_path):
     os.symlink(real, link)
     r = run_cli("validate", "--store", str(link))
     assert r.exit_code == 5 and "symbolic link" in r.stderr
+
+
+def test_unreferenced_transcripts_read_only_at_head_and_tail(config_dir):
+    from lecode_memctl.core.audit import Audit
+
+    path = build_clean(config_dir)
+    big = [_hdr("big")] + [_msg(i, "y" * 500) for i in range(1, 4000)]
+    _write_session(path / "sessions" / "big.jsonl", big)
+    size = sum(len(x) for x in big)
+    a = Audit(store_at(path), parallel=False)
+    assert list(a.run()) == []
+    s1 = (path / "sessions" / "s1.jsonl").stat().st_size
+    # s1 is referenced (read once, whole); s2 and big: header line and last byte only
+    assert a.summary.bytes_read < s1 + 3 * 4096 + 10
+    assert size > 1_000_000
+
+
+def test_hand_formatted_transcript_uses_the_line_loop(config_dir):
+    """Lines not in the writer's exact layout: the byte search gives up and the
+    line loop decides, with the same result as SessionStore.validate_many."""
+    from lecode_memctl.core.audit import Audit
+
+    path = build_clean(config_dir)
+    store = store_at(path)
+    recs = [{"seq": 0, "type": "session", "format": 1, "session_id": "hand", "project": SLUG,
+             "created": "2026-01-01T00:00:00Z"},
+            {"seq": 1, "type": "message", "role": "user", "content": "spaced out"},
+            {"seq": 2, "type": "message", "role": "user", "content": "second"},
+            {"seq": 3, "type": "event", "event": "undo", "target": [2, 2]}]
+    lines = [orjson.dumps(r, option=orjson.OPT_SORT_KEYS).replace(b":", b": ", 1) + b"\n" for r in recs]
+    _write_session(path / "sessions" / "hand.jsonl", lines)
+    fs = FactStore(store.facts_db)
+    fs.add("spaced", ref=SourceRef("hand", (1,), canonical_digest(recs[1:2])))
+    fs.add("undone", ref=SourceRef("hand", (2,), canonical_digest(recs[2:3])))
+    fs.close()
+    a = Audit(store, parallel=False)
+    found = [(f.code, f.reason) for f in a.run()]
+    assert found == [("fact.hidden", "undone")]
+    with FactStore.open_readonly(store.facts_db) as ro:
+        refs = [r for (r, p) in a._statuses if r.session_id == "hand"]
+        expect = SessionStore(store, exclusions=ro).validate_many(refs, "durable")
+    assert {r: a._statuses[(r, "durable")].status for r in refs} == {r: s.status for r, s in expect.items()}
+
+
+def test_symlinked_session_is_refused_once(config_dir):
+    path = build_clean(config_dir)
+    os.symlink(path / "sessions" / "s1.jsonl", path / "sessions" / "alias.jsonl")
+    _code, fs = findings("--store", str(path), "--deep")
+    assert [(f["code"], f["reason"], f["file"]) for f in fs] == [
+        ("session.refused", "refused_symlink", "sessions/alias.jsonl")]

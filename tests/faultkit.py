@@ -14,8 +14,9 @@ Every call of one of these is a *step*, numbered from 1.  Modes:
 
 * ``count``: run to the end and report how many steps there were;
 * ``kill``: at step N, before performing it, ``SIGKILL`` the process
-  (steps 1..N-1 happened, step N did not: exactly what a power cut or an
-  OOM kill between two system calls leaves behind);
+  (steps 1..N-1 happened, step N did not: what ``kill -9`` or the OOM
+  killer between two system calls leaves behind; not a power cut, since the
+  page cache survives the process);
 * ``fault``: at step N, instead of performing it, raise ``OSError(errno)``
   (ENOSPC, EIO, EACCES, EROFS, ...); with ``sticky`` every later step fails
   too (a full disk stays full).
@@ -28,8 +29,9 @@ with ``under=`` set, steps on descriptors of unknown origin are not counted.
 
 ``fork=True`` forks the child from the calling process (which imports the
 product once) instead of starting a fresh interpreter: the same wrappers, a
-real separate process and a real ``SIGKILL``, in a few milliseconds; use it
-for long sweeps, and the default for anything that depends on start-up.
+real separate process and a real ``SIGKILL``, without the interpreter's
+start-up; use it for long sweeps, and keep the default (a fresh
+interpreter) for anything that depends on start-up or on import order.
 
 ``no_sync=True`` keeps ``fsync``/``fdatasync`` as counted steps (a kill or
 a fault can still land on them) but skips the real flush: a killed process
@@ -41,8 +43,10 @@ after ``open()`` (the builtin ``open`` in a writing mode is counted once, as
 an open step), and I/O that C libraries do themselves (SQLite's own writes:
 use SQLite-level faults such as ``PRAGMA max_page_count`` for those).
 
-The harness imports nothing from the product; the child imports
-``lecode_memctl.cli.main`` only after the wrappers are installed.
+The harness contains no product code.  A fresh child imports
+``lecode_memctl.cli.main`` only after the wrappers are installed; with
+``fork=True`` the parent imports the package once before forking (the
+wrappers look ``os.open`` and the rest up at call time, so they still apply).
 
     from tests.faultkit import count_steps, run_killed_at, run_fault_at, sweep_kills
 

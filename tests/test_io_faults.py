@@ -239,12 +239,55 @@ sqlite3.connect = _ro_connect_query_only
 RUN_MAIN = "from lecode_memctl.cli.main import main\nrc = main(argv)\n"
 
 
-def fact_commands(world) -> dict[str, list[str]]:
-    fid = world.facts["verified"]
-    return {
-        "correct": ["correct", fid, "1", "demo-alpha", "2", "4", "x" * 200_000],
-        "forget": ["forget", world.facts["preference"], "--yes"],
-    }
+BULK = 150
+BULK_ID = "bulk-" + "x" * 95    # long ids: ~100 bytes per exclusion row
+
+
+def add_bulk_fact(world, cfg: Path) -> str:
+    """A session of BULK user messages and a fact citing all of them:
+    forgetting it inserts BULK exclusions (~15 kB), and after a VACUUM there
+    is no free page to put them in, so the database must grow."""
+    import sqlite3
+
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.layout import store_for_project
+    from lecode_memctl.core.sessions import SessionStore
+
+    store = store_for_project(cfg, world.project)
+    with FactStore(store.facts_db) as fs:
+        ss = SessionStore(store, exclusions=fs)
+        with ss.create(BULK_ID, created="2026-12-02T00:00:00+00:00") as w:
+            for i in range(BULK):
+                w.append_message("user", f"bulk evidence line {i}")
+        ref = ss.source_snapshot(BULK_ID, 1, BULK).ref
+        fid = fs.remember("The bulk session lists every line of evidence.", ref,
+                          sessions=ss).fact.fact_id
+    db = sqlite3.connect(store.facts_db)
+    db.execute("VACUUM")
+    db.close()
+    return fid
+
+
+@pytest.fixture(scope="module")
+def bulk_world(world, tmp_path_factory):
+    """The demo store plus the bulk session and its fact (built once)."""
+    import dataclasses
+    import shutil
+
+    template = tmp_path_factory.mktemp("bulk") / "config"
+    shutil.copytree(world.template, template, symlinks=True)
+    fid = add_bulk_fact(world, template)
+    big = template.parent / "big-text"
+    big.write_text("x" * 200_000)    # 200 kB: new pages for the revision
+    return dataclasses.replace(world, template=template,
+                               facts={**world.facts, "bulk": fid, "big_text_file": str(big)})
+
+
+def fact_command(world, command: str) -> list[str]:
+    if command == "correct":
+        return ["correct", world.facts["verified"], "1", "demo-alpha", "2", "4",
+                "--text-file", world.facts["big_text_file"]]
+    return ["forget", world.facts["bulk"], "--yes"]
 
 
 FAULTS = {
@@ -256,18 +299,16 @@ FAULTS = {
 
 @pytest.mark.parametrize("fault", list(FAULTS))
 @pytest.mark.parametrize("command", ["correct", "forget"])
-def test_facts_write_faults_exit_7_and_change_nothing(world, tmp_path, fault, command):
+def test_facts_write_faults_exit_7_and_change_nothing(bulk_world, tmp_path, fault, command):
+    world = bulk_world
     cfg = tmp_path / "cfg"
     store = world.store(world.fresh(cfg))
-    argv = fact_commands(world)[command]
+    argv = fact_command(world, command)
     code, env = FAULTS[fault]
     before = snapshot(store)
     tree_before = file_hashes(store)
     p = faultkit.run_counted(argv, code=code, cwd=world.project, under=cfg,
                              env={"LECODE_CONFIG_DIR": str(cfg), **env}, fork=True)
-    if command == "forget" and fault.startswith("SQLITE_FULL") and p.returncode == 0:
-        # forget frees pages as it inserts: it may fit in the database as it is
-        pytest.skip("forget needed no new page")
     line = one_line(p.stderr, (command, fault))
     assert p.returncode == 7, (command, fault, line)
     assert "nothing was changed" in line, line
@@ -279,6 +320,105 @@ def test_facts_write_faults_exit_7_and_change_nothing(world, tmp_path, fault, co
     assert changed <= {"facts.sqlite3-wal", "facts.sqlite3-shm"}, changed
     assert [f for f in store_findings(cfg, world.project) if f != ("fact.stale", "error")] == []
     FIGURES[f"{command}: {fault}"] = 1
+    # and once the fault is gone the same command goes through
+    r = run_cli("--project", str(world.project), *argv, env={"LECODE_CONFIG_DIR": str(cfg)})
+    assert r.exit_code == 0, r.stderr
+
+
+
+# ---------------------------------------------------------------- a real full file system
+
+def _mount_tmpfs(mnt: Path, size: str) -> bool:
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        return False
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "memctl-full-test",
+                        str(mnt)], capture_output=True)
+    return r.returncode == 0
+
+
+def _fill(path: Path) -> int:
+    """Fill the file system holding ``path`` to the last byte; returns bytes written."""
+    n = 0
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        for size in (1 << 20, 1 << 12, 1):
+            chunk = b"\0" * size
+            while True:
+                try:
+                    n += os.write(fd, chunk)
+                except OSError as exc:
+                    if exc.errno != errno.ENOSPC:
+                        raise
+                    break
+    finally:
+        os.close(fd)
+    return n
+
+
+FULL_APPEND = r'''
+import os, sys
+from pathlib import Path
+from lecode_memctl.core.errors import MemctlError
+from lecode_memctl.core.layout import store_for_project
+from lecode_memctl.core.sessions import SessionStore
+store = store_for_project(Path(os.environ["LECODE_CONFIG_DIR"]), Path(os.getcwd()))
+try:
+    with SessionStore(store).writer("demo-alpha") as w:
+        w.append_message("user", "more text than the full disk has room for " * 200)
+except MemctlError as exc:
+    sys.stderr.write(f"memctl: error: {exc}\n")
+    sys.exit(exc.exit_code)
+'''
+
+
+def test_full_file_system_every_write_path_exits_7(bulk_world, tmp_path):
+    """A real ENOSPC: the store on a small tmpfs filled to the last byte.
+    Every write path fails with one line and exit 7, and changes nothing."""
+    import subprocess
+    import sys
+
+    from .conftest import run_proc
+
+    world = bulk_world
+    mnt = tmp_path / "mnt"
+    if not _mount_tmpfs(mnt, "16m"):
+        pytest.skip("needs root and mount(8) for a private tmpfs")
+    try:
+        cfg = world.fresh(mnt / "cfg")
+        store = world.store(cfg)
+        new_md = tmp_path / "new.md"
+        new_md.write_bytes(b"# edited on a full disk\n" * 400)
+        before = snapshot(store)
+        filled = _fill(mnt / "filler")
+        assert filled > 0
+        env = {"LECODE_CONFIG_DIR": str(cfg), "EDITOR": f"cp {new_md}", "VISUAL": ""}
+        runs = {
+            "edit": run_proc("edit", "memory", env=env, cwd=world.project),
+            "correct": run_proc(*fact_command(world, "correct"), env=env, cwd=world.project),
+            "forget": run_proc(*fact_command(world, "forget"), env=env, cwd=world.project),
+            "migrate-legacy": run_proc("migrate-legacy", "--yes", env=env, cwd=world.project),
+            "session append": subprocess.run([sys.executable, "-c", FULL_APPEND], env={**os.environ, **env},
+                                             cwd=world.project, capture_output=True, timeout=60),
+        }
+        for name, p in runs.items():
+            line = one_line(p.stderr, name)
+            assert p.returncode == 7, (name, line)
+            assert "No space left on device" in line or "disk is full" in line \
+                or "disk I/O error" in line, (name, line)
+            FIGURES[f"full file system: {name}"] = 1
+        # compare with room to read again (SQLite needs a -shm to open a WAL database)
+        os.unlink(mnt / "filler")
+        after = snapshot(store)
+        assert after.db == before.db
+        assert after.files == before.files
+        assert not no_temps(store)
+        assert [f for f in store_findings(cfg, world.project) if f != ("fact.stale", "error")] == []
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
 def test_zz_report_figures():

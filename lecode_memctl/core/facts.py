@@ -526,10 +526,16 @@ class FactStore:
                 raise StoreWriteError(f"{self.path}: cannot create: {exc.strerror}") from None
         if _lstat_regular(self.path) is None:
             raise NotFound(f"{self.path}: facts database disappeared")
+        self._check_unopened_wal()
         db = self._connect(os.fspath(self.path), uri=False)
         self._conn = db
         try:
             db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            tables = _tables(db)
+            if tables and "facts" not in tables:
+                # Another application's database: never migrate lecode's tables into it.
+                raise StoreCorrupt(f"{self.path}: table facts is missing; "
+                                   "not a lecode facts database")
             mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise StoreBusy(f"{self.path}: could not switch to WAL mode (another "
@@ -543,6 +549,18 @@ class FactStore:
         except BaseException:
             self.close()
             raise
+
+    def _check_unopened_wal(self) -> None:
+        """A non-empty ``-wal`` with no ``-shm`` beside it belongs to no open
+        connection: a crashed writer's, or one copied from another database.
+        Connecting would apply it and closing would checkpoint it into the
+        main file, so read it first through a private snapshot (nothing in the
+        store touched): if the result is not a lecode facts database, refuse."""
+        wal = _lstat_regular(self.path.with_name(self.path.name + "-wal"))
+        if wal is None or wal.st_size == 0 or os.path.lexists(
+                self.path.with_name(self.path.name + "-shm")):
+            return
+        FactStore.open_readonly(self.path).close()
 
     def _load_schema(self, *, migrate: bool) -> None:
         db = self._conn

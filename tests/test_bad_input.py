@@ -284,17 +284,8 @@ EXPECTED = {(c, k): OVERRIDES[c].get(k, BASE[k]) for c in CORRUPTIONS for k in C
 # Defects found by this corpus, in files it does not own (reported; see
 # docs/RELIABILITY.md).  Strict: a fix turns the cell into an XPASS failure.
 KNOWN_BUGS: dict[tuple[str, str], str] = {
-    ("zero_db", "forget --yes (unknown)"):
-        "forget of an unknown id migrates a zero-length database before answering 'no fact'",
 
 }
-# zero_db + correct: the writer migrates the empty database (documented:
-# "an existing database is migrated to the current schema on open"), then the
-# fact is not found.  The one cell where a refused write changes a file.
-MIGRATES = {("zero_db", "correct (stale rev)")}
-KNOWN_BUGS[("zero_db", "correct (stale rev)")] = (
-    "correct migrates a zero-length database before answering 'no fact' (the refused "
-    "write changes facts.sqlite3)")
 
 CELLS = [pytest.param(c, k, id=f"{c}|{k}",
                       marks=[pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[(c, k)])]

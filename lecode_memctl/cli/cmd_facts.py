@@ -76,6 +76,20 @@ def _store() -> Any:
     return store
 
 
+def _require_known(store: Any, fact_id: str, *, forgotten_ok: bool) -> None:
+    """Answer 'no fact' from a read-only open, before a writer opens (and so
+    migrates) the database: a write refused for an unknown id changes nothing.
+    The writer checks again inside its transaction."""
+    from lecode_memctl.core.facts import FactStore
+
+    fs = FactStore.open_readonly(store.facts_db)
+    try:
+        if fs.get(fact_id) is None and not (forgotten_ok and fs.was_forgotten(fact_id)):
+            fs.require(fact_id)  # NotFound: "no fact X" or "fact X was forgotten"
+    finally:
+        fs.close()
+
+
 def _open_read() -> tuple[Any, Any, Any]:
     """(store, read-only FactStore, SessionStore using it for exclusions)."""
     from lecode_memctl.core.facts import FactStore
@@ -363,6 +377,7 @@ def correct(
     store = _store()
     if not store.facts_db.exists() and not store.facts_db.is_symlink():
         raise NotFound(f"no fact {fact_id} (no facts database in {store.path})")
+    _require_known(store, fact_id, forgotten_ok=False)
     fs = FactStore(store.facts_db)
     try:
         old = fs.require(fact_id)
@@ -452,6 +467,7 @@ def forget(
     store = _store()
     if not store.facts_db.exists() and not store.facts_db.is_symlink():
         raise NotFound(f"no fact {fact_id} (no facts database in {store.path})")
+    _require_known(store, fact_id, forgotten_ok=True)
     if not yes:
         if not sys.stdin.isatty():
             raise UsageError("refusing to forget without --yes: stdin is not a terminal")

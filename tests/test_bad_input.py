@@ -479,3 +479,28 @@ def test_lookalike_note_names_are_just_absent(template, variant_cache, name):
                 env={"EDITOR": "true", "VISUAL": ""})
     assert_outcome(r.exit_code, r.stderr, 0, name)
     assert tree_hash(cfg.parent) == before
+
+
+# ----------------------------------------------------------------- fact ids
+
+BAD_FACT_IDS = [PREF + "\n", PREF.upper(), PREF[:15], PREF + "0", "../" + PREF[:13], "",
+                "\uff10" * 16, PREF[:15] + "\u0430", "a\x00" + PREF[:14]]
+FACT_ID_COMMANDS = {
+    "recall": lambda fid: ("recall", fid),
+    "history": lambda fid: ("history", fid),
+    "correct": lambda fid: ("correct", fid, "2", "demo-alpha", "14", "14", "x"),
+    "forget --dry-run": lambda fid: ("forget", fid, "--dry-run"),
+    "forget --yes": lambda fid: ("forget", fid, "--yes"),
+}
+
+
+@pytest.mark.parametrize("fid", BAD_FACT_IDS, ids=repr)
+def test_bad_fact_ids_every_command(template, variant_cache, fid):
+    """Fact ids are checked by syntax (16 lower-case hex digits, nothing after)
+    before any database access: exit 2, nothing changed."""
+    cfg, _store = variant_cache("intact")
+    before = tree_hash(cfg.parent)
+    for name, argv in FACT_ID_COMMANDS.items():
+        r = run_cli("--config-dir", str(cfg), "-C", str(template.project), *argv(fid))
+        assert_outcome(r.exit_code, r.stderr, 2, (name, fid))
+    assert tree_hash(cfg.parent) == before

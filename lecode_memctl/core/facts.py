@@ -53,7 +53,7 @@ from .sourceref import (
 BUSY_TIMEOUT = 5.0          # seconds a writer waits for the database lock
 LIST_MAX = 1000             # the most rows one list()/search() call returns
 SEARCH_DEFAULT = 50
-FACT_ID_RE = re.compile(r"^[0-9a-f]{16}$")
+FACT_ID_RE = re.compile(r"^[0-9a-f]{16}\Z")  # \Z: "$" would accept a trailing newline
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 

@@ -75,7 +75,9 @@ def validate(
     are info), and learning events' statuses and reason codes.
 
     Exit status: 0 when nothing is at error severity (with --strict: nothing
-    at warning either), 1 otherwise; 2 usage, 3 no such store, 5 unreadable.
+    at warning either), 1 otherwise; 2 usage, 3 no such store, 5 unreadable
+    (a symlinked store directory), 6 busy (the facts database kept changing
+    while its snapshot was taken).
     --json prints {"ok", "strict", "deep", "exit_code", "totals", "projects":
     [summary...], "findings": [finding...]}; a finding has code, severity,
     check, project, file, line, offset, seq, session_id, fact_id, revision,

@@ -235,3 +235,39 @@ def test_temp_names():
     assert t.parent == Path("/s")
     assert is_temp_name(t.name) and t.name.startswith(".MEMORY.md.tmp-")
     assert not is_temp_name("MEMORY.md") and not is_temp_name("MEMORY.md.bak")
+
+
+def test_ensure_dir_creates_every_missing_level_0700(tmp_path, monkeypatch):
+    """os.makedirs gives intermediate directories the default mode; a new store must be 0700
+    at every level memctl creates (regression: the store dir came out 0755)."""
+    import os
+    import stat
+
+    from lecode_memctl.core.atomic import ensure_dir
+
+    old = os.umask(0o022)
+    try:
+        ensure_dir(tmp_path / "cfg" / "memory" / "slug" / "notes")
+    finally:
+        os.umask(old)
+    for rel in ("cfg", "cfg/memory", "cfg/memory/slug", "cfg/memory/slug/notes"):
+        assert stat.S_IMODE(os.stat(tmp_path / rel).st_mode) == 0o700, rel
+
+
+def test_markdown_write_into_new_store_makes_0700_dirs(tmp_path, config_dir):
+    import os
+    import stat
+
+    from lecode_memctl.core.layout import store_for_project
+    from lecode_memctl.core.markdown import note_target, write
+
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    store = store_for_project(config_dir, proj)
+    old = os.umask(0o022)
+    try:
+        write(store, note_target("n"), "x\n")
+    finally:
+        os.umask(old)
+    for p in (config_dir, config_dir / "memory", store.path, store.path / "notes"):
+        assert stat.S_IMODE(os.stat(p).st_mode) == 0o700, p

@@ -69,11 +69,28 @@ def _unlink_quietly(path: Path) -> None:
 
 
 def ensure_dir(path: Path) -> None:
-    """Create ``path`` (and parents) with mode 0700 where missing."""
-    try:
-        os.makedirs(path, mode=DIR_MODE, exist_ok=True)
-    except OSError as exc:
-        raise StoreWriteError(f"{path}: cannot create directory: {exc.strerror}") from None
+    """Create ``path`` and every missing parent with mode 0700.
+
+    ``os.makedirs`` would give the intermediate levels the default mode
+    (0755 under the usual umask), so each missing level is made here."""
+    path = Path(os.path.abspath(path))
+    missing: list[Path] = []
+    probe = path
+    while not os.path.lexists(probe):
+        missing.append(probe)
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    for level in reversed(missing):
+        try:
+            os.mkdir(level, DIR_MODE)
+        except FileExistsError:
+            if not os.path.isdir(level):
+                raise StoreWriteError(f"{level}: exists and is not a directory") from None
+        except OSError as exc:
+            raise StoreWriteError(f"{level}: cannot create directory: {exc.strerror}") from None
+    if not os.path.isdir(path):
+        raise StoreWriteError(f"{path}: exists and is not a directory")
 
 
 def _read_previous(target: Path) -> bytes | None:

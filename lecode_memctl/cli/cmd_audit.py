@@ -67,9 +67,11 @@ def validate(
     (torn tails: a warning when the file changed in the last minute, since a
     writer may be appending, an error otherwise; headers; refused sessions).
 
-    Without --deep each transcript is read at most once and only where
-    needed: its header, its last bytes and the spans facts reference.
-    --deep also parses every line once: corrupt lines, seq gaps, each
+    Each transcript is read at most once.  Without --deep, one that no fact
+    cites is read only at its header and last bytes; one that facts cite is
+    read once from start to end, parsing only the cited spans and the event
+    lines (a later undo, redo or clear decides a span's visibility).
+    --deep parses every line once (in parallel worker processes): corrupt lines, seq gaps, each
     compact event's prior and lineage (chunks of at most 200 positions whose
     digests still hold; summaries made inert by a later forget, undo or clear
     are info), and learning events' statuses and reason codes.

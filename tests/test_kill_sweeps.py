@@ -243,14 +243,14 @@ def check_killed(store: Path, old: Snapshot, new: Snapshot, what: str) -> tuple[
 
 def sweep(argv: Sequence[str], *, cfg: Path, cwd: Path, reset: Callable[[], None],
           check: Callable[[str, faultkit.Run], None], env: dict[str, str] | None = None,
-          limit: int = 400) -> Outcome:
+          limit: int = 400, code: str = CODE) -> Outcome:
     """Kill at every ``os`` step, then before every SQL statement, until the
     command completes; ``check(label, run)`` after each kill."""
     out = Outcome()
     e = {"LECODE_CONFIG_DIR": str(cfg), **(env or {})}
     for n in range(1, limit + 1):
         reset()
-        run = faultkit.run_killed_at(n, list(argv), code=CODE, cwd=cwd, under=cfg, env=e, fork=True)
+        run = faultkit.run_killed_at(n, list(argv), code=code, cwd=cwd, under=cfg, env=e, fork=True)
         if not run.killed:
             break
         out.os_kills += 1
@@ -259,7 +259,7 @@ def sweep(argv: Sequence[str], *, cfg: Path, cwd: Path, reset: Callable[[], None
         pytest.fail(f"{argv}: still killed after {limit} os steps")
     for n in range(1, limit + 1):
         reset()
-        run = faultkit.run_counted(list(argv), code=CODE, cwd=cwd, under=cfg,
+        run = faultkit.run_counted(list(argv), code=code, cwd=cwd, under=cfg,
                                    env={**e, "SQLSTEP_AT": str(n)}, fork=True)
         if run.returncode != -signal.SIGKILL:
             break
@@ -447,6 +447,56 @@ def test_kill_sweep_migrate_legacy_into_a_live_store(world, tmp_path):
     res.committed_at, res.leftovers = out.committed_at, out.leftovers
     FIGURES["migrate-legacy"] = res
     assert res.os_kills == r.steps and res.os_kills >= 2 * 5
+
+
+APPEND = SQL_HOOK + r'''
+import os
+from pathlib import Path
+from lecode_memctl.core.layout import store_for_project
+from lecode_memctl.core.sessions import SessionStore
+store = store_for_project(Path(os.environ["LECODE_CONFIG_DIR"]), Path(os.getcwd()))
+with SessionStore(store).writer("demo-alpha") as w:
+    w.append_message("user", "appended by the kill sweep " * 40)
+rc = 0
+'''
+
+
+def test_kill_sweep_session_append(world, tmp_path):
+    """The core's session writer (what the agent appends with): one ``write``
+    of a whole line, then ``fsync``.  A kill leaves the transcript with its old
+    bytes or with the whole new line, never a torn tail; the next writer
+    continues the seq."""
+    cfg = tmp_path / "cfg"
+    store = world.store(world.fresh(cfg))
+    base = baseline(world, cfg)
+    old = snapshot(store)
+    e = {"LECODE_CONFIG_DIR": str(cfg)}
+    transcript = store / "sessions" / "demo-alpha.jsonl"
+    old_lines = len(transcript.read_bytes().splitlines())
+    r = faultkit.run_counted([], code=APPEND, cwd=world.project, under=cfg, env=e, fork=True)
+    assert r.returncode == 0, r.stderr
+    new = snapshot(store)
+
+    out = Outcome()
+
+    def check(label: str, run: faultkit.Run) -> None:
+        committed, _temps = check_killed(store, old, new, label)
+        if snapshot(store).files != old.files:
+            out.committed_at.append(label)
+        out.leftovers |= assert_validates(world, cfg, base, label)
+        rr = faultkit.run_counted([], code=APPEND, cwd=world.project, under=cfg, env=e, fork=True)
+        assert rr.returncode == 0, (label, rr.stderr)
+        lines = transcript.read_bytes().splitlines()
+        seqs = [orjson.loads(x)["seq"] for x in lines]
+        assert seqs == list(range(len(lines))), label      # no gap, no duplicate
+        assert len(lines) == old_lines + (2 if label in out.committed_at else 1), label
+
+    res = sweep([], cfg=cfg, cwd=world.project, reset=lambda: world.fresh(cfg), check=check,
+                env=e, code=APPEND)
+    res.committed_at, res.leftovers = out.committed_at, out.leftovers
+    FIGURES["session append"] = res
+    assert res.os_kills == r.steps and res.sql_kills == 0
+    assert out.committed_at == [f"os step {r.steps}"]   # killed before the final fsync
 
 
 def test_zz_report_figures(capsys):

@@ -258,3 +258,37 @@ def test_mixed_load_long(load_world, tmp_path, request):
         pytest.skip("the long load runs with -m slow or MEMCTL_LOAD_SECONDS set")
     seconds = float(os.environ.get("MEMCTL_LOAD_SECONDS", "30"))
     _print(seconds, run_load(load_world, tmp_path, seconds))
+
+
+def test_read_snapshot_waits_out_a_busy_writer_up_to_the_busy_timeout(tmp_path, monkeypatch):
+    """Found by the 30-second load: ``memctl facts`` exited 6 ("the facts
+    database kept changing while taking a snapshot") after eight quick
+    retries (about 0.4 s) while the agent committed every few milliseconds.
+    A reader now keeps trying for as long as a writer waits for its lock
+    (the busy timeout).  Time is virtual here: ``sleep`` only adds up."""
+    import time as time_mod
+
+    from lecode_memctl.core import facts as facts_mod
+    from lecode_memctl.core.facts import FactStore
+
+    db_path = tmp_path / "facts.sqlite3"
+    writer = FactStore(db_path, on_connect=lambda db: db.execute("PRAGMA wal_autocheckpoint=0"))
+    writer.add("x")
+    real = facts_mod._read_nofollow
+    waited = [0.0]
+
+    def changing(path):
+        got = real(path)
+        if got is not None and str(path).endswith("-wal") and waited[0] < 1.0:
+            # a writer commits between any two reads, for the first second
+            return got[0] + str(time_mod.monotonic_ns()).encode(), got[1]
+        return got
+
+    monkeypatch.setattr(facts_mod, "_read_nofollow", changing)
+    monkeypatch.setattr(facts_mod.time, "sleep", lambda s: waited.__setitem__(0, waited[0] + s))
+    try:
+        with FactStore.open_readonly(db_path) as ro:
+            assert ro.snapshot and ro.count() == 1
+        assert 1.0 <= waited[0] < facts_mod.BUSY_TIMEOUT
+    finally:
+        writer.close()

@@ -390,13 +390,14 @@ def _write_private(path: str, data: bytes) -> None:
         os.close(fd)
 
 
-SNAPSHOT_ATTEMPTS = 8
-
-
-def _private_snapshot(path: Path, wal: Path) -> str:
+def _private_snapshot(path: Path, wal: Path, timeout: float = BUSY_TIMEOUT) -> str:
     """Copy the database and its -wal (never the -shm) into a fresh private
-    directory, checking that neither changed while copying.  Returns the dir."""
-    for attempt in range(SNAPSHOT_ATTEMPTS):
+    directory, checking that neither changed while copying.  Returns the dir.
+    While a writer keeps committing, retries with a growing pause for as long
+    as a writer waits for its lock (``timeout``, the busy timeout)."""
+    waited = 0.0
+    attempt = 0
+    while True:
         db_before = _lstat_regular(path)
         wal_first = _read_nofollow(wal)
         db = _read_nofollow(path)
@@ -421,9 +422,13 @@ def _private_snapshot(path: Path, wal: Path) -> str:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
             return tmp
-        time.sleep(0.01 * (attempt + 1))
-    raise StoreBusy(f"{path}: the facts database kept changing while taking a snapshot; "
-                    "try again")
+        attempt += 1
+        if waited >= timeout:
+            raise StoreBusy(f"{path}: the facts database kept changing while taking a snapshot; "
+                            "try again")
+        delay = min(0.01 * attempt, 0.05)
+        time.sleep(delay)
+        waited += delay
 
 
 # --------------------------------------------------------------------------
@@ -493,7 +498,7 @@ class FactStore:
                     db.close()
                     raise StoreBusy(f"{self.path}: replaced while opening; try again")
             else:
-                self._tmpdir = _private_snapshot(self.path, wal)
+                self._tmpdir = _private_snapshot(self.path, wal, self.busy_timeout)
                 self.snapshot = True
                 db = self._connect(os.path.join(self._tmpdir, "facts.sqlite3"), uri=False)
             self._conn = db

@@ -21,10 +21,10 @@ Session ids that no store can hold (``..``, ``/abs``, ``a/b``, NUL, 300
 characters, look-alike Unicode) are checked against the core's
 ``check_session_id`` and every command that takes a session id.
 
-Cells marked ``KNOWN_BUGS`` are strict xfails: each documents a defect found
-by this corpus (see docs/RELIABILITY.md, "Bad input") in a file this corpus
-does not own; they turn into failures the moment the defect is fixed, so the
-mark gets removed with the fix.
+Cells listed in ``KNOWN_BUGS`` run as strict xfails: a defect found by the
+corpus that cannot be fixed at once is recorded there with its reason (it
+turns into a failure the moment it is fixed, so the entry goes with the fix).
+Every defect found so far is fixed (docs/RELIABILITY.md, "Bad input").
 """
 
 from __future__ import annotations
@@ -281,11 +281,10 @@ OVERRIDES: dict[str, dict[str, int]] = {
 
 EXPECTED = {(c, k): OVERRIDES[c].get(k, BASE[k]) for c in CORRUPTIONS for k in COMMANDS}
 
-# Defects found by this corpus, in files it does not own (reported; see
-# docs/RELIABILITY.md).  Strict: a fix turns the cell into an XPASS failure.
-KNOWN_BUGS: dict[tuple[str, str], str] = {
-
-}
+# Defects found by this corpus and not fixed yet: (corruption, command) ->
+# reason.  Strict: a fix turns the cell into an XPASS failure.  Empty: every
+# defect found so far is fixed (docs/RELIABILITY.md, "Bad input").
+KNOWN_BUGS: dict[tuple[str, str], str] = {}
 
 CELLS = [pytest.param(c, k, id=f"{c}|{k}",
                       marks=[pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[(c, k)])]
@@ -378,20 +377,25 @@ def run_limited(*args: str, env: dict | None = None) -> tuple[subprocess.Complet
 def test_corpus_real_processes(template, corruption):
     """Each corruption, as real processes with a 1 GiB address-space limit, on a
     private copy: exit statuses as a shell sees them, one error line, nothing
-    changed, peak RSS bounded."""
+    changed, peak RSS bounded.  The commands of one corruption run side by side
+    (none of them may change anything, so they cannot disturb each other)."""
     cfg, _store = template.copy(corruption)
     root = cfg.parent
-    for command in SUBPROCESS_COMMANDS:
-        before = tree_hash(root)
-        p, peak_kib = run_limited("--config-dir", str(cfg), "-C", str(template.project),
-                                  *COMMANDS[command])
-        stderr = p.stderr.decode("utf-8", "replace")
-        if (corruption, command) in KNOWN_BUGS:
-            continue  # covered (as a strict xfail) by the in-process cell
-        assert_outcome(p.returncode, stderr, EXPECTED[(corruption, command)], (corruption, command),
-                       COMMANDS[command])
-        assert tree_hash(root) == before, (corruption, command)
-        assert peak_kib < 512 * 1024, (corruption, command, peak_kib)
+    before = tree_hash(root)
+    e = dict(os.environ, EDITOR="true", VISUAL="", PYTHONPATH=str(REPO))
+    e.pop("MEMCTL_DEBUG", None)
+    procs = {command: subprocess.Popen(
+        [sys.executable, "-m", "lecode_memctl", "--config-dir", str(cfg), "-C",
+         str(template.project), *COMMANDS[command]],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e, preexec_fn=_limit_memory)
+        for command in SUBPROCESS_COMMANDS}
+    for command, proc in procs.items():
+        _out, err = proc.communicate(timeout=60)
+        assert_outcome(proc.returncode, err.decode("utf-8", "replace"),
+                       EXPECTED[(corruption, command)], (corruption, command), COMMANDS[command])
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    assert peak_kib < 512 * 1024, (corruption, peak_kib)
+    assert tree_hash(root) == before, corruption
 
 
 # ----------------------------------------------------------------- session ids

@@ -169,6 +169,21 @@ def _symlink_store(store: Path) -> None:
     os.symlink(real, store)
 
 
+def _symlink_wal(store: Path) -> None:
+    """facts.sqlite3-wal is a symbolic link (to an empty file outside the store)."""
+    outside = store.parent.parent.parent / "outside-wal"
+    outside.write_bytes(b"")
+    os.symlink(outside, store / "facts.sqlite3-wal")
+
+
+def _symlink_memory(store: Path) -> None:
+    """MEMORY.md is a symbolic link to a file outside the store."""
+    p = store / "MEMORY.md"
+    outside = store.parent.parent.parent / "outside-MEMORY.md"
+    shutil.move(p, outside)
+    os.symlink(outside, p)
+
+
 def _odd_session_names(store: Path) -> None:
     """Files in sessions/ whose names are not session ids: look-alike Unicode
     (Cyrillic a, full-width digit), 200 characters, a subdirectory a/b."""
@@ -191,6 +206,8 @@ CORRUPTIONS = {
     "utf8_md": _utf8_md,
     "symlink_session": _symlink_session,
     "symlink_store": _symlink_store,
+    "symlink_wal": _symlink_wal,
+    "symlink_memory": _symlink_memory,
     "odd_session_names": _odd_session_names,
 }
 
@@ -275,6 +292,10 @@ OVERRIDES: dict[str, dict[str, int]] = {
     # into it as a conflict (4).
     "symlink_store": {k: 5 for k in COMMANDS if k not in ("where", "config", "projects",
                                                             "migrate-legacy --dry-run")},
+    # A symlinked -wal or Markdown file is refused (5) by whatever opens it;
+    # search skips a symlinked file with a warning; validate reports both.
+    "symlink_wal": {k: 5 for k in FACTS_DB_READERS},
+    "symlink_memory": {"show": 5, "edit": 5, "context": 5},
     # Files in sessions/ whose names are not ids are never opened as sessions.
     "odd_session_names": {},
 }

@@ -14,7 +14,9 @@ store proves nothing.  The medium is emulated properly instead:
 Two copies of the demo store are put on the medium: one whose facts database
 has no ``-wal`` (read as immutable media, ``immutable=1``) and one in WAL
 mode whose ``-wal`` holds a committed change the main file does not have yet
-(read through a private snapshot copy): the change must be visible.
+(read through a private snapshot copy): the change must be visible; a third
+copy also keeps the ``-shm`` a live writer leaves (a store copied from a
+running system).
 ``MEMCTL_TEST_RO_MODE=setpriv`` forces the second emulation.
 """
 
@@ -62,22 +64,27 @@ def _unpriv_prefix() -> list[str] | None:
     return None
 
 
-def _wal_mode_db(store: Path) -> None:
-    """Leave facts.sqlite3 in WAL mode with a committed change only in its -wal."""
+def _wal_mode_db(store: Path, *, keep_shm: bool = False) -> None:
+    """Leave facts.sqlite3 in WAL mode with a committed change only in its -wal
+    (and, with ``keep_shm``, the -shm a live writer has beside it)."""
     db_path = store / "facts.sqlite3"
     wal = store / "facts.sqlite3-wal"
+    shm = store / "facts.sqlite3-shm"
     db = sqlite3.connect(db_path, isolation_level=None)
     db.execute("PRAGMA wal_autocheckpoint = 0")
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     db.execute("UPDATE revisions SET text = text || ? WHERE fact_id = ? AND revision = 1",
                (WAL_MARK, VERIFIED))
-    main_bytes, wal_bytes = db_path.read_bytes(), wal.read_bytes()
+    main_bytes, wal_bytes, shm_bytes = db_path.read_bytes(), wal.read_bytes(), shm.read_bytes()
     db.close()  # checkpoints and removes the -wal and -shm ...
     db_path.write_bytes(main_bytes)  # ... so put back the state a live writer leaves
     wal.write_bytes(wal_bytes)
-    for p in (db_path, wal):
-        os.chmod(p, 0o600)
-    assert wal_bytes and not (store / "facts.sqlite3-shm").exists()
+    if keep_shm:
+        shm.write_bytes(shm_bytes)
+    for p in (db_path, wal, shm):
+        if p.exists():
+            os.chmod(p, 0o600)
+    assert wal_bytes and shm.exists() == keep_shm
 
 
 class Medium:
@@ -107,9 +114,11 @@ class Medium:
             self.mode = f"0555/0444 store, commands run as uid {NOBODY} ({prefix[0]})"
         self.plain = self.mnt / "plain" / "config"
         self.wal = self.mnt / "wal" / "config"
-        for cfg in (self.plain, self.wal):
+        self.walshm = self.mnt / "walshm" / "config"
+        for cfg in (self.plain, self.wal, self.walshm):
             shutil.copytree(self.demo.config_dir, cfg, symlinks=True)
         _wal_mode_db(self.wal / "memory" / self.demo.store.slug)
+        _wal_mode_db(self.walshm / "memory" / self.demo.store.slug, keep_shm=True)
         assert not (self.plain / "memory" / self.demo.store.slug / "facts.sqlite3-wal").exists()
         if self.mounted:
             r = subprocess.run(["mount", "-o", "remount,ro", str(self.mnt)], capture_output=True)
@@ -129,7 +138,7 @@ class Medium:
                     os.chmod(dirpath, 0o555)
                     for f in filenames:
                         os.chmod(os.path.join(dirpath, f), 0o444)
-        self.hashes = {cfg: tree_hash(cfg) for cfg in (self.plain, self.wal)}
+        self.hashes = {cfg: tree_hash(cfg) for cfg in (self.plain, self.wal, self.walshm)}
 
     def run(self, cfg: Path, *args: str, env: dict | None = None,
             real: bool = False) -> subprocess.CompletedProcess:
@@ -212,7 +221,7 @@ def _check_one_error(p: subprocess.CompletedProcess, what: object) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("which", ["plain", "wal"])
+@pytest.mark.parametrize("which", ["plain", "wal", "walshm"])
 @pytest.mark.parametrize("command", list(READS))
 def test_reads_work(medium, which, command):
     cfg = getattr(medium, which)
@@ -241,18 +250,18 @@ def test_wal_rows_visible_on_readonly_media(medium):
     """The WAL copy's facts show the change that is only in the -wal (read
     through a private snapshot); the plain copy reads the main file alone."""
     texts = {}
-    for which in ("plain", "wal"):
+    for which in ("plain", "wal", "walshm"):
         cfg = getattr(medium, which)
         p = medium.run(cfg, "history", VERIFIED, "--json")
         assert p.returncode == 0, p.stderr
         doc = orjson.loads(p.stdout)
         texts[which] = doc["revisions"][0]["text"]
         assert tree_hash(cfg) == medium.hashes[cfg]
-    assert texts["wal"] == texts["plain"] + WAL_MARK
+    assert texts["wal"] == texts["walshm"] == texts["plain"] + WAL_MARK
     assert not texts["plain"].endswith(WAL_MARK)
 
 
-@pytest.mark.parametrize("which", ["plain", "wal"])
+@pytest.mark.parametrize("which", ["plain", "wal", "walshm"])
 @pytest.mark.parametrize("command", list(WRITES))
 def test_writes_fail_clearly(medium, which, command):
     cfg = getattr(medium, which)

@@ -93,6 +93,9 @@ class Medium:
         os.chmod(self.root, 0o755)
         self.mnt = self.root / "media"
         self.mnt.mkdir()
+        self.tmp = self.root / "tmp"  # TMPDIR: where edit keeps a copy it could not write
+        self.tmp.mkdir()
+        os.chmod(self.tmp, 0o1777)
         self.mounted = False
         self.prefix: list[str] = []
         self.mode = ""
@@ -147,11 +150,12 @@ class Medium:
         (as the unprivileged user in the fallback)."""
         if self.mounted and not real:
             r = run_cli("--config-dir", str(cfg), "-C", str(self.project), *args,
-                        env={"EDITOR": "true", "VISUAL": "", **(env or {})})
+                        env={"EDITOR": "true", "VISUAL": "", "TMPDIR": str(self.tmp),
+                             **(env or {})})
             return subprocess.CompletedProcess(args, r.exit_code, r.stdout_bytes,
                                                r.stderr.encode())
         e = {k: v for k, v in os.environ.items() if k != "MEMCTL_DEBUG"}
-        e.update(PYTHONPATH=str(REPO), HOME=str(self.root), TMPDIR="/tmp", EDITOR="true",
+        e.update(PYTHONPATH=str(REPO), HOME=str(self.root), TMPDIR=str(self.tmp), EDITOR="true",
                  VISUAL="", PYTHONDONTWRITEBYTECODE="1")
         if env:
             e.update(env)
@@ -270,3 +274,8 @@ def test_writes_fail_clearly(medium, which, command):
     line = _check_one_error(p, (medium.mode, which, command))
     assert p.returncode == 7, (medium.mode, which, command, p.returncode, line)
     assert tree_hash(cfg) == medium.hashes[cfg]
+    if argv[0] == "edit":
+        # The edited text is not lost: its private copy is kept and named.
+        kept = line.rsplit("your edited copy is kept at ", 1)[-1].strip()
+        assert Path(kept).parent == medium.tmp, line
+        assert Path(kept).read_text().endswith("added on read-only media\n")

@@ -171,6 +171,21 @@ class FactMachine(RuleBasedStateMachine):
             self.fs.forget("f" * 16)
 
     @rule()
+    def read_only_view(self):
+        """What a read command sees while this writer is open (its commits may
+        be only in the -wal) equals the writer's view; nothing is written."""
+        before = sorted(p.name for p in self.db.parent.iterdir())
+        ro = FactStore.open_readonly(self.db)
+        try:
+            assert ro.generation() == self.generation
+            assert ro.excluded_seqs(SID) == frozenset(self.excluded)
+            assert {f.fact_id: f.revision for f in ro.iter_facts()} == {
+                k: v["revision"] for k, v in self.model.items()}
+        finally:
+            ro.close()
+        assert sorted(p.name for p in self.db.parent.iterdir()) == before
+
+    @rule()
     def reopen(self):
         self.fs.close()
         self.open()

@@ -410,3 +410,21 @@ def test_symlinked_store_directory_is_refused(config_dir, project, store, tmp_pa
                  ("forget", "0123456789abcdef", "--yes")):
         r = cli(project, *args)
         assert r.exit_code == 5 and "symbolic link" in r.stderr, args
+
+
+def test_fact_id_completion_through_the_shell_protocol(config_dir, project, store):
+    """A real TAB: offers the store's fact ids, imports neither rich nor
+    tabulate, and writes nothing."""
+    write_session(store)
+    fid = remember(store).fact_id
+    before = tree_hash(config_dir)
+    env = dict(os.environ, _MEMCTL_COMPLETE="complete_bash", COMP_CWORD="4",
+               COMP_WORDS=f"memctl -C {project} recall {fid[:3]}")
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "lecode_memctl"],
+                          capture_output=True, env=env, timeout=60)
+    assert proc.returncode == 0
+    assert fid in proc.stdout.decode().split()
+    imported = {line.split("|")[-1].strip().split(".")[0]
+                for line in proc.stderr.decode().splitlines() if line.startswith("import time:")}
+    assert not imported & {"rich", "tabulate"}
+    assert tree_hash(config_dir) == before

@@ -415,6 +415,8 @@ def test_corpus_real_processes(template, corruption):
         assert_outcome(proc.returncode, err.decode("utf-8", "replace"),
                        EXPECTED[(corruption, command)], (corruption, command), COMMANDS[command])
     peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    print(f"[bad input] {corruption}: {len(procs)} processes, largest child peak RSS so far "
+          f"{peak_kib // 1024} MiB (limit: address space {MEMORY_LIMIT >> 20} MiB)")
     assert peak_kib < 512 * 1024, (corruption, peak_kib)
     assert tree_hash(root) == before, corruption
 
@@ -529,3 +531,16 @@ def test_bad_fact_ids_every_command(template, variant_cache, fid):
         r = run_cli("--config-dir", str(cfg), "-C", str(template.project), *argv(fid))
         assert_outcome(r.exit_code, r.stderr, 2, (name, fid))
     assert tree_hash(cfg.parent) == before
+
+
+def test_template_has_only_the_planted_problem(template, variant_cache):
+    """The base fixture is what docs say: validate, --deep included, finds the
+    demo's one planted problem (fact.stale) and nothing else."""
+    import orjson
+
+    cfg, _store = variant_cache("intact")
+    for deep in ((), ("--deep",)):
+        r = run_cli("--config-dir", str(cfg), "-C", str(template.project), "validate", "--json",
+                    *deep)
+        found = sorted((f["code"], f["severity"]) for f in orjson.loads(r.stdout_bytes)["findings"])
+        assert found == [("fact.stale", "error")], (deep, found)

@@ -169,7 +169,10 @@ def build_demo(base: Path) -> Demo:
                                         "in this repo.")
         w.append_message("assistant", "Noted: 4 spaces.", epoch=epoch)
     compact1 = sessions.events("demo-alpha", 0, {"compact"})[0]
-    second_span = _ref(sessions, "demo-alpha", 11, corr + 1)
+    # Lineage positions are visible messages only: the undo/redo events between
+    # them are covered by the digest (every record of the span), not named.
+    second_span = SourceRef("demo-alpha", (b, corr, corr + 1),
+                            canonical_digest(sessions.records("demo-alpha", b, corr + 1)))
     with sessions.writer("demo-alpha") as w:
         w.append_event("compact", summary="Indentation is now 4 spaces.",
                        lineage=[first_span.to_json(), second_span.to_json()],

@@ -115,11 +115,14 @@ def measure(store_dir: Path, sid: str, last: int, runs: int) -> dict[str, float]
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size-mb", type=float, default=1024, help="size of the large transcript (MiB)")
+    ap.add_argument("--quick", action="store_true", help="a 64 MiB large transcript and 5 runs (for run_all.py --quick)")
     ap.add_argument("--small-mb", type=float, default=1, help="size of the small transcript (MiB)")
     ap.add_argument("--runs", type=int, default=15, help="timed runs per operation (median)")
     ap.add_argument("--out", type=Path, default=HERE / "out", help="where to write the transcripts")
     ap.add_argument("--keep", action="store_true", help="keep the large transcript afterwards")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.size_mb, args.runs = min(args.size_mb, 64), min(args.runs, 5)
 
     store_dir = args.out / SLUG
     t0 = time.perf_counter()

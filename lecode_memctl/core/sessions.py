@@ -27,6 +27,7 @@ import errno
 import fcntl
 import io
 import os
+import re
 import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -83,7 +84,7 @@ STATE_UNREADABLE = "unreadable"
 _EVENT_MARK = b'"event"'
 _CHUNK = 1 << 20
 _BUFFER = 1 << 14     # small: each binary-search probe fills one buffer
-_LINEAR_BELOW = 1 << 16   # binary search stops when the window is this small
+_LINEAR_BELOW = 1 << 13   # binary search stops when the window is this small
 _TAIL_BYTES = 1 << 16
 
 
@@ -311,6 +312,18 @@ def _classify(line: bytes) -> tuple[str, Any]:
     return "record", obj
 
 
+_FAST_SEQ = re.compile(rb'\{"seq":(0|[1-9][0-9]*)[,}]')
+
+
+def _fast_seq(line: bytes) -> int | None:
+    """The seq of a line shaped ``{"seq":N,...`` (as the core writer and
+    orjson write it), read without parsing the rest; None for any other
+    shape.  Only the search uses it, to step over lines before its target:
+    every line it returns or reads forward from is still fully parsed."""
+    m = _FAST_SEQ.match(line)
+    return int(m.group(1)) if m else None
+
+
 class _File:
     """An open transcript, bounded by its size at ``fstat`` time."""
 
@@ -420,6 +433,10 @@ class _File:
                 start, line = self.line_at(pos)
                 if line is None or start >= hi:
                     break
+                fast = _fast_seq(line)
+                if fast is not None:
+                    found = (start + len(line) + 1, fast)
+                    break
                 kind, obj = _classify(line)
                 if kind == "record":
                     found = (start + len(line) + 1, obj["seq"])
@@ -433,6 +450,9 @@ class _File:
         for start, line in self.lines(lo) if lo < self.size else ():
             if line is None:
                 return bad if bad is not None else start
+            fast = _fast_seq(line)
+            if fast is not None and fast < target and bad is None:
+                continue
             kind, obj = _classify(line)
             if kind != "record":
                 if bad is None:

@@ -384,7 +384,8 @@ def test_layout_unreadable(config_dir):
 
 def test_every_code_is_planted_somewhere():
     covered = set(PLANTED) | {"db.integrity", "db.schema_unknown", "db.unreadable",
-                              "db.needs_migration", "config.invalid", "layout.unreadable"}
+                              "db.needs_migration", "config.invalid", "layout.unreadable",
+                              "session.epoch_ahead"}  # tests/test_audit_epoch.py
     assert covered == set(CODES)
 
 
@@ -552,8 +553,12 @@ def test_unreferenced_transcripts_read_only_at_head_and_tail(config_dir):
     a = Audit(store_at(path), parallel=False)
     assert list(a.run()) == []
     s1 = (path / "sessions" / "s1.jsonl").stat().st_size
-    # s1 is referenced (read once, whole); s2 and big: header line and last byte only
-    assert a.summary.bytes_read < s1 + 3 * 4096 + 10
+    # s1 is referenced (read once, whole; its epoch tail comes from memory); s2 and big:
+    # header line, last byte, and the last EPOCH_TAIL bytes for the epoch check only
+    from lecode_memctl.core.audit import EPOCH_TAIL
+
+    s2 = (path / "sessions" / "s2.jsonl").stat().st_size
+    assert a.summary.bytes_read < s1 + 3 * 4096 + 10 + min(s2, EPOCH_TAIL) + EPOCH_TAIL
     assert size > 1_000_000
 
 
@@ -590,3 +595,18 @@ def test_symlinked_session_is_refused_once(config_dir):
     _code, fs = findings("--store", str(path), "--deep")
     assert [(f["code"], f["reason"], f["file"]) for f in fs] == [
         ("session.refused", "refused_symlink", "sessions/alias.jsonl")]
+
+
+def test_format_md_lists_every_finding_code_with_its_severity():
+    """docs/FORMAT.md "Validate findings" documents every code, with the severity CODES gives."""
+    import re
+
+    from .conftest import REPO
+
+    text = (REPO / "docs" / "FORMAT.md").read_text()
+    section = text[text.index("## Validate findings"):]
+    rows = dict(re.findall(r"^\| `([a-z0-9_.]+)`(?: \*\(deep\)\*)? \| ([a-z /]+) \|", section, re.M))
+    assert set(rows) == set(CODES)
+    for code, info in CODES.items():
+        # "warning / error" for a code whose severity depends on the case
+        assert info.severity in rows[code].split(" / "), code

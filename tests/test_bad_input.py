@@ -275,11 +275,11 @@ OVERRIDES: dict[str, dict[str, int]] = {
     # A zero-length file is an empty SQLite database (a writer that crashed
     # between creating the file and its schema leaves one): readers see schema
     # version 0 with no tables ("needs migration" note), so no facts: the fact
-    # commands say not found; validate has no fact whose evidence is stale and
-    # reports an empty file as nothing (see RELIABILITY.md: forgotten evidence
-    # is visible again then).
+    # commands say not found; validate finds the lost exclusions (transcripts
+    # carry epoch 1, the empty database is at generation 0: session.epoch_ahead)
+    # and exits 1.
     "zero_db": {"recall": 3, "history": 3, "correct (stale rev)": 3, "forget --dry-run": 3,
-                "validate": 0, "validate --deep": 0},
+                "validate": 1, "validate --deep": 1},
     # Invalid UTF-8 inside the span read: the read is refused as corrupt (5);
     # facts citing other spans still work; validate reports it.
     "utf8_jsonl": {"read": 5},

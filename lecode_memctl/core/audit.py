@@ -138,6 +138,10 @@ CODES: dict[str, CodeInfo] = {
         "the first line is not a valid session header (seq 0, type session, format 1)"),
     "session.unreadable": CodeInfo(ERROR, "sessions", ("file", "session_id"),
         "a transcript that cannot be opened or read"),
+    "session.epoch_ahead": CodeInfo(ERROR, "sessions", ("file", "session_id", "seq"),
+        "a generated message carries an exclusion epoch above the facts database's "
+        "generation: forget exclusions were lost (facts.sqlite3 deleted, emptied or "
+        "replaced by an older copy), so forgotten evidence may be visible again"),
     # compaction
     "compact.prior_mismatch": CodeInfo(ERROR, "compaction", ("file", "session_id", "seq"),
         "a compact event's prior is not the previous compact event's seq and digest", deep_only=True),
@@ -335,6 +339,7 @@ class Audit:
         self._statuses: dict[tuple[Any, str], Any] = {}
         self._excluded: dict[str, Any] = {}
         self._generation = 0
+        self._generation_known = False  # True once the database was read, or is absent/empty
 
     # -- plumbing
     def _f(self, code: str, message: str, *, severity: str | None = None, **loc: Any) -> Finding | None:
@@ -562,6 +567,13 @@ class Audit:
                 self._statuses[(SourceRef(sid, seqs, digest), purpose)] = st
             for code, message, severity, loc in sc.raw:
                 yield self._f(code, message, severity=severity, **loc)
+            if self._generation_known and sc.max_epoch and sc.max_epoch[0] > self._generation:
+                epoch, seq = sc.max_epoch
+                yield self._f("session.epoch_ahead",
+                              f"a generated message carries exclusion epoch {epoch}, but the "
+                              f"facts database is at generation {self._generation}: forget "
+                              "exclusions were lost", file=f"{SESSIONS_DIR}/{sid}.jsonl",
+                              session_id=sid, seq=seq)
         if self.progress:
             self.progress(total, total)
         yield from _fact_findings(self)
@@ -575,6 +587,44 @@ class _Scan:
     bytes_read: int = 0
     raw: list[tuple[str, str, str | None, dict]] = field(default_factory=list)
     statuses: dict[tuple[tuple[int, ...], str, str], Any] = field(default_factory=dict)
+    max_epoch: tuple[int, int] | None = None   # (epoch, seq) of the newest generated messages
+
+
+EPOCH_TAIL = 65536
+
+
+def _tail_epoch(fd: int, size: int, sc: _Scan, data: bytes | None = None) -> tuple[int, int] | None:
+    """The highest ``epoch`` (with its seq) among the generated messages in the
+    last 64 KiB (taken from ``data`` when the whole file is already in memory).
+    Epochs are captured before each request, so they never decrease along a
+    transcript: its tail holds its newest epoch."""
+    from .sessions import is_generated
+
+    n = min(size, EPOCH_TAIL)
+    if n <= 0:
+        return None
+    if data is not None and len(data) == size:
+        window = data[size - n:]
+    else:
+        window = os.pread(fd, n, size - n)
+        sc.bytes_read += len(window)
+    lines = window.split(b"\n")[:-1]        # the last piece is a torn tail or empty
+    if n < size and lines:
+        lines = lines[1:]                     # the window may start mid-line
+    best: tuple[int, int] | None = None
+    for line in lines:
+        if b'"epoch"' not in line:
+            continue
+        try:
+            rec = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if not (isinstance(rec, dict) and rec.get("type") == "message" and is_generated(rec)):
+            continue
+        epoch, seq = rec.get("epoch"), rec.get("seq")
+        if type(epoch) is int and type(seq) is int and (best is None or epoch > best[0]):
+            best = (epoch, seq)
+    return best
 
 
 def _run_jobs(jobs: list[tuple], *, parallel: bool) -> Iterator[_Scan]:
@@ -651,26 +701,39 @@ def _session_job(path: str, sid: str, slug: str, deep: bool,
             refuse_all("session_unreadable", "not a regular file")
             return sc
         try:
-            if not deep and not need:
-                _shallow(fd, st.st_size, sc, sid, slug, st.st_mtime, now, add)
-            else:
-                data = None
-                if not deep and st.st_size <= FAST_LIMIT:
-                    data = _read_whole(fd, st.st_size, sc)
-                    mark = len(sc.raw)
-                    if _fast_spans(data, sc, sid, slug, need, excluded, generation,
-                                   st.st_mtime, now, add, refuse_all):
-                        return sc
-                    del sc.raw[mark:]
-                    sc.statuses.clear()
-                _full(fd, st.st_size, sc, sid, slug, deep, need, excluded, generation,
-                      st.st_mtime, now, add, refuse_all, data)
+            data = _scan_modes(fd, st, sc, sid, slug, deep, need, excluded, generation, now,
+                               add, refuse_all)
+            refused = {"session.refused", "session.missing_header"}
+            if not any(code in refused for code, *_rest in sc.raw):
+                sc.max_epoch = _tail_epoch(fd, st.st_size, sc, data)
         except OSError as exc:
             add("session.unreadable", f"cannot read: {exc.strerror}")
             refuse_all("session_unreadable", exc.strerror or "cannot read")
     finally:
         os.close(fd)
     return sc
+
+
+def _scan_modes(fd: int, st: os.stat_result, sc: _Scan, sid: str, slug: str, deep: bool,
+                need: list[tuple[tuple[int, ...], str, str]], excluded: frozenset[int],
+                generation: int, now: float, add: Callable, refuse_all: Callable) -> bytes | None:
+    """Header and tail only (no references, not deep); the in-memory fast path;
+    else the line loop.  Returns the file's bytes when they were read whole."""
+    if not deep and not need:
+        _shallow(fd, st.st_size, sc, sid, slug, st.st_mtime, now, add)
+        return None
+    data = None
+    if not deep and st.st_size <= FAST_LIMIT:
+        data = _read_whole(fd, st.st_size, sc)
+        mark = len(sc.raw)
+        if _fast_spans(data, sc, sid, slug, need, excluded, generation,
+                       st.st_mtime, now, add, refuse_all):
+            return data
+        del sc.raw[mark:]
+        sc.statuses.clear()
+    _full(fd, st.st_size, sc, sid, slug, deep, need, excluded, generation,
+          st.st_mtime, now, add, refuse_all, data)
+    return data
 
 
 def _header_problem(hdr: Any, sid: str, slug: str) -> tuple[str, str] | None:
@@ -1263,6 +1326,9 @@ def _check_db_and_facts(audit: Audit) -> Iterator[Finding | None]:
     fs = _open_facts(audit)
     rel = FACTS_DB
     if fs is None:
+        # No database at all: generation 0, nothing excluded.  (A symlink or odd
+        # file type is a layout finding, and then the generation is unknown.)
+        audit._generation_known = not os.path.lexists(audit.store.facts_db)
         return
     if isinstance(fs, MemctlError):
         if isinstance(fs, StoreBusy):
@@ -1279,6 +1345,8 @@ def _check_db_and_facts(audit: Audit) -> Iterator[Finding | None]:
         if db is None or not fs._tables:
             if audit.store.facts_db.stat().st_size > 0:
                 yield audit._f("db.schema_unknown", "no lecode tables in the database", file=rel)
+            else:
+                audit._generation_known = True  # an empty file: generation 0
             return
         try:
             yield from _db_checks(audit, fs, db, SCHEMA_VERSION)
@@ -1385,6 +1453,7 @@ def _load_facts(audit: Audit, fs: Any, db: Any) -> None:
             if r.source is not None:
                 audit._need.setdefault(r.source.session_id, []).append((r.source, "durable"))
     audit._generation = fs.generation()
+    audit._generation_known = True
     for sid, seq in db.execute("SELECT session_id, seq FROM exclusions"):
         audit._excluded.setdefault(sid, set()).add(seq)
     audit._excluded = {k: frozenset(v) for k, v in audit._excluded.items()}

@@ -38,9 +38,9 @@ Examples:
   memctl --project ~/src/app show
   memctl --store /evidence/copy-of-store notes
 
-Exit status: 0 ok, 1 validate found problems, 2 usage, 3 not found,
-4 conflict, 5 store unreadable, 6 store busy, 7 write failed.
-See 'man memctl' for the whole manual.
+Exit status: 0 ok, 1 validate found problems (or a prompt was declined),
+2 usage, 3 not found, 4 conflict, 5 store unreadable, 6 store busy,
+7 write failed, 70 internal error.  See 'man memctl' for the whole manual.
 """
 
 app = typer.Typer(
@@ -85,6 +85,13 @@ def root(
     STATE.no_color = no_color
 
 
-# Command modules register themselves on import.  Order does not matter:
-# help lists commands alphabetically.
-from . import cmd_audit, cmd_demo, cmd_facts, cmd_markdown, cmd_migrate, cmd_sessions, cmd_store  # noqa: E402,F401
+# Command modules register themselves on import, and --help lists the commands
+# in that order: finding a store, Markdown, transcripts, facts, audit,
+# migration, the demo.
+from . import cmd_store  # noqa: E402,F401,I001
+from . import cmd_markdown  # noqa: E402,F401
+from . import cmd_sessions  # noqa: E402,F401
+from . import cmd_facts  # noqa: E402,F401
+from . import cmd_audit  # noqa: E402,F401
+from . import cmd_migrate  # noqa: E402,F401
+from . import cmd_demo  # noqa: E402,F401

@@ -29,7 +29,9 @@ def is_temp_name(name: str) -> bool:
     return name.startswith(TMP_PREFIX) and TMP_MARK in name
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data`` to ``fd``, looping over short writes; a
+    write that makes no progress raises ``OSError(EIO, "short write")``."""
     view = memoryview(data)
     while view:
         n = os.write(fd, view)
@@ -51,7 +53,7 @@ def _write_temp(target: Path, data: bytes, mode: int) -> Path:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
     try:
         try:
-            _write_all(fd, data)
+            write_all(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)

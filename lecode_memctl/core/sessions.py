@@ -36,6 +36,7 @@ from typing import Any
 
 import orjson
 
+from .atomic import write_all
 from .errors import Conflict, MemctlError, NotFound, StoreBusy, StoreCorrupt, StoreWriteError, UsageError
 from .layout import DIR_MODE, FILE_MODE, Store
 from .sourceref import (
@@ -1130,12 +1131,7 @@ class SessionWriter:
         fd = self._fd
         try:
             before = os.fstat(fd).st_size
-            view = memoryview(line)
-            while view:
-                n = os.write(fd, view)
-                if n <= 0:
-                    raise OSError(errno.EIO, "short write")
-                view = view[n:]
+            write_all(fd, line)
             os.fsync(fd)
         except OSError as exc:
             try:

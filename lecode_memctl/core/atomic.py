@@ -40,6 +40,18 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
+def read_all(fd: int, chunk: int = 1 << 20) -> bytes:
+    """Every byte from ``fd``'s position to end of file, read ``chunk`` bytes
+    at a time.  ``OSError`` passes through; the caller closes ``fd``."""
+    chunks = []
+    while True:
+        data = os.read(fd, chunk)
+        if not data:
+            break
+        chunks.append(data)
+    return b"".join(chunks)
+
+
 def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
@@ -103,15 +115,9 @@ def _read_previous(target: Path) -> bytes | None:
     except FileNotFoundError:
         return None
     try:
-        chunks = []
-        while True:
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                break
-            chunks.append(chunk)
+        return read_all(fd)
     finally:
         os.close(fd)
-    return b"".join(chunks)
 
 
 def atomic_write(target: Path, data: bytes, *, backup: bool = True,

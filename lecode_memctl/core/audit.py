@@ -35,6 +35,7 @@ from typing import Any
 
 import orjson
 
+from .atomic import read_all
 from .errors import NotFound, StoreCorrupt, UsageError
 from .layout import (DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE,
                      SESSIONS_DIR, Store, memory_root, store_at)
@@ -278,13 +279,7 @@ def _open_nofollow(path: Path) -> int:
 def _read_all(path: Path) -> bytes:
     fd = _open_nofollow(path)
     try:
-        chunks = []
-        while True:
-            b = os.read(fd, READ_CHUNK)
-            if not b:
-                break
-            chunks.append(b)
-        return b"".join(chunks)
+        return read_all(fd, READ_CHUNK)
     finally:
         os.close(fd)
 

@@ -38,6 +38,7 @@ from typing import Any
 
 import orjson
 
+from .atomic import read_all
 from .errors import Conflict, MemctlError, NotFound, StoreBusy, StoreCorrupt, StoreWriteError, UsageError
 from .layout import DIR_MODE, FILE_MODE
 from .sourceref import (
@@ -364,13 +365,7 @@ def _read_nofollow(path: Path) -> tuple[bytes, os.stat_result] | None:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise StoreCorrupt(f"{path}: not a regular file")
-        chunks = []
-        while True:
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                break
-            chunks.append(chunk)
-        return b"".join(chunks), st
+        return read_all(fd), st
     finally:
         os.close(fd)
 

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .atomic import atomic_write, is_temp_name
+from .atomic import atomic_write, is_temp_name, read_all
 from .errors import NotFound, StoreCorrupt, StoreWriteError, UsageError
 from .layout import DAILY_DIR, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, Store
 
@@ -231,19 +231,12 @@ def _open_below(base: Path, rel: tuple[str, ...], *, label: str) -> int | None:
 
 
 def _read_fd(fd: int, path: Path) -> bytes:
-    chunks = []
     try:
-        while True:
-            try:
-                chunk = os.read(fd, _READ_CHUNK)
-            except OSError as exc:
-                raise StoreCorrupt(f"{path}: cannot read: {exc.strerror}") from None
-            if not chunk:
-                break
-            chunks.append(chunk)
+        return read_all(fd, _READ_CHUNK)
+    except OSError as exc:
+        raise StoreCorrupt(f"{path}: cannot read: {exc.strerror}") from None
     finally:
         os.close(fd)
-    return b"".join(chunks)
 
 
 def read_bytes(store: Store, target: Target) -> bytes | None:

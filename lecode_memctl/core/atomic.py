@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 
 from .errors import StoreWriteError
@@ -82,27 +83,78 @@ def _unlink_quietly(path: Path) -> None:
         pass
 
 
-def ensure_dir(path: Path) -> None:
-    """Create ``path`` and every missing parent with mode 0700.
+def make_dirs(path: Path, *, strict: bool = False, suffix: str = "",
+              existing: Callable[[Path, os.stat_result], str | None] | None = None,
+              raced: Callable[[Path], str | None] | None = None,
+              fsync: bool = False) -> None:
+    """Create ``path`` and every missing parent, top-down, each with mode 0700.
 
     ``os.makedirs`` would give the intermediate levels the default mode
-    (0755 under the usual umask), so each missing level is made here."""
-    path = Path(os.path.abspath(path))
+    (0755 under the usual umask), so each missing level is made here.  The
+    levels are found by walking up with ``lstat`` to the first one there.
+
+    What the callers differ in:
+
+    ``strict``: an ``lstat`` error other than "missing" raises
+    ``StoreWriteError("<level>: <reason><suffix>")``; otherwise such a level
+    counts as missing, as ``os.path.lexists`` has it.
+    ``existing(level, lstat_result)``: for the first level that is there; a
+    message refuses it (``StoreWriteError``), ``None`` accepts it.
+    ``raced(level)``: for a level that ``mkdir`` found already there
+    (created meanwhile); a message refuses it, ``None`` accepts it.
+    ``fsync``: ``fsync`` each new level's parent, so that the entry is durable.
+
+    A failing ``mkdir`` raises ``StoreWriteError("<level>: cannot create
+    directory: <reason>")``."""
     missing: list[Path] = []
-    probe = path
-    while not os.path.lexists(probe):
-        missing.append(probe)
-        if probe.parent == probe:
+    level = path
+    while True:
+        try:
+            st = os.lstat(level)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            if strict:
+                raise StoreWriteError(f"{level}: {exc.strerror}{suffix}") from None
+        except ValueError:
+            if strict:
+                raise
+        else:
+            if existing is not None:
+                message = existing(level, st)
+                if message is not None:
+                    raise StoreWriteError(message)
             break
-        probe = probe.parent
+        missing.append(level)
+        if level.parent == level:
+            break
+        level = level.parent
     for level in reversed(missing):
         try:
             os.mkdir(level, DIR_MODE)
         except FileExistsError:
-            if not os.path.isdir(level):
-                raise StoreWriteError(f"{level}: exists and is not a directory") from None
+            message = raced(level) if raced is not None else None
+            if message is not None:
+                raise StoreWriteError(message) from None
+            continue
         except OSError as exc:
             raise StoreWriteError(f"{level}: cannot create directory: {exc.strerror}") from None
+        if fsync:
+            try:
+                fsync_dir(level.parent)
+            except OSError as exc:
+                raise StoreWriteError(f"{level.parent}: fsync failed: {exc.strerror}") from None
+
+
+def _exists_not_dir(level: Path) -> str | None:
+    return None if os.path.isdir(level) else f"{level}: exists and is not a directory"
+
+
+def ensure_dir(path: Path) -> None:
+    """Create ``path`` and every missing parent with mode 0700 (``make_dirs``);
+    whatever is there already must be a directory or a link to one."""
+    path = Path(os.path.abspath(path))
+    make_dirs(path, raced=_exists_not_dir)
     if not os.path.isdir(path):
         raise StoreWriteError(f"{path}: exists and is not a directory")
 

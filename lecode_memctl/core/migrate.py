@@ -33,10 +33,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .atomic import atomic_write, fsync_dir, is_temp_name
+from .atomic import atomic_write, is_temp_name, make_dirs
 from .errors import NotFound, StoreCorrupt, StoreWriteError, UsageError
 from .identity import ProjectIdentity, resolve_project, slug
-from .layout import (DAILY_DIR, DIR_MODE, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE,
+from .layout import (DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE,
                      SESSIONS_DIR, Store, looks_like_slug, memory_root)
 
 DEFAULT_MAX_DIRS = 100_000
@@ -678,37 +678,20 @@ def plan_migration(config_dir: Path, cwd: str | os.PathLike[str], *,
 def _make_dirs(path: Path) -> None:
     """Create every missing component of ``path`` with mode 0700 (``os.makedirs``
     would create the intermediate ones with the default mode), fsyncing each
-    parent so that the new entry is durable."""
-    missing: list[Path] = []
-    cur = path
-    while True:
-        try:
-            st = os.lstat(cur)
-        except FileNotFoundError:
-            missing.append(cur)
-            parent = cur.parent
-            if parent == cur:
-                break
-            cur = parent
-            continue
-        except OSError as exc:
-            raise StoreWriteError(f"{cur}: {exc.strerror}; nothing more was copied") from None
+    parent so that the new entry is durable (``atomic.make_dirs``).  What is
+    there already must be a real directory, not a link to one."""
+    def refuse_existing(level: Path, st: os.stat_result) -> str | None:
         if not stat.S_ISDIR(st.st_mode):
-            raise StoreWriteError(f"{cur}: not a directory; cannot create {path}")
-        break
-    for d in reversed(missing):
-        try:
-            os.mkdir(d, DIR_MODE)
-        except FileExistsError:
-            if not os.path.isdir(d) or os.path.islink(d):
-                raise StoreWriteError(f"{d}: appeared meanwhile and is not a directory") from None
-            continue
-        except OSError as exc:
-            raise StoreWriteError(f"{d}: cannot create directory: {exc.strerror}") from None
-        try:
-            fsync_dir(d.parent)
-        except OSError as exc:
-            raise StoreWriteError(f"{d.parent}: fsync failed: {exc.strerror}") from None
+            return f"{level}: not a directory; cannot create {path}"
+        return None
+
+    def refuse_raced(level: Path) -> str | None:
+        if not os.path.isdir(level) or os.path.islink(level):
+            return f"{level}: appeared meanwhile and is not a directory"
+        return None
+
+    make_dirs(path, strict=True, suffix="; nothing more was copied", fsync=True,
+              existing=refuse_existing, raced=refuse_raced)
 
 
 def _nearest_existing(path: Path) -> Path:

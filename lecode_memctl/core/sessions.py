@@ -32,13 +32,14 @@ import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import orjson
 
-from .atomic import write_all
+from .atomic import make_dirs, write_all
 from .errors import Conflict, MemctlError, NotFound, StoreBusy, StoreCorrupt, StoreWriteError, UsageError
-from .layout import DIR_MODE, FILE_MODE, Store
+from .layout import FILE_MODE, Store
 from .sourceref import (
     MAX_SPAN,
     REASONS,
@@ -1211,30 +1212,14 @@ def _ensure_dirs(*paths: str) -> None:
     """Create each directory (and missing parents) with mode 0700; an
     existing symbolic link or non-directory is refused."""
     for p in paths:
-        missing = []
-        cur = os.path.abspath(p)
-        while True:
-            try:
-                st = os.lstat(cur)
-            except FileNotFoundError:
-                missing.append(cur)
-                parent = os.path.dirname(cur)
-                if parent == cur:
-                    break
-                cur = parent
-                continue
-            except OSError as exc:
-                raise StoreWriteError(f"{cur}: {exc.strerror}") from None
-            if cur == os.path.abspath(p) and (stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode)):
-                raise StoreWriteError(f"{cur}: not a directory (or a symbolic link); refused")
-            break
-        for d in reversed(missing):
-            try:
-                os.mkdir(d, DIR_MODE)
-            except FileExistsError:
-                pass
-            except OSError as exc:
-                raise StoreWriteError(f"{d}: cannot create directory: {exc.strerror}") from None
+        final = Path(os.path.abspath(p))
+
+        def refuse_final(level: Path, st: os.stat_result) -> str | None:
+            if level == final and (stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode)):
+                return f"{level}: not a directory (or a symbolic link); refused"
+            return None
+
+        make_dirs(final, strict=True, existing=refuse_final)
 
 
 def _lock(sessions_dir: str, session_id: str) -> int:

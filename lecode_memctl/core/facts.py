@@ -1471,6 +1471,16 @@ def facts_page(facts: FactStore | None, sessions: Any, *, offset: int = 0, limit
     return doc
 
 
+def _require_fact(facts: FactStore | None, fact_id: str) -> Fact:
+    """The fact at its current revision (``FactStore.require``): UsageError for
+    a bad id, NotFound "no fact X" (also when there is no facts database) or
+    "fact X was forgotten"."""
+    check_fact_id(fact_id)
+    if facts is None:
+        raise NotFound(f"no fact {fact_id}")
+    return facts.require(fact_id)
+
+
 def recall(facts: FactStore | None, sessions: Any, fact_id: str, *, offset: int = 0,
            limit: int | None = None, max_bytes: int = MAX_OUTPUT_BYTES) -> dict[str, Any]:
     """memory_recall by fact id: ids, current revision and status; the fact
@@ -1478,12 +1488,7 @@ def recall(facts: FactStore | None, sessions: Any, fact_id: str, *, offset: int 
     evidence validates (purpose ``durable``)."""
     from . import paging
 
-    check_fact_id(fact_id)
-    fact = facts.get(fact_id) if facts is not None else None
-    if fact is None:
-        if facts is not None and facts.was_forgotten(fact_id):
-            raise NotFound(f"fact {fact_id} was forgotten")
-        raise NotFound(f"no fact {fact_id}")
+    fact = _require_fact(facts, fact_id)
     assert facts is not None
     revs, statuses = _statuses_for(facts, sessions, [fact_id], "durable")
     st, about = fact_status(revs[fact_id], statuses)
@@ -1513,12 +1518,7 @@ def recall(facts: FactStore | None, sessions: Any, fact_id: str, *, offset: int 
 
 def history(facts: FactStore | None, sessions: Any, fact_id: str) -> dict[str, Any]:
     """Every revision with its text, time, source and each source's status today."""
-    check_fact_id(fact_id)
-    fact = facts.get(fact_id) if facts is not None else None
-    if fact is None:
-        if facts is not None and facts.was_forgotten(fact_id):
-            raise NotFound(f"fact {fact_id} was forgotten")
-        raise NotFound(f"no fact {fact_id}")
+    fact = _require_fact(facts, fact_id)
     assert facts is not None
     revs, statuses = _statuses_for(facts, sessions, [fact_id], "durable")
     st, about = fact_status(revs[fact_id], statuses)

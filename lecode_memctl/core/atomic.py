@@ -53,7 +53,7 @@ def read_all(fd: int, chunk: int = 1 << 20) -> bytes:
     return b"".join(chunks)
 
 
-def fsync_dir(path: Path) -> None:
+def fsync_dir(path: str | os.PathLike[str]) -> None:
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
         os.fsync(fd)

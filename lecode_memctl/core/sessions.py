@@ -37,7 +37,7 @@ from typing import Any
 
 import orjson
 
-from .atomic import make_dirs, write_all
+from .atomic import fsync_dir, make_dirs, write_all
 from .errors import Conflict, MemctlError, NotFound, StoreBusy, StoreCorrupt, StoreWriteError, UsageError
 from .layout import FILE_MODE, Store
 from .sourceref import (
@@ -655,7 +655,7 @@ class SessionStore:
             w.append_record({"type": "session", "format": FORMAT_VERSION, "session_id": session_id,
                              "project": project if project is not None else self.store.slug,
                              "created": created if created is not None else _now_iso()})
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
         except BaseException as exc:
             # The file is ours (O_EXCL, still under our lock): remove it, so that a
             # failed create leaves no header-less session behind and can be retried.
@@ -1240,14 +1240,6 @@ def _lock(sessions_dir: str, session_id: str) -> int:
                             f"({path} is locked)") from None
         raise StoreWriteError(f"{path}: cannot lock: {exc.strerror}") from None
     return fd
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 __all__ = [

@@ -63,3 +63,34 @@ def test_epoch_finding_through_the_cli_changes_nothing(demo):
     assert r.exit_code == 1
     assert r.stdout.count('"code":"session.epoch_ahead"') == 2
     assert tree_hash(demo) == before
+
+
+def test_a_forget_during_the_audit_is_not_a_false_alarm(demo, monkeypatch):
+    """The database's generation is read before the transcripts: a forget that lands
+    in between, followed by an agent message stamped with the new epoch, must not be
+    reported (found by the mixed-load test).  Generations only rise, so the audit
+    re-reads the generation before it reports a transcript as ahead."""
+    from lecode_memctl.core.audit import Audit
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.sessions import SessionStore
+
+    store = store_at(demo)
+    audit = Audit(store, parallel=False)
+    original = audit._check_sessions
+
+    def forget_then_scan():
+        fs = FactStore(store.facts_db)
+        try:
+            victim = next(f.fact_id for f in fs.list() if fs.generation() >= 0)
+            assert fs.forget(victim)
+            epoch = fs.generation()
+        finally:
+            fs.close()
+        with SessionStore(store).writer("demo-alpha") as w:
+            w.append_message("assistant", "after the forget", epoch=epoch)
+        yield from original()
+
+    monkeypatch.setattr(audit, "_check_sessions", forget_then_scan)
+    findings = list(audit.run())
+    assert [f for f in findings if f and f.code == "session.epoch_ahead"] == []

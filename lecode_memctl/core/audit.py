@@ -554,6 +554,7 @@ class Audit:
                     self._statuses[(ref, purpose)] = status_for(
                         "session_missing", f"no session {sid}")
         results = _run_jobs(jobs, parallel=self.deep and self.parallel)
+        ahead: list[tuple[str, int, int]] = []
         for i, (sid, sc) in enumerate(zip(ids, results)):
             if self.progress:
                 self.progress(i, total)
@@ -563,14 +564,21 @@ class Audit:
             for code, message, severity, loc in sc.raw:
                 yield self._f(code, message, severity=severity, **loc)
             if self._generation_known and sc.max_epoch and sc.max_epoch[0] > self._generation:
-                epoch, seq = sc.max_epoch
-                yield self._f("session.epoch_ahead",
-                              f"a generated message carries exclusion epoch {epoch}, but the "
-                              f"facts database is at generation {self._generation}: forget "
-                              "exclusions were lost", file=f"{SESSIONS_DIR}/{sid}.jsonl",
-                              session_id=sid, seq=seq)
+                ahead.append((sid, *sc.max_epoch))
         if self.progress:
             self.progress(total, total)
+        if ahead:
+            # The generation was read before the transcripts: a forget in between,
+            # then a message stamped with its epoch, is not a loss.  Generations only
+            # rise, so a transcript still ahead of the generation read now is one.
+            now_gen = _current_generation(self.store.facts_db)
+            for sid, epoch, seq in ahead:
+                if now_gen is not None and epoch > now_gen:
+                    yield self._f("session.epoch_ahead",
+                                  f"a generated message carries exclusion epoch {epoch}, but the "
+                                  f"facts database is at generation {now_gen}: forget "
+                                  "exclusions were lost", file=f"{SESSIONS_DIR}/{sid}.jsonl",
+                                  session_id=sid, seq=seq)
         yield from _fact_findings(self)
 
 
@@ -1310,6 +1318,34 @@ def _open_facts(audit: Audit) -> Any:
         return FactStore.open_readonly(path)
     except MemctlError as exc:
         return exc
+
+
+def _current_generation(path: Path) -> int | None:
+    """The facts database's exclusion generation as it is now (0 with no
+    database or an empty file), read-only; None when it cannot be read."""
+    from .errors import MemctlError
+    from .facts import FactStore
+
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return 0
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    if st.st_size == 0:
+        return 0
+    try:
+        fs = FactStore.open_readonly(path)
+    except MemctlError:
+        return None
+    try:
+        return fs.generation()
+    except Exception:  # noqa: BLE001 - a database that cannot say: no finding from it
+        return None
+    finally:
+        fs.close()
 
 
 def _check_db_and_facts(audit: Audit) -> Iterator[Finding | None]:

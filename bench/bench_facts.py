@@ -13,11 +13,15 @@ the same rows FactStore writes.  Then measures, as real processes (median of
 * ``memctl --version`` (the start-up floor) and ``memctl where`` (a command
   that loads the whole command tree and reads no database);
 * ``memctl facts`` (first page, 20 facts, validated) and ``memctl facts --json``;
-* ``memctl facts --all --format jsonl`` to /dev/null, with the child's peak RSS;
-* the read-only open itself, in-process: immutable open of a cleanly closed
-  database against the private snapshot taken while a live writer holds
-  1,000 uncheckpointed facts in the ``-wal``;
+* ``memctl facts --all --format jsonl`` to /dev/null (one run);
+* the read-only open itself, in-process (in a fresh subprocess): immutable
+  open of a cleanly closed database against the private snapshot taken while
+  a live writer holds 1,000 uncheckpointed facts in the ``-wal``;
 * ``memctl facts`` while that live writer holds the ``-wal``.
+
+Every case also reports its peak RSS: the process's own (GNU time, see
+``_common.py``), or for the in-process opens the VmHWM of the fresh
+subprocess that timed them (interpreter and imports included).
 
 Prints one line per case and a ``summary:`` line.
 """
@@ -25,11 +29,9 @@ Prints one line per case and a ``summary:`` line.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import platform
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,6 +43,9 @@ from pathlib import Path
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import machine_line, median_run, record, rss_method  # noqa: E402
 
 from lecode_memctl.core.facts import FactStore, fact_id_for  # noqa: E402
 from lecode_memctl.core.layout import store_at  # noqa: E402
@@ -93,34 +98,9 @@ def build(root: Path, n: int) -> Path:
     return store.path
 
 
-def _hwm_kib(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
 def timed(argv: list[str], runs: int, env: dict[str, str]) -> tuple[float, int]:
-    """Median wall time, and the child's own peak RSS in KiB (VmHWM of the
-    process after exec, polled; getrusage would report the forking parent's
-    peak, which here holds the whole store being built)."""
-    times = []
-    rss = 0
-    for _ in range(runs):
-        t = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                env=env)
-        while proc.poll() is None:
-            rss = max(rss, _hwm_kib(proc.pid))
-            time.sleep(0.02)
-        times.append(time.perf_counter() - t)
-        if proc.returncode != 0:
-            raise SystemExit(f"{argv} failed with {proc.returncode}")
-    return statistics.median(times), rss
+    """Median wall time, and the child's own peak RSS in KiB (largest over the runs)."""
+    return median_run(argv, runs, env=env)
 
 
 LIVE = textwrap.dedent("""
@@ -139,15 +119,29 @@ LIVE = textwrap.dedent("""
 """)
 
 
-def in_process_open(db: Path, runs: int) -> float:
+OPEN = textwrap.dedent("""
+    import json, statistics, sys, time
+    sys.path.insert(0, sys.argv[3])
+    from lecode_memctl.core.facts import FactStore
+    from _common import vmhwm_kib
     times = []
-    for _ in range(runs):
+    for _ in range(int(sys.argv[2])):
         t = time.perf_counter()
-        fs = FactStore.open_readonly(db)
+        fs = FactStore.open_readonly(sys.argv[1])
         fs.list(0, 20)
         fs.close()
         times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    print(json.dumps({"seconds": statistics.median(times), "rss_kib": vmhwm_kib()}))
+""")
+
+
+def in_process_open(db: Path, runs: int) -> tuple[float, int]:
+    """Median of the read-only open + 20 rows, timed in a fresh subprocess; and
+    that subprocess's peak RSS (KiB)."""
+    out = subprocess.run([PY, "-c", OPEN, str(db), str(runs), str(Path(__file__).resolve().parent)],
+                         check=True, capture_output=True, text=True)
+    r = orjson.loads(out.stdout)
+    return r["seconds"], r["rss_kib"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,32 +167,53 @@ def main(argv: list[str] | None = None) -> int:
         print(f"store: {n} facts, {SESSIONS} sessions, facts.sqlite3 {db.stat().st_size} bytes "
               f"(built in {build_s:.1f} s)")
         base = [MEMCTL, "--store", str(store)]
-        version, _ = timed([MEMCTL, "--version"], runs, env)
-        where, _ = timed(base + ["where"], runs, env)
-        page, _ = timed(base + ["facts"], runs, env)
-        page_json, _ = timed(base + ["facts", "--json"], runs, env)
+        version, version_rss = timed([MEMCTL, "--version"], runs, env)
+        where, where_rss = timed(base + ["where"], runs, env)
+        page, page_rss = timed(base + ["facts"], runs, env)
+        page_json, page_json_rss = timed(base + ["facts", "--json"], runs, env)
         all_s, rss = timed(base + ["facts", "--all", "--format", "jsonl"], 1, env)
-        immut = in_process_open(db, runs)
+        immut, immut_rss = in_process_open(db, runs)
         proc = subprocess.Popen([PY, "-c", LIVE, str(db)], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, env=env)
         assert proc.stdout.readline() == b"ready\n"
         try:
             wal = Path(str(db) + "-wal").stat().st_size
-            snap = in_process_open(db, runs)
-            page_live, _ = timed(base + ["facts"], runs, env)
+            snap, snap_rss = in_process_open(db, runs)
+            page_live, page_live_rss = timed(base + ["facts"], runs, env)
         finally:
             proc.communicate(b"", timeout=60)
-        print(f"memctl --version:                    {version * 1000:8.1f} ms")
-        print(f"memctl where (command-tree floor):   {where * 1000:8.1f} ms")
-        print(f"memctl facts (first page):           {page * 1000:8.1f} ms "
+        mib = lambda k: f"peak RSS {k / 1024:6.1f} MiB"  # noqa: E731
+        print(f"(medians of {runs} runs; {machine_line()})")
+        print(f"(peak RSS: {rss_method()})")
+        print(f"memctl --version:                    {version * 1000:8.1f} ms  {mib(version_rss)}")
+        print(f"memctl where (command-tree floor):   {where * 1000:8.1f} ms  {mib(where_rss)}")
+        print(f"memctl facts (first page):           {page * 1000:8.1f} ms  {mib(page_rss)} "
               f"({page / version:.1f}x --version)")
-        print(f"memctl facts --json:                 {page_json * 1000:8.1f} ms")
-        print(f"memctl facts --all --format jsonl:   {all_s * 1000:8.1f} ms, peak RSS "
-              f"{rss / 1024:.0f} MiB")
-        print(f"read-only open + 20 rows, immutable: {immut * 1000:8.1f} ms")
-        print(f"read-only open + 20 rows, snapshot:  {snap * 1000:8.1f} ms "
-              f"(db {db.stat().st_size} bytes + wal {wal} bytes copied)")
-        print(f"memctl facts with a live writer:     {page_live * 1000:8.1f} ms")
+        print(f"memctl facts --json:                 {page_json * 1000:8.1f} ms  {mib(page_json_rss)}")
+        print(f"memctl facts --all --format jsonl:   {all_s * 1000:8.1f} ms  {mib(rss)}")
+        print(f"read-only open + 20 rows, immutable: {immut * 1000:8.1f} ms  {mib(immut_rss)} "
+              f"(in-process, fresh subprocess)")
+        print(f"read-only open + 20 rows, snapshot:  {snap * 1000:8.1f} ms  {mib(snap_rss)} "
+              f"(in-process; db {db.stat().st_size} bytes + wal {wal} bytes copied)")
+        print(f"memctl facts with a live writer:     {page_live * 1000:8.1f} ms  {mib(page_live_rss)}")
+        B, V = "facts", "memctl --version"
+        nf = f"{n:,} facts"
+        record(B, "memctl --version (facts bench)", version, rss_kib=version_rss, note="reference")
+        record(B, f"memctl where ({nf} store, no database read)", where, rss_kib=where_rss,
+               reference=V, ref_seconds=version, note="context")
+        record(B, f"memctl facts, first page ({nf})", page, rss_kib=page_rss,
+               reference=V, ref_seconds=version)
+        record(B, f"memctl facts --json ({nf})", page_json, rss_kib=page_json_rss,
+               reference=V, ref_seconds=version)
+        record(B, f"memctl facts --all --format jsonl ({nf})", all_s, rss_kib=rss,
+               reference=V, ref_seconds=version)
+        record(B, "read-only open + 20 rows, immutable (in-process)", immut, rss_kib=immut_rss,
+               rss_how="fresh subprocess VmHWM")
+        record(B, "read-only open + 20 rows, live -wal snapshot (in-process)", snap,
+               rss_kib=snap_rss, rss_how="fresh subprocess VmHWM",
+               reference="immutable open", ref_seconds=immut)
+        record(B, f"memctl facts, first page, live writer ({nf})", page_live,
+               rss_kib=page_live_rss, reference=V, ref_seconds=version)
         print(f"summary: {n} facts: facts page {page * 1000:.0f} ms vs --version "
               f"{version * 1000:.0f} ms; snapshot open {snap * 1000:.0f} ms vs immutable "
               f"{immut * 1000:.0f} ms; --all {all_s:.1f} s")

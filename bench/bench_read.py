@@ -19,17 +19,25 @@ Timed operations, each in a fresh SessionStore (the file is opened anew):
   snapshot  SessionStore.source_snapshot(id, last-199, last): binary search,
             span read, the event pass to EOF, visibility and the digest
   validate  SessionStore.validate_source(ref) of that snapshot
+  memctl read
+            the real command, ``memctl --store DIR read ID last-199 last
+            --json``, as a process (start-up included)
+
+Peak RSS: each in-process operation is timed in its own fresh subprocess
+(one per operation and transcript), which reports its VmHWM (interpreter
+and imports included) and its VmHWM before the first call; ``memctl read``
+is measured under GNU time (see ``_common.py``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import platform
 import statistics
+import subprocess
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -40,7 +48,14 @@ import orjson  # noqa: E402
 from lecode_memctl.core.layout import store_at  # noqa: E402
 from lecode_memctl.core.sessions import SessionStore  # noqa: E402
 
+sys.path.insert(0, str(HERE))
+from _common import (MEMCTL, PY, fmt_rss, machine_line, median_run, record,  # noqa: E402
+                     rss_method, vmhwm_kib)
+
+OPS = ("records", "snapshot", "validate")
+
 SLUG = "bench-000000000000"
+RATIO_MET = 1.5    # "about 1": a large/small ratio up to this counts as met
 RECORD_TEXT = 900   # characters of content per message: ~1 KB lines
 
 
@@ -77,6 +92,10 @@ def build(store_dir: Path, sid: str, size_mb: float) -> tuple[Path, int]:
             line = orjson.dumps(rec) + b"\n"
             f.write(line)
             size += len(line)
+        # write back now: dirty pages still being flushed while the reads are timed
+        # made the large file's reads up to 2x slower than the small one's
+        f.flush()
+        os.fsync(f.fileno())
     os.chmod(tmp, 0o600)
     os.replace(tmp, path)
     return path, seq
@@ -92,7 +111,7 @@ def median_ms(fn, runs: int) -> float:
     return statistics.median(times)
 
 
-def measure(store_dir: Path, sid: str, last: int, runs: int) -> dict[str, float]:
+def measure_op(store_dir: Path, sid: str, last: int, op: str, runs: int) -> float:
     store = store_at(store_dir)
     lo, hi = last - 199, last
 
@@ -103,13 +122,40 @@ def measure(store_dir: Path, sid: str, last: int, runs: int) -> dict[str, float]
     def snapshot():
         SessionStore(store).source_snapshot(sid, lo, hi)
 
-    ref = SessionStore(store).source_snapshot(sid, lo, hi).ref
+    if op == "validate":
+        ref = SessionStore(store).source_snapshot(sid, lo, hi).ref
 
-    def validate():
-        assert SessionStore(store).validate_source(ref).ok
+        def validate():
+            assert SessionStore(store).validate_source(ref).ok
+        return median_ms(validate, runs)
+    return median_ms({"records": records, "snapshot": snapshot}[op], runs)
 
-    return {"records": median_ms(records, runs), "snapshot": median_ms(snapshot, runs),
-            "validate": median_ms(validate, runs)}
+
+def measure(store_dir: Path, sid: str, last: int, runs: int) -> dict[str, tuple[float, int, int]]:
+    """{op: (median ms, peak RSS KiB, RSS KiB before the first call)}, each op
+    in a fresh subprocess of this script."""
+    out = {}
+    for op in OPS:
+        p = subprocess.run([PY, __file__, "--_one", op, sid, str(last), str(runs), str(store_dir)],
+                           check=True, capture_output=True, text=True)
+        r = json.loads(p.stdout)
+        out[op] = (r["ms"], r["rss_kib"], r["base_kib"])
+    return out
+
+
+def one(op: str, sid: str, last: str, runs: str, store_dir: str) -> int:
+    base = vmhwm_kib()
+    ms = measure_op(Path(store_dir), sid, int(last), op, int(runs))
+    print(json.dumps({"ms": ms, "rss_kib": vmhwm_kib(), "base_kib": base}))
+    return 0
+
+
+def memctl_read(store_dir: Path, sid: str, last: int, runs: int) -> tuple[float, int]:
+    """The real command as a process: median ms and peak RSS (KiB)."""
+    argv = [MEMCTL, "--store", str(store_dir), "read", sid, str(last - 199), str(last), "--json"]
+    median_run(argv, 1)  # warm-up
+    s, rss = median_run(argv, runs)
+    return s * 1000, rss
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,7 +166,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=15, help="timed runs per operation (median)")
     ap.add_argument("--out", type=Path, default=HERE / "out", help="where to write the transcripts")
     ap.add_argument("--keep", action="store_true", help="keep the large transcript afterwards")
+    ap.add_argument("--_one", nargs=5, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args._one:
+        return one(*args._one)
     if args.quick:
         args.size_mb, args.runs = min(args.size_mb, 64), min(args.runs, 5)
 
@@ -132,19 +181,40 @@ def main(argv: list[str] | None = None) -> int:
     try:
         small = measure(store_dir, "small", small_last, args.runs)
         large = measure(store_dir, "large", large_last, args.runs)
+        small["memctl read"] = (*memctl_read(store_dir, "small", small_last, args.runs), 0)
+        large["memctl read"] = (*memctl_read(store_dir, "large", large_last, args.runs), 0)
     finally:
         if not args.keep:
             large_path.unlink(missing_ok=True)
 
-    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-          f"{datetime.now(timezone.utc).strftime('%Y-%m-%d')}")
+    print(f"machine: {machine_line()}")
     print(f"transcripts: small {small_path.stat().st_size / 2**20:.1f} MiB ({small_last + 1} records), "
           f"large {args.size_mb:.0f} MiB ({large_last + 1} records); built/reused in {build_s:.1f} s")
-    print(f"last 200 records, median of {args.runs} runs (ms):")
-    print(f"{'operation':<10} {'small':>10} {'large':>10} {'ratio':>8}")
-    for op in ("records", "snapshot", "validate"):
-        ratio = large[op] / small[op] if small[op] else float("inf")
-        print(f"{op:<10} {small[op]:>10.2f} {large[op]:>10.2f} {ratio:>8.2f}")
+    print(f"last 200 records, median of {args.runs} runs (ms); peak RSS (MiB): in-process "
+          f"operations in a fresh subprocess each (VmHWM; 'base' = after imports, before the "
+          f"first call), memctl read by {rss_method()}")
+    print(f"{'operation':<12} {'small':>9} {'large':>9} {'ratio':>6}  {'RSS small':>9} "
+          f"{'RSS large':>9} {'base':>6}")
+    small_name = f"{small_path.stat().st_size / 2**20:.0f} MiB"
+    large_name = f"{args.size_mb:.0f} MiB" if args.size_mb < 1024 else f"{args.size_mb / 1024:.0f} GiB"
+    worst = 0.0
+    for op in (*OPS, "memctl read"):
+        (sm, srss, sbase), (lg, lrss, _lbase) = small[op], large[op]
+        ratio = lg / sm if sm else float("inf")
+        worst = max(worst, ratio)
+        print(f"{op:<12} {sm:>9.2f} {lg:>9.2f} {ratio:>6.2f}  {srss / 1024:>9.1f} "
+              f"{lrss / 1024:>9.1f} {(sbase / 1024 if sbase else 0):>6.1f}")
+        label = ("memctl read SESSION START END, last 200" if op == "memctl read"
+                 else f"{op}() last 200 (in-process)")
+        how = "process" if op == "memctl read" else "fresh subprocess VmHWM"
+        record("read", f"{label}, {small_name}", sm / 1000, rss_kib=srss, rss_how=how,
+               note="reference")
+        record("read", f"{label}, {large_name}", lg / 1000, rss_kib=lrss, rss_how=how,
+               reference=f"same on {small_name}", ref_seconds=sm / 1000,
+               target="~1 (<= 1.5)", met=ratio <= RATIO_MET)
+    print(f"summary: last 200 records, {large_name} / {small_name}: worst ratio {worst:.2f} "
+          f"(target about 1; <= {RATIO_MET} counted as met); memctl read peak RSS "
+          f"{fmt_rss(small['memctl read'][1])} / {fmt_rss(large['memctl read'][1])}")
     return 0
 
 

@@ -9,7 +9,8 @@ and ``python -c "import typer"`` side by side, N times each (default 10,
 interleaved ``time.perf_counter`` loop around ``subprocess.run``.  Prints the
 median wall times and their ratio; the target is a ratio of at most 1.3.  A
 completion request (``_MEMCTL_COMPLETE=complete_bash``) and ``python -c pass``
-are measured too, for context.
+are measured too, for context.  Peak RSS of each command is taken from 3
+further runs under GNU time (see ``_common.py``), the largest of them.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import machine_line, record, rss_method, run  # noqa: E402
 
 TARGET = 1.3
 PY = sys.executable
@@ -79,6 +83,14 @@ def with_loop(runs: int) -> dict[str, float]:
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
+def peak_rss(runs: int = 3) -> dict[str, int]:
+    out = {}
+    base = dict(os.environ)
+    for name, argv, env in cases():
+        out[name] = max(run(argv, env={**base, **env}).rss_kib for _ in range(runs))
+    return out
+
+
 def machine() -> str:
     return (f"{os.cpu_count()} CPUs ({platform.machine()}), Python "
             f"{platform.python_version()}, {platform.system()} {platform.release()}")
@@ -100,15 +112,27 @@ def main(argv: list[str] | None = None) -> int:
     v = medians["memctl --version"]
     t = medians['python -c "import typer"']
     ratio = v / t
+    rss = peak_rss()
+    ok = ratio <= TARGET
+    typer_name = 'python -c "import typer"'
+    for name, m in medians.items():
+        if name == "memctl --version":
+            record("startup", name, m, rss_kib=rss[name], reference=typer_name, ref_seconds=t,
+                   target=f"<= {TARGET}", met=ok)
+        else:
+            record("startup", name, m, rss_kib=rss[name],
+                   note="reference" if name == typer_name else "context")
     if a.json:
         print(json.dumps({"runs": runs, "tool": tool, "machine": machine(),
-                          "medians_s": medians, "ratio": ratio, "target": TARGET}))
+                          "medians_s": medians, "peak_rss_kib": rss, "ratio": ratio,
+                          "target": TARGET}))
         return 0
-    print(f"start-up, median of {runs} runs each ({tool}); {machine()}")
+    print(f"start-up, median of {runs} runs each ({tool}); {machine_line()}")
+    print(f"peak RSS: {rss_method()}, largest of 3 runs")
     width = max(len(n) for n in medians)
-    print(f"{'command':<{width}}  median ms")
+    print(f"{'command':<{width}}  median ms  peak RSS MiB")
     for name, m in medians.items():
-        print(f"{name:<{width}}  {m * 1000:9.1f}")
+        print(f"{name:<{width}}  {m * 1000:9.1f}  {rss[name] / 1024:12.1f}")
     verdict = "within" if ratio <= TARGET else "OVER"
     print(f"summary: memctl --version / import typer = {ratio:.2f} ({verdict} the {TARGET} target)")
     return 0

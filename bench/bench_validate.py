@@ -23,6 +23,15 @@ Then, with the page cache warm (every file read once first):
   ``sha256sum`` over the same transcript files in the same run (target
   >= 0.5).
 
+* the same two as real ``memctl validate -q [--deep]`` processes (start-up
+  included), and ``sha256sum`` itself, each with its peak RSS.
+
+Peak RSS: processes under GNU time (see ``_common.py``); for ``--deep``,
+which runs a pool of worker processes, that is the largest single process
+of the tree (``wait4`` folds in the largest reaped descendant), not their
+sum.  The in-process runs report the fresh subprocess's own VmHWM and, for
+``--deep``, the largest worker's ``ru_maxrss`` (RUSAGE_CHILDREN).
+
 Prints a table and a ``summary:`` line; ``--json`` prints the figures as JSON.
 """
 
@@ -32,7 +41,6 @@ import argparse
 import datetime as _dt
 import json
 import os
-import platform
 import random
 import shutil
 import sqlite3
@@ -45,6 +53,9 @@ from pathlib import Path
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import MEMCTL, machine_line, median_run, record, rss_method  # noqa: E402
 
 from lecode_memctl.core.facts import MIGRATIONS, fact_id_for  # noqa: E402
 from lecode_memctl.core.sourceref import SourceRef, canonical_digest  # noqa: E402
@@ -152,7 +163,7 @@ def build(root: Path, sessions: int, facts: int, per_session_bytes: int, seed: i
 
 
 RUNNER = r"""
-import json, sys, time
+import json, resource, sys, time
 from lecode_memctl.core.audit import Audit
 from lecode_memctl.core.layout import store_at
 import lecode_memctl.core.facts, lecode_memctl.core.sessions, sqlite3  # imported before measuring
@@ -172,7 +183,15 @@ a = Audit(store, deep=deep)
 findings = list(a.run())
 dt = time.perf_counter() - t0
 r1 = rchar()
+def vmhwm():
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
 print(json.dumps({"seconds": dt, "rchar": r1 - r0, "findings": len(findings),
+                  "rss_kib": vmhwm(),
+                  "workers_rss_kib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
                   "codes": sorted({f.code for f in findings}),
                   "facts_valid": a.summary.facts["valid"],
                   "transcript_bytes_read": a.summary.bytes_read}))
@@ -185,19 +204,16 @@ def run_validate(store: str, deep: bool) -> dict:
     return json.loads(out.stdout)
 
 
-def run_cli_time(store: str, deep: bool) -> float:
-    cmd = [sys.executable, "-m", "lecode_memctl", "validate", "--store", store, "-q"]
+def run_cli(store: str, deep: bool, runs: int) -> tuple[float, int]:
+    """``memctl validate -q [--deep]`` as a process: median seconds, peak RSS KiB."""
+    cmd = [MEMCTL, "--store", store, "validate", "-q"]
     if deep:
         cmd.append("--deep")
-    t0 = time.perf_counter()
-    subprocess.run(cmd, check=False)
-    return time.perf_counter() - t0
+    return median_run(cmd, runs, ok_codes=(0, 1))
 
 
-def sha256sum_time(files: list[str]) -> float:
-    t0 = time.perf_counter()
-    subprocess.run(["sha256sum", *files], check=True, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - t0
+def sha256sum_run(files: list[str]) -> tuple[float, int]:
+    return median_run(["sha256sum", *files], 1)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -216,13 +232,15 @@ def main(argv: list[str] | None = None) -> int:
         build_s = time.perf_counter() - t0
         store = info["store"]
         files = sorted(str(p) for p in Path(store, "sessions").glob("*.jsonl"))
-        sha256sum_time(files)           # warm the page cache
+        sha256sum_run(files)            # warm the page cache
         runs = max(1, a.runs)
         default = [run_validate(store, False) for _ in range(runs)]
         deep = [run_validate(store, True) for _ in range(runs)]
-        sha = [sha256sum_time(files) for _ in range(runs)]
-        cli_default = run_cli_time(store, False)
-        cli_deep = run_cli_time(store, True)
+        sha_runs = [sha256sum_run(files) for _ in range(runs)]
+        sha = [t for t, _r in sha_runs]
+        sha_rss = max(r for _t, r in sha_runs)
+        cli_default, cli_default_rss = run_cli(store, False, runs)
+        cli_deep, cli_deep_rss = run_cli(store, True, runs)
 
         def med(xs: list[float]) -> float:
             return sorted(xs)[len(xs) // 2]
@@ -233,8 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         mb = info["transcript_bytes"] / 1e6
         res = {
             "date": _dt.date.today().isoformat(),
-            "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_implementation()} "
-                       f"{platform.python_version()}, {platform.system()} {platform.release()}",
+            "machine": machine_line(),
             "quick": a.quick, "build_seconds": round(build_s, 1), **info,
             "default_seconds": round(d_s, 3),
             "default_rchar": med([r["rchar"] for r in default]),
@@ -246,6 +263,14 @@ def main(argv: list[str] | None = None) -> int:
             "deep_vs_sha256sum": round(sha_s / deep_s, 3),
             "cli_default_seconds": round(cli_default, 3),
             "cli_deep_seconds": round(cli_deep, 3),
+            "cli_deep_vs_sha256sum": round(sha_s / cli_deep, 3),
+            "default_rss_kib": max(r["rss_kib"] for r in default),
+            "deep_rss_kib": max(r["rss_kib"] for r in deep),
+            "deep_workers_rss_kib": max(r["workers_rss_kib"] for r in deep),
+            "cli_default_rss_kib": cli_default_rss,
+            "cli_deep_rss_kib": cli_deep_rss,
+            "sha256sum_rss_kib": sha_rss,
+            "rss_method": rss_method(),
             "facts_valid": default[0]["facts_valid"],
             "findings": default[0]["findings"], "deep_findings": deep[0]["findings"],
             "finding_codes": sorted(set(default[0]["codes"]) | set(deep[0]["codes"])),
@@ -261,6 +286,25 @@ def main(argv: list[str] | None = None) -> int:
         for k, v in res.items():
             print(f"{k:32} {v}")
     ok = res["deep_vs_sha256sum"] >= TARGET and res["findings"] == 0 and res["deep_findings"] == 0
+    B = "validate"
+    size = f"{res['facts']:,} facts / {res['sessions']:,} sessions, {mb:.0f} MB"
+    sha_ref = "sha256sum, same files (throughput)"
+    record(B, f"sha256sum of the {res['sessions']:,} transcripts ({mb:.0f} MB)", sha_s,
+           rss_kib=sha_rss, note="reference")
+    record(B, f"validate, in-process ({size})", d_s, rss_kib=res["default_rss_kib"],
+           rss_how="fresh subprocess VmHWM", reference=sha_ref, ref_seconds=sha_s,
+           ratio=sha_s / d_s)
+    record(B, f"memctl validate -q ({size})", cli_default, rss_kib=cli_default_rss,
+           reference=sha_ref, ref_seconds=sha_s, ratio=sha_s / cli_default)
+    record(B, f"validate --deep, in-process ({size})", deep_s,
+           rss_kib=max(res["deep_rss_kib"], res["deep_workers_rss_kib"]),
+           rss_how=f"fresh subprocess VmHWM {res['deep_rss_kib'] // 1024} MiB, largest worker "
+                   f"{res['deep_workers_rss_kib'] // 1024} MiB",
+           reference=sha_ref, ref_seconds=sha_s, ratio=sha_s / deep_s,
+           target=f">= {TARGET}", met=res["deep_vs_sha256sum"] >= TARGET)
+    record(B, f"memctl validate --deep -q ({size})", cli_deep, rss_kib=cli_deep_rss,
+           rss_how="largest process of the pool", reference=sha_ref, ref_seconds=sha_s,
+           ratio=sha_s / cli_deep, target=f">= {TARGET}", met=sha_s / cli_deep >= TARGET)
     print(f"summary: default {res['default_seconds']} s reading {res['default_rchar'] / 1e6:.1f} MB "
           f"for {res['referenced_bytes'] / 1e6:.1f} MB referenced of {mb:.0f} MB; --deep "
           f"{res['deep_mb_per_s']} MB/s = {res['deep_vs_sha256sum']}x sha256sum "

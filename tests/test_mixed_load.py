@@ -282,17 +282,17 @@ def test_read_snapshot_waits_out_a_busy_writer_up_to_the_busy_timeout(tmp_path, 
     db_path = tmp_path / "facts.sqlite3"
     writer = FactStore(db_path, on_connect=lambda db: db.execute("PRAGMA wal_autocheckpoint=0"))
     writer.add("x")
-    real = facts_mod._read_nofollow
+    real = facts_mod._copy_nofollow
     waited = [0.0]
 
-    def changing(path):
-        got = real(path)
+    def changing(path, dst):
+        got = real(path, dst)
         if got is not None and str(path).endswith("-wal") and waited[0] < 1.0:
             # a writer commits between any two reads, for the first second
-            return got[0] + str(time_mod.monotonic_ns()).encode(), got[1]
+            return got[0] + str(time_mod.monotonic_ns()), got[1]
         return got
 
-    monkeypatch.setattr(facts_mod, "_read_nofollow", changing)
+    monkeypatch.setattr(facts_mod, "_copy_nofollow", changing)
     monkeypatch.setattr(facts_mod.time, "sleep", lambda s: waited.__setitem__(0, waited[0] + s))
     try:
         with FactStore.open_readonly(db_path) as ro:

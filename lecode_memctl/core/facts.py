@@ -38,7 +38,7 @@ from typing import Any
 
 import orjson
 
-from .atomic import read_all
+from .atomic import write_all
 from .errors import Conflict, MemctlError, NotFound, StoreBusy, StoreCorrupt, StoreWriteError, UsageError
 from .layout import DIR_MODE, FILE_MODE
 from .sourceref import (
@@ -352,22 +352,44 @@ def _lstat_regular(path: Path) -> os.stat_result | None:
     return st
 
 
-def _read_nofollow(path: Path) -> tuple[bytes, os.stat_result] | None:
+SNAPSHOT_CHUNK = 1 << 20
+
+
+def _copy_nofollow(src: Path, dst: str | None) -> tuple[str, os.stat_result] | None:
+    """Stream ``src`` (never through a symlink) into a new private file ``dst``
+    (or nowhere), 1 MiB at a time: (sha256 of the bytes read, fstat of src), or
+    None when ``src`` does not exist.  Memory stays flat whatever the size."""
     try:
-        fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW)
+        fd = os.open(src, os.O_RDONLY | _O_NOFOLLOW)
     except FileNotFoundError:
         return None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise StoreCorrupt(f"{path}: is a symbolic link; refusing to follow it") from None
-        raise StoreCorrupt(f"{path}: cannot open: {exc.strerror}") from None
+            raise StoreCorrupt(f"{src}: is a symbolic link; refusing to follow it") from None
+        raise StoreCorrupt(f"{src}: cannot open: {exc.strerror}") from None
+    out = -1
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise StoreCorrupt(f"{path}: not a regular file")
-        return read_all(fd), st
+            raise StoreCorrupt(f"{src}: not a regular file")
+        if dst is not None:
+            out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, 0o600)
+        digest = hashlib.sha256()
+        while True:
+            try:
+                chunk = os.read(fd, SNAPSHOT_CHUNK)
+            except OSError as exc:
+                raise StoreCorrupt(f"{src}: cannot read: {exc.strerror}") from None
+            if not chunk:
+                break
+            digest.update(chunk)
+            if out >= 0:
+                write_all(out, chunk)
+        return digest.hexdigest(), st
     finally:
         os.close(fd)
+        if out >= 0:
+            os.close(out)
 
 
 def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
@@ -375,55 +397,50 @@ def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
                                                               b.st_mtime_ns)
 
 
-def _write_private(path: str, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-    finally:
-        os.close(fd)
-
-
 def _private_snapshot(path: Path, wal: Path, timeout: float = BUSY_TIMEOUT) -> str:
     """Copy the database and its -wal (never the -shm) into a fresh private
     directory, checking that neither changed while copying.  Returns the dir.
-    While a writer keeps committing, retries with a growing pause for as long
-    as a writer waits for its lock (``timeout``, the busy timeout)."""
+    The copies stream in 1 MiB chunks; the -wal read before and after the
+    database is compared by digest.  While a writer keeps committing, retries
+    with a growing pause for as long as a writer waits for its lock
+    (``timeout``, the busy timeout)."""
     waited = 0.0
     attempt = 0
-    while True:
-        db_before = _lstat_regular(path)
-        wal_first = _read_nofollow(wal)
-        db = _read_nofollow(path)
-        wal_again = _read_nofollow(wal)
-        db_after = _lstat_regular(path)
-        if db is None or db_before is None or db_after is None:
-            raise NotFound(f"{path}: facts database disappeared while reading it")
-        wal_bytes = wal_first[0] if wal_first else b""
-        stable = (wal_again is not None and wal_first is not None
-                  and wal_first[0] == wal_again[0]
-                  and _same_file(db_before, db[1]) and _same_file(db[1], db_after))
-        if wal_first is None and wal_again is None and _same_file(db_before, db_after):
-            stable = True  # the writer checkpointed and closed meanwhile: db alone is whole
-        if stable:
-            tmp = tempfile.mkdtemp(prefix="memctl-facts-")
-            try:
-                os.chmod(tmp, 0o700)
-                _write_private(os.path.join(tmp, "facts.sqlite3"), db[0])
-                if wal_bytes:
-                    _write_private(os.path.join(tmp, "facts.sqlite3-wal"), wal_bytes)
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
-            return tmp
-        attempt += 1
-        if waited >= timeout:
-            raise StoreBusy(f"{path}: the facts database kept changing while taking a snapshot; "
-                            "try again")
-        delay = min(0.01 * attempt, 0.05)
-        time.sleep(delay)
-        waited += delay
+    tmp = tempfile.mkdtemp(prefix="memctl-facts-")
+    db_copy = os.path.join(tmp, "facts.sqlite3")
+    wal_copy = os.path.join(tmp, "facts.sqlite3-wal")
+    try:
+        os.chmod(tmp, 0o700)
+        while True:
+            for leftover in (db_copy, wal_copy):
+                if os.path.lexists(leftover):
+                    os.unlink(leftover)
+            db_before = _lstat_regular(path)
+            wal_first = _copy_nofollow(wal, wal_copy)
+            db = _copy_nofollow(path, db_copy)
+            wal_again = _copy_nofollow(wal, None)
+            db_after = _lstat_regular(path)
+            if db is None or db_before is None or db_after is None:
+                raise NotFound(f"{path}: facts database disappeared while reading it")
+            stable = (wal_again is not None and wal_first is not None
+                      and wal_first[0] == wal_again[0]
+                      and _same_file(db_before, db[1]) and _same_file(db[1], db_after))
+            if wal_first is None and wal_again is None and _same_file(db_before, db_after):
+                stable = True  # the writer checkpointed and closed meanwhile: db alone is whole
+            if stable:
+                if wal_first is not None and wal_first[1].st_size == 0:
+                    os.unlink(wal_copy)
+                return tmp
+            attempt += 1
+            if waited >= timeout:
+                raise StoreBusy(f"{path}: the facts database kept changing while taking a "
+                                "snapshot; try again")
+            delay = min(0.01 * attempt, 0.05)
+            time.sleep(delay)
+            waited += delay
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 # --------------------------------------------------------------------------

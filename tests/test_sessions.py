@@ -224,3 +224,33 @@ def test_binary_search_against_a_plain_slice(ss, store):
         assert ss.records("s1", a, b) == everything[a:b + 1], (a, b)
     assert ss.events("s1", 300) == [r for r in everything[300:] if r["type"] == "event"]
     assert ss.events("s1", 0, {"clear"}) == []
+
+
+def test_writer_after_a_record_larger_than_the_tail_window(config_dir, tmp_path):
+    """Regression: the writer found the last seq in the last 64 KiB only; a last record
+    longer than that made it restart at seq 1, and with a torn tail after it, cut the
+    whole transcript to zero bytes."""
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.sessions import SessionStore
+
+    store = store_at(tmp_path / "store")
+    ss = SessionStore(store)
+    with ss.create("big") as w:
+        for i in range(50):
+            w.append_message("user", f"m{i}")
+        big = w.append_message("tool", "x" * 100_000, tool_call_id="c", name="read_file", epoch=0)
+    path = store.sessions_dir / "big.jsonl"
+    with ss.writer("big") as w:
+        assert w.next_seq == big + 1
+        w.append_message("user", "after")
+    assert [r["seq"] for r in ss.records("big", big, big + 1)] == [big, big + 1]
+    assert ss.info("big").records == big + 2
+
+    # the same with a torn tail after the big record: only the torn tail is cut
+    with open(path, "ab") as fh:
+        fh.write(b'{"seq":' + str(big + 2).encode() + b',"ty')
+    size_before = path.stat().st_size
+    with ss.writer("big") as w:
+        assert w.next_seq == big + 2
+    assert path.stat().st_size == size_before - len(b'{"seq":' + str(big + 2).encode() + b',"ty')
+    assert ss.records("big", 0, 0)[0]["type"] == "session"

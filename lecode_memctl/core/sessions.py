@@ -471,26 +471,31 @@ class _File:
     def last_lines(self, nbytes: int = _TAIL_BYTES) -> tuple[list[tuple[int, bytes]], bool]:
         """The complete lines in the last ``nbytes`` (the first, possibly partial,
         one dropped unless the window reaches the file start) and whether the
-        file ends in a torn tail."""
+        file ends in a torn tail.  The window doubles until it holds at least
+        one complete line or reaches the file start, so the last complete
+        record is always there however long it (or a torn tail after it) is."""
         size = self.size
-        begin = max(0, size - nbytes)
-        self.fh.seek(begin)
-        data = self.fh.read(size - begin)
-        torn = bool(data) and not data.endswith(b"\n")
-        parts = data.split(b"\n")
-        parts.pop()  # the torn tail, or b"" after the final newline
-        offs = []
-        pos = begin
-        for p in parts:
-            offs.append((pos, p))
-            pos += len(p) + 1
-        if begin > 0 and offs:
-            # The window may have started mid-line; unless the byte before it is a
-            # newline, the first piece is partial.
-            self.fh.seek(begin - 1)
-            if self.fh.read(1) != b"\n":
-                offs.pop(0)
-        return offs, torn
+        while True:
+            begin = max(0, size - nbytes)
+            self.fh.seek(begin)
+            data = self.fh.read(size - begin)
+            torn = bool(data) and not data.endswith(b"\n")
+            parts = data.split(b"\n")
+            parts.pop()  # the torn tail, or b"" after the final newline
+            offs = []
+            pos = begin
+            for p in parts:
+                offs.append((pos, p))
+                pos += len(p) + 1
+            if begin > 0 and offs:
+                # The window may have started mid-line; unless the byte before it is a
+                # newline, the first piece is partial.
+                self.fh.seek(begin - 1)
+                if self.fh.read(1) != b"\n":
+                    offs.pop(0)
+            if offs or begin == 0:
+                return offs, torn
+            nbytes *= 2
 
 
 @dataclass

@@ -1473,7 +1473,8 @@ def _load_facts(audit: Audit, fs: Any, db: Any) -> None:
             "JOIN facts f ON f.fact_id = r.fact_id ORDER BY r.fact_id, r.revision"):
         fact_ids.add(fid)
         prov = tuple(Provenance(s, tuple(q)) for s, q in prov_by.get((fid, rev), {}).items())
-        revs.setdefault(fid, []).append(Revision(fid, rev, text, created, refs_by.get((fid, rev)), prov))
+        revs.setdefault(fid, []).append(Revision(fid, rev, text, created, refs_by.get((fid, rev)),
+                                                 prov, bad_refs.get((fid, rev))))
     for (fid,) in db.execute("SELECT fact_id FROM facts"):
         if fid not in fact_ids:
             revs.setdefault(fid, [])

@@ -82,6 +82,7 @@ class Revision:
     created: str
     source: SourceRef | None = None
     provenance: tuple[Provenance, ...] = ()
+    source_error: str | None = None   # a stored source ref that does not parse (source is None)
 
     def evidence_positions(self) -> dict[str, set[int]]:
         out: dict[str, set[int]] = {}
@@ -732,26 +733,33 @@ class FactStore:
 
     # ---- reads -----------------------------------------------------------
 
-    def _revision_sources(self, db: sqlite3.Connection, fact_id: str,
-                          revision: int) -> tuple[SourceRef | None, tuple[Provenance, ...]]:
+    def _revision_sources(self, db: sqlite3.Connection, fact_id: str, revision: int
+                          ) -> tuple[SourceRef | None, tuple[Provenance, ...], str | None]:
+        """(source ref, legacy provenance, why the stored ref is malformed or None).
+        A malformed stored ref is that revision's problem (hidden / invalid_ref),
+        not a reason to refuse the whole store."""
         ref = None
+        error = None
         if "source_refs" in self._tables:
             row = db.execute("SELECT session_id, seqs, digest FROM source_refs "
                              "WHERE fact_id = ? AND revision = ?", (fact_id, revision)).fetchone()
             if row:
-                ref = _ref_from_row(fact_id, revision, *row)
+                try:
+                    ref = _ref_from_row(fact_id, revision, *row)
+                except StoreCorrupt as exc:
+                    error = exc.message
         prov: dict[str, list[int]] = {}
         for sid, seq in db.execute("SELECT session_id, seq FROM provenance WHERE fact_id = ? "
                                    "AND revision = ? ORDER BY session_id, seq",
                                    (fact_id, revision)):
             prov.setdefault(sid, []).append(seq)
-        return ref, tuple(Provenance(s, tuple(q)) for s, q in prov.items())
+        return ref, tuple(Provenance(s, tuple(q)) for s, q in prov.items()), error
 
     def _fact_from_row(self, db: sqlite3.Connection, row: Sequence[Any]) -> Fact:
         fact_id, revision, created, updated, text = row
         if text is None:
             raise StoreCorrupt(f"facts database: fact {fact_id} has no revision {revision}")
-        ref, prov = self._revision_sources(db, fact_id, revision)
+        ref, prov, _error = self._revision_sources(db, fact_id, revision)
         return Fact(fact_id, revision, text, created, updated, ref, prov)
 
     _FACT_SELECT = ("SELECT f.fact_id, f.revision, f.created, f.updated, r.text FROM facts f "
@@ -783,8 +791,8 @@ class FactStore:
         for rev, text, created in db.execute(
                 "SELECT revision, text, created FROM revisions WHERE fact_id = ? "
                 "ORDER BY revision", (fact_id,)).fetchall():
-            ref, prov = self._revision_sources(db, fact_id, rev)
-            out.append(Revision(fact_id, rev, text, created, ref, prov))
+            ref, prov, error = self._revision_sources(db, fact_id, rev)
+            out.append(Revision(fact_id, rev, text, created, ref, prov, error))
         return out
 
     def provenance(self, fact_id: str, revision: int | None = None) -> list[Provenance]:
@@ -1216,6 +1224,8 @@ def fact_status(revisions: Sequence[Revision],
     Otherwise the status of the first failing revision, current first; returns
     (status, the revision it is about)."""
     for rev in sorted(revisions, key=lambda r: -r.revision):
+        if rev.source is None and rev.source_error is not None:
+            return status_for("invalid_ref", rev.source_error), rev.revision
         if rev.source is None:
             return status_for("legacy_provenance"), rev.revision
         st = statuses.get(rev.source)

@@ -412,3 +412,24 @@ def test_private_snapshot_memory_does_not_grow_with_the_database(db_path):
         assert peak < 4 * 1024 * 1024, (peak, size)
     finally:
         writer.close()
+
+
+@pytest.mark.parametrize("call", ["revise", "attach_source", "forget"])
+def test_write_to_an_unknown_fact_creates_no_database(db_path, call):
+    """With no facts.sqlite3 there is no fact: revise / attach_source / forget of any id
+    say so without creating the database (regression: revise and attach_source made one)."""
+    from lecode_memctl.core.errors import NotFound
+    from lecode_memctl.core.sourceref import SourceRef
+
+    fs = FactStore(db_path)
+    ref = SourceRef("s1", (1,), "0" * 64)
+    with pytest.raises(NotFound, match="no fact"):
+        if call == "revise":
+            fs.revise("0123456789abcdef", "t", expected_revision=1)
+        elif call == "attach_source":
+            fs.attach_source("0123456789abcdef", 1, ref)
+        else:
+            fs.forget("0123456789abcdef")
+    fs.close()
+    assert not db_path.exists()
+    assert not list(db_path.parent.glob("facts.sqlite3*"))

@@ -601,6 +601,12 @@ class FactStore:
             _require_columns(db, "facts", {"fact_id", "revision", "created", "updated"})
             _require_columns(db, "revisions", {"fact_id", "revision", "text", "created"})
 
+    def _require_database(self, fact_id: str) -> None:
+        """A write about an existing fact, with no database yet: there is no such
+        fact, and nothing is created (the database appears with the first fact)."""
+        if self._conn is None and not self.readonly and _lstat_regular(self.path) is None:
+            raise NotFound(f"no fact {fact_id} (no facts database)")
+
     def _ensure_writer(self) -> sqlite3.Connection:
         if self._closed:
             raise UsageError("the fact store is closed")
@@ -978,6 +984,7 @@ class FactStore:
         check_fact_id(fact_id)
         text = _check_text(text)
         prov = self._check_provenance(provenance)
+        self._require_database(fact_id)
         with self._txn() as db:
             row = db.execute("SELECT revision, created FROM facts WHERE fact_id = ?",
                              (fact_id,)).fetchone()
@@ -1008,6 +1015,7 @@ class FactStore:
         check_fact_id(fact_id)
         if not isinstance(ref, SourceRef):
             raise UsageError("attach_source needs a SourceRef")
+        self._require_database(fact_id)
         if sessions is not None:
             self._validate(ref, sessions, project_root, purpose)
         with self._txn() as db:
@@ -1138,9 +1146,7 @@ class FactStore:
         provenance and refs deleted.  True the first time, False on a retry;
         NotFound for an id never seen."""
         check_fact_id(fact_id)
-        if self._conn is None and not self.readonly:
-            if _lstat_regular(self.path) is None:
-                raise NotFound(f"no fact {fact_id} (no facts database)")
+        self._require_database(fact_id)
         with self._txn() as db:
             if not db.execute("SELECT 1 FROM facts WHERE fact_id = ?", (fact_id,)).fetchone():
                 if db.execute("SELECT 1 FROM forgotten WHERE fact_id = ?", (fact_id,)).fetchone():

@@ -285,11 +285,11 @@ def test_read_snapshot_waits_out_a_busy_writer_up_to_the_busy_timeout(tmp_path, 
     real = facts_mod._copy_nofollow
     waited = [0.0]
 
-    def changing(path, dst):
-        got = real(path, dst)
+    def changing(path, dst, keep=None, limit=None):
+        got = real(path, dst, keep, limit)
         if got is not None and str(path).endswith("-wal") and waited[0] < 1.0:
             # a writer commits between any two reads, for the first second
-            return got[0] + str(time_mod.monotonic_ns()), got[1]
+            return (got[0] + str(time_mod.monotonic_ns()), *got[1:])
         return got
 
     monkeypatch.setattr(facts_mod, "_copy_nofollow", changing)

@@ -354,12 +354,17 @@ def _lstat_regular(path: Path) -> os.stat_result | None:
 
 
 SNAPSHOT_CHUNK = 1 << 20
+SNAPSHOT_WAL_IN_MEMORY = 8 << 20
 
 
-def _copy_nofollow(src: Path, dst: str | None) -> tuple[str, os.stat_result] | None:
+def _copy_nofollow(src: Path, dst: str | None, keep: list[bytes] | None = None,
+                   limit: int | None = None) -> tuple[str, os.stat_result, int] | None:
     """Stream ``src`` (never through a symlink) into a new private file ``dst``
-    (or nowhere), 1 MiB at a time: (sha256 of the bytes read, fstat of src), or
-    None when ``src`` does not exist.  Memory stays flat whatever the size."""
+    (or nowhere), 1 MiB at a time: (sha256 of the bytes read, fstat of src,
+    number of bytes read), or None when ``src`` does not exist.  Memory stays
+    flat whatever the size, unless ``keep`` is given: the chunks are then
+    appended to it instead of being written (for a file written later).
+    ``limit``: read (and hash) only the first ``limit`` bytes."""
     try:
         fd = os.open(src, os.O_RDONLY | _O_NOFOLLOW)
     except FileNotFoundError:
@@ -376,21 +381,66 @@ def _copy_nofollow(src: Path, dst: str | None) -> tuple[str, os.stat_result] | N
         if dst is not None:
             out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, 0o600)
         digest = hashlib.sha256()
-        while True:
+        done = 0
+        while limit is None or done < limit:
+            want = SNAPSHOT_CHUNK if limit is None else min(SNAPSHOT_CHUNK, limit - done)
             try:
-                chunk = os.read(fd, SNAPSHOT_CHUNK)
+                chunk = os.read(fd, want)
             except OSError as exc:
                 raise StoreCorrupt(f"{src}: cannot read: {exc.strerror}") from None
             if not chunk:
                 break
             digest.update(chunk)
-            if out >= 0:
+            done += len(chunk)
+            if keep is not None:
+                keep.append(chunk)
+            elif out >= 0:
                 write_all(out, chunk)
-        return digest.hexdigest(), st
+        return digest.hexdigest(), st, done
     finally:
         os.close(fd)
         if out >= 0:
             os.close(out)
+
+
+_WAL_MAGIC = (0x377F0682, 0x377F0683)
+
+
+def _wal_valid_length(path: Path) -> int | None:
+    """How many leading bytes of the -wal belong to its current generation:
+    the 32-byte header and the frames after it whose salts match the header's.
+    The file is reused after a checkpoint, so frames past those are left over
+    from an earlier generation and a writer may overwrite them at any time;
+    SQLite's recovery ignores them.  None when there is no -wal; 0 when it has
+    no valid header (SQLite then ignores it whole)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StoreCorrupt(f"{path}: is a symbolic link; refusing to follow it") from None
+        raise StoreCorrupt(f"{path}: cannot open: {exc.strerror}") from None
+    try:
+        size = os.fstat(fd).st_size
+        head = os.pread(fd, 32, 0)
+        if len(head) < 32 or int.from_bytes(head[0:4], "big") not in _WAL_MAGIC:
+            return 0
+        page = int.from_bytes(head[8:12], "big")
+        page = 65536 if page == 1 else page
+        if page < 512 or page > 65536 or page & (page - 1):
+            return 0
+        salts = head[16:24]
+        frame = 24 + page
+        end = 32
+        while end + frame <= size:
+            fh = os.pread(fd, 24, end)
+            if len(fh) < 24 or fh[8:16] != salts:
+                break
+            end += frame
+        return end
+    finally:
+        os.close(fd)
 
 
 def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
@@ -401,10 +451,22 @@ def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
 def _private_snapshot(path: Path, wal: Path, timeout: float = BUSY_TIMEOUT) -> str:
     """Copy the database and its -wal (never the -shm) into a fresh private
     directory, checking that neither changed while copying.  Returns the dir.
-    The copies stream in 1 MiB chunks; the -wal read before and after the
-    database is compared by digest.  While a writer keeps committing, retries
-    with a growing pause for as long as a writer waits for its lock
-    (``timeout``, the busy timeout)."""
+    The database streams into the copy in 1 MiB chunks, so memory does not
+    grow with it.  A -wal of up to SNAPSHOT_WAL_IN_MEMORY (the usual case:
+    SQLite checkpoints it at about 4 MB) is held in memory and written after
+    the check, so that the window between its two reads, compared by digest,
+    is no longer than reading the database; a larger one streams too.
+
+    Only the -wal's current generation is copied: its header and the frames
+    whose salts match it (``_wal_valid_length``); the rest is left over from
+    before a checkpoint and may be overwritten at any time.  A writer only
+    appends frames to that prefix, and the prefix with the unchanged database
+    file is a consistent (older) state, a torn last frame being ignored by
+    SQLite's recovery.  So the second read compares the digest of the prefix
+    that was copied; a checkpoint (the database file changes) or a restarted
+    -wal (its header changes) makes the attempt retry.  While a
+    writer keeps committing, retries with a growing pause for as long as a
+    writer waits for its lock (``timeout``, the busy timeout)."""
     waited = 0.0
     attempt = 0
     tmp = tempfile.mkdtemp(prefix="memctl-facts-")
@@ -417,9 +479,17 @@ def _private_snapshot(path: Path, wal: Path, timeout: float = BUSY_TIMEOUT) -> s
                 if os.path.lexists(leftover):
                     os.unlink(leftover)
             db_before = _lstat_regular(path)
-            wal_first = _copy_nofollow(wal, wal_copy)
+            wal_chunks: list[bytes] = []
+            valid = _wal_valid_length(wal)
+            if valid is None:
+                wal_first = None
+            elif valid <= SNAPSHOT_WAL_IN_MEMORY:
+                wal_first = _copy_nofollow(wal, None, wal_chunks, limit=valid)
+            else:
+                wal_first = _copy_nofollow(wal, wal_copy, limit=valid)
             db = _copy_nofollow(path, db_copy)
-            wal_again = _copy_nofollow(wal, None)
+            wal_again = (_copy_nofollow(wal, None, limit=wal_first[2])
+                         if wal_first is not None else _copy_nofollow(wal, None, limit=0))
             db_after = _lstat_regular(path)
             if db is None or db_before is None or db_after is None:
                 raise NotFound(f"{path}: facts database disappeared while reading it")
@@ -429,8 +499,14 @@ def _private_snapshot(path: Path, wal: Path, timeout: float = BUSY_TIMEOUT) -> s
             if wal_first is None and wal_again is None and _same_file(db_before, db_after):
                 stable = True  # the writer checkpointed and closed meanwhile: db alone is whole
             if stable:
-                if wal_first is not None and wal_first[1].st_size == 0:
-                    os.unlink(wal_copy)
+                if wal_chunks:
+                    fd = os.open(wal_copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW,
+                                 0o600)
+                    try:
+                        for chunk in wal_chunks:
+                            write_all(fd, chunk)
+                    finally:
+                        os.close(fd)
                 return tmp
             attempt += 1
             if waited >= timeout:

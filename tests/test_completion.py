@@ -221,3 +221,20 @@ def test_fish_script_completes_s_commands(tmp_path):
     assert proc.returncode == 0, proc.stderr
     got = sorted(ln.split("\t")[0] for ln in proc.stdout.splitlines() if ln)
     assert got == top_commands("s")
+
+
+def test_usage_session_option_completes_session_ids(tmp_path):
+    """Every option or argument that takes a session id completes the store's ids."""
+    import os
+    import subprocess
+    import sys
+
+    sessions = tmp_path / "store" / "sessions"
+    sessions.mkdir(parents=True)
+    for sid in ("alpha-1", "alpha-2", "beta"):
+        (sessions / f"{sid}.jsonl").write_bytes(b"")
+    env = dict(os.environ, _MEMCTL_COMPLETE="complete_bash",
+               COMP_WORDS=f"memctl --store {tmp_path / 'store'} usage --session al", COMP_CWORD="5")
+    out = subprocess.run([sys.executable, "-m", "lecode_memctl"], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert sorted(out.stdout.split()) == ["alpha-1", "alpha-2"], (out.stdout, out.stderr)

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from .app import app
+from .cmd_sessions import complete_session_id
 from .options import JsonOpt
 from .state import STATE
 
@@ -216,7 +217,8 @@ Examples:
 """)
 def usage(
     session: Annotated[Optional[str], typer.Option(
-        "--session", metavar="ID", help="Only this session (an exact id).")] = None,
+        "--session", metavar="ID", autocompletion=complete_session_id,
+        help="Only this session (an exact id).")] = None,
     since: Annotated[Optional[str], typer.Option(
         "--since", metavar="DATE",
         help="Only calls at or after DATE (YYYY-MM-DD, or an ISO 8601 time; UTC unless it "

@@ -357,6 +357,19 @@ SNAPSHOT_CHUNK = 1 << 20
 SNAPSHOT_WAL_IN_MEMORY = 8 << 20
 
 
+def _open_nofollow(path: Path) -> int | None:
+    """A read-only descriptor of ``path``, never through a symlink; None when it
+    does not exist; StoreCorrupt for a symlink or any other failure."""
+    try:
+        return os.open(path, os.O_RDONLY | _O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StoreCorrupt(f"{path}: is a symbolic link; refusing to follow it") from None
+        raise StoreCorrupt(f"{path}: cannot open: {exc.strerror}") from None
+
+
 def _copy_nofollow(src: Path, dst: str | None, keep: list[bytes] | None = None,
                    limit: int | None = None) -> tuple[str, os.stat_result, int] | None:
     """Stream ``src`` (never through a symlink) into a new private file ``dst``
@@ -365,14 +378,9 @@ def _copy_nofollow(src: Path, dst: str | None, keep: list[bytes] | None = None,
     flat whatever the size, unless ``keep`` is given: the chunks are then
     appended to it instead of being written (for a file written later).
     ``limit``: read (and hash) only the first ``limit`` bytes."""
-    try:
-        fd = os.open(src, os.O_RDONLY | _O_NOFOLLOW)
-    except FileNotFoundError:
+    fd = _open_nofollow(src)
+    if fd is None:
         return None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise StoreCorrupt(f"{src}: is a symbolic link; refusing to follow it") from None
-        raise StoreCorrupt(f"{src}: cannot open: {exc.strerror}") from None
     out = -1
     try:
         st = os.fstat(fd)
@@ -413,14 +421,9 @@ def _wal_valid_length(path: Path) -> int | None:
     from an earlier generation and a writer may overwrite them at any time;
     SQLite's recovery ignores them.  None when there is no -wal; 0 when it has
     no valid header (SQLite then ignores it whole)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW)
-    except FileNotFoundError:
+    fd = _open_nofollow(path)
+    if fd is None:
         return None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise StoreCorrupt(f"{path}: is a symbolic link; refusing to follow it") from None
-        raise StoreCorrupt(f"{path}: cannot open: {exc.strerror}") from None
     try:
         size = os.fstat(fd).st_size
         head = os.pread(fd, 32, 0)

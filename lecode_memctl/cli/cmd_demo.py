@@ -41,6 +41,7 @@ def demo(
     import os
     import shlex
     import shutil
+    import sys
     import tempfile
 
     from lecode_memctl.core.demo import build_demo
@@ -77,12 +78,10 @@ def demo(
         echo(f"$ export LECODE_CONFIG_DIR={q(str(d.config_dir))}")
         for cwd, argv, expected in steps:
             if cwd is not None:
-                (cwd).mkdir(parents=True, exist_ok=True)
+                cwd.mkdir(parents=True, exist_ok=True)
                 os.chdir(cwd)
                 echo(f"$ cd {q(str(cwd))}")
             echo("$ memctl " + " ".join(q(a) for a in argv))
-            import sys
-
             sys.stdout.flush()
             code = run(argv)
             sys.stdout.flush()

@@ -511,10 +511,13 @@ def context(
     revision's evidence validates, each labelled untrusted evidence with its
     id, revision and exact source reference; oversized facts are omitted,
     never cut.  Then MEMORY.md and scratchpad.md in the rest of max_bytes
-    (default 32768), truncated with a marker.  The first 50 facts in id
-    order are inspected.  --explain lists every fact left out (invalid
-    evidence, too large, over budget, not inspected) and the byte accounting.
-    Reads only.
+    (default 32768), each truncated with a marker when it does not fit
+    (MEMORY.md leaves room for the scratchpad's heading and marker; a part
+    with no room at all is named in a note on stderr).  The first 50 facts
+    in id order are inspected.  --explain lists every fact left out (invalid
+    evidence, too large, over budget, not inspected) and the byte
+    accounting.  Control characters of the stored Markdown are shown
+    escaped; --json keeps the exact text.  Reads only.
     """
     from lecode_memctl.core.config import load_memory_config
     from lecode_memctl.core.context import build_memory_section, section_to_json
@@ -532,13 +535,17 @@ def context(
     if json_:
         emit_json(section_to_json(section))
         return
-    write_bytes(section.text.encode("utf-8"))
+    # Stored Markdown is untrusted: control characters are shown escaped, as
+    # 'memctl show' does (--json keeps the exact text).
+    write_bytes(safe(section.text).encode("utf-8"))
     if not explain:
+        for note in section.notes:
+            echo(f"memctl: note: {safe(note, keep_newlines=False)}", err=True)
         return
     err = False
     echo("--- explain ---", err=err)
     for note in section.notes:
-        echo(note, err=err)
+        echo(safe(note), err=err)
     echo(f"section: {section.bytes} of max_bytes {section.max_bytes}", err=err)
     echo(f"facts: {section.facts_bytes} of facts budget {section.facts_budget} "
          f"(facts_max_bytes {section.facts_max_bytes}); {len(section.included)} included of "

@@ -127,6 +127,34 @@ def sessions(json_: JsonOpt = False, fmt: FormatOpt = None) -> None:
                        "state"], fmt_name)
 
 
+def _by_reason(hidden: dict[int, str]) -> dict[str, list[int]]:
+    """{reason: [seq, ...]} of the hidden message positions."""
+    out: dict[str, list[int]] = {}
+    for seq, reason in sorted(hidden.items()):
+        out.setdefault(reason, []).append(seq)
+    return out
+
+
+def _reasons_by_seq(hidden: dict[int, str]) -> dict[str, str]:
+    """{"seq": reason} for each hidden message position, in seq order (a JSON
+    object: compact enough that 200 positions fit the 16 KiB page cap)."""
+    return {str(seq): reason for seq, reason in sorted(hidden.items())}
+
+
+def _hidden_document(session: str, start: int, end: int, exc) -> dict:  # noqa: ANN001
+    """The JSON of a range with no visible message: status and reason (as
+    recall gives them: hidden with cleared, undone, excluded or epoch; stale
+    with not_message when the range holds only events), the first hidden
+    position, and the reason of each hidden position."""
+    from lecode_memctl.core.sourceref import status_for
+
+    st = status_for(exc.reason)
+    return {"session_id": session, "start": start, "end": end, "last_seq": exc.last_seq,
+            "purpose": "working", "status": st.status, "reason": exc.reason, "seq": exc.seq,
+            "source": None, "hidden": _by_reason(exc.hidden),
+            "hidden_reasons": _reasons_by_seq(exc.hidden)}
+
+
 def _text_page(doc: dict) -> None:
     from .output import echo, safe
 
@@ -195,15 +223,20 @@ def read(
     END past the transcript's end is clamped.
 
     Output is one JSON document of at most 16,384 UTF-8 bytes (pretty on a
-    terminal): session_id, start, end, last_seq, purpose, status (valid),
-    source {session_id, seqs, digest} (the visible message positions and
-    the SHA-256 of every complete record from the first to the last of
-    them), hidden {reason: [seq, ...]}, source_text (a character page of
+    terminal): session_id, start, end, last_seq, purpose, status (valid)
+    and reason (null), source {session_id, seqs, digest} (the visible
+    message positions and the SHA-256 of every complete record from the
+    first to the last of them), hidden {reason: [seq, ...]},
+    hidden_reasons {"seq": reason} (cleared, undone, excluded, epoch, for
+    each hidden position), source_text (a character page of
     the JSON array [[seq, message], ...]; binary attachments replaced by
     {"type": "binary", "media_type": ..., "omitted_bytes": N}), offset,
     next_offset (pass it back as --offset; null on the last page), limit and
     total_chars.  Each page is a new snapshot: compare source.digest before
-    joining pages.  Changes nothing.
+    joining pages.  A range with no visible message exits 4 and its JSON
+    says why: status hidden (stale for a range of events only), reason,
+    seq (the first hidden position), source null, hidden and
+    hidden_reasons.  Changes nothing.
     """
     from lecode_memctl.core.errors import UsageError
     from lecode_memctl.core.sourceref import check_session_id
@@ -225,18 +258,28 @@ def read(
         from lecode_memctl.core.errors import StoreCorrupt
 
         raise StoreCorrupt(f"{store.path}: store directory is a symbolic link; refusing to follow it")
+    from lecode_memctl.core.sessions import SpanHidden
+
     reader, closer = _exclusions(store)
     try:
         snap = SessionStore(store, exclusions=reader).source_snapshot(session, start, end, "working")
+    except SpanHidden as exc:
+        if text:
+            raise
+        # Reasons are data: the status and reason of the range, and of each
+        # hidden position, as recall gives them; still exit 4.
+        from .output import echo, safe
+
+        emit_json(_hidden_document(session, start, end, exc))
+        echo(f"memctl: error: {safe(exc.message, keep_newlines=False)}", err=True)
+        raise typer.Exit(exc.exit_code) from None
     finally:
         if closer:
             closer()
-    hidden: dict[str, list[int]] = {}
-    for seq, reason in sorted(snap.hidden.items()):
-        hidden.setdefault(reason, []).append(seq)
     meta = {"session_id": session, "start": start, "end": end, "last_seq": snap.last_seq,
-            "purpose": "working", "status": "valid", "source": snap.ref.to_json(),
-            "hidden": hidden}
+            "purpose": "working", "status": "valid", "reason": None,
+            "source": snap.ref.to_json(), "hidden": _by_reason(snap.hidden),
+            "hidden_reasons": _reasons_by_seq(snap.hidden)}
     doc, _page = page_document(meta, snap.messages(), offset=offset, limit=limit)
     if text:
         _text_page(doc)

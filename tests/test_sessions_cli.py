@@ -139,7 +139,7 @@ def test_read_text_escapes_control_characters(ss, store):
     assert r.exit_code == 0
     assert "\x1b" not in r.stdout and "\u202e" not in r.stdout
     assert "[bold]x[/bold]" in r.stdout
-    assert "visible:  1 message(s): 1" in r.stdout and "last page" in r.stdout
+    assert "visible: 1 message(s); hidden: none" in r.stdout and "[1] user" in r.stdout
     assert cli(store, "read", "s1", "1", "1", "--text", "--json").exit_code == 2
 
 

@@ -153,3 +153,25 @@ def test_correct_of_a_valid_fact_does_not_ask(config_dir, project, store, monkey
     r = cli(project, "correct", fid, "1", "s2:1", FIXED)   # no input: a prompt would abort
     assert r.exit_code == 0, r.stderr
     assert "stays invalid" not in r.stdout + r.stderr
+
+
+def test_parse_evidence_round_trips_every_printed_source():
+    from hypothesis import given, settings, strategies as st
+
+    from lecode_memctl.cli.cmd_facts import parse_evidence
+    from lecode_memctl.core.facts import source_label
+    from lecode_memctl.core.sourceref import SourceRef
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.integers(0, 10_000), st.sets(st.integers(0, 199), min_size=1, max_size=30),
+           st.booleans())
+    def check(base, offsets, with_text):
+        seqs = {base + o for o in offsets}   # a SourceRef spans at most 200 positions
+        ref = SourceRef("s-1_A", tuple(sorted(seqs)), "0" * 64)
+        rest = ["the text"] if with_text else []
+        assert parse_evidence(source_label(ref), rest) == (
+            "s-1_A", min(seqs), max(seqs), "the text" if with_text else None)
+        assert parse_evidence("s-1_A", [str(min(seqs)), str(max(seqs)), *rest]) == (
+            "s-1_A", min(seqs), max(seqs), "the text" if with_text else None)
+
+    check()

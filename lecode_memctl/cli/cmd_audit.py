@@ -7,15 +7,15 @@ from typing import Annotated, Optional
 
 import typer
 
-from .app import app
-from .cmd_sessions import complete_session_id
+from .completion import complete_session_id
 from .options import JsonOpt
+from .registry import command
 from .state import STATE
 
 VALIDATE_FORMATS = ("human", "json", "jsonl", "prometheus")
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl validate                         audit the current project's store
@@ -208,7 +208,7 @@ def _progress_bar(label: str):
     return update, prog.stop
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl usage                          every session of the current project
@@ -280,7 +280,7 @@ def usage(
         echo("'+?': known subtotal; some calls reported no usage or no cost (not zero).")
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl projects

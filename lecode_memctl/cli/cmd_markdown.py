@@ -6,11 +6,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from .app import app
+from .completion import EDIT_KINDS, complete_edit_kind
 from .options import FormatOpt, JsonOpt
+from .registry import command
 from .state import STATE
 
-_KINDS = ("memory", "scratchpad", "log", "note")
 
 
 def _print_file(md, json_: bool) -> None:  # md: core.markdown.MarkdownFile
@@ -29,7 +29,7 @@ def _print_file(md, json_: bool) -> None:  # md: core.markdown.MarkdownFile
     sys.stdout.flush()
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl show                        print the current project's MEMORY.md
@@ -50,7 +50,7 @@ def show(json_: JsonOpt = False) -> None:
     _print_file(markdown.read_memory(STATE.store()), json_)
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl log                  today's daily log (local date)
@@ -75,7 +75,7 @@ def log(
     _print_file(markdown.read(STATE.store(), target), json_)
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl notes                       list the named notes
@@ -123,7 +123,7 @@ def notes(
     render_rows(rows, columns, fmt_name)
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl search deploy                 lines mentioning deploy
@@ -172,10 +172,6 @@ def search(
         echo(f"memctl: no matches in {result.files_searched} Markdown files", err=True)
 
 
-def _complete_kind(incomplete: str) -> list[str]:
-    return [k for k in _KINDS if k.startswith(incomplete)]
-
-
 def _editor_command() -> list[str]:
     import os
     import shlex
@@ -195,7 +191,7 @@ def _editor_command() -> list[str]:
     raise UsageError("no editor: set $VISUAL or $EDITOR (for example EDITOR=nano memctl edit)")
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl edit                      edit MEMORY.md
@@ -210,7 +206,7 @@ def edit(
         metavar="memory|scratchpad|log [DATE]|note NAME",
         help="Which file: memory (MEMORY.md, the default), scratchpad, log [DATE] "
              "(a daily log, today by default) or note NAME.",
-        autocompletion=_complete_kind, show_default=False)] = None,
+        autocompletion=complete_edit_kind, show_default=False)] = None,
 ) -> None:
     """Edit a Markdown memory file in $VISUAL or $EDITOR, safely.
 
@@ -234,7 +230,7 @@ def edit(
 
     words = list(target_words or [])
     kind = words[0] if words else markdown.MEMORY
-    if kind not in _KINDS:
+    if kind not in EDIT_KINDS:
         raise UsageError(f"unknown file {kind!r}: use memory, scratchpad, log [DATE] or note NAME")
     if len(words) > 2:
         raise UsageError(f"too many arguments: {' '.join(words[2:])!r}")

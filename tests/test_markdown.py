@@ -148,8 +148,9 @@ def test_show_without_store_says_where_it_looked(tmp_path, config_dir):
     r = run_cli("--project", str(proj), "show")
     assert r.exit_code == 3
     assert r.stdout == ""
-    assert r.stderr.startswith("memctl: error: no MEMORY.md: the project ")
-    assert str(config_dir / "memory") in r.stderr and "MEMORY.md" in r.stderr
+    # the message every command that needs a store gives (issue 12.7)
+    assert r.stderr.startswith(f"memctl: error: no memory store for {proj} (expected at ")
+    assert str(config_dir / "memory") in r.stderr and "'memctl where'" in r.stderr
     assert r.stderr.count("\n") == 1
     assert not (config_dir / "memory").exists()
 

@@ -10,7 +10,7 @@ import typer
 from .completion import complete_session_id
 from .options import JsonOpt
 from .registry import command
-from .state import STATE
+from .state import STATE, require_store
 
 VALIDATE_FORMATS = ("human", "json", "jsonl", "prometheus")
 
@@ -114,9 +114,9 @@ def validate(
             raise UsageError("--all-projects conflicts with --store")
         stores = stores_under(cfg.path)
     elif store_dir:
-        stores = [store_at(store_dir)]
+        stores = [require_store(store_at(store_dir))]
     else:
-        stores = [STATE.store()]
+        stores = [STATE.existing_store()]
 
     show_progress = not quiet and _stderr_tty()
     summaries = []
@@ -252,7 +252,7 @@ def usage(
     from .output import echo, emit_json, render_rows, safe
 
     when = parse_since(since) if since else None
-    store = STATE.store().require()
+    store = STATE.existing_store()
     rep = usage_report(store, session=session, since=when)
     doc = rep.to_json()
     if json_:

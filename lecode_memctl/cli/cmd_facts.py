@@ -27,16 +27,9 @@ FactIdArg = Annotated[str, typer.Argument(
 # ---------------------------------------------------------------- opening
 
 def _store() -> Any:
-    """The command's store; a store directory that is a symbolic link is refused."""
-    import os
-
-    from lecode_memctl.core.errors import StoreCorrupt
-
-    store = STATE.store()
-    if os.path.islink(store.path):
-        raise StoreCorrupt(f"{store.path}: store directory is a symbolic link; "
-                           "refusing to follow it")
-    return store
+    """The command's store: NotFound when it does not exist; a store directory
+    that is a symbolic link is refused."""
+    return STATE.existing_store()
 
 
 def _require_known(store: Any, fact_id: str, *, forgotten_ok: bool) -> None:

@@ -47,7 +47,7 @@ def show(json_: JsonOpt = False) -> None:
     """
     from lecode_memctl.core import markdown
 
-    _print_file(markdown.read_memory(STATE.store()), json_)
+    _print_file(markdown.read_memory(STATE.existing_store()), json_)
 
 
 @command(epilog="""\
@@ -72,7 +72,7 @@ def log(
     from lecode_memctl.core import markdown
 
     target = markdown.log_target(date)
-    _print_file(markdown.read(STATE.store(), target), json_)
+    _print_file(markdown.read(STATE.existing_store(), target), json_)
 
 
 @command(epilog="""\
@@ -107,10 +107,10 @@ def notes(
         target = markdown.note_target(name)
         if fmt not in (None, "json"):
             raise UsageError("--format applies to the listing; use --json to print one note as JSON")
-        _print_file(markdown.read(STATE.store(), target), json_ or fmt == "json")
+        _print_file(markdown.read(STATE.existing_store(), target), json_ or fmt == "json")
         return
     fmt_name = check_format(fmt, json_flag=json_)
-    store = STATE.store()
+    store = STATE.existing_store()
     infos = markdown.list_notes(store)
     rows = [{"name": i.name, "path": str(i.path), "size": i.size, "modified": i.modified}
             for i in infos]
@@ -154,7 +154,7 @@ def search(
 
     from .output import echo, emit_json, safe
 
-    result = markdown.search(STATE.store(), pattern, limit=limit, ignore_case=ignore_case)
+    result = markdown.search(STATE.existing_store(), pattern, limit=limit, ignore_case=ignore_case)
     if json_:
         emit_json({
             "pattern": result.pattern, "limit": result.limit, "truncated": result.truncated,

@@ -64,7 +64,7 @@ def sessions(json_: JsonOpt = False, fmt: FormatOpt = None) -> None:
     from .output import check_format, render_rows
 
     fmt_name = check_format(fmt, json_flag=json_)
-    store = STATE.store().require()
+    store = STATE.existing_store()
     infos = SessionStore(store).list_sessions()
     if fmt_name in ("json", "jsonl"):
         render_rows([i.to_json() for i in infos], [], fmt_name)
@@ -172,13 +172,7 @@ def read(
     from .output import emit_json
 
     check_range(start, end, max_span=200)
-    store = STATE.store()
-    import os
-
-    if os.path.islink(store.path):
-        from lecode_memctl.core.errors import StoreCorrupt
-
-        raise StoreCorrupt(f"{store.path}: store directory is a symbolic link; refusing to follow it")
+    store = STATE.existing_store()
     reader, closer = _exclusions(store)
     try:
         snap = SessionStore(store, exclusions=reader).source_snapshot(session, start, end, "working")

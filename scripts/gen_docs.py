@@ -53,7 +53,8 @@ ENVIRONMENT: list[tuple[str, str]] = [
     ("HOME",
      "When neither is set, the config directory is ~/.config/lecode."),
     ("VISUAL, EDITOR",
-     "The editor that memctl edit opens ($VISUAL first, then $EDITOR)."),
+     "The editor that memctl edit opens ($VISUAL first, then $EDITOR; vi when "
+     "neither is set)."),
     ("NO_COLOR",
      "When set (to anything), no colour in output; the same as --no-color."),
     ("MEMCTL_DEBUG",

@@ -172,6 +172,10 @@ def search(
         echo(f"memctl: no matches in {result.files_searched} Markdown files", err=True)
 
 
+#: The editor when neither $VISUAL nor $EDITOR is set (git's fallback too).
+DEFAULT_EDITOR = "vi"
+
+
 def _editor_command() -> list[str]:
     import os
     import shlex
@@ -188,7 +192,7 @@ def _editor_command() -> list[str]:
             raise UsageError(f"cannot parse ${var} ({value!r}): {exc}") from None
         if argv:
             return argv
-    raise UsageError("no editor: set $VISUAL or $EDITOR (for example EDITOR=nano memctl edit)")
+    return [DEFAULT_EDITOR]  # neither is set: vi, as git does
 
 
 @command(epilog="""\
@@ -217,7 +221,8 @@ def edit(
     content writes nothing.  If the file on disk changed while you were
     editing, nothing is written, your edited copy is kept and its path
     printed (exit 4).  An editor that exits non-zero writes nothing (exit 1).
-    A missing store or notes/daily directory is created (mode 0700).
+    A missing store or notes/daily directory is created (mode 0700).  With
+    neither $VISUAL nor $EDITOR set, the editor is vi, as for git.
     """
     import os
     import subprocess
@@ -252,7 +257,10 @@ def edit(
         try:
             proc = subprocess.run([*editor, tmp])
         except OSError as exc:
-            raise UsageError(f"cannot run the editor {editor[0]!r}: {exc.strerror or exc}") from None
+            hint = ("neither $VISUAL nor $EDITOR is set; set one, for example "
+                    "EDITOR=nano memctl edit") if editor == [DEFAULT_EDITOR] else None
+            raise UsageError(f"cannot run the editor {editor[0]!r}: {exc.strerror or exc}",
+                             hint=hint) from None
         if proc.returncode != 0:
             raise MemctlError(f"the editor exited with status {proc.returncode}; nothing was written")
         with open(tmp, "rb") as fh:

@@ -18,6 +18,7 @@ import typer
 from lecode_memctl import __version__
 from lecode_memctl.core.errors import exit_summary
 
+from .options import CommandWithGlobalOptions
 from .registry import COMMANDS, command_settings
 from .state import STATE
 
@@ -33,6 +34,9 @@ The store of a project lives in <config dir>/memory/<slug>/, where the config
 dir is --config-dir, $LECODE_CONFIG_DIR, $XDG_CONFIG_HOME/lecode or
 ~/.config/lecode, and the slug is derived from the project's main checkout
 root.  Run 'memctl where' to see it.
+
+The options below, except --version, may also follow the command name (memctl
+forget ID --no-color); there they win over the same option given before it.
 """
 
 EPILOG = f"""\
@@ -94,7 +98,7 @@ def _register_commands() -> None:
 
     for name, module, function in COMMANDS:
         fn = getattr(import_module(f"{__package__}.{module}"), function)
-        app.command(name, **command_settings(fn))(fn)
+        app.command(name, cls=CommandWithGlobalOptions, **command_settings(fn))(fn)
 
 
 _register_commands()

@@ -1,8 +1,4 @@
-"""``memctl sessions`` and ``memctl read``: session transcripts.
-
-Also :func:`complete_session_id`, the shell completion of session ids that
-every command taking a SESSION argument uses.
-"""
+"""``memctl sessions`` and ``memctl read``: session transcripts."""
 
 from __future__ import annotations
 
@@ -10,52 +6,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from .app import app
+from .completion import complete_session_id
 from .options import FormatOpt, JsonOpt
+from .registry import command
 from .state import STATE
-
-
-def complete_session_id(ctx, args, incomplete):  # noqa: ANN001,ANN201 - typer inspects names
-    """Session ids of the store for shell completion.
-
-    Lists ``sessions/*.jsonl`` (symbolic links left out) and opens nothing
-    else: no rich, sqlite3 or tabulate import, nothing written.  The app
-    callback has not run during completion, so the store comes from the
-    root context's parsed options (``--store``, ``--config-dir``,
-    ``--project``) and the environment.
-    """
-    import os
-
-    try:
-        from lecode_memctl.core.sourceref import SESSION_ID_RE
-
-        from .state import State
-
-        root = ctx.find_root() if ctx is not None else None
-        params = dict(root.params) if root is not None and root.params else {}
-
-        def opt(name: str) -> str | None:
-            v = params.get(name)
-            return os.fspath(v) if v else None
-
-        st = State(config_dir_option=opt("config_dir"), project=opt("project"),
-                   store_option=opt("store"))
-        sessions = os.path.join(os.fspath(st.store().path), "sessions")
-        if os.path.islink(sessions):
-            return []
-        prefix = incomplete or ""
-        out = []
-        with os.scandir(sessions) as it:
-            for entry in it:
-                name = entry.name
-                if not name.endswith(".jsonl") or entry.is_symlink():
-                    continue
-                sid = name[:-6]
-                if sid.startswith(prefix) and SESSION_ID_RE.match(sid):
-                    out.append(sid)
-        return sorted(out)
-    except Exception:  # noqa: BLE001 - completion must never fail loudly
-        return []
 
 
 def _exclusions(store):  # -> ExclusionReader, closer
@@ -76,7 +30,7 @@ _STATE_LABEL = {"ok": "ok", "torn_tail": "torn tail", "corrupt": "corrupt", "ref
                 "unreadable": "unreadable"}
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl sessions
@@ -110,7 +64,7 @@ def sessions(json_: JsonOpt = False, fmt: FormatOpt = None) -> None:
     from .output import check_format, render_rows
 
     fmt_name = check_format(fmt, json_flag=json_)
-    store = STATE.store().require()
+    store = STATE.existing_store()
     infos = SessionStore(store).list_sessions()
     if fmt_name in ("json", "jsonl"):
         render_rows([i.to_json() for i in infos], [], fmt_name)
@@ -146,7 +100,7 @@ def _text_page(doc: dict) -> None:
     echo(safe(doc["source_text"]))
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl read 20260301-a1b2 10 40
@@ -218,13 +172,7 @@ def read(
     from .output import emit_json
 
     check_range(start, end, max_span=200)
-    store = STATE.store()
-    import os
-
-    if os.path.islink(store.path):
-        from lecode_memctl.core.errors import StoreCorrupt
-
-        raise StoreCorrupt(f"{store.path}: store directory is a symbolic link; refusing to follow it")
+    store = STATE.existing_store()
     reader, closer = _exclusions(store)
     try:
         snap = SessionStore(store, exclusions=reader).source_snapshot(session, start, end, "working")

@@ -7,12 +7,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from .app import app
 from .options import FormatOpt, JsonOpt
+from .registry import command
 from .state import STATE
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl where                 the store of the current directory's project
@@ -80,7 +80,7 @@ def where(
                 echo(f"  {i.name:<15} {i.size} bytes")
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl config

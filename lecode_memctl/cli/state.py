@@ -36,8 +36,28 @@ class State:
             return store_at(self.store_option)
         return store_for_project(self.config_dir().path, self.project_dir())
 
+    def existing_store(self) -> "Store":
+        """The command's store, which must exist (see :func:`require_store`)."""
+        return require_store(self.store(), explain=not self.store_option)
+
     def color(self) -> bool:
         return not self.no_color and not os.environ.get("NO_COLOR")
+
+
+def require_store(store: "Store", *, explain: bool = False) -> "Store":
+    """``store`` if its directory exists.  Every command that needs a store
+    says the same when there is none: NotFound (exit 3), "no memory store for
+    <project> (expected at <dir>)"; a symbolic link is refused (exit 5).
+    ``explain`` adds the hint that 'memctl where' explains the lookup (not
+    when the store was named with --store)."""
+    from lecode_memctl.core.errors import NotFound
+
+    try:
+        return store.require()
+    except NotFound as exc:
+        if not explain or os.path.lexists(store.path):
+            raise
+        raise NotFound(exc.message, hint="'memctl where' explains the lookup") from None
 
 
 STATE = State()

@@ -12,18 +12,6 @@ from .registry import command
 from .state import STATE
 
 
-def _exclusions(store):  # -> ExclusionReader, closer
-    """The facts database's ExclusionReader, opened read-only (no file created)."""
-    import os
-
-    from lecode_memctl.core.sourceref import NoExclusions
-
-    if not os.path.lexists(store.facts_db):
-        return NoExclusions(), None
-    from lecode_memctl.core.facts import FactStore
-
-    fs = FactStore.open_readonly(store.facts_db)
-    return fs, fs.close
 
 
 _STATE_LABEL = {"ok": "ok", "torn_tail": "torn tail", "corrupt": "corrupt", "refused": "refused",
@@ -166,26 +154,16 @@ def read(
     if text and json_:
         raise UsageError("--text conflicts with --json")
 
-    from lecode_memctl.core.paging import page_document
+    from lecode_memctl.core.project import read_range
     from lecode_memctl.core.sessions import SessionStore, check_range
 
     from .output import emit_json
 
     check_range(start, end, max_span=200)
     store = STATE.existing_store()
-    reader, closer = _exclusions(store)
-    try:
-        snap = SessionStore(store, exclusions=reader).source_snapshot(session, start, end, "working")
-    finally:
-        if closer:
-            closer()
-    hidden: dict[str, list[int]] = {}
-    for seq, reason in sorted(snap.hidden.items()):
-        hidden.setdefault(reason, []).append(seq)
-    meta = {"session_id": session, "start": start, "end": end, "last_seq": snap.last_seq,
-            "purpose": "working", "status": "valid", "source": snap.ref.to_json(),
-            "hidden": hidden}
-    doc, _page = page_document(meta, snap.messages(), offset=offset, limit=limit)
+    # SessionStore(store) reads the store's facts.sqlite3 read-only for exclusions.
+    with SessionStore(store) as sessions:
+        doc = read_range(sessions, session, start, end, offset=offset, limit=limit)
     if text:
         _text_page(doc)
         return

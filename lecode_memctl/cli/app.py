@@ -38,9 +38,9 @@ Examples:
   memctl --project ~/src/app show
   memctl --store /evidence/copy-of-store notes
 
-Exit status: 0 ok, 1 validate found problems (or a prompt was declined),
-2 usage, 3 not found, 4 conflict, 5 store unreadable, 6 store busy,
-7 write failed, 70 internal error.  See 'man memctl' for the whole manual.
+Exit status: 0 ok, 1 validate found problems (or verify a difference, or a
+prompt was declined), 2 usage, 3 not found, 4 conflict, 5 store unreadable,
+6 store busy, 7 write failed, 70 internal error.  See 'man memctl' for the whole manual.
 """
 
 app = typer.Typer(

@@ -67,7 +67,7 @@ class StoreWriteError(MemctlError):
 
 EXIT_CODES: list[tuple[int, str]] = [
     (0, "success; validate found nothing at error severity"),
-    (1, "validate found problems (with --strict, warnings count too); or a confirmation prompt was declined (nothing was changed)"),
+    (1, "validate found problems (with --strict, warnings count too); verify found a bundle that differs from its manifest; or a confirmation prompt was declined (nothing was changed)"),
     (2, "usage: bad option, bad id syntax, bad regex, bad date, bad config value"),
     (3, "not found: no such fact, session, note, or store"),
     (4, "conflict: stale expected revision or generation, excluded evidence, destination exists, file changed meanwhile"),

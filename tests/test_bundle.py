@@ -546,3 +546,32 @@ def test_manifest_rewritten_with_other_statuses(bundle):
     assert any(row["fact_id"] in p["detail"] for p in v["problems"] if p["kind"] == "facts")
     (bad,) = [f for f in v["facts"] if not f["same"]]
     assert (bad["status"], bad["manifest_status"]) == ("stale", "valid")
+
+
+@pytest.mark.parametrize("name", ["integrity", "future", "garbage", "legacy"])
+def test_database_findings_round_trip(config_dir, tmp_path, name):
+    """A database validate complains about (corrupt index, newer schema, not a
+    database, older schema) is carried as it is, and its findings verify,
+    wherever the bundle is unpacked."""
+    from .test_audit import build_db_stores
+
+    store = build_db_stores(config_dir)[name]
+    before = tree_hash(store)
+    doc = export(store, tmp_path / f"{name}.tar")
+    assert tree_hash(store) == before
+    assert doc["database"]["copy"] == ("raw" if name in ("future", "garbage") else "backup")
+    assert doc["validate"]["findings"]["error"] + doc["validate"]["findings"]["warning"] == 1
+    code, v = verify(tmp_path / f"{name}.tar")
+    assert code == 0, v["problems"]
+    assert str(tmp_path) not in orjson.dumps(v["findings"]).decode()
+
+
+def test_duplicate_member(bundle):
+    ms = _members(bundle)
+    dup = next((m, d) for m, d in ms if m.name == "store/MEMORY.md")
+    ti = tarfile.TarInfo(dup[0].name)
+    ti.mode = 0o600
+    _rewrite(bundle, ms + [(ti, b"a second MEMORY.md\n")])
+    code, doc = verify(bundle)
+    assert code == 1
+    assert ("duplicate", "store/MEMORY.md") in kinds(doc)

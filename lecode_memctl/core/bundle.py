@@ -294,15 +294,19 @@ def audit_store(path: Path, slug: str) -> dict[str, Any]:
     """``validate`` (deep, no config file) and ``facts`` over the store at
     ``path`` with slug ``slug``: ``{"validate": {...}, "facts": {...}}``,
     without anything that depends on where or when it ran."""
-    from .audit import Audit
+    from .audit import validate_store
     from .facts import FactStore, iter_fact_rows
     from .sessions import SessionStore
 
     store = Store(path, slug, None, "option", "the bundle manifest")
-    audit = Audit(store, deep=True, parallel=False)
-    findings = [f.to_json() for f in audit.run()]
+    found, audit_summary = validate_store(store, deep=True, parallel=False)
+    findings = []
+    for f in found:
+        doc = f.to_json()
+        doc["message"] = _strip_path(doc["message"], path)
+        findings.append(doc)
     findings.sort(key=canonical)
-    summary = {k: v for k, v in audit.summary.to_json().items() if k not in _RUN_FIELDS}
+    summary = {k: v for k, v in audit_summary.to_json().items() if k not in _RUN_FIELDS}
     summary["findings_list"] = findings
     facts: dict[str, Any] = {"rows": [], "error": None}
     try:
@@ -320,7 +324,8 @@ def audit_store(path: Path, slug: str) -> dict[str, Any]:
 
 
 def _strip_path(message: str, path: Path) -> str:
-    """Error messages name the database by path; the bundle's path is not data."""
+    """Some messages name a file by its absolute path (a database that cannot be
+    opened); where the copy was unpacked is not data: make it relative."""
     return message.replace(os.fspath(path) + os.sep, "").replace(os.fspath(path), ".")
 
 
@@ -622,8 +627,14 @@ def _parse_manifest(data: bytes, rep: VerifyReport) -> dict[str, Any] | None:
     return doc
 
 
+class _Refused(Exception):
+    pass
+
+
 class _Unpacker:
-    """Writes regular members below ``root`` only (a fresh private directory)."""
+    """Writes regular members below ``root`` only (a fresh private directory
+    that nothing else writes to: every path was checked by ``_member_problem``,
+    and nothing here creates a link)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -631,24 +642,33 @@ class _Unpacker:
     def write(self, name: str, src: IO[bytes]) -> tuple[int, str]:
         parts = name.split("/")
         d = self.root
-        for part in parts[:-1]:
-            d = d / part
-            try:
-                os.mkdir(d, 0o700)
-            except FileExistsError:
-                if not stat.S_ISDIR(os.lstat(d).st_mode):
-                    raise StoreCorrupt(f"{name}: a file is in the way") from None
-        fd = os.open(d / parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, 0o600)
+        try:
+            for part in parts[:-1]:
+                d = d / part
+                try:
+                    os.mkdir(d, 0o700)
+                except FileExistsError:
+                    if not stat.S_ISDIR(os.lstat(d).st_mode):
+                        raise _Refused("a file is in the way; not unpacked") from None
+            fd = os.open(d / parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, 0o600)
+        except FileExistsError:
+            raise _Refused("a directory or file is in the way; not unpacked") from None
+        except OSError as exc:
+            raise _Refused(f"cannot unpack: {exc.strerror}") from None
         h = hashlib.sha256()
         n = 0
         try:
             while True:
-                chunk = src.read(CHUNK)
+                chunk = src.read(CHUNK)   # read errors: the archive's (callers report them)
                 if not chunk:
                     break
                 h.update(chunk)
                 n += len(chunk)
-                write_all(fd, chunk)
+                try:
+                    write_all(fd, chunk)
+                except OSError as exc:
+                    raise StoreWriteError(f"cannot unpack {name} into a temporary directory: "
+                                          f"{exc.strerror}") from None
         finally:
             os.close(fd)
         return n, h.hexdigest()
@@ -728,13 +748,10 @@ def _read_archive(path: Path, root: Path, rep: VerifyReport) -> dict[str, tuple[
                     seen[name] = unpack.write(name, fh)
                 else:
                     seen[name] = _hash_stream(fh)
-            except (tarfile.TarError, EOFError, zlib.error) as exc:
-                rep.add("archive", name, f"truncated or corrupt inside {name} ({exc})")
-                return seen
-            except OSError as exc:
-                if isinstance(exc, FileExistsError):
-                    rep.add("refused", name, "a file is in the way; not unpacked")
-                    continue
+            except _Refused as exc:
+                rep.add("refused", name, str(exc))
+                continue
+            except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
                 rep.add("archive", name, f"truncated or corrupt inside {name} ({exc})")
                 return seen
             last = name

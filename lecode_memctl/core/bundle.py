@@ -98,8 +98,14 @@ def _open_regular(path: Path) -> tuple[int, os.stat_result] | None:
 def _copy_out(fd: int, size: int, dest: Path, *, whole_records: bool) -> int:
     """Copy the first ``size`` bytes of ``fd`` into the new file ``dest``; with
     ``whole_records``, only up to the last ``\\n`` (a transcript's torn tail is
-    an append in flight, not yet a record).  Returns the bytes kept."""
-    out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, 0o600)
+    an append in flight, not yet a record).  Returns the bytes kept.
+    Reading errors are the caller's (OSError); writing the private copy fails
+    with StoreWriteError (exit 7)."""
+    try:
+        out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        raise StoreWriteError(f"cannot stage {dest.name} in a temporary directory: "
+                              f"{exc.strerror}") from None
     kept = done = 0
     try:
         while done < size:
@@ -107,7 +113,11 @@ def _copy_out(fd: int, size: int, dest: Path, *, whole_records: bool) -> int:
             if not chunk:
                 break
             done += len(chunk)
-            write_all(out, chunk)
+            try:
+                write_all(out, chunk)
+            except OSError as exc:
+                raise StoreWriteError(f"cannot stage {dest.name} in a temporary directory: "
+                                      f"{exc.strerror}") from None
             if whole_records:
                 nl = chunk.rfind(b"\n")
                 if nl >= 0:
@@ -275,9 +285,12 @@ def _stage(store: Store, dest: Path, with_backups: bool) -> _Staged:
             if rel_dir and not (dest / rel_dir).exists():
                 os.mkdir(dest / rel_dir, 0o700)
             _copy_out(fd, fst.st_size, dest / rel, whole_records=transcript)
-        except OSError as exc:
-            if isinstance(exc, FileExistsError):
-                raise
+        except OSError:
+            # a read error: leave nothing of it in the copy the manifest describes
+            try:
+                os.unlink(dest / rel)
+            except FileNotFoundError:
+                pass
             st.skipped.append({"path": rel, "reason": "unreadable"})
             continue
         finally:

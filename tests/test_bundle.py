@@ -451,6 +451,23 @@ def test_not_a_bundle(tmp_path):
     assert code == 1 and ("manifest", "manifest.json") in kinds(doc)
     r = run_cli("verify", str(tmp_path / "absent.tar"))
     assert r.exit_code == 3 and r.stderr.startswith("memctl: error: ")
+    os.mkfifo(tmp_path / "fifo")
+    r = run_cli("verify", str(tmp_path / "fifo"))
+    assert r.exit_code == 2 and r.stderr.startswith("memctl: error: ")
+    (tmp_path / "no-manifest").mkdir()
+    code, doc = verify(tmp_path / "no-manifest")
+    assert code == 1 and kinds(doc) == {("manifest", "manifest.json")}
+
+
+def test_store_without_database(tmp_path):
+    store = tmp_path / "fresh-0123456789ab"
+    (store / "notes").mkdir(parents=True, mode=0o700)
+    (store / "notes" / "todo.md").write_bytes(b"- [ ] a\n")
+    doc = export(store, tmp_path / "f.tar")
+    assert doc["database"] == {"copy": "none", "note": "no facts database"}
+    assert doc["files"] == 1 and doc["facts"] == []
+    assert not (store / "facts.sqlite3").exists()
+    assert verify(tmp_path / "f.tar")[0] == 0
 
 
 # ---------------------------------------------------------------- unsafe members

@@ -20,10 +20,10 @@ NEEDS_STORE: dict[str, list[str]] = {
     "sessions": [], "read": [SID, "1", "2"],
     "facts": [], "recall": [FID], "history": [FID],
     "correct": [FID, "1", SID, "1", "2", "new text"], "forget": [FID, "--yes"],
-    "context": [], "validate": [], "usage": [],
+    "context": [], "validate": [], "usage": [], "export": ["--output", "bundle.tar"],
 }
 # Commands that work without a store: they report on it, list stores, or create one.
-NO_STORE_NEEDED = {"where", "config", "projects", "edit", "migrate-legacy", "demo"}
+NO_STORE_NEEDED = {"where", "config", "projects", "edit", "migrate-legacy", "demo", "verify"}
 
 
 def test_every_command_is_classified():

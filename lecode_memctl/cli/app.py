@@ -80,6 +80,10 @@ def root(
         "--store", metavar="DIR",
         help="Work on a store directory directly (an evidence copy, say), skipping "
              "project identity.")] = None,
+    slug: Annotated[Optional[str], typer.Option(
+        "--slug", metavar="SLUG",
+        help="With --store: the project slug its transcripts must name (default: the one "
+             "their headers agree on, else the directory name; 'memctl where' says which).")] = None,
     no_color: Annotated[bool, typer.Option(
         "--no-color", help="No colour in output (also: the NO_COLOR environment variable).")] = False,
     version: Annotated[bool, typer.Option(
@@ -88,6 +92,7 @@ def root(
     STATE.config_dir_option = str(config_dir) if config_dir else None
     STATE.project = str(project) if project else None
     STATE.store_option = str(store) if store else None
+    STATE.slug_option = slug
     STATE.no_color = no_color
 
 

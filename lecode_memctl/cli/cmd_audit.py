@@ -94,7 +94,7 @@ def validate(
     from lecode_memctl.core.audit import (Audit, check_ignore_codes, prometheus_text,
                                           sort_findings, stores_under)
     from lecode_memctl.core.errors import UsageError
-    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.layout import store_given
 
     from .output import dumps, echo, emit_json, safe, write_bytes
 
@@ -110,11 +110,11 @@ def validate(
     ignored = check_ignore_codes(ignore or [])
     cfg = STATE.config_dir()
     if all_projects:
-        if store_dir or STATE.store_option:
-            raise UsageError("--all-projects conflicts with --store")
+        if store_dir or STATE.store_option or STATE.slug_option:
+            raise UsageError("--all-projects conflicts with --store and --slug")
         stores = stores_under(cfg.path)
     elif store_dir:
-        stores = [require_store(store_at(store_dir))]
+        stores = [require_store(store_given(store_dir, STATE.slug_option))]
     else:
         stores = [STATE.existing_store()]
 

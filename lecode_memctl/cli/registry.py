@@ -42,6 +42,8 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("validate", "cmd_audit", "validate"),
     ("usage", "cmd_audit", "usage"),
     ("projects", "cmd_audit", "projects"),
+    ("export", "cmd_bundle", "export"),
+    ("verify", "cmd_bundle", "verify"),
     ("migrate-legacy", "cmd_migrate", "migrate_legacy"),
     ("demo", "cmd_demo", "demo"),
 )

@@ -605,6 +605,21 @@ class SessionStore:
                     out.append(sid)
         return sorted(out)
 
+    def header_projects(self) -> dict[str, int]:
+        """How many transcripts name each project in their header: the evidence a
+        store given by path (``--store``) takes its slug from.  Reads one line per
+        file; symbolic links, unreadable files and bad headers are not counted."""
+        counts: dict[str, int] = {}
+        for sid in self.session_ids():
+            try:
+                with self._open(sid) as f:
+                    project = f.header().get("project")
+            except (MemctlError, OSError):
+                continue
+            if isinstance(project, str):
+                counts[project] = counts.get(project, 0) + 1
+        return counts
+
     def _not_found(self, session_id: str) -> SessionNotFound:
         close = difflib.get_close_matches(session_id, self.session_ids(), n=3, cutoff=0.6)
         prefixed = [s for s in self.session_ids() if s.startswith(session_id) and s not in close][:3]

@@ -7,10 +7,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from .app import app
+from .registry import command
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl demo                       build, tour, then remove the demo

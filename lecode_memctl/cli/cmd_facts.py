@@ -14,47 +14,10 @@ from typing import Annotated, Any, List, Optional
 
 import typer
 
-from .app import app
-from .cmd_sessions import complete_session_id
+from .completion import complete_fact_id, complete_session_id
 from .options import FormatOpt, JsonOpt
+from .registry import command
 from .state import STATE
-
-
-# ---------------------------------------------------------------- completion
-
-def _root_store(ctx: Any) -> Any:
-    """The store named by the root options of a (possibly partial) command line."""
-    import os
-
-    from lecode_memctl.core.config import resolve_config_dir
-    from lecode_memctl.core.layout import store_at, store_for_project
-
-    params: dict[str, Any] = {}
-    c = ctx
-    while c is not None:
-        params.update({k: v for k, v in (c.params or {}).items() if v is not None})
-        c = c.parent
-    if params.get("store"):
-        return store_at(params["store"])
-    cfg = resolve_config_dir(params.get("config_dir"))
-    return store_for_project(cfg.path, params.get("project") or os.getcwd())
-
-
-def complete_fact_id(ctx: typer.Context, incomplete: str) -> list[str]:
-    """Fact ids of the store that start with what was typed.  Read-only: the
-    database is opened the way every read command opens it, so a TAB writes
-    nothing."""
-    try:
-        from lecode_memctl.core.facts import FactStore
-
-        store = _root_store(ctx)
-        fs = FactStore.open_readonly(store.facts_db)
-        try:
-            return fs.fact_ids(incomplete or "", limit=200)
-        finally:
-            fs.close()
-    except Exception:  # noqa: BLE001 - completion never fails loudly
-        return []
 
 
 FactIdArg = Annotated[str, typer.Argument(
@@ -65,16 +28,9 @@ FactIdArg = Annotated[str, typer.Argument(
 # ---------------------------------------------------------------- opening
 
 def _store() -> Any:
-    """The command's store; a store directory that is a symbolic link is refused."""
-    import os
-
-    from lecode_memctl.core.errors import StoreCorrupt
-
-    store = STATE.store()
-    if os.path.islink(store.path):
-        raise StoreCorrupt(f"{store.path}: store directory is a symbolic link; "
-                           "refusing to follow it")
-    return store
+    """The command's store: NotFound when it does not exist; a store directory
+    that is a symbolic link is refused."""
+    return STATE.existing_store()
 
 
 def _require_known(store: Any, fact_id: str, *, forgotten_ok: bool) -> None:
@@ -147,7 +103,7 @@ def _print_learning(learning: dict[str, Any] | None, session: str | None) -> Non
              "longer valid)")
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl facts                      the first page (20 facts)
@@ -233,7 +189,7 @@ def facts(
 
 # ---------------------------------------------------------------- recall
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl recall 3f2a9c0d11e4b7a8
@@ -276,7 +232,7 @@ def recall(
 
 # ---------------------------------------------------------------- history
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl history 3f2a9c0d11e4b7a8
@@ -392,7 +348,7 @@ def _stays_invalid_message(fact_id: str, bad: list[dict[str, Any]]) -> str:
             "evidence.")
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl correct 3f2a9c0d11e4b7a8 1 2026-06-01-a1b2:14-15 "We use tabs, width 4."
@@ -500,7 +456,7 @@ def correct(
 
 # ---------------------------------------------------------------- forget
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl forget 3f2a9c0d11e4b7a8 --dry-run      what it would do; writes nothing
@@ -590,7 +546,7 @@ def forget(
 
 # ---------------------------------------------------------------- context
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl context                  the section the agent would inject next

@@ -7,8 +7,8 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from .app import app
 from .options import JsonOpt
+from .registry import command
 from .state import STATE
 
 _ORIGIN_LABEL = {"cwd": "cwd", "ancestor": "ancestor", "tree": "tree",
@@ -146,7 +146,7 @@ def _summary(plan) -> str:
             f"{n_conf} conflict{'s' if n_conf != 1 else ''}")
 
 
-@app.command("migrate-legacy", epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl migrate-legacy --dry-run        what would be copied, and why not the rest

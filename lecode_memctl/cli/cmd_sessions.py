@@ -1,8 +1,4 @@
-"""``memctl sessions`` and ``memctl read``: session transcripts.
-
-Also :func:`complete_session_id`, the shell completion of session ids that
-every command taking a SESSION argument uses.
-"""
+"""``memctl sessions`` and ``memctl read``: session transcripts."""
 
 from __future__ import annotations
 
@@ -10,73 +6,19 @@ from typing import Annotated, Optional
 
 import typer
 
-from .app import app
+from .completion import complete_session_id
 from .options import FormatOpt, JsonOpt
+from .registry import command
 from .state import STATE
 
 
-def complete_session_id(ctx, args, incomplete):  # noqa: ANN001,ANN201 - typer inspects names
-    """Session ids of the store for shell completion.
-
-    Lists ``sessions/*.jsonl`` (symbolic links left out) and opens nothing
-    else: no rich, sqlite3 or tabulate import, nothing written.  The app
-    callback has not run during completion, so the store comes from the
-    root context's parsed options (``--store``, ``--config-dir``,
-    ``--project``) and the environment.
-    """
-    import os
-
-    try:
-        from lecode_memctl.core.sourceref import SESSION_ID_RE
-
-        from .state import State
-
-        root = ctx.find_root() if ctx is not None else None
-        params = dict(root.params) if root is not None and root.params else {}
-
-        def opt(name: str) -> str | None:
-            v = params.get(name)
-            return os.fspath(v) if v else None
-
-        st = State(config_dir_option=opt("config_dir"), project=opt("project"),
-                   store_option=opt("store"))
-        sessions = os.path.join(os.fspath(st.store().path), "sessions")
-        if os.path.islink(sessions):
-            return []
-        prefix = incomplete or ""
-        out = []
-        with os.scandir(sessions) as it:
-            for entry in it:
-                name = entry.name
-                if not name.endswith(".jsonl") or entry.is_symlink():
-                    continue
-                sid = name[:-6]
-                if sid.startswith(prefix) and SESSION_ID_RE.match(sid):
-                    out.append(sid)
-        return sorted(out)
-    except Exception:  # noqa: BLE001 - completion must never fail loudly
-        return []
-
-
-def _exclusions(store):  # -> ExclusionReader, closer
-    """The facts database's ExclusionReader, opened read-only (no file created)."""
-    import os
-
-    from lecode_memctl.core.sourceref import NoExclusions
-
-    if not os.path.lexists(store.facts_db):
-        return NoExclusions(), None
-    from lecode_memctl.core.facts import FactStore
-
-    fs = FactStore.open_readonly(store.facts_db)
-    return fs, fs.close
 
 
 _STATE_LABEL = {"ok": "ok", "torn_tail": "torn tail", "corrupt": "corrupt", "refused": "refused",
                 "unreadable": "unreadable"}
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl sessions
@@ -110,7 +52,7 @@ def sessions(json_: JsonOpt = False, fmt: FormatOpt = None) -> None:
     from .output import check_format, render_rows
 
     fmt_name = check_format(fmt, json_flag=json_)
-    store = STATE.store().require()
+    store = STATE.existing_store()
     infos = SessionStore(store).list_sessions()
     if fmt_name in ("json", "jsonl"):
         render_rows([i.to_json() for i in infos], [], fmt_name)
@@ -127,35 +69,7 @@ def sessions(json_: JsonOpt = False, fmt: FormatOpt = None) -> None:
                        "state"], fmt_name)
 
 
-def _by_reason(hidden: dict[int, str]) -> dict[str, list[int]]:
-    """{reason: [seq, ...]} of the hidden message positions."""
-    out: dict[str, list[int]] = {}
-    for seq, reason in sorted(hidden.items()):
-        out.setdefault(reason, []).append(seq)
-    return out
-
-
-def _reasons_by_seq(hidden: dict[int, str]) -> dict[str, str]:
-    """{"seq": reason} for each hidden message position, in seq order (a JSON
-    object: compact enough that 200 positions fit the 16 KiB page cap)."""
-    return {str(seq): reason for seq, reason in sorted(hidden.items())}
-
-
-def _hidden_document(session: str, start: int, end: int, exc) -> dict:  # noqa: ANN001
-    """The JSON of a range with no visible message: status and reason (as
-    recall gives them: hidden with cleared, undone, excluded or epoch; stale
-    with not_message when the range holds only events), the first hidden
-    position, and the reason of each hidden position."""
-    from lecode_memctl.core.sourceref import status_for
-
-    st = status_for(exc.reason)
-    return {"session_id": session, "start": start, "end": end, "last_seq": exc.last_seq,
-            "purpose": "working", "status": st.status, "reason": exc.reason, "seq": exc.seq,
-            "source": None, "hidden": _by_reason(exc.hidden),
-            "hidden_reasons": _reasons_by_seq(exc.hidden)}
-
-
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl read 20260301-a1b2 10 40
@@ -235,44 +149,32 @@ def read(
         raise UsageError("--text prints the whole range; --offset pages the JSON output")
 
     from lecode_memctl.core.paging import page_document
-    from lecode_memctl.core.sessions import SessionStore, check_range
+    from lecode_memctl.core.project import hidden_range, range_meta
+    from lecode_memctl.core.sessions import SessionStore, SpanHidden, check_range
 
     from .output import emit_json
 
     check_range(start, end, max_span=200)
-    store = STATE.store()
-    import os
+    store = STATE.existing_store()
+    # SessionStore(store) reads the store's facts.sqlite3 read-only for exclusions.
+    with SessionStore(store) as sessions:
+        try:
+            snap = sessions.source_snapshot(session, start, end, "working")
+        except SpanHidden as exc:
+            # Reasons are data: the status and reason of the range, and of
+            # each hidden position, as recall gives them; still exit 4.
+            from .output import echo, safe
 
-    if os.path.islink(store.path):
-        from lecode_memctl.core.errors import StoreCorrupt
+            hidden_doc = hidden_range(session, start, end, exc)
+            if text:
+                from . import transcript
 
-        raise StoreCorrupt(f"{store.path}: store directory is a symbolic link; refusing to follow it")
-    from lecode_memctl.core.sessions import SpanHidden
-
-    reader, closer = _exclusions(store)
-    try:
-        snap = SessionStore(store, exclusions=reader).source_snapshot(session, start, end, "working")
-    except SpanHidden as exc:
-        # Reasons are data: the status and reason of the range, and of each
-        # hidden position, as recall gives them; still exit 4.
-        from .output import echo, safe
-
-        hidden_doc = _hidden_document(session, start, end, exc)
-        if text:
-            from . import transcript
-
-            transcript.render(hidden_doc, (), (), exc.hidden)
-        else:
-            emit_json(hidden_doc, pretty=False if all_ else None)
-        echo(f"memctl: error: {safe(exc.message, keep_newlines=False)}", err=True)
-        raise typer.Exit(exc.exit_code) from None
-    finally:
-        if closer:
-            closer()
-    meta = {"session_id": session, "start": start, "end": end, "last_seq": snap.last_seq,
-            "purpose": "working", "status": "valid", "reason": None,
-            "source": snap.ref.to_json(), "hidden": _by_reason(snap.hidden),
-            "hidden_reasons": _reasons_by_seq(snap.hidden)}
+                transcript.render(hidden_doc, (), (), exc.hidden)
+            else:
+                emit_json(hidden_doc, pretty=False if all_ else None)
+            echo(f"memctl: error: {safe(exc.message, keep_newlines=False)}", err=True)
+            raise typer.Exit(exc.exit_code) from None
+    meta = range_meta(session, start, end, snap)
     if text:
         from . import transcript
 

@@ -1256,6 +1256,42 @@ class FactStore:
             db.execute("DELETE FROM facts WHERE fact_id = ?", (fact_id,))
         return True
 
+    # ---- consistent copy -------------------------------------------------
+
+    def backup_to(self, dest: str | os.PathLike[str]) -> bool:
+        """Copy the database as this read-only open sees it (the immutable
+        main file, or the private snapshot) into the new file ``dest`` (mode
+        0600, created with O_EXCL) through SQLite's backup API, all pages in
+        one step inside one read transaction: a consistent copy, and nothing
+        in the store is opened for writing.  False when there is no database."""
+        if not self.readonly:
+            raise UsageError("backup_to needs a read-only open")
+        if self._closed:
+            raise UsageError("the fact store is closed")
+        src = self._conn
+        if src is None:
+            return False
+        try:
+            fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, FILE_MODE)
+        except OSError as exc:
+            raise StoreWriteError(f"{dest}: cannot create: {exc.strerror}") from None
+        os.close(fd)
+        dst = None
+        try:
+            dst = sqlite3.connect(os.fspath(dest), isolation_level=None)
+            src.execute("BEGIN")
+            try:
+                src.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the read snapshot
+                src.backup(dst, pages=-1)
+            finally:
+                src.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise _db_error(self.path, exc) from None
+        finally:
+            if dst is not None:
+                dst.close()
+        return True
+
     # ---- integrity -------------------------------------------------------
 
     def integrity(self) -> list[str]:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .atomic import atomic_write, is_temp_name, make_dirs
-from .errors import NotFound, StoreCorrupt, StoreWriteError, UsageError
+from .errors import EXIT_OK, Conflict, NotFound, StoreCorrupt, StoreWriteError, UsageError
 from .identity import ProjectIdentity, resolve_project, slug
 from .layout import (DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE,
                      SESSIONS_DIR, Store, looks_like_slug, memory_root)
@@ -76,8 +76,7 @@ RES_CONFLICT = "conflict"      # the destination appeared between plan and apply
 RES_IDENTICAL = "identical"    # ... with exactly the bytes we were about to copy
 RES_SOURCE_CHANGED = "source_changed"  # the legacy file changed between plan and apply
 
-EXIT_OK = 0
-EXIT_CONFLICT = 4
+EXIT_CONFLICT = Conflict.exit_code
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 _SQLITE_NAME = re.compile(r"\.(sqlite3?|db)(-wal|-shm|-journal)?$")

@@ -69,39 +69,17 @@ def sessions(json_: JsonOpt = False, fmt: FormatOpt = None) -> None:
                        "state"], fmt_name)
 
 
-def _text_page(doc: dict) -> None:
-    from .output import echo, safe
-
-    src = doc["source"]
-    seqs = src["seqs"]
-    echo(f"session:  {safe(doc['session_id'])}  range {doc['start']}-{doc['end']} "
-         f"(transcript ends at {doc['last_seq']})")
-    echo(f"visible:  {len(seqs)} message(s): {', '.join(str(s) for s in seqs)}")
-    for reason, where in sorted(doc["hidden"].items()):
-        echo(f"hidden:   {reason}: {', '.join(str(s) for s in where)}")
-    echo(f"digest:   {src['digest']}")
-    end = doc["offset"] + len(doc["source_text"])
-    nxt = doc["next_offset"]
-    echo(f"page:     characters {doc['offset']}-{end} of {doc['total_chars']}; "
-         + (f"next: --offset {nxt}" if nxt is not None else "last page"))
-    echo("")
-    echo(safe(doc["source_text"]))
-
-
 @command(epilog="""\
 \b
 Examples:
   memctl read 20260301-a1b2 10 40
   memctl read 20260301-a1b2 10 40 --offset 4096
-  memctl read 20260301-a1b2 10 40 --text
+  memctl read 20260301-a1b2 10 40 --text     the range as a transcript to read
   memctl read 20260301-a1b2 10 40 | jq -r .source_text
 
 \b
 Read every page and parse the array:
-  o=0; while [ "$o" != null ]; do
-    memctl read S 10 40 --offset $o > page.json
-    jq -j .source_text page.json >> all.json; o=$(jq .next_offset page.json)
-  done; jq . all.json
+  memctl read S 10 40 --all | jq -j .source_text | jq .
 
 \b
 Exit status: 0 ok; 2 bad id, range, offset or limit; 3 no such session, or
@@ -124,7 +102,12 @@ def read(
         "--limit", metavar="N", help="Page size in characters (clamped to 8192; smaller "
         "when JSON escaping needs it).")] = 4096,
     text: Annotated[bool, typer.Option(
-        "--text", help="A human rendering of the same page (control characters escaped).")] = False,
+        "--text", help="The whole range as a transcript to read: role-labelled, wrapped "
+        "messages, tool calls and results summarised, binary parts named, hidden positions "
+        "marked with their reason (control characters escaped; not paged).")] = False,
+    all_: Annotated[bool, typer.Option(
+        "--all", help="Every page from --offset to the end, one compact JSON document a "
+        "line, all from one capture (one source.digest).")] = False,
     json_: JsonOpt = False,
 ) -> None:
     """Print the visible messages of a session range, paged, with its source reference.
@@ -137,15 +120,24 @@ def read(
     END past the transcript's end is clamped.
 
     Output is one JSON document of at most 16,384 UTF-8 bytes (pretty on a
-    terminal): session_id, start, end, last_seq, purpose, status (valid),
-    source {session_id, seqs, digest} (the visible message positions and
-    the SHA-256 of every complete record from the first to the last of
-    them), hidden {reason: [seq, ...]}, source_text (a character page of
+    terminal): session_id, start, end, last_seq, purpose, status (valid)
+    and reason (null), source {session_id, seqs, digest} (the visible
+    message positions and the SHA-256 of every complete record from the
+    first to the last of them), hidden {reason: [seq, ...]},
+    hidden_reasons {"seq": reason} (cleared, undone, excluded, epoch, for
+    each hidden position), source_text (a character page of
     the JSON array [[seq, message], ...]; binary attachments replaced by
     {"type": "binary", "media_type": ..., "omitted_bytes": N}), offset,
     next_offset (pass it back as --offset; null on the last page), limit and
     total_chars.  Each page is a new snapshot: compare source.digest before
-    joining pages.  Changes nothing.
+    joining pages, or use --all, which prints every page of one capture as
+    JSON Lines.  --text prints the whole range for a person instead:
+    role-labelled messages wrapped to the terminal width, tool calls and
+    results summarised, binary parts named, hidden positions marked with
+    their reason.  A range with no visible message exits 4 and its JSON
+    says why: status hidden (stale for a range of events only), reason,
+    seq (the first hidden position), source null, hidden and
+    hidden_reasons.  Changes nothing.
     """
     from lecode_memctl.core.errors import UsageError
     from lecode_memctl.core.sourceref import check_session_id
@@ -153,9 +145,12 @@ def read(
     check_session_id(session)   # before any file access
     if text and json_:
         raise UsageError("--text conflicts with --json")
+    if text and offset:
+        raise UsageError("--text prints the whole range; --offset pages the JSON output")
 
-    from lecode_memctl.core.project import read_range
-    from lecode_memctl.core.sessions import SessionStore, check_range
+    from lecode_memctl.core.paging import page_document
+    from lecode_memctl.core.project import hidden_range, range_meta
+    from lecode_memctl.core.sessions import SessionStore, SpanHidden, check_range
 
     from .output import emit_json
 
@@ -163,8 +158,34 @@ def read(
     store = STATE.existing_store()
     # SessionStore(store) reads the store's facts.sqlite3 read-only for exclusions.
     with SessionStore(store) as sessions:
-        doc = read_range(sessions, session, start, end, offset=offset, limit=limit)
+        try:
+            snap = sessions.source_snapshot(session, start, end, "working")
+        except SpanHidden as exc:
+            # Reasons are data: the status and reason of the range, and of
+            # each hidden position, as recall gives them; still exit 4.
+            from .output import echo, safe
+
+            hidden_doc = hidden_range(session, start, end, exc)
+            if text:
+                from . import transcript
+
+                transcript.render(hidden_doc, (), (), exc.hidden)
+            else:
+                emit_json(hidden_doc, pretty=False if all_ else None)
+            echo(f"memctl: error: {safe(exc.message, keep_newlines=False)}", err=True)
+            raise typer.Exit(exc.exit_code) from None
+    meta = range_meta(session, start, end, snap)
     if text:
-        _text_page(doc)
+        from . import transcript
+
+        transcript.render(meta, snap.records, snap.visible, snap.hidden)
         return
+    if all_:
+        from lecode_memctl.core.paging import iter_pages
+
+        from .output import emit_jsonl
+
+        emit_jsonl(iter_pages(meta, snap.messages(), offset=offset, limit=limit))
+        return
+    doc, _page = page_document(meta, snap.messages(), offset=offset, limit=limit)
     emit_json(doc)

@@ -184,9 +184,14 @@ def m002_source_refs(db: sqlite3.Connection) -> None:
 
 def m003_generation(db: sqlite3.Connection) -> None:
     """The exclusion generation, forget retry markers, and when each exclusion
-    was installed (the generation its forget produced; 0 for legacy rows)."""
+    was installed (the generation its forget produced; 0 for legacy rows).
+
+    A database that already holds exclusions had a forget: it starts at
+    generation 1, so that generated messages written before (without an
+    epoch) stay hidden, as the store contract's rule 4 requires."""
     db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)")
-    db.execute("INSERT INTO meta (key, value) VALUES ('generation', 0)")
+    forgot = db.execute("SELECT EXISTS (SELECT 1 FROM exclusions)").fetchone()[0]
+    db.execute("INSERT INTO meta (key, value) VALUES ('generation', ?)", (1 if forgot else 0,))
     db.execute("""CREATE TABLE forgotten (
         fact_id    TEXT PRIMARY KEY,
         generation INTEGER NOT NULL)""")
@@ -764,8 +769,12 @@ class FactStore:
     def generation(self) -> int:
         """The project's exclusion generation: 0, plus one per first forget."""
         db = self._reader()
-        if db is None or "meta" not in self._tables:
+        if db is None:
             return 0
+        if "meta" not in self._tables:   # an older schema, read as m003 will migrate it
+            if "exclusions" not in self._tables:
+                return 0
+            return 1 if db.execute("SELECT EXISTS (SELECT 1 FROM exclusions)").fetchone()[0] else 0
         row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
         return int(row[0]) if row else 0
 

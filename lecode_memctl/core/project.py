@@ -237,15 +237,50 @@ def read_range(sessions: SessionStore, session_id: str, start: int, end: int, *,
 
     check_range(start, end, max_span=200)
     snap = sessions.source_snapshot(session_id, start, end, "working")
-    hidden: dict[str, list[int]] = {}
-    for seq, reason in sorted(snap.hidden.items()):
-        hidden.setdefault(reason, []).append(seq)
-    meta = {"session_id": session_id, "start": start, "end": end, "last_seq": snap.last_seq,
-            "purpose": "working", "status": "valid", "source": snap.ref.to_json(),
-            "hidden": hidden}
+    meta = range_meta(session_id, start, end, snap)
     doc, _page = page_document(meta, snap.messages(), offset=offset,
                                limit=DEFAULT_LIMIT if limit is None else limit)
     return doc
 
 
-__all__ = ["Project", "open_project", "read_range"]
+def _by_reason(hidden: dict[int, str]) -> dict[str, list[int]]:
+    """{reason: [seq, ...]} of the hidden message positions."""
+    out: dict[str, list[int]] = {}
+    for seq, reason in sorted(hidden.items()):
+        out.setdefault(reason, []).append(seq)
+    return out
+
+
+def _reasons_by_seq(hidden: dict[int, str]) -> dict[str, str]:
+    """{"seq": reason} for each hidden message position, in seq order (a JSON
+    object: compact enough that 200 positions fit the 16 KiB page cap)."""
+    return {str(seq): reason for seq, reason in sorted(hidden.items())}
+
+
+def range_meta(session_id: str, start: int, end: int, snap: Any) -> dict[str, Any]:
+    """The metadata of every page of a range read (:func:`read_range`): the
+    status (valid) and reason (None), the source reference, and the reason
+    of each hidden position, grouped (``hidden``) and by seq
+    (``hidden_reasons``)."""
+    return {"session_id": session_id, "start": start, "end": end, "last_seq": snap.last_seq,
+            "purpose": "working", "status": "valid", "reason": None,
+            "source": snap.ref.to_json(), "hidden": _by_reason(snap.hidden),
+            "hidden_reasons": _reasons_by_seq(snap.hidden)}
+
+
+def hidden_range(session_id: str, start: int, end: int, exc: Any) -> dict[str, Any]:
+    """What a range read with no visible message says, as data (``exc`` is
+    the :class:`SpanHidden` that :func:`read_range` raised): status and
+    reason as recall gives them (hidden with cleared, undone, excluded or
+    epoch; stale with not_message when the range holds only events), the
+    first hidden position, and the reason of each hidden position."""
+    from .sourceref import status_for
+
+    st = status_for(exc.reason)
+    return {"session_id": session_id, "start": start, "end": end, "last_seq": exc.last_seq,
+            "purpose": "working", "status": st.status, "reason": exc.reason, "seq": exc.seq,
+            "source": None, "hidden": _by_reason(exc.hidden),
+            "hidden_reasons": _reasons_by_seq(exc.hidden)}
+
+
+__all__ = ["Project", "open_project", "read_range", "range_meta", "hidden_range"]

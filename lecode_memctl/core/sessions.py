@@ -128,10 +128,15 @@ class SessionCorrupt(StoreCorrupt):
 class SpanHidden(Conflict):
     """A valid range in which no message is visible."""
 
-    def __init__(self, message: str, reason: str, seq: int | None = None) -> None:
+    def __init__(self, message: str, reason: str, seq: int | None = None, *,
+                 hidden: dict[int, str] | None = None, end: int | None = None,
+                 last_seq: int | None = None) -> None:
         super().__init__(message)
         self.reason = reason
         self.seq = seq
+        self.hidden = dict(hidden or {})   # message seq -> reason, for each hidden position
+        self.end = end                     # the requested end clamped to the last record
+        self.last_seq = last_seq
 
 
 class PositionMissing(NotFound):
@@ -934,14 +939,16 @@ class SessionStore:
         vis = [s for s, r in reasons.items() if r is None]
         hidden = {s: r for s, r in reasons.items() if r is not None}
         if not vis:
+            where = {"hidden": hidden, "end": sr.records[-1]["seq"], "last_seq": last_seq}
             if hidden:
                 first = min(hidden)
                 reason = hidden[first]
                 raise SpanHidden(
                     f"no visible message in {session_id}:{start}-{end}: "
-                    f"{len(hidden)} hidden (first: seq {first}, {reason})", reason, first)
+                    f"{len(hidden)} hidden (first: seq {first}, {reason})", reason, first,
+                    **where)
             raise SpanHidden(f"no message in {session_id}:{start}-{end} (only events)",
-                             "not_message", start)
+                             "not_message", start, **where)
         lo, hi = vis[0], vis[-1]
         digest = canonical_digest(r for r in sr.records if lo <= r["seq"] <= hi)
         ref = SourceRef(session_id, tuple(vis), digest)

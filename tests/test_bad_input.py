@@ -17,6 +17,9 @@ byte-identical afterwards (write commands run with flags that do not write:
 
 The bulk runs in-process (``run_cli``); a representative subset runs as real
 processes under ``RLIMIT_AS`` = 1 GiB (bounded memory, real exit statuses).
+The corpus is marked ``sweep`` except a diagonal of the table (every corruption
+and every command at least once) and one corruption as real processes: the
+inner loop ``pytest -m "not sweep"`` runs those, the full command every cell.
 Session ids that no store can hold (``..``, ``/abs``, ``a/b``, NUL, 300
 characters, look-alike Unicode) are checked against the core's
 ``check_session_id`` and every command that takes a session id.
@@ -43,6 +46,7 @@ from lecode_memctl.core.demo import build_demo
 from lecode_memctl.core.errors import EXIT_CODES, UsageError
 from lecode_memctl.core.sourceref import check_session_id
 
+from .builders import diagonal, sweep_unless
 from .conftest import REPO, run_cli, tree_hash
 
 MEMORY_LIMIT = 1 << 30  # RLIMIT_AS for the subprocess runs: 1 GiB
@@ -309,9 +313,13 @@ EXPECTED = {(c, k): OVERRIDES[c].get(k, BASE[k]) for c in CORRUPTIONS for k in C
 # defect found so far is fixed (docs/RELIABILITY.md, "Bad input").
 KNOWN_BUGS: dict[tuple[str, str], str] = {}
 
+# The inner loop (-m "not sweep") runs a diagonal of the table: every corruption
+# and every command at least once; the full command runs every cell.
+FAST_CELLS = diagonal(list(CORRUPTIONS), list(COMMANDS))
+
 CELLS = [pytest.param(c, k, id=f"{c}|{k}",
-                      marks=[pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[(c, k)])]
-                      if (c, k) in KNOWN_BUGS else [])
+                      marks=([pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[(c, k)])]
+                             if (c, k) in KNOWN_BUGS else []) + sweep_unless((c, k) in FAST_CELLS))
          for c in CORRUPTIONS for k in COMMANDS]
 
 
@@ -376,7 +384,8 @@ def test_demo_ignores_a_broken_config_dir(template, monkeypatch):
 # ----------------------------------------------------------------- real processes
 
 SUBPROCESS_COMMANDS = ["validate --deep", "facts", "read", "correct (stale rev)", "show"]
-SUBPROCESS_CELLS = [pytest.param(c, id=c) for c in CORRUPTIONS]
+SUBPROCESS_CELLS = [pytest.param(c, id=c, marks=sweep_unless(c == "truncated_db"))
+                    for c in CORRUPTIONS]
 
 
 def _limit_memory() -> None:  # runs in the child before exec

@@ -24,6 +24,10 @@ copying before the fault and says "run again to finish".
 Markdown faults through the CLI are also covered in-process in
 ``tests/test_markdown.py`` (``test_edit_write_failure_exit_7_keeps_old_bytes``),
 ``migrate-legacy`` faults on a fresh destination in ``tests/test_migrate.py``.
+
+The every-step sweeps are marked ``sweep``; the session-append sweep, the
+SQLite-level faults and the full file system stay in the inner loop
+``pytest -m "not sweep"``.
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ def no_temps(root: Path) -> list[str]:
 
 # ---------------------------------------------------------------- Markdown
 
+@pytest.mark.sweep
 def test_markdown_edit_fault_at_every_step(world, tmp_path):
     cfg = tmp_path / "cfg"
     new_text = tmp_path / "new.md"
@@ -138,7 +143,7 @@ except MemctlError as exc:
 '''
 
 
-@pytest.mark.parametrize("action", ["append", "create"])
+@pytest.mark.parametrize("action", ["append", pytest.param("create", marks=pytest.mark.sweep)])
 def test_session_writer_fault_at_every_step(world, tmp_path, action):
     """The core's session writer: append to an existing transcript, or create
     a new one (header, first message)."""
@@ -183,6 +188,7 @@ def test_session_writer_fault_at_every_step(world, tmp_path, action):
 
 # ---------------------------------------------------------------- migrate-legacy
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("err", ERRNOS)
 def test_migrate_legacy_fault_at_every_step_into_a_live_store(world, tmp_path, err):
     cfg = tmp_path / "cfg"

@@ -37,6 +37,9 @@ statements).  After every kill:
 ``FactStore.forget`` statement by statement; ``tests/test_migrate.py`` sweeps
 ``migrate-legacy`` over a fresh destination.  Here the same paths run through
 the CLI, on a store with sessions, facts, a backup and a conflict.
+
+The sweeps are marked ``sweep``; the session-append sweep (the shortest, the
+same harness) stays in the inner loop ``pytest -m "not sweep"``.
 """
 
 from __future__ import annotations
@@ -295,6 +298,7 @@ def assert_validates(world: DemoWorld, cfg: Path, base: list[tuple[str, str]], w
 FIGURES: dict[str, Outcome] = {}
 
 
+@pytest.mark.sweep
 def test_kill_sweep_markdown_edit(world, tmp_path):
     """``memctl edit memory`` (the editor is ``cp NEW``): an atomic write with a
     ``.bak`` of the previous content."""
@@ -340,6 +344,7 @@ def test_kill_sweep_markdown_edit(world, tmp_path):
     assert out.committed_at == [f"os step {r.steps}"]
 
 
+@pytest.mark.sweep
 def test_kill_sweep_correct(world, tmp_path):
     cfg = tmp_path / "cfg"
     fid = world.facts["verified"]
@@ -375,6 +380,7 @@ def test_kill_sweep_correct(world, tmp_path):
     assert 0 < len(out.committed_at) < res.os_kills + res.sql_kills
 
 
+@pytest.mark.sweep
 def test_kill_sweep_forget(world, tmp_path):
     cfg = tmp_path / "cfg"
     fid = world.facts["preference"]   # two revisions, a correction: the widest forget
@@ -409,6 +415,7 @@ def test_kill_sweep_forget(world, tmp_path):
     assert 0 < len(out.committed_at) < res.os_kills + res.sql_kills
 
 
+@pytest.mark.sweep
 def test_kill_sweep_migrate_legacy_into_a_live_store(world, tmp_path):
     """``migrate-legacy --yes`` into the demo's store (which already has a
     MEMORY.md: a conflict, exit 4, skipped) -- tests/test_migrate.py sweeps a

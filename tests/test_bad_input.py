@@ -1,9 +1,10 @@
 """The bad-input corpus: every command against every kind of broken input.
 
-A realistic store is built once per module with ``core.demo.build_demo`` (the
-template); each corruption is applied to a fresh copy of its config dir, and
-the commands run with ``--config-dir COPY -C TEMPLATE_PROJECT`` (the project,
-and so the slug and the session headers, stay those of the template).
+A realistic store, ``core.demo.build_demo``'s, is built once per run
+(conftest's ``demo_template``, the template); each corruption is applied to a
+fresh copy of its config dir, and the commands run with ``--config-dir COPY
+-C TEMPLATE_PROJECT`` (the project, and so the slug and the session headers,
+stay those of the template).
 
 For every (corruption, command) cell the expected exit status is written down
 in ``EXPECTED`` below: the documented error (2 usage, 3 not found, 4 conflict,
@@ -42,7 +43,6 @@ from pathlib import Path
 
 import pytest
 
-from lecode_memctl.core.demo import build_demo
 from lecode_memctl.core.errors import EXIT_CODES, UsageError
 from lecode_memctl.core.sourceref import check_session_id
 
@@ -56,9 +56,9 @@ DOCUMENTED = {code for code, _ in EXIT_CODES}
 
 
 class Template:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, demo) -> None:
         self.root = root
-        self.demo = build_demo(root / "tpl")
+        self.demo = demo   # conftest's demo_template: shared, only ever copied
         self.project = self.demo.project
         self.slug = self.demo.store.slug
         self.facts = dict(self.demo.facts)
@@ -78,8 +78,8 @@ class Template:
 
 
 @pytest.fixture(scope="module")
-def template(tmp_path_factory) -> Template:
-    return Template(tmp_path_factory.mktemp("bad-input"))
+def template(tmp_path_factory, demo_template) -> Template:
+    return Template(tmp_path_factory.mktemp("bad-input"), demo_template)
 
 
 @pytest.fixture(scope="module")

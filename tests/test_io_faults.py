@@ -41,16 +41,10 @@ import pytest
 
 from . import faultkit
 from .conftest import run_cli
-from .test_kill_sweeps import (  # noqa: F401 - fixtures
-    CODE,
-    SQL_HOOK,
-    TEMP_RE,
-    built_command_tree,
-    file_hashes,
-    snapshot,
-    store_findings,
-    world,
-)
+from .test_kill_sweeps import CODE, SQL_HOOK, TEMP_RE, file_hashes, snapshot, store_findings
+
+# the demo store is conftest's ``world`` (built once per run)
+pytestmark = pytest.mark.usefixtures("built_command_tree")
 
 ERRNOS = [errno.ENOSPC, errno.EIO, errno.EACCES]
 FIGURES: dict[str, int] = {}

@@ -47,7 +47,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
 import signal
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -58,6 +57,7 @@ import orjson
 import pytest
 
 from . import faultkit
+from .builders import DemoWorld
 from .conftest import run_cli
 
 TEMP_RE = re.compile(r"^\..+\.tmp-[0-9a-f]+$")
@@ -105,21 +105,8 @@ CODE = SQL_HOOK + RUN_MAIN
 
 EXPECTED_AFTER_KILL = {"layout.temp_file"}   # validate codes a kill may leave behind
 
-
-@pytest.fixture(autouse=True)
-def built_command_tree(monkeypatch):
-    """Build typer's command tree once and reuse it: in-process ``run_cli`` calls
-    and every forked child (which inherits it) skip ~0.1 s of rebuilding.  The
-    tree is the same object ``main()`` would build; nothing on a write path
-    changes."""
-    import typer.main
-
-    from lecode_memctl.cli.app import app
-
-    original = typer.main.get_command
-    built = original(app)
-    monkeypatch.setattr(typer.main, "get_command",
-                        lambda a: built if a is app else original(a))
+# the demo store is conftest's ``world`` (built once per run)
+pytestmark = pytest.mark.usefixtures("built_command_tree")
 
 
 def store_findings(cfg: Path, project: Path) -> list[tuple[str, str]]:
@@ -130,44 +117,6 @@ def store_findings(cfg: Path, project: Path) -> list[tuple[str, str]]:
 
     findings, _summary = validate_store(store_for_project(cfg, project))
     return [(f.code, f.severity) for f in findings]
-
-
-# ---------------------------------------------------------------- the demo store
-
-@dataclass
-class DemoWorld:
-    template: Path             # pristine config dir (never touched by a test)
-    project: Path              # cwd for every command
-    slug: str
-    facts: dict[str, str]
-    planted: str
-    legacy_slug: str
-
-    def store(self, cfg: Path) -> Path:
-        return cfg / "memory" / self.slug
-
-    def legacy(self, cfg: Path) -> Path:
-        return cfg / "memory" / self.legacy_slug
-
-    def fresh(self, cfg: Path) -> Path:
-        shutil.rmtree(cfg, ignore_errors=True)
-        shutil.copytree(self.template, cfg, symlinks=True)
-        return cfg
-
-
-def build_world(base: Path) -> DemoWorld:
-    from lecode_memctl.core.demo import build_demo
-
-    demo = build_demo(base)
-    legacy = [p.name for p in (demo.config_dir / "memory").iterdir() if p.name != demo.store.slug]
-    assert len(legacy) == 1
-    return DemoWorld(demo.config_dir, demo.project, demo.store.slug, dict(demo.facts),
-                     demo.planted, legacy[0])
-
-
-@pytest.fixture(scope="module")
-def world(tmp_path_factory) -> DemoWorld:
-    return build_world(tmp_path_factory.mktemp("demo"))
 
 
 # ---------------------------------------------------------------- observing a store

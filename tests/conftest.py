@@ -78,18 +78,25 @@ def world(demo_template) -> DemoWorld:
     return world_of(demo_template)
 
 
-@pytest.fixture
+_COMMAND_TREE: dict[str, object] = {}
+
+
+@pytest.fixture(autouse=True)
 def built_command_tree(monkeypatch):
-    """Build typer's command tree once and reuse it: in-process ``run_cli`` calls
-    and every forked child (which inherits it) skip ~0.1 s of rebuilding.  The
-    tree is the same object ``main()`` would build; nothing on a write path
-    changes.  Use with ``pytestmark = pytest.mark.usefixtures("built_command_tree")``."""
+    """Build typer's command tree once per run and reuse it: every in-process
+    ``run_cli`` call and every forked faultkit child (which inherits it) skips
+    the ~0.1 s that ``main()`` spends rebuilding it (hundreds of calls in the
+    suite).  The tree is the object ``main()`` would build from the same app;
+    click commands are reusable, each call parses into a new context.  Real
+    processes (``run_proc``, subprocesses) still build their own."""
     import typer.main
 
     from lecode_memctl.cli.app import app
 
     original = typer.main.get_command
-    built = original(app)
+    if "tree" not in _COMMAND_TREE:
+        _COMMAND_TREE["tree"] = original(app)
+    built = _COMMAND_TREE["tree"]
     monkeypatch.setattr(typer.main, "get_command",
                         lambda a: built if a is app else original(a))
 

@@ -43,8 +43,8 @@ from . import faultkit
 from .conftest import run_cli
 from .test_kill_sweeps import CODE, SQL_HOOK, TEMP_RE, file_hashes, snapshot, store_findings
 
-# the demo store is conftest's ``world`` (built once per run)
-pytestmark = pytest.mark.usefixtures("built_command_tree")
+# the demo store is conftest's ``world`` (built once per run); the command tree
+# is built once per run too (conftest's built_command_tree)
 
 ERRNOS = [errno.ENOSPC, errno.EIO, errno.EACCES]
 FIGURES: dict[str, int] = {}

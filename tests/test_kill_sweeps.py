@@ -105,8 +105,8 @@ CODE = SQL_HOOK + RUN_MAIN
 
 EXPECTED_AFTER_KILL = {"layout.temp_file"}   # validate codes a kill may leave behind
 
-# the demo store is conftest's ``world`` (built once per run)
-pytestmark = pytest.mark.usefixtures("built_command_tree")
+# the demo store is conftest's ``world`` (built once per run); the command tree
+# is built once per run too (conftest's built_command_tree)
 
 
 def store_findings(cfg: Path, project: Path) -> list[tuple[str, str]]:

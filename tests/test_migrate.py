@@ -26,6 +26,7 @@ from lecode_memctl.core.migrate import (classify_stores, discover_legacy_stores,
                                         plan_migration)
 
 from . import faultkit
+from .builders import STEPS, sample_steps
 from .conftest import git, make_repo, run_cli, run_proc, tree_hash
 
 
@@ -496,8 +497,9 @@ def no_fsync(monkeypatch):
     return real
 
 
+@pytest.mark.parametrize("steps", STEPS)
 def test_kill_at_every_step_leaves_nothing_partial_and_a_rerun_completes(small, config_dir,
-                                                                         no_fsync):
+                                                                         no_fsync, steps):
     cwd, leg, store, files = small
     argv = ["migrate-legacy", "--yes"]
     legacy_before = tree_hash(leg)
@@ -517,19 +519,31 @@ def test_kill_at_every_step_leaves_nothing_partial_and_a_rerun_completes(small, 
         assert {k: (store / k).read_bytes() for k in files} == files
         assert tree_hash(leg) == legacy_before
 
-    killed = faultkit.sweep_kills(argv, before=reset, check=check, cwd=cwd, under=config_dir,
-                                  fork=True, no_sync=True)
-    assert killed == total
+    if steps == "every":
+        killed = faultkit.sweep_kills(argv, before=reset, check=check, cwd=cwd,
+                                      under=config_dir, fork=True, no_sync=True)
+        assert killed == total
+        return
+    for n in sample_steps(total):
+        reset(n)
+        run = faultkit.run_killed_at(n, argv, cwd=cwd, under=config_dir, fork=True, no_sync=True)
+        assert run.killed, n
+        check(n, run)
 
 
-@pytest.mark.parametrize("err", [errno.ENOSPC, errno.EIO])
-def test_io_fault_at_every_step_is_one_clean_line(small, config_dir, err, no_fsync):
+@pytest.mark.parametrize("err,steps", [
+    pytest.param(errno.ENOSPC, "every", marks=pytest.mark.sweep),
+    pytest.param(errno.EIO, "every", marks=pytest.mark.sweep),
+    pytest.param(errno.ENOSPC, "first-middle-last"),
+])
+def test_io_fault_at_every_step_is_one_clean_line(small, config_dir, err, no_fsync, steps):
     cwd, leg, store, files = small
     argv = ["migrate-legacy", "--yes"]
     legacy_before = tree_hash(leg)
     total = faultkit.count_steps(argv, cwd=cwd, under=config_dir)
+    ns = range(1, total + 1) if steps == "every" else sample_steps(total)
     failed = 0
-    for n in range(1, total + 1):
+    for n in ns:
         shutil.rmtree(store, ignore_errors=True)
         p = faultkit.run_fault_at(n, err, argv, cwd=cwd, under=config_dir, fork=True,
                                   no_sync=True)
@@ -546,7 +560,10 @@ def test_io_fault_at_every_step_is_one_clean_line(small, config_dir, err, no_fsy
         assert not [n for *_x, ns in os.walk(store) for n in ns if ".tmp-" in n]
         assert migrate.migrate(config_dir, cwd).exit_code == 0
         assert {k: (store / k).read_bytes() for k in files} == files
-    assert failed >= total - 3
+    if steps == "every":
+        assert failed >= total - 3
+    else:
+        assert failed == len(ns), (failed, list(ns))
     assert tree_hash(leg) == legacy_before
 
 

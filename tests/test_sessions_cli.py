@@ -16,17 +16,7 @@ from lecode_memctl.core.sessions import SessionStore
 
 from .conftest import REPO, run_cli, run_proc, tree_hash
 
-SLUG = "proj-0123456789ab"
-
-
-@pytest.fixture
-def store(tmp_path):
-    return store_at(tmp_path / "memory" / SLUG)
-
-
-@pytest.fixture
-def ss(store):
-    return SessionStore(store)
+# store, ss: conftest (an empty store at <tmp>/memory/SLUG and its SessionStore)
 
 
 def cli(store, *args, **kw):

@@ -39,6 +39,7 @@ from .atomic import read_all
 from .errors import NotFound, StoreCorrupt, UsageError
 from .layout import (DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE,
                      SESSIONS_DIR, Store, memory_root, store_at)
+from .sessions import fast_seq
 from .sourceref import (MAX_SPAN, SESSION_ID_RE, STATUSES, VALID, SourceRef, SourceStatus,
                         canonical_digest, status_for)
 
@@ -654,17 +655,6 @@ def _session_job_star(args: tuple) -> _Scan:
     return _session_job(*args)
 
 
-def _fast_seq(line: bytes) -> int | None:
-    """The seq of a line the core's writer produced (``{"seq":N,...``) without parsing it."""
-    if line.startswith(b'{"seq":'):
-        j = line.find(b",", 7)
-        if j > 7:
-            d = line[7:j]
-            if d.isdigit():
-                return int(d)
-    return None
-
-
 def _session_job(path: str, sid: str, slug: str, deep: bool,
                  need: list[tuple[tuple[int, ...], str, str]], excluded: frozenset[int],
                  generation: int, now: float) -> _Scan:
@@ -865,7 +855,7 @@ def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
     if end < size:
         _torn(add, size, end, mtime, now, None)
     last_start = data.rfind(b"\n", 0, end - 1) + 1
-    last_seq = _fast_seq(data[last_start:end - 1])
+    last_seq = fast_seq(data[last_start:end - 1])
     if last_seq is None:
         return False
     events: list[dict] = []
@@ -966,7 +956,7 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                         return
             rec = None
             if not deep:
-                seq = _fast_seq(line)
+                seq = fast_seq(line)
                 if seq is not None and seq not in needed and b'"event"' not in line:
                     if seq != expected:
                         if seq <= last_seq:

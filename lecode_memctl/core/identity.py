@@ -20,11 +20,17 @@ NOT_GIT = "not a git checkout"
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
 
 
+def slug_name(base: str) -> str:
+    """The name half of a slug for a directory's base name: lower-cased, runs of
+    anything but ``[a-z0-9]`` made one ``-``, trimmed, at most 40 characters,
+    ``root`` when nothing is left (store contract, "Slug")."""
+    return _NON_ALNUM.sub("-", base.lower()).strip("-")[:40] or "root"
+
+
 def slug(path: str | os.PathLike[str]) -> str:
     """``name-hash`` for an absolute, resolved root path (store contract, "Slug")."""
     p = os.fspath(path)
-    name = os.path.basename(p.rstrip(os.sep) or p) if p != os.sep else ""
-    name = _NON_ALNUM.sub("-", name.lower()).strip("-")[:40] or "root"
+    name = slug_name(os.path.basename(p.rstrip(os.sep) or p) if p != os.sep else "")
     digest = hashlib.sha256(os.fsencode(p)).hexdigest()[:12]
     return f"{name}-{digest}"
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from .atomic import atomic_write, is_temp_name, make_dirs
 from .errors import NotFound, StoreCorrupt, StoreWriteError, UsageError
-from .identity import ProjectIdentity, resolve_project, slug
+from .identity import ProjectIdentity, resolve_project, slug, slug_name
 from .layout import (DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE,
                      SESSIONS_DIR, Store, looks_like_slug, memory_root)
 
@@ -82,7 +82,6 @@ EXIT_CONFLICT = 4
 SQLITE_HEADER = b"SQLite format 3\x00"
 _SQLITE_NAME = re.compile(r"\.(sqlite3?|db)(-wal|-shm|-journal)?$")
 _DATE_MD = re.compile(r"^([0-9]{4}-[0-9]{2}-[0-9]{2})\.md$")
-_NON_ALNUM = re.compile(r"[^a-z0-9]+")  # as in identity.slug
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -214,7 +213,7 @@ class _Finder:
 
     def consider(self, directory: str, origin: str) -> None:
         base = os.path.basename(directory)
-        if (_NON_ALNUM.sub("-", base.lower()).strip("-")[:40] or "root") not in self.prefixes:
+        if slug_name(base) not in self.prefixes:
             return
         s = slug(directory)
         if s not in self.candidates or s in self.seen:

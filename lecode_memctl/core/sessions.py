@@ -317,11 +317,12 @@ def _classify(line: bytes) -> tuple[str, Any]:
 _FAST_SEQ = re.compile(rb'\{"seq":(0|[1-9][0-9]*)[,}]')
 
 
-def _fast_seq(line: bytes) -> int | None:
-    """The seq of a line shaped ``{"seq":N,...`` (as the core writer and
-    orjson write it), read without parsing the rest; None for any other
-    shape.  Only the search uses it, to step over lines before its target:
-    every line it returns or reads forward from is still fully parsed."""
+def fast_seq(line: bytes) -> int | None:
+    """The seq of a line shaped ``{"seq":N,...`` or ``{"seq":N}`` (as the core
+    writer and orjson write it), read without parsing the rest; None for any
+    other shape, and for a number JSON does not allow (a leading zero), so
+    that such a line is parsed, and found corrupt, by the caller.  Used to
+    step over lines: the session search and the audit's transcript scan."""
     m = _FAST_SEQ.match(line)
     return int(m.group(1)) if m else None
 
@@ -435,7 +436,7 @@ class _File:
                 start, line = self.line_at(pos)
                 if line is None or start >= hi:
                     break
-                fast = _fast_seq(line)
+                fast = fast_seq(line)
                 if fast is not None:
                     found = (start + len(line) + 1, fast)
                     break
@@ -452,7 +453,7 @@ class _File:
         for start, line in self.lines(lo) if lo < self.size else ():
             if line is None:
                 return bad if bad is not None else start
-            fast = _fast_seq(line)
+            fast = fast_seq(line)
             if fast is not None and fast < target and bad is None:
                 continue
             kind, obj = _classify(line)

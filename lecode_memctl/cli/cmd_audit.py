@@ -92,9 +92,9 @@ def validate(
     import time
 
     from lecode_memctl.core.audit import (Audit, check_ignore_codes, prometheus_text,
-                                          sort_findings, stores_under)
+                                          sort_findings)
     from lecode_memctl.core.errors import UsageError
-    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.layout import store_at, store_dirs
 
     from .output import dumps, echo, emit_json, safe, write_bytes
 
@@ -112,7 +112,7 @@ def validate(
     if all_projects:
         if store_dir or STATE.store_option:
             raise UsageError("--all-projects conflicts with --store")
-        stores = stores_under(cfg.path)
+        stores = store_dirs(cfg.path)
     elif store_dir:
         stores = [store_at(store_dir)]
     else:

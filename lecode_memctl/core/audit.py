@@ -38,7 +38,7 @@ import orjson
 from .atomic import read_all
 from .errors import NotFound, StoreCorrupt, UsageError
 from .layout import (DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE,
-                     SESSIONS_DIR, Store, memory_root, store_at)
+                     SESSIONS_DIR, Store)
 from .sessions import fast_seq
 from .sourceref import (MAX_SPAN, SESSION_ID_RE, STATUSES, VALID, SourceRef, SourceStatus,
                         canonical_digest, status_for)
@@ -523,22 +523,10 @@ class Audit:
         yield from _check_db_and_facts(self)
 
     # -- sessions
-    def _list_sessions(self) -> list[str]:
-        try:
-            names = os.listdir(self.store.sessions_dir)
-        except OSError:
-            return []
-        ids = []
-        for n in names:
-            if n.endswith(".jsonl") and SESSION_ID_RE.match(n[:-6]):
-                ids.append(n[:-6])
-        ids.sort()
-        return ids
-
     def _check_sessions(self) -> Iterator[Finding | None]:
         """One job per transcript, each reading its file at most once (see _session_job);
         with ``deep`` and several sessions the jobs run in parallel processes."""
-        ids = self._list_sessions()
+        ids = self.store.session_ids()
         self.summary.sessions = len(ids)
         total = len(ids)
         need = self._need
@@ -1162,27 +1150,6 @@ def _compaction(compacts: list[tuple[int, dict]], sid: str, status: Callable, ad
 
 # ---------------------------------------------------------------------------
 # Entry points
-
-def stores_under(config_dir: Path) -> list[Store]:
-    """Every store directory under ``<config>/memory/`` (symlinks excluded), by name."""
-    root = memory_root(config_dir)
-    try:
-        entries = sorted(os.scandir(root), key=lambda e: e.name)
-    except FileNotFoundError:
-        return []
-    except OSError as exc:
-        from .errors import StoreCorrupt
-
-        raise StoreCorrupt(f"{root}: cannot list: {exc.strerror}") from None
-    out = []
-    for e in entries:
-        try:
-            if e.is_dir(follow_symlinks=False):
-                out.append(store_at(e.path))
-        except OSError:
-            continue
-    return out
-
 
 def validate_store(store: Store, **kwargs: Any) -> tuple[list[Finding], Summary]:
     """Run the whole audit of one store and return its findings and summary."""

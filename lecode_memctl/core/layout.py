@@ -10,6 +10,7 @@ from pathlib import Path
 
 from .errors import NotFound, StoreCorrupt
 from .identity import ProjectIdentity, resolve_project, slug
+from .sourceref import SESSION_ID_RE
 
 MEMORY_FILE = "MEMORY.md"
 SCRATCHPAD_FILE = "scratchpad.md"
@@ -17,6 +18,7 @@ DAILY_DIR = "daily"
 NOTES_DIR = "notes"
 SESSIONS_DIR = "sessions"
 FACTS_DB = "facts.sqlite3"
+SESSION_SUFFIX = ".jsonl"
 DIR_MODE = 0o700
 FILE_MODE = 0o600
 
@@ -25,6 +27,45 @@ _SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}-[0-9a-f]{12}$|^root-[0-9a-f]{12
 
 def memory_root(config_dir: Path) -> Path:
     return config_dir / "memory"
+
+
+def memory_names(config_dir: Path) -> list[str]:
+    """Every name in ``<config>/memory/``, sorted (one listing, nothing followed
+    or opened); empty when the directory is missing or is not a directory.
+    Any other listing failure is ``StoreCorrupt`` (exit 5)."""
+    root = memory_root(config_dir)
+    try:
+        return sorted(os.listdir(root))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except OSError as exc:
+        raise StoreCorrupt(f"{root}: cannot list: {exc.strerror}") from None
+
+
+def store_dirs(config_dir: Path) -> list["Store"]:
+    """The store directories under ``<config>/memory/`` (real directories: a
+    symbolic link is left out), sorted by name."""
+    root = memory_root(config_dir)
+    out = []
+    for name in memory_names(config_dir):
+        try:
+            if stat.S_ISDIR(os.lstat(root / name).st_mode):
+                out.append(store_at(root / name))
+        except OSError:
+            continue
+    return out
+
+
+def session_ids(sessions_dir: str | os.PathLike[str]) -> list[str]:
+    """Ids of the ``<id>.jsonl`` names in a store's ``sessions/`` whose id has
+    the valid syntax, sorted (names only: no file is opened or followed);
+    empty when the directory cannot be listed."""
+    try:
+        names = os.listdir(sessions_dir)
+    except OSError:
+        return []
+    return sorted(n[:-len(SESSION_SUFFIX)] for n in names
+                  if n.endswith(SESSION_SUFFIX) and SESSION_ID_RE.match(n[:-len(SESSION_SUFFIX)]))
 
 
 def looks_like_slug(name: str) -> bool:
@@ -65,6 +106,10 @@ class Store:
 
     def exists(self) -> bool:
         return os.path.isdir(self.path)
+
+    def session_ids(self) -> list[str]:
+        """The store's session ids (``session_ids`` on its ``sessions/``)."""
+        return session_ids(self.sessions_dir)
 
     def require(self) -> "Store":
         """Raise NotFound unless the store directory exists (and is not a symlink)."""

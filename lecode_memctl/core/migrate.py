@@ -37,7 +37,7 @@ from .atomic import atomic_write, is_temp_name, make_dirs
 from .errors import NotFound, StoreCorrupt, StoreWriteError, UsageError
 from .identity import ProjectIdentity, resolve_project, slug, slug_name
 from .layout import (DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE,
-                     SESSIONS_DIR, Store, looks_like_slug, memory_root)
+                     SESSIONS_DIR, Store, looks_like_slug, memory_names, memory_root)
 
 DEFAULT_MAX_DIRS = 100_000
 """How many directories discovery walks at most (all trees together)."""
@@ -111,18 +111,6 @@ class Discovery:
     dirs_scanned: int                    # directories walked in the trees
     truncated: bool                      # the walk stopped at max_dirs
     notes: list[str] = field(default_factory=list)  # things a person should know
-
-
-def _list_memory_root(config_dir: Path) -> set[str]:
-    """The names in ``<config>/memory/`` (one listing; empty if it does not exist)."""
-    root = memory_root(config_dir)
-    try:
-        with os.scandir(root) as it:
-            return {e.name for e in it}
-    except (FileNotFoundError, NotADirectoryError):
-        return set()
-    except OSError as exc:
-        raise StoreCorrupt(f"{root}: cannot list: {exc.strerror}") from None
 
 
 def _common_dir(checkout: str) -> str | None:
@@ -297,7 +285,7 @@ def discover_legacy_stores(config_dir: Path, cwd: str | os.PathLike[str], *,
     config_dir = Path(config_dir)
     ident = resolve_project(cwd)
     store = Store(memory_root(config_dir) / ident.slug, ident.slug, ident)
-    finder = _Finder(config_dir, _list_memory_root(config_dir), ident.slug, max_dirs)
+    finder = _Finder(config_dir, set(memory_names(config_dir)), ident.slug, max_dirs)
 
     if include_cwd:
         d = str(ident.cwd)
@@ -377,7 +365,7 @@ def classify_stores(config_dir: Path, known_roots: Iterable[str | os.PathLike[st
     Reads only; returns the list sorted by slug, and notes from the walks."""
     config_dir = Path(config_dir)
     mem = memory_root(config_dir)
-    names = sorted(n for n in _list_memory_root(config_dir) if looks_like_slug(n))
+    names = [n for n in memory_names(config_dir) if looks_like_slug(n)]
     owner: dict[str, tuple[str, Path, Path | None]] = {}
     notes: list[str] = []
     roots: list[str] = []

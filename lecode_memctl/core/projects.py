@@ -29,8 +29,7 @@ from typing import Any
 import orjson
 
 from .identity import resolve_project, slug
-from .layout import FACTS_DB, SESSIONS_DIR, memory_root
-from .sourceref import SESSION_ID_RE
+from .layout import FACTS_DB, SESSIONS_DIR, memory_names, memory_root, session_ids
 
 _ROOT_KEYS = ("project_root", "root", "cwd")
 _HEAD_BYTES = 65536
@@ -91,14 +90,6 @@ def _walk(path: Path) -> tuple[int, int, float | None, bool]:
                 if e.name.endswith(".md"):
                     markdown = True
     return size, files, newest, markdown
-
-
-def _session_ids(store: Path) -> list[str]:
-    try:
-        names = os.listdir(store / SESSIONS_DIR)
-    except OSError:
-        return []
-    return sorted(n[:-6] for n in names if n.endswith(".jsonl") and SESSION_ID_RE.match(n[:-6]))
 
 
 def _header_roots(store: Path, ids: list[str], limit: int = 50) -> list[str]:
@@ -179,10 +170,7 @@ def list_projects(config_dir: Path, *, current: str | os.PathLike[str] | None = 
     from .migrate import LEGACY_STORE, SYMLINK, classify_stores
 
     mem = memory_root(config_dir)
-    try:
-        names = sorted(os.listdir(mem))
-    except FileNotFoundError:
-        return []
+    names = memory_names(config_dir)
     candidates: list[tuple[str, str]] = []
     if current is not None:
         try:
@@ -201,7 +189,7 @@ def list_projects(config_dir: Path, *, current: str | os.PathLike[str] | None = 
                 continue
         except OSError:
             continue
-        ids = _session_ids(p)
+        ids = session_ids(p / SESSIONS_DIR)
         ids_by[n] = ids
         for cand in _header_roots(p, ids):
             root = _verify_root(cand, n)

@@ -39,7 +39,7 @@ import orjson
 
 from .atomic import fsync_dir, make_dirs, write_all
 from .errors import Conflict, MemctlError, NotFound, StoreBusy, StoreCorrupt, StoreWriteError, UsageError
-from .layout import FILE_MODE, Store
+from .layout import FILE_MODE, SESSION_SUFFIX, Store, session_ids
 from .sourceref import (
     MAX_SPAN,
     REASONS,
@@ -55,7 +55,7 @@ from .sourceref import (
 )
 
 FORMAT_VERSION = 1
-SUFFIX = ".jsonl"
+SUFFIX = SESSION_SUFFIX
 LOCK_SUFFIX = ".lock"
 ROLES = ("user", "assistant", "tool", "system")
 GENERATED_ROLES = ("assistant", "tool")
@@ -535,17 +535,7 @@ class SessionStore:
 
     def session_ids(self) -> list[str]:
         """Ids of the ``*.jsonl`` entries with a valid id syntax (no file opened)."""
-        try:
-            names = os.listdir(self.dir)
-        except OSError:
-            return []
-        out = []
-        for name in names:
-            if name.endswith(SUFFIX):
-                sid = name[: -len(SUFFIX)]
-                if SESSION_ID_RE.match(sid):
-                    out.append(sid)
-        return sorted(out)
+        return session_ids(self.dir)
 
     def _not_found(self, session_id: str) -> SessionNotFound:
         close = difflib.get_close_matches(session_id, self.session_ids(), n=3, cutoff=0.6)

@@ -218,13 +218,7 @@ def read(
     from .output import emit_json
 
     check_range(start, end, max_span=200)
-    store = STATE.store()
-    import os
-
-    if os.path.islink(store.path):
-        from lecode_memctl.core.errors import StoreCorrupt
-
-        raise StoreCorrupt(f"{store.path}: store directory is a symbolic link; refusing to follow it")
+    store = STATE.store().require()
     reader, closer = _exclusions(store)
     try:
         snap = SessionStore(store, exclusions=reader).source_snapshot(session, start, end, "working")

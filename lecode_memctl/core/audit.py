@@ -36,7 +36,7 @@ from typing import Any
 import orjson
 
 from .atomic import read_all
-from .errors import NotFound, StoreCorrupt, UsageError
+from .errors import UsageError
 from .layout import (DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE,
                      SESSIONS_DIR, Store)
 from .sessions import fast_seq
@@ -350,15 +350,7 @@ class Audit:
         return f
 
     def run(self) -> Iterator[Finding]:
-        st = self.store
-        try:
-            sst = os.lstat(st.path)
-        except FileNotFoundError:
-            raise NotFound(f"no memory store at {st.path}") from None
-        if stat.S_ISLNK(sst.st_mode):
-            raise StoreCorrupt(f"{st.path}: store directory is a symbolic link; refusing to follow it")
-        if not stat.S_ISDIR(sst.st_mode):
-            raise NotFound(f"{st.path}: not a directory")
+        self.store.require()
         self.summary.started = time.time()
         if self.now is None:
             self.now = time.time()

@@ -112,16 +112,23 @@ class Store:
         return session_ids(self.sessions_dir)
 
     def require(self) -> "Store":
-        """Raise NotFound unless the store directory exists (and is not a symlink)."""
+        """The one check of a store directory before it is read: ``NotFound``
+        (exit 3) when nothing is there; ``StoreCorrupt`` (exit 5) when it is a
+        symbolic link (never followed), not a directory, or cannot be stat'ed:
+        something is there but it is not a readable store (store contract:
+        a symlink or a non-directory in a directory's place is refused as an
+        unreadable store)."""
         try:
             st = os.lstat(self.path)
         except FileNotFoundError:
             where = f" for {self.identity.root}" if self.identity else ""
             raise NotFound(f"no memory store{where} (expected at {self.path})") from None
+        except OSError as exc:
+            raise StoreCorrupt(f"{self.path}: cannot stat: {exc.strerror}") from None
         if stat.S_ISLNK(st.st_mode):
             raise StoreCorrupt(f"{self.path}: store directory is a symbolic link; refusing to follow it")
         if not stat.S_ISDIR(st.st_mode):
-            raise NotFound(f"{self.path}: not a directory")
+            raise StoreCorrupt(f"{self.path}: not a directory")
         return self
 
 

@@ -324,20 +324,6 @@ class NoteInfo:
     mtime_ns: int
 
 
-def _require_store(store: Store) -> None:
-    try:
-        st = os.lstat(store.path)
-    except FileNotFoundError:
-        where = f" for {store.identity.root}" if store.identity else ""
-        raise NotFound(f"no memory store{where} (expected at {store.path})") from None
-    except OSError as exc:
-        raise StoreCorrupt(f"{store.path}: cannot stat: {exc.strerror}") from None
-    if stat.S_ISLNK(st.st_mode):
-        raise StoreCorrupt(f"{store.path}: store directory is a symbolic link; refusing to follow it")
-    if not stat.S_ISDIR(st.st_mode):
-        raise StoreCorrupt(f"{store.path}: not a directory")
-
-
 def _md_entries(store: Store, sub: str) -> list[tuple[str, os.stat_result]]:
     """Regular ``*.md`` files directly in ``store/sub`` (no symlinks, no temp
     files, no ``.bak``), sorted by name.  Empty when the directory is missing;
@@ -379,7 +365,7 @@ def _local_iso(mtime_ns: int) -> str:
 def list_notes(store: Store) -> list[NoteInfo]:
     """Every regular ``notes/*.md`` file, sorted by name.  ``NotFound`` when
     the store does not exist; empty when it has no ``notes/`` directory."""
-    _require_store(store)
+    store.require()
     return [NoteInfo(name[:-len(MD_SUFFIX)], store.notes_dir / name, st.st_size,
                      _local_iso(st.st_mtime_ns), st.st_mtime_ns)
             for name, st in _md_entries(store, NOTES_DIR)]
@@ -388,7 +374,7 @@ def list_notes(store: Store) -> list[NoteInfo]:
 def markdown_files(store: Store) -> list[Target]:
     """The files search covers, in search order: MEMORY.md, scratchpad.md,
     daily/*.md, notes/*.md (never ``.bak``, temp files or sessions)."""
-    _require_store(store)
+    store.require()
     out = [memory_target(), scratchpad_target()]
     for sub, kind in ((DAILY_DIR, LOG), (NOTES_DIR, NOTE)):
         for name, _st in _md_entries(store, sub):
@@ -467,7 +453,7 @@ def search(store: Store, pattern: str, *, limit: int = DEFAULT_SEARCH_LIMIT,
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise UsageError(f"--limit must be a positive integer, not {limit!r}")
     regex = compile_pattern(pattern, ignore_case=ignore_case)
-    _require_store(store)
+    store.require()
     skipped: list[SkippedFile] = []
     hits: list[SearchHit] = []
     truncated = False

@@ -35,7 +35,7 @@ from typing import Any
 
 import orjson
 
-from .atomic import read_all
+from .atomic import is_link_refusal, open_nofollow, read_all
 from .errors import UsageError
 from .layout import (DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE,
                      SESSIONS_DIR, Store)
@@ -273,12 +273,8 @@ def check_ignore_codes(codes: Sequence[str]) -> frozenset[str]:
 # ---------------------------------------------------------------------------
 # Low-level, read-only file access
 
-def _open_nofollow(path: Path) -> int:
-    return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
-
-
 def _read_all(path: Path) -> bytes:
-    fd = _open_nofollow(path)
+    fd = open_nofollow(path)
     try:
         return read_all(fd, READ_CHUNK)
     finally:
@@ -644,8 +640,6 @@ def _session_job(path: str, sid: str, slug: str, deep: bool,
     bytes only.  Otherwise one sequential read from the start to the size at
     open time: lines in referenced spans and event lines are parsed (every
     line with ``deep``), the rest only has its seq read from the bytes."""
-    import errno
-
     sc = _Scan()
     rel = f"{SESSIONS_DIR}/{sid}.jsonl"
     loc = {"file": rel, "session_id": sid}
@@ -658,9 +652,9 @@ def _session_job(path: str, sid: str, slug: str, deep: bool,
             sc.statuses[(seqs, digest, purpose)] = status_for(reason, detail)
 
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        fd = open_nofollow(path)
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
+        if is_link_refusal(exc):
             add("session.refused", "transcript is a symbolic link; refused", reason="refused_symlink")
             refuse_all("refused_symlink", "symbolic link")
         else:
@@ -1237,7 +1231,7 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 def _header_user_version(path: Path) -> int | None:
     """``PRAGMA user_version`` read from the file header (offset 60), without SQLite."""
     try:
-        fd = _open_nofollow(path)
+        fd = open_nofollow(path)
     except OSError:
         return None
     try:

@@ -21,7 +21,6 @@ Two ways to open a database:
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import re
@@ -31,16 +30,16 @@ import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from .atomic import write_all
+from .atomic import is_link_refusal, open_nofollow, write_all
 from .errors import Conflict, MemctlError, NotFound, StoreBusy, StoreCorrupt, StoreWriteError, UsageError
-from .layout import DIR_MODE, FILE_MODE
+from .layout import FILE_MODE
 from .sourceref import (
     HIDDEN,
     UNVERIFIED,
@@ -55,7 +54,6 @@ BUSY_TIMEOUT = 5.0          # seconds a writer waits for the database lock
 LIST_MAX = 1000             # the most rows one list()/search() call returns
 SEARCH_DEFAULT = 50
 FACT_ID_RE = re.compile(r"^[0-9a-f]{16}\Z")  # \Z: "$" would accept a trailing newline
-_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 # --------------------------------------------------------------------------
@@ -361,11 +359,11 @@ def _open_nofollow(path: Path) -> int | None:
     """A read-only descriptor of ``path``, never through a symlink; None when it
     does not exist; StoreCorrupt for a symlink or any other failure."""
     try:
-        return os.open(path, os.O_RDONLY | _O_NOFOLLOW)
+        return open_nofollow(path)
     except FileNotFoundError:
         return None
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
+        if is_link_refusal(exc):
             raise StoreCorrupt(f"{path}: is a symbolic link; refusing to follow it") from None
         raise StoreCorrupt(f"{path}: cannot open: {exc.strerror}") from None
 
@@ -387,7 +385,7 @@ def _copy_nofollow(src: Path, dst: str | None, keep: list[bytes] | None = None,
         if not stat.S_ISREG(st.st_mode):
             raise StoreCorrupt(f"{src}: not a regular file")
         if dst is not None:
-            out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, 0o600)
+            out = open_nofollow(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
         digest = hashlib.sha256()
         done = 0
         while limit is None or done < limit:
@@ -503,8 +501,7 @@ def _private_snapshot(path: Path, wal: Path, timeout: float = BUSY_TIMEOUT) -> s
                 stable = True  # the writer checkpointed and closed meanwhile: db alone is whole
             if stable:
                 if wal_chunks:
-                    fd = os.open(wal_copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW,
-                                 0o600)
+                    fd = open_nofollow(wal_copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
                     try:
                         for chunk in wal_chunks:
                             write_all(fd, chunk)
@@ -576,7 +573,7 @@ class FactStore:
             if wal_st is None or wal_st.st_size == 0:
                 # Nothing beyond the main file: read it as immutable media, so
                 # SQLite takes no lock and creates no -wal/-shm.
-                fd = os.open(self.path, os.O_RDONLY | _O_NOFOLLOW)
+                fd = open_nofollow(self.path)
                 try:
                     before = os.fstat(fd)
                     from urllib.parse import quote
@@ -598,7 +595,7 @@ class FactStore:
             self._load_schema(migrate=False)
         except OSError as exc:
             self.close()
-            if exc.errno == errno.ELOOP:
+            if is_link_refusal(exc):
                 raise StoreCorrupt(f"{self.path}: is a symbolic link; refusing to follow it") from None
             raise StoreCorrupt(f"{self.path}: cannot open: {exc.strerror}") from None
         except sqlite3.Error as exc:
@@ -614,8 +611,7 @@ class FactStore:
 
             ensure_dir(self.path.parent)
             try:
-                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW,
-                             FILE_MODE)
+                fd = open_nofollow(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
                 os.close(fd)
             except FileExistsError:
                 pass
@@ -1474,7 +1470,7 @@ def _mentions(sessions: Any, session_id: str, needle: bytes) -> bool:
     ``O_NOFOLLOW``, in chunks).  True when it cannot be read: the parser then
     reports why."""
     try:
-        fd = os.open(sessions.path(session_id), os.O_RDONLY | _O_NOFOLLOW)
+        fd = open_nofollow(sessions.path(session_id))
     except OSError:
         return True
     try:

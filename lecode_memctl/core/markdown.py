@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .atomic import atomic_write, is_temp_name, read_all
+from .atomic import O_DIRECTORY, O_NONBLOCK, atomic_write, is_temp_name, open_nofollow, read_all
 from .errors import NotFound, StoreCorrupt, StoreWriteError, UsageError
 from .layout import DAILY_DIR, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, Store
 
@@ -39,10 +39,6 @@ NOTE = "note"
 KINDS = (MEMORY, SCRATCHPAD, LOG, NOTE)
 
 _DATE_RE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
-_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
-_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
-_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _READ_CHUNK = 1 << 20
 
 
@@ -187,7 +183,7 @@ def _open_below(base: Path, rel: tuple[str, ...], *, label: str) -> int | None:
     shown = base
     try:
         try:
-            fd = os.open(base, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC)
+            fd = open_nofollow(base, os.O_RDONLY | O_DIRECTORY)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -201,10 +197,9 @@ def _open_below(base: Path, rel: tuple[str, ...], *, label: str) -> int | None:
         for i, part in enumerate(rel):
             last = i == len(rel) - 1
             shown = shown / part
-            flags = os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC
-            flags |= _O_NONBLOCK if last else _O_DIRECTORY
+            flags = os.O_RDONLY | (O_NONBLOCK if last else O_DIRECTORY)
             try:
-                fd = os.open(part, flags, dir_fd=fds[-1])
+                fd = open_nofollow(part, flags, dir_fd=fds[-1])
             except FileNotFoundError:
                 return None
             except OSError as exc:

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .atomic import atomic_write, is_temp_name, make_dirs
+from .atomic import O_NONBLOCK, atomic_write, is_temp_name, make_dirs, open_nofollow
 from .errors import NotFound, StoreCorrupt, StoreWriteError, UsageError
 from .identity import ProjectIdentity, resolve_project, slug, slug_name
 from .layout import (DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE,
@@ -82,9 +82,6 @@ EXIT_CONFLICT = 4
 SQLITE_HEADER = b"SQLite format 3\x00"
 _SQLITE_NAME = re.compile(r"\.(sqlite3?|db)(-wal|-shm|-journal)?$")
 _DATE_MD = re.compile(r"^([0-9]{4}-[0-9]{2}-[0-9]{2})\.md$")
-_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
-_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
 # ---------------------------------------------------------------- discovery
@@ -483,7 +480,7 @@ def _classify_name(rel: str, parts: list[str]) -> tuple[str, str | None, str]:
 
 
 def _read_nofollow(path: Path, limit: int | None = None) -> bytes:
-    fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC)
+    fd = open_nofollow(path, os.O_RDONLY | O_NONBLOCK)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):

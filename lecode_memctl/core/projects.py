@@ -28,6 +28,7 @@ from typing import Any
 
 import orjson
 
+from .atomic import open_nofollow
 from .identity import resolve_project, slug
 from .layout import FACTS_DB, SESSIONS_DIR, memory_names, memory_root, session_ids
 
@@ -97,8 +98,7 @@ def _header_roots(store: Path, ids: list[str], limit: int = 50) -> list[str]:
     out: list[str] = []
     for sid in ids[-limit:]:
         try:
-            fd = os.open(store / SESSIONS_DIR / f"{sid}.jsonl",
-                         os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+            fd = open_nofollow(store / SESSIONS_DIR / f"{sid}.jsonl")
         except OSError:
             continue
         try:

@@ -37,9 +37,9 @@ from typing import Any
 
 import orjson
 
-from .atomic import fsync_dir, make_dirs, write_all
+from .atomic import fsync_dir, is_link_refusal, make_dirs, open_nofollow, write_all
 from .errors import Conflict, MemctlError, NotFound, StoreBusy, StoreCorrupt, StoreWriteError, UsageError
-from .layout import FILE_MODE, SESSION_SUFFIX, Store, session_ids
+from .layout import SESSION_SUFFIX, Store, session_ids
 from .sourceref import (
     MAX_SPAN,
     REASONS,
@@ -557,13 +557,12 @@ class SessionStore:
         if stat.S_ISLNK(dst.st_mode):
             raise SessionRefused(f"{self.dir} is a symbolic link; refused", "refused_symlink")
         path = os.path.join(self.dir, session_id + SUFFIX)
-        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
         try:
-            fd = os.open(path, flags)
+            fd = open_nofollow(path)
         except FileNotFoundError:
             raise self._not_found(session_id) from None
         except OSError as exc:
-            if exc.errno == errno.ELOOP:
+            if is_link_refusal(exc):
                 raise SessionRefused(f"session {session_id}: {path} is a symbolic link; refused",
                                      "refused_symlink") from None
             if exc.errno == errno.ENOTDIR:
@@ -637,8 +636,7 @@ class SessionStore:
         path = os.path.join(self.dir, session_id + SUFFIX)
         try:
             try:
-                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL
-                             | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), FILE_MODE)
+                fd = open_nofollow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL)
             except FileExistsError:
                 raise Conflict(f"session {session_id} already exists") from None
             except OSError as exc:
@@ -697,8 +695,7 @@ class SessionStore:
                 f.close()
             path = os.path.join(self.dir, session_id + SUFFIX)
             try:
-                fd = os.open(path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)
-                             | getattr(os, "O_CLOEXEC", 0))
+                fd = open_nofollow(path, os.O_WRONLY | os.O_APPEND)
             except OSError as exc:
                 raise StoreWriteError(f"{path}: cannot open for append: {exc.strerror}") from None
             if torn:
@@ -1221,10 +1218,9 @@ def _ensure_dirs(*paths: str) -> None:
 def _lock(sessions_dir: str, session_id: str) -> int:
     path = os.path.join(sessions_dir, session_id + LOCK_SUFFIX)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
-                     | getattr(os, "O_CLOEXEC", 0), FILE_MODE)
+        fd = open_nofollow(path, os.O_RDWR | os.O_CREAT)
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
+        if is_link_refusal(exc):
             raise SessionRefused(f"{path} is a symbolic link; refused", "refused_symlink") from None
         raise StoreWriteError(f"{path}: cannot open lock: {exc.strerror}") from None
     try:

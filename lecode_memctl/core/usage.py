@@ -28,6 +28,7 @@ from typing import Any
 
 import orjson
 
+from .atomic import open_nofollow
 from .errors import NotFound, UsageError
 from .layout import Store, session_ids
 from .sourceref import check_session_id
@@ -193,7 +194,7 @@ def usage_report(store: Store, *, session: str | None = None,
         rep.sessions += 1
         path = sdir / f"{sid}.jsonl"
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+            fd = open_nofollow(path)
         except OSError:
             rep.refused.append(sid)
             continue

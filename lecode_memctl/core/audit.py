@@ -39,7 +39,7 @@ from .atomic import is_link_refusal, open_nofollow, read_all
 from .errors import UsageError
 from .layout import (DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE,
                      SESSIONS_DIR, Store)
-from .sessions import fast_seq
+from .sessions import LEARNING_EVENT, LEARNING_REASONS, LEARNING_STATUSES, fast_seq
 from .sourceref import (MAX_SPAN, SESSION_ID_RE, STATUSES, VALID, SourceRef, SourceStatus,
                         canonical_digest, status_for)
 
@@ -48,16 +48,6 @@ WARNING = "warning"
 INFO = "info"
 SEVERITIES = (ERROR, WARNING, INFO)
 _RANK = {ERROR: 0, WARNING: 1, INFO: 2}
-
-# Learning vocabulary (reference design, "Bounds, deduplication, and failure handling").
-LEARNING_STATUSES = frozenset({"no_candidates", "rejected", "learned", "proposed", "failed", "stale"})
-LEARNING_REASONS = frozenset({
-    "response_schema", "invalid_json", "output_too_large", "unexpected_tool_calls",
-    "incomplete_response", "candidate_schema", "invalid_text", "invalid_source",
-    "invalid_preference_source", "temporary_preference", "exact_text_mismatch",
-    "invalid_preference", "invalid_conflicts", "unverified_project_evidence",
-    "stale_context", "extraction_error",
-})
 
 TORN_TAIL_GRACE_SECONDS = 60.0
 READ_CHUNK = 8 << 20
@@ -979,7 +969,7 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                     events.append(rec)
                 elif deep and ev == "compact":
                     compacts.append((lineno, rec))
-                elif deep and ev == "learning":
+                elif deep and ev == LEARNING_EVENT:
                     _learning(rec, add)
     if rest:
         _torn(add, size, offset, mtime, now, lineno + 1)

@@ -40,6 +40,7 @@ import orjson
 from .atomic import is_link_refusal, open_nofollow, write_all
 from .errors import Conflict, MemctlError, NotFound, StoreBusy, StoreCorrupt, StoreWriteError, UsageError
 from .layout import FILE_MODE
+from .sessions import LEARNING_EVENT
 from .sourceref import (
     HIDDEN,
     UNVERIFIED,
@@ -1438,10 +1439,10 @@ def learning_status(sessions: Any, facts: FactStore | None, session_id: str | No
         candidates = sorted(sessions.session_ids(), key=lambda s: (-mtime(s), s))
     gen = generation if generation is not None else (facts.generation() if facts else 0)
     for sid in candidates:
-        if session_id is None and not _mentions(sessions, sid, b'"learning"'):
+        if session_id is None and not _mentions(sessions, sid, b'"%s"' % LEARNING_EVENT.encode()):
             continue  # a byte scan rules the session out without parsing its lines
         try:
-            events = sessions.events(sid, 0, {"learning"})
+            events = sessions.events(sid, 0, {LEARNING_EVENT})
         except (MemctlError, OSError):
             if session_id is not None:
                 raise

@@ -61,6 +61,17 @@ ROLES = ("user", "assistant", "tool", "system")
 GENERATED_ROLES = ("assistant", "tool")
 PURPOSES = ("working", "durable")
 VISIBILITY_EVENTS = ("undo", "redo", "clear")
+# The learning event (reference design, "Bounds, deduplication, and failure handling"):
+# its type, its fixed statuses and its reason codes (the audit checks them, facts reads them).
+LEARNING_EVENT = "learning"
+LEARNING_STATUSES = frozenset({"no_candidates", "rejected", "learned", "proposed", "failed", "stale"})
+LEARNING_REASONS = frozenset({
+    "response_schema", "invalid_json", "output_too_large", "unexpected_tool_calls",
+    "incomplete_response", "candidate_schema", "invalid_text", "invalid_source",
+    "invalid_preference_source", "temporary_preference", "exact_text_mismatch",
+    "invalid_preference", "invalid_conflicts", "unverified_project_evidence",
+    "stale_context", "extraction_error",
+})
 
 # Corruption kinds reported by ``scan`` (and in StoreCorrupt messages).
 NOT_JSON = "not_json"

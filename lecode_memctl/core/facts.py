@@ -45,6 +45,7 @@ from .sourceref import (
     HIDDEN,
     UNVERIFIED,
     VALID,
+    SessionReader,
     SourceRef,
     SourceStatus,
     check_session_id,
@@ -1082,7 +1083,7 @@ class FactStore:
         return Fact(fact_id, new, text, created, now, ref, tuple(prov))
 
     def attach_source(self, fact_id: str, revision: int, ref: SourceRef, *,
-                      sessions: Any = None, project_root: Any = None,
+                      sessions: SessionReader | None = None, project_root: Any = None,
                       purpose: str = "working") -> bool:
         """Attach ``ref`` once to its revision.  With ``sessions`` the reference
         is validated first (it must be ``valid``).  Excluded evidence, a
@@ -1114,7 +1115,7 @@ class FactStore:
 
     # ---- verified writes -------------------------------------------------
 
-    def _validate(self, ref: SourceRef, sessions: Any, project_root: Any,
+    def _validate(self, ref: SourceRef, sessions: SessionReader, project_root: Any,
                   purpose: str) -> SourceStatus:
         if project_root is not None and hasattr(sessions, "bind_facts"):
             sessions.bind_facts(project_root, self)
@@ -1123,7 +1124,7 @@ class FactStore:
             raise Conflict(f"evidence {ref.label()} is not valid: {st.status} ({st.reason})")
         return st
 
-    def remember(self, text: str, ref: SourceRef, *, sessions: Any, project_root: Any = None,
+    def remember(self, text: str, ref: SourceRef, *, sessions: SessionReader, project_root: Any = None,
                  deduplicate: bool = False,
                  expected_generation: int | None = None) -> RememberResult:
         """Create a fact with a validated SourceRef, atomically.
@@ -1165,7 +1166,7 @@ class FactStore:
         return RememberResult(fact, created=True)
 
     def correct(self, fact_id: str, text: str, *, expected_revision: int, ref: SourceRef,
-                sessions: Any, project_root: Any = None,
+                sessions: SessionReader, project_root: Any = None,
                 expected_generation: int | None = None) -> Fact:
         """Append a revision justified by new, validated evidence.
 
@@ -1367,7 +1368,7 @@ def source_label(ref: SourceRef | None, provenance: Sequence[Provenance] = ()) -
     return None
 
 
-def _statuses_for(facts: FactStore, sessions: Any, fact_ids: Sequence[str], purpose: str
+def _statuses_for(facts: FactStore, sessions: SessionReader, fact_ids: Sequence[str], purpose: str
                   ) -> tuple[dict[str, list[Revision]], dict[SourceRef, SourceStatus]]:
     revs = {fid: facts.revisions(fid) for fid in fact_ids}
     refs = [r.source for rs in revs.values() for r in rs if r.source is not None]
@@ -1394,7 +1395,7 @@ def fact_row(fact: Fact, revisions: Sequence[Revision],
     }
 
 
-def iter_fact_rows(facts: FactStore, sessions: Any, *, batch: int = 1000,
+def iter_fact_rows(facts: FactStore, sessions: SessionReader, *, batch: int = 1000,
                    session_id: str | None = None) -> Iterator[dict[str, Any]]:
     """Every fact as a listing row, validated ``batch`` facts at a time
     (constant memory however many facts there are)."""
@@ -1423,7 +1424,7 @@ def _doc_size(doc: Any) -> int:
     return len(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)) + 1
 
 
-def learning_status(sessions: Any, facts: FactStore | None, session_id: str | None = None,
+def learning_status(sessions: SessionReader, facts: FactStore | None, session_id: str | None = None,
                     *, generation: int | None = None) -> dict[str, Any] | None:
     """The newest ``learning`` event (of ``session_id``, else of the most
     recently appended session that has one): status, reason counts and the
@@ -1466,7 +1467,7 @@ def learning_status(sessions: Any, facts: FactStore | None, session_id: str | No
     return None
 
 
-def _mentions(sessions: Any, session_id: str, needle: bytes) -> bool:
+def _mentions(sessions: SessionReader, session_id: str, needle: bytes) -> bool:
     """Whether the session file contains ``needle`` at all (read with
     ``O_NOFOLLOW``, in chunks).  True when it cannot be read: the parser then
     reports why."""
@@ -1504,7 +1505,7 @@ def _proposal_ref(p: Mapping[str, Any]) -> SourceRef | None:
     return None
 
 
-def _valid_proposals(raw: Sequence[Any], sessions: Any, facts: FactStore | None, generation: int,
+def _valid_proposals(raw: Sequence[Any], sessions: SessionReader, facts: FactStore | None, generation: int,
                      event: Mapping[str, Any]) -> tuple[list[dict[str, Any]], int]:
     """Proposals whose epoch is current, whose evidence validates and whose
     conflict ids still name facts at the same revision."""
@@ -1540,7 +1541,7 @@ def _valid_proposals(raw: Sequence[Any], sessions: Any, facts: FactStore | None,
     return valid, hidden
 
 
-def facts_page(facts: FactStore | None, sessions: Any, *, offset: int = 0, limit: int = PAGE_FACTS,
+def facts_page(facts: FactStore | None, sessions: SessionReader, *, offset: int = 0, limit: int = PAGE_FACTS,
                session_id: str | None = None,
                max_bytes: int = MAX_OUTPUT_BYTES) -> dict[str, Any]:
     """One page of ``memctl facts`` / memory_list: at most ``limit`` (<= 20) facts,
@@ -1590,7 +1591,7 @@ def _require_fact(facts: FactStore | None, fact_id: str) -> Fact:
     return facts.require(fact_id)
 
 
-def recall(facts: FactStore | None, sessions: Any, fact_id: str, *, offset: int = 0,
+def recall(facts: FactStore | None, sessions: SessionReader, fact_id: str, *, offset: int = 0,
            limit: int | None = None, max_bytes: int = MAX_OUTPUT_BYTES) -> dict[str, Any]:
     """memory_recall by fact id: ids, current revision and status; the fact
     text (capped) and a page of its source evidence only when every revision's
@@ -1625,7 +1626,7 @@ def recall(facts: FactStore | None, sessions: Any, fact_id: str, *, offset: int 
     return doc
 
 
-def history(facts: FactStore | None, sessions: Any, fact_id: str) -> dict[str, Any]:
+def history(facts: FactStore | None, sessions: SessionReader, fact_id: str) -> dict[str, Any]:
     """Every revision with its text, time, source and each source's status today."""
     fact = _require_fact(facts, fact_id)
     assert facts is not None
@@ -1648,7 +1649,7 @@ def history(facts: FactStore | None, sessions: Any, fact_id: str) -> dict[str, A
             "updated": fact.updated, "revisions": out}
 
 
-def forget_impact(facts: FactStore, sessions: Any, fact_id: str) -> dict[str, Any]:
+def forget_impact(facts: FactStore, sessions: SessionReader, fact_id: str) -> dict[str, Any]:
     """``memctl forget --dry-run``: the plan plus what it does to transcripts:
     generated messages the new generation invalidates and compaction summaries
     whose lineage the new exclusions intersect (made inert)."""

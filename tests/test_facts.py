@@ -74,7 +74,7 @@ def db_path(tmp_path) -> Path:
 
 def test_nothing_created_until_first_write(db_path):
     fs = FactStore(db_path)
-    assert fs.list() == [] and fs.generation() == 0 and fs.excluded_seqs("s") == frozenset()
+    assert fs.list_facts() == [] and fs.generation() == 0 and fs.excluded_seqs("s") == frozenset()
     assert fs.get("0" * 16) is None and fs.search("x") == [] and fs.count() == 0
     with pytest.raises(NotFound):
         fs.forget("0" * 16)
@@ -131,13 +131,13 @@ def test_list_is_bounded_and_search_is_literal(db_path):
         for i in range(30):
             fs.add(f"fact number {i} uses 100% of_the [a-z]* budget")
         fs.add("Plain Text")
-        page = fs.list(0, 20)
+        page = fs.list_facts(0, 20)
         assert len(page) == 20
         assert [f.fact_id for f in page] == sorted(f.fact_id for f in page)
-        assert len(fs.list(20, 20)) == 11
-        assert len(fs.list(0, 10**9)) == 31  # clamped, not unbounded
+        assert len(fs.list_facts(20, 20)) == 11
+        assert len(fs.list_facts(0, 10**9)) == 31  # clamped, not unbounded
         assert [f.fact_id for f in fs.iter_facts(batch=7)] == sorted(
-            f.fact_id for f in fs.list(0, 100))
+            f.fact_id for f in fs.list_facts(0, 100))
         assert len(fs.search("100%")) == 30
         assert fs.search("[a-z]*")  # no regex, no LIKE wildcards
         assert fs.search("100_") == []
@@ -280,7 +280,7 @@ def test_corrupt_database_is_store_corrupt(db_path, content):
     db_path.parent.mkdir(parents=True)
     db_path.write_bytes(content)
     with pytest.raises(StoreCorrupt):
-        FactStore.open_readonly(db_path).list()
+        FactStore.open_readonly(db_path).list_facts()
     with pytest.raises(StoreCorrupt):
         FactStore(db_path)
 

@@ -1305,8 +1305,8 @@ def _check_db_and_facts(audit: Audit) -> Iterator[Finding | None]:
             yield audit._f("db.unreadable", str(fs), file=rel)
         return
     try:
-        db = fs._conn  # the read-only connection (immutable file or private snapshot)
-        if db is None or not fs._tables:
+        db = fs.read_connection()  # immutable file or private snapshot
+        if db is None or not fs.tables:
             if audit.store.facts_db.stat().st_size > 0:
                 yield audit._f("db.schema_unknown", "no lecode tables in the database", file=rel)
             else:
@@ -1323,7 +1323,7 @@ def _check_db_and_facts(audit: Audit) -> Iterator[Finding | None]:
 
 def _db_checks(audit: Audit, fs: Any, db: Any, schema_version: int) -> Iterator[Finding | None]:
     rel = FACTS_DB
-    tables = fs._tables
+    tables = fs.tables
     if fs.needs_migration:
         yield audit._f("db.needs_migration", f"schema version {fs.schema_version}, current is "
                        f"{schema_version}; lecode migrates it on its next write", file=rel)
@@ -1388,7 +1388,7 @@ def _load_facts(audit: Audit, fs: Any, db: Any) -> None:
 
     refs_by: dict[tuple[str, int], SourceRef | None] = {}
     bad_refs: dict[tuple[str, int], str] = {}
-    if "source_refs" in fs._tables:
+    if "source_refs" in fs.tables:
         for fid, rev, sid, seqs, digest in db.execute(
                 "SELECT fact_id, revision, session_id, seqs, digest FROM source_refs"):
             try:

@@ -160,7 +160,7 @@ def build_memory_section(store: Store, config: MemoryConfig, facts: Any, session
     total = 0
     if facts is not None:
         total = facts.count()
-        inspected = facts.list(0, INSPECT_FACTS)
+        inspected = facts.list_facts(0, INSPECT_FACTS)
         revs = {f.fact_id: facts.revisions(f.fact_id) for f in inspected}
         refs = [r.source for rs in revs.values() for r in rs if r.source is not None]
         statuses: dict[SourceRef, SourceStatus] = (

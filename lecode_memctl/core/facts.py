@@ -699,6 +699,22 @@ class FactStore:
             raise UsageError("the fact store is closed")
         return self._conn if self._tables else None
 
+    def read_connection(self) -> sqlite3.Connection | None:
+        """The connection of a store opened with :meth:`open_readonly` (an
+        immutable open or a private snapshot, ``query_only``), for read-only
+        SQL the store has no method for (the audit's checks); None when there
+        is no database.  A writer's connection is never handed out."""
+        if not self.readonly:
+            raise UsageError("read_connection is for a store opened read-only")
+        if self._closed:
+            raise UsageError("the fact store is closed")
+        return self._conn
+
+    @property
+    def tables(self) -> frozenset[str]:
+        """The names of the lecode tables the database holds (empty: none)."""
+        return frozenset(self._tables)
+
     def close(self) -> None:
         """Close the connection (and remove a private snapshot).  Idempotent."""
         self._closed = True
@@ -908,7 +924,7 @@ class FactStore:
             return 0
         return db.execute("SELECT count(*) FROM facts").fetchone()[0]
 
-    def list(self, offset: int = 0, limit: int = 20) -> list[Fact]:
+    def list_facts(self, offset: int = 0, limit: int = 20) -> list[Fact]:
         """At most ``limit`` (clamped to 1..LIST_MAX) facts in id order from ``offset``."""
         if offset < 0:
             raise UsageError("offset must be 0 or more")
@@ -1558,7 +1574,7 @@ def facts_page(facts: FactStore | None, sessions: SessionReader, *, offset: int 
     if facts is not None:
         if session_id is None:
             total = facts.count()
-            page = facts.list(offset, limit)
+            page = facts.list_facts(offset, limit)
             revs, statuses = _statuses_for(facts, sessions, [f.fact_id for f in page], "durable")
             rows = [fact_row(f, revs[f.fact_id], statuses) for f in page]
         else:

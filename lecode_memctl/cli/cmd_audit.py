@@ -91,12 +91,12 @@ def validate(
     import sys
     import time
 
-    from lecode_memctl.core.audit import (Audit, check_ignore_codes, prometheus_text,
-                                          sort_findings)
+    from lecode_memctl.core.audit import Audit, check_ignore_codes, sort_findings
     from lecode_memctl.core.errors import UsageError
     from lecode_memctl.core.layout import store_at, store_dirs
 
     from .output import dumps, echo, emit_json, safe, write_bytes
+    from .render_prometheus import prometheus_text
 
     if json_:
         if fmt and fmt != "json":

@@ -355,7 +355,7 @@ def test_private_snapshot_is_private_and_removed(db_path):
 
 
 def test_snapshot_gives_up_when_the_wal_keeps_changing(db_path, monkeypatch):
-    from lecode_memctl.core import facts as facts_mod
+    from lecode_memctl.core import snapshot as facts_mod
     from lecode_memctl.core.errors import StoreBusy
 
     writer = FactStore(db_path, on_connect=lambda db: db.execute("PRAGMA wal_autocheckpoint=0"))
@@ -440,7 +440,7 @@ def test_snapshot_copies_only_the_wal_generation_in_use(db_path):
     generation are leftovers a writer overwrites at any time, so the snapshot copies and
     compares only the header and the frames whose salts match it (comparing the whole
     file starved reads under a busy writer: the mixed load's exit 6)."""
-    from lecode_memctl.core import facts as facts_mod
+    from lecode_memctl.core import snapshot as facts_mod
 
     writer = FactStore(db_path, on_connect=lambda db: db.execute("PRAGMA wal_autocheckpoint=0"))
     try:
@@ -460,7 +460,7 @@ def test_snapshot_copies_only_the_wal_generation_in_use(db_path):
 
 
 def test_wal_valid_length_edge_cases(tmp_path):
-    from lecode_memctl.core import facts as facts_mod
+    from lecode_memctl.core import snapshot as facts_mod
 
     wal = tmp_path / "x-wal"
     assert facts_mod._wal_valid_length(wal) is None

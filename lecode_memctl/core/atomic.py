@@ -16,10 +16,11 @@ from __future__ import annotations
 import errno
 import os
 import secrets
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import StoreWriteError
+from .errors import StoreCorrupt, StoreWriteError
 from .layout import DIR_MODE, FILE_MODE
 
 TMP_PREFIX = "."
@@ -44,6 +45,25 @@ def open_nofollow(path: str | os.PathLike[str], flags: int = os.O_RDONLY,
 def is_link_refusal(exc: OSError) -> bool:
     """Whether an :func:`open_nofollow` failure means "the path is a symbolic link"."""
     return exc.errno == errno.ELOOP
+
+
+def lstat_regular(path: Path) -> os.stat_result | None:
+    """The ``lstat`` of a store file that must be a regular file: None when it
+    is absent; ``StoreCorrupt`` for a symbolic link, another file type, or a
+    failing ``lstat``."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except NotADirectoryError:
+        return None
+    except OSError as exc:
+        raise StoreCorrupt(f"{path}: cannot stat: {exc.strerror}") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise StoreCorrupt(f"{path}: is a symbolic link; refusing to follow it")
+    if not stat.S_ISREG(st.st_mode):
+        raise StoreCorrupt(f"{path}: not a regular file")
+    return st
 
 
 def temp_name(target: Path) -> Path:

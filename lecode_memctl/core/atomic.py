@@ -47,23 +47,34 @@ def is_link_refusal(exc: OSError) -> bool:
     return exc.errno == errno.ELOOP
 
 
-def lstat_regular(path: Path) -> os.stat_result | None:
-    """The ``lstat`` of a store file that must be a regular file: None when it
-    is absent; ``StoreCorrupt`` for a symbolic link, another file type, or a
-    failing ``lstat``."""
+def _lstat_expect(path: str | os.PathLike[str], is_kind: Callable[[int], bool], not_kind: str,
+                  link_what: str) -> os.stat_result | None:
     try:
         st = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    except NotADirectoryError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
         raise StoreCorrupt(f"{path}: cannot stat: {exc.strerror}") from None
     if stat.S_ISLNK(st.st_mode):
-        raise StoreCorrupt(f"{path}: is a symbolic link; refusing to follow it")
-    if not stat.S_ISREG(st.st_mode):
-        raise StoreCorrupt(f"{path}: not a regular file")
+        raise StoreCorrupt(f"{path}: {link_what} a symbolic link; refusing to follow it")
+    if not is_kind(st.st_mode):
+        raise StoreCorrupt(f"{path}: {not_kind}")
     return st
+
+
+def lstat_regular(path: str | os.PathLike[str]) -> os.stat_result | None:
+    """The ``lstat`` of a store file that must be a regular file: None when it
+    is absent; ``StoreCorrupt`` (exit 5) for a symbolic link (never followed),
+    another file type, or a failing ``lstat``."""
+    return _lstat_expect(path, stat.S_ISREG, "not a regular file", "is")
+
+
+def lstat_dir(path: str | os.PathLike[str], *, link_what: str = "is") -> os.stat_result | None:
+    """The ``lstat`` of a store directory: None when it is absent;
+    ``StoreCorrupt`` (exit 5) for a symbolic link (never followed, the message
+    says "<path>: <link_what> a symbolic link"), a non-directory, or a
+    failing ``lstat``."""
+    return _lstat_expect(path, stat.S_ISDIR, "not a directory", link_what)
 
 
 def temp_name(target: Path) -> Path:

@@ -118,17 +118,11 @@ class Store:
         something is there but it is not a readable store (store contract:
         a symlink or a non-directory in a directory's place is refused as an
         unreadable store)."""
-        try:
-            st = os.lstat(self.path)
-        except FileNotFoundError:
+        from .atomic import lstat_dir  # atomic imports this module
+
+        if lstat_dir(self.path, link_what="store directory is") is None:
             where = f" for {self.identity.root}" if self.identity else ""
-            raise NotFound(f"no memory store{where} (expected at {self.path})") from None
-        except OSError as exc:
-            raise StoreCorrupt(f"{self.path}: cannot stat: {exc.strerror}") from None
-        if stat.S_ISLNK(st.st_mode):
-            raise StoreCorrupt(f"{self.path}: store directory is a symbolic link; refusing to follow it")
-        if not stat.S_ISDIR(st.st_mode):
-            raise StoreCorrupt(f"{self.path}: not a directory")
+            raise NotFound(f"no memory store{where} (expected at {self.path})")
         return self
 
 

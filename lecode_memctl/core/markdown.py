@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .atomic import O_DIRECTORY, O_NONBLOCK, atomic_write, is_temp_name, open_nofollow, read_all
+from .atomic import O_DIRECTORY, O_NONBLOCK, atomic_write, is_temp_name, lstat_dir, open_nofollow, read_all
 from .errors import NotFound, StoreCorrupt, StoreWriteError, UsageError
 from .layout import DAILY_DIR, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, Store
 
@@ -324,16 +324,8 @@ def _md_entries(store: Store, sub: str) -> list[tuple[str, os.stat_result]]:
     files, no ``.bak``), sorted by name.  Empty when the directory is missing;
     ``StoreCorrupt`` when it is a symlink."""
     d = store.path / sub
-    try:
-        st = os.lstat(d)
-    except FileNotFoundError:
+    if lstat_dir(d) is None:
         return []
-    except OSError as exc:
-        raise StoreCorrupt(f"{d}: cannot stat: {exc.strerror}") from None
-    if stat.S_ISLNK(st.st_mode):
-        raise StoreCorrupt(f"{d}: is a symbolic link; refusing to follow it")
-    if not stat.S_ISDIR(st.st_mode):
-        raise StoreCorrupt(f"{d}: not a directory")
     out = []
     try:
         with os.scandir(d) as it:

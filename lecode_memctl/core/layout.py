@@ -42,18 +42,36 @@ def memory_names(config_dir: Path) -> list[str]:
         raise StoreCorrupt(f"{root}: cannot list: {exc.strerror}") from None
 
 
-def store_dirs(config_dir: Path) -> list["Store"]:
-    """The store directories under ``<config>/memory/`` (real directories: a
-    symbolic link is left out), sorted by name."""
+@dataclass(frozen=True)
+class StoreEntry:
+    """One store under ``<config>/memory/``: a real directory, or a symbolic
+    link in a store's place (never followed)."""
+
+    name: str
+    path: Path
+    is_link: bool
+
+
+def store_entries(config_dir: Path) -> list[StoreEntry]:
+    """The directories and symbolic links in ``<config>/memory/``, sorted by
+    name (``lstat`` only; anything else, or an entry that vanished, is left
+    out).  Every listing of stores starts here."""
     root = memory_root(config_dir)
     out = []
     for name in memory_names(config_dir):
         try:
-            if stat.S_ISDIR(os.lstat(root / name).st_mode):
-                out.append(store_at(root / name))
+            mode = os.lstat(root / name).st_mode
         except OSError:
             continue
+        if stat.S_ISLNK(mode) or stat.S_ISDIR(mode):
+            out.append(StoreEntry(name, root / name, stat.S_ISLNK(mode)))
     return out
+
+
+def store_dirs(config_dir: Path) -> list["Store"]:
+    """The store directories under ``<config>/memory/`` (real directories: a
+    symbolic link is left out), sorted by name."""
+    return [store_at(e.path) for e in store_entries(config_dir) if not e.is_link]
 
 
 def session_ids(sessions_dir: str | os.PathLike[str]) -> list[str]:

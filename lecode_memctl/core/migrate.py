@@ -37,7 +37,7 @@ from .atomic import O_NONBLOCK, atomic_write, is_temp_name, make_dirs, open_nofo
 from .errors import NotFound, StoreCorrupt, StoreWriteError, UsageError
 from .identity import ProjectIdentity, resolve_project, slug, slug_name
 from .layout import (DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE,
-                     SESSIONS_DIR, Store, looks_like_slug, memory_names, memory_root)
+                     SESSIONS_DIR, Store, looks_like_slug, memory_names, memory_root, store_entries)
 
 DEFAULT_MAX_DIRS = 100_000
 """How many directories discovery walks at most (all trees together)."""
@@ -361,8 +361,7 @@ def classify_stores(config_dir: Path, known_roots: Iterable[str | os.PathLike[st
     project nobody named, or a project store whose project is unknown).
     Reads only; returns the list sorted by slug, and notes from the walks."""
     config_dir = Path(config_dir)
-    mem = memory_root(config_dir)
-    names = [n for n in memory_names(config_dir) if looks_like_slug(n)]
+    entries = [e for e in store_entries(config_dir) if looks_like_slug(e.name)]
     owner: dict[str, tuple[str, Path, Path | None]] = {}
     notes: list[str] = []
     roots: list[str] = []
@@ -379,19 +378,12 @@ def classify_stores(config_dir: Path, known_roots: Iterable[str | os.PathLike[st
         for ls in found.legacy:
             owner.setdefault(ls.slug, (LEGACY_STORE, ident.root, ls.directory))
     out: list[StoreClass] = []
-    for n in names:
-        path = mem / n
-        try:
-            st = os.lstat(path)
-        except OSError:
+    for e in entries:
+        if e.is_link:
+            out.append(StoreClass(e.name, e.path, SYMLINK, None, None))
             continue
-        if stat.S_ISLNK(st.st_mode):
-            out.append(StoreClass(n, path, SYMLINK, None, None))
-            continue
-        if not stat.S_ISDIR(st.st_mode):
-            continue
-        kind, root, directory = owner.get(n, (UNCLAIMED, None, None))
-        out.append(StoreClass(n, path, kind, root, directory))
+        kind, root, directory = owner.get(e.name, (UNCLAIMED, None, None))
+        out.append(StoreClass(e.name, e.path, kind, root, directory))
     return out, notes
 
 

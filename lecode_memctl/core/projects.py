@@ -30,7 +30,7 @@ import orjson
 
 from .atomic import open_nofollow
 from .identity import resolve_project, slug
-from .layout import FACTS_DB, SESSIONS_DIR, memory_names, memory_root, session_ids
+from .layout import FACTS_DB, SESSIONS_DIR, session_ids, store_entries
 
 _ROOT_KEYS = ("project_root", "root", "cwd")
 _HEAD_BYTES = 65536
@@ -169,8 +169,7 @@ def list_projects(config_dir: Path, *, current: str | os.PathLike[str] | None = 
     """Every store directory under ``<config>/memory/``, sorted by slug.  Reads only."""
     from .migrate import LEGACY_STORE, SYMLINK, classify_stores
 
-    mem = memory_root(config_dir)
-    names = memory_names(config_dir)
+    entries = store_entries(config_dir)
     candidates: list[tuple[str, str]] = []
     if current is not None:
         try:
@@ -182,13 +181,10 @@ def list_projects(config_dir: Path, *, current: str | os.PathLike[str] | None = 
     # First pass: verified roots per store (header candidates first).
     found: dict[str, tuple[str, str]] = {}
     ids_by: dict[str, list[str]] = {}
-    for n in names:
-        p = mem / n
-        try:
-            if not stat.S_ISDIR(os.lstat(p).st_mode):
-                continue
-        except OSError:
+    for e in entries:
+        if e.is_link:
             continue
+        n, p = e.name, e.path
         ids = session_ids(p / SESSIONS_DIR)
         ids_by[n] = ids
         for cand in _header_roots(p, ids):
@@ -206,19 +202,13 @@ def list_projects(config_dir: Path, *, current: str | os.PathLike[str] | None = 
     classes, _notes = classify_stores(config_dir, known)
     cls_by = {c.slug: c for c in classes}
     out: list[ProjectInfo] = []
-    for n in names:
-        p = mem / n
-        try:
-            lst = os.lstat(p)
-        except OSError:
-            continue
+    for e in entries:
+        n, p = e.name, e.path
         c = cls_by.get(n)
-        if stat.S_ISLNK(lst.st_mode):
+        if e.is_link:
             out.append(ProjectInfo(n, str(p), "symlink", None, None, None, None, None, False,
                                    0, None, "the store is a symbolic link; not followed",
                                    0, 0, None))
-            continue
-        if not stat.S_ISDIR(lst.st_mode):
             continue
         size, files, newest, markdown = _walk(p)
         ids = ids_by.get(n, [])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -172,7 +173,24 @@ class LayoutItem:
     count: int       # a directory: number of entries; a file: 1 if exists
 
 
-def _dir_summary(path: Path, suffix: str | None = None) -> tuple[bool, int, int]:
+def regular_files(path: str | os.PathLike[str], suffix: str = "") -> Iterator[tuple[str, os.stat_result]]:
+    """(name, lstat) of each regular file directly in ``path`` whose name ends
+    with ``suffix``, in directory order (a symbolic link is not one; an entry
+    that vanishes meanwhile is skipped).  A listing failure raises ``OSError``
+    where it happens, after the entries already yielded."""
+    with os.scandir(path) as it:
+        for entry in it:
+            if not entry.name.endswith(suffix):
+                continue
+            try:
+                est = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISREG(est.st_mode):
+                yield entry.name, est
+
+
+def _dir_summary(path: Path, suffix: str = "") -> tuple[bool, int, int]:
     try:
         st = os.lstat(path)
     except OSError:
@@ -181,17 +199,9 @@ def _dir_summary(path: Path, suffix: str | None = None) -> tuple[bool, int, int]
         return False, 0, 0
     size = count = 0
     try:
-        with os.scandir(path) as it:
-            for entry in it:
-                if suffix and not entry.name.endswith(suffix):
-                    continue
-                try:
-                    est = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                if stat.S_ISREG(est.st_mode):
-                    size += est.st_size
-                    count += 1
+        for _name, est in regular_files(path, suffix):
+            size += est.st_size
+            count += 1
     except OSError:
         pass
     return True, size, count

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .atomic import O_DIRECTORY, O_NONBLOCK, atomic_write, is_temp_name, lstat_dir, open_nofollow, read_all
 from .errors import NotFound, StoreCorrupt, StoreWriteError, UsageError
-from .layout import DAILY_DIR, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, Store
+from .layout import DAILY_DIR, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, Store, regular_files
 
 MD_SUFFIX = ".md"
 NOTE_NAME_MAX_CHARS = 100
@@ -328,17 +328,9 @@ def _md_entries(store: Store, sub: str) -> list[tuple[str, os.stat_result]]:
         return []
     out = []
     try:
-        with os.scandir(d) as it:
-            for entry in it:
-                name = entry.name
-                if not name.endswith(MD_SUFFIX) or is_temp_name(name) or name == MD_SUFFIX:
-                    continue
-                try:
-                    est = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                if stat.S_ISREG(est.st_mode):
-                    out.append((name, est))
+        for name, est in regular_files(d, MD_SUFFIX):
+            if not is_temp_name(name) and name != MD_SUFFIX:
+                out.append((name, est))
     except OSError as exc:
         raise StoreCorrupt(f"{d}: cannot list: {exc.strerror}") from None
     out.sort(key=lambda e: e[0])

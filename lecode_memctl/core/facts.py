@@ -40,6 +40,7 @@ import orjson
 
 from .atomic import is_link_refusal, lstat_regular, open_nofollow
 from .errors import Conflict, NotFound, StoreBusy, StoreCorrupt, StoreWriteError, UsageError
+from .sessions import ClosesOnExit
 from .snapshot import private_snapshot
 from .sourceref import (
     HIDDEN,
@@ -340,7 +341,7 @@ def _ref_from_row(fact_id: str, revision: int, session_id: str, seqs: str,
 # The store
 
 
-class FactStore:
+class FactStore(ClosesOnExit):
     """The project's facts database.  See the module docstring."""
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = BUSY_TIMEOUT,
@@ -542,17 +543,6 @@ class FactStore:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None
 
-    def __enter__(self) -> "FactStore":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:  # pragma: no cover - best effort
-        try:
-            self.close()
-        except Exception:
-            pass
 
     @property
     def exists(self) -> bool:

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import orjson
 
@@ -1105,7 +1105,28 @@ class SessionStore:
 # The writer
 
 
-class SessionWriter:
+class ClosesOnExit:
+    """A resource (file descriptors, a database connection) whose ``close``
+    is idempotent: a context manager that closes it, and closes it when
+    collected, as a last resort."""
+
+    def close(self) -> None:  # pragma: no cover - every subclass defines it
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class SessionWriter(ClosesOnExit):
     """Appends records to one session; holds ``<id>.lock`` until closed.
 
     Each append writes one whole line with a single ``write`` on an
@@ -1175,17 +1196,6 @@ class SessionWriter:
                 except OSError:
                     pass
 
-    def __enter__(self) -> "SessionWriter":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:  # pragma: no cover - best effort
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 # --------------------------------------------------------------------------

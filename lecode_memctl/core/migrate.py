@@ -35,7 +35,7 @@ from pathlib import Path
 
 from .atomic import O_NONBLOCK, atomic_write, is_temp_name, make_dirs, open_nofollow
 from .errors import NotFound, StoreCorrupt, StoreWriteError, UsageError
-from .identity import ProjectIdentity, resolve_project, slug, slug_name
+from .identity import ProjectIdentity, read_commondir, read_gitdir_file, resolve_project, slug, slug_name
 from .layout import (DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE,
                      SESSIONS_DIR, Store, looks_like_slug, memory_names, memory_root, store_entries)
 
@@ -120,29 +120,11 @@ def _common_dir(checkout: str) -> str | None:
         return None
     if stat.S_ISDIR(st.st_mode):
         return os.path.realpath(dotgit)
-    try:
-        with open(dotgit, "rb") as fh:
-            text = fh.read(4096).decode("utf-8", "surrogateescape").strip()
-    except OSError:
+    gitdir = read_gitdir_file(dotgit)
+    if gitdir is None:
         return None
-    if not text.startswith("gitdir:"):
-        return None
-    gitdir = text[len("gitdir:"):].strip()
-    if not gitdir:
-        return None
-    if not os.path.isabs(gitdir):
-        gitdir = os.path.join(checkout, gitdir)
-    gitdir = os.path.realpath(gitdir)
-    try:
-        with open(os.path.join(gitdir, "commondir"), "rb") as fh:
-            common = fh.read(4096).decode("utf-8", "surrogateescape").strip()
-    except OSError:
-        return gitdir  # a submodule's own git dir is its common dir
-    if not common:
-        return gitdir
-    if not os.path.isabs(common):
-        common = os.path.join(gitdir, common)
-    return os.path.realpath(common)
+    # without a commondir (a submodule), the git dir is its own common dir
+    return read_commondir(gitdir) or gitdir
 
 
 def linked_worktrees(project: ProjectIdentity) -> tuple[list[Path], list[str]]:

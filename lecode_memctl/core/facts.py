@@ -25,6 +25,7 @@ in :mod:`~lecode_memctl.core.factview`.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -380,47 +381,57 @@ class FactStore(ClosesOnExit):
             self._on_connect(db)
         return db
 
-    def _open_readonly(self) -> None:
-        wal = self.path.with_name(self.path.name + "-wal")
-        st = lstat_regular(self.path)
-        if st is None:
-            return  # no database: empty results, nothing created
-        wal_st = lstat_regular(wal)
+    @contextlib.contextmanager
+    def _closed_on_failure(self) -> Iterator[None]:
+        """Opening: on any failure close what is open (and remove a private
+        snapshot); a SQLite error becomes its memctl error (``_db_error``)."""
         try:
-            if wal_st is None or wal_st.st_size == 0:
-                # Nothing beyond the main file: read it as immutable media, so
-                # SQLite takes no lock and creates no -wal/-shm.
-                fd = open_nofollow(self.path)
-                try:
-                    before = os.fstat(fd)
-                    from urllib.parse import quote
-
-                    uri = "file:" + quote(os.fspath(self.path.absolute())) + "?mode=ro&immutable=1"
-                    db = self._connect(uri, uri=True)
-                    after = os.lstat(self.path)
-                finally:
-                    os.close(fd)
-                if (before.st_dev, before.st_ino) != (after.st_dev, after.st_ino):
-                    db.close()
-                    raise StoreBusy(f"{self.path}: replaced while opening; try again")
-            else:
-                self._tmpdir = private_snapshot(self.path, wal, self.busy_timeout)
-                self.snapshot = True
-                db = self._connect(os.path.join(self._tmpdir, "facts.sqlite3"), uri=False)
-            self._conn = db
-            db.execute("PRAGMA query_only = 1")
-            self._load_schema(migrate=False)
-        except OSError as exc:
-            self.close()
-            if is_link_refusal(exc):
-                raise StoreCorrupt(f"{self.path}: is a symbolic link; refusing to follow it") from None
-            raise StoreCorrupt(f"{self.path}: cannot open: {exc.strerror}") from None
+            yield
         except sqlite3.Error as exc:
             self.close()
             raise _db_error(self.path, exc) from None
         except BaseException:
             self.close()
             raise
+
+    def _open_readonly(self) -> None:
+        wal = self.path.with_name(self.path.name + "-wal")
+        st = lstat_regular(self.path)
+        if st is None:
+            return  # no database: empty results, nothing created
+        wal_st = lstat_regular(wal)
+        with self._closed_on_failure():
+            try:
+                if wal_st is None or wal_st.st_size == 0:
+                    # Nothing beyond the main file: read it as immutable media, so
+                    # SQLite takes no lock and creates no -wal/-shm.
+                    fd = open_nofollow(self.path)
+                    try:
+                        before = os.fstat(fd)
+                        from urllib.parse import quote
+
+                        uri = ("file:" + quote(os.fspath(self.path.absolute()))
+                               + "?mode=ro&immutable=1")
+                        db = self._connect(uri, uri=True)
+                        after = os.lstat(self.path)
+                    finally:
+                        os.close(fd)
+                    if (before.st_dev, before.st_ino) != (after.st_dev, after.st_ino):
+                        db.close()
+                        raise StoreBusy(f"{self.path}: replaced while opening; try again")
+                else:
+                    self._tmpdir = private_snapshot(self.path, wal, self.busy_timeout)
+                    self.snapshot = True
+                    db = self._connect(os.path.join(self._tmpdir, "facts.sqlite3"), uri=False)
+                self._conn = db
+                db.execute("PRAGMA query_only = 1")
+                self._load_schema(migrate=False)
+            except OSError as exc:
+                self.close()
+                if is_link_refusal(exc):
+                    raise StoreCorrupt(f"{self.path}: is a symbolic link; "
+                                       "refusing to follow it") from None
+                raise StoreCorrupt(f"{self.path}: cannot open: {exc.strerror}") from None
 
     def _open_writer(self, *, create: bool) -> None:
         if create:
@@ -439,7 +450,7 @@ class FactStore(ClosesOnExit):
         self._check_unopened_wal()
         db = self._connect(os.fspath(self.path), uri=False)
         self._conn = db
-        try:
+        with self._closed_on_failure():
             db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
             tables = _tables(db)
             if tables and "facts" not in tables:
@@ -453,12 +464,6 @@ class FactStore(ClosesOnExit):
             db.execute("PRAGMA foreign_keys = ON")
             db.execute("PRAGMA synchronous = FULL")
             self._load_schema(migrate=True)
-        except sqlite3.Error as exc:
-            self.close()
-            raise _db_error(self.path, exc) from None
-        except BaseException:
-            self.close()
-            raise
 
     def _check_unopened_wal(self) -> None:
         """A non-empty ``-wal`` with no ``-shm`` beside it belongs to no open

@@ -173,7 +173,8 @@ class LayoutItem:
     count: int       # a directory: number of entries; a file: 1 if exists
 
 
-def regular_files(path: str | os.PathLike[str], suffix: str = "") -> Iterator[tuple[str, os.stat_result]]:
+def regular_files(path: str | os.PathLike[str],
+                  suffix: str = "") -> Iterator[tuple[str, os.stat_result]]:
     """(name, lstat) of each regular file directly in ``path`` whose name ends
     with ``suffix``, in directory order (a symbolic link is not one; an entry
     that vanishes meanwhile is skipped).  A listing failure raises ``OSError``

@@ -22,7 +22,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .atomic import O_DIRECTORY, O_NONBLOCK, atomic_write, is_temp_name, lstat_dir, open_nofollow, read_all
+from .atomic import (O_DIRECTORY, O_NONBLOCK, atomic_write, is_temp_name, lstat_dir, open_nofollow,
+                     read_all)
 from .errors import NotFound, StoreCorrupt, StoreWriteError, UsageError
 from .layout import DAILY_DIR, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, Store, regular_files
 

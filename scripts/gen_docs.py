@@ -44,13 +44,6 @@ ZSH_PATH = "completions/_memctl"
 FISH_PATH = "completions/memctl.fish"
 README_PATH = "README.md"
 
-# Exit statuses main() adds to the error table of the core (see cli/main.py).
-EXTRA_EXIT_CODES: list[tuple[int | str, str]] = [
-    ("INTERNAL_ERROR", "internal error: a bug in memctl (set MEMCTL_DEBUG=1 to see the traceback)"),
-    (130, "interrupted (Ctrl-C)"),
-    (141, "broken pipe: the reader of the output went away (memctl ... | head)"),
-]
-
 ENVIRONMENT: list[tuple[str, str]] = [
     ("LECODE_CONFIG_DIR",
      "lecode's config directory, when --config-dir is not given."),
@@ -60,7 +53,8 @@ ENVIRONMENT: list[tuple[str, str]] = [
     ("HOME",
      "When neither is set, the config directory is ~/.config/lecode."),
     ("VISUAL, EDITOR",
-     "The editor that memctl edit opens ($VISUAL first, then $EDITOR)."),
+     "The editor that memctl edit opens ($VISUAL first, then $EDITOR; vi when "
+     "neither is set)."),
     ("NO_COLOR",
      "When set (to anything), no colour in output; the same as --no-color."),
     ("MEMCTL_DEBUG",
@@ -183,11 +177,10 @@ def leaves(node: Cmd) -> list[Cmd]:
 
 
 def exit_codes() -> list[tuple[int, str]]:
-    from lecode_memctl.cli import main as cli_main
+    """The exit-status table: generated in core/errors.py from the error classes."""
     from lecode_memctl.core.errors import EXIT_CODES
 
-    extra = [(getattr(cli_main, c) if isinstance(c, str) else c, m) for c, m in EXTRA_EXIT_CODES]
-    return sorted([*EXIT_CODES, *extra])
+    return list(EXIT_CODES)
 
 
 # --------------------------------------------------------------------------

@@ -222,7 +222,8 @@ def test_legacy_database_migrates_keeping_every_row(db_path):
     fact = ro.get("00000000000000aa")
     assert fact.text == "tabs, width 4" and fact.source is None
     assert fact.provenance == (Provenance("old-session", (7,)),)
-    assert ro.excluded_seqs("old-session") == {1} and ro.generation() == 0
+    # it holds an exclusion: generation 1, as m003 migrates it (issue 11, point 8)
+    assert ro.excluded_seqs("old-session") == {1} and ro.generation() == 1
     ro.close()
     assert dump(db_path) == before
     fs = FactStore(db_path)
@@ -231,7 +232,7 @@ def test_legacy_database_migrates_keeping_every_row(db_path):
     for table in ("facts", "revisions", "provenance"):
         assert after[table] == before[table]
     assert after["exclusions"] == [("old-session", 1, 0)]
-    assert after["source_refs"] == [] and after["meta"] == [("generation", 0)]
+    assert after["source_refs"] == [] and after["meta"] == [("generation", 1)]
     assert [r.text for r in fs.revisions("00000000000000aa")] == ["tabs for indentation",
                                                                   "tabs, width 4"]
     assert fs.source("00000000000000aa") is None  # legacy provenance is never backfilled

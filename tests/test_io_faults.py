@@ -186,7 +186,8 @@ def test_session_writer_fault_at_every_step(world, tmp_path, action):
 @pytest.mark.parametrize("err", ERRNOS)
 def test_migrate_legacy_fault_at_every_step_into_a_live_store(world, tmp_path, err):
     cfg = tmp_path / "cfg"
-    argv = ["migrate-legacy", "--yes"]
+    # --fail-on-conflict: the existing MEMORY.md makes exit 4, told apart from 7
+    argv = ["migrate-legacy", "--yes", "--fail-on-conflict"]
     world.fresh(cfg)
     store, legacy = world.store(cfg), world.legacy(cfg)
     e = {"LECODE_CONFIG_DIR": str(cfg)}

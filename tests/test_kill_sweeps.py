@@ -415,7 +415,8 @@ def test_kill_sweep_migrate_legacy_into_a_live_store(world, tmp_path):
     fresh destination; this adds an existing store and validates it after
     every kill."""
     cfg = tmp_path / "cfg"
-    argv = ["migrate-legacy", "--yes"]
+    # --fail-on-conflict: the existing MEMORY.md makes exit 4, told apart from 7
+    argv = ["migrate-legacy", "--yes", "--fail-on-conflict"]
     world.fresh(cfg)
     store, legacy = world.store(cfg), world.legacy(cfg)
     base = baseline(world, cfg)

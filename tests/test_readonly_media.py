@@ -203,7 +203,7 @@ READS = {
     "validate --deep": (("validate", "--deep"), 1),
     "usage": (("usage",), 0),
     "projects": (("projects",), 0),
-    "migrate-legacy --dry-run": (("migrate-legacy", "--dry-run"), 4),  # a report: the plan
+    "migrate-legacy --dry-run": (("migrate-legacy", "--dry-run"), 0),  # reports the conflict
 }
 
 EDITOR_THAT_WRITES = "sh -c 'printf \"added on read-only media\\n\" >> \"$1\"' sh"

@@ -7,15 +7,15 @@ from typing import Annotated, Optional
 
 import typer
 
-from .app import app
-from .cmd_sessions import complete_session_id
+from .completion import complete_session_id
 from .options import JsonOpt
-from .state import STATE
+from .registry import command
+from .state import STATE, require_store
 
 VALIDATE_FORMATS = ("human", "json", "jsonl", "prometheus")
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl validate                         audit the current project's store
@@ -93,7 +93,7 @@ def validate(
 
     from lecode_memctl.core.audit import Audit, check_ignore_codes, sort_findings
     from lecode_memctl.core.errors import UsageError
-    from lecode_memctl.core.layout import store_at, store_dirs
+    from lecode_memctl.core.layout import store_dirs, store_given
 
     from .output import dumps, echo, emit_json, safe, write_bytes
     from .render_prometheus import prometheus_text
@@ -110,13 +110,13 @@ def validate(
     ignored = check_ignore_codes(ignore or [])
     cfg = STATE.config_dir()
     if all_projects:
-        if store_dir or STATE.store_option:
-            raise UsageError("--all-projects conflicts with --store")
+        if store_dir or STATE.store_option or STATE.slug_option:
+            raise UsageError("--all-projects conflicts with --store and --slug")
         stores = store_dirs(cfg.path)
     elif store_dir:
-        stores = [store_at(store_dir)]
+        stores = [require_store(store_given(store_dir, STATE.slug_option))]
     else:
-        stores = [STATE.store()]
+        stores = [STATE.existing_store()]
 
     show_progress = not quiet and _stderr_tty()
     summaries = []
@@ -208,7 +208,7 @@ def _progress_bar(label: str):
     return update, prog.stop
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl usage                          every session of the current project
@@ -252,7 +252,7 @@ def usage(
     from .output import echo, emit_json, render_rows, safe
 
     when = parse_since(since) if since else None
-    store = STATE.store().require()
+    store = STATE.existing_store()
     rep = usage_report(store, session=session, since=when)
     doc = rep.to_json()
     if json_:
@@ -280,7 +280,7 @@ def usage(
         echo("'+?': known subtotal; some calls reported no usage or no cost (not zero).")
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl projects

@@ -6,11 +6,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from .app import app
+from .completion import EDIT_KINDS, complete_edit_kind
 from .options import FormatOpt, JsonOpt
+from .registry import command
 from .state import STATE
 
-_KINDS = ("memory", "scratchpad", "log", "note")
 
 
 def _print_file(md, json_: bool) -> None:  # md: core.markdown.MarkdownFile
@@ -29,7 +29,7 @@ def _print_file(md, json_: bool) -> None:  # md: core.markdown.MarkdownFile
     sys.stdout.flush()
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl show                        print the current project's MEMORY.md
@@ -47,10 +47,10 @@ def show(json_: JsonOpt = False) -> None:
     """
     from lecode_memctl.core import markdown
 
-    _print_file(markdown.read_memory(STATE.store()), json_)
+    _print_file(markdown.read_memory(STATE.existing_store()), json_)
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl log                  today's daily log (local date)
@@ -72,10 +72,10 @@ def log(
     from lecode_memctl.core import markdown
 
     target = markdown.log_target(date)
-    _print_file(markdown.read(STATE.store(), target), json_)
+    _print_file(markdown.read(STATE.existing_store(), target), json_)
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl notes                       list the named notes
@@ -107,10 +107,10 @@ def notes(
         target = markdown.note_target(name)
         if fmt not in (None, "json"):
             raise UsageError("--format applies to the listing; use --json to print one note as JSON")
-        _print_file(markdown.read(STATE.store(), target), json_ or fmt == "json")
+        _print_file(markdown.read(STATE.existing_store(), target), json_ or fmt == "json")
         return
     fmt_name = check_format(fmt, json_flag=json_)
-    store = STATE.store()
+    store = STATE.existing_store()
     infos = markdown.list_notes(store)
     rows = [{"name": i.name, "path": str(i.path), "size": i.size, "modified": i.modified}
             for i in infos]
@@ -123,7 +123,7 @@ def notes(
     render_rows(rows, columns, fmt_name)
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl search deploy                 lines mentioning deploy
@@ -154,7 +154,7 @@ def search(
 
     from .output import echo, emit_json, safe
 
-    result = markdown.search(STATE.store(), pattern, limit=limit, ignore_case=ignore_case)
+    result = markdown.search(STATE.existing_store(), pattern, limit=limit, ignore_case=ignore_case)
     if json_:
         emit_json({
             "pattern": result.pattern, "limit": result.limit, "truncated": result.truncated,
@@ -172,8 +172,8 @@ def search(
         echo(f"memctl: no matches in {result.files_searched} Markdown files", err=True)
 
 
-def _complete_kind(incomplete: str) -> list[str]:
-    return [k for k in _KINDS if k.startswith(incomplete)]
+#: The editor when neither $VISUAL nor $EDITOR is set (git's fallback too).
+DEFAULT_EDITOR = "vi"
 
 
 def _editor_command() -> list[str]:
@@ -192,10 +192,10 @@ def _editor_command() -> list[str]:
             raise UsageError(f"cannot parse ${var} ({value!r}): {exc}") from None
         if argv:
             return argv
-    raise UsageError("no editor: set $VISUAL or $EDITOR (for example EDITOR=nano memctl edit)")
+    return [DEFAULT_EDITOR]  # neither is set: vi, as git does
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl edit                      edit MEMORY.md
@@ -210,7 +210,7 @@ def edit(
         metavar="memory|scratchpad|log [DATE]|note NAME",
         help="Which file: memory (MEMORY.md, the default), scratchpad, log [DATE] "
              "(a daily log, today by default) or note NAME.",
-        autocompletion=_complete_kind, show_default=False)] = None,
+        autocompletion=complete_edit_kind, show_default=False)] = None,
 ) -> None:
     """Edit a Markdown memory file in $VISUAL or $EDITOR, safely.
 
@@ -221,7 +221,8 @@ def edit(
     content writes nothing.  If the file on disk changed while you were
     editing, nothing is written, your edited copy is kept and its path
     printed (exit 4).  An editor that exits non-zero writes nothing (exit 1).
-    A missing store or notes/daily directory is created (mode 0700).
+    A missing store or notes/daily directory is created (mode 0700).  With
+    neither $VISUAL nor $EDITOR set, the editor is vi, as for git.
     """
     import os
     import subprocess
@@ -234,7 +235,7 @@ def edit(
 
     words = list(target_words or [])
     kind = words[0] if words else markdown.MEMORY
-    if kind not in _KINDS:
+    if kind not in EDIT_KINDS:
         raise UsageError(f"unknown file {kind!r}: use memory, scratchpad, log [DATE] or note NAME")
     if len(words) > 2:
         raise UsageError(f"too many arguments: {' '.join(words[2:])!r}")
@@ -256,7 +257,10 @@ def edit(
         try:
             proc = subprocess.run([*editor, tmp])
         except OSError as exc:
-            raise UsageError(f"cannot run the editor {editor[0]!r}: {exc.strerror or exc}") from None
+            hint = ("neither $VISUAL nor $EDITOR is set; set one, for example "
+                    "EDITOR=nano memctl edit") if editor == [DEFAULT_EDITOR] else None
+            raise UsageError(f"cannot run the editor {editor[0]!r}: {exc.strerror or exc}",
+                             hint=hint) from None
         if proc.returncode != 0:
             raise MemctlError(f"the editor exited with status {proc.returncode}; nothing was written")
         with open(tmp, "rb") as fh:

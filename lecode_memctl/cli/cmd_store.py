@@ -7,12 +7,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from .app import app
 from .options import FormatOpt, JsonOpt
+from .registry import command
 from .state import STATE
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl where                 the store of the current directory's project
@@ -31,8 +31,13 @@ def where(
     worktree of another checkout, submodule, or not a git checkout), the slug,
     the store path, and which layout items exist with their sizes.  Linked
     worktrees of one repository share one store.  Creates nothing.
+
+    With --store DIR, says where the slug that its transcripts must name came
+    from: --slug, the transcript headers (when they agree, or the project
+    most of them name), or the directory name.  --json adds slug_source
+    (project, option, headers, directory) and slug_detail.
     """
-    from lecode_memctl.core.layout import inventory, memory_root, store_at
+    from lecode_memctl.core.layout import Store, inventory, memory_root
     from lecode_memctl.core.identity import resolve_project
 
     from .output import echo, emit_json, safe
@@ -42,8 +47,10 @@ def where(
         store = STATE.store()
         ident = None
     else:
+        STATE.check_slug_option()
         ident = resolve_project(path if path is not None else STATE.project_dir())
-        store = store_at(memory_root(cfg.path) / ident.slug)
+        store = Store(memory_root(cfg.path) / ident.slug, ident.slug, ident, "project",
+                      "the project root")
     items = inventory(store)
     doc = {
         "cwd": str(ident.cwd) if ident else None,
@@ -52,6 +59,8 @@ def where(
         "resolved_as": ident.detail if ident else "store given with --store",
         "checkout": str(ident.checkout) if ident else None,
         "slug": store.slug,
+        "slug_source": store.slug_source,
+        "slug_detail": store.slug_detail,
         "config_dir": str(cfg.path),
         "config_dir_source": cfg.source,
         "store": str(store.path),
@@ -67,7 +76,8 @@ def where(
         echo(f"resolved as:   {safe(ident.detail)}")
         if ident.checkout != ident.root:
             echo(f"checkout:      {safe(str(ident.checkout))}")
-    echo(f"slug:          {safe(store.slug)}")
+    echo(f"slug:          {safe(store.slug)}"
+         + ("" if ident else f"  (from {safe(store.slug_detail, keep_newlines=False)})"))
     echo(f"config dir:    {safe(str(cfg.path))} (from {cfg.source})")
     echo(f"store:         {safe(str(store.path))}" + ("" if store.exists() else "  (does not exist yet)"))
     if store.exists():
@@ -80,7 +90,7 @@ def where(
                 echo(f"  {i.name:<15} {i.size} bytes")
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl config

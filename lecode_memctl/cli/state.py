@@ -17,6 +17,7 @@ class State:
     config_dir_option: str | None = None
     project: str | None = None
     store_option: str | None = None
+    slug_option: str | None = None
     no_color: bool = False
     json_errors: bool = False
 
@@ -30,14 +31,43 @@ class State:
 
     def store(self) -> "Store":
         """The store the command works on: ``--store`` or the project's."""
-        from lecode_memctl.core.layout import store_at, store_for_project
+        from lecode_memctl.core.layout import store_for_project, store_given
 
         if self.store_option:
-            return store_at(self.store_option)
+            return store_given(self.store_option, self.slug_option)
+        self.check_slug_option()
         return store_for_project(self.config_dir().path, self.project_dir())
+
+    def existing_store(self) -> "Store":
+        """The command's store, which must exist (see :func:`require_store`)."""
+        return require_store(self.store(), explain=not self.store_option)
+
+    def check_slug_option(self) -> None:
+        """``--slug`` names the slug of a ``--store`` directory; alone it means nothing."""
+        if self.slug_option is not None and not self.store_option:
+            from lecode_memctl.core.errors import UsageError
+
+            raise UsageError("--slug needs --store DIR (a project's own store takes its slug "
+                             "from the project root)")
 
     def color(self) -> bool:
         return not self.no_color and not os.environ.get("NO_COLOR")
+
+
+def require_store(store: "Store", *, explain: bool = False) -> "Store":
+    """``store`` if its directory exists.  Every command that needs a store
+    says the same when there is none: NotFound (exit 3), "no memory store for
+    <project> (expected at <dir>)"; a symbolic link is refused (exit 5).
+    ``explain`` adds the hint that 'memctl where' explains the lookup (not
+    when the store was named with --store)."""
+    from lecode_memctl.core.errors import NotFound
+
+    try:
+        return store.require()
+    except NotFound as exc:
+        if not explain or os.path.lexists(store.path):
+            raise
+        raise NotFound(exc.message, hint="'memctl where' explains the lookup") from None
 
 
 STATE = State()

@@ -49,6 +49,7 @@ from .atomic import O_NONBLOCK, open_nofollow, write_all
 from .errors import Conflict, MemctlError, NotFound, StoreCorrupt, StoreWriteError, UsageError
 from .layout import (DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, SESSIONS_DIR,
                      Store)
+from .markdown import is_note_file
 
 BUNDLE_FORMAT = "memctl-bundle"
 BUNDLE_VERSION = 1
@@ -144,18 +145,6 @@ def _sha256_file(path: Path) -> tuple[int, str]:
     return n, h.hexdigest()
 
 
-def _is_note_file(name: str) -> bool:
-    from .markdown import check_note_name
-
-    if not name.endswith(".md"):
-        return False
-    try:
-        check_note_name(name)
-    except UsageError:
-        return False
-    return True
-
-
 def _classify(rel_dir: str, name: str, with_backups: bool) -> str | None:
     """None when ``rel_dir/name`` is exported, else why it is left out."""
     base = name[:-4] if name.endswith(".bak") else name
@@ -173,7 +162,7 @@ def _classify(rel_dir: str, name: str, with_backups: bool) -> str | None:
     if rel_dir == DAILY_DIR:
         ok = bool(_DAILY_RE.match(base))
     elif rel_dir == NOTES_DIR:
-        ok = _is_note_file(base)
+        ok = is_note_file(base)
     elif rel_dir == SESSIONS_DIR:
         if name.endswith(".lock") and _SESSION_RE.match(name[:-5] + ".jsonl"):
             return "lock"

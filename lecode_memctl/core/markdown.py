@@ -100,6 +100,18 @@ def check_note_name(name: object) -> str:
     return name
 
 
+def is_note_file(name: str) -> bool:
+    """Whether a ``notes/`` entry is ``<note name>.md`` with a name ``memctl
+    note`` would accept (the audit's layout check, the bundle's export)."""
+    if not name.endswith(".md"):
+        return False
+    try:
+        check_note_name(name)
+    except UsageError:
+        return False
+    return True
+
+
 def check_date(date: object) -> str:
     """A real calendar date ``YYYY-MM-DD`` unchanged, or ``UsageError``."""
     if not isinstance(date, str) or not _DATE_RE.match(date):

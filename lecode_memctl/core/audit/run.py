@@ -16,9 +16,9 @@ from typing import Any
 
 
 from ..atomic import open_nofollow, read_all
-from ..errors import UsageError
 from ..layout import (DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE,
                      SESSIONS_DIR, Store)
+from ..markdown import is_note_file
 from ..sourceref import SESSION_ID_RE, SourceRef, status_for
 from .codes import CODES, Finding, Progress, Summary
 from .facts import check_db_and_facts, current_generation, fact_findings
@@ -47,19 +47,6 @@ _SESSION_FILE_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_-]{0,127})\.(jsonl|lock)
 
 def _is_temp(name: str) -> bool:
     return bool(_TMP_RE.match(name))
-
-
-def _is_note_file(name: str) -> bool:
-    """``<note name>.md`` with a name ``memctl note`` would accept."""
-    from ..markdown import check_note_name
-
-    if not name.endswith(".md"):
-        return False
-    try:
-        check_note_name(name)
-    except UsageError:
-        return False
-    return True
 
 
 # ---------------------------------------------------------------------------
@@ -210,7 +197,7 @@ class Audit:
         if rel == DAILY_DIR + "/":
             return bool(_DAILY_RE.match(base))
         if rel == NOTES_DIR + "/":
-            return _is_note_file(base)
+            return is_note_file(base)
         if rel == SESSIONS_DIR + "/":
             return bool(_SESSION_FILE_RE.match(name))
         return False
@@ -220,7 +207,7 @@ class Audit:
         root = self.store.path
         out = [(n, root / n) for n in (MEMORY_FILE, SCRATCHPAD_FILE, MEMORY_FILE + ".bak",
                                        SCRATCHPAD_FILE + ".bak")]
-        for sub, ok in ((DAILY_DIR, lambda b: bool(_DAILY_RE.match(b))), (NOTES_DIR, _is_note_file)):
+        for sub, ok in ((DAILY_DIR, lambda b: bool(_DAILY_RE.match(b))), (NOTES_DIR, is_note_file)):
             try:
                 names = sorted(os.listdir(root / sub))
             except OSError:

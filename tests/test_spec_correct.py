@@ -159,7 +159,7 @@ def test_parse_evidence_round_trips_every_printed_source():
     from hypothesis import given, settings, strategies as st
 
     from lecode_memctl.cli.cmd_facts import parse_evidence
-    from lecode_memctl.core.facts import source_label
+    from lecode_memctl.core.factview import source_label
     from lecode_memctl.core.sourceref import SourceRef
 
     @settings(max_examples=200, deadline=None)

@@ -91,12 +91,12 @@ def validate(
     import sys
     import time
 
-    from lecode_memctl.core.audit import (Audit, check_ignore_codes, prometheus_text,
-                                          sort_findings, stores_under)
+    from lecode_memctl.core.audit import Audit, check_ignore_codes, sort_findings
     from lecode_memctl.core.errors import UsageError
-    from lecode_memctl.core.layout import store_given
+    from lecode_memctl.core.layout import store_dirs, store_given
 
     from .output import dumps, echo, emit_json, safe, write_bytes
+    from .render_prometheus import prometheus_text
 
     if json_:
         if fmt and fmt != "json":
@@ -112,7 +112,7 @@ def validate(
     if all_projects:
         if store_dir or STATE.store_option or STATE.slug_option:
             raise UsageError("--all-projects conflicts with --store and --slug")
-        stores = stores_under(cfg.path)
+        stores = store_dirs(cfg.path)
     elif store_dir:
         stores = [require_store(store_given(store_dir, STATE.slug_option))]
     else:

@@ -261,3 +261,13 @@ def test_new_codes_are_deep_only_and_documented():
     text = (REPO / "docs" / "FORMAT.md").read_text()
     assert "`compact.legacy` *(deep)* | info" in text
     assert "`session.bad_target` *(deep)* | error" in text
+
+
+def test_a_deeply_nested_target_is_reported_not_a_crash(config_dir):
+    path = build_clean(config_dir)
+    deep_target = b"[" * 600 + b"]" * 600
+    _write_session(path / "sessions" / "n.jsonl", [
+        _hdr("n"), _msg(1), b'{"seq":2,"type":"event","event":"undo","target":' + deep_target + b"}\n"])
+    code, fs = findings("--store", str(path), "--deep")
+    assert [(f["code"], f["seq"]) for f in fs] == [("session.bad_target", 2)] and code == 1
+    assert "deeply nested list" in fs[0]["message"]

@@ -519,7 +519,11 @@ def _learning(rec: dict, add: Callable) -> None:
 
 
 def _short(v: Any) -> str:
-    text = orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS).decode() if v is not None else "null"
+    """A parsed JSON value in at most 60 characters, for a message."""
+    try:
+        text = orjson.dumps(v).decode()
+    except orjson.JSONEncodeError:      # nested deeper than orjson writes
+        text = f"<a deeply nested {type(v).__name__}>"
     return text if len(text) <= 60 else text[:57] + "..."
 
 

@@ -261,6 +261,14 @@ def undo_target(ev: dict) -> tuple[int, int] | None:
     return None
 
 
+def bad_target(ev: dict) -> bool:
+    """An undo/redo event whose target is malformed, outside the session or not
+    entirely before the event (corruption ``bad_target``; scan and the audit)."""
+    t = undo_target(ev)
+    seq = ev.get("seq")
+    return t is None or not _is_int(seq) or t[1] >= seq
+
+
 def is_generated(record: dict) -> bool:
     """Assistant and tool messages, and synthetic notifications."""
     return record.get("role") in GENERATED_ROLES or record.get("synthetic") is True
@@ -1179,8 +1187,7 @@ class SessionStore:
                 else:
                     prev = seq
                 if obj.get("type") == "event" and obj.get("event") in ("undo", "redo"):
-                    t = undo_target(obj)
-                    if t is None or t[1] >= seq:
+                    if bad_target(obj):
                         yield ScanItem(lineno, off, BAD_TARGET, seq, None,
                                        "undo/redo target must be [first, last] entirely before the event")
                 yield ScanItem(lineno, off, "record", seq, obj)
@@ -1342,7 +1349,7 @@ def _lock(sessions_dir: str, session_id: str) -> int:
 
 __all__ = [
     "SessionStore", "SessionWriter", "Snapshot", "SessionInfo", "ScanItem", "UndoState",
-    "visible", "is_generated", "undo_target", "SessionNotFound", "SessionRefused",
+    "visible", "is_generated", "undo_target", "bad_target", "SessionNotFound", "SessionRefused",
     "SessionUnreadable", "SessionCorrupt", "SpanHidden", "PositionMissing", "REASONS",
     "CORRUPTION_KINDS", "NO_EXCLUSIONS", "StoreExclusions",
 ]

@@ -95,3 +95,4 @@ from . import cmd_facts  # noqa: E402,F401
 from . import cmd_audit  # noqa: E402,F401
 from . import cmd_migrate  # noqa: E402,F401
 from . import cmd_demo  # noqa: E402,F401
+from . import cmd_forensics  # noqa: E402,F401

@@ -1,0 +1,187 @@
+"""``memctl grep``, ``memctl secrets``, ``memctl redact``: transcript search,
+the credential audit and its erasure.
+
+detect-secrets (the detector library behind ``secrets`` and ``redact``) is
+imported only inside those commands, never at start-up or while completing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .app import app
+from .cmd_sessions import complete_session_id
+from .options import JsonOpt
+from .state import STATE
+
+GREP_FORMATS = ("human", "json", "jsonl")
+
+
+def _complete_role(ctx, args, incomplete):  # noqa: ANN001,ANN201
+    from lecode_memctl.core.sessions import ROLES
+
+    return [r for r in (*ROLES, "summary") if r.startswith(incomplete or "")]
+
+
+# ---------------------------------------------------------------- grep
+
+@app.command(epilog="""\
+\b
+Examples:
+  memctl grep 'connection refused'             visible hits in every session
+  memctl grep -F -i 'api_key' --role tool      literal, any case, tool results only
+  memctl grep -c deploy                        hits per session
+  memctl grep -l 'AKIA[0-9A-Z]{16}' --include-hidden
+  memctl grep --session 2026-05-01-a1b2 -C 2 error --json
+""")
+def grep(
+    pattern: Annotated[str, typer.Argument(metavar="PATTERN",
+                                           help="A Python regular expression (or literal text with -F).")],
+    fixed: Annotated[bool, typer.Option("--fixed-strings", "-F",
+                                        help="PATTERN is literal text, not a regex.")] = False,
+    ignore_case: Annotated[bool, typer.Option("--ignore-case", "-i", help="Ignore case.")] = False,
+    count: Annotated[bool, typer.Option("--count", "-c",
+                                        help="Print the number of hits per session only.")] = False,
+    files_with_matches: Annotated[bool, typer.Option(
+        "--files-with-matches", "-l", help="Print only the ids of sessions with a hit.")] = False,
+    session: Annotated[Optional[list[str]], typer.Option(
+        "--session", metavar="ID", autocompletion=complete_session_id,
+        help="Only this session (an exact id; repeatable).")] = None,
+    role: Annotated[Optional[list[str]], typer.Option(
+        "--role", metavar="ROLE", autocompletion=_complete_role,
+        help="Only fields of this role: user, assistant, tool, system, or summary "
+             "(compaction summaries); repeatable.")] = None,
+    since: Annotated[Optional[str], typer.Option(
+        "--since", metavar="DATE",
+        help="Only records at or after DATE (YYYY-MM-DD or ISO 8601; a record's own "
+             "ts/time/created, else its session's created).")] = None,
+    until: Annotated[Optional[str], typer.Option(
+        "--until", metavar="DATE", help="Only records before DATE.")] = None,
+    limit: Annotated[Optional[int], typer.Option(
+        "--limit", "-m", metavar="N", min=1, help="Stop after N hits.")] = None,
+    context: Annotated[int, typer.Option(
+        "--context", "-C", metavar="N", min=0, max=100,
+        help="N lines of the field's text before and after each hit.")] = 0,
+    purpose: Annotated[str, typer.Option(
+        "--purpose", metavar="PURPOSE",
+        help="Visibility purpose: working (default; a clear hides what precedes it) or "
+             "durable.")] = "working",
+    include_hidden: Annotated[bool, typer.Option(
+        "--include-hidden",
+        help="Forensic view: also hits the agent cannot see, each labelled with the "
+             "reason (excluded, undone, cleared, epoch, inert).")] = False,
+    json_: JsonOpt = False,
+    fmt: Annotated[Optional[str], typer.Option(
+        "--format", "-f", metavar="FORMAT",
+        help="human (default), json or jsonl (one hit per line, streamed).")] = None,
+) -> None:
+    """Search transcripts: message text, tool-call arguments, tool results and
+    compaction summaries.
+
+    Each hit names session:seq, the role and the field (its JSON path in the
+    record, e.g. $.content, $.content[1].text, $.tool_calls[0].arguments.cmd,
+    $.summary) and the line of the field holding the match.  By default only
+    what the agent may see is searched (the store's visibility rule: not
+    excluded by a forget, not undone, not before a clear for purpose
+    working, not generated before the current exclusion generation);
+    compaction summaries are hidden before a clear (working) or when inert
+    (their lineage names an excluded or undone position).  --include-hidden
+    shows the rest too, labelled.  Sessions of another project and symbolic
+    links are skipped (listed on stderr).  Reads only; a bad regex exits 2.
+
+    Exit status: 0 when something matched, 1 when nothing did.
+    --json prints {"pattern", "hits": [hit...], "count", "sessions_searched",
+    "skipped": [{"session_id", "reason"}], "truncated"}; a hit has session_id,
+    seq, role, path, line_no, line, start, end, match, before, after,
+    visible, hidden_reason.  --format jsonl streams the hit objects.
+    """
+    from lecode_memctl.core.errors import UsageError
+    from lecode_memctl.core.grep import grep as core_grep
+    from lecode_memctl.core.grep import parse_time
+
+    from .output import dumps, echo, emit_json, safe, write_bytes
+
+    if json_:
+        if fmt and fmt != "json":
+            raise UsageError(f"--json conflicts with --format {fmt}")
+        fmt = "json"
+    fmt = fmt or "human"
+    if fmt not in GREP_FORMATS:
+        raise UsageError(f"unknown format {fmt!r}; use one of {', '.join(GREP_FORMATS)}")
+    if count and files_with_matches:
+        raise UsageError("--count conflicts with --files-with-matches")
+    run = core_grep(STATE.store(), pattern, fixed=fixed, ignore_case=ignore_case,
+                    session_ids=session, roles=role,
+                    since=parse_time(since) if since else None,
+                    until=parse_time(until) if until else None,
+                    purpose=purpose, include_hidden=include_hidden, context=context)
+    hits = []
+    per_session: dict[str, int] = {}
+    truncated = False
+    n = 0
+    for hit in run.hits():
+        if limit is not None and n >= limit:
+            truncated = True
+            break
+        n += 1
+        per_session[hit.session_id] = per_session.get(hit.session_id, 0) + 1
+        if count or files_with_matches:
+            continue
+        if fmt == "jsonl":
+            write_bytes(dumps(hit.to_json()) + b"\n")
+        elif fmt == "json":
+            hits.append(hit.to_json())
+        else:
+            _print_hit(hit, context)
+    for sid, reason in run.skipped:
+        echo(f"memctl: warning: session {safe(sid)} skipped: {safe(reason, keep_newlines=False)}",
+             err=True)
+    code = 0 if n else 1
+    if fmt == "json":
+        doc = {"pattern": pattern, "count": n, "sessions_searched": run.sessions_searched,
+               "skipped": [{"session_id": s, "reason": r} for s, r in run.skipped],
+               "truncated": truncated}
+        if count:
+            doc["per_session"] = per_session
+        elif files_with_matches:
+            doc["sessions"] = sorted(per_session)
+        else:
+            doc["hits"] = hits
+        emit_json(doc)
+    elif count:
+        for sid in sorted(per_session):
+            if fmt == "jsonl":
+                write_bytes(dumps({"session_id": sid, "count": per_session[sid]}) + b"\n")
+            else:
+                echo(f"{safe(sid)}:{per_session[sid]}")
+    elif files_with_matches:
+        for sid in sorted(per_session):
+            if fmt == "jsonl":
+                write_bytes(dumps({"session_id": sid}) + b"\n")
+            else:
+                echo(safe(sid))
+    if truncated and fmt == "human":
+        echo(f"memctl: stopped after {limit} hits (--limit)", err=True)
+    raise typer.Exit(code)
+
+
+def _print_hit(hit, context: int) -> None:  # noqa: ANN001
+    from .output import echo, safe
+
+    label = f"{safe(hit.session_id)}:{hit.seq} {hit.role} {safe(hit.path, keep_newlines=False)}"
+    if hit.line_no > 1:
+        label += f" line {hit.line_no}"
+    if hit.hidden is not None:
+        label += f" [hidden: {hit.hidden}]"
+    first = hit.line_no - len(hit.before)
+    if context:
+        for i, ln in enumerate(hit.before):
+            echo(f"{label}-{first + i}- {safe(ln, keep_newlines=False)}")
+    echo(f"{label}: {safe(hit.line, keep_newlines=False)}")
+    if context:
+        for i, ln in enumerate(hit.after):
+            echo(f"{label}-{hit.line_no + 1 + i}- {safe(ln, keep_newlines=False)}")
+        echo("--")

@@ -185,3 +185,140 @@ def _print_hit(hit, context: int) -> None:  # noqa: ANN001
         for i, ln in enumerate(hit.after):
             echo(f"{label}-{hit.line_no + 1 + i}- {safe(ln, keep_newlines=False)}")
         echo("--")
+
+
+# ---------------------------------------------------------------- secrets
+
+SECRETS_FORMATS = ("human", "json", "jsonl", "prometheus")
+
+
+def _default_allowlist() -> Optional[Path]:
+    p = STATE.config_dir().path / "memctl-secrets-allowlist"
+    return p if p.exists() else None
+
+
+def _write_output(output: Path, data: bytes) -> None:
+    """``--output FILE``: temporary file in FILE's directory, fsync, rename."""
+    from lecode_memctl.core.atomic import atomic_write
+
+    atomic_write(Path(output), data, backup=False)
+
+
+@app.command(epilog="""\
+\b
+Examples:
+  memctl secrets                              audit the current project's store
+  memctl secrets --all-projects --json
+  memctl secrets --allowlist ~/.config/lecode/memctl-secrets-allowlist
+\b
+Cron, with node_exporter's textfile collector (alert on memctl_secrets_ok == 0):
+  0 * * * * memctl secrets --all-projects --format prometheus \\
+      --output /var/lib/node_exporter/memctl_secrets.prom
+""")
+def secrets(
+    all_projects: Annotated[bool, typer.Option(
+        "--all-projects", help="Audit every store under <config dir>/memory/.")] = False,
+    allowlist: Annotated[Optional[Path], typer.Option(
+        "--allowlist", metavar="FILE",
+        help="Known false positives: SHA-256 hashes of values, one per line (default: "
+             "<config dir>/memctl-secrets-allowlist when it exists).")] = None,
+    output: Annotated[Optional[Path], typer.Option(
+        "--output", "-o", metavar="FILE",
+        help="Write the report to FILE atomically (temporary file, fsync, rename) "
+             "instead of stdout.")] = None,
+    quiet: Annotated[bool, typer.Option(
+        "--quiet", "-q", help="Print nothing; the exit status is the answer.")] = False,
+    json_: JsonOpt = False,
+    fmt: Annotated[Optional[str], typer.Option(
+        "--format", "-f", metavar="FORMAT",
+        help="human (default), json, jsonl (one finding per line) or prometheus.")] = None,
+) -> None:
+    """Audit a store for credentials: cloud keys, tokens, private keys,
+    passwords in URLs, high-entropy strings.  Never prints a value.
+
+    The detectors are detect-secrets' plugins (AWS, GitHub, GitLab, Slack,
+    Stripe, npm, PyPI, OpenAI and other tokens, private keys, JWTs,
+    basic-auth URLs, keyword assignments such as password = "...", and
+    high-entropy quoted strings with its own thresholds) and its default
+    filters; public IP addresses are not reported, and nothing is ever sent
+    over the network to verify a value.
+
+    Every place text persists is read: every record of every transcript,
+    hidden ones included (a forgotten message is still on disk); MEMORY.md,
+    scratchpad.md, daily logs, notes, every .bak and any other file of the
+    store; the text of every revision of every fact; and the raw bytes of
+    facts.sqlite3 and its -wal (free pages keep deleted text).  Symbolic
+    links are never followed (listed as skipped).  Reads only.
+
+    Each finding names the detector, the place (file; session:seq and the
+    JSON path; fact id and revision; byte offset in the database) and a
+    masked preview: at most four leading characters and the length.  The
+    hash is the value's SHA-256: put it in the allowlist to silence a known
+    false positive ('memctl redact' erases the rest).
+
+    Exit status: 0 nothing found, 1 something found, 2 usage, 3 no store.
+    --json prints {"ok", "exit_code", "generated", "projects": [summary...],
+    "findings": [finding...]}; a finding has detector, kind (transcript,
+    file, fact, database), project, file, session_id, seq, path, line,
+    offset, fact_id, revision, preview, length, hash.  --format prometheus
+    prints counts only.
+    """
+    import time
+
+    from lecode_memctl.core.errors import UsageError
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.secrets import (Detector, load_allowlist, prometheus_text,
+                                            scan_store, stores_to_scan)
+
+    from .output import dumps, echo, safe
+
+    if json_:
+        if fmt and fmt != "json":
+            raise UsageError(f"--json conflicts with --format {fmt}")
+        fmt = "json"
+    fmt = fmt or "human"
+    if fmt not in SECRETS_FORMATS:
+        raise UsageError(f"unknown format {fmt!r}; use one of {', '.join(SECRETS_FORMATS)}")
+    allowed = load_allowlist(allowlist if allowlist is not None else _default_allowlist())
+    if all_projects:
+        if STATE.store_option:
+            raise UsageError("--all-projects conflicts with --store")
+        stores = stores_to_scan(STATE.config_dir().path)
+    else:
+        stores = [STATE.store()]
+    detector = Detector()
+    reports = [scan_store(st, detector=detector, allowlist=allowed) for st in stores]
+    ok = all(r.ok for r in reports)
+    code = 0 if ok else 1
+    findings = [f for r in reports for f in r.findings]
+    if fmt == "prometheus":
+        data = prometheus_text(reports, now=time.time()).encode("utf-8")
+    elif fmt == "json":
+        data = dumps({"ok": ok, "exit_code": code, "generated": time.time(),
+                      "projects": [r.summary() for r in reports],
+                      "findings": [f.to_json() for f in findings]}) + b"\n"
+    elif fmt == "jsonl":
+        data = b"".join(dumps(f.to_json()) + b"\n" for f in findings)
+    else:
+        lines = []
+        for r in reports:
+            lines.append(f"{safe(r.project)}: {'OK' if r.ok else 'SECRETS FOUND'}  "
+                         f"{len(r.findings)} finding{'s' if len(r.findings) != 1 else ''}"
+                         + (f", {r.allowlisted} allowlisted" if r.allowlisted else "")
+                         + f"; {r.files_scanned} files, {r.bytes_scanned} bytes read")
+            for f in r.findings:
+                lines.append(f"  {f.detector:<24} {safe(f.place(), keep_newlines=False)}  "
+                             f"{safe(f.preview, keep_newlines=False)}  sha256:{f.hash[:12]}")
+            for s in r.skipped:
+                lines.append(f"  skipped {safe(s.file, keep_newlines=False)}: "
+                             f"{safe(s.reason, keep_newlines=False)}")
+        if not reports:
+            lines.append("no stores")
+        data = ("\n".join(lines) + "\n").encode("utf-8")
+    if output is not None:
+        _write_output(output, data)
+    elif not quiet:
+        from .output import write_bytes
+
+        write_bytes(data)
+    raise typer.Exit(code)

@@ -322,3 +322,161 @@ def secrets(
 
         write_bytes(data)
     raise typer.Exit(code)
+
+
+# ---------------------------------------------------------------- redact
+
+@app.command(epilog="""\
+\b
+Examples:
+  memctl redact --dry-run                      what would change; writes nothing
+  memctl redact                                shows the plan and asks (on a terminal)
+  memctl redact --detector aws-access-key --yes
+  memctl redact --session 2026-05-01-a1b2 --seq 42 --yes --json
+""")
+def redact(
+    session: Annotated[Optional[list[str]], typer.Option(
+        "--session", metavar="ID", autocompletion=complete_session_id,
+        help="Only findings in this session (repeatable).")] = None,
+    seq: Annotated[Optional[list[int]], typer.Option(
+        "--seq", metavar="N", min=0, help="Only findings in the record at seq N (repeatable; "
+                                          "with --session).")] = None,
+    detector: Annotated[Optional[list[str]], typer.Option(
+        "--detector", metavar="NAME",
+        help="Only findings of this detector, e.g. aws-access-key (repeatable).")] = None,
+    pattern: Annotated[Optional[str], typer.Option(
+        "--pattern", metavar="REGEX",
+        help="Only findings whose value matches this Python regular expression.")] = None,
+    allowlist: Annotated[Optional[Path], typer.Option(
+        "--allowlist", metavar="FILE",
+        help="Hashes of values to leave alone (as for 'memctl secrets').")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; write nothing.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    json_: JsonOpt = False,
+) -> None:
+    """Erase the credentials 'memctl secrets' finds (all, or those picked).
+
+    Transcripts are rewritten atomically under the session's lock (exit 6
+    while lecode holds it), every record and seq kept: only the value is
+    replaced, by [REDACTED:<detector>:<first 6 hex digits of its SHA-256>],
+    so that two redactions of one value can be matched.  Markdown files,
+    notes, logs and every .bak are rewritten the same way (no new .bak: the
+    old content is what must go).  A fact whose own text holds a value is
+    forgotten (content-free exclusions, as 'memctl forget' does), then the
+    database is cleaned so the bytes leave the file: secure_delete, VACUUM,
+    the -wal checkpointed and truncated.  Free-page findings in the database
+    are erased by that clean alone.
+
+    The plan (--dry-run, and what a terminal sees before the question) lists
+    each file with its replacements and rewritten records, the facts to
+    forget, every fact whose evidence digest the rewrite changes (it becomes
+    stale), every compaction summary whose lineage covers a rewritten record,
+    and what the forgets do to the exclusion generation.  Without --yes it
+    asks on a terminal and refuses otherwise.  A kill at any point leaves
+    each file whole, before or after; running redact again finishes.
+
+    Exit status: 0 done (or nothing to do), 1 declined, 2 usage (a pattern
+    that is not a valid regex; --seq without --session; no --yes off a
+    terminal), 3 no store or session, 4 a file changed meanwhile, 5 another
+    application's database, 6 a session or the database busy, 7 write failed.
+    --json prints {"dry_run", "plan": {...}, "result": {...} or null}; never
+    a value.
+    """
+
+    import os
+    import sys
+
+    from lecode_memctl.core.errors import UsageError
+    from lecode_memctl.core.redact import apply_redaction, plan_redaction
+    from lecode_memctl.core.secrets import Detector, load_allowlist, scan_store, select
+    from lecode_memctl.core.sourceref import check_session_id
+
+    from .output import emit_json
+
+    if seq and not session:
+        raise UsageError("--seq needs --session")
+    for sid in session or ():
+        check_session_id(sid)
+    rx = None
+    if pattern is not None:
+        from lecode_memctl.core.grep import compile_pattern
+
+        rx = compile_pattern(pattern)
+
+    store = STATE.store()
+    store.require()
+    if session:
+        from lecode_memctl.core.sessions import SessionStore
+
+        ss = SessionStore(store)
+        for sid in session:
+            if not os.path.lexists(ss.path(sid)):
+                raise ss._not_found(sid)
+    allowed = load_allowlist(allowlist if allowlist is not None else _default_allowlist())
+    report = scan_store(store, detector=Detector(), allowlist=allowed)
+    picked = select(report.findings, sessions=session, seqs=seq, detectors=detector, pattern=rx)
+    plan = plan_redaction(store, picked)
+    doc = plan.to_json()
+    if dry_run or plan.empty:
+        if json_:
+            emit_json({"dry_run": dry_run, "plan": doc, "result": None})
+        else:
+            _print_plan(doc, dry_run=True)
+        return
+    if not yes:
+        if not sys.stdin.isatty():
+            raise UsageError("refusing to redact without --yes: stdin is not a terminal "
+                             "(see the plan with --dry-run)")
+        _print_plan(doc, dry_run=True, err=True)
+        if not typer.confirm("Rewrite these files and forget these facts?", err=True):
+            from .output import echo
+
+            echo("nothing redacted", err=True)
+            raise typer.Exit(1)
+    result = apply_redaction(store, plan)
+    if json_:
+        emit_json({"dry_run": False, "plan": doc, "result": result.to_json()})
+        return
+    from .output import echo, safe
+
+    echo(f"redacted {doc['values']} value{'s' if doc['values'] != 1 else ''}: "
+         f"{len(result.files)} file{'s' if len(result.files) != 1 else ''} rewritten"
+         + (f", {len(result.forgotten)} fact(s) forgotten" if result.forgotten else "")
+         + (", database cleaned" if result.database_cleaned else ""))
+    for f in result.files:
+        echo(f"  {safe(f, keep_newlines=False)}")
+    if doc["stale_facts"]:
+        echo(f"  {len(doc['stale_facts'])} fact revision(s) now stale: "
+             + ", ".join(sorted({s['fact_id'] for s in doc['stale_facts']})))
+
+
+def _print_plan(doc: dict, *, dry_run: bool, err: bool = False) -> None:
+    from .output import echo, safe
+
+    def out(text: str) -> None:
+        echo(text, err=err)
+
+    if not doc["files"] and not doc["forget_facts"] and not doc["clean_database"]:
+        out(f"{safe(doc['project'])}: nothing to redact ({doc['findings']} findings picked)")
+        return
+    out(f"{safe(doc['project'])}: would redact {doc['values']} value"
+        f"{'s' if doc['values'] != 1 else ''} ({doc['findings']} findings):")
+    for f in doc["files"]:
+        what = f"{f['replacements']} replacement{'s' if f['replacements'] != 1 else ''}"
+        if f["records"]:
+            what += " in records " + ", ".join(str(s) for s in f["records"])
+        out(f"  rewrite {safe(f['file'], keep_newlines=False)}: {what}")
+    for fid in doc["forget_facts"]:
+        out(f"  forget fact {fid} (its text holds a value)")
+    if doc["clean_database"]:
+        out("  clean facts.sqlite3: secure_delete, VACUUM, -wal checkpointed and truncated")
+    if doc["forget_facts"]:
+        out(f"  exclusion generation {doc['generation']} -> {doc['new_generation']}: "
+            f"{doc['generated_messages_invalidated']} generated message(s) invalidated")
+    stale = doc["stale_facts"]
+    out(f"  facts whose evidence digest changes (become stale): {len(stale)}"
+        + (": " + ", ".join(f"{s['fact_id']} r{s['revision']} ({safe(s['session_id'])})"
+                            for s in stale) if stale else ""))
+    sums = doc["summaries"]
+    out(f"  compaction summaries covering a rewritten record: {len(sums)}"
+        + (": " + ", ".join(f"{safe(s['session_id'])}:{s['seq']}" for s in sums) if sums else ""))

@@ -66,7 +66,8 @@ def test_redact_leaves_no_byte_and_other_facts_validate(planted):
     r = cli(planted, "redact", "--yes", "--json")
     assert r.exit_code == 0, r.stderr
     doc = orjson.loads(r.stdout_bytes)
-    assert not any(v in r.stdout + r.stderr for v in secret_values(planted))
+    leaked = any(v in r.stdout + r.stderr for v in secret_values(planted))
+    assert not leaked
     assert doc["result"]["forgotten"] == [planted.facts["password"]]
     assert doc["result"]["database_cleaned"] is True
 
@@ -103,7 +104,8 @@ def test_dry_run_plan_changes_nothing(planted):
     assert r.exit_code == 0, r.stderr
     plan = orjson.loads(r.stdout_bytes)["plan"]
     assert tree_hash(planted.store) == before
-    assert not any(v in r.stdout for v in secret_values(planted))
+    leaked = any(v in r.stdout for v in secret_values(planted))
+    assert not leaked
     files = {f["file"]: f for f in plan["files"]}
     assert set(files) == {"sessions/s-main.jsonl", "sessions/s-forgot.jsonl", "notes/keys.md",
                           "notes/keys.md.bak"}
@@ -206,9 +208,11 @@ def _check_whole(now: dict[str, bytes], old: dict[str, bytes], new: dict[str, by
         name = rel.rsplit("/", 1)[-1]
         if name.startswith("facts.sqlite3") or (name.startswith(".") and ".tmp-" in name):
             continue
-        assert data in (old.get(rel), new.get(rel)), rel
+        whole = data in (old.get(rel), new.get(rel))   # a bool: no bytes in a failure message
+        assert whole, rel
         if rel.endswith(".jsonl"):
-            assert all(isinstance(orjson.loads(x), dict) for x in data.splitlines()), rel
+            records = all(isinstance(orjson.loads(x), dict) for x in data.splitlines())
+            assert records, rel
 
 
 def _kill_run(template: Path, work: Path, at: int) -> faultkit.Run:
@@ -257,3 +261,34 @@ def test_kill_sweep_every_step(planted, tmp_path):
     """A kill before every file-changing step: each file whole before or after."""
     kills = _sweep(planted, tmp_path, range(1, 400))
     assert kills > 20
+
+
+def test_deleted_text_in_the_wal(planted):
+    """While another connection keeps the -wal alive, a forgotten fact's text is
+    still in its frames: secrets reports it there, redact's clean empties it."""
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.sourceref import SourceRef
+
+    db = planted.store / "facts.sqlite3"
+    holder = sqlite3.connect(db)
+    holder.execute("SELECT count(*) FROM facts").fetchone()
+    try:
+        token = planted.values["ghp"]
+        fs = FactStore(db)
+        ref = fs.source(planted.facts["keep-other"])
+        assert isinstance(ref, SourceRef)
+        fid = fs.add(f"The CI token is {token}", ref=ref).fact.fact_id
+        fs.forget(fid)
+        fs.close()
+        wal = planted.store / "facts.sqlite3-wal"
+        assert raw_hits(wal.parent, [token]) >= 2        # the transcript and the -wal
+        doc = orjson.loads(cli(planted, "secrets", "--json").stdout_bytes)
+        assert any(f["kind"] == "database" and f["file"] == "facts.sqlite3-wal"
+                   and f["detector"] == "github-token" for f in doc["findings"])
+        r = cli(planted, "redact", "--yes")
+        assert r.exit_code == 0, r.stderr
+        assert wal.stat().st_size == 0
+        assert raw_hits(planted.store, secret_values(planted)) == 0
+    finally:
+        holder.close()
+    assert raw_hits(planted.store, secret_values(planted)) == 0

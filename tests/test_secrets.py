@@ -30,7 +30,8 @@ def leaks(p: secretstore.Planted, text: str) -> bool:
 def test_each_place_once_and_no_value(planted):
     r = secrets_cli(planted, "--json")
     assert r.exit_code == 1
-    assert not leaks(planted, r.stdout) and not leaks(planted, r.stderr)
+    leaked = leaks(planted, r.stdout) or leaks(planted, r.stderr)
+    assert not leaked
     doc = orjson.loads(r.stdout_bytes)
     got = sorted((f["detector"], f["kind"], f["file"], f["session_id"], f["seq"], f["path"],
                   f["fact_id"]) for f in doc["findings"])
@@ -52,7 +53,8 @@ def test_each_place_once_and_no_value(planted):
 def test_no_format_prints_a_value(planted, fmt):
     r = secrets_cli(planted, "--format", fmt)
     assert r.exit_code == 1
-    assert r.stdout and not leaks(planted, r.stdout) and not leaks(planted, r.stderr)
+    leaked = leaks(planted, r.stdout) or leaks(planted, r.stderr)
+    assert r.stdout and not leaked
 
 
 def test_prometheus_and_output_file(planted, tmp_path):
@@ -64,7 +66,8 @@ def test_prometheus_and_output_file(planted, tmp_path):
     assert f'memctl_secrets_ok{{project="{planted.slug}"}} 0' in text
     assert f'memctl_secrets_findings{{project="{planted.slug}",detector="aws-access-key",' \
            f'kind="transcript"}} 2' in text
-    assert not leaks(planted, text)
+    leaked = leaks(planted, text)
+    assert not leaked
     assert [n for n in os.listdir(out.parent)] == ["secrets.prom"]   # no temp file left
 
 
@@ -79,7 +82,8 @@ def test_allowlist_holds_hashes_only(planted, tmp_path):
     # a value pasted into the allowlist is refused, and not echoed back
     allow.write_text(planted.values["ghp"] + "\n")
     r = secrets_cli(planted, "--allowlist", str(allow))
-    assert r.exit_code == 2 and not leaks(planted, r.stderr + r.stdout)
+    leaked = leaks(planted, r.stderr + r.stdout)
+    assert r.exit_code == 2 and not leaked
 
 
 def test_free_pages_of_the_database(planted):
@@ -129,3 +133,27 @@ def test_bad_input(planted, args, code):
 def test_no_store(tmp_path):
     r = run_cli("--store", str(tmp_path / "nope"), "secrets")
     assert r.exit_code == 3
+
+
+def test_unreadable_file_fails_the_audit(planted, monkeypatch):
+    """A file that cannot be read (EACCES here, simulated: the tests run as root)
+    may hide a value: secrets is not OK, redact refuses (exit 5) and changes nothing."""
+    import errno
+
+    from lecode_memctl.core import secrets as core_secrets
+
+    (planted.store / "notes" / "locked.md").write_text("nothing\n")
+    real = core_secrets._read_nofollow
+
+    def fake(path):
+        if path.endswith("locked.md"):
+            raise PermissionError(errno.EACCES, "Permission denied")
+        return real(path)
+
+    monkeypatch.setattr(core_secrets, "_read_nofollow", fake)
+    before = tree_hash(planted.store)
+    doc = orjson.loads(secrets_cli(planted, "--json", "--jobs", "1").stdout_bytes)
+    assert doc["projects"][0]["unreadable"] == 1 and doc["ok"] is False
+    r = run_cli("--store", str(planted.store), "redact", "--yes", "--jobs", "1")
+    assert r.exit_code == 5 and "notes/locked.md" in r.stderr
+    assert tree_hash(planted.store) == before

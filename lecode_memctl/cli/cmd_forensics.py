@@ -197,6 +197,17 @@ def _default_allowlist() -> Optional[Path]:
     return p if p.exists() else None
 
 
+def _jobs(n: int) -> int:
+    import os
+
+    if n > 0:
+        return n
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
 def _write_output(output: Path, data: bytes) -> None:
     """``--output FILE``: temporary file in FILE's directory, fsync, rename."""
     from lecode_memctl.core.atomic import atomic_write
@@ -228,6 +239,9 @@ def secrets(
              "instead of stdout.")] = None,
     quiet: Annotated[bool, typer.Option(
         "--quiet", "-q", help="Print nothing; the exit status is the answer.")] = False,
+    jobs: Annotated[int, typer.Option(
+        "--jobs", "-j", metavar="N", min=0,
+        help="Worker processes for scanning (default 0: one per available CPU).")] = 0,
     json_: JsonOpt = False,
     fmt: Annotated[Optional[str], typer.Option(
         "--format", "-f", metavar="FORMAT",
@@ -256,7 +270,8 @@ def secrets(
     hash is the value's SHA-256: put it in the allowlist to silence a known
     false positive ('memctl redact' erases the rest).
 
-    Exit status: 0 nothing found, 1 something found, 2 usage, 3 no store.
+    Exit status: 0 nothing found, 1 something found or a file could not be
+    read (listed as skipped: it may hide a value), 2 usage, 3 no store.
     --json prints {"ok", "exit_code", "generated", "projects": [summary...],
     "findings": [finding...]}; a finding has detector, kind (transcript,
     file, fact, database), project, file, session_id, seq, path, line,
@@ -287,7 +302,8 @@ def secrets(
     else:
         stores = [STATE.store()]
     detector = Detector()
-    reports = [scan_store(st, detector=detector, allowlist=allowed) for st in stores]
+    reports = [scan_store(st, detector=detector, allowlist=allowed, jobs=_jobs(jobs))
+               for st in stores]
     ok = all(r.ok for r in reports)
     code = 0 if ok else 1
     findings = [f for r in reports for f in r.findings]
@@ -351,6 +367,9 @@ def redact(
         "--allowlist", metavar="FILE",
         help="Hashes of values to leave alone (as for 'memctl secrets').")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; write nothing.")] = False,
+    jobs: Annotated[int, typer.Option(
+        "--jobs", "-j", metavar="N", min=0,
+        help="Worker processes for scanning (default 0: one per available CPU).")] = 0,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     json_: JsonOpt = False,
 ) -> None:
@@ -377,8 +396,9 @@ def redact(
 
     Exit status: 0 done (or nothing to do), 1 declined, 2 usage (a pattern
     that is not a valid regex; --seq without --session; no --yes off a
-    terminal), 3 no store or session, 4 a file changed meanwhile, 5 another
-    application's database, 6 a session or the database busy, 7 write failed.
+    terminal), 3 no store or session, 5 a file of the store that cannot be
+    read, or another application's database, 6 a session or the database
+    busy, 7 write failed.
     --json prints {"dry_run", "plan": {...}, "result": {...} or null}; never
     a value.
     """
@@ -413,7 +433,14 @@ def redact(
             if not os.path.lexists(ss.path(sid)):
                 raise ss._not_found(sid)
     allowed = load_allowlist(allowlist if allowlist is not None else _default_allowlist())
-    report = scan_store(store, detector=Detector(), allowlist=allowed)
+    report = scan_store(store, detector=Detector(), allowlist=allowed, jobs=_jobs(jobs))
+    if report.unreadable:
+        from lecode_memctl.core.errors import StoreCorrupt
+
+        bad = report.unreadable[0]
+        raise StoreCorrupt(f"cannot read {bad.file} ({bad.reason}) and so cannot tell what it "
+                           f"holds; nothing was changed" + (f" ({len(report.unreadable) - 1} "
+                                                            "more unreadable)" if len(report.unreadable) > 1 else ""))
     picked = select(report.findings, sessions=session, seqs=seq, detectors=detector, pattern=rx)
     plan = plan_redaction(store, picked)
     doc = plan.to_json()

@@ -134,6 +134,7 @@ class Finding:
 class Skipped:
     file: str
     reason: str
+    unreadable: bool = True       # False: a symbolic link or special file, skipped on purpose
 
 
 @dataclass
@@ -147,8 +148,13 @@ class SecretsReport:
     bytes_scanned: int = 0
 
     @property
+    def unreadable(self) -> list[Skipped]:
+        return [s for s in self.skipped if s.unreadable]
+
+    @property
     def ok(self) -> bool:
-        return not self.findings
+        """Nothing found, and every file read (an unreadable file may hide one)."""
+        return not self.findings and not self.unreadable
 
     def summary(self) -> dict[str, Any]:
         by: dict[str, int] = {}
@@ -158,7 +164,9 @@ class SecretsReport:
                 "findings": len(self.findings), "by_detector": dict(sorted(by.items())),
                 "allowlisted": self.allowlisted, "files_scanned": self.files_scanned,
                 "bytes_scanned": self.bytes_scanned,
-                "skipped": [{"file": s.file, "reason": s.reason} for s in self.skipped]}
+                "unreadable": len(self.unreadable),
+                "skipped": [{"file": s.file, "reason": s.reason, "unreadable": s.unreadable}
+                            for s in self.skipped]}
 
 
 # --------------------------------------------------------------------------
@@ -220,6 +228,12 @@ class Detector:
         plugins.sort(key=lambda p: (order.get(type(p).__name__, -1), type(p).__name__))
         self.plugins = plugins
         self._h = heuristic
+        # KeywordDetector's regexes are the slow part of a scan; they all need one
+        # of the plugin's own DENYLIST words, so a line without any is skipped
+        # for it (the same words, the same case-insensitivity: no hit is lost).
+        from detect_secrets.plugins import keyword
+
+        self._keyword_gate = re.compile("|".join(keyword.DENYLIST))   # on the lower-cased line
 
     def _filtered(self, plugin: Any, secret: str, line: str) -> bool:
         h = self._h
@@ -253,6 +267,8 @@ class Detector:
 
     def _plugin_spans(self, plugin: Any, line: str, filename: str, text: str, base: int
                       ) -> Iterator[tuple[int, int]]:
+        if type(plugin).__name__ == "KeywordDetector" and self._keyword_gate.search(line.lower()) is None:
+            return
         try:
             found = plugin.analyze_line(filename=filename, line=line, line_number=0, context=None)
         except Exception:  # noqa: BLE001 - a plugin bug must not stop the audit
@@ -377,7 +393,8 @@ def store_files(store: Store, report: SecretsReport) -> list[str]:
         for name in sorted(dirnames):
             p = os.path.join(dirpath, name)
             if os.path.islink(p):
-                report.skipped.append(Skipped(os.path.relpath(p, root), "symbolic link; not followed"))
+                report.skipped.append(Skipped(os.path.relpath(p, root), "symbolic link; not followed",
+                                              False))
         for name in filenames:
             p = os.path.join(dirpath, name)
             rel = os.path.relpath(p, root).replace(os.sep, "/")
@@ -387,9 +404,9 @@ def store_files(store: Store, report: SecretsReport) -> list[str]:
                 report.skipped.append(Skipped(rel, exc.strerror or str(exc)))
                 continue
             if stat.S_ISLNK(st.st_mode):
-                report.skipped.append(Skipped(rel, "symbolic link; not followed"))
+                report.skipped.append(Skipped(rel, "symbolic link; not followed", False))
             elif not stat.S_ISREG(st.st_mode):
-                report.skipped.append(Skipped(rel, "not a regular file"))
+                report.skipped.append(Skipped(rel, "not a regular file", False))
             elif not _skip_file(rel):
                 out.append(rel)
     return sorted(out)
@@ -406,29 +423,45 @@ class Scanner:
         self.report = SecretsReport(store.slug, os.fspath(store.path))
         self._seen: set[tuple] = set()
 
-    def run(self) -> SecretsReport:
+    def run(self, jobs: int = 1) -> SecretsReport:
+        """Scan; ``jobs`` > 1 scans transcripts and files in that many worker
+        processes (the database and fact texts are read here)."""
         self.store.require()
         files = store_files(self.store, self.report)
         live_fact_values: set[str] = set()
         if FACTS_DB in files:
             live_fact_values = self._facts()
+        root = os.fspath(self.store.path)
+        plain = [rel for rel in files if not is_database(rel)]
         for rel in files:
-            path = os.path.join(os.fspath(self.store.path), rel)
-            try:
-                if is_database(rel):
-                    self._database(rel, path, live_fact_values)
-                    continue
-                data = _read_nofollow(path)
-            except OSError as exc:
-                self.report.skipped.append(Skipped(rel, exc.strerror or str(exc)))
-                continue
-            self.report.files_scanned += 1
-            self.report.bytes_scanned += len(data)
-            if is_transcript(rel):
-                self._transcript(rel, data)
-            else:
-                self._text_file(rel, data)
+            if is_database(rel):
+                try:
+                    self._database(rel, os.path.join(root, rel), live_fact_values)
+                except OSError as exc:
+                    self.report.skipped.append(Skipped(rel, exc.strerror or str(exc)))
+        if jobs > 1 and len(plain) > 1:
+            import concurrent.futures as cf
+            import multiprocessing
+
+            ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
+            with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+                results = pool.map(_scan_file_job, [(root, rel) for rel in plain],
+                                   chunksize=max(1, len(plain) // (jobs * 8)))
+                for res in results:
+                    self._merge(res)
+        else:
+            for rel in plain:
+                self._merge(scan_file(self.detector, root, rel))
         return self.report
+
+    def _merge(self, res: "FileScan") -> None:
+        if res.error is not None:
+            self.report.skipped.append(Skipped(res.rel, res.error))
+            return
+        self.report.files_scanned += 1
+        self.report.bytes_scanned += res.size
+        for value, det, kind, loc in res.hits:
+            self._add(value, det, kind, res.rel, **loc)
 
     # -- adding findings
 
@@ -447,47 +480,7 @@ class Scanner:
                                             self.store.slug, _value=value, **loc))
 
     def _text(self, text: str, filename: str) -> Iterator[tuple[str, str, int]]:
-        """(value, detector, 1-based line) of each hit in ``text``."""
-        for hit in self.detector.scan(text, filename):
-            yield text[hit.start:hit.end], hit.detector, text.count("\n", 0, hit.start) + 1
-
-    # -- places
-
-    def _transcript(self, rel: str, data: bytes) -> None:
-        from .grep import string_leaves
-
-        sid = rel.split("/", 1)[1][:-len(".jsonl")]
-        lineno = 0
-        pos = 0
-        n = len(data)
-        while pos < n:
-            nl = data.find(b"\n", pos)
-            end = nl if nl >= 0 else n
-            line = data[pos:end]
-            lineno += 1
-            pos = end + 1
-            rec = None
-            try:
-                obj = orjson.loads(line)
-                if isinstance(obj, dict):
-                    rec = obj
-            except orjson.JSONDecodeError:
-                pass
-            if rec is not None and nl >= 0:
-                seq = rec.get("seq") if isinstance(rec.get("seq"), int) else None
-                for jpath, s in string_leaves(rec, "$"):
-                    for value, det, ln in self._text(s, "transcript.txt"):
-                        self._add(value, det, KIND_TRANSCRIPT, rel, session_id=sid, seq=seq,
-                                  path=jpath, line=lineno)
-            else:
-                text = line.decode("utf-8", "surrogateescape")
-                for value, det, _ln in self._text(text, "transcript.txt"):
-                    self._add(value, det, KIND_TRANSCRIPT, rel, session_id=sid, line=lineno)
-
-    def _text_file(self, rel: str, data: bytes) -> None:
-        text = data.decode("utf-8", "surrogateescape")
-        for value, det, ln in self._text(text, os.path.basename(rel).removesuffix(".bak")):
-            self._add(value, det, KIND_FILE, rel, line=ln)
+        return _text_hits(self.detector, text, filename)
 
     def _facts(self) -> set[str]:
         from .facts import FactStore
@@ -539,6 +532,81 @@ class Scanner:
             os.close(fd)
 
 
+@dataclass
+class FileScan:
+    rel: str
+    size: int = 0
+    hits: list[tuple[str, str, str, dict[str, Any]]] = field(default_factory=list)
+    error: str | None = None
+
+
+def _text_hits(detector: Detector, text: str, filename: str) -> Iterator[tuple[str, str, int]]:
+    """(value, detector, 1-based line) of each hit in ``text``."""
+    for hit in detector.scan(text, filename):
+        yield text[hit.start:hit.end], hit.detector, text.count("\n", 0, hit.start) + 1
+
+
+def scan_file(detector: Detector, root: str, rel: str) -> FileScan:
+    """One transcript or text file of a store."""
+    out = FileScan(rel)
+    try:
+        data = _read_nofollow(os.path.join(root, rel))
+    except OSError as exc:
+        out.error = exc.strerror or str(exc)
+        return out
+    out.size = len(data)
+    if is_transcript(rel):
+        _transcript_hits(detector, rel, data, out.hits)
+    else:
+        text = data.decode("utf-8", "surrogateescape")
+        for value, det, ln in _text_hits(detector, text, os.path.basename(rel).removesuffix(".bak")):
+            out.hits.append((value, det, KIND_FILE, {"line": ln}))
+    return out
+
+
+def _transcript_hits(detector: Detector, rel: str, data: bytes, hits: list) -> None:
+    from .grep import string_leaves
+
+    sid = rel.split("/", 1)[1][:-len(".jsonl")]
+    lineno = 0
+    pos = 0
+    n = len(data)
+    while pos < n:
+        nl = data.find(b"\n", pos)
+        end = nl if nl >= 0 else n
+        line = data[pos:end]
+        lineno += 1
+        pos = end + 1
+        rec = None
+        try:
+            obj = orjson.loads(line)
+            if isinstance(obj, dict):
+                rec = obj
+        except orjson.JSONDecodeError:
+            pass
+        if rec is not None and nl >= 0:
+            seq = rec.get("seq") if isinstance(rec.get("seq"), int) else None
+            for jpath, s in string_leaves(rec, "$"):
+                for value, det, _ln in _text_hits(detector, s, "transcript.txt"):
+                    hits.append((value, det, KIND_TRANSCRIPT,
+                                 {"session_id": sid, "seq": seq, "path": jpath, "line": lineno}))
+        else:
+            text = line.decode("utf-8", "surrogateescape")
+            for value, det, _ln in _text_hits(detector, text, "transcript.txt"):
+                hits.append((value, det, KIND_TRANSCRIPT, {"session_id": sid, "line": lineno}))
+
+
+_WORKER_DETECTOR: Detector | None = None
+
+
+def _scan_file_job(args: tuple[str, str]) -> FileScan:
+    global _WORKER_DETECTOR
+    if _WORKER_DETECTOR is None:
+        _WORKER_DETECTOR = Detector()
+    root, rel = args
+    return scan_file(_WORKER_DETECTOR, root, rel)
+
+
 def stores_to_scan(config_dir: Path) -> list[Store]:
     from .audit import stores_under
 
@@ -546,9 +614,9 @@ def stores_to_scan(config_dir: Path) -> list[Store]:
 
 
 def scan_store(store: Store, *, detector: Detector | None = None,
-               allowlist: frozenset[str] = frozenset()) -> SecretsReport:
+               allowlist: frozenset[str] = frozenset(), jobs: int = 1) -> SecretsReport:
     """Scan one store (reads only)."""
-    return Scanner(store, detector or Detector(), allowlist=allowlist).run()
+    return Scanner(store, detector or Detector(), allowlist=allowlist).run(jobs=jobs)
 
 
 def select(findings: Iterable[Finding], *, sessions: Iterable[str] | None = None,
@@ -602,6 +670,10 @@ def prometheus_text(reports: Iterable[SecretsReport], *, now: float) -> str:
         for (det, kind), n in sorted(counts.items()):
             lines.append(f'memctl_secrets_findings{{project="{_prom_escape(r.project)}",'
                          f'detector="{_prom_escape(det)}",kind="{kind}"}} {n}')
+    lines += ["# HELP memctl_secrets_unreadable_files Files the audit could not read (they may hide a value).",
+              "# TYPE memctl_secrets_unreadable_files gauge"]
+    for r in reports:
+        lines.append(f'memctl_secrets_unreadable_files{{project="{_prom_escape(r.project)}"}} {len(r.unreadable)}')
     lines += ["# HELP memctl_secrets_allowlisted Findings left out because their hash is in the allowlist.",
               "# TYPE memctl_secrets_allowlisted gauge"]
     for r in reports:

@@ -184,6 +184,7 @@ class GrepRun:
     purpose: str = "working"
     include_hidden: bool = False
     context: int = 0
+    literal: str | None = None      # the pattern, when it is literal text
     skipped: list[tuple[str, str]] = field(default_factory=list)
     sessions_searched: int = 0
 
@@ -220,7 +221,7 @@ class GrepRun:
             reader = sessions.exclusion_reader(sid)
             excluded = reader.excluded_seqs(sid)
             generation = reader.generation()
-            items = sessions.scan(sid)
+            items = _records(sessions.path(sid), self._literal())
         except (MemctlError, OSError) as exc:
             self.skipped.append((sid, str(exc)))
             return
@@ -230,10 +231,7 @@ class GrepRun:
         pending: list[tuple[dict, list[tuple[str, str, int, int, int, str, tuple, tuple]]]] = []
         regex = self.regex
         try:
-            for item in items:
-                rec = item.record
-                if rec is None:
-                    continue
+            for rec in items:
                 if rec.get("type") == "event" and rec.get("event") in ("undo", "redo", "clear"):
                     us.add(rec)
                     continue
@@ -262,6 +260,17 @@ class GrepRun:
             for role, path, line_no, start, end, line, before, after in found:
                 yield GrepHit(sid, rec["seq"], role, path, line_no, start, end, line,
                               before, after, reason)
+
+    def _literal(self) -> tuple[bytes, bool] | None:
+        """The pattern's bytes when it is literal text (-F, or a regex without
+        any metacharacter), for a byte-level pre-check of each line; with -i
+        only for ASCII text (bytes.lower folds ASCII only)."""
+        text = self.literal
+        if not text or any(ord(c) < 0x20 or c in '"\\' for c in text):
+            return None
+        if self.regex.flags & re.IGNORECASE:
+            return (text.lower().encode("utf-8"), True) if text.isascii() else None
+        return text.encode("utf-8"), False
 
     def _hidden(self, sid: str, rec: dict, excluded: frozenset[int], generation: int,
                 us: UndoState) -> str | None:
@@ -315,6 +324,32 @@ def _line_hits(regex: re.Pattern[str], role: str, path: str, text: str, context:
     return out
 
 
+def _records(path: str, literal: tuple[bytes, bool] | None) -> Iterator[dict]:
+    """Every complete record of a transcript (the torn tail and lines that are
+    not JSON objects with a seq are left out; the file is opened without
+    following a symbolic link).  With ``literal``, a line that is not an event,
+    holds no JSON escape and does not contain the literal's bytes cannot
+    match, and is not parsed."""
+    import orjson
+
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb", buffering=1 << 20) as fh:
+        for raw in fh:
+            if not raw.endswith(b"\n"):
+                return                 # an append in flight
+            if literal is not None and b'"event"' not in raw and b"\\" not in raw:
+                hay = raw.lower() if literal[1] else raw
+                if literal[0] not in hay:
+                    continue
+            try:
+                rec = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(rec, dict) and isinstance(rec.get("seq"), int) \
+                    and not isinstance(rec.get("seq"), bool):
+                yield rec
+
+
 def _open_sessions(store: Store):  # -> (SessionStore, closer)
     """A SessionStore with the project's exclusions, read-only (nothing created)."""
     if not os.path.lexists(store.facts_db):
@@ -334,9 +369,10 @@ def grep(store: Store, pattern: str, *, fixed: bool = False, ignore_case: bool =
     regex = compile_pattern(pattern, fixed=fixed, ignore_case=ignore_case)
     if purpose not in PURPOSES:
         raise UsageError(f"unknown purpose {purpose!r}; use working or durable")
+    literal = pattern if fixed or not any(c in pattern for c in ".^$*+?{}[]|()\\") else None
     return GrepRun(store, regex, list(session_ids) if session_ids is not None else None,
                    frozenset(roles) if roles is not None else None, since, until, purpose,
-                   include_hidden, context)
+                   include_hidden, context, literal)
 
 
 __all__ = ["grep", "GrepRun", "GrepHit", "compile_pattern", "searchable_fields",

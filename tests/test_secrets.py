@@ -157,3 +157,20 @@ def test_unreadable_file_fails_the_audit(planted, monkeypatch):
     r = run_cli("--store", str(planted.store), "redact", "--yes", "--jobs", "1")
     assert r.exit_code == 5 and "notes/locked.md" in r.stderr
     assert tree_hash(planted.store) == before
+
+
+def test_all_projects(tmp_path, config_dir):
+    """--all-projects audits every store under <config dir>/memory/, one summary each."""
+    mem = config_dir / "memory"
+    mem.mkdir(parents=True)
+    p = secretstore.build(tmp_path / "b", seed=3)
+    os.rename(p.store, mem / "app-0123456789ab")
+    (mem / "clean-0123456789ab").mkdir()
+    (mem / "clean-0123456789ab" / "MEMORY.md").write_text("# nothing here\n")
+    r = run_cli("secrets", "--all-projects", "--json")
+    assert r.exit_code == 1
+    doc = orjson.loads(r.stdout_bytes)
+    assert [(s["project"], s["ok"]) for s in doc["projects"]] == [
+        ("app-0123456789ab", False), ("clean-0123456789ab", True)]
+    assert {f["project"] for f in doc["findings"]} == {"app-0123456789ab"}
+    assert run_cli("--store", str(tmp_path), "secrets", "--all-projects").exit_code == 2

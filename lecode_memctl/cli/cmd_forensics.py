@@ -20,10 +20,12 @@ from .state import STATE
 GREP_FORMATS = ("human", "json", "jsonl")
 
 
-def _complete_role(ctx, args, incomplete):  # noqa: ANN001,ANN201
-    from lecode_memctl.core.sessions import ROLES
+GREP_ROLES = ("user", "assistant", "tool", "system", "summary")   # core.grep.GREP_ROLES
 
-    return [r for r in (*ROLES, "summary") if r.startswith(incomplete or "")]
+
+def _complete_role(ctx, args, incomplete):  # noqa: ANN001,ANN201
+    """Completion imports nothing of the core (each TAB stays light)."""
+    return [r for r in GREP_ROLES if r.startswith(incomplete or "")]
 
 
 # ---------------------------------------------------------------- grep

@@ -292,3 +292,18 @@ def test_deleted_text_in_the_wal(planted):
     finally:
         holder.close()
     assert raw_hits(planted.store, secret_values(planted)) == 0
+
+
+def test_a_plan_never_carries_a_value_into_generic_output(planted):
+    import dataclasses
+
+    from lecode_memctl.cli.output import dumps
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.redact import plan_redaction
+    from lecode_memctl.core.secrets import scan_store
+
+    st = store_at(planted.store)
+    plan = plan_redaction(st, scan_store(st).findings)
+    texts = [repr(plan), dumps(plan).decode(), str(dataclasses.asdict(plan)), str(plan.to_json())]
+    leaked = any(v in t for t in texts for v in secret_values(planted))
+    assert plan.files and not leaked

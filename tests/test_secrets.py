@@ -174,3 +174,17 @@ def test_all_projects(tmp_path, config_dir):
         ("app-0123456789ab", False), ("clean-0123456789ab", True)]
     assert {f["project"] for f in doc["findings"]} == {"app-0123456789ab"}
     assert run_cli("--store", str(tmp_path), "secrets", "--all-projects").exit_code == 2
+
+
+def test_a_finding_never_carries_its_value_into_generic_output(planted):
+    """repr, dataclasses.asdict and the CLI's generic JSON encoder see no value."""
+    import dataclasses
+
+    from lecode_memctl.cli.output import dumps
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.secrets import scan_store
+
+    report = scan_store(store_at(planted.store))
+    texts = [repr(report), dumps(report).decode(), str(dataclasses.asdict(report))]
+    leaked = any(leaks(planted, t) for t in texts)
+    assert report.findings and not leaked

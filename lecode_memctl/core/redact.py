@@ -69,7 +69,11 @@ class RedactPlan:
     generation: int = 0
     new_generation: int = 0
     generated_messages_invalidated: int = 0
-    _values: dict[str, str] = field(default_factory=dict, repr=False)   # value -> marker
+
+    def __post_init__(self) -> None:
+        # value -> marker; not a dataclass field, so that repr and asdict never
+        # show a value
+        self._values: dict[str, str] = {}
 
     @property
     def empty(self) -> bool:

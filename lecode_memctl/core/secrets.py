@@ -24,7 +24,7 @@ followed):
 A finding carries the detector, the place, a masked preview (a few leading
 characters and the length) and the value's SHA-256 (for the allowlist and
 the redaction marker).  The value itself stays in the object (``_value``,
-never in ``repr`` or :meth:`Finding.to_json`) so that ``redact`` can erase
+not a dataclass field: never in ``repr``, ``asdict`` or :meth:`Finding.to_json`) so that ``redact`` can erase
 it; nothing in this module prints.
 """
 
@@ -36,7 +36,7 @@ import os
 import re
 import stat
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +105,12 @@ class Finding:
     offset: int | None = None        # byte offset in the file (database pages)
     fact_id: str | None = None
     revision: int | None = None
-    _value: str = field(default="", repr=False, compare=False)
+    value: InitVar[str] = ""
+
+    def __post_init__(self, value: str) -> None:
+        # Not a dataclass field: dataclasses.asdict, repr and == never see it,
+        # so no generic encoder can put the value in an output by accident.
+        object.__setattr__(self, "_value", value)
 
     @property
     def marker(self) -> str:
@@ -477,7 +482,7 @@ class Scanner:
             self.report.allowlisted += 1
             return
         self.report.findings.append(Finding(detector, kind, file, mask(value), len(value), h,
-                                            self.store.slug, _value=value, **loc))
+                                            self.store.slug, value=value, **loc))
 
     def _text(self, text: str, filename: str) -> Iterator[tuple[str, str, int]]:
         return _text_hits(self.detector, text, filename)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sqlite3
 from pathlib import Path
 
@@ -215,24 +216,34 @@ def _check_whole(now: dict[str, bytes], old: dict[str, bytes], new: dict[str, by
             assert records, rel
 
 
-def _kill_run(template: Path, work: Path, at: int) -> faultkit.Run:
+def _kill_run(template: Path, work: Path, at: int, sql: bool = False) -> faultkit.Run:
+    """Kill before file-changing step ``at`` or, with ``sql``, before the
+    ``at``-th SQL statement (tests/test_kill_sweeps.py's hook: SQLite's own
+    I/O is C code the os wrappers never see)."""
+    from .test_kill_sweeps import CODE
+
     shutil.rmtree(work, ignore_errors=True)
-    shutil.copytree(template, work)
-    return faultkit.run_killed_at(at, ["--store", str(work / "store"), "redact", "--yes"],
-                                  under=work, fork=True, no_sync=True)
+    shutil.copytree(template, work / "store")
+    argv = ["--store", str(work / "store"), "redact", "--yes", "--jobs", "1"]
+    if sql:
+        run = faultkit.run_counted(argv, code=CODE, under=work, fork=True, no_sync=True,
+                                   env={"SQLSTEP_AT": str(at)})
+        run.killed = run.returncode == -signal.SIGKILL
+        return run
+    return faultkit.run_killed_at(at, argv, code=CODE, under=work, fork=True, no_sync=True)
 
 
-def _sweep(planted: secretstore.Planted, tmp_path: Path, points) -> int:
-    template = planted.store.parent
+def _sweep(planted: secretstore.Planted, tmp_path: Path, points, sql: bool = False) -> int:
+    template = planted.store
     work = tmp_path / "work"
     old = _file_states(planted.store)
-    shutil.copytree(template, tmp_path / "done")
+    shutil.copytree(template, tmp_path / "done" / "store")
     r = run_cli("--store", str(tmp_path / "done" / "store"), "redact", "--yes")
     assert r.exit_code == 0, r.stderr
     new = _file_states(tmp_path / "done" / "store")
     kills = 0
     for n in points:
-        run = _kill_run(template, work, n)
+        run = _kill_run(template, work, n, sql)
         if not run.killed:
             break
         kills += 1
@@ -250,17 +261,22 @@ def _sweep(planted: secretstore.Planted, tmp_path: Path, points) -> int:
 
 
 def test_kill_early_and_mid_rewrite(planted, tmp_path):
-    """Representative (inner loop): a kill before the first write, and one in
-    the middle of the transcript rewrites."""
+    """Representative (inner loop): a kill before the first write, one in the
+    middle of the transcript rewrites, and one inside the database work."""
     assert _sweep(planted, tmp_path, [1, 12]) == 2
+    assert _sweep(planted, tmp_path / "sql", [6], sql=True) == 1
 
 
 @pytest.mark.sweep
 @pytest.mark.slow
 def test_kill_sweep_every_step(planted, tmp_path):
-    """A kill before every file-changing step: each file whole before or after."""
+    """A kill before every file-changing step, then before every SQL statement
+    (the forget's transaction, the clean's VACUUM and checkpoint, each close):
+    each file whole before or after, the database intact, a rerun finishes."""
     kills = _sweep(planted, tmp_path, range(1, 400))
-    assert kills > 20
+    assert kills >= 20
+    sql_kills = _sweep(planted, tmp_path / "sql", range(1, 400), sql=True)
+    assert sql_kills >= 10
 
 
 def test_deleted_text_in_the_wal(planted):

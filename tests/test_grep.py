@@ -150,3 +150,29 @@ def test_refused_session_is_skipped_and_listed(store):
     r = grep(store, "widget", "-l")
     assert "other" not in r.stdout.split()
     assert "session other skipped" in r.stderr
+
+
+def test_huge_line_is_cut_around_the_match(store):
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.sessions import SessionStore
+
+    with SessionStore(store_at(store)).writer("s2") as w:
+        w.append_message("user", "a" * (3 << 20) + " needle " + "b" * (1 << 20))
+    r = grep(store, "needle", "--json")
+    (hit,) = orjson.loads(r.stdout_bytes)["hits"]
+    assert hit["match"] == "needle" and len(hit["line"]) <= 500
+
+
+def test_another_applications_database_is_a_clear_error(store):
+    import sqlite3
+
+    db = store / "facts.sqlite3"
+    db.unlink()
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    con.close()
+    before = tree_hash(store)
+    r = grep(store, "widget")
+    assert r.exit_code == 5 and r.stderr.startswith("memctl: error: ")
+    assert tree_hash(store) == before

@@ -188,3 +188,23 @@ def test_a_finding_never_carries_its_value_into_generic_output(planted):
     texts = [repr(report), dumps(report).decode(), str(dataclasses.asdict(report))]
     leaked = any(leaks(planted, t) for t in texts)
     assert report.findings and not leaked
+
+
+def test_another_applications_database_still_scanned_raw(planted):
+    """facts.sqlite3 that is not lecode's: its facts cannot be read (the audit is
+    not OK), but its raw bytes are still searched, and nothing is changed."""
+    import sqlite3
+
+    db = planted.store / "facts.sqlite3"
+    db.unlink()
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE notes (body TEXT)")
+    con.execute("INSERT INTO notes VALUES (?)", (f"token {planted.values['ghp']}",))
+    con.commit()
+    con.close()
+    before = tree_hash(planted.store)
+    r = secrets_cli(planted, "--json")
+    doc = orjson.loads(r.stdout_bytes)
+    assert r.exit_code == 1 and doc["projects"][0]["unreadable"] == 1
+    assert any(f["kind"] == "database" and f["detector"] == "github-token" for f in doc["findings"])
+    assert tree_hash(planted.store) == before

@@ -323,3 +323,18 @@ def test_a_plan_never_carries_a_value_into_generic_output(planted):
     texts = [repr(plan), dumps(plan).decode(), str(dataclasses.asdict(plan)), str(plan.to_json())]
     leaked = any(v in t for t in texts for v in secret_values(planted))
     assert plan.files and not leaked
+
+
+def test_markdown_changed_since_the_plan_is_a_conflict(planted):
+    from lecode_memctl.core.errors import Conflict
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.redact import apply_redaction, plan_redaction
+    from lecode_memctl.core.secrets import scan_store
+
+    st = store_at(planted.store)
+    plan = plan_redaction(st, [f for f in scan_store(st).findings if f.kind == "file"])
+    note = planted.store / "notes" / "keys.md"
+    note.write_bytes(note.read_bytes() + b"edited meanwhile\n")
+    with pytest.raises(Conflict):
+        apply_redaction(st, plan)
+    assert note.read_bytes().endswith(b"edited meanwhile\n")

@@ -398,7 +398,8 @@ def redact(
 
     Exit status: 0 done (or nothing to do), 1 declined, 2 usage (a pattern
     that is not a valid regex; --seq without --session; no --yes off a
-    terminal), 3 no store or session, 5 a file of the store that cannot be
+    terminal), 3 no store or session, 4 a Markdown file changed since the
+    plan was made (run again), 5 a file of the store that cannot be
     read, or another application's database, 6 a session or the database
     busy, 7 write failed.
     --json prints {"dry_run", "plan": {...}, "result": {...} or null}; never

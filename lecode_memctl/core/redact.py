@@ -28,6 +28,7 @@ rewritten record, and what the forgets do to the generation.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sqlite3
 from collections.abc import Iterable, Mapping
@@ -36,7 +37,7 @@ from typing import Any
 
 import orjson
 
-from .errors import StoreBusy, StoreCorrupt, StoreWriteError
+from .errors import Conflict, StoreBusy, StoreCorrupt, StoreWriteError
 from .layout import FACTS_DB, Store
 from .secrets import KIND_DATABASE, KIND_FACT, KIND_FILE, KIND_TRANSCRIPT, Finding, _read_nofollow
 
@@ -50,6 +51,7 @@ class FileChange:
     replacements: int
     records: list[int] = field(default_factory=list)     # seqs of rewritten records
     lines: int = 0                                       # raw lines changed (corrupt/torn/file)
+    sha256: str = ""                                     # the file's content when planned
 
     def to_json(self) -> dict[str, Any]:
         return {"file": self.file, "kind": self.kind, "replacements": self.replacements,
@@ -243,7 +245,8 @@ def plan_redaction(store: Store, findings: Iterable[Finding]) -> RedactPlan:
             continue
         _new, n = _replace_bytes(data, plan._values)
         if n:
-            plan.files.append(FileChange(rel, KIND_FILE, n, [], n))
+            plan.files.append(FileChange(rel, KIND_FILE, n, [], n,
+                                         hashlib.sha256(data).hexdigest()))
     # compaction summaries whose lineage span holds a rewritten record
     for sid, rec in compacts:
         lineage = rec.get("lineage") if isinstance(rec.get("lineage"), list) else []
@@ -359,6 +362,11 @@ def apply_redaction(store: Store, plan: RedactPlan) -> RedactResult:
                 new, _seqs, n, _raw = rewrite_transcript(data, plan._values)
             else:
                 new, n = _replace_bytes(data, plan._values)
+                # Markdown has no lock (lecode replaces it atomically): a write
+                # since the plan (shown at the prompt) is not overwritten
+                if change.sha256 and hashlib.sha256(data).hexdigest() != change.sha256:
+                    raise Conflict(f"{change.file} changed since the plan; run redact again "
+                                   f"({len(result.files)} file(s) already rewritten)")
             if n and new != data:
                 atomic.atomic_write(path, new, backup=False)
                 result.files.append(change.file)

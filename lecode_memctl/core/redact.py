@@ -55,7 +55,7 @@ class FileChange:
 
     def to_json(self) -> dict[str, Any]:
         return {"file": self.file, "kind": self.kind, "replacements": self.replacements,
-                "records": self.records, "lines": self.lines}
+                "records": self.records, "lines": self.lines, "sha256": self.sha256 or None}
 
 
 @dataclass

@@ -89,3 +89,11 @@ def complete_fact_id(ctx, incomplete):  # noqa: ANN001,ANN201 - typer inspects n
 def complete_edit_kind(incomplete):  # noqa: ANN001,ANN201 - typer inspects names
     """The first word of ``memctl edit``."""
     return [k for k in EDIT_KINDS if k.startswith(incomplete or "")]
+
+
+GREP_ROLES = ("user", "assistant", "tool", "system", "summary")   # core.grep.GREP_ROLES
+
+
+def complete_grep_role(ctx, args, incomplete):  # noqa: ANN001,ANN201 - typer inspects names
+    """The roles ``grep --role`` takes; imports nothing of the core (each TAB stays light)."""
+    return [r for r in GREP_ROLES if r.startswith(incomplete or "")]

@@ -635,7 +635,8 @@ class SessionStore:
                 counts[project] = counts.get(project, 0) + 1
         return counts
 
-    def _not_found(self, session_id: str) -> SessionNotFound:
+    def not_found(self, session_id: str) -> SessionNotFound:
+        """The error for an id with no transcript, with close matches as a hint."""
         close = difflib.get_close_matches(session_id, self.session_ids(), n=3, cutoff=0.6)
         prefixed = [s for s in self.session_ids() if s.startswith(session_id) and s not in close][:3]
         hint = None
@@ -650,7 +651,7 @@ class SessionStore:
         try:
             dst = os.lstat(self.dir)
         except FileNotFoundError:
-            raise self._not_found(session_id) from None
+            raise self.not_found(session_id) from None
         except OSError as exc:
             raise SessionUnreadable(f"{self.dir}: {exc.strerror}") from None
         if stat.S_ISLNK(dst.st_mode):
@@ -659,13 +660,13 @@ class SessionStore:
         try:
             fd = open_nofollow(path)
         except FileNotFoundError:
-            raise self._not_found(session_id) from None
+            raise self.not_found(session_id) from None
         except OSError as exc:
             if is_link_refusal(exc):
                 raise SessionRefused(f"session {session_id}: {path} is a symbolic link; refused",
                                      "refused_symlink") from None
             if exc.errno == errno.ENOTDIR:
-                raise self._not_found(session_id) from None
+                raise self.not_found(session_id) from None
             raise SessionUnreadable(f"session {session_id}: cannot open {path}: "
                                     f"{exc.strerror}") from None
         try:
@@ -733,7 +734,7 @@ class SessionStore:
         self._check_open()
         check_session_id(session_id)
         _ensure_dirs(os.fspath(self.store.path), self.dir)
-        lock_fd = _lock(self.dir, session_id)
+        lock_fd = lock_session(self.dir, session_id)
         path = os.path.join(self.dir, session_id + SUFFIX)
         try:
             try:
@@ -772,8 +773,8 @@ class SessionStore:
         try:
             os.lstat(self.dir)
         except FileNotFoundError:
-            raise self._not_found(session_id) from None
-        lock_fd = _lock(self.dir, session_id)
+            raise self.not_found(session_id) from None
+        lock_fd = lock_session(self.dir, session_id)
         try:
             f, hdr = self._open_checked(session_id)
             try:
@@ -1066,7 +1067,7 @@ class SessionStore:
         try:
             os.lstat(self.path(session_id))
         except FileNotFoundError:
-            raise self._not_found(session_id) from None
+            raise self.not_found(session_id) from None
         return self._info(session_id)
 
     def _info(self, sid: str) -> SessionInfo:
@@ -1328,7 +1329,10 @@ def _ensure_dirs(*paths: str) -> None:
         make_dirs(final, strict=True, existing=refuse_final)
 
 
-def _lock(sessions_dir: str, session_id: str) -> int:
+def lock_session(sessions_dir: str, session_id: str) -> int:
+    """Take the session's ``<id>.lock`` (the lock every writer of the session
+    holds), without waiting; the locked fd.  StoreBusy (exit 6) while another
+    process holds it."""
     path = os.path.join(sessions_dir, session_id + LOCK_SUFFIX)
     try:
         fd = open_nofollow(path, os.O_RDWR | os.O_CREAT)

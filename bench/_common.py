@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 GNU_TIME = "/usr/bin/time"
 PY = sys.executable
@@ -136,7 +136,7 @@ def machine() -> dict[str, str]:
         "python": platform.python_version(),
         "sqlite": sqlite3.sqlite_version,
         "typer": typer_version(),
-        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
     }
 
 

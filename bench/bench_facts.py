@@ -37,7 +37,7 @@ import sys
 import tempfile
 import textwrap
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         env = dict(os.environ)
         print(f"machine: {platform.node()} {platform.machine()} {os.cpu_count()} CPUs, "
               f"{platform.system()} {platform.release()}, Python {platform.python_version()}")
-        print(f"date: {datetime.now(timezone.utc).isoformat(timespec='seconds')}")
+        print(f"date: {datetime.now(UTC).isoformat(timespec='seconds')}")
         print(f"store: {n} facts, {SESSIONS} sessions, facts.sqlite3 {db.stat().st_size} bytes "
               f"(built in {build_s:.1f} s)")
         base = [MEMCTL, "--store", str(store)]

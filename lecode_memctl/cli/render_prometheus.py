@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from lecode_memctl.core.audit import CODES, SEVERITIES, SEVERITY_RANK, Summary
 from lecode_memctl.core.sourceref import STATUSES
 
+
 def _prom_escape(value: str) -> str:
     """A label value escaped per the exposition format: backslash, quote, newline."""
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

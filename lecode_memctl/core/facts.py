@@ -33,7 +33,7 @@ import shutil
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -258,7 +258,7 @@ def _future_message(path: Path, version: int) -> str:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def fact_id_for(text: str, ref: SourceRef | None) -> str:
@@ -372,7 +372,7 @@ class FactStore(ClosesOnExit):
     # ---- opening ---------------------------------------------------------
 
     @classmethod
-    def open_readonly(cls, path: str | os.PathLike[str]) -> "FactStore":
+    def open_readonly(cls, path: str | os.PathLike[str]) -> FactStore:
         """Open for reading without creating or changing any file in the store."""
         return cls(path, _readonly=True)
 
@@ -561,7 +561,7 @@ class FactStore(ClosesOnExit):
     # ---- the write transaction ------------------------------------------
 
     class _Txn:
-        def __init__(self, store: "FactStore") -> None:
+        def __init__(self, store: FactStore) -> None:
             self.store = store
 
         def __enter__(self) -> sqlite3.Connection:
@@ -584,7 +584,7 @@ class FactStore(ClosesOnExit):
                 raise _db_error(self.store.path, exc) from None
             return False
 
-    def _txn(self) -> "FactStore._Txn":
+    def _txn(self) -> FactStore._Txn:
         return FactStore._Txn(self)
 
     # ---- exclusions and generation (ExclusionReader) ---------------------

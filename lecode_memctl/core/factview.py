@@ -19,7 +19,6 @@ from .paging import MAX_OUTPUT_BYTES  # the whole printed page, metadata include
 from .sessions import LEARNING_EVENT
 from .sourceref import HIDDEN, SessionReader, SourceRef, SourceStatus, check_session_id, status_for
 
-
 # --------------------------------------------------------------------------
 # Reports: what `memctl facts`, `recall` and `history` print (and memory_list
 # / memory_recall return).  Each returns plain data; the CLI renders it.

@@ -25,13 +25,12 @@ from __future__ import annotations
 import difflib
 import errno
 import fcntl
-import io
 import os
 import re
 import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Self
 
@@ -305,11 +304,11 @@ def _is_int(v: Any) -> bool:
 
 
 def _iso_utc(ts: float) -> str:
-    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _classify(line: bytes) -> tuple[str, Any]:
@@ -352,12 +351,12 @@ class _File:
         self.path = path
         self.st = st
         self.size = st.st_size
-        self.fh = io.open(fd, "rb", buffering=_BUFFER, closefd=True)
+        self.fh = open(fd, "rb", buffering=_BUFFER, closefd=True)  # noqa: SIM115 - closed by close()
 
     def close(self) -> None:
         self.fh.close()
 
-    def __enter__(self) -> "_File":
+    def __enter__(self) -> _File:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -588,7 +587,7 @@ class SessionStore:
         self._closed = True
         self._bound.clear()
 
-    def __enter__(self) -> "SessionStore":
+    def __enter__(self) -> SessionStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -719,7 +718,7 @@ class SessionStore:
     # -- writing
 
     def create(self, session_id: str, *, created: str | None = None,
-               project: str | None = None) -> "SessionWriter":
+               project: str | None = None) -> SessionWriter:
         """Create ``sessions/<id>.jsonl`` with its header (seq 0) and return its
         writer.  An existing session is a Conflict."""
         self._check_open()
@@ -756,7 +755,7 @@ class SessionStore:
             raise
         return w
 
-    def writer(self, session_id: str) -> "SessionWriter":
+    def writer(self, session_id: str) -> SessionWriter:
         """Append to an existing session (holds ``<id>.lock``; StoreBusy when
         another writer has it).  A torn tail left by a crashed append is cut off."""
         self._check_open()
@@ -1314,7 +1313,8 @@ def _ensure_dirs(*paths: str) -> None:
         final = Path(os.path.abspath(p))
 
         def refuse_final(level: Path, st: os.stat_result) -> str | None:
-            if level == final and (stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode)):
+            # called by make_dirs below, in this iteration
+            if level == final and (stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode)):  # noqa: B023
                 return f"{level}: not a directory (or a symbolic link); refused"
             return None
 

@@ -113,7 +113,7 @@ class SourceRef:
         return {"session_id": self.session_id, "seqs": list(self.seqs), "digest": self.digest}
 
     @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> "SourceRef":
+    def from_json(cls, doc: Mapping[str, Any]) -> SourceRef:
         if not isinstance(doc, Mapping):
             raise UsageError("a source reference is an object with session_id, seqs and digest")
         extra = set(doc) - {"session_id", "seqs", "digest"}
@@ -172,10 +172,10 @@ class SessionReader(Protocol):
 
     def scan(self, session_id: str) -> Iterator[Any]: ...
 
-    def validate_source(self, ref: "SourceRef", purpose: str = "working") -> "SourceStatus": ...
+    def validate_source(self, ref: SourceRef, purpose: str = "working") -> SourceStatus: ...
 
-    def validate_many(self, refs: Iterable["SourceRef"], purpose: str = "durable"
-                      ) -> dict["SourceRef", "SourceStatus"]: ...
+    def validate_many(self, refs: Iterable[SourceRef], purpose: str = "durable"
+                      ) -> dict[SourceRef, SourceStatus]: ...
 
 
 class NoExclusions:

@@ -3,17 +3,14 @@ fields, meaning), findings and the per-store summary."""
 
 from __future__ import annotations
 
-
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-
 from ..errors import UsageError
 from ..sourceref import STATUSES
-
 
 ERROR = "error"
 WARNING = "warning"
@@ -159,7 +156,8 @@ class Finding:
         if self.seq is not None:
             parts.append(f"seq {self.seq}")
         if self.fact_id is not None:
-            parts.append(f"fact {self.fact_id}" + (f" rev {self.revision}" if self.revision is not None else ""))
+            parts.append(f"fact {self.fact_id}"
+                         + (f" rev {self.revision}" if self.revision is not None else ""))
         if self.key:
             parts.append(self.key)
         if self.table:

@@ -3,7 +3,6 @@ exclusions, generation) and every fact's evidence."""
 
 from __future__ import annotations
 
-
 import os
 import stat
 from collections.abc import Iterator

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-
 import os
 import stat
 from collections.abc import Callable, Iterator
@@ -18,7 +17,6 @@ from ..layout import SESSIONS_DIR
 from ..sessions import LEARNING_EVENT, LEARNING_REASONS, LEARNING_STATUSES, fast_seq
 from ..sourceref import MAX_SPAN, VALID, SourceStatus, canonical_digest, status_for
 from .codes import ERROR, WARNING
-
 
 TORN_TAIL_GRACE_SECONDS = 60.0
 READ_CHUNK = 8 << 20
@@ -225,7 +223,8 @@ def _shallow(fd: int, size: int, sc: _Scan, sid: str, slug: str, mtime: float, n
             hdr = orjson.loads(head[:nl])
         except orjson.JSONDecodeError:
             hdr = None
-        if _report_header(hdr, sid, slug, add, None) and _header_problem(hdr, sid, slug)[0] == "session.refused":
+        if (_report_header(hdr, sid, slug, add, None)
+                and _header_problem(hdr, sid, slug)[0] == "session.refused"):
             return
     if len(head) >= size:
         if not head.endswith(b"\n"):
@@ -396,9 +395,8 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
             if not deep:
                 seq = fast_seq(line)
                 if seq is not None and seq not in needed and b'"event"' not in line:
-                    if seq != expected:
-                        if seq <= last_seq:
-                            dup_seqs.add(seq)
+                    if seq != expected and seq <= last_seq:
+                        dup_seqs.add(seq)
                     if seq > last_seq:
                         last_seq = seq
                         expected = seq + 1

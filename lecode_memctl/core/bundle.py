@@ -390,7 +390,7 @@ class _Counting(io.RawIOBase):
     def writable(self) -> bool:
         return True
 
-    def write(self, b: Any) -> int:  # type: ignore[override]
+    def write(self, b: Any) -> int:
         data = bytes(b)
         self.out.write(data)
         self.n += len(data)

@@ -35,7 +35,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, Literal
 
 import orjson
 
@@ -569,7 +570,8 @@ class FactStore(ClosesOnExit):
             _begin(db, self.store.path)
             return db
 
-        def __exit__(self, exc_type, exc, tb) -> bool:
+        def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                     tb: TracebackType | None) -> Literal[False]:
             db = self.store._conn
             assert db is not None
             if exc_type is None:
@@ -619,7 +621,7 @@ class FactStore(ClosesOnExit):
         db = self._reader()
         if db is None:
             return 0
-        return db.execute("SELECT count(*) FROM exclusions").fetchone()[0]
+        return int(db.execute("SELECT count(*) FROM exclusions").fetchone()[0])
 
     def was_forgotten(self, fact_id: str) -> bool:
         """True when a forget retry marker exists for the id."""
@@ -740,7 +742,7 @@ class FactStore(ClosesOnExit):
         db = self._reader()
         if db is None:
             return 0
-        return db.execute("SELECT count(*) FROM facts").fetchone()[0]
+        return int(db.execute("SELECT count(*) FROM facts").fetchone()[0])
 
     def list_facts(self, offset: int = 0, limit: int = 20) -> list[Fact]:
         """At most ``limit`` (clamped to 1..LIST_MAX) facts in id order from ``offset``."""
@@ -1042,7 +1044,8 @@ class FactStore(ClosesOnExit):
             raise NotFound(f"no fact {fact_id}")
         assert db is not None
         positions = self._evidence_positions(db, fact_id)
-        new, old = [], []
+        new: list[tuple[str, int]] = []
+        old: list[tuple[str, int]] = []
         for sid in sorted(positions):
             excl = self.excluded_seqs(sid)
             for seq in sorted(positions[sid]):

@@ -147,7 +147,8 @@ def learning_status(sessions: SessionReader, facts: FactStore | None, session_id
                   if isinstance(v, int) and not isinstance(v, bool)}
         fact_ids = [f for f in ev.get("facts", []) if isinstance(f, str)] \
             if isinstance(ev.get("facts"), list) else []
-        raw = ev.get("proposals") if isinstance(ev.get("proposals"), list) else []
+        proposals = ev.get("proposals")
+        raw = proposals if isinstance(proposals, list) else []
         valid, hidden = _valid_proposals(raw, sessions, facts, gen, ev)
         return {"session_id": sid, "seq": ev.get("seq"),
                 "status": ev.get("status") if isinstance(ev.get("status"), str) else None,
@@ -222,7 +223,8 @@ def _valid_proposals(raw: Sequence[Any], sessions: SessionReader, facts: FactSto
         if not ok:
             hidden += 1
             continue
-        text = p.get("text") if isinstance(p.get("text"), str) else ""
+        text = p.get("text")
+        text = text if isinstance(text, str) else ""
         capped, truncated = cap_text(text)
         valid.append({"text": capped, "fact_text_truncated": truncated,
                       "source": ref.to_json(), "kind": p.get("kind"),
@@ -381,7 +383,8 @@ def forget_impact(facts: FactStore, sessions: SessionReader, fact_id: str) -> di
                         if not isinstance(ref, Mapping):
                             continue
                         hit = positions.get(ref.get("session_id"))  # type: ignore[arg-type]
-                        seqs = ref.get("seqs") if isinstance(ref.get("seqs"), list) else []
+                        seqs = ref.get("seqs")
+                        seqs = seqs if isinstance(seqs, list) else []
                         if hit and hit.intersection(s for s in seqs if isinstance(s, int)):
                             inert.append({"session_id": sid, "seq": rec.get("seq")})
                             break

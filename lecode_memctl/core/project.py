@@ -26,7 +26,7 @@ from .config import ConfigDir, MemoryConfig, load_memory_config, resolve_config_
 from .errors import UsageError
 from .layout import Store, store_at, store_for_project
 from .sessions import SessionStore, StoreExclusions, check_range
-from .sourceref import SourceRef
+from .sourceref import ExclusionReader, SourceRef
 
 if TYPE_CHECKING:  # imported lazily: sqlite3 is loaded by the first facts access
     from .context import MemorySection
@@ -41,7 +41,7 @@ class _ProjectExclusions:
     def __init__(self, project: Project) -> None:
         self._project = project
 
-    def _reader(self) -> Any:
+    def _reader(self) -> ExclusionReader:
         fs = self._project._facts
         if fs is not None and fs.exists:
             return fs

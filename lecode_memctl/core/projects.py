@@ -181,6 +181,7 @@ def list_projects(config_dir: Path, *, current: str | os.PathLike[str] | None = 
     # First pass: verified roots per store (header candidates first).
     found: dict[str, tuple[str, str]] = {}
     ids_by: dict[str, list[str]] = {}
+    source: str | None                    # how a store's root was found; None: not found
     for e in entries:
         if e.is_link:
             continue

@@ -147,7 +147,7 @@ def parse_since(text: str) -> datetime:
     return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
-def _event_time(rec: dict, fallback: datetime | None) -> datetime | None:
+def _event_time(rec: dict[str, Any], fallback: datetime | None) -> datetime | None:
     for k in ("ts", "time", "created"):
         v = rec.get(k)
         if isinstance(v, str):

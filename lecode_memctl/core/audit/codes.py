@@ -181,11 +181,11 @@ class Summary:
     deep: bool
     started: float = field(default_factory=time.time)
     finished: float | None = None
-    by_severity: Counter = field(default_factory=Counter)
-    by_code: Counter = field(default_factory=Counter)
-    by_code_severity: dict = field(default_factory=dict)   # code -> Counter(severity)
+    by_severity: Counter[str] = field(default_factory=Counter)
+    by_code: Counter[str] = field(default_factory=Counter)
+    by_code_severity: dict[str, Counter[str]] = field(default_factory=dict)   # code -> Counter(severity)
     ignored: int = 0
-    facts: Counter = field(default_factory=Counter)     # fact status -> count (worst revision)
+    facts: Counter[str] = field(default_factory=Counter)   # fact status -> count (worst revision)
     facts_total: int = 0
     sessions: int = 0
     bytes_read: int = 0                                  # transcript bytes read by the audit itself

@@ -67,7 +67,7 @@ class Audit:
         self._bad_refs: dict[tuple[str, int], str] = {}
         self._need: dict[str, list[tuple[Any, str]]] = {}
         self._statuses: dict[tuple[Any, str], Any] = {}
-        self._excluded: dict[str, Any] = {}
+        self._excluded: dict[str, frozenset[int]] = {}
         self._generation = 0
         self._generation_known = False  # True once the database was read, or is absent/empty
 

@@ -105,10 +105,10 @@ def build(root: Path, sessions: int, facts: int, per_session_bytes: int, seed: i
         prior = None
         covered_from = 1
         while written[0] < per_session_bytes:
-            u = add({"type": "message", "role": "user", "content": _text(rng, rng.randint(20, 120))})
+            user = add({"type": "message", "role": "user", "content": _text(rng, rng.randint(20, 120))})
             add({"type": "message", "role": "assistant", "epoch": 0,
                  "content": _text(rng, rng.randint(60, 260))})
-            pairs.append(u["seq"])
+            pairs.append(user["seq"])
             if len(pairs) % 60 == 0:
                 # compact the messages since the last compaction (chunks of <= 200 positions)
                 end = len(recs) - 1

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -11,6 +11,9 @@ from .completion import complete_session_id
 from .options import JsonOpt
 from .registry import command
 from .state import STATE, require_store
+
+if TYPE_CHECKING:  # the core is imported inside the commands (start-up time)
+    from lecode_memctl.core.audit import Finding
 
 VALIDATE_FORMATS = ("human", "json", "jsonl", "prometheus")
 
@@ -120,7 +123,7 @@ def validate(
 
     show_progress = not quiet and _stderr_tty()
     summaries = []
-    all_findings = []
+    all_findings: list[Finding] = []
     for i, st in enumerate(stores):
         progress, finish = _progress_bar(st.slug) if show_progress else (None, lambda: None)
         # config.toml is shared by every store: checked once, reported with the first store

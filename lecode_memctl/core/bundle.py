@@ -418,6 +418,7 @@ def write_bundle(out: IO[bytes], stage_dir: Path, manifest: dict[str, Any],
     mtime = int(datetime.strptime(manifest["exported"][:19], "%Y-%m-%dT%H:%M:%S")
                 .replace(tzinfo=UTC).timestamp())
     mode = "w|gz" if compression == "gzip" else "w|"
+    # typeshed's overloads want a literal mode and an IO[bytes], not a RawIOBase
     with tarfile.open(fileobj=counter, mode=mode, format=tarfile.PAX_FORMAT,  # type: ignore[call-overload]
                       encoding="utf-8") as tf:
         tf.addfile(_tarinfo(MANIFEST, len(data), mtime), io.BytesIO(data))
@@ -700,7 +701,7 @@ def _read_archive(path: Path, root: Path, rep: VerifyReport) -> dict[str, tuple[
         src: IO[bytes] = raw
         if magic == b"\x1f\x8b":
             rep.compression = "gzip"
-            src = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]
+            src = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]  # typeshed: not an IO
         try:
             tf = tarfile.open(fileobj=src, mode="r:", encoding="utf-8")  # noqa: SIM115 - wraps raw, closed below
         except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:

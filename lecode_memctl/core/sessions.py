@@ -1026,7 +1026,7 @@ class SessionStore:
                                              generation=generation, undo_state=us,
                                              clear_seq=us.clear_seq)
                         if not ok:
-                            status = status_for(reason, None, s)  # type: ignore[arg-type]
+                            status = status_for(reason, None, s)  # type: ignore[arg-type]  # not ok: a reason
                             break
                     out[ref] = status or SourceStatus(VALID)
         except OSError as exc:

@@ -122,6 +122,7 @@ class SourceRef:
         seqs = doc.get("seqs")
         if not isinstance(seqs, list):
             raise UsageError("seqs must be a list of integers")
+        # untyped JSON values: __post_init__ checks each one
         return cls(doc.get("session_id"), tuple(seqs), doc.get("digest"))  # type: ignore[arg-type]
 
 

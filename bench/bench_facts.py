@@ -37,8 +37,9 @@ import sys
 import tempfile
 import textwrap
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -70,8 +71,8 @@ def build(root: Path, n: int) -> Path:
             k = s * per + i - 1
             if k >= n:
                 break
-            rec = {"seq": i, "type": "message", "role": "user",
-                   "content": f"Project convention {k}: use tabs, width {k % 8 + 1}."}
+            rec: dict[str, Any] = {"seq": i, "type": "message", "role": "user",
+                                   "content": f"Project convention {k}: use tabs, width {k % 8 + 1}."}
             lines.append(rec)
             ref = SourceRef(sid, (i,), canonical_digest([rec]))
             rows.append((rec["content"], ref))
@@ -163,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         env = dict(os.environ)
         print(f"machine: {platform.node()} {platform.machine()} {os.cpu_count()} CPUs, "
               f"{platform.system()} {platform.release()}, Python {platform.python_version()}")
-        print(f"date: {datetime.now(timezone.utc).isoformat(timespec='seconds')}")
+        print(f"date: {datetime.now(UTC).isoformat(timespec='seconds')}")
         print(f"store: {n} facts, {SESSIONS} sessions, facts.sqlite3 {db.stat().st_size} bytes "
               f"(built in {build_s:.1f} s)")
         base = [MEMCTL, "--store", str(store)]
@@ -175,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         immut, immut_rss = in_process_open(db, runs)
         proc = subprocess.Popen([PY, "-c", LIVE, str(db)], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, env=env)
+        assert proc.stdout is not None
         assert proc.stdout.readline() == b"ready\n"
         try:
             wal = Path(str(db) + "-wal").stat().st_size

@@ -87,7 +87,7 @@ class Cmd:
     epilog: str
     params: list[Param]
     is_group: bool
-    children: list["Cmd"] = field(default_factory=list)
+    children: list[Cmd] = field(default_factory=list)
 
     @property
     def name(self) -> str:

@@ -158,7 +158,8 @@ def tree_hash(root: Path) -> dict[str, str]:
                 out[rel] = f"dir:{st.st_mode:o}"
             else:
                 with open(p, "rb") as fh:
-                    out[rel] = f"file:{st.st_mode:o}:{st.st_mtime_ns}:" + hashlib.sha256(fh.read()).hexdigest()
+                    digest = hashlib.sha256(fh.read()).hexdigest()
+                    out[rel] = f"file:{st.st_mode:o}:{st.st_mtime_ns}:" + digest
     return out
 
 

@@ -310,7 +310,9 @@ def test_export_while_a_writer_appends_and_commits(demo, tmp_path, private_tmp):
 
 def _members(path: Path) -> list[tuple[tarfile.TarInfo, bytes]]:
     with tarfile.open(path) as tf:
-        return [(m, tf.extractfile(m).read() if m.isfile() else b"") for m in tf.getmembers()]
+        # extractfile returns None only for what is not a file
+        return [(m, tf.extractfile(m).read() if m.isfile() else b"")  # type: ignore[union-attr]
+                for m in tf.getmembers()]
 
 
 def _rewrite(path: Path, members: list[tuple[tarfile.TarInfo, bytes]]) -> None:

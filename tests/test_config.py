@@ -13,7 +13,6 @@ from lecode_memctl.core.errors import StoreCorrupt, UsageError
 
 from .conftest import run_cli
 
-
 # ---------------------------------------------------------------- resolution order
 
 def test_resolution_order(tmp_path):

@@ -44,7 +44,7 @@ def _validate(store: Path, *extra: str) -> tuple[int, list[dict], dict]:
     r = run_cli("--store", str(store), "validate", "--deep", "--json", *extra)
     doc = orjson.loads(r.stdout)
     (proj,) = doc["projects"]
-    findings = sorted((f for f in doc["findings"]), key=lambda f: orjson.dumps(f, option=orjson.OPT_SORT_KEYS))
+    findings = sorted(doc["findings"], key=lambda f: orjson.dumps(f, option=orjson.OPT_SORT_KEYS))
     return r.exit_code, findings, proj
 
 

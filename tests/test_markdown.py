@@ -19,7 +19,6 @@ from lecode_memctl.core.layout import store_at
 from .conftest import run_cli, tree_hash
 from .test_atomic import BEFORE_REPLACE, FaultyOS, _fsync_dir
 
-
 # ---------------------------------------------------------------- fixtures
 
 @pytest.fixture

@@ -212,7 +212,8 @@ def test_format_md_digest_snippet_matches_core_and_cli(ss, store):
     with ss.create("s1") as w:
         w.append_message("user", "héllo \"there\" 😀")
         w.append_message("assistant", [{"type": "text", "text": "hi"}], epoch=0,
-                         tool_calls=[{"id": "c", "name": "t", "arguments": {"b": 1, "a": [2, {"z": 0, "y": None}]}}])
+                         tool_calls=[{"id": "c", "name": "t",
+                                      "arguments": {"b": 1, "a": [2, {"z": 0, "y": None}]}}])
         w.append_event("memory_usage", purpose="learning", model="m",
                        usage={"input_tokens": 1, "output_tokens": 2, "cost": 0.5})
         w.append_message("user", [{"type": "binary", "media_type": "a/b", "data": "AAAA"}])

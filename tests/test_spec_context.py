@@ -6,7 +6,6 @@ with a marker, never dropped silently."""
 
 from __future__ import annotations
 
-
 import orjson
 import pytest
 

@@ -9,7 +9,6 @@ positional form."""
 
 from __future__ import annotations
 
-
 import orjson
 import pytest
 

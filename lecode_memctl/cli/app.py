@@ -11,7 +11,7 @@ every TAB of shell completion stay fast.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -69,18 +69,18 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def root(
-    config_dir: Annotated[Optional[Path], typer.Option(
+    config_dir: Annotated[Path | None, typer.Option(
         "--config-dir", metavar="DIR",
         help="lecode's config directory (default: $LECODE_CONFIG_DIR, "
              "$XDG_CONFIG_HOME/lecode, ~/.config/lecode).")] = None,
-    project: Annotated[Optional[Path], typer.Option(
+    project: Annotated[Path | None, typer.Option(
         "--project", "-C", metavar="PATH",
         help="Work on the project that contains PATH (default: the current directory).")] = None,
-    store: Annotated[Optional[Path], typer.Option(
+    store: Annotated[Path | None, typer.Option(
         "--store", metavar="DIR",
         help="Work on a store directory directly (an evidence copy, say), skipping "
              "project identity.")] = None,
-    slug: Annotated[Optional[str], typer.Option(
+    slug: Annotated[str | None, typer.Option(
         "--slug", metavar="SLUG",
         help="With --store: the project slug its transcripts must name (default: the one "
              "their headers agree on, else the directory name; 'memctl where' says which).")] = None,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -11,6 +11,9 @@ from .completion import complete_session_id
 from .options import JsonOpt
 from .registry import command
 from .state import STATE, require_store
+
+if TYPE_CHECKING:  # the core is imported inside the commands (start-up time)
+    from lecode_memctl.core.audit import Finding
 
 VALIDATE_FORMATS = ("human", "json", "jsonl", "prometheus")
 
@@ -31,7 +34,7 @@ Cron, with node_exporter's textfile collector:
   (alert on memctl_validate_ok == 0)
 """)
 def validate(
-    store_dir: Annotated[Optional[Path], typer.Option(
+    store_dir: Annotated[Path | None, typer.Option(
         "--store", metavar="DIR",
         help="Audit this store directory (same as the global --store).")] = None,
     all_projects: Annotated[bool, typer.Option(
@@ -41,13 +44,13 @@ def validate(
                        "compaction chains and learning events.")] = False,
     strict: Annotated[bool, typer.Option(
         "--strict", help="Warnings count as failures for the exit status and memctl_validate_ok.")] = False,
-    ignore: Annotated[Optional[list[str]], typer.Option(
+    ignore: Annotated[list[str] | None, typer.Option(
         "--ignore", metavar="CODE",
         help="Do not report this finding code (repeatable; 'group.*' ignores a whole check).")] = None,
     quiet: Annotated[bool, typer.Option(
         "--quiet", "-q", help="Print nothing; the exit status is the answer.")] = False,
     json_: JsonOpt = False,
-    fmt: Annotated[Optional[str], typer.Option(
+    fmt: Annotated[str | None, typer.Option(
         "--format", "-f", metavar="FORMAT",
         help="human (default), json, jsonl (one finding per line, streamed) or prometheus.")] = None,
 ) -> None:
@@ -122,7 +125,7 @@ def validate(
 
     show_progress = not quiet and _stderr_tty()
     summaries = []
-    all_findings = []
+    all_findings: list[Finding] = []
     for i, st in enumerate(stores):
         progress, finish = _progress_bar(st.slug) if show_progress else (None, lambda: None)
         # config.toml is shared by every store: checked once, reported with the first store
@@ -218,10 +221,10 @@ Examples:
   memctl usage --since 2026-05-01 --json | jq '.total'
 """)
 def usage(
-    session: Annotated[Optional[str], typer.Option(
+    session: Annotated[str | None, typer.Option(
         "--session", metavar="ID", autocompletion=complete_session_id,
         help="Only this session (an exact id).")] = None,
-    since: Annotated[Optional[str], typer.Option(
+    since: Annotated[str | None, typer.Option(
         "--since", metavar="DATE",
         help="Only calls at or after DATE (YYYY-MM-DD, or an ISO 8601 time; UTC unless it "
              "has an offset).")] = None,
@@ -290,12 +293,12 @@ Examples:
   memctl projects --json | jq -r '.[] | select(.root_exists == false) | .slug'
 """)
 def projects(
-    root: Annotated[Optional[list[Path]], typer.Option(
+    root: Annotated[list[Path] | None, typer.Option(
         "--root", metavar="PATH",
         help="A project you know of (repeatable): lets memctl name its store's root and "
              "recognise legacy stores of directories inside it.")] = None,
     json_: JsonOpt = False,
-    fmt: Annotated[Optional[str], typer.Option(
+    fmt: Annotated[str | None, typer.Option(
         "--format", "-f", metavar="FORMAT",
         help="table (default), json, jsonl, csv, tsv, or a tabulate format name.")] = None,
 ) -> None:

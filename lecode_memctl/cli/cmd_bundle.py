@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -21,7 +21,7 @@ Examples:
   memctl export -o bundle.tar --json | jq -r .manifest_sha256
 """)
 def export(
-    output: Annotated[Optional[Path], typer.Option(
+    output: Annotated[Path | None, typer.Option(
         "--output", "-o", metavar="FILE",
         help="Write the bundle to FILE, a new file outside the store (gzip-compressed when "
              "it ends in .tar.gz, .tgz or .gz).  Default: stdout, when it is not a terminal.")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any, List, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -18,7 +18,6 @@ from .completion import complete_fact_id, complete_session_id
 from .options import FormatOpt, JsonOpt
 from .registry import command
 from .state import STATE
-
 
 FactIdArg = Annotated[str, typer.Argument(
     metavar="FACT_ID", help="A fact id (16 hex digits, as 'memctl facts' shows it).",
@@ -118,7 +117,7 @@ def facts(
                                        help="Facts per page, at most 20.")] = 20,
     all_: Annotated[bool, typer.Option("--all", help="Every fact, streamed (for scripts; "
                                        "use --format jsonl on big stores).")] = False,
-    session: Annotated[Optional[str], typer.Option(
+    session: Annotated[str | None, typer.Option(
         "--session", metavar="ID", autocompletion=complete_session_id,
         help="Only facts with evidence in this session; learning status of this session.")] = None,
     fmt: FormatOpt = None,
@@ -365,11 +364,11 @@ def correct(
         metavar="SESSION[:START-END]", autocompletion=complete_session_id,
         help="The exact session id holding the evidence, or SESSION:START-END as memctl "
              "prints a source (SESSION:N for one position).")],
-    rest: Annotated[Optional[List[str]], typer.Argument(
+    rest: Annotated[list[str] | None, typer.Argument(
         metavar="[START END] [TEXT]", show_default=False,
         help="START and END (first and last seq, inclusive, at most 200 positions) when "
              "SESSION has no range; then the corrected fact text.")] = None,
-    text_file: Annotated[Optional[str], typer.Option(
+    text_file: Annotated[str | None, typer.Option(
         "--text-file", metavar="FILE", help="Read the text from FILE ('-' for stdin).")] = None,
     yes: Annotated[bool, typer.Option(
         "--yes", "-y", help="Correct without asking when the fact stays invalid (required "

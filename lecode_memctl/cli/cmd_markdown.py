@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -10,7 +10,6 @@ from .completion import EDIT_KINDS, complete_edit_kind
 from .options import FormatOpt, JsonOpt
 from .registry import command
 from .state import STATE
-
 
 
 def _print_file(md, json_: bool) -> None:  # md: core.markdown.MarkdownFile
@@ -58,7 +57,7 @@ Examples:
   memctl log 2026-03-01 --json
 """)
 def log(
-    date: Annotated[Optional[str], typer.Argument(
+    date: Annotated[str | None, typer.Argument(
         metavar="DATE", help="A calendar date YYYY-MM-DD (default: today, local time).",
         show_default=False)] = None,
     json_: JsonOpt = False,
@@ -84,7 +83,7 @@ Examples:
   memctl notes deploy-checklist --json | jq -r .text
 """)
 def notes(
-    name: Annotated[Optional[str], typer.Argument(
+    name: Annotated[str | None, typer.Argument(
         metavar="NAME", help="Print this note instead of listing them (a trailing .md is accepted).",
         show_default=False)] = None,
     json_: JsonOpt = False,
@@ -206,7 +205,7 @@ Examples:
   EDITOR='code --wait' memctl edit
 """)
 def edit(
-    target_words: Annotated[Optional[list[str]], typer.Argument(
+    target_words: Annotated[list[str] | None, typer.Argument(
         metavar="memory|scratchpad|log [DATE]|note NAME",
         help="Which file: memory (MEMORY.md, the default), scratchpad, log [DATE] "
              "(a daily log, today by default) or note NAME.",
@@ -272,7 +271,8 @@ def edit(
             markdown.decode(after, "the edited text")
         except MemctlError as exc:
             keep = True
-            raise UsageError(f"{exc.message}; nothing was written; your edited copy is kept at {tmp}") from None
+            raise UsageError(f"{exc.message}; nothing was written; "
+                             f"your edited copy is kept at {tmp}") from None
         try:
             markdown.write_if_unchanged(store, target, after, before_hash)
         except MemctlError as exc:

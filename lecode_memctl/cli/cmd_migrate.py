@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, List, Optional
+from typing import Annotated
 
 import typer
 
@@ -169,7 +169,7 @@ def migrate_legacy(
         "--dry-run", "-n", help="Only print the plan; change nothing.")] = False,
     yes: Annotated[bool, typer.Option(
         "--yes", "-y", help="Copy without asking (required when stdin is not a terminal).")] = False,
-    from_: Annotated[Optional[List[Path]], typer.Option(
+    from_: Annotated[list[Path] | None, typer.Option(
         "--from", metavar="DIR",
         help="Also migrate this legacy store directory (repeatable; after the discovered "
              "ones, in the order given).")] = None,

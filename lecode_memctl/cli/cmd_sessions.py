@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -10,9 +10,6 @@ from .completion import complete_session_id
 from .options import FormatOpt, JsonOpt
 from .registry import command
 from .state import STATE
-
-
-
 
 _STATE_LABEL = {"ok": "ok", "torn_tail": "torn tail", "corrupt": "corrupt", "refused": "refused",
                 "unreadable": "unreadable"}

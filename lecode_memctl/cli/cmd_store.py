@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -20,7 +20,7 @@ Examples:
   memctl where --json | jq -r .store
 """)
 def where(
-    path: Annotated[Optional[Path], typer.Argument(
+    path: Annotated[Path | None, typer.Argument(
         metavar="PATH", help="A directory inside the project (default: --project or the current directory).",
         show_default=False)] = None,
     json_: JsonOpt = False,
@@ -37,8 +37,8 @@ def where(
     most of them name), or the directory name.  --json adds slug_source
     (project, option, headers, directory) and slug_detail.
     """
-    from lecode_memctl.core.layout import Store, inventory, memory_root
     from lecode_memctl.core.identity import resolve_project
+    from lecode_memctl.core.layout import Store, inventory, memory_root
 
     from .output import echo, emit_json, safe
 

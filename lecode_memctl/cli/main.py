@@ -12,9 +12,16 @@ import os
 import sys
 from collections.abc import Sequence
 
-from lecode_memctl.core.errors import (EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_INTERRUPTED,
-                                       NotFound, StoreBusy, StoreCorrupt, StoreWriteError,
-                                       UsageError)
+from lecode_memctl.core.errors import (
+    EXIT_BROKEN_PIPE,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    NotFound,
+    StoreBusy,
+    StoreCorrupt,
+    StoreWriteError,
+    UsageError,
+)
 
 
 def _wants_json(args: Sequence[str]) -> bool:

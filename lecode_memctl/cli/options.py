@@ -4,7 +4,7 @@ and the command class that accepts the global options after a command's name."""
 from __future__ import annotations
 
 import copy
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 import typer.core
@@ -12,7 +12,7 @@ import typer.core
 JsonOpt = Annotated[bool, typer.Option(
     "--json", help="Print one JSON document: the stable, documented contract for scripts.")]
 
-FormatOpt = Annotated[Optional[str], typer.Option(
+FormatOpt = Annotated[str | None, typer.Option(
     "--format", "-f", metavar="FORMAT",
     help="Listing format: table (default), json, jsonl, csv, tsv, or a tabulate "
          "format name such as plain, github or grid.")]

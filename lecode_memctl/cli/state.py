@@ -21,7 +21,7 @@ class State:
     no_color: bool = False
     json_errors: bool = False
 
-    def config_dir(self) -> "ConfigDir":
+    def config_dir(self) -> ConfigDir:
         from lecode_memctl.core.config import resolve_config_dir
 
         return resolve_config_dir(self.config_dir_option)
@@ -29,7 +29,7 @@ class State:
     def project_dir(self) -> Path:
         return Path(self.project or os.getcwd())
 
-    def store(self) -> "Store":
+    def store(self) -> Store:
         """The store the command works on: ``--store`` or the project's."""
         from lecode_memctl.core.layout import store_for_project, store_given
 
@@ -38,7 +38,7 @@ class State:
         self.check_slug_option()
         return store_for_project(self.config_dir().path, self.project_dir())
 
-    def existing_store(self) -> "Store":
+    def existing_store(self) -> Store:
         """The command's store, which must exist (see :func:`require_store`)."""
         return require_store(self.store(), explain=not self.store_option)
 
@@ -54,7 +54,7 @@ class State:
         return not self.no_color and not os.environ.get("NO_COLOR")
 
 
-def require_store(store: "Store", *, explain: bool = False) -> "Store":
+def require_store(store: Store, *, explain: bool = False) -> Store:
     """``store`` if its directory exists.  Every command that needs a store
     says the same when there is none: NotFound (exit 3), "no memory store for
     <project> (expected at <dir>)"; a symbolic link is refused (exit 5).

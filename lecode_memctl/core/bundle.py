@@ -39,7 +39,7 @@ import tempfile
 import time
 import zlib
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -47,8 +47,7 @@ import orjson
 
 from .atomic import O_NONBLOCK, open_nofollow, write_all
 from .errors import Conflict, MemctlError, NotFound, StoreCorrupt, StoreWriteError, UsageError
-from .layout import (DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, SESSIONS_DIR,
-                     Store)
+from .layout import DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, SESSIONS_DIR, Store
 from .markdown import is_note_file
 
 BUNDLE_FORMAT = "memctl-bundle"
@@ -72,7 +71,7 @@ def canonical(doc: Any) -> bytes:
 
 
 def _iso_now(now: float) -> str:
-    return datetime.fromtimestamp(now, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 # --------------------------------------------------------------------------
@@ -391,7 +390,7 @@ class _Counting(io.RawIOBase):
     def writable(self) -> bool:
         return True
 
-    def write(self, b: Any) -> int:  # type: ignore[override]
+    def write(self, b: Any) -> int:
         data = bytes(b)
         self.out.write(data)
         self.n += len(data)
@@ -417,8 +416,9 @@ def write_bundle(out: IO[bytes], stage_dir: Path, manifest: dict[str, Any],
     data = canonical(manifest) + b"\n"
     counter = _Counting(out)
     mtime = int(datetime.strptime(manifest["exported"][:19], "%Y-%m-%dT%H:%M:%S")
-                .replace(tzinfo=timezone.utc).timestamp())
+                .replace(tzinfo=UTC).timestamp())
     mode = "w|gz" if compression == "gzip" else "w|"
+    # typeshed's overloads want a literal mode and an IO[bytes], not a RawIOBase
     with tarfile.open(fileobj=counter, mode=mode, format=tarfile.PAX_FORMAT,  # type: ignore[call-overload]
                       encoding="utf-8") as tf:
         tf.addfile(_tarinfo(MANIFEST, len(data), mtime), io.BytesIO(data))
@@ -701,9 +701,9 @@ def _read_archive(path: Path, root: Path, rep: VerifyReport) -> dict[str, tuple[
         src: IO[bytes] = raw
         if magic == b"\x1f\x8b":
             rep.compression = "gzip"
-            src = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]
+            src = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]  # typeshed: not an IO
         try:
-            tf = tarfile.open(fileobj=src, mode="r:", encoding="utf-8")
+            tf = tarfile.open(fileobj=src, mode="r:", encoding="utf-8")  # noqa: SIM115 - wraps raw, closed below
         except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
             rep.add("archive", None, f"not a tar archive ({exc})")
             return seen
@@ -725,7 +725,7 @@ def _read_archive(path: Path, root: Path, rep: VerifyReport) -> dict[str, tuple[
                 continue
             if ti.isdir():
                 continue
-            if not (ti.type in (tarfile.REGTYPE, tarfile.AREGTYPE)):
+            if ti.type not in (tarfile.REGTYPE, tarfile.AREGTYPE):
                 rep.add("refused", name, f"{_kind_name(ti)}; not unpacked")
                 continue
             if name in seen:
@@ -840,7 +840,7 @@ def _compare_files(seen: dict[str, tuple[int, str]], manifest: dict[str, Any],
     if ordered:
         order = [n for n in seen if n in listed]
         want = [f["path"] for f in manifest["files"] if f["path"] in seen]
-        for got_name, want_name in zip(order, want):
+        for got_name, want_name in zip(order, want, strict=False):
             if got_name != want_name:
                 rep.add("order", got_name, f"member out of order: the manifest lists {want_name} "
                         "here")

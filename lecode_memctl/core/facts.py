@@ -33,9 +33,10 @@ import shutil
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, Literal
 
 import orjson
 
@@ -258,7 +259,7 @@ def _future_message(path: Path, version: int) -> str:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def fact_id_for(text: str, ref: SourceRef | None) -> str:
@@ -372,7 +373,7 @@ class FactStore(ClosesOnExit):
     # ---- opening ---------------------------------------------------------
 
     @classmethod
-    def open_readonly(cls, path: str | os.PathLike[str]) -> "FactStore":
+    def open_readonly(cls, path: str | os.PathLike[str]) -> FactStore:
         """Open for reading without creating or changing any file in the store."""
         return cls(path, _readonly=True)
 
@@ -561,7 +562,7 @@ class FactStore(ClosesOnExit):
     # ---- the write transaction ------------------------------------------
 
     class _Txn:
-        def __init__(self, store: "FactStore") -> None:
+        def __init__(self, store: FactStore) -> None:
             self.store = store
 
         def __enter__(self) -> sqlite3.Connection:
@@ -569,7 +570,8 @@ class FactStore(ClosesOnExit):
             _begin(db, self.store.path)
             return db
 
-        def __exit__(self, exc_type, exc, tb) -> bool:
+        def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                     tb: TracebackType | None) -> Literal[False]:
             db = self.store._conn
             assert db is not None
             if exc_type is None:
@@ -584,7 +586,7 @@ class FactStore(ClosesOnExit):
                 raise _db_error(self.store.path, exc) from None
             return False
 
-    def _txn(self) -> "FactStore._Txn":
+    def _txn(self) -> FactStore._Txn:
         return FactStore._Txn(self)
 
     # ---- exclusions and generation (ExclusionReader) ---------------------
@@ -619,7 +621,7 @@ class FactStore(ClosesOnExit):
         db = self._reader()
         if db is None:
             return 0
-        return db.execute("SELECT count(*) FROM exclusions").fetchone()[0]
+        return int(db.execute("SELECT count(*) FROM exclusions").fetchone()[0])
 
     def was_forgotten(self, fact_id: str) -> bool:
         """True when a forget retry marker exists for the id."""
@@ -740,7 +742,7 @@ class FactStore(ClosesOnExit):
         db = self._reader()
         if db is None:
             return 0
-        return db.execute("SELECT count(*) FROM facts").fetchone()[0]
+        return int(db.execute("SELECT count(*) FROM facts").fetchone()[0])
 
     def list_facts(self, offset: int = 0, limit: int = 20) -> list[Fact]:
         """At most ``limit`` (clamped to 1..LIST_MAX) facts in id order from ``offset``."""
@@ -1042,7 +1044,8 @@ class FactStore(ClosesOnExit):
             raise NotFound(f"no fact {fact_id}")
         assert db is not None
         positions = self._evidence_positions(db, fact_id)
-        new, old = [], []
+        new: list[tuple[str, int]] = []
+        old: list[tuple[str, int]] = []
         for sid in sorted(positions):
             excl = self.excluded_seqs(sid)
             for seq in sorted(positions[sid]):

@@ -20,7 +20,6 @@ from .sessions import LEARNING_EVENT, is_generated
 from .sourceref import (HIDDEN, ExclusionReader, SessionReader, SourceRef, SourceStatus,
                         check_session_id, status_for)
 
-
 # --------------------------------------------------------------------------
 # Reports: what `memctl facts`, `recall` and `history` print (and memory_list
 # / memory_recall return).  Each returns plain data; the CLI renders it.
@@ -149,7 +148,8 @@ def learning_status(sessions: SessionReader, facts: FactStore | None, session_id
                   if isinstance(v, int) and not isinstance(v, bool)}
         fact_ids = [f for f in ev.get("facts", []) if isinstance(f, str)] \
             if isinstance(ev.get("facts"), list) else []
-        raw = ev.get("proposals") if isinstance(ev.get("proposals"), list) else []
+        proposals = ev.get("proposals")
+        raw = proposals if isinstance(proposals, list) else []
         valid, hidden = _valid_proposals(raw, sessions, facts, gen, ev)
         return {"session_id": sid, "seq": ev.get("seq"),
                 "status": ev.get("status") if isinstance(ev.get("status"), str) else None,
@@ -224,7 +224,8 @@ def _valid_proposals(raw: Sequence[Any], sessions: SessionReader, facts: FactSto
         if not ok:
             hidden += 1
             continue
-        text = p.get("text") if isinstance(p.get("text"), str) else ""
+        text = p.get("text")
+        text = text if isinstance(text, str) else ""
         capped, truncated = cap_text(text)
         valid.append({"text": capped, "fact_text_truncated": truncated,
                       "source": ref.to_json(), "kind": p.get("kind"),

@@ -25,15 +25,14 @@ from __future__ import annotations
 import difflib
 import errno
 import fcntl
-import io
 import os
 import re
 import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Self, TypeGuard
 
 import orjson
 
@@ -164,14 +163,14 @@ class Snapshot:
     requested span in seq order, and the visible message positions."""
 
     ref: SourceRef
-    records: list[dict]
+    records: list[dict[str, Any]]
     visible: list[int]
     start: int
     end: int                     # the requested end clamped to the last complete record
     last_seq: int                # the last complete record of the session
     hidden: dict[int, str] = field(default_factory=dict)   # message seq -> reason
 
-    def messages(self) -> list[tuple[int, dict]]:
+    def messages(self) -> list[tuple[int, dict[str, Any]]]:
         """The visible messages as ``(seq, record)`` pairs, in seq order."""
         keep = set(self.visible)
         return [(r["seq"], r) for r in self.records if r["seq"] in keep]
@@ -205,7 +204,7 @@ class ScanItem:
     offset: int                    # byte offset of the line start
     kind: str                      # "record" or a corruption kind or "torn_tail"
     seq: int | None = None
-    record: dict | None = None     # set only when kind == "record"
+    record: dict[str, Any] | None = None     # set only when kind == "record"
     detail: str | None = None
 
     @property
@@ -220,13 +219,13 @@ class ScanItem:
 class UndoState:
     """The undo/redo/clear events of a session from some seq on."""
 
-    def __init__(self, events: Iterable[dict] = ()) -> None:
+    def __init__(self, events: Iterable[dict[str, Any]] = ()) -> None:
         self._undo: list[tuple[int, str, int, int]] = []   # (event seq, kind, first, last)
         self.clear_seq: int | None = None
         for ev in events:
             self.add(ev)
 
-    def add(self, ev: dict) -> None:
+    def add(self, ev: dict[str, Any]) -> None:
         name = ev.get("event")
         seq = ev.get("seq")
         if not _is_int(seq):
@@ -253,7 +252,7 @@ class UndoState:
         return best[1] if best else None
 
 
-def undo_target(ev: dict) -> tuple[int, int] | None:
+def undo_target(ev: dict[str, Any]) -> tuple[int, int] | None:
     t = ev.get("target")
     if (isinstance(t, list) and len(t) == 2 and _is_int(t[0]) and _is_int(t[1])
             and 0 <= t[0] <= t[1]):
@@ -261,7 +260,7 @@ def undo_target(ev: dict) -> tuple[int, int] | None:
     return None
 
 
-def bad_target(ev: dict) -> bool:
+def bad_target(ev: dict[str, Any]) -> bool:
     """An undo/redo event whose target is malformed, outside the session or not
     entirely before the event (corruption ``bad_target``; scan and the audit)."""
     t = undo_target(ev)
@@ -269,12 +268,12 @@ def bad_target(ev: dict) -> bool:
     return t is None or not _is_int(seq) or t[1] >= seq
 
 
-def is_generated(record: dict) -> bool:
+def is_generated(record: dict[str, Any]) -> bool:
     """Assistant and tool messages, and synthetic notifications."""
     return record.get("role") in GENERATED_ROLES or record.get("synthetic") is True
 
 
-def visible(record: dict, *, purpose: str, excluded: frozenset[int], generation: int,
+def visible(record: dict[str, Any], *, purpose: str, excluded: frozenset[int], generation: int,
             undo_state: UndoState, clear_seq: int | None) -> tuple[bool, str | None]:
     """The contract's single visibility predicate for one message record.
 
@@ -304,7 +303,7 @@ def visible(record: dict, *, purpose: str, excluded: frozenset[int], generation:
     return True, None
 
 
-def _is_int(v: Any) -> bool:
+def _is_int(v: Any) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
@@ -313,11 +312,11 @@ def _is_int(v: Any) -> bool:
 
 
 def _iso_utc(ts: float) -> str:
-    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _classify(line: bytes) -> tuple[str, Any]:
@@ -360,12 +359,12 @@ class _File:
         self.path = path
         self.st = st
         self.size = st.st_size
-        self.fh = io.open(fd, "rb", buffering=_BUFFER, closefd=True)
+        self.fh = open(fd, "rb", buffering=_BUFFER, closefd=True)  # noqa: SIM115 - closed by close()
 
     def close(self) -> None:
         self.fh.close()
 
-    def __enter__(self) -> "_File":
+    def __enter__(self) -> _File:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -425,7 +424,7 @@ class _File:
 
     # -- header and search
 
-    def header(self) -> dict:
+    def header(self) -> dict[str, Any]:
         start, line = self.line_at(0)
         if line is None:
             raise SessionRefused(f"session {self.session_id}: no complete header record",
@@ -440,7 +439,8 @@ class _File:
             raise SessionRefused(
                 f"session {self.session_id}: the header names another session id",
                 "refused_header")
-        return obj
+        header: dict[str, Any] = obj
+        return header
 
     def seek_seq(self, target: int) -> int:
         """Byte offset of the first line whose seq is ``>= target`` (a line
@@ -525,7 +525,7 @@ class _File:
 
 @dataclass
 class _SpanRead:
-    records: list[dict]
+    records: list[dict[str, Any]]
     last_seq: int | None              # last complete record seen (in the span or after)
     corruption: tuple[str, int, str] | None   # (kind, byte offset, detail) inside the span
 
@@ -596,7 +596,7 @@ class SessionStore:
         self._closed = True
         self._bound.clear()
 
-    def __enter__(self) -> "SessionStore":
+    def __enter__(self) -> SessionStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -680,7 +680,7 @@ class SessionStore:
             os.close(fd)
             raise
 
-    def _open_checked(self, session_id: str) -> tuple[_File, dict]:
+    def _open_checked(self, session_id: str) -> tuple[_File, dict[str, Any]]:
         f = self._open(session_id)
         try:
             hdr = f.header()
@@ -712,15 +712,15 @@ class SessionStore:
             try:
                 f, hdr = self._open_checked(session_id)
                 f.close()
-                bound = self._bound.get(hdr.get("project"))
+                bound = self._bound.get(hdr["project"])  # present: _open_checked compared it
                 if bound is not None:
                     return bound
             except MemctlError:
                 pass
         return self._exclusions
 
-    def _reader_for(self, hdr: dict) -> ExclusionReader:
-        bound = self._bound.get(hdr.get("project"))  # type: ignore[arg-type]
+    def _reader_for(self, hdr: dict[str, Any]) -> ExclusionReader:
+        bound = self._bound.get(hdr["project"])  # hdr comes from _open_checked: present
         if bound is not None:
             return bound
         return self._exclusions
@@ -728,7 +728,7 @@ class SessionStore:
     # -- writing
 
     def create(self, session_id: str, *, created: str | None = None,
-               project: str | None = None) -> "SessionWriter":
+               project: str | None = None) -> SessionWriter:
         """Create ``sessions/<id>.jsonl`` with its header (seq 0) and return its
         writer.  An existing session is a Conflict."""
         self._check_open()
@@ -765,7 +765,7 @@ class SessionStore:
             raise
         return w
 
-    def writer(self, session_id: str) -> "SessionWriter":
+    def writer(self, session_id: str) -> SessionWriter:
         """Append to an existing session (holds ``<id>.lock``; StoreBusy when
         another writer has it).  A torn tail left by a crashed append is cut off."""
         self._check_open()
@@ -815,7 +815,7 @@ class SessionStore:
 
     # -- reading
 
-    def header(self, session_id: str) -> dict:
+    def header(self, session_id: str) -> dict[str, Any]:
         f, hdr = self._open_checked(session_id)
         f.close()
         return hdr
@@ -824,7 +824,7 @@ class SessionStore:
         """Records with start <= seq <= end, checked for consecutive seqs.
         Stops at the first corruption inside the span."""
         pos = f.seek_seq(start)
-        records: list[dict] = []
+        records: list[dict[str, Any]] = []
         expect = start
         last_seq = None
         for off, line in f.lines(pos):
@@ -858,10 +858,11 @@ class SessionStore:
         for _off, line in reversed(tail):
             kind, obj = _classify(line)
             if kind == "record":
-                return obj["seq"]
+                seq: int = obj["seq"]
+                return seq
         return None
 
-    def _events_from(self, f: _File, start: int, kinds: set[str] | None = None) -> list[dict]:
+    def _events_from(self, f: _File, start: int, kinds: set[str] | None = None) -> list[dict[str, Any]]:
         """Event records with seq >= start (lines pre-filtered on the bytes ``"event"``)."""
         pos = f.seek_seq(start)
         out = []
@@ -883,7 +884,7 @@ class SessionStore:
         raise SessionCorrupt(f"session {f.session_id}: line {line}: {kind}: {detail}",
                              kind=kind, line=line, offset=off, session_id=f.session_id)
 
-    def records(self, session_id: str, start: int, end: int) -> list[dict]:
+    def records(self, session_id: str, start: int, end: int) -> list[dict[str, Any]]:
         """Complete records with ``start <= seq <= end`` (fewer when the
         transcript ends sooner).  SessionCorrupt when a line in that span is
         corrupt or the seqs are not consecutive."""
@@ -895,7 +896,7 @@ class SessionStore:
                 self._raise_corrupt(f, sr.corruption)
             return sr.records
 
-    def events(self, session_id: str, start: int = 0, kinds: set[str] | None = None) -> list[dict]:
+    def events(self, session_id: str, start: int = 0, kinds: set[str] | None = None) -> list[dict[str, Any]]:
         """Event records from seq ``start`` on, optionally only the named kinds."""
         if not _is_int(start) or start < 0:
             raise UsageError("start must be a non-negative integer")
@@ -903,7 +904,7 @@ class SessionStore:
         with f:
             return self._events_from(f, start, kinds)
 
-    def _visibility(self, hdr: dict, session_id: str, f: _File, span_records: list[dict],
+    def _visibility(self, hdr: dict[str, Any], session_id: str, f: _File, span_records: list[dict[str, Any]],
                     start: int, purpose: str) -> dict[int, str | None]:
         """Reason (or None when visible) for each message record of the span."""
         reader = self._reader_for(hdr)
@@ -1034,7 +1035,7 @@ class SessionStore:
                                              generation=generation, undo_state=us,
                                              clear_seq=us.clear_seq)
                         if not ok:
-                            status = status_for(reason, None, s)  # type: ignore[arg-type]
+                            status = status_for(reason, None, s)  # type: ignore[arg-type]  # not ok: a reason
                             break
                     out[ref] = status or SourceStatus(VALID)
         except OSError as exc:
@@ -1096,6 +1097,7 @@ class SessionStore:
             state, reason, detail = STATE_OK, None, None
             last = None
             prev = None
+            line: bytes | None        # the loops below: complete lines, then possibly the torn tail
             for off, line in tail:
                 kind, obj = _classify(line)
                 if kind != "record":
@@ -1233,7 +1235,7 @@ class SessionWriter(ClosesOnExit):
         self._lock_fd: int | None = lock_fd
         self.next_seq = next_seq
 
-    def append_record(self, record: dict) -> int:
+    def append_record(self, record: dict[str, Any]) -> int:
         """Append ``record`` with the next seq (any ``seq`` it holds is replaced);
         the other keys are kept as given."""
         if self._fd is None:
@@ -1322,7 +1324,8 @@ def _ensure_dirs(*paths: str) -> None:
         final = Path(os.path.abspath(p))
 
         def refuse_final(level: Path, st: os.stat_result) -> str | None:
-            if level == final and (stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode)):
+            # called by make_dirs below, in this iteration
+            if level == final and (stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode)):  # noqa: B023
                 return f"{level}: not a directory (or a symbolic link); refused"
             return None
 

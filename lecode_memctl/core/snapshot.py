@@ -14,11 +14,9 @@ import tempfile
 import time
 from pathlib import Path
 
-
 from .atomic import is_link_refusal, lstat_regular, open_nofollow, write_all
 from .errors import NotFound, StoreBusy, StoreCorrupt
 from .layout import FILE_MODE
-
 
 SNAPSHOT_CHUNK = 1 << 20
 SNAPSHOT_WAL_IN_MEMORY = 8 << 20

@@ -23,7 +23,7 @@ import os
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from typing import Any
 
 import orjson
@@ -140,20 +140,20 @@ def parse_since(text: str) -> datetime:
     try:
         if len(text) == 10:
             d = date.fromisoformat(text)
-            return datetime(d.year, d.month, d.day, tzinfo=timezone.utc)
+            return datetime(d.year, d.month, d.day, tzinfo=UTC)
         dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise UsageError(f"invalid date {text!r}: use YYYY-MM-DD or an ISO 8601 time") from None
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
-def _event_time(rec: dict, fallback: datetime | None) -> datetime | None:
+def _event_time(rec: dict[str, Any], fallback: datetime | None) -> datetime | None:
     for k in ("ts", "time", "created"):
         v = rec.get(k)
         if isinstance(v, str):
             try:
                 dt = datetime.fromisoformat(v.replace("Z", "+00:00"))
-                return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+                return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
             except ValueError:
                 continue
     return fallback

@@ -32,8 +32,21 @@ from __future__ import annotations
 from typing import Any
 
 from ..layout import Store
-from .codes import (CHECK_ORDER, CODES, ERROR, INFO, SEVERITIES, SEVERITY_RANK, WARNING, CodeInfo,
-                    Finding, Summary, check_ignore_codes, codes_table, sort_findings)
+from .codes import (
+    CHECK_ORDER,
+    CODES,
+    ERROR,
+    INFO,
+    SEVERITIES,
+    SEVERITY_RANK,
+    WARNING,
+    CodeInfo,
+    Finding,
+    Summary,
+    check_ignore_codes,
+    codes_table,
+    sort_findings,
+)
 from .run import Audit
 
 

@@ -3,17 +3,14 @@ fields, meaning), findings and the per-store summary."""
 
 from __future__ import annotations
 
-
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-
 from ..errors import UsageError
 from ..sourceref import STATUSES
-
 
 ERROR = "error"
 WARNING = "warning"
@@ -172,7 +169,8 @@ class Finding:
         if self.seq is not None:
             parts.append(f"seq {self.seq}")
         if self.fact_id is not None:
-            parts.append(f"fact {self.fact_id}" + (f" rev {self.revision}" if self.revision is not None else ""))
+            parts.append(f"fact {self.fact_id}"
+                         + (f" rev {self.revision}" if self.revision is not None else ""))
         if self.key:
             parts.append(self.key)
         if self.table:
@@ -196,11 +194,11 @@ class Summary:
     deep: bool
     started: float = field(default_factory=time.time)
     finished: float | None = None
-    by_severity: Counter = field(default_factory=Counter)
-    by_code: Counter = field(default_factory=Counter)
-    by_code_severity: dict = field(default_factory=dict)   # code -> Counter(severity)
+    by_severity: Counter[str] = field(default_factory=Counter)
+    by_code: Counter[str] = field(default_factory=Counter)
+    by_code_severity: dict[str, Counter[str]] = field(default_factory=dict)   # code -> Counter(severity)
     ignored: int = 0
-    facts: Counter = field(default_factory=Counter)     # fact status -> count (worst revision)
+    facts: Counter[str] = field(default_factory=Counter)   # fact status -> count (worst revision)
     facts_total: int = 0
     sessions: int = 0
     bytes_read: int = 0                                  # transcript bytes read by the audit itself

@@ -3,7 +3,6 @@ exclusions, generation) and every fact's evidence."""
 
 from __future__ import annotations
 
-
 import os
 import stat
 from collections.abc import Iterator
@@ -229,9 +228,10 @@ def _load_facts(audit: Audit, fs: Any, db: Any) -> None:
                 audit._need.setdefault(r.source.session_id, []).append((r.source, "durable"))
     audit._generation = fs.generation()
     audit._generation_known = True
+    excluded: dict[str, set[int]] = {}
     for sid, seq in db.execute("SELECT session_id, seq FROM exclusions"):
-        audit._excluded.setdefault(sid, set()).add(seq)
-    audit._excluded = {k: frozenset(v) for k, v in audit._excluded.items()}
+        excluded.setdefault(sid, set()).add(seq)
+    audit._excluded = {k: frozenset(v) for k, v in excluded.items()}
 
 
 def fact_findings(audit: Audit) -> Iterator[Finding | None]:

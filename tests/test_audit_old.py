@@ -17,15 +17,24 @@ import pytest
 
 from lecode_memctl.core.audit import CODES, validate_store
 from lecode_memctl.core.layout import store_at
-from lecode_memctl.core.sessions import SessionStore
-from lecode_memctl.core.sourceref import canonical_digest
+from lecode_memctl.core.sessions import SessionStore, SessionWriter
 
 from .conftest import REPO, run_cli
-from .test_audit import (PLANTED, USAGE, _hdr, _msg, _write_session, build_clean, build_db_stores,
-                         build_planted, findings, prior_of)
+from .test_audit import (
+    PLANTED,
+    USAGE,
+    _hdr,
+    _msg,
+    _write_session,
+    build_clean,
+    build_db_stores,
+    build_planted,
+    findings,
+    prior_of,
+)
 
 
-def _session(path: Path, sid: str) -> tuple[SessionStore, object]:
+def _session(path: Path, sid: str) -> tuple[SessionStore, SessionWriter]:
     ss = SessionStore(store_at(path))
     w = ss.create(sid)
     w.append_message("user", "one")                      # 1
@@ -104,7 +113,7 @@ def test_a_null_lineage_is_not_legacy(config_dir):
 # ---------------------------------------------------------------- cumulative lineage
 
 
-def _chain(config_dir: Path) -> tuple[Path, SessionStore, object, int, list[dict]]:
+def _chain(config_dir: Path) -> tuple[Path, SessionStore, SessionWriter, int, list[dict]]:
     path = build_clean(config_dir)
     ss, w = _session(path, "cum")
     c1 = _compact(w, [_ref(ss, "cum", 1, 2)], None)                  # 3
@@ -200,7 +209,6 @@ def _unreadable_notes(config_dir: Path, monkeypatch) -> list:
     suite may run as root, which lists any directory)."""
     import errno
 
-    from lecode_memctl.core.audit import run as audit_run
 
     path = build_clean(config_dir, "unread-0123456789ab")
     os.makedirs(path / "notes", mode=0o700)
@@ -211,7 +219,7 @@ def _unreadable_notes(config_dir: Path, monkeypatch) -> list:
             raise PermissionError(errno.EACCES, "Permission denied", os.fspath(p))
         return real(p, *a)
 
-    monkeypatch.setattr(audit_run.os, "scandir", scandir)
+    monkeypatch.setattr(os, "scandir", scandir)  # the os module audit.run lists with
     try:
         return validate_store(store_at(path), parallel=False)[0]
     finally:

@@ -48,6 +48,7 @@ def fact_statuses(p: secretstore.Planted) -> dict[str, str]:
         ss = SessionStore(store_at(p.store), fs)
         out = {}
         for fact in fs.iter_facts():
+            assert fact.source is not None
             out[fact.fact_id] = ss.validate_source(fact.source, "durable").status
         return out
     finally:

@@ -482,7 +482,8 @@ def forget(
     (evidence that overlaps the new exclusions, or that holds generated
     messages the new generation hides) with its status before and after, as
     'memctl facts' will list it, how many generated messages the new
-    generation invalidates and which compaction summaries become inert.  Without --yes it asks on a terminal and refuses otherwise.  Says
+    generation invalidates and which compaction summaries become inert.
+    Without --yes it asks on a terminal and refuses otherwise.  Says
     whether this call forgot the fact or it was already forgotten; an
     unknown id exits 3.
     """

@@ -8,7 +8,7 @@ imported only inside those commands, never at start-up or while completing.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -43,20 +43,20 @@ def grep(
                                         help="Print the number of hits per session only.")] = False,
     files_with_matches: Annotated[bool, typer.Option(
         "--files-with-matches", "-l", help="Print only the ids of sessions with a hit.")] = False,
-    session: Annotated[Optional[list[str]], typer.Option(
+    session: Annotated[list[str] | None, typer.Option(
         "--session", metavar="ID", autocompletion=complete_session_id,
         help="Only this session (an exact id; repeatable).")] = None,
-    role: Annotated[Optional[list[str]], typer.Option(
+    role: Annotated[list[str] | None, typer.Option(
         "--role", metavar="ROLE", autocompletion=complete_grep_role,
         help="Only fields of this role: user, assistant, tool, system, or summary "
              "(compaction summaries); repeatable.")] = None,
-    since: Annotated[Optional[str], typer.Option(
+    since: Annotated[str | None, typer.Option(
         "--since", metavar="DATE",
         help="Only records at or after DATE (YYYY-MM-DD or ISO 8601; a record's own "
              "ts/time/created, else its session's created).")] = None,
-    until: Annotated[Optional[str], typer.Option(
+    until: Annotated[str | None, typer.Option(
         "--until", metavar="DATE", help="Only records before DATE.")] = None,
-    limit: Annotated[Optional[int], typer.Option(
+    limit: Annotated[int | None, typer.Option(
         "--limit", "-m", metavar="N", min=1, help="Stop after N hits.")] = None,
     context: Annotated[int, typer.Option(
         "--context", "-C", metavar="N", min=0, max=100,
@@ -70,7 +70,7 @@ def grep(
         help="Forensic view: also hits the agent cannot see, each labelled with the "
              "reason (excluded, undone, cleared, epoch, inert).")] = False,
     json_: JsonOpt = False,
-    fmt: Annotated[Optional[str], typer.Option(
+    fmt: Annotated[str | None, typer.Option(
         "--format", "-f", metavar="FORMAT",
         help="human (default), json or jsonl (one hit per line, streamed).")] = None,
 ) -> None:
@@ -95,8 +95,7 @@ def grep(
     visible, hidden_reason.  --format jsonl streams the hit objects.
     """
     from lecode_memctl.core.errors import UsageError
-    from lecode_memctl.core.grep import grep as core_grep
-    from lecode_memctl.core.grep import parse_time
+    from lecode_memctl.core.grep import grep as core_grep, parse_time
 
     from .output import dumps, echo, emit_json, safe, write_bytes
 
@@ -188,7 +187,7 @@ def _print_hit(hit, context: int) -> None:  # noqa: ANN001
 SECRETS_FORMATS = ("human", "json", "jsonl", "prometheus")
 
 
-def _default_allowlist() -> Optional[Path]:
+def _default_allowlist() -> Path | None:
     p = STATE.config_dir().path / "memctl-secrets-allowlist"
     return p if p.exists() else None
 
@@ -225,11 +224,11 @@ Cron, with node_exporter's textfile collector (alert on memctl_secrets_ok == 0):
 def secrets(
     all_projects: Annotated[bool, typer.Option(
         "--all-projects", help="Audit every store under <config dir>/memory/.")] = False,
-    allowlist: Annotated[Optional[Path], typer.Option(
+    allowlist: Annotated[Path | None, typer.Option(
         "--allowlist", metavar="FILE",
         help="Known false positives: SHA-256 hashes of values, one per line (default: "
              "<config dir>/memctl-secrets-allowlist when it exists).")] = None,
-    output: Annotated[Optional[Path], typer.Option(
+    output: Annotated[Path | None, typer.Option(
         "--output", "-o", metavar="FILE",
         help="Write the report to FILE atomically (temporary file, fsync, rename) "
              "instead of stdout.")] = None,
@@ -239,7 +238,7 @@ def secrets(
         "--jobs", "-j", metavar="N", min=0,
         help="Worker processes for scanning (default 0: one per available CPU).")] = 0,
     json_: JsonOpt = False,
-    fmt: Annotated[Optional[str], typer.Option(
+    fmt: Annotated[str | None, typer.Option(
         "--format", "-f", metavar="FORMAT",
         help="human (default), json, jsonl (one finding per line) or prometheus.")] = None,
 ) -> None:
@@ -280,7 +279,7 @@ def secrets(
     from lecode_memctl.core.layout import store_dirs
     from lecode_memctl.core.secrets import Detector, load_allowlist, scan_store
 
-    from .output import dumps, echo, safe
+    from .output import dumps, safe
 
     if json_:
         if fmt and fmt != "json":
@@ -348,19 +347,19 @@ Examples:
   memctl redact --session 2026-05-01-a1b2 --seq 42 --yes --json
 """)
 def redact(
-    session: Annotated[Optional[list[str]], typer.Option(
+    session: Annotated[list[str] | None, typer.Option(
         "--session", metavar="ID", autocompletion=complete_session_id,
         help="Only findings in this session (repeatable).")] = None,
-    seq: Annotated[Optional[list[int]], typer.Option(
+    seq: Annotated[list[int] | None, typer.Option(
         "--seq", metavar="N", min=0, help="Only findings in the record at seq N (repeatable; "
                                           "with --session).")] = None,
-    detector: Annotated[Optional[list[str]], typer.Option(
+    detector: Annotated[list[str] | None, typer.Option(
         "--detector", metavar="NAME",
         help="Only findings of this detector, e.g. aws-access-key (repeatable).")] = None,
-    pattern: Annotated[Optional[str], typer.Option(
+    pattern: Annotated[str | None, typer.Option(
         "--pattern", metavar="REGEX",
         help="Only findings whose value matches this Python regular expression.")] = None,
-    allowlist: Annotated[Optional[Path], typer.Option(
+    allowlist: Annotated[Path | None, typer.Option(
         "--allowlist", metavar="FILE",
         help="Hashes of values to leave alone (as for 'memctl secrets').")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; write nothing.")] = False,
@@ -436,9 +435,10 @@ def redact(
         from lecode_memctl.core.errors import StoreCorrupt
 
         bad = report.unreadable[0]
+        more = len(report.unreadable) - 1
         raise StoreCorrupt(f"cannot read {bad.file} ({bad.reason}) and so cannot tell what it "
-                           f"holds; nothing was changed" + (f" ({len(report.unreadable) - 1} "
-                                                            "more unreadable)" if len(report.unreadable) > 1 else ""))
+                           "holds; nothing was changed"
+                           + (f" ({more} more unreadable)" if more > 0 else ""))
     picked = select(report.findings, sessions=session, seqs=seq, detectors=detector, pattern=rx)
     plan = plan_redaction(store, picked)
     doc = plan.to_json()

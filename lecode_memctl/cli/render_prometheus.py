@@ -77,7 +77,7 @@ def _findings_lines(name: str, project: str, code: str, sev: str, n: int, s: Sum
             for sv, k in sorted(by.items(), key=lambda kv: SEVERITY_RANK[kv[0]])]
 
 
-def secrets_prometheus_text(reports: Iterable["SecretsReport"], *, now: float) -> str:
+def secrets_prometheus_text(reports: Iterable[SecretsReport], *, now: float) -> str:
     """``memctl secrets --format prometheus``: counts only (never a value, a
     preview or a hash)."""
     reports = list(reports)
@@ -96,10 +96,12 @@ def secrets_prometheus_text(reports: Iterable["SecretsReport"], *, now: float) -
         for (det, kind), n in sorted(counts.items()):
             lines.append(f'memctl_secrets_findings{{project="{_prom_escape(r.project)}",'
                          f'detector="{_prom_escape(det)}",kind="{kind}"}} {n}')
-    lines += ["# HELP memctl_secrets_unreadable_files Files the audit could not read (they may hide a value).",
+    lines += ["# HELP memctl_secrets_unreadable_files Files the audit could not read "
+              "(they may hide a value).",
               "# TYPE memctl_secrets_unreadable_files gauge"]
     for r in reports:
-        lines.append(f'memctl_secrets_unreadable_files{{project="{_prom_escape(r.project)}"}} {len(r.unreadable)}')
+        lines.append(f'memctl_secrets_unreadable_files{{project="{_prom_escape(r.project)}"}} '
+                     f'{len(r.unreadable)}')
     lines += ["# HELP memctl_secrets_allowlisted Findings left out because their hash is in the allowlist.",
               "# TYPE memctl_secrets_allowlisted gauge"]
     for r in reports:

@@ -17,8 +17,15 @@ from .errors import MemctlError, NotFound, UsageError
 from .facts import Fact, FactStore, ForgetPlan, Provenance, Revision, check_fact_id, fact_status
 from .paging import MAX_OUTPUT_BYTES  # the whole printed page, metadata included
 from .sessions import LEARNING_EVENT, is_generated
-from .sourceref import (HIDDEN, ExclusionReader, SessionReader, SourceRef, SourceStatus,
-                        check_session_id, status_for)
+from .sourceref import (
+    HIDDEN,
+    ExclusionReader,
+    SessionReader,
+    SourceRef,
+    SourceStatus,
+    check_session_id,
+    status_for,
+)
 
 # --------------------------------------------------------------------------
 # Reports: what `memctl facts`, `recall` and `history` print (and memory_list

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from .errors import MemctlError, UsageError
@@ -136,7 +136,7 @@ def _record_time(rec: Mapping[str, Any], fallback: datetime | None) -> datetime 
                 dt = datetime.fromisoformat(v.replace("Z", "+00:00"))
             except ValueError:
                 continue
-            return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+            return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
     return fallback
 
 
@@ -228,7 +228,7 @@ class GrepRun:
         self.sessions_searched += 1
         created = _record_time({"created": hdr.get("created")}, None)
         us = UndoState()
-        pending: list[tuple[dict, list[tuple[str, str, int, int, int, str, tuple, tuple]]]] = []
+        pending: list[tuple[dict[str, Any], list[_Span]]] = []
         regex = self.regex
         try:
             for rec in items:
@@ -272,7 +272,7 @@ class GrepRun:
             return (text.lower().encode("utf-8"), True) if text.isascii() else None
         return text.encode("utf-8"), False
 
-    def _hidden(self, sid: str, rec: dict, excluded: frozenset[int], generation: int,
+    def _hidden(self, sid: str, rec: dict[str, Any], excluded: frozenset[int], generation: int,
                 us: UndoState) -> str | None:
         if rec.get("type") == "message":
             ok, reason = visible(rec, purpose=self.purpose, excluded=excluded,
@@ -293,11 +293,15 @@ class GrepRun:
         return None
 
 
+# (role, JSON path, line, start, end, line shown, context before, context after)
+_Span = tuple[str, str, int, int, int, str, tuple[str, ...], tuple[str, ...]]
+
+
 def _line_hits(regex: re.Pattern[str], role: str, path: str, text: str, context: int
-               ) -> list[tuple[str, str, int, int, int, str, tuple, tuple]]:
+               ) -> list[_Span]:
     """One hit per line of ``text`` holding a match (the first match of the line)."""
     lines = text.split("\n")
-    out = []
+    out: list[_Span] = []
     for i, line in enumerate(lines):
         m = regex.search(line)
         if m is None:
@@ -324,7 +328,7 @@ def _line_hits(regex: re.Pattern[str], role: str, path: str, text: str, context:
     return out
 
 
-def _records(path: str, literal: tuple[bytes, bool] | None) -> Iterator[dict]:
+def _records(path: str, literal: tuple[bytes, bool] | None) -> Iterator[dict[str, Any]]:
     """Every complete record of a transcript (the torn tail and lines that are
     not JSON objects with a seq are left out; the file is opened without
     following a symbolic link).  With ``literal``, a line that is not an event,
@@ -350,7 +354,7 @@ def _records(path: str, literal: tuple[bytes, bool] | None) -> Iterator[dict]:
                 yield rec
 
 
-def _open_sessions(store: Store):  # -> (SessionStore, closer)
+def _open_sessions(store: Store) -> tuple[SessionStore, Callable[[], None] | None]:
     """A SessionStore with the project's exclusions, read-only (nothing created)."""
     if not os.path.lexists(store.facts_db):
         return SessionStore(store, NoExclusions()), None

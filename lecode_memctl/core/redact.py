@@ -33,6 +33,7 @@ import os
 import sqlite3
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -190,7 +191,7 @@ def plan_redaction(store: Store, findings: Iterable[Finding]) -> RedactPlan:
     findings = list(findings)
     plan = RedactPlan(store.slug, os.fspath(store.path), len(findings))
     for f in findings:
-        plan._values.setdefault(f._value, f.marker)
+        plan._values.setdefault(f.secret_value(), f.marker)
     # longest first: a value inside another is replaced after it
     plan._values = dict(sorted(plan._values.items(), key=lambda kv: -len(kv[0])))
     by_file: dict[str, str] = {}
@@ -205,7 +206,7 @@ def plan_redaction(store: Store, findings: Iterable[Finding]) -> RedactPlan:
         plan.clean_database = True
     root = os.fspath(store.path)
     changed: dict[str, set[int]] = {}
-    compacts: list[tuple[str, dict]] = []
+    compacts: list[tuple[str, dict[str, Any]]] = []
     generated: list[int | None] = []
     sessions_dir = os.path.join(root, "sessions")
     transcripts = sorted(n for n in _listdir(sessions_dir) if n.endswith(".jsonl"))
@@ -249,11 +250,11 @@ def plan_redaction(store: Store, findings: Iterable[Finding]) -> RedactPlan:
                                          hashlib.sha256(data).hexdigest()))
     # compaction summaries whose lineage span holds a rewritten record
     for sid, rec in compacts:
-        lineage = rec.get("lineage") if isinstance(rec.get("lineage"), list) else []
-        for ref in lineage:
-            if not isinstance(ref, Mapping):
+        lineage = rec.get("lineage")
+        for ref in lineage if isinstance(lineage, list) else []:
+            if not isinstance(ref, Mapping) or not isinstance(ref.get("session_id"), str):
                 continue
-            hit = changed.get(ref.get("session_id"))  # type: ignore[arg-type]
+            hit = changed.get(ref["session_id"])
             seqs = [s for s in ref.get("seqs") or [] if isinstance(s, int)] \
                 if isinstance(ref.get("seqs"), list) else []
             if hit and seqs and any(min(seqs) <= s <= max(seqs) for s in hit):
@@ -285,10 +286,10 @@ def plan_redaction(store: Store, findings: Iterable[Finding]) -> RedactPlan:
             fs.close()
     else:
         plan.new_generation = plan.generation
-    g, new = plan.generation, plan.new_generation
-    if new > g:
+    g, new_gen = plan.generation, plan.new_generation
+    if new_gen > g:
         plan.generated_messages_invalidated = sum(
-            1 for e in generated if (e is None and g == 0) or (e is not None and g <= e < new))
+            1 for e in generated if (e is None and g == 0) or (e is not None and g <= e < new_gen))
     plan.files.sort(key=lambda c: c.file)
     return plan
 
@@ -368,7 +369,7 @@ def apply_redaction(store: Store, plan: RedactPlan) -> RedactResult:
                     raise Conflict(f"{change.file} changed since the plan; run redact again "
                                    f"({len(result.files)} file(s) already rewritten)")
             if n and new != data:
-                atomic.atomic_write(path, new, backup=False)
+                atomic.atomic_write(Path(path), new, backup=False)
                 result.files.append(change.file)
     finally:
         for fd in locks:

@@ -37,12 +37,11 @@ import re
 import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import InitVar, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import orjson
 
-from .errors import MemctlError, StoreCorrupt, UsageError
+from .errors import MemctlError, UsageError
 from .layout import FACTS_DB, SESSIONS_DIR, Store
 
 EXCLUDED_PLUGINS = frozenset({"IPPublicDetector"})
@@ -111,6 +110,11 @@ class Finding:
         # Not a dataclass field: dataclasses.asdict, repr and == never see it,
         # so no generic encoder can put the value in an output by accident.
         object.__setattr__(self, "_value", value)
+
+    def secret_value(self) -> str:
+        """The value itself: for redact and --pattern selection, never for output."""
+        value: str = self.__dict__["_value"]
+        return value
 
     @property
     def marker(self) -> str:
@@ -222,8 +226,8 @@ class Detector:
 
     def __init__(self) -> None:
         try:
-            from detect_secrets.settings import default_settings, get_plugins
             from detect_secrets.filters import heuristic
+            from detect_secrets.settings import default_settings, get_plugins
         except ImportError:  # pragma: no cover - a broken install
             raise MemctlError("the detect-secrets package is not installed "
                               "(pip install detect-secrets)") from None
@@ -341,11 +345,9 @@ def _pem_span(text: str, base: int) -> tuple[int, int] | None:
     end of the block of non-empty lines when there is no END."""
     line_end = text.find("\n", base)
     m = _PEM_BEGIN.search(text, base, line_end if line_end >= 0 else len(text))
-    if m is None:
-        # PuTTY keys and unframed headers: the rest of the line and the block below it
-        start = base
-    else:
-        start = m.start()
+    # Without a BEGIN line (PuTTY keys, unframed headers): the rest of the line
+    # and the block below it.
+    start = base if m is None else m.start()
     e = _PEM_END.search(text, start)
     if e is not None:
         return start, e.end()
@@ -426,7 +428,7 @@ class Scanner:
         self.detector = detector
         self.allowlist = allowlist
         self.report = SecretsReport(store.slug, os.fspath(store.path))
-        self._seen: set[tuple] = set()
+        self._seen: set[tuple[Any, ...]] = set()
 
     def run(self, jobs: int = 1) -> SecretsReport:
         """Scan; ``jobs`` > 1 scans transcripts and files in that many worker
@@ -459,7 +461,7 @@ class Scanner:
                 self._merge(scan_file(self.detector, root, rel))
         return self.report
 
-    def _merge(self, res: "FileScan") -> None:
+    def _merge(self, res: FileScan) -> None:
         if res.error is not None:
             self.report.skipped.append(Skipped(res.rel, res.error))
             return
@@ -569,7 +571,7 @@ def scan_file(detector: Detector, root: str, rel: str) -> FileScan:
     return out
 
 
-def _transcript_hits(detector: Detector, rel: str, data: bytes, hits: list) -> None:
+def _transcript_hits(detector: Detector, rel: str, data: bytes, hits: list[Any]) -> None:
     from .grep import string_leaves
 
     sid = rel.split("/", 1)[1][:-len(".jsonl")]
@@ -620,7 +622,7 @@ def scan_store(store: Store, *, detector: Detector | None = None,
 
 def select(findings: Iterable[Finding], *, sessions: Iterable[str] | None = None,
            seqs: Iterable[int] | None = None, detectors: Iterable[str] | None = None,
-           pattern: "re.Pattern[str] | None" = None) -> list[Finding]:
+           pattern: re.Pattern[str] | None = None) -> list[Finding]:
     """The findings picked by ``redact``'s options (all of them by default)."""
     ss = set(sessions) if sessions else None
     qq = set(seqs) if seqs else None
@@ -633,7 +635,7 @@ def select(findings: Iterable[Finding], *, sessions: Iterable[str] | None = None
             continue
         if dd is not None and f.detector not in dd:
             continue
-        if pattern is not None and pattern.search(f._value) is None:
+        if pattern is not None and pattern.search(f.secret_value()) is None:
             continue
         out.append(f)
     return out

@@ -1189,10 +1189,10 @@ class SessionStore:
                     prev = max(prev, seq)
                 else:
                     prev = seq
-                if obj.get("type") == "event" and obj.get("event") in ("undo", "redo"):
-                    if bad_target(obj):
-                        yield ScanItem(lineno, off, BAD_TARGET, seq, None,
-                                       "undo/redo target must be [first, last] entirely before the event")
+                if (obj.get("type") == "event" and obj.get("event") in ("undo", "redo")
+                        and bad_target(obj)):
+                    yield ScanItem(lineno, off, BAD_TARGET, seq, None,
+                                   "undo/redo target must be [first, last] entirely before the event")
                 yield ScanItem(lineno, off, "record", seq, obj)
 
 

@@ -279,3 +279,18 @@ def test_a_deeply_nested_target_is_reported_not_a_crash(config_dir):
     code, fs = findings("--store", str(path), "--deep")
     assert [(f["code"], f["seq"]) for f in fs] == [("session.bad_target", 2)] and code == 1
     assert "deeply nested list" in fs[0]["message"]
+
+
+@pytest.mark.parametrize("bad_sid", [[1], {"a": 1}, None, 7])
+def test_lineage_chunk_whose_session_id_is_not_a_string_is_a_finding_not_a_crash(config_dir, bad_sid):
+    """A chunk {"session_id": [1], ...} crashed validate --deep with exit 70
+    (an unhashable key in the chunk memo); it is a malformed reference."""
+    path = build_clean(config_dir)
+    ss, w = _session(path, "odd")
+    ref = _ref(ss, "odd", 1, 2)
+    ref["session_id"] = bad_sid
+    c = _compact(w, [ref], None)                                     # 3
+    w.close()
+    got = deep(path)
+    assert got and all(seq == c for _code, _sev, seq, _reason in got), got
+    assert {code for code, *_ in got} <= {"compact.lineage_stale", "compact.lineage_not_cumulative"}, got

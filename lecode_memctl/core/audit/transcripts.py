@@ -600,8 +600,11 @@ def _compaction(compacts: list[tuple[int, dict[str, Any]]], sid: str,
             seqs = chunk.get("seqs") if isinstance(chunk, dict) else None
             # lineage is cumulative: a chunk seen in an earlier compact event is decided once
             quick = None
-            if type(seqs) is list and seqs and isinstance(chunk.get("digest"), str):
-                quick = (chunk.get("session_id"), chunk["digest"], seqs[0], seqs[-1], len(seqs))
+            if (type(seqs) is list and seqs and isinstance(chunk.get("digest"), str)
+                    and isinstance(chunk.get("session_id"), str)
+                    and type(seqs[0]) is int and type(seqs[-1]) is int):
+                # (a malformed chunk is not memoised: it is reported where it stands)
+                quick = (chunk["session_id"], chunk["digest"], seqs[0], seqs[-1], len(seqs))
                 hit = seen.get(quick)
                 if hit is not None:
                     kind, msg, reason = hit

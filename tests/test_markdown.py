@@ -200,7 +200,7 @@ def test_notes_listing_pipe_and_formats(store_dir):
     import datetime
     assert datetime.datetime.fromisoformat(rows[1]["modified"]).timestamp() == 1_700_000_000
     csv_out = cli(store_dir, "notes", "--format", "csv").stdout
-    assert csv_out.splitlines()[0] == "name,size,modified"
+    assert csv_out.splitlines()[0] == "type,name,path,size,modified"
     jl = cli(store_dir, "notes", "--format", "jsonl").stdout.splitlines()
     assert [orjson.loads(x)["name"] for x in jl] == ["café notes", "deploy-checklist"]
     assert cli(store_dir, "notes", "--format", "nope").exit_code == 2

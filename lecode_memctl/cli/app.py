@@ -15,6 +15,7 @@ import typer
 
 from lecode_memctl import __version__
 
+from .options import ColorWhen
 from .state import STATE
 
 HELP = """\
@@ -76,6 +77,10 @@ def root(
              "project identity.")] = None,
     no_color: Annotated[bool, typer.Option(
         "--no-color", help="No colour in output (also: the NO_COLOR environment variable).")] = False,
+    color: Annotated[ColorWhen, typer.Option(
+        "--color", metavar="WHEN",
+        help="Colour: auto (on a terminal, unless NO_COLOR is set; FORCE_COLOR forces it), "
+             "always or never.")] = ColorWhen.auto,
     version: Annotated[bool, typer.Option(
         "--version", is_eager=True, callback=_version, help="Print the version and exit.")] = False,
 ) -> None:
@@ -83,6 +88,7 @@ def root(
     STATE.project = str(project) if project else None
     STATE.store_option = str(store) if store else None
     STATE.no_color = no_color
+    STATE.color_mode = color.value
 
 
 # Command modules register themselves on import, and --help lists the commands

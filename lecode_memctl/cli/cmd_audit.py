@@ -9,7 +9,7 @@ import typer
 
 from .app import app
 from .cmd_sessions import complete_session_id
-from .options import JsonOpt
+from .options import FormatOpt, JsonOpt, LimitOpt, OffsetOpt, sort_option
 from .state import STATE
 
 VALIDATE_FORMATS = ("human", "json", "jsonl", "prometheus")
@@ -293,9 +293,10 @@ def projects(
         help="A project you know of (repeatable): lets memctl name its store's root and "
              "recognise legacy stores of directories inside it.")] = None,
     json_: JsonOpt = False,
-    fmt: Annotated[Optional[str], typer.Option(
-        "--format", "-f", metavar="FORMAT",
-        help="table (default), json, jsonl, csv, tsv, or a tabulate format name.")] = None,
+    fmt: FormatOpt = None,
+    sort: Annotated[Optional[str], sort_option(PROJECT_SORTS, "slug")] = None,
+    offset: OffsetOpt = None,
+    limit: LimitOpt = None,
 ) -> None:
     """List every store under <config dir>/memory/ with what is in it.
 
@@ -310,15 +311,16 @@ def projects(
     store with Markdown but no sessions and no facts database is flagged
     'possibly legacy'.  Reads only.
 
-    --json prints a list of {"slug", "path", "kind", "root", "root_source",
-    "root_exists", "legacy_of", "legacy_directory", "possibly_legacy",
-    "sessions", "facts", "facts_error", "size", "files", "last_activity"};
-    root and root_exists are null when unknown, facts is null when the
-    database cannot be read.
+    --json prints an array of project rows {"type", "slug", "path", "kind",
+    "root", "root_source", "root_exists", "legacy_of", "legacy_directory",
+    "possibly_legacy", "sessions", "facts", "facts_error", "size", "files",
+    "last_activity"}, the same fields in every format; root and root_exists
+    are null when unknown, facts is null when the database cannot be read.
     """
     from lecode_memctl.core.projects import list_projects
+    from lecode_memctl.core.rowmodel import PROJECT
 
-    from .output import check_format, render_rows
+    from .output import check_format, render_records, sort_rows, window
 
     fmt_name = check_format(fmt, json_flag=json_)
     cfg = STATE.config_dir()
@@ -327,20 +329,22 @@ def projects(
     except OSError:
         current = None
     infos = list_projects(cfg.path, current=current, roots=root or [])
-    docs = [i.to_json() for i in infos]
-    if fmt_name in ("json", "jsonl"):
-        render_rows(docs, [], fmt_name)
-        return
-    rows = []
-    for d in docs:
-        kind = d["kind"] + (" (possibly legacy)" if d["possibly_legacy"] else "")
-        if d["legacy_of"]:
-            kind += f" of {d['legacy_of']}"
-        rows.append({"slug": d["slug"], "kind": kind,
-                     "root": d["root"] or "unknown",
-                     "root exists": "?" if d["root_exists"] is None else d["root_exists"],
-                     "sessions": d["sessions"],
-                     "facts": "?" if d["facts"] is None else d["facts"],
-                     "size": d["size"], "last activity": d["last_activity"] or "-"})
-    render_rows(rows, ["slug", "kind", "root", "root exists", "sessions", "facts", "size",
-                       "last activity"], fmt_name)
+    rows = sort_rows([PROJECT.row(**i.to_json()) for i in infos], sort, PROJECT_SORTS, "slug")
+    render_records(PROJECT, window(rows, offset, limit), fmt_name,
+                   columns=["slug", "kind", "root", "root_exists", "sessions", "facts", "size",
+                            "last_activity"],
+                   labels={"root_exists": "root exists", "last_activity": "last activity"},
+                   display=_project_display)
+
+
+PROJECT_SORTS = ("slug", "size", "sessions", "last_activity")
+
+
+def _project_display(d: dict) -> dict:
+    kind = d["kind"] + (" (possibly legacy)" if d["possibly_legacy"] else "")
+    if d["legacy_of"]:
+        kind += f" of {d['legacy_of']}"
+    return {**d, "kind": kind, "root": d["root"] or "unknown",
+            "root_exists": "?" if d["root_exists"] is None else d["root_exists"],
+            "facts": "?" if d["facts"] is None else d["facts"],
+            "last_activity": d["last_activity"] or "-"}

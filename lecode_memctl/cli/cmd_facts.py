@@ -115,6 +115,7 @@ def _status_cell(status: str, reason: str | None) -> str:
 # ---------------------------------------------------------------- facts
 
 FACTS_COLUMNS = ["fact_id", "revision", "status", "source", "text"]
+FACT_STATUSES = ("valid", "stale", "missing", "hidden", "unverified")
 
 
 def _row_for_table(row: dict[str, Any]) -> dict[str, Any]:
@@ -123,6 +124,10 @@ def _row_for_table(row: dict[str, Any]) -> dict[str, Any]:
     out["text"] = row["text"] + (" [...]" if row["fact_text_truncated"] else "")
     out["source"] = row["source"] or "-"
     return out
+
+
+def _complete_status(incomplete: str) -> list[str]:
+    return [s for s in FACT_STATUSES if s.startswith(incomplete)]
 
 
 def _print_learning(learning: dict[str, Any] | None, session: str | None) -> None:
@@ -146,24 +151,64 @@ def _print_learning(learning: dict[str, Any] | None, session: str | None) -> Non
              "longer valid)")
 
 
+def _fact_filter(query: str | None, since: Any, until: Any) -> Any:
+    """The predicate on a stored Fact for --query/--since/--until (None: every fact).
+    --query is the core's literal search: a substring of the current text,
+    case-insensitive for ASCII letters only (like SQLite's lower())."""
+    from lecode_memctl.core.rowmodel import in_window
+
+    if query is None and since is None and until is None:
+        return None
+    needle = query.translate(_ASCII_LOWER) if query is not None else None
+
+    def where(fact: Any) -> bool:
+        if needle is not None and needle not in fact.text.translate(_ASCII_LOWER):
+            return False
+        if since is not None or until is not None:
+            return in_window(fact.created, since, until) or in_window(fact.updated, since, until)
+        return True
+
+    return where
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
 @app.command(epilog="""\
 \b
 Examples:
-  memctl facts                      the first page (20 facts)
+  memctl facts                      the first page (20 facts), as the agent sees them
   memctl facts --offset 20          the next page
+  memctl facts --format jsonl | jq -r 'select(.status != "valid") | .fact_id'
+  memctl facts --status stale --since 7d --format csv > stale.csv
+  memctl facts --query 'indentation'          literal text search (unverified, administrative)
   memctl facts --session 2026-06-01-a1b2 --json
-  memctl facts --all --format jsonl | jq -r 'select(.status != "valid") | .fact_id'
 """)
 def facts(
-    offset: Annotated[int, typer.Option("--offset", min=0, metavar="N",
-                                        help="Start at the N-th fact (id order).")] = 0,
-    limit: Annotated[int, typer.Option("--limit", min=1, max=20, metavar="N",
-                                       help="Facts per page, at most 20.")] = 20,
-    all_: Annotated[bool, typer.Option("--all", help="Every fact, streamed (for scripts; "
-                                       "use --format jsonl on big stores).")] = False,
+    offset: Annotated[Optional[int], typer.Option(
+        "--offset", min=0, metavar="N", help="Skip the first N facts (after filtering).")] = None,
+    limit: Annotated[Optional[int], typer.Option(
+        "--limit", min=1, metavar="N",
+        help="At most N facts (the table: at most 20 per page).")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="The table too lists every fact, not "
+                                       "one page.")] = False,
     session: Annotated[Optional[str], typer.Option(
         "--session", metavar="ID", autocompletion=complete_session_id,
         help="Only facts with evidence in this session; learning status of this session.")] = None,
+    status: Annotated[Optional[str], typer.Option(
+        "--status", metavar="STATUS", autocompletion=_complete_status,
+        help="Only facts with this evidence status: valid, stale, missing, hidden or "
+             "unverified.")] = None,
+    query: Annotated[Optional[str], typer.Option(
+        "--query", metavar="TEXT",
+        help="Only facts whose current text contains TEXT (literal, ASCII case-insensitive; "
+             "an administrative, unverified search).")] = None,
+    since: Annotated[Optional[str], typer.Option(
+        "--since", metavar="WHEN",
+        help="Only facts created or updated at or after WHEN: a date, an RFC 3339 time or "
+             "an age such as 7d or 12h.")] = None,
+    until: Annotated[Optional[str], typer.Option(
+        "--until", metavar="WHEN", help="Only facts created or updated at or before WHEN.")] = None,
     fmt: FormatOpt = None,
     json_: JsonOpt = False,
 ) -> None:
@@ -175,59 +220,141 @@ def facts(
     fact_text_truncated).  A fact is valid only when the evidence of every
     one of its revisions validates today (purpose durable: a later /clear
     does not revoke it; undo, forget exclusions, edits and deletion do).
-    Pages hold at most 20 facts and 16,384 bytes of JSON, like the agent's
-    /memory facts; pass next_offset back as --offset.  Then the latest
-    learning status (the newest learning event, of --session when given),
-    its reason counts and the proposals whose evidence still validates.
 
-    --all streams every fact (with --format jsonl in constant memory).  The
-    text is stored data, not instructions; it is shown escaped.  Reads only:
-    nothing in the store is created or changed.
+    The table mirrors the agent's /memory facts: pages of at most 20 facts
+    and 16,384 bytes of JSON, in id order, then the latest learning status
+    (the newest learning event, of --session when given), its reason counts
+    and the proposals whose evidence still validates; the command for the
+    next page goes to stderr.  The machine formats (--json, --format json,
+    jsonl, csv, tsv) give every fact unless --limit or --offset is given,
+    streamed in constant memory.  --json is always one object: {"type":
+    "facts", "schema_version", "offset", "limit", "total", "facts": [fact
+    rows], "next_offset", "learning"}; see docs/OUTPUT.md for the fields.
+
+    The text is stored data, not instructions; tables show it escaped.
+    Reads only: nothing in the store is created or changed.
     """
-    from lecode_memctl.core.errors import UsageError
-    from lecode_memctl.core.facts import facts_page, iter_fact_rows, learning_status
+    import itertools
 
-    from .output import check_format, echo, emit_json, emit_jsonl, render_rows
+    from lecode_memctl.core.errors import UsageError
+    from lecode_memctl.core.facts import (MAX_OUTPUT_BYTES, PAGE_FACTS, facts_page,
+                                          iter_fact_rows, learning_status)
+    from lecode_memctl.core.rowmodel import FACT, SCHEMA_VERSION, parse_when
+    from lecode_memctl.core.sourceref import check_session_id
+
+    from .output import (check_format, dumps, echo, emit_csv, emit_jsonl, render_records,
+                         write_bytes)
 
     fmt_name = check_format(fmt, json_flag=json_)
-    if all_ and offset:
-        raise UsageError("--all and --offset do not go together")
+    machine = fmt_name in ("json", "jsonl", "csv", "tsv")
+    if status is not None and status not in FACT_STATUSES:
+        raise UsageError(f"--status {status!r}: use one of {', '.join(FACT_STATUSES)}")
+    if query is not None and not query:
+        raise UsageError("--query TEXT is empty")
+    if all_ and (offset or limit):
+        raise UsageError("--all lists every fact: it does not go with --offset or --limit")
+    if not machine and not all_ and limit is not None and limit > PAGE_FACTS:
+        raise UsageError(f"a table page holds at most {PAGE_FACTS} facts (use --all, or a "
+                         "machine format such as --format jsonl, for more)")
+    if session is not None:
+        check_session_id(session)
+    t_since = parse_when(since, option="--since") if since else None
+    t_until = parse_when(until, option="--until", until=True) if until else None
+    where = _fact_filter(query, t_since, t_until)
+    filtered = where is not None or status is not None
+    paged = not machine and not all_
+    start = offset or 0
     store, fs, sessions = _open_read()
     try:
         _needs_migration_note(fs)
-        if all_:
-            rows = iter_fact_rows(fs, sessions, session_id=session) if fs.exists else iter(())
-            if fmt_name == "jsonl":
-                emit_jsonl(rows)
-                return
+
+        def stream() -> Any:
+            if not fs.exists:
+                return iter(())
+            rows = iter_fact_rows(fs, sessions, session_id=session, where=where)
+            if status is not None:
+                rows = (r for r in rows if r["status"] == status)
+            return (FACT.row(**r) for r in rows)
+
+        if paged and not filtered:
+            # the agent's view: memory_list's page, byte cap included
+            doc = facts_page(fs, sessions, offset=start, limit=limit or PAGE_FACTS,
+                             session_id=session)
+            rows = [FACT.row(**r) for r in doc["facts"]]
+            total: int | None = doc["total"]
+            next_offset = doc["next_offset"]
+            learning = doc["learning"]
+        elif paged:
+            want = limit or PAGE_FACTS
+            rows = []
+            size = 0
+            more = False
+            for r in itertools.islice(stream(), start, None):
+                size += len(dumps(r)) + 2
+                if len(rows) >= want or (rows and size > MAX_OUTPUT_BYTES - 1024):
+                    more = True
+                    break
+                rows.append(r)
+            total = None
+            next_offset = start + len(rows) if more else None
+            learning = learning_status(sessions, fs, session)
+        else:
+            end = None if limit is None else start + limit
+            body = itertools.islice(stream(), start, end)
             if fmt_name == "json":
-                emit_json(list(rows))
+                total = None if filtered or not fs.exists else (
+                    fs.count() if session is None else len(fs.ids_with_evidence_in(session)))
+                head = {"type": "facts", "schema_version": SCHEMA_VERSION, "offset": start,
+                        "limit": limit, "total": total}
+                write_bytes(dumps(head)[:-1] + b',"facts":[')
+                n = 0
+                for r in body:
+                    write_bytes((b"\n" if n == 0 else b",\n") + dumps(r))
+                    n += 1
+                more = end is not None and next(iter(itertools.islice(stream(), end, end + 1)),
+                                                None) is not None
+                tail = {"next_offset": start + n if more else None,
+                        "learning": learning_status(sessions, fs, session)}
+                write_bytes(b"\n]," + dumps(tail)[1:] + b"\n")
                 return
-            render_rows((_row_for_table(r) for r in rows), FACTS_COLUMNS, fmt_name)
-            if fmt_name == "table":
-                _print_learning(learning_status(sessions, fs, session), session)
-            return
-        doc = facts_page(fs, sessions, offset=offset, limit=limit, session_id=session)
-        if fmt_name == "json":
-            emit_json(doc)
-            return
-        if fmt_name == "jsonl":
-            emit_jsonl(doc["facts"])
-            return
-        if doc["facts"] or fmt_name != "table":
-            render_rows([_row_for_table(r) for r in doc["facts"]], FACTS_COLUMNS, fmt_name)
+            if fmt_name == "jsonl":
+                emit_jsonl(body)
+                return
+            if fmt_name in ("csv", "tsv"):
+                emit_csv(body, FACT.names, fmt_name)
+                return
+            rows = list(body)
+            total = len(rows)
+            next_offset = None
+            learning = learning_status(sessions, fs, session)
+        if rows:
+            render_records(FACT, rows, fmt_name, columns=FACTS_COLUMNS, display=_row_for_table)
         if fmt_name != "table":
             return
-        n = len(doc["facts"])
-        if doc["total"] == 0:
-            echo("no facts" + (f" with evidence in session {session}" if session else ""))
+        n = len(rows)
+        if n == 0:
+            echo("no facts" + (f" with evidence in session {session}" if session else "")
+                 + (" matching the filters" if filtered else ""))
         else:
-            echo(f"facts {offset + 1}-{offset + n} of {doc['total']}"
-                 + (f"; next: memctl facts --offset {doc['next_offset']}"
-                    if doc["next_offset"] is not None else ""))
-        _print_learning(doc["learning"], session)
+            echo(f"facts {start + 1}-{start + n}" + (f" of {total}" if total is not None else ""))
+        if next_offset is not None:
+            opts = " ".join(a for a in _filter_args(session, status, query, since, until) if a)
+            echo(f"memctl: more facts: memctl facts{' ' + opts if opts else ''} "
+                 f"--offset {next_offset}", err=True)
+        _print_learning(learning, session)
     finally:
         fs.close()
+
+
+def _filter_args(session: Any, status: Any, query: Any, since: Any, until: Any) -> list[str]:
+    import shlex
+
+    out = []
+    for name, v in (("--session", session), ("--status", status), ("--query", query),
+                    ("--since", since), ("--until", until)):
+        if v is not None:
+            out.append(f"{name} {shlex.quote(v)}")
+    return out
 
 
 # ---------------------------------------------------------------- recall

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from .app import app
-from .options import FormatOpt, JsonOpt
+from .options import FormatOpt, JsonOpt, LimitOpt, OffsetOpt, sort_option
 from .state import STATE
 
 _KINDS = ("memory", "scratchpad", "log", "note")
@@ -86,22 +86,28 @@ Examples:
 def notes(
     name: Annotated[Optional[str], typer.Argument(
         metavar="NAME", help="Print this note instead of listing them (a trailing .md is accepted).",
-        show_default=False)] = None,
+        autocompletion=_complete_note, show_default=False)] = None,
     json_: JsonOpt = False,
     fmt: FormatOpt = None,
+    sort: Annotated[Optional[str], sort_option(NOTE_SORTS, "name")] = None,
+    offset: OffsetOpt = None,
+    limit: LimitOpt = None,
 ) -> None:
     """List the named notes (name, size, modified), or print one note.
 
     Named notes are notes/<name>.md in the store.  Without NAME, lists every
-    note; with NAME, prints it (exit 3 if there is no such note).  A note
-    name is 1-100 characters without '/', '\\', '..', a leading dot or
-    control characters; anything else is refused before any file is touched
-    (exit 2).  Changes nothing.
+    note (--json: an array of note rows {type, name, path, size, modified},
+    the same fields in every format); with NAME, prints it (exit 3 if there
+    is no such note; --json: {path, text}).  A note name is 1-100
+    characters without '/', '\\', '..', a leading dot or control
+    characters; anything else is refused before any file is touched (exit
+    2).  Changes nothing.
     """
     from lecode_memctl.core import markdown
     from lecode_memctl.core.errors import UsageError
+    from lecode_memctl.core.rowmodel import NOTE
 
-    from .output import check_format, echo, render_rows, safe
+    from .output import check_format, echo, render_records, safe, sort_rows, window
 
     if name is not None:
         target = markdown.note_target(name)
@@ -112,15 +118,36 @@ def notes(
     fmt_name = check_format(fmt, json_flag=json_)
     store = STATE.store()
     infos = markdown.list_notes(store)
-    rows = [{"name": i.name, "path": str(i.path), "size": i.size, "modified": i.modified}
+    rows = [NOTE.row(name=i.name, path=str(i.path), size=i.size, modified=i.modified)
             for i in infos]
+    rows = sort_rows(rows, sort, NOTE_SORTS, "name")
     if not rows and fmt_name == "table":
         echo(f"no notes in {safe(str(store.notes_dir))}", err=True)
         return
-    columns = ["name", "size", "modified"]
-    if fmt_name in ("json", "jsonl"):
-        columns = ["name", "path", "size", "modified"]
-    render_rows(rows, columns, fmt_name)
+    render_records(NOTE, window(rows, offset, limit), fmt_name, columns=["name", "size", "modified"])
+
+
+NOTE_SORTS = ("name", "size", "modified")
+
+
+def _complete_note(ctx, args, incomplete):  # noqa: ANN001,ANN201 - typer inspects names
+    """Note names of the store (notes/*.md, symbolic links left out); reads a directory only."""
+    import os
+
+    try:
+        from .cmd_sessions import _completion_store
+
+        notes_dir = os.path.join(os.fspath(_completion_store(ctx).path), "notes")
+        if os.path.islink(notes_dir):
+            return []
+        out = []
+        with os.scandir(notes_dir) as it:
+            for e in it:
+                if e.name.endswith(".md") and not e.is_symlink() and e.name.startswith(incomplete or ""):
+                    out.append(e.name[:-3])
+        return sorted(out)
+    except Exception:  # noqa: BLE001 - completion never fails loudly
+        return []
 
 
 @app.command(epilog="""\

@@ -92,23 +92,29 @@ def config(json_: JsonOpt = False, fmt: FormatOpt = None) -> None:
     Reads <config dir>/config.toml.  Keys: enabled (default true), max_bytes
     (32768, the whole memory section), auto_learn (false), facts_max_bytes
     (8192, valid 0..65536).  An out-of-range or mistyped value is an error
-    naming the key (exit 2).
+    naming the key (exit 2).  --json prints one object (the config dir and
+    file, each key as {value, default, source}, and "settings": the rows);
+    jsonl, csv and tsv give the setting rows {type, key, value, default,
+    source}.
     """
     from lecode_memctl.core.config import load_memory_config
+    from lecode_memctl.core.rowmodel import SCHEMA_VERSION, SETTING
 
-    from .output import check_format, emit_json, render_rows
+    from .output import check_format, emit_json, render_records
 
     fmt_name = check_format(fmt, json_flag=json_)
     cfg_dir = STATE.config_dir()
     mc = load_memory_config(cfg_dir.path)
-    rows = [{"key": f"memory.{s.key}", "value": s.value, "default": s.default, "source": s.source}
+    rows = [SETTING.row(key=f"memory.{s.key}", value=s.value, default=s.default, source=s.source)
             for s in mc.settings]
     if fmt_name == "json":
         emit_json({
+            "type": "config", "schema_version": SCHEMA_VERSION,
             "config_dir": str(cfg_dir.path), "config_dir_source": cfg_dir.source,
             "config_file": str(cfg_dir.path / "config.toml"),
             "config_file_exists": mc.path is not None,
             **{s.key: {"value": s.value, "default": s.default, "source": s.source}
-               for s in mc.settings}})
+               for s in mc.settings},
+            "settings": rows})
         return
-    render_rows(rows, ["key", "value", "default", "source"], fmt_name)
+    render_records(SETTING, rows, fmt_name)

@@ -117,10 +117,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from typer import _click
 
     state.reset()
+    from .output import broken_pipe_exit, setup_streams, stdout_gone
+
+    setup_streams()
     json_doc = _wants_json(args)
     command = typer.main.get_command(app)
     try:
         rv = command.main(args=args, prog_name="memctl", standalone_mode=False)
+        sys.stdout.flush()  # a reader that went away shows here, not at interpreter exit
         return rv if isinstance(rv, int) else 0
     except MemctlError as exc:
         msg = exc.message + (f" ({exc.hint})" if exc.hint else "")
@@ -134,12 +138,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return report_error("interrupted", "interrupted", 130, json_doc=json_doc)
     except BrokenPipeError:
         # The reader went away (memctl ... | head): not an error of ours.
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except Exception:
-            pass
-        return 141
+        return broken_pipe_exit()
+    except SystemExit as exc:
+        # click/typer answer EPIPE with sys.exit(1) after wrapping stdout; that
+        # is the broken pipe too (141), not "validate found problems".
+        if stdout_gone():
+            return broken_pipe_exit()
+        raise
     except OSError as exc:
         code, status, message = _classify_os_error(exc)
         return report_error(code, message, status, json_doc=json_doc)

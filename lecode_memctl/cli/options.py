@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Annotated, Optional
 
 import typer
@@ -13,3 +14,36 @@ FormatOpt = Annotated[Optional[str], typer.Option(
     "--format", "-f", metavar="FORMAT",
     help="Listing format: table (default), json, jsonl, csv, tsv, or a tabulate "
          "format name such as plain, github or grid.")]
+
+
+class ColorWhen(str, Enum):
+    """--color WHEN."""
+
+    auto = "auto"
+    always = "always"
+    never = "never"
+
+
+OffsetOpt = Annotated[Optional[int], typer.Option(
+    "--offset", min=0, metavar="N", help="Skip the first N rows (in every format).")]
+
+LimitOpt = Annotated[Optional[int], typer.Option(
+    "--limit", min=1, metavar="N", help="At most N rows (in every format).")]
+
+SinceOpt = Annotated[Optional[str], typer.Option(
+    "--since", metavar="WHEN",
+    help="Only rows at or after WHEN: a date (2026-05-01, UTC), an RFC 3339 time or an age "
+         "such as 30m, 12h, 7d or 2w.")]
+
+UntilOpt = Annotated[Optional[str], typer.Option(
+    "--until", metavar="WHEN",
+    help="Only rows at or before WHEN (a date means the end of that day, UTC).")]
+
+
+def sort_option(choices: tuple[str, ...], default: str):  # noqa: ANN201
+    """--sort KEY with completion of its choices."""
+    return typer.Option(
+        "--sort", metavar="KEY", autocompletion=lambda incomplete: [c for c in choices
+                                                                   if c.startswith(incomplete)],
+        help=f"Order by {', '.join(choices)} (default {default}); "
+             "prefix '-' for descending, e.g. --sort=-" + choices[-1] + ".")

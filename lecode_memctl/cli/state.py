@@ -18,6 +18,7 @@ class State:
     project: str | None = None
     store_option: str | None = None
     no_color: bool = False
+    color_mode: str = "auto"        # --color auto|always|never
     json_errors: bool = False
 
     def config_dir(self) -> "ConfigDir":
@@ -36,8 +37,24 @@ class State:
             return store_at(self.store_option)
         return store_for_project(self.config_dir().path, self.project_dir())
 
-    def color(self) -> bool:
-        return not self.no_color and not os.environ.get("NO_COLOR")
+    def color(self, *, stderr: bool = False) -> bool:
+        """--color never / --no-color / NO_COLOR: no colour; --color always or
+        FORCE_COLOR: colour even in a pipe; auto: colour on a terminal."""
+        import sys
+
+        if self.no_color or self.color_mode == "never":
+            return False
+        if self.color_mode == "always":
+            return True
+        if os.environ.get("NO_COLOR"):
+            return False
+        if os.environ.get("FORCE_COLOR"):
+            return True
+        stream = sys.stderr if stderr else sys.stdout
+        try:
+            return stream.isatty()
+        except (AttributeError, ValueError):
+            return False
 
 
 STATE = State()

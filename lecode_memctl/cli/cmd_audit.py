@@ -12,10 +12,24 @@ from .cmd_sessions import complete_session_id
 from .options import FormatOpt, JsonOpt, LimitOpt, OffsetOpt, sort_option
 from .state import STATE
 
-VALIDATE_FORMATS = ("human", "json", "jsonl", "prometheus")
+VALIDATE_FORMATS = ("human", "json", "jsonl", "csv", "tsv", "prometheus")
+
+CRON_LINE = ("*/15 * * * * memctl validate --all-projects --format prometheus "
+             "--output /var/lib/node_exporter/textfile_collector/memctl.prom")
 
 
-@app.command(epilog="""\
+def _complete_validate_format(incomplete: str) -> list[str]:
+    return [f for f in VALIDATE_FORMATS if f.startswith(incomplete)]
+
+
+def _complete_code(incomplete: str) -> list[str]:
+    from lecode_memctl.core.audit import CODES
+
+    groups = sorted({c.split(".")[0] + ".*" for c in CODES})
+    return [c for c in [*sorted(CODES), *groups] if c.startswith(incomplete)]
+
+
+@app.command(epilog=f"""\
 \b
 Examples:
   memctl validate                         audit the current project's store
@@ -23,12 +37,13 @@ Examples:
   memctl validate --store /evidence/copy --json
   memctl validate --all-projects --quiet || echo "memory needs attention"
   memctl validate --ignore fact.unverified --ignore 'layout.*'
+  memctl validate --format csv > findings.csv
+  memctl validate --list-codes            every finding code, its severity and meaning
 \b
-Cron, with node_exporter's textfile collector:
-  */15 * * * * memctl validate --all-projects --format prometheus \\
-      > /var/lib/node_exporter/memctl.prom.$$ && \\
-      mv /var/lib/node_exporter/memctl.prom.$$ /var/lib/node_exporter/memctl.prom
-  (alert on memctl_validate_ok == 0)
+Cron, with node_exporter's textfile collector (one crontab line; the file is
+replaced atomically whatever the findings; alert on memctl_validate_ok == 0
+or on a stale memctl_validate_run_timestamp_seconds):
+  {CRON_LINE}
 """)
 def validate(
     store_dir: Annotated[Optional[Path], typer.Option(
@@ -42,21 +57,34 @@ def validate(
     strict: Annotated[bool, typer.Option(
         "--strict", help="Warnings count as failures for the exit status and memctl_validate_ok.")] = False,
     ignore: Annotated[Optional[list[str]], typer.Option(
-        "--ignore", metavar="CODE",
+        "--ignore", metavar="CODE", autocompletion=_complete_code,
         help="Do not report this finding code (repeatable; 'group.*' ignores a whole check).")] = None,
     quiet: Annotated[bool, typer.Option(
-        "--quiet", "-q", help="Print nothing; the exit status is the answer.")] = False,
+        "--quiet", "-q", help="Print nothing on stdout or stderr but errors; the exit status "
+                              "is the answer (--output still writes its file).")] = False,
+    progress: Annotated[Optional[bool], typer.Option(
+        "--progress/--no-progress",
+        help="A progress bar on stderr (default: when stderr is a terminal and not --quiet).")] = None,
+    output: Annotated[Optional[Path], typer.Option(
+        "--output", "-o", metavar="FILE",
+        help="Write the report to FILE instead of stdout, atomically (a temporary file in "
+             "FILE's directory, fsync, rename), whatever the findings.")] = None,
+    list_codes: Annotated[bool, typer.Option(
+        "--list-codes", help="List every finding code with its severity, group and meaning "
+                             "(with --json or --format: as rows), and exit.")] = False,
     json_: JsonOpt = False,
     fmt: Annotated[Optional[str], typer.Option(
-        "--format", "-f", metavar="FORMAT",
-        help="human (default), json, jsonl (one finding per line, streamed) or prometheus.")] = None,
+        "--format", "-f", metavar="FORMAT", autocompletion=_complete_validate_format,
+        help="human (default), json, jsonl (one finding per line, streamed, then one summary "
+             "per store), csv or tsv (finding rows), or prometheus.")] = None,
 ) -> None:
     """Audit a store and report every problem found; changes nothing.
 
     The model is 'git fsck': each finding has a stable code, a severity
     (error, warning, info), a location (file, line or byte offset, session and
-    seq, fact id and revision) and a one-line message.  The codes and what
-    they mean are listed in docs/FORMAT.md, "Validate findings".
+    seq, fact id and revision) and a one-line message.  'memctl validate
+    --list-codes' lists the codes and what they mean (also in docs/FORMAT.md,
+    "Validate findings").
 
     Checks: the store layout (unexpected files, leftover temp files,
     group/other permissions, symlinks); Markdown (invalid UTF-8, a .bak
@@ -78,25 +106,27 @@ def validate(
     are info), and learning events' statuses and reason codes.
 
     Exit status: 0 when nothing is at error severity (with --strict: nothing
-    at warning either), 1 otherwise; 2 usage, 3 no such store, 5 unreadable
-    (a symlinked store directory), 6 busy (the facts database kept changing
-    while its snapshot was taken).
-    --json prints {"ok", "strict", "deep", "exit_code", "totals", "projects":
-    [summary...], "findings": [finding...]}; a finding has code, severity,
-    check, project, file, line, offset, seq, session_id, fact_id, revision,
-    reason, key, table, message (absent location fields are null).
-    --format jsonl streams the same finding objects one per line and ends
-    with one {"summary": ...} line per project.
+    at warning either), 1 otherwise, also with --output; 2 usage, 3 no such
+    store, 5 unreadable (a symlinked store directory), 6 busy (the facts
+    database kept changing while its snapshot was taken), 7 --output could
+    not be written (the previous file is left as it was).
+    --json prints {"type": "validate", "schema_version", "ok", "strict",
+    "deep", "exit_code", "generated", "stores", "totals", "projects":
+    [summary rows], "findings": [finding rows]}; --format jsonl streams the
+    finding rows ({"type": "finding", ...}) and ends each store with its
+    summary row ({"type": "summary", ...}).  The fields are listed in
+    docs/OUTPUT.md.  The Prometheus text also carries the exit status, the
+    time of the run and the number of stores audited.
     """
-    import sys
     import time
 
-    from lecode_memctl.core.audit import (Audit, check_ignore_codes, prometheus_text,
-                                          sort_findings, stores_under)
+    from lecode_memctl.core.audit import (Audit, check_ignore_codes, sort_findings,
+                                          stores_under)
     from lecode_memctl.core.errors import UsageError
     from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.rowmodel import FINDING, SUMMARY
 
-    from .output import dumps, echo, emit_json, safe, write_bytes
+    from .output import atomic_output, check_format, emit_csv, emit_jsonl
 
     if json_:
         if fmt and fmt != "json":
@@ -105,6 +135,9 @@ def validate(
     fmt = fmt or "human"
     if fmt == "table":
         fmt = "human"
+    if list_codes:
+        _list_codes(check_format(None if fmt == "human" else fmt))
+        return
     if fmt not in VALIDATE_FORMATS:
         raise UsageError(f"unknown format {fmt!r}; use one of {', '.join(VALIDATE_FORMATS)}")
     ignored = check_ignore_codes(ignore or [])
@@ -117,45 +150,84 @@ def validate(
         stores = [store_at(store_dir)]
     else:
         stores = [STATE.store()]
+    if output is not None and output.is_dir():
+        raise UsageError(f"--output {output}: is a directory")
 
-    show_progress = not quiet and _stderr_tty()
+    to_stdout = not quiet or output is not None
+    show_progress = (progress if progress is not None else not quiet) and _stderr_tty()
     summaries = []
     all_findings = []
-    for i, st in enumerate(stores):
-        progress, finish = _progress_bar(st.slug) if show_progress else (None, lambda: None)
-        # config.toml is shared by every store: checked once, reported with the first store
-        audit = Audit(st, config_dir=cfg.path if i == 0 else None, deep=deep, ignore=ignored,
-                      progress=progress)
-        try:
-            if fmt == "jsonl" and not quiet:
-                for f in audit.run():
-                    write_bytes(dumps(f.to_json()) + b"\n")
-                write_bytes(dumps({"summary": audit.summary.to_json(strict)}) + b"\n")
-            else:
-                all_findings.extend(audit.run())
-        finally:
-            finish()
-        summaries.append(audit.summary)
+    stream_jsonl = fmt == "jsonl" and to_stdout
+    sink = atomic_output(str(output)) if output is not None else None
+    try:
+        if sink is not None and stream_jsonl:
+            sink.__enter__()
+        for i, st in enumerate(stores):
+            prog, finish = _progress_bar(st.slug) if show_progress else (None, lambda: None)
+            # config.toml is shared by every store: checked once, reported with the first store
+            audit = Audit(st, config_dir=cfg.path if i == 0 else None, deep=deep, ignore=ignored,
+                          progress=prog)
+            try:
+                if stream_jsonl:
+                    emit_jsonl(FINDING.row(**f.to_json()) for f in audit.run())
+                    emit_jsonl([SUMMARY.row(**audit.summary.to_json(strict))])
+                else:
+                    all_findings.extend(audit.run())
+            finally:
+                finish()
+            summaries.append(audit.summary)
+        ok = all(s.ok(strict) for s in summaries)
+        code = 0 if ok else 1
+        if not to_stdout or stream_jsonl:
+            if sink is not None:
+                sink.__exit__(None, None, None)
+                sink = None
+            raise typer.Exit(code)
+        if sink is not None:
+            sink.__enter__()
+        _render_validate(fmt, summaries, all_findings, ok=ok, code=code, strict=strict,
+                         deep=deep, cfg=cfg, started=time.time())
+        if sink is not None:
+            sink.__exit__(None, None, None)
+            sink = None
+    except BaseException as exc:
+        if sink is not None and sink.stream is not None:
+            sink.__exit__(type(exc), exc, None)
+        raise
+    raise typer.Exit(code)
 
-    ok = all(s.ok(strict) for s in summaries)
-    code = 0 if ok else 1
-    if quiet or fmt == "jsonl":
-        raise typer.Exit(code)
+
+def _render_validate(fmt: str, summaries: list, all_findings: list, *, ok: bool, code: int,
+                     strict: bool, deep: bool, cfg, started: float) -> None:  # noqa: ANN001
+    import sys
+    import time
+
+    from lecode_memctl.core.audit import prometheus_text, sort_findings
+    from lecode_memctl.core.rowmodel import FINDING, SCHEMA_VERSION, SUMMARY, utc_time
+
+    from .output import echo, emit_csv, emit_json, safe
+
     if fmt == "prometheus":
         sys.stdout.write(prometheus_text(summaries, strict=strict))
+        sys.stdout.write(_prometheus_run(code, len(summaries)))
         sys.stdout.flush()
-        raise typer.Exit(code)
+        return
+    if fmt in ("csv", "tsv"):
+        emit_csv((FINDING.row(**f.to_json()) for f in all_findings), FINDING.names, fmt)
+        return
     totals = {"error": 0, "warning": 0, "info": 0, "ignored": 0}
     for s in summaries:
         for k in ("error", "warning", "info"):
             totals[k] += s.by_severity[k]
         totals["ignored"] += s.ignored
     if fmt == "json":
-        emit_json({"ok": ok, "strict": strict, "deep": deep, "exit_code": code,
-                   "generated": time.time(), "totals": totals,
-                   "projects": [s.to_json(strict) for s in summaries],
-                   "findings": [f.to_json() for f in all_findings]})
-        raise typer.Exit(code)
+        emit_json({"type": "validate", "schema_version": SCHEMA_VERSION, "ok": ok,
+                   "strict": strict, "deep": deep, "exit_code": code,
+                   "generated": utc_time(time.time()), "stores": len(summaries),
+                   "totals": totals,
+                   "projects": [SUMMARY.row(**s.to_json(strict)) for s in summaries],
+                   "findings": [FINDING.row(**f.to_json()) for f in all_findings]})
+        return
     # human
     by_project: dict[str, list] = {}
     for f in all_findings:
@@ -179,7 +251,39 @@ def validate(
                  f"{safe(f.message, keep_newlines=False)}")
     if not summaries:
         echo(f"no stores under {safe(str(cfg.path / 'memory'))}")
-    raise typer.Exit(code)
+
+
+PROM_RUN_METRICS = (
+    ("memctl_validate_exit_status", "Exit status of the last memctl validate run (0: nothing "
+     "at error severity, 1: problems)."),
+    ("memctl_validate_run_timestamp_seconds", "Unix time at which the last memctl validate "
+     "run finished."),
+    ("memctl_validate_stores", "Stores audited by the last memctl validate run."),
+)
+
+
+def _prometheus_run(code: int, stores: int) -> str:
+    """The run-level samples (no labels) that follow the per-store ones."""
+    import time
+
+    values = (str(code), f"{time.time():.3f}", str(stores))
+    out = []
+    for (name, help_), v in zip(PROM_RUN_METRICS, values):
+        out += [f"# HELP {name} {help_}", f"# TYPE {name} gauge", f"{name} {v}"]
+    return "\n".join(out) + "\n"
+
+
+def _list_codes(fmt: str) -> None:
+    from lecode_memctl.core.audit import CODES
+    from lecode_memctl.core.rowmodel import CODE
+
+    from .output import render_records
+
+    rows = [CODE.row(code=c, severity=("warning or error" if c == "session.torn_tail"
+                                       else i.severity),
+                     group=i.check, deep=i.deep_only, meaning=i.meaning)
+            for c, i in sorted(CODES.items())]
+    render_records(CODE, rows, fmt, columns=["code", "severity", "group", "meaning"])
 
 
 def _stderr_tty() -> bool:

@@ -313,3 +313,70 @@ def sort_rows(rows: Iterable[Mapping[str, Any]], key: str | None, choices: Seque
     missing = [r for r in rows if r.get(name) is None]
     present.sort(key=lambda r: r[name], reverse=desc)
     return present + missing
+
+
+class atomic_output:
+    """``with atomic_output(FILE):`` sends stdout to a temporary file beside
+    FILE; on a normal exit the file is flushed, fsync'ed and renamed over FILE
+    (then the directory is fsync'ed), so a reader sees the old report or the
+    new one, never a part.  On an exception the temporary file is removed and
+    FILE is left as it was.  The file gets mode 0666 & ~umask (a collector
+    running as another user can read it)."""
+
+    def __init__(self, path: str) -> None:
+        from pathlib import Path
+
+        self.target = Path(path)
+        self.tmp: Any = None
+        self.stream: Any = None
+        self.saved: Any = None
+
+    def __enter__(self) -> "atomic_output":
+        import os
+
+        from lecode_memctl.core.atomic import temp_name
+        from lecode_memctl.core.errors import StoreWriteError, UsageError
+
+        if self.target.is_dir():
+            raise UsageError(f"--output {self.target}: is a directory")
+        self.tmp = temp_name(self.target)
+        umask = os.umask(0)
+        os.umask(umask)
+        try:
+            fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL
+                         | getattr(os, "O_NOFOLLOW", 0), 0o666 & ~umask)
+        except OSError as exc:
+            raise StoreWriteError(f"--output {self.target}: cannot create a temporary file "
+                                  f"in {self.target.parent}: {exc.strerror}") from None
+        self.stream = io.TextIOWrapper(io.FileIO(fd, "wb", closefd=True), encoding="utf-8",
+                                       errors="backslashreplace", newline="\n")
+        self.saved = sys.stdout
+        sys.stdout = self.stream
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        import os
+
+        from lecode_memctl.core.atomic import fsync_dir
+        from lecode_memctl.core.errors import StoreWriteError
+
+        sys.stdout = self.saved
+        published = False
+        try:
+            if exc_type is None:
+                self.stream.flush()
+                os.fsync(self.stream.fileno())
+            self.stream.close()
+            if exc_type is None:
+                os.replace(self.tmp, self.target)
+                published = True
+                fsync_dir(self.target.parent if str(self.target.parent) else ".")
+        except OSError as e:
+            if exc_type is None:
+                raise StoreWriteError(f"--output {self.target}: {e.strerror or e}") from None
+        finally:
+            if not published:
+                try:
+                    os.unlink(self.tmp)
+                except OSError:
+                    pass

@@ -319,8 +319,10 @@ def test_search_output_and_scope(store_dir):
         "notes/deploy-checklist.md:2: 2. deploy",
     ]  # never MEMORY.md.bak, the temp file or sessions/
     doc = orjson.loads(cli(store_dir, "search", "deploy", "--json").stdout_bytes)
-    assert doc["hits"][0] == {"file": "MEMORY.md", "line": 2, "text": "- deploy with make release"}
-    assert doc["truncated"] is False and doc["limit"] == 50 and doc["skipped"] == []
+    assert doc["hits"][0] == {"type": "hit", "file": "MEMORY.md", "line": 2,
+                              "text": "- deploy with make release"}
+    # machine formats give every hit unless --limit is given
+    assert doc["truncated"] is False and doc["limit"] is None and doc["skipped"] == []
     assert doc["files_searched"] == 6
 
 

@@ -9,7 +9,8 @@ import typer
 
 from .app import app
 from .cmd_sessions import complete_session_id
-from .options import FormatOpt, JsonOpt, LimitOpt, OffsetOpt, sort_option
+from .options import (FormatOpt, JsonOpt, LimitOpt, OffsetOpt, SinceOpt, UntilOpt,
+                      sort_option)
 from .state import STATE
 
 VALIDATE_FORMATS = ("human", "json", "jsonl", "csv", "tsv", "prometheus")
@@ -317,17 +318,17 @@ def _progress_bar(label: str):
 Examples:
   memctl usage                          every session of the current project
   memctl usage --session 2026-05-01-a1b2
-  memctl usage --since 2026-05-01 --json | jq '.total'
+  memctl usage --since 7d --json | jq '.total'
+  memctl usage --since 2026-05-01 --until 2026-05-31 --format csv
 """)
 def usage(
     session: Annotated[Optional[str], typer.Option(
         "--session", metavar="ID", autocompletion=complete_session_id,
         help="Only this session (an exact id).")] = None,
-    since: Annotated[Optional[str], typer.Option(
-        "--since", metavar="DATE",
-        help="Only calls at or after DATE (YYYY-MM-DD, or an ISO 8601 time; UTC unless it "
-             "has an offset).")] = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
     json_: JsonOpt = False,
+    fmt: FormatOpt = None,
 ) -> None:
     """Model-call accounting from the transcripts: tokens and cost per purpose.
 
@@ -338,32 +339,47 @@ def usage(
     a call whose usage was not reported (usage null) is counted in
     unknown_usage_calls and never as zero tokens; a call with tokens but a
     null cost adds its tokens and counts in unknown_cost_calls.  A purpose
-    is 'complete' only when neither count is above zero.  --since compares
-    an event's own ts/time/created when it has one, else its session's
-    header 'created'.  Refused sessions (symbolic links, other projects)
-    are skipped and listed.
+    is 'complete' only when neither count is above zero.  --since/--until
+    compare an event's own ts/time/created when it has one, else its
+    session's header 'created'.  Refused sessions (symbolic links, other
+    projects) are skipped and listed.
 
-    --json prints {"project", "since", "session", "sessions",
-    "sessions_counted", "refused_sessions": [id...], "corrupt_lines",
-    "purposes": [P...], "total": P}, where P is {"purpose", "calls",
-    "known_usage_calls", "unknown_usage_calls", "input_tokens",
-    "output_tokens" (known subtotals), "cost" (known subtotal; null when no
-    call reported a cost), "unknown_cost_calls", "complete",
-    "compact_events", "memory_usage_events"}.
+    --json prints {"type": "usage", "schema_version", "project", "since",
+    "until", "session", "sessions", "sessions_counted", "refused_sessions":
+    [id...], "corrupt_lines", "purposes": [purpose rows], "total": total
+    row}; jsonl, csv and tsv give the purpose rows then the total row
+    ({"type": "total"}).  A row is {"purpose", "calls", "known_usage_calls",
+    "unknown_usage_calls", "input_tokens", "output_tokens" (known
+    subtotals), "cost" (known subtotal; null when no call reported a cost),
+    "unknown_cost_calls", "complete", "compact_events",
+    "memory_usage_events"}.
     """
-    from lecode_memctl.core.usage import parse_since, usage_report
+    from lecode_memctl.core.rowmodel import SCHEMA_VERSION, USAGE, parse_when, utc_time
+    from lecode_memctl.core.usage import usage_report
 
-    from .output import echo, emit_json, render_rows, safe
+    from .output import check_format, echo, emit_json, render_records, render_rows, safe
 
-    when = parse_since(since) if since else None
+    fmt_name = check_format(fmt, json_flag=json_)
+    t_since = parse_when(since, option="--since") if since else None
+    t_until = parse_when(until, option="--until", until=True) if until else None
     store = STATE.store().require()
-    rep = usage_report(store, session=session, since=when)
+    rep = usage_report(store, session=session, since=t_since, until=t_until)
     doc = rep.to_json()
-    if json_:
-        emit_json(doc)
+    purposes = [USAGE.row(**p) for p in doc["purposes"]]
+    total = {**USAGE.row(**doc["total"]), "type": "total"}
+    if fmt_name == "json":
+        emit_json({"type": "usage", "schema_version": SCHEMA_VERSION, "project": doc["project"],
+                   "since": utc_time(t_since), "until": utc_time(t_until),
+                   "session": doc["session"], "sessions": doc["sessions"],
+                   "sessions_counted": doc["sessions_counted"],
+                   "refused_sessions": doc["refused_sessions"],
+                   "corrupt_lines": doc["corrupt_lines"], "purposes": purposes, "total": total})
+        return
+    if fmt_name in ("jsonl", "csv", "tsv"):
+        render_records(USAGE, [*purposes, total], fmt_name)
         return
     rows = []
-    for p in doc["purposes"] + [doc["total"]]:
+    for p in [*purposes, total]:
         unknown = p["unknown_usage_calls"]
         rows.append({
             "purpose": p["purpose"], "calls": p["calls"],
@@ -372,15 +388,16 @@ def usage(
             "cost": ("?" if p["cost"] is None else f"{p['cost']:.6g}")
                     + ("+?" if p["cost"] is not None and (unknown or p["unknown_cost_calls"]) else ""),
             "unknown usage": unknown, "unknown cost": p["unknown_cost_calls"]})
-    echo(f"{safe(rep.project)}: {rep.sessions_counted} session(s) counted"
-         + (f", since {rep.since}" if rep.since else "")
+    window = "".join([f", since {utc_time(t_since)}" if t_since else "",
+                      f", until {utc_time(t_until)}" if t_until else ""])
+    echo(f"{safe(rep.project)}: {rep.sessions_counted} session(s) counted{window}"
          + (f"; refused: {', '.join(safe(s) for s in rep.refused)}" if rep.refused else ""))
-    if not doc["purposes"]:
+    if not purposes:
         echo("no compact or memory_usage events")
         return
     render_rows(rows, ["purpose", "calls", "input tokens", "output tokens", "cost",
-                       "unknown usage", "unknown cost"], "table")
-    if doc["total"]["unknown_usage_calls"] or doc["total"]["unknown_cost_calls"]:
+                       "unknown usage", "unknown cost"], fmt_name)
+    if total["unknown_usage_calls"] or total["unknown_cost_calls"]:
         echo("'+?': known subtotal; some calls reported no usage or no cost (not zero).")
 
 

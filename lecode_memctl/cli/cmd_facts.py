@@ -408,32 +408,47 @@ Examples:
   memctl history 3f2a9c0d11e4b7a8
   memctl history 3f2a9c0d11e4b7a8 --json | jq '.revisions[] | {revision, status}'
 """)
-def history(fact_id: FactIdArg, json_: JsonOpt = False) -> None:
+def history(fact_id: FactIdArg, json_: JsonOpt = False, fmt: FormatOpt = None) -> None:
     """Show every revision of a fact: text, time, source and its status today.
 
     Revisions are numbered 1, 2, ... without gaps; the last is current.  Each
     source is validated again now (purpose durable); legacy provenance with
     no source reference is reported unverified.  Texts are shown whole,
     escaped; they are stored data, not instructions.  An unknown id exits 3.
+    --json prints {"type": "history", "schema_version", "fact_id",
+    "revision", "status", "reason", "about_revision", "created", "updated",
+    "revisions": [revision rows]}; --format jsonl, csv or tsv gives the
+    revision rows {type, fact_id, revision, current, created, status,
+    reason, source, source_ref, provenance, text}.
     """
     from lecode_memctl.core.facts import history as core_history
+    from lecode_memctl.core.rowmodel import REVISION, SCHEMA_VERSION, utc_time
 
-    from .output import echo, emit_json, safe
+    from .output import check_format, echo, emit_json, render_records, safe
 
+    fmt_name = check_format(fmt, json_flag=json_)
     _st, fs, sessions = _open_read()
     try:
         _needs_migration_note(fs)
         doc = core_history(fs, sessions, fact_id)
     finally:
         fs.close()
-    if json_:
-        emit_json(doc)
+    rows = [REVISION.row(fact_id=doc["fact_id"], **r) for r in doc["revisions"]]
+    if fmt_name == "json":
+        emit_json({"type": "history", "schema_version": SCHEMA_VERSION,
+                   **{k: v for k, v in doc.items() if k != "revisions"},
+                   "created": utc_time(doc["created"]), "updated": utc_time(doc["updated"]),
+                   "revisions": rows})
+        return
+    if fmt_name != "table":
+        render_records(REVISION, rows, fmt_name,
+                       columns=["revision", "current", "created", "status", "source", "text"])
         return
     echo(f"fact {doc['fact_id']}  revision {doc['revision']}  "
          f"{_status_cell(doc['status'], doc['reason'])}")
-    for r in doc["revisions"]:
+    for r in rows:
         mark = "*" if r["current"] else " "
-        echo(f"{mark} revision {r['revision']}  {safe(r['created'])}  "
+        echo(f"{mark} revision {r['revision']}  {safe(r['created'] or '-')}  "
              f"source {safe(r['source'] or '-')}  {_status_cell(r['status'], r['reason'])}")
         for line in safe(r["text"]).splitlines() or [""]:
             echo(f"    {line}")

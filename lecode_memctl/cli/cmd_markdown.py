@@ -50,6 +50,25 @@ def show(json_: JsonOpt = False) -> None:
     _print_file(markdown.read_memory(STATE.store()), json_)
 
 
+def _complete_log_date(ctx, args, incomplete):  # noqa: ANN001,ANN201 - typer inspects names
+    """Dates of the store's daily logs (daily/YYYY-MM-DD.md); reads a directory only."""
+    import os
+    import re
+
+    try:
+        from .cmd_sessions import _completion_store
+
+        daily = os.path.join(os.fspath(_completion_store(ctx).path), "daily")
+        if os.path.islink(daily):
+            return []
+        with os.scandir(daily) as it:
+            dates = [e.name[:-3] for e in it if re.fullmatch(r"\d{4}-\d\d-\d\d\.md", e.name)
+                     and not e.is_symlink()]
+        return sorted(d for d in dates if d.startswith(incomplete or ""))
+    except Exception:  # noqa: BLE001 - completion never fails loudly
+        return []
+
+
 @app.command(epilog="""\
 \b
 Examples:
@@ -60,7 +79,7 @@ Examples:
 def log(
     date: Annotated[Optional[str], typer.Argument(
         metavar="DATE", help="A calendar date YYYY-MM-DD (default: today, local time).",
-        show_default=False)] = None,
+        autocompletion=_complete_log_date, show_default=False)] = None,
     json_: JsonOpt = False,
 ) -> None:
     """Print a daily log, daily/YYYY-MM-DD.md (today's by default).

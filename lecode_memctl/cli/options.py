@@ -10,8 +10,15 @@ import typer
 JsonOpt = Annotated[bool, typer.Option(
     "--json", help="Print one JSON document: the stable, documented contract for scripts.")]
 
+def complete_format(incomplete: str) -> list[str]:
+    """--format values: the listing formats, then the tabulate names."""
+    names = ["table", "json", "jsonl", "csv", "tsv", "plain", "simple", "github", "grid",
+             "pipe", "rst", "html", "latex", "mediawiki", "orgtbl", "psql"]
+    return [n for n in names if n.startswith(incomplete)]
+
+
 FormatOpt = Annotated[Optional[str], typer.Option(
-    "--format", "-f", metavar="FORMAT",
+    "--format", "-f", metavar="FORMAT", autocompletion=complete_format,
     help="Listing format: table (default), json, jsonl, csv, tsv, or a tabulate "
          "format name such as plain, github or grid.")]
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from lecode_memctl.core.facts import FactStore, Provenance
-from lecode_memctl.core.layout import store_for_project
+from lecode_memctl.core.layout import store_for_project  # noqa: F401 - re-exported
 from lecode_memctl.core.sessions import SessionStore
 
 WIDE = "caf\u00e9 \u2192 \u2713 \u65e5\u672c"      # é, an arrow, a check mark, CJK

@@ -15,7 +15,7 @@ import typer
 
 from .app import app
 from .cmd_sessions import complete_session_id
-from .options import FormatOpt, JsonOpt
+from .options import FormatOpt, JsonOpt, LockWaitOpt
 from .state import STATE
 
 
@@ -76,13 +76,14 @@ def _store() -> Any:
     return store
 
 
-def _require_known(store: Any, fact_id: str, *, forgotten_ok: bool) -> None:
+def _require_known(store: Any, fact_id: str, *, forgotten_ok: bool,
+                   lock_wait: float = 5.0) -> None:
     """Answer 'no fact' from a read-only open, before a writer opens (and so
     migrates) the database: a write refused for an unknown id changes nothing.
     The writer checks again inside its transaction."""
     from lecode_memctl.core.facts import FactStore
 
-    fs = FactStore.open_readonly(store.facts_db)
+    fs = FactStore.open_readonly(store.facts_db, busy_timeout=lock_wait)
     try:
         if fs.get(fact_id) is None and not (forgotten_ok and fs.was_forgotten(fact_id)):
             fs.require(fact_id)  # NotFound: "no fact X" or "fact X was forgotten"
@@ -90,13 +91,13 @@ def _require_known(store: Any, fact_id: str, *, forgotten_ok: bool) -> None:
         fs.close()
 
 
-def _open_read() -> tuple[Any, Any, Any]:
+def _open_read(lock_wait: float = 5.0) -> tuple[Any, Any, Any]:
     """(store, read-only FactStore, SessionStore using it for exclusions)."""
     from lecode_memctl.core.facts import FactStore
     from lecode_memctl.core.sessions import SessionStore
 
     store = _store()
-    facts = FactStore.open_readonly(store.facts_db)
+    facts = FactStore.open_readonly(store.facts_db, busy_timeout=lock_wait)
     return store, facts, SessionStore(store, exclusions=facts)
 
 
@@ -211,6 +212,7 @@ def facts(
         "--until", metavar="WHEN", help="Only facts created or updated at or before WHEN.")] = None,
     fmt: FormatOpt = None,
     json_: JsonOpt = False,
+    lock_wait: LockWaitOpt = 5.0,
 ) -> None:
     """List facts with their revision, evidence status, source and text.
 
@@ -264,7 +266,7 @@ def facts(
     filtered = where is not None or status is not None
     paged = not machine and not all_
     start = offset or 0
-    store, fs, sessions = _open_read()
+    store, fs, sessions = _open_read(lock_wait)
     try:
         _needs_migration_note(fs)
 
@@ -375,6 +377,7 @@ def recall(
                                        help="Characters of source_text per page (default "
                                             "4096, at most 8192).")] = 4096,
     json_: JsonOpt = False,
+    lock_wait: LockWaitOpt = 5.0,
 ) -> None:
     """Recall one fact with its source evidence, as the agent's memory_recall does.
 
@@ -392,7 +395,7 @@ def recall(
 
     from .output import emit_json
 
-    _st, fs, sessions = _open_read()
+    _st, fs, sessions = _open_read(lock_wait)
     try:
         _needs_migration_note(fs)
         emit_json(core_recall(fs, sessions, fact_id, offset=offset, limit=limit))
@@ -408,7 +411,8 @@ Examples:
   memctl history 3f2a9c0d11e4b7a8
   memctl history 3f2a9c0d11e4b7a8 --json | jq '.revisions[] | {revision, status}'
 """)
-def history(fact_id: FactIdArg, json_: JsonOpt = False, fmt: FormatOpt = None) -> None:
+def history(fact_id: FactIdArg, json_: JsonOpt = False, fmt: FormatOpt = None,
+            lock_wait: LockWaitOpt = 5.0) -> None:
     """Show every revision of a fact: text, time, source and its status today.
 
     Revisions are numbered 1, 2, ... without gaps; the last is current.  Each
@@ -427,7 +431,7 @@ def history(fact_id: FactIdArg, json_: JsonOpt = False, fmt: FormatOpt = None) -
     from .output import check_format, echo, emit_json, render_records, safe
 
     fmt_name = check_format(fmt, json_flag=json_)
-    _st, fs, sessions = _open_read()
+    _st, fs, sessions = _open_read(lock_wait)
     try:
         _needs_migration_note(fs)
         doc = core_history(fs, sessions, fact_id)
@@ -478,6 +482,7 @@ def correct(
     text_file: Annotated[Optional[str], typer.Option(
         "--text-file", metavar="FILE", help="Read the text from FILE ('-' for stdin).")] = None,
     json_: JsonOpt = False,
+    lock_wait: LockWaitOpt = 5.0,
 ) -> None:
     """Correct a fact: append a revision justified by persisted evidence.
 
@@ -519,8 +524,8 @@ def correct(
     store = _store()
     if not store.facts_db.exists() and not store.facts_db.is_symlink():
         raise NotFound(f"no fact {fact_id} (no facts database in {store.path})")
-    _require_known(store, fact_id, forgotten_ok=False)
-    fs = FactStore(store.facts_db)
+    _require_known(store, fact_id, forgotten_ok=False, lock_wait=lock_wait)
+    fs = FactStore(store.facts_db, busy_timeout=lock_wait)
     try:
         old = fs.require(fact_id)
         sessions = SessionStore(store, exclusions=fs)
@@ -556,6 +561,7 @@ def forget(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the impact; write nothing.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     json_: JsonOpt = False,
+    lock_wait: LockWaitOpt = 5.0,
 ) -> None:
     """Forget one fact, all its revisions, and the evidence behind them.
 
@@ -581,7 +587,7 @@ def forget(
 
     check_fact_id(fact_id)
     if dry_run:
-        _st, fs, sessions = _open_read()
+        _st, fs, sessions = _open_read(lock_wait)
         try:
             impact = forget_impact(fs, sessions, fact_id)
         finally:
@@ -609,14 +615,14 @@ def forget(
     store = _store()
     if not store.facts_db.exists() and not store.facts_db.is_symlink():
         raise NotFound(f"no fact {fact_id} (no facts database in {store.path})")
-    _require_known(store, fact_id, forgotten_ok=True)
+    _require_known(store, fact_id, forgotten_ok=True, lock_wait=lock_wait)
     if not yes:
         if not sys.stdin.isatty():
             raise UsageError("refusing to forget without --yes: stdin is not a terminal")
         if not typer.confirm(f"Forget fact {fact_id} and exclude its evidence?", err=True):
             echo("nothing forgotten", err=True)
             raise typer.Exit(1)
-    fs = FactStore(store.facts_db)
+    fs = FactStore(store.facts_db, busy_timeout=lock_wait)
     try:
         forgot = fs.forget(fact_id)
         generation = fs.generation()
@@ -645,6 +651,7 @@ def context(
     explain: Annotated[bool, typer.Option("--explain", help="After the section, list every fact "
                                           "left out and why, and the byte accounting.")] = False,
     json_: JsonOpt = False,
+    lock_wait: LockWaitOpt = 5.0,
 ) -> None:
     """Print the memory section the agent would inject at its next request.
 
@@ -664,7 +671,7 @@ def context(
     from .output import echo, emit_json, safe, write_bytes
 
     config = load_memory_config(STATE.config_dir().path)
-    store, fs, sessions = _open_read()
+    store, fs, sessions = _open_read(lock_wait)
     try:
         _needs_migration_note(fs)
         section = build_memory_section(store, config, fs if fs.exists else None, sessions,

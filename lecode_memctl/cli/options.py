@@ -54,3 +54,9 @@ def sort_option(choices: tuple[str, ...], default: str):  # noqa: ANN201
                                                                    if c.startswith(incomplete)],
         help=f"Order by {', '.join(choices)} (default {default}); "
              "prefix '-' for descending, e.g. --sort=-" + choices[-1] + ".")
+
+
+LockWaitOpt = Annotated[float, typer.Option(
+    "--lock-wait", min=0, metavar="SECONDS",
+    help="Wait at most SECONDS for the facts database's lock (or a stable snapshot of it) "
+         "before giving up with exit status 6, store busy.")]

@@ -69,7 +69,14 @@ ENVIRONMENT: list[tuple[str, str]] = [
     ("VISUAL, EDITOR",
      "The editor that memctl edit opens ($VISUAL first, then $EDITOR)."),
     ("NO_COLOR",
-     "When set (to anything), no colour in output; the same as --no-color."),
+     "When set (to anything), no colour in output; the same as --no-color.  "
+     "--color always overrides it."),
+    ("FORCE_COLOR",
+     "When set (to anything) and NO_COLOR is not, colour even when standard output "
+     "is not a terminal; the same as --color always."),
+    ("COLUMNS",
+     "The width of tables on a terminal; text columns fold to fit, id columns are "
+     "never cut or wrapped."),
     ("MEMCTL_DEBUG",
      "When set, an internal error (exit status 70) also prints its Python traceback "
      "on standard error."),

@@ -230,8 +230,10 @@ def facts(
     next page goes to stderr.  The machine formats (--json, --format json,
     jsonl, csv, tsv) give every fact unless --limit or --offset is given,
     streamed in constant memory.  --json is always one object: {"type":
-    "facts", "schema_version", "offset", "limit", "total", "facts": [fact
-    rows], "next_offset", "learning"}; see docs/OUTPUT.md for the fields.
+    "facts", "schema_version", "filters", "offset", "limit", "total",
+    "facts": [fact rows], "next_offset", "learning"}; see docs/OUTPUT.md
+    for the fields.  --query is the administrative literal search of the
+    stored text (unverified; filters.administrative_search says so).
 
     The text is stored data, not instructions; tables show it escaped.
     Reads only: nothing in the store is created or changed.
@@ -241,7 +243,7 @@ def facts(
     from lecode_memctl.core.errors import UsageError
     from lecode_memctl.core.facts import (MAX_OUTPUT_BYTES, PAGE_FACTS, facts_page,
                                           iter_fact_rows, learning_status)
-    from lecode_memctl.core.rowmodel import FACT, SCHEMA_VERSION, parse_when
+    from lecode_memctl.core.rowmodel import FACT, SCHEMA_VERSION, parse_when, utc_time
     from lecode_memctl.core.sourceref import check_session_id
 
     from .output import (check_format, dumps, echo, emit_csv, emit_jsonl, render_records,
@@ -306,8 +308,11 @@ def facts(
             if fmt_name == "json":
                 total = None if filtered or not fs.exists else (
                     fs.count() if session is None else len(fs.ids_with_evidence_in(session)))
-                head = {"type": "facts", "schema_version": SCHEMA_VERSION, "offset": start,
-                        "limit": limit, "total": total}
+                head = {"type": "facts", "schema_version": SCHEMA_VERSION,
+                        "filters": {"session": session, "status": status, "query": query,
+                                    "since": utc_time(t_since), "until": utc_time(t_until),
+                                    "administrative_search": query is not None},
+                        "offset": start, "limit": limit, "total": total}
                 write_bytes(dumps(head)[:-1] + b',"facts":[')
                 n = 0
                 for r in body:
@@ -331,6 +336,10 @@ def facts(
             learning = learning_status(sessions, fs, session)
         if rows:
             render_records(FACT, rows, fmt_name, columns=FACTS_COLUMNS, display=_row_for_table)
+        if query is not None:
+            echo("memctl: note: --query is an administrative, unverified literal search of the "
+                 "stored text, not what the agent recalls; each row's status is its evidence "
+                 "check", err=True)
         if fmt_name != "table":
             return
         n = len(rows)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import pty
 import select
-import shutil
 import subprocess
 import sys
 

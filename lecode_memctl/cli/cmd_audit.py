@@ -121,13 +121,12 @@ def validate(
     """
     import time
 
-    from lecode_memctl.core.audit import (Audit, check_ignore_codes, sort_findings,
-                                          stores_under)
+    from lecode_memctl.core.audit import Audit, check_ignore_codes, stores_under
     from lecode_memctl.core.errors import UsageError
     from lecode_memctl.core.layout import store_at
     from lecode_memctl.core.rowmodel import FINDING, SUMMARY
 
-    from .output import atomic_output, check_format, emit_csv, emit_jsonl
+    from .output import atomic_output, check_format, emit_jsonl
 
     if json_:
         if fmt and fmt != "json":

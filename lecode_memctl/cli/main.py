@@ -139,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         # The reader went away (memctl ... | head): not an error of ours.
         return broken_pipe_exit()
-    except SystemExit as exc:
+    except SystemExit:
         # click/typer answer EPIPE with sys.exit(1) after wrapping stdout; that
         # is the broken pipe too (141), not "validate found problems".
         if stdout_gone():

@@ -315,11 +315,14 @@ def facts(
                         "offset": start, "limit": limit, "total": total}
                 write_bytes(dumps(head)[:-1] + b',"facts":[')
                 n = 0
-                for r in body:
+                more = False
+                # one row past the page (when --limit is given) says whether there is more
+                for r in itertools.islice(stream(), start, None if end is None else end + 1):
+                    if end is not None and start + n == end:
+                        more = True
+                        break
                     write_bytes((b"\n" if n == 0 else b",\n") + dumps(r))
                     n += 1
-                more = end is not None and next(iter(itertools.islice(stream(), end, end + 1)),
-                                                None) is not None
                 tail = {"next_offset": start + n if more else None,
                         "learning": learning_status(sessions, fs, session)}
                 write_bytes(b"\n]," + dumps(tail)[1:] + b"\n")

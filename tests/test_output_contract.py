@@ -226,3 +226,22 @@ def test_schema_command():
     assert doc["schema_version"] == rowmodel.SCHEMA_VERSION
     assert set(doc["records"]) == {m.type for m in MODELS}
     assert run_cli("schema", "nope").exit_code == 2
+
+
+def test_output_doc_field_tables_match_the_row_model():
+    """docs/OUTPUT.md's field tables are generated from the row model: no drift."""
+    import subprocess
+    import sys
+
+    from .conftest import REPO
+
+    p = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_docs.py"), "--check"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    text = (REPO / "docs" / "OUTPUT.md").read_text()
+    for m in MODELS:
+        assert f"### `{m.type}` ({m.command})" in text
+        for f in m.fields:
+            assert f"| `{f.name}` |" in text
+    assert f"**{rowmodel.SCHEMA_VERSION}**" in text
+    assert f"### Schema version {rowmodel.SCHEMA_VERSION}" in text   # the changes are listed

@@ -278,7 +278,7 @@ def _rich_table(table_rows: list[list[str]], columns: Sequence[str], heads: Sequ
             need += widths[i]
         else:
             table.add_column(h, overflow="fold")
-            need += min(widths[i], max(4, len(h)))
+            need += min(widths[i], 3)
     need += 3 * len(columns)
     if need > con.width:
         con = console(width=need)

@@ -20,6 +20,12 @@ stable order, and nothing taken from the terminal or the environment.
   ``<!-- commands:end -->``, the exit-status table between
   ``<!-- exit-codes:begin -->`` and ``<!-- exit-codes:end -->``; the rest of the
   README is left as it is.
+- ``docs/OUTPUT.md``: the field table of every record type, from the row model
+  (``lecode_memctl/core/rowmodel.py``), between ``<!-- fields:begin -->`` and
+  ``<!-- fields:end -->``.
+- ``lecode_memctl/share/``: copies of the man page and the three completion
+  scripts inside the package, so that the wheel carries them (``memctl man``,
+  ``memctl completion SHELL``).
 """
 
 from __future__ import annotations

@@ -57,13 +57,6 @@ PACKAGE_COPIES = {MAN_PATH: "lecode_memctl/share/memctl.1",
                   ZSH_PATH: "lecode_memctl/share/_memctl",
                   FISH_PATH: "lecode_memctl/share/memctl.fish"}
 
-# Exit statuses main() adds to the error table of the core (see cli/main.py).
-EXTRA_EXIT_CODES: list[tuple[int | str, str]] = [
-    ("INTERNAL_ERROR", "internal error: a bug in memctl (set MEMCTL_DEBUG=1 to see the traceback)"),
-    (130, "interrupted (Ctrl-C)"),
-    (141, "broken pipe: the reader of the output went away (memctl ... | head)"),
-]
-
 ENVIRONMENT: list[tuple[str, str]] = [
     ("LECODE_CONFIG_DIR",
      "lecode's config directory, when --config-dir is not given."),
@@ -73,7 +66,8 @@ ENVIRONMENT: list[tuple[str, str]] = [
     ("HOME",
      "When neither is set, the config directory is ~/.config/lecode."),
     ("VISUAL, EDITOR",
-     "The editor that memctl edit opens ($VISUAL first, then $EDITOR)."),
+     "The editor that memctl edit opens ($VISUAL first, then $EDITOR; vi when "
+     "neither is set)."),
     ("NO_COLOR",
      "When set (to anything), no colour in output; the same as --no-color.  "
      "--color always overrides it."),
@@ -203,11 +197,10 @@ def leaves(node: Cmd) -> list[Cmd]:
 
 
 def exit_codes() -> list[tuple[int, str]]:
-    from lecode_memctl.cli import main as cli_main
+    """The exit-status table: generated in core/errors.py from the error classes."""
     from lecode_memctl.core.errors import EXIT_CODES
 
-    extra = [(getattr(cli_main, c) if isinstance(c, str) else c, m) for c, m in EXTRA_EXIT_CODES]
-    return sorted([*EXIT_CODES, *extra])
+    return list(EXIT_CODES)
 
 
 # --------------------------------------------------------------------------

@@ -1,4 +1,8 @@
-"""Shared fixtures: every test gets its own HOME and lecode config dir."""
+"""Shared fixtures: every test gets its own HOME and lecode config dir; the
+stores several files build (an empty store at <tmp>/memory/SLUG and its
+SessionStore; the demo store, built once per run) come from here.  A file that
+needs a different ``store`` defines its own, which overrides this one there.
+Plain builders (no fixtures) are in ``tests/builders.py``."""
 
 from __future__ import annotations
 
@@ -10,6 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from lecode_memctl.core.layout import Store, store_at
+from lecode_memctl.core.sessions import SessionStore
+
+from .builders import SLUG, DemoWorld, world_of
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -37,6 +46,59 @@ def isolated_env(tmp_path, monkeypatch):
 @pytest.fixture
 def config_dir(isolated_env) -> Path:
     return isolated_env
+
+
+# ---------------------------------------------------------------- stores
+
+@pytest.fixture
+def store(tmp_path) -> Store:
+    """A store at <tmp>/memory/SLUG, nothing on disk until something is written."""
+    return store_at(tmp_path / "memory" / SLUG)
+
+
+@pytest.fixture
+def ss(store) -> SessionStore:
+    """The ``SessionStore`` of ``store`` (no exclusions)."""
+    return SessionStore(store)
+
+
+@pytest.fixture(scope="session")
+def demo_template(tmp_path_factory):
+    """The store ``memctl demo`` builds (``core.demo.build_demo``), built once per
+    run and shared: never change it; work on a copy (``builders.copy_demo``,
+    or ``world.fresh(DIR)`` for its config dir)."""
+    from lecode_memctl.core.demo import build_demo
+
+    return build_demo(tmp_path_factory.mktemp("demo") / "demo")
+
+
+@pytest.fixture(scope="session")
+def world(demo_template) -> DemoWorld:
+    """The demo's config dir as a template for ``LECODE_CONFIG_DIR`` copies."""
+    return world_of(demo_template)
+
+
+_COMMAND_TREE: dict[str, object] = {}
+
+
+@pytest.fixture(autouse=True)
+def built_command_tree(monkeypatch):
+    """Build typer's command tree once per run and reuse it: every in-process
+    ``run_cli`` call and every forked faultkit child (which inherits it) skips
+    the ~0.1 s that ``main()`` spends rebuilding it (hundreds of calls in the
+    suite).  The tree is the object ``main()`` would build from the same app;
+    click commands are reusable, each call parses into a new context.  Real
+    processes (``run_proc``, subprocesses) still build their own."""
+    import typer.main
+
+    from lecode_memctl.cli.app import app
+
+    original = typer.main.get_command
+    if "tree" not in _COMMAND_TREE:
+        _COMMAND_TREE["tree"] = original(app)
+    built = _COMMAND_TREE["tree"]
+    monkeypatch.setattr(typer.main, "get_command",
+                        lambda a: built if a is app else original(a))
 
 
 @dataclass

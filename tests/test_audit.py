@@ -19,10 +19,10 @@ from lecode_memctl.core.layout import store_at
 from lecode_memctl.core.sessions import SessionStore
 from lecode_memctl.core.sourceref import SourceRef, canonical_digest
 
+from .builders import SLUG
 from .conftest import run_cli, tree_hash
 from .promparse import parse_exposition
 
-SLUG = "proj-0123456789ab"
 OLD = time.time() - 3600
 USAGE = {"input_tokens": 10, "output_tokens": 5, "cost": 0.01}
 

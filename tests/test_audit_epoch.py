@@ -4,27 +4,18 @@ replaced by an older copy)."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from lecode_memctl.core.audit import validate_store
-from lecode_memctl.core.demo import build_demo
 
+from .builders import copy_demo
 from .conftest import run_cli, tree_hash
-
-
-@pytest.fixture(scope="module")
-def demo_template(tmp_path_factory):
-    return build_demo(tmp_path_factory.mktemp("epoch") / "demo")
 
 
 @pytest.fixture
 def demo(demo_template, tmp_path):
-    dst = tmp_path / "demo"
-    shutil.copytree(demo_template.base, dst, symlinks=True)
-    store = demo_template.store.path.relative_to(demo_template.base)
-    return dst / store
+    """A private copy of conftest's demo: its store directory."""
+    return copy_demo(demo_template, tmp_path / "demo")
 
 
 def codes(findings):

@@ -10,7 +10,8 @@ import time
 import orjson
 
 from .conftest import run_cli, tree_hash
-from .test_audit import SLUG, build_clean
+from .builders import SLUG
+from .test_audit import build_clean
 
 WRITER = textwrap.dedent("""
     import os, sys, time

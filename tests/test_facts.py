@@ -17,6 +17,8 @@ from lecode_memctl.core.facts import (
     fact_id_for,
     normalize_text,
 )
+from lecode_memctl.core.layout import store_at
+from lecode_memctl.core.sessions import SessionStore
 from lecode_memctl.core.sourceref import SourceRef
 
 from .conftest import tree_hash
@@ -206,11 +208,46 @@ def test_forget_all_revisions_marker_and_generation(db_path):
 
 
 def test_dedup_against_every_revision(db_path):
+    """remember(deduplicate=True) returns the existing fact when any of its
+    revisions -- not only the current one -- has the same case-folded,
+    whitespace-collapsed text, and then writes nothing: no new fact, no new
+    source, no revert to the old text."""
+    assert normalize_text("  We use\tTABS\n here ") == normalize_text("we use tabs here")
+    assert normalize_text("Straße") == normalize_text("STRASSE")
+    store = store_at(db_path.parent)
+    with SessionStore(store).create("s1") as w:
+        for i in range(1, 7):
+            w.append_message("user", f"message {i}")
     with FactStore(db_path) as fs:
-        # remember() needs sessions; dedup is exercised at the SQL level through
-        # the same normalisation used there (remember is covered in test_facts_cli).
-        assert normalize_text("  We use\tTABS\n here ") == normalize_text("we use tabs here")
-        assert normalize_text("Straße") == normalize_text("STRASSE")
+        ss = SessionStore(store, exclusions=fs)
+
+        def ref(seq: int) -> SourceRef:
+            return ss.source_snapshot("s1", seq, seq).ref
+
+        first = fs.remember("We use tabs here", ref(1), sessions=ss).fact
+        fid = first.fact_id
+        fs.correct(fid, "We use tabs, width 4", expected_revision=1, ref=ref(2), sessions=ss)
+        before = dump(db_path)
+
+        # the superseded revision 1 matches: the incumbent at its current revision
+        old = fs.remember("  we USE\tTABS  here ", ref(3), sessions=ss, deduplicate=True)
+        assert old.deduplicated and not old.created
+        assert (old.fact.fact_id, old.fact.revision, old.fact.text) == (fid, 2, "We use tabs, width 4")
+        assert old.fact.source == ref(2)          # the new source is not attached
+        # the current revision matches too
+        cur = fs.remember("WE USE TABS,  width 4", ref(4), sessions=ss, deduplicate=True)
+        assert cur.deduplicated and cur.fact.fact_id == fid and cur.fact.revision == 2
+        assert dump(db_path) == before            # neither wrote anything
+
+        # a text that no revision has is a new fact, deduplicate or not
+        new = fs.remember("We use tabs, width 8", ref(5), sessions=ss, deduplicate=True)
+        assert new.created and not new.deduplicated and new.fact.fact_id != fid
+        # without deduplicate, the old text is a new fact of its own
+        plain = fs.remember("we use tabs here", ref(6), sessions=ss)
+        assert plain.created and not plain.deduplicated
+        assert plain.fact.fact_id not in (fid, new.fact.fact_id)
+        assert fs.count() == 3
+        assert [r.text for r in fs.revisions(fid)] == ["We use tabs here", "We use tabs, width 4"]
 
 
 def test_legacy_database_migrates_keeping_every_row(db_path):
@@ -222,7 +259,8 @@ def test_legacy_database_migrates_keeping_every_row(db_path):
     fact = ro.get("00000000000000aa")
     assert fact.text == "tabs, width 4" and fact.source is None
     assert fact.provenance == (Provenance("old-session", (7,)),)
-    assert ro.excluded_seqs("old-session") == {1} and ro.generation() == 0
+    # it holds an exclusion: generation 1, as m003 migrates it (issue 11, point 8)
+    assert ro.excluded_seqs("old-session") == {1} and ro.generation() == 1
     ro.close()
     assert dump(db_path) == before
     fs = FactStore(db_path)
@@ -231,7 +269,7 @@ def test_legacy_database_migrates_keeping_every_row(db_path):
     for table in ("facts", "revisions", "provenance"):
         assert after[table] == before[table]
     assert after["exclusions"] == [("old-session", 1, 0)]
-    assert after["source_refs"] == [] and after["meta"] == [("generation", 0)]
+    assert after["source_refs"] == [] and after["meta"] == [("generation", 1)]
     assert [r.text for r in fs.revisions("00000000000000aa")] == ["tabs for indentation",
                                                                   "tabs, width 4"]
     assert fs.source("00000000000000aa") is None  # legacy provenance is never backfilled

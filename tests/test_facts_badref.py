@@ -4,29 +4,27 @@ other facts still list, and validate's tally agrees with its finding."""
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
 
 import orjson
 import pytest
 
 from lecode_memctl.core.audit import validate_store
-from lecode_memctl.core.demo import build_demo
 from lecode_memctl.core.layout import store_at
 
+from .builders import copy_demo
 from .conftest import run_cli
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory):
-    return build_demo(tmp_path_factory.mktemp("badref") / "demo")
+@pytest.fixture
+def template(demo_template):
+    """conftest's demo (shared: ``store`` works on a copy)."""
+    return demo_template
 
 
 @pytest.fixture
 def store(template, tmp_path):
-    dst = tmp_path / "demo"
-    shutil.copytree(template.base, dst, symlinks=True)
-    s = store_at(dst / template.store.path.relative_to(template.base))
+    s = store_at(copy_demo(template, tmp_path / "demo"))
     db = sqlite3.connect(s.facts_db)
     with db:
         db.execute("UPDATE source_refs SET seqs = ? WHERE fact_id = ?",

@@ -267,7 +267,7 @@ LIVE_WRITER = textwrap.dedent("""
 
 @pytest.mark.parametrize("state", ["none", "clean", "live"])
 def test_reads_leave_store_identical(config_dir, project, store, state):
-    from lecode_memctl.cli.cmd_facts import complete_fact_id
+    from lecode_memctl.cli.completion import complete_fact_id
 
     write_session(store)
     proc = None

@@ -130,12 +130,12 @@ def test_man_page_documents_every_command_and_option():
 
 
 def test_exit_table_lists_core_codes_and_main_codes():
-    from lecode_memctl.cli.main import INTERNAL_ERROR
-    from lecode_memctl.core.errors import EXIT_CODES
+    from lecode_memctl.core.errors import ERROR_CLASSES, EXIT_CODES
 
     gen = _gen_module()
     codes = [c for c, _ in gen.exit_codes()]
-    assert codes == sorted({c for c, _ in EXIT_CODES} | {INTERNAL_ERROR, 130, 141})
+    assert codes == sorted({c.exit_code for c in ERROR_CLASSES} | {0, 1, 70, 130, 141})
+    assert gen.exit_codes() == EXIT_CODES
 
 
 def test_roff_escaping_survives_hostile_help_text(tmp_path):

@@ -24,6 +24,10 @@ copying before the fault and says "run again to finish".
 Markdown faults through the CLI are also covered in-process in
 ``tests/test_markdown.py`` (``test_edit_write_failure_exit_7_keeps_old_bytes``),
 ``migrate-legacy`` faults on a fresh destination in ``tests/test_migrate.py``.
+
+The every-step sweeps are marked ``sweep``; the session-append sweep, the
+SQLite-level faults and the full file system stay in the inner loop
+``pytest -m "not sweep"``.
 """
 
 from __future__ import annotations
@@ -37,16 +41,10 @@ import pytest
 
 from . import faultkit
 from .conftest import run_cli
-from .test_kill_sweeps import (  # noqa: F401 - fixtures
-    CODE,
-    SQL_HOOK,
-    TEMP_RE,
-    built_command_tree,
-    file_hashes,
-    snapshot,
-    store_findings,
-    world,
-)
+from .test_kill_sweeps import CODE, SQL_HOOK, TEMP_RE, file_hashes, snapshot, store_findings
+
+# the demo store is conftest's ``world`` (built once per run); the command tree
+# is built once per run too (conftest's built_command_tree)
 
 ERRNOS = [errno.ENOSPC, errno.EIO, errno.EACCES]
 FIGURES: dict[str, int] = {}
@@ -65,6 +63,7 @@ def no_temps(root: Path) -> list[str]:
 
 # ---------------------------------------------------------------- Markdown
 
+@pytest.mark.sweep
 def test_markdown_edit_fault_at_every_step(world, tmp_path):
     cfg = tmp_path / "cfg"
     new_text = tmp_path / "new.md"
@@ -138,7 +137,7 @@ except MemctlError as exc:
 '''
 
 
-@pytest.mark.parametrize("action", ["append", "create"])
+@pytest.mark.parametrize("action", ["append", pytest.param("create", marks=pytest.mark.sweep)])
 def test_session_writer_fault_at_every_step(world, tmp_path, action):
     """The core's session writer: append to an existing transcript, or create
     a new one (header, first message)."""
@@ -183,10 +182,12 @@ def test_session_writer_fault_at_every_step(world, tmp_path, action):
 
 # ---------------------------------------------------------------- migrate-legacy
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("err", ERRNOS)
 def test_migrate_legacy_fault_at_every_step_into_a_live_store(world, tmp_path, err):
     cfg = tmp_path / "cfg"
-    argv = ["migrate-legacy", "--yes"]
+    # --fail-on-conflict: the existing MEMORY.md makes exit 4, told apart from 7
+    argv = ["migrate-legacy", "--yes", "--fail-on-conflict"]
     world.fresh(cfg)
     store, legacy = world.store(cfg), world.legacy(cfg)
     e = {"LECODE_CONFIG_DIR": str(cfg)}

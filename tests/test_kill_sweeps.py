@@ -37,6 +37,9 @@ statements).  After every kill:
 ``FactStore.forget`` statement by statement; ``tests/test_migrate.py`` sweeps
 ``migrate-legacy`` over a fresh destination.  Here the same paths run through
 the CLI, on a store with sessions, facts, a backup and a conflict.
+
+The sweeps are marked ``sweep``; the session-append sweep (the shortest, the
+same harness) stays in the inner loop ``pytest -m "not sweep"``.
 """
 
 from __future__ import annotations
@@ -44,7 +47,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
 import signal
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -55,6 +57,7 @@ import orjson
 import pytest
 
 from . import faultkit
+from .builders import DemoWorld
 from .conftest import run_cli
 
 TEMP_RE = re.compile(r"^\..+\.tmp-[0-9a-f]+$")
@@ -102,21 +105,8 @@ CODE = SQL_HOOK + RUN_MAIN
 
 EXPECTED_AFTER_KILL = {"layout.temp_file"}   # validate codes a kill may leave behind
 
-
-@pytest.fixture(autouse=True)
-def built_command_tree(monkeypatch):
-    """Build typer's command tree once and reuse it: in-process ``run_cli`` calls
-    and every forked child (which inherits it) skip ~0.1 s of rebuilding.  The
-    tree is the same object ``main()`` would build; nothing on a write path
-    changes."""
-    import typer.main
-
-    from lecode_memctl.cli.app import app
-
-    original = typer.main.get_command
-    built = original(app)
-    monkeypatch.setattr(typer.main, "get_command",
-                        lambda a: built if a is app else original(a))
+# the demo store is conftest's ``world`` (built once per run); the command tree
+# is built once per run too (conftest's built_command_tree)
 
 
 def store_findings(cfg: Path, project: Path) -> list[tuple[str, str]]:
@@ -127,44 +117,6 @@ def store_findings(cfg: Path, project: Path) -> list[tuple[str, str]]:
 
     findings, _summary = validate_store(store_for_project(cfg, project))
     return [(f.code, f.severity) for f in findings]
-
-
-# ---------------------------------------------------------------- the demo store
-
-@dataclass
-class DemoWorld:
-    template: Path             # pristine config dir (never touched by a test)
-    project: Path              # cwd for every command
-    slug: str
-    facts: dict[str, str]
-    planted: str
-    legacy_slug: str
-
-    def store(self, cfg: Path) -> Path:
-        return cfg / "memory" / self.slug
-
-    def legacy(self, cfg: Path) -> Path:
-        return cfg / "memory" / self.legacy_slug
-
-    def fresh(self, cfg: Path) -> Path:
-        shutil.rmtree(cfg, ignore_errors=True)
-        shutil.copytree(self.template, cfg, symlinks=True)
-        return cfg
-
-
-def build_world(base: Path) -> DemoWorld:
-    from lecode_memctl.core.demo import build_demo
-
-    demo = build_demo(base)
-    legacy = [p.name for p in (demo.config_dir / "memory").iterdir() if p.name != demo.store.slug]
-    assert len(legacy) == 1
-    return DemoWorld(demo.config_dir, demo.project, demo.store.slug, dict(demo.facts),
-                     demo.planted, legacy[0])
-
-
-@pytest.fixture(scope="module")
-def world(tmp_path_factory) -> DemoWorld:
-    return build_world(tmp_path_factory.mktemp("demo"))
 
 
 # ---------------------------------------------------------------- observing a store
@@ -295,6 +247,7 @@ def assert_validates(world: DemoWorld, cfg: Path, base: list[tuple[str, str]], w
 FIGURES: dict[str, Outcome] = {}
 
 
+@pytest.mark.sweep
 def test_kill_sweep_markdown_edit(world, tmp_path):
     """``memctl edit memory`` (the editor is ``cp NEW``): an atomic write with a
     ``.bak`` of the previous content."""
@@ -340,6 +293,7 @@ def test_kill_sweep_markdown_edit(world, tmp_path):
     assert out.committed_at == [f"os step {r.steps}"]
 
 
+@pytest.mark.sweep
 def test_kill_sweep_correct(world, tmp_path):
     cfg = tmp_path / "cfg"
     fid = world.facts["verified"]
@@ -375,6 +329,7 @@ def test_kill_sweep_correct(world, tmp_path):
     assert 0 < len(out.committed_at) < res.os_kills + res.sql_kills
 
 
+@pytest.mark.sweep
 def test_kill_sweep_forget(world, tmp_path):
     cfg = tmp_path / "cfg"
     fid = world.facts["preference"]   # two revisions, a correction: the widest forget
@@ -409,13 +364,15 @@ def test_kill_sweep_forget(world, tmp_path):
     assert 0 < len(out.committed_at) < res.os_kills + res.sql_kills
 
 
+@pytest.mark.sweep
 def test_kill_sweep_migrate_legacy_into_a_live_store(world, tmp_path):
     """``migrate-legacy --yes`` into the demo's store (which already has a
     MEMORY.md: a conflict, exit 4, skipped) -- tests/test_migrate.py sweeps a
     fresh destination; this adds an existing store and validates it after
     every kill."""
     cfg = tmp_path / "cfg"
-    argv = ["migrate-legacy", "--yes"]
+    # --fail-on-conflict: the existing MEMORY.md makes exit 4, told apart from 7
+    argv = ["migrate-legacy", "--yes", "--fail-on-conflict"]
     world.fresh(cfg)
     store, legacy = world.store(cfg), world.legacy(cfg)
     base = baseline(world, cfg)

@@ -45,16 +45,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from .test_kill_sweeps import build_world
-
 REPO = Path(__file__).resolve().parent.parent
 SHORT_SECONDS = 5.0
 BAD_WORDS = ("database is locked", "locked", "busy", "Traceback", "internal error")
-
-
-@pytest.fixture(scope="module")
-def load_world(tmp_path_factory):
-    return build_world(tmp_path_factory.mktemp("load-demo"))
 
 
 class Loop(threading.Thread):
@@ -248,9 +241,9 @@ def _print(seconds: float, counts: Counter) -> None:
                          + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) + "\n")
 
 
-def test_mixed_load_short(load_world, tmp_path):
+def test_mixed_load_short(world, tmp_path):
     seconds = SHORT_SECONDS
-    _print(seconds, run_load(load_world, tmp_path, seconds))
+    _print(seconds, run_load(world, tmp_path, seconds))
 
 
 def _slow_selected(config) -> bool:
@@ -259,13 +252,13 @@ def _slow_selected(config) -> bool:
 
 
 @pytest.mark.slow
-def test_mixed_load_long(load_world, tmp_path, request):
+def test_mixed_load_long(world, tmp_path, request):
     """The 30-second run: ``MEMCTL_LOAD_SECONDS=30 python -m pytest -m slow
     tests/test_mixed_load.py``; skipped unless slow tests are selected."""
     if not _slow_selected(request.config):
         pytest.skip("the long load runs with -m slow or MEMCTL_LOAD_SECONDS set")
     seconds = float(os.environ.get("MEMCTL_LOAD_SECONDS", "30"))
-    _print(seconds, run_load(load_world, tmp_path, seconds))
+    _print(seconds, run_load(world, tmp_path, seconds))
 
 
 def test_read_snapshot_waits_out_a_busy_writer_up_to_the_busy_timeout(tmp_path, monkeypatch):

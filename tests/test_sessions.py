@@ -20,17 +20,9 @@ from lecode_memctl.core.sessions import (
 )
 from lecode_memctl.core.sourceref import MemoryExclusions, SourceRef, canonical_digest
 
-SLUG = "proj-0123456789ab"
+from .builders import SLUG
 
-
-@pytest.fixture
-def store(tmp_path):
-    return store_at(tmp_path / "memory" / SLUG)
-
-
-@pytest.fixture
-def ss(store):
-    return SessionStore(store)
+# store, ss: conftest (an empty store at <tmp>/memory/SLUG and its SessionStore)
 
 
 def fill(ss, sid="s1", n=10):

@@ -16,17 +16,7 @@ from lecode_memctl.core.sessions import SessionStore
 
 from .conftest import REPO, run_cli, run_proc, tree_hash
 
-SLUG = "proj-0123456789ab"
-
-
-@pytest.fixture
-def store(tmp_path):
-    return store_at(tmp_path / "memory" / SLUG)
-
-
-@pytest.fixture
-def ss(store):
-    return SessionStore(store)
+# store, ss: conftest (an empty store at <tmp>/memory/SLUG and its SessionStore)
 
 
 def cli(store, *args, **kw):
@@ -92,7 +82,8 @@ def test_read_json_document(ss, store):
     snap = ss.source_snapshot("s1", 1, 6)
     assert doc == {
         "session_id": "s1", "start": 1, "end": 6, "last_seq": 7, "purpose": "working",
-        "status": "valid", "source": snap.ref.to_json(), "hidden": {"undone": [3, 4]},
+        "status": "valid", "reason": None, "source": snap.ref.to_json(),
+        "hidden": {"undone": [3, 4]}, "hidden_reasons": {"3": "undone", "4": "undone"},
         "source_text": doc["source_text"], "offset": 0, "next_offset": None, "limit": 4096,
         "total_chars": len(doc["source_text"]),
     }
@@ -138,7 +129,7 @@ def test_read_text_escapes_control_characters(ss, store):
     assert r.exit_code == 0
     assert "\x1b" not in r.stdout and "\u202e" not in r.stdout
     assert "[bold]x[/bold]" in r.stdout
-    assert "visible:  1 message(s): 1" in r.stdout and "last page" in r.stdout
+    assert "visible: 1 message(s); hidden: none" in r.stdout and "[1] user" in r.stdout
     assert cli(store, "read", "s1", "1", "1", "--text", "--json").exit_code == 2
 
 

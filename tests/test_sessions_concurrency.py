@@ -19,7 +19,6 @@ from lecode_memctl.core.sessions import SessionStore
 
 from .conftest import REPO, run_cli
 
-SLUG = "proj-0123456789ab"
 N = 400
 
 
@@ -58,10 +57,10 @@ WRITER = textwrap.dedent("""
 
 
 @pytest.fixture
-def store(tmp_path):
-    s = store_at(tmp_path / "memory" / SLUG)
-    SessionStore(s).create("s1").close()
-    return s
+def store(store):
+    """conftest's store with an empty session s1."""
+    SessionStore(store).create("s1").close()
+    return store
 
 
 def start_writer(store, mode, n=N):

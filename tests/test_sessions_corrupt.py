@@ -10,13 +10,12 @@ import orjson
 import pytest
 
 from lecode_memctl.core.errors import StoreCorrupt
-from lecode_memctl.core.layout import store_at
 from lecode_memctl.core.sessions import SessionCorrupt, SessionRefused, SessionStore
 from lecode_memctl.core.sourceref import SourceRef, canonical_digest
 
+from .builders import SLUG
 from .conftest import run_cli, tree_hash
 
-SLUG = "proj-0123456789ab"
 SID = "s1"
 
 
@@ -34,15 +33,10 @@ def line(rec) -> bytes:
 
 
 @pytest.fixture
-def store(tmp_path):
-    s = store_at(tmp_path / "memory" / SLUG)
-    os.makedirs(s.sessions_dir, mode=0o700)
-    return s
-
-
-@pytest.fixture
-def ss(store):
-    return SessionStore(store)
+def store(store):
+    """conftest's store with its sessions/ directory (ss: conftest's)."""
+    os.makedirs(store.sessions_dir, mode=0o700)
+    return store
 
 
 def write(store, data: bytes, sid=SID):

@@ -14,19 +14,12 @@ from lecode_memctl.core.sourceref import MemoryExclusions, SourceRef, canonical_
 
 from .conftest import make_repo
 
-SLUG = "proj-0123456789ab"
-
-
 @pytest.fixture
 def ex():
     return MemoryExclusions()
 
 
-@pytest.fixture
-def store(tmp_path):
-    return store_at(tmp_path / "memory" / SLUG)
-
-
+# store: conftest (an empty store at <tmp>/memory/SLUG); ss adds the exclusions
 @pytest.fixture
 def ss(store, ex):
     return SessionStore(store, ex)

@@ -9,9 +9,9 @@ import orjson
 from lecode_memctl.core.layout import store_at
 from lecode_memctl.core.sessions import SessionStore
 
+from .builders import SLUG
 from .conftest import run_cli, tree_hash
 
-SLUG = "proj-0123456789ab"
 
 
 def _store(config_dir):

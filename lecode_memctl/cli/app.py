@@ -1,4 +1,6 @@
-"""The typer command tree.  Each ``cmd_*`` module adds its commands to ``app``.
+"""The typer command tree: the global options, and every command of
+:data:`registry.COMMANDS` registered in its order.  Command modules do not
+import this module; they mark their functions with ``registry.command``.
 
 Keep the imports at the top of this module and of every ``cmd_*`` module cheap:
 typer and the standard library only.  Commands import rich, tabulate, sqlite3
@@ -14,8 +16,10 @@ from typing import Annotated, Optional
 import typer
 
 from lecode_memctl import __version__
+from lecode_memctl.core.errors import exit_summary
 
-from .options import ColorWhen
+from .options import ColorWhen, CommandWithGlobalOptions
+from .registry import COMMANDS, command_settings
 from .state import STATE
 
 HELP = """\
@@ -30,18 +34,19 @@ The store of a project lives in <config dir>/memory/<slug>/, where the config
 dir is --config-dir, $LECODE_CONFIG_DIR, $XDG_CONFIG_HOME/lecode or
 ~/.config/lecode, and the slug is derived from the project's main checkout
 root.  Run 'memctl where' to see it.
+
+The options below, except --version, may also follow the command name (memctl
+forget ID --no-color); there they win over the same option given before it.
 """
 
-EPILOG = """\
+EPILOG = f"""\
 \b
 Examples:
   memctl where                  which store this directory uses
   memctl --project ~/src/app show
   memctl --store /evidence/copy-of-store notes
 
-Exit status: 0 ok, 1 validate found problems (or a prompt was declined),
-2 usage, 3 not found, 4 conflict, 5 store unreadable, 6 store busy,
-7 write failed, 70 internal error.  See 'man memctl' for the whole manual.
+{exit_summary()}  See 'man memctl' for the whole manual.
 """
 
 app = typer.Typer(
@@ -75,29 +80,35 @@ def root(
         "--store", metavar="DIR",
         help="Work on a store directory directly (an evidence copy, say), skipping "
              "project identity.")] = None,
+    slug: Annotated[Optional[str], typer.Option(
+        "--slug", metavar="SLUG",
+        help="With --store: the project slug its transcripts must name (default: the one "
+             "their headers agree on, else the directory name; 'memctl where' says which).")] = None,
     no_color: Annotated[bool, typer.Option(
         "--no-color", help="No colour in output (also: the NO_COLOR environment variable).")] = False,
-    color: Annotated[ColorWhen, typer.Option(
+    color: Annotated[Optional[ColorWhen], typer.Option(
         "--color", metavar="WHEN",
         help="Colour: auto (on a terminal, unless NO_COLOR is set; FORCE_COLOR forces it), "
-             "always or never.")] = ColorWhen.auto,
+             "always or never (default: auto).")] = None,
     version: Annotated[bool, typer.Option(
         "--version", is_eager=True, callback=_version, help="Print the version and exit.")] = False,
 ) -> None:
     STATE.config_dir_option = str(config_dir) if config_dir else None
     STATE.project = str(project) if project else None
     STATE.store_option = str(store) if store else None
+    STATE.slug_option = slug
     STATE.no_color = no_color
-    STATE.color_mode = color.value
+    STATE.color_mode = color.value if color is not None else "auto"
 
 
-# Command modules register themselves on import, and --help lists the commands
-# in that order: finding a store, Markdown, transcripts, facts, audit,
-# migration, the demo.
-from . import cmd_store  # noqa: E402,F401,I001
-from . import cmd_markdown  # noqa: E402,F401
-from . import cmd_sessions  # noqa: E402,F401
-from . import cmd_facts  # noqa: E402,F401
-from . import cmd_audit  # noqa: E402,F401
-from . import cmd_migrate  # noqa: E402,F401
-from . import cmd_demo  # noqa: E402,F401
+def _register_commands() -> None:
+    """Add every command of the table to ``app``, in the table's order (the
+    order --help lists them in)."""
+    from importlib import import_module
+
+    for name, module, function in COMMANDS:
+        fn = getattr(import_module(f"{__package__}.{module}"), function)
+        app.command(name, cls=CommandWithGlobalOptions, **command_settings(fn))(fn)
+
+
+_register_commands()

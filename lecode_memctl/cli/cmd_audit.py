@@ -7,30 +7,20 @@ from typing import Annotated, Optional
 
 import typer
 
-from .app import app
-from .cmd_sessions import complete_session_id
+from .completion import (VALIDATE_FORMAT_NAMES, complete_finding_code, complete_session_id,
+                         complete_validate_format)
 from .options import (FormatOpt, JsonOpt, LimitOpt, OffsetOpt, SinceOpt, UntilOpt,
                       sort_option)
-from .state import STATE
+from .registry import command
+from .state import STATE, require_store
 
-VALIDATE_FORMATS = ("human", "json", "jsonl", "csv", "tsv", "prometheus")
+VALIDATE_FORMATS = VALIDATE_FORMAT_NAMES
 
 CRON_LINE = ("*/15 * * * * memctl validate --all-projects --format prometheus "
              "--output /var/lib/node_exporter/textfile_collector/memctl.prom")
 
 
-def _complete_validate_format(incomplete: str) -> list[str]:
-    return [f for f in VALIDATE_FORMATS if f.startswith(incomplete)]
-
-
-def _complete_code(incomplete: str) -> list[str]:
-    from lecode_memctl.core.audit import CODES
-
-    groups = sorted({c.split(".")[0] + ".*" for c in CODES})
-    return [c for c in [*sorted(CODES), *groups] if c.startswith(incomplete)]
-
-
-@app.command(epilog=f"""\
+@command(epilog=f"""\
 \b
 Examples:
   memctl validate                         audit the current project's store
@@ -58,7 +48,7 @@ def validate(
     strict: Annotated[bool, typer.Option(
         "--strict", help="Warnings count as failures for the exit status and memctl_validate_ok.")] = False,
     ignore: Annotated[Optional[list[str]], typer.Option(
-        "--ignore", metavar="CODE", autocompletion=_complete_code,
+        "--ignore", metavar="CODE", autocompletion=complete_finding_code,
         help="Do not report this finding code (repeatable; 'group.*' ignores a whole check).")] = None,
     quiet: Annotated[bool, typer.Option(
         "--quiet", "-q", help="Print nothing on stdout or stderr but errors; the exit status "
@@ -75,7 +65,7 @@ def validate(
                              "(with --json or --format: as rows), and exit.")] = False,
     json_: JsonOpt = False,
     fmt: Annotated[Optional[str], typer.Option(
-        "--format", "-f", metavar="FORMAT", autocompletion=_complete_validate_format,
+        "--format", "-f", metavar="FORMAT", autocompletion=complete_validate_format,
         help="human (default), json, jsonl (one finding per line, streamed, then one summary "
              "per store), csv or tsv (finding rows), or prometheus.")] = None,
 ) -> None:
@@ -123,7 +113,7 @@ def validate(
 
     from lecode_memctl.core.audit import Audit, check_ignore_codes, stores_under
     from lecode_memctl.core.errors import UsageError
-    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.layout import store_given
     from lecode_memctl.core.rowmodel import FINDING, SUMMARY
 
     from .output import atomic_output, check_format, emit_jsonl
@@ -143,13 +133,13 @@ def validate(
     ignored = check_ignore_codes(ignore or [])
     cfg = STATE.config_dir()
     if all_projects:
-        if store_dir or STATE.store_option:
-            raise UsageError("--all-projects conflicts with --store")
+        if store_dir or STATE.store_option or STATE.slug_option:
+            raise UsageError("--all-projects conflicts with --store and --slug")
         stores = stores_under(cfg.path)
     elif store_dir:
-        stores = [store_at(store_dir)]
+        stores = [require_store(store_given(store_dir, STATE.slug_option))]
     else:
-        stores = [STATE.store()]
+        stores = [STATE.existing_store()]
     if output is not None and output.is_dir():
         raise UsageError(f"--output {output}: is a directory")
 
@@ -312,7 +302,7 @@ def _progress_bar(label: str):
     return update, prog.stop
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl usage                          every session of the current project
@@ -361,7 +351,7 @@ def usage(
     fmt_name = check_format(fmt, json_flag=json_)
     t_since = parse_when(since, option="--since") if since else None
     t_until = parse_when(until, option="--until", until=True) if until else None
-    store = STATE.store().require()
+    store = STATE.existing_store()
     rep = usage_report(store, session=session, since=t_since, until=t_until)
     doc = rep.to_json()
     purposes = [USAGE.row(**p) for p in doc["purposes"]]
@@ -400,7 +390,7 @@ def usage(
         echo("'+?': known subtotal; some calls reported no usage or no cost (not zero).")
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl projects

@@ -7,10 +7,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from .app import app
+from .registry import command
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl demo                       build, tour, then remove the demo
@@ -72,7 +72,7 @@ def demo(
             (None, ["facts"], 0),
             (None, ["recall", d.facts["preference"]], 0),
             (None, ["validate"], 1),
-            (d.worktree / "src", ["migrate-legacy", "--dry-run"], 4),
+            (d.worktree / "src", ["migrate-legacy", "--dry-run"], 0),
             (d.project, ["context", "--explain"], 0),
         ]
         echo(f"$ export LECODE_CONFIG_DIR={q(str(d.config_dir))}")
@@ -89,8 +89,8 @@ def demo(
             if argv[0] == "validate":
                 note = " (the planted problem, as expected)" if code == 1 else " (UNEXPECTED)"
             elif argv[0] == "migrate-legacy":
-                note = (" (a legacy MEMORY.md conflicts with the project's and is never merged)"
-                        if code == 4 else " (UNEXPECTED)")
+                note = (" (a legacy MEMORY.md conflicts with the project's: reported, never "
+                        "merged)" if code == 0 else " (UNEXPECTED)")
             if code != 0 or note:
                 echo(f"[exit status {code}{note}]")
             echo()

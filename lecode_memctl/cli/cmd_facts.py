@@ -8,52 +8,17 @@ even a ``-wal``/``-shm`` file, and still see what a live agent committed.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, List, Optional
 
 import typer
 
-from .app import app
-from .cmd_sessions import complete_session_id
+from .completion import (FACT_STATUSES, complete_fact_id, complete_fact_status,
+                         complete_session_id)
 from .options import FormatOpt, JsonOpt, LockWaitOpt
+from .registry import command
 from .state import STATE
-
-
-# ---------------------------------------------------------------- completion
-
-def _root_store(ctx: Any) -> Any:
-    """The store named by the root options of a (possibly partial) command line."""
-    import os
-
-    from lecode_memctl.core.config import resolve_config_dir
-    from lecode_memctl.core.layout import store_at, store_for_project
-
-    params: dict[str, Any] = {}
-    c = ctx
-    while c is not None:
-        params.update({k: v for k, v in (c.params or {}).items() if v is not None})
-        c = c.parent
-    if params.get("store"):
-        return store_at(params["store"])
-    cfg = resolve_config_dir(params.get("config_dir"))
-    return store_for_project(cfg.path, params.get("project") or os.getcwd())
-
-
-def complete_fact_id(ctx: typer.Context, incomplete: str) -> list[str]:
-    """Fact ids of the store that start with what was typed.  Read-only: the
-    database is opened the way every read command opens it, so a TAB writes
-    nothing."""
-    try:
-        from lecode_memctl.core.facts import FactStore
-
-        store = _root_store(ctx)
-        fs = FactStore.open_readonly(store.facts_db)
-        try:
-            return fs.fact_ids(incomplete or "", limit=200)
-        finally:
-            fs.close()
-    except Exception:  # noqa: BLE001 - completion never fails loudly
-        return []
 
 
 FactIdArg = Annotated[str, typer.Argument(
@@ -64,16 +29,9 @@ FactIdArg = Annotated[str, typer.Argument(
 # ---------------------------------------------------------------- opening
 
 def _store() -> Any:
-    """The command's store; a store directory that is a symbolic link is refused."""
-    import os
-
-    from lecode_memctl.core.errors import StoreCorrupt
-
-    store = STATE.store()
-    if os.path.islink(store.path):
-        raise StoreCorrupt(f"{store.path}: store directory is a symbolic link; "
-                           "refusing to follow it")
-    return store
+    """The command's store: NotFound when it does not exist; a store directory
+    that is a symbolic link is refused."""
+    return STATE.existing_store()
 
 
 def _require_known(store: Any, fact_id: str, *, forgotten_ok: bool,
@@ -116,7 +74,6 @@ def _status_cell(status: str, reason: str | None) -> str:
 # ---------------------------------------------------------------- facts
 
 FACTS_COLUMNS = ["fact_id", "revision", "status", "source", "text"]
-FACT_STATUSES = ("valid", "stale", "missing", "hidden", "unverified")
 
 
 def _row_for_table(row: dict[str, Any]) -> dict[str, Any]:
@@ -125,10 +82,6 @@ def _row_for_table(row: dict[str, Any]) -> dict[str, Any]:
     out["text"] = row["text"] + (" [...]" if row["fact_text_truncated"] else "")
     out["source"] = row["source"] or "-"
     return out
-
-
-def _complete_status(incomplete: str) -> list[str]:
-    return [s for s in FACT_STATUSES if s.startswith(incomplete)]
 
 
 def _print_learning(learning: dict[str, Any] | None, session: str | None) -> None:
@@ -175,7 +128,7 @@ def _fact_filter(query: str | None, since: Any, until: Any) -> Any:
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl facts                      the first page (20 facts), as the agent sees them
@@ -197,7 +150,7 @@ def facts(
         "--session", metavar="ID", autocompletion=complete_session_id,
         help="Only facts with evidence in this session; learning status of this session.")] = None,
     status: Annotated[Optional[str], typer.Option(
-        "--status", metavar="STATUS", autocompletion=_complete_status,
+        "--status", metavar="STATUS", autocompletion=complete_fact_status,
         help="Only facts with this evidence status: valid, stale, missing, hidden or "
              "unverified.")] = None,
     query: Annotated[Optional[str], typer.Option(
@@ -373,7 +326,7 @@ def _filter_args(session: Any, status: Any, query: Any, since: Any, until: Any) 
 
 # ---------------------------------------------------------------- recall
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl recall 3f2a9c0d11e4b7a8
@@ -417,7 +370,7 @@ def recall(
 
 # ---------------------------------------------------------------- history
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl history 3f2a9c0d11e4b7a8
@@ -472,53 +425,137 @@ def history(fact_id: FactIdArg, json_: JsonOpt = False, fmt: FormatOpt = None,
 
 # ---------------------------------------------------------------- correct
 
-@app.command(epilog="""\
+def _stdin_is_tty() -> bool:
+    import sys
+
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _parse_seq(text: str, what: str) -> int:
+    from lecode_memctl.core.errors import UsageError
+
+    if not text.isascii() or not text.isdigit():
+        raise UsageError(f"{what} must be a non-negative integer, not {text!r}")
+    return int(text)
+
+
+def parse_evidence(session: str, rest: list[str]) -> tuple[str, int, int, str | None]:
+    """(session id, start, end, text or None) from ``SESSION START END [TEXT]``
+    or ``SESSION:RANGE [TEXT]``, where RANGE is how memctl prints a source:
+    ``N``, ``N-M``, or runs such as ``3-5,8`` (the span from the first to the
+    last position is captured).  Bad syntax is a UsageError (exit 2)."""
+    from lecode_memctl.core.errors import UsageError
+    from lecode_memctl.core.sourceref import check_session_id
+
+    if ":" in session:
+        sid, _, spec = session.partition(":")
+        check_session_id(sid)
+        if len(rest) > 1:
+            raise UsageError(f"{session!r} already names the range: give only the TEXT after "
+                             f"it, not {' '.join(rest[:-1])!r}")
+        seqs: list[int] = []
+        for run in spec.split(","):
+            lo, dash, hi = run.partition("-")
+            a = _parse_seq(lo, f"the range in {session!r}")
+            b = _parse_seq(hi, f"the range in {session!r}") if dash else a
+            if b < a:
+                raise UsageError(f"bad range {run!r} in {session!r}: the end is before the start")
+            seqs += [a, b]
+        return sid, min(seqs), max(seqs), (rest[0] if rest else None)
+    check_session_id(session)
+    if len(rest) < 2:
+        raise UsageError("give the evidence as SESSION START END or SESSION:START-END")
+    if len(rest) > 3:
+        raise UsageError(f"too many arguments: {' '.join(rest[3:])!r} (quote the TEXT)")
+    start = _parse_seq(rest[0], "START")
+    end = _parse_seq(rest[1], "END")
+    return session, start, end, (rest[2] if len(rest) == 3 else None)
+
+
+def _invalid_revisions(store: Any, fact_id: str) -> tuple[int, list[dict[str, Any]]]:
+    """(current revision, the revisions whose evidence does not validate today,
+    purpose durable), from a read-only open: what stays wrong after a
+    correction, since a correction only appends a revision."""
+    from lecode_memctl.core.facts import FactStore, history
+    from lecode_memctl.core.sessions import SessionStore
+
+    fs = FactStore.open_readonly(store.facts_db)
+    try:
+        doc = history(fs, SessionStore(store, exclusions=fs), fact_id)
+    finally:
+        fs.close()
+    bad = [{"revision": r["revision"], "status": r["status"], "reason": r["reason"]}
+           for r in doc["revisions"] if r["status"] != "valid"]
+    return doc["revision"], bad
+
+
+def _stays_invalid_message(fact_id: str, bad: list[dict[str, Any]]) -> str:
+    which = "; ".join(f"revision {b['revision']} is {b['status']}"
+                      + (f" ({b['reason']})" if b["reason"] else "") for b in bad)
+    return (f"fact {fact_id} stays invalid after this correction: {which}.  A fact is "
+            "injected and recalled only when the evidence of every revision validates, and a "
+            "correction appends a revision without repairing the old ones.  To replace the "
+            f"fact, forget it (memctl forget {fact_id}) and record a fresh fact from valid "
+            "evidence.")
+
+
+@command(epilog="""\
 \b
 Examples:
+  memctl correct 3f2a9c0d11e4b7a8 1 2026-06-01-a1b2:14-15 "We use tabs, width 4."
   memctl correct 3f2a9c0d11e4b7a8 1 2026-06-01-a1b2 14 15 "We use tabs, width 4."
-  printf 'We use tabs.\\n' | memctl correct 3f2a9c0d11e4b7a8 2 2026-06-01-a1b2 20 20 --text-file -
+  printf 'We use tabs.\\n' | memctl correct 3f2a9c0d11e4b7a8 2 2026-06-01-a1b2:20 --text-file -
 """)
 def correct(
     fact_id: FactIdArg,
     revision: Annotated[int, typer.Argument(metavar="REVISION", min=1,
                                             help="The revision you are correcting (the "
                                                  "current one), checked atomically.")],
-    session: Annotated[str, typer.Argument(metavar="SESSION", autocompletion=complete_session_id,
-                                           help="The exact session id holding the evidence.")],
-    start: Annotated[int, typer.Argument(metavar="START", min=0,
-                                         help="First seq of the evidence range.")],
-    end: Annotated[int, typer.Argument(metavar="END", min=0,
-                                       help="Last seq (inclusive; at most 200 positions).")],
-    text: Annotated[Optional[str], typer.Argument(metavar="[TEXT]", show_default=False,
-                                                  help="The corrected fact text.")] = None,
+    session: Annotated[str, typer.Argument(
+        metavar="SESSION[:START-END]", autocompletion=complete_session_id,
+        help="The exact session id holding the evidence, or SESSION:START-END as memctl "
+             "prints a source (SESSION:N for one position).")],
+    rest: Annotated[Optional[List[str]], typer.Argument(
+        metavar="[START END] [TEXT]", show_default=False,
+        help="START and END (first and last seq, inclusive, at most 200 positions) when "
+             "SESSION has no range; then the corrected fact text.")] = None,
     text_file: Annotated[Optional[str], typer.Option(
         "--text-file", metavar="FILE", help="Read the text from FILE ('-' for stdin).")] = None,
+    yes: Annotated[bool, typer.Option(
+        "--yes", "-y", help="Correct without asking when the fact stays invalid (required "
+                            "then when stdin is not a terminal).")] = False,
     json_: JsonOpt = False,
     lock_wait: LockWaitOpt = 5.0,
 ) -> None:
     """Correct a fact: append a revision justified by persisted evidence.
 
-    Captures SESSION START..END as it is now (purpose working: visible
-    messages only) and requires at least one user or assistant message with
-    text in it; tool output alone cannot justify a correction.  The expected
-    REVISION and the exclusion generation are checked inside the write
-    transaction: if the fact changed or a forget happened meanwhile, nothing
-    is written and the exit status is 4.  Excluded evidence is refused (4).
-    Prints the old and the new text.
+    The evidence is SESSION START END, or SESSION:START-END as memctl prints
+    sources (facts, history).  Captures that range as it is now (purpose
+    working: visible messages only) and requires at least one user or
+    assistant message with text in it; tool output alone cannot justify a
+    correction.  The expected REVISION and the exclusion generation are
+    checked inside the write transaction: if the fact changed or a forget
+    happened meanwhile, nothing is written and the exit status is 4.
+    Excluded evidence is refused (4).  A fact is valid only when the
+    evidence of every revision validates, and a correction does not repair
+    older revisions: when one is stale, missing, hidden or unverified, the
+    fact stays invalid after the correction.  memctl says so before writing,
+    asks on a terminal and otherwise refuses without --yes (exit 2); to
+    replace such a fact, forget it and record a fresh one.  Prints the old
+    and the new text.
     """
-    import sys
-
     from lecode_memctl.core.errors import NotFound, UsageError
     from lecode_memctl.core.facts import FactStore, check_fact_id
-    from lecode_memctl.core.sessions import SessionStore
-    from lecode_memctl.core.sourceref import check_session_id
+    from lecode_memctl.core.sessions import SessionStore, check_range
 
     from .output import echo, emit_json, safe
 
     check_fact_id(fact_id)
-    check_session_id(session)
-    if end < start:
-        raise UsageError(f"END ({end}) is before START ({start})")
+    session, start, end, text = parse_evidence(session, list(rest or ()))
+    check_range(start, end, max_span=None)
     if (text is None) == (text_file is None):
         raise UsageError("give the corrected TEXT or --text-file (not both)")
     if text_file is not None:
@@ -537,6 +574,17 @@ def correct(
     if not store.facts_db.exists() and not store.facts_db.is_symlink():
         raise NotFound(f"no fact {fact_id} (no facts database in {store.path})")
     _require_known(store, fact_id, forgotten_ok=False, lock_wait=lock_wait)
+    current, bad = _invalid_revisions(store, fact_id)
+    # A stale expected REVISION is refused by the write itself (exit 4): ask
+    # only about a correction that would be written.
+    if bad and current == revision and not yes:
+        message = _stays_invalid_message(fact_id, bad)
+        if text_file == "-" or json_ or not _stdin_is_tty():
+            raise UsageError(f"refusing to correct without --yes: {message}")
+        echo(f"memctl: warning: {safe(message, keep_newlines=False)}", err=True)
+        if not typer.confirm(f"Correct fact {fact_id} anyway?", default=False, err=True):
+            echo("nothing corrected", err=True)
+            raise typer.Exit(1)
     fs = FactStore(store.facts_db, busy_timeout=lock_wait)
     try:
         old = fs.require(fact_id)
@@ -549,7 +597,7 @@ def correct(
         fs.close()
     doc = {"fact_id": fact_id, "old_revision": old.revision, "revision": new.revision,
            "old_text": old.text, "text": new.text, "source": snap.ref.to_json(),
-           "generation": generation}
+           "generation": generation, "stays_invalid": bool(bad), "invalid_revisions": bad}
     if json_:
         emit_json(doc)
         return
@@ -557,11 +605,13 @@ def correct(
     echo(f"  source: {safe(snap.ref.label())} (positions {','.join(map(str, snap.ref.seqs))})")
     echo("  old: " + safe(old.text, keep_newlines=False))
     echo("  new: " + safe(new.text, keep_newlines=False))
+    if bad:
+        echo("  note: " + safe(_stays_invalid_message(fact_id, bad), keep_newlines=False))
 
 
 # ---------------------------------------------------------------- forget
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl forget 3f2a9c0d11e4b7a8 --dry-run      what it would do; writes nothing
@@ -652,7 +702,7 @@ def forget(
 
 # ---------------------------------------------------------------- context
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl context                  the section the agent would inject next
@@ -672,10 +722,13 @@ def context(
     revision's evidence validates, each labelled untrusted evidence with its
     id, revision and exact source reference; oversized facts are omitted,
     never cut.  Then MEMORY.md and scratchpad.md in the rest of max_bytes
-    (default 32768), truncated with a marker.  The first 50 facts in id
-    order are inspected.  --explain lists every fact left out (invalid
-    evidence, too large, over budget, not inspected) and the byte accounting.
-    Reads only.
+    (default 32768), each truncated with a marker when it does not fit
+    (MEMORY.md leaves room for the scratchpad's heading and marker; a part
+    with no room at all is named in a note on stderr).  The first 50 facts
+    in id order are inspected.  --explain lists every fact left out (invalid
+    evidence, too large, over budget, not inspected) and the byte
+    accounting.  Control characters of the stored Markdown are shown
+    escaped; --json keeps the exact text.  Reads only.
     """
     from lecode_memctl.core.config import load_memory_config
     from lecode_memctl.core.context import build_memory_section, section_to_json
@@ -693,13 +746,17 @@ def context(
     if json_:
         emit_json(section_to_json(section))
         return
-    write_bytes(section.text.encode("utf-8"))
+    # Stored Markdown is untrusted: control characters are shown escaped, as
+    # 'memctl show' does (--json keeps the exact text).
+    write_bytes(safe(section.text).encode("utf-8"))
     if not explain:
+        for note in section.notes:
+            echo(f"memctl: note: {safe(note, keep_newlines=False)}", err=True)
         return
     err = False
     echo("--- explain ---", err=err)
     for note in section.notes:
-        echo(note, err=err)
+        echo(safe(note), err=err)
     echo(f"section: {section.bytes} of max_bytes {section.max_bytes}", err=err)
     echo(f"facts: {section.facts_bytes} of facts budget {section.facts_budget} "
          f"(facts_max_bytes {section.facts_max_bytes}); {len(section.included)} included of "

@@ -6,11 +6,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from .app import app
+from .completion import (EDIT_KINDS, complete_edit_kind, complete_log_date,
+                         complete_note_name)
 from .options import FormatOpt, JsonOpt, LimitOpt, OffsetOpt, sort_option
+from .registry import command
 from .state import STATE
 
-_KINDS = ("memory", "scratchpad", "log", "note")
 
 
 def _print_file(md, json_: bool) -> None:  # md: core.markdown.MarkdownFile
@@ -29,7 +30,7 @@ def _print_file(md, json_: bool) -> None:  # md: core.markdown.MarkdownFile
     sys.stdout.flush()
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl show                        print the current project's MEMORY.md
@@ -47,29 +48,10 @@ def show(json_: JsonOpt = False) -> None:
     """
     from lecode_memctl.core import markdown
 
-    _print_file(markdown.read_memory(STATE.store()), json_)
+    _print_file(markdown.read_memory(STATE.existing_store()), json_)
 
 
-def _complete_log_date(ctx, args, incomplete):  # noqa: ANN001,ANN201 - typer inspects names
-    """Dates of the store's daily logs (daily/YYYY-MM-DD.md); reads a directory only."""
-    import os
-    import re
-
-    try:
-        from .cmd_sessions import _completion_store
-
-        daily = os.path.join(os.fspath(_completion_store(ctx).path), "daily")
-        if os.path.islink(daily):
-            return []
-        with os.scandir(daily) as it:
-            dates = [e.name[:-3] for e in it if re.fullmatch(r"\d{4}-\d\d-\d\d\.md", e.name)
-                     and not e.is_symlink()]
-        return sorted(d for d in dates if d.startswith(incomplete or ""))
-    except Exception:  # noqa: BLE001 - completion never fails loudly
-        return []
-
-
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl log                  today's daily log (local date)
@@ -79,7 +61,7 @@ Examples:
 def log(
     date: Annotated[Optional[str], typer.Argument(
         metavar="DATE", help="A calendar date YYYY-MM-DD (default: today, local time).",
-        autocompletion=_complete_log_date, show_default=False)] = None,
+        autocompletion=complete_log_date, show_default=False)] = None,
     json_: JsonOpt = False,
 ) -> None:
     """Print a daily log, daily/YYYY-MM-DD.md (today's by default).
@@ -91,10 +73,10 @@ def log(
     from lecode_memctl.core import markdown
 
     target = markdown.log_target(date)
-    _print_file(markdown.read(STATE.store(), target), json_)
+    _print_file(markdown.read(STATE.existing_store(), target), json_)
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl notes                       list the named notes
@@ -105,7 +87,7 @@ Examples:
 def notes(
     name: Annotated[Optional[str], typer.Argument(
         metavar="NAME", help="Print this note instead of listing them (a trailing .md is accepted).",
-        autocompletion=_complete_note, show_default=False)] = None,
+        autocompletion=complete_note_name, show_default=False)] = None,
     json_: JsonOpt = False,
     fmt: FormatOpt = None,
     sort: Annotated[Optional[str], sort_option(NOTE_SORTS, "name")] = None,
@@ -132,10 +114,10 @@ def notes(
         target = markdown.note_target(name)
         if fmt not in (None, "json"):
             raise UsageError("--format applies to the listing; use --json to print one note as JSON")
-        _print_file(markdown.read(STATE.store(), target), json_ or fmt == "json")
+        _print_file(markdown.read(STATE.existing_store(), target), json_ or fmt == "json")
         return
     fmt_name = check_format(fmt, json_flag=json_)
-    store = STATE.store()
+    store = STATE.existing_store()
     infos = markdown.list_notes(store)
     rows = [NOTE.row(name=i.name, path=str(i.path), size=i.size, modified=i.modified)
             for i in infos]
@@ -149,27 +131,7 @@ def notes(
 NOTE_SORTS = ("name", "size", "modified")
 
 
-def _complete_note(ctx, args, incomplete):  # noqa: ANN001,ANN201 - typer inspects names
-    """Note names of the store (notes/*.md, symbolic links left out); reads a directory only."""
-    import os
-
-    try:
-        from .cmd_sessions import _completion_store
-
-        notes_dir = os.path.join(os.fspath(_completion_store(ctx).path), "notes")
-        if os.path.islink(notes_dir):
-            return []
-        out = []
-        with os.scandir(notes_dir) as it:
-            for e in it:
-                if e.name.endswith(".md") and not e.is_symlink() and e.name.startswith(incomplete or ""):
-                    out.append(e.name[:-3])
-        return sorted(out)
-    except Exception:  # noqa: BLE001 - completion never fails loudly
-        return []
-
-
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl search deploy                 lines mentioning deploy
@@ -216,7 +178,7 @@ def search(
     fmt_name = "text" if fmt in (None, "text") and not json_ else check_format(fmt, json_flag=json_)
     machine = fmt_name in ("json", "jsonl", "csv", "tsv")
     cap = limit if limit is not None else (2**62 if machine else markdown.DEFAULT_SEARCH_LIMIT)
-    result = markdown.search(STATE.store(), pattern, limit=cap, ignore_case=ignore_case)
+    result = markdown.search(STATE.existing_store(), pattern, limit=cap, ignore_case=ignore_case)
     rows = [HIT.row(file=h.file, line=h.line, text=h.text) for h in result.hits]
     for s in result.skipped:
         echo(f"memctl: warning: {safe(s.file)}: {safe(s.reason)}; skipped", err=True)
@@ -238,8 +200,8 @@ def search(
         echo(f"memctl: no matches in {result.files_searched} Markdown files", err=True)
 
 
-def _complete_kind(incomplete: str) -> list[str]:
-    return [k for k in _KINDS if k.startswith(incomplete)]
+#: The editor when neither $VISUAL nor $EDITOR is set (git's fallback too).
+DEFAULT_EDITOR = "vi"
 
 
 def _editor_command() -> list[str]:
@@ -258,10 +220,10 @@ def _editor_command() -> list[str]:
             raise UsageError(f"cannot parse ${var} ({value!r}): {exc}") from None
         if argv:
             return argv
-    raise UsageError("no editor: set $VISUAL or $EDITOR (for example EDITOR=nano memctl edit)")
+    return [DEFAULT_EDITOR]  # neither is set: vi, as git does
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl edit                      edit MEMORY.md
@@ -276,7 +238,7 @@ def edit(
         metavar="memory|scratchpad|log [DATE]|note NAME",
         help="Which file: memory (MEMORY.md, the default), scratchpad, log [DATE] "
              "(a daily log, today by default) or note NAME.",
-        autocompletion=_complete_kind, show_default=False)] = None,
+        autocompletion=complete_edit_kind, show_default=False)] = None,
 ) -> None:
     """Edit a Markdown memory file in $VISUAL or $EDITOR, safely.
 
@@ -287,7 +249,8 @@ def edit(
     content writes nothing.  If the file on disk changed while you were
     editing, nothing is written, your edited copy is kept and its path
     printed (exit 4).  An editor that exits non-zero writes nothing (exit 1).
-    A missing store or notes/daily directory is created (mode 0700).
+    A missing store or notes/daily directory is created (mode 0700).  With
+    neither $VISUAL nor $EDITOR set, the editor is vi, as for git.
     """
     import os
     import subprocess
@@ -300,7 +263,7 @@ def edit(
 
     words = list(target_words or [])
     kind = words[0] if words else markdown.MEMORY
-    if kind not in _KINDS:
+    if kind not in EDIT_KINDS:
         raise UsageError(f"unknown file {kind!r}: use memory, scratchpad, log [DATE] or note NAME")
     if len(words) > 2:
         raise UsageError(f"too many arguments: {' '.join(words[2:])!r}")
@@ -322,7 +285,10 @@ def edit(
         try:
             proc = subprocess.run([*editor, tmp])
         except OSError as exc:
-            raise UsageError(f"cannot run the editor {editor[0]!r}: {exc.strerror or exc}") from None
+            hint = ("neither $VISUAL nor $EDITOR is set; set one, for example "
+                    "EDITOR=nano memctl edit") if editor == [DEFAULT_EDITOR] else None
+            raise UsageError(f"cannot run the editor {editor[0]!r}: {exc.strerror or exc}",
+                             hint=hint) from None
         if proc.returncode != 0:
             raise MemctlError(f"the editor exited with status {proc.returncode}; nothing was written")
         with open(tmp, "rb") as fh:

@@ -7,41 +7,43 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from .app import app
 from .options import JsonOpt
+from .registry import command
 from .state import STATE
 
 _ORIGIN_LABEL = {"cwd": "cwd", "ancestor": "ancestor", "tree": "tree",
                  "worktree": "worktree", "from": "--from"}
 
 
-def _item_rows(plan) -> list[dict]:
+def _item_rows(plan, diffs: dict | None = None) -> list[dict]:
     from lecode_memctl.core.rowmodel import PLAN_ITEM
 
+    diffs = diffs or {}
     return [PLAN_ITEM.row(source=str(i.source),
                           destination=str(i.destination) if i.destination else None,
                           action=i.action, reason=i.reason, conflict=i.conflict,
                           result=i.result, store=i.store, name=i.name, size=i.size,
                           sha256=i.sha256,
                           provided_by=str(i.provided_by) if i.provided_by else None,
-                          detail=i.detail) for i in plan.items]
+                          detail=i.detail, diff=diffs.get(n)) for n, i in enumerate(plan.items)]
 
 
-def _emit(plan, fmt: str, *, dry_run: bool) -> None:
+def _emit(plan, fmt: str, *, dry_run: bool, diffs: dict | None = None) -> None:
     from lecode_memctl.core.rowmodel import PLAN_ITEM
 
     from .output import emit_json, render_records
 
     if fmt == "json":
-        emit_json(_doc(plan, dry_run=dry_run))
+        emit_json(_doc(plan, dry_run=dry_run, diffs=diffs))
     else:
-        render_records(PLAN_ITEM, _item_rows(plan), fmt)
+        render_records(PLAN_ITEM, _item_rows(plan, diffs), fmt)
 
 
-def _doc(plan, *, dry_run: bool) -> dict:
+def _doc(plan, *, dry_run: bool, diffs: dict | None = None) -> dict:
     from lecode_memctl.core.rowmodel import SCHEMA_VERSION
 
     d = plan.discovery
+    diffs = diffs or {}
     return {
         "type": "migration", "schema_version": SCHEMA_VERSION,
         "project": {"root": str(d.project.root), "kind": d.project.kind,
@@ -55,12 +57,76 @@ def _doc(plan, *, dry_run: bool) -> dict:
         "dirs_scanned": d.dirs_scanned,
         "truncated": d.truncated,
         "notes": list(d.notes),
-        "items": _item_rows(plan),
+        "items": _item_rows(plan, diffs),
         "summary": {"copy": len(plan.copies),
                     "skip": sum(1 for i in plan.items if i.action != "copy"),
                     "conflicts": len(plan.conflicts), "copied": plan.copied},
+        "fail_on_conflict": plan.fail_on_conflict,
         "exit_code": plan.exit_code,
     }
+
+
+def _diffs(plan) -> dict:
+    """{item index: unified diff} of every conflicting item."""
+    from lecode_memctl.core.migrate import conflict_diff
+
+    out = {}
+    for n, item in enumerate(plan.items):
+        d = conflict_diff(item, plan)
+        if d is not None:
+            out[n] = d
+    return out
+
+
+def _edit_command(name: str) -> str | None:
+    """The 'memctl edit' command that opens the project's copy of a store file."""
+    import shlex
+
+    if name == "MEMORY.md":
+        return "memctl edit memory"
+    if name == "scratchpad.md":
+        return "memctl edit scratchpad"
+    if name.startswith("daily/") and name.endswith(".md"):
+        return f"memctl edit log {shlex.quote(name[6:-3])}"
+    if name.startswith("notes/") and name.endswith(".md"):
+        return f"memctl edit note {shlex.quote(name[6:-3])}"
+    return None
+
+
+def _print_diffs(plan, diffs: dict) -> None:
+    from .output import echo, safe
+
+    for n, text in diffs.items():
+        item = plan.items[n]
+        echo("")
+        echo(f"diff for {safe(item.name, keep_newlines=False)} (#{item.store}, "
+             f"{item.reason or item.result}):")
+        for line in text.splitlines():
+            echo(safe(line, keep_newlines=False))
+
+
+def _print_hint(plan) -> None:
+    """Existing destinations are the design's normal case: say what they mean
+    and how to merge by hand."""
+    from .output import echo, safe
+
+    unresolved = {id(i) for i in plan.unresolved}
+    kept = [i for i in plan.conflicts if id(i) not in unresolved]
+    if kept:
+        n = len(kept)
+        echo(f"{n} file{'s' if n != 1 else ''} already in the project store with other "
+             "content: never merged or overwritten; the legacy files are kept.")
+        echo("To merge by hand, 'memctl migrate-legacy --dry-run --diff' shows each legacy "
+             "file against the project's; then, in the project:")
+        seen = set()
+        for i in kept:
+            cmd = _edit_command(i.name)
+            if cmd and cmd not in seen:
+                seen.add(cmd)
+                echo(f"  {safe(cmd, keep_newlines=False)}")
+    for i in plan.unresolved:
+        echo(f"not copied: #{i.store} {safe(i.name, keep_newlines=False)}: "
+             f"{safe(i.detail, keep_newlines=False)}")
 
 
 def _print_plan(plan) -> None:
@@ -101,20 +167,23 @@ def _summary(plan) -> str:
             f"{n_conf} conflict{'s' if n_conf != 1 else ''}")
 
 
-@app.command("migrate-legacy", epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl migrate-legacy --dry-run        what would be copied, and why not the rest
+  memctl migrate-legacy --dry-run --diff each conflicting legacy file against the project's
   memctl migrate-legacy                  plan, ask, copy (on a terminal)
   memctl migrate-legacy --yes --json     in a script: copy, one JSON report
   memctl migrate-legacy --from ~/.config/lecode/memory/old-app-0123456789ab --dry-run
 
 \b
-Exit status: 0 every legacy Markdown file is in the project store (copied now
-or before); 4 some is not (the destination has other content, or an earlier
-legacy store provides that file with other content): see the plan; 1 you
-declined at the prompt; 2 no --yes and stdin is not a terminal; 7 a write
-failed (nothing partial is left: run again to finish).
+Exit status: 0 everything that can be copied is in the project store (copied
+now or before; existing destinations are reported, never merged); 4 a legacy
+file could not be read or changed meanwhile, a destination is blocked by
+something that is not a regular file, or, with --fail-on-conflict, some file
+was not copied because the project has other content for it; 1 you declined
+at the prompt; 2 no --yes and stdin is not a terminal; 7 a write failed
+(nothing partial is left: run again to finish).
 """)
 def migrate_legacy(
     dry_run: Annotated[bool, typer.Option(
@@ -128,6 +197,12 @@ def migrate_legacy(
     max_dirs: Annotated[int, typer.Option(
         "--max-dirs", metavar="N",
         help="Walk at most N directories of the project and its worktrees.")] = 100_000,
+    diff: Annotated[bool, typer.Option(
+        "--diff", help="Show each conflicting legacy file against the project's (a unified "
+                       "diff), to merge by hand with 'memctl edit'.")] = False,
+    fail_on_conflict: Annotated[bool, typer.Option(
+        "--fail-on-conflict", help="Exit 4 when some legacy file is not copied because the "
+                                   "project store has other content for it.")] = False,
     json_: JsonOpt = False,
     fmt: Annotated[Optional[str], typer.Option(
         "--format", "-f", metavar="FORMAT",
@@ -145,7 +220,10 @@ def migrate_legacy(
     daily/YYYY-MM-DD.md and notes/<name>.md into the project store, each only
     if that destination is absent.  Existing destinations are never merged or
     overwritten; when two legacy stores provide the same file, the first in
-    the order shown wins and the others are reported.  SQLite databases,
+    the order shown wins and the others are reported.  That is the normal
+    case, not a failure (exit 0; --fail-on-conflict makes it 4): --diff
+    shows each such legacy file against the project's, to merge by hand
+    with 'memctl edit'.  SQLite databases,
     .bak backups, session transcripts, temporary and unexpected files are
     never copied.  Legacy files are left untouched.  Each copy is an atomic
     write verified by sha256; running it again does nothing more.
@@ -165,16 +243,20 @@ def migrate_legacy(
         raise UsageError("migrate-legacy works on a project (--project or the current "
                          "directory), not on --store")
     plan = plan_migration(STATE.config_dir().path, STATE.project_dir(),
-                          extra=list(from_ or ()), max_dirs=max_dirs)
+                          extra=list(from_ or ()), max_dirs=max_dirs,
+                          fail_on_conflict=fail_on_conflict)
     for note in plan.discovery.notes:
         echo(f"memctl: note: {safe(note, keep_newlines=False)}", err=True)
 
     if dry_run or not plan.copies:
+        diffs = _diffs(plan) if diff else {}
         if json_:
-            _emit(plan, fmt_name, dry_run=dry_run)
+            _emit(plan, fmt_name, dry_run=dry_run, diffs=diffs)
         else:
             _print_plan(plan)
             echo(_summary(plan))
+            _print_hint(plan)
+            _print_diffs(plan, diffs)
         raise typer.Exit(plan.exit_code)
 
     interactive = not json_ and sys.stdin is not None and sys.stdin.isatty()
@@ -182,7 +264,8 @@ def migrate_legacy(
         if not json_:
             _print_plan(plan)
             echo(_summary(plan))
-        why = f"--format {fmt_name} is for scripts" if json_ else "stdin is not a terminal"
+        why = ((f"--format {fmt_name}" if fmt_name != "json" else "--json") + " is for scripts"
+               if json_ else "stdin is not a terminal")
         raise UsageError(f"{why}: pass --yes to copy {len(plan.copies)} file"
                          f"{'s' if len(plan.copies) != 1 else ''}, or --dry-run to only plan")
     if not json_:
@@ -196,8 +279,9 @@ def migrate_legacy(
             raise typer.Exit(1)
 
     done = apply_migration(plan)
+    diffs = _diffs(done) if diff else {}
     if json_:
-        _emit(done, fmt_name, dry_run=False)
+        _emit(done, fmt_name, dry_run=False, diffs=diffs)
         raise typer.Exit(done.exit_code)
     for i in done.items:
         if i.result in ("conflict", "source_changed", "identical") and i.action == "copy":
@@ -205,8 +289,6 @@ def migrate_legacy(
                  f"{safe(i.detail, keep_newlines=False)}")
     echo(f"copied {done.copied} of {len(done.copies)} file{'s' if len(done.copies) != 1 else ''}"
          f" into {safe(str(done.discovery.store.path))}, each verified by sha256")
-    n_conf = len(done.conflicts)
-    if n_conf:
-        echo(f"{n_conf} conflict{'s' if n_conf != 1 else ''}: legacy content that is not in "
-             "the project store; see the plan above")
+    _print_hint(done)
+    _print_diffs(done, diffs)
     raise typer.Exit(done.exit_code)

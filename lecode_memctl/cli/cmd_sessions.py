@@ -1,8 +1,4 @@
-"""``memctl sessions`` and ``memctl read``: session transcripts.
-
-Also :func:`complete_session_id`, the shell completion of session ids that
-every command taking a SESSION argument uses.
-"""
+"""``memctl sessions`` and ``memctl read``: session transcripts."""
 
 from __future__ import annotations
 
@@ -10,73 +6,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from .app import app
+from .completion import complete_session_id
 from .options import FormatOpt, JsonOpt, LimitOpt, OffsetOpt, SinceOpt, UntilOpt, sort_option
+from .registry import command
 from .state import STATE
 
 
-def complete_session_id(ctx, args, incomplete):  # noqa: ANN001,ANN201 - typer inspects names
-    """Session ids of the store for shell completion.
-
-    Lists ``sessions/*.jsonl`` (symbolic links left out) and opens nothing
-    else: no rich, sqlite3 or tabulate import, nothing written.  The app
-    callback has not run during completion, so the store comes from the
-    root context's parsed options (``--store``, ``--config-dir``,
-    ``--project``) and the environment.
-    """
-    import os
-
-    try:
-        from lecode_memctl.core.sourceref import SESSION_ID_RE
-
-        sessions = os.path.join(os.fspath(_completion_store(ctx).path), "sessions")
-        if os.path.islink(sessions):
-            return []
-        prefix = incomplete or ""
-        out = []
-        with os.scandir(sessions) as it:
-            for entry in it:
-                name = entry.name
-                if not name.endswith(".jsonl") or entry.is_symlink():
-                    continue
-                sid = name[:-6]
-                if sid.startswith(prefix) and SESSION_ID_RE.match(sid):
-                    out.append(sid)
-        return sorted(out)
-    except Exception:  # noqa: BLE001 - completion must never fail loudly
-        return []
-
-
-def _completion_store(ctx):  # noqa: ANN001,ANN202
-    """The store named by the root context's parsed options (--store,
-    --config-dir, --project) and the environment, while completing."""
-    import os
-
-    from .state import State
-
-    root = ctx.find_root() if ctx is not None else None
-    params = dict(root.params) if root is not None and root.params else {}
-
-    def opt(name: str) -> str | None:
-        v = params.get(name)
-        return os.fspath(v) if v else None
-
-    return State(config_dir_option=opt("config_dir"), project=opt("project"),
-                 store_option=opt("store")).store()
-
-
-def _exclusions(store):  # -> ExclusionReader, closer
-    """The facts database's ExclusionReader, opened read-only (no file created)."""
-    import os
-
-    from lecode_memctl.core.sourceref import NoExclusions
-
-    if not os.path.lexists(store.facts_db):
-        return NoExclusions(), None
-    from lecode_memctl.core.facts import FactStore
-
-    fs = FactStore.open_readonly(store.facts_db)
-    return fs, fs.close
 
 
 _STATE_LABEL = {"ok": "ok", "torn_tail": "torn tail", "corrupt": "corrupt", "refused": "refused",
@@ -95,7 +30,7 @@ def _session_display(row: dict) -> dict:
 SESSION_SORTS = ("id", "created", "last_time", "size")
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl sessions
@@ -141,7 +76,7 @@ def sessions(
     fmt_name = check_format(fmt, json_flag=json_)
     t_since = parse_when(since, option="--since") if since else None
     t_until = parse_when(until, option="--until", until=True) if until else None
-    store = STATE.store().require()
+    store = STATE.existing_store()
     infos = SessionStore(store).list_sessions()
     rows = [SESSION.row(**i.to_json()) for i in infos]
     rows = [r for r in rows if in_window(r["last_time"], t_since, t_until)]
@@ -152,39 +87,17 @@ def sessions(
                    labels={"last_time": "last"}, display=_session_display)
 
 
-def _text_page(doc: dict) -> None:
-    from .output import echo, safe
-
-    src = doc["source"]
-    seqs = src["seqs"]
-    echo(f"session:  {safe(doc['session_id'])}  range {doc['start']}-{doc['end']} "
-         f"(transcript ends at {doc['last_seq']})")
-    echo(f"visible:  {len(seqs)} message(s): {', '.join(str(s) for s in seqs)}")
-    for reason, where in sorted(doc["hidden"].items()):
-        echo(f"hidden:   {reason}: {', '.join(str(s) for s in where)}")
-    echo(f"digest:   {src['digest']}")
-    end = doc["offset"] + len(doc["source_text"])
-    nxt = doc["next_offset"]
-    echo(f"page:     characters {doc['offset']}-{end} of {doc['total_chars']}; "
-         + (f"next: --offset {nxt}" if nxt is not None else "last page"))
-    echo("")
-    echo(safe(doc["source_text"]))
-
-
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl read 20260301-a1b2 10 40
   memctl read 20260301-a1b2 10 40 --offset 4096
-  memctl read 20260301-a1b2 10 40 --text
+  memctl read 20260301-a1b2 10 40 --text     the range as a transcript to read
   memctl read 20260301-a1b2 10 40 | jq -r .source_text
 
 \b
 Read every page and parse the array:
-  o=0; while [ "$o" != null ]; do
-    memctl read S 10 40 --offset $o > page.json
-    jq -j .source_text page.json >> all.json; o=$(jq .next_offset page.json)
-  done; jq . all.json
+  memctl read S 10 40 --all | jq -j .source_text | jq .
 
 \b
 Exit status: 0 ok; 2 bad id, range, offset or limit; 3 no such session, or
@@ -207,7 +120,12 @@ def read(
         "--limit", metavar="N", help="Page size in characters (clamped to 8192; smaller "
         "when JSON escaping needs it).")] = 4096,
     text: Annotated[bool, typer.Option(
-        "--text", help="A human rendering of the same page (control characters escaped).")] = False,
+        "--text", help="The whole range as a transcript to read: role-labelled, wrapped "
+        "messages, tool calls and results summarised, binary parts named, hidden positions "
+        "marked with their reason (control characters escaped; not paged).")] = False,
+    all_: Annotated[bool, typer.Option(
+        "--all", help="Every page from --offset to the end, one compact JSON document a "
+        "line, all from one capture (one source.digest).")] = False,
     json_: JsonOpt = False,
 ) -> None:
     """Print the visible messages of a session range, paged, with its source reference.
@@ -220,15 +138,24 @@ def read(
     END past the transcript's end is clamped.
 
     Output is one JSON document of at most 16,384 UTF-8 bytes (pretty on a
-    terminal): session_id, start, end, last_seq, purpose, status (valid),
-    source {session_id, seqs, digest} (the visible message positions and
-    the SHA-256 of every complete record from the first to the last of
-    them), hidden {reason: [seq, ...]}, source_text (a character page of
+    terminal): session_id, start, end, last_seq, purpose, status (valid)
+    and reason (null), source {session_id, seqs, digest} (the visible
+    message positions and the SHA-256 of every complete record from the
+    first to the last of them), hidden {reason: [seq, ...]},
+    hidden_reasons {"seq": reason} (cleared, undone, excluded, epoch, for
+    each hidden position), source_text (a character page of
     the JSON array [[seq, message], ...]; binary attachments replaced by
     {"type": "binary", "media_type": ..., "omitted_bytes": N}), offset,
     next_offset (pass it back as --offset; null on the last page), limit and
     total_chars.  Each page is a new snapshot: compare source.digest before
-    joining pages.  Changes nothing.
+    joining pages, or use --all, which prints every page of one capture as
+    JSON Lines.  --text prints the whole range for a person instead:
+    role-labelled messages wrapped to the terminal width, tool calls and
+    results summarised, binary parts named, hidden positions marked with
+    their reason.  A range with no visible message exits 4 and its JSON
+    says why: status hidden (stale for a range of events only), reason,
+    seq (the first hidden position), source null, hidden and
+    hidden_reasons.  Changes nothing.
     """
     from lecode_memctl.core.errors import UsageError
     from lecode_memctl.core.sourceref import check_session_id
@@ -236,34 +163,47 @@ def read(
     check_session_id(session)   # before any file access
     if text and json_:
         raise UsageError("--text conflicts with --json")
+    if text and offset:
+        raise UsageError("--text prints the whole range; --offset pages the JSON output")
 
     from lecode_memctl.core.paging import page_document
-    from lecode_memctl.core.sessions import SessionStore, check_range
+    from lecode_memctl.core.project import hidden_range, range_meta
+    from lecode_memctl.core.sessions import SessionStore, SpanHidden, check_range
 
     from .output import emit_json
 
     check_range(start, end, max_span=200)
-    store = STATE.store()
-    import os
+    store = STATE.existing_store()
+    # SessionStore(store) reads the store's facts.sqlite3 read-only for exclusions.
+    with SessionStore(store) as sessions:
+        try:
+            snap = sessions.source_snapshot(session, start, end, "working")
+        except SpanHidden as exc:
+            # Reasons are data: the status and reason of the range, and of
+            # each hidden position, as recall gives them; still exit 4.
+            from .output import echo, safe
 
-    if os.path.islink(store.path):
-        from lecode_memctl.core.errors import StoreCorrupt
+            hidden_doc = hidden_range(session, start, end, exc)
+            if text:
+                from . import transcript
 
-        raise StoreCorrupt(f"{store.path}: store directory is a symbolic link; refusing to follow it")
-    reader, closer = _exclusions(store)
-    try:
-        snap = SessionStore(store, exclusions=reader).source_snapshot(session, start, end, "working")
-    finally:
-        if closer:
-            closer()
-    hidden: dict[str, list[int]] = {}
-    for seq, reason in sorted(snap.hidden.items()):
-        hidden.setdefault(reason, []).append(seq)
-    meta = {"session_id": session, "start": start, "end": end, "last_seq": snap.last_seq,
-            "purpose": "working", "status": "valid", "source": snap.ref.to_json(),
-            "hidden": hidden}
-    doc, _page = page_document(meta, snap.messages(), offset=offset, limit=limit)
+                transcript.render(hidden_doc, (), (), exc.hidden)
+            else:
+                emit_json(hidden_doc, pretty=False if all_ else None)
+            echo(f"memctl: error: {safe(exc.message, keep_newlines=False)}", err=True)
+            raise typer.Exit(exc.exit_code) from None
+    meta = range_meta(session, start, end, snap)
     if text:
-        _text_page(doc)
+        from . import transcript
+
+        transcript.render(meta, snap.records, snap.visible, snap.hidden)
         return
+    if all_:
+        from lecode_memctl.core.paging import iter_pages
+
+        from .output import emit_jsonl
+
+        emit_jsonl(iter_pages(meta, snap.messages(), offset=offset, limit=limit))
+        return
+    doc, _page = page_document(meta, snap.messages(), offset=offset, limit=limit)
     emit_json(doc)

@@ -7,12 +7,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from .app import app
+from .completion import complete_record_type, complete_shell
 from .options import FormatOpt, JsonOpt
+from .registry import command
 from .state import STATE
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl where                 the store of the current directory's project
@@ -31,8 +32,13 @@ def where(
     worktree of another checkout, submodule, or not a git checkout), the slug,
     the store path, and which layout items exist with their sizes.  Linked
     worktrees of one repository share one store.  Creates nothing.
+
+    With --store DIR, says where the slug that its transcripts must name came
+    from: --slug, the transcript headers (when they agree, or the project
+    most of them name), or the directory name.  --json adds slug_source
+    (project, option, headers, directory) and slug_detail.
     """
-    from lecode_memctl.core.layout import inventory, memory_root, store_at
+    from lecode_memctl.core.layout import Store, inventory, memory_root
     from lecode_memctl.core.identity import resolve_project
 
     from .output import echo, emit_json, safe
@@ -42,8 +48,10 @@ def where(
         store = STATE.store()
         ident = None
     else:
+        STATE.check_slug_option()
         ident = resolve_project(path if path is not None else STATE.project_dir())
-        store = store_at(memory_root(cfg.path) / ident.slug)
+        store = Store(memory_root(cfg.path) / ident.slug, ident.slug, ident, "project",
+                      "the project root")
     items = inventory(store)
     doc = {
         "cwd": str(ident.cwd) if ident else None,
@@ -52,6 +60,8 @@ def where(
         "resolved_as": ident.detail if ident else "store given with --store",
         "checkout": str(ident.checkout) if ident else None,
         "slug": store.slug,
+        "slug_source": store.slug_source,
+        "slug_detail": store.slug_detail,
         "config_dir": str(cfg.path),
         "config_dir_source": cfg.source,
         "store": str(store.path),
@@ -67,7 +77,8 @@ def where(
         echo(f"resolved as:   {safe(ident.detail)}")
         if ident.checkout != ident.root:
             echo(f"checkout:      {safe(str(ident.checkout))}")
-    echo(f"slug:          {safe(store.slug)}")
+    echo(f"slug:          {safe(store.slug)}"
+         + ("" if ident else f"  (from {safe(store.slug_detail, keep_newlines=False)})"))
     echo(f"config dir:    {safe(str(cfg.path))} (from {cfg.source})")
     echo(f"store:         {safe(str(store.path))}" + ("" if store.exists() else "  (does not exist yet)"))
     if store.exists():
@@ -80,7 +91,7 @@ def where(
                 echo(f"  {i.name:<15} {i.size} bytes")
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl config
@@ -125,7 +136,7 @@ def config(json_: JsonOpt = False, fmt: FormatOpt = None) -> None:
 # (lecode_memctl/share/, written by scripts/gen_docs.py), so a pip-installed
 # memctl can print them.
 
-SHELLS = {"bash": "memctl.bash", "zsh": "_memctl", "fish": "memctl.fish"}
+SHELL_FILES = {"bash": "memctl.bash", "zsh": "_memctl", "fish": "memctl.fish"}
 
 
 def _share(name: str) -> bytes:
@@ -140,11 +151,7 @@ def _share(name: str) -> bytes:
                        "(lecode_memctl/share/ is missing)") from None
 
 
-def _complete_shell(incomplete: str) -> list[str]:
-    return [s for s in SHELLS if s.startswith(incomplete)]
-
-
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl completion bash > ~/.local/share/bash-completion/completions/memctl
@@ -154,7 +161,7 @@ Examples:
 """)
 def completion(
     shell: Annotated[str, typer.Argument(
-        metavar="SHELL", help="bash, zsh or fish.", autocompletion=_complete_shell,
+        metavar="SHELL", help="bash, zsh or fish.", autocompletion=complete_shell,
         show_default=False)],
 ) -> None:
     """Print the shell completion script for bash, zsh or fish.
@@ -169,12 +176,12 @@ def completion(
 
     from .output import write_bytes
 
-    if shell not in SHELLS:
+    if shell not in SHELL_FILES:
         raise UsageError(f"unknown shell {shell!r}; use bash, zsh or fish")
-    write_bytes(_share(SHELLS[shell]))
+    write_bytes(_share(SHELL_FILES[shell]))
 
 
-@app.command(name="man", epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl man | man -l -             read it
@@ -192,7 +199,7 @@ def man_page() -> None:
     write_bytes(_share("memctl.1"))
 
 
-@app.command(epilog="""\
+@command(epilog="""\
 \b
 Examples:
   memctl schema | jq .schema_version        check it in a script
@@ -201,8 +208,7 @@ Examples:
 def schema(
     record: Annotated[Optional[str], typer.Argument(
         metavar="TYPE", help="Only this record type (fact, session, finding, ...).",
-        autocompletion=lambda incomplete: [m.type for m in _models()
-                                           if m.type.startswith(incomplete)],
+        autocompletion=complete_record_type,
         show_default=False)] = None,
 ) -> None:
     """Print the output schema: its version and the JSON Schema of every record.
@@ -227,9 +233,3 @@ def schema(
         raise UsageError(f"unknown record type {record!r}; use one of "
                          f"{', '.join(sorted(doc['records']))}")
     emit_json(doc["records"][record]["schema"])
-
-
-def _models():  # noqa: ANN202
-    from lecode_memctl.core.rowmodel import MODELS
-
-    return MODELS

@@ -12,7 +12,9 @@ import os
 import sys
 from collections.abc import Sequence
 
-INTERNAL_ERROR = 70
+from lecode_memctl.core.errors import (EXIT_INTERNAL, EXIT_INTERRUPTED,
+                                       NotFound, StoreBusy, StoreCorrupt, StoreWriteError,
+                                       UsageError)
 
 
 def _wants_json(args: Sequence[str]) -> bool:
@@ -50,50 +52,10 @@ def _classify_os_error(exc: OSError) -> tuple[str, int, str]:
     what = f"{name}: " if name else ""
     reason = exc.strerror or str(exc)
     if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
-        return "write_failed", 7, f"{what}{reason}"
+        return StoreWriteError.code, StoreWriteError.exit_code, f"{what}{reason}"
     if exc.errno in (errno.ENOENT,):
-        return "not_found", 3, f"{what}{reason}"
-    return "store_corrupt", 5, f"{what}{reason}"
-
-
-def _patch_completion_help() -> None:
-    """Make typer's ``_MEMCTL_COMPLETE`` protocol work and keep it light.
-
-    The app is built with ``add_completion=False`` (no --install-completion
-    options: we ship the scripts), so typer never registers its shell classes;
-    register them here.  typer formats zsh/fish completion help through rich
-    when it is installed; our help text has no markup, so pass it through
-    unchanged and keep every TAB free of rich."""
-    try:
-        from typer import _completion_classes
-
-        _completion_classes.completion_init()
-        _completion_classes._sanitize_help_text = lambda text: text  # type: ignore[attr-defined]
-    except Exception:  # pragma: no cover - a typer without the hook needs nothing
-        pass
-    # Completion parses the words typed so far only to find which command and
-    # parameter is being completed; nothing runs.  typer would still coerce every
-    # parameter value through a pydantic TypeAdapter (importing pydantic: about
-    # 0.1 s per TAB) and run parameter callbacks; skip both while completing.
-    try:
-        from typer import _click
-        from typer import core as typer_core
-
-        classes = [c for c in (getattr(typer_core, "_TyperParameter", None),
-                               _click.core.Parameter) if c is not None]
-    except Exception:  # pragma: no cover
-        return
-    for cls in classes:
-        original = cls.__dict__.get("process_value")
-        if original is None:
-            continue
-
-        def process_value(self, ctx, value, _original=original):  # type: ignore[no-untyped-def]
-            if getattr(ctx, "resilient_parsing", False):
-                return value
-            return _original(self, ctx, value)
-
-        cls.process_value = process_value  # type: ignore[method-assign]
+        return NotFound.code, NotFound.exit_code, f"{what}{reason}"
+    return StoreCorrupt.code, StoreCorrupt.exit_code, f"{what}{reason}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -111,7 +73,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .app import app
 
     if os.environ.get("_MEMCTL_COMPLETE"):
-        _patch_completion_help()
+        from .typer_patches import patch_for_completion
+
+        patch_for_completion()
 
     import typer
     from typer import _click
@@ -131,11 +95,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return report_error(exc.code, msg, exc.exit_code, json_doc=json_doc)
     except _click.exceptions.UsageError as exc:
         where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
-        return report_error("usage", exc.format_message() + where, 2, json_doc=json_doc)
+        return report_error(UsageError.code, exc.format_message() + where, UsageError.exit_code,
+                            json_doc=json_doc)
     except _click.exceptions.ClickException as exc:
-        return report_error("usage", exc.format_message(), exc.exit_code, json_doc=json_doc)
+        return report_error(UsageError.code, exc.format_message(), exc.exit_code,
+                            json_doc=json_doc)
     except (typer.Abort, KeyboardInterrupt):
-        return report_error("interrupted", "interrupted", 130, json_doc=json_doc)
+        return report_error("interrupted", "interrupted", EXIT_INTERRUPTED, json_doc=json_doc)
     except BrokenPipeError:
         # The reader went away (memctl ... | head): not an error of ours.
         return broken_pipe_exit()
@@ -155,11 +121,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if module == "sqlite3":
             text = str(exc)
             if "locked" in text or "busy" in text:
-                return report_error("store_busy", f"database busy: {text}", 6, json_doc=json_doc)
-            return report_error("store_corrupt", f"database error: {text}", 5, json_doc=json_doc)
+                return report_error(StoreBusy.code, f"database busy: {text}", StoreBusy.exit_code,
+                                    json_doc=json_doc)
+            return report_error(StoreCorrupt.code, f"database error: {text}",
+                                StoreCorrupt.exit_code, json_doc=json_doc)
         if os.environ.get("MEMCTL_DEBUG"):
             import traceback
 
             traceback.print_exc()
         return report_error("internal", f"internal error: {type(exc).__name__}: {exc}",
-                            INTERNAL_ERROR, json_doc=json_doc)
+                            EXIT_INTERNAL, json_doc=json_doc)

@@ -1,26 +1,78 @@
-"""Option types shared by every command, so that each spells them the same way."""
+"""Option types shared by every command, so that each spells them the same way,
+and the command class that accepts the global options after a command's name."""
 
 from __future__ import annotations
 
+import copy
 from enum import Enum
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
+import typer.core
+
+from .completion import complete_format
 
 JsonOpt = Annotated[bool, typer.Option(
     "--json", help="Print one JSON document: the stable, documented contract for scripts.")]
-
-def complete_format(incomplete: str) -> list[str]:
-    """--format values: the listing formats, then the tabulate names."""
-    names = ["table", "json", "jsonl", "csv", "tsv", "plain", "simple", "github", "grid",
-             "pipe", "rst", "html", "latex", "mediawiki", "orgtbl", "psql"]
-    return [n for n in names if n.startswith(incomplete)]
-
 
 FormatOpt = Annotated[Optional[str], typer.Option(
     "--format", "-f", metavar="FORMAT", autocompletion=complete_format,
     help="Listing format: table (default), json, jsonl, csv, tsv, or a tabulate "
          "format name such as plain, github or grid.")]
+
+
+# ------------------------------------------------------------------ global options
+
+#: The root options that are also accepted after the command name
+#: (``memctl forget ID --no-color``); --version is not: it ends memctl at once.
+GLOBAL_OPTION_NAMES: tuple[str, ...] = ("config_dir", "project", "store", "no_color", "color")
+
+
+class CommandWithGlobalOptions(typer.core.TyperCommand):
+    """A command that also parses the global options given after its name.
+
+    The options are the root's own parameter objects, copied and hidden (so
+    they are defined once, in the app callback, and --help, the man page and
+    the completions list them once, as global options).  A global option
+    whose flag the command defines itself (``validate --store``) stays the
+    command's.  Values given after the command name win over values given
+    before it; they reach :data:`state.STATE` before the command runs."""
+
+    _global_params: list[Any] | None = None
+
+    def _globals(self, ctx: Any) -> list[Any]:
+        if self._global_params is None:
+            root = ctx.find_root()
+            own = {o for p in self.params for o in (*p.opts, *p.secondary_opts)}
+            copies = []
+            if root is not ctx:
+                for p in root.command.params:
+                    if p.name in GLOBAL_OPTION_NAMES and not own & {*p.opts, *p.secondary_opts}:
+                        q = copy.copy(p)
+                        q.hidden = True
+                        copies.append(q)
+            self._global_params = copies
+        return self._global_params
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return [*super().get_params(ctx), *self._globals(ctx)]
+
+    def invoke(self, ctx: Any) -> Any:
+        from .state import STATE
+
+        for p in self._globals(ctx):
+            value = ctx.params.pop(p.name, None)
+            if p.name == "no_color":
+                STATE.no_color = STATE.no_color or bool(value)
+            elif p.name == "color":
+                if value is not None:
+                    STATE.color_mode = getattr(value, "value", value)
+            elif value is not None:
+                setattr(STATE, _STATE_FIELD[p.name], str(value))
+        return super().invoke(ctx)
+
+
+_STATE_FIELD = {"config_dir": "config_dir_option", "project": "project", "store": "store_option"}
 
 
 class ColorWhen(str, Enum):

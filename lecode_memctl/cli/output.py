@@ -88,7 +88,9 @@ def broken_pipe_exit() -> int:
         os.close(devnull)
     except OSError:
         pass
-    return 141
+    from lecode_memctl.core.errors import EXIT_BROKEN_PIPE
+
+    return EXIT_BROKEN_PIPE
 
 
 def stdout_is_tty() -> bool:
@@ -135,7 +137,7 @@ def echo_untrusted(text: str, *, err: bool = False) -> None:
 def console(stderr: bool = False, width: int | None = None):  # -> rich.console.Console
     from rich.console import Console
 
-    color = STATE.color(stderr=stderr)
+    color = STATE.emit_color(stderr=stderr)
     return Console(stderr=stderr, markup=False, highlight=False, emoji=False,
                    no_color=not color, color_system="auto" if color else None,
                    force_terminal=True if color else None, soft_wrap=True, width=width)
@@ -239,7 +241,7 @@ def render_rows(rows: Iterable[Mapping[str, Any]], columns: Sequence[str], fmt: 
         return
     table_rows = [[safe(_display_cell(row.get(c)), keep_newlines=False) for c in columns]
                   for row in rows]
-    if fmt == "table" and (stdout_is_tty() or STATE.color()):
+    if fmt == "table" and (stdout_is_tty() or STATE.emit_color()):
         _rich_table(table_rows, columns, heads, title=title, ids=ids)
         return
     import tabulate

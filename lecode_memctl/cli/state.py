@@ -17,6 +17,7 @@ class State:
     config_dir_option: str | None = None
     project: str | None = None
     store_option: str | None = None
+    slug_option: str | None = None
     no_color: bool = False
     color_mode: str = "auto"        # --color auto|always|never
     json_errors: bool = False
@@ -31,30 +32,62 @@ class State:
 
     def store(self) -> "Store":
         """The store the command works on: ``--store`` or the project's."""
-        from lecode_memctl.core.layout import store_at, store_for_project
+        from lecode_memctl.core.layout import store_for_project, store_given
 
         if self.store_option:
-            return store_at(self.store_option)
+            return store_given(self.store_option, self.slug_option)
+        self.check_slug_option()
         return store_for_project(self.config_dir().path, self.project_dir())
 
-    def color(self, *, stderr: bool = False) -> bool:
-        """--color never / --no-color / NO_COLOR: no colour; --color always or
-        FORCE_COLOR: colour even in a pipe; auto: colour on a terminal."""
-        import sys
+    def existing_store(self) -> "Store":
+        """The command's store, which must exist (see :func:`require_store`)."""
+        return require_store(self.store(), explain=not self.store_option)
 
+    def check_slug_option(self) -> None:
+        """``--slug`` names the slug of a ``--store`` directory; alone it means nothing."""
+        if self.slug_option is not None and not self.store_option:
+            from lecode_memctl.core.errors import UsageError
+
+            raise UsageError("--slug needs --store DIR (a project's own store takes its slug "
+                             "from the project root)")
+
+    def color(self) -> bool:
+        """Whether colour is allowed at all: not with --no-color, --color never
+        or NO_COLOR (unless --color always)."""
         if self.no_color or self.color_mode == "never":
             return False
-        if self.color_mode == "always":
-            return True
-        if os.environ.get("NO_COLOR"):
+        return self.color_mode == "always" or not os.environ.get("NO_COLOR")
+
+    def emit_color(self, *, stderr: bool = False) -> bool:
+        """Whether to colour this output: --color always or FORCE_COLOR colour
+        even in a pipe; auto colours a terminal; never what color() forbids."""
+        import sys
+
+        if not self.color():
             return False
-        if os.environ.get("FORCE_COLOR"):
+        if self.color_mode == "always" or os.environ.get("FORCE_COLOR"):
             return True
         stream = sys.stderr if stderr else sys.stdout
         try:
             return stream.isatty()
         except (AttributeError, ValueError):
             return False
+
+
+def require_store(store: "Store", *, explain: bool = False) -> "Store":
+    """``store`` if its directory exists.  Every command that needs a store
+    says the same when there is none: NotFound (exit 3), "no memory store for
+    <project> (expected at <dir>)"; a symbolic link is refused (exit 5).
+    ``explain`` adds the hint that 'memctl where' explains the lookup (not
+    when the store was named with --store)."""
+    from lecode_memctl.core.errors import NotFound
+
+    try:
+        return store.require()
+    except NotFound as exc:
+        if not explain or os.path.lexists(store.path):
+            raise
+        raise NotFound(exc.message, hint="'memctl where' explains the lookup") from None
 
 
 STATE = State()

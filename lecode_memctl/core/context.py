@@ -116,8 +116,29 @@ def _utf8_prefix(data: bytes, n: int) -> bytes:
     return cut
 
 
+def _markdown_body(data: bytes | None) -> bytes | None:
+    """The bytes a Markdown part shows (decoded as UTF-8 with replacement, a
+    final newline added), or None for a missing or blank file."""
+    if data is None or not data.strip():
+        return None
+    text = data.decode("utf-8", "replace")
+    body = text.encode("utf-8")
+    return body if body.endswith(b"\n") else body + b"\n"
+
+
+def _min_part_bytes(heading: str, body: bytes) -> int:
+    """The fewest bytes in which a part is still visible: whole, or its heading
+    and a truncation marker (sized for every byte omitted)."""
+    head = len(heading.encode("utf-8"))
+    return min(head + len(body), head + len(truncation_marker(len(body)).encode("utf-8")))
+
+
 def _markdown_part(name: str, heading: str, data: bytes | None, budget: int
                    ) -> tuple[str, Part | None]:
+    """A Markdown part within ``budget`` bytes: whole, or cut on a character
+    boundary and ended with a truncation marker.  When not even the heading
+    and the marker fit, the text is empty and the Part says what was left
+    out (the caller reports it; it is never dropped silently)."""
     if data is None or not data.strip():
         return "", None
     text = data.decode("utf-8", "replace")
@@ -129,7 +150,7 @@ def _markdown_part(name: str, heading: str, data: bytes | None, budget: int
     # Truncate: the marker's size depends on the number it shows; size it for
     # the worst case (every byte omitted).
     room = budget - len(head) - len(truncation_marker(len(body)).encode("utf-8"))
-    if room <= 0:
+    if room < 0:
         return "", Part(name, 0, len(data), truncated=True, omitted_bytes=len(data))
     kept = _utf8_prefix(body, room)
     omitted = len(body) - len(kept)
@@ -200,20 +221,34 @@ def build_memory_section(store: Store, config: MemoryConfig, facts: Any, session
     remaining = max_bytes - facts_bytes
     md_budget = remaining
     pieces = [facts_text]
-    for name, heading, target in (("MEMORY.md", MEMORY_HEADING, markdown.memory_target()),
-                                  ("scratchpad.md", SCRATCHPAD_HEADING,
-                                   markdown.scratchpad_target())):
-        data = markdown.read_bytes(store, target)
-        text, part = _markdown_part(name, heading, data, remaining)
-        if part is not None:
-            parts.append(part)
-            remaining -= part.bytes
-            pieces.append(text)
+    notes: list[str] = []
+    md = [(name, heading, markdown.read_bytes(store, target))
+          for name, heading, target in (("MEMORY.md", MEMORY_HEADING, markdown.memory_target()),
+                                        ("scratchpad.md", SCRATCHPAD_HEADING,
+                                         markdown.scratchpad_target()))]
+    # The Markdown parts share what the facts leave, MEMORY.md first; each
+    # later part keeps room for at least its heading and truncation marker
+    # (or its whole text when that is smaller), so that a large MEMORY.md
+    # truncates instead of silently pushing the scratchpad out.
+    minimum = [0 if (b := _markdown_body(data)) is None else _min_part_bytes(heading, b)
+               for _name, heading, data in md]
+    for i, (name, heading, data) in enumerate(md):
+        reserve = sum(minimum[i + 1:])
+        budget = remaining - reserve if remaining - reserve >= minimum[i] else remaining
+        text, part = _markdown_part(name, heading, data, budget)
+        if part is None:
+            continue
+        parts.append(part)
+        remaining -= part.bytes
+        pieces.append(text)
+        if part.bytes == 0:
+            notes.append(f"{name}: all {part.omitted_bytes} bytes not shown: max_bytes leaves "
+                         "no room for even its heading and truncation marker")
     text = "".join(pieces)
     assert len(text.encode("utf-8")) <= max_bytes
     return MemorySection(text, True, max_bytes, config.facts_max_bytes, facts_budget,
                          facts_bytes, md_budget, tuple(parts), tuple(included), tuple(omitted),
-                         total, generation)
+                         total, generation, tuple(notes))
 
 
 def _ids_after(facts: Any, last: str) -> Iterable[str]:

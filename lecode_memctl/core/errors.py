@@ -1,8 +1,11 @@
 """The error hierarchy shared by the core and the CLI.
 
-Each error carries the process exit status the CLI uses for it and a short,
-stable ``code`` string that appears in ``--json`` error documents.  The table
-is the one in the README and the man page; keep them in step.
+Each error carries the process exit status the CLI uses for it, a short,
+stable ``code`` string that appears in ``--json`` error documents, and the
+``label``/``meaning`` of its exit status.  :data:`EXIT_CODES` -- the exit-status
+table of the man page, the README and ``memctl --help`` -- is generated from
+these classes plus the statuses no error class carries (0, 1, 70, 130, 141);
+it is the one place an exit status is described.
 """
 
 from __future__ import annotations
@@ -13,6 +16,10 @@ class MemctlError(Exception):
 
     exit_code: int = 1
     code: str = "error"
+    #: Short name of the exit status (the summary in ``memctl --help``).
+    label: str = "error"
+    #: What the status means, after the label, in the man page and README table.
+    meaning: str = ""
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)
@@ -28,6 +35,8 @@ class UsageError(MemctlError):
 
     exit_code = 2
     code = "usage"
+    label = "usage"
+    meaning = "bad option, bad id syntax, bad regex, bad date, bad config value"
 
 
 class NotFound(MemctlError):
@@ -35,6 +44,8 @@ class NotFound(MemctlError):
 
     exit_code = 3
     code = "not_found"
+    label = "not found"
+    meaning = "no such fact, session, note, or store"
 
 
 class Conflict(MemctlError):
@@ -42,6 +53,8 @@ class Conflict(MemctlError):
 
     exit_code = 4
     code = "conflict"
+    label = "conflict"
+    meaning = "stale expected revision or generation, excluded evidence, destination exists, file changed meanwhile"
 
 
 class StoreCorrupt(MemctlError):
@@ -49,6 +62,8 @@ class StoreCorrupt(MemctlError):
 
     exit_code = 5
     code = "store_corrupt"
+    label = "store unreadable"
+    meaning = "corrupt database, unknown schema version, undecodable file"
 
 
 class StoreBusy(MemctlError):
@@ -56,6 +71,8 @@ class StoreBusy(MemctlError):
 
     exit_code = 6
     code = "store_busy"
+    label = "store busy"
+    meaning = "lock not obtained within the timeout"
 
 
 class StoreWriteError(MemctlError):
@@ -63,15 +80,60 @@ class StoreWriteError(MemctlError):
 
     exit_code = 7
     code = "write_failed"
+    label = "write failed"
+    meaning = "disk full, I/O error or permission denied; nothing was changed"
 
 
-EXIT_CODES: list[tuple[int, str]] = [
-    (0, "success; validate found nothing at error severity"),
-    (1, "validate found problems (with --strict, warnings count too); or a confirmation prompt was declined (nothing was changed)"),
-    (2, "usage: bad option, bad id syntax, bad regex, bad date, bad config value"),
-    (3, "not found: no such fact, session, note, or store"),
-    (4, "conflict: stale expected revision or generation, excluded evidence, destination exists, file changed meanwhile"),
-    (5, "store unreadable: corrupt database, unknown schema version, undecodable file"),
-    (6, "store busy: lock not obtained within the timeout"),
-    (7, "write failed: disk full, I/O error or permission denied; nothing was changed"),
-]
+EXIT_OK = 0
+EXIT_PROBLEMS = 1
+EXIT_INTERNAL = 70
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+
+#: The error classes whose exit status is their own (subclasses share their base's).
+ERROR_CLASSES: tuple[type[MemctlError], ...] = (
+    UsageError, NotFound, Conflict, StoreCorrupt, StoreBusy, StoreWriteError)
+
+
+class ExitStatus:
+    """One row of the exit-status table.  (A plain class, not a dataclass: this
+    module is imported on the ``--version`` path, which must stay light.)"""
+
+    __slots__ = ("code", "label", "meaning", "in_summary")
+
+    def __init__(self, code: int, label: str, meaning: str, in_summary: bool) -> None:
+        self.code = code                # 3
+        self.label = label              # short: "not found"
+        self.meaning = meaning          # whole: "not found: no such fact, session, note, or store"
+        self.in_summary = in_summary    # listed in the summary of ``memctl --help``
+
+    def __repr__(self) -> str:
+        return f"ExitStatus({self.code!r}, {self.label!r})"
+
+
+def _exit_statuses() -> tuple[ExitStatus, ...]:
+    rows = [
+        ExitStatus(EXIT_OK, "ok", "success; validate found nothing at error severity", True),
+        ExitStatus(EXIT_PROBLEMS, "validate found problems (or verify a difference, or a prompt was declined)",
+                   "validate found problems (with --strict, warnings count too); verify "
+                   "found a bundle that differs from its manifest; or a confirmation prompt was declined (nothing was changed)", True),
+        *(ExitStatus(c.exit_code, c.label, f"{c.label}: {c.meaning}", True) for c in ERROR_CLASSES),
+        ExitStatus(EXIT_INTERNAL, "internal error",
+                   "internal error: a bug in memctl (set MEMCTL_DEBUG=1 to see the traceback)", True),
+        ExitStatus(EXIT_INTERRUPTED, "interrupted", "interrupted (Ctrl-C)", False),
+        ExitStatus(EXIT_BROKEN_PIPE, "broken pipe",
+                   "broken pipe: the reader of the output went away (memctl ... | head)", False),
+    ]
+    return tuple(sorted(rows, key=lambda r: r.code))
+
+
+EXIT_STATUSES: tuple[ExitStatus, ...] = _exit_statuses()
+
+#: (status, meaning) for every exit status memctl uses, in status order.
+EXIT_CODES: list[tuple[int, str]] = [(s.code, s.meaning) for s in EXIT_STATUSES]
+
+
+def exit_summary() -> str:
+    """The one-paragraph exit-status summary of ``memctl --help``."""
+    parts = [f"{s.code} {s.label}" for s in EXIT_STATUSES if s.in_summary]
+    return "Exit status: " + ", ".join(parts) + "."

@@ -184,9 +184,14 @@ def m002_source_refs(db: sqlite3.Connection) -> None:
 
 def m003_generation(db: sqlite3.Connection) -> None:
     """The exclusion generation, forget retry markers, and when each exclusion
-    was installed (the generation its forget produced; 0 for legacy rows)."""
+    was installed (the generation its forget produced; 0 for legacy rows).
+
+    A database that already holds exclusions had a forget: it starts at
+    generation 1, so that generated messages written before (without an
+    epoch) stay hidden, as the store contract's rule 4 requires."""
     db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)")
-    db.execute("INSERT INTO meta (key, value) VALUES ('generation', 0)")
+    forgot = db.execute("SELECT EXISTS (SELECT 1 FROM exclusions)").fetchone()[0]
+    db.execute("INSERT INTO meta (key, value) VALUES ('generation', ?)", (1 if forgot else 0,))
     db.execute("""CREATE TABLE forgotten (
         fact_id    TEXT PRIMARY KEY,
         generation INTEGER NOT NULL)""")
@@ -765,8 +770,12 @@ class FactStore:
     def generation(self) -> int:
         """The project's exclusion generation: 0, plus one per first forget."""
         db = self._reader()
-        if db is None or "meta" not in self._tables:
+        if db is None:
             return 0
+        if "meta" not in self._tables:   # an older schema, read as m003 will migrate it
+            if "exclusions" not in self._tables:
+                return 0
+            return 1 if db.execute("SELECT EXISTS (SELECT 1 FROM exclusions)").fetchone()[0] else 0
         row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
         return int(row[0]) if row else 0
 
@@ -1246,6 +1255,42 @@ class FactStore:
             db.execute("DELETE FROM provenance WHERE fact_id = ?", (fact_id,))
             db.execute("DELETE FROM revisions WHERE fact_id = ?", (fact_id,))
             db.execute("DELETE FROM facts WHERE fact_id = ?", (fact_id,))
+        return True
+
+    # ---- consistent copy -------------------------------------------------
+
+    def backup_to(self, dest: str | os.PathLike[str]) -> bool:
+        """Copy the database as this read-only open sees it (the immutable
+        main file, or the private snapshot) into the new file ``dest`` (mode
+        0600, created with O_EXCL) through SQLite's backup API, all pages in
+        one step inside one read transaction: a consistent copy, and nothing
+        in the store is opened for writing.  False when there is no database."""
+        if not self.readonly:
+            raise UsageError("backup_to needs a read-only open")
+        if self._closed:
+            raise UsageError("the fact store is closed")
+        src = self._conn
+        if src is None:
+            return False
+        try:
+            fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, FILE_MODE)
+        except OSError as exc:
+            raise StoreWriteError(f"{dest}: cannot create: {exc.strerror}") from None
+        os.close(fd)
+        dst = None
+        try:
+            dst = sqlite3.connect(os.fspath(dest), isolation_level=None)
+            src.execute("BEGIN")
+            try:
+                src.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the read snapshot
+                src.backup(dst, pages=-1)
+            finally:
+                src.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise _db_error(self.path, exc) from None
+        finally:
+            if dst is not None:
+                dst.close()
         return True
 
     # ---- integrity -------------------------------------------------------

@@ -8,7 +8,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import NotFound, StoreCorrupt
+from .errors import NotFound, StoreCorrupt, UsageError
 from .identity import ProjectIdentity, resolve_project, slug
 
 MEMORY_FILE = "MEMORY.md"
@@ -38,6 +38,11 @@ class Store:
     path: Path
     slug: str
     identity: ProjectIdentity | None = None  # None when opened with --store
+    # Where the slug came from: "project" (the identity of a project root),
+    # "directory" (the store directory's name), "option" (--slug), "headers"
+    # (the transcript headers of a store given by path); see store_given.
+    slug_source: str = "directory"
+    slug_detail: str = ""
 
     @property
     def memory_file(self) -> Path:
@@ -82,14 +87,68 @@ class Store:
 
 def store_for_project(config_dir: Path, project: str | os.PathLike[str]) -> Store:
     ident = resolve_project(project)
-    return Store(memory_root(config_dir) / ident.slug, ident.slug, ident)
+    return Store(memory_root(config_dir) / ident.slug, ident.slug, ident, "project",
+                 "the project root")
 
 
 def store_at(path: str | os.PathLike[str]) -> Store:
-    """A store given directly by path (``--store``): identity is skipped and the
-    slug is the directory name (the name it had under ``<config>/memory/``)."""
+    """The store directory ``path`` whose name is its slug: a directory under
+    ``<config>/memory/``.  A store given by the user (``--store``) goes through
+    :func:`store_given` instead, which can take the slug from its transcripts."""
     p = Path(os.path.abspath(os.fspath(path)))
     return Store(p, p.name, None)
+
+
+def check_slug(value: str) -> str:
+    """``--slug``: a store slug as the contract shapes it (``name-<12 hex>``)."""
+    if not looks_like_slug(value):
+        raise UsageError(f"--slug {value!r} is not a store slug (NAME-HASH: lower-case letters, "
+                         "digits and '-', then '-' and 12 hex digits; 'memctl where' prints one)")
+    return value
+
+
+def store_given(path: str | os.PathLike[str], slug: str | None = None) -> Store:
+    """A store named by path (``--store``, an evidence copy under any name), and
+    the slug its transcripts are checked against (issue 11):
+
+    1. ``slug`` (``--slug``) when given;
+    2. else the ``project`` the transcript headers name, when they agree;
+    3. headers that disagree: the directory's name when it is one of them (the
+       store where lecode keeps it), else the slug most headers name (a copy
+       under another name); the transcripts naming another project are then
+       refused, and ``validate`` reports each one (``session.refused``);
+    4. else (no header, or a tie) the directory's name.
+
+    Only slug-shaped ``project`` values count.  Reads the first line of each
+    transcript; writes nothing.
+    """
+    p = Path(os.path.abspath(os.fspath(path)))
+    if slug is not None:
+        return Store(p, check_slug(slug), None, "option", "--slug")
+    from .sessions import SessionStore
+
+    counts = {k: n for k, n in SessionStore(Store(p, p.name)).header_projects().items()
+              if looks_like_slug(k)}
+    total = sum(counts.values())
+    if len(counts) == 1:
+        (only, n), = counts.items()
+        return Store(p, only, None, "headers",
+                     f"the transcript headers ({'all ' if n > 1 else ''}{n} agree)")
+    if not counts:
+        return Store(p, p.name, None, "directory", "the directory name (no transcript header names a project)")
+    others = ", ".join(f"{k} ({n})" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    if p.name in counts:
+        return Store(p, p.name, None, "directory",
+                     f"the directory name (one of the projects the transcript headers "
+                     f"name: {others})")
+    best = max(counts.values())
+    top = [k for k, n in counts.items() if n == best]
+    if len(top) == 1:
+        return Store(p, top[0], None, "headers",
+                     f"the transcript headers (the project {best} of {total} name; they "
+                     f"disagree: {others})")
+    return Store(p, p.name, None, "directory",
+                 f"the directory name (the transcript headers disagree with no majority: {others})")
 
 
 def legacy_store(config_dir: Path, cwd: str | os.PathLike[str]) -> Store:

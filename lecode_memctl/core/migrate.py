@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .atomic import atomic_write, is_temp_name, make_dirs
-from .errors import NotFound, StoreCorrupt, StoreWriteError, UsageError
+from .errors import EXIT_OK, Conflict, NotFound, StoreCorrupt, StoreWriteError, UsageError
 from .identity import ProjectIdentity, resolve_project, slug
 from .layout import (DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE,
                      SESSIONS_DIR, Store, looks_like_slug, memory_root)
@@ -76,8 +76,7 @@ RES_CONFLICT = "conflict"      # the destination appeared between plan and apply
 RES_IDENTICAL = "identical"    # ... with exactly the bytes we were about to copy
 RES_SOURCE_CHANGED = "source_changed"  # the legacy file changed between plan and apply
 
-EXIT_OK = 0
-EXIT_CONFLICT = 4
+EXIT_CONFLICT = Conflict.exit_code
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 _SQLITE_NAME = re.compile(r"\.(sqlite3?|db)(-wal|-shm|-journal)?$")
@@ -277,7 +276,7 @@ class _Finder:
 def discover_legacy_stores(config_dir: Path, cwd: str | os.PathLike[str], *,
                            extra: Sequence[str | os.PathLike[str]] = (),
                            max_dirs: int = DEFAULT_MAX_DIRS,
-                           include_cwd: bool = True) -> Discovery:
+                           include_cwd: bool = True, cwd_only: bool = False) -> Discovery:
     """The legacy stores that belong to the project of ``cwd``, in migration order.
 
     Order (the first store to provide a file wins): the working directory
@@ -285,7 +284,9 @@ def discover_legacy_stores(config_dir: Path, cwd: str | os.PathLike[str], *,
     other directory of the main checkout in sorted path order (pre-order,
     names sorted); then each linked worktree, sorted by path, in the same
     order; then ``extra`` (``--from``) in the order given.  A store is listed
-    once, at its first position.  The project's own store never is.
+    once, at its first position.  The project's own store never is.  With
+    ``cwd_only`` (what the agent does on first use, as the reference design
+    says) only the working directory's own legacy store, then ``extra``.
 
     The trees are walked with ``os.scandir`` without following symbolic
     links, skipping ``.git`` and nested checkouts, at most ``max_dirs``
@@ -311,13 +312,18 @@ def discover_legacy_stores(config_dir: Path, cwd: str | os.PathLike[str], *,
             if d == stop or parent == d or not (d.startswith(stop + os.sep) or stop == os.sep):
                 break
             d = parent
+            if cwd_only:
+                break
 
-    root = str(ident.root)
-    if os.path.lexists(os.path.join(root, ".git")) or ident.kind == "not a git checkout":
-        finder.walk(root, ORIGIN_TREE)
-    worktrees, wt_notes = linked_worktrees(ident)
-    for wt in worktrees:
-        finder.walk(str(wt), ORIGIN_WORKTREE)
+    worktrees: list[Path] = []
+    wt_notes: list[str] = []
+    if not cwd_only:
+        root = str(ident.root)
+        if os.path.lexists(os.path.join(root, ".git")) or ident.kind == "not a git checkout":
+            finder.walk(root, ORIGIN_TREE)
+        worktrees, wt_notes = linked_worktrees(ident)
+        for wt in worktrees:
+            finder.walk(str(wt), ORIGIN_WORKTREE)
 
     legacy = [LegacyStore(i + 1, Path(p), s, Path(d) if d else None, o)
               for i, (p, s, d, o) in enumerate(finder.found)]
@@ -428,6 +434,7 @@ class PlanItem:
     sha256: str | None = None
     provided_by: Path | None = None   # R_DUPLICATE / R_IDENTICAL: the earlier source
     result: str | None = None         # after apply: RES_*; None in a dry run
+    blocked: bool = False             # R_DESTINATION_EXISTS: not a regular file in the way
 
     @property
     def conflict(self) -> bool:
@@ -440,6 +447,7 @@ class MigrationPlan:
     discovery: Discovery
     items: list[PlanItem]
     applied: bool = False
+    fail_on_conflict: bool = False    # exit 4 for existing destinations and duplicates too
 
     @property
     def copies(self) -> list[PlanItem]:
@@ -454,10 +462,24 @@ class MigrationPlan:
         return sum(1 for i in self.items if i.result == RES_COPIED)
 
     @property
+    def unresolved(self) -> list[PlanItem]:
+        """Legacy Markdown that could not be read, that changed between the
+        plan and the copy, or whose destination is blocked by something that
+        is not a regular file (a symbolic link, a directory): not in the
+        project store, and not by design."""
+        return [i for i in self.items
+                if i.reason == R_UNREADABLE or i.result == RES_SOURCE_CHANGED or i.blocked]
+
+    @property
     def exit_code(self) -> int:
-        """4 when some legacy Markdown is not in the project store (a conflict,
-        a duplicate with other content, an unreadable file), else 0."""
-        return EXIT_CONFLICT if self.conflicts else EXIT_OK
+        """0 once everything that can be copied is copied: an existing
+        destination, or an earlier store's other content, is the design's
+        normal case (never merged, legacy files kept), reported, not a
+        failure.  4 when some legacy Markdown could not be read or changed
+        meanwhile, and, with ``fail_on_conflict``, for every conflict."""
+        if self.unresolved or (self.fail_on_conflict and self.conflicts):
+            return EXIT_CONFLICT
+        return EXIT_OK
 
 
 def _classify_name(rel: str, parts: list[str]) -> tuple[str, str | None, str]:
@@ -644,7 +666,7 @@ def plan_items(discovery: Discovery) -> list[PlanItem]:
                 elif state == "blocked":
                     items.append(PlanItem(ls.index, rel, path, dest, SKIP, R_DESTINATION_EXISTS,
                                           "something that is not a regular file is in the way "
-                                          f"at {dest}", len(data), digest))
+                                          f"at {dest}", len(data), digest, blocked=True))
                 else:
                     items.append(PlanItem(ls.index, rel, path, dest, SKIP, R_DESTINATION_EXISTS,
                                           f"the destination exists with other content: {dest}",
@@ -667,10 +689,56 @@ def plan_items(discovery: Discovery) -> list[PlanItem]:
 
 def plan_migration(config_dir: Path, cwd: str | os.PathLike[str], *,
                    extra: Sequence[str | os.PathLike[str]] = (),
-                   max_dirs: int = DEFAULT_MAX_DIRS) -> MigrationPlan:
+                   max_dirs: int = DEFAULT_MAX_DIRS, cwd_only: bool = False,
+                   fail_on_conflict: bool = False) -> MigrationPlan:
     """Discover the legacy stores of ``cwd``'s project and plan every file.  Reads only."""
-    discovery = discover_legacy_stores(config_dir, cwd, extra=extra, max_dirs=max_dirs)
-    return MigrationPlan(discovery, plan_items(discovery))
+    discovery = discover_legacy_stores(config_dir, cwd, extra=extra, max_dirs=max_dirs,
+                                       cwd_only=cwd_only)
+    return MigrationPlan(discovery, plan_items(discovery), fail_on_conflict=fail_on_conflict)
+
+
+def conflict_diff(item: PlanItem, plan: MigrationPlan, *, context: int = 3) -> str | None:
+    """A unified diff of the project's content against the legacy file's, for
+    a conflicting item (``destination_exists``, ``duplicate``, or a
+    destination that appeared during the copy), so that a person can merge by
+    hand; None for any other item.  The project side is the destination as it
+    is, or, when it does not exist yet, what the first store provides.  Bytes
+    that are not UTF-8 are shown as U+FFFD.  Reads only, without following
+    symbolic links."""
+    import difflib
+
+    if item.destination is None or not (
+            item.reason in (R_DESTINATION_EXISTS, R_DUPLICATE) or item.result == RES_CONFLICT):
+        return None
+    state, project = _dest_state(item.destination, plan.discovery.store.path)
+    project_label = f"project: {item.destination}"
+    if state == "blocked":
+        return f"(the project side, {item.destination}, is not a regular file)\n"
+    if project is None and item.provided_by is not None:
+        try:
+            project = _read_nofollow(item.provided_by)
+        except OSError as exc:
+            return f"(cannot read {item.provided_by}: {exc.strerror})\n"
+        project_label = f"project (as #{_store_of(plan, item.provided_by)} provides it): " \
+                        f"{item.provided_by}"
+    try:
+        legacy = _read_nofollow(item.source)
+    except OSError as exc:
+        return f"(cannot read {item.source}: {exc.strerror})\n"
+    a = (project or b"").decode("utf-8", "replace").splitlines(keepends=True)
+    b = legacy.decode("utf-8", "replace").splitlines(keepends=True)
+    lines = []
+    for line in difflib.unified_diff(a, b, fromfile=project_label,
+                                     tofile=f"legacy #{item.store}: {item.source}", n=context):
+        lines.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return "".join(lines)
+
+
+def _store_of(plan: MigrationPlan, source: Path) -> int | str:
+    for i in plan.items:
+        if i.source == source:
+            return i.store
+    return "?"
 
 
 # ---------------------------------------------------------------- apply
@@ -791,5 +859,8 @@ def _progress(done: int, total: int) -> str:
 
 def migrate(config_dir: Path, cwd: str | os.PathLike[str], *,
             extra: Sequence[str | os.PathLike[str]] = ()) -> MigrationPlan:
-    """What the agent calls on first use: plan and apply in one go (no questions)."""
-    return apply_migration(plan_migration(config_dir, cwd, extra=extra))
+    """What the agent calls on first use: plan and apply in one go (no
+    questions), for the working directory's own legacy store only, as the
+    reference design says ("legacy cwd-scoped Markdown"); the walk of the
+    project tree and its worktrees is ``memctl migrate-legacy``'s."""
+    return apply_migration(plan_migration(config_dir, cwd, extra=extra, cwd_only=True))

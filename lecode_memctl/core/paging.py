@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,7 +132,27 @@ def page_document(meta: Mapping[str, Any], items: Sequence[tuple[int, Mapping[st
     """``meta`` plus ``source_text``, ``offset``, ``next_offset``, ``limit`` and
     ``total_chars``, the whole document at most ``max_bytes`` when printed
     (compact or indented, with its final newline)."""
+    return _page_of_text(meta, source_array_text(items), offset=offset, limit=limit,
+                         max_bytes=max_bytes)
+
+
+def iter_pages(meta: Mapping[str, Any], items: Sequence[tuple[int, Mapping[str, Any]]], *,
+               offset: int = 0, limit: int = DEFAULT_LIMIT,
+               max_bytes: int = MAX_OUTPUT_BYTES) -> Iterator[dict[str, Any]]:
+    """Every page from ``offset`` to the end, each as :func:`page_document`
+    builds it, of one capture: the array text is built once and every page
+    has the same metadata (so the same ``source.digest``)."""
     text = source_array_text(items)
+    while True:
+        doc, page = _page_of_text(meta, text, offset=offset, limit=limit, max_bytes=max_bytes)
+        yield doc
+        if page.next_offset is None:
+            return
+        offset = page.next_offset
+
+
+def _page_of_text(meta: Mapping[str, Any], text: str, *, offset: int, limit: int,
+                  max_bytes: int) -> tuple[dict[str, Any], Page]:
     total = len(text)
 
     def build(page_text_: str, off: int, nxt: int | None, lim: int) -> dict[str, Any]:

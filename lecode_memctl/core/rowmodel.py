@@ -298,6 +298,8 @@ PLAN_ITEM = RowModel("migrate-legacy", "item", "One file of the migration plan."
     Field("sha256", "string", "content hash", True),
     Field("provided_by", "string", "the legacy store that provides this file first", True),
     Field("detail", "string", "a human explanation", True),
+    Field("diff", "string", "with --diff, for a conflict: the legacy file against the "
+          "project's (unified diff)", True),
 ), ids=("name",))
 
 SETTING = RowModel("config", "setting", "One [memory] setting.", (

@@ -128,10 +128,15 @@ class SessionCorrupt(StoreCorrupt):
 class SpanHidden(Conflict):
     """A valid range in which no message is visible."""
 
-    def __init__(self, message: str, reason: str, seq: int | None = None) -> None:
+    def __init__(self, message: str, reason: str, seq: int | None = None, *,
+                 hidden: dict[int, str] | None = None, end: int | None = None,
+                 last_seq: int | None = None) -> None:
         super().__init__(message)
         self.reason = reason
         self.seq = seq
+        self.hidden = dict(hidden or {})   # message seq -> reason, for each hidden position
+        self.end = end                     # the requested end clamped to the last record
+        self.last_seq = last_seq
 
 
 class PositionMissing(NotFound):
@@ -509,18 +514,77 @@ class _SpanRead:
 # The store
 
 
+NO_EXCLUSIONS = NoExclusions()
+"""Pass as ``SessionStore(store, exclusions=NO_EXCLUSIONS)`` to say explicitly
+that the store has no facts database to honour: nothing excluded, generation 0."""
+
+
+class StoreExclusions:
+    """The ExclusionReader of a store's own ``facts.sqlite3``, read-only.
+
+    Each call opens the database with :meth:`FactStore.open_readonly` and closes
+    it again, so a forget committed by any writer is seen by the next read, and
+    nothing in the store is created or changed (no database, ``-wal`` or
+    ``-shm``).  No database: generation 0, nothing excluded.  A database that
+    cannot be read raises (StoreCorrupt, StoreBusy): evidence is never called
+    valid when its exclusions are unknown."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(os.fspath(path))
+
+    def _read(self, fn: Any) -> Any:
+        if not os.path.lexists(self.path):
+            return None
+        from .facts import FactStore
+
+        with FactStore.open_readonly(self.path) as fs:
+            return fn(fs)
+
+    def generation(self) -> int:
+        got = self._read(lambda fs: fs.generation())
+        return 0 if got is None else got
+
+    def excluded_seqs(self, session_id: str) -> frozenset[int]:
+        got = self._read(lambda fs: fs.excluded_seqs(session_id))
+        return frozenset() if got is None else got
+
+
 class SessionStore:
     """The transcripts of one project store (``<store>/sessions/``).
 
-    ``exclusions`` is the project's ExclusionReader (the facts database);
-    without one, and without a :meth:`bind_facts` binding, nothing is excluded
-    and the generation is 0.
+    ``exclusions`` is the project's ExclusionReader.  Left out (``None``), the
+    store's own ``facts.sqlite3`` is found and read read-only on each use
+    (:class:`StoreExclusions`; no file is created), so a SessionStore built
+    from the store alone never calls forgotten evidence valid.  Pass
+    :data:`NO_EXCLUSIONS` to say explicitly that there is no facts database
+    to honour.  A :meth:`bind_facts` binding takes precedence for the sessions
+    of its project.  :meth:`close` ends the use of the store.
     """
 
     def __init__(self, store: Store, exclusions: ExclusionReader | None = None) -> None:
         self.store = store
-        self._exclusions = exclusions
+        self._exclusions: ExclusionReader = (StoreExclusions(store.facts_db) if exclusions is None
+                                             else exclusions)
         self._bound: dict[str, ExclusionReader] = {}
+        self._closed = False
+
+    def close(self) -> None:
+        """End the use of this store: drop the exclusion bindings; later reads
+        and writes raise UsageError.  Open SessionWriters are closed by their
+        owners; a reader passed in ``exclusions`` is the caller's to close.
+        Idempotent."""
+        self._closed = True
+        self._bound.clear()
+
+    def __enter__(self) -> "SessionStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise UsageError("the session store is closed")
 
     # -- paths and opening
 
@@ -546,6 +610,21 @@ class SessionStore:
                     out.append(sid)
         return sorted(out)
 
+    def header_projects(self) -> dict[str, int]:
+        """How many transcripts name each project in their header: the evidence a
+        store given by path (``--store``) takes its slug from.  Reads one line per
+        file; symbolic links, unreadable files and bad headers are not counted."""
+        counts: dict[str, int] = {}
+        for sid in self.session_ids():
+            try:
+                with self._open(sid) as f:
+                    project = f.header().get("project")
+            except (MemctlError, OSError):
+                continue
+            if isinstance(project, str):
+                counts[project] = counts.get(project, 0) + 1
+        return counts
+
     def _not_found(self, session_id: str) -> SessionNotFound:
         close = difflib.get_close_matches(session_id, self.session_ids(), n=3, cutoff=0.6)
         prefixed = [s for s in self.session_ids() if s.startswith(session_id) and s not in close][:3]
@@ -556,6 +635,7 @@ class SessionStore:
         return SessionNotFound(f"no session {session_id} in {self.dir}", hint=hint)
 
     def _open(self, session_id: str) -> _File:
+        self._check_open()
         check_session_id(session_id)
         try:
             dst = os.lstat(self.dir)
@@ -615,7 +695,8 @@ class SessionStore:
 
     def exclusion_reader(self, session_id: str) -> ExclusionReader:
         """The ExclusionReader for a session: the binding of its header's
-        project, else the store's reader, else :class:`NoExclusions`."""
+        project, else the store's reader: the one given, or the store's own
+        facts database (:class:`StoreExclusions`), or :data:`NO_EXCLUSIONS`."""
         check_session_id(session_id)
         if self._bound:
             try:
@@ -626,13 +707,13 @@ class SessionStore:
                     return bound
             except MemctlError:
                 pass
-        return self._exclusions if self._exclusions is not None else NoExclusions()
+        return self._exclusions
 
     def _reader_for(self, hdr: dict) -> ExclusionReader:
         bound = self._bound.get(hdr.get("project"))  # type: ignore[arg-type]
         if bound is not None:
             return bound
-        return self._exclusions if self._exclusions is not None else NoExclusions()
+        return self._exclusions
 
     # -- writing
 
@@ -640,6 +721,7 @@ class SessionStore:
                project: str | None = None) -> "SessionWriter":
         """Create ``sessions/<id>.jsonl`` with its header (seq 0) and return its
         writer.  An existing session is a Conflict."""
+        self._check_open()
         check_session_id(session_id)
         _ensure_dirs(os.fspath(self.store.path), self.dir)
         lock_fd = _lock(self.dir, session_id)
@@ -677,6 +759,7 @@ class SessionStore:
     def writer(self, session_id: str) -> "SessionWriter":
         """Append to an existing session (holds ``<id>.lock``; StoreBusy when
         another writer has it).  A torn tail left by a crashed append is cut off."""
+        self._check_open()
         check_session_id(session_id)
         try:
             os.lstat(self.dir)
@@ -856,14 +939,16 @@ class SessionStore:
         vis = [s for s, r in reasons.items() if r is None]
         hidden = {s: r for s, r in reasons.items() if r is not None}
         if not vis:
+            where = {"hidden": hidden, "end": sr.records[-1]["seq"], "last_seq": last_seq}
             if hidden:
                 first = min(hidden)
                 reason = hidden[first]
                 raise SpanHidden(
                     f"no visible message in {session_id}:{start}-{end}: "
-                    f"{len(hidden)} hidden (first: seq {first}, {reason})", reason, first)
+                    f"{len(hidden)} hidden (first: seq {first}, {reason})", reason, first,
+                    **where)
             raise SpanHidden(f"no message in {session_id}:{start}-{end} (only events)",
-                             "not_message", start)
+                             "not_message", start, **where)
         lo, hi = vis[0], vis[-1]
         digest = canonical_digest(r for r in sr.records if lo <= r["seq"] <= hi)
         ref = SourceRef(session_id, tuple(vis), digest)
@@ -1251,5 +1336,5 @@ __all__ = [
     "SessionStore", "SessionWriter", "Snapshot", "SessionInfo", "ScanItem", "UndoState",
     "visible", "is_generated", "undo_target", "SessionNotFound", "SessionRefused",
     "SessionUnreadable", "SessionCorrupt", "SpanHidden", "PositionMissing", "REASONS",
-    "CORRUPTION_KINDS",
+    "CORRUPTION_KINDS", "NO_EXCLUSIONS", "StoreExclusions",
 ]

@@ -1,0 +1,187 @@
+"""``memctl export`` and ``memctl verify``: evidence bundles (issue 15)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from .options import JsonOpt
+from .registry import command
+from .state import STATE
+
+
+@command(epilog="""\
+\b
+Examples:
+  memctl export --output case-42.tar.gz
+  memctl --store /evidence/copy export -o copy.tar
+  memctl export > store.tar                      (stdout, when it is not a terminal)
+  memctl export -o bundle.tar --json | jq -r .manifest_sha256
+""")
+def export(
+    output: Annotated[Optional[Path], typer.Option(
+        "--output", "-o", metavar="FILE",
+        help="Write the bundle to FILE, a new file outside the store (gzip-compressed when "
+             "it ends in .tar.gz, .tgz or .gz).  Default: stdout, when it is not a terminal.")
+    ] = None,
+    with_backups: Annotated[bool, typer.Option(
+        "--with-backups", help="Also include the Markdown .bak files.")] = False,
+    json_: JsonOpt = False,
+) -> None:
+    """Write one store as a self-verifying evidence bundle; changes nothing.
+
+    The bundle is a tar archive: manifest.json first, then under store/ the
+    facts database (a consistent copy taken through SQLite's backup API in
+    one read transaction, from the same read-only view 'memctl facts' uses),
+    every transcript up to its last complete record, and the Markdown files
+    (.bak only with --with-backups).  The manifest records the memctl
+    version, the export time, the project's identity and slug, every file's
+    path, size and SHA-256, the 'validate --deep' summary and findings and
+    the fact statuses of the bundled copy, and its own digest.  Locks,
+    database sidecars, temporary and unexpected files are left out and
+    listed in the manifest as skipped.  The format is in docs/FORMAT.md,
+    "Evidence bundles".
+
+    A read command: nothing in the store is created or changed, even while
+    the agent writes; a bundle taken then still verifies.  An existing FILE
+    is never overwritten (exit 4); a FILE inside the store is refused (exit 2).
+    The summary (and the manifest's SHA-256, to hand over separately if the
+    recipient must be sure the bundle is the one you sent) goes to stdout,
+    or to stderr when the bundle does.  --json prints {"output",
+    "compression", "manifest_sha256", "files", "bytes", "exported",
+    "project", "skipped", "database", "validate", "facts", "facts_error"}.
+    """
+    import sys
+
+    from lecode_memctl.core.bundle import export_bundle, export_to_file
+    from lecode_memctl.core.errors import UsageError
+
+    from .output import emit_json, stdout_is_tty
+
+    store = STATE.existing_store()
+    if output is None or str(output) == "-":
+        if json_:
+            raise UsageError("--json needs --output FILE (the bundle would go to stdout)")
+        if stdout_is_tty():
+            raise UsageError("refusing to write a tar archive to a terminal; use --output FILE "
+                             "or redirect stdout")
+        out = sys.stdout.buffer
+        sys.stdout.flush()
+        res = export_bundle(store, out, with_backups=with_backups)
+        out.flush()
+        _summary(res, err=True)
+        return
+    res = export_to_file(store, output, with_backups=with_backups)
+    if json_:
+        emit_json(res.to_json())
+        return
+    _summary(res, err=False)
+
+
+def _summary(res: Any, *, err: bool) -> None:
+    from .output import echo, safe
+
+    m = res.manifest
+    v = m["validate"]
+    where = safe(res.output) if res.output else "stdout"
+    echo(f"exported {res.files} file{'s' if res.files != 1 else ''} of "
+         f"{safe(m['project']['slug'])} to {where} ({res.bytes} bytes"
+         f"{', gzip' if res.compression else ''})", err=err)
+    echo(f"manifest sha256: {res.manifest_sha256}", err=err)
+    echo(f"validate: {_sev(v['findings'])}; facts: {_facts_line(v)}", err=err)
+    if m["facts"]["error"]:
+        echo(f"facts: {safe(m['facts']['error']['message'], keep_newlines=False)}", err=err)
+    if m["skipped"]:
+        echo(f"skipped: {len(m['skipped'])} (" + ", ".join(
+            f"{safe(s['path'], keep_newlines=False)}: {s['reason']}" for s in m["skipped"][:5])
+            + (", ..." if len(m["skipped"]) > 5 else "") + ")", err=err)
+
+
+def _sev(counts: dict[str, int]) -> str:
+    return ", ".join(f"{counts.get(k, 0)} {k}{'s' if counts.get(k, 0) != 1 and k != 'info' else ''}"
+                     for k in ("error", "warning", "info"))
+
+
+def _facts_line(v: dict[str, Any]) -> str:
+    parts = [f"{n} {k}" for k, n in (v.get("facts") or {}).items() if n]
+    return f"{v.get('facts_total', 0)}" + (f" ({', '.join(parts)})" if parts else "")
+
+
+@command(epilog="""\
+\b
+Examples:
+  memctl verify case-42.tar.gz
+  memctl verify unpacked-bundle/            (a directory 'tar -x' made)
+  memctl verify case-42.tar.gz --json | jq '.problems[]'
+""")
+def verify(
+    bundle: Annotated[Path, typer.Argument(
+        metavar="BUNDLE", help="A bundle 'memctl export' wrote, or a directory it was "
+                               "unpacked into.", show_default=False)],
+    json_: JsonOpt = False,
+) -> None:
+    """Check an evidence bundle offline: hashes, then the store's audit.
+
+    Recomputes the SHA-256 of every file and reports each changed, missing
+    or added one by name; checks that manifest.json is first and intact (its
+    digest), that the members are in manifest order and that the archive is
+    not truncated.  Then audits the bundle's store exactly as 'validate
+    --deep' and 'facts' would, with the slug from the manifest (wherever the
+    bundle is, under any name, with any config dir), and compares the
+    summary, the findings and every fact's status with the manifest's; the
+    fact statuses are printed.  An archive is unpacked into a private
+    temporary directory, removed afterwards: members with an absolute path,
+    '..', a link, a device or a FIFO are refused and reported, never written.
+    Nothing else is written.
+
+    Exit status: 0 when everything agrees with the manifest, 1 when
+    anything differs (each difference is listed), 3 no such BUNDLE.
+    --json prints {"ok", "exit_code", "bundle", "kind", "compression",
+    "manifest_sha256", "manifest", "files": {"checked", "changed",
+    "missing", "added", "refused"}, "problems": [{"kind", "path",
+    "detail"}...], "validate", "findings", "facts": [{"fact_id",
+    "revision", "status", "reason", "manifest_status", "manifest_reason",
+    "same"}...]}.
+    """
+    from lecode_memctl.core.bundle import verify_bundle
+
+    from .cmd_facts import _status_cell
+    from .output import echo, emit_json, render_rows, safe
+
+    rep = verify_bundle(bundle)
+    code = 0 if rep.ok else 1
+    if json_:
+        emit_json(rep.to_json())
+        raise typer.Exit(code)
+    kind = rep.kind + (f", {rep.compression}" if rep.compression else "")
+    echo(f"bundle {safe(rep.bundle)} ({kind})")
+    if rep.manifest is not None:
+        m = rep.manifest
+        p = m["project"]
+        echo(f"  exported {safe(str(m.get('exported')))} by memctl "
+             f"{safe(str(m.get('memctl_version')))} from {safe(p['slug'])}"
+             + (f" ({safe(str(p.get('store')))})" if p.get("store") else ""))
+        echo(f"  manifest sha256: {rep.manifest_sha256}")
+    c = rep.counts()
+    echo(f"files: {rep.files_checked} checked, {c['changed']} changed, {c['missing']} missing, "
+         f"{c['added']} added, {c['refused']} refused")
+    if rep.audit is not None:
+        v = rep.audit["validate"]
+        echo(f"validate: {_sev(v['findings'])}; facts: {_facts_line(v)}")
+    if rep.facts:
+        rows = [{"fact_id": r["fact_id"], "revision": r["revision"],
+                 "status": _status_cell(r["status"], r["reason"]) if r["status"] else "-",
+                 "at export": ("same" if r["same"] else
+                               _status_cell(r["manifest_status"], r["manifest_reason"])
+                               if r["manifest_status"] else "-")} for r in rep.facts]
+        render_rows(rows, ["fact_id", "revision", "status", "at export"], "table")
+    for pr in rep.problems:
+        where = f"{safe(pr.path, keep_newlines=False)}: " if pr.path else ""
+        echo(f"  {pr.kind:<9} {where}{safe(pr.detail, keep_newlines=False)}")
+    if rep.ok:
+        echo("OK: the bundle matches its manifest")
+    else:
+        echo(f"DIFFERS: {len(rep.problems)} problem{'s' if len(rep.problems) != 1 else ''}")
+    raise typer.Exit(code)

@@ -1,0 +1,69 @@
+"""Every patch memctl applies to typer's (and its vendored click's) private internals.
+
+They live here, in one module, so that a typer upgrade has one place to look at;
+tests/test_typer_patches.py checks that each patched attribute still exists with
+the shape these patches expect and names the installed typer version when it
+does not.  :data:`PATCHED` lists them for that test.
+
+Both patches apply only while completing (``_MEMCTL_COMPLETE`` set): a command
+run never sees them.
+"""
+
+from __future__ import annotations
+
+#: (module, attribute path, parameter names) of every private typer attribute
+#: used or replaced here.  ``process_value`` is wrapped on click's
+#: ``Parameter`` (and on typer's ``_TyperParameter`` where a typer release has
+#: one): typer's argument and option classes must inherit it from there.
+PATCHED: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("typer._completion_classes", "completion_init", ()),
+    ("typer._completion_classes", "_sanitize_help_text", ("text",)),
+    ("typer._click.core", "Parameter.process_value", ("self", "ctx", "value")),
+)
+
+
+def patch_for_completion() -> None:
+    """Make typer's ``_MEMCTL_COMPLETE`` protocol work and keep every TAB light."""
+    _register_completion_classes()
+    _skip_value_processing_while_completing()
+
+
+def _register_completion_classes() -> None:
+    """The app is built with ``add_completion=False`` (no --install-completion
+    options: we ship the scripts), so typer never registers its shell classes;
+    register them here.  typer formats zsh/fish completion help through rich
+    when it is installed; our help text has no markup, so pass it through
+    unchanged and keep every TAB free of rich."""
+    try:
+        from typer import _completion_classes
+
+        _completion_classes.completion_init()
+        _completion_classes._sanitize_help_text = lambda text: text  # type: ignore[attr-defined]
+    except Exception:  # pragma: no cover - a typer without the hook needs nothing
+        pass
+
+
+def _skip_value_processing_while_completing() -> None:
+    """Completion parses the words typed so far only to find which command and
+    parameter is being completed; nothing runs.  typer would still coerce every
+    parameter value through a pydantic TypeAdapter (importing pydantic: about
+    0.1 s per TAB) and run parameter callbacks; skip both while completing."""
+    try:
+        from typer import _click
+        from typer import core as typer_core
+
+        classes = [c for c in (getattr(typer_core, "_TyperParameter", None),
+                               _click.core.Parameter) if c is not None]
+    except Exception:  # pragma: no cover
+        return
+    for cls in classes:
+        original = cls.__dict__.get("process_value")
+        if original is None:
+            continue
+
+        def process_value(self, ctx, value, _original=original):  # type: ignore[no-untyped-def]
+            if getattr(ctx, "resilient_parsing", False):
+                return value
+            return _original(self, ctx, value)
+
+        cls.process_value = process_value  # type: ignore[method-assign]

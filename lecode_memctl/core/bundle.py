@@ -1,0 +1,970 @@
+"""Evidence bundles: ``export`` one store as a self-verifying tar archive, and
+``verify`` one offline (models: ``git bundle verify``, restic ``check
+--read-data``, hashdeep's audit mode).  The format is in docs/FORMAT.md,
+"Evidence bundles".
+
+Export is a read command.  It stages a copy of the store in a private
+temporary directory (never in the store): first the facts database through
+SQLite's backup API from the read-only open (the immutable main file, or the
+private snapshot of a database with a live ``-wal``), then every transcript up
+to its last complete record, then the Markdown.  In that order, a fact in the
+copy cites records already written (the agent appends a transcript record
+before it commits a fact citing it).  The manifest is computed from the
+staged copy -- file hashes, the ``validate`` audit and the fact statuses --
+so that it describes exactly what the archive holds, even while a writer
+works on the store; then the archive is written: ``manifest.json`` first, the
+files in manifest order.
+
+Verify recomputes every hash, names each added, missing, changed or refused
+member, checks the archive's order and end, then audits the bundle's store
+with the same code as ``validate`` and ``facts`` (the slug from the manifest)
+and compares with the manifest.  An archive is unpacked into a private
+temporary directory by our own member checks (never ``extractall``): only
+regular files with relative, normalised names are written, with
+``O_EXCL|O_NOFOLLOW``; absolute names, ``..``, links, devices and FIFOs are
+refused and reported.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import os
+import re
+import shutil
+import stat
+import tarfile
+import tempfile
+import time
+import zlib
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from .atomic import write_all
+from .errors import Conflict, MemctlError, NotFound, StoreCorrupt, StoreWriteError, UsageError
+from .layout import (DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, SESSIONS_DIR,
+                     Store)
+
+BUNDLE_FORMAT = "memctl-bundle"
+BUNDLE_VERSION = 1
+MANIFEST = "manifest.json"
+STORE_DIR = "store"
+MANIFEST_MAX_BYTES = 256 << 20
+CHUNK = 1 << 20
+
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_DAILY_RE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}\.md$")
+_SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}\.jsonl$")
+# Fields of the validate summary that describe the run, not the store.
+_RUN_FIELDS = ("store", "started", "finished", "duration_seconds", "transcript_bytes_read")
+# Fields of a `memctl facts` row that the manifest keeps (the text is in the database).
+FACT_FIELDS = ("fact_id", "revision", "status", "reason", "about_revision", "source_ref")
+
+
+def canonical(doc: Any) -> bytes:
+    """The manifest's byte form: orjson, keys sorted, no whitespace."""
+    return orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
+
+
+def _iso_now(now: float) -> str:
+    return datetime.fromtimestamp(now, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+# --------------------------------------------------------------------------
+# Reading the store (read-only, never through a link)
+
+
+def _open_regular(path: Path) -> tuple[int, os.stat_result] | None:
+    """A read-only descriptor of a regular file, or None (symlink, FIFO, device,
+    directory: never opened in a way that blocks or follows)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC)
+    except OSError:
+        return None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        return None
+    return fd, st
+
+
+def _copy_out(fd: int, size: int, dest: Path, *, whole_records: bool) -> int:
+    """Copy the first ``size`` bytes of ``fd`` into the new file ``dest``; with
+    ``whole_records``, only up to the last ``\\n`` (a transcript's torn tail is
+    an append in flight, not yet a record).  Returns the bytes kept.
+    Reading errors are the caller's (OSError); writing the private copy fails
+    with StoreWriteError (exit 7)."""
+    try:
+        out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        raise StoreWriteError(f"cannot stage {dest.name} in a temporary directory: "
+                              f"{exc.strerror}") from None
+    kept = done = 0
+    try:
+        while done < size:
+            chunk = os.read(fd, min(CHUNK, size - done))
+            if not chunk:
+                break
+            done += len(chunk)
+            try:
+                write_all(out, chunk)
+            except OSError as exc:
+                raise StoreWriteError(f"cannot stage {dest.name} in a temporary directory: "
+                                      f"{exc.strerror}") from None
+            if whole_records:
+                nl = chunk.rfind(b"\n")
+                if nl >= 0:
+                    kept = done - len(chunk) + nl + 1
+            else:
+                kept = done
+        if kept != done:
+            os.ftruncate(out, kept)
+    finally:
+        os.close(out)
+    return kept
+
+
+def _sha256_file(path: Path) -> tuple[int, str]:
+    h = hashlib.sha256()
+    n = 0
+    fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC)
+    try:
+        while True:
+            chunk = os.read(fd, CHUNK)
+            if not chunk:
+                break
+            h.update(chunk)
+            n += len(chunk)
+    finally:
+        os.close(fd)
+    return n, h.hexdigest()
+
+
+def _is_note_file(name: str) -> bool:
+    from .markdown import check_note_name
+
+    if not name.endswith(".md"):
+        return False
+    try:
+        check_note_name(name)
+    except UsageError:
+        return False
+    return True
+
+
+def _classify(rel_dir: str, name: str, with_backups: bool) -> str | None:
+    """None when ``rel_dir/name`` is exported, else why it is left out."""
+    base = name[:-4] if name.endswith(".bak") else name
+    backup = base != name
+    if rel_dir == "":
+        if name in (MEMORY_FILE, SCRATCHPAD_FILE):
+            return None
+        if base in (MEMORY_FILE, SCRATCHPAD_FILE):
+            return None if with_backups else "backup"
+        if name == FACTS_DB:
+            return None
+        if name.startswith(FACTS_DB):
+            return "database_sidecar"
+        return "not_in_layout"
+    if rel_dir == DAILY_DIR:
+        ok = bool(_DAILY_RE.match(base))
+    elif rel_dir == NOTES_DIR:
+        ok = _is_note_file(base)
+    elif rel_dir == SESSIONS_DIR:
+        if name.endswith(".lock") and _SESSION_RE.match(name[:-5] + ".jsonl"):
+            return "lock"
+        return None if _SESSION_RE.match(name) else "not_in_layout"
+    else:  # pragma: no cover - callers pass the layout's directories only
+        return "not_in_layout"
+    if not ok:
+        return "not_in_layout"
+    if backup and not with_backups:
+        return "backup"
+    return None
+
+
+@dataclass
+class _Staged:
+    files: list[str] = field(default_factory=list)          # relative to the store, staged
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    database: dict[str, Any] = field(default_factory=dict)
+
+
+def _stage_database(store: Store, dest: Path, st: _Staged) -> None:
+    from .facts import FactStore
+
+    try:
+        fs = FactStore.open_readonly(store.facts_db)
+    except StoreCorrupt as exc:
+        # Not readable as a lecode database (garbage, a newer schema, ...): keep its
+        # bytes as they are, so that the recipient sees what validate saw.
+        opened = _open_regular(store.facts_db)
+        if opened is None:
+            st.skipped.append({"path": FACTS_DB, "reason": "not_regular"})
+            st.database = {"copy": "none", "note": exc.message}
+            return
+        fd, fst = opened
+        try:
+            _copy_out(fd, fst.st_size, dest / FACTS_DB, whole_records=False)
+        finally:
+            os.close(fd)
+        st.files.append(FACTS_DB)
+        st.database = {"copy": "raw", "note": exc.message}
+        return
+    try:
+        if fs.backup_to(dest / FACTS_DB):
+            st.files.append(FACTS_DB)
+            st.database = {"copy": "backup", "note": None}
+        else:
+            st.database = {"copy": "none", "note": "no facts database"}
+    finally:
+        fs.close()
+
+
+def _stage(store: Store, dest: Path, with_backups: bool) -> _Staged:
+    st = _Staged()
+    os.mkdir(dest, 0o700)
+    _stage_database(store, dest, st)
+    # transcripts, then Markdown; anything else is named in `skipped`
+    todo: list[tuple[str, str, bool]] = []
+    root = store.path
+    for rel_dir in ("", SESSIONS_DIR, DAILY_DIR, NOTES_DIR):
+        d = root / rel_dir if rel_dir else root
+        try:
+            dst = os.lstat(d)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISLNK(dst.st_mode) or not stat.S_ISDIR(dst.st_mode):
+            st.skipped.append({"path": rel_dir, "reason": "symlink" if stat.S_ISLNK(dst.st_mode)
+                               else "not_regular"})
+            continue
+        try:
+            entries = sorted(os.scandir(d), key=lambda e: e.name)
+        except OSError as exc:
+            raise StoreCorrupt(f"{d}: cannot list: {exc.strerror}") from None
+        for e in entries:
+            rel = f"{rel_dir}/{e.name}" if rel_dir else e.name
+            if rel_dir == "" and e.name in (SESSIONS_DIR, DAILY_DIR, NOTES_DIR):
+                continue
+            if rel == FACTS_DB:
+                continue
+            try:
+                est = e.stat(follow_symlinks=False)
+            except OSError:
+                st.skipped.append({"path": rel, "reason": "unreadable"})
+                continue
+            if stat.S_ISLNK(est.st_mode):
+                st.skipped.append({"path": rel, "reason": "symlink"})
+                continue
+            if stat.S_ISDIR(est.st_mode):
+                st.skipped.append({"path": rel + "/", "reason": "not_in_layout"})
+                continue
+            why = _classify(rel_dir, e.name, with_backups)
+            if why is None and not stat.S_ISREG(est.st_mode):
+                why = "not_regular"
+            if why is not None:
+                st.skipped.append({"path": rel, "reason": why})
+                continue
+            todo.append((rel_dir, rel, rel_dir == SESSIONS_DIR))
+    # transcripts first (see the module docstring), each directory in name order
+    todo.sort(key=lambda t: (t[0] != SESSIONS_DIR, t[1]))
+    for rel_dir, rel, transcript in todo:
+        opened = _open_regular(root / rel)
+        if opened is None:
+            st.skipped.append({"path": rel, "reason": "unreadable"})
+            continue
+        fd, fst = opened
+        try:
+            if rel_dir and not (dest / rel_dir).exists():
+                os.mkdir(dest / rel_dir, 0o700)
+            _copy_out(fd, fst.st_size, dest / rel, whole_records=transcript)
+        except OSError:
+            # a read error: leave nothing of it in the copy the manifest describes
+            try:
+                os.unlink(dest / rel)
+            except FileNotFoundError:
+                pass
+            st.skipped.append({"path": rel, "reason": "unreadable"})
+            continue
+        finally:
+            os.close(fd)
+        st.files.append(rel)
+    return st
+
+
+# --------------------------------------------------------------------------
+# The audit both sides compute (same code as `validate` and `facts`)
+
+
+def audit_store(path: Path, slug: str) -> dict[str, Any]:
+    """``validate`` (deep, no config file) and ``facts`` over the store at
+    ``path`` with slug ``slug``: ``{"validate": {...}, "facts": {...}}``,
+    without anything that depends on where or when it ran."""
+    from .audit import validate_store
+    from .facts import FactStore, iter_fact_rows
+    from .sessions import SessionStore
+
+    store = Store(path, slug, None, "option", "the bundle manifest")
+    found, audit_summary = validate_store(store, deep=True, parallel=False)
+    findings = []
+    for f in found:
+        doc = f.to_json()
+        doc["message"] = _strip_path(doc["message"], path)
+        findings.append(doc)
+    findings.sort(key=canonical)
+    summary = {k: v for k, v in audit_summary.to_json().items() if k not in _RUN_FIELDS}
+    summary["findings_list"] = findings
+    facts: dict[str, Any] = {"rows": [], "error": None}
+    try:
+        fs = FactStore.open_readonly(store.facts_db)
+        try:
+            if fs.exists:
+                sessions = SessionStore(store, exclusions=fs)
+                facts["rows"] = [{k: row[k] for k in FACT_FIELDS}
+                                 for row in iter_fact_rows(fs, sessions)]
+        finally:
+            fs.close()
+    except MemctlError as exc:
+        facts = {"rows": [], "error": {"code": exc.code, "message": _strip_path(exc.message, path)}}
+    return {"validate": summary, "facts": facts}
+
+
+def _strip_path(message: str, path: Path) -> str:
+    """Some messages name a file by its absolute path (a database that cannot be
+    opened); where the copy was unpacked is not data: make it relative."""
+    return message.replace(os.fspath(path) + os.sep, "").replace(os.fspath(path), ".")
+
+
+# --------------------------------------------------------------------------
+# Export
+
+
+@dataclass
+class ExportResult:
+    output: str | None                # the file written, None for a stream
+    compression: str | None           # "gzip" or None
+    manifest: dict[str, Any]
+    manifest_sha256: str              # sha256 of manifest.json's bytes
+    files: int
+    bytes: int                        # archive bytes written
+
+    def to_json(self) -> dict[str, Any]:
+        m = self.manifest
+        return {"output": self.output, "compression": self.compression,
+                "manifest_sha256": self.manifest_sha256, "files": self.files,
+                "bytes": self.bytes, "exported": m["exported"], "project": m["project"],
+                "skipped": m["skipped"], "database": m["database"],
+                "validate": {k: v for k, v in m["validate"].items() if k != "findings_list"},
+                "facts": m["facts"]["rows"], "facts_error": m["facts"]["error"]}
+
+
+def compression_for(name: str) -> str | None:
+    """gzip for ``*.tar.gz``/``*.tgz``; none otherwise."""
+    low = name.lower()
+    return "gzip" if low.endswith((".tar.gz", ".tgz", ".gz")) else None
+
+
+def build_manifest(store: Store, staged: _Staged, stage_dir: Path, *, with_backups: bool,
+                   now: float) -> dict[str, Any]:
+    from lecode_memctl import __version__
+
+    files = []
+    for rel in sorted(staged.files):
+        size, digest = _sha256_file(stage_dir / rel)
+        files.append({"path": f"{STORE_DIR}/{rel}", "size": size, "sha256": digest})
+    ident = store.identity
+    doc: dict[str, Any] = {
+        "format": BUNDLE_FORMAT, "version": BUNDLE_VERSION, "memctl_version": __version__,
+        "exported": _iso_now(now),
+        "project": {"slug": store.slug, "slug_source": store.slug_source,
+                    "root": str(ident.root) if ident else None,
+                    "kind": ident.kind if ident else None, "store": str(store.path)},
+        "with_backups": with_backups,
+        "database": staged.database,
+        "files": files,
+        "skipped": sorted(staged.skipped, key=lambda s: s["path"]),
+        **audit_store(stage_dir, store.slug),
+    }
+    doc["digest"] = hashlib.sha256(canonical(doc)).hexdigest()
+    return doc
+
+
+class _Counting(io.RawIOBase):
+    def __init__(self, out: IO[bytes]) -> None:
+        self.out = out
+        self.n = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b: Any) -> int:  # type: ignore[override]
+        data = bytes(b)
+        self.out.write(data)
+        self.n += len(data)
+        return len(data)
+
+
+def _tarinfo(name: str, size: int, mtime: int, *, directory: bool = False) -> tarfile.TarInfo:
+    ti = tarfile.TarInfo(name)
+    ti.size = size
+    ti.mode = 0o700 if directory else 0o600
+    ti.mtime = mtime
+    ti.type = tarfile.DIRTYPE if directory else tarfile.REGTYPE
+    ti.uid = ti.gid = 0
+    ti.uname = ti.gname = ""
+    return ti
+
+
+def write_bundle(out: IO[bytes], stage_dir: Path, manifest: dict[str, Any],
+                 compression: str | None) -> tuple[str, int]:
+    """The archive: manifest.json, then every file in manifest order, each
+    directory (mode 0700, so that ``tar -x`` gives the store its modes) just
+    before its first file.  Returns (sha256 of the manifest's bytes, archive bytes written)."""
+    data = canonical(manifest) + b"\n"
+    counter = _Counting(out)
+    mtime = int(datetime.strptime(manifest["exported"][:19], "%Y-%m-%dT%H:%M:%S")
+                .replace(tzinfo=timezone.utc).timestamp())
+    mode = "w|gz" if compression == "gzip" else "w|"
+    with tarfile.open(fileobj=counter, mode=mode, format=tarfile.PAX_FORMAT,  # type: ignore[call-overload]
+                      encoding="utf-8") as tf:
+        tf.addfile(_tarinfo(MANIFEST, len(data), mtime), io.BytesIO(data))
+        tf.addfile(_tarinfo(STORE_DIR + "/", 0, mtime, directory=True))
+        dirs = {STORE_DIR}
+        for entry in manifest["files"]:
+            rel = entry["path"][len(STORE_DIR) + 1:]
+            parent = entry["path"].rpartition("/")[0]
+            if parent not in dirs:
+                dirs.add(parent)
+                tf.addfile(_tarinfo(parent + "/", 0, mtime, directory=True))
+            with open(stage_dir / rel, "rb") as fh:
+                tf.addfile(_tarinfo(entry["path"], entry["size"], mtime), fh)
+    return hashlib.sha256(data).hexdigest(), counter.n
+
+
+def export_bundle(store: Store, out: IO[bytes], *, compression: str | None = None,
+                  with_backups: bool = False, now: float | None = None) -> ExportResult:
+    """Write a bundle of ``store`` to the binary stream ``out``.  Reads the store only."""
+    store.require()
+    tmp = Path(tempfile.mkdtemp(prefix="memctl-export-"))
+    try:
+        os.chmod(tmp, 0o700)
+        stage_dir = tmp / STORE_DIR
+        staged = _stage(store, stage_dir, with_backups)
+        manifest = build_manifest(store, staged, stage_dir, with_backups=with_backups,
+                                  now=time.time() if now is None else now)
+        digest, n = write_bundle(out, stage_dir, manifest, compression)
+        return ExportResult(None, compression, manifest, digest, len(manifest["files"]), n)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _inside(child: Path, parent: Path) -> bool:
+    try:
+        Path(os.path.realpath(child)).relative_to(os.path.realpath(parent))
+        return True
+    except ValueError:
+        return False
+
+
+def export_to_file(store: Store, output: str | os.PathLike[str], *,
+                   with_backups: bool = False, now: float | None = None) -> ExportResult:
+    """Write a bundle to a new file ``output`` (never inside the store; an
+    existing file is a conflict).  Written to a temporary file beside it, then
+    linked into place, so that a failed export leaves nothing behind."""
+    target = Path(os.path.abspath(os.fspath(output)))
+    store.require()
+    if _inside(target.parent, store.path):
+        raise UsageError(f"{target}: inside the store being exported; export is a read "
+                         "command and writes nothing there")
+    if os.path.lexists(target):
+        raise Conflict(f"{target}: already exists; not overwritten")
+    if not os.path.isdir(target.parent):
+        raise NotFound(f"{target.parent}: no such directory")
+    from .atomic import fsync_dir, temp_name
+
+    tmp = temp_name(target)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        raise StoreWriteError(f"{target}: cannot create: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            res = export_bundle(store, fh, compression=compression_for(target.name),
+                                with_backups=with_backups, now=now)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, target)
+        except FileExistsError:
+            raise Conflict(f"{target}: appeared meanwhile; not overwritten") from None
+        except OSError as exc:
+            raise StoreWriteError(f"{target}: cannot create: {exc.strerror}") from None
+        fsync_dir(target.parent)
+    except OSError as exc:
+        raise StoreWriteError(f"{target}: cannot write: {exc.strerror}") from None
+    finally:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+    res.output = str(target)
+    return res
+
+
+# --------------------------------------------------------------------------
+# Verify
+
+
+@dataclass(frozen=True)
+class Problem:
+    kind: str          # archive, manifest, changed, missing, added, refused, order, duplicate,
+    path: str | None   # validate, facts
+    detail: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "path": self.path, "detail": self.detail}
+
+
+@dataclass
+class VerifyReport:
+    bundle: str
+    kind: str                               # "archive" or "directory"
+    compression: str | None = None
+    manifest: dict[str, Any] | None = None
+    manifest_sha256: str | None = None
+    problems: list[Problem] = field(default_factory=list)
+    files_checked: int = 0
+    audit: dict[str, Any] | None = None     # recomputed {"validate", "facts"}
+    facts: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def add(self, kind: str, path: str | None, detail: str) -> None:
+        self.problems.append(Problem(kind, path, detail))
+
+    def counts(self) -> dict[str, int]:
+        out = {k: 0 for k in ("changed", "missing", "added", "refused")}
+        for p in self.problems:
+            if p.kind in out:
+                out[p.kind] += 1
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        m = self.manifest or {}
+        validate = (self.audit or {}).get("validate")
+        return {
+            "ok": self.ok, "exit_code": 0 if self.ok else 1, "bundle": self.bundle,
+            "kind": self.kind, "compression": self.compression,
+            "manifest_sha256": self.manifest_sha256,
+            "manifest": {k: m.get(k) for k in ("format", "version", "memctl_version", "exported",
+                                              "project", "with_backups", "database")}
+            if self.manifest is not None else None,
+            "files": {"checked": self.files_checked, **self.counts()},
+            "problems": [p.to_json() for p in self.problems],
+            "validate": {k: v for k, v in validate.items() if k != "findings_list"}
+            if validate is not None else None,
+            "findings": validate.get("findings_list") if validate is not None else None,
+            "facts": self.facts,
+        }
+
+
+_SAFE_PART = re.compile(r"^[^\x00/]+$")
+
+
+def _member_problem(name: str) -> str | None:
+    """Why a member name may not be written below the target, or None."""
+    if not name or name.startswith("/") or "\\" in name or "\x00" in name:
+        return "absolute or malformed path"
+    parts = name.split("/")
+    if parts and parts[-1] == "":
+        parts = parts[:-1]       # a directory member "store/"
+    for part in parts:
+        if part in ("", ".", ".."):
+            return "'..', '.' or an empty component in the path"
+        if not _SAFE_PART.match(part):
+            return "malformed path"
+    return None
+
+
+def _kind_name(ti: tarfile.TarInfo) -> str:
+    if ti.issym():
+        return "symbolic link"
+    if ti.islnk():
+        return "hard link"
+    if ti.ischr() or ti.isblk():
+        return "device"
+    if ti.isfifo():
+        return "FIFO"
+    if ti.isdir():
+        return "directory"
+    return f"member type {ti.type!r}"
+
+
+def _parse_manifest(data: bytes, rep: VerifyReport) -> dict[str, Any] | None:
+    rep.manifest_sha256 = hashlib.sha256(data).hexdigest()
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        rep.add("manifest", MANIFEST, f"not valid JSON ({exc}); nothing can be compared")
+        return None
+    if not isinstance(doc, dict) or doc.get("format") != BUNDLE_FORMAT:
+        rep.add("manifest", MANIFEST, f"not a {BUNDLE_FORMAT} manifest")
+        return None
+    if doc.get("version") != BUNDLE_VERSION:
+        rep.add("manifest", MANIFEST, f"bundle format version {doc.get('version')!r}; this "
+                f"memctl reads version {BUNDLE_VERSION}")
+        return None
+    body = {k: v for k, v in doc.items() if k != "digest"}
+    if doc.get("digest") != hashlib.sha256(canonical(body)).hexdigest():
+        rep.add("manifest", MANIFEST, "changed: its digest does not match its content")
+    elif canonical(doc) + b"\n" != data:
+        rep.add("manifest", MANIFEST, "changed: not in its canonical byte form")
+    files = doc.get("files")
+    project = doc.get("project")
+    if (not isinstance(files, list) or not all(
+            isinstance(f, dict) and isinstance(f.get("path"), str) and isinstance(f.get("size"), int)
+            and isinstance(f.get("sha256"), str) for f in files)
+            or not isinstance(project, dict) or not isinstance(project.get("slug"), str)):
+        rep.add("manifest", MANIFEST, "malformed: files or project missing")
+        return None
+    rep.manifest = doc
+    return doc
+
+
+class _Refused(Exception):
+    pass
+
+
+class _Unpacker:
+    """Writes regular members below ``root`` only (a fresh private directory
+    that nothing else writes to: every path was checked by ``_member_problem``,
+    and nothing here creates a link)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def write(self, name: str, src: IO[bytes]) -> tuple[int, str]:
+        parts = name.split("/")
+        d = self.root
+        try:
+            for part in parts[:-1]:
+                d = d / part
+                try:
+                    os.mkdir(d, 0o700)
+                except FileExistsError:
+                    if not stat.S_ISDIR(os.lstat(d).st_mode):
+                        raise _Refused("a file is in the way; not unpacked") from None
+            fd = os.open(d / parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, 0o600)
+        except FileExistsError:
+            raise _Refused("a directory or file is in the way; not unpacked") from None
+        except OSError as exc:
+            raise _Refused(f"cannot unpack: {exc.strerror}") from None
+        h = hashlib.sha256()
+        n = 0
+        try:
+            while True:
+                chunk = src.read(CHUNK)   # read errors: the archive's (callers report them)
+                if not chunk:
+                    break
+                h.update(chunk)
+                n += len(chunk)
+                try:
+                    write_all(fd, chunk)
+                except OSError as exc:
+                    raise StoreWriteError(f"cannot unpack {name} into a temporary directory: "
+                                          f"{exc.strerror}") from None
+        finally:
+            os.close(fd)
+        return n, h.hexdigest()
+
+
+def _hash_stream(src: IO[bytes]) -> tuple[int, str]:
+    h = hashlib.sha256()
+    n = 0
+    while True:
+        chunk = src.read(CHUNK)
+        if not chunk:
+            return n, h.hexdigest()
+        h.update(chunk)
+        n += len(chunk)
+
+
+def _read_archive(path: Path, root: Path, rep: VerifyReport) -> dict[str, tuple[int, str]]:
+    """Check and unpack the archive at ``path`` into ``root``: the members seen
+    ({name: (size, sha256)}, in archive order), problems added to ``rep``."""
+    seen: dict[str, tuple[int, str]] = {}
+    try:
+        raw = open(path, "rb")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise StoreCorrupt(f"{path}: cannot read: {exc.strerror}") from None
+    unpack = _Unpacker(root)
+    last = None
+    try:
+        magic = raw.read(2)
+        raw.seek(0)
+        src: IO[bytes] = raw
+        if magic == b"\x1f\x8b":
+            rep.compression = "gzip"
+            src = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]
+        try:
+            tf = tarfile.open(fileobj=src, mode="r:", encoding="utf-8")
+        except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+            rep.add("archive", None, f"not a tar archive ({exc})")
+            return seen
+        index = 0
+        while True:
+            try:
+                ti = tf.next()
+            except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+                rep.add("archive", last, f"truncated or corrupt after {last or 'the start'} ({exc})")
+                return seen
+            if ti is None:
+                break
+            name = ti.name
+            first = index == 0
+            index += 1
+            why = _member_problem(name)
+            if why is not None:
+                rep.add("refused", name, f"{why}; not unpacked")
+                continue
+            if ti.isdir():
+                continue
+            if not (ti.type in (tarfile.REGTYPE, tarfile.AREGTYPE)):
+                rep.add("refused", name, f"{_kind_name(ti)}; not unpacked")
+                continue
+            if name in seen:
+                rep.add("duplicate", name, "appears twice in the archive; the second is ignored")
+                continue
+            fh = tf.extractfile(ti)
+            assert fh is not None
+            try:
+                if name == MANIFEST:
+                    if not first:
+                        rep.add("order", MANIFEST, "manifest.json is not the first member")
+                    if ti.size > MANIFEST_MAX_BYTES:
+                        rep.add("manifest", MANIFEST, f"{ti.size} bytes: too large")
+                        seen[name] = _hash_stream(fh)
+                    else:
+                        data = fh.read()
+                        seen[name] = (len(data), hashlib.sha256(data).hexdigest())
+                        _parse_manifest(data, rep)
+                elif name.startswith(STORE_DIR + "/"):
+                    seen[name] = unpack.write(name, fh)
+                else:
+                    seen[name] = _hash_stream(fh)
+            except _Refused as exc:
+                rep.add("refused", name, str(exc))
+                continue
+            except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+                rep.add("archive", name, f"truncated or corrupt inside {name} ({exc})")
+                return seen
+            last = name
+        # tarfile stops quietly at a short or garbled header: insist on the
+        # end-of-archive marker (two zero blocks) where the members end.
+        try:
+            src.seek(tf.offset)
+            tail = src.read(2 * tarfile.BLOCKSIZE)
+        except (EOFError, OSError, zlib.error) as exc:
+            rep.add("archive", last, f"truncated after {last or 'the start'} ({exc})")
+            return seen
+        if len(tail) < 2 * tarfile.BLOCKSIZE or tail.strip(b"\0"):
+            rep.add("archive", last, f"truncated or corrupt after {last or 'the start'}: no "
+                    "end-of-archive marker")
+        if rep.compression == "gzip":
+            try:
+                while src.read(CHUNK):
+                    pass
+            except (EOFError, OSError, zlib.error) as exc:
+                rep.add("archive", None, f"compressed stream truncated or corrupt ({exc})")
+    finally:
+        raw.close()
+    return seen
+
+
+def _read_directory(path: Path, rep: VerifyReport) -> dict[str, tuple[int, str]]:
+    """Hash every file of an unpacked bundle, never following a link."""
+    seen: dict[str, tuple[int, str]] = {}
+    stack = [("", path)]
+    while stack:
+        rel, d = stack.pop()
+        try:
+            entries = sorted(os.scandir(d), key=lambda e: e.name)
+        except OSError as exc:
+            rep.add("refused", rel or ".", f"cannot list: {exc.strerror}")
+            continue
+        for e in entries:
+            r = f"{rel}{e.name}"
+            st = e.stat(follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode):
+                rep.add("refused", r, "symbolic link; not followed")
+            elif stat.S_ISDIR(st.st_mode):
+                stack.append((r + "/", Path(e.path)))
+            elif not stat.S_ISREG(st.st_mode):
+                rep.add("refused", r, "not a regular file")
+            else:
+                try:
+                    seen[r] = _sha256_file(Path(e.path))
+                except OSError as exc:
+                    rep.add("refused", r, f"cannot read: {exc.strerror}")
+    if MANIFEST not in seen:
+        if not any(p.path == MANIFEST for p in rep.problems):
+            rep.add("manifest", MANIFEST, "missing")
+    else:
+        fd = os.open(path / MANIFEST, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC)
+        try:
+            data = b""
+            while len(data) <= MANIFEST_MAX_BYTES:
+                chunk = os.read(fd, CHUNK)
+                if not chunk:
+                    break
+                data += chunk
+        finally:
+            os.close(fd)
+        if len(data) > MANIFEST_MAX_BYTES:
+            rep.add("manifest", MANIFEST, "too large")
+        else:
+            _parse_manifest(data, rep)
+    return seen
+
+
+def _compare_files(seen: dict[str, tuple[int, str]], manifest: dict[str, Any],
+                   rep: VerifyReport, *, ordered: bool) -> None:
+    listed = {f["path"]: f for f in manifest["files"]}
+    for f in manifest["files"]:
+        got = seen.get(f["path"])
+        if got is None:
+            rep.add("missing", f["path"], "listed in the manifest, not in the bundle")
+        elif got != (f["size"], f["sha256"]):
+            rep.add("changed", f["path"], f"size {got[0]}, sha256 {got[1][:16]}...; the manifest "
+                    f"says size {f['size']}, sha256 {f['sha256'][:16]}...")
+    for name in seen:
+        if name != MANIFEST and name not in listed:
+            rep.add("added", name, "in the bundle, not in the manifest")
+    rep.files_checked = sum(1 for n in seen if n in listed)
+    if ordered:
+        order = [n for n in seen if n in listed]
+        want = [f["path"] for f in manifest["files"] if f["path"] in seen]
+        for got_name, want_name in zip(order, want):
+            if got_name != want_name:
+                rep.add("order", got_name, f"member out of order: the manifest lists {want_name} "
+                        "here")
+                break
+
+
+def _compare_audit(got: dict[str, Any], manifest: dict[str, Any], rep: VerifyReport) -> None:
+    want_v = manifest.get("validate") or {}
+    got_v = got["validate"]
+    for key in sorted(set(want_v) | set(got_v)):
+        if key == "findings_list":
+            continue
+        if want_v.get(key) != got_v.get(key):
+            rep.add("validate", None, f"summary {key}: {_short(got_v.get(key))}; at export: "
+                    f"{_short(want_v.get(key))}")
+    want_f = {canonical(f) for f in want_v.get("findings_list") or []}
+    got_f = {canonical(f) for f in got_v.get("findings_list") or []}
+    for f in sorted(got_f - want_f):
+        d = orjson.loads(f)
+        rep.add("validate", d.get("file"), f"new finding {d.get('code')}: {d.get('message')}")
+    for f in sorted(want_f - got_f):
+        d = orjson.loads(f)
+        rep.add("validate", d.get("file"), f"finding at export no longer found: {d.get('code')}: "
+                f"{d.get('message')}")
+    want_facts = manifest.get("facts") or {}
+    got_facts = got["facts"]
+    if want_facts.get("error") != got_facts.get("error"):
+        rep.add("facts", FACTS_DB, f"facts: {_short(got_facts.get('error'))}; at export: "
+                f"{_short(want_facts.get('error'))}")
+    want_rows = {r.get("fact_id"): r for r in want_facts.get("rows") or [] if isinstance(r, dict)}
+    got_rows = {r["fact_id"]: r for r in got_facts.get("rows") or []}
+    rows = []
+    for fid in sorted(set(want_rows) | set(got_rows), key=str):
+        g, w = got_rows.get(fid), want_rows.get(fid)
+        same = g == w
+        rows.append({"fact_id": fid,
+                     "revision": (g or w or {}).get("revision"),
+                     "status": g.get("status") if g else None,
+                     "reason": g.get("reason") if g else None,
+                     "manifest_status": w.get("status") if w else None,
+                     "manifest_reason": w.get("reason") if w else None,
+                     "same": same})
+        if same:
+            continue
+        if w is None:
+            rep.add("facts", None, f"fact {fid}: not in the manifest")
+        elif g is None:
+            rep.add("facts", None, f"fact {fid}: in the manifest, not in the database")
+        else:
+            diff = [k for k in FACT_FIELDS if g.get(k) != w.get(k)]
+            rep.add("facts", None, f"fact {fid}: {', '.join(diff)} differ: now "
+                    f"{g.get('status')} ({g.get('reason')}), at export {w.get('status')} "
+                    f"({w.get('reason')})")
+    rep.facts = rows
+
+
+def _short(v: Any) -> str:
+    text = orjson.dumps(v, option=orjson.OPT_SORT_KEYS).decode()
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def verify_bundle(path: str | os.PathLike[str]) -> VerifyReport:
+    """Verify a bundle (an archive, or a directory it was unpacked into).
+    Writes nothing but a private temporary directory, removed afterwards."""
+    p = Path(os.path.abspath(os.fspath(path)))
+    try:
+        st = os.lstat(p)
+    except FileNotFoundError:
+        raise NotFound(f"{p}: no such bundle") from None
+    except OSError as exc:
+        raise StoreCorrupt(f"{p}: cannot stat: {exc.strerror}") from None
+    if stat.S_ISLNK(st.st_mode):
+        st = os.stat(p)  # a bundle named through a link is the user's choice; its members never are
+    if stat.S_ISDIR(st.st_mode):
+        rep = VerifyReport(str(p), "directory")
+        seen = _read_directory(p, rep)
+        if rep.manifest is not None:
+            _compare_files(seen, rep.manifest, rep, ordered=False)
+            store_dir = p / STORE_DIR
+            if os.path.isdir(store_dir) and not os.path.islink(store_dir):
+                _audit_into(rep, store_dir)
+            else:
+                rep.add("missing", STORE_DIR + "/", "the bundle has no store directory")
+        return rep
+    if not stat.S_ISREG(st.st_mode):
+        raise UsageError(f"{p}: not a file or directory")
+    rep = VerifyReport(str(p), "archive")
+    tmp = Path(tempfile.mkdtemp(prefix="memctl-verify-"))
+    try:
+        os.chmod(tmp, 0o700)
+        seen = _read_archive(p, tmp, rep)
+        if rep.manifest is None and MANIFEST not in seen and not any(
+                pr.kind in ("manifest", "archive") for pr in rep.problems):
+            rep.add("manifest", MANIFEST, "missing")
+        if rep.manifest is not None:
+            _compare_files(seen, rep.manifest, rep, ordered=True)
+            store_dir = tmp / STORE_DIR
+            if not store_dir.exists():
+                os.mkdir(store_dir, 0o700)
+            _audit_into(rep, store_dir)
+        return rep
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _audit_into(rep: VerifyReport, store_dir: Path) -> None:
+    assert rep.manifest is not None
+    got = audit_store(store_dir, rep.manifest["project"]["slug"])
+    rep.audit = got
+    _compare_audit(got, rep.manifest, rep)
+
+
+__all__ = ["export_bundle", "export_to_file", "verify_bundle", "audit_store", "VerifyReport",
+           "ExportResult", "Problem", "compression_for", "BUNDLE_FORMAT", "BUNDLE_VERSION"]

@@ -1,0 +1,286 @@
+"""One entry point that wires a project: :func:`open_project` -> :class:`Project`.
+
+The agent opens its project once and gets the store, the project's
+:class:`~lecode_memctl.core.facts.FactStore` and a
+:class:`~lecode_memctl.core.sessions.SessionStore` whose exclusions are that
+FactStore's, so no read of a transcript can forget the project's forgets.
+``docs/API.md`` walks through a whole session with it.
+
+Reads create nothing: opening a project touches no file; reading sessions,
+recalling and building the memory section before the first write open the
+facts database read-only (or not at all when it does not exist).  The
+FactStore writer is opened at the first use of :attr:`Project.facts` (or of
+:meth:`Project.remember`, :meth:`Project.correct`, :meth:`Project.forget`),
+and ``facts.sqlite3`` is created by the first write, never by a read.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .config import ConfigDir, MemoryConfig, load_memory_config, resolve_config_dir
+from .errors import UsageError
+from .layout import Store, store_at, store_for_project
+from .sessions import SessionStore, StoreExclusions, check_range
+from .sourceref import SourceRef
+
+if TYPE_CHECKING:  # imported lazily: sqlite3 is loaded by the first facts access
+    from .context import MemorySection
+    from .facts import Fact, FactStore, RememberResult
+
+
+class _ProjectExclusions:
+    """The project's ExclusionReader: the FactStore writer once it holds a
+    connection (it sees its own forgets at once), else the store's
+    ``facts.sqlite3`` read read-only on each use."""
+
+    def __init__(self, project: "Project") -> None:
+        self._project = project
+
+    def _reader(self) -> Any:
+        fs = self._project._facts
+        if fs is not None and fs.exists:
+            return fs
+        return self._project._file_exclusions
+
+    def generation(self) -> int:
+        return self._reader().generation()
+
+    def excluded_seqs(self, session_id: str) -> frozenset[int]:
+        return self._reader().excluded_seqs(session_id)
+
+
+class Project:
+    """A project's store, its facts and its sessions, wired together.
+
+    Attributes: ``store`` (:class:`Store`), ``config_dir`` (:class:`ConfigDir`),
+    ``sessions`` (:class:`SessionStore` bound to this project's exclusions),
+    ``facts`` (the :class:`FactStore` writer, opened at first use) and
+    ``config`` (the ``[memory]`` settings, read at first use).  Use it as a
+    context manager, or call :meth:`close`.
+    """
+
+    def __init__(self, store: Store, config_dir: ConfigDir) -> None:
+        self.store = store
+        self.config_dir = config_dir
+        self._facts: FactStore | None = None
+        self._file_exclusions = StoreExclusions(store.facts_db)
+        self._exclusions = _ProjectExclusions(self)
+        self.sessions = SessionStore(store, exclusions=self._exclusions)
+        self._config: MemoryConfig | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"Project(store={os.fspath(self.store.path)!r})"
+
+    # ---- what it holds ---------------------------------------------------
+
+    @property
+    def slug(self) -> str:
+        return self.store.slug
+
+    @property
+    def root(self) -> Path | None:
+        """The project root (None for a store given directly with ``store=``)."""
+        return self.store.identity.root if self.store.identity is not None else None
+
+    @property
+    def config(self) -> MemoryConfig:
+        """The effective ``[memory]`` settings of ``<config dir>/config.toml``."""
+        if self._config is None:
+            self._config = load_memory_config(self.config_dir.path)
+        return self._config
+
+    @property
+    def facts(self) -> "FactStore":
+        """The FactStore writer.  Creating it creates no file; the database is
+        created by the first write.  On an existing database it connects for
+        writing (WAL, and an older schema is migrated), as the agent's writer
+        does; use the read methods below to read without writing."""
+        self._check_open()
+        fs = self._facts
+        if fs is None or (not fs.exists and os.path.lexists(self.store.facts_db)):
+            # None yet, or opened before another process created the database:
+            # a FactStore without a connection would never see that database.
+            from .facts import FactStore
+
+            fs = self._facts = FactStore(self.store.facts_db)
+        return fs
+
+    @contextmanager
+    def _reading(self) -> Iterator["FactStore"]:
+        """The writer when it holds a connection, else a read-only FactStore
+        for the duration of one call (no file created or changed)."""
+        self._check_open()
+        fs = self._facts
+        if fs is not None and fs.exists:
+            yield fs
+            return
+        from .facts import FactStore
+
+        with FactStore.open_readonly(self.store.facts_db) as ro:
+            yield ro
+
+    # ---- writes (validated evidence, exclusions checked in the transaction)
+
+    def remember(self, text: str, ref: SourceRef, *, deduplicate: bool = False,
+                 expected_generation: int | None = None) -> "RememberResult":
+        """``FactStore.remember`` with this project's sessions."""
+        return self.facts.remember(text, ref, sessions=self.sessions, deduplicate=deduplicate,
+                                   expected_generation=expected_generation)
+
+    def correct(self, fact_id: str, text: str, *, expected_revision: int, ref: SourceRef,
+                expected_generation: int | None = None) -> "Fact":
+        """``FactStore.correct`` with this project's sessions."""
+        return self.facts.correct(fact_id, text, expected_revision=expected_revision, ref=ref,
+                                  sessions=self.sessions, expected_generation=expected_generation)
+
+    def forget(self, fact_id: str) -> bool:
+        """``FactStore.forget``: True the first time, False on a retry."""
+        return self.facts.forget(fact_id)
+
+    # ---- reads (create nothing) ------------------------------------------
+
+    def generation(self) -> int:
+        """The project's exclusion generation (stamp it as ``epoch`` on generated messages)."""
+        self._check_open()
+        return self._exclusions.generation()
+
+    def recall(self, fact_id: str, *, offset: int = 0, limit: int | None = None) -> dict[str, Any]:
+        """memory_recall by fact id (:func:`lecode_memctl.core.facts.recall`)."""
+        from .facts import recall
+
+        with self._reading() as fs:
+            return recall(fs, self.sessions, fact_id, offset=offset, limit=limit)
+
+    def read_range(self, session_id: str, start: int, end: int, *, offset: int = 0,
+                   limit: int | None = None) -> dict[str, Any]:
+        """memory_recall by session range (:func:`read_range`)."""
+        self._check_open()
+        return read_range(self.sessions, session_id, start, end, offset=offset, limit=limit)
+
+    def list_facts(self, *, offset: int = 0, limit: int = 20,
+                   session_id: str | None = None) -> dict[str, Any]:
+        """memory_list: one page of facts with their status (:func:`facts_page`)."""
+        from .facts import facts_page
+
+        with self._reading() as fs:
+            return facts_page(fs, self.sessions, offset=offset, limit=limit,
+                              session_id=session_id)
+
+    def memory_section(self, *, explain: bool = False) -> "MemorySection":
+        """The memory section to inject (:func:`build_memory_section`)."""
+        from .context import build_memory_section
+
+        config = self.config
+        with self._reading() as fs:
+            return build_memory_section(self.store, config, fs, self.sessions, explain=explain)
+
+    # ---- lifetime --------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise UsageError("the project is closed")
+
+    def close(self) -> None:
+        """Close the FactStore and the SessionStore.  Idempotent."""
+        self._closed = True
+        if self._facts is not None:
+            self._facts.close()
+        self.sessions.close()
+
+    def __enter__(self) -> "Project":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_project(path: str | os.PathLike[str] | None = None, *,
+                 config_dir: str | os.PathLike[str] | None = None,
+                 store: str | os.PathLike[str] | None = None) -> Project:
+    """Open the project of working directory ``path`` (default: the current
+    directory): its store is ``<config dir>/memory/<slug of the project root>/``
+    (store contract).  ``config_dir`` is resolved as ``--config-dir`` is
+    (option, ``$LECODE_CONFIG_DIR``, ``$XDG_CONFIG_HOME/lecode``,
+    ``~/.config/lecode``).  ``store`` names a store directory directly, as
+    memctl's ``--store`` does (no project identity; ``path`` must then be
+    left out).  Nothing is created or opened: a new project's store appears
+    with its first write."""
+    if store is not None and path is not None:
+        raise UsageError("open_project: give a project path or a store, not both")
+    cfg = resolve_config_dir(config_dir)
+    if store is not None:
+        st = store_at(store)
+    else:
+        where = os.getcwd() if path is None else os.fspath(path)
+        if not os.path.isdir(where):
+            raise UsageError(f"open_project: {where} is not a directory")
+        st = store_for_project(cfg.path, where)
+    return Project(st, cfg)
+
+
+def read_range(sessions: SessionStore, session_id: str, start: int, end: int, *,
+               offset: int = 0, limit: int | None = None) -> dict[str, Any]:
+    """Direct session recall (memory_recall with session_id, start_seq,
+    end_seq; ``memctl sessions recall``): a validated snapshot of the visible
+    messages of ``start..end`` (inclusive, at most 200 positions; purpose
+    ``working``) as one JSON document of at most 16,384 bytes, with a
+    character page of ``source_text`` from ``offset`` and ``next_offset``
+    (None on the last page).  Each page is a new snapshot: compare
+    ``source.digest`` before joining pages."""
+    from .paging import DEFAULT_LIMIT, page_document
+
+    check_range(start, end, max_span=200)
+    snap = sessions.source_snapshot(session_id, start, end, "working")
+    meta = range_meta(session_id, start, end, snap)
+    doc, _page = page_document(meta, snap.messages(), offset=offset,
+                               limit=DEFAULT_LIMIT if limit is None else limit)
+    return doc
+
+
+def _by_reason(hidden: dict[int, str]) -> dict[str, list[int]]:
+    """{reason: [seq, ...]} of the hidden message positions."""
+    out: dict[str, list[int]] = {}
+    for seq, reason in sorted(hidden.items()):
+        out.setdefault(reason, []).append(seq)
+    return out
+
+
+def _reasons_by_seq(hidden: dict[int, str]) -> dict[str, str]:
+    """{"seq": reason} for each hidden message position, in seq order (a JSON
+    object: compact enough that 200 positions fit the 16 KiB page cap)."""
+    return {str(seq): reason for seq, reason in sorted(hidden.items())}
+
+
+def range_meta(session_id: str, start: int, end: int, snap: Any) -> dict[str, Any]:
+    """The metadata of every page of a range read (:func:`read_range`): the
+    status (valid) and reason (None), the source reference, and the reason
+    of each hidden position, grouped (``hidden``) and by seq
+    (``hidden_reasons``)."""
+    return {"session_id": session_id, "start": start, "end": end, "last_seq": snap.last_seq,
+            "purpose": "working", "status": "valid", "reason": None,
+            "source": snap.ref.to_json(), "hidden": _by_reason(snap.hidden),
+            "hidden_reasons": _reasons_by_seq(snap.hidden)}
+
+
+def hidden_range(session_id: str, start: int, end: int, exc: Any) -> dict[str, Any]:
+    """What a range read with no visible message says, as data (``exc`` is
+    the :class:`SpanHidden` that :func:`read_range` raised): status and
+    reason as recall gives them (hidden with cleared, undone, excluded or
+    epoch; stale with not_message when the range holds only events), the
+    first hidden position, and the reason of each hidden position."""
+    from .sourceref import status_for
+
+    st = status_for(exc.reason)
+    return {"session_id": session_id, "start": start, "end": end, "last_seq": exc.last_seq,
+            "purpose": "working", "status": st.status, "reason": exc.reason, "seq": exc.seq,
+            "source": None, "hidden": _by_reason(exc.hidden),
+            "hidden_reasons": _reasons_by_seq(exc.hidden)}
+
+
+__all__ = ["Project", "open_project", "read_range", "range_meta", "hidden_range"]

@@ -1,0 +1,95 @@
+"""Builders shared by the test files: the stores, worlds and tables that several
+files used to build each for itself.  Fixtures that hand these out are in
+``conftest.py``; this module holds plain functions and constants, so a test
+file (or a snippet run in a child process) can import them directly."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+SLUG = "proj-0123456789ab"   # the slug of the hand-built stores (<tmp>/memory/SLUG)
+
+R = TypeVar("R")
+C = TypeVar("C")
+
+
+# ---------------------------------------------------------------- two speeds
+
+def diagonal(rows: Sequence[R], cols: Sequence[C]) -> set[tuple[R, C]]:
+    """The cells of a rows x cols matrix that the inner loop (``-m "not sweep"``)
+    keeps: cell i pairs ``rows[i % len(rows)]`` with ``cols[i % len(cols)]`` for
+    i < max(len(rows), len(cols)), so every row and every column runs at least
+    once.  The full command runs every cell."""
+    n = max(len(rows), len(cols))
+    return {(rows[i % len(rows)], cols[i % len(cols)]) for i in range(n)}
+
+
+def sweep_unless(keep: bool) -> list[pytest.MarkDecorator]:
+    """``marks=`` for a ``pytest.param``: the ``sweep`` marker unless ``keep``."""
+    return [] if keep else [pytest.mark.sweep]
+
+
+def sample_steps(total: int) -> list[int]:
+    """The steps of an every-step sweep that the inner loop keeps: the first,
+    the middle and the last of ``total``."""
+    return sorted({1, (total + 1) // 2, total} - {0})
+
+
+# every step (the full command) or a sample of them (the inner loop), for a
+# sweep parametrized with @pytest.mark.parametrize("steps", STEPS)
+STEPS = [pytest.param("every", marks=pytest.mark.sweep), "first-middle-last"]
+
+
+# ---------------------------------------------------------------- the demo store
+
+def copy_demo(demo, dst: Path) -> Path:
+    """A private copy of a ``core.demo.build_demo`` tree (config dir and the
+    project around it) at ``dst``; returns the copy's store directory (same slug:
+    the slug is the template project's)."""
+    shutil.copytree(demo.base, dst, symlinks=True)
+    return dst / demo.store.path.relative_to(demo.base)
+
+
+@dataclass
+class DemoWorld:
+    """The demo's config dir as a template, for tests that run commands against
+    fresh copies of it with ``LECODE_CONFIG_DIR=COPY`` from the template project."""
+
+    template: Path             # pristine config dir (never touched by a test)
+    project: Path              # cwd for every command
+    slug: str
+    facts: dict[str, str]
+    planted: str
+    legacy_slug: str
+
+    def store(self, cfg: Path) -> Path:
+        return cfg / "memory" / self.slug
+
+    def legacy(self, cfg: Path) -> Path:
+        return cfg / "memory" / self.legacy_slug
+
+    def fresh(self, cfg: Path) -> Path:
+        shutil.rmtree(cfg, ignore_errors=True)
+        shutil.copytree(self.template, cfg, symlinks=True)
+        return cfg
+
+
+def world_of(demo) -> DemoWorld:
+    """The ``DemoWorld`` of a built demo (the demo itself stays untouched)."""
+    legacy = [p.name for p in (demo.config_dir / "memory").iterdir() if p.name != demo.store.slug]
+    assert len(legacy) == 1
+    return DemoWorld(demo.config_dir, demo.project, demo.store.slug, dict(demo.facts),
+                     demo.planted, legacy[0])
+
+
+def build_world(base: Path) -> DemoWorld:
+    """Build a demo under ``base`` and return its ``DemoWorld``."""
+    from lecode_memctl.core.demo import build_demo
+
+    return world_of(build_demo(base))

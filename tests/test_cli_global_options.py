@@ -1,0 +1,82 @@
+"""Global options are also accepted after the command name (issue 12.4):
+``memctl forget ID --no-color`` used to be 'No such option'."""
+
+from __future__ import annotations
+
+import os
+
+import orjson
+import pytest
+
+from lecode_memctl.cli.registry import COMMANDS
+
+from .conftest import run_cli, run_proc
+
+
+def where(*args: str) -> dict:
+    r = run_cli(*args)
+    assert r.exit_code == 0, r.stderr
+    return orjson.loads(r.stdout_bytes)
+
+
+def test_store_after_the_command(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert where("where", "--json", "--store", str(a))["store"] == str(a)
+    # given after the command name, it wins over the one given before it
+    assert where("--store", str(a), "where", "--store", str(b), "--json")["store"] == str(b)
+
+
+def test_project_and_config_dir_after_the_command(tmp_path):
+    proj, cfg = tmp_path / "proj", tmp_path / "cfg"
+    proj.mkdir()
+    doc = where("where", "--json", "-C", str(proj), "--config-dir", str(cfg))
+    assert doc["root"] == str(proj)
+    assert doc["config_dir"] == str(cfg) and doc["store"].startswith(str(cfg / "memory"))
+    doc = where("--project", str(tmp_path), "where", "--json", "--project", str(proj))
+    assert doc["root"] == str(proj)
+
+
+def test_no_color_after_the_command_is_accepted(tmp_path):
+    r = run_cli("--store", str(tmp_path), "forget", "0123456789abcdef", "--no-color", "--dry-run")
+    assert "No such option" not in r.stderr
+    assert r.exit_code == 3 and "no fact 0123456789abcdef" in r.stderr
+
+
+def test_no_color_after_the_command_reaches_the_state(tmp_path, monkeypatch):
+    from lecode_memctl.cli import state
+
+    assert run_cli("--store", str(tmp_path), "where").exit_code == 0
+    assert state.STATE.no_color is False and state.STATE.color()
+    assert run_cli("--store", str(tmp_path), "where", "--no-color").exit_code == 0
+    assert state.STATE.no_color is True and not state.STATE.color()
+
+
+@pytest.mark.parametrize("name", [n for n, _, _ in COMMANDS])
+def test_every_command_accepts_them_and_does_not_list_them(name):
+    r = run_cli(name, "--no-color", "--help")
+    assert r.exit_code == 0, r.stderr
+    # listed once, in memctl --help, not in every command's help
+    assert "--no-color" not in r.stdout and "--config-dir" not in r.stdout
+    assert "--no-color" in run_cli("--help").stdout
+
+
+def test_a_command_option_of_the_same_name_stays_the_commands():
+    """validate has its own --store (documented in its help): still there."""
+    assert "Audit this store directory" in run_cli("validate", "--help").stdout
+
+
+def test_version_is_not_a_command_option():
+    r = run_cli("where", "--version")
+    assert r.exit_code == 2 and "No such option" in r.stderr
+
+
+def test_completion_uses_a_store_given_after_the_command(tmp_path):
+    store = tmp_path / "st"
+    (store / "sessions").mkdir(parents=True)
+    for sid in ("alpha-1", "beta"):
+        (store / "sessions" / f"{sid}.jsonl").write_bytes(b"")
+    line = f"memctl read --store {store} al"
+    r = run_proc(env={"_MEMCTL_COMPLETE": "complete_bash", "COMP_WORDS": line,
+                      "COMP_CWORD": str(len(line.split()) - 1)}, cwd=os.fspath(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode().split() == ["alpha-1"]

@@ -245,3 +245,16 @@ def test_output_doc_field_tables_match_the_row_model():
             assert f"| `{f.name}` |" in text
     assert f"**{rowmodel.SCHEMA_VERSION}**" in text
     assert f"### Schema version {rowmodel.SCHEMA_VERSION}" in text   # the changes are listed
+
+
+def test_an_error_mid_stream_still_ends_one_json_document(config_dir):
+    """facts --json streams; a database error after the first bytes ends the
+    document as valid JSON carrying the error (and no second document)."""
+    from .test_audit import build_planted
+
+    store = build_planted(config_dir)     # a fact whose current revision is missing
+    r = run_cli("--store", str(store), "facts", "--json")
+    assert r.exit_code == 5
+    doc = orjson.loads(r.stdout_bytes)    # exactly one document
+    assert doc["type"] == "facts" and doc["error"]["exit_code"] == 5
+    assert r.stderr.startswith("memctl: error: ") and r.stderr.count("\n") == 1

@@ -193,7 +193,7 @@ def facts(
     """
     import itertools
 
-    from lecode_memctl.core.errors import UsageError
+    from lecode_memctl.core.errors import MemctlError, UsageError
     from lecode_memctl.core.facts import (MAX_OUTPUT_BYTES, PAGE_FACTS, facts_page,
                                           iter_fact_rows, learning_status)
     from lecode_memctl.core.rowmodel import FACT, SCHEMA_VERSION, parse_when, utc_time
@@ -269,13 +269,24 @@ def facts(
                 write_bytes(dumps(head)[:-1] + b',"facts":[')
                 n = 0
                 more = False
-                # one row past the page (when --limit is given) says whether there is more
-                for r in itertools.islice(stream(), start, None if end is None else end + 1):
-                    if end is not None and start + n == end:
-                        more = True
-                        break
-                    write_bytes((b"\n" if n == 0 else b",\n") + dumps(r))
-                    n += 1
+                try:
+                    # one row past the page (when --limit is given) says whether there is more
+                    for r in itertools.islice(stream(), start, None if end is None else end + 1):
+                        if end is not None and start + n == end:
+                            more = True
+                            break
+                        write_bytes((b"\n" if n == 0 else b",\n") + dumps(r))
+                        n += 1
+                except MemctlError as exc:
+                    # the document is already half written: end it as valid JSON that
+                    # carries the error, which main then does not print a second time
+                    msg = exc.message + (f" ({exc.hint})" if exc.hint else "")
+                    err = {"next_offset": None, "learning": None,
+                           "error": {"code": exc.code, "message": msg,
+                                     "exit_code": exc.exit_code}}
+                    write_bytes(b"\n]," + dumps(err)[1:] + b"\n")
+                    exc.json_reported = True  # type: ignore[attr-defined]
+                    raise
                 tail = {"next_offset": start + n if more else None,
                         "learning": learning_status(sessions, fs, session)}
                 write_bytes(b"\n]," + dumps(tail)[1:] + b"\n")

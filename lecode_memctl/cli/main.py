@@ -92,7 +92,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return rv if isinstance(rv, int) else 0
     except MemctlError as exc:
         msg = exc.message + (f" ({exc.hint})" if exc.hint else "")
-        return report_error(exc.code, msg, exc.exit_code, json_doc=json_doc)
+        # a streamed JSON document that already carries the error gets no second one
+        return report_error(exc.code, msg, exc.exit_code,
+                            json_doc=json_doc and not getattr(exc, "json_reported", False))
     except _click.exceptions.UsageError as exc:
         where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
         return report_error(UsageError.code, exc.format_message() + where, UsageError.exit_code,

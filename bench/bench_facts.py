@@ -128,7 +128,7 @@ OPEN = textwrap.dedent("""
     for _ in range(int(sys.argv[2])):
         t = time.perf_counter()
         fs = FactStore.open_readonly(sys.argv[1])
-        fs.list(0, 20)
+        fs.list_facts(0, 20)
         fs.close()
         times.append(time.perf_counter() - t)
     print(json.dumps({"seconds": statistics.median(times), "rss_kib": vmhwm_kib()}))

@@ -58,8 +58,16 @@ def store(tmp_path) -> Store:
 
 @pytest.fixture
 def ss(store) -> SessionStore:
-    """The ``SessionStore`` of ``store`` (no exclusions)."""
+    """The ``SessionStore`` of ``store`` (its exclusions: none until a forget)."""
     return SessionStore(store)
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    """A plain project directory, <tmp>/proj (not a git checkout)."""
+    p = tmp_path / "proj"
+    p.mkdir()
+    return p
 
 
 @pytest.fixture(scope="session")

@@ -136,7 +136,7 @@ def test_api_md_example_runs_as_written(tmp_path):
     assert (store / "sessions" / "2026-12-02-tabs.jsonl").is_file()
     with FactStore.open_readonly(store / "facts.sqlite3") as fs:
         assert fs.count() == 1 and fs.generation() == 1
-        assert [f.revision for f in fs.list()] == [2]
+        assert [f.revision for f in fs.list_facts()] == [2]
 
 
 # ---- open_project ---------------------------------------------------------

@@ -560,7 +560,7 @@ def test_unreferenced_transcripts_read_only_at_head_and_tail(config_dir):
     s1 = (path / "sessions" / "s1.jsonl").stat().st_size
     # s1 is referenced (read once, whole; its epoch tail comes from memory); s2 and big:
     # header line, last byte, and the last EPOCH_TAIL bytes for the epoch check only
-    from lecode_memctl.core.audit import EPOCH_TAIL
+    from lecode_memctl.core.audit.transcripts import EPOCH_TAIL
 
     s2 = (path / "sessions" / "s2.jsonl").stat().st_size
     assert a.summary.bytes_read < s1 + 3 * 4096 + 10 + min(s2, EPOCH_TAIL) + EPOCH_TAIL

@@ -73,7 +73,7 @@ def test_a_forget_during_the_audit_is_not_a_false_alarm(demo, monkeypatch):
     def forget_then_scan():
         fs = FactStore(store.facts_db)
         try:
-            victim = next(f.fact_id for f in fs.list() if fs.generation() >= 0)
+            victim = next(f.fact_id for f in fs.list_facts() if fs.generation() >= 0)
             assert fs.forget(victim)
             epoch = fs.generation()
         finally:

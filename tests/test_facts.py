@@ -76,7 +76,7 @@ def db_path(tmp_path) -> Path:
 
 def test_nothing_created_until_first_write(db_path):
     fs = FactStore(db_path)
-    assert fs.list() == [] and fs.generation() == 0 and fs.excluded_seqs("s") == frozenset()
+    assert fs.list_facts() == [] and fs.generation() == 0 and fs.excluded_seqs("s") == frozenset()
     assert fs.get("0" * 16) is None and fs.search("x") == [] and fs.count() == 0
     with pytest.raises(NotFound):
         fs.forget("0" * 16)
@@ -133,13 +133,13 @@ def test_list_is_bounded_and_search_is_literal(db_path):
         for i in range(30):
             fs.add(f"fact number {i} uses 100% of_the [a-z]* budget")
         fs.add("Plain Text")
-        page = fs.list(0, 20)
+        page = fs.list_facts(0, 20)
         assert len(page) == 20
         assert [f.fact_id for f in page] == sorted(f.fact_id for f in page)
-        assert len(fs.list(20, 20)) == 11
-        assert len(fs.list(0, 10**9)) == 31  # clamped, not unbounded
+        assert len(fs.list_facts(20, 20)) == 11
+        assert len(fs.list_facts(0, 10**9)) == 31  # clamped, not unbounded
         assert [f.fact_id for f in fs.iter_facts(batch=7)] == sorted(
-            f.fact_id for f in fs.list(0, 100))
+            f.fact_id for f in fs.list_facts(0, 100))
         assert len(fs.search("100%")) == 30
         assert fs.search("[a-z]*")  # no regex, no LIKE wildcards
         assert fs.search("100_") == []
@@ -318,7 +318,7 @@ def test_corrupt_database_is_store_corrupt(db_path, content):
     db_path.parent.mkdir(parents=True)
     db_path.write_bytes(content)
     with pytest.raises(StoreCorrupt):
-        FactStore.open_readonly(db_path).list()
+        FactStore.open_readonly(db_path).list_facts()
     with pytest.raises(StoreCorrupt):
         FactStore(db_path)
 
@@ -393,7 +393,7 @@ def test_private_snapshot_is_private_and_removed(db_path):
 
 
 def test_snapshot_gives_up_when_the_wal_keeps_changing(db_path, monkeypatch):
-    from lecode_memctl.core import facts as facts_mod
+    from lecode_memctl.core import snapshot as facts_mod
     from lecode_memctl.core.errors import StoreBusy
 
     writer = FactStore(db_path, on_connect=lambda db: db.execute("PRAGMA wal_autocheckpoint=0"))
@@ -478,7 +478,7 @@ def test_snapshot_copies_only_the_wal_generation_in_use(db_path):
     generation are leftovers a writer overwrites at any time, so the snapshot copies and
     compares only the header and the frames whose salts match it (comparing the whole
     file starved reads under a busy writer: the mixed load's exit 6)."""
-    from lecode_memctl.core import facts as facts_mod
+    from lecode_memctl.core import snapshot as facts_mod
 
     writer = FactStore(db_path, on_connect=lambda db: db.execute("PRAGMA wal_autocheckpoint=0"))
     try:
@@ -498,7 +498,7 @@ def test_snapshot_copies_only_the_wal_generation_in_use(db_path):
 
 
 def test_wal_valid_length_edge_cases(tmp_path):
-    from lecode_memctl.core import facts as facts_mod
+    from lecode_memctl.core import snapshot as facts_mod
 
     wal = tmp_path / "x-wal"
     assert facts_mod._wal_valid_length(wal) is None

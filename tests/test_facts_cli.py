@@ -24,13 +24,6 @@ FIXED = "We use tabs, width 4."
 
 
 @pytest.fixture
-def project(tmp_path) -> Path:
-    p = tmp_path / "proj"
-    p.mkdir()
-    return p
-
-
-@pytest.fixture
 def store(config_dir, project):
     return store_for_project(config_dir, project)
 

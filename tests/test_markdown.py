@@ -612,3 +612,22 @@ def test_core_write_and_read_roundtrip(tmp_path):
         (tmp_path / "s" / "notes" / "y.md").symlink_to(tmp_path / "elsewhere")
         markdown.write(store, markdown.note_target("y"), "z")
     assert not (tmp_path / "elsewhere").exists()
+
+
+@pytest.mark.parametrize("args", [["show"], ["notes"], ["validate"], ["read", "abc", "0", "1"],
+                                  ["sessions"]])
+def test_store_path_that_is_a_file_is_an_unreadable_store(tmp_path, args):
+    """One store-directory check (Store.require) serves every command: nothing
+    there is exit 3; a file where the store directory should be is exit 5, as
+    a symbolic link there is (the audit and ``sessions`` said 3 for it, the
+    Markdown commands 5)."""
+    not_dir = tmp_path / "app-0123456789ab"
+    not_dir.write_text("not a store\n")
+    r = run_cli("--store", str(not_dir), *args)
+    assert r.exit_code == 5, r.stderr
+    assert "not a directory" in r.stderr and "Traceback" not in r.stderr
+    assert not_dir.read_text() == "not a store\n"
+    with pytest.raises(StoreCorrupt):
+        store_at(not_dir).require()
+    with pytest.raises(NotFound):
+        store_at(tmp_path / "nowhere").require()

@@ -269,8 +269,8 @@ def test_read_snapshot_waits_out_a_busy_writer_up_to_the_busy_timeout(tmp_path, 
     (the busy timeout).  Time is virtual here: ``sleep`` only adds up."""
     import time as time_mod
 
-    from lecode_memctl.core import facts as facts_mod
-    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core import snapshot as facts_mod
+    from lecode_memctl.core.facts import BUSY_TIMEOUT, FactStore
 
     db_path = tmp_path / "facts.sqlite3"
     writer = FactStore(db_path, on_connect=lambda db: db.execute("PRAGMA wal_autocheckpoint=0"))
@@ -290,6 +290,6 @@ def test_read_snapshot_waits_out_a_busy_writer_up_to_the_busy_timeout(tmp_path, 
     try:
         with FactStore.open_readonly(db_path) as ro:
             assert ro.snapshot and ro.count() == 1
-        assert 1.0 <= waited[0] < facts_mod.BUSY_TIMEOUT
+        assert 1.0 <= waited[0] < BUSY_TIMEOUT
     finally:
         writer.close()

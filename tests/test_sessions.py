@@ -246,3 +246,18 @@ def test_writer_after_a_record_larger_than_the_tail_window(config_dir, tmp_path)
         assert w.next_seq == big + 2
     assert path.stat().st_size == size_before - len(b'{"seq":' + str(big + 2).encode() + b',"ty')
     assert ss.records("big", 0, 0)[0]["type"] == "session"
+
+
+def test_fast_seq_reads_only_json_valid_seq_prefixes():
+    """One fast seq reader serves the session search and the audit scan.  The
+    audit's old copy read ``{"seq":007,`` as 7 (not JSON: the line is corrupt)
+    and missed ``{"seq":7}``; the kept rule is the JSON one."""
+    from lecode_memctl.core.sessions import fast_seq
+
+    assert fast_seq(b'{"seq":7,"type":"message"}') == 7
+    assert fast_seq(b'{"seq":0,"type":"message"}') == 0
+    assert fast_seq(b'{"seq":7}') == 7
+    assert fast_seq(b'{"seq":007,"type":"message"}') is None
+    assert fast_seq(b'{"seq":-1,"type":"message"}') is None
+    assert fast_seq(b'{"type":"message","seq":7}') is None
+    assert fast_seq(b'{"seq":"7","type":"message"}') is None

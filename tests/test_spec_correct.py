@@ -9,7 +9,6 @@ positional form."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import orjson
 import pytest
@@ -22,13 +21,6 @@ from .conftest import run_cli, tree_hash
 
 PREF = "We use tabs for indentation."
 FIXED = "We use tabs, width 4."
-
-
-@pytest.fixture
-def project(tmp_path) -> Path:
-    p = tmp_path / "proj"
-    p.mkdir()
-    return p
 
 
 @pytest.fixture
@@ -159,7 +151,7 @@ def test_parse_evidence_round_trips_every_printed_source():
     from hypothesis import given, settings, strategies as st
 
     from lecode_memctl.cli.cmd_facts import parse_evidence
-    from lecode_memctl.core.facts import source_label
+    from lecode_memctl.core.factview import source_label
     from lecode_memctl.core.sourceref import SourceRef
 
     @settings(max_examples=200, deadline=None)

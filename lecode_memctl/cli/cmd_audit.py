@@ -111,9 +111,9 @@ def validate(
     """
     import time
 
-    from lecode_memctl.core.audit import Audit, check_ignore_codes, stores_under
+    from lecode_memctl.core.audit import Audit, check_ignore_codes
     from lecode_memctl.core.errors import UsageError
-    from lecode_memctl.core.layout import store_given
+    from lecode_memctl.core.layout import store_dirs, store_given
     from lecode_memctl.core.rowmodel import FINDING, SUMMARY
 
     from .output import atomic_output, check_format, emit_jsonl
@@ -135,7 +135,7 @@ def validate(
     if all_projects:
         if store_dir or STATE.store_option or STATE.slug_option:
             raise UsageError("--all-projects conflicts with --store and --slug")
-        stores = stores_under(cfg.path)
+        stores = store_dirs(cfg.path)
     elif store_dir:
         stores = [require_store(store_given(store_dir, STATE.slug_option))]
     else:
@@ -192,10 +192,11 @@ def _render_validate(fmt: str, summaries: list, all_findings: list, *, ok: bool,
     import sys
     import time
 
-    from lecode_memctl.core.audit import prometheus_text, sort_findings
+    from lecode_memctl.core.audit import sort_findings
     from lecode_memctl.core.rowmodel import FINDING, SCHEMA_VERSION, SUMMARY, utc_time
 
     from .output import echo, emit_csv, emit_json, safe
+    from .render_prometheus import prometheus_text
 
     if fmt == "prometheus":
         sys.stdout.write(prometheus_text(summaries, strict=strict))

@@ -43,32 +43,29 @@ def store_from_context(ctx: Any) -> Any:
             v = params.get(name)
             if v:
                 values[name] = os.fspath(v)
-    return State(config_dir_option=values.get("config_dir"), project=values.get("project"),
-                 store_option=values.get("store")).store()
+    if values.get("store"):
+        # Completion needs the directory only: not the slug that the command
+        # would take from the transcript headers (store_given reads them).
+        from lecode_memctl.core.layout import store_at
+
+        return store_at(values["store"])
+    return State(config_dir_option=values.get("config_dir"), project=values.get("project")).store()
 
 
 def complete_session_id(ctx, args, incomplete):  # noqa: ANN001,ANN201 - typer inspects names
     """Session ids of the store that start with what was typed.
 
-    Lists ``sessions/*.jsonl`` (symbolic links left out) and opens nothing
-    else: nothing written."""
+    The layout's listing of ``sessions/*.jsonl`` (symbolic links left out);
+    opens nothing, writes nothing."""
     try:
-        from lecode_memctl.core.sourceref import SESSION_ID_RE
+        from lecode_memctl.core.layout import session_ids
 
-        sessions = os.path.join(os.fspath(store_from_context(ctx).path), "sessions")
-        if os.path.islink(sessions):
+        store = store_from_context(ctx)
+        if os.path.islink(store.sessions_dir):
             return []
         prefix = incomplete or ""
-        out = []
-        with os.scandir(sessions) as it:
-            for entry in it:
-                name = entry.name
-                if not name.endswith(".jsonl") or entry.is_symlink():
-                    continue
-                sid = name[:-6]
-                if sid.startswith(prefix) and SESSION_ID_RE.match(sid):
-                    out.append(sid)
-        return sorted(out)
+        return [sid for sid in session_ids(store.sessions_dir) if sid.startswith(prefix)
+                and not os.path.islink(os.path.join(store.sessions_dir, sid + ".jsonl"))]
     except Exception:  # noqa: BLE001 - completion must never fail loudly
         return []
 

@@ -41,9 +41,9 @@ _EXPORTS: dict[str, str] = {
     "Fact": "facts",
     "Revision": "facts",
     "RememberResult": "facts",
-    "recall": "facts",
-    "history": "facts",
-    "facts_page": "facts",
+    "recall": "factview",
+    "history": "factview",
+    "facts_page": "factview",
     # sessions
     "SessionStore": "sessions",
     "SessionWriter": "sessions",

@@ -1,6 +1,11 @@
-"""Atomic file replacement with a ``.bak`` of the previous content.
+"""File primitives (model: dulwich ``file.py``): opening without following
+links, whole reads and writes, directory creation and ``fsync``, and atomic
+file replacement with a ``.bak`` of the previous content.
 
-Temp file created with ``O_EXCL`` in the same directory, written, ``fsync``ed;
+Every module opens store files through :func:`open_nofollow` (one spelling
+of the ``O_NOFOLLOW``/``O_CLOEXEC`` flags, which some platforms lack).
+
+Atomic replacement: temp file created with ``O_EXCL`` in the same directory, written, ``fsync``ed;
 the previous content copied to ``<file>.bak`` the same way; ``os.replace``;
 ``fsync`` of the directory.  On any error the temp files are removed and the
 target is untouched.  Model: dulwich ``GitFile``.
@@ -11,14 +16,65 @@ from __future__ import annotations
 import errno
 import os
 import secrets
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import StoreWriteError
+from .errors import StoreCorrupt, StoreWriteError
 from .layout import DIR_MODE, FILE_MODE
 
 TMP_PREFIX = "."
 TMP_MARK = ".tmp-"
+
+O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+
+
+def open_nofollow(path: str | os.PathLike[str], flags: int = os.O_RDONLY,
+                  mode: int = FILE_MODE, *, dir_fd: int | None = None) -> int:
+    """``os.open(path, flags)`` that never follows a symbolic link in the last
+    component (``O_NOFOLLOW``: a link fails with ``errno.ELOOP``, see
+    :func:`is_link_refusal`) and is not inherited by children (``O_CLOEXEC``).
+    ``dir_fd``: ``path`` is relative to that open directory.  ``OSError``
+    passes through: each caller maps it to its own error."""
+    return os.open(path, flags | O_NOFOLLOW | O_CLOEXEC, mode, dir_fd=dir_fd)
+
+
+def is_link_refusal(exc: OSError) -> bool:
+    """Whether an :func:`open_nofollow` failure means "the path is a symbolic link"."""
+    return exc.errno == errno.ELOOP
+
+
+def _lstat_expect(path: str | os.PathLike[str], is_kind: Callable[[int], bool], not_kind: str,
+                  link_what: str) -> os.stat_result | None:
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise StoreCorrupt(f"{path}: cannot stat: {exc.strerror}") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise StoreCorrupt(f"{path}: {link_what} a symbolic link; refusing to follow it")
+    if not is_kind(st.st_mode):
+        raise StoreCorrupt(f"{path}: {not_kind}")
+    return st
+
+
+def lstat_regular(path: str | os.PathLike[str]) -> os.stat_result | None:
+    """The ``lstat`` of a store file that must be a regular file: None when it
+    is absent; ``StoreCorrupt`` (exit 5) for a symbolic link (never followed),
+    another file type, or a failing ``lstat``."""
+    return _lstat_expect(path, stat.S_ISREG, "not a regular file", "is")
+
+
+def lstat_dir(path: str | os.PathLike[str], *, link_what: str = "is") -> os.stat_result | None:
+    """The ``lstat`` of a store directory: None when it is absent;
+    ``StoreCorrupt`` (exit 5) for a symbolic link (never followed, the message
+    says "<path>: <link_what> a symbolic link"), a non-directory, or a
+    failing ``lstat``."""
+    return _lstat_expect(path, stat.S_ISDIR, "not a directory", link_what)
 
 
 def temp_name(target: Path) -> Path:
@@ -54,7 +110,7 @@ def read_all(fd: int, chunk: int = 1 << 20) -> bytes:
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    fd = os.open(path, os.O_RDONLY | O_DIRECTORY)
     try:
         os.fsync(fd)
     finally:
@@ -63,7 +119,7 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
 
 def _write_temp(target: Path, data: bytes, mode: int) -> Path:
     tmp = temp_name(target)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
+    fd = open_nofollow(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         try:
             write_all(fd, data)
@@ -162,8 +218,7 @@ def ensure_dir(path: Path) -> None:
 def _read_previous(target: Path) -> bytes | None:
     """The target's current bytes (never following a symlink), or None if absent."""
     try:
-        fd = os.open(target, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
-                     | getattr(os, "O_NONBLOCK", 0))
+        fd = open_nofollow(target, os.O_RDONLY | O_NONBLOCK)
     except FileNotFoundError:
         return None
     try:

@@ -45,10 +45,11 @@ from typing import IO, Any
 
 import orjson
 
-from .atomic import write_all
+from .atomic import O_NONBLOCK, open_nofollow, write_all
 from .errors import Conflict, MemctlError, NotFound, StoreCorrupt, StoreWriteError, UsageError
 from .layout import (DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, SESSIONS_DIR,
                      Store)
+from .markdown import is_note_file
 
 BUNDLE_FORMAT = "memctl-bundle"
 BUNDLE_VERSION = 1
@@ -57,9 +58,6 @@ STORE_DIR = "store"
 MANIFEST_MAX_BYTES = 256 << 20
 CHUNK = 1 << 20
 
-_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
-_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DAILY_RE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}\.md$")
 _SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}\.jsonl$")
 # Fields of the validate summary that describe the run, not the store.
@@ -85,7 +83,7 @@ def _open_regular(path: Path) -> tuple[int, os.stat_result] | None:
     """A read-only descriptor of a regular file, or None (symlink, FIFO, device,
     directory: never opened in a way that blocks or follows)."""
     try:
-        fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC)
+        fd = open_nofollow(path, os.O_RDONLY | O_NONBLOCK)
     except OSError:
         return None
     st = os.fstat(fd)
@@ -102,7 +100,7 @@ def _copy_out(fd: int, size: int, dest: Path, *, whole_records: bool) -> int:
     Reading errors are the caller's (OSError); writing the private copy fails
     with StoreWriteError (exit 7)."""
     try:
-        out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, 0o600)
+        out = open_nofollow(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     except OSError as exc:
         raise StoreWriteError(f"cannot stage {dest.name} in a temporary directory: "
                               f"{exc.strerror}") from None
@@ -134,7 +132,7 @@ def _copy_out(fd: int, size: int, dest: Path, *, whole_records: bool) -> int:
 def _sha256_file(path: Path) -> tuple[int, str]:
     h = hashlib.sha256()
     n = 0
-    fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC)
+    fd = open_nofollow(path)
     try:
         while True:
             chunk = os.read(fd, CHUNK)
@@ -145,18 +143,6 @@ def _sha256_file(path: Path) -> tuple[int, str]:
     finally:
         os.close(fd)
     return n, h.hexdigest()
-
-
-def _is_note_file(name: str) -> bool:
-    from .markdown import check_note_name
-
-    if not name.endswith(".md"):
-        return False
-    try:
-        check_note_name(name)
-    except UsageError:
-        return False
-    return True
 
 
 def _classify(rel_dir: str, name: str, with_backups: bool) -> str | None:
@@ -176,7 +162,7 @@ def _classify(rel_dir: str, name: str, with_backups: bool) -> str | None:
     if rel_dir == DAILY_DIR:
         ok = bool(_DAILY_RE.match(base))
     elif rel_dir == NOTES_DIR:
-        ok = _is_note_file(base)
+        ok = is_note_file(base)
     elif rel_dir == SESSIONS_DIR:
         if name.endswith(".lock") and _SESSION_RE.match(name[:-5] + ".jsonl"):
             return "lock"
@@ -308,7 +294,8 @@ def audit_store(path: Path, slug: str) -> dict[str, Any]:
     ``path`` with slug ``slug``: ``{"validate": {...}, "facts": {...}}``,
     without anything that depends on where or when it ran."""
     from .audit import validate_store
-    from .facts import FactStore, iter_fact_rows
+    from .facts import FactStore
+    from .factview import iter_fact_rows
     from .sessions import SessionStore
 
     store = Store(path, slug, None, "option", "the bundle manifest")
@@ -491,7 +478,7 @@ def export_to_file(store: Store, output: str | os.PathLike[str], *,
 
     tmp = temp_name(target)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, 0o600)
+        fd = open_nofollow(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     except OSError as exc:
         raise StoreWriteError(f"{target}: cannot create: {exc.strerror}") from None
     try:
@@ -663,7 +650,7 @@ class _Unpacker:
                 except FileExistsError:
                     if not stat.S_ISDIR(os.lstat(d).st_mode):
                         raise _Refused("a file is in the way; not unpacked") from None
-            fd = os.open(d / parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, 0o600)
+            fd = open_nofollow(d / parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         except FileExistsError:
             raise _Refused("a directory or file is in the way; not unpacked") from None
         except OSError as exc:
@@ -819,7 +806,7 @@ def _read_directory(path: Path, rep: VerifyReport) -> dict[str, tuple[int, str]]
         if not any(p.path == MANIFEST for p in rep.problems):
             rep.add("manifest", MANIFEST, "missing")
     else:
-        fd = os.open(path / MANIFEST, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC)
+        fd = open_nofollow(path / MANIFEST)
         try:
             data = b""
             while len(data) <= MANIFEST_MAX_BYTES:

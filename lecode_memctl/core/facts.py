@@ -2,7 +2,7 @@
 
 :class:`FactStore` is the reference design's internal API (``remember``,
 ``correct``, ``forget``, ``generation``, ``add``, ``get``, ``revise``,
-``provenance``, bounded ``list``, literal ``search``, ``attach_source``,
+``provenance``, bounded ``list_facts``, literal ``search``, ``attach_source``,
 ``source``, ``is_excluded``, ``excluded_seqs``, ``close``).  It is also the
 project's :class:`~lecode_memctl.core.sourceref.ExclusionReader`.
 
@@ -16,35 +16,38 @@ Two ways to open a database:
   never creates, modifies or migrates anything in the store, not even a
   ``-wal``/``-shm`` file or a read mark, and still sees rows a live writer
   committed that are only in the ``-wal`` (it reads a private snapshot
-  then).  ``docs/FORMAT.md`` ("Facts database") documents both.
+  then, see :mod:`~lecode_memctl.core.snapshot`).  ``docs/FORMAT.md``
+  ("Facts database") documents both.
+
+What the commands report from the facts (rows, pages, recall, history) is
+in :mod:`~lecode_memctl.core.factview`.
 """
 
 from __future__ import annotations
 
-import errno
+import contextlib
 import hashlib
 import os
 import re
 import shutil
 import sqlite3
-import stat
-import tempfile
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from .atomic import write_all
-from .errors import Conflict, MemctlError, NotFound, StoreBusy, StoreCorrupt, StoreWriteError, UsageError
-from .layout import DIR_MODE, FILE_MODE
+from .atomic import is_link_refusal, lstat_regular, open_nofollow
+from .errors import Conflict, NotFound, StoreBusy, StoreCorrupt, StoreWriteError, UsageError
+from .sessions import ClosesOnExit
+from .snapshot import private_snapshot
 from .sourceref import (
     HIDDEN,
     UNVERIFIED,
     VALID,
+    SessionReader,
     SourceRef,
     SourceStatus,
     check_session_id,
@@ -55,7 +58,6 @@ BUSY_TIMEOUT = 5.0          # seconds a writer waits for the database lock
 LIST_MAX = 1000             # the most rows one list()/search() call returns
 SEARCH_DEFAULT = 50
 FACT_ID_RE = re.compile(r"^[0-9a-f]{16}\Z")  # \Z: "$" would accept a trailing newline
-_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 # --------------------------------------------------------------------------
@@ -341,198 +343,11 @@ def _ref_from_row(fact_id: str, revision: int, session_id: str, seqs: str,
         raise StoreCorrupt(f"facts database: {where} is malformed: {exc}") from None
 
 
-def _lstat_regular(path: Path) -> os.stat_result | None:
-    """None when absent; StoreCorrupt for a symlink or a non-regular file."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    except NotADirectoryError:
-        return None
-    except OSError as exc:
-        raise StoreCorrupt(f"{path}: cannot stat: {exc.strerror}") from None
-    if stat.S_ISLNK(st.st_mode):
-        raise StoreCorrupt(f"{path}: is a symbolic link; refusing to follow it")
-    if not stat.S_ISREG(st.st_mode):
-        raise StoreCorrupt(f"{path}: not a regular file")
-    return st
-
-
-SNAPSHOT_CHUNK = 1 << 20
-SNAPSHOT_WAL_IN_MEMORY = 8 << 20
-
-
-def _open_nofollow(path: Path) -> int | None:
-    """A read-only descriptor of ``path``, never through a symlink; None when it
-    does not exist; StoreCorrupt for a symlink or any other failure."""
-    try:
-        return os.open(path, os.O_RDONLY | _O_NOFOLLOW)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise StoreCorrupt(f"{path}: is a symbolic link; refusing to follow it") from None
-        raise StoreCorrupt(f"{path}: cannot open: {exc.strerror}") from None
-
-
-def _copy_nofollow(src: Path, dst: str | None, keep: list[bytes] | None = None,
-                   limit: int | None = None) -> tuple[str, os.stat_result, int] | None:
-    """Stream ``src`` (never through a symlink) into a new private file ``dst``
-    (or nowhere), 1 MiB at a time: (sha256 of the bytes read, fstat of src,
-    number of bytes read), or None when ``src`` does not exist.  Memory stays
-    flat whatever the size, unless ``keep`` is given: the chunks are then
-    appended to it instead of being written (for a file written later).
-    ``limit``: read (and hash) only the first ``limit`` bytes."""
-    fd = _open_nofollow(src)
-    if fd is None:
-        return None
-    out = -1
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise StoreCorrupt(f"{src}: not a regular file")
-        if dst is not None:
-            out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, 0o600)
-        digest = hashlib.sha256()
-        done = 0
-        while limit is None or done < limit:
-            want = SNAPSHOT_CHUNK if limit is None else min(SNAPSHOT_CHUNK, limit - done)
-            try:
-                chunk = os.read(fd, want)
-            except OSError as exc:
-                raise StoreCorrupt(f"{src}: cannot read: {exc.strerror}") from None
-            if not chunk:
-                break
-            digest.update(chunk)
-            done += len(chunk)
-            if keep is not None:
-                keep.append(chunk)
-            elif out >= 0:
-                write_all(out, chunk)
-        return digest.hexdigest(), st, done
-    finally:
-        os.close(fd)
-        if out >= 0:
-            os.close(out)
-
-
-_WAL_MAGIC = (0x377F0682, 0x377F0683)
-
-
-def _wal_valid_length(path: Path) -> int | None:
-    """How many leading bytes of the -wal belong to its current generation:
-    the 32-byte header and the frames after it whose salts match the header's.
-    The file is reused after a checkpoint, so frames past those are left over
-    from an earlier generation and a writer may overwrite them at any time;
-    SQLite's recovery ignores them.  None when there is no -wal; 0 when it has
-    no valid header (SQLite then ignores it whole)."""
-    fd = _open_nofollow(path)
-    if fd is None:
-        return None
-    try:
-        size = os.fstat(fd).st_size
-        head = os.pread(fd, 32, 0)
-        if len(head) < 32 or int.from_bytes(head[0:4], "big") not in _WAL_MAGIC:
-            return 0
-        page = int.from_bytes(head[8:12], "big")
-        page = 65536 if page == 1 else page
-        if page < 512 or page > 65536 or page & (page - 1):
-            return 0
-        salts = head[16:24]
-        frame = 24 + page
-        end = 32
-        while end + frame <= size:
-            fh = os.pread(fd, 24, end)
-            if len(fh) < 24 or fh[8:16] != salts:
-                break
-            end += frame
-        return end
-    finally:
-        os.close(fd)
-
-
-def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
-    return (a.st_dev, a.st_ino, a.st_size, a.st_mtime_ns) == (b.st_dev, b.st_ino, b.st_size,
-                                                              b.st_mtime_ns)
-
-
-def _private_snapshot(path: Path, wal: Path, timeout: float = BUSY_TIMEOUT) -> str:
-    """Copy the database and its -wal (never the -shm) into a fresh private
-    directory, checking that neither changed while copying.  Returns the dir.
-    The database streams into the copy in 1 MiB chunks, so memory does not
-    grow with it.  A -wal of up to SNAPSHOT_WAL_IN_MEMORY (the usual case:
-    SQLite checkpoints it at about 4 MB) is held in memory and written after
-    the check, so that the window between its two reads, compared by digest,
-    is no longer than reading the database; a larger one streams too.
-
-    Only the -wal's current generation is copied: its header and the frames
-    whose salts match it (``_wal_valid_length``); the rest is left over from
-    before a checkpoint and may be overwritten at any time.  A writer only
-    appends frames to that prefix, and the prefix with the unchanged database
-    file is a consistent (older) state, a torn last frame being ignored by
-    SQLite's recovery.  So the second read compares the digest of the prefix
-    that was copied; a checkpoint (the database file changes) or a restarted
-    -wal (its header changes) makes the attempt retry.  While a
-    writer keeps committing, retries with a growing pause for as long as a
-    writer waits for its lock (``timeout``, the busy timeout)."""
-    waited = 0.0
-    attempt = 0
-    tmp = tempfile.mkdtemp(prefix="memctl-facts-")
-    db_copy = os.path.join(tmp, "facts.sqlite3")
-    wal_copy = os.path.join(tmp, "facts.sqlite3-wal")
-    try:
-        os.chmod(tmp, 0o700)
-        while True:
-            for leftover in (db_copy, wal_copy):
-                if os.path.lexists(leftover):
-                    os.unlink(leftover)
-            db_before = _lstat_regular(path)
-            wal_chunks: list[bytes] = []
-            valid = _wal_valid_length(wal)
-            if valid is None:
-                wal_first = None
-            elif valid <= SNAPSHOT_WAL_IN_MEMORY:
-                wal_first = _copy_nofollow(wal, None, wal_chunks, limit=valid)
-            else:
-                wal_first = _copy_nofollow(wal, wal_copy, limit=valid)
-            db = _copy_nofollow(path, db_copy)
-            wal_again = (_copy_nofollow(wal, None, limit=wal_first[2])
-                         if wal_first is not None else _copy_nofollow(wal, None, limit=0))
-            db_after = _lstat_regular(path)
-            if db is None or db_before is None or db_after is None:
-                raise NotFound(f"{path}: facts database disappeared while reading it")
-            stable = (wal_again is not None and wal_first is not None
-                      and wal_first[0] == wal_again[0]
-                      and _same_file(db_before, db[1]) and _same_file(db[1], db_after))
-            if wal_first is None and wal_again is None and _same_file(db_before, db_after):
-                stable = True  # the writer checkpointed and closed meanwhile: db alone is whole
-            if stable:
-                if wal_chunks:
-                    fd = os.open(wal_copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW,
-                                 0o600)
-                    try:
-                        for chunk in wal_chunks:
-                            write_all(fd, chunk)
-                    finally:
-                        os.close(fd)
-                return tmp
-            attempt += 1
-            if waited >= timeout:
-                raise StoreBusy(f"{path}: the facts database kept changing while taking a "
-                                "snapshot; try again")
-            delay = min(0.01 * attempt, 0.05)
-            time.sleep(delay)
-            waited += delay
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
 # --------------------------------------------------------------------------
 # The store
 
 
-class FactStore:
+class FactStore(ClosesOnExit):
     """The project's facts database.  See the module docstring."""
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = BUSY_TIMEOUT,
@@ -551,7 +366,7 @@ class FactStore:
         self._closed = False
         if _readonly:
             self._open_readonly()
-        elif _lstat_regular(self.path) is not None:
+        elif lstat_regular(self.path) is not None:
             self._open_writer(create=False)
 
     # ---- opening ---------------------------------------------------------
@@ -572,41 +387,12 @@ class FactStore:
             self._on_connect(db)
         return db
 
-    def _open_readonly(self) -> None:
-        wal = self.path.with_name(self.path.name + "-wal")
-        st = _lstat_regular(self.path)
-        if st is None:
-            return  # no database: empty results, nothing created
-        wal_st = _lstat_regular(wal)
+    @contextlib.contextmanager
+    def _closed_on_failure(self) -> Iterator[None]:
+        """Opening: on any failure close what is open (and remove a private
+        snapshot); a SQLite error becomes its memctl error (``_db_error``)."""
         try:
-            if wal_st is None or wal_st.st_size == 0:
-                # Nothing beyond the main file: read it as immutable media, so
-                # SQLite takes no lock and creates no -wal/-shm.
-                fd = os.open(self.path, os.O_RDONLY | _O_NOFOLLOW)
-                try:
-                    before = os.fstat(fd)
-                    from urllib.parse import quote
-
-                    uri = "file:" + quote(os.fspath(self.path.absolute())) + "?mode=ro&immutable=1"
-                    db = self._connect(uri, uri=True)
-                    after = os.lstat(self.path)
-                finally:
-                    os.close(fd)
-                if (before.st_dev, before.st_ino) != (after.st_dev, after.st_ino):
-                    db.close()
-                    raise StoreBusy(f"{self.path}: replaced while opening; try again")
-            else:
-                self._tmpdir = _private_snapshot(self.path, wal, self.busy_timeout)
-                self.snapshot = True
-                db = self._connect(os.path.join(self._tmpdir, "facts.sqlite3"), uri=False)
-            self._conn = db
-            db.execute("PRAGMA query_only = 1")
-            self._load_schema(migrate=False)
-        except OSError as exc:
-            self.close()
-            if exc.errno == errno.ELOOP:
-                raise StoreCorrupt(f"{self.path}: is a symbolic link; refusing to follow it") from None
-            raise StoreCorrupt(f"{self.path}: cannot open: {exc.strerror}") from None
+            yield
         except sqlite3.Error as exc:
             self.close()
             raise _db_error(self.path, exc) from None
@@ -614,25 +400,63 @@ class FactStore:
             self.close()
             raise
 
+    def _open_readonly(self) -> None:
+        wal = self.path.with_name(self.path.name + "-wal")
+        st = lstat_regular(self.path)
+        if st is None:
+            return  # no database: empty results, nothing created
+        wal_st = lstat_regular(wal)
+        with self._closed_on_failure():
+            try:
+                if wal_st is None or wal_st.st_size == 0:
+                    # Nothing beyond the main file: read it as immutable media, so
+                    # SQLite takes no lock and creates no -wal/-shm.
+                    fd = open_nofollow(self.path)
+                    try:
+                        before = os.fstat(fd)
+                        from urllib.parse import quote
+
+                        uri = ("file:" + quote(os.fspath(self.path.absolute()))
+                               + "?mode=ro&immutable=1")
+                        db = self._connect(uri, uri=True)
+                        after = os.lstat(self.path)
+                    finally:
+                        os.close(fd)
+                    if (before.st_dev, before.st_ino) != (after.st_dev, after.st_ino):
+                        db.close()
+                        raise StoreBusy(f"{self.path}: replaced while opening; try again")
+                else:
+                    self._tmpdir = private_snapshot(self.path, wal, self.busy_timeout)
+                    self.snapshot = True
+                    db = self._connect(os.path.join(self._tmpdir, "facts.sqlite3"), uri=False)
+                self._conn = db
+                db.execute("PRAGMA query_only = 1")
+                self._load_schema(migrate=False)
+            except OSError as exc:
+                self.close()
+                if is_link_refusal(exc):
+                    raise StoreCorrupt(f"{self.path}: is a symbolic link; "
+                                       "refusing to follow it") from None
+                raise StoreCorrupt(f"{self.path}: cannot open: {exc.strerror}") from None
+
     def _open_writer(self, *, create: bool) -> None:
         if create:
             from .atomic import ensure_dir
 
             ensure_dir(self.path.parent)
             try:
-                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW,
-                             FILE_MODE)
+                fd = open_nofollow(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
                 os.close(fd)
             except FileExistsError:
                 pass
             except OSError as exc:
                 raise StoreWriteError(f"{self.path}: cannot create: {exc.strerror}") from None
-        if _lstat_regular(self.path) is None:
+        if lstat_regular(self.path) is None:
             raise NotFound(f"{self.path}: facts database disappeared")
         self._check_unopened_wal()
         db = self._connect(os.fspath(self.path), uri=False)
         self._conn = db
-        try:
+        with self._closed_on_failure():
             db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
             tables = _tables(db)
             if tables and "facts" not in tables:
@@ -646,12 +470,6 @@ class FactStore:
             db.execute("PRAGMA foreign_keys = ON")
             db.execute("PRAGMA synchronous = FULL")
             self._load_schema(migrate=True)
-        except sqlite3.Error as exc:
-            self.close()
-            raise _db_error(self.path, exc) from None
-        except BaseException:
-            self.close()
-            raise
 
     def _check_unopened_wal(self) -> None:
         """A non-empty ``-wal`` with no ``-shm`` beside it belongs to no open
@@ -659,7 +477,7 @@ class FactStore:
         Connecting would apply it and closing would checkpoint it into the
         main file, so read it first through a private snapshot (nothing in the
         store touched): if the result is not a lecode facts database, refuse."""
-        wal = _lstat_regular(self.path.with_name(self.path.name + "-wal"))
+        wal = lstat_regular(self.path.with_name(self.path.name + "-wal"))
         if wal is None or wal.st_size == 0 or os.path.lexists(
                 self.path.with_name(self.path.name + "-shm")):
             return
@@ -689,7 +507,7 @@ class FactStore:
     def _require_database(self, fact_id: str) -> None:
         """A write about an existing fact, with no database yet: there is no such
         fact, and nothing is created (the database appears with the first fact)."""
-        if self._conn is None and not self.readonly and _lstat_regular(self.path) is None:
+        if self._conn is None and not self.readonly and lstat_regular(self.path) is None:
             raise NotFound(f"no fact {fact_id} (no facts database)")
 
     def _ensure_writer(self) -> sqlite3.Connection:
@@ -707,6 +525,22 @@ class FactStore:
             raise UsageError("the fact store is closed")
         return self._conn if self._tables else None
 
+    def read_connection(self) -> sqlite3.Connection | None:
+        """The connection of a store opened with :meth:`open_readonly` (an
+        immutable open or a private snapshot, ``query_only``), for read-only
+        SQL the store has no method for (the audit's checks); None when there
+        is no database.  A writer's connection is never handed out."""
+        if not self.readonly:
+            raise UsageError("read_connection is for a store opened read-only")
+        if self._closed:
+            raise UsageError("the fact store is closed")
+        return self._conn
+
+    @property
+    def tables(self) -> frozenset[str]:
+        """The names of the lecode tables the database holds (empty: none)."""
+        return frozenset(self._tables)
+
     def close(self) -> None:
         """Close the connection (and remove a private snapshot).  Idempotent."""
         self._closed = True
@@ -720,17 +554,6 @@ class FactStore:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None
 
-    def __enter__(self) -> "FactStore":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:  # pragma: no cover - best effort
-        try:
-            self.close()
-        except Exception:
-            pass
 
     @property
     def exists(self) -> bool:
@@ -920,7 +743,7 @@ class FactStore:
             return 0
         return db.execute("SELECT count(*) FROM facts").fetchone()[0]
 
-    def list(self, offset: int = 0, limit: int = 20) -> list[Fact]:
+    def list_facts(self, offset: int = 0, limit: int = 20) -> list[Fact]:
         """At most ``limit`` (clamped to 1..LIST_MAX) facts in id order from ``offset``."""
         if offset < 0:
             raise UsageError("offset must be 0 or more")
@@ -1095,7 +918,7 @@ class FactStore:
         return Fact(fact_id, new, text, created, now, ref, tuple(prov))
 
     def attach_source(self, fact_id: str, revision: int, ref: SourceRef, *,
-                      sessions: Any = None, project_root: Any = None,
+                      sessions: SessionReader | None = None, project_root: Any = None,
                       purpose: str = "working") -> bool:
         """Attach ``ref`` once to its revision.  With ``sessions`` the reference
         is validated first (it must be ``valid``).  Excluded evidence, a
@@ -1127,7 +950,7 @@ class FactStore:
 
     # ---- verified writes -------------------------------------------------
 
-    def _validate(self, ref: SourceRef, sessions: Any, project_root: Any,
+    def _validate(self, ref: SourceRef, sessions: SessionReader, project_root: Any,
                   purpose: str) -> SourceStatus:
         if project_root is not None and hasattr(sessions, "bind_facts"):
             sessions.bind_facts(project_root, self)
@@ -1136,7 +959,7 @@ class FactStore:
             raise Conflict(f"evidence {ref.label()} is not valid: {st.status} ({st.reason})")
         return st
 
-    def remember(self, text: str, ref: SourceRef, *, sessions: Any, project_root: Any = None,
+    def remember(self, text: str, ref: SourceRef, *, sessions: SessionReader, project_root: Any = None,
                  deduplicate: bool = False,
                  expected_generation: int | None = None) -> RememberResult:
         """Create a fact with a validated SourceRef, atomically.
@@ -1178,7 +1001,7 @@ class FactStore:
         return RememberResult(fact, created=True)
 
     def correct(self, fact_id: str, text: str, *, expected_revision: int, ref: SourceRef,
-                sessions: Any, project_root: Any = None,
+                sessions: SessionReader, project_root: Any = None,
                 expected_generation: int | None = None) -> Fact:
         """Append a revision justified by new, validated evidence.
 
@@ -1273,7 +1096,7 @@ class FactStore:
         if src is None:
             return False
         try:
-            fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, FILE_MODE)
+            fd = open_nofollow(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         except OSError as exc:
             raise StoreWriteError(f"{dest}: cannot create: {exc.strerror}") from None
         os.close(fd)
@@ -1375,385 +1198,3 @@ __all__ = [
     "message_text", "require_authored_text", "fact_status", "m001_initial",
     "m002_source_refs", "m003_generation",
 ]
-
-
-# --------------------------------------------------------------------------
-# Reports: what `memctl facts`, `recall` and `history` print (and memory_list
-# / memory_recall return).  Each returns plain data; the CLI renders it.
-
-PAGE_FACTS = 20                 # facts per page (memory_list)
-MAX_OUTPUT_BYTES = 16384        # the whole printed page, metadata included
-FACT_TEXT_CHARS = 512           # fact text cap in listings and recall
-
-
-def cap_text(text: str, limit: int = FACT_TEXT_CHARS) -> tuple[str, bool]:
-    if len(text) <= limit:
-        return text, False
-    return text[:limit], True
-
-
-def seqs_label(seqs: Iterable[int]) -> str:
-    """``3-5,8`` for positions 3, 4, 5 and 8."""
-    out: list[str] = []
-    run: list[int] = []
-    for s in sorted(seqs):
-        if run and s == run[-1] + 1:
-            run.append(s)
-            continue
-        if run:
-            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-        run = [s]
-    if run:
-        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-    return ",".join(out)
-
-
-def source_label(ref: SourceRef | None, provenance: Sequence[Provenance] = ()) -> str | None:
-    if ref is not None:
-        return f"{ref.session_id}:{seqs_label(ref.seqs)}"
-    if provenance:
-        return " ".join(f"{p.session_id}:{seqs_label(p.seqs)}" for p in provenance)
-    return None
-
-
-def _statuses_for(facts: FactStore, sessions: Any, fact_ids: Sequence[str], purpose: str
-                  ) -> tuple[dict[str, list[Revision]], dict[SourceRef, SourceStatus]]:
-    revs = {fid: facts.revisions(fid) for fid in fact_ids}
-    refs = [r.source for rs in revs.values() for r in rs if r.source is not None]
-    statuses = sessions.validate_many(refs, purpose=purpose) if refs else {}
-    return revs, statuses
-
-
-def fact_row(fact: Fact, revisions: Sequence[Revision],
-             statuses: Mapping[SourceRef, SourceStatus]) -> dict[str, Any]:
-    """One fact of a listing: id, revision, status and reason, source, capped text."""
-    st, about = fact_status(revisions, statuses)
-    text, truncated = cap_text(fact.text)
-    return {
-        "fact_id": fact.fact_id,
-        "revision": fact.revision,
-        "status": st.status,
-        "reason": st.reason,
-        "about_revision": about,
-        "source": source_label(fact.source, fact.provenance),
-        "source_ref": fact.source.to_json() if fact.source is not None else None,
-        "text": text,
-        "fact_text_truncated": truncated,
-        "created": fact.created,
-        "updated": fact.updated,
-    }
-
-
-def iter_fact_rows(facts: FactStore, sessions: Any, *, batch: int = 1000,
-                   session_id: str | None = None,
-                   where: Callable[[Fact], bool] | None = None) -> Iterator[dict[str, Any]]:
-    """Every fact (for which ``where`` holds) as a listing row, validated
-    ``batch`` facts at a time (constant memory however many facts there are)."""
-    chunk: list[Fact] = []
-
-    def flush() -> Iterator[dict[str, Any]]:
-        revs, statuses = _statuses_for(facts, sessions, [f.fact_id for f in chunk], "durable")
-        for f in chunk:
-            yield fact_row(f, revs[f.fact_id], statuses)
-
-    if session_id is None:
-        source: Iterable[Fact] = facts.iter_facts(batch=batch)
-    else:
-        source = (f for f in map(facts.get, facts.ids_with_evidence_in(session_id))
-                  if f is not None)
-    for fact in source:
-        if where is not None and not where(fact):
-            continue
-        chunk.append(fact)
-        if len(chunk) >= batch:
-            yield from flush()
-            chunk = []
-    if chunk:
-        yield from flush()
-
-
-def _doc_size(doc: Any) -> int:
-    return len(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)) + 1
-
-
-def learning_status(sessions: Any, facts: FactStore | None, session_id: str | None = None,
-                    *, generation: int | None = None) -> dict[str, Any] | None:
-    """The newest ``learning`` event (of ``session_id``, else of the most
-    recently appended session that has one): status, reason counts and the
-    proposals whose evidence and epoch still validate.  None when there is none."""
-    if session_id is not None:
-        candidates = [session_id]
-    else:
-        def mtime(sid: str) -> float:
-            try:
-                return os.lstat(sessions.path(sid)).st_mtime
-            except OSError:
-                return 0.0
-        candidates = sorted(sessions.session_ids(), key=lambda s: (-mtime(s), s))
-    gen = generation if generation is not None else (facts.generation() if facts else 0)
-    for sid in candidates:
-        if session_id is None and not _mentions(sessions, sid, b'"learning"'):
-            continue  # a byte scan rules the session out without parsing its lines
-        try:
-            events = sessions.events(sid, 0, {"learning"})
-        except (MemctlError, OSError):
-            if session_id is not None:
-                raise
-            continue  # a refused or unreadable session has no learning status
-        if not events:
-            continue
-        ev = events[-1]
-        counts = ev.get("reason_counts")
-        if not isinstance(counts, dict):
-            counts = {}
-        counts = {str(k): v for k, v in counts.items()
-                  if isinstance(v, int) and not isinstance(v, bool)}
-        fact_ids = [f for f in ev.get("facts", []) if isinstance(f, str)] \
-            if isinstance(ev.get("facts"), list) else []
-        raw = ev.get("proposals") if isinstance(ev.get("proposals"), list) else []
-        valid, hidden = _valid_proposals(raw, sessions, facts, gen, ev)
-        return {"session_id": sid, "seq": ev.get("seq"),
-                "status": ev.get("status") if isinstance(ev.get("status"), str) else None,
-                "reason_counts": counts, "facts": fact_ids, "proposals": valid,
-                "proposals_hidden": hidden}
-    return None
-
-
-def _mentions(sessions: Any, session_id: str, needle: bytes) -> bool:
-    """Whether the session file contains ``needle`` at all (read with
-    ``O_NOFOLLOW``, in chunks).  True when it cannot be read: the parser then
-    reports why."""
-    try:
-        fd = os.open(sessions.path(session_id), os.O_RDONLY | _O_NOFOLLOW)
-    except OSError:
-        return True
-    try:
-        tail = b""
-        while True:
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                return False
-            if needle in tail + chunk[:len(needle)] or needle in chunk:
-                return True
-            tail = chunk[-len(needle):]
-    except OSError:
-        return True
-    finally:
-        os.close(fd)
-
-
-def _proposal_ref(p: Mapping[str, Any]) -> SourceRef | None:
-    for key in ("source", "source_snapshot", "ref"):
-        if isinstance(p.get(key), Mapping):
-            try:
-                return SourceRef.from_json(p[key])
-            except UsageError:
-                return None
-    if {"session_id", "seqs", "digest"} <= set(p):
-        try:
-            return SourceRef.from_json({k: p[k] for k in ("session_id", "seqs", "digest")})
-        except UsageError:
-            return None
-    return None
-
-
-def _valid_proposals(raw: Sequence[Any], sessions: Any, facts: FactStore | None, generation: int,
-                     event: Mapping[str, Any]) -> tuple[list[dict[str, Any]], int]:
-    """Proposals whose epoch is current, whose evidence validates and whose
-    conflict ids still name facts at the same revision."""
-    valid: list[dict[str, Any]] = []
-    hidden = 0
-    for p in raw:
-        if not isinstance(p, Mapping):
-            hidden += 1
-            continue
-        epoch = p.get("epoch", event.get("epoch"))
-        if isinstance(epoch, int) and not isinstance(epoch, bool) and epoch < generation:
-            hidden += 1
-            continue
-        ref = _proposal_ref(p)
-        if ref is None or not sessions.validate_source(ref, purpose="durable").ok:
-            hidden += 1
-            continue
-        ok = True
-        for c in p.get("conflicts", []) if isinstance(p.get("conflicts"), list) else []:
-            if isinstance(c, Mapping) and isinstance(c.get("fact_id"), str):
-                cur = facts.get(c["fact_id"]) if facts is not None else None
-                if cur is None or (isinstance(c.get("revision"), int)
-                                   and cur.revision != c["revision"]):
-                    ok = False
-        if not ok:
-            hidden += 1
-            continue
-        text = p.get("text") if isinstance(p.get("text"), str) else ""
-        capped, truncated = cap_text(text)
-        valid.append({"text": capped, "fact_text_truncated": truncated,
-                      "source": ref.to_json(), "kind": p.get("kind"),
-                      "conflicts": p.get("conflicts", [])})
-    return valid, hidden
-
-
-def facts_page(facts: FactStore | None, sessions: Any, *, offset: int = 0, limit: int = PAGE_FACTS,
-               session_id: str | None = None,
-               max_bytes: int = MAX_OUTPUT_BYTES) -> dict[str, Any]:
-    """One page of ``memctl facts`` / memory_list: at most ``limit`` (<= 20) facts,
-    the whole JSON document at most ``max_bytes``; ``next_offset`` is null at
-    the end.  Then the latest learning status."""
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise UsageError("offset must be 0 or more")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= PAGE_FACTS:
-        raise UsageError(f"limit must be 1..{PAGE_FACTS}")
-    if session_id is not None:
-        check_session_id(session_id)
-    rows: list[dict[str, Any]] = []
-    total = 0
-    if facts is not None:
-        if session_id is None:
-            total = facts.count()
-            page = facts.list(offset, limit)
-            revs, statuses = _statuses_for(facts, sessions, [f.fact_id for f in page], "durable")
-            rows = [fact_row(f, revs[f.fact_id], statuses) for f in page]
-        else:
-            ids = facts.ids_with_evidence_in(session_id)
-            total = len(ids)
-            page = [f for f in map(facts.get, ids[offset:offset + limit]) if f is not None]
-            revs, statuses = _statuses_for(facts, sessions, [f.fact_id for f in page], "durable")
-            rows = [fact_row(f, revs[f.fact_id], statuses) for f in page]
-    learning = learning_status(sessions, facts, session_id)
-    doc: dict[str, Any] = {"offset": offset, "limit": limit, "total": total,
-                           "next_offset": None, "facts": rows, "learning": learning}
-    shown = len(rows)
-    doc["next_offset"] = offset + shown if offset + shown < total else None
-    while _doc_size(doc) > max_bytes and learning and learning["proposals"]:
-        learning["proposals"].pop()
-        learning["proposals_truncated"] = True
-    while _doc_size(doc) > max_bytes and len(rows) > 1:
-        rows.pop()
-        doc["next_offset"] = offset + len(rows)
-    return doc
-
-
-def _require_fact(facts: FactStore | None, fact_id: str) -> Fact:
-    """The fact at its current revision (``FactStore.require``): UsageError for
-    a bad id, NotFound "no fact X" (also when there is no facts database) or
-    "fact X was forgotten"."""
-    check_fact_id(fact_id)
-    if facts is None:
-        raise NotFound(f"no fact {fact_id}")
-    return facts.require(fact_id)
-
-
-def recall(facts: FactStore | None, sessions: Any, fact_id: str, *, offset: int = 0,
-           limit: int | None = None, max_bytes: int = MAX_OUTPUT_BYTES) -> dict[str, Any]:
-    """memory_recall by fact id: ids, current revision and status; the fact
-    text (capped) and a page of its source evidence only when every revision's
-    evidence validates (purpose ``durable``)."""
-    from . import paging
-
-    fact = _require_fact(facts, fact_id)
-    assert facts is not None
-    revs, statuses = _statuses_for(facts, sessions, [fact_id], "durable")
-    st, about = fact_status(revs[fact_id], statuses)
-    meta: dict[str, Any] = {"fact_id": fact_id, "revision": fact.revision, "status": st.status,
-                            "reason": st.reason}
-    if not st.ok or fact.source is None:
-        meta["about_revision"] = about
-        return meta
-    ref = fact.source
-    records = sessions.records(ref.session_id, ref.start, ref.end)
-    from .sourceref import canonical_digest
-
-    if canonical_digest(records) != ref.digest:  # changed since it was validated
-        s = status_for("digest_mismatch")
-        return {"fact_id": fact_id, "revision": fact.revision, "status": s.status,
-                "reason": s.reason, "about_revision": fact.revision}
-    wanted = set(ref.seqs)
-    items = [(r["seq"], r) for r in records if r.get("seq") in wanted]
-    text, truncated = cap_text(fact.text)
-    meta.update({"session_id": ref.session_id, "source": ref.to_json(), "text": text,
-                 "fact_text_truncated": truncated})
-    doc, _page = paging.page_document(meta, items, offset=offset,
-                                      limit=paging.DEFAULT_LIMIT if limit is None else limit,
-                                      max_bytes=max_bytes)
-    return doc
-
-
-def history(facts: FactStore | None, sessions: Any, fact_id: str) -> dict[str, Any]:
-    """Every revision with its text, time, source and each source's status today."""
-    fact = _require_fact(facts, fact_id)
-    assert facts is not None
-    revs, statuses = _statuses_for(facts, sessions, [fact_id], "durable")
-    st, about = fact_status(revs[fact_id], statuses)
-    out = []
-    for r in revs[fact_id]:
-        if r.source is not None:
-            s = statuses.get(r.source) or SourceStatus(HIDDEN, "invalid_ref")
-        else:
-            s = status_for("legacy_provenance")
-        out.append({"revision": r.revision, "text": r.text, "created": r.created,
-                    "current": r.revision == fact.revision,
-                    "source": source_label(r.source, r.provenance),
-                    "source_ref": r.source.to_json() if r.source is not None else None,
-                    "provenance": [p.to_json() for p in r.provenance],
-                    "status": s.status, "reason": s.reason})
-    return {"fact_id": fact_id, "revision": fact.revision, "status": st.status,
-            "reason": st.reason, "about_revision": about, "created": fact.created,
-            "updated": fact.updated, "revisions": out}
-
-
-def forget_impact(facts: FactStore, sessions: Any, fact_id: str) -> dict[str, Any]:
-    """``memctl forget --dry-run``: the plan plus what it does to transcripts:
-    generated messages the new generation invalidates and compaction summaries
-    whose lineage the new exclusions intersect (made inert)."""
-    plan = facts.plan_forget(fact_id)
-    doc: dict[str, Any] = {
-        "fact_id": fact_id, "exists": plan.exists,
-        "already_forgotten": not plan.exists,
-        "exclusions": [{"session_id": s, "seq": q} for s, q in plan.exclusions],
-        "already_excluded": [{"session_id": s, "seq": q} for s, q in plan.already_excluded],
-        "suppressed_facts": list(plan.suppressed_facts),
-        "generation": plan.generation, "new_generation": plan.new_generation,
-        "generated_messages_invalidated": 0, "summaries_inert": [],
-    }
-    if not plan.exists:
-        return doc
-    positions: dict[str, set[int]] = {}
-    for s, q in plan.exclusions + plan.already_excluded:
-        positions.setdefault(s, set()).add(q)
-    gen, new = plan.generation, plan.new_generation
-    invalidated = 0
-    inert = []
-    for sid in sessions.session_ids():
-        try:
-            items = sessions.scan(sid)
-            for item in items:
-                rec = item.record
-                if rec is None:
-                    continue
-                if rec.get("type") == "message" and (
-                        rec.get("role") in ("assistant", "tool") or rec.get("synthetic") is True):
-                    epoch = rec.get("epoch")
-                    if isinstance(epoch, int) and not isinstance(epoch, bool):
-                        if gen <= epoch < new:
-                            invalidated += 1
-                    elif gen == 0:
-                        invalidated += 1
-                elif rec.get("type") == "event" and rec.get("event") == "compact":
-                    lineage = rec.get("lineage") if isinstance(rec.get("lineage"), list) else []
-                    for ref in lineage:
-                        if not isinstance(ref, Mapping):
-                            continue
-                        hit = positions.get(ref.get("session_id"))  # type: ignore[arg-type]
-                        seqs = ref.get("seqs") if isinstance(ref.get("seqs"), list) else []
-                        if hit and hit.intersection(s for s in seqs if isinstance(s, int)):
-                            inert.append({"session_id": sid, "seq": rec.get("seq")})
-                            break
-        except (MemctlError, OSError):
-            continue  # refused or unreadable sessions are skipped
-    doc["generated_messages_invalidated"] = invalidated
-    doc["summaries_inert"] = inert
-    return doc
-
-
-__all__ += ["facts_page", "recall", "history", "forget_impact", "learning_status",
-            "iter_fact_rows", "fact_row", "cap_text", "seqs_label", "source_label"]

@@ -20,11 +20,17 @@ NOT_GIT = "not a git checkout"
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
 
 
+def slug_name(base: str) -> str:
+    """The name half of a slug for a directory's base name: lower-cased, runs of
+    anything but ``[a-z0-9]`` made one ``-``, trimmed, at most 40 characters,
+    ``root`` when nothing is left (store contract, "Slug")."""
+    return _NON_ALNUM.sub("-", base.lower()).strip("-")[:40] or "root"
+
+
 def slug(path: str | os.PathLike[str]) -> str:
     """``name-hash`` for an absolute, resolved root path (store contract, "Slug")."""
     p = os.fspath(path)
-    name = os.path.basename(p.rstrip(os.sep) or p) if p != os.sep else ""
-    name = _NON_ALNUM.sub("-", name.lower()).strip("-")[:40] or "root"
+    name = slug_name(os.path.basename(p.rstrip(os.sep) or p) if p != os.sep else "")
     digest = hashlib.sha256(os.fsencode(p)).hexdigest()[:12]
     return f"{name}-{digest}"
 
@@ -46,7 +52,7 @@ class ProjectIdentity:
         return slug(self.cwd)
 
 
-def _read_gitdir_file(dotgit: str) -> str | None:
+def read_gitdir_file(dotgit: str) -> str | None:
     """The target of a ``.git`` file (``gitdir: X``), made absolute; None if unreadable."""
     try:
         with open(dotgit, "rb") as fh:
@@ -62,6 +68,25 @@ def _read_gitdir_file(dotgit: str) -> str | None:
     if not os.path.isabs(target):
         target = os.path.join(os.path.dirname(dotgit), target)
     return os.path.realpath(target)
+
+
+def read_commondir(gitdir: str) -> str | None:
+    """The common git dir that ``<gitdir>/commondir`` names (a linked
+    worktree's), made absolute and resolved; None when there is no such
+    regular file, it is unreadable or empty."""
+    path = os.path.join(gitdir, "commondir")
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, "rb") as fh:
+            common = fh.read(4096).decode("utf-8", "surrogateescape").strip()
+    except OSError:
+        return None
+    if not common:
+        return None
+    if not os.path.isabs(common):
+        common = os.path.join(gitdir, common)
+    return os.path.realpath(common)
 
 
 def _core_worktree(common_dir: str) -> str | None:
@@ -120,27 +145,18 @@ def resolve_project(cwd: str | os.PathLike[str]) -> ProjectIdentity:
     if os.path.isdir(dotgit):
         return ProjectIdentity(Path(d), Path(probe), MAIN_CHECKOUT, Path(probe), MAIN_CHECKOUT)
 
-    gitdir = _read_gitdir_file(dotgit)
+    gitdir = read_gitdir_file(dotgit)
     if gitdir is None:
         # A .git entry that is neither a directory nor a readable gitdir file:
         # the nearest .git still marks the checkout root.
         return ProjectIdentity(Path(d), Path(probe), MAIN_CHECKOUT, Path(probe),
                                f"{MAIN_CHECKOUT} (unreadable .git file)")
-    commondir_file = os.path.join(gitdir, "commondir")
-    if os.path.isfile(commondir_file):
-        try:
-            with open(commondir_file, "rb") as fh:
-                common = fh.read(4096).decode("utf-8", "surrogateescape").strip()
-        except OSError:
-            common = ""
-        if common:
-            if not os.path.isabs(common):
-                common = os.path.join(gitdir, common)
-            common = os.path.realpath(common)
-            if os.path.basename(common) == ".git":
-                root = os.path.dirname(common)
-            else:
-                root = _core_worktree(common) or common
-            return ProjectIdentity(Path(d), Path(root), LINKED_WORKTREE, Path(probe),
-                                   f"worktree of {root}")
+    common = read_commondir(gitdir)
+    if common is not None:
+        if os.path.basename(common) == ".git":
+            root = os.path.dirname(common)
+        else:
+            root = _core_worktree(common) or common
+        return ProjectIdentity(Path(d), Path(root), LINKED_WORKTREE, Path(probe),
+                               f"worktree of {root}")
     return ProjectIdentity(Path(d), Path(probe), SUBMODULE, Path(probe), SUBMODULE)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import NotFound, StoreCorrupt, UsageError
 from .identity import ProjectIdentity, resolve_project, slug
+from .sourceref import SESSION_ID_RE
 
 MEMORY_FILE = "MEMORY.md"
 SCRATCHPAD_FILE = "scratchpad.md"
@@ -17,6 +19,7 @@ DAILY_DIR = "daily"
 NOTES_DIR = "notes"
 SESSIONS_DIR = "sessions"
 FACTS_DB = "facts.sqlite3"
+SESSION_SUFFIX = ".jsonl"
 DIR_MODE = 0o700
 FILE_MODE = 0o600
 
@@ -25,6 +28,63 @@ _SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}-[0-9a-f]{12}$|^root-[0-9a-f]{12
 
 def memory_root(config_dir: Path) -> Path:
     return config_dir / "memory"
+
+
+def memory_names(config_dir: Path) -> list[str]:
+    """Every name in ``<config>/memory/``, sorted (one listing, nothing followed
+    or opened); empty when the directory is missing or is not a directory.
+    Any other listing failure is ``StoreCorrupt`` (exit 5)."""
+    root = memory_root(config_dir)
+    try:
+        return sorted(os.listdir(root))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except OSError as exc:
+        raise StoreCorrupt(f"{root}: cannot list: {exc.strerror}") from None
+
+
+@dataclass(frozen=True)
+class StoreEntry:
+    """One store under ``<config>/memory/``: a real directory, or a symbolic
+    link in a store's place (never followed)."""
+
+    name: str
+    path: Path
+    is_link: bool
+
+
+def store_entries(config_dir: Path) -> list[StoreEntry]:
+    """The directories and symbolic links in ``<config>/memory/``, sorted by
+    name (``lstat`` only; anything else, or an entry that vanished, is left
+    out).  Every listing of stores starts here."""
+    root = memory_root(config_dir)
+    out = []
+    for name in memory_names(config_dir):
+        try:
+            mode = os.lstat(root / name).st_mode
+        except OSError:
+            continue
+        if stat.S_ISLNK(mode) or stat.S_ISDIR(mode):
+            out.append(StoreEntry(name, root / name, stat.S_ISLNK(mode)))
+    return out
+
+
+def store_dirs(config_dir: Path) -> list["Store"]:
+    """The store directories under ``<config>/memory/`` (real directories: a
+    symbolic link is left out), sorted by name."""
+    return [store_at(e.path) for e in store_entries(config_dir) if not e.is_link]
+
+
+def session_ids(sessions_dir: str | os.PathLike[str]) -> list[str]:
+    """Ids of the ``<id>.jsonl`` names in a store's ``sessions/`` whose id has
+    the valid syntax, sorted (names only: no file is opened or followed);
+    empty when the directory cannot be listed."""
+    try:
+        names = os.listdir(sessions_dir)
+    except OSError:
+        return []
+    return sorted(n[:-len(SESSION_SUFFIX)] for n in names
+                  if n.endswith(SESSION_SUFFIX) and SESSION_ID_RE.match(n[:-len(SESSION_SUFFIX)]))
 
 
 def looks_like_slug(name: str) -> bool:
@@ -71,17 +131,22 @@ class Store:
     def exists(self) -> bool:
         return os.path.isdir(self.path)
 
+    def session_ids(self) -> list[str]:
+        """The store's session ids (``session_ids`` on its ``sessions/``)."""
+        return session_ids(self.sessions_dir)
+
     def require(self) -> "Store":
-        """Raise NotFound unless the store directory exists (and is not a symlink)."""
-        try:
-            st = os.lstat(self.path)
-        except FileNotFoundError:
+        """The one check of a store directory before it is read: ``NotFound``
+        (exit 3) when nothing is there; ``StoreCorrupt`` (exit 5) when it is a
+        symbolic link (never followed), not a directory, or cannot be stat'ed:
+        something is there but it is not a readable store (store contract:
+        a symlink or a non-directory in a directory's place is refused as an
+        unreadable store)."""
+        from .atomic import lstat_dir  # atomic imports this module
+
+        if lstat_dir(self.path, link_what="store directory is") is None:
             where = f" for {self.identity.root}" if self.identity else ""
-            raise NotFound(f"no memory store{where} (expected at {self.path})") from None
-        if stat.S_ISLNK(st.st_mode):
-            raise StoreCorrupt(f"{self.path}: store directory is a symbolic link; refusing to follow it")
-        if not stat.S_ISDIR(st.st_mode):
-            raise NotFound(f"{self.path}: not a directory")
+            raise NotFound(f"no memory store{where} (expected at {self.path})")
         return self
 
 
@@ -167,7 +232,25 @@ class LayoutItem:
     count: int       # a directory: number of entries; a file: 1 if exists
 
 
-def _dir_summary(path: Path, suffix: str | None = None) -> tuple[bool, int, int]:
+def regular_files(path: str | os.PathLike[str],
+                  suffix: str = "") -> Iterator[tuple[str, os.stat_result]]:
+    """(name, lstat) of each regular file directly in ``path`` whose name ends
+    with ``suffix``, in directory order (a symbolic link is not one; an entry
+    that vanishes meanwhile is skipped).  A listing failure raises ``OSError``
+    where it happens, after the entries already yielded."""
+    with os.scandir(path) as it:
+        for entry in it:
+            if not entry.name.endswith(suffix):
+                continue
+            try:
+                est = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISREG(est.st_mode):
+                yield entry.name, est
+
+
+def _dir_summary(path: Path, suffix: str = "") -> tuple[bool, int, int]:
     try:
         st = os.lstat(path)
     except OSError:
@@ -176,17 +259,9 @@ def _dir_summary(path: Path, suffix: str | None = None) -> tuple[bool, int, int]
         return False, 0, 0
     size = count = 0
     try:
-        with os.scandir(path) as it:
-            for entry in it:
-                if suffix and not entry.name.endswith(suffix):
-                    continue
-                try:
-                    est = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                if stat.S_ISREG(est.st_mode):
-                    size += est.st_size
-                    count += 1
+        for _name, est in regular_files(path, suffix):
+            size += est.st_size
+            count += 1
     except OSError:
         pass
     return True, size, count

@@ -22,9 +22,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .atomic import atomic_write, is_temp_name, read_all
+from .atomic import (O_DIRECTORY, O_NONBLOCK, atomic_write, is_temp_name, lstat_dir, open_nofollow,
+                     read_all)
 from .errors import NotFound, StoreCorrupt, StoreWriteError, UsageError
-from .layout import DAILY_DIR, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, Store
+from .layout import DAILY_DIR, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, Store, regular_files
 
 MD_SUFFIX = ".md"
 NOTE_NAME_MAX_CHARS = 100
@@ -39,10 +40,6 @@ NOTE = "note"
 KINDS = (MEMORY, SCRATCHPAD, LOG, NOTE)
 
 _DATE_RE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
-_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
-_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
-_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _READ_CHUNK = 1 << 20
 
 
@@ -101,6 +98,18 @@ def check_note_name(name: object) -> str:
     if len((name + MD_SUFFIX).encode("utf-8")) > FILE_NAME_MAX_BYTES:
         raise bad(f"'{'<name>'}.md' would be longer than {FILE_NAME_MAX_BYTES} bytes")
     return name
+
+
+def is_note_file(name: str) -> bool:
+    """Whether a ``notes/`` entry is ``<note name>.md`` with a name ``memctl
+    note`` would accept (the audit's layout check, the bundle's export)."""
+    if not name.endswith(".md"):
+        return False
+    try:
+        check_note_name(name)
+    except UsageError:
+        return False
+    return True
 
 
 def check_date(date: object) -> str:
@@ -187,7 +196,7 @@ def _open_below(base: Path, rel: tuple[str, ...], *, label: str) -> int | None:
     shown = base
     try:
         try:
-            fd = os.open(base, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC)
+            fd = open_nofollow(base, os.O_RDONLY | O_DIRECTORY)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -201,10 +210,9 @@ def _open_below(base: Path, rel: tuple[str, ...], *, label: str) -> int | None:
         for i, part in enumerate(rel):
             last = i == len(rel) - 1
             shown = shown / part
-            flags = os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC
-            flags |= _O_NONBLOCK if last else _O_DIRECTORY
+            flags = os.O_RDONLY | (O_NONBLOCK if last else O_DIRECTORY)
             try:
-                fd = os.open(part, flags, dir_fd=fds[-1])
+                fd = open_nofollow(part, flags, dir_fd=fds[-1])
             except FileNotFoundError:
                 return None
             except OSError as exc:
@@ -324,48 +332,18 @@ class NoteInfo:
     mtime_ns: int
 
 
-def _require_store(store: Store) -> None:
-    try:
-        st = os.lstat(store.path)
-    except FileNotFoundError:
-        where = f" for {store.identity.root}" if store.identity else ""
-        raise NotFound(f"no memory store{where} (expected at {store.path})") from None
-    except OSError as exc:
-        raise StoreCorrupt(f"{store.path}: cannot stat: {exc.strerror}") from None
-    if stat.S_ISLNK(st.st_mode):
-        raise StoreCorrupt(f"{store.path}: store directory is a symbolic link; refusing to follow it")
-    if not stat.S_ISDIR(st.st_mode):
-        raise StoreCorrupt(f"{store.path}: not a directory")
-
-
 def _md_entries(store: Store, sub: str) -> list[tuple[str, os.stat_result]]:
     """Regular ``*.md`` files directly in ``store/sub`` (no symlinks, no temp
     files, no ``.bak``), sorted by name.  Empty when the directory is missing;
     ``StoreCorrupt`` when it is a symlink."""
     d = store.path / sub
-    try:
-        st = os.lstat(d)
-    except FileNotFoundError:
+    if lstat_dir(d) is None:
         return []
-    except OSError as exc:
-        raise StoreCorrupt(f"{d}: cannot stat: {exc.strerror}") from None
-    if stat.S_ISLNK(st.st_mode):
-        raise StoreCorrupt(f"{d}: is a symbolic link; refusing to follow it")
-    if not stat.S_ISDIR(st.st_mode):
-        raise StoreCorrupt(f"{d}: not a directory")
     out = []
     try:
-        with os.scandir(d) as it:
-            for entry in it:
-                name = entry.name
-                if not name.endswith(MD_SUFFIX) or is_temp_name(name) or name == MD_SUFFIX:
-                    continue
-                try:
-                    est = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                if stat.S_ISREG(est.st_mode):
-                    out.append((name, est))
+        for name, est in regular_files(d, MD_SUFFIX):
+            if not is_temp_name(name) and name != MD_SUFFIX:
+                out.append((name, est))
     except OSError as exc:
         raise StoreCorrupt(f"{d}: cannot list: {exc.strerror}") from None
     out.sort(key=lambda e: e[0])
@@ -379,7 +357,7 @@ def _local_iso(mtime_ns: int) -> str:
 def list_notes(store: Store) -> list[NoteInfo]:
     """Every regular ``notes/*.md`` file, sorted by name.  ``NotFound`` when
     the store does not exist; empty when it has no ``notes/`` directory."""
-    _require_store(store)
+    store.require()
     return [NoteInfo(name[:-len(MD_SUFFIX)], store.notes_dir / name, st.st_size,
                      _local_iso(st.st_mtime_ns), st.st_mtime_ns)
             for name, st in _md_entries(store, NOTES_DIR)]
@@ -388,7 +366,7 @@ def list_notes(store: Store) -> list[NoteInfo]:
 def markdown_files(store: Store) -> list[Target]:
     """The files search covers, in search order: MEMORY.md, scratchpad.md,
     daily/*.md, notes/*.md (never ``.bak``, temp files or sessions)."""
-    _require_store(store)
+    store.require()
     out = [memory_target(), scratchpad_target()]
     for sub, kind in ((DAILY_DIR, LOG), (NOTES_DIR, NOTE)):
         for name, _st in _md_entries(store, sub):
@@ -467,7 +445,7 @@ def search(store: Store, pattern: str, *, limit: int = DEFAULT_SEARCH_LIMIT,
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise UsageError(f"--limit must be a positive integer, not {limit!r}")
     regex = compile_pattern(pattern, ignore_case=ignore_case)
-    _require_store(store)
+    store.require()
     skipped: list[SkippedFile] = []
     hits: list[SearchHit] = []
     truncated = False

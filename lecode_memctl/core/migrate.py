@@ -33,11 +33,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .atomic import atomic_write, is_temp_name, make_dirs
+from .atomic import O_NONBLOCK, atomic_write, is_temp_name, make_dirs, open_nofollow
 from .errors import EXIT_OK, Conflict, NotFound, StoreCorrupt, StoreWriteError, UsageError
-from .identity import ProjectIdentity, resolve_project, slug
+from .identity import (ProjectIdentity, read_commondir, read_gitdir_file, resolve_project, slug,
+                       slug_name)
 from .layout import (DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE,
-                     SESSIONS_DIR, Store, looks_like_slug, memory_root)
+                     SESSIONS_DIR, Store, looks_like_slug, memory_names, memory_root, store_entries)
 
 DEFAULT_MAX_DIRS = 100_000
 """How many directories discovery walks at most (all trees together)."""
@@ -81,10 +82,6 @@ EXIT_CONFLICT = Conflict.exit_code
 SQLITE_HEADER = b"SQLite format 3\x00"
 _SQLITE_NAME = re.compile(r"\.(sqlite3?|db)(-wal|-shm|-journal)?$")
 _DATE_MD = re.compile(r"^([0-9]{4}-[0-9]{2}-[0-9]{2})\.md$")
-_NON_ALNUM = re.compile(r"[^a-z0-9]+")  # as in identity.slug
-_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
-_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
 # ---------------------------------------------------------------- discovery
@@ -113,18 +110,6 @@ class Discovery:
     notes: list[str] = field(default_factory=list)  # things a person should know
 
 
-def _list_memory_root(config_dir: Path) -> set[str]:
-    """The names in ``<config>/memory/`` (one listing; empty if it does not exist)."""
-    root = memory_root(config_dir)
-    try:
-        with os.scandir(root) as it:
-            return {e.name for e in it}
-    except (FileNotFoundError, NotADirectoryError):
-        return set()
-    except OSError as exc:
-        raise StoreCorrupt(f"{root}: cannot list: {exc.strerror}") from None
-
-
 def _common_dir(checkout: str) -> str | None:
     """The common git dir of a checkout (its ``.git`` directory, or what a
     ``.git`` file points to, through ``commondir``), or None."""
@@ -135,29 +120,11 @@ def _common_dir(checkout: str) -> str | None:
         return None
     if stat.S_ISDIR(st.st_mode):
         return os.path.realpath(dotgit)
-    try:
-        with open(dotgit, "rb") as fh:
-            text = fh.read(4096).decode("utf-8", "surrogateescape").strip()
-    except OSError:
+    gitdir = read_gitdir_file(dotgit)
+    if gitdir is None:
         return None
-    if not text.startswith("gitdir:"):
-        return None
-    gitdir = text[len("gitdir:"):].strip()
-    if not gitdir:
-        return None
-    if not os.path.isabs(gitdir):
-        gitdir = os.path.join(checkout, gitdir)
-    gitdir = os.path.realpath(gitdir)
-    try:
-        with open(os.path.join(gitdir, "commondir"), "rb") as fh:
-            common = fh.read(4096).decode("utf-8", "surrogateescape").strip()
-    except OSError:
-        return gitdir  # a submodule's own git dir is its common dir
-    if not common:
-        return gitdir
-    if not os.path.isabs(common):
-        common = os.path.join(gitdir, common)
-    return os.path.realpath(common)
+    # without a commondir (a submodule), the git dir is its own common dir
+    return read_commondir(gitdir) or gitdir
 
 
 def linked_worktrees(project: ProjectIdentity) -> tuple[list[Path], list[str]]:
@@ -213,7 +180,7 @@ class _Finder:
 
     def consider(self, directory: str, origin: str) -> None:
         base = os.path.basename(directory)
-        if (_NON_ALNUM.sub("-", base.lower()).strip("-")[:40] or "root") not in self.prefixes:
+        if slug_name(base) not in self.prefixes:
             return
         s = slug(directory)
         if s not in self.candidates or s in self.seen:
@@ -299,7 +266,7 @@ def discover_legacy_stores(config_dir: Path, cwd: str | os.PathLike[str], *,
     config_dir = Path(config_dir)
     ident = resolve_project(cwd)
     store = Store(memory_root(config_dir) / ident.slug, ident.slug, ident)
-    finder = _Finder(config_dir, _list_memory_root(config_dir), ident.slug, max_dirs)
+    finder = _Finder(config_dir, set(memory_names(config_dir)), ident.slug, max_dirs)
 
     if include_cwd:
         d = str(ident.cwd)
@@ -383,8 +350,7 @@ def classify_stores(config_dir: Path, known_roots: Iterable[str | os.PathLike[st
     project nobody named, or a project store whose project is unknown).
     Reads only; returns the list sorted by slug, and notes from the walks."""
     config_dir = Path(config_dir)
-    mem = memory_root(config_dir)
-    names = sorted(n for n in _list_memory_root(config_dir) if looks_like_slug(n))
+    entries = [e for e in store_entries(config_dir) if looks_like_slug(e.name)]
     owner: dict[str, tuple[str, Path, Path | None]] = {}
     notes: list[str] = []
     roots: list[str] = []
@@ -401,19 +367,12 @@ def classify_stores(config_dir: Path, known_roots: Iterable[str | os.PathLike[st
         for ls in found.legacy:
             owner.setdefault(ls.slug, (LEGACY_STORE, ident.root, ls.directory))
     out: list[StoreClass] = []
-    for n in names:
-        path = mem / n
-        try:
-            st = os.lstat(path)
-        except OSError:
+    for e in entries:
+        if e.is_link:
+            out.append(StoreClass(e.name, e.path, SYMLINK, None, None))
             continue
-        if stat.S_ISLNK(st.st_mode):
-            out.append(StoreClass(n, path, SYMLINK, None, None))
-            continue
-        if not stat.S_ISDIR(st.st_mode):
-            continue
-        kind, root, directory = owner.get(n, (UNCLAIMED, None, None))
-        out.append(StoreClass(n, path, kind, root, directory))
+        kind, root, directory = owner.get(e.name, (UNCLAIMED, None, None))
+        out.append(StoreClass(e.name, e.path, kind, root, directory))
     return out, notes
 
 
@@ -518,7 +477,7 @@ def _classify_name(rel: str, parts: list[str]) -> tuple[str, str | None, str]:
 
 
 def _read_nofollow(path: Path, limit: int | None = None) -> bytes:
-    fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC)
+    fd = open_nofollow(path, os.O_RDONLY | O_NONBLOCK)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):

@@ -152,7 +152,7 @@ class Project:
 
     def recall(self, fact_id: str, *, offset: int = 0, limit: int | None = None) -> dict[str, Any]:
         """memory_recall by fact id (:func:`lecode_memctl.core.facts.recall`)."""
-        from .facts import recall
+        from .factview import recall
 
         with self._reading() as fs:
             return recall(fs, self.sessions, fact_id, offset=offset, limit=limit)
@@ -166,7 +166,7 @@ class Project:
     def list_facts(self, *, offset: int = 0, limit: int = 20,
                    session_id: str | None = None) -> dict[str, Any]:
         """memory_list: one page of facts with their status (:func:`facts_page`)."""
-        from .facts import facts_page
+        from .factview import facts_page
 
         with self._reading() as fs:
             return facts_page(fs, self.sessions, offset=offset, limit=limit,

@@ -28,9 +28,9 @@ from typing import Any
 
 import orjson
 
+from .atomic import open_nofollow
 from .identity import resolve_project, slug
-from .layout import FACTS_DB, SESSIONS_DIR, memory_root
-from .sourceref import SESSION_ID_RE
+from .layout import FACTS_DB, SESSIONS_DIR, session_ids, store_entries
 
 _ROOT_KEYS = ("project_root", "root", "cwd")
 _HEAD_BYTES = 65536
@@ -93,21 +93,12 @@ def _walk(path: Path) -> tuple[int, int, float | None, bool]:
     return size, files, newest, markdown
 
 
-def _session_ids(store: Path) -> list[str]:
-    try:
-        names = os.listdir(store / SESSIONS_DIR)
-    except OSError:
-        return []
-    return sorted(n[:-6] for n in names if n.endswith(".jsonl") and SESSION_ID_RE.match(n[:-6]))
-
-
 def _header_roots(store: Path, ids: list[str], limit: int = 50) -> list[str]:
     """Candidate root paths from the newest ``limit`` session headers' optional keys."""
     out: list[str] = []
     for sid in ids[-limit:]:
         try:
-            fd = os.open(store / SESSIONS_DIR / f"{sid}.jsonl",
-                         os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+            fd = open_nofollow(store / SESSIONS_DIR / f"{sid}.jsonl")
         except OSError:
             continue
         try:
@@ -178,11 +169,7 @@ def list_projects(config_dir: Path, *, current: str | os.PathLike[str] | None = 
     """Every store directory under ``<config>/memory/``, sorted by slug.  Reads only."""
     from .migrate import LEGACY_STORE, SYMLINK, classify_stores
 
-    mem = memory_root(config_dir)
-    try:
-        names = sorted(os.listdir(mem))
-    except FileNotFoundError:
-        return []
+    entries = store_entries(config_dir)
     candidates: list[tuple[str, str]] = []
     if current is not None:
         try:
@@ -194,14 +181,11 @@ def list_projects(config_dir: Path, *, current: str | os.PathLike[str] | None = 
     # First pass: verified roots per store (header candidates first).
     found: dict[str, tuple[str, str]] = {}
     ids_by: dict[str, list[str]] = {}
-    for n in names:
-        p = mem / n
-        try:
-            if not stat.S_ISDIR(os.lstat(p).st_mode):
-                continue
-        except OSError:
+    for e in entries:
+        if e.is_link:
             continue
-        ids = _session_ids(p)
+        n, p = e.name, e.path
+        ids = session_ids(p / SESSIONS_DIR)
         ids_by[n] = ids
         for cand in _header_roots(p, ids):
             root = _verify_root(cand, n)
@@ -218,19 +202,13 @@ def list_projects(config_dir: Path, *, current: str | os.PathLike[str] | None = 
     classes, _notes = classify_stores(config_dir, known)
     cls_by = {c.slug: c for c in classes}
     out: list[ProjectInfo] = []
-    for n in names:
-        p = mem / n
-        try:
-            lst = os.lstat(p)
-        except OSError:
-            continue
+    for e in entries:
+        n, p = e.name, e.path
         c = cls_by.get(n)
-        if stat.S_ISLNK(lst.st_mode):
+        if e.is_link:
             out.append(ProjectInfo(n, str(p), "symlink", None, None, None, None, None, False,
                                    0, None, "the store is a symbolic link; not followed",
                                    0, 0, None))
-            continue
-        if not stat.S_ISDIR(lst.st_mode):
             continue
         size, files, newest, markdown = _walk(p)
         ids = ids_by.get(n, [])

@@ -33,13 +33,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import orjson
 
-from .atomic import fsync_dir, make_dirs, write_all
+from .atomic import fsync_dir, is_link_refusal, make_dirs, open_nofollow, write_all
 from .errors import Conflict, MemctlError, NotFound, StoreBusy, StoreCorrupt, StoreWriteError, UsageError
-from .layout import FILE_MODE, Store
+from .layout import SESSION_SUFFIX, Store, session_ids
 from .sourceref import (
     MAX_SPAN,
     REASONS,
@@ -55,12 +55,23 @@ from .sourceref import (
 )
 
 FORMAT_VERSION = 1
-SUFFIX = ".jsonl"
+SUFFIX = SESSION_SUFFIX
 LOCK_SUFFIX = ".lock"
 ROLES = ("user", "assistant", "tool", "system")
 GENERATED_ROLES = ("assistant", "tool")
 PURPOSES = ("working", "durable")
 VISIBILITY_EVENTS = ("undo", "redo", "clear")
+# The learning event (reference design, "Bounds, deduplication, and failure handling"):
+# its type, its fixed statuses and its reason codes (the audit checks them, facts reads them).
+LEARNING_EVENT = "learning"
+LEARNING_STATUSES = frozenset({"no_candidates", "rejected", "learned", "proposed", "failed", "stale"})
+LEARNING_REASONS = frozenset({
+    "response_schema", "invalid_json", "output_too_large", "unexpected_tool_calls",
+    "incomplete_response", "candidate_schema", "invalid_text", "invalid_source",
+    "invalid_preference_source", "temporary_preference", "exact_text_mismatch",
+    "invalid_preference", "invalid_conflicts", "unverified_project_evidence",
+    "stale_context", "extraction_error",
+})
 
 # Corruption kinds reported by ``scan`` (and in StoreCorrupt messages).
 NOT_JSON = "not_json"
@@ -322,11 +333,12 @@ def _classify(line: bytes) -> tuple[str, Any]:
 _FAST_SEQ = re.compile(rb'\{"seq":(0|[1-9][0-9]*)[,}]')
 
 
-def _fast_seq(line: bytes) -> int | None:
-    """The seq of a line shaped ``{"seq":N,...`` (as the core writer and
-    orjson write it), read without parsing the rest; None for any other
-    shape.  Only the search uses it, to step over lines before its target:
-    every line it returns or reads forward from is still fully parsed."""
+def fast_seq(line: bytes) -> int | None:
+    """The seq of a line shaped ``{"seq":N,...`` or ``{"seq":N}`` (as the core
+    writer and orjson write it), read without parsing the rest; None for any
+    other shape, and for a number JSON does not allow (a leading zero), so
+    that such a line is parsed, and found corrupt, by the caller.  Used to
+    step over lines: the session search and the audit's transcript scan."""
     m = _FAST_SEQ.match(line)
     return int(m.group(1)) if m else None
 
@@ -440,7 +452,7 @@ class _File:
                 start, line = self.line_at(pos)
                 if line is None or start >= hi:
                     break
-                fast = _fast_seq(line)
+                fast = fast_seq(line)
                 if fast is not None:
                     found = (start + len(line) + 1, fast)
                     break
@@ -457,7 +469,7 @@ class _File:
         for start, line in self.lines(lo) if lo < self.size else ():
             if line is None:
                 return bad if bad is not None else start
-            fast = _fast_seq(line)
+            fast = fast_seq(line)
             if fast is not None and fast < target and bad is None:
                 continue
             kind, obj = _classify(line)
@@ -598,17 +610,7 @@ class SessionStore:
 
     def session_ids(self) -> list[str]:
         """Ids of the ``*.jsonl`` entries with a valid id syntax (no file opened)."""
-        try:
-            names = os.listdir(self.dir)
-        except OSError:
-            return []
-        out = []
-        for name in names:
-            if name.endswith(SUFFIX):
-                sid = name[: -len(SUFFIX)]
-                if SESSION_ID_RE.match(sid):
-                    out.append(sid)
-        return sorted(out)
+        return session_ids(self.dir)
 
     def header_projects(self) -> dict[str, int]:
         """How many transcripts name each project in their header: the evidence a
@@ -646,13 +648,12 @@ class SessionStore:
         if stat.S_ISLNK(dst.st_mode):
             raise SessionRefused(f"{self.dir} is a symbolic link; refused", "refused_symlink")
         path = os.path.join(self.dir, session_id + SUFFIX)
-        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
         try:
-            fd = os.open(path, flags)
+            fd = open_nofollow(path)
         except FileNotFoundError:
             raise self._not_found(session_id) from None
         except OSError as exc:
-            if exc.errno == errno.ELOOP:
+            if is_link_refusal(exc):
                 raise SessionRefused(f"session {session_id}: {path} is a symbolic link; refused",
                                      "refused_symlink") from None
             if exc.errno == errno.ENOTDIR:
@@ -728,8 +729,7 @@ class SessionStore:
         path = os.path.join(self.dir, session_id + SUFFIX)
         try:
             try:
-                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL
-                             | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), FILE_MODE)
+                fd = open_nofollow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL)
             except FileExistsError:
                 raise Conflict(f"session {session_id} already exists") from None
             except OSError as exc:
@@ -789,8 +789,7 @@ class SessionStore:
                 f.close()
             path = os.path.join(self.dir, session_id + SUFFIX)
             try:
-                fd = os.open(path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)
-                             | getattr(os, "O_CLOEXEC", 0))
+                fd = open_nofollow(path, os.O_WRONLY | os.O_APPEND)
             except OSError as exc:
                 raise StoreWriteError(f"{path}: cannot open for append: {exc.strerror}") from None
             if torn:
@@ -1191,7 +1190,28 @@ class SessionStore:
 # The writer
 
 
-class SessionWriter:
+class ClosesOnExit:
+    """A resource (file descriptors, a database connection) whose ``close``
+    is idempotent: a context manager that closes it, and closes it when
+    collected, as a last resort."""
+
+    def close(self) -> None:  # pragma: no cover - every subclass defines it
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class SessionWriter(ClosesOnExit):
     """Appends records to one session; holds ``<id>.lock`` until closed.
 
     Each append writes one whole line with a single ``write`` on an
@@ -1261,17 +1281,6 @@ class SessionWriter:
                 except OSError:
                     pass
 
-    def __enter__(self) -> "SessionWriter":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:  # pragma: no cover - best effort
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 # --------------------------------------------------------------------------
@@ -1315,10 +1324,9 @@ def _ensure_dirs(*paths: str) -> None:
 def _lock(sessions_dir: str, session_id: str) -> int:
     path = os.path.join(sessions_dir, session_id + LOCK_SUFFIX)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
-                     | getattr(os, "O_CLOEXEC", 0), FILE_MODE)
+        fd = open_nofollow(path, os.O_RDWR | os.O_CREAT)
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
+        if is_link_refusal(exc):
             raise SessionRefused(f"{path} is a symbolic link; refused", "refused_symlink") from None
         raise StoreWriteError(f"{path}: cannot open lock: {exc.strerror}") from None
     try:

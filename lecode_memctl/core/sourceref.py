@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -154,6 +154,28 @@ class ExclusionReader(Protocol):
     def generation(self) -> int: ...
 
     def excluded_seqs(self, session_id: str) -> frozenset[int]: ...
+
+
+class SessionReader(Protocol):
+    """What facts, context and the reports need from "something that reads
+    sessions": ``SessionStore`` implements it (``bind_facts``, when a reader
+    has it, is optional and looked up with ``hasattr``)."""
+
+    def path(self, session_id: str) -> str: ...
+
+    def session_ids(self) -> list[str]: ...
+
+    def records(self, session_id: str, start: int, end: int) -> list[dict]: ...
+
+    def events(self, session_id: str, start: int = 0,
+               kinds: set[str] | None = None) -> list[dict]: ...
+
+    def scan(self, session_id: str) -> Iterator[Any]: ...
+
+    def validate_source(self, ref: "SourceRef", purpose: str = "working") -> "SourceStatus": ...
+
+    def validate_many(self, refs: Iterable["SourceRef"], purpose: str = "durable"
+                      ) -> dict["SourceRef", "SourceStatus"]: ...
 
 
 class NoExclusions:

@@ -28,9 +28,10 @@ from typing import Any
 
 import orjson
 
+from .atomic import open_nofollow
 from .errors import NotFound, UsageError
-from .layout import SESSIONS_DIR, Store
-from .sourceref import SESSION_ID_RE, check_session_id
+from .layout import Store, session_ids
+from .sourceref import check_session_id
 
 _EVENT_MARK = b'"event"'
 _CHUNK = 8 << 20
@@ -188,16 +189,12 @@ def usage_report(store: Store, *, session: str | None = None,
         if not os.path.lexists(sdir / f"{session}.jsonl"):
             raise NotFound(f"no session {session} in {sdir}")
     else:
-        try:
-            ids = sorted(n[:-6] for n in os.listdir(sdir)
-                         if n.endswith(".jsonl") and SESSION_ID_RE.match(n[:-6]))
-        except FileNotFoundError:
-            ids = []
+        ids = session_ids(sdir)
     for sid in ids:
         rep.sessions += 1
         path = sdir / f"{sid}.jsonl"
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+            fd = open_nofollow(path)
         except OSError:
             rep.refused.append(sid)
             continue

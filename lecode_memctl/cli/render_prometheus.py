@@ -1,0 +1,73 @@
+"""``memctl validate --format prometheus``: the audit summaries in the
+Prometheus text exposition format (node_exporter textfile collector).  The
+core returns the summaries; rendering them is the CLI's."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from lecode_memctl.core.audit import CODES, SEVERITIES, SEVERITY_RANK, Summary
+from lecode_memctl.core.sourceref import STATUSES
+
+def _prom_escape(value: str) -> str:
+    """A label value escaped per the exposition format: backslash, quote, newline."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _labels(**kv: str) -> str:
+    return "{" + ",".join(f'{k}="{_prom_escape(v)}"' for k, v in kv.items()) + "}"
+
+
+PROM_METRICS: tuple[tuple[str, str, str], ...] = (
+    ("memctl_validate_ok", "gauge",
+     "1 when the last memctl validate found nothing at error severity (warnings too with --strict), else 0."),
+    ("memctl_validate_findings", "gauge",
+     "Findings of the last memctl validate by severity and code (ignored codes excluded)."),
+    ("memctl_validate_findings_by_severity", "gauge",
+     "Findings of the last memctl validate by severity, zero included."),
+    ("memctl_validate_facts", "gauge",
+     "Facts by validation status (a fact counts under its worst revision's status)."),
+    ("memctl_validate_sessions", "gauge", "Session transcripts in the store."),
+    ("memctl_validate_duration_seconds", "gauge", "Wall-clock time the audit of the store took."),
+    ("memctl_validate_last_run_timestamp_seconds", "gauge",
+     "Unix time at which the audit of the store finished."),
+)
+
+
+def prometheus_text(summaries: Sequence[Summary], *, strict: bool = False) -> str:
+    """Every metric, HELP and TYPE once each, then one sample per project/label set."""
+    out: list[str] = []
+    for name, typ, help_ in PROM_METRICS:
+        out.append(f"# HELP {name} {help_}")
+        out.append(f"# TYPE {name} {typ}")
+        for s in summaries:
+            p = s.project
+            if name == "memctl_validate_ok":
+                out.append(f"{name}{_labels(project=p)} {1 if s.ok(strict) else 0}")
+            elif name == "memctl_validate_findings":
+                for code, n in sorted(s.by_code.items()):
+                    sev = CODES[code].severity
+                    # torn tails may be counted at either severity; split them by severity
+                    out.extend(_findings_lines(name, p, code, sev, n, s))
+            elif name == "memctl_validate_findings_by_severity":
+                for sev in SEVERITIES:
+                    out.append(f"{name}{_labels(project=p, severity=sev)} {s.by_severity[sev]}")
+            elif name == "memctl_validate_facts":
+                for st in STATUSES:
+                    out.append(f"{name}{_labels(project=p, status=st)} {s.facts[st]}")
+            elif name == "memctl_validate_sessions":
+                out.append(f"{name}{_labels(project=p)} {s.sessions}")
+            elif name == "memctl_validate_duration_seconds":
+                d = (s.finished or s.started) - s.started
+                out.append(f"{name}{_labels(project=p)} {d:.6f}")
+            else:
+                out.append(f"{name}{_labels(project=p)} {int(s.finished or s.started)}")
+    return "\n".join(out) + "\n"
+
+
+def _findings_lines(name: str, project: str, code: str, sev: str, n: int, s: Summary) -> list[str]:
+    by = s.by_code_severity.get(code)
+    if not by:
+        return [f"{name}{_labels(project=project, severity=sev, code=code)} {n}"]
+    return [f"{name}{_labels(project=project, severity=sv, code=code)} {k}"
+            for sv, k in sorted(by.items(), key=lambda kv: SEVERITY_RANK[kv[0]])]

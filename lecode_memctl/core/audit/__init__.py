@@ -1,0 +1,48 @@
+"""``validate``: a read-only forensic audit of a store (model: ``git fsck``).
+
+Each problem is a :class:`Finding` with a stable code (``CODES`` lists every
+one, with its severity and the location fields it fills), a location and a
+one-line message.  Nothing here writes to the store: files are opened
+read-only without following symlinks, and the facts database only through
+its read-only open.
+
+Cost.  Each transcript is read at most once, in one sequential pass
+(``transcripts.session_job``).  Without ``deep``, a transcript no fact references is
+read only at its header line and its last bytes (torn tail); one that facts
+reference is read once from the start, and only the lines of the referenced
+spans and the event lines (undo/redo/clear after a span decide its
+visibility) are parsed: the others have their seq read from the bytes.  The
+references are decided exactly as ``SessionStore.validate_many`` decides
+them (same visibility predicate, same reasons; a test compares the two).
+``deep`` parses every line (large reads, bytes-level line splitting,
+``orjson.loads``), keeps the records of that one transcript in memory to
+check compaction lineage without rereading, and runs the whole-transcript
+checks: corrupt lines, seq gaps, compaction chains and learning events;
+with several transcripts the jobs run in parallel worker processes.
+
+The package, by layer: ``codes`` (the finding codes, findings, summaries),
+``run`` (:class:`Audit`: the order of the checks; config, layout and
+Markdown checks), ``transcripts`` (the transcript jobs), ``facts`` (the
+database and fact checks).  Rendering (tables, Prometheus text) is the CLI's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..layout import Store
+from .codes import (CHECK_ORDER, CODES, ERROR, INFO, SEVERITIES, SEVERITY_RANK, WARNING, CodeInfo,
+                    Finding, Summary, check_ignore_codes, codes_table, sort_findings)
+from .run import Audit
+
+
+def validate_store(store: Store, **kwargs: Any) -> tuple[list[Finding], Summary]:
+    """Run the whole audit of one store and return its findings and summary."""
+    a = Audit(store, **kwargs)
+    findings = list(a.run())
+    return findings, a.summary
+
+
+__all__ = ["Audit", "CHECK_ORDER", "CODES", "CodeInfo", "ERROR", "Finding", "INFO",
+           "SEVERITIES", "SEVERITY_RANK", "Summary", "WARNING", "check_ignore_codes",
+           "codes_table", "sort_findings", "validate_store"]

@@ -1,0 +1,239 @@
+"""The audit's finding codes (``CODES``: severity, check group, location
+fields, meaning), findings and the per-store summary."""
+
+from __future__ import annotations
+
+
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+from ..errors import UsageError
+from ..sourceref import STATUSES
+
+
+ERROR = "error"
+WARNING = "warning"
+INFO = "info"
+SEVERITIES = (ERROR, WARNING, INFO)
+SEVERITY_RANK = {ERROR: 0, WARNING: 1, INFO: 2}
+
+@dataclass(frozen=True)
+class CodeInfo:
+    severity: str            # default severity ("warning or error" codes say so in meaning)
+    check: str               # the group in the human summary
+    location: tuple[str, ...]
+    meaning: str
+    deep_only: bool = False
+
+
+CODES: dict[str, CodeInfo] = {
+    # layout
+    "layout.unexpected_file": CodeInfo(WARNING, "layout", ("file",),
+        "a file or directory that is not part of the store layout"),
+    "layout.temp_file": CodeInfo(WARNING, "layout", ("file",),
+        "a temporary file left by an interrupted atomic write (.NAME.tmp-HEX)"),
+    "layout.permissions": CodeInfo(WARNING, "layout", ("file",),
+        "a file or directory accessible by group or others (mode & 077 is not 0)"),
+    "layout.symlink": CodeInfo(ERROR, "layout", ("file",),
+        "a symbolic link inside the store (memctl and lecode never follow them)"),
+    "layout.unreadable": CodeInfo(ERROR, "layout", ("file",),
+        "a file or directory that cannot be listed or read"),
+    # markdown
+    "markdown.invalid_utf8": CodeInfo(ERROR, "markdown", ("file", "offset"),
+        "a Markdown file that is not valid UTF-8 (offset of the first bad byte)"),
+    "markdown.orphan_backup": CodeInfo(WARNING, "markdown", ("file",),
+        "a .bak whose Markdown file does not exist"),
+    # config
+    "config.invalid": CodeInfo(ERROR, "config", ("file",),
+        "config.toml cannot be read or parsed, or [memory] is not a table"),
+    "config.out_of_range": CodeInfo(ERROR, "config", ("file", "key"),
+        "a [memory] value of the wrong type or outside its valid range"),
+    # database
+    "db.unreadable": CodeInfo(ERROR, "db", ("file",),
+        "facts.sqlite3 cannot be opened read-only or is not a database"),
+    "db.integrity": CodeInfo(ERROR, "db", ("file",),
+        "PRAGMA integrity_check reported a problem (one finding per line it reports)"),
+    "db.foreign_key": CodeInfo(ERROR, "db", ("file", "table"),
+        "PRAGMA foreign_key_check found a row whose parent is missing"),
+    "db.schema_unknown": CodeInfo(ERROR, "db", ("file",),
+        "the schema version is newer than this memctl knows, or unrecognisable"),
+    "db.needs_migration": CodeInfo(WARNING, "db", ("file",),
+        "the schema is an older known version; lecode migrates it on its next write"),
+    "db.generation_mismatch": CodeInfo(ERROR, "db", ("file",),
+        "the exclusion generation is lower than the exclusions and retry markers imply"),
+    "db.revision_gap": CodeInfo(ERROR, "db", ("fact_id", "revision"),
+        "a fact's revisions are not 1..N without gaps, or its current revision is not the last"),
+    "db.dangling_ref": CodeInfo(ERROR, "db", ("fact_id", "revision", "table"),
+        "a row (provenance, source ref, revision) that names a fact or revision that does not exist"),
+    # facts
+    "fact.missing": CodeInfo(ERROR, "facts", ("fact_id", "revision", "session_id", "seq", "reason"),
+        "a revision's evidence is gone: session missing or unreadable, or a position not there"),
+    "fact.stale": CodeInfo(ERROR, "facts", ("fact_id", "revision", "session_id", "seq", "reason"),
+        "a revision's evidence changed: digest mismatch, corrupt records, or not a message"),
+    "fact.hidden": CodeInfo(WARNING, "facts", ("fact_id", "revision", "session_id", "seq", "reason"),
+        "a revision's evidence is not visible (reason: undone, epoch, refused_*, invalid_ref); "
+        "the fact is kept out of the agent's context"),
+    "fact.unverified": CodeInfo(WARNING, "facts", ("fact_id", "revision", "reason"),
+        "a revision has only legacy provenance, no SourceRef"),
+    "fact.suppressed": CodeInfo(WARNING, "facts", ("fact_id", "revision", "session_id", "seq"),
+        "a stored fact whose evidence overlaps an exclusion (a forget of another fact): "
+        "kept administratively, suppressed from recall"),
+    # sessions
+    "session.torn_tail": CodeInfo(WARNING, "sessions", ("file", "session_id", "line", "offset"),
+        "the last line has no newline: WARNING when the file changed in the last 60 s "
+        "(a writer may be appending), ERROR otherwise"),
+    "session.corrupt_line": CodeInfo(ERROR, "sessions", ("file", "session_id", "line", "reason"),
+        "a complete line that is not a JSON object with an integer seq "
+        "(reason: not_json, invalid_utf8, not_object, no_seq)", deep_only=True),
+    "session.seq_gap": CodeInfo(ERROR, "sessions", ("file", "session_id", "line", "seq", "reason"),
+        "seq does not follow the previous record's seq + 1 "
+        "(reason: seq_gap, seq_duplicate, seq_regression)", deep_only=True),
+    "session.refused": CodeInfo(ERROR, "sessions", ("file", "session_id", "reason"),
+        "a transcript lecode refuses: a symbolic link, or a header naming another project"),
+    "session.missing_header": CodeInfo(ERROR, "sessions", ("file", "session_id", "line"),
+        "the first line is not a valid session header (seq 0, type session, format 1)"),
+    "session.unreadable": CodeInfo(ERROR, "sessions", ("file", "session_id"),
+        "a transcript that cannot be opened or read"),
+    "session.epoch_ahead": CodeInfo(ERROR, "sessions", ("file", "session_id", "seq"),
+        "a generated message carries an exclusion epoch above the facts database's "
+        "generation: forget exclusions were lost (facts.sqlite3 deleted, emptied or "
+        "replaced by an older copy), so forgotten evidence may be visible again"),
+    # compaction
+    "compact.prior_mismatch": CodeInfo(ERROR, "compaction", ("file", "session_id", "seq"),
+        "a compact event's prior is not the previous compact event's seq and digest", deep_only=True),
+    "compact.lineage_too_wide": CodeInfo(ERROR, "compaction", ("file", "session_id", "seq"),
+        "a lineage chunk spans more than 200 positions", deep_only=True),
+    "compact.lineage_stale": CodeInfo(ERROR, "compaction", ("file", "session_id", "seq", "reason"),
+        "a lineage chunk is malformed, missing, or its digest no longer holds", deep_only=True),
+    "compact.inert": CodeInfo(INFO, "compaction", ("file", "session_id", "seq", "reason"),
+        "a summary made inert by a later forget, undo or clear (reason: excluded, undone, "
+        "cleared, epoch); lecode rebuilds it lazily", deep_only=True),
+    # learning
+    "learning.bad_status": CodeInfo(ERROR, "learning", ("file", "session_id", "seq"),
+        "a learning event whose status is not one of the fixed set", deep_only=True),
+    "learning.bad_reason": CodeInfo(ERROR, "learning", ("file", "session_id", "seq", "key"),
+        "a learning event whose reason_counts has a code outside the fixed set, "
+        "or a count that is not a non-negative integer", deep_only=True),
+}
+
+CHECK_ORDER = ("config", "layout", "markdown", "db", "facts", "sessions", "compaction", "learning")
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    severity: str
+    message: str
+    project: str
+    file: str | None = None          # relative to the store (absolute for config.toml)
+    line: int | None = None          # 1-based line number
+    offset: int | None = None        # byte offset
+    seq: int | None = None
+    session_id: str | None = None
+    fact_id: str | None = None
+    revision: int | None = None
+    reason: str | None = None
+    key: str | None = None
+    table: str | None = None
+
+    @property
+    def check(self) -> str:
+        return CODES[self.code].check
+
+    def location(self) -> str:
+        """A compact location for people: ``file:line``, ``session@seq``, ``fact#rev``."""
+        parts: list[str] = []
+        if self.file:
+            where = self.file
+            if self.line is not None:
+                where += f":{self.line}"
+            elif self.offset is not None:
+                where += f"@{self.offset}"
+            parts.append(where)
+        elif self.session_id:
+            parts.append(self.session_id)
+        if self.seq is not None:
+            parts.append(f"seq {self.seq}")
+        if self.fact_id is not None:
+            parts.append(f"fact {self.fact_id}" + (f" rev {self.revision}" if self.revision is not None else ""))
+        if self.key:
+            parts.append(self.key)
+        if self.table:
+            parts.append(f"table {self.table}")
+        return " ".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"code": self.code, "severity": self.severity, "check": self.check,
+                "project": self.project, "file": self.file, "line": self.line,
+                "offset": self.offset, "seq": self.seq, "session_id": self.session_id,
+                "fact_id": self.fact_id, "revision": self.revision, "reason": self.reason,
+                "key": self.key, "table": self.table, "message": self.message}
+
+
+@dataclass
+class Summary:
+    """Counts for one store, filled while the audit runs."""
+
+    project: str
+    store: str
+    deep: bool
+    started: float = field(default_factory=time.time)
+    finished: float | None = None
+    by_severity: Counter = field(default_factory=Counter)
+    by_code: Counter = field(default_factory=Counter)
+    by_code_severity: dict = field(default_factory=dict)   # code -> Counter(severity)
+    ignored: int = 0
+    facts: Counter = field(default_factory=Counter)     # fact status -> count (worst revision)
+    facts_total: int = 0
+    sessions: int = 0
+    bytes_read: int = 0                                  # transcript bytes read by the audit itself
+
+    def ok(self, strict: bool = False) -> bool:
+        if self.by_severity[ERROR]:
+            return False
+        return not (strict and self.by_severity[WARNING])
+
+    def to_json(self, strict: bool = False) -> dict[str, Any]:
+        return {
+            "project": self.project, "store": self.store, "deep": self.deep,
+            "ok": self.ok(strict), "started": self.started, "finished": self.finished,
+            "duration_seconds": None if self.finished is None else round(self.finished - self.started, 6),
+            "findings": {s: self.by_severity[s] for s in SEVERITIES},
+            "by_code": dict(sorted(self.by_code.items())),
+            "ignored": self.ignored,
+            "facts": {s: self.facts[s] for s in STATUSES}, "facts_total": self.facts_total,
+            "sessions": self.sessions, "transcript_bytes_read": self.bytes_read,
+        }
+
+
+Progress = Callable[[int, int], None]
+
+
+def check_ignore_codes(codes: Sequence[str]) -> frozenset[str]:
+    """``--ignore`` values: exact codes, or ``group.*``; unknown ones are usage errors."""
+    out: set[str] = set()
+    groups = {c.split(".")[0] for c in CODES}
+    for c in codes:
+        if c in CODES:
+            out.add(c)
+        elif c.endswith(".*") and c[:-2] in groups:
+            out.update(k for k in CODES if k.startswith(c[:-1]))
+        else:
+            raise UsageError(f"unknown finding code {c!r} for --ignore (see 'Validate findings' "
+                             "in docs/FORMAT.md or 'memctl validate --help')")
+    return frozenset(out)
+
+
+def sort_findings(findings: Sequence[Finding]) -> list[Finding]:
+    """By check (in CHECK_ORDER), then severity, then location (stable otherwise)."""
+    order = {c: i for i, c in enumerate(CHECK_ORDER)}
+    return sorted(findings, key=lambda f: (order.get(f.check, 99), SEVERITY_RANK[f.severity]))
+
+
+def codes_table() -> list[Mapping[str, Any]]:
+    return [{"code": k, "severity": v.severity, "check": v.check, "location": list(v.location),
+             "deep_only": v.deep_only, "meaning": v.meaning} for k, v in CODES.items()]

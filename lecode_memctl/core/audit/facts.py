@@ -1,0 +1,287 @@
+"""Database and fact checks: the facts database read-only (schema, integrity,
+exclusions, generation) and every fact's evidence."""
+
+from __future__ import annotations
+
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from ..atomic import open_nofollow
+from ..errors import UsageError
+from ..layout import FACTS_DB
+from ..sourceref import SourceRef
+from .codes import Finding
+
+if TYPE_CHECKING:
+    from .run import Audit
+
+
+# ---------------------------------------------------------------------------
+# Database, facts and lineage (need sqlite3 and the session store: imported here)
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _header_user_version(path: Path) -> int | None:
+    """``PRAGMA user_version`` read from the file header (offset 60), without SQLite."""
+    try:
+        fd = open_nofollow(path)
+    except OSError:
+        return None
+    try:
+        head = os.pread(fd, 100, 0)
+    finally:
+        os.close(fd)
+    if len(head) < 64 or not head.startswith(_SQLITE_MAGIC):
+        return None
+    return int.from_bytes(head[60:64], "big")
+
+
+def _open_facts(audit: Audit) -> Any:
+    """The store's FactStore opened read-only, or None (no database, or a finding)."""
+    from ..errors import MemctlError
+    from ..facts import FactStore
+
+    path = audit.store.facts_db
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None  # a symlink or odd type is a layout finding
+    try:
+        return FactStore.open_readonly(path)
+    except MemctlError as exc:
+        return exc
+
+
+def current_generation(path: Path) -> int | None:
+    """The facts database's exclusion generation as it is now (0 with no
+    database or an empty file), read-only; None when it cannot be read."""
+    from ..errors import MemctlError
+    from ..facts import FactStore
+
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return 0
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    if st.st_size == 0:
+        return 0
+    try:
+        fs = FactStore.open_readonly(path)
+    except MemctlError:
+        return None
+    try:
+        return fs.generation()
+    except Exception:  # noqa: BLE001 - a database that cannot say: no finding from it
+        return None
+    finally:
+        fs.close()
+
+
+def check_db_and_facts(audit: Audit) -> Iterator[Finding | None]:
+    import sqlite3
+
+    from ..errors import MemctlError, StoreBusy
+    from ..facts import SCHEMA_VERSION
+
+    fs = _open_facts(audit)
+    rel = FACTS_DB
+    if fs is None:
+        # No database at all: generation 0, nothing excluded.  (A symlink or odd
+        # file type is a layout finding, and then the generation is unknown.)
+        audit._generation_known = not os.path.lexists(audit.store.facts_db)
+        return
+    if isinstance(fs, MemctlError):
+        if isinstance(fs, StoreBusy):
+            raise fs
+        v = _header_user_version(audit.store.facts_db)
+        if v is not None and v > SCHEMA_VERSION:
+            yield audit._f("db.schema_unknown", f"schema version {v} is newer than this memctl "
+                           f"knows ({SCHEMA_VERSION}); upgrade memctl", file=rel)
+        else:
+            yield audit._f("db.unreadable", str(fs), file=rel)
+        return
+    try:
+        db = fs.read_connection()  # immutable file or private snapshot
+        if db is None or not fs.tables:
+            if audit.store.facts_db.stat().st_size > 0:
+                yield audit._f("db.schema_unknown", "no lecode tables in the database", file=rel)
+            else:
+                audit._generation_known = True  # an empty file: generation 0
+            return
+        try:
+            yield from _db_checks(audit, fs, db, SCHEMA_VERSION)
+            _load_facts(audit, fs, db)
+        except sqlite3.DatabaseError as exc:
+            yield audit._f("db.unreadable", f"database error while auditing: {exc}", file=rel)
+    finally:
+        fs.close()
+
+
+def _db_checks(audit: Audit, fs: Any, db: Any, schema_version: int) -> Iterator[Finding | None]:
+    rel = FACTS_DB
+    tables = fs.tables
+    if fs.needs_migration:
+        yield audit._f("db.needs_migration", f"schema version {fs.schema_version}, current is "
+                       f"{schema_version}; lecode migrates it on its next write", file=rel)
+    for (msg,) in db.execute("PRAGMA integrity_check"):
+        if msg != "ok":
+            yield audit._f("db.integrity", f"integrity_check: {msg}", file=rel)
+    fk_rows: set[tuple[str, int | None]] = set()
+    for table, rowid, parent, _fkid in db.execute("PRAGMA foreign_key_check"):
+        fk_rows.add((table, rowid))
+        yield audit._f("db.foreign_key", f"row {rowid} of {table} references a missing row of "
+                       f"{parent}", file=rel, table=table)
+    # generation against exclusions and retry markers
+    if "meta" in tables:
+        row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        gen = int(row[0]) if row else None
+        markers = db.execute("SELECT count(*), coalesce(max(generation), 0) FROM forgotten").fetchone() \
+            if "forgotten" in tables else (0, 0)
+        ex_max = db.execute("SELECT coalesce(max(generation), 0) FROM exclusions").fetchone()[0]
+        if gen is None:
+            yield audit._f("db.generation_mismatch", "meta has no generation row", file=rel)
+        elif gen < markers[1] or gen < ex_max or gen < markers[0]:
+            yield audit._f("db.generation_mismatch",
+                           f"generation {gen}, but {markers[0]} forget retry marker(s) (newest at "
+                           f"generation {markers[1]}) and exclusions installed up to generation "
+                           f"{ex_max}", file=rel)
+    # revisions contiguous, current revision present
+    for fid, cur, n, lo, hi, has_cur in db.execute(
+            "SELECT f.fact_id, f.revision, count(r.revision), min(r.revision), max(r.revision), "
+            "sum(r.revision = f.revision) FROM facts f LEFT JOIN revisions r "
+            "ON r.fact_id = f.fact_id GROUP BY f.fact_id ORDER BY f.fact_id"):
+        if not has_cur:
+            yield audit._f("db.dangling_ref", f"the fact's current revision {cur} has no "
+                           "revision row", fact_id=fid, revision=cur, table="facts")
+        elif n != hi or lo != 1 or hi != cur:
+            yield audit._f("db.revision_gap",
+                           f"{n} revision(s) numbered {lo}..{hi}; expected 1..{cur} without gaps",
+                           fact_id=fid, revision=cur)
+    # refs to missing facts/revisions that foreign_key_check did not already report
+    checks = [("revisions", "SELECT rowid, fact_id, revision FROM revisions WHERE fact_id NOT IN "
+               "(SELECT fact_id FROM facts)")]
+    for t in ("provenance", "source_refs"):
+        if t in tables:
+            checks.append((t, f"SELECT x.rowid, x.fact_id, x.revision FROM {t} x LEFT JOIN revisions r "
+                              "ON r.fact_id = x.fact_id AND r.revision = x.revision "
+                              "WHERE r.fact_id IS NULL"))
+    for table, sql in checks:
+        seen: set[tuple[str, int]] = set()
+        for rowid, fid, rev in db.execute(sql):
+            if (table, rowid) in fk_rows or (fid, rev) in seen:
+                continue
+            seen.add((fid, rev))
+            yield audit._f("db.dangling_ref", f"{table} row names fact {fid} revision {rev}, "
+                           "which does not exist", fact_id=fid, revision=rev, table=table)
+
+
+def _load_facts(audit: Audit, fs: Any, db: Any) -> None:
+    """Every revision with its evidence, read in bulk; the references are validated
+    later, in the one pass over each transcript."""
+    from ..facts import Provenance, Revision
+
+    revs: dict[str, list[Any]] = {}
+
+    refs_by: dict[tuple[str, int], SourceRef | None] = {}
+    bad_refs: dict[tuple[str, int], str] = {}
+    if "source_refs" in fs.tables:
+        for fid, rev, sid, seqs, digest in db.execute(
+                "SELECT fact_id, revision, session_id, seqs, digest FROM source_refs"):
+            try:
+                raw = orjson.loads(seqs)
+                refs_by[(fid, rev)] = SourceRef(sid, tuple(raw) if isinstance(raw, list) else (), digest)
+            except (orjson.JSONDecodeError, UsageError, TypeError) as exc:
+                bad_refs[(fid, rev)] = str(exc)
+    prov_by: dict[tuple[str, int], dict[str, list[int]]] = {}
+    for fid, rev, sid, seq in db.execute("SELECT fact_id, revision, session_id, seq FROM provenance "
+                                         "ORDER BY fact_id, revision, session_id, seq"):
+        prov_by.setdefault((fid, rev), {}).setdefault(sid, []).append(seq)
+    fact_ids = set()
+    for fid, rev, text, created in db.execute(
+            "SELECT r.fact_id, r.revision, r.text, r.created FROM revisions r "
+            "JOIN facts f ON f.fact_id = r.fact_id ORDER BY r.fact_id, r.revision"):
+        fact_ids.add(fid)
+        prov = tuple(Provenance(s, tuple(q)) for s, q in prov_by.get((fid, rev), {}).items())
+        revs.setdefault(fid, []).append(Revision(fid, rev, text, created, refs_by.get((fid, rev)),
+                                                 prov, bad_refs.get((fid, rev))))
+    for (fid,) in db.execute("SELECT fact_id FROM facts"):
+        if fid not in fact_ids:
+            revs.setdefault(fid, [])
+    audit._revs = revs
+    audit._bad_refs = bad_refs
+    for rl in revs.values():
+        for r in rl:
+            if r.source is not None:
+                audit._need.setdefault(r.source.session_id, []).append((r.source, "durable"))
+    audit._generation = fs.generation()
+    audit._generation_known = True
+    for sid, seq in db.execute("SELECT session_id, seq FROM exclusions"):
+        audit._excluded.setdefault(sid, set()).add(seq)
+    audit._excluded = {k: frozenset(v) for k, v in audit._excluded.items()}
+
+
+def fact_findings(audit: Audit) -> Iterator[Finding | None]:
+    from ..facts import fact_status
+
+    revs = audit._revs
+    bad_refs = audit._bad_refs
+    statuses = {ref: st for (ref, purpose), st in audit._statuses.items() if purpose == "durable"}
+
+    def excluded(sid: str) -> frozenset[int]:
+        return audit._excluded.get(sid, frozenset())
+
+    audit.summary.facts_total = len(revs)
+    for fid in sorted(revs):
+        rl = revs[fid]
+        st, _rev = fact_status(rl, statuses)
+        audit.summary.facts[st.status] += 1
+        for r in rl:
+            key = (fid, r.revision)
+            if key in bad_refs:
+                yield audit._f("fact.hidden", f"the stored source reference is malformed: "
+                               f"{bad_refs[key]}", fact_id=fid, revision=r.revision,
+                               reason="invalid_ref")
+                continue
+            hit: tuple[str, int] | None = None
+            for sid, seqs in sorted(r.evidence_positions().items()):
+                common = excluded(sid).intersection(seqs)
+                if common:
+                    hit = (sid, min(common))
+                    break
+            if hit:
+                yield audit._f("fact.suppressed",
+                               f"evidence {hit[0]}:{hit[1]} is excluded by a forget; the fact is "
+                               "kept but suppressed from recall", fact_id=fid, revision=r.revision,
+                               session_id=hit[0], seq=hit[1])
+            if r.source is None:
+                if not hit:
+                    what = "legacy provenance" if r.provenance else "no evidence at all"
+                    yield audit._f("fact.unverified", f"{what}, no SourceRef",
+                                   fact_id=fid, revision=r.revision, reason="legacy_provenance")
+                continue
+            s = statuses.get(r.source)
+            if s is None or s.ok:
+                continue
+            if s.reason == "excluded" and hit:
+                continue  # reported as fact.suppressed
+            code = {"missing": "fact.missing", "stale": "fact.stale"}.get(s.status, "fact.hidden")
+            if s.reason == "excluded":
+                code = "fact.suppressed"
+            detail = f": {s.detail}" if s.detail else ""
+            yield audit._f(code, f"evidence {r.source.label()} is {s.status} ({s.reason}){detail}",
+                           fact_id=fid, revision=r.revision, session_id=r.source.session_id,
+                           seq=s.seq, reason=s.reason)

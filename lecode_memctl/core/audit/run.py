@@ -1,0 +1,301 @@
+"""The audit of one store: :class:`Audit` runs the checks in order (config,
+layout, Markdown here; the database and facts in ``facts``; transcripts in
+``transcripts``)."""
+
+from __future__ import annotations
+
+
+import os
+import re
+import stat
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+from ..atomic import open_nofollow, read_all
+from ..layout import (DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE,
+                     SESSIONS_DIR, Store)
+from ..markdown import is_note_file
+from ..sourceref import SESSION_ID_RE, SourceRef, status_for
+from .codes import CODES, Finding, Progress, Summary
+from .facts import check_db_and_facts, current_generation, fact_findings
+from .transcripts import READ_CHUNK, run_jobs
+
+
+# ---------------------------------------------------------------------------
+# Low-level, read-only file access
+
+def _read_all(path: Path) -> bytes:
+    fd = open_nofollow(path)
+    try:
+        return read_all(fd, READ_CHUNK)
+    finally:
+        os.close(fd)
+
+
+_TMP_RE = re.compile(r"^\..+\.tmp-[0-9a-f]+$")
+_DAILY_RE = re.compile(r"^\d{4}-\d{2}-\d{2}\.md$")
+_TOP_FILES = {MEMORY_FILE, SCRATCHPAD_FILE, MEMORY_FILE + ".bak", SCRATCHPAD_FILE + ".bak",
+              FACTS_DB, FACTS_DB + "-wal", FACTS_DB + "-shm", FACTS_DB + "-journal"}
+# Lock/marker files other modules document in docs/FORMAT.md live beside the database.
+_TOP_EXTRA_RE = re.compile(r"^(facts\.sqlite3\.lock|\.memctl[-.][A-Za-z0-9._-]+)$")
+_SESSION_FILE_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_-]{0,127})\.(jsonl|lock)$")
+
+
+def _is_temp(name: str) -> bool:
+    return bool(_TMP_RE.match(name))
+
+
+# ---------------------------------------------------------------------------
+# The audit
+
+class Audit:
+    """One store's audit.  Iterate :meth:`run` for findings as they are found;
+    :attr:`summary` holds the counts afterwards.  Changes nothing."""
+
+    def __init__(self, store: Store, *, config_dir: Path | None = None, deep: bool = False,
+                 ignore: frozenset[str] = frozenset(), progress: Progress | None = None,
+                 now: float | None = None, parallel: bool = True) -> None:
+        self.store = store
+        self.config_dir = config_dir
+        self.deep = deep
+        self.ignore = ignore
+        self.progress = progress
+        self.now = now
+        self.summary = Summary(store.slug, str(store.path), deep)
+        self.parallel = parallel
+        self._revs: dict[str, list[Any]] = {}
+        self._bad_refs: dict[tuple[str, int], str] = {}
+        self._need: dict[str, list[tuple[Any, str]]] = {}
+        self._statuses: dict[tuple[Any, str], Any] = {}
+        self._excluded: dict[str, Any] = {}
+        self._generation = 0
+        self._generation_known = False  # True once the database was read, or is absent/empty
+
+    # -- plumbing
+    def _f(self, code: str, message: str, *, severity: str | None = None, **loc: Any) -> Finding | None:
+        info = CODES[code]
+        f = Finding(code, severity or info.severity, message, self.store.slug, **loc)
+        if code in self.ignore:
+            self.summary.ignored += 1
+            return None
+        self.summary.by_severity[f.severity] += 1
+        self.summary.by_code[code] += 1
+        self.summary.by_code_severity.setdefault(code, Counter())[f.severity] += 1
+        return f
+
+    def run(self) -> Iterator[Finding]:
+        self.store.require()
+        self.summary.started = time.time()
+        if self.now is None:
+            self.now = time.time()
+        for gen in (self._check_config(), self._check_layout(), self._check_markdown(),
+                    self._check_db_and_facts(), self._check_sessions()):
+            for f in gen:
+                if f is not None:
+                    yield f
+        self.summary.finished = time.time()
+
+    # -- config
+    def _check_config(self) -> Iterator[Finding | None]:
+        if self.config_dir is None:
+            return
+        import tomllib
+
+        from ..config import check_memory_values
+
+        path = self.config_dir / "config.toml"
+        try:
+            raw = _read_all(path)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            yield self._f("config.invalid", f"cannot read config.toml: {exc.strerror}", file=str(path))
+            return
+        try:
+            data = tomllib.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            yield self._f("config.invalid", "config.toml is not valid UTF-8", file=str(path))
+            return
+        except tomllib.TOMLDecodeError as exc:
+            yield self._f("config.invalid", f"config.toml is not valid TOML: {exc}", file=str(path))
+            return
+        section = data.get("memory", {})
+        if not isinstance(section, dict):
+            yield self._f("config.invalid", "[memory] is not a table", file=str(path))
+            return
+        for p in check_memory_values(section):
+            yield self._f("config.out_of_range", p.message, file=str(path), key=f"memory.{p.key}")
+
+    # -- layout
+    def _check_layout(self) -> Iterator[Finding | None]:
+        root = self.store.path
+        yield from self._layout_mode(root, ".")
+        stack: list[tuple[Path, str]] = [(root, "")]
+        while stack:
+            d, rel = stack.pop()
+            try:
+                with os.scandir(d) as it:
+                    entries = sorted(it, key=lambda e: e.name)
+            except OSError as exc:
+                yield self._f("layout.unreadable", f"cannot list directory: {exc.strerror}",
+                              file=rel or ".")
+                continue
+            for e in entries:
+                name = e.name
+                r = f"{rel}{name}"
+                try:
+                    est = e.stat(follow_symlinks=False)
+                except OSError as exc:
+                    yield self._f("layout.unreadable", f"cannot stat: {exc.strerror}", file=r)
+                    continue
+                is_dir = stat.S_ISDIR(est.st_mode)
+                if (rel == SESSIONS_DIR + "/" and name.endswith(".jsonl")
+                        and SESSION_ID_RE.match(name[:-6]) and not stat.S_ISREG(est.st_mode)):
+                    continue  # reported by the session check (refused or unreadable)
+                if stat.S_ISLNK(est.st_mode):
+                    yield self._f("layout.symlink", f"symbolic link to {os.readlink(e.path)!r}; "
+                                  "never followed", file=r)
+                    continue
+                if est.st_mode & 0o077:
+                    yield self._f("layout.permissions",
+                                  f"mode {stat.S_IMODE(est.st_mode):04o} gives group/others access "
+                                  f"(expected {'0700' if is_dir else '0600'})", file=r)
+                if _is_temp(name) and not is_dir:
+                    yield self._f("layout.temp_file", "temporary file left by an interrupted write",
+                                  file=r)
+                    continue
+                if is_dir:
+                    if rel == "" and name in (DAILY_DIR, NOTES_DIR, SESSIONS_DIR):
+                        stack.append((Path(e.path), r + "/"))
+                    else:
+                        yield self._f("layout.unexpected_file", "unexpected directory", file=r + "/")
+                    continue
+                if not stat.S_ISREG(est.st_mode):
+                    yield self._f("layout.unexpected_file", "not a regular file", file=r)
+                    continue
+                if not self._expected_file(rel, name):
+                    yield self._f("layout.unexpected_file", "not part of the store layout", file=r)
+
+    def _layout_mode(self, path: Path, rel: str) -> Iterator[Finding | None]:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return
+        if st.st_mode & 0o077:
+            yield self._f("layout.permissions", f"mode {stat.S_IMODE(st.st_mode):04o} gives "
+                          "group/others access (expected 0700)", file=rel)
+
+    @staticmethod
+    def _expected_file(rel: str, name: str) -> bool:
+        base = name[:-4] if name.endswith(".bak") else name
+        if rel == "":
+            return name in _TOP_FILES or bool(_TOP_EXTRA_RE.match(name))
+        if rel == DAILY_DIR + "/":
+            return bool(_DAILY_RE.match(base))
+        if rel == NOTES_DIR + "/":
+            return is_note_file(base)
+        if rel == SESSIONS_DIR + "/":
+            return bool(_SESSION_FILE_RE.match(name))
+        return False
+
+    # -- markdown
+    def _markdown_files(self) -> list[tuple[str, Path]]:
+        root = self.store.path
+        out = [(n, root / n) for n in (MEMORY_FILE, SCRATCHPAD_FILE, MEMORY_FILE + ".bak",
+                                       SCRATCHPAD_FILE + ".bak")]
+        for sub, ok in ((DAILY_DIR, lambda b: bool(_DAILY_RE.match(b))), (NOTES_DIR, is_note_file)):
+            try:
+                names = sorted(os.listdir(root / sub))
+            except OSError:
+                continue
+            for n in names:
+                base = n[:-4] if n.endswith(".bak") else n
+                if ok(base):
+                    out.append((f"{sub}/{n}", root / sub / n))
+        return out
+
+    def _check_markdown(self) -> Iterator[Finding | None]:
+        files = self._markdown_files()
+        present = set()
+        for rel, p in files:
+            try:
+                st = os.lstat(p)
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            present.add(rel)
+        for rel, p in files:
+            if rel not in present:
+                continue
+            if rel.endswith(".bak") and rel[:-4] not in present:
+                yield self._f("markdown.orphan_backup",
+                              f"backup without its file {rel[:-4]}", file=rel)
+            try:
+                data = _read_all(p)
+            except OSError as exc:
+                yield self._f("layout.unreadable", f"cannot read: {exc.strerror}", file=rel)
+                continue
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                line = data.count(b"\n", 0, exc.start) + 1
+                yield self._f("markdown.invalid_utf8",
+                              f"not valid UTF-8 (line {line}, byte {exc.start})",
+                              file=rel, offset=exc.start)
+
+    # -- database and facts (implemented in _facts_checks below)
+    def _check_db_and_facts(self) -> Iterator[Finding | None]:
+        yield from check_db_and_facts(self)
+
+    # -- sessions
+    def _check_sessions(self) -> Iterator[Finding | None]:
+        """One job per transcript, each reading its file at most once (see _session_job);
+        with ``deep`` and several sessions the jobs run in parallel processes."""
+        ids = self.store.session_ids()
+        self.summary.sessions = len(ids)
+        total = len(ids)
+        need = self._need
+        jobs = []
+        for sid in ids:
+            refs = [(r.seqs, r.digest, p) for (r, p) in need.get(sid, ())]
+            jobs.append((os.fspath(self.store.sessions_dir / f"{sid}.jsonl"), sid, self.store.slug,
+                         self.deep, refs, self._excluded.get(sid, frozenset()), self._generation,
+                         self.now or time.time()))
+        present = set(ids)
+        for sid, items in need.items():
+            if sid not in present:
+                for ref, purpose in items:
+                    self._statuses[(ref, purpose)] = status_for(
+                        "session_missing", f"no session {sid}")
+        results = run_jobs(jobs, parallel=self.deep and self.parallel)
+        ahead: list[tuple[str, int, int]] = []
+        for i, (sid, sc) in enumerate(zip(ids, results)):
+            if self.progress:
+                self.progress(i, total)
+            self.summary.bytes_read += sc.bytes_read
+            for (seqs, digest, purpose), st in sc.statuses.items():
+                self._statuses[(SourceRef(sid, seqs, digest), purpose)] = st
+            for code, message, severity, loc in sc.raw:
+                yield self._f(code, message, severity=severity, **loc)
+            if self._generation_known and sc.max_epoch and sc.max_epoch[0] > self._generation:
+                ahead.append((sid, *sc.max_epoch))
+        if self.progress:
+            self.progress(total, total)
+        if ahead:
+            # The generation was read before the transcripts: a forget in between,
+            # then a message stamped with its epoch, is not a loss.  Generations only
+            # rise, so a transcript still ahead of the generation read now is one.
+            now_gen = current_generation(self.store.facts_db)
+            for sid, epoch, seq in ahead:
+                if now_gen is not None and epoch > now_gen:
+                    yield self._f("session.epoch_ahead",
+                                  f"a generated message carries exclusion epoch {epoch}, but the "
+                                  f"facts database is at generation {now_gen}: forget "
+                                  "exclusions were lost", file=f"{SESSIONS_DIR}/{sid}.jsonl",
+                                  session_id=sid, seq=seq)
+        yield from fact_findings(self)

@@ -1,0 +1,597 @@
+"""Transcript checks: one job per session file, one sequential read each
+(see the package docstring for the cost model)."""
+
+from __future__ import annotations
+
+
+import os
+import stat
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from ..atomic import is_link_refusal, open_nofollow
+from ..errors import UsageError
+from ..layout import SESSIONS_DIR
+from ..sessions import LEARNING_EVENT, LEARNING_REASONS, LEARNING_STATUSES, fast_seq
+from ..sourceref import MAX_SPAN, VALID, SourceStatus, canonical_digest, status_for
+from .codes import ERROR, WARNING
+
+
+TORN_TAIL_GRACE_SECONDS = 60.0
+READ_CHUNK = 8 << 20
+
+# ---------------------------------------------------------------------------
+# Transcript jobs: one sequential read per file
+
+@dataclass
+class _Scan:
+    bytes_read: int = 0
+    raw: list[tuple[str, str, str | None, dict]] = field(default_factory=list)
+    statuses: dict[tuple[tuple[int, ...], str, str], Any] = field(default_factory=dict)
+    max_epoch: tuple[int, int] | None = None   # (epoch, seq) of the newest generated messages
+
+
+EPOCH_TAIL = 65536
+
+
+def _tail_epoch(fd: int, size: int, sc: _Scan, data: bytes | None = None) -> tuple[int, int] | None:
+    """The highest ``epoch`` (with its seq) among the generated messages in the
+    last 64 KiB (taken from ``data`` when the whole file is already in memory).
+    Epochs are captured before each request, so they never decrease along a
+    transcript: its tail holds its newest epoch."""
+    from ..sessions import is_generated
+
+    n = min(size, EPOCH_TAIL)
+    if n <= 0:
+        return None
+    if data is not None and len(data) == size:
+        window = data[size - n:]
+    else:
+        window = os.pread(fd, n, size - n)
+        sc.bytes_read += len(window)
+    lines = window.split(b"\n")[:-1]        # the last piece is a torn tail or empty
+    if n < size and lines:
+        lines = lines[1:]                     # the window may start mid-line
+    best: tuple[int, int] | None = None
+    for line in lines:
+        if b'"epoch"' not in line:
+            continue
+        try:
+            rec = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if not (isinstance(rec, dict) and rec.get("type") == "message" and is_generated(rec)):
+            continue
+        epoch, seq = rec.get("epoch"), rec.get("seq")
+        if type(epoch) is int and type(seq) is int and (best is None or epoch > best[0]):
+            best = (epoch, seq)
+    return best
+
+
+def run_jobs(jobs: list[tuple], *, parallel: bool) -> Iterator[_Scan]:
+    """The jobs' results in order, each as soon as it is ready (findings stream)."""
+    if parallel and len(jobs) >= 8 and (os.cpu_count() or 1) > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        try:
+            ctx = multiprocessing.get_context("fork")
+        except ValueError:  # pragma: no cover - no fork on this platform
+            ctx = None
+        if ctx is not None:
+            workers = min(os.cpu_count() or 2, 8)
+            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
+                yield from ex.map(_session_job_star, jobs,
+                                  chunksize=max(1, min(16, len(jobs) // (workers * 8))))
+            return
+    for j in jobs:
+        yield _session_job(*j)
+
+
+def _session_job_star(args: tuple) -> _Scan:
+    return _session_job(*args)
+
+
+def _session_job(path: str, sid: str, slug: str, deep: bool,
+                 need: list[tuple[tuple[int, ...], str, str]], excluded: frozenset[int],
+                 generation: int, now: float) -> _Scan:
+    """Check one transcript in one pass and validate the references into it.
+
+    Without ``deep`` and without references: the header line and the last
+    bytes only.  Otherwise one sequential read from the start to the size at
+    open time: lines in referenced spans and event lines are parsed (every
+    line with ``deep``), the rest only has its seq read from the bytes."""
+    sc = _Scan()
+    rel = f"{SESSIONS_DIR}/{sid}.jsonl"
+    loc = {"file": rel, "session_id": sid}
+
+    def add(code: str, message: str, severity: str | None = None, **more: Any) -> None:
+        sc.raw.append((code, message, severity, {**loc, **more}))
+
+    def refuse_all(reason: str, detail: str) -> None:
+        for seqs, digest, purpose in need:
+            sc.statuses[(seqs, digest, purpose)] = status_for(reason, detail)
+
+    try:
+        fd = open_nofollow(path)
+    except OSError as exc:
+        if is_link_refusal(exc):
+            add("session.refused", "transcript is a symbolic link; refused", reason="refused_symlink")
+            refuse_all("refused_symlink", "symbolic link")
+        else:
+            add("session.unreadable", f"cannot open: {exc.strerror}")
+            refuse_all("session_unreadable", exc.strerror or "cannot open")
+        return sc
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            add("session.unreadable", "not a regular file")
+            refuse_all("session_unreadable", "not a regular file")
+            return sc
+        try:
+            data = _scan_modes(fd, st, sc, sid, slug, deep, need, excluded, generation, now,
+                               add, refuse_all)
+            refused = {"session.refused", "session.missing_header"}
+            if not any(code in refused for code, *_rest in sc.raw):
+                sc.max_epoch = _tail_epoch(fd, st.st_size, sc, data)
+        except OSError as exc:
+            add("session.unreadable", f"cannot read: {exc.strerror}")
+            refuse_all("session_unreadable", exc.strerror or "cannot read")
+    finally:
+        os.close(fd)
+    return sc
+
+
+def _scan_modes(fd: int, st: os.stat_result, sc: _Scan, sid: str, slug: str, deep: bool,
+                need: list[tuple[tuple[int, ...], str, str]], excluded: frozenset[int],
+                generation: int, now: float, add: Callable, refuse_all: Callable) -> bytes | None:
+    """Header and tail only (no references, not deep); the in-memory fast path;
+    else the line loop.  Returns the file's bytes when they were read whole."""
+    if not deep and not need:
+        _shallow(fd, st.st_size, sc, sid, slug, st.st_mtime, now, add)
+        return None
+    data = None
+    if not deep and st.st_size <= FAST_LIMIT:
+        data = _read_whole(fd, st.st_size, sc)
+        mark = len(sc.raw)
+        if _fast_spans(data, sc, sid, slug, need, excluded, generation,
+                       st.st_mtime, now, add, refuse_all):
+            return data
+        del sc.raw[mark:]
+        sc.statuses.clear()
+    _full(fd, st.st_size, sc, sid, slug, deep, need, excluded, generation,
+          st.st_mtime, now, add, refuse_all, data)
+    return data
+
+
+def _header_problem(hdr: Any, sid: str, slug: str) -> tuple[str, str] | None:
+    """(finding code, refusal reason) for a header line, or None when it is this store's."""
+    if not (isinstance(hdr, dict) and hdr.get("seq") == 0 and hdr.get("type") == "session"
+            and type(hdr.get("format")) is int and hdr.get("format") == 1
+            and hdr.get("session_id") == sid):
+        return "session.missing_header", "refused_header"
+    if hdr.get("project") != slug:
+        return "session.refused", "refused_project"
+    return None
+
+
+def _report_header(hdr: Any, sid: str, slug: str, add: Callable, refuse_all: Callable | None) -> bool:
+    """Add the header finding, if any; True when the session is refused."""
+    prob = _header_problem(hdr, sid, slug)
+    if prob is None:
+        return False
+    code, reason = prob
+    if code == "session.missing_header":
+        add(code, "first line is not a session header {seq 0, type session, format 1, "
+            "session_id matching the file name}", line=1)
+    else:
+        add(code, f"header names project {str(hdr.get('project'))[:80]!r}, not this store's "
+            f"{slug!r}; refused", reason=reason)
+    if refuse_all is not None:
+        refuse_all(reason, "session header")
+    return True
+
+
+def _torn(add: Callable, size: int, offset: int, mtime: float, now: float, line: int | None) -> None:
+    recent = now - mtime < TORN_TAIL_GRACE_SECONDS
+    msg = (f"last line ({size - offset} bytes) has no newline: "
+           + ("a writer may be appending (modified in the last minute)" if recent
+              else "an interrupted append (not modified for over a minute)"))
+    add("session.torn_tail", msg, WARNING if recent else ERROR, line=line, offset=offset)
+
+
+def _shallow(fd: int, size: int, sc: _Scan, sid: str, slug: str, mtime: float, now: float,
+             add: Callable) -> None:
+    """The header line and the tail only: a few KiB per transcript."""
+    if size == 0:
+        return
+    head = b""
+    want = 4096
+    while len(head) < size:
+        b = os.pread(fd, min(want, size - len(head)), len(head))
+        if not b:
+            break
+        head += b
+        want *= 4
+        if b"\n" in head:
+            break
+    sc.bytes_read += len(head)
+    nl = head.find(b"\n")
+    if nl >= 0:
+        try:
+            hdr = orjson.loads(head[:nl])
+        except orjson.JSONDecodeError:
+            hdr = None
+        if _report_header(hdr, sid, slug, add, None) and _header_problem(hdr, sid, slug)[0] == "session.refused":
+            return
+    if len(head) >= size:
+        if not head.endswith(b"\n"):
+            _torn(add, size, head.rfind(b"\n") + 1, mtime, now, head.count(b"\n") + 1)
+        return
+    last = os.pread(fd, 1, size - 1)
+    sc.bytes_read += 1
+    if last == b"\n":
+        return
+    pos = size - 1
+    while pos > 0:
+        start = max(len(head), pos - 65536)
+        chunk = os.pread(fd, pos - start, start)
+        sc.bytes_read += len(chunk)
+        k = chunk.rfind(b"\n")
+        if k >= 0:
+            _torn(add, size, start + k + 1, mtime, now, None)
+            return
+        if start == len(head):
+            _torn(add, size, head.rfind(b"\n") + 1, mtime, now, None)
+            return
+        pos = start
+
+
+def _chunks(fd: int, size: int, sc: _Scan) -> Iterator[bytes]:
+    done = 0
+    while done < size:
+        chunk = os.read(fd, min(READ_CHUNK, size - done))
+        if not chunk:
+            return
+        done += len(chunk)
+        sc.bytes_read += len(chunk)
+        yield chunk
+
+
+def _read_whole(fd: int, size: int, sc: _Scan) -> bytes:
+    return b"".join(_chunks(fd, size, sc))
+
+
+def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
+                need: list[tuple[tuple[int, ...], str, str]], excluded: frozenset[int],
+                generation: int, mtime: float, now: float, add: Callable,
+                refuse_all: Callable) -> bool:
+    """Default mode over a transcript held in memory: C-speed searches find the
+    event lines and the start of each referenced span (lines the core's writer
+    produced begin ``{"seq":N,``); only those lines are parsed.  False when
+    the file does not look like that (the caller falls back to the line loop)."""
+    from ..sessions import UndoState
+
+    loads = orjson.loads
+    JSONDecodeError = orjson.JSONDecodeError
+    size = len(data)
+    end = data.rfind(b"\n") + 1
+    if end == 0:
+        return False
+    nl = data.find(b"\n")
+    try:
+        hdr = loads(data[:nl])
+    except JSONDecodeError:
+        hdr = None
+    if _report_header(hdr, sid, slug, add, refuse_all):
+        if end < size:
+            _torn(add, size, end, mtime, now, None)
+        return True
+    if end < size:
+        _torn(add, size, end, mtime, now, None)
+    last_start = data.rfind(b"\n", 0, end - 1) + 1
+    last_seq = fast_seq(data[last_start:end - 1])
+    if last_seq is None:
+        return False
+    events: list[dict] = []
+    pos = data.find(b'"event"', 0, end)
+    while pos >= 0:
+        ls = data.rfind(b"\n", 0, pos) + 1
+        le = data.find(b"\n", pos, end)
+        try:
+            rec = loads(data[ls:le])
+        except JSONDecodeError:
+            rec = None
+        if (type(rec) is dict and rec.get("type") == "event"
+                and rec.get("event") in ("undo", "redo", "clear")):
+            events.append(rec)
+        pos = data.find(b'"event"', le, end)
+    records: dict[int, dict] = {}
+    corrupt_after: list[int] = []
+    dup_seqs: set[int] = set()
+    ranges = sorted({(seqs[0], seqs[-1]) for seqs, _d, _p in need})
+    for lo, hi in ranges:
+        if all(s in records for s in range(lo, hi + 1)) or lo > last_seq:
+            continue
+        p = data.find(b'\n{"seq":%d,' % lo, 0, end)
+        if p < 0:
+            return False
+        p += 1
+        prev = lo - 1
+        expected = lo
+        while p < end:
+            q = data.find(b"\n", p, end)
+            line = data[p:q]
+            p = q + 1
+            try:
+                rec = loads(line)
+            except JSONDecodeError:
+                rec = None
+            if type(rec) is not dict or type(rec.get("seq")) is not int or rec["seq"] < 0:
+                corrupt_after.append(prev)
+                continue
+            seq = rec["seq"]
+            if seq > hi:
+                break
+            if seq != expected and seq <= prev:
+                dup_seqs.add(seq)
+            records.setdefault(seq, rec)
+            if seq > prev:
+                prev = seq
+                expected = seq + 1
+    us = UndoState(events)
+    for seqs, digest, purpose in need:
+        sc.statuses[(seqs, digest, purpose)] = _span_status(
+            seqs, digest, purpose, records, corrupt_after, dup_seqs, last_seq, excluded,
+            generation, us)
+    return True
+
+
+FAST_LIMIT = 256 << 20     # default mode holds a transcript in memory up to this size
+
+
+def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
+          need: list[tuple[tuple[int, ...], str, str]], excluded: frozenset[int], generation: int,
+          mtime: float, now: float, add: Callable, refuse_all: Callable,
+          data: bytes | None = None) -> None:
+    from ..sessions import UndoState
+
+    loads = orjson.loads
+    JSONDecodeError = orjson.JSONDecodeError
+    needed: set[int] = set()
+    for seqs, _d, _p in need:
+        needed.update(range(seqs[0], seqs[-1] + 1))
+    records: dict[int, dict] = {}
+    corrupt_after: list[int] = []       # the previous record's seq of each corrupt line
+    dup_seqs: set[int] = set()
+    events: list[dict] = []
+    compacts: list[tuple[int, dict]] = []
+    expected = 0
+    last_seq = -1
+    lineno = 0
+    offset = 0
+    rest = b""
+    refused = False
+    for chunk in (_chunks(fd, size, sc) if data is None else (data,)):
+        if rest:
+            chunk = rest + chunk
+        parts = chunk.split(b"\n")
+        rest = parts.pop()
+        for line in parts:
+            lineno += 1
+            offset += len(line) + 1
+            if lineno == 1:
+                try:
+                    hdr = loads(line)
+                except JSONDecodeError:
+                    hdr = None
+                if _report_header(hdr, sid, slug, add, refuse_all):
+                    refused = True
+                    if _header_problem(hdr, sid, slug)[0] == "session.refused":
+                        return
+            rec = None
+            if not deep:
+                seq = fast_seq(line)
+                if seq is not None and seq not in needed and b'"event"' not in line:
+                    if seq != expected:
+                        if seq <= last_seq:
+                            dup_seqs.add(seq)
+                    if seq > last_seq:
+                        last_seq = seq
+                        expected = seq + 1
+                    continue
+            try:
+                rec = loads(line)
+            except JSONDecodeError:
+                corrupt_after.append(last_seq)
+                if deep:
+                    try:
+                        line.decode("utf-8")
+                        reason = "not_json"
+                    except UnicodeDecodeError:
+                        reason = "invalid_utf8"
+                    add("session.corrupt_line", f"line {lineno} is corrupt ({reason})",
+                        line=lineno, reason=reason)
+                continue
+            if type(rec) is not dict or type(rec.get("seq")) is not int or rec["seq"] < 0:
+                corrupt_after.append(last_seq)
+                if deep:
+                    reason = "not_object" if type(rec) is not dict else "no_seq"
+                    add("session.corrupt_line", f"line {lineno} is corrupt ({reason})",
+                        line=lineno, reason=reason)
+                continue
+            seq = rec["seq"]
+            if seq != expected:
+                if seq <= last_seq:
+                    dup_seqs.add(seq)
+                if deep:
+                    reason = ("seq_gap" if seq > expected else
+                              "seq_duplicate" if seq == last_seq else "seq_regression")
+                    add("session.seq_gap", f"seq {seq} where {expected} was expected ({reason})",
+                        line=lineno, seq=seq, reason=reason)
+            if seq > last_seq:
+                last_seq = seq
+                expected = seq + 1
+            if deep or seq in needed:
+                records.setdefault(seq, rec)
+            if rec.get("type") == "event":
+                ev = rec.get("event")
+                if ev in ("undo", "redo", "clear"):
+                    events.append(rec)
+                elif deep and ev == "compact":
+                    compacts.append((lineno, rec))
+                elif deep and ev == LEARNING_EVENT:
+                    _learning(rec, add)
+    if rest:
+        _torn(add, size, offset, mtime, now, lineno + 1)
+    us = UndoState(events)
+    memo: dict[tuple[tuple[int, ...], str, str], Any] = {}
+
+    def status(seqs: tuple[int, ...], digest: str, purpose: str) -> Any:
+        key = (seqs, digest, purpose)
+        if key not in memo:
+            memo[key] = _span_status(seqs, digest, purpose, records, corrupt_after, dup_seqs,
+                                     last_seq, excluded, generation, us)
+        return memo[key]
+
+    if not refused:
+        for seqs, digest, purpose in need:
+            sc.statuses[(seqs, digest, purpose)] = status(seqs, digest, purpose)
+    if deep:
+        _compaction(compacts, sid, status, add)
+
+
+def _span_status(seqs: tuple[int, ...], digest: str, purpose: str, records: dict[int, dict],
+                 corrupt_after: list[int], dup_seqs: set[int], last_seq: int,
+                 excluded: frozenset[int], generation: int, us: Any) -> Any:
+    """The same decision as ``SessionStore.validate_many``, from one pass's data."""
+    from ..sessions import visible
+
+    lo, hi = seqs[0], seqs[-1]
+    for c in corrupt_after:
+        if lo <= c < hi or (c == lo - 1 and lo not in records):
+            return status_for("records_corrupt", "a corrupt line in the span")
+    if any(lo <= d <= hi for d in dup_seqs):
+        return status_for("records_corrupt", "a repeated seq in the span")
+    span = []
+    for s in range(lo, hi + 1):
+        r = records.get(s)
+        if r is None:
+            if s > last_seq:
+                return status_for("position_missing", f"the transcript ends at seq {last_seq}", s)
+            return status_for("records_corrupt", f"seq {s} is missing from the span")
+        span.append(r)
+    if canonical_digest(span) != digest:
+        return status_for("digest_mismatch")
+    for s in seqs:
+        ok, reason = visible(records[s], purpose=purpose, excluded=excluded,
+                             generation=generation, undo_state=us, clear_seq=us.clear_seq)
+        if not ok:
+            return status_for(reason, None, s)
+    return SourceStatus(VALID)
+
+
+def _learning(rec: dict, add: Callable) -> None:
+    seq = rec.get("seq")
+    status = rec.get("status")
+    if not isinstance(status, str) or status not in LEARNING_STATUSES:
+        add("learning.bad_status", f"learning status {str(status)[:60]!r} is not one of "
+            + ", ".join(sorted(LEARNING_STATUSES)), seq=seq)
+    counts = rec.get("reason_counts")
+    if counts is None:
+        return  # older events without counts remain readable
+    if not isinstance(counts, dict):
+        add("learning.bad_reason", "reason_counts is not an object", seq=seq)
+        return
+    for k, v in counts.items():
+        if k not in LEARNING_REASONS:
+            add("learning.bad_reason", f"unknown reason code {k[:60]!r}", seq=seq, key=k)
+        elif isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            add("learning.bad_reason", f"count for {k!r} is not a non-negative integer",
+                seq=seq, key=k)
+
+
+def _compaction(compacts: list[tuple[int, dict]], sid: str, status: Callable, add: Callable) -> None:
+    from ..sourceref import SourceRef
+
+    prev: dict | None = None
+    seen: dict[tuple, tuple[str, str, str]] = {}
+    for _line, rec in compacts:
+        seq = rec.get("seq")
+        want = None if prev is None else {"seq": prev.get("seq"), "digest": canonical_digest([prev])}
+        got = rec.get("prior")
+        if got != want:
+            if want is None:
+                msg = "first compact event has a prior, expected null"
+            elif got is None:
+                msg = f"prior is null, expected the compact event at seq {want['seq']}"
+            else:
+                msg = f"prior does not match the compact event at seq {want['seq']} (seq and digest)"
+            add("compact.prior_mismatch", msg, seq=seq)
+        prev = rec
+        lineage = rec.get("lineage")
+        if not isinstance(lineage, list):
+            add("compact.lineage_stale", "lineage is not a list of source references",
+                seq=seq, reason="invalid_ref")
+            continue
+        bad: tuple[str, str] | None = None
+        inert: tuple[str, str] | None = None
+        stale_n = 0
+        for chunk in lineage:
+            seqs = chunk.get("seqs") if isinstance(chunk, dict) else None
+            # lineage is cumulative: a chunk seen in an earlier compact event is decided once
+            quick = None
+            if type(seqs) is list and seqs and isinstance(chunk.get("digest"), str):
+                quick = (chunk.get("session_id"), chunk["digest"], seqs[0], seqs[-1], len(seqs))
+                hit = seen.get(quick)
+                if hit is not None:
+                    kind, msg, reason = hit
+                    if kind == "stale":
+                        stale_n += 1
+                        bad = bad or (msg, reason)
+                    elif kind == "inert" and inert is None:
+                        inert = (msg, reason)
+                    elif kind == "wide":
+                        add("compact.lineage_too_wide", msg, seq=seq)
+                    continue
+            if (isinstance(seqs, list) and seqs and all(type(s) is int for s in seqs)
+                    and max(seqs) - min(seqs) + 1 > MAX_SPAN):
+                msg = (f"lineage chunk {min(seqs)}..{max(seqs)} spans {max(seqs) - min(seqs) + 1} "
+                       f"positions (at most {MAX_SPAN})")
+                add("compact.lineage_too_wide", msg, seq=seq)
+                if quick:
+                    seen[quick] = ("wide", msg, "")
+                continue
+            try:
+                ref = SourceRef.from_json(chunk)
+            except UsageError as exc:
+                stale_n += 1
+                bad = bad or (f"a lineage chunk is malformed: {exc}", "invalid_ref")
+                continue
+            if ref.session_id != sid:
+                stale_n += 1
+                bad = bad or (f"lineage chunk {ref.label()} names another session", "invalid_ref")
+                continue
+            st = status(ref.seqs, ref.digest, "working")
+            if st.status in ("missing", "stale"):
+                stale_n += 1
+                msg = f"lineage chunk {ref.label()} is {st.status} ({st.reason})"
+                bad = bad or (msg, st.reason)
+                if quick:
+                    seen[quick] = ("stale", msg, st.reason)
+            elif st.status == "hidden":
+                msg = f"summary is inert: lineage chunk {ref.label()} is hidden ({st.reason})"
+                if inert is None:
+                    inert = (msg, st.reason)
+                if quick:
+                    seen[quick] = ("inert", msg, st.reason)
+            elif quick:
+                seen[quick] = ("ok", "", "")
+        if bad:
+            more = f" and {stale_n - 1} more" if stale_n > 1 else ""
+            add("compact.lineage_stale", bad[0] + more, seq=seq, reason=bad[1])
+        elif inert:
+            add("compact.inert", inert[0], seq=seq, reason=inert[1])

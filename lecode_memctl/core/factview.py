@@ -1,0 +1,401 @@
+"""What ``memctl facts``, ``recall``, ``history`` and ``forget`` report (and
+lecode's memory_list / memory_recall return): fact statuses, rows, pages,
+the learning status, recall and history.  Each returns plain data read
+through a :class:`~lecode_memctl.core.facts.FactStore` and a
+:class:`~lecode_memctl.core.sourceref.SessionReader`; the CLI renders it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from .atomic import open_nofollow
+from .errors import MemctlError, NotFound, UsageError
+from .facts import Fact, FactStore, Provenance, Revision, check_fact_id, fact_status
+from .paging import MAX_OUTPUT_BYTES  # the whole printed page, metadata included
+from .sessions import LEARNING_EVENT
+from .sourceref import HIDDEN, SessionReader, SourceRef, SourceStatus, check_session_id, status_for
+
+
+# --------------------------------------------------------------------------
+# Reports: what `memctl facts`, `recall` and `history` print (and memory_list
+# / memory_recall return).  Each returns plain data; the CLI renders it.
+
+PAGE_FACTS = 20                 # facts per page (memory_list)
+FACT_TEXT_CHARS = 512           # fact text cap in listings and recall
+
+
+def cap_text(text: str, limit: int = FACT_TEXT_CHARS) -> tuple[str, bool]:
+    if len(text) <= limit:
+        return text, False
+    return text[:limit], True
+
+
+def seqs_label(seqs: Iterable[int]) -> str:
+    """``3-5,8`` for positions 3, 4, 5 and 8."""
+    out: list[str] = []
+    run: list[int] = []
+    for s in sorted(seqs):
+        if run and s == run[-1] + 1:
+            run.append(s)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [s]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)
+
+
+def source_label(ref: SourceRef | None, provenance: Sequence[Provenance] = ()) -> str | None:
+    if ref is not None:
+        return f"{ref.session_id}:{seqs_label(ref.seqs)}"
+    if provenance:
+        return " ".join(f"{p.session_id}:{seqs_label(p.seqs)}" for p in provenance)
+    return None
+
+
+def _statuses_for(facts: FactStore, sessions: SessionReader, fact_ids: Sequence[str], purpose: str
+                  ) -> tuple[dict[str, list[Revision]], dict[SourceRef, SourceStatus]]:
+    revs = {fid: facts.revisions(fid) for fid in fact_ids}
+    refs = [r.source for rs in revs.values() for r in rs if r.source is not None]
+    statuses = sessions.validate_many(refs, purpose=purpose) if refs else {}
+    return revs, statuses
+
+
+def fact_row(fact: Fact, revisions: Sequence[Revision],
+             statuses: Mapping[SourceRef, SourceStatus]) -> dict[str, Any]:
+    """One fact of a listing: id, revision, status and reason, source, capped text."""
+    st, about = fact_status(revisions, statuses)
+    text, truncated = cap_text(fact.text)
+    return {
+        "fact_id": fact.fact_id,
+        "revision": fact.revision,
+        "status": st.status,
+        "reason": st.reason,
+        "about_revision": about,
+        "source": source_label(fact.source, fact.provenance),
+        "source_ref": fact.source.to_json() if fact.source is not None else None,
+        "text": text,
+        "fact_text_truncated": truncated,
+        "created": fact.created,
+        "updated": fact.updated,
+    }
+
+
+def iter_fact_rows(facts: FactStore, sessions: SessionReader, *, batch: int = 1000,
+                   session_id: str | None = None,
+                   where: Callable[[Fact], bool] | None = None) -> Iterator[dict[str, Any]]:
+    """Every fact (for which ``where`` holds) as a listing row, validated
+    ``batch`` facts at a time (constant memory however many facts there are)."""
+    chunk: list[Fact] = []
+
+    def flush() -> Iterator[dict[str, Any]]:
+        revs, statuses = _statuses_for(facts, sessions, [f.fact_id for f in chunk], "durable")
+        for f in chunk:
+            yield fact_row(f, revs[f.fact_id], statuses)
+
+    if session_id is None:
+        source: Iterable[Fact] = facts.iter_facts(batch=batch)
+    else:
+        source = (f for f in map(facts.get, facts.ids_with_evidence_in(session_id))
+                  if f is not None)
+    for fact in source:
+        if where is not None and not where(fact):
+            continue
+        chunk.append(fact)
+        if len(chunk) >= batch:
+            yield from flush()
+            chunk = []
+    if chunk:
+        yield from flush()
+
+
+def _doc_size(doc: Any) -> int:
+    return len(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)) + 1
+
+
+def learning_status(sessions: SessionReader, facts: FactStore | None, session_id: str | None = None,
+                    *, generation: int | None = None) -> dict[str, Any] | None:
+    """The newest ``learning`` event (of ``session_id``, else of the most
+    recently appended session that has one): status, reason counts and the
+    proposals whose evidence and epoch still validate.  None when there is none."""
+    if session_id is not None:
+        candidates = [session_id]
+    else:
+        def mtime(sid: str) -> float:
+            try:
+                return os.lstat(sessions.path(sid)).st_mtime
+            except OSError:
+                return 0.0
+        candidates = sorted(sessions.session_ids(), key=lambda s: (-mtime(s), s))
+    gen = generation if generation is not None else (facts.generation() if facts else 0)
+    for sid in candidates:
+        if session_id is None and not _mentions(sessions, sid, b'"%s"' % LEARNING_EVENT.encode()):
+            continue  # a byte scan rules the session out without parsing its lines
+        try:
+            events = sessions.events(sid, 0, {LEARNING_EVENT})
+        except (MemctlError, OSError):
+            if session_id is not None:
+                raise
+            continue  # a refused or unreadable session has no learning status
+        if not events:
+            continue
+        ev = events[-1]
+        counts = ev.get("reason_counts")
+        if not isinstance(counts, dict):
+            counts = {}
+        counts = {str(k): v for k, v in counts.items()
+                  if isinstance(v, int) and not isinstance(v, bool)}
+        fact_ids = [f for f in ev.get("facts", []) if isinstance(f, str)] \
+            if isinstance(ev.get("facts"), list) else []
+        raw = ev.get("proposals") if isinstance(ev.get("proposals"), list) else []
+        valid, hidden = _valid_proposals(raw, sessions, facts, gen, ev)
+        return {"session_id": sid, "seq": ev.get("seq"),
+                "status": ev.get("status") if isinstance(ev.get("status"), str) else None,
+                "reason_counts": counts, "facts": fact_ids, "proposals": valid,
+                "proposals_hidden": hidden}
+    return None
+
+
+def _mentions(sessions: SessionReader, session_id: str, needle: bytes) -> bool:
+    """Whether the session file contains ``needle`` at all (read with
+    ``O_NOFOLLOW``, in chunks).  True when it cannot be read: the parser then
+    reports why."""
+    try:
+        fd = open_nofollow(sessions.path(session_id))
+    except OSError:
+        return True
+    try:
+        tail = b""
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return False
+            if needle in tail + chunk[:len(needle)] or needle in chunk:
+                return True
+            tail = chunk[-len(needle):]
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def _proposal_ref(p: Mapping[str, Any]) -> SourceRef | None:
+    for key in ("source", "source_snapshot", "ref"):
+        if isinstance(p.get(key), Mapping):
+            try:
+                return SourceRef.from_json(p[key])
+            except UsageError:
+                return None
+    if {"session_id", "seqs", "digest"} <= set(p):
+        try:
+            return SourceRef.from_json({k: p[k] for k in ("session_id", "seqs", "digest")})
+        except UsageError:
+            return None
+    return None
+
+
+def _valid_proposals(raw: Sequence[Any], sessions: SessionReader, facts: FactStore | None, generation: int,
+                     event: Mapping[str, Any]) -> tuple[list[dict[str, Any]], int]:
+    """Proposals whose epoch is current, whose evidence validates and whose
+    conflict ids still name facts at the same revision."""
+    valid: list[dict[str, Any]] = []
+    hidden = 0
+    for p in raw:
+        if not isinstance(p, Mapping):
+            hidden += 1
+            continue
+        epoch = p.get("epoch", event.get("epoch"))
+        if isinstance(epoch, int) and not isinstance(epoch, bool) and epoch < generation:
+            hidden += 1
+            continue
+        ref = _proposal_ref(p)
+        if ref is None or not sessions.validate_source(ref, purpose="durable").ok:
+            hidden += 1
+            continue
+        ok = True
+        for c in p.get("conflicts", []) if isinstance(p.get("conflicts"), list) else []:
+            if isinstance(c, Mapping) and isinstance(c.get("fact_id"), str):
+                cur = facts.get(c["fact_id"]) if facts is not None else None
+                if cur is None or (isinstance(c.get("revision"), int)
+                                   and cur.revision != c["revision"]):
+                    ok = False
+        if not ok:
+            hidden += 1
+            continue
+        text = p.get("text") if isinstance(p.get("text"), str) else ""
+        capped, truncated = cap_text(text)
+        valid.append({"text": capped, "fact_text_truncated": truncated,
+                      "source": ref.to_json(), "kind": p.get("kind"),
+                      "conflicts": p.get("conflicts", [])})
+    return valid, hidden
+
+
+def facts_page(facts: FactStore | None, sessions: SessionReader, *, offset: int = 0, limit: int = PAGE_FACTS,
+               session_id: str | None = None,
+               max_bytes: int = MAX_OUTPUT_BYTES) -> dict[str, Any]:
+    """One page of ``memctl facts`` / memory_list: at most ``limit`` (<= 20) facts,
+    the whole JSON document at most ``max_bytes``; ``next_offset`` is null at
+    the end.  Then the latest learning status."""
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise UsageError("offset must be 0 or more")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= PAGE_FACTS:
+        raise UsageError(f"limit must be 1..{PAGE_FACTS}")
+    if session_id is not None:
+        check_session_id(session_id)
+    rows: list[dict[str, Any]] = []
+    total = 0
+    if facts is not None:
+        if session_id is None:
+            total = facts.count()
+            page = facts.list_facts(offset, limit)
+            revs, statuses = _statuses_for(facts, sessions, [f.fact_id for f in page], "durable")
+            rows = [fact_row(f, revs[f.fact_id], statuses) for f in page]
+        else:
+            ids = facts.ids_with_evidence_in(session_id)
+            total = len(ids)
+            page = [f for f in map(facts.get, ids[offset:offset + limit]) if f is not None]
+            revs, statuses = _statuses_for(facts, sessions, [f.fact_id for f in page], "durable")
+            rows = [fact_row(f, revs[f.fact_id], statuses) for f in page]
+    learning = learning_status(sessions, facts, session_id)
+    doc: dict[str, Any] = {"offset": offset, "limit": limit, "total": total,
+                           "next_offset": None, "facts": rows, "learning": learning}
+    shown = len(rows)
+    doc["next_offset"] = offset + shown if offset + shown < total else None
+    while _doc_size(doc) > max_bytes and learning and learning["proposals"]:
+        learning["proposals"].pop()
+        learning["proposals_truncated"] = True
+    while _doc_size(doc) > max_bytes and len(rows) > 1:
+        rows.pop()
+        doc["next_offset"] = offset + len(rows)
+    return doc
+
+
+def _require_fact(facts: FactStore | None, fact_id: str) -> Fact:
+    """The fact at its current revision (``FactStore.require``): UsageError for
+    a bad id, NotFound "no fact X" (also when there is no facts database) or
+    "fact X was forgotten"."""
+    check_fact_id(fact_id)
+    if facts is None:
+        raise NotFound(f"no fact {fact_id}")
+    return facts.require(fact_id)
+
+
+def recall(facts: FactStore | None, sessions: SessionReader, fact_id: str, *, offset: int = 0,
+           limit: int | None = None, max_bytes: int = MAX_OUTPUT_BYTES) -> dict[str, Any]:
+    """memory_recall by fact id: ids, current revision and status; the fact
+    text (capped) and a page of its source evidence only when every revision's
+    evidence validates (purpose ``durable``)."""
+    from . import paging
+
+    fact = _require_fact(facts, fact_id)
+    assert facts is not None
+    revs, statuses = _statuses_for(facts, sessions, [fact_id], "durable")
+    st, about = fact_status(revs[fact_id], statuses)
+    meta: dict[str, Any] = {"fact_id": fact_id, "revision": fact.revision, "status": st.status,
+                            "reason": st.reason}
+    if not st.ok or fact.source is None:
+        meta["about_revision"] = about
+        return meta
+    ref = fact.source
+    records = sessions.records(ref.session_id, ref.start, ref.end)
+    from .sourceref import canonical_digest
+
+    if canonical_digest(records) != ref.digest:  # changed since it was validated
+        s = status_for("digest_mismatch")
+        return {"fact_id": fact_id, "revision": fact.revision, "status": s.status,
+                "reason": s.reason, "about_revision": fact.revision}
+    wanted = set(ref.seqs)
+    items = [(r["seq"], r) for r in records if r.get("seq") in wanted]
+    text, truncated = cap_text(fact.text)
+    meta.update({"session_id": ref.session_id, "source": ref.to_json(), "text": text,
+                 "fact_text_truncated": truncated})
+    doc, _page = paging.page_document(meta, items, offset=offset,
+                                      limit=paging.DEFAULT_LIMIT if limit is None else limit,
+                                      max_bytes=max_bytes)
+    return doc
+
+
+def history(facts: FactStore | None, sessions: SessionReader, fact_id: str) -> dict[str, Any]:
+    """Every revision with its text, time, source and each source's status today."""
+    fact = _require_fact(facts, fact_id)
+    assert facts is not None
+    revs, statuses = _statuses_for(facts, sessions, [fact_id], "durable")
+    st, about = fact_status(revs[fact_id], statuses)
+    out = []
+    for r in revs[fact_id]:
+        if r.source is not None:
+            s = statuses.get(r.source) or SourceStatus(HIDDEN, "invalid_ref")
+        else:
+            s = status_for("legacy_provenance")
+        out.append({"revision": r.revision, "text": r.text, "created": r.created,
+                    "current": r.revision == fact.revision,
+                    "source": source_label(r.source, r.provenance),
+                    "source_ref": r.source.to_json() if r.source is not None else None,
+                    "provenance": [p.to_json() for p in r.provenance],
+                    "status": s.status, "reason": s.reason})
+    return {"fact_id": fact_id, "revision": fact.revision, "status": st.status,
+            "reason": st.reason, "about_revision": about, "created": fact.created,
+            "updated": fact.updated, "revisions": out}
+
+
+def forget_impact(facts: FactStore, sessions: SessionReader, fact_id: str) -> dict[str, Any]:
+    """``memctl forget --dry-run``: the plan plus what it does to transcripts:
+    generated messages the new generation invalidates and compaction summaries
+    whose lineage the new exclusions intersect (made inert)."""
+    plan = facts.plan_forget(fact_id)
+    doc: dict[str, Any] = {
+        "fact_id": fact_id, "exists": plan.exists,
+        "already_forgotten": not plan.exists,
+        "exclusions": [{"session_id": s, "seq": q} for s, q in plan.exclusions],
+        "already_excluded": [{"session_id": s, "seq": q} for s, q in plan.already_excluded],
+        "suppressed_facts": list(plan.suppressed_facts),
+        "generation": plan.generation, "new_generation": plan.new_generation,
+        "generated_messages_invalidated": 0, "summaries_inert": [],
+    }
+    if not plan.exists:
+        return doc
+    positions: dict[str, set[int]] = {}
+    for s, q in plan.exclusions + plan.already_excluded:
+        positions.setdefault(s, set()).add(q)
+    gen, new = plan.generation, plan.new_generation
+    invalidated = 0
+    inert = []
+    for sid in sessions.session_ids():
+        try:
+            items = sessions.scan(sid)
+            for item in items:
+                rec = item.record
+                if rec is None:
+                    continue
+                if rec.get("type") == "message" and (
+                        rec.get("role") in ("assistant", "tool") or rec.get("synthetic") is True):
+                    epoch = rec.get("epoch")
+                    if isinstance(epoch, int) and not isinstance(epoch, bool):
+                        if gen <= epoch < new:
+                            invalidated += 1
+                    elif gen == 0:
+                        invalidated += 1
+                elif rec.get("type") == "event" and rec.get("event") == "compact":
+                    lineage = rec.get("lineage") if isinstance(rec.get("lineage"), list) else []
+                    for ref in lineage:
+                        if not isinstance(ref, Mapping):
+                            continue
+                        hit = positions.get(ref.get("session_id"))  # type: ignore[arg-type]
+                        seqs = ref.get("seqs") if isinstance(ref.get("seqs"), list) else []
+                        if hit and hit.intersection(s for s in seqs if isinstance(s, int)):
+                            inert.append({"session_id": sid, "seq": rec.get("seq")})
+                            break
+        except (MemctlError, OSError):
+            continue  # refused or unreadable sessions are skipped
+    doc["generated_messages_invalidated"] = invalidated
+    doc["summaries_inert"] = inert
+    return doc
+
+
+__all__ = ["facts_page", "recall", "history", "forget_impact", "learning_status",
+            "iter_fact_rows", "fact_row", "cap_text", "seqs_label", "source_label"]

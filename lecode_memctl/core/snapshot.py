@@ -1,0 +1,189 @@
+"""The private snapshot of a facts database that a live writer may be
+changing: the database and the current generation of its ``-wal`` copied
+into a fresh private directory (never the ``-shm``), checked unchanged while
+copying, so that :meth:`FactStore.open_readonly` reads a consistent state
+without creating or touching anything in the store."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+import tempfile
+import time
+from pathlib import Path
+
+
+from .atomic import is_link_refusal, lstat_regular, open_nofollow, write_all
+from .errors import NotFound, StoreBusy, StoreCorrupt
+from .layout import FILE_MODE
+
+
+SNAPSHOT_CHUNK = 1 << 20
+SNAPSHOT_WAL_IN_MEMORY = 8 << 20
+
+
+def _open_nofollow(path: Path) -> int | None:
+    """A read-only descriptor of ``path``, never through a symlink; None when it
+    does not exist; StoreCorrupt for a symlink or any other failure."""
+    try:
+        return open_nofollow(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if is_link_refusal(exc):
+            raise StoreCorrupt(f"{path}: is a symbolic link; refusing to follow it") from None
+        raise StoreCorrupt(f"{path}: cannot open: {exc.strerror}") from None
+
+
+def _copy_nofollow(src: Path, dst: str | None, keep: list[bytes] | None = None,
+                   limit: int | None = None) -> tuple[str, os.stat_result, int] | None:
+    """Stream ``src`` (never through a symlink) into a new private file ``dst``
+    (or nowhere), 1 MiB at a time: (sha256 of the bytes read, fstat of src,
+    number of bytes read), or None when ``src`` does not exist.  Memory stays
+    flat whatever the size, unless ``keep`` is given: the chunks are then
+    appended to it instead of being written (for a file written later).
+    ``limit``: read (and hash) only the first ``limit`` bytes."""
+    fd = _open_nofollow(src)
+    if fd is None:
+        return None
+    out = -1
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise StoreCorrupt(f"{src}: not a regular file")
+        if dst is not None:
+            out = open_nofollow(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+        digest = hashlib.sha256()
+        done = 0
+        while limit is None or done < limit:
+            want = SNAPSHOT_CHUNK if limit is None else min(SNAPSHOT_CHUNK, limit - done)
+            try:
+                chunk = os.read(fd, want)
+            except OSError as exc:
+                raise StoreCorrupt(f"{src}: cannot read: {exc.strerror}") from None
+            if not chunk:
+                break
+            digest.update(chunk)
+            done += len(chunk)
+            if keep is not None:
+                keep.append(chunk)
+            elif out >= 0:
+                write_all(out, chunk)
+        return digest.hexdigest(), st, done
+    finally:
+        os.close(fd)
+        if out >= 0:
+            os.close(out)
+
+
+_WAL_MAGIC = (0x377F0682, 0x377F0683)
+
+
+def _wal_valid_length(path: Path) -> int | None:
+    """How many leading bytes of the -wal belong to its current generation:
+    the 32-byte header and the frames after it whose salts match the header's.
+    The file is reused after a checkpoint, so frames past those are left over
+    from an earlier generation and a writer may overwrite them at any time;
+    SQLite's recovery ignores them.  None when there is no -wal; 0 when it has
+    no valid header (SQLite then ignores it whole)."""
+    fd = _open_nofollow(path)
+    if fd is None:
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        head = os.pread(fd, 32, 0)
+        if len(head) < 32 or int.from_bytes(head[0:4], "big") not in _WAL_MAGIC:
+            return 0
+        page = int.from_bytes(head[8:12], "big")
+        page = 65536 if page == 1 else page
+        if page < 512 or page > 65536 or page & (page - 1):
+            return 0
+        salts = head[16:24]
+        frame = 24 + page
+        end = 32
+        while end + frame <= size:
+            fh = os.pread(fd, 24, end)
+            if len(fh) < 24 or fh[8:16] != salts:
+                break
+            end += frame
+        return end
+    finally:
+        os.close(fd)
+
+
+def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_dev, a.st_ino, a.st_size, a.st_mtime_ns) == (b.st_dev, b.st_ino, b.st_size,
+                                                              b.st_mtime_ns)
+
+
+def private_snapshot(path: Path, wal: Path, timeout: float) -> str:
+    """Copy the database and its -wal (never the -shm) into a fresh private
+    directory, checking that neither changed while copying.  Returns the dir.
+    The database streams into the copy in 1 MiB chunks, so memory does not
+    grow with it.  A -wal of up to SNAPSHOT_WAL_IN_MEMORY (the usual case:
+    SQLite checkpoints it at about 4 MB) is held in memory and written after
+    the check, so that the window between its two reads, compared by digest,
+    is no longer than reading the database; a larger one streams too.
+
+    Only the -wal's current generation is copied: its header and the frames
+    whose salts match it (``_wal_valid_length``); the rest is left over from
+    before a checkpoint and may be overwritten at any time.  A writer only
+    appends frames to that prefix, and the prefix with the unchanged database
+    file is a consistent (older) state, a torn last frame being ignored by
+    SQLite's recovery.  So the second read compares the digest of the prefix
+    that was copied; a checkpoint (the database file changes) or a restarted
+    -wal (its header changes) makes the attempt retry.  While a
+    writer keeps committing, retries with a growing pause for as long as a
+    writer waits for its lock (``timeout``, the busy timeout)."""
+    waited = 0.0
+    attempt = 0
+    tmp = tempfile.mkdtemp(prefix="memctl-facts-")
+    db_copy = os.path.join(tmp, "facts.sqlite3")
+    wal_copy = os.path.join(tmp, "facts.sqlite3-wal")
+    try:
+        os.chmod(tmp, 0o700)
+        while True:
+            for leftover in (db_copy, wal_copy):
+                if os.path.lexists(leftover):
+                    os.unlink(leftover)
+            db_before = lstat_regular(path)
+            wal_chunks: list[bytes] = []
+            valid = _wal_valid_length(wal)
+            if valid is None:
+                wal_first = None
+            elif valid <= SNAPSHOT_WAL_IN_MEMORY:
+                wal_first = _copy_nofollow(wal, None, wal_chunks, limit=valid)
+            else:
+                wal_first = _copy_nofollow(wal, wal_copy, limit=valid)
+            db = _copy_nofollow(path, db_copy)
+            wal_again = (_copy_nofollow(wal, None, limit=wal_first[2])
+                         if wal_first is not None else _copy_nofollow(wal, None, limit=0))
+            db_after = lstat_regular(path)
+            if db is None or db_before is None or db_after is None:
+                raise NotFound(f"{path}: facts database disappeared while reading it")
+            stable = (wal_again is not None and wal_first is not None
+                      and wal_first[0] == wal_again[0]
+                      and _same_file(db_before, db[1]) and _same_file(db[1], db_after))
+            if wal_first is None and wal_again is None and _same_file(db_before, db_after):
+                stable = True  # the writer checkpointed and closed meanwhile: db alone is whole
+            if stable:
+                if wal_chunks:
+                    fd = open_nofollow(wal_copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+                    try:
+                        for chunk in wal_chunks:
+                            write_all(fd, chunk)
+                    finally:
+                        os.close(fd)
+                return tmp
+            attempt += 1
+            if waited >= timeout:
+                raise StoreBusy(f"{path}: the facts database kept changing while taking a "
+                                "snapshot; try again")
+            delay = min(0.01 * attempt, 0.05)
+            time.sleep(delay)
+            waited += delay
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

@@ -258,3 +258,31 @@ def test_an_error_mid_stream_still_ends_one_json_document(config_dir):
     doc = orjson.loads(r.stdout_bytes)    # exactly one document
     assert doc["type"] == "facts" and doc["error"]["exit_code"] == 5
     assert r.stderr.startswith("memctl: error: ") and r.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv", [["validate"], ["facts"], ["facts", "--format", "jsonl"],
+                                  ["history", "{fid}"], ["context"]])
+def test_lock_wait_reaches_the_snapshot_of_a_live_database(built, monkeypatch, argv):
+    """With a live writer (an open -wal), a read takes a private snapshot and waits
+    --lock-wait seconds for it to be stable, not the fixed 5 s busy timeout."""
+    from lecode_memctl.core import facts as facts_mod
+    from lecode_memctl.core.errors import StoreBusy
+    from lecode_memctl.core.facts import FactStore
+
+    project, store, ids = built
+    seen = []
+
+    def busy_snapshot(path, wal, timeout):  # noqa: ANN001,ANN202
+        seen.append(timeout)
+        raise StoreBusy(f"{path}: kept changing (test)")
+
+    monkeypatch.setattr(facts_mod, "private_snapshot", busy_snapshot)
+    writer = FactStore(store.facts_db, on_connect=lambda db: db.execute("PRAGMA wal_autocheckpoint=0"))
+    try:
+        writer.add("a fact a live writer has not checkpointed")
+        argv = [a.replace("{fid}", ids[0]) for a in argv]
+        r = run_cli("-C", str(project), *argv, "--lock-wait", "0.25")
+        assert r.exit_code == 6, (r.exit_code, r.stderr)
+        assert seen and set(seen) == {0.25}
+    finally:
+        writer.close()

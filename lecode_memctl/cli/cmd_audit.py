@@ -9,8 +9,8 @@ import typer
 
 from .completion import (VALIDATE_FORMAT_NAMES, complete_finding_code, complete_session_id,
                          complete_validate_format)
-from .options import (FormatOpt, JsonOpt, LimitOpt, OffsetOpt, SinceOpt, UntilOpt,
-                      sort_option)
+from .options import (FormatOpt, JsonOpt, LimitOpt, LockWaitOpt, OffsetOpt, SinceOpt,
+                      UntilOpt, sort_option)
 from .registry import command
 from .state import STATE, require_store
 
@@ -63,6 +63,7 @@ def validate(
     list_codes: Annotated[bool, typer.Option(
         "--list-codes", help="List every finding code with its severity, group and meaning "
                              "(with --json or --format: as rows), and exit.")] = False,
+    lock_wait: LockWaitOpt = 5.0,
     json_: JsonOpt = False,
     fmt: Annotated[Optional[str], typer.Option(
         "--format", "-f", metavar="FORMAT", autocompletion=complete_validate_format,
@@ -156,7 +157,7 @@ def validate(
             prog, finish = _progress_bar(st.slug) if show_progress else (None, lambda: None)
             # config.toml is shared by every store: checked once, reported with the first store
             audit = Audit(st, config_dir=cfg.path if i == 0 else None, deep=deep, ignore=ignored,
-                          progress=prog)
+                          progress=prog, lock_wait=lock_wait)
             try:
                 if stream_jsonl:
                     emit_jsonl(FINDING.row(**f.to_json()) for f in audit.run())

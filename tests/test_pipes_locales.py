@@ -161,3 +161,13 @@ def test_color_auto_always_never(built):
                        env=base, timeout=120)
     assert p.returncode == 0 and esc.encode() not in p.stdout      # auto: a pipe is plain
     assert esc not in _pty_run(["-C", str(project), "facts"], 200, raw=True, env={"NO_COLOR": "1"})
+
+
+def test_a_jsonl_error_line_has_a_type_too(tmp_path):
+    from .conftest import run_cli
+
+    r = run_cli("--store", str(tmp_path / "nowhere"), "sessions", "--format", "jsonl")
+    assert r.exit_code == 3
+    (line,) = r.stdout_bytes.splitlines()
+    doc = orjson.loads(line)
+    assert doc["type"] == "error" and doc["error"]["exit_code"] == 3

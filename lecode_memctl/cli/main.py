@@ -32,8 +32,10 @@ def report_error(code: str, message: str, exit_code: int, *, json_doc: bool) -> 
     line = " ".join(safe(message).splitlines()) or code
     if json_doc:
         try:
-            sys.stdout.buffer.write(dumps({"error": {"code": code, "message": message,
-                                                      "exit_code": exit_code}}) + b"\n")
+            # "type" as every JSONL record has (an error can end a --format jsonl stream)
+            sys.stdout.buffer.write(dumps({"type": "error",
+                                           "error": {"code": code, "message": message,
+                                                     "exit_code": exit_code}}) + b"\n")
             sys.stdout.flush()
         except Exception:
             pass

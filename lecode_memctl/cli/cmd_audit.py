@@ -92,10 +92,12 @@ def validate(
     cites is read only at its header and last bytes; one that facts cite is
     read once from start to end, parsing only the cited spans and the event
     lines (a later undo, redo or clear decides a span's visibility).
-    --deep parses every line once (in parallel worker processes): corrupt lines, seq gaps, each
-    compact event's prior and lineage (chunks of at most 200 positions whose
-    digests still hold; summaries made inert by a later forget, undo or clear
-    are info), and learning events' statuses and reason codes.
+    --deep parses every line once (in parallel worker processes): corrupt
+    lines, seq gaps, undo/redo targets, each compact event's prior and
+    lineage (exactly cumulative, in chunks of at most 200 positions whose
+    digests still hold; summaries made inert by a later forget, undo or clear,
+    and summaries written before lineage existed, are info), and learning
+    events' statuses and reason codes.
 
     Exit status: 0 when nothing is at error severity (with --strict: nothing
     at warning either), 1 otherwise, also with --output; 2 usage, 3 no such

@@ -646,9 +646,11 @@ def forget(
     project-wide); deletes the fact, its revisions, provenance and source
     references.  Other facts that share the evidence are kept but stop
     validating.  Raw transcripts are not changed.  --dry-run prints the
-    exclusions, the other facts suppressed, the new generation, how many
-    generated messages it invalidates and which compaction summaries become
-    inert.  Without --yes it asks on a terminal and refuses otherwise.  Says
+    exclusions, the new generation, every other fact whose status changes
+    (evidence that overlaps the new exclusions, or that holds generated
+    messages the new generation hides) with its status before and after, as
+    'memctl facts' will list it, how many generated messages the new
+    generation invalidates and which compaction summaries become inert.  Without --yes it asks on a terminal and refuses otherwise.  Says
     whether this call forgot the fact or it was already forgotten; an
     unknown id exits 3.
     """
@@ -679,8 +681,11 @@ def forget(
              + (": " + ", ".join(f"{safe(e['session_id'])}:{e['seq']}" for e in excl) if excl else ""))
         if impact["already_excluded"]:
             echo(f"  already excluded: {len(impact['already_excluded'])}")
-        echo(f"  other facts suppressed: {len(impact['suppressed_facts'])}"
-             + (": " + ", ".join(impact["suppressed_facts"]) if impact["suppressed_facts"] else ""))
+        changes = impact["status_changes"]
+        echo(f"  other facts whose status changes: {len(changes)}")
+        for c in changes:
+            echo(f"    {c['fact_id']}: {_status_cell(c['status'], c['reason'])} -> "
+                 f"{_status_cell(c['new_status'], c['new_reason'])}")
         echo(f"  generation: {impact['generation']} -> {impact['new_generation']}")
         echo(f"  generated messages invalidated: {impact['generated_messages_invalidated']}")
         inert = impact["summaries_inert"]

@@ -172,3 +172,11 @@ def complete_record_type(incomplete):  # noqa: ANN001,ANN201 - typer inspects na
         return [m.type for m in MODELS if m.type.startswith(incomplete or "")]
     except Exception:  # noqa: BLE001 - completion never fails loudly
         return []
+
+
+GREP_ROLES = ("user", "assistant", "tool", "system", "summary")   # core.grep.GREP_ROLES
+
+
+def complete_grep_role(ctx, args, incomplete):  # noqa: ANN001,ANN201 - typer inspects names
+    """The roles ``grep --role`` takes; imports nothing of the core (each TAB stays light)."""
+    return [r for r in GREP_ROLES if r.startswith(incomplete or "")]

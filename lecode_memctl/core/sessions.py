@@ -261,6 +261,14 @@ def undo_target(ev: dict) -> tuple[int, int] | None:
     return None
 
 
+def bad_target(ev: dict) -> bool:
+    """An undo/redo event whose target is malformed, outside the session or not
+    entirely before the event (corruption ``bad_target``; scan and the audit)."""
+    t = undo_target(ev)
+    seq = ev.get("seq")
+    return t is None or not _is_int(seq) or t[1] >= seq
+
+
 def is_generated(record: dict) -> bool:
     """Assistant and tool messages, and synthetic notifications."""
     return record.get("role") in GENERATED_ROLES or record.get("synthetic") is True
@@ -627,7 +635,8 @@ class SessionStore:
                 counts[project] = counts.get(project, 0) + 1
         return counts
 
-    def _not_found(self, session_id: str) -> SessionNotFound:
+    def not_found(self, session_id: str) -> SessionNotFound:
+        """The error for an id with no transcript, with close matches as a hint."""
         close = difflib.get_close_matches(session_id, self.session_ids(), n=3, cutoff=0.6)
         prefixed = [s for s in self.session_ids() if s.startswith(session_id) and s not in close][:3]
         hint = None
@@ -642,7 +651,7 @@ class SessionStore:
         try:
             dst = os.lstat(self.dir)
         except FileNotFoundError:
-            raise self._not_found(session_id) from None
+            raise self.not_found(session_id) from None
         except OSError as exc:
             raise SessionUnreadable(f"{self.dir}: {exc.strerror}") from None
         if stat.S_ISLNK(dst.st_mode):
@@ -651,13 +660,13 @@ class SessionStore:
         try:
             fd = open_nofollow(path)
         except FileNotFoundError:
-            raise self._not_found(session_id) from None
+            raise self.not_found(session_id) from None
         except OSError as exc:
             if is_link_refusal(exc):
                 raise SessionRefused(f"session {session_id}: {path} is a symbolic link; refused",
                                      "refused_symlink") from None
             if exc.errno == errno.ENOTDIR:
-                raise self._not_found(session_id) from None
+                raise self.not_found(session_id) from None
             raise SessionUnreadable(f"session {session_id}: cannot open {path}: "
                                     f"{exc.strerror}") from None
         try:
@@ -725,7 +734,7 @@ class SessionStore:
         self._check_open()
         check_session_id(session_id)
         _ensure_dirs(os.fspath(self.store.path), self.dir)
-        lock_fd = _lock(self.dir, session_id)
+        lock_fd = lock_session(self.dir, session_id)
         path = os.path.join(self.dir, session_id + SUFFIX)
         try:
             try:
@@ -764,8 +773,8 @@ class SessionStore:
         try:
             os.lstat(self.dir)
         except FileNotFoundError:
-            raise self._not_found(session_id) from None
-        lock_fd = _lock(self.dir, session_id)
+            raise self.not_found(session_id) from None
+        lock_fd = lock_session(self.dir, session_id)
         try:
             f, hdr = self._open_checked(session_id)
             try:
@@ -1058,7 +1067,7 @@ class SessionStore:
         try:
             os.lstat(self.path(session_id))
         except FileNotFoundError:
-            raise self._not_found(session_id) from None
+            raise self.not_found(session_id) from None
         return self._info(session_id)
 
     def _info(self, sid: str) -> SessionInfo:
@@ -1179,8 +1188,7 @@ class SessionStore:
                 else:
                     prev = seq
                 if obj.get("type") == "event" and obj.get("event") in ("undo", "redo"):
-                    t = undo_target(obj)
-                    if t is None or t[1] >= seq:
+                    if bad_target(obj):
                         yield ScanItem(lineno, off, BAD_TARGET, seq, None,
                                        "undo/redo target must be [first, last] entirely before the event")
                 yield ScanItem(lineno, off, "record", seq, obj)
@@ -1321,7 +1329,10 @@ def _ensure_dirs(*paths: str) -> None:
         make_dirs(final, strict=True, existing=refuse_final)
 
 
-def _lock(sessions_dir: str, session_id: str) -> int:
+def lock_session(sessions_dir: str, session_id: str) -> int:
+    """Take the session's ``<id>.lock`` (the lock every writer of the session
+    holds), without waiting; the locked fd.  StoreBusy (exit 6) while another
+    process holds it."""
     path = os.path.join(sessions_dir, session_id + LOCK_SUFFIX)
     try:
         fd = open_nofollow(path, os.O_RDWR | os.O_CREAT)
@@ -1342,7 +1353,7 @@ def _lock(sessions_dir: str, session_id: str) -> int:
 
 __all__ = [
     "SessionStore", "SessionWriter", "Snapshot", "SessionInfo", "ScanItem", "UndoState",
-    "visible", "is_generated", "undo_target", "SessionNotFound", "SessionRefused",
+    "visible", "is_generated", "undo_target", "bad_target", "SessionNotFound", "SessionRefused",
     "SessionUnreadable", "SessionCorrupt", "SpanHidden", "PositionMissing", "REASONS",
     "CORRUPTION_KINDS", "NO_EXCLUSIONS", "StoreExclusions",
 ]

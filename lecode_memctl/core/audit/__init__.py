@@ -17,7 +17,8 @@ them (same visibility predicate, same reasons; a test compares the two).
 ``deep`` parses every line (large reads, bytes-level line splitting,
 ``orjson.loads``), keeps the records of that one transcript in memory to
 check compaction lineage without rereading, and runs the whole-transcript
-checks: corrupt lines, seq gaps, compaction chains and learning events;
+checks: corrupt lines, seq gaps, undo/redo targets, compaction chains and
+learning events;
 with several transcripts the jobs run in parallel worker processes.
 
 The package, by layer: ``codes`` (the finding codes, findings, summaries),

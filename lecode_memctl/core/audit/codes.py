@@ -102,6 +102,10 @@ CODES: dict[str, CodeInfo] = {
         "a generated message carries an exclusion epoch above the facts database's "
         "generation: forget exclusions were lost (facts.sqlite3 deleted, emptied or "
         "replaced by an older copy), so forgotten evidence may be visible again"),
+    "session.bad_target": CodeInfo(ERROR, "sessions", ("file", "session_id", "line", "seq"),
+        "an undo or redo event whose target is not [FIRST, LAST] with 0 <= FIRST <= LAST < "
+        "the event's seq (malformed, outside the session, or not entirely before the event); "
+        "it still hides the positions of its target that precede it", deep_only=True),
     # compaction
     "compact.prior_mismatch": CodeInfo(ERROR, "compaction", ("file", "session_id", "seq"),
         "a compact event's prior is not the previous compact event's seq and digest", deep_only=True),
@@ -109,6 +113,15 @@ CODES: dict[str, CodeInfo] = {
         "a lineage chunk spans more than 200 positions", deep_only=True),
     "compact.lineage_stale": CodeInfo(ERROR, "compaction", ("file", "session_id", "seq", "reason"),
         "a lineage chunk is malformed, missing, or its digest no longer holds", deep_only=True),
+    "compact.lineage_not_cumulative": CodeInfo(ERROR, "compaction", ("file", "session_id", "seq", "reason"),
+        "a compact event's lineage is not exactly cumulative (reason: empty, a first lineage "
+        "with no chunk; not_cumulative, it does not start with the previous compact event's "
+        "lineage; overlap, chunks out of order or overlapping; after_event, a chunk at or after "
+        "the event)", deep_only=True),
+    "compact.legacy": CodeInfo(INFO, "compaction", ("file", "session_id", "seq"),
+        "a compact event without lineage, written before lineage existed: inert (lecode replays "
+        "raw history and rebuilds it); its prior is not checked and the next compact event's "
+        "prior is the previous one with lineage, or null", deep_only=True),
     "compact.inert": CodeInfo(INFO, "compaction", ("file", "session_id", "seq", "reason"),
         "a summary made inert by a later forget, undo or clear (reason: excluded, undone, "
         "cleared, epoch); lecode rebuilds it lazily", deep_only=True),

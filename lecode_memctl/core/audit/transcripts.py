@@ -15,7 +15,7 @@ import orjson
 from ..atomic import is_link_refusal, open_nofollow
 from ..errors import UsageError
 from ..layout import SESSIONS_DIR
-from ..sessions import LEARNING_EVENT, LEARNING_REASONS, LEARNING_STATUSES, fast_seq
+from ..sessions import LEARNING_EVENT, LEARNING_REASONS, LEARNING_STATUSES, bad_target, fast_seq
 from ..sourceref import MAX_SPAN, VALID, SourceStatus, canonical_digest, status_for
 from .codes import ERROR, WARNING
 
@@ -441,6 +441,10 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                 ev = rec.get("event")
                 if ev in ("undo", "redo", "clear"):
                     events.append(rec)
+                    if deep and ev != "clear" and bad_target(rec):
+                        add("session.bad_target", f"{ev} target {_short(rec.get('target'))} is not "
+                            f"[first, last] with 0 <= first <= last < {seq} (this event's seq)",
+                            line=lineno, seq=seq)
                 elif deep and ev == "compact":
                     compacts.append((lineno, rec))
                 elif deep and ev == LEARNING_EVENT:
@@ -514,13 +518,58 @@ def _learning(rec: dict, add: Callable) -> None:
                 seq=seq, key=k)
 
 
+def _short(v: Any) -> str:
+    """A parsed JSON value in at most 60 characters, for a message."""
+    try:
+        text = orjson.dumps(v).decode()
+    except orjson.JSONEncodeError:      # nested deeper than orjson writes
+        text = f"<a deeply nested {type(v).__name__}>"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _not_cumulative(seq: Any, lineage: list, prev_lineage: Any,
+                    spans: list[tuple[int, int] | None]) -> tuple[str, str] | None:
+    """(reason, message) when a lineage is not exactly cumulative: it starts with the
+    previous compact event's lineage (chunk for chunk), holds at least one chunk,
+    and its chunks are in order, disjoint and before the event.  ``spans`` has the
+    (first, last) of each chunk, None for one already reported (malformed, too wide)."""
+    if not lineage:
+        if isinstance(prev_lineage, list) and prev_lineage:
+            return "not_cumulative", (f"lineage is empty; it must start with the {len(prev_lineage)} "
+                                      "chunk(s) of the previous compact event's lineage")
+        return "empty", "lineage is empty: a summary covers at least one chunk"
+    if isinstance(prev_lineage, list) and lineage[:len(prev_lineage)] != prev_lineage:
+        return "not_cumulative", ("lineage does not start with the previous compact event's "
+                                  f"lineage ({len(prev_lineage)} chunk(s)), chunk for chunk")
+    last = -1
+    for span in spans:
+        if span is None:
+            continue
+        lo, hi = span
+        if lo <= last:
+            return "overlap", f"lineage chunk {lo}..{hi} is not after the chunk before it (ends at {last})"
+        last = hi
+        if type(seq) is int and hi >= seq:
+            return "after_event", f"lineage chunk {lo}..{hi} is not before the compact event (seq {seq})"
+    return None
+
+
 def _compaction(compacts: list[tuple[int, dict]], sid: str, status: Callable, add: Callable) -> None:
+    """Prior chain, cumulative lineage and each chunk's status, per compact event.
+    An event without a ``lineage`` key predates lineage: inert, reported at info,
+    and left out of the chain (lecode rebuilds from raw history: the next event's
+    prior is null, or the previous event with lineage)."""
     from ..sourceref import SourceRef
 
     prev: dict | None = None
     seen: dict[tuple, tuple[str, str, str]] = {}
     for _line, rec in compacts:
         seq = rec.get("seq")
+        if "lineage" not in rec:
+            add("compact.legacy", "compact event without lineage (written before lineage "
+                "existed): inert, lecode replays raw history and rebuilds it", seq=seq)
+            continue
+        prev_lineage = prev.get("lineage") if prev is not None else None
         want = None if prev is None else {"seq": prev.get("seq"), "digest": canonical_digest([prev])}
         got = rec.get("prior")
         if got != want:
@@ -540,7 +589,9 @@ def _compaction(compacts: list[tuple[int, dict]], sid: str, status: Callable, ad
         bad: tuple[str, str] | None = None
         inert: tuple[str, str] | None = None
         stale_n = 0
+        spans: list[tuple[int, int] | None] = []
         for chunk in lineage:
+            spans.append(_chunk_span(chunk))
             seqs = chunk.get("seqs") if isinstance(chunk, dict) else None
             # lineage is cumulative: a chunk seen in an earlier compact event is decided once
             quick = None
@@ -555,10 +606,12 @@ def _compaction(compacts: list[tuple[int, dict]], sid: str, status: Callable, ad
                     elif kind == "inert" and inert is None:
                         inert = (msg, reason)
                     elif kind == "wide":
+                        spans[-1] = None
                         add("compact.lineage_too_wide", msg, seq=seq)
                     continue
             if (isinstance(seqs, list) and seqs and all(type(s) is int for s in seqs)
                     and max(seqs) - min(seqs) + 1 > MAX_SPAN):
+                spans[-1] = None
                 msg = (f"lineage chunk {min(seqs)}..{max(seqs)} spans {max(seqs) - min(seqs) + 1} "
                        f"positions (at most {MAX_SPAN})")
                 add("compact.lineage_too_wide", msg, seq=seq)
@@ -568,10 +621,12 @@ def _compaction(compacts: list[tuple[int, dict]], sid: str, status: Callable, ad
             try:
                 ref = SourceRef.from_json(chunk)
             except UsageError as exc:
+                spans[-1] = None
                 stale_n += 1
                 bad = bad or (f"a lineage chunk is malformed: {exc}", "invalid_ref")
                 continue
             if ref.session_id != sid:
+                spans[-1] = None
                 stale_n += 1
                 bad = bad or (f"lineage chunk {ref.label()} names another session", "invalid_ref")
                 continue
@@ -590,8 +645,19 @@ def _compaction(compacts: list[tuple[int, dict]], sid: str, status: Callable, ad
                     seen[quick] = ("inert", msg, st.reason)
             elif quick:
                 seen[quick] = ("ok", "", "")
+        nc = _not_cumulative(seq, lineage, prev_lineage, spans)
+        if nc:
+            add("compact.lineage_not_cumulative", nc[1], seq=seq, reason=nc[0])
         if bad:
             more = f" and {stale_n - 1} more" if stale_n > 1 else ""
             add("compact.lineage_stale", bad[0] + more, seq=seq, reason=bad[1])
         elif inert:
             add("compact.inert", inert[0], seq=seq, reason=inert[1])
+
+
+def _chunk_span(chunk: Any) -> tuple[int, int] | None:
+    """(first, last) of a lineage chunk whose seqs are a non-empty list of integers."""
+    seqs = chunk.get("seqs") if isinstance(chunk, dict) else None
+    if not (isinstance(seqs, list) and seqs and all(type(s) is int for s in seqs)):
+        return None
+    return min(seqs), max(seqs)

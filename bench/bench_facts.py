@@ -12,7 +12,7 @@ the same rows FactStore writes.  Then measures, as real processes (median of
 
 * ``memctl --version`` (the start-up floor) and ``memctl where`` (a command
   that loads the whole command tree and reads no database);
-* ``memctl facts`` (first page, 20 facts, validated) and ``memctl facts --json``;
+* ``memctl facts`` (first page, 20 facts, validated) and ``memctl facts --json --limit 20``;
 * ``memctl facts --all --format jsonl`` to /dev/null (one run);
 * the read-only open itself, in-process (in a fresh subprocess): immutable
   open of a cleanly closed database against the private snapshot taken while
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         version, version_rss = timed([MEMCTL, "--version"], runs, env)
         where, where_rss = timed(base + ["where"], runs, env)
         page, page_rss = timed(base + ["facts"], runs, env)
-        page_json, page_json_rss = timed(base + ["facts", "--json"], runs, env)
+        page_json, page_json_rss = timed(base + ["facts", "--json", "--limit", "20"], runs, env)
         all_s, rss = timed(base + ["facts", "--all", "--format", "jsonl"], 1, env)
         immut, immut_rss = in_process_open(db, runs)
         proc = subprocess.Popen([PY, "-c", LIVE, str(db)], stdin=subprocess.PIPE,
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"memctl where (command-tree floor):   {where * 1000:8.1f} ms  {mib(where_rss)}")
         print(f"memctl facts (first page):           {page * 1000:8.1f} ms  {mib(page_rss)} "
               f"({page / version:.1f}x --version)")
-        print(f"memctl facts --json:                 {page_json * 1000:8.1f} ms  {mib(page_json_rss)}")
+        print(f"memctl facts --json --limit 20:      {page_json * 1000:8.1f} ms  {mib(page_json_rss)}")
         print(f"memctl facts --all --format jsonl:   {all_s * 1000:8.1f} ms  {mib(rss)}")
         print(f"read-only open + 20 rows, immutable: {immut * 1000:8.1f} ms  {mib(immut_rss)} "
               f"(in-process, fresh subprocess)")
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
                reference=V, ref_seconds=version, note="context")
         record(B, f"memctl facts, first page ({nf})", page, rss_kib=page_rss,
                reference=V, ref_seconds=version)
-        record(B, f"memctl facts --json ({nf})", page_json, rss_kib=page_json_rss,
+        record(B, f"memctl facts --json --limit 20 ({nf})", page_json, rss_kib=page_json_rss,
                reference=V, ref_seconds=version)
         record(B, f"memctl facts --all --format jsonl ({nf})", all_s, rss_kib=rss,
                reference=V, ref_seconds=version)

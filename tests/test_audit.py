@@ -475,9 +475,10 @@ def test_jsonl_streams_findings_then_summary(planted):
     r = run_cli("validate", "--store", str(planted), "--deep", "--format", "jsonl")
     assert r.exit_code == 1
     rows = [orjson.loads(line) for line in r.stdout_bytes.splitlines()]
-    assert "summary" in rows[-1] and rows[-1]["summary"]["project"] == SLUG
+    assert rows[-1]["type"] == "summary" and rows[-1]["project"] == SLUG
+    assert {x["type"] for x in rows[:-1]} == {"finding"}
     assert Counter(x["code"] for x in rows[:-1]) == Counter(list(PLANTED))
-    assert rows[-1]["summary"]["ok"] is False
+    assert rows[-1]["ok"] is False
 
 
 def test_human_output_groups_by_check(planted):
@@ -509,6 +510,10 @@ def test_prometheus_output_parses(planted, config_dir):
     assert set(facts) == {"valid", "missing", "stale", "hidden", "unverified"}
     ts = fams["memctl_validate_last_run_timestamp_seconds"].samples[0].value
     assert abs(ts - time.time()) < 600
+    # the run itself: exit status, time, stores audited (no labels)
+    assert fams["memctl_validate_exit_status"].samples[0].value == 1
+    assert fams["memctl_validate_stores"].samples[0].value == 5
+    assert abs(fams["memctl_validate_run_timestamp_seconds"].samples[0].value - time.time()) < 600
 
 
 def test_prometheus_label_escaping(config_dir):

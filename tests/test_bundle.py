@@ -73,7 +73,7 @@ def kinds(doc: dict) -> set[tuple[str, str | None]]:
 def fact_statuses(store: Path) -> dict[str, tuple[str, str | None]]:
     r = run_cli("--store", str(store), "facts", "--all", "--json")
     assert r.exit_code == 0, r.stderr
-    return {f["fact_id"]: (f["status"], f["reason"]) for f in orjson.loads(r.stdout)}
+    return {f["fact_id"]: (f["status"], f["reason"]) for f in orjson.loads(r.stdout)["facts"]}
 
 
 # ---------------------------------------------------------------- the round trip

@@ -24,7 +24,8 @@ NEEDS_STORE: dict[str, list[str]] = {
     "grep": ["x"], "secrets": [], "redact": ["--dry-run"],
 }
 # Commands that work without a store: they report on it, list stores, or create one.
-NO_STORE_NEEDED = {"where", "config", "projects", "edit", "migrate-legacy", "demo", "verify"}
+NO_STORE_NEEDED = {"where", "config", "projects", "edit", "migrate-legacy", "demo", "verify",
+                   "schema", "completion", "man"}
 
 
 def test_every_command_is_classified():

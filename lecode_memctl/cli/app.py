@@ -18,7 +18,7 @@ import typer
 from lecode_memctl import __version__
 from lecode_memctl.core.errors import exit_summary
 
-from .options import CommandWithGlobalOptions
+from .options import ColorWhen, CommandWithGlobalOptions
 from .registry import COMMANDS, command_settings
 from .state import STATE
 
@@ -86,6 +86,10 @@ def root(
              "their headers agree on, else the directory name; 'memctl where' says which).")] = None,
     no_color: Annotated[bool, typer.Option(
         "--no-color", help="No colour in output (also: the NO_COLOR environment variable).")] = False,
+    color: Annotated[ColorWhen | None, typer.Option(
+        "--color", metavar="WHEN",
+        help="Colour: auto (on a terminal, unless NO_COLOR is set; FORCE_COLOR forces it), "
+             "always or never (default: auto).")] = None,
     version: Annotated[bool, typer.Option(
         "--version", is_eager=True, callback=_version, help="Print the version and exit.")] = False,
 ) -> None:
@@ -94,6 +98,7 @@ def root(
     STATE.store_option = str(store) if store else None
     STATE.slug_option = slug
     STATE.no_color = no_color
+    STATE.color_mode = color.value if color is not None else "auto"
 
 
 def _register_commands() -> None:

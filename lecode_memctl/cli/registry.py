@@ -49,6 +49,9 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("verify", "cmd_bundle", "verify"),
     ("migrate-legacy", "cmd_migrate", "migrate_legacy"),
     ("demo", "cmd_demo", "demo"),
+    ("schema", "cmd_store", "schema"),
+    ("completion", "cmd_store", "completion"),
+    ("man", "cmd_store", "man_page"),
 )
 
 

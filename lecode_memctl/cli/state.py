@@ -19,6 +19,7 @@ class State:
     store_option: str | None = None
     slug_option: str | None = None
     no_color: bool = False
+    color_mode: str = "auto"        # --color auto|always|never
     json_errors: bool = False
 
     def config_dir(self) -> ConfigDir:
@@ -51,7 +52,26 @@ class State:
                              "from the project root)")
 
     def color(self) -> bool:
-        return not self.no_color and not os.environ.get("NO_COLOR")
+        """Whether colour is allowed at all: not with --no-color, --color never
+        or NO_COLOR (unless --color always)."""
+        if self.no_color or self.color_mode == "never":
+            return False
+        return self.color_mode == "always" or not os.environ.get("NO_COLOR")
+
+    def emit_color(self, *, stderr: bool = False) -> bool:
+        """Whether to colour this output: --color always or FORCE_COLOR colour
+        even in a pipe; auto colours a terminal; never what color() forbids."""
+        import sys
+
+        if not self.color():
+            return False
+        if self.color_mode == "always" or os.environ.get("FORCE_COLOR"):
+            return True
+        stream = sys.stderr if stderr else sys.stdout
+        try:
+            return stream.isatty()
+        except (AttributeError, ValueError):
+            return False
 
 
 def require_store(store: Store, *, explain: bool = False) -> Store:

@@ -373,9 +373,10 @@ class FactStore(ClosesOnExit):
     # ---- opening ---------------------------------------------------------
 
     @classmethod
-    def open_readonly(cls, path: str | os.PathLike[str]) -> FactStore:
+    def open_readonly(cls, path: str | os.PathLike[str], *,
+                      busy_timeout: float = BUSY_TIMEOUT) -> FactStore:
         """Open for reading without creating or changing any file in the store."""
-        return cls(path, _readonly=True)
+        return cls(path, busy_timeout=busy_timeout, _readonly=True)
 
     def _connect(self, target: str, *, uri: bool) -> sqlite3.Connection:
         try:

@@ -7,7 +7,7 @@ through a :class:`~lecode_memctl.core.facts.FactStore` and a
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -88,14 +88,16 @@ def fact_row(fact: Fact, revisions: Sequence[Revision],
         "source_ref": fact.source.to_json() if fact.source is not None else None,
         "text": text,
         "fact_text_truncated": truncated,
+        "created": fact.created,
         "updated": fact.updated,
     }
 
 
 def iter_fact_rows(facts: FactStore, sessions: SessionReader, *, batch: int = 1000,
-                   session_id: str | None = None) -> Iterator[dict[str, Any]]:
-    """Every fact as a listing row, validated ``batch`` facts at a time
-    (constant memory however many facts there are)."""
+                   session_id: str | None = None,
+                   where: Callable[[Fact], bool] | None = None) -> Iterator[dict[str, Any]]:
+    """Every fact (for which ``where`` holds) as a listing row, validated
+    ``batch`` facts at a time (constant memory however many facts there are)."""
     chunk: list[Fact] = []
 
     def flush() -> Iterator[dict[str, Any]]:
@@ -109,6 +111,8 @@ def iter_fact_rows(facts: FactStore, sessions: SessionReader, *, batch: int = 10
         source = (f for f in map(facts.get, facts.ids_with_evidence_in(session_id))
                   if f is not None)
     for fact in source:
+        if where is not None and not where(fact):
+            continue
         chunk.append(fact)
         if len(chunk) >= batch:
             yield from flush()

@@ -177,7 +177,7 @@ def _lines(fd: int) -> Iterable[tuple[bool, bytes]]:
 
 
 def usage_report(store: Store, *, session: str | None = None,
-                 since: datetime | None = None) -> UsageReport:
+                 since: datetime | None = None, until: datetime | None = None) -> UsageReport:
     """Accounting over every session of the store (or one), optionally only
     for events at or after ``since`` (an event's own ``ts``/``time``/``created``
     when it has one, else its session header's ``created``)."""
@@ -202,13 +202,14 @@ def usage_report(store: Store, *, session: str | None = None,
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 rep.refused.append(sid)
                 continue
-            _account(rep, store, sid, fd, since)
+            _account(rep, store, sid, fd, since, until)
         finally:
             os.close(fd)
     return rep
 
 
-def _account(rep: UsageReport, store: Store, sid: str, fd: int, since: datetime | None) -> None:
+def _account(rep: UsageReport, store: Store, sid: str, fd: int, since: datetime | None,
+             until: datetime | None = None) -> None:
     created: datetime | None = None
     for first, line in _lines(fd):
         if first:
@@ -235,9 +236,10 @@ def _account(rep: UsageReport, store: Store, sid: str, fd: int, since: datetime 
         ev = rec.get("event")
         if ev not in ("compact", "memory_usage"):
             continue
-        if since is not None:
+        if since is not None or until is not None:
             t = _event_time(rec, created)
-            if t is None or t < since:
+            if t is None or (since is not None and t < since) \
+                    or (until is not None and t > until):
                 continue
         if ev == "compact":
             rep.purpose("summarization").add(rec.get("usage"), compact=True)

@@ -57,6 +57,8 @@ def _open_facts(audit: Audit) -> Any:
     if not stat.S_ISREG(st.st_mode):
         return None  # a symlink or odd type is a layout finding
     try:
+        if audit.lock_wait is not None:
+            return FactStore.open_readonly(path, busy_timeout=audit.lock_wait)
         return FactStore.open_readonly(path)
     except MemctlError as exc:
         return exc

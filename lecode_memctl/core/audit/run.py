@@ -54,8 +54,10 @@ class Audit:
 
     def __init__(self, store: Store, *, config_dir: Path | None = None, deep: bool = False,
                  ignore: frozenset[str] = frozenset(), progress: Progress | None = None,
-                 now: float | None = None, parallel: bool = True) -> None:
+                 now: float | None = None, parallel: bool = True,
+                 lock_wait: float | None = None) -> None:
         self.store = store
+        self.lock_wait = lock_wait   # seconds to wait for a stable database snapshot
         self.config_dir = config_dir
         self.deep = deep
         self.ignore = ignore

@@ -86,6 +86,10 @@ def root(
              "their headers agree on, else the directory name; 'memctl where' says which).")] = None,
     no_color: Annotated[bool, typer.Option(
         "--no-color", help="No colour in output (also: the NO_COLOR environment variable).")] = False,
+    no_state: Annotated[bool, typer.Option(
+        "--no-state", help="Write nothing outside the store either: do not record the "
+                           "exclusion generation seen (kept in $XDG_STATE_HOME/lecode-memctl, "
+                           "or ~/.local/state/lecode-memctl, to detect a rolled-back forget).")] = False,
     version: Annotated[bool, typer.Option(
         "--version", is_eager=True, callback=_version, help="Print the version and exit.")] = False,
 ) -> None:
@@ -94,6 +98,7 @@ def root(
     STATE.store_option = str(store) if store else None
     STATE.slug_option = slug
     STATE.no_color = no_color
+    STATE.no_state = no_state
 
 
 def _register_commands() -> None:

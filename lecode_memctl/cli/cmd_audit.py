@@ -65,7 +65,10 @@ def validate(
     group/other permissions, symlinks); Markdown (invalid UTF-8, a .bak
     without its file); [memory] in config.toml; facts.sqlite3
     (integrity_check, foreign_key_check, schema version, generation against
-    exclusions and retry markers, contiguous revisions, dangling refs); every
+    exclusions and retry markers, contiguous revisions, dangling refs; the
+    generation and exclusion count against the highest memctl saw for the
+    store, a mark kept outside it, in $XDG_STATE_HOME/lecode-memctl, which
+    validate raises unless --no-state: a lower one is a rolled-back forget); every
     fact revision's evidence (missing, stale, hidden with its reason,
     unverified legacy provenance, suppressed by an exclusion); transcripts
     (torn tails: a warning when the file changed in the last minute, since a
@@ -130,7 +133,7 @@ def validate(
         progress, finish = _progress_bar(st.slug) if show_progress else (None, lambda: None)
         # config.toml is shared by every store: checked once, reported with the first store
         audit = Audit(st, config_dir=cfg.path if i == 0 else None, deep=deep, ignore=ignored,
-                      progress=progress)
+                      progress=progress, state=STATE.state_dir(), record_state=not STATE.no_state)
         try:
             if fmt == "jsonl" and not quiet:
                 for f in audit.run():

@@ -19,12 +19,26 @@ class State:
     store_option: str | None = None
     slug_option: str | None = None
     no_color: bool = False
+    no_state: bool = False
     json_errors: bool = False
 
     def config_dir(self) -> ConfigDir:
         from lecode_memctl.core.config import resolve_config_dir
 
         return resolve_config_dir(self.config_dir_option)
+
+    def state_dir(self) -> Path:
+        """memctl's own state directory (``core.seen``), outside every store."""
+        from lecode_memctl.core.seen import state_dir
+
+        return state_dir()
+
+    def record_mark(self, store: Store, generation: int, exclusions: int) -> None:
+        """Raise the store's mark after a write memctl made (not with --no-state)."""
+        if not self.no_state:
+            from lecode_memctl.core.seen import record
+
+            record(self.state_dir(), store.path, generation, exclusions)
 
     def project_dir(self) -> Path:
         return Path(self.project or os.getcwd())

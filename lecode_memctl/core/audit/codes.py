@@ -62,6 +62,10 @@ CODES: dict[str, CodeInfo] = {
         "the schema is an older known version; lecode migrates it on its next write"),
     "db.generation_mismatch": CodeInfo(ERROR, "db", ("file",),
         "the exclusion generation is lower than the exclusions and retry markers imply"),
+    "db.rolled_back": CodeInfo(ERROR, "db", ("file",),
+        "the exclusion generation or exclusion count is below the highest memctl saw for this "
+        "store (its mark, kept outside the store): the database was put back from an older "
+        "copy or deleted, so forgotten evidence may be visible again"),
     "db.revision_gap": CodeInfo(ERROR, "db", ("fact_id", "revision"),
         "a fact's revisions are not 1..N without gaps, or its current revision is not the last"),
     "db.dangling_ref": CodeInfo(ERROR, "db", ("fact_id", "revision", "table"),

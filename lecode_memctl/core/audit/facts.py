@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -91,6 +92,32 @@ def current_generation(path: Path) -> int | None:
 
 
 def check_db_and_facts(audit: Audit) -> Iterator[Finding | None]:
+    """The database checks, then the store against memctl's mark (see ``core.seen``).
+    The mark is read before the database: a forget that lands meanwhile, and
+    records its higher generation, is then not mistaken for a roll-back."""
+    from .. import seen
+
+    mark = seen.load(audit.state, audit.store.path) if audit.state is not None else None
+    yield from _check_db(audit)
+    if not audit._generation_known:
+        return
+    gen, excl = audit._generation, audit._exclusion_count
+    if mark is not None and audit.state is not None and seen.regression(mark, gen, excl):
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(mark.updated))
+        now = (f"generation {gen} and {excl} exclusion(s)" if os.path.lexists(audit.store.facts_db)
+               else "no facts database (generation 0, no exclusions)")
+        yield audit._f("db.rolled_back",
+                       f"{now}, but memctl saw generation {mark.generation} and "
+                       f"{mark.exclusions} exclusion(s) here (by {when}): the database was "
+                       "replaced by an older copy or deleted, so forgotten evidence may be "
+                       "visible again (if that was intended, remove "
+                       f"{seen.mark_path(audit.state, audit.store.path)})",
+                       file=FACTS_DB)
+    if audit.record_state and audit.state is not None:
+        seen.record(audit.state, audit.store.path, gen, excl)
+
+
+def _check_db(audit: Audit) -> Iterator[Finding | None]:
     import sqlite3
 
     from ..errors import MemctlError, StoreBusy
@@ -227,6 +254,7 @@ def _load_facts(audit: Audit, fs: Any, db: Any) -> None:
             if r.source is not None:
                 audit._need.setdefault(r.source.session_id, []).append((r.source, "durable"))
     audit._generation = fs.generation()
+    audit._exclusion_count = int(db.execute("SELECT count(*) FROM exclusions").fetchone()[0])
     audit._generation_known = True
     excluded: dict[str, set[int]] = {}
     for sid, seq in db.execute("SELECT session_id, seq FROM exclusions"):

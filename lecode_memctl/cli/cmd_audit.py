@@ -330,9 +330,11 @@ def projects(
 
     fmt_name = check_format(fmt, json_flag=json_)
     cfg = STATE.config_dir()
+    from lecode_memctl.core.errors import MemctlError
+
     try:
         current = STATE.project_dir()
-    except OSError:
+    except (OSError, MemctlError):  # a deleted working directory: no current project
         current = None
     infos = list_projects(cfg.path, current=current, roots=root or [])
     docs = [i.to_json() for i in infos]

@@ -61,6 +61,8 @@ class CommandWithGlobalOptions(typer.core.TyperCommand):
             value = ctx.params.pop(p.name, None)
             if p.name in ("no_color", "no_state"):  # flags: given anywhere, they hold
                 setattr(STATE, p.name, getattr(STATE, p.name) or bool(value))
+            elif p.name == "config_dir" and value == "":
+                STATE.config_dir_option = None  # empty: the default, as before the command
             elif value is not None:
                 setattr(STATE, _STATE_FIELD[p.name], str(value))
         return super().invoke(ctx)

@@ -41,7 +41,19 @@ class State:
             record(self.state_dir(), store.path, generation, exclusions)
 
     def project_dir(self) -> Path:
-        return Path(self.project or os.getcwd())
+        """``-C PATH`` or the working directory.  NotFound (exit 3) with a plain
+        message for a missing PATH or a working directory deleted meanwhile."""
+        from lecode_memctl.core.errors import NotFound
+
+        if self.project:
+            if not os.path.exists(self.project):
+                raise NotFound(f"--project {self.project}: no such directory")
+            return Path(self.project)
+        try:
+            return Path(os.getcwd())
+        except FileNotFoundError:
+            raise NotFound("the current directory no longer exists (deleted?); cd to the "
+                           "project, or give -C PATH or --store DIR") from None
 
     def store(self) -> Store:
         """The store the command works on: ``--store`` or the project's."""

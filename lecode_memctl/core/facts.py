@@ -431,6 +431,7 @@ class FactStore(ClosesOnExit):
                     db = self._connect(os.path.join(self._tmpdir, "facts.sqlite3"), uri=False)
                 self._conn = db
                 db.execute("PRAGMA query_only = 1")
+                db.execute("PRAGMA temp_store = MEMORY")  # no SQLite temp file in $TMPDIR either
                 self._load_schema(migrate=False)
             except OSError as exc:
                 self.close()
@@ -453,6 +454,10 @@ class FactStore(ClosesOnExit):
                 raise StoreWriteError(f"{self.path}: cannot create: {exc.strerror}") from None
         if lstat_regular(self.path) is None:
             raise NotFound(f"{self.path}: facts database disappeared")
+        for sidecar in ("-wal", "-shm", "-journal"):
+            # SQLite opens (and creates) these following symbolic links: refuse a
+            # link or an odd file type here, before it has created anything (issue 16.8).
+            lstat_regular(self.path.with_name(self.path.name + sidecar))
         self._check_unopened_wal()
         db = self._connect(os.fspath(self.path), uri=False)
         self._conn = db

@@ -10,11 +10,10 @@ import hashlib
 import os
 import shutil
 import stat
-import tempfile
 import time
 from pathlib import Path
 
-from .atomic import is_link_refusal, lstat_regular, open_nofollow, write_all
+from .atomic import is_link_refusal, lstat_regular, open_nofollow, private_tempdir, write_all
 from .errors import NotFound, StoreBusy, StoreCorrupt
 from .layout import FILE_MODE
 
@@ -137,7 +136,7 @@ def private_snapshot(path: Path, wal: Path, timeout: float) -> str:
     writer waits for its lock (``timeout``, the busy timeout)."""
     waited = 0.0
     attempt = 0
-    tmp = tempfile.mkdtemp(prefix="memctl-facts-")
+    tmp = private_tempdir("memctl-facts-", path.parent)  # never inside the store
     db_copy = os.path.join(tmp, "facts.sqlite3")
     wal_copy = os.path.join(tmp, "facts.sqlite3-wal")
     try:

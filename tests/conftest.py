@@ -32,6 +32,7 @@ def isolated_env(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("LECODE_CONFIG_DIR", str(cfg))
     monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    monkeypatch.delenv("XDG_STATE_HOME", raising=False)  # memctl's marks (core.seen) under HOME
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.delenv("MEMCTL_DEBUG", raising=False)
     monkeypatch.setenv("COLUMNS", "120")

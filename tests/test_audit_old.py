@@ -235,6 +235,17 @@ def _epoch_ahead(config_dir: Path) -> list:
     return validate_store(store_at(path), parallel=False)[0]
 
 
+def _rolled_back(config_dir: Path) -> list:
+    """db.rolled_back: memctl's mark (outside the store) says generation 1, the
+    store has no database."""
+    from lecode_memctl.core import seen
+
+    path = build_clean(config_dir, "rolled-0123456789ab")
+    state = config_dir / "state"
+    seen.record(state, path, 1, 1)
+    return validate_store(store_at(path), parallel=False, state=state)[0]
+
+
 def test_every_code_of_the_format_table_is_planted_and_found_exactly_once(config_dir, monkeypatch):
     """One run per fixture; each code of the FORMAT.md table is found exactly once
     in a fixture that plants it, and the planted store holds nothing else."""
@@ -254,6 +265,7 @@ def test_every_code_of_the_format_table_is_planted_and_found_exactly_once(config
         parallel=False)[0])
     runs["unreadable"] = Counter(f.code for f in _unreadable_notes(config_dir, monkeypatch))
     runs["ahead"] = Counter(f.code for f in _epoch_ahead(config_dir))
+    runs["rolled_back"] = Counter(f.code for f in _rolled_back(config_dir))
     for code in sorted(CODES):
         hits = {name: c[code] for name, c in runs.items() if c[code]}
         assert list(hits.values()) == [1], (code, hits)

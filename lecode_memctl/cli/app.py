@@ -69,10 +69,11 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def root(
-    config_dir: Annotated[Path | None, typer.Option(
+    config_dir: Annotated[str | None, typer.Option(  # str: "" must stay "" (Path("") is ".")
         "--config-dir", metavar="DIR",
         help="lecode's config directory (default: $LECODE_CONFIG_DIR, "
-             "$XDG_CONFIG_HOME/lecode, ~/.config/lecode).")] = None,
+             "$XDG_CONFIG_HOME/lecode, ~/.config/lecode; empty: the default, as an "
+             "empty $LECODE_CONFIG_DIR).")] = None,
     project: Annotated[Path | None, typer.Option(
         "--project", "-C", metavar="PATH",
         help="Work on the project that contains PATH (default: the current directory).")] = None,
@@ -90,15 +91,20 @@ def root(
         "--color", metavar="WHEN",
         help="Colour: auto (on a terminal, unless NO_COLOR is set; FORCE_COLOR forces it), "
              "always or never (default: auto).")] = None,
+    no_state: Annotated[bool, typer.Option(
+        "--no-state", help="Write nothing outside the store either: do not record the "
+                           "exclusion generation seen (kept in $XDG_STATE_HOME/lecode-memctl, "
+                           "or ~/.local/state/lecode-memctl, to detect a rolled-back forget).")] = False,
     version: Annotated[bool, typer.Option(
         "--version", is_eager=True, callback=_version, help="Print the version and exit.")] = False,
 ) -> None:
-    STATE.config_dir_option = str(config_dir) if config_dir else None
+    STATE.config_dir_option = config_dir or None
     STATE.project = str(project) if project else None
     STATE.store_option = str(store) if store else None
     STATE.slug_option = slug
     STATE.no_color = no_color
     STATE.color_mode = color.value if color is not None else "auto"
+    STATE.no_state = no_state
 
 
 def _register_commands() -> None:

@@ -88,7 +88,10 @@ def validate(
     group/other permissions, symlinks); Markdown (invalid UTF-8, a .bak
     without its file); [memory] in config.toml; facts.sqlite3
     (integrity_check, foreign_key_check, schema version, generation against
-    exclusions and retry markers, contiguous revisions, dangling refs); every
+    exclusions and retry markers, contiguous revisions, dangling refs; the
+    generation and exclusion count against the highest memctl saw for the
+    store, a mark kept outside it, in $XDG_STATE_HOME/lecode-memctl, which
+    validate raises unless --no-state: a lower one is a rolled-back forget); every
     fact revision's evidence (missing, stale, hidden with its reason,
     unverified legacy provenance, suppressed by an exclusion); transcripts
     (torn tails: a warning when the file changed in the last minute, since a
@@ -165,7 +168,8 @@ def validate(
             prog, finish = _progress_bar(st.slug) if show_progress else (None, lambda: None)
             # config.toml is shared by every store: checked once, reported with the first store
             audit = Audit(st, config_dir=cfg.path if i == 0 else None, deep=deep, ignore=ignored,
-                          progress=prog, lock_wait=lock_wait)
+                          progress=prog, lock_wait=lock_wait, state=STATE.state_dir(),
+                          record_state=not STATE.no_state)
             try:
                 if stream_jsonl:
                     emit_jsonl(FINDING.row(**f.to_json()) for f in audit.run())
@@ -444,9 +448,11 @@ def projects(
 
     fmt_name = check_format(fmt, json_flag=json_)
     cfg = STATE.config_dir()
+    from lecode_memctl.core.errors import MemctlError
+
     try:
         current = STATE.project_dir()
-    except OSError:
+    except (OSError, MemctlError):  # a deleted working directory: no current project
         current = None
     infos = list_projects(cfg.path, current=current, roots=root or [])
     rows = sort_rows([PROJECT.row(**i.to_json()) for i in infos], sort, PROJECT_SORTS, "slug")

@@ -655,7 +655,9 @@ def forget(
     generation invalidates and which compaction summaries become inert.
     Without --yes it asks on a terminal and refuses otherwise.  Says
     whether this call forgot the fact or it was already forgotten; an
-    unknown id exits 3.
+    unknown id exits 3.  The new generation is recorded outside the store
+    (unless --no-state), so that 'memctl validate' reports a facts database
+    later put back from an older copy (db.rolled_back).
     """
     import sys
 
@@ -709,6 +711,7 @@ def forget(
     try:
         forgot = fs.forget(fact_id)
         generation = fs.generation()
+        STATE.record_mark(store, generation, fs.exclusion_count())
     finally:
         fs.close()
     if json_:

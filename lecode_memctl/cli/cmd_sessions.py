@@ -38,7 +38,7 @@ Examples:
 \b
 State: ok; torn tail (the last line is an append still in flight, which
 is normal while lecode runs and hides nothing before it); corrupt
-(with the kind: not_json, not_object, no_seq, invalid_utf8, seq_gap,
+(with the kind: not_json, unsupported_json, not_object, no_seq, invalid_utf8, seq_gap,
 seq_duplicate, seq_regression); refused (refused_symlink, refused_header,
 refused_project); unreadable.
 """)

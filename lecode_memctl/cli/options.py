@@ -25,7 +25,8 @@ FormatOpt = Annotated[str | None, typer.Option(
 
 #: The root options that are also accepted after the command name
 #: (``memctl forget ID --no-color``); --version is not: it ends memctl at once.
-GLOBAL_OPTION_NAMES: tuple[str, ...] = ("config_dir", "project", "store", "no_color", "color")
+GLOBAL_OPTION_NAMES: tuple[str, ...] = ("config_dir", "project", "store", "no_color", "color",
+                                          "no_state")
 
 
 class CommandWithGlobalOptions(typer.core.TyperCommand):
@@ -62,11 +63,13 @@ class CommandWithGlobalOptions(typer.core.TyperCommand):
 
         for p in self._globals(ctx):
             value = ctx.params.pop(p.name, None)
-            if p.name == "no_color":
-                STATE.no_color = STATE.no_color or bool(value)
+            if p.name in ("no_color", "no_state"):  # flags: given anywhere, they hold
+                setattr(STATE, p.name, getattr(STATE, p.name) or bool(value))
             elif p.name == "color":
                 if value is not None:
                     STATE.color_mode = getattr(value, "value", value)
+            elif p.name == "config_dir" and value == "":
+                STATE.config_dir_option = None  # empty: the default, as before the command
             elif value is not None:
                 setattr(STATE, _STATE_FIELD[p.name], str(value))
         return super().invoke(ctx)

@@ -20,6 +20,7 @@ class State:
     slug_option: str | None = None
     no_color: bool = False
     color_mode: str = "auto"        # --color auto|always|never
+    no_state: bool = False
     json_errors: bool = False
 
     def config_dir(self) -> ConfigDir:
@@ -27,8 +28,33 @@ class State:
 
         return resolve_config_dir(self.config_dir_option)
 
+    def state_dir(self) -> Path:
+        """memctl's own state directory (``core.seen``), outside every store."""
+        from lecode_memctl.core.seen import state_dir
+
+        return state_dir()
+
+    def record_mark(self, store: Store, generation: int, exclusions: int) -> None:
+        """Raise the store's mark after a write memctl made (not with --no-state)."""
+        if not self.no_state:
+            from lecode_memctl.core.seen import record
+
+            record(self.state_dir(), store.path, generation, exclusions)
+
     def project_dir(self) -> Path:
-        return Path(self.project or os.getcwd())
+        """``-C PATH`` or the working directory.  NotFound (exit 3) with a plain
+        message for a missing PATH or a working directory deleted meanwhile."""
+        from lecode_memctl.core.errors import NotFound
+
+        if self.project:
+            if not os.path.exists(self.project):
+                raise NotFound(f"--project {self.project}: no such directory")
+            return Path(self.project)
+        try:
+            return Path(os.getcwd())
+        except FileNotFoundError:
+            raise NotFound("the current directory no longer exists (deleted?); cd to the "
+                           "project, or give -C PATH or --store DIR") from None
 
     def store(self) -> Store:
         """The store the command works on: ``--store`` or the project's."""

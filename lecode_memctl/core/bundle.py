@@ -45,7 +45,7 @@ from typing import IO, Any
 
 import orjson
 
-from .atomic import O_NONBLOCK, open_nofollow, write_all
+from .atomic import O_NONBLOCK, open_nofollow, private_tempdir, write_all
 from .errors import Conflict, MemctlError, NotFound, StoreCorrupt, StoreWriteError, UsageError
 from .layout import DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, SESSIONS_DIR, Store
 from .markdown import is_note_file
@@ -439,7 +439,7 @@ def export_bundle(store: Store, out: IO[bytes], *, compression: str | None = Non
                   with_backups: bool = False, now: float | None = None) -> ExportResult:
     """Write a bundle of ``store`` to the binary stream ``out``.  Reads the store only."""
     store.require()
-    tmp = Path(tempfile.mkdtemp(prefix="memctl-export-"))
+    tmp = Path(private_tempdir("memctl-export-", store.path))  # never inside the store
     try:
         os.chmod(tmp, 0o700)
         stage_dir = tmp / STORE_DIR

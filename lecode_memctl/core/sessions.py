@@ -74,6 +74,7 @@ LEARNING_REASONS = frozenset({
 
 # Corruption kinds reported by ``scan`` (and in StoreCorrupt messages).
 NOT_JSON = "not_json"
+UNSUPPORTED_JSON = "unsupported_json"  # JSON memctl cannot represent: too deep, a number past float
 NOT_OBJECT = "not_object"
 NO_SEQ = "no_seq"                    # an object without an integer "seq"
 SEQ_GAP = "seq_gap"
@@ -83,7 +84,7 @@ INVALID_UTF8 = "invalid_utf8"
 TORN_TAIL = "torn_tail"              # not corruption: an append in flight
 BAD_HEADER = "bad_header"            # line 1 is not a seq-0 session header
 BAD_TARGET = "bad_target"            # undo/redo target malformed or not entirely before the event
-CORRUPTION_KINDS = (NOT_JSON, NOT_OBJECT, NO_SEQ, SEQ_GAP, SEQ_DUPLICATE, SEQ_REGRESSION,
+CORRUPTION_KINDS = (NOT_JSON, UNSUPPORTED_JSON, NOT_OBJECT, NO_SEQ, SEQ_GAP, SEQ_DUPLICATE, SEQ_REGRESSION,
                     INVALID_UTF8, BAD_HEADER, BAD_TARGET)
 
 # Session states reported by list_sessions.
@@ -319,16 +320,38 @@ def _now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+def unparsable(line: bytes, exc: orjson.JSONDecodeError) -> tuple[str, str]:
+    """Why a complete line that orjson refused cannot be used: (kind, detail).
+    Valid JSON that memctl cannot represent (nested deeper than orjson's 1024
+    levels; a number beyond the float range) is ``unsupported_json``, not
+    ``not_json`` (issue 16.8).  Integers beyond 64 bits within the float range
+    parse (as floats)."""
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        return INVALID_UTF8, "the line is not valid UTF-8"
+    why = str(exc).split(":")[0]
+    if why.startswith("depth limit exceeded"):
+        return UNSUPPORTED_JSON, "JSON nested deeper than memctl parses (1024 levels)"
+    if why.startswith("number is infinity"):
+        import json
+
+        try:  # the number aside, is the line JSON?  (parse_*: no 4300-digit int limit)
+            json.loads(line, parse_int=lambda _s: 0, parse_float=lambda _s: 0.0)
+        except ValueError:
+            return NOT_JSON, f"not JSON ({why})"
+        except RecursionError:
+            return UNSUPPORTED_JSON, "JSON nested deeper than memctl parses"
+        return UNSUPPORTED_JSON, "a JSON number beyond the 64-bit float range"
+    return NOT_JSON, f"not JSON ({why})"
+
+
 def _classify(line: bytes) -> tuple[str, Any]:
     """Parse one complete line (without its ``\\n``): ("record", dict) or (kind, detail)."""
     try:
         obj = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
-        try:
-            line.decode("utf-8")
-        except UnicodeDecodeError:
-            return INVALID_UTF8, "the line is not valid UTF-8"
-        return NOT_JSON, f"not JSON ({str(exc).split(':')[0]})"
+        return unparsable(line, exc)
     if not isinstance(obj, dict):
         return NOT_OBJECT, f"a JSON {type(obj).__name__}, not an object"
     seq = obj.get("seq")
@@ -1129,7 +1152,8 @@ class SessionStore:
                     if kind == "record" and obj.get("type") == "message":
                         messages += 1
                     continue
-                if line.startswith(b"{") and line.endswith(b"}"):
+                bare = line.strip(b" \t\r")  # JSON whitespace: a CRLF line is an object too
+                if bare.startswith(b"{") and bare.endswith(b"}"):
                     messages += 1
                 elif state == STATE_OK:
                     # Cheap structural check: a JSON object line starts with {

@@ -62,6 +62,10 @@ CODES: dict[str, CodeInfo] = {
         "the schema is an older known version; lecode migrates it on its next write"),
     "db.generation_mismatch": CodeInfo(ERROR, "db", ("file",),
         "the exclusion generation is lower than the exclusions and retry markers imply"),
+    "db.rolled_back": CodeInfo(ERROR, "db", ("file",),
+        "the exclusion generation or exclusion count is below the highest memctl saw for this "
+        "store (its mark, kept outside the store): the database was put back from an older "
+        "copy or deleted, so forgotten evidence may be visible again"),
     "db.revision_gap": CodeInfo(ERROR, "db", ("fact_id", "revision"),
         "a fact's revisions are not 1..N without gaps, or its current revision is not the last"),
     "db.dangling_ref": CodeInfo(ERROR, "db", ("fact_id", "revision", "table"),
@@ -85,7 +89,7 @@ CODES: dict[str, CodeInfo] = {
         "(a writer may be appending), ERROR otherwise"),
     "session.corrupt_line": CodeInfo(ERROR, "sessions", ("file", "session_id", "line", "reason"),
         "a complete line that is not a JSON object with an integer seq "
-        "(reason: not_json, invalid_utf8, not_object, no_seq)", deep_only=True),
+        "(reason: not_json, unsupported_json, invalid_utf8, not_object, no_seq)", deep_only=True),
     "session.seq_gap": CodeInfo(ERROR, "sessions", ("file", "session_id", "line", "seq", "reason"),
         "seq does not follow the previous record's seq + 1 "
         "(reason: seq_gap, seq_duplicate, seq_regression)", deep_only=True),

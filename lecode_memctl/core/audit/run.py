@@ -55,9 +55,16 @@ class Audit:
     def __init__(self, store: Store, *, config_dir: Path | None = None, deep: bool = False,
                  ignore: frozenset[str] = frozenset(), progress: Progress | None = None,
                  now: float | None = None, parallel: bool = True,
-                 lock_wait: float | None = None) -> None:
+                 lock_wait: float | None = None, state: Path | None = None,
+                 record_state: bool = False) -> None:
+        """``lock_wait``: seconds to wait for a stable database snapshot.
+        ``state``: memctl's state directory (``core.seen``), whose mark of the
+        store is compared with its database (``db.rolled_back``); None: no marks.
+        ``record_state``: raise the mark to what this audit read (outside the store)."""
         self.store = store
-        self.lock_wait = lock_wait   # seconds to wait for a stable database snapshot
+        self.lock_wait = lock_wait
+        self.state = state
+        self.record_state = record_state
         self.config_dir = config_dir
         self.deep = deep
         self.ignore = ignore
@@ -71,6 +78,7 @@ class Audit:
         self._statuses: dict[tuple[Any, str], Any] = {}
         self._excluded: dict[str, frozenset[int]] = {}
         self._generation = 0
+        self._exclusion_count = 0
         self._generation_known = False  # True once the database was read, or is absent/empty
 
     # -- plumbing

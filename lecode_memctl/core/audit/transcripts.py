@@ -14,7 +14,7 @@ import orjson
 from ..atomic import is_link_refusal, open_nofollow
 from ..errors import UsageError
 from ..layout import SESSIONS_DIR
-from ..sessions import LEARNING_EVENT, LEARNING_REASONS, LEARNING_STATUSES, bad_target, fast_seq
+from ..sessions import LEARNING_EVENT, LEARNING_REASONS, LEARNING_STATUSES, bad_target, fast_seq, unparsable
 from ..sourceref import MAX_SPAN, VALID, SourceStatus, canonical_digest, status_for
 from .codes import ERROR, WARNING
 
@@ -408,15 +408,11 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                     continue
             try:
                 rec = loads(line)
-            except JSONDecodeError:
+            except JSONDecodeError as exc:
                 corrupt_after.append(last_seq)
                 if deep:
-                    try:
-                        line.decode("utf-8")
-                        reason = "not_json"
-                    except UnicodeDecodeError:
-                        reason = "invalid_utf8"
-                    add("session.corrupt_line", f"line {lineno} is corrupt ({reason})",
+                    reason, detail = unparsable(line, exc)
+                    add("session.corrupt_line", f"line {lineno} is corrupt ({reason}: {detail})",
                         line=lineno, reason=reason)
                 continue
             if type(rec) is not dict or type(rec.get("seq")) is not int or rec["seq"] < 0:

@@ -311,14 +311,14 @@ SETTING = RowModel("config", "setting", "One [memory] setting.", (
     Field("source", "string", "config.toml or default"),
 ), ids=("key",))
 
-MATCH = RowModel("grep", "match", "One line of a transcript field that matches (never cut).", (
+MATCH = RowModel("grep", "match", "One line of a transcript field that matches.", (
     _t('"match"'),
     Field("session_id", "string", "the session"),
     Field("seq", "integer", "the record's seq"),
     Field("role", "string", "user, assistant, tool, system or summary"),
     Field("path", "string", "JSON path of the field in the record ($.content, $.summary, ...)"),
     Field("line_no", "integer", "1-based line of the field's text"),
-    Field("line", "string", "that whole line"),
+    Field("line", "string", "that line (about 400 characters around the match when longer)"),
     Field("start", "integer", "offset of the match in line (characters)"),
     Field("end", "integer", "offset after the match in line"),
     Field("match", "string", "the matched text"),

@@ -25,6 +25,7 @@ import orjson
 import pytest
 
 from lecode_memctl.core.demo import build_demo
+from lecode_memctl.core.rowmodel import FACT_CHECK, FINDING, PROBLEM, SCHEMA_VERSION
 
 from .conftest import run_cli, run_proc, tree_hash
 from .test_audit import build_planted
@@ -55,7 +56,9 @@ def private_tmp(tmp_path, monkeypatch) -> Path:
 def export(store: Path, out: Path, *extra: str) -> dict:
     r = run_cli("--store", str(store), "export", "--output", str(out), "--json", *extra)
     assert r.exit_code == 0, r.stderr
-    return orjson.loads(r.stdout)
+    doc = orjson.loads(r.stdout)
+    assert doc["type"] == "export" and doc["schema_version"] == SCHEMA_VERSION
+    return doc
 
 
 def verify(bundle: Path) -> tuple[int, dict]:
@@ -63,6 +66,11 @@ def verify(bundle: Path) -> tuple[int, dict]:
     assert r.stdout, r.stderr
     doc = orjson.loads(r.stdout)
     assert doc["exit_code"] == r.exit_code
+    # the output contract: a typed, versioned document of typed rows
+    assert doc["type"] == "verify" and doc["schema_version"] == SCHEMA_VERSION
+    assert all(list(p) == PROBLEM.names for p in doc["problems"])
+    assert all(list(f) == FACT_CHECK.names for f in doc["facts"])
+    assert all(list(f) == FINDING.names for f in doc["findings"] or [])
     return r.exit_code, doc
 
 

@@ -116,7 +116,33 @@ def test_count_list_limit_context_session_role_time(store):
     assert r.stdout == "s1:3\n"
     r = grep(store, "widget", "--format", "jsonl")
     rows = [orjson.loads(x) for x in r.stdout_bytes.splitlines()]
-    assert len(rows) == 4 and all("path" in x for x in rows)
+    assert len(rows) == 4 and all(x["type"] == "match" and "path" in x for x in rows)
+
+
+def test_json_has_one_shape_whatever_the_options(store):
+    """-c and -l change what a person reads, not the --json document's shape;
+    JSONL lines are typed rows (match, or match_count with -c/-l)."""
+    from lecode_memctl.core.rowmodel import MATCH, MATCH_COUNT, SCHEMA_VERSION
+
+    docs = {opt: orjson.loads(grep(store, "widget", *opt, "--json").stdout_bytes)
+            for opt in ((), ("-c",), ("-l",))}
+    keys = {tuple(d) for d in docs.values()}
+    assert len(keys) == 1, keys
+    plain = docs[()]
+    assert plain["type"] == "grep" and plain["schema_version"] == SCHEMA_VERSION
+    assert plain["limit"] is None and plain["count"] == 4
+    assert [list(h) for h in plain["hits"]] == [MATCH.names] * 4
+    counts = [{"type": "match_count", "session_id": "s1", "count": 3},
+              {"type": "match_count", "session_id": "s2", "count": 1}]
+    for d in docs.values():
+        assert d["sessions"] == counts
+    assert docs[("-c",)]["hits"] == [] == docs[("-l",)]["hits"]
+    for opt in ("-c", "-l"):
+        lines = [orjson.loads(x) for x in grep(store, "widget", opt, "--format", "jsonl")
+                 .stdout_bytes.splitlines()]
+        assert lines == counts and all(list(x) == MATCH_COUNT.names for x in lines)
+    csv_text = grep(store, "widget", "-c", "--format", "csv").stdout
+    assert csv_text == "type,session_id,count\nmatch_count,s1,3\nmatch_count,s2,1\n"
 
 
 @pytest.mark.parametrize("args,code", [

@@ -286,3 +286,110 @@ def test_lock_wait_reaches_the_snapshot_of_a_live_database(built, monkeypatch, a
         assert seen and set(seen) == {0.25}
     finally:
         writer.close()
+
+
+# ---------------------------------------------------------------- grep, secrets, redact,
+# export, verify (built beside the contract, joined in schema version 3)
+
+NEWER = [
+    # (argv, record type of the rows, JSONL extra row type after each store, rows of --json)
+    (["grep", "e"], "match", None, lambda d: d["hits"]),
+    (["grep", "e", "-C", "1", "--include-hidden"], "match", None, lambda d: d["hits"]),
+    (["grep", "e", "-c"], "match_count", None, lambda d: d["sessions"]),
+    (["grep", "e", "-l"], "match_count", None, lambda d: d["sessions"]),
+    (["secrets"], "secret", "scan", lambda d: d["findings"]),
+]
+
+
+@pytest.fixture
+def planted(tmp_path):
+    from . import secretstore
+
+    return secretstore.build(tmp_path, seed=11)
+
+
+def _leaks(planted, data: bytes) -> bool:
+    return any(v.encode() in data for v in planted.values.values())
+
+
+@pytest.mark.parametrize("argv,rtype,after,rows_of", NEWER,
+                         ids=lambda x: " ".join(x) if isinstance(x, list) else None)
+def test_newer_commands_json_jsonl_csv_tsv_have_the_same_fields(planted, argv, rtype, after,
+                                                                rows_of):
+    from lecode_memctl.cli.output import safe
+
+    def run(*extra):
+        r = run_cli("--store", str(planted.store), *argv, *extra)
+        assert r.exit_code in (0, 1), (argv, extra, r.exit_code, r.stderr)
+        if argv[0] == "secrets":
+            assert not _leaks(planted, r.stdout_bytes), (argv, extra)   # never a value
+        return r
+
+    model = next(m for m in MODELS if m.type == rtype)
+    schema = _schema(rtype)
+    doc = orjson.loads(run("--json").stdout_bytes)
+    assert doc["type"] == argv[0] and doc["schema_version"] == rowmodel.SCHEMA_VERSION
+    json_rows = rows_of(doc)
+    assert json_rows, argv
+    for row in json_rows:
+        assert list(row) == model.names
+        _check_against_schema(row, schema)
+    lines = [orjson.loads(x) for x in run("--format", "jsonl").stdout_bytes.splitlines()]
+    assert lines and all(isinstance(x, dict) and x.get("type") for x in lines)
+    if after:
+        assert lines[-1]["type"] == after
+        _check_against_schema(lines[-1], _schema(after))
+        assert [x for x in lines if x["type"] == after] == doc["projects"]
+        lines = [x for x in lines if x["type"] != after]
+    assert lines == json_rows
+    for fmt, delim in (("csv", ","), ("tsv", "\t")):
+        table = list(csv.reader(io.StringIO(run("--format", fmt).stdout), delimiter=delim))
+        assert table[0] == model.names, (fmt, table[0])
+        assert table[1:] == [[safe(rowmodel.flat(r[k])) for k in model.names] for r in json_rows]
+
+
+def test_newer_documents_are_typed_versioned_and_timed(planted, tmp_path):
+    """redact --dry-run, export and verify: one typed document each, its rows typed
+    and valid against 'memctl schema', times RFC 3339 UTC Z, never a value."""
+    store = str(planted.store)
+
+    def doc_of(*argv, code=(0,)):
+        r = run_cli(*argv, "--json")
+        assert r.exit_code in code, (argv, r.exit_code, r.stderr)
+        assert not _leaks(planted, r.stdout_bytes), argv
+        d = orjson.loads(r.stdout_bytes)
+        assert d["type"] == argv[2 if argv[0] == "--store" else 0]
+        assert d["schema_version"] == rowmodel.SCHEMA_VERSION
+        return d
+
+    plan = doc_of("--store", store, "redact", "--dry-run")["plan"]
+    assert plan["files"]
+    for row in plan["files"]:
+        assert list(row) == rowmodel.REWRITE.names
+        _check_against_schema(row, _schema("rewrite"))
+    bundle = tmp_path / "b.tar"
+    exp = doc_of("--store", store, "export", "--output", str(bundle))
+    assert re.match(TIME_PATTERN, exp["exported"])
+    ver = doc_of("verify", str(bundle))
+    assert ver["ok"] is True and ver["facts"] and ver["findings"] is not None
+    for key, rtype in (("facts", "fact_check"), ("findings", "finding")):
+        model = next(m for m in MODELS if m.type == rtype)
+        for row in ver[key]:
+            assert list(row) == model.names
+            _check_against_schema(row, _schema(rtype))
+    # a changed member gives typed problem rows
+    import tarfile
+
+    bad = tmp_path / "bad.tar"
+    with tarfile.open(bundle) as src, tarfile.open(bad, "w") as dst:
+        for m in src.getmembers():
+            data = src.extractfile(m).read() if m.isfile() else None
+            if m.name.startswith("store/notes/") and data:
+                data = data + b"tampered\n"
+                m.size = len(data)
+            dst.addfile(m, io.BytesIO(data) if data is not None else None)
+    ver = doc_of("verify", str(bad), code=(1,))
+    assert ver["problems"]
+    for row in ver["problems"]:
+        assert list(row) == rowmodel.PROBLEM.names
+        _check_against_schema(row, _schema("problem"))

@@ -101,8 +101,14 @@ def test_redact_leaves_no_byte_and_other_facts_validate(planted):
 
 
 def test_dry_run_plan_changes_nothing(planted):
+    from lecode_memctl.core.rowmodel import REWRITE, SCHEMA_VERSION
+
     before = tree_hash(planted.store)
     r = cli(planted, "redact", "--dry-run", "--json")
+    whole = orjson.loads(r.stdout_bytes)
+    assert whole["type"] == "redact" and whole["schema_version"] == SCHEMA_VERSION
+    assert whole["plan"]["files"] and all(list(f) == REWRITE.names
+                                          for f in whole["plan"]["files"])
     assert r.exit_code == 0, r.stderr
     plan = orjson.loads(r.stdout_bytes)["plan"]
     assert tree_hash(planted.store) == before

@@ -44,11 +44,30 @@ def test_each_place_once_and_no_value(planted):
         ("private-key", "file", "notes/keys.md.bak", None, None, None, None),
     ])
     for f in doc["findings"]:
+        assert f["type"] == "secret"
         assert f["length"] > 0 and f["preview"].endswith(f"({f['length']} chars)")
         assert len(f["preview"].split("…")[0]) <= 4
 
 
-@pytest.mark.parametrize("fmt", ["human", "jsonl", "prometheus"])
+def test_document_and_jsonl_rows_are_typed(planted):
+    """The --json document is typed and versioned, 'generated' is RFC 3339 UTC;
+    JSONL gives each store's secret rows, then its scan row."""
+    import re
+
+    from lecode_memctl.core.rowmodel import SCHEMA_VERSION, SECRET, SECRETS_SCAN, TIME_PATTERN
+
+    doc = orjson.loads(secrets_cli(planted, "--json").stdout_bytes)
+    assert doc["type"] == "secrets" and doc["schema_version"] == SCHEMA_VERSION
+    assert isinstance(doc["generated"], str) and re.match(TIME_PATTERN, doc["generated"])
+    assert [list(p) for p in doc["projects"]] == [SECRETS_SCAN.names]
+    lines = [orjson.loads(x) for x in secrets_cli(planted, "--format", "jsonl")
+             .stdout_bytes.splitlines()]
+    assert [x["type"] for x in lines] == ["secret"] * len(doc["findings"]) + ["scan"]
+    assert lines[:-1] == doc["findings"] and lines[-1] == doc["projects"][0]
+    assert all(list(x) == SECRET.names for x in lines[:-1])
+
+
+@pytest.mark.parametrize("fmt", ["human", "jsonl", "csv", "tsv", "prometheus"])
 def test_no_format_prints_a_value(planted, fmt):
     r = secrets_cli(planted, "--format", fmt)
     assert r.exit_code == 1

@@ -7,8 +7,9 @@ imported only inside those commands, never at start-up or while completing.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -17,9 +18,10 @@ from .options import JsonOpt
 from .registry import command
 from .state import STATE
 
-GREP_FORMATS = ("human", "json", "jsonl")
+if TYPE_CHECKING:
+    from lecode_memctl.core.grep import GrepHit
 
-
+GREP_FORMATS = ("human", "json", "jsonl", "csv", "tsv")
 
 
 # ---------------------------------------------------------------- grep
@@ -72,7 +74,7 @@ def grep(
     json_: JsonOpt = False,
     fmt: Annotated[str | None, typer.Option(
         "--format", "-f", metavar="FORMAT",
-        help="human (default), json or jsonl (one hit per line, streamed).")] = None,
+        help="human (default), json, jsonl (one hit per line, streamed), csv or tsv.")] = None,
 ) -> None:
     """Search transcripts: message text, tool-call arguments, tool results and
     compaction summaries.
@@ -89,15 +91,18 @@ def grep(
     links are skipped (listed on stderr).  Reads only; a bad regex exits 2.
 
     Exit status: 0 when something matched, 1 when nothing did.
-    --json prints {"pattern", "hits": [hit...], "count", "sessions_searched",
-    "skipped": [{"session_id", "reason"}], "truncated"}; a hit has session_id,
-    seq, role, path, line_no, line, start, end, match, before, after,
-    visible, hidden_reason.  --format jsonl streams the hit objects.
+    --json prints one shape whatever the options: {"type": "grep",
+    "schema_version", "pattern", "limit", "truncated", "count",
+    "sessions_searched", "skipped": [{"session_id", "reason"}], "sessions":
+    [match_count rows], "hits": [match rows] (empty with -c or -l)}.
+    --format jsonl, csv and tsv give the match rows, or with -c/-l the
+    match_count rows {type, session_id, count}.  Fields: docs/OUTPUT.md.
     """
     from lecode_memctl.core.errors import UsageError
     from lecode_memctl.core.grep import grep as core_grep, parse_time
+    from lecode_memctl.core.rowmodel import MATCH, MATCH_COUNT, SCHEMA_VERSION
 
-    from .output import dumps, echo, emit_json, safe, write_bytes
+    from .output import dumps, echo, emit_csv, emit_json, safe, write_bytes
 
     if json_:
         if fmt and fmt != "json":
@@ -117,47 +122,53 @@ def grep(
     per_session: dict[str, int] = {}
     truncated = False
     n = 0
-    for hit in run.hits():
-        if limit is not None and n >= limit:
-            truncated = True
-            break
-        n += 1
-        per_session[hit.session_id] = per_session.get(hit.session_id, 0) + 1
-        if count or files_with_matches:
-            continue
-        if fmt == "jsonl":
-            write_bytes(dumps(hit.to_json()) + b"\n")
-        elif fmt == "json":
-            hits.append(hit.to_json())
-        else:
-            _print_hit(hit, context)
+    by_session = count or files_with_matches
+
+    def matches() -> Iterator[GrepHit]:
+        """The hits within --limit, counted per session on the way."""
+        nonlocal n, truncated
+        for hit in run.hits():
+            if limit is not None and n >= limit:
+                truncated = True
+                return
+            n += 1
+            per_session[hit.session_id] = per_session.get(hit.session_id, 0) + 1
+            yield hit
+
+    if fmt in ("csv", "tsv") and not by_session:
+        emit_csv((h.to_json() for h in matches()), MATCH.names, fmt)
+    else:
+        for hit in matches():
+            if by_session:
+                continue
+            if fmt == "jsonl":
+                write_bytes(dumps(hit.to_json()) + b"\n")
+            elif fmt == "json":
+                hits.append(hit.to_json())
+            else:
+                _print_hit(hit, context)
+    counts = [MATCH_COUNT.row(session_id=sid, count=per_session[sid])
+              for sid in sorted(per_session)]
     for sid, reason in run.skipped:
         echo(f"memctl: warning: session {safe(sid)} skipped: {safe(reason, keep_newlines=False)}",
              err=True)
     code = 0 if n else 1
     if fmt == "json":
-        doc = {"pattern": pattern, "count": n, "sessions_searched": run.sessions_searched,
-               "skipped": [{"session_id": s, "reason": r} for s, r in run.skipped],
-               "truncated": truncated}
-        if count:
-            doc["per_session"] = per_session
-        elif files_with_matches:
-            doc["sessions"] = sorted(per_session)
+        emit_json({"type": "grep", "schema_version": SCHEMA_VERSION, "pattern": pattern,
+                   "limit": limit, "truncated": truncated, "count": n,
+                   "sessions_searched": run.sessions_searched,
+                   "skipped": [{"session_id": s, "reason": r} for s, r in run.skipped],
+                   "sessions": counts, "hits": hits})
+    elif by_session:
+        if fmt == "jsonl":
+            for row in counts:
+                write_bytes(dumps(row) + b"\n")
+        elif fmt in ("csv", "tsv"):
+            emit_csv(counts, MATCH_COUNT.names, fmt)
         else:
-            doc["hits"] = hits
-        emit_json(doc)
-    elif count:
-        for sid in sorted(per_session):
-            if fmt == "jsonl":
-                write_bytes(dumps({"session_id": sid, "count": per_session[sid]}) + b"\n")
-            else:
-                echo(f"{safe(sid)}:{per_session[sid]}")
-    elif files_with_matches:
-        for sid in sorted(per_session):
-            if fmt == "jsonl":
-                write_bytes(dumps({"session_id": sid}) + b"\n")
-            else:
-                echo(safe(sid))
+            for row in counts:
+                echo(f"{safe(row['session_id'])}:{row['count']}" if count
+                     else safe(row["session_id"]))
     if truncated and fmt == "human":
         echo(f"memctl: stopped after {limit} hits (--limit)", err=True)
     raise typer.Exit(code)
@@ -184,7 +195,7 @@ def _print_hit(hit, context: int) -> None:  # noqa: ANN001
 
 # ---------------------------------------------------------------- secrets
 
-SECRETS_FORMATS = ("human", "json", "jsonl", "prometheus")
+SECRETS_FORMATS = ("human", "json", "jsonl", "csv", "tsv", "prometheus")
 
 
 def _default_allowlist() -> Path | None:
@@ -240,7 +251,8 @@ def secrets(
     json_: JsonOpt = False,
     fmt: Annotated[str | None, typer.Option(
         "--format", "-f", metavar="FORMAT",
-        help="human (default), json, jsonl (one finding per line) or prometheus.")] = None,
+        help="human (default), json, jsonl (each store's secrets, then its scan row), "
+             "csv, tsv (the secrets) or prometheus.")] = None,
 ) -> None:
     """Audit a store for credentials: cloud keys, tokens, private keys,
     passwords in URLs, high-entropy strings.  Never prints a value.
@@ -267,16 +279,18 @@ def secrets(
 
     Exit status: 0 nothing found, 1 something found or a file could not be
     read (listed as skipped: it may hide a value), 2 usage, 3 no store.
-    --json prints {"ok", "exit_code", "generated", "projects": [summary...],
-    "findings": [finding...]}; a finding has detector, kind (transcript,
-    file, fact, database), project, file, session_id, seq, path, line,
-    offset, fact_id, revision, preview, length, hash.  --format prometheus
+    --json prints {"type": "secrets", "schema_version", "ok", "exit_code",
+    "generated" (RFC 3339 UTC), "projects": [scan rows], "findings": [secret
+    rows]}; a secret row has type, detector, kind (transcript, file, fact,
+    database), project, file, session_id, seq, path, line, offset, fact_id,
+    revision, preview, length, hash (docs/OUTPUT.md).  --format prometheus
     prints counts only.
     """
     import time
 
     from lecode_memctl.core.errors import UsageError
     from lecode_memctl.core.layout import store_dirs
+    from lecode_memctl.core.rowmodel import SCHEMA_VERSION, SECRET, utc_time
     from lecode_memctl.core.secrets import Detector, load_allowlist, scan_store
 
     from .output import dumps, safe
@@ -306,11 +320,23 @@ def secrets(
 
         data = secrets_prometheus_text(reports, now=time.time()).encode("utf-8")
     elif fmt == "json":
-        data = dumps({"ok": ok, "exit_code": code, "generated": time.time(),
+        data = dumps({"type": "secrets", "schema_version": SCHEMA_VERSION, "ok": ok,
+                      "exit_code": code, "generated": utc_time(time.time()),
                       "projects": [r.summary() for r in reports],
                       "findings": [f.to_json() for f in findings]}) + b"\n"
     elif fmt == "jsonl":
-        data = b"".join(dumps(f.to_json()) + b"\n" for f in findings)
+        data = b"".join(dumps(row) + b"\n" for r in reports
+                        for row in (*(f.to_json() for f in r.findings), r.summary()))
+    elif fmt in ("csv", "tsv"):
+        import contextlib
+        import io
+
+        from .output import emit_csv
+
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            emit_csv((f.to_json() for f in findings), SECRET.names, fmt)
+        data = buf.getvalue().encode("utf-8")
     else:
         lines = []
         for r in reports:
@@ -396,8 +422,9 @@ def redact(
     plan was made (run again), 5 a file of the store that cannot be
     read, or another application's database, 6 a session or the database
     busy, 7 write failed.
-    --json prints {"dry_run", "plan": {...}, "result": {...} or null}; never
-    a value.
+    --json prints {"type": "redact", "schema_version", "dry_run", "plan":
+    {..., "files": [rewrite rows], ...}, "result": {...} or null}; never a
+    value.
     """
 
     import os
@@ -405,6 +432,7 @@ def redact(
 
     from lecode_memctl.core.errors import UsageError
     from lecode_memctl.core.redact import apply_redaction, plan_redaction
+    from lecode_memctl.core.rowmodel import SCHEMA_VERSION
     from lecode_memctl.core.secrets import Detector, load_allowlist, scan_store, select
     from lecode_memctl.core.sourceref import check_session_id
 
@@ -444,7 +472,8 @@ def redact(
     doc = plan.to_json()
     if dry_run or plan.empty:
         if json_:
-            emit_json({"dry_run": dry_run, "plan": doc, "result": None})
+            emit_json({"type": "redact", "schema_version": SCHEMA_VERSION,
+                       "dry_run": dry_run, "plan": doc, "result": None})
         else:
             _print_plan(doc, dry_run=True)
         return
@@ -460,7 +489,8 @@ def redact(
             raise typer.Exit(1)
     result = apply_redaction(store, plan)
     if json_:
-        emit_json({"dry_run": False, "plan": doc, "result": result.to_json()})
+        emit_json({"type": "redact", "schema_version": SCHEMA_VERSION,
+                   "dry_run": False, "plan": doc, "result": result.to_json()})
         return
     from .output import echo, safe
 

@@ -49,6 +49,7 @@ from .atomic import O_NONBLOCK, open_nofollow, private_tempdir, write_all
 from .errors import Conflict, MemctlError, NotFound, StoreCorrupt, StoreWriteError, UsageError
 from .layout import DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, SESSIONS_DIR, Store
 from .markdown import is_note_file
+from .rowmodel import FACT_CHECK, FINDING
 
 BUNDLE_FORMAT = "memctl-bundle"
 BUNDLE_VERSION = 1
@@ -516,7 +517,9 @@ class Problem:
     detail: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "path": self.path, "detail": self.detail}
+        from .rowmodel import PROBLEM
+
+        return PROBLEM.row(kind=self.kind, path=self.path, detail=self.detail)
 
 
 @dataclass
@@ -559,7 +562,8 @@ class VerifyReport:
             "problems": [p.to_json() for p in self.problems],
             "validate": {k: v for k, v in validate.items() if k != "findings_list"}
             if validate is not None else None,
-            "findings": validate.get("findings_list") if validate is not None else None,
+            "findings": [FINDING.row(**f) for f in validate.get("findings_list") or []]
+            if validate is not None else None,
             "facts": self.facts,
         }
 
@@ -876,13 +880,13 @@ def _compare_audit(got: dict[str, Any], manifest: dict[str, Any], rep: VerifyRep
     for fid in sorted(set(want_rows) | set(got_rows), key=str):
         g, w = got_rows.get(fid), want_rows.get(fid)
         same = g == w
-        rows.append({"fact_id": fid,
-                     "revision": (g or w or {}).get("revision"),
-                     "status": g.get("status") if g else None,
-                     "reason": g.get("reason") if g else None,
-                     "manifest_status": w.get("status") if w else None,
-                     "manifest_reason": w.get("reason") if w else None,
-                     "same": same})
+        rows.append(FACT_CHECK.row(fact_id=fid,
+                                   revision=(g or w or {}).get("revision"),
+                                   status=g.get("status") if g else None,
+                                   reason=g.get("reason") if g else None,
+                                   manifest_status=w.get("status") if w else None,
+                                   manifest_reason=w.get("reason") if w else None,
+                                   same=same))
         if same:
             continue
         if w is None:

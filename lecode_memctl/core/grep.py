@@ -163,11 +163,13 @@ class GrepHit:
         return self.hidden is None
 
     def to_json(self) -> dict[str, Any]:
-        return {"session_id": self.session_id, "seq": self.seq, "role": self.role,
-                "path": self.path, "line_no": self.line_no, "line": self.line,
-                "start": self.start, "end": self.end, "match": self.line[self.start:self.end],
-                "before": list(self.before), "after": list(self.after),
-                "visible": self.hidden is None, "hidden_reason": self.hidden}
+        from .rowmodel import MATCH
+
+        return MATCH.row(session_id=self.session_id, seq=self.seq, role=self.role,
+                         path=self.path, line_no=self.line_no, line=self.line,
+                         start=self.start, end=self.end, match=self.line[self.start:self.end],
+                         before=list(self.before), after=list(self.after),
+                         visible=self.hidden is None, hidden_reason=self.hidden)
 
 
 @dataclass

@@ -55,8 +55,10 @@ class FileChange:
     sha256: str = ""                                     # the file's content when planned
 
     def to_json(self) -> dict[str, Any]:
-        return {"file": self.file, "kind": self.kind, "replacements": self.replacements,
-                "records": self.records, "lines": self.lines, "sha256": self.sha256 or None}
+        from .rowmodel import REWRITE
+
+        return REWRITE.row(file=self.file, kind=self.kind, replacements=self.replacements,
+                           records=self.records, lines=self.lines, sha256=self.sha256 or None)
 
 
 @dataclass

@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -311,8 +311,96 @@ SETTING = RowModel("config", "setting", "One [memory] setting.", (
     Field("source", "string", "config.toml or default"),
 ), ids=("key",))
 
+MATCH = RowModel("grep", "match", "One line of a transcript field that matches.", (
+    _t('"match"'),
+    Field("session_id", "string", "the session"),
+    Field("seq", "integer", "the record's seq"),
+    Field("role", "string", "user, assistant, tool, system or summary"),
+    Field("path", "string", "JSON path of the field in the record ($.content, $.summary, ...)"),
+    Field("line_no", "integer", "1-based line of the field's text"),
+    Field("line", "string", "that line (about 400 characters around the match when longer)"),
+    Field("start", "integer", "offset of the match in line (characters)"),
+    Field("end", "integer", "offset after the match in line"),
+    Field("match", "string", "the matched text"),
+    Field("before", "list", "with -C N: up to N lines before"),
+    Field("after", "list", "with -C N: up to N lines after"),
+    Field("visible", "boolean", "whether the agent may see this record"),
+    Field("hidden_reason", "string", "why not: excluded, undone, cleared, epoch or inert", True),
+), ids=("session_id",))
+
+MATCH_COUNT = RowModel("grep -c, grep -l", "match_count", "The hits of one session "
+                       "(sessions without a hit are not listed).", (
+    _t('"match_count"'),
+    Field("session_id", "string", "the session"),
+    Field("count", "integer", "hits in it (within --limit)"),
+), ids=("session_id",))
+
+SECRET = RowModel("secrets", "secret", "One credential found; the value itself is never "
+                  "printed, only a masked preview, its length and its SHA-256.", (
+    _t('"secret"'),
+    Field("detector", "string", "the detector (aws-access-key, github-token, ...)"),
+    Field("kind", "string", "transcript, file, fact or database"),
+    Field("project", "string", "the store's slug"),
+    Field("file", "string", "file relative to the store", True),
+    Field("session_id", "string", "session id (transcripts)", True),
+    Field("seq", "integer", "record seq (transcripts)", True),
+    Field("path", "string", "JSON path in the record (transcripts)", True),
+    Field("line", "integer", "1-based line (files, unreadable records)", True),
+    Field("offset", "integer", "byte offset (database)", True),
+    Field("fact_id", "string", "fact id (facts)", True),
+    Field("revision", "integer", "fact revision (facts)", True),
+    Field("preview", "string", "at most four leading characters, then the length"),
+    Field("length", "integer", "the value's length in characters"),
+    Field("hash", "string", "SHA-256 of the value (hex; the allowlist's form)"),
+), ids=("session_id", "fact_id", "hash"))
+
+SECRETS_SCAN = RowModel("secrets", "scan", "The scan of one store (JSONL: after its secrets).", (
+    _t('"scan"'),
+    Field("project", "string", "the store's slug"),
+    Field("store", "string", "absolute path of the store"),
+    Field("ok", "boolean", "no secret found and every file read"),
+    Field("findings", "integer", "secrets found (allowlisted ones not counted)"),
+    Field("by_detector", "object", "{detector: count}"),
+    Field("allowlisted", "integer", "values found but in the allowlist"),
+    Field("files_scanned", "integer", "files read"),
+    Field("bytes_scanned", "integer", "bytes read"),
+    Field("unreadable", "integer", "files that could not be read (they may hide a value)"),
+    Field("skipped", "list", "[{file, reason, unreadable}]: files not read", items="object"),
+), ids=("project",))
+
+REWRITE = RowModel("redact", "rewrite", "One file the redaction rewrites (plan.files).", (
+    _t('"rewrite"'),
+    Field("file", "string", "file relative to the store"),
+    Field("kind", "string", "transcript or file"),
+    Field("replacements", "integer", "values replaced"),
+    Field("records", "list", "seqs of the rewritten records (transcripts)", items="integer"),
+    Field("lines", "integer", "raw lines changed (Markdown files, corrupt or torn records)"),
+    Field("sha256", "string", "the file's content hash when planned", True),
+), ids=("file",))
+
+FACT_CHECK = RowModel("verify", "fact_check", "One fact of a bundle: its status recomputed "
+                      "from the bundled copy against the manifest's.", (
+    _t('"fact_check"'),
+    Field("fact_id", "string", "16 hex digits"),
+    Field("revision", "integer", "current revision", True),
+    Field("status", "string", "status recomputed now (null: not in the bundled database)", True),
+    Field("reason", "string", "its reason", True),
+    Field("manifest_status", "string", "status at export (null: not in the manifest)", True),
+    Field("manifest_reason", "string", "its reason at export", True),
+    Field("same", "boolean", "whether the two agree"),
+), ids=("fact_id",))
+
+PROBLEM = RowModel("verify", "problem", "One way a bundle differs from its manifest.", (
+    _t('"problem"'),
+    Field("kind", "string", "archive, manifest, changed, missing, added, refused, order, "
+          "duplicate, validate or facts"),
+    Field("path", "string", "the member concerned", True),
+    Field("detail", "string", "one line"),
+), ids=("path",))
+
 MODELS: tuple[RowModel, ...] = (FACT, SESSION, NOTE, HIT, REVISION, USAGE, PROJECT, FINDING,
-                                SUMMARY, CODE, PLAN_ITEM, SETTING)
+                                SUMMARY, CODE, PLAN_ITEM, SETTING, MATCH, MATCH_COUNT, SECRET,
+                                SECRETS_SCAN, REWRITE, FACT_CHECK, PROBLEM)
 
 
 def schema_document() -> dict[str, Any]:

@@ -132,11 +132,13 @@ class Finding:
         return f"{self.file} line {self.line}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"detector": self.detector, "kind": self.kind, "project": self.project,
-                "file": self.file, "session_id": self.session_id, "seq": self.seq,
-                "path": self.path, "line": self.line, "offset": self.offset,
-                "fact_id": self.fact_id, "revision": self.revision,
-                "preview": self.preview, "length": self.length, "hash": self.hash}
+        from .rowmodel import SECRET
+
+        return SECRET.row(detector=self.detector, kind=self.kind, project=self.project,
+                          file=self.file, session_id=self.session_id, seq=self.seq,
+                          path=self.path, line=self.line, offset=self.offset,
+                          fact_id=self.fact_id, revision=self.revision,
+                          preview=self.preview, length=self.length, hash=self.hash)
 
 
 @dataclass
@@ -169,13 +171,15 @@ class SecretsReport:
         by: dict[str, int] = {}
         for f in self.findings:
             by[f.detector] = by.get(f.detector, 0) + 1
-        return {"project": self.project, "store": self.store, "ok": self.ok,
-                "findings": len(self.findings), "by_detector": dict(sorted(by.items())),
-                "allowlisted": self.allowlisted, "files_scanned": self.files_scanned,
-                "bytes_scanned": self.bytes_scanned,
-                "unreadable": len(self.unreadable),
-                "skipped": [{"file": s.file, "reason": s.reason, "unreadable": s.unreadable}
-                            for s in self.skipped]}
+        from .rowmodel import SECRETS_SCAN
+
+        return SECRETS_SCAN.row(
+            project=self.project, store=self.store, ok=self.ok,
+            findings=len(self.findings), by_detector=dict(sorted(by.items())),
+            allowlisted=self.allowlisted, files_scanned=self.files_scanned,
+            bytes_scanned=self.bytes_scanned, unreadable=len(self.unreadable),
+            skipped=[{"file": s.file, "reason": s.reason, "unreadable": s.unreadable}
+                     for s in self.skipped])
 
 
 # --------------------------------------------------------------------------

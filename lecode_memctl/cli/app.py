@@ -10,7 +10,6 @@ every TAB of shell completion stay fast.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -20,7 +19,7 @@ from lecode_memctl.core.errors import exit_summary
 
 from .options import ColorWhen, CommandWithGlobalOptions
 from .registry import COMMANDS, command_settings
-from .state import STATE
+from .state import STATE, path_option
 
 HELP = """\
 Inspect, audit and repair lecode's persistent memory from a shell.
@@ -74,10 +73,10 @@ def root(
         help="lecode's config directory (default: $LECODE_CONFIG_DIR, "
              "$XDG_CONFIG_HOME/lecode, ~/.config/lecode; empty: the default, as an "
              "empty $LECODE_CONFIG_DIR).")] = None,
-    project: Annotated[Path | None, typer.Option(
+    project: Annotated[str | None, typer.Option(  # str: "" is refused, not "." (Path(""))
         "--project", "-C", metavar="PATH",
         help="Work on the project that contains PATH (default: the current directory).")] = None,
-    store: Annotated[Path | None, typer.Option(
+    store: Annotated[str | None, typer.Option(  # str: "" is refused, not "."
         "--store", metavar="DIR",
         help="Work on a store directory directly (an evidence copy, say), skipping "
              "project identity.")] = None,
@@ -99,8 +98,8 @@ def root(
         "--version", is_eager=True, callback=_version, help="Print the version and exit.")] = False,
 ) -> None:
     STATE.config_dir_option = config_dir or None
-    STATE.project = str(project) if project else None
-    STATE.store_option = str(store) if store else None
+    STATE.project = path_option("--project", project)
+    STATE.store_option = path_option("--store", store)
     STATE.slug_option = slug
     STATE.no_color = no_color
     STATE.color_mode = color.value if color is not None else "auto"

@@ -43,7 +43,7 @@ or on a stale memctl_validate_run_timestamp_seconds):
   {CRON_LINE}
 """)
 def validate(
-    store_dir: Annotated[Path | None, typer.Option(
+    store_dir: Annotated[str | None, typer.Option(  # str: "" is refused, not "."
         "--store", metavar="DIR",
         help="Audit this store directory (same as the global --store).")] = None,
     all_projects: Annotated[bool, typer.Option(
@@ -126,6 +126,10 @@ def validate(
     from lecode_memctl.core.audit import Audit, check_ignore_codes
     from lecode_memctl.core.errors import UsageError
     from lecode_memctl.core.layout import store_dirs, store_given
+
+    from .state import path_option
+
+    store_dir = path_option("--store", store_dir)
     from lecode_memctl.core.rowmodel import FINDING, SUMMARY
 
     from .output import atomic_output, check_format, emit_jsonl

@@ -59,7 +59,7 @@ class CommandWithGlobalOptions(typer.core.TyperCommand):
         return [*super().get_params(ctx), *self._globals(ctx)]
 
     def invoke(self, ctx: Any) -> Any:
-        from .state import STATE
+        from .state import STATE, path_option
 
         for p in self._globals(ctx):
             value = ctx.params.pop(p.name, None)
@@ -70,6 +70,10 @@ class CommandWithGlobalOptions(typer.core.TyperCommand):
                     STATE.color_mode = getattr(value, "value", value)
             elif p.name == "config_dir" and value == "":
                 STATE.config_dir_option = None  # empty: the default, as before the command
+            elif p.name in ("project", "store"):
+                value = path_option("--" + p.name, value)
+                if value is not None:
+                    setattr(STATE, _STATE_FIELD[p.name], value)
             elif value is not None:
                 setattr(STATE, _STATE_FIELD[p.name], str(value))
         return super().invoke(ctx)

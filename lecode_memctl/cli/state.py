@@ -116,6 +116,18 @@ def require_store(store: Store, *, explain: bool = False) -> Store:
         raise NotFound(exc.message, hint="'memctl where' explains the lookup") from None
 
 
+def path_option(option: str, value: str | None) -> str | None:
+    """A path option's value: None when not given; an empty path is a usage
+    error (it is not the working directory, as ``Path("")`` would make it)."""
+    if value is None:
+        return None
+    if value == "":
+        from lecode_memctl.core.errors import UsageError
+
+        raise UsageError(f"{option} needs a path; it was given an empty one")
+    return value
+
+
 STATE = State()
 
 

@@ -248,3 +248,32 @@ def test_store_option_reads_a_store_directly(tmp_path):
     with open_project(store=path) as p:
         assert p.read_range("s1", 1, 1)["status"] == "valid"
         assert p.sessions.session_ids() == ["s1"]
+
+
+def test_open_project_in_a_deleted_working_directory_is_not_found(tmp_path, monkeypatch, config_dir):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    with pytest.raises(NotFound, match="no longer exists"):
+        open_project(config_dir=config_dir)
+
+
+def test_open_project_store_reads_an_evidence_copy_under_any_name(world, tmp_path):
+    """store= is the CLI's --store: the slug comes from the transcript headers,
+    so a copy under another name reads the same statuses as the original."""
+    import shutil
+
+    original = world.store(world.template)
+    copy = tmp_path / "case-42"
+    shutil.copytree(original, copy, symlinks=True)
+
+    def statuses(store: Path) -> dict[str, tuple[str, str | None]]:
+        with open_project(store=store) as p:
+            assert p.store.slug == world.slug
+            return {r["fact_id"]: (r["status"], r["reason"])
+                    for r in p.list_facts()["facts"]}
+
+    got = statuses(copy)
+    assert got == statuses(original)
+    assert ("hidden", "refused_project") not in got.values()

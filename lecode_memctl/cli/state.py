@@ -50,11 +50,9 @@ class State:
             if not os.path.exists(self.project):
                 raise NotFound(f"--project {self.project}: no such directory")
             return Path(self.project)
-        try:
-            return Path(os.getcwd())
-        except FileNotFoundError:
-            raise NotFound("the current directory no longer exists (deleted?); cd to the "
-                           "project, or give -C PATH or --store DIR") from None
+        from lecode_memctl.core.identity import working_directory
+
+        return Path(working_directory())
 
     def store(self) -> Store:
         """The store the command works on: ``--store`` or the project's."""

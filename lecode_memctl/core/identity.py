@@ -129,6 +129,18 @@ def _core_worktree(common_dir: str) -> str | None:
     return os.path.realpath(value)
 
 
+def working_directory() -> str:
+    """The working directory; NotFound (exit 3) with a plain message when it
+    was deleted meanwhile (``os.getcwd`` raises FileNotFoundError)."""
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        from .errors import NotFound
+
+        raise NotFound("the current directory no longer exists (deleted?); cd to the "
+                       "project, or give -C PATH or --store DIR") from None
+
+
 def resolve_project(cwd: str | os.PathLike[str]) -> ProjectIdentity:
     """The project a working directory belongs to (store contract, "Project root")."""
     d = os.path.realpath(os.fspath(cwd))

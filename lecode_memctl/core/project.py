@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from .config import ConfigDir, MemoryConfig, load_memory_config, resolve_config_dir
 from .errors import UsageError
-from .layout import Store, store_at, store_for_project
+from .identity import working_directory
+from .layout import Store, store_for_project, store_given
 from .sessions import SessionStore, StoreExclusions, check_range
 from .sourceref import ExclusionReader, SourceRef
 
@@ -215,9 +216,9 @@ def open_project(path: str | os.PathLike[str] | None = None, *,
         raise UsageError("open_project: give a project path or a store, not both")
     cfg = resolve_config_dir(config_dir)
     if store is not None:
-        st = store_at(store)
+        st = store_given(store, None)   # as the CLI's --store: the slug from the headers
     else:
-        where = os.getcwd() if path is None else os.fspath(path)
+        where = working_directory() if path is None else os.fspath(path)
         if not os.path.isdir(where):
             raise UsageError(f"open_project: {where} is not a directory")
         st = store_for_project(cfg.path, where)

@@ -608,6 +608,16 @@ class FactStore(ClosesOnExit):
         return frozenset(r[0] for r in db.execute(
             "SELECT seq FROM exclusions WHERE session_id = ?", (session_id,)))
 
+    def exclusions_by_session(self) -> dict[str, frozenset[int]]:
+        """Every exclusion, grouped by session (one query)."""
+        db = self._reader()
+        if db is None or "exclusions" not in self._tables:
+            return {}
+        out: dict[str, set[int]] = {}
+        for sid, seq in db.execute("SELECT session_id, seq FROM exclusions"):
+            out.setdefault(sid, set()).add(seq)
+        return {k: frozenset(v) for k, v in out.items()}
+
     def is_excluded(self, session_id: str, seq: int) -> bool:
         db = self._reader()
         if db is None:
@@ -768,6 +778,112 @@ class FactStore(ClosesOnExit):
             for r in rows:
                 yield self._fact_from_row(db, r)
             last = rows[-1][0]
+
+    # ---- set-based reads (the evaluation engine, factview.evaluate_facts)
+
+    def _session_filter(self, session_id: str | None) -> tuple[str, tuple[Any, ...]]:
+        if session_id is None:
+            return "", ()
+        sub = "SELECT fact_id FROM provenance WHERE session_id = ?"
+        args: tuple[Any, ...] = (session_id,)
+        if "source_refs" in self._tables:
+            sub += " UNION SELECT fact_id FROM source_refs WHERE session_id = ?"
+            args += (session_id,)
+        return f"WHERE f.fact_id IN ({sub}) ", args
+
+    def _cached_ref(self, cache: dict[tuple[str, str, str], SourceRef | str], fact_id: str,
+                    revision: int, row: tuple[str, str, str]) -> SourceRef | str:
+        """The SourceRef of a stored row, or why it is malformed (a str); rows
+        with the same text are parsed once."""
+        got = cache.get(row)
+        if got is None:
+            try:
+                got = _ref_from_row(fact_id, revision, *row)
+            except StoreCorrupt as exc:
+                return exc.message
+            cache[row] = got
+        return got
+
+    def source_refs(self, cache: dict[tuple[str, str, str], SourceRef | str],
+                    session_id: str | None = None) -> set[SourceRef]:
+        """Every distinct well-formed SourceRef of every revision (of the facts
+        with evidence in ``session_id`` when given), in one query; ``cache``
+        keeps them for :meth:`iter_fact_revisions`."""
+        db = self._reader()
+        if db is None or "source_refs" not in self._tables:
+            return set()
+        where, args = self._session_filter(session_id)
+        out: set[SourceRef] = set()
+        for fid, rev, sid, seqs, digest in db.execute(
+                "SELECT f.fact_id, f.revision, f.session_id, f.seqs, f.digest FROM source_refs f "
+                + where, args):
+            got = self._cached_ref(cache, fid, rev, (sid, seqs, digest))
+            if isinstance(got, SourceRef):
+                out.add(got)
+        return out
+
+    def iter_fact_revisions(self, cache: dict[tuple[str, str, str], SourceRef | str] | None = None,
+                            session_id: str | None = None
+                            ) -> Iterator[tuple[Fact, list[Revision]]]:
+        """Every fact (of those with evidence in ``session_id`` when given) in
+        id order with all its revisions, oldest first: the same values as
+        :meth:`get` and :meth:`revisions`, read in two queries instead of
+        several per fact."""
+        db = self._reader()
+        if db is None:
+            return
+        cache = {} if cache is None else cache
+        where, args = self._session_filter(session_id)
+        prov: dict[tuple[str, int], dict[str, list[int]]] = {}
+        for fid, rev, sid, seq in db.execute(
+                "SELECT f.fact_id, f.revision, f.session_id, f.seq FROM provenance f " + where
+                + "ORDER BY f.fact_id, f.revision, f.session_id, f.seq", args):
+            prov.setdefault((fid, rev), {}).setdefault(sid, []).append(seq)
+        refs = ("s.session_id, s.seqs, s.digest" if "source_refs" in self._tables
+                else "NULL, NULL, NULL")
+        join = ("LEFT JOIN source_refs s ON s.fact_id = r.fact_id AND s.revision = r.revision "
+                if "source_refs" in self._tables else "")
+        cur = db.execute(
+            "SELECT f.fact_id, f.revision, f.created, f.updated, r.revision, r.text, r.created, "
+            f"{refs} FROM facts f LEFT JOIN revisions r ON r.fact_id = f.fact_id {join}"
+            + where + "ORDER BY f.fact_id, r.revision", args)
+        head: tuple[Any, ...] | None = None
+        revs: list[Revision] = []
+
+        def finish() -> tuple[Fact, list[Revision]]:
+            assert head is not None
+            fid, revision, created, updated = head
+            cur_rev = next((r for r in revs if r.revision == revision), None)
+            if cur_rev is None:
+                raise StoreCorrupt(f"facts database: fact {fid} has no revision {revision}")
+            return (Fact(fid, revision, cur_rev.text, created, updated, cur_rev.source,
+                         cur_rev.provenance), revs)
+
+        while True:
+            rows = cur.fetchmany(1000)
+            if not rows:
+                break
+            for fid, revision, created, updated, rev, text, rcreated, sid, seqs, digest in rows:
+                if head is None or head[0] != fid:
+                    if head is not None:
+                        yield finish()
+                    head = (fid, revision, created, updated)
+                    revs = []
+                if rev is None:
+                    continue
+                ref: SourceRef | None = None
+                error: str | None = None
+                if sid is not None:
+                    got = self._cached_ref(cache, fid, rev, (sid, seqs, digest))
+                    if isinstance(got, SourceRef):
+                        ref = got
+                    else:
+                        error = got
+                p = prov.pop((fid, rev), {})
+                revs.append(Revision(fid, rev, text, rcreated, ref,
+                                     tuple(Provenance(s, tuple(q)) for s, q in p.items()), error))
+        if head is not None:
+            yield finish()
 
     def fact_ids(self, prefix: str = "", limit: int = 200) -> list[str]:
         db = self._reader()

@@ -85,29 +85,31 @@ def fact_row(fact: Fact, revisions: Sequence[Revision],
     }
 
 
-def iter_fact_rows(facts: FactStore, sessions: SessionReader, *, batch: int = 1000,
+def evaluate_facts(facts: FactStore, sessions: SessionReader, *, session_id: str | None = None,
+                   purpose: str = "durable"
+                   ) -> Iterator[tuple[Fact, list[Revision], Mapping[SourceRef, SourceStatus]]]:
+    """The whole-store evaluation engine: every fact (of those with evidence
+    in ``session_id`` when given), in id order, with its revisions and the
+    statuses of their sources.
+
+    The sources of every revision are read in one query and validated in one
+    ``validate_many`` call (grouped by session: each transcript is opened and
+    read once, its events once, its cited spans from one forward sweep, the
+    exclusions once); the facts and revisions are then streamed in two more
+    queries.  :func:`~lecode_memctl.core.facts.fact_status` decides each fact
+    from them, exactly as for one fact."""
+    cache: dict[tuple[str, str, str], SourceRef | str] = {}
+    refs = facts.source_refs(cache, session_id)
+    statuses = sessions.validate_many(refs, purpose=purpose) if refs else {}
+    for fact, revs in facts.iter_fact_revisions(cache, session_id):
+        yield fact, revs, statuses
+
+
+def iter_fact_rows(facts: FactStore, sessions: SessionReader, *,
                    session_id: str | None = None) -> Iterator[dict[str, Any]]:
-    """Every fact as a listing row, validated ``batch`` facts at a time
-    (constant memory however many facts there are)."""
-    chunk: list[Fact] = []
-
-    def flush() -> Iterator[dict[str, Any]]:
-        revs, statuses = _statuses_for(facts, sessions, [f.fact_id for f in chunk], "durable")
-        for f in chunk:
-            yield fact_row(f, revs[f.fact_id], statuses)
-
-    if session_id is None:
-        source: Iterable[Fact] = facts.iter_facts(batch=batch)
-    else:
-        source = (f for f in map(facts.get, facts.ids_with_evidence_in(session_id))
-                  if f is not None)
-    for fact in source:
-        chunk.append(fact)
-        if len(chunk) >= batch:
-            yield from flush()
-            chunk = []
-    if chunk:
-        yield from flush()
+    """Every fact as a listing row (:func:`evaluate_facts`)."""
+    for fact, revs, statuses in evaluate_facts(facts, sessions, session_id=session_id):
+        yield fact_row(fact, revs, statuses)
 
 
 def _doc_size(doc: Any) -> int:
@@ -394,4 +396,4 @@ def forget_impact(facts: FactStore, sessions: SessionReader, fact_id: str) -> di
 
 
 __all__ = ["facts_page", "recall", "history", "forget_impact", "learning_status",
-            "iter_fact_rows", "fact_row", "cap_text", "seqs_label", "source_label"]
+            "evaluate_facts", "iter_fact_rows", "fact_row", "cap_text", "seqs_label", "source_label"]

@@ -1130,15 +1130,17 @@ class SessionStore:
         out of order, the end of the transcript) is left to the one-ref read
         (``_read_span``), so the statuses are those of the one-ref path."""
         out: dict[SourceRef, _SpanRead] = {}
-        n = len(refs)
+        items = [(r.start, r.end, r) for r in refs]
+        n = len(items)
         k = 0                                   # next ref to open
         while k < n:
             k0 = k
-            seq = refs[k].start
-            lines = f.lines(f.seek_seq(seq))
-            active: list[SourceRef] = []
+            lines = f.lines(f.seek_seq(items[k][0]))
+            active: list[tuple[int, int, SourceRef]] = []
+            ready: list[tuple[SourceRef, _SpanRead]] = []   # read; the next line must not repeat a seq
             buf: dict[int, dict] = {}
-            expect = seq
+            min_end = -1
+            expect = items[k][0]
             for _off, line in lines:
                 if line is None:
                     break
@@ -1147,34 +1149,48 @@ class SessionStore:
                 if s is None:
                     kind, obj = _classify(line)
                     if kind != "record":
+                        ready = []
                         break                   # anomaly: the one-ref read decides
                     s = obj["seq"]
                 if s != expect:
+                    ready = []
                     break
                 expect = s + 1
-                while k < n and refs[k].start <= s:
-                    if refs[k].start == s:
-                        active.append(refs[k])
-                    k += 1                      # (a start already passed: left to the one-ref read)
+                if ready:
+                    out.update(ready)
+                    ready = []
+                while k < n and items[k][0] <= s:
+                    if items[k][0] == s:
+                        active.append(items[k])
+                        if len(active) == 1 or items[k][1] < min_end:
+                            min_end = items[k][1]
+                    k += 1
                 if not active:
-                    if k >= n or refs[k].start > s + _SWEEP_GAP:
-                        break                   # nothing open; seek to the next span
+                    if k >= n or items[k][0] > s + _SWEEP_GAP:
+                        break                   # nothing open: seek to the next span
                     continue
                 if obj is None:
                     kind, obj = _classify(line)
                     if kind != "record" or obj["seq"] != s:
                         break
                 buf[s] = obj
-                done = [r for r in active if r.end <= s]
-                if done:
-                    for r in done:
-                        out[r] = _SpanRead([buf[q] for q in range(r.start, r.end + 1)], r.end, None)
-                    active = [r for r in active if r.end > s]
-                    low = min((r.start for r in active), default=s + 1)
-                    for q in [q for q in buf if q < low]:
-                        del buf[q]
-            else:
-                break                           # the end of the transcript
+                if s >= min_end:
+                    keep = []
+                    for it in active:
+                        if it[1] <= s:
+                            ready.append((it[2], _SpanRead(
+                                [buf[q] for q in range(it[0], it[1] + 1)], it[1], None)))
+                        else:
+                            keep.append(it)
+                    active = keep
+                    if keep:
+                        min_end = min(it[1] for it in keep)
+                        low = min(it[0] for it in keep)
+                        for q in [q for q in buf if q < low]:
+                            del buf[q]
+                    else:
+                        buf.clear()
+            out.update(ready)                   # (emptied on an anomaly)
             if k == k0:
                 k += 1                          # its first line is not where it should be
         return out

@@ -99,7 +99,7 @@ _CHUNK = 1 << 20
 _BUFFER = 1 << 14     # small: each binary-search probe fills one buffer
 _LINEAR_BELOW = 1 << 13   # binary search stops when the window is this small
 _TAIL_BYTES = 1 << 16
-_SCAN_BLOCK = 1 << 22     # raw-byte scans (marked_lines) read this much at a time
+_SCAN_BLOCK = 1 << 20     # raw-byte scans (marked_lines) read this much at a time
 _SWEEP_GAP = 256          # a span sweep seeks past more positions than this between spans
 
 

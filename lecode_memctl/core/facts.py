@@ -791,39 +791,40 @@ class FactStore(ClosesOnExit):
             args += (session_id,)
         return f"WHERE f.fact_id IN ({sub}) ", args
 
-    def _cached_ref(self, cache: dict[tuple[str, str, str], SourceRef | str], fact_id: str,
-                    revision: int, row: tuple[str, str, str]) -> SourceRef | str:
-        """The SourceRef of a stored row, or why it is malformed (a str); rows
-        with the same text are parsed once."""
-        got = cache.get(row)
-        if got is None:
-            try:
-                got = _ref_from_row(fact_id, revision, *row)
-            except StoreCorrupt as exc:
-                return exc.message
-            cache[row] = got
-        return got
-
-    def source_refs(self, cache: dict[tuple[str, str, str], SourceRef | str],
-                    session_id: str | None = None) -> set[SourceRef]:
+    def source_refs_by_session(self, session_id: str | None = None
+                               ) -> Iterator[tuple[str, list[SourceRef]]]:
         """Every distinct well-formed SourceRef of every revision (of the facts
-        with evidence in ``session_id`` when given), in one query; ``cache``
-        keeps them for :meth:`iter_fact_revisions`."""
+        with evidence in ``session_id`` when given), grouped by the session it
+        cites: one query, streamed in session order, one group at a time."""
         db = self._reader()
         if db is None or "source_refs" not in self._tables:
-            return set()
+            return
         where, args = self._session_filter(session_id)
-        out: set[SourceRef] = set()
-        for fid, rev, sid, seqs, digest in db.execute(
-                "SELECT f.fact_id, f.revision, f.session_id, f.seqs, f.digest FROM source_refs f "
-                + where, args):
-            got = self._cached_ref(cache, fid, rev, (sid, seqs, digest))
-            if isinstance(got, SourceRef):
-                out.add(got)
-        return out
+        cur = db.execute("SELECT f.session_id, f.seqs, f.digest, f.fact_id, f.revision "
+                         "FROM source_refs f " + where + "ORDER BY f.session_id", args)
+        sid: str | None = None
+        seen: set[tuple[str, str]] = set()
+        group: list[SourceRef] = []
+        while True:
+            rows = cur.fetchmany(1000)
+            if not rows:
+                break
+            for rsid, seqs, digest, fid, rev in rows:
+                if rsid != sid:
+                    if group:
+                        yield sid, group  # type: ignore[misc]
+                    sid, seen, group = rsid, set(), []
+                if (seqs, digest) in seen:
+                    continue
+                seen.add((seqs, digest))
+                try:
+                    group.append(_ref_from_row(fid, rev, rsid, seqs, digest))
+                except StoreCorrupt:
+                    continue      # the revision's own problem (Revision.source_error)
+        if group:
+            yield sid, group  # type: ignore[misc]
 
-    def iter_fact_revisions(self, cache: dict[tuple[str, str, str], SourceRef | str] | None = None,
-                            session_id: str | None = None
+    def iter_fact_revisions(self, session_id: str | None = None
                             ) -> Iterator[tuple[Fact, list[Revision]]]:
         """Every fact (of those with evidence in ``session_id`` when given) in
         id order with all its revisions, oldest first: the same values as
@@ -832,7 +833,6 @@ class FactStore(ClosesOnExit):
         db = self._reader()
         if db is None:
             return
-        cache = {} if cache is None else cache
         where, args = self._session_filter(session_id)
         prov: dict[tuple[str, int], dict[str, list[int]]] = {}
         for fid, rev, sid, seq in db.execute(
@@ -874,11 +874,10 @@ class FactStore(ClosesOnExit):
                 ref: SourceRef | None = None
                 error: str | None = None
                 if sid is not None:
-                    got = self._cached_ref(cache, fid, rev, (sid, seqs, digest))
-                    if isinstance(got, SourceRef):
-                        ref = got
-                    else:
-                        error = got
+                    try:
+                        ref = _ref_from_row(fid, rev, sid, seqs, digest)
+                    except StoreCorrupt as exc:
+                        error = exc.message
                 p = prov.pop((fid, rev), {})
                 revs.append(Revision(fid, rev, text, rcreated, ref,
                                      tuple(Provenance(s, tuple(q)) for s, q in p.items()), error))

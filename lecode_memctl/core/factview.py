@@ -17,7 +17,7 @@ from .errors import MemctlError, NotFound, UsageError
 from .facts import Fact, FactStore, Provenance, Revision, check_fact_id, fact_status
 from .paging import MAX_OUTPUT_BYTES  # the whole printed page, metadata included
 from .sessions import LEARNING_EVENT
-from .sourceref import HIDDEN, SessionReader, SourceRef, SourceStatus, check_session_id, status_for
+from .sourceref import HIDDEN, VALID, SessionReader, SourceRef, SourceStatus, check_session_id, status_for
 
 
 # --------------------------------------------------------------------------
@@ -85,6 +85,28 @@ def fact_row(fact: Fact, revisions: Sequence[Revision],
     }
 
 
+class EvaluatedStatuses(Mapping[SourceRef, SourceStatus]):
+    """The statuses of every source an evaluation validated, kept small: only
+    the sources that are not valid are stored; any other source of the
+    evaluated facts is valid (the read-only open is one snapshot, so the
+    sources streamed afterwards are the ones that were validated).  Iterating
+    gives the sources that are not valid."""
+
+    _VALID = SourceStatus(VALID)
+
+    def __init__(self, not_valid: dict[SourceRef, SourceStatus]) -> None:
+        self._bad = not_valid
+
+    def __getitem__(self, ref: SourceRef) -> SourceStatus:
+        return self._bad.get(ref, self._VALID)
+
+    def __iter__(self) -> Iterator[SourceRef]:
+        return iter(self._bad)
+
+    def __len__(self) -> int:
+        return len(self._bad)
+
+
 def evaluate_facts(facts: FactStore, sessions: SessionReader, *, session_id: str | None = None,
                    purpose: str = "durable"
                    ) -> Iterator[tuple[Fact, list[Revision], Mapping[SourceRef, SourceStatus]]]:
@@ -92,16 +114,20 @@ def evaluate_facts(facts: FactStore, sessions: SessionReader, *, session_id: str
     in ``session_id`` when given), in id order, with its revisions and the
     statuses of their sources.
 
-    The sources of every revision are read in one query and validated in one
-    ``validate_many`` call (grouped by session: each transcript is opened and
-    read once, its events once, its cited spans from one forward sweep, the
-    exclusions once); the facts and revisions are then streamed in two more
-    queries.  :func:`~lecode_memctl.core.facts.fact_status` decides each fact
-    from them, exactly as for one fact."""
-    cache: dict[tuple[str, str, str], SourceRef | str] = {}
-    refs = facts.source_refs(cache, session_id)
-    statuses = sessions.validate_many(refs, purpose=purpose) if refs else {}
-    for fact, revs in facts.iter_fact_revisions(cache, session_id):
+    The sources of every revision are read in one query, grouped by the
+    session they cite, and validated one session at a time
+    (``SessionStore.validate_sessions``: each transcript opened and read
+    once, its events once, its cited spans from one forward sweep, the
+    exclusions once for the whole evaluation); only the sources that are not
+    valid are kept.  The facts and revisions are then streamed in two more
+    queries, so memory follows one session's sources and the invalid ones,
+    not the store.  :func:`~lecode_memctl.core.facts.fact_status` decides
+    each fact from them, exactly as for one fact."""
+    bad: dict[SourceRef, SourceStatus] = {}
+    for got in sessions.validate_sessions(facts.source_refs_by_session(session_id), purpose):
+        bad.update((ref, st) for ref, st in got.items() if not st.ok)
+    statuses = EvaluatedStatuses(bad)
+    for fact, revs in facts.iter_fact_revisions(session_id):
         yield fact, revs, statuses
 
 

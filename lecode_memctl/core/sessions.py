@@ -1067,10 +1067,22 @@ class SessionStore:
         out: dict[SourceRef, SourceStatus] = {}
         for ref in refs:
             by_session.setdefault(ref.session_id, []).append(ref)
-        once = _ExclusionsOnce()
-        for sid, group in by_session.items():
-            out.update(self._validate_session(sid, group, purpose, once))
+        for got in self.validate_sessions(by_session.items(), purpose):
+            out.update(got)
         return out
+
+    def validate_sessions(self, groups: Iterable[tuple[str, list[SourceRef]]],
+                          purpose: str = "durable") -> Iterator[dict[SourceRef, SourceStatus]]:
+        """:meth:`validate_many` one session at a time: ``groups`` yields
+        (session id, the refs of that session), and the statuses of each group
+        are yielded before the next group is read, so a caller that keeps only
+        what it needs holds one session's refs at a time.  The exclusions of
+        each ExclusionReader are read once for the whole iteration."""
+        _check_purpose(purpose)
+        once = _ExclusionsOnce()
+        for sid, group in groups:
+            if group:
+                yield self._validate_session(sid, group, purpose, once)
 
     def _validate_session(self, sid: str, refs: list[SourceRef], purpose: str,
                           once: "_ExclusionsOnce | None" = None) -> dict[SourceRef, SourceStatus]:

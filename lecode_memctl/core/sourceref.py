@@ -182,6 +182,9 @@ class SessionReader(Protocol):
     def validate_many(self, refs: Iterable["SourceRef"], purpose: str = "durable"
                       ) -> dict["SourceRef", "SourceStatus"]: ...
 
+    def validate_sessions(self, groups: Iterable[tuple[str, list["SourceRef"]]],
+                          purpose: str = "durable") -> Iterator[dict["SourceRef", "SourceStatus"]]: ...
+
 
 class NoExclusions:
     """A project with no facts database: generation 0, nothing excluded."""

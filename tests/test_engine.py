@@ -197,3 +197,26 @@ def test_exclusions_are_read_once_per_evaluation(tmp_path: Path, monkeypatch) ->
         rows = list(iter_fact_rows(fs, SessionStore(store)))
     assert [r["status"] for r in rows] == ["valid"] * 5
     assert len(opens) == 1
+
+
+def test_a_fact_without_revisions_is_reported_where_the_listing_reaches_it(tmp_path: Path) -> None:
+    import pytest
+
+    from lecode_memctl.core.errors import StoreCorrupt
+
+    spec = {"sessions": {"s0": [{"seq": 1, "type": "message", "role": "user", "content": "x"}]},
+            "damage": {"s0": None}, "damage_at": {"s0": 1},
+            "facts": [(f"{i:016x}", [("s0", [1], "right")]) for i in (1, 3)],
+            "excluded": {}, "generation": 0}
+    store = store_at(build(tmp_path, spec))
+    with FactStore(store.facts_db) as fs:
+        assert fs._conn is not None
+        fs._conn.execute("INSERT INTO facts VALUES (?, 1, 'x', 'x')", (f"{2:016x}",))
+    with FactStore.open_readonly(store.facts_db) as fs:
+        sessions = SessionStore(store, exclusions=fs)
+        with pytest.raises(StoreCorrupt, match=f"fact {2:016x} has no revision 1"):
+            fs.get(f"{2:016x}")
+        rows = iter_fact_rows(fs, sessions)
+        assert next(rows)["fact_id"] == f"{1:016x}"
+        with pytest.raises(StoreCorrupt, match=f"fact {2:016x} has no revision 1"):
+            next(rows)

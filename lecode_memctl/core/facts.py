@@ -843,17 +843,31 @@ class FactStore(ClosesOnExit):
                 else "NULL, NULL, NULL")
         join = ("LEFT JOIN source_refs s ON s.fact_id = r.fact_id AND s.revision = r.revision "
                 if "source_refs" in self._tables else "")
+        # Facts without any revision (a damaged database) fail where the
+        # listing reaches them, as get() does; the main query is driven by the
+        # revisions' index (in id order, no sort), which does not see them.
+        bare = [(fid, rev) for fid, rev in db.execute(
+            "SELECT f.fact_id, f.revision FROM facts f " + (where + "AND " if where else "WHERE ")
+            + "NOT EXISTS (SELECT 1 FROM revisions r WHERE r.fact_id = f.fact_id) "
+            "ORDER BY f.fact_id", args)]
+
+        def check_bare(upto: str | None) -> None:
+            if bare and (upto is None or bare[0][0] < upto):
+                raise StoreCorrupt(f"facts database: fact {bare[0][0]} has no revision "
+                                   f"{bare[0][1]}")
+
         cur = db.execute(
-            "SELECT f.fact_id, f.revision, f.created, f.updated, r.revision, r.text, r.created, "
-            f"{refs} FROM facts f LEFT JOIN revisions r ON r.fact_id = f.fact_id {join}"
-            + where + "ORDER BY f.fact_id, r.revision", args)
+            "SELECT r.fact_id, f.revision, f.created, f.updated, r.revision, r.text, r.created, "
+            f"{refs} FROM revisions r JOIN facts f ON f.fact_id = r.fact_id {join}"
+            + where + "ORDER BY r.fact_id, r.revision", args)
         head: tuple[Any, ...] | None = None
         revs: list[Revision] = []
 
         def finish() -> tuple[Fact, list[Revision]]:
             assert head is not None
             fid, revision, created, updated = head
-            cur_rev = next((r for r in revs if r.revision == revision), None)
+            cur_rev = revs[-1] if revs[-1].revision == revision else next(
+                (r for r in revs if r.revision == revision), None)
             if cur_rev is None:
                 raise StoreCorrupt(f"facts database: fact {fid} has no revision {revision}")
             return (Fact(fid, revision, cur_rev.text, created, updated, cur_rev.source,
@@ -867,10 +881,9 @@ class FactStore(ClosesOnExit):
                 if head is None or head[0] != fid:
                     if head is not None:
                         yield finish()
+                    check_bare(fid)
                     head = (fid, revision, created, updated)
                     revs = []
-                if rev is None:
-                    continue
                 ref: SourceRef | None = None
                 error: str | None = None
                 if sid is not None:
@@ -883,6 +896,7 @@ class FactStore(ClosesOnExit):
                                      tuple(Provenance(s, tuple(q)) for s, q in p.items()), error))
         if head is not None:
             yield finish()
+        check_bare(None)
 
     def fact_ids(self, prefix: str = "", limit: int = 200) -> list[str]:
         db = self._reader()

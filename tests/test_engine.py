@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from lecode_memctl.core.facts import FactStore, fact_status
 from lecode_memctl.core.factview import evaluate_facts, fact_row, iter_fact_rows
+from lecode_memctl.core import sessions as sessions_mod
 from lecode_memctl.core.layout import store_at
 from lecode_memctl.core.sessions import SessionStore
 from lecode_memctl.core.sourceref import canonical_digest
@@ -145,9 +146,13 @@ def one_fact_rows(fs: FactStore, sessions: SessionStore) -> list[dict]:
 
 @settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(spec=stores(), own_reader=st.booleans())
-def test_engine_agrees_with_the_one_fact_path(spec: dict, own_reader: bool) -> None:
+@given(spec=stores(), own_reader=st.booleans(), gap=st.sampled_from([0, 3, 256]))
+def test_engine_agrees_with_the_one_fact_path(spec: dict, own_reader: bool, gap: int) -> None:
     root = Path(tempfile.mkdtemp(prefix="engine-"))
+    # gap: how far apart two spans must be for the sweep to seek between them
+    # instead of reading the lines between (small: every seek path is taken)
+    saved = sessions_mod._SWEEP_GAP
+    sessions_mod._SWEEP_GAP = gap
     try:
         path = build(root, spec)
         store = store_at(path)
@@ -171,6 +176,7 @@ def test_engine_agrees_with_the_one_fact_path(spec: dict, own_reader: bool) -> N
                 assert [r["fact_id"] for r in got] == ids
                 assert got == [r for r in expected if r["fact_id"] in set(ids)]
     finally:
+        sessions_mod._SWEEP_GAP = saved
         shutil.rmtree(root, ignore_errors=True)
 
 

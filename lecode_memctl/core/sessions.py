@@ -1106,11 +1106,14 @@ class SessionStore:
                 us = UndoState(self._events_from(f, lo, set(VISIBILITY_EVENTS)))
                 last_seq = None
                 ordered = sorted(set(refs), key=lambda r: (r.start, r.end))
-                swept = self._sweep_spans(f, ordered) if len(ordered) > 1 else {}
+                if len(ordered) > 1:
+                    # each span decided as the sweep completes it: its records are dropped
+                    for ref, records in self._sweep_spans(f, ordered):
+                        out[ref] = _span_decision(ref, records, purpose, excluded, generation, us)
                 for ref in ordered:
-                    sr = swept.get(ref)
-                    if sr is None:
-                        sr = self._read_span(f, ref.start, ref.end)
+                    if ref in out:
+                        continue
+                    sr = self._read_span(f, ref.start, ref.end)
                     if sr.corruption:
                         kind, off, _detail = sr.corruption
                         out[ref] = status_for("records_corrupt",
@@ -1129,7 +1132,8 @@ class SessionStore:
                 out.setdefault(r, status_for("session_unreadable", exc.strerror or str(exc)))
         return out
 
-    def _sweep_spans(self, f: _File, refs: list[SourceRef]) -> dict[SourceRef, _SpanRead]:
+    def _sweep_spans(self, f: _File, refs: list[SourceRef]
+                     ) -> Iterator[tuple[SourceRef, list[dict]]]:
         """The spans of many refs (sorted by start) from one forward read.
 
         Lines are read from the first span's start; a span's records are kept
@@ -1138,10 +1142,11 @@ class SessionStore:
         ``_SWEEP_GAP`` positions after the last one read, the sweep seeks to
         it (the same binary search as a single read) instead of reading the
         lines between.  Only spans read cleanly -- consecutive seqs, every
-        line a record -- are returned; any other ref (a corrupt line, a seq
-        out of order, the end of the transcript) is left to the one-ref read
-        (``_read_span``), so the statuses are those of the one-ref path."""
-        out: dict[SourceRef, _SpanRead] = {}
+        line a record, and the line after it (if any) not a repeated seq --
+        are yielded, with their records, as they complete; any other ref (a
+        corrupt line, a seq out of order, the end of the transcript) is left
+        to the one-ref read (``_read_span``), so the statuses are those of
+        the one-ref path."""
         items = [(r.start, r.end, r) for r in refs]
         n = len(items)
         k = 0                                   # next ref to open
@@ -1149,7 +1154,7 @@ class SessionStore:
             k0 = k
             lines = f.lines(f.seek_seq(items[k][0]))
             active: list[tuple[int, int, SourceRef]] = []
-            ready: list[tuple[SourceRef, _SpanRead]] = []   # read; the next line must not repeat a seq
+            ready: list[tuple[SourceRef, list[dict]]] = []  # read; the next line must not repeat a seq
             buf: dict[int, dict] = {}
             min_end = -1
             expect = items[k][0]
@@ -1169,7 +1174,7 @@ class SessionStore:
                     break
                 expect = s + 1
                 if ready:
-                    out.update(ready)
+                    yield from ready
                     ready = []
                 while k < n and items[k][0] <= s:
                     if items[k][0] == s:
@@ -1190,8 +1195,7 @@ class SessionStore:
                     keep = []
                     for it in active:
                         if it[1] <= s:
-                            ready.append((it[2], _SpanRead(
-                                [buf[q] for q in range(it[0], it[1] + 1)], it[1], None)))
+                            ready.append((it[2], [buf[q] for q in range(it[0], it[1] + 1)]))
                         else:
                             keep.append(it)
                     active = keep
@@ -1202,10 +1206,9 @@ class SessionStore:
                             del buf[q]
                     else:
                         buf.clear()
-            out.update(ready)                   # (emptied on an anomaly)
+            yield from ready                    # (emptied on an anomaly)
             if k == k0:
                 k += 1                          # its first line is not where it should be
-        return out
 
     # -- listing and scanning
 

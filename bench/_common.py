@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 GNU_TIME = "/usr/bin/time"
 PY = sys.executable
@@ -75,11 +75,11 @@ def run(argv: list[str], *, env: dict[str, str] | None = None, stdin=None,
         nums = re.findall(r"^(\d+)\s*$", text, re.M)
         return Run(dt, int(nums[-1]) if nums else 0, p.returncode)
     t0 = time.perf_counter()
-    p = subprocess.Popen(argv, env=env, stdin=stdin, stdout=stdout, stderr=subprocess.DEVNULL)
-    _pid, status, ru = os.wait4(p.pid, 0)
+    proc = subprocess.Popen(argv, env=env, stdin=stdin, stdout=stdout, stderr=subprocess.DEVNULL)
+    _pid, status, ru = os.wait4(proc.pid, 0)
     dt = time.perf_counter() - t0
-    p.returncode = os.waitstatus_to_exitcode(status)
-    return Run(dt, ru.ru_maxrss, p.returncode)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return Run(dt, ru.ru_maxrss, proc.returncode)
 
 
 def median_run(argv: list[str], runs: int, *, env: dict[str, str] | None = None,
@@ -136,7 +136,7 @@ def machine() -> dict[str, str]:
         "python": platform.python_version(),
         "sqlite": sqlite3.sqlite_version,
         "typer": typer_version(),
-        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
     }
 
 

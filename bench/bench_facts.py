@@ -12,7 +12,7 @@ the same rows FactStore writes.  Then measures, as real processes (median of
 
 * ``memctl --version`` (the start-up floor) and ``memctl where`` (a command
   that loads the whole command tree and reads no database);
-* ``memctl facts`` (first page, 20 facts, validated) and ``memctl facts --json``;
+* ``memctl facts`` (first page, 20 facts, validated) and ``memctl facts --json --limit 20``;
 * ``memctl facts --all --format jsonl`` to /dev/null (one run);
 * the read-only open itself, in-process (in a fresh subprocess): immutable
   open of a cleanly closed database against the private snapshot taken while
@@ -37,8 +37,9 @@ import sys
 import tempfile
 import textwrap
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -70,8 +71,8 @@ def build(root: Path, n: int) -> Path:
             k = s * per + i - 1
             if k >= n:
                 break
-            rec = {"seq": i, "type": "message", "role": "user",
-                   "content": f"Project convention {k}: use tabs, width {k % 8 + 1}."}
+            rec: dict[str, Any] = {"seq": i, "type": "message", "role": "user",
+                                   "content": f"Project convention {k}: use tabs, width {k % 8 + 1}."}
             lines.append(rec)
             ref = SourceRef(sid, (i,), canonical_digest([rec]))
             rows.append((rec["content"], ref))
@@ -163,18 +164,19 @@ def main(argv: list[str] | None = None) -> int:
         env = dict(os.environ)
         print(f"machine: {platform.node()} {platform.machine()} {os.cpu_count()} CPUs, "
               f"{platform.system()} {platform.release()}, Python {platform.python_version()}")
-        print(f"date: {datetime.now(timezone.utc).isoformat(timespec='seconds')}")
+        print(f"date: {datetime.now(UTC).isoformat(timespec='seconds')}")
         print(f"store: {n} facts, {SESSIONS} sessions, facts.sqlite3 {db.stat().st_size} bytes "
               f"(built in {build_s:.1f} s)")
         base = [MEMCTL, "--store", str(store)]
         version, version_rss = timed([MEMCTL, "--version"], runs, env)
         where, where_rss = timed(base + ["where"], runs, env)
         page, page_rss = timed(base + ["facts"], runs, env)
-        page_json, page_json_rss = timed(base + ["facts", "--json"], runs, env)
+        page_json, page_json_rss = timed(base + ["facts", "--json", "--limit", "20"], runs, env)
         all_s, rss = timed(base + ["facts", "--all", "--format", "jsonl"], 1, env)
         immut, immut_rss = in_process_open(db, runs)
         proc = subprocess.Popen([PY, "-c", LIVE, str(db)], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, env=env)
+        assert proc.stdout is not None
         assert proc.stdout.readline() == b"ready\n"
         try:
             wal = Path(str(db) + "-wal").stat().st_size
@@ -189,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"memctl where (command-tree floor):   {where * 1000:8.1f} ms  {mib(where_rss)}")
         print(f"memctl facts (first page):           {page * 1000:8.1f} ms  {mib(page_rss)} "
               f"({page / version:.1f}x --version)")
-        print(f"memctl facts --json:                 {page_json * 1000:8.1f} ms  {mib(page_json_rss)}")
+        print(f"memctl facts --json --limit 20:      {page_json * 1000:8.1f} ms  {mib(page_json_rss)}")
         print(f"memctl facts --all --format jsonl:   {all_s * 1000:8.1f} ms  {mib(rss)}")
         print(f"read-only open + 20 rows, immutable: {immut * 1000:8.1f} ms  {mib(immut_rss)} "
               f"(in-process, fresh subprocess)")
@@ -203,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
                reference=V, ref_seconds=version, note="context")
         record(B, f"memctl facts, first page ({nf})", page, rss_kib=page_rss,
                reference=V, ref_seconds=version)
-        record(B, f"memctl facts --json ({nf})", page_json, rss_kib=page_json_rss,
+        record(B, f"memctl facts --json --limit 20 ({nf})", page_json, rss_kib=page_json_rss,
                reference=V, ref_seconds=version)
         record(B, f"memctl facts --all --format jsonl ({nf})", all_s, rss_kib=rss,
                reference=V, ref_seconds=version)

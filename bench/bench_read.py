@@ -49,8 +49,7 @@ from lecode_memctl.core.layout import store_at  # noqa: E402
 from lecode_memctl.core.sessions import SessionStore  # noqa: E402
 
 sys.path.insert(0, str(HERE))
-from _common import (MEMCTL, PY, fmt_rss, machine_line, median_run, record,  # noqa: E402
-                     rss_method, vmhwm_kib)
+from _common import MEMCTL, PY, fmt_rss, machine_line, median_run, record, rss_method, vmhwm_kib  # noqa: E402
 
 OPS = ("records", "snapshot", "validate")
 
@@ -161,7 +160,8 @@ def memctl_read(store_dir: Path, sid: str, last: int, runs: int) -> tuple[float,
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size-mb", type=float, default=1024, help="size of the large transcript (MiB)")
-    ap.add_argument("--quick", action="store_true", help="a 64 MiB large transcript and 5 runs (for run_all.py --quick)")
+    ap.add_argument("--quick", action="store_true",
+                    help="a 64 MiB large transcript and 5 runs (for run_all.py --quick)")
     ap.add_argument("--small-mb", type=float, default=1, help="size of the small transcript (MiB)")
     ap.add_argument("--runs", type=int, default=15, help="timed runs per operation (median)")
     ap.add_argument("--out", type=Path, default=HERE / "out", help="where to write the transcripts")

@@ -88,7 +88,7 @@ def with_hyperfine(runs: int) -> dict[str, float]:
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         with open(path) as f:
             results = json.load(f)["results"]
-    for name, r in zip(names, results):
+    for name, r in zip(names, results, strict=True):  # hyperfine: one result per command
         out[name] = r["median"]
     return out
 

@@ -41,7 +41,7 @@ COLUMNS = ("operation", "time", "reference", "ratio", "target", "met?", "peak RS
 
 
 def table_rows(rows: list[dict]) -> list[tuple[str, ...]]:
-    out = []
+    out: list[tuple[str, ...]] = []
     for r in rows:
         ref = "-"
         if r["reference"]:

@@ -20,6 +20,12 @@ stable order, and nothing taken from the terminal or the environment.
   ``<!-- commands:end -->``, the exit-status table between
   ``<!-- exit-codes:begin -->`` and ``<!-- exit-codes:end -->``; the rest of the
   README is left as it is.
+- ``docs/OUTPUT.md``: the field table of every record type, from the row model
+  (``lecode_memctl/core/rowmodel.py``), between ``<!-- fields:begin -->`` and
+  ``<!-- fields:end -->``.
+- ``lecode_memctl/share/``: copies of the man page and the three completion
+  scripts inside the package, so that the wheel carries them (``memctl man``,
+  ``memctl completion SHELL``).
 """
 
 from __future__ import annotations
@@ -43,6 +49,13 @@ BASH_PATH = "completions/memctl.bash"
 ZSH_PATH = "completions/_memctl"
 FISH_PATH = "completions/memctl.fish"
 README_PATH = "README.md"
+OUTPUT_DOC_PATH = "docs/OUTPUT.md"
+# Copies inside the package, so that a wheel carries them ('memctl man',
+# 'memctl completion SHELL' print them).
+PACKAGE_COPIES = {MAN_PATH: "lecode_memctl/share/memctl.1",
+                  BASH_PATH: "lecode_memctl/share/memctl.bash",
+                  ZSH_PATH: "lecode_memctl/share/_memctl",
+                  FISH_PATH: "lecode_memctl/share/memctl.fish"}
 
 ENVIRONMENT: list[tuple[str, str]] = [
     ("LECODE_CONFIG_DIR",
@@ -56,7 +69,14 @@ ENVIRONMENT: list[tuple[str, str]] = [
      "The editor that memctl edit opens ($VISUAL first, then $EDITOR; vi when "
      "neither is set)."),
     ("NO_COLOR",
-     "When set (to anything), no colour in output; the same as --no-color."),
+     "When set (to anything), no colour in output; the same as --no-color.  "
+     "--color always overrides it."),
+    ("FORCE_COLOR",
+     "When set (to anything) and NO_COLOR is not, colour even when standard output "
+     "is not a terminal; the same as --color always."),
+    ("COLUMNS",
+     "The width of tables on a terminal; text columns fold to fit, id columns are "
+     "never cut or wrapped."),
     ("MEMCTL_DEBUG",
      "When set, an internal error (exit status 70) also prints its Python traceback "
      "on standard error."),
@@ -87,7 +107,7 @@ class Cmd:
     epilog: str
     params: list[Param]
     is_group: bool
-    children: list["Cmd"] = field(default_factory=list)
+    children: list[Cmd] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -335,7 +355,8 @@ def render_man(tree: Cmd) -> str:
             continue
         o.append(".br")
         o.append(f".B {esc(c.name)}")
-        o.append(line(c.usage))
+        if c.usage:
+            o.append(line(c.usage))
 
     o.append(".SH DESCRIPTION")
     o.extend(roff_text(tree.help, first=False))
@@ -496,7 +517,7 @@ def replace_block(text: str, name: str, body: str) -> str:
     begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
     i, j = text.find(begin), text.find(end)
     if i < 0 or j < i:
-        raise SystemExit(f"gen_docs: README.md has no '{begin}' ... '{end}' block")
+        raise SystemExit(f"gen_docs: no '{begin}' ... '{end}' block")
     return text[: i + len(begin)] + "\n" + body + "\n" + text[j:]
 
 
@@ -507,12 +528,34 @@ def render_readme(tree: Cmd, current: str) -> str:
 
 # --------------------------------------------------------------------------
 
-def generate(readme_source: Path) -> dict[str, bytes]:
+def render_fields() -> str:
+    """docs/OUTPUT.md's field tables, one per record type of the row model."""
+    from lecode_memctl.core.rowmodel import MODELS, SCHEMA_VERSION
+
+    out = [f"Output schema version: **{SCHEMA_VERSION}** (`memctl schema | jq .schema_version`)."]
+    for m in MODELS:
+        types = " or ".join(f'`"{t}"`' for t in (m.type, *m.alt_types))
+        out += ["", f"### `{m.type}` ({m.command})", "", md_cell(m.doc) + f" `type`: {types}."
+                + (f"  Id columns (never cut in a table): {', '.join(f'`{i}`' for i in m.ids)}."
+                   if m.ids else ""),
+                "", "| field | type | null | meaning |", "|---|---|---|---|"]
+        for f in m.fields:
+            t = f"list of {f.items}" if f.type == "list" else f.type
+            out.append(f"| `{f.name}` | {t} | {'yes' if f.nullable else ''} | {md_cell(f.doc)} |")
+    return "\n".join(out)
+
+
+def generate(readme_source: Path, output_source: Path | None = None) -> dict[str, bytes]:
     """Every generated file, relative path -> bytes."""
     tree = command_tree()
     files = {MAN_PATH: render_man(tree)}
     files.update(render_completions())
+    for src, dst in PACKAGE_COPIES.items():
+        files[dst] = files[src]
     files[README_PATH] = render_readme(tree, readme_source.read_text(encoding="utf-8"))
+    output_source = output_source or REPO / OUTPUT_DOC_PATH
+    files[OUTPUT_DOC_PATH] = replace_block(output_source.read_text(encoding="utf-8"),
+                                           "fields", render_fields())
     return {k: v.encode("utf-8") for k, v in files.items()}
 
 
@@ -526,7 +569,9 @@ def main(argv: list[str] | None = None) -> int:
 
     out: Path = a.out
     readme_source = out / README_PATH if (out / README_PATH).exists() else REPO / README_PATH
-    files = generate(readme_source)
+    output_source = (out / OUTPUT_DOC_PATH if (out / OUTPUT_DOC_PATH).exists()
+                     else REPO / OUTPUT_DOC_PATH)
+    files = generate(readme_source, output_source)
     if a.check:
         differ = []
         for rel, data in sorted(files.items()):

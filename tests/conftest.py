@@ -32,6 +32,7 @@ def isolated_env(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("LECODE_CONFIG_DIR", str(cfg))
     monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    monkeypatch.delenv("XDG_STATE_HOME", raising=False)  # memctl's marks (core.seen) under HOME
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.delenv("MEMCTL_DEBUG", raising=False)
     monkeypatch.setenv("COLUMNS", "120")
@@ -58,8 +59,16 @@ def store(tmp_path) -> Store:
 
 @pytest.fixture
 def ss(store) -> SessionStore:
-    """The ``SessionStore`` of ``store`` (no exclusions)."""
+    """The ``SessionStore`` of ``store`` (its exclusions: none until a forget)."""
     return SessionStore(store)
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    """A plain project directory, <tmp>/proj (not a git checkout)."""
+    p = tmp_path / "proj"
+    p.mkdir()
+    return p
 
 
 @pytest.fixture(scope="session")
@@ -150,7 +159,8 @@ def tree_hash(root: Path) -> dict[str, str]:
                 out[rel] = f"dir:{st.st_mode:o}"
             else:
                 with open(p, "rb") as fh:
-                    out[rel] = f"file:{st.st_mode:o}:{st.st_mtime_ns}:" + hashlib.sha256(fh.read()).hexdigest()
+                    digest = hashlib.sha256(fh.read()).hexdigest()
+                    out[rel] = f"file:{st.st_mode:o}:{st.st_mtime_ns}:" + digest
     return out
 
 

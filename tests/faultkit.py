@@ -265,7 +265,8 @@ def _run(mode: str, argv: Sequence[str], *, at: int = 0, err: int | None = None,
          sticky: bool = False, env: Mapping[str, str] | None = None,
          cwd: str | os.PathLike[str] | None = None, under: str | os.PathLike[str] | None = None,
          code: str | None = None, input: bytes | None = None, log: bool = False,
-         fork: bool = False, no_sync: bool = False, timeout: float = 60) -> tuple[subprocess.CompletedProcess, int | None, list[str]]:
+         fork: bool = False, no_sync: bool = False, timeout: float = 60
+         ) -> tuple[subprocess.CompletedProcess, int | None, list[str]]:
     e = dict(os.environ)
     if env:
         e.update(env)
@@ -349,10 +350,9 @@ def _run_forked(argv: Sequence[str], env: dict[str, str], cwd, input: bytes | No
     already imported (tens of milliseconds instead of a fresh interpreter).
     The child gets its own stdin/stdout/stderr files, environment and
     working directory, installs the wrappers and never returns here."""
+    import gc
     import io
     import time
-
-    import gc
 
     if env.get(ENV_CODE) is None:
         _warm_up()

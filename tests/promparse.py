@@ -153,14 +153,14 @@ def parse_exposition(text: str) -> dict[str, Family]:
         labels: dict[str, str] = {}
         if i < len(line) and line[i] == "{":
             labels, i = _parse_labels(line, i, lineno)
-        rest = line[i:].split()
-        if not rest or len(rest) > 2 or (i < len(line) and line[i] != " "):
+        fields = line[i:].split()
+        if not fields or len(fields) > 2 or (i < len(line) and line[i] != " "):
             raise ValueError(f"line {lineno}: expected ' value [timestamp]'")
-        value = _value(rest[0], lineno)
+        value = _value(fields[0], lineno)
         ts = None
-        if len(rest) == 2:
+        if len(fields) == 2:
             try:
-                ts = int(rest[1])
+                ts = int(fields[1])
             except ValueError:
                 raise ValueError(f"line {lineno}: bad timestamp") from None
         base = name

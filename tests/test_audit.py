@@ -127,17 +127,38 @@ def build_planted(config_dir: Path) -> Path:
     _compact(w, ss, "s3", [ss.source_snapshot("s3", 1, 2).ref.to_json()], None)
     w.append_event("undo", target=[1, 2])
     w.close()
-    # s2: prior mismatch, too-wide chunk, stale chunk, bad learning events
+    # s2: too-wide chunk, bad learning events.  Lineage is cumulative, so a later
+    # compact event would inherit a bad chunk: each broken chain gets its own session.
     w = ss.writer("s2")
-    good = [ss.source_snapshot("s2", 1, 2).ref.to_json()]
+    lineage6 = [ss.source_snapshot("s2", 1, 2).ref.to_json(), ss.source_snapshot("s2", 4, 5).ref.to_json()]
     wide = {"session_id": "s2", "seqs": [1, 250], "digest": "a" * 64}
-    c3 = _compact(w, ss, "s2", good + [wide], prior_of(ss, "s2", 6))              # 9: too wide
-    stale = {"session_id": "s2", "seqs": [4, 5], "digest": "b" * 64}
-    _compact(w, ss, "s2", good + [stale], prior_of(ss, "s2", c3))                 # 10: stale chunk
-    _compact(w, ss, "s2", good, {"seq": c3, "digest": "c" * 64})                  # 11: prior mismatch
-    w.append_event("learning", status="exploded", reason_counts={}, facts=[], proposals=[])
+    _compact(w, ss, "s2", lineage6 + [wide], prior_of(ss, "s2", 6))               # 9: too wide
+    w.append_event("learning", status="exploded", reason_counts={}, facts=[], proposals=[])  # 10
     w.append_event("learning", status="rejected", reason_counts={"bogus_code": 2}, facts=[],
                    proposals=[])
+    w.close()
+    # s4: prior mismatch, then a stale chunk
+    w = ss.create("s4")
+    w.append_message("user", "a")
+    w.append_message("assistant", "b", epoch=0)
+    _compact(w, ss, "s4", [ss.source_snapshot("s4", 1, 2).ref.to_json()], None)  # 3
+    w.append_message("user", "c")
+    w.append_message("assistant", "d", epoch=0)
+    lineage = [ss.source_snapshot("s4", 1, 2).ref.to_json(), ss.source_snapshot("s4", 4, 5).ref.to_json()]
+    _compact(w, ss, "s4", lineage, {"seq": 3, "digest": "c" * 64})               # 6: prior mismatch
+    w.append_message("user", "e")
+    w.append_message("assistant", "f", epoch=0)
+    stale = {"session_id": "s4", "seqs": [7, 8], "digest": "b" * 64}
+    _compact(w, ss, "s4", lineage + [stale], prior_of(ss, "s4", 6))              # 9: stale chunk
+    w.close()
+    # s5: an older summary (no lineage), a lineage that is not cumulative, a bad undo target
+    w = ss.create("s5")
+    w.append_message("user", "a")
+    w.append_message("assistant", "b", epoch=0)
+    w.append_event("compact", summary="old", model="m", usage=USAGE)             # 3: legacy
+    c4 = _compact(w, ss, "s5", [ss.source_snapshot("s5", 1, 2).ref.to_json()], None)  # 4
+    _compact(w, ss, "s5", [], prior_of(ss, "s5", c4))                            # 5: not cumulative
+    w.append_event("undo", target=[6, 6])                                        # 6: bad target
     w.close()
     _write_session(sd / "torn.jsonl", [_hdr("torn"), _msg(1), b'{"seq":2,"type":"mess'], mtime=OLD)
     _write_session(sd / "corrupt.jsonl", [_hdr("corrupt"), _msg(1), b"not json at all\n", _msg(2)])
@@ -219,9 +240,12 @@ PLANTED = {
     "session.refused": "sessions/foreign.jsonl",
     "session.missing_header": "sessions/headless.jsonl",
     "session.unreadable": "sessions/weird.jsonl",
-    "compact.prior_mismatch": "sessions/s2.jsonl",
+    "session.bad_target": "sessions/s5.jsonl",
+    "compact.prior_mismatch": "sessions/s4.jsonl",
     "compact.lineage_too_wide": "sessions/s2.jsonl",
-    "compact.lineage_stale": "sessions/s2.jsonl",
+    "compact.lineage_stale": "sessions/s4.jsonl",
+    "compact.lineage_not_cumulative": "sessions/s5.jsonl",
+    "compact.legacy": "sessions/s5.jsonl",
     "compact.inert": "sessions/s3.jsonl",
     "learning.bad_status": "sessions/s2.jsonl",
     "learning.bad_reason": "sessions/s2.jsonl",
@@ -328,10 +352,14 @@ def test_every_planted_code_reported_once_with_location(planted):
     assert by["session.missing_header"]["line"] == 1
     assert by["markdown.invalid_utf8"]["offset"] == 3
     assert by["compact.lineage_too_wide"]["seq"] == 9
-    assert by["compact.lineage_stale"]["seq"] == 10
-    assert by["compact.prior_mismatch"]["seq"] == 11
+    assert by["compact.lineage_stale"]["seq"] == 9
+    assert by["compact.prior_mismatch"]["seq"] == 6
     assert by["compact.inert"]["reason"] == "undone" and by["compact.inert"]["seq"] == 3
-    assert by["learning.bad_status"]["seq"] == 12
+    assert by["compact.legacy"]["seq"] == 3 and by["compact.legacy"]["severity"] == "info"
+    assert by["compact.lineage_not_cumulative"]["seq"] == 5
+    assert by["compact.lineage_not_cumulative"]["reason"] == "not_cumulative"
+    assert by["session.bad_target"]["seq"] == 6 and by["session.bad_target"]["line"] == 7
+    assert by["learning.bad_status"]["seq"] == 10
     assert by["learning.bad_reason"]["key"] == "bogus_code"
     assert by["db.revision_gap"]["fact_id"] == "6000000000000000"
     assert by["db.revision_gap"]["revision"] == 3
@@ -385,8 +413,9 @@ def test_layout_unreadable(config_dir):
 def test_every_code_is_planted_somewhere():
     covered = set(PLANTED) | {"db.integrity", "db.schema_unknown", "db.unreadable",
                               "db.needs_migration", "config.invalid", "layout.unreadable",
-                              "session.epoch_ahead"}  # tests/test_audit_epoch.py
-    assert covered == set(CODES)
+                              "session.epoch_ahead",  # tests/test_audit_epoch.py
+                              "db.rolled_back"}  # tests/test_seen_state.py
+    assert covered == set(CODES)    # each found exactly once: tests/test_audit_old.py
 
 
 def test_torn_tail_recently_modified_is_a_warning(config_dir):
@@ -447,9 +476,10 @@ def test_jsonl_streams_findings_then_summary(planted):
     r = run_cli("validate", "--store", str(planted), "--deep", "--format", "jsonl")
     assert r.exit_code == 1
     rows = [orjson.loads(line) for line in r.stdout_bytes.splitlines()]
-    assert "summary" in rows[-1] and rows[-1]["summary"]["project"] == SLUG
+    assert rows[-1]["type"] == "summary" and rows[-1]["project"] == SLUG
+    assert {x["type"] for x in rows[:-1]} == {"finding"}
     assert Counter(x["code"] for x in rows[:-1]) == Counter(list(PLANTED))
-    assert rows[-1]["summary"]["ok"] is False
+    assert rows[-1]["ok"] is False
 
 
 def test_human_output_groups_by_check(planted):
@@ -481,6 +511,10 @@ def test_prometheus_output_parses(planted, config_dir):
     assert set(facts) == {"valid", "missing", "stale", "hidden", "unverified"}
     ts = fams["memctl_validate_last_run_timestamp_seconds"].samples[0].value
     assert abs(ts - time.time()) < 600
+    # the run itself: exit status, time, stores audited (no labels)
+    assert fams["memctl_validate_exit_status"].samples[0].value == 1
+    assert fams["memctl_validate_stores"].samples[0].value == 5
+    assert abs(fams["memctl_validate_run_timestamp_seconds"].samples[0].value - time.time()) < 600
 
 
 def test_prometheus_label_escaping(config_dir):

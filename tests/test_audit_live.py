@@ -9,8 +9,8 @@ import time
 
 import orjson
 
-from .conftest import run_cli, tree_hash
 from .builders import SLUG
+from .conftest import run_cli, tree_hash
 from .test_audit import build_clean
 
 WRITER = textwrap.dedent("""

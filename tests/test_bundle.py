@@ -25,6 +25,7 @@ import orjson
 import pytest
 
 from lecode_memctl.core.demo import build_demo
+from lecode_memctl.core.rowmodel import FACT_CHECK, FINDING, PROBLEM, SCHEMA_VERSION
 
 from .conftest import run_cli, run_proc, tree_hash
 from .test_audit import build_planted
@@ -55,7 +56,9 @@ def private_tmp(tmp_path, monkeypatch) -> Path:
 def export(store: Path, out: Path, *extra: str) -> dict:
     r = run_cli("--store", str(store), "export", "--output", str(out), "--json", *extra)
     assert r.exit_code == 0, r.stderr
-    return orjson.loads(r.stdout)
+    doc = orjson.loads(r.stdout)
+    assert doc["type"] == "export" and doc["schema_version"] == SCHEMA_VERSION
+    return doc
 
 
 def verify(bundle: Path) -> tuple[int, dict]:
@@ -63,6 +66,11 @@ def verify(bundle: Path) -> tuple[int, dict]:
     assert r.stdout, r.stderr
     doc = orjson.loads(r.stdout)
     assert doc["exit_code"] == r.exit_code
+    # the output contract: a typed, versioned document of typed rows
+    assert doc["type"] == "verify" and doc["schema_version"] == SCHEMA_VERSION
+    assert all(list(p) == PROBLEM.names for p in doc["problems"])
+    assert all(list(f) == FACT_CHECK.names for f in doc["facts"])
+    assert all(list(f) == FINDING.names for f in doc["findings"] or [])
     return r.exit_code, doc
 
 
@@ -73,7 +81,7 @@ def kinds(doc: dict) -> set[tuple[str, str | None]]:
 def fact_statuses(store: Path) -> dict[str, tuple[str, str | None]]:
     r = run_cli("--store", str(store), "facts", "--all", "--json")
     assert r.exit_code == 0, r.stderr
-    return {f["fact_id"]: (f["status"], f["reason"]) for f in orjson.loads(r.stdout)}
+    return {f["fact_id"]: (f["status"], f["reason"]) for f in orjson.loads(r.stdout)["facts"]}
 
 
 # ---------------------------------------------------------------- the round trip
@@ -310,7 +318,9 @@ def test_export_while_a_writer_appends_and_commits(demo, tmp_path, private_tmp):
 
 def _members(path: Path) -> list[tuple[tarfile.TarInfo, bytes]]:
     with tarfile.open(path) as tf:
-        return [(m, tf.extractfile(m).read() if m.isfile() else b"") for m in tf.getmembers()]
+        # extractfile returns None only for what is not a file
+        return [(m, tf.extractfile(m).read() if m.isfile() else b"")  # type: ignore[union-attr]
+                for m in tf.getmembers()]
 
 
 def _rewrite(path: Path, members: list[tuple[tarfile.TarInfo, bytes]]) -> None:

@@ -21,9 +21,11 @@ NEEDS_STORE: dict[str, list[str]] = {
     "facts": [], "recall": [FID], "history": [FID],
     "correct": [FID, "1", SID, "1", "2", "new text"], "forget": [FID, "--yes"],
     "context": [], "validate": [], "usage": [], "export": ["--output", "bundle.tar"],
+    "grep": ["x"], "secrets": [], "redact": ["--dry-run"],
 }
 # Commands that work without a store: they report on it, list stores, or create one.
-NO_STORE_NEEDED = {"where", "config", "projects", "edit", "migrate-legacy", "demo", "verify"}
+NO_STORE_NEEDED = {"where", "config", "projects", "edit", "migrate-legacy", "demo", "verify",
+                   "schema", "completion", "man"}
 
 
 def test_every_command_is_classified():

@@ -7,8 +7,8 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
-import re
 import pkgutil
+import re
 import subprocess
 import sys
 

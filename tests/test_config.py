@@ -13,7 +13,6 @@ from lecode_memctl.core.errors import StoreCorrupt, UsageError
 
 from .conftest import run_cli
 
-
 # ---------------------------------------------------------------- resolution order
 
 def test_resolution_order(tmp_path):
@@ -93,7 +92,7 @@ def test_values_and_sources_from_file(config_dir):
     assert lines["memory.auto_learn"] == ["yes", "no", str(f)]
     assert lines["memory.facts_max_bytes"] == ["65536", "8192", str(f)]
     assert lines["memory.enabled"] == ["yes", "yes", "default"]
-    assert run_cli("config", "--format", "csv").stdout.splitlines()[0] == "key,value,default,source"
+    assert run_cli("config", "--format", "csv").stdout.splitlines()[0] == "type,key,value,default,source"
 
 
 @pytest.mark.parametrize("value", ["0", "65536", "8192"])

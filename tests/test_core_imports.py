@@ -44,6 +44,18 @@ def test_importing_every_core_module_loads_no_cli_toolkit(tmp_path):
     assert report["heavy"] == []
 
 
+def test_importing_the_core_loads_no_secret_detector(tmp_path):
+    """detect-secrets (and the requests it pulls in) loads only when a
+    secrets.Detector is built: importing any core module, the secrets and
+    redact modules included, loads neither."""
+    proc = subprocess.run([sys.executable, "-c", WALK, json.dumps(["detect_secrets", "requests"])],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert "lecode_memctl.core.secrets" in report["modules"]
+    assert report["culprits"] == {} and report["heavy"] == []
+
+
 def test_core_source_names_no_cli_toolkit():
     """A second, static look: no import line of the core mentions them, even lazily."""
     bad = []

@@ -37,14 +37,15 @@ def _cp_a(src: Path, dst: Path) -> Path:
 
 def _facts(store: Path, *extra: str) -> tuple[int, list[dict]]:
     r = run_cli("--store", str(store), *extra, "facts", "--json", "--all")
-    return r.exit_code, orjson.loads(r.stdout)
+    doc = orjson.loads(r.stdout)   # output schema 2: the facts document, or the error in it
+    return r.exit_code, (doc if "error" in doc else doc["facts"])
 
 
 def _validate(store: Path, *extra: str) -> tuple[int, list[dict], dict]:
     r = run_cli("--store", str(store), "validate", "--deep", "--json", *extra)
     doc = orjson.loads(r.stdout)
     (proj,) = doc["projects"]
-    findings = sorted((f for f in doc["findings"]), key=lambda f: orjson.dumps(f, option=orjson.OPT_SORT_KEYS))
+    findings = sorted(doc["findings"], key=lambda f: orjson.dumps(f, option=orjson.OPT_SORT_KEYS))
     return r.exit_code, findings, proj
 
 

@@ -204,7 +204,8 @@ def test_forget_all_revisions_marker_and_generation(db_path):
         tables = dump(db_path)
         assert tables["facts"] == [] and tables["revisions"] == [] and tables["source_refs"] == []
         assert tables["provenance"] == []
-        assert sorted(tables["forgotten"]) == sorted([(fid, 1), (plain, 2)])  # content-free: the id and the generation
+        # content-free: the id and the generation
+        assert sorted(tables["forgotten"]) == sorted([(fid, 1), (plain, 2)])
 
 
 def test_dedup_against_every_revision(db_path):
@@ -313,7 +314,8 @@ def test_future_schema_version_is_refused(db_path):
     assert tree_hash(db_path.parent) == before
 
 
-@pytest.mark.parametrize("content", [b"this is not a database at all" * 100, b"SQLite format 3\x00" + b"\xff" * 200])
+@pytest.mark.parametrize("content", [b"this is not a database at all" * 100,
+                                     b"SQLite format 3\x00" + b"\xff" * 200])
 def test_corrupt_database_is_store_corrupt(db_path, content):
     db_path.parent.mkdir(parents=True)
     db_path.write_bytes(content)

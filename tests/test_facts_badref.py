@@ -62,5 +62,5 @@ def test_validate_tally_agrees_with_its_finding(store, template):
     findings, summary = validate_store(store)
     hidden = [f for f in findings if f.code == "fact.hidden" and f.fact_id == template.facts["verified"]]
     assert [f.reason for f in hidden] == ["invalid_ref"]
-    tally = summary.to_json(False)["facts"] if "facts" in summary.to_json(False) else None
+    tally = summary.to_json(False).get("facts")
     assert tally is not None and tally.get("hidden") == 1 and tally.get("unverified", 0) == 0, tally

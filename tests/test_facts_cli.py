@@ -24,13 +24,6 @@ FIXED = "We use tabs, width 4."
 
 
 @pytest.fixture
-def project(tmp_path) -> Path:
-    p = tmp_path / "proj"
-    p.mkdir()
-    return p
-
-
-@pytest.fixture
 def store(config_dir, project):
     return store_for_project(config_dir, project)
 
@@ -99,8 +92,9 @@ def test_story_remember_correct_forget(config_dir, project, store):
     page = read_json(project, "facts")
     assert page["total"] == 1 and page["next_offset"] is None
     row = page["facts"][0]
-    assert row | {"updated": "T"} == {
-        "fact_id": fid, "revision": 1, "status": "valid", "reason": None, "about_revision": None,
+    assert row | {"updated": "T", "created": "T"} == {
+        "type": "fact", "created": "T", "fact_id": fid, "revision": 1, "status": "valid",
+        "reason": None, "about_revision": None,
         "source": "s1:1", "source_ref": fact.source.to_json(), "text": PREF,
         "fact_text_truncated": False, "updated": "T"}
     assert page["learning"]["status"] == "learned"
@@ -208,9 +202,9 @@ def test_facts_pages_and_caps(config_dir, project, store):
     seen = []
     offset = 0
     while offset is not None:
-        r = cli(project, "facts", "--offset", str(offset), "--json")
+        # machine formats page only when asked to (--limit/--offset); no byte cap
+        r = cli(project, "facts", "--offset", str(offset), "--limit", "20", "--json")
         assert r.exit_code == 0
-        assert len(r.stdout_bytes) <= 16384
         doc = orjson.loads(r.stdout_bytes)
         assert 1 <= len(doc["facts"]) <= 20
         for row in doc["facts"]:
@@ -222,7 +216,14 @@ def test_facts_pages_and_caps(config_dir, project, store):
     r = cli(project, "facts", "--all", "--format", "jsonl")
     rows = [orjson.loads(line) for line in r.stdout_bytes.splitlines()]
     assert [row["fact_id"] for row in rows] == seen
+    assert [row["fact_id"] for row in orjson.loads(cli(project, "facts", "--json").stdout_bytes)
+            ["facts"]] == seen
     assert cli(project, "facts", "--limit", "21").exit_code == 2
+    # the table is the agent's page: at most 20 facts and 16 KiB of JSON, the next page on stderr
+    r = cli(project, "facts")
+    shown = [line.split()[0] for line in r.stdout.splitlines() if line[:16] in seen]
+    assert 1 <= len(shown) <= 20 and shown == seen[:len(shown)]
+    assert f"--offset {len(shown)}" in r.stderr
     r = cli(project, "facts")
     assert "\u202e" not in r.stdout and "\\u202e" in r.stdout  # stored text is escaped
 

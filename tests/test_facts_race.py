@@ -101,6 +101,7 @@ def race(store: Path, tmp: Path, *jobs: list[str]) -> list[dict]:
                                *job[2:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
              for job in jobs]
     for p in procs:
+        assert p.stdout is not None and p.stderr is not None
         assert p.stdout.readline() == b"ready\n", p.stderr.read()
     go.touch()
     outs = []

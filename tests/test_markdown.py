@@ -19,7 +19,6 @@ from lecode_memctl.core.layout import store_at
 from .conftest import run_cli, tree_hash
 from .test_atomic import BEFORE_REPLACE, FaultyOS, _fsync_dir
 
-
 # ---------------------------------------------------------------- fixtures
 
 @pytest.fixture
@@ -201,7 +200,7 @@ def test_notes_listing_pipe_and_formats(store_dir):
     import datetime
     assert datetime.datetime.fromisoformat(rows[1]["modified"]).timestamp() == 1_700_000_000
     csv_out = cli(store_dir, "notes", "--format", "csv").stdout
-    assert csv_out.splitlines()[0] == "name,size,modified"
+    assert csv_out.splitlines()[0] == "type,name,path,size,modified"
     jl = cli(store_dir, "notes", "--format", "jsonl").stdout.splitlines()
     assert [orjson.loads(x)["name"] for x in jl] == ["café notes", "deploy-checklist"]
     assert cli(store_dir, "notes", "--format", "nope").exit_code == 2
@@ -320,8 +319,10 @@ def test_search_output_and_scope(store_dir):
         "notes/deploy-checklist.md:2: 2. deploy",
     ]  # never MEMORY.md.bak, the temp file or sessions/
     doc = orjson.loads(cli(store_dir, "search", "deploy", "--json").stdout_bytes)
-    assert doc["hits"][0] == {"file": "MEMORY.md", "line": 2, "text": "- deploy with make release"}
-    assert doc["truncated"] is False and doc["limit"] == 50 and doc["skipped"] == []
+    assert doc["hits"][0] == {"type": "hit", "file": "MEMORY.md", "line": 2,
+                              "text": "- deploy with make release"}
+    # machine formats give every hit unless --limit is given
+    assert doc["truncated"] is False and doc["limit"] is None and doc["skipped"] == []
     assert doc["files_searched"] == 6
 
 

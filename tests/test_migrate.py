@@ -22,8 +22,12 @@ import pytest
 
 from lecode_memctl.core import migrate
 from lecode_memctl.core.identity import slug
-from lecode_memctl.core.migrate import (classify_stores, discover_legacy_stores, apply_migration,
-                                        plan_migration)
+from lecode_memctl.core.migrate import (
+    apply_migration,
+    classify_stores,
+    discover_legacy_stores,
+    plan_migration,
+)
 
 from . import faultkit
 from .builders import STEPS, sample_steps
@@ -146,14 +150,14 @@ plan:
   copy  #4   daily/2024-03-01.md
   skip  #4   notes/design.md                  destination_exists: the destination exists with other content: <CFG>/memory/<project>/notes/design.md
 summary: 6 to copy, 12 skipped, 2 conflicts
-"""
+"""  # noqa: E501 - the expected output, line for line
 
 HINT = """\
 2 files already in the project store with other content: never merged or overwritten; the legacy files are kept.
 To merge by hand, 'memctl migrate-legacy --dry-run --diff' shows each legacy file against the project's; then, in the project:
   memctl edit memory
   memctl edit note design
-"""
+"""  # noqa: E501 - the expected output, line for line
 
 COPIED = {"daily/2024-03-04.md": "log four\n", "notes/todo.md": "todo \u00e9\n",
           "MEMORY.md": "wt memory\n", "scratchpad.md": "- [ ] migrate\n",
@@ -351,7 +355,7 @@ def test_apply_second_run_and_legacy_untouched(world):
     assert store_files(world.store) == COPIED
     # modes: the directory migration created 0700, copied files 0600
     assert os.stat(world.store / "daily").st_mode & 0o777 == 0o700
-    for dirpath, dirs, files in os.walk(world.store):
+    for dirpath, _dirs, files in os.walk(world.store):
         for f in files:
             if f != "design.md":
                 assert os.stat(Path(dirpath) / f).st_mode & 0o777 == 0o600

@@ -237,6 +237,7 @@ def run_load(world, tmp_path: Path, seconds: float) -> Counter:
 
 
 def _print(seconds: float, counts: Counter) -> None:
+    assert sys.__stdout__ is not None
     sys.__stdout__.write(f"\n[mixed load {seconds:g} s] "
                          + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) + "\n")
 

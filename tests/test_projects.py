@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import orjson
 
 from lecode_memctl.core.atomic import atomic_write

@@ -133,12 +133,12 @@ class Medium:
             # store itself is read-only to it.
             for d in (self.root / "tpl", self.project.parent):
                 os.chmod(d, 0o755)
-            for dirpath, dirnames, filenames in os.walk(self.project):
+            for dirpath, _dirnames, filenames in os.walk(self.project):
                 os.chmod(dirpath, 0o755)
                 for f in filenames:
                     os.chmod(os.path.join(dirpath, f), 0o644)
             for top in (self.mnt,):
-                for dirpath, dirnames, filenames in os.walk(top):
+                for dirpath, _dirnames, filenames in os.walk(top):
                     os.chmod(dirpath, 0o555)
                     for f in filenames:
                         os.chmod(os.path.join(dirpath, f), 0o444)
@@ -167,7 +167,7 @@ class Medium:
     def cleanup(self) -> None:
         if self.mounted:
             subprocess.run(["umount", "-l", str(self.mnt)], capture_output=True)
-        for dirpath, dirnames, _files in os.walk(self.root):
+        for dirpath, _dirnames, _files in os.walk(self.root):
             try:
                 os.chmod(dirpath, 0o755)
             except OSError:

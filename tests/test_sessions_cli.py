@@ -46,7 +46,7 @@ def test_sessions_listing_plain(ss, store):
                store.sessions_dir / "s3.jsonl")
     r = cli(store, "sessions")
     assert r.exit_code == 0, r.stderr
-    out = re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "TIME", r.stdout)
+    out = re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{3})?Z", "TIME", r.stdout)
     out = re.sub(r" +", " ", out)
     assert out.splitlines() == [
         "id created last records messages compactions size state",
@@ -56,12 +56,13 @@ def test_sessions_listing_plain(ss, store):
     ]
     doc = orjson.loads(cli(store, "sessions", "--json").stdout_bytes)
     assert [d["id"] for d in doc] == ["s1", "s2", "s3"]
-    assert doc[0] == {"id": "s1", "created": "2026-01-01T00:00:00Z", "last_time": doc[0]["last_time"],
+    assert doc[0] == {"type": "session", "id": "s1", "created": "2026-01-01T00:00:00.000Z",
+                      "last_time": doc[0]["last_time"],
                       "records": 6, "messages": 4, "compactions": 1, "size": doc[0]["size"],
                       "state": "ok", "reason": None, "detail": None}
     assert doc[1]["state"] == "torn_tail" and doc[2]["reason"] == "refused_symlink"
     csv_out = cli(store, "sessions", "--format", "csv").stdout.splitlines()
-    assert csv_out[0] == "id,created,last,records,messages,compactions,size,state"
+    assert csv_out[0] == "type,id,created,last_time,records,messages,compactions,size,state,reason,detail"
     assert len(cli(store, "sessions", "--format", "jsonl").stdout.splitlines()) == 3
 
 
@@ -212,7 +213,8 @@ def test_format_md_digest_snippet_matches_core_and_cli(ss, store):
     with ss.create("s1") as w:
         w.append_message("user", "héllo \"there\" 😀")
         w.append_message("assistant", [{"type": "text", "text": "hi"}], epoch=0,
-                         tool_calls=[{"id": "c", "name": "t", "arguments": {"b": 1, "a": [2, {"z": 0, "y": None}]}}])
+                         tool_calls=[{"id": "c", "name": "t",
+                                      "arguments": {"b": 1, "a": [2, {"z": 0, "y": None}]}}])
         w.append_event("memory_usage", purpose="learning", model="m",
                        usage={"input_tokens": 1, "output_tokens": 2, "cost": 0.5})
         w.append_message("user", [{"type": "binary", "media_type": "a/b", "data": "AAAA"}])

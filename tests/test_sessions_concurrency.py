@@ -14,7 +14,6 @@ import orjson
 import pytest
 
 from lecode_memctl.core.errors import StoreBusy
-from lecode_memctl.core.layout import store_at
 from lecode_memctl.core.sessions import SessionStore
 
 from .conftest import REPO, run_cli
@@ -140,9 +139,8 @@ def test_second_writer_in_another_process_is_busy(store):
             """)], capture_output=True, timeout=60)
         assert held.returncode == 6, held.stderr
         assert w.append_message("user", "mine") == 2
-    with pytest.raises(StoreBusy):
-        with ss.writer("s1"):
-            ss.writer("s1")
+    with pytest.raises(StoreBusy), ss.writer("s1"):
+        ss.writer("s1")
 
 
 def test_writer_cuts_a_crashed_torn_tail(store):

@@ -214,7 +214,8 @@ from lecode_memctl.core.errors import MemctlError  # noqa: E402
 _line_st = st.one_of(
     st.binary(max_size=40),
     st.builds(lambda i, t: line(msg(i, t))[:-1], st.integers(-2, 12), st.text(max_size=20)),
-    st.sampled_from([b"", b"{}", b"[]", b'{"seq":true}', b'{"seq":3.0}', b"\xff", b'{"seq":1,"type":"event","event":"undo","target":[0,99]}',
+    st.sampled_from([b"", b"{}", b"[]", b'{"seq":true}', b'{"seq":3.0}', b"\xff",
+                     b'{"seq":1,"type":"event","event":"undo","target":[0,99]}',
                      b'{"seq":2,"type":"event","event":"clear"}', b'"\\ud800"', b"1e999"]),
 )
 

@@ -14,6 +14,7 @@ from lecode_memctl.core.sourceref import MemoryExclusions, SourceRef, canonical_
 
 from .conftest import make_repo
 
+
 @pytest.fixture
 def ex():
     return MemoryExclusions()

@@ -6,8 +6,6 @@ with a marker, never dropped silently."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import orjson
 import pytest
 
@@ -25,13 +23,6 @@ from lecode_memctl.core.sessions import SessionStore
 from .conftest import run_cli
 
 EVIL = "before \x1b[2J\x1b]0;pwned\x07 middle \u202eevil\u202c after\x9b\n"
-
-
-@pytest.fixture
-def project(tmp_path) -> Path:
-    p = tmp_path / "proj"
-    p.mkdir()
-    return p
 
 
 @pytest.fixture

@@ -9,8 +9,6 @@ positional form."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import orjson
 import pytest
 
@@ -22,13 +20,6 @@ from .conftest import run_cli, tree_hash
 
 PREF = "We use tabs for indentation."
 FIXED = "We use tabs, width 4."
-
-
-@pytest.fixture
-def project(tmp_path) -> Path:
-    p = tmp_path / "proj"
-    p.mkdir()
-    return p
 
 
 @pytest.fixture

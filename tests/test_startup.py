@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-HEAVY = ("rich", "tabulate", "sqlite3", "_sqlite3")
+HEAVY = ("rich", "tabulate", "sqlite3", "_sqlite3", "detect_secrets", "requests")
 
 PROBE = r"""
 import json, sys
@@ -146,3 +146,10 @@ def test_console_script_version_is_light(tmp_path):
     imported = {ln.split("|")[-1].strip() for ln in proc.stderr.splitlines() if "|" in ln}
     assert loaded(imported, [*HEAVY, "typer"]) == []
 
+
+
+def test_grep_does_not_import_the_secret_detectors(tmp_path, store):
+    """detect-secrets (and the requests it pulls in) loads only in secrets/redact."""
+    rc, mods, _out = probe(tmp_path, ["--store", str(store), "grep", "make"])
+    assert rc in (0, 1)
+    assert loaded(mods, ["detect_secrets", "requests"]) == []

@@ -44,8 +44,7 @@ def test_patched_attribute_exists_with_the_expected_signature(module, path, para
 def test_typer_parameters_inherit_the_patched_process_value():
     """The wrap is set on click's Parameter (or typer's _TyperParameter): an
     override in TyperArgument or TyperOption would bypass it."""
-    from typer import _click
-    from typer import core as typer_core
+    from typer import _click, core as typer_core
 
     patched = {_click.core.Parameter}
     if getattr(typer_core, "_TyperParameter", None) is not None:

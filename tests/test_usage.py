@@ -13,7 +13,6 @@ from .builders import SLUG
 from .conftest import run_cli, tree_hash
 
 
-
 def _store(config_dir):
     path = config_dir / "memory" / SLUG
     ss = SessionStore(store_at(path))
@@ -89,7 +88,8 @@ def test_usage_skips_refused_and_torn(config_dir):
     (sd / "c.jsonl").write_bytes(
         orjson.dumps({"seq": 0, "type": "session", "format": 1, "session_id": "c",
                       "project": "other-000000000000", "created": "2026-01-01T00:00:00Z"}) + b"\n"
-        + b'{"seq":1,"type":"event","event":"compact","usage":{"input_tokens":9,"output_tokens":9,"cost":9}}\n')
+        + b'{"seq":1,"type":"event","event":"compact",'
+          b'"usage":{"input_tokens":9,"output_tokens":9,"cost":9}}\n')
     os.symlink(sd / "a.jsonl", sd / "d.jsonl")
     with open(sd / "b.jsonl", "ab") as fh:
         fh.write(b'{"seq":3,"type":"event","event":"memory_usage","purpose":"learning","usage":{"inp')

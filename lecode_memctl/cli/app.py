@@ -11,14 +11,14 @@ every TAB of shell completion stay fast.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from lecode_memctl import __version__
 from lecode_memctl.core.errors import exit_summary
 
-from .options import CommandWithGlobalOptions
+from .options import ColorWhen, CommandWithGlobalOptions
 from .registry import COMMANDS, command_settings
 from .state import STATE
 
@@ -56,31 +56,42 @@ def _version(value: bool) -> None:
 
 
 def root(
-    config_dir: Annotated[Optional[Path], typer.Option(
+    config_dir: Annotated[str | None, typer.Option(  # str: "" must stay "" (Path("") is ".")
         "--config-dir", metavar="DIR",
         help="lecode's config directory (default: $LECODE_CONFIG_DIR, "
-             "$XDG_CONFIG_HOME/lecode, ~/.config/lecode).")] = None,
-    project: Annotated[Optional[Path], typer.Option(
+             "$XDG_CONFIG_HOME/lecode, ~/.config/lecode; empty: the default, as an "
+             "empty $LECODE_CONFIG_DIR).")] = None,
+    project: Annotated[Path | None, typer.Option(
         "--project", "-C", metavar="PATH",
         help="Work on the project that contains PATH (default: the current directory).")] = None,
-    store: Annotated[Optional[Path], typer.Option(
+    store: Annotated[Path | None, typer.Option(
         "--store", metavar="DIR",
         help="Work on a store directory directly (an evidence copy, say), skipping "
              "project identity.")] = None,
-    slug: Annotated[Optional[str], typer.Option(
+    slug: Annotated[str | None, typer.Option(
         "--slug", metavar="SLUG",
         help="With --store: the project slug its transcripts must name (default: the one "
              "their headers agree on, else the directory name; 'memctl where' says which).")] = None,
     no_color: Annotated[bool, typer.Option(
         "--no-color", help="No colour in output (also: the NO_COLOR environment variable).")] = False,
+    color: Annotated[ColorWhen | None, typer.Option(
+        "--color", metavar="WHEN",
+        help="Colour: auto (on a terminal, unless NO_COLOR is set; FORCE_COLOR forces it), "
+             "always or never (default: auto).")] = None,
+    no_state: Annotated[bool, typer.Option(
+        "--no-state", help="Write nothing outside the store either: do not record the "
+                           "exclusion generation seen (kept in $XDG_STATE_HOME/lecode-memctl, "
+                           "or ~/.local/state/lecode-memctl, to detect a rolled-back forget).")] = False,
     version: Annotated[bool, typer.Option(
         "--version", is_eager=True, callback=_version, help="Print the version and exit.")] = False,
 ) -> None:
-    STATE.config_dir_option = str(config_dir) if config_dir else None
+    STATE.config_dir_option = config_dir or None
     STATE.project = str(project) if project else None
     STATE.store_option = str(store) if store else None
     STATE.slug_option = slug
     STATE.no_color = no_color
+    STATE.color_mode = color.value if color is not None else "auto"
+    STATE.no_state = no_state
 
 
 def build_app(only: str | None = None) -> typer.Typer:

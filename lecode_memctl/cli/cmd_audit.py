@@ -3,19 +3,30 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .completion import complete_session_id
-from .options import JsonOpt
+from .completion import (
+    VALIDATE_FORMAT_NAMES,
+    complete_finding_code,
+    complete_session_id,
+    complete_validate_format,
+)
+from .options import FormatOpt, JsonOpt, LimitOpt, LockWaitOpt, OffsetOpt, SinceOpt, UntilOpt, sort_option
 from .registry import command
 from .state import STATE, require_store
 
-VALIDATE_FORMATS = ("human", "json", "jsonl", "prometheus")
+if TYPE_CHECKING:  # the core is imported inside the commands (start-up time)
+    from lecode_memctl.core.audit import Finding
+
+VALIDATE_FORMATS = VALIDATE_FORMAT_NAMES
+
+CRON_LINE = ("*/15 * * * * memctl validate --all-projects --format prometheus "
+             "--output /var/lib/node_exporter/textfile_collector/memctl.prom")
 
 
-@command(epilog="""\
+@command(epilog=f"""\
 \b
 Examples:
   memctl validate                         audit the current project's store
@@ -23,15 +34,16 @@ Examples:
   memctl validate --store /evidence/copy --json
   memctl validate --all-projects --quiet || echo "memory needs attention"
   memctl validate --ignore fact.unverified --ignore 'layout.*'
+  memctl validate --format csv > findings.csv
+  memctl validate --list-codes            every finding code, its severity and meaning
 \b
-Cron, with node_exporter's textfile collector:
-  */15 * * * * memctl validate --all-projects --format prometheus \\
-      > /var/lib/node_exporter/memctl.prom.$$ && \\
-      mv /var/lib/node_exporter/memctl.prom.$$ /var/lib/node_exporter/memctl.prom
-  (alert on memctl_validate_ok == 0)
+Cron, with node_exporter's textfile collector (one crontab line; the file is
+replaced atomically whatever the findings; alert on memctl_validate_ok == 0
+or on a stale memctl_validate_run_timestamp_seconds):
+  {CRON_LINE}
 """)
 def validate(
-    store_dir: Annotated[Optional[Path], typer.Option(
+    store_dir: Annotated[Path | None, typer.Option(
         "--store", metavar="DIR",
         help="Audit this store directory (same as the global --store).")] = None,
     all_projects: Annotated[bool, typer.Option(
@@ -41,28 +53,45 @@ def validate(
                        "compaction chains and learning events.")] = False,
     strict: Annotated[bool, typer.Option(
         "--strict", help="Warnings count as failures for the exit status and memctl_validate_ok.")] = False,
-    ignore: Annotated[Optional[list[str]], typer.Option(
-        "--ignore", metavar="CODE",
+    ignore: Annotated[list[str] | None, typer.Option(
+        "--ignore", metavar="CODE", autocompletion=complete_finding_code,
         help="Do not report this finding code (repeatable; 'group.*' ignores a whole check).")] = None,
     quiet: Annotated[bool, typer.Option(
-        "--quiet", "-q", help="Print nothing; the exit status is the answer.")] = False,
+        "--quiet", "-q", help="Print nothing on stdout or stderr but errors; the exit status "
+                              "is the answer (--output still writes its file).")] = False,
+    progress: Annotated[bool | None, typer.Option(
+        "--progress/--no-progress",
+        help="A progress bar on stderr (default: when stderr is a terminal and not --quiet).")] = None,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", metavar="FILE",
+        help="Write the report to FILE instead of stdout, atomically (a temporary file in "
+             "FILE's directory, fsync, rename), whatever the findings.")] = None,
+    list_codes: Annotated[bool, typer.Option(
+        "--list-codes", help="List every finding code with its severity, group and meaning "
+                             "(with --json or --format: as rows), and exit.")] = False,
+    lock_wait: LockWaitOpt = 5.0,
     json_: JsonOpt = False,
-    fmt: Annotated[Optional[str], typer.Option(
-        "--format", "-f", metavar="FORMAT",
-        help="human (default), json, jsonl (one finding per line, streamed) or prometheus.")] = None,
+    fmt: Annotated[str | None, typer.Option(
+        "--format", "-f", metavar="FORMAT", autocompletion=complete_validate_format,
+        help="human (default), json, jsonl (one finding per line, streamed, then one summary "
+             "per store), csv or tsv (finding rows), or prometheus.")] = None,
 ) -> None:
     """Audit a store and report every problem found; changes nothing.
 
     The model is 'git fsck': each finding has a stable code, a severity
     (error, warning, info), a location (file, line or byte offset, session and
-    seq, fact id and revision) and a one-line message.  The codes and what
-    they mean are listed in docs/FORMAT.md, "Validate findings".
+    seq, fact id and revision) and a one-line message.  'memctl validate
+    --list-codes' lists the codes and what they mean (also in docs/FORMAT.md,
+    "Validate findings").
 
     Checks: the store layout (unexpected files, leftover temp files,
     group/other permissions, symlinks); Markdown (invalid UTF-8, a .bak
     without its file); [memory] in config.toml; facts.sqlite3
     (integrity_check, foreign_key_check, schema version, generation against
-    exclusions and retry markers, contiguous revisions, dangling refs); every
+    exclusions and retry markers, contiguous revisions, dangling refs; the
+    generation and exclusion count against the highest memctl saw for the
+    store, a mark kept outside it, in $XDG_STATE_HOME/lecode-memctl, which
+    validate raises unless --no-state: a lower one is a rolled-back forget); every
     fact revision's evidence (missing, stale, hidden with its reason,
     unverified legacy provenance, suppressed by an exclusion); transcripts
     (torn tails: a warning when the file changed in the last minute, since a
@@ -72,31 +101,34 @@ def validate(
     cites is read only at its header and last bytes; one that facts cite is
     read once from start to end, parsing only the cited spans and the event
     lines (a later undo, redo or clear decides a span's visibility).
-    --deep parses every line once (in parallel worker processes): corrupt lines, seq gaps, each
-    compact event's prior and lineage (chunks of at most 200 positions whose
-    digests still hold; summaries made inert by a later forget, undo or clear
-    are info), and learning events' statuses and reason codes.
+    --deep parses every line once (in parallel worker processes): corrupt
+    lines, seq gaps, undo/redo targets, each compact event's prior and
+    lineage (exactly cumulative, in chunks of at most 200 positions whose
+    digests still hold; summaries made inert by a later forget, undo or clear,
+    and summaries written before lineage existed, are info), and learning
+    events' statuses and reason codes.
 
     Exit status: 0 when nothing is at error severity (with --strict: nothing
-    at warning either), 1 otherwise; 2 usage, 3 no such store, 5 unreadable
-    (a symlinked store directory), 6 busy (the facts database kept changing
-    while its snapshot was taken).
-    --json prints {"ok", "strict", "deep", "exit_code", "totals", "projects":
-    [summary...], "findings": [finding...]}; a finding has code, severity,
-    check, project, file, line, offset, seq, session_id, fact_id, revision,
-    reason, key, table, message (absent location fields are null).
-    --format jsonl streams the same finding objects one per line and ends
-    with one {"summary": ...} line per project.
+    at warning either), 1 otherwise, also with --output; 2 usage, 3 no such
+    store, 5 unreadable (a symlinked store directory), 6 busy (the facts
+    database kept changing while its snapshot was taken), 7 --output could
+    not be written (the previous file is left as it was).
+    --json prints {"type": "validate", "schema_version", "ok", "strict",
+    "deep", "exit_code", "generated", "stores", "totals", "projects":
+    [summary rows], "findings": [finding rows]}; --format jsonl streams the
+    finding rows ({"type": "finding", ...}) and ends each store with its
+    summary row ({"type": "summary", ...}).  The fields are listed in
+    docs/OUTPUT.md.  The Prometheus text also carries the exit status, the
+    time of the run and the number of stores audited.
     """
-    import sys
     import time
 
-    from lecode_memctl.core.audit import Audit, check_ignore_codes, sort_findings
+    from lecode_memctl.core.audit import Audit, check_ignore_codes
     from lecode_memctl.core.errors import UsageError
     from lecode_memctl.core.layout import store_dirs, store_given
+    from lecode_memctl.core.rowmodel import FINDING, SUMMARY
 
-    from .output import dumps, echo, emit_json, safe, write_bytes
-    from .render_prometheus import prometheus_text
+    from .output import atomic_output, check_format, emit_jsonl
 
     if json_:
         if fmt and fmt != "json":
@@ -105,6 +137,9 @@ def validate(
     fmt = fmt or "human"
     if fmt == "table":
         fmt = "human"
+    if list_codes:
+        _list_codes(check_format(None if fmt == "human" else fmt))
+        return
     if fmt not in VALIDATE_FORMATS:
         raise UsageError(f"unknown format {fmt!r}; use one of {', '.join(VALIDATE_FORMATS)}")
     ignored = check_ignore_codes(ignore or [])
@@ -117,45 +152,86 @@ def validate(
         stores = [require_store(store_given(store_dir, STATE.slug_option))]
     else:
         stores = [STATE.existing_store()]
+    if output is not None and output.is_dir():
+        raise UsageError(f"--output {output}: is a directory")
 
-    show_progress = not quiet and _stderr_tty()
+    to_stdout = not quiet or output is not None
+    show_progress = (progress if progress is not None else not quiet) and _stderr_tty()
     summaries = []
-    all_findings = []
-    for i, st in enumerate(stores):
-        progress, finish = _progress_bar(st.slug) if show_progress else (None, lambda: None)
-        # config.toml is shared by every store: checked once, reported with the first store
-        audit = Audit(st, config_dir=cfg.path if i == 0 else None, deep=deep, ignore=ignored,
-                      progress=progress)
-        try:
-            if fmt == "jsonl" and not quiet:
-                for f in audit.run():
-                    write_bytes(dumps(f.to_json()) + b"\n")
-                write_bytes(dumps({"summary": audit.summary.to_json(strict)}) + b"\n")
-            else:
-                all_findings.extend(audit.run())
-        finally:
-            finish()
-        summaries.append(audit.summary)
+    all_findings: list[Finding] = []
+    stream_jsonl = fmt == "jsonl" and to_stdout
+    sink = atomic_output(str(output)) if output is not None else None
+    try:
+        if sink is not None and stream_jsonl:
+            sink.__enter__()
+        for i, st in enumerate(stores):
+            prog, finish = _progress_bar(st.slug) if show_progress else (None, lambda: None)
+            # config.toml is shared by every store: checked once, reported with the first store
+            audit = Audit(st, config_dir=cfg.path if i == 0 else None, deep=deep, ignore=ignored,
+                          progress=prog, lock_wait=lock_wait, state=STATE.state_dir(),
+                          record_state=not STATE.no_state)
+            try:
+                if stream_jsonl:
+                    emit_jsonl(FINDING.row(**f.to_json()) for f in audit.run())
+                    emit_jsonl([SUMMARY.row(**audit.summary.to_json(strict))])
+                else:
+                    all_findings.extend(audit.run())
+            finally:
+                finish()
+            summaries.append(audit.summary)
+        ok = all(s.ok(strict) for s in summaries)
+        code = 0 if ok else 1
+        if not to_stdout or stream_jsonl:
+            if sink is not None:
+                sink.__exit__(None, None, None)
+                sink = None
+            raise typer.Exit(code)
+        if sink is not None:
+            sink.__enter__()
+        _render_validate(fmt, summaries, all_findings, ok=ok, code=code, strict=strict,
+                         deep=deep, cfg=cfg, started=time.time())
+        if sink is not None:
+            sink.__exit__(None, None, None)
+            sink = None
+    except BaseException as exc:
+        if sink is not None and sink.stream is not None:
+            sink.__exit__(type(exc), exc, None)
+        raise
+    raise typer.Exit(code)
 
-    ok = all(s.ok(strict) for s in summaries)
-    code = 0 if ok else 1
-    if quiet or fmt == "jsonl":
-        raise typer.Exit(code)
+
+def _render_validate(fmt: str, summaries: list, all_findings: list, *, ok: bool, code: int,
+                     strict: bool, deep: bool, cfg, started: float) -> None:  # noqa: ANN001
+    import sys
+    import time
+
+    from lecode_memctl.core.audit import sort_findings
+    from lecode_memctl.core.rowmodel import FINDING, SCHEMA_VERSION, SUMMARY, utc_time
+
+    from .output import echo, emit_csv, emit_json, safe
+    from .render_prometheus import prometheus_text
+
     if fmt == "prometheus":
         sys.stdout.write(prometheus_text(summaries, strict=strict))
+        sys.stdout.write(_prometheus_run(code, len(summaries)))
         sys.stdout.flush()
-        raise typer.Exit(code)
+        return
+    if fmt in ("csv", "tsv"):
+        emit_csv((FINDING.row(**f.to_json()) for f in all_findings), FINDING.names, fmt)
+        return
     totals = {"error": 0, "warning": 0, "info": 0, "ignored": 0}
     for s in summaries:
         for k in ("error", "warning", "info"):
             totals[k] += s.by_severity[k]
         totals["ignored"] += s.ignored
     if fmt == "json":
-        emit_json({"ok": ok, "strict": strict, "deep": deep, "exit_code": code,
-                   "generated": time.time(), "totals": totals,
-                   "projects": [s.to_json(strict) for s in summaries],
-                   "findings": [f.to_json() for f in all_findings]})
-        raise typer.Exit(code)
+        emit_json({"type": "validate", "schema_version": SCHEMA_VERSION, "ok": ok,
+                   "strict": strict, "deep": deep, "exit_code": code,
+                   "generated": utc_time(time.time()), "stores": len(summaries),
+                   "totals": totals,
+                   "projects": [SUMMARY.row(**s.to_json(strict)) for s in summaries],
+                   "findings": [FINDING.row(**f.to_json()) for f in all_findings]})
+        return
     # human
     by_project: dict[str, list] = {}
     for f in all_findings:
@@ -179,7 +255,39 @@ def validate(
                  f"{safe(f.message, keep_newlines=False)}")
     if not summaries:
         echo(f"no stores under {safe(str(cfg.path / 'memory'))}")
-    raise typer.Exit(code)
+
+
+PROM_RUN_METRICS = (
+    ("memctl_validate_exit_status", "Exit status of the last memctl validate run (0: nothing "
+     "at error severity, 1: problems)."),
+    ("memctl_validate_run_timestamp_seconds", "Unix time at which the last memctl validate "
+     "run finished."),
+    ("memctl_validate_stores", "Stores audited by the last memctl validate run."),
+)
+
+
+def _prometheus_run(code: int, stores: int) -> str:
+    """The run-level samples (no labels) that follow the per-store ones."""
+    import time
+
+    values = (str(code), f"{time.time():.3f}", str(stores))
+    out = []
+    for (name, help_), v in zip(PROM_RUN_METRICS, values, strict=True):
+        out += [f"# HELP {name} {help_}", f"# TYPE {name} gauge", f"{name} {v}"]
+    return "\n".join(out) + "\n"
+
+
+def _list_codes(fmt: str) -> None:
+    from lecode_memctl.core.audit import CODES
+    from lecode_memctl.core.rowmodel import CODE
+
+    from .output import render_records
+
+    rows = [CODE.row(code=c, severity=("warning or error" if c == "session.torn_tail"
+                                       else i.severity),
+                     group=i.check, deep=i.deep_only, meaning=i.meaning)
+            for c, i in sorted(CODES.items())]
+    render_records(CODE, rows, fmt, columns=["code", "severity", "group", "meaning"])
 
 
 def _stderr_tty() -> bool:
@@ -213,17 +321,17 @@ def _progress_bar(label: str):
 Examples:
   memctl usage                          every session of the current project
   memctl usage --session 2026-05-01-a1b2
-  memctl usage --since 2026-05-01 --json | jq '.total'
+  memctl usage --since 7d --json | jq '.total'
+  memctl usage --since 2026-05-01 --until 2026-05-31 --format csv
 """)
 def usage(
-    session: Annotated[Optional[str], typer.Option(
+    session: Annotated[str | None, typer.Option(
         "--session", metavar="ID", autocompletion=complete_session_id,
         help="Only this session (an exact id).")] = None,
-    since: Annotated[Optional[str], typer.Option(
-        "--since", metavar="DATE",
-        help="Only calls at or after DATE (YYYY-MM-DD, or an ISO 8601 time; UTC unless it "
-             "has an offset).")] = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
     json_: JsonOpt = False,
+    fmt: FormatOpt = None,
 ) -> None:
     """Model-call accounting from the transcripts: tokens and cost per purpose.
 
@@ -234,32 +342,47 @@ def usage(
     a call whose usage was not reported (usage null) is counted in
     unknown_usage_calls and never as zero tokens; a call with tokens but a
     null cost adds its tokens and counts in unknown_cost_calls.  A purpose
-    is 'complete' only when neither count is above zero.  --since compares
-    an event's own ts/time/created when it has one, else its session's
-    header 'created'.  Refused sessions (symbolic links, other projects)
-    are skipped and listed.
+    is 'complete' only when neither count is above zero.  --since/--until
+    compare an event's own ts/time/created when it has one, else its
+    session's header 'created'.  Refused sessions (symbolic links, other
+    projects) are skipped and listed.
 
-    --json prints {"project", "since", "session", "sessions",
-    "sessions_counted", "refused_sessions": [id...], "corrupt_lines",
-    "purposes": [P...], "total": P}, where P is {"purpose", "calls",
-    "known_usage_calls", "unknown_usage_calls", "input_tokens",
-    "output_tokens" (known subtotals), "cost" (known subtotal; null when no
-    call reported a cost), "unknown_cost_calls", "complete",
-    "compact_events", "memory_usage_events"}.
+    --json prints {"type": "usage", "schema_version", "project", "since",
+    "until", "session", "sessions", "sessions_counted", "refused_sessions":
+    [id...], "corrupt_lines", "purposes": [purpose rows], "total": total
+    row}; jsonl, csv and tsv give the purpose rows then the total row
+    ({"type": "total"}).  A row is {"purpose", "calls", "known_usage_calls",
+    "unknown_usage_calls", "input_tokens", "output_tokens" (known
+    subtotals), "cost" (known subtotal; null when no call reported a cost),
+    "unknown_cost_calls", "complete", "compact_events",
+    "memory_usage_events"}.
     """
-    from lecode_memctl.core.usage import parse_since, usage_report
+    from lecode_memctl.core.rowmodel import SCHEMA_VERSION, USAGE, parse_when, utc_time
+    from lecode_memctl.core.usage import usage_report
 
-    from .output import echo, emit_json, render_rows, safe
+    from .output import check_format, echo, emit_json, render_records, render_rows, safe
 
-    when = parse_since(since) if since else None
+    fmt_name = check_format(fmt, json_flag=json_)
+    t_since = parse_when(since, option="--since") if since else None
+    t_until = parse_when(until, option="--until", until=True) if until else None
     store = STATE.existing_store()
-    rep = usage_report(store, session=session, since=when)
+    rep = usage_report(store, session=session, since=t_since, until=t_until)
     doc = rep.to_json()
-    if json_:
-        emit_json(doc)
+    purposes = [USAGE.row(**p) for p in doc["purposes"]]
+    total = {**USAGE.row(**doc["total"]), "type": "total"}
+    if fmt_name == "json":
+        emit_json({"type": "usage", "schema_version": SCHEMA_VERSION, "project": doc["project"],
+                   "since": utc_time(t_since), "until": utc_time(t_until),
+                   "session": doc["session"], "sessions": doc["sessions"],
+                   "sessions_counted": doc["sessions_counted"],
+                   "refused_sessions": doc["refused_sessions"],
+                   "corrupt_lines": doc["corrupt_lines"], "purposes": purposes, "total": total})
+        return
+    if fmt_name in ("jsonl", "csv", "tsv"):
+        render_records(USAGE, [*purposes, total], fmt_name)
         return
     rows = []
-    for p in doc["purposes"] + [doc["total"]]:
+    for p in [*purposes, total]:
         unknown = p["unknown_usage_calls"]
         rows.append({
             "purpose": p["purpose"], "calls": p["calls"],
@@ -268,15 +391,16 @@ def usage(
             "cost": ("?" if p["cost"] is None else f"{p['cost']:.6g}")
                     + ("+?" if p["cost"] is not None and (unknown or p["unknown_cost_calls"]) else ""),
             "unknown usage": unknown, "unknown cost": p["unknown_cost_calls"]})
-    echo(f"{safe(rep.project)}: {rep.sessions_counted} session(s) counted"
-         + (f", since {rep.since}" if rep.since else "")
+    window = "".join([f", since {utc_time(t_since)}" if t_since else "",
+                      f", until {utc_time(t_until)}" if t_until else ""])
+    echo(f"{safe(rep.project)}: {rep.sessions_counted} session(s) counted{window}"
          + (f"; refused: {', '.join(safe(s) for s in rep.refused)}" if rep.refused else ""))
-    if not doc["purposes"]:
+    if not purposes:
         echo("no compact or memory_usage events")
         return
     render_rows(rows, ["purpose", "calls", "input tokens", "output tokens", "cost",
-                       "unknown usage", "unknown cost"], "table")
-    if doc["total"]["unknown_usage_calls"] or doc["total"]["unknown_cost_calls"]:
+                       "unknown usage", "unknown cost"], fmt_name)
+    if total["unknown_usage_calls"] or total["unknown_cost_calls"]:
         echo("'+?': known subtotal; some calls reported no usage or no cost (not zero).")
 
 
@@ -288,14 +412,15 @@ Examples:
   memctl projects --json | jq -r '.[] | select(.root_exists == false) | .slug'
 """)
 def projects(
-    root: Annotated[Optional[list[Path]], typer.Option(
+    root: Annotated[list[Path] | None, typer.Option(
         "--root", metavar="PATH",
         help="A project you know of (repeatable): lets memctl name its store's root and "
              "recognise legacy stores of directories inside it.")] = None,
     json_: JsonOpt = False,
-    fmt: Annotated[Optional[str], typer.Option(
-        "--format", "-f", metavar="FORMAT",
-        help="table (default), json, jsonl, csv, tsv, or a tabulate format name.")] = None,
+    fmt: FormatOpt = None,
+    sort: Annotated[str | None, sort_option(PROJECT_SORTS, "slug")] = None,
+    offset: OffsetOpt = None,
+    limit: LimitOpt = None,
 ) -> None:
     """List every store under <config dir>/memory/ with what is in it.
 
@@ -310,37 +435,42 @@ def projects(
     store with Markdown but no sessions and no facts database is flagged
     'possibly legacy'.  Reads only.
 
-    --json prints a list of {"slug", "path", "kind", "root", "root_source",
-    "root_exists", "legacy_of", "legacy_directory", "possibly_legacy",
-    "sessions", "facts", "facts_error", "size", "files", "last_activity"};
-    root and root_exists are null when unknown, facts is null when the
-    database cannot be read.
+    --json prints an array of project rows {"type", "slug", "path", "kind",
+    "root", "root_source", "root_exists", "legacy_of", "legacy_directory",
+    "possibly_legacy", "sessions", "facts", "facts_error", "size", "files",
+    "last_activity"}, the same fields in every format; root and root_exists
+    are null when unknown, facts is null when the database cannot be read.
     """
     from lecode_memctl.core.projects import list_projects
+    from lecode_memctl.core.rowmodel import PROJECT
 
-    from .output import check_format, render_rows
+    from .output import check_format, render_records, sort_rows, window
 
     fmt_name = check_format(fmt, json_flag=json_)
     cfg = STATE.config_dir()
+    from lecode_memctl.core.errors import MemctlError
+
     try:
         current = STATE.project_dir()
-    except OSError:
+    except (OSError, MemctlError):  # a deleted working directory: no current project
         current = None
     infos = list_projects(cfg.path, current=current, roots=root or [])
-    docs = [i.to_json() for i in infos]
-    if fmt_name in ("json", "jsonl"):
-        render_rows(docs, [], fmt_name)
-        return
-    rows = []
-    for d in docs:
-        kind = d["kind"] + (" (possibly legacy)" if d["possibly_legacy"] else "")
-        if d["legacy_of"]:
-            kind += f" of {d['legacy_of']}"
-        rows.append({"slug": d["slug"], "kind": kind,
-                     "root": d["root"] or "unknown",
-                     "root exists": "?" if d["root_exists"] is None else d["root_exists"],
-                     "sessions": d["sessions"],
-                     "facts": "?" if d["facts"] is None else d["facts"],
-                     "size": d["size"], "last activity": d["last_activity"] or "-"})
-    render_rows(rows, ["slug", "kind", "root", "root exists", "sessions", "facts", "size",
-                       "last activity"], fmt_name)
+    rows = sort_rows([PROJECT.row(**i.to_json()) for i in infos], sort, PROJECT_SORTS, "slug")
+    render_records(PROJECT, window(rows, offset, limit), fmt_name,
+                   columns=["slug", "kind", "root", "root_exists", "sessions", "facts", "size",
+                            "last_activity"],
+                   labels={"root_exists": "root exists", "last_activity": "last activity"},
+                   display=_project_display)
+
+
+PROJECT_SORTS = ("slug", "size", "sessions", "last_activity")
+
+
+def _project_display(d: dict) -> dict:
+    kind = d["kind"] + (" (possibly legacy)" if d["possibly_legacy"] else "")
+    if d["legacy_of"]:
+        kind += f" of {d['legacy_of']}"
+    return {**d, "kind": kind, "root": d["root"] or "unknown",
+            "root_exists": "?" if d["root_exists"] is None else d["root_exists"],
+            "facts": "?" if d["facts"] is None else d["facts"],
+            "last_activity": d["last_activity"] or "-"}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -21,7 +21,7 @@ Examples:
   memctl export -o bundle.tar --json | jq -r .manifest_sha256
 """)
 def export(
-    output: Annotated[Optional[Path], typer.Option(
+    output: Annotated[Path | None, typer.Option(
         "--output", "-o", metavar="FILE",
         help="Write the bundle to FILE, a new file outside the store (gzip-compressed when "
              "it ends in .tar.gz, .tgz or .gz).  Default: stdout, when it is not a terminal.")
@@ -49,14 +49,16 @@ def export(
     is never overwritten (exit 4); a FILE inside the store is refused (exit 2).
     The summary (and the manifest's SHA-256, to hand over separately if the
     recipient must be sure the bundle is the one you sent) goes to stdout,
-    or to stderr when the bundle does.  --json prints {"output",
-    "compression", "manifest_sha256", "files", "bytes", "exported",
-    "project", "skipped", "database", "validate", "facts", "facts_error"}.
+    or to stderr when the bundle does.  --json prints {"type": "export",
+    "schema_version", "output", "compression", "manifest_sha256", "files",
+    "bytes", "exported", "project", "skipped", "database", "validate",
+    "facts", "facts_error"}.
     """
     import sys
 
     from lecode_memctl.core.bundle import export_bundle, export_to_file
     from lecode_memctl.core.errors import UsageError
+    from lecode_memctl.core.rowmodel import SCHEMA_VERSION
 
     from .output import emit_json, stdout_is_tty
 
@@ -75,7 +77,7 @@ def export(
         return
     res = export_to_file(store, output, with_backups=with_backups)
     if json_:
-        emit_json(res.to_json())
+        emit_json({"type": "export", "schema_version": SCHEMA_VERSION, **res.to_json()})
         return
     _summary(res, err=False)
 
@@ -138,14 +140,14 @@ def verify(
 
     Exit status: 0 when everything agrees with the manifest, 1 when
     anything differs (each difference is listed), 3 no such BUNDLE.
-    --json prints {"ok", "exit_code", "bundle", "kind", "compression",
-    "manifest_sha256", "manifest", "files": {"checked", "changed",
-    "missing", "added", "refused"}, "problems": [{"kind", "path",
-    "detail"}...], "validate", "findings", "facts": [{"fact_id",
-    "revision", "status", "reason", "manifest_status", "manifest_reason",
-    "same"}...]}.
+    --json prints {"type": "verify", "schema_version", "ok", "exit_code",
+    "bundle", "kind", "compression", "manifest_sha256", "manifest", "files":
+    {"checked", "changed", "missing", "added", "refused"}, "problems":
+    [problem rows], "validate", "findings": [finding rows], "facts":
+    [fact_check rows]} (docs/OUTPUT.md).
     """
     from lecode_memctl.core.bundle import verify_bundle
+    from lecode_memctl.core.rowmodel import SCHEMA_VERSION
 
     from .cmd_facts import _status_cell
     from .output import echo, emit_json, render_rows, safe
@@ -153,7 +155,7 @@ def verify(
     rep = verify_bundle(bundle)
     code = 0 if rep.ok else 1
     if json_:
-        emit_json(rep.to_json())
+        emit_json({"type": "verify", "schema_version": SCHEMA_VERSION, **rep.to_json()})
         raise typer.Exit(code)
     kind = rep.kind + (f", {rep.compression}" if rep.compression else "")
     echo(f"bundle {safe(rep.bundle)} ({kind})")

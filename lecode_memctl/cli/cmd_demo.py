@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -18,7 +18,7 @@ Examples:
   memctl demo --into /tmp/memdemo   build into a directory of your choice (kept)
 """)
 def demo(
-    into: Annotated[Optional[Path], typer.Option(
+    into: Annotated[Path | None, typer.Option(
         "--into", metavar="DIR",
         help="Build the demo in DIR (must be absent or empty); implies --keep.")] = None,
     keep: Annotated[bool, typer.Option(

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any, List, Optional
+from typing import Annotated, Any
 
 import typer
 
-from .completion import complete_fact_id, complete_session_id
-from .options import FormatOpt, JsonOpt
+from .completion import FACT_STATUSES, complete_fact_id, complete_fact_status, complete_session_id
+from .options import FormatOpt, JsonOpt, LockWaitOpt
 from .registry import command
 from .state import STATE
-
 
 FactIdArg = Annotated[str, typer.Argument(
     metavar="FACT_ID", help="A fact id (16 hex digits, as 'memctl facts' shows it).",
@@ -33,13 +32,14 @@ def _store() -> Any:
     return STATE.existing_store()
 
 
-def _require_known(store: Any, fact_id: str, *, forgotten_ok: bool) -> None:
+def _require_known(store: Any, fact_id: str, *, forgotten_ok: bool,
+                   lock_wait: float = 5.0) -> None:
     """Answer 'no fact' from a read-only open, before a writer opens (and so
     migrates) the database: a write refused for an unknown id changes nothing.
     The writer checks again inside its transaction."""
     from lecode_memctl.core.facts import FactStore
 
-    fs = FactStore.open_readonly(store.facts_db)
+    fs = FactStore.open_readonly(store.facts_db, busy_timeout=lock_wait)
     try:
         if fs.get(fact_id) is None and not (forgotten_ok and fs.was_forgotten(fact_id)):
             fs.require(fact_id)  # NotFound: "no fact X" or "fact X was forgotten"
@@ -47,13 +47,13 @@ def _require_known(store: Any, fact_id: str, *, forgotten_ok: bool) -> None:
         fs.close()
 
 
-def _open_read() -> tuple[Any, Any, Any]:
+def _open_read(lock_wait: float = 5.0) -> tuple[Any, Any, Any]:
     """(store, read-only FactStore, SessionStore using it for exclusions)."""
     from lecode_memctl.core.facts import FactStore
     from lecode_memctl.core.sessions import SessionStore
 
     store = _store()
-    facts = FactStore.open_readonly(store.facts_db)
+    facts = FactStore.open_readonly(store.facts_db, busy_timeout=lock_wait)
     return store, facts, SessionStore(store, exclusions=facts)
 
 
@@ -103,26 +103,67 @@ def _print_learning(learning: dict[str, Any] | None, session: str | None) -> Non
              "longer valid)")
 
 
+def _fact_filter(query: str | None, since: Any, until: Any) -> Any:
+    """The predicate on a stored Fact for --query/--since/--until (None: every fact).
+    --query is the core's literal search: a substring of the current text,
+    case-insensitive for ASCII letters only (like SQLite's lower())."""
+    from lecode_memctl.core.rowmodel import in_window
+
+    if query is None and since is None and until is None:
+        return None
+    needle = query.translate(_ASCII_LOWER) if query is not None else None
+
+    def where(fact: Any) -> bool:
+        if needle is not None and needle not in fact.text.translate(_ASCII_LOWER):
+            return False
+        if since is not None or until is not None:
+            return in_window(fact.created, since, until) or in_window(fact.updated, since, until)
+        return True
+
+    return where
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
 @command(epilog="""\
 \b
 Examples:
-  memctl facts                      the first page (20 facts)
+  memctl facts                      the first page (20 facts), as the agent sees them
   memctl facts --offset 20          the next page
+  memctl facts --format jsonl | jq -r 'select(.status != "valid") | .fact_id'
+  memctl facts --status stale --since 7d --format csv > stale.csv
+  memctl facts --query 'indentation'          literal text search (unverified, administrative)
   memctl facts --session 2026-06-01-a1b2 --json
-  memctl facts --all --format jsonl | jq -r 'select(.status != "valid") | .fact_id'
 """)
 def facts(
-    offset: Annotated[int, typer.Option("--offset", min=0, metavar="N",
-                                        help="Start at the N-th fact (id order).")] = 0,
-    limit: Annotated[int, typer.Option("--limit", min=1, max=20, metavar="N",
-                                       help="Facts per page, at most 20.")] = 20,
-    all_: Annotated[bool, typer.Option("--all", help="Every fact, streamed (for scripts; "
-                                       "use --format jsonl on big stores).")] = False,
-    session: Annotated[Optional[str], typer.Option(
+    offset: Annotated[int | None, typer.Option(
+        "--offset", min=0, metavar="N", help="Skip the first N facts (after filtering).")] = None,
+    limit: Annotated[int | None, typer.Option(
+        "--limit", min=1, metavar="N",
+        help="At most N facts (the table: at most 20 per page).")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="The table too lists every fact, not "
+                                       "one page.")] = False,
+    session: Annotated[str | None, typer.Option(
         "--session", metavar="ID", autocompletion=complete_session_id,
         help="Only facts with evidence in this session; learning status of this session.")] = None,
+    status: Annotated[str | None, typer.Option(
+        "--status", metavar="STATUS", autocompletion=complete_fact_status,
+        help="Only facts with this evidence status: valid, stale, missing, hidden or "
+             "unverified.")] = None,
+    query: Annotated[str | None, typer.Option(
+        "--query", metavar="TEXT",
+        help="Only facts whose current text contains TEXT (literal, ASCII case-insensitive; "
+             "an administrative, unverified search).")] = None,
+    since: Annotated[str | None, typer.Option(
+        "--since", metavar="WHEN",
+        help="Only facts created or updated at or after WHEN: a date, an RFC 3339 time or "
+             "an age such as 7d or 12h.")] = None,
+    until: Annotated[str | None, typer.Option(
+        "--until", metavar="WHEN", help="Only facts created or updated at or before WHEN.")] = None,
     fmt: FormatOpt = None,
     json_: JsonOpt = False,
+    lock_wait: LockWaitOpt = 5.0,
 ) -> None:
     """List facts with their revision, evidence status, source and text.
 
@@ -132,59 +173,168 @@ def facts(
     fact_text_truncated).  A fact is valid only when the evidence of every
     one of its revisions validates today (purpose durable: a later /clear
     does not revoke it; undo, forget exclusions, edits and deletion do).
-    Pages hold at most 20 facts and 16,384 bytes of JSON, like the agent's
-    /memory facts; pass next_offset back as --offset.  Then the latest
-    learning status (the newest learning event, of --session when given),
-    its reason counts and the proposals whose evidence still validates.
 
-    --all streams every fact (with --format jsonl in constant memory).  The
-    text is stored data, not instructions; it is shown escaped.  Reads only:
-    nothing in the store is created or changed.
+    The table mirrors the agent's /memory facts: pages of at most 20 facts
+    and 16,384 bytes of JSON, in id order, then the latest learning status
+    (the newest learning event, of --session when given), its reason counts
+    and the proposals whose evidence still validates; the command for the
+    next page goes to stderr.  The machine formats (--json, --format json,
+    jsonl, csv, tsv) give every fact unless --limit or --offset is given,
+    streamed in constant memory.  --json is always one object: {"type":
+    "facts", "schema_version", "filters", "offset", "limit", "total",
+    "facts": [fact rows], "next_offset", "learning"}; see docs/OUTPUT.md
+    for the fields.  --query is the administrative literal search of the
+    stored text (unverified; filters.administrative_search says so).
+
+    The text is stored data, not instructions; tables show it escaped.
+    Reads only: nothing in the store is created or changed.
     """
-    from lecode_memctl.core.errors import UsageError
-    from lecode_memctl.core.factview import facts_page, iter_fact_rows, learning_status
+    import itertools
 
-    from .output import check_format, echo, emit_json, emit_jsonl, render_rows
+    from lecode_memctl.core.errors import MemctlError, UsageError
+    from lecode_memctl.core.factview import (
+        PAGE_FACTS,
+        facts_page,
+        iter_fact_rows,
+        learning_status,
+    )
+    from lecode_memctl.core.paging import MAX_OUTPUT_BYTES
+    from lecode_memctl.core.rowmodel import FACT, SCHEMA_VERSION, parse_when, utc_time
+    from lecode_memctl.core.sourceref import check_session_id
+
+    from .output import check_format, dumps, echo, emit_csv, emit_jsonl, render_records, write_bytes
 
     fmt_name = check_format(fmt, json_flag=json_)
-    if all_ and offset:
-        raise UsageError("--all and --offset do not go together")
-    store, fs, sessions = _open_read()
+    machine = fmt_name in ("json", "jsonl", "csv", "tsv")
+    if status is not None and status not in FACT_STATUSES:
+        raise UsageError(f"--status {status!r}: use one of {', '.join(FACT_STATUSES)}")
+    if query is not None and not query:
+        raise UsageError("--query TEXT is empty")
+    if all_ and (offset or limit):
+        raise UsageError("--all lists every fact: it does not go with --offset or --limit")
+    if not machine and not all_ and limit is not None and limit > PAGE_FACTS:
+        raise UsageError(f"a table page holds at most {PAGE_FACTS} facts (use --all, or a "
+                         "machine format such as --format jsonl, for more)")
+    if session is not None:
+        check_session_id(session)
+    t_since = parse_when(since, option="--since") if since else None
+    t_until = parse_when(until, option="--until", until=True) if until else None
+    where = _fact_filter(query, t_since, t_until)
+    filtered = where is not None or status is not None
+    paged = not machine and not all_
+    start = offset or 0
+    store, fs, sessions = _open_read(lock_wait)
     try:
         _needs_migration_note(fs)
-        if all_:
-            rows = iter_fact_rows(fs, sessions, session_id=session) if fs.exists else iter(())
-            if fmt_name == "jsonl":
-                emit_jsonl(rows)
-                return
+
+        def stream() -> Any:
+            if not fs.exists:
+                return iter(())
+            rows = iter_fact_rows(fs, sessions, session_id=session, where=where)
+            if status is not None:
+                rows = (r for r in rows if r["status"] == status)
+            return (FACT.row(**r) for r in rows)
+
+        if paged and not filtered:
+            # the agent's view: memory_list's page, byte cap included
+            doc = facts_page(fs, sessions, offset=start, limit=limit or PAGE_FACTS,
+                             session_id=session)
+            rows = [FACT.row(**r) for r in doc["facts"]]
+            total: int | None = doc["total"]
+            next_offset = doc["next_offset"]
+            learning = doc["learning"]
+        elif paged:
+            want = limit or PAGE_FACTS
+            rows = []
+            size = 0
+            more = False
+            for r in itertools.islice(stream(), start, None):
+                size += len(dumps(r)) + 2
+                if len(rows) >= want or (rows and size > MAX_OUTPUT_BYTES - 1024):
+                    more = True
+                    break
+                rows.append(r)
+            total = None
+            next_offset = start + len(rows) if more else None
+            learning = learning_status(sessions, fs, session)
+        else:
+            end = None if limit is None else start + limit
+            body = itertools.islice(stream(), start, end)
             if fmt_name == "json":
-                emit_json(list(rows))
+                total = None if filtered or not fs.exists else (
+                    fs.count() if session is None else len(fs.ids_with_evidence_in(session)))
+                head = {"type": "facts", "schema_version": SCHEMA_VERSION,
+                        "filters": {"session": session, "status": status, "query": query,
+                                    "since": utc_time(t_since), "until": utc_time(t_until),
+                                    "administrative_search": query is not None},
+                        "offset": start, "limit": limit, "total": total}
+                write_bytes(dumps(head)[:-1] + b',"facts":[')
+                n = 0
+                more = False
+                try:
+                    # one row past the page (when --limit is given) says whether there is more
+                    for r in itertools.islice(stream(), start, None if end is None else end + 1):
+                        if end is not None and start + n == end:
+                            more = True
+                            break
+                        write_bytes((b"\n" if n == 0 else b",\n") + dumps(r))
+                        n += 1
+                except MemctlError as exc:
+                    # the document is already half written: end it as valid JSON that
+                    # carries the error, which main then does not print a second time
+                    msg = exc.message + (f" ({exc.hint})" if exc.hint else "")
+                    err = {"next_offset": None, "learning": None,
+                           "error": {"code": exc.code, "message": msg,
+                                     "exit_code": exc.exit_code}}
+                    write_bytes(b"\n]," + dumps(err)[1:] + b"\n")
+                    exc.json_reported = True  # type: ignore[attr-defined]
+                    raise
+                tail = {"next_offset": start + n if more else None,
+                        "learning": learning_status(sessions, fs, session)}
+                write_bytes(b"\n]," + dumps(tail)[1:] + b"\n")
                 return
-            render_rows((_row_for_table(r) for r in rows), FACTS_COLUMNS, fmt_name)
-            if fmt_name == "table":
-                _print_learning(learning_status(sessions, fs, session), session)
-            return
-        doc = facts_page(fs, sessions, offset=offset, limit=limit, session_id=session)
-        if fmt_name == "json":
-            emit_json(doc)
-            return
-        if fmt_name == "jsonl":
-            emit_jsonl(doc["facts"])
-            return
-        if doc["facts"] or fmt_name != "table":
-            render_rows([_row_for_table(r) for r in doc["facts"]], FACTS_COLUMNS, fmt_name)
+            if fmt_name == "jsonl":
+                emit_jsonl(body)
+                return
+            if fmt_name in ("csv", "tsv"):
+                emit_csv(body, FACT.names, fmt_name)
+                return
+            rows = list(body)
+            total = len(rows)
+            next_offset = None
+            learning = learning_status(sessions, fs, session)
+        if rows:
+            render_records(FACT, rows, fmt_name, columns=FACTS_COLUMNS, display=_row_for_table)
+        if query is not None:
+            echo("memctl: note: --query is an administrative, unverified literal search of the "
+                 "stored text, not what the agent recalls; each row's status is its evidence "
+                 "check", err=True)
         if fmt_name != "table":
             return
-        n = len(doc["facts"])
-        if doc["total"] == 0:
-            echo("no facts" + (f" with evidence in session {session}" if session else ""))
+        n = len(rows)
+        if n == 0:
+            echo("no facts" + (f" with evidence in session {session}" if session else "")
+                 + (" matching the filters" if filtered else ""))
         else:
-            echo(f"facts {offset + 1}-{offset + n} of {doc['total']}"
-                 + (f"; next: memctl facts --offset {doc['next_offset']}"
-                    if doc["next_offset"] is not None else ""))
-        _print_learning(doc["learning"], session)
+            echo(f"facts {start + 1}-{start + n}" + (f" of {total}" if total is not None else ""))
+        if next_offset is not None:
+            opts = " ".join(a for a in _filter_args(session, status, query, since, until) if a)
+            echo(f"memctl: more facts: memctl facts{' ' + opts if opts else ''} "
+                 f"--offset {next_offset}", err=True)
+        _print_learning(learning, session)
     finally:
         fs.close()
+
+
+def _filter_args(session: Any, status: Any, query: Any, since: Any, until: Any) -> list[str]:
+    import shlex
+
+    out = []
+    for name, v in (("--session", session), ("--status", status), ("--query", query),
+                    ("--since", since), ("--until", until)):
+        if v is not None:
+            out.append(f"{name} {shlex.quote(v)}")
+    return out
 
 
 # ---------------------------------------------------------------- recall
@@ -205,6 +355,7 @@ def recall(
                                        help="Characters of source_text per page (default "
                                             "4096, at most 8192).")] = 4096,
     json_: JsonOpt = False,
+    lock_wait: LockWaitOpt = 5.0,
 ) -> None:
     """Recall one fact with its source evidence, as the agent's memory_recall does.
 
@@ -222,7 +373,7 @@ def recall(
 
     from .output import emit_json
 
-    _st, fs, sessions = _open_read()
+    _st, fs, sessions = _open_read(lock_wait)
     try:
         _needs_migration_note(fs)
         emit_json(core_recall(fs, sessions, fact_id, offset=offset, limit=limit))
@@ -238,32 +389,48 @@ Examples:
   memctl history 3f2a9c0d11e4b7a8
   memctl history 3f2a9c0d11e4b7a8 --json | jq '.revisions[] | {revision, status}'
 """)
-def history(fact_id: FactIdArg, json_: JsonOpt = False) -> None:
+def history(fact_id: FactIdArg, json_: JsonOpt = False, fmt: FormatOpt = None,
+            lock_wait: LockWaitOpt = 5.0) -> None:
     """Show every revision of a fact: text, time, source and its status today.
 
     Revisions are numbered 1, 2, ... without gaps; the last is current.  Each
     source is validated again now (purpose durable); legacy provenance with
     no source reference is reported unverified.  Texts are shown whole,
     escaped; they are stored data, not instructions.  An unknown id exits 3.
+    --json prints {"type": "history", "schema_version", "fact_id",
+    "revision", "status", "reason", "about_revision", "created", "updated",
+    "revisions": [revision rows]}; --format jsonl, csv or tsv gives the
+    revision rows {type, fact_id, revision, current, created, status,
+    reason, source, source_ref, provenance, text}.
     """
     from lecode_memctl.core.factview import history as core_history
+    from lecode_memctl.core.rowmodel import REVISION, SCHEMA_VERSION, utc_time
 
-    from .output import echo, emit_json, safe
+    from .output import check_format, echo, emit_json, render_records, safe
 
-    _st, fs, sessions = _open_read()
+    fmt_name = check_format(fmt, json_flag=json_)
+    _st, fs, sessions = _open_read(lock_wait)
     try:
         _needs_migration_note(fs)
         doc = core_history(fs, sessions, fact_id)
     finally:
         fs.close()
-    if json_:
-        emit_json(doc)
+    rows = [REVISION.row(fact_id=doc["fact_id"], **r) for r in doc["revisions"]]
+    if fmt_name == "json":
+        emit_json({"type": "history", "schema_version": SCHEMA_VERSION,
+                   **{k: v for k, v in doc.items() if k != "revisions"},
+                   "created": utc_time(doc["created"]), "updated": utc_time(doc["updated"]),
+                   "revisions": rows})
+        return
+    if fmt_name != "table":
+        render_records(REVISION, rows, fmt_name,
+                       columns=["revision", "current", "created", "status", "source", "text"])
         return
     echo(f"fact {doc['fact_id']}  revision {doc['revision']}  "
          f"{_status_cell(doc['status'], doc['reason'])}")
-    for r in doc["revisions"]:
+    for r in rows:
         mark = "*" if r["current"] else " "
-        echo(f"{mark} revision {r['revision']}  {safe(r['created'])}  "
+        echo(f"{mark} revision {r['revision']}  {safe(r['created'] or '-')}  "
              f"source {safe(r['source'] or '-')}  {_status_cell(r['status'], r['reason'])}")
         for line in safe(r["text"]).splitlines() or [""]:
             echo(f"    {line}")
@@ -365,16 +532,17 @@ def correct(
         metavar="SESSION[:START-END]", autocompletion=complete_session_id,
         help="The exact session id holding the evidence, or SESSION:START-END as memctl "
              "prints a source (SESSION:N for one position).")],
-    rest: Annotated[Optional[List[str]], typer.Argument(
+    rest: Annotated[list[str] | None, typer.Argument(
         metavar="[START END] [TEXT]", show_default=False,
         help="START and END (first and last seq, inclusive, at most 200 positions) when "
              "SESSION has no range; then the corrected fact text.")] = None,
-    text_file: Annotated[Optional[str], typer.Option(
+    text_file: Annotated[str | None, typer.Option(
         "--text-file", metavar="FILE", help="Read the text from FILE ('-' for stdin).")] = None,
     yes: Annotated[bool, typer.Option(
         "--yes", "-y", help="Correct without asking when the fact stays invalid (required "
                             "then when stdin is not a terminal).")] = False,
     json_: JsonOpt = False,
+    lock_wait: LockWaitOpt = 5.0,
 ) -> None:
     """Correct a fact: append a revision justified by persisted evidence.
 
@@ -419,7 +587,7 @@ def correct(
     store = _store()
     if not store.facts_db.exists() and not store.facts_db.is_symlink():
         raise NotFound(f"no fact {fact_id} (no facts database in {store.path})")
-    _require_known(store, fact_id, forgotten_ok=False)
+    _require_known(store, fact_id, forgotten_ok=False, lock_wait=lock_wait)
     current, bad = _invalid_revisions(store, fact_id)
     # A stale expected REVISION is refused by the write itself (exit 4): ask
     # only about a correction that would be written.
@@ -431,7 +599,7 @@ def correct(
         if not typer.confirm(f"Correct fact {fact_id} anyway?", default=False, err=True):
             echo("nothing corrected", err=True)
             raise typer.Exit(1)
-    fs = FactStore(store.facts_db)
+    fs = FactStore(store.facts_db, busy_timeout=lock_wait)
     try:
         old = fs.require(fact_id)
         sessions = SessionStore(store, exclusions=fs)
@@ -469,6 +637,7 @@ def forget(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the impact; write nothing.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     json_: JsonOpt = False,
+    lock_wait: LockWaitOpt = 5.0,
 ) -> None:
     """Forget one fact, all its revisions, and the evidence behind them.
 
@@ -479,11 +648,16 @@ def forget(
     project-wide); deletes the fact, its revisions, provenance and source
     references.  Other facts that share the evidence are kept but stop
     validating.  Raw transcripts are not changed.  --dry-run prints the
-    exclusions, the other facts suppressed, the new generation, how many
-    generated messages it invalidates and which compaction summaries become
-    inert.  Without --yes it asks on a terminal and refuses otherwise.  Says
+    exclusions, the new generation, every other fact whose status changes
+    (evidence that overlaps the new exclusions, or that holds generated
+    messages the new generation hides) with its status before and after, as
+    'memctl facts' will list it, how many generated messages the new
+    generation invalidates and which compaction summaries become inert.
+    Without --yes it asks on a terminal and refuses otherwise.  Says
     whether this call forgot the fact or it was already forgotten; an
-    unknown id exits 3.
+    unknown id exits 3.  The new generation is recorded outside the store
+    (unless --no-state), so that 'memctl validate' reports a facts database
+    later put back from an older copy (db.rolled_back).
     """
     import sys
 
@@ -495,7 +669,7 @@ def forget(
 
     check_fact_id(fact_id)
     if dry_run:
-        _st, fs, sessions = _open_read()
+        _st, fs, sessions = _open_read(lock_wait)
         try:
             impact = forget_impact(fs, sessions, fact_id)
         finally:
@@ -512,8 +686,11 @@ def forget(
              + (": " + ", ".join(f"{safe(e['session_id'])}:{e['seq']}" for e in excl) if excl else ""))
         if impact["already_excluded"]:
             echo(f"  already excluded: {len(impact['already_excluded'])}")
-        echo(f"  other facts suppressed: {len(impact['suppressed_facts'])}"
-             + (": " + ", ".join(impact["suppressed_facts"]) if impact["suppressed_facts"] else ""))
+        changes = impact["status_changes"]
+        echo(f"  other facts whose status changes: {len(changes)}")
+        for c in changes:
+            echo(f"    {c['fact_id']}: {_status_cell(c['status'], c['reason'])} -> "
+                 f"{_status_cell(c['new_status'], c['new_reason'])}")
         echo(f"  generation: {impact['generation']} -> {impact['new_generation']}")
         echo(f"  generated messages invalidated: {impact['generated_messages_invalidated']}")
         inert = impact["summaries_inert"]
@@ -523,17 +700,18 @@ def forget(
     store = _store()
     if not store.facts_db.exists() and not store.facts_db.is_symlink():
         raise NotFound(f"no fact {fact_id} (no facts database in {store.path})")
-    _require_known(store, fact_id, forgotten_ok=True)
+    _require_known(store, fact_id, forgotten_ok=True, lock_wait=lock_wait)
     if not yes:
         if not sys.stdin.isatty():
             raise UsageError("refusing to forget without --yes: stdin is not a terminal")
         if not typer.confirm(f"Forget fact {fact_id} and exclude its evidence?", err=True):
             echo("nothing forgotten", err=True)
             raise typer.Exit(1)
-    fs = FactStore(store.facts_db)
+    fs = FactStore(store.facts_db, busy_timeout=lock_wait)
     try:
         forgot = fs.forget(fact_id)
         generation = fs.generation()
+        STATE.record_mark(store, generation, fs.exclusion_count())
     finally:
         fs.close()
     if json_:
@@ -559,6 +737,7 @@ def context(
     explain: Annotated[bool, typer.Option("--explain", help="After the section, list every fact "
                                           "left out and why, and the byte accounting.")] = False,
     json_: JsonOpt = False,
+    lock_wait: LockWaitOpt = 5.0,
 ) -> None:
     """Print the memory section the agent would inject at its next request.
 
@@ -581,7 +760,7 @@ def context(
     from .output import echo, emit_json, safe, write_bytes
 
     config = load_memory_config(STATE.config_dir().path)
-    store, fs, sessions = _open_read()
+    store, fs, sessions = _open_read(lock_wait)
     try:
         _needs_migration_note(fs)
         section = build_memory_section(store, config, fs if fs.exists else None, sessions,

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from .completion import EDIT_KINDS, complete_edit_kind
-from .options import FormatOpt, JsonOpt
+from .completion import EDIT_KINDS, complete_edit_kind, complete_log_date, complete_note_name
+from .options import FormatOpt, JsonOpt, LimitOpt, OffsetOpt, sort_option
 from .registry import command
 from .state import STATE
-
 
 
 def _print_file(md, json_: bool) -> None:  # md: core.markdown.MarkdownFile
@@ -58,9 +57,9 @@ Examples:
   memctl log 2026-03-01 --json
 """)
 def log(
-    date: Annotated[Optional[str], typer.Argument(
+    date: Annotated[str | None, typer.Argument(
         metavar="DATE", help="A calendar date YYYY-MM-DD (default: today, local time).",
-        show_default=False)] = None,
+        autocompletion=complete_log_date, show_default=False)] = None,
     json_: JsonOpt = False,
 ) -> None:
     """Print a daily log, daily/YYYY-MM-DD.md (today's by default).
@@ -84,24 +83,30 @@ Examples:
   memctl notes deploy-checklist --json | jq -r .text
 """)
 def notes(
-    name: Annotated[Optional[str], typer.Argument(
+    name: Annotated[str | None, typer.Argument(
         metavar="NAME", help="Print this note instead of listing them (a trailing .md is accepted).",
-        show_default=False)] = None,
+        autocompletion=complete_note_name, show_default=False)] = None,
     json_: JsonOpt = False,
     fmt: FormatOpt = None,
+    sort: Annotated[str | None, sort_option(NOTE_SORTS, "name")] = None,
+    offset: OffsetOpt = None,
+    limit: LimitOpt = None,
 ) -> None:
     """List the named notes (name, size, modified), or print one note.
 
     Named notes are notes/<name>.md in the store.  Without NAME, lists every
-    note; with NAME, prints it (exit 3 if there is no such note).  A note
-    name is 1-100 characters without '/', '\\', '..', a leading dot or
-    control characters; anything else is refused before any file is touched
-    (exit 2).  Changes nothing.
+    note (--json: an array of note rows {type, name, path, size, modified},
+    the same fields in every format); with NAME, prints it (exit 3 if there
+    is no such note; --json: {path, text}).  A note name is 1-100
+    characters without '/', '\\', '..', a leading dot or control
+    characters; anything else is refused before any file is touched (exit
+    2).  Changes nothing.
     """
     from lecode_memctl.core import markdown
     from lecode_memctl.core.errors import UsageError
+    from lecode_memctl.core.rowmodel import NOTE
 
-    from .output import check_format, echo, render_rows, safe
+    from .output import check_format, echo, render_records, safe, sort_rows, window
 
     if name is not None:
         target = markdown.note_target(name)
@@ -112,15 +117,16 @@ def notes(
     fmt_name = check_format(fmt, json_flag=json_)
     store = STATE.existing_store()
     infos = markdown.list_notes(store)
-    rows = [{"name": i.name, "path": str(i.path), "size": i.size, "modified": i.modified}
+    rows = [NOTE.row(name=i.name, path=str(i.path), size=i.size, modified=i.modified)
             for i in infos]
+    rows = sort_rows(rows, sort, NOTE_SORTS, "name")
     if not rows and fmt_name == "table":
         echo(f"no notes in {safe(str(store.notes_dir))}", err=True)
         return
-    columns = ["name", "size", "modified"]
-    if fmt_name in ("json", "jsonl"):
-        columns = ["name", "path", "size", "modified"]
-    render_rows(rows, columns, fmt_name)
+    render_records(NOTE, window(rows, offset, limit), fmt_name, columns=["name", "size", "modified"])
+
+
+NOTE_SORTS = ("name", "size", "modified")
 
 
 @command(epilog="""\
@@ -129,43 +135,63 @@ Examples:
   memctl search deploy                 lines mentioning deploy
   memctl search -i 'todo|fixme' --limit 200
   memctl search '^## ' --json | jq -r '.hits[].file'
+  memctl search deploy --format csv    every hit, one row each
 """)
 def search(
     pattern: Annotated[str, typer.Argument(
         metavar="PATTERN", help="A Python regular expression, matched against each line.")],
-    limit: Annotated[int, typer.Option(
-        "--limit", "-n", metavar="N", min=1, help="Stop after N hits.")] = 50,
+    limit: Annotated[int | None, typer.Option(
+        "--limit", "-n", metavar="N", min=1,
+        help="Stop after N hits (default: 50 in the text listing, every hit in json, jsonl, "
+             "csv and tsv).")] = None,
     ignore_case: Annotated[bool, typer.Option(
         "--ignore-case", "-i", help="Match without regard to case.")] = False,
     json_: JsonOpt = False,
+    fmt: Annotated[str | None, typer.Option(
+        "--format", "-f", metavar="FORMAT",
+        help="text (default: file:line: text), json, jsonl, csv, tsv, or a table format "
+             "(table, plain, github, ...).")] = None,
 ) -> None:
     """Search the Markdown memory with a Python regular expression.
 
     Searches MEMORY.md, scratchpad.md, daily/*.md and notes/*.md, in that
     order, line by line (never .bak files, temporary files or session
     transcripts), and prints each hit as file:line: text, with the file
-    relative to the store.  At most 50 hits unless --limit says otherwise; a
-    note on stderr says when more exist.  An invalid regular expression is a
-    usage error (exit 2).  A file that is not valid UTF-8 or is a symbolic
-    link is skipped with a warning on stderr (listed under "skipped" with
-    --json).  No hits is not an error.  Changes nothing.
+    relative to the store.  The text listing stops at 50 hits unless --limit
+    says otherwise, and a note on stderr says when more exist; the machine
+    formats give every hit unless --limit is given.  An invalid regular
+    expression is a usage error (exit 2).  A file that is not valid UTF-8 or
+    is a symbolic link is skipped with a warning on stderr (listed under
+    "skipped" with --json).  No hits is not an error.  Changes nothing.
+    --json prints {"type": "search", "schema_version", "pattern", "limit",
+    "truncated", "files_searched", "hits": [hit rows {type, file, line,
+    text}], "skipped": [{file, reason}]}; jsonl, csv and tsv give the hit
+    rows.
     """
     from lecode_memctl.core import markdown
+    from lecode_memctl.core.rowmodel import HIT, SCHEMA_VERSION
 
-    from .output import echo, emit_json, safe
+    from .output import check_format, echo, emit_json, render_records, safe
 
-    result = markdown.search(STATE.existing_store(), pattern, limit=limit, ignore_case=ignore_case)
-    if json_:
-        emit_json({
-            "pattern": result.pattern, "limit": result.limit, "truncated": result.truncated,
-            "files_searched": result.files_searched,
-            "hits": [{"file": h.file, "line": h.line, "text": h.text} for h in result.hits],
-            "skipped": [{"file": s.file, "reason": s.reason} for s in result.skipped]})
-        return
+    fmt_name = "text" if fmt in (None, "text") and not json_ else check_format(fmt, json_flag=json_)
+    machine = fmt_name in ("json", "jsonl", "csv", "tsv")
+    cap = limit if limit is not None else (2**62 if machine else markdown.DEFAULT_SEARCH_LIMIT)
+    result = markdown.search(STATE.existing_store(), pattern, limit=cap, ignore_case=ignore_case)
+    rows = [HIT.row(file=h.file, line=h.line, text=h.text) for h in result.hits]
     for s in result.skipped:
         echo(f"memctl: warning: {safe(s.file)}: {safe(s.reason)}; skipped", err=True)
-    for h in result.hits:
-        echo(f"{safe(h.file)}:{h.line}: {safe(h.text)}")
+    if fmt_name == "json":
+        emit_json({
+            "type": "search", "schema_version": SCHEMA_VERSION,
+            "pattern": result.pattern, "limit": limit, "truncated": result.truncated,
+            "files_searched": result.files_searched, "hits": rows,
+            "skipped": [{"file": s.file, "reason": s.reason} for s in result.skipped]})
+        return
+    if fmt_name == "text":
+        for h in result.hits:
+            echo(f"{safe(h.file)}:{h.line}: {safe(h.text)}")
+    else:
+        render_records(HIT, rows, fmt_name)
     if result.truncated:
         echo(f"memctl: stopped after {result.limit} hits; more exist (use --limit N)", err=True)
     elif not result.hits:
@@ -206,7 +232,7 @@ Examples:
   EDITOR='code --wait' memctl edit
 """)
 def edit(
-    target_words: Annotated[Optional[list[str]], typer.Argument(
+    target_words: Annotated[list[str] | None, typer.Argument(
         metavar="memory|scratchpad|log [DATE]|note NAME",
         help="Which file: memory (MEMORY.md, the default), scratchpad, log [DATE] "
              "(a daily log, today by default) or note NAME.",
@@ -272,7 +298,8 @@ def edit(
             markdown.decode(after, "the edited text")
         except MemctlError as exc:
             keep = True
-            raise UsageError(f"{exc.message}; nothing was written; your edited copy is kept at {tmp}") from None
+            raise UsageError(f"{exc.message}; nothing was written; "
+                             f"your edited copy is kept at {tmp}") from None
         try:
             markdown.write_if_unchanged(store, target, after, before_hash)
         except MemctlError as exc:

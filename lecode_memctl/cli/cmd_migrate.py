@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, List, Optional
+from typing import Annotated
 
 import typer
 
@@ -15,10 +15,37 @@ _ORIGIN_LABEL = {"cwd": "cwd", "ancestor": "ancestor", "tree": "tree",
                  "worktree": "worktree", "from": "--from"}
 
 
+def _item_rows(plan, diffs: dict | None = None) -> list[dict]:
+    from lecode_memctl.core.rowmodel import PLAN_ITEM
+
+    diffs = diffs or {}
+    return [PLAN_ITEM.row(source=str(i.source),
+                          destination=str(i.destination) if i.destination else None,
+                          action=i.action, reason=i.reason, conflict=i.conflict,
+                          result=i.result, store=i.store, name=i.name, size=i.size,
+                          sha256=i.sha256,
+                          provided_by=str(i.provided_by) if i.provided_by else None,
+                          detail=i.detail, diff=diffs.get(n)) for n, i in enumerate(plan.items)]
+
+
+def _emit(plan, fmt: str, *, dry_run: bool, diffs: dict | None = None) -> None:
+    from lecode_memctl.core.rowmodel import PLAN_ITEM
+
+    from .output import emit_json, render_records
+
+    if fmt == "json":
+        emit_json(_doc(plan, dry_run=dry_run, diffs=diffs))
+    else:
+        render_records(PLAN_ITEM, _item_rows(plan, diffs), fmt)
+
+
 def _doc(plan, *, dry_run: bool, diffs: dict | None = None) -> dict:
+    from lecode_memctl.core.rowmodel import SCHEMA_VERSION
+
     d = plan.discovery
     diffs = diffs or {}
     return {
+        "type": "migration", "schema_version": SCHEMA_VERSION,
         "project": {"root": str(d.project.root), "kind": d.project.kind,
                     "cwd": str(d.project.cwd), "slug": d.store.slug, "store": str(d.store.path)},
         "dry_run": dry_run,
@@ -30,13 +57,7 @@ def _doc(plan, *, dry_run: bool, diffs: dict | None = None) -> dict:
         "dirs_scanned": d.dirs_scanned,
         "truncated": d.truncated,
         "notes": list(d.notes),
-        "items": [{"source": str(i.source),
-                   "destination": str(i.destination) if i.destination else None,
-                   "action": i.action, "reason": i.reason, "conflict": i.conflict,
-                   "result": i.result, "store": i.store, "name": i.name, "size": i.size,
-                   "sha256": i.sha256,
-                   "provided_by": str(i.provided_by) if i.provided_by else None,
-                   "detail": i.detail, "diff": diffs.get(n)} for n, i in enumerate(plan.items)],
+        "items": _item_rows(plan, diffs),
         "summary": {"copy": len(plan.copies),
                     "skip": sum(1 for i in plan.items if i.action != "copy"),
                     "conflicts": len(plan.conflicts), "copied": plan.copied},
@@ -169,7 +190,7 @@ def migrate_legacy(
         "--dry-run", "-n", help="Only print the plan; change nothing.")] = False,
     yes: Annotated[bool, typer.Option(
         "--yes", "-y", help="Copy without asking (required when stdin is not a terminal).")] = False,
-    from_: Annotated[Optional[List[Path]], typer.Option(
+    from_: Annotated[list[Path] | None, typer.Option(
         "--from", metavar="DIR",
         help="Also migrate this legacy store directory (repeatable; after the discovered "
              "ones, in the order given).")] = None,
@@ -183,6 +204,10 @@ def migrate_legacy(
         "--fail-on-conflict", help="Exit 4 when some legacy file is not copied because the "
                                    "project store has other content for it.")] = False,
     json_: JsonOpt = False,
+    fmt: Annotated[str | None, typer.Option(
+        "--format", "-f", metavar="FORMAT",
+        help="text (default), json (the same as --json), or jsonl, csv, tsv: the plan's "
+             "item rows.")] = None,
 ) -> None:
     """Copy memory that older lecode versions kept per working directory into
     the project's store.
@@ -208,8 +233,12 @@ def migrate_legacy(
     from lecode_memctl.core.errors import UsageError
     from lecode_memctl.core.migrate import apply_migration, plan_migration
 
-    from .output import echo, emit_json, safe
+    from .output import check_format, echo, safe
 
+    fmt_name = check_format(None if fmt == "text" else fmt, json_flag=json_)
+    if fmt_name not in ("table", "json", "jsonl", "csv", "tsv"):
+        raise UsageError(f"unknown format {fmt!r}; use text, json, jsonl, csv or tsv")
+    json_ = fmt_name != "table"   # a machine format: no prompt, no text
     if STATE.store_option:
         raise UsageError("migrate-legacy works on a project (--project or the current "
                          "directory), not on --store")
@@ -222,7 +251,7 @@ def migrate_legacy(
     if dry_run or not plan.copies:
         diffs = _diffs(plan) if diff else {}
         if json_:
-            emit_json(_doc(plan, dry_run=dry_run, diffs=diffs))
+            _emit(plan, fmt_name, dry_run=dry_run, diffs=diffs)
         else:
             _print_plan(plan)
             echo(_summary(plan))
@@ -235,7 +264,8 @@ def migrate_legacy(
         if not json_:
             _print_plan(plan)
             echo(_summary(plan))
-        why = "--json is for scripts" if json_ else "stdin is not a terminal"
+        why = ((f"--format {fmt_name}" if fmt_name != "json" else "--json") + " is for scripts"
+               if json_ else "stdin is not a terminal")
         raise UsageError(f"{why}: pass --yes to copy {len(plan.copies)} file"
                          f"{'s' if len(plan.copies) != 1 else ''}, or --dry-run to only plan")
     if not json_:
@@ -251,7 +281,7 @@ def migrate_legacy(
     done = apply_migration(plan)
     diffs = _diffs(done) if diff else {}
     if json_:
-        emit_json(_doc(done, dry_run=False, diffs=diffs))
+        _emit(done, fmt_name, dry_run=False, diffs=diffs)
         raise typer.Exit(done.exit_code)
     for i in done.items:
         if i.result in ("conflict", "source_changed", "identical") and i.action == "copy":

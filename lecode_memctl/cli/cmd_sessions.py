@@ -2,20 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from .completion import complete_session_id
-from .options import FormatOpt, JsonOpt
+from .options import FormatOpt, JsonOpt, LimitOpt, OffsetOpt, SinceOpt, UntilOpt, sort_option
 from .registry import command
 from .state import STATE
 
-
-
-
 _STATE_LABEL = {"ok": "ok", "torn_tail": "torn tail", "corrupt": "corrupt", "refused": "refused",
                 "unreadable": "unreadable"}
+
+
+def _session_display(row: dict) -> dict:
+    out = dict(row)
+    state = _STATE_LABEL.get(row["state"], row["state"])
+    if row["reason"] and row["state"] != "torn_tail":
+        state += f" ({row['reason']})"
+    out["state"] = state
+    return out
+
+
+SESSION_SORTS = ("id", "created", "last_time", "size")
 
 
 @command(epilog="""\
@@ -23,50 +32,56 @@ _STATE_LABEL = {"ok": "ok", "torn_tail": "torn tail", "corrupt": "corrupt", "ref
 Examples:
   memctl sessions
   memctl sessions --format csv > sessions.csv
-  memctl sessions --json | jq -r '.[] | select(.state != "ok") | .id'
+  memctl sessions --since 7d --sort=-last_time
+  memctl sessions --format jsonl | jq -r 'select(.state != "ok") | .id'
 
 \b
 State: ok; torn tail (the last line is an append still in flight, which
 is normal while lecode runs and hides nothing before it); corrupt
-(with the kind: not_json, not_object, no_seq, invalid_utf8, seq_gap,
+(with the kind: not_json, unsupported_json, not_object, no_seq, invalid_utf8, seq_gap,
 seq_duplicate, seq_regression); refused (refused_symlink, refused_header,
 refused_project); unreadable.
 """)
-def sessions(json_: JsonOpt = False, fmt: FormatOpt = None) -> None:
+def sessions(
+    json_: JsonOpt = False,
+    fmt: FormatOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    sort: Annotated[str | None, sort_option(SESSION_SORTS, "id")] = None,
+    offset: OffsetOpt = None,
+    limit: LimitOpt = None,
+) -> None:
     """List the project's session transcripts, one row per session.
 
-    Each row: id, created (from the header), last (the time of the last
-    append: the file's modification time, UTC), records (complete records,
-    the header included), messages, compactions (compact events), size in
-    bytes, and state.  The state comes from the header and the tail of each
-    file plus a byte-level pass that parses only lines holding "event":
-    it is cheap on large transcripts but is not a full check; 'memctl
-    validate --deep' parses every line.  Sessions of another project,
+    Each row: id, created (from the header), last_time (the time of the last
+    append: the file's modification time), records (complete records, the
+    header included), messages, compactions (compact events), size in bytes,
+    and state with its reason.  The state comes from the header and the tail
+    of each file plus a byte-level pass that parses only lines holding
+    "event": it is cheap on large transcripts but is not a full check;
+    'memctl validate --deep' parses every line.  Sessions of another project,
     symbolic links and files without a valid header are listed as refused,
-    never read further.  Changes nothing.  JSON fields: id, created,
-    last_time, records, messages, compactions, size, state (ok, torn_tail,
-    corrupt, refused, unreadable), reason, detail.
+    never read further.  --since/--until select by the last record's time.
+    Changes nothing.  --json prints an array of session rows; the fields
+    (the same in every format) are listed in docs/OUTPUT.md.
     """
+    from lecode_memctl.core.rowmodel import SESSION, in_window, parse_when
     from lecode_memctl.core.sessions import SessionStore
 
-    from .output import check_format, render_rows
+    from .output import check_format, render_records, sort_rows, window
 
     fmt_name = check_format(fmt, json_flag=json_)
+    t_since = parse_when(since, option="--since") if since else None
+    t_until = parse_when(until, option="--until", until=True) if until else None
     store = STATE.existing_store()
     infos = SessionStore(store).list_sessions()
-    if fmt_name in ("json", "jsonl"):
-        render_rows([i.to_json() for i in infos], [], fmt_name)
-        return
-    rows = []
-    for i in infos:
-        state = _STATE_LABEL.get(i.state, i.state)
-        if i.reason and i.state != "torn_tail":
-            state += f" ({i.reason})"
-        rows.append({"id": i.id, "created": i.created, "last": i.last_time, "records": i.records,
-                     "messages": i.messages, "compactions": i.compactions, "size": i.size,
-                     "state": state})
-    render_rows(rows, ["id", "created", "last", "records", "messages", "compactions", "size",
-                       "state"], fmt_name)
+    rows = [SESSION.row(**i.to_json()) for i in infos]
+    rows = [r for r in rows if in_window(r["last_time"], t_since, t_until)]
+    rows = sort_rows(rows, sort, SESSION_SORTS, "id")
+    render_records(SESSION, window(rows, offset, limit), fmt_name,
+                   columns=["id", "created", "last_time", "records", "messages", "compactions",
+                            "size", "state"],
+                   labels={"last_time": "last"}, display=_session_display)
 
 
 @command(epilog="""\

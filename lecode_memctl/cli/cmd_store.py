@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
+from .completion import complete_record_type, complete_shell
 from .options import FormatOpt, JsonOpt
 from .registry import command
 from .state import STATE
@@ -20,7 +21,7 @@ Examples:
   memctl where --json | jq -r .store
 """)
 def where(
-    path: Annotated[Optional[Path], typer.Argument(
+    path: Annotated[Path | None, typer.Argument(
         metavar="PATH", help="A directory inside the project (default: --project or the current directory).",
         show_default=False)] = None,
     json_: JsonOpt = False,
@@ -37,8 +38,8 @@ def where(
     most of them name), or the directory name.  --json adds slug_source
     (project, option, headers, directory) and slug_detail.
     """
-    from lecode_memctl.core.layout import Store, inventory, memory_root
     from lecode_memctl.core.identity import resolve_project
+    from lecode_memctl.core.layout import Store, inventory, memory_root
 
     from .output import echo, emit_json, safe
 
@@ -102,23 +103,133 @@ def config(json_: JsonOpt = False, fmt: FormatOpt = None) -> None:
     Reads <config dir>/config.toml.  Keys: enabled (default true), max_bytes
     (32768, the whole memory section), auto_learn (false), facts_max_bytes
     (8192, valid 0..65536).  An out-of-range or mistyped value is an error
-    naming the key (exit 2).
+    naming the key (exit 2).  --json prints one object (the config dir and
+    file, each key as {value, default, source}, and "settings": the rows);
+    jsonl, csv and tsv give the setting rows {type, key, value, default,
+    source}.
     """
     from lecode_memctl.core.config import load_memory_config
+    from lecode_memctl.core.rowmodel import SCHEMA_VERSION, SETTING
 
-    from .output import check_format, emit_json, render_rows
+    from .output import check_format, emit_json, render_records
 
     fmt_name = check_format(fmt, json_flag=json_)
     cfg_dir = STATE.config_dir()
     mc = load_memory_config(cfg_dir.path)
-    rows = [{"key": f"memory.{s.key}", "value": s.value, "default": s.default, "source": s.source}
+    rows = [SETTING.row(key=f"memory.{s.key}", value=s.value, default=s.default, source=s.source)
             for s in mc.settings]
     if fmt_name == "json":
         emit_json({
+            "type": "config", "schema_version": SCHEMA_VERSION,
             "config_dir": str(cfg_dir.path), "config_dir_source": cfg_dir.source,
             "config_file": str(cfg_dir.path / "config.toml"),
             "config_file_exists": mc.path is not None,
             **{s.key: {"value": s.value, "default": s.default, "source": s.source}
-               for s in mc.settings}})
+               for s in mc.settings},
+            "settings": rows})
         return
-    render_rows(rows, ["key", "value", "default", "source"], fmt_name)
+    render_records(SETTING, rows, fmt_name)
+
+
+# ---------------------------------------------------------------- installed files
+# The man page and the completion scripts ship inside the package
+# (lecode_memctl/share/, written by scripts/gen_docs.py), so a pip-installed
+# memctl can print them.
+
+SHELL_FILES = {"bash": "memctl.bash", "zsh": "_memctl", "fish": "memctl.fish"}
+
+
+def _share(name: str) -> bytes:
+    from importlib import resources
+
+    from lecode_memctl.core.errors import NotFound
+
+    try:
+        return resources.files("lecode_memctl").joinpath("share", name).read_bytes()
+    except (FileNotFoundError, OSError):
+        raise NotFound(f"{name} is not installed with this memctl "
+                       "(lecode_memctl/share/ is missing)") from None
+
+
+@command(epilog="""\
+\b
+Examples:
+  memctl completion bash > ~/.local/share/bash-completion/completions/memctl
+  memctl completion zsh > ~/.zsh/_memctl        # ~/.zshrc: source ~/.zsh/_memctl
+  memctl completion fish > ~/.config/fish/completions/memctl.fish
+  eval "$(memctl completion bash)"              this shell only
+""")
+def completion(
+    shell: Annotated[str, typer.Argument(
+        metavar="SHELL", help="bash, zsh or fish.", autocompletion=complete_shell,
+        show_default=False)],
+) -> None:
+    """Print the shell completion script for bash, zsh or fish.
+
+    The script asks memctl itself for candidates (commands, options,
+    --format values, fact and session ids, note names, log dates, finding
+    codes for --ignore), so memctl must be on your PATH.  Save it where your
+    shell loads completions (see the examples); nothing is installed for
+    you.
+    """
+    from lecode_memctl.core.errors import UsageError
+
+    from .output import write_bytes
+
+    if shell not in SHELL_FILES:
+        raise UsageError(f"unknown shell {shell!r}; use bash, zsh or fish")
+    write_bytes(_share(SHELL_FILES[shell]))
+
+
+@command(epilog="""\
+\b
+Examples:
+  memctl man | man -l -             read it
+  memctl man > ~/.local/share/man/man1/memctl.1
+""")
+def man_page() -> None:
+    """Print the manual page (roff) that 'man memctl' shows.
+
+    A pip-installed memctl carries the page inside its package: read it
+    with 'memctl man | man -l -', or save it as memctl.1 in a man1
+    directory on your MANPATH (for example ~/.local/share/man/man1/).
+    """
+    from .output import write_bytes
+
+    write_bytes(_share("memctl.1"))
+
+
+@command(epilog="""\
+\b
+Examples:
+  memctl schema | jq .schema_version        check it in a script
+  memctl schema fact                        the JSON Schema of a facts row
+""")
+def schema(
+    record: Annotated[str | None, typer.Argument(
+        metavar="TYPE", help="Only this record type (fact, session, finding, ...).",
+        autocompletion=complete_record_type,
+        show_default=False)] = None,
+) -> None:
+    """Print the output schema: its version and the JSON Schema of every record.
+
+    Every listing is built from one row model: the JSON field names, the
+    JSONL keys and the CSV/TSV headers are the same, and each record carries
+    a "type".  This prints {"schema_version": N, "records": {TYPE:
+    {"command", "schema"}}} (or, with TYPE, that record's JSON Schema).
+    schema_version changes whenever a field is renamed, removed or changes
+    meaning; docs/OUTPUT.md lists the fields and the changes.
+    """
+    from lecode_memctl.core.errors import UsageError
+    from lecode_memctl.core.rowmodel import schema_document
+
+    from .output import emit_json
+
+    doc = schema_document()
+    if record is None:
+        emit_json(doc)
+        return
+    if record not in doc["records"]:
+        raise UsageError(f"unknown record type {record!r}; use one of "
+                         f"{', '.join(sorted(doc['records']))}")
+    emit_json(doc["records"][record]["schema"])

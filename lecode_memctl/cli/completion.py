@@ -43,32 +43,29 @@ def store_from_context(ctx: Any) -> Any:
             v = params.get(name)
             if v:
                 values[name] = os.fspath(v)
-    return State(config_dir_option=values.get("config_dir"), project=values.get("project"),
-                 store_option=values.get("store")).store()
+    if values.get("store"):
+        # Completion needs the directory only: not the slug that the command
+        # would take from the transcript headers (store_given reads them).
+        from lecode_memctl.core.layout import store_at
+
+        return store_at(values["store"])
+    return State(config_dir_option=values.get("config_dir"), project=values.get("project")).store()
 
 
 def complete_session_id(ctx, args, incomplete):  # noqa: ANN001,ANN201 - typer inspects names
     """Session ids of the store that start with what was typed.
 
-    Lists ``sessions/*.jsonl`` (symbolic links left out) and opens nothing
-    else: nothing written."""
+    The layout's listing of ``sessions/*.jsonl`` (symbolic links left out);
+    opens nothing, writes nothing."""
     try:
-        from lecode_memctl.core.sourceref import SESSION_ID_RE
+        from lecode_memctl.core.layout import session_ids
 
-        sessions = os.path.join(os.fspath(store_from_context(ctx).path), "sessions")
-        if os.path.islink(sessions):
+        store = store_from_context(ctx)
+        if os.path.islink(store.sessions_dir):
             return []
         prefix = incomplete or ""
-        out = []
-        with os.scandir(sessions) as it:
-            for entry in it:
-                name = entry.name
-                if not name.endswith(".jsonl") or entry.is_symlink():
-                    continue
-                sid = name[:-6]
-                if sid.startswith(prefix) and SESSION_ID_RE.match(sid):
-                    out.append(sid)
-        return sorted(out)
+        return [sid for sid in session_ids(store.sessions_dir) if sid.startswith(prefix)
+                and not os.path.islink(os.path.join(store.sessions_dir, sid + ".jsonl"))]
     except Exception:  # noqa: BLE001 - completion must never fail loudly
         return []
 
@@ -92,3 +89,94 @@ def complete_fact_id(ctx, incomplete):  # noqa: ANN001,ANN201 - typer inspects n
 def complete_edit_kind(incomplete):  # noqa: ANN001,ANN201 - typer inspects names
     """The first word of ``memctl edit``."""
     return [k for k in EDIT_KINDS if k.startswith(incomplete or "")]
+
+
+def complete_note_name(ctx, args, incomplete):  # noqa: ANN001,ANN201 - typer inspects names
+    """Note names of the store (notes/*.md, symbolic links left out); reads a directory only."""
+    try:
+        notes_dir = os.path.join(os.fspath(store_from_context(ctx).path), "notes")
+        if os.path.islink(notes_dir):
+            return []
+        with os.scandir(notes_dir) as it:
+            names = [e.name[:-3] for e in it if e.name.endswith(".md") and not e.is_symlink()]
+        return sorted(n for n in names if n.startswith(incomplete or ""))
+    except Exception:  # noqa: BLE001 - completion never fails loudly
+        return []
+
+
+def complete_log_date(ctx, args, incomplete):  # noqa: ANN001,ANN201 - typer inspects names
+    """Dates of the store's daily logs (daily/YYYY-MM-DD.md); reads a directory only."""
+    import re
+
+    try:
+        daily = os.path.join(os.fspath(store_from_context(ctx).path), "daily")
+        if os.path.islink(daily):
+            return []
+        with os.scandir(daily) as it:
+            dates = [e.name[:-3] for e in it if re.fullmatch(r"\d{4}-\d\d-\d\d\.md", e.name)
+                     and not e.is_symlink()]
+        return sorted(d for d in dates if d.startswith(incomplete or ""))
+    except Exception:  # noqa: BLE001 - completion never fails loudly
+        return []
+
+
+#: --format values of the listings: the machine formats, then tabulate names.
+LISTING_FORMAT_NAMES: tuple[str, ...] = (
+    "table", "json", "jsonl", "csv", "tsv", "plain", "simple", "github", "grid", "pipe",
+    "rst", "html", "latex", "mediawiki", "orgtbl", "psql")
+
+#: validate --format values.
+VALIDATE_FORMAT_NAMES: tuple[str, ...] = ("human", "json", "jsonl", "csv", "tsv", "prometheus")
+
+
+def complete_format(incomplete):  # noqa: ANN001,ANN201 - typer inspects names
+    return [n for n in LISTING_FORMAT_NAMES if n.startswith(incomplete or "")]
+
+
+def complete_validate_format(incomplete):  # noqa: ANN001,ANN201 - typer inspects names
+    return [n for n in VALIDATE_FORMAT_NAMES if n.startswith(incomplete or "")]
+
+
+def complete_finding_code(incomplete):  # noqa: ANN001,ANN201 - typer inspects names
+    """Finding codes for validate --ignore, then 'group.*' for whole checks."""
+    try:
+        from lecode_memctl.core.audit import CODES
+
+        groups = sorted({c.split(".")[0] + ".*" for c in CODES})
+        return [c for c in [*sorted(CODES), *groups] if c.startswith(incomplete or "")]
+    except Exception:  # noqa: BLE001 - completion never fails loudly
+        return []
+
+
+#: facts --status values.
+FACT_STATUSES: tuple[str, ...] = ("valid", "stale", "missing", "hidden", "unverified")
+
+
+def complete_fact_status(incomplete):  # noqa: ANN001,ANN201 - typer inspects names
+    return [s for s in FACT_STATUSES if s.startswith(incomplete or "")]
+
+
+#: memctl completion SHELL.
+SHELLS: tuple[str, ...] = ("bash", "zsh", "fish")
+
+
+def complete_shell(incomplete):  # noqa: ANN001,ANN201 - typer inspects names
+    return [s for s in SHELLS if s.startswith(incomplete or "")]
+
+
+def complete_record_type(incomplete):  # noqa: ANN001,ANN201 - typer inspects names
+    """Record types of memctl schema TYPE."""
+    try:
+        from lecode_memctl.core.rowmodel import MODELS
+
+        return [m.type for m in MODELS if m.type.startswith(incomplete or "")]
+    except Exception:  # noqa: BLE001 - completion never fails loudly
+        return []
+
+
+GREP_ROLES = ("user", "assistant", "tool", "system", "summary")   # core.grep.GREP_ROLES
+
+
+def complete_grep_role(ctx, args, incomplete):  # noqa: ANN001,ANN201 - typer inspects names
+    """The roles ``grep --role`` takes; imports nothing of the core (each TAB stays light)."""
+    return [r for r in GREP_ROLES if r.startswith(incomplete or "")]

@@ -12,9 +12,15 @@ import os
 import sys
 from collections.abc import Sequence
 
-from lecode_memctl.core.errors import (EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_INTERRUPTED,
-                                       NotFound, StoreBusy, StoreCorrupt, StoreWriteError,
-                                       UsageError)
+from lecode_memctl.core.errors import (
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    NotFound,
+    StoreBusy,
+    StoreCorrupt,
+    StoreWriteError,
+    UsageError,
+)
 
 
 def _wants_json(args: Sequence[str]) -> bool:
@@ -32,8 +38,10 @@ def report_error(code: str, message: str, exit_code: int, *, json_doc: bool) -> 
     line = " ".join(safe(message).splitlines()) or code
     if json_doc:
         try:
-            sys.stdout.buffer.write(dumps({"error": {"code": code, "message": message,
-                                                      "exit_code": exit_code}}) + b"\n")
+            # "type" as every JSONL record has (an error can end a --format jsonl stream)
+            sys.stdout.buffer.write(dumps({"type": "error",
+                                           "error": {"code": code, "message": message,
+                                                     "exit_code": exit_code}}) + b"\n")
             sys.stdout.flush()
         except Exception:
             pass
@@ -91,14 +99,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     from typer import _click
 
     state.reset()
+    from .output import broken_pipe_exit, setup_streams, stdout_gone
+
+    setup_streams()
     json_doc = _wants_json(args)
     command = typer.main.get_command(app)
     try:
         rv = command.main(args=args, prog_name="memctl", standalone_mode=False)
+        sys.stdout.flush()  # a reader that went away shows here, not at interpreter exit
         return rv if isinstance(rv, int) else 0
     except MemctlError as exc:
         msg = exc.message + (f" ({exc.hint})" if exc.hint else "")
-        return report_error(exc.code, msg, exc.exit_code, json_doc=json_doc)
+        # a streamed JSON document that already carries the error gets no second one
+        return report_error(exc.code, msg, exc.exit_code,
+                            json_doc=json_doc and not getattr(exc, "json_reported", False))
     except _click.exceptions.UsageError as exc:
         where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
         return report_error(UsageError.code, exc.format_message() + where, UsageError.exit_code,
@@ -110,12 +124,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return report_error("interrupted", "interrupted", EXIT_INTERRUPTED, json_doc=json_doc)
     except BrokenPipeError:
         # The reader went away (memctl ... | head): not an error of ours.
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except Exception:
-            pass
-        return EXIT_BROKEN_PIPE
+        return broken_pipe_exit()
+    except SystemExit:
+        # click/typer answer EPIPE with sys.exit(1) after wrapping stdout; that
+        # is the broken pipe too (141), not "validate found problems".
+        if stdout_gone():
+            return broken_pipe_exit()
+        raise
     except OSError as exc:
         code, status, message = _classify_os_error(exc)
         return report_error(code, message, status, json_doc=json_doc)

@@ -4,16 +4,19 @@ and the command class that accepts the global options after a command's name."""
 from __future__ import annotations
 
 import copy
-from typing import Annotated, Any, Optional
+from enum import Enum
+from typing import Annotated, Any
 
 import typer
 import typer.core
 
+from .completion import complete_format
+
 JsonOpt = Annotated[bool, typer.Option(
     "--json", help="Print one JSON document: the stable, documented contract for scripts.")]
 
-FormatOpt = Annotated[Optional[str], typer.Option(
-    "--format", "-f", metavar="FORMAT",
+FormatOpt = Annotated[str | None, typer.Option(
+    "--format", "-f", metavar="FORMAT", autocompletion=complete_format,
     help="Listing format: table (default), json, jsonl, csv, tsv, or a tabulate "
          "format name such as plain, github or grid.")]
 
@@ -22,7 +25,8 @@ FormatOpt = Annotated[Optional[str], typer.Option(
 
 #: The root options that are also accepted after the command name
 #: (``memctl forget ID --no-color``); --version is not: it ends memctl at once.
-GLOBAL_OPTION_NAMES: tuple[str, ...] = ("config_dir", "project", "store", "no_color")
+GLOBAL_OPTION_NAMES: tuple[str, ...] = ("config_dir", "project", "store", "no_color", "color",
+                                          "no_state")
 
 
 class CommandWithGlobalOptions(typer.core.TyperCommand):
@@ -59,11 +63,55 @@ class CommandWithGlobalOptions(typer.core.TyperCommand):
 
         for p in self._globals(ctx):
             value = ctx.params.pop(p.name, None)
-            if p.name == "no_color":
-                STATE.no_color = STATE.no_color or bool(value)
+            if p.name in ("no_color", "no_state"):  # flags: given anywhere, they hold
+                setattr(STATE, p.name, getattr(STATE, p.name) or bool(value))
+            elif p.name == "color":
+                if value is not None:
+                    STATE.color_mode = getattr(value, "value", value)
+            elif p.name == "config_dir" and value == "":
+                STATE.config_dir_option = None  # empty: the default, as before the command
             elif value is not None:
                 setattr(STATE, _STATE_FIELD[p.name], str(value))
         return super().invoke(ctx)
 
 
 _STATE_FIELD = {"config_dir": "config_dir_option", "project": "project", "store": "store_option"}
+
+
+class ColorWhen(str, Enum):  # noqa: UP042 - the (str, Enum) form typer documents for choices
+    """--color WHEN."""
+
+    auto = "auto"
+    always = "always"
+    never = "never"
+
+
+OffsetOpt = Annotated[int | None, typer.Option(
+    "--offset", min=0, metavar="N", help="Skip the first N rows (in every format).")]
+
+LimitOpt = Annotated[int | None, typer.Option(
+    "--limit", min=1, metavar="N", help="At most N rows (in every format).")]
+
+SinceOpt = Annotated[str | None, typer.Option(
+    "--since", metavar="WHEN",
+    help="Only rows at or after WHEN: a date (2026-05-01, UTC), an RFC 3339 time or an age "
+         "such as 30m, 12h, 7d or 2w.")]
+
+UntilOpt = Annotated[str | None, typer.Option(
+    "--until", metavar="WHEN",
+    help="Only rows at or before WHEN (a date means the end of that day, UTC).")]
+
+
+def sort_option(choices: tuple[str, ...], default: str):  # noqa: ANN201
+    """--sort KEY with completion of its choices."""
+    return typer.Option(
+        "--sort", metavar="KEY", autocompletion=lambda incomplete: [c for c in choices
+                                                                   if c.startswith(incomplete)],
+        help=f"Order by {', '.join(choices)} (default {default}); "
+             "prefix '-' for descending, e.g. --sort=-" + choices[-1] + ".")
+
+
+LockWaitOpt = Annotated[float, typer.Option(
+    "--lock-wait", min=0, metavar="SECONDS",
+    help="Wait at most SECONDS for the facts database's lock (or a stable snapshot of it) "
+         "before giving up with exit status 6, store busy.")]

@@ -62,6 +62,37 @@ def dumps(obj: Any, *, pretty: bool = False) -> bytes:
     return orjson.dumps(obj, default=_default, option=opt)
 
 
+def setup_streams() -> None:
+    """Any locale works: text the output encoding cannot carry is written as
+    backslash escapes (\\xe9, \\u2192), never a UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            pass
+
+
+def stdout_gone() -> bool:
+    """Whether click/typer saw a broken pipe (it wraps stdout when it does)."""
+    return type(sys.stdout).__name__ == "PacifyFlushWrapper"
+
+
+def broken_pipe_exit() -> int:
+    """Exit status 141 (128 + SIGPIPE) for a reader that went away; stdout is
+    pointed at /dev/null so that the interpreter's last flush stays quiet."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    except OSError:
+        pass
+    from lecode_memctl.core.errors import EXIT_BROKEN_PIPE
+
+    return EXIT_BROKEN_PIPE
+
+
 def stdout_is_tty() -> bool:
     try:
         return sys.stdout.isatty()
@@ -103,21 +134,19 @@ def echo_untrusted(text: str, *, err: bool = False) -> None:
     echo(safe(text), err=err)
 
 
-def console(stderr: bool = False):  # -> rich.console.Console
+def console(stderr: bool = False, width: int | None = None):  # -> rich.console.Console
     from rich.console import Console
 
+    color = STATE.emit_color(stderr=stderr)
     return Console(stderr=stderr, markup=False, highlight=False, emoji=False,
-                   no_color=not STATE.color(), soft_wrap=True)
+                   no_color=not color, color_system="auto" if color else None,
+                   force_terminal=True if color else None, soft_wrap=True, width=width)
 
 
 def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, (list, tuple, dict)):
-        return dumps(value).decode("utf-8")
-    return str(value)
+    from lecode_memctl.core.rowmodel import flat
+
+    return flat(value)
 
 
 def check_format(fmt: str | None, *, json_flag: bool = False,
@@ -142,43 +171,78 @@ def check_format(fmt: str | None, *, json_flag: bool = False,
         "or a tabulate format name (plain, github, grid, ...)")
 
 
+MACHINE_FORMATS = ("json", "jsonl", "csv", "tsv")
+
+
+def emit_json_array(rows: Iterable[Any]) -> None:
+    """One JSON array, streamed: one element per line, constant memory."""
+    write_bytes(b"[")
+    first = True
+    for row in rows:
+        write_bytes((b"\n" if first else b",\n") + dumps(row))
+        first = False
+    write_bytes(b"\n]\n")
+
+
+def emit_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str], fmt: str) -> None:
+    """RFC 4180 CSV (or the same with tabs) with a header row, streamed.  Cells
+    use the flat encoding of core.rowmodel; text keeps its newlines and tabs
+    (quoted), other control characters are escaped as in tables."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, delimiter="," if fmt == "csv" else "\t", lineterminator="\n")
+    writer.writerow(columns)
+    sys.stdout.write(buf.getvalue())
+    for row in rows:
+        buf.seek(0)
+        buf.truncate()
+        writer.writerow([safe(_cell(row.get(c))) for c in columns])
+        sys.stdout.write(buf.getvalue())
+    sys.stdout.flush()
+
+
+def render_records(model: Any, rows: Iterable[Mapping[str, Any]], fmt: str, *,
+                   columns: Sequence[str] | None = None,
+                   labels: Mapping[str, str] | None = None,
+                   display: Any = None, title: str | None = None) -> None:
+    """Render the rows of a core.rowmodel.RowModel.  Machine formats give every
+    field of every row (streamed); a table shows ``columns`` (default: every
+    field but ``type``) under ``labels``, each row passed through ``display``
+    first (which may shorten a label, never a value)."""
+    if fmt == "json":
+        emit_json_array(rows)
+        return
+    if fmt == "jsonl":
+        emit_jsonl(rows)
+        return
+    if fmt in ("csv", "tsv"):
+        emit_csv(rows, model.names, fmt)
+        return
+    cols = list(columns or [n for n in model.names if n != "type"])
+    shown = (display(r) for r in rows) if display else rows
+    render_rows(shown, cols, fmt, headers=labels, title=title, ids=model.ids)
+
+
 def render_rows(rows: Iterable[Mapping[str, Any]], columns: Sequence[str], fmt: str, *,
                 headers: Mapping[str, str] | None = None,
-                title: str | None = None) -> None:
+                title: str | None = None, ids: Sequence[str] = ()) -> None:
     """Render a listing.  ``json`` is one array, ``jsonl`` streams, ``csv``/``tsv``
     are RFC 4180 with a header row, ``table`` is rich on a terminal and plain
-    aligned text in a pipe, any other name is a tabulate format."""
+    aligned text in a pipe, any other name is a tabulate format.  Columns in
+    ``ids`` are never cut or wrapped, whatever the terminal width."""
     if fmt == "json":
-        emit_json(list(rows))
+        emit_json_array(rows)
         return
     if fmt == "jsonl":
         emit_jsonl(rows)
         return
     heads = [(headers or {}).get(c, c) for c in columns]
     if fmt in ("csv", "tsv"):
-        buf = io.StringIO()
-        writer = csv.writer(buf, delimiter="," if fmt == "csv" else "\t", lineterminator="\n")
-        writer.writerow(heads)
-        sys.stdout.write(buf.getvalue())
-        for row in rows:
-            buf.seek(0)
-            buf.truncate()
-            writer.writerow([safe(_cell(row.get(c)), keep_newlines=False) for c in columns])
-            sys.stdout.write(buf.getvalue())
-        sys.stdout.flush()
+        emit_csv(rows, columns, fmt)
         return
-    table_rows = [[safe(_cell(row.get(c)), keep_newlines=False) for c in columns] for row in rows]
-    if fmt == "table" and stdout_is_tty():
-        from rich import box
-        from rich.table import Table
-        from rich.text import Text
-
-        table = Table(box=box.SIMPLE_HEAD, title=title, show_edge=False)
-        for h in heads:
-            table.add_column(h)
-        for r in table_rows:
-            table.add_row(*(Text(c) for c in r))
-        console().print(table)
+    table_rows = [[safe(_display_cell(row.get(c)), keep_newlines=False) for c in columns]
+                  for row in rows]
+    if fmt == "table" and (stdout_is_tty() or STATE.emit_color()):
+        _rich_table(table_rows, columns, heads, title=title, ids=ids)
         return
     import tabulate
 
@@ -190,3 +254,131 @@ def render_rows(rows: Iterable[Mapping[str, Any]], columns: Sequence[str], fmt: 
         echo(safe(title))
     echo(text)
 
+
+def _display_cell(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return _cell(value)
+
+
+def _rich_table(table_rows: list[list[str]], columns: Sequence[str], heads: Sequence[str], *,
+                title: str | None, ids: Sequence[str]) -> None:
+    """A rich table that fits the terminal by folding text columns; id columns
+    keep their whole width (when even that does not fit, the table is drawn
+    wider than the terminal rather than cut an id)."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    con = console()
+    widths = [max([len(h), *(len(r[i]) for r in table_rows)]) for i, h in enumerate(heads)]
+    need = 0
+    table = Table(box=box.SIMPLE_HEAD, title=title, show_edge=False)
+    for i, (c, h) in enumerate(zip(columns, heads, strict=True)):
+        if c in ids:
+            table.add_column(h, no_wrap=True, overflow="ignore", min_width=widths[i])
+            need += widths[i]
+        else:
+            table.add_column(h, overflow="fold")
+            need += min(widths[i], 3)
+    need += 3 * len(columns)
+    if need > con.width:
+        con = console(width=need)
+    for r in table_rows:
+        table.add_row(*(Text(c) for c in r))
+    con.print(table)
+
+
+def window(rows: Iterable[Any], offset: int | None, limit: int | None) -> Iterable[Any]:
+    """--offset/--limit over any row stream (lazy)."""
+    import itertools
+
+    start = offset or 0
+    if not start and limit is None:
+        return rows
+    return itertools.islice(rows, start, None if limit is None else start + limit)
+
+
+def sort_rows(rows: Iterable[dict[str, Any]], key: str | None, choices: Sequence[str],
+              default: str) -> list[dict[str, Any]]:
+    """--sort KEY or -KEY; nulls sort last.  Unknown keys are usage errors."""
+    from lecode_memctl.core.errors import UsageError
+
+    spec = key or default
+    desc = spec.startswith("-")
+    name = spec.lstrip("-")
+    if name not in choices:
+        raise UsageError(f"--sort {spec!r}: use one of {', '.join(choices)} (prefix - for "
+                         "descending)")
+    rows = list(rows)
+    present = [r for r in rows if r.get(name) is not None]
+    missing = [r for r in rows if r.get(name) is None]
+    present.sort(key=lambda r: r[name], reverse=desc)
+    return present + missing
+
+
+class atomic_output:
+    """``with atomic_output(FILE):`` sends stdout to a temporary file beside
+    FILE; on a normal exit the file is flushed, fsync'ed and renamed over FILE
+    (then the directory is fsync'ed), so a reader sees the old report or the
+    new one, never a part.  On an exception the temporary file is removed and
+    FILE is left as it was.  The file gets mode 0666 & ~umask (a collector
+    running as another user can read it)."""
+
+    def __init__(self, path: str) -> None:
+        from pathlib import Path
+
+        self.target = Path(path)
+        self.tmp: Any = None
+        self.stream: Any = None
+        self.saved: Any = None
+
+    def __enter__(self) -> atomic_output:
+        import os
+
+        from lecode_memctl.core.atomic import temp_name
+        from lecode_memctl.core.errors import StoreWriteError, UsageError
+
+        if self.target.is_dir():
+            raise UsageError(f"--output {self.target}: is a directory")
+        self.tmp = temp_name(self.target)
+        umask = os.umask(0)
+        os.umask(umask)
+        try:
+            fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL
+                         | getattr(os, "O_NOFOLLOW", 0), 0o666 & ~umask)
+        except OSError as exc:
+            raise StoreWriteError(f"--output {self.target}: cannot create a temporary file "
+                                  f"in {self.target.parent}: {exc.strerror}") from None
+        self.stream = io.TextIOWrapper(io.FileIO(fd, "wb", closefd=True), encoding="utf-8",
+                                       errors="backslashreplace", newline="\n")
+        self.saved = sys.stdout
+        sys.stdout = self.stream
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        import os
+
+        from lecode_memctl.core.atomic import fsync_dir
+        from lecode_memctl.core.errors import StoreWriteError
+
+        sys.stdout = self.saved
+        published = False
+        try:
+            if exc_type is None:
+                self.stream.flush()
+                os.fsync(self.stream.fileno())
+            self.stream.close()
+            if exc_type is None:
+                os.replace(self.tmp, self.target)
+                published = True
+                fsync_dir(self.target.parent if str(self.target.parent) else ".")
+        except OSError as e:
+            if exc_type is None:
+                raise StoreWriteError(f"--output {self.target}: {e.strerror or e}") from None
+        finally:
+            if not published:
+                try:
+                    os.unlink(self.tmp)
+                except OSError:
+                    pass

@@ -42,10 +42,16 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("validate", "cmd_audit", "validate"),
     ("usage", "cmd_audit", "usage"),
     ("projects", "cmd_audit", "projects"),
+    ("grep", "cmd_forensics", "grep"),
+    ("secrets", "cmd_forensics", "secrets"),
+    ("redact", "cmd_forensics", "redact"),
     ("export", "cmd_bundle", "export"),
     ("verify", "cmd_bundle", "verify"),
     ("migrate-legacy", "cmd_migrate", "migrate_legacy"),
     ("demo", "cmd_demo", "demo"),
+    ("schema", "cmd_store", "schema"),
+    ("completion", "cmd_store", "completion"),
+    ("man", "cmd_store", "man_page"),
 )
 
 

@@ -4,10 +4,14 @@ core returns the summaries; rendering them is the CLI's."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from lecode_memctl.core.audit import CODES, SEVERITIES, SEVERITY_RANK, Summary
 from lecode_memctl.core.sourceref import STATUSES
+
+if TYPE_CHECKING:  # pragma: no cover - validate's renderer must not import the secrets audit
+    from lecode_memctl.core.secrets import SecretsReport
 
 def _prom_escape(value: str) -> str:
     """A label value escaped per the exposition format: backslash, quote, newline."""
@@ -71,3 +75,42 @@ def _findings_lines(name: str, project: str, code: str, sev: str, n: int, s: Sum
         return [f"{name}{_labels(project=project, severity=sev, code=code)} {n}"]
     return [f"{name}{_labels(project=project, severity=sv, code=code)} {k}"
             for sv, k in sorted(by.items(), key=lambda kv: SEVERITY_RANK[kv[0]])]
+
+
+def secrets_prometheus_text(reports: Iterable[SecretsReport], *, now: float) -> str:
+    """``memctl secrets --format prometheus``: counts only (never a value, a
+    preview or a hash)."""
+    reports = list(reports)
+    lines = [
+        "# HELP memctl_secrets_ok 1 when the store holds no credential-shaped value (allowlist applied).",
+        "# TYPE memctl_secrets_ok gauge",
+    ]
+    for r in reports:
+        lines.append(f'memctl_secrets_ok{{project="{_prom_escape(r.project)}"}} {1 if r.ok else 0}')
+    lines += ["# HELP memctl_secrets_findings Credential-shaped values found, by detector and kind of place.",
+              "# TYPE memctl_secrets_findings gauge"]
+    for r in reports:
+        counts: dict[tuple[str, str], int] = {}
+        for f in r.findings:
+            counts[(f.detector, f.kind)] = counts.get((f.detector, f.kind), 0) + 1
+        for (det, kind), n in sorted(counts.items()):
+            lines.append(f'memctl_secrets_findings{{project="{_prom_escape(r.project)}",'
+                         f'detector="{_prom_escape(det)}",kind="{kind}"}} {n}')
+    lines += ["# HELP memctl_secrets_unreadable_files Files the audit could not read "
+              "(they may hide a value).",
+              "# TYPE memctl_secrets_unreadable_files gauge"]
+    for r in reports:
+        lines.append(f'memctl_secrets_unreadable_files{{project="{_prom_escape(r.project)}"}} '
+                     f'{len(r.unreadable)}')
+    lines += ["# HELP memctl_secrets_allowlisted Findings left out because their hash is in the allowlist.",
+              "# TYPE memctl_secrets_allowlisted gauge"]
+    for r in reports:
+        lines.append(f'memctl_secrets_allowlisted{{project="{_prom_escape(r.project)}"}} {r.allowlisted}')
+    lines += ["# HELP memctl_secrets_bytes_scanned Bytes read by the audit.",
+              "# TYPE memctl_secrets_bytes_scanned gauge"]
+    for r in reports:
+        lines.append(f'memctl_secrets_bytes_scanned{{project="{_prom_escape(r.project)}"}} {r.bytes_scanned}')
+    lines += ["# HELP memctl_secrets_last_run_timestamp_seconds When the audit ran.",
+              "# TYPE memctl_secrets_last_run_timestamp_seconds gauge",
+              f"memctl_secrets_last_run_timestamp_seconds {now:.3f}"]
+    return "\n".join(lines) + "\n"

@@ -19,17 +19,44 @@ class State:
     store_option: str | None = None
     slug_option: str | None = None
     no_color: bool = False
+    color_mode: str = "auto"        # --color auto|always|never
+    no_state: bool = False
     json_errors: bool = False
 
-    def config_dir(self) -> "ConfigDir":
+    def config_dir(self) -> ConfigDir:
         from lecode_memctl.core.config import resolve_config_dir
 
         return resolve_config_dir(self.config_dir_option)
 
-    def project_dir(self) -> Path:
-        return Path(self.project or os.getcwd())
+    def state_dir(self) -> Path:
+        """memctl's own state directory (``core.seen``), outside every store."""
+        from lecode_memctl.core.seen import state_dir
 
-    def store(self) -> "Store":
+        return state_dir()
+
+    def record_mark(self, store: Store, generation: int, exclusions: int) -> None:
+        """Raise the store's mark after a write memctl made (not with --no-state)."""
+        if not self.no_state:
+            from lecode_memctl.core.seen import record
+
+            record(self.state_dir(), store.path, generation, exclusions)
+
+    def project_dir(self) -> Path:
+        """``-C PATH`` or the working directory.  NotFound (exit 3) with a plain
+        message for a missing PATH or a working directory deleted meanwhile."""
+        from lecode_memctl.core.errors import NotFound
+
+        if self.project:
+            if not os.path.exists(self.project):
+                raise NotFound(f"--project {self.project}: no such directory")
+            return Path(self.project)
+        try:
+            return Path(os.getcwd())
+        except FileNotFoundError:
+            raise NotFound("the current directory no longer exists (deleted?); cd to the "
+                           "project, or give -C PATH or --store DIR") from None
+
+    def store(self) -> Store:
         """The store the command works on: ``--store`` or the project's."""
         from lecode_memctl.core.layout import store_for_project, store_given
 
@@ -38,7 +65,7 @@ class State:
         self.check_slug_option()
         return store_for_project(self.config_dir().path, self.project_dir())
 
-    def existing_store(self) -> "Store":
+    def existing_store(self) -> Store:
         """The command's store, which must exist (see :func:`require_store`)."""
         return require_store(self.store(), explain=not self.store_option)
 
@@ -51,10 +78,29 @@ class State:
                              "from the project root)")
 
     def color(self) -> bool:
-        return not self.no_color and not os.environ.get("NO_COLOR")
+        """Whether colour is allowed at all: not with --no-color, --color never
+        or NO_COLOR (unless --color always)."""
+        if self.no_color or self.color_mode == "never":
+            return False
+        return self.color_mode == "always" or not os.environ.get("NO_COLOR")
+
+    def emit_color(self, *, stderr: bool = False) -> bool:
+        """Whether to colour this output: --color always or FORCE_COLOR colour
+        even in a pipe; auto colours a terminal; never what color() forbids."""
+        import sys
+
+        if not self.color():
+            return False
+        if self.color_mode == "always" or os.environ.get("FORCE_COLOR"):
+            return True
+        stream = sys.stderr if stderr else sys.stdout
+        try:
+            return stream.isatty()
+        except (AttributeError, ValueError):
+            return False
 
 
-def require_store(store: "Store", *, explain: bool = False) -> "Store":
+def require_store(store: Store, *, explain: bool = False) -> Store:
     """``store`` if its directory exists.  Every command that needs a store
     says the same when there is none: NotFound (exit 3), "no memory store for
     <project> (expected at <dir>)"; a symbolic link is refused (exit 5).

@@ -49,8 +49,7 @@ def _skip_value_processing_while_completing() -> None:
     parameter value through a pydantic TypeAdapter (importing pydantic: about
     0.1 s per TAB) and run parameter callbacks; skip both while completing."""
     try:
-        from typer import _click
-        from typer import core as typer_core
+        from typer import _click, core as typer_core
 
         classes = [c for c in (getattr(typer_core, "_TyperParameter", None),
                                _click.core.Parameter) if c is not None]

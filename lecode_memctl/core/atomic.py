@@ -77,9 +77,47 @@ def lstat_dir(path: str | os.PathLike[str], *, link_what: str = "is") -> os.stat
     return _lstat_expect(path, stat.S_ISDIR, "not a directory", link_what)
 
 
+NAME_MAX = 255  # bytes in one file name (Linux, macOS, the BSDs)
+
+
 def temp_name(target: Path) -> Path:
-    """``.<name>.tmp-<random>`` beside the target (documented in docs/FORMAT.md)."""
-    return target.with_name(f"{TMP_PREFIX}{target.name}{TMP_MARK}{secrets.token_hex(6)}")
+    """``.<name>.tmp-<random>`` beside the target (documented in docs/FORMAT.md).
+    A name too long for that to fit ``NAME_MAX`` bytes is cut (at a character
+    boundary) inside the temporary name only: a note name may use all 255
+    bytes of ``<name>.md`` (issue 16.8)."""
+    suffix = f"{TMP_MARK}{secrets.token_hex(6)}"
+    name = target.name
+    room = NAME_MAX - len(os.fsencode(TMP_PREFIX + suffix))
+    raw = os.fsencode(name)
+    if len(raw) > room:
+        name = raw[:room].decode("utf-8", "ignore") or "x"
+    return target.with_name(f"{TMP_PREFIX}{name}{suffix}")
+
+
+def private_tempdir(prefix: str, outside: str | os.PathLike[str]) -> str:
+    """A fresh private directory (``mkdtemp``, mode 0700) for memctl's own
+    copies, never inside ``outside`` (a store: a read must not create a byte
+    there).  ``$TMPDIR`` (and ``TEMP``, ``TMP``) is honoured unless it lies
+    inside ``outside``; then the next of the system's usual temporary
+    directories that does not.  ``StoreWriteError`` when there is none."""
+    import tempfile
+
+    fence = os.path.realpath(outside)
+    candidates = [os.environ.get(v, "") for v in ("TMPDIR", "TEMP", "TMP")]
+    candidates += [tempfile.gettempdir(), "/tmp", "/var/tmp", "/usr/tmp"]
+    tried = []
+    for c in candidates:
+        if not c or not os.path.isdir(c):
+            continue
+        real = os.path.realpath(c)
+        if real == fence or real.startswith(fence.rstrip(os.sep) + os.sep):
+            tried.append(c)
+            continue
+        path = tempfile.mkdtemp(prefix=prefix, dir=c)
+        os.chmod(path, DIR_MODE)
+        return path
+    raise StoreWriteError(f"no temporary directory outside {outside} "
+                          f"({', '.join(tried) or 'none found'} lies inside it); set TMPDIR")
 
 
 def is_temp_name(name: str) -> bool:

@@ -39,17 +39,17 @@ import tempfile
 import time
 import zlib
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
 import orjson
 
-from .atomic import O_NONBLOCK, open_nofollow, write_all
+from .atomic import O_NONBLOCK, open_nofollow, private_tempdir, write_all
 from .errors import Conflict, MemctlError, NotFound, StoreCorrupt, StoreWriteError, UsageError
-from .layout import (DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, SESSIONS_DIR,
-                     Store)
+from .layout import DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, SESSIONS_DIR, Store
 from .markdown import is_note_file
+from .rowmodel import FACT_CHECK, FINDING
 
 BUNDLE_FORMAT = "memctl-bundle"
 BUNDLE_VERSION = 1
@@ -72,7 +72,7 @@ def canonical(doc: Any) -> bytes:
 
 
 def _iso_now(now: float) -> str:
-    return datetime.fromtimestamp(now, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 # --------------------------------------------------------------------------
@@ -391,7 +391,7 @@ class _Counting(io.RawIOBase):
     def writable(self) -> bool:
         return True
 
-    def write(self, b: Any) -> int:  # type: ignore[override]
+    def write(self, b: Any) -> int:
         data = bytes(b)
         self.out.write(data)
         self.n += len(data)
@@ -417,8 +417,9 @@ def write_bundle(out: IO[bytes], stage_dir: Path, manifest: dict[str, Any],
     data = canonical(manifest) + b"\n"
     counter = _Counting(out)
     mtime = int(datetime.strptime(manifest["exported"][:19], "%Y-%m-%dT%H:%M:%S")
-                .replace(tzinfo=timezone.utc).timestamp())
+                .replace(tzinfo=UTC).timestamp())
     mode = "w|gz" if compression == "gzip" else "w|"
+    # typeshed's overloads want a literal mode and an IO[bytes], not a RawIOBase
     with tarfile.open(fileobj=counter, mode=mode, format=tarfile.PAX_FORMAT,  # type: ignore[call-overload]
                       encoding="utf-8") as tf:
         tf.addfile(_tarinfo(MANIFEST, len(data), mtime), io.BytesIO(data))
@@ -439,7 +440,7 @@ def export_bundle(store: Store, out: IO[bytes], *, compression: str | None = Non
                   with_backups: bool = False, now: float | None = None) -> ExportResult:
     """Write a bundle of ``store`` to the binary stream ``out``.  Reads the store only."""
     store.require()
-    tmp = Path(tempfile.mkdtemp(prefix="memctl-export-"))
+    tmp = Path(private_tempdir("memctl-export-", store.path))  # never inside the store
     try:
         os.chmod(tmp, 0o700)
         stage_dir = tmp / STORE_DIR
@@ -516,7 +517,9 @@ class Problem:
     detail: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "path": self.path, "detail": self.detail}
+        from .rowmodel import PROBLEM
+
+        return PROBLEM.row(kind=self.kind, path=self.path, detail=self.detail)
 
 
 @dataclass
@@ -559,7 +562,8 @@ class VerifyReport:
             "problems": [p.to_json() for p in self.problems],
             "validate": {k: v for k, v in validate.items() if k != "findings_list"}
             if validate is not None else None,
-            "findings": validate.get("findings_list") if validate is not None else None,
+            "findings": [FINDING.row(**f) for f in validate.get("findings_list") or []]
+            if validate is not None else None,
             "facts": self.facts,
         }
 
@@ -701,9 +705,9 @@ def _read_archive(path: Path, root: Path, rep: VerifyReport) -> dict[str, tuple[
         src: IO[bytes] = raw
         if magic == b"\x1f\x8b":
             rep.compression = "gzip"
-            src = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]
+            src = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]  # typeshed: not an IO
         try:
-            tf = tarfile.open(fileobj=src, mode="r:", encoding="utf-8")
+            tf = tarfile.open(fileobj=src, mode="r:", encoding="utf-8")  # noqa: SIM115 - wraps raw, closed below
         except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
             rep.add("archive", None, f"not a tar archive ({exc})")
             return seen
@@ -725,7 +729,7 @@ def _read_archive(path: Path, root: Path, rep: VerifyReport) -> dict[str, tuple[
                 continue
             if ti.isdir():
                 continue
-            if not (ti.type in (tarfile.REGTYPE, tarfile.AREGTYPE)):
+            if ti.type not in (tarfile.REGTYPE, tarfile.AREGTYPE):
                 rep.add("refused", name, f"{_kind_name(ti)}; not unpacked")
                 continue
             if name in seen:
@@ -840,7 +844,7 @@ def _compare_files(seen: dict[str, tuple[int, str]], manifest: dict[str, Any],
     if ordered:
         order = [n for n in seen if n in listed]
         want = [f["path"] for f in manifest["files"] if f["path"] in seen]
-        for got_name, want_name in zip(order, want):
+        for got_name, want_name in zip(order, want, strict=False):
             if got_name != want_name:
                 rep.add("order", got_name, f"member out of order: the manifest lists {want_name} "
                         "here")
@@ -876,13 +880,13 @@ def _compare_audit(got: dict[str, Any], manifest: dict[str, Any], rep: VerifyRep
     for fid in sorted(set(want_rows) | set(got_rows), key=str):
         g, w = got_rows.get(fid), want_rows.get(fid)
         same = g == w
-        rows.append({"fact_id": fid,
-                     "revision": (g or w or {}).get("revision"),
-                     "status": g.get("status") if g else None,
-                     "reason": g.get("reason") if g else None,
-                     "manifest_status": w.get("status") if w else None,
-                     "manifest_reason": w.get("reason") if w else None,
-                     "same": same})
+        rows.append(FACT_CHECK.row(fact_id=fid,
+                                   revision=(g or w or {}).get("revision"),
+                                   status=g.get("status") if g else None,
+                                   reason=g.get("reason") if g else None,
+                                   manifest_status=w.get("status") if w else None,
+                                   manifest_reason=w.get("reason") if w else None,
+                                   same=same))
         if same:
             continue
         if w is None:

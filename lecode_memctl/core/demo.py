@@ -22,6 +22,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .atomic import atomic_write, ensure_dir
 from .facts import FactStore
@@ -88,7 +89,7 @@ def _make_project(work: Path) -> tuple[Path, Path, bool]:
     return project, worktree, False
 
 
-def _usage(inp: int, out: int, cost: float | None) -> dict:
+def _usage(inp: int, out: int, cost: float | None) -> dict[str, Any]:
     return {"input_tokens": inp, "output_tokens": out, "cost": cost}
 
 

@@ -54,7 +54,8 @@ class Conflict(MemctlError):
     exit_code = 4
     code = "conflict"
     label = "conflict"
-    meaning = "stale expected revision or generation, excluded evidence, destination exists, file changed meanwhile"
+    meaning = ("stale expected revision or generation, excluded evidence, destination exists, "
+               "file changed meanwhile")
 
 
 class StoreCorrupt(MemctlError):
@@ -114,9 +115,12 @@ class ExitStatus:
 def _exit_statuses() -> tuple[ExitStatus, ...]:
     rows = [
         ExitStatus(EXIT_OK, "ok", "success; validate found nothing at error severity", True),
-        ExitStatus(EXIT_PROBLEMS, "validate found problems (or verify a difference, or a prompt was declined)",
-                   "validate found problems (with --strict, warnings count too); verify "
-                   "found a bundle that differs from its manifest; or a confirmation prompt was declined (nothing was changed)", True),
+        ExitStatus(EXIT_PROBLEMS,
+                   "problems found (validate, secrets, verify), no grep match, or a prompt declined",
+                   "validate found problems (with --strict, warnings count too); secrets found a "
+                   "credential or could not read a file; verify found a bundle that differs from "
+                   "its manifest; grep matched nothing; or a confirmation prompt was declined "
+                   "(nothing was changed)", True),
         *(ExitStatus(c.exit_code, c.label, f"{c.label}: {c.meaning}", True) for c in ERROR_CLASSES),
         ExitStatus(EXIT_INTERNAL, "internal error",
                    "internal error: a bug in memctl (set MEMCTL_DEBUG=1 to see the traceback)", True),

@@ -33,16 +33,17 @@ import shutil
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, Literal
 
 import orjson
 
 from .atomic import is_link_refusal, lstat_regular, open_nofollow
 from .errors import Conflict, NotFound, StoreBusy, StoreCorrupt, StoreWriteError, UsageError
 from .sessions import ClosesOnExit
-from .snapshot import private_snapshot
+from .snapshot import private_journal_snapshot, private_snapshot
 from .sourceref import (
     HIDDEN,
     UNVERIFIED,
@@ -258,7 +259,7 @@ def _future_message(path: Path, version: int) -> str:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def fact_id_for(text: str, ref: SourceRef | None) -> str:
@@ -364,6 +365,7 @@ class FactStore(ClosesOnExit):
         self._tmpdir: str | None = None
         self._tables: set[str] = set()
         self._closed = False
+        self._opened: os.stat_result | None = None  # an immutable open: the file as opened
         if _readonly:
             self._open_readonly()
         elif lstat_regular(self.path) is not None:
@@ -372,9 +374,10 @@ class FactStore(ClosesOnExit):
     # ---- opening ---------------------------------------------------------
 
     @classmethod
-    def open_readonly(cls, path: str | os.PathLike[str]) -> "FactStore":
+    def open_readonly(cls, path: str | os.PathLike[str], *,
+                      busy_timeout: float = BUSY_TIMEOUT) -> FactStore:
         """Open for reading without creating or changing any file in the store."""
-        return cls(path, _readonly=True)
+        return cls(path, busy_timeout=busy_timeout, _readonly=True)
 
     def _connect(self, target: str, *, uri: bool) -> sqlite3.Connection:
         try:
@@ -405,9 +408,20 @@ class FactStore(ClosesOnExit):
         if st is None:
             return  # no database: empty results, nothing created
         wal_st = lstat_regular(wal)
+        journal = self.path.with_name(self.path.name + "-journal")
+        journal_st = lstat_regular(journal)
         with self._closed_on_failure():
             try:
-                if wal_st is None or wal_st.st_size == 0:
+                if (wal_st is None or wal_st.st_size == 0) and journal_st is not None \
+                        and journal_st.st_size > 0:
+                    # Rollback-journal mode with a journal: a writer killed mid-
+                    # transaction (a hot journal) or still running.  Read a private
+                    # copy that SQLite rolls back, never the main file as it is
+                    # (immutable=1 would show the uncommitted pages).
+                    self._tmpdir = private_journal_snapshot(self.path, journal, self.busy_timeout)
+                    self.snapshot = True
+                    db = self._connect(os.path.join(self._tmpdir, "facts.sqlite3"), uri=False)
+                elif wal_st is None or wal_st.st_size == 0:
                     # Nothing beyond the main file: read it as immutable media, so
                     # SQLite takes no lock and creates no -wal/-shm.
                     fd = open_nofollow(self.path)
@@ -424,12 +438,14 @@ class FactStore(ClosesOnExit):
                     if (before.st_dev, before.st_ino) != (after.st_dev, after.st_ino):
                         db.close()
                         raise StoreBusy(f"{self.path}: replaced while opening; try again")
+                    self._opened = before
                 else:
                     self._tmpdir = private_snapshot(self.path, wal, self.busy_timeout)
                     self.snapshot = True
                     db = self._connect(os.path.join(self._tmpdir, "facts.sqlite3"), uri=False)
                 self._conn = db
                 db.execute("PRAGMA query_only = 1")
+                db.execute("PRAGMA temp_store = MEMORY")  # no SQLite temp file in $TMPDIR either
                 self._load_schema(migrate=False)
             except OSError as exc:
                 self.close()
@@ -452,6 +468,10 @@ class FactStore(ClosesOnExit):
                 raise StoreWriteError(f"{self.path}: cannot create: {exc.strerror}") from None
         if lstat_regular(self.path) is None:
             raise NotFound(f"{self.path}: facts database disappeared")
+        for sidecar in ("-wal", "-shm", "-journal"):
+            # SQLite opens (and creates) these following symbolic links: refuse a
+            # link or an odd file type here, before it has created anything (issue 16.8).
+            lstat_regular(self.path.with_name(self.path.name + sidecar))
         self._check_unopened_wal()
         db = self._connect(os.fspath(self.path), uri=False)
         self._conn = db
@@ -524,6 +544,28 @@ class FactStore(ClosesOnExit):
             raise UsageError("the fact store is closed")
         return self._conn if self._tables else None
 
+    def changed_since_open(self) -> bool:
+        """An immutable open (no -wal, no -journal at the time) whose file has
+        changed since, or that has a -wal or -journal now: a live writer, so
+        what was read may mix two states.  Always False for a snapshot."""
+        if self._opened is None:
+            return False
+        try:
+            now = os.lstat(self.path)
+        except OSError:
+            return True
+        if (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns) != (
+                self._opened.st_dev, self._opened.st_ino, self._opened.st_size,
+                self._opened.st_mtime_ns):
+            return True
+        for sidecar in ("-wal", "-journal"):
+            try:
+                if os.lstat(self.path.with_name(self.path.name + sidecar)).st_size > 0:
+                    return True
+            except OSError:
+                pass
+        return False
+
     def read_connection(self) -> sqlite3.Connection | None:
         """The connection of a store opened with :meth:`open_readonly` (an
         immutable open or a private snapshot, ``query_only``), for read-only
@@ -561,7 +603,7 @@ class FactStore(ClosesOnExit):
     # ---- the write transaction ------------------------------------------
 
     class _Txn:
-        def __init__(self, store: "FactStore") -> None:
+        def __init__(self, store: FactStore) -> None:
             self.store = store
 
         def __enter__(self) -> sqlite3.Connection:
@@ -569,7 +611,8 @@ class FactStore(ClosesOnExit):
             _begin(db, self.store.path)
             return db
 
-        def __exit__(self, exc_type, exc, tb) -> bool:
+        def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                     tb: TracebackType | None) -> Literal[False]:
             db = self.store._conn
             assert db is not None
             if exc_type is None:
@@ -584,7 +627,7 @@ class FactStore(ClosesOnExit):
                 raise _db_error(self.store.path, exc) from None
             return False
 
-    def _txn(self) -> "FactStore._Txn":
+    def _txn(self) -> FactStore._Txn:
         return FactStore._Txn(self)
 
     # ---- exclusions and generation (ExclusionReader) ---------------------
@@ -629,7 +672,7 @@ class FactStore(ClosesOnExit):
         db = self._reader()
         if db is None:
             return 0
-        return db.execute("SELECT count(*) FROM exclusions").fetchone()[0]
+        return int(db.execute("SELECT count(*) FROM exclusions").fetchone()[0])
 
     def was_forgotten(self, fact_id: str) -> bool:
         """True when a forget retry marker exists for the id."""
@@ -750,7 +793,7 @@ class FactStore(ClosesOnExit):
         db = self._reader()
         if db is None:
             return 0
-        return db.execute("SELECT count(*) FROM facts").fetchone()[0]
+        return int(db.execute("SELECT count(*) FROM facts").fetchone()[0])
 
     def list_facts(self, offset: int = 0, limit: int = 20) -> list[Fact]:
         """At most ``limit`` (clamped to 1..LIST_MAX) facts in id order from ``offset``."""
@@ -1171,7 +1214,8 @@ class FactStore(ClosesOnExit):
             raise NotFound(f"no fact {fact_id}")
         assert db is not None
         positions = self._evidence_positions(db, fact_id)
-        new, old = [], []
+        new: list[tuple[str, int]] = []
+        old: list[tuple[str, int]] = []
         for sid in sorted(positions):
             excl = self.excluded_seqs(sid)
             for seq in sorted(positions[sid]):

@@ -7,17 +7,26 @@ through a :class:`~lecode_memctl.core.facts.FactStore` and a
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import orjson
 
 from .atomic import open_nofollow
 from .errors import MemctlError, NotFound, UsageError
-from .facts import Fact, FactStore, Provenance, Revision, check_fact_id, fact_status
+from .facts import Fact, FactStore, ForgetPlan, Provenance, Revision, check_fact_id, fact_status
 from .paging import MAX_OUTPUT_BYTES  # the whole printed page, metadata included
-from .sessions import LEARNING_EVENT
-from .sourceref import HIDDEN, VALID, SessionReader, SourceRef, SourceStatus, check_session_id, status_for
+from .sessions import LEARNING_EVENT, is_generated
+from .sourceref import (
+    HIDDEN,
+    VALID,
+    ExclusionReader,
+    SessionReader,
+    SourceRef,
+    SourceStatus,
+    check_session_id,
+    status_for,
+)
 
 
 # --------------------------------------------------------------------------
@@ -81,6 +90,7 @@ def fact_row(fact: Fact, revisions: Sequence[Revision],
         "source_ref": fact.source.to_json() if fact.source is not None else None,
         "text": text,
         "fact_text_truncated": truncated,
+        "created": fact.created,
         "updated": fact.updated,
     }
 
@@ -132,10 +142,13 @@ def evaluate_facts(facts: FactStore, sessions: SessionReader, *, session_id: str
 
 
 def iter_fact_rows(facts: FactStore, sessions: SessionReader, *,
-                   session_id: str | None = None) -> Iterator[dict[str, Any]]:
-    """Every fact as a listing row (:func:`evaluate_facts`)."""
+                   session_id: str | None = None,
+                   where: Callable[[Fact], bool] | None = None) -> Iterator[dict[str, Any]]:
+    """Every fact (for which ``where`` holds) as a listing row
+    (:func:`evaluate_facts`)."""
     for fact, revs, statuses in evaluate_facts(facts, sessions, session_id=session_id):
-        yield fact_row(fact, revs, statuses)
+        if where is None or where(fact):
+            yield fact_row(fact, revs, statuses)
 
 
 def _doc_size(doc: Any) -> int:
@@ -176,7 +189,8 @@ def learning_status(sessions: SessionReader, facts: FactStore | None, session_id
                   if isinstance(v, int) and not isinstance(v, bool)}
         fact_ids = [f for f in ev.get("facts", []) if isinstance(f, str)] \
             if isinstance(ev.get("facts"), list) else []
-        raw = ev.get("proposals") if isinstance(ev.get("proposals"), list) else []
+        proposals = ev.get("proposals")
+        raw = proposals if isinstance(proposals, list) else []
         valid, hidden = _valid_proposals(raw, sessions, facts, gen, ev)
         return {"session_id": sid, "seq": ev.get("seq"),
                 "status": ev.get("status") if isinstance(ev.get("status"), str) else None,
@@ -251,7 +265,8 @@ def _valid_proposals(raw: Sequence[Any], sessions: SessionReader, facts: FactSto
         if not ok:
             hidden += 1
             continue
-        text = p.get("text") if isinstance(p.get("text"), str) else ""
+        text = p.get("text")
+        text = text if isinstance(text, str) else ""
         capped, truncated = cap_text(text)
         valid.append({"text": capped, "fact_text_truncated": truncated,
                       "source": ref.to_json(), "kind": p.get("kind"),
@@ -367,10 +382,78 @@ def history(facts: FactStore | None, sessions: SessionReader, fact_id: str) -> d
             "updated": fact.updated, "revisions": out}
 
 
+class PlannedExclusions:
+    """The exclusions and generation a planned forget leaves: ``base`` (the facts
+    database as it is) plus the plan's new exclusions, at the plan's new
+    generation.  An ExclusionReader: given to a SessionStore, the listing's own
+    status code answers what the forget will do."""
+
+    def __init__(self, base: ExclusionReader, plan: ForgetPlan) -> None:
+        self._base = base
+        self._generation = plan.new_generation
+        added: dict[str, set[int]] = {}
+        for sid, seq in plan.exclusions:
+            added.setdefault(sid, set()).add(seq)
+        self._added = {sid: frozenset(seqs) for sid, seqs in added.items()}
+
+    def generation(self) -> int:
+        return self._generation
+
+    def excluded_seqs(self, session_id: str) -> frozenset[int]:
+        return self._base.excluded_seqs(session_id) | self._added.get(session_id, frozenset())
+
+
+def _after_forget(sessions: SessionReader, facts: FactStore, plan: ForgetPlan) -> SessionReader:
+    """``sessions`` as it will read once the planned forget is committed."""
+    from .sessions import SessionStore
+
+    if not isinstance(sessions, SessionStore):
+        raise UsageError("a forget preview needs a SessionStore")
+    return SessionStore(sessions.store, exclusions=PlannedExclusions(facts, plan))
+
+
+def _status_changes(facts: FactStore, before: SessionReader, after: SessionReader,
+                    fact_id: str) -> list[dict[str, Any]]:
+    """Every other fact whose listed (status, reason) the forget changes: the
+    listing's rows (``iter_fact_rows``) read now and read with the planned
+    exclusions and generation, joined on the fact id (both in id order)."""
+    changes: list[dict[str, Any]] = []
+    later = iter_fact_rows(facts, after)
+    new = next(later, None)
+    for old in iter_fact_rows(facts, before):
+        fid = old["fact_id"]
+        while new is not None and new["fact_id"] < fid:
+            new = next(later, None)
+        if new is None or new["fact_id"] != fid or fid == fact_id:
+            continue
+        if (old["status"], old["reason"]) != (new["status"], new["reason"]):
+            changes.append({"fact_id": fid, "status": old["status"], "reason": old["reason"],
+                            "new_status": new["status"], "new_reason": new["reason"]})
+    return changes
+
+
+def _summaries_made_inert(compacts: Sequence[tuple[str, Any, list[SourceRef]]],
+                          before: SessionReader, after: SessionReader) -> list[dict[str, Any]]:
+    """Compact events whose lineage validates now (purpose ``working``, as the
+    audit checks it) and will not once the forget is committed."""
+    refs = sorted({r for _sid, _seq, lineage in compacts for r in lineage},
+                  key=lambda r: (r.session_id, r.start, r.end, r.digest))
+    if not refs:
+        return []
+    now = before.validate_many(refs, purpose="working")
+    later = after.validate_many(refs, purpose="working")
+    return [{"session_id": sid, "seq": seq} for sid, seq, lineage in compacts
+            if all(now[r].ok for r in lineage) and not all(later[r].ok for r in lineage)]
+
+
 def forget_impact(facts: FactStore, sessions: SessionReader, fact_id: str) -> dict[str, Any]:
-    """``memctl forget --dry-run``: the plan plus what it does to transcripts:
-    generated messages the new generation invalidates and compaction summaries
-    whose lineage the new exclusions intersect (made inert)."""
+    """``memctl forget --dry-run``: the plan plus what it does, each read through
+    the code that reads it after the forget (the exclusions and generation the
+    plan leaves, :class:`PlannedExclusions`): every other fact whose listed
+    status changes (``status_changes``: evidence overlapping the new exclusions,
+    or holding generated messages the new generation hides), the generated
+    messages the new generation invalidates, and the compaction summaries whose
+    lineage stops validating (made inert)."""
     plan = facts.plan_forget(fact_id)
     doc: dict[str, Any] = {
         "fact_id": fact_id, "exists": plan.exists,
@@ -378,17 +461,17 @@ def forget_impact(facts: FactStore, sessions: SessionReader, fact_id: str) -> di
         "exclusions": [{"session_id": s, "seq": q} for s, q in plan.exclusions],
         "already_excluded": [{"session_id": s, "seq": q} for s, q in plan.already_excluded],
         "suppressed_facts": list(plan.suppressed_facts),
+        "status_changes": [],
         "generation": plan.generation, "new_generation": plan.new_generation,
         "generated_messages_invalidated": 0, "summaries_inert": [],
     }
     if not plan.exists:
         return doc
-    positions: dict[str, set[int]] = {}
-    for s, q in plan.exclusions + plan.already_excluded:
-        positions.setdefault(s, set()).add(q)
+    after = _after_forget(sessions, facts, plan)
+    doc["status_changes"] = _status_changes(facts, sessions, after, fact_id)
     gen, new = plan.generation, plan.new_generation
     invalidated = 0
-    inert = []
+    compacts: list[tuple[str, Any, list[SourceRef]]] = []
     for sid in sessions.session_ids():
         try:
             items = sessions.scan(sid)
@@ -396,8 +479,7 @@ def forget_impact(facts: FactStore, sessions: SessionReader, fact_id: str) -> di
                 rec = item.record
                 if rec is None:
                     continue
-                if rec.get("type") == "message" and (
-                        rec.get("role") in ("assistant", "tool") or rec.get("synthetic") is True):
+                if rec.get("type") == "message" and is_generated(rec):
                     epoch = rec.get("epoch")
                     if isinstance(epoch, int) and not isinstance(epoch, bool):
                         if gen <= epoch < new:
@@ -405,21 +487,26 @@ def forget_impact(facts: FactStore, sessions: SessionReader, fact_id: str) -> di
                     elif gen == 0:
                         invalidated += 1
                 elif rec.get("type") == "event" and rec.get("event") == "compact":
-                    lineage = rec.get("lineage") if isinstance(rec.get("lineage"), list) else []
-                    for ref in lineage:
-                        if not isinstance(ref, Mapping):
-                            continue
-                        hit = positions.get(ref.get("session_id"))  # type: ignore[arg-type]
-                        seqs = ref.get("seqs") if isinstance(ref.get("seqs"), list) else []
-                        if hit and hit.intersection(s for s in seqs if isinstance(s, int)):
-                            inert.append({"session_id": sid, "seq": rec.get("seq")})
-                            break
+                    lineage = _lineage_refs(rec.get("lineage"))
+                    if lineage:
+                        compacts.append((sid, rec.get("seq"), lineage))
         except (MemctlError, OSError):
             continue  # refused or unreadable sessions are skipped
     doc["generated_messages_invalidated"] = invalidated
-    doc["summaries_inert"] = inert
+    doc["summaries_inert"] = _summaries_made_inert(compacts, sessions, after)
     return doc
 
 
-__all__ = ["facts_page", "recall", "history", "forget_impact", "learning_status",
+def _lineage_refs(lineage: Any) -> list[SourceRef] | None:
+    """A compact event's lineage as SourceRefs; None when it is absent (an older
+    event), empty or has a chunk that does not parse (the summary is not valid now)."""
+    if not isinstance(lineage, list) or not lineage:
+        return None
+    try:
+        return [SourceRef.from_json(c) for c in lineage]
+    except UsageError:
+        return None
+
+
+__all__ = ["facts_page", "recall", "history", "forget_impact", "PlannedExclusions", "learning_status",
             "evaluate_facts", "iter_fact_rows", "fact_row", "cap_text", "seqs_label", "source_label"]

@@ -69,7 +69,7 @@ def store_entries(config_dir: Path) -> list[StoreEntry]:
     return out
 
 
-def store_dirs(config_dir: Path) -> list["Store"]:
+def store_dirs(config_dir: Path) -> list[Store]:
     """The store directories under ``<config>/memory/`` (real directories: a
     symbolic link is left out), sorted by name."""
     return [store_at(e.path) for e in store_entries(config_dir) if not e.is_link]
@@ -135,7 +135,7 @@ class Store:
         """The store's session ids (``session_ids`` on its ``sessions/``)."""
         return session_ids(self.sessions_dir)
 
-    def require(self) -> "Store":
+    def require(self) -> Store:
         """The one check of a store directory before it is read: ``NotFound``
         (exit 3) when nothing is there; ``StoreCorrupt`` (exit 5) when it is a
         symbolic link (never followed), not a directory, or cannot be stat'ed:
@@ -200,7 +200,8 @@ def store_given(path: str | os.PathLike[str], slug: str | None = None) -> Store:
         return Store(p, only, None, "headers",
                      f"the transcript headers ({'all ' if n > 1 else ''}{n} agree)")
     if not counts:
-        return Store(p, p.name, None, "directory", "the directory name (no transcript header names a project)")
+        return Store(p, p.name, None, "directory",
+                     "the directory name (no transcript header names a project)")
     others = ", ".join(f"{k} ({n})" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
     if p.name in counts:
         return Store(p, p.name, None, "directory",

@@ -22,8 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .atomic import (O_DIRECTORY, O_NONBLOCK, atomic_write, is_temp_name, lstat_dir, open_nofollow,
-                     read_all)
+from .atomic import O_DIRECTORY, O_NONBLOCK, atomic_write, is_temp_name, lstat_dir, open_nofollow, read_all
 from .errors import NotFound, StoreCorrupt, StoreWriteError, UsageError
 from .layout import DAILY_DIR, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, Store, regular_files
 
@@ -166,7 +165,7 @@ def note_target(name: str) -> Target:
 
 def target_for(kind: str, arg: str | None = None) -> Target:
     """``memory``, ``scratchpad``, ``log [DATE]`` or ``note NAME`` as a :class:`Target`."""
-    if kind == MEMORY or kind == SCRATCHPAD:
+    if kind in (MEMORY, SCRATCHPAD):
         if arg is not None:
             raise UsageError(f"'{kind}' takes no further argument (got {_show(arg)})")
         return memory_target() if kind == MEMORY else scratchpad_target()

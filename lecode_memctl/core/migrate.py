@@ -35,10 +35,20 @@ from pathlib import Path
 
 from .atomic import O_NONBLOCK, atomic_write, is_temp_name, make_dirs, open_nofollow
 from .errors import EXIT_OK, Conflict, NotFound, StoreCorrupt, StoreWriteError, UsageError
-from .identity import (ProjectIdentity, read_commondir, read_gitdir_file, resolve_project, slug,
-                       slug_name)
-from .layout import (DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE,
-                     SESSIONS_DIR, Store, looks_like_slug, memory_names, memory_root, store_entries)
+from .identity import ProjectIdentity, read_commondir, read_gitdir_file, resolve_project, slug, slug_name
+from .layout import (
+    DAILY_DIR,
+    FACTS_DB,
+    MEMORY_FILE,
+    NOTES_DIR,
+    SCRATCHPAD_FILE,
+    SESSIONS_DIR,
+    Store,
+    looks_like_slug,
+    memory_names,
+    memory_root,
+    store_entries,
+)
 
 DEFAULT_MAX_DIRS = 100_000
 """How many directories discovery walks at most (all trees together)."""

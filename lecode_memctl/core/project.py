@@ -26,7 +26,7 @@ from .config import ConfigDir, MemoryConfig, load_memory_config, resolve_config_
 from .errors import UsageError
 from .layout import Store, store_at, store_for_project
 from .sessions import SessionStore, StoreExclusions, check_range
-from .sourceref import SourceRef
+from .sourceref import ExclusionReader, SourceRef
 
 if TYPE_CHECKING:  # imported lazily: sqlite3 is loaded by the first facts access
     from .context import MemorySection
@@ -38,10 +38,10 @@ class _ProjectExclusions:
     connection (it sees its own forgets at once), else the store's
     ``facts.sqlite3`` read read-only on each use."""
 
-    def __init__(self, project: "Project") -> None:
+    def __init__(self, project: Project) -> None:
         self._project = project
 
-    def _reader(self) -> Any:
+    def _reader(self) -> ExclusionReader:
         fs = self._project._facts
         if fs is not None and fs.exists:
             return fs
@@ -96,7 +96,7 @@ class Project:
         return self._config
 
     @property
-    def facts(self) -> "FactStore":
+    def facts(self) -> FactStore:
         """The FactStore writer.  Creating it creates no file; the database is
         created by the first write.  On an existing database it connects for
         writing (WAL, and an older schema is migrated), as the agent's writer
@@ -112,7 +112,7 @@ class Project:
         return fs
 
     @contextmanager
-    def _reading(self) -> Iterator["FactStore"]:
+    def _reading(self) -> Iterator[FactStore]:
         """The writer when it holds a connection, else a read-only FactStore
         for the duration of one call (no file created or changed)."""
         self._check_open()
@@ -128,13 +128,13 @@ class Project:
     # ---- writes (validated evidence, exclusions checked in the transaction)
 
     def remember(self, text: str, ref: SourceRef, *, deduplicate: bool = False,
-                 expected_generation: int | None = None) -> "RememberResult":
+                 expected_generation: int | None = None) -> RememberResult:
         """``FactStore.remember`` with this project's sessions."""
         return self.facts.remember(text, ref, sessions=self.sessions, deduplicate=deduplicate,
                                    expected_generation=expected_generation)
 
     def correct(self, fact_id: str, text: str, *, expected_revision: int, ref: SourceRef,
-                expected_generation: int | None = None) -> "Fact":
+                expected_generation: int | None = None) -> Fact:
         """``FactStore.correct`` with this project's sessions."""
         return self.facts.correct(fact_id, text, expected_revision=expected_revision, ref=ref,
                                   sessions=self.sessions, expected_generation=expected_generation)
@@ -172,7 +172,7 @@ class Project:
             return facts_page(fs, self.sessions, offset=offset, limit=limit,
                               session_id=session_id)
 
-    def memory_section(self, *, explain: bool = False) -> "MemorySection":
+    def memory_section(self, *, explain: bool = False) -> MemorySection:
         """The memory section to inject (:func:`build_memory_section`)."""
         from .context import build_memory_section
 
@@ -193,7 +193,7 @@ class Project:
             self._facts.close()
         self.sessions.close()
 
-    def __enter__(self) -> "Project":
+    def __enter__(self) -> Project:
         return self
 
     def __exit__(self, *exc: object) -> None:

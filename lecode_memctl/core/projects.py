@@ -22,7 +22,7 @@ import os
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +61,7 @@ class ProjectInfo:
 def _iso(ts: float | None) -> str | None:
     if ts is None:
         return None
-    return datetime.fromtimestamp(ts, timezone.utc).isoformat().replace("+00:00", "Z")
+    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
 
 
 def _walk(path: Path) -> tuple[int, int, float | None, bool]:
@@ -181,6 +181,7 @@ def list_projects(config_dir: Path, *, current: str | os.PathLike[str] | None = 
     # First pass: verified roots per store (header candidates first).
     found: dict[str, tuple[str, str]] = {}
     ids_by: dict[str, list[str]] = {}
+    source: str | None                    # how a store's root was found; None: not found
     for e in entries:
         if e.is_link:
             continue

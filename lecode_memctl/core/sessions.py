@@ -25,15 +25,14 @@ from __future__ import annotations
 import difflib
 import errno
 import fcntl
-import io
 import os
 import re
 import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Self, TypeGuard
 
 import orjson
 
@@ -75,6 +74,7 @@ LEARNING_REASONS = frozenset({
 
 # Corruption kinds reported by ``scan`` (and in StoreCorrupt messages).
 NOT_JSON = "not_json"
+UNSUPPORTED_JSON = "unsupported_json"  # JSON memctl cannot represent: too deep, a number past float
 NOT_OBJECT = "not_object"
 NO_SEQ = "no_seq"                    # an object without an integer "seq"
 SEQ_GAP = "seq_gap"
@@ -84,7 +84,7 @@ INVALID_UTF8 = "invalid_utf8"
 TORN_TAIL = "torn_tail"              # not corruption: an append in flight
 BAD_HEADER = "bad_header"            # line 1 is not a seq-0 session header
 BAD_TARGET = "bad_target"            # undo/redo target malformed or not entirely before the event
-CORRUPTION_KINDS = (NOT_JSON, NOT_OBJECT, NO_SEQ, SEQ_GAP, SEQ_DUPLICATE, SEQ_REGRESSION,
+CORRUPTION_KINDS = (NOT_JSON, UNSUPPORTED_JSON, NOT_OBJECT, NO_SEQ, SEQ_GAP, SEQ_DUPLICATE, SEQ_REGRESSION,
                     INVALID_UTF8, BAD_HEADER, BAD_TARGET)
 
 # Session states reported by list_sessions.
@@ -166,14 +166,14 @@ class Snapshot:
     requested span in seq order, and the visible message positions."""
 
     ref: SourceRef
-    records: list[dict]
+    records: list[dict[str, Any]]
     visible: list[int]
     start: int
     end: int                     # the requested end clamped to the last complete record
     last_seq: int                # the last complete record of the session
     hidden: dict[int, str] = field(default_factory=dict)   # message seq -> reason
 
-    def messages(self) -> list[tuple[int, dict]]:
+    def messages(self) -> list[tuple[int, dict[str, Any]]]:
         """The visible messages as ``(seq, record)`` pairs, in seq order."""
         keep = set(self.visible)
         return [(r["seq"], r) for r in self.records if r["seq"] in keep]
@@ -207,7 +207,7 @@ class ScanItem:
     offset: int                    # byte offset of the line start
     kind: str                      # "record" or a corruption kind or "torn_tail"
     seq: int | None = None
-    record: dict | None = None     # set only when kind == "record"
+    record: dict[str, Any] | None = None     # set only when kind == "record"
     detail: str | None = None
 
     @property
@@ -222,13 +222,13 @@ class ScanItem:
 class UndoState:
     """The undo/redo/clear events of a session from some seq on."""
 
-    def __init__(self, events: Iterable[dict] = ()) -> None:
+    def __init__(self, events: Iterable[dict[str, Any]] = ()) -> None:
         self._undo: list[tuple[int, str, int, int]] = []   # (event seq, kind, first, last)
         self.clear_seq: int | None = None
         for ev in events:
             self.add(ev)
 
-    def add(self, ev: dict) -> None:
+    def add(self, ev: dict[str, Any]) -> None:
         name = ev.get("event")
         seq = ev.get("seq")
         if not _is_int(seq):
@@ -255,7 +255,7 @@ class UndoState:
         return best[1] if best else None
 
 
-def undo_target(ev: dict) -> tuple[int, int] | None:
+def undo_target(ev: dict[str, Any]) -> tuple[int, int] | None:
     t = ev.get("target")
     if (isinstance(t, list) and len(t) == 2 and _is_int(t[0]) and _is_int(t[1])
             and 0 <= t[0] <= t[1]):
@@ -263,12 +263,20 @@ def undo_target(ev: dict) -> tuple[int, int] | None:
     return None
 
 
-def is_generated(record: dict) -> bool:
+def bad_target(ev: dict[str, Any]) -> bool:
+    """An undo/redo event whose target is malformed, outside the session or not
+    entirely before the event (corruption ``bad_target``; scan and the audit)."""
+    t = undo_target(ev)
+    seq = ev.get("seq")
+    return t is None or not _is_int(seq) or t[1] >= seq
+
+
+def is_generated(record: dict[str, Any]) -> bool:
     """Assistant and tool messages, and synthetic notifications."""
     return record.get("role") in GENERATED_ROLES or record.get("synthetic") is True
 
 
-def visible(record: dict, *, purpose: str, excluded: frozenset[int], generation: int,
+def visible(record: dict[str, Any], *, purpose: str, excluded: frozenset[int], generation: int,
             undo_state: UndoState, clear_seq: int | None) -> tuple[bool, str | None]:
     """The contract's single visibility predicate for one message record.
 
@@ -298,7 +306,7 @@ def visible(record: dict, *, purpose: str, excluded: frozenset[int], generation:
     return True, None
 
 
-def _is_int(v: Any) -> bool:
+def _is_int(v: Any) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
@@ -307,11 +315,37 @@ def _is_int(v: Any) -> bool:
 
 
 def _iso_utc(ts: float) -> str:
-    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def unparsable(line: bytes, exc: orjson.JSONDecodeError) -> tuple[str, str]:
+    """Why a complete line that orjson refused cannot be used: (kind, detail).
+    Valid JSON that memctl cannot represent (nested deeper than orjson's 1024
+    levels; a number beyond the float range) is ``unsupported_json``, not
+    ``not_json`` (issue 16.8).  Integers beyond 64 bits within the float range
+    parse (as floats)."""
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        return INVALID_UTF8, "the line is not valid UTF-8"
+    why = str(exc).split(":")[0]
+    if why.startswith("depth limit exceeded"):
+        return UNSUPPORTED_JSON, "JSON nested deeper than memctl parses (1024 levels)"
+    if why.startswith("number is infinity"):
+        import json
+
+        try:  # the number aside, is the line JSON?  (parse_*: no 4300-digit int limit)
+            json.loads(line, parse_int=lambda _s: 0, parse_float=lambda _s: 0.0)
+        except ValueError:
+            return NOT_JSON, f"not JSON ({why})"
+        except RecursionError:
+            return UNSUPPORTED_JSON, "JSON nested deeper than memctl parses"
+        return UNSUPPORTED_JSON, "a JSON number beyond the 64-bit float range"
+    return NOT_JSON, f"not JSON ({why})"
 
 
 def _classify(line: bytes) -> tuple[str, Any]:
@@ -319,11 +353,7 @@ def _classify(line: bytes) -> tuple[str, Any]:
     try:
         obj = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
-        try:
-            line.decode("utf-8")
-        except UnicodeDecodeError:
-            return INVALID_UTF8, "the line is not valid UTF-8"
-        return NOT_JSON, f"not JSON ({str(exc).split(':')[0]})"
+        return unparsable(line, exc)
     if not isinstance(obj, dict):
         return NOT_OBJECT, f"a JSON {type(obj).__name__}, not an object"
     seq = obj.get("seq")
@@ -354,12 +384,12 @@ class _File:
         self.path = path
         self.st = st
         self.size = st.st_size
-        self.fh = io.open(fd, "rb", buffering=_BUFFER, closefd=True)
+        self.fh = open(fd, "rb", buffering=_BUFFER, closefd=True)  # noqa: SIM115 - closed by close()
 
     def close(self) -> None:
         self.fh.close()
 
-    def __enter__(self) -> "_File":
+    def __enter__(self) -> _File:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -460,7 +490,7 @@ class _File:
 
     # -- header and search
 
-    def header(self) -> dict:
+    def header(self) -> dict[str, Any]:
         start, line = self.line_at(0)
         if line is None:
             raise SessionRefused(f"session {self.session_id}: no complete header record",
@@ -475,7 +505,8 @@ class _File:
             raise SessionRefused(
                 f"session {self.session_id}: the header names another session id",
                 "refused_header")
-        return obj
+        header: dict[str, Any] = obj
+        return header
 
     def seek_seq(self, target: int) -> int:
         """Byte offset of the first line whose seq is ``>= target`` (a line
@@ -572,13 +603,13 @@ def _span_decision(ref: SourceRef, records: list[dict], purpose: str, excluded: 
         ok, reason = visible(rec, purpose=purpose, excluded=excluded, generation=generation,
                              undo_state=us, clear_seq=us.clear_seq)
         if not ok:
-            return status_for(reason, None, s)  # type: ignore[arg-type]
+            return status_for(reason, None, s)  # type: ignore[arg-type]  # not ok: a reason
     return SourceStatus(VALID)
 
 
 @dataclass
 class _SpanRead:
-    records: list[dict]
+    records: list[dict[str, Any]]
     last_seq: int | None              # last complete record seen (in the span or after)
     corruption: tuple[str, int, str] | None   # (kind, byte offset, detail) inside the span
 
@@ -683,7 +714,7 @@ class SessionStore:
         self._closed = True
         self._bound.clear()
 
-    def __enter__(self) -> "SessionStore":
+    def __enter__(self) -> SessionStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -722,7 +753,8 @@ class SessionStore:
                 counts[project] = counts.get(project, 0) + 1
         return counts
 
-    def _not_found(self, session_id: str) -> SessionNotFound:
+    def not_found(self, session_id: str) -> SessionNotFound:
+        """The error for an id with no transcript, with close matches as a hint."""
         close = difflib.get_close_matches(session_id, self.session_ids(), n=3, cutoff=0.6)
         prefixed = [s for s in self.session_ids() if s.startswith(session_id) and s not in close][:3]
         hint = None
@@ -737,7 +769,7 @@ class SessionStore:
         try:
             dst = os.lstat(self.dir)
         except FileNotFoundError:
-            raise self._not_found(session_id) from None
+            raise self.not_found(session_id) from None
         except OSError as exc:
             raise SessionUnreadable(f"{self.dir}: {exc.strerror}") from None
         if stat.S_ISLNK(dst.st_mode):
@@ -746,13 +778,13 @@ class SessionStore:
         try:
             fd = open_nofollow(path)
         except FileNotFoundError:
-            raise self._not_found(session_id) from None
+            raise self.not_found(session_id) from None
         except OSError as exc:
             if is_link_refusal(exc):
                 raise SessionRefused(f"session {session_id}: {path} is a symbolic link; refused",
                                      "refused_symlink") from None
             if exc.errno == errno.ENOTDIR:
-                raise self._not_found(session_id) from None
+                raise self.not_found(session_id) from None
             raise SessionUnreadable(f"session {session_id}: cannot open {path}: "
                                     f"{exc.strerror}") from None
         try:
@@ -766,7 +798,7 @@ class SessionStore:
             os.close(fd)
             raise
 
-    def _open_checked(self, session_id: str) -> tuple[_File, dict]:
+    def _open_checked(self, session_id: str) -> tuple[_File, dict[str, Any]]:
         f = self._open(session_id)
         try:
             hdr = f.header()
@@ -798,15 +830,15 @@ class SessionStore:
             try:
                 f, hdr = self._open_checked(session_id)
                 f.close()
-                bound = self._bound.get(hdr.get("project"))
+                bound = self._bound.get(hdr["project"])  # present: _open_checked compared it
                 if bound is not None:
                     return bound
             except MemctlError:
                 pass
         return self._exclusions
 
-    def _reader_for(self, hdr: dict) -> ExclusionReader:
-        bound = self._bound.get(hdr.get("project"))  # type: ignore[arg-type]
+    def _reader_for(self, hdr: dict[str, Any]) -> ExclusionReader:
+        bound = self._bound.get(hdr["project"])  # hdr comes from _open_checked: present
         if bound is not None:
             return bound
         return self._exclusions
@@ -814,13 +846,13 @@ class SessionStore:
     # -- writing
 
     def create(self, session_id: str, *, created: str | None = None,
-               project: str | None = None) -> "SessionWriter":
+               project: str | None = None) -> SessionWriter:
         """Create ``sessions/<id>.jsonl`` with its header (seq 0) and return its
         writer.  An existing session is a Conflict."""
         self._check_open()
         check_session_id(session_id)
         _ensure_dirs(os.fspath(self.store.path), self.dir)
-        lock_fd = _lock(self.dir, session_id)
+        lock_fd = lock_session(self.dir, session_id)
         path = os.path.join(self.dir, session_id + SUFFIX)
         try:
             try:
@@ -851,7 +883,7 @@ class SessionStore:
             raise
         return w
 
-    def writer(self, session_id: str) -> "SessionWriter":
+    def writer(self, session_id: str) -> SessionWriter:
         """Append to an existing session (holds ``<id>.lock``; StoreBusy when
         another writer has it).  A torn tail left by a crashed append is cut off."""
         self._check_open()
@@ -859,8 +891,8 @@ class SessionStore:
         try:
             os.lstat(self.dir)
         except FileNotFoundError:
-            raise self._not_found(session_id) from None
-        lock_fd = _lock(self.dir, session_id)
+            raise self.not_found(session_id) from None
+        lock_fd = lock_session(self.dir, session_id)
         try:
             f, hdr = self._open_checked(session_id)
             try:
@@ -901,7 +933,7 @@ class SessionStore:
 
     # -- reading
 
-    def header(self, session_id: str) -> dict:
+    def header(self, session_id: str) -> dict[str, Any]:
         f, hdr = self._open_checked(session_id)
         f.close()
         return hdr
@@ -910,7 +942,7 @@ class SessionStore:
         """Records with start <= seq <= end, checked for consecutive seqs.
         Stops at the first corruption inside the span."""
         pos = f.seek_seq(start)
-        records: list[dict] = []
+        records: list[dict[str, Any]] = []
         expect = start
         last_seq = None
         for off, line in f.lines(pos):
@@ -944,10 +976,11 @@ class SessionStore:
         for _off, line in reversed(tail):
             kind, obj = _classify(line)
             if kind == "record":
-                return obj["seq"]
+                seq: int = obj["seq"]
+                return seq
         return None
 
-    def _events_from(self, f: _File, start: int, kinds: set[str] | None = None) -> list[dict]:
+    def _events_from(self, f: _File, start: int, kinds: set[str] | None = None) -> list[dict[str, Any]]:
         """Event records with seq >= start (lines pre-filtered on the bytes ``"event"``)."""
         pos = f.seek_seq(start)
         out = []
@@ -965,7 +998,7 @@ class SessionStore:
         raise SessionCorrupt(f"session {f.session_id}: line {line}: {kind}: {detail}",
                              kind=kind, line=line, offset=off, session_id=f.session_id)
 
-    def records(self, session_id: str, start: int, end: int) -> list[dict]:
+    def records(self, session_id: str, start: int, end: int) -> list[dict[str, Any]]:
         """Complete records with ``start <= seq <= end`` (fewer when the
         transcript ends sooner).  SessionCorrupt when a line in that span is
         corrupt or the seqs are not consecutive."""
@@ -977,7 +1010,7 @@ class SessionStore:
                 self._raise_corrupt(f, sr.corruption)
             return sr.records
 
-    def events(self, session_id: str, start: int = 0, kinds: set[str] | None = None) -> list[dict]:
+    def events(self, session_id: str, start: int = 0, kinds: set[str] | None = None) -> list[dict[str, Any]]:
         """Event records from seq ``start`` on, optionally only the named kinds."""
         if not _is_int(start) or start < 0:
             raise UsageError("start must be a non-negative integer")
@@ -985,7 +1018,7 @@ class SessionStore:
         with f:
             return self._events_from(f, start, kinds)
 
-    def _visibility(self, hdr: dict, session_id: str, f: _File, span_records: list[dict],
+    def _visibility(self, hdr: dict[str, Any], session_id: str, f: _File, span_records: list[dict[str, Any]],
                     start: int, purpose: str) -> dict[int, str | None]:
         """Reason (or None when visible) for each message record of the span."""
         reader = self._reader_for(hdr)
@@ -1235,7 +1268,7 @@ class SessionStore:
         try:
             os.lstat(self.path(session_id))
         except FileNotFoundError:
-            raise self._not_found(session_id) from None
+            raise self.not_found(session_id) from None
         return self._info(session_id)
 
     def _info(self, sid: str) -> SessionInfo:
@@ -1264,6 +1297,7 @@ class SessionStore:
             state, reason, detail = STATE_OK, None, None
             last = None
             prev = None
+            line: bytes | None        # the loops below: complete lines, then possibly the torn tail
             for off, line in tail:
                 kind, obj = _classify(line)
                 if kind != "record":
@@ -1295,7 +1329,8 @@ class SessionStore:
                     if kind == "record" and obj.get("type") == "message":
                         messages += 1
                     continue
-                if line.startswith(b"{") and line.endswith(b"}"):
+                bare = line.strip(b" \t\r")  # JSON whitespace: a CRLF line is an object too
+                if bare.startswith(b"{") and bare.endswith(b"}"):
                     messages += 1
                 elif state == STATE_OK:
                     # Cheap structural check: a JSON object line starts with {
@@ -1355,11 +1390,10 @@ class SessionStore:
                     prev = max(prev, seq)
                 else:
                     prev = seq
-                if obj.get("type") == "event" and obj.get("event") in ("undo", "redo"):
-                    t = undo_target(obj)
-                    if t is None or t[1] >= seq:
-                        yield ScanItem(lineno, off, BAD_TARGET, seq, None,
-                                       "undo/redo target must be [first, last] entirely before the event")
+                if (obj.get("type") == "event" and obj.get("event") in ("undo", "redo")
+                        and bad_target(obj)):
+                    yield ScanItem(lineno, off, BAD_TARGET, seq, None,
+                                   "undo/redo target must be [first, last] entirely before the event")
                 yield ScanItem(lineno, off, "record", seq, obj)
 
 
@@ -1402,7 +1436,7 @@ class SessionWriter(ClosesOnExit):
         self._lock_fd: int | None = lock_fd
         self.next_seq = next_seq
 
-    def append_record(self, record: dict) -> int:
+    def append_record(self, record: dict[str, Any]) -> int:
         """Append ``record`` with the next seq (any ``seq`` it holds is replaced);
         the other keys are kept as given."""
         if self._fd is None:
@@ -1491,14 +1525,18 @@ def _ensure_dirs(*paths: str) -> None:
         final = Path(os.path.abspath(p))
 
         def refuse_final(level: Path, st: os.stat_result) -> str | None:
-            if level == final and (stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode)):
+            # called by make_dirs below, in this iteration
+            if level == final and (stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode)):  # noqa: B023
                 return f"{level}: not a directory (or a symbolic link); refused"
             return None
 
         make_dirs(final, strict=True, existing=refuse_final)
 
 
-def _lock(sessions_dir: str, session_id: str) -> int:
+def lock_session(sessions_dir: str, session_id: str) -> int:
+    """Take the session's ``<id>.lock`` (the lock every writer of the session
+    holds), without waiting; the locked fd.  StoreBusy (exit 6) while another
+    process holds it."""
     path = os.path.join(sessions_dir, session_id + LOCK_SUFFIX)
     try:
         fd = open_nofollow(path, os.O_RDWR | os.O_CREAT)
@@ -1519,7 +1557,7 @@ def _lock(sessions_dir: str, session_id: str) -> int:
 
 __all__ = [
     "SessionStore", "SessionWriter", "Snapshot", "SessionInfo", "ScanItem", "UndoState",
-    "visible", "is_generated", "undo_target", "SessionNotFound", "SessionRefused",
+    "visible", "is_generated", "undo_target", "bad_target", "SessionNotFound", "SessionRefused",
     "SessionUnreadable", "SessionCorrupt", "SpanHidden", "PositionMissing", "REASONS",
     "CORRUPTION_KINDS", "NO_EXCLUSIONS", "StoreExclusions",
 ]

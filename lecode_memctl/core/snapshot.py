@@ -10,15 +10,12 @@ import hashlib
 import os
 import shutil
 import stat
-import tempfile
 import time
 from pathlib import Path
 
-
-from .atomic import is_link_refusal, lstat_regular, open_nofollow, write_all
+from .atomic import is_link_refusal, lstat_regular, open_nofollow, private_tempdir, write_all
 from .errors import NotFound, StoreBusy, StoreCorrupt
 from .layout import FILE_MODE
-
 
 SNAPSHOT_CHUNK = 1 << 20
 SNAPSHOT_WAL_IN_MEMORY = 8 << 20
@@ -139,7 +136,7 @@ def private_snapshot(path: Path, wal: Path, timeout: float) -> str:
     writer waits for its lock (``timeout``, the busy timeout)."""
     waited = 0.0
     attempt = 0
-    tmp = tempfile.mkdtemp(prefix="memctl-facts-")
+    tmp = private_tempdir("memctl-facts-", path.parent)  # never inside the store
     db_copy = os.path.join(tmp, "facts.sqlite3")
     wal_copy = os.path.join(tmp, "facts.sqlite3-wal")
     try:
@@ -177,6 +174,53 @@ def private_snapshot(path: Path, wal: Path, timeout: float) -> str:
                     finally:
                         os.close(fd)
                 return tmp
+            attempt += 1
+            if waited >= timeout:
+                raise StoreBusy(f"{path}: the facts database kept changing while taking a "
+                                "snapshot; try again")
+            delay = min(0.01 * attempt, 0.05)
+            time.sleep(delay)
+            waited += delay
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def private_journal_snapshot(path: Path, journal: Path, timeout: float) -> str:
+    """Copy a rollback-journal mode database and its ``-journal`` into a fresh
+    private directory, checking that neither changed while copying; returns
+    the directory.  Opening the copy, SQLite rolls a hot journal back there
+    (a writer killed mid-transaction, or one still running): the copy then
+    holds what SQLite itself would show after recovery, and the store is not
+    touched (issue 16.1).  The journal is copied first: a writer saves a
+    page's original there before it changes the page in the database, so an
+    unchanged journal and an unchanged database make a consistent pair.  A
+    journal that vanished meanwhile (the transaction ended) leaves the
+    database alone, whole, when it did not change either; else retries, as
+    :func:`private_snapshot` does, then exit 6."""
+    waited = 0.0
+    attempt = 0
+    tmp = private_tempdir("memctl-facts-", path.parent)
+    db_copy = os.path.join(tmp, "facts.sqlite3")
+    journal_copy = os.path.join(tmp, "facts.sqlite3-journal")
+    try:
+        while True:
+            for leftover in (db_copy, journal_copy):
+                if os.path.lexists(leftover):
+                    os.unlink(leftover)
+            db_before = lstat_regular(path)
+            j_first = _copy_nofollow(journal, journal_copy)
+            db = _copy_nofollow(path, db_copy)
+            j_again = _copy_nofollow(journal, None)
+            db_after = lstat_regular(path)
+            if db is None or db_before is None or db_after is None:
+                raise NotFound(f"{path}: facts database disappeared while reading it")
+            db_stable = _same_file(db_before, db[1]) and _same_file(db[1], db_after)
+            if db_stable and j_first is not None and j_again is not None \
+                    and j_first[0] == j_again[0]:
+                return tmp
+            if db_stable and j_first is None and j_again is None:
+                return tmp  # no journal after all: the database alone is whole
             attempt += 1
             if waited >= timeout:
                 raise StoreBusy(f"{path}: the facts database kept changing while taking a "

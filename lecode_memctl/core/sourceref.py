@@ -118,7 +118,7 @@ class SourceRef:
         return {"session_id": self.session_id, "seqs": list(self.seqs), "digest": self.digest}
 
     @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> "SourceRef":
+    def from_json(cls, doc: Mapping[str, Any]) -> SourceRef:
         if not isinstance(doc, Mapping):
             raise UsageError("a source reference is an object with session_id, seqs and digest")
         extra = set(doc) - {"session_id", "seqs", "digest"}
@@ -127,6 +127,7 @@ class SourceRef:
         seqs = doc.get("seqs")
         if not isinstance(seqs, list):
             raise UsageError("seqs must be a list of integers")
+        # untyped JSON values: __post_init__ checks each one
         return cls(doc.get("session_id"), tuple(seqs), doc.get("digest"))  # type: ignore[arg-type]
 
 
@@ -170,17 +171,17 @@ class SessionReader(Protocol):
 
     def session_ids(self) -> list[str]: ...
 
-    def records(self, session_id: str, start: int, end: int) -> list[dict]: ...
+    def records(self, session_id: str, start: int, end: int) -> list[dict[str, Any]]: ...
 
     def events(self, session_id: str, start: int = 0,
-               kinds: set[str] | None = None) -> list[dict]: ...
+               kinds: set[str] | None = None) -> list[dict[str, Any]]: ...
 
     def scan(self, session_id: str) -> Iterator[Any]: ...
 
-    def validate_source(self, ref: "SourceRef", purpose: str = "working") -> "SourceStatus": ...
+    def validate_source(self, ref: SourceRef, purpose: str = "working") -> SourceStatus: ...
 
-    def validate_many(self, refs: Iterable["SourceRef"], purpose: str = "durable"
-                      ) -> dict["SourceRef", "SourceStatus"]: ...
+    def validate_many(self, refs: Iterable[SourceRef], purpose: str = "durable"
+                      ) -> dict[SourceRef, SourceStatus]: ...
 
     def validate_sessions(self, groups: Iterable[tuple[str, list["SourceRef"]]],
                           purpose: str = "durable") -> Iterator[dict["SourceRef", "SourceStatus"]]: ...

@@ -23,7 +23,7 @@ import os
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from typing import Any
 
 import orjson
@@ -140,20 +140,20 @@ def parse_since(text: str) -> datetime:
     try:
         if len(text) == 10:
             d = date.fromisoformat(text)
-            return datetime(d.year, d.month, d.day, tzinfo=timezone.utc)
+            return datetime(d.year, d.month, d.day, tzinfo=UTC)
         dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise UsageError(f"invalid date {text!r}: use YYYY-MM-DD or an ISO 8601 time") from None
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
-def _event_time(rec: dict, fallback: datetime | None) -> datetime | None:
+def _event_time(rec: dict[str, Any], fallback: datetime | None) -> datetime | None:
     for k in ("ts", "time", "created"):
         v = rec.get(k)
         if isinstance(v, str):
             try:
                 dt = datetime.fromisoformat(v.replace("Z", "+00:00"))
-                return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+                return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
             except ValueError:
                 continue
     return fallback
@@ -177,7 +177,7 @@ def _lines(fd: int) -> Iterable[tuple[bool, bytes]]:
 
 
 def usage_report(store: Store, *, session: str | None = None,
-                 since: datetime | None = None) -> UsageReport:
+                 since: datetime | None = None, until: datetime | None = None) -> UsageReport:
     """Accounting over every session of the store (or one), optionally only
     for events at or after ``since`` (an event's own ``ts``/``time``/``created``
     when it has one, else its session header's ``created``)."""
@@ -202,13 +202,14 @@ def usage_report(store: Store, *, session: str | None = None,
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 rep.refused.append(sid)
                 continue
-            _account(rep, store, sid, fd, since)
+            _account(rep, store, sid, fd, since, until)
         finally:
             os.close(fd)
     return rep
 
 
-def _account(rep: UsageReport, store: Store, sid: str, fd: int, since: datetime | None) -> None:
+def _account(rep: UsageReport, store: Store, sid: str, fd: int, since: datetime | None,
+             until: datetime | None = None) -> None:
     created: datetime | None = None
     for first, line in _lines(fd):
         if first:
@@ -235,9 +236,10 @@ def _account(rep: UsageReport, store: Store, sid: str, fd: int, since: datetime 
         ev = rec.get("event")
         if ev not in ("compact", "memory_usage"):
             continue
-        if since is not None:
+        if since is not None or until is not None:
             t = _event_time(rec, created)
-            if t is None or t < since:
+            if t is None or (since is not None and t < since) \
+                    or (until is not None and t > until):
                 continue
         if ev == "compact":
             rep.purpose("summarization").add(rec.get("usage"), compact=True)

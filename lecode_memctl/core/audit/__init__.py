@@ -17,7 +17,8 @@ them (same visibility predicate, same reasons; a test compares the two).
 ``deep`` parses every line (large reads, bytes-level line splitting,
 ``orjson.loads``), keeps the records of that one transcript in memory to
 check compaction lineage without rereading, and runs the whole-transcript
-checks: corrupt lines, seq gaps, compaction chains and learning events;
+checks: corrupt lines, seq gaps, undo/redo targets, compaction chains and
+learning events;
 with several transcripts the jobs run in parallel worker processes.
 
 The package, by layer: ``codes`` (the finding codes, findings, summaries),
@@ -31,8 +32,21 @@ from __future__ import annotations
 from typing import Any
 
 from ..layout import Store
-from .codes import (CHECK_ORDER, CODES, ERROR, INFO, SEVERITIES, SEVERITY_RANK, WARNING, CodeInfo,
-                    Finding, Summary, check_ignore_codes, codes_table, sort_findings)
+from .codes import (
+    CHECK_ORDER,
+    CODES,
+    ERROR,
+    INFO,
+    SEVERITIES,
+    SEVERITY_RANK,
+    WARNING,
+    CodeInfo,
+    Finding,
+    Summary,
+    check_ignore_codes,
+    codes_table,
+    sort_findings,
+)
 from .run import Audit
 
 

@@ -3,17 +3,14 @@ fields, meaning), findings and the per-store summary."""
 
 from __future__ import annotations
 
-
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-
 from ..errors import UsageError
 from ..sourceref import STATUSES
-
 
 ERROR = "error"
 WARNING = "warning"
@@ -65,6 +62,10 @@ CODES: dict[str, CodeInfo] = {
         "the schema is an older known version; lecode migrates it on its next write"),
     "db.generation_mismatch": CodeInfo(ERROR, "db", ("file",),
         "the exclusion generation is lower than the exclusions and retry markers imply"),
+    "db.rolled_back": CodeInfo(ERROR, "db", ("file",),
+        "the exclusion generation or exclusion count is below the highest memctl saw for this "
+        "store (its mark, kept outside the store): the database was put back from an older "
+        "copy or deleted, so forgotten evidence may be visible again"),
     "db.revision_gap": CodeInfo(ERROR, "db", ("fact_id", "revision"),
         "a fact's revisions are not 1..N without gaps, or its current revision is not the last"),
     "db.dangling_ref": CodeInfo(ERROR, "db", ("fact_id", "revision", "table"),
@@ -88,7 +89,7 @@ CODES: dict[str, CodeInfo] = {
         "(a writer may be appending), ERROR otherwise"),
     "session.corrupt_line": CodeInfo(ERROR, "sessions", ("file", "session_id", "line", "reason"),
         "a complete line that is not a JSON object with an integer seq "
-        "(reason: not_json, invalid_utf8, not_object, no_seq)", deep_only=True),
+        "(reason: not_json, unsupported_json, invalid_utf8, not_object, no_seq)", deep_only=True),
     "session.seq_gap": CodeInfo(ERROR, "sessions", ("file", "session_id", "line", "seq", "reason"),
         "seq does not follow the previous record's seq + 1 "
         "(reason: seq_gap, seq_duplicate, seq_regression)", deep_only=True),
@@ -102,6 +103,10 @@ CODES: dict[str, CodeInfo] = {
         "a generated message carries an exclusion epoch above the facts database's "
         "generation: forget exclusions were lost (facts.sqlite3 deleted, emptied or "
         "replaced by an older copy), so forgotten evidence may be visible again"),
+    "session.bad_target": CodeInfo(ERROR, "sessions", ("file", "session_id", "line", "seq"),
+        "an undo or redo event whose target is not [FIRST, LAST] with 0 <= FIRST <= LAST < "
+        "the event's seq (malformed, outside the session, or not entirely before the event); "
+        "it still hides the positions of its target that precede it", deep_only=True),
     # compaction
     "compact.prior_mismatch": CodeInfo(ERROR, "compaction", ("file", "session_id", "seq"),
         "a compact event's prior is not the previous compact event's seq and digest", deep_only=True),
@@ -109,6 +114,15 @@ CODES: dict[str, CodeInfo] = {
         "a lineage chunk spans more than 200 positions", deep_only=True),
     "compact.lineage_stale": CodeInfo(ERROR, "compaction", ("file", "session_id", "seq", "reason"),
         "a lineage chunk is malformed, missing, or its digest no longer holds", deep_only=True),
+    "compact.lineage_not_cumulative": CodeInfo(ERROR, "compaction", ("file", "session_id", "seq", "reason"),
+        "a compact event's lineage is not exactly cumulative (reason: empty, a first lineage "
+        "with no chunk; not_cumulative, it does not start with the previous compact event's "
+        "lineage; overlap, chunks out of order or overlapping; after_event, a chunk at or after "
+        "the event)", deep_only=True),
+    "compact.legacy": CodeInfo(INFO, "compaction", ("file", "session_id", "seq"),
+        "a compact event without lineage, written before lineage existed: inert (lecode replays "
+        "raw history and rebuilds it); its prior is not checked and the next compact event's "
+        "prior is the previous one with lineage, or null", deep_only=True),
     "compact.inert": CodeInfo(INFO, "compaction", ("file", "session_id", "seq", "reason"),
         "a summary made inert by a later forget, undo or clear (reason: excluded, undone, "
         "cleared, epoch); lecode rebuilds it lazily", deep_only=True),
@@ -159,7 +173,8 @@ class Finding:
         if self.seq is not None:
             parts.append(f"seq {self.seq}")
         if self.fact_id is not None:
-            parts.append(f"fact {self.fact_id}" + (f" rev {self.revision}" if self.revision is not None else ""))
+            parts.append(f"fact {self.fact_id}"
+                         + (f" rev {self.revision}" if self.revision is not None else ""))
         if self.key:
             parts.append(self.key)
         if self.table:
@@ -183,11 +198,11 @@ class Summary:
     deep: bool
     started: float = field(default_factory=time.time)
     finished: float | None = None
-    by_severity: Counter = field(default_factory=Counter)
-    by_code: Counter = field(default_factory=Counter)
-    by_code_severity: dict = field(default_factory=dict)   # code -> Counter(severity)
+    by_severity: Counter[str] = field(default_factory=Counter)
+    by_code: Counter[str] = field(default_factory=Counter)
+    by_code_severity: dict[str, Counter[str]] = field(default_factory=dict)   # code -> Counter(severity)
     ignored: int = 0
-    facts: Counter = field(default_factory=Counter)     # fact status -> count (worst revision)
+    facts: Counter[str] = field(default_factory=Counter)   # fact status -> count (worst revision)
     facts_total: int = 0
     sessions: int = 0
     bytes_read: int = 0                                  # transcript bytes read by the audit itself

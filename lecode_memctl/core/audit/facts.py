@@ -3,9 +3,9 @@ exclusions, generation) and every fact's evidence."""
 
 from __future__ import annotations
 
-
 import os
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -58,6 +58,8 @@ def _open_facts(audit: Audit) -> Any:
     if not stat.S_ISREG(st.st_mode):
         return None  # a symlink or odd type is a layout finding
     try:
+        if audit.lock_wait is not None:
+            return FactStore.open_readonly(path, busy_timeout=audit.lock_wait)
         return FactStore.open_readonly(path)
     except MemctlError as exc:
         return exc
@@ -92,6 +94,32 @@ def current_generation(path: Path) -> int | None:
 
 
 def check_db_and_facts(audit: Audit) -> Iterator[Finding | None]:
+    """The database checks, then the store against memctl's mark (see ``core.seen``).
+    The mark is read before the database: a forget that lands meanwhile, and
+    records its higher generation, is then not mistaken for a roll-back."""
+    from .. import seen
+
+    mark = seen.load(audit.state, audit.store.path) if audit.state is not None else None
+    yield from _check_db(audit)
+    if not audit._generation_known:
+        return
+    gen, excl = audit._generation, audit._exclusion_count
+    if mark is not None and audit.state is not None and seen.regression(mark, gen, excl):
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(mark.updated))
+        now = (f"generation {gen} and {excl} exclusion(s)" if os.path.lexists(audit.store.facts_db)
+               else "no facts database (generation 0, no exclusions)")
+        yield audit._f("db.rolled_back",
+                       f"{now}, but memctl saw generation {mark.generation} and "
+                       f"{mark.exclusions} exclusion(s) here (by {when}): the database was "
+                       "replaced by an older copy or deleted, so forgotten evidence may be "
+                       "visible again (if that was intended, remove "
+                       f"{seen.mark_path(audit.state, audit.store.path)})",
+                       file=FACTS_DB)
+    if audit.record_state and audit.state is not None:
+        seen.record(audit.state, audit.store.path, gen, excl)
+
+
+def _check_db(audit: Audit) -> Iterator[Finding | None]:
     import sqlite3
 
     from ..errors import MemctlError, StoreBusy
@@ -123,7 +151,8 @@ def check_db_and_facts(audit: Audit) -> Iterator[Finding | None]:
                 audit._generation_known = True  # an empty file: generation 0
             return
         try:
-            yield from _db_checks(audit, fs, db, SCHEMA_VERSION)
+            fs, db, integrity = _stable_integrity(audit, fs, db)
+            yield from _db_checks(audit, fs, db, SCHEMA_VERSION, integrity)
             _load_facts(audit, fs, db)
         except sqlite3.DatabaseError as exc:
             yield audit._f("db.unreadable", f"database error while auditing: {exc}", file=rel)
@@ -131,13 +160,45 @@ def check_db_and_facts(audit: Audit) -> Iterator[Finding | None]:
         fs.close()
 
 
-def _db_checks(audit: Audit, fs: Any, db: Any, schema_version: int) -> Iterator[Finding | None]:
+def _stable_integrity(audit: Audit, fs: Any, db: Any) -> tuple[Any, Any, list[str]]:
+    """``PRAGMA integrity_check``'s lines, from a state no writer moved under.
+    An immutable open reads the main file as it is: a rollback-mode writer that
+    starts meanwhile changes pages under it (a -journal appears), and the check
+    may see two states mixed.  When the check reports a problem and the file
+    changed since it was opened, the database is opened again (a private copy
+    that SQLite rolls back, now that there is a journal) and checked again, for
+    as long as a writer waits for its lock; then exit 6.  (issue 16.1)"""
+    from ..errors import StoreBusy
+    from ..facts import FactStore
+
+    waited, attempt = 0.0, 0
+    while True:
+        lines = [str(msg) for (msg,) in db.execute("PRAGMA integrity_check")]
+        if lines == ["ok"] or not fs.changed_since_open():
+            return fs, db, lines
+        if waited >= fs.busy_timeout:
+            raise StoreBusy(f"{audit.store.facts_db}: the facts database kept changing while "
+                            "checking it; try again")
+        attempt += 1
+        delay = min(0.01 * attempt, 0.05)
+        time.sleep(delay)
+        waited += delay
+        fs.close()
+        fs = FactStore.open_readonly(audit.store.facts_db)
+        db = fs.read_connection()
+        if db is None:
+            raise StoreBusy(f"{audit.store.facts_db}: the facts database changed while "
+                            "checking it; try again")
+
+
+def _db_checks(audit: Audit, fs: Any, db: Any, schema_version: int,
+               integrity: list[str]) -> Iterator[Finding | None]:
     rel = FACTS_DB
     tables = fs.tables
     if fs.needs_migration:
         yield audit._f("db.needs_migration", f"schema version {fs.schema_version}, current is "
                        f"{schema_version}; lecode migrates it on its next write", file=rel)
-    for (msg,) in db.execute("PRAGMA integrity_check"):
+    for msg in integrity:
         if msg != "ok":
             yield audit._f("db.integrity", f"integrity_check: {msg}", file=rel)
     fk_rows: set[tuple[str, int | None]] = set()
@@ -228,10 +289,12 @@ def _load_facts(audit: Audit, fs: Any, db: Any) -> None:
             if r.source is not None:
                 audit._need.setdefault(r.source.session_id, []).append((r.source, "durable"))
     audit._generation = fs.generation()
+    audit._exclusion_count = int(db.execute("SELECT count(*) FROM exclusions").fetchone()[0])
     audit._generation_known = True
+    excluded: dict[str, set[int]] = {}
     for sid, seq in db.execute("SELECT session_id, seq FROM exclusions"):
-        audit._excluded.setdefault(sid, set()).add(seq)
-    audit._excluded = {k: frozenset(v) for k, v in audit._excluded.items()}
+        excluded.setdefault(sid, set()).add(seq)
+    audit._excluded = {k: frozenset(v) for k, v in excluded.items()}
 
 
 def fact_findings(audit: Audit) -> Iterator[Finding | None]:

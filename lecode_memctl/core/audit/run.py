@@ -4,7 +4,6 @@ layout, Markdown here; the database and facts in ``facts``; transcripts in
 
 from __future__ import annotations
 
-
 import os
 import re
 import stat
@@ -14,16 +13,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-
 from ..atomic import open_nofollow, read_all
-from ..layout import (DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE,
-                     SESSIONS_DIR, Store)
+from ..layout import DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, SESSIONS_DIR, Store
 from ..markdown import is_note_file
 from ..sourceref import SESSION_ID_RE, SourceRef, status_for
 from .codes import CODES, Finding, Progress, Summary
 from .facts import check_db_and_facts, current_generation, fact_findings
 from .transcripts import READ_CHUNK, run_jobs
-
 
 # ---------------------------------------------------------------------------
 # Low-level, read-only file access
@@ -58,8 +54,17 @@ class Audit:
 
     def __init__(self, store: Store, *, config_dir: Path | None = None, deep: bool = False,
                  ignore: frozenset[str] = frozenset(), progress: Progress | None = None,
-                 now: float | None = None, parallel: bool = True) -> None:
+                 now: float | None = None, parallel: bool = True,
+                 lock_wait: float | None = None, state: Path | None = None,
+                 record_state: bool = False) -> None:
+        """``lock_wait``: seconds to wait for a stable database snapshot.
+        ``state``: memctl's state directory (``core.seen``), whose mark of the
+        store is compared with its database (``db.rolled_back``); None: no marks.
+        ``record_state``: raise the mark to what this audit read (outside the store)."""
         self.store = store
+        self.lock_wait = lock_wait
+        self.state = state
+        self.record_state = record_state
         self.config_dir = config_dir
         self.deep = deep
         self.ignore = ignore
@@ -71,8 +76,9 @@ class Audit:
         self._bad_refs: dict[tuple[str, int], str] = {}
         self._need: dict[str, list[tuple[Any, str]]] = {}
         self._statuses: dict[tuple[Any, str], Any] = {}
-        self._excluded: dict[str, Any] = {}
+        self._excluded: dict[str, frozenset[int]] = {}
         self._generation = 0
+        self._exclusion_count = 0
         self._generation_known = False  # True once the database was read, or is absent/empty
 
     # -- plumbing
@@ -274,7 +280,7 @@ class Audit:
                         "session_missing", f"no session {sid}")
         results = run_jobs(jobs, parallel=self.deep and self.parallel)
         ahead: list[tuple[str, int, int]] = []
-        for i, (sid, sc) in enumerate(zip(ids, results)):
+        for i, (sid, sc) in enumerate(zip(ids, results, strict=True)):  # one result per job
             if self.progress:
                 self.progress(i, total)
             self.summary.bytes_read += sc.bytes_read

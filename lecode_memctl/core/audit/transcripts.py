@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-
 import os
 import stat
 from collections.abc import Callable, Iterator
@@ -15,10 +14,9 @@ import orjson
 from ..atomic import is_link_refusal, open_nofollow
 from ..errors import UsageError
 from ..layout import SESSIONS_DIR
-from ..sessions import LEARNING_EVENT, LEARNING_REASONS, LEARNING_STATUSES, fast_seq
+from ..sessions import LEARNING_EVENT, LEARNING_REASONS, LEARNING_STATUSES, bad_target, fast_seq, unparsable
 from ..sourceref import MAX_SPAN, VALID, SourceStatus, canonical_digest, status_for
 from .codes import ERROR, WARNING
-
 
 TORN_TAIL_GRACE_SECONDS = 60.0
 READ_CHUNK = 8 << 20
@@ -29,7 +27,7 @@ READ_CHUNK = 8 << 20
 @dataclass
 class _Scan:
     bytes_read: int = 0
-    raw: list[tuple[str, str, str | None, dict]] = field(default_factory=list)
+    raw: list[tuple[str, str, str | None, dict[str, Any]]] = field(default_factory=list)
     statuses: dict[tuple[tuple[int, ...], str, str], Any] = field(default_factory=dict)
     max_epoch: tuple[int, int] | None = None   # (epoch, seq) of the newest generated messages
 
@@ -71,7 +69,7 @@ def _tail_epoch(fd: int, size: int, sc: _Scan, data: bytes | None = None) -> tup
     return best
 
 
-def run_jobs(jobs: list[tuple], *, parallel: bool) -> Iterator[_Scan]:
+def run_jobs(jobs: list[tuple[Any, ...]], *, parallel: bool) -> Iterator[_Scan]:
     """The jobs' results in order, each as soon as it is ready (findings stream)."""
     if parallel and len(jobs) >= 8 and (os.cpu_count() or 1) > 1:
         import multiprocessing
@@ -91,7 +89,7 @@ def run_jobs(jobs: list[tuple], *, parallel: bool) -> Iterator[_Scan]:
         yield _session_job(*j)
 
 
-def _session_job_star(args: tuple) -> _Scan:
+def _session_job_star(args: tuple[Any, ...]) -> _Scan:
     return _session_job(*args)
 
 
@@ -147,7 +145,8 @@ def _session_job(path: str, sid: str, slug: str, deep: bool,
 
 def _scan_modes(fd: int, st: os.stat_result, sc: _Scan, sid: str, slug: str, deep: bool,
                 need: list[tuple[tuple[int, ...], str, str]], excluded: frozenset[int],
-                generation: int, now: float, add: Callable, refuse_all: Callable) -> bytes | None:
+                generation: int, now: float, add: Callable[..., None],
+                refuse_all: Callable[[str, str], None]) -> bytes | None:
     """Header and tail only (no references, not deep); the in-memory fast path;
     else the line loop.  Returns the file's bytes when they were read whole."""
     if not deep and not need:
@@ -178,7 +177,8 @@ def _header_problem(hdr: Any, sid: str, slug: str) -> tuple[str, str] | None:
     return None
 
 
-def _report_header(hdr: Any, sid: str, slug: str, add: Callable, refuse_all: Callable | None) -> bool:
+def _report_header(hdr: Any, sid: str, slug: str, add: Callable[..., None],
+                   refuse_all: Callable[[str, str], None] | None) -> bool:
     """Add the header finding, if any; True when the session is refused."""
     prob = _header_problem(hdr, sid, slug)
     if prob is None:
@@ -195,7 +195,8 @@ def _report_header(hdr: Any, sid: str, slug: str, add: Callable, refuse_all: Cal
     return True
 
 
-def _torn(add: Callable, size: int, offset: int, mtime: float, now: float, line: int | None) -> None:
+def _torn(add: Callable[..., None], size: int, offset: int, mtime: float, now: float,
+          line: int | None) -> None:
     recent = now - mtime < TORN_TAIL_GRACE_SECONDS
     msg = (f"last line ({size - offset} bytes) has no newline: "
            + ("a writer may be appending (modified in the last minute)" if recent
@@ -204,7 +205,7 @@ def _torn(add: Callable, size: int, offset: int, mtime: float, now: float, line:
 
 
 def _shallow(fd: int, size: int, sc: _Scan, sid: str, slug: str, mtime: float, now: float,
-             add: Callable) -> None:
+             add: Callable[..., None]) -> None:
     """The header line and the tail only: a few KiB per transcript."""
     if size == 0:
         return
@@ -225,8 +226,10 @@ def _shallow(fd: int, size: int, sc: _Scan, sid: str, slug: str, mtime: float, n
             hdr = orjson.loads(head[:nl])
         except orjson.JSONDecodeError:
             hdr = None
-        if _report_header(hdr, sid, slug, add, None) and _header_problem(hdr, sid, slug)[0] == "session.refused":
-            return
+        if _report_header(hdr, sid, slug, add, None):
+            prob = _header_problem(hdr, sid, slug)
+            if prob is not None and prob[0] == "session.refused":
+                return
     if len(head) >= size:
         if not head.endswith(b"\n"):
             _torn(add, size, head.rfind(b"\n") + 1, mtime, now, head.count(b"\n") + 1)
@@ -267,8 +270,8 @@ def _read_whole(fd: int, size: int, sc: _Scan) -> bytes:
 
 def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
                 need: list[tuple[tuple[int, ...], str, str]], excluded: frozenset[int],
-                generation: int, mtime: float, now: float, add: Callable,
-                refuse_all: Callable) -> bool:
+                generation: int, mtime: float, now: float, add: Callable[..., None],
+                refuse_all: Callable[[str, str], None]) -> bool:
     """Default mode over a transcript held in memory: C-speed searches find the
     event lines and the start of each referenced span (lines the core's writer
     produced begin ``{"seq":N,``); only those lines are parsed.  False when
@@ -296,7 +299,7 @@ def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
     last_seq = fast_seq(data[last_start:end - 1])
     if last_seq is None:
         return False
-    events: list[dict] = []
+    events: list[dict[str, Any]] = []
     pos = data.find(b'"event"', 0, end)
     while pos >= 0:
         ls = data.rfind(b"\n", 0, pos) + 1
@@ -315,7 +318,7 @@ def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
     # not one per span.  A transcript with a repeated seq or a corrupt line in
     # a span is searched again from the start for each span, as before.
     for hinted in (True, False):
-        records: dict[int, dict] = {}
+        records: dict[int, dict[str, Any]] = {}
         corrupt_after: list[int] = []
         dup_seqs: set[int] = set()
         hint = 0
@@ -367,7 +370,7 @@ FAST_LIMIT = 256 << 20     # default mode holds a transcript in memory up to thi
 
 def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
           need: list[tuple[tuple[int, ...], str, str]], excluded: frozenset[int], generation: int,
-          mtime: float, now: float, add: Callable, refuse_all: Callable,
+          mtime: float, now: float, add: Callable[..., None], refuse_all: Callable[[str, str], None],
           data: bytes | None = None) -> None:
     from ..sessions import UndoState
 
@@ -376,11 +379,11 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
     needed: set[int] = set()
     for seqs, _d, _p in need:
         needed.update(range(seqs[0], seqs[-1] + 1))
-    records: dict[int, dict] = {}
+    records: dict[int, dict[str, Any]] = {}
     corrupt_after: list[int] = []       # the previous record's seq of each corrupt line
     dup_seqs: set[int] = set()
-    events: list[dict] = []
-    compacts: list[tuple[int, dict]] = []
+    events: list[dict[str, Any]] = []
+    compacts: list[tuple[int, dict[str, Any]]] = []
     expected = 0
     last_seq = -1
     lineno = 0
@@ -402,30 +405,26 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                     hdr = None
                 if _report_header(hdr, sid, slug, add, refuse_all):
                     refused = True
-                    if _header_problem(hdr, sid, slug)[0] == "session.refused":
+                    prob = _header_problem(hdr, sid, slug)
+                    if prob is not None and prob[0] == "session.refused":
                         return
             rec = None
             if not deep:
                 seq = fast_seq(line)
                 if seq is not None and seq not in needed and b'"event"' not in line:
-                    if seq != expected:
-                        if seq <= last_seq:
-                            dup_seqs.add(seq)
+                    if seq != expected and seq <= last_seq:
+                        dup_seqs.add(seq)
                     if seq > last_seq:
                         last_seq = seq
                         expected = seq + 1
                     continue
             try:
                 rec = loads(line)
-            except JSONDecodeError:
+            except JSONDecodeError as exc:
                 corrupt_after.append(last_seq)
                 if deep:
-                    try:
-                        line.decode("utf-8")
-                        reason = "not_json"
-                    except UnicodeDecodeError:
-                        reason = "invalid_utf8"
-                    add("session.corrupt_line", f"line {lineno} is corrupt ({reason})",
+                    reason, detail = unparsable(line, exc)
+                    add("session.corrupt_line", f"line {lineno} is corrupt ({reason}: {detail})",
                         line=lineno, reason=reason)
                 continue
             if type(rec) is not dict or type(rec.get("seq")) is not int or rec["seq"] < 0:
@@ -453,6 +452,10 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                 ev = rec.get("event")
                 if ev in ("undo", "redo", "clear"):
                     events.append(rec)
+                    if deep and ev != "clear" and bad_target(rec):
+                        add("session.bad_target", f"{ev} target {_short(rec.get('target'))} is not "
+                            f"[first, last] with 0 <= first <= last < {seq} (this event's seq)",
+                            line=lineno, seq=seq)
                 elif deep and ev == "compact":
                     compacts.append((lineno, rec))
                 elif deep and ev == LEARNING_EVENT:
@@ -460,9 +463,9 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
     if rest:
         _torn(add, size, offset, mtime, now, lineno + 1)
     us = UndoState(events)
-    memo: dict[tuple[tuple[int, ...], str, str], Any] = {}
+    memo: dict[tuple[tuple[int, ...], str, str], SourceStatus] = {}
 
-    def status(seqs: tuple[int, ...], digest: str, purpose: str) -> Any:
+    def status(seqs: tuple[int, ...], digest: str, purpose: str) -> SourceStatus:
         key = (seqs, digest, purpose)
         if key not in memo:
             memo[key] = _span_status(seqs, digest, purpose, records, corrupt_after, dup_seqs,
@@ -476,9 +479,9 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
         _compaction(compacts, sid, status, add)
 
 
-def _span_status(seqs: tuple[int, ...], digest: str, purpose: str, records: dict[int, dict],
+def _span_status(seqs: tuple[int, ...], digest: str, purpose: str, records: dict[int, dict[str, Any]],
                  corrupt_after: list[int], dup_seqs: set[int], last_seq: int,
-                 excluded: frozenset[int], generation: int, us: Any) -> Any:
+                 excluded: frozenset[int], generation: int, us: Any) -> SourceStatus:
     """The same decision as ``SessionStore.validate_many``, from one pass's data."""
     from ..sessions import visible
 
@@ -502,11 +505,11 @@ def _span_status(seqs: tuple[int, ...], digest: str, purpose: str, records: dict
         ok, reason = visible(records[s], purpose=purpose, excluded=excluded,
                              generation=generation, undo_state=us, clear_seq=us.clear_seq)
         if not ok:
-            return status_for(reason, None, s)
+            return status_for(reason, None, s)  # type: ignore[arg-type]  # not ok: a reason
     return SourceStatus(VALID)
 
 
-def _learning(rec: dict, add: Callable) -> None:
+def _learning(rec: dict[str, Any], add: Callable[..., None]) -> None:
     seq = rec.get("seq")
     status = rec.get("status")
     if not isinstance(status, str) or status not in LEARNING_STATUSES:
@@ -526,13 +529,60 @@ def _learning(rec: dict, add: Callable) -> None:
                 seq=seq, key=k)
 
 
-def _compaction(compacts: list[tuple[int, dict]], sid: str, status: Callable, add: Callable) -> None:
+def _short(v: Any) -> str:
+    """A parsed JSON value in at most 60 characters, for a message."""
+    try:
+        text = orjson.dumps(v).decode()
+    except orjson.JSONEncodeError:      # nested deeper than orjson writes
+        text = f"<a deeply nested {type(v).__name__}>"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _not_cumulative(seq: Any, lineage: list[Any], prev_lineage: Any,
+                    spans: list[tuple[int, int] | None]) -> tuple[str, str] | None:
+    """(reason, message) when a lineage is not exactly cumulative: it starts with the
+    previous compact event's lineage (chunk for chunk), holds at least one chunk,
+    and its chunks are in order, disjoint and before the event.  ``spans`` has the
+    (first, last) of each chunk, None for one already reported (malformed, too wide)."""
+    if not lineage:
+        if isinstance(prev_lineage, list) and prev_lineage:
+            return "not_cumulative", (f"lineage is empty; it must start with the {len(prev_lineage)} "
+                                      "chunk(s) of the previous compact event's lineage")
+        return "empty", "lineage is empty: a summary covers at least one chunk"
+    if isinstance(prev_lineage, list) and lineage[:len(prev_lineage)] != prev_lineage:
+        return "not_cumulative", ("lineage does not start with the previous compact event's "
+                                  f"lineage ({len(prev_lineage)} chunk(s)), chunk for chunk")
+    last = -1
+    for span in spans:
+        if span is None:
+            continue
+        lo, hi = span
+        if lo <= last:
+            return "overlap", f"lineage chunk {lo}..{hi} is not after the chunk before it (ends at {last})"
+        last = hi
+        if type(seq) is int and hi >= seq:
+            return "after_event", f"lineage chunk {lo}..{hi} is not before the compact event (seq {seq})"
+    return None
+
+
+def _compaction(compacts: list[tuple[int, dict[str, Any]]], sid: str,
+                status: Callable[[tuple[int, ...], str, str], SourceStatus],
+                add: Callable[..., None]) -> None:
+    """Prior chain, cumulative lineage and each chunk's status, per compact event.
+    An event without a ``lineage`` key predates lineage: inert, reported at info,
+    and left out of the chain (lecode rebuilds from raw history: the next event's
+    prior is null, or the previous event with lineage)."""
     from ..sourceref import SourceRef
 
-    prev: dict | None = None
-    seen: dict[tuple, tuple[str, str, str]] = {}
+    prev: dict[str, Any] | None = None
+    seen: dict[tuple[Any, ...], tuple[str, str, str | None]] = {}
     for _line, rec in compacts:
         seq = rec.get("seq")
+        if "lineage" not in rec:
+            add("compact.legacy", "compact event without lineage (written before lineage "
+                "existed): inert, lecode replays raw history and rebuilds it", seq=seq)
+            continue
+        prev_lineage = prev.get("lineage") if prev is not None else None
         want = None if prev is None else {"seq": prev.get("seq"), "digest": canonical_digest([prev])}
         got = rec.get("prior")
         if got != want:
@@ -549,15 +599,20 @@ def _compaction(compacts: list[tuple[int, dict]], sid: str, status: Callable, ad
             add("compact.lineage_stale", "lineage is not a list of source references",
                 seq=seq, reason="invalid_ref")
             continue
-        bad: tuple[str, str] | None = None
-        inert: tuple[str, str] | None = None
+        bad: tuple[str, str | None] | None = None       # (message, reason)
+        inert: tuple[str, str | None] | None = None
         stale_n = 0
+        spans: list[tuple[int, int] | None] = []
         for chunk in lineage:
+            spans.append(_chunk_span(chunk))
             seqs = chunk.get("seqs") if isinstance(chunk, dict) else None
             # lineage is cumulative: a chunk seen in an earlier compact event is decided once
             quick = None
-            if type(seqs) is list and seqs and isinstance(chunk.get("digest"), str):
-                quick = (chunk.get("session_id"), chunk["digest"], seqs[0], seqs[-1], len(seqs))
+            if (type(seqs) is list and seqs and isinstance(chunk.get("digest"), str)
+                    and isinstance(chunk.get("session_id"), str)
+                    and type(seqs[0]) is int and type(seqs[-1]) is int):
+                # (a malformed chunk is not memoised: it is reported where it stands)
+                quick = (chunk["session_id"], chunk["digest"], seqs[0], seqs[-1], len(seqs))
                 hit = seen.get(quick)
                 if hit is not None:
                     kind, msg, reason = hit
@@ -567,10 +622,12 @@ def _compaction(compacts: list[tuple[int, dict]], sid: str, status: Callable, ad
                     elif kind == "inert" and inert is None:
                         inert = (msg, reason)
                     elif kind == "wide":
+                        spans[-1] = None
                         add("compact.lineage_too_wide", msg, seq=seq)
                     continue
             if (isinstance(seqs, list) and seqs and all(type(s) is int for s in seqs)
                     and max(seqs) - min(seqs) + 1 > MAX_SPAN):
+                spans[-1] = None
                 msg = (f"lineage chunk {min(seqs)}..{max(seqs)} spans {max(seqs) - min(seqs) + 1} "
                        f"positions (at most {MAX_SPAN})")
                 add("compact.lineage_too_wide", msg, seq=seq)
@@ -580,10 +637,12 @@ def _compaction(compacts: list[tuple[int, dict]], sid: str, status: Callable, ad
             try:
                 ref = SourceRef.from_json(chunk)
             except UsageError as exc:
+                spans[-1] = None
                 stale_n += 1
                 bad = bad or (f"a lineage chunk is malformed: {exc}", "invalid_ref")
                 continue
             if ref.session_id != sid:
+                spans[-1] = None
                 stale_n += 1
                 bad = bad or (f"lineage chunk {ref.label()} names another session", "invalid_ref")
                 continue
@@ -602,8 +661,19 @@ def _compaction(compacts: list[tuple[int, dict]], sid: str, status: Callable, ad
                     seen[quick] = ("inert", msg, st.reason)
             elif quick:
                 seen[quick] = ("ok", "", "")
+        nc = _not_cumulative(seq, lineage, prev_lineage, spans)
+        if nc:
+            add("compact.lineage_not_cumulative", nc[1], seq=seq, reason=nc[0])
         if bad:
             more = f" and {stale_n - 1} more" if stale_n > 1 else ""
             add("compact.lineage_stale", bad[0] + more, seq=seq, reason=bad[1])
         elif inert:
             add("compact.inert", inert[0], seq=seq, reason=inert[1])
+
+
+def _chunk_span(chunk: Any) -> tuple[int, int] | None:
+    """(first, last) of a lineage chunk whose seqs are a non-empty list of integers."""
+    seqs = chunk.get("seqs") if isinstance(chunk, dict) else None
+    if not (isinstance(seqs, list) and seqs and all(type(s) is int for s in seqs)):
+        return None
+    return min(seqs), max(seqs)

@@ -1,0 +1,537 @@
+"""``memctl grep``, ``memctl secrets``, ``memctl redact``: transcript search,
+the credential audit and its erasure.
+
+detect-secrets (the detector library behind ``secrets`` and ``redact``) is
+imported only inside those commands, never at start-up or while completing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from .completion import complete_grep_role, complete_session_id
+from .options import JsonOpt
+from .registry import command
+from .state import STATE
+
+if TYPE_CHECKING:
+    from lecode_memctl.core.grep import GrepHit
+
+GREP_FORMATS = ("human", "json", "jsonl", "csv", "tsv")
+
+
+# ---------------------------------------------------------------- grep
+
+@command(epilog="""\
+\b
+Examples:
+  memctl grep 'connection refused'             visible hits in every session
+  memctl grep -F -i 'api_key' --role tool      literal, any case, tool results only
+  memctl grep -c deploy                        hits per session
+  memctl grep -l 'AKIA[0-9A-Z]{16}' --include-hidden
+  memctl grep --session 2026-05-01-a1b2 -C 2 error --json
+""")
+def grep(
+    pattern: Annotated[str, typer.Argument(metavar="PATTERN",
+                                           help="A Python regular expression (or literal text with -F).")],
+    fixed: Annotated[bool, typer.Option("--fixed-strings", "-F",
+                                        help="PATTERN is literal text, not a regex.")] = False,
+    ignore_case: Annotated[bool, typer.Option("--ignore-case", "-i", help="Ignore case.")] = False,
+    count: Annotated[bool, typer.Option("--count", "-c",
+                                        help="Print the number of hits per session only.")] = False,
+    files_with_matches: Annotated[bool, typer.Option(
+        "--files-with-matches", "-l", help="Print only the ids of sessions with a hit.")] = False,
+    session: Annotated[list[str] | None, typer.Option(
+        "--session", metavar="ID", autocompletion=complete_session_id,
+        help="Only this session (an exact id; repeatable).")] = None,
+    role: Annotated[list[str] | None, typer.Option(
+        "--role", metavar="ROLE", autocompletion=complete_grep_role,
+        help="Only fields of this role: user, assistant, tool, system, or summary "
+             "(compaction summaries); repeatable.")] = None,
+    since: Annotated[str | None, typer.Option(
+        "--since", metavar="DATE",
+        help="Only records at or after DATE (YYYY-MM-DD or ISO 8601; a record's own "
+             "ts/time/created, else its session's created).")] = None,
+    until: Annotated[str | None, typer.Option(
+        "--until", metavar="DATE", help="Only records before DATE.")] = None,
+    limit: Annotated[int | None, typer.Option(
+        "--limit", "-m", metavar="N", min=1, help="Stop after N hits.")] = None,
+    context: Annotated[int, typer.Option(
+        "--context", "-C", metavar="N", min=0, max=100,
+        help="N lines of the field's text before and after each hit.")] = 0,
+    purpose: Annotated[str, typer.Option(
+        "--purpose", metavar="PURPOSE",
+        help="Visibility purpose: working (default; a clear hides what precedes it) or "
+             "durable.")] = "working",
+    include_hidden: Annotated[bool, typer.Option(
+        "--include-hidden",
+        help="Forensic view: also hits the agent cannot see, each labelled with the "
+             "reason (excluded, undone, cleared, epoch, inert).")] = False,
+    json_: JsonOpt = False,
+    fmt: Annotated[str | None, typer.Option(
+        "--format", "-f", metavar="FORMAT",
+        help="human (default), json, jsonl (one hit per line, streamed), csv or tsv.")] = None,
+) -> None:
+    """Search transcripts: message text, tool-call arguments, tool results and
+    compaction summaries.
+
+    Each hit names session:seq, the role and the field (its JSON path in the
+    record, e.g. $.content, $.content[1].text, $.tool_calls[0].arguments.cmd,
+    $.summary) and the line of the field holding the match.  By default only
+    what the agent may see is searched (the store's visibility rule: not
+    excluded by a forget, not undone, not before a clear for purpose
+    working, not generated before the current exclusion generation);
+    compaction summaries are hidden before a clear (working) or when inert
+    (their lineage names an excluded or undone position).  --include-hidden
+    shows the rest too, labelled.  Sessions of another project and symbolic
+    links are skipped (listed on stderr).  Reads only; a bad regex exits 2.
+
+    Exit status: 0 when something matched, 1 when nothing did.
+    --json prints one shape whatever the options: {"type": "grep",
+    "schema_version", "pattern", "limit", "truncated", "count",
+    "sessions_searched", "skipped": [{"session_id", "reason"}], "sessions":
+    [match_count rows], "hits": [match rows] (empty with -c or -l)}.
+    --format jsonl, csv and tsv give the match rows, or with -c/-l the
+    match_count rows {type, session_id, count}.  Fields: docs/OUTPUT.md.
+    """
+    from lecode_memctl.core.errors import UsageError
+    from lecode_memctl.core.grep import grep as core_grep, parse_time
+    from lecode_memctl.core.rowmodel import MATCH, MATCH_COUNT, SCHEMA_VERSION
+
+    from .output import dumps, echo, emit_csv, emit_json, safe, write_bytes
+
+    if json_:
+        if fmt and fmt != "json":
+            raise UsageError(f"--json conflicts with --format {fmt}")
+        fmt = "json"
+    fmt = fmt or "human"
+    if fmt not in GREP_FORMATS:
+        raise UsageError(f"unknown format {fmt!r}; use one of {', '.join(GREP_FORMATS)}")
+    if count and files_with_matches:
+        raise UsageError("--count conflicts with --files-with-matches")
+    run = core_grep(STATE.existing_store(), pattern, fixed=fixed, ignore_case=ignore_case,
+                    session_ids=session, roles=role,
+                    since=parse_time(since) if since else None,
+                    until=parse_time(until) if until else None,
+                    purpose=purpose, include_hidden=include_hidden, context=context)
+    hits = []
+    per_session: dict[str, int] = {}
+    truncated = False
+    n = 0
+    by_session = count or files_with_matches
+
+    def matches() -> Iterator[GrepHit]:
+        """The hits within --limit, counted per session on the way."""
+        nonlocal n, truncated
+        for hit in run.hits():
+            if limit is not None and n >= limit:
+                truncated = True
+                return
+            n += 1
+            per_session[hit.session_id] = per_session.get(hit.session_id, 0) + 1
+            yield hit
+
+    if fmt in ("csv", "tsv") and not by_session:
+        emit_csv((h.to_json() for h in matches()), MATCH.names, fmt)
+    else:
+        for hit in matches():
+            if by_session:
+                continue
+            if fmt == "jsonl":
+                write_bytes(dumps(hit.to_json()) + b"\n")
+            elif fmt == "json":
+                hits.append(hit.to_json())
+            else:
+                _print_hit(hit, context)
+    counts = [MATCH_COUNT.row(session_id=sid, count=per_session[sid])
+              for sid in sorted(per_session)]
+    for sid, reason in run.skipped:
+        echo(f"memctl: warning: session {safe(sid)} skipped: {safe(reason, keep_newlines=False)}",
+             err=True)
+    code = 0 if n else 1
+    if fmt == "json":
+        emit_json({"type": "grep", "schema_version": SCHEMA_VERSION, "pattern": pattern,
+                   "limit": limit, "truncated": truncated, "count": n,
+                   "sessions_searched": run.sessions_searched,
+                   "skipped": [{"session_id": s, "reason": r} for s, r in run.skipped],
+                   "sessions": counts, "hits": hits})
+    elif by_session:
+        if fmt == "jsonl":
+            for row in counts:
+                write_bytes(dumps(row) + b"\n")
+        elif fmt in ("csv", "tsv"):
+            emit_csv(counts, MATCH_COUNT.names, fmt)
+        else:
+            for row in counts:
+                echo(f"{safe(row['session_id'])}:{row['count']}" if count
+                     else safe(row["session_id"]))
+    if truncated and fmt == "human":
+        echo(f"memctl: stopped after {limit} hits (--limit)", err=True)
+    raise typer.Exit(code)
+
+
+def _print_hit(hit, context: int) -> None:  # noqa: ANN001
+    from .output import echo, safe
+
+    label = f"{safe(hit.session_id)}:{hit.seq} {hit.role} {safe(hit.path, keep_newlines=False)}"
+    if hit.line_no > 1:
+        label += f" line {hit.line_no}"
+    if hit.hidden is not None:
+        label += f" [hidden: {hit.hidden}]"
+    first = hit.line_no - len(hit.before)
+    if context:
+        for i, ln in enumerate(hit.before):
+            echo(f"{label}-{first + i}- {safe(ln, keep_newlines=False)}")
+    echo(f"{label}: {safe(hit.line, keep_newlines=False)}")
+    if context:
+        for i, ln in enumerate(hit.after):
+            echo(f"{label}-{hit.line_no + 1 + i}- {safe(ln, keep_newlines=False)}")
+        echo("--")
+
+
+# ---------------------------------------------------------------- secrets
+
+SECRETS_FORMATS = ("human", "json", "jsonl", "csv", "tsv", "prometheus")
+
+
+def _default_allowlist() -> Path | None:
+    p = STATE.config_dir().path / "memctl-secrets-allowlist"
+    return p if p.exists() else None
+
+
+def _jobs(n: int) -> int:
+    import os
+
+    if n > 0:
+        return n
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _write_output(output: Path, data: bytes) -> None:
+    """``--output FILE``: temporary file in FILE's directory, fsync, rename."""
+    from lecode_memctl.core.atomic import atomic_write
+
+    atomic_write(Path(output), data, backup=False)
+
+
+@command(epilog="""\
+\b
+Examples:
+  memctl secrets                              audit the current project's store
+  memctl secrets --all-projects --json
+  memctl secrets --allowlist ~/.config/lecode/memctl-secrets-allowlist
+\b
+Cron, with node_exporter's textfile collector (alert on memctl_secrets_ok == 0):
+  0 * * * * memctl secrets --all-projects --format prometheus \\
+      --output /var/lib/node_exporter/memctl_secrets.prom
+""")
+def secrets(
+    all_projects: Annotated[bool, typer.Option(
+        "--all-projects", help="Audit every store under <config dir>/memory/.")] = False,
+    allowlist: Annotated[Path | None, typer.Option(
+        "--allowlist", metavar="FILE",
+        help="Known false positives: SHA-256 hashes of values, one per line (default: "
+             "<config dir>/memctl-secrets-allowlist when it exists).")] = None,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", metavar="FILE",
+        help="Write the report to FILE atomically (temporary file, fsync, rename) "
+             "instead of stdout.")] = None,
+    quiet: Annotated[bool, typer.Option(
+        "--quiet", "-q", help="Print nothing; the exit status is the answer.")] = False,
+    jobs: Annotated[int, typer.Option(
+        "--jobs", "-j", metavar="N", min=0,
+        help="Worker processes for scanning (default 0: one per available CPU).")] = 0,
+    json_: JsonOpt = False,
+    fmt: Annotated[str | None, typer.Option(
+        "--format", "-f", metavar="FORMAT",
+        help="human (default), json, jsonl (each store's secrets, then its scan row), "
+             "csv, tsv (the secrets) or prometheus.")] = None,
+) -> None:
+    """Audit a store for credentials: cloud keys, tokens, private keys,
+    passwords in URLs, high-entropy strings.  Never prints a value.
+
+    The detectors are detect-secrets' plugins (AWS, GitHub, GitLab, Slack,
+    Stripe, npm, PyPI, OpenAI and other tokens, private keys, JWTs,
+    basic-auth URLs, keyword assignments such as password = "...", and
+    high-entropy quoted strings with its own thresholds) and its default
+    filters; public IP addresses are not reported, and nothing is ever sent
+    over the network to verify a value.
+
+    Every place text persists is read: every record of every transcript,
+    hidden ones included (a forgotten message is still on disk); MEMORY.md,
+    scratchpad.md, daily logs, notes, every .bak and any other file of the
+    store; the text of every revision of every fact; and the raw bytes of
+    facts.sqlite3 and its -wal (free pages keep deleted text).  Symbolic
+    links are never followed (listed as skipped).  Reads only.
+
+    Each finding names the detector, the place (file; session:seq and the
+    JSON path; fact id and revision; byte offset in the database) and a
+    masked preview: at most four leading characters and the length.  The
+    hash is the value's SHA-256: put it in the allowlist to silence a known
+    false positive ('memctl redact' erases the rest).
+
+    Exit status: 0 nothing found, 1 something found or a file could not be
+    read (listed as skipped: it may hide a value), 2 usage, 3 no store.
+    --json prints {"type": "secrets", "schema_version", "ok", "exit_code",
+    "generated" (RFC 3339 UTC), "projects": [scan rows], "findings": [secret
+    rows]}; a secret row has type, detector, kind (transcript, file, fact,
+    database), project, file, session_id, seq, path, line, offset, fact_id,
+    revision, preview, length, hash (docs/OUTPUT.md).  --format prometheus
+    prints counts only.
+    """
+    import time
+
+    from lecode_memctl.core.errors import UsageError
+    from lecode_memctl.core.layout import store_dirs
+    from lecode_memctl.core.rowmodel import SCHEMA_VERSION, SECRET, utc_time
+    from lecode_memctl.core.secrets import Detector, load_allowlist, scan_store
+
+    from .output import dumps, safe
+
+    if json_:
+        if fmt and fmt != "json":
+            raise UsageError(f"--json conflicts with --format {fmt}")
+        fmt = "json"
+    fmt = fmt or "human"
+    if fmt not in SECRETS_FORMATS:
+        raise UsageError(f"unknown format {fmt!r}; use one of {', '.join(SECRETS_FORMATS)}")
+    allowed = load_allowlist(allowlist if allowlist is not None else _default_allowlist())
+    if all_projects:
+        if STATE.store_option:
+            raise UsageError("--all-projects conflicts with --store")
+        stores = store_dirs(STATE.config_dir().path)
+    else:
+        stores = [STATE.existing_store()]
+    detector = Detector()
+    reports = [scan_store(st, detector=detector, allowlist=allowed, jobs=_jobs(jobs))
+               for st in stores]
+    ok = all(r.ok for r in reports)
+    code = 0 if ok else 1
+    findings = [f for r in reports for f in r.findings]
+    if fmt == "prometheus":
+        from .render_prometheus import secrets_prometheus_text
+
+        data = secrets_prometheus_text(reports, now=time.time()).encode("utf-8")
+    elif fmt == "json":
+        data = dumps({"type": "secrets", "schema_version": SCHEMA_VERSION, "ok": ok,
+                      "exit_code": code, "generated": utc_time(time.time()),
+                      "projects": [r.summary() for r in reports],
+                      "findings": [f.to_json() for f in findings]}) + b"\n"
+    elif fmt == "jsonl":
+        data = b"".join(dumps(row) + b"\n" for r in reports
+                        for row in (*(f.to_json() for f in r.findings), r.summary()))
+    elif fmt in ("csv", "tsv"):
+        import contextlib
+        import io
+
+        from .output import emit_csv
+
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            emit_csv((f.to_json() for f in findings), SECRET.names, fmt)
+        data = buf.getvalue().encode("utf-8")
+    else:
+        lines = []
+        for r in reports:
+            lines.append(f"{safe(r.project)}: {'OK' if r.ok else 'SECRETS FOUND'}  "
+                         f"{len(r.findings)} finding{'s' if len(r.findings) != 1 else ''}"
+                         + (f", {r.allowlisted} allowlisted" if r.allowlisted else "")
+                         + f"; {r.files_scanned} files, {r.bytes_scanned} bytes read")
+            for f in r.findings:
+                lines.append(f"  {f.detector:<24} {safe(f.place(), keep_newlines=False)}  "
+                             f"{safe(f.preview, keep_newlines=False)}  sha256:{f.hash[:12]}")
+            for s in r.skipped:
+                lines.append(f"  skipped {safe(s.file, keep_newlines=False)}: "
+                             f"{safe(s.reason, keep_newlines=False)}")
+        if not reports:
+            lines.append("no stores")
+        data = ("\n".join(lines) + "\n").encode("utf-8")
+    if output is not None:
+        _write_output(output, data)
+    elif not quiet:
+        from .output import write_bytes
+
+        write_bytes(data)
+    raise typer.Exit(code)
+
+
+# ---------------------------------------------------------------- redact
+
+@command(epilog="""\
+\b
+Examples:
+  memctl redact --dry-run                      what would change; writes nothing
+  memctl redact                                shows the plan and asks (on a terminal)
+  memctl redact --detector aws-access-key --yes
+  memctl redact --session 2026-05-01-a1b2 --seq 42 --yes --json
+""")
+def redact(
+    session: Annotated[list[str] | None, typer.Option(
+        "--session", metavar="ID", autocompletion=complete_session_id,
+        help="Only findings in this session (repeatable).")] = None,
+    seq: Annotated[list[int] | None, typer.Option(
+        "--seq", metavar="N", min=0, help="Only findings in the record at seq N (repeatable; "
+                                          "with --session).")] = None,
+    detector: Annotated[list[str] | None, typer.Option(
+        "--detector", metavar="NAME",
+        help="Only findings of this detector, e.g. aws-access-key (repeatable).")] = None,
+    pattern: Annotated[str | None, typer.Option(
+        "--pattern", metavar="REGEX",
+        help="Only findings whose value matches this Python regular expression.")] = None,
+    allowlist: Annotated[Path | None, typer.Option(
+        "--allowlist", metavar="FILE",
+        help="Hashes of values to leave alone (as for 'memctl secrets').")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; write nothing.")] = False,
+    jobs: Annotated[int, typer.Option(
+        "--jobs", "-j", metavar="N", min=0,
+        help="Worker processes for scanning (default 0: one per available CPU).")] = 0,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    json_: JsonOpt = False,
+) -> None:
+    """Erase the credentials 'memctl secrets' finds (all, or those picked).
+
+    Transcripts are rewritten atomically under the session's lock (exit 6
+    while lecode holds it), every record and seq kept: only the value is
+    replaced, by [REDACTED:<detector>:<first 6 hex digits of its SHA-256>],
+    so that two redactions of one value can be matched.  Markdown files,
+    notes, logs and every .bak are rewritten the same way (no new .bak: the
+    old content is what must go).  A fact whose own text holds a value is
+    forgotten (content-free exclusions, as 'memctl forget' does), then the
+    database is cleaned so the bytes leave the file: secure_delete, VACUUM,
+    the -wal checkpointed and truncated.  Free-page findings in the database
+    are erased by that clean alone.
+
+    The plan (--dry-run, and what a terminal sees before the question) lists
+    each file with its replacements and rewritten records, the facts to
+    forget, every fact whose evidence digest the rewrite changes (it becomes
+    stale), every compaction summary whose lineage covers a rewritten record,
+    and what the forgets do to the exclusion generation.  Without --yes it
+    asks on a terminal and refuses otherwise.  A kill at any point leaves
+    each file whole, before or after; running redact again finishes.
+
+    Exit status: 0 done (or nothing to do), 1 declined, 2 usage (a pattern
+    that is not a valid regex; --seq without --session; no --yes off a
+    terminal), 3 no store or session, 4 a Markdown file changed since the
+    plan was made (run again), 5 a file of the store that cannot be
+    read, or another application's database, 6 a session or the database
+    busy, 7 write failed.
+    --json prints {"type": "redact", "schema_version", "dry_run", "plan":
+    {..., "files": [rewrite rows], ...}, "result": {...} or null}; never a
+    value.
+    """
+
+    import os
+    import sys
+
+    from lecode_memctl.core.errors import UsageError
+    from lecode_memctl.core.redact import apply_redaction, plan_redaction
+    from lecode_memctl.core.rowmodel import SCHEMA_VERSION
+    from lecode_memctl.core.secrets import Detector, load_allowlist, scan_store, select
+    from lecode_memctl.core.sourceref import check_session_id
+
+    from .output import emit_json
+
+    if seq and not session:
+        raise UsageError("--seq needs --session")
+    for sid in session or ():
+        check_session_id(sid)
+    rx = None
+    if pattern is not None:
+        from lecode_memctl.core.grep import compile_pattern
+
+        rx = compile_pattern(pattern)
+
+    store = STATE.existing_store()
+    store.require()
+    if session:
+        from lecode_memctl.core.sessions import SessionStore
+
+        ss = SessionStore(store)
+        for sid in session:
+            if not os.path.lexists(ss.path(sid)):
+                raise ss.not_found(sid)
+    allowed = load_allowlist(allowlist if allowlist is not None else _default_allowlist())
+    report = scan_store(store, detector=Detector(), allowlist=allowed, jobs=_jobs(jobs))
+    if report.unreadable:
+        from lecode_memctl.core.errors import StoreCorrupt
+
+        bad = report.unreadable[0]
+        more = len(report.unreadable) - 1
+        raise StoreCorrupt(f"cannot read {bad.file} ({bad.reason}) and so cannot tell what it "
+                           "holds; nothing was changed"
+                           + (f" ({more} more unreadable)" if more > 0 else ""))
+    picked = select(report.findings, sessions=session, seqs=seq, detectors=detector, pattern=rx)
+    plan = plan_redaction(store, picked)
+    doc = plan.to_json()
+    if dry_run or plan.empty:
+        if json_:
+            emit_json({"type": "redact", "schema_version": SCHEMA_VERSION,
+                       "dry_run": dry_run, "plan": doc, "result": None})
+        else:
+            _print_plan(doc, dry_run=True)
+        return
+    if not yes:
+        if not sys.stdin.isatty():
+            raise UsageError("refusing to redact without --yes: stdin is not a terminal "
+                             "(see the plan with --dry-run)")
+        _print_plan(doc, dry_run=True, err=True)
+        if not typer.confirm("Rewrite these files and forget these facts?", err=True):
+            from .output import echo
+
+            echo("nothing redacted", err=True)
+            raise typer.Exit(1)
+    result = apply_redaction(store, plan)
+    if json_:
+        emit_json({"type": "redact", "schema_version": SCHEMA_VERSION,
+                   "dry_run": False, "plan": doc, "result": result.to_json()})
+        return
+    from .output import echo, safe
+
+    echo(f"redacted {doc['values']} value{'s' if doc['values'] != 1 else ''}: "
+         f"{len(result.files)} file{'s' if len(result.files) != 1 else ''} rewritten"
+         + (f", {len(result.forgotten)} fact(s) forgotten" if result.forgotten else "")
+         + (", database cleaned" if result.database_cleaned else ""))
+    for f in result.files:
+        echo(f"  {safe(f, keep_newlines=False)}")
+    if doc["stale_facts"]:
+        echo(f"  {len(doc['stale_facts'])} fact revision(s) now stale: "
+             + ", ".join(sorted({s['fact_id'] for s in doc['stale_facts']})))
+
+
+def _print_plan(doc: dict, *, dry_run: bool, err: bool = False) -> None:
+    from .output import echo, safe
+
+    def out(text: str) -> None:
+        echo(text, err=err)
+
+    if not doc["files"] and not doc["forget_facts"] and not doc["clean_database"]:
+        out(f"{safe(doc['project'])}: nothing to redact ({doc['findings']} findings picked)")
+        return
+    out(f"{safe(doc['project'])}: would redact {doc['values']} value"
+        f"{'s' if doc['values'] != 1 else ''} ({doc['findings']} findings):")
+    for f in doc["files"]:
+        what = f"{f['replacements']} replacement{'s' if f['replacements'] != 1 else ''}"
+        if f["records"]:
+            what += " in records " + ", ".join(str(s) for s in f["records"])
+        out(f"  rewrite {safe(f['file'], keep_newlines=False)}: {what}")
+    for fid in doc["forget_facts"]:
+        out(f"  forget fact {fid} (its text holds a value)")
+    if doc["clean_database"]:
+        out("  clean facts.sqlite3: secure_delete, VACUUM, -wal checkpointed and truncated")
+    if doc["forget_facts"]:
+        out(f"  exclusion generation {doc['generation']} -> {doc['new_generation']}: "
+            f"{doc['generated_messages_invalidated']} generated message(s) invalidated")
+    stale = doc["stale_facts"]
+    out(f"  facts whose evidence digest changes (become stale): {len(stale)}"
+        + (": " + ", ".join(f"{s['fact_id']} r{s['revision']} ({safe(s['session_id'])})"
+                            for s in stale) if stale else ""))
+    sums = doc["summaries"]
+    out(f"  compaction summaries covering a rewritten record: {len(sums)}"
+        + (": " + ", ".join(f"{safe(s['session_id'])}:{s['seq']}" for s in sums) if sums else ""))

@@ -1,0 +1,385 @@
+"""``memctl grep``: search the text of session transcripts.
+
+What is searched, per record (each string is one *field*, named by its JSON
+path from the record, e.g. ``$.content``, ``$.content[1].text``,
+``$.tool_calls[0].arguments.path``, ``$.summary``):
+
+* messages: the content (a string, or the ``text`` of each text part; binary
+  parts are never searched), and the string leaves of every tool call's
+  ``arguments``; tool results are messages of role ``tool``;
+* ``compact`` events: the ``summary`` (reported with role ``summary``).
+
+By default only what the agent may see is reported: messages through the
+store contract's visibility predicate (:func:`sessions.visible`, purpose
+``working`` or ``durable``), and summaries unless they precede the newest
+``clear`` (purpose ``working``) or are inert (their lineage names a position
+that is excluded or undone).  ``include_hidden`` reports hidden hits too,
+each labelled with its reason.
+
+Reading only: sessions are read through :class:`SessionStore` (symbolic
+links refused, sessions of another project skipped and listed) and the
+exclusions through a read-only :class:`FactStore`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from .errors import MemctlError, UsageError
+from .layout import Store
+from .sessions import PURPOSES, ROLES, SessionStore, UndoState, undo_target, visible
+from .sourceref import NoExclusions, check_session_id
+
+SUMMARY_ROLE = "summary"
+GREP_ROLES = ROLES + (SUMMARY_ROLE,)
+MAX_CONTEXT = 100
+LINE_SHOWN = 400          # characters of a long line kept around the match in ``line``
+
+
+# --------------------------------------------------------------------------
+# JSON paths and the fields of a record
+
+
+def _key_path(key: str) -> str:
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+        return "." + key
+    import orjson
+
+    return "[" + orjson.dumps(key).decode("utf-8") + "]"
+
+
+def string_leaves(value: Any, path: str, *, skip_binary: bool = True) -> Iterator[tuple[str, str]]:
+    """(JSON path, string) for every string leaf under ``value`` (dict keys are
+    not leaves).  ``skip_binary``: the ``data`` of a ``{"type": "binary"}``
+    part is left out (base64 attachments are not text)."""
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, Mapping):
+        binary = skip_binary and value.get("type") == "binary"
+        for k, v in value.items():
+            if not isinstance(k, str):
+                continue
+            if binary and k == "data":
+                continue
+            yield from string_leaves(v, path + _key_path(k), skip_binary=skip_binary)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from string_leaves(v, f"{path}[{i}]", skip_binary=skip_binary)
+
+
+def searchable_fields(record: Mapping[str, Any]) -> Iterator[tuple[str, str, str]]:
+    """(role, JSON path, text) of the fields grep searches in one record."""
+    if record.get("type") == "message":
+        role = record.get("role")
+        role = role if isinstance(role, str) else "?"
+        content = record.get("content")
+        if isinstance(content, str):
+            yield role, "$.content", content
+        elif isinstance(content, list):
+            for i, part in enumerate(content):
+                if isinstance(part, str):
+                    yield role, f"$.content[{i}]", part
+                elif isinstance(part, Mapping) and part.get("type") == "text" \
+                        and isinstance(part.get("text"), str):
+                    yield role, f"$.content[{i}].text", part["text"]
+        calls = record.get("tool_calls")
+        if isinstance(calls, list):
+            for i, call in enumerate(calls):
+                if isinstance(call, Mapping) and "arguments" in call:
+                    for p, s in string_leaves(call["arguments"], f"$.tool_calls[{i}].arguments"):
+                        yield role, p, s
+    elif record.get("type") == "event" and record.get("event") == "compact":
+        summary = record.get("summary")
+        if isinstance(summary, str):
+            yield SUMMARY_ROLE, "$.summary", summary
+
+
+# --------------------------------------------------------------------------
+# Options
+
+
+def compile_pattern(pattern: str, *, fixed: bool = False, ignore_case: bool = False) -> re.Pattern[str]:
+    """The search pattern; a bad regex or a pattern that is not valid text is a UsageError."""
+    if not isinstance(pattern, str) or pattern == "":
+        raise UsageError("the pattern is empty")
+    try:
+        pattern.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError("the pattern is not valid UTF-8 (undecodable bytes on the command "
+                         "line)") from None
+    flags = re.IGNORECASE if ignore_case else 0
+    try:
+        return re.compile(re.escape(pattern) if fixed else pattern, flags)
+    except re.error as exc:
+        raise UsageError(f"bad regular expression: {exc}") from None
+    except (OverflowError, RecursionError, ValueError) as exc:
+        raise UsageError(f"bad regular expression: {exc}") from None
+
+
+def parse_time(text: str) -> datetime:
+    """``YYYY-MM-DD`` (midnight UTC) or an ISO 8601 time (UTC when no offset)."""
+    from .usage import parse_since
+
+    return parse_since(text)
+
+
+def _record_time(rec: Mapping[str, Any], fallback: datetime | None) -> datetime | None:
+    for k in ("ts", "time", "created"):
+        v = rec.get(k)
+        if isinstance(v, str):
+            try:
+                dt = datetime.fromisoformat(v.replace("Z", "+00:00"))
+            except ValueError:
+                continue
+            return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+    return fallback
+
+
+# --------------------------------------------------------------------------
+# Hits
+
+
+@dataclass(frozen=True)
+class GrepHit:
+    session_id: str
+    seq: int
+    role: str
+    path: str                 # JSON path of the field in the record
+    line_no: int              # 1-based line of the field's text
+    start: int                # match offsets in ``line``
+    end: int
+    line: str                 # the line holding the match (cut around it when very long)
+    before: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
+    hidden: str | None = None  # None: visible; else excluded, undone, cleared, epoch, inert
+
+    @property
+    def visible(self) -> bool:
+        return self.hidden is None
+
+    def to_json(self) -> dict[str, Any]:
+        from .rowmodel import MATCH
+
+        return MATCH.row(session_id=self.session_id, seq=self.seq, role=self.role,
+                         path=self.path, line_no=self.line_no, line=self.line,
+                         start=self.start, end=self.end, match=self.line[self.start:self.end],
+                         before=list(self.before), after=list(self.after),
+                         visible=self.hidden is None, hidden_reason=self.hidden)
+
+
+@dataclass
+class GrepRun:
+    """The search; iterate :meth:`hits`.  ``skipped`` lists sessions not read
+    (refused or unreadable) with the reason, filled while iterating."""
+
+    store: Store
+    regex: re.Pattern[str]
+    session_ids: list[str] | None = None
+    roles: frozenset[str] | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    purpose: str = "working"
+    include_hidden: bool = False
+    context: int = 0
+    literal: str | None = None      # the pattern, when it is literal text
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    sessions_searched: int = 0
+
+    def hits(self) -> Iterator[GrepHit]:
+        if self.purpose not in PURPOSES:
+            raise UsageError(f"unknown purpose {self.purpose!r}; use working or durable")
+        if not (0 <= self.context <= MAX_CONTEXT):
+            raise UsageError(f"context is 0..{MAX_CONTEXT} lines")
+        if self.roles is not None:
+            bad = sorted(self.roles - set(GREP_ROLES))
+            if bad:
+                raise UsageError(f"unknown role {bad[0]!r}; use one of {', '.join(GREP_ROLES)}")
+        self.store.require()
+        sessions, closer = _open_sessions(self.store)
+        try:
+            ids = self.session_ids
+            if ids is None:
+                ids = sessions.session_ids()
+            else:
+                for sid in ids:
+                    check_session_id(sid)
+                for sid in ids:
+                    if not os.path.lexists(sessions.path(sid)):
+                        raise sessions.not_found(sid)
+            for sid in ids:
+                yield from self._session(sessions, sid)
+        finally:
+            if closer is not None:
+                closer()
+
+    def _session(self, sessions: SessionStore, sid: str) -> Iterator[GrepHit]:
+        try:
+            hdr = sessions.header(sid)
+            reader = sessions.exclusion_reader(sid)
+            excluded = reader.excluded_seqs(sid)
+            generation = reader.generation()
+            items = _records(sessions.path(sid), self._literal())
+        except (MemctlError, OSError) as exc:
+            self.skipped.append((sid, str(exc)))
+            return
+        self.sessions_searched += 1
+        created = _record_time({"created": hdr.get("created")}, None)
+        us = UndoState()
+        pending: list[tuple[dict[str, Any], list[_Span]]] = []
+        regex = self.regex
+        try:
+            for rec in items:
+                if rec.get("type") == "event" and rec.get("event") in ("undo", "redo", "clear"):
+                    us.add(rec)
+                    continue
+                found = []
+                for role, path, text in searchable_fields(rec):
+                    if self.roles is not None and role not in self.roles:
+                        continue
+                    if regex.search(text) is None:
+                        continue
+                    found.extend(_line_hits(regex, role, path, text, self.context))
+                if not found:
+                    continue
+                if self.since is not None or self.until is not None:
+                    when = _record_time(rec, created)
+                    if when is None or (self.since is not None and when < self.since) or \
+                            (self.until is not None and when >= self.until):
+                        continue
+                pending.append((rec, found))
+        except (MemctlError, OSError) as exc:
+            self.skipped.append((sid, str(exc)))
+            return
+        for rec, found in pending:
+            reason = self._hidden(sid, rec, excluded, generation, us)
+            if reason is not None and not self.include_hidden:
+                continue
+            for role, path, line_no, start, end, line, before, after in found:
+                yield GrepHit(sid, rec["seq"], role, path, line_no, start, end, line,
+                              before, after, reason)
+
+    def _literal(self) -> tuple[bytes, bool] | None:
+        """The pattern's bytes when it is literal text (-F, or a regex without
+        any metacharacter), for a byte-level pre-check of each line; with -i
+        only for ASCII text (bytes.lower folds ASCII only)."""
+        text = self.literal
+        if not text or any(ord(c) < 0x20 or c in '"\\' for c in text):
+            return None
+        if self.regex.flags & re.IGNORECASE:
+            return (text.lower().encode("utf-8"), True) if text.isascii() else None
+        return text.encode("utf-8"), False
+
+    def _hidden(self, sid: str, rec: dict[str, Any], excluded: frozenset[int], generation: int,
+                us: UndoState) -> str | None:
+        if rec.get("type") == "message":
+            ok, reason = visible(rec, purpose=self.purpose, excluded=excluded,
+                                 generation=generation, undo_state=us, clear_seq=us.clear_seq)
+            return None if ok else reason
+        # a compaction summary
+        if self.purpose == "working" and us.clear_seq is not None and rec["seq"] < us.clear_seq:
+            return "cleared"
+        lineage = rec.get("lineage")
+        for ref in lineage if isinstance(lineage, list) else ():
+            if not isinstance(ref, Mapping) or not isinstance(ref.get("seqs"), list):
+                continue
+            if ref.get("session_id") != sid:
+                continue
+            for s in ref["seqs"]:
+                if isinstance(s, int) and (s in excluded or us.state(s) == "undo"):
+                    return "inert"
+        return None
+
+
+# (role, JSON path, line, start, end, line shown, context before, context after)
+_Span = tuple[str, str, int, int, int, str, tuple[str, ...], tuple[str, ...]]
+
+
+def _line_hits(regex: re.Pattern[str], role: str, path: str, text: str, context: int
+               ) -> list[_Span]:
+    """One hit per line of ``text`` holding a match (the first match of the line)."""
+    lines = text.split("\n")
+    out: list[_Span] = []
+    for i, line in enumerate(lines):
+        m = regex.search(line)
+        if m is None:
+            # a match spanning lines (e.g. a pattern with \n) is reported on its first line
+            continue
+        start, end = m.span()
+        shown = line
+        if len(line) > LINE_SHOWN:
+            lo = max(0, start - LINE_SHOWN // 4)
+            hi = min(len(line), max(end, lo + LINE_SHOWN))
+            shown = line[lo:hi]
+            start, end = start - lo, min(end, hi) - lo
+        before = tuple(lines[max(0, i - context):i]) if context else ()
+        after = tuple(lines[i + 1:i + 1 + context]) if context else ()
+        out.append((role, path, i + 1, start, end, shown, before, after))
+    if not out:
+        # the match spans lines: report it at the line where it starts
+        m = regex.search(text)
+        if m is not None:
+            line_no = text.count("\n", 0, m.start()) + 1
+            line = lines[line_no - 1]
+            col = m.start() - (text.rfind("\n", 0, m.start()) + 1)
+            out.append((role, path, line_no, col, len(line), line, (), ()))
+    return out
+
+
+def _records(path: str, literal: tuple[bytes, bool] | None) -> Iterator[dict[str, Any]]:
+    """Every complete record of a transcript (the torn tail and lines that are
+    not JSON objects with a seq are left out; the file is opened without
+    following a symbolic link).  With ``literal``, a line that is not an event,
+    holds no JSON escape and does not contain the literal's bytes cannot
+    match, and is not parsed."""
+    import orjson
+
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb", buffering=1 << 20) as fh:
+        for raw in fh:
+            if not raw.endswith(b"\n"):
+                return                 # an append in flight
+            if literal is not None and b'"event"' not in raw and b"\\" not in raw:
+                hay = raw.lower() if literal[1] else raw
+                if literal[0] not in hay:
+                    continue
+            try:
+                rec = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(rec, dict) and isinstance(rec.get("seq"), int) \
+                    and not isinstance(rec.get("seq"), bool):
+                yield rec
+
+
+def _open_sessions(store: Store) -> tuple[SessionStore, Callable[[], None] | None]:
+    """A SessionStore with the project's exclusions, read-only (nothing created)."""
+    if not os.path.lexists(store.facts_db):
+        return SessionStore(store, NoExclusions()), None
+    from .facts import FactStore
+
+    fs = FactStore.open_readonly(store.facts_db)
+    return SessionStore(store, fs), fs.close
+
+
+def grep(store: Store, pattern: str, *, fixed: bool = False, ignore_case: bool = False,
+         session_ids: Iterable[str] | None = None, roles: Iterable[str] | None = None,
+         since: datetime | None = None, until: datetime | None = None,
+         purpose: str = "working", include_hidden: bool = False, context: int = 0) -> GrepRun:
+    """Prepare a search (the pattern is compiled now: a bad one is a UsageError);
+    iterate ``.hits()`` for the results."""
+    regex = compile_pattern(pattern, fixed=fixed, ignore_case=ignore_case)
+    if purpose not in PURPOSES:
+        raise UsageError(f"unknown purpose {purpose!r}; use working or durable")
+    literal = pattern if fixed or not any(c in pattern for c in ".^$*+?{}[]|()\\") else None
+    return GrepRun(store, regex, list(session_ids) if session_ids is not None else None,
+                   frozenset(roles) if roles is not None else None, since, until, purpose,
+                   include_hidden, context, literal)
+
+
+__all__ = ["grep", "GrepRun", "GrepHit", "compile_pattern", "searchable_fields",
+           "string_leaves", "GREP_ROLES", "SUMMARY_ROLE", "undo_target"]

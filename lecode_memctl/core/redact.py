@@ -1,0 +1,428 @@
+"""``memctl redact``: erase the values ``memctl secrets`` found.
+
+Every file is rewritten whole and atomically (temporary file beside it,
+``fsync``, ``os.replace``, directory ``fsync``: :func:`atomic.atomic_write`
+without a ``.bak``, since the previous content is what must go):
+
+* a transcript under its session lock (``sessions/<id>.lock``, the lock the
+  session writer holds; exit 6 while the agent has it), every record and seq
+  kept: a record holding a value is parsed, the value replaced in each of its
+  strings by ``[REDACTED:<detector>:<sha256 prefix>]`` and the record written
+  back as compact JSON with its keys in the same order; a line that does not
+  parse (or a torn tail) has the value's bytes replaced;
+* every other file (Markdown, ``.bak``, leftovers): the value's bytes replaced;
+* a fact whose own text holds a value is forgotten (``FactStore.forget``:
+  content-free exclusions, generation + 1), then the database is cleaned so
+  that no byte of the text remains: ``secure_delete``, ``VACUUM``, and the
+  ``-wal`` checkpointed and truncated.
+
+Order: all session locks are taken first (any busy: nothing changed), then
+transcripts, other files, forgets, the database clean.  A kill leaves every
+file whole-before or whole-after; running redact again finishes the job.
+
+:func:`plan_redaction` computes, without writing, what changes file by
+file and the impact on facts: each fact whose evidence digest a rewritten
+record changes (it becomes stale), each compaction whose lineage covers a
+rewritten record, and what the forgets do to the generation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .errors import Conflict, StoreBusy, StoreCorrupt, StoreWriteError
+from .layout import FACTS_DB, Store
+from .secrets import KIND_DATABASE, KIND_FACT, KIND_FILE, KIND_TRANSCRIPT, Finding, _read_nofollow
+
+BUSY_TIMEOUT = 5.0
+
+
+@dataclass
+class FileChange:
+    file: str
+    kind: str                               # transcript or file
+    replacements: int
+    records: list[int] = field(default_factory=list)     # seqs of rewritten records
+    lines: int = 0                                       # raw lines changed (corrupt/torn/file)
+    sha256: str = ""                                     # the file's content when planned
+
+    def to_json(self) -> dict[str, Any]:
+        from .rowmodel import REWRITE
+
+        return REWRITE.row(file=self.file, kind=self.kind, replacements=self.replacements,
+                           records=self.records, lines=self.lines, sha256=self.sha256 or None)
+
+
+@dataclass
+class RedactPlan:
+    project: str
+    store: str
+    findings: int
+    files: list[FileChange] = field(default_factory=list)
+    forget_facts: list[str] = field(default_factory=list)
+    clean_database: bool = False
+    stale_facts: list[dict[str, Any]] = field(default_factory=list)
+    summaries: list[dict[str, Any]] = field(default_factory=list)
+    generation: int = 0
+    new_generation: int = 0
+    generated_messages_invalidated: int = 0
+
+    def __post_init__(self) -> None:
+        # value -> marker; not a dataclass field, so that repr and asdict never
+        # show a value
+        self._values: dict[str, str] = {}
+
+    @property
+    def empty(self) -> bool:
+        return not (self.files or self.forget_facts or self.clean_database)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"project": self.project, "store": self.store, "findings": self.findings,
+                "values": len(self._values),
+                "files": [f.to_json() for f in self.files],
+                "forget_facts": self.forget_facts, "clean_database": self.clean_database,
+                "stale_facts": self.stale_facts, "summaries": self.summaries,
+                "generation": self.generation, "new_generation": self.new_generation,
+                "generated_messages_invalidated": self.generated_messages_invalidated}
+
+
+# --------------------------------------------------------------------------
+# Rewriting bytes (pure functions)
+
+
+def _forms(value: str) -> list[bytes]:
+    raw = value.encode("utf-8", "surrogateescape")
+    out = [raw]
+    try:
+        esc = orjson.dumps(value)[1:-1]
+        if esc != raw:
+            out.append(esc)
+    except TypeError:
+        pass
+    return out
+
+
+def _replace_leaves(obj: Any, values: Mapping[str, str]) -> tuple[Any, int]:
+    if isinstance(obj, str):
+        n = 0
+        for v, m in values.items():
+            if v in obj:
+                n += obj.count(v)
+                obj = obj.replace(v, m)
+        return obj, n
+    if isinstance(obj, dict):
+        total = 0
+        binary = obj.get("type") == "binary"
+        for k in list(obj):
+            if binary and k == "data":
+                continue
+            obj[k], n = _replace_leaves(obj[k], values)
+            total += n
+        return obj, total
+    if isinstance(obj, list):
+        total = 0
+        for i, v in enumerate(obj):
+            obj[i], n = _replace_leaves(v, values)
+            total += n
+        return obj, total
+    return obj, 0
+
+
+def _replace_bytes(line: bytes, values: Mapping[str, str]) -> tuple[bytes, int]:
+    n = 0
+    for v, m in values.items():
+        mb = m.encode("utf-8")
+        for form in _forms(v):
+            c = line.count(form)
+            if c:
+                n += c
+                line = line.replace(form, mb)
+    return line, n
+
+
+def rewrite_transcript(data: bytes, values: Mapping[str, str]) -> tuple[bytes, list[int], int, int]:
+    """(new bytes, seqs of rewritten records, replacements, raw lines changed).
+    Lines are kept one for one; a record's seq and keys are kept."""
+    forms = [(v, _forms(v)) for v in values]
+    out = []
+    seqs: list[int] = []
+    total = 0
+    raw_lines = 0
+    for piece in data.split(b"\n"):
+        if not any(f in piece for _v, fs in forms for f in fs):
+            out.append(piece)
+            continue
+        rec = None
+        try:
+            obj = orjson.loads(piece)
+            if isinstance(obj, dict):
+                rec = obj
+        except orjson.JSONDecodeError:
+            pass
+        if rec is not None:
+            rec, n = _replace_leaves(rec, values)
+            new = orjson.dumps(rec)
+            new, n2 = _replace_bytes(new, values)   # a value in a key, say
+            if n + n2:
+                total += n + n2
+                if isinstance(rec.get("seq"), int):
+                    seqs.append(rec["seq"])
+            out.append(new)
+            continue
+        new, n = _replace_bytes(piece, values)
+        total += n
+        raw_lines += 1 if n else 0
+        out.append(new)
+    return b"\n".join(out), sorted(set(seqs)), total, raw_lines
+
+
+# --------------------------------------------------------------------------
+# Planning
+
+
+def plan_redaction(store: Store, findings: Iterable[Finding]) -> RedactPlan:
+    """What redact would do for these findings (reads only)."""
+    findings = list(findings)
+    plan = RedactPlan(store.slug, os.fspath(store.path), len(findings))
+    for f in findings:
+        plan._values.setdefault(f.secret_value(), f.marker)
+    # longest first: a value inside another is replaced after it
+    plan._values = dict(sorted(plan._values.items(), key=lambda kv: -len(kv[0])))
+    by_file: dict[str, str] = {}
+    for f in findings:
+        if f.kind in (KIND_TRANSCRIPT, KIND_FILE):
+            by_file[f.file] = f.kind
+        elif f.kind == KIND_FACT and f.fact_id and f.fact_id not in plan.forget_facts:
+            plan.forget_facts.append(f.fact_id)
+        elif f.kind == KIND_DATABASE:
+            plan.clean_database = True
+    if plan.forget_facts:
+        plan.clean_database = True
+    root = os.fspath(store.path)
+    changed: dict[str, set[int]] = {}
+    compacts: list[tuple[str, dict[str, Any]]] = []
+    generated: list[int | None] = []
+    sessions_dir = os.path.join(root, "sessions")
+    transcripts = sorted(n for n in _listdir(sessions_dir) if n.endswith(".jsonl"))
+    for name in transcripts:
+        rel = "sessions/" + name
+        try:
+            data = _read_nofollow(os.path.join(sessions_dir, name))
+        except OSError:
+            continue
+        sid = name[:-len(".jsonl")]
+        if rel in by_file:
+            new, seqs, n, raw = rewrite_transcript(data, plan._values)
+            if n:
+                plan.files.append(FileChange(rel, KIND_TRANSCRIPT, n, seqs, raw))
+                changed[sid] = set(seqs)
+        if True:  # compactions and generated messages: the impact on facts
+            for line in data.split(b"\n"):
+                if b'"compact"' in line or b'"epoch"' in line or b'"synthetic"' in line:
+                    try:
+                        rec = orjson.loads(line)
+                    except orjson.JSONDecodeError:
+                        continue
+                    if not isinstance(rec, dict):
+                        continue
+                    if rec.get("type") == "event" and rec.get("event") == "compact":
+                        compacts.append((sid, rec))
+                    elif rec.get("type") == "message" and (
+                            rec.get("role") in ("assistant", "tool") or rec.get("synthetic") is True):
+                        e = rec.get("epoch")
+                        generated.append(e if isinstance(e, int) and not isinstance(e, bool) else None)
+    for rel, kind in sorted(by_file.items()):
+        if kind != KIND_FILE:
+            continue
+        try:
+            data = _read_nofollow(os.path.join(root, rel))
+        except OSError:
+            continue
+        _new, n = _replace_bytes(data, plan._values)
+        if n:
+            plan.files.append(FileChange(rel, KIND_FILE, n, [], n,
+                                         hashlib.sha256(data).hexdigest()))
+    # compaction summaries whose lineage span holds a rewritten record
+    for sid, rec in compacts:
+        lineage = rec.get("lineage")
+        for ref in lineage if isinstance(lineage, list) else []:
+            if not isinstance(ref, Mapping) or not isinstance(ref.get("session_id"), str):
+                continue
+            hit = changed.get(ref["session_id"])
+            seqs = [s for s in ref.get("seqs") or [] if isinstance(s, int)] \
+                if isinstance(ref.get("seqs"), list) else []
+            if hit and seqs and any(min(seqs) <= s <= max(seqs) for s in hit):
+                plan.summaries.append({"session_id": sid, "seq": rec.get("seq")})
+                break
+    # facts: stale evidence, generation
+    if os.path.lexists(store.facts_db):
+        from .facts import FactStore
+
+        fs = FactStore.open_readonly(store.facts_db)
+        try:
+            plan.generation = fs.generation()
+            todo = [f for f in plan.forget_facts if fs.get(f) is not None]
+            plan.new_generation = plan.generation + len(todo)
+            if changed:
+                for fact in fs.iter_facts():
+                    if fact.fact_id in plan.forget_facts:
+                        continue
+                    for rev in fs.revisions(fact.fact_id):
+                        ref = rev.source
+                        if ref is None or ref.session_id not in changed:
+                            continue
+                        lo, hi = min(ref.seqs), max(ref.seqs)
+                        if any(lo <= s <= hi for s in changed[ref.session_id]):
+                            plan.stale_facts.append({
+                                "fact_id": fact.fact_id, "revision": rev.revision,
+                                "session_id": ref.session_id, "seqs": list(ref.seqs)})
+        finally:
+            fs.close()
+    else:
+        plan.new_generation = plan.generation
+    g, new_gen = plan.generation, plan.new_generation
+    if new_gen > g:
+        plan.generated_messages_invalidated = sum(
+            1 for e in generated if (e is None and g == 0) or (e is not None and g <= e < new_gen))
+    plan.files.sort(key=lambda c: c.file)
+    return plan
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+# --------------------------------------------------------------------------
+# Applying
+
+
+@dataclass
+class RedactResult:
+    files: list[str] = field(default_factory=list)
+    forgotten: list[str] = field(default_factory=list)
+    database_cleaned: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"files": self.files, "forgotten": self.forgotten,
+                "database_cleaned": self.database_cleaned}
+
+
+def _check_database(store: Store) -> None:
+    """Before any change: the database must be lecode's (another application's is
+    refused, exit 5) and readable."""
+    if not os.path.lexists(store.facts_db):
+        return
+    from .facts import FactStore
+
+    fs = FactStore.open_readonly(store.facts_db)
+    try:
+        if fs.exists and not fs.tables:   # an empty file: nothing to clean
+            return
+        if fs.exists and "facts" not in fs.tables:
+            raise StoreCorrupt(f"{store.facts_db}: table facts is missing; not a lecode facts "
+                               "database; refusing to change it")
+    finally:
+        fs.close()
+
+
+def apply_redaction(store: Store, plan: RedactPlan) -> RedactResult:
+    from . import atomic
+    from .sessions import lock_session
+
+    result = RedactResult()
+    if plan.empty:
+        return result
+    root = os.fspath(store.path)
+    if plan.clean_database:
+        _check_database(store)
+    sessions_dir = os.path.join(root, "sessions")
+    locks: list[int] = []
+    try:
+        for change in plan.files:
+            if change.kind == KIND_TRANSCRIPT:
+                sid = change.file.split("/", 1)[1][:-len(".jsonl")]
+                locks.append(lock_session(sessions_dir, sid))
+        for change in plan.files:
+            path = os.path.join(root, change.file)
+            try:
+                data = _read_nofollow(path)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise StoreWriteError(f"{change.file}: cannot read: {exc.strerror}") from None
+            if change.kind == KIND_TRANSCRIPT:
+                new, _seqs, n, _raw = rewrite_transcript(data, plan._values)
+            else:
+                new, n = _replace_bytes(data, plan._values)
+                # Markdown has no lock (lecode replaces it atomically): a write
+                # since the plan (shown at the prompt) is not overwritten
+                if change.sha256 and hashlib.sha256(data).hexdigest() != change.sha256:
+                    raise Conflict(f"{change.file} changed since the plan; run redact again "
+                                   f"({len(result.files)} file(s) already rewritten)")
+            if n and new != data:
+                atomic.atomic_write(Path(path), new, backup=False)
+                result.files.append(change.file)
+    finally:
+        for fd in locks:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    if plan.forget_facts:
+        from .facts import FactStore
+
+        fs = FactStore(store.facts_db)
+        try:
+            for fid in plan.forget_facts:
+                if fs.forget(fid):
+                    result.forgotten.append(fid)
+        finally:
+            fs.close()
+    if plan.clean_database and os.path.lexists(store.facts_db):
+        clean_database(store)
+        result.database_cleaned = True
+    return result
+
+
+def clean_database(store: Store, timeout: float = BUSY_TIMEOUT) -> None:
+    """``secure_delete`` on, ``VACUUM`` (every page rebuilt: free pages and
+    slack gone), ``wal_checkpoint(TRUNCATE)`` (the ``-wal`` emptied to 0 bytes).
+    StoreBusy when another connection keeps the checkpoint from finishing."""
+    path = os.fspath(store.facts_db)
+    try:
+        db = sqlite3.connect(path, timeout=timeout, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise StoreCorrupt(f"{path}: cannot open: {exc}") from None
+    try:
+        db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+        db.execute("PRAGMA secure_delete = ON")
+        db.execute("VACUUM")
+        busy, _log, _done = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if busy:
+            raise StoreBusy(f"{path}: another connection keeps the -wal from being "
+                            "checkpointed; the database was vacuumed, run redact again "
+                            "when lecode is idle")
+    except sqlite3.OperationalError as exc:
+        text = str(exc)
+        if "locked" in text or "busy" in text:
+            raise StoreBusy(f"{path}: database busy: {text}") from None
+        raise StoreCorrupt(f"{path}: {text}") from None
+    except sqlite3.Error as exc:
+        raise StoreCorrupt(f"{path}: {exc}") from None
+    finally:
+        db.close()
+
+
+__all__ = ["plan_redaction", "apply_redaction", "clean_database", "rewrite_transcript",
+           "RedactPlan", "RedactResult", "FileChange", "FACTS_DB"]

@@ -1,0 +1,653 @@
+"""``memctl secrets``: find credential-shaped values wherever a store keeps text.
+
+The detectors are detect-secrets' plugins (Yelp's maintained library: AWS
+keys, GitHub, GitLab, Slack, Stripe, npm, PyPI, OpenAI and other tokens,
+private keys, JWTs, basic-auth URLs, keyword assignments, and high-entropy
+strings with its own thresholds), with its default heuristic filters, and
+never its network verification.  ``IPPublicDetector`` is left out: a public
+IP address is not a credential.  detect-secrets is imported only when a
+:class:`Detector` is built.
+
+Places scanned (a store's every file is walked, symbolic links never
+followed):
+
+* ``sessions/<id>.jsonl``: every complete record, hidden ones included,
+  each string leaf of the record (binary attachment data excepted) named by
+  its JSON path; lines that do not parse and a torn tail as raw text;
+* ``facts.sqlite3``: the text of every revision of every fact (read-only
+  open); and the raw bytes of ``facts.sqlite3`` and ``facts.sqlite3-wal``,
+  as printable strings (free pages and old WAL frames keep deleted text), a
+  value already reported in a live fact text is not reported again there;
+* every other regular file (``MEMORY.md``, ``scratchpad.md``, daily logs,
+  notes, every ``.bak``, leftover temporary files): its lines.
+
+A finding carries the detector, the place, a masked preview (a few leading
+characters and the length) and the value's SHA-256 (for the allowlist and
+the redaction marker).  The value itself stays in the object (``_value``,
+not a dataclass field: never in ``repr``, ``asdict`` or :meth:`Finding.to_json`) so that ``redact`` can erase
+it; nothing in this module prints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mmap
+import os
+import re
+import stat
+from collections.abc import Iterable, Iterator
+from dataclasses import InitVar, dataclass, field
+from typing import Any
+
+import orjson
+
+from .errors import MemctlError, UsageError
+from .layout import FACTS_DB, SESSIONS_DIR, Store
+
+EXCLUDED_PLUGINS = frozenset({"IPPublicDetector"})
+# Specific detectors win over generic ones when two find overlapping text.
+GENERIC_PLUGINS = ("KeywordDetector", "Base64HighEntropyString", "HexHighEntropyString")
+MAX_SCAN_LINE = 1 << 16       # longer lines are scanned in windows of this many characters
+WINDOW_OVERLAP = 1 << 10
+MIN_RAW_STRING = 8            # printable runs shorter than this in database pages are skipped
+_RAW_STRING = re.compile(rb"[\t\n\r\x20-\x7e\x80-\xff]{%d,}" % MIN_RAW_STRING)
+_PEM_BEGIN = re.compile(r"-----BEGIN[ A-Z0-9]*PRIVATE KEY[ A-Z]*-----")
+_PEM_END = re.compile(r"-----END[ A-Z0-9]*PRIVATE KEY[ A-Z]*-----")
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+KIND_TRANSCRIPT = "transcript"
+KIND_FILE = "file"
+KIND_FACT = "fact"
+KIND_DATABASE = "database"
+KINDS = (KIND_TRANSCRIPT, KIND_FILE, KIND_FACT, KIND_DATABASE)
+
+
+def detector_slug(secret_type: str) -> str:
+    """``AWS Access Key`` -> ``aws-access-key``."""
+    return re.sub(r"[^a-z0-9]+", "-", secret_type.lower()).strip("-") or "secret"
+
+
+def value_hash(value: str) -> str:
+    return hashlib.sha256(value.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def mask(value: str) -> str:
+    """A few leading characters (at most 4, at most a quarter of the value)
+    and the length: ``AKIA…(20 chars)``."""
+    keep = min(4, len(value) // 4)
+    shown = "".join(c if c.isprintable() and c not in "\n\r\t" else "?" for c in value[:keep])
+    return f"{shown}…({len(value)} chars)"
+
+
+def marker(detector: str, value: str) -> str:
+    """What redaction writes in place of a value."""
+    return f"[REDACTED:{detector}:{value_hash(value)[:6]}]"
+
+
+# --------------------------------------------------------------------------
+# Findings
+
+
+@dataclass(frozen=True)
+class Finding:
+    detector: str
+    kind: str                        # transcript, file, fact, database
+    file: str                        # relative to the store
+    preview: str
+    length: int
+    hash: str                        # sha256 of the value
+    project: str = ""
+    session_id: str | None = None
+    seq: int | None = None
+    path: str | None = None          # JSON path in the record
+    line: int | None = None          # 1-based line of the file (or of the field's text)
+    offset: int | None = None        # byte offset in the file (database pages)
+    fact_id: str | None = None
+    revision: int | None = None
+    value: InitVar[str] = ""
+
+    def __post_init__(self, value: str) -> None:
+        # Not a dataclass field: dataclasses.asdict, repr and == never see it,
+        # so no generic encoder can put the value in an output by accident.
+        object.__setattr__(self, "_value", value)
+
+    def secret_value(self) -> str:
+        """The value itself: for redact and --pattern selection, never for output."""
+        value: str = self.__dict__["_value"]
+        return value
+
+    @property
+    def marker(self) -> str:
+        return f"[REDACTED:{self.detector}:{self.hash[:6]}]"
+
+    def place(self) -> str:
+        if self.kind == KIND_TRANSCRIPT and self.session_id is not None:
+            where = f"{self.session_id}:{self.seq}" if self.seq is not None else \
+                f"{self.file} line {self.line}"
+            return f"{where} {self.path}" if self.path else where
+        if self.kind == KIND_FACT:
+            return f"fact {self.fact_id} revision {self.revision}"
+        if self.kind == KIND_DATABASE:
+            return f"{self.file} byte {self.offset}"
+        return f"{self.file} line {self.line}"
+
+    def to_json(self) -> dict[str, Any]:
+        from .rowmodel import SECRET
+
+        return SECRET.row(detector=self.detector, kind=self.kind, project=self.project,
+                          file=self.file, session_id=self.session_id, seq=self.seq,
+                          path=self.path, line=self.line, offset=self.offset,
+                          fact_id=self.fact_id, revision=self.revision,
+                          preview=self.preview, length=self.length, hash=self.hash)
+
+
+@dataclass
+class Skipped:
+    file: str
+    reason: str
+    unreadable: bool = True       # False: a symbolic link or special file, skipped on purpose
+
+
+@dataclass
+class SecretsReport:
+    project: str
+    store: str
+    findings: list[Finding] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    allowlisted: int = 0
+    files_scanned: int = 0
+    bytes_scanned: int = 0
+
+    @property
+    def unreadable(self) -> list[Skipped]:
+        return [s for s in self.skipped if s.unreadable]
+
+    @property
+    def ok(self) -> bool:
+        """Nothing found, and every file read (an unreadable file may hide one)."""
+        return not self.findings and not self.unreadable
+
+    def summary(self) -> dict[str, Any]:
+        by: dict[str, int] = {}
+        for f in self.findings:
+            by[f.detector] = by.get(f.detector, 0) + 1
+        from .rowmodel import SECRETS_SCAN
+
+        return SECRETS_SCAN.row(
+            project=self.project, store=self.store, ok=self.ok,
+            findings=len(self.findings), by_detector=dict(sorted(by.items())),
+            allowlisted=self.allowlisted, files_scanned=self.files_scanned,
+            bytes_scanned=self.bytes_scanned, unreadable=len(self.unreadable),
+            skipped=[{"file": s.file, "reason": s.reason, "unreadable": s.unreadable}
+                     for s in self.skipped])
+
+
+# --------------------------------------------------------------------------
+# The allowlist (hashes only)
+
+
+def load_allowlist(path: str | os.PathLike[str] | None) -> frozenset[str]:
+    """SHA-256 hex digests of values not to report: one per line, optionally
+    ``sha256:`` prefixed, ``#`` comments.  A missing default file is empty;
+    anything that is not a digest is a UsageError (a value is never stored)."""
+    if path is None:
+        return frozenset()
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such allowlist file") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the allowlist: {exc.strerror}") from None
+    out = set()
+    for n, line in enumerate(raw.decode("utf-8", "replace").splitlines(), 1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        if text.startswith("sha256:"):
+            text = text[7:]
+        if not re.fullmatch(r"[0-9a-f]{64}", text):
+            # never echo the line: it might be a pasted secret
+            raise UsageError(f"{path}: line {n} is not a SHA-256 hex digest; the allowlist "
+                             "holds hashes of values, never values")
+        out.add(text)
+    return frozenset(out)
+
+
+# --------------------------------------------------------------------------
+# The detector
+
+
+@dataclass(frozen=True)
+class Hit:
+    start: int
+    end: int
+    detector: str
+
+
+class Detector:
+    """detect-secrets' plugins over one text at a time."""
+
+    def __init__(self) -> None:
+        try:
+            from detect_secrets.filters import heuristic
+            from detect_secrets.settings import default_settings, get_plugins
+        except ImportError:  # pragma: no cover - a broken install
+            raise MemctlError("the detect-secrets package is not installed "
+                              "(pip install detect-secrets)") from None
+        with default_settings():
+            plugins = [p for p in get_plugins() if type(p).__name__ not in EXCLUDED_PLUGINS]
+        order = {name: i for i, name in enumerate(GENERIC_PLUGINS)}
+        plugins.sort(key=lambda p: (order.get(type(p).__name__, -1), type(p).__name__))
+        self.plugins = plugins
+        self._h = heuristic
+        # KeywordDetector's regexes are the slow part of a scan; they all need one
+        # of the plugin's own DENYLIST words, so a line without any is skipped
+        # for it (the same words, the same case-insensitivity: no hit is lost).
+        from detect_secrets.plugins import keyword
+
+        self._keyword_gate = re.compile("|".join(keyword.DENYLIST))   # on the lower-cased line
+
+    def _filtered(self, plugin: Any, secret: str, line: str) -> bool:
+        h = self._h
+        if h.is_sequential_string(secret) or h.is_potential_uuid(secret) or \
+                h.is_templated_secret(secret) or h.is_prefixed_with_dollar_sign(secret) or \
+                h.is_not_alphanumeric_string(secret):
+            return True
+        return bool(h.is_likely_id_string(secret, line, plugin))
+
+    def scan(self, text: str, filename: str = "memory.txt") -> list[Hit]:
+        """Non-overlapping hits in ``text`` (offsets in characters), specific
+        detectors first."""
+        cands: list[tuple[int, int, int, str]] = []   # (priority, start, end, slug)
+        pos = 0
+        for line in text.split("\n"):
+            if line.strip():
+                for wstart, window in _windows(line):
+                    base = pos + wstart
+                    for prio, plugin in enumerate(self.plugins):
+                        for s, e in self._plugin_spans(plugin, window, filename, text, base):
+                            cands.append((prio, s, e, detector_slug(plugin.secret_type)))
+            pos += len(line) + 1
+        cands.sort()
+        taken: list[Hit] = []
+        for _prio, s, e, slug in cands:
+            if e <= s or any(s < h.end and h.start < e for h in taken):
+                continue
+            taken.append(Hit(s, e, slug))
+        taken.sort(key=lambda h: h.start)
+        return taken
+
+    def _plugin_spans(self, plugin: Any, line: str, filename: str, text: str, base: int
+                      ) -> Iterator[tuple[int, int]]:
+        if type(plugin).__name__ == "KeywordDetector" and self._keyword_gate.search(line.lower()) is None:
+            return
+        try:
+            found = plugin.analyze_line(filename=filename, line=line, line_number=0, context=None)
+        except Exception:  # noqa: BLE001 - a plugin bug must not stop the audit
+            return
+        if not found:
+            return
+        # detect-secrets' line filter (``x = get_secret()``), checked only for a
+        # line with a hit: its regex is slow on long lines
+        if len(line) <= 4096 and self._h.is_indirect_reference(line):
+            return
+        name = type(plugin).__name__
+        for ps in found:
+            v = ps.secret_value
+            if not isinstance(v, str) or not v:
+                continue
+            if name == "PrivateKeyDetector":
+                span = _pem_span(text, base)
+                if span is not None:
+                    yield span
+                continue
+            if self._filtered(plugin, v, line):
+                continue
+            yield from ((base + s, base + e) for s, e in _value_spans(plugin, line, v))
+
+
+def _windows(line: str) -> Iterator[tuple[int, str]]:
+    if len(line) <= MAX_SCAN_LINE:
+        yield 0, line
+        return
+    step = MAX_SCAN_LINE - WINDOW_OVERLAP
+    for start in range(0, len(line), step):
+        yield start, line[start:start + MAX_SCAN_LINE]
+        if start + MAX_SCAN_LINE >= len(line):
+            return
+
+
+def _value_spans(plugin: Any, line: str, value: str) -> Iterator[tuple[int, int]]:
+    """Where ``value`` (what the plugin reported) is in ``line``.  A regex
+    detector may report only a capture group that is a prefix of the token
+    (detect-secrets' GitHub pattern captures ``ghp``): then the whole match
+    of its pattern is the secret."""
+    for rx in getattr(plugin, "denylist", ()) or ():
+        if not isinstance(rx, re.Pattern):
+            continue
+        for m in rx.finditer(line):
+            whole = m.group(0)
+            if value == whole:
+                yield m.span()
+            elif value in m.groups():
+                gi = m.groups().index(value) + 1
+                if len(value) < 8 and m.span(gi)[0] == m.start():
+                    yield m.span()           # a prefix group: the token is the match
+                else:
+                    yield m.span(gi)
+        return
+    start = line.find(value)
+    while start >= 0:
+        yield start, start + len(value)
+        start = line.find(value, start + len(value))
+
+
+def _pem_span(text: str, base: int) -> tuple[int, int] | None:
+    """The whole private key block around a PrivateKeyDetector hit: from
+    ``-----BEGIN ... PRIVATE KEY-----`` to the matching END line, or to the
+    end of the block of non-empty lines when there is no END."""
+    line_end = text.find("\n", base)
+    m = _PEM_BEGIN.search(text, base, line_end if line_end >= 0 else len(text))
+    # Without a BEGIN line (PuTTY keys, unframed headers): the rest of the line
+    # and the block below it.
+    start = base if m is None else m.start()
+    e = _PEM_END.search(text, start)
+    if e is not None:
+        return start, e.end()
+    blank = text.find("\n\n", start)
+    return start, (blank if blank >= 0 else len(text))
+
+
+# --------------------------------------------------------------------------
+# Scanning a store
+
+
+def _read_nofollow(path: str) -> bytes:
+    fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(0, "not a regular file")
+        chunks = []
+        while True:
+            b = os.read(fd, 1 << 20)
+            if not b:
+                break
+            chunks.append(b)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def is_transcript(rel: str) -> bool:
+    parts = rel.split("/")
+    return len(parts) == 2 and parts[0] == SESSIONS_DIR and parts[1].endswith(".jsonl")
+
+
+def is_database(rel: str) -> bool:
+    return rel in (FACTS_DB, FACTS_DB + "-wal")
+
+
+def _skip_file(rel: str) -> bool:
+    # the -shm is SQLite's index of the -wal (no row content); locks are empty
+    return rel == FACTS_DB + "-shm" or (rel.startswith(SESSIONS_DIR + "/")
+                                        and rel.endswith(".lock"))
+
+
+def store_files(store: Store, report: SecretsReport) -> list[str]:
+    """Relative paths of the regular files of the store, sorted; symbolic
+    links and other special files are listed in ``report.skipped``."""
+    out = []
+    root = os.fspath(store.path)
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in sorted(dirnames):
+            p = os.path.join(dirpath, name)
+            if os.path.islink(p):
+                report.skipped.append(Skipped(os.path.relpath(p, root), "symbolic link; not followed",
+                                              False))
+        for name in filenames:
+            p = os.path.join(dirpath, name)
+            rel = os.path.relpath(p, root).replace(os.sep, "/")
+            try:
+                st = os.lstat(p)
+            except OSError as exc:
+                report.skipped.append(Skipped(rel, exc.strerror or str(exc)))
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                report.skipped.append(Skipped(rel, "symbolic link; not followed", False))
+            elif not stat.S_ISREG(st.st_mode):
+                report.skipped.append(Skipped(rel, "not a regular file", False))
+            elif not _skip_file(rel):
+                out.append(rel)
+    return sorted(out)
+
+
+class Scanner:
+    """One store's scan.  :meth:`run` fills and returns a :class:`SecretsReport`."""
+
+    def __init__(self, store: Store, detector: Detector, *,
+                 allowlist: frozenset[str] = frozenset()) -> None:
+        self.store = store
+        self.detector = detector
+        self.allowlist = allowlist
+        self.report = SecretsReport(store.slug, os.fspath(store.path))
+        self._seen: set[tuple[Any, ...]] = set()
+
+    def run(self, jobs: int = 1) -> SecretsReport:
+        """Scan; ``jobs`` > 1 scans transcripts and files in that many worker
+        processes (the database and fact texts are read here)."""
+        self.store.require()
+        files = store_files(self.store, self.report)
+        live_fact_values: set[str] = set()
+        if FACTS_DB in files:
+            live_fact_values = self._facts()
+        root = os.fspath(self.store.path)
+        plain = [rel for rel in files if not is_database(rel)]
+        for rel in files:
+            if is_database(rel):
+                try:
+                    self._database(rel, os.path.join(root, rel), live_fact_values)
+                except OSError as exc:
+                    self.report.skipped.append(Skipped(rel, exc.strerror or str(exc)))
+        if jobs > 1 and len(plain) > 1:
+            import concurrent.futures as cf
+            import multiprocessing
+
+            ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
+            with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+                results = pool.map(_scan_file_job, [(root, rel) for rel in plain],
+                                   chunksize=max(1, len(plain) // (jobs * 8)))
+                for res in results:
+                    self._merge(res)
+        else:
+            for rel in plain:
+                self._merge(scan_file(self.detector, root, rel))
+        return self.report
+
+    def _merge(self, res: FileScan) -> None:
+        if res.error is not None:
+            self.report.skipped.append(Skipped(res.rel, res.error))
+            return
+        self.report.files_scanned += 1
+        self.report.bytes_scanned += res.size
+        for value, det, kind, loc in res.hits:
+            self._add(value, det, kind, res.rel, **loc)
+
+    # -- adding findings
+
+    def _add(self, value: str, detector: str, kind: str, file: str, **loc: Any) -> None:
+        h = value_hash(value)
+        key = (kind, file, loc.get("session_id"), loc.get("seq"), loc.get("path"),
+               loc.get("line") if kind != KIND_DATABASE else None, loc.get("fact_id"),
+               loc.get("revision"), h)
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        if h in self.allowlist:
+            self.report.allowlisted += 1
+            return
+        self.report.findings.append(Finding(detector, kind, file, mask(value), len(value), h,
+                                            self.store.slug, value=value, **loc))
+
+    def _text(self, text: str, filename: str) -> Iterator[tuple[str, str, int]]:
+        return _text_hits(self.detector, text, filename)
+
+    def _facts(self) -> set[str]:
+        from .facts import FactStore
+
+        values: set[str] = set()
+        try:
+            fs = FactStore.open_readonly(self.store.facts_db)
+        except MemctlError as exc:
+            self.report.skipped.append(Skipped(FACTS_DB, f"facts not read: {exc}"))
+            return values
+        try:
+            for fact in fs.iter_facts():
+                for rev in fs.revisions(fact.fact_id):
+                    for value, det, _ln in self._text(rev.text, "fact.txt"):
+                        values.add(value)
+                        self._add(value, det, KIND_FACT, FACTS_DB, fact_id=fact.fact_id,
+                                  revision=rev.revision)
+        except MemctlError as exc:
+            self.report.skipped.append(Skipped(FACTS_DB, f"facts not read: {exc}"))
+        except Exception as exc:  # noqa: BLE001 - sqlite3 errors of a damaged database
+            self.report.skipped.append(Skipped(FACTS_DB, f"facts not read: {type(exc).__name__}"))
+        finally:
+            fs.close()
+        return values
+
+    def _database(self, rel: str, path: str, live: set[str]) -> None:
+        """Printable strings of the raw pages (a value already reported in a
+        live fact text is not reported again: it is the same text)."""
+        fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        try:
+            size = os.fstat(fd).st_size
+            self.report.files_scanned += 1
+            self.report.bytes_scanned += size
+            if size == 0:
+                return
+            with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as mm:
+                seen: set[str] = set()
+                for m in _RAW_STRING.finditer(mm):
+                    raw = m.group(0)
+                    text = raw.decode("utf-8", "surrogateescape")
+                    for hit in self.detector.scan(text, "database.txt"):
+                        value = text[hit.start:hit.end]
+                        if value in live or value in seen:
+                            continue
+                        seen.add(value)
+                        off = m.start() + len(text[:hit.start].encode("utf-8", "surrogateescape"))
+                        self._add(value, hit.detector, KIND_DATABASE, rel, offset=off)
+        finally:
+            os.close(fd)
+
+
+@dataclass
+class FileScan:
+    rel: str
+    size: int = 0
+    hits: list[tuple[str, str, str, dict[str, Any]]] = field(default_factory=list)
+    error: str | None = None
+
+
+def _text_hits(detector: Detector, text: str, filename: str) -> Iterator[tuple[str, str, int]]:
+    """(value, detector, 1-based line) of each hit in ``text``."""
+    for hit in detector.scan(text, filename):
+        yield text[hit.start:hit.end], hit.detector, text.count("\n", 0, hit.start) + 1
+
+
+def scan_file(detector: Detector, root: str, rel: str) -> FileScan:
+    """One transcript or text file of a store."""
+    out = FileScan(rel)
+    try:
+        data = _read_nofollow(os.path.join(root, rel))
+    except OSError as exc:
+        out.error = exc.strerror or str(exc)
+        return out
+    out.size = len(data)
+    if is_transcript(rel):
+        _transcript_hits(detector, rel, data, out.hits)
+    else:
+        text = data.decode("utf-8", "surrogateescape")
+        for value, det, ln in _text_hits(detector, text, os.path.basename(rel).removesuffix(".bak")):
+            out.hits.append((value, det, KIND_FILE, {"line": ln}))
+    return out
+
+
+def _transcript_hits(detector: Detector, rel: str, data: bytes, hits: list[Any]) -> None:
+    from .grep import string_leaves
+
+    sid = rel.split("/", 1)[1][:-len(".jsonl")]
+    lineno = 0
+    pos = 0
+    n = len(data)
+    while pos < n:
+        nl = data.find(b"\n", pos)
+        end = nl if nl >= 0 else n
+        line = data[pos:end]
+        lineno += 1
+        pos = end + 1
+        rec = None
+        try:
+            obj = orjson.loads(line)
+            if isinstance(obj, dict):
+                rec = obj
+        except orjson.JSONDecodeError:
+            pass
+        if rec is not None and nl >= 0:
+            seq = rec.get("seq") if isinstance(rec.get("seq"), int) else None
+            for jpath, s in string_leaves(rec, "$"):
+                for value, det, _ln in _text_hits(detector, s, "transcript.txt"):
+                    hits.append((value, det, KIND_TRANSCRIPT,
+                                 {"session_id": sid, "seq": seq, "path": jpath, "line": lineno}))
+        else:
+            text = line.decode("utf-8", "surrogateescape")
+            for value, det, _ln in _text_hits(detector, text, "transcript.txt"):
+                hits.append((value, det, KIND_TRANSCRIPT, {"session_id": sid, "line": lineno}))
+
+
+_WORKER_DETECTOR: Detector | None = None
+
+
+def _scan_file_job(args: tuple[str, str]) -> FileScan:
+    global _WORKER_DETECTOR
+    if _WORKER_DETECTOR is None:
+        _WORKER_DETECTOR = Detector()
+    root, rel = args
+    return scan_file(_WORKER_DETECTOR, root, rel)
+
+
+def scan_store(store: Store, *, detector: Detector | None = None,
+               allowlist: frozenset[str] = frozenset(), jobs: int = 1) -> SecretsReport:
+    """Scan one store (reads only)."""
+    return Scanner(store, detector or Detector(), allowlist=allowlist).run(jobs=jobs)
+
+
+def select(findings: Iterable[Finding], *, sessions: Iterable[str] | None = None,
+           seqs: Iterable[int] | None = None, detectors: Iterable[str] | None = None,
+           pattern: re.Pattern[str] | None = None) -> list[Finding]:
+    """The findings picked by ``redact``'s options (all of them by default)."""
+    ss = set(sessions) if sessions else None
+    qq = set(seqs) if seqs else None
+    dd = set(detectors) if detectors else None
+    out = []
+    for f in findings:
+        if ss is not None and f.session_id not in ss:
+            continue
+        if qq is not None and f.seq not in qq:
+            continue
+        if dd is not None and f.detector not in dd:
+            continue
+        if pattern is not None and pattern.search(f.secret_value()) is None:
+            continue
+        out.append(f)
+    return out
+
+
+__all__ = ["Detector", "Finding", "SecretsReport", "Scanner", "scan_store", "load_allowlist",
+           "mask", "marker", "value_hash", "detector_slug", "select", "KINDS"]
+
+
+# --------------------------------------------------------------------------
+# Prometheus text (for cron and node_exporter's textfile collector)

@@ -1,0 +1,138 @@
+"""What memctl has seen of each store, kept outside the store: the highest
+exclusion generation and exclusion count (its "mark").
+
+A forget only ever raises both.  A facts database put back from an older copy,
+or deleted, lowers them, and forgotten evidence becomes valid again; when no
+generated message was written since the forget, nothing inside the store can
+tell.  The mark can: ``memctl validate`` reports a store below its mark as
+``db.rolled_back``.
+
+The marks live in the user's XDG state directory, ``$XDG_STATE_HOME/lecode-memctl``
+(or ``~/.local/state/lecode-memctl``), one file per store:
+``stores/<first 32 hex digits of sha256(realpath of the store)>.json`` holding
+``{"store", "generation", "exclusions", "updated"}``, written atomically
+(``atomic.atomic_write``).  Recording is best effort: a state directory that
+cannot be used never fails a command (the mark is then not kept).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import stat
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from .atomic import atomic_write, open_nofollow, read_all
+from .errors import MemctlError
+
+STATE_NAME = "lecode-memctl"
+MARKS_DIR = "stores"
+_MAX_MARK = 1 << 16  # a mark file is a few hundred bytes; anything larger is not ours
+
+
+@dataclass(frozen=True)
+class Mark:
+    store: str
+    generation: int
+    exclusions: int
+    updated: float
+
+    def to_json(self) -> dict[str, object]:
+        return {"store": self.store, "generation": self.generation,
+                "exclusions": self.exclusions, "updated": self.updated}
+
+
+def state_dir(env: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_STATE_HOME/lecode-memctl``, else ``$HOME/.local/state/lecode-memctl``.
+    An empty or relative ``XDG_STATE_HOME`` is ignored (the XDG base directory spec)."""
+    env = os.environ if env is None else env
+    xdg = env.get("XDG_STATE_HOME", "")
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / STATE_NAME
+    home = env.get("HOME") or os.path.expanduser("~")
+    return Path(home) / ".local" / "state" / STATE_NAME
+
+
+def mark_path(state: Path, store_path: str | os.PathLike[str]) -> Path:
+    key = hashlib.sha256(os.fsencode(os.path.realpath(store_path))).hexdigest()[:32]
+    return state / MARKS_DIR / f"{key}.json"
+
+
+def _valid_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 63
+
+
+def load(state: Path, store_path: str | os.PathLike[str]) -> Mark | None:
+    """The store's mark, or None: no mark yet, or a file that is not one (a
+    symlink, not a regular file, not our JSON, another store's path)."""
+    path = mark_path(state, store_path)
+    try:
+        fd = open_nofollow(path, os.O_RDONLY | os.O_NONBLOCK)
+    except (OSError, ValueError):
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        raw = read_all(fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(raw) > _MAX_MARK:
+        return None
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    gen, excl, store, updated = (doc.get("generation"), doc.get("exclusions"), doc.get("store"),
+                                 doc.get("updated"))
+    if not (_valid_count(gen) and _valid_count(excl) and isinstance(store, str)):
+        return None
+    if store != os.path.realpath(store_path):
+        return None
+    assert isinstance(gen, int) and isinstance(excl, int)
+    return Mark(store, gen, excl, float(updated) if isinstance(updated, int | float) else 0.0)
+
+
+def record(state: Path, store_path: str | os.PathLike[str], generation: int,
+           exclusions: int) -> Mark | None:
+    """Raise the store's mark to at least (generation, exclusions), each kept at
+    its maximum; returns the mark now kept, or None when the state directory
+    cannot be used.  Concurrent recorders are serialised by ``flock`` on
+    ``stores/.lock``, so no higher value is ever overwritten by a lower one."""
+    path = mark_path(state, store_path)
+    try:
+        from .atomic import ensure_dir
+
+        ensure_dir(path.parent)
+        lock = open_nofollow(path.parent / ".lock", os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o600)
+    except (OSError, MemctlError, ValueError):
+        return None
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        old = load(state, store_path)
+        gen = max(generation, old.generation if old else 0)
+        excl = max(exclusions, old.exclusions if old else 0)
+        if old is not None and (old.generation, old.exclusions) == (gen, excl):
+            return old
+        mark = Mark(os.path.realpath(store_path), gen, excl, time.time())
+        atomic_write(path, orjson.dumps(mark.to_json()) + b"\n", backup=False)
+        return mark
+    except (OSError, MemctlError):
+        return None
+    finally:
+        os.close(lock)
+
+
+def regression(mark: Mark | None, generation: int, exclusions: int) -> bool:
+    """True when the store is below what was seen: a lower generation, or fewer
+    exclusions (forgets only ever add them)."""
+    return mark is not None and (generation < mark.generation or exclusions < mark.exclusions)

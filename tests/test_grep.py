@@ -1,0 +1,212 @@
+"""``memctl grep``: fields, visibility, options, output, bad input, read-only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from .conftest import run_cli, tree_hash
+
+
+@pytest.fixture
+def store(tmp_path) -> Path:
+    """A store built with the core's writers: a tool call and its result, a
+    compaction, an undone pair, a forgotten fact's evidence, a clear."""
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.sessions import SessionStore
+    from lecode_memctl.core.sourceref import SourceRef, canonical_digest
+
+    st = store_at(tmp_path / "store")
+    facts = FactStore(st.facts_db)
+    sessions = SessionStore(st, exclusions=facts)
+    with sessions.create("s1", created="2026-05-01T10:00:00Z") as w:
+        w.append_message("user", "please deploy the widget")                        # 1
+        w.append_message("assistant", "", epoch=0, tool_calls=[
+            {"id": "c1", "name": "shell", "arguments": {"cmd": "make deploy WIDGET=1"}}])  # 2
+        w.append_message("tool", "deploy ok\nwidget v2 live\nbye", tool_call_id="c1",
+                         name="shell", epoch=0)                                      # 3
+        w.append_message("user", [{"type": "text", "text": "secret plan: widget"},
+                                  {"type": "binary", "media_type": "image/png", "data": "d2lkZ2V0"}])  # 4
+        w.append_event("compact", summary="The widget was deployed.",
+                       lineage=[{"session_id": "s1", "seqs": [1, 2, 3],
+                                 "digest": canonical_digest(sessions.records("s1", 1, 3))}],
+                       prior=None, model="m", usage=None)                            # 5
+        a = w.append_message("user", "undo this widget talk")                       # 6
+        w.append_event("undo", target=[a, a])                                       # 7
+    with sessions.create("s2", created="2026-06-01T10:00:00Z") as w:
+        w.append_message("user", "forget the widget colour: blue")                  # 1
+        w.append_message("user", "WIDGET size is 3")                                # 2
+        w.append_event("clear")                                                     # 3
+        w.append_message("user", "after the clear, widget again", ts="2026-06-02T00:00:00Z")  # 4
+    ref = SourceRef("s2", (1,), canonical_digest(sessions.records("s2", 1, 1)))
+    fid = facts.add("The widget colour is blue.", ref=ref).fact.fact_id
+    facts.forget(fid)
+    facts.close()
+    return st.path
+
+
+def grep(store: Path, *args: str):
+    return run_cli("--store", str(store), "grep", *args)
+
+
+def test_fields_roles_and_paths(store):
+    r = grep(store, "widget", "--include-hidden", "--purpose", "durable", "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = orjson.loads(r.stdout_bytes)
+    got = {(h["session_id"], h["seq"], h["role"], h["path"], h["line_no"]) for h in doc["hits"]}
+    assert got == {
+        ("s1", 1, "user", "$.content", 1),
+        ("s1", 3, "tool", "$.content", 2),
+        ("s1", 4, "user", "$.content[0].text", 1),
+        ("s1", 5, "summary", "$.summary", 1),
+        ("s1", 6, "user", "$.content", 1),
+        ("s2", 1, "user", "$.content", 1),
+        ("s2", 4, "user", "$.content", 1),
+    }
+    # binary data ("d2lkZ2V0" is base64 of "widget") and tool names are not searched
+    assert all(h["match"] == "widget" for h in doc["hits"])
+
+
+def test_tool_call_arguments_and_case(store):
+    r = grep(store, "-i", "widget=", "--include-hidden", "--json")
+    doc = orjson.loads(r.stdout_bytes)
+    assert [(h["seq"], h["role"], h["path"]) for h in doc["hits"]] == [
+        (2, "assistant", "$.tool_calls[0].arguments.cmd")]
+    assert grep(store, "widget=", "--include-hidden").exit_code == 1   # case matters without -i
+
+
+def test_visibility_default_and_forensic_labels(store):
+    r = grep(store, "widget", "--json")
+    seen = {(h["session_id"], h["seq"]) for h in orjson.loads(r.stdout_bytes)["hits"]}
+    # s1:6 undone; s2:1 excluded by the forget (and before the clear); s1:2-3
+    # generated at epoch 0, below the generation the forget advanced to 1
+    assert seen == {("s1", 1), ("s1", 4), ("s1", 5), ("s2", 4)}
+    r = grep(store, "widget", "--include-hidden", "--json")
+    reasons = {(h["session_id"], h["seq"]): h["hidden_reason"]
+               for h in orjson.loads(r.stdout_bytes)["hits"]}
+    assert reasons[("s1", 6)] == "undone"
+    assert reasons[("s2", 1)] == "excluded"
+    assert reasons[("s1", 3)] == "epoch"
+    assert reasons[("s1", 1)] is None
+    human = grep(store, "widget", "--include-hidden")
+    assert "s1:6 user $.content [hidden: undone]: undo this widget talk" in human.stdout
+    # durable ignores the clear: s2:2 (WIDGET, -i) visible only then
+    assert grep(store, "-i", "widget size", "--session", "s2").exit_code == 1
+    assert grep(store, "-i", "widget size", "--session", "s2", "--purpose", "durable").exit_code == 0
+
+
+def test_count_list_limit_context_session_role_time(store):
+    r = grep(store, "widget", "-c")
+    assert r.stdout == "s1:3\ns2:1\n"
+    r = grep(store, "widget", "-l", "--include-hidden")
+    assert r.stdout == "s1\ns2\n"
+    r = grep(store, "widget", "--limit", "2", "--json")
+    doc = orjson.loads(r.stdout_bytes)
+    assert doc["count"] == 2 and doc["truncated"] is True
+    r = grep(store, "v2", "-C", "1", "--include-hidden", "--json")
+    (hit,) = orjson.loads(r.stdout_bytes)["hits"]
+    assert (hit["before"], hit["line"], hit["after"]) == (["deploy ok"], "widget v2 live", ["bye"])
+    assert grep(store, "widget", "--role", "summary", "-c").stdout == "s1:1\n"
+    r = grep(store, "widget", "--since", "2026-06-02", "-c")
+    assert r.stdout == "s2:1\n"          # only the record with its own ts after that date
+    r = grep(store, "widget", "--until", "2026-05-02", "-c")
+    assert r.stdout == "s1:3\n"
+    r = grep(store, "widget", "--format", "jsonl")
+    rows = [orjson.loads(x) for x in r.stdout_bytes.splitlines()]
+    assert len(rows) == 4 and all(x["type"] == "match" and "path" in x for x in rows)
+
+
+def test_json_has_one_shape_whatever_the_options(store):
+    """-c and -l change what a person reads, not the --json document's shape;
+    JSONL lines are typed rows (match, or match_count with -c/-l)."""
+    from lecode_memctl.core.rowmodel import MATCH, MATCH_COUNT, SCHEMA_VERSION
+
+    docs = {opt: orjson.loads(grep(store, "widget", *opt, "--json").stdout_bytes)
+            for opt in ((), ("-c",), ("-l",))}
+    keys = {tuple(d) for d in docs.values()}
+    assert len(keys) == 1, keys
+    plain = docs[()]
+    assert plain["type"] == "grep" and plain["schema_version"] == SCHEMA_VERSION
+    assert plain["limit"] is None and plain["count"] == 4
+    assert [list(h) for h in plain["hits"]] == [MATCH.names] * 4
+    counts = [{"type": "match_count", "session_id": "s1", "count": 3},
+              {"type": "match_count", "session_id": "s2", "count": 1}]
+    for d in docs.values():
+        assert d["sessions"] == counts
+    assert docs[("-c",)]["hits"] == [] == docs[("-l",)]["hits"]
+    for opt in ("-c", "-l"):
+        lines = [orjson.loads(x) for x in grep(store, "widget", opt, "--format", "jsonl")
+                 .stdout_bytes.splitlines()]
+        assert lines == counts and all(list(x) == MATCH_COUNT.names for x in lines)
+    csv_text = grep(store, "widget", "-c", "--format", "csv").stdout
+    assert csv_text == "type,session_id,count\nmatch_count,s1,3\nmatch_count,s2,1\n"
+
+
+@pytest.mark.parametrize("args,code", [
+    (["("], 2),                           # bad regex
+    (["x", "--role", "robot"], 2),
+    (["x", "--purpose", "fun"], 2),
+    (["x", "--since", "yesterday"], 2),
+    (["x", "--session", "../etc"], 2),
+    (["x", "--session", "nope"], 3),
+    (["x", "--format", "yaml"], 2),
+    (["\udcff"], 2),                      # an undecodable byte on the command line
+])
+def test_bad_input(store, args, code):
+    r = grep(store, *args)
+    assert r.exit_code == code, r.stderr
+    assert r.stderr.startswith("memctl: error: ") and "Traceback" not in r.stderr
+
+
+def test_reads_only(store):
+    before = tree_hash(store)
+    for args in (["widget", "--include-hidden"], ["-c", "."], ["nothing-matches"]):
+        grep(store, *args)
+    assert tree_hash(store) == before
+
+
+def test_refused_session_is_skipped_and_listed(store):
+    (store / "sessions" / "other.jsonl").write_bytes(
+        b'{"seq":0,"type":"session","format":1,"session_id":"other","project":"elsewhere",'
+        b'"created":"2026-01-01T00:00:00Z"}\n'
+        b'{"seq":1,"type":"message","role":"user","content":"widget"}\n')
+    r = grep(store, "widget", "-l")
+    assert "other" not in r.stdout.split()
+    assert "session other skipped" in r.stderr
+
+
+def test_huge_line_is_cut_around_the_match(store):
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.sessions import SessionStore
+
+    with SessionStore(store_at(store)).writer("s2") as w:
+        w.append_message("user", "a" * (3 << 20) + " needle " + "b" * (1 << 20))
+    r = grep(store, "needle", "--json")
+    (hit,) = orjson.loads(r.stdout_bytes)["hits"]
+    assert hit["match"] == "needle" and len(hit["line"]) <= 500
+
+
+def test_another_applications_database_is_a_clear_error(store):
+    import sqlite3
+
+    db = store / "facts.sqlite3"
+    db.unlink()
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    con.close()
+    before = tree_hash(store)
+    r = grep(store, "widget")
+    assert r.exit_code == 5 and r.stderr.startswith("memctl: error: ")
+    assert tree_hash(store) == before
+
+
+def test_completion_roles_are_the_cores():
+    """Completion keeps its own copy of the roles so a TAB imports nothing of the core."""
+    from lecode_memctl.cli.completion import GREP_ROLES as completed
+    from lecode_memctl.core.grep import GREP_ROLES
+
+    assert tuple(completed) == tuple(GREP_ROLES)

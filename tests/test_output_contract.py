@@ -1,0 +1,395 @@
+"""One output contract for every listing (issue 12, points 1-3 and 5).
+
+For each listing, the JSON field names, the JSONL keys and the CSV/TSV
+headers are the row model's fields, every row has a "type", every time is
+RFC 3339 UTC with Z, and every row validates against the JSON Schema that
+'memctl schema' prints.  Machine formats give every row."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import sqlite3
+
+import orjson
+import pytest
+
+from lecode_memctl.core import rowmodel
+from lecode_memctl.core.rowmodel import MODELS, TIME_PATTERN
+
+from . import outkit
+from .conftest import run_cli
+
+N_FACTS = 30       # more than one 20-fact page
+
+
+@pytest.fixture
+def built(config_dir, tmp_path):
+    project = tmp_path / "proj"
+    store, ids = outkit.build(config_dir, project, facts=N_FACTS)
+    return project, store, ids
+
+
+def cli(project, *args):
+    r = run_cli("-C", str(project), *args)
+    assert r.exit_code in (0, 1), (args, r.exit_code, r.stderr)
+    return r
+
+
+def _schema(record_type: str) -> dict:
+    return orjson.loads(run_cli("schema", record_type).stdout_bytes)
+
+
+def _check_against_schema(row: dict, schema: dict) -> None:
+    """A small JSON Schema check (the subset memctl's schemas use)."""
+    assert set(row) == set(schema["required"]) and not (set(row) - set(schema["properties"]))
+    for key, value in row.items():
+        prop = schema["properties"][key]
+        if "enum" in prop:
+            assert value in prop["enum"], (key, value)
+            continue
+        types = prop["type"] if isinstance(prop["type"], list) else [prop["type"]]
+        ok = {"null": value is None, "string": isinstance(value, str),
+              "integer": isinstance(value, int) and not isinstance(value, bool),
+              "number": isinstance(value, (int, float)) and not isinstance(value, bool),
+              "boolean": isinstance(value, bool), "object": isinstance(value, dict),
+              "array": isinstance(value, list)}
+        assert any(ok[t] for t in types), (key, value, types)
+        if prop.get("format") == "date-time" and value is not None:
+            assert re.match(prop["pattern"], value), (key, value)
+
+
+LISTINGS = [
+    # (argv, record type, how to get the rows out of --json)
+    (["facts"], "fact", lambda d: d["facts"]),
+    (["facts", "--all"], "fact", lambda d: d["facts"]),
+    (["sessions"], "session", lambda d: d),
+    (["notes"], "note", lambda d: d),
+    (["search", "e"], "hit", lambda d: d["hits"]),
+    (["history", "{fid}"], "revision", lambda d: d["revisions"]),
+    (["usage"], "purpose", lambda d: [*d["purposes"], d["total"]]),
+    (["projects"], "project", lambda d: d),
+    (["validate"], "finding", lambda d: d["findings"]),
+    (["validate", "--list-codes"], "code", lambda d: d),
+    (["migrate-legacy", "--dry-run"], "item", lambda d: d["items"]),
+    (["config"], "setting", lambda d: d["settings"]),
+]
+
+
+@pytest.mark.parametrize("argv,rtype,rows_of", LISTINGS, ids=lambda x: x if isinstance(x, str) else None)
+def test_json_jsonl_csv_tsv_have_the_same_fields(built, argv, rtype, rows_of):
+    project, store, ids = built
+    if rtype == "item":   # give migrate-legacy something to plan
+        legacy = outkit.store_for_project(store.path.parent.parent, project / "sub")
+        (project / "sub").mkdir()
+        legacy.path.mkdir(parents=True)
+        (legacy.path / "notes").mkdir()
+        (legacy.path / "notes" / "old.md").write_text("# old\n")
+    argv = [a.replace("{fid}", ids[0]) for a in argv]
+    model = next(m for m in MODELS if m.type == rtype)
+    schema = _schema(rtype)
+    doc = orjson.loads(cli(project, *argv, "--json").stdout_bytes)
+    json_rows = rows_of(doc)
+    assert json_rows, argv
+    if isinstance(doc, dict):
+        assert doc.get("type") and doc.get("schema_version") == rowmodel.SCHEMA_VERSION
+    jsonl_rows = [orjson.loads(x) for x in cli(project, *argv, "--format", "jsonl").stdout_bytes
+                  .splitlines()]
+    if rtype == "finding":
+        assert jsonl_rows[-1]["type"] == "summary"
+        _check_against_schema(jsonl_rows[-1], _schema("summary"))
+        jsonl_rows = jsonl_rows[:-1]
+    assert jsonl_rows == json_rows
+    for row in json_rows:
+        assert list(row) == model.names
+        assert row["type"] in (model.type, *model.alt_types)
+        _check_against_schema(row, schema)
+    for fmt, delim in (("csv", ","), ("tsv", "\t")):
+        text = cli(project, *argv, "--format", fmt).stdout
+        table = list(csv.reader(io.StringIO(text), delimiter=delim))
+        assert table[0] == model.names, (fmt, table[0])
+        assert len(table) - 1 == len(json_rows)
+        for row, cells in zip(json_rows, table[1:], strict=True):
+            assert cells == [rowmodel.flat(row[k]) if k != "text" else row[k] for k in model.names] \
+                or cells[model.names.index("text")] == row["text"]
+
+
+def test_every_time_is_rfc3339_utc_z(built):
+    project, _store, ids = built
+    times = []
+    times += [r[k] for r in orjson.loads(cli(project, "facts", "--json").stdout_bytes)["facts"]
+              for k in ("created", "updated")]
+    times += [r[k] for r in orjson.loads(cli(project, "sessions", "--json").stdout_bytes)
+              for k in ("created", "last_time")]
+    times += [r["modified"] for r in orjson.loads(cli(project, "notes", "--json").stdout_bytes)]
+    times += [r["last_activity"] for r in orjson.loads(cli(project, "projects", "--json").stdout_bytes)]
+    times += [r["created"] for r in orjson.loads(cli(project, "history", ids[0], "--json")
+                                                 .stdout_bytes)["revisions"]]
+    v = orjson.loads(cli(project, "validate", "--json").stdout_bytes)
+    times += [v["generated"], v["projects"][0]["started"], v["projects"][0]["finished"]]
+    assert times and all(isinstance(t, str) and re.match(TIME_PATTERN, t) for t in times), times
+
+
+def test_machine_formats_give_every_fact(built):
+    project, _store, ids = built
+    r = cli(project, "facts", "--format", "jsonl")
+    assert [orjson.loads(x)["fact_id"] for x in r.stdout_bytes.splitlines()] == ids
+    for fmt in ("csv", "tsv"):
+        assert len(cli(project, "facts", "--format", fmt).stdout.splitlines()) == N_FACTS + 1
+    doc = orjson.loads(cli(project, "facts", "--json").stdout_bytes)
+    assert [r["fact_id"] for r in doc["facts"]] == ids and doc["next_offset"] is None
+    # --json has one shape whatever the other options
+    doc_all = orjson.loads(cli(project, "facts", "--all", "--json").stdout_bytes)
+    assert set(doc_all) == set(doc) and doc_all["facts"] == doc["facts"]
+    # --limit/--offset page in every format
+    page = orjson.loads(cli(project, "facts", "--json", "--limit", "25", "--offset", "3").stdout_bytes)
+    assert [r["fact_id"] for r in page["facts"]] == ids[3:28] and page["next_offset"] == 28
+    assert len(cli(project, "facts", "--format", "jsonl", "--offset", "28").stdout_bytes
+               .splitlines()) == 2
+    # the table stays the agent's page, the next page on stderr
+    r = cli(project, "facts")
+    assert sum(1 for ln in r.stdout.splitlines() if ln[:16] in ids) == 20
+    assert "memctl facts --offset 20" in r.stderr and "--offset" not in r.stdout
+
+
+def test_listings_page_and_sort_in_every_format(built):
+    project, _store, _ids = built
+    rows = orjson.loads(cli(project, "sessions", "--json", "--sort=-id").stdout_bytes)
+    assert [r["id"] for r in rows] == ["2026-03-02-beta", "2026-03-01-alpha"]
+    rows = orjson.loads(cli(project, "sessions", "--json", "--limit", "1", "--offset", "1").stdout_bytes)
+    assert [r["id"] for r in rows] == ["2026-03-02-beta"]
+    assert run_cli("-C", str(project), "sessions", "--sort", "nope").exit_code == 2
+    assert len(cli(project, "notes", "--format", "csv", "--limit", "1").stdout.splitlines()) == 2
+
+
+def test_fact_filters(built, store_session_time=None):
+    project, store, ids = built
+    valid = orjson.loads(cli(project, "facts", "--status", "valid", "--json").stdout_bytes)["facts"]
+    assert len(valid) == 2 and {r["status"] for r in valid} == {"valid"}
+    unverified = cli(project, "facts", "--status", "unverified", "--format", "jsonl").stdout_bytes
+    assert len(unverified.splitlines()) == N_FACTS - 2
+    q = orjson.loads(cli(project, "facts", "--query", "DEPLOYS", "--json").stdout_bytes)["facts"]
+    assert [r["text"] for r in q] == ["Deploys happen on Fridays."]
+    assert orjson.loads(cli(project, "facts", "--since", "1d", "--json").stdout_bytes)["facts"]
+    assert orjson.loads(cli(project, "facts", "--until", "2000-01-01", "--json")
+                        .stdout_bytes)["facts"] == []
+    assert orjson.loads(cli(project, "facts", "--since", "2999-01-01T00:00:00Z", "--json")
+                        .stdout_bytes)["facts"] == []
+    for bad in (["--status", "fine"], ["--since", "yesterday"], ["--until", "2026-02-30"],
+                ["--query", ""]):
+        r = run_cli("-C", str(project), "facts", *bad)
+        assert r.exit_code == 2 and "memctl: error:" in r.stderr, bad
+    # sessions by the time of their last record
+    assert len(orjson.loads(cli(project, "sessions", "--since", "1h", "--json").stdout_bytes)) == 2
+    assert orjson.loads(cli(project, "sessions", "--until", "2000-01-01", "--json").stdout_bytes) == []
+
+
+def test_usage_since_until(config_dir, tmp_path):
+    from lecode_memctl.core.layout import store_for_project
+    from lecode_memctl.core.sessions import SessionStore
+
+    project = tmp_path / "p"
+    project.mkdir()
+    store = store_for_project(config_dir, project)
+    with SessionStore(store).create("s1", created="2026-05-01T00:00:00Z") as w:
+        for day in ("2026-05-01", "2026-05-10", "2026-05-20"):
+            w.append_event("memory_usage", purpose="learning", ts=f"{day}T12:00:00Z",
+                           usage={"input_tokens": 10, "output_tokens": 1, "cost": 0.5})
+
+    def calls(*a):
+        return orjson.loads(run_cli("-C", str(project), "usage", "--json", *a).stdout_bytes)["total"]["calls"]
+
+    assert calls() == 3
+    assert calls("--since", "2026-05-10") == 2
+    assert calls("--until", "2026-05-10") == 2
+    assert calls("--since", "2026-05-05", "--until", "2026-05-15") == 1
+    rows = list(csv.reader(io.StringIO(run_cli("-C", str(project), "usage", "--format", "csv").stdout)))
+    assert rows[0] == rowmodel.USAGE.names and rows[-1][0] == "total"
+
+
+def test_lock_wait_gives_up_with_exit_6(built):
+    project, store, ids = built
+    db = sqlite3.connect(store.facts_db, timeout=0)
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        r = run_cli("-C", str(project), "forget", ids[0], "--yes", "--lock-wait", "0.1")
+        assert r.exit_code == 6, (r.exit_code, r.stderr)
+    finally:
+        db.rollback()
+        db.close()
+    assert run_cli("-C", str(project), "forget", ids[0], "--yes", "--lock-wait", "5").exit_code == 0
+
+
+def test_schema_command():
+    doc = orjson.loads(run_cli("schema").stdout_bytes)
+    assert doc["schema_version"] == rowmodel.SCHEMA_VERSION
+    assert set(doc["records"]) == {m.type for m in MODELS}
+    assert run_cli("schema", "nope").exit_code == 2
+
+
+def test_output_doc_field_tables_match_the_row_model():
+    """docs/OUTPUT.md's field tables are generated from the row model: no drift."""
+    import subprocess
+    import sys
+
+    from .conftest import REPO
+
+    p = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_docs.py"), "--check"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    text = (REPO / "docs" / "OUTPUT.md").read_text()
+    for m in MODELS:
+        assert f"### `{m.type}` ({m.command})" in text
+        for f in m.fields:
+            assert f"| `{f.name}` |" in text
+    assert f"**{rowmodel.SCHEMA_VERSION}**" in text
+    assert f"### Schema version {rowmodel.SCHEMA_VERSION}" in text   # the changes are listed
+
+
+def test_an_error_mid_stream_still_ends_one_json_document(config_dir):
+    """facts --json streams; a database error after the first bytes ends the
+    document as valid JSON carrying the error (and no second document)."""
+    from .test_audit import build_planted
+
+    store = build_planted(config_dir)     # a fact whose current revision is missing
+    r = run_cli("--store", str(store), "facts", "--json")
+    assert r.exit_code == 5
+    doc = orjson.loads(r.stdout_bytes)    # exactly one document
+    assert doc["type"] == "facts" and doc["error"]["exit_code"] == 5
+    assert r.stderr.startswith("memctl: error: ") and r.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv", [["validate"], ["facts"], ["facts", "--format", "jsonl"],
+                                  ["history", "{fid}"], ["context"]])
+def test_lock_wait_reaches_the_snapshot_of_a_live_database(built, monkeypatch, argv):
+    """With a live writer (an open -wal), a read takes a private snapshot and waits
+    --lock-wait seconds for it to be stable, not the fixed 5 s busy timeout."""
+    from lecode_memctl.core import facts as facts_mod
+    from lecode_memctl.core.errors import StoreBusy
+    from lecode_memctl.core.facts import FactStore
+
+    project, store, ids = built
+    seen = []
+
+    def busy_snapshot(path, wal, timeout):  # noqa: ANN001,ANN202
+        seen.append(timeout)
+        raise StoreBusy(f"{path}: kept changing (test)")
+
+    monkeypatch.setattr(facts_mod, "private_snapshot", busy_snapshot)
+    writer = FactStore(store.facts_db, on_connect=lambda db: db.execute("PRAGMA wal_autocheckpoint=0"))
+    try:
+        writer.add("a fact a live writer has not checkpointed")
+        argv = [a.replace("{fid}", ids[0]) for a in argv]
+        r = run_cli("-C", str(project), *argv, "--lock-wait", "0.25")
+        assert r.exit_code == 6, (r.exit_code, r.stderr)
+        assert seen and set(seen) == {0.25}
+    finally:
+        writer.close()
+
+
+# ---------------------------------------------------------------- grep, secrets, redact,
+# export, verify (built beside the contract, joined in schema version 3)
+
+NEWER = [
+    # (argv, record type of the rows, JSONL extra row type after each store, rows of --json)
+    (["grep", "e"], "match", None, lambda d: d["hits"]),
+    (["grep", "e", "-C", "1", "--include-hidden"], "match", None, lambda d: d["hits"]),
+    (["grep", "e", "-c"], "match_count", None, lambda d: d["sessions"]),
+    (["grep", "e", "-l"], "match_count", None, lambda d: d["sessions"]),
+    (["secrets"], "secret", "scan", lambda d: d["findings"]),
+]
+
+
+@pytest.fixture
+def planted(tmp_path):
+    from . import secretstore
+
+    return secretstore.build(tmp_path, seed=11)
+
+
+def _leaks(planted, data: bytes) -> bool:
+    return any(v.encode() in data for v in planted.values.values())
+
+
+@pytest.mark.parametrize("argv,rtype,after,rows_of", NEWER,
+                         ids=lambda x: " ".join(x) if isinstance(x, list) else None)
+def test_newer_commands_json_jsonl_csv_tsv_have_the_same_fields(planted, argv, rtype, after,
+                                                                rows_of):
+    from lecode_memctl.cli.output import safe
+
+    def run(*extra):
+        r = run_cli("--store", str(planted.store), *argv, *extra)
+        assert r.exit_code in (0, 1), (argv, extra, r.exit_code, r.stderr)
+        if argv[0] == "secrets":
+            assert not _leaks(planted, r.stdout_bytes), (argv, extra)   # never a value
+        return r
+
+    model = next(m for m in MODELS if m.type == rtype)
+    schema = _schema(rtype)
+    doc = orjson.loads(run("--json").stdout_bytes)
+    assert doc["type"] == argv[0] and doc["schema_version"] == rowmodel.SCHEMA_VERSION
+    json_rows = rows_of(doc)
+    assert json_rows, argv
+    for row in json_rows:
+        assert list(row) == model.names
+        _check_against_schema(row, schema)
+    lines = [orjson.loads(x) for x in run("--format", "jsonl").stdout_bytes.splitlines()]
+    assert lines and all(isinstance(x, dict) and x.get("type") for x in lines)
+    if after:
+        assert lines[-1]["type"] == after
+        _check_against_schema(lines[-1], _schema(after))
+        assert [x for x in lines if x["type"] == after] == doc["projects"]
+        lines = [x for x in lines if x["type"] != after]
+    assert lines == json_rows
+    for fmt, delim in (("csv", ","), ("tsv", "\t")):
+        table = list(csv.reader(io.StringIO(run("--format", fmt).stdout), delimiter=delim))
+        assert table[0] == model.names, (fmt, table[0])
+        assert table[1:] == [[safe(rowmodel.flat(r[k])) for k in model.names] for r in json_rows]
+
+
+def test_newer_documents_are_typed_versioned_and_timed(planted, tmp_path):
+    """redact --dry-run, export and verify: one typed document each, its rows typed
+    and valid against 'memctl schema', times RFC 3339 UTC Z, never a value."""
+    store = str(planted.store)
+
+    def doc_of(*argv, code=(0,)):
+        r = run_cli(*argv, "--json")
+        assert r.exit_code in code, (argv, r.exit_code, r.stderr)
+        assert not _leaks(planted, r.stdout_bytes), argv
+        d = orjson.loads(r.stdout_bytes)
+        assert d["type"] == argv[2 if argv[0] == "--store" else 0]
+        assert d["schema_version"] == rowmodel.SCHEMA_VERSION
+        return d
+
+    plan = doc_of("--store", store, "redact", "--dry-run")["plan"]
+    assert plan["files"]
+    for row in plan["files"]:
+        assert list(row) == rowmodel.REWRITE.names
+        _check_against_schema(row, _schema("rewrite"))
+    bundle = tmp_path / "b.tar"
+    exp = doc_of("--store", store, "export", "--output", str(bundle))
+    assert re.match(TIME_PATTERN, exp["exported"])
+    ver = doc_of("verify", str(bundle))
+    assert ver["ok"] is True and ver["facts"] and ver["findings"] is not None
+    for key, rtype in (("facts", "fact_check"), ("findings", "finding")):
+        model = next(m for m in MODELS if m.type == rtype)
+        for row in ver[key]:
+            assert list(row) == model.names
+            _check_against_schema(row, _schema(rtype))
+    # a changed member gives typed problem rows
+    import tarfile
+
+    bad = tmp_path / "bad.tar"
+    with tarfile.open(bundle) as src, tarfile.open(bad, "w") as dst:
+        for m in src.getmembers():
+            data = src.extractfile(m).read() if m.isfile() else None
+            if m.name.startswith("store/notes/") and data:
+                data = data + b"tampered\n"
+                m.size = len(data)
+            dst.addfile(m, io.BytesIO(data) if data is not None else None)
+    ver = doc_of("verify", str(bad), code=(1,))
+    assert ver["problems"]
+    for row in ver["problems"]:
+        assert list(row) == rowmodel.PROBLEM.names
+        _check_against_schema(row, _schema("problem"))

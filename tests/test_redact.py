@@ -1,0 +1,347 @@
+"""``memctl redact``: nothing left anywhere, other facts still valid, plan, bad input, kills."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sqlite3
+from pathlib import Path
+
+import orjson
+import pytest
+
+from . import faultkit, secretstore
+from .conftest import run_cli, tree_hash
+
+
+@pytest.fixture
+def planted(tmp_path) -> secretstore.Planted:
+    return secretstore.build(tmp_path, seed=11)
+
+
+def cli(p: secretstore.Planted, *args: str):
+    return run_cli("--store", str(p.store), *args)
+
+
+def raw_hits(root: Path, values) -> int:
+    """``grep -r -a`` for each value over every byte of every file under ``root``:
+    how many (file, value) pairs match.  Values are never printed."""
+    n = 0
+    for dirpath, _dirs, names in os.walk(root):
+        for name in names:
+            data = (Path(dirpath) / name).read_bytes()
+            for v in values:
+                forms = {v.encode(), orjson.dumps(v)[1:-1]}
+                if any(f in data for f in forms):
+                    n += 1
+    return n
+
+
+def fact_statuses(p: secretstore.Planted) -> dict[str, str]:
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.sessions import SessionStore
+
+    fs = FactStore.open_readonly(p.store / "facts.sqlite3")
+    try:
+        ss = SessionStore(store_at(p.store), fs)
+        out = {}
+        for fact in fs.iter_facts():
+            assert fact.source is not None
+            out[fact.fact_id] = ss.validate_source(fact.source, "durable").status
+        return out
+    finally:
+        fs.close()
+
+
+def secret_values(p: secretstore.Planted) -> list[str]:
+    return [p.values[k] for k in ("aws", "ghp", "password", "pem_body_line")] + \
+        [p.values["pem"]]
+
+
+def test_redact_leaves_no_byte_and_other_facts_validate(planted):
+    before = fact_statuses(planted)
+    assert all(s == "valid" for s in before.values())
+    assert raw_hits(planted.store, secret_values(planted)) > 0
+
+    r = cli(planted, "redact", "--yes", "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = orjson.loads(r.stdout_bytes)
+    leaked = any(v in r.stdout + r.stderr for v in secret_values(planted))
+    assert not leaked
+    assert doc["result"]["forgotten"] == [planted.facts["password"]]
+    assert doc["result"]["database_cleaned"] is True
+
+    # 1. secrets finds nothing
+    assert cli(planted, "secrets").exit_code == 0
+    # 2. a raw byte search of the whole store finds nothing
+    assert raw_hits(planted.store, secret_values(planted)) == 0
+    assert not (planted.store / "facts.sqlite3-wal").exists() or \
+        (planted.store / "facts.sqlite3-wal").stat().st_size == 0
+    # 3. every fact whose evidence held no rewritten record still validates
+    after = fact_statuses(planted)
+    for role in ("keep-main", "keep-tests", "keep-other"):
+        assert after[planted.facts[role]] == "valid", role
+    assert after[planted.facts["stale"]] == "stale"
+    assert planted.facts["password"] not in after
+
+    # records and seqs kept, the marker in place of the value
+    lines = (planted.store / "sessions" / "s-main.jsonl").read_bytes().splitlines()
+    recs = [orjson.loads(x) for x in lines]
+    assert [r["seq"] for r in recs] == list(range(len(recs)))
+    assert recs[4]["content"].startswith("use this token: [REDACTED:github-token:")
+    # the same value gets the same marker wherever it was
+    forgot = orjson.loads((planted.store / "sessions" / "s-forgot.jsonl").read_bytes().splitlines()[1])
+    tag = recs[3]["content"].split("[REDACTED:")[1].split("]")[0]
+    assert f"[REDACTED:{tag}]" in forgot["content"]
+    # idempotent: nothing left to do
+    again = cli(planted, "redact", "--yes", "--json")
+    assert again.exit_code == 0 and orjson.loads(again.stdout_bytes)["result"] is None
+
+
+def test_dry_run_plan_changes_nothing(planted):
+    from lecode_memctl.core.rowmodel import REWRITE, SCHEMA_VERSION
+
+    before = tree_hash(planted.store)
+    r = cli(planted, "redact", "--dry-run", "--json")
+    whole = orjson.loads(r.stdout_bytes)
+    assert whole["type"] == "redact" and whole["schema_version"] == SCHEMA_VERSION
+    assert whole["plan"]["files"] and all(list(f) == REWRITE.names
+                                          for f in whole["plan"]["files"])
+    assert r.exit_code == 0, r.stderr
+    plan = orjson.loads(r.stdout_bytes)["plan"]
+    assert tree_hash(planted.store) == before
+    leaked = any(v in r.stdout for v in secret_values(planted))
+    assert not leaked
+    files = {f["file"]: f for f in plan["files"]}
+    assert set(files) == {"sessions/s-main.jsonl", "sessions/s-forgot.jsonl", "notes/keys.md",
+                          "notes/keys.md.bak"}
+    assert files["sessions/s-main.jsonl"]["records"] == [3, 4, 6]
+    assert plan["forget_facts"] == [planted.facts["password"]]
+    assert [s["fact_id"] for s in plan["stale_facts"]] == [planted.facts["stale"]]
+    assert plan["summaries"] == [{"session_id": "s-main", "seq": 7}]
+    assert (plan["generation"], plan["new_generation"]) == (1, 2)
+    human = cli(planted, "redact", "--dry-run")
+    assert "rewrite sessions/s-main.jsonl: 3 replacements in records 3, 4, 6" in human.stdout
+    # off a terminal, without --yes: refused, nothing changed
+    r = cli(planted, "redact")
+    assert r.exit_code == 2 and tree_hash(planted.store) == before
+
+
+def test_selection(planted):
+    r = cli(planted, "redact", "--detector", "github-token", "--yes", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert orjson.loads(r.stdout_bytes)["result"]["files"] == ["sessions/s-main.jsonl"]
+    doc = orjson.loads(cli(planted, "secrets", "--json").stdout_bytes)
+    assert {f["detector"] for f in doc["findings"]} == {"aws-access-key", "private-key",
+                                                          "basic-auth-credentials"}
+    r = cli(planted, "redact", "--session", "s-forgot", "--seq", "1", "--yes", "--json")
+    assert orjson.loads(r.stdout_bytes)["result"]["files"] == ["sessions/s-forgot.jsonl"]
+    r = cli(planted, "redact", "--pattern", "^-----BEGIN", "--yes", "--json")
+    assert sorted(orjson.loads(r.stdout_bytes)["result"]["files"]) == ["notes/keys.md",
+                                                                         "notes/keys.md.bak"]
+
+
+def test_locked_session_exit_6_nothing_changed(planted):
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.sessions import SessionStore
+
+    before = tree_hash(planted.store)
+    w = SessionStore(store_at(planted.store)).writer("s-main")
+    try:
+        r = cli(planted, "redact", "--yes")
+    finally:
+        w.close()
+    assert r.exit_code == 6, r.stderr
+    assert "s-main" in r.stderr and tree_hash(planted.store) == before
+
+
+def test_foreign_database_exit_5_nothing_changed(planted):
+    db = planted.store / "facts.sqlite3"
+    db.unlink()
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE notes (body TEXT)")
+    con.execute("INSERT INTO notes VALUES (?)", (f"password = \"{planted.values['password']}x9Q\"",))
+    con.commit()
+    con.close()
+    before = tree_hash(planted.store)
+    r = cli(planted, "redact", "--yes")
+    assert r.exit_code == 5, r.stderr
+    assert tree_hash(planted.store) == before
+
+
+@pytest.mark.parametrize("args", [["--pattern", "("], ["--seq", "3"], ["--session", "../x"],
+                                  ["--pattern", "\udcff"]])
+def test_bad_input_exit_2(planted, args):
+    before = tree_hash(planted.store)
+    r = cli(planted, "redact", "--yes", *args)
+    assert r.exit_code == 2 and r.stderr.startswith("memctl: error: ")
+    assert tree_hash(planted.store) == before
+
+
+def test_unknown_session_exit_3(planted):
+    assert cli(planted, "redact", "--session", "nope", "--yes").exit_code == 3
+
+
+def test_huge_line(planted):
+    """A 4 MiB line holding a key: found and erased like any other."""
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.sessions import SessionStore
+
+    with SessionStore(store_at(planted.store)).writer("s-other") as w:
+        w.append_message("tool", "x" * (4 << 20) + f" key {planted.values['aws']} end",
+                         epoch=1, tool_call_id="c9", name="shell")
+    doc = orjson.loads(cli(planted, "secrets", "--json").stdout_bytes)
+    assert any(f["session_id"] == "s-other" for f in doc["findings"])
+    assert cli(planted, "redact", "--session", "s-other", "--yes").exit_code == 0
+    assert raw_hits(planted.store / "sessions", [planted.values["aws"]]) == 2   # s-main, s-forgot
+
+
+# ---------------------------------------------------------------- kills
+
+def _file_states(root: Path) -> dict[str, bytes]:
+    out = {}
+    for dirpath, _d, names in os.walk(root):
+        for n in names:
+            p = Path(dirpath) / n
+            out[p.relative_to(root).as_posix()] = p.read_bytes()
+    return out
+
+
+def _check_whole(now: dict[str, bytes], old: dict[str, bytes], new: dict[str, bytes]) -> None:
+    """Every non-database file is its old bytes or its new bytes (a temp file of
+    an interrupted atomic write aside); every transcript line is a whole record."""
+    for rel, data in now.items():
+        name = rel.rsplit("/", 1)[-1]
+        if name.startswith("facts.sqlite3") or (name.startswith(".") and ".tmp-" in name):
+            continue
+        whole = data in (old.get(rel), new.get(rel))   # a bool: no bytes in a failure message
+        assert whole, rel
+        if rel.endswith(".jsonl"):
+            records = all(isinstance(orjson.loads(x), dict) for x in data.splitlines())
+            assert records, rel
+
+
+def _kill_run(template: Path, work: Path, at: int, sql: bool = False) -> faultkit.Run:
+    """Kill before file-changing step ``at`` or, with ``sql``, before the
+    ``at``-th SQL statement (tests/test_kill_sweeps.py's hook: SQLite's own
+    I/O is C code the os wrappers never see)."""
+    from .test_kill_sweeps import CODE
+
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(template, work / "store")
+    argv = ["--store", str(work / "store"), "redact", "--yes", "--jobs", "1"]
+    if sql:
+        run = faultkit.run_counted(argv, code=CODE, under=work, fork=True, no_sync=True,
+                                   env={"SQLSTEP_AT": str(at)})
+        run.killed = run.returncode == -signal.SIGKILL
+        return run
+    return faultkit.run_killed_at(at, argv, code=CODE, under=work, fork=True, no_sync=True)
+
+
+def _sweep(planted: secretstore.Planted, tmp_path: Path, points, sql: bool = False) -> int:
+    template = planted.store
+    work = tmp_path / "work"
+    old = _file_states(planted.store)
+    shutil.copytree(template, tmp_path / "done" / "store")
+    r = run_cli("--store", str(tmp_path / "done" / "store"), "redact", "--yes")
+    assert r.exit_code == 0, r.stderr
+    new = _file_states(tmp_path / "done" / "store")
+    kills = 0
+    for n in points:
+        run = _kill_run(template, work, n, sql)
+        if not run.killed:
+            break
+        kills += 1
+        store = work / "store"
+        _check_whole(_file_states(store), old, new)
+        con = sqlite3.connect(store / "facts.sqlite3")
+        assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        con.close()
+        # a rerun finishes the job: nothing left, the other facts valid
+        rr = run_cli("--store", str(store), "redact", "--yes")
+        assert rr.exit_code == 0, (n, rr.stderr)
+        assert run_cli("--store", str(store), "secrets").exit_code == 0, n
+        assert raw_hits(store, secret_values(planted)) == 0, n
+    return kills
+
+
+def test_kill_early_and_mid_rewrite(planted, tmp_path):
+    """Representative (inner loop): a kill before the first write, one in the
+    middle of the transcript rewrites, and one inside the database work."""
+    assert _sweep(planted, tmp_path, [1, 12]) == 2
+    assert _sweep(planted, tmp_path / "sql", [6], sql=True) == 1
+
+
+@pytest.mark.sweep
+@pytest.mark.slow
+def test_kill_sweep_every_step(planted, tmp_path):
+    """A kill before every file-changing step, then before every SQL statement
+    (the forget's transaction, the clean's VACUUM and checkpoint, each close):
+    each file whole before or after, the database intact, a rerun finishes."""
+    kills = _sweep(planted, tmp_path, range(1, 400))
+    assert kills >= 20
+    sql_kills = _sweep(planted, tmp_path / "sql", range(1, 400), sql=True)
+    assert sql_kills >= 10
+
+
+def test_deleted_text_in_the_wal(planted):
+    """While another connection keeps the -wal alive, a forgotten fact's text is
+    still in its frames: secrets reports it there, redact's clean empties it."""
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.sourceref import SourceRef
+
+    db = planted.store / "facts.sqlite3"
+    holder = sqlite3.connect(db)
+    holder.execute("SELECT count(*) FROM facts").fetchone()
+    try:
+        token = planted.values["ghp"]
+        fs = FactStore(db)
+        ref = fs.source(planted.facts["keep-other"])
+        assert isinstance(ref, SourceRef)
+        fid = fs.add(f"The CI token is {token}", ref=ref).fact.fact_id
+        fs.forget(fid)
+        fs.close()
+        wal = planted.store / "facts.sqlite3-wal"
+        assert raw_hits(wal.parent, [token]) >= 2        # the transcript and the -wal
+        doc = orjson.loads(cli(planted, "secrets", "--json").stdout_bytes)
+        assert any(f["kind"] == "database" and f["file"] == "facts.sqlite3-wal"
+                   and f["detector"] == "github-token" for f in doc["findings"])
+        r = cli(planted, "redact", "--yes")
+        assert r.exit_code == 0, r.stderr
+        assert wal.stat().st_size == 0
+        assert raw_hits(planted.store, secret_values(planted)) == 0
+    finally:
+        holder.close()
+    assert raw_hits(planted.store, secret_values(planted)) == 0
+
+
+def test_a_plan_never_carries_a_value_into_generic_output(planted):
+    import dataclasses
+
+    from lecode_memctl.cli.output import dumps
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.redact import plan_redaction
+    from lecode_memctl.core.secrets import scan_store
+
+    st = store_at(planted.store)
+    plan = plan_redaction(st, scan_store(st).findings)
+    texts = [repr(plan), dumps(plan).decode(), str(dataclasses.asdict(plan)), str(plan.to_json())]
+    leaked = any(v in t for t in texts for v in secret_values(planted))
+    assert plan.files and not leaked
+
+
+def test_markdown_changed_since_the_plan_is_a_conflict(planted):
+    from lecode_memctl.core.errors import Conflict
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.redact import apply_redaction, plan_redaction
+    from lecode_memctl.core.secrets import scan_store
+
+    st = store_at(planted.store)
+    plan = plan_redaction(st, [f for f in scan_store(st).findings if f.kind == "file"])
+    note = planted.store / "notes" / "keys.md"
+    note.write_bytes(note.read_bytes() + b"edited meanwhile\n")
+    with pytest.raises(Conflict):
+        apply_redaction(st, plan)
+    assert note.read_bytes().endswith(b"edited meanwhile\n")

@@ -1,0 +1,228 @@
+"""``memctl secrets``: every place once, never a value, allowlist, formats, read-only."""
+
+from __future__ import annotations
+
+import os
+
+import orjson
+import pytest
+
+from . import secretstore
+from .conftest import run_cli, tree_hash
+from .promparse import parse_exposition
+
+
+@pytest.fixture
+def planted(tmp_path) -> secretstore.Planted:
+    return secretstore.build(tmp_path, seed=7)
+
+
+def secrets_cli(p: secretstore.Planted, *args: str):
+    return run_cli("--store", str(p.store), "secrets", *args)
+
+
+def leaks(p: secretstore.Planted, text: str) -> bool:
+    """True when any planted value (or a distinctive part of one) is in ``text``."""
+    return any(v in text for v in p.values.values())
+
+
+def test_each_place_once_and_no_value(planted):
+    r = secrets_cli(planted, "--json")
+    assert r.exit_code == 1
+    leaked = leaks(planted, r.stdout) or leaks(planted, r.stderr)
+    assert not leaked
+    doc = orjson.loads(r.stdout_bytes)
+    got = sorted((f["detector"], f["kind"], f["file"], f["session_id"], f["seq"], f["path"],
+                  f["fact_id"]) for f in doc["findings"])
+    assert got == sorted([
+        ("aws-access-key", "transcript", "sessions/s-main.jsonl", "s-main", 3, "$.content", None),
+        ("aws-access-key", "transcript", "sessions/s-forgot.jsonl", "s-forgot", 1, "$.content", None),
+        ("github-token", "transcript", "sessions/s-main.jsonl", "s-main", 4, "$.content", None),
+        ("basic-auth-credentials", "transcript", "sessions/s-main.jsonl", "s-main", 6, "$.content", None),
+        ("basic-auth-credentials", "fact", "facts.sqlite3", None, None, None, planted.facts["password"]),
+        ("private-key", "file", "notes/keys.md", None, None, None, None),
+        ("private-key", "file", "notes/keys.md.bak", None, None, None, None),
+    ])
+    for f in doc["findings"]:
+        assert f["type"] == "secret"
+        assert f["length"] > 0 and f["preview"].endswith(f"({f['length']} chars)")
+        assert len(f["preview"].split("…")[0]) <= 4
+
+
+def test_document_and_jsonl_rows_are_typed(planted):
+    """The --json document is typed and versioned, 'generated' is RFC 3339 UTC;
+    JSONL gives each store's secret rows, then its scan row."""
+    import re
+
+    from lecode_memctl.core.rowmodel import SCHEMA_VERSION, SECRET, SECRETS_SCAN, TIME_PATTERN
+
+    doc = orjson.loads(secrets_cli(planted, "--json").stdout_bytes)
+    assert doc["type"] == "secrets" and doc["schema_version"] == SCHEMA_VERSION
+    assert isinstance(doc["generated"], str) and re.match(TIME_PATTERN, doc["generated"])
+    assert [list(p) for p in doc["projects"]] == [SECRETS_SCAN.names]
+    lines = [orjson.loads(x) for x in secrets_cli(planted, "--format", "jsonl")
+             .stdout_bytes.splitlines()]
+    assert [x["type"] for x in lines] == ["secret"] * len(doc["findings"]) + ["scan"]
+    assert lines[:-1] == doc["findings"] and lines[-1] == doc["projects"][0]
+    assert all(list(x) == SECRET.names for x in lines[:-1])
+
+
+@pytest.mark.parametrize("fmt", ["human", "jsonl", "csv", "tsv", "prometheus"])
+def test_no_format_prints_a_value(planted, fmt):
+    r = secrets_cli(planted, "--format", fmt)
+    assert r.exit_code == 1
+    leaked = leaks(planted, r.stdout) or leaks(planted, r.stderr)
+    assert r.stdout and not leaked
+
+
+def test_prometheus_and_output_file(planted, tmp_path):
+    out = tmp_path / "reports" / "secrets.prom"
+    r = secrets_cli(planted, "--format", "prometheus", "--output", str(out))
+    assert r.exit_code == 1 and r.stdout == ""
+    text = out.read_text()
+    parse_exposition(text)   # valid exposition format
+    assert f'memctl_secrets_ok{{project="{planted.slug}"}} 0' in text
+    assert f'memctl_secrets_findings{{project="{planted.slug}",detector="aws-access-key",' \
+           f'kind="transcript"}} 2' in text
+    leaked = leaks(planted, text)
+    assert not leaked
+    assert [n for n in os.listdir(out.parent)] == ["secrets.prom"]   # no temp file left
+
+
+def test_allowlist_holds_hashes_only(planted, tmp_path):
+    doc = orjson.loads(secrets_cli(planted, "--json").stdout_bytes)
+    gh = next(f["hash"] for f in doc["findings"] if f["detector"] == "github-token")
+    allow = tmp_path / "allow"
+    allow.write_text(f"# the test token\nsha256:{gh}\n")
+    doc2 = orjson.loads(secrets_cli(planted, "--json", "--allowlist", str(allow)).stdout_bytes)
+    assert [f for f in doc2["findings"] if f["detector"] == "github-token"] == []
+    assert doc2["projects"][0]["allowlisted"] == 1
+    # a value pasted into the allowlist is refused, and not echoed back
+    allow.write_text(planted.values["ghp"] + "\n")
+    r = secrets_cli(planted, "--allowlist", str(allow))
+    leaked = leaks(planted, r.stderr + r.stdout)
+    assert r.exit_code == 2 and not leaked
+
+
+def test_free_pages_of_the_database(planted):
+    """A forgotten fact's text stays in the database file's free pages (SQLite
+    without secure_delete, the default of most builds): found there."""
+    from lecode_memctl.core.facts import FactStore
+
+    fs = FactStore(planted.store / "facts.sqlite3",
+                   on_connect=lambda db: db.execute("PRAGMA secure_delete = OFF"))
+    fs.forget(planted.facts["password"])
+    fs.close()
+    doc = orjson.loads(secrets_cli(planted, "--json").stdout_bytes)
+    kinds = {(f["kind"], f["file"]) for f in doc["findings"] if f["detector"] == "basic-auth-credentials"}
+    assert ("fact", "facts.sqlite3") not in kinds
+    assert any(k == "database" for k, _f in kinds)
+
+
+def test_clean_store_exit_0_and_read_only(planted, tmp_path):
+    before = tree_hash(planted.store)
+    secrets_cli(planted)
+    secrets_cli(planted, "--json")
+    assert tree_hash(planted.store) == before
+    clean = tmp_path / "clean"
+    (clean / "notes").mkdir(parents=True)
+    (clean / "MEMORY.md").write_text("# memory\n\n- nothing secret here\n")
+    r = run_cli("--store", str(clean), "secrets")
+    assert r.exit_code == 0, r.stdout
+
+
+def test_symlink_not_followed(planted, tmp_path):
+    outside = tmp_path / "outside.md"
+    outside.write_text(f"token {planted.values['ghp']}\n")
+    os.symlink(outside, planted.store / "notes" / "link.md")
+    doc = orjson.loads(secrets_cli(planted, "--json").stdout_bytes)
+    assert not any(f["file"] == "notes/link.md" for f in doc["findings"])
+    assert any(s["file"] == "notes/link.md" for s in doc["projects"][0]["skipped"])
+
+
+@pytest.mark.parametrize("args,code", [
+    (["--format", "yaml"], 2), (["--allowlist", "/nonexistent/allow"], 2),
+])
+def test_bad_input(planted, args, code):
+    r = secrets_cli(planted, *args)
+    assert r.exit_code == code and r.stderr.startswith("memctl: error: ")
+
+
+def test_no_store(tmp_path):
+    r = run_cli("--store", str(tmp_path / "nope"), "secrets")
+    assert r.exit_code == 3
+
+
+def test_unreadable_file_fails_the_audit(planted, monkeypatch):
+    """A file that cannot be read (EACCES here, simulated: the tests run as root)
+    may hide a value: secrets is not OK, redact refuses (exit 5) and changes nothing."""
+    import errno
+
+    from lecode_memctl.core import secrets as core_secrets
+
+    (planted.store / "notes" / "locked.md").write_text("nothing\n")
+    real = core_secrets._read_nofollow
+
+    def fake(path):
+        if path.endswith("locked.md"):
+            raise PermissionError(errno.EACCES, "Permission denied")
+        return real(path)
+
+    monkeypatch.setattr(core_secrets, "_read_nofollow", fake)
+    before = tree_hash(planted.store)
+    doc = orjson.loads(secrets_cli(planted, "--json", "--jobs", "1").stdout_bytes)
+    assert doc["projects"][0]["unreadable"] == 1 and doc["ok"] is False
+    r = run_cli("--store", str(planted.store), "redact", "--yes", "--jobs", "1")
+    assert r.exit_code == 5 and "notes/locked.md" in r.stderr
+    assert tree_hash(planted.store) == before
+
+
+def test_all_projects(tmp_path, config_dir):
+    """--all-projects audits every store under <config dir>/memory/, one summary each."""
+    mem = config_dir / "memory"
+    mem.mkdir(parents=True)
+    p = secretstore.build(tmp_path / "b", seed=3)
+    os.rename(p.store, mem / "app-0123456789ab")
+    (mem / "clean-0123456789ab").mkdir()
+    (mem / "clean-0123456789ab" / "MEMORY.md").write_text("# nothing here\n")
+    r = run_cli("secrets", "--all-projects", "--json")
+    assert r.exit_code == 1
+    doc = orjson.loads(r.stdout_bytes)
+    assert [(s["project"], s["ok"]) for s in doc["projects"]] == [
+        ("app-0123456789ab", False), ("clean-0123456789ab", True)]
+    assert {f["project"] for f in doc["findings"]} == {"app-0123456789ab"}
+    assert run_cli("--store", str(tmp_path), "secrets", "--all-projects").exit_code == 2
+
+
+def test_a_finding_never_carries_its_value_into_generic_output(planted):
+    """repr, dataclasses.asdict and the CLI's generic JSON encoder see no value."""
+    import dataclasses
+
+    from lecode_memctl.cli.output import dumps
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.secrets import scan_store
+
+    report = scan_store(store_at(planted.store))
+    texts = [repr(report), dumps(report).decode(), str(dataclasses.asdict(report))]
+    leaked = any(leaks(planted, t) for t in texts)
+    assert report.findings and not leaked
+
+
+def test_another_applications_database_still_scanned_raw(planted):
+    """facts.sqlite3 that is not lecode's: its facts cannot be read (the audit is
+    not OK), but its raw bytes are still searched, and nothing is changed."""
+    import sqlite3
+
+    db = planted.store / "facts.sqlite3"
+    db.unlink()
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE notes (body TEXT)")
+    con.execute("INSERT INTO notes VALUES (?)", (f"token {planted.values['ghp']}",))
+    con.commit()
+    con.close()
+    before = tree_hash(planted.store)
+    r = secrets_cli(planted, "--json")
+    doc = orjson.loads(r.stdout_bytes)
+    assert r.exit_code == 1 and doc["projects"][0]["unreadable"] == 1
+    assert any(f["kind"] == "database" and f["detector"] == "github-token" for f in doc["findings"])
+    assert tree_hash(planted.store) == before

@@ -62,6 +62,10 @@ from lecode_memctl.core.sourceref import SourceRef, canonical_digest  # noqa: E4
 
 SLUG = "bench-0123456789ab"
 TARGET = 0.5
+# issue 13, for the real processes: default validate -q >= 2x and
+# validate --deep -q >= 1x sha256sum's throughput over the same files
+CLI_DEFAULT_TARGET = 2.0
+CLI_DEEP_TARGET = 1.0
 WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi "
          "rho sigma tau upsilon phi chi psi omega tabs spaces yaml json sqlite config").split()
 
@@ -295,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
            rss_how="fresh subprocess VmHWM", reference=sha_ref, ref_seconds=sha_s,
            ratio=sha_s / d_s)
     record(B, f"memctl validate -q ({size})", cli_default, rss_kib=cli_default_rss,
-           reference=sha_ref, ref_seconds=sha_s, ratio=sha_s / cli_default)
+           reference=sha_ref, ref_seconds=sha_s, ratio=sha_s / cli_default,
+           target=f">= {CLI_DEFAULT_TARGET:g}", met=sha_s / cli_default >= CLI_DEFAULT_TARGET)
     record(B, f"validate --deep, in-process ({size})", deep_s,
            rss_kib=max(res["deep_rss_kib"], res["deep_workers_rss_kib"]),
            rss_how=f"fresh subprocess VmHWM {res['deep_rss_kib'] // 1024} MiB, largest worker "
@@ -304,7 +309,8 @@ def main(argv: list[str] | None = None) -> int:
            target=f">= {TARGET}", met=res["deep_vs_sha256sum"] >= TARGET)
     record(B, f"memctl validate --deep -q ({size})", cli_deep, rss_kib=cli_deep_rss,
            rss_how="largest process of the pool", reference=sha_ref, ref_seconds=sha_s,
-           ratio=sha_s / cli_deep, target=f">= {TARGET}", met=sha_s / cli_deep >= TARGET)
+           ratio=sha_s / cli_deep, target=f">= {CLI_DEEP_TARGET:g}",
+           met=sha_s / cli_deep >= CLI_DEEP_TARGET)
     print(f"summary: default {res['default_seconds']} s reading {res['default_rchar'] / 1e6:.1f} MB "
           f"for {res['referenced_bytes'] / 1e6:.1f} MB referenced of {mb:.0f} MB; --deep "
           f"{res['deep_mb_per_s']} MB/s = {res['deep_vs_sha256sum']}x sha256sum "

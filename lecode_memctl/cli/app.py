@@ -48,25 +48,12 @@ Examples:
 {exit_summary()}  See 'man memctl' for the whole manual.
 """
 
-app = typer.Typer(
-    name="memctl",
-    help=HELP,
-    epilog=EPILOG,
-    add_completion=False,
-    no_args_is_help=True,
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 88},
-)
-
-
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"memctl {__version__}")
         raise typer.Exit(0)
 
 
-@app.callback()
 def root(
     config_dir: Annotated[str | None, typer.Option(  # str: "" must stay "" (Path("") is ".")
         "--config-dir", metavar="DIR",
@@ -106,14 +93,37 @@ def root(
     STATE.no_state = no_state
 
 
-def _register_commands() -> None:
-    """Add every command of the table to ``app``, in the table's order (the
-    order --help lists them in)."""
+def build_app(only: str | None = None) -> typer.Typer:
+    """The command tree: the global options, and every command of the table
+    in its order (the order --help lists them in); with ``only``, that one
+    command alone (``main()`` runs a command this way: only its module is
+    imported and only its click command is built)."""
     from importlib import import_module
 
+    tree = typer.Typer(
+        name="memctl",
+        help=HELP,
+        epilog=EPILOG,
+        add_completion=False,
+        no_args_is_help=True,
+        rich_markup_mode=None,
+        pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 88},
+    )
+    tree.callback()(root)
     for name, module, function in COMMANDS:
+        if only is not None and name != only:
+            continue
         fn = getattr(import_module(f"{__package__}.{module}"), function)
-        app.command(name, cls=CommandWithGlobalOptions, **command_settings(fn))(fn)
+        tree.command(name, cls=CommandWithGlobalOptions, **command_settings(fn))(fn)
+    return tree
 
 
-_register_commands()
+def __getattr__(name: str) -> typer.Typer:
+    """``app``: the whole tree, built on first use (the man page, completion
+    and the tests use it; a command run builds only its own, see main)."""
+    if name == "app":
+        tree = build_app()
+        globals()["app"] = tree
+        return tree
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -78,12 +78,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     from lecode_memctl.core.errors import MemctlError
 
     from . import state
-    from .app import app
 
     if os.environ.get("_MEMCTL_COMPLETE"):
+        from .app import app
         from .typer_patches import patch_for_completion
 
         patch_for_completion()
+    else:
+        from .registry import invoked_command
+
+        only = invoked_command(args)
+        if only is None:
+            from .app import app
+        else:
+            from .app import build_app
+
+            app = build_app(only)
 
     import typer
     from typer import _click

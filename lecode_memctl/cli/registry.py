@@ -12,7 +12,7 @@ Keep this module cheap to import: the standard library only.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -75,3 +75,34 @@ def command_settings(fn: Callable[..., Any]) -> dict[str, Any]:
         raise TypeError(f"{fn.__module__}.{fn.__qualname__} is in COMMANDS but not "
                         "marked with @command")
     return dict(settings)
+
+
+#: Root options that take a value (the next word, unless given as --opt=value).
+_VALUE_OPTIONS = frozenset({"--config-dir", "--project", "-C", "--store", "--slug"})
+
+
+def invoked_command(args: Sequence[str]) -> str | None:
+    """The command a command line runs, when the whole tree is not needed to
+    run it: the first word after the root options, if it names a command and
+    no --help/-h (the root's help lists every command) comes before it.
+    None otherwise: no command, an unknown one (click's message names the
+    close ones), or the root's help."""
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            i += 1
+            break
+        if a in ("-h", "--help"):
+            return None
+        if a in _VALUE_OPTIONS:
+            i += 2
+            continue
+        if a.startswith("-") and a != "-":
+            i += 1
+            continue
+        break
+    if i >= len(args):
+        return None
+    name = args[i]
+    return name if any(name == n for n, _m, _f in COMMANDS) else None

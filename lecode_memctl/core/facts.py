@@ -651,6 +651,16 @@ class FactStore(ClosesOnExit):
         return frozenset(r[0] for r in db.execute(
             "SELECT seq FROM exclusions WHERE session_id = ?", (session_id,)))
 
+    def exclusions_by_session(self) -> dict[str, frozenset[int]]:
+        """Every exclusion, grouped by session (one query)."""
+        db = self._reader()
+        if db is None or "exclusions" not in self._tables:
+            return {}
+        out: dict[str, set[int]] = {}
+        for sid, seq in db.execute("SELECT session_id, seq FROM exclusions"):
+            out.setdefault(sid, set()).add(seq)
+        return {k: frozenset(v) for k, v in out.items()}
+
     def is_excluded(self, session_id: str, seq: int) -> bool:
         db = self._reader()
         if db is None:
@@ -811,6 +821,125 @@ class FactStore(ClosesOnExit):
             for r in rows:
                 yield self._fact_from_row(db, r)
             last = rows[-1][0]
+
+    # ---- set-based reads (the evaluation engine, factview.evaluate_facts)
+
+    def _session_filter(self, session_id: str | None) -> tuple[str, tuple[Any, ...]]:
+        if session_id is None:
+            return "", ()
+        sub = "SELECT fact_id FROM provenance WHERE session_id = ?"
+        args: tuple[Any, ...] = (session_id,)
+        if "source_refs" in self._tables:
+            sub += " UNION SELECT fact_id FROM source_refs WHERE session_id = ?"
+            args += (session_id,)
+        return f"WHERE f.fact_id IN ({sub}) ", args
+
+    def source_refs_by_session(self, session_id: str | None = None
+                               ) -> Iterator[tuple[str, list[SourceRef]]]:
+        """Every distinct well-formed SourceRef of every revision (of the facts
+        with evidence in ``session_id`` when given), grouped by the session it
+        cites: one query, streamed in session order, one group at a time."""
+        db = self._reader()
+        if db is None or "source_refs" not in self._tables:
+            return
+        where, args = self._session_filter(session_id)
+        cur = db.execute("SELECT f.session_id, f.seqs, f.digest, f.fact_id, f.revision "
+                         "FROM source_refs f " + where + "ORDER BY f.session_id", args)
+        sid: str | None = None
+        seen: set[tuple[str, str]] = set()
+        group: list[SourceRef] = []
+        while True:
+            rows = cur.fetchmany(1000)
+            if not rows:
+                break
+            for rsid, seqs, digest, fid, rev in rows:
+                if rsid != sid:
+                    if group:
+                        yield sid, group  # type: ignore[misc]
+                    sid, seen, group = rsid, set(), []
+                if (seqs, digest) in seen:
+                    continue
+                seen.add((seqs, digest))
+                try:
+                    group.append(_ref_from_row(fid, rev, rsid, seqs, digest))
+                except StoreCorrupt:
+                    continue      # the revision's own problem (Revision.source_error)
+        if group:
+            yield sid, group  # type: ignore[misc]
+
+    def iter_fact_revisions(self, session_id: str | None = None
+                            ) -> Iterator[tuple[Fact, list[Revision]]]:
+        """Every fact (of those with evidence in ``session_id`` when given) in
+        id order with all its revisions, oldest first: the same values as
+        :meth:`get` and :meth:`revisions`, read in two queries instead of
+        several per fact."""
+        db = self._reader()
+        if db is None:
+            return
+        where, args = self._session_filter(session_id)
+        prov: dict[tuple[str, int], dict[str, list[int]]] = {}
+        for fid, rev, sid, seq in db.execute(
+                "SELECT f.fact_id, f.revision, f.session_id, f.seq FROM provenance f " + where
+                + "ORDER BY f.fact_id, f.revision, f.session_id, f.seq", args):
+            prov.setdefault((fid, rev), {}).setdefault(sid, []).append(seq)
+        refs = ("s.session_id, s.seqs, s.digest" if "source_refs" in self._tables
+                else "NULL, NULL, NULL")
+        join = ("LEFT JOIN source_refs s ON s.fact_id = r.fact_id AND s.revision = r.revision "
+                if "source_refs" in self._tables else "")
+        # Facts without any revision (a damaged database) fail where the
+        # listing reaches them, as get() does; the main query is driven by the
+        # revisions' index (in id order, no sort), which does not see them.
+        bare = [(fid, rev) for fid, rev in db.execute(
+            "SELECT f.fact_id, f.revision FROM facts f " + (where + "AND " if where else "WHERE ")
+            + "NOT EXISTS (SELECT 1 FROM revisions r WHERE r.fact_id = f.fact_id) "
+            "ORDER BY f.fact_id", args)]
+
+        def check_bare(upto: str | None) -> None:
+            if bare and (upto is None or bare[0][0] < upto):
+                raise StoreCorrupt(f"facts database: fact {bare[0][0]} has no revision "
+                                   f"{bare[0][1]}")
+
+        cur = db.execute(
+            "SELECT r.fact_id, f.revision, f.created, f.updated, r.revision, r.text, r.created, "
+            f"{refs} FROM revisions r JOIN facts f ON f.fact_id = r.fact_id {join}"
+            + where + "ORDER BY r.fact_id, r.revision", args)
+        head: tuple[Any, ...] | None = None
+        revs: list[Revision] = []
+
+        def finish() -> tuple[Fact, list[Revision]]:
+            assert head is not None
+            fid, revision, created, updated = head
+            cur_rev = revs[-1] if revs[-1].revision == revision else next(
+                (r for r in revs if r.revision == revision), None)
+            if cur_rev is None:
+                raise StoreCorrupt(f"facts database: fact {fid} has no revision {revision}")
+            return (Fact(fid, revision, cur_rev.text, created, updated, cur_rev.source,
+                         cur_rev.provenance), revs)
+
+        while True:
+            rows = cur.fetchmany(1000)
+            if not rows:
+                break
+            for fid, revision, created, updated, rev, text, rcreated, sid, seqs, digest in rows:
+                if head is None or head[0] != fid:
+                    if head is not None:
+                        yield finish()
+                    check_bare(fid)
+                    head = (fid, revision, created, updated)
+                    revs = []
+                ref: SourceRef | None = None
+                error: str | None = None
+                if sid is not None:
+                    try:
+                        ref = _ref_from_row(fid, rev, sid, seqs, digest)
+                    except StoreCorrupt as exc:
+                        error = exc.message
+                p = prov.pop((fid, rev), {})
+                revs.append(Revision(fid, rev, text, rcreated, ref,
+                                     tuple(Provenance(s, tuple(q)) for s, q in p.items()), error))
+        if head is not None:
+            yield finish()
+        check_bare(None)
 
     def fact_ids(self, prefix: str = "", limit: int = 200) -> list[str]:
         db = self._reader()

@@ -19,6 +19,7 @@ from .paging import MAX_OUTPUT_BYTES  # the whole printed page, metadata include
 from .sessions import LEARNING_EVENT, is_generated
 from .sourceref import (
     HIDDEN,
+    VALID,
     ExclusionReader,
     SessionReader,
     SourceRef,
@@ -26,6 +27,7 @@ from .sourceref import (
     check_session_id,
     status_for,
 )
+
 
 # --------------------------------------------------------------------------
 # Reports: what `memctl facts`, `recall` and `history` print (and memory_list
@@ -93,32 +95,60 @@ def fact_row(fact: Fact, revisions: Sequence[Revision],
     }
 
 
-def iter_fact_rows(facts: FactStore, sessions: SessionReader, *, batch: int = 1000,
+class EvaluatedStatuses(Mapping[SourceRef, SourceStatus]):
+    """The statuses of every source an evaluation validated, kept small: only
+    the sources that are not valid are stored; any other source of the
+    evaluated facts is valid (the read-only open is one snapshot, so the
+    sources streamed afterwards are the ones that were validated).  Iterating
+    gives the sources that are not valid."""
+
+    _VALID = SourceStatus(VALID)
+
+    def __init__(self, not_valid: dict[SourceRef, SourceStatus]) -> None:
+        self._bad = not_valid
+
+    def __getitem__(self, ref: SourceRef) -> SourceStatus:
+        return self._bad.get(ref, self._VALID)
+
+    def __iter__(self) -> Iterator[SourceRef]:
+        return iter(self._bad)
+
+    def __len__(self) -> int:
+        return len(self._bad)
+
+
+def evaluate_facts(facts: FactStore, sessions: SessionReader, *, session_id: str | None = None,
+                   purpose: str = "durable"
+                   ) -> Iterator[tuple[Fact, list[Revision], Mapping[SourceRef, SourceStatus]]]:
+    """The whole-store evaluation engine: every fact (of those with evidence
+    in ``session_id`` when given), in id order, with its revisions and the
+    statuses of their sources.
+
+    The sources of every revision are read in one query, grouped by the
+    session they cite, and validated one session at a time
+    (``SessionStore.validate_sessions``: each transcript opened and read
+    once, its events once, its cited spans from one forward sweep, the
+    exclusions once for the whole evaluation); only the sources that are not
+    valid are kept.  The facts and revisions are then streamed in two more
+    queries, so memory follows one session's sources and the invalid ones,
+    not the store.  :func:`~lecode_memctl.core.facts.fact_status` decides
+    each fact from them, exactly as for one fact."""
+    bad: dict[SourceRef, SourceStatus] = {}
+    for got in sessions.validate_sessions(facts.source_refs_by_session(session_id), purpose):
+        bad.update((ref, st) for ref, st in got.items() if not st.ok)
+    statuses = EvaluatedStatuses(bad)
+    for fact, revs in facts.iter_fact_revisions(session_id):
+        yield fact, revs, statuses
+
+
+def iter_fact_rows(facts: FactStore, sessions: SessionReader, *,
                    session_id: str | None = None,
                    where: Callable[[Fact], bool] | None = None) -> Iterator[dict[str, Any]]:
-    """Every fact (for which ``where`` holds) as a listing row, validated
-    ``batch`` facts at a time (constant memory however many facts there are)."""
-    chunk: list[Fact] = []
-
-    def flush() -> Iterator[dict[str, Any]]:
-        revs, statuses = _statuses_for(facts, sessions, [f.fact_id for f in chunk], "durable")
-        for f in chunk:
-            yield fact_row(f, revs[f.fact_id], statuses)
-
-    if session_id is None:
-        source: Iterable[Fact] = facts.iter_facts(batch=batch)
-    else:
-        source = (f for f in map(facts.get, facts.ids_with_evidence_in(session_id))
-                  if f is not None)
-    for fact in source:
-        if where is not None and not where(fact):
-            continue
-        chunk.append(fact)
-        if len(chunk) >= batch:
-            yield from flush()
-            chunk = []
-    if chunk:
-        yield from flush()
+    """Every fact (for which ``where`` holds) as a listing row
+    (:func:`evaluate_facts`)."""
+    for fact, revs, statuses in evaluate_facts(facts, sessions, session_id=session_id):
+        if where is None or where(fact):
+            yield fact_row(fact, revs, statuses)
 
 
 def _doc_size(doc: Any) -> int:
@@ -479,4 +509,4 @@ def _lineage_refs(lineage: Any) -> list[SourceRef] | None:
 
 
 __all__ = ["facts_page", "recall", "history", "forget_impact", "PlannedExclusions", "learning_status",
-            "iter_fact_rows", "fact_row", "cap_text", "seqs_label", "source_label"]
+            "evaluate_facts", "iter_fact_rows", "fact_row", "cap_text", "seqs_label", "source_label"]

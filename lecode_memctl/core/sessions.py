@@ -99,6 +99,8 @@ _CHUNK = 1 << 20
 _BUFFER = 1 << 14     # small: each binary-search probe fills one buffer
 _LINEAR_BELOW = 1 << 13   # binary search stops when the window is this small
 _TAIL_BYTES = 1 << 16
+_SCAN_BLOCK = 1 << 20     # raw-byte scans (marked_lines) read this much at a time
+_SWEEP_GAP = 256          # a span sweep seeks past more positions than this between spans
 
 
 # --------------------------------------------------------------------------
@@ -432,6 +434,47 @@ class _File:
             if pos >= size:
                 return
 
+    def marked_lines(self, pos: int, mark: bytes = _EVENT_MARK) -> Iterator[bytes]:
+        """The complete lines from byte ``pos`` (a line start) to the size
+        bound that contain ``mark``, without their ``\\n``: the raw bytes are
+        read in large blocks (``os.pread``) and searched with ``bytes.find``,
+        so the lines between are never split or iterated in Python.  A torn
+        tail (no final ``\\n``) is never yielded.  ``pread`` rather than
+        ``mmap``: a file truncated under a mapping would raise SIGBUS."""
+        fd = self.fh.fileno()
+        size = self.size
+        off = pos
+        carry: list[bytes] = []       # the start of a line that runs past a block
+        while off < size:
+            block = os.pread(fd, min(_SCAN_BLOCK, size - off), off)
+            if not block:
+                return
+            off += len(block)
+            last = block.rfind(b"\n")
+            if last < 0:
+                carry.append(block)
+                continue
+            if carry:
+                head_end = block.find(b"\n")
+                head = b"".join(carry) + block[:head_end]
+                carry = []
+                if mark in head:
+                    yield head
+                i = head_end + 1
+            else:
+                i = 0
+            find, rfind = block.find, block.rfind
+            while True:
+                j = find(mark, i, last)
+                if j < 0:
+                    break
+                start = rfind(b"\n", i, j) + 1
+                end = find(b"\n", j)
+                yield block[start if start > i else i:end]
+                i = end + 1
+            if last + 1 < len(block):
+                carry.append(block[last + 1:])
+
     def line_number(self, offset: int) -> int:
         """1-based number of the line starting at ``offset`` (counts newlines; error paths only)."""
         self.fh.seek(0)
@@ -546,6 +589,24 @@ class _File:
             nbytes *= 2
 
 
+def _span_decision(ref: SourceRef, records: list[dict], purpose: str, excluded: frozenset[int],
+                   generation: int, us: UndoState) -> SourceStatus:
+    """The status of a reference whose span ``records`` were read completely
+    and cleanly: the digest, then each cited position's type and visibility."""
+    if canonical_digest(records) != ref.digest:
+        return status_for("digest_mismatch")
+    by_seq = {r["seq"]: r for r in records}
+    for s in ref.seqs:
+        rec = by_seq[s]
+        if rec.get("type") != "message":
+            return status_for("not_message", None, s)
+        ok, reason = visible(rec, purpose=purpose, excluded=excluded, generation=generation,
+                             undo_state=us, clear_seq=us.clear_seq)
+        if not ok:
+            return status_for(reason, None, s)  # type: ignore[arg-type]  # not ok: a reason
+    return SourceStatus(VALID)
+
+
 @dataclass
 class _SpanRead:
     records: list[dict[str, Any]]
@@ -590,6 +651,40 @@ class StoreExclusions:
     def excluded_seqs(self, session_id: str) -> frozenset[int]:
         got = self._read(lambda fs: fs.excluded_seqs(session_id))
         return frozenset() if got is None else got
+
+    def read_all(self) -> tuple[int, dict[str, frozenset[int]]]:
+        """The generation and every session's exclusions from one open (an
+        evaluation of many sessions reads the database once, not per session)."""
+        got = self._read(lambda fs: (fs.generation(), fs.exclusions_by_session()))
+        return (0, {}) if got is None else got
+
+
+class _ExclusionsOnce:
+    """The exclusions and generation of each ExclusionReader, read once for
+    one evaluation (``validate_many``): a :class:`StoreExclusions` is opened
+    once for all its sessions, any other reader asked once per session."""
+
+    def __init__(self) -> None:
+        self._readers: dict[int, Any] = {}       # id -> reader (kept alive: ids stay unique)
+        self._generation: dict[int, int] = {}
+        self._tables: dict[int, dict[str, frozenset[int]] | None] = {}
+        self._seqs: dict[tuple[int, str], frozenset[int]] = {}
+
+    def get(self, reader: ExclusionReader, session_id: str) -> tuple[frozenset[int], int]:
+        key = id(reader)
+        if key not in self._readers:
+            self._readers[key] = reader
+            if isinstance(reader, StoreExclusions):
+                self._generation[key], self._tables[key] = reader.read_all()
+            else:
+                self._generation[key] = reader.generation()
+                self._tables[key] = None
+        table = self._tables[key]
+        if table is not None:
+            return table.get(session_id, frozenset()), self._generation[key]
+        if (key, session_id) not in self._seqs:
+            self._seqs[(key, session_id)] = reader.excluded_seqs(session_id)
+        return self._seqs[(key, session_id)], self._generation[key]
 
 
 class SessionStore:
@@ -889,11 +984,7 @@ class SessionStore:
         """Event records with seq >= start (lines pre-filtered on the bytes ``"event"``)."""
         pos = f.seek_seq(start)
         out = []
-        for _off, line in f.lines(pos):
-            if line is None:
-                break
-            if _EVENT_MARK not in line:
-                continue
+        for line in f.marked_lines(pos):
             kind, obj = _classify(line)
             if kind != "record" or obj.get("type") != "event" or obj["seq"] < start:
                 continue
@@ -996,19 +1087,38 @@ class SessionStore:
 
     def validate_many(self, refs: Iterable[SourceRef], purpose: str = "durable"
                       ) -> dict[SourceRef, SourceStatus]:
-        """Validate many references, opening each session file once and reading
-        its events once (from the smallest start among its refs)."""
+        """Validate many references at once: the evaluation engine.
+
+        References are grouped by session; each session file is opened once,
+        its visibility events are read once (a raw-byte scan from the smallest
+        start among its refs), and its cited spans are read in one forward
+        sweep (:meth:`_sweep_spans`).  The exclusions and generation of each
+        ExclusionReader are read once for the whole call.  A single reference
+        (``validate_source``) keeps its bounded read: one seek to its span."""
         _check_purpose(purpose)
         by_session: dict[str, list[SourceRef]] = {}
         out: dict[SourceRef, SourceStatus] = {}
         for ref in refs:
             by_session.setdefault(ref.session_id, []).append(ref)
-        for sid, group in by_session.items():
-            out.update(self._validate_session(sid, group, purpose))
+        for got in self.validate_sessions(by_session.items(), purpose):
+            out.update(got)
         return out
 
-    def _validate_session(self, sid: str, refs: list[SourceRef], purpose: str
-                          ) -> dict[SourceRef, SourceStatus]:
+    def validate_sessions(self, groups: Iterable[tuple[str, list[SourceRef]]],
+                          purpose: str = "durable") -> Iterator[dict[SourceRef, SourceStatus]]:
+        """:meth:`validate_many` one session at a time: ``groups`` yields
+        (session id, the refs of that session), and the statuses of each group
+        are yielded before the next group is read, so a caller that keeps only
+        what it needs holds one session's refs at a time.  The exclusions of
+        each ExclusionReader are read once for the whole iteration."""
+        _check_purpose(purpose)
+        once = _ExclusionsOnce()
+        for sid, group in groups:
+            if group:
+                yield self._validate_session(sid, group, purpose, once)
+
+    def _validate_session(self, sid: str, refs: list[SourceRef], purpose: str,
+                          once: "_ExclusionsOnce | None" = None) -> dict[SourceRef, SourceStatus]:
         try:
             check_session_id(sid)
         except UsageError:
@@ -1024,13 +1134,18 @@ class SessionStore:
         out: dict[SourceRef, SourceStatus] = {}
         try:
             with f:
-                reader = self._reader_for(hdr)
-                excluded = reader.excluded_seqs(sid)
-                generation = reader.generation()
+                excluded, generation = (once or _ExclusionsOnce()).get(self._reader_for(hdr), sid)
                 lo = min(r.start for r in refs)
                 us = UndoState(self._events_from(f, lo, set(VISIBILITY_EVENTS)))
                 last_seq = None
-                for ref in sorted(set(refs), key=lambda r: (r.start, r.end)):
+                ordered = sorted(set(refs), key=lambda r: (r.start, r.end))
+                if len(ordered) > 1:
+                    # each span decided as the sweep completes it: its records are dropped
+                    for ref, records in self._sweep_spans(f, ordered):
+                        out[ref] = _span_decision(ref, records, purpose, excluded, generation, us)
+                for ref in ordered:
+                    if ref in out:
+                        continue
                     sr = self._read_span(f, ref.start, ref.end)
                     if sr.corruption:
                         kind, off, _detail = sr.corruption
@@ -1044,27 +1159,89 @@ class SessionStore:
                         out[ref] = status_for("position_missing",
                                               f"the transcript ends at seq {last_seq}", missing)
                         continue
-                    if canonical_digest(sr.records) != ref.digest:
-                        out[ref] = status_for("digest_mismatch")
-                        continue
-                    by_seq = {r["seq"]: r for r in sr.records}
-                    status: SourceStatus | None = None
-                    for s in ref.seqs:
-                        rec = by_seq[s]
-                        if rec.get("type") != "message":
-                            status = status_for("not_message", None, s)
-                            break
-                        ok, reason = visible(rec, purpose=purpose, excluded=excluded,
-                                             generation=generation, undo_state=us,
-                                             clear_seq=us.clear_seq)
-                        if not ok:
-                            status = status_for(reason, None, s)  # type: ignore[arg-type]  # not ok: a reason
-                            break
-                    out[ref] = status or SourceStatus(VALID)
+                    out[ref] = _span_decision(ref, sr.records, purpose, excluded, generation, us)
         except OSError as exc:
             for r in refs:
                 out.setdefault(r, status_for("session_unreadable", exc.strerror or str(exc)))
         return out
+
+    def _sweep_spans(self, f: _File, refs: list[SourceRef]
+                     ) -> Iterator[tuple[SourceRef, list[dict]]]:
+        """The spans of many refs (sorted by start) from one forward read.
+
+        Lines are read from the first span's start; a span's records are kept
+        only while it is open, so memory follows the overlap of spans, not
+        the transcript.  Where the next span starts more than
+        ``_SWEEP_GAP`` positions after the last one read, the sweep seeks to
+        it (the same binary search as a single read) instead of reading the
+        lines between.  Only spans read cleanly -- consecutive seqs, every
+        line a record, and the line after it (if any) not a repeated seq --
+        are yielded, with their records, as they complete; any other ref (a
+        corrupt line, a seq out of order, the end of the transcript) is left
+        to the one-ref read (``_read_span``), so the statuses are those of
+        the one-ref path."""
+        items = [(r.start, r.end, r) for r in refs]
+        n = len(items)
+        k = 0                                   # next ref to open
+        while k < n:
+            k0 = k
+            lines = f.lines(f.seek_seq(items[k][0]))
+            active: list[tuple[int, int, SourceRef]] = []
+            ready: list[tuple[SourceRef, list[dict]]] = []  # read; the next line must not repeat a seq
+            buf: dict[int, dict] = {}
+            min_end = -1
+            expect = items[k][0]
+            for _off, line in lines:
+                if line is None:
+                    break
+                s = fast_seq(line)
+                obj = None
+                if s is None:
+                    kind, obj = _classify(line)
+                    if kind != "record":
+                        ready = []
+                        break                   # anomaly: the one-ref read decides
+                    s = obj["seq"]
+                if s != expect:
+                    ready = []
+                    break
+                expect = s + 1
+                if ready:
+                    yield from ready
+                    ready = []
+                while k < n and items[k][0] <= s:
+                    if items[k][0] == s:
+                        active.append(items[k])
+                        if len(active) == 1 or items[k][1] < min_end:
+                            min_end = items[k][1]
+                    k += 1
+                if not active:
+                    if k >= n or items[k][0] > s + _SWEEP_GAP:
+                        break                   # nothing open: seek to the next span
+                    continue
+                if obj is None:
+                    kind, obj = _classify(line)
+                    if kind != "record" or obj["seq"] != s:
+                        break
+                buf[s] = obj
+                if s >= min_end:
+                    keep = []
+                    for it in active:
+                        if it[1] <= s:
+                            ready.append((it[2], [buf[q] for q in range(it[0], it[1] + 1)]))
+                        else:
+                            keep.append(it)
+                    active = keep
+                    if keep:
+                        min_end = min(it[1] for it in keep)
+                        low = min(it[0] for it in keep)
+                        for q in [q for q in buf if q < low]:
+                            del buf[q]
+                    else:
+                        buf.clear()
+            yield from ready                    # (emptied on an anomaly)
+            if k == k0:
+                k += 1                          # its first line is not where it should be
 
     # -- listing and scanning
 

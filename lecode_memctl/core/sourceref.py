@@ -94,6 +94,11 @@ class SourceRef:
             raise UsageError(f"a source reference spans at most {MAX_SPAN} positions")
         if not isinstance(self.digest, str) or not _HEX64.match(self.digest):
             raise UsageError("a digest is 64 lower-case hex digits")
+        # hashed once: an evaluation keys dicts and sets by reference many times
+        object.__setattr__(self, "_hash", hash((self.session_id, seqs, self.digest)))
+
+    def __hash__(self) -> int:
+        return self._hash  # type: ignore[attr-defined, no-any-return]
 
     @property
     def start(self) -> int:
@@ -177,6 +182,9 @@ class SessionReader(Protocol):
 
     def validate_many(self, refs: Iterable[SourceRef], purpose: str = "durable"
                       ) -> dict[SourceRef, SourceStatus]: ...
+
+    def validate_sessions(self, groups: Iterable[tuple[str, list["SourceRef"]]],
+                          purpose: str = "durable") -> Iterator[dict["SourceRef", "SourceStatus"]]: ...
 
 
 class NoExclusions:

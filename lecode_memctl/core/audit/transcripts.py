@@ -312,39 +312,51 @@ def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
                 and rec.get("event") in ("undo", "redo", "clear")):
             events.append(rec)
         pos = data.find(b'"event"', le, end)
-    records: dict[int, dict[str, Any]] = {}
-    corrupt_after: list[int] = []
-    dup_seqs: set[int] = set()
     ranges = sorted({(seqs[0], seqs[-1]) for seqs, _d, _p in need})
-    for lo, hi in ranges:
-        if all(s in records for s in range(lo, hi + 1)) or lo > last_seq:
-            continue
-        p = data.find(b'\n{"seq":%d,' % lo, 0, end)
-        if p < 0:
-            return False
-        p += 1
-        prev = lo - 1
-        expected = lo
-        while p < end:
-            q = data.find(b"\n", p, end)
-            line = data[p:q]
-            p = q + 1
-            try:
-                rec = loads(line)
-            except JSONDecodeError:
-                rec = None
-            if type(rec) is not dict or type(rec.get("seq")) is not int or rec["seq"] < 0:
-                corrupt_after.append(prev)
+    # Each span's first line is searched from the previous span's (ranges are
+    # sorted, and so are a clean transcript's seqs): one pass over the bytes,
+    # not one per span.  A transcript with a repeated seq or a corrupt line in
+    # a span is searched again from the start for each span, as before.
+    for hinted in (True, False):
+        records: dict[int, dict[str, Any]] = {}
+        corrupt_after: list[int] = []
+        dup_seqs: set[int] = set()
+        hint = 0
+        for lo, hi in ranges:
+            if all(s in records for s in range(lo, hi + 1)) or lo > last_seq:
                 continue
-            seq = rec["seq"]
-            if seq > hi:
-                break
-            if seq != expected and seq <= prev:
-                dup_seqs.add(seq)
-            records.setdefault(seq, rec)
-            if seq > prev:
-                prev = seq
-                expected = seq + 1
+            p = data.find(b'\n{"seq":%d,' % lo, hint, end)
+            if p < 0 and hint:
+                p = data.find(b'\n{"seq":%d,' % lo, 0, end)
+            if p < 0:
+                return False
+            if hinted:
+                hint = p
+            p += 1
+            prev = lo - 1
+            expected = lo
+            while p < end:
+                q = data.find(b"\n", p, end)
+                line = data[p:q]
+                p = q + 1
+                try:
+                    rec = loads(line)
+                except JSONDecodeError:
+                    rec = None
+                if type(rec) is not dict or type(rec.get("seq")) is not int or rec["seq"] < 0:
+                    corrupt_after.append(prev)
+                    continue
+                seq = rec["seq"]
+                if seq > hi:
+                    break
+                if seq != expected and seq <= prev:
+                    dup_seqs.add(seq)
+                records.setdefault(seq, rec)
+                if seq > prev:
+                    prev = seq
+                    expected = seq + 1
+        if not (dup_seqs or corrupt_after):
+            break
     us = UndoState(events)
     for seqs, digest, purpose in need:
         sc.statuses[(seqs, digest, purpose)] = _span_status(

@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""The whole-store evaluation engine (issue 13), paired against the floors.
+
+    python bench/bench_engine.py [--facts N] [--runs N] [--quick] [--keep DIR] [--scan-mib N]
+
+* ``memctl facts --all --format jsonl`` and ``memctl validate -q`` on the
+  store ``bench_facts.py`` builds (100,000 facts, 50 transcripts; ``--quick``
+  10,000), each against ``sqlite3 -json facts.sqlite3 "select * from facts
+  join revisions using (fact_id)"`` (the same rows dumped by SQLite alone),
+  the three run in turn ``--runs`` times (paired: one run shares the load);
+  target <= 4x.  ``--keep DIR`` builds the store there once and reuses it.
+* a read at the start of a large transcript (``--scan-mib``, default 256;
+  ``--quick`` 32): ``SessionStore.events(sid, 1)`` in-process, whose cost is
+  the raw-byte scan for event records, against ``grep -c -F
+  '"type":"event"'`` of the same file; the figure is scan throughput / grep
+  throughput (higher is better), target >= 0.8.
+
+The 1,000,000-fact row is printed as not measured unless ``--facts
+1000000`` is given (building and reading it takes many minutes here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import machine_line, record, run  # noqa: E402
+from bench_facts import build  # noqa: E402
+
+PY = sys.executable
+MEMCTL = os.path.join(os.path.dirname(PY), "memctl")
+
+
+def paired(cases: dict[str, list[str]], runs: int, ok: dict[str, tuple[int, ...]]
+           ) -> dict[str, tuple[float, int]]:
+    """Each case run once per round, rounds repeated: median seconds, max RSS (KiB)."""
+    times: dict[str, list[float]] = {k: [] for k in cases}
+    rss: dict[str, int] = {k: 0 for k in cases}
+    for _ in range(runs):
+        for name, argv in cases.items():
+            r = run(argv)
+            if r.rc not in ok.get(name, (0,)):
+                raise SystemExit(f"{argv} exited {r.rc}")
+            times[name].append(r.seconds)
+            rss[name] = max(rss[name], r.rss_kib)
+    return {k: (statistics.median(v), rss[k]) for k, v in times.items()}
+
+
+def big_transcript(path: Path, mib: int) -> None:
+    """A transcript of ``mib`` MiB: messages, with an undo event every 5,000 records."""
+    slug = path.parent.parent.name
+    sid = path.stem
+    with open(path, "wb") as fh:
+        fh.write(orjson.dumps({"seq": 0, "type": "session", "format": 1, "session_id": sid,
+                               "project": slug, "created": "2026-01-01T00:00:00Z"}) + b"\n")
+        seq, size, want = 1, 0, mib << 20
+        body = "x" * 200
+        while size < want:
+            if seq % 5000 == 0:
+                line = orjson.dumps({"seq": seq, "type": "event", "event": "undo",
+                                     "target": [seq - 2, seq - 1]}) + b"\n"
+            else:
+                line = orjson.dumps({"seq": seq, "type": "message", "role": "user",
+                                     "content": f"{seq} {body}"}) + b"\n"
+            fh.write(line)
+            size += len(line)
+            seq += 1
+
+
+SCAN = """
+import sys, time
+from lecode_memctl.core.layout import store_at
+from lecode_memctl.core.sessions import NO_EXCLUSIONS, SessionStore
+s = SessionStore(store_at(sys.argv[1]), exclusions=NO_EXCLUSIONS)
+best = []
+for _ in range(int(sys.argv[3])):
+    t = time.perf_counter()
+    s.events(sys.argv[2], 1)
+    best.append(time.perf_counter() - t)
+best.sort()
+print(best[len(best) // 2])
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--facts", type=int, default=None)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--keep", metavar="DIR", default=None)
+    ap.add_argument("--scan-mib", type=int, default=None)
+    a = ap.parse_args(argv)
+    n = a.facts or (10_000 if a.quick else 100_000)
+    mib = a.scan_mib or (32 if a.quick else 256)
+    root = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="bench-engine-"))
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        store = root / "bench-store"
+        if not (store / "facts.sqlite3").exists():
+            build(root, n)
+        db = store / "facts.sqlite3"
+        print(f"({machine_line()})")
+        dump = ["sqlite3", "-json", str(db), "select * from facts join revisions using (fact_id)"]
+        base = [MEMCTL, "--store", str(store)]
+        got = paired({"dump": dump, "facts": base + ["facts", "--all", "--format", "jsonl"],
+                      "validate": base + ["validate", "-q"]}, a.runs, {"validate": (0, 1)})
+        d, f, v = got["dump"], got["facts"], got["validate"]
+        nf = f"{n:,} facts"
+        print(f"sqlite3 -json dump ({nf}):          {d[0]:7.2f} s")
+        print(f"memctl facts --all --format jsonl:  {f[0]:7.2f} s  {f[0] / d[0]:5.1f}x  "
+              f"peak RSS {f[1] / 1024:.1f} MiB")
+        print(f"memctl validate -q:                 {v[0]:7.2f} s  {v[0] / d[0]:5.1f}x  "
+              f"peak RSS {v[1] / 1024:.1f} MiB")
+        B, R = "engine", f"`sqlite3 -json` dump ({nf})"
+        record(B, R, d[0], rss_kib=d[1], note="reference")
+        record(B, f"memctl facts --all --format jsonl ({nf})", f[0], rss_kib=f[1], reference=R,
+               ref_seconds=d[0], target="<= 4", met=f[0] / d[0] <= 4)
+        record(B, f"memctl validate -q ({nf})", v[0], rss_kib=v[1], reference=R,
+               ref_seconds=d[0], target="<= 4", met=v[0] / d[0] <= 4)
+        if n < 1_000_000:
+            record(B, "facts --all and validate, 1,000,000 facts", None, rss_kib=None,
+                   target="<= 12x the 100k time, <= 64 MiB", note="not measured")
+        sdir = root / "scan-store" / "sessions"
+        sdir.mkdir(parents=True, exist_ok=True)
+        big = sdir / "big.jsonl"
+        if not big.exists() or big.stat().st_size < mib << 20:
+            big_transcript(big, mib)
+        # (stdout a pipe: GNU grep stops at the first match when it writes to /dev/null)
+        g = ["grep", "-c", "-F", '"type":"event"', str(big)]
+        run(g, stdout=subprocess.PIPE)    # the file in the page cache, as for the scan
+        greps = statistics.median(run(g, stdout=subprocess.PIPE).seconds for _ in range(a.runs))
+        out = subprocess.run([PY, "-c", SCAN, str(root / "scan-store"), "big", str(a.runs)],
+                             check=True, capture_output=True, text=True)
+        scan = float(out.stdout)
+        ratio = greps / scan
+        print(f"read at the start of a {mib} MiB transcript: events scan {scan:.2f} s, "
+              f"grep -c -F {greps:.2f} s: throughput {ratio:.2f}x grep")
+        record(B, f"event scan from the start of a {mib} MiB transcript (in-process)", scan,
+               rss_kib=None, reference="`grep -c -F '\"type\":\"event\"'`, throughput",
+               ref_seconds=greps, ratio=ratio, target=">= 0.8", met=ratio >= 0.8)
+        print(f"summary: facts --all {f[0] / d[0]:.1f}x, validate -q {v[0] / d[0]:.1f}x the "
+              f"sqlite3 dump; event scan {ratio:.2f}x grep")
+    finally:
+        if not a.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,228 @@
+"""The whole-store evaluation engine agrees with the one-fact path.
+
+Generated stores: transcripts with user, assistant and tool messages (with
+and without epochs), undo/redo/clear events, and sometimes a corrupt line, a
+repeated seq or a torn tail; facts with one or more revisions whose sources
+cite spans of them with the right digest or a wrong one, sources in missing
+sessions, malformed stored sources, legacy provenance; exclusions and a
+generation.  For every fact, the row the engine (``evaluate_facts``: one
+``validate_many`` over every source, set-based reads) gives equals the row
+built from ``FactStore.get``/``revisions`` and one ``validate_source`` per
+source (the bounded one-ref read), and so do the statuses of every source.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import orjson
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from lecode_memctl.core.facts import FactStore, fact_status
+from lecode_memctl.core.factview import evaluate_facts, fact_row, iter_fact_rows
+from lecode_memctl.core import sessions as sessions_mod
+from lecode_memctl.core.layout import store_at
+from lecode_memctl.core.sessions import SessionStore
+from lecode_memctl.core.sourceref import canonical_digest
+
+SLUG = "engine-store"
+
+
+@st.composite
+def transcripts(draw: st.DrawFn) -> list[dict]:
+    """Records 1..n after the header: messages and visibility events."""
+    n = draw(st.integers(1, 30))
+    out: list[dict] = []
+    for seq in range(1, n + 1):
+        kind = draw(st.sampled_from(["user", "user", "assistant", "tool", "event"]))
+        if kind == "event" and seq > 1:
+            ev = draw(st.sampled_from(["undo", "redo", "clear", "compact"]))
+            rec: dict = {"seq": seq, "type": "event", "event": ev}
+            if ev in ("undo", "redo"):
+                first = draw(st.integers(1, seq - 1))
+                rec["target"] = [first, draw(st.integers(first, seq - 1))]
+            out.append(rec)
+            continue
+        role = "user" if kind == "event" else kind
+        rec = {"seq": seq, "type": "message", "role": role, "content": f"m{seq} event"}
+        if role != "user" and draw(st.booleans()):
+            rec["epoch"] = draw(st.integers(0, 2))
+        out.append(rec)
+    return out
+
+
+@st.composite
+def stores(draw: st.DrawFn) -> dict:
+    sessions = {f"s{i}": draw(transcripts()) for i in range(draw(st.integers(1, 3)))}
+    damage = {sid: draw(st.sampled_from([None, None, None, "corrupt", "repeat", "torn"]))
+              for sid in sessions}
+    damage_at = {sid: draw(st.integers(1, len(recs))) for sid, recs in sessions.items()}
+    names = sorted(sessions) + ["gone"]
+    facts = []
+    for i in range(draw(st.integers(1, 12))):
+        revs = []
+        for _r in range(draw(st.integers(1, 3))):
+            sid = draw(st.sampled_from(names))
+            recs = sessions.get(sid, [])
+            top = len(recs) + 2
+            lo = draw(st.integers(1, top))
+            hi = draw(st.integers(lo, min(lo + 5, top)))
+            seqs = sorted(draw(st.sets(st.integers(lo, hi), min_size=1)) | {lo, hi})
+            how = draw(st.sampled_from(["right", "right", "right", "wrong", "malformed",
+                                        "legacy"]))
+            revs.append((sid, seqs, how))
+        facts.append((f"{i:016x}", revs))
+    excluded = {sid: draw(st.sets(st.integers(1, 32), max_size=3)) for sid in sessions}
+    return {"sessions": sessions, "damage": damage, "damage_at": damage_at, "facts": facts,
+            "excluded": excluded, "generation": draw(st.integers(0, 2))}
+
+
+def _line(rec: dict) -> bytes:
+    return orjson.dumps(rec) + b"\n"
+
+
+def build(root: Path, spec: dict) -> Path:
+    store = store_at(root / SLUG)
+    store.sessions_dir.mkdir(parents=True)
+    for sid, recs in spec["sessions"].items():
+        lines = [_line({"seq": 0, "type": "session", "format": 1, "session_id": sid,
+                        "project": SLUG, "created": "2026-01-01T00:00:00Z"})]
+        lines += [_line(r) for r in recs]
+        at = spec["damage_at"][sid]
+        damage = spec["damage"][sid]
+        if damage == "corrupt":
+            lines.insert(at, b"{not json\n")
+        elif damage == "repeat":
+            lines.insert(at, lines[at])
+        elif damage == "torn":
+            lines.append(b'{"seq":%d,"type":"mess' % (len(recs) + 1))
+        (store.sessions_dir / f"{sid}.jsonl").write_bytes(b"".join(lines))
+    by_seq = {sid: {r["seq"]: r for r in recs} for sid, recs in spec["sessions"].items()}
+    with FactStore(store.facts_db) as fs:
+        fs.add("schema bootstrap")
+        db = fs._conn
+        assert db is not None
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("DELETE FROM revisions")
+        db.execute("DELETE FROM facts")
+        now = "2026-01-01T00:00:00.000Z"
+        for fid, revs in spec["facts"]:
+            db.execute("INSERT INTO facts VALUES (?, ?, ?, ?)", (fid, len(revs), now, now))
+            for n, (sid, seqs, how) in enumerate(revs, 1):
+                db.execute("INSERT INTO revisions VALUES (?, ?, ?, ?)", (fid, n, f"t {fid} {n}", now))
+                if how == "legacy":
+                    for q in seqs:
+                        db.execute("INSERT INTO provenance VALUES (?, ?, ?, ?)", (fid, n, sid, q))
+                    continue
+                span = [by_seq.get(sid, {}).get(q, {"seq": q}) for q in range(seqs[0], seqs[-1] + 1)]
+                digest = canonical_digest(span) if how != "wrong" else "0" * 64
+                raw = orjson.dumps(seqs).decode() if how != "malformed" else "[3, 1]"
+                db.execute("INSERT INTO source_refs VALUES (?, ?, ?, ?, ?)",
+                           (fid, n, sid, raw, digest))
+        for sid, seqs in spec["excluded"].items():
+            for q in seqs:
+                db.execute("INSERT INTO exclusions (session_id, seq, generation) VALUES (?, ?, 1)",
+                           (sid, q))
+        db.execute("UPDATE meta SET value = ? WHERE key = 'generation'", (spec["generation"],))
+        db.execute("COMMIT")
+    return store.path
+
+
+def one_fact_rows(fs: FactStore, sessions: SessionStore) -> list[dict]:
+    """The one-fact path: get, revisions and one bounded validate_source per source."""
+    rows = []
+    for fid in fs.fact_ids(limit=1000):
+        fact = fs.get(fid)
+        assert fact is not None
+        revs = fs.revisions(fid)
+        statuses = {r.source: sessions.validate_source(r.source, purpose="durable")
+                    for r in revs if r.source is not None}
+        rows.append(fact_row(fact, revs, statuses))
+    return rows
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(spec=stores(), own_reader=st.booleans(), gap=st.sampled_from([0, 3, 256]))
+def test_engine_agrees_with_the_one_fact_path(spec: dict, own_reader: bool, gap: int) -> None:
+    root = Path(tempfile.mkdtemp(prefix="engine-"))
+    # gap: how far apart two spans must be for the sweep to seek between them
+    # instead of reading the lines between (small: every seek path is taken)
+    saved = sessions_mod._SWEEP_GAP
+    sessions_mod._SWEEP_GAP = gap
+    try:
+        path = build(root, spec)
+        store = store_at(path)
+        with FactStore.open_readonly(store.facts_db) as fs:
+            # both exclusion readers: the open FactStore, or the store's own
+            # database read by StoreExclusions (once per evaluation)
+            sessions = SessionStore(store, exclusions=fs if own_reader else None)
+            expected = one_fact_rows(fs, sessions)
+            assert list(iter_fact_rows(fs, sessions)) == expected
+            # every source's status, and each fact's, from the engine's one call
+            for fact, revs, statuses in evaluate_facts(fs, sessions):
+                for r in revs:
+                    if r.source is not None:
+                        assert statuses[r.source] == sessions.validate_source(r.source, "durable")
+                assert fact_status(revs, statuses) == fact_status(
+                    revs, {r.source: sessions.validate_source(r.source, "durable")
+                           for r in revs if r.source is not None})
+            for sid in list(spec["sessions"]) + ["gone"]:
+                ids = fs.ids_with_evidence_in(sid)
+                got = list(iter_fact_rows(fs, sessions, session_id=sid))
+                assert [r["fact_id"] for r in got] == ids
+                assert got == [r for r in expected if r["fact_id"] in set(ids)]
+    finally:
+        sessions_mod._SWEEP_GAP = saved
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_exclusions_are_read_once_per_evaluation(tmp_path: Path, monkeypatch) -> None:
+    """SessionStore(store) without exclusions= reads facts.sqlite3 per lookup
+    (a private snapshot while a writer holds a -wal): the engine opens it once
+    for the whole evaluation, however many sessions the sources cite."""
+    spec = {"sessions": {f"s{i}": [{"seq": 1, "type": "message", "role": "user",
+                                    "content": "x"}] for i in range(5)},
+            "damage": {f"s{i}": None for i in range(5)},
+            "damage_at": {f"s{i}": 1 for i in range(5)},
+            "facts": [(f"{i:016x}", [(f"s{i}", [1], "right")]) for i in range(5)],
+            "excluded": {}, "generation": 0}
+    store = store_at(build(tmp_path, spec))
+    opens = []
+    real = FactStore.open_readonly.__func__  # type: ignore[attr-defined]
+
+    def counting(cls, path):  # noqa: ANN001, ANN202
+        opens.append(os.fspath(path))
+        return real(cls, path)
+
+    with FactStore.open_readonly(store.facts_db) as fs:
+        monkeypatch.setattr(FactStore, "open_readonly", classmethod(counting))
+        rows = list(iter_fact_rows(fs, SessionStore(store)))
+    assert [r["status"] for r in rows] == ["valid"] * 5
+    assert len(opens) == 1
+
+
+def test_a_fact_without_revisions_is_reported_where_the_listing_reaches_it(tmp_path: Path) -> None:
+    import pytest
+
+    from lecode_memctl.core.errors import StoreCorrupt
+
+    spec = {"sessions": {"s0": [{"seq": 1, "type": "message", "role": "user", "content": "x"}]},
+            "damage": {"s0": None}, "damage_at": {"s0": 1},
+            "facts": [(f"{i:016x}", [("s0", [1], "right")]) for i in (1, 3)],
+            "excluded": {}, "generation": 0}
+    store = store_at(build(tmp_path, spec))
+    with FactStore(store.facts_db) as fs:
+        assert fs._conn is not None
+        fs._conn.execute("INSERT INTO facts VALUES (?, 1, 'x', 'x')", (f"{2:016x}",))
+    with FactStore.open_readonly(store.facts_db) as fs:
+        sessions = SessionStore(store, exclusions=fs)
+        with pytest.raises(StoreCorrupt, match=f"fact {2:016x} has no revision 1"):
+            fs.get(f"{2:016x}")
+        rows = iter_fact_rows(fs, sessions)
+        assert next(rows)["fact_id"] == f"{1:016x}"
+        with pytest.raises(StoreCorrupt, match=f"fact {2:016x} has no revision 1"):
+            next(rows)

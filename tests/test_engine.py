@@ -21,9 +21,9 @@ from pathlib import Path
 import orjson
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from lecode_memctl.core import sessions as sessions_mod
 from lecode_memctl.core.facts import FactStore, fact_status
 from lecode_memctl.core.factview import evaluate_facts, fact_row, iter_fact_rows
-from lecode_memctl.core import sessions as sessions_mod
 from lecode_memctl.core.layout import store_at
 from lecode_memctl.core.sessions import SessionStore
 from lecode_memctl.core.sourceref import canonical_digest
@@ -163,7 +163,7 @@ def test_engine_agrees_with_the_one_fact_path(spec: dict, own_reader: bool, gap:
             expected = one_fact_rows(fs, sessions)
             assert list(iter_fact_rows(fs, sessions)) == expected
             # every source's status, and each fact's, from the engine's one call
-            for fact, revs, statuses in evaluate_facts(fs, sessions):
+            for _fact, revs, statuses in evaluate_facts(fs, sessions):
                 for r in revs:
                     if r.source is not None:
                         assert statuses[r.source] == sessions.validate_source(r.source, "durable")

@@ -28,7 +28,6 @@ from .sourceref import (
     status_for,
 )
 
-
 # --------------------------------------------------------------------------
 # Reports: what `memctl facts`, `recall` and `history` print (and memory_list
 # / memory_recall return).  Each returns plain data; the CLI renders it.

@@ -589,7 +589,7 @@ class _File:
             nbytes *= 2
 
 
-def _span_decision(ref: SourceRef, records: list[dict], purpose: str, excluded: frozenset[int],
+def _span_decision(ref: SourceRef, records: list[dict[str, Any]], purpose: str, excluded: frozenset[int],
                    generation: int, us: UndoState) -> SourceStatus:
     """The status of a reference whose span ``records`` were read completely
     and cleanly: the digest, then each cited position's type and visibility."""
@@ -1118,7 +1118,7 @@ class SessionStore:
                 yield self._validate_session(sid, group, purpose, once)
 
     def _validate_session(self, sid: str, refs: list[SourceRef], purpose: str,
-                          once: "_ExclusionsOnce | None" = None) -> dict[SourceRef, SourceStatus]:
+                          once: _ExclusionsOnce | None = None) -> dict[SourceRef, SourceStatus]:
         try:
             check_session_id(sid)
         except UsageError:
@@ -1166,7 +1166,7 @@ class SessionStore:
         return out
 
     def _sweep_spans(self, f: _File, refs: list[SourceRef]
-                     ) -> Iterator[tuple[SourceRef, list[dict]]]:
+                     ) -> Iterator[tuple[SourceRef, list[dict[str, Any]]]]:
         """The spans of many refs (sorted by start) from one forward read.
 
         Lines are read from the first span's start; a span's records are kept
@@ -1187,8 +1187,9 @@ class SessionStore:
             k0 = k
             lines = f.lines(f.seek_seq(items[k][0]))
             active: list[tuple[int, int, SourceRef]] = []
-            ready: list[tuple[SourceRef, list[dict]]] = []  # read; the next line must not repeat a seq
-            buf: dict[int, dict] = {}
+            # read spans: decided once the next line shows no repeated seq
+            ready: list[tuple[SourceRef, list[dict[str, Any]]]] = []
+            buf: dict[int, dict[str, Any]] = {}
             min_end = -1
             expect = items[k][0]
             for _off, line in lines:

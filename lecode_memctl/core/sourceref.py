@@ -183,8 +183,8 @@ class SessionReader(Protocol):
     def validate_many(self, refs: Iterable[SourceRef], purpose: str = "durable"
                       ) -> dict[SourceRef, SourceStatus]: ...
 
-    def validate_sessions(self, groups: Iterable[tuple[str, list["SourceRef"]]],
-                          purpose: str = "durable") -> Iterator[dict["SourceRef", "SourceStatus"]]: ...
+    def validate_sessions(self, groups: Iterable[tuple[str, list[SourceRef]]],
+                          purpose: str = "durable") -> Iterator[dict[SourceRef, SourceStatus]]: ...
 
 
 class NoExclusions:

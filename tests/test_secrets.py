@@ -207,3 +207,31 @@ def test_another_applications_database_still_scanned_raw(planted):
     assert r.exit_code == 1 and doc["projects"][0]["unreadable"] == 1
     assert any(f["kind"] == "database" and f["detector"] == "github-token" for f in doc["findings"])
     assert tree_hash(planted.store) == before
+
+
+def test_a_long_token_is_found_whole(planted):
+    """Issue 14.3: detect-secrets' JWT pattern stops after the payload (the
+    signature was neither counted nor redacted); GitHub, Stripe, OpenAI and
+    Discord patterns stop at a fixed length; a detector's second pattern (the
+    Slack webhook, AWS's quoted secret key) was never used for the span.  The
+    finding is the whole token: its hash and length are the planted value's."""
+    from lecode_memctl.core.secrets import value_hash
+
+    values = secretstore.plant_long_tokens(planted, seed=5)
+    doc = orjson.loads(secrets_cli(planted, "--json").stdout_bytes)
+    found = {(f["hash"], f["length"]) for f in doc["findings"] if f["file"] == "MEMORY.md"}
+    missing = {name: len(v) for name, v in values.items() if (value_hash(v), len(v)) not in found}
+    assert missing == {}
+    assert sum(f["file"] == "MEMORY.md" for f in doc["findings"]) == len(values)
+
+
+def test_a_span_never_ends_inside_a_token():
+    """Each planted value scanned alone in a line: one hit, exactly the value."""
+    from lecode_memctl.core.secrets import Detector
+
+    det = Detector()
+    for name, (line, value) in secretstore.long_tokens(seed=9).items():
+        text = f"see {line} then stop.\n"
+        hits = det.scan(text)
+        got = [text[h.start:h.end] for h in hits]
+        assert got == [value], (name, [len(g) for g in got], len(value))

@@ -35,6 +35,7 @@ import mmap
 import os
 import re
 import stat
+import string
 from collections.abc import Iterable, Iterator
 from dataclasses import InitVar, dataclass, field
 from typing import Any
@@ -300,7 +301,8 @@ class Detector:
                 continue
             if self._filtered(plugin, v, line):
                 continue
-            yield from ((base + s, base + e) for s, e in _value_spans(plugin, line, v))
+            for s, e in _value_spans(plugin, line, v):
+                yield base + s, token_end(text, base + s, base + e, name)
 
 
 def _windows(line: str) -> Iterator[tuple[int, str]]:
@@ -318,25 +320,53 @@ def _value_spans(plugin: Any, line: str, value: str) -> Iterator[tuple[int, int]
     """Where ``value`` (what the plugin reported) is in ``line``.  A regex
     detector may report only a capture group that is a prefix of the token
     (detect-secrets' GitHub pattern captures ``ghp``): then the whole match
-    of its pattern is the secret."""
+    of its pattern is the secret.  Every pattern of the plugin is tried (the
+    Slack webhook and AWS's quoted secret key are second patterns); the
+    plain text search is the fallback."""
+    found = False
     for rx in getattr(plugin, "denylist", ()) or ():
         if not isinstance(rx, re.Pattern):
             continue
         for m in rx.finditer(line):
             whole = m.group(0)
             if value == whole:
+                found = True
                 yield m.span()
             elif value in m.groups():
+                found = True
                 gi = m.groups().index(value) + 1
                 if len(value) < 8 and m.span(gi)[0] == m.start():
                     yield m.span()           # a prefix group: the token is the match
                 else:
                     yield m.span(gi)
+    if found:
         return
     start = line.find(value)
     while start >= 0:
         yield start, start + len(value)
         start = line.find(value, start + len(value))
+
+
+# The characters a credential token goes on with after a detector's pattern
+# stopped (issue 14.3): base64url, plus the punctuation a value of that shape
+# holds.  A JWT goes on over all its three parts (header.payload.signature).
+_TOKEN_CHARS = frozenset(string.ascii_letters + string.digits + "-_")
+_TOKEN_PUNCT = "+/=."
+_TOKEN_CHARS_BY_PLUGIN = {"JwtTokenDetector": _TOKEN_CHARS | frozenset(_TOKEN_PUNCT)}
+
+
+def token_end(text: str, start: int, end: int, plugin_name: str = "") -> int:
+    """Where the token that ``text[start:end]`` (a detector's value) begins
+    ends: detect-secrets' patterns have fixed lengths (GitHub, Stripe,
+    Discord, OpenAI) or stop early (a JWT's signature), so the value may be a
+    prefix of a longer token of the same characters; all of it is the secret."""
+    chars = _TOKEN_CHARS_BY_PLUGIN.get(plugin_name)
+    if chars is None:
+        chars = _TOKEN_CHARS | frozenset(c for c in _TOKEN_PUNCT if c in text[start:end])
+    n = len(text)
+    while end < n and text[end] in chars:
+        end += 1
+    return end
 
 
 def _pem_span(text: str, base: int) -> tuple[int, int] | None:

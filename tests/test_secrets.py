@@ -142,14 +142,14 @@ def test_unreadable_file_fails_the_audit(planted, monkeypatch):
     from lecode_memctl.core import secrets as core_secrets
 
     (planted.store / "notes" / "locked.md").write_text("nothing\n")
-    real = core_secrets._read_nofollow
+    real = core_secrets.read_regular
 
     def fake(path):
         if path.endswith("locked.md"):
             raise PermissionError(errno.EACCES, "Permission denied")
         return real(path)
 
-    monkeypatch.setattr(core_secrets, "_read_nofollow", fake)
+    monkeypatch.setattr(core_secrets, "read_regular", fake)
     before = tree_hash(planted.store)
     doc = orjson.loads(secrets_cli(planted, "--json", "--jobs", "1").stdout_bytes)
     assert doc["projects"][0]["unreadable"] == 1 and doc["ok"] is False

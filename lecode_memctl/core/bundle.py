@@ -47,8 +47,18 @@ import orjson
 
 from .atomic import O_NONBLOCK, open_nofollow, write_all
 from .errors import Conflict, MemctlError, NotFound, StoreCorrupt, StoreWriteError, UsageError
-from .layout import DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, SESSIONS_DIR, Store
+from .layout import (
+    DAILY_DIR,
+    FACTS_DB,
+    MEMORY_FILE,
+    NOTES_DIR,
+    SCRATCHPAD_FILE,
+    SESSIONS_DIR,
+    Store,
+    session_file_id,
+)
 from .markdown import is_note_file
+from .sessions import LOCK_SUFFIX
 
 BUNDLE_FORMAT = "memctl-bundle"
 BUNDLE_VERSION = 1
@@ -58,7 +68,6 @@ MANIFEST_MAX_BYTES = 256 << 20
 CHUNK = 1 << 20
 
 _DAILY_RE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}\.md$")
-_SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}\.jsonl$")
 # Fields of the validate summary that describe the run, not the store.
 _RUN_FIELDS = ("store", "started", "finished", "duration_seconds", "transcript_bytes_read")
 # Fields of a `memctl facts` row that the manifest keeps (the text is in the database).
@@ -163,9 +172,9 @@ def _classify(rel_dir: str, name: str, with_backups: bool) -> str | None:
     elif rel_dir == NOTES_DIR:
         ok = is_note_file(base)
     elif rel_dir == SESSIONS_DIR:
-        if name.endswith(".lock") and _SESSION_RE.match(name[:-5] + ".jsonl"):
+        if session_file_id(name, LOCK_SUFFIX) is not None:
             return "lock"
-        return None if _SESSION_RE.match(name) else "not_in_layout"
+        return None if session_file_id(name) is not None else "not_in_layout"
     else:  # pragma: no cover - callers pass the layout's directories only
         return "not_in_layout"
     if not ok:

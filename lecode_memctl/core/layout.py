@@ -83,8 +83,17 @@ def session_ids(sessions_dir: str | os.PathLike[str]) -> list[str]:
         names = os.listdir(sessions_dir)
     except OSError:
         return []
-    return sorted(n[:-len(SESSION_SUFFIX)] for n in names
-                  if n.endswith(SESSION_SUFFIX) and SESSION_ID_RE.match(n[:-len(SESSION_SUFFIX)]))
+    return sorted(sid for sid in map(session_file_id, names) if sid is not None)
+
+
+def session_file_id(name: str, suffix: str = SESSION_SUFFIX) -> str | None:
+    """The session id of a ``sessions/`` entry named ``<id><suffix>`` (the
+    transcript ``.jsonl`` or, with ``suffix=".lock"``, its lock) when ``<id>``
+    has the valid syntax; None for any other name."""
+    if not name.endswith(suffix):
+        return None
+    sid = name[:-len(suffix)]
+    return sid if SESSION_ID_RE.match(sid) else None
 
 
 def looks_like_slug(name: str) -> bool:

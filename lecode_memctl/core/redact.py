@@ -38,9 +38,10 @@ from typing import Any
 
 import orjson
 
+from .atomic import read_regular
 from .errors import Conflict, StoreBusy, StoreCorrupt, StoreWriteError
 from .layout import FACTS_DB, Store
-from .secrets import KIND_DATABASE, KIND_FACT, KIND_FILE, KIND_TRANSCRIPT, Finding, _read_nofollow
+from .secrets import KIND_DATABASE, KIND_FACT, KIND_FILE, KIND_TRANSCRIPT, Finding
 
 BUSY_TIMEOUT = 5.0
 
@@ -213,7 +214,7 @@ def plan_redaction(store: Store, findings: Iterable[Finding]) -> RedactPlan:
     for name in transcripts:
         rel = "sessions/" + name
         try:
-            data = _read_nofollow(os.path.join(sessions_dir, name))
+            data = read_regular(os.path.join(sessions_dir, name))
         except OSError:
             continue
         sid = name[:-len(".jsonl")]
@@ -241,7 +242,7 @@ def plan_redaction(store: Store, findings: Iterable[Finding]) -> RedactPlan:
         if kind != KIND_FILE:
             continue
         try:
-            data = _read_nofollow(os.path.join(root, rel))
+            data = read_regular(os.path.join(root, rel))
         except OSError:
             continue
         _new, n = _replace_bytes(data, plan._values)
@@ -354,7 +355,7 @@ def apply_redaction(store: Store, plan: RedactPlan) -> RedactResult:
         for change in plan.files:
             path = os.path.join(root, change.file)
             try:
-                data = _read_nofollow(path)
+                data = read_regular(path)
             except FileNotFoundError:
                 continue
             except OSError as exc:

@@ -42,6 +42,7 @@ from typing import Any
 
 import orjson
 
+from .atomic import open_nofollow, read_regular
 from .errors import MemctlError, UsageError
 from .layout import FACTS_DB, SESSIONS_DIR, Store
 
@@ -54,7 +55,6 @@ MIN_RAW_STRING = 8            # printable runs shorter than this in database pag
 _RAW_STRING = re.compile(rb"[\t\n\r\x20-\x7e\x80-\xff]{%d,}" % MIN_RAW_STRING)
 _PEM_BEGIN = re.compile(r"-----BEGIN[ A-Z0-9]*PRIVATE KEY[ A-Z]*-----")
 _PEM_END = re.compile(r"-----END[ A-Z0-9]*PRIVATE KEY[ A-Z]*-----")
-_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 KIND_TRANSCRIPT = "transcript"
 KIND_FILE = "file"
@@ -389,23 +389,6 @@ def _pem_span(text: str, base: int) -> tuple[int, int] | None:
 # Scanning a store
 
 
-def _read_nofollow(path: str) -> bytes:
-    fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(0, "not a regular file")
-        chunks = []
-        while True:
-            b = os.read(fd, 1 << 20)
-            if not b:
-                break
-            chunks.append(b)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
 def is_transcript(rel: str) -> bool:
     parts = rel.split("/")
     return len(parts) == 2 and parts[0] == SESSIONS_DIR and parts[1].endswith(".jsonl")
@@ -546,7 +529,7 @@ class Scanner:
     def _database(self, rel: str, path: str, live: set[str]) -> None:
         """Printable strings of the raw pages (a value already reported in a
         live fact text is not reported again: it is the same text)."""
-        fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        fd = open_nofollow(path)
         try:
             size = os.fstat(fd).st_size
             self.report.files_scanned += 1
@@ -587,7 +570,7 @@ def scan_file(detector: Detector, root: str, rel: str) -> FileScan:
     """One transcript or text file of a store."""
     out = FileScan(rel)
     try:
-        data = _read_nofollow(os.path.join(root, rel))
+        data = read_regular(os.path.join(root, rel))
     except OSError as exc:
         out.error = exc.strerror or str(exc)
         return out

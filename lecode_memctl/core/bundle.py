@@ -38,6 +38,7 @@ import tarfile
 import tempfile
 import time
 import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -101,6 +102,25 @@ def _open_regular(path: Path) -> tuple[int, os.stat_result] | None:
     return fd, st
 
 
+def _pump(read: Callable[[int], bytes], out: int, what: str, size: int | None = None
+          ) -> Iterator[bytes]:
+    """Copy what ``read(n)`` gives, ``CHUNK`` bytes at a time, into the open
+    file ``out`` until end of file (or ``size`` bytes), yielding each chunk
+    once written.  Reading errors are the caller's (OSError); a failing write
+    is StoreWriteError (exit 7) ``"<what>: <strerror>"``."""
+    done = 0
+    while size is None or done < size:
+        chunk = read(CHUNK if size is None else min(CHUNK, size - done))
+        if not chunk:
+            return
+        done += len(chunk)
+        try:
+            write_all(out, chunk)
+        except OSError as exc:
+            raise StoreWriteError(f"{what}: {exc.strerror}") from None
+        yield chunk
+
+
 def _copy_out(fd: int, size: int, dest: Path, *, whole_records: bool) -> int:
     """Copy the first ``size`` bytes of ``fd`` into the new file ``dest``; with
     ``whole_records``, only up to the last ``\\n`` (a transcript's torn tail is
@@ -114,16 +134,9 @@ def _copy_out(fd: int, size: int, dest: Path, *, whole_records: bool) -> int:
                               f"{exc.strerror}") from None
     kept = done = 0
     try:
-        while done < size:
-            chunk = os.read(fd, min(CHUNK, size - done))
-            if not chunk:
-                break
+        for chunk in _pump(lambda n: os.read(fd, n), out,
+                           f"cannot stage {dest.name} in a temporary directory", size):
             done += len(chunk)
-            try:
-                write_all(out, chunk)
-            except OSError as exc:
-                raise StoreWriteError(f"cannot stage {dest.name} in a temporary directory: "
-                                      f"{exc.strerror}") from None
             if whole_records:
                 nl = chunk.rfind(b"\n")
                 if nl >= 0:
@@ -667,17 +680,10 @@ class _Unpacker:
         h = hashlib.sha256()
         n = 0
         try:
-            while True:
-                chunk = src.read(CHUNK)   # read errors: the archive's (callers report them)
-                if not chunk:
-                    break
+            # read errors: the archive's (callers report them)
+            for chunk in _pump(src.read, fd, f"cannot unpack {name} into a temporary directory"):
                 h.update(chunk)
                 n += len(chunk)
-                try:
-                    write_all(fd, chunk)
-                except OSError as exc:
-                    raise StoreWriteError(f"cannot unpack {name} into a temporary directory: "
-                                          f"{exc.strerror}") from None
         finally:
             os.close(fd)
         return n, h.hexdigest()

@@ -41,7 +41,7 @@ import orjson
 from .atomic import read_regular
 from .errors import Conflict, StoreBusy, StoreCorrupt, StoreWriteError
 from .layout import FACTS_DB, Store
-from .secrets import KIND_DATABASE, KIND_FACT, KIND_FILE, KIND_TRANSCRIPT, Finding
+from .secrets import KIND_DATABASE, KIND_FACT, KIND_FILE, KIND_TRANSCRIPT, Finding, json_object
 
 BUSY_TIMEOUT = 5.0
 
@@ -159,13 +159,7 @@ def rewrite_transcript(data: bytes, values: Mapping[str, str]) -> tuple[bytes, l
         if not any(f in piece for _v, fs in forms for f in fs):
             out.append(piece)
             continue
-        rec = None
-        try:
-            obj = orjson.loads(piece)
-            if isinstance(obj, dict):
-                rec = obj
-        except orjson.JSONDecodeError:
-            pass
+        rec = json_object(piece)
         if rec is not None:
             rec, n = _replace_leaves(rec, values)
             new = orjson.dumps(rec)
@@ -226,11 +220,8 @@ def plan_redaction(store: Store, findings: Iterable[Finding]) -> RedactPlan:
         if True:  # compactions and generated messages: the impact on facts
             for line in data.split(b"\n"):
                 if b'"compact"' in line or b'"epoch"' in line or b'"synthetic"' in line:
-                    try:
-                        rec = orjson.loads(line)
-                    except orjson.JSONDecodeError:
-                        continue
-                    if not isinstance(rec, dict):
+                    rec = json_object(line)
+                    if rec is None:
                         continue
                     if rec.get("type") == "event" and rec.get("event") == "compact":
                         compacts.append((sid, rec))

@@ -584,6 +584,15 @@ def scan_file(detector: Detector, root: str, rel: str) -> FileScan:
     return out
 
 
+def json_object(line: bytes) -> dict[str, Any] | None:
+    """A transcript line parsed, when it is a JSON object; None otherwise."""
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
 def _transcript_hits(detector: Detector, rel: str, data: bytes, hits: list[Any]) -> None:
     from .grep import string_leaves
 
@@ -597,13 +606,7 @@ def _transcript_hits(detector: Detector, rel: str, data: bytes, hits: list[Any])
         line = data[pos:end]
         lineno += 1
         pos = end + 1
-        rec = None
-        try:
-            obj = orjson.loads(line)
-            if isinstance(obj, dict):
-                rec = obj
-        except orjson.JSONDecodeError:
-            pass
+        rec = json_object(line)
         if rec is not None and nl >= 0:
             seq = rec.get("seq") if isinstance(rec.get("seq"), int) else None
             for jpath, s in string_leaves(rec, "$"):

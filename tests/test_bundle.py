@@ -24,23 +24,16 @@ from pathlib import Path
 import orjson
 import pytest
 
-from lecode_memctl.core.demo import build_demo
-
+from .builders import copy_demo
 from .conftest import run_cli, run_proc, tree_hash
 from .test_audit import build_planted
 
 
-@pytest.fixture(scope="module")
-def demo_template(tmp_path_factory):
-    return build_demo(tmp_path_factory.mktemp("bundle") / "demo")
-
-
 @pytest.fixture
 def demo(demo_template, tmp_path) -> Path:
-    """A private copy of the demo store (a real store directory name)."""
-    dst = tmp_path / "demo-copy" / demo_template.store.slug
-    shutil.copytree(demo_template.store.path, dst, symlinks=True)
-    return dst
+    """A private copy of the demo (conftest's, built once per run) with its
+    config dir; the store directory is named by its slug, as a real store."""
+    return copy_demo(demo_template, tmp_path / "demo-copy")
 
 
 @pytest.fixture

@@ -587,3 +587,28 @@ def test_duplicate_member(bundle):
     code, doc = verify(bundle)
     assert code == 1
     assert ("duplicate", "store/MEMORY.md") in kinds(doc)
+
+
+def test_a_differing_fact_field_prints_both_values(bundle):
+    """Issue 15.3: a fact row that differs from the manifest only in a field
+    other than the status printed the same status on both sides ("about_revision
+    differ: now stale (...), at export stale (...)"): each differing field is
+    named with its value now and at export."""
+    import hashlib
+
+    from lecode_memctl.core.bundle import canonical
+
+    ms = _members(bundle)
+    doc = orjson.loads(ms[0][1])
+    row = next(r for r in doc["facts"]["rows"] if r["status"] == "stale")
+    now = row["about_revision"]
+    row["about_revision"] = 9999
+    del doc["digest"]
+    doc["digest"] = hashlib.sha256(canonical(doc)).hexdigest()
+    ms[0] = (ms[0][0], canonical(doc) + b"\n")
+    _rewrite(bundle, ms)
+    code, v = verify(bundle)
+    assert code == 1
+    (detail,) = [p["detail"] for p in v["problems"] if p["kind"] == "facts"]
+    assert detail == (f"fact {row['fact_id']}: about_revision now {orjson.dumps(now).decode()}, "
+                      "at export 9999")

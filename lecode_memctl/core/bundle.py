@@ -905,10 +905,10 @@ def _compare_audit(got: dict[str, Any], manifest: dict[str, Any], rep: VerifyRep
         elif g is None:
             rep.add("facts", None, f"fact {fid}: in the manifest, not in the database")
         else:
-            diff = [k for k in FACT_FIELDS if g.get(k) != w.get(k)]
-            rep.add("facts", None, f"fact {fid}: {', '.join(diff)} differ: now "
-                    f"{g.get('status')} ({g.get('reason')}), at export {w.get('status')} "
-                    f"({w.get('reason')})")
+            diff = [k for k in FACT_FIELDS if g.get(k) != w.get(k)] or \
+                [k for k in sorted(set(g) | set(w), key=str) if g.get(k) != w.get(k)]
+            rep.add("facts", None, f"fact {fid}: " + "; ".join(
+                f"{k} now {_short(g.get(k))}, at export {_short(w.get(k))}" for k in diff))
     rep.facts = rows
 
 

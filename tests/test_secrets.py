@@ -235,3 +235,27 @@ def test_a_span_never_ends_inside_a_token():
         hits = det.scan(text)
         got = [text[h.start:h.end] for h in hits]
         assert got == [value], (name, [len(g) for g in got], len(value))
+
+
+def test_a_long_token_in_a_fact_is_reported_once(planted):
+    """A fact's text runs on into the next column's bytes in the raw database
+    pages (no separator): the whole-token rule does not apply there, and the
+    value, which is the live fact's, is not reported again as a database hit."""
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.secrets import value_hash
+    from lecode_memctl.core.sessions import SessionStore
+    from lecode_memctl.core.sourceref import SourceRef, canonical_digest
+
+    toks = secretstore.long_tokens(seed=4)
+    fs = FactStore(planted.store / "facts.sqlite3")
+    ss = SessionStore(store_at(planted.store), exclusions=fs)
+    ref = SourceRef("s-other", (1,), canonical_digest(ss.records("s-other", 1, 1)))
+    for name in ("ghp", "stripe", "jwt"):
+        fs.add(f"The {name} token is {toks[name][1]}", ref=ref)
+    fs.close()
+    doc = orjson.loads(secrets_cli(planted, "--json").stdout_bytes)
+    hashes = {value_hash(toks[n][1]) for n in ("ghp", "stripe", "jwt")}
+    facts = [f for f in doc["findings"] if f["kind"] == "fact" and f["hash"] in hashes]
+    assert len(facts) == 3
+    assert [f for f in doc["findings"] if f["kind"] == "database"] == []

@@ -253,9 +253,12 @@ class Detector:
             return True
         return bool(h.is_likely_id_string(secret, line, plugin))
 
-    def scan(self, text: str, filename: str = "memory.txt") -> list[Hit]:
+    def scan(self, text: str, filename: str = "memory.txt", *, whole_tokens: bool = True
+             ) -> list[Hit]:
         """Non-overlapping hits in ``text`` (offsets in characters), specific
-        detectors first."""
+        detectors first.  ``whole_tokens``: a hit runs to the end of its token
+        (:func:`token_end`); off for raw database pages, where a record's
+        next column follows its text with no separator."""
         cands: list[tuple[int, int, int, str]] = []   # (priority, start, end, slug)
         pos = 0
         for line in text.split("\n"):
@@ -263,7 +266,8 @@ class Detector:
                 for wstart, window in _windows(line):
                     base = pos + wstart
                     for prio, plugin in enumerate(self.plugins):
-                        for s, e in self._plugin_spans(plugin, window, filename, text, base):
+                        for s, e in self._plugin_spans(plugin, window, filename, text, base,
+                                                         whole_tokens):
                             cands.append((prio, s, e, detector_slug(plugin.secret_type)))
             pos += len(line) + 1
         cands.sort()
@@ -275,8 +279,8 @@ class Detector:
         taken.sort(key=lambda h: h.start)
         return taken
 
-    def _plugin_spans(self, plugin: Any, line: str, filename: str, text: str, base: int
-                      ) -> Iterator[tuple[int, int]]:
+    def _plugin_spans(self, plugin: Any, line: str, filename: str, text: str, base: int,
+                      whole_tokens: bool = True) -> Iterator[tuple[int, int]]:
         if type(plugin).__name__ == "KeywordDetector" and self._keyword_gate.search(line.lower()) is None:
             return
         try:
@@ -302,7 +306,8 @@ class Detector:
             if self._filtered(plugin, v, line):
                 continue
             for s, e in _value_spans(plugin, line, v):
-                yield base + s, token_end(text, base + s, base + e, name)
+                yield base + s, (token_end(text, base + s, base + e, name) if whole_tokens
+                                 else base + e)
 
 
 def _windows(line: str) -> Iterator[tuple[int, str]]:
@@ -541,9 +546,9 @@ class Scanner:
                 for m in _RAW_STRING.finditer(mm):
                     raw = m.group(0)
                     text = raw.decode("utf-8", "surrogateescape")
-                    for hit in self.detector.scan(text, "database.txt"):
+                    for hit in self.detector.scan(text, "database.txt", whole_tokens=False):
                         value = text[hit.start:hit.end]
-                        if value in live or value in seen:
+                        if value in seen or any(v.startswith(value) for v in live):
                             continue
                         seen.add(value)
                         off = m.start() + len(text[:hit.start].encode("utf-8", "surrogateescape"))

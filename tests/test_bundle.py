@@ -536,22 +536,31 @@ def test_export_to_stdout(demo, tmp_path):
     assert verify(out)[0] == 0
 
 
-def test_manifest_rewritten_with_other_statuses(bundle):
-    """A manifest edited and re-digested (hashes intact) still disagrees with
-    the audit verify recomputes: each difference is named."""
+def _manifest(bundle: Path) -> dict:
+    return orjson.loads(_members(bundle)[0][1])
+
+
+def _put_manifest(bundle: Path, doc: dict) -> None:
+    """Write ``doc`` as the bundle's manifest, re-digested (hashes intact)."""
     import hashlib
 
     from lecode_memctl.core.bundle import canonical
 
     ms = _members(bundle)
-    doc = orjson.loads(ms[0][1])
-    row = next(r for r in doc["facts"]["rows"] if r["status"] == "stale")
-    row["status"], row["reason"] = "valid", None
-    doc["validate"]["by_code"] = {}
-    del doc["digest"]
+    doc.pop("digest", None)
     doc["digest"] = hashlib.sha256(canonical(doc)).hexdigest()
     ms[0] = (ms[0][0], canonical(doc) + b"\n")
     _rewrite(bundle, ms)
+
+
+def test_manifest_rewritten_with_other_statuses(bundle):
+    """A manifest edited and re-digested (hashes intact) still disagrees with
+    the audit verify recomputes: each difference is named."""
+    doc = _manifest(bundle)
+    row = next(r for r in doc["facts"]["rows"] if r["status"] == "stale")
+    row["status"], row["reason"] = "valid", None
+    doc["validate"]["by_code"] = {}
+    _put_manifest(bundle, doc)
     code, v = verify(bundle)
     assert code == 1
     assert {k for k, _p in kinds(v)} == {"facts", "validate"}, v["problems"]
@@ -594,19 +603,11 @@ def test_a_differing_fact_field_prints_both_values(bundle):
     other than the status printed the same status on both sides ("about_revision
     differ: now stale (...), at export stale (...)"): each differing field is
     named with its value now and at export."""
-    import hashlib
-
-    from lecode_memctl.core.bundle import canonical
-
-    ms = _members(bundle)
-    doc = orjson.loads(ms[0][1])
+    doc = _manifest(bundle)
     row = next(r for r in doc["facts"]["rows"] if r["status"] == "stale")
     now = row["about_revision"]
     row["about_revision"] = 9999
-    del doc["digest"]
-    doc["digest"] = hashlib.sha256(canonical(doc)).hexdigest()
-    ms[0] = (ms[0][0], canonical(doc) + b"\n")
-    _rewrite(bundle, ms)
+    _put_manifest(bundle, doc)
     code, v = verify(bundle)
     assert code == 1
     (detail,) = [p["detail"] for p in v["problems"] if p["kind"] == "facts"]

@@ -48,18 +48,10 @@ import orjson
 
 from .atomic import O_NONBLOCK, open_nofollow, write_all
 from .errors import Conflict, MemctlError, NotFound, StoreCorrupt, StoreWriteError, UsageError
-from .layout import (
-    DAILY_DIR,
-    FACTS_DB,
-    MEMORY_FILE,
-    NOTES_DIR,
-    SCRATCHPAD_FILE,
-    SESSIONS_DIR,
-    Store,
-    session_file_id,
-)
+from .layout import DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, SESSIONS_DIR, Store
 from .markdown import is_note_file
 from .sessions import LOCK_SUFFIX
+from .sourceref import session_file_id
 
 BUNDLE_FORMAT = "memctl-bundle"
 BUNDLE_VERSION = 1

@@ -14,19 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import open_nofollow, read_all
-from ..layout import (
-    DAILY_DIR,
-    FACTS_DB,
-    MEMORY_FILE,
-    NOTES_DIR,
-    SCRATCHPAD_FILE,
-    SESSIONS_DIR,
-    Store,
-    session_file_id,
-)
+from ..layout import DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, SESSIONS_DIR, Store
 from ..markdown import is_note_file
 from ..sessions import LOCK_SUFFIX
-from ..sourceref import SourceRef, status_for
+from ..sourceref import SourceRef, session_file_id, status_for
 from .codes import CODES, Finding, Progress, Summary
 from .facts import check_db_and_facts, current_generation, fact_findings
 from .transcripts import READ_CHUNK, run_jobs

@@ -103,3 +103,60 @@ def build(base: Path, seed: int | None = None) -> Planted:
     write(st, note_target("keys"), f"# keys\n\n{pem}\n")
     write(st, note_target("keys"), f"# keys\n\n{pem}\n\nrotated: no\n")   # .bak keeps the key
     return p
+
+
+def _b64url_json(obj: dict[str, str]) -> str:
+    import base64
+    import json
+
+    return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
+
+
+def long_tokens(seed: int | None = None) -> dict[str, tuple[str, str]]:
+    """Credentials in their longer real-world shapes, each longer than what
+    detect-secrets' own pattern matches (or than its first pattern): name ->
+    (line holding it, the value that must go whole).  Random per seed."""
+    rng = random.Random(seed)
+    alnum = string.ascii_letters + string.digits
+    b64url = alnum + "-_"
+    jwt = ".".join((_b64url_json({"alg": "HS256", "typ": "JWT"}),
+                    _b64url_json({"sub": _rand(rng, string.digits, 10), "name": _rand(rng, alnum, 12)}),
+                    _rand(rng, alnum, 20) + "_" + _rand(rng, b64url, 22)))
+    aws_secret = _rand(rng, alnum + "/+", 40)
+    ghp = "ghp_" + _rand(rng, alnum, 52)
+    slack = f"xoxb-{_rand(rng, string.digits, 12)}-{_rand(rng, string.digits, 13)}-{_rand(rng, alnum, 24)}"
+    hook = (f"https://hooks.slack.com/services/T{_rand(rng, alnum, 10)}/B{_rand(rng, alnum, 10)}/"
+            f"{_rand(rng, alnum, 24)}")
+    password = _rand(rng, alnum, 10) + "-" + _rand(rng, alnum, 6) + "." + _rand(rng, alnum, 6)
+    stripe = "sk_live_" + _rand(rng, alnum, 99)
+    openai = "sk-proj-" + _rand(rng, b64url, 40) + _rand(rng, alnum, 20) + "T3BlbkFJ" + \
+        _rand(rng, alnum, 20) + _rand(rng, b64url, 40) + _rand(rng, alnum, 1)
+    discord = "M" + _rand(rng, alnum, 25) + "." + _rand(rng, b64url, 6) + "." + _rand(rng, alnum, 38)
+    body = "\n".join(_rand(rng, alnum + "+/", 70) for _ in range(6))
+    ssh = f"-----BEGIN OPENSSH PRIVATE KEY-----\n{body}\n-----END OPENSSH PRIVATE KEY-----"
+    return {
+        "jwt": (f"AUTH={jwt}", jwt),
+        "aws_secret": (f'aws_secret_access_key = "{aws_secret}"', aws_secret),
+        "ghp": (f"GH_TOKEN={ghp}", ghp),
+        "slack": (f"bot token {slack} (rotate monthly)", slack),
+        "slack_hook": (f"alerts go to {hook}", hook),
+        "password": (f"db is mysql://deploy:{password}@db.internal:3306/app", password),
+        "stripe": (f"STRIPE={stripe}", stripe),
+        "openai": (f"OPENAI_API_KEY={openai}", openai),
+        "discord": (f"discord: {discord}", discord),
+        "ssh_key": (ssh, ssh),
+    }
+
+
+def plant_long_tokens(p: Planted, seed: int | None = None) -> dict[str, str]:
+    """Append :func:`long_tokens` to the store's MEMORY.md; name -> value."""
+    toks = long_tokens(seed)
+    md = p.store / "MEMORY.md"
+    old = md.read_text() if md.exists() else "# Memory\n"
+    md.write_text(old + "\n" + "".join(f"{line}\n\n" for line, _v in toks.values()))
+    return {name: v for name, (_line, v) in toks.items()}
+
+
+def chunks(value: str, n: int = 8) -> set[str]:
+    """Every ``n``-character piece of ``value`` (any longer piece holds one)."""
+    return {value[i:i + n] for i in range(len(value) - n + 1)}

@@ -24,24 +24,18 @@ from pathlib import Path
 import orjson
 import pytest
 
-from lecode_memctl.core.demo import build_demo
 from lecode_memctl.core.rowmodel import FACT_CHECK, FINDING, PROBLEM, SCHEMA_VERSION
 
+from .builders import copy_demo
 from .conftest import run_cli, run_proc, tree_hash
 from .test_audit import build_planted
 
 
-@pytest.fixture(scope="module")
-def demo_template(tmp_path_factory):
-    return build_demo(tmp_path_factory.mktemp("bundle") / "demo")
-
-
 @pytest.fixture
 def demo(demo_template, tmp_path) -> Path:
-    """A private copy of the demo store (a real store directory name)."""
-    dst = tmp_path / "demo-copy" / demo_template.store.slug
-    shutil.copytree(demo_template.store.path, dst, symlinks=True)
-    return dst
+    """A private copy of the demo (conftest's, built once per run) with its
+    config dir; the store directory is named by its slug, as a real store."""
+    return copy_demo(demo_template, tmp_path / "demo-copy")
 
 
 @pytest.fixture
@@ -551,22 +545,31 @@ def test_export_to_stdout(demo, tmp_path):
     assert verify(out)[0] == 0
 
 
-def test_manifest_rewritten_with_other_statuses(bundle):
-    """A manifest edited and re-digested (hashes intact) still disagrees with
-    the audit verify recomputes: each difference is named."""
+def _manifest(bundle: Path) -> dict:
+    return orjson.loads(_members(bundle)[0][1])
+
+
+def _put_manifest(bundle: Path, doc: dict) -> None:
+    """Write ``doc`` as the bundle's manifest, re-digested (hashes intact)."""
     import hashlib
 
     from lecode_memctl.core.bundle import canonical
 
     ms = _members(bundle)
-    doc = orjson.loads(ms[0][1])
-    row = next(r for r in doc["facts"]["rows"] if r["status"] == "stale")
-    row["status"], row["reason"] = "valid", None
-    doc["validate"]["by_code"] = {}
-    del doc["digest"]
+    doc.pop("digest", None)
     doc["digest"] = hashlib.sha256(canonical(doc)).hexdigest()
     ms[0] = (ms[0][0], canonical(doc) + b"\n")
     _rewrite(bundle, ms)
+
+
+def test_manifest_rewritten_with_other_statuses(bundle):
+    """A manifest edited and re-digested (hashes intact) still disagrees with
+    the audit verify recomputes: each difference is named."""
+    doc = _manifest(bundle)
+    row = next(r for r in doc["facts"]["rows"] if r["status"] == "stale")
+    row["status"], row["reason"] = "valid", None
+    doc["validate"]["by_code"] = {}
+    _put_manifest(bundle, doc)
     code, v = verify(bundle)
     assert code == 1
     assert {k for k, _p in kinds(v)} == {"facts", "validate"}, v["problems"]
@@ -602,3 +605,20 @@ def test_duplicate_member(bundle):
     code, doc = verify(bundle)
     assert code == 1
     assert ("duplicate", "store/MEMORY.md") in kinds(doc)
+
+
+def test_a_differing_fact_field_prints_both_values(bundle):
+    """Issue 15.3: a fact row that differs from the manifest only in a field
+    other than the status printed the same status on both sides ("about_revision
+    differ: now stale (...), at export stale (...)"): each differing field is
+    named with its value now and at export."""
+    doc = _manifest(bundle)
+    row = next(r for r in doc["facts"]["rows"] if r["status"] == "stale")
+    now = row["about_revision"]
+    row["about_revision"] = 9999
+    _put_manifest(bundle, doc)
+    code, v = verify(bundle)
+    assert code == 1
+    (detail,) = [p["detail"] for p in v["problems"] if p["kind"] == "facts"]
+    assert detail == (f"fact {row['fact_id']}: about_revision now {orjson.dumps(now).decode()}, "
+                      "at export 9999")

@@ -17,16 +17,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from lecode_memctl.core.demo import build_demo
 from lecode_memctl.core.layout import Store, store_given
 
 from .conftest import run_cli, tree_hash
 from .test_audit import build_planted
-
-
-@pytest.fixture(scope="module")
-def demo_template(tmp_path_factory):
-    return build_demo(tmp_path_factory.mktemp("evcopy") / "demo")
 
 
 def _cp_a(src: Path, dst: Path) -> Path:

@@ -345,3 +345,18 @@ def test_markdown_changed_since_the_plan_is_a_conflict(planted):
     with pytest.raises(Conflict):
         apply_redaction(st, plan)
     assert note.read_bytes().endswith(b"edited meanwhile\n")
+
+
+def test_no_chunk_of_a_long_token_survives(planted):
+    """Issue 14.3: after redact no 8-character piece of any part of a planted
+    long token (a JWT's signature, the tail of a Stripe or GitHub token, a
+    Slack webhook's secret, ...) is left in any byte of the store."""
+    values = secretstore.plant_long_tokens(planted, seed=13)
+    pieces = set().union(*(secretstore.chunks(v) for v in values.values()))
+    assert raw_hits(planted.store, pieces) > 0
+    r = cli(planted, "redact", "--yes", "--json")
+    assert r.exit_code == 0, r.stderr
+    survivors = {name for name, v in values.items()
+                 if raw_hits(planted.store, secretstore.chunks(v))}
+    assert survivors == set()
+    assert cli(planted, "secrets").exit_code == 0

@@ -161,14 +161,14 @@ def test_unreadable_file_fails_the_audit(planted, monkeypatch):
     from lecode_memctl.core import secrets as core_secrets
 
     (planted.store / "notes" / "locked.md").write_text("nothing\n")
-    real = core_secrets._read_nofollow
+    real = core_secrets.read_regular
 
     def fake(path):
         if path.endswith("locked.md"):
             raise PermissionError(errno.EACCES, "Permission denied")
         return real(path)
 
-    monkeypatch.setattr(core_secrets, "_read_nofollow", fake)
+    monkeypatch.setattr(core_secrets, "read_regular", fake)
     before = tree_hash(planted.store)
     doc = orjson.loads(secrets_cli(planted, "--json", "--jobs", "1").stdout_bytes)
     assert doc["projects"][0]["unreadable"] == 1 and doc["ok"] is False
@@ -226,3 +226,55 @@ def test_another_applications_database_still_scanned_raw(planted):
     assert r.exit_code == 1 and doc["projects"][0]["unreadable"] == 1
     assert any(f["kind"] == "database" and f["detector"] == "github-token" for f in doc["findings"])
     assert tree_hash(planted.store) == before
+
+
+def test_a_long_token_is_found_whole(planted):
+    """Issue 14.3: detect-secrets' JWT pattern stops after the payload (the
+    signature was neither counted nor redacted); GitHub, Stripe, OpenAI and
+    Discord patterns stop at a fixed length; a detector's second pattern (the
+    Slack webhook, AWS's quoted secret key) was never used for the span.  The
+    finding is the whole token: its hash and length are the planted value's."""
+    from lecode_memctl.core.secrets import value_hash
+
+    values = secretstore.plant_long_tokens(planted, seed=5)
+    doc = orjson.loads(secrets_cli(planted, "--json").stdout_bytes)
+    found = {(f["hash"], f["length"]) for f in doc["findings"] if f["file"] == "MEMORY.md"}
+    missing = {name: len(v) for name, v in values.items() if (value_hash(v), len(v)) not in found}
+    assert missing == {}
+    assert sum(f["file"] == "MEMORY.md" for f in doc["findings"]) == len(values)
+
+
+def test_a_span_never_ends_inside_a_token():
+    """Each planted value scanned alone in a line: one hit, exactly the value."""
+    from lecode_memctl.core.secrets import Detector
+
+    det = Detector()
+    for name, (line, value) in secretstore.long_tokens(seed=9).items():
+        text = f"see {line} then stop.\n"
+        hits = det.scan(text)
+        got = [text[h.start:h.end] for h in hits]
+        assert got == [value], (name, [len(g) for g in got], len(value))
+
+
+def test_a_long_token_in_a_fact_is_reported_once(planted):
+    """A fact's text runs on into the next column's bytes in the raw database
+    pages (no separator): the whole-token rule does not apply there, and the
+    value, which is the live fact's, is not reported again as a database hit."""
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.secrets import value_hash
+    from lecode_memctl.core.sessions import SessionStore
+    from lecode_memctl.core.sourceref import SourceRef, canonical_digest
+
+    toks = secretstore.long_tokens(seed=4)
+    fs = FactStore(planted.store / "facts.sqlite3")
+    ss = SessionStore(store_at(planted.store), exclusions=fs)
+    ref = SourceRef("s-other", (1,), canonical_digest(ss.records("s-other", 1, 1)))
+    for name in ("ghp", "stripe", "jwt"):
+        fs.add(f"The {name} token is {toks[name][1]}", ref=ref)
+    fs.close()
+    doc = orjson.loads(secrets_cli(planted, "--json").stdout_bytes)
+    hashes = {value_hash(toks[n][1]) for n in ("ghp", "stripe", "jwt")}
+    facts = [f for f in doc["findings"] if f["kind"] == "fact" and f["hash"] in hashes]
+    assert len(facts) == 3
+    assert [f for f in doc["findings"] if f["kind"] == "database"] == []

@@ -45,7 +45,7 @@ def demo(
     import tempfile
 
     from lecode_memctl.core.demo import build_demo
-    from lecode_memctl.core.errors import Conflict
+    from lecode_memctl.core.errors import EXIT_PROBLEMS, Conflict
 
     from .main import main as run
     from .output import echo, safe
@@ -112,7 +112,7 @@ def demo(
             shutil.rmtree(base, ignore_errors=True)
     if not ok:
         echo("memctl: error: the demo did not behave as described (see above)", err=True)
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_PROBLEMS)
 
 
 def _only_planted(d) -> bool:  # type: ignore[no-untyped-def]

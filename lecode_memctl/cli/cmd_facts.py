@@ -561,7 +561,7 @@ def correct(
     replace such a fact, forget it and record a fresh one.  Prints the old
     and the new text.
     """
-    from lecode_memctl.core.errors import NotFound, UsageError
+    from lecode_memctl.core.errors import EXIT_PROBLEMS, NotFound, UsageError
     from lecode_memctl.core.facts import FactStore, check_fact_id
     from lecode_memctl.core.sessions import SessionStore, check_range
 
@@ -598,7 +598,7 @@ def correct(
         echo(f"memctl: warning: {safe(message, keep_newlines=False)}", err=True)
         if not typer.confirm(f"Correct fact {fact_id} anyway?", default=False, err=True):
             echo("nothing corrected", err=True)
-            raise typer.Exit(1)
+            raise typer.Exit(EXIT_PROBLEMS)
     fs = FactStore(store.facts_db, busy_timeout=lock_wait)
     try:
         old = fs.require(fact_id)
@@ -661,7 +661,7 @@ def forget(
     """
     import sys
 
-    from lecode_memctl.core.errors import NotFound, UsageError
+    from lecode_memctl.core.errors import EXIT_PROBLEMS, NotFound, UsageError
     from lecode_memctl.core.facts import FactStore, check_fact_id
     from lecode_memctl.core.factview import forget_impact
 
@@ -706,7 +706,7 @@ def forget(
             raise UsageError("refusing to forget without --yes: stdin is not a terminal")
         if not typer.confirm(f"Forget fact {fact_id} and exclude its evidence?", err=True):
             echo("nothing forgotten", err=True)
-            raise typer.Exit(1)
+            raise typer.Exit(EXIT_PROBLEMS)
     fs = FactStore(store.facts_db, busy_timeout=lock_wait)
     try:
         forgot = fs.forget(fact_id)

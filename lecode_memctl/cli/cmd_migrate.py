@@ -230,7 +230,7 @@ def migrate_legacy(
     """
     import sys
 
-    from lecode_memctl.core.errors import UsageError
+    from lecode_memctl.core.errors import EXIT_PROBLEMS, UsageError
     from lecode_memctl.core.migrate import apply_migration, plan_migration
 
     from .output import check_format, echo, safe
@@ -276,7 +276,7 @@ def migrate_legacy(
         if not typer.confirm(f"Copy {n} file{'s' if n != 1 else ''} into "
                              f"{plan.discovery.store.path}?", default=False, err=True):
             echo("nothing was copied", err=True)
-            raise typer.Exit(1)
+            raise typer.Exit(EXIT_PROBLEMS)
 
     done = apply_migration(plan)
     diffs = _diffs(done) if diff else {}

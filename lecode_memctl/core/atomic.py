@@ -147,6 +147,23 @@ def read_all(fd: int, chunk: int = 1 << 20) -> bytes:
     return b"".join(chunks)
 
 
+def read_regular(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of the regular file ``path``, opened with :func:`open_nofollow`
+    non-blocking (a FIFO in a file's place cannot make the read wait).  A
+    directory raises ``IsADirectoryError``, any other file that is not regular
+    ``OSError(EINVAL, "not a regular file")``; ``OSError`` passes through."""
+    fd = open_nofollow(path, os.O_RDONLY | O_NONBLOCK)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(path))
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
+        return read_all(fd)
+    finally:
+        os.close(fd)
+
+
 def fsync_dir(path: str | os.PathLike[str]) -> None:
     fd = os.open(path, os.O_RDONLY | O_DIRECTORY)
     try:

@@ -38,6 +38,7 @@ import tarfile
 import tempfile
 import time
 import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,6 +51,8 @@ from .errors import Conflict, MemctlError, NotFound, StoreCorrupt, StoreWriteErr
 from .layout import DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, SESSIONS_DIR, Store
 from .markdown import is_note_file
 from .rowmodel import FACT_CHECK, FINDING
+from .sessions import LOCK_SUFFIX
+from .sourceref import session_file_id
 
 BUNDLE_FORMAT = "memctl-bundle"
 BUNDLE_VERSION = 1
@@ -59,7 +62,6 @@ MANIFEST_MAX_BYTES = 256 << 20
 CHUNK = 1 << 20
 
 _DAILY_RE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}\.md$")
-_SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}\.jsonl$")
 # Fields of the validate summary that describe the run, not the store.
 _RUN_FIELDS = ("store", "started", "finished", "duration_seconds", "transcript_bytes_read")
 # Fields of a `memctl facts` row that the manifest keeps (the text is in the database).
@@ -93,6 +95,25 @@ def _open_regular(path: Path) -> tuple[int, os.stat_result] | None:
     return fd, st
 
 
+def _pump(read: Callable[[int], bytes], out: int, what: str, size: int | None = None
+          ) -> Iterator[bytes]:
+    """Copy what ``read(n)`` gives, ``CHUNK`` bytes at a time, into the open
+    file ``out`` until end of file (or ``size`` bytes), yielding each chunk
+    once written.  Reading errors are the caller's (OSError); a failing write
+    is StoreWriteError (exit 7) ``"<what>: <strerror>"``."""
+    done = 0
+    while size is None or done < size:
+        chunk = read(CHUNK if size is None else min(CHUNK, size - done))
+        if not chunk:
+            return
+        done += len(chunk)
+        try:
+            write_all(out, chunk)
+        except OSError as exc:
+            raise StoreWriteError(f"{what}: {exc.strerror}") from None
+        yield chunk
+
+
 def _copy_out(fd: int, size: int, dest: Path, *, whole_records: bool) -> int:
     """Copy the first ``size`` bytes of ``fd`` into the new file ``dest``; with
     ``whole_records``, only up to the last ``\\n`` (a transcript's torn tail is
@@ -106,16 +127,9 @@ def _copy_out(fd: int, size: int, dest: Path, *, whole_records: bool) -> int:
                               f"{exc.strerror}") from None
     kept = done = 0
     try:
-        while done < size:
-            chunk = os.read(fd, min(CHUNK, size - done))
-            if not chunk:
-                break
+        for chunk in _pump(lambda n: os.read(fd, n), out,
+                           f"cannot stage {dest.name} in a temporary directory", size):
             done += len(chunk)
-            try:
-                write_all(out, chunk)
-            except OSError as exc:
-                raise StoreWriteError(f"cannot stage {dest.name} in a temporary directory: "
-                                      f"{exc.strerror}") from None
             if whole_records:
                 nl = chunk.rfind(b"\n")
                 if nl >= 0:
@@ -164,9 +178,9 @@ def _classify(rel_dir: str, name: str, with_backups: bool) -> str | None:
     elif rel_dir == NOTES_DIR:
         ok = is_note_file(base)
     elif rel_dir == SESSIONS_DIR:
-        if name.endswith(".lock") and _SESSION_RE.match(name[:-5] + ".jsonl"):
+        if session_file_id(name, LOCK_SUFFIX) is not None:
             return "lock"
-        return None if _SESSION_RE.match(name) else "not_in_layout"
+        return None if session_file_id(name) is not None else "not_in_layout"
     else:  # pragma: no cover - callers pass the layout's directories only
         return "not_in_layout"
     if not ok:
@@ -662,17 +676,10 @@ class _Unpacker:
         h = hashlib.sha256()
         n = 0
         try:
-            while True:
-                chunk = src.read(CHUNK)   # read errors: the archive's (callers report them)
-                if not chunk:
-                    break
+            # read errors: the archive's (callers report them)
+            for chunk in _pump(src.read, fd, f"cannot unpack {name} into a temporary directory"):
                 h.update(chunk)
                 n += len(chunk)
-                try:
-                    write_all(fd, chunk)
-                except OSError as exc:
-                    raise StoreWriteError(f"cannot unpack {name} into a temporary directory: "
-                                          f"{exc.strerror}") from None
         finally:
             os.close(fd)
         return n, h.hexdigest()
@@ -894,10 +901,10 @@ def _compare_audit(got: dict[str, Any], manifest: dict[str, Any], rep: VerifyRep
         elif g is None:
             rep.add("facts", None, f"fact {fid}: in the manifest, not in the database")
         else:
-            diff = [k for k in FACT_FIELDS if g.get(k) != w.get(k)]
-            rep.add("facts", None, f"fact {fid}: {', '.join(diff)} differ: now "
-                    f"{g.get('status')} ({g.get('reason')}), at export {w.get('status')} "
-                    f"({w.get('reason')})")
+            diff = [k for k in FACT_FIELDS if g.get(k) != w.get(k)] or \
+                [k for k in sorted(set(g) | set(w), key=str) if g.get(k) != w.get(k)]
+            rep.add("facts", None, f"fact {fid}: " + "; ".join(
+                f"{k} now {_short(g.get(k))}, at export {_short(w.get(k))}" for k in diff))
     rep.facts = rows
 
 

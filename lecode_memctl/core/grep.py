@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from .atomic import open_nofollow
 from .errors import MemctlError, UsageError
 from .layout import Store
 from .sessions import PURPOSES, ROLES, SessionStore, UndoState, undo_target, visible
@@ -338,7 +339,7 @@ def _records(path: str, literal: tuple[bytes, bool] | None) -> Iterator[dict[str
     match, and is not parsed."""
     import orjson
 
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    fd = open_nofollow(path)
     with os.fdopen(fd, "rb", buffering=1 << 20) as fh:
         for raw in fh:
             if not raw.endswith(b"\n"):

@@ -11,15 +11,15 @@ from pathlib import Path
 
 from .errors import NotFound, StoreCorrupt, UsageError
 from .identity import ProjectIdentity, resolve_project, slug
-from .sourceref import SESSION_ID_RE
+from .sourceref import SESSION_SUFFIX as SESSION_SUFFIX, session_file_id
 
 MEMORY_FILE = "MEMORY.md"
 SCRATCHPAD_FILE = "scratchpad.md"
 DAILY_DIR = "daily"
 NOTES_DIR = "notes"
+# SESSION_SUFFIX (sessions/<id>.jsonl) is sourceref's, beside the session id rule
 SESSIONS_DIR = "sessions"
 FACTS_DB = "facts.sqlite3"
-SESSION_SUFFIX = ".jsonl"
 DIR_MODE = 0o700
 FILE_MODE = 0o600
 
@@ -83,8 +83,7 @@ def session_ids(sessions_dir: str | os.PathLike[str]) -> list[str]:
         names = os.listdir(sessions_dir)
     except OSError:
         return []
-    return sorted(n[:-len(SESSION_SUFFIX)] for n in names
-                  if n.endswith(SESSION_SUFFIX) and SESSION_ID_RE.match(n[:-len(SESSION_SUFFIX)]))
+    return sorted(sid for sid in map(session_file_id, names) if sid is not None)
 
 
 def looks_like_slug(name: str) -> bool:

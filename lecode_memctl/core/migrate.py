@@ -24,7 +24,6 @@ Legacy stores are only ever read: no write, no rename, no chmod, no utime.
 from __future__ import annotations
 
 import datetime as _dt
-import errno
 import hashlib
 import os
 import re
@@ -33,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .atomic import O_NONBLOCK, atomic_write, is_temp_name, make_dirs, open_nofollow
+from .atomic import atomic_write, is_temp_name, make_dirs, read_regular
 from .errors import EXIT_OK, Conflict, NotFound, StoreCorrupt, StoreWriteError, UsageError
 from .identity import ProjectIdentity, read_commondir, read_gitdir_file, resolve_project, slug, slug_name
 from .layout import (
@@ -486,26 +485,6 @@ def _classify_name(rel: str, parts: list[str]) -> tuple[str, str | None, str]:
     return "skip", R_UNEXPECTED, "not part of a memory store's layout"
 
 
-def _read_nofollow(path: Path, limit: int | None = None) -> bytes:
-    fd = open_nofollow(path, os.O_RDONLY | O_NONBLOCK)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
-        chunks = []
-        left = limit
-        while left is None or left > 0:
-            chunk = os.read(fd, 1 << 20 if left is None else min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            if left is not None:
-                left -= len(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
 def _scan_store(ls: LegacyStore) -> list[tuple[str, Path, os.stat_result | None, str]]:
     """Every entry of a legacy store as (relname, path, lstat, what) with what one of
     "file", "symlink", "dir" (an unexpected directory, not entered), "other"."""
@@ -568,7 +547,7 @@ def _dest_state(dest: Path, store_dir: Path) -> tuple[str, bytes | None]:
     if not stat.S_ISREG(st.st_mode):
         return "blocked", None
     try:
-        return "file", _read_nofollow(dest)
+        return "file", read_regular(dest)
     except OSError:
         return "blocked", None
 
@@ -605,7 +584,7 @@ def plan_items(discovery: Discovery) -> list[PlanItem]:
                 items.append(PlanItem(ls.index, rel, path, None, SKIP, reason, detail, size))
                 continue
             try:
-                data = _read_nofollow(path)
+                data = read_regular(path)
             except OSError as exc:
                 items.append(PlanItem(ls.index, rel, path, dest_root / rel, SKIP, R_UNREADABLE,
                                       f"cannot read: {exc.strerror}", size))
@@ -685,13 +664,13 @@ def conflict_diff(item: PlanItem, plan: MigrationPlan, *, context: int = 3) -> s
         return f"(the project side, {item.destination}, is not a regular file)\n"
     if project is None and item.provided_by is not None:
         try:
-            project = _read_nofollow(item.provided_by)
+            project = read_regular(item.provided_by)
         except OSError as exc:
             return f"(cannot read {item.provided_by}: {exc.strerror})\n"
         project_label = f"project (as #{_store_of(plan, item.provided_by)} provides it): " \
                         f"{item.provided_by}"
     try:
-        legacy = _read_nofollow(item.source)
+        legacy = read_regular(item.source)
     except OSError as exc:
         return f"(cannot read {item.source}: {exc.strerror})\n"
     a = (project or b"").decode("utf-8", "replace").splitlines(keepends=True)
@@ -785,7 +764,7 @@ def apply_migration(plan: MigrationPlan) -> MigrationPlan:
         assert item.destination is not None
         dest = item.destination
         try:
-            data = _read_nofollow(item.source)
+            data = read_regular(item.source)
         except OSError as exc:
             raise StoreCorrupt(f"{item.source}: cannot read legacy file: {exc.strerror} "
                                f"({_progress(done, total)})") from None
@@ -809,7 +788,7 @@ def apply_migration(plan: MigrationPlan) -> MigrationPlan:
         except StoreWriteError as exc:
             raise StoreWriteError(f"{exc.message} ({_progress(done, total)})") from None
         try:
-            check = _read_nofollow(dest)
+            check = read_regular(dest)
         except OSError as exc:
             raise StoreWriteError(f"{dest}: cannot read back the copy: {exc.strerror} "
                                   f"({_progress(done, total)})") from None

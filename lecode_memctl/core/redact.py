@@ -38,9 +38,10 @@ from typing import Any
 
 import orjson
 
+from .atomic import read_regular
 from .errors import Conflict, StoreBusy, StoreCorrupt, StoreWriteError
 from .layout import FACTS_DB, Store
-from .secrets import KIND_DATABASE, KIND_FACT, KIND_FILE, KIND_TRANSCRIPT, Finding, _read_nofollow
+from .secrets import KIND_DATABASE, KIND_FACT, KIND_FILE, KIND_TRANSCRIPT, Finding, json_object
 
 BUSY_TIMEOUT = 5.0
 
@@ -160,13 +161,7 @@ def rewrite_transcript(data: bytes, values: Mapping[str, str]) -> tuple[bytes, l
         if not any(f in piece for _v, fs in forms for f in fs):
             out.append(piece)
             continue
-        rec = None
-        try:
-            obj = orjson.loads(piece)
-            if isinstance(obj, dict):
-                rec = obj
-        except orjson.JSONDecodeError:
-            pass
+        rec = json_object(piece)
         if rec is not None:
             rec, n = _replace_leaves(rec, values)
             new = orjson.dumps(rec)
@@ -215,7 +210,7 @@ def plan_redaction(store: Store, findings: Iterable[Finding]) -> RedactPlan:
     for name in transcripts:
         rel = "sessions/" + name
         try:
-            data = _read_nofollow(os.path.join(sessions_dir, name))
+            data = read_regular(os.path.join(sessions_dir, name))
         except OSError:
             continue
         sid = name[:-len(".jsonl")]
@@ -227,11 +222,8 @@ def plan_redaction(store: Store, findings: Iterable[Finding]) -> RedactPlan:
         if True:  # compactions and generated messages: the impact on facts
             for line in data.split(b"\n"):
                 if b'"compact"' in line or b'"epoch"' in line or b'"synthetic"' in line:
-                    try:
-                        rec = orjson.loads(line)
-                    except orjson.JSONDecodeError:
-                        continue
-                    if not isinstance(rec, dict):
+                    rec = json_object(line)
+                    if rec is None:
                         continue
                     if rec.get("type") == "event" and rec.get("event") == "compact":
                         compacts.append((sid, rec))
@@ -243,7 +235,7 @@ def plan_redaction(store: Store, findings: Iterable[Finding]) -> RedactPlan:
         if kind != KIND_FILE:
             continue
         try:
-            data = _read_nofollow(os.path.join(root, rel))
+            data = read_regular(os.path.join(root, rel))
         except OSError:
             continue
         _new, n = _replace_bytes(data, plan._values)
@@ -356,7 +348,7 @@ def apply_redaction(store: Store, plan: RedactPlan) -> RedactResult:
         for change in plan.files:
             path = os.path.join(root, change.file)
             try:
-                data = _read_nofollow(path)
+                data = read_regular(path)
             except FileNotFoundError:
                 continue
             except OSError as exc:

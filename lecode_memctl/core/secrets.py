@@ -35,12 +35,14 @@ import mmap
 import os
 import re
 import stat
+import string
 from collections.abc import Iterable, Iterator
 from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 import orjson
 
+from .atomic import open_nofollow, read_regular
 from .errors import MemctlError, UsageError
 from .layout import FACTS_DB, SESSIONS_DIR, Store
 
@@ -53,7 +55,6 @@ MIN_RAW_STRING = 8            # printable runs shorter than this in database pag
 _RAW_STRING = re.compile(rb"[\t\n\r\x20-\x7e\x80-\xff]{%d,}" % MIN_RAW_STRING)
 _PEM_BEGIN = re.compile(r"-----BEGIN[ A-Z0-9]*PRIVATE KEY[ A-Z]*-----")
 _PEM_END = re.compile(r"-----END[ A-Z0-9]*PRIVATE KEY[ A-Z]*-----")
-_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 KIND_TRANSCRIPT = "transcript"
 KIND_FILE = "file"
@@ -256,9 +257,12 @@ class Detector:
             return True
         return bool(h.is_likely_id_string(secret, line, plugin))
 
-    def scan(self, text: str, filename: str = "memory.txt") -> list[Hit]:
+    def scan(self, text: str, filename: str = "memory.txt", *, whole_tokens: bool = True
+             ) -> list[Hit]:
         """Non-overlapping hits in ``text`` (offsets in characters), specific
-        detectors first."""
+        detectors first.  ``whole_tokens``: a hit runs to the end of its token
+        (:func:`token_end`); off for raw database pages, where a record's
+        next column follows its text with no separator."""
         cands: list[tuple[int, int, int, str]] = []   # (priority, start, end, slug)
         pos = 0
         for line in text.split("\n"):
@@ -266,7 +270,8 @@ class Detector:
                 for wstart, window in _windows(line):
                     base = pos + wstart
                     for prio, plugin in enumerate(self.plugins):
-                        for s, e in self._plugin_spans(plugin, window, filename, text, base):
+                        for s, e in self._plugin_spans(plugin, window, filename, text, base,
+                                                         whole_tokens):
                             cands.append((prio, s, e, detector_slug(plugin.secret_type)))
             pos += len(line) + 1
         cands.sort()
@@ -278,8 +283,8 @@ class Detector:
         taken.sort(key=lambda h: h.start)
         return taken
 
-    def _plugin_spans(self, plugin: Any, line: str, filename: str, text: str, base: int
-                      ) -> Iterator[tuple[int, int]]:
+    def _plugin_spans(self, plugin: Any, line: str, filename: str, text: str, base: int,
+                      whole_tokens: bool = True) -> Iterator[tuple[int, int]]:
         if type(plugin).__name__ == "KeywordDetector" and self._keyword_gate.search(line.lower()) is None:
             return
         try:
@@ -304,7 +309,9 @@ class Detector:
                 continue
             if self._filtered(plugin, v, line):
                 continue
-            yield from ((base + s, base + e) for s, e in _value_spans(plugin, line, v))
+            for s, e in _value_spans(plugin, line, v):
+                yield base + s, (token_end(text, base + s, base + e, name) if whole_tokens
+                                 else base + e)
 
 
 def _windows(line: str) -> Iterator[tuple[int, str]]:
@@ -322,25 +329,53 @@ def _value_spans(plugin: Any, line: str, value: str) -> Iterator[tuple[int, int]
     """Where ``value`` (what the plugin reported) is in ``line``.  A regex
     detector may report only a capture group that is a prefix of the token
     (detect-secrets' GitHub pattern captures ``ghp``): then the whole match
-    of its pattern is the secret."""
+    of its pattern is the secret.  Every pattern of the plugin is tried (the
+    Slack webhook and AWS's quoted secret key are second patterns); the
+    plain text search is the fallback."""
+    found = False
     for rx in getattr(plugin, "denylist", ()) or ():
         if not isinstance(rx, re.Pattern):
             continue
         for m in rx.finditer(line):
             whole = m.group(0)
             if value == whole:
+                found = True
                 yield m.span()
             elif value in m.groups():
+                found = True
                 gi = m.groups().index(value) + 1
                 if len(value) < 8 and m.span(gi)[0] == m.start():
                     yield m.span()           # a prefix group: the token is the match
                 else:
                     yield m.span(gi)
+    if found:
         return
     start = line.find(value)
     while start >= 0:
         yield start, start + len(value)
         start = line.find(value, start + len(value))
+
+
+# The characters a credential token goes on with after a detector's pattern
+# stopped (issue 14.3): base64url, plus the punctuation a value of that shape
+# holds.  A JWT goes on over all its three parts (header.payload.signature).
+_TOKEN_CHARS = frozenset(string.ascii_letters + string.digits + "-_")
+_TOKEN_PUNCT = "+/=."
+_TOKEN_CHARS_BY_PLUGIN = {"JwtTokenDetector": _TOKEN_CHARS | frozenset(_TOKEN_PUNCT)}
+
+
+def token_end(text: str, start: int, end: int, plugin_name: str = "") -> int:
+    """Where the token that ``text[start:end]`` (a detector's value) begins
+    ends: detect-secrets' patterns have fixed lengths (GitHub, Stripe,
+    Discord, OpenAI) or stop early (a JWT's signature), so the value may be a
+    prefix of a longer token of the same characters; all of it is the secret."""
+    chars = _TOKEN_CHARS_BY_PLUGIN.get(plugin_name)
+    if chars is None:
+        chars = _TOKEN_CHARS | frozenset(c for c in _TOKEN_PUNCT if c in text[start:end])
+    n = len(text)
+    while end < n and text[end] in chars:
+        end += 1
+    return end
 
 
 def _pem_span(text: str, base: int) -> tuple[int, int] | None:
@@ -361,23 +396,6 @@ def _pem_span(text: str, base: int) -> tuple[int, int] | None:
 
 # --------------------------------------------------------------------------
 # Scanning a store
-
-
-def _read_nofollow(path: str) -> bytes:
-    fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(0, "not a regular file")
-        chunks = []
-        while True:
-            b = os.read(fd, 1 << 20)
-            if not b:
-                break
-            chunks.append(b)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 def is_transcript(rel: str) -> bool:
@@ -520,7 +538,7 @@ class Scanner:
     def _database(self, rel: str, path: str, live: set[str]) -> None:
         """Printable strings of the raw pages (a value already reported in a
         live fact text is not reported again: it is the same text)."""
-        fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        fd = open_nofollow(path)
         try:
             size = os.fstat(fd).st_size
             self.report.files_scanned += 1
@@ -532,9 +550,9 @@ class Scanner:
                 for m in _RAW_STRING.finditer(mm):
                     raw = m.group(0)
                     text = raw.decode("utf-8", "surrogateescape")
-                    for hit in self.detector.scan(text, "database.txt"):
+                    for hit in self.detector.scan(text, "database.txt", whole_tokens=False):
                         value = text[hit.start:hit.end]
-                        if value in live or value in seen:
+                        if value in seen or any(v.startswith(value) for v in live):
                             continue
                         seen.add(value)
                         off = m.start() + len(text[:hit.start].encode("utf-8", "surrogateescape"))
@@ -561,7 +579,7 @@ def scan_file(detector: Detector, root: str, rel: str) -> FileScan:
     """One transcript or text file of a store."""
     out = FileScan(rel)
     try:
-        data = _read_nofollow(os.path.join(root, rel))
+        data = read_regular(os.path.join(root, rel))
     except OSError as exc:
         out.error = exc.strerror or str(exc)
         return out
@@ -573,6 +591,15 @@ def scan_file(detector: Detector, root: str, rel: str) -> FileScan:
         for value, det, ln in _text_hits(detector, text, os.path.basename(rel).removesuffix(".bak")):
             out.hits.append((value, det, KIND_FILE, {"line": ln}))
     return out
+
+
+def json_object(line: bytes) -> dict[str, Any] | None:
+    """A transcript line parsed, when it is a JSON object; None otherwise."""
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    return obj if isinstance(obj, dict) else None
 
 
 def _transcript_hits(detector: Detector, rel: str, data: bytes, hits: list[Any]) -> None:
@@ -588,13 +615,7 @@ def _transcript_hits(detector: Detector, rel: str, data: bytes, hits: list[Any])
         line = data[pos:end]
         lineno += 1
         pos = end + 1
-        rec = None
-        try:
-            obj = orjson.loads(line)
-            if isinstance(obj, dict):
-                rec = obj
-        except orjson.JSONDecodeError:
-            pass
+        rec = json_object(line)
         if rec is not None and nl >= 0:
             seq = rec.get("seq") if isinstance(rec.get("seq"), int) else None
             for jpath, s in string_leaves(rec, "$"):

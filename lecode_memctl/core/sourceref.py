@@ -20,6 +20,7 @@ from .errors import UsageError
 MAX_SPAN = 200  # positions, inclusive span min(seqs)..max(seqs)
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}\Z")  # \Z: "$" would accept a trailing newline
 _HEX64 = re.compile(r"^[0-9a-f]{64}\Z")
+SESSION_SUFFIX = ".jsonl"          # sessions/<id>.jsonl
 
 # Validation statuses.
 VALID = "valid"
@@ -48,6 +49,16 @@ REASONS: dict[str, tuple[str, str]] = {
     "invalid_ref": (HIDDEN, "the reference itself is malformed (id syntax, span, digest)"),
     "legacy_provenance": (UNVERIFIED, "legacy provenance with no SourceRef"),
 }
+
+
+def session_file_id(name: str, suffix: str = SESSION_SUFFIX) -> str | None:
+    """The session id of a ``sessions/`` entry named ``<id><suffix>`` (the
+    transcript ``.jsonl`` or, with ``suffix=".lock"``, its lock) when ``<id>``
+    has the valid syntax; None for any other name."""
+    if not name.endswith(suffix):
+        return None
+    sid = name[:-len(suffix)]
+    return sid if SESSION_ID_RE.match(sid) else None
 
 
 def check_session_id(session_id: object) -> str:

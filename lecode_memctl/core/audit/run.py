@@ -16,7 +16,8 @@ from typing import Any
 from ..atomic import open_nofollow, read_all
 from ..layout import DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, SESSIONS_DIR, Store
 from ..markdown import is_note_file
-from ..sourceref import SESSION_ID_RE, SourceRef, status_for
+from ..sessions import LOCK_SUFFIX
+from ..sourceref import SourceRef, session_file_id, status_for
 from .codes import CODES, Finding, Progress, Summary
 from .facts import check_db_and_facts, current_generation, fact_findings
 from .transcripts import READ_CHUNK, run_jobs
@@ -38,7 +39,6 @@ _TOP_FILES = {MEMORY_FILE, SCRATCHPAD_FILE, MEMORY_FILE + ".bak", SCRATCHPAD_FIL
               FACTS_DB, FACTS_DB + "-wal", FACTS_DB + "-shm", FACTS_DB + "-journal"}
 # Lock/marker files other modules document in docs/FORMAT.md live beside the database.
 _TOP_EXTRA_RE = re.compile(r"^(facts\.sqlite3\.lock|\.memctl[-.][A-Za-z0-9._-]+)$")
-_SESSION_FILE_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_-]{0,127})\.(jsonl|lock)$")
 
 
 def _is_temp(name: str) -> bool:
@@ -159,8 +159,8 @@ class Audit:
                     yield self._f("layout.unreadable", f"cannot stat: {exc.strerror}", file=r)
                     continue
                 is_dir = stat.S_ISDIR(est.st_mode)
-                if (rel == SESSIONS_DIR + "/" and name.endswith(".jsonl")
-                        and SESSION_ID_RE.match(name[:-6]) and not stat.S_ISREG(est.st_mode)):
+                if (rel == SESSIONS_DIR + "/" and session_file_id(name) is not None
+                        and not stat.S_ISREG(est.st_mode)):
                     continue  # reported by the session check (refused or unreadable)
                 if stat.S_ISLNK(est.st_mode):
                     yield self._f("layout.symlink", f"symbolic link to {os.readlink(e.path)!r}; "
@@ -205,7 +205,7 @@ class Audit:
         if rel == NOTES_DIR + "/":
             return is_note_file(base)
         if rel == SESSIONS_DIR + "/":
-            return bool(_SESSION_FILE_RE.match(name))
+            return session_file_id(name) is not None or session_file_id(name, LOCK_SUFFIX) is not None
         return False
 
     # -- markdown

@@ -39,6 +39,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -558,3 +559,109 @@ def test_template_has_only_the_planted_problem(template, variant_cache):
                     *deep)
         found = sorted((f["code"], f["severity"]) for f in orjson.loads(r.stdout_bytes)["findings"])
         assert found == [("fact.stale", "error")], (deep, found)
+
+
+# ----------------------------------------------------------------- nothing blocks (issue 16.3)
+
+def _fifo(path: Path) -> None:
+    if path.exists():
+        path.unlink()
+    os.mkfifo(path)
+
+
+FIFO_CASES = {
+    # a FIFO named like a transcript (in place of one, and a new name)
+    "fifo_session": lambda cfg, store, proj: (_fifo(store / "sessions" / "demo-alpha.jsonl"),
+                                              _fifo(store / "sessions" / "zz-fifo.jsonl")),
+    "fifo_config": lambda cfg, store, proj: _fifo(cfg / "config.toml"),
+    "fifo_memory": lambda cfg, store, proj: (_fifo(store / "MEMORY.md"),
+                                             _fifo(store / "notes" / "zz.md")),
+    "fifo_wal": lambda cfg, store, proj: _fifo(store / "facts.sqlite3-wal"),
+    # a project whose .git is a FIFO (identity resolution reads a .git file)
+    "fifo_git": lambda cfg, store, proj: _fifo(proj / ".git"),
+}
+FIFO_COMMANDS = {
+    "facts": ("facts",), "sessions": ("sessions",), "usage": ("usage",),
+    "validate": ("validate",), "validate --all-projects": ("validate", "--all-projects"),
+    "projects": ("projects",), "config": ("config",), "context": ("context",),
+    "where": ("where",), "show": ("show",), "read": ("read", "demo-alpha", "0", "3"),
+    "notes NAME": ("notes", "zz"),
+}
+# (case, command) -> exit status where it differs from the intact store's.
+FIFO_BASE = {k: 0 for k in FIFO_COMMANDS} | {"validate": 1, "validate --all-projects": 1,
+                                                 "notes NAME": 3}
+FIFO_OVERRIDES = {
+    # the FIFO transcript is unreadable: its facts are missing, read refuses it
+    "fifo_session": {"read": 5},
+    # the commands that read config.toml refuse it; validate reports it (config.invalid)
+    "fifo_config": {"config": 5, "context": 5},
+    "fifo_memory": {"show": 5, "context": 5, "notes NAME": 5},
+    "fifo_wal": {"facts": 5, "context": 5, "read": 5},
+    # a plain directory with a FIFO .git is no git project: no store there
+    "fifo_git": {k: 3 for k in FIFO_COMMANDS if k not in ("where", "projects", "config",
+                                                          "validate --all-projects")},
+}
+
+
+def _tree_state(root: Path) -> dict[str, str]:
+    """conftest's ``tree_hash`` for a tree that holds FIFOs (which it would
+    open and wait on): a FIFO is recorded by type, mode and mtime."""
+    import stat as _stat
+
+    fifos = {}
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            p = Path(dirpath) / name
+            st = os.lstat(p)
+            if _stat.S_ISFIFO(st.st_mode):
+                fifos[str(p)] = f"fifo:{st.st_mode:o}:{st.st_mtime_ns}"
+    hidden = root.parent / (root.name + "-fifos-hidden")
+    hidden.mkdir()
+    try:
+        for i, p in enumerate(fifos):
+            os.rename(p, hidden / str(i))
+        out = tree_hash(root)
+    finally:
+        for i, p in enumerate(fifos):
+            os.rename(hidden / str(i), p)
+        hidden.rmdir()
+    return out | {os.path.relpath(p, root): v for p, v in fifos.items()}
+
+
+@pytest.mark.parametrize("case", list(FIFO_CASES))
+def test_a_fifo_never_blocks(template, case):
+    """A FIFO where a file is expected (transcript, config.toml, MEMORY.md, a
+    note, the -wal, a project's .git) is refused or skipped as not a regular
+    file; no command waits for a writer that never comes (issue 16.3).  Real
+    processes with a timeout: a blocking open shows as a timeout, not a hung
+    suite."""
+    cfg, store = template.copy("intact")
+    root = cfg.parent
+    proj = template.project
+    if case == "fifo_git":
+        proj = root / "plain-project"
+        proj.mkdir()
+    FIFO_CASES[case](cfg, store, proj)
+    before = _tree_state(root)
+    e = dict(os.environ, EDITOR="true", VISUAL="", PYTHONPATH=str(REPO))
+    e.pop("MEMCTL_DEBUG", None)
+    procs = {command: subprocess.Popen(
+        [sys.executable, "-m", "lecode_memctl", "--config-dir", str(cfg), "-C", str(proj), *argv],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e, preexec_fn=_limit_memory)
+        for command, argv in FIFO_COMMANDS.items()}
+    blocked, got = [], {}
+    deadline = time.monotonic() + 120
+    for command, proc in procs.items():
+        try:
+            _out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            blocked.append(command)
+            continue
+        got[command] = proc.returncode
+        assert_outcome(proc.returncode, err.decode("utf-8", "replace"), proc.returncode,
+                       (case, command), FIFO_COMMANDS[command])
+    assert not blocked, (case, blocked)
+    assert got == {k: FIFO_OVERRIDES[case].get(k, FIFO_BASE[k]) for k in FIFO_COMMANDS}, case
+    assert _tree_state(root) == before, case

@@ -665,3 +665,117 @@ def test_a_fifo_never_blocks(template, case):
     assert not blocked, (case, blocked)
     assert got == {k: FIFO_OVERRIDES[case].get(k, FIFO_BASE[k]) for k in FIFO_COMMANDS}, case
     assert _tree_state(root) == before, case
+
+
+# ----------------------------------------------------------------- validate agrees (issue 16.2)
+
+def _validate_json(cfg: Path, project: Path, *args: str) -> tuple[int, dict]:
+    import orjson
+
+    r = run_cli("--config-dir", str(cfg), "-C", str(project), "validate", "--json", *args)
+    assert_outcome(r.exit_code, r.stderr, r.exit_code, ("validate", args))
+    return r.exit_code, orjson.loads(r.stdout_bytes)
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+def test_validate_agrees_on_a_database_that_is_not_a_file(template, kind):
+    """facts.sqlite3 replaced by a directory or a FIFO: every command that reads
+    it exits 5, and validate reports it (db.unreadable), not OK."""
+    cfg, store = template.copy("intact")
+    db = store / "facts.sqlite3"
+    db.unlink()
+    db.mkdir() if kind == "directory" else os.mkfifo(db)
+    before = _tree_state(cfg.parent)
+    code, out = _validate_json(cfg, template.project, "--ignore", "fact.*")
+    db_findings = [f for f in out["findings"] if f["code"] == "db.unreadable"]
+    assert code == 1 and db_findings, out["findings"]
+    assert "not a regular file" in db_findings[0]["message"]
+    r = run_cli("--config-dir", str(cfg), "-C", str(template.project), "facts")
+    assert_outcome(r.exit_code, r.stderr, 5, "facts")
+    assert _tree_state(cfg.parent) == before
+
+
+def test_validate_all_projects_reports_every_entry(template):
+    """A symbolic link in a store's place and a stray file under memory/ are
+    findings of validate --all-projects (errors), where validate of that
+    project alone exits 5; a name that is no slug is a warning."""
+    cfg, store = template.copy("intact")
+    mem = store.parent
+    os.symlink(store, mem / "linked-000000000000")
+    (mem / "stray-111111111111").write_bytes(b"x\n")
+    (mem / "README").write_bytes(b"x\n")
+    before = tree_hash(cfg.parent)
+    code, out = _validate_json(cfg, template.project, "--all-projects", "--ignore", "fact.*")
+    by_project = {}
+    for f in out["findings"]:
+        by_project.setdefault(f["project"], []).append((f["code"], f["severity"]))
+    assert by_project.get("linked-000000000000") == [("layout.symlink", "error")], by_project
+    assert by_project.get("stray-111111111111") == [("layout.unreadable", "error")], by_project
+    assert by_project.get("README") == [("layout.unexpected_file", "warning")], by_project
+    assert code == 1
+    for name in ("linked-000000000000", "stray-111111111111"):
+        r = run_cli("--config-dir", str(cfg), "validate", "--store", str(mem / name))
+        assert_outcome(r.exit_code, r.stderr, 5, name)
+    assert tree_hash(cfg.parent) == before
+
+
+def test_a_symlinked_sessions_directory_is_refused_everywhere(template):
+    """sessions/ replaced by a link to a copy elsewhere: read and facts refuse
+    the transcripts behind it; validate and usage did read through it (only
+    the last component was guarded).  Now every reader refuses them."""
+    import orjson
+
+    cfg, store = template.copy("intact")
+    outside = cfg.parent / "outside-sessions"
+    shutil.move(store / "sessions", outside)
+    os.symlink(outside, store / "sessions")
+    before = tree_hash(cfg.parent)
+    base = ("--config-dir", str(cfg), "-C", str(template.project))
+    code, out = _validate_json(cfg, template.project)
+    assert out["projects"][0]["facts"]["valid"] == 0, out["projects"]
+    refused = {f["session_id"] for f in out["findings"] if f["code"] == "session.refused"}
+    assert refused == {"demo-alpha", "demo-beta", "demo-gamma"}, out["findings"]
+    r = run_cli(*base, "usage", "--json")
+    assert_outcome(r.exit_code, r.stderr, 0, "usage")
+    rep = orjson.loads(r.stdout_bytes)
+    assert rep["sessions_counted"] == 0 and len(rep["refused_sessions"]) == 3, rep
+    r = run_cli(*base, "facts", "--json")
+    assert_outcome(r.exit_code, r.stderr, 0, "facts")
+    assert "valid" not in {f["status"] for f in orjson.loads(r.stdout_bytes)["facts"]}
+    assert tree_hash(cfg.parent) == before
+
+
+def test_validate_ignores_a_wal_that_vanishes_after_the_listing(template, monkeypatch):
+    """A writer that closes after each write (correct, forget) removes its -wal
+    and -shm: an entry listed and gone before its stat is no layout.unreadable."""
+    from lecode_memctl.core.audit import run as audit_run
+
+    cfg, store = template.copy("intact")
+    real_scandir = os.scandir
+
+    class Gone:
+        def __init__(self, d, name):
+            self.name, self.path = name, os.path.join(d, name)
+
+        def stat(self, follow_symlinks=True):
+            raise FileNotFoundError(2, "No such file or directory", self.path)
+
+        def is_dir(self, follow_symlinks=True):
+            return False
+
+    class Listing:
+        def __init__(self, d):
+            self.d, self.it = d, real_scandir(d)
+
+        def __enter__(self):
+            entries = list(self.it)
+            if Path(self.d) == store:
+                entries += [Gone(self.d, "facts.sqlite3-wal"), Gone(self.d, "facts.sqlite3-shm")]
+            return iter(entries)
+
+        def __exit__(self, *exc):
+            self.it.close()
+
+    monkeypatch.setattr(audit_run.os, "scandir", Listing)
+    code, out = _validate_json(cfg, template.project)
+    assert [f["code"] for f in out["findings"]] == ["fact.stale"], out["findings"]

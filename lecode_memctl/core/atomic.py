@@ -87,6 +87,26 @@ def open_nofollow(path: str | os.PathLike[str], flags: int = os.O_RDONLY,
     return fd
 
 
+def open_in_dir(path: str | os.PathLike[str], flags: int = os.O_RDONLY) -> int:
+    """:func:`open_nofollow` of ``path`` whose directory is not followed either
+    (issue 16.2: a store's ``sessions/`` replaced by a link to elsewhere): the
+    directory is opened with ``O_NOFOLLOW | O_DIRECTORY`` and the file relative
+    to it, so a linked directory fails with ``ELOOP`` like a linked file
+    (:func:`is_link_refusal`).  Same errors and checks as ``open_nofollow``."""
+    parent, name = os.path.split(os.fspath(path))
+    try:
+        dfd = os.open(parent or ".", os.O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+    except NotADirectoryError:
+        # Linux says ENOTDIR, not ELOOP, for a link opened with O_DIRECTORY | O_NOFOLLOW
+        if os.path.islink(parent or "."):
+            raise OSError(errno.ELOOP, "the directory is a symbolic link", parent) from None
+        raise
+    try:
+        return open_nofollow(name, flags, dir_fd=dfd)
+    finally:
+        os.close(dfd)
+
+
 def read_regular(path: str | os.PathLike[str], limit: int | None = None, *,
                  follow: bool = False) -> bytes:
     """The bytes of the regular file ``path`` (at most ``limit``), opened with
@@ -213,23 +233,6 @@ def read_all(fd: int, chunk: int = 1 << 20) -> bytes:
             break
         chunks.append(data)
     return b"".join(chunks)
-
-
-def read_regular(path: str | os.PathLike[str]) -> bytes:
-    """The bytes of the regular file ``path``, opened with :func:`open_nofollow`
-    non-blocking (a FIFO in a file's place cannot make the read wait).  A
-    directory raises ``IsADirectoryError``, any other file that is not regular
-    ``OSError(EINVAL, "not a regular file")``; ``OSError`` passes through."""
-    fd = open_nofollow(path, os.O_RDONLY | O_NONBLOCK)
-    try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(path))
-        if not stat.S_ISREG(mode):
-            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
-        return read_all(fd)
-    finally:
-        os.close(fd)
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:

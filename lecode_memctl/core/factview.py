@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from .atomic import open_nofollow
+from .atomic import open_in_dir
 from .errors import MemctlError, NotFound, UsageError
 from .facts import Fact, FactStore, ForgetPlan, Provenance, Revision, check_fact_id, fact_status
 from .paging import MAX_OUTPUT_BYTES  # the whole printed page, metadata included
@@ -203,7 +203,7 @@ def _mentions(sessions: SessionReader, session_id: str, needle: bytes) -> bool:
     ``O_NOFOLLOW``, in chunks).  True when it cannot be read: the parser then
     reports why."""
     try:
-        fd = open_nofollow(sessions.path(session_id))
+        fd = open_in_dir(sessions.path(session_id))
     except OSError:
         return True
     try:

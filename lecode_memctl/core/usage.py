@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from .atomic import open_nofollow
+from .atomic import open_in_dir
 from .errors import NotFound, UsageError
 from .layout import Store, session_ids
 from .sourceref import check_session_id
@@ -194,7 +194,7 @@ def usage_report(store: Store, *, session: str | None = None,
         rep.sessions += 1
         path = sdir / f"{sid}.jsonl"
         try:
-            fd = open_nofollow(path)
+            fd = open_in_dir(path)
         except OSError:
             rep.refused.append(sid)
             continue

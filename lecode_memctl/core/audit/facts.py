@@ -36,6 +36,8 @@ def _header_user_version(path: Path) -> int | None:
         return None
     try:
         head = os.pread(fd, 100, 0)
+    except OSError:
+        return None
     finally:
         os.close(fd)
     if len(head) < 64 or not head.startswith(_SQLITE_MAGIC):
@@ -55,8 +57,14 @@ def _open_facts(audit: Audit) -> Any:
         return None
     except OSError:
         return None
+    if stat.S_ISLNK(st.st_mode):
+        return None  # a layout finding (layout.symlink)
     if not stat.S_ISREG(st.st_mode):
-        return None  # a symlink or odd type is a layout finding
+        # a directory or FIFO in its place: every other command exits 5 on it
+        from ..atomic import file_kind
+        from ..errors import StoreCorrupt
+
+        return StoreCorrupt(f"{path}: is {file_kind(st.st_mode)}, not a regular file")
     try:
         if audit.lock_wait is not None:
             return FactStore.open_readonly(path, busy_timeout=audit.lock_wait)

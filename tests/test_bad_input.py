@@ -199,6 +199,38 @@ def _odd_session_names(store: Path) -> None:
     (store / "sessions" / "a" / "b.jsonl").write_bytes(src)
 
 
+def _db_values(store: Path, *statements: tuple[str, tuple]) -> None:
+    db = sqlite3.connect(store / "facts.sqlite3")
+    db.execute("PRAGMA foreign_keys = OFF")
+    for sql, args in statements:
+        db.execute(sql, args)
+    db.commit()
+    db.close()
+
+
+VERIFIED_ID = "c283ab7d8ed884e4"   # the demo's 'verified' fact (VERIFIED below)
+INJECTED_ID = "c283\n## Injected heading\nx"
+
+
+def _blob_text(store: Path) -> None:
+    """A revision text stored as a BLOB (valid UTF-8 inside) and another as
+    invalid bytes: SQLite's TEXT affinity does not stop a writer from doing it."""
+    _db_values(store, ("UPDATE revisions SET text = CAST(text AS BLOB) WHERE fact_id = ?",
+                       (VERIFIED_ID,)),
+               ("UPDATE revisions SET text = x'ff00fe' WHERE fact_id = ? AND revision = 1",
+                ("80fa60fdfe856452",)))
+
+
+def _bad_generation(store: Path) -> None:
+    _db_values(store, ("UPDATE meta SET value = 'abc' WHERE key = 'generation'", ()))
+
+
+def _injected_fact_id(store: Path) -> None:
+    """A fact id that is not hex and holds newlines and a Markdown heading."""
+    _db_values(store, *[(f"UPDATE {t} SET fact_id = ? WHERE fact_id = ?", (INJECTED_ID, VERIFIED_ID))
+                        for t in ("facts", "revisions", "source_refs", "provenance")])
+
+
 CORRUPTIONS = {
     "intact": lambda store: None,
     "truncated_db": _truncated_db,
@@ -214,6 +246,9 @@ CORRUPTIONS = {
     "symlink_wal": _symlink_wal,
     "symlink_memory": _symlink_memory,
     "odd_session_names": _odd_session_names,
+    "blob_text": _blob_text,
+    "bad_generation": _bad_generation,
+    "injected_fact_id": _injected_fact_id,
 }
 
 # ----------------------------------------------------------------- commands
@@ -308,6 +343,14 @@ OVERRIDES: dict[str, dict[str, int]] = {
     "symlink_memory": {"show": 5, "edit": 5, "context": 5, "migrate-legacy --dry-run": 4},
     # Files in sessions/ whose names are not ids are never opened as sessions.
     "odd_session_names": {},
+    # Database values are data (issue 16.4): a malformed row is a hidden fact
+    # (invalid_ref) and a validate finding; a generation that is no integer
+    # makes the exclusions unknowable, so whatever needs them says unreadable.
+    "blob_text": {},
+    # (forget of an id that does not exist says so before it needs them)
+    "bad_generation": {k: 5 for k in FACTS_DB_READERS} | {"forget --yes (unknown)": 3},
+    # the verified fact's id now holds newlines: forget VERIFIED finds no such fact
+    "injected_fact_id": {"forget --dry-run": 3},
 }
 
 EXPECTED = {(c, k): OVERRIDES[c].get(k, BASE[k]) for c in CORRUPTIONS for k in COMMANDS}
@@ -779,3 +822,41 @@ def test_validate_ignores_a_wal_that_vanishes_after_the_listing(template, monkey
     monkeypatch.setattr(audit_run.os, "scandir", Listing)
     code, out = _validate_json(cfg, template.project)
     assert [f["code"] for f in out["findings"]] == ["fact.stale"], out["findings"]
+
+
+# ----------------------------------------------------------------- database values (issue 16.4)
+
+def test_malformed_rows_are_findings_and_statuses(template, variant_cache):
+    """A BLOB text and an injected fact id: each is a hidden fact (invalid_ref)
+    in facts and a fact.hidden finding in validate; a non-integer generation is
+    a db finding.  Never exit 70."""
+    import orjson
+
+    base = lambda cfg: ("--config-dir", str(cfg), "-C", str(template.project))  # noqa: E731
+    cfg, _store = variant_cache("blob_text")
+    r = run_cli(*base(cfg), "facts", "--json")
+    assert_outcome(r.exit_code, r.stderr, 0, "facts")
+    status = {f["fact_id"]: (f["status"], f["reason"]) for f in orjson.loads(r.stdout_bytes)["facts"]}
+    assert status[VERIFIED_ID] == ("hidden", "invalid_ref"), status
+    assert status["80fa60fdfe856452"] == ("hidden", "invalid_ref"), status
+    code, out = _validate_json(cfg, template.project)
+    hidden = {(f["fact_id"], f["revision"]) for f in out["findings"] if f["code"] == "fact.hidden"
+              and "malformed row" in f["message"]}
+    assert hidden == {(VERIFIED_ID, 1), ("80fa60fdfe856452", 1)}, out["findings"]
+
+    cfg, _store = variant_cache("bad_generation")
+    code, out = _validate_json(cfg, template.project)
+    assert any(f["code"] == "db.generation_mismatch" and "'abc'" in f["message"]
+               for f in out["findings"]), out["findings"]
+
+
+def test_an_injected_fact_id_never_reaches_the_section(template, variant_cache):
+    """A fact id holding a newline and '## ...' cannot start a heading in
+    context's section or in its --explain lines: the fact is hidden, and its id
+    is printed escaped."""
+    cfg, _store = variant_cache("injected_fact_id")
+    r = run_cli("--config-dir", str(cfg), "-C", str(template.project), "context", "--explain")
+    assert_outcome(r.exit_code, r.stderr, 0, "context")
+    lines = (r.stdout + r.stderr).splitlines()
+    assert not [line for line in lines if line.startswith("## Injected")], r.stdout + r.stderr
+    assert "c283\\n## Injected heading\\nx" in r.stdout + r.stderr

@@ -797,4 +797,4 @@ def context(
                 why += f" at revision {o.about_revision}"
         if o.bytes is not None:
             why += f", {o.bytes} bytes"
-        echo(f"  omitted {safe(o.fact_id)}: {why}", err=err)
+        echo(f"  omitted {safe(o.fact_id, keep_newlines=False)}: {why}", err=err)

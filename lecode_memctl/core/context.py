@@ -99,8 +99,12 @@ def render_fact(fact_id: str, revision: int, text: str, ref: SourceRef) -> str:
     """One fact entry: a header line with id, revision and the exact source
     reference (session id, positions, digest), then the text as a JSON string
     so that no stored character can start a heading or an instruction block."""
+    from .facts import FACT_ID_RE
+
     src = orjson.dumps(ref.to_json()).decode("utf-8")
     body = orjson.dumps(text).decode("utf-8")
+    if not FACT_ID_RE.match(fact_id):   # stored data, never markup (issue 16.4)
+        fact_id = orjson.dumps(fact_id).decode("utf-8")
     return f"- fact {fact_id} revision {revision} source {src}\n  text: {body}\n"
 
 

@@ -111,17 +111,38 @@ def write_bytes(data: bytes) -> None:
         out.write(data.decode("utf-8"))
 
 
+def _json_escape_char(m: re.Match[str]) -> str:
+    return f"\\u{ord(m.group(0)):04x}"
+
+
+def terminal_json(data: bytes) -> bytes:
+    """JSON for a terminal: the C1 and bidi characters orjson leaves raw
+    (U+009B is a CSI, U+202E reverses what follows) written as ``\\uXXXX``
+    escapes -- the same JSON value, nothing for the terminal to act on.  They
+    can only occur inside strings, so the document stays valid (issue 16.6)."""
+    text = data.decode("utf-8")
+    if not _UNSAFE.search(text):
+        return data
+    return _UNSAFE.sub(_json_escape_char, text).encode("utf-8")
+
+
 def emit_json(obj: Any, *, pretty: bool | None = None) -> None:
-    """One JSON document on stdout (pretty on a terminal, compact in a pipe)."""
+    """One JSON document on stdout (pretty on a terminal, compact in a pipe).
+    On a terminal, control and bidi characters are escaped
+    (:func:`terminal_json`); in a pipe the exact text is kept."""
+    tty = stdout_is_tty()
     if pretty is None:
-        pretty = stdout_is_tty()
-    write_bytes(dumps(obj, pretty=pretty) + b"\n")
+        pretty = tty
+    data = dumps(obj, pretty=pretty) + b"\n"
+    write_bytes(terminal_json(data) if tty else data)
 
 
 def emit_jsonl(rows: Iterable[Any]) -> None:
-    """JSON Lines, streamed row by row."""
+    """JSON Lines, streamed row by row (escaped on a terminal, as emit_json)."""
+    tty = stdout_is_tty()
     for row in rows:
-        write_bytes(dumps(row) + b"\n")
+        data = dumps(row) + b"\n"
+        write_bytes(terminal_json(data) if tty else data)
 
 
 def echo(text: str = "", *, err: bool = False) -> None:

@@ -860,3 +860,74 @@ def test_an_injected_fact_id_never_reaches_the_section(template, variant_cache):
     lines = (r.stdout + r.stderr).splitlines()
     assert not [line for line in lines if line.startswith("## Injected")], r.stdout + r.stderr
     assert "c283\\n## Injected heading\\nx" in r.stdout + r.stderr
+
+
+# ----------------------------------------------------------------- names, numbers, sizes (issue 16.5)
+
+def test_names_with_invalid_utf8(template):
+    """A note and a store whose names hold a 0x9b byte (a C1 CSI in Latin-1
+    terminals): --json says \\x9b instead of exit 70; human output never
+    writes the raw byte."""
+    import orjson
+
+    cfg, store = template.copy("intact")
+    mem = os.fsencode(store.parent)
+    src = (store / "notes" / "release.md").read_bytes()
+    with open(os.path.join(os.fsencode(store / "notes"), b"bad\x9bname.md"), "wb") as fh:
+        fh.write(src)
+    os.mkdir(os.path.join(mem, b"odd\x9bstore-000000000000"), 0o700)
+    before = tree_hash(cfg.parent)
+    base = ("--config-dir", str(cfg), "-C", str(template.project))
+    for argv in (("notes",), ("validate", "--all-projects"), ("projects",), ("search", "release")):
+        for fmt in ((), ("--json",)):
+            if argv[0] == "search" and fmt:
+                continue
+            r = run_cli(*base, *argv, *fmt)
+            assert_outcome(r.exit_code, r.stderr, r.exit_code, (argv, fmt))
+            assert r.exit_code in (0, 1), (argv, fmt, r.stderr)
+            assert b"\x9b" not in r.stdout_bytes.replace("\u009b".encode(), b""), (argv, fmt)
+            assert "\u009b" not in r.stdout and "\udc9b" not in r.stdout, (argv, fmt)
+            if fmt:
+                orjson.loads(r.stdout_bytes)
+    r = run_cli(*base, "notes", "--json")
+    assert "bad\\x9bname" in [n["name"] for n in orjson.loads(r.stdout_bytes)]
+    assert tree_hash(cfg.parent) == before
+
+
+@pytest.mark.parametrize("argv", [("read", "demo-alpha", "0", "3"), ("recall", PREF), ("facts",)],
+                         ids=["read", "recall", "facts"])
+@pytest.mark.parametrize("offset", ["100000000000000000000", str(1 << 64), str((1 << 63) - 1)])
+def test_huge_offsets_are_usage_errors(template, variant_cache, argv, offset):
+    cfg, _store = variant_cache("intact")
+    r = run_cli("--config-dir", str(cfg), "-C", str(template.project), *argv, "--offset", offset)
+    expected = 0 if argv == ("facts",) and int(offset) < 1 << 63 else 2
+    assert_outcome(r.exit_code, r.stderr, expected, (argv, offset))
+
+
+def test_token_counts_near_2_63_are_unknown_usage(template):
+    """Token counts at and beyond 2^63 (and a cost that sums to inf) are
+    malformed usage, counted as unknown: usage --json stays valid JSON, exit 0."""
+    import orjson
+
+    cfg, store = template.copy("intact")
+    p = store / "sessions" / "demo-alpha.jsonl"
+    huge = b'"usage":{"input_tokens":9223372036854775807,"output_tokens":18446744073709551615,' \
+           b'"cost":1e308}'
+    lines = p.read_bytes().splitlines(keepends=True)
+    out = []
+    for line in lines:
+        if b'"event":"memory_usage"' in line:
+            head, _sep, _rest = line.partition(b'"usage":')
+            line = head + huge + b"}\n"
+        out.append(line)
+    p.write_bytes(b"".join(out))
+    q = store / "sessions" / "demo-beta.jsonl"
+    q.write_bytes(p.read_bytes().replace(b'"session_id":"demo-alpha"', b'"session_id":"demo-beta"'))
+    base = ("--config-dir", str(cfg), "-C", str(template.project))
+    r = run_cli(*base, "usage", "--json")
+    assert_outcome(r.exit_code, r.stderr, 0, "usage --json")
+    total = orjson.loads(r.stdout_bytes)["total"]
+    assert total["input_tokens"] < 1 << 63 and total["unknown_usage_calls"] >= 1, total
+    r = run_cli(*base, "usage")
+    assert_outcome(r.exit_code, r.stderr, 0, "usage")
+    assert "inf" not in r.stdout, r.stdout

@@ -22,13 +22,19 @@ LISTING_FORMATS = ("table", "json", "jsonl", "csv", "tsv")
 
 # C0 except tab and newline, DEL, C1, and the bidi controls (embeddings,
 # overrides, isolates, marks) that can reorder what a terminal shows.
+# Also the lone surrogates U+DC80..U+DCFF: bytes that are not UTF-8 in a file
+# name (os.listdir's surrogateescape), shown as the byte they stand for.
 _UNSAFE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u061c]")
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u061c"
+    "\udc80-\udcff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _escape_char(m: re.Match[str]) -> str:
     c = m.group(0)
     o = ord(c)
+    if 0xDC80 <= o <= 0xDCFF:
+        return f"\\x{o - 0xDC00:02x}"
     if o < 0x100:
         return f"\\x{o:02x}"
     return f"\\u{o:04x}"
@@ -55,11 +61,39 @@ def _default(obj: Any) -> Any:
     raise TypeError(f"cannot encode {type(obj).__name__}")
 
 
+def _no_surrogates(obj: Any) -> Any:
+    """``obj`` with every str's lone surrogates (a file name's non-UTF-8 bytes)
+    written as ``\\xNN``, the way human output shows them: JSON is UTF-8 and
+    cannot carry them (issue 16.5: a note named with a 0x9b byte was exit 70)."""
+    if isinstance(obj, str):
+        return _SURROGATE.sub(lambda m: f"\\x{ord(m.group(0)) - 0xDC00:02x}"
+                              if 0xDC80 <= ord(m.group(0)) <= 0xDCFF
+                              else f"\\u{ord(m.group(0)):04x}", obj)
+    if isinstance(obj, dict):
+        return {_no_surrogates(k): _no_surrogates(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [_no_surrogates(v) for v in obj]
+    from pathlib import PurePath
+
+    if isinstance(obj, PurePath):
+        return _no_surrogates(str(obj))
+    import dataclasses
+
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return _no_surrogates(dataclasses.asdict(obj))
+    return obj
+
+
 def dumps(obj: Any, *, pretty: bool = False) -> bytes:
     opt = orjson.OPT_NON_STR_KEYS
     if pretty:
         opt |= orjson.OPT_INDENT_2
-    return orjson.dumps(obj, default=_default, option=opt)
+    try:
+        return orjson.dumps(obj, default=_default, option=opt)
+    except TypeError as exc:
+        if "surrogates" not in str(exc):
+            raise
+        return orjson.dumps(_no_surrogates(obj), default=_default, option=opt)
 
 
 def setup_streams() -> None:

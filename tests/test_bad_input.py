@@ -931,3 +931,51 @@ def test_token_counts_near_2_63_are_unknown_usage(template):
     r = run_cli(*base, "usage")
     assert_outcome(r.exit_code, r.stderr, 0, "usage")
     assert "inf" not in r.stdout, r.stdout
+
+
+def _peak_child_rss(argv: list[str], **kw) -> tuple[subprocess.CompletedProcess, int]:
+    """Run ``argv`` under RLIMIT_AS = 1 GiB; (result, the child's peak RSS in KiB),
+    measured by a wrapper process of its own so that earlier children do not count."""
+    code = ("import resource, subprocess, sys\n"
+            "p = subprocess.run(sys.argv[1:], stdout=sys.stdout, stderr=sys.stderr, "
+            f"preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, ({MEMORY_LIMIT}, {MEMORY_LIMIT})))\n"
+            "sys.stderr.write('\\nPEAK %d\\n' % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+            "sys.exit(p.returncode)\n")
+    p = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, timeout=300, **kw)
+    err = p.stderr.decode("utf-8", "replace")
+    peak = int(err.rsplit("PEAK ", 1)[1].split()[0])
+    p.stderr = err.rsplit("\nPEAK ", 1)[0].encode()
+    return p, peak
+
+
+@pytest.mark.slow
+def test_a_huge_memory_md_is_bounded_work(template):
+    """A 100 MB MEMORY.md: show --json writes it whole as valid JSON (it died with
+    SIGSEGV in the encoder under 1 GiB); a 300 MB one: context reads only what
+    its 32 KiB section can show (it read the file whole: MemoryError)."""
+    import orjson
+
+    cfg, store = template.copy("intact")
+    line = "- a long line of memory \u00e9\u00e9 " * 4 + "\n"
+    chunk = (line * ((1 << 20) // len(line.encode()) + 1)).encode()[: 1 << 20]
+    with open(store / "MEMORY.md", "wb") as fh:
+        for _ in range(100):
+            fh.write(chunk)
+    e = dict(os.environ, PYTHONPATH=str(REPO))
+    e.pop("MEMCTL_DEBUG", None)
+    base = [sys.executable, "-m", "lecode_memctl", "--config-dir", str(cfg), "-C", str(template.project)]
+    p, peak = _peak_child_rss(base + ["show", "--json"], env=e)
+    assert p.returncode == 0, (p.returncode, p.stderr[-500:])
+    text = orjson.loads(p.stdout)["text"]
+    assert len(text.encode()) == 100 << 20 and text.startswith("- a long line")
+    del text
+    print(f"[bad input] show --json of a 100 MiB MEMORY.md: peak RSS {peak // 1024} MiB")
+    with open(store / "MEMORY.md", "ab") as fh:
+        for _ in range(200):
+            fh.write(chunk)
+    p, peak = _peak_child_rss(base + ["context", "--json"], env=e)
+    assert p.returncode == 0, (p.returncode, p.stderr[-500:])
+    parts = {x["name"]: x for x in orjson.loads(p.stdout)["parts"]}
+    assert parts["MEMORY.md"]["truncated"] and parts["MEMORY.md"]["source_bytes"] == 300 << 20
+    print(f"[bad input] context of a 300 MiB MEMORY.md: peak RSS {peak // 1024} MiB")
+    assert peak < 200 * 1024, peak

@@ -733,6 +733,8 @@ def test_validate_agrees_on_a_database_that_is_not_a_file(template, kind):
     db_findings = [f for f in out["findings"] if f["code"] == "db.unreadable"]
     assert code == 1 and db_findings, out["findings"]
     assert "not a regular file" in db_findings[0]["message"]
+    # the transcripts carry the demo forget's epoch 1: no database holds it
+    assert "session.epoch_ahead" in {f["code"] for f in out["findings"]}, out["findings"]
     r = run_cli("--config-dir", str(cfg), "-C", str(template.project), "facts")
     assert_outcome(r.exit_code, r.stderr, 5, "facts")
     assert _tree_state(cfg.parent) == before

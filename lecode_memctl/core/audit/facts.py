@@ -85,8 +85,10 @@ def current_generation(path: Path) -> int | None:
         return 0
     except OSError:
         return None
-    if not stat.S_ISREG(st.st_mode):
+    if stat.S_ISLNK(st.st_mode):
         return None
+    if not stat.S_ISREG(st.st_mode):
+        return 0   # a directory or FIFO: no database holds any exclusion (issue 16.2)
     if st.st_size == 0:
         return 0
     try:
@@ -143,6 +145,10 @@ def _check_db(audit: Audit) -> Iterator[Finding | None]:
     if isinstance(fs, MemctlError):
         if isinstance(fs, StoreBusy):
             raise fs
+        if not stat.S_ISREG(os.lstat(audit.store.facts_db).st_mode):
+            # a directory or FIFO in its place: no exclusion can be read from it,
+            # so a transcript stamped with a forget's epoch is ahead (epoch check)
+            audit._generation_known = True
         v = _header_user_version(audit.store.facts_db)
         if v is not None and v > SCHEMA_VERSION:
             yield audit._f("db.schema_unknown", f"schema version {v} is newer than this memctl "

@@ -606,10 +606,11 @@ def test_template_has_only_the_planted_problem(template, variant_cache):
 
 # ----------------------------------------------------------------- nothing blocks (issue 16.3)
 
-def _fifo(path: Path) -> None:
+def _fifo(path: Path) -> Path:
     if path.exists():
         path.unlink()
     os.mkfifo(path)
+    return path
 
 
 FIFO_CASES = {
@@ -661,12 +662,12 @@ def _tree_state(root: Path) -> dict[str, str]:
     hidden = root.parent / (root.name + "-fifos-hidden")
     hidden.mkdir()
     try:
-        for i, p in enumerate(fifos):
-            os.rename(p, hidden / str(i))
+        for i, name in enumerate(fifos):
+            os.rename(name, hidden / str(i))
         out = tree_hash(root)
     finally:
-        for i, p in enumerate(fifos):
-            os.rename(hidden / str(i), p)
+        for i, name in enumerate(fifos):
+            os.rename(hidden / str(i), name)
         hidden.rmdir()
     return out | {os.path.relpath(p, root): v for p, v in fifos.items()}
 

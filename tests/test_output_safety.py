@@ -196,7 +196,8 @@ def test_a_learning_status_cannot_forge_lines(tmp_path, world, monkeypatch):
     p = world.store(cfg) / "sessions" / "demo-alpha.jsonl"
     p.write_bytes(p.read_bytes().replace(
         b'"status":"learned","reason_counts":{}',
-        b'"status":"learned\\nfact_id  revision  status\\nFORGED","reason_counts":{"a\\nb":"1\\nFORGED2"}', 1))
+        b'"status":"learned\\nfact_id  revision  status\\nFORGED",'
+        b'"reason_counts":{"a\\nb":"1\\nFORGED2"}', 1))
     monkeypatch.chdir(world.project)
     monkeypatch.setenv("LECODE_CONFIG_DIR", str(cfg))
     r = run_cli("facts")

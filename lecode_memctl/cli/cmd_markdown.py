@@ -11,8 +11,6 @@ from .options import FormatOpt, JsonOpt, LimitOpt, OffsetOpt, sort_option
 from .registry import command
 from .state import STATE
 
-
-
 _STREAM_ABOVE = 1 << 20   # characters: larger texts are JSON-encoded piece by piece
 
 

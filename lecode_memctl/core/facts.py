@@ -934,8 +934,8 @@ class FactStore(ClosesOnExit):
 
         def check_bare(upto: str | None) -> None:
             if bare and (upto is None or bare[0][0] < upto):
-                raise StoreCorrupt(f"facts database: fact {bare[0][0]} has no revision "
-                                   f"{bare[0][1]}")
+                raise StoreCorrupt(f"facts database: fact {row_text(bare[0][0])!r} has no "
+                                   f"revision {bare[0][1]}")
 
         cur = db.execute(
             "SELECT r.fact_id, f.revision, f.created, f.updated, r.revision, r.text, r.created, "
@@ -950,9 +950,11 @@ class FactStore(ClosesOnExit):
             cur_rev = revs[-1] if revs[-1].revision == revision else next(
                 (r for r in revs if r.revision == revision), None)
             if cur_rev is None:
-                raise StoreCorrupt(f"facts database: fact {fid} has no revision {revision}")
-            return (Fact(fid, revision, cur_rev.text, created, updated, cur_rev.source,
-                         cur_rev.provenance), revs)
+                raise StoreCorrupt(f"facts database: fact {row_text(fid)!r} has no revision "
+                                   f"{revision}")
+            # a malformed row keeps its data; its status comes from the revision (hidden)
+            return (Fact(row_text(fid), revision, cur_rev.text, row_text(created),
+                         row_text(updated), cur_rev.source, cur_rev.provenance), revs)
 
         while True:
             rows = cur.fetchmany(1000)
@@ -972,8 +974,11 @@ class FactStore(ClosesOnExit):
                         ref = _ref_from_row(fid, rev, sid, seqs, digest)
                     except StoreCorrupt as exc:
                         error = exc.message
+                problem = row_problem(fid, text)
+                if problem is not None:     # as revisions() reads it (issue 16.4)
+                    ref, error = None, problem
                 p = prov.pop((fid, rev), {})
-                revs.append(Revision(fid, rev, text, rcreated, ref,
+                revs.append(Revision(fid, rev, row_text(text), row_text(rcreated), ref,
                                      tuple(Provenance(s, tuple(q)) for s, q in p.items()), error))
         if head is not None:
             yield finish()

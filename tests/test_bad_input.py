@@ -39,6 +39,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -198,6 +199,38 @@ def _odd_session_names(store: Path) -> None:
     (store / "sessions" / "a" / "b.jsonl").write_bytes(src)
 
 
+def _db_values(store: Path, *statements: tuple[str, tuple]) -> None:
+    db = sqlite3.connect(store / "facts.sqlite3")
+    db.execute("PRAGMA foreign_keys = OFF")
+    for sql, args in statements:
+        db.execute(sql, args)
+    db.commit()
+    db.close()
+
+
+VERIFIED_ID = "c283ab7d8ed884e4"   # the demo's 'verified' fact (VERIFIED below)
+INJECTED_ID = "c283\n## Injected heading\nx"
+
+
+def _blob_text(store: Path) -> None:
+    """A revision text stored as a BLOB (valid UTF-8 inside) and another as
+    invalid bytes: SQLite's TEXT affinity does not stop a writer from doing it."""
+    _db_values(store, ("UPDATE revisions SET text = CAST(text AS BLOB) WHERE fact_id = ?",
+                       (VERIFIED_ID,)),
+               ("UPDATE revisions SET text = x'ff00fe' WHERE fact_id = ? AND revision = 1",
+                ("80fa60fdfe856452",)))
+
+
+def _bad_generation(store: Path) -> None:
+    _db_values(store, ("UPDATE meta SET value = 'abc' WHERE key = 'generation'", ()))
+
+
+def _injected_fact_id(store: Path) -> None:
+    """A fact id that is not hex and holds newlines and a Markdown heading."""
+    _db_values(store, *[(f"UPDATE {t} SET fact_id = ? WHERE fact_id = ?", (INJECTED_ID, VERIFIED_ID))
+                        for t in ("facts", "revisions", "source_refs", "provenance")])
+
+
 CORRUPTIONS = {
     "intact": lambda store: None,
     "truncated_db": _truncated_db,
@@ -213,6 +246,9 @@ CORRUPTIONS = {
     "symlink_wal": _symlink_wal,
     "symlink_memory": _symlink_memory,
     "odd_session_names": _odd_session_names,
+    "blob_text": _blob_text,
+    "bad_generation": _bad_generation,
+    "injected_fact_id": _injected_fact_id,
 }
 
 # ----------------------------------------------------------------- commands
@@ -307,6 +343,14 @@ OVERRIDES: dict[str, dict[str, int]] = {
     "symlink_memory": {"show": 5, "edit": 5, "context": 5, "migrate-legacy --dry-run": 4},
     # Files in sessions/ whose names are not ids are never opened as sessions.
     "odd_session_names": {},
+    # Database values are data (issue 16.4): a malformed row is a hidden fact
+    # (invalid_ref) and a validate finding; a generation that is no integer
+    # makes the exclusions unknowable, so whatever needs them says unreadable.
+    "blob_text": {},
+    # (forget of an id that does not exist says so before it needs them)
+    "bad_generation": {k: 5 for k in FACTS_DB_READERS} | {"forget --yes (unknown)": 3},
+    # the verified fact's id now holds newlines: forget VERIFIED finds no such fact
+    "injected_fact_id": {"forget --dry-run": 3},
 }
 
 EXPECTED = {(c, k): OVERRIDES[c].get(k, BASE[k]) for c in CORRUPTIONS for k in COMMANDS}
@@ -558,3 +602,383 @@ def test_template_has_only_the_planted_problem(template, variant_cache):
                     *deep)
         found = sorted((f["code"], f["severity"]) for f in orjson.loads(r.stdout_bytes)["findings"])
         assert found == [("fact.stale", "error")], (deep, found)
+
+
+# ----------------------------------------------------------------- nothing blocks (issue 16.3)
+
+def _fifo(path: Path) -> Path:
+    if path.exists():
+        path.unlink()
+    os.mkfifo(path)
+    return path
+
+
+FIFO_CASES = {
+    # a FIFO named like a transcript (in place of one, and a new name)
+    "fifo_session": lambda cfg, store, proj: (_fifo(store / "sessions" / "demo-alpha.jsonl"),
+                                              _fifo(store / "sessions" / "zz-fifo.jsonl")),
+    "fifo_config": lambda cfg, store, proj: _fifo(cfg / "config.toml"),
+    "fifo_memory": lambda cfg, store, proj: (_fifo(store / "MEMORY.md"),
+                                             _fifo(store / "notes" / "zz.md")),
+    "fifo_wal": lambda cfg, store, proj: _fifo(store / "facts.sqlite3-wal"),
+    # a project whose .git is a FIFO (identity resolution reads a .git file)
+    "fifo_git": lambda cfg, store, proj: _fifo(proj / ".git"),
+}
+FIFO_COMMANDS = {
+    "facts": ("facts",), "sessions": ("sessions",), "usage": ("usage",),
+    "validate": ("validate",), "validate --all-projects": ("validate", "--all-projects"),
+    "projects": ("projects",), "config": ("config",), "context": ("context",),
+    "where": ("where",), "show": ("show",), "read": ("read", "demo-alpha", "0", "3"),
+    "notes NAME": ("notes", "zz"),
+}
+# (case, command) -> exit status where it differs from the intact store's.
+FIFO_BASE = {k: 0 for k in FIFO_COMMANDS} | {"validate": 1, "validate --all-projects": 1,
+                                                 "notes NAME": 3}
+FIFO_OVERRIDES = {
+    # the FIFO transcript is unreadable: its facts are missing, read refuses it
+    "fifo_session": {"read": 5},
+    # the commands that read config.toml refuse it; validate reports it (config.invalid)
+    "fifo_config": {"config": 5, "context": 5},
+    "fifo_memory": {"show": 5, "context": 5, "notes NAME": 5},
+    "fifo_wal": {"facts": 5, "context": 5, "read": 5},
+    # a plain directory with a FIFO .git is no git project: no store there
+    "fifo_git": {k: 3 for k in FIFO_COMMANDS if k not in ("where", "projects", "config",
+                                                          "validate --all-projects")},
+}
+
+
+def _tree_state(root: Path) -> dict[str, str]:
+    """conftest's ``tree_hash`` for a tree that holds FIFOs (which it would
+    open and wait on): a FIFO is recorded by type, mode and mtime."""
+    import stat as _stat
+
+    fifos = {}
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            p = Path(dirpath) / name
+            st = os.lstat(p)
+            if _stat.S_ISFIFO(st.st_mode):
+                fifos[str(p)] = f"fifo:{st.st_mode:o}:{st.st_mtime_ns}"
+    hidden = root.parent / (root.name + "-fifos-hidden")
+    hidden.mkdir()
+    try:
+        for i, name in enumerate(fifos):
+            os.rename(name, hidden / str(i))
+        out = tree_hash(root)
+    finally:
+        for i, name in enumerate(fifos):
+            os.rename(hidden / str(i), name)
+        hidden.rmdir()
+    return out | {os.path.relpath(p, root): v for p, v in fifos.items()}
+
+
+@pytest.mark.parametrize("case", list(FIFO_CASES))
+def test_a_fifo_never_blocks(template, case):
+    """A FIFO where a file is expected (transcript, config.toml, MEMORY.md, a
+    note, the -wal, a project's .git) is refused or skipped as not a regular
+    file; no command waits for a writer that never comes (issue 16.3).  Real
+    processes with a timeout: a blocking open shows as a timeout, not a hung
+    suite."""
+    cfg, store = template.copy("intact")
+    root = cfg.parent
+    proj = template.project
+    if case == "fifo_git":
+        proj = root / "plain-project"
+        proj.mkdir()
+    FIFO_CASES[case](cfg, store, proj)
+    before = _tree_state(root)
+    e = dict(os.environ, EDITOR="true", VISUAL="", PYTHONPATH=str(REPO))
+    e.pop("MEMCTL_DEBUG", None)
+    procs = {command: subprocess.Popen(
+        [sys.executable, "-m", "lecode_memctl", "--config-dir", str(cfg), "-C", str(proj), *argv],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e, preexec_fn=_limit_memory)
+        for command, argv in FIFO_COMMANDS.items()}
+    blocked, got = [], {}
+    deadline = time.monotonic() + 120
+    for command, proc in procs.items():
+        try:
+            _out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            blocked.append(command)
+            continue
+        got[command] = proc.returncode
+        assert_outcome(proc.returncode, err.decode("utf-8", "replace"), proc.returncode,
+                       (case, command), FIFO_COMMANDS[command])
+    assert not blocked, (case, blocked)
+    assert got == {k: FIFO_OVERRIDES[case].get(k, FIFO_BASE[k]) for k in FIFO_COMMANDS}, case
+    assert _tree_state(root) == before, case
+
+
+# ----------------------------------------------------------------- validate agrees (issue 16.2)
+
+def _validate_json(cfg: Path, project: Path, *args: str) -> tuple[int, dict]:
+    import orjson
+
+    r = run_cli("--config-dir", str(cfg), "-C", str(project), "validate", "--json", *args)
+    assert_outcome(r.exit_code, r.stderr, r.exit_code, ("validate", args))
+    return r.exit_code, orjson.loads(r.stdout_bytes)
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+def test_validate_agrees_on_a_database_that_is_not_a_file(template, kind):
+    """facts.sqlite3 replaced by a directory or a FIFO: every command that reads
+    it exits 5, and validate reports it (db.unreadable), not OK."""
+    cfg, store = template.copy("intact")
+    db = store / "facts.sqlite3"
+    db.unlink()
+    db.mkdir() if kind == "directory" else os.mkfifo(db)
+    before = _tree_state(cfg.parent)
+    code, out = _validate_json(cfg, template.project, "--ignore", "fact.*")
+    db_findings = [f for f in out["findings"] if f["code"] == "db.unreadable"]
+    assert code == 1 and db_findings, out["findings"]
+    assert "not a regular file" in db_findings[0]["message"]
+    # the transcripts carry the demo forget's epoch 1: no database holds it
+    assert "session.epoch_ahead" in {f["code"] for f in out["findings"]}, out["findings"]
+    r = run_cli("--config-dir", str(cfg), "-C", str(template.project), "facts")
+    assert_outcome(r.exit_code, r.stderr, 5, "facts")
+    assert _tree_state(cfg.parent) == before
+
+
+def test_validate_all_projects_reports_every_entry(template):
+    """A symbolic link in a store's place and a stray file under memory/ are
+    findings of validate --all-projects (errors), where validate of that
+    project alone exits 5; a name that is no slug is a warning."""
+    cfg, store = template.copy("intact")
+    mem = store.parent
+    os.symlink(store, mem / "linked-000000000000")
+    (mem / "stray-111111111111").write_bytes(b"x\n")
+    (mem / "README").write_bytes(b"x\n")
+    before = tree_hash(cfg.parent)
+    code, out = _validate_json(cfg, template.project, "--all-projects", "--ignore", "fact.*")
+    by_project = {}
+    for f in out["findings"]:
+        by_project.setdefault(f["project"], []).append((f["code"], f["severity"]))
+    assert by_project.get("linked-000000000000") == [("layout.symlink", "error")], by_project
+    assert by_project.get("stray-111111111111") == [("layout.unreadable", "error")], by_project
+    assert by_project.get("README") == [("layout.unexpected_file", "warning")], by_project
+    assert code == 1
+    for name in ("linked-000000000000", "stray-111111111111"):
+        r = run_cli("--config-dir", str(cfg), "validate", "--store", str(mem / name))
+        assert_outcome(r.exit_code, r.stderr, 5, name)
+    assert tree_hash(cfg.parent) == before
+
+
+def test_a_symlinked_sessions_directory_is_refused_everywhere(template):
+    """sessions/ replaced by a link to a copy elsewhere: read and facts refuse
+    the transcripts behind it; validate and usage did read through it (only
+    the last component was guarded).  Now every reader refuses them."""
+    import orjson
+
+    cfg, store = template.copy("intact")
+    outside = cfg.parent / "outside-sessions"
+    shutil.move(store / "sessions", outside)
+    os.symlink(outside, store / "sessions")
+    before = tree_hash(cfg.parent)
+    base = ("--config-dir", str(cfg), "-C", str(template.project))
+    code, out = _validate_json(cfg, template.project)
+    assert out["projects"][0]["facts"]["valid"] == 0, out["projects"]
+    refused = {f["session_id"] for f in out["findings"] if f["code"] == "session.refused"}
+    assert refused == {"demo-alpha", "demo-beta", "demo-gamma"}, out["findings"]
+    r = run_cli(*base, "usage", "--json")
+    assert_outcome(r.exit_code, r.stderr, 0, "usage")
+    rep = orjson.loads(r.stdout_bytes)
+    assert rep["sessions_counted"] == 0 and len(rep["refused_sessions"]) == 3, rep
+    r = run_cli(*base, "facts", "--json")
+    assert_outcome(r.exit_code, r.stderr, 0, "facts")
+    assert "valid" not in {f["status"] for f in orjson.loads(r.stdout_bytes)["facts"]}
+    assert tree_hash(cfg.parent) == before
+
+
+def test_validate_ignores_a_wal_that_vanishes_after_the_listing(template, monkeypatch):
+    """A writer that closes after each write (correct, forget) removes its -wal
+    and -shm: an entry listed and gone before its stat is no layout.unreadable."""
+    from lecode_memctl.core.audit import run as audit_run
+
+    cfg, store = template.copy("intact")
+    real_scandir = os.scandir
+
+    class Gone:
+        def __init__(self, d, name):
+            self.name, self.path = name, os.path.join(d, name)
+
+        def stat(self, follow_symlinks=True):
+            raise FileNotFoundError(2, "No such file or directory", self.path)
+
+        def is_dir(self, follow_symlinks=True):
+            return False
+
+    class Listing:
+        def __init__(self, d):
+            self.d, self.it = d, real_scandir(d)
+
+        def __enter__(self):
+            entries = list(self.it)
+            if Path(self.d) == store:
+                entries += [Gone(self.d, "facts.sqlite3-wal"), Gone(self.d, "facts.sqlite3-shm")]
+            return iter(entries)
+
+        def __exit__(self, *exc):
+            self.it.close()
+
+    monkeypatch.setattr(audit_run.os, "scandir", Listing)
+    code, out = _validate_json(cfg, template.project)
+    assert [f["code"] for f in out["findings"]] == ["fact.stale"], out["findings"]
+
+
+# ----------------------------------------------------------------- database values (issue 16.4)
+
+def test_malformed_rows_are_findings_and_statuses(template, variant_cache):
+    """A BLOB text and an injected fact id: each is a hidden fact (invalid_ref)
+    in facts and a fact.hidden finding in validate; a non-integer generation is
+    a db finding.  Never exit 70."""
+    import orjson
+
+    base = lambda cfg: ("--config-dir", str(cfg), "-C", str(template.project))  # noqa: E731
+    cfg, _store = variant_cache("blob_text")
+    r = run_cli(*base(cfg), "facts", "--json")
+    assert_outcome(r.exit_code, r.stderr, 0, "facts")
+    status = {f["fact_id"]: (f["status"], f["reason"]) for f in orjson.loads(r.stdout_bytes)["facts"]}
+    assert status[VERIFIED_ID] == ("hidden", "invalid_ref"), status
+    assert status["80fa60fdfe856452"] == ("hidden", "invalid_ref"), status
+    code, out = _validate_json(cfg, template.project)
+    hidden = {(f["fact_id"], f["revision"]) for f in out["findings"] if f["code"] == "fact.hidden"
+              and "malformed row" in f["message"]}
+    assert hidden == {(VERIFIED_ID, 1), ("80fa60fdfe856452", 1)}, out["findings"]
+
+    cfg, _store = variant_cache("bad_generation")
+    code, out = _validate_json(cfg, template.project)
+    assert any(f["code"] == "db.generation_mismatch" and "'abc'" in f["message"]
+               for f in out["findings"]), out["findings"]
+
+
+def test_an_injected_fact_id_never_reaches_the_section(template, variant_cache):
+    """A fact id holding a newline and '## ...' cannot start a heading in
+    context's section or in its --explain lines: the fact is hidden, and its id
+    is printed escaped."""
+    cfg, _store = variant_cache("injected_fact_id")
+    r = run_cli("--config-dir", str(cfg), "-C", str(template.project), "context", "--explain")
+    assert_outcome(r.exit_code, r.stderr, 0, "context")
+    lines = (r.stdout + r.stderr).splitlines()
+    assert not [line for line in lines if line.startswith("## Injected")], r.stdout + r.stderr
+    assert "c283\\n## Injected heading\\nx" in r.stdout + r.stderr
+
+
+# ----------------------------------------------------------------- names, numbers, sizes (issue 16.5)
+
+def test_names_with_invalid_utf8(template):
+    """A note and a store whose names hold a 0x9b byte (a C1 CSI in Latin-1
+    terminals): --json says \\x9b instead of exit 70; human output never
+    writes the raw byte."""
+    import orjson
+
+    cfg, store = template.copy("intact")
+    mem = os.fsencode(store.parent)
+    src = (store / "notes" / "release.md").read_bytes()
+    with open(os.path.join(os.fsencode(store / "notes"), b"bad\x9bname.md"), "wb") as fh:
+        fh.write(src)
+    os.mkdir(os.path.join(mem, b"odd\x9bstore-000000000000"), 0o700)
+    before = tree_hash(cfg.parent)
+    base = ("--config-dir", str(cfg), "-C", str(template.project))
+    for argv in (("notes",), ("validate", "--all-projects"), ("projects",), ("search", "release")):
+        for fmt in ((), ("--json",)):
+            if argv[0] == "search" and fmt:
+                continue
+            r = run_cli(*base, *argv, *fmt)
+            assert_outcome(r.exit_code, r.stderr, r.exit_code, (argv, fmt))
+            assert r.exit_code in (0, 1), (argv, fmt, r.stderr)
+            assert b"\x9b" not in r.stdout_bytes.replace("\u009b".encode(), b""), (argv, fmt)
+            assert "\u009b" not in r.stdout and "\udc9b" not in r.stdout, (argv, fmt)
+            if fmt:
+                orjson.loads(r.stdout_bytes)
+    r = run_cli(*base, "notes", "--json")
+    assert "bad\\x9bname" in [n["name"] for n in orjson.loads(r.stdout_bytes)]
+    assert tree_hash(cfg.parent) == before
+
+
+@pytest.mark.parametrize("argv", [("read", "demo-alpha", "0", "3"), ("recall", PREF), ("facts",)],
+                         ids=["read", "recall", "facts"])
+@pytest.mark.parametrize("offset", ["100000000000000000000", str(1 << 64), str((1 << 63) - 1)])
+def test_huge_offsets_are_usage_errors(template, variant_cache, argv, offset):
+    cfg, _store = variant_cache("intact")
+    r = run_cli("--config-dir", str(cfg), "-C", str(template.project), *argv, "--offset", offset)
+    expected = 0 if argv == ("facts",) and int(offset) < 1 << 63 else 2
+    assert_outcome(r.exit_code, r.stderr, expected, (argv, offset))
+
+
+def test_token_counts_near_2_63_are_unknown_usage(template):
+    """Token counts at and beyond 2^63 (and a cost that sums to inf) are
+    malformed usage, counted as unknown: usage --json stays valid JSON, exit 0."""
+    import orjson
+
+    cfg, store = template.copy("intact")
+    p = store / "sessions" / "demo-alpha.jsonl"
+    huge = b'"usage":{"input_tokens":9223372036854775807,"output_tokens":18446744073709551615,' \
+           b'"cost":1e308}'
+    lines = p.read_bytes().splitlines(keepends=True)
+    out = []
+    for line in lines:
+        if b'"event":"memory_usage"' in line:
+            head, _sep, _rest = line.partition(b'"usage":')
+            line = head + huge + b"}\n"
+        out.append(line)
+    p.write_bytes(b"".join(out))
+    q = store / "sessions" / "demo-beta.jsonl"
+    q.write_bytes(p.read_bytes().replace(b'"session_id":"demo-alpha"', b'"session_id":"demo-beta"'))
+    base = ("--config-dir", str(cfg), "-C", str(template.project))
+    r = run_cli(*base, "usage", "--json")
+    assert_outcome(r.exit_code, r.stderr, 0, "usage --json")
+    total = orjson.loads(r.stdout_bytes)["total"]
+    assert total["input_tokens"] < 1 << 63 and total["unknown_usage_calls"] >= 1, total
+    r = run_cli(*base, "usage")
+    assert_outcome(r.exit_code, r.stderr, 0, "usage")
+    assert "inf" not in r.stdout, r.stdout
+
+
+def _peak_child_rss(argv: list[str], **kw) -> tuple[subprocess.CompletedProcess, int]:
+    """Run ``argv`` under RLIMIT_AS = 1 GiB; (result, the child's peak RSS in KiB),
+    measured by a wrapper process of its own so that earlier children do not count."""
+    code = ("import resource, subprocess, sys\n"
+            "p = subprocess.run(sys.argv[1:], stdout=sys.stdout, stderr=sys.stderr, "
+            f"preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, ({MEMORY_LIMIT}, {MEMORY_LIMIT})))\n"
+            "sys.stderr.write('\\nPEAK %d\\n' % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+            "sys.exit(p.returncode)\n")
+    p = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, timeout=300, **kw)
+    err = p.stderr.decode("utf-8", "replace")
+    peak = int(err.rsplit("PEAK ", 1)[1].split()[0])
+    p.stderr = err.rsplit("\nPEAK ", 1)[0].encode()
+    return p, peak
+
+
+@pytest.mark.slow
+def test_a_huge_memory_md_is_bounded_work(template):
+    """A 100 MB MEMORY.md: show --json writes it whole as valid JSON (it died with
+    SIGSEGV in the encoder under 1 GiB); a 300 MB one: context reads only what
+    its 32 KiB section can show (it read the file whole: MemoryError)."""
+    import orjson
+
+    cfg, store = template.copy("intact")
+    line = "- a long line of memory \u00e9\u00e9 " * 4 + "\n"
+    chunk = (line * ((1 << 20) // len(line.encode()) + 1)).encode()[: 1 << 20]
+    with open(store / "MEMORY.md", "wb") as fh:
+        for _ in range(100):
+            fh.write(chunk)
+    e = dict(os.environ, PYTHONPATH=str(REPO))
+    e.pop("MEMCTL_DEBUG", None)
+    base = [sys.executable, "-m", "lecode_memctl", "--config-dir", str(cfg), "-C", str(template.project)]
+    p, peak = _peak_child_rss(base + ["show", "--json"], env=e)
+    assert p.returncode == 0, (p.returncode, p.stderr[-500:])
+    text = orjson.loads(p.stdout)["text"]
+    assert len(text.encode()) == 100 << 20 and text.startswith("- a long line")
+    del text
+    print(f"[bad input] show --json of a 100 MiB MEMORY.md: peak RSS {peak // 1024} MiB")
+    with open(store / "MEMORY.md", "ab") as fh:
+        for _ in range(200):
+            fh.write(chunk)
+    p, peak = _peak_child_rss(base + ["context", "--json"], env=e)
+    assert p.returncode == 0, (p.returncode, p.stderr[-500:])
+    parts = {x["name"]: x for x in orjson.loads(p.stdout)["parts"]}
+    assert parts["MEMORY.md"]["truncated"] and parts["MEMORY.md"]["source_bytes"] == 300 << 20
+    print(f"[bad input] context of a 300 MiB MEMORY.md: peak RSS {peak // 1024} MiB")
+    assert peak < 200 * 1024, peak

@@ -220,9 +220,9 @@ def test_a_fact_without_revisions_is_reported_where_the_listing_reaches_it(tmp_p
         fs._conn.execute("INSERT INTO facts VALUES (?, 1, 'x', 'x')", (f"{2:016x}",))
     with FactStore.open_readonly(store.facts_db) as fs:
         sessions = SessionStore(store, exclusions=fs)
-        with pytest.raises(StoreCorrupt, match=f"fact {2:016x} has no revision 1"):
+        with pytest.raises(StoreCorrupt, match=f"fact '{2:016x}' has no revision 1"):
             fs.get(f"{2:016x}")
         rows = iter_fact_rows(fs, sessions)
         assert next(rows)["fact_id"] == f"{1:016x}"
-        with pytest.raises(StoreCorrupt, match=f"fact {2:016x} has no revision 1"):
+        with pytest.raises(StoreCorrupt, match=f"fact '{2:016x}' has no revision 1"):
             next(rows)

@@ -141,3 +141,66 @@ def test_today_log_escaped(store):
     assert r.exit_code == 0
     assert_clean(r.stdout_bytes)
     assert_markup_literal(r.stdout)
+
+
+# ----------------------------------------------------------------- issue 16.6
+
+HOSTILE = "tabs\u009b31m\u009d0;x\u0007\u202eevil"
+
+
+def _hostile_world(tmp_path, world):
+    import sqlite3
+
+    cfg = world.fresh(tmp_path / "hostile-cfg")
+    store = world.store(cfg)
+    p = store / "sessions" / "demo-alpha.jsonl"
+    p.write_bytes(p.read_bytes().replace(b"tabs for", orjson.dumps(HOSTILE)[1:-1] + b" for", 1))
+    db = sqlite3.connect(store / "facts.sqlite3")
+    db.execute("UPDATE revisions SET text = ? WHERE fact_id = 'c283ab7d8ed884e4'", (HOSTILE,))
+    db.commit()
+    db.close()
+    return cfg
+
+
+@pytest.mark.parametrize("argv", [("read", "demo-alpha", "0", "3"), ("read", "demo-alpha", "0", "3", "--all"),
+                                  ("recall", "c283ab7d8ed884e4", "--json")],
+                         ids=["read", "read-all", "recall"])
+def test_json_on_a_terminal_escapes_c1_and_bidi(tmp_path, world, monkeypatch, argv):
+    """read and recall print JSON: on a terminal U+009B, U+009D and U+202E are
+    written as \\u escapes (the same JSON value); in a pipe the exact text."""
+    import orjson
+
+    from lecode_memctl.cli import output
+
+    cfg = _hostile_world(tmp_path, world)
+    monkeypatch.chdir(world.project)
+    monkeypatch.setenv("LECODE_CONFIG_DIR", str(cfg))
+    piped = run_cli(*argv)
+    assert piped.exit_code == 0, piped.stderr
+    for c in "\u009b\u009d\u202e":
+        assert c in piped.stdout, (argv, c)   # the exact text when piped
+    monkeypatch.setattr(output, "stdout_is_tty", lambda: True)
+    tty = run_cli(*argv)
+    assert tty.exit_code == 0, tty.stderr
+    for c in "\u009b\u009d\u202e\u0007":
+        assert c not in tty.stdout, (argv, c)
+    docs = [orjson.loads(line) for line in tty.stdout_bytes.splitlines() if line.strip()] \
+        if "--all" in argv else [orjson.loads(tty.stdout_bytes)]
+    piped_docs = [orjson.loads(line) for line in piped.stdout_bytes.splitlines() if line.strip()] \
+        if "--all" in argv else [orjson.loads(piped.stdout_bytes)]
+    assert docs == piped_docs
+
+
+def test_a_learning_status_cannot_forge_lines(tmp_path, world, monkeypatch):
+    cfg = world.fresh(tmp_path / "learn-cfg")
+    p = world.store(cfg) / "sessions" / "demo-alpha.jsonl"
+    p.write_bytes(p.read_bytes().replace(
+        b'"status":"learned","reason_counts":{}',
+        b'"status":"learned\\nfact_id  revision  status\\nFORGED",'
+        b'"reason_counts":{"a\\nb":"1\\nFORGED2"}', 1))
+    monkeypatch.chdir(world.project)
+    monkeypatch.setenv("LECODE_CONFIG_DIR", str(cfg))
+    r = run_cli("facts")
+    assert r.exit_code == 0, r.stderr
+    assert not [line for line in r.stdout.splitlines() if line.startswith("FORGED")], r.stdout
+    assert "learned\\nfact_id" in r.stdout

@@ -125,7 +125,7 @@ def validate(
 
     from lecode_memctl.core.audit import Audit, check_ignore_codes
     from lecode_memctl.core.errors import UsageError
-    from lecode_memctl.core.layout import store_dirs, store_given
+    from lecode_memctl.core.layout import memory_names, memory_root, store_at, store_given
 
     from .state import path_option
 
@@ -151,7 +151,8 @@ def validate(
     if all_projects:
         if store_dir or STATE.store_option or STATE.slug_option:
             raise UsageError("--all-projects conflicts with --store and --slug")
-        stores = store_dirs(cfg.path)
+        # every entry of memory/: a symbolic link or a stray file is reported (issue 16.2)
+        stores = [store_at(memory_root(cfg.path) / n) for n in memory_names(cfg.path)]
     elif store_dir:
         stores = [require_store(store_given(store_dir, STATE.slug_option))]
     else:
@@ -173,7 +174,7 @@ def validate(
             # config.toml is shared by every store: checked once, reported with the first store
             audit = Audit(st, config_dir=cfg.path if i == 0 else None, deep=deep, ignore=ignored,
                           progress=prog, lock_wait=lock_wait, state=STATE.state_dir(),
-                          record_state=not STATE.no_state)
+                          record_state=not STATE.no_state, listed=all_projects)
             try:
                 if stream_jsonl:
                     emit_jsonl(FINDING.row(**f.to_json()) for f in audit.run())

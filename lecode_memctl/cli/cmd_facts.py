@@ -88,11 +88,15 @@ def _print_learning(learning: dict[str, Any] | None, session: str | None) -> Non
     if learning is None:
         echo("learning: no learning event" + (f" in session {safe(session)}" if session else ""))
         return
-    counts = ", ".join(f"{safe(k)}={v}" for k, v in sorted(learning["reason_counts"].items()))
-    echo(f"learning: {safe(str(learning['status']))} (session {safe(learning['session_id'])}, "
-         f"seq {learning['seq']})" + (f"; reasons: {counts}" if counts else ""))
+    def one(value: Any) -> str:   # stored values, one line each (issue 16.6)
+        return safe(str(value), keep_newlines=False)
+
+    counts = ", ".join(f"{one(k)}={one(v)}" for k, v in sorted(learning["reason_counts"].items(),
+                                                               key=lambda kv: str(kv[0])))
+    echo(f"learning: {one(learning['status'])} (session {one(learning['session_id'])}, "
+         f"seq {one(learning['seq'])})" + (f"; reasons: {counts}" if counts else ""))
     if learning["facts"]:
-        echo("  facts: " + ", ".join(safe(f) for f in learning["facts"]))
+        echo("  facts: " + ", ".join(one(f) for f in learning["facts"]))
     for p in learning["proposals"]:
         src = p["source"]
         echo(f"  proposal from {safe(src['session_id'])}:{','.join(map(str, src['seqs']))}: "
@@ -797,4 +801,4 @@ def context(
                 why += f" at revision {o.about_revision}"
         if o.bytes is not None:
             why += f", {o.bytes} bytes"
-        echo(f"  omitted {safe(o.fact_id)}: {why}", err=err)
+        echo(f"  omitted {safe(o.fact_id, keep_newlines=False)}: {why}", err=err)

@@ -11,6 +11,8 @@ from .options import FormatOpt, JsonOpt, LimitOpt, OffsetOpt, sort_option
 from .registry import command
 from .state import STATE
 
+_STREAM_ABOVE = 1 << 20   # characters: larger texts are JSON-encoded piece by piece
+
 
 def _print_file(md, json_: bool) -> None:  # md: core.markdown.MarkdownFile
     """Exact text under --json, escaped text otherwise."""
@@ -19,7 +21,20 @@ def _print_file(md, json_: bool) -> None:  # md: core.markdown.MarkdownFile
     from .output import emit_json, safe
 
     if json_:
-        emit_json({"path": str(md.path), "text": md.text})
+        if len(md.text) <= _STREAM_ABOVE:
+            emit_json({"path": str(md.path), "text": md.text})
+            return
+        # A large file is written as the same compact JSON, its text encoded a
+        # piece at a time: one orjson call on 100 MB died (SIGSEGV) under a
+        # 1 GiB address-space limit (issue 16.5).
+        from .output import dumps, stdout_is_tty, terminal_json, write_bytes
+
+        tty = stdout_is_tty()
+        write_bytes(b'{"path":' + dumps(str(md.path)) + b',"text":"')
+        for i in range(0, len(md.text), _STREAM_ABOVE):
+            piece = dumps(md.text[i:i + _STREAM_ABOVE])[1:-1]
+            write_bytes(terminal_json(piece) if tty else piece)
+        write_bytes(b'"}\n')
         return
     text = safe(md.text)
     if text and not text.endswith("\n"):

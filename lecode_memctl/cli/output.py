@@ -22,13 +22,19 @@ LISTING_FORMATS = ("table", "json", "jsonl", "csv", "tsv")
 
 # C0 except tab and newline, DEL, C1, and the bidi controls (embeddings,
 # overrides, isolates, marks) that can reorder what a terminal shows.
+# Also the lone surrogates U+DC80..U+DCFF: bytes that are not UTF-8 in a file
+# name (os.listdir's surrogateescape), shown as the byte they stand for.
 _UNSAFE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u061c]")
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u061c"
+    "\udc80-\udcff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _escape_char(m: re.Match[str]) -> str:
     c = m.group(0)
     o = ord(c)
+    if 0xDC80 <= o <= 0xDCFF:
+        return f"\\x{o - 0xDC00:02x}"
     if o < 0x100:
         return f"\\x{o:02x}"
     return f"\\u{o:04x}"
@@ -55,11 +61,39 @@ def _default(obj: Any) -> Any:
     raise TypeError(f"cannot encode {type(obj).__name__}")
 
 
+def _no_surrogates(obj: Any) -> Any:
+    """``obj`` with every str's lone surrogates (a file name's non-UTF-8 bytes)
+    written as ``\\xNN``, the way human output shows them: JSON is UTF-8 and
+    cannot carry them (issue 16.5: a note named with a 0x9b byte was exit 70)."""
+    if isinstance(obj, str):
+        return _SURROGATE.sub(lambda m: f"\\x{ord(m.group(0)) - 0xDC00:02x}"
+                              if 0xDC80 <= ord(m.group(0)) <= 0xDCFF
+                              else f"\\u{ord(m.group(0)):04x}", obj)
+    if isinstance(obj, dict):
+        return {_no_surrogates(k): _no_surrogates(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [_no_surrogates(v) for v in obj]
+    from pathlib import PurePath
+
+    if isinstance(obj, PurePath):
+        return _no_surrogates(str(obj))
+    import dataclasses
+
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return _no_surrogates(dataclasses.asdict(obj))
+    return obj
+
+
 def dumps(obj: Any, *, pretty: bool = False) -> bytes:
     opt = orjson.OPT_NON_STR_KEYS
     if pretty:
         opt |= orjson.OPT_INDENT_2
-    return orjson.dumps(obj, default=_default, option=opt)
+    try:
+        return orjson.dumps(obj, default=_default, option=opt)
+    except TypeError as exc:
+        if "surrogates" not in str(exc):
+            raise
+        return orjson.dumps(_no_surrogates(obj), default=_default, option=opt)
 
 
 def setup_streams() -> None:
@@ -111,17 +145,38 @@ def write_bytes(data: bytes) -> None:
         out.write(data.decode("utf-8"))
 
 
+def _json_escape_char(m: re.Match[str]) -> str:
+    return f"\\u{ord(m.group(0)):04x}"
+
+
+def terminal_json(data: bytes) -> bytes:
+    """JSON for a terminal: the C1 and bidi characters orjson leaves raw
+    (U+009B is a CSI, U+202E reverses what follows) written as ``\\uXXXX``
+    escapes -- the same JSON value, nothing for the terminal to act on.  They
+    can only occur inside strings, so the document stays valid (issue 16.6)."""
+    text = data.decode("utf-8")
+    if not _UNSAFE.search(text):
+        return data
+    return _UNSAFE.sub(_json_escape_char, text).encode("utf-8")
+
+
 def emit_json(obj: Any, *, pretty: bool | None = None) -> None:
-    """One JSON document on stdout (pretty on a terminal, compact in a pipe)."""
+    """One JSON document on stdout (pretty on a terminal, compact in a pipe).
+    On a terminal, control and bidi characters are escaped
+    (:func:`terminal_json`); in a pipe the exact text is kept."""
+    tty = stdout_is_tty()
     if pretty is None:
-        pretty = stdout_is_tty()
-    write_bytes(dumps(obj, pretty=pretty) + b"\n")
+        pretty = tty
+    data = dumps(obj, pretty=pretty) + b"\n"
+    write_bytes(terminal_json(data) if tty else data)
 
 
 def emit_jsonl(rows: Iterable[Any]) -> None:
-    """JSON Lines, streamed row by row."""
+    """JSON Lines, streamed row by row (escaped on a terminal, as emit_json)."""
+    tty = stdout_is_tty()
     for row in rows:
-        write_bytes(dumps(row) + b"\n")
+        data = dumps(row) + b"\n"
+        write_bytes(terminal_json(data) if tty else data)
 
 
 def echo(text: str = "", *, err: bool = False) -> None:

@@ -14,6 +14,7 @@ target is untouched.  Model: dulwich ``GitFile``.
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import secrets
 import stat
@@ -32,14 +33,101 @@ O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 
 
+class NotRegularFile(OSError):
+    """What :func:`open_nofollow` raises for a FIFO, socket or device in a
+    file's place (``errno.EINVAL``; ``strerror`` names the type)."""
+
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"))
+
+
+def file_kind(mode: int) -> str:
+    """"a FIFO", "a directory", ... for an ``st_mode`` (messages)."""
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    for test, name in _KINDS:
+        if test(mode):
+            return name
+    return "a regular file" if stat.S_ISREG(mode) else "not a regular file"
+
+
 def open_nofollow(path: str | os.PathLike[str], flags: int = os.O_RDONLY,
-                  mode: int = FILE_MODE, *, dir_fd: int | None = None) -> int:
+                  mode: int = FILE_MODE, *, dir_fd: int | None = None,
+                  follow: bool = False) -> int:
     """``os.open(path, flags)`` that never follows a symbolic link in the last
     component (``O_NOFOLLOW``: a link fails with ``errno.ELOOP``, see
     :func:`is_link_refusal`) and is not inherited by children (``O_CLOEXEC``).
     ``dir_fd``: ``path`` is relative to that open directory.  ``OSError``
-    passes through: each caller maps it to its own error."""
-    return os.open(path, flags | O_NOFOLLOW | O_CLOEXEC, mode, dir_fd=dir_fd)
+    passes through: each caller maps it to its own error.
+
+    Never blocks (issue 16.3): the open is non-blocking (a FIFO or a device
+    in a file's place would otherwise wait forever for a writer), and unless
+    ``flags`` has ``O_DIRECTORY`` the opened file must be a regular file or a
+    directory (a directory fails where it is read, as before):
+    anything else raises :class:`NotRegularFile`.  ``O_NONBLOCK`` is then
+    cleared again unless the caller asked for it.  ``follow=True`` (files
+    outside a store that may be links: ``config.toml``, a project's ``.git``)
+    follows a symbolic link and keeps the other checks."""
+    fl = flags | O_CLOEXEC | (0 if follow else O_NOFOLLOW)
+    if flags & O_DIRECTORY:
+        return os.open(path, fl, mode, dir_fd=dir_fd)
+    fd = os.open(path, fl | O_NONBLOCK, mode, dir_fd=dir_fd)
+    try:
+        st = os.fstat(fd)
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+            raise NotRegularFile(errno.EINVAL, f"is {file_kind(st.st_mode)}, not a regular file")
+        if not flags & O_NONBLOCK and O_NONBLOCK:
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~O_NONBLOCK)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_in_dir(path: str | os.PathLike[str], flags: int = os.O_RDONLY) -> int:
+    """:func:`open_nofollow` of ``path`` whose directory is not followed either
+    (issue 16.2: a store's ``sessions/`` replaced by a link to elsewhere): the
+    directory is opened with ``O_NOFOLLOW | O_DIRECTORY`` and the file relative
+    to it, so a linked directory fails with ``ELOOP`` like a linked file
+    (:func:`is_link_refusal`).  Same errors and checks as ``open_nofollow``."""
+    parent, name = os.path.split(os.fspath(path))
+    try:
+        dfd = os.open(parent or ".", os.O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+    except NotADirectoryError:
+        # Linux says ENOTDIR, not ELOOP, for a link opened with O_DIRECTORY | O_NOFOLLOW
+        if os.path.islink(parent or "."):
+            raise OSError(errno.ELOOP, "the directory is a symbolic link", parent) from None
+        raise
+    try:
+        return open_nofollow(name, flags, dir_fd=dfd)
+    finally:
+        os.close(dfd)
+
+
+def read_regular(path: str | os.PathLike[str], limit: int | None = None, *,
+                 follow: bool = False) -> bytes:
+    """The bytes of the regular file ``path`` (at most ``limit``), opened with
+    :func:`open_nofollow` (never blocks; a link is refused unless ``follow``).
+    A directory raises ``IsADirectoryError``; ``OSError`` passes through."""
+    fd = open_nofollow(path, follow=follow)
+    try:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(path))
+        if limit is None:
+            return read_all(fd)
+        chunks, left = [], limit
+        while left > 0:
+            data = os.read(fd, min(left, 1 << 20))
+            if not data:
+                break
+            chunks.append(data)
+            left -= len(data)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def is_link_refusal(exc: OSError) -> bool:
@@ -145,23 +233,6 @@ def read_all(fd: int, chunk: int = 1 << 20) -> bytes:
             break
         chunks.append(data)
     return b"".join(chunks)
-
-
-def read_regular(path: str | os.PathLike[str]) -> bytes:
-    """The bytes of the regular file ``path``, opened with :func:`open_nofollow`
-    non-blocking (a FIFO in a file's place cannot make the read wait).  A
-    directory raises ``IsADirectoryError``, any other file that is not regular
-    ``OSError(EINVAL, "not a regular file")``; ``OSError`` passes through."""
-    fd = open_nofollow(path, os.O_RDONLY | O_NONBLOCK)
-    try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(path))
-        if not stat.S_ISREG(mode):
-            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
-        return read_all(fd)
-    finally:
-        os.close(fd)
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:

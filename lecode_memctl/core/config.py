@@ -88,9 +88,11 @@ def read_config_file(config_dir: Path) -> tuple[Path, dict[str, Any] | None]:
     """Parse ``config.toml``; ``None`` when the file does not exist."""
     import tomllib
 
+    from .atomic import read_regular
+
     path = config_dir / "config.toml"
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path, follow=True)
     except FileNotFoundError:
         return path, None
     except IsADirectoryError:

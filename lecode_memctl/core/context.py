@@ -99,8 +99,12 @@ def render_fact(fact_id: str, revision: int, text: str, ref: SourceRef) -> str:
     """One fact entry: a header line with id, revision and the exact source
     reference (session id, positions, digest), then the text as a JSON string
     so that no stored character can start a heading or an instruction block."""
+    from .facts import FACT_ID_RE
+
     src = orjson.dumps(ref.to_json()).decode("utf-8")
     body = orjson.dumps(text).decode("utf-8")
+    if not FACT_ID_RE.match(fact_id):   # stored data, never markup (issue 16.4)
+        fact_id = orjson.dumps(fact_id).decode("utf-8")
     return f"- fact {fact_id} revision {revision} source {src}\n  text: {body}\n"
 
 
@@ -126,14 +130,29 @@ def _markdown_body(data: bytes | None) -> bytes | None:
     return body if body.endswith(b"\n") else body + b"\n"
 
 
-def _min_part_bytes(heading: str, body: bytes) -> int:
+def _min_part_bytes(heading: str, body: bytes, tail: int = 0) -> int:
     """The fewest bytes in which a part is still visible: whole, or its heading
-    and a truncation marker (sized for every byte omitted)."""
+    and a truncation marker (sized for every byte omitted).  ``tail``: bytes
+    of the file after ``body`` that were not read."""
     head = len(heading.encode("utf-8"))
-    return min(head + len(body), head + len(truncation_marker(len(body)).encode("utf-8")))
+    marker = head + len(truncation_marker(len(body) + tail).encode("utf-8"))
+    return marker if tail else min(head + len(body), marker)
 
 
-def _markdown_part(name: str, heading: str, data: bytes | None, budget: int
+READ_WHOLE = 1 << 20   # a Markdown file up to this size is read whole (exact byte counts)
+
+
+def _head_and_tail(read: tuple[bytes, int] | None) -> tuple[bytes | None, int]:
+    """(the bytes read, cut back to a character boundary, the bytes not read)."""
+    if read is None:
+        return None, 0
+    data, size = read
+    if size > len(data):
+        data = _utf8_prefix(data, len(data) - 1) if data and data[-1] >= 0x80 else data
+    return data, size - len(data)
+
+
+def _markdown_part(name: str, heading: str, data: bytes | None, budget: int, tail: int = 0
                    ) -> tuple[str, Part | None]:
     """A Markdown part within ``budget`` bytes: whole, or cut on a character
     boundary and ended with a truncation marker.  When not even the heading
@@ -143,19 +162,20 @@ def _markdown_part(name: str, heading: str, data: bytes | None, budget: int
         return "", None
     text = data.decode("utf-8", "replace")
     data = text.encode("utf-8")
-    body = data if data.endswith(b"\n") else data + b"\n"
+    body = data if data.endswith(b"\n") or tail else data + b"\n"
     head = heading.encode("utf-8")
-    if len(head) + len(body) <= budget:
+    if not tail and len(head) + len(body) <= budget:
         return heading + body.decode("utf-8"), Part(name, len(head) + len(body), len(data))
     # Truncate: the marker's size depends on the number it shows; size it for
-    # the worst case (every byte omitted).
-    room = budget - len(head) - len(truncation_marker(len(body)).encode("utf-8"))
+    # the worst case (every byte omitted, the unread tail included).
+    size = len(data) + tail
+    room = budget - len(head) - len(truncation_marker(len(body) + tail).encode("utf-8"))
     if room < 0:
-        return "", Part(name, 0, len(data), truncated=True, omitted_bytes=len(data))
+        return "", Part(name, 0, size, truncated=True, omitted_bytes=size)
     kept = _utf8_prefix(body, room)
-    omitted = len(body) - len(kept)
+    omitted = len(body) + tail - len(kept)
     out = heading + kept.decode("utf-8") + truncation_marker(omitted)
-    return out, Part(name, len(out.encode("utf-8")), len(data), True, omitted)
+    return out, Part(name, len(out.encode("utf-8")), size, True, omitted)
 
 
 def build_memory_section(store: Store, config: MemoryConfig, facts: Any, sessions: SessionReader, *,
@@ -222,7 +242,10 @@ def build_memory_section(store: Store, config: MemoryConfig, facts: Any, session
     md_budget = remaining
     pieces = [facts_text]
     notes: list[str] = []
-    md = [(name, heading, markdown.read_bytes(store, target))
+    # At most max_bytes (+ a character) of each file is read: a 300 MB
+    # MEMORY.md costs what a 32 KiB one does (issue 16.5).
+    limit = max(max_bytes + 4, READ_WHOLE)
+    md = [(name, heading, *_head_and_tail(markdown.read_head(store, target, limit)))
           for name, heading, target in (("MEMORY.md", MEMORY_HEADING, markdown.memory_target()),
                                         ("scratchpad.md", SCRATCHPAD_HEADING,
                                          markdown.scratchpad_target()))]
@@ -230,12 +253,12 @@ def build_memory_section(store: Store, config: MemoryConfig, facts: Any, session
     # later part keeps room for at least its heading and truncation marker
     # (or its whole text when that is smaller), so that a large MEMORY.md
     # truncates instead of silently pushing the scratchpad out.
-    minimum = [0 if (b := _markdown_body(data)) is None else _min_part_bytes(heading, b)
-               for _name, heading, data in md]
-    for i, (name, heading, data) in enumerate(md):
+    minimum = [0 if (b := _markdown_body(data)) is None else _min_part_bytes(heading, b, tail)
+               for _name, heading, data, tail in md]
+    for i, (name, heading, data, tail) in enumerate(md):
         reserve = sum(minimum[i + 1:])
         budget = remaining - reserve if remaining - reserve >= minimum[i] else remaining
-        text, part = _markdown_part(name, heading, data, budget)
+        text, part = _markdown_part(name, heading, data, budget, tail)
         if part is None:
             continue
         parts.append(part)

@@ -335,6 +335,38 @@ def _seqs_from_json(raw: str, where: str) -> tuple[int, ...]:
     return tuple(seqs)
 
 
+def generation_value(raw: object) -> int:
+    """The ``meta`` generation as stored: a non-negative integer, else
+    ``StoreCorrupt`` (exit 5; issue 16.4: 'abc' there was a crash, exit 70)."""
+    if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0:
+        return raw
+    shown = raw[:40] if isinstance(raw, (str, bytes)) else raw
+    raise StoreCorrupt(f"facts database: the exclusion generation in meta is not a "
+                       f"non-negative integer ({type(raw).__name__} {shown!r})")
+
+
+def row_problem(fact_id: object, text: object) -> str | None:
+    """Why a revision row cannot be trusted as stored (a fact id that is not
+    16 hex digits, a text that is not TEXT), or None.  Such a row is data
+    with a per-row status (hidden, invalid_ref), never a crash and never
+    printed as markup (issue 16.4)."""
+    if not isinstance(fact_id, str) or not FACT_ID_RE.match(fact_id):
+        return f"malformed row: the fact id {fact_id!r} is not 16 lower-case hex digits"
+    if not isinstance(text, str):
+        kind = "a BLOB" if isinstance(text, bytes) else f"{type(text).__name__}, not text"
+        return f"malformed row: the revision text is stored as {kind}"
+    return None
+
+
+def row_text(value: object) -> str:
+    """A stored text or id as a ``str`` (a BLOB decoded, invalid bytes replaced)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return "" if value is None else str(value)
+
+
 def _ref_from_row(fact_id: str, revision: int, session_id: str, seqs: str,
                   digest: str) -> SourceRef:
     where = f"source of {fact_id} revision {revision}"
@@ -642,7 +674,7 @@ class FactStore(ClosesOnExit):
                 return 0
             return 1 if db.execute("SELECT EXISTS (SELECT 1 FROM exclusions)").fetchone()[0] else 0
         row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
-        return int(row[0]) if row else 0
+        return generation_value(row[0]) if row else 0
 
     def excluded_seqs(self, session_id: str) -> frozenset[int]:
         db = self._reader()
@@ -696,7 +728,7 @@ class FactStore(ClosesOnExit):
         if expected is None:
             return
         row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
-        current = int(row[0]) if row else 0
+        current = generation_value(row[0]) if row else 0
         if current != expected:
             raise Conflict(f"stale exclusion generation: expected {expected}, the store is at "
                            f"{current} (a forget happened meanwhile)")
@@ -728,9 +760,12 @@ class FactStore(ClosesOnExit):
     def _fact_from_row(self, db: sqlite3.Connection, row: Sequence[Any]) -> Fact:
         fact_id, revision, created, updated, text = row
         if text is None:
-            raise StoreCorrupt(f"facts database: fact {fact_id} has no revision {revision}")
+            raise StoreCorrupt(f"facts database: fact {row_text(fact_id)!r} has no revision "
+                               f"{revision}")
         ref, prov, _error = self._revision_sources(db, fact_id, revision)
-        return Fact(fact_id, revision, text, created, updated, ref, prov)
+        # a malformed row keeps its data; its status comes from revisions() (hidden)
+        return Fact(row_text(fact_id), revision, row_text(text), row_text(created),
+                    row_text(updated), ref, prov)
 
     _FACT_SELECT = ("SELECT f.fact_id, f.revision, f.created, f.updated, r.text FROM facts f "
                     "LEFT JOIN revisions r ON r.fact_id = f.fact_id AND r.revision = f.revision ")
@@ -762,7 +797,10 @@ class FactStore(ClosesOnExit):
                 "SELECT revision, text, created FROM revisions WHERE fact_id = ? "
                 "ORDER BY revision", (fact_id,)).fetchall():
             ref, prov, error = self._revision_sources(db, fact_id, rev)
-            out.append(Revision(fact_id, rev, text, created, ref, prov, error))
+            problem = row_problem(fact_id, text)
+            if problem is not None:
+                ref, error = None, problem
+            out.append(Revision(fact_id, rev, row_text(text), row_text(created), ref, prov, error))
         return out
 
     def provenance(self, fact_id: str, revision: int | None = None) -> list[Provenance]:
@@ -896,8 +934,8 @@ class FactStore(ClosesOnExit):
 
         def check_bare(upto: str | None) -> None:
             if bare and (upto is None or bare[0][0] < upto):
-                raise StoreCorrupt(f"facts database: fact {bare[0][0]} has no revision "
-                                   f"{bare[0][1]}")
+                raise StoreCorrupt(f"facts database: fact {row_text(bare[0][0])!r} has no "
+                                   f"revision {bare[0][1]}")
 
         cur = db.execute(
             "SELECT r.fact_id, f.revision, f.created, f.updated, r.revision, r.text, r.created, "
@@ -912,9 +950,11 @@ class FactStore(ClosesOnExit):
             cur_rev = revs[-1] if revs[-1].revision == revision else next(
                 (r for r in revs if r.revision == revision), None)
             if cur_rev is None:
-                raise StoreCorrupt(f"facts database: fact {fid} has no revision {revision}")
-            return (Fact(fid, revision, cur_rev.text, created, updated, cur_rev.source,
-                         cur_rev.provenance), revs)
+                raise StoreCorrupt(f"facts database: fact {row_text(fid)!r} has no revision "
+                                   f"{revision}")
+            # a malformed row keeps its data; its status comes from the revision (hidden)
+            return (Fact(row_text(fid), revision, cur_rev.text, row_text(created),
+                         row_text(updated), cur_rev.source, cur_rev.provenance), revs)
 
         while True:
             rows = cur.fetchmany(1000)
@@ -934,8 +974,11 @@ class FactStore(ClosesOnExit):
                         ref = _ref_from_row(fid, rev, sid, seqs, digest)
                     except StoreCorrupt as exc:
                         error = exc.message
+                problem = row_problem(fid, text)
+                if problem is not None:     # as revisions() reads it (issue 16.4)
+                    ref, error = None, problem
                 p = prov.pop((fid, rev), {})
-                revs.append(Revision(fid, rev, text, rcreated, ref,
+                revs.append(Revision(fid, rev, row_text(text), row_text(rcreated), ref,
                                      tuple(Provenance(s, tuple(q)) for s, q in p.items()), error))
         if head is not None:
             yield finish()
@@ -1237,7 +1280,8 @@ class FactStore(ClosesOnExit):
                     return False
                 raise NotFound(f"no fact {fact_id}")
             positions = self._evidence_positions(db, fact_id)
-            gen = int(db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
+            gen = generation_value(db.execute(
+                "SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
             new_gen = gen + 1
             for sid in sorted(positions):
                 for seq in sorted(positions[sid]):

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from .atomic import open_nofollow
+from .atomic import open_in_dir
 from .errors import MemctlError, NotFound, UsageError
 from .facts import Fact, FactStore, ForgetPlan, Provenance, Revision, check_fact_id, fact_status
 from .paging import MAX_OUTPUT_BYTES  # the whole printed page, metadata included
@@ -203,7 +203,7 @@ def _mentions(sessions: SessionReader, session_id: str, needle: bytes) -> bool:
     ``O_NOFOLLOW``, in chunks).  True when it cannot be read: the parser then
     reports why."""
     try:
-        fd = open_nofollow(sessions.path(session_id))
+        fd = open_in_dir(sessions.path(session_id))
     except OSError:
         return True
     try:
@@ -273,6 +273,9 @@ def _valid_proposals(raw: Sequence[Any], sessions: SessionReader, facts: FactSto
     return valid, hidden
 
 
+MAX_OFFSET = (1 << 63) - 1
+
+
 def facts_page(facts: FactStore | None, sessions: SessionReader, *, offset: int = 0, limit: int = PAGE_FACTS,
                session_id: str | None = None,
                max_bytes: int = MAX_OUTPUT_BYTES) -> dict[str, Any]:
@@ -281,6 +284,8 @@ def facts_page(facts: FactStore | None, sessions: SessionReader, *, offset: int 
     the end.  Then the latest learning status."""
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise UsageError("offset must be 0 or more")
+    if offset > MAX_OFFSET:   # SQLite and JSON integers are 64-bit (issue 16.5)
+        raise UsageError(f"offset {offset} is too large (at most {MAX_OFFSET})")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= PAGE_FACTS:
         raise UsageError(f"limit must be 1..{PAGE_FACTS}")
     if session_id is not None:

@@ -54,9 +54,10 @@ class ProjectIdentity:
 
 def read_gitdir_file(dotgit: str) -> str | None:
     """The target of a ``.git`` file (``gitdir: X``), made absolute; None if unreadable."""
+    from .atomic import read_regular  # atomic imports layout, which imports this module
+
     try:
-        with open(dotgit, "rb") as fh:
-            data = fh.read(4096)
+        data = read_regular(dotgit, 4096, follow=True)
     except OSError:
         return None
     text = data.decode("utf-8", "surrogateescape").strip()
@@ -77,9 +78,10 @@ def read_commondir(gitdir: str) -> str | None:
     path = os.path.join(gitdir, "commondir")
     if not os.path.isfile(path):
         return None
+    from .atomic import read_regular
+
     try:
-        with open(path, "rb") as fh:
-            common = fh.read(4096).decode("utf-8", "surrogateescape").strip()
+        common = read_regular(path, 4096, follow=True).decode("utf-8", "surrogateescape").strip()
     except OSError:
         return None
     if not common:
@@ -91,9 +93,11 @@ def read_commondir(gitdir: str) -> str | None:
 
 def _core_worktree(common_dir: str) -> str | None:
     """``core.worktree`` from ``<common dir>/config``, absolute, or None."""
+    from .atomic import read_regular
+
     try:
-        with open(os.path.join(common_dir, "config"), "rb") as fh:
-            text = fh.read(1 << 20).decode("utf-8", "surrogateescape")
+        text = read_regular(os.path.join(common_dir, "config"), 1 << 20,
+                            follow=True).decode("utf-8", "surrogateescape")
     except OSError:
         return None
     section = ""

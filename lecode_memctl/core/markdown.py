@@ -254,6 +254,31 @@ def read_bytes(store: Store, target: Target) -> bytes | None:
     return _read_fd(fd, target.path(store))
 
 
+def read_head(store: Store, target: Target, limit: int) -> tuple[bytes, int] | None:
+    """At most ``limit`` bytes from the start of the file and its size, or
+    ``None`` when it (or the store) does not exist: bounded work for a bounded
+    output (``context`` shows at most ``max_bytes`` of a 300 MB MEMORY.md)."""
+    fd = _open_below(store.path, target.rel, label=target.label)
+    if fd is None:
+        return None
+    path = target.path(store)
+    try:
+        size = os.fstat(fd).st_size
+        chunks, left = [], max(0, limit)
+        while left > 0:
+            data = os.read(fd, min(left, _READ_CHUNK))
+            if not data:
+                break
+            chunks.append(data)
+            left -= len(data)
+    except OSError as exc:
+        raise StoreCorrupt(f"{path}: cannot read: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    head = b"".join(chunks)
+    return head, max(size, len(head))
+
+
 def decode(data: bytes, path: Path | str) -> str:
     """UTF-8 text, or ``StoreCorrupt`` naming the file and the first bad byte."""
     try:

@@ -161,6 +161,9 @@ def _page_of_text(meta: Mapping[str, Any], text: str, *, offset: int, limit: int
                     "limit": lim, "total_chars": total})
         return doc
 
+    if isinstance(offset, int) and not isinstance(offset, bool) and offset > total:
+        # before the frame is sized: an offset beyond 64 bits cannot even be encoded
+        raise UsageError(f"offset {offset} is past the end ({total} characters)")
     lim = clamp_limit(limit)
     # Worst-case metadata: next_offset as wide as total_chars.
     frame = _size(build("", offset if isinstance(offset, int) else 0, total, lim))

@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from .atomic import open_nofollow
+from .atomic import open_in_dir
 from .identity import resolve_project, slug
 from .layout import FACTS_DB, SESSIONS_DIR, session_ids, store_entries
 
@@ -98,7 +98,7 @@ def _header_roots(store: Path, ids: list[str], limit: int = 50) -> list[str]:
     out: list[str] = []
     for sid in ids[-limit:]:
         try:
-            fd = open_nofollow(store / SESSIONS_DIR / f"{sid}.jsonl")
+            fd = open_in_dir(store / SESSIONS_DIR / f"{sid}.jsonl")
         except OSError:
             continue
         try:

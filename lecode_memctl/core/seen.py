@@ -48,6 +48,12 @@ class Mark:
                 "exclusions": self.exclusions, "updated": self.updated}
 
 
+def _path_text(store_path: str | os.PathLike[str]) -> str:
+    """The store's real path as JSON text: bytes that are not UTF-8 (a name
+    holding 0x9b) are written as \\xNN, so the mark can be stored at all."""
+    return os.fsencode(os.path.realpath(store_path)).decode("utf-8", "backslashreplace")
+
+
 def state_dir(env: Mapping[str, str] | None = None) -> Path:
     """``$XDG_STATE_HOME/lecode-memctl``, else ``$HOME/.local/state/lecode-memctl``.
     An empty or relative ``XDG_STATE_HOME`` is ignored (the XDG base directory spec)."""
@@ -96,7 +102,7 @@ def load(state: Path, store_path: str | os.PathLike[str]) -> Mark | None:
                                  doc.get("updated"))
     if not (_valid_count(gen) and _valid_count(excl) and isinstance(store, str)):
         return None
-    if store != os.path.realpath(store_path):
+    if store != _path_text(store_path):
         return None
     assert isinstance(gen, int) and isinstance(excl, int)
     return Mark(store, gen, excl, float(updated) if isinstance(updated, int | float) else 0.0)
@@ -123,7 +129,7 @@ def record(state: Path, store_path: str | os.PathLike[str], generation: int,
         excl = max(exclusions, old.exclusions if old else 0)
         if old is not None and (old.generation, old.exclusions) == (gen, excl):
             return old
-        mark = Mark(os.path.realpath(store_path), gen, excl, time.time())
+        mark = Mark(_path_text(store_path), gen, excl, time.time())
         atomic_write(path, orjson.dumps(mark.to_json()) + b"\n", backup=False)
         return mark
     except (OSError, MemctlError):

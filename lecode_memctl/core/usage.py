@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from .atomic import open_nofollow
+from .atomic import open_in_dir
 from .errors import NotFound, UsageError
 from .layout import Store, session_ids
 from .sourceref import check_session_id
@@ -118,6 +118,14 @@ class UsageReport:
                 "total": self.total().to_json()}
 
 
+# The largest token count and cost one call can report (issue 16.5): counts
+# are exact JSON integers (2^53 - 1) and costs finite, so that sums stay
+# within 64 bits and never become ``inf``; anything beyond is malformed usage
+# (unknown), like a negative count.
+MAX_TOKENS = (1 << 53) - 1
+MAX_COST = 1e12
+
+
 def _check_usage(u: Any) -> tuple[int, int, float | None] | None:
     """(input, output, cost or None) for a valid USAGE object, else None (unknown)."""
     if not isinstance(u, dict):
@@ -126,12 +134,12 @@ def _check_usage(u: Any) -> tuple[int, int, float | None] | None:
     c = u.get("cost")
     if isinstance(i, bool) or isinstance(o, bool) or not isinstance(i, int) or not isinstance(o, int):
         return None
-    if i < 0 or o < 0:
+    if not (0 <= i <= MAX_TOKENS and 0 <= o <= MAX_TOKENS):
         return None
     if c is None:
         return i, o, None
-    if isinstance(c, bool) or not isinstance(c, (int, float)) or c < 0:
-        return i, o, None
+    if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 <= c <= MAX_COST:
+        return i, o, None   # (NaN fails the comparison too)
     return i, o, float(c)
 
 
@@ -194,7 +202,7 @@ def usage_report(store: Store, *, session: str | None = None,
         rep.sessions += 1
         path = sdir / f"{sid}.jsonl"
         try:
-            fd = open_nofollow(path)
+            fd = open_in_dir(path)
         except OSError:
             rep.refused.append(sid)
             continue

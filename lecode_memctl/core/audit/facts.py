@@ -36,6 +36,8 @@ def _header_user_version(path: Path) -> int | None:
         return None
     try:
         head = os.pread(fd, 100, 0)
+    except OSError:
+        return None
     finally:
         os.close(fd)
     if len(head) < 64 or not head.startswith(_SQLITE_MAGIC):
@@ -55,8 +57,14 @@ def _open_facts(audit: Audit) -> Any:
         return None
     except OSError:
         return None
+    if stat.S_ISLNK(st.st_mode):
+        return None  # a layout finding (layout.symlink)
     if not stat.S_ISREG(st.st_mode):
-        return None  # a symlink or odd type is a layout finding
+        # a directory or FIFO in its place: every other command exits 5 on it
+        from ..atomic import file_kind
+        from ..errors import StoreCorrupt
+
+        return StoreCorrupt(f"{path}: is {file_kind(st.st_mode)}, not a regular file")
     try:
         if audit.lock_wait is not None:
             return FactStore.open_readonly(path, busy_timeout=audit.lock_wait)
@@ -77,8 +85,10 @@ def current_generation(path: Path) -> int | None:
         return 0
     except OSError:
         return None
-    if not stat.S_ISREG(st.st_mode):
+    if stat.S_ISLNK(st.st_mode):
         return None
+    if not stat.S_ISREG(st.st_mode):
+        return 0   # a directory or FIFO: no database holds any exclusion (issue 16.2)
     if st.st_size == 0:
         return 0
     try:
@@ -135,6 +145,10 @@ def _check_db(audit: Audit) -> Iterator[Finding | None]:
     if isinstance(fs, MemctlError):
         if isinstance(fs, StoreBusy):
             raise fs
+        if not stat.S_ISREG(os.lstat(audit.store.facts_db).st_mode):
+            # a directory or FIFO in its place: no exclusion can be read from it,
+            # so a transcript stamped with a forget's epoch is ahead (epoch check)
+            audit._generation_known = True
         v = _header_user_version(audit.store.facts_db)
         if v is not None and v > SCHEMA_VERSION:
             yield audit._f("db.schema_unknown", f"schema version {v} is newer than this memctl "
@@ -209,12 +223,18 @@ def _db_checks(audit: Audit, fs: Any, db: Any, schema_version: int,
     # generation against exclusions and retry markers
     if "meta" in tables:
         row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
-        gen = int(row[0]) if row else None
+        gen = row[0] if row else None
+        bad_gen = gen is not None and (not isinstance(gen, int) or isinstance(gen, bool) or gen < 0)
+        if bad_gen:
+            yield audit._f("db.generation_mismatch", "the generation in meta is not a "
+                           f"non-negative integer: {str(gen)[:40]!r}", file=rel)
+            gen = None
         markers = db.execute("SELECT count(*), coalesce(max(generation), 0) FROM forgotten").fetchone() \
             if "forgotten" in tables else (0, 0)
         ex_max = db.execute("SELECT coalesce(max(generation), 0) FROM exclusions").fetchone()[0]
         if gen is None:
-            yield audit._f("db.generation_mismatch", "meta has no generation row", file=rel)
+            if not bad_gen:
+                yield audit._f("db.generation_mismatch", "meta has no generation row", file=rel)
         elif gen < markers[1] or gen < ex_max or gen < markers[0]:
             yield audit._f("db.generation_mismatch",
                            f"generation {gen}, but {markers[0]} forget retry marker(s) (newest at "
@@ -253,7 +273,8 @@ def _db_checks(audit: Audit, fs: Any, db: Any, schema_version: int,
 def _load_facts(audit: Audit, fs: Any, db: Any) -> None:
     """Every revision with its evidence, read in bulk; the references are validated
     later, in the one pass over each transcript."""
-    from ..facts import Provenance, Revision
+    from ..errors import StoreCorrupt
+    from ..facts import Provenance, Revision, row_problem, row_text
 
     revs: dict[str, list[Any]] = {}
 
@@ -271,13 +292,19 @@ def _load_facts(audit: Audit, fs: Any, db: Any) -> None:
     for fid, rev, sid, seq in db.execute("SELECT fact_id, revision, session_id, seq FROM provenance "
                                          "ORDER BY fact_id, revision, session_id, seq"):
         prov_by.setdefault((fid, rev), {}).setdefault(sid, []).append(seq)
+    bad_refs = {k: f"the stored source reference is malformed: {v}" for k, v in bad_refs.items()}
     fact_ids = set()
     for fid, rev, text, created in db.execute(
             "SELECT r.fact_id, r.revision, r.text, r.created FROM revisions r "
             "JOIN facts f ON f.fact_id = r.fact_id ORDER BY r.fact_id, r.revision"):
         fact_ids.add(fid)
         prov = tuple(Provenance(s, tuple(q)) for s, q in prov_by.get((fid, rev), {}).items())
-        revs.setdefault(fid, []).append(Revision(fid, rev, text, created, refs_by.get((fid, rev)),
+        ref = refs_by.get((fid, rev))
+        problem = row_problem(fid, text)
+        if problem is not None:   # data with a status, never trusted (issue 16.4)
+            bad_refs[(fid, rev)] = problem
+            ref = None
+        revs.setdefault(fid, []).append(Revision(fid, rev, row_text(text), row_text(created), ref,
                                                  prov, bad_refs.get((fid, rev))))
     for (fid,) in db.execute("SELECT fact_id FROM facts"):
         if fid not in fact_ids:
@@ -288,9 +315,13 @@ def _load_facts(audit: Audit, fs: Any, db: Any) -> None:
         for r in rl:
             if r.source is not None:
                 audit._need.setdefault(r.source.session_id, []).append((r.source, "durable"))
-    audit._generation = fs.generation()
+    try:
+        audit._generation = fs.generation()
+        audit._generation_known = True
+    except StoreCorrupt:
+        audit._generation = 0   # reported by _db_checks; the epoch check cannot run
+        audit._generation_known = False
     audit._exclusion_count = int(db.execute("SELECT count(*) FROM exclusions").fetchone()[0])
-    audit._generation_known = True
     excluded: dict[str, set[int]] = {}
     for sid, seq in db.execute("SELECT session_id, seq FROM exclusions"):
         excluded.setdefault(sid, set()).add(seq)
@@ -315,8 +346,7 @@ def fact_findings(audit: Audit) -> Iterator[Finding | None]:
         for r in rl:
             key = (fid, r.revision)
             if key in bad_refs:
-                yield audit._f("fact.hidden", f"the stored source reference is malformed: "
-                               f"{bad_refs[key]}", fact_id=fid, revision=r.revision,
+                yield audit._f("fact.hidden", bad_refs[key], fact_id=fid, revision=r.revision,
                                reason="invalid_ref")
                 continue
             hit: tuple[str, int] | None = None

@@ -14,7 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import open_nofollow, read_all
-from ..layout import DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, SESSIONS_DIR, Store
+from ..layout import (
+    DAILY_DIR,
+    FACTS_DB,
+    MEMORY_FILE,
+    NOTES_DIR,
+    SCRATCHPAD_FILE,
+    SESSIONS_DIR,
+    Store,
+    looks_like_slug,
+)
 from ..markdown import is_note_file
 from ..sessions import LOCK_SUFFIX
 from ..sourceref import SourceRef, session_file_id, status_for
@@ -56,12 +65,14 @@ class Audit:
                  ignore: frozenset[str] = frozenset(), progress: Progress | None = None,
                  now: float | None = None, parallel: bool = True,
                  lock_wait: float | None = None, state: Path | None = None,
-                 record_state: bool = False) -> None:
+                 record_state: bool = False, listed: bool = False) -> None:
         """``lock_wait``: seconds to wait for a stable database snapshot.
         ``state``: memctl's state directory (``core.seen``), whose mark of the
         store is compared with its database (``db.rolled_back``); None: no marks.
-        ``record_state``: raise the mark to what this audit read (outside the store)."""
+        ``record_state``: raise the mark to what this audit read (outside the store).
+        ``listed``: --all-projects: a non-store entry of memory/ is a finding."""
         self.store = store
+        self.listed = listed
         self.lock_wait = lock_wait
         self.state = state
         self.record_state = record_state
@@ -94,6 +105,14 @@ class Audit:
         return f
 
     def run(self) -> Iterator[Finding]:
+        if self.listed:
+            refused = self._refused_store()
+            if refused is not None:
+                for f in self._check_config():
+                    if f is not None:
+                        yield f
+                yield refused
+                return
         self.store.require()
         self.summary.started = time.time()
         if self.now is None:
@@ -104,6 +123,30 @@ class Audit:
                 if f is not None:
                     yield f
         self.summary.finished = time.time()
+
+    def _refused_store(self) -> Finding | None:
+        """``--all-projects``: an entry of ``<config>/memory/`` that is not a
+        store directory (a symbolic link, never followed, or another file) is
+        a finding, where ``validate`` of that project alone exits 5."""
+        from ..errors import StoreCorrupt
+
+        try:
+            st = os.lstat(self.store.path)
+        except OSError:
+            return None  # gone meanwhile: nothing to report
+        now = time.time()
+        self.summary.started = self.summary.finished = now
+        if stat.S_ISLNK(st.st_mode):
+            return self._f("layout.symlink", f"the store directory is a symbolic link to "
+                           f"{os.readlink(self.store.path)!r}; never followed", file=".")
+        try:
+            self.store.require()
+        except StoreCorrupt as exc:
+            if looks_like_slug(self.store.path.name):
+                return self._f("layout.unreadable", f"not a store: {exc.message}", file=".")
+            return self._f("layout.unexpected_file", f"not a store directory: {exc.message}",
+                           file=".")
+        return None
 
     # -- config
     def _check_config(self) -> Iterator[Finding | None]:
@@ -155,6 +198,8 @@ class Audit:
                 r = f"{rel}{name}"
                 try:
                     est = e.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue  # gone since the listing (a writer's -wal/-shm on close)
                 except OSError as exc:
                     yield self._f("layout.unreadable", f"cannot stat: {exc.strerror}", file=r)
                     continue

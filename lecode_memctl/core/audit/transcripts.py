@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from ..atomic import is_link_refusal, open_nofollow
+from ..atomic import is_link_refusal, open_in_dir
 from ..errors import UsageError
 from ..layout import SESSIONS_DIR
 from ..sessions import LEARNING_EVENT, LEARNING_REASONS, LEARNING_STATUSES, bad_target, fast_seq, unparsable
@@ -114,10 +114,12 @@ def _session_job(path: str, sid: str, slug: str, deep: bool,
             sc.statuses[(seqs, digest, purpose)] = status_for(reason, detail)
 
     try:
-        fd = open_nofollow(path)
+        fd = open_in_dir(path)
     except OSError as exc:
         if is_link_refusal(exc):
-            add("session.refused", "transcript is a symbolic link; refused", reason="refused_symlink")
+            what = ("sessions/ is" if os.path.islink(os.path.dirname(path))
+                    else "transcript is")
+            add("session.refused", f"{what} a symbolic link; refused", reason="refused_symlink")
             refuse_all("refused_symlink", "symbolic link")
         else:
             add("session.unreadable", f"cannot open: {exc.strerror}")

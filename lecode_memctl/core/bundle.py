@@ -5,8 +5,8 @@
 
 Export is a read command.  It stages a copy of the store in a private
 temporary directory (never in the store): first the facts database through
-SQLite's backup API from the read-only open (the immutable main file, or the
-private snapshot of a database with a live ``-wal``), then every transcript up
+SQLite's backup API from the read-only open (a private snapshot of the
+database, with its ``-wal`` when one holds commits), then every transcript up
 to its last complete record, then the Markdown.  In that order, a fact in the
 copy cites records already written (the agent appends a transcript record
 before it commits a fact citing it).  The manifest is computed from the

@@ -397,7 +397,6 @@ class FactStore(ClosesOnExit):
         self._tmpdir: str | None = None
         self._tables: set[str] = set()
         self._closed = False
-        self._opened: os.stat_result | None = None  # an immutable open: the file as opened
         if _readonly:
             self._open_readonly()
         elif lstat_regular(self.path) is not None:
@@ -453,25 +452,11 @@ class FactStore(ClosesOnExit):
                     self._tmpdir = private_journal_snapshot(self.path, journal, self.busy_timeout)
                     self.snapshot = True
                     db = self._connect(os.path.join(self._tmpdir, "facts.sqlite3"), uri=False)
-                elif wal_st is None or wal_st.st_size == 0:
-                    # Nothing beyond the main file: read it as immutable media, so
-                    # SQLite takes no lock and creates no -wal/-shm.
-                    fd = open_nofollow(self.path)
-                    try:
-                        before = os.fstat(fd)
-                        from urllib.parse import quote
-
-                        uri = ("file:" + quote(os.fspath(self.path.absolute()))
-                               + "?mode=ro&immutable=1")
-                        db = self._connect(uri, uri=True)
-                        after = os.lstat(self.path)
-                    finally:
-                        os.close(fd)
-                    if (before.st_dev, before.st_ino) != (after.st_dev, after.st_ino):
-                        db.close()
-                        raise StoreBusy(f"{self.path}: replaced while opening; try again")
-                    self._opened = before
                 else:
+                    # A private copy even with no -wal: read in place (immutable=1),
+                    # the main file could change under a long read when a writer
+                    # starts and checkpoints into it on close ('database disk image
+                    # is malformed' under the 30-second load, in a facts listing).
                     self._tmpdir = private_snapshot(self.path, wal, self.busy_timeout)
                     self.snapshot = True
                     db = self._connect(os.path.join(self._tmpdir, "facts.sqlite3"), uri=False)
@@ -575,28 +560,6 @@ class FactStore(ClosesOnExit):
         if self._closed:
             raise UsageError("the fact store is closed")
         return self._conn if self._tables else None
-
-    def changed_since_open(self) -> bool:
-        """An immutable open (no -wal, no -journal at the time) whose file has
-        changed since, or that has a -wal or -journal now: a live writer, so
-        what was read may mix two states.  Always False for a snapshot."""
-        if self._opened is None:
-            return False
-        try:
-            now = os.lstat(self.path)
-        except OSError:
-            return True
-        if (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns) != (
-                self._opened.st_dev, self._opened.st_ino, self._opened.st_size,
-                self._opened.st_mtime_ns):
-            return True
-        for sidecar in ("-wal", "-journal"):
-            try:
-                if os.lstat(self.path.with_name(self.path.name + sidecar)).st_size > 0:
-                    return True
-            except OSError:
-                pass
-        return False
 
     def read_connection(self) -> sqlite3.Connection | None:
         """The connection of a store opened with :meth:`open_readonly` (an
@@ -1299,8 +1262,8 @@ class FactStore(ClosesOnExit):
     # ---- consistent copy -------------------------------------------------
 
     def backup_to(self, dest: str | os.PathLike[str]) -> bool:
-        """Copy the database as this read-only open sees it (the immutable
-        main file, or the private snapshot) into the new file ``dest`` (mode
+        """Copy the database as this read-only open sees it (its private
+        snapshot) into the new file ``dest`` (mode
         0600, created with O_EXCL) through SQLite's backup API, all pages in
         one step inside one read transaction: a consistent copy, and nothing
         in the store is opened for writing.  False when there is no database."""

@@ -157,7 +157,7 @@ def _check_db(audit: Audit) -> Iterator[Finding | None]:
             yield audit._f("db.unreadable", str(fs), file=rel)
         return
     try:
-        db = fs.read_connection()  # immutable file or private snapshot
+        db = fs.read_connection()  # a private snapshot
         if db is None or not fs.tables:
             if audit.store.facts_db.stat().st_size > 0:
                 yield audit._f("db.schema_unknown", "no lecode tables in the database", file=rel)
@@ -165,44 +165,14 @@ def _check_db(audit: Audit) -> Iterator[Finding | None]:
                 audit._generation_known = True  # an empty file: generation 0
             return
         try:
-            fs, db, integrity = _stable_integrity(audit, fs, db)
+            # the read-only open is a private copy no writer can move under
+            integrity = [str(msg) for (msg,) in db.execute("PRAGMA integrity_check")]
             yield from _db_checks(audit, fs, db, SCHEMA_VERSION, integrity)
             _load_facts(audit, fs, db)
         except sqlite3.DatabaseError as exc:
             yield audit._f("db.unreadable", f"database error while auditing: {exc}", file=rel)
     finally:
         fs.close()
-
-
-def _stable_integrity(audit: Audit, fs: Any, db: Any) -> tuple[Any, Any, list[str]]:
-    """``PRAGMA integrity_check``'s lines, from a state no writer moved under.
-    An immutable open reads the main file as it is: a rollback-mode writer that
-    starts meanwhile changes pages under it (a -journal appears), and the check
-    may see two states mixed.  When the check reports a problem and the file
-    changed since it was opened, the database is opened again (a private copy
-    that SQLite rolls back, now that there is a journal) and checked again, for
-    as long as a writer waits for its lock; then exit 6.  (issue 16.1)"""
-    from ..errors import StoreBusy
-    from ..facts import FactStore
-
-    waited, attempt = 0.0, 0
-    while True:
-        lines = [str(msg) for (msg,) in db.execute("PRAGMA integrity_check")]
-        if lines == ["ok"] or not fs.changed_since_open():
-            return fs, db, lines
-        if waited >= fs.busy_timeout:
-            raise StoreBusy(f"{audit.store.facts_db}: the facts database kept changing while "
-                            "checking it; try again")
-        attempt += 1
-        delay = min(0.01 * attempt, 0.05)
-        time.sleep(delay)
-        waited += delay
-        fs.close()
-        fs = FactStore.open_readonly(audit.store.facts_db)
-        db = fs.read_connection()
-        if db is None:
-            raise StoreBusy(f"{audit.store.facts_db}: the facts database changed while "
-                            "checking it; try again")
 
 
 def _db_checks(audit: Audit, fs: Any, db: Any, schema_version: int,

@@ -132,20 +132,13 @@ def validate(
     store_dir = path_option("--store", store_dir)
     from lecode_memctl.core.rowmodel import FINDING, SUMMARY
 
-    from .output import atomic_output, check_format, emit_jsonl
+    from .output import atomic_output, check_format, emit_jsonl, fixed_format
 
-    if json_:
-        if fmt and fmt != "json":
-            raise UsageError(f"--json conflicts with --format {fmt}")
-        fmt = "json"
-    fmt = fmt or "human"
-    if fmt == "table":
-        fmt = "human"
+    fmt = fixed_format(fmt, json_flag=json_, choices=None, aliases={"table": "human"})
     if list_codes:
         _list_codes(check_format(None if fmt == "human" else fmt))
         return
-    if fmt not in VALIDATE_FORMATS:
-        raise UsageError(f"unknown format {fmt!r}; use one of {', '.join(VALIDATE_FORMATS)}")
+    fmt = fixed_format(fmt, json_flag=False, choices=VALIDATE_FORMATS)
     ignored = check_ignore_codes(ignore or [])
     cfg = STATE.config_dir()
     if all_projects:

@@ -102,15 +102,9 @@ def grep(
     from lecode_memctl.core.grep import grep as core_grep, parse_time
     from lecode_memctl.core.rowmodel import MATCH, MATCH_COUNT, SCHEMA_VERSION
 
-    from .output import dumps, echo, emit_csv, emit_json, safe, write_bytes
+    from .output import dumps, echo, emit_csv, emit_json, fixed_format, safe, write_bytes
 
-    if json_:
-        if fmt and fmt != "json":
-            raise UsageError(f"--json conflicts with --format {fmt}")
-        fmt = "json"
-    fmt = fmt or "human"
-    if fmt not in GREP_FORMATS:
-        raise UsageError(f"unknown format {fmt!r}; use one of {', '.join(GREP_FORMATS)}")
+    fmt = fixed_format(fmt, json_flag=json_, choices=GREP_FORMATS)
     if count and files_with_matches:
         raise UsageError("--count conflicts with --files-with-matches")
     run = core_grep(STATE.existing_store(), pattern, fixed=fixed, ignore_case=ignore_case,
@@ -293,15 +287,9 @@ def secrets(
     from lecode_memctl.core.rowmodel import SCHEMA_VERSION, SECRET, utc_time
     from lecode_memctl.core.secrets import Detector, load_allowlist, scan_store
 
-    from .output import dumps, safe
+    from .output import dumps, fixed_format, safe
 
-    if json_:
-        if fmt and fmt != "json":
-            raise UsageError(f"--json conflicts with --format {fmt}")
-        fmt = "json"
-    fmt = fmt or "human"
-    if fmt not in SECRETS_FORMATS:
-        raise UsageError(f"unknown format {fmt!r}; use one of {', '.join(SECRETS_FORMATS)}")
+    fmt = fixed_format(fmt, json_flag=json_, choices=SECRETS_FORMATS)
     allowed = load_allowlist(allowlist if allowlist is not None else _default_allowlist())
     if all_projects:
         if STATE.store_option:

@@ -226,6 +226,25 @@ def check_format(fmt: str | None, *, json_flag: bool = False,
         "or a tabulate format name (plain, github, grid, ...)")
 
 
+def fixed_format(fmt: str | None, *, json_flag: bool, choices: Sequence[str] | None,
+                 default: str = "human", aliases: dict[str, str] | None = None) -> str:
+    """``--format``/``--json`` of a command with a fixed set of formats (no
+    tabulate names): ``--json`` is ``json``, none is ``default``, ``aliases``
+    map a name to another; a name outside ``choices`` (when given) is a usage
+    error.  (Listings use :func:`check_format`.)"""
+    from lecode_memctl.core.errors import UsageError
+
+    if json_flag:
+        if fmt and fmt != "json":
+            raise UsageError(f"--json conflicts with --format {fmt}")
+        return "json"
+    name = fmt or default
+    name = (aliases or {}).get(name, name)
+    if choices is not None and name not in choices:
+        raise UsageError(f"unknown format {name!r}; use one of {', '.join(choices)}")
+    return name
+
+
 MACHINE_FORMATS = ("json", "jsonl", "csv", "tsv")
 
 

@@ -74,7 +74,6 @@ LEARNING_REASONS = frozenset({
 
 # Corruption kinds reported by ``scan`` (and in StoreCorrupt messages).
 NOT_JSON = "not_json"
-UNSUPPORTED_JSON = "unsupported_json"  # JSON memctl cannot represent: too deep, a number past float
 NOT_OBJECT = "not_object"
 NO_SEQ = "no_seq"                    # an object without an integer "seq"
 SEQ_GAP = "seq_gap"
@@ -84,8 +83,12 @@ INVALID_UTF8 = "invalid_utf8"
 TORN_TAIL = "torn_tail"              # not corruption: an append in flight
 BAD_HEADER = "bad_header"            # line 1 is not a seq-0 session header
 BAD_TARGET = "bad_target"            # undo/redo target malformed or not entirely before the event
-CORRUPTION_KINDS = (NOT_JSON, UNSUPPORTED_JSON, NOT_OBJECT, NO_SEQ, SEQ_GAP, SEQ_DUPLICATE, SEQ_REGRESSION,
-                    INVALID_UTF8, BAD_HEADER, BAD_TARGET)
+# Not corruption, but a line memctl cannot use: valid JSON too large for the
+# memory at hand, or nested deeper than the parsers take (issue 16.5).  It is
+# unusable as a corrupt line is, and is reported as what it is.
+TOO_LARGE = "too_large"
+CORRUPTION_KINDS = (NOT_JSON, NOT_OBJECT, NO_SEQ, SEQ_GAP, SEQ_DUPLICATE, SEQ_REGRESSION,
+                    INVALID_UTF8, BAD_HEADER, BAD_TARGET, TOO_LARGE)
 
 # Session states reported by list_sessions.
 STATE_OK = "ok"
@@ -322,38 +325,79 @@ def _now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def unparsable(line: bytes, exc: orjson.JSONDecodeError) -> tuple[str, str]:
-    """Why a complete line that orjson refused cannot be used: (kind, detail).
-    Valid JSON that memctl cannot represent (nested deeper than orjson's 1024
-    levels; a number beyond the float range) is ``unsupported_json``, not
-    ``not_json`` (issue 16.8).  Integers beyond 64 bits within the float range
-    parse (as floats)."""
-    try:
-        line.decode("utf-8")
-    except UnicodeDecodeError:
-        return INVALID_UTF8, "the line is not valid UTF-8"
-    why = str(exc).split(":")[0]
-    if why.startswith("depth limit exceeded"):
-        return UNSUPPORTED_JSON, "JSON nested deeper than memctl parses (1024 levels)"
-    if why.startswith("number is infinity"):
-        import json
+class RecordTooLarge(Exception):
+    """Valid JSON, as far as can be told, that cannot be parsed with the memory
+    or the nesting depth at hand: not a corrupt record (issue 16.5)."""
 
-        try:  # the number aside, is the line JSON?  (parse_*: no 4300-digit int limit)
-            json.loads(line, parse_int=lambda _s: 0, parse_float=lambda _s: 0.0)
-        except ValueError:
-            return NOT_JSON, f"not JSON ({why})"
-        except RecursionError:
-            return UNSUPPORTED_JSON, "JSON nested deeper than memctl parses"
-        return UNSUPPORTED_JSON, "a JSON number beyond the 64-bit float range"
-    return NOT_JSON, f"not JSON ({why})"
+
+_INT64 = (-(1 << 63), (1 << 64) - 1)   # orjson's integer range; beyond it, a float
+
+
+def _orjson_int(s: str) -> int | float:
+    """An integer literal as orjson reads it: an int within 64 bits, else a
+    float (infinite beyond a double).  ``float(s)`` has no digit limit."""
+    if len(s) <= 20:
+        n = int(s)
+        if _INT64[0] <= n <= _INT64[1]:
+            return n
+    return float(s)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def load_record(line: bytes) -> Any:
+    """Parse one transcript line: the one JSON loader of the session readers
+    and the transcript audit.
+
+    ``orjson.loads``; for the two kinds of valid JSON orjson refuses, the
+    standard library's parser: a number beyond a double (``1e400``, a
+    400-digit integer) is read as orjson reads an integer beyond 64 bits, as
+    a float (here infinite), so the line is a record (issue 16.8).
+    :class:`RecordTooLarge` when the line is too large for the memory at
+    hand (MemoryError) or nested deeper than either parser takes (orjson
+    stops at 1024 levels, the standard library at Python's recursion
+    limit): valid JSON memctl cannot hold, said to be that (issue 16.5).
+    ``orjson.JSONDecodeError`` for anything else (not JSON, not UTF-8)."""
+    try:
+        return orjson.loads(line)
+    except MemoryError:
+        raise RecordTooLarge(f"a {len(line)}-byte record is too large for the memory at hand") \
+            from None
+    except orjson.JSONDecodeError as exc:
+        why = str(exc)
+        if why.startswith("depth limit exceeded"):
+            raise RecordTooLarge("the record is nested deeper than memctl parses "
+                                 "(1024 levels)") from None
+        if not why.startswith("number is infinity"):
+            raise
+        first = exc
+    import json
+
+    try:
+        return json.loads(line, parse_int=_orjson_int, parse_constant=_no_constant)
+    except RecursionError:
+        raise RecordTooLarge("the record is nested deeper than memctl parses") from None
+    except MemoryError:
+        raise RecordTooLarge(f"a {len(line)}-byte record is too large for the memory at hand") \
+            from None
+    except ValueError:   # JSONDecodeError, UnicodeDecodeError, NaN/Infinity
+        raise first from None
 
 
 def _classify(line: bytes) -> tuple[str, Any]:
     """Parse one complete line (without its ``\\n``): ("record", dict) or (kind, detail)."""
     try:
-        obj = orjson.loads(line)
+        obj = load_record(line)
+    except RecordTooLarge as exc:
+        return TOO_LARGE, str(exc)
     except orjson.JSONDecodeError as exc:
-        return unparsable(line, exc)
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            return INVALID_UTF8, "the line is not valid UTF-8"
+        return NOT_JSON, f"not JSON ({str(exc).split(':')[0]})"
     if not isinstance(obj, dict):
         return NOT_OBJECT, f"a JSON {type(obj).__name__}, not an object"
     seq = obj.get("seq")
@@ -385,6 +429,9 @@ class _File:
         self.st = st
         self.size = st.st_size
         self.fh = open(fd, "rb", buffering=_BUFFER, closefd=True)  # noqa: SIM115 - closed by close()
+        # (start, offset of the next newline) of long stretches without one,
+        # found by _newline_from: the binary search never rescans a huge line
+        self._no_newline: list[tuple[int, int]] = []
 
     def close(self) -> None:
         self.fh.close()
@@ -417,6 +464,55 @@ class _File:
         if not raw.endswith(b"\n") or end > self.size:
             return start, None
         return start, raw[:-1]
+
+    def _newline_from(self, pos: int) -> int | None:
+        """Offset of the first ``\\n`` at or after ``pos`` (within the size
+        bound), scanned a chunk at a time (the first one small, as one line
+        usually is; then doubling up to 1 MiB): a 200 MiB line costs no
+        200 MiB object (issue 16.5).  None when there is none."""
+        first = pos
+        step = _BUFFER
+        self.fh.seek(pos)
+        while pos < self.size:
+            for lo, nl in self._no_newline:   # a stretch scanned before: not again
+                if lo <= pos <= nl:
+                    if nl - first > _CHUNK:
+                        self._no_newline.append((first, nl))
+                    return nl
+            chunk = self.fh.read(min(step, self.size - pos))
+            if not chunk:
+                return None
+            i = chunk.find(b"\n")
+            if i >= 0:
+                if pos + i - first > _CHUNK:
+                    self._no_newline.append((first, pos + i))
+                return pos + i
+            pos += len(chunk)
+            step = min(step * 2, _CHUNK)
+        return None
+
+    def probe_seq(self, pos: int) -> tuple[int, int | None, int] | None:
+        """For the search: the first complete line starting at or after
+        ``pos`` as (start, its seq read from the line's first bytes with
+        :func:`fast_seq`, or None, the offset after its ``\\n``); None when
+        there is no complete line.  Neither the skipped part nor the line is
+        read into memory whole."""
+        if pos <= 0:
+            start = 0
+        else:
+            nl = self._newline_from(pos - 1)
+            if nl is None:
+                return None
+            start = nl + 1
+        if start >= self.size:
+            return None
+        self.fh.seek(start)
+        head = self.fh.read(min(64, self.size - start))
+        nl = head.find(b"\n")
+        end = start + nl if nl >= 0 else self._newline_from(start + len(head))
+        if end is None:
+            return None
+        return start, fast_seq(head[:nl] if nl >= 0 else head), end + 1
 
     def lines(self, pos: int) -> Iterator[tuple[int, bytes | None]]:
         """Complete lines from byte ``pos`` (a line start) to the size bound:
@@ -523,12 +619,14 @@ class _File:
             pos = mid
             found = None
             while True:
-                start, line = self.line_at(pos)
-                if line is None or start >= hi:
+                probe = self.probe_seq(pos)
+                if probe is None or probe[0] >= hi:
                     break
-                fast = fast_seq(line)
-                if fast is not None:
-                    found = (start + len(line) + 1, fast)
+                if probe[1] is not None:   # the seq from the line's first bytes
+                    found = (probe[2], probe[1])
+                    break
+                start, line = self.line_at(probe[0])
+                if line is None:
                     break
                 kind, obj = _classify(line)
                 if kind == "record":
@@ -539,13 +637,27 @@ class _File:
                 lo = found[0]
             else:
                 hi = mid
+        # The lines from lo, each probed first: a line whose seq its first bytes
+        # give is stepped over (below the target) or, when huge, returned
+        # unread (the forward reader decides on it once): a huge record is
+        # never read whole by the search (issue 16.5: 21 s for a 200 MiB one).
         bad: int | None = None
-        for start, line in self.lines(lo) if lo < self.size else ():
+        pos = lo
+        while pos < self.size:
+            probe = self.probe_seq(pos)
+            if probe is None or probe[0] != pos:
+                return bad if bad is not None else pos   # the torn tail
+            start, fast, after = probe
+            if fast is not None and bad is None:
+                if fast < target:
+                    pos = after
+                    continue
+                if after - start > _CHUNK:
+                    return start
+            _start, line = self.line_at(start)
             if line is None:
                 return bad if bad is not None else start
-            fast = fast_seq(line)
-            if fast is not None and fast < target and bad is None:
-                continue
+            pos = after
             kind, obj = _classify(line)
             if kind != "record":
                 if bad is None:

@@ -1119,3 +1119,99 @@ def test_a_range_read_does_not_reread_a_huge_record_on_every_probe(template, mon
     assert "after" in r.stdout
     print(f"[bad input] read 3 3 after a 32 MiB record: {counted['bytes'] >> 20} MiB read")
     assert counted["bytes"] < 4 * big, counted
+
+
+def test_a_range_read_before_a_huge_record_does_not_read_it(template, monkeypatch):
+    """read demo-big 1 1 before a 32 MiB record: the line after the span is
+    judged by its first bytes, and the event scan after the span neither
+    parses nor joins a line that is not an event (the hostile branch measured
+    825 MiB peak for a 200 MiB record under 1 GiB).  Counted in bytes read
+    and in lines parsed."""
+    from lecode_memctl.core import sessions as sessions_mod
+
+    cfg, store = template.copy("intact")
+    big = 32 << 20
+    _big_session(store, template.slug, big)
+    counted = _count_transcript_reads(monkeypatch)
+    parsed: list[int] = []
+    real = sessions_mod._classify
+
+    def counting_classify(line):
+        parsed.append(len(line))
+        return real(line)
+
+    monkeypatch.setattr(sessions_mod, "_classify", counting_classify)
+    r = run_cli("--config-dir", str(cfg), "-C", str(template.project), "read", "demo-big", "1", "1")
+    assert_outcome(r.exit_code, r.stderr, 0, "read")
+    assert "hi" in r.stdout
+    print(f"[bad input] read 1 1 before a 32 MiB record: {counted['bytes'] >> 20} MiB read")
+    assert max(parsed) < 1000, parsed
+    # read past twice, a block at a time: by the search (from its first probe
+    # inside the record to its end) and by the event scan; never parsed
+    assert counted["bytes"] < 3 * big, counted
+
+
+def test_the_engine_parses_a_huge_record_between_spans_at_most_once(template, monkeypatch):
+    """validate_many over refs before, across and after a 4 MiB record (the
+    span sweep, then the one-ref reads of the spans it could not read): the
+    record is parsed at most once however many refs reach it; a line too
+    large to parse (here: deeper than the parsers take) is remembered."""
+    from lecode_memctl.core import sessions as sessions_mod
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.sessions import NO_EXCLUSIONS, SessionStore
+    from lecode_memctl.core.sourceref import SourceRef, canonical_digest
+
+    cfg, store = template.copy("intact")
+    p = _big_session(store, template.slug, 8)
+    lines = p.read_bytes().splitlines(keepends=True)
+    deep = b'{"seq":2,"type":"message","role":"tool","content":' + b"[" * 2000 + b"]" * 2000 + b"}\n"
+    p.write_bytes(b"".join(lines[:2]) + deep + lines[3] + b"".join(
+        b'{"seq":%d,"type":"message","role":"user","content":"m%d"}\n' % (s, s) for s in range(4, 9)))
+    parsed: list[int] = []
+    real = sessions_mod._classify
+
+    def counting_classify(line):
+        parsed.append(len(line))
+        return real(line)
+
+    monkeypatch.setattr(sessions_mod, "_classify", counting_classify)
+    with SessionStore(store_at(store), exclusions=NO_EXCLUSIONS) as ss:
+        recs = {s: ss.records("demo-big", s, s)[0] for s in (1, 3, 4, 5)}
+        parsed.clear()
+        refs = [SourceRef("demo-big", (1,), canonical_digest([recs[1]])),
+                SourceRef("demo-big", (1, 2, 3), "0" * 64), SourceRef("demo-big", (2,), "0" * 64),
+                SourceRef("demo-big", (2, 3), "0" * 64),
+                SourceRef("demo-big", (3,), canonical_digest([recs[3]])),
+                SourceRef("demo-big", (4, 5), canonical_digest([recs[4], recs[5]]))]
+        got = ss.validate_many(refs)
+    assert [(got[r].status, got[r].reason) for r in refs] == [("valid", None)] + [
+        ("stale", "records_corrupt")] * 3 + [("valid", None)] * 2, got
+    assert sum(1 for n in parsed if n > 4000) == 1, parsed
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 7, 64, 1 << 20])
+def test_the_event_scan_keeps_every_marked_line_across_blocks(tmp_path, monkeypatch, block):
+    """marked_lines, which no longer joins a long line unless it is wanted,
+    yields exactly the complete lines holding the mark (and, with the event
+    prefix filter, not those that say they are another type), whatever the
+    block size: a mark across blocks, a line across many blocks, a torn tail."""
+    import random
+
+    from lecode_memctl.core import sessions as sessions_mod
+
+    monkeypatch.setattr(sessions_mod, "_SCAN_BLOCK", block)
+    rng = random.Random(block)
+    pieces = [b'{"seq":1,"type":"message","x":"event"}', b'"event"', b'"ev', b'ent"', b"x" * 70,
+              b'{"seq":2,"type":"event"}', b'{"seq":3,"type":"event","event":"undo"}', b"\n", b"\n"]
+    for trial in range(200):
+        data = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 10)))
+        p = tmp_path / f"t{trial}.jsonl"
+        p.write_bytes(data)
+        starts = [0] + [i + 1 for i, c in enumerate(data) if c == 10]
+        pos = rng.choice(starts)
+        complete = data[pos:data.rfind(b"\n") + 1].split(b"\n")[:-1]
+        f = sessions_mod._File(os.open(p, os.O_RDONLY), "t", str(p))
+        with f:
+            for skip in (None, sessions_mod.not_an_event):
+                want = [ln for ln in complete if b'"event"' in ln and not (skip and skip(ln[:64]))]
+                assert list(f.marked_lines(pos, skip=skip)) == want, (data, pos, skip)

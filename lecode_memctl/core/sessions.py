@@ -11,7 +11,9 @@ to the end of the file only to collect ``undo``/``redo``/``clear`` events:
 an undo/redo always targets positions before itself and a clear hides what
 precedes it, so the visibility of positions ``>= start`` depends only on
 records with ``seq >= start``.  Lines after the span are parsed only when
-they contain the bytes ``"event"``.
+they contain the bytes ``"event"`` and their prefix does not name another
+type (:func:`not_an_event`); the search reads a line's seq from its first
+bytes, so a huge record is never held or parsed by it (issue 16.5).
 
 Every read works on the file's size at ``fstat`` time: bytes a concurrent
 writer appends later, and a last line without ``\\n`` (an append in flight),
@@ -28,7 +30,7 @@ import fcntl
 import os
 import re
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -367,6 +369,9 @@ def load_record(line: bytes) -> Any:
             from None
     except orjson.JSONDecodeError as exc:
         why = str(exc)
+        if why.startswith("Not enough memory"):   # orjson's MemoryError
+            raise RecordTooLarge(f"a {len(line)}-byte record is too large for the memory at "
+                                 "hand") from None
         if why.startswith("depth limit exceeded"):
             raise RecordTooLarge("the record is nested deeper than memctl parses "
                                  "(1024 levels)") from None
@@ -419,6 +424,20 @@ def fast_seq(line: bytes) -> int | None:
     return int(m.group(1)) if m else None
 
 
+_TYPED = re.compile(rb'\{"seq":(?:0|[1-9][0-9]*),"type":"([^"\\]*)"')
+
+
+def not_an_event(head: bytes) -> bool:
+    """Whether a line whose first bytes are ``head`` is, by its prefix, a
+    record of another type than ``event``: ``{"seq":N,"type":"message",...``
+    as the core writer and orjson write it.  Such a line is not parsed by the
+    event scans, however large it is (issue 16.5: a 200 MiB tool message
+    after a range was parsed for its events).  The prefix is trusted as
+    :func:`fast_seq` trusts it; any other shape is parsed."""
+    m = _TYPED.match(head)
+    return m is not None and m.group(1) != b"event"
+
+
 class _File:
     """An open transcript, bounded by its size at ``fstat`` time."""
 
@@ -432,6 +451,7 @@ class _File:
         # (start, offset of the next newline) of long stretches without one,
         # found by _newline_from: the binary search never rescans a huge line
         self._no_newline: list[tuple[int, int]] = []
+        self._too_large: dict[int, str] = {}   # line start -> why, for lines too large to parse
 
     def close(self) -> None:
         self.fh.close()
@@ -464,6 +484,18 @@ class _File:
         if not raw.endswith(b"\n") or end > self.size:
             return start, None
         return start, raw[:-1]
+
+    def classify(self, off: int, line: bytes) -> tuple[str, Any]:
+        """:func:`_classify` of the line at ``off``, remembering a line too
+        large to parse: the one-ref reads that follow a span sweep, each
+        reaching the same huge record, do not parse it again (issue 16.5)."""
+        known = self._too_large.get(off)
+        if known is not None:
+            return TOO_LARGE, known
+        kind, obj = _classify(line)
+        if kind == TOO_LARGE:
+            self._too_large[off] = obj
+        return kind, obj
 
     def _newline_from(self, pos: int) -> int | None:
         """Offset of the first ``\\n`` at or after ``pos`` (within the size
@@ -530,32 +562,54 @@ class _File:
             if pos >= size:
                 return
 
-    def marked_lines(self, pos: int, mark: bytes = _EVENT_MARK) -> Iterator[bytes]:
+    def marked_lines(self, pos: int, mark: bytes = _EVENT_MARK,
+                     skip: Callable[[bytes], bool] | None = None) -> Iterator[bytes]:
         """The complete lines from byte ``pos`` (a line start) to the size
         bound that contain ``mark``, without their ``\\n``: the raw bytes are
         read in large blocks (``os.pread``) and searched with ``bytes.find``,
         so the lines between are never split or iterated in Python.  A torn
         tail (no final ``\\n``) is never yielded.  ``pread`` rather than
-        ``mmap``: a file truncated under a mapping would raise SIGBUS."""
+        ``mmap``: a file truncated under a mapping would raise SIGBUS.
+
+        ``skip(head)``, given a line's first bytes (up to 64), says a line is
+        not wanted whatever it holds.  A line longer than a block is never
+        joined in memory unless it is wanted: without ``mark``, or skipped
+        by its head, it costs the blocks it spans, one at a time (issue
+        16.5); one that is wanted is read again whole from its start."""
         fd = self.fh.fileno()
         size = self.size
         off = pos
-        carry: list[bytes] = []       # the start of a line that runs past a block
+        keep = len(mark) - 1
+        # a line that runs past a block: its start, first bytes, last bytes
+        # (for a mark across blocks) and whether it holds the mark
+        carry_start = -1
+        carry_head = carry_tail = b""
+        carry_mark = False
         while off < size:
             block = os.pread(fd, min(_SCAN_BLOCK, size - off), off)
             if not block:
                 return
+            base = off
             off += len(block)
             last = block.rfind(b"\n")
             if last < 0:
-                carry.append(block)
+                if carry_start < 0:
+                    carry_start, carry_head, carry_tail, carry_mark = base, block[:64], b"", False
+                elif len(carry_head) < 64:
+                    carry_head = (carry_head + block)[:64]
+                carry_mark = carry_mark or mark in block or mark in carry_tail + block[:keep]
+                carry_tail = (carry_tail + block[-keep:])[-keep:] if keep else b""
                 continue
-            if carry:
+            if carry_start >= 0:
                 head_end = block.find(b"\n")
-                head = b"".join(carry) + block[:head_end]
-                carry = []
-                if mark in head:
-                    yield head
+                if len(carry_head) < 64:
+                    carry_head = (carry_head + block[:head_end])[:64]
+                if ((carry_mark or mark in block[:head_end]
+                     or mark in carry_tail + block[:min(keep, head_end)])
+                        and not (skip is not None and skip(carry_head))):
+                    line_end = base + head_end
+                    yield os.pread(fd, line_end - carry_start, carry_start)
+                carry_start = -1
                 i = head_end + 1
             else:
                 i = 0
@@ -565,11 +619,16 @@ class _File:
                 if j < 0:
                     break
                 start = rfind(b"\n", i, j) + 1
+                start = start if start > i else i
                 end = find(b"\n", j)
-                yield block[start if start > i else i:end]
+                if skip is None or not skip(block[start:start + 64]):
+                    yield block[start:end]
                 i = end + 1
             if last + 1 < len(block):
-                carry.append(block[last + 1:])
+                rest = block[last + 1:]
+                carry_start, carry_head = base + last + 1, rest[:64]
+                carry_mark = mark in rest
+                carry_tail = rest[-keep:] if keep else b""
 
     def line_number(self, offset: int) -> int:
         """1-based number of the line starting at ``offset`` (counts newlines; error paths only)."""
@@ -628,7 +687,7 @@ class _File:
                 start, line = self.line_at(probe[0])
                 if line is None:
                     break
-                kind, obj = _classify(line)
+                kind, obj = self.classify(start, line)
                 if kind == "record":
                     found = (start + len(line) + 1, obj["seq"])
                     break
@@ -658,7 +717,7 @@ class _File:
             if line is None:
                 return bad if bad is not None else start
             pos = after
-            kind, obj = _classify(line)
+            kind, obj = self.classify(start, line)
             if kind != "record":
                 if bad is None:
                     bad = start
@@ -1060,7 +1119,7 @@ class SessionStore:
         for off, line in f.lines(pos):
             if line is None:
                 break
-            kind, obj = _classify(line)
+            kind, obj = f.classify(off, line)
             if kind != "record":
                 if expect > end:
                     break        # after the span: not ours
@@ -1081,7 +1140,36 @@ class SessionStore:
                 break
             records.append(obj)
             expect = seq + 1
+            if expect > end:
+                # The span is read; only the next line's seq matters now (a
+                # repeated seq is corruption of the span).  When its first
+                # bytes give it, the line is not read: a huge record after
+                # the span costs nothing (issue 16.5).
+                nxt = off + len(line) + 1
+                probe = f.probe_seq(nxt) if nxt < f.size else None
+                if probe is None or probe[1] is None or probe[1] < expect:
+                    _start, after = f.line_at(nxt)   # (the generator's file position moved)
+                    return self._after_span(f, nxt, after, records, last_seq, expect)
+                return _SpanRead(records, probe[1] if probe[1] == expect else last_seq, None)
         return _SpanRead(records, last_seq, None)
+
+    def _after_span(self, f: _File, off: int, line: bytes | None, records: list[dict[str, Any]],
+                    last_seq: int | None, expect: int) -> _SpanRead:
+        """The end of :meth:`_read_span` once its span is read: the line at
+        ``off`` after it (None: no complete line) is checked for a repeated
+        seq, as the loop would."""
+        if line is None:
+            return _SpanRead(records, last_seq, None)
+        kind, obj = f.classify(off, line)
+        if kind != "record":
+            return _SpanRead(records, last_seq, None)
+        seq = obj["seq"]
+        if seq > expect:
+            return _SpanRead(records, last_seq, None)
+        if seq < expect:
+            k = SEQ_DUPLICATE if seq == records[-1]["seq"] else SEQ_REGRESSION
+            return _SpanRead(records, last_seq, (k, off, f"seq {seq} where {expect} was expected"))
+        return _SpanRead(records, seq, None)
 
     def _last_seq(self, f: _File) -> int | None:
         tail, _torn = f.last_lines()
@@ -1093,10 +1181,11 @@ class SessionStore:
         return None
 
     def _events_from(self, f: _File, start: int, kinds: set[str] | None = None) -> list[dict[str, Any]]:
-        """Event records with seq >= start (lines pre-filtered on the bytes ``"event"``)."""
+        """Event records with seq >= start (lines pre-filtered on the bytes
+        ``"event"``, and on their first bytes: see :func:`not_an_event`)."""
         pos = f.seek_seq(start)
         out = []
-        for line in f.marked_lines(pos):
+        for line in f.marked_lines(pos, skip=not_an_event):
             kind, obj = _classify(line)
             if kind != "record" or obj.get("type") != "event" or obj["seq"] < start:
                 continue
@@ -1304,13 +1393,13 @@ class SessionStore:
             buf: dict[int, dict[str, Any]] = {}
             min_end = -1
             expect = items[k][0]
-            for _off, line in lines:
+            for off, line in lines:
                 if line is None:
                     break
                 s = fast_seq(line)
                 obj = None
                 if s is None:
-                    kind, obj = _classify(line)
+                    kind, obj = f.classify(off, line)
                     if kind != "record":
                         ready = []
                         break                   # anomaly: the one-ref read decides
@@ -1333,7 +1422,7 @@ class SessionStore:
                         break                   # nothing open: seek to the next span
                     continue
                 if obj is None:
-                    kind, obj = _classify(line)
+                    kind, obj = f.classify(off, line)
                     if kind != "record" or obj["seq"] != s:
                         break
                 buf[s] = obj

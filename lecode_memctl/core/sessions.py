@@ -361,7 +361,8 @@ def load_record(line: bytes) -> Any:
     hand (MemoryError) or nested deeper than either parser takes (orjson
     stops at 1024 levels, the standard library at Python's recursion
     limit): valid JSON memctl cannot hold, said to be that (issue 16.5).
-    ``orjson.JSONDecodeError`` for anything else (not JSON, not UTF-8)."""
+    ``orjson.JSONDecodeError`` for anything else (not JSON, not UTF-8, and
+    what only the standard library accepts: NaN, a lone surrogate)."""
     try:
         return orjson.loads(line)
     except MemoryError:
@@ -381,14 +382,18 @@ def load_record(line: bytes) -> Any:
     import json
 
     try:
-        return json.loads(line, parse_int=_orjson_int, parse_constant=_no_constant)
+        obj = json.loads(line, parse_int=_orjson_int, parse_constant=_no_constant)
+        # What the standard library accepts and orjson does not (a lone
+        # surrogate) stays not JSON: every record can be written out again.
+        orjson.dumps(obj)
     except RecursionError:
         raise RecordTooLarge("the record is nested deeper than memctl parses") from None
     except MemoryError:
         raise RecordTooLarge(f"a {len(line)}-byte record is too large for the memory at hand") \
             from None
-    except ValueError:   # JSONDecodeError, UnicodeDecodeError, NaN/Infinity
+    except (ValueError, TypeError):   # JSONDecodeError, UnicodeDecodeError, NaN, a surrogate
         raise first from None
+    return obj
 
 
 def _classify(line: bytes) -> tuple[str, Any]:

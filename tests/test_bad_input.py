@@ -987,3 +987,236 @@ def test_a_huge_memory_md_is_bounded_work(template):
     assert parts["MEMORY.md"]["truncated"] and parts["MEMORY.md"]["source_bytes"] == 300 << 20
     print(f"[bad input] context of a 300 MiB MEMORY.md: peak RSS {peak // 1024} MiB")
     assert peak < 200 * 1024, peak
+
+
+# ----------------------------------------------------------------- valid JSON orjson refuses (16.5, 16.8)
+
+def test_valid_json_orjson_refuses_is_a_record_or_too_large(template):
+    """A number beyond a double (1e400) in a valid record is a record (it was
+    not_json); 5000 levels of nesting is too_large, not corrupt, in the
+    session scan and in validate --deep (one loader, one classification)."""
+    import orjson
+
+    cfg, store = template.copy("intact")
+    lines = (store / "sessions" / "demo-gamma.jsonl").read_bytes().splitlines(keepends=True)
+    last = orjson.loads(lines[-1])["seq"]
+    extra = (b'{"seq":%d,"type":"event","event":"note","x":1e400,"y":123456789012345678901234567890}\n'
+             % (last + 1)
+             + b'{"seq":%d,"type":"event","event":"note","x":' % (last + 2) + b"[" * 5000
+             + b"]" * 5000 + b"}\n"
+             + b'{"seq":%d,"type":"event","event":"note"}\n' % (last + 3))
+    with open(store / "sessions" / "demo-gamma.jsonl", "ab") as fh:
+        fh.write(extra)
+    code, out = _validate_json(cfg, template.project, "--deep")
+    found = [(f["code"], f["line"], f["reason"]) for f in out["findings"]
+             if f["code"].startswith("session.") and f.get("session_id") == "demo-gamma"]
+    # the too_large line's seq is read from its prefix: no seq_gap after it
+    assert found == [("session.corrupt_line", len(lines) + 2, "too_large")], out["findings"]
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.sessions import SessionStore
+
+    with SessionStore(store_at(store)) as ss:
+        kinds = [item.kind for item in ss.scan("demo-gamma")]
+    assert kinds[-3:] == ["record", "too_large", "record"], kinds
+
+
+def _big_session(store: Path, slug: str, big: int) -> Path:
+    """demo-big: a header, a user message, a ``big``-byte tool message, a user message."""
+    p = store / "sessions" / "demo-big.jsonl"
+    with open(p, "wb") as fh:
+        fh.write(b'{"seq":0,"type":"session","format":1,"session_id":"demo-big","project":"'
+                 + slug.encode() + b'","created":"2026-12-01T09:00:00+00:00"}\n')
+        fh.write(b'{"seq":1,"type":"message","role":"user","content":"hi"}\n')
+        fh.write(b'{"seq":2,"type":"message","role":"tool","content":"' + b"x" * big + b'"}\n')
+        fh.write(b'{"seq":3,"type":"message","role":"user","content":"after"}\n')
+    os.chmod(p, 0o600)
+    return p
+
+
+@pytest.mark.slow
+def test_a_200_mib_tool_message_is_too_large_not_corrupt(template):
+    """A valid 200 MiB tool message under a 1 GiB address-space limit:
+    validate --deep reports too_large (not not_json, not exit 70) and no
+    false seq gap; a read of a span holding it says the record is too large
+    for the memory at hand (exit 5); reads before and after it succeed."""
+    import orjson
+
+    cfg, store = template.copy("intact")
+    _big_session(store, template.slug, 200 << 20)
+    e = dict(os.environ, PYTHONPATH=str(REPO))
+    e.pop("MEMCTL_DEBUG", None)
+    base = [sys.executable, "-m", "lecode_memctl", "--config-dir", str(cfg), "-C", str(template.project)]
+    t0 = time.monotonic()
+    r, peak = _peak_child_rss(base + ["validate", "--deep", "--json"], env=e)
+    took = time.monotonic() - t0
+    assert r.returncode == 1, r.stderr[-400:]
+    found = [(f["code"], f["reason"]) for f in orjson.loads(r.stdout)["findings"]
+             if f.get("session_id") == "demo-big"]
+    assert found == [("session.corrupt_line", "too_large")], found
+    print(f"[bad input] validate --deep with a 200 MiB tool message: peak RSS {peak // 1024} MiB, "
+          f"{took:.1f} s")
+    r, _peak = _peak_child_rss(base + ["read", "demo-big", "1", "3"], env=e)
+    err = r.stderr.decode()
+    assert_outcome(r.returncode, err, 5, "read")
+    assert "too large for the memory at hand" in err, err
+    for first, text in (("1", b"hi"), ("3", b"after")):
+        t0 = time.monotonic()
+        r, peak = _peak_child_rss(base + ["read", "demo-big", first, first], env=e)
+        took = time.monotonic() - t0
+        assert_outcome(r.returncode, r.stderr.decode(), 0, "read")
+        assert text in r.stdout
+        print(f"[bad input] read demo-big {first} {first} beside a 200 MiB record: "
+              f"peak RSS {peak // 1024} MiB, {took:.1f} s")
+
+
+def _count_transcript_reads(monkeypatch) -> dict[str, int]:
+    """Count the bytes the session reader reads from transcripts (buffered
+    reads and ``os.pread``)."""
+    import io
+
+    from lecode_memctl.core import sessions as sessions_mod
+
+    counted = {"bytes": 0}
+
+    class Counting(io.BufferedReader):
+        def read(self, n=-1):
+            data = super().read(n)
+            counted["bytes"] += len(data)
+            return data
+
+        def readline(self, n=-1):
+            data = super().readline(n)
+            counted["bytes"] += len(data)
+            return data
+
+        def __next__(self):
+            data = super().__next__()
+            counted["bytes"] += len(data)
+            return data
+
+    def counting_open(fd, mode="r", buffering=-1, closefd=True):
+        assert isinstance(fd, int) and mode == "rb", (fd, mode)
+        return Counting(io.FileIO(fd, "rb", closefd=closefd), buffering)
+
+    real_pread = os.pread
+
+    def counting_pread(fd, n, off):
+        data = real_pread(fd, n, off)
+        counted["bytes"] += len(data)
+        return data
+
+    monkeypatch.setattr(sessions_mod, "open", counting_open, raising=False)
+    monkeypatch.setattr(os, "pread", counting_pread)   # (the module uses os.pread)
+    return counted
+
+
+def test_a_range_read_does_not_reread_a_huge_record_on_every_probe(template, monkeypatch):
+    """The binary search for a range after a 32 MiB record reads each probe's
+    seq from the line's first bytes: the record is not read again for every
+    probe (the review measured 21 s for a 200 MiB one).  Counted in bytes read
+    from the transcript, not in seconds."""
+    cfg, store = template.copy("intact")
+    big = 32 << 20
+    _big_session(store, template.slug, big)
+    counted = _count_transcript_reads(monkeypatch)
+    r = run_cli("--config-dir", str(cfg), "-C", str(template.project), "read", "demo-big", "3", "3")
+    assert_outcome(r.exit_code, r.stderr, 0, "read")
+    assert "after" in r.stdout
+    print(f"[bad input] read 3 3 after a 32 MiB record: {counted['bytes'] >> 20} MiB read")
+    assert counted["bytes"] < 4 * big, counted
+
+
+def test_a_range_read_before_a_huge_record_does_not_read_it(template, monkeypatch):
+    """read demo-big 1 1 before a 32 MiB record: the line after the span is
+    judged by its first bytes, and the event scan after the span neither
+    parses nor joins a line that is not an event (the hostile branch measured
+    825 MiB peak for a 200 MiB record under 1 GiB).  Counted in bytes read
+    and in lines parsed."""
+    from lecode_memctl.core import sessions as sessions_mod
+
+    cfg, store = template.copy("intact")
+    big = 32 << 20
+    _big_session(store, template.slug, big)
+    counted = _count_transcript_reads(monkeypatch)
+    parsed: list[int] = []
+    real = sessions_mod._classify
+
+    def counting_classify(line):
+        parsed.append(len(line))
+        return real(line)
+
+    monkeypatch.setattr(sessions_mod, "_classify", counting_classify)
+    r = run_cli("--config-dir", str(cfg), "-C", str(template.project), "read", "demo-big", "1", "1")
+    assert_outcome(r.exit_code, r.stderr, 0, "read")
+    assert "hi" in r.stdout
+    print(f"[bad input] read 1 1 before a 32 MiB record: {counted['bytes'] >> 20} MiB read")
+    assert max(parsed) < 1000, parsed
+    # read past twice, a block at a time: by the search (from its first probe
+    # inside the record to its end) and by the event scan; never parsed
+    assert counted["bytes"] < 3 * big, counted
+
+
+def test_the_engine_parses_a_huge_record_between_spans_at_most_once(template, monkeypatch):
+    """validate_many over refs before, across and after a 4 MiB record (the
+    span sweep, then the one-ref reads of the spans it could not read): the
+    record is parsed at most once however many refs reach it; a line too
+    large to parse (here: deeper than the parsers take) is remembered."""
+    from lecode_memctl.core import sessions as sessions_mod
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.sessions import NO_EXCLUSIONS, SessionStore
+    from lecode_memctl.core.sourceref import SourceRef, canonical_digest
+
+    cfg, store = template.copy("intact")
+    p = _big_session(store, template.slug, 8)
+    lines = p.read_bytes().splitlines(keepends=True)
+    deep = b'{"seq":2,"type":"message","role":"tool","content":' + b"[" * 2000 + b"]" * 2000 + b"}\n"
+    p.write_bytes(b"".join(lines[:2]) + deep + lines[3] + b"".join(
+        b'{"seq":%d,"type":"message","role":"user","content":"m%d"}\n' % (s, s) for s in range(4, 9)))
+    parsed: list[int] = []
+    real = sessions_mod._classify
+
+    def counting_classify(line):
+        parsed.append(len(line))
+        return real(line)
+
+    monkeypatch.setattr(sessions_mod, "_classify", counting_classify)
+    with SessionStore(store_at(store), exclusions=NO_EXCLUSIONS) as ss:
+        recs = {s: ss.records("demo-big", s, s)[0] for s in (1, 3, 4, 5)}
+        parsed.clear()
+        refs = [SourceRef("demo-big", (1,), canonical_digest([recs[1]])),
+                SourceRef("demo-big", (1, 2, 3), "0" * 64), SourceRef("demo-big", (2,), "0" * 64),
+                SourceRef("demo-big", (2, 3), "0" * 64),
+                SourceRef("demo-big", (3,), canonical_digest([recs[3]])),
+                SourceRef("demo-big", (4, 5), canonical_digest([recs[4], recs[5]]))]
+        got = ss.validate_many(refs)
+    assert [(got[r].status, got[r].reason) for r in refs] == [("valid", None)] + [
+        ("stale", "records_corrupt")] * 3 + [("valid", None)] * 2, got
+    assert sum(1 for n in parsed if n > 4000) == 1, parsed
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 7, 64, 1 << 20])
+def test_the_event_scan_keeps_every_marked_line_across_blocks(tmp_path, monkeypatch, block):
+    """marked_lines, which no longer joins a long line unless it is wanted,
+    yields exactly the complete lines holding the mark (and, with the event
+    prefix filter, not those that say they are another type), whatever the
+    block size: a mark across blocks, a line across many blocks, a torn tail."""
+    import random
+
+    from lecode_memctl.core import sessions as sessions_mod
+
+    monkeypatch.setattr(sessions_mod, "_SCAN_BLOCK", block)
+    rng = random.Random(block)
+    pieces = [b'{"seq":1,"type":"message","x":"event"}', b'"event"', b'"ev', b'ent"', b"x" * 70,
+              b'{"seq":2,"type":"event"}', b'{"seq":3,"type":"event","event":"undo"}', b"\n", b"\n"]
+    for trial in range(200):
+        data = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 10)))
+        p = tmp_path / f"t{trial}.jsonl"
+        p.write_bytes(data)
+        starts = [0] + [i + 1 for i, c in enumerate(data) if c == 10]
+        pos = rng.choice(starts)
+        complete = data[pos:data.rfind(b"\n") + 1].split(b"\n")[:-1]
+        f = sessions_mod._File(os.open(p, os.O_RDONLY), "t", str(p))
+        with f:
+            for skip in (None, sessions_mod.not_an_event):
+                want = [ln for ln in complete if b'"event"' in ln and not (skip and skip(ln[:64]))]
+                assert list(f.marked_lines(pos, skip=skip)) == want, (data, pos, skip)

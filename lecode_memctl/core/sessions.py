@@ -11,7 +11,9 @@ to the end of the file only to collect ``undo``/``redo``/``clear`` events:
 an undo/redo always targets positions before itself and a clear hides what
 precedes it, so the visibility of positions ``>= start`` depends only on
 records with ``seq >= start``.  Lines after the span are parsed only when
-they contain the bytes ``"event"``.
+they contain the bytes ``"event"`` and their prefix does not name another
+type (:func:`not_an_event`); the search reads a line's seq from its first
+bytes, so a huge record is never held or parsed by it (issue 16.5).
 
 Every read works on the file's size at ``fstat`` time: bytes a concurrent
 writer appends later, and a last line without ``\\n`` (an append in flight),
@@ -28,7 +30,7 @@ import fcntl
 import os
 import re
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -74,7 +76,6 @@ LEARNING_REASONS = frozenset({
 
 # Corruption kinds reported by ``scan`` (and in StoreCorrupt messages).
 NOT_JSON = "not_json"
-UNSUPPORTED_JSON = "unsupported_json"  # JSON memctl cannot represent: too deep, a number past float
 NOT_OBJECT = "not_object"
 NO_SEQ = "no_seq"                    # an object without an integer "seq"
 SEQ_GAP = "seq_gap"
@@ -84,8 +85,12 @@ INVALID_UTF8 = "invalid_utf8"
 TORN_TAIL = "torn_tail"              # not corruption: an append in flight
 BAD_HEADER = "bad_header"            # line 1 is not a seq-0 session header
 BAD_TARGET = "bad_target"            # undo/redo target malformed or not entirely before the event
-CORRUPTION_KINDS = (NOT_JSON, UNSUPPORTED_JSON, NOT_OBJECT, NO_SEQ, SEQ_GAP, SEQ_DUPLICATE, SEQ_REGRESSION,
-                    INVALID_UTF8, BAD_HEADER, BAD_TARGET)
+# Not corruption, but a line memctl cannot use: valid JSON too large for the
+# memory at hand, or nested deeper than the parsers take (issue 16.5).  It is
+# unusable as a corrupt line is, and is reported as what it is.
+TOO_LARGE = "too_large"
+CORRUPTION_KINDS = (NOT_JSON, NOT_OBJECT, NO_SEQ, SEQ_GAP, SEQ_DUPLICATE, SEQ_REGRESSION,
+                    INVALID_UTF8, BAD_HEADER, BAD_TARGET, TOO_LARGE)
 
 # Session states reported by list_sessions.
 STATE_OK = "ok"
@@ -322,38 +327,87 @@ def _now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def unparsable(line: bytes, exc: orjson.JSONDecodeError) -> tuple[str, str]:
-    """Why a complete line that orjson refused cannot be used: (kind, detail).
-    Valid JSON that memctl cannot represent (nested deeper than orjson's 1024
-    levels; a number beyond the float range) is ``unsupported_json``, not
-    ``not_json`` (issue 16.8).  Integers beyond 64 bits within the float range
-    parse (as floats)."""
-    try:
-        line.decode("utf-8")
-    except UnicodeDecodeError:
-        return INVALID_UTF8, "the line is not valid UTF-8"
-    why = str(exc).split(":")[0]
-    if why.startswith("depth limit exceeded"):
-        return UNSUPPORTED_JSON, "JSON nested deeper than memctl parses (1024 levels)"
-    if why.startswith("number is infinity"):
-        import json
+class RecordTooLarge(Exception):
+    """Valid JSON, as far as can be told, that cannot be parsed with the memory
+    or the nesting depth at hand: not a corrupt record (issue 16.5)."""
 
-        try:  # the number aside, is the line JSON?  (parse_*: no 4300-digit int limit)
-            json.loads(line, parse_int=lambda _s: 0, parse_float=lambda _s: 0.0)
-        except ValueError:
-            return NOT_JSON, f"not JSON ({why})"
-        except RecursionError:
-            return UNSUPPORTED_JSON, "JSON nested deeper than memctl parses"
-        return UNSUPPORTED_JSON, "a JSON number beyond the 64-bit float range"
-    return NOT_JSON, f"not JSON ({why})"
+
+_INT64 = (-(1 << 63), (1 << 64) - 1)   # orjson's integer range; beyond it, a float
+
+
+def _orjson_int(s: str) -> int | float:
+    """An integer literal as orjson reads it: an int within 64 bits, else a
+    float (infinite beyond a double).  ``float(s)`` has no digit limit."""
+    if len(s) <= 20:
+        n = int(s)
+        if _INT64[0] <= n <= _INT64[1]:
+            return n
+    return float(s)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def load_record(line: bytes) -> Any:
+    """Parse one transcript line: the one JSON loader of the session readers
+    and the transcript audit.
+
+    ``orjson.loads``; for the two kinds of valid JSON orjson refuses, the
+    standard library's parser: a number beyond a double (``1e400``, a
+    400-digit integer) is read as orjson reads an integer beyond 64 bits, as
+    a float (here infinite), so the line is a record (issue 16.8).
+    :class:`RecordTooLarge` when the line is too large for the memory at
+    hand (MemoryError) or nested deeper than either parser takes (orjson
+    stops at 1024 levels, the standard library at Python's recursion
+    limit): valid JSON memctl cannot hold, said to be that (issue 16.5).
+    ``orjson.JSONDecodeError`` for anything else (not JSON, not UTF-8, and
+    what only the standard library accepts: NaN, a lone surrogate)."""
+    try:
+        return orjson.loads(line)
+    except MemoryError:
+        raise RecordTooLarge(f"a {len(line)}-byte record is too large for the memory at hand") \
+            from None
+    except orjson.JSONDecodeError as exc:
+        why = str(exc)
+        if why.startswith("Not enough memory"):   # orjson's MemoryError
+            raise RecordTooLarge(f"a {len(line)}-byte record is too large for the memory at "
+                                 "hand") from None
+        if why.startswith("depth limit exceeded"):
+            raise RecordTooLarge("the record is nested deeper than memctl parses "
+                                 "(1024 levels)") from None
+        if not why.startswith("number is infinity"):
+            raise
+        first = exc
+    import json
+
+    try:
+        obj = json.loads(line, parse_int=_orjson_int, parse_constant=_no_constant)
+        # What the standard library accepts and orjson does not (a lone
+        # surrogate) stays not JSON: every record can be written out again.
+        orjson.dumps(obj)
+    except RecursionError:
+        raise RecordTooLarge("the record is nested deeper than memctl parses") from None
+    except MemoryError:
+        raise RecordTooLarge(f"a {len(line)}-byte record is too large for the memory at hand") \
+            from None
+    except (ValueError, TypeError):   # JSONDecodeError, UnicodeDecodeError, NaN, a surrogate
+        raise first from None
+    return obj
 
 
 def _classify(line: bytes) -> tuple[str, Any]:
     """Parse one complete line (without its ``\\n``): ("record", dict) or (kind, detail)."""
     try:
-        obj = orjson.loads(line)
+        obj = load_record(line)
+    except RecordTooLarge as exc:
+        return TOO_LARGE, str(exc)
     except orjson.JSONDecodeError as exc:
-        return unparsable(line, exc)
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            return INVALID_UTF8, "the line is not valid UTF-8"
+        return NOT_JSON, f"not JSON ({str(exc).split(':')[0]})"
     if not isinstance(obj, dict):
         return NOT_OBJECT, f"a JSON {type(obj).__name__}, not an object"
     seq = obj.get("seq")
@@ -375,6 +429,20 @@ def fast_seq(line: bytes) -> int | None:
     return int(m.group(1)) if m else None
 
 
+_TYPED = re.compile(rb'\{"seq":(?:0|[1-9][0-9]*),"type":"([^"\\]*)"')
+
+
+def not_an_event(head: bytes) -> bool:
+    """Whether a line whose first bytes are ``head`` is, by its prefix, a
+    record of another type than ``event``: ``{"seq":N,"type":"message",...``
+    as the core writer and orjson write it.  Such a line is not parsed by the
+    event scans, however large it is (issue 16.5: a 200 MiB tool message
+    after a range was parsed for its events).  The prefix is trusted as
+    :func:`fast_seq` trusts it; any other shape is parsed."""
+    m = _TYPED.match(head)
+    return m is not None and m.group(1) != b"event"
+
+
 class _File:
     """An open transcript, bounded by its size at ``fstat`` time."""
 
@@ -385,6 +453,10 @@ class _File:
         self.st = st
         self.size = st.st_size
         self.fh = open(fd, "rb", buffering=_BUFFER, closefd=True)  # noqa: SIM115 - closed by close()
+        # (start, offset of the next newline) of long stretches without one,
+        # found by _newline_from: the binary search never rescans a huge line
+        self._no_newline: list[tuple[int, int]] = []
+        self._too_large: dict[int, str] = {}   # line start -> why, for lines too large to parse
 
     def close(self) -> None:
         self.fh.close()
@@ -418,6 +490,67 @@ class _File:
             return start, None
         return start, raw[:-1]
 
+    def classify(self, off: int, line: bytes) -> tuple[str, Any]:
+        """:func:`_classify` of the line at ``off``, remembering a line too
+        large to parse: the one-ref reads that follow a span sweep, each
+        reaching the same huge record, do not parse it again (issue 16.5)."""
+        known = self._too_large.get(off)
+        if known is not None:
+            return TOO_LARGE, known
+        kind, obj = _classify(line)
+        if kind == TOO_LARGE:
+            self._too_large[off] = obj
+        return kind, obj
+
+    def _newline_from(self, pos: int) -> int | None:
+        """Offset of the first ``\\n`` at or after ``pos`` (within the size
+        bound), scanned a chunk at a time (the first one small, as one line
+        usually is; then doubling up to 1 MiB): a 200 MiB line costs no
+        200 MiB object (issue 16.5).  None when there is none."""
+        first = pos
+        step = _BUFFER
+        self.fh.seek(pos)
+        while pos < self.size:
+            for lo, nl in self._no_newline:   # a stretch scanned before: not again
+                if lo <= pos <= nl:
+                    if nl - first > _CHUNK:
+                        self._no_newline.append((first, nl))
+                    return nl
+            chunk = self.fh.read(min(step, self.size - pos))
+            if not chunk:
+                return None
+            i = chunk.find(b"\n")
+            if i >= 0:
+                if pos + i - first > _CHUNK:
+                    self._no_newline.append((first, pos + i))
+                return pos + i
+            pos += len(chunk)
+            step = min(step * 2, _CHUNK)
+        return None
+
+    def probe_seq(self, pos: int) -> tuple[int, int | None, int] | None:
+        """For the search: the first complete line starting at or after
+        ``pos`` as (start, its seq read from the line's first bytes with
+        :func:`fast_seq`, or None, the offset after its ``\\n``); None when
+        there is no complete line.  Neither the skipped part nor the line is
+        read into memory whole."""
+        if pos <= 0:
+            start = 0
+        else:
+            nl = self._newline_from(pos - 1)
+            if nl is None:
+                return None
+            start = nl + 1
+        if start >= self.size:
+            return None
+        self.fh.seek(start)
+        head = self.fh.read(min(64, self.size - start))
+        nl = head.find(b"\n")
+        end = start + nl if nl >= 0 else self._newline_from(start + len(head))
+        if end is None:
+            return None
+        return start, fast_seq(head[:nl] if nl >= 0 else head), end + 1
+
     def lines(self, pos: int) -> Iterator[tuple[int, bytes | None]]:
         """Complete lines from byte ``pos`` (a line start) to the size bound:
         (start, bytes without ``\\n``); the torn tail last as (start, None)."""
@@ -434,32 +567,54 @@ class _File:
             if pos >= size:
                 return
 
-    def marked_lines(self, pos: int, mark: bytes = _EVENT_MARK) -> Iterator[bytes]:
+    def marked_lines(self, pos: int, mark: bytes = _EVENT_MARK,
+                     skip: Callable[[bytes], bool] | None = None) -> Iterator[bytes]:
         """The complete lines from byte ``pos`` (a line start) to the size
         bound that contain ``mark``, without their ``\\n``: the raw bytes are
         read in large blocks (``os.pread``) and searched with ``bytes.find``,
         so the lines between are never split or iterated in Python.  A torn
         tail (no final ``\\n``) is never yielded.  ``pread`` rather than
-        ``mmap``: a file truncated under a mapping would raise SIGBUS."""
+        ``mmap``: a file truncated under a mapping would raise SIGBUS.
+
+        ``skip(head)``, given a line's first bytes (up to 64), says a line is
+        not wanted whatever it holds.  A line longer than a block is never
+        joined in memory unless it is wanted: without ``mark``, or skipped
+        by its head, it costs the blocks it spans, one at a time (issue
+        16.5); one that is wanted is read again whole from its start."""
         fd = self.fh.fileno()
         size = self.size
         off = pos
-        carry: list[bytes] = []       # the start of a line that runs past a block
+        keep = len(mark) - 1
+        # a line that runs past a block: its start, first bytes, last bytes
+        # (for a mark across blocks) and whether it holds the mark
+        carry_start = -1
+        carry_head = carry_tail = b""
+        carry_mark = False
         while off < size:
             block = os.pread(fd, min(_SCAN_BLOCK, size - off), off)
             if not block:
                 return
+            base = off
             off += len(block)
             last = block.rfind(b"\n")
             if last < 0:
-                carry.append(block)
+                if carry_start < 0:
+                    carry_start, carry_head, carry_tail, carry_mark = base, block[:64], b"", False
+                elif len(carry_head) < 64:
+                    carry_head = (carry_head + block)[:64]
+                carry_mark = carry_mark or mark in block or mark in carry_tail + block[:keep]
+                carry_tail = (carry_tail + block[-keep:])[-keep:] if keep else b""
                 continue
-            if carry:
+            if carry_start >= 0:
                 head_end = block.find(b"\n")
-                head = b"".join(carry) + block[:head_end]
-                carry = []
-                if mark in head:
-                    yield head
+                if len(carry_head) < 64:
+                    carry_head = (carry_head + block[:head_end])[:64]
+                if ((carry_mark or mark in block[:head_end]
+                     or mark in carry_tail + block[:min(keep, head_end)])
+                        and not (skip is not None and skip(carry_head))):
+                    line_end = base + head_end
+                    yield os.pread(fd, line_end - carry_start, carry_start)
+                carry_start = -1
                 i = head_end + 1
             else:
                 i = 0
@@ -469,11 +624,16 @@ class _File:
                 if j < 0:
                     break
                 start = rfind(b"\n", i, j) + 1
+                start = start if start > i else i
                 end = find(b"\n", j)
-                yield block[start if start > i else i:end]
+                if skip is None or not skip(block[start:start + 64]):
+                    yield block[start:end]
                 i = end + 1
             if last + 1 < len(block):
-                carry.append(block[last + 1:])
+                rest = block[last + 1:]
+                carry_start, carry_head = base + last + 1, rest[:64]
+                carry_mark = mark in rest
+                carry_tail = rest[-keep:] if keep else b""
 
     def line_number(self, offset: int) -> int:
         """1-based number of the line starting at ``offset`` (counts newlines; error paths only)."""
@@ -523,14 +683,16 @@ class _File:
             pos = mid
             found = None
             while True:
-                start, line = self.line_at(pos)
-                if line is None or start >= hi:
+                probe = self.probe_seq(pos)
+                if probe is None or probe[0] >= hi:
                     break
-                fast = fast_seq(line)
-                if fast is not None:
-                    found = (start + len(line) + 1, fast)
+                if probe[1] is not None:   # the seq from the line's first bytes
+                    found = (probe[2], probe[1])
                     break
-                kind, obj = _classify(line)
+                start, line = self.line_at(probe[0])
+                if line is None:
+                    break
+                kind, obj = self.classify(start, line)
                 if kind == "record":
                     found = (start + len(line) + 1, obj["seq"])
                     break
@@ -539,14 +701,28 @@ class _File:
                 lo = found[0]
             else:
                 hi = mid
+        # The lines from lo, each probed first: a line whose seq its first bytes
+        # give is stepped over (below the target) or, when huge, returned
+        # unread (the forward reader decides on it once): a huge record is
+        # never read whole by the search (issue 16.5: 21 s for a 200 MiB one).
         bad: int | None = None
-        for start, line in self.lines(lo) if lo < self.size else ():
+        pos = lo
+        while pos < self.size:
+            probe = self.probe_seq(pos)
+            if probe is None or probe[0] != pos:
+                return bad if bad is not None else pos   # the torn tail
+            start, fast, after = probe
+            if fast is not None and bad is None:
+                if fast < target:
+                    pos = after
+                    continue
+                if after - start > _CHUNK:
+                    return start
+            _start, line = self.line_at(start)
             if line is None:
                 return bad if bad is not None else start
-            fast = fast_seq(line)
-            if fast is not None and fast < target and bad is None:
-                continue
-            kind, obj = _classify(line)
+            pos = after
+            kind, obj = self.classify(start, line)
             if kind != "record":
                 if bad is None:
                     bad = start
@@ -948,7 +1124,7 @@ class SessionStore:
         for off, line in f.lines(pos):
             if line is None:
                 break
-            kind, obj = _classify(line)
+            kind, obj = f.classify(off, line)
             if kind != "record":
                 if expect > end:
                     break        # after the span: not ours
@@ -969,7 +1145,36 @@ class SessionStore:
                 break
             records.append(obj)
             expect = seq + 1
+            if expect > end:
+                # The span is read; only the next line's seq matters now (a
+                # repeated seq is corruption of the span).  When its first
+                # bytes give it, the line is not read: a huge record after
+                # the span costs nothing (issue 16.5).
+                nxt = off + len(line) + 1
+                probe = f.probe_seq(nxt) if nxt < f.size else None
+                if probe is None or probe[1] is None or probe[1] < expect:
+                    _start, after = f.line_at(nxt)   # (the generator's file position moved)
+                    return self._after_span(f, nxt, after, records, last_seq, expect)
+                return _SpanRead(records, probe[1] if probe[1] == expect else last_seq, None)
         return _SpanRead(records, last_seq, None)
+
+    def _after_span(self, f: _File, off: int, line: bytes | None, records: list[dict[str, Any]],
+                    last_seq: int | None, expect: int) -> _SpanRead:
+        """The end of :meth:`_read_span` once its span is read: the line at
+        ``off`` after it (None: no complete line) is checked for a repeated
+        seq, as the loop would."""
+        if line is None:
+            return _SpanRead(records, last_seq, None)
+        kind, obj = f.classify(off, line)
+        if kind != "record":
+            return _SpanRead(records, last_seq, None)
+        seq = obj["seq"]
+        if seq > expect:
+            return _SpanRead(records, last_seq, None)
+        if seq < expect:
+            k = SEQ_DUPLICATE if seq == records[-1]["seq"] else SEQ_REGRESSION
+            return _SpanRead(records, last_seq, (k, off, f"seq {seq} where {expect} was expected"))
+        return _SpanRead(records, seq, None)
 
     def _last_seq(self, f: _File) -> int | None:
         tail, _torn = f.last_lines()
@@ -981,10 +1186,11 @@ class SessionStore:
         return None
 
     def _events_from(self, f: _File, start: int, kinds: set[str] | None = None) -> list[dict[str, Any]]:
-        """Event records with seq >= start (lines pre-filtered on the bytes ``"event"``)."""
+        """Event records with seq >= start (lines pre-filtered on the bytes
+        ``"event"``, and on their first bytes: see :func:`not_an_event`)."""
         pos = f.seek_seq(start)
         out = []
-        for line in f.marked_lines(pos):
+        for line in f.marked_lines(pos, skip=not_an_event):
             kind, obj = _classify(line)
             if kind != "record" or obj.get("type") != "event" or obj["seq"] < start:
                 continue
@@ -1192,13 +1398,13 @@ class SessionStore:
             buf: dict[int, dict[str, Any]] = {}
             min_end = -1
             expect = items[k][0]
-            for _off, line in lines:
+            for off, line in lines:
                 if line is None:
                     break
                 s = fast_seq(line)
                 obj = None
                 if s is None:
-                    kind, obj = _classify(line)
+                    kind, obj = f.classify(off, line)
                     if kind != "record":
                         ready = []
                         break                   # anomaly: the one-ref read decides
@@ -1221,7 +1427,7 @@ class SessionStore:
                         break                   # nothing open: seek to the next span
                     continue
                 if obj is None:
-                    kind, obj = _classify(line)
+                    kind, obj = f.classify(off, line)
                     if kind != "record" or obj["seq"] != s:
                         break
                 buf[s] = obj

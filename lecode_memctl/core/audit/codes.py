@@ -89,7 +89,9 @@ CODES: dict[str, CodeInfo] = {
         "(a writer may be appending), ERROR otherwise"),
     "session.corrupt_line": CodeInfo(ERROR, "sessions", ("file", "session_id", "line", "reason"),
         "a complete line that is not a JSON object with an integer seq "
-        "(reason: not_json, unsupported_json, invalid_utf8, not_object, no_seq)", deep_only=True),
+        "(reason: not_json, invalid_utf8, not_object, no_seq), or valid JSON memctl cannot "
+        "parse (reason too_large: too large for the memory at hand or nested deeper than "
+        "1024 levels; unusable, but not called corrupt)", deep_only=True),
     "session.seq_gap": CodeInfo(ERROR, "sessions", ("file", "session_id", "line", "seq", "reason"),
         "seq does not follow the previous record's seq + 1 "
         "(reason: seq_gap, seq_duplicate, seq_regression)", deep_only=True),

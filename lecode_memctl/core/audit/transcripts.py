@@ -14,7 +14,18 @@ import orjson
 from ..atomic import is_link_refusal, open_in_dir
 from ..errors import UsageError
 from ..layout import SESSIONS_DIR
-from ..sessions import LEARNING_EVENT, LEARNING_REASONS, LEARNING_STATUSES, bad_target, fast_seq, unparsable
+from ..sessions import (
+    INVALID_UTF8,
+    LEARNING_EVENT,
+    LEARNING_REASONS,
+    LEARNING_STATUSES,
+    NOT_JSON,
+    TOO_LARGE,
+    RecordTooLarge,
+    bad_target,
+    fast_seq,
+    load_record,
+)
 from ..sourceref import MAX_SPAN, VALID, SourceStatus, canonical_digest, status_for
 from .codes import ERROR, WARNING
 
@@ -280,8 +291,8 @@ def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
     the file does not look like that (the caller falls back to the line loop)."""
     from ..sessions import UndoState
 
-    loads = orjson.loads
-    JSONDecodeError = orjson.JSONDecodeError
+    loads = load_record   # the session readers' loader (issue 16.5, 16.8)
+    JSONDecodeError = (orjson.JSONDecodeError, RecordTooLarge)
     size = len(data)
     end = data.rfind(b"\n") + 1
     if end == 0:
@@ -376,8 +387,8 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
           data: bytes | None = None) -> None:
     from ..sessions import UndoState
 
-    loads = orjson.loads
-    JSONDecodeError = orjson.JSONDecodeError
+    loads = load_record   # the session readers' loader (issue 16.5, 16.8)
+    JSONDecodeError = (orjson.JSONDecodeError, RecordTooLarge)
     needed: set[int] = set()
     for seqs, _d, _p in need:
         needed.update(range(seqs[0], seqs[-1] + 1))
@@ -424,10 +435,22 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                 rec = loads(line)
             except JSONDecodeError as exc:
                 corrupt_after.append(last_seq)
+                too_large = isinstance(exc, RecordTooLarge)
                 if deep:
-                    reason, detail = unparsable(line, exc)
-                    add("session.corrupt_line", f"line {lineno} is corrupt ({reason}: {detail})",
-                        line=lineno, reason=reason)
+                    if too_large:   # (decoding it would need the memory again)
+                        add("session.corrupt_line", f"line {lineno} cannot be parsed: {exc} "
+                            f"({TOO_LARGE}, not corrupt)", line=lineno, reason=TOO_LARGE)
+                    else:
+                        try:
+                            line.decode("utf-8")
+                            reason = NOT_JSON
+                        except UnicodeDecodeError:
+                            reason = INVALID_UTF8
+                        add("session.corrupt_line", f"line {lineno} is corrupt ({reason})",
+                            line=lineno, reason=reason)
+                big = fast_seq(line) if too_large else None
+                if big is not None and big == expected:
+                    last_seq, expected = big, big + 1   # its seq is known: no false seq_gap
                 continue
             if type(rec) is not dict or type(rec.get("seq")) is not int or rec["seq"] < 0:
                 corrupt_after.append(last_seq)

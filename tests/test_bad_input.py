@@ -883,10 +883,19 @@ def test_names_with_invalid_utf8(template):
     src = (store / "notes" / "release.md").read_bytes()
     with open(os.path.join(os.fsencode(store / "notes"), b"bad\x9bname.md"), "wb") as fh:
         fh.write(src)
-    os.mkdir(os.path.join(mem, b"odd\x9bstore-000000000000"), 0o700)
+    odd = os.path.join(mem, b"odd\x9bstore-000000000000")
+    os.mkdir(odd, 0o700)
+    for sub in (b"sessions", b"notes"):   # a real database and transcript in the odd store
+        os.mkdir(os.path.join(odd, sub), 0o700)
+    shutil.copyfile(store / "facts.sqlite3", os.path.join(odd, b"facts.sqlite3"))
+    shutil.copyfile(store / "sessions" / "demo-alpha.jsonl",
+                    os.path.join(odd, b"sessions", b"demo-alpha.jsonl"))
     before = tree_hash(cfg.parent)
     base = ("--config-dir", str(cfg), "-C", str(template.project))
-    for argv in (("notes",), ("validate", "--all-projects"), ("projects",), ("search", "release")):
+    odd_store = ("--store", os.fsdecode(odd))
+    for argv in (("notes",), ("validate", "--all-projects"), ("projects",), ("search", "release"),
+                 ("secrets", "--all-projects"), (*odd_store, "facts"), (*odd_store, "sessions"),
+                 (*odd_store, "validate")):
         for fmt in ((), ("--json",)):
             if argv[0] == "search" and fmt:
                 continue
@@ -897,6 +906,13 @@ def test_names_with_invalid_utf8(template):
             assert "\u009b" not in r.stdout and "\udc9b" not in r.stdout, (argv, fmt)
             if fmt:
                 orjson.loads(r.stdout_bytes)
+    for fmt in ("jsonl", "csv", "tsv", "prometheus"):
+        r = run_cli(*base, "validate", "--all-projects", "--format", fmt)
+        assert_outcome(r.exit_code, r.stderr, r.exit_code, fmt)
+        assert r.exit_code in (0, 1), (fmt, r.stderr)
+        assert b"\x9b" not in r.stdout_bytes, fmt
+    r = run_cli(*base, *odd_store, "facts", "--json")
+    assert orjson.loads(r.stdout_bytes), "the odd store's facts are listed"
     r = run_cli(*base, "notes", "--json")
     assert "bad\\x9bname" in [n["name"] for n in orjson.loads(r.stdout_bytes)]
     assert tree_hash(cfg.parent) == before

@@ -214,8 +214,8 @@ def _unreadable_notes(config_dir: Path, monkeypatch) -> list:
     os.makedirs(path / "notes", mode=0o700)
     real = os.scandir
 
-    def scandir(p=".", *a):
-        if os.fspath(p).endswith("/notes"):
+    def scandir(p=".", *a):   # only path listings: the snapshot's rmtree lists by fd
+        if isinstance(p, (str, os.PathLike)) and os.fspath(p).endswith("/notes"):
             raise PermissionError(errno.EACCES, "Permission denied", os.fspath(p))
         return real(p, *a)
 

@@ -883,10 +883,19 @@ def test_names_with_invalid_utf8(template):
     src = (store / "notes" / "release.md").read_bytes()
     with open(os.path.join(os.fsencode(store / "notes"), b"bad\x9bname.md"), "wb") as fh:
         fh.write(src)
-    os.mkdir(os.path.join(mem, b"odd\x9bstore-000000000000"), 0o700)
+    odd = os.path.join(mem, b"odd\x9bstore-000000000000")
+    os.mkdir(odd, 0o700)
+    for sub in (b"sessions", b"notes"):   # a real database and transcript in the odd store
+        os.mkdir(os.path.join(odd, sub), 0o700)
+    shutil.copyfile(store / "facts.sqlite3", os.path.join(odd, b"facts.sqlite3"))
+    shutil.copyfile(store / "sessions" / "demo-alpha.jsonl",
+                    os.path.join(odd, b"sessions", b"demo-alpha.jsonl"))
     before = tree_hash(cfg.parent)
     base = ("--config-dir", str(cfg), "-C", str(template.project))
-    for argv in (("notes",), ("validate", "--all-projects"), ("projects",), ("search", "release")):
+    odd_store = ("--store", os.fsdecode(odd))
+    for argv in (("notes",), ("validate", "--all-projects"), ("projects",), ("search", "release"),
+                 ("secrets", "--all-projects"), (*odd_store, "facts"), (*odd_store, "sessions"),
+                 (*odd_store, "validate")):
         for fmt in ((), ("--json",)):
             if argv[0] == "search" and fmt:
                 continue
@@ -897,19 +906,58 @@ def test_names_with_invalid_utf8(template):
             assert "\u009b" not in r.stdout and "\udc9b" not in r.stdout, (argv, fmt)
             if fmt:
                 orjson.loads(r.stdout_bytes)
+    for fmt in ("jsonl", "csv", "tsv", "prometheus"):
+        r = run_cli(*base, "validate", "--all-projects", "--format", fmt)
+        assert_outcome(r.exit_code, r.stderr, r.exit_code, fmt)
+        assert r.exit_code in (0, 1), (fmt, r.stderr)
+        assert b"\x9b" not in r.stdout_bytes, fmt
+    r = run_cli(*base, *odd_store, "facts", "--json")
+    assert orjson.loads(r.stdout_bytes), "the odd store's facts are listed"
     r = run_cli(*base, "notes", "--json")
     assert "bad\\x9bname" in [n["name"] for n in orjson.loads(r.stdout_bytes)]
     assert tree_hash(cfg.parent) == before
 
 
-@pytest.mark.parametrize("argv", [("read", "demo-alpha", "0", "3"), ("recall", PREF), ("facts",)],
-                         ids=["read", "recall", "facts"])
-@pytest.mark.parametrize("offset", ["100000000000000000000", str(1 << 64), str((1 << 63) - 1)])
-def test_huge_offsets_are_usage_errors(template, variant_cache, argv, offset):
+_COUNTED = [  # every command with --offset or --limit, and the option
+    (("read", "demo-alpha", "0", "3"), "--offset"), (("read", "demo-alpha", "0", "3"), "--limit"),
+    (("recall", PREF), "--offset"), (("recall", PREF), "--limit"),
+    (("facts",), "--offset"), (("facts", "--format", "jsonl"), "--offset"),
+    (("facts", "--format", "jsonl"), "--limit"),
+    (("sessions",), "--offset"), (("sessions",), "--limit"),
+    (("notes",), "--offset"), (("notes",), "--limit"),
+    (("projects",), "--offset"), (("projects",), "--limit"),
+    (("search", "release"), "--limit"), (("grep", "x"), "--limit"),
+]
+
+
+@pytest.mark.parametrize(("argv", "option"), _COUNTED,
+                         ids=[f"{' '.join(a[:1] + a[2:])} {o}" for a, o in _COUNTED])
+@pytest.mark.parametrize("value", ["100000000000000000000", str(1 << 64), str(1 << 63),
+                                   str((1 << 63) - 1)])
+def test_huge_offsets_are_usage_errors(template, variant_cache, argv, option, value):
+    """A count past 2^63-1 is a usage error (exit 2), never 70 (islice takes at
+    most sys.maxsize); 2^63-1 itself is a count like any other."""
     cfg, _store = variant_cache("intact")
-    r = run_cli("--config-dir", str(cfg), "-C", str(template.project), *argv, "--offset", offset)
-    expected = 0 if argv == ("facts",) and int(offset) < 1 << 63 else 2
-    assert_outcome(r.exit_code, r.stderr, expected, (argv, offset))
+    r = run_cli("--config-dir", str(cfg), "-C", str(template.project), *argv, option, value)
+    if int(value) >= 1 << 63:
+        assert_outcome(r.exit_code, r.stderr, 2, (argv, option, value))
+        assert "9223372036854775807" in r.stderr, r.stderr
+    else:   # read and recall refuse an offset past the text; the rest list nothing
+        assert_outcome(r.exit_code, r.stderr, r.exit_code, (argv, option, value))
+        assert r.exit_code in (0, 1, 2), (argv, option, r.exit_code, r.stderr)
+
+
+@pytest.mark.parametrize("argv", [("facts",), ("validate",), ("recall", PREF)])
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "1e300", "2147484"])
+def test_lock_wait_out_of_range_is_a_usage_error(template, variant_cache, argv, value):
+    """--lock-wait inf / nan gave 70 (OverflowError / ValueError turning it into
+    SQLite's milliseconds), and SQLite takes a busy timeout past 2^31-1 ms as
+    none at all: each is a usage error."""
+    cfg, _store = variant_cache("intact")
+    r = run_cli("--config-dir", str(cfg), "-C", str(template.project), *argv,
+                "--lock-wait", value)
+    assert_outcome(r.exit_code, r.stderr, 2, (argv, value))
+    assert "--lock-wait" in r.stderr, r.stderr
 
 
 def test_token_counts_near_2_63_are_unknown_usage(template):

@@ -145,6 +145,28 @@ def test_with_backups(demo, tmp_path):
     assert verify(tmp_path / "b.tar")[0] == 0
 
 
+def test_a_name_that_is_not_utf8_is_skipped_and_named(demo, tmp_path):
+    """A note (and a transcript) named with a 0x9b byte: export gave 70 (the
+    manifest is UTF-8 JSON and cannot hold the name).  It is left out, listed
+    in ``skipped`` as not_utf8_name with the byte written \\x9b, and the
+    bundle verifies; the store is unchanged."""
+    src = (demo / "notes" / "release.md").read_bytes()
+    for sub, name in ((b"notes", b"bad\x9bname.md"), (b"sessions", b"demo-\x9b.jsonl")):
+        with open(os.path.join(os.fsencode(demo), sub, name), "wb") as fh:
+            fh.write(src)
+    before = tree_hash(demo)
+    doc = export(demo, tmp_path / "b.tar")
+    assert {"path": "notes/bad\\x9bname.md", "reason": "not_utf8_name"} in doc["skipped"]
+    assert {"path": "sessions/demo-\\x9b.jsonl", "reason": "not_utf8_name"} in doc["skipped"]
+    with tarfile.open(tmp_path / "b.tar") as tf:
+        assert not [n for n in tf.getnames() if "bad" in n or "\udc9b" in n]
+    assert verify(tmp_path / "b.tar")[0] == 0
+    assert tree_hash(demo) == before
+    r = run_cli("--store", str(demo), "export", "--output", str(tmp_path / "c.tar"))
+    assert r.exit_code == 0 and "not_utf8_name" in r.stderr + r.stdout, r.stderr
+    assert "\x9b" not in r.stderr + r.stdout
+
+
 def test_torn_tail_is_left_out(demo, tmp_path):
     path = demo / "sessions" / "demo-gamma.jsonl"
     whole = path.read_bytes()

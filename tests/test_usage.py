@@ -101,3 +101,36 @@ def test_usage_skips_refused_and_torn(config_dir):
 def test_usage_no_store(config_dir):
     r = run_cli("--store", str(config_dir / "memory" / "none-000000000000"), "usage")
     assert r.exit_code == 3
+
+
+def test_usage_totals_past_2_63_count_as_unknown(config_dir):
+    """2,100 calls of 2^53-1 tokens each sum past 2^63-1 (usage --json gave 70,
+    'Integer exceeds 64-bit range'): a call that would carry a subtotal past
+    2^63-1 is counted as unknown usage, so every total stays an exact known
+    subtotal and the purpose (and the total over purposes) is not complete."""
+    big = (1 << 53) - 1
+    path = config_dir / "memory" / SLUG
+    ss = SessionStore(store_at(path))
+    w = ss.create("a", created="2026-01-01T10:00:00Z")
+    for _ in range(1050):
+        w.append_event("memory_usage", purpose="learning", model="m",
+                       usage={"input_tokens": big, "output_tokens": 1, "cost": 1})
+        w.append_event("memory_usage", purpose="answering", model="m",
+                       usage={"input_tokens": 1, "output_tokens": big, "cost": 1})
+    w.close()
+    r = run_cli("--store", str(path), "usage", "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = orjson.loads(r.stdout)
+    fits = ((1 << 63) - 1) // big              # the calls whose tokens fit: 1024
+    for name, field in (("learning", "input_tokens"), ("answering", "output_tokens")):
+        p = _by(doc)[name]
+        assert p["calls"] == 1050 and p["known_usage_calls"] == fits
+        assert p["unknown_usage_calls"] == 1050 - fits and p["complete"] is False
+        assert p[field] == fits * big and p["cost"] == fits
+    t = doc["total"]
+    assert t["calls"] == 2100 and t["complete"] is False
+    assert t["input_tokens"] <= (1 << 63) - 1 and t["output_tokens"] <= (1 << 63) - 1
+    assert t["known_usage_calls"] + t["unknown_usage_calls"] == 2100
+    for fmt in ("jsonl", "csv", "table"):
+        r = run_cli("--store", str(path), "usage", "--format", fmt)
+        assert r.exit_code == 0, (fmt, r.stderr)

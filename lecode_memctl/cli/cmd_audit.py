@@ -340,7 +340,9 @@ def usage(
     a call whose usage was not reported (usage null) is counted in
     unknown_usage_calls and never as zero tokens; a call with tokens but a
     null cost adds its tokens and counts in unknown_cost_calls.  A purpose
-    is 'complete' only when neither count is above zero.  --since/--until
+    is 'complete' only when neither count is above zero.  A call whose
+    tokens would carry a subtotal past 2^63-1 counts as unknown usage
+    (docs/FORMAT.md, Usage accounting).  --since/--until
     compare an event's own ts/time/created when it has one, else its
     session's header 'created'.  Refused sessions (symbolic links, other
     projects) are skipped and listed.

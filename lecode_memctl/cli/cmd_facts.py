@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from .completion import FACT_STATUSES, complete_fact_id, complete_fact_status, complete_session_id
-from .options import FormatOpt, JsonOpt, LockWaitOpt
+from .options import MAX_COUNT, FormatOpt, JsonOpt, LockWaitOpt
 from .registry import command
 from .state import STATE
 
@@ -142,9 +142,10 @@ Examples:
 """)
 def facts(
     offset: Annotated[int | None, typer.Option(
-        "--offset", min=0, metavar="N", help="Skip the first N facts (after filtering).")] = None,
+        "--offset", min=0, max=MAX_COUNT, metavar="N",
+        help="Skip the first N facts (after filtering).")] = None,
     limit: Annotated[int | None, typer.Option(
-        "--limit", min=1, metavar="N",
+        "--limit", min=1, max=MAX_COUNT, metavar="N",
         help="At most N facts (the table: at most 20 per page).")] = None,
     all_: Annotated[bool, typer.Option("--all", help="The table too lists every fact, not "
                                        "one page.")] = False,
@@ -352,10 +353,10 @@ Examples:
 """)
 def recall(
     fact_id: FactIdArg,
-    offset: Annotated[int, typer.Option("--offset", min=0, metavar="N",
+    offset: Annotated[int, typer.Option("--offset", min=0, max=MAX_COUNT, metavar="N",
                                         help="Character offset into source_text (pass "
                                              "next_offset back).")] = 0,
-    limit: Annotated[int, typer.Option("--limit", min=1, metavar="N",
+    limit: Annotated[int, typer.Option("--limit", min=1, max=MAX_COUNT, metavar="N",
                                        help="Characters of source_text per page (default "
                                             "4096, at most 8192).")] = 4096,
     json_: JsonOpt = False,

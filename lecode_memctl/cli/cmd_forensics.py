@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from .completion import complete_grep_role, complete_session_id
-from .options import JsonOpt
+from .options import MAX_COUNT, JsonOpt
 from .registry import command
 from .state import STATE
 
@@ -59,7 +59,7 @@ def grep(
     until: Annotated[str | None, typer.Option(
         "--until", metavar="DATE", help="Only records before DATE.")] = None,
     limit: Annotated[int | None, typer.Option(
-        "--limit", "-m", metavar="N", min=1, help="Stop after N hits.")] = None,
+        "--limit", "-m", metavar="N", min=1, max=MAX_COUNT, help="Stop after N hits.")] = None,
     context: Annotated[int, typer.Option(
         "--context", "-C", metavar="N", min=0, max=100,
         help="N lines of the field's text before and after each hit.")] = 0,

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from .completion import EDIT_KINDS, complete_edit_kind, complete_log_date, complete_note_name
-from .options import FormatOpt, JsonOpt, LimitOpt, OffsetOpt, sort_option
+from .options import MAX_COUNT, FormatOpt, JsonOpt, LimitOpt, OffsetOpt, sort_option
 from .registry import command
 from .state import STATE
 
@@ -156,7 +156,7 @@ def search(
     pattern: Annotated[str, typer.Argument(
         metavar="PATTERN", help="A Python regular expression, matched against each line.")],
     limit: Annotated[int | None, typer.Option(
-        "--limit", "-n", metavar="N", min=1,
+        "--limit", "-n", metavar="N", min=1, max=MAX_COUNT,
         help="Stop after N hits (default: 50 in the text listing, every hit in json, jsonl, "
              "csv and tsv).")] = None,
     ignore_case: Annotated[bool, typer.Option(

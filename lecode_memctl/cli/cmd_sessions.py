@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from .completion import complete_session_id
-from .options import FormatOpt, JsonOpt, LimitOpt, OffsetOpt, SinceOpt, UntilOpt, sort_option
+from .options import MAX_COUNT, FormatOpt, JsonOpt, LimitOpt, OffsetOpt, SinceOpt, UntilOpt, sort_option
 from .registry import command
 from .state import STATE
 
@@ -112,10 +112,10 @@ def read(
     end: Annotated[int, typer.Argument(metavar="END", help="Last seq (inclusive); at most "
                                        "200 positions from START.", show_default=False)],
     offset: Annotated[int, typer.Option(
-        "--offset", metavar="N", help="Character offset into source_text (the previous "
+        "--offset", max=MAX_COUNT, metavar="N", help="Character offset into source_text (the previous "
         "page's next_offset).")] = 0,
     limit: Annotated[int, typer.Option(
-        "--limit", metavar="N", help="Page size in characters (clamped to 8192; smaller "
+        "--limit", max=MAX_COUNT, metavar="N", help="Page size in characters (clamped to 8192; smaller "
         "when JSON escaping needs it).")] = 4096,
     text: Annotated[bool, typer.Option(
         "--text", help="The whole range as a transcript to read: role-labelled, wrapped "

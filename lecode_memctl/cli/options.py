@@ -4,6 +4,7 @@ and the command class that accepts the global options after a command's name."""
 from __future__ import annotations
 
 import copy
+import math
 from enum import Enum
 from typing import Annotated, Any
 
@@ -90,11 +91,16 @@ class ColorWhen(str, Enum):  # noqa: UP042 - the (str, Enum) form typer document
     never = "never"
 
 
+#: The largest --offset or --limit: a larger count is a usage error (exit 2), not a
+#: crash in itertools.islice (which takes at most sys.maxsize).
+MAX_COUNT = (1 << 63) - 1
+
 OffsetOpt = Annotated[int | None, typer.Option(
-    "--offset", min=0, metavar="N", help="Skip the first N rows (in every format).")]
+    "--offset", min=0, max=MAX_COUNT, metavar="N",
+    help="Skip the first N rows (in every format).")]
 
 LimitOpt = Annotated[int | None, typer.Option(
-    "--limit", min=1, metavar="N", help="At most N rows (in every format).")]
+    "--limit", min=1, max=MAX_COUNT, metavar="N", help="At most N rows (in every format).")]
 
 SinceOpt = Annotated[str | None, typer.Option(
     "--since", metavar="WHEN",
@@ -115,7 +121,20 @@ def sort_option(choices: tuple[str, ...], default: str):  # noqa: ANN201
              "prefix '-' for descending, e.g. --sort=-" + choices[-1] + ".")
 
 
+#: SQLite keeps its busy timeout in an int of milliseconds and takes a larger one
+#: as 0 (no wait at all): a longer --lock-wait is refused.
+MAX_LOCK_WAIT = ((1 << 31) - 1) // 1000
+
+
+def _finite_lock_wait(value: float | None) -> float | None:
+    """--lock-wait inf / nan are usage errors (exit 2), not an OverflowError."""
+    if value is not None and not (math.isfinite(value) and 0 <= value <= MAX_LOCK_WAIT):
+        raise typer.BadParameter(f"{value!r} is not a number of seconds from 0 to "
+                                 f"{MAX_LOCK_WAIT} (about 24 days).")
+    return value
+
+
 LockWaitOpt = Annotated[float, typer.Option(
-    "--lock-wait", min=0, metavar="SECONDS",
+    "--lock-wait", min=0, max=MAX_LOCK_WAIT, metavar="SECONDS", callback=_finite_lock_wait,
     help="Wait at most SECONDS for the facts database's lock (or a stable snapshot of it) "
          "before giving up with exit status 6, store busy.")]

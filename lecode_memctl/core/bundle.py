@@ -190,6 +190,15 @@ def _classify(rel_dir: str, name: str, with_backups: bool) -> str | None:
     return None
 
 
+def _utf8(name: str) -> bool:
+    """Whether a listed name is UTF-8 (not one with surrogateescape's stand-ins)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 @dataclass
 class _Staged:
     files: list[str] = field(default_factory=list)          # relative to the store, staged
@@ -252,6 +261,12 @@ def _stage(store: Store, dest: Path, with_backups: bool) -> _Staged:
         for e in entries:
             rel = f"{rel_dir}/{e.name}" if rel_dir else e.name
             if rel_dir == "" and e.name in (SESSIONS_DIR, DAILY_DIR, NOTES_DIR):
+                continue
+            if not _utf8(e.name):
+                # the manifest (UTF-8 JSON) and verify name every file: a name
+                # with bytes that are not UTF-8 is left out, written as \xNN
+                st.skipped.append({"path": os.fsencode(rel).decode("utf-8", "backslashreplace"),
+                                   "reason": "not_utf8_name"})
                 continue
             if rel == FACTS_DB:
                 continue

@@ -58,6 +58,9 @@ class PurposeUsage:
         else:
             self.memory_usage_events += 1
         u = _check_usage(usage)
+        if u is not None and (self.input_tokens + u[0] > MAX_TOTAL
+                              or self.output_tokens + u[1] > MAX_TOTAL):
+            u = None   # its tokens would carry a subtotal past 64 bits: not counted, unknown
         if u is None:
             self.unknown_usage_calls += 1
             return
@@ -91,24 +94,29 @@ class UsageReport:
     refused: list[str] = field(default_factory=list)
     corrupt_lines: int = 0
     purposes: dict[str, PurposeUsage] = field(default_factory=dict)
+    _total: PurposeUsage = field(default_factory=lambda: PurposeUsage("total"), init=False,
+                                 repr=False)
 
     def purpose(self, name: str) -> PurposeUsage:
         if name not in self.purposes:
             self.purposes[name] = PurposeUsage(name)
         return self.purposes[name]
 
+    def add(self, purpose: str, usage: Any, *, compact: bool) -> None:
+        """One call, to its purpose and to the total (each applies the 64-bit
+        rule on its own subtotals)."""
+        self.purpose(purpose).add(usage, compact=compact)
+        self._total.add(usage, compact=compact)
+
     def ordered(self) -> list[PurposeUsage]:
         rank = {p: i for i, p in enumerate(PURPOSE_ORDER)}
         return sorted(self.purposes.values(), key=lambda p: (rank.get(p.purpose, 99), p.purpose))
 
     def total(self) -> PurposeUsage:
-        t = PurposeUsage("total")
-        for p in self.purposes.values():
-            for k in ("calls", "input_tokens", "output_tokens", "cost", "known_usage_calls",
-                      "unknown_usage_calls", "unknown_cost_calls", "compact_events",
-                      "memory_usage_events"):
-                setattr(t, k, getattr(t, k) + getattr(p, k))
-        return t
+        """Every call of every purpose, summed call by call: where the sum of the
+        purposes' subtotals would pass 2^63-1, the calls that would carry it past
+        are unknown here, so its counts can differ from the purposes' sums."""
+        return self._total
 
     def to_json(self) -> dict[str, Any]:
         return {"project": self.project, "since": self.since, "session": self.session,
@@ -119,11 +127,16 @@ class UsageReport:
 
 
 # The largest token count and cost one call can report (issue 16.5): counts
-# are exact JSON integers (2^53 - 1) and costs finite, so that sums stay
-# within 64 bits and never become ``inf``; anything beyond is malformed usage
+# are exact JSON integers (2^53 - 1) and costs finite, so that a cost sum
+# never becomes ``inf``; anything beyond is malformed usage
 # (unknown), like a negative count.
 MAX_TOKENS = (1 << 53) - 1
 MAX_COST = 1e12
+# A token subtotal stays within 64 bits (JSON and CSV readers' int64): a call
+# whose tokens would carry one past 2^63-1 (after 1,024 calls of 2^53-1 tokens
+# each) is counted in unknown_usage_calls instead, so the figure stays an
+# exact known subtotal and the purpose is not complete.
+MAX_TOTAL = (1 << 63) - 1
 
 
 def _check_usage(u: Any) -> tuple[int, int, float | None] | None:
@@ -250,8 +263,8 @@ def _account(rep: UsageReport, store: Store, sid: str, fd: int, since: datetime 
                     or (until is not None and t > until):
                 continue
         if ev == "compact":
-            rep.purpose("summarization").add(rec.get("usage"), compact=True)
+            rep.add("summarization", rec.get("usage"), compact=True)
         else:
             p = rec.get("purpose")
             name = p if isinstance(p, str) and p else "unknown"
-            rep.purpose(name).add(rec.get("usage"), compact=False)
+            rep.add(name, rec.get("usage"), compact=False)

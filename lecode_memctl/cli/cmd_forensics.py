@@ -215,16 +215,20 @@ def _write_output(output: Path, data: bytes) -> None:
     atomic_write(Path(output), data, backup=False)
 
 
-@command(epilog="""\
+SECRETS_CRON_LINE = ("0 * * * * memctl secrets --all-projects --format prometheus "
+                     "--output /var/lib/node_exporter/textfile_collector/memctl_secrets.prom")
+
+
+@command(epilog=f"""\
 \b
 Examples:
   memctl secrets                              audit the current project's store
   memctl secrets --all-projects --json
   memctl secrets --allowlist ~/.config/lecode/memctl-secrets-allowlist
 \b
-Cron, with node_exporter's textfile collector (alert on memctl_secrets_ok == 0):
-  0 * * * * memctl secrets --all-projects --format prometheus \\
-      --output /var/lib/node_exporter/memctl_secrets.prom
+Cron, with node_exporter's textfile collector (one crontab line; the file is
+replaced atomically whatever the findings; alert on memctl_secrets_ok == 0):
+  {SECRETS_CRON_LINE}
 """)
 def secrets(
     all_projects: Annotated[bool, typer.Option(

@@ -348,6 +348,25 @@ def test_search_limit(store_dir):
     assert cli(store_dir, "search", "hit", "--limit", "0").exit_code == 2
 
 
+def test_search_offset_in_every_format(store_dir):
+    """--offset/--limit page the hits in every format (issue 12.2)."""
+    (store_dir / "notes" / "many.md").write_text("".join(f"hit {i}\n" for i in range(120)))
+    r = cli(store_dir, "search", "hit", "--offset", "2", "--limit", "2")
+    assert r.stdout.splitlines() == ["notes/many.md:3: hit 2", "notes/many.md:4: hit 3"]
+    doc = orjson.loads(cli(store_dir, "search", "hit", "--offset", "100", "--json").stdout_bytes)
+    assert [h["text"] for h in doc["hits"]] == [f"hit {i}" for i in range(100, 120)]
+    assert (doc["offset"], doc["limit"], doc["truncated"]) == (100, None, False)
+    doc = orjson.loads(cli(store_dir, "search", "hit", "--offset", "5", "-n", "3",
+                           "--json").stdout_bytes)
+    assert [h["line"] for h in doc["hits"]] == [6, 7, 8] and doc["truncated"] is True
+    r = cli(store_dir, "search", "hit", "--offset", "118", "--format", "jsonl")
+    assert [orjson.loads(x)["text"] for x in r.stdout_bytes.splitlines()] == ["hit 118", "hit 119"]
+    r = cli(store_dir, "search", "hit", "--offset", "119", "--format", "csv")
+    assert r.stdout.splitlines() == ["type,file,line,text", "hit,notes/many.md,120,hit 119"]
+    assert cli(store_dir, "search", "hit", "--offset", "-1").exit_code == 2
+    assert cli(store_dir, "search", "hit", "--offset", "500").stdout == ""
+
+
 @pytest.mark.parametrize("pattern", ["(", "[a-", "*x", "(?P<1>x)", "a{2,1}"])
 def test_search_invalid_regex_is_usage_error(store_dir, pattern):
     r = cli(store_dir, "search", pattern)

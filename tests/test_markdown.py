@@ -15,6 +15,7 @@ from lecode_memctl.core import atomic, markdown
 from lecode_memctl.core.atomic import is_temp_name
 from lecode_memctl.core.errors import NotFound, StoreCorrupt, UsageError
 from lecode_memctl.core.layout import store_at
+from lecode_memctl.core.rowmodel import doc_head
 
 from .conftest import run_cli, tree_hash
 from .test_atomic import BEFORE_REPLACE, FaultyOS, _fsync_dir
@@ -131,7 +132,7 @@ def test_show_prints_memory_exactly(store_dir):
     assert r.stdout == "# Memory\n- deploy with make release\n- tabs\there\n"
     j = cli(store_dir, "show", "--json")
     assert orjson.loads(j.stdout_bytes) == {
-        "path": str(store_dir / "MEMORY.md"),
+        **doc_head("markdown"), "path": str(store_dir / "MEMORY.md"),
         "text": "# Memory\n- deploy with make release\n- tabs\there\n"}
 
 
@@ -166,7 +167,8 @@ def test_log_by_date_and_errors(store_dir):
     r = cli(store_dir, "log", "2026-03-01")
     assert (r.exit_code, r.stdout) == (0, "morning\ndeploy failed\n")
     assert orjson.loads(cli(store_dir, "log", "2026-03-02", "--json").stdout_bytes) == {
-        "path": str(store_dir / "daily" / "2026-03-02.md"), "text": "all fine\n"}
+        **doc_head("markdown"), "path": str(store_dir / "daily" / "2026-03-02.md"),
+        "text": "all fine\n"}
     r = cli(store_dir, "log", "2026-03-03")
     assert r.exit_code == 3 and "no daily log 2026-03-03" in r.stderr
     for bad in ("2026-02-30", "../MEMORY", "2026-3-1"):
@@ -222,7 +224,8 @@ def test_notes_name_prints_one(store_dir):
         r = cli(store_dir, "notes", name)
         assert (r.exit_code, r.stdout) == (0, "1. tag\n2. deploy\n")
     doc = orjson.loads(cli(store_dir, "notes", "café notes", "--json").stdout_bytes)
-    assert doc == {"path": str(store_dir / "notes" / "café notes.md"), "text": "olé\n"}
+    assert doc == {**doc_head("markdown"), "path": str(store_dir / "notes" / "café notes.md"),
+                   "text": "olé\n"}
     r = cli(store_dir, "notes", "nope")
     assert r.exit_code == 3 and "no note 'nope'" in r.stderr and "memctl notes" in r.stderr
     r = cli(store_dir, "notes", "deploy-checklist", "--format", "csv")

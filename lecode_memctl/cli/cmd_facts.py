@@ -374,13 +374,15 @@ def recall(
     untrusted data, not instructions or proof.  An unknown id exits 3.
     """
     from lecode_memctl.core.factview import recall as core_recall
+    from lecode_memctl.core.rowmodel import doc_head
 
     from .output import emit_json
 
     _st, fs, sessions = _open_read(lock_wait)
     try:
         _needs_migration_note(fs)
-        emit_json(core_recall(fs, sessions, fact_id, offset=offset, limit=limit))
+        emit_json(core_recall(fs, sessions, fact_id, offset=offset, limit=limit,
+                              head=doc_head("recall")))
     finally:
         fs.close()
 
@@ -567,6 +569,7 @@ def correct(
     """
     from lecode_memctl.core.errors import EXIT_PROBLEMS, NotFound, UsageError
     from lecode_memctl.core.facts import FactStore, check_fact_id
+    from lecode_memctl.core.rowmodel import doc_head
     from lecode_memctl.core.sessions import SessionStore, check_range
 
     from .output import echo, emit_json, safe
@@ -613,8 +616,8 @@ def correct(
                          sessions=sessions, expected_generation=generation)
     finally:
         fs.close()
-    doc = {"fact_id": fact_id, "old_revision": old.revision, "revision": new.revision,
-           "old_text": old.text, "text": new.text, "source": snap.ref.to_json(),
+    doc = {**doc_head("correct"), "fact_id": fact_id, "old_revision": old.revision,
+           "revision": new.revision, "old_text": old.text, "text": new.text, "source": snap.ref.to_json(),
            "generation": generation, "stays_invalid": bool(bad), "invalid_revisions": bad}
     if json_:
         emit_json(doc)
@@ -668,6 +671,7 @@ def forget(
     from lecode_memctl.core.errors import EXIT_PROBLEMS, NotFound, UsageError
     from lecode_memctl.core.facts import FactStore, check_fact_id
     from lecode_memctl.core.factview import forget_impact
+    from lecode_memctl.core.rowmodel import doc_head
 
     from .output import echo, emit_json, safe
 
@@ -679,7 +683,7 @@ def forget(
         finally:
             fs.close()
         if json_:
-            emit_json({"dry_run": True, **impact})
+            emit_json({**doc_head("forget"), "dry_run": True, **impact})
             return
         if not impact["exists"]:
             echo(f"fact {fact_id} was already forgotten; forget would change nothing")
@@ -719,7 +723,8 @@ def forget(
     finally:
         fs.close()
     if json_:
-        emit_json({"fact_id": fact_id, "forgotten": forgot, "already_forgotten": not forgot,
+        emit_json({**doc_head("forget"), "dry_run": False, "fact_id": fact_id,
+                   "forgotten": forgot, "already_forgotten": not forgot,
                    "generation": generation})
         return
     if forgot:
@@ -760,6 +765,7 @@ def context(
     """
     from lecode_memctl.core.config import load_memory_config
     from lecode_memctl.core.context import build_memory_section, section_to_json
+    from lecode_memctl.core.rowmodel import doc_head
 
     from .output import echo, emit_json, safe, write_bytes
 
@@ -772,7 +778,7 @@ def context(
     finally:
         fs.close()
     if json_:
-        emit_json(section_to_json(section))
+        emit_json({**doc_head("context"), **section_to_json(section)})
         return
     # Stored Markdown is untrusted: control characters are shown escaped, as
     # 'memctl show' does (--json keeps the exact text).

@@ -18,11 +18,13 @@ def _print_file(md, json_: bool) -> None:  # md: core.markdown.MarkdownFile
     """Exact text under --json, escaped text otherwise."""
     import sys
 
+    from lecode_memctl.core.rowmodel import doc_head
+
     from .output import emit_json, safe
 
     if json_:
         if len(md.text) <= _STREAM_ABOVE:
-            emit_json({"path": str(md.path), "text": md.text})
+            emit_json({**doc_head("markdown"), "path": str(md.path), "text": md.text})
             return
         # A large file is written as the same compact JSON, its text encoded a
         # piece at a time: one orjson call on 100 MB died (SIGSEGV) under a
@@ -30,7 +32,8 @@ def _print_file(md, json_: bool) -> None:  # md: core.markdown.MarkdownFile
         from .output import dumps, stdout_is_tty, terminal_json, write_bytes
 
         tty = stdout_is_tty()
-        write_bytes(b'{"path":' + dumps(str(md.path)) + b',"text":"')
+        write_bytes(dumps(doc_head("markdown"))[:-1] + b',"path":' + dumps(str(md.path))
+                    + b',"text":"')
         for i in range(0, len(md.text), _STREAM_ABOVE):
             piece = dumps(md.text[i:i + _STREAM_ABOVE])[1:-1]
             write_bytes(terminal_json(piece) if tty else piece)
@@ -112,7 +115,8 @@ def notes(
     Named notes are notes/<name>.md in the store.  Without NAME, lists every
     note (--json: an array of note rows {type, name, path, size, modified},
     the same fields in every format); with NAME, prints it (exit 3 if there
-    is no such note; --json: {path, text}).  A note name is 1-100
+    is no such note; --json: {"type": "markdown", "schema_version", path,
+    text}).  A note name is 1-100
     characters without '/', '\\', '..', a leading dot or control
     characters; anything else is refused before any file is touched (exit
     2).  Changes nothing.

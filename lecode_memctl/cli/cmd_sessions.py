@@ -165,6 +165,7 @@ def read(
 
     from lecode_memctl.core.paging import page_document
     from lecode_memctl.core.project import hidden_range, range_meta
+    from lecode_memctl.core.rowmodel import doc_head
     from lecode_memctl.core.sessions import SessionStore, SpanHidden, check_range
 
     from .output import emit_json
@@ -180,7 +181,7 @@ def read(
             # each hidden position, as recall gives them; still exit 4.
             from .output import echo, safe
 
-            hidden_doc = hidden_range(session, start, end, exc)
+            hidden_doc = {**doc_head("read"), **hidden_range(session, start, end, exc)}
             if text:
                 from . import transcript
 
@@ -189,7 +190,7 @@ def read(
                 emit_json(hidden_doc, pretty=False if all_ else None)
             echo(f"memctl: error: {safe(exc.message, keep_newlines=False)}", err=True)
             raise typer.Exit(exc.exit_code) from None
-    meta = range_meta(session, start, end, snap)
+    meta = {**doc_head("read"), **range_meta(session, start, end, snap)}
     if text:
         from . import transcript
 

@@ -94,6 +94,11 @@ class RowModel:
         }
 
 
+def doc_head(doc_type: str) -> dict[str, Any]:
+    """The first two members of every --json document: its type and the schema version."""
+    return {"type": doc_type, "schema_version": SCHEMA_VERSION}
+
+
 TIME_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$"
 
 

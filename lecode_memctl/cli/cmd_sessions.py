@@ -135,7 +135,8 @@ def read(
     END past the transcript's end is clamped.
 
     Output is one JSON document of at most 16,384 UTF-8 bytes (pretty on a
-    terminal): session_id, start, end, last_seq, purpose, status (valid)
+    terminal): type ("read"), schema_version, session_id, start, end,
+    last_seq, purpose, status (valid)
     and reason (null), source {session_id, seqs, digest} (the visible
     message positions and the SHA-256 of every complete record from the
     first to the last of them), hidden {reason: [seq, ...]},

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from lecode_memctl.cli.cmd_audit import CRON_LINE
+from lecode_memctl.cli.cmd_forensics import SECRETS_CRON_LINE
 
-from . import outkit
+from . import outkit, secretstore
 from .conftest import REPO, run_cli
 from .promparse import parse_exposition
 
@@ -124,3 +125,51 @@ def test_failed_run_leaves_the_old_file(config_dir, tmp_path):
     r = run_cli("validate", "--format", "prometheus", "--output",
                 str(tmp_path / "missing-dir" / "x.prom"), "--all-projects")
     assert r.exit_code == 7 and "memctl: error:" in r.stderr
+
+
+SECRETS_DOC_PATH = "/var/lib/node_exporter/textfile_collector/memctl_secrets.prom"
+
+
+def documented_secrets_lines() -> list[str]:
+    """Every cron line of ``secrets --help`` and the man page, each with the
+    line that follows it when it ends in a backslash (which a crontab rejects)."""
+    found = []
+    helptext = run_cli("secrets", "--help").stdout.splitlines()
+    man = [ln.replace("\\-", "-").replace("\\(rs", "\\").replace("\\e", "\\")
+           for ln in (REPO / "man" / "memctl.1").read_text().splitlines()]
+    for lines in (helptext, man):
+        for i, ln in enumerate(lines):
+            if re.match(r"^\s*[\d*/,-]+(\s+[\d*/,-]+){4}\s+memctl secrets", ln):
+                found.append(ln.strip() + ("\n" + lines[i + 1].strip()
+                                           if ln.rstrip().endswith("\\") else ""))
+    return found
+
+
+def test_secrets_recipe_is_one_crontab_line_everywhere():
+    lines = documented_secrets_lines()
+    assert len(lines) >= 2, lines        # secrets --help, the man page
+    for line in lines:
+        assert line == SECRETS_CRON_LINE, line
+    fields, command = parse_crontab_line(SECRETS_CRON_LINE)
+    assert command.startswith("memctl secrets") and SECRETS_DOC_PATH in command
+
+
+def test_secrets_recipe_publishes_a_store_with_a_secret(config_dir, tmp_path):
+    mem = config_dir / "memory"
+    mem.mkdir(parents=True, exist_ok=True)
+    p = secretstore.build(tmp_path / "b", seed=5)
+    os.rename(p.store, mem / "app-0123456789ab")
+    out_dir = tmp_path / "textfile"
+    out_dir.mkdir()
+    target = out_dir / "memctl_secrets.prom"
+    target.write_text("# the previous report\n")
+    _fields, command = parse_crontab_line(SECRETS_CRON_LINE)
+    p_run = _run_cron_command(command.replace(SECRETS_DOC_PATH, str(target)), config_dir)
+    assert p_run.returncode == 1, p_run.stderr      # a secret was found
+    assert p_run.stdout == b""                       # the report went to the file
+    text = target.read_text()
+    fams = parse_exposition(text)
+    assert [s.value for s in fams["memctl_secrets_ok"].samples] == [0]
+    assert 'memctl_secrets_findings{project="app-0123456789ab",detector="aws-access-key"' in text
+    assert not any(v in text for v in p.values.values())
+    assert sorted(os.listdir(out_dir)) == ["memctl_secrets.prom"]   # no temporary file left

@@ -15,6 +15,7 @@ import pytest
 
 from lecode_memctl.core.facts import FactStore, fact_id_for
 from lecode_memctl.core.layout import store_for_project
+from lecode_memctl.core.rowmodel import doc_head
 from lecode_memctl.core.sessions import SessionStore
 
 from .conftest import run_cli, tree_hash
@@ -144,7 +145,8 @@ def test_story_remember_correct_forget(config_dir, project, store):
     r = cli(project, "forget", fid, "--yes")
     assert r.exit_code == 0 and "already forgotten" in r.stdout
     assert read_json(project, "forget", fid, "--yes") == {
-        "fact_id": fid, "forgotten": False, "already_forgotten": True, "generation": 1}
+        **doc_head("forget"), "dry_run": False, "fact_id": fid, "forgotten": False,
+        "already_forgotten": True, "generation": 1}
     outs = assert_reads_change_nothing(project, config_dir, fid)
     page = read_json(project, "facts")
     assert page["total"] == 0 and page["facts"] == []
@@ -178,7 +180,8 @@ def test_overlapping_fact_is_suppressed_and_context_explains(config_dir, project
     assert rows[b.fact_id]["status"] == "hidden" and rows[b.fact_id]["reason"] == "excluded"
     assert rows[c.fact_id]["status"] == "valid"
     rec = read_json(project, "recall", b.fact_id)
-    assert rec == {"fact_id": b.fact_id, "revision": 1, "status": "hidden", "reason": "excluded",
+    assert rec == {**doc_head("recall"), "fact_id": b.fact_id, "revision": 1, "status": "hidden",
+                   "reason": "excluded",
                    "about_revision": 1}
     ctx = read_json(project, "context")
     assert [f["fact_id"] for f in ctx["included"]] == [c.fact_id]

@@ -119,6 +119,24 @@ def test_count_list_limit_context_session_role_time(store):
     assert len(rows) == 4 and all(x["type"] == "match" and "path" in x for x in rows)
 
 
+def test_offset_pages_the_hits_in_every_format(store):
+    """--offset/--limit work in every format (issue 12.2)."""
+    every = [orjson.loads(x) for x in grep(store, "widget", "--format", "jsonl")
+             .stdout_bytes.splitlines()]
+    assert len(every) == 4
+    r = grep(store, "widget", "--offset", "1", "--limit", "2", "--format", "jsonl")
+    assert [orjson.loads(x) for x in r.stdout_bytes.splitlines()] == every[1:3]
+    doc = orjson.loads(grep(store, "widget", "--offset", "3", "--json").stdout_bytes)
+    assert doc["hits"] == every[3:] and doc["count"] == 1 and doc["offset"] == 3
+    assert doc["truncated"] is False
+    r = grep(store, "widget", "--offset", "2", "--format", "csv")
+    assert len(r.stdout.splitlines()) == 1 + 2
+    human = grep(store, "widget").stdout.splitlines()
+    assert grep(store, "widget", "--offset", "2").stdout.splitlines() == human[2:]
+    assert grep(store, "widget", "--offset", "3", "-c").stdout == "s2:1\n"
+    assert grep(store, "widget", "--offset", "-1").exit_code == 2
+
+
 def test_json_has_one_shape_whatever_the_options(store):
     """-c and -l change what a person reads, not the --json document's shape;
     JSONL lines are typed rows (match, or match_count with -c/-l)."""

@@ -15,6 +15,7 @@ from lecode_memctl.core import atomic, markdown
 from lecode_memctl.core.atomic import is_temp_name
 from lecode_memctl.core.errors import NotFound, StoreCorrupt, UsageError
 from lecode_memctl.core.layout import store_at
+from lecode_memctl.core.rowmodel import doc_head
 
 from .conftest import run_cli, tree_hash
 from .test_atomic import BEFORE_REPLACE, FaultyOS, _fsync_dir
@@ -131,7 +132,7 @@ def test_show_prints_memory_exactly(store_dir):
     assert r.stdout == "# Memory\n- deploy with make release\n- tabs\there\n"
     j = cli(store_dir, "show", "--json")
     assert orjson.loads(j.stdout_bytes) == {
-        "path": str(store_dir / "MEMORY.md"),
+        **doc_head("markdown"), "path": str(store_dir / "MEMORY.md"),
         "text": "# Memory\n- deploy with make release\n- tabs\there\n"}
 
 
@@ -166,7 +167,8 @@ def test_log_by_date_and_errors(store_dir):
     r = cli(store_dir, "log", "2026-03-01")
     assert (r.exit_code, r.stdout) == (0, "morning\ndeploy failed\n")
     assert orjson.loads(cli(store_dir, "log", "2026-03-02", "--json").stdout_bytes) == {
-        "path": str(store_dir / "daily" / "2026-03-02.md"), "text": "all fine\n"}
+        **doc_head("markdown"), "path": str(store_dir / "daily" / "2026-03-02.md"),
+        "text": "all fine\n"}
     r = cli(store_dir, "log", "2026-03-03")
     assert r.exit_code == 3 and "no daily log 2026-03-03" in r.stderr
     for bad in ("2026-02-30", "../MEMORY", "2026-3-1"):
@@ -222,7 +224,8 @@ def test_notes_name_prints_one(store_dir):
         r = cli(store_dir, "notes", name)
         assert (r.exit_code, r.stdout) == (0, "1. tag\n2. deploy\n")
     doc = orjson.loads(cli(store_dir, "notes", "café notes", "--json").stdout_bytes)
-    assert doc == {"path": str(store_dir / "notes" / "café notes.md"), "text": "olé\n"}
+    assert doc == {**doc_head("markdown"), "path": str(store_dir / "notes" / "café notes.md"),
+                   "text": "olé\n"}
     r = cli(store_dir, "notes", "nope")
     assert r.exit_code == 3 and "no note 'nope'" in r.stderr and "memctl notes" in r.stderr
     r = cli(store_dir, "notes", "deploy-checklist", "--format", "csv")
@@ -346,6 +349,25 @@ def test_search_limit(store_dir):
     doc = orjson.loads(cli(store_dir, "search", "hit", "-n", "120", "--json").stdout_bytes)
     assert len(doc["hits"]) == 120 and doc["truncated"] is False
     assert cli(store_dir, "search", "hit", "--limit", "0").exit_code == 2
+
+
+def test_search_offset_in_every_format(store_dir):
+    """--offset/--limit page the hits in every format (issue 12.2)."""
+    (store_dir / "notes" / "many.md").write_text("".join(f"hit {i}\n" for i in range(120)))
+    r = cli(store_dir, "search", "hit", "--offset", "2", "--limit", "2")
+    assert r.stdout.splitlines() == ["notes/many.md:3: hit 2", "notes/many.md:4: hit 3"]
+    doc = orjson.loads(cli(store_dir, "search", "hit", "--offset", "100", "--json").stdout_bytes)
+    assert [h["text"] for h in doc["hits"]] == [f"hit {i}" for i in range(100, 120)]
+    assert (doc["offset"], doc["limit"], doc["truncated"]) == (100, None, False)
+    doc = orjson.loads(cli(store_dir, "search", "hit", "--offset", "5", "-n", "3",
+                           "--json").stdout_bytes)
+    assert [h["line"] for h in doc["hits"]] == [6, 7, 8] and doc["truncated"] is True
+    r = cli(store_dir, "search", "hit", "--offset", "118", "--format", "jsonl")
+    assert [orjson.loads(x)["text"] for x in r.stdout_bytes.splitlines()] == ["hit 118", "hit 119"]
+    r = cli(store_dir, "search", "hit", "--offset", "119", "--format", "csv")
+    assert r.stdout.splitlines() == ["type,file,line,text", "hit,notes/many.md,120,hit 119"]
+    assert cli(store_dir, "search", "hit", "--offset", "-1").exit_code == 2
+    assert cli(store_dir, "search", "hit", "--offset", "500").stdout == ""
 
 
 @pytest.mark.parametrize("pattern", ["(", "[a-", "*x", "(?P<1>x)", "a{2,1}"])

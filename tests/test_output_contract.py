@@ -393,3 +393,64 @@ def test_newer_documents_are_typed_versioned_and_timed(planted, tmp_path):
     for row in ver["problems"]:
         assert list(row) == rowmodel.PROBLEM.names
         _check_against_schema(row, _schema("problem"))
+
+
+def _documented_fields(doc_type: str) -> list[str]:
+    """The field names of the table under ``### `TYPE` document`` in docs/OUTPUT.md."""
+    from .conftest import REPO
+
+    text = (REPO / "docs" / "OUTPUT.md").read_text()
+    head = f"### `{doc_type}` document"
+    assert head in text, head
+    body = text.split(head, 1)[1].split("\n#", 1)[0]
+    return re.findall(r"^\| `([a-z_]+)` \|", body, re.M)
+
+
+def test_every_document_is_typed_versioned_and_documented(built, tmp_path):
+    """recall, read, where, context, correct, forget and show/log/notes NAME:
+    each --json document has "type" and "schema_version" first, and its
+    fields are the ones docs/OUTPUT.md lists for it (issue 12.1)."""
+    project, store, ids = built
+    fid = ids[0]
+    docs: dict[str, list[dict]] = {}
+
+    def doc_of(*argv, code=(0,)):
+        r = run_cli("-C", str(project), *argv, "--json")
+        assert r.exit_code in code, (argv, r.exit_code, r.stderr)
+        d = orjson.loads(r.stdout_bytes)
+        assert list(d)[:2] == ["type", "schema_version"], (argv, list(d))
+        assert d["schema_version"] == rowmodel.SCHEMA_VERSION
+        docs.setdefault(d["type"], []).append(d)
+        return d
+
+    assert len(doc_of("recall", fid)["source_text"]) > 0
+    assert doc_of("read", "2026-03-01-alpha", "1", "3")["status"] == "valid"
+    r = run_cli("-C", str(project), "read", "2026-03-01-alpha", "1", "3", "--all")
+    lines = [orjson.loads(x) for x in r.stdout_bytes.splitlines()]
+    assert lines and all(list(x)[:2] == ["type", "schema_version"] for x in lines)
+    doc_of("where")
+    doc_of("context")
+    doc_of("forget", fid, "--dry-run")
+    doc_of("show")
+    doc_of("notes", "wide")
+    doc_of("log", outkit.DATE)
+    # a correction from a user message (seq 3), then a forget
+    fixed = "Deploys happen on Fridays, after noon."
+    other = ids[1]
+    rec = orjson.loads(run_cli("-C", str(project), "recall", other, "--json").stdout_bytes)
+    doc_of("correct", other, str(rec["revision"]), "2026-03-01-alpha", "3", "3", fixed, "--yes")
+    doc_of("forget", fid, "--yes")
+    # read of a hidden range (the forgotten fact's evidence) still exits 4 with its document
+    hidden = doc_of("read", "2026-03-01-alpha", "1", "1", code=(4,))
+    assert hidden["status"] == "hidden"
+    assert docs["recall"][0]["type"] == "recall"
+    for doc_type in ("recall", "read", "where", "context", "correct", "forget", "markdown"):
+        listed = _documented_fields(doc_type)
+        seen: set[str] = set()
+        for d in docs[doc_type]:
+            assert set(d) <= set(listed), (doc_type, sorted(set(d) - set(listed)))
+            seen |= set(d)
+        assert listed[:2] == ["type", "schema_version"]
+        # every documented field appears in some document (recall's not-valid
+        # about_revision is checked in test_facts_cli)
+        assert set(listed) - seen <= {"about_revision", "seq"}, (doc_type, set(listed) - seen)

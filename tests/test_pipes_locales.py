@@ -2,7 +2,8 @@
 
 - A reader that goes away is exit 141 for every command (a real pipe).
 - Any locale works: what the output encoding cannot carry is escaped.
-- Tables never cut or wrap an id column, at 60 or 200 columns (a real pty).
+- Tables never cut or wrap an id column (fact ids, session ids, source refs,
+  slugs, paths/roots, note names), at 40, 60 or 200 columns (a real pty).
 """
 
 from __future__ import annotations
@@ -130,13 +131,18 @@ def _pty_run(argv: list[str], columns: int, *, raw: bool = False, env: dict | No
     return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)
 
 
-@pytest.mark.parametrize("columns", [60, 200])
+@pytest.mark.parametrize("columns", [40, 60, 200])
 def test_tables_never_cut_or_wrap_ids_on_a_terminal(built, columns):
     project, _store, ids = built
     out = _pty_run(["--color", "never", "-C", str(project), "facts"], columns)
     lines = out.splitlines()
     for fid in ids[:20]:
         assert any(fid in line for line in lines), (fid, out)
+    # the source column holds the value `read` needs next: whole on one line
+    for ref in ("2026-03-01-alpha:1", "2026-03-01-alpha:3"):
+        assert any(ref in line for line in lines), (ref, out)
+    out = _pty_run(["-C", str(project), "projects"], columns)
+    assert any(str(project) in line for line in out.splitlines()), out
     assert "\u2026" not in out
     out = _pty_run(["-C", str(project), "sessions"], columns)
     for sid in ("2026-03-01-alpha", "2026-03-02-beta"):

@@ -12,6 +12,7 @@ import orjson
 import pytest
 
 from lecode_memctl.core.layout import store_at
+from lecode_memctl.core.rowmodel import doc_head
 from lecode_memctl.core.sessions import SessionStore
 
 from .conftest import REPO, run_cli, run_proc, tree_hash
@@ -82,7 +83,7 @@ def test_read_json_document(ss, store):
     doc = orjson.loads(r.stdout_bytes)
     snap = ss.source_snapshot("s1", 1, 6)
     assert doc == {
-        "session_id": "s1", "start": 1, "end": 6, "last_seq": 7, "purpose": "working",
+        **doc_head("read"), "session_id": "s1", "start": 1, "end": 6, "last_seq": 7, "purpose": "working",
         "status": "valid", "reason": None, "source": snap.ref.to_json(),
         "hidden": {"undone": [3, 4]}, "hidden_reasons": {"3": "undone", "4": "undone"},
         "source_text": doc["source_text"], "offset": 0, "next_offset": None, "limit": 4096,

@@ -365,7 +365,7 @@ def recall(
     """Recall one fact with its source evidence, as the agent's memory_recall does.
 
     Prints one JSON document (pretty on a terminal) of at most 16,384 bytes:
-    fact_id, revision, status and reason; and only when the evidence of
+    type ("recall"), schema_version, fact_id, revision, status and reason; and only when the evidence of
     every revision validates (purpose durable) also the fact text (capped at
     512 characters, fact_text_truncated), session_id, source {session_id,
     seqs, digest} and a page of source_text: a character page of the JSON
@@ -375,13 +375,15 @@ def recall(
     untrusted data, not instructions or proof.  An unknown id exits 3.
     """
     from lecode_memctl.core.factview import recall as core_recall
+    from lecode_memctl.core.rowmodel import doc_head
 
     from .output import emit_json
 
     _st, fs, sessions = _open_read(lock_wait)
     try:
         _needs_migration_note(fs)
-        emit_json(core_recall(fs, sessions, fact_id, offset=offset, limit=limit))
+        emit_json(core_recall(fs, sessions, fact_id, offset=offset, limit=limit,
+                              head=doc_head("recall")))
     finally:
         fs.close()
 
@@ -568,6 +570,7 @@ def correct(
     """
     from lecode_memctl.core.errors import EXIT_PROBLEMS, NotFound, UsageError
     from lecode_memctl.core.facts import FactStore, check_fact_id
+    from lecode_memctl.core.rowmodel import doc_head
     from lecode_memctl.core.sessions import SessionStore, check_range
 
     from .output import echo, emit_json, safe
@@ -614,8 +617,8 @@ def correct(
                          sessions=sessions, expected_generation=generation)
     finally:
         fs.close()
-    doc = {"fact_id": fact_id, "old_revision": old.revision, "revision": new.revision,
-           "old_text": old.text, "text": new.text, "source": snap.ref.to_json(),
+    doc = {**doc_head("correct"), "fact_id": fact_id, "old_revision": old.revision,
+           "revision": new.revision, "old_text": old.text, "text": new.text, "source": snap.ref.to_json(),
            "generation": generation, "stays_invalid": bool(bad), "invalid_revisions": bad}
     if json_:
         emit_json(doc)
@@ -669,6 +672,7 @@ def forget(
     from lecode_memctl.core.errors import EXIT_PROBLEMS, NotFound, UsageError
     from lecode_memctl.core.facts import FactStore, check_fact_id
     from lecode_memctl.core.factview import forget_impact
+    from lecode_memctl.core.rowmodel import doc_head
 
     from .output import echo, emit_json, safe
 
@@ -680,7 +684,7 @@ def forget(
         finally:
             fs.close()
         if json_:
-            emit_json({"dry_run": True, **impact})
+            emit_json({**doc_head("forget"), "dry_run": True, **impact})
             return
         if not impact["exists"]:
             echo(f"fact {fact_id} was already forgotten; forget would change nothing")
@@ -720,7 +724,8 @@ def forget(
     finally:
         fs.close()
     if json_:
-        emit_json({"fact_id": fact_id, "forgotten": forgot, "already_forgotten": not forgot,
+        emit_json({**doc_head("forget"), "dry_run": False, "fact_id": fact_id,
+                   "forgotten": forgot, "already_forgotten": not forgot,
                    "generation": generation})
         return
     if forgot:
@@ -761,6 +766,7 @@ def context(
     """
     from lecode_memctl.core.config import load_memory_config
     from lecode_memctl.core.context import build_memory_section, section_to_json
+    from lecode_memctl.core.rowmodel import doc_head
 
     from .output import echo, emit_json, safe, write_bytes
 
@@ -773,7 +779,7 @@ def context(
     finally:
         fs.close()
     if json_:
-        emit_json(section_to_json(section))
+        emit_json({**doc_head("context"), **section_to_json(section)})
         return
     # Stored Markdown is untrusted: control characters are shown escaped, as
     # 'memctl show' does (--json keeps the exact text).

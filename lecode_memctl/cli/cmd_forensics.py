@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from .completion import complete_grep_role, complete_session_id
-from .options import MAX_COUNT, JsonOpt
+from .options import MAX_COUNT, JsonOpt, OffsetOpt
 from .registry import command
 from .state import STATE
 
@@ -60,6 +60,7 @@ def grep(
         "--until", metavar="DATE", help="Only records before DATE.")] = None,
     limit: Annotated[int | None, typer.Option(
         "--limit", "-m", metavar="N", min=1, max=MAX_COUNT, help="Stop after N hits.")] = None,
+    offset: OffsetOpt = None,
     context: Annotated[int, typer.Option(
         "--context", "-C", metavar="N", min=0, max=100,
         help="N lines of the field's text before and after each hit.")] = 0,
@@ -90,9 +91,12 @@ def grep(
     shows the rest too, labelled.  Sessions of another project and symbolic
     links are skipped (listed on stderr).  Reads only; a bad regex exits 2.
 
+    --offset N skips the first N hits (in every format; -c and -l count
+    the hits that are left).
+
     Exit status: 0 when something matched, 1 when nothing did.
     --json prints one shape whatever the options: {"type": "grep",
-    "schema_version", "pattern", "limit", "truncated", "count",
+    "schema_version", "pattern", "offset", "limit", "truncated", "count",
     "sessions_searched", "skipped": [{"session_id", "reason"}], "sessions":
     [match_count rows], "hits": [match rows] (empty with -c or -l)}.
     --format jsonl, csv and tsv give the match rows, or with -c/-l the
@@ -116,12 +120,16 @@ def grep(
     per_session: dict[str, int] = {}
     truncated = False
     n = 0
+    matched = 0
     by_session = count or files_with_matches
 
     def matches() -> Iterator[GrepHit]:
-        """The hits within --limit, counted per session on the way."""
-        nonlocal n, truncated
+        """The hits after --offset and within --limit, counted per session on the way."""
+        nonlocal n, matched, truncated
         for hit in run.hits():
+            matched += 1
+            if matched <= (offset or 0):
+                continue
             if limit is not None and n >= limit:
                 truncated = True
                 return
@@ -146,10 +154,10 @@ def grep(
     for sid, reason in run.skipped:
         echo(f"memctl: warning: session {safe(sid)} skipped: {safe(reason, keep_newlines=False)}",
              err=True)
-    code = 0 if n else 1
+    code = 0 if matched else 1
     if fmt == "json":
         emit_json({"type": "grep", "schema_version": SCHEMA_VERSION, "pattern": pattern,
-                   "limit": limit, "truncated": truncated, "count": n,
+                   "offset": offset or 0, "limit": limit, "truncated": truncated, "count": n,
                    "sessions_searched": run.sessions_searched,
                    "skipped": [{"session_id": s, "reason": r} for s, r in run.skipped],
                    "sessions": counts, "hits": hits})
@@ -215,16 +223,20 @@ def _write_output(output: Path, data: bytes) -> None:
     atomic_write(Path(output), data, backup=False)
 
 
-@command(epilog="""\
+SECRETS_CRON_LINE = ("0 * * * * memctl secrets --all-projects --format prometheus "
+                     "--output /var/lib/node_exporter/textfile_collector/memctl_secrets.prom")
+
+
+@command(epilog=f"""\
 \b
 Examples:
   memctl secrets                              audit the current project's store
   memctl secrets --all-projects --json
   memctl secrets --allowlist ~/.config/lecode/memctl-secrets-allowlist
 \b
-Cron, with node_exporter's textfile collector (alert on memctl_secrets_ok == 0):
-  0 * * * * memctl secrets --all-projects --format prometheus \\
-      --output /var/lib/node_exporter/memctl_secrets.prom
+Cron, with node_exporter's textfile collector (one crontab line; the file is
+replaced atomically whatever the findings; alert on memctl_secrets_ok == 0):
+  {SECRETS_CRON_LINE}
 """)
 def secrets(
     all_projects: Annotated[bool, typer.Option(

@@ -18,11 +18,13 @@ def _print_file(md, json_: bool) -> None:  # md: core.markdown.MarkdownFile
     """Exact text under --json, escaped text otherwise."""
     import sys
 
+    from lecode_memctl.core.rowmodel import doc_head
+
     from .output import emit_json, safe
 
     if json_:
         if len(md.text) <= _STREAM_ABOVE:
-            emit_json({"path": str(md.path), "text": md.text})
+            emit_json({**doc_head("markdown"), "path": str(md.path), "text": md.text})
             return
         # A large file is written as the same compact JSON, its text encoded a
         # piece at a time: one orjson call on 100 MB died (SIGSEGV) under a
@@ -30,7 +32,8 @@ def _print_file(md, json_: bool) -> None:  # md: core.markdown.MarkdownFile
         from .output import dumps, stdout_is_tty, terminal_json, write_bytes
 
         tty = stdout_is_tty()
-        write_bytes(b'{"path":' + dumps(str(md.path)) + b',"text":"')
+        write_bytes(dumps(doc_head("markdown"))[:-1] + b',"path":' + dumps(str(md.path))
+                    + b',"text":"')
         for i in range(0, len(md.text), _STREAM_ABOVE):
             piece = dumps(md.text[i:i + _STREAM_ABOVE])[1:-1]
             write_bytes(terminal_json(piece) if tty else piece)
@@ -112,7 +115,8 @@ def notes(
     Named notes are notes/<name>.md in the store.  Without NAME, lists every
     note (--json: an array of note rows {type, name, path, size, modified},
     the same fields in every format); with NAME, prints it (exit 3 if there
-    is no such note; --json: {path, text}).  A note name is 1-100
+    is no such note; --json: {"type": "markdown", "schema_version", path,
+    text}).  A note name is 1-100
     characters without '/', '\\', '..', a leading dot or control
     characters; anything else is refused before any file is touched (exit
     2).  Changes nothing.
@@ -159,6 +163,7 @@ def search(
         "--limit", "-n", metavar="N", min=1, max=MAX_COUNT,
         help="Stop after N hits (default: 50 in the text listing, every hit in json, jsonl, "
              "csv and tsv).")] = None,
+    offset: OffsetOpt = None,
     ignore_case: Annotated[bool, typer.Option(
         "--ignore-case", "-i", help="Match without regard to case.")] = False,
     json_: JsonOpt = False,
@@ -174,12 +179,13 @@ def search(
     transcripts), and prints each hit as file:line: text, with the file
     relative to the store.  The text listing stops at 50 hits unless --limit
     says otherwise, and a note on stderr says when more exist; the machine
-    formats give every hit unless --limit is given.  An invalid regular
+    formats give every hit unless --limit is given.  --offset N skips the
+    first N hits, in every format.  An invalid regular
     expression is a usage error (exit 2).  A file that is not valid UTF-8 or
     is a symbolic link is skipped with a warning on stderr (listed under
     "skipped" with --json).  No hits is not an error.  Changes nothing.
-    --json prints {"type": "search", "schema_version", "pattern", "limit",
-    "truncated", "files_searched", "hits": [hit rows {type, file, line,
+    --json prints {"type": "search", "schema_version", "pattern", "offset",
+    "limit", "truncated", "files_searched", "hits": [hit rows {type, file, line,
     text}], "skipped": [{file, reason}]}; jsonl, csv and tsv give the hit
     rows.
     """
@@ -191,14 +197,15 @@ def search(
     fmt_name = "text" if fmt in (None, "text") and not json_ else check_format(fmt, json_flag=json_)
     machine = fmt_name in ("json", "jsonl", "csv", "tsv")
     cap = limit if limit is not None else (2**62 if machine else markdown.DEFAULT_SEARCH_LIMIT)
-    result = markdown.search(STATE.existing_store(), pattern, limit=cap, ignore_case=ignore_case)
+    result = markdown.search(STATE.existing_store(), pattern, limit=cap, ignore_case=ignore_case,
+                             offset=offset or 0)
     rows = [HIT.row(file=h.file, line=h.line, text=h.text) for h in result.hits]
     for s in result.skipped:
         echo(f"memctl: warning: {safe(s.file)}: {safe(s.reason)}; skipped", err=True)
     if fmt_name == "json":
         emit_json({
             "type": "search", "schema_version": SCHEMA_VERSION,
-            "pattern": result.pattern, "limit": limit, "truncated": result.truncated,
+            "pattern": result.pattern, "offset": offset or 0, "limit": limit, "truncated": result.truncated,
             "files_searched": result.files_searched, "hits": rows,
             "skipped": [{"file": s.file, "reason": s.reason} for s in result.skipped]})
         return
@@ -208,7 +215,8 @@ def search(
     else:
         render_records(HIT, rows, fmt_name)
     if result.truncated:
-        echo(f"memctl: stopped after {result.limit} hits; more exist (use --limit N)", err=True)
+        echo(f"memctl: stopped after {result.limit} hits; more exist (use --limit N, or "
+             f"--offset {(offset or 0) + result.limit} for the next hits)", err=True)
     elif not result.hits:
         echo(f"memctl: no matches in {result.files_searched} Markdown files", err=True)
 

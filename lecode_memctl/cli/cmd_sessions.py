@@ -136,7 +136,8 @@ def read(
     END past the transcript's end is clamped.
 
     Output is one JSON document of at most 16,384 UTF-8 bytes (pretty on a
-    terminal): session_id, start, end, last_seq, purpose, status (valid)
+    terminal): type ("read"), schema_version, session_id, start, end,
+    last_seq, purpose, status (valid)
     and reason (null), source {session_id, seqs, digest} (the visible
     message positions and the SHA-256 of every complete record from the
     first to the last of them), hidden {reason: [seq, ...]},
@@ -166,6 +167,7 @@ def read(
 
     from lecode_memctl.core.paging import page_document
     from lecode_memctl.core.project import hidden_range, range_meta
+    from lecode_memctl.core.rowmodel import doc_head
     from lecode_memctl.core.sessions import SessionStore, SpanHidden, check_range
 
     from .output import emit_json
@@ -181,7 +183,7 @@ def read(
             # each hidden position, as recall gives them; still exit 4.
             from .output import echo, safe
 
-            hidden_doc = hidden_range(session, start, end, exc)
+            hidden_doc = {**doc_head("read"), **hidden_range(session, start, end, exc)}
             if text:
                 from . import transcript
 
@@ -190,7 +192,7 @@ def read(
                 emit_json(hidden_doc, pretty=False if all_ else None)
             echo(f"memctl: error: {safe(exc.message, keep_newlines=False)}", err=True)
             raise typer.Exit(exc.exit_code) from None
-    meta = range_meta(session, start, end, snap)
+    meta = {**doc_head("read"), **range_meta(session, start, end, snap)}
     if text:
         from . import transcript
 

@@ -40,6 +40,7 @@ def where(
     """
     from lecode_memctl.core.identity import resolve_project
     from lecode_memctl.core.layout import Store, inventory, memory_root
+    from lecode_memctl.core.rowmodel import doc_head
 
     from .output import echo, emit_json, safe
 
@@ -54,6 +55,7 @@ def where(
                       "the project root")
     items = inventory(store)
     doc = {
+        **doc_head("where"),
         "cwd": str(ident.cwd) if ident else None,
         "root": str(ident.root) if ident else None,
         "kind": ident.kind if ident else "store given with --store",

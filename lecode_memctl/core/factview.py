@@ -329,18 +329,20 @@ def _require_fact(facts: FactStore | None, fact_id: str) -> Fact:
 
 
 def recall(facts: FactStore | None, sessions: SessionReader, fact_id: str, *, offset: int = 0,
-           limit: int | None = None, max_bytes: int = MAX_OUTPUT_BYTES) -> dict[str, Any]:
+           limit: int | None = None, max_bytes: int = MAX_OUTPUT_BYTES,
+           head: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """memory_recall by fact id: ids, current revision and status; the fact
     text (capped) and a page of its source evidence only when every revision's
-    evidence validates (purpose ``durable``)."""
+    evidence validates (purpose ``durable``).  ``head`` (memctl's type and
+    schema_version) comes first, inside ``max_bytes``."""
     from . import paging
 
     fact = _require_fact(facts, fact_id)
     assert facts is not None
     revs, statuses = _statuses_for(facts, sessions, [fact_id], "durable")
     st, about = fact_status(revs[fact_id], statuses)
-    meta: dict[str, Any] = {"fact_id": fact_id, "revision": fact.revision, "status": st.status,
-                            "reason": st.reason}
+    meta: dict[str, Any] = {**(head or {}), "fact_id": fact_id, "revision": fact.revision,
+                            "status": st.status, "reason": st.reason}
     if not st.ok or fact.source is None:
         meta["about_revision"] = about
         return meta
@@ -350,7 +352,7 @@ def recall(facts: FactStore | None, sessions: SessionReader, fact_id: str, *, of
 
     if canonical_digest(records) != ref.digest:  # changed since it was validated
         s = status_for("digest_mismatch")
-        return {"fact_id": fact_id, "revision": fact.revision, "status": s.status,
+        return {**(head or {}), "fact_id": fact_id, "revision": fact.revision, "status": s.status,
                 "reason": s.reason, "about_revision": fact.revision}
     wanted = set(ref.seqs)
     items = [(r["seq"], r) for r in records if r.get("seq") in wanted]

@@ -464,17 +464,22 @@ def iter_search(store: Store, regex: re.Pattern[str],
 
 
 def search(store: Store, pattern: str, *, limit: int = DEFAULT_SEARCH_LIMIT,
-           ignore_case: bool = False) -> SearchResult:
-    """Python-regex search over the Markdown files only, at most ``limit`` hits."""
+           ignore_case: bool = False, offset: int = 0) -> SearchResult:
+    """Python-regex search over the Markdown files only: at most ``limit``
+    hits, after skipping the first ``offset``."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise UsageError(f"--limit must be a positive integer, not {limit!r}")
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise UsageError(f"--offset must be a non-negative integer, not {offset!r}")
     regex = compile_pattern(pattern, ignore_case=ignore_case)
     store.require()
     skipped: list[SkippedFile] = []
     hits: list[SearchHit] = []
     truncated = False
     scanned: list[str] = []
-    for hit in iter_search(store, regex, skipped, scanned):
+    for i, hit in enumerate(iter_search(store, regex, skipped, scanned)):
+        if i < offset:
+            continue
         if len(hits) == limit:
             truncated = True
             break

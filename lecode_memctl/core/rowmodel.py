@@ -94,6 +94,11 @@ class RowModel:
         }
 
 
+def doc_head(doc_type: str) -> dict[str, Any]:
+    """The first two members of every --json document: its type and the schema version."""
+    return {"type": doc_type, "schema_version": SCHEMA_VERSION}
+
+
 TIME_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$"
 
 
@@ -159,7 +164,7 @@ FACT = RowModel("facts", "fact", "One fact at its current revision, with its evi
     Field("fact_text_truncated", "boolean", "whether text was cut at 512 characters"),
     Field("created", "time", "when revision 1 was written", True),
     Field("updated", "time", "when the current revision was written", True),
-), ids=("fact_id",))
+), ids=("fact_id", "source"))
 
 SESSION = RowModel("sessions", "session", "One session transcript.", (
     _t('"session"'),
@@ -181,7 +186,7 @@ NOTE = RowModel("notes", "note", "One named note, notes/<name>.md.", (
     Field("path", "string", "absolute path"),
     Field("size", "integer", "bytes"),
     Field("modified", "time", "modification time"),
-), ids=("name",))
+), ids=("name", "path"))
 
 HIT = RowModel("search", "hit", "One matching line of the Markdown memory.", (
     _t('"hit"'),
@@ -202,7 +207,7 @@ REVISION = RowModel("history", "revision", "One revision of a fact.", (
     Field("source_ref", "object", "SourceRef {session_id, seqs, digest}", True),
     Field("provenance", "list", "legacy provenance [{session_id, seqs}]", items="object"),
     Field("text", "string", "the whole revision text"),
-), ids=("fact_id",))
+), ids=("fact_id", "source"))
 
 USAGE = RowModel("usage", "purpose", "Model-call accounting for one purpose (type "
                  '"total" for the sum of every purpose).', (
@@ -237,7 +242,7 @@ PROJECT = RowModel("projects", "project", "One store under <config dir>/memory/.
     Field("size", "integer", "bytes"),
     Field("files", "integer", "files"),
     Field("last_activity", "time", "newest modification time of any file", True),
-), ids=("slug",))
+), ids=("slug", "path", "root"))
 
 FINDING = RowModel("validate", "finding", "One problem found by validate.", (
     _t('"finding"'),
@@ -256,7 +261,7 @@ FINDING = RowModel("validate", "finding", "One problem found by validate.", (
     Field("key", "string", "config key or learning reason code", True),
     Field("table", "string", "database table", True),
     Field("message", "string", "one line"),
-), ids=("fact_id", "session_id"))
+), ids=("fact_id", "session_id", "project", "file"))
 
 SUMMARY = RowModel("validate", "summary", "The audit of one store (after its findings).", (
     _t('"summary"'),
@@ -301,7 +306,7 @@ PLAN_ITEM = RowModel("migrate-legacy", "item", "One file of the migration plan."
     Field("detail", "string", "a human explanation", True),
     Field("diff", "string", "with --diff, for a conflict: the legacy file against the "
           "project's (unified diff)", True),
-), ids=("name",))
+), ids=("name", "source"))
 
 SETTING = RowModel("config", "setting", "One [memory] setting.", (
     _t('"setting"'),
@@ -352,7 +357,7 @@ SECRET = RowModel("secrets", "secret", "One credential found; the value itself i
     Field("preview", "string", "at most four leading characters, then the length"),
     Field("length", "integer", "the value's length in characters"),
     Field("hash", "string", "SHA-256 of the value (hex; the allowlist's form)"),
-), ids=("session_id", "fact_id", "hash"))
+), ids=("session_id", "fact_id", "hash", "project", "file"))
 
 SECRETS_SCAN = RowModel("secrets", "scan", "The scan of one store (JSONL: after its secrets).", (
     _t('"scan"'),

@@ -163,13 +163,19 @@ def rewrite_transcript(data: bytes, values: Mapping[str, str]) -> tuple[bytes, l
             continue
         rec = json_object(piece)
         if rec is not None:
-            rec, n = _replace_leaves(rec, values)
-            new = orjson.dumps(rec)
+            seq = rec.get("seq")
+            try:
+                rec, n = _replace_leaves(rec, values)
+                new = orjson.dumps(rec)
+            except (RecursionError, orjson.JSONEncodeError):
+                # nested deeper than orjson writes (255 levels; its parser takes
+                # 1024): the record's line is rewritten byte for byte
+                new, n = piece, 0
             new, n2 = _replace_bytes(new, values)   # a value in a key, say
             if n + n2:
                 total += n + n2
-                if isinstance(rec.get("seq"), int):
-                    seqs.append(rec["seq"])
+                if isinstance(seq, int):
+                    seqs.append(seq)
             out.append(new)
             continue
         new, n = _replace_bytes(piece, values)

@@ -46,6 +46,7 @@ from .sourceref import (
     VALID,
     ExclusionReader,
     NoExclusions,
+    RecordsUndigestible,
     SourceRef,
     SourceStatus,
     canonical_digest,
@@ -593,7 +594,11 @@ def _span_decision(ref: SourceRef, records: list[dict[str, Any]], purpose: str, 
                    generation: int, us: UndoState) -> SourceStatus:
     """The status of a reference whose span ``records`` were read completely
     and cleanly: the digest, then each cited position's type and visibility."""
-    if canonical_digest(records) != ref.digest:
+    try:
+        digest = canonical_digest(records)
+    except RecordsUndigestible as exc:
+        return status_for("records_corrupt", exc.detail, exc.seq)
+    if digest != ref.digest:
         return status_for("digest_mismatch")
     by_seq = {r["seq"]: r for r in records}
     for s in ref.seqs:
@@ -1073,7 +1078,10 @@ class SessionStore:
             raise SpanHidden(f"no message in {session_id}:{start}-{end} (only events)",
                              "not_message", start, **where)
         lo, hi = vis[0], vis[-1]
-        digest = canonical_digest(r for r in sr.records if lo <= r["seq"] <= hi)
+        try:
+            digest = canonical_digest(r for r in sr.records if lo <= r["seq"] <= hi)
+        except RecordsUndigestible as exc:
+            raise StoreCorrupt(f"session {session_id}: {exc}") from None
         ref = SourceRef(session_id, tuple(vis), digest)
         clamped_end = sr.records[-1]["seq"]
         return Snapshot(ref, sr.records, vis, start, clamped_end,

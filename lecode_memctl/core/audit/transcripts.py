@@ -15,7 +15,7 @@ from ..atomic import is_link_refusal, open_in_dir
 from ..errors import UsageError
 from ..layout import SESSIONS_DIR
 from ..sessions import LEARNING_EVENT, LEARNING_REASONS, LEARNING_STATUSES, bad_target, fast_seq, unparsable
-from ..sourceref import MAX_SPAN, VALID, SourceStatus, canonical_digest, status_for
+from ..sourceref import MAX_SPAN, VALID, RecordsUndigestible, SourceStatus, canonical_digest, status_for
 from .codes import ERROR, WARNING
 
 TORN_TAIL_GRACE_SECONDS = 60.0
@@ -501,7 +501,11 @@ def _span_status(seqs: tuple[int, ...], digest: str, purpose: str, records: dict
                 return status_for("position_missing", f"the transcript ends at seq {last_seq}", s)
             return status_for("records_corrupt", f"seq {s} is missing from the span")
         span.append(r)
-    if canonical_digest(span) != digest:
+    try:
+        span_digest = canonical_digest(span)
+    except RecordsUndigestible as exc:
+        return status_for("records_corrupt", exc.detail, exc.seq)
+    if span_digest != digest:
         return status_for("digest_mismatch")
     for s in seqs:
         ok, reason = visible(records[s], purpose=purpose, excluded=excluded,
@@ -585,7 +589,10 @@ def _compaction(compacts: list[tuple[int, dict[str, Any]]], sid: str,
                 "existed): inert, lecode replays raw history and rebuilds it", seq=seq)
             continue
         prev_lineage = prev.get("lineage") if prev is not None else None
-        want = None if prev is None else {"seq": prev.get("seq"), "digest": canonical_digest([prev])}
+        try:
+            want = None if prev is None else {"seq": prev.get("seq"), "digest": canonical_digest([prev])}
+        except RecordsUndigestible as exc:
+            want = {"seq": exc.seq, "digest": None}   # nothing can match it
         got = rec.get("prior")
         if got != want:
             if want is None:

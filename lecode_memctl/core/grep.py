@@ -235,8 +235,15 @@ class GrepRun:
         try:
             hdr = sessions.header(sid)
             reader = sessions.exclusion_reader(sid)
-            excluded = reader.excluded_seqs(sid)
-            generation = reader.generation()
+        except (MemctlError, OSError) as exc:
+            self.skipped.append((sid, str(exc)))
+            return
+        # The store's exclusions and generation: when they cannot be read
+        # (StoreCorrupt, exit 5) no session's visibility can be decided; that
+        # is the store's failure, not one session's to skip (issue 16.4).
+        excluded = reader.excluded_seqs(sid)
+        generation = reader.generation()
+        try:
             items = _records(sessions.path(sid), self._literal())
         except (MemctlError, OSError) as exc:
             self.skipped.append((sid, str(exc)))

@@ -413,6 +413,9 @@ def _skip_file(rel: str) -> bool:
                                         and rel.endswith(".lock"))
 
 
+_NOT_A_DATABASE = "not a regular file: the facts database cannot be read"
+
+
 def store_files(store: Store, report: SecretsReport) -> list[str]:
     """Relative paths of the regular files of the store, sorted; symbolic
     links and other special files are listed in ``report.skipped``."""
@@ -421,9 +424,11 @@ def store_files(store: Store, report: SecretsReport) -> list[str]:
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         for name in sorted(dirnames):
             p = os.path.join(dirpath, name)
+            rel = os.path.relpath(p, root).replace(os.sep, "/")
             if os.path.islink(p):
-                report.skipped.append(Skipped(os.path.relpath(p, root), "symbolic link; not followed",
-                                              False))
+                report.skipped.append(Skipped(rel, "symbolic link; not followed", False))
+            elif is_database(rel):
+                report.skipped.append(Skipped(rel, _NOT_A_DATABASE))
         for name in filenames:
             p = os.path.join(dirpath, name)
             rel = os.path.relpath(p, root).replace(os.sep, "/")
@@ -435,7 +440,10 @@ def store_files(store: Store, report: SecretsReport) -> list[str]:
             if stat.S_ISLNK(st.st_mode):
                 report.skipped.append(Skipped(rel, "symbolic link; not followed", False))
             elif not stat.S_ISREG(st.st_mode):
-                report.skipped.append(Skipped(rel, "not a regular file", False))
+                # the facts database (or its -wal) not a regular file: its facts
+                # cannot be read, and may hold a value
+                report.skipped.append(Skipped(rel, _NOT_A_DATABASE) if is_database(rel)
+                                      else Skipped(rel, "not a regular file", False))
             elif not _skip_file(rel):
                 out.append(rel)
     return sorted(out)

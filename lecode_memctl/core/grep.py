@@ -203,6 +203,7 @@ class GrepRun:
     literal: str | None = None      # the pattern, when it is literal text
     skipped: list[tuple[str, str]] = field(default_factory=list)
     sessions_searched: int = 0
+    lock_wait: float | None = None  # seconds for a stable facts snapshot; None: 5 s
 
     def hits(self) -> Iterator[GrepHit]:
         if self.purpose not in PURPOSES:
@@ -214,7 +215,7 @@ class GrepRun:
             if bad:
                 raise UsageError(f"unknown role {bad[0]!r}; use one of {', '.join(GREP_ROLES)}")
         self.store.require()
-        sessions, closer = _open_sessions(self.store)
+        sessions, closer = _open_sessions(self.store, self.lock_wait)
         try:
             ids = self.session_ids
             if ids is None:
@@ -377,29 +378,33 @@ def _records(path: str, literal: tuple[bytes, bool] | None) -> Iterator[dict[str
                 yield rec
 
 
-def _open_sessions(store: Store) -> tuple[SessionStore, Callable[[], None] | None]:
+def _open_sessions(store: Store, lock_wait: float | None = None
+                   ) -> tuple[SessionStore, Callable[[], None] | None]:
     """A SessionStore with the project's exclusions, read-only (nothing created)."""
     if not os.path.lexists(store.facts_db):
         return SessionStore(store, NoExclusions()), None
-    from .facts import FactStore
+    from .facts import BUSY_TIMEOUT, FactStore
 
-    fs = FactStore.open_readonly(store.facts_db)
+    fs = FactStore.open_readonly(store.facts_db,
+                                 busy_timeout=BUSY_TIMEOUT if lock_wait is None else lock_wait)
     return SessionStore(store, fs), fs.close
 
 
 def grep(store: Store, pattern: str, *, fixed: bool = False, ignore_case: bool = False,
          session_ids: Iterable[str] | None = None, roles: Iterable[str] | None = None,
          since: datetime | None = None, until: datetime | None = None,
-         purpose: str = "working", include_hidden: bool = False, context: int = 0) -> GrepRun:
+         purpose: str = "working", include_hidden: bool = False, context: int = 0,
+         lock_wait: float | None = None) -> GrepRun:
     """Prepare a search (the pattern is compiled now: a bad one is a UsageError);
-    iterate ``.hits()`` for the results."""
+    iterate ``.hits()`` for the results.  ``lock_wait``: seconds to wait for a
+    stable snapshot of the facts database (default the 5 s busy timeout)."""
     regex = compile_pattern(pattern, fixed=fixed, ignore_case=ignore_case)
     if purpose not in PURPOSES:
         raise UsageError(f"unknown purpose {purpose!r}; use working or durable")
     literal = pattern if fixed or not any(c in pattern for c in ".^$*+?{}[]|()\\") else None
     return GrepRun(store, regex, list(session_ids) if session_ids is not None else None,
                    frozenset(roles) if roles is not None else None, since, until, purpose,
-                   include_hidden, context, literal)
+                   include_hidden, context, literal, lock_wait=lock_wait)
 
 
 __all__ = ["grep", "GrepRun", "GrepHit", "compile_pattern", "searchable_fields",

@@ -453,8 +453,9 @@ class Scanner:
     """One store's scan.  :meth:`run` fills and returns a :class:`SecretsReport`."""
 
     def __init__(self, store: Store, detector: Detector, *,
-                 allowlist: frozenset[str] = frozenset()) -> None:
+                 allowlist: frozenset[str] = frozenset(), lock_wait: float | None = None) -> None:
         self.store = store
+        self.lock_wait = lock_wait   # seconds for a stable facts snapshot; None: 5 s
         self.detector = detector
         self.allowlist = allowlist
         self.report = SecretsReport(store.slug, os.fspath(store.path))
@@ -520,11 +521,13 @@ class Scanner:
         return _text_hits(self.detector, text, filename)
 
     def _facts(self) -> set[str]:
-        from .facts import FactStore
+        from .facts import BUSY_TIMEOUT, FactStore
 
         values: set[str] = set()
         try:
-            fs = FactStore.open_readonly(self.store.facts_db)
+            fs = FactStore.open_readonly(
+                self.store.facts_db,
+                busy_timeout=BUSY_TIMEOUT if self.lock_wait is None else self.lock_wait)
         except MemctlError as exc:
             self.report.skipped.append(Skipped(FACTS_DB, f"facts not read: {exc}"))
             return values
@@ -648,9 +651,12 @@ def _scan_file_job(args: tuple[str, str]) -> FileScan:
 
 
 def scan_store(store: Store, *, detector: Detector | None = None,
-               allowlist: frozenset[str] = frozenset(), jobs: int = 1) -> SecretsReport:
-    """Scan one store (reads only)."""
-    return Scanner(store, detector or Detector(), allowlist=allowlist).run(jobs=jobs)
+               allowlist: frozenset[str] = frozenset(), jobs: int = 1,
+               lock_wait: float | None = None) -> SecretsReport:
+    """Scan one store (reads only).  ``lock_wait``: seconds to wait for a stable
+    snapshot of the facts database (default the 5 s busy timeout)."""
+    return Scanner(store, detector or Detector(), allowlist=allowlist,
+                   lock_wait=lock_wait).run(jobs=jobs)
 
 
 def select(findings: Iterable[Finding], *, sessions: Iterable[str] | None = None,

@@ -636,17 +636,20 @@ class StoreExclusions:
     nothing in the store is created or changed (no database, ``-wal`` or
     ``-shm``).  No database: generation 0, nothing excluded.  A database that
     cannot be read raises (StoreCorrupt, StoreBusy): evidence is never called
-    valid when its exclusions are unknown."""
+    valid when its exclusions are unknown.  ``busy_timeout``: seconds each
+    open waits for a stable snapshot (``--lock-wait``; default 5 s)."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], busy_timeout: float | None = None) -> None:
         self.path = Path(os.fspath(path))
+        self.busy_timeout = busy_timeout
 
     def _read(self, fn: Any) -> Any:
         if not os.path.lexists(self.path):
             return None
-        from .facts import FactStore
+        from .facts import BUSY_TIMEOUT, FactStore
 
-        with FactStore.open_readonly(self.path) as fs:
+        timeout = BUSY_TIMEOUT if self.busy_timeout is None else self.busy_timeout
+        with FactStore.open_readonly(self.path, busy_timeout=timeout) as fs:
             return fn(fs)
 
     def generation(self) -> int:

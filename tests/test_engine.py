@@ -194,9 +194,9 @@ def test_exclusions_are_read_once_per_evaluation(tmp_path: Path, monkeypatch) ->
     opens = []
     real = FactStore.open_readonly.__func__  # type: ignore[attr-defined]
 
-    def counting(cls, path):  # noqa: ANN001, ANN202
+    def counting(cls, path, **kw):  # noqa: ANN001, ANN003, ANN202
         opens.append(os.fspath(path))
-        return real(cls, path)
+        return real(cls, path, **kw)
 
     with FactStore.open_readonly(store.facts_db) as fs:
         monkeypatch.setattr(FactStore, "open_readonly", classmethod(counting))

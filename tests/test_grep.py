@@ -228,3 +228,22 @@ def test_completion_roles_are_the_cores():
     from lecode_memctl.core.grep import GREP_ROLES
 
     assert tuple(completed) == tuple(GREP_ROLES)
+
+
+@pytest.mark.parametrize("value", ["'abc'", "x'00ff'", "-1"])
+def test_an_unreadable_generation_is_store_corrupt_not_no_match(store, value):
+    """meta.generation 'abc' (or a BLOB): no session's visibility can be
+    decided, so grep fails with exit 5 like facts, read and validate, instead
+    of skipping every session and exiting 1 ("no match")."""
+    import sqlite3
+
+    db = sqlite3.connect(store / "facts.sqlite3")
+    db.execute(f"UPDATE meta SET value = {value} WHERE key = 'generation'")
+    db.commit()
+    db.close()
+    before = tree_hash(store)
+    for args in (["widget"], ["widget", "--json"], ["widget", "-c"]):
+        r = grep(store, *args)
+        assert r.exit_code == 5, (args, r.exit_code, r.stderr)
+        assert "generation" in r.stderr and "skipped" not in r.stderr
+    assert tree_hash(store) == before

@@ -261,8 +261,10 @@ def test_an_error_mid_stream_still_ends_one_json_document(config_dir):
 
 
 @pytest.mark.parametrize("argv", [["validate"], ["facts"], ["facts", "--format", "jsonl"],
-                                  ["history", "{fid}"], ["context"]])
-def test_lock_wait_reaches_the_snapshot_of_a_live_database(built, monkeypatch, argv):
+                                  ["history", "{fid}"], ["context"],
+                                  ["read", "2026-03-01-alpha", "1", "3"], ["grep", "tabs"],
+                                  ["export", "-o", "{tmp}/b.tar"]])
+def test_lock_wait_reaches_the_snapshot_of_a_live_database(built, monkeypatch, argv, tmp_path):
     """With a live writer (an open -wal), a read takes a private snapshot and waits
     --lock-wait seconds for it to be stable, not the fixed 5 s busy timeout."""
     from lecode_memctl.core import facts as facts_mod
@@ -280,12 +282,78 @@ def test_lock_wait_reaches_the_snapshot_of_a_live_database(built, monkeypatch, a
     writer = FactStore(store.facts_db, on_connect=lambda db: db.execute("PRAGMA wal_autocheckpoint=0"))
     try:
         writer.add("a fact a live writer has not checkpointed")
-        argv = [a.replace("{fid}", ids[0]) for a in argv]
+        argv = [a.replace("{fid}", ids[0]).replace("{tmp}", str(tmp_path)) for a in argv]
         r = run_cli("-C", str(project), *argv, "--lock-wait", "0.25")
         assert r.exit_code == 6, (r.exit_code, r.stderr)
         assert seen and set(seen) == {0.25}
     finally:
         writer.close()
+
+
+@pytest.mark.parametrize("argv", [["secrets", "--json"], ["redact", "--yes", "--json"]])
+def test_lock_wait_reaches_the_snapshot_in_secrets_and_redact(built, monkeypatch, argv):
+    """secrets reads the facts through a snapshot: with --lock-wait it waits that
+    long; a database it could not read makes the scan not OK (exit 1), and
+    redact refuses to change anything (exit 5)."""
+    from lecode_memctl.core import facts as facts_mod
+    from lecode_memctl.core.errors import StoreBusy
+    from lecode_memctl.core.facts import FactStore
+
+    project, store, _ids = built
+    seen = []
+
+    def busy_snapshot(path, wal, timeout):  # noqa: ANN001,ANN202
+        seen.append(timeout)
+        raise StoreBusy(f"{path}: kept changing (test)")
+
+    monkeypatch.setattr(facts_mod, "private_snapshot", busy_snapshot)
+    writer = FactStore(store.facts_db, on_connect=lambda db: db.execute("PRAGMA wal_autocheckpoint=0"))
+    try:
+        writer.add("a fact a live writer has not checkpointed")
+        r = run_cli("-C", str(project), *argv, "--jobs", "1", "--lock-wait", "0.25")
+        assert r.exit_code == (1 if argv[0] == "secrets" else 5), (r.exit_code, r.stderr)
+        assert "kept changing" in r.stdout + r.stderr
+        assert seen and set(seen) == {0.25}
+    finally:
+        writer.close()
+
+
+def test_redact_waits_lock_wait_for_the_database_lock(tmp_path, monkeypatch):
+    """redact's writes (forgetting a fact whose text holds a value, cleaning the
+    database) wait --lock-wait seconds for the lock, then exit 6; not a fixed 5 s."""
+    from lecode_memctl.core import redact as redact_mod
+    from lecode_memctl.core.facts import FactStore
+
+    from . import secretstore
+
+    timeouts: list[tuple[str, float]] = []
+    real_init, real_clean = FactStore.__init__, redact_mod.clean_database
+
+    def init(self, path, *, busy_timeout=5.0, **kw):  # noqa: ANN001,ANN202
+        timeouts.append(("facts", busy_timeout))
+        real_init(self, path, busy_timeout=busy_timeout, **kw)
+
+    def clean(store, timeout=5.0):  # noqa: ANN001,ANN202
+        timeouts.append(("clean", timeout))
+        real_clean(store, timeout)
+
+    monkeypatch.setattr(FactStore, "__init__", init)
+    monkeypatch.setattr(redact_mod, "clean_database", clean)
+    p = secretstore.build(tmp_path, seed=7)
+    timeouts.clear()
+    db = sqlite3.connect(p.store / "facts.sqlite3", timeout=0)
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        r = run_cli("--store", str(p.store), "redact", "--yes", "--jobs", "1", "--lock-wait", "0.1")
+        assert r.exit_code == 6, (r.exit_code, r.stderr)
+    finally:
+        db.rollback()
+        db.close()
+    assert timeouts and {t for _k, t in timeouts} == {0.1}
+    timeouts.clear()
+    r = run_cli("--store", str(p.store), "redact", "--yes", "--jobs", "1", "--lock-wait", "4.5")
+    assert r.exit_code == 0, (r.exit_code, r.stderr)
+    assert ("clean", 4.5) in timeouts and {t for _k, t in timeouts} == {4.5}
 
 
 # ---------------------------------------------------------------- grep, secrets, redact,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import orjson
 import pytest
@@ -278,3 +279,41 @@ def test_a_long_token_in_a_fact_is_reported_once(planted):
     facts = [f for f in doc["findings"] if f["kind"] == "fact" and f["hash"] in hashes]
     assert len(facts) == 3
     assert [f for f in doc["findings"] if f["kind"] == "database"] == []
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "wal_fifo"])
+def test_a_database_that_is_not_a_regular_file_is_unreadable(tmp_path, kind):
+    """facts.sqlite3 (or its -wal) a FIFO or a directory: the facts cannot be
+    read and may hold a value, so the scan is not OK (exit 1, 'could not read'),
+    never a silent skip with exit 0; redact refuses (exit 5)."""
+    store = tmp_path / "store"
+    (store / "notes").mkdir(parents=True)
+    (store / "MEMORY.md").write_text("# memory\n\n- nothing secret here\n")
+    name = "facts.sqlite3-wal" if kind == "wal_fifo" else "facts.sqlite3"
+    if kind == "directory":
+        (store / name).mkdir()
+    else:
+        os.mkfifo(store / name)
+
+    def state() -> list[tuple[str, int, int, bytes | None]]:
+        # tree_hash would open the FIFO (and block)
+        out = []
+        for dirpath, dirnames, filenames in os.walk(store):
+            for n in dirnames + filenames:
+                p = os.path.join(dirpath, n)
+                st = os.lstat(p)
+                data = Path(p).read_bytes() if os.path.isfile(p) and not os.path.islink(p) else None
+                out.append((p, st.st_mode, st.st_mtime_ns, data))
+        return sorted(out)
+
+    before = state()
+    r = run_cli("--store", str(store), "secrets", "--json", "--jobs", "1")
+    assert r.exit_code == 1, (r.exit_code, r.stdout, r.stderr)
+    doc = orjson.loads(r.stdout_bytes)
+    proj = doc["projects"][0]
+    assert doc["ok"] is False and proj["unreadable"] == 1 and not doc["findings"]
+    assert any(s["file"] == name and s["unreadable"] for s in proj["skipped"])
+    r = run_cli("--store", str(store), "secrets")
+    assert r.exit_code == 1 and name in r.stdout + r.stderr
+    assert run_cli("--store", str(store), "redact", "--yes", "--jobs", "1").exit_code == 5
+    assert state() == before

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .options import JsonOpt
+from .options import JsonOpt, LockWaitOpt
 from .registry import command
 from .state import STATE
 
@@ -29,6 +29,7 @@ def export(
     with_backups: Annotated[bool, typer.Option(
         "--with-backups", help="Also include the Markdown .bak files.")] = False,
     json_: JsonOpt = False,
+    lock_wait: LockWaitOpt = 5.0,
 ) -> None:
     """Write one store as a self-verifying evidence bundle; changes nothing.
 
@@ -71,11 +72,11 @@ def export(
                              "or redirect stdout")
         out = sys.stdout.buffer
         sys.stdout.flush()
-        res = export_bundle(store, out, with_backups=with_backups)
+        res = export_bundle(store, out, with_backups=with_backups, lock_wait=lock_wait)
         out.flush()
         _summary(res, err=True)
         return
-    res = export_to_file(store, output, with_backups=with_backups)
+    res = export_to_file(store, output, with_backups=with_backups, lock_wait=lock_wait)
     if json_:
         emit_json({"type": "export", "schema_version": SCHEMA_VERSION, **res.to_json()})
         return

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from .completion import complete_grep_role, complete_session_id
-from .options import MAX_COUNT, JsonOpt, OffsetOpt
+from .options import MAX_COUNT, JsonOpt, LockWaitOpt, OffsetOpt
 from .registry import command
 from .state import STATE
 
@@ -76,6 +76,7 @@ def grep(
     fmt: Annotated[str | None, typer.Option(
         "--format", "-f", metavar="FORMAT",
         help="human (default), json, jsonl (one hit per line, streamed), csv or tsv.")] = None,
+    lock_wait: LockWaitOpt = 5.0,
 ) -> None:
     """Search transcripts: message text, tool-call arguments, tool results and
     compaction summaries.
@@ -115,7 +116,8 @@ def grep(
                     session_ids=session, roles=role,
                     since=parse_time(since) if since else None,
                     until=parse_time(until) if until else None,
-                    purpose=purpose, include_hidden=include_hidden, context=context)
+                    purpose=purpose, include_hidden=include_hidden, context=context,
+                    lock_wait=lock_wait)
     hits = []
     per_session: dict[str, int] = {}
     truncated = False
@@ -259,6 +261,7 @@ def secrets(
         "--format", "-f", metavar="FORMAT",
         help="human (default), json, jsonl (each store's secrets, then its scan row), "
              "csv, tsv (the secrets) or prometheus.")] = None,
+    lock_wait: LockWaitOpt = 5.0,
 ) -> None:
     """Audit a store for credentials: cloud keys, tokens, private keys,
     passwords in URLs, high-entropy strings.  Never prints a value.
@@ -310,7 +313,8 @@ def secrets(
     else:
         stores = [STATE.existing_store()]
     detector = Detector()
-    reports = [scan_store(st, detector=detector, allowlist=allowed, jobs=_jobs(jobs))
+    reports = [scan_store(st, detector=detector, allowlist=allowed, jobs=_jobs(jobs),
+                          lock_wait=lock_wait)
                for st in stores]
     ok = all(r.ok for r in reports)
     code = 0 if ok else 1
@@ -394,6 +398,7 @@ def redact(
         help="Worker processes for scanning (default 0: one per available CPU).")] = 0,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     json_: JsonOpt = False,
+    lock_wait: LockWaitOpt = 5.0,
 ) -> None:
     """Erase the credentials 'memctl secrets' finds (all, or those picked).
 
@@ -458,7 +463,8 @@ def redact(
             if not os.path.lexists(ss.path(sid)):
                 raise ss.not_found(sid)
     allowed = load_allowlist(allowlist if allowlist is not None else _default_allowlist())
-    report = scan_store(store, detector=Detector(), allowlist=allowed, jobs=_jobs(jobs))
+    report = scan_store(store, detector=Detector(), allowlist=allowed, jobs=_jobs(jobs),
+                        lock_wait=lock_wait)
     if report.unreadable:
         from lecode_memctl.core.errors import StoreCorrupt
 
@@ -468,7 +474,7 @@ def redact(
                            "holds; nothing was changed"
                            + (f" ({more} more unreadable)" if more > 0 else ""))
     picked = select(report.findings, sessions=session, seqs=seq, detectors=detector, pattern=rx)
-    plan = plan_redaction(store, picked)
+    plan = plan_redaction(store, picked, lock_wait=lock_wait)
     doc = plan.to_json()
     if dry_run or plan.empty:
         if json_:
@@ -487,7 +493,7 @@ def redact(
 
             echo("nothing redacted", err=True)
             raise typer.Exit(1)
-    result = apply_redaction(store, plan)
+    result = apply_redaction(store, plan, lock_wait=lock_wait)
     if json_:
         emit_json({"type": "redact", "schema_version": SCHEMA_VERSION,
                    "dry_run": False, "plan": doc, "result": result.to_json()})

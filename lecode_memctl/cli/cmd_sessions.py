@@ -7,7 +7,17 @@ from typing import Annotated
 import typer
 
 from .completion import complete_session_id
-from .options import MAX_COUNT, FormatOpt, JsonOpt, LimitOpt, OffsetOpt, SinceOpt, UntilOpt, sort_option
+from .options import (
+    MAX_COUNT,
+    FormatOpt,
+    JsonOpt,
+    LimitOpt,
+    LockWaitOpt,
+    OffsetOpt,
+    SinceOpt,
+    UntilOpt,
+    sort_option,
+)
 from .registry import command
 from .state import STATE
 
@@ -125,6 +135,7 @@ def read(
         "--all", help="Every page from --offset to the end, one compact JSON document a "
         "line, all from one capture (one source.digest).")] = False,
     json_: JsonOpt = False,
+    lock_wait: LockWaitOpt = 5.0,
 ) -> None:
     """Print the visible messages of a session range, paged, with its source reference.
 
@@ -168,14 +179,14 @@ def read(
     from lecode_memctl.core.paging import page_document
     from lecode_memctl.core.project import hidden_range, range_meta
     from lecode_memctl.core.rowmodel import doc_head
-    from lecode_memctl.core.sessions import SessionStore, SpanHidden, check_range
+    from lecode_memctl.core.sessions import SessionStore, SpanHidden, StoreExclusions, check_range
 
     from .output import emit_json
 
     check_range(start, end, max_span=200)
     store = STATE.existing_store()
-    # SessionStore(store) reads the store's facts.sqlite3 read-only for exclusions.
-    with SessionStore(store) as sessions:
+    # The store's facts.sqlite3, read-only, for exclusions (--lock-wait for its snapshot).
+    with SessionStore(store, StoreExclusions(store.facts_db, lock_wait)) as sessions:
         try:
             snap = sessions.source_snapshot(session, start, end, "working")
         except SpanHidden as exc:

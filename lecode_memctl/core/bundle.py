@@ -206,11 +206,12 @@ class _Staged:
     database: dict[str, Any] = field(default_factory=dict)
 
 
-def _stage_database(store: Store, dest: Path, st: _Staged) -> None:
-    from .facts import FactStore
+def _stage_database(store: Store, dest: Path, st: _Staged, lock_wait: float | None = None) -> None:
+    from .facts import BUSY_TIMEOUT, FactStore
 
     try:
-        fs = FactStore.open_readonly(store.facts_db)
+        fs = FactStore.open_readonly(store.facts_db,
+                                     busy_timeout=BUSY_TIMEOUT if lock_wait is None else lock_wait)
     except StoreCorrupt as exc:
         # Not readable as a lecode database (garbage, a newer schema, ...): keep its
         # bytes as they are, so that the recipient sees what validate saw.
@@ -237,10 +238,10 @@ def _stage_database(store: Store, dest: Path, st: _Staged) -> None:
         fs.close()
 
 
-def _stage(store: Store, dest: Path, with_backups: bool) -> _Staged:
+def _stage(store: Store, dest: Path, with_backups: bool, lock_wait: float | None = None) -> _Staged:
     st = _Staged()
     os.mkdir(dest, 0o700)
-    _stage_database(store, dest, st)
+    _stage_database(store, dest, st, lock_wait)
     # transcripts, then Markdown; anything else is named in `skipped`
     todo: list[tuple[str, str, bool]] = []
     root = store.path
@@ -466,14 +467,17 @@ def write_bundle(out: IO[bytes], stage_dir: Path, manifest: dict[str, Any],
 
 
 def export_bundle(store: Store, out: IO[bytes], *, compression: str | None = None,
-                  with_backups: bool = False, now: float | None = None) -> ExportResult:
-    """Write a bundle of ``store`` to the binary stream ``out``.  Reads the store only."""
+                  with_backups: bool = False, now: float | None = None,
+                  lock_wait: float | None = None) -> ExportResult:
+    """Write a bundle of ``store`` to the binary stream ``out``.  Reads the store only.
+    ``lock_wait``: seconds to wait for a stable snapshot of the facts database
+    (default the 5 s busy timeout)."""
     store.require()
     tmp = Path(private_tempdir("memctl-export-", store.path))  # never inside the store
     try:
         os.chmod(tmp, 0o700)
         stage_dir = tmp / STORE_DIR
-        staged = _stage(store, stage_dir, with_backups)
+        staged = _stage(store, stage_dir, with_backups, lock_wait)
         manifest = build_manifest(store, staged, stage_dir, with_backups=with_backups,
                                   now=time.time() if now is None else now)
         digest, n = write_bundle(out, stage_dir, manifest, compression)
@@ -491,7 +495,8 @@ def _inside(child: Path, parent: Path) -> bool:
 
 
 def export_to_file(store: Store, output: str | os.PathLike[str], *,
-                   with_backups: bool = False, now: float | None = None) -> ExportResult:
+                   with_backups: bool = False, now: float | None = None,
+                   lock_wait: float | None = None) -> ExportResult:
     """Write a bundle to a new file ``output`` (never inside the store; an
     existing file is a conflict).  Written to a temporary file beside it, then
     linked into place, so that a failed export leaves nothing behind."""
@@ -514,7 +519,7 @@ def export_to_file(store: Store, output: str | os.PathLike[str], *,
     try:
         with os.fdopen(fd, "wb") as fh:
             res = export_bundle(store, fh, compression=compression_for(target.name),
-                                with_backups=with_backups, now=now)
+                                with_backups=with_backups, now=now, lock_wait=lock_wait)
             fh.flush()
             os.fsync(fh.fileno())
         try:

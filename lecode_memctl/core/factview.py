@@ -348,10 +348,14 @@ def recall(facts: FactStore | None, sessions: SessionReader, fact_id: str, *, of
         return meta
     ref = fact.source
     records = sessions.records(ref.session_id, ref.start, ref.end)
-    from .sourceref import canonical_digest
+    from .sourceref import RecordsUndigestible, canonical_digest
 
-    if canonical_digest(records) != ref.digest:  # changed since it was validated
-        s = status_for("digest_mismatch")
+    try:
+        digest: str | None = canonical_digest(records)
+    except RecordsUndigestible:
+        digest = None
+    if digest != ref.digest:  # changed since it was validated
+        s = status_for("digest_mismatch" if digest is not None else "records_corrupt")
         return {**(head or {}), "fact_id": fact_id, "revision": fact.revision, "status": s.status,
                 "reason": s.reason, "about_revision": fact.revision}
     wanted = set(ref.seqs)

@@ -56,21 +56,34 @@ def _key_path(key: str) -> str:
 
 def string_leaves(value: Any, path: str, *, skip_binary: bool = True) -> Iterator[tuple[str, str]]:
     """(JSON path, string) for every string leaf under ``value`` (dict keys are
-    not leaves).  ``skip_binary``: the ``data`` of a ``{"type": "binary"}``
-    part is left out (base64 attachments are not text)."""
-    if isinstance(value, str):
-        yield path, value
-    elif isinstance(value, Mapping):
-        binary = skip_binary and value.get("type") == "binary"
-        for k, v in value.items():
-            if not isinstance(k, str):
-                continue
-            if binary and k == "data":
-                continue
-            yield from string_leaves(v, path + _key_path(k), skip_binary=skip_binary)
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from string_leaves(v, f"{path}[{i}]", skip_binary=skip_binary)
+    not leaves), depth first in document order.  ``skip_binary``: the ``data``
+    of a ``{"type": "binary"}`` part is left out (base64 attachments are not
+    text).  Iterative: a record nested 1,000 levels deep (the JSON parser
+    accepts 1024) is walked like any other, never a RecursionError."""
+    stack: list[Iterator[tuple[str, Any]]] = [iter(((path, value),))]
+    while stack:
+        nxt = next(stack[-1], None)
+        if nxt is None:
+            stack.pop()
+            continue
+        p, v = nxt
+        if isinstance(v, str):
+            yield p, v
+        elif isinstance(v, Mapping):
+            stack.append(_members(v, p, skip_binary and v.get("type") == "binary"))
+        elif isinstance(v, list):
+            stack.append(_items(v, p))
+
+
+def _members(value: Mapping[Any, Any], path: str, binary: bool) -> Iterator[tuple[str, Any]]:
+    for k, v in value.items():
+        if isinstance(k, str) and not (binary and k == "data"):
+            yield path + _key_path(k), v
+
+
+def _items(value: list[Any], path: str) -> Iterator[tuple[str, Any]]:
+    for i, v in enumerate(value):
+        yield f"{path}[{i}]", v
 
 
 def searchable_fields(record: Mapping[str, Any]) -> Iterator[tuple[str, str, str]]:
@@ -190,6 +203,7 @@ class GrepRun:
     literal: str | None = None      # the pattern, when it is literal text
     skipped: list[tuple[str, str]] = field(default_factory=list)
     sessions_searched: int = 0
+    lock_wait: float | None = None  # seconds for a stable facts snapshot; None: 5 s
 
     def hits(self) -> Iterator[GrepHit]:
         if self.purpose not in PURPOSES:
@@ -201,7 +215,7 @@ class GrepRun:
             if bad:
                 raise UsageError(f"unknown role {bad[0]!r}; use one of {', '.join(GREP_ROLES)}")
         self.store.require()
-        sessions, closer = _open_sessions(self.store)
+        sessions, closer = _open_sessions(self.store, self.lock_wait)
         try:
             ids = self.session_ids
             if ids is None:
@@ -222,8 +236,15 @@ class GrepRun:
         try:
             hdr = sessions.header(sid)
             reader = sessions.exclusion_reader(sid)
-            excluded = reader.excluded_seqs(sid)
-            generation = reader.generation()
+        except (MemctlError, OSError) as exc:
+            self.skipped.append((sid, str(exc)))
+            return
+        # The store's exclusions and generation: when they cannot be read
+        # (StoreCorrupt, exit 5) no session's visibility can be decided; that
+        # is the store's failure, not one session's to skip (issue 16.4).
+        excluded = reader.excluded_seqs(sid)
+        generation = reader.generation()
+        try:
             items = _records(sessions.path(sid), self._literal())
         except (MemctlError, OSError) as exc:
             self.skipped.append((sid, str(exc)))
@@ -357,29 +378,33 @@ def _records(path: str, literal: tuple[bytes, bool] | None) -> Iterator[dict[str
                 yield rec
 
 
-def _open_sessions(store: Store) -> tuple[SessionStore, Callable[[], None] | None]:
+def _open_sessions(store: Store, lock_wait: float | None = None
+                   ) -> tuple[SessionStore, Callable[[], None] | None]:
     """A SessionStore with the project's exclusions, read-only (nothing created)."""
     if not os.path.lexists(store.facts_db):
         return SessionStore(store, NoExclusions()), None
-    from .facts import FactStore
+    from .facts import BUSY_TIMEOUT, FactStore
 
-    fs = FactStore.open_readonly(store.facts_db)
+    fs = FactStore.open_readonly(store.facts_db,
+                                 busy_timeout=BUSY_TIMEOUT if lock_wait is None else lock_wait)
     return SessionStore(store, fs), fs.close
 
 
 def grep(store: Store, pattern: str, *, fixed: bool = False, ignore_case: bool = False,
          session_ids: Iterable[str] | None = None, roles: Iterable[str] | None = None,
          since: datetime | None = None, until: datetime | None = None,
-         purpose: str = "working", include_hidden: bool = False, context: int = 0) -> GrepRun:
+         purpose: str = "working", include_hidden: bool = False, context: int = 0,
+         lock_wait: float | None = None) -> GrepRun:
     """Prepare a search (the pattern is compiled now: a bad one is a UsageError);
-    iterate ``.hits()`` for the results."""
+    iterate ``.hits()`` for the results.  ``lock_wait``: seconds to wait for a
+    stable snapshot of the facts database (default the 5 s busy timeout)."""
     regex = compile_pattern(pattern, fixed=fixed, ignore_case=ignore_case)
     if purpose not in PURPOSES:
         raise UsageError(f"unknown purpose {purpose!r}; use working or durable")
     literal = pattern if fixed or not any(c in pattern for c in ".^$*+?{}[]|()\\") else None
     return GrepRun(store, regex, list(session_ids) if session_ids is not None else None,
                    frozenset(roles) if roles is not None else None, since, until, purpose,
-                   include_hidden, context, literal)
+                   include_hidden, context, literal, lock_wait=lock_wait)
 
 
 __all__ = ["grep", "GrepRun", "GrepHit", "compile_pattern", "searchable_fields",

@@ -163,13 +163,19 @@ def rewrite_transcript(data: bytes, values: Mapping[str, str]) -> tuple[bytes, l
             continue
         rec = json_object(piece)
         if rec is not None:
-            rec, n = _replace_leaves(rec, values)
-            new = orjson.dumps(rec)
+            seq = rec.get("seq")
+            try:
+                rec, n = _replace_leaves(rec, values)
+                new = orjson.dumps(rec)
+            except (RecursionError, orjson.JSONEncodeError):
+                # nested deeper than orjson writes (255 levels; its parser takes
+                # 1024): the record's line is rewritten byte for byte
+                new, n = piece, 0
             new, n2 = _replace_bytes(new, values)   # a value in a key, say
             if n + n2:
                 total += n + n2
-                if isinstance(rec.get("seq"), int):
-                    seqs.append(rec["seq"])
+                if isinstance(seq, int):
+                    seqs.append(seq)
             out.append(new)
             continue
         new, n = _replace_bytes(piece, values)
@@ -183,8 +189,10 @@ def rewrite_transcript(data: bytes, values: Mapping[str, str]) -> tuple[bytes, l
 # Planning
 
 
-def plan_redaction(store: Store, findings: Iterable[Finding]) -> RedactPlan:
-    """What redact would do for these findings (reads only)."""
+def plan_redaction(store: Store, findings: Iterable[Finding], *,
+                   lock_wait: float = BUSY_TIMEOUT) -> RedactPlan:
+    """What redact would do for these findings (reads only).  ``lock_wait``:
+    seconds to wait for a stable snapshot of the facts database."""
     findings = list(findings)
     plan = RedactPlan(store.slug, os.fspath(store.path), len(findings))
     for f in findings:
@@ -258,7 +266,7 @@ def plan_redaction(store: Store, findings: Iterable[Finding]) -> RedactPlan:
     if os.path.lexists(store.facts_db):
         from .facts import FactStore
 
-        fs = FactStore.open_readonly(store.facts_db)
+        fs = FactStore.open_readonly(store.facts_db, busy_timeout=lock_wait)
         try:
             plan.generation = fs.generation()
             todo = [f for f in plan.forget_facts if fs.get(f) is not None]
@@ -310,14 +318,14 @@ class RedactResult:
                 "database_cleaned": self.database_cleaned}
 
 
-def _check_database(store: Store) -> None:
+def _check_database(store: Store, lock_wait: float = BUSY_TIMEOUT) -> None:
     """Before any change: the database must be lecode's (another application's is
     refused, exit 5) and readable."""
     if not os.path.lexists(store.facts_db):
         return
     from .facts import FactStore
 
-    fs = FactStore.open_readonly(store.facts_db)
+    fs = FactStore.open_readonly(store.facts_db, busy_timeout=lock_wait)
     try:
         if fs.exists and not fs.tables:   # an empty file: nothing to clean
             return
@@ -328,7 +336,10 @@ def _check_database(store: Store) -> None:
         fs.close()
 
 
-def apply_redaction(store: Store, plan: RedactPlan) -> RedactResult:
+def apply_redaction(store: Store, plan: RedactPlan, *, lock_wait: float = BUSY_TIMEOUT) -> RedactResult:
+    """Carry out ``plan``.  ``lock_wait``: seconds to wait for the facts
+    database's lock (and for a stable snapshot of it) before StoreBusy; the
+    session locks are never waited for (exit 6 while lecode holds one)."""
     from . import atomic
     from .sessions import lock_session
 
@@ -337,7 +348,7 @@ def apply_redaction(store: Store, plan: RedactPlan) -> RedactResult:
         return result
     root = os.fspath(store.path)
     if plan.clean_database:
-        _check_database(store)
+        _check_database(store, lock_wait)
     sessions_dir = os.path.join(root, "sessions")
     locks: list[int] = []
     try:
@@ -374,7 +385,7 @@ def apply_redaction(store: Store, plan: RedactPlan) -> RedactResult:
     if plan.forget_facts:
         from .facts import FactStore
 
-        fs = FactStore(store.facts_db)
+        fs = FactStore(store.facts_db, busy_timeout=lock_wait)
         try:
             for fid in plan.forget_facts:
                 if fs.forget(fid):
@@ -382,7 +393,7 @@ def apply_redaction(store: Store, plan: RedactPlan) -> RedactResult:
         finally:
             fs.close()
     if plan.clean_database and os.path.lexists(store.facts_db):
-        clean_database(store)
+        clean_database(store, lock_wait)
         result.database_cleaned = True
     return result
 

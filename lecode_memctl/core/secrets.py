@@ -413,6 +413,9 @@ def _skip_file(rel: str) -> bool:
                                         and rel.endswith(".lock"))
 
 
+_NOT_A_DATABASE = "not a regular file: the facts database cannot be read"
+
+
 def store_files(store: Store, report: SecretsReport) -> list[str]:
     """Relative paths of the regular files of the store, sorted; symbolic
     links and other special files are listed in ``report.skipped``."""
@@ -421,9 +424,11 @@ def store_files(store: Store, report: SecretsReport) -> list[str]:
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         for name in sorted(dirnames):
             p = os.path.join(dirpath, name)
+            rel = os.path.relpath(p, root).replace(os.sep, "/")
             if os.path.islink(p):
-                report.skipped.append(Skipped(os.path.relpath(p, root), "symbolic link; not followed",
-                                              False))
+                report.skipped.append(Skipped(rel, "symbolic link; not followed", False))
+            elif is_database(rel):
+                report.skipped.append(Skipped(rel, _NOT_A_DATABASE))
         for name in filenames:
             p = os.path.join(dirpath, name)
             rel = os.path.relpath(p, root).replace(os.sep, "/")
@@ -435,7 +440,10 @@ def store_files(store: Store, report: SecretsReport) -> list[str]:
             if stat.S_ISLNK(st.st_mode):
                 report.skipped.append(Skipped(rel, "symbolic link; not followed", False))
             elif not stat.S_ISREG(st.st_mode):
-                report.skipped.append(Skipped(rel, "not a regular file", False))
+                # the facts database (or its -wal) not a regular file: its facts
+                # cannot be read, and may hold a value
+                report.skipped.append(Skipped(rel, _NOT_A_DATABASE) if is_database(rel)
+                                      else Skipped(rel, "not a regular file", False))
             elif not _skip_file(rel):
                 out.append(rel)
     return sorted(out)
@@ -445,8 +453,9 @@ class Scanner:
     """One store's scan.  :meth:`run` fills and returns a :class:`SecretsReport`."""
 
     def __init__(self, store: Store, detector: Detector, *,
-                 allowlist: frozenset[str] = frozenset()) -> None:
+                 allowlist: frozenset[str] = frozenset(), lock_wait: float | None = None) -> None:
         self.store = store
+        self.lock_wait = lock_wait   # seconds for a stable facts snapshot; None: 5 s
         self.detector = detector
         self.allowlist = allowlist
         self.report = SecretsReport(store.slug, os.fspath(store.path))
@@ -512,11 +521,13 @@ class Scanner:
         return _text_hits(self.detector, text, filename)
 
     def _facts(self) -> set[str]:
-        from .facts import FactStore
+        from .facts import BUSY_TIMEOUT, FactStore
 
         values: set[str] = set()
         try:
-            fs = FactStore.open_readonly(self.store.facts_db)
+            fs = FactStore.open_readonly(
+                self.store.facts_db,
+                busy_timeout=BUSY_TIMEOUT if self.lock_wait is None else self.lock_wait)
         except MemctlError as exc:
             self.report.skipped.append(Skipped(FACTS_DB, f"facts not read: {exc}"))
             return values
@@ -640,9 +651,12 @@ def _scan_file_job(args: tuple[str, str]) -> FileScan:
 
 
 def scan_store(store: Store, *, detector: Detector | None = None,
-               allowlist: frozenset[str] = frozenset(), jobs: int = 1) -> SecretsReport:
-    """Scan one store (reads only)."""
-    return Scanner(store, detector or Detector(), allowlist=allowlist).run(jobs=jobs)
+               allowlist: frozenset[str] = frozenset(), jobs: int = 1,
+               lock_wait: float | None = None) -> SecretsReport:
+    """Scan one store (reads only).  ``lock_wait``: seconds to wait for a stable
+    snapshot of the facts database (default the 5 s busy timeout)."""
+    return Scanner(store, detector or Detector(), allowlist=allowlist,
+                   lock_wait=lock_wait).run(jobs=jobs)
 
 
 def select(findings: Iterable[Finding], *, sessions: Iterable[str] | None = None,

@@ -48,6 +48,7 @@ from .sourceref import (
     VALID,
     ExclusionReader,
     NoExclusions,
+    RecordsUndigestible,
     SourceRef,
     SourceStatus,
     canonical_digest,
@@ -769,7 +770,11 @@ def _span_decision(ref: SourceRef, records: list[dict[str, Any]], purpose: str, 
                    generation: int, us: UndoState) -> SourceStatus:
     """The status of a reference whose span ``records`` were read completely
     and cleanly: the digest, then each cited position's type and visibility."""
-    if canonical_digest(records) != ref.digest:
+    try:
+        digest = canonical_digest(records)
+    except RecordsUndigestible as exc:
+        return status_for("records_corrupt", exc.detail, exc.seq)
+    if digest != ref.digest:
         return status_for("digest_mismatch")
     by_seq = {r["seq"]: r for r in records}
     for s in ref.seqs:
@@ -807,17 +812,20 @@ class StoreExclusions:
     nothing in the store is created or changed (no database, ``-wal`` or
     ``-shm``).  No database: generation 0, nothing excluded.  A database that
     cannot be read raises (StoreCorrupt, StoreBusy): evidence is never called
-    valid when its exclusions are unknown."""
+    valid when its exclusions are unknown.  ``busy_timeout``: seconds each
+    open waits for a stable snapshot (``--lock-wait``; default 5 s)."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], busy_timeout: float | None = None) -> None:
         self.path = Path(os.fspath(path))
+        self.busy_timeout = busy_timeout
 
     def _read(self, fn: Any) -> Any:
         if not os.path.lexists(self.path):
             return None
-        from .facts import FactStore
+        from .facts import BUSY_TIMEOUT, FactStore
 
-        with FactStore.open_readonly(self.path) as fs:
+        timeout = BUSY_TIMEOUT if self.busy_timeout is None else self.busy_timeout
+        with FactStore.open_readonly(self.path, busy_timeout=timeout) as fs:
             return fn(fs)
 
     def generation(self) -> int:
@@ -1279,7 +1287,10 @@ class SessionStore:
             raise SpanHidden(f"no message in {session_id}:{start}-{end} (only events)",
                              "not_message", start, **where)
         lo, hi = vis[0], vis[-1]
-        digest = canonical_digest(r for r in sr.records if lo <= r["seq"] <= hi)
+        try:
+            digest = canonical_digest(r for r in sr.records if lo <= r["seq"] <= hi)
+        except RecordsUndigestible as exc:
+            raise StoreCorrupt(f"session {session_id}: {exc}") from None
         ref = SourceRef(session_id, tuple(vis), digest)
         clamped_end = sr.records[-1]["seq"]
         return Snapshot(ref, sr.records, vis, start, clamped_end,

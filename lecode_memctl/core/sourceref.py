@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from .errors import UsageError
+from .errors import StoreCorrupt, UsageError
 
 MAX_SPAN = 200  # positions, inclusive span min(seqs)..max(seqs)
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}\Z")  # \Z: "$" would accept a trailing newline
@@ -73,9 +73,38 @@ def check_session_id(session_id: object) -> str:
     return session_id
 
 
+class RecordsUndigestible(StoreCorrupt):
+    """The records of a span have no canonical bytes: orjson refuses to
+    serialize them (a value nested deeper than its 255 levels, which its
+    parser, good to 1024, accepted).  lecode, hashing with orjson too, cannot
+    digest them either: a reference to them can never validate.  Validation
+    reports the span ``stale`` (``records_corrupt``) with :attr:`detail`; a
+    command that needs the digest (``read``) fails with exit 5."""
+
+    def __init__(self, message: str, *, detail: str, seq: object = None) -> None:
+        super().__init__(message)
+        self.detail = detail
+        self.seq = seq if isinstance(seq, int) and not isinstance(seq, bool) else None
+
+
 def canonical_bytes(records: Iterable[Mapping[str, Any]]) -> bytes:
-    """The JSON array of the records, keys sorted at every level, no whitespace, UTF-8."""
-    return orjson.dumps(list(records), option=orjson.OPT_SORT_KEYS)
+    """The JSON array of the records, keys sorted at every level, no whitespace, UTF-8.
+    :class:`RecordsUndigestible` when orjson cannot serialize them."""
+    recs = list(records)
+    try:
+        return orjson.dumps(recs, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError as exc:
+        seq = None
+        for r in recs:   # the first record that fails alone: the one to name
+            try:
+                orjson.dumps(r, option=orjson.OPT_SORT_KEYS)
+            except orjson.JSONEncodeError:
+                seq = r.get("seq") if isinstance(r, Mapping) else None
+                break
+        where = f"the record at seq {seq}" if seq is not None else "a record of the span"
+        detail = f"{where} cannot be digested ({exc}; orjson serializes at most 255 levels of nesting)"
+        raise RecordsUndigestible(f"{detail}: no reference to it can be computed or validated",
+                                  detail=detail, seq=seq) from None
 
 
 def canonical_digest(records: Iterable[Mapping[str, Any]]) -> str:

@@ -26,7 +26,7 @@ from ..sessions import (
     fast_seq,
     load_record,
 )
-from ..sourceref import MAX_SPAN, VALID, SourceStatus, canonical_digest, status_for
+from ..sourceref import MAX_SPAN, VALID, RecordsUndigestible, SourceStatus, canonical_digest, status_for
 from .codes import ERROR, WARNING
 
 TORN_TAIL_GRACE_SECONDS = 60.0
@@ -524,7 +524,11 @@ def _span_status(seqs: tuple[int, ...], digest: str, purpose: str, records: dict
                 return status_for("position_missing", f"the transcript ends at seq {last_seq}", s)
             return status_for("records_corrupt", f"seq {s} is missing from the span")
         span.append(r)
-    if canonical_digest(span) != digest:
+    try:
+        span_digest = canonical_digest(span)
+    except RecordsUndigestible as exc:
+        return status_for("records_corrupt", exc.detail, exc.seq)
+    if span_digest != digest:
         return status_for("digest_mismatch")
     for s in seqs:
         ok, reason = visible(records[s], purpose=purpose, excluded=excluded,
@@ -608,7 +612,10 @@ def _compaction(compacts: list[tuple[int, dict[str, Any]]], sid: str,
                 "existed): inert, lecode replays raw history and rebuilds it", seq=seq)
             continue
         prev_lineage = prev.get("lineage") if prev is not None else None
-        want = None if prev is None else {"seq": prev.get("seq"), "digest": canonical_digest([prev])}
+        try:
+            want = None if prev is None else {"seq": prev.get("seq"), "digest": canonical_digest([prev])}
+        except RecordsUndigestible as exc:
+            want = {"seq": exc.seq, "digest": None}   # nothing can match it
         got = rec.get("prior")
         if got != want:
             if want is None:

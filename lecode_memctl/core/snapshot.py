@@ -115,6 +115,18 @@ def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
                                                               b.st_mtime_ns)
 
 
+def _pause_before_retry(path: Path, attempt: int, waited: float, timeout: float) -> float:
+    """The pause before a snapshot's next attempt (10 ms, 20 ms, ... capped at
+    50 ms); the time waited so far.  StoreBusy (exit 6) once a writer would
+    have given up waiting for its lock (``timeout``, the busy timeout)."""
+    if waited >= timeout:
+        raise StoreBusy(f"{path}: the facts database kept changing while taking a "
+                        "snapshot; try again")
+    delay = min(0.01 * attempt, 0.05)
+    time.sleep(delay)
+    return waited + delay
+
+
 def private_snapshot(path: Path, wal: Path, timeout: float) -> str:
     """Copy the database and its -wal (never the -shm) into a fresh private
     directory, checking that neither changed while copying.  Returns the dir.
@@ -175,12 +187,7 @@ def private_snapshot(path: Path, wal: Path, timeout: float) -> str:
                         os.close(fd)
                 return tmp
             attempt += 1
-            if waited >= timeout:
-                raise StoreBusy(f"{path}: the facts database kept changing while taking a "
-                                "snapshot; try again")
-            delay = min(0.01 * attempt, 0.05)
-            time.sleep(delay)
-            waited += delay
+            waited = _pause_before_retry(path, attempt, waited, timeout)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -222,12 +229,7 @@ def private_journal_snapshot(path: Path, journal: Path, timeout: float) -> str:
             if db_stable and j_first is None and j_again is None:
                 return tmp  # no journal after all: the database alone is whole
             attempt += 1
-            if waited >= timeout:
-                raise StoreBusy(f"{path}: the facts database kept changing while taking a "
-                                "snapshot; try again")
-            delay = min(0.01 * attempt, 0.05)
-            time.sleep(delay)
-            waited += delay
+            waited = _pause_before_retry(path, attempt, waited, timeout)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

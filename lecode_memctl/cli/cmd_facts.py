@@ -238,7 +238,7 @@ def facts(
             rows = iter_fact_rows(fs, sessions, session_id=session, where=where)
             if status is not None:
                 rows = (r for r in rows if r["status"] == status)
-            return (FACT.row(**r) for r in rows)
+            return (FACT.record(r) for r in rows)
 
         if paged and not filtered:
             # the agent's view: memory_list's page, byte cap included

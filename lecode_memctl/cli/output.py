@@ -172,11 +172,21 @@ def emit_json(obj: Any, *, pretty: bool | None = None) -> None:
 
 
 def emit_jsonl(rows: Iterable[Any]) -> None:
-    """JSON Lines, streamed row by row (escaped on a terminal, as emit_json)."""
+    """JSON Lines, streamed row by row (escaped on a terminal, as emit_json).
+    On a terminal each line is written as it is made; in a pipe the lines go
+    through the output buffer (one write per buffer, not per line)."""
     tty = stdout_is_tty()
+    buf = getattr(sys.stdout, "buffer", None)
+    if tty or buf is None:
+        for row in rows:
+            data = dumps(row) + b"\n"
+            write_bytes(terminal_json(data) if tty else data)
+        return
+    sys.stdout.flush()
+    write = buf.write
     for row in rows:
-        data = dumps(row) + b"\n"
-        write_bytes(terminal_json(data) if tty else data)
+        write(dumps(row) + b"\n")
+    buf.flush()
 
 
 def echo(text: str = "", *, err: bool = False) -> None:
@@ -249,13 +259,19 @@ MACHINE_FORMATS = ("json", "jsonl", "csv", "tsv")
 
 
 def emit_json_array(rows: Iterable[Any]) -> None:
-    """One JSON array, streamed: one element per line, constant memory."""
-    write_bytes(b"[")
+    """One JSON array, streamed: one element per line, constant memory (in a
+    pipe through the output buffer, as :func:`emit_jsonl`)."""
+    buf = getattr(sys.stdout, "buffer", None)
+    write = write_bytes if buf is None or stdout_is_tty() else buf.write
+    sys.stdout.flush()
+    write(b"[")
     first = True
     for row in rows:
-        write_bytes((b"\n" if first else b",\n") + dumps(row))
+        write((b"\n" if first else b",\n") + dumps(row))
         first = False
-    write_bytes(b"\n]\n")
+    write(b"\n]\n")
+    if buf is not None:
+        buf.flush()
 
 
 def emit_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str], fmt: str) -> None:

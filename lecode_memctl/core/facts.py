@@ -369,11 +369,206 @@ def row_text(value: object) -> str:
 
 def _ref_from_row(fact_id: str, revision: int, session_id: str, seqs: str,
                   digest: str) -> SourceRef:
+    if type(seqs) is str:
+        try:
+            ref = SourceRef.checked_fast(session_id, orjson.loads(seqs), digest)
+        except orjson.JSONDecodeError:
+            ref = None
+        if ref is not None:
+            return ref
     where = f"source of {fact_id} revision {revision}"
     try:
         return SourceRef(session_id, _seqs_from_json(seqs, where), digest)
     except UsageError as exc:
         raise StoreCorrupt(f"facts database: {where} is malformed: {exc}") from None
+
+
+def _fetched(cur: sqlite3.Cursor, size: int = 2000) -> Iterator[tuple[Any, ...]]:
+    """A cursor's rows, fetched ``size`` at a time."""
+    while True:
+        rows = cur.fetchmany(size)
+        if not rows:
+            return
+        yield from rows
+
+
+FactGroup = tuple[Any, Any, Any, Any, list[tuple[Any, ...]]]
+"""One fact as stored: ``(fact_id, revision, created, updated, revisions)``,
+each revision ``(revision, text, created, session_id, seqs, digest,
+provenance)`` oldest first: the source columns None without a source row,
+provenance None or ``{session_id: [seq, ...]}``; values as SQLite gives them
+(a damaged row may hold any type)."""
+
+
+def revision_from_stored(fact_id: Any, rev: tuple[Any, ...]) -> Revision:
+    """The Revision of one stored revision of a :data:`FactGroup` (a malformed
+    row keeps its data, with ``source_error`` saying why: issue 16.4)."""
+    revision, text, created, sid, seqs, digest, prov = rev
+    ref: SourceRef | None = None
+    error: str | None = None
+    if sid is not None:
+        try:
+            ref = _ref_from_row(fact_id, revision, sid, seqs, digest)
+        except StoreCorrupt as exc:
+            error = exc.message
+    problem = row_problem(fact_id, text)
+    if problem is not None:     # as revisions() reads it
+        ref, error = None, problem
+    return Revision(fact_id, revision, row_text(text), row_text(created), ref,
+                    tuple(Provenance(s, tuple(q)) for s, q in prov.items()) if prov else (),
+                    error)
+
+
+def fact_from_group(group: FactGroup) -> tuple[Fact, list[Revision]]:
+    """The Fact and its Revisions (oldest first) of a :data:`FactGroup`."""
+    fid, revision, created, updated, stored = group
+    revs = [revision_from_stored(fid, r) for r in stored]
+    cur_rev = revs[-1] if revs[-1].revision == revision else next(
+        (r for r in revs if r.revision == revision), None)
+    if cur_rev is None:
+        raise StoreCorrupt(f"facts database: fact {row_text(fid)!r} has no revision {revision}")
+    # a malformed row keeps its data; its status comes from the revision (hidden)
+    return (Fact(row_text(fid), revision, cur_rev.text, row_text(created), row_text(updated),
+                 cur_rev.source, cur_rev.provenance), revs)
+
+
+# SQLite's order of storage classes: NULL, numbers, text, BLOB
+_SQL_RANK = {type(None): 0, bool: 1, int: 1, float: 1, str: 2, bytes: 3}
+
+
+def _sql_lt(a: Any, b: Any) -> bool:
+    """``a < b`` as SQLite orders values (BINARY collation: text by its UTF-8
+    bytes, which is code point order, as Python compares ``str``)."""
+    ta, tb = _SQL_RANK.get(type(a), 4), _SQL_RANK.get(type(b), 4)
+    if ta != tb:
+        return ta < tb
+    return a < b  # type: ignore[no-any-return]
+
+
+def _sqlite_tempdir_outside(store_dir: Path) -> bool:
+    """Whether the directory SQLite makes its temporary files in (the first
+    usable of $SQLITE_TMPDIR, $TMPDIR, /var/tmp, /usr/tmp, /tmp and ".", as
+    its Unix layer picks it) is outside ``store_dir``: a read never creates
+    a file there, even one unlinked at once (issue 16.8)."""
+    try:
+        store = os.path.realpath(store_dir)
+    except OSError:
+        return False
+    for cand in (os.environ.get("SQLITE_TMPDIR"), os.environ.get("TMPDIR"),
+                 "/var/tmp", "/usr/tmp", "/tmp", "."):
+        if not cand or not os.path.isdir(cand) or not os.access(cand, os.W_OK | os.X_OK):
+            continue
+        real = os.path.realpath(cand)
+        return real != store and not real.startswith(store.rstrip("/") + "/")
+    return False
+
+
+class FactListing:
+    """The rows of a listing being read (:meth:`FactStore.start_listing`):
+    ``groups()`` yields each fact's stored values (:data:`FactGroup`) in id
+    order, once."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.prov: dict[tuple[Any, Any], dict[Any, list[Any]]] = {}
+        self.joined: Iterator[tuple[Any, ...]] | None = None
+        self._cursors: list[sqlite3.Cursor] = []
+        self._thread: Any = None
+        self._error: BaseException | None = None
+
+    def start(self, db: sqlite3.Connection, queries: list[str]) -> None:
+        import threading
+
+        def run() -> None:
+            try:
+                self._cursors = [db.execute(q) for q in queries]  # the sorts run here
+            except BaseException as exc:  # noqa: BLE001 - re-raised by groups()
+                self._error = exc
+
+        self._thread = threading.Thread(target=run, name="memctl-listing", daemon=True)
+        self._thread.start()
+
+    def groups(self) -> Iterator[FactGroup]:
+        if self._thread is not None:
+            self._thread.join()
+            if self._error is not None:
+                if isinstance(self._error, sqlite3.Error):
+                    raise _db_error(self.path, self._error) from None
+                raise self._error
+            yield from _merged_groups(self._cursors, self.prov)
+        elif self.joined is not None:
+            yield from _joined_groups(self.joined, self.prov)
+
+
+def _bare(fact_id: Any, revision: Any) -> StoreCorrupt:
+    return StoreCorrupt(f"facts database: fact {row_text(fact_id)!r} has no revision {revision}")
+
+
+def _joined_groups(rows: Iterable[tuple[Any, ...]],
+                   prov: dict[tuple[Any, Any], dict[Any, list[Any]]]) -> Iterator[FactGroup]:
+    """The groups of the joined query's rows (a 2-tuple: a fact without revisions)."""
+    head: tuple[Any, ...] | None = None
+    revs: list[tuple[Any, ...]] = []
+    for row in rows:
+        if len(row) == 2:
+            if head is not None:
+                yield (*head, revs)
+            raise _bare(*row)
+        fid = row[0]
+        if head is None or head[0] != fid:
+            if head is not None:
+                yield (*head, revs)
+            head = row[:4]
+            revs = []
+        revs.append((*row[4:], prov.pop((fid, row[4]), None) if prov else None))
+    if head is not None:
+        yield (*head, revs)
+
+
+def _merged_groups(cursors: list[sqlite3.Cursor],
+                   prov: dict[tuple[Any, Any], dict[Any, list[Any]]]) -> Iterator[FactGroup]:
+    """The groups of the facts, revisions (and source_refs) each sorted by
+    (fact id, revision), merged as the joined query joins them: a revision
+    of no fact is dropped, a fact without revisions fails where reached."""
+    lt = _sql_lt
+    facts = _fetched(cursors[0])
+    refs = _fetched(cursors[2]) if len(cursors) > 2 else iter(())
+    f = next(facts, None)
+    f_used = False
+    s = next(refs, None)
+    group: FactGroup | None = None
+    while True:
+        batch = cursors[1].fetchmany(2000)
+        if not batch:
+            break
+        for fid, rev, text, rcreated in batch:
+            if group is None or fid != group[0]:
+                if group is not None:
+                    yield group
+                    group = None
+                while f is not None and (f[0] < fid if type(f[0]) is str and type(fid) is str
+                                         else lt(f[0], fid)):
+                    if not f_used:
+                        raise _bare(f[0], f[1])
+                    f, f_used = next(facts, None), False
+                if f is None or f[0] != fid:
+                    continue                    # a revision of no fact: the join drops it
+                f_used = True
+                group = (fid, f[1], f[2], f[3], [])
+            while s is not None and (s[0] != fid and lt(s[0], fid)
+                                     or s[0] == fid and s[1] != rev and lt(s[1], rev)):
+                s = next(refs, None)
+            p = prov.pop((fid, rev), None) if prov else None
+            if s is not None and s[0] == fid and s[1] == rev:
+                group[4].append((rev, text, rcreated, s[2], s[3], s[4], p))
+            else:
+                group[4].append((rev, text, rcreated, None, None, None, p))
+    if group is not None:
+        yield group
+    while f is not None:
+        if not f_used:
+            raise _bare(f[0], f[1])
+        f, f_used = next(facts, None), False
 
 
 # --------------------------------------------------------------------------
@@ -395,6 +590,7 @@ class FactStore(ClosesOnExit):
         self._on_connect = on_connect
         self._conn: sqlite3.Connection | None = None
         self._tmpdir: str | None = None
+        self._siblings: list[sqlite3.Connection] = []   # start_listing's
         self._tables: set[str] = set()
         self._closed = False
         if _readonly:
@@ -580,6 +776,10 @@ class FactStore(ClosesOnExit):
     def close(self) -> None:
         """Close the connection (and remove a private snapshot).  Idempotent."""
         self._closed = True
+        for db in self._siblings:
+            with contextlib.suppress(sqlite3.Error):
+                db.close()
+        self._siblings = []
         if self._conn is not None:
             try:
                 self._conn.close()
@@ -872,80 +1072,95 @@ class FactStore(ClosesOnExit):
                             ) -> Iterator[tuple[Fact, list[Revision]]]:
         """Every fact (of those with evidence in ``session_id`` when given) in
         id order with all its revisions, oldest first: the same values as
-        :meth:`get` and :meth:`revisions`, read in two queries instead of
-        several per fact."""
+        :meth:`get` and :meth:`revisions`, read in a few queries instead of
+        several per fact (:meth:`iter_fact_groups`)."""
+        for group in self.iter_fact_groups(session_id):
+            yield fact_from_group(group)
+
+    def iter_fact_groups(self, session_id: str | None = None) -> Iterator[FactGroup]:
+        """Every fact (of those with evidence in ``session_id`` when given) in
+        id order as its stored values (:data:`FactGroup`): what
+        :meth:`iter_fact_revisions` makes its objects of, for a caller that
+        reads many facts and needs few objects (the listing).  A fact without
+        any revision (a damaged database) raises StoreCorrupt where the order
+        reaches it, as :meth:`get` does.  (:meth:`start_listing` starts the
+        same reads early, to overlap other work.)"""
+        return self.start_listing(session_id).groups()
+
+    def start_listing(self, session_id: str | None = None) -> FactListing:
+        """Start reading :meth:`iter_fact_groups`' rows now; ``.groups()`` of
+        the result yields them.  For the whole store of a private snapshot,
+        the tables are read in one sequential scan each, sorted by SQLite's
+        sorter (``NOT INDEXED``), on a second connection to the snapshot, by
+        a thread: SQLite sorts without Python's lock while the caller goes on
+        (the listing validates the sources meanwhile).  The query in id
+        order through the indexes reads one random page at a time: about 3x
+        the time at 100,000 facts, 4x more per fact at 1,000,000.  The sorter
+        spills to temporary files past its cache: this happens only where
+        SQLite's temporary directory is outside the store (otherwise the
+        indexed query, whose memory does not grow either)."""
         db = self._reader()
+        listing = FactListing(self.path)
         if db is None:
-            return
+            return listing
         where, args = self._session_filter(session_id)
-        prov: dict[tuple[str, int], dict[str, list[int]]] = {}
         for fid, rev, sid, seq in db.execute(
                 "SELECT f.fact_id, f.revision, f.session_id, f.seq FROM provenance f " + where
                 + "ORDER BY f.fact_id, f.revision, f.session_id, f.seq", args):
-            prov.setdefault((fid, rev), {}).setdefault(sid, []).append(seq)
+            listing.prov.setdefault((fid, rev), {}).setdefault(sid, []).append(seq)
+        sibling = self._sibling() if session_id is None else None
+        if sibling is None:
+            listing.joined = self._joined_rows(db, where, args)
+            return listing
+        queries = ["SELECT fact_id, revision, created, updated FROM facts NOT INDEXED "
+                   "ORDER BY fact_id",
+                   "SELECT fact_id, revision, text, created FROM revisions NOT INDEXED "
+                   "ORDER BY fact_id, revision"]
+        if "source_refs" in self._tables:
+            queries.append("SELECT fact_id, revision, session_id, seqs, digest FROM source_refs "
+                           "NOT INDEXED ORDER BY fact_id, revision")
+        listing.start(sibling, queries)
+        return listing
+
+    def _sibling(self) -> sqlite3.Connection | None:
+        """A second read connection to this store's private snapshot, whose
+        sorter may spill to SQLite's temporary directory: None when there is
+        no snapshot, or that directory is (or may be) inside the store."""
+        if not self.snapshot or self._tmpdir is None or not _sqlite_tempdir_outside(self.path.parent):
+            return None
+        db = self._connect(os.path.join(self._tmpdir, "facts.sqlite3"), uri=False)
+        db.execute("PRAGMA query_only = 1")
+        self._siblings.append(db)
+        return db
+
+    def _joined_rows(self, db: sqlite3.Connection, where: str, args: tuple[Any, ...]
+                     ) -> Iterator[tuple[Any, ...]]:
+        """The listing's rows of the facts ``where`` selects, in (fact id,
+        revision) order: one joined query driven by the revisions' index, each
+        fact's row and source looked up by key; ``(fact_id, revision)`` for a
+        fact without any revision, where the order reaches it."""
         refs = ("s.session_id, s.seqs, s.digest" if "source_refs" in self._tables
                 else "NULL, NULL, NULL")
         join = ("LEFT JOIN source_refs s ON s.fact_id = r.fact_id AND s.revision = r.revision "
                 if "source_refs" in self._tables else "")
-        # Facts without any revision (a damaged database) fail where the
-        # listing reaches them, as get() does; the main query is driven by the
-        # revisions' index (in id order, no sort), which does not see them.
+        # the main query is driven by the revisions, which do not see a fact
+        # without any: those are read first
         bare = [(fid, rev) for fid, rev in db.execute(
             "SELECT f.fact_id, f.revision FROM facts f " + (where + "AND " if where else "WHERE ")
             + "NOT EXISTS (SELECT 1 FROM revisions r WHERE r.fact_id = f.fact_id) "
             "ORDER BY f.fact_id", args)]
-
-        def check_bare(upto: str | None) -> None:
-            if bare and (upto is None or bare[0][0] < upto):
-                raise StoreCorrupt(f"facts database: fact {row_text(bare[0][0])!r} has no "
-                                   f"revision {bare[0][1]}")
-
         cur = db.execute(
             "SELECT r.fact_id, f.revision, f.created, f.updated, r.revision, r.text, r.created, "
             f"{refs} FROM revisions r JOIN facts f ON f.fact_id = r.fact_id {join}"
             + where + "ORDER BY r.fact_id, r.revision", args)
-        head: tuple[Any, ...] | None = None
-        revs: list[Revision] = []
-
-        def finish() -> tuple[Fact, list[Revision]]:
-            assert head is not None
-            fid, revision, created, updated = head
-            cur_rev = revs[-1] if revs[-1].revision == revision else next(
-                (r for r in revs if r.revision == revision), None)
-            if cur_rev is None:
-                raise StoreCorrupt(f"facts database: fact {row_text(fid)!r} has no revision "
-                                   f"{revision}")
-            # a malformed row keeps its data; its status comes from the revision (hidden)
-            return (Fact(row_text(fid), revision, cur_rev.text, row_text(created),
-                         row_text(updated), cur_rev.source, cur_rev.provenance), revs)
-
-        while True:
-            rows = cur.fetchmany(1000)
-            if not rows:
-                break
-            for fid, revision, created, updated, rev, text, rcreated, sid, seqs, digest in rows:
-                if head is None or head[0] != fid:
-                    if head is not None:
-                        yield finish()
-                    check_bare(fid)
-                    head = (fid, revision, created, updated)
-                    revs = []
-                ref: SourceRef | None = None
-                error: str | None = None
-                if sid is not None:
-                    try:
-                        ref = _ref_from_row(fid, rev, sid, seqs, digest)
-                    except StoreCorrupt as exc:
-                        error = exc.message
-                problem = row_problem(fid, text)
-                if problem is not None:     # as revisions() reads it (issue 16.4)
-                    ref, error = None, problem
-                p = prov.pop((fid, rev), {})
-                revs.append(Revision(fid, rev, row_text(text), row_text(rcreated), ref,
-                                     tuple(Provenance(s, tuple(q)) for s, q in p.items()), error))
-        if head is not None:
-            yield finish()
-        check_bare(None)
+        last = None
+        for row in _fetched(cur):
+            if bare and row[0] != last and _sql_lt(bare[0][0], row[0]):
+                yield bare[0]
+            last = row[0]
+            yield row
+        if bare:
+            yield bare[0]
 
     def fact_ids(self, prefix: str = "", limit: int = 200) -> list[str]:
         db = self._reader()

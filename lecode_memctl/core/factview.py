@@ -14,7 +14,19 @@ import orjson
 
 from .atomic import open_in_dir
 from .errors import MemctlError, NotFound, UsageError
-from .facts import Fact, FactStore, ForgetPlan, Provenance, Revision, check_fact_id, fact_status
+from .facts import (
+    FACT_ID_RE,
+    Fact,
+    FactGroup,
+    FactStore,
+    ForgetPlan,
+    Provenance,
+    Revision,
+    check_fact_id,
+    fact_from_group,
+    fact_status,
+    row_text,
+)
 from .paging import MAX_OUTPUT_BYTES  # the whole printed page, metadata included
 from .sessions import LEARNING_EVENT, is_generated
 from .sourceref import (
@@ -26,6 +38,7 @@ from .sourceref import (
     SourceStatus,
     check_session_id,
     status_for,
+    stored_ref_ok,
 )
 
 # --------------------------------------------------------------------------
@@ -44,6 +57,8 @@ def cap_text(text: str, limit: int = FACT_TEXT_CHARS) -> tuple[str, bool]:
 
 def seqs_label(seqs: Iterable[int]) -> str:
     """``3-5,8`` for positions 3, 4, 5 and 8."""
+    if type(seqs) is list and len(seqs) == 1:
+        return str(seqs[0])
     out: list[str] = []
     run: list[int] = []
     for s in sorted(seqs):
@@ -105,6 +120,8 @@ class EvaluatedStatuses(Mapping[SourceRef, SourceStatus]):
 
     def __init__(self, not_valid: dict[SourceRef, SourceStatus]) -> None:
         self._bad = not_valid
+        # the same, keyed by (session id, seqs, digest): the listing's stored values
+        self.by_values = {(r.session_id, r.seqs, r.digest): st for r, st in not_valid.items()}
 
     def __getitem__(self, ref: SourceRef) -> SourceStatus:
         return self._bad.get(ref, self._VALID)
@@ -114,6 +131,17 @@ class EvaluatedStatuses(Mapping[SourceRef, SourceStatus]):
 
     def __len__(self) -> int:
         return len(self._bad)
+
+
+def _evaluate_sources(facts: FactStore, sessions: SessionReader, session_id: str | None,
+                      purpose: str) -> EvaluatedStatuses:
+    """The statuses of every source of the facts (with evidence in
+    ``session_id`` when given), validated one session at a time
+    (``SessionStore.validate_sessions``); only the ones not valid are kept."""
+    bad: dict[SourceRef, SourceStatus] = {}
+    for got in sessions.validate_sessions(facts.source_refs_by_session(session_id), purpose):
+        bad.update((ref, st) for ref, st in got.items() if not st.ok)
+    return EvaluatedStatuses(bad)
 
 
 def evaluate_facts(facts: FactStore, sessions: SessionReader, *, session_id: str | None = None,
@@ -126,16 +154,13 @@ def evaluate_facts(facts: FactStore, sessions: SessionReader, *, session_id: str
     The sources of every revision are read in one query, grouped by the
     session they cite, and validated one session at a time
     (``SessionStore.validate_sessions``: each transcript opened and read
-    once, its events once, its cited spans from one forward sweep, the
-    exclusions once for the whole evaluation); only the sources that are not
-    valid are kept.  The facts and revisions are then streamed in two more
-    queries, so memory follows one session's sources and the invalid ones,
-    not the store.  :func:`~lecode_memctl.core.facts.fact_status` decides
-    each fact from them, exactly as for one fact."""
-    bad: dict[SourceRef, SourceStatus] = {}
-    for got in sessions.validate_sessions(facts.source_refs_by_session(session_id), purpose):
-        bad.update((ref, st) for ref, st in got.items() if not st.ok)
-    statuses = EvaluatedStatuses(bad)
+    once, its events once, its cited spans from one read, the exclusions
+    once for the whole evaluation); only the sources that are not valid are
+    kept.  The facts and revisions are then streamed, so memory follows one
+    session's sources and the invalid ones, not the store.
+    :func:`~lecode_memctl.core.facts.fact_status` decides each fact from
+    them, exactly as for one fact."""
+    statuses = _evaluate_sources(facts, sessions, session_id, purpose)
     for fact, revs in facts.iter_fact_revisions(session_id):
         yield fact, revs, statuses
 
@@ -144,10 +169,77 @@ def iter_fact_rows(facts: FactStore, sessions: SessionReader, *,
                    session_id: str | None = None,
                    where: Callable[[Fact], bool] | None = None) -> Iterator[dict[str, Any]]:
     """Every fact (for which ``where`` holds) as a listing row
-    (:func:`evaluate_facts`)."""
-    for fact, revs, statuses in evaluate_facts(facts, sessions, session_id=session_id):
-        if where is None or where(fact):
-            yield fact_row(fact, revs, statuses)
+    (:func:`fact_row`, from :func:`evaluate_facts`'s statuses).
+
+    A fact whose every revision has a plainly well-formed source and no
+    legacy provenance -- nearly every fact of a store -- is made into its row
+    from the stored values directly (:func:`_plain_row`); any other through
+    the Fact and Revision objects, so its status, reason and detail are
+    those of the one-fact path (tests/test_engine.py compares the two)."""
+    if where is not None:
+        for fact, revs, statuses in evaluate_facts(facts, sessions, session_id=session_id):
+            if where(fact):
+                yield fact_row(fact, revs, statuses)
+        return
+    listing = facts.start_listing(session_id)   # read while the sources are validated
+    statuses = _evaluate_sources(facts, sessions, session_id, "durable")
+    by_values = statuses.by_values
+    for group in listing.groups():
+        row = _plain_row(group, by_values)
+        if row is None:
+            fact, revs = fact_from_group(group)
+            row = fact_row(fact, revs, statuses)
+        yield row
+
+
+def _plain_row(group: FactGroup, bad: Mapping[tuple[str, tuple[int, ...], str], SourceStatus]
+               ) -> dict[str, Any] | None:
+    """:func:`fact_row` of a stored fact (:data:`~lecode_memctl.core.facts.FactGroup`)
+    whose revisions all have a well-formed source (``SourceRef.checked_fast``)
+    and no provenance, and whose current revision is stored; None for any
+    other fact.  ``bad``: the statuses not valid, by (session, seqs, digest)."""
+    fid, revision, created, updated, stored = group
+    if type(fid) is not str or not FACT_ID_RE.match(fid):
+        return None
+    status: SourceStatus | None = None
+    about: int | None = None
+    current: tuple[Any, ...] | None = None
+    seqs_of_current: list[int] = []
+    # fact_status: the first failing revision, current (highest) first
+    for rev in reversed(stored):
+        rnum, text, _created, sid, seqs_text, digest, prov = rev
+        if prov or sid is None or type(text) is not str or type(seqs_text) is not str \
+                or type(rnum) is not int:
+            return None
+        try:
+            seqs = orjson.loads(seqs_text)
+        except orjson.JSONDecodeError:
+            return None
+        if not stored_ref_ok(sid, seqs, digest):
+            return None
+        if rnum == revision:
+            current, seqs_of_current = rev, seqs
+        if status is None and bad:
+            st = bad.get((sid, tuple(seqs), digest))
+            if st is not None:
+                status, about = st, rnum
+    if current is None or sorted(r[0] for r in stored) != [r[0] for r in stored]:
+        return None
+    text, truncated = cap_text(current[1])
+    sid, digest = current[3], current[5]
+    return {
+        "fact_id": fid,
+        "revision": revision,
+        "status": VALID if status is None else status.status,
+        "reason": None if status is None else status.reason,
+        "about_revision": about,
+        "source": f"{sid}:{seqs_label(seqs_of_current)}",
+        "source_ref": {"session_id": sid, "seqs": seqs_of_current, "digest": digest},
+        "text": text,
+        "fact_text_truncated": truncated,
+        "created": row_text(created),
+        "updated": row_text(updated),
+    }
 
 
 def _doc_size(doc: Any) -> int:

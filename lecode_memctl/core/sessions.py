@@ -106,6 +106,7 @@ _BUFFER = 1 << 14     # small: each binary-search probe fills one buffer
 _LINEAR_BELOW = 1 << 13   # binary search stops when the window is this small
 _TAIL_BYTES = 1 << 16
 _SCAN_BLOCK = 1 << 20     # raw-byte scans (marked_lines) read this much at a time
+_WHOLE_LIMIT = 4 << 20   # a whole-store evaluation parses a transcript this small in one call
 _SWEEP_GAP = 256          # a span sweep seeks past more positions than this between spans
 
 
@@ -776,8 +777,10 @@ def _span_decision(ref: SourceRef, records: list[dict[str, Any]], purpose: str, 
         return status_for("records_corrupt", exc.detail, exc.seq)
     if digest != ref.digest:
         return status_for("digest_mismatch")
-    by_seq = {r["seq"]: r for r in records}
-    for s in ref.seqs:
+    seqs = ref.seqs
+    by_seq = {records[0]["seq"]: records[0]} if len(seqs) == 1 and len(records) == 1 \
+        else {r["seq"]: r for r in records}
+    for s in seqs:
         rec = by_seq[s]
         if rec.get("type") != "message":
             return status_for("not_message", None, s)
@@ -785,7 +788,10 @@ def _span_decision(ref: SourceRef, records: list[dict[str, Any]], purpose: str, 
                              undo_state=us, clear_seq=us.clear_seq)
         if not ok:
             return status_for(reason, None, s)  # type: ignore[arg-type]  # not ok: a reason
-    return SourceStatus(VALID)
+    return _VALID_STATUS
+
+
+_VALID_STATUS = SourceStatus(VALID)   # frozen: one for every valid reference
 
 
 @dataclass
@@ -1352,11 +1358,22 @@ class SessionStore:
         try:
             with f:
                 excluded, generation = (once or _ExclusionsOnce()).get(self._reader_for(hdr), sid)
-                lo = min(r.start for r in refs)
+                lo = min(r.seqs[0] for r in refs)
                 us = UndoState(self._events_from(f, lo, set(VISIBILITY_EVENTS)))
                 last_seq = None
-                ordered = sorted(set(refs), key=lambda r: (r.start, r.end))
-                if len(ordered) > 1:
+                whole = self._whole_records(f) if len(refs) > 1 else None
+                ordered: Iterable[SourceRef] = refs
+                if whole is not None:
+                    # every line a record whose seq is its line number: a span is a slice
+                    n = len(whole)
+                    for ref in refs:
+                        seqs = ref.seqs
+                        if seqs[-1] < n:
+                            out[ref] = _span_decision(ref, whole[seqs[0]:seqs[-1] + 1], purpose,
+                                                      excluded, generation, us)
+                    del whole
+                elif len(refs) > 1:
+                    ordered = sorted(set(refs), key=lambda r: (r.seqs[0], r.seqs[-1]))
                     # each span decided as the sweep completes it: its records are dropped
                     for ref, records in self._sweep_spans(f, ordered):
                         out[ref] = _span_decision(ref, records, purpose, excluded, generation, us)
@@ -1381,6 +1398,32 @@ class SessionStore:
             for r in refs:
                 out.setdefault(r, status_for("session_unreadable", exc.strerror or str(exc)))
         return out
+
+    @staticmethod
+    def _whole_records(f: _File) -> list[dict[str, Any]] | None:
+        """Every record of a transcript of at most ``_WHOLE_LIMIT`` bytes, by
+        seq, parsed in one ``orjson.loads`` of its complete lines as one JSON
+        array -- when every complete line is a record whose seq is its line
+        number (the header 0, then 1, 2, ...), so that the span of a reference
+        is the slice of its positions, exactly as the sweep or the one-ref
+        read would read it.  None for anything else (a larger file, a line
+        that is not a record on its own, a gap or repeated seq, ...): the
+        sweep and the one-ref read decide then, line by line."""
+        if f.size > _WHOLE_LIMIT:
+            return None
+        data = os.pread(f.fh.fileno(), f.size, 0)
+        end = data.rfind(b"\n")
+        if end < 0:
+            return None
+        try:
+            records = orjson.loads(b"[" + data[:end].replace(b"\n", b",") + b"]")
+        except orjson.JSONDecodeError:
+            return None
+        del data
+        for i, rec in enumerate(records):
+            if type(rec) is not dict or type(rec.get("seq")) is not int or rec["seq"] != i:
+                return None
+        return records  # type: ignore[no-any-return]
 
     def _sweep_spans(self, f: _File, refs: list[SourceRef]
                      ) -> Iterator[tuple[SourceRef, list[dict[str, Any]]]]:

@@ -1,0 +1,57 @@
+"""The listing's shortcuts give the general path's values: ``utc_time`` of a
+canonical RFC 3339 text (returned as it is, once it is a real time) against
+the parse-and-format path, and ``RowModel.record`` against ``RowModel.row``."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from hypothesis import given, settings, strategies as st
+
+from lecode_memctl.core import rowmodel
+from lecode_memctl.core.rowmodel import FACT, utc_time
+
+
+def _formatted(value: str) -> str | None:
+    """utc_time's general path: parse, convert to UTC, format."""
+    text = value.strip()
+    try:
+        dt = datetime.fromisoformat(text[:-1] + "+00:00" if text[-1:] in "zZ" and text else text)
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    dt = dt.astimezone(UTC)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+@settings(max_examples=3000)
+@given(st.from_regex(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z\Z"))
+def test_canonical_looking_times(value: str) -> None:
+    assert utc_time(value) == _formatted(value)
+
+
+@settings(max_examples=1000)
+@given(st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31)))
+def test_real_times(d: datetime) -> None:
+    value = f"{d.year:04d}-{d.month:02d}-{d.day:02d}T{d.hour:02d}:{d.minute:02d}:" \
+            f"{d.second:02d}.{d.microsecond // 1000:03d}Z"
+    assert utc_time(value) == _formatted(value)
+
+
+def test_the_shortcut_is_taken() -> None:
+    assert rowmodel._CANONICAL_TIME.match("2026-03-01T09:00:00.000Z")
+    assert utc_time("2026-02-30T09:00:00.000Z") is None
+
+
+values = st.one_of(st.none(), st.integers(), st.text(max_size=5), st.booleans())
+
+
+@given(st.fixed_dictionaries({n: values for n in FACT.names[1:]}),
+       st.sampled_from([None, "2026-01-01T00:00:00Z", "2026-01-01T00:00:00.000Z", 0, "x"]))
+def test_record_is_row(row: dict, when: object) -> None:
+    row["created"] = when
+    assert FACT.record(row) == FACT.row(**row)
+    assert list(FACT.record(row)) == list(FACT.row(**row))
+    reordered = dict(reversed(list(row.items())))
+    assert list(FACT.record(reordered)) == FACT.names

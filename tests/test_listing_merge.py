@@ -74,7 +74,13 @@ def test_merged_listing_is_the_joined_query(tmp_path_factory: pytest.TempPathFac
         db = fs.read_connection()
         assert db is not None
         joined = _outcome(_joined_groups(fs._joined_rows(db, "", ()), {}))
+        # the audit's reading: a fact without revisions is a group of none
+        merged_bare = _outcome(fs.start_listing().groups(bare=True))
+        joined_bare = _outcome(_joined_groups(fs._joined_rows(db, "", ()), {}, True))
     assert merged == joined
+    assert merged_bare == joined_bare
+    assert merged_bare[1] is None
+    assert len(merged_bare[0]) == len(facts)   # every fact once, with or without revisions
 
 
 def test_sorted_scans_need_a_tempdir_outside_the_store(tmp_path: Path, monkeypatch) -> None:
@@ -89,3 +95,27 @@ def test_sorted_scans_need_a_tempdir_outside_the_store(tmp_path: Path, monkeypat
         listing = fs.start_listing()
         assert listing.joined is not None
         assert [g[0] for g in listing.groups()] == [IDS[0]]
+
+
+def test_validate_and_listing_on_blob_ids_and_text_revisions(config_dir: Path) -> None:
+    """A fact id stored as a BLOB and a revision number stored as text (hostile
+    rows) are findings and a clear exit 5, never an internal error (exit 70):
+    the audit used to sort a BLOB among text ids, fact_status to negate a
+    text revision, and the finding's fact id was not JSON."""
+    import orjson
+
+    from tests.conftest import run_cli
+
+    store = config_dir / "hostile"
+    (store / "sessions").mkdir(parents=True)
+    _build(store / "facts.sqlite3", [(b"\x00blob", 1), (IDS[0], 2), (IDS[1], "two")],
+           [(b"\x00blob", 1, "blob"), (IDS[0], 1, "a"), (IDS[0], "three", "b"),
+            (IDS[1], 1, "c")], [])
+    r = run_cli("--no-state", "--store", str(store), "validate", "--json")
+    assert r.exit_code == 1, r.stderr
+    doc = orjson.loads(r.stdout)
+    codes = {f["code"] for f in doc["findings"]}
+    assert {"fact.hidden", "db.dangling_ref"} <= codes
+    r = run_cli("--no-state", "--store", str(store), "facts", "--all", "--format", "jsonl")
+    assert r.exit_code in (0, 5), r.stderr
+    assert "internal error" not in r.stderr

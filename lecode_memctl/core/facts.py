@@ -25,6 +25,7 @@ in :mod:`~lecode_memctl.core.factview`.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import hashlib
 import os
@@ -488,32 +489,38 @@ class FactListing:
         self._thread = threading.Thread(target=run, name="memctl-listing", daemon=True)
         self._thread.start()
 
-    def groups(self) -> Iterator[FactGroup]:
+    def groups(self, *, bare: bool = False) -> Iterator[FactGroup]:
+        """The groups; a fact without revisions raises StoreCorrupt, or with
+        ``bare`` is a group whose revisions are empty."""
         if self._thread is not None:
             self._thread.join()
             if self._error is not None:
                 if isinstance(self._error, sqlite3.Error):
                     raise _db_error(self.path, self._error) from None
                 raise self._error
-            yield from _merged_groups(self._cursors, self.prov)
+            yield from _merged_groups(self._cursors, self.prov, bare)
         elif self.joined is not None:
-            yield from _joined_groups(self.joined, self.prov)
+            yield from _joined_groups(self.joined, self.prov, bare)
 
 
 def _bare(fact_id: Any, revision: Any) -> StoreCorrupt:
     return StoreCorrupt(f"facts database: fact {row_text(fact_id)!r} has no revision {revision}")
 
 
-def _joined_groups(rows: Iterable[tuple[Any, ...]],
-                   prov: dict[tuple[Any, Any], dict[Any, list[Any]]]) -> Iterator[FactGroup]:
-    """The groups of the joined query's rows (a 2-tuple: a fact without revisions)."""
+def _joined_groups(rows: Iterable[tuple[Any, ...]], prov: dict[tuple[Any, Any], dict[Any, list[Any]]],
+                   bare: bool = False) -> Iterator[FactGroup]:
+    """The groups of the joined query's rows (a 4-tuple: a fact without revisions)."""
     head: tuple[Any, ...] | None = None
     revs: list[tuple[Any, ...]] = []
     for row in rows:
-        if len(row) == 2:
+        if len(row) == 4:
             if head is not None:
                 yield (*head, revs)
-            raise _bare(*row)
+                head = None
+            if not bare:
+                raise _bare(*row[:2])
+            yield (*row, [])
+            continue
         fid = row[0]
         if head is None or head[0] != fid:
             if head is not None:
@@ -525,8 +532,8 @@ def _joined_groups(rows: Iterable[tuple[Any, ...]],
         yield (*head, revs)
 
 
-def _merged_groups(cursors: list[sqlite3.Cursor],
-                   prov: dict[tuple[Any, Any], dict[Any, list[Any]]]) -> Iterator[FactGroup]:
+def _merged_groups(cursors: list[sqlite3.Cursor], prov: dict[tuple[Any, Any], dict[Any, list[Any]]],
+                   bare: bool = False) -> Iterator[FactGroup]:
     """The groups of the facts, revisions (and source_refs) each sorted by
     (fact id, revision), merged as the joined query joins them: a revision
     of no fact is dropped, a fact without revisions fails where reached."""
@@ -549,7 +556,9 @@ def _merged_groups(cursors: list[sqlite3.Cursor],
                 while f is not None and (f[0] < fid if type(f[0]) is str and type(fid) is str
                                          else lt(f[0], fid)):
                     if not f_used:
-                        raise _bare(f[0], f[1])
+                        if not bare:
+                            raise _bare(f[0], f[1])
+                        yield (*f, [])
                     f, f_used = next(facts, None), False
                 if f is None or f[0] != fid:
                     continue                    # a revision of no fact: the join drops it
@@ -567,7 +576,9 @@ def _merged_groups(cursors: list[sqlite3.Cursor],
         yield group
     while f is not None:
         if not f_used:
-            raise _bare(f[0], f[1])
+            if not bare:
+                raise _bare(f[0], f[1])
+            yield (*f, [])
         f, f_used = next(facts, None), False
 
 
@@ -1077,15 +1088,17 @@ class FactStore(ClosesOnExit):
         for group in self.iter_fact_groups(session_id):
             yield fact_from_group(group)
 
-    def iter_fact_groups(self, session_id: str | None = None) -> Iterator[FactGroup]:
+    def iter_fact_groups(self, session_id: str | None = None, *,
+                         bare: bool = False) -> Iterator[FactGroup]:
         """Every fact (of those with evidence in ``session_id`` when given) in
         id order as its stored values (:data:`FactGroup`): what
         :meth:`iter_fact_revisions` makes its objects of, for a caller that
         reads many facts and needs few objects (the listing).  A fact without
         any revision (a damaged database) raises StoreCorrupt where the order
-        reaches it, as :meth:`get` does.  (:meth:`start_listing` starts the
+        reaches it, as :meth:`get` does; with ``bare``, it is a group with no
+        revisions (the audit reports it).  (:meth:`start_listing` starts the
         same reads early, to overlap other work.)"""
-        return self.start_listing(session_id).groups()
+        return self.start_listing(session_id).groups(bare=bare)
 
     def start_listing(self, session_id: str | None = None) -> FactListing:
         """Start reading :meth:`iter_fact_groups`' rows now; ``.groups()`` of
@@ -1137,30 +1150,31 @@ class FactStore(ClosesOnExit):
                      ) -> Iterator[tuple[Any, ...]]:
         """The listing's rows of the facts ``where`` selects, in (fact id,
         revision) order: one joined query driven by the revisions' index, each
-        fact's row and source looked up by key; ``(fact_id, revision)`` for a
-        fact without any revision, where the order reaches it."""
+        fact's row and source looked up by key; ``(fact_id, revision, created,
+        updated)`` for a fact without any revision, where the order reaches it."""
         refs = ("s.session_id, s.seqs, s.digest" if "source_refs" in self._tables
                 else "NULL, NULL, NULL")
         join = ("LEFT JOIN source_refs s ON s.fact_id = r.fact_id AND s.revision = r.revision "
                 if "source_refs" in self._tables else "")
         # the main query is driven by the revisions, which do not see a fact
         # without any: those are read first
-        bare = [(fid, rev) for fid, rev in db.execute(
-            "SELECT f.fact_id, f.revision FROM facts f " + (where + "AND " if where else "WHERE ")
+        bare = collections.deque(db.execute(
+            "SELECT f.fact_id, f.revision, f.created, f.updated FROM facts f "
+            + (where + "AND " if where else "WHERE ")
             + "NOT EXISTS (SELECT 1 FROM revisions r WHERE r.fact_id = f.fact_id) "
-            "ORDER BY f.fact_id", args)]
+            "ORDER BY f.fact_id", args))
         cur = db.execute(
             "SELECT r.fact_id, f.revision, f.created, f.updated, r.revision, r.text, r.created, "
             f"{refs} FROM revisions r JOIN facts f ON f.fact_id = r.fact_id {join}"
             + where + "ORDER BY r.fact_id, r.revision", args)
         last = None
         for row in _fetched(cur):
-            if bare and row[0] != last and _sql_lt(bare[0][0], row[0]):
-                yield bare[0]
+            if bare and row[0] != last:
+                while bare and _sql_lt(bare[0][0], row[0]):
+                    yield bare.popleft()
             last = row[0]
             yield row
-        if bare:
-            yield bare[0]
+        yield from bare
 
     def fact_ids(self, prefix: str = "", limit: int = 200) -> list[str]:
         db = self._reader()
@@ -1571,7 +1585,10 @@ def fact_status(revisions: Sequence[Revision],
     """A fact is valid only when every revision has a SourceRef that validates.
     Otherwise the status of the first failing revision, current first; returns
     (status, the revision it is about)."""
-    for rev in sorted(revisions, key=lambda r: -r.revision):
+    # current (highest) first; a damaged row's revision that is not an integer
+    # sorts as SQLite sorts it (after the numbers), never a TypeError
+    for rev in sorted(revisions, key=lambda r: (_SQL_RANK.get(type(r.revision), 4), r.revision)
+                      if type(r.revision) is not int else (1, r.revision), reverse=True):
         if rev.source is None and rev.source_error is not None:
             return status_for("invalid_ref", rev.source_error), rev.revision
         if rev.source is None:

@@ -169,14 +169,18 @@ def _check_db(audit: Audit) -> Iterator[Finding | None]:
             integrity = [str(msg) for (msg,) in db.execute("PRAGMA integrity_check")]
             yield from _db_checks(audit, fs, db, SCHEMA_VERSION, integrity)
             _load_facts(audit, fs, db)
+            audit._fs, fs = fs, None   # read again for the references and the facts
         except sqlite3.DatabaseError as exc:
             yield audit._f("db.unreadable", f"database error while auditing: {exc}", file=rel)
     finally:
-        fs.close()
+        if fs is not None:
+            fs.close()
 
 
 def _db_checks(audit: Audit, fs: Any, db: Any, schema_version: int,
                integrity: list[str]) -> Iterator[Finding | None]:
+    from ..facts import row_text
+
     rel = FACTS_DB
     tables = fs.tables
     if fs.needs_migration:
@@ -217,11 +221,11 @@ def _db_checks(audit: Audit, fs: Any, db: Any, schema_version: int,
             "ON r.fact_id = f.fact_id GROUP BY f.fact_id ORDER BY f.fact_id"):
         if not has_cur:
             yield audit._f("db.dangling_ref", f"the fact's current revision {cur} has no "
-                           "revision row", fact_id=fid, revision=cur, table="facts")
+                           "revision row", fact_id=row_text(fid), revision=cur, table="facts")
         elif n != hi or lo != 1 or hi != cur:
             yield audit._f("db.revision_gap",
                            f"{n} revision(s) numbered {lo}..{hi}; expected 1..{cur} without gaps",
-                           fact_id=fid, revision=cur)
+                           fact_id=row_text(fid), revision=cur)
     # refs to missing facts/revisions that foreign_key_check did not already report
     checks = [("revisions", "SELECT rowid, fact_id, revision FROM revisions WHERE fact_id NOT IN "
                "(SELECT fact_id FROM facts)")]
@@ -236,55 +240,17 @@ def _db_checks(audit: Audit, fs: Any, db: Any, schema_version: int,
             if (table, rowid) in fk_rows or (fid, rev) in seen:
                 continue
             seen.add((fid, rev))
-            yield audit._f("db.dangling_ref", f"{table} row names fact {fid} revision {rev}, "
-                           "which does not exist", fact_id=fid, revision=rev, table=table)
+            yield audit._f("db.dangling_ref", f"{table} row names fact {row_text(fid)} revision {rev}, "
+                           "which does not exist", fact_id=row_text(fid), revision=rev, table=table)
 
 
 def _load_facts(audit: Audit, fs: Any, db: Any) -> None:
-    """Every revision with its evidence, read in bulk; the references are validated
-    later, in the one pass over each transcript."""
+    """The generation and the exclusions.  The facts and their references are
+    not held: the references are read one session at a time as the
+    transcripts are audited (:func:`source_groups`), the facts streamed
+    afterwards (:func:`fact_findings`), so memory does not grow with them."""
     from ..errors import StoreCorrupt
-    from ..facts import Provenance, Revision, row_problem, row_text
 
-    revs: dict[str, list[Any]] = {}
-
-    refs_by: dict[tuple[str, int], SourceRef | None] = {}
-    bad_refs: dict[tuple[str, int], str] = {}
-    if "source_refs" in fs.tables:
-        for fid, rev, sid, seqs, digest in db.execute(
-                "SELECT fact_id, revision, session_id, seqs, digest FROM source_refs"):
-            try:
-                raw = orjson.loads(seqs)
-                refs_by[(fid, rev)] = SourceRef(sid, tuple(raw) if isinstance(raw, list) else (), digest)
-            except (orjson.JSONDecodeError, UsageError, TypeError) as exc:
-                bad_refs[(fid, rev)] = str(exc)
-    prov_by: dict[tuple[str, int], dict[str, list[int]]] = {}
-    for fid, rev, sid, seq in db.execute("SELECT fact_id, revision, session_id, seq FROM provenance "
-                                         "ORDER BY fact_id, revision, session_id, seq"):
-        prov_by.setdefault((fid, rev), {}).setdefault(sid, []).append(seq)
-    bad_refs = {k: f"the stored source reference is malformed: {v}" for k, v in bad_refs.items()}
-    fact_ids = set()
-    for fid, rev, text, created in db.execute(
-            "SELECT r.fact_id, r.revision, r.text, r.created FROM revisions r "
-            "JOIN facts f ON f.fact_id = r.fact_id ORDER BY r.fact_id, r.revision"):
-        fact_ids.add(fid)
-        prov = tuple(Provenance(s, tuple(q)) for s, q in prov_by.get((fid, rev), {}).items())
-        ref = refs_by.get((fid, rev))
-        problem = row_problem(fid, text)
-        if problem is not None:   # data with a status, never trusted (issue 16.4)
-            bad_refs[(fid, rev)] = problem
-            ref = None
-        revs.setdefault(fid, []).append(Revision(fid, rev, row_text(text), row_text(created), ref,
-                                                 prov, bad_refs.get((fid, rev))))
-    for (fid,) in db.execute("SELECT fact_id FROM facts"):
-        if fid not in fact_ids:
-            revs.setdefault(fid, [])
-    audit._revs = revs
-    audit._bad_refs = bad_refs
-    for rl in revs.values():
-        for r in rl:
-            if r.source is not None:
-                audit._need.setdefault(r.source.session_id, []).append((r.source, "durable"))
     try:
         audit._generation = fs.generation()
         audit._generation_known = True
@@ -298,25 +264,86 @@ def _load_facts(audit: Audit, fs: Any, db: Any) -> None:
     audit._excluded = {k: frozenset(v) for k, v in excluded.items()}
 
 
-def fact_findings(audit: Audit) -> Iterator[Finding | None]:
-    from ..facts import fact_status
+def source_groups(audit: Audit) -> Iterator[tuple[str, list[SourceRef]]]:
+    """Every well-formed reference of every revision, one session's at a
+    time, in session id order (``FactStore.source_refs_by_session``); none
+    without a readable database."""
+    if audit._fs is not None:
+        yield from audit._fs.source_refs_by_session()
 
-    revs = audit._revs
-    bad_refs = audit._bad_refs
-    statuses = {ref: st for (ref, purpose), st in audit._statuses.items() if purpose == "durable"}
+
+def _revision(fid: Any, stored: tuple[Any, ...]) -> Any:
+    """A stored revision as the audit reads it: a reference that does not
+    parse, or a row that cannot be trusted (``row_problem``), has no source
+    and says why in ``source_error`` (reported as ``fact.hidden``)."""
+    from ..facts import Provenance, Revision, row_problem, row_text
+
+    rev, text, created, sid, seqs, digest, prov = stored
+    ref: SourceRef | None = None
+    error: str | None = None
+    if sid is not None:
+        try:
+            raw = orjson.loads(seqs)
+            ref = SourceRef(sid, tuple(raw) if isinstance(raw, list) else (), digest)
+        except (orjson.JSONDecodeError, UsageError, TypeError) as exc:
+            error = f"the stored source reference is malformed: {exc}"
+    problem = row_problem(fid, text)
+    if problem is not None:   # data with a status, never trusted (issue 16.4)
+        ref, error = None, problem
+    provenance = tuple(Provenance(s, tuple(q)) for s, q in prov.items()) if prov else ()
+    return Revision(fid, rev, row_text(text), row_text(created), ref, provenance, error)
+
+
+def _plainly_valid(stored: list[tuple[Any, ...]], bad: set[tuple[Any, ...]]) -> bool:
+    """Whether every revision has a well-formed reference that validated, and
+    no legacy provenance: such a fact is valid and has no finding (an
+    excluded position makes its reference not valid), so it is counted
+    without making its objects."""
+    from ..sourceref import stored_ref_ok
+
+    for _rev, text, _created, sid, seqs, digest, prov in stored:
+        if prov or sid is None or type(text) is not str or type(seqs) is not str:
+            return False
+        try:
+            raw = orjson.loads(seqs)
+        except orjson.JSONDecodeError:
+            return False
+        if not stored_ref_ok(sid, raw, digest) or (sid, tuple(raw), digest) in bad:
+            return False
+    return bool(stored)
+
+
+def fact_findings(audit: Audit) -> Iterator[Finding | None]:
+    """Every fact's status and findings, the facts streamed in id order (a
+    fact without revisions is unverified), against the statuses the
+    transcript jobs gave the references (only the ones not valid are kept)."""
+    from ..facts import FACT_ID_RE, fact_status, row_text
+    from ..factview import EvaluatedStatuses
+    from ..sourceref import VALID
+
+    fs = audit._fs
+    if fs is None:
+        return
+    statuses = EvaluatedStatuses({ref: st for (ref, purpose), st in audit._statuses.items()
+                                  if purpose == "durable"})
+    bad = set(statuses.by_values)
 
     def excluded(sid: str) -> frozenset[int]:
         return audit._excluded.get(sid, frozenset())
 
-    audit.summary.facts_total = len(revs)
-    for fid in sorted(revs):
-        rl = revs[fid]
+    for group in fs.iter_fact_groups(bare=True):
+        audit.summary.facts_total += 1
+        fid, stored = group[0], group[4]
+        if type(fid) is str and FACT_ID_RE.match(fid) and _plainly_valid(stored, bad):
+            audit.summary.facts[VALID] += 1
+            continue
+        rl = [_revision(fid, r) for r in stored]
+        shown = row_text(fid)   # a BLOB id is reported as text, as the listing shows it
         st, _rev = fact_status(rl, statuses)
         audit.summary.facts[st.status] += 1
         for r in rl:
-            key = (fid, r.revision)
-            if key in bad_refs:
-                yield audit._f("fact.hidden", bad_refs[key], fact_id=fid, revision=r.revision,
+            if r.source is None and r.source_error is not None:
+                yield audit._f("fact.hidden", r.source_error, fact_id=shown, revision=r.revision,
                                reason="invalid_ref")
                 continue
             hit: tuple[str, int] | None = None
@@ -328,13 +355,13 @@ def fact_findings(audit: Audit) -> Iterator[Finding | None]:
             if hit:
                 yield audit._f("fact.suppressed",
                                f"evidence {hit[0]}:{hit[1]} is excluded by a forget; the fact is "
-                               "kept but suppressed from recall", fact_id=fid, revision=r.revision,
+                               "kept but suppressed from recall", fact_id=shown, revision=r.revision,
                                session_id=hit[0], seq=hit[1])
             if r.source is None:
                 if not hit:
                     what = "legacy provenance" if r.provenance else "no evidence at all"
                     yield audit._f("fact.unverified", f"{what}, no SourceRef",
-                                   fact_id=fid, revision=r.revision, reason="legacy_provenance")
+                                   fact_id=shown, revision=r.revision, reason="legacy_provenance")
                 continue
             s = statuses.get(r.source)
             if s is None or s.ok:
@@ -346,5 +373,5 @@ def fact_findings(audit: Audit) -> Iterator[Finding | None]:
                 code = "fact.suppressed"
             detail = f": {s.detail}" if s.detail else ""
             yield audit._f(code, f"evidence {r.source.label()} is {s.status} ({s.reason}){detail}",
-                           fact_id=fid, revision=r.revision, session_id=r.source.session_id,
+                           fact_id=shown, revision=r.revision, session_id=r.source.session_id,
                            seq=s.seq, reason=s.reason)

@@ -28,7 +28,7 @@ from ..markdown import is_note_file
 from ..sessions import LOCK_SUFFIX
 from ..sourceref import SourceRef, session_file_id, status_for
 from .codes import CODES, Finding, Progress, Summary
-from .facts import check_db_and_facts, current_generation, fact_findings
+from .facts import check_db_and_facts, current_generation, fact_findings, source_groups
 from .transcripts import READ_CHUNK, run_jobs
 
 # ---------------------------------------------------------------------------
@@ -83,10 +83,8 @@ class Audit:
         self.now = now
         self.summary = Summary(store.slug, str(store.path), deep)
         self.parallel = parallel
-        self._revs: dict[str, list[Any]] = {}
-        self._bad_refs: dict[tuple[str, int], str] = {}
-        self._need: dict[str, list[tuple[Any, str]]] = {}
-        self._statuses: dict[tuple[Any, str], Any] = {}
+        self._fs: Any = None       # the facts database, read-only, while the audit runs
+        self._statuses: dict[tuple[Any, str], Any] = {}   # the references not valid
         self._excluded: dict[str, frozenset[int]] = {}
         self._generation = 0
         self._exclusion_count = 0
@@ -117,11 +115,16 @@ class Audit:
         self.summary.started = time.time()
         if self.now is None:
             self.now = time.time()
-        for gen in (self._check_config(), self._check_layout(), self._check_markdown(),
-                    self._check_db_and_facts(), self._check_sessions()):
-            for f in gen:
-                if f is not None:
-                    yield f
+        try:
+            for gen in (self._check_config(), self._check_layout(), self._check_markdown(),
+                        self._check_db_and_facts(), self._check_sessions()):
+                for f in gen:
+                    if f is not None:
+                        yield f
+        finally:
+            if self._fs is not None:
+                self._fs.close()
+                self._fs = None
         self.summary.finished = time.time()
 
     def _refused_store(self) -> Finding | None:
@@ -304,33 +307,51 @@ class Audit:
         yield from check_db_and_facts(self)
 
     # -- sessions
+    def _session_jobs(self, ids: list[str]) -> Iterator[tuple[Any, ...]]:
+        """One job per transcript (``ids``, sorted) with the references into
+        it, read one session at a time (``source_groups``, in the same order);
+        the references into a session that is not there are missing."""
+        groups = source_groups(self)
+        group = next(groups, None)
+        for sid in ids:
+            refs: list[tuple[tuple[int, ...], str, str]] = []
+            while group is not None and group[0] <= sid:
+                if group[0] == sid:
+                    refs = [(r.seqs, r.digest, "durable") for r in group[1]]
+                else:
+                    self._missing(group)
+                group = next(groups, None)
+            yield (os.fspath(self.store.sessions_dir / f"{sid}.jsonl"), sid, self.store.slug,
+                   self.deep, refs, self._excluded.get(sid, frozenset()), self._generation,
+                   self.now or time.time())
+        while group is not None:
+            self._missing(group)
+            group = next(groups, None)
+
+    def _missing(self, group: tuple[str, list[SourceRef]]) -> None:
+        sid, refs = group
+        for ref in refs:
+            self._statuses[(ref, "durable")] = status_for("session_missing", f"no session {sid}")
+
     def _check_sessions(self) -> Iterator[Finding | None]:
         """One job per transcript, each reading its file at most once (see _session_job);
         with ``deep`` and several sessions the jobs run in parallel processes."""
         ids = self.store.session_ids()
         self.summary.sessions = len(ids)
         total = len(ids)
-        need = self._need
-        jobs = []
-        for sid in ids:
-            refs = [(r.seqs, r.digest, p) for (r, p) in need.get(sid, ())]
-            jobs.append((os.fspath(self.store.sessions_dir / f"{sid}.jsonl"), sid, self.store.slug,
-                         self.deep, refs, self._excluded.get(sid, frozenset()), self._generation,
-                         self.now or time.time()))
-        present = set(ids)
-        for sid, items in need.items():
-            if sid not in present:
-                for ref, purpose in items:
-                    self._statuses[(ref, purpose)] = status_for(
-                        "session_missing", f"no session {sid}")
-        results = run_jobs(jobs, parallel=self.deep and self.parallel)
+        parallel = self.deep and self.parallel
+        jobs: Iterator[tuple[Any, ...]] | list[tuple[Any, ...]] = self._session_jobs(ids)
+        if parallel:
+            jobs = list(jobs)
+        results = run_jobs(jobs, parallel=parallel)  # type: ignore[arg-type]
         ahead: list[tuple[str, int, int]] = []
         for i, (sid, sc) in enumerate(zip(ids, results, strict=True)):  # one result per job
             if self.progress:
                 self.progress(i, total)
             self.summary.bytes_read += sc.bytes_read
             for (seqs, digest, purpose), st in sc.statuses.items():
-                self._statuses[(SourceRef(sid, seqs, digest), purpose)] = st
+                if not st.ok:
+                    self._statuses[(SourceRef(sid, seqs, digest), purpose)] = st
             for code, message, severity, loc in sc.raw:
                 yield self._f(code, message, severity=severity, **loc)
             if self._generation_known and sc.max_epoch and sc.max_epoch[0] > self._generation:

@@ -23,8 +23,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from lecode_memctl.core import sessions as sessions_mod
 from lecode_memctl.core.facts import FactStore, fact_status
-from lecode_memctl.core.factview import evaluate_facts, fact_row, iter_fact_rows
+from lecode_memctl.core.factview import evaluate_facts, fact_row, iter_fact_records, iter_fact_rows
 from lecode_memctl.core.layout import store_at
+from lecode_memctl.core.rowmodel import FACT
 from lecode_memctl.core.sessions import SessionStore
 from lecode_memctl.core.sourceref import canonical_digest
 
@@ -162,6 +163,10 @@ def test_engine_agrees_with_the_one_fact_path(spec: dict, own_reader: bool, gap:
             sessions = SessionStore(store, exclusions=fs if own_reader else None)
             expected = one_fact_rows(fs, sessions)
             assert list(iter_fact_rows(fs, sessions)) == expected
+            # what `memctl facts` prints: the same rows as FACT records, made directly
+            records = list(iter_fact_records(fs, sessions))
+            assert records == [FACT.row(**r) for r in expected]
+            assert all(list(r) == FACT.names for r in records)
             # every source's status, and each fact's, from the engine's one call
             for _fact, revs, statuses in evaluate_facts(fs, sessions):
                 for r in revs:

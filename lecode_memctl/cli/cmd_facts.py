@@ -200,7 +200,7 @@ def facts(
     from lecode_memctl.core.factview import (
         PAGE_FACTS,
         facts_page,
-        iter_fact_rows,
+        iter_fact_records,
         learning_status,
     )
     from lecode_memctl.core.paging import MAX_OUTPUT_BYTES
@@ -235,10 +235,10 @@ def facts(
         def stream() -> Any:
             if not fs.exists:
                 return iter(())
-            rows = iter_fact_rows(fs, sessions, session_id=session, where=where)
+            rows = iter_fact_records(fs, sessions, session_id=session, where=where)
             if status is not None:
                 rows = (r for r in rows if r["status"] == status)
-            return (FACT.record(r) for r in rows)
+            return rows
 
         if paged and not filtered:
             # the agent's view: memory_list's page, byte cap included

@@ -27,7 +27,8 @@ from .facts import (
     fact_status,
     row_text,
 )
-from .paging import MAX_OUTPUT_BYTES  # the whole printed page, metadata included
+from .paging import MAX_OUTPUT_BYTES
+from .rowmodel import utc_time  # the whole printed page, metadata included
 from .sessions import LEARNING_EVENT, is_generated
 from .sourceref import (
     HIDDEN,
@@ -176,28 +177,48 @@ def iter_fact_rows(facts: FactStore, sessions: SessionReader, *,
     from the stored values directly (:func:`_plain_row`); any other through
     the Fact and Revision objects, so its status, reason and detail are
     those of the one-fact path (tests/test_engine.py compares the two)."""
+    return _rows(facts, sessions, session_id, where, record=False)
+
+
+def iter_fact_records(facts: FactStore, sessions: SessionReader, *,
+                      session_id: str | None = None,
+                      where: Callable[[Fact], bool] | None = None) -> Iterator[dict[str, Any]]:
+    """:func:`iter_fact_rows` as ``memctl facts`` prints them: each row a
+    ``FACT`` record (``rowmodel.FACT.record``: ``type`` first, times in RFC
+    3339 UTC), made so directly."""
+    return _rows(facts, sessions, session_id, where, record=True)
+
+
+def _rows(facts: FactStore, sessions: SessionReader, session_id: str | None,
+          where: Callable[[Fact], bool] | None, *, record: bool) -> Iterator[dict[str, Any]]:
+    from .rowmodel import FACT
+
     if where is not None:
         for fact, revs, statuses in evaluate_facts(facts, sessions, session_id=session_id):
             if where(fact):
-                yield fact_row(fact, revs, statuses)
+                row = fact_row(fact, revs, statuses)
+                yield FACT.record(row) if record else row
         return
     listing = facts.start_listing(session_id)   # read while the sources are validated
     statuses = _evaluate_sources(facts, sessions, session_id, "durable")
     by_values = statuses.by_values
     for group in listing.groups():
-        row = _plain_row(group, by_values)
-        if row is None:
-            fact, revs = fact_from_group(group)
-            row = fact_row(fact, revs, statuses)
-        yield row
+        plain = _plain_row(group, by_values, record)
+        if plain is not None:
+            yield plain
+            continue
+        fact, revs = fact_from_group(group)
+        row = fact_row(fact, revs, statuses)
+        yield FACT.record(row) if record else row
 
 
-def _plain_row(group: FactGroup, bad: Mapping[tuple[str, tuple[int, ...], str], SourceStatus]
-               ) -> dict[str, Any] | None:
+def _plain_row(group: FactGroup, bad: Mapping[tuple[str, tuple[int, ...], str], SourceStatus],
+               record: bool = False) -> dict[str, Any] | None:
     """:func:`fact_row` of a stored fact (:data:`~lecode_memctl.core.facts.FactGroup`)
     whose revisions all have a well-formed source (``SourceRef.checked_fast``)
     and no provenance, and whose current revision is stored; None for any
-    other fact.  ``bad``: the statuses not valid, by (session, seqs, digest)."""
+    other fact.  ``bad``: the statuses not valid, by (session, seqs, digest).
+    ``record``: as ``FACT.record`` makes it (``type`` first, RFC 3339 times)."""
     fid, revision, created, updated, stored = group
     if type(fid) is not str or not FACT_ID_RE.match(fid):
         return None
@@ -227,6 +248,26 @@ def _plain_row(group: FactGroup, bad: Mapping[tuple[str, tuple[int, ...], str], 
         return None
     text, truncated = cap_text(current[1])
     sid, digest = current[3], current[5]
+    created, updated = row_text(created), row_text(updated)
+    if record:
+        # a fact at revision 1 was updated when it was created: converted once
+        same = updated == created
+        created = utc_time(created)
+        updated = created if same else utc_time(updated)
+        return {
+            "type": "fact",
+            "fact_id": fid,
+            "revision": revision,
+            "status": VALID if status is None else status.status,
+            "reason": None if status is None else status.reason,
+            "about_revision": about,
+            "source": f"{sid}:{seqs_label(seqs_of_current)}",
+            "source_ref": {"session_id": sid, "seqs": seqs_of_current, "digest": digest},
+            "text": text,
+            "fact_text_truncated": truncated,
+            "created": created,
+            "updated": updated,
+        }
     return {
         "fact_id": fid,
         "revision": revision,
@@ -237,8 +278,8 @@ def _plain_row(group: FactGroup, bad: Mapping[tuple[str, tuple[int, ...], str], 
         "source_ref": {"session_id": sid, "seqs": seqs_of_current, "digest": digest},
         "text": text,
         "fact_text_truncated": truncated,
-        "created": row_text(created),
-        "updated": row_text(updated),
+        "created": created,
+        "updated": updated,
     }
 
 
@@ -611,4 +652,5 @@ def _lineage_refs(lineage: Any) -> list[SourceRef] | None:
 
 
 __all__ = ["facts_page", "recall", "history", "forget_impact", "PlannedExclusions", "learning_status",
-            "evaluate_facts", "iter_fact_rows", "fact_row", "cap_text", "seqs_label", "source_label"]
+            "evaluate_facts", "iter_fact_rows", "iter_fact_records", "fact_row", "cap_text",
+            "seqs_label", "source_label"]

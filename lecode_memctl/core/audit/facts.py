@@ -15,7 +15,7 @@ import orjson
 from ..atomic import open_nofollow
 from ..errors import UsageError
 from ..layout import FACTS_DB
-from ..sourceref import SourceRef
+from ..sourceref import SourceRef, stored_ref_ok
 from .codes import Finding
 
 if TYPE_CHECKING:
@@ -299,8 +299,6 @@ def _plainly_valid(stored: list[tuple[Any, ...]], bad: set[tuple[Any, ...]]) -> 
     no legacy provenance: such a fact is valid and has no finding (an
     excluded position makes its reference not valid), so it is counted
     without making its objects."""
-    from ..sourceref import stored_ref_ok
-
     for _rev, text, _created, sid, seqs, digest, prov in stored:
         if prov or sid is None or type(text) is not str or type(seqs) is not str:
             return False
@@ -308,7 +306,7 @@ def _plainly_valid(stored: list[tuple[Any, ...]], bad: set[tuple[Any, ...]]) -> 
             raw = orjson.loads(seqs)
         except orjson.JSONDecodeError:
             return False
-        if not stored_ref_ok(sid, raw, digest) or (sid, tuple(raw), digest) in bad:
+        if not stored_ref_ok(sid, raw, digest) or bad and (sid, tuple(raw), digest) in bad:
             return False
     return bool(stored)
 

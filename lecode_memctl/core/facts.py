@@ -59,6 +59,7 @@ from .sourceref import (
 BUSY_TIMEOUT = 5.0          # seconds a writer waits for the database lock
 LIST_MAX = 1000             # the most rows one list()/search() call returns
 SEARCH_DEFAULT = 50
+GROUP_REFS = 4096   # references per group of source_refs_by_session
 FACT_ID_RE = re.compile(r"^[0-9a-f]{16}\Z")  # \Z: "$" would accept a trailing newline
 
 
@@ -1050,7 +1051,10 @@ class FactStore(ClosesOnExit):
                                ) -> Iterator[tuple[str, list[SourceRef]]]:
         """Every distinct well-formed SourceRef of every revision (of the facts
         with evidence in ``session_id`` when given), grouped by the session it
-        cites: one query, streamed in session order, one group at a time."""
+        cites: one query, streamed in session order, one group at a time, a
+        group at most ``GROUP_REFS`` references (a session cited more often
+        comes in several consecutive groups, so memory does not follow the
+        number of references into one session)."""
         db = self._reader()
         if db is None or "source_refs" not in self._tables:
             return
@@ -1065,7 +1069,7 @@ class FactStore(ClosesOnExit):
             if not rows:
                 break
             for rsid, seqs, digest, fid, rev in rows:
-                if rsid != sid:
+                if rsid != sid or len(group) >= GROUP_REFS:
                     if group:
                         yield sid, group  # type: ignore[misc]
                     sid, seen, group = rsid, set(), []

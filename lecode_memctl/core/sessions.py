@@ -855,6 +855,9 @@ class _ExclusionsOnce:
     once for all its sessions, any other reader asked once per session."""
 
     def __init__(self) -> None:
+        # the last transcript parsed whole (_whole_records): its session id,
+        # size and records, for the next group of references into it
+        self.whole: tuple[str, int, list[dict[str, Any]] | None] | None = None
         self._readers: dict[int, Any] = {}       # id -> reader (kept alive: ids stay unique)
         self._generation: dict[int, int] = {}
         self._tables: dict[int, dict[str, frozenset[int]] | None] = {}
@@ -1339,6 +1342,7 @@ class SessionStore:
         for sid, group in groups:
             if group:
                 yield self._validate_session(sid, group, purpose, once)
+        once.whole = None
 
     def _validate_session(self, sid: str, refs: list[SourceRef], purpose: str,
                           once: _ExclusionsOnce | None = None) -> dict[SourceRef, SourceStatus]:
@@ -1361,7 +1365,17 @@ class SessionStore:
                 lo = min(r.seqs[0] for r in refs)
                 us = UndoState(self._events_from(f, lo, set(VISIBILITY_EVENTS)))
                 last_seq = None
-                whole = self._whole_records(f) if len(refs) > 1 else None
+                whole = None
+                if len(refs) > 1:
+                    if once is not None and once.whole is not None \
+                            and once.whole[:2] == (sid, f.size):
+                        whole = once.whole[2]   # the previous group's, same file and size
+                    else:
+                        if once is not None:
+                            once.whole = None       # one transcript's records at a time
+                        whole = self._whole_records(f)
+                        if once is not None:
+                            once.whole = (sid, f.size, whole)
                 ordered: Iterable[SourceRef] = refs
                 if whole is not None:
                     # every line a record whose seq is its line number: a span is a slice
@@ -1371,7 +1385,6 @@ class SessionStore:
                         if seqs[-1] < n:
                             out[ref] = _span_decision(ref, whole[seqs[0]:seqs[-1] + 1], purpose,
                                                       excluded, generation, us)
-                    del whole
                 elif len(refs) > 1:
                     ordered = sorted(set(refs), key=lambda r: (r.seqs[0], r.seqs[-1]))
                     # each span decided as the sweep completes it: its records are dropped

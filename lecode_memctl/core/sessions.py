@@ -106,6 +106,12 @@ _BUFFER = 1 << 14     # small: each binary-search probe fills one buffer
 _LINEAR_BELOW = 1 << 13   # binary search stops when the window is this small
 _TAIL_BYTES = 1 << 16
 _SCAN_BLOCK = 1 << 20     # raw-byte scans (marked_lines) read this much at a time
+_RARE_MISSES = 16         # marked_lines: hits of the rare byte that are not the mark,
+_RARE_PAUSE = 16          # per block (plus one per 4 KiB), before bytes.find takes
+                          # over for this many blocks
+# bytes by how often they occur in transcripts (JSON, prose, code), most first:
+# a mark's rarest byte is the one found by memchr (_rare_offset)
+_COMMON_BYTES = b' "etaoinsrhldcum,:fpgwyb.{}_\\0123456789-vkxjqzETAOINSRHLDCUMFPGWYBVKXJQZ'
 _SWEEP_GAP = 256          # a span sweep seeks past more positions than this between spans
 
 
@@ -444,6 +450,27 @@ def not_an_event(head: bytes) -> bool:
     return m is not None and m.group(1) != b"event"
 
 
+def _rare_offset(mark: bytes) -> int:
+    """Offset in ``mark`` of its rarest byte by :data:`_COMMON_BYTES` (a byte
+    not listed is rarer than any listed)."""
+    def rank(i: int) -> int:
+        r = _COMMON_BYTES.find(mark[i:i + 1])
+        return len(_COMMON_BYTES) if r < 0 else r
+    return max(range(len(mark)), key=rank)
+
+
+def _preadinto(fd: int, into: memoryview, offset: int) -> int:
+    """``os.preadv`` of one buffer (``os.pread`` and a copy where it is missing)."""
+    if _HAVE_PREADV:
+        return os.preadv(fd, [into], offset)
+    data = os.pread(fd, len(into), offset)
+    into[:len(data)] = data
+    return len(data)
+
+
+_HAVE_PREADV = hasattr(os, "preadv")
+
+
 class _File:
     """An open transcript, bounded by its size at ``fstat`` time."""
 
@@ -572,10 +599,17 @@ class _File:
                      skip: Callable[[bytes], bool] | None = None) -> Iterator[bytes]:
         """The complete lines from byte ``pos`` (a line start) to the size
         bound that contain ``mark``, without their ``\\n``: the raw bytes are
-        read in large blocks (``os.pread``) and searched with ``bytes.find``,
-        so the lines between are never split or iterated in Python.  A torn
-        tail (no final ``\\n``) is never yielded.  ``pread`` rather than
-        ``mmap``: a file truncated under a mapping would raise SIGBUS.
+        read in large blocks (``os.preadv`` into one reused buffer, no
+        allocation per block) and searched in place, so the lines between
+        are never split or iterated in Python.  A torn tail (no final
+        ``\\n``) is never yielded.  ``pread`` rather than ``mmap``: a file
+        truncated under a mapping would raise SIGBUS.
+
+        The search: ``memchr`` (``find`` of one byte) for the mark's rarest
+        byte (``v`` of ``"event"``), each hit checked in place, while such
+        hits are rare; in a block where they are not (prose full of the
+        byte), ``bytes.find`` of the whole mark for that block and the next
+        :data:`_RARE_PAUSE` ones.  Both find every occurrence.
 
         ``skip(head)``, given a line's first bytes (up to 64), says a line is
         not wanted whatever it holds.  A line longer than a block is never
@@ -584,34 +618,45 @@ class _File:
         16.5); one that is wanted is read again whole from its start."""
         fd = self.fh.fileno()
         size = self.size
+        if pos >= size:
+            return
         off = pos
         keep = len(mark) - 1
+        k = _rare_offset(mark)
+        rare = mark[k:k + 1]
+        buf = bytearray(min(_SCAN_BLOCK, size - pos))
+        view = memoryview(buf)
+        find, rfind, startswith = buf.find, buf.rfind, buf.startswith
         # a line that runs past a block: its start, first bytes, last bytes
         # (for a mark across blocks) and whether it holds the mark
         carry_start = -1
         carry_head = carry_tail = b""
         carry_mark = False
+        block_no = 0
+        rare_from = 0    # the first block searched by the rare byte again
         while off < size:
-            block = os.pread(fd, min(_SCAN_BLOCK, size - off), off)
-            if not block:
+            n = _preadinto(fd, view[:min(len(buf), size - off)], off)
+            if n <= 0:
                 return
             base = off
-            off += len(block)
-            last = block.rfind(b"\n")
+            off += n
+            block_no += 1
+            last = rfind(b"\n", 0, n)
             if last < 0:
                 if carry_start < 0:
-                    carry_start, carry_head, carry_tail, carry_mark = base, block[:64], b"", False
+                    carry_start, carry_head, carry_tail, carry_mark = base, bytes(view[:64]), b"", False
                 elif len(carry_head) < 64:
-                    carry_head = (carry_head + block)[:64]
-                carry_mark = carry_mark or mark in block or mark in carry_tail + block[:keep]
-                carry_tail = (carry_tail + block[-keep:])[-keep:] if keep else b""
+                    carry_head = (carry_head + bytes(view[:64]))[:64]
+                carry_mark = (carry_mark or find(mark, 0, n) >= 0
+                              or mark in carry_tail + bytes(view[:keep]))
+                carry_tail = (carry_tail + bytes(view[max(0, n - keep):n]))[-keep:] if keep else b""
                 continue
             if carry_start >= 0:
-                head_end = block.find(b"\n")
+                head_end = find(b"\n", 0, n)
                 if len(carry_head) < 64:
-                    carry_head = (carry_head + block[:head_end])[:64]
-                if ((carry_mark or mark in block[:head_end]
-                     or mark in carry_tail + block[:min(keep, head_end)])
+                    carry_head = (carry_head + bytes(view[:min(head_end, 64)]))[:64]
+                if ((carry_mark or find(mark, 0, head_end) >= 0
+                     or mark in carry_tail + bytes(view[:min(keep, head_end)]))
                         and not (skip is not None and skip(carry_head))):
                     line_end = base + head_end
                     yield os.pread(fd, line_end - carry_start, carry_start)
@@ -619,22 +664,36 @@ class _File:
                 i = head_end + 1
             else:
                 i = 0
-            find, rfind = block.find, block.rfind
+            # misses of the rare byte this block may cost before the
+            # whole-mark search takes over (-1: it has taken over)
+            budget = _RARE_MISSES + (n >> 12) if block_no >= rare_from else -1
             while True:
-                j = find(mark, i, last)
-                if j < 0:
-                    break
+                if budget >= 0:
+                    j = find(rare, i + k, last)
+                    while j >= 0 and not startswith(mark, j - k, last):
+                        budget -= 1
+                        if budget < 0:
+                            rare_from = block_no + _RARE_PAUSE
+                            break
+                        j = find(rare, j + 1, last)
+                    else:
+                        if j < 0:
+                            break
+                        j -= k
+                if budget < 0:
+                    j = find(mark, i, last)
+                    if j < 0:
+                        break
                 start = rfind(b"\n", i, j) + 1
                 start = start if start > i else i
-                end = find(b"\n", j)
-                if skip is None or not skip(block[start:start + 64]):
-                    yield block[start:end]
+                end = find(b"\n", j, last + 1)
+                if skip is None or not skip(bytes(view[start:start + 64])):
+                    yield bytes(view[start:end])
                 i = end + 1
-            if last + 1 < len(block):
-                rest = block[last + 1:]
-                carry_start, carry_head = base + last + 1, rest[:64]
-                carry_mark = mark in rest
-                carry_tail = rest[-keep:] if keep else b""
+            if last + 1 < n:
+                carry_start, carry_head = base + last + 1, bytes(view[last + 1:min(n, last + 65)])
+                carry_mark = find(mark, last + 1, n) >= 0
+                carry_tail = bytes(view[max(last + 1, n - keep):n]) if keep else b""
 
     def line_number(self, offset: int) -> int:
         """1-based number of the line starting at ``offset`` (counts newlines; error paths only)."""

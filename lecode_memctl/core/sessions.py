@@ -459,6 +459,51 @@ def _rare_offset(mark: bytes) -> int:
     return max(range(len(mark)), key=rank)
 
 
+class MarkFinder:
+    """Finds every occurrence of ``mark`` in a buffer, block after block:
+    ``memchr`` (``find`` of one byte) for the mark's rarest byte, each hit
+    checked in place, while such hits are rare; in a block where they are
+    not (prose full of that byte), ``bytes.find`` of the whole mark for the
+    rest of that block and the next :data:`_RARE_PAUSE` blocks.  Both find
+    every occurrence; on a buffer without the rare byte (the ``v`` of
+    ``"event"``) the first runs at the speed of ``memchr``."""
+
+    __slots__ = ("mark", "k", "rare", "block_no", "rare_from", "budget")
+
+    def __init__(self, mark: bytes) -> None:
+        self.mark = mark
+        self.k = _rare_offset(mark)
+        self.rare = mark[self.k:self.k + 1]
+        self.block_no = 0
+        self.rare_from = 0     # the first block searched by the rare byte again
+        self.budget = -1       # misses left in this block (-1: bytes.find of the mark)
+
+    def new_block(self, n: int) -> None:
+        """Start a block of ``n`` bytes (its miss budget: 16 plus one per 4 KiB)."""
+        self.block_no += 1
+        self.budget = _RARE_MISSES + (n >> 12) if self.block_no >= self.rare_from else -1
+
+    def find(self, buf: bytes | bytearray, i: int, end: int) -> int:
+        """Offset of the first occurrence of the mark in ``buf[i:end]`` (wholly
+        inside it), or -1."""
+        mark = self.mark
+        if self.budget >= 0:
+            k = self.k
+            find, startswith, rare = buf.find, buf.startswith, self.rare
+            j = find(rare, i + k, end)
+            while j >= 0:
+                if startswith(mark, j - k, end):
+                    return j - k
+                self.budget -= 1
+                if self.budget < 0:
+                    self.rare_from = self.block_no + _RARE_PAUSE
+                    break
+                j = find(rare, j + 1, end)
+            else:
+                return -1
+        return buf.find(mark, i, end)
+
+
 def _preadinto(fd: int, into: memoryview, offset: int) -> int:
     """``os.preadv`` of one buffer (``os.pread`` and a copy where it is missing)."""
     if _HAVE_PREADV:
@@ -605,11 +650,8 @@ class _File:
         ``\\n``) is never yielded.  ``pread`` rather than ``mmap``: a file
         truncated under a mapping would raise SIGBUS.
 
-        The search: ``memchr`` (``find`` of one byte) for the mark's rarest
-        byte (``v`` of ``"event"``), each hit checked in place, while such
-        hits are rare; in a block where they are not (prose full of the
-        byte), ``bytes.find`` of the whole mark for that block and the next
-        :data:`_RARE_PAUSE` ones.  Both find every occurrence.
+        The marks are found by :class:`MarkFinder` (``memchr`` of the mark's
+        rarest byte while that is rare, else ``bytes.find``).
 
         ``skip(head)``, given a line's first bytes (up to 64), says a line is
         not wanted whatever it holds.  A line longer than a block is never
@@ -622,25 +664,22 @@ class _File:
             return
         off = pos
         keep = len(mark) - 1
-        k = _rare_offset(mark)
-        rare = mark[k:k + 1]
+        finder = MarkFinder(mark)
         buf = bytearray(min(_SCAN_BLOCK, size - pos))
         view = memoryview(buf)
-        find, rfind, startswith = buf.find, buf.rfind, buf.startswith
+        find, rfind, next_mark = buf.find, buf.rfind, finder.find
         # a line that runs past a block: its start, first bytes, last bytes
         # (for a mark across blocks) and whether it holds the mark
         carry_start = -1
         carry_head = carry_tail = b""
         carry_mark = False
-        block_no = 0
-        rare_from = 0    # the first block searched by the rare byte again
         while off < size:
             n = _preadinto(fd, view[:min(len(buf), size - off)], off)
             if n <= 0:
                 return
             base = off
             off += n
-            block_no += 1
+            finder.new_block(n)
             last = rfind(b"\n", 0, n)
             if last < 0:
                 if carry_start < 0:
@@ -664,26 +703,10 @@ class _File:
                 i = head_end + 1
             else:
                 i = 0
-            # misses of the rare byte this block may cost before the
-            # whole-mark search takes over (-1: it has taken over)
-            budget = _RARE_MISSES + (n >> 12) if block_no >= rare_from else -1
             while True:
-                if budget >= 0:
-                    j = find(rare, i + k, last)
-                    while j >= 0 and not startswith(mark, j - k, last):
-                        budget -= 1
-                        if budget < 0:
-                            rare_from = block_no + _RARE_PAUSE
-                            break
-                        j = find(rare, j + 1, last)
-                    else:
-                        if j < 0:
-                            break
-                        j -= k
-                if budget < 0:
-                    j = find(mark, i, last)
-                    if j < 0:
-                        break
+                j = next_mark(buf, i, last)
+                if j < 0:
+                    break
                 start = rfind(b"\n", i, j) + 1
                 start = start if start > i else i
                 end = find(b"\n", j, last + 1)

@@ -21,6 +21,7 @@ from ..sessions import (
     LEARNING_STATUSES,
     NOT_JSON,
     TOO_LARGE,
+    MarkFinder,
     RecordTooLarge,
     bad_target,
     fast_seq,
@@ -313,7 +314,9 @@ def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
     if last_seq is None:
         return False
     events: list[dict[str, Any]] = []
-    pos = data.find(b'"event"', 0, end)
+    marks = MarkFinder(b'"event"')    # (memchr of its "v" while that is rare)
+    marks.new_block(end)
+    pos = marks.find(data, 0, end)
     while pos >= 0:
         ls = data.rfind(b"\n", 0, pos) + 1
         le = data.find(b"\n", pos, end)
@@ -324,7 +327,7 @@ def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
         if (type(rec) is dict and rec.get("type") == "event"
                 and rec.get("event") in ("undo", "redo", "clear")):
             events.append(rec)
-        pos = data.find(b'"event"', le, end)
+        pos = marks.find(data, le, end)
     ranges = sorted({(seqs[0], seqs[-1]) for seqs, _d, _p in need})
     # Each span's first line is searched from the previous span's (ranges are
     # sorted, and so are a clean transcript's seqs): one pass over the bytes,

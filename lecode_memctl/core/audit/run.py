@@ -306,7 +306,8 @@ class Audit:
     # -- sessions
     def _check_sessions(self) -> Iterator[Finding | None]:
         """One job per transcript, each reading its file at most once (see _session_job);
-        with ``deep`` and several sessions the jobs run in parallel processes."""
+        with ``deep`` and several sessions, or many large referenced transcripts,
+        the jobs run in parallel processes (``run_jobs``)."""
         ids = self.store.session_ids()
         self.summary.sessions = len(ids)
         total = len(ids)
@@ -323,7 +324,7 @@ class Audit:
                 for ref, purpose in items:
                     self._statuses[(ref, purpose)] = status_for(
                         "session_missing", f"no session {sid}")
-        results = run_jobs(jobs, parallel=self.deep and self.parallel)
+        results = run_jobs(jobs, parallel=self.parallel)   # (run_jobs decides whether it pays)
         ahead: list[tuple[str, int, int]] = []
         for i, (sid, sc) in enumerate(zip(ids, results, strict=True)):  # one result per job
             if self.progress:

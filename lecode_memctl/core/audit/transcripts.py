@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -62,11 +63,23 @@ def _tail_epoch(fd: int, size: int, sc: _Scan, data: bytes | None = None) -> tup
     else:
         window = os.pread(fd, n, size - n)
         sc.bytes_read += len(window)
-    lines = window.split(b"\n")[:-1]        # the last piece is a torn tail or empty
-    if n < size and lines:
-        lines = lines[1:]                     # the window may start mid-line
+    bound = _epoch_bound(window)
+    if bound == _NO_EPOCH:
+        return None
+    # the complete lines (the last piece is a torn tail or empty); the window
+    # may start mid-line, so its first piece is not one unless it is the file's
+    pos = 0
+    if n < size:
+        pos = window.find(b"\n") + 1
+        if pos == 0:
+            return None
     best: tuple[int, int] | None = None
-    for line in lines:
+    while True:
+        end = window.find(b"\n", pos)
+        if end < 0:
+            break
+        line = window[pos:end]
+        pos = end + 1
         if b'"epoch"' not in line:
             continue
         try:
@@ -78,12 +91,68 @@ def _tail_epoch(fd: int, size: int, sc: _Scan, data: bytes | None = None) -> tup
         epoch, seq = rec.get("epoch"), rec.get("seq")
         if type(epoch) is int and type(seq) is int and (best is None or epoch > best[0]):
             best = (epoch, seq)
+            if bound is not None and epoch >= bound:
+                break          # no later line can carry a higher epoch
     return best
 
 
+_EPOCH_VALUE = re.compile(rb'"epoch"[ \t\r\n]*:[ \t\r\n]*(-?[0-9]+)')
+
+
+_NO_EPOCH = float("-inf")
+
+
+def _epoch_bound(window: bytes) -> float | None:
+    """An upper bound of the integer epochs in ``window``, from its bytes:
+    the largest integer written after a key ``"epoch"``; :data:`_NO_EPOCH`
+    when there is none (no line there can carry an integer epoch).  None
+    when no bound is known: the window holds a ``\\u`` escape (a key could
+    be spelt ``"\\u0065poch"``) or an integer too long for 64 bits.  The
+    epoch scan stops at the first line that reaches the bound: in a clean
+    transcript, whose epochs never decrease, it parses one line, not all."""
+    if b"\\u" in window:
+        return None
+    best = _NO_EPOCH
+    for digits in _EPOCH_VALUE.findall(window):
+        if len(digits) > 20:
+            return None
+        best = max(best, int(digits))
+    return best
+
+
+# the default mode runs its jobs in worker processes only when they read at
+# least this much (a pool of forked workers costs some 10-30 ms to start)
+PARALLEL_BYTES = 64 << 20
+
+
+def _worth_a_pool(jobs: list[tuple[Any, ...]]) -> bool:
+    """Whether the jobs read enough to pay for a pool: with ``deep`` (every
+    transcript read and parsed whole), eight jobs or more; in the default
+    mode, eight transcripts or more that facts reference (each read whole)
+    holding :data:`PARALLEL_BYTES` together (by ``os.stat``; a file that
+    cannot be stat'ed counts nothing: its job reports it)."""
+    if len(jobs) < 8 or (os.cpu_count() or 1) < 2:
+        return False
+    if any(j[3] for j in jobs):
+        return True
+    heavy = [j[0] for j in jobs if j[4]]
+    if len(heavy) < 8:
+        return False
+    total = 0
+    for path in heavy:
+        try:
+            total += os.stat(path, follow_symlinks=False).st_size
+        except OSError:
+            continue
+        if total >= PARALLEL_BYTES:
+            return True
+    return False
+
+
 def run_jobs(jobs: list[tuple[Any, ...]], *, parallel: bool) -> Iterator[_Scan]:
-    """The jobs' results in order, each as soon as it is ready (findings stream)."""
-    if parallel and len(jobs) >= 8 and (os.cpu_count() or 1) > 1:
+    """The jobs' results in order, each as soon as it is ready (findings stream);
+    in worker processes when ``parallel`` and :func:`_worth_a_pool`."""
+    if parallel and _worth_a_pool(jobs):
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 

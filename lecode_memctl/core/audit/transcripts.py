@@ -110,10 +110,10 @@ def _epoch_bound(window: bytes) -> float | None:
     be spelt ``"\\u0065poch"``) or an integer too long for 64 bits.  The
     epoch scan stops at the first line that reaches the bound: in a clean
     transcript, whose epochs never decrease, it parses one line, not all."""
-    if b"\\u" in window:
-        return None
+    if b"\\" in window and b"\\u" in window:   # (memchr first: a window without a
+        return None                              # backslash skips the two-byte search)
     best = _NO_EPOCH
-    for digits in _EPOCH_VALUE.findall(window):
+    for digits in set(_EPOCH_VALUE.findall(window)):   # (a few distinct values)
         if len(digits) > 20:
             return None
         best = max(best, int(digits))

@@ -588,14 +588,13 @@ def _span_status(seqs: tuple[int, ...], digest: str, purpose: str, records: dict
             return status_for("records_corrupt", "a corrupt line in the span")
     if any(lo <= d <= hi for d in dup_seqs):
         return status_for("records_corrupt", "a repeated seq in the span")
-    span = []
-    for s in range(lo, hi + 1):
-        r = records.get(s)
-        if r is None:
-            if s > last_seq:
-                return status_for("position_missing", f"the transcript ends at seq {last_seq}", s)
-            return status_for("records_corrupt", f"seq {s} is missing from the span")
-        span.append(r)
+    get = records.get
+    span = [get(s) for s in range(lo, hi + 1)]
+    if None in span:
+        s = lo + span.index(None)
+        if s > last_seq:
+            return status_for("position_missing", f"the transcript ends at seq {last_seq}", s)
+        return status_for("records_corrupt", f"seq {s} is missing from the span")
     try:
         span_digest = canonical_digest(span)
     except RecordsUndigestible as exc:
@@ -677,6 +676,11 @@ def _compaction(compacts: list[tuple[int, dict[str, Any]]], sid: str,
 
     prev: dict[str, Any] | None = None
     seen: dict[tuple[Any, ...], tuple[str, str, str | None]] = {}
+    # (seqs, span) of each well-formed chunk by its quick key: lineage is
+    # cumulative, so the same chunks come back in every later compact event
+    # (O(events^2) chunks a session); one equal to a chunk seen costs a list
+    # compare in C, not a Python loop over its seqs
+    chunk_spans: dict[tuple[Any, ...], tuple[list[Any], tuple[int, int]]] = {}
     for _line, rec in compacts:
         seq = rec.get("seq")
         if "lineage" not in rec:
@@ -708,7 +712,6 @@ def _compaction(compacts: list[tuple[int, dict[str, Any]]], sid: str,
         stale_n = 0
         spans: list[tuple[int, int] | None] = []
         for chunk in lineage:
-            spans.append(_chunk_span(chunk))
             seqs = chunk.get("seqs") if isinstance(chunk, dict) else None
             # lineage is cumulative: a chunk seen in an earlier compact event is decided once
             quick = None
@@ -717,6 +720,17 @@ def _compaction(compacts: list[tuple[int, dict[str, Any]]], sid: str,
                     and type(seqs[0]) is int and type(seqs[-1]) is int):
                 # (a malformed chunk is not memoised: it is reported where it stands)
                 quick = (chunk["session_id"], chunk["digest"], seqs[0], seqs[-1], len(seqs))
+                known = chunk_spans.get(quick)
+                # (equal, and ints only: 1 == 1.0 == True, but only ints make a span)
+                if known is not None and known[0] == seqs and set(map(type, seqs)) == _INTS:
+                    spans.append(known[1])
+                else:
+                    spans.append(_chunk_span(chunk))
+                    if spans[-1] is not None:
+                        chunk_spans[quick] = (seqs, spans[-1])
+            else:
+                spans.append(_chunk_span(chunk))
+            if quick is not None:
                 hit = seen.get(quick)
                 if hit is not None:
                     kind, msg, reason = hit
@@ -773,6 +787,9 @@ def _compaction(compacts: list[tuple[int, dict[str, Any]]], sid: str,
             add("compact.lineage_stale", bad[0] + more, seq=seq, reason=bad[1])
         elif inert:
             add("compact.inert", inert[0], seq=seq, reason=inert[1])
+
+
+_INTS = {int}
 
 
 def _chunk_span(chunk: Any) -> tuple[int, int] | None:

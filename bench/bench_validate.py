@@ -318,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
             "sha256sum_mb_per_s": round(mb / sha_s, 1),
             "deep_vs_sha256sum": round(sha_s / deep_s, 3),
             "cli_default_seconds": round(cli_default, 3),
+            "cli_default_vs_sha256sum": round(sha_s / cli_default, 3),
             "cli_deep_seconds": round(cli_deep, 3),
             "cli_deep_vs_sha256sum": round(sha_s / cli_deep, 3),
             "default_rss_kib": max(r["rss_kib"] for r in default),
@@ -366,7 +367,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"summary: default {res['default_seconds']} s reading {res['default_rchar'] / 1e6:.1f} MB "
           f"for {res['referenced_bytes'] / 1e6:.1f} MB referenced of {mb:.0f} MB; --deep "
           f"{res['deep_mb_per_s']} MB/s = {res['deep_vs_sha256sum']}x sha256sum "
-          f"(target {TARGET}){'' if ok else ' MISSED'}")
+          f"(target {TARGET}){'' if ok else ' MISSED'}; memctl validate -q "
+          f"{res['cli_default_vs_sha256sum']}x (target {CLI_DEFAULT_TARGET:g}), --deep -q "
+          f"{res['cli_deep_vs_sha256sum']}x (target {CLI_DEEP_TARGET:g}), paired rounds")
     return 0 if ok else 1
 
 

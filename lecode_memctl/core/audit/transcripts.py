@@ -8,7 +8,7 @@ import re
 import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -589,12 +589,13 @@ def _span_status(seqs: tuple[int, ...], digest: str, purpose: str, records: dict
     if any(lo <= d <= hi for d in dup_seqs):
         return status_for("records_corrupt", "a repeated seq in the span")
     get = records.get
-    span = [get(s) for s in range(lo, hi + 1)]
-    if None in span:
-        s = lo + span.index(None)
+    got = [get(s) for s in range(lo, hi + 1)]
+    if None in got:
+        s = lo + got.index(None)
         if s > last_seq:
             return status_for("position_missing", f"the transcript ends at seq {last_seq}", s)
         return status_for("records_corrupt", f"seq {s} is missing from the span")
+    span = cast("list[dict[str, Any]]", got)
     try:
         span_digest = canonical_digest(span)
     except RecordsUndigestible as exc:

@@ -460,6 +460,7 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
     from ..sessions import UndoState
 
     loads = load_record   # the session readers' loader (issue 16.5, 16.8)
+    orjson_loads = orjson.loads
     JSONDecodeError = (orjson.JSONDecodeError, RecordTooLarge)
     needed: set[int] = set()
     for seqs, _d, _p in need:
@@ -504,7 +505,10 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                         expected = seq + 1
                     continue
             try:
-                rec = loads(line)
+                try:
+                    rec = orjson_loads(line)   # (load_record's first step, without its call)
+                except (orjson.JSONDecodeError, MemoryError):
+                    rec = loads(line)          # its fallbacks, and RecordTooLarge
             except JSONDecodeError as exc:
                 corrupt_after.append(last_seq)
                 too_large = isinstance(exc, RecordTooLarge)
@@ -524,14 +528,14 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                 if big is not None and big == expected:
                     last_seq, expected = big, big + 1   # its seq is known: no false seq_gap
                 continue
-            if type(rec) is not dict or type(rec.get("seq")) is not int or rec["seq"] < 0:
+            seq = rec.get("seq") if type(rec) is dict else None
+            if type(seq) is not int or seq < 0:
                 corrupt_after.append(last_seq)
                 if deep:
                     reason = "not_object" if type(rec) is not dict else "no_seq"
                     add("session.corrupt_line", f"line {lineno} is corrupt ({reason})",
                         line=lineno, reason=reason)
                 continue
-            seq = rec["seq"]
             if seq != expected:
                 if seq <= last_seq:
                     dup_seqs.add(seq)

@@ -2,6 +2,7 @@
 """``memctl validate`` on a large store: time, bytes read, ``--deep`` throughput.
 
     python bench/bench_validate.py [--quick] [--dir DIR] [--keep] [--json]
+                                   [--reuse DIR] [--only cli]
 
 Builds a store of 10,000 facts over 1,000 sessions (about 500 MB of
 transcripts; ``--quick``: 1,000 facts over 100 sessions, about 50 MB) with a
@@ -26,6 +27,12 @@ Then, with the page cache warm (every file read once first):
 * the same two as real ``memctl validate -q [--deep]`` processes (start-up
   included), and ``sha256sum`` itself, each with its peak RSS.
 
+The real processes and ``sha256sum`` are paired: each round runs
+``sha256sum``, ``validate -q`` and ``validate --deep -q`` in turn, so a
+round's ratios share its load; the figures are the medians.  ``--reuse DIR``
+builds the store in DIR the first time and reuses it afterwards (for
+iterating); ``--only cli`` measures the real processes alone.
+
 Peak RSS: processes under GNU time (see ``_common.py``); for ``--deep``,
 which runs a pool of worker processes, that is the largest single process
 of the tree (``wait4`` folds in the largest reaped descendant), not their
@@ -44,6 +51,7 @@ import os
 import random
 import shutil
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -220,6 +228,30 @@ def sha256sum_run(files: list[str]) -> tuple[float, int]:
     return median_run(["sha256sum", *files], 1)
 
 
+Round = tuple[tuple[float, int], tuple[float, int], tuple[float, int]]
+
+
+def paired_cli(store: str, files: list[str], runs: int) -> list[Round]:
+    """``runs`` rounds of (sha256sum, validate -q, validate --deep -q), each
+    (seconds, peak RSS KiB), in turn so that each round shares its load."""
+    return [(sha256sum_run(files), run_cli(store, False, 1), run_cli(store, True, 1))
+            for _ in range(runs)]
+
+
+def print_rounds(rounds: list[Round], nbytes: int) -> None:
+    for i, (sha, d, deep) in enumerate(rounds, 1):
+        print(f"round {i}: sha256sum {sha[0]:.3f} s, validate -q {d[0]:.3f} s "
+              f"({sha[0] / d[0]:.2f}x), --deep -q {deep[0]:.3f} s ({sha[0] / deep[0]:.2f}x)")
+    med = statistics.median
+    sha_s = med([r[0][0] for r in rounds])
+    d_s, deep_s = med([r[1][0] for r in rounds]), med([r[2][0] for r in rounds])
+    print(f"median ({nbytes / 1e6:.0f} MB): sha256sum {sha_s:.3f} s; validate -q {d_s:.3f} s = "
+          f"{sha_s / d_s:.2f}x sha256sum throughput (target {CLI_DEFAULT_TARGET:g}); "
+          f"validate --deep -q {deep_s:.3f} s = {sha_s / deep_s:.2f}x (target {CLI_DEEP_TARGET:g}); "
+          f"peak RSS -q {max(r[1][1] for r in rounds) // 1024} MiB, "
+          f"--deep {max(r[2][1] for r in rounds) // 1024} MiB")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="1,000 facts over 100 sessions (~50 MB)")
@@ -227,27 +259,47 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the store afterwards")
     ap.add_argument("--runs", type=int, default=3, help="runs of each measurement (median)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--reuse", type=Path, default=None, metavar="DIR",
+                    help="build the store in DIR once and reuse it in later runs")
+    ap.add_argument("--only", choices=("cli",), default=None,
+                    help="cli: only the real processes against sha256sum (paired rounds)")
     a = ap.parse_args(argv)
     sessions, facts = (100, 1000) if a.quick else (1000, 10000)
-    tmp = Path(tempfile.mkdtemp(prefix="memctl-bench-", dir=a.dir))
+    if a.reuse is not None:
+        tmp = a.reuse
+        tmp.mkdir(parents=True, exist_ok=True)
+    else:
+        tmp = Path(tempfile.mkdtemp(prefix="memctl-bench-", dir=a.dir))
     try:
         t0 = time.perf_counter()
-        info = build(tmp, sessions, facts, 500_000)
+        saved = tmp / "build.json"
+        if a.reuse is not None and saved.exists():
+            info = json.loads(saved.read_text())
+        else:
+            info = build(tmp, sessions, facts, 500_000)
+            saved.write_text(json.dumps(info))
         build_s = time.perf_counter() - t0
         store = info["store"]
         files = sorted(str(p) for p in Path(store, "sessions").glob("*.jsonl"))
         sha256sum_run(files)            # warm the page cache
         runs = max(1, a.runs)
+        rounds = paired_cli(store, files, runs)
+        if a.only == "cli":
+            print(f"({machine_line()})")
+            print_rounds(rounds, info["transcript_bytes"])
+            return 0
         default = [run_validate(store, False) for _ in range(runs)]
         deep = [run_validate(store, True) for _ in range(runs)]
-        sha_runs = [sha256sum_run(files) for _ in range(runs)]
-        sha = [t for t, _r in sha_runs]
-        sha_rss = max(r for _t, r in sha_runs)
-        cli_default, cli_default_rss = run_cli(store, False, runs)
-        cli_deep, cli_deep_rss = run_cli(store, True, runs)
 
         def med(xs: list[float]) -> float:
             return sorted(xs)[len(xs) // 2]
+
+        sha = [r[0][0] for r in rounds]
+        sha_rss = max(r[0][1] for r in rounds)
+        cli_default = med([r[1][0] for r in rounds])
+        cli_default_rss = max(r[1][1] for r in rounds)
+        cli_deep = med([r[2][0] for r in rounds])
+        cli_deep_rss = max(r[2][1] for r in rounds)
 
         d_s = med([r["seconds"] for r in default])
         deep_s = med([r["seconds"] for r in deep])
@@ -266,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
             "sha256sum_mb_per_s": round(mb / sha_s, 1),
             "deep_vs_sha256sum": round(sha_s / deep_s, 3),
             "cli_default_seconds": round(cli_default, 3),
+            "cli_default_vs_sha256sum": round(sha_s / cli_default, 3),
             "cli_deep_seconds": round(cli_deep, 3),
             "cli_deep_vs_sha256sum": round(sha_s / cli_deep, 3),
             "default_rss_kib": max(r["rss_kib"] for r in default),
@@ -280,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
             "finding_codes": sorted(set(default[0]["codes"]) | set(deep[0]["codes"])),
         }
     finally:
-        if not a.keep:
+        if a.reuse is None and not a.keep:
             shutil.rmtree(tmp, ignore_errors=True)
         else:
             print(f"store kept in {tmp}", file=sys.stderr)
@@ -314,7 +367,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"summary: default {res['default_seconds']} s reading {res['default_rchar'] / 1e6:.1f} MB "
           f"for {res['referenced_bytes'] / 1e6:.1f} MB referenced of {mb:.0f} MB; --deep "
           f"{res['deep_mb_per_s']} MB/s = {res['deep_vs_sha256sum']}x sha256sum "
-          f"(target {TARGET}){'' if ok else ' MISSED'}")
+          f"(target {TARGET}){'' if ok else ' MISSED'}; memctl validate -q "
+          f"{res['cli_default_vs_sha256sum']}x (target {CLI_DEFAULT_TARGET:g}), --deep -q "
+          f"{res['cli_deep_vs_sha256sum']}x (target {CLI_DEEP_TARGET:g}), paired rounds")
     return 0 if ok else 1
 
 

@@ -647,3 +647,41 @@ def test_format_md_lists_every_finding_code_with_its_severity():
     for code, info in CODES.items():
         # "warning / error" for a code whose severity depends on the case
         assert info.severity in rows[code].split(" / "), code
+
+
+@pytest.mark.parametrize("misses", [0, 16])
+def test_event_search_full_of_its_rare_byte_matches_session_store(config_dir, monkeypatch, misses):
+    """The default audit finds the undo/redo events of an in-memory transcript
+    by the memchr of the ``v`` of ``"event"``; prose full of ``v`` hands the
+    search over to ``bytes.find`` (at once with ``misses`` 0): either way every
+    event is found and the statuses are SessionStore.validate_many's."""
+    from lecode_memctl.core import sessions as sessions_mod
+    from lecode_memctl.core.audit import Audit
+
+    monkeypatch.setattr(sessions_mod, "_RARE_MISSES", misses)
+    path = build_clean(config_dir)
+    store = store_at(path)
+    recs: list[dict] = [{"seq": 0, "type": "session", "format": 1, "session_id": "vvv",
+                         "project": SLUG, "created": "2026-01-01T00:00:00Z"}]
+    for seq in range(1, 400):
+        if seq % 40 == 0:
+            recs.append({"seq": seq, "type": "event", "event": "undo" if seq % 80 else "redo",
+                         "target": [seq - 3, seq - 2]})
+        else:
+            recs.append({"seq": seq, "type": "message", "role": "user",
+                         "content": f"{seq} vivid velvet vines never ever evolve " * 8})
+    _write_session(path / "sessions" / "vvv.jsonl", [orjson.dumps(r) + b"\n" for r in recs])
+    fs = FactStore(store.facts_db)
+    for seq in range(1, 400, 3):
+        if recs[seq]["type"] == "message":
+            fs.add(f"fact {seq}", ref=SourceRef("vvv", (seq,), canonical_digest(recs[seq:seq + 1])))
+    fs.close()
+    a = Audit(store, parallel=False)
+    list(a.run())
+    with FactStore.open_readonly(store.facts_db) as ro:
+        refs = [r for _sid, group in ro.source_refs_by_session("vvv") for r in group]
+        expect = SessionStore(store, exclusions=ro).validate_many(refs, "durable")
+    # the audit keeps the statuses that are not valid
+    got = {r: (st.status, st.reason) for (r, _p), st in a._statuses.items() if r.session_id == "vvv"}
+    assert got == {r: (s.status, s.reason) for r, s in expect.items() if not s.ok}
+    assert ("hidden", "undone") in got.values() and any(s.ok for s in expect.values())

@@ -85,3 +85,83 @@ def test_a_forget_during_the_audit_is_not_a_false_alarm(demo, monkeypatch):
     monkeypatch.setattr(audit, "_check_sessions", forget_then_scan)
     findings = list(audit.run())
     assert [f for f in findings if f and f.code == "session.epoch_ahead"] == []
+
+
+def _tail_epoch_reference(window: bytes, whole: bool):
+    """_tail_epoch before its early stop: every line holding "epoch" parsed."""
+    import orjson
+
+    from lecode_memctl.core.sessions import is_generated
+
+    lines = window.split(b"\n")[:-1]
+    if not whole and lines:
+        lines = lines[1:]
+    best = None
+    for line in lines:
+        if b'"epoch"' not in line:
+            continue
+        try:
+            rec = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if not (isinstance(rec, dict) and rec.get("type") == "message" and is_generated(rec)):
+            continue
+        epoch, seq = rec.get("epoch"), rec.get("seq")
+        if type(epoch) is int and type(seq) is int and (best is None or epoch > best[0]):
+            best = (epoch, seq)
+    return best
+
+
+_EPOCH_LINES = [
+    b'{"seq":%d,"type":"message","role":"assistant","content":"a","epoch":%d}',
+    b'{"seq":%d,"type":"message","role":"tool","epoch" : %d,"content":"b"}',
+    b'{"seq":%d,"type":"message","role":"user","epoch":%d}',           # not generated
+    b'{"seq":%d,"type":"message","role":"user","synthetic":true,"epoch":%d}',
+    b'{"seq":%d,"type":"event","event":"undo","epoch":%d}',            # not a message
+    b'{"seq":%d,"type":"message","role":"assistant","epoch":1,"epoch":%d}',   # duplicate key
+    b'{"seq":%d,"type":"message","role":"assistant","\\u0065poch":%d}',      # escaped key
+    b'{"seq":%d,"type":"message","role":"assistant","\\u0065poch":%d,"x":{"epoch":-9}}',
+    b'{"seq":%d,"type":"message","role":"assistant","x":{"epoch":%d}}',      # nested
+    b'{"seq":%d,"type":"message","role":"assistant","epoch":"%d"}',          # a string
+    b'{"seq":%d,"type":"message","role":"assistant","epoch":%d.5}',          # a float
+    b'{"seq":%d,"type":"message","role":"assistant","epoch":%d',             # corrupt
+    b'{"seq":%d,"type":"message","role":"assistant","epoch":1%d000000000000000000000}',
+]
+
+
+def test_the_epoch_scan_stops_early_with_the_same_answer(tmp_path):
+    """_tail_epoch stops at the first line whose epoch reaches the bound read
+    from the window's bytes: whatever the lines (epochs up, down, negative,
+    escaped or nested keys, duplicates, strings, floats, corrupt lines, a
+    window that starts mid-line), its answer is the full parse's."""
+    import os
+
+    from hypothesis import given, settings, strategies as st
+
+    from lecode_memctl.core.audit import transcripts as T
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.tuples(st.integers(0, len(_EPOCH_LINES) - 1), st.integers(-3, 5)),
+                    max_size=12),
+           st.integers(0, 40), st.booleans(), st.booleans())
+    def check(picks, cut, torn, in_memory):
+        lines = [_EPOCH_LINES[k] % (i + 1, e) for i, (k, e) in enumerate(picks)]
+        data = b"\n".join(lines) + (b"\n" if lines else b"") + (b'{"seq":99,"epoch":9' if torn else b"")
+        for n in {len(data), max(0, len(data) - cut)}:
+            p = tmp_path / "t.jsonl"
+            p.write_bytes(data)
+            fd = os.open(p, os.O_RDONLY)
+            try:
+                old = T.EPOCH_TAIL
+                T.EPOCH_TAIL = n if n else 1
+                try:
+                    got = T._tail_epoch(fd, len(data), T._Scan(), data if in_memory else None)
+                finally:
+                    T.EPOCH_TAIL = old
+            finally:
+                os.close(fd)
+            w = min(len(data), n if n else 1)
+            want = _tail_epoch_reference(data[len(data) - w:], w == len(data)) if data else None
+            assert got == want, (data, n)
+
+    check()

@@ -1242,22 +1242,28 @@ def test_the_engine_parses_a_huge_record_between_spans_at_most_once(template, mo
     assert sum(1 for n in parsed if n > 4000) == 1, parsed
 
 
+@pytest.mark.parametrize("misses", [0, 1, 16])
 @pytest.mark.parametrize("block", [1, 2, 3, 7, 64, 1 << 20])
-def test_the_event_scan_keeps_every_marked_line_across_blocks(tmp_path, monkeypatch, block):
+def test_the_event_scan_keeps_every_marked_line_across_blocks(tmp_path, monkeypatch, block, misses):
     """marked_lines, which no longer joins a long line unless it is wanted,
     yields exactly the complete lines holding the mark (and, with the event
     prefix filter, not those that say they are another type), whatever the
-    block size: a mark across blocks, a line across many blocks, a torn tail."""
+    block size: a mark across blocks, a line across many blocks, a torn tail;
+    and whichever search finds the marks (the rare byte ``v``, lines full of
+    it that hand over to ``bytes.find`` after ``misses`` misses, and back)."""
     import random
 
     from lecode_memctl.core import sessions as sessions_mod
 
     monkeypatch.setattr(sessions_mod, "_SCAN_BLOCK", block)
-    rng = random.Random(block)
+    monkeypatch.setattr(sessions_mod, "_RARE_MISSES", misses)
+    monkeypatch.setattr(sessions_mod, "_RARE_PAUSE", 2)
+    rng = random.Random(block * 100 + misses)
     pieces = [b'{"seq":1,"type":"message","x":"event"}', b'"event"', b'"ev', b'ent"', b"x" * 70,
-              b'{"seq":2,"type":"event"}', b'{"seq":3,"type":"event","event":"undo"}', b"\n", b"\n"]
+              b'{"seq":2,"type":"event"}', b'{"seq":3,"type":"event","event":"undo"}', b"\n", b"\n",
+              b"v", b"vv" * 40, b'"e', b'"vent"', b"event\"", b'"even"']
     for trial in range(200):
-        data = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 10)))
+        data = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 14)))
         p = tmp_path / f"t{trial}.jsonl"
         p.write_bytes(data)
         starts = [0] + [i + 1 for i, c in enumerate(data) if c == 10]

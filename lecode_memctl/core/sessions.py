@@ -107,6 +107,12 @@ _LINEAR_BELOW = 1 << 13   # binary search stops when the window is this small
 _TAIL_BYTES = 1 << 16
 _SCAN_BLOCK = 1 << 20     # raw-byte scans (marked_lines) read this much at a time
 _WHOLE_LIMIT = 4 << 20   # a whole-store evaluation parses a transcript this small in one call
+_RARE_MISSES = 16         # marked_lines: hits of the rare byte that are not the mark,
+_RARE_PAUSE = 16          # per block (plus one per 4 KiB), before bytes.find takes
+                          # over for this many blocks
+# bytes by how often they occur in transcripts (JSON, prose, code), most first:
+# a mark's rarest byte is the one found by memchr (_rare_offset)
+_COMMON_BYTES = b' "etaoinsrhldcum,:fpgwyb.{}_\\0123456789-vkxjqzETAOINSRHLDCUMFPGWYBVKXJQZ'
 _SWEEP_GAP = 256          # a span sweep seeks past more positions than this between spans
 
 
@@ -445,6 +451,72 @@ def not_an_event(head: bytes) -> bool:
     return m is not None and m.group(1) != b"event"
 
 
+def _rare_offset(mark: bytes) -> int:
+    """Offset in ``mark`` of its rarest byte by :data:`_COMMON_BYTES` (a byte
+    not listed is rarer than any listed)."""
+    def rank(i: int) -> int:
+        r = _COMMON_BYTES.find(mark[i:i + 1])
+        return len(_COMMON_BYTES) if r < 0 else r
+    return max(range(len(mark)), key=rank)
+
+
+class MarkFinder:
+    """Finds every occurrence of ``mark`` in a buffer, block after block:
+    ``memchr`` (``find`` of one byte) for the mark's rarest byte, each hit
+    checked in place, while such hits are rare; in a block where they are
+    not (prose full of that byte), ``bytes.find`` of the whole mark for the
+    rest of that block and the next :data:`_RARE_PAUSE` blocks.  Both find
+    every occurrence; on a buffer without the rare byte (the ``v`` of
+    ``"event"``) the first runs at the speed of ``memchr``."""
+
+    __slots__ = ("mark", "k", "rare", "block_no", "rare_from", "budget")
+
+    def __init__(self, mark: bytes) -> None:
+        self.mark = mark
+        self.k = _rare_offset(mark)
+        self.rare = mark[self.k:self.k + 1]
+        self.block_no = 0
+        self.rare_from = 0     # the first block searched by the rare byte again
+        self.budget = -1       # misses left in this block (-1: bytes.find of the mark)
+
+    def new_block(self, n: int) -> None:
+        """Start a block of ``n`` bytes (its miss budget: 16 plus one per 4 KiB)."""
+        self.block_no += 1
+        self.budget = _RARE_MISSES + (n >> 12) if self.block_no >= self.rare_from else -1
+
+    def find(self, buf: bytes | bytearray, i: int, end: int) -> int:
+        """Offset of the first occurrence of the mark in ``buf[i:end]`` (wholly
+        inside it), or -1."""
+        mark = self.mark
+        if self.budget >= 0:
+            k = self.k
+            find, startswith, rare = buf.find, buf.startswith, self.rare
+            j = find(rare, i + k, end)
+            while j >= 0:
+                if startswith(mark, j - k, end):
+                    return j - k
+                self.budget -= 1
+                if self.budget < 0:
+                    self.rare_from = self.block_no + _RARE_PAUSE
+                    break
+                j = find(rare, j + 1, end)
+            else:
+                return -1
+        return buf.find(mark, i, end)
+
+
+def _preadinto(fd: int, into: memoryview, offset: int) -> int:
+    """``os.preadv`` of one buffer (``os.pread`` and a copy where it is missing)."""
+    if _HAVE_PREADV:
+        return os.preadv(fd, [into], offset)
+    data = os.pread(fd, len(into), offset)
+    into[:len(data)] = data
+    return len(data)
+
+
+_HAVE_PREADV = hasattr(os, "preadv")
+
+
 class _File:
     """An open transcript, bounded by its size at ``fstat`` time."""
 
@@ -573,10 +645,14 @@ class _File:
                      skip: Callable[[bytes], bool] | None = None) -> Iterator[bytes]:
         """The complete lines from byte ``pos`` (a line start) to the size
         bound that contain ``mark``, without their ``\\n``: the raw bytes are
-        read in large blocks (``os.pread``) and searched with ``bytes.find``,
-        so the lines between are never split or iterated in Python.  A torn
-        tail (no final ``\\n``) is never yielded.  ``pread`` rather than
-        ``mmap``: a file truncated under a mapping would raise SIGBUS.
+        read in large blocks (``os.preadv`` into one reused buffer, no
+        allocation per block) and searched in place, so the lines between
+        are never split or iterated in Python.  A torn tail (no final
+        ``\\n``) is never yielded.  ``pread`` rather than ``mmap``: a file
+        truncated under a mapping would raise SIGBUS.
+
+        The marks are found by :class:`MarkFinder` (``memchr`` of the mark's
+        rarest byte while that is rare, else ``bytes.find``).
 
         ``skip(head)``, given a line's first bytes (up to 64), says a line is
         not wanted whatever it holds.  A line longer than a block is never
@@ -585,34 +661,42 @@ class _File:
         16.5); one that is wanted is read again whole from its start."""
         fd = self.fh.fileno()
         size = self.size
+        if pos >= size:
+            return
         off = pos
         keep = len(mark) - 1
+        finder = MarkFinder(mark)
+        buf = bytearray(min(_SCAN_BLOCK, size - pos))
+        view = memoryview(buf)
+        find, rfind, next_mark = buf.find, buf.rfind, finder.find
         # a line that runs past a block: its start, first bytes, last bytes
         # (for a mark across blocks) and whether it holds the mark
         carry_start = -1
         carry_head = carry_tail = b""
         carry_mark = False
         while off < size:
-            block = os.pread(fd, min(_SCAN_BLOCK, size - off), off)
-            if not block:
+            n = _preadinto(fd, view[:min(len(buf), size - off)], off)
+            if n <= 0:
                 return
             base = off
-            off += len(block)
-            last = block.rfind(b"\n")
+            off += n
+            finder.new_block(n)
+            last = rfind(b"\n", 0, n)
             if last < 0:
                 if carry_start < 0:
-                    carry_start, carry_head, carry_tail, carry_mark = base, block[:64], b"", False
+                    carry_start, carry_head, carry_tail, carry_mark = base, bytes(view[:64]), b"", False
                 elif len(carry_head) < 64:
-                    carry_head = (carry_head + block)[:64]
-                carry_mark = carry_mark or mark in block or mark in carry_tail + block[:keep]
-                carry_tail = (carry_tail + block[-keep:])[-keep:] if keep else b""
+                    carry_head = (carry_head + bytes(view[:64]))[:64]
+                carry_mark = (carry_mark or find(mark, 0, n) >= 0
+                              or mark in carry_tail + bytes(view[:keep]))
+                carry_tail = (carry_tail + bytes(view[max(0, n - keep):n]))[-keep:] if keep else b""
                 continue
             if carry_start >= 0:
-                head_end = block.find(b"\n")
+                head_end = find(b"\n", 0, n)
                 if len(carry_head) < 64:
-                    carry_head = (carry_head + block[:head_end])[:64]
-                if ((carry_mark or mark in block[:head_end]
-                     or mark in carry_tail + block[:min(keep, head_end)])
+                    carry_head = (carry_head + bytes(view[:min(head_end, 64)]))[:64]
+                if ((carry_mark or find(mark, 0, head_end) >= 0
+                     or mark in carry_tail + bytes(view[:min(keep, head_end)]))
                         and not (skip is not None and skip(carry_head))):
                     line_end = base + head_end
                     yield os.pread(fd, line_end - carry_start, carry_start)
@@ -620,22 +704,20 @@ class _File:
                 i = head_end + 1
             else:
                 i = 0
-            find, rfind = block.find, block.rfind
             while True:
-                j = find(mark, i, last)
+                j = next_mark(buf, i, last)
                 if j < 0:
                     break
                 start = rfind(b"\n", i, j) + 1
                 start = start if start > i else i
-                end = find(b"\n", j)
-                if skip is None or not skip(block[start:start + 64]):
-                    yield block[start:end]
+                end = find(b"\n", j, last + 1)
+                if skip is None or not skip(bytes(view[start:start + 64])):
+                    yield bytes(view[start:end])
                 i = end + 1
-            if last + 1 < len(block):
-                rest = block[last + 1:]
-                carry_start, carry_head = base + last + 1, rest[:64]
-                carry_mark = mark in rest
-                carry_tail = rest[-keep:] if keep else b""
+            if last + 1 < n:
+                carry_start, carry_head = base + last + 1, bytes(view[last + 1:min(n, last + 65)])
+                carry_mark = find(mark, last + 1, n) >= 0
+                carry_tail = bytes(view[max(last + 1, n - keep):n]) if keep else b""
 
     def line_number(self, offset: int) -> int:
         """1-based number of the line starting at ``offset`` (counts newlines; error paths only)."""

@@ -18,8 +18,10 @@ them (same visibility predicate, same reasons; a test compares the two).
 ``orjson.loads``), keeps the records of that one transcript in memory to
 check compaction lineage without rereading, and runs the whole-transcript
 checks: corrupt lines, seq gaps, undo/redo targets, compaction chains and
-learning events;
-with several transcripts the jobs run in parallel worker processes.
+learning events.
+The jobs run in parallel worker processes with ``deep`` and several
+transcripts, and without it when eight or more referenced transcripts hold
+64 MiB or more together (``transcripts.run_jobs``).
 
 The package, by layer: ``codes`` (the finding codes, findings, summaries),
 ``run`` (:class:`Audit`: the order of the checks; config, layout and

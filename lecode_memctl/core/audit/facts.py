@@ -257,6 +257,9 @@ def _load_facts(audit: Audit, fs: Any, db: Any) -> None:
     except StoreCorrupt:
         audit._generation = 0   # reported by _db_checks; the epoch check cannot run
         audit._generation_known = False
+    if "source_refs" in fs.tables:
+        audit._cited = frozenset(sid for (sid,) in db.execute(
+            "SELECT DISTINCT session_id FROM source_refs") if isinstance(sid, str))
     audit._exclusion_count = int(db.execute("SELECT count(*) FROM exclusions").fetchone()[0])
     excluded: dict[str, set[int]] = {}
     for sid, seq in db.execute("SELECT session_id, seq FROM exclusions"):

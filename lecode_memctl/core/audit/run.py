@@ -29,7 +29,7 @@ from ..sessions import LOCK_SUFFIX
 from ..sourceref import SourceRef, session_file_id, status_for
 from .codes import CODES, Finding, Progress, Summary
 from .facts import check_db_and_facts, current_generation, fact_findings, source_groups
-from .transcripts import READ_CHUNK, run_jobs
+from .transcripts import READ_CHUNK, run_jobs, worth_a_pool
 
 # ---------------------------------------------------------------------------
 # Low-level, read-only file access
@@ -84,6 +84,7 @@ class Audit:
         self.summary = Summary(store.slug, str(store.path), deep)
         self.parallel = parallel
         self._fs: Any = None       # the facts database, read-only, while the audit runs
+        self._cited: frozenset[str] = frozenset()   # the sessions references cite
         self._statuses: dict[tuple[Any, str], Any] = {}   # the references not valid
         self._excluded: dict[str, frozenset[int]] = {}
         self._generation = 0
@@ -335,15 +336,18 @@ class Audit:
 
     def _check_sessions(self) -> Iterator[Finding | None]:
         """One job per transcript, each reading its file at most once (see _session_job);
-        with ``deep`` and several sessions the jobs run in parallel processes."""
+        with ``deep`` and several sessions, or many large referenced transcripts,
+        the jobs run in parallel processes (``run_jobs``)."""
         ids = self.store.session_ids()
         self.summary.sessions = len(ids)
         total = len(ids)
-        parallel = self.deep and self.parallel
-        jobs: Iterator[tuple[Any, ...]] | list[tuple[Any, ...]] = self._session_jobs(ids)
-        if parallel:
-            jobs = list(jobs)
-        results = run_jobs(jobs, parallel=parallel)  # type: ignore[arg-type]
+        jobs = self._session_jobs(ids)
+        # the pool is decided before the jobs are made (they are made one at a
+        # time, as the pool or this loop takes them)
+        parallel = self.parallel and worth_a_pool(
+            len(ids), self.deep, (os.fspath(self.store.sessions_dir / f"{sid}.jsonl")
+                                  for sid in ids if sid in self._cited))
+        results = run_jobs(jobs, parallel=parallel)
         ahead: list[tuple[str, int, int]] = []
         for i, (sid, sc) in enumerate(zip(ids, results, strict=True)):  # one result per job
             if self.progress:

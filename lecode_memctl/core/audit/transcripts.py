@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import itertools
 import os
+import re
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -21,6 +23,7 @@ from ..sessions import (
     LEARNING_STATUSES,
     NOT_JSON,
     TOO_LARGE,
+    MarkFinder,
     RecordTooLarge,
     bad_target,
     fast_seq,
@@ -61,11 +64,23 @@ def _tail_epoch(fd: int, size: int, sc: _Scan, data: bytes | None = None) -> tup
     else:
         window = os.pread(fd, n, size - n)
         sc.bytes_read += len(window)
-    lines = window.split(b"\n")[:-1]        # the last piece is a torn tail or empty
-    if n < size and lines:
-        lines = lines[1:]                     # the window may start mid-line
+    bound = _epoch_bound(window)
+    if bound == _NO_EPOCH:
+        return None
+    # the complete lines (the last piece is a torn tail or empty); the window
+    # may start mid-line, so its first piece is not one unless it is the file's
+    pos = 0
+    if n < size:
+        pos = window.find(b"\n") + 1
+        if pos == 0:
+            return None
     best: tuple[int, int] | None = None
-    for line in lines:
+    while True:
+        end = window.find(b"\n", pos)
+        if end < 0:
+            break
+        line = window[pos:end]
+        pos = end + 1
         if b'"epoch"' not in line:
             continue
         try:
@@ -77,13 +92,74 @@ def _tail_epoch(fd: int, size: int, sc: _Scan, data: bytes | None = None) -> tup
         epoch, seq = rec.get("epoch"), rec.get("seq")
         if type(epoch) is int and type(seq) is int and (best is None or epoch > best[0]):
             best = (epoch, seq)
+            if bound is not None and epoch >= bound:
+                break          # no later line can carry a higher epoch
     return best
 
 
-def run_jobs(jobs: list[tuple[Any, ...]], *, parallel: bool) -> Iterator[_Scan]:
-    """The jobs' results in order, each as soon as it is ready (findings stream)."""
-    if parallel and len(jobs) >= 8 and (os.cpu_count() or 1) > 1:
+_EPOCH_VALUE = re.compile(rb'"epoch"[ \t\r\n]*:[ \t\r\n]*(-?[0-9]+)')
+
+
+_NO_EPOCH = float("-inf")
+
+
+def _epoch_bound(window: bytes) -> float | None:
+    """An upper bound of the integer epochs in ``window``, from its bytes:
+    the largest integer written after a key ``"epoch"``; :data:`_NO_EPOCH`
+    when there is none (no line there can carry an integer epoch).  None
+    when no bound is known: the window holds a ``\\u`` escape (a key could
+    be spelt ``"\\u0065poch"``) or an integer too long for 64 bits.  The
+    epoch scan stops at the first line that reaches the bound: in a clean
+    transcript, whose epochs never decrease, it parses one line, not all."""
+    if b"\\" in window and b"\\u" in window:   # (memchr first: a window without a
+        return None                              # backslash skips the two-byte search)
+    best = _NO_EPOCH
+    for digits in set(_EPOCH_VALUE.findall(window)):   # (a few distinct values)
+        if len(digits) > 20:
+            return None
+        best = max(best, int(digits))
+    return best
+
+
+# the default mode runs its jobs in worker processes only when they read at
+# least this much (a pool of forked workers costs some 10-30 ms to start)
+PARALLEL_BYTES = 64 << 20
+
+
+def worth_a_pool(count: int, deep: bool, cited: Iterable[str]) -> bool:
+    """Whether ``count`` transcript jobs read enough to pay for a pool: with
+    ``deep`` (every transcript read and parsed whole), eight jobs or more; in
+    the default mode, eight transcripts or more that facts reference (each
+    read whole; ``cited``: their paths) holding :data:`PARALLEL_BYTES`
+    together (by ``os.stat``; a file that cannot be stat'ed counts nothing:
+    its job reports it)."""
+    if count < 8 or (os.cpu_count() or 1) < 2:
+        return False
+    if deep:
+        return True
+    heavy = list(cited)
+    if len(heavy) < 8:
+        return False
+    total = 0
+    for path in heavy:
+        try:
+            total += os.stat(path, follow_symlinks=False).st_size
+        except OSError:
+            continue
+        if total >= PARALLEL_BYTES:
+            return True
+    return False
+
+
+def run_jobs(jobs: Iterable[tuple[Any, ...]], *, parallel: bool) -> Iterator[_Scan]:
+    """The jobs' results in order, each as soon as it is ready (findings
+    stream); in worker processes when ``parallel`` (:func:`worth_a_pool`).
+    The jobs are taken from ``jobs`` as they are needed: at most a few per
+    worker are waiting at any time, so a job's references are made when it
+    is about to run, not all of them first."""
+    if parallel:
         import multiprocessing
+        from collections import deque
         from concurrent.futures import ProcessPoolExecutor
 
         try:
@@ -92,16 +168,18 @@ def run_jobs(jobs: list[tuple[Any, ...]], *, parallel: bool) -> Iterator[_Scan]:
             ctx = None
         if ctx is not None:
             workers = min(os.cpu_count() or 2, 8)
+            it = iter(jobs)
             with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
-                yield from ex.map(_session_job_star, jobs,
-                                  chunksize=max(1, min(16, len(jobs) // (workers * 8))))
+                waiting = deque(ex.submit(_session_job, *j) for j in itertools.islice(it, 4 * workers))
+                while waiting:
+                    done = waiting.popleft()
+                    nxt = next(it, None)
+                    if nxt is not None:
+                        waiting.append(ex.submit(_session_job, *nxt))
+                    yield done.result()
             return
     for j in jobs:
         yield _session_job(*j)
-
-
-def _session_job_star(args: tuple[Any, ...]) -> _Scan:
-    return _session_job(*args)
 
 
 def _session_job(path: str, sid: str, slug: str, deep: bool,
@@ -313,7 +391,9 @@ def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
     if last_seq is None:
         return False
     events: list[dict[str, Any]] = []
-    pos = data.find(b'"event"', 0, end)
+    marks = MarkFinder(b'"event"')    # (memchr of its "v" while that is rare)
+    marks.new_block(end)
+    pos = marks.find(data, 0, end)
     while pos >= 0:
         ls = data.rfind(b"\n", 0, pos) + 1
         le = data.find(b"\n", pos, end)
@@ -324,7 +404,7 @@ def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
         if (type(rec) is dict and rec.get("type") == "event"
                 and rec.get("event") in ("undo", "redo", "clear")):
             events.append(rec)
-        pos = data.find(b'"event"', le, end)
+        pos = marks.find(data, le, end)
     ranges = sorted({(seqs[0], seqs[-1]) for seqs, _d, _p in need})
     # Each span's first line is searched from the previous span's (ranges are
     # sorted, and so are a clean transcript's seqs): one pass over the bytes,
@@ -388,6 +468,7 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
     from ..sessions import UndoState
 
     loads = load_record   # the session readers' loader (issue 16.5, 16.8)
+    orjson_loads = orjson.loads
     JSONDecodeError = (orjson.JSONDecodeError, RecordTooLarge)
     needed: set[int] = set()
     for seqs, _d, _p in need:
@@ -432,7 +513,10 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                         expected = seq + 1
                     continue
             try:
-                rec = loads(line)
+                try:
+                    rec = orjson_loads(line)   # (load_record's first step, without its call)
+                except (orjson.JSONDecodeError, MemoryError):
+                    rec = loads(line)          # its fallbacks, and RecordTooLarge
             except JSONDecodeError as exc:
                 corrupt_after.append(last_seq)
                 too_large = isinstance(exc, RecordTooLarge)
@@ -452,14 +536,14 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                 if big is not None and big == expected:
                     last_seq, expected = big, big + 1   # its seq is known: no false seq_gap
                 continue
-            if type(rec) is not dict or type(rec.get("seq")) is not int or rec["seq"] < 0:
+            seq = rec.get("seq") if type(rec) is dict else None
+            if type(seq) is not int or seq < 0:
                 corrupt_after.append(last_seq)
                 if deep:
                     reason = "not_object" if type(rec) is not dict else "no_seq"
                     add("session.corrupt_line", f"line {lineno} is corrupt ({reason})",
                         line=lineno, reason=reason)
                 continue
-            seq = rec["seq"]
             if seq != expected:
                 if seq <= last_seq:
                     dup_seqs.add(seq)
@@ -516,14 +600,14 @@ def _span_status(seqs: tuple[int, ...], digest: str, purpose: str, records: dict
             return status_for("records_corrupt", "a corrupt line in the span")
     if any(lo <= d <= hi for d in dup_seqs):
         return status_for("records_corrupt", "a repeated seq in the span")
-    span = []
-    for s in range(lo, hi + 1):
-        r = records.get(s)
-        if r is None:
-            if s > last_seq:
-                return status_for("position_missing", f"the transcript ends at seq {last_seq}", s)
-            return status_for("records_corrupt", f"seq {s} is missing from the span")
-        span.append(r)
+    get = records.get
+    got = [get(s) for s in range(lo, hi + 1)]
+    if None in got:
+        s = lo + got.index(None)
+        if s > last_seq:
+            return status_for("position_missing", f"the transcript ends at seq {last_seq}", s)
+        return status_for("records_corrupt", f"seq {s} is missing from the span")
+    span = cast("list[dict[str, Any]]", got)
     try:
         span_digest = canonical_digest(span)
     except RecordsUndigestible as exc:
@@ -605,6 +689,11 @@ def _compaction(compacts: list[tuple[int, dict[str, Any]]], sid: str,
 
     prev: dict[str, Any] | None = None
     seen: dict[tuple[Any, ...], tuple[str, str, str | None]] = {}
+    # (seqs, span) of each well-formed chunk by its quick key: lineage is
+    # cumulative, so the same chunks come back in every later compact event
+    # (O(events^2) chunks a session); one equal to a chunk seen costs a list
+    # compare in C, not a Python loop over its seqs
+    chunk_spans: dict[tuple[Any, ...], tuple[list[Any], tuple[int, int]]] = {}
     for _line, rec in compacts:
         seq = rec.get("seq")
         if "lineage" not in rec:
@@ -636,7 +725,6 @@ def _compaction(compacts: list[tuple[int, dict[str, Any]]], sid: str,
         stale_n = 0
         spans: list[tuple[int, int] | None] = []
         for chunk in lineage:
-            spans.append(_chunk_span(chunk))
             seqs = chunk.get("seqs") if isinstance(chunk, dict) else None
             # lineage is cumulative: a chunk seen in an earlier compact event is decided once
             quick = None
@@ -645,6 +733,17 @@ def _compaction(compacts: list[tuple[int, dict[str, Any]]], sid: str,
                     and type(seqs[0]) is int and type(seqs[-1]) is int):
                 # (a malformed chunk is not memoised: it is reported where it stands)
                 quick = (chunk["session_id"], chunk["digest"], seqs[0], seqs[-1], len(seqs))
+                known = chunk_spans.get(quick)
+                # (equal, and ints only: 1 == 1.0 == True, but only ints make a span)
+                if known is not None and known[0] == seqs and set(map(type, seqs)) == _INTS:
+                    spans.append(known[1])
+                else:
+                    spans.append(_chunk_span(chunk))
+                    if spans[-1] is not None:
+                        chunk_spans[quick] = (seqs, spans[-1])
+            else:
+                spans.append(_chunk_span(chunk))
+            if quick is not None:
                 hit = seen.get(quick)
                 if hit is not None:
                     kind, msg, reason = hit
@@ -701,6 +800,9 @@ def _compaction(compacts: list[tuple[int, dict[str, Any]]], sid: str,
             add("compact.lineage_stale", bad[0] + more, seq=seq, reason=bad[1])
         elif inert:
             add("compact.inert", inert[0], seq=seq, reason=inert[1])
+
+
+_INTS = {int}
 
 
 def _chunk_span(chunk: Any) -> tuple[int, int] | None:

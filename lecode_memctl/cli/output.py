@@ -365,10 +365,10 @@ def plain_table(rows: Sequence[Sequence[str]], heads: Sequence[str]) -> str | No
 
         if find_spec("wcwidth") is not None:
             return None
-    cols = [[c.strip() for c in col] for col in zip(*rows)] if rows else [[] for _ in heads]
+    cols = [[c.strip() for c in col] for col in zip(*rows, strict=True)] if rows else [[] for _ in heads]
     widths = [max([len(h) + 2, *map(len, col)]) for h, col in zip(heads, cols, strict=True)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)).rstrip()]
-    for row in zip(*cols):
+    for row in zip(*cols, strict=True):
         lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
     return "\n".join(lines)
 

@@ -1,0 +1,158 @@
+"""``completion.fast_complete`` answers a TAB on a command name or a root
+option exactly as typer's completion classes do, without importing typer
+(issue 13: a TAB costs no more than ``import typer``).
+
+Every answer it gives is compared with typer's (``main()`` with the fast path
+off) for bash, zsh and fish over generated command lines; when it declines,
+typer answers, so only the answers it gives need to agree."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from unittest import mock
+
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from lecode_memctl.cli import completion, completion_table
+from lecode_memctl.cli.main import main
+
+KEYS = ("_MEMCTL_COMPLETE", "COMP_WORDS", "COMP_CWORD", "_TYPER_COMPLETE_ARGS",
+        "_TYPER_COMPLETE_FISH_ACTION")
+
+
+def by_typer(environ: dict[str, str]) -> tuple[str, int]:
+    """What the console script prints (and its status) with the fast path off."""
+    from typer import _click, _completion_classes, core as typer_core
+    from typer.testing import CliRunner
+
+    runner = CliRunner()
+    env = {k: environ.get(k) for k in KEYS}
+    # main() patches typer for completion (cli/typer_patches.py) in this
+    # process; put every patched attribute back (test_typer_patches checks them)
+    patched = [(c, "process_value") for c in (_click.core.Parameter,
+                                              getattr(typer_core, "_TyperParameter", None))
+               if c is not None and "process_value" in c.__dict__]
+    saved = [(obj, name, obj.__dict__[name]) for obj, name in patched]
+    saved.append((_completion_classes, "_sanitize_help_text",
+                  _completion_classes._sanitize_help_text))
+    try:
+        with mock.patch.object(completion, "fast_complete", lambda _env: None), \
+                runner.isolation(env=env) as (out, _err, _mixed):
+            try:
+                code = main([])
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 0
+            sys.stdout.flush()
+            text = out.getvalue().decode("utf-8")
+    finally:
+        for obj, name, value in saved:
+            setattr(obj, name, value)
+    return text, code
+
+
+def by_fast_path(environ: dict[str, str]) -> tuple[str, int] | None:
+    done = completion.fast_complete(environ)
+    if done is None:
+        return None
+    text, code = done
+    return ("" if text is None else text + "\n"), code
+
+
+commands = [name for name, _help in completion_table.COMMANDS]
+options = [name for name, *_rest in completion_table.ROOT_OPTIONS]
+words = st.one_of(
+    st.sampled_from(commands + options + ["--", "-", "--=", "=", "--store=/x", "--color=al",
+                                          "-Cdir", "auto", "/tmp/s", "x y", "s", "se", "--co",
+                                          "-", "'", '"', "\\", "_x", ".", "1", "--no", ""]),
+    st.sampled_from(commands).map(lambda c: c[: max(1, len(c) // 2)]),
+    st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7e), max_size=6),
+)
+
+
+@st.composite
+def requests(draw):
+    shell = draw(st.sampled_from(["bash", "zsh", "fish"]))
+    ws = draw(st.lists(words, max_size=5))
+    line = " ".join(["memctl", *ws]) + draw(st.sampled_from(["", " "]))
+    env = {"_MEMCTL_COMPLETE": f"complete_{shell}"}
+    if shell == "bash":
+        env["COMP_WORDS"] = line
+        env["COMP_CWORD"] = str(draw(st.integers(min_value=-1, max_value=len(ws) + 1)))
+    else:
+        env["_TYPER_COMPLETE_ARGS"] = line
+        if shell == "fish":
+            env["_TYPER_COMPLETE_FISH_ACTION"] = draw(st.sampled_from(["get-args", "is-args", ""]))
+    return env
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(requests())
+def test_fast_path_answers_as_typer(env):
+    fast = by_fast_path(env)
+    if fast is not None:
+        assert fast == by_typer(env), env
+
+
+def test_fast_path_takes_the_common_requests():
+    """The requests it exists for are answered by it (not left to typer)."""
+    cases = [
+        {"_MEMCTL_COMPLETE": "complete_bash", "COMP_WORDS": "memctl s", "COMP_CWORD": "1"},
+        {"_MEMCTL_COMPLETE": "complete_bash", "COMP_WORDS": "memctl ", "COMP_CWORD": "1"},
+        {"_MEMCTL_COMPLETE": "complete_bash", "COMP_WORDS": "memctl --store /s f",
+         "COMP_CWORD": "3"},
+        {"_MEMCTL_COMPLETE": "complete_bash", "COMP_WORDS": "memctl --no-color --", "COMP_CWORD": "2"},
+        {"_MEMCTL_COMPLETE": "complete_zsh", "_TYPER_COMPLETE_ARGS": "memctl s"},
+        {"_MEMCTL_COMPLETE": "complete_zsh", "_TYPER_COMPLETE_ARGS": "memctl -C /p "},
+        {"_MEMCTL_COMPLETE": "complete_fish", "_TYPER_COMPLETE_ARGS": "memctl s",
+         "_TYPER_COMPLETE_FISH_ACTION": "get-args"},
+        {"_MEMCTL_COMPLETE": "complete_fish", "_TYPER_COMPLETE_ARGS": "memctl s",
+         "_TYPER_COMPLETE_FISH_ACTION": "is-args"},
+        {"_MEMCTL_COMPLETE": "complete_fish", "_TYPER_COMPLETE_ARGS": "memctl zz",
+         "_TYPER_COMPLETE_FISH_ACTION": "is-args"},
+    ]
+    for env in cases:
+        fast = by_fast_path(env)
+        assert fast is not None, env
+        assert fast == by_typer(env), env
+    assert by_fast_path(cases[0])[0] == "show\nsearch\nsessions\nsecrets\nschema\n"
+
+
+def test_fast_path_leaves_the_rest_to_typer():
+    for env in (
+        {"_MEMCTL_COMPLETE": "complete_bash", "COMP_WORDS": "memctl facts --st", "COMP_CWORD": "2"},
+        {"_MEMCTL_COMPLETE": "complete_bash", "COMP_WORDS": "memctl --store ", "COMP_CWORD": "2"},
+        {"_MEMCTL_COMPLETE": "complete_bash", "COMP_WORDS": "memctl --help s", "COMP_CWORD": "2"},
+        {"_MEMCTL_COMPLETE": "complete_zsh", "_TYPER_COMPLETE_ARGS": "memctl --color=al"},
+        {"_MEMCTL_COMPLETE": "source_bash"},
+        {"_MEMCTL_COMPLETE": "complete_powershell", "_TYPER_COMPLETE_ARGS": "memctl s"},
+        {"_MEMCTL_COMPLETE": "complete_bash", "COMP_WORDS": "memctl s", "COMP_CWORD": "x"},
+    ):
+        assert completion.fast_complete(env) is None, env
+
+
+def test_table_is_the_command_tree():
+    """completion_table.py is what gen_docs.py generates now (gen_docs --check
+    checks the file too; this names the stale part)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "scripts"))
+    try:
+        import gen_docs
+    finally:
+        sys.path.pop(0)
+    path = os.path.join(os.path.dirname(completion.__file__), "completion_table.py")
+    with open(path, encoding="utf-8") as f:
+        assert f.read() == gen_docs.render_completion_table()
+
+
+def test_a_tab_on_a_command_name_imports_no_typer():
+    env = dict(os.environ, _MEMCTL_COMPLETE="complete_bash", COMP_WORDS="memctl s",
+               COMP_CWORD="1")
+    code = ("import sys\nfrom lecode_memctl.cli.main import main\nrc = main([])\n"
+            "sys.stderr.write(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('typer', 'click', 'rich', 'tabulate', 'sqlite3'))))\nsys.exit(rc)\n")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "show\nsearch\nsessions\nsecrets\nschema\n"
+    assert r.stderr == ""

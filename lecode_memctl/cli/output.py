@@ -7,7 +7,6 @@ exact text.  rich and tabulate are imported only when a table is rendered.
 
 from __future__ import annotations
 
-import csv
 import io
 import re
 import sys
@@ -263,6 +262,8 @@ def emit_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str], fmt: str
     use the flat encoding of core.rowmodel; text keeps its newlines and tabs
     (quoted), other control characters are escaped as in tables."""
     buf = io.StringIO()
+    import csv
+
     writer = csv.writer(buf, delimiter="," if fmt == "csv" else "\t", lineterminator="\n")
     writer.writerow(columns)
     sys.stdout.write(buf.getvalue())

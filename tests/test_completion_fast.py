@@ -1,5 +1,5 @@
-"""``completion.fast_complete`` answers a TAB on a command name or a root
-option exactly as typer's completion classes do, without importing typer
+"""``completion.fast_complete`` answers a TAB on a command name or an option
+name exactly as typer's completion classes do, without importing typer
 (issue 13: a TAB costs no more than ``import typer``).
 
 Every answer it gives is compared with typer's (``main()`` with the fast path
@@ -61,9 +61,13 @@ def by_fast_path(environ: dict[str, str]) -> tuple[str, int] | None:
 
 
 commands = [name for name, _help in completion_table.COMMANDS]
-options = [name for name, *_rest in completion_table.ROOT_OPTIONS]
+options = sorted({name for name, *_rest in completion_table.ROOT_OPTIONS}
+                 | {name for entry in completion_table.COMMAND_OPTIONS.values()
+                    for name in entry[3]})
 words = st.one_of(
-    st.sampled_from(commands + options + ["--", "-", "--=", "=", "--store=/x", "--color=al",
+    st.sampled_from(options),
+    st.sampled_from(options).map(lambda o: o[: max(1, len(o) - 2)]),
+    st.sampled_from(commands + ["--", "-", "--=", "=", "--store=/x", "--color=al",
                                           "-Cdir", "auto", "/tmp/s", "x y", "s", "se", "--co",
                                           "-", "'", '"', "\\", "_x", ".", "1", "--no", ""]),
     st.sampled_from(commands).map(lambda c: c[: max(1, len(c) // 2)]),
@@ -87,7 +91,7 @@ def requests(draw):
     return env
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(requests())
 def test_fast_path_answers_as_typer(env):
     fast = by_fast_path(env)
@@ -111,6 +115,14 @@ def test_fast_path_takes_the_common_requests():
          "_TYPER_COMPLETE_FISH_ACTION": "is-args"},
         {"_MEMCTL_COMPLETE": "complete_fish", "_TYPER_COMPLETE_ARGS": "memctl zz",
          "_TYPER_COMPLETE_FISH_ACTION": "is-args"},
+        # a command's options, the global options after its name hidden
+        {"_MEMCTL_COMPLETE": "complete_bash", "COMP_WORDS": "memctl facts --", "COMP_CWORD": "2"},
+        {"_MEMCTL_COMPLETE": "complete_bash", "COMP_WORDS": "memctl --store /s facts --json --f",
+         "COMP_CWORD": "5"},
+        {"_MEMCTL_COMPLETE": "complete_zsh", "_TYPER_COMPLETE_ARGS": "memctl validate -q --"},
+        {"_MEMCTL_COMPLETE": "complete_fish", "_TYPER_COMPLETE_ARGS": "memctl recall abc --",
+         "_TYPER_COMPLETE_FISH_ACTION": "get-args"},
+        {"_MEMCTL_COMPLETE": "complete_bash", "COMP_WORDS": "memctl sessions x", "COMP_CWORD": "2"},
     ]
     for env in cases:
         fast = by_fast_path(env)
@@ -121,7 +133,10 @@ def test_fast_path_takes_the_common_requests():
 
 def test_fast_path_leaves_the_rest_to_typer():
     for env in (
-        {"_MEMCTL_COMPLETE": "complete_bash", "COMP_WORDS": "memctl facts --st", "COMP_CWORD": "2"},
+        {"_MEMCTL_COMPLETE": "complete_bash", "COMP_WORDS": "memctl facts --status ",
+         "COMP_CWORD": "3"},
+        {"_MEMCTL_COMPLETE": "complete_bash", "COMP_WORDS": "memctl recall ab", "COMP_CWORD": "2"},
+        {"_MEMCTL_COMPLETE": "complete_bash", "COMP_WORDS": "memctl facts -- -", "COMP_CWORD": "3"},
         {"_MEMCTL_COMPLETE": "complete_bash", "COMP_WORDS": "memctl --store ", "COMP_CWORD": "2"},
         {"_MEMCTL_COMPLETE": "complete_bash", "COMP_WORDS": "memctl --help s", "COMP_CWORD": "2"},
         {"_MEMCTL_COMPLETE": "complete_zsh", "_TYPER_COMPLETE_ARGS": "memctl --color=al"},

@@ -211,14 +211,47 @@ def _option_like(word: str, prefixes: str) -> bool:
     return bool(word) and word[0] in prefixes
 
 
+def _parse_options(args: list[str], start: int, params: dict[str, tuple[str, bool]],
+                   prefixes: str, *, stop_at_word: bool = False,
+                   positional: bool = False) -> tuple[int | None, set[str]]:
+    """Walk ``args[start:]`` as click's parser would, for the words this module
+    is sure of: options named exactly (``params``: name -> (parameter, takes
+    a value)), each value the next word and not option-like; with
+    ``positional``, words that are not option-like are arguments.  Returns
+    (the index of the first word that is not an option when ``stop_at_word``,
+    else len(args); the parameters given), or (None, ...) for any other word."""
+    given: set[str] = set()
+    i = start
+    while i < len(args):
+        word = args[i]
+        param = params.get(word)
+        if param is None:
+            if stop_at_word and not _option_like(word, prefixes):
+                return i, given
+            if positional and not _option_like(word, prefixes):
+                i += 1
+                continue
+            return None, given
+        if param[1]:
+            if i + 1 >= len(args) or _option_like(args[i + 1], prefixes):
+                return None, given   # the value is being completed, or click decides
+            i += 2
+        else:
+            i += 1
+        given.add(param[0])
+    return i, given
+
+
 def fast_complete(environ: Any) -> tuple[str | None, int] | None:
     """Answer a completion request (``_MEMCTL_COMPLETE=complete_SHELL``) the
     way typer's completion classes do, without importing typer, when it
-    completes the word after the root options: a command name, or a root
-    option.  Returns (text to print with a newline, or None to print nothing;
-    exit status), or None when the request is anything else (a word after
-    the command, an option's value, ``--``, an eager option, an option
-    glued to its value, another shell): typer then answers it, as before.
+    completes a command name or an option name (of the root or of a command),
+    or a word after a command that takes no argument.  Returns (text to
+    print with a newline, or None to print nothing; exit status), or None
+    when the request is anything else (an option's value or an argument,
+    which have completers of their own, ``--``, an eager option, an option
+    glued to its value, an unknown word, another shell): typer then answers
+    it, as before.
 
     Reads ``completion_table`` (generated from the command tree by
     scripts/gen_docs.py); tests/test_completion_fast.py compares the answers
@@ -245,32 +278,39 @@ def fast_complete(environ: Any) -> tuple[str | None, int] | None:
         args = _split_words(completion_args)[1:]
         incomplete = args.pop() if args and not completion_args.endswith(" ") else ""
 
-    # The words before the one completed: root options only, each value in
-    # its own word; anything else is typer's to resolve.
-    given = set()
-    i = 0
-    while i < len(args):
-        word = args[i]
-        param = table.ROOT_PARAMS.get(word)
-        if param is None:
+    # The words before the one completed: the root options, then (if there is
+    # one) a command name and that command's options and arguments, each
+    # option's value in its own word.  Anything else (--, an option glued to
+    # its value, an unknown word, an eager option such as --help) is typer's.
+    prefixes = table.OPT_PREFIXES
+    command, given = _parse_options(args, 0, table.ROOT_PARAMS, prefixes, stop_at_word=True)
+    if command is None:
+        return None
+    options: tuple[tuple[str, str | None, str, bool], ...] = table.ROOT_OPTIONS
+    has_arguments = False
+    if command < len(args):
+        entry = table.COMMAND_OPTIONS.get(args[command])
+        if entry is None:
             return None
-        if param[1]:
-            if i + 1 >= len(args) or _option_like(args[i + 1], table.OPT_PREFIXES):
-                return None   # the value is being completed, or click decides
-            i += 2
-        else:
-            i += 1
-        given.add(param[0])
+        interspersed, has_arguments, options, params = entry
+        end, given = _parse_options(args, command + 1, params, prefixes,
+                                    positional=has_arguments and interspersed)
+        if end is None:
+            return None
 
-    # click's _resolve_incomplete, then the group's shell_complete
+    # click's _resolve_incomplete, then the shell_complete of the group (the
+    # root: its commands, then its options) or of the command (its options)
     if incomplete == "=":
         incomplete = ""
-    elif "=" in incomplete and _option_like(incomplete, table.OPT_PREFIXES):
+    elif "=" in incomplete and _option_like(incomplete, prefixes):
         return None
-    items: list[tuple[str, str | None]] = [
-        (name, short) for name, short in table.COMMANDS if name.startswith(incomplete)]
+    items: list[tuple[str, str | None]] = []
+    if command == len(args):
+        items += [(name, short) for name, short in table.COMMANDS if name.startswith(incomplete)]
+    elif has_arguments and not _option_like(incomplete, prefixes):
+        return None   # an argument's value: its completer (typer) answers
     if incomplete and not incomplete[0].isalnum():
-        listed = [(name, text, param) for name, text, param, multiple in table.ROOT_OPTIONS
+        listed = [(name, text, param) for name, text, param, multiple in options
                   if (multiple or param not in given) and name.startswith(incomplete)]
         for name in table.UNORDERED:
             if sum(p == name for _n, _t, p in listed) > 1:

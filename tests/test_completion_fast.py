@@ -22,8 +22,26 @@ KEYS = ("_MEMCTL_COMPLETE", "COMP_WORDS", "COMP_CWORD", "_TYPER_COMPLETE_ARGS",
         "_TYPER_COMPLETE_FISH_ACTION")
 
 
+_TREE: dict[str, object] = {}
+
+
+def private_tree() -> object:
+    """typer's click tree of the whole app, built once for this module and
+    seen by no other test: the suite shares one built tree between tests
+    (conftest), and click caches a command's help option on the command from
+    the first context it is asked with, which a test may build by hand."""
+    if "tree" not in _TREE:
+        import typer.main
+
+        from lecode_memctl.cli.app import build_app
+
+        _TREE["tree"] = typer.main.get_group(build_app())
+    return _TREE["tree"]
+
+
 def by_typer(environ: dict[str, str]) -> tuple[str, int]:
     """What the console script prints (and its status) with the fast path off."""
+    import typer.main
     from typer import _click, _completion_classes, core as typer_core
     from typer.testing import CliRunner
 
@@ -38,7 +56,9 @@ def by_typer(environ: dict[str, str]) -> tuple[str, int]:
     saved.append((_completion_classes, "_sanitize_help_text",
                   _completion_classes._sanitize_help_text))
     try:
+        tree = private_tree()
         with mock.patch.object(completion, "fast_complete", lambda _env: None), \
+                mock.patch.object(typer.main, "get_command", lambda _app: tree), \
                 runner.isolation(env=env) as (out, _err, _mixed):
             try:
                 code = main([])
@@ -123,6 +143,7 @@ def test_fast_path_takes_the_common_requests():
         {"_MEMCTL_COMPLETE": "complete_fish", "_TYPER_COMPLETE_ARGS": "memctl recall abc --",
          "_TYPER_COMPLETE_FISH_ACTION": "get-args"},
         {"_MEMCTL_COMPLETE": "complete_bash", "COMP_WORDS": "memctl sessions x", "COMP_CWORD": "2"},
+        {"_MEMCTL_COMPLETE": "complete_bash", "COMP_WORDS": "memctl where -h", "COMP_CWORD": "2"},
     ]
     for env in cases:
         fast = by_fast_path(env)
@@ -149,15 +170,19 @@ def test_fast_path_leaves_the_rest_to_typer():
 
 def test_table_is_the_command_tree():
     """completion_table.py is what gen_docs.py generates now (gen_docs --check
-    checks the file too; this names the stale part)."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "scripts"))
-    try:
-        import gen_docs
-    finally:
-        sys.path.pop(0)
+    checks the file too; this names the stale part).  In a fresh interpreter,
+    as gen_docs runs: click caches a command's help option on the command,
+    built from the first context it is asked with."""
+    scripts = os.path.join(os.path.dirname(os.path.dirname(__file__)), "scripts")
+    code = ("import sys\n"
+            f"sys.path.insert(0, {scripts!r})\n"
+            "import gen_docs\n"
+            "sys.stdout.write(gen_docs.render_completion_table())\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
     path = os.path.join(os.path.dirname(completion.__file__), "completion_table.py")
     with open(path, encoding="utf-8") as f:
-        assert f.read() == gen_docs.render_completion_table()
+        assert f.read() == r.stdout
 
 
 def test_a_tab_on_a_command_name_imports_no_typer():

@@ -23,6 +23,10 @@ stable order, and nothing taken from the terminal or the environment.
 - ``docs/OUTPUT.md``: the field table of every record type, from the row model
   (``lecode_memctl/core/rowmodel.py``), between ``<!-- fields:begin -->`` and
   ``<!-- fields:end -->``.
+- ``lecode_memctl/cli/completion_table.py``: the root of the command tree as
+  completion sees it (each visible command and its short help, each root
+  option, whether it takes a value), so that a TAB on a command name is
+  answered without importing typer (``cli/completion.py``, ``fast_complete``).
 - ``lecode_memctl/share/``: copies of the man page and the three completion
   scripts inside the package, so that the wheel carries them (``memctl man``,
   ``memctl completion SHELL``).
@@ -48,6 +52,7 @@ MAN_PATH = "man/memctl.1"
 BASH_PATH = "completions/memctl.bash"
 ZSH_PATH = "completions/_memctl"
 FISH_PATH = "completions/memctl.fish"
+COMPLETION_TABLE_PATH = "lecode_memctl/cli/completion_table.py"
 README_PATH = "README.md"
 OUTPUT_DOC_PATH = "docs/OUTPUT.md"
 # Copies inside the package, so that a wheel carries them ('memctl man',
@@ -491,6 +496,110 @@ def render_completions() -> dict[str, str]:
     return out
 
 
+def _completion_options(command, ctx) -> tuple[list, dict, set, bool]:  # noqa: ANN001
+    """What click's completion reads of one command's options: (visible
+    options as (name, help, parameter name, multiple) in ``get_params``
+    order, option name -> (parameter name, takes a value) for every option
+    that is not eager, hidden ones included since they parse words, the
+    parameters whose names come in no fixed order, whether the command has
+    a positional argument).  SystemExit for an option of a shape
+    ``fast_complete`` does not know (nargs other than 1)."""
+    from typer.core import TyperArgument, TyperOption
+
+    options = []
+    params = {}
+    unordered = set()
+    has_arguments = False
+    help_option = command.get_help_option(ctx)
+    for p in command.get_params(ctx):
+        if isinstance(p, TyperArgument):
+            has_arguments = True
+        if not isinstance(p, TyperOption):
+            continue
+        if p.nargs != 1:
+            raise SystemExit(f"gen_docs: option {p.name} of {ctx.command_path} is of a shape "
+                             "fast_complete does not know; teach it first")
+        names = [*p.opts, *p.secondary_opts]
+        if p is help_option:
+            # click builds the help option from a set of names: their order
+            # changes with the string hash seed, from one process to the next
+            unordered.add(p.name)
+            names = sorted(names)
+        for name in names:
+            if not p.hidden:
+                options.append((name, p.help or None, p.name, bool(p.multiple)))
+            if not p.is_eager:
+                params[name] = (p.name, not (p.is_flag or p.count))
+    return options, params, unordered, has_arguments
+
+
+def render_completion_table() -> str:
+    """``lecode_memctl/cli/completion_table.py``: what typer's completion reads
+    from the command tree, taken from the tree itself the way click's
+    ``shell_completion`` reads it (the contexts completion makes, with
+    ``resilient_parsing``; ``TyperOption`` parameters that are not hidden;
+    ``list_commands`` order; ``get_short_help_str()``)."""
+    import typer
+    from typer.core import TyperGroup
+
+    from lecode_memctl.cli.app import app
+
+    root = typer.main.get_command(app)
+    assert isinstance(root, TyperGroup)
+    ctx = root.make_context(PROG, [], resilient_parsing=True)
+    options, params, unordered, _args = _completion_options(root, ctx)
+    commands = []
+    per_command = []
+    prefixes = set(ctx._opt_prefixes)
+    for name in root.list_commands(ctx):
+        cmd = root.get_command(ctx, name)
+        if cmd is None or cmd.hidden:
+            continue
+        commands.append((name, cmd.get_short_help_str()))
+        sub = cmd.make_context(name, [], parent=ctx, resilient_parsing=True)
+        prefixes |= sub._opt_prefixes
+        c_options, c_params, c_unordered, c_args = _completion_options(cmd, sub)
+        unordered |= c_unordered
+        per_command.append((name, sub.allow_interspersed_args, c_args, c_options, c_params))
+
+    def tuple_lines(rows: list[tuple], indent: str = "    ") -> str:
+        return "".join(f"{indent}{row!r},\n" for row in rows)
+
+    def params_lines(params: dict, indent: str) -> str:
+        return "".join(f"{indent}{k!r}: {v!r},\n" for k, v in params.items())
+
+    command_lines = "".join(
+        f"    {name!r}: (\n        {inter!r}, {args!r},\n"
+        f"        (\n{tuple_lines(opts, ' ' * 12)}        ),\n"
+        f"        {{\n{params_lines(prm, ' ' * 12)}        }},\n    ),\n"
+        for name, inter, args, opts, prm in per_command)
+    return (
+        "# ruff: noqa: E501\n"
+        '"""memctl\'s command tree as shell completion sees it.\n\n'
+        "Generated by scripts/gen_docs.py from typer's command tree; do not edit\n"
+        "(``gen_docs.py --check`` fails when it is stale).  ``cli/completion.py``\n"
+        "(``fast_complete``) answers a TAB on a command name or an option name from\n"
+        'it without typer.\n"""\n\n'
+        "#: The characters an option starts with (click's ``Context._opt_prefixes``).\n"
+        f"OPT_PREFIXES = {''.join(sorted(p for p in prefixes if len(p) == 1))!r}\n\n"
+        "#: (command, short help) of every visible command, in completion's order.\n"
+        f"COMMANDS = (\n{tuple_lines(commands)})\n\n"
+        "#: (option name, help, parameter name, multiple) of every visible root option.\n"
+        f"ROOT_OPTIONS = (\n{tuple_lines(options)})\n\n"
+        "#: option name -> (parameter name, takes a value) for the root options that\n"
+        "#: are not eager (an eager one, --help or --version, is left to typer).\n"
+        "ROOT_PARAMS = {\n" + params_lines(params, "    ") + "}\n\n"
+        "#: command -> (interspersed options and arguments, has a positional argument,\n"
+        "#: its visible options as ROOT_OPTIONS, its options that are not eager as\n"
+        "#: ROOT_PARAMS, the hidden global options after the command name included).\n"
+        "COMMAND_OPTIONS = {\n" + command_lines + "}\n\n"
+        "#: Parameters whose option names typer lists in an order that changes from one\n"
+        "#: process to the next (click builds the help option from a set): a request\n"
+        "#: that lists more than one of their names is left to typer.\n"
+        f"UNORDERED = {tuple(sorted(unordered))!r}\n"
+    )
+
+
 # --------------------------------------------------------------------------
 # README blocks
 # --------------------------------------------------------------------------
@@ -550,6 +659,7 @@ def generate(readme_source: Path, output_source: Path | None = None) -> dict[str
     tree = command_tree()
     files = {MAN_PATH: render_man(tree)}
     files.update(render_completions())
+    files[COMPLETION_TABLE_PATH] = render_completion_table()
     for src, dst in PACKAGE_COPIES.items():
         files[dst] = files[src]
     files[README_PATH] = render_readme(tree, readme_source.read_text(encoding="utf-8"))

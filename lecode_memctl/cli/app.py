@@ -8,7 +8,6 @@ and the heavier core modules inside their bodies, so that ``--version`` and
 every TAB of shell completion stay fast.
 """
 
-from __future__ import annotations
 
 from typing import Annotated
 

@@ -1,6 +1,5 @@
 """``memctl validate``, ``memctl usage``, ``memctl projects``: the forensic audit for cron."""
 
-from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -404,6 +403,9 @@ def usage(
         echo("'+?': known subtotal; some calls reported no usage or no cost (not zero).")
 
 
+PROJECT_SORTS = ("slug", "size", "sessions", "last_activity")
+
+
 @command(epilog="""\
 \b
 Examples:
@@ -463,7 +465,6 @@ def projects(
                    display=_project_display)
 
 
-PROJECT_SORTS = ("slug", "size", "sessions", "last_activity")
 
 
 def _project_display(d: dict) -> dict:

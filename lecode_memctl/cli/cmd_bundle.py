@@ -1,6 +1,5 @@
 """``memctl export`` and ``memctl verify``: evidence bundles (issue 15)."""
 
-from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Any

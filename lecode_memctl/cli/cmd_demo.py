@@ -1,6 +1,5 @@
 """``memctl demo``: build a realistic store and walk through every capability."""
 
-from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated

@@ -6,7 +6,6 @@ facts database read-only: they create and modify nothing in the store, not
 even a ``-wal``/``-shm`` file, and still see what a live agent committed.
 """
 
-from __future__ import annotations
 
 import sys
 from pathlib import Path

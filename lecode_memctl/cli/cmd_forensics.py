@@ -5,7 +5,6 @@ detect-secrets (the detector library behind ``secrets`` and ``redact``) is
 imported only inside those commands, never at start-up or while completing.
 """
 
-from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
@@ -125,7 +124,7 @@ def grep(
     matched = 0
     by_session = count or files_with_matches
 
-    def matches() -> Iterator[GrepHit]:
+    def matches() -> "Iterator[GrepHit]":
         """The hits after --offset and within --limit, counted per session on the way."""
         nonlocal n, matched, truncated
         for hit in run.hits():

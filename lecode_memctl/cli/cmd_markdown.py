@@ -1,6 +1,5 @@
 """``memctl show``, ``log``, ``notes``, ``search`` and ``edit``: the Markdown memory."""
 
-from __future__ import annotations
 
 from typing import Annotated
 
@@ -92,6 +91,9 @@ def log(
     _print_file(markdown.read(STATE.existing_store(), target), json_)
 
 
+NOTE_SORTS = ("name", "size", "modified")
+
+
 @command(epilog="""\
 \b
 Examples:
@@ -145,7 +147,6 @@ def notes(
     render_records(NOTE, window(rows, offset, limit), fmt_name, columns=["name", "size", "modified"])
 
 
-NOTE_SORTS = ("name", "size", "modified")
 
 
 @command(epilog="""\

@@ -1,6 +1,5 @@
 """``memctl migrate-legacy``: copy cwd-scoped memory into the project store, losing nothing."""
 
-from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated

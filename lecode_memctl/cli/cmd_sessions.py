@@ -1,6 +1,5 @@
 """``memctl sessions`` and ``memctl read``: session transcripts."""
 
-from __future__ import annotations
 
 from typing import Annotated
 

@@ -1,6 +1,5 @@
 """``memctl where`` and ``memctl config``: finding a store and its settings."""
 
-from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated

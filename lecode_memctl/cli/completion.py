@@ -180,3 +180,160 @@ GREP_ROLES = ("user", "assistant", "tool", "system", "summary")   # core.grep.GR
 def complete_grep_role(ctx, args, incomplete):  # noqa: ANN001,ANN201 - typer inspects names
     """The roles ``grep --role`` takes; imports nothing of the core (each TAB stays light)."""
     return [r for r in GREP_ROLES if r.startswith(incomplete or "")]
+
+
+# --------------------------------------------------------------------------
+# A TAB on a command name, without typer
+# --------------------------------------------------------------------------
+
+_FAST_SHELLS = ("bash", "zsh", "fish")
+
+
+def _split_words(text: str) -> list[str]:
+    """click's ``shell_completion.split_arg_string``: shlex, tolerant of an
+    unfinished quote or escape."""
+    import shlex
+
+    lex = shlex.shlex(text, posix=True)
+    lex.whitespace_split = True
+    lex.commenters = ""
+    out = []
+    try:
+        for token in lex:
+            out.append(token)
+    except ValueError:
+        out.append(lex.token)
+    return out
+
+
+def _option_like(word: str, prefixes: str) -> bool:
+    """click's ``_start_of_option``."""
+    return bool(word) and word[0] in prefixes
+
+
+def _parse_options(args: list[str], start: int, params: dict[str, tuple[str, bool]],
+                   prefixes: str, *, stop_at_word: bool = False,
+                   positional: bool = False) -> tuple[int | None, set[str]]:
+    """Walk ``args[start:]`` as click's parser would, for the words this module
+    is sure of: options named exactly (``params``: name -> (parameter, takes
+    a value)), each value the next word and not option-like; with
+    ``positional``, words that are not option-like are arguments.  Returns
+    (the index of the first word that is not an option when ``stop_at_word``,
+    else len(args); the parameters given), or (None, ...) for any other word."""
+    given: set[str] = set()
+    i = start
+    while i < len(args):
+        word = args[i]
+        param = params.get(word)
+        if param is None:
+            if stop_at_word and not _option_like(word, prefixes):
+                return i, given
+            if positional and not _option_like(word, prefixes):
+                i += 1
+                continue
+            return None, given
+        if param[1]:
+            if i + 1 >= len(args) or _option_like(args[i + 1], prefixes):
+                return None, given   # the value is being completed, or click decides
+            i += 2
+        else:
+            i += 1
+        given.add(param[0])
+    return i, given
+
+
+def fast_complete(environ: Any) -> tuple[str | None, int] | None:
+    """Answer a completion request (``_MEMCTL_COMPLETE=complete_SHELL``) the
+    way typer's completion classes do, without importing typer, when it
+    completes a command name or an option name (of the root or of a command),
+    or a word after a command that takes no argument.  Returns (text to
+    print with a newline, or None to print nothing; exit status), or None
+    when the request is anything else (an option's value or an argument,
+    which have completers of their own, ``--``, an eager option, an option
+    glued to its value, an unknown word, another shell): typer then answers
+    it, as before.
+
+    Reads ``completion_table`` (generated from the command tree by
+    scripts/gen_docs.py); tests/test_completion_fast.py compares the answers
+    with typer's for every shell over generated command lines."""
+    instruction = environ.get("_MEMCTL_COMPLETE", "")
+    kind, _, shell = instruction.partition("_")
+    if kind != "complete" or shell not in _FAST_SHELLS:
+        return None
+    from . import completion_table as table
+
+    if shell == "bash":
+        try:
+            cwords = _split_words(environ["COMP_WORDS"])
+            cword = int(environ["COMP_CWORD"])
+        except (KeyError, ValueError):
+            return None
+        args = cwords[1:cword]
+        try:
+            incomplete = cwords[cword]
+        except IndexError:
+            incomplete = ""
+    else:
+        completion_args = environ.get("_TYPER_COMPLETE_ARGS", "")
+        args = _split_words(completion_args)[1:]
+        incomplete = args.pop() if args and not completion_args.endswith(" ") else ""
+
+    # The words before the one completed: the root options, then (if there is
+    # one) a command name and that command's options and arguments, each
+    # option's value in its own word.  Anything else (--, an option glued to
+    # its value, an unknown word, an eager option such as --help) is typer's.
+    prefixes = table.OPT_PREFIXES
+    command, given = _parse_options(args, 0, table.ROOT_PARAMS, prefixes, stop_at_word=True)
+    if command is None:
+        return None
+    options: tuple[tuple[str, str | None, str, bool], ...] = table.ROOT_OPTIONS
+    has_arguments = False
+    if command < len(args):
+        entry = table.COMMAND_OPTIONS.get(args[command])
+        if entry is None:
+            return None
+        interspersed, has_arguments, options, params = entry
+        end, given = _parse_options(args, command + 1, params, prefixes,
+                                    positional=has_arguments and interspersed)
+        if end is None:
+            return None
+
+    # click's _resolve_incomplete, then the shell_complete of the group (the
+    # root: its commands, then its options) or of the command (its options)
+    if incomplete == "=":
+        incomplete = ""
+    elif "=" in incomplete and _option_like(incomplete, prefixes):
+        return None
+    items: list[tuple[str, str | None]] = []
+    if command == len(args):
+        items += [(name, short) for name, short in table.COMMANDS if name.startswith(incomplete)]
+    elif has_arguments and not _option_like(incomplete, prefixes):
+        return None   # an argument's value: its completer (typer) answers
+    if incomplete and not incomplete[0].isalnum():
+        listed = [(name, text, param) for name, text, param, multiple in options
+                  if (multiple or param not in given) and name.startswith(incomplete)]
+        for name in table.UNORDERED:
+            if sum(p == name for _n, _t, p in listed) > 1:
+                return None
+        items += [(name, text) for name, text, _p in listed]
+
+    if shell == "bash":
+        text = "\n".join(value for value, _help in items)
+    elif shell == "zsh":
+        def escape(s: str) -> str:
+            return (s.replace('"', '""').replace("'", "''").replace("$", "\\$")
+                    .replace("`", "\\`").replace(":", r"\\:"))
+
+        lines = [f'"{escape(v)}":"{escape(h)}"' if h else f'"{escape(v)}"' for v, h in items]
+        text = "_arguments '*: :((" + "\n".join(lines) + "))'" if lines else "_files"
+    else:
+        import re
+
+        shown = [v + "\t" + re.sub(r"\s", " ", h) if h else v for v, h in items]
+        action = environ.get("_TYPER_COMPLETE_FISH_ACTION", "")
+        if action == "is-args":
+            return None, (0 if shown else 1)
+        text = "\n".join(shown) if action == "get-args" and shown else ""
+    if not text.isascii():
+        return None   # typer's echo decides how the terminal's encoding takes it
+    return text, 0

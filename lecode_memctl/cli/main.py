@@ -75,6 +75,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(f"memctl {__version__}\n")
         return 0
 
+    if os.environ.get("_MEMCTL_COMPLETE"):
+        # A TAB on a command name is answered from the generated table, without
+        # typer (each TAB is a fresh process); anything else goes to typer below.
+        from .completion import fast_complete
+
+        done = fast_complete(os.environ)
+        if done is not None:
+            text, status = done
+            if text is not None:
+                try:
+                    sys.stdout.write(text + "\n")
+                    sys.stdout.flush()
+                except BrokenPipeError:
+                    from .output import broken_pipe_exit
+
+                    return broken_pipe_exit()
+            return status
+
     from lecode_memctl.core.errors import MemctlError
 
     from . import state

@@ -7,7 +7,6 @@ exact text.  rich and tabulate are imported only when a table is rendered.
 
 from __future__ import annotations
 
-import csv
 import io
 import re
 import sys
@@ -279,6 +278,8 @@ def emit_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str], fmt: str
     use the flat encoding of core.rowmodel; text keeps its newlines and tabs
     (quoted), other control characters are escaped as in tables."""
     buf = io.StringIO()
+    import csv
+
     writer = csv.writer(buf, delimiter="," if fmt == "csv" else "\t", lineterminator="\n")
     writer.writerow(columns)
     sys.stdout.write(buf.getvalue())
@@ -334,15 +335,59 @@ def render_rows(rows: Iterable[Mapping[str, Any]], columns: Sequence[str], fmt: 
     if fmt == "table" and (stdout_is_tty() or STATE.emit_color()):
         _rich_table(table_rows, columns, heads, title=title, ids=ids)
         return
-    import tabulate
+    text = plain_table(table_rows, heads) if fmt == "table" else None
+    if text is None:
+        import tabulate
 
-    tabulate.PRESERVE_WHITESPACE = False
-    text = tabulate.tabulate(table_rows, headers=heads,
-                             tablefmt="plain" if fmt == "table" else fmt,
-                             disable_numparse=True)
+        tabulate.PRESERVE_WHITESPACE = False
+        text = tabulate.tabulate(table_rows, headers=heads,
+                                 tablefmt="plain" if fmt == "table" else fmt,
+                                 disable_numparse=True)
     if title and fmt == "table":
         echo(safe(title))
     echo(text)
+
+
+def plain_table(rows: Sequence[Sequence[str]], heads: Sequence[str]) -> str | None:
+    """``tabulate.tabulate(rows, headers=heads, tablefmt="plain",
+    disable_numparse=True)`` with ``PRESERVE_WHITESPACE`` off, byte for byte,
+    without importing tabulate (whose import alone is a tenth of a command's
+    start-up: it calls ``importlib.metadata.version``).  None when tabulate
+    could render the cells otherwise than this: a cell or header that is not a
+    str, holds a control character (line breaks make multi-line rows, ESC a
+    colour code whose width is not counted, \\x01 a separating line), a
+    row whose length is not the headers', or text outside ASCII when the
+    ``wcwidth`` package is installed (tabulate then measures East Asian wide
+    and combining characters by their columns, this by ``len``).
+
+    Every cell is stripped; every column is as wide as its widest cell, and
+    at least its header plus 2; cells are left-aligned, joined by two
+    spaces, and each line loses its trailing white space."""
+    n = len(heads)
+    texts = list(heads)
+    for r in rows:
+        if len(r) != n:
+            return None
+        texts.extend(r)
+    if not all(type(t) is str for t in texts):
+        return None
+    joined = "".join(texts)
+    if joined.isascii():
+        if not joined.isprintable():
+            return None
+    else:
+        if re.search("[\x00-\x1f]", joined):
+            return None
+        from importlib.util import find_spec
+
+        if find_spec("wcwidth") is not None:
+            return None
+    cols = [[c.strip() for c in col] for col in zip(*rows, strict=True)] if rows else [[] for _ in heads]
+    widths = [max([len(h) + 2, *map(len, col)]) for h, col in zip(heads, cols, strict=True)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)).rstrip()]
+    for row in zip(*cols, strict=True):
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    return "\n".join(lines)
 
 
 def _display_cell(value: Any) -> str:

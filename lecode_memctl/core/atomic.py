@@ -16,7 +16,6 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import secrets
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -173,6 +172,8 @@ def temp_name(target: Path) -> Path:
     A name too long for that to fit ``NAME_MAX`` bytes is cut (at a character
     boundary) inside the temporary name only: a note name may use all 255
     bytes of ``<name>.md`` (issue 16.8)."""
+    import secrets  # here, not at the top: 1-2 ms of every command's start-up
+
     suffix = f"{TMP_MARK}{secrets.token_hex(6)}"
     name = target.name
     room = NAME_MAX - len(os.fsencode(TMP_PREFIX + suffix))

@@ -6,7 +6,6 @@ project's store is" exactly; ``docs/FORMAT.md`` restates it.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from dataclasses import dataclass
@@ -31,6 +30,8 @@ def slug(path: str | os.PathLike[str]) -> str:
     """``name-hash`` for an absolute, resolved root path (store contract, "Slug")."""
     p = os.fspath(path)
     name = slug_name(os.path.basename(p.rstrip(os.sep) or p) if p != os.sep else "")
+    import hashlib  # here, not at the top: OpenSSL's load is ~2 ms of every start-up
+
     digest = hashlib.sha256(os.fsencode(p)).hexdigest()[:12]
     return f"{name}-{digest}"
 

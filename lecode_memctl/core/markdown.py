@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import errno
-import hashlib
 import os
 import re
 import stat
@@ -289,6 +288,8 @@ def decode(data: bytes, path: Path | str) -> str:
 
 
 def sha256(data: bytes | None) -> str | None:
+    import hashlib  # here, not at the top: OpenSSL's load is ~2 ms of every start-up
+
     return None if data is None else hashlib.sha256(data).hexdigest()
 
 
@@ -326,6 +327,8 @@ def read(store: Store, target: Target) -> MarkdownFile:
     if data is None:
         raise _missing(store, target)
     path = target.path(store)
+    import hashlib
+
     return MarkdownFile(path, decode(data, path), len(data), hashlib.sha256(data).hexdigest())
 
 

@@ -8,7 +8,6 @@ and its digest" and "Validation statuses".
 from __future__ import annotations
 
 import functools
-import hashlib
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -138,6 +137,8 @@ def canonical_bytes(records: Iterable[Mapping[str, Any]]) -> bytes:
 
 def canonical_digest(records: Iterable[Mapping[str, Any]]) -> str:
     """``sha256(orjson.dumps(records, option=orjson.OPT_SORT_KEYS)).hexdigest()``."""
+    import hashlib  # here, not at the top: OpenSSL's load is ~2 ms of every start-up
+
     return hashlib.sha256(canonical_bytes(records)).hexdigest()
 
 

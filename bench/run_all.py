@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run every benchmark in bench/ and print one summary table.
 
-    python bench/run_all.py [--quick] [--only NAME ...]
+    python bench/run_all.py [--quick] [--only NAME ...] [--million DIR]
 
 Runs each ``bench/bench_*.py`` script found (start-up, facts, read, validate,
 then any others in name order), one after the
@@ -90,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="passed to every script: a short run")
     ap.add_argument("--only", nargs="+", metavar="NAME", default=None,
                     help="run only these scripts (bench_startup or startup)")
+    ap.add_argument("--million", metavar="DIR", default=None,
+                    help="bench_engine.py also measures 1,000,000 facts (store built once in DIR)")
     ap.add_argument("--markdown", action="store_true", help="also print the table as Markdown")
     ap.add_argument("--json", metavar="FILE", type=Path, default=None, help="save the result rows as JSON")
     a = ap.parse_args(argv)
@@ -111,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for script in scripts:
             cmd = [sys.executable, str(script), *(["--quick"] if a.quick else [])]
+            if a.million and script.name == "bench_engine.py":
+                cmd += ["--million", a.million]
             print(f"== {script.name}{' --quick' if a.quick else ''}", flush=True)
             t0 = time.perf_counter()
             proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -490,11 +490,16 @@ class FactListing:
         self._thread = threading.Thread(target=run, name="memctl-listing", daemon=True)
         self._thread.start()
 
+    def wait(self) -> None:
+        """Until the sorts started by :meth:`start` are done."""
+        if self._thread is not None:
+            self._thread.join()
+
     def groups(self, *, bare: bool = False) -> Iterator[FactGroup]:
         """The groups; a fact without revisions raises StoreCorrupt, or with
         ``bare`` is a group whose revisions are empty."""
         if self._thread is not None:
-            self._thread.join()
+            self.wait()
             if self._error is not None:
                 if isinstance(self._error, sqlite3.Error):
                     raise _db_error(self.path, self._error) from None
@@ -603,6 +608,7 @@ class FactStore(ClosesOnExit):
         self._conn: sqlite3.Connection | None = None
         self._tmpdir: str | None = None
         self._siblings: list[sqlite3.Connection] = []   # start_listing's
+        self._listings: list[FactListing] = []
         self._tables: set[str] = set()
         self._closed = False
         if _readonly:
@@ -788,6 +794,9 @@ class FactStore(ClosesOnExit):
     def close(self) -> None:
         """Close the connection (and remove a private snapshot).  Idempotent."""
         self._closed = True
+        for listing in self._listings:
+            listing.wait()          # a sort still running on a sibling connection
+        self._listings = []
         for db in self._siblings:
             with contextlib.suppress(sqlite3.Error):
                 db.close()
@@ -1137,6 +1146,7 @@ class FactStore(ClosesOnExit):
             queries.append("SELECT fact_id, revision, session_id, seqs, digest FROM source_refs "
                            "NOT INDEXED ORDER BY fact_id, revision")
         listing.start(sibling, queries)
+        self._listings.append(listing)
         return listing
 
     def _sibling(self) -> sqlite3.Connection | None:

@@ -21,7 +21,7 @@ from pathlib import Path
 import orjson
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from lecode_memctl.core import sessions as sessions_mod
+from lecode_memctl.core import facts as facts_mod, sessions as sessions_mod
 from lecode_memctl.core.facts import FactStore, fact_status
 from lecode_memctl.core.factview import evaluate_facts, fact_row, iter_fact_records, iter_fact_rows
 from lecode_memctl.core.layout import store_at
@@ -147,13 +147,20 @@ def one_fact_rows(fs: FactStore, sessions: SessionStore) -> list[dict]:
 
 @settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(spec=stores(), own_reader=st.booleans(), gap=st.sampled_from([0, 3, 256]))
-def test_engine_agrees_with_the_one_fact_path(spec: dict, own_reader: bool, gap: int) -> None:
+@given(spec=stores(), own_reader=st.booleans(), gap=st.sampled_from([0, 3, 256]),
+       group=st.sampled_from([1, 2, 2048]), whole=st.booleans())
+def test_engine_agrees_with_the_one_fact_path(spec: dict, own_reader: bool, gap: int,
+                                              group: int, whole: bool) -> None:
     root = Path(tempfile.mkdtemp(prefix="engine-"))
     # gap: how far apart two spans must be for the sweep to seek between them
-    # instead of reading the lines between (small: every seek path is taken)
-    saved = sessions_mod._SWEEP_GAP
+    # instead of reading the lines between (small: every seek path is taken);
+    # group: references per group (small: a session's references come in
+    # several groups, the whole-transcript parse reused between them);
+    # whole: whether a small transcript may be parsed whole (else the sweep)
+    saved = sessions_mod._SWEEP_GAP, facts_mod.GROUP_REFS, sessions_mod._WHOLE_LIMIT
     sessions_mod._SWEEP_GAP = gap
+    facts_mod.GROUP_REFS = group
+    sessions_mod._WHOLE_LIMIT = saved[2] if whole else 0
     try:
         path = build(root, spec)
         store = store_at(path)
@@ -181,7 +188,7 @@ def test_engine_agrees_with_the_one_fact_path(spec: dict, own_reader: bool, gap:
                 assert [r["fact_id"] for r in got] == ids
                 assert got == [r for r in expected if r["fact_id"] in set(ids)]
     finally:
-        sessions_mod._SWEEP_GAP = saved
+        sessions_mod._SWEEP_GAP, facts_mod.GROUP_REFS, sessions_mod._WHOLE_LIMIT = saved
         shutil.rmtree(root, ignore_errors=True)
 
 

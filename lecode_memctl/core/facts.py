@@ -59,7 +59,7 @@ from .sourceref import (
 BUSY_TIMEOUT = 5.0          # seconds a writer waits for the database lock
 LIST_MAX = 1000             # the most rows one list()/search() call returns
 SEARCH_DEFAULT = 50
-GROUP_REFS = 4096   # references per group of source_refs_by_session
+GROUP_REFS = 2048   # references per group of source_refs_by_session
 FACT_ID_RE = re.compile(r"^[0-9a-f]{16}\Z")  # \Z: "$" would accept a trailing newline
 
 
@@ -1157,6 +1157,9 @@ class FactStore(ClosesOnExit):
             return None
         db = self._connect(os.path.join(self._tmpdir, "facts.sqlite3"), uri=False)
         db.execute("PRAGMA query_only = 1")
+        # each of the three sorts keeps this much in memory before it spills
+        # (SQLite's sorter follows the page cache's size; 2 MiB by default)
+        db.execute("PRAGMA cache_size = -1024")
         self._siblings.append(db)
         return db
 

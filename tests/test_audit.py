@@ -541,10 +541,16 @@ def test_all_projects_reports_config_once(planted, config_dir):
     assert {f["project"] for f in fs if f["code"] != "config.out_of_range"} == {SLUG}
 
 
-def test_one_pass_statuses_match_session_store(planted):
+@pytest.mark.parametrize("whole", [False, True])
+def test_one_pass_statuses_match_session_store(planted, monkeypatch, whole):
     """The audit's single-pass reference decisions equal SessionStore.validate_many:
-    the audit keeps the references that are not valid (any other is valid)."""
+    the audit keeps the references that are not valid (any other is valid).
+    ``whole``: a transcript cited even once is parsed in one call when it can
+    be (records_by_line), else the span search and the line loop."""
     from lecode_memctl.core.audit import Audit
+    from lecode_memctl.core.audit import transcripts
+
+    monkeypatch.setattr(transcripts, "WHOLE_REFS", 1 if whole else 1 << 30)
 
     store = store_at(planted)
     with FactStore.open_readonly(store.facts_db) as fs:

@@ -849,6 +849,27 @@ class _File:
             nbytes *= 2
 
 
+def records_by_line(data: bytes, end: int) -> list[dict[str, Any]] | None:
+    """The records of the complete lines ``data[:end]`` (``end`` just after a
+    newline), parsed in one ``orjson.loads`` of them as one JSON array, when
+    every line is a record whose seq is its line number (the header 0, then
+    1, 2, ...): then the span of a reference is the slice of its positions,
+    exactly as a line-by-line read gives it.  None for anything else (no
+    complete line, a line that is not a record on its own, a gap or a
+    repeated seq, valid JSON orjson refuses ...): the caller reads line by
+    line then."""
+    if end <= 0:
+        return None
+    try:
+        records = orjson.loads(b"[" + data[:end - 1].replace(b"\n", b",") + b"]")
+    except orjson.JSONDecodeError:
+        return None
+    for i, rec in enumerate(records):
+        if type(rec) is not dict or type(rec.get("seq")) is not int or rec["seq"] != i:
+            return None
+    return records  # type: ignore[no-any-return]
+
+
 def _span_decision(ref: SourceRef, records: list[dict[str, Any]], purpose: str, excluded: frozenset[int],
                    generation: int, us: UndoState) -> SourceStatus:
     """The status of a reference whose span ``records`` were read completely
@@ -1496,29 +1517,12 @@ class SessionStore:
 
     @staticmethod
     def _whole_records(f: _File) -> list[dict[str, Any]] | None:
-        """Every record of a transcript of at most ``_WHOLE_LIMIT`` bytes, by
-        seq, parsed in one ``orjson.loads`` of its complete lines as one JSON
-        array -- when every complete line is a record whose seq is its line
-        number (the header 0, then 1, 2, ...), so that the span of a reference
-        is the slice of its positions, exactly as the sweep or the one-ref
-        read would read it.  None for anything else (a larger file, a line
-        that is not a record on its own, a gap or repeated seq, ...): the
-        sweep and the one-ref read decide then, line by line."""
+        """:func:`records_by_line` of a transcript of at most ``_WHOLE_LIMIT``
+        bytes (its complete lines), else None."""
         if f.size > _WHOLE_LIMIT:
             return None
         data = os.pread(f.fh.fileno(), f.size, 0)
-        end = data.rfind(b"\n")
-        if end < 0:
-            return None
-        try:
-            records = orjson.loads(b"[" + data[:end].replace(b"\n", b",") + b"]")
-        except orjson.JSONDecodeError:
-            return None
-        del data
-        for i, rec in enumerate(records):
-            if type(rec) is not dict or type(rec.get("seq")) is not int or rec["seq"] != i:
-                return None
-        return records  # type: ignore[no-any-return]
+        return records_by_line(data, data.rfind(b"\n") + 1)
 
     def _sweep_spans(self, f: _File, refs: list[SourceRef]
                      ) -> Iterator[tuple[SourceRef, list[dict[str, Any]]]]:

@@ -28,6 +28,7 @@ from ..sessions import (
     bad_target,
     fast_seq,
     load_record,
+    records_by_line,
 )
 from ..sourceref import MAX_SPAN, VALID, RecordsUndigestible, SourceStatus, canonical_digest, status_for
 from .codes import ERROR, WARNING
@@ -405,6 +406,21 @@ def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
                 and rec.get("event") in ("undo", "redo", "clear")):
             events.append(rec)
         pos = marks.find(data, le, end)
+    if len(need) >= WHOLE_REFS and end <= WHOLE_BYTES:
+        # many spans in a small transcript: every line parsed in one call
+        # (sessions.records_by_line), when every line is a record whose seq
+        # is its line number -- no corrupt line, gap or repeated seq then
+        whole = records_by_line(data, end)
+        if whole is not None:
+            n = len(whole)
+            by_seq = {s: whole[s] for seqs, _d, _p in need
+                      for s in range(seqs[0], min(seqs[-1], n - 1) + 1)}
+            del whole
+            us = UndoState(events)
+            for seqs, digest, purpose in need:
+                sc.statuses[(seqs, digest, purpose)] = _span_status(
+                    seqs, digest, purpose, by_seq, [], set(), last_seq, excluded, generation, us)
+            return True
     ranges = sorted({(seqs[0], seqs[-1]) for seqs, _d, _p in need})
     # Each span's first line is searched from the previous span's (ranges are
     # sorted, and so are a clean transcript's seqs): one pass over the bytes,
@@ -459,6 +475,8 @@ def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
 
 
 FAST_LIMIT = 256 << 20     # default mode holds a transcript in memory up to this size
+WHOLE_REFS = 64            # a transcript cited this often, and at most
+WHOLE_BYTES = 4 << 20      # this large, is parsed in one call (records_by_line)
 
 
 def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,

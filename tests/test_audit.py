@@ -547,8 +547,7 @@ def test_one_pass_statuses_match_session_store(planted, monkeypatch, whole):
     the audit keeps the references that are not valid (any other is valid).
     ``whole``: a transcript cited even once is parsed in one call when it can
     be (records_by_line), else the span search and the line loop."""
-    from lecode_memctl.core.audit import Audit
-    from lecode_memctl.core.audit import transcripts
+    from lecode_memctl.core.audit import Audit, transcripts
 
     monkeypatch.setattr(transcripts, "WHOLE_REFS", 1 if whole else 1 << 30)
 

@@ -1149,6 +1149,16 @@ class FactStore(ClosesOnExit):
         self._listings.append(listing)
         return listing
 
+    def second_reader(self) -> sqlite3.Connection | None:
+        """Another read connection to the private snapshot of a store opened
+        with :meth:`open_readonly` (for work another thread does meanwhile,
+        such as the audit's ``integrity_check``), closed with the store; None
+        when there is no snapshot or SQLite's temporary directory may be in
+        the store (see :meth:`start_listing`)."""
+        if not self.readonly:
+            raise UsageError("second_reader is for a store opened read-only")
+        return self._sibling()
+
     def _sibling(self) -> sqlite3.Connection | None:
         """A second read connection to this store's private snapshot, whose
         sorter may spill to SQLite's temporary directory: None when there is

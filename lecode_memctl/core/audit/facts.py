@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -166,8 +166,7 @@ def _check_db(audit: Audit) -> Iterator[Finding | None]:
             return
         try:
             # the read-only open is a private copy no writer can move under
-            integrity = [str(msg) for (msg,) in db.execute("PRAGMA integrity_check")]
-            yield from _db_checks(audit, fs, db, SCHEMA_VERSION, integrity)
+            yield from _db_checks(audit, fs, db, SCHEMA_VERSION, _integrity(fs, db))
             _load_facts(audit, fs, db)
             audit._fs, fs = fs, None   # read again for the references and the facts
         except sqlite3.DatabaseError as exc:
@@ -178,21 +177,75 @@ def _check_db(audit: Audit) -> Iterator[Finding | None]:
 
 
 def _db_checks(audit: Audit, fs: Any, db: Any, schema_version: int,
-               integrity: list[str]) -> Iterator[Finding | None]:
+               integrity: Callable[[], list[str]]) -> Iterator[Finding | None]:
+    """The database checks in their order: the schema, ``integrity``'s
+    messages, then the rest (:func:`_db_checks_rest`), which is computed
+    first, while ``integrity_check`` runs on a second connection when there
+    is one (:func:`_integrity`).  A database error stops them where it did."""
+    rel = FACTS_DB
+    later: list[tuple[str, str, dict[str, Any]]] = []
+    error: Exception | None = None
+    try:
+        later.extend(_db_checks_rest(fs, db))
+    except Exception as exc:   # noqa: BLE001 - raised below, after what came before it
+        error = exc
+    messages = integrity()
+    if fs.needs_migration:
+        yield audit._f("db.needs_migration", f"schema version {fs.schema_version}, current is "
+                       f"{schema_version}; lecode migrates it on its next write", file=rel)
+    for msg in messages:
+        if msg != "ok":
+            yield audit._f("db.integrity", f"integrity_check: {msg}", file=rel)
+    for code, message, loc in later:
+        yield audit._f(code, message, **loc)
+    if error is not None:
+        raise error
+
+
+def _later(code: str, message: str, **loc: Any) -> tuple[str, str, dict[str, Any]]:
+    return code, message, loc
+
+
+def _integrity(fs: Any, db: Any) -> Callable[[], list[str]]:
+    """``PRAGMA integrity_check``'s messages: started now on a second
+    connection to the snapshot in a thread (SQLite checks without Python's
+    lock while the other checks run), or run on ``db`` when asked for."""
+    sibling = fs.second_reader()
+    if sibling is None:
+        return lambda: [str(msg) for (msg,) in db.execute("PRAGMA integrity_check")]
+    import threading
+
+    got: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            got["messages"] = [str(msg) for (msg,) in sibling.execute("PRAGMA integrity_check")]
+        except BaseException as exc:  # noqa: BLE001 - re-raised by the caller
+            got["error"] = exc
+
+    thread = threading.Thread(target=run, name="memctl-integrity", daemon=True)
+    thread.start()
+
+    def result() -> list[str]:
+        thread.join()
+        if "error" in got:
+            raise got["error"]
+        return got["messages"]  # type: ignore[no-any-return]
+
+    return result
+
+
+def _db_checks_rest(fs: Any, db: Any) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """Foreign keys, the generation, revisions and dangling references, as
+    (code, message, location) for :func:`_db_checks` to report in order."""
     from ..facts import row_text
 
     rel = FACTS_DB
     tables = fs.tables
-    if fs.needs_migration:
-        yield audit._f("db.needs_migration", f"schema version {fs.schema_version}, current is "
-                       f"{schema_version}; lecode migrates it on its next write", file=rel)
-    for msg in integrity:
-        if msg != "ok":
-            yield audit._f("db.integrity", f"integrity_check: {msg}", file=rel)
     fk_rows: set[tuple[str, int | None]] = set()
     for table, rowid, parent, _fkid in db.execute("PRAGMA foreign_key_check"):
         fk_rows.add((table, rowid))
-        yield audit._f("db.foreign_key", f"row {rowid} of {table} references a missing row of "
+        yield _later("db.foreign_key", f"row {rowid} of {table} references a missing row of "
                        f"{parent}", file=rel, table=table)
     # generation against exclusions and retry markers
     if "meta" in tables:
@@ -200,7 +253,7 @@ def _db_checks(audit: Audit, fs: Any, db: Any, schema_version: int,
         gen = row[0] if row else None
         bad_gen = gen is not None and (not isinstance(gen, int) or isinstance(gen, bool) or gen < 0)
         if bad_gen:
-            yield audit._f("db.generation_mismatch", "the generation in meta is not a "
+            yield _later("db.generation_mismatch", "the generation in meta is not a "
                            f"non-negative integer: {str(gen)[:40]!r}", file=rel)
             gen = None
         markers = db.execute("SELECT count(*), coalesce(max(generation), 0) FROM forgotten").fetchone() \
@@ -208,9 +261,9 @@ def _db_checks(audit: Audit, fs: Any, db: Any, schema_version: int,
         ex_max = db.execute("SELECT coalesce(max(generation), 0) FROM exclusions").fetchone()[0]
         if gen is None:
             if not bad_gen:
-                yield audit._f("db.generation_mismatch", "meta has no generation row", file=rel)
+                yield _later("db.generation_mismatch", "meta has no generation row", file=rel)
         elif gen < markers[1] or gen < ex_max or gen < markers[0]:
-            yield audit._f("db.generation_mismatch",
+            yield _later("db.generation_mismatch",
                            f"generation {gen}, but {markers[0]} forget retry marker(s) (newest at "
                            f"generation {markers[1]}) and exclusions installed up to generation "
                            f"{ex_max}", file=rel)
@@ -220,10 +273,10 @@ def _db_checks(audit: Audit, fs: Any, db: Any, schema_version: int,
             "sum(r.revision = f.revision) FROM facts f LEFT JOIN revisions r "
             "ON r.fact_id = f.fact_id GROUP BY f.fact_id ORDER BY f.fact_id"):
         if not has_cur:
-            yield audit._f("db.dangling_ref", f"the fact's current revision {cur} has no "
+            yield _later("db.dangling_ref", f"the fact's current revision {cur} has no "
                            "revision row", fact_id=row_text(fid), revision=cur, table="facts")
         elif n != hi or lo != 1 or hi != cur:
-            yield audit._f("db.revision_gap",
+            yield _later("db.revision_gap",
                            f"{n} revision(s) numbered {lo}..{hi}; expected 1..{cur} without gaps",
                            fact_id=row_text(fid), revision=cur)
     # refs to missing facts/revisions that foreign_key_check did not already report
@@ -240,7 +293,7 @@ def _db_checks(audit: Audit, fs: Any, db: Any, schema_version: int,
             if (table, rowid) in fk_rows or (fid, rev) in seen:
                 continue
             seen.add((fid, rev))
-            yield audit._f("db.dangling_ref", f"{table} row names fact {row_text(fid)} revision {rev}, "
+            yield _later("db.dangling_ref", f"{table} row names fact {row_text(fid)} revision {rev}, "
                            "which does not exist", fact_id=row_text(fid), revision=rev, table=table)
 
 

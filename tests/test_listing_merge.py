@@ -119,3 +119,26 @@ def test_validate_and_listing_on_blob_ids_and_text_revisions(config_dir: Path) -
     r = run_cli("--no-state", "--store", str(store), "facts", "--all", "--format", "jsonl")
     assert r.exit_code in (0, 5), r.stderr
     assert "internal error" not in r.stderr
+
+
+def test_a_failed_sort_falls_back_to_the_indexed_query(tmp_path: Path, monkeypatch) -> None:
+    """Should the sorted scans fail (a full temporary directory, say), the
+    listing reads the same groups through the indexes instead of failing."""
+    from lecode_memctl.core import facts as facts_mod
+
+    path = tmp_path / "facts.sqlite3"
+    _build(path, [(i, 1) for i in IDS], [(i, 1, f"t {i}") for i in IDS],
+           [(i, 1, "a" * 64) for i in IDS[:3]])
+    with FactStore.open_readonly(path) as fs:
+        want = list(fs.start_listing().groups())
+    real = facts_mod.FactListing.start
+
+    def failing(self, db, queries):   # noqa: ANN001
+        real(self, db, [q.replace("FROM facts", "FROM no_such_table") for q in queries])
+
+    monkeypatch.setattr(facts_mod.FactListing, "start", failing)
+    with FactStore.open_readonly(path) as fs:
+        listing = fs.start_listing()
+        assert listing.joined is None and listing.fallback is not None
+        assert list(listing.groups()) == want
+    assert len(want) == len(IDS)

@@ -474,6 +474,9 @@ class FactListing:
         self.path = path
         self.prov: dict[tuple[Any, Any], dict[Any, list[Any]]] = {}
         self.joined: Iterator[tuple[Any, ...]] | None = None
+        # the indexed query, should the sorted scans fail (a full or
+        # unwritable temporary directory): same rows, no temporary file
+        self.fallback: Callable[[], Iterator[tuple[Any, ...]]] | None = None
         self._cursors: list[sqlite3.Cursor] = []
         self._thread: Any = None
         self._error: BaseException | None = None
@@ -501,6 +504,9 @@ class FactListing:
         if self._thread is not None:
             self.wait()
             if self._error is not None:
+                if isinstance(self._error, sqlite3.Error) and self.fallback is not None:
+                    yield from _joined_groups(self.fallback(), self.prov, bare)
+                    return
                 if isinstance(self._error, sqlite3.Error):
                     raise _db_error(self.path, self._error) from None
                 raise self._error
@@ -1146,6 +1152,7 @@ class FactStore(ClosesOnExit):
             queries.append("SELECT fact_id, revision, session_id, seqs, digest FROM source_refs "
                            "NOT INDEXED ORDER BY fact_id, revision")
         listing.start(sibling, queries)
+        listing.fallback = lambda: self._joined_rows(db, where, args)
         self._listings.append(listing)
         return listing
 

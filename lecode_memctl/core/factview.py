@@ -249,26 +249,7 @@ def _plain_row(group: FactGroup, bad: Mapping[tuple[str, tuple[int, ...], str], 
     text, truncated = cap_text(current[1])
     sid, digest = current[3], current[5]
     created, updated = row_text(created), row_text(updated)
-    if record:
-        # a fact at revision 1 was updated when it was created: converted once
-        same = updated == created
-        created = utc_time(created)
-        updated = created if same else utc_time(updated)
-        return {
-            "type": "fact",
-            "fact_id": fid,
-            "revision": revision,
-            "status": VALID if status is None else status.status,
-            "reason": None if status is None else status.reason,
-            "about_revision": about,
-            "source": f"{sid}:{seqs_label(seqs_of_current)}",
-            "source_ref": {"session_id": sid, "seqs": seqs_of_current, "digest": digest},
-            "text": text,
-            "fact_text_truncated": truncated,
-            "created": created,
-            "updated": updated,
-        }
-    return {
+    row = {
         "fact_id": fid,
         "revision": revision,
         "status": VALID if status is None else status.status,
@@ -281,6 +262,13 @@ def _plain_row(group: FactGroup, bad: Mapping[tuple[str, tuple[int, ...], str], 
         "created": created,
         "updated": updated,
     }
+    if not record:
+        return row
+    # FACT.record: "type" first, the times in RFC 3339 (a fact at revision 1
+    # was updated when it was created: converted once); keys keep their places
+    when = utc_time(created)
+    return {"type": "fact", **row, "created": when,
+            "updated": when if updated == created else utc_time(updated)}
 
 
 def _doc_size(doc: Any) -> int:

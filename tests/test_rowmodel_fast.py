@@ -44,6 +44,14 @@ def test_the_shortcut_is_taken() -> None:
     assert utc_time("2026-02-30T09:00:00.000Z") is None
 
 
+def test_numbers_beyond_a_time_are_none() -> None:
+    """Epoch seconds past what datetime or time_t holds are not a time (None),
+    never an OverflowError, OSError or ValueError (found by test_record_is_row)."""
+    for value in (10**20, -10**20, 2**63, -62135596801, float("inf"), float("nan")):
+        assert utc_time(value) is None
+    assert utc_time(0) == "1970-01-01T00:00:00.000Z"
+
+
 values = st.one_of(st.none(), st.integers(), st.text(max_size=5), st.booleans())
 
 

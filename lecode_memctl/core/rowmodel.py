@@ -152,7 +152,10 @@ def utc_time(value: Any) -> str | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        dt = datetime.fromtimestamp(value, UTC)
+        try:
+            dt = datetime.fromtimestamp(value, UTC)
+        except (OverflowError, OSError, ValueError):
+            return None     # beyond what a time can be here (year 1..9999, time_t)
     elif isinstance(value, datetime):
         dt = value
     elif isinstance(value, date):

@@ -54,6 +54,7 @@ from .sourceref import (
     SourceStatus,
     check_session_id,
     status_for,
+    stored_ref_ok,
 )
 
 BUSY_TIMEOUT = 5.0          # seconds a writer waits for the database lock
@@ -421,6 +422,24 @@ def revision_from_stored(fact_id: Any, rev: tuple[Any, ...]) -> Revision:
                     error)
 
 
+def plain_seqs(rev: tuple[Any, ...]) -> list[int] | None:
+    """The positions of a stored revision of a :data:`FactGroup` that
+    :func:`revision_from_stored` makes into a Revision with a source and
+    nothing else to say -- an integer revision, a text, a source whose
+    values are well formed (``stored_ref_ok``), no legacy provenance -- as
+    the stored JSON list; None for any other revision.  (The fact id is the
+    caller's to check, once per fact.)"""
+    rnum, text, _created, sid, seqs_text, digest, prov = rev
+    if prov or sid is None or type(text) is not str or type(seqs_text) is not str \
+            or type(rnum) is not int:
+        return None
+    try:
+        seqs = orjson.loads(seqs_text)
+    except orjson.JSONDecodeError:
+        return None
+    return seqs if stored_ref_ok(sid, seqs, digest) else None
+
+
 def fact_from_group(group: FactGroup) -> tuple[Fact, list[Revision]]:
     """The Fact and its Revisions (oldest first) of a :data:`FactGroup`."""
     fid, revision, created, updated, stored = group
@@ -436,6 +455,11 @@ def fact_from_group(group: FactGroup) -> tuple[Fact, list[Revision]]:
 
 # SQLite's order of storage classes: NULL, numbers, text, BLOB
 _SQL_RANK = {type(None): 0, bool: 1, int: 1, float: 1, str: 2, bytes: 3}
+
+
+def _sql_key(value: Any) -> tuple[int, Any]:
+    """A sort key that orders values as SQLite does (storage class first)."""
+    return _SQL_RANK.get(type(value), 4), value
 
 
 def _sql_lt(a: Any, b: Any) -> bool:
@@ -1079,22 +1103,18 @@ class FactStore(ClosesOnExit):
         sid: str | None = None
         seen: set[tuple[str, str]] = set()
         group: list[SourceRef] = []
-        while True:
-            rows = cur.fetchmany(1000)
-            if not rows:
-                break
-            for rsid, seqs, digest, fid, rev in rows:
-                if rsid != sid or len(group) >= GROUP_REFS:
-                    if group:
-                        yield sid, group  # type: ignore[misc]
-                    sid, seen, group = rsid, set(), []
-                if (seqs, digest) in seen:
-                    continue
-                seen.add((seqs, digest))
-                try:
-                    group.append(_ref_from_row(fid, rev, rsid, seqs, digest))
-                except StoreCorrupt:
-                    continue      # the revision's own problem (Revision.source_error)
+        for rsid, seqs, digest, fid, rev in _fetched(cur):
+            if rsid != sid or len(group) >= GROUP_REFS:
+                if group:
+                    yield sid, group  # type: ignore[misc]
+                sid, seen, group = rsid, set(), []
+            if (seqs, digest) in seen:
+                continue
+            seen.add((seqs, digest))
+            try:
+                group.append(_ref_from_row(fid, rev, rsid, seqs, digest))
+            except StoreCorrupt:
+                continue      # the revision's own problem (Revision.source_error)
         if group:
             yield sid, group  # type: ignore[misc]
 
@@ -1621,8 +1641,7 @@ def fact_status(revisions: Sequence[Revision],
     (status, the revision it is about)."""
     # current (highest) first; a damaged row's revision that is not an integer
     # sorts as SQLite sorts it (after the numbers), never a TypeError
-    for rev in sorted(revisions, key=lambda r: (_SQL_RANK.get(type(r.revision), 4), r.revision)
-                      if type(r.revision) is not int else (1, r.revision), reverse=True):
+    for rev in sorted(revisions, key=lambda r: _sql_key(r.revision), reverse=True):
         if rev.source is None and rev.source_error is not None:
             return status_for("invalid_ref", rev.source_error), rev.revision
         if rev.source is None:

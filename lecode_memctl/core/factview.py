@@ -25,6 +25,7 @@ from .facts import (
     check_fact_id,
     fact_from_group,
     fact_status,
+    plain_seqs,
     row_text,
 )
 from .paging import MAX_OUTPUT_BYTES
@@ -39,7 +40,6 @@ from .sourceref import (
     SourceStatus,
     check_session_id,
     status_for,
-    stored_ref_ok,
 )
 
 # --------------------------------------------------------------------------
@@ -215,10 +215,10 @@ def _rows(facts: FactStore, sessions: SessionReader, session_id: str | None,
 def _plain_row(group: FactGroup, bad: Mapping[tuple[str, tuple[int, ...], str], SourceStatus],
                record: bool = False) -> dict[str, Any] | None:
     """:func:`fact_row` of a stored fact (:data:`~lecode_memctl.core.facts.FactGroup`)
-    whose revisions all have a well-formed source (``SourceRef.checked_fast``)
-    and no provenance, and whose current revision is stored; None for any
-    other fact.  ``bad``: the statuses not valid, by (session, seqs, digest).
-    ``record``: as ``FACT.record`` makes it (``type`` first, RFC 3339 times)."""
+    whose revisions are all plain (:func:`~lecode_memctl.core.facts.plain_seqs`)
+    and whose current revision is stored; None for any other fact.  ``bad``:
+    the statuses not valid, by (session, seqs, digest).  ``record``: as
+    ``FACT.record`` makes it (``type`` first, RFC 3339 times)."""
     fid, revision, created, updated, stored = group
     if type(fid) is not str or not FACT_ID_RE.match(fid):
         return None
@@ -226,25 +226,19 @@ def _plain_row(group: FactGroup, bad: Mapping[tuple[str, tuple[int, ...], str], 
     about: int | None = None
     current: tuple[Any, ...] | None = None
     seqs_of_current: list[int] = []
-    # fact_status: the first failing revision, current (highest) first
+    # fact_status: the first failing revision, current (highest) first; the
+    # revisions are stored in ascending order (plain ones are integers)
     for rev in reversed(stored):
-        rnum, text, _created, sid, seqs_text, digest, prov = rev
-        if prov or sid is None or type(text) is not str or type(seqs_text) is not str \
-                or type(rnum) is not int:
+        seqs = plain_seqs(rev)
+        if seqs is None:
             return None
-        try:
-            seqs = orjson.loads(seqs_text)
-        except orjson.JSONDecodeError:
-            return None
-        if not stored_ref_ok(sid, seqs, digest):
-            return None
-        if rnum == revision:
+        if rev[0] == revision:
             current, seqs_of_current = rev, seqs
         if status is None and bad:
-            st = bad.get((sid, tuple(seqs), digest))
+            st = bad.get((rev[3], tuple(seqs), rev[5]))
             if st is not None:
-                status, about = st, rnum
-    if current is None or sorted(r[0] for r in stored) != [r[0] for r in stored]:
+                status, about = st, rev[0]
+    if current is None:
         return None
     text, truncated = cap_text(current[1])
     sid, digest = current[3], current[5]

@@ -1462,23 +1462,20 @@ class SessionStore:
         except (SessionUnreadable, OSError) as exc:
             return {r: status_for("session_unreadable", str(exc)) for r in refs}
         out: dict[SourceRef, SourceStatus] = {}
+        once = once or _ExclusionsOnce()
         try:
             with f:
-                excluded, generation = (once or _ExclusionsOnce()).get(self._reader_for(hdr), sid)
+                excluded, generation = once.get(self._reader_for(hdr), sid)
                 lo = min(r.seqs[0] for r in refs)
                 us = UndoState(self._events_from(f, lo, set(VISIBILITY_EVENTS)))
                 last_seq = None
                 whole = None
                 if len(refs) > 1:
-                    if once is not None and once.whole is not None \
-                            and once.whole[:2] == (sid, f.size):
-                        whole = once.whole[2]   # the previous group's, same file and size
-                    else:
-                        if once is not None:
-                            once.whole = None       # one transcript's records at a time
-                        whole = self._whole_records(f)
-                        if once is not None:
-                            once.whole = (sid, f.size, whole)
+                    # the previous group's parse when it was of this file at this size
+                    if once.whole is None or once.whole[:2] != (sid, f.size):
+                        once.whole = None           # one transcript's records at a time
+                        once.whole = (sid, f.size, self._whole_records(f))
+                    whole = once.whole[2]
                 ordered: Iterable[SourceRef] = refs
                 if whole is not None:
                     # every line a record whose seq is its line number: a span is a slice

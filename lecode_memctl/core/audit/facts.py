@@ -15,7 +15,7 @@ import orjson
 from ..atomic import open_nofollow
 from ..errors import UsageError
 from ..layout import FACTS_DB
-from ..sourceref import SourceRef, stored_ref_ok
+from ..sourceref import SourceRef
 from .codes import Finding
 
 if TYPE_CHECKING:
@@ -350,28 +350,11 @@ def _revision(fid: Any, stored: tuple[Any, ...]) -> Any:
     return Revision(fid, rev, row_text(text), row_text(created), ref, provenance, error)
 
 
-def _plainly_valid(stored: list[tuple[Any, ...]], bad: set[tuple[Any, ...]]) -> bool:
-    """Whether every revision has a well-formed reference that validated, and
-    no legacy provenance: such a fact is valid and has no finding (an
-    excluded position makes its reference not valid), so it is counted
-    without making its objects."""
-    for _rev, text, _created, sid, seqs, digest, prov in stored:
-        if prov or sid is None or type(text) is not str or type(seqs) is not str:
-            return False
-        try:
-            raw = orjson.loads(seqs)
-        except orjson.JSONDecodeError:
-            return False
-        if not stored_ref_ok(sid, raw, digest) or bad and (sid, tuple(raw), digest) in bad:
-            return False
-    return bool(stored)
-
-
 def fact_findings(audit: Audit) -> Iterator[Finding | None]:
     """Every fact's status and findings, the facts streamed in id order (a
     fact without revisions is unverified), against the statuses the
     transcript jobs gave the references (only the ones not valid are kept)."""
-    from ..facts import FACT_ID_RE, fact_status, row_text
+    from ..facts import FACT_ID_RE, fact_status, plain_seqs, row_text
     from ..factview import EvaluatedStatuses
     from ..sourceref import VALID
 
@@ -380,7 +363,18 @@ def fact_findings(audit: Audit) -> Iterator[Finding | None]:
         return
     statuses = EvaluatedStatuses({ref: st for (ref, purpose), st in audit._statuses.items()
                                   if purpose == "durable"})
-    bad = set(statuses.by_values)
+    bad = statuses.by_values
+
+    def plainly_valid(stored: list[tuple[Any, ...]]) -> bool:
+        """Every revision plain (``facts.plain_seqs``: a well-formed reference,
+        no legacy provenance) and its reference validated: such a fact is
+        valid and has no finding (an excluded position makes its reference
+        not valid), so it is counted without making its objects."""
+        for rev in stored:
+            seqs = plain_seqs(rev)
+            if seqs is None or bad and (rev[3], tuple(seqs), rev[5]) in bad:
+                return False
+        return bool(stored)
 
     def excluded(sid: str) -> frozenset[int]:
         return audit._excluded.get(sid, frozenset())
@@ -388,7 +382,7 @@ def fact_findings(audit: Audit) -> Iterator[Finding | None]:
     for group in fs.iter_fact_groups(bare=True):
         audit.summary.facts_total += 1
         fid, stored = group[0], group[4]
-        if type(fid) is str and FACT_ID_RE.match(fid) and _plainly_valid(stored, bad):
+        if type(fid) is str and FACT_ID_RE.match(fid) and plainly_valid(stored):
             audit.summary.facts[VALID] += 1
             continue
         rl = [_revision(fid, r) for r in stored]

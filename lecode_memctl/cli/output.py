@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import re
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -171,21 +171,32 @@ def emit_json(obj: Any, *, pretty: bool | None = None) -> None:
 
 
 def emit_jsonl(rows: Iterable[Any]) -> None:
-    """JSON Lines, streamed row by row (escaped on a terminal, as emit_json).
-    On a terminal each line is written as it is made; in a pipe the lines go
-    through the output buffer (one write per buffer, not per line)."""
+    """JSON Lines, streamed row by row (escaped on a terminal, as emit_json;
+    written as :func:`_stream_writer` says)."""
     tty = stdout_is_tty()
-    buf = getattr(sys.stdout, "buffer", None)
-    if tty or buf is None:
-        for row in rows:
-            data = dumps(row) + b"\n"
-            write_bytes(terminal_json(data) if tty else data)
-        return
-    sys.stdout.flush()
-    write = buf.write
+    write = _stream_writer()
     for row in rows:
-        write(dumps(row) + b"\n")
-    buf.flush()
+        data = dumps(row) + b"\n"
+        write(terminal_json(data) if tty else data)
+    _end_stream()
+
+
+def _stream_writer() -> Callable[[bytes], None]:
+    """How a streamed listing writes each piece: at once (flushed) on a
+    terminal or a stdout without a byte layer; in a pipe into the output
+    buffer, one write per buffer rather than per row (a flush per row was a
+    system call per fact), after what the text layer holds."""
+    buf = getattr(sys.stdout, "buffer", None)
+    if buf is None or stdout_is_tty():
+        return write_bytes
+    sys.stdout.flush()
+    return buf.write
+
+
+def _end_stream() -> None:
+    buf = getattr(sys.stdout, "buffer", None)
+    if buf is not None:
+        buf.flush()
 
 
 def echo(text: str = "", *, err: bool = False) -> None:
@@ -258,19 +269,16 @@ MACHINE_FORMATS = ("json", "jsonl", "csv", "tsv")
 
 
 def emit_json_array(rows: Iterable[Any]) -> None:
-    """One JSON array, streamed: one element per line, constant memory (in a
-    pipe through the output buffer, as :func:`emit_jsonl`)."""
-    buf = getattr(sys.stdout, "buffer", None)
-    write = write_bytes if buf is None or stdout_is_tty() else buf.write
-    sys.stdout.flush()
+    """One JSON array, streamed: one element per line, constant memory
+    (written as :func:`_stream_writer` says)."""
+    write = _stream_writer()
     write(b"[")
     first = True
     for row in rows:
         write((b"\n" if first else b",\n") + dumps(row))
         first = False
     write(b"\n]\n")
-    if buf is not None:
-        buf.flush()
+    _end_stream()
 
 
 def emit_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str], fmt: str) -> None:

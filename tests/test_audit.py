@@ -654,8 +654,10 @@ def test_format_md_lists_every_finding_code_with_its_severity():
         assert info.severity in rows[code].split(" / "), code
 
 
+@pytest.mark.parametrize("memmem", [False, True])
 @pytest.mark.parametrize("misses", [0, 16])
-def test_event_search_full_of_its_rare_byte_matches_session_store(config_dir, monkeypatch, misses):
+def test_event_search_full_of_its_rare_byte_matches_session_store(config_dir, monkeypatch, misses,
+                                                                  memmem):
     """The default audit finds the undo/redo events of an in-memory transcript
     by the memchr of the ``v`` of ``"event"``; prose full of ``v`` hands the
     search over to ``bytes.find`` (at once with ``misses`` 0): either way every
@@ -664,6 +666,12 @@ def test_event_search_full_of_its_rare_byte_matches_session_store(config_dir, mo
     from lecode_memctl.core.audit import Audit
 
     monkeypatch.setattr(sessions_mod, "_RARE_MISSES", misses)
+    if memmem:      # (the whole-mark search by the C library's memmem, else bytes.find)
+        if sessions_mod._libc_memmem() is None:
+            pytest.skip("no memmem in this C library")
+        monkeypatch.setattr(sessions_mod, "_MEMMEM_FROM", 0)
+    else:
+        monkeypatch.setattr(sessions_mod, "_MEMMEM", [None])
     path = build_clean(config_dir)
     store = store_at(path)
     recs: list[dict] = [{"seq": 0, "type": "session", "format": 1, "session_id": "vvv",

@@ -1242,19 +1242,61 @@ def test_the_engine_parses_a_huge_record_between_spans_at_most_once(template, mo
     assert sum(1 for n in parsed if n > 4000) == 1, parsed
 
 
+def _memmem_or_not(monkeypatch, memmem: bool) -> None:
+    """Every MarkFinder given its buffer searches by the C library's memmem
+    (skipped where there is none), or none does."""
+    from lecode_memctl.core import sessions as sessions_mod
+
+    if memmem:
+        if sessions_mod._libc_memmem() is None:
+            pytest.skip("no memmem in this C library")
+        monkeypatch.setattr(sessions_mod, "_MEMMEM_FROM", 0)
+    else:
+        monkeypatch.setattr(sessions_mod, "_MEMMEM", [None])
+
+
+@pytest.mark.parametrize("memmem", [False, True])
+@pytest.mark.parametrize("size", [0, 1, 6, 7, 8, 100])
+def test_mark_finder_by_memmem_finds_what_bytes_find_finds(monkeypatch, memmem, size):
+    """MarkFinder.find on a bytes or bytearray buffer, in any window of it,
+    is ``bytes.find`` of the mark in that window (the match wholly inside)."""
+    import random
+
+    from lecode_memctl.core import sessions as sessions_mod
+
+    _memmem_or_not(monkeypatch, memmem)
+    rng = random.Random(size)
+    mark = b'"event"'
+    for _ in range(200):
+        data = b"".join(rng.choice([b'"', b"e", b"v", b"n", b"t", b"x", mark, b"\\0"])
+                        for _ in range(size))
+        for buf in (data, bytearray(data)):
+            finder = sessions_mod.MarkFinder(mark, buf)
+            assert (finder.memmem is not None) == (memmem and size > 0)
+            for _ in range(5):
+                i = rng.randint(0, len(data))
+                end = rng.randint(i, len(data))
+                assert finder.find(buf, i, end) == data.find(mark, i, end), (data, i, end)
+
+
+@pytest.mark.parametrize("memmem", [False, True])
 @pytest.mark.parametrize("misses", [0, 1, 16])
 @pytest.mark.parametrize("block", [1, 2, 3, 7, 64, 1 << 20])
-def test_the_event_scan_keeps_every_marked_line_across_blocks(tmp_path, monkeypatch, block, misses):
+def test_the_event_scan_keeps_every_marked_line_across_blocks(tmp_path, monkeypatch, block, misses,
+                                                             memmem):
     """marked_lines, which no longer joins a long line unless it is wanted,
     yields exactly the complete lines holding the mark (and, with the event
     prefix filter, not those that say they are another type), whatever the
     block size: a mark across blocks, a line across many blocks, a torn tail;
     and whichever search finds the marks (the rare byte ``v``, lines full of
-    it that hand over to ``bytes.find`` after ``misses`` misses, and back)."""
+    it that hand over to the search for the whole mark after ``misses``
+    misses, and back; that search by the C library's ``memmem`` or by
+    ``bytes.find``)."""
     import random
 
     from lecode_memctl.core import sessions as sessions_mod
 
+    _memmem_or_not(monkeypatch, memmem)
     monkeypatch.setattr(sessions_mod, "_SCAN_BLOCK", block)
     monkeypatch.setattr(sessions_mod, "_RARE_MISSES", misses)
     monkeypatch.setattr(sessions_mod, "_RARE_PAUSE", 2)

@@ -113,6 +113,7 @@ _RARE_PAUSE = 16          # per block (plus one per 4 KiB), before bytes.find ta
 # bytes by how often they occur in transcripts (JSON, prose, code), most first:
 # a mark's rarest byte is the one found by memchr (_rare_offset)
 _COMMON_BYTES = b' "etaoinsrhldcum,:fpgwyb.{}_\\0123456789-vkxjqzETAOINSRHLDCUMFPGWYBVKXJQZ'
+_MEMMEM_FROM = 1 << 16    # MarkFinder: a buffer this large is searched by memmem
 _SWEEP_GAP = 256          # a span sweep seeks past more positions than this between spans
 
 
@@ -460,24 +461,68 @@ def _rare_offset(mark: bytes) -> int:
     return max(range(len(mark)), key=rank)
 
 
+_MEMMEM: list[Any] = []     # [the C library's memmem through ctypes, or None], once looked up
+
+
+def _libc_memmem() -> Any:
+    """The C library's ``memmem`` (glibc, musl, the BSDs and macOS have it),
+    through :mod:`ctypes`, or None where there is none (Windows) or ctypes
+    cannot load the process's own symbols.  Looked up once, on the first
+    large buffer: ctypes is not imported by commands that never scan one.
+    ``memmem`` of a short needle compares two bytes at a time and skips by
+    the needle's length, two to three times ``bytes.find`` on prose, whose
+    skip stops at every byte of the needle (``e``, ``n``, ``t``)."""
+    if not _MEMMEM:
+        found = None
+        try:
+            import ctypes
+            fn = ctypes.CDLL(None).memmem
+            fn.restype = ctypes.c_void_p
+            fn.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t)
+            found = fn
+        except (ImportError, OSError, AttributeError, TypeError):
+            found = None
+        _MEMMEM.append(found)
+    return _MEMMEM[0]
+
+
 class MarkFinder:
     """Finds every occurrence of ``mark`` in a buffer, block after block:
     ``memchr`` (``find`` of one byte) for the mark's rarest byte, each hit
     checked in place, while such hits are rare; in a block where they are
-    not (prose full of that byte), ``bytes.find`` of the whole mark for the
-    rest of that block and the next :data:`_RARE_PAUSE` blocks.  Both find
-    every occurrence; on a buffer without the rare byte (the ``v`` of
-    ``"event"``) the first runs at the speed of ``memchr``."""
+    not (prose full of that byte), a search for the whole mark for the
+    rest of that block and the next :data:`_RARE_PAUSE` blocks: the C
+    library's ``memmem`` when the finder was given the buffer it searches
+    (``buf``, a ``bytes`` or ``bytearray`` of at least
+    :data:`_MEMMEM_FROM` bytes, which must not be resized while the finder
+    is used), else ``bytes.find``.  All of them find every occurrence; on a
+    buffer without the rare byte (the ``v`` of ``"event"``) the first runs
+    at the speed of ``memchr``."""
 
-    __slots__ = ("mark", "k", "rare", "block_no", "rare_from", "budget")
+    __slots__ = ("mark", "k", "rare", "block_no", "rare_from", "budget", "memmem", "base",
+                 "pin")
 
-    def __init__(self, mark: bytes) -> None:
+    def __init__(self, mark: bytes, buf: bytes | bytearray | None = None) -> None:
         self.mark = mark
         self.k = _rare_offset(mark)
         self.rare = mark[self.k:self.k + 1]
         self.block_no = 0
         self.rare_from = 0     # the first block searched by the rare byte again
-        self.budget = -1       # misses left in this block (-1: bytes.find of the mark)
+        self.budget = -1       # misses left in this block (-1: a search for the whole mark)
+        self.memmem: Any = None
+        self.base = 0          # the address of buf[0] for memmem
+        self.pin: Any = None   # what keeps that address valid (ctypes' view of buf)
+        if buf and len(buf) >= _MEMMEM_FROM and mark:
+            fn = _libc_memmem()
+            if fn is not None:
+                import ctypes
+                if isinstance(buf, bytearray):
+                    self.pin = ctypes.c_char.from_buffer(buf)   # (a bytearray cannot
+                    self.base = ctypes.addressof(self.pin)      # resize while viewed)
+                else:
+                    self.pin = ctypes.c_char_p(buf)             # (points into the bytes)
+                    self.base = ctypes.cast(self.pin, ctypes.c_void_p).value or 0
+                self.memmem = fn if self.base else None
 
     def new_block(self, n: int) -> None:
         """Start a block of ``n`` bytes (its miss budget: 16 plus one per 4 KiB)."""
@@ -502,6 +547,11 @@ class MarkFinder:
                 j = find(rare, j + 1, end)
             else:
                 return -1
+        if self.memmem is not None:
+            if end - i < len(mark):
+                return -1
+            at = self.memmem(self.base + i, end - i, mark, len(mark))
+            return -1 if at is None else at - self.base
         return buf.find(mark, i, end)
 
 
@@ -665,8 +715,8 @@ class _File:
             return
         off = pos
         keep = len(mark) - 1
-        finder = MarkFinder(mark)
         buf = bytearray(min(_SCAN_BLOCK, size - pos))
+        finder = MarkFinder(mark, buf)
         view = memoryview(buf)
         find, rfind, next_mark = buf.find, buf.rfind, finder.find
         # a line that runs past a block: its start, first bytes, last bytes

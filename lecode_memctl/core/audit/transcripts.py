@@ -392,7 +392,7 @@ def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
     if last_seq is None:
         return False
     events: list[dict[str, Any]] = []
-    marks = MarkFinder(b'"event"')    # (memchr of its "v" while that is rare)
+    marks = MarkFinder(b'"event"', data)   # (memchr of its "v" while that is rare)
     marks.new_block(end)
     pos = marks.find(data, 0, end)
     while pos >= 0:

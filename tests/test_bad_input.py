@@ -1258,8 +1258,9 @@ def _memmem_or_not(monkeypatch, memmem: bool) -> None:
 @pytest.mark.parametrize("memmem", [False, True])
 @pytest.mark.parametrize("size", [0, 1, 6, 7, 8, 100])
 def test_mark_finder_by_memmem_finds_what_bytes_find_finds(monkeypatch, memmem, size):
-    """MarkFinder.find on a bytes or bytearray buffer, in any window of it,
-    is ``bytes.find`` of the mark in that window (the match wholly inside)."""
+    """MarkFinder.find and finder_in on a bytes or bytearray buffer, in any
+    window of it (its end past the buffer's too), are ``bytes.find`` of the
+    mark, or of any needle, in that window (the match wholly inside)."""
     import random
 
     from lecode_memctl.core import sessions as sessions_mod
@@ -1272,11 +1273,14 @@ def test_mark_finder_by_memmem_finds_what_bytes_find_finds(monkeypatch, memmem, 
                         for _ in range(size))
         for buf in (data, bytearray(data)):
             finder = sessions_mod.MarkFinder(mark, buf)
-            assert (finder.memmem is not None) == (memmem and size > 0)
+            find = sessions_mod.finder_in(buf)
+            assert (find != buf.find) == (memmem and size > 0)
             for _ in range(5):
                 i = rng.randint(0, len(data))
-                end = rng.randint(i, len(data))
+                end = rng.randint(i, len(data) + 3)
                 assert finder.find(buf, i, end) == data.find(mark, i, end), (data, i, end)
+                needle = data[i:i + rng.randint(0, 9)] if rng.random() < 0.5 else mark
+                assert find(needle, i, end) == data.find(needle, i, end), (data, needle, i, end)
 
 
 @pytest.mark.parametrize("memmem", [False, True])

@@ -34,7 +34,9 @@ SLUG = "engine-store"
 
 @st.composite
 def transcripts(draw: st.DrawFn) -> list[dict]:
-    """Records 1..n after the header: messages and visibility events."""
+    """Records 1..n after the header: messages, visibility events (now and
+    then with a target reaching the event) and compact events (with or
+    without a lineage)."""
     n = draw(st.integers(1, 30))
     out: list[dict] = []
     for seq in range(1, n + 1):
@@ -44,7 +46,14 @@ def transcripts(draw: st.DrawFn) -> list[dict]:
             rec: dict = {"seq": seq, "type": "event", "event": ev}
             if ev in ("undo", "redo"):
                 first = draw(st.integers(1, seq - 1))
-                rec["target"] = [first, draw(st.integers(first, seq - 1))]
+                # (now and then a target reaching the event: bad_target)
+                rec["target"] = [first, draw(st.integers(first, seq + draw(st.sampled_from(
+                    [-1, -1, -1, 1]))))]
+            elif ev == "compact" and draw(st.booleans()):
+                first = draw(st.integers(1, seq - 1))
+                rec["prior"] = None
+                rec["lineage"] = [{"session_id": "s0", "seqs": [first, draw(st.integers(first, seq))],
+                                   "digest": "0" * 64}]
             out.append(rec)
             continue
         role = "user" if kind == "event" else kind
@@ -238,3 +247,40 @@ def test_a_fact_without_revisions_is_reported_where_the_listing_reaches_it(tmp_p
         assert next(rows)["fact_id"] == f"{1:016x}"
         with pytest.raises(StoreCorrupt, match=f"fact '{2:016x}' has no revision 1"):
             next(rows)
+
+
+def _audits(store_path: Path) -> list[tuple]:
+    """Findings and kept statuses of the default and the deep audit."""
+    from lecode_memctl.core.audit import Audit
+
+    out: list[tuple] = []
+    for deep in (False, True):
+        a = Audit(store_at(store_path), deep=deep, parallel=False, now=1.9e9)
+        found = list(a.run())
+        out.append((deep, found, dict(a._statuses), dict(a.summary.facts)))
+    return out
+
+
+@settings(max_examples=120, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(spec=stores())
+def test_whole_transcript_parse_and_line_loop_audit_alike(spec: dict) -> None:
+    """The audit's parse of a small transcript in one call (records_by_line:
+    the default mode's spans of a transcript cited often, every line with
+    ``--deep``) gives the findings (code, message, line, seq ...) and the
+    statuses of its line-by-line reading, on stores with corrupt lines,
+    repeated seqs, torn tails, undo/redo/clear and compact events."""
+    from lecode_memctl.core.audit import transcripts
+
+    root = Path(tempfile.mkdtemp(prefix="engine-"))
+    saved = transcripts.WHOLE_BYTES, transcripts.WHOLE_REFS
+    try:
+        path = build(root, spec)
+        transcripts.WHOLE_REFS = 1          # every cited transcript parsed whole if it can be
+        whole = _audits(path)
+        transcripts.WHOLE_BYTES = 0         # none: the span search and the line loop
+        lines = _audits(path)
+        assert whole == lines
+    finally:
+        transcripts.WHOLE_BYTES, transcripts.WHOLE_REFS = saved
+        shutil.rmtree(root, ignore_errors=True)

@@ -292,32 +292,49 @@ def is_generated(record: dict[str, Any]) -> bool:
 
 def visible(record: dict[str, Any], *, purpose: str, excluded: frozenset[int], generation: int,
             undo_state: UndoState, clear_seq: int | None) -> tuple[bool, str | None]:
-    """The contract's single visibility predicate for one message record.
+    """The contract's single visibility predicate for one message record
+    (:func:`first_hidden` of that one record).
 
     Returns ``(True, None)`` or ``(False, reason)`` with reason one of
     ``excluded``, ``undone``, ``cleared``, ``epoch`` (checked in that order), or
     ``not_message`` for an event.  ``clear_seq`` is the newest clear's seq
     (ignored for purpose ``durable``).
     """
+    hidden = first_hidden((record,), purpose=purpose, excluded=excluded, generation=generation,
+                          undo_state=undo_state, clear_seq=clear_seq)
+    return (True, None) if hidden is None else (False, hidden[1])
+
+
+def first_hidden(records: Iterable[dict[str, Any]], *, purpose: str, excluded: frozenset[int],
+                 generation: int, undo_state: UndoState,
+                 clear_seq: int | None) -> tuple[int | None, str] | None:
+    """The contract's single visibility predicate, over records in turn: the
+    seq of the first record it hides and the reason (see :func:`visible`),
+    or None when it hides none.  A span's records are checked in one call:
+    what does not depend on the record is decided once."""
     if purpose not in PURPOSES:
         raise UsageError(f"unknown purpose {purpose!r}; use working or durable")
-    if record.get("type") != "message":
-        return False, "not_message"
-    pos = record["seq"]
-    if pos in excluded:
-        return False, "excluded"
-    if undo_state.state(pos) == "undo":
-        return False, "undone"
-    if purpose == "working" and clear_seq is not None and pos < clear_seq:
-        return False, "cleared"
-    if is_generated(record):
-        epoch = record.get("epoch")
-        if not _is_int(epoch):
-            if generation > 0:
-                return False, "epoch"
-        elif epoch < generation:
-            return False, "epoch"
-    return True, None
+    undo = undo_state.state if undo_state._undo else None   # (no undo/redo: nothing undone)
+    clear = clear_seq if purpose == "working" else None
+    for record in records:
+        if record.get("type") != "message":
+            seq = record.get("seq")
+            return (seq if _is_int(seq) else None), "not_message"
+        pos = record["seq"]
+        if pos in excluded:
+            return pos, "excluded"
+        if undo is not None and undo(pos) == "undo":
+            return pos, "undone"
+        if clear is not None and pos < clear:
+            return pos, "cleared"
+        if is_generated(record):
+            epoch = record.get("epoch")
+            if not _is_int(epoch):
+                if generation > 0:
+                    return pos, "epoch"
+            elif epoch < generation:
+                return pos, "epoch"
+    return None
 
 
 def _is_int(v: Any) -> TypeGuard[int]:
@@ -486,21 +503,51 @@ def _libc_memmem() -> Any:
     return _MEMMEM[0]
 
 
+def finder_in(buf: bytes | bytearray) -> Callable[[bytes, int, int], int]:
+    """``buf.find(needle, i, end)`` for ``i`` and ``end`` within ``buf``: by
+    the C library's ``memmem`` (:func:`_libc_memmem`) when ``buf`` holds at
+    least :data:`_MEMMEM_FROM` bytes and there is one, else ``buf.find``
+    itself.  ``buf`` must not be resized while the function is kept (a
+    ``bytearray`` cannot be while ctypes views it; ``bytes`` never is)."""
+    fn = _libc_memmem() if buf and len(buf) >= _MEMMEM_FROM else None
+    if fn is None:
+        return buf.find
+    import ctypes
+    if isinstance(buf, bytearray):
+        pin: Any = ctypes.c_char.from_buffer(buf)
+        base = ctypes.addressof(pin)
+    else:
+        pin = ctypes.c_char_p(buf)        # (points into the bytes object)
+        base = ctypes.cast(pin, ctypes.c_void_p).value or 0
+    size = len(buf)
+    slow = buf.find
+
+    def find(needle: bytes, i: int, end: int) -> int:
+        if end > size:
+            end = size
+        if i < 0 or not needle:
+            return slow(needle, i, end)
+        if end - i < len(needle):
+            return -1
+        at = fn(base + i, end - i, needle, len(needle))
+        return -1 if at is None else int(at) - base
+    find.pin = pin      # type: ignore[attr-defined]  # (keeps base valid as long as find)
+    return find
+
+
 class MarkFinder:
     """Finds every occurrence of ``mark`` in a buffer, block after block:
     ``memchr`` (``find`` of one byte) for the mark's rarest byte, each hit
     checked in place, while such hits are rare; in a block where they are
     not (prose full of that byte), a search for the whole mark for the
-    rest of that block and the next :data:`_RARE_PAUSE` blocks: the C
-    library's ``memmem`` when the finder was given the buffer it searches
-    (``buf``, a ``bytes`` or ``bytearray`` of at least
-    :data:`_MEMMEM_FROM` bytes, which must not be resized while the finder
-    is used), else ``bytes.find``.  All of them find every occurrence; on a
-    buffer without the rare byte (the ``v`` of ``"event"``) the first runs
-    at the speed of ``memchr``."""
+    rest of that block and the next :data:`_RARE_PAUSE` blocks: by
+    :func:`finder_in` when the finder was given the buffer it searches
+    (``buf``; the C library's ``memmem`` on a large one), else
+    ``bytes.find``.  All of them find every occurrence; on a buffer without
+    the rare byte (the ``v`` of ``"event"``) the first runs at the speed of
+    ``memchr``."""
 
-    __slots__ = ("mark", "k", "rare", "block_no", "rare_from", "budget", "memmem", "base",
-                 "pin")
+    __slots__ = ("mark", "k", "rare", "block_no", "rare_from", "budget", "whole")
 
     def __init__(self, mark: bytes, buf: bytes | bytearray | None = None) -> None:
         self.mark = mark
@@ -509,20 +556,8 @@ class MarkFinder:
         self.block_no = 0
         self.rare_from = 0     # the first block searched by the rare byte again
         self.budget = -1       # misses left in this block (-1: a search for the whole mark)
-        self.memmem: Any = None
-        self.base = 0          # the address of buf[0] for memmem
-        self.pin: Any = None   # what keeps that address valid (ctypes' view of buf)
-        if buf and len(buf) >= _MEMMEM_FROM and mark:
-            fn = _libc_memmem()
-            if fn is not None:
-                import ctypes
-                if isinstance(buf, bytearray):
-                    self.pin = ctypes.c_char.from_buffer(buf)   # (a bytearray cannot
-                    self.base = ctypes.addressof(self.pin)      # resize while viewed)
-                else:
-                    self.pin = ctypes.c_char_p(buf)             # (points into the bytes)
-                    self.base = ctypes.cast(self.pin, ctypes.c_void_p).value or 0
-                self.memmem = fn if self.base else None
+        # the search for the whole mark in buf (None: bytes.find in the buffer given)
+        self.whole = None if buf is None else finder_in(buf)
 
     def new_block(self, n: int) -> None:
         """Start a block of ``n`` bytes (its miss budget: 16 plus one per 4 KiB)."""
@@ -531,7 +566,7 @@ class MarkFinder:
 
     def find(self, buf: bytes | bytearray, i: int, end: int) -> int:
         """Offset of the first occurrence of the mark in ``buf[i:end]`` (wholly
-        inside it), or -1."""
+        inside it), or -1.  ``buf`` is the buffer given at construction, if one was."""
         mark = self.mark
         if self.budget >= 0:
             k = self.k
@@ -547,11 +582,8 @@ class MarkFinder:
                 j = find(rare, j + 1, end)
             else:
                 return -1
-        if self.memmem is not None:
-            if end - i < len(mark):
-                return -1
-            at = self.memmem(self.base + i, end - i, mark, len(mark))
-            return -1 if at is None else at - self.base
+        if self.whole is not None:
+            return self.whole(mark, i, end)
         return buf.find(mark, i, end)
 
 
@@ -931,16 +963,15 @@ def _span_decision(ref: SourceRef, records: list[dict[str, Any]], purpose: str, 
     if digest != ref.digest:
         return status_for("digest_mismatch")
     seqs = ref.seqs
-    by_seq = {records[0]["seq"]: records[0]} if len(seqs) == 1 and len(records) == 1 \
-        else {r["seq"]: r for r in records}
-    for s in seqs:
-        rec = by_seq[s]
-        if rec.get("type") != "message":
-            return status_for("not_message", None, s)
-        ok, reason = visible(rec, purpose=purpose, excluded=excluded, generation=generation,
-                             undo_state=us, clear_seq=us.clear_seq)
-        if not ok:
-            return status_for(reason, None, s)  # type: ignore[arg-type]  # not ok: a reason
+    if len(seqs) == 1 and len(records) == 1:
+        cited: Iterable[dict[str, Any]] = records
+    else:
+        by_seq = {r["seq"]: r for r in records}
+        cited = (by_seq[s] for s in seqs)
+    hidden = first_hidden(cited, purpose=purpose, excluded=excluded, generation=generation,
+                          undo_state=us, clear_seq=us.clear_seq)
+    if hidden is not None:
+        return status_for(hidden[1], None, hidden[0])
     return _VALID_STATUS
 
 

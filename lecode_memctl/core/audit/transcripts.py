@@ -27,6 +27,7 @@ from ..sessions import (
     RecordTooLarge,
     bad_target,
     fast_seq,
+    finder_in,
     load_record,
     records_by_line,
 )
@@ -152,12 +153,20 @@ def worth_a_pool(count: int, deep: bool, cited: Iterable[str]) -> bool:
     return False
 
 
+# a batch sent to a worker holds jobs up to this many bytes of transcripts
+# (by os.stat) or BATCH_JOBS jobs: one task per transcript costs the pool's
+# threads more than small transcripts cost the workers
+BATCH_BYTES = 8 << 20
+BATCH_JOBS = 32
+
+
 def run_jobs(jobs: Iterable[tuple[Any, ...]], *, parallel: bool) -> Iterator[_Scan]:
     """The jobs' results in order, each as soon as it is ready (findings
     stream); in worker processes when ``parallel`` (:func:`worth_a_pool`).
-    The jobs are taken from ``jobs`` as they are needed: at most a few per
-    worker are waiting at any time, so a job's references are made when it
-    is about to run, not all of them first."""
+    The jobs are taken from ``jobs`` as they are needed: at most a few
+    batches per worker are waiting at any time, so a job's references are
+    made when it is about to run, not all of them first.  A batch is a run
+    of consecutive jobs (:func:`_batches`), sent to a worker as one task."""
     if parallel:
         import multiprocessing
         from collections import deque
@@ -169,18 +178,42 @@ def run_jobs(jobs: Iterable[tuple[Any, ...]], *, parallel: bool) -> Iterator[_Sc
             ctx = None
         if ctx is not None:
             workers = min(os.cpu_count() or 2, 8)
-            it = iter(jobs)
+            it = _batches(jobs)
             with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
-                waiting = deque(ex.submit(_session_job, *j) for j in itertools.islice(it, 4 * workers))
+                waiting = deque(ex.submit(_batch_job, b) for b in itertools.islice(it, 3 * workers))
                 while waiting:
                     done = waiting.popleft()
                     nxt = next(it, None)
                     if nxt is not None:
-                        waiting.append(ex.submit(_session_job, *nxt))
-                    yield done.result()
+                        waiting.append(ex.submit(_batch_job, nxt))
+                    yield from done.result()
             return
     for j in jobs:
         yield _session_job(*j)
+
+
+def _batches(jobs: Iterable[tuple[Any, ...]]) -> Iterator[list[tuple[Any, ...]]]:
+    """Consecutive jobs in batches of at most :data:`BATCH_JOBS` jobs, closed
+    once they read :data:`BATCH_BYTES` (a job's size: its transcript's, by
+    ``os.stat`` of its path, the job's first field; 0 when that fails)."""
+    batch: list[tuple[Any, ...]] = []
+    size = 0
+    for j in jobs:
+        batch.append(j)
+        try:
+            size += os.stat(j[0], follow_symlinks=False).st_size
+        except OSError:
+            pass
+        if size >= BATCH_BYTES or len(batch) >= BATCH_JOBS:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def _batch_job(batch: list[tuple[Any, ...]]) -> list[_Scan]:
+    """A worker's task: the jobs of one batch, in order."""
+    return [_session_job(*j) for j in batch]
 
 
 def _session_job(path: str, sid: str, slug: str, deep: bool,
@@ -245,7 +278,9 @@ def _scan_modes(fd: int, st: os.stat_result, sc: _Scan, sid: str, slug: str, dee
         _shallow(fd, st.st_size, sc, sid, slug, st.st_mtime, now, add)
         return None
     data = None
-    if not deep and st.st_size <= FAST_LIMIT:
+    if deep and st.st_size <= WHOLE_BYTES:   # (_full parses it in one call if it can)
+        data = _read_whole(fd, st.st_size, sc)
+    elif not deep and st.st_size <= FAST_LIMIT:
         data = _read_whole(fd, st.st_size, sc)
         mark = len(sc.raw)
         if _fast_spans(data, sc, sid, slug, need, excluded, generation,
@@ -422,6 +457,7 @@ def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
                     seqs, digest, purpose, by_seq, [], set(), last_seq, excluded, generation, us)
             return True
     ranges = sorted({(seqs[0], seqs[-1]) for seqs, _d, _p in need})
+    far = finder_in(data)     # (memmem: the searches below may cross much of the file)
     # Each span's first line is searched from the previous span's (ranges are
     # sorted, and so are a clean transcript's seqs): one pass over the bytes,
     # not one per span.  A transcript with a repeated seq or a corrupt line in
@@ -434,9 +470,9 @@ def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
         for lo, hi in ranges:
             if all(s in records for s in range(lo, hi + 1)) or lo > last_seq:
                 continue
-            p = data.find(b'\n{"seq":%d,' % lo, hint, end)
+            p = far(b'\n{"seq":%d,' % lo, hint, end)
             if p < 0 and hint:
-                p = data.find(b'\n{"seq":%d,' % lo, 0, end)
+                p = far(b'\n{"seq":%d,' % lo, 0, end)
             if p < 0:
                 return False
             if hinted:
@@ -502,7 +538,43 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
     offset = 0
     rest = b""
     refused = False
-    for chunk in (_chunks(fd, size, sc) if data is None else (data,)):
+
+    def event(rec: dict[str, Any], seq: int, lineno: int) -> None:
+        ev = rec.get("event")
+        if ev in ("undo", "redo", "clear"):
+            events.append(rec)
+            if deep and ev != "clear" and bad_target(rec):
+                add("session.bad_target", f"{ev} target {_short(rec.get('target'))} is not "
+                    f"[first, last] with 0 <= first <= last < {seq} (this event's seq)",
+                    line=lineno, seq=seq)
+        elif deep and ev == "compact":
+            compacts.append((lineno, rec))
+        elif deep and ev == LEARNING_EVENT:
+            _learning(rec, add)
+
+    # --deep of a transcript read whole: every line parsed in one call when
+    # every line is a record whose seq is its line number (records_by_line):
+    # no corrupt line and no seq gap to report then, only the header, the
+    # events and a torn tail; anything else takes the line loop
+    end = data.rfind(b"\n") + 1 if deep and data is not None else 0
+    whole = records_by_line(data, end) if end and size <= WHOLE_BYTES and data is not None else None
+    if whole is not None:
+        if _report_header(whole[0], sid, slug, add, refuse_all):
+            refused = True
+            prob = _header_problem(whole[0], sid, slug)
+            if prob is not None and prob[0] == "session.refused":
+                return
+        records = dict(enumerate(whole))
+        for n, r in enumerate(whole):
+            if r.get("type") == "event":
+                event(r, n, n + 1)
+        last_seq, lineno = len(whole) - 1, len(whole)
+        offset = end
+        rest = data[end:] if data is not None else b""
+        chunks: Iterable[bytes] = ()
+    else:
+        chunks = _chunks(fd, size, sc) if data is None else (data,)
+    for chunk in chunks:
         if rest:
             chunk = rest + chunk
         parts = chunk.split(b"\n")
@@ -576,17 +648,7 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
             if deep or seq in needed:
                 records.setdefault(seq, rec)
             if rec.get("type") == "event":
-                ev = rec.get("event")
-                if ev in ("undo", "redo", "clear"):
-                    events.append(rec)
-                    if deep and ev != "clear" and bad_target(rec):
-                        add("session.bad_target", f"{ev} target {_short(rec.get('target'))} is not "
-                            f"[first, last] with 0 <= first <= last < {seq} (this event's seq)",
-                            line=lineno, seq=seq)
-                elif deep and ev == "compact":
-                    compacts.append((lineno, rec))
-                elif deep and ev == LEARNING_EVENT:
-                    _learning(rec, add)
+                event(rec, seq, lineno)
     if rest:
         _torn(add, size, offset, mtime, now, lineno + 1)
     us = UndoState(events)
@@ -610,7 +672,7 @@ def _span_status(seqs: tuple[int, ...], digest: str, purpose: str, records: dict
                  corrupt_after: list[int], dup_seqs: set[int], last_seq: int,
                  excluded: frozenset[int], generation: int, us: Any) -> SourceStatus:
     """The same decision as ``SessionStore.validate_many``, from one pass's data."""
-    from ..sessions import visible
+    from ..sessions import first_hidden
 
     lo, hi = seqs[0], seqs[-1]
     for c in corrupt_after:
@@ -632,11 +694,11 @@ def _span_status(seqs: tuple[int, ...], digest: str, purpose: str, records: dict
         return status_for("records_corrupt", exc.detail, exc.seq)
     if span_digest != digest:
         return status_for("digest_mismatch")
-    for s in seqs:
-        ok, reason = visible(records[s], purpose=purpose, excluded=excluded,
-                             generation=generation, undo_state=us, clear_seq=us.clear_seq)
-        if not ok:
-            return status_for(reason, None, s)  # type: ignore[arg-type]  # not ok: a reason
+    hidden = first_hidden(span if len(seqs) == len(span) else [records[s] for s in seqs],
+                          purpose=purpose, excluded=excluded, generation=generation,
+                          undo_state=us, clear_seq=us.clear_seq)
+    if hidden is not None:
+        return status_for(hidden[1], None, hidden[0])
     return SourceStatus(VALID)
 
 

@@ -698,3 +698,47 @@ def test_event_search_full_of_its_rare_byte_matches_session_store(config_dir, mo
     got = {r: (st.status, st.reason) for (r, _p), st in a._statuses.items() if r.session_id == "vvv"}
     assert got == {r: (s.status, s.reason) for r, s in expect.items() if not s.ok}
     assert ("hidden", "undone") in got.values() and any(s.ok for s in expect.values())
+
+
+@pytest.mark.parametrize("limits", [(1, 1 << 30, 32), (1 << 30, 1, 32), (1 << 30, 1 << 30, 2),
+                                    (8 << 20, 4096, 32)])
+def test_pool_batches_give_the_serial_audit(planted, monkeypatch, limits):
+    """The pool's batches (closed by bytes, references or jobs) give the
+    serial audit's findings and kept statuses, default and --deep; a worker
+    sends back only the statuses that are not valid."""
+    from lecode_memctl.core.audit import Audit, run as run_mod, transcripts
+
+    monkeypatch.setattr(transcripts, "BATCH_BYTES", limits[0])
+    monkeypatch.setattr(transcripts, "BATCH_REFS", limits[1])
+    monkeypatch.setattr(transcripts, "BATCH_JOBS", limits[2])
+    store = store_at(planted)
+    for deep in (False, True):
+        runs = []
+        for parallel in (False, True):
+            monkeypatch.setattr(run_mod, "worth_a_pool", lambda *a, p=parallel: p)
+            a = Audit(store, deep=deep, parallel=True, now=1.9e9)
+            found = [(f.code, f.severity, f.message, f.location()) for f in a.run()]
+            runs.append((found, {k: (v.status, v.reason, v.seq) for k, v in a._statuses.items()},
+                         dict(a.summary.facts)))
+        assert runs[0] == runs[1]
+        assert runs[0][1], "the planted store has references that are not valid"
+
+
+def test_batches_keep_every_job_in_order(tmp_path, monkeypatch):
+    from lecode_memctl.core.audit import transcripts
+
+    monkeypatch.setattr(transcripts, "BATCH_BYTES", 100)
+    monkeypatch.setattr(transcripts, "BATCH_REFS", 5)
+    monkeypatch.setattr(transcripts, "BATCH_JOBS", 3)
+    sizes = [10, 95, 0, 40, 40, 40, 1, 1, 1, 1, 300]
+    refs = [1, 0, 0, 0, 0, 0, 5, 0, 1, 0, 0]
+    jobs = []
+    for i, (n, r) in enumerate(zip(sizes, refs, strict=True)):
+        p = tmp_path / f"s{i}.jsonl"
+        p.write_bytes(b"x" * n)
+        jobs.append((str(p), f"s{i}", "slug", False, [((1,), "d", "durable")] * r))
+    jobs.append((str(tmp_path / "gone.jsonl"), "gone", "slug", False, []))   # stat fails: 0 bytes
+    batches = list(transcripts._batches(jobs))
+    assert [j for b in batches for j in b] == jobs
+    # closed by bytes (10 + 95), jobs (3), references (5), jobs, bytes (300), the end
+    assert [len(b) for b in batches] == [2, 3, 2, 3, 1, 1]

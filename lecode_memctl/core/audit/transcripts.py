@@ -154,9 +154,11 @@ def worth_a_pool(count: int, deep: bool, cited: Iterable[str]) -> bool:
 
 
 # a batch sent to a worker holds jobs up to this many bytes of transcripts
-# (by os.stat) or BATCH_JOBS jobs: one task per transcript costs the pool's
-# threads more than small transcripts cost the workers
+# (by os.stat), BATCH_REFS references or BATCH_JOBS jobs: one task per
+# transcript costs the pool's threads more than small transcripts cost the
+# workers; the references bound what waits in the pool's queues
 BATCH_BYTES = 8 << 20
+BATCH_REFS = 4096
 BATCH_JOBS = 32
 
 
@@ -195,25 +197,34 @@ def run_jobs(jobs: Iterable[tuple[Any, ...]], *, parallel: bool) -> Iterator[_Sc
 def _batches(jobs: Iterable[tuple[Any, ...]]) -> Iterator[list[tuple[Any, ...]]]:
     """Consecutive jobs in batches of at most :data:`BATCH_JOBS` jobs, closed
     once they read :data:`BATCH_BYTES` (a job's size: its transcript's, by
-    ``os.stat`` of its path, the job's first field; 0 when that fails)."""
+    ``os.stat`` of its path, the job's first field; 0 when that fails) or
+    hold :data:`BATCH_REFS` references (its fifth field, ``need``)."""
     batch: list[tuple[Any, ...]] = []
-    size = 0
+    size = refs = 0
     for j in jobs:
         batch.append(j)
+        refs += len(j[4])
         try:
             size += os.stat(j[0], follow_symlinks=False).st_size
         except OSError:
             pass
-        if size >= BATCH_BYTES or len(batch) >= BATCH_JOBS:
+        if size >= BATCH_BYTES or refs >= BATCH_REFS or len(batch) >= BATCH_JOBS:
             yield batch
-            batch, size = [], 0
+            batch, size, refs = [], 0, 0
     if batch:
         yield batch
 
 
 def _batch_job(batch: list[tuple[Any, ...]]) -> list[_Scan]:
-    """A worker's task: the jobs of one batch, in order."""
-    return [_session_job(*j) for j in batch]
+    """A worker's task: the jobs of one batch, in order, each result without
+    its valid statuses (the audit keeps only the others; sending them back
+    would cost the pickling and the queue's memory)."""
+    out = []
+    for j in batch:
+        sc = _session_job(*j)
+        sc.statuses = {k: st for k, st in sc.statuses.items() if not st.ok}
+        out.append(sc)
+    return out
 
 
 def _session_job(path: str, sid: str, slug: str, deep: bool,

@@ -67,7 +67,8 @@ def transcripts(draw: st.DrawFn) -> list[dict]:
 @st.composite
 def stores(draw: st.DrawFn) -> dict:
     sessions = {f"s{i}": draw(transcripts()) for i in range(draw(st.integers(1, 3)))}
-    damage = {sid: draw(st.sampled_from([None, None, None, "corrupt", "repeat", "torn"]))
+    damage = {sid: draw(st.sampled_from([None, None, None, "corrupt", "repeat", "torn", "split",
+                                         "newline", "joined", "crlf"]))
               for sid in sessions}
     damage_at = {sid: draw(st.integers(1, len(recs))) for sid, recs in sessions.items()}
     names = sorted(sessions) + ["gone"]
@@ -109,6 +110,16 @@ def build(root: Path, spec: dict) -> Path:
             lines.insert(at, lines[at])
         elif damage == "torn":
             lines.append(b'{"seq":%d,"type":"mess' % (len(recs) + 1))
+        elif damage == "split":         # a record across two lines, between its members
+            lines[at] = lines[at].replace(b',"type"', b',\n"type"', 1)
+        elif damage == "newline":       # a raw newline in a string (else split as above)
+            lines[at] = (lines[at].replace(b'"content":"m', b'"content":"m\n', 1)
+                         if b'"content":"m' in lines[at] else lines[at].replace(b',"', b',\n"', 1))
+        elif damage == "joined":        # two records on one line, "},{" between them
+            if at + 1 < len(lines):
+                lines[at:at + 2] = [lines[at][:-1] + b"," + lines[at + 1]]
+        elif damage == "crlf":          # CRLF line ends (JSON whitespace: not corrupt)
+            lines = [ln[:-1] + b"\r\n" for ln in lines]
         (store.sessions_dir / f"{sid}.jsonl").write_bytes(b"".join(lines))
     by_seq = {sid: {r["seq"]: r for r in recs} for sid, recs in spec["sessions"].items()}
     with FactStore(store.facts_db) as fs:

@@ -933,17 +933,19 @@ class _File:
 
 def records_by_line(data: bytes, end: int) -> list[dict[str, Any]] | None:
     """The records of the complete lines ``data[:end]`` (``end`` just after a
-    newline), parsed in one ``orjson.loads`` of them as one JSON array, when
-    every line is a record whose seq is its line number (the header 0, then
-    1, 2, ...): then the span of a reference is the slice of its positions,
-    exactly as a line-by-line read gives it.  None for anything else (no
-    complete line, a line that is not a record on its own, a gap or a
-    repeated seq, valid JSON orjson refuses ...): the caller reads line by
-    line then."""
+    newline), each line parsed on its own by ``orjson.loads`` in one ``map``
+    (no Python step per line), when every line is a record whose seq is its
+    line number (the header 0, then 1, 2, ...): then the span of a reference
+    is the slice of its positions, exactly as a line-by-line read gives it.
+    None for anything else (no complete line, a line that is not a record on
+    its own, a gap or a repeated seq, valid JSON orjson refuses ...): the
+    caller reads line by line then.  (Not the lines joined into one JSON
+    array: that parses a record split across two lines, or two records on
+    one line, as if each line were one record.)"""
     if end <= 0:
         return None
     try:
-        records = orjson.loads(b"[" + data[:end - 1].replace(b"\n", b",") + b"]")
+        records = list(map(orjson.loads, data[:end - 1].split(b"\n")))
     except orjson.JSONDecodeError:
         return None
     for i, rec in enumerate(records):

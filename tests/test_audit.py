@@ -702,7 +702,7 @@ def test_event_search_full_of_its_rare_byte_matches_session_store(config_dir, mo
 
 @pytest.mark.parametrize("limits", [(1, 1 << 30, 32), (1 << 30, 1, 32), (1 << 30, 1 << 30, 2),
                                     (8 << 20, 4096, 32)])
-def test_pool_batches_give_the_serial_audit(planted, monkeypatch, limits):
+def test_pool_batches_give_the_serial_audit(planted, monkeypatch, tmp_path, limits):
     """The pool's batches (closed by bytes, references or jobs) give the
     serial audit's findings and kept statuses, default and --deep; a worker
     sends back only the statuses that are not valid."""
@@ -712,6 +712,9 @@ def test_pool_batches_give_the_serial_audit(planted, monkeypatch, limits):
     monkeypatch.setattr(transcripts, "BATCH_REFS", limits[1])
     monkeypatch.setattr(transcripts, "BATCH_JOBS", limits[2])
     store = store_at(planted)
+    pids = tmp_path / "pids"
+    monkeypatch.setattr(transcripts, "_batch_job", _recording_batch_job)
+    monkeypatch.setenv("MEMCTL_TEST_PIDS", str(pids))
     for deep in (False, True):
         runs = []
         for parallel in (False, True):
@@ -722,6 +725,53 @@ def test_pool_batches_give_the_serial_audit(planted, monkeypatch, limits):
                          dict(a.summary.facts)))
         assert runs[0] == runs[1]
         assert runs[0][1], "the planted store has references that are not valid"
+        # the pool ran: its batches were run by other processes
+        assert pids.exists() and {int(x) for x in pids.read_text().split()} - {os.getpid()}
+        pids.unlink()
+
+
+def _recording_batch_job(batch):
+    """transcripts._batch_job, noting the pid of the process that runs it."""
+    with open(os.environ["MEMCTL_TEST_PIDS"], "a") as fh:
+        fh.write(f"{os.getpid()}\n")
+    return _REAL_BATCH_JOB(batch)
+
+
+def _real_batch_job():
+    from lecode_memctl.core.audit import transcripts
+
+    return transcripts._batch_job
+
+
+_REAL_BATCH_JOB = _real_batch_job()
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_a_failing_job_comes_after_the_results_before_it(tmp_path, monkeypatch, parallel):
+    """run_jobs yields the results of the jobs before one that raises, then
+    raises its error, in the pool as in one process (a batch does not lose
+    the results of its first jobs)."""
+    from lecode_memctl.core.audit import transcripts
+
+    monkeypatch.setattr(transcripts, "_session_job", _job_failing_at_two)
+    jobs = [(str(tmp_path / f"s{i}.jsonl"), f"s{i}", "slug", False, [], frozenset(), 0, 0.0)
+            for i in range(5)]
+    got = []
+    with pytest.raises(RuntimeError, match="job s2"):
+        for sc in transcripts.run_jobs(jobs, parallel=parallel):
+            got.append(sc.bytes_read)
+    assert got == [0, 1]
+    assert list(transcripts.run_jobs([], parallel=parallel)) == []
+
+
+def _job_failing_at_two(path, sid, *rest):
+    from lecode_memctl.core.audit.transcripts import _Scan
+
+    if sid == "s2":
+        raise RuntimeError(f"job {sid}")
+    sc = _Scan()
+    sc.bytes_read = int(sid[1:])
+    return sc
 
 
 def test_batches_keep_every_job_in_order(tmp_path, monkeypatch):

@@ -1259,8 +1259,10 @@ def _memmem_or_not(monkeypatch, memmem: bool) -> None:
 @pytest.mark.parametrize("size", [0, 1, 6, 7, 8, 100])
 def test_mark_finder_by_memmem_finds_what_bytes_find_finds(monkeypatch, memmem, size):
     """MarkFinder.find and finder_in on a bytes or bytearray buffer, in any
-    window of it (its end past the buffer's too), are ``bytes.find`` of the
-    mark, or of any needle, in that window (the match wholly inside)."""
+    window of it (ends before its start, past the buffer's end, negative:
+    counted from the end), are ``bytes.find`` of the mark, or of any needle,
+    in that window (the match wholly inside), also when the buffer ends
+    with the start of a mark."""
     import random
 
     from lecode_memctl.core import sessions as sessions_mod
@@ -1271,14 +1273,16 @@ def test_mark_finder_by_memmem_finds_what_bytes_find_finds(monkeypatch, memmem, 
     for _ in range(200):
         data = b"".join(rng.choice([b'"', b"e", b"v", b"n", b"t", b"x", mark, b"\\0"])
                         for _ in range(size))
+        data = data[:max(size - 6, 0)] + mark[:rng.randint(0, 6)]   # (ends with a mark's start)
         for buf in (data, bytearray(data)):
             finder = sessions_mod.MarkFinder(mark, buf)
             find = sessions_mod.finder_in(buf)
-            assert (find != buf.find) == (memmem and size > 0)
+            assert (find != buf.find) == (memmem and len(data) > 0)
             for _ in range(5):
-                i = rng.randint(0, len(data))
-                end = rng.randint(i, len(data) + 3)
+                i = rng.randint(0, len(data) + 2)
+                end = rng.randint(0, len(data) + 3)
                 assert finder.find(buf, i, end) == data.find(mark, i, end), (data, i, end)
+                i, end = i + rng.randint(-5, 0), end + rng.randint(-5, 0)   # negative too
                 needle = data[i:i + rng.randint(0, 9)] if rng.random() < 0.5 else mark
                 assert find(needle, i, end) == data.find(needle, i, end), (data, needle, i, end)
 

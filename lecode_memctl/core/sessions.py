@@ -525,7 +525,7 @@ def finder_in(buf: bytes | bytearray) -> Callable[[bytes, int, int], int]:
     def find(needle: bytes, i: int, end: int) -> int:
         if end > size:
             end = size
-        if i < 0 or not needle:
+        if i < 0 or end < 0 or not needle:    # (counted from the end, as bytes.find does)
             return slow(needle, i, end)
         if end - i < len(needle):
             return -1
@@ -951,7 +951,7 @@ def records_by_line(data: bytes, end: int) -> list[dict[str, Any]] | None:
     for i, rec in enumerate(records):
         if type(rec) is not dict or type(rec.get("seq")) is not int or rec["seq"] != i:
             return None
-    return records  # type: ignore[no-any-return]
+    return records
 
 
 def _span_decision(ref: SourceRef, records: list[dict[str, Any]], purpose: str, excluded: frozenset[int],

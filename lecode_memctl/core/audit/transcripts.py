@@ -188,7 +188,10 @@ def run_jobs(jobs: Iterable[tuple[Any, ...]], *, parallel: bool) -> Iterator[_Sc
                     nxt = next(it, None)
                     if nxt is not None:
                         waiting.append(ex.submit(_batch_job, nxt))
-                    yield from done.result()
+                    scans, error = done.result()
+                    yield from scans
+                    if error is not None:
+                        raise error
             return
     for j in jobs:
         yield _session_job(*j)
@@ -215,16 +218,21 @@ def _batches(jobs: Iterable[tuple[Any, ...]]) -> Iterator[list[tuple[Any, ...]]]
         yield batch
 
 
-def _batch_job(batch: list[tuple[Any, ...]]) -> list[_Scan]:
-    """A worker's task: the jobs of one batch, in order, each result without
-    its valid statuses (the audit keeps only the others; sending them back
-    would cost the pickling and the queue's memory)."""
-    out = []
+def _batch_job(batch: list[tuple[Any, ...]]) -> tuple[list[_Scan], BaseException | None]:
+    """A worker's task: the results of the jobs of one batch, in order, each
+    without its valid statuses (the audit keeps only the others; sending
+    them back would cost the pickling and the queue's memory); and the
+    exception a job raised, if one did, after the results of the jobs before
+    it (the caller yields those first, as the serial loop does)."""
+    out: list[_Scan] = []
     for j in batch:
-        sc = _session_job(*j)
+        try:
+            sc = _session_job(*j)
+        except Exception as exc:  # noqa: BLE001 - re-raised by run_jobs after the results before it
+            return out, exc
         sc.statuses = {k: st for k, st in sc.statuses.items() if not st.ok}
         out.append(sc)
-    return out
+    return out, None
 
 
 def _session_job(path: str, sid: str, slug: str, deep: bool,

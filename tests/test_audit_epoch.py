@@ -87,21 +87,28 @@ def test_a_forget_during_the_audit_is_not_a_false_alarm(demo, monkeypatch):
     assert [f for f in findings if f and f.code == "session.epoch_ahead"] == []
 
 
-def _tail_epoch_reference(window: bytes, whole: bool):
-    """_tail_epoch before its early stop: every line holding "epoch" parsed."""
+def _tail_epoch_reference(data: bytes, tail: int):
+    """What _tail_epoch answers, from every line: the newest integer epoch
+    (the first line that carries it) among the generated messages of the
+    complete lines that start in the last ``tail`` bytes, or of the last
+    complete line when none starts there; each line parsed whole, whatever
+    its bytes spell (an escaped key too)."""
     import orjson
 
     from lecode_memctl.core.sessions import is_generated
 
-    lines = window.split(b"\n")[:-1]
-    if not whole and lines:
-        lines = lines[1:]
+    starts, pos = [], 0
+    while True:
+        end = data.find(b"\n", pos)
+        if end < 0:
+            break
+        starts.append((pos, end))
+        pos = end + 1
+    lines = [(a, b) for a, b in starts if a >= len(data) - tail] or starts[-1:]
     best = None
-    for line in lines:
-        if b'"epoch"' not in line:
-            continue
+    for a, b in lines:
         try:
-            rec = orjson.loads(line)
+            rec = orjson.loads(data[a:b])
         except orjson.JSONDecodeError:
             continue
         if not (isinstance(rec, dict) and rec.get("type") == "message" and is_generated(rec)):
@@ -132,8 +139,10 @@ _EPOCH_LINES = [
 def test_the_epoch_scan_stops_early_with_the_same_answer(tmp_path):
     """_tail_epoch stops at the first line whose epoch reaches the bound read
     from the window's bytes: whatever the lines (epochs up, down, negative,
-    escaped or nested keys, duplicates, strings, floats, corrupt lines, a
-    window that starts mid-line), its answer is the full parse's."""
+    escaped or nested keys, duplicates, strings, floats, corrupt lines, long
+    lines, a window that starts mid-line, at a line start, or inside the
+    last complete line), its answer is the full parse's of the lines that
+    start in the window (of the last complete line when none does)."""
     import os
 
     from hypothesis import given, settings, strategies as st
@@ -141,13 +150,16 @@ def test_the_epoch_scan_stops_early_with_the_same_answer(tmp_path):
     from lecode_memctl.core.audit import transcripts as T
 
     @settings(max_examples=300, deadline=None)
-    @given(st.lists(st.tuples(st.integers(0, len(_EPOCH_LINES) - 1), st.integers(-3, 5)),
+    @given(st.lists(st.tuples(st.integers(0, len(_EPOCH_LINES) - 1), st.integers(-3, 5),
+                              st.sampled_from([0, 0, 0, 150])),
                     max_size=12),
-           st.integers(0, 40), st.booleans(), st.booleans())
+           st.integers(0, 300), st.booleans(), st.booleans())
     def check(picks, cut, torn, in_memory):
-        lines = [_EPOCH_LINES[k] % (i + 1, e) for i, (k, e) in enumerate(picks)]
+        # (a long line: padding in a string member before the epoch)
+        lines = [(_EPOCH_LINES[k] % (i + 1, e)).replace(b'"role"', b'"pad":"%s","role"' % (b"p" * pad), 1)
+                 for i, (k, e, pad) in enumerate(picks)]
         data = b"\n".join(lines) + (b"\n" if lines else b"") + (b'{"seq":99,"epoch":9' if torn else b"")
-        for n in {len(data), max(0, len(data) - cut)}:
+        for n in {len(data), max(0, len(data) - cut), cut % 97 + 1}:   # (small: a window in a line)
             p = tmp_path / "t.jsonl"
             p.write_bytes(data)
             fd = os.open(p, os.O_RDONLY)
@@ -160,8 +172,7 @@ def test_the_epoch_scan_stops_early_with_the_same_answer(tmp_path):
                     T.EPOCH_TAIL = old
             finally:
                 os.close(fd)
-            w = min(len(data), n if n else 1)
-            want = _tail_epoch_reference(data[len(data) - w:], w == len(data)) if data else None
+            want = _tail_epoch_reference(data, n if n else 1)
             assert got == want, (data, n)
 
     check()

@@ -52,30 +52,48 @@ EPOCH_TAIL = 65536
 
 
 def _tail_epoch(fd: int, size: int, sc: _Scan, data: bytes | None = None) -> tuple[int, int] | None:
-    """The highest ``epoch`` (with its seq) among the generated messages in the
-    last 64 KiB (taken from ``data`` when the whole file is already in memory).
-    Epochs are captured before each request, so they never decrease along a
-    transcript: its tail holds its newest epoch."""
+    """The highest ``epoch`` (with its seq) among the generated messages of the
+    complete lines that start in the last 64 KiB, or of the last complete
+    line when none starts there (a large tool output last: the window is
+    doubled until it holds a line); taken from ``data`` when the whole file
+    is already in memory.  Epochs are captured before each request, so they
+    never decrease along a transcript: its tail holds its newest epoch."""
     from ..sessions import is_generated
 
-    n = min(size, EPOCH_TAIL)
-    if n <= 0:
+    if size <= 0:
         return None
-    if data is not None and len(data) == size:
-        window = data[size - n:]
-    else:
-        window = os.pread(fd, n, size - n)
-        sc.bytes_read += len(window)
-    bound = _epoch_bound(window)
+    n = min(size, EPOCH_TAIL)
+    grown = False
+    while True:
+        # one byte before the window too: whether a line starts where it does
+        lo = max(size - n - 1, 0)
+        if data is not None and len(data) == size:
+            window = data[lo:]
+        else:
+            window = os.pread(fd, size - lo, lo)
+            sc.bytes_read += len(window)
+        if not grown:
+            # the complete lines (the last piece is a torn tail or empty) that
+            # start in the window: after its first newline, unless it is the file's start
+            pos = 0 if size - n == 0 else window.find(b"\n") + 1
+            if (pos > 0 or size - n == 0) and window.find(b"\n", pos) >= 0:
+                break
+        else:
+            # none starts in the last 64 KiB: the last complete line alone
+            last = window.rfind(b"\n")
+            if last >= 0:
+                prev = window.rfind(b"\n", 0, last)
+                if prev >= 0 or lo == 0:
+                    pos = prev + 1
+                    break
+        if n >= size:
+            return None           # no complete line at all
+        grown, n = True, min(size, n * 2)
+    bound = _epoch_bound(window[pos:])
     if bound == _NO_EPOCH:
         return None
-    # the complete lines (the last piece is a torn tail or empty); the window
-    # may start mid-line, so its first piece is not one unless it is the file's
-    pos = 0
-    if n < size:
-        pos = window.find(b"\n") + 1
-        if pos == 0:
-            return None
+    # a window with a \u escape may spell the key "\u0065poch": every line parsed
+    mark = b'"epoch"' if bound is not None else None
     best: tuple[int, int] | None = None
     while True:
         end = window.find(b"\n", pos)
@@ -83,7 +101,7 @@ def _tail_epoch(fd: int, size: int, sc: _Scan, data: bytes | None = None) -> tup
             break
         line = window[pos:end]
         pos = end + 1
-        if b'"epoch"' not in line:
+        if mark is not None and mark not in line:
             continue
         try:
             rec = orjson.loads(line)

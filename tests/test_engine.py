@@ -68,7 +68,8 @@ def transcripts(draw: st.DrawFn) -> list[dict]:
 def stores(draw: st.DrawFn) -> dict:
     sessions = {f"s{i}": draw(transcripts()) for i in range(draw(st.integers(1, 3)))}
     damage = {sid: draw(st.sampled_from([None, None, None, "corrupt", "repeat", "torn", "split",
-                                         "newline", "joined", "crlf"]))
+                                         "newline", "joined", "crlf", "stray_end", "stray_mid",
+                                         "swap", "project", "noheader"]))
               for sid in sessions}
     damage_at = {sid: draw(st.integers(1, len(recs))) for sid, recs in sessions.items()}
     names = sorted(sessions) + ["gone"]
@@ -120,6 +121,16 @@ def build(root: Path, spec: dict) -> Path:
                 lines[at:at + 2] = [lines[at][:-1] + b"," + lines[at + 1]]
         elif damage == "crlf":          # CRLF line ends (JSON whitespace: not corrupt)
             lines = [ln[:-1] + b"\r\n" for ln in lines]
+        elif damage == "stray_end":     # an earlier record written again at the end
+            lines.append(lines[at])
+        elif damage == "stray_mid":     # an earlier record written again two lines on
+            lines.insert(min(at + 2, len(lines)), lines[at])
+        elif damage in ("project", "noheader"):   # a header refused, and a torn tail
+            lines[0] = (lines[0].replace(SLUG.encode(), b"other-project") if damage == "project"
+                        else b'{"seq":0,"type":"message","role":"user","content":"no header"}\n')
+            lines.append(b'{"seq":%d,"type":"mess' % (len(recs) + 1))
+        elif damage == "swap" and at + 1 < len(lines):   # two records in the wrong order
+            lines[at], lines[at + 1] = lines[at + 1], lines[at]
         (store.sessions_dir / f"{sid}.jsonl").write_bytes(b"".join(lines))
     by_seq = {sid: {r["seq"]: r for r in recs} for sid, recs in spec["sessions"].items()}
     with FactStore(store.facts_db) as fs:
@@ -294,4 +305,29 @@ def test_whole_transcript_parse_and_line_loop_audit_alike(spec: dict) -> None:
         assert whole == lines
     finally:
         transcripts.WHOLE_BYTES, transcripts.WHOLE_REFS = saved
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(spec=stores())
+def test_default_audit_fast_path_and_line_loop_alike(spec: dict) -> None:
+    """The default audit's in-memory fast path (``_fast_spans``: span starts
+    and event lines found by byte searches) gives the findings and statuses
+    of its line loop (``_full``), on the generated damaged stores (records
+    written again later or at the end, swapped, split, joined ...)."""
+    from lecode_memctl.core.audit import Audit, transcripts
+
+    root = Path(tempfile.mkdtemp(prefix="engine-"))
+    saved = transcripts.FAST_LIMIT
+    try:
+        path = build(root, spec)
+        runs = []
+        for limit in (saved, -1):       # -1: no transcript held in memory, the line loop
+            transcripts.FAST_LIMIT = limit
+            a = Audit(store_at(path), parallel=False, now=1.9e9)
+            runs.append((list(a.run()), dict(a._statuses), dict(a.summary.facts)))
+        assert runs[0] == runs[1]
+    finally:
+        transcripts.FAST_LIMIT = saved
         shutil.rmtree(root, ignore_errors=True)

@@ -453,15 +453,21 @@ def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
         hdr = loads(data[:nl])
     except JSONDecodeError:
         hdr = None
+    n_lines = data.count(b"\n", 0, end)
     if _report_header(hdr, sid, slug, add, refuse_all):
-        if end < size:
-            _torn(add, size, end, mtime, now, None)
+        # (the line loop stops at a header naming another project)
+        prob = _header_problem(hdr, sid, slug)
+        if end < size and not (prob is not None and prob[0] == "session.refused"):
+            _torn(add, size, end, mtime, now, n_lines + 1)
         return True
     if end < size:
-        _torn(add, size, end, mtime, now, None)
+        _torn(add, size, end, mtime, now, n_lines + 1)
     last_start = data.rfind(b"\n", 0, end - 1) + 1
     last_seq = fast_seq(data[last_start:end - 1])
-    if last_seq is None:
+    # A transcript whose last seq is not its number of lines less one holds a
+    # corrupt line, a gap, or a seq that repeats or goes back: the line loop
+    # judges it (a span start found by its bytes would not see the others)
+    if last_seq is None or last_seq + 1 != n_lines:
         return False
     events: list[dict[str, Any]] = []
     marks = MarkFinder(b'"event"', data)   # (memchr of its "v" while that is rare)
@@ -496,54 +502,47 @@ def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
     ranges = sorted({(seqs[0], seqs[-1]) for seqs, _d, _p in need})
     far = finder_in(data)     # (memmem: the searches below may cross much of the file)
     # Each span's first line is searched from the previous span's (ranges are
-    # sorted, and so are a clean transcript's seqs): one pass over the bytes,
-    # not one per span.  A transcript with a repeated seq or a corrupt line in
-    # a span is searched again from the start for each span, as before.
-    for hinted in (True, False):
-        records: dict[int, dict[str, Any]] = {}
-        corrupt_after: list[int] = []
-        dup_seqs: set[int] = set()
-        hint = 0
-        for lo, hi in ranges:
-            if all(s in records for s in range(lo, hi + 1)) or lo > last_seq:
-                continue
-            p = far(b'\n{"seq":%d,' % lo, hint, end)
-            if p < 0 and hint:
-                p = far(b'\n{"seq":%d,' % lo, 0, end)
+    # sorted, and so are a regular transcript's seqs): one pass over the
+    # bytes, not one per span.  Only a regular stretch is read here: the
+    # line before the span's first is seq lo - 1, each line is the record
+    # whose seq is the next one, to the line after the span; anything else
+    # (a line not found where it belongs, a corrupt line, a seq that skips,
+    # repeats or goes back) is the line loop's to judge, which sees the
+    # whole transcript.  (With the count of lines above, what is left
+    # undetected is a seq written twice where another is missing, away
+    # from the spans read: the line loop would call the span corrupt.)
+    records: dict[int, dict[str, Any]] = {}
+    at, nxt = 0, -1              # a line start and its seq once lines were read (else -1)
+    for lo, hi in ranges:
+        if lo > last_seq:
+            return False         # (the line loop says whether it is past the end)
+        if lo < nxt:             # overlaps what was read: read on from there
+            start, expected = at, nxt
+        else:
+            p = far(b'\n{"seq":%d,' % lo, max(at - 1, 0), end)
             if p < 0:
                 return False
-            if hinted:
-                hint = p
-            p += 1
-            prev = lo - 1
-            expected = lo
-            while p < end:
-                q = data.find(b"\n", p, end)
-                line = data[p:q]
-                p = q + 1
-                try:
-                    rec = loads(line)
-                except JSONDecodeError:
-                    rec = None
-                if type(rec) is not dict or type(rec.get("seq")) is not int or rec["seq"] < 0:
-                    corrupt_after.append(prev)
-                    continue
-                seq = rec["seq"]
-                if seq > hi:
-                    break
-                if seq != expected and seq <= prev:
-                    dup_seqs.add(seq)
-                records.setdefault(seq, rec)
-                if seq > prev:
-                    prev = seq
-                    expected = seq + 1
-        if not (dup_seqs or corrupt_after):
-            break
+            # the line before it must be seq lo - 1, as in a regular transcript
+            if fast_seq(data[data.rfind(b"\n", 0, p) + 1:p]) != lo - 1:
+                return False
+            start, expected = p + 1, lo
+        # the span's lines and the line after it
+        while expected <= hi + 1 and start < end:
+            q = data.find(b"\n", start, end)
+            try:
+                rec = loads(data[start:q])
+            except JSONDecodeError:
+                return False
+            if type(rec) is not dict or type(rec.get("seq")) is not int or rec["seq"] != expected:
+                return False
+            records[expected] = rec
+            expected += 1
+            start = q + 1
+        at, nxt = start, expected
     us = UndoState(events)
     for seqs, digest, purpose in need:
         sc.statuses[(seqs, digest, purpose)] = _span_status(
-            seqs, digest, purpose, records, corrupt_after, dup_seqs, last_seq, excluded,
-            generation, us)
+            seqs, digest, purpose, records, [], set(), last_seq, excluded, generation, us)
     return True
 
 

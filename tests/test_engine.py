@@ -283,7 +283,7 @@ def _audits(store_path: Path) -> list[tuple]:
     return out
 
 
-@settings(max_examples=120, deadline=None,
+@settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(spec=stores())
 def test_whole_transcript_parse_and_line_loop_audit_alike(spec: dict) -> None:
@@ -308,7 +308,7 @@ def test_whole_transcript_parse_and_line_loop_audit_alike(spec: dict) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
-@settings(max_examples=150, deadline=None,
+@settings(max_examples=80, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(spec=stores())
 def test_default_audit_fast_path_and_line_loop_alike(spec: dict) -> None:

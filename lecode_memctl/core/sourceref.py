@@ -214,8 +214,13 @@ class SourceRef:
         seqs = doc.get("seqs")
         if not isinstance(seqs, list):
             raise UsageError("seqs must be a list of integers")
-        # untyped JSON values: __post_init__ checks each one
-        return cls(doc.get("session_id"), tuple(seqs), doc.get("digest"))  # type: ignore[arg-type]
+        sid, digest = doc.get("session_id"), doc.get("digest")
+        if type(sid) is str and type(digest) is str:
+            ref = cls.checked_fast(sid, seqs, digest)    # the same rule in fewer steps
+            if ref is not None:
+                return ref
+        # untyped JSON values: __post_init__ checks each one (and says what is wrong)
+        return cls(sid, tuple(seqs), digest)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)

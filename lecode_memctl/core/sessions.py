@@ -954,17 +954,18 @@ def records_by_line(data: bytes, end: int) -> list[dict[str, Any]] | None:
     return records
 
 
-def _span_decision(ref: SourceRef, records: list[dict[str, Any]], purpose: str, excluded: frozenset[int],
-                   generation: int, us: UndoState) -> SourceStatus:
-    """The status of a reference whose span ``records`` were read completely
-    and cleanly: the digest, then each cited position's type and visibility."""
+def span_decision(seqs: tuple[int, ...], digest: str, records: list[dict[str, Any]], purpose: str,
+                  excluded: frozenset[int], generation: int, us: UndoState) -> SourceStatus:
+    """The status of a reference (``seqs``, ``digest``) whose span ``records``
+    were read completely and cleanly: the digest, then each cited position's
+    type and visibility.  The one decision of the session readers and of the
+    audit (``audit.transcripts._span_status``, after its own checks)."""
     try:
-        digest = canonical_digest(records)
+        got = canonical_digest(records)
     except RecordsUndigestible as exc:
         return status_for("records_corrupt", exc.detail, exc.seq)
-    if digest != ref.digest:
+    if got != digest:
         return status_for("digest_mismatch")
-    seqs = ref.seqs
     if len(seqs) == 1 and len(records) == 1:
         cited: Iterable[dict[str, Any]] = records
     else:
@@ -1566,13 +1567,14 @@ class SessionStore:
                     for ref in refs:
                         seqs = ref.seqs
                         if seqs[-1] < n:
-                            out[ref] = _span_decision(ref, whole[seqs[0]:seqs[-1] + 1], purpose,
-                                                      excluded, generation, us)
+                            out[ref] = span_decision(seqs, ref.digest, whole[seqs[0]:seqs[-1] + 1],
+                                                     purpose, excluded, generation, us)
                 elif len(refs) > 1:
                     ordered = sorted(set(refs), key=lambda r: (r.seqs[0], r.seqs[-1]))
                     # each span decided as the sweep completes it: its records are dropped
                     for ref, records in self._sweep_spans(f, ordered):
-                        out[ref] = _span_decision(ref, records, purpose, excluded, generation, us)
+                        out[ref] = span_decision(ref.seqs, ref.digest, records, purpose, excluded,
+                                                 generation, us)
                 for ref in ordered:
                     if ref in out:
                         continue
@@ -1589,7 +1591,8 @@ class SessionStore:
                         out[ref] = status_for("position_missing",
                                               f"the transcript ends at seq {last_seq}", missing)
                         continue
-                    out[ref] = _span_decision(ref, sr.records, purpose, excluded, generation, us)
+                    out[ref] = span_decision(ref.seqs, ref.digest, sr.records, purpose, excluded,
+                                             generation, us)
         except OSError as exc:
             for r in refs:
                 out.setdefault(r, status_for("session_unreadable", exc.strerror or str(exc)))

@@ -31,7 +31,7 @@ from ..sessions import (
     load_record,
     records_by_line,
 )
-from ..sourceref import MAX_SPAN, VALID, RecordsUndigestible, SourceStatus, canonical_digest, status_for
+from ..sourceref import MAX_SPAN, RecordsUndigestible, SourceStatus, canonical_digest, status_for
 from .codes import ERROR, WARNING
 
 TORN_TAIL_GRACE_SECONDS = 60.0
@@ -707,8 +707,9 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
 def _span_status(seqs: tuple[int, ...], digest: str, purpose: str, records: dict[int, dict[str, Any]],
                  corrupt_after: list[int], dup_seqs: set[int], last_seq: int,
                  excluded: frozenset[int], generation: int, us: Any) -> SourceStatus:
-    """The same decision as ``SessionStore.validate_many``, from one pass's data."""
-    from ..sessions import first_hidden
+    """The same decision as ``SessionStore.validate_many``, from one pass's data:
+    the span's own corruption here, then ``sessions.span_decision``."""
+    from ..sessions import span_decision
 
     lo, hi = seqs[0], seqs[-1]
     for c in corrupt_after:
@@ -723,19 +724,8 @@ def _span_status(seqs: tuple[int, ...], digest: str, purpose: str, records: dict
         if s > last_seq:
             return status_for("position_missing", f"the transcript ends at seq {last_seq}", s)
         return status_for("records_corrupt", f"seq {s} is missing from the span")
-    span = cast("list[dict[str, Any]]", got)
-    try:
-        span_digest = canonical_digest(span)
-    except RecordsUndigestible as exc:
-        return status_for("records_corrupt", exc.detail, exc.seq)
-    if span_digest != digest:
-        return status_for("digest_mismatch")
-    hidden = first_hidden(span if len(seqs) == len(span) else [records[s] for s in seqs],
-                          purpose=purpose, excluded=excluded, generation=generation,
-                          undo_state=us, clear_seq=us.clear_seq)
-    if hidden is not None:
-        return status_for(hidden[1], None, hidden[0])
-    return SourceStatus(VALID)
+    return span_decision(seqs, digest, cast("list[dict[str, Any]]", got), purpose, excluded,
+                         generation, us)
 
 
 def _learning(rec: dict[str, Any], add: Callable[..., None]) -> None:

@@ -342,11 +342,13 @@ def _header_problem(hdr: Any, sid: str, slug: str) -> tuple[str, str] | None:
 
 
 def _report_header(hdr: Any, sid: str, slug: str, add: Callable[..., None],
-                   refuse_all: Callable[[str, str], None] | None) -> bool:
-    """Add the header finding, if any; True when the session is refused."""
+                   refuse_all: Callable[[str, str], None] | None) -> str | None:
+    """Add the header finding, if any, and return its code when the session
+    is refused (``session.missing_header``, or ``session.refused`` for another
+    project's transcript, where the readers stop); None for this store's."""
     prob = _header_problem(hdr, sid, slug)
     if prob is None:
-        return False
+        return None
     code, reason = prob
     if code == "session.missing_header":
         add(code, "first line is not a session header {seq 0, type session, format 1, "
@@ -356,7 +358,7 @@ def _report_header(hdr: Any, sid: str, slug: str, add: Callable[..., None],
             f"{slug!r}; refused", reason=reason)
     if refuse_all is not None:
         refuse_all(reason, "session header")
-    return True
+    return code
 
 
 def _torn(add: Callable[..., None], size: int, offset: int, mtime: float, now: float,
@@ -390,10 +392,8 @@ def _shallow(fd: int, size: int, sc: _Scan, sid: str, slug: str, mtime: float, n
             hdr = orjson.loads(head[:nl])
         except orjson.JSONDecodeError:
             hdr = None
-        if _report_header(hdr, sid, slug, add, None):
-            prob = _header_problem(hdr, sid, slug)
-            if prob is not None and prob[0] == "session.refused":
-                return
+        if _report_header(hdr, sid, slug, add, None) == "session.refused":
+            return
     if len(head) >= size:
         if not head.endswith(b"\n"):
             _torn(add, size, head.rfind(b"\n") + 1, mtime, now, head.count(b"\n") + 1)
@@ -454,10 +454,10 @@ def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
     except JSONDecodeError:
         hdr = None
     n_lines = data.count(b"\n", 0, end)
-    if _report_header(hdr, sid, slug, add, refuse_all):
+    refused = _report_header(hdr, sid, slug, add, refuse_all)
+    if refused is not None:
         # (the line loop stops at a header naming another project)
-        prob = _header_problem(hdr, sid, slug)
-        if end < size and not (prob is not None and prob[0] == "session.refused"):
+        if end < size and refused != "session.refused":
             _torn(add, size, end, mtime, now, n_lines + 1)
         return True
     if end < size:
@@ -595,11 +595,10 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
     end = data.rfind(b"\n") + 1 if deep and data is not None else 0
     whole = records_by_line(data, end) if end and size <= WHOLE_BYTES and data is not None else None
     if whole is not None:
-        if _report_header(whole[0], sid, slug, add, refuse_all):
-            refused = True
-            prob = _header_problem(whole[0], sid, slug)
-            if prob is not None and prob[0] == "session.refused":
-                return
+        code = _report_header(whole[0], sid, slug, add, refuse_all)
+        if code == "session.refused":
+            return
+        refused = code is not None
         records = dict(enumerate(whole))
         for n, r in enumerate(whole):
             if r.get("type") == "event":
@@ -623,11 +622,10 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                     hdr = loads(line)
                 except JSONDecodeError:
                     hdr = None
-                if _report_header(hdr, sid, slug, add, refuse_all):
-                    refused = True
-                    prob = _header_problem(hdr, sid, slug)
-                    if prob is not None and prob[0] == "session.refused":
-                        return
+                code = _report_header(hdr, sid, slug, add, refuse_all)
+                if code == "session.refused":
+                    return
+                refused = code is not None
             rec = None
             if not deep:
                 seq = fast_seq(line)

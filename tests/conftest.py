@@ -177,3 +177,16 @@ def make_repo(path: Path) -> Path:
     git("add", "README", cwd=path)
     git("commit", "-q", "-m", "init", cwd=path)
     return path
+
+
+def memmem_or_not(monkeypatch, memmem: bool) -> None:
+    """Every MarkFinder given its buffer searches by the C library's memmem
+    (skipped where there is none), or none does."""
+    from lecode_memctl.core import sessions as sessions_mod
+
+    if memmem:
+        if sessions_mod._libc_memmem() is None:
+            pytest.skip("no memmem in this C library")
+        monkeypatch.setattr(sessions_mod, "_MEMMEM_FROM", 0)
+    else:
+        monkeypatch.setattr(sessions_mod, "_MEMMEM", [None])

@@ -14,6 +14,7 @@ import pytest
 
 from lecode_memctl.core.atomic import atomic_write
 from lecode_memctl.core.audit import CODES
+from lecode_memctl.core.audit.transcripts import _batch_job as _REAL_BATCH_JOB
 from lecode_memctl.core.facts import MIGRATIONS, FactStore, Provenance
 from lecode_memctl.core.layout import store_at
 from lecode_memctl.core.sessions import SessionStore
@@ -665,13 +666,10 @@ def test_event_search_full_of_its_rare_byte_matches_session_store(config_dir, mo
     from lecode_memctl.core import sessions as sessions_mod
     from lecode_memctl.core.audit import Audit
 
+    from .conftest import memmem_or_not
+
     monkeypatch.setattr(sessions_mod, "_RARE_MISSES", misses)
-    if memmem:      # (the whole-mark search by the C library's memmem, else bytes.find)
-        if sessions_mod._libc_memmem() is None:
-            pytest.skip("no memmem in this C library")
-        monkeypatch.setattr(sessions_mod, "_MEMMEM_FROM", 0)
-    else:
-        monkeypatch.setattr(sessions_mod, "_MEMMEM", [None])
+    memmem_or_not(monkeypatch, memmem)  # (the whole-mark search by memmem, else bytes.find)
     path = build_clean(config_dir)
     store = store_at(path)
     recs: list[dict] = [{"seq": 0, "type": "session", "format": 1, "session_id": "vvv",
@@ -735,15 +733,6 @@ def _recording_batch_job(batch):
     with open(os.environ["MEMCTL_TEST_PIDS"], "a") as fh:
         fh.write(f"{os.getpid()}\n")
     return _REAL_BATCH_JOB(batch)
-
-
-def _real_batch_job():
-    from lecode_memctl.core.audit import transcripts
-
-    return transcripts._batch_job
-
-
-_REAL_BATCH_JOB = _real_batch_job()
 
 
 @pytest.mark.parametrize("parallel", [False, True])

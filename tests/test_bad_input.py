@@ -1242,19 +1242,6 @@ def test_the_engine_parses_a_huge_record_between_spans_at_most_once(template, mo
     assert sum(1 for n in parsed if n > 4000) == 1, parsed
 
 
-def _memmem_or_not(monkeypatch, memmem: bool) -> None:
-    """Every MarkFinder given its buffer searches by the C library's memmem
-    (skipped where there is none), or none does."""
-    from lecode_memctl.core import sessions as sessions_mod
-
-    if memmem:
-        if sessions_mod._libc_memmem() is None:
-            pytest.skip("no memmem in this C library")
-        monkeypatch.setattr(sessions_mod, "_MEMMEM_FROM", 0)
-    else:
-        monkeypatch.setattr(sessions_mod, "_MEMMEM", [None])
-
-
 @pytest.mark.parametrize("memmem", [False, True])
 @pytest.mark.parametrize("size", [0, 1, 6, 7, 8, 100])
 def test_mark_finder_by_memmem_finds_what_bytes_find_finds(monkeypatch, memmem, size):
@@ -1267,7 +1254,9 @@ def test_mark_finder_by_memmem_finds_what_bytes_find_finds(monkeypatch, memmem, 
 
     from lecode_memctl.core import sessions as sessions_mod
 
-    _memmem_or_not(monkeypatch, memmem)
+    from .conftest import memmem_or_not
+
+    memmem_or_not(monkeypatch, memmem)
     rng = random.Random(size)
     mark = b'"event"'
     for _ in range(200):
@@ -1304,7 +1293,9 @@ def test_the_event_scan_keeps_every_marked_line_across_blocks(tmp_path, monkeypa
 
     from lecode_memctl.core import sessions as sessions_mod
 
-    _memmem_or_not(monkeypatch, memmem)
+    from .conftest import memmem_or_not
+
+    memmem_or_not(monkeypatch, memmem)
     monkeypatch.setattr(sessions_mod, "_SCAN_BLOCK", block)
     monkeypatch.setattr(sessions_mod, "_RARE_MISSES", misses)
     monkeypatch.setattr(sessions_mod, "_RARE_PAUSE", 2)

@@ -185,7 +185,7 @@ def test_readme_starts_with_the_two_setup_commands():
     assert re.fullmatch(r"python3 -m venv \.venv && \.venv/bin/pip install -e \. && "
                         r"\.venv/bin/memctl [a-z][a-z -]*", commands[0][0]), commands[0]
     assert commands[1] == ["python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && "
-                           ".venv/bin/python -m pytest -q"]
+                           ".venv/bin/python -m pytest -q -n auto --dist loadfile"]
     assert text.index(blocks[1]) < text.index("<!-- commands:begin -->")
 
 

@@ -271,3 +271,34 @@ def test_markdown_write_into_new_store_makes_0700_dirs(tmp_path, config_dir):
         os.umask(old)
     for p in (config_dir, config_dir / "memory", store.path, store.path / "notes"):
         assert stat.S_IMODE(os.stat(p).st_mode) == 0o700, p
+
+
+def test_private_tempdir_is_a_fresh_0700_directory_outside_the_store(tmp_path, monkeypatch):
+    """Without importing tempfile: a new directory, mode 0700, under $TMPDIR
+    unless $TMPDIR lies inside the store; a name already taken is tried again."""
+    import stat as stat_mod
+
+    from lecode_memctl.core import atomic
+
+    store = tmp_path / "store"
+    (store / "sessions").mkdir(parents=True)
+    outside = tmp_path / "tmp"
+    outside.mkdir()
+    monkeypatch.setenv("TMPDIR", str(outside))
+    a = atomic.private_tempdir("memctl-x-", store)
+    b = atomic.private_tempdir("memctl-x-", store)
+    assert a != b and os.path.dirname(a) == str(outside) and os.path.isabs(a)
+    assert os.path.basename(a).startswith("memctl-x-")
+    assert stat_mod.S_IMODE(os.stat(a).st_mode) == 0o700
+    # $TMPDIR inside the store is passed over
+    monkeypatch.setenv("TMPDIR", str(store / "sessions"))
+    c = atomic.private_tempdir("memctl-x-", store)
+    assert not os.path.realpath(c).startswith(os.path.realpath(store) + os.sep)
+    os.rmdir(c)
+    # a name taken: the next random name
+    monkeypatch.setenv("TMPDIR", str(outside))
+    names = iter([b"\0" * 6, b"\0" * 6, b"\1" * 6])
+    monkeypatch.setattr(atomic.os, "urandom", lambda n: next(names))
+    first = atomic.private_tempdir("memctl-y-", store)
+    second = atomic.private_tempdir("memctl-y-", store)
+    assert first.endswith("000000000000") and second.endswith("010101010101")

@@ -109,15 +109,17 @@ def _live_writer(db: Path) -> sqlite3.Connection:
 def test_tmpdir_inside_the_store_is_never_used(demo, monkeypatch, where):
     conn = _live_writer(demo / "facts.sqlite3")
     try:
+        from lecode_memctl.core import atomic
+
         made: list[str] = []
-        real = tempfile.mkdtemp
+        real = atomic._mkdtemp
 
         def mkdtemp(*a, **kw):
             path = real(*a, **kw)
             made.append(os.path.realpath(path))
             return path
 
-        monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp)
+        monkeypatch.setattr(atomic, "_mkdtemp", mkdtemp)
         monkeypatch.setattr(tempfile, "tempdir", None)   # read TMPDIR again
         tmpdir = demo / where
         before = tree_hash(demo)

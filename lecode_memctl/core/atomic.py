@@ -184,29 +184,45 @@ def temp_name(target: Path) -> Path:
 
 
 def private_tempdir(prefix: str, outside: str | os.PathLike[str]) -> str:
-    """A fresh private directory (``mkdtemp``, mode 0700) for memctl's own
-    copies, never inside ``outside`` (a store: a read must not create a byte
-    there).  ``$TMPDIR`` (and ``TEMP``, ``TMP``) is honoured unless it lies
-    inside ``outside``; then the next of the system's usual temporary
-    directories that does not.  ``StoreWriteError`` when there is none."""
-    import tempfile
-
+    """A fresh private directory (mode 0700, a random name as ``mkdtemp``
+    makes it) for memctl's own copies, never inside ``outside`` (a store: a
+    read must not create a byte there).  ``$TMPDIR`` (and ``TEMP``, ``TMP``)
+    is honoured unless it lies inside ``outside``; then the next of the
+    system's usual temporary directories that does not, and last
+    ``tempfile.gettempdir()`` (imported only then: every read-only open of
+    the database comes here).  ``StoreWriteError`` when there is none."""
     fence = os.path.realpath(outside)
-    candidates = [os.environ.get(v, "") for v in ("TMPDIR", "TEMP", "TMP")]
-    candidates += [tempfile.gettempdir(), "/tmp", "/var/tmp", "/usr/tmp"]
+    candidates: list[str | None] = [os.environ.get(v, "") for v in ("TMPDIR", "TEMP", "TMP")]
+    candidates += ["/tmp", "/var/tmp", "/usr/tmp", None]
     tried = []
     for c in candidates:
+        if c is None:
+            import tempfile
+
+            c = tempfile.gettempdir()
         if not c or not os.path.isdir(c):
             continue
         real = os.path.realpath(c)
         if real == fence or real.startswith(fence.rstrip(os.sep) + os.sep):
             tried.append(c)
             continue
-        path = tempfile.mkdtemp(prefix=prefix, dir=c)
-        os.chmod(path, DIR_MODE)
-        return path
+        return _mkdtemp(c, prefix)
     raise StoreWriteError(f"no temporary directory outside {outside} "
                           f"({', '.join(tried) or 'none found'} lies inside it); set TMPDIR")
+
+
+def _mkdtemp(parent: str, prefix: str) -> str:
+    """``tempfile.mkdtemp(prefix=prefix, dir=parent)``: a new directory of
+    mode 0700 under a random name (a name taken is tried again)."""
+    for _ in range(100):
+        path = os.path.join(os.path.abspath(parent), prefix + os.urandom(6).hex())
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            continue
+        os.chmod(path, DIR_MODE)
+        return path
+    raise FileExistsError(errno.EEXIST, "no unused temporary directory name", parent)
 
 
 def is_temp_name(name: str) -> bool:

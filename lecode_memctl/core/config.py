@@ -86,8 +86,6 @@ def check_memory_values(section: dict[str, Any]) -> list[ConfigProblem]:
 
 def read_config_file(config_dir: Path) -> tuple[Path, dict[str, Any] | None]:
     """Parse ``config.toml``; ``None`` when the file does not exist."""
-    import tomllib
-
     from .atomic import read_regular
 
     path = config_dir / "config.toml"
@@ -99,6 +97,8 @@ def read_config_file(config_dir: Path) -> tuple[Path, dict[str, Any] | None]:
         raise StoreCorrupt(f"{path}: is a directory, not a config file") from None
     except OSError as exc:
         raise StoreCorrupt(f"{path}: cannot read: {exc.strerror}") from None
+    import tomllib  # only for a file that is there
+
     try:
         return path, tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:

@@ -8,10 +8,13 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import NotFound, StoreCorrupt, UsageError
-from .identity import ProjectIdentity, resolve_project, slug
 from .sourceref import SESSION_SUFFIX as SESSION_SUFFIX, session_file_id
+
+if TYPE_CHECKING:
+    from .identity import ProjectIdentity
 
 MEMORY_FILE = "MEMORY.md"
 SCRATCHPAD_FILE = "scratchpad.md"
@@ -150,6 +153,8 @@ class Store:
 
 
 def store_for_project(config_dir: Path, project: str | os.PathLike[str]) -> Store:
+    from .identity import resolve_project  # not imported by commands given --store
+
     ident = resolve_project(project)
     return Store(memory_root(config_dir) / ident.slug, ident.slug, ident, "project",
                  "the project root")
@@ -218,6 +223,8 @@ def store_given(path: str | os.PathLike[str], slug: str | None = None) -> Store:
 
 def legacy_store(config_dir: Path, cwd: str | os.PathLike[str]) -> Store:
     """The cwd-scoped store older lecode versions used for working directory ``cwd``."""
+    from .identity import slug
+
     d = os.path.realpath(os.fspath(cwd))
     s = slug(d)
     return Store(memory_root(config_dir) / s, s, None)

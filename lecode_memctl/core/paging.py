@@ -12,8 +12,6 @@ the pages' ``source_text`` before parsing the array.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +43,9 @@ def binary_size(data: Any) -> int | None:
     """Decoded size of a base64 payload, or None when it is not valid base64 text."""
     if not isinstance(data, str):
         return None
+    import base64  # only for a binary part
+    import binascii
+
     try:
         return len(base64.b64decode(data, validate=False))
     except (binascii.Error, ValueError):

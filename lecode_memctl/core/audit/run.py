@@ -156,10 +156,6 @@ class Audit:
     def _check_config(self) -> Iterator[Finding | None]:
         if self.config_dir is None:
             return
-        import tomllib
-
-        from ..config import check_memory_values
-
         path = self.config_dir / "config.toml"
         try:
             raw = _read_all(path)
@@ -168,6 +164,10 @@ class Audit:
         except OSError as exc:
             yield self._f("config.invalid", f"cannot read config.toml: {exc.strerror}", file=str(path))
             return
+        import tomllib  # only for a file that is there
+
+        from ..config import check_memory_values
+
         try:
             data = tomllib.loads(raw.decode("utf-8"))
         except UnicodeDecodeError:

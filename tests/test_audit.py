@@ -415,7 +415,8 @@ def test_every_code_is_planted_somewhere():
     covered = set(PLANTED) | {"db.integrity", "db.schema_unknown", "db.unreadable",
                               "db.needs_migration", "config.invalid", "layout.unreadable",
                               "session.epoch_ahead",  # tests/test_audit_epoch.py
-                              "db.rolled_back"}  # tests/test_seen_state.py
+                              "db.rolled_back",  # tests/test_seen_state.py
+                              "session.ignored_event"}  # tests/test_event_rule.py
     assert covered == set(CODES)    # each found exactly once: tests/test_audit_old.py
 
 

@@ -235,6 +235,15 @@ def _epoch_ahead(config_dir: Path) -> list:
     return validate_store(store_at(path), parallel=False)[0]
 
 
+def _ignored_event(config_dir: Path) -> list:
+    """session.ignored_event: an undo whose type and name are JSON escapes."""
+    path = build_clean(config_dir, "ignored-0123456789ab")
+    lines = [_hdr("ign", "ignored-0123456789ab"), _msg(1),
+             b'{"seq":2,"type":"\\u0065vent","\\u0065vent":"undo","target":[1,1]}\n']
+    _write_session(path / "sessions" / "ign.jsonl", lines)
+    return validate_store(store_at(path), deep=True, parallel=False)[0]
+
+
 def _rolled_back(config_dir: Path) -> list:
     """db.rolled_back: memctl's mark (outside the store) says generation 1, the
     store has no database."""
@@ -266,6 +275,7 @@ def test_every_code_of_the_format_table_is_planted_and_found_exactly_once(config
     runs["unreadable"] = Counter(f.code for f in _unreadable_notes(config_dir, monkeypatch))
     runs["ahead"] = Counter(f.code for f in _epoch_ahead(config_dir))
     runs["rolled_back"] = Counter(f.code for f in _rolled_back(config_dir))
+    runs["ignored"] = Counter(f.code for f in _ignored_event(config_dir))
     for code in sorted(CODES):
         hits = {name: c[code] for name, c in runs.items() if c[code]}
         assert list(hits.values()) == [1], (code, hits)

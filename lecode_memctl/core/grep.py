@@ -33,7 +33,7 @@ from typing import Any
 from .atomic import open_nofollow
 from .errors import MemctlError, UsageError
 from .layout import Store
-from .sessions import PURPOSES, ROLES, SessionStore, UndoState, undo_target, visible
+from .sessions import PURPOSES, ROLES, SessionStore, UndoState, event_line, undo_target, visible
 from .sourceref import NoExclusions, check_session_id
 
 SUMMARY_ROLE = "summary"
@@ -255,8 +255,8 @@ class GrepRun:
         pending: list[tuple[dict[str, Any], list[_Span]]] = []
         regex = self.regex
         try:
-            for rec in items:
-                if rec.get("type") == "event" and rec.get("event") in ("undo", "redo", "clear"):
+            for rec, read_as_event in items:
+                if read_as_event and rec.get("event") in ("undo", "redo", "clear"):
                     us.add(rec)
                     continue
                 found = []
@@ -352,12 +352,14 @@ def _line_hits(regex: re.Pattern[str], role: str, path: str, text: str, context:
     return out
 
 
-def _records(path: str, literal: tuple[bytes, bool] | None) -> Iterator[dict[str, Any]]:
+def _records(path: str, literal: tuple[bytes, bool] | None
+             ) -> Iterator[tuple[dict[str, Any], bool]]:
     """Every complete record of a transcript (the torn tail and lines that are
     not JSON objects with a seq are left out; the file is opened without
-    following a symbolic link).  With ``literal``, a line that is not an event,
-    holds no JSON escape and does not contain the literal's bytes cannot
-    match, and is not parsed."""
+    following a symbolic link), with whether it is an event the readers
+    apply (``sessions.event_line``).  With ``literal``, a line that is not an
+    event, holds no JSON escape and does not contain the literal's bytes
+    cannot match, and is not parsed."""
     import orjson
 
     fd = open_nofollow(path)
@@ -375,7 +377,7 @@ def _records(path: str, literal: tuple[bytes, bool] | None) -> Iterator[dict[str
                 continue
             if isinstance(rec, dict) and isinstance(rec.get("seq"), int) \
                     and not isinstance(rec.get("seq"), bool):
-                yield rec
+                yield rec, rec.get("type") == "event" and event_line(raw)
 
 
 def _open_sessions(store: Store, lock_wait: float | None = None

@@ -469,6 +469,20 @@ def not_an_event(head: bytes) -> bool:
     return m is not None and m.group(1) != b"event"
 
 
+def event_line(line: bytes) -> bool:
+    """Whether the event scans read ``line`` (a complete line) for an event:
+    it holds the bytes ``"event"`` and its prefix does not name another type
+    (:func:`not_an_event`).  This is the one rule for every reader: a record
+    that parses as an event from any other line -- its type and the name of
+    its ``event`` member written with JSON escapes (``"\\u0065vent"``), or a
+    ``{"seq":N,"type":"message",...`` line that repeats ``"type"`` later --
+    is not applied (an undo, redo or clear there hides nothing) by range
+    reads, the evaluation engine, the audit or ``grep``, as lecode, reading
+    through this module, does not apply it; ``validate --deep`` reports it
+    (``session.ignored_event``).  lecode's writer never produces such a line."""
+    return _EVENT_MARK in line and not not_an_event(line[:64])
+
+
 def _rare_offset(mark: bytes) -> int:
     """Offset in ``mark`` of its rarest byte by :data:`_COMMON_BYTES` (a byte
     not listed is rarer than any listed)."""
@@ -1764,12 +1778,14 @@ class SessionStore:
                 lines_seen += 1
                 if _EVENT_MARK in line:
                     kind, obj = _classify(line)
-                    if kind == "record" and obj.get("type") == "event":
+                    if kind == "record" and obj.get("type") == "event" and event_line(line):
                         events += 1
                         if obj.get("event") == "compact":
                             compactions += 1
                         continue
-                    if kind == "record" and obj.get("type") == "message":
+                    # (an event no reader applies is counted as the line
+                    # without "event" would be: see event_line)
+                    if kind == "record" and obj.get("type") in ("message", "event"):
                         messages += 1
                     continue
                 bare = line.strip(b" \t\r")  # JSON whitespace: a CRLF line is an object too
@@ -1834,7 +1850,7 @@ class SessionStore:
                 else:
                     prev = seq
                 if (obj.get("type") == "event" and obj.get("event") in ("undo", "redo")
-                        and bad_target(obj)):
+                        and bad_target(obj) and event_line(line)):
                     yield ScanItem(lineno, off, BAD_TARGET, seq, None,
                                    "undo/redo target must be [first, last] entirely before the event")
                 yield ScanItem(lineno, off, "record", seq, obj)
@@ -2000,7 +2016,7 @@ def lock_session(sessions_dir: str, session_id: str) -> int:
 
 __all__ = [
     "SessionStore", "SessionWriter", "Snapshot", "SessionInfo", "ScanItem", "UndoState",
-    "visible", "is_generated", "undo_target", "bad_target", "SessionNotFound", "SessionRefused",
+    "visible", "is_generated", "undo_target", "bad_target", "event_line", "SessionNotFound", "SessionRefused",
     "SessionUnreadable", "SessionCorrupt", "SpanHidden", "PositionMissing", "REASONS",
     "CORRUPTION_KINDS", "NO_EXCLUSIONS", "StoreExclusions",
 ]

@@ -109,6 +109,11 @@ CODES: dict[str, CodeInfo] = {
         "an undo or redo event whose target is not [FIRST, LAST] with 0 <= FIRST <= LAST < "
         "the event's seq (malformed, outside the session, or not entirely before the event); "
         "it still hides the positions of its target that precede it", deep_only=True),
+    "session.ignored_event": CodeInfo(ERROR, "sessions", ("file", "session_id", "line", "seq"),
+        "a record that parses as an event from a line the event scans do not read as one (its "
+        "type written with JSON escapes, or a prefix {\"seq\":N,\"type\":\"T\" naming another "
+        "type and a repeated type key): memctl and lecode do not apply it (an undo, redo or clear "
+        "there hides nothing); lecode never writes such a line", deep_only=True),
     # compaction
     "compact.prior_mismatch": CodeInfo(ERROR, "compaction", ("file", "session_id", "seq"),
         "a compact event's prior is not the previous compact event's seq and digest", deep_only=True),

@@ -26,9 +26,11 @@ from ..sessions import (
     MarkFinder,
     RecordTooLarge,
     bad_target,
+    event_line,
     fast_seq,
     finder_in,
     load_record,
+    not_an_event,
     records_by_line,
 )
 from ..sourceref import MAX_SPAN, RecordsUndigestible, SourceStatus, canonical_digest, status_for
@@ -477,7 +479,8 @@ def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
         ls = data.rfind(b"\n", 0, pos) + 1
         le = data.find(b"\n", pos, end)
         try:
-            rec = loads(data[ls:le])
+            # (a line whose prefix names another type is no event: event_line)
+            rec = None if not_an_event(data[ls:ls + 64]) else loads(data[ls:le])
         except JSONDecodeError:
             rec = None
         if (type(rec) is dict and rec.get("type") == "event"
@@ -588,6 +591,15 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
         elif deep and ev == LEARNING_EVENT:
             _learning(rec, add)
 
+    def ignored(rec: dict[str, Any], seq: int, lineno: int) -> None:
+        """A record that parses as an event from a line the event scans do
+        not read (sessions.event_line): applied by no reader, reported."""
+        if deep:
+            add("session.ignored_event", f"seq {seq} parses as an event ({_short(rec.get('event'))}) "
+                "but its line is not read as one (its type written with JSON escapes, or a "
+                "prefix naming another type): memctl and lecode do not apply it",
+                line=lineno, seq=seq)
+
     # --deep of a transcript read whole: every line parsed in one call when
     # every line is a record whose seq is its line number (records_by_line):
     # no corrupt line and no seq gap to report then, only the header, the
@@ -600,9 +612,16 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
             return
         refused = code is not None
         records = dict(enumerate(whole))
+        lines: list[bytes] | None = None
         for n, r in enumerate(whole):
             if r.get("type") == "event":
-                event(r, n, n + 1)
+                if lines is None:
+                    lines = data[:end].split(b"\n") if data is not None else []
+                if event_line(lines[n]):
+                    event(r, n, n + 1)
+                else:
+                    ignored(r, n, n + 1)
+        del lines
         last_seq, lineno = len(whole) - 1, len(whole)
         offset = end
         rest = data[end:] if data is not None else b""
@@ -682,7 +701,10 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
             if deep or seq in needed:
                 records.setdefault(seq, rec)
             if rec.get("type") == "event":
-                event(rec, seq, lineno)
+                if event_line(line):
+                    event(rec, seq, lineno)
+                elif deep:
+                    ignored(rec, seq, lineno)
     if rest:
         _torn(add, size, offset, mtime, now, lineno + 1)
     us = UndoState(events)

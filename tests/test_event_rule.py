@@ -1,0 +1,80 @@
+"""One rule for which lines are events (``sessions.event_line``): a record that
+parses as an undo from a line the event scans do not read as one -- its type
+and event name in JSON escapes, or a ``{"seq":N,"type":"message",...`` prefix
+with ``"type"`` repeated later -- is applied by no reader: ``facts``,
+``recall``, ``read``, ``grep``, ``validate`` and ``validate --deep`` all
+leave the span visible, and ``--deep`` reports the line
+(``session.ignored_event``).  The same undo written as lecode writes it hides
+the span everywhere (so the test can fail)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from .conftest import run_cli, tree_hash
+
+ESCAPED = b'{"seq":4,"type":"\\u0065vent","\\u0065vent":"undo","target":[1,2]}\n'
+TYPED = (b'{"seq":4,"type":"message","role":"user","content":"x",'
+         b'"type":"event","event":"undo","target":[1,2]}\n')
+PLAIN = b'{"seq":4,"type":"event","event":"undo","target":[1,2]}\n'
+
+
+def _store(root: Path, undo_line: bytes) -> tuple[Path, str]:
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.sessions import SessionStore
+    from lecode_memctl.core.sourceref import SourceRef, canonical_digest
+
+    st = store_at(root / "store")
+    facts = FactStore(st.facts_db)
+    sessions = SessionStore(st, exclusions=facts)
+    with sessions.create("s1", created="2026-05-01T10:00:00Z") as w:
+        w.append_message("user", "the widget is blue")        # 1
+        w.append_message("user", "and the gadget is red")     # 2
+        w.append_message("user", "thanks")                    # 3
+    path = st.sessions_dir / "s1.jsonl"
+    with open(path, "ab") as fh:
+        fh.write(undo_line)                                   # 4
+    records = [orjson.loads(x) for x in path.read_bytes().splitlines()[1:3]]
+    ref = SourceRef("s1", (1, 2), canonical_digest(records))
+    fid = facts.add("The widget is blue.", ref=ref).fact.fact_id
+    facts.close()
+    return st.path, fid
+
+
+def _views(store: Path, fid: str) -> dict:
+    base = ("--store", str(store))
+    listing = orjson.loads(run_cli(*base, "facts", "--json").stdout_bytes)
+    recall = orjson.loads(run_cli(*base, "recall", fid, "--json").stdout_bytes)
+    grep = orjson.loads(run_cli(*base, "grep", "widget", "--json").stdout_bytes)
+    out = {"facts": listing["facts"][0]["status"], "recall": recall["status"],
+           "grep": [h["seq"] for h in grep["hits"]]}
+    for deep in (False, True):
+        r = run_cli(*base, "validate", "--json", *(["--deep"] if deep else []))
+        found = orjson.loads(r.stdout_bytes)["findings"]
+        key = "deep" if deep else "validate"
+        out[key] = sorted(f["code"] for f in found if f["code"].startswith(("fact.", "session.")))
+        if deep:
+            out["ignored"] = [(f["line"], f["seq"]) for f in found
+                              if f["code"] == "session.ignored_event"]
+    return out
+
+
+@pytest.mark.parametrize("line", [ESCAPED, TYPED], ids=["escaped", "typed"])
+def test_an_event_no_scan_reads_is_applied_by_no_reader(tmp_path, line):
+    store, fid = _store(tmp_path, line)
+    before = tree_hash(store)
+    got = _views(store, fid)
+    assert got == {"facts": "valid", "recall": "valid", "grep": [1], "validate": [],
+                   "deep": ["session.ignored_event"], "ignored": [(5, 4)]}
+    assert tree_hash(store) == before
+
+
+def test_the_same_undo_as_lecode_writes_it_hides_the_span_everywhere(tmp_path):
+    store, fid = _store(tmp_path, PLAIN)
+    got = _views(store, fid)
+    assert got == {"facts": "hidden", "recall": "hidden", "grep": [], "validate": ["fact.hidden"],
+                   "deep": ["fact.hidden"], "ignored": []}

@@ -945,7 +945,8 @@ class _File:
             nbytes *= 2
 
 
-def records_by_line(data: bytes, end: int) -> list[dict[str, Any]] | None:
+def records_by_line(data: bytes, end: int, lines: list[bytes] | None = None
+                    ) -> list[dict[str, Any]] | None:
     """The records of the complete lines ``data[:end]`` (``end`` just after a
     newline), each line parsed on its own by ``orjson.loads`` in one ``map``
     (no Python step per line), when every line is a record whose seq is its
@@ -955,16 +956,21 @@ def records_by_line(data: bytes, end: int) -> list[dict[str, Any]] | None:
     its own, a gap or a repeated seq, valid JSON orjson refuses ...): the
     caller reads line by line then.  (Not the lines joined into one JSON
     array: that parses a record split across two lines, or two records on
-    one line, as if each line were one record.)"""
+    one line, as if each line were one record.)  ``lines``, when given,
+    receives the lines (without their newlines) of a transcript whose
+    records are returned, for a caller that looks at some of their bytes."""
     if end <= 0:
         return None
+    split = data[:end - 1].split(b"\n")
     try:
-        records = list(map(orjson.loads, data[:end - 1].split(b"\n")))
+        records = list(map(orjson.loads, split))
     except orjson.JSONDecodeError:
         return None
     for i, rec in enumerate(records):
         if type(rec) is not dict or type(rec.get("seq")) is not int or rec["seq"] != i:
             return None
+    if lines is not None:
+        lines[:] = split
     return records
 
 

@@ -605,18 +605,17 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
     # no corrupt line and no seq gap to report then, only the header, the
     # events and a torn tail; anything else takes the line loop
     end = data.rfind(b"\n") + 1 if deep and data is not None else 0
-    whole = records_by_line(data, end) if end and size <= WHOLE_BYTES and data is not None else None
+    lines: list[bytes] = []   # (their bytes: which records are events, event_line)
+    whole = (records_by_line(data, end, lines) if end and size <= WHOLE_BYTES and data is not None
+             else None)
     if whole is not None:
         code = _report_header(whole[0], sid, slug, add, refuse_all)
         if code == "session.refused":
             return
         refused = code is not None
         records = dict(enumerate(whole))
-        lines: list[bytes] | None = None
         for n, r in enumerate(whole):
             if r.get("type") == "event":
-                if lines is None:
-                    lines = data[:end].split(b"\n") if data is not None else []
                 if event_line(lines[n]):
                     event(r, n, n + 1)
                 else:

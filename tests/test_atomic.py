@@ -302,3 +302,51 @@ def test_private_tempdir_is_a_fresh_0700_directory_outside_the_store(tmp_path, m
     first = atomic.private_tempdir("memctl-y-", store)
     second = atomic.private_tempdir("memctl-y-", store)
     assert first.endswith("000000000000") and second.endswith("010101010101")
+
+
+def test_private_tempdir_is_made_where_it_was_checked(tmp_path, monkeypatch):
+    """TMPDIR=STORE/lnk/.. with lnk a symbolic link out of the store resolves
+    outside it: the directory is made there (the kernel's resolution), never
+    in the store (the text's: STORE/lnk/.. is STORE)."""
+    from lecode_memctl.core import atomic
+
+    store = tmp_path / "store"
+    store.mkdir()
+    (tmp_path / "outside" / "sub").mkdir(parents=True)
+    (store / "lnk").symlink_to(tmp_path / "outside" / "sub")
+    monkeypatch.setenv("TMPDIR", str(store / "lnk") + "/..")
+    made = atomic.private_tempdir("memctl-x-", store)
+    assert os.path.dirname(made) == os.path.realpath(tmp_path / "outside")
+    assert sorted(os.listdir(store)) == ["lnk"]
+
+
+def test_private_tempdir_passes_over_a_directory_it_cannot_write(tmp_path, monkeypatch):
+    """A read-only or unwritable candidate (simulated: the suite may run as
+    root) is passed over for the next; with none left, one clear error."""
+    import errno
+
+    from lecode_memctl.core import atomic
+    from lecode_memctl.core.errors import StoreWriteError
+
+    store = tmp_path / "store"
+    store.mkdir()
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    real_mkdir = os.mkdir
+
+    def mkdir(path, mode=0o777):
+        if os.path.dirname(os.fspath(path)) in (str(ro), "/tmp", "/var/tmp", "/usr/tmp"):
+            raise OSError(errno.EROFS, "Read-only file system", path)
+        return real_mkdir(path, mode)
+
+    monkeypatch.setattr(atomic.os, "mkdir", mkdir)
+    monkeypatch.setenv("TMPDIR", str(ro))
+    monkeypatch.setenv("TEMP", str(tmp_path))
+    assert os.path.dirname(atomic.private_tempdir("memctl-x-", store)) == str(tmp_path)
+    monkeypatch.delenv("TEMP")
+    monkeypatch.delenv("TMP", raising=False)
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(ro))
+    with pytest.raises(StoreWriteError, match="Read-only file system"):
+        atomic.private_tempdir("memctl-x-", store)

@@ -78,3 +78,52 @@ def test_the_same_undo_as_lecode_writes_it_hides_the_span_everywhere(tmp_path):
     got = _views(store, fid)
     assert got == {"facts": "hidden", "recall": "hidden", "grep": [], "validate": ["fact.hidden"],
                    "deep": ["fact.hidden"], "ignored": []}
+
+
+# A compact event behind a prefix naming another type, with a summary, a
+# lineage over the cited span and a usage: counted, listed and searched by
+# no reader; the same compact as lecode writes it is, everywhere.
+def _compact(typed: bool) -> bytes:
+    head = b'{"seq":4,"type":"message","role":"user","content":"x",' if typed else b'{"seq":4,'
+    return head + (b'"type":"event","event":"compact","summary":"SUMMARY of it",'
+                   b'"lineage":[{"session_id":"s1","seqs":[1,2],"digest":"%s"}],"prior":null,'
+                   b'"model":"m","usage":{"input_tokens":10,"output_tokens":1,"cost":0.5}}\n')
+
+
+def _compact_views(tmp_path: Path, typed: bool) -> dict:
+    from lecode_memctl.core.sourceref import canonical_digest
+
+    store, fid = _store(tmp_path, b"")
+    path = store / "sessions" / "s1.jsonl"
+    records = [orjson.loads(x) for x in path.read_bytes().splitlines()[1:3]]
+    with open(path, "ab") as fh:
+        fh.write(_compact(typed) % canonical_digest(records).encode())
+    base = ("--store", str(store))
+    usage = orjson.loads(run_cli(*base, "usage", "--json").stdout_bytes)
+    preview = orjson.loads(run_cli(*base, "forget", fid, "--dry-run", "--json").stdout_bytes)
+    grep = orjson.loads(run_cli(*base, "grep", "SUMMARY", "--json").stdout_bytes)
+    listing = orjson.loads(run_cli(*base, "sessions", "--json").stdout_bytes)
+    deep = orjson.loads(run_cli(*base, "validate", "--deep", "--json").stdout_bytes)
+    return {"usage": (usage["total"]["compact_events"], usage["total"]["calls"]),
+            "inert": preview["summaries_inert"], "grep": [h["role"] for h in grep["hits"]],
+            "compactions": listing[0]["compactions"],
+            "deep": [f["code"] for f in deep["findings"]]}
+
+
+def test_a_compact_event_no_scan_reads_is_counted_by_no_reader(tmp_path):
+    assert _compact_views(tmp_path, typed=True) == {
+        "usage": (0, 0), "inert": [], "grep": [], "compactions": 0,
+        "deep": ["session.ignored_event"]}
+    assert _compact_views(tmp_path / "plain", typed=False) == {
+        "usage": (1, 1), "inert": [{"session_id": "s1", "seq": 4}], "grep": ["summary"],
+        "compactions": 1, "deep": []}
+
+
+def test_grep_reads_a_number_beyond_a_double_as_the_other_readers_do(tmp_path):
+    """An undo holding 1e400 (valid JSON orjson refuses) is an undo for every
+    reader (sessions.load_record), grep and usage included."""
+    store, fid = _store(tmp_path, PLAIN[:-2] + b',"x":1e400}\n')
+    got = _views(store, fid)
+    assert got["facts"] == "hidden" and got["grep"] == []
+    usage = orjson.loads(run_cli("--store", str(store), "usage", "--json").stdout_bytes)
+    assert usage["corrupt_lines"] == 0

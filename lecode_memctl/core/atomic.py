@@ -186,15 +186,20 @@ def temp_name(target: Path) -> Path:
 def private_tempdir(prefix: str, outside: str | os.PathLike[str]) -> str:
     """A fresh private directory (mode 0700, a random name as ``mkdtemp``
     makes it) for memctl's own copies, never inside ``outside`` (a store: a
-    read must not create a byte there).  ``$TMPDIR`` (and ``TEMP``, ``TMP``)
-    is honoured unless it lies inside ``outside``; then the next of the
-    system's usual temporary directories that does not, and last
-    ``tempfile.gettempdir()`` (imported only then: every read-only open of
-    the database comes here).  ``StoreWriteError`` when there is none."""
+    read must not create a byte there).  The candidates, in order:
+    ``$TMPDIR`` (and ``TEMP``, ``TMP``), ``/tmp``, ``/var/tmp``,
+    ``/usr/tmp`` and last ``tempfile.gettempdir()`` (imported only then:
+    every read-only open of the database comes here).  A candidate that
+    resolves (symbolic links and ``..`` followed, as the kernel follows
+    them) into ``outside`` is passed over, and the directory is made under
+    the resolved path that was checked; one where it cannot be made (read
+    only, no permission) is passed over too.  ``StoreWriteError`` when no
+    candidate is left."""
     fence = os.path.realpath(outside)
     candidates: list[str | None] = [os.environ.get(v, "") for v in ("TMPDIR", "TEMP", "TMP")]
     candidates += ["/tmp", "/var/tmp", "/usr/tmp", None]
-    tried = []
+    inside: list[str] = []
+    failed: list[str] = []
     for c in candidates:
         if c is None:
             import tempfile
@@ -204,18 +209,27 @@ def private_tempdir(prefix: str, outside: str | os.PathLike[str]) -> str:
             continue
         real = os.path.realpath(c)
         if real == fence or real.startswith(fence.rstrip(os.sep) + os.sep):
-            tried.append(c)
+            inside.append(c)
             continue
-        return _mkdtemp(c, prefix)
+        try:
+            return _mkdtemp(real, prefix)
+        except OSError as exc:
+            failed.append(f"{c}: {exc.strerror or exc}")
+    why = []
+    if inside:
+        why.append(f"{', '.join(inside)} lies inside it")
+    if failed:
+        why.append("; ".join(failed))
     raise StoreWriteError(f"no temporary directory outside {outside} "
-                          f"({', '.join(tried) or 'none found'} lies inside it); set TMPDIR")
+                          f"({'; '.join(why) or 'none found'}); set TMPDIR")
 
 
 def _mkdtemp(parent: str, prefix: str) -> str:
     """``tempfile.mkdtemp(prefix=prefix, dir=parent)``: a new directory of
-    mode 0700 under a random name (a name taken is tried again)."""
+    mode 0700 under a random name in ``parent`` (an absolute, resolved
+    path; a name taken is tried again)."""
     for _ in range(100):
-        path = os.path.join(os.path.abspath(parent), prefix + os.urandom(6).hex())
+        path = os.path.join(parent, prefix + os.urandom(6).hex())
         try:
             os.mkdir(path, 0o700)
         except FileExistsError:

@@ -611,7 +611,7 @@ def forget_impact(facts: FactStore, sessions: SessionReader, fact_id: str) -> di
                             invalidated += 1
                     elif gen == 0:
                         invalidated += 1
-                elif rec.get("type") == "event" and rec.get("event") == "compact":
+                elif item.event and rec.get("event") == "compact":
                     lineage = _lineage_refs(rec.get("lineage"))
                     if lineage:
                         compacts.append((sid, rec.get("seq"), lineage))

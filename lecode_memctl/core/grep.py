@@ -33,7 +33,17 @@ from typing import Any
 from .atomic import open_nofollow
 from .errors import MemctlError, UsageError
 from .layout import Store
-from .sessions import PURPOSES, ROLES, SessionStore, UndoState, event_line, undo_target, visible
+from .sessions import (
+    PURPOSES,
+    ROLES,
+    RecordTooLarge,
+    SessionStore,
+    UndoState,
+    event_line,
+    load_record,
+    undo_target,
+    visible,
+)
 from .sourceref import NoExclusions, check_session_id
 
 SUMMARY_ROLE = "summary"
@@ -259,6 +269,8 @@ class GrepRun:
                 if read_as_event and rec.get("event") in ("undo", "redo", "clear"):
                     us.add(rec)
                     continue
+                if rec.get("type") == "event" and not read_as_event:
+                    continue        # an event no reader applies: not a summary either
                 found = []
                 for role, path, text in searchable_fields(rec):
                     if self.roles is not None and role not in self.roles:
@@ -372,8 +384,8 @@ def _records(path: str, literal: tuple[bytes, bool] | None
                 if literal[0] not in hay:
                     continue
             try:
-                rec = orjson.loads(raw)
-            except orjson.JSONDecodeError:
+                rec = load_record(raw)     # the session readers' loader (1e400 is a number)
+            except (orjson.JSONDecodeError, RecordTooLarge):
                 continue
             if isinstance(rec, dict) and isinstance(rec.get("seq"), int) \
                     and not isinstance(rec.get("seq"), bool):

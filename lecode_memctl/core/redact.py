@@ -42,6 +42,7 @@ from .atomic import read_regular
 from .errors import Conflict, StoreBusy, StoreCorrupt, StoreWriteError
 from .layout import FACTS_DB, Store
 from .secrets import KIND_DATABASE, KIND_FACT, KIND_FILE, KIND_TRANSCRIPT, Finding, json_object
+from .sessions import event_line
 
 BUSY_TIMEOUT = 5.0
 
@@ -233,7 +234,8 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
                     rec = json_object(line)
                     if rec is None:
                         continue
-                    if rec.get("type") == "event" and rec.get("event") == "compact":
+                    if rec.get("type") == "event" and rec.get("event") == "compact" \
+                            and event_line(line):
                         compacts.append((sid, rec))
                     elif rec.get("type") == "message" and (
                             rec.get("role") in ("assistant", "tool") or rec.get("synthetic") is True):

@@ -223,6 +223,8 @@ class ScanItem:
     seq: int | None = None
     record: dict[str, Any] | None = None     # set only when kind == "record"
     detail: str | None = None
+    # an event record the readers apply: its line is an event line (event_line)
+    event: bool = False
 
     @property
     def corrupt(self) -> bool:
@@ -471,8 +473,11 @@ def not_an_event(head: bytes) -> bool:
 
 def event_line(line: bytes) -> bool:
     """Whether the event scans read ``line`` (a complete line) for an event:
-    it holds the bytes ``"event"`` and its prefix does not name another type
-    (:func:`not_an_event`).  This is the one rule for every reader: a record
+    it holds the bytes ``"event"`` and its first 64 bytes do not begin with
+    a prefix naming another type (:func:`not_an_event`; 64 bytes are what
+    the scans look at of a line they may skip).  This is the one rule for
+    every reader (``usage``, ``forget``'s preview and ``redact``'s impact
+    report count and list events by it too): a record
     that parses as an event from any other line -- its type and the name of
     its ``event`` member written with JSON escapes (``"\\u0065vent"``), or a
     ``{"seq":N,"type":"message",...`` line that repeats ``"type"`` later --
@@ -1859,7 +1864,8 @@ class SessionStore:
                         and bad_target(obj) and event_line(line)):
                     yield ScanItem(lineno, off, BAD_TARGET, seq, None,
                                    "undo/redo target must be [first, last] entirely before the event")
-                yield ScanItem(lineno, off, "record", seq, obj)
+                yield ScanItem(lineno, off, "record", seq, obj,
+                               event=obj.get("type") == "event" and event_line(line))
 
 
 # --------------------------------------------------------------------------

@@ -31,6 +31,7 @@ import orjson
 from .atomic import open_in_dir
 from .errors import NotFound, UsageError
 from .layout import Store, session_ids
+from .sessions import RecordTooLarge, event_line, load_record
 from .sourceref import check_session_id
 
 _EVENT_MARK = b'"event"'
@@ -248,11 +249,11 @@ def _account(rep: UsageReport, store: Store, sid: str, fd: int, since: datetime 
         if _EVENT_MARK not in line:
             continue
         try:
-            rec = orjson.loads(line)
-        except orjson.JSONDecodeError:
+            rec = load_record(line)
+        except (orjson.JSONDecodeError, RecordTooLarge):
             rep.corrupt_lines += 1
             continue
-        if not isinstance(rec, dict) or rec.get("type") != "event":
+        if not isinstance(rec, dict) or rec.get("type") != "event" or not event_line(line):
             continue
         ev = rec.get("event")
         if ev not in ("compact", "memory_usage"):

@@ -236,3 +236,84 @@ def test_arbitrary_lines_never_escape_as_tracebacks(store, lines, torn, a, b):
             call()
         except MemctlError:
             pass
+
+
+# -- a corrupt line matters only where it is: the same status from every reader
+
+_TAILS = {
+    # corrupt lines after record 6, the last one (they sit at position 7)
+    "bad_line": lambda ls: ls + [b"{not json\n"],
+    "two_bad_lines": lambda ls: ls + [b"{not json\n", b"[7]\n"],
+    # record 6 split across two lines, the first beginning {"seq":6, (both sit at position 6)
+    "split_last": lambda ls: ls[:-1] + [ls[-1].replace(b',"type"', b',\n"type"', 1)],
+}
+# span -> (status, reason) after each tail: records_corrupt where a corrupt line
+# sits in the span or at its absent first position, position_missing past the end
+_EXPECTED = {
+    "bad_line": {(6, 6): "valid", (5, 6): "valid", (6, 7): "records_corrupt",
+                 (7, 7): "records_corrupt", (7, 8): "records_corrupt",
+                 (8, 8): "position_missing", (8, 9): "position_missing",
+                 (9, 9): "position_missing"},
+    "split_last": {(5, 5): "valid", (4, 5): "valid", (5, 6): "records_corrupt",
+                   (6, 6): "records_corrupt", (6, 7): "records_corrupt",
+                   (7, 7): "position_missing", (7, 8): "position_missing",
+                   (8, 8): "position_missing"},
+}
+_EXPECTED["two_bad_lines"] = _EXPECTED["bad_line"]
+
+
+@pytest.mark.parametrize("pad", [0, 3000])      # 3000: past the binary search's linear window
+@pytest.mark.parametrize("tail", sorted(_TAILS))
+@pytest.mark.parametrize("torn", [False, True])
+def test_corrupt_lines_at_the_end_matter_only_where_they_are(store, tail, pad, torn, monkeypatch):
+    """Corrupt lines after the last record sit at the position after it: a
+    span that starts there is corrupt, one that starts further on is past the
+    end (position_missing) -- for the one-reference read, the engine (whole
+    parse and sweep), ``records``/``read`` and both audits alike."""
+    from lecode_memctl.core import sessions as sessions_mod
+    from lecode_memctl.core.audit import Audit
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.sessions import PositionMissing
+
+    recs = [msg(i, f"m{i} " + "x" * pad) for i in range(1, 7)]
+    expected = _EXPECTED[tail]
+    # one transcript per span (the default audit parses only the cited
+    # spans' lines), and one citing every span
+    groups = [(f"c{i}", [span]) for i, span in enumerate(expected)] + [("call", list(expected))]
+    refs = []
+    with FactStore(store.facts_db) as fs:
+        for sid, spans in groups:
+            lines = _TAILS[tail]([line(header(sid))] + [line(r) for r in recs])
+            write(store, b"".join(lines) + (b'{"seq":99,"ty' if torn else b""), sid=sid)
+            for lo, hi in spans:
+                by_seq = {r["seq"]: r for r in recs}
+                ref = SourceRef(sid, tuple(range(lo, hi + 1)),
+                                canonical_digest([by_seq.get(q, {"seq": q}) for q in range(lo, hi + 1)]))
+                fs.add(f"fact {sid} {lo} {hi}", ref=ref)
+                refs.append(((lo, hi), ref))
+    want = {ref: expected[span] for span, ref in refs}
+    ss = SessionStore(store)
+    assert {ref: ss.validate_source(ref, "durable").reason or "valid" for _s, ref in refs} == want
+    for limit in (sessions_mod._WHOLE_LIMIT, 0):            # whole parse, then the sweep
+        monkeypatch.setattr(sessions_mod, "_WHOLE_LIMIT", limit)
+        got = ss.validate_many([ref for _s, ref in refs], "durable")
+        assert {ref: st.reason or "valid" for ref, st in got.items()} == want
+    for deep in (False, True):
+        a = Audit(store, deep=deep, parallel=False, now=1.9e9)
+        list(a.run())
+        got = {ref: "valid" for _s, ref in refs}
+        got.update({ref: st.reason for (ref, _p), st in a._statuses.items()})
+        assert got == want, deep
+    # the range reads: corrupt (exit 5) or past the end (exit 3)
+    for (lo, hi), reason in expected.items():
+        if reason == "records_corrupt":
+            with pytest.raises(SessionCorrupt):
+                ss.records("call", lo, hi)
+        elif reason == "position_missing":
+            assert [r["seq"] for r in ss.records("call", lo, hi)] == list(range(lo, 7 if tail != "split_last" else 6))
+            if lo > (6 if tail != "split_last" else 5):
+                with pytest.raises(PositionMissing):
+                    ss.source_snapshot("call", lo, hi)
+    last = 6 if tail != "split_last" else 5
+    assert run_cli("--store", str(store.path), "read", "call", str(last + 1), str(last + 1)).exit_code == 5
+    assert run_cli("--store", str(store.path), "read", "call", str(last + 2), str(last + 3)).exit_code == 3

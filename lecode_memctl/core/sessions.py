@@ -860,8 +860,15 @@ class _File:
         line's seq.  When the record ``target`` itself is absent and bad lines
         precede the next record, the first of those bad lines is returned so
         that the forward reader reports it."""
+        return self.seek_span(target)[0]
+
+    def seek_span(self, target: int) -> tuple[int, bool]:
+        """:meth:`seek_seq`, and whether the offset is the first of bad lines
+        that no record follows (only bad lines, then a torn tail or the end):
+        ``target`` is then past the last record, and whether those lines are
+        in its way depends on where they sit (:meth:`record_before`)."""
         if target <= 0:
-            return 0
+            return 0, False
         lo, hi = 0, self.size   # lo is a line start; every line before lo has seq < target
         while hi - lo > _LINEAR_BELOW:
             mid = (lo + hi) // 2
@@ -895,17 +902,17 @@ class _File:
         while pos < self.size:
             probe = self.probe_seq(pos)
             if probe is None or probe[0] != pos:
-                return bad if bad is not None else pos   # the torn tail
+                return (bad, True) if bad is not None else (pos, False)   # the torn tail
             start, fast, after = probe
             if fast is not None and bad is None:
                 if fast < target:
                     pos = after
                     continue
                 if after - start > _CHUNK:
-                    return start
+                    return start, False
             _start, line = self.line_at(start)
             if line is None:
-                return bad if bad is not None else start
+                return (bad, True) if bad is not None else (start, False)
             pos = after
             kind, obj = self.classify(start, line)
             if kind != "record":
@@ -916,9 +923,50 @@ class _File:
                 bad = None
                 continue
             if obj["seq"] == target or bad is None:
-                return start
-            return bad
-        return bad if bad is not None else self.size
+                return start, False
+            return bad, False
+        return (bad, True) if bad is not None else (self.size, False)
+
+    def record_before(self, off: int) -> int | None:
+        """The seq of the nearest record before the line at byte ``off`` (a
+        line start): the lines before it are read backwards, those that are
+        not records stepped over, so a corrupt line whose first bytes look
+        like ``{"seq":N,`` (the first half of a record split in two) is not
+        taken for record N.  None when no record precedes it.  A line longer
+        than ``_CHUNK`` whose first bytes give its seq is taken at its word,
+        as the search takes it.  Rare: for bad lines after the last record
+        (:meth:`seek_span`), the position they sit at (the audit's rule)."""
+        fd = self.fh.fileno()
+        end = off - 1            # the newline ending the line before
+        while end > 0:
+            start = self._line_start(end)
+            head = os.pread(fd, min(64, end - start), start)
+            fast = fast_seq(head)
+            if fast is not None and end - start > _CHUNK:
+                return fast
+            kind, obj = self.classify(start, os.pread(fd, end - start, start))
+            if kind == "record":
+                seq: int = obj["seq"]
+                return seq
+            if kind == TOO_LARGE and fast is not None:
+                return fast
+            end = start - 1
+        return None
+
+    def _line_start(self, end: int) -> int:
+        """Start of the line whose newline is at byte ``end``, found by
+        reading backwards a block at a time (doubling up to ``_CHUNK``)."""
+        fd = self.fh.fileno()
+        pos = end
+        step = 256
+        while pos > 0:
+            n = min(step, pos)
+            i = os.pread(fd, n, pos - n).rfind(b"\n")
+            if i >= 0:
+                return pos - n + i + 1
+            pos -= n
+            step = min(step * 2, _CHUNK)
+        return 0
 
     def last_lines(self, nbytes: int = _TAIL_BYTES) -> tuple[list[tuple[int, bytes]], bool]:
         """The complete lines in the last ``nbytes`` (the first, possibly partial,
@@ -1345,8 +1393,11 @@ class SessionStore:
 
     def _read_span(self, f: _File, start: int, end: int) -> _SpanRead:
         """Records with start <= seq <= end, checked for consecutive seqs.
-        Stops at the first corruption inside the span."""
-        pos = f.seek_seq(start)
+        Stops at the first corruption inside the span.  A corrupt line sits
+        at the position after the record before it: bad lines after the last
+        record that sit before ``start`` leave the span past the end (no
+        records, no corruption), as the audit judges it."""
+        pos, bad_tail = f.seek_span(start)
         records: list[dict[str, Any]] = []
         expect = start
         last_seq = None
@@ -1357,6 +1408,12 @@ class SessionStore:
             if kind != "record":
                 if expect > end:
                     break        # after the span: not ours
+                if bad_tail and off == pos:
+                    # only bad lines from here on: they are in the span only
+                    # where they sit, at the position after the record before
+                    c = f.record_before(off)
+                    if c is None or not start - 1 <= c < end:
+                        return _SpanRead(records, last_seq, None)
                 return _SpanRead(records, last_seq, (kind, off, str(obj)))
             seq = obj["seq"]
             if seq != expect:

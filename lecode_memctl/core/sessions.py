@@ -866,7 +866,7 @@ class _File:
         """:meth:`seek_seq`, and whether the offset is the first of bad lines
         that no record follows (only bad lines, then a torn tail or the end):
         ``target`` is then past the last record, and whether those lines are
-        in its way depends on where they sit (:meth:`record_before`)."""
+        in its way depends on where they sit (:func:`record_before`)."""
         if target <= 0:
             return 0, False
         lo, hi = 0, self.size   # lo is a line start; every line before lo has seq < target
@@ -927,47 +927,6 @@ class _File:
             return bad, False
         return (bad, True) if bad is not None else (self.size, False)
 
-    def record_before(self, off: int) -> int | None:
-        """The seq of the nearest record before the line at byte ``off`` (a
-        line start): the lines before it are read backwards, those that are
-        not records stepped over, so a corrupt line whose first bytes look
-        like ``{"seq":N,`` (the first half of a record split in two) is not
-        taken for record N.  None when no record precedes it.  A line longer
-        than ``_CHUNK`` whose first bytes give its seq is taken at its word,
-        as the search takes it.  Rare: for bad lines after the last record
-        (:meth:`seek_span`), the position they sit at (the audit's rule)."""
-        fd = self.fh.fileno()
-        end = off - 1            # the newline ending the line before
-        while end > 0:
-            start = self._line_start(end)
-            head = os.pread(fd, min(64, end - start), start)
-            fast = fast_seq(head)
-            if fast is not None and end - start > _CHUNK:
-                return fast
-            kind, obj = self.classify(start, os.pread(fd, end - start, start))
-            if kind == "record":
-                seq: int = obj["seq"]
-                return seq
-            if kind == TOO_LARGE and fast is not None:
-                return fast
-            end = start - 1
-        return None
-
-    def _line_start(self, end: int) -> int:
-        """Start of the line whose newline is at byte ``end``, found by
-        reading backwards a block at a time (doubling up to ``_CHUNK``)."""
-        fd = self.fh.fileno()
-        pos = end
-        step = 256
-        while pos > 0:
-            n = min(step, pos)
-            i = os.pread(fd, n, pos - n).rfind(b"\n")
-            if i >= 0:
-                return pos - n + i + 1
-            pos -= n
-            step = min(step * 2, _CHUNK)
-        return 0
-
     def last_lines(self, nbytes: int = _TAIL_BYTES) -> tuple[list[tuple[int, bytes]], bool]:
         """The complete lines in the last ``nbytes`` (the first, possibly partial,
         one dropped unless the window reaches the file start) and whether the
@@ -996,6 +955,41 @@ class _File:
             if offs or begin == 0:
                 return offs, torn
             nbytes *= 2
+
+
+def record_before(fd: int, off: int) -> int | None:
+    """The seq of the nearest record before the line at byte ``off`` (a line
+    start) of the file ``fd``: the lines before it are read backwards (a
+    block at a time, doubling up to ``_CHUNK``), those that are not records
+    stepped over, so a corrupt line whose first bytes look like
+    ``{"seq":N,`` (the first half of a record split in two) is not taken for
+    record N.  None when no record precedes it.  A line longer than
+    ``_CHUNK`` whose first bytes give its seq is taken at its word, as the
+    session search and the audit's scan take it.  A corrupt line sits at the
+    position after this record: the range reads ask for bad lines after the
+    last record, the default audit for one after a line it did not parse."""
+    end = off - 1            # the newline ending the line before
+    while end > 0:
+        start, step = end, 256     # back to the newline before (or the file start)
+        while start > 0:
+            n = min(step, start)
+            i = os.pread(fd, n, start - n).rfind(b"\n")
+            if i >= 0:
+                start += i + 1 - n
+                break
+            start -= n
+            step = min(step * 2, _CHUNK)
+        fast = fast_seq(os.pread(fd, min(64, end - start), start))
+        if fast is not None and end - start > _CHUNK:
+            return fast
+        kind, obj = _classify(os.pread(fd, end - start, start))
+        if kind == "record":
+            seq: int = obj["seq"]
+            return seq
+        if kind == TOO_LARGE and fast is not None:
+            return fast
+        end = start - 1
+    return None
 
 
 def records_by_line(data: bytes, end: int, lines: list[bytes] | None = None
@@ -1411,7 +1405,7 @@ class SessionStore:
                 if bad_tail and off == pos:
                     # only bad lines from here on: they are in the span only
                     # where they sit, at the position after the record before
-                    c = f.record_before(off)
+                    c = record_before(f.fh.fileno(), off)
                     if c is None or not start - 1 <= c < end:
                         return _SpanRead(records, last_seq, None)
                 return _SpanRead(records, last_seq, (kind, off, str(obj)))

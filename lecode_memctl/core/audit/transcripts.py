@@ -31,6 +31,7 @@ from ..sessions import (
     finder_in,
     load_record,
     not_an_event,
+    record_before,
     records_by_line,
 )
 from ..sourceref import MAX_SPAN, RecordsUndigestible, SourceStatus, canonical_digest, status_for
@@ -660,7 +661,8 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                 except (orjson.JSONDecodeError, MemoryError):
                     rec = loads(line)          # its fallbacks, and RecordTooLarge
             except JSONDecodeError as exc:
-                corrupt_after.append(last_seq)
+                corrupt_after.append(last_seq if deep or last_seq + 1 not in needed
+                                     else _sits_after(fd, offset - len(line) - 1))
                 too_large = isinstance(exc, RecordTooLarge)
                 if deep:
                     if too_large:   # (decoding it would need the memory again)
@@ -680,7 +682,8 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                 continue
             seq = rec.get("seq") if type(rec) is dict else None
             if type(seq) is not int or seq < 0:
-                corrupt_after.append(last_seq)
+                corrupt_after.append(last_seq if deep or last_seq + 1 not in needed
+                                     else _sits_after(fd, offset - len(line) - 1))
                 if deep:
                     reason = "not_object" if type(rec) is not dict else "no_seq"
                     add("session.corrupt_line", f"line {lineno} is corrupt ({reason})",
@@ -721,6 +724,19 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
             sc.statuses[(seqs, digest, purpose)] = status(seqs, digest, purpose)
     if deep:
         _compaction(compacts, sid, status, add)
+
+
+def _sits_after(fd: int, off: int) -> int:
+    """The seq of the record before the corrupt line at byte ``off``, for the
+    default mode's line loop, which steps over a line no span needs by its
+    first bytes: the line that gave ``last_seq`` may be the first half of a
+    record split in two (``{"seq":N,`` and no record), which sits, as
+    ``--deep`` and the range reads place it, after the record before it
+    (sessions.record_before).  Asked only where it matters: when the
+    position after ``last_seq`` is cited (a line the loop parsed is never
+    such a half: it is a record or counted corrupt)."""
+    c = record_before(fd, off)
+    return c if c is not None else -1
 
 
 def _span_status(seqs: tuple[int, ...], digest: str, purpose: str, records: dict[int, dict[str, Any]],

@@ -262,6 +262,28 @@ _EXPECTED = {
 _EXPECTED["two_bad_lines"] = _EXPECTED["bad_line"]
 
 
+def _every_reader(store, refs, monkeypatch) -> dict[str, dict]:
+    """Each reference's reason (or "valid") from the one-reference read, the
+    engine (whole parse, then the sweep) and both audits."""
+    from lecode_memctl.core import sessions as sessions_mod
+    from lecode_memctl.core.audit import Audit
+
+    ss = SessionStore(store)
+    out = {"one": {ref: ss.validate_source(ref, "durable").reason or "valid" for ref in refs}}
+    for name, limit in (("whole", sessions_mod._WHOLE_LIMIT), ("sweep", 0)):
+        monkeypatch.setattr(sessions_mod, "_WHOLE_LIMIT", limit)
+        out[name] = {ref: st.reason or "valid"
+                     for ref, st in ss.validate_many(list(refs), "durable").items()}
+    monkeypatch.undo()
+    for deep in (False, True):
+        a = Audit(store, deep=deep, parallel=False, now=1.9e9)
+        list(a.run())
+        got = dict.fromkeys(refs, "valid")
+        got.update({ref: st.reason for (ref, _p), st in a._statuses.items() if ref in got})
+        out["deep" if deep else "default"] = got
+    return out
+
+
 @pytest.mark.parametrize("pad", [0, 3000])      # 3000: past the binary search's linear window
 @pytest.mark.parametrize("tail", sorted(_TAILS))
 @pytest.mark.parametrize("torn", [False, True])
@@ -270,50 +292,66 @@ def test_corrupt_lines_at_the_end_matter_only_where_they_are(store, tail, pad, t
     span that starts there is corrupt, one that starts further on is past the
     end (position_missing) -- for the one-reference read, the engine (whole
     parse and sweep), ``records``/``read`` and both audits alike."""
-    from lecode_memctl.core import sessions as sessions_mod
-    from lecode_memctl.core.audit import Audit
     from lecode_memctl.core.facts import FactStore
     from lecode_memctl.core.sessions import PositionMissing
 
     recs = [msg(i, f"m{i} " + "x" * pad) for i in range(1, 7)]
+    by_seq = {r["seq"]: r for r in recs}
     expected = _EXPECTED[tail]
     # one transcript per span (the default audit parses only the cited
     # spans' lines), and one citing every span
     groups = [(f"c{i}", [span]) for i, span in enumerate(expected)] + [("call", list(expected))]
-    refs = []
+    want = {}
     with FactStore(store.facts_db) as fs:
         for sid, spans in groups:
             lines = _TAILS[tail]([line(header(sid))] + [line(r) for r in recs])
             write(store, b"".join(lines) + (b'{"seq":99,"ty' if torn else b""), sid=sid)
             for lo, hi in spans:
-                by_seq = {r["seq"]: r for r in recs}
                 ref = SourceRef(sid, tuple(range(lo, hi + 1)),
                                 canonical_digest([by_seq.get(q, {"seq": q}) for q in range(lo, hi + 1)]))
                 fs.add(f"fact {sid} {lo} {hi}", ref=ref)
-                refs.append(((lo, hi), ref))
-    want = {ref: expected[span] for span, ref in refs}
-    ss = SessionStore(store)
-    assert {ref: ss.validate_source(ref, "durable").reason or "valid" for _s, ref in refs} == want
-    for limit in (sessions_mod._WHOLE_LIMIT, 0):            # whole parse, then the sweep
-        monkeypatch.setattr(sessions_mod, "_WHOLE_LIMIT", limit)
-        got = ss.validate_many([ref for _s, ref in refs], "durable")
-        assert {ref: st.reason or "valid" for ref, st in got.items()} == want
-    for deep in (False, True):
-        a = Audit(store, deep=deep, parallel=False, now=1.9e9)
-        list(a.run())
-        got = {ref: "valid" for _s, ref in refs}
-        got.update({ref: st.reason for (ref, _p), st in a._statuses.items()})
-        assert got == want, deep
+                want[ref] = expected[(lo, hi)]
+    for reader, got in _every_reader(store, want, monkeypatch).items():
+        assert got == want, reader
     # the range reads: corrupt (exit 5) or past the end (exit 3)
+    ss = SessionStore(store)
+    last = 6 if tail != "split_last" else 5
     for (lo, hi), reason in expected.items():
         if reason == "records_corrupt":
             with pytest.raises(SessionCorrupt):
                 ss.records("call", lo, hi)
         elif reason == "position_missing":
-            assert [r["seq"] for r in ss.records("call", lo, hi)] == list(range(lo, 7 if tail != "split_last" else 6))
-            if lo > (6 if tail != "split_last" else 5):
+            assert [r["seq"] for r in ss.records("call", lo, hi)] == list(range(lo, last + 1))
+            if lo > last:
                 with pytest.raises(PositionMissing):
                     ss.source_snapshot("call", lo, hi)
-    last = 6 if tail != "split_last" else 5
     assert run_cli("--store", str(store.path), "read", "call", str(last + 1), str(last + 1)).exit_code == 5
     assert run_cli("--store", str(store.path), "read", "call", str(last + 2), str(last + 3)).exit_code == 3
+
+
+def test_a_huge_line_before_corrupt_lines_at_the_end(store, monkeypatch):
+    """The same rule where the line before the corrupt ones is longer than
+    the readers parse to place them: a record (taken at its word by its
+    first bytes), or the first half of one split in two, which is not."""
+    from lecode_memctl.core.facts import FactStore
+
+    big = msg(6, "z" * (3 << 20))
+    whole = orjson.dumps(big)
+    tails = {   # -> the record before the corrupt lines
+        "record": ([whole, b"{not json"], 6),
+        "split_at_start": (whole.replace(b',"type"', b',\n"type"', 1).split(b"\n"), 5),
+        "split_in_content": ([whole[:len(whole) // 2], whole[len(whole) // 2:-30], whole[-30:]], 5),
+    }
+    want = {}
+    with FactStore(store.facts_db) as fs:
+        for name, (tail, c) in tails.items():
+            sid = name.replace("_", "-")
+            recs = [msg(i, f"m{i}") for i in range(1, 6)] + [big]
+            write(store, b"".join([line(header(sid))] + [line(r) for r in recs[:5]]
+                                  + [t + b"\n" for t in tail]), sid=sid)
+            for q in (c, c + 1, c + 2):
+                ref = SourceRef(sid, (q,), canonical_digest([recs[q - 1]] if q <= 6 else [{"seq": q}]))
+                fs.add(f"fact {sid} {q}", ref=ref)
+                want[ref] = {c: "valid", c + 1: "records_corrupt", c + 2: "position_missing"}[q]
+    for reader, got in _every_reader(store, want, monkeypatch).items():
+        assert got == want, reader

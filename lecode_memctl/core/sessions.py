@@ -964,8 +964,10 @@ def record_before(fd: int, off: int) -> int | None:
     stepped over, so a corrupt line whose first bytes look like
     ``{"seq":N,`` (the first half of a record split in two) is not taken for
     record N.  None when no record precedes it.  A line longer than
-    ``_CHUNK`` whose first bytes give its seq is taken at its word, as the
-    session search and the audit's scan take it.  A corrupt line sits at the
+    ``_CHUNK`` whose first bytes give its seq is not parsed: it is taken at
+    its word, as the session search and the audit's scan take it, when its
+    last bytes end an object, else it is a corrupt line (issue 16.5: a huge
+    record is not read whole to be placed).  A corrupt line sits at the
     position after this record: the range reads ask for bad lines after the
     last record, the default audit for one after a line it did not parse."""
     end = off - 1            # the newline ending the line before
@@ -981,7 +983,12 @@ def record_before(fd: int, off: int) -> int | None:
             step = min(step * 2, _CHUNK)
         fast = fast_seq(os.pread(fd, min(64, end - start), start))
         if fast is not None and end - start > _CHUNK:
-            return fast
+            # not read whole: taken at its word if it ends as an object does
+            # (the first half of a split record does not)
+            if os.pread(fd, 64, end - 64).rstrip(b" \t\r").endswith(b"}"):
+                return fast
+            end = start - 1
+            continue
         kind, obj = _classify(os.pread(fd, end - start, start))
         if kind == "record":
             seq: int = obj["seq"]

@@ -355,3 +355,33 @@ def test_a_huge_line_before_corrupt_lines_at_the_end(store, monkeypatch):
                 want[ref] = {c: "valid", c + 1: "records_corrupt", c + 2: "position_missing"}[q]
     for reader, got in _every_reader(store, want, monkeypatch).items():
         assert got == want, reader
+
+
+def test_the_default_audit_places_a_run_of_corrupt_lines_once(tmp_path, monkeypatch):
+    """A run of corrupt lines before a cited span sits after one record: the
+    default audit looks back for it once, not once per line (it was
+    quadratic: 58 s for 4,000 such lines of 60 bytes)."""
+    import orjson as _orjson
+
+    from lecode_memctl.core.audit import Audit
+    from lecode_memctl.core.audit import transcripts as tr
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.sourceref import SourceRef, canonical_digest
+
+    st = store_at(tmp_path / "runs-0123456789ab")
+    st.sessions_dir.mkdir(parents=True)
+    hdr = {"seq": 0, "type": "session", "format": 1, "session_id": "s1",
+           "project": "runs-0123456789ab", "created": "2026-01-01T00:00:00Z"}
+    msgs = [{"seq": i, "type": "message", "role": "user", "content": f"m{i}"} for i in range(1, 8)]
+    lines = [_orjson.dumps(r) for r in [hdr, *msgs[:5]]] + [b"{not json yyy}"] * 500 \
+        + [_orjson.dumps(r) for r in msgs[5:]]
+    (st.sessions_dir / "s1.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    with FactStore(st.facts_db) as fs:
+        fs.add("six", ref=SourceRef("s1", (6,), canonical_digest([msgs[5]])))
+    calls = []
+    real = tr._sits_after
+    monkeypatch.setattr(tr, "_sits_after", lambda fd, off: calls.append(off) or real(fd, off))
+    a = Audit(st, parallel=False, now=1.9e9)
+    list(a.run())
+    assert len(calls) == 1

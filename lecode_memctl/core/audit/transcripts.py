@@ -575,6 +575,7 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
     expected = 0
     last_seq = -1
     lineno = 0
+    run_at, run_c = -1, -1    # the last corrupt line placed by _sits_after, and its place
     offset = 0
     rest = b""
     refused = False
@@ -661,8 +662,13 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                 except (orjson.JSONDecodeError, MemoryError):
                     rec = loads(line)          # its fallbacks, and RecordTooLarge
             except JSONDecodeError as exc:
-                corrupt_after.append(last_seq if deep or last_seq + 1 not in needed
-                                     else _sits_after(fd, offset - len(line) - 1))
+                if deep or last_seq + 1 not in needed:
+                    corrupt_after.append(last_seq)
+                else:   # a run of corrupt lines sits after one record: placed once
+                    if run_at != lineno - 1:
+                        run_c = _sits_after(fd, offset - len(line) - 1)
+                    run_at = lineno
+                    corrupt_after.append(run_c)
                 too_large = isinstance(exc, RecordTooLarge)
                 if deep:
                     if too_large:   # (decoding it would need the memory again)
@@ -682,8 +688,13 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                 continue
             seq = rec.get("seq") if type(rec) is dict else None
             if type(seq) is not int or seq < 0:
-                corrupt_after.append(last_seq if deep or last_seq + 1 not in needed
-                                     else _sits_after(fd, offset - len(line) - 1))
+                if deep or last_seq + 1 not in needed:
+                    corrupt_after.append(last_seq)
+                else:   # a run of corrupt lines sits after one record: placed once
+                    if run_at != lineno - 1:
+                        run_c = _sits_after(fd, offset - len(line) - 1)
+                    run_at = lineno
+                    corrupt_after.append(run_c)
                 if deep:
                     reason = "not_object" if type(rec) is not dict else "no_seq"
                     add("session.corrupt_line", f"line {lineno} is corrupt ({reason})",

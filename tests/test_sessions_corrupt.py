@@ -363,8 +363,7 @@ def test_the_default_audit_places_a_run_of_corrupt_lines_once(tmp_path, monkeypa
     quadratic: 58 s for 4,000 such lines of 60 bytes)."""
     import orjson as _orjson
 
-    from lecode_memctl.core.audit import Audit
-    from lecode_memctl.core.audit import transcripts as tr
+    from lecode_memctl.core.audit import Audit, transcripts as tr
     from lecode_memctl.core.facts import FactStore
     from lecode_memctl.core.layout import store_at
     from lecode_memctl.core.sourceref import SourceRef, canonical_digest

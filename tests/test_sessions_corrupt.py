@@ -379,8 +379,8 @@ def test_the_default_audit_places_a_run_of_corrupt_lines_once(tmp_path, monkeypa
     with FactStore(st.facts_db) as fs:
         fs.add("six", ref=SourceRef("s1", (6,), canonical_digest([msgs[5]])))
     calls = []
-    real = tr._sits_after
-    monkeypatch.setattr(tr, "_sits_after", lambda fd, off: calls.append(off) or real(fd, off))
+    real = tr.record_before
+    monkeypatch.setattr(tr, "record_before", lambda fd, off: calls.append(off) or real(fd, off))
     a = Audit(st, parallel=False, now=1.9e9)
     list(a.run())
     assert len(calls) == 1

@@ -1918,12 +1918,11 @@ class SessionStore:
                     prev = max(prev, seq)
                 else:
                     prev = seq
-                if (obj.get("type") == "event" and obj.get("event") in ("undo", "redo")
-                        and bad_target(obj) and event_line(line)):
+                is_event = obj.get("type") == "event" and event_line(line)
+                if is_event and obj.get("event") in ("undo", "redo") and bad_target(obj):
                     yield ScanItem(lineno, off, BAD_TARGET, seq, None,
                                    "undo/redo target must be [first, last] entirely before the event")
-                yield ScanItem(lineno, off, "record", seq, obj,
-                               event=obj.get("type") == "event" and event_line(line))
+                yield ScanItem(lineno, off, "record", seq, obj, event=is_event)
 
 
 # --------------------------------------------------------------------------

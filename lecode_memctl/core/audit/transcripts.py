@@ -575,7 +575,7 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
     expected = 0
     last_seq = -1
     lineno = 0
-    run_at, run_c = -1, -1    # the last corrupt line placed by _sits_after, and its place
+    run = [-1, -1]            # the last corrupt line placed by _sits_after, and its place
     offset = 0
     rest = b""
     refused = False
@@ -662,13 +662,8 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                 except (orjson.JSONDecodeError, MemoryError):
                     rec = loads(line)          # its fallbacks, and RecordTooLarge
             except JSONDecodeError as exc:
-                if deep or last_seq + 1 not in needed:
-                    corrupt_after.append(last_seq)
-                else:   # a run of corrupt lines sits after one record: placed once
-                    if run_at != lineno - 1:
-                        run_c = _sits_after(fd, offset - len(line) - 1)
-                    run_at = lineno
-                    corrupt_after.append(run_c)
+                corrupt_after.append(last_seq if deep or last_seq + 1 not in needed
+                                     else _sits_after(run, fd, lineno, offset - len(line) - 1))
                 too_large = isinstance(exc, RecordTooLarge)
                 if deep:
                     if too_large:   # (decoding it would need the memory again)
@@ -688,13 +683,8 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                 continue
             seq = rec.get("seq") if type(rec) is dict else None
             if type(seq) is not int or seq < 0:
-                if deep or last_seq + 1 not in needed:
-                    corrupt_after.append(last_seq)
-                else:   # a run of corrupt lines sits after one record: placed once
-                    if run_at != lineno - 1:
-                        run_c = _sits_after(fd, offset - len(line) - 1)
-                    run_at = lineno
-                    corrupt_after.append(run_c)
+                corrupt_after.append(last_seq if deep or last_seq + 1 not in needed
+                                     else _sits_after(run, fd, lineno, offset - len(line) - 1))
                 if deep:
                     reason = "not_object" if type(rec) is not dict else "no_seq"
                     add("session.corrupt_line", f"line {lineno} is corrupt ({reason})",
@@ -737,17 +727,22 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
         _compaction(compacts, sid, status, add)
 
 
-def _sits_after(fd: int, off: int) -> int:
-    """The seq of the record before the corrupt line at byte ``off``, for the
-    default mode's line loop, which steps over a line no span needs by its
-    first bytes: the line that gave ``last_seq`` may be the first half of a
-    record split in two (``{"seq":N,`` and no record), which sits, as
-    ``--deep`` and the range reads place it, after the record before it
-    (sessions.record_before).  Asked only where it matters: when the
-    position after ``last_seq`` is cited (a line the loop parsed is never
-    such a half: it is a record or counted corrupt)."""
-    c = record_before(fd, off)
-    return c if c is not None else -1
+def _sits_after(run: list[int], fd: int, lineno: int, off: int) -> int:
+    """The seq of the record before the corrupt line ``lineno`` at byte
+    ``off``, for the default mode's line loop, which steps over a line no
+    span needs by its first bytes: the line that gave ``last_seq`` may be
+    the first half of a record split in two (``{"seq":N,`` and no record),
+    which sits, as ``--deep`` and the range reads place it, after the record
+    before it (sessions.record_before; -1 when none).  Asked only where it
+    matters: when the position after ``last_seq`` is cited (a line the loop
+    parsed is never such a half: it is a record or counted corrupt).  A run
+    of consecutive corrupt lines sits after one record, so it is looked for
+    once per run: ``run`` is [the last corrupt line placed, its place]."""
+    if run[0] != lineno - 1:
+        c = record_before(fd, off)
+        run[1] = c if c is not None else -1
+    run[0] = lineno
+    return run[1]
 
 
 def _span_status(seqs: tuple[int, ...], digest: str, purpose: str, records: dict[int, dict[str, Any]],

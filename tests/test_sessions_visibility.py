@@ -238,3 +238,29 @@ def test_bind_facts_by_project_root(tmp_path, config_dir):
     ss2 = SessionStore(store)
     ss2.bind_facts(make_repo(tmp_path / "other"), facts)
     assert status(ss2, ref) == ("valid", None)
+
+
+class _IntSub(int):
+    pass
+
+
+@pytest.mark.parametrize("epoch, generation, hidden", [
+    (0, 0, False), (1, 1, False), (2, 1, False), (0, 1, True), (-1, 0, True),
+    (None, 0, False), (None, 1, True), (True, 0, False), (True, 1, True),   # a bool is no epoch
+    (1.0, 1, True), ("1", 1, True), (_IntSub(1), 1, False), (_IntSub(0), 1, True),
+])
+@pytest.mark.parametrize("who", [{"role": "assistant"}, {"role": "tool"},
+                                 {"role": "user", "synthetic": True}])
+def test_epoch_rule_of_the_predicate_itself(epoch, generation, hidden, who):
+    from lecode_memctl.core.sessions import UndoState, visible
+
+    rec = {"seq": 3, "type": "message", **who, "content": "x"}
+    if epoch is not None:
+        rec["epoch"] = epoch
+    for purpose in ("working", "durable"):
+        got = visible(rec, purpose=purpose, excluded=frozenset(), generation=generation,
+                      undo_state=UndoState(), clear_seq=None)
+        assert got == ((False, "epoch") if hidden else (True, None))
+    user = {"seq": 3, "type": "message", "role": "user", "content": "x", "epoch": epoch}
+    assert visible(user, purpose="working", excluded=frozenset(), generation=generation,
+                   undo_state=UndoState(), clear_seq=None) == (True, None)

@@ -318,9 +318,12 @@ def first_hidden(records: Iterable[dict[str, Any]], *, purpose: str, excluded: f
         raise UsageError(f"unknown purpose {purpose!r}; use working or durable")
     undo = undo_state.state if undo_state._undo else None   # (no undo/redo: nothing undone)
     clear = clear_seq if purpose == "working" else None
+    # (this loop runs for every cited record, and with --deep for every
+    # record of every lineage chunk: an exact int is told apart without a call)
     for record in records:
-        if record.get("type") != "message":
-            seq = record.get("seq")
+        get = record.get
+        if get("type") != "message":
+            seq = get("seq")
             return (seq if _is_int(seq) else None), "not_message"
         pos = record["seq"]
         if pos in excluded:
@@ -330,11 +333,11 @@ def first_hidden(records: Iterable[dict[str, Any]], *, purpose: str, excluded: f
         if clear is not None and pos < clear:
             return pos, "cleared"
         if is_generated(record):
-            epoch = record.get("epoch")
-            if not _is_int(epoch):
-                if generation > 0:
+            epoch = get("epoch")
+            if type(epoch) is int or _is_int(epoch):
+                if epoch < generation:
                     return pos, "epoch"
-            elif epoch < generation:
+            elif generation > 0:
                 return pos, "epoch"
     return None
 

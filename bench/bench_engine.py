@@ -10,6 +10,13 @@
   join revisions using (fact_id)"`` (the same rows dumped by SQLite alone),
   the three run in turn ``--runs`` times (paired: one run shares the load);
   target <= 4x.  ``--keep DIR`` builds the store there once and reuses it.
+  A fourth case in the same rounds is the floor of this language: a fresh
+  CPython process that reads the rows ``facts --all`` prints (each fact's
+  revisions and their source references, one joined query through
+  CPython's ``sqlite3``, in whatever order SQLite finds fastest) and writes
+  each as a JSON line with ``orjson``, with no check, no status and no
+  transcript read.  Its ratio to the dump
+  is what any listing written in CPython pays before it decides anything.
 * a read at the start of a large transcript (``--scan-mib``, default 256;
   ``--quick`` 32): ``SessionStore.events(sid, 1)`` in-process, whose cost is
   the raw-byte scan for event records, against ``grep -c -F
@@ -95,6 +102,26 @@ def big_transcript(path: Path, mib: int, prose: bool = False) -> None:
             seq += 1
 
 
+FLOOR = """
+import sqlite3, sys, orjson
+db = sqlite3.connect("file:" + sys.argv[1] + "?mode=ro", uri=True)
+cur = db.execute("SELECT f.fact_id, f.revision, f.created, f.updated, r.revision, r.text, "
+                 "r.created, s.session_id, s.seqs, s.digest FROM facts f "
+                 "JOIN revisions r USING (fact_id) LEFT JOIN source_refs s "
+                 "ON s.fact_id = r.fact_id AND s.revision = r.revision")
+out = sys.stdout.buffer
+dumps, loads = orjson.dumps, orjson.loads
+while True:
+    rows = cur.fetchmany(2000)
+    if not rows:
+        break
+    for fid, rev, created, updated, rrev, text, rcreated, sid, seqs, digest in rows:
+        out.write(dumps({"type": "fact", "fact_id": fid, "revision": rev, "text": text,
+                         "source_ref": {"session_id": sid, "seqs": loads(seqs), "digest": digest},
+                         "created": created, "updated": updated}) + b"\\n")
+"""
+
+
 SCAN = """
 import sys, time
 from lecode_memctl.core.layout import store_at
@@ -156,22 +183,29 @@ def facts_rows(root: Path, n: int, runs: int) -> str:
     dump = ["sqlite3", "-json", str(db), "select * from facts join revisions using (fact_id)"]
     base = [MEMCTL, "--store", str(store)]
     got = paired({"dump": dump, "facts": base + ["facts", "--all", "--format", "jsonl"],
-                  "validate": base + ["validate", "-q"]}, runs, {"validate": (0, 1)})
-    d, f, v = got["dump"], got["facts"], got["validate"]
+                  "validate": base + ["validate", "-q"], "floor": [PY, "-c", FLOOR, str(db)]},
+                 runs, {"validate": (0, 1)})
+    d, f, v, fl = got["dump"], got["facts"], got["validate"], got["floor"]
     nf = f"{n:,} facts"
     print(f"sqlite3 -json dump ({nf}):          {d[0]:7.2f} s")
+    print(f"floor: CPython rows -> JSON lines:  {fl[0]:7.2f} s  {fl[0] / d[0]:5.1f}x  "
+          "(no check, no status, no transcript)")
     print(f"memctl facts --all --format jsonl:  {f[0]:7.2f} s  {f[0] / d[0]:5.1f}x  "
           f"peak RSS {f[1] / 1024:.1f} MiB")
     print(f"memctl validate -q:                 {v[0]:7.2f} s  {v[0] / d[0]:5.1f}x  "
           f"peak RSS {v[1] / 1024:.1f} MiB")
     B, R = "engine", f"`sqlite3 -json` dump ({nf})"
     record(B, R, d[0], rss_kib=d[1], note="reference")
+    record(B, f"floor: the same rows and their sources fetched by CPython's sqlite3, "
+           f"written by orjson, no check ({nf})", fl[0], rss_kib=fl[1], reference=R,
+           ref_seconds=d[0], note="the language's floor for a listing")
     record(B, f"memctl facts --all --format jsonl ({nf})", f[0], rss_kib=f[1], reference=R,
            ref_seconds=d[0], target="<= 4", met=f[0] / d[0] <= 4)
     record(B, f"memctl validate -q ({nf})", v[0], rss_kib=v[1], reference=R,
            ref_seconds=d[0], target="<= 4", met=v[0] / d[0] <= 4)
     FACTS_TIMES.update(facts=f[0], validate=v[0], n=n)
-    return f"facts --all {f[0] / d[0]:.1f}x, validate -q {v[0] / d[0]:.1f}x the sqlite3 dump"
+    return (f"facts --all {f[0] / d[0]:.1f}x, validate -q {v[0] / d[0]:.1f}x the sqlite3 dump "
+            f"(a CPython listing's floor: {fl[0] / d[0]:.1f}x)")
 
 
 FACTS_TIMES: dict[str, float] = {}

@@ -7,6 +7,7 @@ import itertools
 import os
 import re
 import stat
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -567,6 +568,16 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
     needed: set[int] = set()
     for seqs, _d, _p in need:
         needed.update(range(seqs[0], seqs[-1] + 1))
+    # The line loop steps over a line no span needs by its first bytes
+    # ({"seq":N,), taking it for record N; a corrupt line may begin so too.
+    # That is harmless below ``gate``, the first cited position no record has
+    # reached: a line whose prefix names a seq at or past it is parsed (in a
+    # regular transcript the record ``gate`` comes first and moves it on), so
+    # a prefix never makes a cited position look below the last record
+    # (records_corrupt) when no record is past it (position_missing), nor
+    # makes a cited record look repeated.
+    cited = sorted(needed)
+    gate = cited[0] if cited else _NO_GATE
     records: dict[int, dict[str, Any]] = {}
     corrupt_after: list[int] = []       # the previous record's seq of each corrupt line
     dup_seqs: set[int] = set()
@@ -649,7 +660,8 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
             rec = None
             if not deep:
                 seq = fast_seq(line)
-                if seq is not None and seq not in needed and b'"event"' not in line:
+                if (seq is not None and seq < gate and seq not in needed
+                        and b'"event"' not in line):
                     if seq != expected and seq <= last_seq:
                         dup_seqs.add(seq)
                     if seq > last_seq:
@@ -701,6 +713,9 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
             if seq > last_seq:
                 last_seq = seq
                 expected = seq + 1
+            if seq >= gate:
+                i = bisect_right(cited, seq)
+                gate = cited[i] if i < len(cited) else _NO_GATE
             if deep or seq in needed:
                 records.setdefault(seq, rec)
             if rec.get("type") == "event":
@@ -725,6 +740,9 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
             sc.statuses[(seqs, digest, purpose)] = status(seqs, digest, purpose)
     if deep:
         _compaction(compacts, sid, status, add)
+
+
+_NO_GATE = 1 << 63     # (no cited position left: every line may be stepped over)
 
 
 def _sits_after(run: list[int], fd: int, lineno: int, off: int) -> int:

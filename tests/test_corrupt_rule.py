@@ -1,0 +1,122 @@
+""""Corrupt lines matter only where they sit" (docs/FORMAT.md, "Torn tail and
+corruption"): the same reason for every span from every reader -- the
+one-reference read, the engine (whole parse and sweep), ``records``/``read``,
+the default audit (in memory and its line loop) and ``--deep`` -- where the
+transcript holds lines whose first bytes say more than the line is: corrupt
+lines beginning ``{"seq":N,``, lines over 1 MiB (judged by their first and
+last bytes), and ``too_large`` records among corrupt lines."""
+
+from __future__ import annotations
+
+import os
+
+import orjson
+import pytest
+
+from lecode_memctl.core.sessions import PositionMissing, SessionCorrupt, SessionStore
+from lecode_memctl.core.sourceref import SourceRef, canonical_digest
+
+from .conftest import run_cli
+from .test_sessions_corrupt import _every_reader, header, line, msg, write
+
+BIG = 3 << 20     # past the 1 MiB the readers parse to place a line
+
+
+def _huge(seq: int) -> bytes:
+    return orjson.dumps(msg(seq, "z" * BIG))
+
+
+def _too_deep(seq: int) -> bytes:
+    return (b'{"seq":%d,"type":"message","role":"user","content":' % seq
+            + b"[" * 2000 + b"]" * 2000 + b"}")
+
+
+_BAD_BYTE = _huge(6)[:1000] + b"\xff" + _huge(6)[1001:]
+_RECS = {i: msg(i, f"m{i}") for i in range(1, 6)}
+
+# lines after records 1..5 (each pair: extra lines, expected reason per span)
+CASES = {
+    # 1. corrupt lines whose prefix names a seq: they are no records, the
+    #    last record is 5 and they sit at 6
+    "prefix_tail": ([b'{"seq":6,"x"', b'{"seq":8,"x"'],
+                    {(5, 5): "valid", (5, 6): "records_corrupt", (6, 6): "records_corrupt",
+                     (7, 7): "position_missing", (7, 8): "position_missing",
+                     (8, 8): "position_missing"}),
+    # ... nor is a seq repeated when one of them names a higher seq
+    "prefix_mid": ([b'{"seq":9,"x"', orjson.dumps(msg(6, "m6")), orjson.dumps(msg(7, "m7"))],
+                   {(5, 5): "valid", (5, 6): "records_corrupt", (6, 6): "valid",
+                    (6, 7): "valid", (7, 7): "valid", (8, 8): "position_missing",
+                    (9, 9): "position_missing"}),
+}
+
+
+@pytest.fixture
+def store(store):
+    """conftest's store with its sessions/ directory."""
+    os.makedirs(store.sessions_dir, mode=0o700)
+    return store
+
+
+def _lines(sid: str, extra: list[bytes]) -> bytes:
+    return b"".join([line(header(sid))] + [line(_RECS[i]) for i in range(1, 6)]
+                    + [x + b"\n" for x in extra])
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_reader_places_lines_by_the_same_rule(store, case, monkeypatch):
+    from lecode_memctl.core.audit import Audit, transcripts
+    from lecode_memctl.core.facts import FactStore
+
+    extra, expected = CASES[case]
+    recs = dict(_RECS)     # (the digests: of the records there are)
+    for x in extra:
+        try:
+            r = orjson.loads(x)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(r, dict) and isinstance(r.get("seq"), int):
+            recs[r["seq"]] = r
+    # one transcript per span (the default audit parses only the cited
+    # spans' lines, and places corrupt lines near them), one citing all
+    groups = [(f"c{i}", [span]) for i, span in enumerate(expected)] + [("call", list(expected))]
+    want = {}
+    with FactStore(store.facts_db) as fs:
+        for sid, spans in groups:
+            write(store, _lines(sid, extra), sid=sid)
+            for lo, hi in spans:
+                ref = SourceRef(sid, tuple(range(lo, hi + 1)),
+                                canonical_digest([recs.get(q, {"seq": q}) for q in range(lo, hi + 1)]))
+                fs.add(f"fact {sid} {lo} {hi}", ref=ref)
+                want[ref] = expected[(lo, hi)]
+    got = _every_reader(store, want, monkeypatch)
+    # the default audit's line loop too (a transcript held in memory is
+    # read by it only when it is irregular)
+    monkeypatch.setattr(transcripts, "FAST_LIMIT", -1)
+    a = Audit(store, deep=False, parallel=False, now=1.9e9)
+    list(a.run())
+    loop = dict.fromkeys(want, "valid")
+    loop.update({ref: st.reason for (ref, _p), st in a._statuses.items() if ref in loop})
+    got["default-loop"] = loop
+    monkeypatch.undo()
+    wrong = {reader: {(r.session_id, r.seqs[0], r.seqs[-1]): (v, want[r])
+                      for r, v in g.items() if v != want[r]}
+             for reader, g in got.items()}
+    assert not any(wrong.values()), str({k: v for k, v in wrong.items() if v})
+    # the range reads: corrupt (exit 5), short (the records there are) or past the end (exit 3)
+    ss = SessionStore(store)
+    for (lo, hi), reason in expected.items():
+        if reason == "records_corrupt":
+            with pytest.raises(SessionCorrupt):
+                ss.records("call", lo, hi)
+        elif reason == "position_missing":
+            seqs = [r["seq"] for r in ss.records("call", lo, hi)]
+            assert seqs == list(range(lo, lo + len(seqs))) and len(seqs) <= hi - lo, (lo, hi)
+            if not seqs:
+                with pytest.raises(PositionMissing):
+                    ss.source_snapshot("call", lo, hi)
+        else:
+            assert [r["seq"] for r in ss.records("call", lo, hi)] == list(range(lo, hi + 1))
+    ss.close()
+    lo, hi = max(expected)
+    r = run_cli("--store", str(store.path), "read", "call", str(lo), str(hi))
+    assert r.exit_code == {"records_corrupt": 5, "position_missing": 3}[expected[(lo, hi)]], r.stderr

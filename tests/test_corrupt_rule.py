@@ -47,6 +47,29 @@ CASES = {
                    {(5, 5): "valid", (5, 6): "records_corrupt", (6, 6): "valid",
                     (6, 7): "valid", (7, 7): "valid", (8, 8): "position_missing",
                     (9, 9): "position_missing"}),
+    # 2. a line over 1 MiB that begins {"seq":6, and ends with } counts as
+    #    record 6 for placing the lines after it, even when it is corrupt
+    #    (an invalid byte inside, or two records joined); it is unusable
+    "huge_bad_byte": ([_BAD_BYTE, b"{not json"],
+                      {(5, 5): "valid", (5, 6): "records_corrupt", (6, 6): "records_corrupt",
+                       (7, 7): "records_corrupt", (8, 8): "position_missing",
+                       (8, 9): "position_missing"}),
+    "huge_joined": ([_huge(6) + orjson.dumps(msg(7, "m7")), b"{not json"],
+                    {(5, 5): "valid", (6, 6): "records_corrupt", (7, 7): "records_corrupt",
+                     (8, 8): "position_missing"}),
+    "huge_bad_byte_last": ([_BAD_BYTE],
+                           {(5, 5): "valid", (6, 6): "records_corrupt",
+                            (7, 7): "position_missing", (8, 8): "position_missing"}),
+    # 4. a line over 1 MiB after a gap: the first half of a record split in
+    #    two (no closing brace) is a corrupt line sitting at 6
+    "huge_half_after_gap": ([_huge(7)[:BIG // 2], _huge(7)[BIG // 2:]],
+                            {(5, 5): "valid", (6, 6): "records_corrupt",
+                             (7, 7): "position_missing", (7, 8): "position_missing",
+                             (8, 8): "position_missing"}),
+    # ... and a whole one is a record, which a corrupt line after it follows
+    "huge_record": ([_huge(6), b"{not json"],
+                    {(5, 5): "valid", (6, 6): "valid", (6, 7): "records_corrupt",
+                     (7, 7): "records_corrupt", (8, 8): "position_missing"}),
 }
 
 

@@ -457,6 +457,33 @@ def fast_seq(line: bytes) -> int | None:
     return int(m.group(1)) if m else None
 
 
+HUGE_LINE = 1 << 20   # a longer line that begins {"seq":N, is placed without being parsed
+
+
+def huge_seq(length: int, head: bytes, tail: bytes) -> int | None:
+    """The seq a line of ``length`` bytes (without its newline) counts as
+    for placing the corrupt lines after it, from its first bytes ``head``
+    and its last bytes ``tail`` (up to 64 of each) alone: N for a line over
+    :data:`HUGE_LINE` bytes that begins ``{"seq":N,`` and whose last
+    non-blank byte is ``}``, whether or not it parses (docs/FORMAT.md,
+    "Torn tail and corruption": a huge record is not read whole to be
+    placed, issue 16.5).  None for any other line: a shorter one is
+    parsed, and a huge one that does not end as an object does is a
+    corrupt line (the first half of a record split in two).  The one test
+    of the range reads, the engine and both audits."""
+    if length <= HUGE_LINE:
+        return None
+    seq = fast_seq(head)
+    if seq is None or not _ends_object(tail):
+        return None
+    return seq
+
+
+def _ends_object(tail: bytes) -> bool:
+    """Whether a line's last bytes end as a JSON object does (``}``, then blanks)."""
+    return tail.rstrip(b" \t\r").endswith(b"}")
+
+
 _TYPED = re.compile(rb'\{"seq":(?:0|[1-9][0-9]*),"type":"([^"\\]*)"')
 
 
@@ -894,9 +921,11 @@ class _File:
             else:
                 hi = mid
         # The lines from lo, each probed first: a line whose seq its first bytes
-        # give is stepped over (below the target) or, when huge, returned
-        # unread (the forward reader decides on it once): a huge record is
-        # never read whole by the search (issue 16.5: 21 s for a 200 MiB one).
+        # give is stepped over (below the target) or, when huge, judged by its
+        # first and last bytes (huge_seq) and returned unread (the forward
+        # reader decides on it once): a huge record is never read whole by the
+        # search (issue 16.5: 21 s for a 200 MiB one).
+        fd = self.fh.fileno()
         bad: int | None = None
         pos = lo
         while pos < self.size:
@@ -904,25 +933,32 @@ class _File:
             if probe is None or probe[0] != pos:
                 return (bad, True) if bad is not None else (pos, False)   # the torn tail
             start, fast, after = probe
-            if fast is not None and bad is None:
-                if fast < target:
+            seq: int
+            if fast is not None and after - 1 - start > HUGE_LINE:
+                if not _ends_object(os.pread(fd, 64, after - 65)):
+                    # a corrupt line (the first half of a record split in two)
+                    bad = start if bad is None else bad
                     pos = after
                     continue
-                if after - start > _CHUNK:
-                    return start, False
-            _start, line = self.line_at(start)
-            if line is None:
-                return (bad, True) if bad is not None else (start, False)
-            pos = after
-            kind, obj = self.classify(start, line)
-            if kind != "record":
-                if bad is None:
-                    bad = start
+                seq = fast            # a record for placing, whether or not it parses
+            elif fast is not None and bad is None and fast < target:
+                pos = after
                 continue
-            if obj["seq"] < target:
+            else:
+                _start, line = self.line_at(start)
+                if line is None:
+                    return (bad, True) if bad is not None else (start, False)
+                kind, obj = self.classify(start, line)
+                if kind != "record":
+                    bad = start if bad is None else bad
+                    pos = after
+                    continue
+                seq = obj["seq"]
+            pos = after
+            if seq < target:
                 bad = None
                 continue
-            if obj["seq"] == target or bad is None:
+            if seq == target or bad is None:
                 return start, False
             return bad, False
         return (bad, True) if bad is not None else (self.size, False)
@@ -964,10 +1000,11 @@ def record_before(fd: int, off: int) -> int | None:
     stepped over, so a corrupt line whose first bytes look like
     ``{"seq":N,`` (the first half of a record split in two) is not taken for
     record N.  None when no record precedes it.  A line longer than
-    ``_CHUNK`` whose first bytes give its seq is not parsed: it is taken at
-    its word, as the session search and the audit's scan take it, when its
-    last bytes end an object, else it is a corrupt line (issue 16.5: a huge
-    record is not read whole to be placed).  A corrupt line sits at the
+    :data:`HUGE_LINE` whose first bytes give its seq is not parsed: it is
+    judged by :func:`huge_seq`, as every reader judges it -- record N when
+    its last bytes end an object, even if it would not parse, else a
+    corrupt line (issue 16.5: a huge record is not read whole to be
+    placed).  A corrupt line sits at the
     position after this record: the range reads ask for bad lines after the
     last record, the default audit for one after a line it did not parse."""
     end = off - 1            # the newline ending the line before
@@ -981,12 +1018,14 @@ def record_before(fd: int, off: int) -> int | None:
                 break
             start -= n
             step = min(step * 2, _CHUNK)
-        fast = fast_seq(os.pread(fd, min(64, end - start), start))
-        if fast is not None and end - start > _CHUNK:
-            # not read whole: taken at its word if it ends as an object does
-            # (the first half of a split record does not)
-            if os.pread(fd, 64, end - 64).rstrip(b" \t\r").endswith(b"}"):
-                return fast
+        head = os.pread(fd, min(64, end - start), start)
+        fast = fast_seq(head)
+        if fast is not None and end - start > HUGE_LINE:
+            # not read whole: judged by its first and last bytes (the first
+            # half of a split record does not end as an object does)
+            placed = huge_seq(end - start, head, os.pread(fd, 64, end - 64))
+            if placed is not None:
+                return placed
             end = start - 1
             continue
         kind, obj = _classify(os.pread(fd, end - start, start))

@@ -30,6 +30,7 @@ from ..sessions import (
     event_line,
     fast_seq,
     finder_in,
+    huge_seq,
     load_record,
     not_an_event,
     record_before,
@@ -689,9 +690,27 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                             reason = INVALID_UTF8
                         add("session.corrupt_line", f"line {lineno} is corrupt ({reason})",
                             line=lineno, reason=reason)
-                big = fast_seq(line) if too_large else None
-                if big is not None and big == expected:
-                    last_seq, expected = big, big + 1   # its seq is known: no false seq_gap
+                # Unusable, but a record for placing the lines after it when
+                # its first bytes give its seq: a too_large line, and one over
+                # 1 MiB that ends as an object does (sessions.huge_seq), as the
+                # range reads judge it without reading it whole
+                big = (fast_seq(line) if too_large
+                       else huge_seq(len(line), line[:64], line[-64:]))
+                if big is not None:
+                    run[0] = -1        # (the corrupt lines after it sit after it)
+                    if big != expected:
+                        if big <= last_seq:
+                            dup_seqs.add(big)
+                        if deep:
+                            reason = ("seq_gap" if big > expected else
+                                      "seq_duplicate" if big == last_seq else "seq_regression")
+                            add("session.seq_gap", f"seq {big} where {expected} was expected "
+                                f"({reason})", line=lineno, seq=big, reason=reason)
+                    if big > last_seq:
+                        last_seq, expected = big, big + 1   # its seq counts: no false seq_gap
+                    if big >= gate:
+                        i = bisect_right(cited, big)
+                        gate = cited[i] if i < len(cited) else _NO_GATE
                 continue
             seq = rec.get("seq") if type(rec) is dict else None
             if type(seq) is not int or seq < 0:

@@ -60,6 +60,16 @@ CASES = {
     "huge_bad_byte_last": ([_BAD_BYTE],
                            {(5, 5): "valid", (6, 6): "records_corrupt",
                             (7, 7): "position_missing", (8, 8): "position_missing"}),
+    # 3. a too_large record (nested too deep) counts as its seq among
+    #    corrupt lines: the line after it sits at 7
+    "too_large_in_run": ([b"{not json", _too_deep(6), b"{not json"],
+                         {(5, 5): "valid", (5, 6): "records_corrupt",
+                          (6, 6): "records_corrupt", (7, 7): "records_corrupt",
+                          (7, 8): "records_corrupt", (8, 8): "position_missing"}),
+    "too_large_after_gap": ([_too_deep(7), b"{not json"],
+                            {(5, 5): "valid", (6, 6): "records_corrupt",
+                             (7, 7): "records_corrupt", (8, 8): "records_corrupt",
+                             (9, 9): "position_missing"}),
     # 4. a line over 1 MiB after a gap: the first half of a record split in
     #    two (no closing brace) is a corrupt line sitting at 6
     "huge_half_after_gap": ([_huge(7)[:BIG // 2], _huge(7)[BIG // 2:]],

@@ -949,11 +949,14 @@ class _File:
                 if line is None:
                     return (bad, True) if bad is not None else (start, False)
                 kind, obj = self.classify(start, line)
-                if kind != "record":
+                if kind == TOO_LARGE and fast is not None:
+                    seq = fast        # unusable, but its seq counts (as record_before's)
+                elif kind != "record":
                     bad = start if bad is None else bad
                     pos = after
                     continue
-                seq = obj["seq"]
+                else:
+                    seq = obj["seq"]
             pos = after
             if seq < target:
                 bad = None

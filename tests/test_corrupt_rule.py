@@ -33,6 +33,7 @@ def _too_deep(seq: int) -> bytes:
 
 _BAD_BYTE = _huge(6)[:1000] + b"\xff" + _huge(6)[1001:]
 _RECS = {i: msg(i, f"m{i}") for i in range(1, 6)}
+_PADDED = {i: msg(i, f"m{i} " + "x" * 3000) for i in range(1, 6)}   # (past the search's linear window)
 
 # lines after records 1..5 (each pair: extra lines, expected reason per span)
 CASES = {
@@ -47,6 +48,19 @@ CASES = {
                    {(5, 5): "valid", (5, 6): "records_corrupt", (6, 6): "valid",
                     (6, 7): "valid", (7, 7): "valid", (8, 8): "position_missing",
                     (9, 9): "position_missing"}),
+    # ... nor one whose prefix repeats a seq or goes back, at the end or
+    #    inside a span
+    "prefix_repeats_last": ([b'{"seq":5,"x"'],
+                            {(5, 5): "valid", (5, 6): "records_corrupt",
+                             (6, 6): "records_corrupt", (6, 7): "records_corrupt",
+                             (7, 7): "position_missing"}),
+    "prefix_goes_back_last": ([b'{"seq":3,"x"', b'{"seq":4,"x"'],
+                              {(5, 5): "valid", (5, 6): "records_corrupt",
+                               (6, 6): "records_corrupt", (7, 7): "position_missing"}),
+    "prefix_goes_back_mid": ([b'{"seq":3,"x"', orjson.dumps(msg(6, "m6")),
+                              orjson.dumps(msg(7, "m7"))],
+                             {(4, 5): "valid", (5, 5): "valid", (5, 6): "records_corrupt",
+                              (6, 6): "valid", (6, 7): "valid", (8, 8): "position_missing"}),
     # 2. a line over 1 MiB that begins {"seq":6, and ends with } counts as
     #    record 6 for placing the lines after it, even when it is corrupt
     #    (an invalid byte inside, or two records joined); it is unusable
@@ -90,18 +104,20 @@ def store(store):
     return store
 
 
-def _lines(sid: str, extra: list[bytes]) -> bytes:
-    return b"".join([line(header(sid))] + [line(_RECS[i]) for i in range(1, 6)]
+def _lines(sid: str, extra: list[bytes], first: dict[int, dict]) -> bytes:
+    return b"".join([line(header(sid))] + [line(first[i]) for i in range(1, 6)]
                     + [x + b"\n" for x in extra])
 
 
+@pytest.mark.parametrize("pad", [False, True])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_every_reader_places_lines_by_the_same_rule(store, case, monkeypatch):
+def test_every_reader_places_lines_by_the_same_rule(store, case, pad, monkeypatch):
     from lecode_memctl.core.audit import Audit, transcripts
     from lecode_memctl.core.facts import FactStore
 
     extra, expected = CASES[case]
-    recs = dict(_RECS)     # (the digests: of the records there are)
+    recs = dict(_PADDED if pad else _RECS)     # (the digests: of the records there are)
+    first = dict(recs)
     for x in extra:
         try:
             r = orjson.loads(x)
@@ -115,7 +131,7 @@ def test_every_reader_places_lines_by_the_same_rule(store, case, monkeypatch):
     want = {}
     with FactStore(store.facts_db) as fs:
         for sid, spans in groups:
-            write(store, _lines(sid, extra), sid=sid)
+            write(store, _lines(sid, extra, first), sid=sid)
             for lo, hi in spans:
                 ref = SourceRef(sid, tuple(range(lo, hi + 1)),
                                 canonical_digest([recs.get(q, {"seq": q}) for q in range(lo, hi + 1)]))
@@ -153,3 +169,30 @@ def test_every_reader_places_lines_by_the_same_rule(store, case, monkeypatch):
     lo, hi = max(expected)
     r = run_cli("--store", str(store.path), "read", "call", str(lo), str(hi))
     assert r.exit_code == {"records_corrupt": 5, "position_missing": 3}[expected[(lo, hi)]], r.stderr
+
+
+@pytest.mark.parametrize("last", ["huge", "padded"])
+def test_a_read_past_the_end_reads_only_the_last_line(store, last, monkeypatch):
+    """A range read past the end checks that the last line it stepped over
+    by its first bytes is a record (a corrupt one there would sit in its
+    way): that line alone, and a huge one judged by its first and last bytes
+    -- never read whole (issue 16.5).  (``records``: a snapshot's
+    PositionMissing names the last seq, read by ``_last_seq`` from the tail.)"""
+    from lecode_memctl.core import sessions as sessions_mod
+
+    recs = [msg(i, f"m{i} " + "x" * 3000) for i in range(1, 60)]
+    tail = _huge(60) if last == "huge" else orjson.dumps(msg(60, "y" * 3000))
+    write(store, b"".join([line(header())] + [line(r) for r in recs]) + tail + b"\n")
+    ss = SessionStore(store)
+    read: list[int] = []
+    parsed: list[int] = []
+    real_pread, real_classify = os.pread, sessions_mod._classify
+    monkeypatch.setattr(os, "pread", lambda fd, n, off: read.append(n) or real_pread(fd, n, off))
+    monkeypatch.setattr(sessions_mod, "_classify",
+                        lambda ln: parsed.append(len(ln)) or real_classify(ln))
+    assert ss.records("s1", 61, 62) == []
+    assert ss.records("s1", 70, 70) == []
+    monkeypatch.undo()
+    ss.close()
+    assert sum(read) < 64 << 10, sum(read)
+    assert max(parsed, default=0) < 4000, parsed

@@ -897,6 +897,10 @@ class _File:
         if target <= 0:
             return 0, False
         lo, hi = 0, self.size   # lo is a line start; every line before lo has seq < target
+        # the line that ends at the position reached (its start), and whether
+        # it is known to be a record (parsed, or judged by huge_seq) rather
+        # than taken for one by its first bytes: see _past_end
+        prev: tuple[int, bool] | None = None
         while hi - lo > _LINEAR_BELOW:
             mid = (lo + hi) // 2
             pos = mid
@@ -906,18 +910,19 @@ class _File:
                 if probe is None or probe[0] >= hi:
                     break
                 if probe[1] is not None:   # the seq from the line's first bytes
-                    found = (probe[2], probe[1])
+                    found = (probe[2], probe[1], probe[0], False)
                     break
                 start, line = self.line_at(probe[0])
                 if line is None:
                     break
                 kind, obj = self.classify(start, line)
                 if kind == "record":
-                    found = (start + len(line) + 1, obj["seq"])
+                    found = (start + len(line) + 1, obj["seq"], start, True)
                     break
                 pos = start + len(line) + 1
             if found is not None and found[1] < target:
                 lo = found[0]
+                prev = found[2], found[3]
             else:
                 hi = mid
         # The lines from lo, each probed first: a line whose seq its first bytes
@@ -931,7 +936,7 @@ class _File:
         while pos < self.size:
             probe = self.probe_seq(pos)
             if probe is None or probe[0] != pos:
-                return (bad, True) if bad is not None else (pos, False)   # the torn tail
+                return (bad, True) if bad is not None else self._past_end(pos, prev)  # the torn tail
             start, fast, after = probe
             seq: int
             if fast is not None and after - 1 - start > HUGE_LINE:
@@ -942,12 +947,13 @@ class _File:
                     continue
                 seq = fast            # a record for placing, whether or not it parses
             elif fast is not None and bad is None and fast < target:
+                prev = start, False
                 pos = after
                 continue
             else:
                 _start, line = self.line_at(start)
                 if line is None:
-                    return (bad, True) if bad is not None else (start, False)
+                    return (bad, True) if bad is not None else self._past_end(start, prev)
                 kind, obj = self.classify(start, line)
                 if kind == TOO_LARGE and fast is not None:
                     seq = fast        # unusable, but its seq counts (as record_before's)
@@ -960,11 +966,50 @@ class _File:
             pos = after
             if seq < target:
                 bad = None
+                prev = start, True
                 continue
             if seq == target or bad is None:
                 return start, False
             return bad, False
-        return (bad, True) if bad is not None else (self.size, False)
+        return (bad, True) if bad is not None else self._past_end(self.size, prev)
+
+    def _past_end(self, end: int, prev: tuple[int, bool] | None) -> tuple[int, bool]:
+        """The end of a search that met no record at or past its target and
+        no bad line after the last line it stepped over: ``end`` (the torn
+        tail or the size bound), unless the last lines it stepped over by
+        their first bytes are corrupt -- a line whose prefix repeats a seq or
+        goes back (``{"seq":5,"x"`` after record 5) is stepped over as if it
+        were a record -- then the first of them, as bad lines that no record
+        follows.  The last record is found reading backwards
+        (:func:`record_placed_before`) only when the last line, ``prev``
+        (its start, and whether it is known to be a record), is not one: in a
+        regular transcript that line alone is read (at most 1 MiB: a longer
+        one is judged by its first and last bytes)."""
+        fd = self.fh.fileno()
+        if prev is not None:
+            start, known = prev
+            if known or self._line_seq(start, end - 1) is not None:
+                return end, False
+        found = record_placed_before(fd, end)
+        if found is not None and found[1] < end:
+            return found[1], True
+        return end, False
+
+    def _line_seq(self, start: int, nl: int) -> int | None:
+        """The seq the complete line from ``start`` to its newline at ``nl``
+        counts as (a record's; a too_large line's or a huge line's from its
+        prefix, as :func:`record_placed_before` judges them); None for a
+        corrupt line."""
+        fd = self.fh.fileno()
+        head = os.pread(fd, min(64, nl - start), start)
+        fast = fast_seq(head)
+        if fast is not None and nl - start > HUGE_LINE:
+            return huge_seq(nl - start, head, os.pread(fd, 64, nl - 64))
+        kind, obj = self.classify(start, os.pread(fd, nl - start, start))
+        if kind == "record":
+            seq: int = obj["seq"]
+            return seq
+        return fast if kind == TOO_LARGE else None
 
     def last_lines(self, nbytes: int = _TAIL_BYTES) -> tuple[list[tuple[int, bytes]], bool]:
         """The complete lines in the last ``nbytes`` (the first, possibly partial,
@@ -1010,6 +1055,14 @@ def record_before(fd: int, off: int) -> int | None:
     placed).  A corrupt line sits at the
     position after this record: the range reads ask for bad lines after the
     last record, the default audit for one after a line it did not parse."""
+    found = record_placed_before(fd, off)
+    return None if found is None else found[0]
+
+
+def record_placed_before(fd: int, off: int) -> tuple[int, int] | None:
+    """:func:`record_before`, with the offset of the line after that record:
+    (seq, start of the next line); where it is below ``off``, the lines from
+    there to ``off`` are corrupt lines that sit after the record."""
     end = off - 1            # the newline ending the line before
     while end > 0:
         start, step = end, 256     # back to the newline before (or the file start)
@@ -1028,15 +1081,14 @@ def record_before(fd: int, off: int) -> int | None:
             # half of a split record does not end as an object does)
             placed = huge_seq(end - start, head, os.pread(fd, 64, end - 64))
             if placed is not None:
-                return placed
+                return placed, end + 1
             end = start - 1
             continue
         kind, obj = _classify(os.pread(fd, end - start, start))
         if kind == "record":
-            seq: int = obj["seq"]
-            return seq
+            return obj["seq"], end + 1
         if kind == TOO_LARGE and fast is not None:
-            return fast
+            return fast, end + 1
         end = start - 1
     return None
 

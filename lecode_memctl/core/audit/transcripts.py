@@ -571,12 +571,16 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
         needed.update(range(seqs[0], seqs[-1] + 1))
     # The line loop steps over a line no span needs by its first bytes
     # ({"seq":N,), taking it for record N; a corrupt line may begin so too.
-    # That is harmless below ``gate``, the first cited position no record has
-    # reached: a line whose prefix names a seq at or past it is parsed (in a
-    # regular transcript the record ``gate`` comes first and moves it on), so
-    # a prefix never makes a cited position look below the last record
-    # (records_corrupt) when no record is past it (position_missing), nor
-    # makes a cited record look repeated.
+    # That is harmless for a prefix that goes forward (N > last_seq) and stays
+    # below ``gate``, the first cited position no record has reached: any
+    # other line is parsed.  In a regular transcript every seq goes forward
+    # and the record ``gate`` comes before any line past it and moves it on
+    # (every cited position below ``gate`` is then at most last_seq: no line
+    # stepped over is cited).  So a prefix never makes a cited position look
+    # below the last record (records_corrupt) when no record is past it
+    # (position_missing), nor a cited record look repeated, and a corrupt
+    # line whose prefix repeats a seq or goes back is always seen and placed
+    # (a line stepped over by its prefix is never such a line).
     cited = sorted(needed)
     gate = cited[0] if cited else _NO_GATE
     records: dict[int, dict[str, Any]] = {}
@@ -661,13 +665,8 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
             rec = None
             if not deep:
                 seq = fast_seq(line)
-                if (seq is not None and seq < gate and seq not in needed
-                        and b'"event"' not in line):
-                    if seq != expected and seq <= last_seq:
-                        dup_seqs.add(seq)
-                    if seq > last_seq:
-                        last_seq = seq
-                        expected = seq + 1
+                if seq is not None and last_seq < seq < gate and b'"event"' not in line:
+                    last_seq, expected = seq, seq + 1
                     continue
             try:
                 try:

@@ -196,3 +196,36 @@ def test_a_read_past_the_end_reads_only_the_last_line(store, last, monkeypatch):
     ss.close()
     assert sum(read) < 64 << 10, sum(read)
     assert max(parsed, default=0) < 4000, parsed
+
+
+def test_a_prefix_that_goes_back_does_not_mislead_the_search(store, monkeypatch):
+    """A corrupt line ``{"seq":3,"x"`` after record k: the binary search,
+    landing on it, takes every line before it for a seq below 3 and skips
+    records it wants.  Every span gets the reason --deep gives it wherever
+    the line is (records 1..12 of 3 KB: the search probes)."""
+    from lecode_memctl.core.facts import FactStore
+
+    recs = {i: msg(i, f"m{i} " + "x" * 3000) for i in range(1, 13)}
+    want = {}
+    with FactStore(store.facts_db) as fs:
+        for k in range(3, 13):
+            sid = f"k{k}"
+            lines = [line(header(sid))] + [line(recs[i]) for i in range(1, k + 1)] \
+                + [b'{"seq":3,"x"\n'] + [line(recs[i]) for i in range(k + 1, 13)]
+            write(store, b"".join(lines), sid=sid)
+            for lo, hi in [(s, s) for s in range(1, 15)] + [(k, k + 1)]:
+                ref = SourceRef(sid, tuple(range(lo, hi + 1)),
+                                canonical_digest([recs.get(q, {"seq": q}) for q in range(lo, hi + 1)]))
+                fs.add(f"fact {sid} {lo} {hi}", ref=ref)
+                want[ref] = ("records_corrupt" if (lo, hi) == (k, k + 1) or lo == k + 1 == 13
+                             else "position_missing" if lo > 12 else "valid")
+    got = _every_reader(store, want, monkeypatch)
+    wrong = {reader: {(r.session_id, r.seqs[0], r.seqs[-1]): (v, want[r])
+                      for r, v in g.items() if v != want[r]}
+             for reader, g in got.items()}
+    assert not any(wrong.values()), str({k: v for k, v in wrong.items() if v})
+    ss = SessionStore(store)
+    for k in range(3, 13):
+        for s in range(1, 13):
+            assert [r["seq"] for r in ss.records(f"k{k}", s, s)] == [s], (k, s)
+    ss.close()

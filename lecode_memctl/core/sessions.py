@@ -897,10 +897,10 @@ class _File:
         if target <= 0:
             return 0, False
         lo, hi = 0, self.size   # lo is a line start; every line before lo has seq < target
-        # the line that ends at the position reached (its start), and whether
-        # it is known to be a record (parsed, or judged by huge_seq) rather
-        # than taken for one by its first bytes: see _past_end
-        prev: tuple[int, bool] | None = None
+        # the line that ends at lo: its start, and its seq when it is known
+        # to be a record (parsed), None when it was taken for one by its
+        # first bytes (see _past_end)
+        prev: tuple[int, int | None] | None = None
         while hi - lo > _LINEAR_BELOW:
             mid = (lo + hi) // 2
             pos = mid
@@ -910,14 +910,14 @@ class _File:
                 if probe is None or probe[0] >= hi:
                     break
                 if probe[1] is not None:   # the seq from the line's first bytes
-                    found = (probe[2], probe[1], probe[0], False)
+                    found = (probe[2], probe[1], probe[0], None)
                     break
                 start, line = self.line_at(probe[0])
                 if line is None:
                     break
                 kind, obj = self.classify(start, line)
                 if kind == "record":
-                    found = (start + len(line) + 1, obj["seq"], start, True)
+                    found = (start + len(line) + 1, obj["seq"], start, obj["seq"])
                     break
                 pos = start + len(line) + 1
             if found is not None and found[1] < target:
@@ -925,18 +925,37 @@ class _File:
                 prev = found[2], found[3]
             else:
                 hi = mid
-        # The lines from lo, each probed first: a line whose seq its first bytes
-        # give is stepped over (below the target) or, when huge, judged by its
-        # first and last bytes (huge_seq) and returned unread (the forward
-        # reader decides on it once): a huge record is never read whole by the
-        # search (issue 16.5: 21 s for a 200 MiB one).
+        off, tail, before = self._scan_from(lo, target, prev, trust=True, check=lo > 0)
+        if before is not None and before >= target:
+            # The search was misled: a corrupt line whose first bytes name a
+            # seq below the records before it ({"seq":3,"x" after record 9),
+            # taken for a record, made it skip the records it wants.  Only a
+            # corrupt transcript does this; it is read again from its start,
+            # every line parsed (a huge one judged by huge_seq).
+            off, tail, before = self._scan_from(0, target, None, trust=False, check=False)
+        return off, tail
+
+    def _scan_from(self, pos: int, target: int, prev: tuple[int, int | None] | None,
+                   trust: bool, check: bool) -> tuple[int, bool, int | None]:
+        """The last step of :meth:`seek_span`, from the line start ``pos``
+        (``prev``: the line that ends there, as the search keeps it), and
+        the seq of the record before the offset returned when that offset is
+        not the record ``target`` itself (None when it is, or when not
+        ``check``): a record before it at or past ``target`` says the search
+        was misled.
+
+        The lines from ``pos``, each probed first: a line whose seq its
+        first bytes give is stepped over (below the target; only when
+        ``trust``) or, when huge, judged by its first and last bytes
+        (huge_seq) and returned unread (the forward reader decides on it
+        once): a huge record is never read whole by the search (issue 16.5:
+        21 s for a 200 MiB one)."""
         fd = self.fh.fileno()
         bad: int | None = None
-        pos = lo
         while pos < self.size:
             probe = self.probe_seq(pos)
             if probe is None or probe[0] != pos:
-                return (bad, True) if bad is not None else self._past_end(pos, prev)  # the torn tail
+                break                 # the torn tail
             start, fast, after = probe
             seq: int
             if fast is not None and after - 1 - start > HUGE_LINE:
@@ -946,14 +965,14 @@ class _File:
                     pos = after
                     continue
                 seq = fast            # a record for placing, whether or not it parses
-            elif fast is not None and bad is None and fast < target:
-                prev = start, False
+            elif trust and fast is not None and bad is None and fast < target:
+                prev = start, None
                 pos = after
                 continue
             else:
                 _start, line = self.line_at(start)
                 if line is None:
-                    return (bad, True) if bad is not None else self._past_end(start, prev)
+                    break
                 kind, obj = self.classify(start, line)
                 if kind == TOO_LARGE and fast is not None:
                     seq = fast        # unusable, but its seq counts (as record_before's)
@@ -966,34 +985,47 @@ class _File:
             pos = after
             if seq < target:
                 bad = None
-                prev = start, True
+                prev = start, seq
                 continue
-            if seq == target or bad is None:
-                return start, False
-            return bad, False
-        return (bad, True) if bad is not None else self._past_end(self.size, prev)
+            if seq == target:
+                return start, False, None
+            if not check:
+                return (start if bad is None else bad), False, None
+            if bad is None:           # a gap: the record before it
+                known = prev[1] if prev is not None else None
+                if known is None and prev is not None:
+                    known = self._line_seq(prev[0], start - 1)
+                return start, False, known if known is not None else record_before(fd, start)
+            return bad, False, record_before(fd, bad)
+        if bad is not None:
+            return bad, True, record_before(fd, bad) if check else None
+        return self._past_end(pos, prev)
 
-    def _past_end(self, end: int, prev: tuple[int, bool] | None) -> tuple[int, bool]:
+    def _past_end(self, end: int, prev: tuple[int, int | None] | None
+                  ) -> tuple[int, bool, int | None]:
         """The end of a search that met no record at or past its target and
         no bad line after the last line it stepped over: ``end`` (the torn
         tail or the size bound), unless the last lines it stepped over by
         their first bytes are corrupt -- a line whose prefix repeats a seq or
         goes back (``{"seq":5,"x"`` after record 5) is stepped over as if it
         were a record -- then the first of them, as bad lines that no record
-        follows.  The last record is found reading backwards
-        (:func:`record_placed_before`) only when the last line, ``prev``
-        (its start, and whether it is known to be a record), is not one: in a
+        follows; and the last record's seq.  The last record is found reading
+        backwards (:func:`record_placed_before`) only when the last line,
+        ``prev`` (its start, and its seq when known), is not one: in a
         regular transcript that line alone is read (at most 1 MiB: a longer
         one is judged by its first and last bytes)."""
-        fd = self.fh.fileno()
         if prev is not None:
             start, known = prev
-            if known or self._line_seq(start, end - 1) is not None:
-                return end, False
-        found = record_placed_before(fd, end)
-        if found is not None and found[1] < end:
-            return found[1], True
-        return end, False
+            if known is None:
+                known = self._line_seq(start, end - 1)
+            if known is not None:
+                return end, False, known
+        found = record_placed_before(self.fh.fileno(), end)
+        if found is None:
+            return end, False, None
+        if found[1] < end:
+            return found[1], True, found[0]
+        return end, False, found[0]
 
     def _line_seq(self, start: int, nl: int) -> int | None:
         """The seq the complete line from ``start`` to its newline at ``nl``

@@ -460,6 +460,33 @@ def fast_seq(line: bytes) -> int | None:
     return int(m.group(1)) if m else None
 
 
+HUGE_LINE = 1 << 20   # a longer line that begins {"seq":N, is placed without being parsed
+
+
+def huge_seq(length: int, head: bytes, tail: bytes) -> int | None:
+    """The seq a line of ``length`` bytes (without its newline) counts as
+    for placing the corrupt lines after it, from its first bytes ``head``
+    and its last bytes ``tail`` (up to 64 of each) alone: N for a line over
+    :data:`HUGE_LINE` bytes that begins ``{"seq":N,`` and whose last
+    non-blank byte is ``}``, whether or not it parses (docs/FORMAT.md,
+    "Torn tail and corruption": a huge record is not read whole to be
+    placed, issue 16.5).  None for any other line: a shorter one is
+    parsed, and a huge one that does not end as an object does is a
+    corrupt line (the first half of a record split in two).  The one test
+    of the range reads, the engine and both audits."""
+    if length <= HUGE_LINE:
+        return None
+    seq = fast_seq(head)
+    if seq is None or not _ends_object(tail):
+        return None
+    return seq
+
+
+def _ends_object(tail: bytes) -> bool:
+    """Whether a line's last bytes end as a JSON object does (``}``, then blanks)."""
+    return tail.rstrip(b" \t\r").endswith(b"}")
+
+
 _TYPED = re.compile(rb'\{"seq":(?:0|[1-9][0-9]*),"type":"([^"\\]*)"')
 
 
@@ -873,6 +900,10 @@ class _File:
         if target <= 0:
             return 0, False
         lo, hi = 0, self.size   # lo is a line start; every line before lo has seq < target
+        # the line that ends at lo: its start, and its seq when it is known
+        # to be a record (parsed), None when it was taken for one by its
+        # first bytes (see _past_end)
+        prev: tuple[int, int | None] | None = None
         while hi - lo > _LINEAR_BELOW:
             mid = (lo + hi) // 2
             pos = mid
@@ -882,53 +913,138 @@ class _File:
                 if probe is None or probe[0] >= hi:
                     break
                 if probe[1] is not None:   # the seq from the line's first bytes
-                    found = (probe[2], probe[1])
+                    found = (probe[2], probe[1], probe[0], None)
                     break
                 start, line = self.line_at(probe[0])
                 if line is None:
                     break
                 kind, obj = self.classify(start, line)
                 if kind == "record":
-                    found = (start + len(line) + 1, obj["seq"])
+                    found = (start + len(line) + 1, obj["seq"], start, obj["seq"])
                     break
                 pos = start + len(line) + 1
             if found is not None and found[1] < target:
                 lo = found[0]
+                prev = found[2], found[3]
             else:
                 hi = mid
-        # The lines from lo, each probed first: a line whose seq its first bytes
-        # give is stepped over (below the target) or, when huge, returned
-        # unread (the forward reader decides on it once): a huge record is
-        # never read whole by the search (issue 16.5: 21 s for a 200 MiB one).
+        off, tail, before = self._scan_from(lo, target, prev, trust=True, check=lo > 0)
+        if before is not None and before >= target:
+            # The search was misled: a corrupt line whose first bytes name a
+            # seq below the records before it ({"seq":3,"x" after record 9),
+            # taken for a record, made it skip the records it wants.  Only a
+            # corrupt transcript does this; it is read again from its start,
+            # every line parsed (a huge one judged by huge_seq).
+            off, tail, before = self._scan_from(0, target, None, trust=False, check=False)
+        return off, tail
+
+    def _scan_from(self, pos: int, target: int, prev: tuple[int, int | None] | None,
+                   trust: bool, check: bool) -> tuple[int, bool, int | None]:
+        """The last step of :meth:`seek_span`, from the line start ``pos``
+        (``prev``: the line that ends there, as the search keeps it), and
+        the seq of the record before the offset returned when that offset is
+        not the record ``target`` itself (None when it is, or when not
+        ``check``): a record before it at or past ``target`` says the search
+        was misled.
+
+        The lines from ``pos``, each probed first: a line whose seq its
+        first bytes give is stepped over (below the target; only when
+        ``trust``) or, when huge, judged by its first and last bytes
+        (huge_seq) and returned unread (the forward reader decides on it
+        once): a huge record is never read whole by the search (issue 16.5:
+        21 s for a 200 MiB one)."""
+        fd = self.fh.fileno()
         bad: int | None = None
-        pos = lo
         while pos < self.size:
             probe = self.probe_seq(pos)
             if probe is None or probe[0] != pos:
-                return (bad, True) if bad is not None else (pos, False)   # the torn tail
+                break                 # the torn tail
             start, fast, after = probe
-            if fast is not None and bad is None:
-                if fast < target:
+            seq: int
+            if fast is not None and after - 1 - start > HUGE_LINE:
+                if not _ends_object(os.pread(fd, 64, after - 65)):
+                    # a corrupt line (the first half of a record split in two)
+                    bad = start if bad is None else bad
                     pos = after
                     continue
-                if after - start > _CHUNK:
-                    return start, False
-            _start, line = self.line_at(start)
-            if line is None:
-                return (bad, True) if bad is not None else (start, False)
+                seq = fast            # a record for placing, whether or not it parses
+            elif trust and fast is not None and bad is None and fast < target:
+                prev = start, None
+                pos = after
+                continue
+            else:
+                _start, line = self.line_at(start)
+                if line is None:
+                    break
+                kind, obj = self.classify(start, line)
+                if kind == TOO_LARGE and fast is not None:
+                    seq = fast        # unusable, but its seq counts (as record_before's)
+                elif kind != "record":
+                    bad = start if bad is None else bad
+                    pos = after
+                    continue
+                else:
+                    seq = obj["seq"]
             pos = after
-            kind, obj = self.classify(start, line)
-            if kind != "record":
-                if bad is None:
-                    bad = start
-                continue
-            if obj["seq"] < target:
+            if seq < target:
                 bad = None
+                prev = start, seq
                 continue
-            if obj["seq"] == target or bad is None:
-                return start, False
-            return bad, False
-        return (bad, True) if bad is not None else (self.size, False)
+            if seq == target:
+                return start, False, None
+            if not check:
+                return (start if bad is None else bad), False, None
+            if bad is None:           # a gap: the record before it
+                known = prev[1] if prev is not None else None
+                if known is None and prev is not None:
+                    known = self._line_seq(prev[0], start - 1)
+                return start, False, known if known is not None else record_before(fd, start)
+            return bad, False, record_before(fd, bad)
+        if bad is not None:
+            return bad, True, record_before(fd, bad) if check else None
+        return self._past_end(pos, prev)
+
+    def _past_end(self, end: int, prev: tuple[int, int | None] | None
+                  ) -> tuple[int, bool, int | None]:
+        """The end of a search that met no record at or past its target and
+        no bad line after the last line it stepped over: ``end`` (the torn
+        tail or the size bound), unless the last lines it stepped over by
+        their first bytes are corrupt -- a line whose prefix repeats a seq or
+        goes back (``{"seq":5,"x"`` after record 5) is stepped over as if it
+        were a record -- then the first of them, as bad lines that no record
+        follows; and the last record's seq.  The last record is found reading
+        backwards (:func:`record_placed_before`) only when the last line,
+        ``prev`` (its start, and its seq when known), is not one: in a
+        regular transcript that line alone is read (at most 1 MiB: a longer
+        one is judged by its first and last bytes)."""
+        if prev is not None:
+            start, known = prev
+            if known is None:
+                known = self._line_seq(start, end - 1)
+            if known is not None:
+                return end, False, known
+        found = record_placed_before(self.fh.fileno(), end)
+        if found is None:
+            return end, False, None
+        if found[1] < end:
+            return found[1], True, found[0]
+        return end, False, found[0]
+
+    def _line_seq(self, start: int, nl: int) -> int | None:
+        """The seq the complete line from ``start`` to its newline at ``nl``
+        counts as (a record's; a too_large line's or a huge line's from its
+        prefix, as :func:`record_placed_before` judges them); None for a
+        corrupt line."""
+        fd = self.fh.fileno()
+        head = os.pread(fd, min(64, nl - start), start)
+        fast = fast_seq(head)
+        if fast is not None and nl - start > HUGE_LINE:
+            return huge_seq(nl - start, head, os.pread(fd, 64, nl - 64))
+        kind, obj = self.classify(start, os.pread(fd, nl - start, start))
+        if kind == "record":
+            seq: int = obj["seq"]
+            return seq
+        return fast if kind == TOO_LARGE else None
 
     def last_lines(self, nbytes: int = _TAIL_BYTES) -> tuple[list[tuple[int, bytes]], bool]:
         """The complete lines in the last ``nbytes`` (the first, possibly partial,
@@ -967,12 +1083,21 @@ def record_before(fd: int, off: int) -> int | None:
     stepped over, so a corrupt line whose first bytes look like
     ``{"seq":N,`` (the first half of a record split in two) is not taken for
     record N.  None when no record precedes it.  A line longer than
-    ``_CHUNK`` whose first bytes give its seq is not parsed: it is taken at
-    its word, as the session search and the audit's scan take it, when its
-    last bytes end an object, else it is a corrupt line (issue 16.5: a huge
-    record is not read whole to be placed).  A corrupt line sits at the
+    :data:`HUGE_LINE` whose first bytes give its seq is not parsed: it is
+    judged by :func:`huge_seq`, as every reader judges it -- record N when
+    its last bytes end an object, even if it would not parse, else a
+    corrupt line (issue 16.5: a huge record is not read whole to be
+    placed).  A corrupt line sits at the
     position after this record: the range reads ask for bad lines after the
     last record, the default audit for one after a line it did not parse."""
+    found = record_placed_before(fd, off)
+    return None if found is None else found[0]
+
+
+def record_placed_before(fd: int, off: int) -> tuple[int, int] | None:
+    """:func:`record_before`, with the offset of the line after that record:
+    (seq, start of the next line); where it is below ``off``, the lines from
+    there to ``off`` are corrupt lines that sit after the record."""
     end = off - 1            # the newline ending the line before
     while end > 0:
         start, step = end, 256     # back to the newline before (or the file start)
@@ -984,20 +1109,21 @@ def record_before(fd: int, off: int) -> int | None:
                 break
             start -= n
             step = min(step * 2, _CHUNK)
-        fast = fast_seq(os.pread(fd, min(64, end - start), start))
-        if fast is not None and end - start > _CHUNK:
-            # not read whole: taken at its word if it ends as an object does
-            # (the first half of a split record does not)
-            if os.pread(fd, 64, end - 64).rstrip(b" \t\r").endswith(b"}"):
-                return fast
+        head = os.pread(fd, min(64, end - start), start)
+        fast = fast_seq(head)
+        if fast is not None and end - start > HUGE_LINE:
+            # not read whole: judged by its first and last bytes (the first
+            # half of a split record does not end as an object does)
+            placed = huge_seq(end - start, head, os.pread(fd, 64, end - 64))
+            if placed is not None:
+                return placed, end + 1
             end = start - 1
             continue
         kind, obj = _classify(os.pread(fd, end - start, start))
         if kind == "record":
-            seq: int = obj["seq"]
-            return seq
+            return obj["seq"], end + 1
         if kind == TOO_LARGE and fast is not None:
-            return fast
+            return fast, end + 1
         end = start - 1
     return None
 

@@ -7,6 +7,7 @@ import itertools
 import os
 import re
 import stat
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -29,6 +30,7 @@ from ..sessions import (
     event_line,
     fast_seq,
     finder_in,
+    huge_seq,
     load_record,
     not_an_event,
     record_before,
@@ -567,6 +569,20 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
     needed: set[int] = set()
     for seqs, _d, _p in need:
         needed.update(range(seqs[0], seqs[-1] + 1))
+    # The line loop steps over a line no span needs by its first bytes
+    # ({"seq":N,), taking it for record N; a corrupt line may begin so too.
+    # That is harmless for a prefix that goes forward (N > last_seq) and stays
+    # below ``gate``, the first cited position no record has reached: any
+    # other line is parsed.  In a regular transcript every seq goes forward
+    # and the record ``gate`` comes before any line past it and moves it on
+    # (every cited position below ``gate`` is then at most last_seq: no line
+    # stepped over is cited).  So a prefix never makes a cited position look
+    # below the last record (records_corrupt) when no record is past it
+    # (position_missing), nor a cited record look repeated, and a corrupt
+    # line whose prefix repeats a seq or goes back is always seen and placed
+    # (a line stepped over by its prefix is never such a line).
+    cited = sorted(needed)
+    gate = cited[0] if cited else _NO_GATE
     records: dict[int, dict[str, Any]] = {}
     corrupt_after: list[int] = []       # the previous record's seq of each corrupt line
     dup_seqs: set[int] = set()
@@ -649,12 +665,8 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
             rec = None
             if not deep:
                 seq = fast_seq(line)
-                if seq is not None and seq not in needed and b'"event"' not in line:
-                    if seq != expected and seq <= last_seq:
-                        dup_seqs.add(seq)
-                    if seq > last_seq:
-                        last_seq = seq
-                        expected = seq + 1
+                if seq is not None and last_seq < seq < gate and b'"event"' not in line:
+                    last_seq, expected = seq, seq + 1
                     continue
             try:
                 try:
@@ -677,9 +689,27 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                             reason = INVALID_UTF8
                         add("session.corrupt_line", f"line {lineno} is corrupt ({reason})",
                             line=lineno, reason=reason)
-                big = fast_seq(line) if too_large else None
-                if big is not None and big == expected:
-                    last_seq, expected = big, big + 1   # its seq is known: no false seq_gap
+                # Unusable, but a record for placing the lines after it when
+                # its first bytes give its seq: a too_large line, and one over
+                # 1 MiB that ends as an object does (sessions.huge_seq), as the
+                # range reads judge it without reading it whole
+                big = (fast_seq(line) if too_large
+                       else huge_seq(len(line), line[:64], line[-64:]))
+                if big is not None:
+                    run[0] = -1        # (the corrupt lines after it sit after it)
+                    if big != expected:
+                        if big <= last_seq:
+                            dup_seqs.add(big)
+                        if deep:
+                            reason = ("seq_gap" if big > expected else
+                                      "seq_duplicate" if big == last_seq else "seq_regression")
+                            add("session.seq_gap", f"seq {big} where {expected} was expected "
+                                f"({reason})", line=lineno, seq=big, reason=reason)
+                    if big > last_seq:
+                        last_seq, expected = big, big + 1   # its seq counts: no false seq_gap
+                    if big >= gate:
+                        i = bisect_right(cited, big)
+                        gate = cited[i] if i < len(cited) else _NO_GATE
                 continue
             seq = rec.get("seq") if type(rec) is dict else None
             if type(seq) is not int or seq < 0:
@@ -701,6 +731,9 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
             if seq > last_seq:
                 last_seq = seq
                 expected = seq + 1
+            if seq >= gate:
+                i = bisect_right(cited, seq)
+                gate = cited[i] if i < len(cited) else _NO_GATE
             if deep or seq in needed:
                 records.setdefault(seq, rec)
             if rec.get("type") == "event":
@@ -725,6 +758,9 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
             sc.statuses[(seqs, digest, purpose)] = status(seqs, digest, purpose)
     if deep:
         _compaction(compacts, sid, status, add)
+
+
+_NO_GATE = 1 << 63     # (no cited position left: every line may be stepped over)
 
 
 def _sits_after(run: list[int], fd: int, lineno: int, off: int) -> int:

@@ -31,6 +31,17 @@ def _too_deep(seq: int) -> bytes:
             + b"[" * 2000 + b"]" * 2000 + b"}")
 
 
+def _too_deep_half(seq: int) -> bytes:
+    """Over 1 MiB, nested too deep to parse (too_large), no closing brace."""
+    return (b'{"seq":%d,"type":"message","role":"user","content":' % seq
+            + b"[" * 1100 + b'"' + b"x" * BIG)
+
+
+def _too_deep_long_seq() -> bytes:
+    return (b'{"seq":' + b"1" * 60 + b',"type":"message","role":"user","content":'
+            + b"[" * 2000 + b"]" * 2000 + b"}")
+
+
 _BAD_BYTE = _huge(6)[:1000] + b"\xff" + _huge(6)[1001:]
 _RECS = {i: msg(i, f"m{i}") for i in range(1, 6)}
 _PADDED = {i: msg(i, f"m{i} " + "x" * 3000) for i in range(1, 6)}   # (past the search's linear window)
@@ -84,6 +95,18 @@ CASES = {
                             {(5, 5): "valid", (6, 6): "records_corrupt",
                              (7, 7): "records_corrupt", (8, 8): "records_corrupt",
                              (9, 9): "position_missing"}),
+    # ... but not when it is over 1 MiB and does not end as an object
+    #    does: the first half of a deeply nested record split in two is a
+    #    corrupt line sitting at 6, as the 1 MiB rule says (review 3)
+    "too_large_huge_half": ([_too_deep_half(6), b"{not json"],
+                            {(5, 5): "valid", (5, 6): "records_corrupt",
+                             (6, 6): "records_corrupt", (7, 7): "position_missing",
+                             (7, 8): "position_missing"}),
+    # ... nor when its {"seq":N, prefix does not fit in the 64 bytes every
+    #    reader looks at (a seq of 60 digits)
+    "too_large_long_prefix": ([_too_deep_long_seq(), b"{not json"],
+                              {(5, 5): "valid", (5, 6): "records_corrupt",
+                               (6, 6): "records_corrupt", (7, 7): "position_missing"}),
     # 4. a line over 1 MiB after a gap: the first half of a record split in
     #    two (no closing brace) is a corrupt line sitting at 6
     "huge_half_after_gap": ([_huge(7)[:BIG // 2], _huge(7)[BIG // 2:]],
@@ -229,3 +252,4 @@ def test_a_prefix_that_goes_back_does_not_mislead_the_search(store, monkeypatch)
         for s in range(1, 13):
             assert [r["seq"] for r in ss.records(f"k{k}", s, s)] == [s], (k, s)
     ss.close()
+

@@ -18,6 +18,7 @@ from ..atomic import is_link_refusal, open_in_dir
 from ..errors import UsageError
 from ..layout import SESSIONS_DIR
 from ..sessions import (
+    HUGE_LINE,
     INVALID_UTF8,
     LEARNING_EVENT,
     LEARNING_REASONS,
@@ -690,10 +691,11 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                         add("session.corrupt_line", f"line {lineno} is corrupt ({reason})",
                             line=lineno, reason=reason)
                 # Unusable, but a record for placing the lines after it when
-                # its first bytes give its seq: a too_large line, and one over
-                # 1 MiB that ends as an object does (sessions.huge_seq), as the
-                # range reads judge it without reading it whole
-                big = (fast_seq(line) if too_large
+                # its first 64 bytes give its seq: a too_large line, and one
+                # over 1 MiB (too_large or not) when it ends as an object does
+                # (sessions.huge_seq), as the range reads judge it without
+                # reading it whole
+                big = (fast_seq(line[:64]) if too_large and len(line) <= HUGE_LINE
                        else huge_seq(len(line), line[:64], line[-64:]))
                 if big is not None:
                     run[0] = -1        # (the corrupt lines after it sit after it)

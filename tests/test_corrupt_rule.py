@@ -253,3 +253,23 @@ def test_a_prefix_that_goes_back_does_not_mislead_the_search(store, monkeypatch)
             assert [r["seq"] for r in ss.records(f"k{k}", s, s)] == [s], (k, s)
     ss.close()
 
+
+def test_the_whole_parse_gives_way_to_the_line_loop_when_memory_runs_out(monkeypatch):
+    """records_by_line (the deep audit's parse of a whole transcript in one
+    call) answers None when the parser runs out of memory, so that the line
+    by line read decides (too_large), rather than letting MemoryError out."""
+    from types import SimpleNamespace
+
+    from lecode_memctl.core import sessions
+
+    data = b"".join(line(r) for r in (header("s"), msg(1, "a"), msg(2, "BOOM"), msg(3, "c")))
+
+    def loads(b):
+        if b"BOOM" in b:
+            raise MemoryError
+        return orjson.loads(b)
+
+    assert sessions.records_by_line(data, len(data)) is not None
+    monkeypatch.setattr(sessions, "orjson",
+                        SimpleNamespace(loads=loads, JSONDecodeError=orjson.JSONDecodeError))
+    assert sessions.records_by_line(data, len(data)) is None

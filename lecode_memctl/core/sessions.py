@@ -1147,8 +1147,8 @@ def records_by_line(data: bytes, end: int, lines: list[bytes] | None = None
     split = data[:end - 1].split(b"\n")
     try:
         records = list(map(orjson.loads, split))
-    except orjson.JSONDecodeError:
-        return None
+    except (orjson.JSONDecodeError, MemoryError):
+        return None     # (the line by line read parses each on its own, or says too_large)
     for i, rec in enumerate(records):
         if type(rec) is not dict or type(rec.get("seq")) is not int or rec["seq"] != i:
             return None

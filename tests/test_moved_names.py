@@ -72,7 +72,7 @@ def store(tmp_path) -> Path:
 
 # argv -> the core modules that command must not import
 NOT_IMPORTED = {
-    ("show",): ["markdown_search"],
+    ("show",): ["markdown_search", "rowmodel"],
     ("notes",): ["markdown_search"],
     ("facts",): ["markdown_search", "markdown"],
     ("context",): ["markdown_search"],

@@ -17,11 +17,11 @@ def _print_file(md, json_: bool) -> None:  # md: core.markdown.MarkdownFile
     """Exact text under --json, escaped text otherwise."""
     import sys
 
-    from lecode_memctl.core.rowmodel import doc_head
-
     from .output import emit_json, safe
 
     if json_:
+        from lecode_memctl.core.rowmodel import doc_head  # not for the text (show, log)
+
         if len(md.text) <= _STREAM_ABOVE:
             emit_json({**doc_head("markdown"), "path": str(md.path), "text": md.text})
             return

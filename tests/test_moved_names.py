@@ -18,6 +18,8 @@ import pytest
 MOVED = {
     "lecode_memctl.core.markdown": ("lecode_memctl.core.markdown_search", (
         "SearchHit", "SearchResult", "SkippedFile", "compile_pattern", "iter_search", "search")),
+    "lecode_memctl.core.layout": ("lecode_memctl.core.inventory", (
+        "LayoutItem", "StoreEntry", "inventory", "store_dirs", "store_entries")),
 }
 
 
@@ -72,11 +74,11 @@ def store(tmp_path) -> Path:
 
 # argv -> the core modules that command must not import
 NOT_IMPORTED = {
-    ("show",): ["markdown_search", "rowmodel"],
-    ("notes",): ["markdown_search"],
-    ("facts",): ["markdown_search", "markdown"],
-    ("context",): ["markdown_search"],
-    ("validate", "-q"): ["markdown_search", "markdown"],
+    ("show",): ["markdown_search", "inventory", "rowmodel"],
+    ("notes",): ["markdown_search", "inventory"],
+    ("facts",): ["markdown_search", "inventory", "markdown"],
+    ("context",): ["markdown_search", "inventory"],
+    ("validate", "-q"): ["markdown_search", "inventory", "markdown"],
 }
 
 

@@ -38,7 +38,8 @@ def where(
     (project, option, headers, directory) and slug_detail.
     """
     from lecode_memctl.core.identity import resolve_project
-    from lecode_memctl.core.layout import Store, inventory, memory_root
+    from lecode_memctl.core.inventory import inventory
+    from lecode_memctl.core.layout import Store, memory_root
     from lecode_memctl.core.rowmodel import doc_head
 
     from .output import echo, emit_json, safe

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import hashlib
 import os
 import re
 import shutil
@@ -43,6 +42,7 @@ import orjson
 
 from .atomic import is_link_refusal, lstat_regular, open_nofollow
 from .errors import Conflict, NotFound, StoreBusy, StoreCorrupt, StoreWriteError, UsageError
+from .hashing import sha256
 from .sessions import ClosesOnExit
 from .snapshot import private_journal_snapshot, private_snapshot
 from .sourceref import (
@@ -260,7 +260,7 @@ def fact_id_for(text: str, ref: SourceRef | None) -> str:
     """The canonical id of a fact: the first 16 hex digits of the SHA-256 of the
     sorted-key JSON ``{"source": REF or null, "text": TEXT, "v": 1}``."""
     doc = {"v": 1, "text": text, "source": ref.to_json() if ref is not None else None}
-    return hashlib.sha256(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+    return sha256(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
 
 def check_fact_id(fact_id: object) -> str:

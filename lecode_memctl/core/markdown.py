@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from .atomic import O_DIRECTORY, O_NONBLOCK, atomic_write, is_temp_name, lstat_dir, open_nofollow, read_all
 from .errors import NotFound, StoreCorrupt, StoreWriteError, UsageError
+from .hashing import sha256 as _sha256
 from .layout import DAILY_DIR, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, Store, regular_files
 
 # The names and dates (syntax only) live in mdnames, the search in
@@ -229,9 +230,7 @@ def decode(data: bytes, path: Path | str) -> str:
 
 
 def sha256(data: bytes | None) -> str | None:
-    import hashlib  # here, not at the top: OpenSSL's load is ~2 ms of every start-up
-
-    return None if data is None else hashlib.sha256(data).hexdigest()
+    return None if data is None else _sha256(data).hexdigest()
 
 
 # ---------------------------------------------------------------- reading
@@ -268,9 +267,7 @@ def read(store: Store, target: Target) -> MarkdownFile:
     if data is None:
         raise _missing(store, target)
     path = target.path(store)
-    import hashlib
-
-    return MarkdownFile(path, decode(data, path), len(data), hashlib.sha256(data).hexdigest())
+    return MarkdownFile(path, decode(data, path), len(data), _sha256(data).hexdigest())
 
 
 def read_memory(store: Store) -> MarkdownFile:

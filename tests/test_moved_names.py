@@ -22,6 +22,8 @@ MOVED = {
         "LayoutItem", "StoreEntry", "inventory", "store_dirs", "store_entries")),
     "lecode_memctl.core.facts": ("lecode_memctl.core.factresults", (
         "ForgetPlan", "RememberResult")),
+    "lecode_memctl.core.config": ("lecode_memctl.core.memory_config", (
+        "ConfigProblem", "MemoryConfig", "Setting", "load_memory_config")),
     "lecode_memctl.core.sessions": ("lecode_memctl.core.sessiondata", ("SessionInfo", "Snapshot")),
 }
 
@@ -88,7 +90,8 @@ NOT_IMPORTED = {
     ("notes",): ["markdown_search", "inventory", "factresults", "sessiondata"],
     ("facts",): ["markdown_search", "inventory", "factresults", "sessiondata", "markdown"],
     ("context",): ["markdown_search", "inventory", "factresults", "sessiondata"],
-    ("validate", "-q"): ["markdown_search", "inventory", "factresults", "sessiondata", "markdown"],
+    ("validate", "-q"): ["markdown_search", "inventory", "factresults", "sessiondata", "markdown",
+                          "memory_config"],
 }
 
 

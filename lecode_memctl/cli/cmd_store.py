@@ -110,7 +110,7 @@ def config(json_: JsonOpt = False, fmt: FormatOpt = None) -> None:
     jsonl, csv and tsv give the setting rows {type, key, value, default,
     source}.
     """
-    from lecode_memctl.core.config import load_memory_config
+    from lecode_memctl.core.memory_config import load_memory_config
     from lecode_memctl.core.rowmodel import SCHEMA_VERSION, SETTING
 
     from .output import check_format, emit_json, render_records

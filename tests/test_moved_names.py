@@ -24,6 +24,7 @@ MOVED = {
         "ForgetPlan", "RememberResult")),
     "lecode_memctl.core.config": ("lecode_memctl.core.memory_config", (
         "ConfigProblem", "MemoryConfig", "Setting", "load_memory_config")),
+    "lecode_memctl.core.paging": ("lecode_memctl.core.pagedata", ("Page",)),
     "lecode_memctl.core.sessions": ("lecode_memctl.core.sessiondata", ("SessionInfo", "Snapshot")),
 }
 
@@ -86,11 +87,11 @@ def store(tmp_path) -> Path:
 
 # argv -> the core modules that command must not import
 NOT_IMPORTED = {
-    ("show",): ["markdown_search", "inventory", "factresults", "sessiondata", "rowmodel"],
-    ("notes",): ["markdown_search", "inventory", "factresults", "sessiondata"],
-    ("facts",): ["markdown_search", "inventory", "factresults", "sessiondata", "markdown"],
-    ("context",): ["markdown_search", "inventory", "factresults", "sessiondata"],
-    ("validate", "-q"): ["markdown_search", "inventory", "factresults", "sessiondata", "markdown",
+    ("show",): ["markdown_search", "inventory", "factresults", "sessiondata", "pagedata", "rowmodel"],
+    ("notes",): ["markdown_search", "inventory", "factresults", "sessiondata", "pagedata"],
+    ("facts",): ["markdown_search", "inventory", "factresults", "sessiondata", "pagedata", "markdown"],
+    ("context",): ["markdown_search", "inventory", "factresults", "sessiondata", "pagedata"],
+    ("validate", "-q"): ["markdown_search", "inventory", "factresults", "sessiondata", "pagedata", "markdown",
                           "memory_config"],
 }
 

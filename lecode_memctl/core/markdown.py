@@ -11,7 +11,6 @@ Text is UTF-8; undecodable bytes are ``StoreCorrupt`` naming the file.
 
 from __future__ import annotations
 
-import datetime as _dt
 import errno
 import os
 import stat
@@ -19,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .atomic import O_DIRECTORY, O_NONBLOCK, atomic_write, is_temp_name, lstat_dir, open_nofollow, read_all
+from .atomic import O_DIRECTORY, O_NONBLOCK, atomic_write, open_nofollow, read_all
 from .errors import NotFound, StoreCorrupt, StoreWriteError, UsageError
 from .hashing import sha256 as _sha256
-from .layout import DAILY_DIR, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, Store, regular_files
+from .layout import DAILY_DIR, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, Store
 
 # The names and dates (syntax only) live in mdnames, the search in
 # markdown_search; this module offers all of their names.
@@ -30,6 +29,7 @@ from .mdnames import (
     FILE_NAME_MAX_BYTES as FILE_NAME_MAX_BYTES,
     MD_SUFFIX as MD_SUFFIX,
     NOTE_NAME_MAX_CHARS as NOTE_NAME_MAX_CHARS,
+    _md_entries,
     _show,
     check_date as check_date,
     check_note_name as check_note_name,
@@ -38,6 +38,7 @@ from .mdnames import (
 )
 
 if TYPE_CHECKING:
+    from .markdown_notes import NoteInfo as NoteInfo, list_notes as list_notes
     from .markdown_search import (
         SearchHit as SearchHit,
         SearchResult as SearchResult,
@@ -49,9 +50,11 @@ if TYPE_CHECKING:
 else:
     from ._lazy import moved_attribute
 
-    # Loaded on first use: only 'memctl search' searches (see core/_lazy.py).
+    # Loaded on first use: only 'memctl search' searches, only 'memctl notes'
+    # lists the notes (see core/_lazy.py).
     _MOVED = {name: ".markdown_search" for name in (
         "SearchHit", "SearchResult", "SkippedFile", "compile_pattern", "iter_search", "search")}
+    _MOVED.update(NoteInfo=".markdown_notes", list_notes=".markdown_notes")
 
     def __getattr__(name: str) -> Any:
         return moved_attribute(__name__, _MOVED, name)
@@ -287,46 +290,6 @@ def read_note(store: Store, name: str) -> MarkdownFile:
 
 
 # ---------------------------------------------------------------- listing
-
-@dataclass(frozen=True)
-class NoteInfo:
-    name: str
-    path: Path
-    size: int
-    modified: str   # local time, ISO 8601 with offset, seconds
-    mtime_ns: int
-
-
-def _md_entries(store: Store, sub: str) -> list[tuple[str, os.stat_result]]:
-    """Regular ``*.md`` files directly in ``store/sub`` (no symlinks, no temp
-    files, no ``.bak``), sorted by name.  Empty when the directory is missing;
-    ``StoreCorrupt`` when it is a symlink."""
-    d = store.path / sub
-    if lstat_dir(d) is None:
-        return []
-    out = []
-    try:
-        for name, est in regular_files(d, MD_SUFFIX):
-            if not is_temp_name(name) and name != MD_SUFFIX:
-                out.append((name, est))
-    except OSError as exc:
-        raise StoreCorrupt(f"{d}: cannot list: {exc.strerror}") from None
-    out.sort(key=lambda e: e[0])
-    return out
-
-
-def _local_iso(mtime_ns: int) -> str:
-    return _dt.datetime.fromtimestamp(mtime_ns / 1e9).astimezone().isoformat(timespec="seconds")
-
-
-def list_notes(store: Store) -> list[NoteInfo]:
-    """Every regular ``notes/*.md`` file, sorted by name.  ``NotFound`` when
-    the store does not exist; empty when it has no ``notes/`` directory."""
-    store.require()
-    return [NoteInfo(name[:-len(MD_SUFFIX)], store.notes_dir / name, st.st_size,
-                     _local_iso(st.st_mtime_ns), st.st_mtime_ns)
-            for name, st in _md_entries(store, NOTES_DIR)]
-
 
 def markdown_files(store: Store) -> list[Target]:
     """The files search covers, in search order: MEMORY.md, scratchpad.md,

@@ -1,18 +1,22 @@
-"""The names and dates of a store's Markdown files, checked by syntax only.
+"""The names and dates of a store's Markdown files, checked by syntax only,
+and the listing of the ``*.md`` files of a directory of a store.
 
-Part of :mod:`lecode_memctl.core.markdown`, which re-exports every name
-here; a module of its own so that the audit (which checks the names of the
-files in ``notes/``) does not import the reading and writing code and its
-dataclasses.
+Part of :mod:`lecode_memctl.core.markdown`, which re-exports every public
+name here; a module of its own so that the audit (which checks the names of
+the files in ``notes/``) and ``memctl notes`` do not import the reading and
+writing code and its dataclasses.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import re
 import unicodedata
 
-from .errors import UsageError
+from .atomic import is_temp_name, lstat_dir
+from .errors import StoreCorrupt, UsageError
+from .layout import Store, regular_files
 
 MD_SUFFIX = ".md"
 NOTE_NAME_MAX_CHARS = 100
@@ -102,3 +106,23 @@ def check_date(date: object) -> str:
 def today() -> str:
     """Today's local date as ``YYYY-MM-DD`` (the daily log lecode writes to)."""
     return _dt.date.today().isoformat()
+
+
+# ---------------------------------------------------------------- listing
+
+def _md_entries(store: Store, sub: str) -> list[tuple[str, os.stat_result]]:
+    """Regular ``*.md`` files directly in ``store/sub`` (no symlinks, no temp
+    files, no ``.bak``), sorted by name.  Empty when the directory is missing;
+    ``StoreCorrupt`` when it is a symlink."""
+    d = store.path / sub
+    if lstat_dir(d) is None:
+        return []
+    out = []
+    try:
+        for name, est in regular_files(d, MD_SUFFIX):
+            if not is_temp_name(name) and name != MD_SUFFIX:
+                out.append((name, est))
+    except OSError as exc:
+        raise StoreCorrupt(f"{d}: cannot list: {exc.strerror}") from None
+    out.sort(key=lambda e: e[0])
+    return out

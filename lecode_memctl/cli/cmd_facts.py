@@ -763,8 +763,8 @@ def context(
     accounting.  Control characters of the stored Markdown are shown
     escaped; --json keeps the exact text.  Reads only.
     """
-    from lecode_memctl.core.config import load_memory_config
     from lecode_memctl.core.context import build_memory_section, section_to_json
+    from lecode_memctl.core.memory_config import load_memory_config
     from lecode_memctl.core.rowmodel import doc_head
 
     from .output import echo, emit_json, safe, write_bytes

@@ -297,7 +297,7 @@ def secrets(
     import time
 
     from lecode_memctl.core.errors import UsageError
-    from lecode_memctl.core.layout import store_dirs
+    from lecode_memctl.core.inventory import store_dirs
     from lecode_memctl.core.rowmodel import SCHEMA_VERSION, SECRET, utc_time
     from lecode_memctl.core.secrets import Detector, load_allowlist, scan_store
 

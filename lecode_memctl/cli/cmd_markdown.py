@@ -17,11 +17,11 @@ def _print_file(md, json_: bool) -> None:  # md: core.markdown.MarkdownFile
     """Exact text under --json, escaped text otherwise."""
     import sys
 
-    from lecode_memctl.core.rowmodel import doc_head
-
     from .output import emit_json, safe
 
     if json_:
+        from lecode_memctl.core.rowmodel import doc_head  # not for the text (show, log)
+
         if len(md.text) <= _STREAM_ABOVE:
             emit_json({**doc_head("markdown"), "path": str(md.path), "text": md.text})
             return
@@ -123,13 +123,15 @@ def notes(
     characters; anything else is refused before any file is touched (exit
     2).  Changes nothing.
     """
-    from lecode_memctl.core import markdown
     from lecode_memctl.core.errors import UsageError
+    from lecode_memctl.core.markdown_notes import list_notes
     from lecode_memctl.core.rowmodel import NOTE
 
     from .output import check_format, echo, render_records, safe, sort_rows, window
 
     if name is not None:
+        from lecode_memctl.core import markdown  # not for the listing
+
         target = markdown.note_target(name)
         if fmt not in (None, "json"):
             raise UsageError("--format applies to the listing; use --json to print one note as JSON")
@@ -137,7 +139,7 @@ def notes(
         return
     fmt_name = check_format(fmt, json_flag=json_)
     store = STATE.existing_store()
-    infos = markdown.list_notes(store)
+    infos = list_notes(store)
     rows = [NOTE.row(name=i.name, path=str(i.path), size=i.size, modified=i.modified)
             for i in infos]
     rows = sort_rows(rows, sort, NOTE_SORTS, "name")

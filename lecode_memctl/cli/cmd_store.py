@@ -38,7 +38,8 @@ def where(
     (project, option, headers, directory) and slug_detail.
     """
     from lecode_memctl.core.identity import resolve_project
-    from lecode_memctl.core.layout import Store, inventory, memory_root
+    from lecode_memctl.core.inventory import inventory
+    from lecode_memctl.core.layout import Store, memory_root
     from lecode_memctl.core.rowmodel import doc_head
 
     from .output import echo, emit_json, safe
@@ -109,7 +110,7 @@ def config(json_: JsonOpt = False, fmt: FormatOpt = None) -> None:
     jsonl, csv and tsv give the setting rows {type, key, value, default,
     source}.
     """
-    from lecode_memctl.core.config import load_memory_config
+    from lecode_memctl.core.memory_config import load_memory_config
     from lecode_memctl.core.rowmodel import SCHEMA_VERSION, SETTING
 
     from .output import check_format, emit_json, render_records

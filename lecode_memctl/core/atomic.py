@@ -172,9 +172,9 @@ def temp_name(target: Path) -> Path:
     A name too long for that to fit ``NAME_MAX`` bytes is cut (at a character
     boundary) inside the temporary name only: a note name may use all 255
     bytes of ``<name>.md`` (issue 16.8)."""
-    import secrets  # here, not at the top: 1-2 ms of every command's start-up
-
-    suffix = f"{TMP_MARK}{secrets.token_hex(6)}"
+    # os.urandom(6).hex() is what secrets.token_hex(6) returns; the secrets
+    # module would import hmac and hashlib, so OpenSSL (~2 ms of a start-up)
+    suffix = f"{TMP_MARK}{os.urandom(6).hex()}"
     name = target.name
     room = NAME_MAX - len(os.fsencode(TMP_PREFIX + suffix))
     raw = os.fsencode(name)

@@ -49,7 +49,7 @@ import orjson
 from .atomic import O_NONBLOCK, open_nofollow, private_tempdir, write_all
 from .errors import Conflict, MemctlError, NotFound, StoreCorrupt, StoreWriteError, UsageError
 from .layout import DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, SESSIONS_DIR, Store
-from .markdown import is_note_file
+from .mdnames import is_note_file
 from .rowmodel import FACT_CHECK, FINDING
 from .sessions import LOCK_SUFFIX
 from .sourceref import session_file_id

@@ -3,11 +3,29 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import StoreCorrupt, UsageError
+
+if TYPE_CHECKING:
+    from .memory_config import (
+        ConfigProblem as ConfigProblem,
+        MemoryConfig as MemoryConfig,
+        Setting as Setting,
+        load_memory_config as load_memory_config,
+    )
+else:
+    from ._lazy import moved_attribute
+
+    # The [memory] settings, loaded on first use (see core/_lazy.py): most
+    # commands only resolve the config directory.
+    _MOVED = dict.fromkeys(("ConfigProblem", "MemoryConfig", "Setting", "load_memory_config"),
+                           ".memory_config")
+
+    def __getattr__(name: str) -> Any:
+        return moved_attribute(__name__, _MOVED, name)
 
 
 @dataclass(frozen=True)
@@ -31,24 +49,6 @@ def resolve_config_dir(option: str | os.PathLike[str] | None = None,
     return ConfigDir(Path(os.path.abspath(home)) / ".config" / "lecode", "HOME")
 
 
-@dataclass(frozen=True)
-class Setting:
-    key: str
-    value: Any
-    default: Any
-    source: str  # "default" or the config file path
-
-
-@dataclass(frozen=True)
-class MemoryConfig:
-    enabled: bool = True
-    max_bytes: int = 32768
-    auto_learn: bool = False
-    facts_max_bytes: int = 8192
-    settings: tuple[Setting, ...] = field(default=(), compare=False)
-    path: Path | None = None
-
-
 # key -> (type, default, (min, max) or None)
 MEMORY_KEYS: dict[str, tuple[type, Any, tuple[int, int] | None]] = {
     "enabled": (bool, True, None),
@@ -58,10 +58,10 @@ MEMORY_KEYS: dict[str, tuple[type, Any, tuple[int, int] | None]] = {
 }
 
 
-@dataclass(frozen=True)
-class ConfigProblem:
-    key: str
-    message: str
+def _problem(key: str, message: str) -> ConfigProblem:
+    from .memory_config import ConfigProblem  # only when there is a problem
+
+    return ConfigProblem(key, message)
 
 
 def check_memory_values(section: dict[str, Any]) -> list[ConfigProblem]:
@@ -73,13 +73,13 @@ def check_memory_values(section: dict[str, Any]) -> list[ConfigProblem]:
         value = section[key]
         if typ is bool:
             if not isinstance(value, bool):
-                problems.append(ConfigProblem(key, f"memory.{key} must be true or false, not {value!r}"))
+                problems.append(_problem(key, f"memory.{key} must be true or false, not {value!r}"))
             continue
         if isinstance(value, bool) or not isinstance(value, int):
-            problems.append(ConfigProblem(key, f"memory.{key} must be an integer, not {value!r}"))
+            problems.append(_problem(key, f"memory.{key} must be an integer, not {value!r}"))
             continue
         if bounds and not bounds[0] <= value <= bounds[1]:
-            problems.append(ConfigProblem(
+            problems.append(_problem(
                 key, f"memory.{key} = {value} is out of range {bounds[0]}..{bounds[1]}"))
     return problems
 
@@ -105,27 +105,3 @@ def read_config_file(config_dir: Path) -> tuple[Path, dict[str, Any] | None]:
         raise StoreCorrupt(f"{path}: not valid UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path}: invalid TOML: {exc}") from None
-
-
-def load_memory_config(config_dir: Path) -> MemoryConfig:
-    """The effective ``[memory]`` settings; a bad value is a ``UsageError`` naming the key."""
-    path, data = read_config_file(config_dir)
-    section: dict[str, Any] = {}
-    if data is not None:
-        raw_section = data.get("memory", {})
-        if not isinstance(raw_section, dict):
-            raise UsageError(f"{path}: [memory] must be a table")
-        section = raw_section
-    problems = check_memory_values(section)
-    if problems:
-        raise UsageError(f"{path}: {problems[0].message}")
-    values: dict[str, Any] = {}
-    settings = []
-    for key, (_typ, default, _bounds) in MEMORY_KEYS.items():
-        if key in section:
-            values[key] = section[key]
-            settings.append(Setting(key, section[key], default, str(path)))
-        else:
-            values[key] = default
-            settings.append(Setting(key, default, default, "default"))
-    return MemoryConfig(**values, settings=tuple(settings), path=path if data is not None else None)

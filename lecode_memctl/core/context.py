@@ -22,8 +22,8 @@ from typing import Any
 
 import orjson
 
-from .config import MemoryConfig
 from .layout import Store
+from .memory_config import MemoryConfig
 from .sourceref import SessionReader, SourceRef, SourceStatus
 
 INSPECT_FACTS = 50

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import hashlib
 import os
 import re
 import shutil
@@ -37,12 +36,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
 from .atomic import is_link_refusal, lstat_regular, open_nofollow
 from .errors import Conflict, NotFound, StoreBusy, StoreCorrupt, StoreWriteError, UsageError
+from .hashing import sha256
 from .sessions import ClosesOnExit
 from .snapshot import private_journal_snapshot, private_snapshot
 from .sourceref import (
@@ -56,6 +56,17 @@ from .sourceref import (
     status_for,
     stored_ref_ok,
 )
+
+if TYPE_CHECKING:
+    from .factresults import ForgetPlan as ForgetPlan, RememberResult as RememberResult
+else:
+    from ._lazy import moved_attribute
+
+    # What the writes return, loaded on first use (see core/_lazy.py).
+    _MOVED = {"ForgetPlan": ".factresults", "RememberResult": ".factresults"}
+
+    def __getattr__(name: str) -> Any:
+        return moved_attribute(__name__, _MOVED, name)
 
 BUSY_TIMEOUT = 5.0          # seconds a writer waits for the database lock
 LIST_MAX = 1000             # the most rows one list()/search() call returns
@@ -110,26 +121,6 @@ class Fact:
     updated: str
     source: SourceRef | None = None          # the current revision's SourceRef
     provenance: tuple[Provenance, ...] = ()  # the current revision's legacy rows
-
-
-@dataclass(frozen=True)
-class RememberResult:
-    fact: Fact
-    created: bool          # False: an idempotent retry or a deduplicated incumbent
-    deduplicated: bool = False
-
-
-@dataclass(frozen=True)
-class ForgetPlan:
-    """What ``forget(fact_id)`` would do (``memctl forget --dry-run``)."""
-
-    fact_id: str
-    exists: bool                                  # False: already forgotten (marker present)
-    exclusions: tuple[tuple[str, int], ...]       # (session id, seq) to install, new ones only
-    already_excluded: tuple[tuple[str, int], ...]
-    generation: int                               # the current generation
-    new_generation: int
-    suppressed_facts: tuple[str, ...]             # other facts whose evidence the exclusions hit
 
 
 # --------------------------------------------------------------------------
@@ -269,7 +260,7 @@ def fact_id_for(text: str, ref: SourceRef | None) -> str:
     """The canonical id of a fact: the first 16 hex digits of the SHA-256 of the
     sorted-key JSON ``{"source": REF or null, "text": TEXT, "v": 1}``."""
     doc = {"v": 1, "text": text, "source": ref.to_json() if ref is not None else None}
-    return hashlib.sha256(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+    return sha256(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
 
 def check_fact_id(fact_id: object) -> str:
@@ -1329,6 +1320,8 @@ class FactStore(ClosesOnExit):
         The id is derived from the text and ``ref``; adding the same fact again
         returns it unchanged.  Excluded evidence is refused (Conflict), as is
         the id of a forgotten fact."""
+        from .factresults import RememberResult
+
         text = _check_text(text)
         prov = self._check_provenance(provenance)
         fact_id = fact_id_for(text, ref)
@@ -1431,6 +1424,8 @@ class FactStore(ClosesOnExit):
         the same fact.  ``deduplicate=True`` returns an existing fact whose any
         revision's case-folded, whitespace-collapsed text equals this one,
         without attaching the new source or reverting it."""
+        from .factresults import RememberResult
+
         text = _check_text(text)
         if not isinstance(ref, SourceRef):
             raise UsageError("remember needs a SourceRef")
@@ -1492,6 +1487,8 @@ class FactStore(ClosesOnExit):
 
     def plan_forget(self, fact_id: str) -> ForgetPlan:
         """What forget would do, computed without writing."""
+        from .factresults import ForgetPlan
+
         check_fact_id(fact_id)
         db = self._reader()
         exists = db is not None and db.execute("SELECT 1 FROM facts WHERE fact_id = ?",

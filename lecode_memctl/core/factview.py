@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -19,7 +19,6 @@ from .facts import (
     Fact,
     FactGroup,
     FactStore,
-    ForgetPlan,
     Provenance,
     Revision,
     check_fact_id,
@@ -41,6 +40,10 @@ from .sourceref import (
     check_session_id,
     status_for,
 )
+
+if TYPE_CHECKING:
+    from .factresults import ForgetPlan
+
 
 # --------------------------------------------------------------------------
 # Reports: what `memctl facts`, `recall` and `history` print (and memory_list

@@ -30,9 +30,9 @@ def slug(path: str | os.PathLike[str]) -> str:
     """``name-hash`` for an absolute, resolved root path (store contract, "Slug")."""
     p = os.fspath(path)
     name = slug_name(os.path.basename(p.rstrip(os.sep) or p) if p != os.sep else "")
-    import hashlib  # here, not at the top: OpenSSL's load is ~2 ms of every start-up
+    from .hashing import sha256
 
-    digest = hashlib.sha256(os.fsencode(p)).hexdigest()[:12]
+    digest = sha256(os.fsencode(p)).hexdigest()[:12]
     return f"{name}-{digest}"
 
 

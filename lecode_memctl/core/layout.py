@@ -8,13 +8,30 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import NotFound, StoreCorrupt, UsageError
 from .sourceref import SESSION_SUFFIX as SESSION_SUFFIX, session_file_id
 
 if TYPE_CHECKING:
     from .identity import ProjectIdentity
+    from .inventory import (
+        LayoutItem as LayoutItem,
+        StoreEntry as StoreEntry,
+        inventory as inventory,
+        store_dirs as store_dirs,
+        store_entries as store_entries,
+    )
+else:
+    from ._lazy import moved_attribute
+
+    # Listing the stores and a store's contents (where, projects, migrate)
+    # lives in inventory, loaded on first use (see core/_lazy.py).
+    _MOVED = {name: ".inventory" for name in (
+        "LayoutItem", "StoreEntry", "inventory", "store_dirs", "store_entries")}
+
+    def __getattr__(name: str) -> Any:
+        return moved_attribute(__name__, _MOVED, name)
 
 MEMORY_FILE = "MEMORY.md"
 SCRATCHPAD_FILE = "scratchpad.md"
@@ -44,38 +61,6 @@ def memory_names(config_dir: Path) -> list[str]:
         return []
     except OSError as exc:
         raise StoreCorrupt(f"{root}: cannot list: {exc.strerror}") from None
-
-
-@dataclass(frozen=True)
-class StoreEntry:
-    """One store under ``<config>/memory/``: a real directory, or a symbolic
-    link in a store's place (never followed)."""
-
-    name: str
-    path: Path
-    is_link: bool
-
-
-def store_entries(config_dir: Path) -> list[StoreEntry]:
-    """The directories and symbolic links in ``<config>/memory/``, sorted by
-    name (``lstat`` only; anything else, or an entry that vanished, is left
-    out).  Every listing of stores starts here."""
-    root = memory_root(config_dir)
-    out = []
-    for name in memory_names(config_dir):
-        try:
-            mode = os.lstat(root / name).st_mode
-        except OSError:
-            continue
-        if stat.S_ISLNK(mode) or stat.S_ISDIR(mode):
-            out.append(StoreEntry(name, root / name, stat.S_ISLNK(mode)))
-    return out
-
-
-def store_dirs(config_dir: Path) -> list[Store]:
-    """The store directories under ``<config>/memory/`` (real directories: a
-    symbolic link is left out), sorted by name."""
-    return [store_at(e.path) for e in store_entries(config_dir) if not e.is_link]
 
 
 def session_ids(sessions_dir: str | os.PathLike[str]) -> list[str]:
@@ -230,15 +215,6 @@ def legacy_store(config_dir: Path, cwd: str | os.PathLike[str]) -> Store:
     return Store(memory_root(config_dir) / s, s, None)
 
 
-@dataclass(frozen=True)
-class LayoutItem:
-    name: str        # relative path, e.g. "MEMORY.md" or "daily/"
-    kind: str        # "file" or "dir"
-    exists: bool
-    size: int        # bytes (a directory: total of the regular files directly in it)
-    count: int       # a directory: number of entries; a file: 1 if exists
-
-
 def regular_files(path: str | os.PathLike[str],
                   suffix: str = "") -> Iterator[tuple[str, os.stat_result]]:
     """(name, lstat) of each regular file directly in ``path`` whose name ends
@@ -255,36 +231,3 @@ def regular_files(path: str | os.PathLike[str],
                 continue
             if stat.S_ISREG(est.st_mode):
                 yield entry.name, est
-
-
-def _dir_summary(path: Path, suffix: str = "") -> tuple[bool, int, int]:
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return False, 0, 0
-    if not stat.S_ISDIR(st.st_mode):
-        return False, 0, 0
-    size = count = 0
-    try:
-        for _name, est in regular_files(path, suffix):
-            size += est.st_size
-            count += 1
-    except OSError:
-        pass
-    return True, size, count
-
-
-def inventory(store: Store) -> list[LayoutItem]:
-    """Which layout items exist, with sizes.  Reads metadata only."""
-    items: list[LayoutItem] = []
-    for name in (MEMORY_FILE, SCRATCHPAD_FILE, FACTS_DB):
-        try:
-            st = os.lstat(store.path / name)
-            ok = stat.S_ISREG(st.st_mode)
-            items.append(LayoutItem(name, "file", ok, st.st_size if ok else 0, 1 if ok else 0))
-        except OSError:
-            items.append(LayoutItem(name, "file", False, 0, 0))
-    for name, suffix in ((DAILY_DIR, ".md"), (NOTES_DIR, ".md"), (SESSIONS_DIR, ".jsonl")):
-        ok, size, count = _dir_summary(store.path / name, suffix)
-        items.append(LayoutItem(name + "/", "dir", ok, size, count))
-    return items

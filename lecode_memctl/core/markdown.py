@@ -11,23 +11,54 @@ Text is UTF-8; undecodable bytes are ``StoreCorrupt`` naming the file.
 
 from __future__ import annotations
 
-import datetime as _dt
 import errno
 import os
-import re
 import stat
-import unicodedata
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from .atomic import O_DIRECTORY, O_NONBLOCK, atomic_write, is_temp_name, lstat_dir, open_nofollow, read_all
+from .atomic import O_DIRECTORY, O_NONBLOCK, atomic_write, open_nofollow, read_all
 from .errors import NotFound, StoreCorrupt, StoreWriteError, UsageError
-from .layout import DAILY_DIR, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, Store, regular_files
+from .hashing import sha256 as _sha256
+from .layout import DAILY_DIR, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, Store
 
-MD_SUFFIX = ".md"
-NOTE_NAME_MAX_CHARS = 100
-FILE_NAME_MAX_BYTES = 255
+# The names and dates (syntax only) live in mdnames, the search in
+# markdown_search; this module offers all of their names.
+from .mdnames import (
+    FILE_NAME_MAX_BYTES as FILE_NAME_MAX_BYTES,
+    MD_SUFFIX as MD_SUFFIX,
+    NOTE_NAME_MAX_CHARS as NOTE_NAME_MAX_CHARS,
+    _md_entries,
+    _show,
+    check_date as check_date,
+    check_note_name as check_note_name,
+    is_note_file as is_note_file,
+    today as today,
+)
+
+if TYPE_CHECKING:
+    from .markdown_notes import NoteInfo as NoteInfo, list_notes as list_notes
+    from .markdown_search import (
+        SearchHit as SearchHit,
+        SearchResult as SearchResult,
+        SkippedFile as SkippedFile,
+        compile_pattern as compile_pattern,
+        iter_search as iter_search,
+        search as search,
+    )
+else:
+    from ._lazy import moved_attribute
+
+    # Loaded on first use: only 'memctl search' searches, only 'memctl notes'
+    # lists the notes (see core/_lazy.py).
+    _MOVED = {name: ".markdown_search" for name in (
+        "SearchHit", "SearchResult", "SkippedFile", "compile_pattern", "iter_search", "search")}
+    _MOVED.update(NoteInfo=".markdown_notes", list_notes=".markdown_notes")
+
+    def __getattr__(name: str) -> Any:
+        return moved_attribute(__name__, _MOVED, name)
+
 DEFAULT_SEARCH_LIMIT = 50
 
 # What a user can name with `memctl edit WHAT`.
@@ -37,93 +68,7 @@ LOG = "log"
 NOTE = "note"
 KINDS = (MEMORY, SCRATCHPAD, LOG, NOTE)
 
-_DATE_RE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
 _READ_CHUNK = 1 << 20
-
-
-# ---------------------------------------------------------------- names and dates
-
-def _show(value: str, limit: int = 60) -> str:
-    shown = repr(value)
-    return shown if len(shown) <= limit else shown[:limit - 3] + "..."
-
-
-def check_note_name(name: object) -> str:
-    """The canonical note name, or ``UsageError``.  Syntax only, no filesystem call.
-
-    A trailing ``.md`` is accepted and stripped once (``todo.md`` names the
-    note ``todo``, file ``notes/todo.md``).  The name is 1..100 characters,
-    has no ``/`` or ``\\``, no ``..``, no leading ``.``, no leading or
-    trailing whitespace, no control or format characters (C0, DEL, C1, bidi
-    controls, zero-width characters), does not itself end in ``.md``, and
-    ``<name>.md`` fits 255 bytes of UTF-8.  Letters of any script, digits,
-    spaces and punctuation are allowed.
-    """
-    if not isinstance(name, str):
-        raise UsageError(f"invalid note name {_show(str(name))}: not a string")
-    raw = name
-    if name.endswith(MD_SUFFIX):
-        name = name[:-len(MD_SUFFIX)]
-
-    def bad(why: str) -> UsageError:
-        return UsageError(f"invalid note name {_show(raw)}: {why}",
-                          hint="note names are 1-100 characters without '/', '\\', '..', "
-                               "a leading dot or control characters")
-
-    if not name:
-        raise bad("empty")
-    if len(name) > NOTE_NAME_MAX_CHARS:
-        raise bad(f"longer than {NOTE_NAME_MAX_CHARS} characters")
-    if "/" in name or "\\" in name:
-        raise bad("contains a path separator")
-    if ".." in name:
-        raise bad("contains '..'")
-    if name.startswith("."):
-        raise bad("starts with a dot")
-    if name != name.strip():
-        raise bad("starts or ends with whitespace")
-    for ch in name:
-        cat = unicodedata.category(ch)
-        # Cc: C0, DEL, C1 (NUL included); Cf: bidi controls, zero-width, BOM;
-        # Cs: lone surrogates (undecodable bytes on the command line);
-        # Zl/Zp: line and paragraph separators.
-        if cat == "Cs":
-            raise bad("contains bytes that are not valid UTF-8")
-        if cat in ("Cc", "Cf", "Zl", "Zp"):
-            raise bad(f"contains the control or format character U+{ord(ch):04X}")
-    if name.endswith(MD_SUFFIX):
-        raise bad("ends in '.md' even after removing one '.md' suffix")
-    if len((name + MD_SUFFIX).encode("utf-8")) > FILE_NAME_MAX_BYTES:
-        raise bad(f"'{'<name>'}.md' would be longer than {FILE_NAME_MAX_BYTES} bytes")
-    return name
-
-
-def is_note_file(name: str) -> bool:
-    """Whether a ``notes/`` entry is ``<note name>.md`` with a name ``memctl
-    note`` would accept (the audit's layout check, the bundle's export)."""
-    if not name.endswith(".md"):
-        return False
-    try:
-        check_note_name(name)
-    except UsageError:
-        return False
-    return True
-
-
-def check_date(date: object) -> str:
-    """A real calendar date ``YYYY-MM-DD`` unchanged, or ``UsageError``."""
-    if not isinstance(date, str) or not _DATE_RE.match(date):
-        raise UsageError(f"invalid date {_show(str(date))}: use YYYY-MM-DD, e.g. 2026-02-28")
-    try:
-        _dt.date.fromisoformat(date)
-    except ValueError:
-        raise UsageError(f"invalid date {_show(date)}: no such calendar day") from None
-    return date
-
-
-def today() -> str:
-    """Today's local date as ``YYYY-MM-DD`` (the daily log lecode writes to)."""
-    return _dt.date.today().isoformat()
 
 
 # ---------------------------------------------------------------- locations
@@ -288,9 +233,7 @@ def decode(data: bytes, path: Path | str) -> str:
 
 
 def sha256(data: bytes | None) -> str | None:
-    import hashlib  # here, not at the top: OpenSSL's load is ~2 ms of every start-up
-
-    return None if data is None else hashlib.sha256(data).hexdigest()
+    return None if data is None else _sha256(data).hexdigest()
 
 
 # ---------------------------------------------------------------- reading
@@ -327,9 +270,7 @@ def read(store: Store, target: Target) -> MarkdownFile:
     if data is None:
         raise _missing(store, target)
     path = target.path(store)
-    import hashlib
-
-    return MarkdownFile(path, decode(data, path), len(data), hashlib.sha256(data).hexdigest())
+    return MarkdownFile(path, decode(data, path), len(data), _sha256(data).hexdigest())
 
 
 def read_memory(store: Store) -> MarkdownFile:
@@ -350,46 +291,6 @@ def read_note(store: Store, name: str) -> MarkdownFile:
 
 # ---------------------------------------------------------------- listing
 
-@dataclass(frozen=True)
-class NoteInfo:
-    name: str
-    path: Path
-    size: int
-    modified: str   # local time, ISO 8601 with offset, seconds
-    mtime_ns: int
-
-
-def _md_entries(store: Store, sub: str) -> list[tuple[str, os.stat_result]]:
-    """Regular ``*.md`` files directly in ``store/sub`` (no symlinks, no temp
-    files, no ``.bak``), sorted by name.  Empty when the directory is missing;
-    ``StoreCorrupt`` when it is a symlink."""
-    d = store.path / sub
-    if lstat_dir(d) is None:
-        return []
-    out = []
-    try:
-        for name, est in regular_files(d, MD_SUFFIX):
-            if not is_temp_name(name) and name != MD_SUFFIX:
-                out.append((name, est))
-    except OSError as exc:
-        raise StoreCorrupt(f"{d}: cannot list: {exc.strerror}") from None
-    out.sort(key=lambda e: e[0])
-    return out
-
-
-def _local_iso(mtime_ns: int) -> str:
-    return _dt.datetime.fromtimestamp(mtime_ns / 1e9).astimezone().isoformat(timespec="seconds")
-
-
-def list_notes(store: Store) -> list[NoteInfo]:
-    """Every regular ``notes/*.md`` file, sorted by name.  ``NotFound`` when
-    the store does not exist; empty when it has no ``notes/`` directory."""
-    store.require()
-    return [NoteInfo(name[:-len(MD_SUFFIX)], store.notes_dir / name, st.st_size,
-                     _local_iso(st.st_mtime_ns), st.st_mtime_ns)
-            for name, st in _md_entries(store, NOTES_DIR)]
-
-
 def markdown_files(store: Store) -> list[Target]:
     """The files search covers, in search order: MEMORY.md, scratchpad.md,
     daily/*.md, notes/*.md (never ``.bak``, temp files or sessions)."""
@@ -401,93 +302,6 @@ def markdown_files(store: Store) -> list[Target]:
             label = f"daily log {stem}" if kind == LOG else f"note {stem!r}"
             out.append(Target(kind, (sub, name), label))
     return out
-
-
-# ---------------------------------------------------------------- search
-
-@dataclass(frozen=True)
-class SearchHit:
-    file: str   # relative to the store, e.g. "notes/todo.md"
-    line: int   # 1-based; lines are split at "\n" only
-    text: str   # the whole line, without its "\n"
-
-
-@dataclass(frozen=True)
-class SkippedFile:
-    file: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class SearchResult:
-    pattern: str
-    limit: int
-    hits: list[SearchHit]
-    truncated: bool                 # more hits exist beyond ``limit``
-    files_searched: int             # files read (up to the point the limit stopped the search)
-    skipped: list[SkippedFile] = field(default_factory=list)
-
-
-def compile_pattern(pattern: str, *, ignore_case: bool = False) -> re.Pattern[str]:
-    try:
-        return re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-    except re.error as exc:
-        raise UsageError(f"invalid regular expression {_show(pattern)}: {exc}") from None
-    except (OverflowError, RecursionError, ValueError) as exc:
-        raise UsageError(f"invalid regular expression {_show(pattern)}: {exc}") from None
-
-
-def iter_search(store: Store, regex: re.Pattern[str],
-                skipped: list[SkippedFile] | None = None,
-                scanned: list[str] | None = None) -> Iterator[SearchHit]:
-    """Every line of the store's Markdown files that ``regex`` matches, in file
-    order.  An unreadable or undecodable file is appended to ``skipped`` (when
-    given) and skipped; each file actually read is appended to ``scanned``."""
-    for target in markdown_files(store):
-        try:
-            data = read_bytes(store, target)
-            if data is None:
-                continue
-            text = decode(data, target.relpath)
-        except StoreCorrupt as exc:
-            if skipped is not None:
-                reason = exc.message
-                prefix = f"{target.path(store)}: "
-                if reason.startswith(prefix):
-                    reason = reason[len(prefix):]
-                elif reason.startswith(target.relpath + ": "):
-                    reason = reason[len(target.relpath) + 2:]
-                skipped.append(SkippedFile(target.relpath, reason))
-            continue
-        if scanned is not None:
-            scanned.append(target.relpath)
-        for no, line in enumerate(text.split("\n"), 1):
-            if regex.search(line):
-                yield SearchHit(target.relpath, no, line)
-
-
-def search(store: Store, pattern: str, *, limit: int = DEFAULT_SEARCH_LIMIT,
-           ignore_case: bool = False, offset: int = 0) -> SearchResult:
-    """Python-regex search over the Markdown files only: at most ``limit``
-    hits, after skipping the first ``offset``."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise UsageError(f"--limit must be a positive integer, not {limit!r}")
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise UsageError(f"--offset must be a non-negative integer, not {offset!r}")
-    regex = compile_pattern(pattern, ignore_case=ignore_case)
-    store.require()
-    skipped: list[SkippedFile] = []
-    hits: list[SearchHit] = []
-    truncated = False
-    scanned: list[str] = []
-    for i, hit in enumerate(iter_search(store, regex, skipped, scanned)):
-        if i < offset:
-            continue
-        if len(hits) == limit:
-            truncated = True
-            break
-        hits.append(hit)
-    return SearchResult(pattern, limit, hits, truncated, len(scanned), skipped)
 
 
 # ---------------------------------------------------------------- writing

@@ -35,6 +35,7 @@ from pathlib import Path
 from .atomic import atomic_write, is_temp_name, make_dirs, read_regular
 from .errors import EXIT_OK, Conflict, NotFound, StoreCorrupt, StoreWriteError, UsageError
 from .identity import ProjectIdentity, read_commondir, read_gitdir_file, resolve_project, slug, slug_name
+from .inventory import store_entries
 from .layout import (
     DAILY_DIR,
     FACTS_DB,
@@ -46,7 +47,6 @@ from .layout import (
     looks_like_slug,
     memory_names,
     memory_root,
-    store_entries,
 )
 
 DEFAULT_MAX_DIRS = 100_000

@@ -13,30 +13,28 @@ the pages' ``source_text`` before parsing the array.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from .errors import UsageError
 
+if TYPE_CHECKING:
+    from .pagedata import Page as Page
+else:
+    from ._lazy import moved_attribute
+
+    # Loaded on first use (see core/_lazy.py): the facts listing only needs
+    # the constants below.
+    _MOVED = {"Page": ".pagedata"}
+
+    def __getattr__(name: str) -> Any:
+        return moved_attribute(__name__, _MOVED, name)
+
 MAX_OUTPUT_BYTES = 16384
 DEFAULT_LIMIT = 4096
 MAX_LIMIT = 8192
 MIN_BUDGET = 16   # bytes: room for at least one escaped character
-
-
-@dataclass(frozen=True)
-class Page:
-    source_text: str
-    offset: int
-    next_offset: int | None
-    limit: int            # the effective limit (after clamping)
-    total_chars: int      # characters in the whole array text
-
-    @property
-    def chars(self) -> int:
-        return len(self.source_text)
 
 
 def binary_size(data: Any) -> int | None:
@@ -88,6 +86,8 @@ def clamp_limit(limit: Any) -> int:
 
 def page_text(text: str, *, offset: int = 0, limit: int = DEFAULT_LIMIT, budget: int) -> Page:
     """One character page of ``text`` whose JSON-escaped size is at most ``budget`` bytes."""
+    from .pagedata import Page
+
     lim = clamp_limit(limit)
     total = len(text)
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:

@@ -22,10 +22,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .config import ConfigDir, MemoryConfig, load_memory_config, resolve_config_dir
+from .config import ConfigDir, resolve_config_dir
 from .errors import UsageError
 from .identity import working_directory
 from .layout import Store, store_for_project, store_given
+from .memory_config import MemoryConfig, load_memory_config
 from .sessions import SessionStore, StoreExclusions, check_range
 from .sourceref import ExclusionReader, SourceRef
 

@@ -30,7 +30,8 @@ import orjson
 
 from .atomic import open_in_dir
 from .identity import resolve_project, slug
-from .layout import FACTS_DB, SESSIONS_DIR, session_ids, store_entries
+from .inventory import store_entries
+from .layout import FACTS_DB, SESSIONS_DIR, session_ids
 
 _ROOT_KEYS = ("project_root", "root", "cwd")
 _HEAD_BYTES = 65536

@@ -18,7 +18,6 @@ cannot be used never fails a command (the mark is then not kept).
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import os
 import stat
 import time
@@ -30,6 +29,7 @@ import orjson
 
 from .atomic import atomic_write, open_nofollow, read_all
 from .errors import MemctlError
+from .hashing import sha256
 
 STATE_NAME = "lecode-memctl"
 MARKS_DIR = "stores"
@@ -66,7 +66,7 @@ def state_dir(env: Mapping[str, str] | None = None) -> Path:
 
 
 def mark_path(state: Path, store_path: str | os.PathLike[str]) -> Path:
-    key = hashlib.sha256(os.fsencode(os.path.realpath(store_path))).hexdigest()[:32]
+    key = sha256(os.fsencode(os.path.realpath(store_path))).hexdigest()[:32]
     return state / MARKS_DIR / f"{key}.json"
 
 

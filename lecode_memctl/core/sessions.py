@@ -31,10 +31,10 @@ import os
 import re
 import stat
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Self, TypeGuard
+from typing import TYPE_CHECKING, Any, Self, TypeGuard
 
 import orjson
 
@@ -55,6 +55,17 @@ from .sourceref import (
     check_session_id,
     status_for,
 )
+
+if TYPE_CHECKING:
+    from .sessiondata import SessionInfo as SessionInfo, Snapshot as Snapshot
+else:
+    from ._lazy import moved_attribute
+
+    # What a capture and the listing return, loaded on first use (core/_lazy.py).
+    _MOVED = {"SessionInfo": ".sessiondata", "Snapshot": ".sessiondata"}
+
+    def __getattr__(name: str) -> Any:
+        return moved_attribute(__name__, _MOVED, name)
 
 FORMAT_VERSION = 1
 SUFFIX = SESSION_SUFFIX
@@ -172,45 +183,6 @@ class PositionMissing(NotFound):
 
 # --------------------------------------------------------------------------
 # Data
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """A validated capture: the ref, every complete record of the (clamped)
-    requested span in seq order, and the visible message positions."""
-
-    ref: SourceRef
-    records: list[dict[str, Any]]
-    visible: list[int]
-    start: int
-    end: int                     # the requested end clamped to the last complete record
-    last_seq: int                # the last complete record of the session
-    hidden: dict[int, str] = field(default_factory=dict)   # message seq -> reason
-
-    def messages(self) -> list[tuple[int, dict[str, Any]]]:
-        """The visible messages as ``(seq, record)`` pairs, in seq order."""
-        keep = set(self.visible)
-        return [(r["seq"], r) for r in self.records if r["seq"] in keep]
-
-
-@dataclass(frozen=True)
-class SessionInfo:
-    id: str
-    created: str | None
-    last_time: str | None          # mtime of the file (the last append), ISO 8601 UTC
-    records: int | None            # complete records (last seq + 1)
-    messages: int | None
-    compactions: int | None
-    size: int
-    state: str                     # ok, torn_tail, corrupt, refused, unreadable
-    reason: str | None = None      # a REASONS key or a corruption kind
-    detail: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "created": self.created, "last_time": self.last_time,
-                "records": self.records, "messages": self.messages,
-                "compactions": self.compactions, "size": self.size, "state": self.state,
-                "reason": self.reason, "detail": self.detail}
 
 
 @dataclass(frozen=True)
@@ -1666,6 +1638,8 @@ class SessionStore:
         the session is refused (symlink, header, project), or no message in the
         range is visible.  StoreCorrupt: a corrupt line or seq gap in the span.
         """
+        from .sessiondata import Snapshot
+
         check_session_id(session_id)
         check_range(start, end, max_span=MAX_SPAN)
         _check_purpose(purpose)
@@ -1927,6 +1901,8 @@ class SessionStore:
         return self._info(session_id)
 
     def _info(self, sid: str) -> SessionInfo:
+        from .sessiondata import SessionInfo
+
         path = os.path.join(self.dir, sid + SUFFIX)
         try:
             lst = os.lstat(path)

@@ -6,7 +6,6 @@ without creating or touching anything in the store."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import stat
@@ -15,6 +14,7 @@ from pathlib import Path
 
 from .atomic import is_link_refusal, lstat_regular, open_nofollow, private_tempdir, write_all
 from .errors import NotFound, StoreBusy, StoreCorrupt
+from .hashing import sha256
 from .layout import FILE_MODE
 
 SNAPSHOT_CHUNK = 1 << 20
@@ -52,7 +52,7 @@ def _copy_nofollow(src: Path, dst: str | None, keep: list[bytes] | None = None,
             raise StoreCorrupt(f"{src}: not a regular file")
         if dst is not None:
             out = open_nofollow(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
-        digest = hashlib.sha256()
+        digest = sha256(size=st.st_size if limit is None else min(st.st_size, limit))
         done = 0
         while limit is None or done < limit:
             want = SNAPSHOT_CHUNK if limit is None else min(SNAPSHOT_CHUNK, limit - done)

@@ -137,9 +137,9 @@ def canonical_bytes(records: Iterable[Mapping[str, Any]]) -> bytes:
 
 def canonical_digest(records: Iterable[Mapping[str, Any]]) -> str:
     """``sha256(orjson.dumps(records, option=orjson.OPT_SORT_KEYS)).hexdigest()``."""
-    import hashlib  # here, not at the top: OpenSSL's load is ~2 ms of every start-up
+    from .hashing import sha256
 
-    return hashlib.sha256(canonical_bytes(records)).hexdigest()
+    return sha256(canonical_bytes(records)).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from ..layout import (
     Store,
     looks_like_slug,
 )
-from ..markdown import is_note_file
+from ..mdnames import is_note_file
 from ..sessions import LOCK_SUFFIX
 from ..sourceref import SourceRef, session_file_id, status_for
 from .codes import CODES, Finding, Progress, Summary

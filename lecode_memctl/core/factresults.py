@@ -1,0 +1,32 @@
+"""What the writes of :class:`~lecode_memctl.core.facts.FactStore` return.
+
+Part of :mod:`lecode_memctl.core.facts`, which still offers both names; a
+module of its own so that the commands that only read facts do not create
+these dataclasses (about a millisecond each at start-up).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .facts import Fact
+
+
+@dataclass(frozen=True)
+class RememberResult:
+    fact: Fact
+    created: bool          # False: an idempotent retry or a deduplicated incumbent
+    deduplicated: bool = False
+
+
+@dataclass(frozen=True)
+class ForgetPlan:
+    """What ``forget(fact_id)`` would do (``memctl forget --dry-run``)."""
+
+    fact_id: str
+    exists: bool                                  # False: already forgotten (marker present)
+    exclusions: tuple[tuple[str, int], ...]       # (session id, seq) to install, new ones only
+    already_excluded: tuple[tuple[str, int], ...]
+    generation: int                               # the current generation
+    new_generation: int
+    suppressed_facts: tuple[str, ...]             # other facts whose evidence the exclusions hit

@@ -1,0 +1,102 @@
+"""The stores under ``<config>/memory/`` and what a store holds: the listings
+of ``memctl where``, ``projects``, ``migrate`` and the forensic commands.
+
+Part of :mod:`lecode_memctl.core.layout`, which still offers every name here;
+a module of its own so that the commands that read one store do not create
+its dataclasses (about a millisecond each at start-up).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from .layout import (
+    DAILY_DIR,
+    FACTS_DB,
+    MEMORY_FILE,
+    NOTES_DIR,
+    SCRATCHPAD_FILE,
+    SESSIONS_DIR,
+    Store,
+    memory_names,
+    memory_root,
+    regular_files,
+    store_at,
+)
+
+
+@dataclass(frozen=True)
+class StoreEntry:
+    """One store under ``<config>/memory/``: a real directory, or a symbolic
+    link in a store's place (never followed)."""
+
+    name: str
+    path: Path
+    is_link: bool
+
+
+def store_entries(config_dir: Path) -> list[StoreEntry]:
+    """The directories and symbolic links in ``<config>/memory/``, sorted by
+    name (``lstat`` only; anything else, or an entry that vanished, is left
+    out).  Every listing of stores starts here."""
+    root = memory_root(config_dir)
+    out = []
+    for name in memory_names(config_dir):
+        try:
+            mode = os.lstat(root / name).st_mode
+        except OSError:
+            continue
+        if stat.S_ISLNK(mode) or stat.S_ISDIR(mode):
+            out.append(StoreEntry(name, root / name, stat.S_ISLNK(mode)))
+    return out
+
+
+def store_dirs(config_dir: Path) -> list[Store]:
+    """The store directories under ``<config>/memory/`` (real directories: a
+    symbolic link is left out), sorted by name."""
+    return [store_at(e.path) for e in store_entries(config_dir) if not e.is_link]
+
+
+@dataclass(frozen=True)
+class LayoutItem:
+    name: str        # relative path, e.g. "MEMORY.md" or "daily/"
+    kind: str        # "file" or "dir"
+    exists: bool
+    size: int        # bytes (a directory: total of the regular files directly in it)
+    count: int       # a directory: number of entries; a file: 1 if exists
+
+
+def _dir_summary(path: Path, suffix: str = "") -> tuple[bool, int, int]:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False, 0, 0
+    if not stat.S_ISDIR(st.st_mode):
+        return False, 0, 0
+    size = count = 0
+    try:
+        for _name, est in regular_files(path, suffix):
+            size += est.st_size
+            count += 1
+    except OSError:
+        pass
+    return True, size, count
+
+
+def inventory(store: Store) -> list[LayoutItem]:
+    """Which layout items exist, with sizes.  Reads metadata only."""
+    items: list[LayoutItem] = []
+    for name in (MEMORY_FILE, SCRATCHPAD_FILE, FACTS_DB):
+        try:
+            st = os.lstat(store.path / name)
+            ok = stat.S_ISREG(st.st_mode)
+            items.append(LayoutItem(name, "file", ok, st.st_size if ok else 0, 1 if ok else 0))
+        except OSError:
+            items.append(LayoutItem(name, "file", False, 0, 0))
+    for name, suffix in ((DAILY_DIR, ".md"), (NOTES_DIR, ".md"), (SESSIONS_DIR, ".jsonl")):
+        ok, size, count = _dir_summary(store.path / name, suffix)
+        items.append(LayoutItem(name + "/", "dir", ok, size, count))
+    return items

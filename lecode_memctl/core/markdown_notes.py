@@ -1,0 +1,38 @@
+"""The notes of a store (``memctl notes``).
+
+Part of :mod:`lecode_memctl.core.markdown`, which still offers both names; a
+module of its own so that the other commands do not create its dataclass,
+nor ``memctl notes`` those of the reading code (about a millisecond each at
+start-up).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass
+from pathlib import Path
+
+from .layout import NOTES_DIR, Store
+from .mdnames import MD_SUFFIX, _md_entries
+
+
+@dataclass(frozen=True)
+class NoteInfo:
+    name: str
+    path: Path
+    size: int
+    modified: str   # local time, ISO 8601 with offset, seconds
+    mtime_ns: int
+
+
+def _local_iso(mtime_ns: int) -> str:
+    return _dt.datetime.fromtimestamp(mtime_ns / 1e9).astimezone().isoformat(timespec="seconds")
+
+
+def list_notes(store: Store) -> list[NoteInfo]:
+    """Every regular ``notes/*.md`` file, sorted by name.  ``NotFound`` when
+    the store does not exist; empty when it has no ``notes/`` directory."""
+    store.require()
+    return [NoteInfo(name[:-len(MD_SUFFIX)], store.notes_dir / name, st.st_size,
+                     _local_iso(st.st_mtime_ns), st.st_mtime_ns)
+            for name, st in _md_entries(store, NOTES_DIR)]

@@ -1,0 +1,128 @@
+"""The names and dates of a store's Markdown files, checked by syntax only,
+and the listing of the ``*.md`` files of a directory of a store.
+
+Part of :mod:`lecode_memctl.core.markdown`, which re-exports every public
+name here; a module of its own so that the audit (which checks the names of
+the files in ``notes/``) and ``memctl notes`` do not import the reading and
+writing code and its dataclasses.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import re
+import unicodedata
+
+from .atomic import is_temp_name, lstat_dir
+from .errors import StoreCorrupt, UsageError
+from .layout import Store, regular_files
+
+MD_SUFFIX = ".md"
+NOTE_NAME_MAX_CHARS = 100
+FILE_NAME_MAX_BYTES = 255
+
+_DATE_RE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
+
+
+def _show(value: str, limit: int = 60) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= limit else shown[:limit - 3] + "..."
+
+
+def check_note_name(name: object) -> str:
+    """The canonical note name, or ``UsageError``.  Syntax only, no filesystem call.
+
+    A trailing ``.md`` is accepted and stripped once (``todo.md`` names the
+    note ``todo``, file ``notes/todo.md``).  The name is 1..100 characters,
+    has no ``/`` or ``\\``, no ``..``, no leading ``.``, no leading or
+    trailing whitespace, no control or format characters (C0, DEL, C1, bidi
+    controls, zero-width characters), does not itself end in ``.md``, and
+    ``<name>.md`` fits 255 bytes of UTF-8.  Letters of any script, digits,
+    spaces and punctuation are allowed.
+    """
+    if not isinstance(name, str):
+        raise UsageError(f"invalid note name {_show(str(name))}: not a string")
+    raw = name
+    if name.endswith(MD_SUFFIX):
+        name = name[:-len(MD_SUFFIX)]
+
+    def bad(why: str) -> UsageError:
+        return UsageError(f"invalid note name {_show(raw)}: {why}",
+                          hint="note names are 1-100 characters without '/', '\\', '..', "
+                               "a leading dot or control characters")
+
+    if not name:
+        raise bad("empty")
+    if len(name) > NOTE_NAME_MAX_CHARS:
+        raise bad(f"longer than {NOTE_NAME_MAX_CHARS} characters")
+    if "/" in name or "\\" in name:
+        raise bad("contains a path separator")
+    if ".." in name:
+        raise bad("contains '..'")
+    if name.startswith("."):
+        raise bad("starts with a dot")
+    if name != name.strip():
+        raise bad("starts or ends with whitespace")
+    for ch in name:
+        cat = unicodedata.category(ch)
+        # Cc: C0, DEL, C1 (NUL included); Cf: bidi controls, zero-width, BOM;
+        # Cs: lone surrogates (undecodable bytes on the command line);
+        # Zl/Zp: line and paragraph separators.
+        if cat == "Cs":
+            raise bad("contains bytes that are not valid UTF-8")
+        if cat in ("Cc", "Cf", "Zl", "Zp"):
+            raise bad(f"contains the control or format character U+{ord(ch):04X}")
+    if name.endswith(MD_SUFFIX):
+        raise bad("ends in '.md' even after removing one '.md' suffix")
+    if len((name + MD_SUFFIX).encode("utf-8")) > FILE_NAME_MAX_BYTES:
+        raise bad(f"'{'<name>'}.md' would be longer than {FILE_NAME_MAX_BYTES} bytes")
+    return name
+
+
+def is_note_file(name: str) -> bool:
+    """Whether a ``notes/`` entry is ``<note name>.md`` with a name ``memctl
+    note`` would accept (the audit's layout check, the bundle's export)."""
+    if not name.endswith(".md"):
+        return False
+    try:
+        check_note_name(name)
+    except UsageError:
+        return False
+    return True
+
+
+def check_date(date: object) -> str:
+    """A real calendar date ``YYYY-MM-DD`` unchanged, or ``UsageError``."""
+    if not isinstance(date, str) or not _DATE_RE.match(date):
+        raise UsageError(f"invalid date {_show(str(date))}: use YYYY-MM-DD, e.g. 2026-02-28")
+    try:
+        _dt.date.fromisoformat(date)
+    except ValueError:
+        raise UsageError(f"invalid date {_show(date)}: no such calendar day") from None
+    return date
+
+
+def today() -> str:
+    """Today's local date as ``YYYY-MM-DD`` (the daily log lecode writes to)."""
+    return _dt.date.today().isoformat()
+
+
+# ---------------------------------------------------------------- listing
+
+def _md_entries(store: Store, sub: str) -> list[tuple[str, os.stat_result]]:
+    """Regular ``*.md`` files directly in ``store/sub`` (no symlinks, no temp
+    files, no ``.bak``), sorted by name.  Empty when the directory is missing;
+    ``StoreCorrupt`` when it is a symlink."""
+    d = store.path / sub
+    if lstat_dir(d) is None:
+        return []
+    out = []
+    try:
+        for name, est in regular_files(d, MD_SUFFIX):
+            if not is_temp_name(name) and name != MD_SUFFIX:
+                out.append((name, est))
+    except OSError as exc:
+        raise StoreCorrupt(f"{d}: cannot list: {exc.strerror}") from None
+    out.sort(key=lambda e: e[0])
+    return out

@@ -1,0 +1,64 @@
+"""The effective ``[memory]`` settings of ``config.toml``.
+
+Part of :mod:`lecode_memctl.core.config`, which still offers every name here;
+a module of its own so that the commands that only resolve the config
+directory do not create these dataclasses (about a millisecond each at
+start-up).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .config import MEMORY_KEYS, check_memory_values, read_config_file
+from .errors import UsageError
+
+
+@dataclass(frozen=True)
+class Setting:
+    key: str
+    value: Any
+    default: Any
+    source: str  # "default" or the config file path
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    enabled: bool = True
+    max_bytes: int = 32768
+    auto_learn: bool = False
+    facts_max_bytes: int = 8192
+    settings: tuple[Setting, ...] = field(default=(), compare=False)
+    path: Path | None = None
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    key: str
+    message: str
+
+
+def load_memory_config(config_dir: Path) -> MemoryConfig:
+    """The effective ``[memory]`` settings; a bad value is a ``UsageError`` naming the key."""
+    path, data = read_config_file(config_dir)
+    section: dict[str, Any] = {}
+    if data is not None:
+        raw_section = data.get("memory", {})
+        if not isinstance(raw_section, dict):
+            raise UsageError(f"{path}: [memory] must be a table")
+        section = raw_section
+    problems = check_memory_values(section)
+    if problems:
+        raise UsageError(f"{path}: {problems[0].message}")
+    values: dict[str, Any] = {}
+    settings = []
+    for key, (_typ, default, _bounds) in MEMORY_KEYS.items():
+        if key in section:
+            values[key] = section[key]
+            settings.append(Setting(key, section[key], default, str(path)))
+        else:
+            values[key] = default
+            settings.append(Setting(key, default, default, "default"))
+    return MemoryConfig(**values, settings=tuple(settings), path=path if data is not None else None)

@@ -1,0 +1,74 @@
+"""core.hashing: the same SHA-256 as hashlib, without OpenSSL's load for the
+small inputs of a short run (see its docstring)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+
+import pytest
+
+from lecode_memctl.core import hashing
+
+
+@pytest.fixture
+def budget(monkeypatch):
+    monkeypatch.setattr(hashing, "_left", hashing.BUILTIN_BUDGET)
+
+
+@pytest.mark.parametrize("size", [0, 1, 63, 64, 65, 4096, hashing.BUILTIN_BUDGET,
+                                  hashing.BUILTIN_BUDGET + 1, 3 << 20])
+def test_the_digests_are_hashlibs(budget, size):
+    data = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+    h = hashing.sha256(data)
+    assert h.hexdigest() == hashlib.sha256(data).hexdigest()
+    assert h.digest() == hashlib.sha256(data).digest()
+
+
+def test_streamed_updates_give_the_same_digest(budget):
+    chunks = [b"a" * 1000, b"", b"b" * 70000, b"c"]
+    h = hashing.sha256(size=sum(map(len, chunks)))
+    for c in chunks:
+        h.update(c)
+    assert h.hexdigest() == hashlib.sha256(b"".join(chunks)).hexdigest()
+
+
+def test_the_budget_is_spent_then_openssl_hashes(budget):
+    small = hashing.sha256(b"x" * 1000)
+    assert type(small).__module__ == "_sha256"
+    assert hashing._left == hashing.BUILTIN_BUDGET - 1000
+    # an input larger than what is left goes to OpenSSL and spends nothing
+    big = hashing.sha256(size=hashing.BUILTIN_BUDGET)
+    assert type(big) is type(hashlib.sha256())
+    assert hashing._left == hashing.BUILTIN_BUDGET - 1000
+    hashing.sha256(b"y" * (hashing.BUILTIN_BUDGET - 1000))
+    assert hashing._left == 0
+    assert type(hashing.sha256(b"z")) is type(hashlib.sha256())
+
+
+PROBE = r"""
+import json, sys
+from lecode_memctl.cli.main import main
+try:
+    rc = main(json.loads(sys.argv[1]))
+except SystemExit as exc:
+    rc = exc.code
+sys.stdout.flush()
+print(json.dumps([rc, "_hashlib" in sys.modules, "hashlib" in sys.modules]), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("args", [["show"], ["facts"], ["context"], ["validate", "-q"]],
+                         ids=" ".join)
+def test_read_commands_on_a_small_store_do_not_load_openssl(tmp_path, args):
+    store = tmp_path / "store"
+    store.mkdir(mode=0o700)
+    (store / "MEMORY.md").write_text("# Memory\n\n- the build uses make\n")
+    r = subprocess.run([sys.executable, "-c", PROBE, json.dumps(["--store", str(store), *args])],
+                       capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    rc, openssl, hashlib_ = json.loads(r.stderr.strip().splitlines()[-1])
+    assert rc in (0, 1), (args, r.stdout)
+    assert (openssl, hashlib_) == (False, False)

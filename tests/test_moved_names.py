@@ -1,0 +1,111 @@
+"""Rarely used classes live in modules of their own (core/_lazy.py): a frozen
+dataclass costs about a millisecond to create, at every start-up of every
+command that imports its module.  The module each name came from still
+offers it (module ``__getattr__``), and the read commands do not import the
+new homes."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+C = "lecode_memctl.core."
+# (old module, new home, the names the old module offers from there)
+MOVED = [
+    (C + "markdown", C + "markdown_search", (
+        "SearchHit", "SearchResult", "SkippedFile", "compile_pattern", "iter_search", "search")),
+    (C + "markdown", C + "markdown_notes", ("NoteInfo", "list_notes")),
+    (C + "layout", C + "inventory", (
+        "LayoutItem", "StoreEntry", "inventory", "store_dirs", "store_entries")),
+    (C + "facts", C + "factresults", ("ForgetPlan", "RememberResult")),
+    (C + "config", C + "memory_config", (
+        "ConfigProblem", "MemoryConfig", "Setting", "load_memory_config")),
+    (C + "paging", C + "pagedata", ("Page",)),
+    (C + "sessions", C + "sessiondata", ("SessionInfo", "Snapshot")),
+]
+
+
+@pytest.mark.parametrize(("old", "home", "names"), MOVED, ids=lambda v: v if isinstance(v, str) else "")
+def test_moved_names_are_offered_where_they_were(old, home, names):
+    probe = (
+        "import importlib, json, sys\n"
+        f"old = importlib.import_module({old!r})\n"
+        f"before = {home!r} in sys.modules\n"
+        f"from {old} import {', '.join(names)}\n"
+        f"home = sys.modules[{home!r}]\n"
+        f"same = all(getattr(old, n) is getattr(home, n) for n in {names!r})\n"
+        "print(json.dumps([before, same]))\n")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    # importing the old module does not import the new home; a moved name does
+    assert json.loads(r.stdout) == [False, True]
+
+
+@pytest.mark.parametrize("old", sorted({m[0] for m in MOVED}))
+def test_an_unknown_name_is_still_an_attribute_error(old):
+    mod = importlib.import_module(old)
+    with pytest.raises(AttributeError, match="no_such_name"):
+        mod.no_such_name  # noqa: B018
+    with pytest.raises(ImportError):
+        exec(f"from {old} import no_such_name", {})
+
+
+@pytest.mark.parametrize("old", ["lecode_memctl.core.facts", "lecode_memctl.core.sessions"])
+def test_star_import_still_gives_every_name_of_all(old):
+    ns: dict[str, object] = {}
+    exec(f"from {old} import *", ns)
+    assert {n for n in importlib.import_module(old).__all__ if n not in ns} == set()
+
+
+PROBE = r"""
+import json, sys
+from lecode_memctl.cli.main import main
+try:
+    rc = main(json.loads(sys.argv[1]))
+except SystemExit as exc:
+    rc = exc.code
+sys.stdout.flush()
+print(json.dumps([rc, sorted(m for m in sys.modules if m.startswith("lecode_memctl.core."))]),
+      file=sys.stderr)
+"""
+
+
+@pytest.fixture
+def store(tmp_path) -> Path:
+    s = tmp_path / "store"
+    s.mkdir(mode=0o700)
+    (s / "MEMORY.md").write_text("# Memory\n\n- the build uses make\n")
+    (s / "notes").mkdir(mode=0o700)
+    (s / "notes" / "deploy.md").write_text("ssh then make deploy\n")
+    return s
+
+
+# argv -> the core modules that command must not import
+NOT_IMPORTED = {
+    ("show",): ["markdown_search", "inventory", "factresults", "sessiondata", "pagedata",
+                "markdown_notes", "rowmodel"],
+    ("notes",): ["markdown_search", "inventory", "factresults", "sessiondata", "pagedata",
+                 "markdown"],
+    ("facts",): ["markdown_search", "inventory", "factresults", "sessiondata", "pagedata", "markdown"],
+    ("context",): ["markdown_search", "inventory", "factresults", "sessiondata", "pagedata",
+                   "markdown_notes"],
+    ("validate", "-q"): ["markdown_search", "inventory", "factresults", "sessiondata", "pagedata", "markdown",
+                          "memory_config"],
+}
+
+
+@pytest.mark.parametrize("args", list(NOT_IMPORTED), ids=" ".join)
+def test_read_commands_do_not_import_the_moved_classes(tmp_path, store, args):
+    r = subprocess.run([sys.executable, "-c", PROBE, json.dumps(["--store", str(store), *args])],
+                       capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    rc, modules = json.loads(r.stderr.strip().splitlines()[-1])
+    assert rc in (0, 1), (args, r.stdout)   # validate: 1 when it finds problems
+    assert "lecode_memctl.core.layout" in modules   # the probe ran the command
+    unwanted = {f"lecode_memctl.core.{m}" for m in NOT_IMPORTED[args]}
+    assert sorted(unwanted & set(modules)) == []

@@ -16,6 +16,7 @@ from lecode_memctl.core import hashing
 @pytest.fixture
 def budget(monkeypatch):
     monkeypatch.setattr(hashing, "_left", hashing.BUILTIN_BUDGET)
+    monkeypatch.setattr(hashing, "_openssl", None)
 
 
 @pytest.mark.parametrize("size", [0, 1, 63, 64, 65, 4096, hashing.BUILTIN_BUDGET,
@@ -39,12 +40,19 @@ def test_the_budget_is_spent_then_openssl_hashes(budget):
     small = hashing.sha256(b"x" * 1000)
     assert type(small).__module__ == "_sha256"
     assert hashing._left == hashing.BUILTIN_BUDGET - 1000
-    # an input larger than what is left goes to OpenSSL and spends nothing
-    big = hashing.sha256(size=hashing.BUILTIN_BUDGET)
-    assert type(big) is type(hashlib.sha256())
-    assert hashing._left == hashing.BUILTIN_BUDGET - 1000
-    hashing.sha256(b"y" * (hashing.BUILTIN_BUDGET - 1000))
+    hashing.sha256(b"y" * (hashing.BUILTIN_BUDGET - 2000))
+    assert hashing._left == 1000
+    assert type(hashing.sha256(b"z" * 1000)).__module__ == "_sha256"
     assert hashing._left == 0
+    assert type(hashing.sha256(b"z")) is type(hashlib.sha256())
+
+
+def test_an_input_larger_than_what_is_left_loads_openssl_for_good(budget):
+    # it spends nothing, and from then on OpenSSL (loaded, and the faster)
+    # hashes every input, however small
+    big = hashing.sha256(size=hashing.BUILTIN_BUDGET + 1)
+    assert type(big) is type(hashlib.sha256())
+    assert hashing._left == hashing.BUILTIN_BUDGET
     assert type(hashing.sha256(b"z")) is type(hashlib.sha256())
 
 

@@ -34,21 +34,21 @@ _EXPORTS: dict[str, str] = {
     # configuration
     "resolve_config_dir": "config",
     "ConfigDir": "config",
-    "load_memory_config": "config",
-    "MemoryConfig": "config",
+    "load_memory_config": "memory_config",
+    "MemoryConfig": "memory_config",
     # facts
     "FactStore": "facts",
     "Fact": "facts",
     "Revision": "facts",
-    "RememberResult": "facts",
+    "RememberResult": "factresults",
     "recall": "factview",
     "history": "factview",
     "facts_page": "factview",
     # sessions
     "SessionStore": "sessions",
     "SessionWriter": "sessions",
-    "Snapshot": "sessions",
-    "SessionInfo": "sessions",
+    "Snapshot": "sessiondata",
+    "SessionInfo": "sessiondata",
     "NO_EXCLUSIONS": "sessions",
     # evidence
     "SourceRef": "sourceref",

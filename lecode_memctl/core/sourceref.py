@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import orjson
 
 from .errors import StoreCorrupt, UsageError
+from .hashing import sha256
 
 MAX_SPAN = 200  # positions, inclusive span min(seqs)..max(seqs)
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}\Z")  # \Z: "$" would accept a trailing newline
@@ -137,8 +138,6 @@ def canonical_bytes(records: Iterable[Mapping[str, Any]]) -> bytes:
 
 def canonical_digest(records: Iterable[Mapping[str, Any]]) -> str:
     """``sha256(orjson.dumps(records, option=orjson.OPT_SORT_KEYS)).hexdigest()``."""
-    from .hashing import sha256
-
     return sha256(canonical_bytes(records)).hexdigest()
 
 

@@ -1066,21 +1066,29 @@ def record_before(fd: int, off: int) -> int | None:
     return None if found is None else found[0]
 
 
+def line_start(fd: int, end: int) -> int:
+    """The start of the line that ends at byte ``end`` (its newline, or the
+    end of the file): the byte after the newline before it, or 0.  Read
+    backwards a block at a time (doubling up to ``_CHUNK``), so a huge line
+    is never held."""
+    start, step = end, 256
+    while start > 0:
+        n = min(step, start)
+        i = os.pread(fd, n, start - n).rfind(b"\n")
+        if i >= 0:
+            return start - n + i + 1
+        start -= n
+        step = min(step * 2, _CHUNK)
+    return 0
+
+
 def record_placed_before(fd: int, off: int) -> tuple[int, int] | None:
     """:func:`record_before`, with the offset of the line after that record:
     (seq, start of the next line); where it is below ``off``, the lines from
     there to ``off`` are corrupt lines that sit after the record."""
     end = off - 1            # the newline ending the line before
     while end > 0:
-        start, step = end, 256     # back to the newline before (or the file start)
-        while start > 0:
-            n = min(step, start)
-            i = os.pread(fd, n, start - n).rfind(b"\n")
-            if i >= 0:
-                start += i + 1 - n
-                break
-            start -= n
-            step = min(step * 2, _CHUNK)
+        start = line_start(fd, end)
         head = os.pread(fd, min(64, end - start), start)
         fast = fast_seq(head)
         if fast is not None and end - start > HUGE_LINE:
@@ -1565,13 +1573,16 @@ class SessionStore:
         return _SpanRead(records, seq, None)
 
     def _last_seq(self, f: _File) -> int | None:
-        tail, _torn = f.last_lines()
-        for _off, line in reversed(tail):
-            kind, obj = _classify(line)
-            if kind == "record":
-                seq: int = obj["seq"]
-                return seq
-        return None
+        """The seq of the transcript's last record, as the corrupt-line rule
+        places lines (:func:`record_placed_before` from the end; a torn tail
+        is no record): bounded, a huge last line judged by its first and last
+        bytes, never held whole (issue 16.5).  None when there is none."""
+        fd = f.fh.fileno()
+        end = f.size
+        if end and os.pread(fd, 1, end - 1) != b"\n":
+            end = line_start(fd, end)          # the torn tail
+        found = record_placed_before(fd, end)
+        return None if found is None else found[0]
 
     def _events_from(self, f: _File, start: int, kinds: set[str] | None = None) -> list[dict[str, Any]]:
         """Event records with seq >= start (lines pre-filtered on the bytes

@@ -634,6 +634,7 @@ class _File:
         # found by _newline_from: the binary search never rescans a huge line
         self._no_newline: list[tuple[int, int]] = []
         self._too_large: dict[int, str] = {}   # line start -> why, for lines too large to parse
+        self._torn: int | None = None           # torn_start(), once known
 
     def close(self) -> None:
         self.fh.close()
@@ -728,21 +729,34 @@ class _File:
             return None
         return start, fast_seq(head[:nl] if nl >= 0 else head), end + 1
 
+    def torn_start(self) -> int:
+        """Where the torn tail begins (the byte after the last newline before
+        the size bound), or the size when the file ends in a newline; found
+        reading backwards (:func:`line_start`), so a huge torn tail is never
+        held."""
+        if self._torn is None:
+            size, fd = self.size, self.fh.fileno()
+            ends = size == 0 or os.pread(fd, 1, size - 1) == b"\n"
+            self._torn = size if ends else line_start(fd, size)
+        return self._torn
+
     def lines(self, pos: int) -> Iterator[tuple[int, bytes | None]]:
         """Complete lines from byte ``pos`` (a line start) to the size bound:
-        (start, bytes without ``\\n``); the torn tail last as (start, None)."""
-        self.fh.seek(pos)
+        (start, bytes without ``\\n``); the torn tail last as (start, None),
+        not read (a crash in the middle of a huge record leaves a huge one)."""
         size = self.size
-        for raw in self.fh:
+        torn = self.torn_start()
+        self.fh.seek(pos)
+        readline = self.fh.readline
+        while pos < torn:
+            raw = readline()
             end = pos + len(raw)
             if end > size or not raw.endswith(b"\n"):
-                if pos < size:
-                    yield pos, None
-                return
+                break
             yield pos, raw[:-1]
             pos = end
-            if pos >= size:
-                return
+        if pos < size:
+            yield pos, None
 
     def marked_lines(self, pos: int, mark: bytes = _EVENT_MARK,
                      skip: Callable[[bytes], bool] | None = None) -> Iterator[bytes]:
@@ -1511,6 +1525,14 @@ class SessionStore:
         records: list[dict[str, Any]] = []
         expect = start
         last_seq = None
+        if bad_tail:
+            # only bad lines from pos on: they are in the span only where they
+            # sit, at the position after the record before them -- decided
+            # before any of them is read (a huge one is never held for a span
+            # it is not in)
+            c = record_before(f.fh.fileno(), pos)
+            if c is None or not start - 1 <= c < end:
+                return _SpanRead(records, last_seq, None)
         for off, line in f.lines(pos):
             if line is None:
                 break
@@ -1518,12 +1540,6 @@ class SessionStore:
             if kind != "record":
                 if expect > end:
                     break        # after the span: not ours
-                if bad_tail and off == pos:
-                    # only bad lines from here on: they are in the span only
-                    # where they sit, at the position after the record before
-                    c = record_before(f.fh.fileno(), off)
-                    if c is None or not start - 1 <= c < end:
-                        return _SpanRead(records, last_seq, None)
                 return _SpanRead(records, last_seq, (kind, off, str(obj)))
             seq = obj["seq"]
             if seq != expect:

@@ -422,6 +422,18 @@ def _classify(line: bytes) -> tuple[str, Any]:
 _FAST_SEQ = re.compile(rb'\{"seq":(0|[1-9][0-9]*)[,}]')
 
 
+
+def _classify_capped(line: bytes | HugeLine) -> tuple[str, Any]:
+    """:func:`_classify`, a :class:`HugeLine` judged by its first and last
+    bytes (:func:`huge_seq`): a record ``{"seq": N}`` or a corrupt line."""
+    if isinstance(line, HugeLine):
+        seq = line.seq()
+        if seq is None:
+            return NOT_JSON, f"a line of {line.length} bytes that does not end a record"
+        return "record", {"seq": seq}
+    return _classify(line)
+
+
 def fast_seq(line: bytes) -> int | None:
     """The seq of a line shaped ``{"seq":N,...`` or ``{"seq":N}`` (as the core
     writer and orjson write it), read without parsing the rest; None for any
@@ -460,6 +472,26 @@ def _ends_object(tail: bytes) -> bool:
 
 
 _TYPED = re.compile(rb'\{"seq":(?:0|[1-9][0-9]*),"type":"([^"\\]*)"')
+
+
+class HugeLine:
+    """A line longer than :data:`HUGE_LINE`, not held whole: its length
+    (without the newline), its first and last 64 bytes, and whether it holds
+    the bytes ``"event"`` (for :meth:`SessionStore.info`'s listing)."""
+
+    __slots__ = ("length", "head", "tail", "has_event")
+
+    def __init__(self, length: int, head: bytes, tail: bytes, has_event: bool) -> None:
+        self.length, self.head, self.tail, self.has_event = length, head, tail, has_event
+
+    def seq(self) -> int | None:
+        """The seq it counts as (:func:`huge_seq`), or None: a corrupt line."""
+        return huge_seq(self.length, self.head, self.tail)
+
+    def is_object(self) -> bool:
+        """Whether it begins with ``{`` and ends with ``}`` (blanks aside)."""
+        return (self.head.lstrip(b" \t\r").startswith(b"{")
+                and self.tail.rstrip(b" \t\r").endswith(b"}"))
 
 
 def not_an_event(head: bytes) -> bool:
@@ -758,6 +790,39 @@ class _File:
         if pos < size:
             yield pos, None
 
+    def capped_lines(self, pos: int) -> Iterator[tuple[int, bytes | HugeLine | None]]:
+        """:meth:`lines`, each line longer than :data:`HUGE_LINE` given as a
+        :class:`HugeLine`, read a block at a time and never held whole."""
+        size = self.size
+        torn = self.torn_start()
+        self.fh.seek(pos)
+        readline = self.fh.readline
+        while pos < torn:
+            raw = readline(HUGE_LINE + 1)
+            item: bytes | HugeLine
+            if len(raw) > HUGE_LINE and not raw.endswith(b"\n"):
+                head, n, ev, last = raw[:64], len(raw), _EVENT_MARK in raw, raw[-72:]
+                while not last.endswith(b"\n"):
+                    chunk = readline(_CHUNK)
+                    if not chunk:
+                        break
+                    ev = ev or _EVENT_MARK in last[-8:] + chunk[:8] or _EVENT_MARK in chunk
+                    n += len(chunk)
+                    last = (last + chunk)[-72:]
+                end = pos + n
+                if end > size or not last.endswith(b"\n"):
+                    break
+                item = HugeLine(n - 1, head, last[:-1][-64:], ev)
+            else:
+                end = pos + len(raw)
+                if end > size or not raw.endswith(b"\n"):
+                    break
+                item = raw[:-1]
+            yield pos, item
+            pos = end
+        if pos < size:
+            yield pos, None
+
     def marked_lines(self, pos: int, mark: bytes = _EVENT_MARK,
                      skip: Callable[[bytes], bool] | None = None) -> Iterator[bytes]:
         """The complete lines from byte ``pos`` (a line start) to the size
@@ -1032,12 +1097,35 @@ class _File:
             return seq
         return fast if kind == TOO_LARGE else None
 
-    def last_lines(self, nbytes: int = _TAIL_BYTES) -> tuple[list[tuple[int, bytes]], bool]:
+    def capped_last_lines(self) -> tuple[list[tuple[int, bytes | HugeLine]], bool]:
+        """:meth:`last_lines`, never holding more than about :data:`HUGE_LINE`
+        bytes: when no complete line ends in the last 1 MiB, the last complete
+        line alone, as a :class:`HugeLine` when it is longer than that (its
+        ``has_event`` is not looked for)."""
+        small = self.size <= 2 * HUGE_LINE
+        tail, torn = self.last_lines(_TAIL_BYTES, cap=None if small else HUGE_LINE)
+        out: list[tuple[int, bytes | HugeLine]] = list(tail)
+        if out or small:
+            return out, torn
+        fd = self.fh.fileno()
+        end = self.torn_start()           # the byte after the last complete line
+        if end == 0:
+            return [], torn
+        start = line_start(fd, end - 1)
+        length = end - 1 - start
+        if length <= HUGE_LINE:
+            return [(start, os.pread(fd, length, start))], torn
+        return [(start, HugeLine(length, os.pread(fd, 64, start), os.pread(fd, 64, end - 65),
+                                 False))], torn
+
+    def last_lines(self, nbytes: int = _TAIL_BYTES, cap: int | None = None
+                   ) -> tuple[list[tuple[int, bytes]], bool]:
         """The complete lines in the last ``nbytes`` (the first, possibly partial,
         one dropped unless the window reaches the file start) and whether the
         file ends in a torn tail.  The window doubles until it holds at least
         one complete line or reaches the file start, so the last complete
-        record is always there however long it (or a torn tail after it) is."""
+        record is always there however long it (or a torn tail after it) is;
+        with ``cap``, it stops short of ``cap`` bytes and may hold none."""
         size = self.size
         while True:
             begin = max(0, size - nbytes)
@@ -1057,7 +1145,7 @@ class _File:
                 self.fh.seek(begin - 1)
                 if self.fh.read(1) != b"\n":
                     offs.pop(0)
-            if offs or begin == 0:
+            if offs or begin == 0 or (cap is not None and nbytes * 2 > cap):
                 return offs, torn
             nbytes *= 2
 
@@ -1951,13 +2039,13 @@ class SessionStore:
         with f:
             created = hdr.get("created") if isinstance(hdr.get("created"), str) else None
             mtime = _iso_utc(f.st.st_mtime)
-            tail, torn = f.last_lines()
+            tail, torn = f.capped_last_lines()
             state, reason, detail = STATE_OK, None, None
             last = None
             prev = None
-            line: bytes | None        # the loops below: complete lines, then possibly the torn tail
-            for off, line in tail:
-                kind, obj = _classify(line)
+            line: bytes | None        # the loop below: complete lines, then possibly the torn tail
+            for off, tail_line in tail:
+                kind, obj = _classify_capped(tail_line)
                 if kind != "record":
                     state, reason = STATE_CORRUPT, kind
                     detail = f"line {f.line_number(off)}: {kind}"
@@ -1973,10 +2061,30 @@ class SessionStore:
             messages = compactions = 0
             events = 0
             lines_seen = 0
-            for _off, line in f.lines(0):
-                if line is None:
+            for off, item in f.capped_lines(0):
+                if item is None:
                     break
                 lines_seen += 1
+                if isinstance(item, HugeLine):
+                    if not (item.has_event and not not_an_event(item.head)):
+                        # judged by its first and last bytes (a huge tool
+                        # output is not held): as the lines below are
+                        if item.has_event:
+                            typed = _TYPED.match(item.head)
+                            if typed and typed.group(1) == b"message" and item.seq() is not None:
+                                messages += 1
+                        elif item.is_object():
+                            messages += 1
+                        elif state == STATE_OK:
+                            state, reason = STATE_CORRUPT, NOT_JSON
+                            detail = f"line {lines_seen}: {NOT_JSON}"
+                        continue
+                    # a huge line that may be an event (lecode writes none): read
+                    _start, line = f.line_at(off)
+                    if line is None:
+                        break
+                else:
+                    line = item
                 if _EVENT_MARK in line:
                     kind, obj = _classify(line)
                     if kind == "record" and obj.get("type") == "event" and event_line(line):

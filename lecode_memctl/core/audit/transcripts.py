@@ -695,33 +695,24 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                 # over 1 MiB (too_large or not) when it ends as an object does
                 # (sessions.huge_seq), as the range reads judge it without
                 # reading it whole
-                big = (fast_seq(line[:64]) if too_large and len(line) <= HUGE_LINE
+                seq = (fast_seq(line[:64]) if too_large and len(line) <= HUGE_LINE
                        else huge_seq(len(line), line[:64], line[-64:]))
-                if big is not None:
-                    run[0] = -1        # (the corrupt lines after it sit after it)
-                    if big != expected:
-                        if big <= last_seq:
-                            dup_seqs.add(big)
-                        if deep:
-                            reason = ("seq_gap" if big > expected else
-                                      "seq_duplicate" if big == last_seq else "seq_regression")
-                            add("session.seq_gap", f"seq {big} where {expected} was expected "
-                                f"({reason})", line=lineno, seq=big, reason=reason)
-                    if big > last_seq:
-                        last_seq, expected = big, big + 1   # its seq counts: no false seq_gap
-                    if big >= gate:
-                        i = bisect_right(cited, big)
-                        gate = cited[i] if i < len(cited) else _NO_GATE
-                continue
-            seq = rec.get("seq") if type(rec) is dict else None
-            if type(seq) is not int or seq < 0:
-                corrupt_after.append(last_seq if deep or last_seq + 1 not in needed
-                                     else _sits_after(run, fd, lineno, offset - len(line) - 1))
-                if deep:
-                    reason = "not_object" if type(rec) is not dict else "no_seq"
-                    add("session.corrupt_line", f"line {lineno} is corrupt ({reason})",
-                        line=lineno, reason=reason)
-                continue
+                if seq is None:
+                    continue
+                run[0] = -1        # (the corrupt lines after it sit after it)
+                # (its seq counts, checked below as a record's: no false
+                # seq_gap after it; rec stays None: there is nothing to keep)
+            else:
+                seq = rec.get("seq") if type(rec) is dict else None
+                if type(seq) is not int or seq < 0:
+                    corrupt_after.append(last_seq if deep or last_seq + 1 not in needed
+                                         else _sits_after(run, fd, lineno,
+                                                          offset - len(line) - 1))
+                    if deep:
+                        reason = "not_object" if type(rec) is not dict else "no_seq"
+                        add("session.corrupt_line", f"line {lineno} is corrupt ({reason})",
+                            line=lineno, reason=reason)
+                    continue
             if seq != expected:
                 if seq <= last_seq:
                     dup_seqs.add(seq)
@@ -736,6 +727,8 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
             if seq >= gate:
                 i = bisect_right(cited, seq)
                 gate = cited[i] if i < len(cited) else _NO_GATE
+            if rec is None:
+                continue           # a too_large or huge line: placed, not kept
             if deep or seq in needed:
                 records.setdefault(seq, rec)
             if rec.get("type") == "event":

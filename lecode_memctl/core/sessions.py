@@ -1082,20 +1082,9 @@ class _File:
         return end, False, found[0]
 
     def _line_seq(self, start: int, nl: int) -> int | None:
-        """The seq the complete line from ``start`` to its newline at ``nl``
-        counts as (a record's; a too_large line's or a huge line's from its
-        prefix, as :func:`record_placed_before` judges them); None for a
-        corrupt line."""
-        fd = self.fh.fileno()
-        head = os.pread(fd, min(64, nl - start), start)
-        fast = fast_seq(head)
-        if fast is not None and nl - start > HUGE_LINE:
-            return huge_seq(nl - start, head, os.pread(fd, 64, nl - 64))
-        kind, obj = self.classify(start, os.pread(fd, nl - start, start))
-        if kind == "record":
-            seq: int = obj["seq"]
-            return seq
-        return fast if kind == TOO_LARGE else None
+        """:func:`line_counts_as`, remembering a line too large to parse."""
+        return line_counts_as(self.fh.fileno(), start, nl,
+                              lambda line: self.classify(start, line))
 
     def capped_last_lines(self) -> tuple[list[tuple[int, bytes | HugeLine]], bool]:
         """:meth:`last_lines`, never holding more than about :data:`HUGE_LINE`
@@ -1191,23 +1180,30 @@ def record_placed_before(fd: int, off: int) -> tuple[int, int] | None:
     end = off - 1            # the newline ending the line before
     while end > 0:
         start = line_start(fd, end)
-        head = os.pread(fd, min(64, end - start), start)
-        fast = fast_seq(head)
-        if fast is not None and end - start > HUGE_LINE:
-            # not read whole: judged by its first and last bytes (the first
-            # half of a split record does not end as an object does)
-            placed = huge_seq(end - start, head, os.pread(fd, 64, end - 64))
-            if placed is not None:
-                return placed, end + 1
-            end = start - 1
-            continue
-        kind, obj = _classify(os.pread(fd, end - start, start))
-        if kind == "record":
-            return obj["seq"], end + 1
-        if kind == TOO_LARGE and fast is not None:
-            return fast, end + 1
+        seq = line_counts_as(fd, start, end)
+        if seq is not None:
+            return seq, end + 1
         end = start - 1
     return None
+
+
+def line_counts_as(fd: int, start: int, end: int,
+                   classify: Callable[[bytes], tuple[str, Any]] = _classify) -> int | None:
+    """The seq the complete line from ``start`` to its newline at ``end``
+    counts as for placing the corrupt lines after it: a record's; a
+    too_large line's, from its ``{"seq":N,`` prefix; a line over
+    :data:`HUGE_LINE` is not read whole but judged by its first and last
+    bytes (:func:`huge_seq`: the first half of a split record does not end
+    as an object does).  None for a corrupt line."""
+    head = os.pread(fd, min(64, end - start), start)
+    fast = fast_seq(head)
+    if fast is not None and end - start > HUGE_LINE:
+        return huge_seq(end - start, head, os.pread(fd, 64, end - 64))
+    kind, obj = classify(os.pread(fd, end - start, start))
+    if kind == "record":
+        seq: int = obj["seq"]
+        return seq
+    return fast if kind == TOO_LARGE else None
 
 
 def records_by_line(data: bytes, end: int, lines: list[bytes] | None = None
@@ -1681,11 +1677,7 @@ class SessionStore:
         places lines (:func:`record_placed_before` from the end; a torn tail
         is no record): bounded, a huge last line judged by its first and last
         bytes, never held whole (issue 16.5).  None when there is none."""
-        fd = f.fh.fileno()
-        end = f.size
-        if end and os.pread(fd, 1, end - 1) != b"\n":
-            end = line_start(fd, end)          # the torn tail
-        found = record_placed_before(fd, end)
+        found = record_placed_before(f.fh.fileno(), f.torn_start())
         return None if found is None else found[0]
 
     def _events_from(self, f: _File, start: int, kinds: set[str] | None = None) -> list[dict[str, Any]]:

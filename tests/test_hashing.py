@@ -4,13 +4,12 @@ small inputs of a short run (see its docstring)."""
 from __future__ import annotations
 
 import hashlib
-import json
-import subprocess
-import sys
 
 import pytest
 
 from lecode_memctl.core import hashing
+
+from .test_startup import probe
 
 
 @pytest.fixture
@@ -56,27 +55,12 @@ def test_an_input_larger_than_what_is_left_loads_openssl_for_good(budget):
     assert type(hashing.sha256(b"z")) is type(hashlib.sha256())
 
 
-PROBE = r"""
-import json, sys
-from lecode_memctl.cli.main import main
-try:
-    rc = main(json.loads(sys.argv[1]))
-except SystemExit as exc:
-    rc = exc.code
-sys.stdout.flush()
-print(json.dumps([rc, "_hashlib" in sys.modules, "hashlib" in sys.modules]), file=sys.stderr)
-"""
-
-
 @pytest.mark.parametrize("args", [["show"], ["facts"], ["context"], ["validate", "-q"]],
                          ids=" ".join)
 def test_read_commands_on_a_small_store_do_not_load_openssl(tmp_path, args):
     store = tmp_path / "store"
     store.mkdir(mode=0o700)
     (store / "MEMORY.md").write_text("# Memory\n\n- the build uses make\n")
-    r = subprocess.run([sys.executable, "-c", PROBE, json.dumps(["--store", str(store), *args])],
-                       capture_output=True, text=True, timeout=60, cwd=tmp_path)
-    assert r.returncode == 0, r.stderr
-    rc, openssl, hashlib_ = json.loads(r.stderr.strip().splitlines()[-1])
-    assert rc in (0, 1), (args, r.stdout)
-    assert (openssl, hashlib_) == (False, False)
+    rc, modules, out = probe(tmp_path, ["--store", str(store), *args])
+    assert rc in (0, 1), (args, out)
+    assert ("_hashlib" in modules, "hashlib" in modules) == (False, False)

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from .test_startup import probe
+
 C = "lecode_memctl.core."
 # (old module, new home, the names the old module offers from there)
 MOVED = [
@@ -62,19 +64,6 @@ def test_star_import_still_gives_every_name_of_all(old):
     assert {n for n in importlib.import_module(old).__all__ if n not in ns} == set()
 
 
-PROBE = r"""
-import json, sys
-from lecode_memctl.cli.main import main
-try:
-    rc = main(json.loads(sys.argv[1]))
-except SystemExit as exc:
-    rc = exc.code
-sys.stdout.flush()
-print(json.dumps([rc, sorted(m for m in sys.modules if m.startswith("lecode_memctl.core."))]),
-      file=sys.stderr)
-"""
-
-
 @pytest.fixture
 def store(tmp_path) -> Path:
     s = tmp_path / "store"
@@ -101,11 +90,8 @@ NOT_IMPORTED = {
 
 @pytest.mark.parametrize("args", list(NOT_IMPORTED), ids=" ".join)
 def test_read_commands_do_not_import_the_moved_classes(tmp_path, store, args):
-    r = subprocess.run([sys.executable, "-c", PROBE, json.dumps(["--store", str(store), *args])],
-                       capture_output=True, text=True, timeout=60, cwd=tmp_path)
-    assert r.returncode == 0, r.stderr
-    rc, modules = json.loads(r.stderr.strip().splitlines()[-1])
-    assert rc in (0, 1), (args, r.stdout)   # validate: 1 when it finds problems
+    rc, modules, out = probe(tmp_path, ["--store", str(store), *args])
+    assert rc in (0, 1), (args, out)   # validate: 1 when it finds problems
     assert "lecode_memctl.core.layout" in modules   # the probe ran the command
     unwanted = {f"lecode_memctl.core.{m}" for m in NOT_IMPORTED[args]}
     assert sorted(unwanted & set(modules)) == []

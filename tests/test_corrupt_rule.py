@@ -340,7 +340,13 @@ _LISTED = {
                  (None, 5, "corrupt", "not_json", "line 8: not_json")),
     "not-object": ([lambda: b"x" * (3 << 20) + b"\n", lambda: line(msg(6, "a"))],
                    (7, 6, "corrupt", "not_json", "line 7: not_json")),
+    # a file under 2 MiB is judged by the same rule: a last line of 1.5 MiB
+    # with an invalid byte inside counts as record 6, as it does for the
+    # count of lines, the range reads and the audits (it is not parsed)
+    "small-file": ([lambda: _SMALL_BAD], (7, 6, "ok", None, None)),
 }
+_SMALL_BAD = orjson.dumps(msg(6, "z" * (3 << 19)))[:1000] + b"\xff" \
+    + orjson.dumps(msg(6, "z" * (3 << 19)))[1001:] + b"\n"
 
 
 @pytest.mark.parametrize("case", sorted(_LISTED))

@@ -1091,10 +1091,9 @@ class _File:
         bytes: when no complete line ends in the last 1 MiB, the last complete
         line alone, as a :class:`HugeLine` when it is longer than that (its
         ``has_event`` is not looked for)."""
-        small = self.size <= 2 * HUGE_LINE
-        tail, torn = self.last_lines(_TAIL_BYTES, cap=None if small else HUGE_LINE)
+        tail, torn = self.last_lines(_TAIL_BYTES, cap=HUGE_LINE)
         out: list[tuple[int, bytes | HugeLine]] = list(tail)
-        if out or small:
+        if out:
             return out, torn
         fd = self.fh.fileno()
         end = self.torn_start()           # the byte after the last complete line

@@ -328,6 +328,8 @@ def test_a_huge_last_line_is_never_held_to_name_the_last_seq(store, tail):
 
 
 _Z = "z" * (8 << 20)
+_SMALL_BAD: bytes = (orjson.dumps(msg(6, "z" * (3 << 19)))[:1000] + b"\xff"
+                     + orjson.dumps(msg(6, "z" * (3 << 19)))[1001:] + b"\n")
 _LISTED = {
     # lines after records 1..5: (records, messages, state, reason, detail)
     "last": ([lambda: line(msg(6, _Z))], (7, 6, "ok", None, None)),
@@ -345,8 +347,6 @@ _LISTED = {
     # count of lines, the range reads and the audits (it is not parsed)
     "small-file": ([lambda: _SMALL_BAD], (7, 6, "ok", None, None)),
 }
-_SMALL_BAD = orjson.dumps(msg(6, "z" * (3 << 19)))[:1000] + b"\xff" \
-    + orjson.dumps(msg(6, "z" * (3 << 19)))[1001:] + b"\n"
 
 
 @pytest.mark.parametrize("case", sorted(_LISTED))

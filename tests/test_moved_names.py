@@ -95,3 +95,42 @@ def test_read_commands_do_not_import_the_moved_classes(tmp_path, store, args):
     assert "lecode_memctl.core.layout" in modules   # the probe ran the command
     unwanted = {f"lecode_memctl.core.{m}" for m in NOT_IMPORTED[args]}
     assert sorted(unwanted & set(modules)) == []
+
+
+def test_a_whole_store_audit_does_not_look_names_up_through_the_lazy_getattr(tmp_path, monkeypatch):
+    """A module that offers moved names has a module ``__getattr__``, which
+    every ``from module import name`` inside a function calls (the import
+    machinery asks the module for ``__path__``) and which raises an
+    AttributeError each time: in a function run once per reference that was
+    a microsecond per reference.  The audits and the engine behind
+    ``facts`` stay off that path in their per-reference loops."""
+    from lecode_memctl.core import config, facts, layout, markdown, paging, sessions
+    from lecode_memctl.core.audit import Audit
+    from lecode_memctl.core.factview import iter_fact_rows
+    from lecode_memctl.core.layout import store_at
+
+    from .test_engine import build
+
+    recs = [{"seq": s, "type": "message", "role": "user", "content": f"m{s}"} for s in range(1, 41)]
+    spec = {"sessions": {"s0": recs, "s1": recs}, "damage": {"s0": None, "s1": None},
+            "damage_at": {"s0": 1, "s1": 1},
+            "facts": [(f"{i:016x}", [(f"s{i % 2}", [1 + i % 40], "right")])
+                      for i in range(400)],
+            "excluded": {}, "generation": 0}
+    path = build(tmp_path, spec)
+    calls: list[str] = []
+    for mod in (config, facts, layout, markdown, paging, sessions):
+        real = mod.__getattr__
+
+        def counting(name, real=real):  # noqa: ANN001, ANN202
+            calls.append(name)
+            return real(name)
+        monkeypatch.setattr(mod, "__getattr__", counting)
+    for deep in (False, True):
+        audit = Audit(store_at(path), deep=deep, parallel=False, now=1.9e9)
+        found = [f for f in audit.run() if f.code.startswith("fact.")]
+        assert found == [] and audit.summary.facts["valid"] == 400
+    with facts.FactStore.open_readonly(store_at(path).facts_db) as fs:
+        rows = list(iter_fact_rows(fs, sessions.SessionStore(store_at(path), exclusions=fs)))
+    assert [r["status"] for r in rows] == ["valid"] * 400
+    assert len(calls) < 40, sorted(set(calls))

@@ -36,6 +36,7 @@ from ..sessions import (
     not_an_event,
     record_before,
     records_by_line,
+    span_decision,
 )
 from ..sourceref import MAX_SPAN, RecordsUndigestible, SourceStatus, canonical_digest, status_for
 from .codes import ERROR, WARNING
@@ -781,8 +782,6 @@ def _span_status(seqs: tuple[int, ...], digest: str, purpose: str, records: dict
                  excluded: frozenset[int], generation: int, us: Any) -> SourceStatus:
     """The same decision as ``SessionStore.validate_many``, from one pass's data:
     the span's own corruption here, then ``sessions.span_decision``."""
-    from ..sessions import span_decision
-
     lo, hi = seqs[0], seqs[-1]
     for c in corrupt_after:
         if lo <= c < hi or (c == lo - 1 and lo not in records):

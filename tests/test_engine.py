@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from lecode_memctl.core import facts as facts_mod, sessions as sessions_mod
@@ -351,15 +352,12 @@ def test_audit_and_engine_give_each_source_the_same_status(spec: dict) -> None:
     no reader applies (``sessions.event_line``) and ``--deep`` reports."""
     from collections import Counter
 
-    from hypothesis import assume
-
-    # Every damage but a seq written twice: a repeated seq near a span is
-    # judged differently by a range read (the engine: the span and the line
-    # after it) and the audit's line loop (every line of the file);
-    # docs/PERFORMANCE.md, "left open".  Corrupt lines (a line that is not
-    # JSON, a record split across lines, two records joined on one) are
-    # judged alike: a corrupt line matters only where it is.
-    assume(not set(spec["damage"].values()) & {"repeat", "stray_end", "stray_mid", "swap"})
+    # Every damage, seqs written twice or out of order among them: the audit
+    # judges the spans of such a transcript by the one-reference read
+    # (sessions.read_span_status), as the engine does.  Corrupt lines (a line
+    # that is not JSON, a record split across lines, two records joined on
+    # one) are judged alike by the rule of docs/FORMAT.md: a corrupt line
+    # matters only where it is.
     root = Path(tempfile.mkdtemp(prefix="engine-"))
     try:
         path = build(root, spec)
@@ -390,3 +388,37 @@ def test_audit_and_engine_give_each_source_the_same_status(spec: dict) -> None:
                 assert {f.session_id for f in ignored} == damaged
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.parametrize("damage", ["repeat", "stray_end", "stray_mid", "swap"])
+def test_spans_near_seqs_that_repeat_or_go_back_have_one_status(tmp_path: Path, damage: str) -> None:
+    """Records written twice or out of order (docs/FORMAT.md): every span of
+    such a transcript gets, from the default audit and from ``--deep``, the
+    status of the one-reference read.  (Before, the audits called a span
+    corrupt wherever one of its seqs repeated in the file, and a span
+    followed by a step back valid: 90 of these spans differed.)"""
+    n = 6
+    recs = [{"seq": s, "type": "message", "role": "user", "content": f"m{s}"}
+            for s in range(1, n + 1)]
+    spans = [(lo, hi) for lo in range(1, n + 3) for hi in range(lo, min(lo + 3, n + 3))]
+    facts = [(f"{i:016x}", [("s0", sorted({lo, hi}), "right")]) for i, (lo, hi) in enumerate(spans)]
+    for at in range(1, n if damage == "swap" else n + 1):   # (a swap needs a next record)
+        spec = {"sessions": {"s0": recs}, "damage": {"s0": damage}, "damage_at": {"s0": at},
+                "facts": facts, "excluded": {}, "generation": 0}
+        path = build(tmp_path / str(at), spec)
+        store = store_at(path)
+        with FactStore.open_readonly(store.facts_db) as fs:
+            sessions = SessionStore(store, exclusions=fs)
+            one = {}
+            for fid, _revs in facts:
+                ref = fs.revisions(fid)[0].source
+                assert ref is not None
+                st = sessions.validate_source(ref, "durable")
+                one[fid] = None if st.ok else st.reason
+        assert set(one.values()) >= {None, "records_corrupt", "position_missing"}
+        for deep, found, _statuses, _tally in _audits(path):
+            got = {fid: None for fid, _revs in facts}
+            got.update({f.fact_id: f.reason for f in found
+                        if f.code in ("fact.missing", "fact.stale", "fact.hidden")})
+            assert got == one, (damage, at, deep)
+            assert any(f.code == "session.seq_gap" for f in found) == deep

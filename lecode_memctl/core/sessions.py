@@ -1277,6 +1277,32 @@ NO_EXCLUSIONS = NoExclusions()
 that the store has no facts database to honour: nothing excluded, generation 0."""
 
 
+def read_span_status(f: _File, seqs: tuple[int, ...], digest: str, purpose: str,
+                     excluded: frozenset[int], generation: int, us: UndoState | None = None,
+                     last: list[int | None] | None = None) -> SourceStatus:
+    """The status of the span ``seqs`` of the open transcript ``f`` by the
+    one-reference read: the span read from where the search finds its first
+    position (:meth:`SessionStore._read_span`), then :func:`span_decision`.
+    ``us``: the visibility events from the span's first position on (read
+    here when None); ``last``: a one-item cache of the transcript's last
+    seq, filled on first need.  Every reader takes this read's status where
+    the records of a transcript repeat a seq or go back (docs/FORMAT.md)."""
+    sr = SessionStore._read_span(f, seqs[0], seqs[-1])
+    if sr.corruption:
+        kind, off, _detail = sr.corruption
+        return status_for("records_corrupt", f"line {f.line_number(off)}: {kind}")
+    if not sr.records or sr.records[-1]["seq"] < seqs[-1]:
+        if last is None:
+            last = []
+        if not last:
+            last.append(SessionStore._last_seq(f))
+        missing = seqs[0] if not sr.records else sr.records[-1]["seq"] + 1
+        return status_for("position_missing", f"the transcript ends at seq {last[0]}", missing)
+    if us is None:
+        us = UndoState(SessionStore._events_from(f, seqs[0], set(VISIBILITY_EVENTS)))
+    return span_decision(seqs, digest, sr.records, purpose, excluded, generation, us)
+
+
 class StoreExclusions:
     """The ExclusionReader of a store's own ``facts.sqlite3``, read-only.
 
@@ -1598,7 +1624,8 @@ class SessionStore:
         f.close()
         return hdr
 
-    def _read_span(self, f: _File, start: int, end: int) -> _SpanRead:
+    @staticmethod
+    def _read_span(f: _File, start: int, end: int) -> _SpanRead:
         """Records with start <= seq <= end, checked for consecutive seqs.
         Stops at the first corruption inside the span.  A corrupt line sits
         at the position after the record before it: bad lines after the last
@@ -1649,11 +1676,12 @@ class SessionStore:
                 probe = f.probe_seq(nxt) if nxt < f.size else None
                 if probe is None or probe[1] is None or probe[1] < expect:
                     _start, after = f.line_at(nxt)   # (the generator's file position moved)
-                    return self._after_span(f, nxt, after, records, last_seq, expect)
+                    return SessionStore._after_span(f, nxt, after, records, last_seq, expect)
                 return _SpanRead(records, probe[1] if probe[1] == expect else last_seq, None)
         return _SpanRead(records, last_seq, None)
 
-    def _after_span(self, f: _File, off: int, line: bytes | None, records: list[dict[str, Any]],
+    @staticmethod
+    def _after_span(f: _File, off: int, line: bytes | None, records: list[dict[str, Any]],
                     last_seq: int | None, expect: int) -> _SpanRead:
         """The end of :meth:`_read_span` once its span is read: the line at
         ``off`` after it (None: no complete line) is checked for a repeated
@@ -1671,7 +1699,8 @@ class SessionStore:
             return _SpanRead(records, last_seq, (k, off, f"seq {seq} where {expect} was expected"))
         return _SpanRead(records, seq, None)
 
-    def _last_seq(self, f: _File) -> int | None:
+    @staticmethod
+    def _last_seq(f: _File) -> int | None:
         """The seq of the transcript's last record, as the corrupt-line rule
         places lines (:func:`record_placed_before` from the end; a torn tail
         is no record): bounded, a huge last line judged by its first and last
@@ -1679,7 +1708,8 @@ class SessionStore:
         found = record_placed_before(f.fh.fileno(), f.torn_start())
         return None if found is None else found[0]
 
-    def _events_from(self, f: _File, start: int, kinds: set[str] | None = None) -> list[dict[str, Any]]:
+    @staticmethod
+    def _events_from(f: _File, start: int, kinds: set[str] | None = None) -> list[dict[str, Any]]:
         """Event records with seq >= start (lines pre-filtered on the bytes
         ``"event"``, and on their first bytes: see :func:`not_an_event`)."""
         pos = f.seek_seq(start)
@@ -1844,7 +1874,6 @@ class SessionStore:
                 excluded, generation = once.get(self._reader_for(hdr), sid)
                 lo = min(r.seqs[0] for r in refs)
                 us = UndoState(self._events_from(f, lo, set(VISIBILITY_EVENTS)))
-                last_seq = None
                 whole = None
                 if len(refs) > 1:
                     # the previous group's parse when it was of this file at this size
@@ -1867,24 +1896,11 @@ class SessionStore:
                     for ref, records in self._sweep_spans(f, ordered):
                         out[ref] = span_decision(ref.seqs, ref.digest, records, purpose, excluded,
                                                  generation, us)
+                last: list[int | None] = []
                 for ref in ordered:
-                    if ref in out:
-                        continue
-                    sr = self._read_span(f, ref.start, ref.end)
-                    if sr.corruption:
-                        kind, off, _detail = sr.corruption
-                        out[ref] = status_for("records_corrupt",
-                                              f"line {f.line_number(off)}: {kind}")
-                        continue
-                    if not sr.records or sr.records[-1]["seq"] < ref.end:
-                        if last_seq is None:
-                            last_seq = self._last_seq(f)
-                        missing = ref.start if not sr.records else sr.records[-1]["seq"] + 1
-                        out[ref] = status_for("position_missing",
-                                              f"the transcript ends at seq {last_seq}", missing)
-                        continue
-                    out[ref] = span_decision(ref.seqs, ref.digest, sr.records, purpose, excluded,
-                                             generation, us)
+                    if ref not in out:
+                        out[ref] = read_span_status(f, ref.seqs, ref.digest, purpose, excluded,
+                                                    generation, us, last)
         except OSError as exc:
             for r in refs:
                 out.setdefault(r, status_for("session_unreadable", exc.strerror or str(exc)))

@@ -25,8 +25,11 @@ from ..sessions import (
     LEARNING_STATUSES,
     NOT_JSON,
     TOO_LARGE,
+    VISIBILITY_EVENTS,
     MarkFinder,
     RecordTooLarge,
+    SessionStore,
+    _File,
     bad_target,
     event_line,
     fast_seq,
@@ -34,6 +37,7 @@ from ..sessions import (
     huge_seq,
     load_record,
     not_an_event,
+    read_span_status,
     record_before,
     records_by_line,
     span_decision,
@@ -505,7 +509,7 @@ def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
             us = UndoState(events)
             for seqs, digest, purpose in need:
                 sc.statuses[(seqs, digest, purpose)] = _span_status(
-                    seqs, digest, purpose, by_seq, [], set(), last_seq, excluded, generation, us)
+                    seqs, digest, purpose, by_seq, [], last_seq, excluded, generation, us)
             return True
     ranges = sorted({(seqs[0], seqs[-1]) for seqs, _d, _p in need})
     far = finder_in(data)     # (memmem: the searches below may cross much of the file)
@@ -550,7 +554,7 @@ def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
     us = UndoState(events)
     for seqs, digest, purpose in need:
         sc.statuses[(seqs, digest, purpose)] = _span_status(
-            seqs, digest, purpose, records, [], set(), last_seq, excluded, generation, us)
+            seqs, digest, purpose, records, [], last_seq, excluded, generation, us)
     return True
 
 
@@ -741,19 +745,44 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
         _torn(add, size, offset, mtime, now, lineno + 1)
     us = UndoState(events)
     memo: dict[tuple[tuple[int, ...], str, str], SourceStatus] = {}
+    # Records whose seq repeats or goes back: no rule of this loop's own
+    # decides the spans of such a transcript, but the one-reference read
+    # (sessions.read_span_status), so that the audit, the engine and the
+    # agent's recall give each span one status (docs/FORMAT.md).  (The
+    # transcript's bytes up to ``size``, through a second descriptor; its
+    # visibility events read once from the lowest position asked, as the
+    # engine reads them for a group of references.)
+    ranged: list[Any] = []      # [the open file, its last seq cache, lowest start, events]
+    first = min((seqs[0] for seqs, _d, _p in need), default=0)
 
     def status(seqs: tuple[int, ...], digest: str, purpose: str) -> SourceStatus:
         key = (seqs, digest, purpose)
         if key not in memo:
-            memo[key] = _span_status(seqs, digest, purpose, records, corrupt_after, dup_seqs,
-                                     last_seq, excluded, generation, us)
+            if dup_seqs:
+                if not ranged:
+                    f = _File(os.dup(fd), sid, "")
+                    f.size = size
+                    ranged.extend((f, [], None, None))
+                if ranged[2] is None or seqs[0] < ranged[2]:
+                    ranged[2] = min(seqs[0], first)
+                    ranged[3] = UndoState(SessionStore._events_from(
+                        ranged[0], ranged[2], set(VISIBILITY_EVENTS)))
+                memo[key] = read_span_status(ranged[0], seqs, digest, purpose, excluded,
+                                             generation, ranged[3], ranged[1])
+            else:
+                memo[key] = _span_status(seqs, digest, purpose, records, corrupt_after,
+                                         last_seq, excluded, generation, us)
         return memo[key]
 
-    if not refused:
-        for seqs, digest, purpose in need:
-            sc.statuses[(seqs, digest, purpose)] = status(seqs, digest, purpose)
-    if deep:
-        _compaction(compacts, sid, status, add)
+    try:
+        if not refused:
+            for seqs, digest, purpose in need:
+                sc.statuses[(seqs, digest, purpose)] = status(seqs, digest, purpose)
+        if deep:
+            _compaction(compacts, sid, status, add)
+    finally:
+        if ranged:
+            ranged[0].close()
 
 
 _NO_GATE = 1 << 63     # (no cited position left: every line may be stepped over)
@@ -778,7 +807,7 @@ def _sits_after(run: list[int], fd: int, lineno: int, off: int) -> int:
 
 
 def _span_status(seqs: tuple[int, ...], digest: str, purpose: str, records: dict[int, dict[str, Any]],
-                 corrupt_after: list[int], dup_seqs: set[int], last_seq: int,
+                 corrupt_after: list[int], last_seq: int,
                  excluded: frozenset[int], generation: int, us: Any) -> SourceStatus:
     """The same decision as ``SessionStore.validate_many``, from one pass's data:
     the span's own corruption here, then ``sessions.span_decision``."""
@@ -786,8 +815,6 @@ def _span_status(seqs: tuple[int, ...], digest: str, purpose: str, records: dict
     for c in corrupt_after:
         if lo <= c < hi or (c == lo - 1 and lo not in records):
             return status_for("records_corrupt", "a corrupt line in the span")
-    if any(lo <= d <= hi for d in dup_seqs):
-        return status_for("records_corrupt", "a repeated seq in the span")
     get = records.get
     got = [get(s) for s in range(lo, hi + 1)]
     if None in got:

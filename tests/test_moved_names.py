@@ -29,6 +29,11 @@ MOVED = [
         "ConfigProblem", "MemoryConfig", "Setting", "load_memory_config")),
     (C + "paging", C + "pagedata", ("Page",)),
     (C + "sessions", C + "sessiondata", ("SessionInfo", "Snapshot")),
+    (C + "rowmodel", C + "rowtables", (
+        "Field", "RowModel", "FACT", "SESSION", "NOTE", "HIT", "REVISION", "USAGE", "PROJECT",
+        "FINDING", "SUMMARY", "CODE", "PLAN_ITEM", "SETTING", "MATCH", "MATCH_COUNT", "SECRET",
+        "SECRETS_SCAN", "REWRITE", "FACT_CHECK", "PROBLEM", "MODELS", "schema_document",
+        "check_rows")),
 ]
 
 
@@ -82,9 +87,9 @@ NOT_IMPORTED = {
                  "markdown"],
     ("facts",): ["markdown_search", "inventory", "factresults", "sessiondata", "pagedata", "markdown"],
     ("context",): ["markdown_search", "inventory", "factresults", "sessiondata", "pagedata",
-                   "markdown_notes"],
+                   "markdown_notes", "rowtables"],
     ("validate", "-q"): ["markdown_search", "inventory", "factresults", "sessiondata", "pagedata", "markdown",
-                          "memory_config"],
+                          "memory_config", "rowtables"],
 }
 
 

@@ -29,6 +29,13 @@ MOVED = [
         "ConfigProblem", "MemoryConfig", "Setting", "load_memory_config")),
     (C + "paging", C + "pagedata", ("Page",)),
     (C + "sessions", C + "sessiondata", ("SessionInfo", "Snapshot")),
+    (C + "facts", C + "provenance", ("Provenance",)),
+    (C + "sessions", C + "scanitem", ("ScanItem",)),
+    (C + "rowmodel", C + "rowtables", (
+        "Field", "RowModel", "FACT", "SESSION", "NOTE", "HIT", "REVISION", "USAGE", "PROJECT",
+        "FINDING", "SUMMARY", "CODE", "PLAN_ITEM", "SETTING", "MATCH", "MATCH_COUNT", "SECRET",
+        "SECRETS_SCAN", "REWRITE", "FACT_CHECK", "PROBLEM", "MODELS", "schema_document",
+        "check_rows")),
 ]
 
 
@@ -77,14 +84,15 @@ def store(tmp_path) -> Path:
 # argv -> the core modules that command must not import
 NOT_IMPORTED = {
     ("show",): ["markdown_search", "inventory", "factresults", "sessiondata", "pagedata",
-                "markdown_notes", "rowmodel"],
+                "markdown_notes", "rowmodel", "provenance", "scanitem"],
     ("notes",): ["markdown_search", "inventory", "factresults", "sessiondata", "pagedata",
-                 "markdown"],
-    ("facts",): ["markdown_search", "inventory", "factresults", "sessiondata", "pagedata", "markdown"],
+                 "markdown", "provenance", "scanitem"],
+    ("facts",): ["markdown_search", "inventory", "factresults", "sessiondata", "pagedata", "markdown",
+                 "provenance", "scanitem"],
     ("context",): ["markdown_search", "inventory", "factresults", "sessiondata", "pagedata",
-                   "markdown_notes"],
+                   "markdown_notes", "rowtables", "provenance", "scanitem"],
     ("validate", "-q"): ["markdown_search", "inventory", "factresults", "sessiondata", "pagedata", "markdown",
-                          "memory_config"],
+                          "memory_config", "rowtables", "provenance", "scanitem"],
 }
 
 

@@ -129,8 +129,6 @@ def validate(
     from .state import path_option
 
     store_dir = path_option("--store", store_dir)
-    from lecode_memctl.core.rowmodel import FINDING, SUMMARY
-
     from .output import atomic_output, check_format, emit_jsonl, fixed_format
 
     fmt = fixed_format(fmt, json_flag=json_, choices=None, aliases={"table": "human"})
@@ -169,6 +167,8 @@ def validate(
                           record_state=not STATE.no_state, listed=all_projects)
             try:
                 if stream_jsonl:
+                    from lecode_memctl.core.rowmodel import FINDING, SUMMARY
+
                     emit_jsonl(FINDING.row(**f.to_json()) for f in audit.run())
                     emit_jsonl([SUMMARY.row(**audit.summary.to_json(strict))])
                 else:

@@ -59,11 +59,14 @@ from .sourceref import (
 
 if TYPE_CHECKING:
     from .factresults import ForgetPlan as ForgetPlan, RememberResult as RememberResult
+    from .provenance import Provenance as Provenance
 else:
     from ._lazy import moved_attribute
 
-    # What the writes return, loaded on first use (see core/_lazy.py).
-    _MOVED = {"ForgetPlan": ".factresults", "RememberResult": ".factresults"}
+    # What the writes return, and the legacy provenance rows that only old
+    # databases hold, loaded on first use (see core/_lazy.py).
+    _MOVED = {"ForgetPlan": ".factresults", "RememberResult": ".factresults",
+              "Provenance": ".provenance"}
 
     def __getattr__(name: str) -> Any:
         return moved_attribute(__name__, _MOVED, name)
@@ -77,18 +80,6 @@ FACT_ID_RE = re.compile(r"^[0-9a-f]{16}\Z")  # \Z: "$" would accept a trailing n
 
 # --------------------------------------------------------------------------
 # Data
-
-
-@dataclass(frozen=True)
-class Provenance:
-    """A legacy provenance row: positions of a session, no digest.  Reported
-    ``unverified``; never trusted or backfilled into a SourceRef."""
-
-    session_id: str
-    seqs: tuple[int, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"session_id": self.session_id, "seqs": list(self.seqs)}
 
 
 @dataclass(frozen=True)
@@ -409,8 +400,17 @@ def revision_from_stored(fact_id: Any, rev: tuple[Any, ...]) -> Revision:
     if problem is not None:     # as revisions() reads it
         ref, error = None, problem
     return Revision(fact_id, revision, row_text(text), row_text(created), ref,
-                    tuple(Provenance(s, tuple(q)) for s, q in prov.items()) if prov else (),
-                    error)
+                    provenance_rows(prov), error)
+
+
+def provenance_rows(prov: dict[str, list[int]] | None) -> tuple[Provenance, ...]:
+    """The :class:`Provenance` rows of a revision from {session id: positions}
+    (none without; the class is created on the first one, see core/_lazy.py)."""
+    if not prov:
+        return ()
+    from .provenance import Provenance
+
+    return tuple(Provenance(s, tuple(q)) for s, q in prov.items())
 
 
 def plain_seqs(rev: tuple[Any, ...]) -> list[int] | None:
@@ -960,7 +960,7 @@ class FactStore(ClosesOnExit):
                                    "AND revision = ? ORDER BY session_id, seq",
                                    (fact_id, revision)):
             prov.setdefault(sid, []).append(seq)
-        return ref, tuple(Provenance(s, tuple(q)) for s, q in prov.items()), error
+        return ref, provenance_rows(prov), error
 
     def _fact_from_row(self, db: sqlite3.Connection, row: Sequence[Any]) -> Fact:
         fact_id, revision, created, updated, text = row

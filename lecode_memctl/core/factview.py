@@ -19,7 +19,6 @@ from .facts import (
     Fact,
     FactGroup,
     FactStore,
-    Provenance,
     Revision,
     check_fact_id,
     fact_from_group,
@@ -43,6 +42,7 @@ from .sourceref import (
 
 if TYPE_CHECKING:
     from .factresults import ForgetPlan
+    from .provenance import Provenance
 
 
 # --------------------------------------------------------------------------

@@ -31,7 +31,6 @@ import os
 import re
 import stat
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, TypeGuard
@@ -57,12 +56,15 @@ from .sourceref import (
 )
 
 if TYPE_CHECKING:
+    from .scanitem import ScanItem as ScanItem
     from .sessiondata import SessionInfo as SessionInfo, Snapshot as Snapshot
 else:
     from ._lazy import moved_attribute
 
-    # What a capture and the listing return, loaded on first use (core/_lazy.py).
-    _MOVED = {"SessionInfo": ".sessiondata", "Snapshot": ".sessiondata"}
+    # What a capture, the listing and a line-by-line scan return, loaded on
+    # first use (core/_lazy.py).
+    _MOVED = {"SessionInfo": ".sessiondata", "Snapshot": ".sessiondata",
+              "ScanItem": ".scanitem"}
 
     def __getattr__(name: str) -> Any:
         return moved_attribute(__name__, _MOVED, name)
@@ -183,24 +185,6 @@ class PositionMissing(NotFound):
 
 # --------------------------------------------------------------------------
 # Data
-
-
-@dataclass(frozen=True)
-class ScanItem:
-    """One line of a transcript: a record, a corruption, or the torn tail."""
-
-    line: int                      # 1-based line number
-    offset: int                    # byte offset of the line start
-    kind: str                      # "record" or a corruption kind or "torn_tail"
-    seq: int | None = None
-    record: dict[str, Any] | None = None     # set only when kind == "record"
-    detail: str | None = None
-    # an event record the readers apply: its line is an event line (event_line)
-    event: bool = False
-
-    @property
-    def corrupt(self) -> bool:
-        return self.kind in CORRUPTION_KINDS
 
 
 # --------------------------------------------------------------------------
@@ -1261,11 +1245,17 @@ def span_decision(seqs: tuple[int, ...], digest: str, records: list[dict[str, An
 _VALID_STATUS = SourceStatus(VALID)   # frozen: one for every valid reference
 
 
-@dataclass
 class _SpanRead:
-    records: list[dict[str, Any]]
-    last_seq: int | None              # last complete record seen (in the span or after)
-    corruption: tuple[str, int, str] | None   # (kind, byte offset, detail) inside the span
+    """What one span read found (a plain class: a dataclass costs about a
+    millisecond to create at every start-up, see core/_lazy.py)."""
+
+    __slots__ = ("records", "last_seq", "corruption")
+
+    def __init__(self, records: list[dict[str, Any]], last_seq: int | None,
+                 corruption: tuple[str, int, str] | None) -> None:
+        self.records = records
+        self.last_seq = last_seq          # last complete record seen (in the span or after)
+        self.corruption = corruption      # (kind, byte offset, detail) inside the span
 
 
 # --------------------------------------------------------------------------
@@ -2136,6 +2126,8 @@ class SessionStore:
         return self._scan(f)
 
     def _scan(self, f: _File) -> Iterator[ScanItem]:
+        from .scanitem import ScanItem
+
         with f:
             prev: int | None = None
             lineno = 0

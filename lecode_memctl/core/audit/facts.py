@@ -332,7 +332,7 @@ def _revision(fid: Any, stored: tuple[Any, ...]) -> Any:
     """A stored revision as the audit reads it: a reference that does not
     parse, or a row that cannot be trusted (``row_problem``), has no source
     and says why in ``source_error`` (reported as ``fact.hidden``)."""
-    from ..facts import Provenance, Revision, row_problem, row_text
+    from ..facts import Revision, provenance_rows, row_problem, row_text
 
     rev, text, created, sid, seqs, digest, prov = stored
     ref: SourceRef | None = None
@@ -346,8 +346,7 @@ def _revision(fid: Any, stored: tuple[Any, ...]) -> Any:
     problem = row_problem(fid, text)
     if problem is not None:   # data with a status, never trusted (issue 16.4)
         ref, error = None, problem
-    provenance = tuple(Provenance(s, tuple(q)) for s, q in prov.items()) if prov else ()
-    return Revision(fid, rev, row_text(text), row_text(created), ref, provenance, error)
+    return Revision(fid, rev, row_text(text), row_text(created), ref, provenance_rows(prov), error)
 
 
 def fact_findings(audit: Audit) -> Iterator[Finding | None]:

@@ -9,7 +9,6 @@ import re
 import stat
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 import orjson
@@ -51,12 +50,15 @@ READ_CHUNK = 8 << 20
 # ---------------------------------------------------------------------------
 # Transcript jobs: one sequential read per file
 
-@dataclass
 class _Scan:
-    bytes_read: int = 0
-    raw: list[tuple[str, str, str | None, dict[str, Any]]] = field(default_factory=list)
-    statuses: dict[tuple[tuple[int, ...], str, str], Any] = field(default_factory=dict)
-    max_epoch: tuple[int, int] | None = None   # (epoch, seq) of the newest generated messages
+    """What one transcript job found (a plain class: a dataclass costs about a
+    millisecond to create at every start-up, see core/_lazy.py)."""
+
+    def __init__(self) -> None:
+        self.bytes_read = 0
+        self.raw: list[tuple[str, str, str | None, dict[str, Any]]] = []
+        self.statuses: dict[tuple[tuple[int, ...], str, str], Any] = {}
+        self.max_epoch: tuple[int, int] | None = None   # (epoch, seq) of the newest generated messages
 
 
 EPOCH_TAIL = 65536

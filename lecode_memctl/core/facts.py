@@ -59,14 +59,11 @@ from .sourceref import (
 
 if TYPE_CHECKING:
     from .factresults import ForgetPlan as ForgetPlan, RememberResult as RememberResult
-    from .provenance import Provenance as Provenance
 else:
     from ._lazy import moved_attribute
 
-    # What the writes return, and the legacy provenance rows that only old
-    # databases hold, loaded on first use (see core/_lazy.py).
-    _MOVED = {"ForgetPlan": ".factresults", "RememberResult": ".factresults",
-              "Provenance": ".provenance"}
+    # What the writes return, loaded on first use (see core/_lazy.py).
+    _MOVED = {"ForgetPlan": ".factresults", "RememberResult": ".factresults"}
 
     def __getattr__(name: str) -> Any:
         return moved_attribute(__name__, _MOVED, name)
@@ -80,6 +77,21 @@ FACT_ID_RE = re.compile(r"^[0-9a-f]{16}\Z")  # \Z: "$" would accept a trailing n
 
 # --------------------------------------------------------------------------
 # Data
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """A legacy provenance row: positions of a session, no digest.  Reported
+    ``unverified``; never trusted or backfilled into a SourceRef.  (Created
+    with the module, though only old databases hold such rows: Fact and
+    Revision name it, and ``typing.get_type_hints`` resolves their fields
+    in this module.)"""
+
+    session_id: str
+    seqs: tuple[int, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"session_id": self.session_id, "seqs": list(self.seqs)}
 
 
 @dataclass(frozen=True)
@@ -404,12 +416,9 @@ def revision_from_stored(fact_id: Any, rev: tuple[Any, ...]) -> Revision:
 
 
 def provenance_rows(prov: dict[str, list[int]] | None) -> tuple[Provenance, ...]:
-    """The :class:`Provenance` rows of a revision from {session id: positions}
-    (none without; the class is created on the first one, see core/_lazy.py)."""
+    """The :class:`Provenance` rows of a revision from {session id: positions}."""
     if not prov:
         return ()
-    from .provenance import Provenance
-
     return tuple(Provenance(s, tuple(q)) for s, q in prov.items())
 
 

@@ -42,7 +42,7 @@ from .sourceref import (
 
 if TYPE_CHECKING:
     from .factresults import ForgetPlan
-    from .provenance import Provenance
+    from .facts import Provenance
 
 
 # --------------------------------------------------------------------------

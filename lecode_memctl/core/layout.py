@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import NotFound, StoreCorrupt, UsageError
+
+# (a name of this module: typing.get_type_hints(Store) resolves its fields)
+from .identity import ProjectIdentity
 from .sourceref import SESSION_SUFFIX as SESSION_SUFFIX, session_file_id
 
 if TYPE_CHECKING:
-    from .identity import ProjectIdentity
     from .inventory import (
         LayoutItem as LayoutItem,
         StoreEntry as StoreEntry,

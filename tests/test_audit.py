@@ -782,3 +782,56 @@ def test_batches_keep_every_job_in_order(tmp_path, monkeypatch):
     assert [j for b in batches for j in b] == jobs
     # closed by bytes (10 + 95), jobs (3), references (5), jobs, bytes (300), the end
     assert [len(b) for b in batches] == [2, 3, 2, 3, 1, 1]
+
+
+_REV_VALUES = [1, 2, 3, 0, -1, 2.0, 1.5, "1", "2", b"\x01", None, True]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_revision_checks_filtered_by_sqlite_find_what_the_loop_found(seed):
+    """The revision-contiguity check has SQLite leave out the facts whose
+    revisions are plainly 1..n with the current one among them; on damaged
+    tables (revision numbers stored as text, reals, BLOBs, NULL, gaps,
+    duplicates, no current row) the findings are those of the check that
+    judged every fact in Python (reproduced here as the oracle)."""
+    import random
+
+    from lecode_memctl.core.audit.facts import _db_checks_rest
+    from lecode_memctl.core.facts import row_text
+
+    rnd = random.Random(seed)
+    db = sqlite3.connect(":memory:")
+    # (no column types: a revision number stays the text, real or BLOB written)
+    db.execute("CREATE TABLE facts (fact_id, revision, created, updated)")
+    db.execute("CREATE TABLE revisions (fact_id, revision, text, created)")
+    for i in range(30):
+        fid = f"{i:016x}"
+        n = rnd.randint(0, 4)
+        revs = list(range(1, n + 1))
+        if rnd.random() < 0.5 and revs:        # damage one revision number
+            revs[rnd.randrange(len(revs))] = rnd.choice(_REV_VALUES)
+        if rnd.random() < 0.2 and revs:
+            revs.append(rnd.choice(revs))      # a duplicate row
+        cur = n if rnd.random() < 0.7 else rnd.choice(_REV_VALUES)
+        db.execute("INSERT INTO facts VALUES (?, ?, 'c', 'u')", (fid, cur))
+        for r in revs:
+            db.execute("INSERT INTO revisions VALUES (?, ?, 't', 'c')", (fid, r))
+
+    class _Facts:
+        tables = {"facts", "revisions"}
+
+    got = [f for f in _db_checks_rest(_Facts(), db) if f[0] in ("db.revision_gap", "db.dangling_ref")
+           and f[2].get("table") != "revisions"]
+    expect = []
+    for fid, cur, n, lo, hi, has_cur in db.execute(
+            "SELECT f.fact_id, f.revision, count(r.revision), min(r.revision), max(r.revision), "
+            "sum(r.revision = f.revision) FROM facts f LEFT JOIN revisions r "
+            "ON r.fact_id = f.fact_id GROUP BY f.fact_id ORDER BY f.fact_id"):
+        if not has_cur:
+            expect.append(("db.dangling_ref", f"the fact's current revision {cur} has no "
+                           "revision row", {"fact_id": row_text(fid), "revision": cur, "table": "facts"}))
+        elif n != hi or lo != 1 or hi != cur:
+            expect.append(("db.revision_gap",
+                           f"{n} revision(s) numbered {lo}..{hi}; expected 1..{cur} without gaps",
+                           {"fact_id": row_text(fid), "revision": cur}))
+    assert expect and got == expect

@@ -267,11 +267,16 @@ def _db_checks_rest(fs: Any, db: Any) -> Iterator[tuple[str, str, dict[str, Any]
                            f"generation {gen}, but {markers[0]} forget retry marker(s) (newest at "
                            f"generation {markers[1]}) and exclusions installed up to generation "
                            f"{ex_max}", file=rel)
-    # revisions contiguous, current revision present
+    # revisions contiguous, current revision present (SQLite leaves out the
+    # facts this loop would pass: integers 1..n, the current one among them)
     for fid, cur, n, lo, hi, has_cur in db.execute(
             "SELECT f.fact_id, f.revision, count(r.revision), min(r.revision), max(r.revision), "
             "sum(r.revision = f.revision) FROM facts f LEFT JOIN revisions r "
-            "ON r.fact_id = f.fact_id GROUP BY f.fact_id ORDER BY f.fact_id"):
+            "ON r.fact_id = f.fact_id GROUP BY f.fact_id "
+            "HAVING NOT (typeof(f.revision) = 'integer' AND typeof(min(r.revision)) = 'integer' "
+            "AND typeof(max(r.revision)) = 'integer' AND min(r.revision) = 1 "
+            "AND count(r.revision) = max(r.revision) AND max(r.revision) = f.revision) "
+            "ORDER BY f.fact_id"):
         if not has_cur:
             yield _later("db.dangling_ref", f"the fact's current revision {cur} has no "
                            "revision row", fact_id=row_text(fid), revision=cur, table="facts")

@@ -27,6 +27,7 @@ from __future__ import annotations
 import difflib
 import errno
 import fcntl
+import operator
 import os
 import re
 import stat
@@ -304,9 +305,19 @@ def first_hidden(records: Iterable[dict[str, Any]], *, purpose: str, excluded: f
             return pos, "undone"
         if clear is not None and pos < clear:
             return pos, "cleared"
-        if is_generated(record):
-            epoch = get("epoch")
-            if type(epoch) is int or _is_int(epoch):
+        # a generated message is hidden by an integer epoch below the
+        # generation, or by any other epoch once the generation is above 0;
+        # the epoch is looked at first (most records pass by it alone, and
+        # is_generated has no effect to order)
+        epoch = get("epoch")
+        if epoch is None:
+            if generation > 0 and is_generated(record):
+                return pos, "epoch"
+        elif type(epoch) is int:
+            if epoch < generation and is_generated(record):
+                return pos, "epoch"
+        elif is_generated(record):
+            if _is_int(epoch):
                 if epoch < generation:
                     return pos, "epoch"
             elif generation > 0:
@@ -1248,6 +1259,10 @@ def span_decision(seqs: tuple[int, ...], digest: str, records: list[dict[str, An
         return status_for("digest_mismatch")
     if len(seqs) == 1 and len(records) == 1:
         cited: Iterable[dict[str, Any]] = records
+    elif len(seqs) == len(records) and list(map(_SEQ_OF, records)) == list(seqs):
+        # every record cited, in order (a lineage chunk, a pair): the records
+        # themselves, as the lookup below gives them (the seqs are distinct)
+        cited = records
     else:
         by_seq = {r["seq"]: r for r in records}
         cited = (by_seq[s] for s in seqs)
@@ -1258,6 +1273,7 @@ def span_decision(seqs: tuple[int, ...], digest: str, records: list[dict[str, An
     return _VALID_STATUS
 
 
+_SEQ_OF = operator.itemgetter("seq")
 _VALID_STATUS = SourceStatus(VALID)   # frozen: one for every valid reference
 
 

@@ -789,8 +789,7 @@ def _span_status(seqs: tuple[int, ...], digest: str, purpose: str, records: dict
             return status_for("records_corrupt", "a corrupt line in the span")
     if any(lo <= d <= hi for d in dup_seqs):
         return status_for("records_corrupt", "a repeated seq in the span")
-    get = records.get
-    got = [get(s) for s in range(lo, hi + 1)]
+    got = list(map(records.get, range(lo, hi + 1)))
     if None in got:
         s = lo + got.index(None)
         if s > last_seq:
@@ -934,7 +933,7 @@ def _compaction(compacts: list[tuple[int, dict[str, Any]]], sid: str,
                         spans[-1] = None
                         add("compact.lineage_too_wide", msg, seq=seq)
                     continue
-            if (isinstance(seqs, list) and seqs and all(type(s) is int for s in seqs)
+            if (isinstance(seqs, list) and seqs and set(map(type, seqs)) == _INTS
                     and max(seqs) - min(seqs) + 1 > MAX_SPAN):
                 spans[-1] = None
                 msg = (f"lineage chunk {min(seqs)}..{max(seqs)} spans {max(seqs) - min(seqs) + 1} "
@@ -986,6 +985,6 @@ _INTS = {int}
 def _chunk_span(chunk: Any) -> tuple[int, int] | None:
     """(first, last) of a lineage chunk whose seqs are a non-empty list of integers."""
     seqs = chunk.get("seqs") if isinstance(chunk, dict) else None
-    if not (isinstance(seqs, list) and seqs and all(type(s) is int for s in seqs)):
+    if not (isinstance(seqs, list) and seqs and set(map(type, seqs)) == _INTS):
         return None
     return min(seqs), max(seqs)

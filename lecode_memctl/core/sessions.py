@@ -27,6 +27,7 @@ from __future__ import annotations
 import difflib
 import errno
 import fcntl
+import itertools
 import operator
 import os
 import re
@@ -1216,33 +1217,89 @@ def line_counts_as(fd: int, start: int, end: int,
     return fast if kind == TOO_LARGE else None
 
 
-def records_by_line(data: bytes, end: int, lines: list[bytes] | None = None
-                    ) -> list[dict[str, Any]] | None:
+_DICT_TYPE = {dict}
+_INT_TYPE = {int}
+_LIST_TYPE = {list}
+_ONE = {1}
+# a "]" followed (after JSON whitespace other than a newline) by "," and "[":
+# what would close one of records_by_line's one-item lists and open the next
+_CLOSE_OPEN = re.compile(rb"\][ \t\r]*,[ \t\r]*\[")
+
+
+def records_by_line(data: bytes, end: int) -> list[dict[str, Any]] | None:
     """The records of the complete lines ``data[:end]`` (``end`` just after a
-    newline), each line parsed on its own by ``orjson.loads`` in one ``map``
-    (no Python step per line), when every line is a record whose seq is its
-    line number (the header 0, then 1, 2, ...): then the span of a reference
-    is the slice of its positions, exactly as a line-by-line read gives it.
-    None for anything else (no complete line, a line that is not a record on
-    its own, a gap or a repeated seq, valid JSON orjson refuses ...): the
-    caller reads line by line then.  (Not the lines joined into one JSON
-    array: that parses a record split across two lines, or two records on
-    one line, as if each line were one record.)  ``lines``, when given,
-    receives the lines (without their newlines) of a transcript whose
-    records are returned, for a caller that looks at some of their bytes."""
+    newline), each line parsed on its own, when every line is a record whose
+    seq is its line number (the header 0, then 1, 2, ...): then the span of
+    a reference is the slice of its positions, exactly as a line-by-line
+    read gives it.  None for anything else (no complete line, a line that is
+    not a record on its own, a gap or a repeated seq, valid JSON orjson
+    refuses ...): the caller reads line by line then.
+
+    Each line is parsed as ``orjson.loads`` parses it alone, in one call when
+    it can be told that this is the same (:func:`_lines_as_lists`), else
+    one call per line in a ``map`` (no Python step per line either way).
+    (Not the lines simply joined into one JSON array: that parses a record
+    split across two lines, or two records on one line, as if each line were
+    one record.)"""
     if end <= 0:
         return None
-    split = data[:end - 1].split(b"\n")
-    try:
-        records = list(map(orjson.loads, split))
-    except (orjson.JSONDecodeError, MemoryError):
-        return None     # (the line by line read parses each on its own, or says too_large)
-    for i, rec in enumerate(records):
-        if type(rec) is not dict or type(rec.get("seq")) is not int or rec["seq"] != i:
-            return None
-    if lines is not None:
-        lines[:] = split
+    records = _lines_as_lists(data, end)
+    if records is None:
+        try:
+            records = list(map(orjson.loads, data[:end - 1].split(b"\n")))
+        except (orjson.JSONDecodeError, MemoryError):
+            return None     # (the line by line read parses each on its own, or says too_large)
+    # every record a dict whose seq is an int equal to its line number (in
+    # maps, not a Python step per line)
+    if set(map(type, records)) != _DICT_TYPE:
+        return None
+    seqs = list(map(dict.get, records, itertools.repeat("seq")))
+    if set(map(type, seqs)) != _INT_TYPE or seqs != list(range(len(seqs))):
+        return None
     return records
+
+
+def _lines_as_lists(data: bytes, end: int) -> list[Any] | None:
+    """The value of each complete line of ``data[:end]`` (``end`` just after
+    a newline), as ``orjson.loads`` of that line alone gives it, from one
+    parse of ``[[line 0],[line 1],...,[line N-1],[]]``; None when that parse
+    may differ from the lines' own (the caller parses them one by one then,
+    which decides).
+
+    The parse is each line's own when the outer array holds N + 1 items and
+    no line holds ``]``, ``,`` and ``[`` in a row (with spaces, tabs or CRs
+    between): the outer array's N top-level commas each stand between a
+    ``]`` and a ``[``, and one that is not among the N inserted ``],[``
+    (one per newline) would be such bytes in a line; so each inserted one
+    separates two items, and item k is ``[`` + line k + ``]``.  When each of
+    the first N items is a list of exactly one value, that value is line
+    k's (surrounding whitespace aside, which JSON ignores); a line that is
+    not one JSON value (none, two, half of one) cannot make one.  The bytes
+    are looked for at each ``]`` (found by ``memchr``); lines with many give
+    way to the caller at once."""
+    find = data.find
+    p = find(b"]", 0, end)
+    left = 16 + (end >> 12)     # (one "]" in 4 KiB of lines, on average, at most)
+    while p >= 0:
+        if _CLOSE_OPEN.match(data, p, end):
+            return None
+        left -= 1
+        if left < 0:
+            return None
+        p = find(b"]", p + 1, end)
+    src = data if end == len(data) else data[:end]
+    joined = src.replace(b"\n", b"],[")           # (ends with "],[")
+    lines = (len(joined) - len(src)) // 2
+    try:
+        items = orjson.loads(b"".join((b"[[", joined, b"]]")))
+    except (orjson.JSONDecodeError, MemoryError):
+        return None
+    del joined
+    if len(items) != lines + 1 or items.pop() != []:
+        return None
+    if set(map(type, items)) != _LIST_TYPE or set(map(len, items)) != _ONE:
+        return None
+    return list(itertools.chain.from_iterable(items))
 
 
 def span_decision(seqs: tuple[int, ...], digest: str, records: list[dict[str, Any]], purpose: str,

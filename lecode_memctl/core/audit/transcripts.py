@@ -624,8 +624,7 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
     # no corrupt line and no seq gap to report then, only the header, the
     # events and a torn tail; anything else takes the line loop
     end = data.rfind(b"\n") + 1 if deep and data is not None else 0
-    lines: list[bytes] = []   # (their bytes: which records are events, event_line)
-    whole = (records_by_line(data, end, lines) if end and size <= WHOLE_BYTES and data is not None
+    whole = (records_by_line(data, end) if end and size <= WHOLE_BYTES and data is not None
              else None)
     if whole is not None:
         code = _report_header(whole[0], sid, slug, add, refuse_all)
@@ -633,13 +632,17 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
             return
         refused = code is not None
         records = dict(enumerate(whole))
-        for n, r in enumerate(whole):
-            if r.get("type") == "event":
-                if event_line(lines[n]):
-                    event(r, n, n + 1)
-                else:
-                    ignored(r, n, n + 1)
-        del lines
+        # (the records are dicts: their types in one map, the events found by
+        # list.index, which compares as == does, not a Python step per record)
+        types = list(map(dict.get, whole, itertools.repeat("type")))
+        read = None
+        for n in _positions(types, "event"):
+            if read is None:
+                read = _event_lines(data, end) if data is not None else set()
+            if n in read:
+                event(whole[n], n, n + 1)
+            else:
+                ignored(whole[n], n, n + 1)
         last_seq, lineno = len(whole) - 1, len(whole)
         offset = end
         rest = data[end:] if data is not None else b""
@@ -756,6 +759,39 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
 
 
 _NO_GATE = 1 << 63     # (no cited position left: every line may be stepped over)
+
+
+def _event_lines(data: bytes, end: int) -> set[int]:
+    """The numbers of the lines of ``data[:end]`` that the event scans read
+    (``sessions.event_line``), in a transcript whose every line is the record
+    whose seq is its number (``records_by_line``): a line's number is the
+    seq of the record it parses to (each such line is parsed again; events
+    are few).  The lines are found by their mark, as ``_fast_spans`` finds
+    them."""
+    out: set[int] = set()
+    marks = MarkFinder(b'"event"', data)
+    marks.new_block(end)
+    pos = marks.find(data, 0, end)
+    while pos >= 0:
+        ls = data.rfind(b"\n", 0, pos) + 1
+        le = data.find(b"\n", pos, end)
+        line = data[ls:le]
+        if event_line(line):
+            out.add(orjson.loads(line)["seq"])
+        pos = marks.find(data, le, end)
+    return out
+
+
+def _positions(values: list[Any], value: Any) -> Iterator[int]:
+    """The indexes of ``values`` whose item equals ``value``, in order."""
+    i = 0
+    while True:
+        try:
+            i = values.index(value, i)
+        except ValueError:
+            return
+        yield i
+        i += 1
 
 
 def _sits_after(run: list[int], fd: int, lineno: int, off: int) -> int:

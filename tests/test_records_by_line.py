@@ -95,3 +95,22 @@ def test_damaged_transcripts_parse_as_line_by_line(n, edits, nested):
         else:
             data[at:at + len(piece)] = piece
     _check(bytes(data))
+
+
+def test_the_deep_audit_finds_event_lines_by_their_records_seq():
+    """``--deep`` over a whole parse finds the lines of its event records by
+    their mark and their record's seq: by the ``{"seq":N,`` prefix only when
+    the key is written once and without escapes, else by parsing the line
+    (a repeated key: the parsed record's seq is the last one written)."""
+    from lecode_memctl.core.audit.transcripts import _event_lines
+
+    lines = [_rec(0), _rec(1),
+             b'{"seq":9,"type":"event","event":"clear","seq":2}',
+             b'{"seq":3,"type":"event","event":"clear"}',
+             b'{"seq":4,"type":"message","role":"user","content":"\\"event\\""}',
+             b'{"s\\u0065q":5,"type":"event","event":"clear"}',
+             b'{"seq":6,"type":"event","event":"clear","x":{"seq":1}}']
+    data = b"\n".join(lines) + b"\n"
+    recs = sessions.records_by_line(data, len(data))
+    assert recs is not None and [r["seq"] for r in recs] == list(range(7))
+    assert _event_lines(data, len(data)) == {2, 3, 5, 6}

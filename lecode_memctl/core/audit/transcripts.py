@@ -36,6 +36,7 @@ from ..sessions import (
     not_an_event,
     record_before,
     records_by_line,
+    span_decision,
 )
 from ..sourceref import MAX_SPAN, RecordsUndigestible, SourceStatus, canonical_digest, status_for
 from .codes import ERROR, WARNING
@@ -631,7 +632,8 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
         if code == "session.refused":
             return
         refused = code is not None
-        records = dict(enumerate(whole))
+        # (records, by seq, is filled from whole only for a span past its end:
+        # a span within it is its slice, status below)
         # (the records are dicts: their types in one map, the events found by
         # list.index, which compares as == does, not a Python step per record)
         types = list(map(dict.get, whole, itertools.repeat("type")))
@@ -747,8 +749,16 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
     def status(seqs: tuple[int, ...], digest: str, purpose: str) -> SourceStatus:
         key = (seqs, digest, purpose)
         if key not in memo:
-            memo[key] = _span_status(seqs, digest, purpose, records, corrupt_after, dup_seqs,
-                                     last_seq, excluded, generation, us)
+            if whole is not None and 0 <= seqs[0] <= seqs[-1] < len(whole):
+                # every line a record whose seq is its number, none corrupt or
+                # repeated: the span is the slice _span_status would gather
+                memo[key] = span_decision(seqs, digest, whole[seqs[0]:seqs[-1] + 1], purpose,
+                                          excluded, generation, us)
+            else:
+                if whole is not None and not records:
+                    records.update(enumerate(whole))
+                memo[key] = _span_status(seqs, digest, purpose, records, corrupt_after,
+                                         dup_seqs, last_seq, excluded, generation, us)
         return memo[key]
 
     if not refused:
@@ -765,9 +775,10 @@ def _event_lines(data: bytes, end: int) -> set[int]:
     """The numbers of the lines of ``data[:end]`` that the event scans read
     (``sessions.event_line``), in a transcript whose every line is the record
     whose seq is its number (``records_by_line``): a line's number is the
-    seq of the record it parses to (each such line is parsed again; events
-    are few).  The lines are found by their mark, as ``_fast_spans`` finds
-    them."""
+    seq of the record it parses to: the N of its ``{"seq":N,`` prefix when
+    its bytes hold the key ``"seq"`` only there and no ``\\u`` escape (which
+    could spell it), else the seq of the line parsed again.  The lines are
+    found by their mark, as ``_fast_spans`` finds them."""
     out: set[int] = set()
     marks = MarkFinder(b'"event"', data)
     marks.new_block(end)
@@ -777,7 +788,9 @@ def _event_lines(data: bytes, end: int) -> set[int]:
         le = data.find(b"\n", pos, end)
         line = data[ls:le]
         if event_line(line):
-            out.add(orjson.loads(line)["seq"])
+            seq = (fast_seq(line) if line.count(b'"seq"') == 1 and b"\\u" not in line
+                   else None)
+            out.add(orjson.loads(line)["seq"] if seq is None else seq)
         pos = marks.find(data, le, end)
     return out
 
@@ -817,8 +830,6 @@ def _span_status(seqs: tuple[int, ...], digest: str, purpose: str, records: dict
                  excluded: frozenset[int], generation: int, us: Any) -> SourceStatus:
     """The same decision as ``SessionStore.validate_many``, from one pass's data:
     the span's own corruption here, then ``sessions.span_decision``."""
-    from ..sessions import span_decision
-
     lo, hi = seqs[0], seqs[-1]
     for c in corrupt_after:
         if lo <= c < hi or (c == lo - 1 and lo not in records):

@@ -99,9 +99,10 @@ def test_damaged_transcripts_parse_as_line_by_line(n, edits, nested):
 
 def test_the_deep_audit_finds_event_lines_by_their_records_seq():
     """``--deep`` over a whole parse finds the lines of its event records by
-    their mark and their record's seq: by the ``{"seq":N,`` prefix only when
-    the key is written once and without escapes, else by parsing the line
-    (a repeated key: the parsed record's seq is the last one written)."""
+    their mark and their record's seq: by the ``{"seq":N,`` prefix when the
+    key is written once and without escapes, or when the line is
+    ``orjson.dumps`` of record N; else by parsing the line (a repeated key:
+    the parsed record's seq is the last one written)."""
     from lecode_memctl.core.audit.transcripts import _event_lines
 
     lines = [_rec(0), _rec(1),
@@ -109,8 +110,12 @@ def test_the_deep_audit_finds_event_lines_by_their_records_seq():
              b'{"seq":3,"type":"event","event":"clear"}',
              b'{"seq":4,"type":"message","role":"user","content":"\\"event\\""}',
              b'{"s\\u0065q":5,"type":"event","event":"clear"}',
-             b'{"seq":6,"type":"event","event":"clear","x":{"seq":1}}']
+             b'{"seq":6,"type":"event","event":"clear","x":{"seq":1}}',
+             b'{"seq":1,"type":"event","event":"clear","seq":7}',
+             b'{"seq":8,"type":"event","event":"compact","prior":{"seq":3}}',
+             b'{"seq":9, "type":"event","event":"compact","prior":{"seq":3}}']
     data = b"\n".join(lines) + b"\n"
     recs = sessions.records_by_line(data, len(data))
-    assert recs is not None and [r["seq"] for r in recs] == list(range(7))
-    assert _event_lines(data, len(data)) == {2, 3, 5, 6}
+    assert recs is not None and [r["seq"] for r in recs] == list(range(10))
+    assert orjson.dumps(recs[8]) == lines[8] and orjson.dumps(recs[9]) != lines[9]
+    assert _event_lines(data, len(data), recs) == {2, 3, 5, 6, 7, 8, 9}

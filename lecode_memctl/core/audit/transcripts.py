@@ -640,7 +640,7 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
         read = None
         for n in _positions(types, "event"):
             if read is None:
-                read = _event_lines(data, end) if data is not None else set()
+                read = _event_lines(data, end, whole) if data is not None else set()
             if n in read:
                 event(whole[n], n, n + 1)
             else:
@@ -771,14 +771,16 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
 _NO_GATE = 1 << 63     # (no cited position left: every line may be stepped over)
 
 
-def _event_lines(data: bytes, end: int) -> set[int]:
+def _event_lines(data: bytes, end: int, whole: list[dict[str, Any]]) -> set[int]:
     """The numbers of the lines of ``data[:end]`` that the event scans read
-    (``sessions.event_line``), in a transcript whose every line is the record
-    whose seq is its number (``records_by_line``): a line's number is the
-    seq of the record it parses to: the N of its ``{"seq":N,`` prefix when
-    its bytes hold the key ``"seq"`` only there and no ``\\u`` escape (which
-    could spell it), else the seq of the line parsed again.  The lines are
-    found by their mark, as ``_fast_spans`` finds them."""
+    (``sessions.event_line``), in a transcript whose every line is the
+    record whose seq is its number, ``whole`` (``records_by_line``): a line's
+    number is the seq of the record it parses to.  That is N, for a line
+    beginning ``{"seq":N,``, when the line holds the bytes ``"seq"`` only
+    there and no ``\\u`` escape (which could spell it), or when it is
+    ``orjson.dumps`` of record N (then it parses to that record, whose seq
+    is N); else the line is parsed again.  The lines are found by their
+    mark, as ``_fast_spans`` finds them."""
     out: set[int] = set()
     marks = MarkFinder(b'"event"', data)
     marks.new_block(end)
@@ -788,11 +790,21 @@ def _event_lines(data: bytes, end: int) -> set[int]:
         le = data.find(b"\n", pos, end)
         line = data[ls:le]
         if event_line(line):
-            seq = (fast_seq(line) if line.count(b'"seq"') == 1 and b"\\u" not in line
-                   else None)
+            seq = fast_seq(line)
+            if seq is not None and not (
+                    line.count(b'"seq"') == 1 and b"\\u" not in line
+                    or seq < len(whole) and _dumps(whole[seq]) == line):
+                seq = None
             out.add(orjson.loads(line)["seq"] if seq is None else seq)
         pos = marks.find(data, le, end)
     return out
+
+
+def _dumps(rec: dict[str, Any]) -> bytes | None:
+    try:
+        return orjson.dumps(rec)
+    except orjson.JSONEncodeError:
+        return None
 
 
 def _positions(values: list[Any], value: Any) -> Iterator[int]:
@@ -980,10 +992,12 @@ def _compaction(compacts: list[tuple[int, dict[str, Any]]], sid: str,
                         spans[-1] = None
                         add("compact.lineage_too_wide", msg, seq=seq)
                     continue
-            if (isinstance(seqs, list) and seqs and set(map(type, seqs)) == _INTS
-                    and max(seqs) - min(seqs) + 1 > MAX_SPAN):
+            # (spans[-1] is (min, max) of seqs exactly when they are a non-empty
+            # list of ints, _chunk_span, or the same list seen before)
+            span = spans[-1]
+            if span is not None and span[1] - span[0] + 1 > MAX_SPAN:
                 spans[-1] = None
-                msg = (f"lineage chunk {min(seqs)}..{max(seqs)} spans {max(seqs) - min(seqs) + 1} "
+                msg = (f"lineage chunk {span[0]}..{span[1]} spans {span[1] - span[0] + 1} "
                        f"positions (at most {MAX_SPAN})")
                 add("compact.lineage_too_wide", msg, seq=seq)
                 if quick:

@@ -1303,11 +1303,14 @@ def _lines_as_lists(data: bytes, end: int) -> list[Any] | None:
 
 
 def span_decision(seqs: tuple[int, ...], digest: str, records: list[dict[str, Any]], purpose: str,
-                  excluded: frozenset[int], generation: int, us: UndoState) -> SourceStatus:
+                  excluded: frozenset[int], generation: int, us: UndoState, *,
+                  by_position: bool = False) -> SourceStatus:
     """The status of a reference (``seqs``, ``digest``) whose span ``records``
     were read completely and cleanly: the digest, then each cited position's
     type and visibility.  The one decision of the session readers and of the
-    audit (``audit.transcripts._span_status``, after its own checks)."""
+    audit (``audit.transcripts._span_status``, after its own checks).
+    ``by_position``: the caller knows that record i has seq ``seqs[0] + i``
+    (the audit gathers a span so), which spares the look at their seqs."""
     try:
         got = canonical_digest(records)
     except RecordsUndigestible as exc:
@@ -1316,9 +1319,11 @@ def span_decision(seqs: tuple[int, ...], digest: str, records: list[dict[str, An
         return status_for("digest_mismatch")
     if len(seqs) == 1 and len(records) == 1:
         cited: Iterable[dict[str, Any]] = records
-    elif len(seqs) == len(records) and list(map(_SEQ_OF, records)) == list(seqs):
+    elif len(seqs) == len(records) and (by_position
+                                        or list(map(_SEQ_OF, records)) == list(seqs)):
         # every record cited, in order (a lineage chunk, a pair): the records
-        # themselves, as the lookup below gives them (the seqs are distinct)
+        # themselves, as the lookup below gives them (the seqs are distinct;
+        # by position, as many records as seqs means the seqs are contiguous)
         cited = records
     else:
         by_seq = {r["seq"]: r for r in records}

@@ -753,7 +753,7 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                 # every line a record whose seq is its number, none corrupt or
                 # repeated: the span is the slice _span_status would gather
                 memo[key] = span_decision(seqs, digest, whole[seqs[0]:seqs[-1] + 1], purpose,
-                                          excluded, generation, us)
+                                          excluded, generation, us, by_position=True)
             else:
                 if whole is not None and not records:
                     records.update(enumerate(whole))
@@ -854,8 +854,9 @@ def _span_status(seqs: tuple[int, ...], digest: str, purpose: str, records: dict
         if s > last_seq:
             return status_for("position_missing", f"the transcript ends at seq {last_seq}", s)
         return status_for("records_corrupt", f"seq {s} is missing from the span")
+    # (records holds each record under its own seq: got is by position)
     return span_decision(seqs, digest, cast("list[dict[str, Any]]", got), purpose, excluded,
-                         generation, us)
+                         generation, us, by_position=True)
 
 
 def _learning(rec: dict[str, Any], add: Callable[..., None]) -> None:

@@ -1290,11 +1290,13 @@ def _lines_as_lists(data: bytes, end: int) -> list[Any] | None:
     src = data if end == len(data) else data[:end]
     joined = src.replace(b"\n", b"],[")           # (ends with "],[")
     lines = (len(joined) - len(src)) // 2
+    text = b"".join((b"[[", joined, b"]]"))
+    del joined, src        # (one copy of the lines besides data while they are parsed)
     try:
-        items = orjson.loads(b"".join((b"[[", joined, b"]]")))
+        items = orjson.loads(text)
     except (orjson.JSONDecodeError, MemoryError):
         return None
-    del joined
+    del text
     if len(items) != lines + 1 or items.pop() != []:
         return None
     if set(map(type, items)) != _LIST_TYPE or set(map(len, items)) != _ONE:

@@ -27,6 +27,8 @@ from __future__ import annotations
 import difflib
 import errno
 import fcntl
+import itertools
+import operator
 import os
 import re
 import stat
@@ -288,9 +290,19 @@ def first_hidden(records: Iterable[dict[str, Any]], *, purpose: str, excluded: f
             return pos, "undone"
         if clear is not None and pos < clear:
             return pos, "cleared"
-        if is_generated(record):
-            epoch = get("epoch")
-            if type(epoch) is int or _is_int(epoch):
+        # a generated message is hidden by an integer epoch below the
+        # generation, or by any other epoch once the generation is above 0;
+        # the epoch is looked at first (most records pass by it alone, and
+        # is_generated has no effect to order)
+        epoch = get("epoch")
+        if epoch is None:
+            if generation > 0 and is_generated(record):
+                return pos, "epoch"
+        elif type(epoch) is int:
+            if epoch < generation and is_generated(record):
+                return pos, "epoch"
+        elif is_generated(record):
+            if _is_int(epoch):
                 if epoch < generation:
                     return pos, "epoch"
             elif generation > 0:
@@ -1189,41 +1201,102 @@ def line_counts_as(fd: int, start: int, end: int,
     return fast if kind == TOO_LARGE else None
 
 
-def records_by_line(data: bytes, end: int, lines: list[bytes] | None = None
-                    ) -> list[dict[str, Any]] | None:
+_DICT_TYPE = {dict}
+_INT_TYPE = {int}
+_LIST_TYPE = {list}
+_ONE = {1}
+# a "]" followed (after JSON whitespace other than a newline) by "," and "[":
+# what would close one of records_by_line's one-item lists and open the next
+_CLOSE_OPEN = re.compile(rb"\][ \t\r]*,[ \t\r]*\[")
+
+
+def records_by_line(data: bytes, end: int) -> list[dict[str, Any]] | None:
     """The records of the complete lines ``data[:end]`` (``end`` just after a
-    newline), each line parsed on its own by ``orjson.loads`` in one ``map``
-    (no Python step per line), when every line is a record whose seq is its
-    line number (the header 0, then 1, 2, ...): then the span of a reference
-    is the slice of its positions, exactly as a line-by-line read gives it.
-    None for anything else (no complete line, a line that is not a record on
-    its own, a gap or a repeated seq, valid JSON orjson refuses ...): the
-    caller reads line by line then.  (Not the lines joined into one JSON
-    array: that parses a record split across two lines, or two records on
-    one line, as if each line were one record.)  ``lines``, when given,
-    receives the lines (without their newlines) of a transcript whose
-    records are returned, for a caller that looks at some of their bytes."""
+    newline), each line parsed on its own, when every line is a record whose
+    seq is its line number (the header 0, then 1, 2, ...): then the span of
+    a reference is the slice of its positions, exactly as a line-by-line
+    read gives it.  None for anything else (no complete line, a line that is
+    not a record on its own, a gap or a repeated seq, valid JSON orjson
+    refuses ...): the caller reads line by line then.
+
+    Each line is parsed as ``orjson.loads`` parses it alone, in one call when
+    it can be told that this is the same (:func:`_lines_as_lists`), else
+    one call per line in a ``map`` (no Python step per line either way).
+    (Not the lines simply joined into one JSON array: that parses a record
+    split across two lines, or two records on one line, as if each line were
+    one record.)"""
     if end <= 0:
         return None
-    split = data[:end - 1].split(b"\n")
-    try:
-        records = list(map(orjson.loads, split))
-    except (orjson.JSONDecodeError, MemoryError):
-        return None     # (the line by line read parses each on its own, or says too_large)
-    for i, rec in enumerate(records):
-        if type(rec) is not dict or type(rec.get("seq")) is not int or rec["seq"] != i:
-            return None
-    if lines is not None:
-        lines[:] = split
+    records = _lines_as_lists(data, end)
+    if records is None:
+        try:
+            records = list(map(orjson.loads, data[:end - 1].split(b"\n")))
+        except (orjson.JSONDecodeError, MemoryError):
+            return None     # (the line by line read parses each on its own, or says too_large)
+    # every record a dict whose seq is an int equal to its line number (in
+    # maps, not a Python step per line)
+    if set(map(type, records)) != _DICT_TYPE:
+        return None
+    seqs = list(map(dict.get, records, itertools.repeat("seq")))
+    if set(map(type, seqs)) != _INT_TYPE or seqs != list(range(len(seqs))):
+        return None
     return records
 
 
+def _lines_as_lists(data: bytes, end: int) -> list[Any] | None:
+    """The value of each complete line of ``data[:end]`` (``end`` just after
+    a newline), as ``orjson.loads`` of that line alone gives it, from one
+    parse of ``[[line 0],[line 1],...,[line N-1],[]]``; None when that parse
+    may differ from the lines' own (the caller parses them one by one then,
+    which decides).
+
+    The parse is each line's own when the outer array holds N + 1 items and
+    no line holds ``]``, ``,`` and ``[`` in a row (with spaces, tabs or CRs
+    between): the outer array's N top-level commas each stand between a
+    ``]`` and a ``[``, and one that is not among the N inserted ``],[``
+    (one per newline) would be such bytes in a line; so each inserted one
+    separates two items, and item k is ``[`` + line k + ``]``.  When each of
+    the first N items is a list of exactly one value, that value is line
+    k's (surrounding whitespace aside, which JSON ignores); a line that is
+    not one JSON value (none, two, half of one) cannot make one.  The bytes
+    are looked for at each ``]`` (found by ``memchr``); lines with many give
+    way to the caller at once."""
+    find = data.find
+    p = find(b"]", 0, end)
+    left = 16 + (end >> 12)     # (one "]" in 4 KiB of lines, on average, at most)
+    while p >= 0:
+        if _CLOSE_OPEN.match(data, p, end):
+            return None
+        left -= 1
+        if left < 0:
+            return None
+        p = find(b"]", p + 1, end)
+    src = data if end == len(data) else data[:end]
+    joined = src.replace(b"\n", b"],[")           # (ends with "],[")
+    lines = (len(joined) - len(src)) // 2
+    text = b"".join((b"[[", joined, b"]]"))
+    del joined, src        # (one copy of the lines besides data while they are parsed)
+    try:
+        items = orjson.loads(text)
+    except (orjson.JSONDecodeError, MemoryError):
+        return None
+    del text
+    if len(items) != lines + 1 or items.pop() != []:
+        return None
+    if set(map(type, items)) != _LIST_TYPE or set(map(len, items)) != _ONE:
+        return None
+    return list(itertools.chain.from_iterable(items))
+
+
 def span_decision(seqs: tuple[int, ...], digest: str, records: list[dict[str, Any]], purpose: str,
-                  excluded: frozenset[int], generation: int, us: UndoState) -> SourceStatus:
+                  excluded: frozenset[int], generation: int, us: UndoState, *,
+                  by_position: bool = False) -> SourceStatus:
     """The status of a reference (``seqs``, ``digest``) whose span ``records``
     were read completely and cleanly: the digest, then each cited position's
     type and visibility.  The one decision of the session readers and of the
-    audit (``audit.transcripts._span_status``, after its own checks)."""
+    audit (``audit.transcripts._span_status``, after its own checks).
+    ``by_position``: the caller knows that record i has seq ``seqs[0] + i``
+    (the audit gathers a span so), which spares the look at their seqs."""
     try:
         got = canonical_digest(records)
     except RecordsUndigestible as exc:
@@ -1232,6 +1305,12 @@ def span_decision(seqs: tuple[int, ...], digest: str, records: list[dict[str, An
         return status_for("digest_mismatch")
     if len(seqs) == 1 and len(records) == 1:
         cited: Iterable[dict[str, Any]] = records
+    elif len(seqs) == len(records) and (by_position
+                                        or list(map(_SEQ_OF, records)) == list(seqs)):
+        # every record cited, in order (a lineage chunk, a pair): the records
+        # themselves, as the lookup below gives them (the seqs are distinct;
+        # by position, as many records as seqs means the seqs are contiguous)
+        cited = records
     else:
         by_seq = {r["seq"]: r for r in records}
         cited = (by_seq[s] for s in seqs)
@@ -1242,6 +1321,7 @@ def span_decision(seqs: tuple[int, ...], digest: str, records: list[dict[str, An
     return _VALID_STATUS
 
 
+_SEQ_OF = operator.itemgetter("seq")
 _VALID_STATUS = SourceStatus(VALID)   # frozen: one for every valid reference
 
 

@@ -631,22 +631,26 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
     # no corrupt line and no seq gap to report then, only the header, the
     # events and a torn tail; anything else takes the line loop
     end = data.rfind(b"\n") + 1 if deep and data is not None else 0
-    lines: list[bytes] = []   # (their bytes: which records are events, event_line)
-    whole = (records_by_line(data, end, lines) if end and size <= WHOLE_BYTES and data is not None
+    whole = (records_by_line(data, end) if end and size <= WHOLE_BYTES and data is not None
              else None)
     if whole is not None:
         code = _report_header(whole[0], sid, slug, add, refuse_all)
         if code == "session.refused":
             return
         refused = code is not None
-        records = dict(enumerate(whole))
-        for n, r in enumerate(whole):
-            if r.get("type") == "event":
-                if event_line(lines[n]):
-                    event(r, n, n + 1)
-                else:
-                    ignored(r, n, n + 1)
-        del lines
+        # (records, by seq, is filled from whole only for a span past its end:
+        # a span within it is its slice, status below)
+        # (the records are dicts: their types in one map, the events found by
+        # list.index, which compares as == does, not a Python step per record)
+        types = list(map(dict.get, whole, itertools.repeat("type")))
+        read = None
+        for n in _positions(types, "event"):
+            if read is None:
+                read = _event_lines(data, end, whole) if data is not None else set()
+            if n in read:
+                event(whole[n], n, n + 1)
+            else:
+                ignored(whole[n], n, n + 1)
         last_seq, lineno = len(whole) - 1, len(whole)
         offset = end
         rest = data[end:] if data is not None else b""
@@ -771,7 +775,14 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                         ranged[0], ranged[2], set(VISIBILITY_EVENTS)))
                 memo[key] = read_span_status(ranged[0], seqs, digest, purpose, excluded,
                                              generation, ranged[3], ranged[1])
+            elif whole is not None and 0 <= seqs[0] <= seqs[-1] < len(whole):
+                # every line a record whose seq is its number, none corrupt or
+                # repeated: the span is the slice _span_status would gather
+                memo[key] = span_decision(seqs, digest, whole[seqs[0]:seqs[-1] + 1], purpose,
+                                          excluded, generation, us, by_position=True)
             else:
+                if whole is not None and not records:
+                    records.update(enumerate(whole))
                 memo[key] = _span_status(seqs, digest, purpose, records, corrupt_after,
                                          last_seq, excluded, generation, us)
         return memo[key]
@@ -788,6 +799,54 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
 
 
 _NO_GATE = 1 << 63     # (no cited position left: every line may be stepped over)
+
+
+def _event_lines(data: bytes, end: int, whole: list[dict[str, Any]]) -> set[int]:
+    """The numbers of the lines of ``data[:end]`` that the event scans read
+    (``sessions.event_line``), in a transcript whose every line is the
+    record whose seq is its number, ``whole`` (``records_by_line``): a line's
+    number is the seq of the record it parses to.  That is N, for a line
+    beginning ``{"seq":N,``, when the line holds the bytes ``"seq"`` only
+    there and no ``\\u`` escape (which could spell it), or when it is
+    ``orjson.dumps`` of record N (then it parses to that record, whose seq
+    is N); else the line is parsed again.  The lines are found by their
+    mark, as ``_fast_spans`` finds them."""
+    out: set[int] = set()
+    marks = MarkFinder(b'"event"', data)
+    marks.new_block(end)
+    pos = marks.find(data, 0, end)
+    while pos >= 0:
+        ls = data.rfind(b"\n", 0, pos) + 1
+        le = data.find(b"\n", pos, end)
+        line = data[ls:le]
+        if event_line(line):
+            seq = fast_seq(line)
+            if seq is not None and not (
+                    line.count(b'"seq"') == 1 and b"\\u" not in line
+                    or seq < len(whole) and _dumps(whole[seq]) == line):
+                seq = None
+            out.add(orjson.loads(line)["seq"] if seq is None else seq)
+        pos = marks.find(data, le, end)
+    return out
+
+
+def _dumps(rec: dict[str, Any]) -> bytes | None:
+    try:
+        return orjson.dumps(rec)
+    except orjson.JSONEncodeError:
+        return None
+
+
+def _positions(values: list[Any], value: Any) -> Iterator[int]:
+    """The indexes of ``values`` whose item equals ``value``, in order."""
+    i = 0
+    while True:
+        try:
+            i = values.index(value, i)
+        except ValueError:
+            return
+        yield i
+        i += 1
 
 
 def _sits_after(run: list[int], fd: int, lineno: int, off: int) -> int:
@@ -817,15 +876,15 @@ def _span_status(seqs: tuple[int, ...], digest: str, purpose: str, records: dict
     for c in corrupt_after:
         if lo <= c < hi or (c == lo - 1 and lo not in records):
             return status_for("records_corrupt", "a corrupt line in the span")
-    get = records.get
-    got = [get(s) for s in range(lo, hi + 1)]
+    got = list(map(records.get, range(lo, hi + 1)))
     if None in got:
         s = lo + got.index(None)
         if s > last_seq:
             return status_for("position_missing", f"the transcript ends at seq {last_seq}", s)
         return status_for("records_corrupt", f"seq {s} is missing from the span")
+    # (records holds each record under its own seq: got is by position)
     return span_decision(seqs, digest, cast("list[dict[str, Any]]", got), purpose, excluded,
-                         generation, us)
+                         generation, us, by_position=True)
 
 
 def _learning(rec: dict[str, Any], add: Callable[..., None]) -> None:
@@ -962,10 +1021,12 @@ def _compaction(compacts: list[tuple[int, dict[str, Any]]], sid: str,
                         spans[-1] = None
                         add("compact.lineage_too_wide", msg, seq=seq)
                     continue
-            if (isinstance(seqs, list) and seqs and all(type(s) is int for s in seqs)
-                    and max(seqs) - min(seqs) + 1 > MAX_SPAN):
+            # (spans[-1] is (min, max) of seqs exactly when they are a non-empty
+            # list of ints, _chunk_span, or the same list seen before)
+            span = spans[-1]
+            if span is not None and span[1] - span[0] + 1 > MAX_SPAN:
                 spans[-1] = None
-                msg = (f"lineage chunk {min(seqs)}..{max(seqs)} spans {max(seqs) - min(seqs) + 1} "
+                msg = (f"lineage chunk {span[0]}..{span[1]} spans {span[1] - span[0] + 1} "
                        f"positions (at most {MAX_SPAN})")
                 add("compact.lineage_too_wide", msg, seq=seq)
                 if quick:
@@ -1014,6 +1075,6 @@ _INTS = {int}
 def _chunk_span(chunk: Any) -> tuple[int, int] | None:
     """(first, last) of a lineage chunk whose seqs are a non-empty list of integers."""
     seqs = chunk.get("seqs") if isinstance(chunk, dict) else None
-    if not (isinstance(seqs, list) and seqs and all(type(s) is int for s in seqs)):
+    if not (isinstance(seqs, list) and seqs and set(map(type, seqs)) == _INTS):
         return None
     return min(seqs), max(seqs)

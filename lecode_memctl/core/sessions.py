@@ -1238,7 +1238,7 @@ def records_by_line(data: bytes, end: int) -> list[dict[str, Any]] | None:
     if set(map(type, records)) != _DICT_TYPE:
         return None
     seqs = list(map(dict.get, records, itertools.repeat("seq")))
-    if set(map(type, seqs)) != _INT_TYPE or seqs != list(range(len(seqs))):
+    if set(map(type, seqs)) != _INT_TYPE or any(map(operator.ne, seqs, range(len(seqs)))):
         return None
     return records
 
@@ -1271,21 +1271,34 @@ def _lines_as_lists(data: bytes, end: int) -> list[Any] | None:
         if left < 0:
             return None
         p = find(b"]", p + 1, end)
-    src = data if end == len(data) else data[:end]
-    joined = src.replace(b"\n", b"],[")           # (ends with "],[")
-    lines = (len(joined) - len(src)) // 2
-    text = b"".join((b"[[", joined, b"]]"))
-    del joined, src        # (one copy of the lines besides data while they are parsed)
-    try:
-        items = orjson.loads(text)
-    except (orjson.JSONDecodeError, MemoryError):
-        return None
-    del text
-    if len(items) != lines + 1 or items.pop() != []:
-        return None
-    if set(map(type, items)) != _LIST_TYPE or set(map(len, items)) != _ONE:
-        return None
-    return list(itertools.chain.from_iterable(items))
+    # The lines are parsed a piece of about PARSE_PIECE bytes at a time (each
+    # piece whole lines, judged as above on its own): a copy of one piece
+    # and its item lists are what this holds besides data and the records.
+    out: list[Any] = []
+    start = 0
+    while start < end:
+        stop = find(b"\n", min(start + PARSE_PIECE, end) - 1, end) + 1
+        piece = data[start:stop]
+        joined = piece.replace(b"\n", b"],[")       # (ends with "],[")
+        lines = (len(joined) - len(piece)) // 2
+        text = b"".join((b"[[", joined, b"]]"))
+        del joined, piece
+        try:
+            items = orjson.loads(text)
+        except (orjson.JSONDecodeError, MemoryError):
+            return None
+        del text
+        if len(items) != lines + 1 or items.pop() != []:
+            return None
+        if set(map(type, items)) != _LIST_TYPE or set(map(len, items)) != _ONE:
+            return None
+        out.extend(itertools.chain.from_iterable(items))
+        del items
+        start = stop
+    return out
+
+
+PARSE_PIECE = 256 << 10
 
 
 def span_decision(seqs: tuple[int, ...], digest: str, records: list[dict[str, Any]], purpose: str,

@@ -354,7 +354,7 @@ def test_audit_and_engine_give_each_source_the_same_status(spec: dict) -> None:
 
     # Every damage, seqs written twice or out of order among them: the audit
     # judges the spans of such a transcript by the one-reference read
-    # (sessions.read_span_status), as the engine does.  Corrupt lines (a line
+    # (sessions.SpanReads), as the engine does.  Corrupt lines (a line
     # that is not JSON, a record split across lines, two records joined on
     # one) are judged alike by the rule of docs/FORMAT.md: a corrupt line
     # matters only where it is.

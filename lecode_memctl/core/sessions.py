@@ -651,12 +651,12 @@ _HAVE_PREADV = hasattr(os, "preadv")
 class _File:
     """An open transcript, bounded by its size at ``fstat`` time."""
 
-    def __init__(self, fd: int, session_id: str, path: str) -> None:
+    def __init__(self, fd: int, session_id: str, path: str, size: int | None = None) -> None:
         st = os.fstat(fd)
         self.session_id = session_id
         self.path = path
         self.st = st
-        self.size = st.st_size
+        self.size = st.st_size if size is None else size   # (a caller may bound it lower)
         self.fh = open(fd, "rb", buffering=_BUFFER, closefd=True)  # noqa: SIM115 - closed by close()
         # (start, offset of the next newline) of long stretches without one,
         # found by _newline_from: the binary search never rescans a huge line
@@ -1360,30 +1360,43 @@ NO_EXCLUSIONS = NoExclusions()
 that the store has no facts database to honour: nothing excluded, generation 0."""
 
 
-def read_span_status(f: _File, seqs: tuple[int, ...], digest: str, purpose: str,
-                     excluded: frozenset[int], generation: int, us: UndoState | None = None,
-                     last: list[int | None] | None = None) -> SourceStatus:
-    """The status of the span ``seqs`` of the open transcript ``f`` by the
-    one-reference read: the span read from where the search finds its first
-    position (:meth:`SessionStore._read_span`), then :func:`span_decision`.
-    ``us``: the visibility events from the span's first position on (read
-    here when None); ``last``: a one-item cache of the transcript's last
-    seq, filled on first need.  Every reader takes this read's status where
-    the records of a transcript repeat a seq or go back (docs/FORMAT.md)."""
-    sr = SessionStore._read_span(f, seqs[0], seqs[-1])
-    if sr.corruption:
-        kind, off, _detail = sr.corruption
-        return status_for("records_corrupt", f"line {f.line_number(off)}: {kind}")
-    if not sr.records or sr.records[-1]["seq"] < seqs[-1]:
-        if last is None:
-            last = []
-        if not last:
-            last.append(SessionStore._last_seq(f))
-        missing = seqs[0] if not sr.records else sr.records[-1]["seq"] + 1
-        return status_for("position_missing", f"the transcript ends at seq {last[0]}", missing)
-    if us is None:
-        us = UndoState(SessionStore._events_from(f, seqs[0], set(VISIBILITY_EVENTS)))
-    return span_decision(seqs, digest, sr.records, purpose, excluded, generation, us)
+class SpanReads:
+    """The one-reference read of spans of the open transcript ``f``: a span
+    is read from where the search finds its first position
+    (:meth:`SessionStore._read_span`), then decided by :func:`span_decision`.
+    The visibility events are read once, from the lowest position asked or
+    ``lowest`` if that is lower (``us``: already read from ``lowest``), and
+    the transcript's last seq once, for the first span past its end.  Every
+    reader takes this read's status where the records of a transcript
+    repeat a seq or go back (docs/FORMAT.md)."""
+
+    def __init__(self, f: _File, lowest: int, excluded: frozenset[int], generation: int,
+                 us: UndoState | None = None) -> None:
+        self.f = f
+        self.excluded = excluded
+        self.generation = generation
+        self._lowest = lowest
+        self._us = us
+        self._last_seq: int | None = None
+        self._last_known = False
+
+    def status(self, seqs: tuple[int, ...], digest: str, purpose: str) -> SourceStatus:
+        f = self.f
+        sr = SessionStore._read_span(f, seqs[0], seqs[-1])
+        if sr.corruption:
+            kind, off, _detail = sr.corruption
+            return status_for("records_corrupt", f"line {f.line_number(off)}: {kind}")
+        if not sr.records or sr.records[-1]["seq"] < seqs[-1]:
+            if not self._last_known:
+                self._last_seq, self._last_known = SessionStore._last_seq(f), True
+            missing = seqs[0] if not sr.records else sr.records[-1]["seq"] + 1
+            return status_for("position_missing", f"the transcript ends at seq {self._last_seq}",
+                              missing)
+        if self._us is None or seqs[0] < self._lowest:
+            self._lowest = min(seqs[0], self._lowest)
+            self._us = UndoState(SessionStore._events_from(f, self._lowest, set(VISIBILITY_EVENTS)))
+        return span_decision(seqs, digest, sr.records, purpose, self.excluded, self.generation,
+                             self._us)
 
 
 class StoreExclusions:
@@ -1979,11 +1992,10 @@ class SessionStore:
                     for ref, records in self._sweep_spans(f, ordered):
                         out[ref] = span_decision(ref.seqs, ref.digest, records, purpose, excluded,
                                                  generation, us)
-                last: list[int | None] = []
+                reads = SpanReads(f, lo, excluded, generation, us)
                 for ref in ordered:
                     if ref not in out:
-                        out[ref] = read_span_status(f, ref.seqs, ref.digest, purpose, excluded,
-                                                    generation, us, last)
+                        out[ref] = reads.status(ref.seqs, ref.digest, purpose)
         except OSError as exc:
             for r in refs:
                 out.setdefault(r, status_for("session_unreadable", exc.strerror or str(exc)))

@@ -24,10 +24,9 @@ from ..sessions import (
     LEARNING_STATUSES,
     NOT_JSON,
     TOO_LARGE,
-    VISIBILITY_EVENTS,
     MarkFinder,
     RecordTooLarge,
-    SessionStore,
+    SpanReads,
     _File,
     bad_target,
     event_line,
@@ -36,7 +35,6 @@ from ..sessions import (
     huge_seq,
     load_record,
     not_an_event,
-    read_span_status,
     record_before,
     records_by_line,
     span_decision,
@@ -753,28 +751,23 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
     memo: dict[tuple[tuple[int, ...], str, str], SourceStatus] = {}
     # Records whose seq repeats or goes back: no rule of this loop's own
     # decides the spans of such a transcript, but the one-reference read
-    # (sessions.read_span_status), so that the audit, the engine and the
-    # agent's recall give each span one status (docs/FORMAT.md).  (The
-    # transcript's bytes up to ``size``, through a second descriptor; its
-    # visibility events read once from the lowest position asked, as the
-    # engine reads them for a group of references.)
-    ranged: list[Any] = []      # [the open file, its last seq cache, lowest start, events]
-    first = min((seqs[0] for seqs, _d, _p in need), default=0)
+    # (sessions.SpanReads), so that the audit, the engine and the agent's
+    # recall give each span one status (docs/FORMAT.md): the transcript's
+    # bytes up to ``size``, through a second descriptor, its visibility
+    # events read once from the lowest position asked, as the engine reads
+    # them for a group of references.
+    reads: SpanReads | None = None
 
     def status(seqs: tuple[int, ...], digest: str, purpose: str) -> SourceStatus:
+        nonlocal reads
         key = (seqs, digest, purpose)
         if key not in memo:
             if dup_seqs:
-                if not ranged:
-                    f = _File(os.dup(fd), sid, "")
-                    f.size = size
-                    ranged.extend((f, [], None, None))
-                if ranged[2] is None or seqs[0] < ranged[2]:
-                    ranged[2] = min(seqs[0], first)
-                    ranged[3] = UndoState(SessionStore._events_from(
-                        ranged[0], ranged[2], set(VISIBILITY_EVENTS)))
-                memo[key] = read_span_status(ranged[0], seqs, digest, purpose, excluded,
-                                             generation, ranged[3], ranged[1])
+                if reads is None:
+                    reads = SpanReads(_File(os.dup(fd), sid, "", size),
+                                      min((s[0] for s, _d, _p in need), default=0),
+                                      excluded, generation)
+                memo[key] = reads.status(seqs, digest, purpose)
             elif whole is not None and 0 <= seqs[0] <= seqs[-1] < len(whole):
                 # every line a record whose seq is its number, none corrupt or
                 # repeated: the span is the slice _span_status would gather
@@ -794,8 +787,8 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
         if deep:
             _compaction(compacts, sid, status, add)
     finally:
-        if ranged:
-            ranged[0].close()
+        if reads is not None:
+            reads.f.close()
 
 
 _NO_GATE = 1 << 63     # (no cited position left: every line may be stepped over)

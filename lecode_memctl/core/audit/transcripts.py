@@ -481,21 +481,15 @@ def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
     if last_seq is None or last_seq + 1 != n_lines:
         return False
     events: list[dict[str, Any]] = []
-    marks = MarkFinder(b'"event"', data)   # (memchr of its "v" while that is rare)
-    marks.new_block(end)
-    pos = marks.find(data, 0, end)
-    while pos >= 0:
-        ls = data.rfind(b"\n", 0, pos) + 1
-        le = data.find(b"\n", pos, end)
+    for line in _marked_lines(data, end):
         try:
             # (a line whose prefix names another type is no event: event_line)
-            rec = None if not_an_event(data[ls:ls + 64]) else loads(data[ls:le])
+            rec = None if not_an_event(line[:64]) else loads(line)
         except JSONDecodeError:
             rec = None
         if (type(rec) is dict and rec.get("type") == "event"
                 and rec.get("event") in ("undo", "redo", "clear")):
             events.append(rec)
-        pos = marks.find(data, le, end)
     if len(need) >= WHOLE_REFS and end <= WHOLE_BYTES:
         # many spans in a small transcript: every line parsed in one call
         # (sessions.records_by_line), when every line is a record whose seq
@@ -803,15 +797,9 @@ def _event_lines(data: bytes, end: int, whole: list[dict[str, Any]]) -> set[int]
     there and no ``\\u`` escape (which could spell it), or when it is
     ``orjson.dumps`` of record N (then it parses to that record, whose seq
     is N); else the line is parsed again.  The lines are found by their
-    mark, as ``_fast_spans`` finds them."""
+    mark (:func:`_marked_lines`)."""
     out: set[int] = set()
-    marks = MarkFinder(b'"event"', data)
-    marks.new_block(end)
-    pos = marks.find(data, 0, end)
-    while pos >= 0:
-        ls = data.rfind(b"\n", 0, pos) + 1
-        le = data.find(b"\n", pos, end)
-        line = data[ls:le]
+    for line in _marked_lines(data, end):
         if event_line(line):
             seq = fast_seq(line)
             if seq is not None and not (
@@ -819,8 +807,21 @@ def _event_lines(data: bytes, end: int, whole: list[dict[str, Any]]) -> set[int]
                     or seq < len(whole) and _dumps(whole[seq]) == line):
                 seq = None
             out.add(orjson.loads(line)["seq"] if seq is None else seq)
-        pos = marks.find(data, le, end)
     return out
+
+
+def _marked_lines(data: bytes, end: int) -> Iterator[bytes]:
+    """The lines of ``data[:end]`` (``end`` just after a newline) holding the
+    bytes ``"event"``, each once, in order, without its newline: found by
+    ``MarkFinder`` (``memchr`` of the mark's ``v`` while that is rare)."""
+    marks = MarkFinder(b'"event"', data)
+    marks.new_block(end)
+    pos = marks.find(data, 0, end)
+    while pos >= 0:
+        ls = data.rfind(b"\n", 0, pos) + 1
+        le = data.find(b"\n", pos, end)
+        yield data[ls:le]
+        pos = marks.find(data, le, end)
 
 
 def _dumps(rec: dict[str, Any]) -> bytes | None:

@@ -220,12 +220,6 @@ def console(stderr: bool = False, width: int | None = None):  # -> rich.console.
                    force_terminal=True if color else None, soft_wrap=True, width=width)
 
 
-def _cell(value: Any) -> str:
-    from lecode_memctl.core.rowmodel import flat
-
-    return flat(value)
-
-
 def check_format(fmt: str | None, *, json_flag: bool = False,
                  extra: Sequence[str] = ()) -> str:
     """Normalise ``--format``/``--json`` into one name; bad names are usage errors."""
@@ -290,13 +284,17 @@ def emit_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str], fmt: str
     buf = io.StringIO()
     import csv
 
+    # (bound once: a name imported from rowmodel, a module offering moved
+    # names, costs a __path__ lookup through its __getattr__ per import)
+    from lecode_memctl.core.rowmodel import flat
+
     writer = csv.writer(buf, delimiter="," if fmt == "csv" else "\t", lineterminator="\n")
     writer.writerow(columns)
     sys.stdout.write(buf.getvalue())
     for row in rows:
         buf.seek(0)
         buf.truncate()
-        writer.writerow([safe(_cell(row.get(c))) for c in columns])
+        writer.writerow([safe(flat(row.get(c))) for c in columns])
         sys.stdout.write(buf.getvalue())
     sys.stdout.flush()
 
@@ -340,7 +338,9 @@ def render_rows(rows: Iterable[Mapping[str, Any]], columns: Sequence[str], fmt: 
     if fmt in ("csv", "tsv"):
         emit_csv(rows, columns, fmt)
         return
-    table_rows = [[safe(_display_cell(row.get(c)), keep_newlines=False) for c in columns]
+    from lecode_memctl.core.rowmodel import flat  # (once, as in emit_csv)
+
+    table_rows = [[safe(_display_cell(row.get(c), flat), keep_newlines=False) for c in columns]
                   for row in rows]
     if fmt == "table" and (stdout_is_tty() or STATE.emit_color()):
         _rich_table(table_rows, columns, heads, title=title, ids=ids)
@@ -400,10 +400,10 @@ def plain_table(rows: Sequence[Sequence[str]], heads: Sequence[str]) -> str | No
     return "\n".join(lines)
 
 
-def _display_cell(value: Any) -> str:
+def _display_cell(value: Any, flat: Callable[[Any], str]) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
-    return _cell(value)
+    return flat(value)
 
 
 def _rich_table(table_rows: list[list[str]], columns: Sequence[str], heads: Sequence[str], *,

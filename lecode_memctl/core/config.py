@@ -17,15 +17,13 @@ if TYPE_CHECKING:
         load_memory_config as load_memory_config,
     )
 else:
-    from ._lazy import moved_attribute
+    from ._lazy import lazy_getattr
 
     # The [memory] settings, loaded on first use (see core/_lazy.py): most
     # commands only resolve the config directory.
     _MOVED = dict.fromkeys(("ConfigProblem", "MemoryConfig", "Setting", "load_memory_config"),
                            ".memory_config")
-
-    def __getattr__(name: str) -> Any:
-        return moved_attribute(__name__, _MOVED, name)
+    __getattr__ = lazy_getattr(__name__, _MOVED)
 
 
 @dataclass(frozen=True)

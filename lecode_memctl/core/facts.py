@@ -60,13 +60,11 @@ from .sourceref import (
 if TYPE_CHECKING:
     from .factresults import ForgetPlan as ForgetPlan, RememberResult as RememberResult
 else:
-    from ._lazy import moved_attribute
+    from ._lazy import lazy_getattr
 
     # What the writes return, loaded on first use (see core/_lazy.py).
     _MOVED = {"ForgetPlan": ".factresults", "RememberResult": ".factresults"}
-
-    def __getattr__(name: str) -> Any:
-        return moved_attribute(__name__, _MOVED, name)
+    __getattr__ = lazy_getattr(__name__, _MOVED)
 
 BUSY_TIMEOUT = 5.0          # seconds a writer waits for the database lock
 LIST_MAX = 1000             # the most rows one list()/search() call returns

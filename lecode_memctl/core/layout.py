@@ -8,7 +8,7 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .errors import NotFound, StoreCorrupt, UsageError
 
@@ -25,15 +25,13 @@ if TYPE_CHECKING:
         store_entries as store_entries,
     )
 else:
-    from ._lazy import moved_attribute
+    from ._lazy import lazy_getattr
 
     # Listing the stores and a store's contents (where, projects, migrate)
     # lives in inventory, loaded on first use (see core/_lazy.py).
     _MOVED = {name: ".inventory" for name in (
         "LayoutItem", "StoreEntry", "inventory", "store_dirs", "store_entries")}
-
-    def __getattr__(name: str) -> Any:
-        return moved_attribute(__name__, _MOVED, name)
+    __getattr__ = lazy_getattr(__name__, _MOVED)
 
 MEMORY_FILE = "MEMORY.md"
 SCRATCHPAD_FILE = "scratchpad.md"

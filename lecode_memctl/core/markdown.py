@@ -16,7 +16,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .atomic import O_DIRECTORY, O_NONBLOCK, atomic_write, open_nofollow, read_all
 from .errors import NotFound, StoreCorrupt, StoreWriteError, UsageError
@@ -48,16 +48,14 @@ if TYPE_CHECKING:
         search as search,
     )
 else:
-    from ._lazy import moved_attribute
+    from ._lazy import lazy_getattr
 
     # Loaded on first use: only 'memctl search' searches, only 'memctl notes'
     # lists the notes (see core/_lazy.py).
     _MOVED = {name: ".markdown_search" for name in (
         "SearchHit", "SearchResult", "SkippedFile", "compile_pattern", "iter_search", "search")}
     _MOVED.update(NoteInfo=".markdown_notes", list_notes=".markdown_notes")
-
-    def __getattr__(name: str) -> Any:
-        return moved_attribute(__name__, _MOVED, name)
+    __getattr__ = lazy_getattr(__name__, _MOVED)
 
 DEFAULT_SEARCH_LIMIT = 50
 

@@ -22,14 +22,12 @@ from .errors import UsageError
 if TYPE_CHECKING:
     from .pagedata import Page as Page
 else:
-    from ._lazy import moved_attribute
+    from ._lazy import lazy_getattr
 
     # Loaded on first use (see core/_lazy.py): the facts listing only needs
     # the constants below.
     _MOVED = {"Page": ".pagedata"}
-
-    def __getattr__(name: str) -> Any:
-        return moved_attribute(__name__, _MOVED, name)
+    __getattr__ = lazy_getattr(__name__, _MOVED)
 
 MAX_OUTPUT_BYTES = 16384
 DEFAULT_LIMIT = 4096

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
         schema_document as schema_document,
     )
 else:
-    from ._lazy import moved_attribute
+    from ._lazy import lazy_getattr
 
     # Loaded on first use (see core/_lazy.py): building the models costs two
     # frozen dataclasses and a few hundred fields at every start-up, and a
@@ -64,9 +64,7 @@ else:
         "PROJECT", "FINDING", "SUMMARY", "CODE", "PLAN_ITEM", "SETTING", "MATCH",
         "MATCH_COUNT", "SECRET", "SECRETS_SCAN", "REWRITE", "FACT_CHECK", "PROBLEM",
         "MODELS", "schema_document", "check_rows"), ".rowtables")
-
-    def __getattr__(name: str) -> Any:
-        return moved_attribute(__name__, _MOVED, name)
+    __getattr__ = lazy_getattr(__name__, _MOVED)
 
 
 def doc_head(doc_type: str) -> dict[str, Any]:

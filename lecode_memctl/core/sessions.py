@@ -61,15 +61,13 @@ if TYPE_CHECKING:
     from .scanitem import ScanItem as ScanItem
     from .sessiondata import SessionInfo as SessionInfo, Snapshot as Snapshot
 else:
-    from ._lazy import moved_attribute
+    from ._lazy import lazy_getattr
 
     # What a capture, the listing and a line-by-line scan return, loaded on
     # first use (core/_lazy.py).
     _MOVED = {"SessionInfo": ".sessiondata", "Snapshot": ".sessiondata",
               "ScanItem": ".scanitem"}
-
-    def __getattr__(name: str) -> Any:
-        return moved_attribute(__name__, _MOVED, name)
+    __getattr__ = lazy_getattr(__name__, _MOVED)
 
 FORMAT_VERSION = 1
 SUFFIX = SESSION_SUFFIX

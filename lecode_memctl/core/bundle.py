@@ -39,13 +39,14 @@ import tempfile
 import time
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
 import orjson
 
+from ._record import record
 from .atomic import O_NONBLOCK, open_nofollow, private_tempdir, write_all
 from .errors import Conflict, MemctlError, NotFound, StoreCorrupt, StoreWriteError, UsageError
 from .layout import DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, SESSIONS_DIR, Store
@@ -199,7 +200,7 @@ def _utf8(name: str) -> bool:
     return True
 
 
-@dataclass
+@record
 class _Staged:
     files: list[str] = field(default_factory=list)          # relative to the store, staged
     skipped: list[dict[str, str]] = field(default_factory=list)
@@ -363,7 +364,7 @@ def _strip_path(message: str, path: Path) -> str:
 # Export
 
 
-@dataclass
+@record
 class ExportResult:
     output: str | None                # the file written, None for a stream
     compression: str | None           # "gzip" or None
@@ -544,7 +545,7 @@ def export_to_file(store: Store, output: str | os.PathLike[str], *,
 # Verify
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Problem:
     kind: str          # archive, manifest, changed, missing, added, refused, order, duplicate,
     path: str | None   # validate, facts
@@ -556,7 +557,7 @@ class Problem:
         return PROBLEM.row(kind=self.kind, path=self.path, detail=self.detail)
 
 
-@dataclass
+@record
 class VerifyReport:
     bundle: str
     kind: str                               # "archive" or "directory"

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._record import record
 from .errors import StoreCorrupt, UsageError
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ else:
     __getattr__ = lazy_getattr(__name__, _MOVED)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ConfigDir:
     path: Path
     source: str  # "option", "LECODE_CONFIG_DIR", "XDG_CONFIG_HOME", "HOME"

@@ -17,11 +17,12 @@ same result offline.  Building it reads only: it changes nothing in the store.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import orjson
 
+from ._record import record
 from .layout import Store
 from .memory_config import MemoryConfig
 from .sourceref import SessionReader, SourceRef, SourceStatus
@@ -46,7 +47,7 @@ def truncation_marker(omitted: int) -> str:
     return f"\n[... truncated: {omitted} more bytes not shown ...]\n"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class IncludedFact:
     fact_id: str
     revision: int
@@ -54,7 +55,7 @@ class IncludedFact:
     bytes: int
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class OmittedFact:
     fact_id: str
     revision: int | None
@@ -65,7 +66,7 @@ class OmittedFact:
     about_revision: int | None = None  # ... and the revision it is about
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Part:
     name: str            # facts, MEMORY.md, scratchpad.md
     bytes: int           # bytes this part takes in the section (heading included)
@@ -74,7 +75,7 @@ class Part:
     omitted_bytes: int = 0
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MemorySection:
     text: str
     enabled: bool

@@ -20,10 +20,11 @@ import base64
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from ._record import record
 from .atomic import atomic_write, ensure_dir
 from .facts import FactStore
 from .layout import Store, legacy_store, store_for_project
@@ -37,7 +38,7 @@ PNG_1X1 = base64.b64encode(bytes.fromhex(
     "0000000d4944415478da6364f8cf500f0003860181d8b3e7f20000000049454e44ae426082")).decode()
 
 
-@dataclass
+@record
 class Demo:
     base: Path
     config_dir: Path

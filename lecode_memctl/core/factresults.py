@@ -7,19 +7,18 @@ these dataclasses (about a millisecond each at start-up).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ._record import record
 from .facts import Fact
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RememberResult:
     fact: Fact
     created: bool          # False: an idempotent retry or a deduplicated incumbent
     deduplicated: bool = False
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ForgetPlan:
     """What ``forget(fact_id)`` would do (``memctl forget --dry-run``)."""
 

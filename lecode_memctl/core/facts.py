@@ -32,7 +32,6 @@ import re
 import shutil
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -40,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
+from ._record import record
 from .atomic import is_link_refusal, lstat_regular, open_nofollow
 from .errors import Conflict, NotFound, StoreBusy, StoreCorrupt, StoreWriteError, UsageError
 from .hashing import sha256
@@ -77,7 +77,7 @@ FACT_ID_RE = re.compile(r"^[0-9a-f]{16}\Z")  # \Z: "$" would accept a trailing n
 # Data
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Provenance:
     """A legacy provenance row: positions of a session, no digest.  Reported
     ``unverified``; never trusted or backfilled into a SourceRef.  (Created
@@ -92,7 +92,7 @@ class Provenance:
         return {"session_id": self.session_id, "seqs": list(self.seqs)}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Revision:
     fact_id: str
     revision: int
@@ -111,7 +111,7 @@ class Revision:
         return out
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Fact:
     """One fact at its current revision (administrative, unverified read)."""
 

@@ -26,10 +26,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import UTC, datetime
 from typing import Any
 
+from ._record import record
 from .atomic import open_nofollow
 from .errors import MemctlError, UsageError
 from .layout import Store
@@ -168,7 +169,7 @@ def _record_time(rec: Mapping[str, Any], fallback: datetime | None) -> datetime 
 # Hits
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GrepHit:
     session_id: str
     seq: int
@@ -196,7 +197,7 @@ class GrepHit:
                          visible=self.hidden is None, hidden_reason=self.hidden)
 
 
-@dataclass
+@record
 class GrepRun:
     """The search; iterate :meth:`hits`.  ``skipped`` lists sessions not read
     (refused or unreadable) with the reason, filled while iterating."""

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
+
+from ._record import record
 
 MAIN_CHECKOUT = "main checkout"
 LINKED_WORKTREE = "linked worktree"
@@ -36,7 +37,7 @@ def slug(path: str | os.PathLike[str]) -> str:
     return f"{name}-{digest}"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ProjectIdentity:
     cwd: Path          # the resolved working directory asked about
     root: Path         # the project root

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 
+from ._record import record
 from .layout import (
     DAILY_DIR,
     FACTS_DB,
@@ -28,7 +28,7 @@ from .layout import (
 )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class StoreEntry:
     """One store under ``<config>/memory/``: a real directory, or a symbolic
     link in a store's place (never followed)."""
@@ -60,7 +60,7 @@ def store_dirs(config_dir: Path) -> list[Store]:
     return [store_at(e.path) for e in store_entries(config_dir) if not e.is_link]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LayoutItem:
     name: str        # relative path, e.g. "MEMORY.md" or "daily/"
     kind: str        # "file" or "dir"

@@ -6,10 +6,10 @@ import os
 import re
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ._record import record
 from .errors import NotFound, StoreCorrupt, UsageError
 
 # (a name of this module: typing.get_type_hints(Store) resolves its fields)
@@ -78,7 +78,7 @@ def looks_like_slug(name: str) -> bool:
     return bool(_SLUG_RE.match(name))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Store:
     """A project's store directory.  Creating the object touches nothing on disk."""
 

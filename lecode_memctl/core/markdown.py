@@ -14,10 +14,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ._record import record
 from .atomic import O_DIRECTORY, O_NONBLOCK, atomic_write, open_nofollow, read_all
 from .errors import NotFound, StoreCorrupt, StoreWriteError, UsageError
 from .hashing import sha256 as _sha256
@@ -71,7 +71,7 @@ _READ_CHUNK = 1 << 20
 
 # ---------------------------------------------------------------- locations
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Target:
     """One Markdown file of a store, named by kind (and date or note name)."""
 
@@ -236,7 +236,7 @@ def sha256(data: bytes | None) -> str | None:
 
 # ---------------------------------------------------------------- reading
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MarkdownFile:
     path: Path
     text: str

@@ -9,14 +9,14 @@ start-up).
 from __future__ import annotations
 
 import datetime as _dt
-from dataclasses import dataclass
 from pathlib import Path
 
+from ._record import record
 from .layout import NOTES_DIR, Store
 from .mdnames import MD_SUFFIX, _md_entries
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NoteInfo:
     name: str
     path: Path

@@ -10,28 +10,29 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from ._record import record
 from .errors import StoreCorrupt, UsageError
 from .layout import Store
 from .markdown import DEFAULT_SEARCH_LIMIT, decode, markdown_files, read_bytes
 from .mdnames import _show
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SearchHit:
     file: str   # relative to the store, e.g. "notes/todo.md"
     line: int   # 1-based; lines are split at "\n" only
     text: str   # the whole line, without its "\n"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SkippedFile:
     file: str
     reason: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SearchResult:
     pattern: str
     limit: int

@@ -8,15 +8,16 @@ start-up).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from ._record import record
 from .config import MEMORY_KEYS, check_memory_values, read_config_file
 from .errors import UsageError
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Setting:
     key: str
     value: Any
@@ -24,7 +25,7 @@ class Setting:
     source: str  # "default" or the config file path
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MemoryConfig:
     enabled: bool = True
     max_bytes: int = 32768
@@ -34,7 +35,7 @@ class MemoryConfig:
     path: Path | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ConfigProblem:
     key: str
     message: str

@@ -29,9 +29,10 @@ import os
 import re
 import stat
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 
+from ._record import record
 from .atomic import atomic_write, is_temp_name, make_dirs, read_regular
 from .errors import EXIT_OK, Conflict, NotFound, StoreCorrupt, StoreWriteError, UsageError
 from .identity import ProjectIdentity, read_commondir, read_gitdir_file, resolve_project, slug, slug_name
@@ -95,7 +96,7 @@ _DATE_MD = re.compile(r"^([0-9]{4}-[0-9]{2}-[0-9]{2})\.md$")
 
 # ---------------------------------------------------------------- discovery
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LegacyStore:
     """One legacy store, with its place in the migration order (1-based)."""
 
@@ -106,7 +107,7 @@ class LegacyStore:
     origin: str              # ORIGIN_*
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Discovery:
     """What :func:`discover_legacy_stores` found, and how far it looked."""
 
@@ -337,7 +338,7 @@ UNCLAIMED = "unclaimed"
 SYMLINK = "symlink"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class StoreClass:
     """One entry of ``<config>/memory/`` and what it is, as far as the known projects tell."""
 
@@ -387,7 +388,7 @@ def classify_stores(config_dir: Path, known_roots: Iterable[str | os.PathLike[st
 
 # ---------------------------------------------------------------- plan
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PlanItem:
     """One file (or unexpected directory) of a legacy store, and what happens to it."""
 
@@ -410,7 +411,7 @@ class PlanItem:
             self.reason in CONFLICT_REASONS)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MigrationPlan:
     discovery: Discovery
     items: list[PlanItem]

@@ -8,10 +8,10 @@ millisecond at start-up).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ._record import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Page:
     source_text: str
     offset: int

@@ -21,13 +21,13 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from ._record import record
 from .atomic import open_in_dir
 from .identity import resolve_project, slug
 from .inventory import store_entries
@@ -37,7 +37,7 @@ _ROOT_KEYS = ("project_root", "root", "cwd")
 _HEAD_BYTES = 65536
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ProjectInfo:
     slug: str
     path: str

@@ -32,12 +32,13 @@ import hashlib
 import os
 import sqlite3
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from ._record import record
 from .atomic import read_regular
 from .errors import Conflict, StoreBusy, StoreCorrupt, StoreWriteError
 from .layout import FACTS_DB, Store
@@ -47,7 +48,7 @@ from .sessions import event_line
 BUSY_TIMEOUT = 5.0
 
 
-@dataclass
+@record
 class FileChange:
     file: str
     kind: str                               # transcript or file
@@ -63,7 +64,7 @@ class FileChange:
                            records=self.records, lines=self.lines, sha256=self.sha256 or None)
 
 
-@dataclass
+@record
 class RedactPlan:
     project: str
     store: str
@@ -309,7 +310,7 @@ def _listdir(path: str) -> list[str]:
 # Applying
 
 
-@dataclass
+@record
 class RedactResult:
     files: list[str] = field(default_factory=list)
     forgotten: list[str] = field(default_factory=list)

@@ -141,7 +141,6 @@ def parse_when(text: str, *, option: str = "--since", until: bool = False,
     """A --since/--until value: a date (YYYY-MM-DD, UTC; for --until the end
     of that day), an RFC 3339 / ISO 8601 time (UTC unless it has an offset),
     or a relative age: N followed by s, m, h, d or w (7d: seven days ago)."""
-    import re
     from datetime import timedelta
 
     from .errors import UsageError

@@ -6,13 +6,13 @@ every name of this module."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from ._record import record
 from .rowmodel import SCHEMA_VERSION, TIME_PATTERN, utc_time
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Field:
     name: str
     type: str           # string, integer, number, boolean, time, list, object, scalar
@@ -37,7 +37,7 @@ class Field:
         return base
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RowModel:
     """The records one command lists (``type`` is their ``"type"`` value)."""
 

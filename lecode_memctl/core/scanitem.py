@@ -5,13 +5,13 @@ core/_lazy.py); ``sessions`` offers the name."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from ._record import record
 from .sessions import CORRUPTION_KINDS
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ScanItem:
     """One line of a transcript: a record, a corruption, or the torn tail."""
 

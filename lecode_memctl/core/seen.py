@@ -22,11 +22,11 @@ import os
 import stat
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
 
+from ._record import record as _record
 from .atomic import atomic_write, open_nofollow, read_all
 from .errors import MemctlError
 from .hashing import sha256
@@ -36,7 +36,7 @@ MARKS_DIR = "stores"
 _MAX_MARK = 1 << 16  # a mark file is a few hundred bytes; anything larger is not ours
 
 
-@dataclass(frozen=True)
+@_record(frozen=True)
 class Mark:
     store: str
     generation: int

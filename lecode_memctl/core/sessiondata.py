@@ -8,13 +8,14 @@ start-up).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from ._record import record
 from .sourceref import SourceRef
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Snapshot:
     """A validated capture: the ref, every complete record of the (clamped)
     requested span in seq order, and the visible message positions."""
@@ -33,7 +34,7 @@ class Snapshot:
         return [(r["seq"], r) for r in self.records if r["seq"] in keep]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SessionInfo:
     id: str
     created: str | None

@@ -10,11 +10,11 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import orjson
 
+from ._record import record
 from .errors import StoreCorrupt, UsageError
 from .hashing import sha256
 
@@ -141,7 +141,7 @@ def canonical_digest(records: Iterable[Mapping[str, Any]]) -> str:
     return sha256(canonical_bytes(records)).hexdigest()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SourceRef:
     """An immutable reference to visible message positions of one session."""
 
@@ -222,7 +222,7 @@ class SourceRef:
         return cls(sid, tuple(seqs), digest)  # type: ignore[arg-type]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SourceStatus:
     """The outcome of validating one reference."""
 

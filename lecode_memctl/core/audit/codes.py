@@ -6,9 +6,10 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from .._record import record
 from ..errors import UsageError
 from ..sourceref import STATUSES
 
@@ -18,7 +19,7 @@ INFO = "info"
 SEVERITIES = (ERROR, WARNING, INFO)
 SEVERITY_RANK = {ERROR: 0, WARNING: 1, INFO: 2}
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CodeInfo:
     severity: str            # default severity ("warning or error" codes say so in meaning)
     check: str               # the group in the human summary
@@ -144,7 +145,7 @@ CODES: dict[str, CodeInfo] = {
 CHECK_ORDER = ("config", "layout", "markdown", "db", "facts", "sessions", "compaction", "learning")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Finding:
     code: str
     severity: str
@@ -196,7 +197,7 @@ class Finding:
                 "key": self.key, "table": self.table, "message": self.message}
 
 
-@dataclass
+@record
 class Summary:
     """Counts for one store, filled while the audit runs."""
 

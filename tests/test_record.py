@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 import pytest
 
 import lecode_memctl.core as core_pkg
+from lecode_memctl.core._lazy import lazy_compile
 from lecode_memctl.core._record import record
 
 
@@ -238,6 +239,26 @@ def test_importing_the_commands_makes_no_dataclass() -> None:
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_a_lazy_pattern_compiles_on_first_use_and_then_is_the_pattern() -> None:
+    import re
+
+    before = len(re._cache)  # type: ignore[attr-defined]
+    pat = lazy_compile(rf"^(a+)(b)?\Z-unique-{id(object())}")
+    assert "_done" not in vars(pat) and len(re._cache) == before  # type: ignore[attr-defined]
+    plain = re.compile(pat.pattern)
+    for text in ["aab-x", "", "a" * 3]:
+        assert pat.match(text) == plain.match(text)
+        assert pat.search(text) == plain.search(text)
+        assert pat.sub("x", text) == plain.sub("x", text)
+        assert pat.findall(text) == plain.findall(text)
+    assert pat.groups == 2 and pat.pattern == plain.pattern
+    method: Any = pat.match
+    assert method.__self__ is vars(pat)["_done"]        # the compiled pattern's own method
+    raw = lazy_compile(rb"x(y)", re.IGNORECASE)
+    found = raw.search(b"aXY")
+    assert found is not None and found.group(1) == b"Y" and raw.flags & re.IGNORECASE
 
 
 def test_the_read_commands_make_no_twin_on_the_demo_store(tmp_path: Any) -> None:

@@ -15,6 +15,8 @@ from typing import Any
 
 import orjson
 
+from lecode_memctl.core._lazy import lazy_compile
+
 from .state import STATE
 
 LISTING_FORMATS = ("table", "json", "jsonl", "csv", "tsv")
@@ -23,7 +25,7 @@ LISTING_FORMATS = ("table", "json", "jsonl", "csv", "tsv")
 # overrides, isolates, marks) that can reorder what a terminal shows.
 # Also the lone surrogates U+DC80..U+DCFF: bytes that are not UTF-8 in a file
 # name (os.listdir's surrogateescape), shown as the byte they stand for.
-_UNSAFE = re.compile(
+_UNSAFE = lazy_compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u061c"
     "\udc80-\udcff]")
 # Compiled at first use (re's cache): only an object orjson refused needs it,

@@ -1,15 +1,17 @@
 """Names a module still offers after they moved to a module of their own.
 
-A frozen dataclass costs about a millisecond to create at import time, and
-every command pays for the classes of every module it imports.  Rarely used
-classes (and the functions that build them) therefore live in modules the
+A module costs every command that imports it: its code, its classes, its
+module-level patterns.  Rarely used classes (and the functions that build
+them) therefore live in modules the
 common commands never import; the module they came from keeps offering them
 through a module ``__getattr__`` (PEP 562, made by :func:`lazy_getattr`)
 that imports the new home on first use, so ``from
 lecode_memctl.core.markdown import SearchResult`` keeps working.  Each such
 module also imports the names under ``TYPE_CHECKING``, which is how mypy
 sees them (the ``__getattr__`` is hidden from it, so a misspelt name is
-still an error).
+still an error).  :func:`lazy_compile` does the same for a module-level
+regular expression.  (The core's records, ``_record.record``, are cheap to
+create; see that module.)
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any, AnyStr
+
+if TYPE_CHECKING:
+    import re
 
 
 def lazy_getattr(module: str, moved: dict[str, str]) -> Callable[[str], Any]:
@@ -37,3 +42,53 @@ def lazy_getattr(module: str, moved: dict[str, str]) -> Callable[[str], Any]:
         return value
 
     return __getattr__
+
+
+_PATTERN_METHODS = ("match", "fullmatch", "search", "sub", "subn", "split", "findall",
+                    "finditer")
+
+
+class _LazyPattern:
+    """``re.compile(pattern, flags)`` made on first use.  The first call of
+    a method compiles the pattern and puts the compiled pattern's own bound
+    methods on this object, so later calls cost what they cost on the
+    compiled pattern; any other attribute (``pattern``, ``groups``, ...) is
+    the compiled pattern's."""
+
+    def __init__(self, pattern: str | bytes, flags: int) -> None:
+        self._args = (pattern, flags)
+
+    def _compiled(self) -> Any:
+        import re
+
+        compiled = re.compile(*self._args)  # type: ignore[type-var]
+        for name in _PATTERN_METHODS:
+            setattr(self, name, getattr(compiled, name))
+        self.__dict__["_done"] = compiled
+        return compiled
+
+    def __getattr__(self, name: str) -> Any:
+        done = self.__dict__.get("_done")
+        return getattr(self._compiled() if done is None else done, name)
+
+    def __repr__(self) -> str:
+        return f"lazy_compile({self._args[0]!r}, {self._args[1]})"
+
+
+def _forward(name: str) -> Callable[..., Any]:
+    def method(self: _LazyPattern, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self._compiled(), name)(*args, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
+for _name in _PATTERN_METHODS:
+    setattr(_LazyPattern, _name, _forward(_name))
+
+
+def lazy_compile(pattern: AnyStr, flags: int = 0) -> re.Pattern[AnyStr]:
+    """``re.compile(pattern, flags)``, compiled the first time it is used.
+    A module-level pattern costs about 0.6M instructions to compile at
+    import; a command pays only for the patterns it uses."""
+    return _LazyPattern(pattern, flags)  # type: ignore[return-value]

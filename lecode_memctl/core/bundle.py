@@ -31,7 +31,6 @@ import gzip
 import hashlib
 import io
 import os
-import re
 import shutil
 import stat
 import tarfile
@@ -46,6 +45,7 @@ from typing import IO, Any
 
 import orjson
 
+from ._lazy import lazy_compile
 from ._record import record
 from .atomic import O_NONBLOCK, open_nofollow, private_tempdir, write_all
 from .errors import Conflict, MemctlError, NotFound, StoreCorrupt, StoreWriteError, UsageError
@@ -62,7 +62,7 @@ STORE_DIR = "store"
 MANIFEST_MAX_BYTES = 256 << 20
 CHUNK = 1 << 20
 
-_DAILY_RE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}\.md$")
+_DAILY_RE = lazy_compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}\.md$")
 # Fields of the validate summary that describe the run, not the store.
 _RUN_FIELDS = ("store", "started", "finished", "duration_seconds", "transcript_bytes_read")
 # Fields of a `memctl facts` row that the manifest keeps (the text is in the database).
@@ -603,7 +603,7 @@ class VerifyReport:
         }
 
 
-_SAFE_PART = re.compile(r"^[^\x00/]+$")
+_SAFE_PART = lazy_compile(r"^[^\x00/]+$")
 
 
 def _member_problem(name: str) -> str | None:

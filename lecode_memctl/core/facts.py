@@ -28,7 +28,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
-import re
 import shutil
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -39,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
+from ._lazy import lazy_compile
 from ._record import record
 from .atomic import is_link_refusal, lstat_regular, open_nofollow
 from .errors import Conflict, NotFound, StoreBusy, StoreCorrupt, StoreWriteError, UsageError
@@ -70,7 +70,7 @@ BUSY_TIMEOUT = 5.0          # seconds a writer waits for the database lock
 LIST_MAX = 1000             # the most rows one list()/search() call returns
 SEARCH_DEFAULT = 50
 GROUP_REFS = 2048   # references per group of source_refs_by_session
-FACT_ID_RE = re.compile(r"^[0-9a-f]{16}\Z")  # \Z: "$" would accept a trailing newline
+FACT_ID_RE = lazy_compile(r"^[0-9a-f]{16}\Z")  # \Z: "$" would accept a trailing newline
 
 
 # --------------------------------------------------------------------------

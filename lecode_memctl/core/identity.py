@@ -7,9 +7,9 @@ project's store is" exactly; ``docs/FORMAT.md`` restates it.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
+from ._lazy import lazy_compile
 from ._record import record
 
 MAIN_CHECKOUT = "main checkout"
@@ -17,7 +17,7 @@ LINKED_WORKTREE = "linked worktree"
 SUBMODULE = "submodule"
 NOT_GIT = "not a git checkout"
 
-_NON_ALNUM = re.compile(r"[^a-z0-9]+")
+_NON_ALNUM = lazy_compile(r"[^a-z0-9]+")
 
 
 def slug_name(base: str) -> str:

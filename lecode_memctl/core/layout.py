@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ._lazy import lazy_compile
 from ._record import record
 from .errors import NotFound, StoreCorrupt, UsageError
 
@@ -43,7 +43,7 @@ FACTS_DB = "facts.sqlite3"
 DIR_MODE = 0o700
 FILE_MODE = 0o600
 
-_SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}-[0-9a-f]{12}$|^root-[0-9a-f]{12}$")
+_SLUG_RE = lazy_compile(r"^[a-z0-9][a-z0-9-]{0,39}-[0-9a-f]{12}$|^root-[0-9a-f]{12}$")
 
 
 def memory_root(config_dir: Path) -> Path:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-import re
 import unicodedata
 
+from ._lazy import lazy_compile
 from .atomic import is_temp_name, lstat_dir
 from .errors import StoreCorrupt, UsageError
 from .layout import Store, regular_files
@@ -22,7 +22,7 @@ MD_SUFFIX = ".md"
 NOTE_NAME_MAX_CHARS = 100
 FILE_NAME_MAX_BYTES = 255
 
-_DATE_RE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
+_DATE_RE = lazy_compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
 
 
 def _show(value: str, limit: int = 60) -> str:

@@ -26,12 +26,12 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import os
-import re
 import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import field, replace
 from pathlib import Path
 
+from ._lazy import lazy_compile
 from ._record import record
 from .atomic import atomic_write, is_temp_name, make_dirs, read_regular
 from .errors import EXIT_OK, Conflict, NotFound, StoreCorrupt, StoreWriteError, UsageError
@@ -90,8 +90,8 @@ RES_SOURCE_CHANGED = "source_changed"  # the legacy file changed between plan an
 EXIT_CONFLICT = Conflict.exit_code
 
 SQLITE_HEADER = b"SQLite format 3\x00"
-_SQLITE_NAME = re.compile(r"\.(sqlite3?|db)(-wal|-shm|-journal)?$")
-_DATE_MD = re.compile(r"^([0-9]{4}-[0-9]{2}-[0-9]{2})\.md$")
+_SQLITE_NAME = lazy_compile(r"\.(sqlite3?|db)(-wal|-shm|-journal)?$")
+_DATE_MD = lazy_compile(r"^([0-9]{4}-[0-9]{2}-[0-9]{2})\.md$")
 
 
 # ---------------------------------------------------------------- discovery

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from ._lazy import lazy_compile
+
 SCHEMA_VERSION = 3
 
 if TYPE_CHECKING:
@@ -73,7 +75,7 @@ def doc_head(doc_type: str) -> dict[str, Any]:
 
 
 TIME_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$"
-_CANONICAL_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z\Z")
+_CANONICAL_TIME = lazy_compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z\Z")
 
 
 def utc_time(value: Any) -> str | None:

@@ -42,6 +42,7 @@ from typing import Any
 
 import orjson
 
+from ._lazy import lazy_compile
 from .atomic import open_nofollow, read_regular
 from .errors import MemctlError, UsageError
 from .layout import FACTS_DB, SESSIONS_DIR, Store
@@ -52,9 +53,9 @@ GENERIC_PLUGINS = ("KeywordDetector", "Base64HighEntropyString", "HexHighEntropy
 MAX_SCAN_LINE = 1 << 16       # longer lines are scanned in windows of this many characters
 WINDOW_OVERLAP = 1 << 10
 MIN_RAW_STRING = 8            # printable runs shorter than this in database pages are skipped
-_RAW_STRING = re.compile(rb"[\t\n\r\x20-\x7e\x80-\xff]{%d,}" % MIN_RAW_STRING)
-_PEM_BEGIN = re.compile(r"-----BEGIN[ A-Z0-9]*PRIVATE KEY[ A-Z]*-----")
-_PEM_END = re.compile(r"-----END[ A-Z0-9]*PRIVATE KEY[ A-Z]*-----")
+_RAW_STRING = lazy_compile(rb"[\t\n\r\x20-\x7e\x80-\xff]{%d,}" % MIN_RAW_STRING)
+_PEM_BEGIN = lazy_compile(r"-----BEGIN[ A-Z0-9]*PRIVATE KEY[ A-Z]*-----")
+_PEM_END = lazy_compile(r"-----END[ A-Z0-9]*PRIVATE KEY[ A-Z]*-----")
 
 KIND_TRANSCRIPT = "transcript"
 KIND_FILE = "file"

@@ -30,7 +30,6 @@ import fcntl
 import itertools
 import operator
 import os
-import re
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
@@ -39,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeGuard
 
 import orjson
 
+from ._lazy import lazy_compile
 from .atomic import fsync_dir, is_link_refusal, make_dirs, open_nofollow, write_all
 from .errors import Conflict, MemctlError, NotFound, StoreBusy, StoreCorrupt, StoreWriteError, UsageError
 from .layout import SESSION_SUFFIX, Store, session_ids
@@ -413,7 +413,7 @@ def _classify(line: bytes) -> tuple[str, Any]:
     return "record", obj
 
 
-_FAST_SEQ = re.compile(rb'\{"seq":(0|[1-9][0-9]*)[,}]')
+_FAST_SEQ = lazy_compile(rb'\{"seq":(0|[1-9][0-9]*)[,}]')
 
 
 
@@ -465,7 +465,7 @@ def _ends_object(tail: bytes) -> bool:
     return tail.rstrip(b" \t\r").endswith(b"}")
 
 
-_TYPED = re.compile(rb'\{"seq":(?:0|[1-9][0-9]*),"type":"([^"\\]*)"')
+_TYPED = lazy_compile(rb'\{"seq":(?:0|[1-9][0-9]*),"type":"([^"\\]*)"')
 
 
 class HugeLine:
@@ -1205,7 +1205,7 @@ _LIST_TYPE = {list}
 _ONE = {1}
 # a "]" followed (after JSON whitespace other than a newline) by "," and "[":
 # what would close one of records_by_line's one-item lists and open the next
-_CLOSE_OPEN = re.compile(rb"\][ \t\r]*,[ \t\r]*\[")
+_CLOSE_OPEN = lazy_compile(rb"\][ \t\r]*,[ \t\r]*\[")
 
 
 def records_by_line(data: bytes, end: int) -> list[dict[str, Any]] | None:

@@ -8,19 +8,19 @@ and its digest" and "Validation statuses".
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
 import orjson
 
+from ._lazy import lazy_compile
 from ._record import record
 from .errors import StoreCorrupt, UsageError
 from .hashing import sha256
 
 MAX_SPAN = 200  # positions, inclusive span min(seqs)..max(seqs)
-SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}\Z")  # \Z: "$" would accept a trailing newline
-_HEX64 = re.compile(r"^[0-9a-f]{64}\Z")
+SESSION_ID_RE = lazy_compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}\Z")  # \Z: "$" would accept a trailing newline
+_HEX64 = lazy_compile(r"^[0-9a-f]{64}\Z")
 SESSION_SUFFIX = ".jsonl"          # sessions/<id>.jsonl
 
 # Validation statuses.

@@ -5,7 +5,6 @@ layout, Markdown here; the database and facts in ``facts``; transcripts in
 from __future__ import annotations
 
 import os
-import re
 import stat
 import time
 from collections import Counter
@@ -13,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from .._lazy import lazy_compile
 from ..atomic import open_nofollow, read_all
 from ..layout import (
     DAILY_DIR,
@@ -42,12 +42,12 @@ def _read_all(path: Path) -> bytes:
         os.close(fd)
 
 
-_TMP_RE = re.compile(r"^\..+\.tmp-[0-9a-f]+$")
-_DAILY_RE = re.compile(r"^\d{4}-\d{2}-\d{2}\.md$")
+_TMP_RE = lazy_compile(r"^\..+\.tmp-[0-9a-f]+$")
+_DAILY_RE = lazy_compile(r"^\d{4}-\d{2}-\d{2}\.md$")
 _TOP_FILES = {MEMORY_FILE, SCRATCHPAD_FILE, MEMORY_FILE + ".bak", SCRATCHPAD_FILE + ".bak",
               FACTS_DB, FACTS_DB + "-wal", FACTS_DB + "-shm", FACTS_DB + "-journal"}
 # Lock/marker files other modules document in docs/FORMAT.md live beside the database.
-_TOP_EXTRA_RE = re.compile(r"^(facts\.sqlite3\.lock|\.memctl[-.][A-Za-z0-9._-]+)$")
+_TOP_EXTRA_RE = lazy_compile(r"^(facts\.sqlite3\.lock|\.memctl[-.][A-Za-z0-9._-]+)$")
 
 
 def _is_temp(name: str) -> bool:

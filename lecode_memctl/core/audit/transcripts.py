@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import re
 import stat
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator
@@ -13,6 +12,7 @@ from typing import Any, cast
 
 import orjson
 
+from .._lazy import lazy_compile
 from ..atomic import is_link_refusal, open_in_dir
 from ..errors import UsageError
 from ..layout import SESSIONS_DIR
@@ -128,7 +128,7 @@ def _tail_epoch(fd: int, size: int, sc: _Scan, data: bytes | None = None) -> tup
     return best
 
 
-_EPOCH_VALUE = re.compile(rb'"epoch"[ \t\r\n]*:[ \t\r\n]*(-?[0-9]+)')
+_EPOCH_VALUE = lazy_compile(rb'"epoch"[ \t\r\n]*:[ \t\r\n]*(-?[0-9]+)')
 
 
 _NO_EPOCH = float("-inf")

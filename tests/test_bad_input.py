@@ -1276,11 +1276,12 @@ def test_mark_finder_by_memmem_finds_what_bytes_find_finds(monkeypatch, memmem, 
                 assert find(needle, i, end) == data.find(needle, i, end), (data, needle, i, end)
 
 
+@pytest.mark.parametrize("ahead", [False, True])
 @pytest.mark.parametrize("memmem", [False, True])
 @pytest.mark.parametrize("misses", [0, 1, 16])
 @pytest.mark.parametrize("block", [1, 2, 3, 7, 64, 1 << 20])
 def test_the_event_scan_keeps_every_marked_line_across_blocks(tmp_path, monkeypatch, block, misses,
-                                                             memmem):
+                                                             memmem, ahead):
     """marked_lines, which no longer joins a long line unless it is wanted,
     yields exactly the complete lines holding the mark (and, with the event
     prefix filter, not those that say they are another type), whatever the
@@ -1288,7 +1289,8 @@ def test_the_event_scan_keeps_every_marked_line_across_blocks(tmp_path, monkeypa
     and whichever search finds the marks (the rare byte ``v``, lines full of
     it that hand over to the search for the whole mark after ``misses``
     misses, and back; that search by the C library's ``memmem`` or by
-    ``bytes.find``)."""
+    ``bytes.find``); and read by one thread or by two reading ahead
+    (``ahead``: what a large transcript gets, with ``memmem``)."""
     import random
 
     from lecode_memctl.core import sessions as sessions_mod
@@ -1299,6 +1301,13 @@ def test_the_event_scan_keeps_every_marked_line_across_blocks(tmp_path, monkeypa
     monkeypatch.setattr(sessions_mod, "_SCAN_BLOCK", block)
     monkeypatch.setattr(sessions_mod, "_RARE_MISSES", misses)
     monkeypatch.setattr(sessions_mod, "_RARE_PAUSE", 2)
+    monkeypatch.setattr(sessions_mod, "_PARALLEL_SCAN", 0 if ahead else 1 << 62)
+    monkeypatch.setattr(sessions_mod, "_AHEAD_BLOCK", block)
+    if ahead and memmem and (os.cpu_count() or 1) >= 2:
+        threads = []
+        real = sessions_mod._searched_block
+        monkeypatch.setattr(sessions_mod, "_searched_block",
+                            lambda *a: threads.append(1) or real(*a))
     rng = random.Random(block * 100 + misses)
     pieces = [b'{"seq":1,"type":"message","x":"event"}', b'"event"', b'"ev', b'ent"', b"x" * 70,
               b'{"seq":2,"type":"event"}', b'{"seq":3,"type":"event","event":"undo"}', b"\n", b"\n",
@@ -1315,3 +1324,48 @@ def test_the_event_scan_keeps_every_marked_line_across_blocks(tmp_path, monkeypa
             for skip in (None, sessions_mod.not_an_event):
                 want = [ln for ln in complete if b'"event"' in ln and not (skip and skip(ln[:64]))]
                 assert list(f.marked_lines(pos, skip=skip)) == want, (data, pos, skip)
+    if ahead and memmem and (os.cpu_count() or 1) >= 2:
+        assert threads     # the blocks were read ahead, by the workers
+
+
+@pytest.mark.parametrize("block", [1, 5, 64])
+def test_a_transcript_that_shrinks_during_a_scan_ahead_ends_where_the_reads_end(
+        tmp_path, monkeypatch, block):
+    """The two threads reading ahead, when a read comes back short (the
+    file shrank under the scan): the blocks read ahead of it, which hold
+    what was there before, are dropped and the scan goes on from where that
+    read ended (and ends there), with exactly the complete lines before that
+    point, as one thread reading gives them."""
+    import random
+
+    from lecode_memctl.core import sessions as sessions_mod
+
+    from .conftest import memmem_or_not
+
+    memmem_or_not(monkeypatch, True)
+    monkeypatch.setattr(sessions_mod, "_SCAN_BLOCK", block)
+    monkeypatch.setattr(sessions_mod, "_AHEAD_BLOCK", block)
+    monkeypatch.setattr(sessions_mod, "_PARALLEL_SCAN", 0)
+    rng = random.Random(block)
+    lines = [b'{"seq":%d,"type":"event","event":"undo"}' % i if i % 3 == 0 else
+             b'{"seq":%d,"type":"message","text":"%s"}' % (i, b"x" * rng.randint(0, 9))
+             for i in range(40)]
+    data = b"\n".join(lines) + b"\n"
+    p = tmp_path / "t.jsonl"
+    p.write_bytes(data)
+    real = sessions_mod._preadinto
+    for cut in sorted(rng.sample(range(len(data)), 12)) + [len(data)]:
+        def shrunk(fd, into, offset, cut=cut):
+            # the read of the block holding `cut` ends there, as does a read
+            # from `cut` on; a block read ahead, past it, is what was there
+            # before the file shrank
+            if offset == cut:
+                return 0
+            if offset < cut < offset + len(into):
+                return real(fd, into[:cut - offset], offset)
+            return real(fd, into, offset)
+        monkeypatch.setattr(sessions_mod, "_preadinto", shrunk)
+        want = [ln for ln in data[:cut].split(b"\n")[:-1] if b'"event"' in ln]
+        f = sessions_mod._File(os.open(p, os.O_RDONLY), "t", str(p))
+        with f:
+            assert list(f.marked_lines(0)) == want, cut

@@ -256,6 +256,8 @@ def test_a_lazy_pattern_compiles_on_first_use_and_then_is_the_pattern() -> None:
     assert pat.groups == 2 and pat.pattern == plain.pattern
     method: Any = pat.match
     assert method.__self__ is vars(pat)["_done"]        # the compiled pattern's own method
+    # and found without a class __getattr__, which would slow every lookup
+    assert "__getattr__" not in vars(type(pat))
     raw = lazy_compile(rb"x(y)", re.IGNORECASE)
     found = raw.search(b"aXY")
     assert found is not None and found.group(1) == b"Y" and raw.flags & re.IGNORECASE

@@ -22,10 +22,16 @@ twin's ``__init__``, so its TypeError is the one ``@dataclass`` would raise.
 
 Only what the core's records use is supported: ``frozen`` (``eq`` is always
 on), fields with a default or a ``field(default=, default_factory=, repr=,
-compare=, hash=, metadata=)``, ``__post_init__`` and an explicit
-``__hash__``.  Anything else (``ClassVar`` or ``InitVar`` fields,
-``init=False`` or keyword-only fields, a base class, ``__slots__``) is a
-TypeError when the class is made: use ``@dataclass`` for it.
+compare=, hash=, metadata=)``, ``__post_init__``, and methods of the body's
+own (``__init__``, ``__repr__``, ``__eq__``, ``__hash__``), which are kept as
+``@dataclass`` keeps them.  Anything else (``ClassVar``, ``InitVar`` or
+``KW_ONLY`` fields, ``init=False`` or keyword-only fields, a base class,
+``__slots__``, a ``__setattr__`` of the body's own) is a TypeError when the
+class is made: use ``@dataclass`` for it.  A subclass of a record class is
+seen as a subclass of a dataclass is.  One difference remains, in what only
+introspection of the methods themselves sees: ``Cls.__init__`` is the
+shared ``(self, /, *args, **kwargs)``, its signature not the fields' (that
+of ``Cls`` is).
 """
 
 from __future__ import annotations
@@ -55,31 +61,49 @@ def record(cls: type[_T] | None = None, /, *, frozen: bool = False) -> Any:
 
 class _Twin:
     """A class attribute that only introspection reads, taken from the
-    class's twin the first time it is read (then stored in its place)."""
+    twin of the record class that defines it the first time it is read.
+    ``__dataclass_fields__`` and ``__dataclass_params__`` are then stored in
+    its place (a subclass inherits them, as it would a dataclass's);
+    ``__signature__`` stays this descriptor and is the record class's own
+    only: a subclass, or an instance, has none (``inspect.signature`` then
+    looks at their ``__init__`` or ``__call__``, as for a dataclass)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
+        self.signature: Any = None
 
     def __get__(self, obj: object, owner: type) -> Any:
-        twin = _twin_of(owner)
+        record_class = _record_class_of(owner)
         if self.name == "__signature__":
-            import inspect
+            if obj is not None or owner is not record_class:
+                raise AttributeError("__signature__")
+            if self.signature is None:
+                import inspect
 
-            value = inspect.signature(twin)
-        else:
-            value = getattr(twin, self.name)
-        type.__setattr__(owner, self.name, value)
+                self.signature = inspect.signature(_twin_of(record_class))
+            return self.signature
+        value = getattr(_twin_of(record_class), self.name)
+        type.__setattr__(record_class, self.name, value)
         return value
 
 
 class _Doc:
     """The ``__doc__`` of a class without a docstring: the twin's (what
-    ``@dataclass`` writes there, its signature), made when first read."""
+    ``@dataclass`` writes there, its signature), made when first read.
+    (A class's ``__doc__`` is its own: a subclass never reads this one.)"""
 
     def __get__(self, obj: object, owner: type) -> Any:
-        doc = _twin_of(owner).__doc__
+        doc = _twin_of(_record_class_of(owner)).__doc__
         owner.__doc__ = doc
         return doc
+
+
+def _record_class_of(cls: type) -> type:
+    """The class made by ``@record`` that ``cls`` is or derives from."""
+    for c in cls.__mro__:
+        if "__record_spec__" in c.__dict__:
+            return c
+    raise TypeError(f"{cls.__qualname__} is not a record class")  # pragma: no cover
 
 
 def _twin_of(cls: type) -> type:
@@ -94,11 +118,9 @@ def _twin_of(cls: type) -> type:
             ns["__doc__"] = doc
         for name, value in spec["defaults"].items():
             ns[name] = value.field() if isinstance(value, _FieldSpec) else value
-        post = cls.__dict__.get("__post_init__")
-        if post is not None:
-            ns["__post_init__"] = post
-        if "__hash__" in spec["explicit"]:
-            ns["__hash__"] = cls.__dict__["__hash__"]
+        for name in ("__post_init__", *spec["explicit"]):   # the body's own methods
+            if name in cls.__dict__:
+                ns[name] = cls.__dict__[name]
         twin = dataclasses.dataclass(frozen=spec["frozen"])(type(cls.__name__, (), ns))
         type.__setattr__(cls, "__record_twin__", twin)
     return twin
@@ -139,6 +161,10 @@ def _make(cls: type, frozen: bool) -> None:
     if frozen and ("__setattr__" in cls.__dict__ or "__delattr__" in cls.__dict__):
         raise TypeError(f"Cannot overwrite attribute __setattr__ or __delattr__ in class "
                         f"{cls.__name__}")
+    if "__setattr__" in cls.__dict__:
+        # (the fields are set in the instance's __dict__, not through it)
+        raise TypeError(f"@record {cls.__qualname__}: a class with its own __setattr__ is not "
+                        "supported (use @dataclass)")
     annotations = dict(getattr(cls, "__annotations__", {}))
     names: list[str] = []
     defaults: dict[str, Any] = {}        # name -> default value
@@ -149,9 +175,10 @@ def _make(cls: type, frozen: bool) -> None:
     hash_names: list[str] = []
     for name, tp in annotations.items():
         text = tp if isinstance(tp, str) else repr(tp)
-        if "ClassVar" in text or "InitVar" in text:
-            raise TypeError(f"@record {cls.__qualname__}.{name}: ClassVar and InitVar fields "
-                            "are not supported (use @dataclass)")
+        if "ClassVar" in text or "InitVar" in text or "KW_ONLY" in text \
+                or tp is dataclasses.KW_ONLY:
+            raise TypeError(f"@record {cls.__qualname__}.{name}: ClassVar, InitVar and KW_ONLY "
+                            "fields are not supported (use @dataclass)")
         value = cls.__dict__.get(name, _MISSING)
         show = compare = True
         hashed: bool | None = None
@@ -199,12 +226,12 @@ def _make(cls: type, frozen: bool) -> None:
     type.__setattr__(cls, "__record_spec__", {"annotations": annotations, "defaults": twin_defaults,
                                               "frozen": frozen, "explicit": explicit})
 
-    def twin_init(self: Any, *args: Any, **kwargs: Any) -> None:
+    def twin_init(self: Any, /, *args: Any, **kwargs: Any) -> None:
         # a call the fast ways do not bind: the dataclass's own __init__ binds
         # it, or raises the TypeError @dataclass would
         _twin_of(cls).__init__(self, *args, **kwargs)  # type: ignore[misc]
 
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+    def __init__(self: Any, /, *args: Any, **kwargs: Any) -> None:
         if kwargs:
             k = len(args)
             if k > n:
@@ -296,16 +323,18 @@ def _make(cls: type, frozen: bool) -> None:
         if name in explicit:
             continue
         fn.__qualname__ = f"{cls.__qualname__}.{name}"
+        fn.__module__ = cls.__module__
         type.__setattr__(cls, name, fn)
     if "__match_args__" not in cls.__dict__:
         type.__setattr__(cls, "__match_args__", tuple(names))
     for name in _LAZY:
         type.__setattr__(cls, name, _Twin(name))
-    if cls.__dict__.get("__doc__") is None:
+    if not cls.__dict__.get("__doc__"):   # (an empty one too, as @dataclass does)
         type.__setattr__(cls, "__doc__", _Doc())
     if sys.version_info >= (3, 13):
         def __replace__(self: Any, /, **changes: Any) -> Any:
             return dataclasses.replace(self, **changes)
 
         __replace__.__qualname__ = f"{cls.__qualname__}.__replace__"
+        __replace__.__module__ = cls.__module__
         type.__setattr__(cls, "__replace__", __replace__)

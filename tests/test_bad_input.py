@@ -1369,3 +1369,47 @@ def test_a_transcript_that_shrinks_during_a_scan_ahead_ends_where_the_reads_end(
         f = sessions_mod._File(os.open(p, os.O_RDONLY), "t", str(p))
         with f:
             assert list(f.marked_lines(0)) == want, cut
+
+
+@pytest.mark.parametrize("ahead", [False, True])
+@pytest.mark.parametrize("block", [2, 7, 64])
+def test_the_event_scan_keeps_every_marked_line_when_reads_come_back_short(
+        tmp_path, monkeypatch, block, ahead):
+    """A file system may return fewer bytes than asked without being at the
+    end of the file: the scan goes on from where each read ended, whether
+    one thread reads or two read ahead (which then stop reading ahead, once,
+    and go on with one buffer), and the rest of a buffer, which holds an
+    earlier block, never reaches a line's first bytes or its mark."""
+    import random
+
+    from lecode_memctl.core import sessions as sessions_mod
+
+    from .conftest import memmem_or_not
+
+    memmem_or_not(monkeypatch, True)
+    monkeypatch.setattr(sessions_mod, "_SCAN_BLOCK", block)
+    monkeypatch.setattr(sessions_mod, "_AHEAD_BLOCK", block)
+    monkeypatch.setattr(sessions_mod, "_PARALLEL_SCAN", 0 if ahead else 1 << 62)
+    real = sessions_mod._preadinto
+    monkeypatch.setattr(sessions_mod, "_preadinto",
+                        lambda fd, into, off: real(fd, into[:max(1, len(into) * 3 // 4)], off))
+    entered = []
+    real_ahead = sessions_mod._scan_blocks_ahead
+    monkeypatch.setattr(sessions_mod, "_scan_blocks_ahead",
+                        lambda *a: entered.append(1) or real_ahead(*a))
+    rng = random.Random(block * 7 + ahead)
+    pieces = [b'{"seq":1,"type":"message","x":"event"}', b'"event"', b'"ev', b'ent"', b"x" * 70,
+              b'{"seq":2,"type":"event"}', b'{"seq":3,"type":"event","event":"undo"}', b"\n", b"\n",
+              b'{"seq":4,"type":"message"', b"v" * 30]
+    for trial in range(150):
+        data = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 14)))
+        p = tmp_path / f"t{trial}.jsonl"
+        p.write_bytes(data)
+        complete = data[:data.rfind(b"\n") + 1].split(b"\n")[:-1]
+        f = sessions_mod._File(os.open(p, os.O_RDONLY), "t", str(p))
+        with f:
+            for skip in (None, sessions_mod.not_an_event):
+                entered.clear()
+                want = [ln for ln in complete if b'"event"' in ln and not (skip and skip(ln[:64]))]
+                assert list(f.marked_lines(0, skip=skip)) == want, (data, skip)
+                assert len(entered) <= 1     # no second scan ahead after a short read

@@ -670,6 +670,12 @@ def _scan_blocks(fd: int, pos: int, size: int, mark: bytes
             and _libc_memmem() is not None:
         yield from _scan_blocks_ahead(fd, pos, size, mark)
         return
+    yield from _scan_blocks_one(fd, pos, size, mark)
+
+
+def _scan_blocks_one(fd: int, pos: int, size: int, mark: bytes
+                     ) -> Iterator[tuple[bytearray, memoryview, int, int, int, Callable[[int], int]]]:
+    """:func:`_scan_blocks` with one buffer, read and searched as the caller goes."""
     buf = bytearray(min(_SCAN_BLOCK, size - pos))
     finder = MarkFinder(mark, buf)
     view = memoryview(buf)
@@ -744,7 +750,8 @@ def _scan_blocks_ahead(fd: int, pos: int, size: int, mark: bytes
                 wait([later for *_rest, later in ahead if not later.cancel()])
                 yield slots[k][0], slots[k][1], base, n, last, _next_in(hits, last, width,
                                                                         bisect_left)
-                yield from _scan_blocks(fd, base + n, size, mark) if base + n < size else ()
+                if base + n < size:
+                    yield from _scan_blocks_one(fd, base + n, size, mark)
                 return
             if off < size:
                 submit(free)
@@ -966,12 +973,15 @@ class _File:
         for buf, view, base, n, last, next_mark in _scan_blocks(fd, pos, size, mark):
             find, rfind = buf.find, buf.rfind
             if last < 0:
+                # (bounded by n: a short read leaves the rest of the buffer
+                # holding an earlier block)
                 if carry_start < 0:
-                    carry_start, carry_head, carry_tail, carry_mark = base, bytes(view[:64]), b"", False
+                    carry_start, carry_head, carry_tail, carry_mark = (
+                        base, bytes(view[:min(n, 64)]), b"", False)
                 elif len(carry_head) < 64:
-                    carry_head = (carry_head + bytes(view[:64]))[:64]
+                    carry_head = (carry_head + bytes(view[:min(n, 64)]))[:64]
                 carry_mark = (carry_mark or find(mark, 0, n) >= 0
-                              or mark in carry_tail + bytes(view[:keep]))
+                              or mark in carry_tail + bytes(view[:min(n, keep)]))
                 carry_tail = (carry_tail + bytes(view[max(0, n - keep):n]))[-keep:] if keep else b""
                 continue
             if carry_start >= 0:

@@ -394,6 +394,53 @@ def test_private_snapshot_is_private_and_removed(db_path):
         writer.close()
 
 
+@pytest.mark.parametrize("kernel", ["copy_file_range", "EXDEV", "absent"])
+def test_the_snapshot_copies_the_database_byte_for_byte_however_it_copies(db_path, monkeypatch,
+                                                                         kernel):
+    """The snapshot's copy of the database: by the kernel (copy_file_range),
+    or through Python where the kernel says it cannot (EXDEV: another file
+    system on an older kernel) or has no such call; the same bytes, mode
+    0600, and the store untouched.  An error after bytes were copied (a full
+    disk) is not mistaken for "cannot": it is raised."""
+    import errno as errno_mod
+
+    from lecode_memctl.core import snapshot as snap
+
+    with FactStore(db_path) as fs:
+        for i in range(300):
+            fs.add(f"fact {i} " + "y" * 3000)
+    before = tree_hash(db_path.parent)
+    real = getattr(os, "copy_file_range", None)
+    calls = []
+    if kernel == "EXDEV":
+        def refuse(*a):
+            calls.append(a)
+            raise OSError(errno_mod.EXDEV, "Invalid cross-device link")
+        monkeypatch.setattr(os, "copy_file_range", refuse, raising=False)
+    elif kernel == "absent":
+        monkeypatch.delattr(os, "copy_file_range", raising=False)
+    elif real is None:
+        pytest.skip("no os.copy_file_range here")
+    dst = str(db_path.parent.parent / f"copy-{kernel}")
+    got = snap._copy_database(db_path, dst)
+    assert got is not None and got[2] == db_path.stat().st_size > 900_000
+    assert Path(dst).read_bytes() == db_path.read_bytes()
+    assert (os.stat(dst).st_mode & 0o777) == 0o600
+    assert tree_hash(db_path.parent) == before
+    assert (len(calls) == 1) == (kernel == "EXDEV")
+    if real is not None and kernel == "copy_file_range":
+        n = [0]
+
+        def full_after_one(*a):
+            n[0] += 1
+            if n[0] > 1:
+                raise OSError(errno_mod.ENOSPC, "No space left on device")
+            return real(a[0], a[1], 4096)
+        monkeypatch.setattr(os, "copy_file_range", full_after_one)
+        with pytest.raises(OSError, match="No space left"):
+            snap._copy_database(db_path, dst + "-2")
+
+
 def test_snapshot_gives_up_when_the_wal_keeps_changing(db_path, monkeypatch):
     from lecode_memctl.core import snapshot as facts_mod
     from lecode_memctl.core.errors import StoreBusy

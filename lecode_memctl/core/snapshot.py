@@ -6,6 +6,7 @@ without creating or touching anything in the store."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import stat
@@ -69,6 +70,55 @@ def _copy_nofollow(src: Path, dst: str | None, keep: list[bytes] | None = None,
             elif out >= 0:
                 write_all(out, chunk)
         return digest.hexdigest(), st, done
+    finally:
+        os.close(fd)
+        if out >= 0:
+            os.close(out)
+
+
+# errors of copy_file_range that say "not here", before a byte is copied:
+# the copy then goes through Python, as _copy_nofollow does
+_NO_KERNEL_COPY = frozenset({errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP,
+                             errno.EPERM, errno.EBADF})
+
+
+def _copy_database(src: Path, dst: str) -> tuple[None, os.stat_result, int] | None:
+    """:func:`_copy_nofollow` of the database itself, whose bytes no check
+    compares (the snapshot compares its ``fstat`` before and after): not
+    hashed, and copied by the kernel (``os.copy_file_range``: no pass
+    through Python's memory, and a reflink where the file system has them),
+    else 1 MiB at a time as :func:`_copy_nofollow` does.  (None, fstat of
+    src, bytes copied), or None when ``src`` does not exist."""
+    fd = _open_nofollow(src)
+    if fd is None:
+        return None
+    out = -1
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise StoreCorrupt(f"{src}: not a regular file")
+        out = open_nofollow(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+        done = 0
+        kernel = getattr(os, "copy_file_range", None)
+        while kernel is not None:
+            try:
+                n = kernel(fd, out, 64 << 20)
+            except OSError as exc:
+                if done == 0 and exc.errno in _NO_KERNEL_COPY:
+                    break      # (positions untouched: the loop below starts at 0)
+                raise
+            if n == 0:
+                return None, st, done
+            done += n
+        while True:
+            try:
+                chunk = os.read(fd, SNAPSHOT_CHUNK)
+            except OSError as exc:
+                raise StoreCorrupt(f"{src}: cannot read: {exc.strerror}") from None
+            if not chunk:
+                return None, st, done
+            done += len(chunk)
+            write_all(out, chunk)
     finally:
         os.close(fd)
         if out >= 0:
@@ -166,7 +216,7 @@ def private_snapshot(path: Path, wal: Path, timeout: float) -> str:
                 wal_first = _copy_nofollow(wal, None, wal_chunks, limit=valid)
             else:
                 wal_first = _copy_nofollow(wal, wal_copy, limit=valid)
-            db = _copy_nofollow(path, db_copy)
+            db = _copy_database(path, db_copy)
             wal_again = (_copy_nofollow(wal, None, limit=wal_first[2])
                          if wal_first is not None else _copy_nofollow(wal, None, limit=0))
             db_after = lstat_regular(path)
@@ -217,7 +267,7 @@ def private_journal_snapshot(path: Path, journal: Path, timeout: float) -> str:
                     os.unlink(leftover)
             db_before = lstat_regular(path)
             j_first = _copy_nofollow(journal, journal_copy)
-            db = _copy_nofollow(path, db_copy)
+            db = _copy_database(path, db_copy)
             j_again = _copy_nofollow(journal, None)
             db_after = lstat_regular(path)
             if db is None or db_before is None or db_after is None:

@@ -35,6 +35,23 @@ def _open_nofollow(path: Path) -> int | None:
         raise StoreCorrupt(f"{path}: cannot open: {exc.strerror}") from None
 
 
+def _open_regular(src: Path) -> tuple[int, os.stat_result] | None:
+    """``src`` opened read-only, never through a symlink, and its fstat;
+    None when it does not exist; StoreCorrupt when it is not a regular file.
+    The caller closes the descriptor."""
+    fd = _open_nofollow(src)
+    if fd is None:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise StoreCorrupt(f"{src}: not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
 def _copy_nofollow(src: Path, dst: str | None, keep: list[bytes] | None = None,
                    limit: int | None = None) -> tuple[str, os.stat_result, int] | None:
     """Stream ``src`` (never through a symlink) into a new private file ``dst``
@@ -43,14 +60,12 @@ def _copy_nofollow(src: Path, dst: str | None, keep: list[bytes] | None = None,
     flat whatever the size, unless ``keep`` is given: the chunks are then
     appended to it instead of being written (for a file written later).
     ``limit``: read (and hash) only the first ``limit`` bytes."""
-    fd = _open_nofollow(src)
-    if fd is None:
+    opened = _open_regular(src)
+    if opened is None:
         return None
+    fd, st = opened
     out = -1
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise StoreCorrupt(f"{src}: not a regular file")
         if dst is not None:
             out = open_nofollow(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
         digest = sha256(size=st.st_size if limit is None else min(st.st_size, limit))
@@ -82,47 +97,41 @@ _NO_KERNEL_COPY = frozenset({errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPN
                              errno.EPERM, errno.EBADF})
 
 
-def _copy_database(src: Path, dst: str) -> tuple[None, os.stat_result, int] | None:
+def _copy_database(src: Path, dst: str) -> tuple[str | None, os.stat_result, int] | None:
     """:func:`_copy_nofollow` of the database itself, whose bytes no check
-    compares (the snapshot compares its ``fstat`` before and after): not
-    hashed, and copied by the kernel (``os.copy_file_range``: no pass
-    through Python's memory, and a reflink where the file system has them),
-    else 1 MiB at a time as :func:`_copy_nofollow` does.  (None, fstat of
-    src, bytes copied), or None when ``src`` does not exist."""
-    fd = _open_nofollow(src)
-    if fd is None:
+    compares (the snapshot compares its ``fstat`` before and after): copied
+    by the kernel (``os.copy_file_range``: no pass through Python's memory,
+    no digest, and a reflink where the file system has them); where the
+    kernel says it cannot before a byte is copied, or has no such call, by
+    :func:`_copy_nofollow`.  (None or that digest, fstat of src, bytes
+    copied), or None when ``src`` does not exist."""
+    kernel = getattr(os, "copy_file_range", None)
+    if kernel is None:
+        return _copy_nofollow(src, dst)
+    opened = _open_regular(src)
+    if opened is None:
         return None
+    fd, st = opened
     out = -1
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise StoreCorrupt(f"{src}: not a regular file")
         out = open_nofollow(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
         done = 0
-        kernel = getattr(os, "copy_file_range", None)
-        while kernel is not None:
+        while True:
             try:
                 n = kernel(fd, out, 64 << 20)
             except OSError as exc:
                 if done == 0 and exc.errno in _NO_KERNEL_COPY:
-                    break      # (positions untouched: the loop below starts at 0)
+                    break
                 raise
             if n == 0:
                 return None, st, done
             done += n
-        while True:
-            try:
-                chunk = os.read(fd, SNAPSHOT_CHUNK)
-            except OSError as exc:
-                raise StoreCorrupt(f"{src}: cannot read: {exc.strerror}") from None
-            if not chunk:
-                return None, st, done
-            done += len(chunk)
-            write_all(out, chunk)
     finally:
         os.close(fd)
         if out >= 0:
             os.close(out)
+    os.unlink(dst)     # (empty: nothing was copied)
+    return _copy_nofollow(src, dst)
 
 
 _WAL_MAGIC = (0x377F0682, 0x377F0683)

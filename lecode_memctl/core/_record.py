@@ -232,8 +232,13 @@ def _make(cls: type, frozen: bool) -> None:
         _twin_of(cls).__init__(self, *args, **kwargs)  # type: ignore[misc]
 
     def __init__(self: Any, /, *args: Any, **kwargs: Any) -> None:
-        if kwargs:
-            k = len(args)
+        k = len(args)
+        rest = tails[k] if not kwargs and k <= n else None
+        if rest is not None:        # positional, the rest plain defaults
+            self.__dict__.update(zip(names, args, strict=False))
+            if rest:
+                self.__dict__.update(rest)
+        else:
             if k > n:
                 return twin_init(self, *args, **kwargs)
             values = dict(zip(names, args, strict=False))
@@ -251,25 +256,6 @@ def _make(cls: type, frozen: bool) -> None:
             if used != len(kwargs):
                 return twin_init(self, *args, **kwargs)
             self.__dict__.update(values)
-        else:
-            k = len(args)
-            rest = tails[k] if k <= n else None
-            if rest is None:
-                if k > n:
-                    return twin_init(self, *args)
-                values = dict(zip(names, args, strict=False))
-                for name in names[k:]:
-                    if name in defaults:
-                        values[name] = defaults[name]
-                    elif name in factories:
-                        values[name] = factories[name]()
-                    else:
-                        return twin_init(self, *args)
-                self.__dict__.update(values)
-            else:
-                self.__dict__.update(zip(names, args, strict=False))
-                if rest:
-                    self.__dict__.update(rest)
         if post_init:
             self.__post_init__()
         return None

@@ -61,11 +61,11 @@ class _LazyPattern:
         self._args = (pattern, flags)
 
     def _compiled(self) -> Any:
-        import re
-
         done = self.__dict__.get("_done")
         if done is not None:
             return done
+        import re
+
         compiled = re.compile(*self._args)  # type: ignore[type-var]
         for name in _PATTERN_METHODS:
             setattr(self, name, getattr(compiled, name))

@@ -681,14 +681,23 @@ def _scan_blocks_one(fd: int, pos: int, size: int, mark: bytes
     view = memoryview(buf)
     off = pos
     while off < size:
-        n = _preadinto(fd, view[:min(len(buf), size - off)], off)
+        n, last = _read_block(fd, buf, view, finder, off, min(len(buf), size - off))
         if n <= 0:
             return
-        base = off
+        yield buf, view, off, n, last, functools.partial(finder.find, buf, end=last)
         off += n
-        finder.new_block(n)
-        last = buf.rfind(b"\n", 0, n)
-        yield buf, view, base, n, last, functools.partial(finder.find, buf, end=last)
+
+
+def _read_block(fd: int, buf: bytearray, view: memoryview, finder: MarkFinder, off: int,
+                want: int) -> tuple[int, int]:
+    """Read ``want`` bytes at ``off`` into ``buf`` as a new block of
+    ``finder``'s: (bytes read, the offset of the block's last newline or
+    -1)."""
+    n = _preadinto(fd, view[:want], off)
+    if n <= 0:
+        return n, -1
+    finder.new_block(n)
+    return n, buf.rfind(b"\n", 0, n)
 
 
 def _searched_block(fd: int, slot: tuple[bytearray, memoryview, MarkFinder], off: int,
@@ -697,11 +706,7 @@ def _searched_block(fd: int, slot: tuple[bytearray, memoryview, MarkFinder], off
     mark before its last newline: (bytes read, that newline or -1, the
     marks' offsets, ascending).  Run by a worker thread."""
     buf, view, finder = slot
-    n = _preadinto(fd, view[:want], off)
-    if n <= 0:
-        return n, -1, []
-    finder.new_block(n)
-    last = buf.rfind(b"\n", 0, n)
+    n, last = _read_block(fd, buf, view, finder, off, want)
     hits: list[int] = []
     j = finder.find(buf, 0, last) if last > 0 else -1
     while j >= 0:
@@ -717,11 +722,9 @@ def _scan_blocks_ahead(fd: int, pos: int, size: int, mark: bytes
     while the caller reads the third).  A read shorter than asked (the file
     shrank) ends the blocks read ahead: the rest is read as one thread
     reads it, from where that read ended."""
-    from bisect import bisect_left
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor, wait
 
-    width = len(mark)
     slots = []
     block = _AHEAD_BLOCK
     for _ in range(3):
@@ -746,22 +749,24 @@ def _scan_blocks_ahead(fd: int, pos: int, size: int, mark: bytes
             n, last, hits = fut.result()
             if n <= 0:
                 return
+            block_item = (slots[k][0], slots[k][1], base, n, last,
+                          _next_in(hits, last, len(mark)))
             if n < want:      # the file shrank: nothing read ahead is where it should be
                 wait([later for *_rest, later in ahead if not later.cancel()])
-                yield slots[k][0], slots[k][1], base, n, last, _next_in(hits, last, width,
-                                                                        bisect_left)
+                yield block_item
                 if base + n < size:
                     yield from _scan_blocks_one(fd, base + n, size, mark)
                 return
             if off < size:
                 submit(free)
             free = k
-            yield slots[k][0], slots[k][1], base, n, last, _next_in(hits, last, width, bisect_left)
+            yield block_item
 
 
-def _next_in(hits: list[int], last: int, width: int,
-             bisect_left: Callable[[list[int], int], int]) -> Callable[[int], int]:
+def _next_in(hits: list[int], last: int, width: int) -> Callable[[int], int]:
     """``next_mark`` of a block whose marks were found ahead (``hits``)."""
+    from bisect import bisect_left
+
     def next_mark(i: int) -> int:
         k = bisect_left(hits, i)
         if k < len(hits) and hits[k] + width <= last:

@@ -1,8 +1,8 @@
 """What the writes of :class:`~lecode_memctl.core.facts.FactStore` return.
 
 Part of :mod:`lecode_memctl.core.facts`, which still offers both names; a
-module of its own so that the commands that only read facts do not create
-these dataclasses (about a millisecond each at start-up).
+module of its own so that the commands that only read facts do not load it
+at start-up.
 """
 
 from __future__ import annotations

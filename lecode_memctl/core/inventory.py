@@ -2,8 +2,8 @@
 of ``memctl where``, ``projects``, ``migrate`` and the forensic commands.
 
 Part of :mod:`lecode_memctl.core.layout`, which still offers every name here;
-a module of its own so that the commands that read one store do not create
-its dataclasses (about a millisecond each at start-up).
+a module of its own so that the commands that read one store do not load it
+at start-up.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """The notes of a store (``memctl notes``).
 
 Part of :mod:`lecode_memctl.core.markdown`, which still offers both names; a
-module of its own so that the other commands do not create its dataclass,
-nor ``memctl notes`` those of the reading code (about a millisecond each at
-start-up).
+module of its own so that the other commands do not load it at start-up,
+nor ``memctl notes`` the reading code.
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 
 Part of :mod:`lecode_memctl.core.markdown`, which still offers every name
 here (``markdown.search``, ``markdown.SearchResult``, ...); a module of its
-own so that the commands that do not search do not create its dataclasses
-(about a millisecond each at start-up).
+own so that the commands that do not search do not load it at start-up.
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 
 Part of :mod:`lecode_memctl.core.config`, which still offers every name here;
 a module of its own so that the commands that only resolve the config
-directory do not create these dataclasses (about a millisecond each at
-start-up).
+directory do not load it at start-up.
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 
 Part of :mod:`lecode_memctl.core.paging`, which still offers ``Page``; a
 module of its own so that the commands that import paging only for its
-constants (the facts listing) do not create the dataclass (about a
-millisecond at start-up).
+constants (the facts listing) do not load it at start-up.
 """
 
 from __future__ import annotations

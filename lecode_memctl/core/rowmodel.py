@@ -58,9 +58,9 @@ if TYPE_CHECKING:
 else:
     from ._lazy import lazy_getattr
 
-    # Loaded on first use (see core/_lazy.py): building the models costs two
-    # frozen dataclasses and a few hundred fields at every start-up, and a
-    # command needs them only for --json, CSV or a table.
+    # Loaded on first use (see core/_lazy.py): building the models costs a
+    # few hundred Field records at every start-up, and a command needs them
+    # only for --json, CSV or a table.
     _MOVED = dict.fromkeys((
         "Field", "RowModel", "FACT", "SESSION", "NOTE", "HIT", "REVISION", "USAGE",
         "PROJECT", "FINDING", "SUMMARY", "CODE", "PLAN_ITEM", "SETTING", "MATCH",

@@ -2,8 +2,7 @@
 
 Part of :mod:`lecode_memctl.core.sessions`, which still offers both names; a
 module of its own so that the commands that neither capture evidence nor
-list sessions do not create these dataclasses (about a millisecond each at
-start-up).
+list sessions do not load it at start-up.
 """
 
 from __future__ import annotations

@@ -1459,8 +1459,7 @@ _VALID_STATUS = SourceStatus(VALID)   # frozen: one for every valid reference
 
 
 class _SpanRead:
-    """What one span read found (a plain class: a dataclass costs about a
-    millisecond to create at every start-up, see core/_lazy.py)."""
+    """What one span read found (private: a plain class with slots)."""
 
     __slots__ = ("records", "last_seq", "corruption")
 

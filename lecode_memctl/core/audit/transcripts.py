@@ -49,8 +49,8 @@ READ_CHUNK = 8 << 20
 # Transcript jobs: one sequential read per file
 
 class _Scan:
-    """What one transcript job found (a plain class: a dataclass costs about a
-    millisecond to create at every start-up, see core/_lazy.py)."""
+    """What one transcript job found (private: a plain class, pickled back
+    from the pool's workers)."""
 
     def __init__(self) -> None:
         self.bytes_read = 0

@@ -163,11 +163,15 @@ def _hostile_world(tmp_path, world):
 
 
 @pytest.mark.parametrize("argv", [("read", "demo-alpha", "0", "3"), ("read", "demo-alpha", "0", "3", "--all"),
-                                  ("recall", "c283ab7d8ed884e4", "--json")],
-                         ids=["read", "read-all", "recall"])
+                                  ("recall", "c283ab7d8ed884e4", "--json"),
+                                  ("facts", "--json"), ("facts", "--format", "jsonl"),
+                                  ("grep", "evil", "--format", "jsonl")],
+                         ids=["read", "read-all", "recall", "facts-json", "facts-jsonl",
+                              "grep-jsonl"])
 def test_json_on_a_terminal_escapes_c1_and_bidi(tmp_path, world, monkeypatch, argv):
-    """read and recall print JSON: on a terminal U+009B, U+009D and U+202E are
-    written as \\u escapes (the same JSON value); in a pipe the exact text."""
+    """read, recall and the JSON listings: on a terminal U+009B, U+009D and
+    U+202E are written as \\u escapes (the same JSON value); in a pipe the
+    exact text."""
     import orjson
 
     from lecode_memctl.cli import output
@@ -184,10 +188,11 @@ def test_json_on_a_terminal_escapes_c1_and_bidi(tmp_path, world, monkeypatch, ar
     assert tty.exit_code == 0, tty.stderr
     for c in "\u009b\u009d\u202e\u0007":
         assert c not in tty.stdout, (argv, c)
+    lines = "--all" in argv or "jsonl" in argv
     docs = [orjson.loads(line) for line in tty.stdout_bytes.splitlines() if line.strip()] \
-        if "--all" in argv else [orjson.loads(tty.stdout_bytes)]
+        if lines else [orjson.loads(tty.stdout_bytes)]
     piped_docs = [orjson.loads(line) for line in piped.stdout_bytes.splitlines() if line.strip()] \
-        if "--all" in argv else [orjson.loads(piped.stdout_bytes)]
+        if lines else [orjson.loads(piped.stdout_bytes)]
     assert docs == piped_docs
 
 

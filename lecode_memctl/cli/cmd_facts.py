@@ -206,7 +206,7 @@ def facts(
     from lecode_memctl.core.rowmodel import FACT, SCHEMA_VERSION, parse_when, utc_time
     from lecode_memctl.core.sourceref import check_session_id
 
-    from .output import check_format, dumps, echo, emit_csv, emit_jsonl, render_records, write_bytes
+    from .output import Stream, check_format, dumps, echo, emit_csv, emit_jsonl, render_records
 
     fmt_name = check_format(fmt, json_flag=json_)
     machine = fmt_name in ("json", "jsonl", "csv", "tsv")
@@ -272,30 +272,34 @@ def facts(
                                     "since": utc_time(t_since), "until": utc_time(t_until),
                                     "administrative_search": query is not None},
                         "offset": start, "limit": limit, "total": total}
-                write_bytes(dumps(head)[:-1] + b',"facts":[')
-                n = 0
-                more = False
-                try:
-                    # one row past the page (when --limit is given) says whether there is more
-                    for r in itertools.islice(stream(), start, None if end is None else end + 1):
-                        if end is not None and start + n == end:
-                            more = True
-                            break
-                        write_bytes((b"\n" if n == 0 else b",\n") + dumps(r))
-                        n += 1
-                except MemctlError as exc:
-                    # the document is already half written: end it as valid JSON that
-                    # carries the error, which main then does not print a second time
-                    msg = exc.message + (f" ({exc.hint})" if exc.hint else "")
-                    err = {"next_offset": None, "learning": None,
-                           "error": {"code": exc.code, "message": msg,
-                                     "exit_code": exc.exit_code}}
-                    write_bytes(b"\n]," + dumps(err)[1:] + b"\n")
-                    exc.json_reported = True  # type: ignore[attr-defined]
-                    raise
-                tail = {"next_offset": start + n if more else None,
-                        "learning": learning_status(sessions, fs, session)}
-                write_bytes(b"\n]," + dumps(tail)[1:] + b"\n")
+                with Stream() as write:
+                    write(dumps(head)[:-1] + b',"facts":[')
+                    n = 0
+                    more = False
+                    try:
+                        # one row past the page (when --limit is given) says whether
+                        # there is more
+                        for r in itertools.islice(stream(), start,
+                                                  None if end is None else end + 1):
+                            if end is not None and start + n == end:
+                                more = True
+                                break
+                            write((b"\n" if n == 0 else b",\n") + dumps(r))
+                            n += 1
+                    except MemctlError as exc:
+                        # the document is already half written: end it as valid JSON
+                        # that carries the error, which main then does not print a
+                        # second time
+                        msg = exc.message + (f" ({exc.hint})" if exc.hint else "")
+                        err = {"next_offset": None, "learning": None,
+                               "error": {"code": exc.code, "message": msg,
+                                         "exit_code": exc.exit_code}}
+                        write(b"\n]," + dumps(err)[1:] + b"\n")
+                        exc.json_reported = True  # type: ignore[attr-defined]
+                        raise
+                    tail = {"next_offset": start + n if more else None,
+                            "learning": learning_status(sessions, fs, session)}
+                    write(b"\n]," + dumps(tail)[1:] + b"\n")
                 return
             if fmt_name == "jsonl":
                 emit_jsonl(body)

@@ -106,7 +106,7 @@ def grep(
     from lecode_memctl.core.grep import grep as core_grep, parse_time
     from lecode_memctl.core.rowmodel import MATCH, MATCH_COUNT, SCHEMA_VERSION
 
-    from .output import dumps, echo, emit_csv, emit_json, fixed_format, safe, write_bytes
+    from .output import echo, emit_csv, emit_json, emit_jsonl, fixed_format, safe
 
     fmt = fixed_format(fmt, json_flag=json_, choices=GREP_FORMATS)
     if count and files_with_matches:
@@ -140,13 +140,13 @@ def grep(
 
     if fmt in ("csv", "tsv") and not by_session:
         emit_csv((h.to_json() for h in matches()), MATCH.names, fmt)
+    elif fmt == "jsonl" and not by_session:
+        emit_jsonl(h.to_json() for h in matches())
     else:
         for hit in matches():
             if by_session:
                 continue
-            if fmt == "jsonl":
-                write_bytes(dumps(hit.to_json()) + b"\n")
-            elif fmt == "json":
+            if fmt == "json":
                 hits.append(hit.to_json())
             else:
                 _print_hit(hit, context)
@@ -164,8 +164,7 @@ def grep(
                    "sessions": counts, "hits": hits})
     elif by_session:
         if fmt == "jsonl":
-            for row in counts:
-                write_bytes(dumps(row) + b"\n")
+            emit_jsonl(counts)
         elif fmt in ("csv", "tsv"):
             emit_csv(counts, MATCH_COUNT.names, fmt)
         else:

@@ -175,32 +175,94 @@ def emit_json(obj: Any, *, pretty: bool | None = None) -> None:
 
 
 def emit_jsonl(rows: Iterable[Any]) -> None:
-    """JSON Lines, streamed row by row (escaped on a terminal, as emit_json;
-    written as :func:`_stream_writer` says)."""
-    tty = stdout_is_tty()
-    write = _stream_writer()
-    for row in rows:
-        data = dumps(row) + b"\n"
-        write(terminal_json(data) if tty else data)
-    _end_stream()
+    """JSON Lines, streamed row by row (written as :class:`Stream` says)."""
+    with Stream() as write:
+        for row in rows:
+            write(dumps(row) + b"\n")
 
 
-def _stream_writer() -> Callable[[bytes], None]:
-    """How a streamed listing writes each piece: at once (flushed) on a
-    terminal or a stdout without a byte layer; in a pipe into the output
-    buffer, one write per buffer rather than per row (a flush per row was a
-    system call per fact), after what the text layer holds."""
-    buf = getattr(sys.stdout, "buffer", None)
-    if buf is None or stdout_is_tty():
-        return write_bytes
-    sys.stdout.flush()
-    return buf.write
+STREAM_CHUNK = 1 << 16
 
 
-def _end_stream() -> None:
-    buf = getattr(sys.stdout, "buffer", None)
-    if buf is not None:
-        buf.flush()
+class Stream:
+    """How a streamed listing writes its pieces.  On a terminal each piece is
+    written at once, so a person sees the rows as they come.  Elsewhere (a
+    pipe, a file) the pieces are gathered and written 64 KiB at a time, after
+    whatever the text layer holds: one system call per chunk, not per row,
+    also when stdout has no buffer of its own (``PYTHONUNBUFFERED=1``, ``-u``,
+    as many container images set it), where every ``write`` was a system
+    call.  ``text=True`` takes ``str`` pieces through the text layer (its
+    encoding and error handler); otherwise the pieces are JSON text, as bytes,
+    for the byte layer, escaped on a terminal as :func:`emit_json` escapes.
+
+    Used as a context manager, the call writes a piece; what is gathered is
+    written when the block ends, also when it ends with an error (the rows
+    before the error are output), but not after a broken pipe."""
+
+    __slots__ = ("_direct", "_text", "_parts", "_size", "_sink", "_flush")
+
+    def __init__(self, *, text: bool = False) -> None:
+        out = sys.stdout
+        buf = None if text else getattr(out, "buffer", None)
+        self._parts: list[Any] = []
+        self._size = 0
+        self._direct = stdout_is_tty()
+        self._text = text
+        self._sink: Callable[[Any], Any]
+        self._flush: Callable[[], Any]
+        if text:
+            self._sink, self._flush = out.write, out.flush
+        elif buf is None:  # a stdout without a byte layer
+            self._sink, self._flush = lambda data: out.write(data.decode("utf-8")), out.flush
+        else:
+            out.flush()
+            self._sink, self._flush = lambda data: _write_all(buf, data), buf.flush
+
+    def __call__(self, piece: Any) -> None:
+        if self._direct:
+            self._sink(piece if self._text else terminal_json(piece))
+            self._flush()
+            return
+        self._parts.append(piece)
+        self._size += len(piece)
+        if self._size >= STREAM_CHUNK:
+            self._write_gathered()
+
+    write = __call__  # a file's name for it (csv.writer writes to one)
+
+    def _write_gathered(self) -> None:
+        parts = self._parts
+        if parts:
+            data = "".join(parts) if self._text else b"".join(parts)
+            parts.clear()
+            self._size = 0
+            self._sink(data)
+
+    def close(self) -> None:
+        """Write what is gathered, and flush."""
+        self._write_gathered()
+        self._flush()
+
+    def __enter__(self) -> Stream:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc is not None and isinstance(exc, BrokenPipeError):
+            return
+        self.close()
+
+
+def _write_all(buf: Any, data: bytes) -> None:
+    """``data`` to a byte layer, whole: a raw file (stdout without a buffer)
+    may take fewer bytes than it was given."""
+    view = memoryview(data)
+    while view:
+        n = buf.write(view)
+        if n is None:  # a non-blocking stdout that is full
+            import errno
+
+            raise BlockingIOError(errno.EAGAIN, "stdout is full (non-blocking)")
+        view = view[n:]
 
 
 def echo(text: str = "", *, err: bool = False) -> None:
@@ -268,37 +330,32 @@ MACHINE_FORMATS = ("json", "jsonl", "csv", "tsv")
 
 def emit_json_array(rows: Iterable[Any]) -> None:
     """One JSON array, streamed: one element per line, constant memory
-    (written as :func:`_stream_writer` says)."""
-    write = _stream_writer()
-    write(b"[")
-    first = True
-    for row in rows:
-        write((b"\n" if first else b",\n") + dumps(row))
-        first = False
-    write(b"\n]\n")
-    _end_stream()
+    (written as :class:`Stream` says)."""
+    with Stream() as write:
+        write(b"[")
+        first = True
+        for row in rows:
+            write((b"\n" if first else b",\n") + dumps(row))
+            first = False
+        write(b"\n]\n")
 
 
 def emit_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str], fmt: str) -> None:
     """RFC 4180 CSV (or the same with tabs) with a header row, streamed.  Cells
     use the flat encoding of core.rowmodel; text keeps its newlines and tabs
-    (quoted), other control characters are escaped as in tables."""
-    buf = io.StringIO()
+    (quoted), other control characters are escaped as in tables; written as
+    :class:`Stream` says."""
     import csv
 
     # (bound once: a name imported from rowmodel, a module offering moved
     # names, costs a __path__ lookup through its __getattr__ per import)
     from lecode_memctl.core.rowmodel import flat
 
-    writer = csv.writer(buf, delimiter="," if fmt == "csv" else "\t", lineterminator="\n")
-    writer.writerow(columns)
-    sys.stdout.write(buf.getvalue())
-    for row in rows:
-        buf.seek(0)
-        buf.truncate()
-        writer.writerow([safe(flat(row.get(c))) for c in columns])
-        sys.stdout.write(buf.getvalue())
-    sys.stdout.flush()
+    with Stream(text=True) as out:
+        writer = csv.writer(out, delimiter="," if fmt == "csv" else "\t", lineterminator="\n")
+        writer.writerow(columns)
+        for row in rows:
+            writer.writerow([safe(flat(row.get(c))) for c in columns])
 
 
 def render_records(model: Any, rows: Iterable[Mapping[str, Any]], fmt: str, *,

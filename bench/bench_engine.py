@@ -17,6 +17,9 @@
   each as a JSON line with ``orjson``, with no check, no status and no
   transcript read.  Its ratio to the dump
   is what any listing written in CPython pays before it decides anything.
+  A fifth is SQLite's own floor for the listing: the ``sqlite3`` shell
+  making the same rows JSON itself (``json_object``), in the listing's
+  order (``ORDER BY fact_id``), again with no check and no transcript read.
 * a read at the start of a large transcript (``--scan-mib``, default 256;
   ``--quick`` 32): ``SessionStore.events(sid, 1)`` in-process, whose cost is
   the raw-byte scan for event records, against ``grep -c -F
@@ -122,6 +125,17 @@ while True:
 """
 
 
+# SQLite's own floor for the listing: the rows ``facts --all`` prints, in its
+# order (by fact id), each made a JSON line by SQLite itself (json_object), with
+# no check, no status and no transcript read
+SQL_FLOOR = ("SELECT json_object('type', 'fact', 'fact_id', f.fact_id, 'revision', f.revision, "
+             "'text', r.text, 'source_ref', json_object('session_id', s.session_id, "
+             "'seqs', json(s.seqs), 'digest', s.digest), 'created', f.created, "
+             "'updated', f.updated) FROM facts f JOIN revisions r USING (fact_id) "
+             "LEFT JOIN source_refs s ON s.fact_id = r.fact_id AND s.revision = r.revision "
+             "ORDER BY f.fact_id, r.revision")
+
+
 SCAN = """
 import sys, time
 from lecode_memctl.core.layout import store_at
@@ -183,13 +197,16 @@ def facts_rows(root: Path, n: int, runs: int) -> str:
     dump = ["sqlite3", "-json", str(db), "select * from facts join revisions using (fact_id)"]
     base = [MEMCTL, "--store", str(store)]
     got = paired({"dump": dump, "facts": base + ["facts", "--all", "--format", "jsonl"],
-                  "validate": base + ["validate", "-q"], "floor": [PY, "-c", FLOOR, str(db)]},
+                  "validate": base + ["validate", "-q"], "floor": [PY, "-c", FLOOR, str(db)],
+                  "sqlfloor": ["sqlite3", str(db), SQL_FLOOR]},
                  runs, {"validate": (0, 1)})
-    d, f, v, fl = got["dump"], got["facts"], got["validate"], got["floor"]
+    d, f, v, fl, sq = got["dump"], got["facts"], got["validate"], got["floor"], got["sqlfloor"]
     nf = f"{n:,} facts"
     print(f"sqlite3 -json dump ({nf}):          {d[0]:7.2f} s")
     print(f"floor: CPython rows -> JSON lines:  {fl[0]:7.2f} s  {fl[0] / d[0]:5.1f}x  "
           "(no check, no status, no transcript)")
+    print(f"floor: SQLite, id order, as JSON:   {sq[0]:7.2f} s  {sq[0] / d[0]:5.1f}x  "
+          "(json_object, ORDER BY fact_id; no check, no status, no transcript)")
     print(f"memctl facts --all --format jsonl:  {f[0]:7.2f} s  {f[0] / d[0]:5.1f}x  "
           f"peak RSS {f[1] / 1024:.1f} MiB")
     print(f"memctl validate -q:                 {v[0]:7.2f} s  {v[0] / d[0]:5.1f}x  "
@@ -199,13 +216,17 @@ def facts_rows(root: Path, n: int, runs: int) -> str:
     record(B, f"floor: the same rows and their sources fetched by CPython's sqlite3, "
            f"written by orjson, no check ({nf})", fl[0], rss_kib=fl[1], reference=R,
            ref_seconds=d[0], note="the language's floor for a listing")
+    record(B, f"floor: the listing's rows in id order made JSON by SQLite itself "
+           f"(json_object, ORDER BY fact_id), no check ({nf})", sq[0], rss_kib=sq[1],
+           reference=R, ref_seconds=d[0], note="SQLite's floor for the listing")
     record(B, f"memctl facts --all --format jsonl ({nf})", f[0], rss_kib=f[1], reference=R,
            ref_seconds=d[0], target="<= 4", met=f[0] / d[0] <= 4)
     record(B, f"memctl validate -q ({nf})", v[0], rss_kib=v[1], reference=R,
            ref_seconds=d[0], target="<= 4", met=v[0] / d[0] <= 4)
     FACTS_TIMES.update(facts=f[0], validate=v[0], n=n)
     return (f"facts --all {f[0] / d[0]:.1f}x, validate -q {v[0] / d[0]:.1f}x the sqlite3 dump "
-            f"(a CPython listing's floor: {fl[0] / d[0]:.1f}x)")
+            f"(a CPython listing's floor: {fl[0] / d[0]:.1f}x; SQLite's, in id order: "
+            f"{sq[0] / d[0]:.1f}x)")
 
 
 FACTS_TIMES: dict[str, float] = {}

@@ -394,14 +394,38 @@ def test_private_snapshot_is_private_and_removed(db_path):
         writer.close()
 
 
-@pytest.mark.parametrize("kernel", ["copy_file_range", "EXDEV", "absent"])
+def _kernel_copying(limit: int, then: int | None):
+    """copy_file_range as a kernel that copies ``limit`` bytes, then returns
+    0 (``then`` None: as kernels 5.3-5.18 do for procfs, sysfs and some FUSE
+    or network file systems, at once or part way) or fails with ``then``."""
+    state = {"done": 0, "calls": 0}
+
+    def fake(src, dst, count, *a):
+        state["calls"] += 1
+        left = limit - state["done"]
+        if left <= 0:
+            if then is None:
+                return 0
+            raise OSError(then, os.strerror(then))
+        data = os.read(src, min(count, left, 4096))
+        os.write(dst, data)
+        state["done"] += len(data)
+        return len(data)
+    return fake
+
+
+@pytest.mark.parametrize("kernel", ["copy_file_range", "EXDEV", "absent", "zero-first",
+                                    "zero-after-64k", "EINVAL-after-64k"])
 def test_the_snapshot_copies_the_database_byte_for_byte_however_it_copies(db_path, monkeypatch,
                                                                          kernel):
     """The snapshot's copy of the database: by the kernel (copy_file_range),
     or through Python where the kernel says it cannot (EXDEV: another file
     system on an older kernel) or has no such call; the same bytes, mode
-    0600, and the store untouched.  An error after bytes were copied (a full
-    disk) is not mistaken for "cannot": it is raised."""
+    0600, and the store untouched.  A 0 from the kernel before the end (some
+    file systems on kernels 5.3-5.18), at once or part way, or a "cannot"
+    part way, leaves the rest to Python: never a short copy.  An error after
+    bytes were copied (a full disk) is not mistaken for "cannot": it is
+    raised."""
     import errno as errno_mod
 
     from lecode_memctl.core import snapshot as snap
@@ -419,6 +443,10 @@ def test_the_snapshot_copies_the_database_byte_for_byte_however_it_copies(db_pat
         monkeypatch.setattr(os, "copy_file_range", refuse, raising=False)
     elif kernel == "absent":
         monkeypatch.delattr(os, "copy_file_range", raising=False)
+    elif kernel != "copy_file_range":
+        limit = 0 if kernel == "zero-first" else 65536
+        then = errno_mod.EINVAL if kernel.startswith("EINVAL") else None
+        monkeypatch.setattr(os, "copy_file_range", _kernel_copying(limit, then), raising=False)
     elif real is None:
         pytest.skip("no os.copy_file_range here")
     dst = str(db_path.parent.parent / f"copy-{kernel}")
@@ -439,6 +467,18 @@ def test_the_snapshot_copies_the_database_byte_for_byte_however_it_copies(db_pat
         monkeypatch.setattr(os, "copy_file_range", full_after_one)
         with pytest.raises(OSError, match="No space left"):
             snap._copy_database(db_path, dst + "-2")
+
+
+def test_a_kernel_that_copies_nothing_still_gives_every_fact(db_path, monkeypatch):
+    """End to end: a read-only open where copy_file_range returns 0 at once
+    (procfs-like file systems on kernels 5.3-5.18) lists every fact, not an
+    empty store."""
+    with FactStore(db_path) as fs:
+        for i in range(200):
+            fs.add(f"fact {i} " + "y" * 2000)
+    monkeypatch.setattr(os, "copy_file_range", _kernel_copying(0, None), raising=False)
+    with FactStore.open_readonly(db_path) as ro:
+        assert ro.count() == 200
 
 
 def test_snapshot_gives_up_when_the_wal_keeps_changing(db_path, monkeypatch):

@@ -91,8 +91,8 @@ def _copy_nofollow(src: Path, dst: str | None, keep: list[bytes] | None = None,
             os.close(out)
 
 
-# errors of copy_file_range that say "not here", before a byte is copied:
-# the copy then goes through Python, as _copy_nofollow does
+# errors of copy_file_range that say "not here" (for these two files): the
+# rest of the copy then goes through Python, as _copy_nofollow copies
 _NO_KERNEL_COPY = frozenset({errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP,
                              errno.EPERM, errno.EBADF})
 
@@ -101,10 +101,15 @@ def _copy_database(src: Path, dst: str) -> tuple[str | None, os.stat_result, int
     """:func:`_copy_nofollow` of the database itself, whose bytes no check
     compares (the snapshot compares its ``fstat`` before and after): copied
     by the kernel (``os.copy_file_range``: no pass through Python's memory,
-    no digest, and a reflink where the file system has them); where the
-    kernel says it cannot before a byte is copied, or has no such call, by
-    :func:`_copy_nofollow`.  (None or that digest, fstat of src, bytes
-    copied), or None when ``src`` does not exist."""
+    no digest, and a reflink where the file system has them), then, from
+    where the kernel stopped, through Python to the end of the file, as
+    :func:`_copy_nofollow` reads it.  The kernel's part is all of it where it
+    can; nothing where it says it cannot or has no such call.  A 0 from the
+    kernel is not taken as the end of the file: kernels 5.3-5.18 return 0 at
+    once, or part way, on file systems whose files report a wrong size
+    (procfs, sysfs, some FUSE and network file systems), where a copy that
+    stopped there was empty or short, with no error.  (None, fstat of src,
+    bytes copied), or None when ``src`` does not exist."""
     kernel = getattr(os, "copy_file_range", None)
     if kernel is None:
         return _copy_nofollow(src, dst)
@@ -120,18 +125,26 @@ def _copy_database(src: Path, dst: str) -> tuple[str | None, os.stat_result, int
             try:
                 n = kernel(fd, out, 64 << 20)
             except OSError as exc:
-                if done == 0 and exc.errno in _NO_KERNEL_COPY:
+                if exc.errno in _NO_KERNEL_COPY:
                     break
-                raise
+                raise      # (a full disk, an I/O error)
             if n == 0:
-                return None, st, done
+                break
             done += n
+        # the rest, from both files' offsets, which the kernel moved by what it copied
+        while True:
+            try:
+                chunk = os.read(fd, SNAPSHOT_CHUNK)
+            except OSError as exc:
+                raise StoreCorrupt(f"{src}: cannot read: {exc.strerror}") from None
+            if not chunk:
+                return None, st, done
+            write_all(out, chunk)
+            done += len(chunk)
     finally:
         os.close(fd)
         if out >= 0:
             os.close(out)
-    os.unlink(dst)     # (empty: nothing was copied)
-    return _copy_nofollow(src, dst)
 
 
 _WAL_MAGIC = (0x377F0682, 0x377F0683)

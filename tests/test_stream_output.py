@@ -54,7 +54,7 @@ def _buffered(raw: io.RawIOBase) -> io.TextIOWrapper:
     return io.TextIOWrapper(io.BufferedWriter(raw), encoding="utf-8")  # type: ignore[arg-type]
 
 
-ROWS = [{"type": "x", "n": i, "text": "row %d " % i + "y" * 300} for i in range(3000)]
+ROWS = [{"type": "x", "n": i, "text": f"row {i} " + "y" * 300} for i in range(3000)]
 EXPECTED = b"".join(orjson.dumps(r) + b"\n" for r in ROWS)
 
 
@@ -163,3 +163,79 @@ def test_a_whole_listing_is_a_few_writes_under_pythonunbuffered(config_dir, tmp_
     else:
         assert raw.data.count(b"\n") >= 3
     assert raw.calls <= size // output.STREAM_CHUNK + 1, (raw.calls, size)
+
+
+# ----------------------------------------------------- short writes (review of 498e2ba)
+
+def test_after_setup_streams_a_short_raw_write_loses_nothing(piped):
+    """Under -u the text layer sits on the raw file and drops what a short
+    write did not take; setup_streams puts stdout over a buffered layer,
+    which writes the rest: every CSV line, every JSON line, every echo."""
+    for fmt in ("csv", "jsonl", "echo"):
+        raw = CountingRaw(most=1000)
+        piped(_unbuffered(raw))
+        output.setup_streams()
+        if fmt == "csv":
+            output.emit_csv(iter(ROWS), ["type", "n", "text"], "csv")
+        elif fmt == "jsonl":
+            output.emit_jsonl(iter(ROWS))
+        else:
+            for r in ROWS:
+                output.echo(r["text"])
+        sys.stdout.flush()
+        lines = bytes(raw.data).decode().splitlines()
+        assert len(lines) == len(ROWS) + (fmt == "csv"), (fmt, len(lines))
+        assert "y" * 300 in lines[-1], fmt
+
+
+def test_validate_output_is_buffered(tmp_path):
+    """validate --output writes through a buffered layer for the same reason."""
+    with output.atomic_output(str(tmp_path / "out.txt")) as sink:
+        assert isinstance(sink.stream.buffer, io.BufferedWriter)
+        sys.stdout.write("x\n")
+    assert (tmp_path / "out.txt").read_text() == "x\n"
+
+
+@pytest.fixture
+def grep_project(config_dir, tmp_path):
+    from lecode_memctl.core.layout import store_for_project
+    from lecode_memctl.core.sessions import SessionStore
+
+    project = tmp_path / "proj"
+    project.mkdir()
+    with SessionStore(store_for_project(config_dir, project)).create("2026-03-05-big") as w:
+        for i in range(3000):
+            w.append_message("user", f"needle {i} " + "z" * 200)
+    return project
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_FSIZE semantics")
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "human"])
+def test_a_file_size_limit_at_the_last_write_is_an_error_not_a_short_output(grep_project,
+                                                                             tmp_path, fmt):
+    """A real process under PYTHONUNBUFFERED=1 whose stdout is a file that can
+    take all but its last 100 bytes: either the whole output or an error
+    exit, never a truncated output and exit 0 (csv and the human lines were)."""
+    import os
+    import resource
+    import subprocess
+
+    argv = [sys.executable, "-m", "lecode_memctl", "-C", str(grep_project), "grep", "needle"]
+    if fmt != "human":
+        argv += ["--format", fmt]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    full = subprocess.run(argv, capture_output=True, env=env, timeout=120)
+    assert full.returncode == 0 and len(full.stdout) > 200_000, full.stderr
+    limit = len(full.stdout) - 100
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    out = tmp_path / f"out.{fmt}"
+    with open(out, "wb") as f:
+        p = subprocess.run(argv, stdout=f, stderr=subprocess.PIPE, env=env, preexec_fn=cap,
+                           timeout=120)
+    written = out.read_bytes()
+    assert p.returncode == 7, (fmt, p.returncode, len(written), len(full.stdout))  # write failed
+    assert b"Traceback" not in p.stderr and p.stderr.count(b"\n") == 1, p.stderr
+    assert full.stdout.startswith(written)

@@ -59,7 +59,7 @@ def _classify_os_error(exc: OSError) -> tuple[str, int, str]:
     name = exc.filename if exc.filename else ""
     what = f"{name}: " if name else ""
     reason = exc.strerror or str(exc)
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG):
         return StoreWriteError.code, StoreWriteError.exit_code, f"{what}{reason}"
     if exc.errno in (errno.ENOENT,):
         return NotFound.code, NotFound.exit_code, f"{what}{reason}"
@@ -117,55 +117,58 @@ def main(argv: Sequence[str] | None = None) -> int:
     from typer import _click
 
     state.reset()
-    from .output import broken_pipe_exit, setup_streams, stdout_gone
+    from .output import broken_pipe_exit, settle_stdout, setup_streams, stdout_gone
 
     setup_streams()
     json_doc = _wants_json(args)
     command = typer.main.get_command(app)
     try:
-        rv = command.main(args=args, prog_name="memctl", standalone_mode=False)
-        sys.stdout.flush()  # a reader that went away shows here, not at interpreter exit
-        return rv if isinstance(rv, int) else 0
-    except MemctlError as exc:
-        msg = exc.message + (f" ({exc.hint})" if exc.hint else "")
-        # a streamed JSON document that already carries the error gets no second one
-        return report_error(exc.code, msg, exc.exit_code,
-                            json_doc=json_doc and not getattr(exc, "json_reported", False))
-    except _click.exceptions.UsageError as exc:
-        where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
-        return report_error(UsageError.code, exc.format_message() + where, UsageError.exit_code,
-                            json_doc=json_doc)
-    except _click.exceptions.ClickException as exc:
-        return report_error(UsageError.code, exc.format_message(), exc.exit_code,
-                            json_doc=json_doc)
-    except (typer.Abort, KeyboardInterrupt):
-        return report_error("interrupted", "interrupted", EXIT_INTERRUPTED, json_doc=json_doc)
-    except BrokenPipeError:
-        # The reader went away (memctl ... | head): not an error of ours.
-        return broken_pipe_exit()
-    except SystemExit:
-        # click/typer answer EPIPE with sys.exit(1) after wrapping stdout; that
-        # is the broken pipe too (141), not "validate found problems".
-        if stdout_gone():
+        try:
+            rv = command.main(args=args, prog_name="memctl", standalone_mode=False)
+            sys.stdout.flush()  # a reader that went away shows here, not at interpreter exit
+            return rv if isinstance(rv, int) else 0
+        except MemctlError as exc:
+            msg = exc.message + (f" ({exc.hint})" if exc.hint else "")
+            # a streamed JSON document that already carries the error gets no second one
+            return report_error(exc.code, msg, exc.exit_code,
+                                json_doc=json_doc and not getattr(exc, "json_reported", False))
+        except _click.exceptions.UsageError as exc:
+            where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
+            return report_error(UsageError.code, exc.format_message() + where, UsageError.exit_code,
+                                json_doc=json_doc)
+        except _click.exceptions.ClickException as exc:
+            return report_error(UsageError.code, exc.format_message(), exc.exit_code,
+                                json_doc=json_doc)
+        except (typer.Abort, KeyboardInterrupt):
+            return report_error("interrupted", "interrupted", EXIT_INTERRUPTED, json_doc=json_doc)
+        except BrokenPipeError:
+            # The reader went away (memctl ... | head): not an error of ours.
             return broken_pipe_exit()
-        raise
-    except OSError as exc:
-        code, status, message = _classify_os_error(exc)
-        return report_error(code, message, status, json_doc=json_doc)
-    except typer.Exit as exc:  # pragma: no cover - standalone_mode=False returns it
-        return exc.exit_code
-    except Exception as exc:  # noqa: BLE001 - the last line of defence
-        module = type(exc).__module__
-        if module == "sqlite3":
-            text = str(exc)
-            if "locked" in text or "busy" in text:
-                return report_error(StoreBusy.code, f"database busy: {text}", StoreBusy.exit_code,
-                                    json_doc=json_doc)
-            return report_error(StoreCorrupt.code, f"database error: {text}",
-                                StoreCorrupt.exit_code, json_doc=json_doc)
-        if os.environ.get("MEMCTL_DEBUG"):
-            import traceback
+        except SystemExit:
+            # click/typer answer EPIPE with sys.exit(1) after wrapping stdout; that
+            # is the broken pipe too (141), not "validate found problems".
+            if stdout_gone():
+                return broken_pipe_exit()
+            raise
+        except OSError as exc:
+            code, status, message = _classify_os_error(exc)
+            return report_error(code, message, status, json_doc=json_doc)
+        except typer.Exit as exc:  # pragma: no cover - standalone_mode=False returns it
+            return exc.exit_code
+        except Exception as exc:  # noqa: BLE001 - the last line of defence
+            module = type(exc).__module__
+            if module == "sqlite3":
+                text = str(exc)
+                if "locked" in text or "busy" in text:
+                    return report_error(StoreBusy.code, f"database busy: {text}", StoreBusy.exit_code,
+                                        json_doc=json_doc)
+                return report_error(StoreCorrupt.code, f"database error: {text}",
+                                    StoreCorrupt.exit_code, json_doc=json_doc)
+            if os.environ.get("MEMCTL_DEBUG"):
+                import traceback
 
-            traceback.print_exc()
-        return report_error("internal", f"internal error: {type(exc).__name__}: {exc}",
-                            EXIT_INTERNAL, json_doc=json_doc)
+                traceback.print_exc()
+            return report_error("internal", f"internal error: {type(exc).__name__}: {exc}",
+                                EXIT_INTERNAL, json_doc=json_doc)
+    finally:
+        settle_stdout()

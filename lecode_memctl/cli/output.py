@@ -101,12 +101,46 @@ def dumps(obj: Any, *, pretty: bool = False) -> bytes:
 
 def setup_streams() -> None:
     """Any locale works: text the output encoding cannot carry is written as
-    backslash escapes (\\xe9, \\u2192), never a UnicodeEncodeError."""
+    backslash escapes (\\xe9, \\u2192), never a UnicodeEncodeError.  And no
+    output is lost to a short write (:func:`_buffered_stdout`)."""
+    _buffered_stdout()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
         except (AttributeError, ValueError, OSError):
             pass
+
+
+def _buffered_stdout() -> None:
+    """Under ``PYTHONUNBUFFERED=1`` (or ``python -u``) stdout's text layer
+    writes straight to the raw file, which may take fewer bytes than it was
+    given (a signal during a long pipe write; a file size limit or a full disk
+    reached by the last write), and the text layer drops the rest without a
+    word: a truncated output, exit 0.  stdout is then put over a buffered
+    layer, which writes the rest or raises, flushed at each line as ``-u``
+    flushes."""
+    out = sys.stdout
+    raw = getattr(out, "buffer", None)
+    if not isinstance(raw, io.RawIOBase) or not isinstance(out, io.TextIOWrapper):
+        return
+    try:
+        out.flush()
+        try:
+            # a file object of its own on the same descriptor, so that
+            # closing this one never closes the interpreter's
+            raw = io.FileIO(raw.fileno(), "wb", closefd=False)
+        except (OSError, ValueError):
+            pass
+        sys.stdout = io.TextIOWrapper(io.BufferedWriter(raw), encoding=out.encoding,
+                                      errors=out.errors, newline="\n", line_buffering=True)
+        # the text layer replaced stays open (collected, it would close a raw
+        # file shared with the new one)
+        _REPLACED.append(out)
+    except (OSError, ValueError):
+        pass
+
+
+_REPLACED: list[Any] = []
 
 
 def stdout_gone() -> bool:
@@ -128,6 +162,25 @@ def broken_pipe_exit() -> int:
     from lecode_memctl.core.errors import EXIT_BROKEN_PIPE
 
     return EXIT_BROKEN_PIPE
+
+
+def settle_stdout() -> None:
+    """At the end of a command: what stdout still holds is written now.  When
+    stdout cannot take it (a full disk, a file size limit; the error was
+    reported, or is about to be), stdout is pointed at /dev/null, as after a
+    broken pipe, so that the interpreter's last flush does not print a
+    second, Python-shaped, error."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        import os
+
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 1)
+            os.close(devnull)
+        except OSError:
+            pass
 
 
 def stdout_is_tty() -> bool:
@@ -554,8 +607,11 @@ class atomic_output:
         except OSError as exc:
             raise StoreWriteError(f"--output {self.target}: cannot create a temporary file "
                                   f"in {self.target.parent}: {exc.strerror}") from None
-        self.stream = io.TextIOWrapper(io.FileIO(fd, "wb", closefd=True), encoding="utf-8",
-                                       errors="backslashreplace", newline="\n")
+        # (buffered: a raw file may take fewer bytes than it is given, and a
+        # text layer straight over it would drop the rest)
+        self.stream = io.TextIOWrapper(io.BufferedWriter(io.FileIO(fd, "wb", closefd=True)),
+                                       encoding="utf-8", errors="backslashreplace",
+                                       newline="\n")
         self.saved = sys.stdout
         sys.stdout = self.stream
         return self

@@ -153,3 +153,24 @@ def test_grep_does_not_import_the_secret_detectors(tmp_path, store):
     rc, mods, _out = probe(tmp_path, ["--store", str(store), "grep", "make"])
     assert rc in (0, 1)
     assert loaded(mods, ["detect_secrets", "requests"]) == []
+
+
+def test_the_collector_threshold_is_memctls_only_in_its_own_process(monkeypatch):
+    """main() run as the process (the console script: no argv) raises the
+    cyclic collector's first threshold (a collection every few hundred facts
+    found next to nothing); main(ARGS), in another program's process, leaves
+    that program's collector as it was."""
+    import gc
+
+    from lecode_memctl.cli.main import GC_THRESHOLD, main
+
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, *before[1:])
+        assert main(["--version"]) == 0
+        assert gc.get_threshold() == (700, *before[1:])
+        monkeypatch.setattr(sys, "argv", ["memctl", "--version"])
+        assert main() == 0
+        assert gc.get_threshold() == (GC_THRESHOLD, *before[1:])
+    finally:
+        gc.set_threshold(*before)

@@ -2,10 +2,11 @@
 
 Under ``PYTHONUNBUFFERED=1`` (or ``python -u``; many container images set
 it) stdout's byte layer is the raw file itself, so a ``write`` per row was a
-``write(2)`` per row: 100,000 of them for ``facts --all`` of 100,000 facts,
-a third of its time.  ``--format json`` of ``facts`` flushed per row even
-without it.  ``output.Stream`` gathers the pieces and writes 64 KiB at a
-time (at once on a terminal).
+``write(2)`` per row: 100,000 of them for ``facts --all`` of 100,000 facts.
+``--format json`` of ``facts`` flushed per row even without it.  Now
+``setup_streams`` gives such a stdout a 64 KiB buffer, and ``output.Stream``
+writes a listing's rows into stdout's buffer (at once on a terminal),
+without flushing per row.
 """
 
 from __future__ import annotations
@@ -73,24 +74,30 @@ def piped(monkeypatch):
 def test_jsonl_is_written_in_chunks(piped, layer):
     raw = CountingRaw()
     piped(layer(raw))
+    output.setup_streams()
     output.emit_jsonl(iter(ROWS))
     assert bytes(raw.data) == EXPECTED
-    # ~1 MB in 64 KiB chunks: 17 writes, not 3,000
-    assert raw.calls <= len(EXPECTED) // output.STREAM_CHUNK + 2, raw.calls
+    # ~1 MB in 64 KiB chunks under -u (17 writes), in 8 KiB chunks otherwise
+    # (130): not 3,000
+    chunk = output.STREAM_CHUNK if layer is _unbuffered else io.DEFAULT_BUFFER_SIZE
+    assert raw.calls <= len(EXPECTED) // chunk + 2, raw.calls
 
 
 def test_json_array_and_csv_are_written_in_chunks(piped):
     raw = CountingRaw()
     piped(_unbuffered(raw))
+    output.setup_streams()
     output.emit_json_array(iter(ROWS))
     assert orjson.loads(bytes(raw.data)) == ROWS
     assert raw.calls <= len(raw.data) // output.STREAM_CHUNK + 2, raw.calls
     raw2 = CountingRaw()
     piped(_unbuffered(raw2))
+    output.setup_streams()
     output.emit_csv(iter(ROWS), ["type", "n", "text"], "csv")
     lines = bytes(raw2.data).decode().splitlines()
     assert lines[0] == "type,n,text" and len(lines) == len(ROWS) + 1
     assert lines[5] == "x,4,row 4 " + "y" * 300
+    assert sys.stdout.line_buffering     # -u's line flushing is back after the listing
     assert raw2.calls <= len(raw2.data) // output.STREAM_CHUNK + 2, raw2.calls
 
 
@@ -239,3 +246,105 @@ def test_a_file_size_limit_at_the_last_write_is_an_error_not_a_short_output(grep
     assert p.returncode == 7, (fmt, p.returncode, len(written), len(full.stdout))  # write failed
     assert b"Traceback" not in p.stderr and p.stderr.count(b"\n") == 1, p.stderr
     assert full.stdout.startswith(written)
+
+
+# ------------------------------------------------ a second review (of 09007ac)
+
+def _env(unbuffered: str, **extra: str) -> dict[str, str]:
+    import os
+
+    env = dict(os.environ, **extra)
+    env.pop("PYTHONUNBUFFERED", None)
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = unbuffered
+    return env
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/PID/syscall, F_SETPIPE_SZ")
+@pytest.mark.parametrize("unbuffered", ["1", ""], ids=["-u", "buffered"])
+def test_an_interrupt_during_a_blocked_write_leaves_whole_rows(config_dir, tmp_path, unbuffered):
+    """SIGINT while the listing is blocked writing to a slow pipe: the output
+    ends at the end of a row (a 64 KiB chunk written past the buffer, cut
+    by the signal part way, lost its rest: the output ended mid-row)."""
+    import fcntl
+    import os
+    import signal
+    import subprocess
+    import time
+    from pathlib import Path
+
+    if not Path("/proc/self/syscall").exists():
+        pytest.skip("needs /proc/PID/syscall")
+    project = tmp_path / "proj"
+    outkit.build(config_dir, project, facts=600)
+    r, w = os.pipe()
+    fcntl.fcntl(w, getattr(fcntl, "F_SETPIPE_SZ", 1031), 16384)   # fills part way into a chunk
+    p = subprocess.Popen(outkit.memctl_argv("-C", str(project), "facts", "--all",
+                                            "--format", "jsonl"),
+                         stdout=w, stderr=subprocess.DEVNULL, env=_env(unbuffered))
+    os.close(w)
+
+    def blocked_in_write() -> bool:
+        try:
+            fields = Path(f"/proc/{p.pid}/syscall").read_text().split()
+        except OSError:
+            return False
+        return len(fields) > 1 and fields[0] == "1" and int(fields[1], 16) == 1  # write(1, ...)
+
+    try:
+        deadline = time.monotonic() + 60
+        while not blocked_in_write():
+            assert time.monotonic() < deadline, "memctl never blocked writing stdout"
+            time.sleep(0.01)
+        time.sleep(0.1)
+        p.send_signal(signal.SIGINT)
+        with os.fdopen(r, "rb") as f:
+            out = f.read()
+    finally:
+        p.wait(60)
+    assert p.returncode == 130
+    assert out.endswith(b"\n"), f"the output ends mid-row: ...{out[-80:]!r}"
+    for line in out.splitlines():
+        orjson.loads(line)
+
+
+@pytest.mark.parametrize("unbuffered", ["1", ""], ids=["-u", "buffered"])
+@pytest.mark.parametrize("args", [["facts"], ["facts", "--all", "--format", "jsonl"], ["where"],
+                                  ["--version"]])
+def test_a_closed_stdout_is_one_line_and_exit_7(config_dir, tmp_path, unbuffered, args):
+    """memctl ... >&- : Python leaves sys.stdout None; a command that writes to
+    it fails with one line (a traceback, or 'internal error' exit 70, before)."""
+    import os
+    import subprocess
+
+    project = tmp_path / "proj"
+    outkit.build(config_dir, project, facts=5)
+    p = subprocess.run(outkit.memctl_argv("-C", str(project), *args) if args != ["--version"]
+                       else outkit.memctl_argv("--version"),
+                       stderr=subprocess.PIPE, env=_env(unbuffered), timeout=120,
+                       preexec_fn=lambda: os.close(1))
+    assert p.returncode == 7, (p.returncode, p.stderr)
+    assert p.stderr == b"memctl: error: standard output is closed\n", p.stderr
+
+
+@pytest.mark.parametrize("unbuffered", ["1", ""], ids=["-u", "buffered"])
+def test_version_to_a_full_disk_or_a_gone_reader(unbuffered):
+    """--version answers before the command tree, with the same handling of
+    stdout as every command: a full disk is one line and exit 7 (a traceback
+    or 'Exception ignored', exit 120, before), a reader gone a quiet 141."""
+    import os
+    import subprocess
+
+    with open("/dev/full", "wb") as full:
+        p = subprocess.run(outkit.memctl_argv("--version"), stdout=full,
+                           stderr=subprocess.PIPE, env=_env(unbuffered), timeout=120)
+    assert p.returncode == 7, (p.returncode, p.stderr)
+    assert p.stderr == b"memctl: error: No space left on device\n", p.stderr
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        p = subprocess.run(outkit.memctl_argv("--version"), stdout=w, stderr=subprocess.PIPE,
+                           env=_env(unbuffered), timeout=120)
+    finally:
+        os.close(w)
+    assert (p.returncode, p.stderr) == (141, b"")

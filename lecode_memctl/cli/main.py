@@ -59,7 +59,7 @@ def _classify_os_error(exc: OSError) -> tuple[str, int, str]:
     name = exc.filename if exc.filename else ""
     what = f"{name}: " if name else ""
     reason = exc.strerror or str(exc)
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG):
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EBADF):
         return StoreWriteError.code, StoreWriteError.exit_code, f"{what}{reason}"
     if exc.errno in (errno.ENOENT,):
         return NotFound.code, NotFound.exit_code, f"{what}{reason}"
@@ -69,6 +69,49 @@ def _classify_os_error(exc: OSError) -> tuple[str, int, str]:
 # The cyclic garbage collector's first threshold in a memctl process (CPython's
 # default is 700); see main.
 GC_THRESHOLD = 10_000
+
+
+class _ClosedStdout:
+    """``sys.stdout`` of a process started with its stdout closed (``memctl
+    ... >&-``), where Python leaves None: a write to it is a failed write
+    (one line, exit 7), a flush does nothing (nothing is held), and a
+    command that writes nothing to stdout runs as usual."""
+
+    encoding = "utf-8"
+    errors = "strict"
+
+    def write(self, text: str) -> int:
+        import errno
+
+        raise OSError(errno.EBADF, "standard output is closed")
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _write_early(text: str) -> int | None:
+    """``text`` on stdout for the answers given before the command tree is
+    built (``--version``, a TAB); None once written, else the exit status:
+    141 for a reader that went away, one line and the write's status for a
+    failed write (a full disk: 7), as every command."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        from .output import broken_pipe_exit
+
+        return broken_pipe_exit()
+    except OSError as exc:
+        from .output import settle_stdout
+
+        code, status, message = _classify_os_error(exc)
+        report_error(code, message, status, json_doc=False)
+        settle_stdout()
+        return status
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -86,12 +129,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
     args = list(sys.argv[1:] if argv is None else argv)
+    if sys.stdout is None:      # started with stdout closed (memctl ... >&-)
+        sys.stdout = _ClosedStdout()
     if args == ["--version"]:
         # The common cron/health-check call: answer without building the command tree.
         from lecode_memctl import __version__
 
-        sys.stdout.write(f"memctl {__version__}\n")
-        return 0
+        failed = _write_early(f"memctl {__version__}\n")
+        return 0 if failed is None else failed
 
     if os.environ.get("_MEMCTL_COMPLETE"):
         # A TAB on a command name is answered from the generated table, without
@@ -102,13 +147,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if done is not None:
             text, status = done
             if text is not None:
-                try:
-                    sys.stdout.write(text + "\n")
-                    sys.stdout.flush()
-                except BrokenPipeError:
-                    from .output import broken_pipe_exit
-
-                    return broken_pipe_exit()
+                failed = _write_early(text + "\n")
+                if failed is not None:
+                    return failed
             return status
 
     from lecode_memctl.core.errors import MemctlError

@@ -21,6 +21,10 @@ from .state import STATE
 
 LISTING_FORMATS = ("table", "json", "jsonl", "csv", "tsv")
 
+# stdout's buffer under PYTHONUNBUFFERED=1 (setup_streams): what a listing
+# writes at a time in a pipe or a file (Stream)
+STREAM_CHUNK = 1 << 16
+
 # C0 except tab and newline, DEL, C1, and the bidi controls (embeddings,
 # overrides, isolates, marks) that can reorder what a terminal shows.
 # Also the lone surrogates U+DC80..U+DCFF: bytes that are not UTF-8 in a file
@@ -131,8 +135,9 @@ def _buffered_stdout() -> None:
             raw = io.FileIO(raw.fileno(), "wb", closefd=False)
         except (OSError, ValueError):
             pass
-        sys.stdout = io.TextIOWrapper(io.BufferedWriter(raw), encoding=out.encoding,
-                                      errors=out.errors, newline="\n", line_buffering=True)
+        sys.stdout = io.TextIOWrapper(io.BufferedWriter(raw, buffer_size=STREAM_CHUNK),
+                                      encoding=out.encoding, errors=out.errors, newline="\n",
+                                      line_buffering=True)
         # the text layer replaced stays open (collected, it would close a raw
         # file shared with the new one)
         _REPLACED.append(out)
@@ -170,6 +175,8 @@ def settle_stdout() -> None:
     reported, or is about to be), stdout is pointed at /dev/null, as after a
     broken pipe, so that the interpreter's last flush does not print a
     second, Python-shaped, error."""
+    if sys.stdout is None:
+        return      # (closed from the start: fd 1 may now be a file memctl opened)
     try:
         sys.stdout.flush()
     except (OSError, ValueError):
@@ -234,73 +241,81 @@ def emit_jsonl(rows: Iterable[Any]) -> None:
             write(dumps(row) + b"\n")
 
 
-STREAM_CHUNK = 1 << 16
-
-
 class Stream:
     """How a streamed listing writes its pieces.  On a terminal each piece is
-    written at once, so a person sees the rows as they come.  Elsewhere (a
-    pipe, a file) the pieces are gathered and written 64 KiB at a time, after
-    whatever the text layer holds: one system call per chunk, not per row,
-    also when stdout has no buffer of its own (``PYTHONUNBUFFERED=1``, ``-u``,
-    as many container images set it), where every ``write`` was a system
-    call.  ``text=True`` takes ``str`` pieces through the text layer (its
-    encoding and error handler); otherwise the pieces are JSON text, as bytes,
-    for the byte layer, escaped on a terminal as :func:`emit_json` escapes.
+    written and flushed at once, so a person sees the rows as they come.
+    Elsewhere (a pipe, a file) the pieces go into stdout's buffer, which
+    writes a chunk at a time (64 KiB under ``PYTHONUNBUFFERED=1`` or ``-u``,
+    where :func:`setup_streams` gives stdout a buffer of that size; 8 KiB
+    otherwise) and keeps what an interrupted write did not take, for the
+    next flush: a row is never cut.  A text layer that flushes at each line
+    (``-u``) does not during the listing.  ``text=True`` takes ``str``
+    pieces through the text layer (its encoding and error handler);
+    otherwise the pieces are JSON text, as bytes, for the byte layer,
+    escaped on a terminal as :func:`emit_json` escapes.  A raw byte layer
+    (no buffer: only where setup_streams did not run) gets each piece whole
+    (:func:`_write_all`).
 
-    Used as a context manager, the call writes a piece; what is gathered is
-    written when the block ends, also when it ends with an error (the rows
-    before the error are output), but not after a broken pipe."""
+    Used as a context manager, the call writes a piece; stdout is flushed
+    when the block ends, also when it ends with an error or an interrupt
+    (the rows before it are output), but not after a broken pipe."""
 
-    __slots__ = ("_direct", "_text", "_parts", "_size", "_sink", "_flush")
+    __slots__ = ("_direct", "_text", "_out", "_buf", "_relined")
 
     def __init__(self, *, text: bool = False) -> None:
         out = sys.stdout
-        buf = None if text else getattr(out, "buffer", None)
-        self._parts: list[Any] = []
-        self._size = 0
-        self._direct = stdout_is_tty()
+        self._out = out
         self._text = text
-        self._sink: Callable[[Any], Any]
-        self._flush: Callable[[], Any]
+        self._direct = stdout_is_tty()
+        self._buf = None if text else getattr(out, "buffer", None)
+        self._relined = False
+        if self._direct:
+            return
         if text:
-            self._sink, self._flush = out.write, out.flush
-        elif buf is None:  # a stdout without a byte layer
-            self._sink, self._flush = lambda data: out.write(data.decode("utf-8")), out.flush
-        else:
-            out.flush()
-            self._sink, self._flush = lambda data: _write_all(buf, data), buf.flush
+            if getattr(out, "line_buffering", False):
+                try:
+                    out.reconfigure(line_buffering=False)  # type: ignore[union-attr]
+                    self._relined = True
+                except (AttributeError, ValueError, OSError):
+                    pass
+        elif self._buf is not None:
+            out.flush()     # (what the text layer holds comes first)
 
     def __call__(self, piece: Any) -> None:
-        if self._direct:
-            self._sink(piece if self._text else terminal_json(piece))
-            self._flush()
-            return
-        self._parts.append(piece)
-        self._size += len(piece)
-        if self._size >= STREAM_CHUNK:
-            self._write_gathered()
+        if self._text:
+            self._out.write(piece)
+            if self._direct:
+                self._out.flush()
+        elif self._direct:
+            write_bytes(terminal_json(piece))
+        elif self._buf is None:     # a stdout without a byte layer
+            self._out.write(piece.decode("utf-8"))
+        else:
+            _write_all(self._buf, piece)
 
     write = __call__  # a file's name for it (csv.writer writes to one)
 
-    def _write_gathered(self) -> None:
-        parts = self._parts
-        if parts:
-            data = "".join(parts) if self._text else b"".join(parts)
-            parts.clear()
-            self._size = 0
-            self._sink(data)
-
     def close(self) -> None:
-        """Write what is gathered, and flush."""
-        self._write_gathered()
-        self._flush()
+        """Flush stdout; a line-buffered text layer is one again."""
+        try:
+            (self._buf if self._buf is not None else self._out).flush()
+        finally:
+            self._reline()
+
+    def _reline(self) -> None:
+        if self._relined:
+            self._relined = False
+            try:
+                self._out.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+            except (AttributeError, ValueError, OSError):
+                pass
 
     def __enter__(self) -> Stream:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc is not None and isinstance(exc, BrokenPipeError):
+            self._reline()
             return
         self.close()
 

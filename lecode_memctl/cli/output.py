@@ -202,7 +202,7 @@ def write_bytes(data: bytes) -> None:
     buf = getattr(out, "buffer", None)
     out.flush()
     if buf is not None:
-        buf.write(data)
+        _write_all(buf, data)
         buf.flush()
     else:
         out.write(data.decode("utf-8"))
@@ -260,14 +260,18 @@ class Stream:
     when the block ends, also when it ends with an error or an interrupt
     (the rows before it are output), but not after a broken pipe."""
 
-    __slots__ = ("_direct", "_text", "_out", "_buf", "_relined")
+    __slots__ = ("_direct", "_text", "_out", "_buf", "_put", "_relined")
 
     def __init__(self, *, text: bool = False) -> None:
         out = sys.stdout
         self._out = out
         self._text = text
         self._direct = stdout_is_tty()
-        self._buf = None if text else getattr(out, "buffer", None)
+        buf = self._buf = None if text else getattr(out, "buffer", None)
+        # (a buffer takes a piece whole; a raw file may not)
+        self._put: Callable[[bytes], Any] = (
+            buf.write if isinstance(buf, io.BufferedIOBase)
+            else (lambda piece: _write_all(buf, piece)))
         self._relined = False
         if self._direct:
             return
@@ -291,7 +295,7 @@ class Stream:
         elif self._buf is None:     # a stdout without a byte layer
             self._out.write(piece.decode("utf-8"))
         else:
-            _write_all(self._buf, piece)
+            self._put(piece)
 
     write = __call__  # a file's name for it (csv.writer writes to one)
 

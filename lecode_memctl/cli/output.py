@@ -156,6 +156,14 @@ def stdout_gone() -> bool:
 def broken_pipe_exit() -> int:
     """Exit status 141 (128 + SIGPIPE) for a reader that went away; stdout is
     pointed at /dev/null so that the interpreter's last flush stays quiet."""
+    _stdout_to_devnull()
+    from lecode_memctl.core.errors import EXIT_BROKEN_PIPE
+
+    return EXIT_BROKEN_PIPE
+
+
+def _stdout_to_devnull() -> None:
+    """fd 1 onto /dev/null: what stdout still holds goes nowhere, quietly."""
     import os
 
     try:
@@ -164,9 +172,6 @@ def broken_pipe_exit() -> int:
         os.close(devnull)
     except OSError:
         pass
-    from lecode_memctl.core.errors import EXIT_BROKEN_PIPE
-
-    return EXIT_BROKEN_PIPE
 
 
 def settle_stdout() -> None:
@@ -180,14 +185,7 @@ def settle_stdout() -> None:
     try:
         sys.stdout.flush()
     except (OSError, ValueError):
-        import os
-
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, 1)
-            os.close(devnull)
-        except OSError:
-            pass
+        _stdout_to_devnull()
 
 
 def stdout_is_tty() -> bool:

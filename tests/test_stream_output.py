@@ -265,7 +265,8 @@ def _env(unbuffered: str, **extra: str) -> dict[str, str]:
 def test_an_interrupt_during_a_blocked_write_leaves_whole_rows(config_dir, tmp_path, unbuffered):
     """SIGINT while the listing is blocked writing to a slow pipe: the output
     ends at the end of a row (a 64 KiB chunk written past the buffer, cut
-    by the signal part way, lost its rest: the output ended mid-row)."""
+    by the signal part way, lost its rest: the output ended mid-row), then
+    the JSONL error line; stderr says it was interrupted, exit 130."""
     import fcntl
     import os
     import signal
@@ -279,9 +280,10 @@ def test_an_interrupt_during_a_blocked_write_leaves_whole_rows(config_dir, tmp_p
     outkit.build(config_dir, project, facts=600)
     r, w = os.pipe()
     fcntl.fcntl(w, getattr(fcntl, "F_SETPIPE_SZ", 1031), 16384)   # fills part way into a chunk
+    err = open(tmp_path / "stderr", "w+b")  # noqa: SIM115 - closed below
     p = subprocess.Popen(outkit.memctl_argv("-C", str(project), "facts", "--all",
                                             "--format", "jsonl"),
-                         stdout=w, stderr=subprocess.DEVNULL, env=_env(unbuffered))
+                         stdout=w, stderr=err, env=_env(unbuffered))
     os.close(w)
 
     def blocked_in_write() -> bool:
@@ -302,10 +304,16 @@ def test_an_interrupt_during_a_blocked_write_leaves_whole_rows(config_dir, tmp_p
             out = f.read()
     finally:
         p.wait(60)
+    err.seek(0)
+    said = err.read()
+    err.close()
     assert p.returncode == 130
+    assert said == b"memctl: error: interrupted\n", said    # (typer's exit 130 said nothing)
     assert out.endswith(b"\n"), f"the output ends mid-row: ...{out[-80:]!r}"
-    for line in out.splitlines():
-        orjson.loads(line)
+    rows = [orjson.loads(line) for line in out.splitlines()]
+    assert rows[-1] == {"type": "error", "error": {"code": "interrupted", "message": "interrupted",
+                                                   "exit_code": 130}}
+    assert all(r["type"] == "fact" for r in rows[:-1])
 
 
 @pytest.mark.parametrize("unbuffered", ["1", ""], ids=["-u", "buffered"])
@@ -324,7 +332,7 @@ def test_a_closed_stdout_is_one_line_and_exit_7(config_dir, tmp_path, unbuffered
                        stderr=subprocess.PIPE, env=_env(unbuffered), timeout=120,
                        preexec_fn=lambda: os.close(1))
     assert p.returncode == 7, (p.returncode, p.stderr)
-    assert p.stderr == b"memctl: error: standard output is closed\n", p.stderr
+    assert p.stderr == b"memctl: error: standard output: closed\n", p.stderr
 
 
 @pytest.mark.parametrize("unbuffered", ["1", ""], ids=["-u", "buffered"])
@@ -339,7 +347,7 @@ def test_version_to_a_full_disk_or_a_gone_reader(unbuffered):
         p = subprocess.run(outkit.memctl_argv("--version"), stdout=full,
                            stderr=subprocess.PIPE, env=_env(unbuffered), timeout=120)
     assert p.returncode == 7, (p.returncode, p.stderr)
-    assert p.stderr == b"memctl: error: No space left on device\n", p.stderr
+    assert p.stderr == b"memctl: error: standard output: No space left on device\n", p.stderr
     r, w = os.pipe()
     os.close(r)
     try:
@@ -348,3 +356,24 @@ def test_version_to_a_full_disk_or_a_gone_reader(unbuffered):
     finally:
         os.close(w)
     assert (p.returncode, p.stderr) == (141, b"")
+
+
+@pytest.mark.parametrize("unbuffered", ["1", ""], ids=["-u", "buffered"])
+@pytest.mark.parametrize("args", [["facts", "--all", "--format", "jsonl"], ["facts", "--json"],
+                                  ["facts", "--all", "--format", "csv"], ["facts"], ["where"],
+                                  ["facts", "--help"]])
+def test_a_full_stdout_is_named_in_its_one_line(config_dir, tmp_path, unbuffered, args):
+    """A write to stdout that fails says it was stdout's, not a bare 'No space
+    left on device' that reads as the store's disk; exit 7."""
+    import subprocess
+
+    project = tmp_path / "proj"
+    outkit.build(config_dir, project, facts=300)
+    with open("/dev/full", "wb") as full:
+        p = subprocess.run(outkit.memctl_argv("-C", str(project), *args), stdout=full,
+                           stderr=subprocess.PIPE, env=_env(unbuffered), timeout=120)
+    assert p.returncode == 7, (p.returncode, p.stderr)
+    # (the facts table's page hint may come first, on stderr)
+    lines = p.stderr.decode().splitlines()
+    assert lines[-1] == "memctl: error: standard output: No space left on device", p.stderr
+    assert all(line.startswith("memctl: ") for line in lines), p.stderr

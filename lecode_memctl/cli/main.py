@@ -83,7 +83,7 @@ class _ClosedStdout:
     def write(self, text: str) -> int:
         import errno
 
-        raise OSError(errno.EBADF, "standard output is closed")
+        raise OSError(errno.EBADF, "closed", "standard output")
 
     def flush(self) -> None:
         pass
@@ -105,13 +105,22 @@ def _write_early(text: str) -> int | None:
 
         return broken_pipe_exit()
     except OSError as exc:
-        from .output import settle_stdout
+        from .output import settle_stdout, stdout_error
 
+        stdout_error(exc)
         code, status, message = _classify_os_error(exc)
         report_error(code, message, status, json_doc=False)
         settle_stdout()
         return status
     return None
+
+
+def _stdout_flushes() -> bool:
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -184,7 +193,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         try:
             rv = command.main(args=args, prog_name="memctl", standalone_mode=False)
-            sys.stdout.flush()  # a reader that went away shows here, not at interpreter exit
+            try:
+                sys.stdout.flush()  # a reader that went away shows here, not at exit
+            except OSError as exc:
+                from .output import stdout_error
+
+                stdout_error(exc)
+                raise
+            if rv == EXIT_INTERRUPTED:
+                # typer answers a KeyboardInterrupt with Exit(130), without a word
+                return report_error("interrupted", "interrupted", EXIT_INTERRUPTED,
+                                    json_doc=json_doc)
             return rv if isinstance(rv, int) else 0
         except MemctlError as exc:
             msg = exc.message + (f" ({exc.hint})" if exc.hint else "")
@@ -210,6 +229,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return broken_pipe_exit()
             raise
         except OSError as exc:
+            if exc.filename is None and not _stdout_flushes():
+                # (a write of click's or rich's own, such as --help: stdout
+                # still holds what it could not take)
+                from .output import stdout_error
+
+                stdout_error(exc)
             code, status, message = _classify_os_error(exc)
             return report_error(code, message, status, json_doc=json_doc)
         except typer.Exit as exc:  # pragma: no cover - standalone_mode=False returns it

@@ -195,15 +195,30 @@ def stdout_is_tty() -> bool:
         return False
 
 
+STDOUT_NAME = "standard output"
+
+
+def stdout_error(exc: OSError) -> None:
+    """Name stdout in an error writing to it, so that its one line says
+    ``standard output: No space left on device``, not a bare reason that
+    reads as the store's (a broken pipe is no error: it stays as it is)."""
+    if exc.filename is None and not isinstance(exc, BrokenPipeError):
+        exc.filename = STDOUT_NAME
+
+
 def write_bytes(data: bytes) -> None:
     out = sys.stdout
     buf = getattr(out, "buffer", None)
-    out.flush()
-    if buf is not None:
-        _write_all(buf, data)
-        buf.flush()
-    else:
-        out.write(data.decode("utf-8"))
+    try:
+        out.flush()
+        if buf is not None:
+            _write_all(buf, data)
+            buf.flush()
+        else:
+            out.write(data.decode("utf-8"))
+    except OSError as exc:
+        stdout_error(exc)
+        raise
 
 
 def _json_escape_char(m: re.Match[str]) -> str:
@@ -284,16 +299,20 @@ class Stream:
             out.flush()     # (what the text layer holds comes first)
 
     def __call__(self, piece: Any) -> None:
-        if self._text:
-            self._out.write(piece)
-            if self._direct:
-                self._out.flush()
-        elif self._direct:
-            write_bytes(terminal_json(piece))
-        elif self._buf is None:     # a stdout without a byte layer
-            self._out.write(piece.decode("utf-8"))
-        else:
-            self._put(piece)
+        try:
+            if self._text:
+                self._out.write(piece)
+                if self._direct:
+                    self._out.flush()
+            elif self._direct:
+                write_bytes(terminal_json(piece))
+            elif self._buf is None:     # a stdout without a byte layer
+                self._out.write(piece.decode("utf-8"))
+            else:
+                self._put(piece)
+        except OSError as exc:
+            stdout_error(exc)
+            raise
 
     write = __call__  # a file's name for it (csv.writer writes to one)
 
@@ -301,6 +320,9 @@ class Stream:
         """Flush stdout; a line-buffered text layer is one again."""
         try:
             (self._buf if self._buf is not None else self._out).flush()
+        except OSError as exc:
+            stdout_error(exc)
+            raise
         finally:
             self._reline()
 
@@ -338,7 +360,12 @@ def _write_all(buf: Any, data: bytes) -> None:
 def echo(text: str = "", *, err: bool = False) -> None:
     """Print already-safe text (callers escape stored text with :func:`safe`)."""
     stream = sys.stderr if err else sys.stdout
-    stream.write(text + "\n")
+    try:
+        stream.write(text + "\n")
+    except OSError as exc:
+        if not err:
+            stdout_error(exc)
+        raise
 
 
 def echo_untrusted(text: str, *, err: bool = False) -> None:

@@ -260,13 +260,11 @@ def _env(unbuffered: str, **extra: str) -> dict[str, str]:
     return env
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/PID/syscall, F_SETPIPE_SZ")
-@pytest.mark.parametrize("unbuffered", ["1", ""], ids=["-u", "buffered"])
-def test_an_interrupt_during_a_blocked_write_leaves_whole_rows(config_dir, tmp_path, unbuffered):
-    """SIGINT while the listing is blocked writing to a slow pipe: the output
-    ends at the end of a row (a 64 KiB chunk written past the buffer, cut
-    by the signal part way, lost its rest: the output ended mid-row), then
-    the JSONL error line; stderr says it was interrupted, exit 130."""
+def _interrupted_run(config_dir, tmp_path, unbuffered: str, args: list[str],
+                     signals: int = 1) -> tuple[int, bytes, bytes]:
+    """memctl ARGS writing to a slow pipe, interrupted (SIGINT) once it is
+    blocked writing stdout, ``signals`` times 0.3 s apart before the pipe is
+    read: (exit status, stdout, stderr)."""
     import fcntl
     import os
     import signal
@@ -281,8 +279,7 @@ def test_an_interrupt_during_a_blocked_write_leaves_whole_rows(config_dir, tmp_p
     r, w = os.pipe()
     fcntl.fcntl(w, getattr(fcntl, "F_SETPIPE_SZ", 1031), 16384)   # fills part way into a chunk
     err = open(tmp_path / "stderr", "w+b")  # noqa: SIM115 - closed below
-    p = subprocess.Popen(outkit.memctl_argv("-C", str(project), "facts", "--all",
-                                            "--format", "jsonl"),
+    p = subprocess.Popen(outkit.memctl_argv("-C", str(project), *args),
                          stdout=w, stderr=err, env=_env(unbuffered))
     os.close(w)
 
@@ -299,7 +296,11 @@ def test_an_interrupt_during_a_blocked_write_leaves_whole_rows(config_dir, tmp_p
             assert time.monotonic() < deadline, "memctl never blocked writing stdout"
             time.sleep(0.01)
         time.sleep(0.1)
-        p.send_signal(signal.SIGINT)
+        for k in range(signals):
+            if k:
+                time.sleep(0.3)
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
         with os.fdopen(r, "rb") as f:
             out = f.read()
     finally:
@@ -307,13 +308,53 @@ def test_an_interrupt_during_a_blocked_write_leaves_whole_rows(config_dir, tmp_p
     err.seek(0)
     said = err.read()
     err.close()
-    assert p.returncode == 130
+    return p.returncode, out, said
+
+
+INTERRUPTED = {"code": "interrupted", "message": "interrupted", "exit_code": 130}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/PID/syscall, F_SETPIPE_SZ")
+@pytest.mark.parametrize("unbuffered", ["1", ""], ids=["-u", "buffered"])
+def test_an_interrupt_during_a_blocked_write_leaves_whole_rows(config_dir, tmp_path, unbuffered):
+    """SIGINT while the listing is blocked writing to a slow pipe: the output
+    ends at the end of a row (a 64 KiB chunk written past the buffer, cut
+    by the signal part way, lost its rest: the output ended mid-row), then
+    the JSONL error line; stderr says it was interrupted, exit 130."""
+    rc, out, said = _interrupted_run(config_dir, tmp_path, unbuffered,
+                                     ["facts", "--all", "--format", "jsonl"])
+    assert rc == 130
     assert said == b"memctl: error: interrupted\n", said    # (typer's exit 130 said nothing)
     assert out.endswith(b"\n"), f"the output ends mid-row: ...{out[-80:]!r}"
     rows = [orjson.loads(line) for line in out.splitlines()]
-    assert rows[-1] == {"type": "error", "error": {"code": "interrupted", "message": "interrupted",
-                                                   "exit_code": 130}}
+    assert rows[-1] == {"type": "error", "error": INTERRUPTED}
     assert all(r["type"] == "fact" for r in rows[:-1])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/PID/syscall, F_SETPIPE_SZ")
+@pytest.mark.parametrize("unbuffered", ["1", ""], ids=["-u", "buffered"])
+def test_an_interrupted_json_document_ends_as_one_document(config_dir, tmp_path, unbuffered):
+    """facts --json interrupted mid-stream ends its document with the error, as
+    for any error after it started: one valid JSON document (the JSONL error
+    line was glued onto the unfinished document: '...}{"type":"error"...')."""
+    rc, out, said = _interrupted_run(config_dir, tmp_path, unbuffered, ["facts", "--all", "--json"])
+    assert rc == 130
+    assert said == b"memctl: error: interrupted\n", said
+    doc = orjson.loads(out)
+    assert doc["type"] == "facts" and doc["error"] == INTERRUPTED and doc["next_offset"] is None
+    assert doc["facts"] and all(r["type"] == "fact" for r in doc["facts"])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/PID/syscall, F_SETPIPE_SZ")
+@pytest.mark.parametrize("unbuffered", ["1", ""], ids=["-u", "buffered"])
+def test_ctrl_c_again_on_a_stalled_pipe_ends_the_process_quietly(config_dir, tmp_path, unbuffered):
+    """memctl ... | less, Ctrl-C pressed several times while nobody reads: the
+    second ends the process at once (the flushes after the first block), with
+    no traceback (each further KeyboardInterrupt escaped a flush before)."""
+    rc, out, said = _interrupted_run(config_dir, tmp_path, unbuffered,
+                                     ["facts", "--all", "--format", "jsonl"], signals=6)
+    assert rc in (130, -2), rc      # 130 if it was done before the second
+    assert b"Traceback" not in said and b"Exception" not in said, said
 
 
 @pytest.mark.parametrize("unbuffered", ["1", ""], ids=["-u", "buffered"])
@@ -377,3 +418,27 @@ def test_a_full_stdout_is_named_in_its_one_line(config_dir, tmp_path, unbuffered
     lines = p.stderr.decode().splitlines()
     assert lines[-1] == "memctl: error: standard output: No space left on device", p.stderr
     assert all(line.startswith("memctl: ") for line in lines), p.stderr
+
+
+@pytest.mark.parametrize("fmt", [["--json"], ["--format", "jsonl"], []], ids=["json", "jsonl", "human"])
+def test_a_failed_write_to_validate_output_names_the_file_not_stdout(config_dir, tmp_path, fmt):
+    """validate --output FILE under a file size limit: the error names the
+    output file; stdout, untouched, is not named (it was, for the JSON formats)."""
+    import resource
+    import signal
+    import subprocess
+
+    project = tmp_path / "proj"
+    outkit.build(config_dir, project, facts=30)
+
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (10, resource.RLIM_INFINITY))
+
+    target = tmp_path / "report.out"
+    p = subprocess.run(outkit.memctl_argv("-C", str(project), "validate", "--output", str(target),
+                                          *fmt),
+                       capture_output=True, env=_env(""), preexec_fn=limit, timeout=120)
+    assert p.returncode == 7, (p.returncode, p.stderr)
+    assert p.stderr == f"memctl: error: --output {target}: File too large\n".encode(), p.stderr
+    assert not target.exists()

@@ -297,6 +297,22 @@ def facts(
                         write(b"\n]," + dumps(err)[1:] + b"\n")
                         exc.json_reported = True  # type: ignore[attr-defined]
                         raise
+                    except KeyboardInterrupt:
+                        # the same for an interrupt (main says "interrupted" on
+                        # stderr; typer makes it an exit of 130, without the
+                        # exception, so the flag is the invocation's)
+                        from lecode_memctl.core.errors import EXIT_INTERRUPTED
+
+                        from .output import interrupted_once
+                        from .state import STATE
+
+                        interrupted_once()
+                        err = {"next_offset": None, "learning": None,
+                               "error": {"code": "interrupted", "message": "interrupted",
+                                         "exit_code": EXIT_INTERRUPTED}}
+                        write(b"\n]," + dumps(err)[1:] + b"\n")
+                        STATE.error_in_document = True
+                        raise
                     tail = {"next_offset": start + n if more else None,
                             "learning": learning_status(sessions, fs, session)}
                     write(b"\n]," + dumps(tail)[1:] + b"\n")

@@ -23,13 +23,20 @@ from lecode_memctl.core.errors import (
 )
 
 
-def _wants_json(args: Sequence[str]) -> bool:
+def _json_format(args: Sequence[str]) -> str | None:
+    """``json`` or ``jsonl`` when the command line asks for one, else None."""
     for i, a in enumerate(args):
-        if a == "--json" or a in ("--format=json", "--format=jsonl", "-fjson", "-fjsonl"):
-            return True
+        if a == "--json":
+            return "json"
+        if a in ("--format=json", "--format=jsonl", "-fjson", "-fjsonl"):
+            return a.split("=", 1)[-1] if "=" in a else a.removeprefix("-f")
         if a in ("--format", "-f") and i + 1 < len(args) and args[i + 1] in ("json", "jsonl"):
-            return True
-    return False
+            return args[i + 1]
+    return None
+
+
+def _wants_json(args: Sequence[str]) -> bool:
+    return _json_format(args) is not None
 
 
 def report_error(code: str, message: str, exit_code: int, *, json_doc: bool) -> int:
@@ -115,6 +122,18 @@ def _write_early(text: str) -> int | None:
     return None
 
 
+def _interrupted(args: Sequence[str]) -> int:
+    """Ctrl-C: one line on stderr, exit 130, and a next Ctrl-C ends the
+    process at once.  The JSONL error line ends a JSONL stream, after its
+    last whole row; a JSON document is not followed by it (an interrupted
+    ``facts --json`` ends its document with the error itself)."""
+    from .output import interrupted_once
+
+    interrupted_once()
+    return report_error("interrupted", "interrupted", EXIT_INTERRUPTED,
+                        json_doc=_json_format(args) == "jsonl")
+
+
 def _stdout_flushes() -> bool:
     try:
         sys.stdout.flush()
@@ -185,7 +204,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     from typer import _click
 
     state.reset()
-    from .output import broken_pipe_exit, settle_stdout, setup_streams, stdout_gone
+    from .output import (
+        broken_pipe_exit,
+        settle_stdout,
+        setup_streams,
+        sigint_as_before,
+        stdout_gone,
+    )
 
     setup_streams()
     json_doc = _wants_json(args)
@@ -202,8 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise
             if rv == EXIT_INTERRUPTED:
                 # typer answers a KeyboardInterrupt with Exit(130), without a word
-                return report_error("interrupted", "interrupted", EXIT_INTERRUPTED,
-                                    json_doc=json_doc)
+                return _interrupted(args)
             return rv if isinstance(rv, int) else 0
         except MemctlError as exc:
             msg = exc.message + (f" ({exc.hint})" if exc.hint else "")
@@ -218,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return report_error(UsageError.code, exc.format_message(), exc.exit_code,
                                 json_doc=json_doc)
         except (typer.Abort, KeyboardInterrupt):
-            return report_error("interrupted", "interrupted", EXIT_INTERRUPTED, json_doc=json_doc)
+            return _interrupted(args)
         except BrokenPipeError:
             # The reader went away (memctl ... | head): not an error of ours.
             return broken_pipe_exit()
@@ -256,3 +280,4 @@ def main(argv: Sequence[str] | None = None) -> int:
                                 EXIT_INTERNAL, json_doc=json_doc)
     finally:
         settle_stdout()
+        sigint_as_before()

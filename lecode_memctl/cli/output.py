@@ -188,6 +188,34 @@ def settle_stdout() -> None:
         _stdout_to_devnull()
 
 
+_SIGINT_BEFORE: list[Any] = []
+
+
+def interrupted_once() -> None:
+    """After one Ctrl-C, the next ends the process at once: what is left to
+    write (the rows made, the error line) may block on a pipe that nobody
+    reads, and a second KeyboardInterrupt there would end in a traceback.
+    :func:`sigint_as_before` undoes it when main returns."""
+    import signal
+
+    try:
+        before = signal.signal(signal.SIGINT, signal.SIG_DFL)
+    except ValueError:      # (not the main thread)
+        return
+    if not _SIGINT_BEFORE:
+        _SIGINT_BEFORE.append(before)
+
+
+def sigint_as_before() -> None:
+    if _SIGINT_BEFORE:
+        import signal
+
+        try:
+            signal.signal(signal.SIGINT, _SIGINT_BEFORE.pop())
+        except ValueError:
+            pass
+
+
 def stdout_is_tty() -> bool:
     try:
         return sys.stdout.isatty()
@@ -202,8 +230,14 @@ def stdout_error(exc: OSError) -> None:
     """Name stdout in an error writing to it, so that its one line says
     ``standard output: No space left on device``, not a bare reason that
     reads as the store's (a broken pipe is no error: it stays as it is)."""
-    if exc.filename is None and not isinstance(exc, BrokenPipeError):
-        exc.filename = STDOUT_NAME
+    if exc.filename is not None or isinstance(exc, BrokenPipeError):
+        return
+    try:
+        if sys.stdout.fileno() != 1:    # (validate --output's file, say)
+            return
+    except (AttributeError, OSError, ValueError):
+        return
+    exc.filename = STDOUT_NAME
 
 
 def write_bytes(data: bytes) -> None:
@@ -341,6 +375,8 @@ class Stream:
         if exc is not None and isinstance(exc, BrokenPipeError):
             self._reline()
             return
+        if isinstance(exc, KeyboardInterrupt):
+            interrupted_once()
         self.close()
 
 
@@ -686,3 +722,6 @@ class atomic_output:
                     os.unlink(self.tmp)
                 except OSError:
                     pass
+        if isinstance(exc, OSError) and exc.filename is None:
+            # a write of the output itself failed (a full disk, a size limit)
+            raise StoreWriteError(f"--output {self.target}: {exc.strerror or exc}") from None

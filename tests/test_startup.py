@@ -174,3 +174,44 @@ def test_the_collector_threshold_is_memctls_only_in_its_own_process(monkeypatch)
         assert gc.get_threshold() == (GC_THRESHOLD, *before[1:])
     finally:
         gc.set_threshold(*before)
+
+
+FROZEN = r"""
+import gc, json, sys
+from lecode_memctl.cli.main import main
+sys.argv = ["memctl", *json.loads(sys.argv[1])]
+before = gc.get_freeze_count()
+rc = main()
+sys.stdout.flush()
+print(json.dumps({"rc": rc, "before": before, "after": gc.get_freeze_count(),
+                  "threshold": gc.get_threshold()[0]}), file=sys.stderr)
+"""
+
+
+def test_memctls_own_process_freezes_its_imports_and_tree(tmp_path, store):
+    """Run as the process, main() freezes what exists once the command tree
+    is built (the imports, the tree: alive until the exit), so neither a
+    collection during the command nor the interpreter's at its exit walks
+    them; the command's own objects are made after it, and stay collectable."""
+    proc = subprocess.run([sys.executable, "-c", FROZEN,
+                           json.dumps(["--store", str(store), "facts"])],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    doc = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert doc["rc"] == 0, proc.stderr
+    assert doc["before"] == 0
+    assert doc["after"] > 1000         # typer, click and memctl's modules
+    from lecode_memctl.cli.main import GC_THRESHOLD
+
+    assert doc["threshold"] == GC_THRESHOLD
+
+
+def test_main_with_args_freezes_nothing(store):
+    """main(ARGS), in another program's process (the tests), freezes none of
+    that program's objects."""
+    import gc
+
+    from lecode_memctl.cli.main import main
+
+    before = gc.get_freeze_count()
+    assert main(["--store", str(store), "facts"]) == 0
+    assert gc.get_freeze_count() == before

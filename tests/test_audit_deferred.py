@@ -127,23 +127,42 @@ def test_a_database_error_in_the_checks_is_reported_after_their_findings(tmp_pat
 def test_no_pool_is_forked_while_the_checks_run(tmp_path, monkeypatch):
     """The transcripts read by a pool of processes (forked): the checks'
     thread has ended before the fork (a child never inherits a thread
-    inside SQLite)."""
+    inside SQLite), even when the pool was not foreseen when the checks
+    started (a transcript grew in between: worth_a_pool says no, then yes)."""
     release = threading.Event()
     real_rest, real_jobs = audit_facts._db_checks_rest, audit_run.run_jobs
     seen: list[list[threading.Thread]] = []
+    answers = iter([False, True])
 
     def slow(fs, db):
         release.wait(5)
         yield from real_rest(fs, db)
 
     def jobs(it, parallel):
+        assert parallel
         seen.append(checks_threads())
         return real_jobs(it, parallel=False)
 
     monkeypatch.setattr(audit_facts, "_db_checks_rest", slow)
-    monkeypatch.setattr(audit_run, "worth_a_pool", lambda *a: True)
+    monkeypatch.setattr(audit_run, "worth_a_pool", lambda *a: next(answers))
     monkeypatch.setattr(audit_run, "run_jobs", jobs)
     threading.Timer(0.2, release.set).start()
     got = codes(Audit(store_at(damaged(tmp_path)), deep=True).run())
     assert seen == [[]]
     assert got == ["db.foreign_key", "db.foreign_key"] + ["session.corrupt_line"] * 3
+
+
+def test_the_checks_wait_for_nothing_when_a_pool_may_follow(tmp_path, monkeypatch):
+    """When the transcripts may be read by a pool (``Audit.may_fork``), the
+    checks are not left running: integrity_check in a thread, the rest
+    meanwhile in this one, both done before the transcripts (the pool would
+    wait for the thread anyway, alone on its core)."""
+    monkeypatch.setattr(audit_run, "worth_a_pool", lambda *a: True)
+    audit = Audit(store_at(damaged(tmp_path)), deep=True)
+    assert audit.may_fork()
+    got = list(audit_facts.check_db_and_facts(audit))
+    assert audit_facts.PENDING not in got
+    assert codes(got) == ["db.foreign_key", "db.foreign_key"]
+    audit.join_threads()
+    audit._fs.close()
+    assert not Audit(store_at(damaged(tmp_path / "b")), deep=True, parallel=False).may_fork()

@@ -167,7 +167,7 @@ def _check_db(audit: Audit) -> Iterator[Finding | Pending | None]:
                 audit._generation_known = True  # an empty file: generation 0
             return
         # the read-only open is a private copy no writer can move under
-        integrity, rest, in_thread = _start_checks(audit, fs, db)
+        integrity, rest, in_thread = _start_checks(audit, fs, db, defer=not audit.may_fork())
         checks = _db_checks(audit, fs, SCHEMA_VERSION, integrity, rest)
         if in_thread:
             # the facts loaded now, the checks' findings later: the audit
@@ -266,17 +266,25 @@ def _in_thread(audit: Audit, name: str, work: Callable[[], Any]) -> Callable[[],
     return result
 
 
-def _start_checks(audit: Audit, fs: Any, db: Any
+def _start_checks(audit: Audit, fs: Any, db: Any, *, defer: bool
                   ) -> tuple[Callable[[], list[str]], Callable[[], Rest], bool]:
     """``PRAGMA integrity_check``'s messages, and :func:`_db_checks_rest`'s
     findings with the error that stopped them (None), each from a callable,
-    and whether they are computed in a thread.
+    and whether they are still being computed (in a thread) when this
+    returns.
 
-    With a second connection to the snapshot, one thread runs both on it
-    (SQLite checks without Python's lock), and the audit goes on meanwhile:
-    it reads the transcripts (``Audit.run``); one thread, not two, so the
-    checks take one core of two and the transcripts the other.  Without one,
-    the rest is computed now on ``db`` and integrity_check when asked for."""
+    With a second connection to the snapshot (SQLite checks without
+    Python's lock):
+
+    - ``defer``: one thread runs both on it, and the audit goes on
+      meanwhile: it reads the transcripts (``Audit.run``).  One thread, not
+      two, so the checks take one core of two and the transcripts the other.
+    - otherwise (the transcripts may be read by a pool of forked processes,
+      which waits for every thread: ``Audit.may_fork``), integrity_check
+      runs in a thread while the rest is computed now on ``db``.
+
+    Without one, the rest is computed now on ``db`` and integrity_check
+    when asked for."""
     later: list[Later] = []
 
     def rest(conn: Any) -> Rest:
@@ -287,10 +295,14 @@ def _start_checks(audit: Audit, fs: Any, db: Any
         return later, None
 
     sibling = fs.second_reader()
-    if sibling is None:
+    if sibling is None or not defer:
+        def integrity(conn: Any) -> list[str]:
+            return [str(msg) for (msg,) in conn.execute("PRAGMA integrity_check")]
+
+        started = (lambda: integrity(db)) if sibling is None else \
+            _in_thread(audit, "memctl-integrity", lambda: integrity(sibling))
         done = rest(db)
-        return (lambda: [str(msg) for (msg,) in db.execute("PRAGMA integrity_check")],
-                lambda: done, False)
+        return started, (lambda: done), False
 
     def both() -> tuple[list[str], Rest]:
         messages = [str(msg) for (msg,) in sibling.execute("PRAGMA integrity_check")]

@@ -175,6 +175,18 @@ class Audit:
             if g is not None and g is not PENDING:
                 yield g   # type: ignore[misc]
 
+    def may_fork(self) -> bool:
+        """Whether the transcripts may be read by a pool of forked processes:
+        ``worth_a_pool`` over every transcript, cited or not (the references
+        are not read yet; the cited ones are among them, so the pool
+        ``_check_sessions`` decides on later is never wanted when this
+        says no)."""
+        if not self.parallel:
+            return False
+        ids = self.store.session_ids()
+        return worth_a_pool(len(ids), self.deep,
+                            (os.fspath(self.store.sessions_dir / f"{sid}.jsonl") for sid in ids))
+
     def join_threads(self) -> None:
         """Wait for the threads the database checks run in (before a fork,
         and before the database they read is closed)."""
@@ -401,7 +413,9 @@ class Audit:
             len(ids), self.deep, (os.fspath(self.store.sessions_dir / f"{sid}.jsonl")
                                   for sid in ids if sid in self._cited))
         if parallel:
-            self.join_threads()    # no fork while a thread is inside SQLite
+            # no fork while a thread is inside SQLite (may_fork said no, but
+            # a transcript grew meanwhile)
+            self.join_threads()
         results = run_jobs(jobs, parallel=parallel)
         ahead: list[tuple[str, int, int]] = []
         for i, (sid, sc) in enumerate(zip(ids, results, strict=True)):  # one result per job

@@ -103,12 +103,10 @@ def current_generation(path: Path) -> int | None:
         fs.close()
 
 
-def check_db_and_facts(audit: Audit) -> Iterator[Finding | Pending | None]:
+def check_db_and_facts(audit: Audit) -> Iterator[Finding | None]:
     """The database checks, then the store against memctl's mark (see ``core.seen``).
     The mark is read before the database: a forget that lands meanwhile, and
-    records its higher generation, is then not mistaken for a roll-back.
-    :data:`PENDING` among the findings: the facts are loaded and the checks
-    run in threads; what follows it waits for them."""
+    records its higher generation, is then not mistaken for a roll-back."""
     from .. import seen
 
     mark = seen.load(audit.state, audit.store.path) if audit.state is not None else None
@@ -131,7 +129,7 @@ def check_db_and_facts(audit: Audit) -> Iterator[Finding | Pending | None]:
         seen.record(audit.state, audit.store.path, gen, excl)
 
 
-def _check_db(audit: Audit) -> Iterator[Finding | Pending | None]:
+def _check_db(audit: Audit) -> Iterator[Finding | None]:
     import sqlite3
 
     from ..errors import MemctlError, StoreBusy
@@ -166,30 +164,9 @@ def _check_db(audit: Audit) -> Iterator[Finding | Pending | None]:
             else:
                 audit._generation_known = True  # an empty file: generation 0
             return
-        # the read-only open is a private copy no writer can move under
-        integrity, rest, in_thread = _start_checks(audit, fs, db, defer=not audit.may_fork())
-        checks = _db_checks(audit, fs, SCHEMA_VERSION, integrity, rest)
-        if in_thread:
-            # the facts loaded now, the checks' findings later: the audit
-            # reads the transcripts while SQLite checks (Audit.run)
-            try:
-                _load_facts(audit, fs, db)
-            except sqlite3.DatabaseError as exc:
-                load_error: sqlite3.DatabaseError | None = exc
-            else:
-                load_error = None
-                audit._fs, fs = fs, None   # read again for the references and the facts
-                yield PENDING
-            try:
-                yield from checks
-            except sqlite3.DatabaseError as exc:
-                yield audit._f("db.unreadable", f"database error while auditing: {exc}", file=rel)
-            if load_error is not None:
-                yield audit._f("db.unreadable", f"database error while auditing: {load_error}",
-                               file=rel)
-            return
         try:
-            yield from checks
+            # the read-only open is a private copy no writer can move under
+            yield from _db_checks(audit, fs, db, SCHEMA_VERSION, _integrity(fs, db))
             _load_facts(audit, fs, db)
             audit._fs, fs = fs, None   # read again for the references and the facts
         except sqlite3.DatabaseError as exc:
@@ -199,19 +176,19 @@ def _check_db(audit: Audit) -> Iterator[Finding | Pending | None]:
             fs.close()
 
 
-Later = tuple[str, str, dict[str, Any]]
-Rest = tuple[list[Later], Exception | None]
-
-
-def _db_checks(audit: Audit, fs: Any, schema_version: int,
-               integrity: Callable[[], list[str]],
-               rest: Callable[[], Rest]) -> Iterator[Finding | None]:
+def _db_checks(audit: Audit, fs: Any, db: Any, schema_version: int,
+               integrity: Callable[[], list[str]]) -> Iterator[Finding | None]:
     """The database checks in their order: the schema, ``integrity``'s
-    messages, then the rest (:func:`_db_checks_rest`), both started before
-    (:func:`_start_checks`: in a thread when they can be).  A
-    database error stops them where it did."""
+    messages, then the rest (:func:`_db_checks_rest`), which is computed
+    first, while ``integrity_check`` runs on a second connection when there
+    is one (:func:`_integrity`).  A database error stops them where it did."""
     rel = FACTS_DB
-    later, error = rest()
+    later: list[tuple[str, str, dict[str, Any]]] = []
+    error: Exception | None = None
+    try:
+        later.extend(_db_checks_rest(fs, db))
+    except Exception as exc:   # noqa: BLE001 - raised below, after what came before it
+        error = exc
     messages = integrity()
     if fs.needs_migration:
         yield audit._f("db.needs_migration", f"schema version {fs.schema_version}, current is "
@@ -229,87 +206,33 @@ def _later(code: str, message: str, **loc: Any) -> tuple[str, str, dict[str, Any
     return code, message, loc
 
 
-class Pending:
-    """What :func:`check_db_and_facts` yields once the database checks run
-    in threads and the facts are loaded: the audit may go on to the
-    transcripts and come back for the checks' findings (see ``Audit.run``)."""
-
-
-PENDING = Pending()
-
-
-def _in_thread(audit: Audit, name: str, work: Callable[[], Any]) -> Callable[[], Any]:
-    """``work()`` started now in a daemon thread; the callable returned
-    waits for it and returns its value or raises its error.  The thread is
-    kept in ``audit._threads`` (``Audit.join_threads``: waited for before a
-    fork, and before the store closes)."""
+def _integrity(fs: Any, db: Any) -> Callable[[], list[str]]:
+    """``PRAGMA integrity_check``'s messages: started now on a second
+    connection to the snapshot in a thread (SQLite checks without Python's
+    lock while the other checks run), or run on ``db`` when asked for."""
+    sibling = fs.second_reader()
+    if sibling is None:
+        return lambda: [str(msg) for (msg,) in db.execute("PRAGMA integrity_check")]
     import threading
 
     got: dict[str, Any] = {}
 
     def run() -> None:
         try:
-            got["value"] = work()
+            got["messages"] = [str(msg) for (msg,) in sibling.execute("PRAGMA integrity_check")]
         except BaseException as exc:  # noqa: BLE001 - re-raised by the caller
             got["error"] = exc
 
-    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread = threading.Thread(target=run, name="memctl-integrity", daemon=True)
     thread.start()
-    audit._threads.append(thread)
 
-    def result() -> Any:
+    def result() -> list[str]:
         thread.join()
         if "error" in got:
             raise got["error"]
-        return got["value"]
+        return got["messages"]  # type: ignore[no-any-return]
 
     return result
-
-
-def _start_checks(audit: Audit, fs: Any, db: Any, *, defer: bool
-                  ) -> tuple[Callable[[], list[str]], Callable[[], Rest], bool]:
-    """``PRAGMA integrity_check``'s messages, and :func:`_db_checks_rest`'s
-    findings with the error that stopped them (None), each from a callable,
-    and whether they are still being computed (in a thread) when this
-    returns.
-
-    With a second connection to the snapshot (SQLite checks without
-    Python's lock):
-
-    - ``defer``: one thread runs both on it, and the audit goes on
-      meanwhile: it reads the transcripts (``Audit.run``).  One thread, not
-      two, so the checks take one core of two and the transcripts the other.
-    - otherwise (the transcripts may be read by a pool of forked processes,
-      which waits for every thread: ``Audit.may_fork``), integrity_check
-      runs in a thread while the rest is computed now on ``db``.
-
-    Without one, the rest is computed now on ``db`` and integrity_check
-    when asked for."""
-    later: list[Later] = []
-
-    def rest(conn: Any) -> Rest:
-        try:
-            later.extend(_db_checks_rest(fs, conn))
-        except Exception as exc:   # noqa: BLE001 - raised by _db_checks, after what came before it
-            return later, exc
-        return later, None
-
-    sibling = fs.second_reader()
-    if sibling is None or not defer:
-        def integrity(conn: Any) -> list[str]:
-            return [str(msg) for (msg,) in conn.execute("PRAGMA integrity_check")]
-
-        started = (lambda: integrity(db)) if sibling is None else \
-            _in_thread(audit, "memctl-integrity", lambda: integrity(sibling))
-        done = rest(db)
-        return started, (lambda: done), False
-
-    def both() -> tuple[list[str], Rest]:
-        messages = [str(msg) for (msg,) in sibling.execute("PRAGMA integrity_check")]
-        return messages, rest(sibling)
-
-    result = _in_thread(audit, "memctl-db-checks", both)
-    return (lambda: result()[0]), (lambda: result()[1]), True
 
 
 def _db_checks_rest(fs: Any, db: Any) -> Iterator[tuple[str, str, dict[str, Any]]]:

@@ -8,7 +8,7 @@ import os
 import stat
 import time
 from collections import Counter
-from collections.abc import Generator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +28,7 @@ from ..mdnames import is_note_file
 from ..sessions import LOCK_SUFFIX
 from ..sourceref import SourceRef, session_file_id, status_for
 from .codes import CODES, Finding, Progress, Summary
-from .facts import (
-    PENDING,
-    Pending,
-    check_db_and_facts,
-    current_generation,
-    fact_findings,
-    source_groups,
-)
+from .facts import check_db_and_facts, current_generation, fact_findings, source_groups
 from .transcripts import READ_CHUNK, run_jobs, worth_a_pool
 
 # ---------------------------------------------------------------------------
@@ -48,10 +41,6 @@ def _read_all(path: Path) -> bytes:
     finally:
         os.close(fd)
 
-
-#: The transcripts' findings held back, at most, while the database checks
-#: run in threads (``Audit.run``): past it, the audit waits for the checks.
-HELD = 1000
 
 _TMP_RE = lazy_compile(r"^\..+\.tmp-[0-9a-f]+$")
 _DAILY_RE = lazy_compile(r"^\d{4}-\d{2}-\d{2}\.md$")
@@ -101,7 +90,6 @@ class Audit:
         self._generation = 0
         self._exclusion_count = 0
         self._generation_known = False  # True once the database was read, or is absent/empty
-        self._threads: list[Any] = []   # the database checks' (threading.Thread)
 
     # -- plumbing
     def _f(self, code: str, message: str, *, severity: str | None = None, **loc: Any) -> Finding | None:
@@ -128,70 +116,17 @@ class Audit:
         self.summary.started = time.time()
         if self.now is None:
             self.now = time.time()
-        db = self._check_db_and_facts()
         try:
-            for gen in (self._check_config(), self._check_layout(), self._check_markdown()):
+            for gen in (self._check_config(), self._check_layout(), self._check_markdown(),
+                        self._check_db_and_facts(), self._check_sessions()):
                 for f in gen:
                     if f is not None:
                         yield f
-            pending = False
-            for g in db:
-                if g is PENDING:
-                    pending = True
-                    break
-                if g is not None:
-                    yield g   # type: ignore[misc]
-            # The database checks still running (in threads), the transcripts
-            # are read meanwhile: their findings wait (at most HELD of them)
-            # for the checks', which come first, as the checks came first.
-            held: list[Finding] = []
-            for f in self._check_sessions():
-                if f is None:
-                    continue
-                if pending and len(held) < HELD:
-                    held.append(f)
-                    continue
-                if pending:
-                    yield from self._settle(db)
-                    pending = False
-                    yield from held
-                    held = []
-                yield f
-            if pending:
-                yield from self._settle(db)
-            yield from held
         finally:
-            db.close()               # a run stopped early: the checks' threads end first
-            self.join_threads()
             if self._fs is not None:
                 self._fs.close()
                 self._fs = None
         self.summary.finished = time.time()
-
-    @staticmethod
-    def _settle(db: Iterator[Finding | Pending | None]) -> Iterator[Finding]:
-        """The rest of the database checks' findings (waiting for them)."""
-        for g in db:
-            if g is not None and g is not PENDING:
-                yield g   # type: ignore[misc]
-
-    def may_fork(self) -> bool:
-        """Whether the transcripts may be read by a pool of forked processes:
-        ``worth_a_pool`` over every transcript, cited or not (the references
-        are not read yet; the cited ones are among them, so the pool
-        ``_check_sessions`` decides on later is never wanted when this
-        says no)."""
-        if not self.parallel:
-            return False
-        ids = self.store.session_ids()
-        return worth_a_pool(len(ids), self.deep,
-                            (os.fspath(self.store.sessions_dir / f"{sid}.jsonl") for sid in ids))
-
-    def join_threads(self) -> None:
-        """Wait for the threads the database checks run in (before a fork,
-        and before the database they read is closed)."""
-        while self._threads:
-            self._threads.pop().join()
 
     def _refused_store(self) -> Finding | None:
         """``--all-projects``: an entry of ``<config>/memory/`` that is not a
@@ -369,7 +304,7 @@ class Audit:
                               file=rel, offset=exc.start)
 
     # -- database and facts (implemented in _facts_checks below)
-    def _check_db_and_facts(self) -> Generator[Finding | Pending | None, None, None]:
+    def _check_db_and_facts(self) -> Iterator[Finding | None]:
         yield from check_db_and_facts(self)
 
     # -- sessions
@@ -412,10 +347,6 @@ class Audit:
         parallel = self.parallel and worth_a_pool(
             len(ids), self.deep, (os.fspath(self.store.sessions_dir / f"{sid}.jsonl")
                                   for sid in ids if sid in self._cited))
-        if parallel:
-            # no fork while a thread is inside SQLite (may_fork said no, but
-            # a transcript grew meanwhile)
-            self.join_threads()
         results = run_jobs(jobs, parallel=parallel)
         ahead: list[tuple[str, int, int]] = []
         for i, (sid, sc) in enumerate(zip(ids, results, strict=True)):  # one result per job

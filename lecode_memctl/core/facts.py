@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import orjson
 
@@ -387,6 +387,8 @@ def _fetched(cur: sqlite3.Cursor, size: int = 2000) -> Iterator[tuple[Any, ...]]
         yield from rows
 
 
+T = TypeVar("T")
+
 FactGroup = tuple[Any, Any, Any, Any, list[tuple[Any, ...]]]
 """One fact as stored: ``(fact_id, revision, created, updated, revisions)``,
 each revision ``(revision, text, created, session_id, seqs, digest,
@@ -635,7 +637,8 @@ class FactStore(ClosesOnExit):
         self._on_connect = on_connect
         self._conn: sqlite3.Connection | None = None
         self._tmpdir: str | None = None
-        self._siblings: list[sqlite3.Connection] = []   # start_listing's
+        self._siblings: list[sqlite3.Connection] = []   # start_listing's, in_background's
+        self._threads: list[Any] = []                     # in_background's (threading.Thread)
         self._listings: list[FactListing] = []
         self._tables: set[str] = set()
         self._closed = False
@@ -825,6 +828,9 @@ class FactStore(ClosesOnExit):
         for listing in self._listings:
             listing.wait()          # a sort still running on a sibling connection
         self._listings = []
+        for thread in self._threads:
+            thread.join()           # in_background's work, still running on one
+        self._threads = []
         for db in self._siblings:
             with contextlib.suppress(sqlite3.Error):
                 db.close()
@@ -1174,15 +1180,43 @@ class FactStore(ClosesOnExit):
         self._listings.append(listing)
         return listing
 
-    def second_reader(self) -> sqlite3.Connection | None:
-        """Another read connection to the private snapshot of a store opened
-        with :meth:`open_readonly` (for work another thread does meanwhile,
-        such as the audit's ``integrity_check``), closed with the store; None
-        when there is no snapshot or SQLite's temporary directory may be in
-        the store (see :meth:`start_listing`)."""
+    def in_background(self, name: str, work: Callable[[sqlite3.Connection], T]
+                      ) -> Callable[[], T] | None:
+        """``work`` started now, in a thread named ``name``, on another read
+        connection to the private snapshot of a store opened with
+        :meth:`open_readonly` (SQLite works without Python's lock while the
+        caller goes on: the audit's ``integrity_check``); the callable
+        returned waits for it and returns its value or raises its error.
+        None when there is no snapshot or SQLite's temporary directory may be
+        in the store (see :meth:`start_listing`).  :meth:`close` waits for
+        the thread before it closes the connection: an interrupt or an error
+        in the caller meanwhile does not close it under SQLite."""
         if not self.readonly:
-            raise UsageError("second_reader is for a store opened read-only")
-        return self._sibling()
+            raise UsageError("in_background is for a store opened read-only")
+        conn = self._sibling()
+        if conn is None:
+            return None
+        import threading
+
+        got: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                got["value"] = work(conn)
+            except BaseException as exc:  # noqa: BLE001 - re-raised by the caller
+                got["error"] = exc
+
+        thread = threading.Thread(target=run, name=name, daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+        def result() -> T:
+            thread.join()
+            if "error" in got:
+                raise got["error"]
+            return got["value"]  # type: ignore[no-any-return]
+
+        return result
 
     def _sibling(self) -> sqlite3.Connection | None:
         """A second read connection to this store's private snapshot, whose

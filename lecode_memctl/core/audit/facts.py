@@ -208,31 +208,14 @@ def _later(code: str, message: str, **loc: Any) -> tuple[str, str, dict[str, Any
 
 def _integrity(fs: Any, db: Any) -> Callable[[], list[str]]:
     """``PRAGMA integrity_check``'s messages: started now on a second
-    connection to the snapshot in a thread (SQLite checks without Python's
-    lock while the other checks run), or run on ``db`` when asked for."""
-    sibling = fs.second_reader()
-    if sibling is None:
-        return lambda: [str(msg) for (msg,) in db.execute("PRAGMA integrity_check")]
-    import threading
+    connection to the snapshot in a thread (``FactStore.in_background``:
+    SQLite checks without Python's lock while the other checks run), or run
+    on ``db`` when asked for."""
+    def check(conn: Any) -> list[str]:
+        return [str(msg) for (msg,) in conn.execute("PRAGMA integrity_check")]
 
-    got: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            got["messages"] = [str(msg) for (msg,) in sibling.execute("PRAGMA integrity_check")]
-        except BaseException as exc:  # noqa: BLE001 - re-raised by the caller
-            got["error"] = exc
-
-    thread = threading.Thread(target=run, name="memctl-integrity", daemon=True)
-    thread.start()
-
-    def result() -> list[str]:
-        thread.join()
-        if "error" in got:
-            raise got["error"]
-        return got["messages"]  # type: ignore[no-any-return]
-
-    return result
+    started = fs.in_background("memctl-integrity", check)
+    return started if started is not None else (lambda: check(db))
 
 
 def _db_checks_rest(fs: Any, db: Any) -> Iterator[tuple[str, str, dict[str, Any]]]:

@@ -1,0 +1,64 @@
+"""The audit's background work on the facts database (``integrity_check``
+in a thread, on a second connection to the private snapshot) never has its
+connection closed under it: an interrupt or an error in the main thread
+while SQLite works in the thread closes the store only once the thread is
+done (it was a segmentation fault: exit 139)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SCRIPT = textwrap.dedent("""
+    import sys, threading
+    sys.path.insert(0, {root!r})
+    from pathlib import Path
+    from tests.test_audit import build_clean
+    from lecode_memctl.core.audit import Audit, facts as af, run as ar
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.layout import store_at
+
+    path = build_clean(Path({tmp!r}) / "config")
+    started = threading.Event()
+    real_integrity = af._integrity
+
+    def slow_integrity(fs, db):
+        # the thread's SQLite work made long: a recursive query that counts
+        # to {count} on the second connection, then the real check
+        def work(conn):
+            started.set()
+            conn.execute("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 "
+                         "FROM c WHERE x < {count}) SELECT count(*) FROM c").fetchone()
+            return [str(m) for (m,) in conn.execute("PRAGMA integrity_check")]
+        got = fs.in_background("memctl-integrity", work)
+        assert got is not None, "no second reader"
+        return got
+
+    def failing_rest(fs, db):
+        started.wait(5)
+        raise {exc}
+        yield
+
+    af._integrity = slow_integrity
+    af._db_checks_rest = failing_rest
+    try:
+        list(Audit(store_at(path), parallel=False).run())
+    except {exc}:
+        print("raised")
+    print("threads", sorted(t.name for t in threading.enumerate() if t.name.startswith("memctl")))
+""")
+
+
+@pytest.mark.parametrize("exc", ["KeyboardInterrupt", "RuntimeError"])
+def test_the_store_closes_after_its_background_check(tmp_path, exc):
+    proc = subprocess.run([sys.executable, "-c", SCRIPT.format(root=str(ROOT), tmp=str(tmp_path),
+                                                               count=3_000_000, exc=exc)],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert proc.stdout.split("\n")[:2] == ["raised", "threads []"]

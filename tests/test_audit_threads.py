@@ -26,27 +26,32 @@ SCRIPT = textwrap.dedent("""
 
     path = build_clean(Path({tmp!r}) / "config")
     started = threading.Event()
-    real_integrity = af._integrity
+    real_bg = FactStore.in_background
 
-    def slow_integrity(fs, db):
+    def slow_bg(self, name, work):
         # the thread's SQLite work made long: a recursive query that counts
-        # to {count} on the second connection, then the real check
-        def work(conn):
+        # to {count} on the second connection, then the real work
+        def slow(conn):
             started.set()
             conn.execute("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 "
                          "FROM c WHERE x < {count}) SELECT count(*) FROM c").fetchone()
-            return [str(m) for (m,) in conn.execute("PRAGMA integrity_check")]
-        got = fs.in_background("memctl-integrity", work)
+            return work(conn)
+        got = real_bg(self, name, slow)
         assert got is not None, "no second reader"
         return got
 
-    def failing_rest(fs, db):
+    def failing(*a, **k):
         started.wait(5)
         raise {exc}
-        yield
 
-    af._integrity = slow_integrity
-    af._db_checks_rest = failing_rest
+    FactStore.in_background = slow_bg
+    if {deferred}:
+        # the checks in their thread, the main thread loading the facts
+        af._load_facts = failing
+    else:
+        # integrity_check in its thread, the main thread in the other checks
+        af._db_checks_rest = lambda fs, db: failing()
+        Audit.may_fork = lambda self: True
     try:
         list(Audit(store_at(path), parallel=False).run())
     except {exc}:
@@ -55,10 +60,11 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.parametrize("deferred", [True, False])
 @pytest.mark.parametrize("exc", ["KeyboardInterrupt", "RuntimeError"])
-def test_the_store_closes_after_its_background_check(tmp_path, exc):
-    proc = subprocess.run([sys.executable, "-c", SCRIPT.format(root=str(ROOT), tmp=str(tmp_path),
-                                                               count=3_000_000, exc=exc)],
-                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+def test_the_store_closes_after_its_background_check(tmp_path, exc, deferred):
+    proc = subprocess.run([sys.executable, "-c", SCRIPT.format(
+        root=str(ROOT), tmp=str(tmp_path), count=3_000_000, exc=exc, deferred=deferred)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
     assert proc.stdout.split("\n")[:2] == ["raised", "threads []"]

@@ -828,9 +828,7 @@ class FactStore(ClosesOnExit):
         for listing in self._listings:
             listing.wait()          # a sort still running on a sibling connection
         self._listings = []
-        for thread in self._threads:
-            thread.join()           # in_background's work, still running on one
-        self._threads = []
+        self.wait_background()      # in_background's work, still running on one
         for db in self._siblings:
             with contextlib.suppress(sqlite3.Error):
                 db.close()
@@ -1217,6 +1215,12 @@ class FactStore(ClosesOnExit):
             return got["value"]  # type: ignore[no-any-return]
 
         return result
+
+    def wait_background(self) -> None:
+        """Until the work :meth:`in_background` started is done (before a
+        fork: no child inherits a thread inside SQLite)."""
+        while self._threads:
+            self._threads.pop().join()
 
     def _sibling(self) -> sqlite3.Connection | None:
         """A second read connection to this store's private snapshot, whose

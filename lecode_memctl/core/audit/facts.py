@@ -103,10 +103,23 @@ def current_generation(path: Path) -> int | None:
         fs.close()
 
 
-def check_db_and_facts(audit: Audit) -> Iterator[Finding | None]:
+class Pending:
+    """What :func:`check_db_and_facts` yields once the facts are loaded and
+    the database checks run in a thread: the audit may read the transcripts
+    meanwhile and come back for the rest (``Audit.run``)."""
+
+
+PENDING = Pending()
+
+
+def check_db_and_facts(audit: Audit) -> Iterator[Finding | Pending | None]:
     """The database checks, then the store against memctl's mark (see ``core.seen``).
     The mark is read before the database: a forget that lands meanwhile, and
-    records its higher generation, is then not mistaken for a roll-back."""
+    records its higher generation, is then not mistaken for a roll-back.
+    :data:`PENDING` among what it yields: the facts are loaded and the
+    checks run in a thread; what follows waits for them.  Should they fail,
+    ``audit._redo`` says that the transcripts must be read again without
+    the facts, as the audit reads them when the checks fail first."""
     from .. import seen
 
     mark = seen.load(audit.state, audit.store.path) if audit.state is not None else None
@@ -129,7 +142,7 @@ def check_db_and_facts(audit: Audit) -> Iterator[Finding | None]:
         seen.record(audit.state, audit.store.path, gen, excl)
 
 
-def _check_db(audit: Audit) -> Iterator[Finding | None]:
+def _check_db(audit: Audit) -> Iterator[Finding | Pending | None]:
     import sqlite3
 
     from ..errors import MemctlError, StoreBusy
@@ -164,9 +177,31 @@ def _check_db(audit: Audit) -> Iterator[Finding | None]:
             else:
                 audit._generation_known = True  # an empty file: generation 0
             return
+        # the read-only open is a private copy no writer can move under
+        integrity, rest, in_thread = _start_checks(fs, db, defer=not audit.may_fork())
+        checks = _db_checks(audit, fs, SCHEMA_VERSION, integrity, rest)
+        if in_thread:
+            # The facts loaded first, the transcripts read while SQLite checks
+            # (Audit.run), the checks' findings afterwards; the audit's state
+            # as without the thread should the load or the checks fail.
+            before = _loaded(audit)
+            try:
+                _load_facts(audit, fs, db)
+            except sqlite3.DatabaseError:
+                _reload(audit, before)   # the checks first, then the load, below
+            else:
+                audit._fs, fs = fs, None
+                yield PENDING
+                try:
+                    yield from checks
+                except sqlite3.DatabaseError as exc:
+                    _reload(audit, before)
+                    audit._redo = True
+                    yield audit._f("db.unreadable", f"database error while auditing: {exc}",
+                                   file=rel)
+                return
         try:
-            # the read-only open is a private copy no writer can move under
-            yield from _db_checks(audit, fs, db, SCHEMA_VERSION, _integrity(fs, db))
+            yield from checks
             _load_facts(audit, fs, db)
             audit._fs, fs = fs, None   # read again for the references and the facts
         except sqlite3.DatabaseError as exc:
@@ -176,19 +211,17 @@ def _check_db(audit: Audit) -> Iterator[Finding | None]:
             fs.close()
 
 
-def _db_checks(audit: Audit, fs: Any, db: Any, schema_version: int,
-               integrity: Callable[[], list[str]]) -> Iterator[Finding | None]:
+Later = tuple[str, str, dict[str, Any]]
+Rest = tuple[list[Later], Exception | None]
+
+
+def _db_checks(audit: Audit, fs: Any, schema_version: int, integrity: Callable[[], list[str]],
+               rest: Callable[[], Rest]) -> Iterator[Finding | None]:
     """The database checks in their order: the schema, ``integrity``'s
-    messages, then the rest (:func:`_db_checks_rest`), which is computed
-    first, while ``integrity_check`` runs on a second connection when there
-    is one (:func:`_integrity`).  A database error stops them where it did."""
+    messages, then the rest (:func:`_db_checks_rest`), both started before
+    (:func:`_start_checks`).  A database error stops them where it did."""
     rel = FACTS_DB
-    later: list[tuple[str, str, dict[str, Any]]] = []
-    error: Exception | None = None
-    try:
-        later.extend(_db_checks_rest(fs, db))
-    except Exception as exc:   # noqa: BLE001 - raised below, after what came before it
-        error = exc
+    later, error = rest()
     messages = integrity()
     if fs.needs_migration:
         yield audit._f("db.needs_migration", f"schema version {fs.schema_version}, current is "
@@ -206,16 +239,56 @@ def _later(code: str, message: str, **loc: Any) -> tuple[str, str, dict[str, Any
     return code, message, loc
 
 
-def _integrity(fs: Any, db: Any) -> Callable[[], list[str]]:
-    """``PRAGMA integrity_check``'s messages: started now on a second
-    connection to the snapshot in a thread (``FactStore.in_background``:
-    SQLite checks without Python's lock while the other checks run), or run
-    on ``db`` when asked for."""
-    def check(conn: Any) -> list[str]:
+def _start_checks(fs: Any, db: Any, *, defer: bool
+                  ) -> tuple[Callable[[], list[str]], Callable[[], Rest], bool]:
+    """``PRAGMA integrity_check``'s messages, and :func:`_db_checks_rest`'s
+    findings with the error that stopped them (None), each from a callable,
+    and whether they are still being computed when this returns.
+
+    With a second connection to the snapshot (``FactStore.in_background``:
+    SQLite checks without Python's lock, and the store waits for it before
+    it closes):
+
+    - ``defer``: one thread runs both, and the audit goes on meanwhile (it
+      reads the transcripts: ``Audit.run``).  One thread, not two, so the
+      checks take one core of two and the transcripts the other.
+    - otherwise (a pool of forked processes may read the transcripts, and a
+      fork waits for every thread: ``Audit.may_fork``), integrity_check
+      runs in a thread while the rest is computed now, on ``db``.
+
+    Without one, the rest is computed now on ``db``, integrity_check when
+    asked for."""
+    later: list[Later] = []
+
+    def integrity(conn: Any) -> list[str]:
         return [str(msg) for (msg,) in conn.execute("PRAGMA integrity_check")]
 
-    started = fs.in_background("memctl-integrity", check)
-    return started if started is not None else (lambda: check(db))
+    def rest(conn: Any) -> Rest:
+        try:
+            later.extend(_db_checks_rest(fs, conn))
+        except Exception as exc:   # noqa: BLE001 - raised by _db_checks, after what came before it
+            return later, exc
+        return later, None
+
+    if defer:
+        both = fs.in_background("memctl-db-checks", lambda conn: (integrity(conn), rest(conn)))
+        if both is not None:
+            return (lambda: both()[0]), (lambda: both()[1]), True
+    started = fs.in_background("memctl-integrity", integrity)
+    done = rest(db)
+    return (started if started is not None else (lambda: integrity(db))), (lambda: done), False
+
+
+def _loaded(audit: Audit) -> tuple[Any, ...]:
+    """What :func:`_load_facts` sets, as it is."""
+    return (audit._generation, audit._generation_known, audit._cited, audit._exclusion_count,
+            audit._excluded)
+
+
+def _reload(audit: Audit, values: tuple[Any, ...]) -> None:
+    """Put back what :func:`_loaded` read (the facts not loaded after all)."""
+    (audit._generation, audit._generation_known, audit._cited, audit._exclusion_count,
+     audit._excluded) = values
 
 
 def _db_checks_rest(fs: Any, db: Any) -> Iterator[tuple[str, str, dict[str, Any]]]:

@@ -4,11 +4,12 @@ layout, Markdown here; the database and facts in ``facts``; transcripts in
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,14 @@ from ..mdnames import is_note_file
 from ..sessions import LOCK_SUFFIX
 from ..sourceref import SourceRef, session_file_id, status_for
 from .codes import CODES, Finding, Progress, Summary
-from .facts import check_db_and_facts, current_generation, fact_findings, source_groups
+from .facts import (
+    PENDING,
+    Pending,
+    check_db_and_facts,
+    current_generation,
+    fact_findings,
+    source_groups,
+)
 from .transcripts import READ_CHUNK, run_jobs, worth_a_pool
 
 # ---------------------------------------------------------------------------
@@ -41,6 +49,10 @@ def _read_all(path: Path) -> bytes:
     finally:
         os.close(fd)
 
+
+#: The transcripts' findings held, at most, while the database checks run
+#: in a thread (``Audit._beside``): past it, the audit waits for the checks.
+HELD = 1000
 
 _TMP_RE = lazy_compile(r"^\..+\.tmp-[0-9a-f]+$")
 _DAILY_RE = lazy_compile(r"^\d{4}-\d{2}-\d{2}\.md$")
@@ -90,18 +102,27 @@ class Audit:
         self._generation = 0
         self._exclusion_count = 0
         self._generation_known = False  # True once the database was read, or is absent/empty
+        self._db_pending = False        # the checks run in a thread, their findings not yet given
+        self._redo = False              # they failed: the transcripts are read again, without facts
 
     # -- plumbing
     def _f(self, code: str, message: str, *, severity: str | None = None, **loc: Any) -> Finding | None:
         info = CODES[code]
         f = Finding(code, severity or info.severity, message, self.store.slug, **loc)
         if code in self.ignore:
-            self.summary.ignored += 1
+            self._count(None)
             return None
-        self.summary.by_severity[f.severity] += 1
-        self.summary.by_code[code] += 1
-        self.summary.by_code_severity.setdefault(code, Counter())[f.severity] += 1
+        self._count(f)
         return f
+
+    def _count(self, f: Finding | None) -> None:
+        """``f`` counted in the summary (None: a finding ignored)."""
+        if f is None:
+            self.summary.ignored += 1
+            return
+        self.summary.by_severity[f.severity] += 1
+        self.summary.by_code[f.code] += 1
+        self.summary.by_code_severity.setdefault(f.code, Counter())[f.severity] += 1
 
     def run(self) -> Iterator[Finding]:
         if self.listed:
@@ -116,17 +137,100 @@ class Audit:
         self.summary.started = time.time()
         if self.now is None:
             self.now = time.time()
+        db = self._check_db_and_facts()
+        pending = False
         try:
-            for gen in (self._check_config(), self._check_layout(), self._check_markdown(),
-                        self._check_db_and_facts(), self._check_sessions()):
+            for gen in (self._check_config(), self._check_layout(), self._check_markdown()):
                 for f in gen:
                     if f is not None:
                         yield f
+            for g in db:
+                if g is PENDING:
+                    pending = True
+                    break
+                if g is not None:
+                    yield g  # type: ignore[misc]
+            if pending:
+                yield from self._beside(db)
+            else:
+                for f in self._check_sessions():
+                    if f is not None:
+                        yield f
         finally:
+            if self._db_pending:
+                # stopped while the checks ran: their end (the state mark is
+                # recorded, as it is before the transcripts without the thread)
+                self._db_pending = False
+                with contextlib.suppress(Exception):
+                    for _ in db:
+                        pass
+            db.close()
+            if self._fs is not None:
+                self._fs.close()    # (waits for the checks' thread)
+                self._fs = None
+        self.summary.finished = time.time()
+
+    def _beside(self, db: Generator[Finding | Pending | None, None, None]) -> Iterator[Finding]:
+        """The transcripts read while the database checks run in a thread
+        (``check_db_and_facts`` said PENDING).  Nothing of theirs is given
+        before the checks' findings, which come first as without the thread:
+        their findings are held (until HELD of them, then the audit waits).
+        Should the checks fail (``_redo``), what was read is dropped, the
+        summary is as before the transcripts, and they are read again
+        without the facts, as the audit reads them when the checks fail."""
+        import copy
+        import sqlite3
+
+        before = copy.deepcopy(self.summary)
+        self._db_pending = True
+        sessions = self._check_sessions()
+        held: list[Finding] = []
+        error: sqlite3.DatabaseError | None = None
+        try:
+            for f in sessions:
+                if f is not None:
+                    held.append(f)
+                    if len(held) >= HELD:
+                        break
+        except sqlite3.DatabaseError as exc:   # a damaged page the checks may explain
+            error = exc
+        # the checks' findings (waiting for them), counted afterwards in the
+        # summary the audit goes on with: as before the transcripts should
+        # the checks fail, else as the transcripts left it
+        read, self.summary = self.summary, copy.deepcopy(before)
+        found = [g for g in db if not isinstance(g, Pending)]
+        self._db_pending = False
+        self.summary = copy.deepcopy(before) if self._redo else read
+        for f in found:
+            self._count(f)
+        yield from (f for f in found if f is not None)
+        if self._redo:
+            sessions.close()
+            self._statuses = {}
             if self._fs is not None:
                 self._fs.close()
                 self._fs = None
-        self.summary.finished = time.time()
+            for f in self._check_sessions():
+                if f is not None:
+                    yield f
+            return
+        if error is not None:
+            raise error
+        yield from held
+        for f in sessions:
+            if f is not None:
+                yield f
+
+    def may_fork(self) -> bool:
+        """Whether the transcripts may be read by a pool of forked processes:
+        ``worth_a_pool`` over every transcript, cited or not (the references
+        are not read yet; the cited ones, which decide the pool in
+        ``_check_sessions``, are among them)."""
+        if not self.parallel:
+            return False
+        ids = self.store.session_ids()
+        return worth_a_pool(len(ids), self.deep,
+                            (os.fspath(self.store.sessions_dir / f"{sid}.jsonl") for sid in ids))
 
     def _refused_store(self) -> Finding | None:
         """``--all-projects``: an entry of ``<config>/memory/`` that is not a
@@ -304,7 +408,7 @@ class Audit:
                               file=rel, offset=exc.start)
 
     # -- database and facts (implemented in _facts_checks below)
-    def _check_db_and_facts(self) -> Iterator[Finding | None]:
+    def _check_db_and_facts(self) -> Generator[Finding | Pending | None, None, None]:
         yield from check_db_and_facts(self)
 
     # -- sessions
@@ -334,7 +438,7 @@ class Audit:
         for ref in refs:
             self._statuses[(ref, "durable")] = status_for("session_missing", f"no session {sid}")
 
-    def _check_sessions(self) -> Iterator[Finding | None]:
+    def _check_sessions(self) -> Generator[Finding | None, None, None]:
         """One job per transcript, each reading its file at most once (see _session_job);
         with ``deep`` and several sessions, or many large referenced transcripts,
         the jobs run in parallel processes (``run_jobs``)."""
@@ -347,6 +451,10 @@ class Audit:
         parallel = self.parallel and worth_a_pool(
             len(ids), self.deep, (os.fspath(self.store.sessions_dir / f"{sid}.jsonl")
                                   for sid in ids if sid in self._cited))
+        if parallel and self._fs is not None:
+            # no fork while a thread is inside SQLite (may_fork said no pool,
+            # but a transcript grew meanwhile)
+            self._fs.wait_background()
         results = run_jobs(jobs, parallel=parallel)
         ahead: list[tuple[str, int, int]] = []
         for i, (sid, sc) in enumerate(zip(ids, results, strict=True)):  # one result per job

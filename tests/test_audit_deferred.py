@@ -1,0 +1,222 @@
+"""The database checks run in a thread while the audit reads the transcripts
+(``Audit.run``, ``audit.facts._start_checks``), and the audit is the same as
+with the checks done first: the same findings in the same order, the same
+summary, the same state mark, on clean and damaged databases alike (an
+error inside the checks makes the audit read the transcripts again, as it
+reads them without the facts); a run stopped early waits for the thread and
+still records what it read; no pool is forked while the thread runs."""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from lecode_memctl.core import seen
+from lecode_memctl.core.audit import Audit, facts as audit_facts, run as audit_run
+from lecode_memctl.core.layout import store_at
+
+from .conftest import tree_hash
+from .test_audit import build_clean
+
+DAMAGE = ["clean", "dangling", "source_refs_root", "exclusions_root", "index_root",
+          "facts_root", "revisions_root", "provenance_root", "meta_root"]
+
+
+def _overwrite_root(db_path: Path, name: str) -> None:
+    """The root page of table or index ``name`` overwritten with bytes that
+    are no b-tree page (the database stays openable: page 1 is intact)."""
+    con = sqlite3.connect(db_path)
+    (page_size,) = con.execute("PRAGMA page_size").fetchone()
+    (root,) = con.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (name,)).fetchone()
+    con.close()
+    assert root > 1
+    with open(db_path, "r+b") as fh:
+        fh.seek((root - 1) * page_size)
+        fh.write(bytes([0x0D, 0xFF, 0xFF]) + b"\xa5" * (page_size - 3))
+
+
+def damaged(tmp_path: Path, kind: str, corrupt_lines: int = 3) -> Path:
+    """A clean store (two sessions, two facts, an exclusion) with ``kind`` of
+    damage to its database and ``corrupt_lines`` corrupt transcript lines
+    (a session finding each, found by --deep)."""
+    path = build_clean(tmp_path / "config")
+    db_path = path / "facts.sqlite3"
+    db = sqlite3.connect(db_path)
+    db.execute("INSERT INTO exclusions (session_id, seq, generation) VALUES ('s1', 2, 0)")
+    if kind == "dangling":
+        (fid,) = db.execute("SELECT fact_id FROM facts ORDER BY fact_id LIMIT 1").fetchone()
+        sid, seqs, digest = db.execute("SELECT session_id, seqs, digest FROM source_refs").fetchone()
+        for rev in (7, 8):
+            db.execute("INSERT INTO source_refs VALUES (?, ?, ?, ?, ?)", (fid, rev, sid, seqs, digest))
+    db.commit()
+    db.close()
+    if kind.endswith("_root"):
+        name = kind[:-len("_root")]
+        _overwrite_root(db_path, "source_refs_session" if name == "index" else name)
+    with open(path / "sessions" / "s1.jsonl", "ab") as fh:
+        fh.write(b"{not json\n" * corrupt_lines)
+    return path
+
+
+def outcome(path: Path, state: Path, *, deferred: bool, monkeypatch, tmp: Path) -> dict:
+    """What an audit of ``path`` gives: its findings in order, its summary
+    (times left out), the mark it records, or the error it ends with."""
+    with monkeypatch.context() as m:
+        m.setattr(Audit, "may_fork", lambda self: not deferred)
+        pending = []
+        real = audit_facts.check_db_and_facts
+
+        def spy(audit):
+            for f in real(audit):
+                if f is audit_facts.PENDING:
+                    pending.append(True)
+                yield f
+
+        m.setattr(audit_run, "check_db_and_facts", spy)
+        audit = Audit(store_at(path), parallel=False, deep=True, state=state, record_state=True,
+                      ignore=frozenset({"session.seq_gap"}))
+        try:
+            found = [(f.code, f.severity, re.sub(r"stores/[0-9a-f]+\.json", "stores/MARK.json",
+                                                 f.message.replace(os.fspath(tmp), "TMP")),
+                      f.location()) for f in audit.run()]
+        except Exception as exc:  # noqa: BLE001 - compared as data
+            found = [("raised", type(exc).__name__, str(exc), "")]
+    summary = audit.summary.to_json()
+    for k in ("started", "finished", "duration_seconds", "store"):
+        summary.pop(k, None)
+    mark = seen.load(state, path)
+    return {"found": found, "summary": summary, "pending": bool(pending),
+            "mark": None if mark is None else (mark.generation, mark.exclusions)}
+
+
+@pytest.mark.parametrize("kind", DAMAGE)
+@pytest.mark.parametrize("prior_mark", [False, True])
+def test_the_same_audit_with_the_checks_beside_the_transcripts(tmp_path, monkeypatch, kind,
+                                                               prior_mark):
+    """Deferred (the checks in a thread) and in order (the checks first),
+    on the same store: the same findings, summary and mark.  With a prior
+    mark of more exclusions than the database holds, db.rolled_back is
+    reported (or not) alike."""
+    got = {}
+    for deferred in (True, False):
+        path = damaged(tmp_path / ("d" if deferred else "s"), kind)
+        state = tmp_path / ("d" if deferred else "s") / "state"
+        if prior_mark:
+            seen.record(state, path, 0, 5)
+        before = tree_hash(path)
+        got[deferred] = outcome(path, state, deferred=deferred, monkeypatch=monkeypatch,
+                                tmp=tmp_path / ("d" if deferred else "s"))
+        assert tree_hash(path) == before
+    assert got[False]["pending"] is False
+    if kind == "clean":
+        assert got[True]["pending"] is True     # the thread was used
+    assert got[True]["found"] == [tuple(x) for x in got[False]["found"]]
+    assert got[True]["summary"] == got[False]["summary"]
+    assert got[True]["mark"] == got[False]["mark"]
+    assert [t for t in threading.enumerate() if t.name.startswith("memctl-")] == []
+
+
+@pytest.mark.parametrize("held", [0, 1, 2, 1000])
+def test_database_findings_come_before_the_transcripts(tmp_path, monkeypatch, held):
+    """Every db.* finding, then the transcripts', whether the transcripts'
+    findings were held back (up to HELD) or the audit had to wait."""
+    monkeypatch.setattr(audit_run, "HELD", held)
+    path = damaged(tmp_path, "dangling")
+    found = [f.code for f in Audit(store_at(path), parallel=False, deep=True).run()]
+    assert found == ["db.foreign_key", "db.foreign_key"] + ["session.corrupt_line"] * 3
+
+
+class Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("when", ["first_job", "facts"])
+def test_a_run_stopped_during_the_transcripts_waits_and_records(tmp_path, monkeypatch, when):
+    """An error (or Ctrl-C) while the transcripts are read and the checks
+    still run: the thread is waited for before its connection closes, no
+    thread is left, and the state mark is recorded, as the audit records it
+    before it reads the transcripts."""
+    release = threading.Event()
+    real_rest = audit_facts._db_checks_rest
+
+    def slow(fs, db):
+        release.wait(5)
+        yield from real_rest(fs, db)
+
+    def fail(*a, **k):
+        threading.Timer(0.2, release.set).start()
+        raise Stop
+
+    monkeypatch.setattr(audit_facts, "_db_checks_rest", slow)
+    if when == "first_job":
+        monkeypatch.setattr(audit_run, "run_jobs", fail)
+    else:
+        monkeypatch.setattr(audit_run, "fact_findings", fail)
+    path = damaged(tmp_path, "clean", corrupt_lines=0)
+    state = tmp_path / "state"
+    audit = Audit(store_at(path), parallel=False, deep=True, state=state, record_state=True)
+    with pytest.raises(Stop):
+        list(audit.run())
+    assert [t for t in threading.enumerate() if t.name.startswith("memctl-")] == []
+    assert audit._fs is None
+    mark = seen.load(state, path)
+    assert mark is not None and mark.exclusions == 1
+
+
+def test_no_pool_is_forked_while_the_checks_run(tmp_path, monkeypatch):
+    """The transcripts read by a pool of processes (forked): the checks'
+    thread has ended before the fork, even when the pool was not foreseen
+    when the checks started (a transcript grew in between: worth_a_pool says
+    no, then yes)."""
+    release = threading.Event()
+    real_rest, real_jobs = audit_facts._db_checks_rest, audit_run.run_jobs
+    seen_threads: list[list[str]] = []
+    answers = iter([False, True])
+
+    def slow(fs, db):
+        release.wait(5)
+        yield from real_rest(fs, db)
+
+    def jobs(it, parallel):
+        assert parallel
+        seen_threads.append([t.name for t in threading.enumerate() if t.name.startswith("memctl-")])
+        return real_jobs(it, parallel=False)
+
+    monkeypatch.setattr(audit_facts, "_db_checks_rest", slow)
+    monkeypatch.setattr(audit_run, "worth_a_pool", lambda *a: next(answers))
+    monkeypatch.setattr(audit_run, "run_jobs", jobs)
+    threading.Timer(0.2, release.set).start()
+    found = [f.code for f in Audit(store_at(damaged(tmp_path, "dangling")), deep=True).run()]
+    assert seen_threads == [[]]
+    assert found == ["db.foreign_key", "db.foreign_key"] + ["session.corrupt_line"] * 3
+
+
+def test_the_checks_come_first_when_a_pool_may_follow(tmp_path, monkeypatch):
+    """When the transcripts may be read by a pool (``Audit.may_fork``), the
+    checks are done before the transcripts (the pool would wait for the
+    thread anyway); without a pool allowed, may_fork says no."""
+    monkeypatch.setattr(audit_run, "worth_a_pool", lambda *a: True)
+    path = damaged(tmp_path, "dangling")
+    audit = Audit(store_at(path), deep=True)
+    assert audit.may_fork()
+    found = list(audit_facts.check_db_and_facts(audit))
+    assert audit_facts.PENDING not in found
+    assert [f.code for f in found] == ["db.foreign_key", "db.foreign_key"]
+    audit._fs.close()
+    assert not Audit(store_at(path), deep=True, parallel=False).may_fork()
+
+
+def test_the_cli_exit_status_is_the_audits(tmp_path, monkeypatch):
+    """`memctl validate` of a store whose source_refs page is damaged: the
+    findings and exit status 1, not an error (the transcripts read again
+    without the facts, as the audit reads them when the checks fail)."""
+    from .conftest import run_cli
+
+    path = damaged(tmp_path, "source_refs_root")
+    r = run_cli("--store", os.fspath(path), "--no-state", "validate", "-q")
+    assert r.exit_code == 1, r.output

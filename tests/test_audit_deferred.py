@@ -220,3 +220,37 @@ def test_the_cli_exit_status_is_the_audits(tmp_path, monkeypatch):
     path = damaged(tmp_path, "source_refs_root")
     r = run_cli("--store", os.fspath(path), "--no-state", "validate", "-q")
     assert r.exit_code == 1, r.output
+
+
+@pytest.mark.parametrize("error", ["StoreCorrupt", "DatabaseError"])
+def test_an_error_reading_the_facts_after_failed_checks_is_not_the_audits(tmp_path, monkeypatch,
+                                                                          error):
+    """The checks fail (a database error) and the facts, read while they
+    ran, fail too: the audit is the one of checks that fail first (the
+    facts never read), not an error."""
+    from lecode_memctl.core.errors import StoreCorrupt
+    from lecode_memctl.core.facts import FactStore
+
+    def failing_rest(fs, db):
+        yield ("db.foreign_key", "row 1 of x references a missing row of y", {"table": "x"})
+        raise sqlite3.DatabaseError("database disk image is malformed")
+
+    def failing_groups(self, *a, **k):
+        if error == "StoreCorrupt":
+            raise StoreCorrupt("facts database: database disk image is malformed")
+        raise sqlite3.DatabaseError("database disk image is malformed")
+
+    monkeypatch.setattr(audit_facts, "_db_checks_rest", failing_rest)
+    monkeypatch.setattr(FactStore, "iter_fact_groups", failing_groups)
+    got = {}
+    for deferred in (True, False):
+        path = damaged(tmp_path / ("d" if deferred else "s"), "clean")
+        got[deferred] = outcome(path, tmp_path / ("d" if deferred else "s") / "state",
+                                deferred=deferred, monkeypatch=monkeypatch,
+                                tmp=tmp_path / ("d" if deferred else "s"))
+    assert got[True]["pending"]
+    assert [f[0] for f in got[True]["found"]] == ["db.foreign_key", "db.unreadable"] + \
+        ["session.corrupt_line"] * 3
+    assert got[True]["found"] == got[False]["found"]
+    assert got[True]["summary"] == got[False]["summary"]
+    assert got[True]["mark"] == got[False]["mark"] is None

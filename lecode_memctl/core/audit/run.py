@@ -179,20 +179,21 @@ class Audit:
         summary is as before the transcripts, and they are read again
         without the facts, as the audit reads them when the checks fail."""
         import copy
-        import sqlite3
 
         before = copy.deepcopy(self.summary)
         self._db_pending = True
         sessions = self._check_sessions()
         held: list[Finding] = []
-        error: sqlite3.DatabaseError | None = None
+        error: Exception | None = None
         try:
             for f in sessions:
                 if f is not None:
                     held.append(f)
                     if len(held) >= HELD:
                         break
-        except sqlite3.DatabaseError as exc:   # a damaged page the checks may explain
+        except Exception as exc:  # noqa: BLE001 - raised below, unless the checks failed
+            # (a damaged page read with the facts, which the audit does not
+            # read when its checks fail: then the transcripts are read again)
             error = exc
         # the checks' findings (waiting for them), counted afterwards in the
         # summary the audit goes on with: as before the transcripts should

@@ -24,7 +24,7 @@ from .conftest import tree_hash
 from .test_audit import build_clean
 
 DAMAGE = ["clean", "dangling", "source_refs_root", "exclusions_root", "index_root",
-          "facts_root", "revisions_root", "provenance_root", "meta_root"]
+          "facts_root", "revisions_root", "provenance_root", "meta_root", "overflow"]
 
 
 def _overwrite_root(db_path: Path, name: str) -> None:
@@ -53,8 +53,20 @@ def damaged(tmp_path: Path, kind: str, corrupt_lines: int = 3) -> Path:
         sid, seqs, digest = db.execute("SELECT session_id, seqs, digest FROM source_refs").fetchone()
         for rev in (7, 8):
             db.execute("INSERT INTO source_refs VALUES (?, ?, ?, ?, ?)", (fid, rev, sid, seqs, digest))
+    if kind == "overflow":   # a text on overflow pages, one of their links broken
+        (fid,) = db.execute("SELECT fact_id FROM revisions ORDER BY fact_id LIMIT 1").fetchone()
+        db.execute("UPDATE revisions SET text = ? WHERE fact_id = ?", ("Q" * 20000, fid))
     db.commit()
     db.close()
+    if kind == "overflow":
+        # integrity_check reports it (a finding; the checks succeed), and
+        # reading the facts fails later: the transcripts' findings come first
+        (page_size,) = sqlite3.connect(db_path).execute("PRAGMA page_size").fetchone()
+        data = bytearray(db_path.read_bytes())
+        pages = [i for i in range(len(data) // page_size)
+                 if data[i * page_size + 4:i * page_size + 104] == b"Q" * 100]
+        data[pages[1] * page_size:pages[1] * page_size + 4] = (999999).to_bytes(4, "big")
+        db_path.write_bytes(bytes(data))
     if kind.endswith("_root"):
         name = kind[:-len("_root")]
         _overwrite_root(db_path, "source_refs_session" if name == "index" else name)
@@ -63,7 +75,8 @@ def damaged(tmp_path: Path, kind: str, corrupt_lines: int = 3) -> Path:
     return path
 
 
-def outcome(path: Path, state: Path, *, deferred: bool, monkeypatch, tmp: Path) -> dict:
+def outcome(path: Path, state: Path, *, deferred: bool, monkeypatch, tmp: Path,
+            take: int | None = None) -> dict:
     """What an audit of ``path`` gives: its findings in order, its summary
     (times left out), the mark it records, or the error it ends with."""
     with monkeypatch.context() as m:
@@ -80,12 +93,19 @@ def outcome(path: Path, state: Path, *, deferred: bool, monkeypatch, tmp: Path) 
         m.setattr(audit_run, "check_db_and_facts", spy)
         audit = Audit(store_at(path), parallel=False, deep=True, state=state, record_state=True,
                       ignore=frozenset({"session.seq_gap"}))
+        found: list[tuple[str, ...]] = []
+        gen = audit.run()
         try:
-            found = [(f.code, f.severity, re.sub(r"stores/[0-9a-f]+\.json", "stores/MARK.json",
-                                                 f.message.replace(os.fspath(tmp), "TMP")),
-                      f.location()) for f in audit.run()]
-        except Exception as exc:  # noqa: BLE001 - compared as data
-            found = [("raised", type(exc).__name__, str(exc), "")]
+            for f in gen:   # one at a time: what a streaming reader gets before an error
+                message = f.message.replace(os.fspath(tmp), "TMP")
+                message = re.sub(r"stores/[0-9a-f]+\.json", "stores/MARK.json", message)
+                message = re.sub(r"\(by [0-9 :-]+ UTC\)", "(by TIME)", message)  # the prior mark's
+                found.append((f.code, f.severity, message, f.location()))
+                if take is not None and len(found) == take:
+                    gen.close()     # a reader that stops (memctl ... | head)
+                    break
+        except BaseException as exc:  # noqa: BLE001 - compared as data
+            found.append(("raised", type(exc).__name__, str(exc), ""))
     summary = audit.summary.to_json()
     for k in ("started", "finished", "duration_seconds", "store"):
         summary.pop(k, None)
@@ -254,3 +274,48 @@ def test_an_error_reading_the_facts_after_failed_checks_is_not_the_audits(tmp_pa
     assert got[True]["found"] == got[False]["found"]
     assert got[True]["summary"] == got[False]["summary"]
     assert got[True]["mark"] == got[False]["mark"] is None
+
+
+@pytest.mark.parametrize("kind", ["clean", "dangling", "source_refs_root"])
+@pytest.mark.parametrize("take", [1, 2, 3])
+def test_a_reader_that_stops_gets_what_it_got_before(tmp_path, monkeypatch, kind, take):
+    """A reader that stops after ``take`` findings (memctl ... | head): the
+    same findings, summary and state mark as with the checks first (the
+    mark is recorded after the checks' last finding is given)."""
+    got = {}
+    for deferred in (True, False):
+        path = damaged(tmp_path / ("d" if deferred else "s"), kind)
+        state = tmp_path / ("d" if deferred else "s") / "state"
+        got[deferred] = outcome(path, state, deferred=deferred, monkeypatch=monkeypatch,
+                                tmp=tmp_path / ("d" if deferred else "s"), take=take)
+    assert got[True]["found"] == got[False]["found"]
+    assert len(got[True]["found"]) == take
+    assert got[True]["mark"] == got[False]["mark"]
+    if take <= sum(1 for f in got[False]["found"] if f[0].startswith("db.")):
+        assert got[True]["summary"] == got[False]["summary"]
+
+
+@pytest.mark.parametrize("kind", ["dangling", "source_refs_root"])
+@pytest.mark.parametrize("exc", [KeyboardInterrupt, RuntimeError])
+def test_an_interrupt_while_the_transcripts_are_read(tmp_path, monkeypatch, kind, exc):
+    """Ctrl-C (or an error) while the transcripts are read: what a reader
+    got before it is what it gets with the checks first (their findings),
+    and the mark is the same."""
+    def fail(*a, **k):
+        raise exc("stop")
+
+    monkeypatch.setattr(audit_run, "run_jobs", fail)
+    got = {}
+    for deferred in (True, False):
+        path = damaged(tmp_path / ("d" if deferred else "s"), kind)
+        state = tmp_path / ("d" if deferred else "s") / "state"
+        got[deferred] = outcome(path, state, deferred=deferred, monkeypatch=monkeypatch,
+                                tmp=tmp_path / ("d" if deferred else "s"))
+    assert got[True]["found"] == got[False]["found"]
+    assert got[True]["found"][-1][:2] == ("raised", exc.__name__)
+    assert got[True]["mark"] == got[False]["mark"]
+    if exc is RuntimeError or kind == "dangling":
+        # (after an interrupt and failed checks, the transcripts are not
+        # read again: the summary, which an interrupted run does not print,
+        # has not counted them)
+        assert got[True]["summary"] == got[False]["summary"]

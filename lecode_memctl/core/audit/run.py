@@ -4,7 +4,6 @@ layout, Markdown here; the database and facts in ``facts``; transcripts in
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 import time
@@ -69,6 +68,16 @@ def _is_temp(name: str) -> bool:
 # ---------------------------------------------------------------------------
 # The audit
 
+def _count(summary: Summary, f: Finding | None) -> None:
+    """``f`` counted in ``summary`` (None: a finding ignored)."""
+    if f is None:
+        summary.ignored += 1
+        return
+    summary.by_severity[f.severity] += 1
+    summary.by_code[f.code] += 1
+    summary.by_code_severity.setdefault(f.code, Counter())[f.severity] += 1
+
+
 class Audit:
     """One store's audit.  Iterate :meth:`run` for findings as they are found;
     :attr:`summary` holds the counts afterwards.  Changes nothing."""
@@ -102,7 +111,6 @@ class Audit:
         self._generation = 0
         self._exclusion_count = 0
         self._generation_known = False  # True once the database was read, or is absent/empty
-        self._db_pending = False        # the checks run in a thread, their findings not yet given
         self._redo = False              # they failed: the transcripts are read again, without facts
 
     # -- plumbing
@@ -110,19 +118,10 @@ class Audit:
         info = CODES[code]
         f = Finding(code, severity or info.severity, message, self.store.slug, **loc)
         if code in self.ignore:
-            self._count(None)
+            _count(self.summary, None)
             return None
-        self._count(f)
+        _count(self.summary, f)
         return f
-
-    def _count(self, f: Finding | None) -> None:
-        """``f`` counted in the summary (None: a finding ignored)."""
-        if f is None:
-            self.summary.ignored += 1
-            return
-        self.summary.by_severity[f.severity] += 1
-        self.summary.by_code[f.code] += 1
-        self.summary.by_code_severity.setdefault(f.code, Counter())[f.severity] += 1
 
     def run(self) -> Iterator[Finding]:
         if self.listed:
@@ -157,13 +156,6 @@ class Audit:
                     if f is not None:
                         yield f
         finally:
-            if self._db_pending:
-                # stopped while the checks ran: their end (the state mark is
-                # recorded, as it is before the transcripts without the thread)
-                self._db_pending = False
-                with contextlib.suppress(Exception):
-                    for _ in db:
-                        pass
             db.close()
             if self._fs is not None:
                 self._fs.close()    # (waits for the checks' thread)
@@ -172,52 +164,62 @@ class Audit:
 
     def _beside(self, db: Generator[Finding | Pending | None, None, None]) -> Iterator[Finding]:
         """The transcripts read while the database checks run in a thread
-        (``check_db_and_facts`` said PENDING).  Nothing of theirs is given
-        before the checks' findings, which come first as without the thread:
-        their findings are held (until HELD of them, then the audit waits).
-        Should the checks fail (``_redo``), what was read is dropped, the
-        summary is as before the transcripts, and they are read again
-        without the facts, as the audit reads them when the checks fail."""
+        (``check_db_and_facts`` said PENDING), given as without the thread:
+
+        - Nothing of the transcripts is given before the checks' findings,
+          which come first: their findings are held (until HELD of them,
+          then the audit waits for the checks), and counted apart.
+        - The checks' findings are then given one at a time, each counted as
+          it is given (a reader that stops takes no more, and the state
+          mark, recorded after the last, is not recorded).
+        - Should the checks fail (``_redo``), what the transcripts gave is
+          dropped and they are read again without the facts, as the audit
+          reads them when its checks fail first (the ``progress`` callback
+          then sees the transcripts twice).
+        - An error or an interrupt while the transcripts are read waits for
+          the checks, whose findings come first, then what was held, then
+          the error; should the checks have failed, an error is dropped with
+          the rest (the transcripts read again), an interrupt ends the run.
+          (What is held is counted when it is read.)"""
         import copy
 
-        before = copy.deepcopy(self.summary)
-        self._db_pending = True
+        main = self.summary
+        self.summary = read = copy.deepcopy(main)   # the transcripts' counts, apart
         sessions = self._check_sessions()
         held: list[Finding] = []
-        error: Exception | None = None
+        error: BaseException | None = None
         try:
             for f in sessions:
                 if f is not None:
                     held.append(f)
                     if len(held) >= HELD:
                         break
-        except Exception as exc:  # noqa: BLE001 - raised below, unless the checks failed
-            # (a damaged page read with the facts, which the audit does not
-            # read when its checks fail: then the transcripts are read again)
+        except BaseException as exc:  # noqa: BLE001 - raised below, after the checks' findings
             error = exc
-        # the checks' findings (waiting for them), counted afterwards in the
-        # summary the audit goes on with: as before the transcripts should
-        # the checks fail, else as the transcripts left it
-        read, self.summary = self.summary, copy.deepcopy(before)
-        found = [g for g in db if not isinstance(g, Pending)]
-        self._db_pending = False
-        self.summary = copy.deepcopy(before) if self._redo else read
-        for f in found:
-            self._count(f)
-        yield from (f for f in found if f is not None)
+        finally:
+            self.summary = main
+        for g in db:        # waits for the checks; each counted in main by _f
+            if isinstance(g, Pending):
+                continue
+            _count(read, g)
+            if g is not None:
+                yield g
         if self._redo:
             sessions.close()
             self._statuses = {}
             if self._fs is not None:
                 self._fs.close()
                 self._fs = None
+            if error is not None and not isinstance(error, Exception):
+                raise error     # an interrupt: nothing more
             for f in self._check_sessions():
                 if f is not None:
                     yield f
             return
+        self.summary = read
+        yield from held
         if error is not None:
             raise error
-        yield from held
         for f in sessions:
             if f is not None:
                 yield f

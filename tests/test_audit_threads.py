@@ -68,3 +68,52 @@ def test_the_store_closes_after_its_background_check(tmp_path, exc, deferred):
         capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
     assert proc.stdout.split("\n")[:2] == ["raised", "threads []"]
+
+
+SIGINT_SCRIPT = textwrap.dedent("""
+    import os, signal, sys, time
+    sys.path.insert(0, {root!r})
+    from pathlib import Path
+    from tests.test_audit import build_clean
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.cli.main import main
+
+    path = build_clean(Path({tmp!r}) / "config")
+    real = FactStore.in_background
+
+    def slow(conn):   # the thread 2 s inside SQLite, in short steps
+        t = time.time()
+        while time.time() - t < 2:
+            conn.execute("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c "
+                         "WHERE x < 20000) SELECT count(*) FROM c").fetchone()
+
+    FactStore.in_background = lambda self, name, work: real(
+        self, name, lambda conn: (slow(conn), work(conn))[1])
+    sent = []
+
+    def alarm(*a):   # {times} Ctrl-C, 0.5 s apart
+        sent.append(1)
+        if len(sent) < {times}:
+            signal.setitimer(signal.ITIMER_REAL, 0.5)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, {at})
+    sys.exit(main(["--store", str(path), "--no-state", "validate", "--format", "jsonl"]))
+""")
+
+
+@pytest.mark.parametrize("at, times", [(0.5, 1), (1.2, 1), (0.3, 2)])
+def test_ctrl_c_while_the_checks_run_waits_for_them(tmp_path, at, times):
+    """Ctrl-C (once, or twice) while the database checks run in their
+    thread: memctl waits for SQLite to leave the connection, then says it
+    was interrupted (exit 130).  It was a segmentation fault (exit 139): in
+    CPython 3.11 an interrupted Thread.join can leave the thread taken for
+    finished, and the store closed the connection under it; a second
+    Ctrl-C during the store's own wait did the same."""
+    proc = subprocess.run([sys.executable, "-c", SIGINT_SCRIPT.format(
+        root=str(ROOT), tmp=str(tmp_path), at=at, times=times)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 130, (proc.returncode, proc.stderr[-2000:])
+    assert "interrupted" in proc.stderr
+    assert not list(Path(tmp_path).glob("config/memory/*/facts.sqlite3-*"))

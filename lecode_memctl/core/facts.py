@@ -489,6 +489,52 @@ def _sqlite_tempdir_outside(store_dir: Path) -> bool:
     return False
 
 
+class Background:
+    """Work done by a daemon thread on a connection of its own (a listing's
+    sorts, ``FactStore.in_background``), and its end, which :meth:`wait`
+    waits for even through Ctrl-C: the connection must not be closed while
+    SQLite is inside it (that is a segmentation fault).  Not ``Thread.join``
+    alone: in CPython 3.11 a join interrupted by Ctrl-C can leave the
+    thread taken for finished (bpo-45274), and the next join returns at
+    once."""
+
+    def __init__(self, name: str, work: Callable[[], Any]) -> None:
+        import threading
+
+        self.value: Any = None
+        self.error: BaseException | None = None
+        self._done = threading.Event()
+
+        def run() -> None:
+            try:
+                self.value = work()
+            except BaseException as exc:  # noqa: BLE001 - the caller's to raise
+                self.error = exc
+            finally:
+                self._done.set()
+
+        threading.Thread(target=run, name=name, daemon=True).start()
+
+    def wait(self) -> None:
+        """Until the work is done; a Ctrl-C meanwhile is raised once it is."""
+        interrupted: BaseException | None = None
+        while True:
+            try:
+                self._done.wait()
+                break
+            except KeyboardInterrupt as exc:
+                interrupted = exc
+        if interrupted is not None:
+            raise interrupted
+
+    def result(self) -> Any:
+        """The work's value, once done; its error raised."""
+        self.wait()
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
 class FactListing:
     """The rows of a listing being read (:meth:`FactStore.start_listing`):
     ``groups()`` yields each fact's stored values (:data:`FactGroup`) in id
@@ -502,25 +548,19 @@ class FactListing:
         # unwritable temporary directory): same rows, no temporary file
         self.fallback: Callable[[], Iterator[tuple[Any, ...]]] | None = None
         self._cursors: list[sqlite3.Cursor] = []
-        self._thread: Any = None
+        self._thread: Background | None = None
         self._error: BaseException | None = None
 
     def start(self, db: sqlite3.Connection, queries: list[str]) -> None:
-        import threading
-
-        def run() -> None:
-            try:
-                self._cursors = [db.execute(q) for q in queries]  # the sorts run here
-            except BaseException as exc:  # noqa: BLE001 - re-raised by groups()
-                self._error = exc
-
-        self._thread = threading.Thread(target=run, name="memctl-listing", daemon=True)
-        self._thread.start()
+        self._thread = Background("memctl-listing",
+                                  lambda: [db.execute(q) for q in queries])  # the sorts run here
 
     def wait(self) -> None:
         """Until the sorts started by :meth:`start` are done."""
         if self._thread is not None:
-            self._thread.join()
+            self._thread.wait()
+            self._cursors = self._thread.value or []
+            self._error = self._thread.error
 
     def groups(self, *, bare: bool = False) -> Iterator[FactGroup]:
         """The groups; a fact without revisions raises StoreCorrupt, or with
@@ -638,7 +678,7 @@ class FactStore(ClosesOnExit):
         self._conn: sqlite3.Connection | None = None
         self._tmpdir: str | None = None
         self._siblings: list[sqlite3.Connection] = []   # start_listing's, in_background's
-        self._threads: list[Any] = []                     # in_background's (threading.Thread)
+        self._threads: list[Background] = []              # in_background's
         self._listings: list[FactListing] = []
         self._tables: set[str] = set()
         self._closed = False
@@ -825,10 +865,18 @@ class FactStore(ClosesOnExit):
     def close(self) -> None:
         """Close the connection (and remove a private snapshot).  Idempotent."""
         self._closed = True
-        for listing in self._listings:
-            listing.wait()          # a sort still running on a sibling connection
+        # a sort, or in_background's work, still running on a sibling
+        # connection is waited for; a Ctrl-C meanwhile is raised once the
+        # store is closed (its snapshot removed)
+        interrupted: BaseException | None = None
+        for wait in [*(listing.wait for listing in self._listings),
+                     *(job.wait for job in self._threads)]:
+            try:
+                wait()
+            except KeyboardInterrupt as exc:
+                interrupted = exc
         self._listings = []
-        self.wait_background()      # in_background's work, still running on one
+        self._threads = []
         for db in self._siblings:
             with contextlib.suppress(sqlite3.Error):
                 db.close()
@@ -842,6 +890,8 @@ class FactStore(ClosesOnExit):
         if self._tmpdir is not None:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None
+        if interrupted is not None:
+            raise interrupted
 
 
     @property
@@ -1194,33 +1244,17 @@ class FactStore(ClosesOnExit):
         conn = self._sibling()
         if conn is None:
             return None
-        import threading
-
-        got: dict[str, Any] = {}
-
-        def run() -> None:
-            try:
-                got["value"] = work(conn)
-            except BaseException as exc:  # noqa: BLE001 - re-raised by the caller
-                got["error"] = exc
-
-        thread = threading.Thread(target=run, name=name, daemon=True)
-        self._threads.append(thread)
-        thread.start()
-
-        def result() -> T:
-            thread.join()
-            if "error" in got:
-                raise got["error"]
-            return got["value"]  # type: ignore[no-any-return]
-
-        return result
+        job = Background(name, lambda: work(conn))
+        self._threads.append(job)
+        return job.result
 
     def wait_background(self) -> None:
         """Until the work :meth:`in_background` started is done (before a
-        fork: no child inherits a thread inside SQLite)."""
-        while self._threads:
-            self._threads.pop().join()
+        fork: no child inherits a thread inside SQLite), through Ctrl-C
+        (:meth:`Background.wait`)."""
+        for job in self._threads:
+            job.wait()
+        self._threads = []
 
     def _sibling(self) -> sqlite3.Connection | None:
         """A second read connection to this store's private snapshot, whose

@@ -78,6 +78,21 @@ def _count(summary: Summary, f: Finding | None) -> None:
     summary.by_code_severity.setdefault(f.code, Counter())[f.severity] += 1
 
 
+def _uncount(summary: Summary, f: Finding) -> None:
+    """``f`` taken out of ``summary`` again (:func:`_count`), with no code
+    or severity left at zero that was not there."""
+    for counter, key in ((summary.by_severity, f.severity), (summary.by_code, f.code)):
+        counter[key] -= 1
+        if not counter[key]:
+            del counter[key]
+    per = summary.by_code_severity[f.code]
+    per[f.severity] -= 1
+    if not per[f.severity]:
+        del per[f.severity]
+    if not per:
+        del summary.by_code_severity[f.code]
+
+
 class Audit:
     """One store's audit.  Iterate :meth:`run` for findings as they are found;
     :attr:`summary` holds the counts afterwards.  Changes nothing."""
@@ -123,7 +138,7 @@ class Audit:
         _count(self.summary, f)
         return f
 
-    def run(self) -> Iterator[Finding]:
+    def run(self) -> Generator[Finding, None, None]:
         if self.listed:
             refused = self._refused_store()
             if refused is not None:
@@ -180,7 +195,7 @@ class Audit:
           the checks, whose findings come first, then what was held, then
           the error; should the checks have failed, an error is dropped with
           the rest (the transcripts read again), an interrupt ends the run.
-          (What is held is counted when it is read.)"""
+          (What is held is counted as it is given.)"""
         import copy
 
         main = self.summary
@@ -217,7 +232,11 @@ class Audit:
                     yield f
             return
         self.summary = read
-        yield from held
+        for f in held:      # counted when given, as the transcripts' findings are
+            _uncount(read, f)
+        for f in held:
+            _count(read, f)
+            yield f
         if error is not None:
             raise error
         for f in sessions:

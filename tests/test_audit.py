@@ -835,3 +835,29 @@ def test_revision_checks_filtered_by_sqlite_find_what_the_loop_found(seed):
                            f"{n} revision(s) numbered {lo}..{hi}; expected 1..{cur} without gaps",
                            {"fact_id": row_text(fid), "revision": cur}))
     assert expect and got == expect
+
+
+@pytest.mark.parametrize("table", ["forgotten", "exclusions"])
+@pytest.mark.parametrize("value", ["zzz", b"\x00", 2.5, -1])
+def test_a_generation_that_is_no_integer_is_a_finding(tmp_path, table, value):
+    """A generation of a forget's retry marker or of an exclusion stored as
+    text, a BLOB, a real or a negative number: db.generation_mismatch naming
+    the table (exit 1), not an internal error (it was exit 70: a TypeError
+    comparing it with the generation in meta)."""
+    path = build_clean(tmp_path / "config")
+    db = sqlite3.connect(path / "facts.sqlite3")
+    if table == "forgotten":
+        db.execute("INSERT INTO forgotten VALUES ('00000000000000aa', ?)", (value,))
+    else:
+        db.execute("INSERT INTO exclusions (session_id, seq, generation) VALUES ('s1', 2, ?)",
+                   (value,))
+    db.commit()
+    db.close()
+    before = tree_hash(path)
+    r = run_cli("--store", str(path), "--no-state", "validate", "--json")
+    assert r.exit_code == 1, r.output
+    doc = orjson.loads(r.stdout)
+    found = [f for f in doc["findings"] if f["code"] == "db.generation_mismatch"
+             and f"1 row(s) of {table} hold a generation" in f["message"]]
+    assert len(found) == 1, doc["findings"]
+    assert tree_hash(path) == before

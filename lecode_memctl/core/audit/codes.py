@@ -62,7 +62,8 @@ CODES: dict[str, CodeInfo] = {
     "db.needs_migration": CodeInfo(WARNING, "db", ("file",),
         "the schema is an older known version; lecode migrates it on its next write"),
     "db.generation_mismatch": CodeInfo(ERROR, "db", ("file",),
-        "the exclusion generation is lower than the exclusions and retry markers imply"),
+        "the exclusion generation is lower than the exclusions and retry markers imply, or a "
+        "generation (in meta, forgotten or exclusions) is not a non-negative integer"),
     "db.rolled_back": CodeInfo(ERROR, "db", ("file",),
         "the exclusion generation or exclusion count is below the highest memctl saw for this "
         "store (its mark, kept outside the store): the database was put back from an older "

@@ -312,9 +312,20 @@ def _db_checks_rest(fs: Any, db: Any) -> Iterator[tuple[str, str, dict[str, Any]
             yield _later("db.generation_mismatch", "the generation in meta is not a "
                            f"non-negative integer: {str(gen)[:40]!r}", file=rel)
             gen = None
-        markers = db.execute("SELECT count(*), coalesce(max(generation), 0) FROM forgotten").fetchone() \
+        # a generation stored as anything but a non-negative integer is
+        # damage, and the maxima are of those that are integers
+        for table in ("forgotten", "exclusions"):
+            if table not in tables:
+                continue
+            (odd,) = db.execute(f"SELECT count(*) FROM {table} WHERE typeof(generation) != "
+                                "'integer' OR generation < 0").fetchone()
+            if odd:
+                yield _later("db.generation_mismatch", f"{odd} row(s) of {table} hold a generation "
+                             "that is not a non-negative integer", file=rel)
+        top = "coalesce(max(CASE WHEN typeof(generation) = 'integer' THEN generation END), 0)"
+        markers = db.execute(f"SELECT count(*), {top} FROM forgotten").fetchone() \
             if "forgotten" in tables else (0, 0)
-        ex_max = db.execute("SELECT coalesce(max(generation), 0) FROM exclusions").fetchone()[0]
+        ex_max = db.execute(f"SELECT {top} FROM exclusions").fetchone()[0]
         if gen is None:
             if not bad_gen:
                 yield _later("db.generation_mismatch", "meta has no generation row", file=rel)

@@ -547,9 +547,7 @@ class FactListing:
         # the indexed query, should the sorted scans fail (a full or
         # unwritable temporary directory): same rows, no temporary file
         self.fallback: Callable[[], Iterator[tuple[Any, ...]]] | None = None
-        self._cursors: list[sqlite3.Cursor] = []
-        self._thread: Background | None = None
-        self._error: BaseException | None = None
+        self._thread: Background | None = None   # the sorts; its value: their cursors
 
     def start(self, db: sqlite3.Connection, queries: list[str]) -> None:
         self._thread = Background("memctl-listing",
@@ -559,22 +557,21 @@ class FactListing:
         """Until the sorts started by :meth:`start` are done."""
         if self._thread is not None:
             self._thread.wait()
-            self._cursors = self._thread.value or []
-            self._error = self._thread.error
 
     def groups(self, *, bare: bool = False) -> Iterator[FactGroup]:
         """The groups; a fact without revisions raises StoreCorrupt, or with
         ``bare`` is a group whose revisions are empty."""
         if self._thread is not None:
-            self.wait()
-            if self._error is not None:
-                if isinstance(self._error, sqlite3.Error) and self.fallback is not None:
+            self._thread.wait()
+            error = self._thread.error
+            if error is not None:
+                if isinstance(error, sqlite3.Error) and self.fallback is not None:
                     yield from _joined_groups(self.fallback(), self.prov, bare)
                     return
-                if isinstance(self._error, sqlite3.Error):
-                    raise _db_error(self.path, self._error) from None
-                raise self._error
-            yield from _merged_groups(self._cursors, self.prov, bare)
+                if isinstance(error, sqlite3.Error):
+                    raise _db_error(self.path, error) from None
+                raise error
+            yield from _merged_groups(self._thread.value, self.prov, bare)
         elif self.joined is not None:
             yield from _joined_groups(self.joined, self.prov, bare)
 

@@ -20,6 +20,7 @@ from ..layout import (
     MEMORY_FILE,
     NOTES_DIR,
     SCRATCHPAD_FILE,
+    SESSION_SUFFIX,
     SESSIONS_DIR,
     Store,
     looks_like_slug,
@@ -251,8 +252,11 @@ class Audit:
         if not self.parallel:
             return False
         ids = self.store.session_ids()
-        return worth_a_pool(len(ids), self.deep,
-                            (os.fspath(self.store.sessions_dir / f"{sid}.jsonl") for sid in ids))
+        return worth_a_pool(len(ids), self.deep, (self._transcript(sid) for sid in ids))
+
+    def _transcript(self, sid: str) -> str:
+        """The path of session ``sid``'s transcript."""
+        return os.fspath(self.store.sessions_dir / f"{sid}{SESSION_SUFFIX}")
 
     def _refused_store(self) -> Finding | None:
         """``--all-projects``: an entry of ``<config>/memory/`` that is not a
@@ -448,7 +452,7 @@ class Audit:
                 else:
                     self._missing(group)
                 group = next(groups, None)
-            yield (os.fspath(self.store.sessions_dir / f"{sid}.jsonl"), sid, self.store.slug,
+            yield (self._transcript(sid), sid, self.store.slug,
                    self.deep, refs, self._excluded.get(sid, frozenset()), self._generation,
                    self.now or time.time())
         while group is not None:
@@ -471,8 +475,7 @@ class Audit:
         # the pool is decided before the jobs are made (they are made one at a
         # time, as the pool or this loop takes them)
         parallel = self.parallel and worth_a_pool(
-            len(ids), self.deep, (os.fspath(self.store.sessions_dir / f"{sid}.jsonl")
-                                  for sid in ids if sid in self._cited))
+            len(ids), self.deep, (self._transcript(sid) for sid in ids if sid in self._cited))
         if parallel and self._fs is not None:
             # no fork while a thread is inside SQLite (may_fork said no pool,
             # but a transcript grew meanwhile)

@@ -466,6 +466,79 @@ def _ends_object(tail: bytes) -> bool:
     return tail.rstrip(b" \t\r").endswith(b"}")
 
 
+def search_lands(data: bytes, target: int,
+                 probes: dict[int, tuple[int, int | None, int] | None] | None = None) -> int | None:
+    """Where the one-reference search (:meth:`_File.seek_span`) for seq
+    ``target`` lands in a transcript whose bytes are ``data``, decided in
+    memory as the search decides: its binary search over byte offsets,
+    then the lines from the window it ends on, stepped over while their
+    seq (:func:`fast_seq` of the first 64 bytes) is below the target; the
+    offset of the first line whose seq is not.  None when the search would
+    have to parse a line to go on (one it looks at that does not begin
+    ``{"seq":N,``, a huge one, the torn tail): its answer is then not
+    decided here.  Where the line at that offset is the record ``target``
+    (it parses, its seq is ``target``), the search's read reads it.
+    ``probes``: the lines probed, by offset, kept between the searches of
+    one transcript.  The audit's in-memory pass reads each span from here,
+    so that in a transcript whose records repeat or go back somewhere it
+    reads it where the one-reference read does (docs/FORMAT.md)."""
+    if target <= 0:
+        return 0
+    if probes is None:
+        probes = {}
+    lo, hi = 0, len(data)
+    while hi - lo > _LINEAR_BELOW:
+        mid = (lo + hi) // 2
+        if mid in probes:
+            probe = probes[mid]
+        else:
+            probe = probes[mid] = _probe_in(data, mid)
+        if probe is not None and probe[0] < hi:
+            if probe[1] is None:
+                return None
+            if probe[1] < target:
+                lo = probe[2]
+                continue
+        hi = mid
+    if lo == 0:       # the first line, which no newline precedes
+        probe = _probe_in(data, 0)
+        if probe is None or probe[1] is None or probe[2] - 1 > HUGE_LINE:
+            return None
+        if probe[1] >= target:
+            return 0
+        lo = probe[2]
+    # the lines from lo: each begins {"seq":N, with N below the target (N of
+    # at most 50 digits, as fast_seq finds it in 64 bytes), none huge
+    for m in _LINE_SEQS.finditer(data, lo - 1):
+        start = m.start() + 1
+        seq = m.group(1)
+        if seq is None or start - lo > HUGE_LINE:
+            return None
+        if int(seq) >= target:
+            return start if data.find(b"\n", start) >= 0 else None
+    return None
+
+
+_LINE_SEQS = lazy_compile(rb'\n(?:\{"seq":(0|[1-9][0-9]{0,49})[,}])?')
+
+
+def _probe_in(data: bytes, pos: int) -> tuple[int, int | None, int] | None:
+    """:meth:`_File.probe_seq` of bytes in memory: the first complete line
+    starting at or after ``pos``, as (start, :func:`fast_seq` of its first
+    64 bytes, the offset after its newline); None when there is none."""
+    if pos <= 0:
+        start = 0
+    else:
+        nl = data.find(b"\n", pos - 1)
+        if nl < 0:
+            return None
+        start = nl + 1
+    end = data.find(b"\n", start)
+    if end < 0:
+        return None
+    return start, fast_seq(data[start:min(start + 64, end)]), end + 1
+
+
 _TYPED = lazy_compile(rb'\{"seq":(?:0|[1-9][0-9]*),"type":"([^"\\]*)"')
 
 

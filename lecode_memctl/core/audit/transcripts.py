@@ -28,15 +28,16 @@ from ..sessions import (
     RecordTooLarge,
     SpanReads,
     _File,
+    _is_int,
     bad_target,
     event_line,
     fast_seq,
-    finder_in,
     huge_seq,
     load_record,
     not_an_event,
     record_before,
     records_by_line,
+    search_lands,
     span_decision,
 )
 from ..sourceref import MAX_SPAN, RecordsUndigestible, SourceStatus, canonical_digest, status_for
@@ -480,16 +481,6 @@ def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
     # judges it (a span start found by its bytes would not see the others)
     if last_seq is None or last_seq + 1 != n_lines:
         return False
-    events: list[dict[str, Any]] = []
-    for line in _marked_lines(data, end):
-        try:
-            # (a line whose prefix names another type is no event: event_line)
-            rec = None if not_an_event(line[:64]) else loads(line)
-        except JSONDecodeError:
-            rec = None
-        if (type(rec) is dict and rec.get("type") == "event"
-                and rec.get("event") in ("undo", "redo", "clear")):
-            events.append(rec)
     if len(need) >= WHOLE_REFS and end <= WHOLE_BYTES:
         # many spans in a small transcript: every line parsed in one call
         # (sessions.records_by_line), when every line is a record whose seq
@@ -500,38 +491,43 @@ def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
             by_seq = {s: whole[s] for seqs, _d, _p in need
                       for s in range(seqs[0], min(seqs[-1], n - 1) + 1)}
             del whole
-            us = UndoState(events)
+            us = UndoState(_visibility_events(data, end, 0, 0))
             for seqs, digest, purpose in need:
                 sc.statuses[(seqs, digest, purpose)] = _span_status(
                     seqs, digest, purpose, by_seq, [], last_seq, excluded, generation, us)
             return True
     ranges = sorted({(seqs[0], seqs[-1]) for seqs, _d, _p in need})
-    far = finder_in(data)     # (memmem: the searches below may cross much of the file)
-    # Each span's first line is searched from the previous span's (ranges are
-    # sorted, and so are a regular transcript's seqs): one pass over the
-    # bytes, not one per span.  Only a regular stretch is read here: the
-    # line before the span's first is seq lo - 1, each line is the record
-    # whose seq is the next one, to the line after the span; anything else
-    # (a line not found where it belongs, a corrupt line, a seq that skips,
-    # repeats or goes back) is the line loop's to judge, which sees the
-    # whole transcript.  (With the count of lines above, what is left
-    # undetected is a seq written twice where another is missing, away
-    # from the spans read: the line loop would call the span corrupt.)
+    # Each span is read from where the one-reference search finds its first
+    # position (sessions.search_lands, which mirrors it in memory), and the
+    # visibility events from where it finds the lowest span, as the
+    # one-reference read takes them (SpanReads): in a regular transcript
+    # that is where they are, and the events before change no span; in one
+    # whose records repeat or go back somewhere (which the count of lines
+    # above does not always show: a record moved, or written over another)
+    # the line loop takes that read's statuses, and so does this pass.
+    # Only a regular stretch is read: each line the record whose seq is the
+    # next one, to the line after the span; anything else (a corrupt line,
+    # a seq that skips, repeats or goes back, a search that would parse a
+    # line to go on) is the line loop's to judge.
+    lowest = ranges[0][0]
+    probes: dict[int, Any] = {}  # (the lines the searches probed)
     records: dict[int, dict[str, Any]] = {}
+    starts: dict[int, int] = {}  # the line start of each record read
     at, nxt = 0, -1              # a line start and its seq once lines were read (else -1)
     for lo, hi in ranges:
         if lo > last_seq:
             return False         # (the line loop says whether it is past the end)
+        p = search_lands(data, lo, probes)
+        if p is None:
+            return False
         if lo < nxt:             # overlaps what was read: read on from there
+            if p != starts[lo]:
+                return False
             start, expected = at, nxt
         else:
-            p = far(b'\n{"seq":%d,' % lo, max(at - 1, 0), end)
-            if p < 0:
+            if p < at:
                 return False
-            # the line before it must be seq lo - 1, as in a regular transcript
-            if fast_seq(data[data.rfind(b"\n", 0, p) + 1:p]) != lo - 1:
-                return False
-            start, expected = p + 1, lo
+            start, expected = p, lo
         # the span's lines and the line after it
         while expected <= hi + 1 and start < end:
             q = data.find(b"\n", start, end)
@@ -542,10 +538,12 @@ def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
             if type(rec) is not dict or type(rec.get("seq")) is not int or rec["seq"] != expected:
                 return False
             records[expected] = rec
+            starts[expected] = start
             expected += 1
             start = q + 1
         at, nxt = start, expected
-    us = UndoState(events)
+    # the events from where the search finds the lowest span (read above)
+    us = UndoState(_visibility_events(data, end, starts[lowest], lowest))
     for seqs, digest, purpose in need:
         sc.statuses[(seqs, digest, purpose)] = _span_status(
             seqs, digest, purpose, records, [], last_seq, excluded, generation, us)
@@ -810,13 +808,35 @@ def _event_lines(data: bytes, end: int, whole: list[dict[str, Any]]) -> set[int]
     return out
 
 
-def _marked_lines(data: bytes, end: int) -> Iterator[bytes]:
-    """The lines of ``data[:end]`` (``end`` just after a newline) holding the
-    bytes ``"event"``, each once, in order, without its newline: found by
-    ``MarkFinder`` (``memchr`` of the mark's ``v`` while that is rare)."""
+def _visibility_events(data: bytes, end: int, start: int, lowest: int) -> list[dict[str, Any]]:
+    """The undo, redo and clear events of ``data[start:end]`` (``start`` a
+    line start) whose seq is ``lowest`` or more, as the one-reference read
+    takes them from where it finds ``lowest`` (``sessions._events_from``):
+    records (an object with a seq) whose type is event, read from the lines
+    holding the bytes ``"event"`` whose prefix names no other type
+    (``not_an_event``)."""
+    events: list[dict[str, Any]] = []
+    for line in _marked_lines(data, end, start):
+        try:
+            # (a line whose prefix names another type is no event: event_line)
+            rec = None if not_an_event(line[:64]) else load_record(line)
+        except (orjson.JSONDecodeError, RecordTooLarge):
+            continue
+        if (type(rec) is dict and rec.get("type") == "event"
+                and rec.get("event") in ("undo", "redo", "clear")
+                and _is_int(seq := rec.get("seq")) and seq >= lowest):
+            events.append(rec)
+    return events
+
+
+def _marked_lines(data: bytes, end: int, start: int = 0) -> Iterator[bytes]:
+    """The lines of ``data[start:end]`` (``start`` a line start, ``end`` just
+    after a newline) holding the bytes ``"event"``, each once, in order,
+    without its newline: found by ``MarkFinder`` (``memchr`` of the mark's
+    ``v`` while that is rare)."""
     marks = MarkFinder(b'"event"', data)
     marks.new_block(end)
-    pos = marks.find(data, 0, end)
+    pos = marks.find(data, start, end)
     while pos >= 0:
         ls = data.rfind(b"\n", 0, pos) + 1
         le = data.find(b"\n", pos, end)

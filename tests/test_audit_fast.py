@@ -1,0 +1,250 @@
+"""The default audit's in-memory fast path (``audit.transcripts._fast_spans``)
+against its line loop, on transcripts where one record line sits out of
+place (moved, or written twice) while the count of lines still matches the
+last seq: the line loop then takes each span's one-reference read
+(``sessions.SpanReads``), and so must the fast path (docs/FORMAT.md,
+"Records whose seqs repeat or go back").
+
+The transcripts are from a few hundred bytes (the search scans lines from
+the start) to about 100 KB (it bisects first), so a misplaced record may or
+may not be on the search's path."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from lecode_memctl.core.audit import Audit, transcripts
+from lecode_memctl.core.facts import FactStore
+from lecode_memctl.core.factview import iter_fact_rows
+from lecode_memctl.core.layout import store_at
+from lecode_memctl.core.sessions import SessionStore
+
+from .test_engine import build
+
+FID = "0000000000000001"
+
+
+def _fact_view(path: Path, fast: bool) -> tuple[list[tuple], dict]:
+    """The default audit's fact findings and kept statuses, with the fast
+    path allowed or not."""
+    saved = transcripts.FAST_LIMIT
+    transcripts.FAST_LIMIT = saved if fast else -1
+    try:
+        a = Audit(store_at(path), parallel=False, now=1.9e9)
+        found = sorted((f.code, f.fact_id, f.reason) for f in a.run()
+                       if f.code.startswith("fact."))
+        return found, dict(a._statuses)
+    finally:
+        transcripts.FAST_LIMIT = saved
+
+
+def _reorder(path: Path, order: list[int]) -> None:
+    f = store_at(path).sessions_dir / "s0.jsonl"
+    lines = f.read_bytes().split(b"\n")[:-1]
+    f.write_bytes(b"".join(lines[i] + b"\n" for i in order))
+
+
+def _records(n: int, pad: int, undo_at: int | None = None,
+             target: tuple[int, int] | None = None) -> list[dict]:
+    recs: list[dict] = [{"seq": s, "type": "message", "role": "user",
+                         "content": f"m{s} " + "x" * pad} for s in range(1, n + 1)]
+    if undo_at is not None and target is not None:
+        recs[undo_at - 1] = {"seq": undo_at, "type": "event", "event": "undo",
+                             "target": list(target)}
+    return recs
+
+
+@pytest.mark.parametrize("undo", [False, True])
+def test_a_record_written_early_is_judged_as_the_one_reference_read_judges_it(
+        tmp_path: Path, undo: bool) -> None:
+    # lines 0, 1, 6, 2, 3, 4, 5, 7: as many lines as the last seq says, and
+    # the span cited, 3, between regular neighbours
+    recs = _records(7, 0, 6 if undo else None, (3, 3))
+    spec = {"sessions": {"s0": recs}, "damage": {"s0": None}, "damage_at": {"s0": 1},
+            "facts": [(FID, [("s0", [3], "right")])], "excluded": {}, "generation": 0}
+    path = build(tmp_path, spec)
+    _reorder(path, [0, 1, 6, 2, 3, 4, 5, 7])
+    with FactStore.open_readonly(store_at(path).facts_db) as fs:
+        ss = SessionStore(store_at(path), exclusions=fs)
+        ref = fs.revisions(FID)[0].source
+        assert ref is not None
+        one = ss.validate_source(ref, "durable")
+        rows = list(iter_fact_rows(fs, ss))
+    assert (one.status, one.reason) == ("stale", "records_corrupt")
+    assert rows[0]["status"] == "stale"
+    fast, loop = _fact_view(path, True), _fact_view(path, False)
+    assert fast == loop
+    assert [(c, r) for c, _f, r in fast[0]] == [("fact.stale", "records_corrupt")]
+
+
+@st.composite
+def _moved(draw: st.DrawFn) -> dict:
+    n = draw(st.integers(8, 400))
+    pad = draw(st.sampled_from([0, 40, 200]))
+    undo_at = draw(st.integers(3, n))
+    first = draw(st.integers(1, undo_at - 1))
+    recs = _records(n, pad, undo_at if draw(st.booleans()) else None,
+                    (first, draw(st.integers(first, undo_at - 1))))
+    facts = []
+    for i in range(draw(st.integers(1, 8))):
+        lo = draw(st.integers(1, n))
+        hi = draw(st.integers(lo, min(n, lo + 2)))
+        facts.append(("%016x" % (i + 1), [("s0", sorted({lo, hi}), "right")]))
+    # one line moved from i to j, or one written again in place of another
+    i = draw(st.integers(1, n))
+    j = draw(st.integers(1, n))
+    order = list(range(n + 1))
+    if draw(st.booleans()):
+        order.insert(j, order.pop(i))
+    else:
+        order[j] = i
+    return {"spec": {"sessions": {"s0": recs}, "damage": {"s0": None}, "damage_at": {"s0": 1},
+                     "facts": facts, "excluded": {}, "generation": 0},
+            "order": order}
+
+
+@settings(max_examples=120, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(case=_moved())
+def test_fast_path_and_line_loop_alike_with_a_record_out_of_place(case: dict) -> None:
+    root = Path(tempfile.mkdtemp(prefix="audit-fast-"))
+    try:
+        path = build(root, case["spec"])
+        _reorder(path, case["order"])
+        assert _fact_view(path, True) == _fact_view(path, False)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@st.composite
+def _transcript_bytes(draw: st.DrawFn) -> bytes:
+    """A transcript's bytes: records 0..n with a few out of place, now and
+    then a line that does not begin {"seq":N, (another member first, not
+    JSON), padding that makes the search bisect, and a torn tail."""
+    n = draw(st.integers(1, 300))
+    pad = draw(st.sampled_from([0, 30, 300]))
+    seqs = list(range(n + 1))
+    for _ in range(draw(st.integers(0, 3))):
+        i, j = draw(st.integers(0, n)), draw(st.integers(0, n))
+        if draw(st.booleans()):
+            seqs.insert(j, seqs.pop(i))
+        else:
+            seqs[j] = seqs[i]
+    lines = [b'{"seq":%d,"type":"message","content":"%s"}' % (s, b"x" * pad) for s in seqs]
+    for _ in range(draw(st.integers(0, 4))):
+        at = draw(st.integers(0, len(lines) - 1))
+        s = seqs[at] + draw(st.sampled_from([0, 0, 1, 5]))
+        lines[at] = draw(st.sampled_from([b'{"type":"message","seq":%d}' % s, b"{not json",
+                                          b'{"seq":%d,"type' % s]))
+    data = b"".join(ln + b"\n" for ln in lines)
+    return data + (b'{"seq":%d,"ty' % (n + 1) if draw(st.booleans()) else b"")
+
+
+def _line_starts(data: bytes) -> list[int]:
+    out, pos = [], 0
+    while True:
+        nl = data.find(b"\n", pos)
+        if nl < 0:
+            return out
+        out.append(pos)
+        pos = nl + 1
+
+
+@settings(max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=_transcript_bytes(), picks=st.lists(st.integers(0, 400), min_size=1, max_size=8))
+def test_search_lands_where_the_one_reference_search_lands(data: bytes, picks: list[int]) -> None:
+    """Where ``search_lands`` finds a line that is the record it searched
+    for, the file's own search lands there."""
+    import os
+
+    from lecode_memctl.core.sessions import _File, load_record, search_lands
+
+    starts = _line_starts(data)
+    fd, name = tempfile.mkstemp(prefix="lands-")
+    try:
+        os.write(fd, data)
+        probes: dict = {}
+        with _File(fd, "s0", name) as f:
+            for pick in picks:
+                at = starts[pick % len(starts)]
+                try:
+                    rec = load_record(data[at:data.find(b"\n", at)])
+                except Exception:  # noqa: BLE001 - not a record: no claim
+                    continue
+                if type(rec) is not dict or type(rec.get("seq")) is not int or rec["seq"] < 0:
+                    continue
+                t = rec["seq"]
+                got = search_lands(data, t, probes)
+                if got is None:
+                    continue
+                try:
+                    there = load_record(data[got:data.find(b"\n", got)])
+                except Exception:  # noqa: BLE001 - not a record: no claim
+                    continue
+                if type(there) is dict and type(there.get("seq")) is int and there["seq"] == t:
+                    assert f.seek_span(t)[0] == got, (t, got)
+    finally:
+        os.unlink(name)
+
+
+def test_search_lands_in_a_regular_transcript() -> None:
+    from lecode_memctl.core.sessions import search_lands
+
+    lines = [b'{"seq":%d,"type":"message","content":"%s"}\n' % (s, b"y" * (s % 97)) for s in range(3000)]
+    data = b"".join(lines)
+    offsets = [0]
+    for ln in lines:
+        offsets.append(offsets[-1] + len(ln))
+    probes: dict = {}
+    for t in (0, 1, 2, 1500, 2998, 2999):
+        assert search_lands(data, t, probes) == offsets[t]
+    assert search_lands(data, 3000) is None     # past the end: the search reads on
+    # a line the first probe meets that does not begin {"seq":N, (its
+    # members in another order, its seq out of place): the search parses
+    # it, so no answer here
+    mid = len(data) // 2
+    k = next(i for i, off in enumerate(offsets) if off >= mid)
+    head = b'{"type":"message","seq":99999,"p":"'
+    lines[k] = head + b"z" * (len(lines[k]) - len(head) - 3) + b'"}\n'   # (the same length)
+    data = b"".join(lines)
+    for t in (1, 1500, 2998):
+        assert search_lands(data, t) is None
+
+
+def test_search_lands_probes_where_the_file_search_probes(monkeypatch) -> None:
+    """The binary search in memory probes the offsets the file's own search
+    probes, in the same order (so that a misplaced line misleads both
+    alike)."""
+    import os
+
+    from lecode_memctl.core import sessions
+
+    lines = [b'{"seq":%d,"type":"message","content":"%s"}\n' % (s, b"q" * (s * 7 % 131))
+             for s in range(2500)]
+    data = b"".join(lines)
+    fd, name = tempfile.mkstemp(prefix="probes-")
+    try:
+        os.write(fd, data)
+        seen: list[int] = []
+        real = sessions._File.probe_seq
+
+        def probe_seq(self, pos):
+            seen.append(pos)
+            return real(self, pos)
+
+        monkeypatch.setattr(sessions._File, "probe_seq", probe_seq)
+        with sessions._File(fd, "s0", name) as f:
+            for t in (1, 700, 1234, 2499):
+                seen.clear()
+                probes: dict = {}
+                got = sessions.search_lands(data, t, probes)
+                assert got == f.seek_span(t)[0]
+                assert list(probes) == seen[:len(probes)] and len(probes) >= 5, (t, probes, seen)
+    finally:
+        os.unlink(name)

@@ -947,6 +947,68 @@ def test_huge_offsets_are_usage_errors(template, variant_cache, argv, option, va
         assert r.exit_code in (0, 1, 2), (argv, option, r.exit_code, r.stderr)
 
 
+_WINDOWED = [("facts", "--json"), ("facts", "--format", "jsonl"),
+             ("sessions", "--json"), ("notes", "--json"), ("projects", "--json")]
+
+
+@pytest.mark.parametrize("argv", _WINDOWED, ids=[" ".join(a) for a in _WINDOWED])
+@pytest.mark.parametrize("offset", ["0", "1", "5"])
+def test_the_largest_limit_after_an_offset_lists_the_rest(template, variant_cache, argv, offset):
+    """--limit 2^63-1 with an --offset: their sum passed sys.maxsize, which
+    itertools.islice refuses (exit 70).  It lists what is left after the
+    offset, as no --limit does."""
+    cfg, _store = variant_cache("intact")
+    base = ("--config-dir", str(cfg), "-C", str(template.project), *argv, "--offset", offset)
+    r = run_cli(*base, "--limit", str((1 << 63) - 1))
+    assert_outcome(r.exit_code, r.stderr, 0, (argv, offset))
+    whole = run_cli(*base)
+    assert_outcome(whole.exit_code, whole.stderr, 0, (argv, offset))
+    if "--json" in argv:
+        import orjson
+
+        a, b = orjson.loads(r.stdout_bytes), orjson.loads(whole.stdout_bytes)
+        for doc in (a, b):
+            if isinstance(doc, dict):
+                doc.pop("limit", None)
+        assert a == b
+    elif "jsonl" in argv:
+        assert r.stdout == whole.stdout
+
+
+@pytest.mark.parametrize(("argv", "option", "value"), [
+    (("facts",), "--until", "0001-01-01T00:00:00+14:00"),
+    (("facts", "--format", "jsonl"), "--since", "9999-12-31T23:59:59-01:00"),
+    (("sessions",), "--since", "0001-01-01T00:00:00+14:00"),
+    (("usage",), "--since", "0001-01-01T00:00:00+14:00"),
+    (("grep", "x"), "--since", "0001-01-01T00:00:00+14:00"),
+])
+def test_a_time_outside_the_calendar_in_utc_is_a_usage_error(template, variant_cache, argv,
+                                                            option, value):
+    """A valid RFC 3339 time whose UTC is before the year 1 or after 9999
+    made the conversion overflow (exit 70): a usage error naming it."""
+    cfg, _store = variant_cache("intact")
+    r = run_cli("--config-dir", str(cfg), "-C", str(template.project), *argv, option, value)
+    assert_outcome(r.exit_code, r.stderr, 2, (argv, option, value))
+    assert "outside the years 1 to 9999" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize(("option", "value", "listed"), [
+    ("--since", "999999999w", True), ("--until", "999999999w", False),
+    ("--until", "9999-12-31", True), ("--since", "0001-01-01", True),
+])
+def test_times_at_the_calendars_ends_are_windows(template, variant_cache, option, value, listed):
+    """An age older than the calendar is its first moment; --until the
+    calendar's last day is its end (there is no next day to count from)."""
+    import orjson
+
+    cfg, _store = variant_cache("intact")
+    r = run_cli("--config-dir", str(cfg), "-C", str(template.project), "facts", "--format",
+                "jsonl", option, value)
+    assert_outcome(r.exit_code, r.stderr, 0, (option, value))
+    rows = [orjson.loads(x) for x in r.stdout.splitlines()]
+    assert bool(rows) is listed, (option, value, rows)
+
+
 @pytest.mark.parametrize("argv", [("facts",), ("validate",), ("recall", PREF)])
 @pytest.mark.parametrize("value", ["inf", "-inf", "nan", "1e300", "2147484"])
 def test_lock_wait_out_of_range_is_a_usage_error(template, variant_cache, argv, value):

@@ -206,7 +206,7 @@ def facts(
     from lecode_memctl.core.rowmodel import FACT, SCHEMA_VERSION, parse_when, utc_time
     from lecode_memctl.core.sourceref import check_session_id
 
-    from .output import Stream, check_format, dumps, echo, emit_csv, emit_jsonl, render_records
+    from .output import Stream, check_format, dumps, echo, emit_csv, emit_jsonl, render_records, stop_after
 
     fmt_name = check_format(fmt, json_flag=json_)
     machine = fmt_name in ("json", "jsonl", "csv", "tsv")
@@ -262,7 +262,7 @@ def facts(
             next_offset = start + len(rows) if more else None
             learning = learning_status(sessions, fs, session)
         else:
-            end = None if limit is None else start + limit
+            end = stop_after(start, limit)
             body = itertools.islice(stream(), start, end)
             if fmt_name == "json":
                 total = None if filtered or not fs.exists else (
@@ -280,7 +280,7 @@ def facts(
                         # one row past the page (when --limit is given) says whether
                         # there is more
                         for r in itertools.islice(stream(), start,
-                                                  None if end is None else end + 1):
+                                                  None if end is None else stop_after(end, 1)):
                             if end is not None and start + n == end:
                                 more = True
                                 break

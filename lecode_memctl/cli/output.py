@@ -633,7 +633,14 @@ def window(rows: Iterable[Any], offset: int | None, limit: int | None) -> Iterab
     start = offset or 0
     if not start and limit is None:
         return rows
-    return itertools.islice(rows, start, None if limit is None else start + limit)
+    return itertools.islice(rows, start, stop_after(start, limit))
+
+
+def stop_after(start: int, limit: int | None) -> int | None:
+    """Where a window of ``limit`` rows from ``start`` stops, for
+    ``itertools.islice`` (which takes at most ``sys.maxsize``: no stream is
+    longer, so a larger sum of two valid counts stops there)."""
+    return None if limit is None else min(start + limit, sys.maxsize)
 
 
 def sort_rows(rows: Iterable[dict[str, Any]], key: str | None, choices: Sequence[str],

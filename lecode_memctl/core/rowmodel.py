@@ -116,7 +116,10 @@ def utc_time(value: Any) -> str | None:
         return None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
-    dt = dt.astimezone(UTC)
+    try:
+        dt = dt.astimezone(UTC)
+    except OverflowError:
+        return None     # (0001-01-01T00:00:00+14:00: before the year 1 in UTC)
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
 
 
@@ -151,19 +154,34 @@ def parse_when(text: str, *, option: str = "--since", until: bool = False,
     m = re.fullmatch(r"(\d{1,9})([smhdw])", value)
     if m:
         base = now or datetime.now(UTC)
-        return base - timedelta(seconds=int(m.group(1)) * _RELATIVE[m.group(2)])
+        try:
+            return base - timedelta(seconds=int(m.group(1)) * _RELATIVE[m.group(2)])
+        except OverflowError:   # an age older than the calendar: its first moment
+            return datetime.min.replace(tzinfo=UTC)
     if re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
         try:
             d = date.fromisoformat(value)
         except ValueError:
             raise UsageError(f"{option} {text!r}: not a real date") from None
         dt = datetime(d.year, d.month, d.day, tzinfo=UTC)
-        return dt + timedelta(days=1) - timedelta(microseconds=1) if until else dt
-    iso = utc_time(value) if re.match(r"\d{4}-\d{2}-\d{2}[T ]\d", value) else None
+        # (for --until, the day's last microsecond: 9999-12-31 has no next day)
+        return dt.replace(hour=23, minute=59, second=59, microsecond=999999) if until else dt
+    timelike = re.match(r"\d{4}-\d{2}-\d{2}[T ]\d", value)
+    iso = utc_time(value) if timelike else None
     if iso is None:
+        if timelike and _parses(value):
+            raise UsageError(f"{option} {text!r}: outside the years 1 to 9999 in UTC")
         raise UsageError(f"{option} {text!r}: use a date (2026-05-01), an RFC 3339 time "
                          "(2026-05-01T12:00:00Z) or an age (30m, 12h, 7d, 2w)")
     return _aware(value)
+
+
+def _parses(value: str) -> bool:
+    try:
+        _aware(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _aware(value: str) -> datetime:

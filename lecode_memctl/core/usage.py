@@ -166,7 +166,12 @@ def parse_since(text: str) -> datetime:
         dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise UsageError(f"invalid date {text!r}: use YYYY-MM-DD or an ISO 8601 time") from None
-    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+    dt = dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+    try:
+        dt.astimezone(UTC)
+    except OverflowError:
+        raise UsageError(f"invalid date {text!r}: outside the years 1 to 9999 in UTC") from None
+    return dt
 
 
 def _event_time(rec: dict[str, Any], fallback: datetime | None) -> datetime | None:

@@ -146,7 +146,8 @@ def _transcript_bytes(draw: st.DrawFn) -> bytes:
 
 
 def _line_starts(data: bytes) -> list[int]:
-    out, pos = [], 0
+    out: list[int] = []
+    pos = 0
     while True:
         nl = data.find(b"\n", pos)
         if nl < 0:
@@ -248,3 +249,45 @@ def test_search_lands_probes_where_the_file_search_probes(monkeypatch) -> None:
                 assert list(probes) == seen[:len(probes)] and len(probes) >= 5, (t, probes, seen)
     finally:
         os.unlink(name)
+
+
+@pytest.mark.parametrize("content", [b"", b'{"seq":0,"type":"session","format":1'],
+                         ids=["empty", "torn header"])
+@pytest.mark.parametrize("deep", [False, True])
+def test_a_transcript_without_a_complete_first_line_is_refused_as_the_readers_refuse_it(
+        tmp_path: Path, content: bytes, deep: bool) -> None:
+    """An empty transcript, or one whose header is still being written: the
+    readers refuse it (refused_header), so its facts are hidden; validate
+    called them missing (position_missing) and gave no header finding."""
+    import os
+
+    recs = _records(5, 0)
+    spec = {"sessions": {"s0": recs}, "damage": {"s0": None}, "damage_at": {"s0": 1},
+            "facts": [(FID, [("s0", [2, 3], "right")])], "excluded": {}, "generation": 0}
+    path = build(tmp_path, spec)
+    f = store_at(path).sessions_dir / "s0.jsonl"
+    f.write_bytes(content)
+    for when, severity in ((1.9e9 - 10, "warning"), (1.9e9 - 3600, "error")):
+        os.utime(f, (when, when))
+        with FactStore.open_readonly(store_at(path).facts_db) as fs:
+            rows = list(iter_fact_rows(fs, SessionStore(store_at(path), exclusions=fs)))
+        assert [(r["status"], r["reason"]) for r in rows] == [("hidden", "refused_header")]
+        a = Audit(store_at(path), deep=deep, parallel=False, now=1.9e9)
+        found = list(a.run())
+        facts = [(x.code, x.reason) for x in found if x.code.startswith("fact.")]
+        assert facts == [("fact.hidden", "refused_header")], found
+        header = [x for x in found if x.code == "session.missing_header"]
+        assert len(header) == 1 and header[0].severity == severity, found
+
+
+def test_an_empty_transcript_no_fact_cites_has_a_header_finding(tmp_path: Path) -> None:
+    """The audit of a transcript that no fact cites reads its header and tail
+    only: there too, no complete first line is a finding."""
+    spec = {"sessions": {"s0": _records(3, 0), "s1": _records(3, 0)}, "damage": {"s0": None, "s1": None},
+            "damage_at": {"s0": 1, "s1": 1}, "facts": [(FID, [("s0", [2], "right")])],
+            "excluded": {}, "generation": 0}
+    path = build(tmp_path, spec)
+    (store_at(path).sessions_dir / "s1.jsonl").write_bytes(b"")
+    found = list(Audit(store_at(path), parallel=False, now=1.9e9).run())
+    assert [(x.code, x.session_id) for x in found if x.code.startswith("session.")] == [
+        ("session.missing_header", "s1")], found

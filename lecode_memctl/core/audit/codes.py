@@ -100,7 +100,9 @@ CODES: dict[str, CodeInfo] = {
     "session.refused": CodeInfo(ERROR, "sessions", ("file", "session_id", "reason"),
         "a transcript lecode refuses: a symbolic link, or a header naming another project"),
     "session.missing_header": CodeInfo(ERROR, "sessions", ("file", "session_id", "line"),
-        "the first line is not a valid session header (seq 0, type session, format 1)"),
+        "the first line is not a valid session header (seq 0, type session, format 1), or "
+        "there is no complete first line: WARNING for that when the file changed in the last "
+        "60 s (a writer may be creating it), ERROR otherwise"),
     "session.unreadable": CodeInfo(ERROR, "sessions", ("file", "session_id"),
         "a transcript that cannot be opened or read"),
     "session.epoch_ahead": CodeInfo(ERROR, "sessions", ("file", "session_id", "seq"),

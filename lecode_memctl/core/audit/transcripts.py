@@ -373,6 +373,20 @@ def _report_header(hdr: Any, sid: str, slug: str, add: Callable[..., None],
     return code
 
 
+def _no_header(add: Callable[..., None], refuse_all: Callable[[str, str], None] | None,
+               mtime: float, now: float) -> None:
+    """A transcript without a complete first line (empty, or its header not
+    yet ended by a newline): refused as the readers refuse it
+    (``refused_header``); a warning while it changed in the last minute (a
+    writer may be creating it), as for a torn tail."""
+    recent = now - mtime < TORN_TAIL_GRACE_SECONDS
+    add("session.missing_header", "no complete first line: the session header is missing"
+        + (" (modified in the last minute: a writer may be creating it)" if recent else ""),
+        WARNING if recent else ERROR, line=1)
+    if refuse_all is not None:
+        refuse_all("refused_header", "no complete session header")
+
+
 def _torn(add: Callable[..., None], size: int, offset: int, mtime: float, now: float,
           line: int | None) -> None:
     recent = now - mtime < TORN_TAIL_GRACE_SECONDS
@@ -386,6 +400,7 @@ def _shallow(fd: int, size: int, sc: _Scan, sid: str, slug: str, mtime: float, n
              add: Callable[..., None]) -> None:
     """The header line and the tail only: a few KiB per transcript."""
     if size == 0:
+        _no_header(add, None, mtime, now)
         return
     head = b""
     want = 4096
@@ -406,6 +421,8 @@ def _shallow(fd: int, size: int, sc: _Scan, sid: str, slug: str, mtime: float, n
             hdr = None
         if _report_header(hdr, sid, slug, add, None) == "session.refused":
             return
+    else:
+        _no_header(add, None, mtime, now)
     if len(head) >= size:
         if not head.endswith(b"\n"):
             _torn(add, size, head.rfind(b"\n") + 1, mtime, now, head.count(b"\n") + 1)
@@ -737,6 +754,9 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                     event(rec, seq, lineno)
                 elif deep:
                     ignored(rec, seq, lineno)
+    if lineno == 0:
+        _no_header(add, refuse_all, mtime, now)
+        refused = True
     if rest:
         _torn(add, size, offset, mtime, now, lineno + 1)
     us = UndoState(events)

@@ -291,3 +291,24 @@ def test_an_empty_transcript_no_fact_cites_has_a_header_finding(tmp_path: Path) 
     found = list(Audit(store_at(path), parallel=False, now=1.9e9).run())
     assert [(x.code, x.session_id) for x in found if x.code.startswith("session.")] == [
         ("session.missing_header", "s1")], found
+
+
+def test_learning_status_finds_an_event_whose_name_is_escaped(tmp_path: Path) -> None:
+    """The byte test that rules a session out before its events are parsed
+    (the bytes "learning") missed a learning event written with a JSON
+    escape ("\\u006cearning"), which the parse reads as one."""
+    from lecode_memctl.core.factview import learning_status
+
+    recs = [{"seq": 1, "type": "message", "role": "user", "content": "m1"},
+            {"seq": 2, "type": "event", "event": "learning", "status": "no_candidates",
+             "reason_counts": {}, "facts": [], "proposals": []}]
+    spec = {"sessions": {"s0": recs}, "damage": {"s0": None}, "damage_at": {"s0": 1},
+            "facts": [(FID, [("s0", [1], "right")])], "excluded": {}, "generation": 0}
+    path = build(tmp_path, spec)
+    f = store_at(path).sessions_dir / "s0.jsonl"
+    f.write_bytes(f.read_bytes().replace(b'"event":"learning"', b'"event":"\\u006cearning"'))
+    with FactStore.open_readonly(store_at(path).facts_db) as fs:
+        ss = SessionStore(store_at(path), exclusions=fs)
+        named = learning_status(ss, fs, "s0")
+        assert named is not None and named["status"] == "no_candidates"
+        assert learning_status(ss, fs, None) == named

@@ -288,8 +288,11 @@ def learning_status(sessions: SessionReader, facts: FactStore | None, session_id
         candidates = sorted(sessions.session_ids(), key=lambda s: (-mtime(s), s))
     gen = generation if generation is not None else (facts.generation() if facts else 0)
     for sid in candidates:
-        if session_id is None and not _mentions(sessions, sid, b'"%s"' % LEARNING_EVENT.encode()):
-            continue  # a byte scan rules the session out without parsing its lines
+        if session_id is None and not _mentions(sessions, sid, (b'"%s"' % LEARNING_EVENT.encode(),
+                                                               b"\\u")):
+            # a byte scan rules the session out without parsing its lines (a
+            # JSON escape could spell the name: then the lines are parsed)
+            continue
         try:
             events = sessions.events(sid, 0, {LEARNING_EVENT})
         except (MemctlError, OSError):
@@ -316,23 +319,25 @@ def learning_status(sessions: SessionReader, facts: FactStore | None, session_id
     return None
 
 
-def _mentions(sessions: SessionReader, session_id: str, needle: bytes) -> bool:
-    """Whether the session file contains ``needle`` at all (read with
-    ``O_NOFOLLOW``, in chunks).  True when it cannot be read: the parser then
-    reports why."""
+def _mentions(sessions: SessionReader, session_id: str, needles: tuple[bytes, ...]) -> bool:
+    """Whether the session file contains any of ``needles`` at all (read
+    with ``O_NOFOLLOW``, in chunks).  True when it cannot be read: the
+    parser then reports why."""
     try:
         fd = open_in_dir(sessions.path(session_id))
     except OSError:
         return True
     try:
+        keep = max(map(len, needles))
         tail = b""
         while True:
             chunk = os.read(fd, 1 << 20)
             if not chunk:
                 return False
-            if needle in tail + chunk[:len(needle)] or needle in chunk:
+            joined = tail + chunk[:keep]
+            if any(n in joined or n in chunk for n in needles):
                 return True
-            tail = chunk[-len(needle):]
+            tail = chunk[-keep:]
     except OSError:
         return True
     finally:

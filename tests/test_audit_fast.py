@@ -312,3 +312,24 @@ def test_learning_status_finds_an_event_whose_name_is_escaped(tmp_path: Path) ->
         named = learning_status(ss, fs, "s0")
         assert named is not None and named["status"] == "no_candidates"
         assert learning_status(ss, fs, None) == named
+
+
+@pytest.mark.parametrize("cited", [True, False])
+def test_an_event_whose_name_is_no_string_is_no_crash(tmp_path: Path, cited: bool) -> None:
+    """An event record whose "event" is a list: the event scans' set of
+    kinds could not hold it (TypeError: unhashable, exit 70 from facts,
+    recall and read, where validate said OK).  It is no event of any kind
+    asked for."""
+    from .conftest import run_cli
+
+    recs = _records(4, 0)
+    recs[2] = {"seq": 3, "type": "event", "event": ["x"], "note": "\x1b[0m"}
+    spec = {"sessions": {"s0": recs, "s1": _records(2, 0)}, "damage": {"s0": None, "s1": None},
+            "damage_at": {"s0": 1, "s1": 1},
+            "facts": [(FID, [("s0" if cited else "s1", [2], "right")])], "excluded": {},
+            "generation": 0}
+    path = build(tmp_path, spec)
+    for argv in (["facts"], ["facts", "--json"], ["recall", FID, "--json"],
+                 ["read", "s0", "1", "4"], ["validate", "-q"]):
+        r = run_cli("--store", str(path), *argv)
+        assert r.exit_code == 0, (argv, r.exit_code, r.stderr)

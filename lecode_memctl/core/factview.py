@@ -288,10 +288,8 @@ def learning_status(sessions: SessionReader, facts: FactStore | None, session_id
         candidates = sorted(sessions.session_ids(), key=lambda s: (-mtime(s), s))
     gen = generation if generation is not None else (facts.generation() if facts else 0)
     for sid in candidates:
-        if session_id is None and not _mentions(sessions, sid, (b'"%s"' % LEARNING_EVENT.encode(),
-                                                               b"\\u")):
-            # a byte scan rules the session out without parsing its lines (a
-            # JSON escape could spell the name: then the lines are parsed)
+        if session_id is None and not _mentions(sessions, sid, _LEARNING_BYTES):
+            # a byte scan rules the session out without parsing its lines
             continue
         try:
             events = sessions.events(sid, 0, {LEARNING_EVENT})
@@ -317,6 +315,13 @@ def learning_status(sessions: SessionReader, facts: FactStore | None, session_id
                 "reason_counts": counts, "facts": fact_ids, "proposals": valid,
                 "proposals_hidden": hidden}
     return None
+
+
+# The bytes of the name "learning" in a JSON string: as written, or with one
+# of its letters as a JSON escape, which begins \u006 (a, e, g, i, l, n) or
+# \u0072 (r); an escape of another character (\u001b in a tool's output)
+# spells none of them.
+_LEARNING_BYTES = (b'"%s"' % LEARNING_EVENT.encode(), b"\\u006", b"\\u0072")
 
 
 def _mentions(sessions: SessionReader, session_id: str, needles: tuple[bytes, ...]) -> bool:

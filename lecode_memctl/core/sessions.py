@@ -2006,7 +2006,7 @@ class SessionStore:
             kind, obj = _classify(line)
             if kind != "record" or obj.get("type") != "event" or obj["seq"] < start:
                 continue
-            if kinds is None or obj.get("event") in kinds:
+            if kinds is None or type(ev := obj.get("event")) is str and ev in kinds:
                 out.append(obj)
         return out
 

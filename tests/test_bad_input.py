@@ -1009,6 +1009,28 @@ def test_times_at_the_calendars_ends_are_windows(template, variant_cache, option
     assert bool(rows) is listed, (option, value, rows)
 
 
+def test_a_row_dated_before_the_year_1000_is_windowed(template):
+    """A fact created in 0999: utc_time wrote it 999-..., which the window
+    test could not read back (exit 70 for any --since/--until)."""
+    import orjson
+
+    cfg, store = template.copy("intact")
+    with sqlite3.connect(store / "facts.sqlite3") as db:
+        db.execute("UPDATE facts SET created = '0999-06-01T00:00:00.000Z', "
+                   "updated = '0999-06-01T00:00:00.000Z' WHERE fact_id = ?", (PREF,))
+    db.close()
+    base = ("--config-dir", str(cfg), "-C", str(template.project), "facts")
+    r = run_cli(*base, "--since", "2026-01-01", "--format", "jsonl")
+    assert_outcome(r.exit_code, r.stderr, 0, "--since")
+    assert PREF not in r.stdout
+    r = run_cli(*base, "--until", "1000-01-01", "--json", "--since", "999999999w")
+    assert_outcome(r.exit_code, r.stderr, 0, "--until")
+    doc = orjson.loads(r.stdout_bytes)
+    assert [f["fact_id"] for f in doc["facts"]] == [PREF]
+    assert doc["facts"][0]["created"] == "0999-06-01T00:00:00.000Z"
+    assert doc["filters"]["since"] == "0001-01-01T00:00:00.000Z"
+
+
 @pytest.mark.parametrize("argv", [("facts",), ("validate",), ("recall", PREF)])
 @pytest.mark.parametrize("value", ["inf", "-inf", "nan", "1e300", "2147484"])
 def test_lock_wait_out_of_range_is_a_usage_error(template, variant_cache, argv, value):

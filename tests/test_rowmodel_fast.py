@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from lecode_memctl.core import rowmodel
@@ -22,7 +23,8 @@ def _formatted(value: str) -> str | None:
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
     dt = dt.astimezone(UTC)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+    # (isoformat writes the year with its four digits, as RFC 3339 wants)
+    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @settings(max_examples=3000)
@@ -63,3 +65,18 @@ def test_record_is_row(row: dict, when: object) -> None:
     assert list(FACT.record(row)) == list(FACT.row(**row))
     reordered = dict(reversed(list(row.items())))
     assert list(FACT.record(reordered)) == FACT.names
+
+
+@pytest.mark.parametrize(("value", "want"), [
+    ("0999-06-01T00:00:00.000Z", "0999-06-01T00:00:00.000Z"),
+    ("0001-01-01T00:00:00Z", "0001-01-01T00:00:00.000Z"),
+    ("0050-03-04T05:06:07.891+00:00", "0050-03-04T05:06:07.891Z"),
+])
+def test_a_year_below_1000_keeps_its_zeros(value, want):
+    """strftime's %Y wrote 0999 as 999, which is no RFC 3339 time: a row
+    dated so made --since/--until fail (exit 70) and the first moment of the
+    calendar printed as 1-01-01T..."""
+    from lecode_memctl.core.rowmodel import parse_when, utc_time
+
+    assert utc_time(value) == want
+    assert utc_time(parse_when(want)) == want

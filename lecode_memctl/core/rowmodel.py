@@ -120,7 +120,9 @@ def utc_time(value: Any) -> str | None:
         dt = dt.astimezone(UTC)
     except OverflowError:
         return None     # (0001-01-01T00:00:00+14:00: before the year 1 in UTC)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+    # (not strftime: its %Y gives a year below 1000 without its zeros here)
+    return (f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}T{dt.hour:02d}:{dt.minute:02d}:"
+            f"{dt.second:02d}.{dt.microsecond // 1000:03d}Z")
 
 
 def flat(value: Any) -> str:

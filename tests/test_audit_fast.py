@@ -333,3 +333,60 @@ def test_an_event_whose_name_is_no_string_is_no_crash(tmp_path: Path, cited: boo
                  ["read", "s0", "1", "4"], ["validate", "-q"]):
         r = run_cli("--store", str(path), *argv)
         assert r.exit_code == 0, (argv, r.exit_code, r.stderr)
+
+
+def _dangling_store(tmp_path: Path) -> Path:
+    """Facts 1..4: 2 points at revision 3 where only 1 and 2 have rows, 3
+    has no revision row at all; 1 and 4 are sound."""
+    recs = _records(6, 0)
+    spec = {"sessions": {"s0": recs}, "damage": {"s0": None}, "damage_at": {"s0": 1},
+            "facts": [(f"{i:016x}", [("s0", [i], "right")] * (2 if i == 2 else 1))
+                      for i in (1, 2, 3, 4)],
+            "excluded": {}, "generation": 0}
+    path = build(tmp_path, spec)
+    with FactStore(store_at(path).facts_db) as fs:
+        assert fs._conn is not None
+        fs._conn.execute("UPDATE facts SET revision = 3 WHERE fact_id = ?", (f"{2:016x}",))
+        fs._conn.execute("DELETE FROM source_refs WHERE fact_id = ?", (f"{3:016x}",))
+        fs._conn.execute("DELETE FROM revisions WHERE fact_id = ?", (f"{3:016x}",))
+    return path
+
+
+def test_a_fact_whose_current_revision_has_no_row_is_listed_hidden(tmp_path: Path) -> None:
+    """A fact whose current revision has no row (or no revision at all) made
+    the whole listing fail where it reached it (exit 5), and context with
+    it, while validate counted it valid.  It is a malformed row: listed,
+    recalled and counted hidden (invalid_ref), the other facts as usual."""
+    import orjson
+
+    from .conftest import run_cli
+
+    path = _dangling_store(tmp_path)
+    want = {f"{1:016x}": ("valid", None), f"{2:016x}": ("hidden", "invalid_ref"),
+            f"{3:016x}": ("hidden", "invalid_ref"), f"{4:016x}": ("valid", None)}
+    for argv in (["facts", "--format", "jsonl"], ["facts", "--format", "jsonl", "--since", "1d"],
+                 ["facts", "--format", "jsonl", "--status", "hidden"]):
+        r = run_cli("--store", str(path), *argv)
+        assert r.exit_code == 0, (argv, r.stderr)
+        rows = [orjson.loads(x) for x in r.stdout.splitlines()]
+        got = {x["fact_id"]: (x["status"], x["reason"]) for x in rows}
+        if "--since" in argv:
+            continue      # (the build's times are in 2026-01-01: none is in the window)
+        assert got == {k: v for k, v in want.items() if "hidden" not in argv or v[0] == "hidden"}
+        dangling = next((x for x in rows if x["fact_id"] == f"{2:016x}"), None)
+        assert dangling is not None and dangling["revision"] == 3 and dangling["about_revision"] == 3
+        assert dangling["text"] == "" and dangling["source_ref"] is None
+    for fid, (status, reason) in want.items():
+        r = run_cli("--store", str(path), "recall", fid, "--json")
+        doc = orjson.loads(r.stdout)
+        assert (doc["status"], doc["reason"]) == (status, reason), (fid, r.stderr)
+    r = run_cli("--store", str(path), "context", "--json")
+    assert r.exit_code == 0, r.stderr
+    r = run_cli("--store", str(path), "validate", "--format", "jsonl")
+    lines = [orjson.loads(x) for x in r.stdout.splitlines()]
+    summary = next(x for x in lines if x["type"] == "summary")
+    assert summary["facts"]["valid"] == 2 and summary["facts"]["hidden"] == 2, summary
+    # the database checks name the damage, once (no second finding per fact)
+    codes = sorted((x["code"], x.get("fact_id")) for x in lines if x["type"] == "finding")
+    assert ("db.dangling_ref", f"{2:016x}") in codes and ("db.dangling_ref", f"{3:016x}") in codes
+    assert not [c for c in codes if c[0].startswith("fact.")], codes

@@ -216,12 +216,13 @@ def test_unpacked_directory_verifies(demo, tmp_path):
 def test_planted_store_round_trip(config_dir, tmp_path):
     """Every finding planted: the bundle leaves out what is not a store file
     (a symlink, a directory named like a transcript, a stray file) and still
-    verifies, the fact listing's refusal included."""
+    verifies."""
     store = build_planted(config_dir)
     before = tree_hash(store)
     doc = export(store, tmp_path / "p.tar")
     assert tree_hash(store) == before
-    assert doc["facts_error"] is not None          # a dangling current revision, as in `facts`
+    assert doc["facts_error"] is None      # a dangling current revision is a hidden row
+    assert ("hidden", "invalid_ref") in {(f["status"], f["reason"]) for f in doc["facts"]}
     skipped = {s["path"]: s["reason"] for s in doc["skipped"]}
     assert skipped["notes/link.md"] == "symlink"
     assert skipped["stray.txt"] == "not_in_layout"
@@ -644,3 +645,22 @@ def test_a_differing_fact_field_prints_both_values(bundle):
     (detail,) = [p["detail"] for p in v["problems"] if p["kind"] == "facts"]
     assert detail == (f"fact {row['fact_id']}: about_revision now {orjson.dumps(now).decode()}, "
                       "at export 9999")
+
+
+def test_a_listing_refused_at_export_is_verified_as_refused(config_dir, tmp_path, monkeypatch):
+    """When the fact listing fails at export (a database page that cannot be
+    read), the manifest keeps its error instead of rows, and verify, which
+    fails alike, finds the bundle consistent."""
+    from lecode_memctl.core import factview
+    from lecode_memctl.core.errors import StoreCorrupt
+
+    store = build_planted(config_dir)
+
+    def unreadable(group):  # noqa: ANN001,ANN202
+        raise StoreCorrupt("facts database: a page cannot be read (test)")
+
+    monkeypatch.setattr(factview, "fact_from_group", unreadable)
+    doc = export(store, tmp_path / "p.tar")
+    assert doc["facts_error"] is not None and doc["facts"] == []
+    code, v = verify(tmp_path / "p.tar")
+    assert code == 0, v["problems"]

@@ -256,11 +256,11 @@ def test_exclusions_are_read_once_per_evaluation(tmp_path: Path, monkeypatch) ->
     assert len(opens) == 1
 
 
-def test_a_fact_without_revisions_is_reported_where_the_listing_reaches_it(tmp_path: Path) -> None:
-    import pytest
-
-    from lecode_memctl.core.errors import StoreCorrupt
-
+def test_a_fact_without_revisions_is_listed_hidden_where_the_listing_reaches_it(tmp_path: Path
+                                                                               ) -> None:
+    """A fact without any revision row (a damaged database) is a malformed
+    row: listed in its place, hidden (invalid_ref), as the one-fact path
+    gives it; it failed the whole listing there before (exit 5)."""
     spec = {"sessions": {"s0": [{"seq": 1, "type": "message", "role": "user", "content": "x"}]},
             "damage": {"s0": None}, "damage_at": {"s0": 1},
             "facts": [(f"{i:016x}", [("s0", [1], "right")]) for i in (1, 3)],
@@ -271,12 +271,13 @@ def test_a_fact_without_revisions_is_reported_where_the_listing_reaches_it(tmp_p
         fs._conn.execute("INSERT INTO facts VALUES (?, 1, 'x', 'x')", (f"{2:016x}",))
     with FactStore.open_readonly(store.facts_db) as fs:
         sessions = SessionStore(store, exclusions=fs)
-        with pytest.raises(StoreCorrupt, match=f"fact '{2:016x}' has no revision 1"):
-            fs.get(f"{2:016x}")
-        rows = iter_fact_rows(fs, sessions)
-        assert next(rows)["fact_id"] == f"{1:016x}"
-        with pytest.raises(StoreCorrupt, match=f"fact '{2:016x}' has no revision 1"):
-            next(rows)
+        fact = fs.get(f"{2:016x}")
+        assert fact is not None and fact.text == "" and fact.source is None
+        rows = list(iter_fact_rows(fs, sessions))
+        assert [r["fact_id"] for r in rows] == [f"{i:016x}" for i in (1, 2, 3)]
+        assert (rows[1]["status"], rows[1]["reason"], rows[1]["about_revision"]) == (
+            "hidden", "invalid_ref", 1)
+        assert rows == one_fact_rows(fs, sessions)
 
 
 def _audits(store_path: Path) -> list[tuple]:

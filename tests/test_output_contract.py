@@ -247,12 +247,22 @@ def test_output_doc_field_tables_match_the_row_model():
     assert f"### Schema version {rowmodel.SCHEMA_VERSION}" in text   # the changes are listed
 
 
-def test_an_error_mid_stream_still_ends_one_json_document(config_dir):
+def test_an_error_mid_stream_still_ends_one_json_document(config_dir, monkeypatch):
     """facts --json streams; a database error after the first bytes ends the
     document as valid JSON carrying the error (and no second document)."""
+    from lecode_memctl.core import factview
+    from lecode_memctl.core.errors import StoreCorrupt
+
     from .test_audit import build_planted
 
-    store = build_planted(config_dir)     # a fact whose current revision is missing
+    store = build_planted(config_dir)
+    # a fact that is no plain row (its current revision has no row) fails
+    # where the listing reaches it, as a page that cannot be read would
+
+    def unreadable(group):  # noqa: ANN001,ANN202
+        raise StoreCorrupt("facts database: a page cannot be read (test)")
+
+    monkeypatch.setattr(factview, "fact_from_group", unreadable)
     r = run_cli("--store", str(store), "facts", "--json")
     assert r.exit_code == 5
     doc = orjson.loads(r.stdout_bytes)    # exactly one document

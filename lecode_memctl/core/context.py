@@ -213,7 +213,7 @@ def build_memory_section(store: Store, config: MemoryConfig, facts: Any, session
         entries: list[str] = []
         used = len(frame)
         for fact in inspected:
-            st, about = fact_status(revs[fact.fact_id], statuses)
+            st, about = fact_status(revs[fact.fact_id], statuses, fact.revision)
             if not st.ok or fact.source is None:
                 omitted.append(OmittedFact(fact.fact_id, fact.revision, INVALID_EVIDENCE, None,
                                            st.status, st.reason, about))

@@ -444,13 +444,21 @@ def fact_from_group(group: FactGroup) -> tuple[Fact, list[Revision]]:
     """The Fact and its Revisions (oldest first) of a :data:`FactGroup`."""
     fid, revision, created, updated, stored = group
     revs = [revision_from_stored(fid, r) for r in stored]
-    cur_rev = revs[-1] if revs[-1].revision == revision else next(
+    cur_rev = revs[-1] if revs and revs[-1].revision == revision else next(
         (r for r in revs if r.revision == revision), None)
     if cur_rev is None:
-        raise StoreCorrupt(f"facts database: fact {row_text(fid)!r} has no revision {revision}")
+        # no row for the current revision (a damaged database): no text and no
+        # source; fact_status, told the current revision, makes it hidden
+        return (Fact(row_text(fid), revision, "", row_text(created), row_text(updated), None, ()),
+                revs)
     # a malformed row keeps its data; its status comes from the revision (hidden)
     return (Fact(row_text(fid), revision, cur_rev.text, row_text(created), row_text(updated),
                  cur_rev.source, cur_rev.provenance), revs)
+
+
+def missing_current(revision: Any) -> str:
+    """Why a fact whose current revision has no row is hidden."""
+    return f"malformed row: the fact's current revision {revision!r} has no row"
 
 
 # SQLite's order of storage classes: NULL, numbers, text, BLOB
@@ -1023,8 +1031,11 @@ class FactStore(ClosesOnExit):
     def _fact_from_row(self, db: sqlite3.Connection, row: Sequence[Any]) -> Fact:
         fact_id, revision, created, updated, text = row
         if text is None:
-            raise StoreCorrupt(f"facts database: fact {row_text(fact_id)!r} has no revision "
-                               f"{revision}")
+            # no row for the current revision (or a NULL text): no text and no
+            # source; fact_status, told the current revision (or revisions(),
+            # a NULL text), makes it hidden
+            return Fact(row_text(fact_id), revision, "", row_text(created), row_text(updated),
+                        None, ())
         ref, prov, _error = self._revision_sources(db, fact_id, revision)
         # a malformed row keeps its data; its status comes from revisions() (hidden)
         return Fact(row_text(fact_id), revision, row_text(text), row_text(created),
@@ -1173,7 +1184,7 @@ class FactStore(ClosesOnExit):
         id order with all its revisions, oldest first: the same values as
         :meth:`get` and :meth:`revisions`, read in a few queries instead of
         several per fact (:meth:`iter_fact_groups`)."""
-        for group in self.iter_fact_groups(session_id):
+        for group in self.iter_fact_groups(session_id, bare=True):
             yield fact_from_group(group)
 
     def iter_fact_groups(self, session_id: str | None = None, *,
@@ -1707,11 +1718,15 @@ def require_authored_text(records: Iterable[Mapping[str, Any]], ref: SourceRef) 
                    "tool output alone cannot justify a correction")
 
 
-def fact_status(revisions: Sequence[Revision],
-                statuses: Mapping[SourceRef, SourceStatus]) -> tuple[SourceStatus, int | None]:
+def fact_status(revisions: Sequence[Revision], statuses: Mapping[SourceRef, SourceStatus],
+                current: Any = None) -> tuple[SourceStatus, int | None]:
     """A fact is valid only when every revision has a SourceRef that validates.
     Otherwise the status of the first failing revision, current first; returns
-    (status, the revision it is about)."""
+    (status, the revision it is about).  ``current``: the fact's current
+    revision, when known; one that has no row among ``revisions`` (a damaged
+    database) makes the fact hidden, ``invalid_ref``, about it."""
+    if current is not None and not any(r.revision == current for r in revisions):
+        return status_for("invalid_ref", missing_current(current)), current
     # current (highest) first; a damaged row's revision that is not an integer
     # sorts as SQLite sorts it (after the numbers), never a TypeError
     for rev in sorted(revisions, key=lambda r: _sql_key(r.revision), reverse=True):
@@ -1732,6 +1747,6 @@ def fact_status(revisions: Sequence[Revision],
 __all__ = [
     "FactStore", "Fact", "Revision", "Provenance", "RememberResult", "ForgetPlan",
     "MIGRATIONS", "SCHEMA_VERSION", "fact_id_for", "check_fact_id", "normalize_text",
-    "message_text", "require_authored_text", "fact_status", "m001_initial",
+    "message_text", "require_authored_text", "fact_status", "missing_current", "m001_initial",
     "m002_source_refs", "m003_generation",
 ]

@@ -96,7 +96,7 @@ def _statuses_for(facts: FactStore, sessions: SessionReader, fact_ids: Sequence[
 def fact_row(fact: Fact, revisions: Sequence[Revision],
              statuses: Mapping[SourceRef, SourceStatus]) -> dict[str, Any]:
     """One fact of a listing: id, revision, status and reason, source, capped text."""
-    st, about = fact_status(revisions, statuses)
+    st, about = fact_status(revisions, statuses, fact.revision)
     text, truncated = cap_text(fact.text)
     return {
         "fact_id": fact.fact_id,
@@ -205,7 +205,7 @@ def _rows(facts: FactStore, sessions: SessionReader, session_id: str | None,
     listing = facts.start_listing(session_id)   # read while the sources are validated
     statuses = _evaluate_sources(facts, sessions, session_id, "durable")
     by_values = statuses.by_values
-    for group in listing.groups():
+    for group in listing.groups(bare=True):
         plain = _plain_row(group, by_values, record)
         if plain is not None:
             yield plain
@@ -468,7 +468,7 @@ def recall(facts: FactStore | None, sessions: SessionReader, fact_id: str, *, of
     fact = _require_fact(facts, fact_id)
     assert facts is not None
     revs, statuses = _statuses_for(facts, sessions, [fact_id], "durable")
-    st, about = fact_status(revs[fact_id], statuses)
+    st, about = fact_status(revs[fact_id], statuses, fact.revision)
     meta: dict[str, Any] = {**(head or {}), "fact_id": fact_id, "revision": fact.revision,
                             "status": st.status, "reason": st.reason}
     if not st.ok or fact.source is None:
@@ -502,7 +502,7 @@ def history(facts: FactStore | None, sessions: SessionReader, fact_id: str) -> d
     fact = _require_fact(facts, fact_id)
     assert facts is not None
     revs, statuses = _statuses_for(facts, sessions, [fact_id], "durable")
-    st, about = fact_status(revs[fact_id], statuses)
+    st, about = fact_status(revs[fact_id], statuses, fact.revision)
     out = []
     for r in revs[fact_id]:
         if r.source is not None:

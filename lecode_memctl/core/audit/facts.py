@@ -423,8 +423,9 @@ def _revision(fid: Any, stored: tuple[Any, ...]) -> Any:
 
 def fact_findings(audit: Audit) -> Iterator[Finding | None]:
     """Every fact's status and findings, the facts streamed in id order (a
-    fact without revisions is unverified), against the statuses the
-    transcript jobs gave the references (only the ones not valid are kept)."""
+    fact whose current revision has no row, or that has no revision at all,
+    is hidden as the listing shows it), against the statuses the transcript
+    jobs gave the references (only the ones not valid are kept)."""
     from ..facts import FACT_ID_RE, fact_status, plain_seqs, row_text
     from ..factview import EvaluatedStatuses
     from ..sourceref import VALID
@@ -436,16 +437,17 @@ def fact_findings(audit: Audit) -> Iterator[Finding | None]:
                                   if purpose == "durable"})
     bad = statuses.by_values
 
-    def plainly_valid(stored: list[tuple[Any, ...]]) -> bool:
+    def plainly_valid(current: Any, stored: list[tuple[Any, ...]]) -> bool:
         """Every revision plain (``facts.plain_seqs``: a well-formed reference,
-        no legacy provenance) and its reference validated: such a fact is
-        valid and has no finding (an excluded position makes its reference
-        not valid), so it is counted without making its objects."""
+        no legacy provenance), its reference validated, and the current one
+        among them: such a fact is valid and has no finding (an excluded
+        position makes its reference not valid), so it is counted without
+        making its objects."""
         for rev in stored:
             seqs = plain_seqs(rev)
             if seqs is None or bad and (rev[3], tuple(seqs), rev[5]) in bad:
                 return False
-        return bool(stored)
+        return bool(stored) and stored[-1][0] == current
 
     def excluded(sid: str) -> frozenset[int]:
         return audit._excluded.get(sid, frozenset())
@@ -453,13 +455,13 @@ def fact_findings(audit: Audit) -> Iterator[Finding | None]:
     for group in fs.iter_fact_groups(bare=True):
         audit.summary.facts_total += 1
         fid, stored = group[0], group[4]
-        if type(fid) is str and FACT_ID_RE.match(fid) and plainly_valid(stored):
+        if type(fid) is str and FACT_ID_RE.match(fid) and plainly_valid(group[1], stored):
             audit.summary.facts[VALID] += 1
             continue
         rl = [_revision(fid, r) for r in stored]
         shown = row_text(fid)   # a BLOB id is reported as text, as the listing shows it
-        st, _rev = fact_status(rl, statuses)
-        audit.summary.facts[st.status] += 1
+        st, _rev = fact_status(rl, statuses, group[1])
+        audit.summary.facts[st.status] += 1   # (a missing current revision: db.dangling_ref)
         for r in rl:
             if r.source is None and r.source_error is not None:
                 yield audit._f("fact.hidden", r.source_error, fact_id=shown, revision=r.revision,

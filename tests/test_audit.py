@@ -827,13 +827,18 @@ def test_revision_checks_filtered_by_sqlite_find_what_the_loop_found(seed):
             "SELECT f.fact_id, f.revision, count(r.revision), min(r.revision), max(r.revision), "
             "sum(r.revision = f.revision) FROM facts f LEFT JOIN revisions r "
             "ON r.fact_id = f.fact_id GROUP BY f.fact_id ORDER BY f.fact_id"):
+        # (a revision that is no integer: its repr in the message, null in the field)
+        def said(v):  # noqa: ANN001,ANN202
+            return str(v) if type(v) is int else repr(v)
+
+        num = cur if type(cur) is int else None
         if not has_cur:
-            expect.append(("db.dangling_ref", f"the fact's current revision {cur} has no "
-                           "revision row", {"fact_id": row_text(fid), "revision": cur, "table": "facts"}))
+            expect.append(("db.dangling_ref", f"the fact's current revision {said(cur)} has no "
+                           "revision row", {"fact_id": row_text(fid), "revision": num, "table": "facts"}))
         elif n != hi or lo != 1 or hi != cur:
             expect.append(("db.revision_gap",
-                           f"{n} revision(s) numbered {lo}..{hi}; expected 1..{cur} without gaps",
-                           {"fact_id": row_text(fid), "revision": cur}))
+                           f"{n} revision(s) numbered {said(lo)}..{said(hi)}; expected "
+                           f"1..{said(cur)} without gaps", {"fact_id": row_text(fid), "revision": num}))
     assert expect and got == expect
 
 

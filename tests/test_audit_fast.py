@@ -390,3 +390,50 @@ def test_a_fact_whose_current_revision_has_no_row_is_listed_hidden(tmp_path: Pat
     codes = sorted((x["code"], x.get("fact_id")) for x in lines if x["type"] == "finding")
     assert ("db.dangling_ref", f"{2:016x}") in codes and ("db.dangling_ref", f"{3:016x}") in codes
     assert not [c for c in codes if c[0].startswith("fact.")], codes
+
+
+@pytest.mark.parametrize("stored", ["x'01'", "NULL", "9e999", "'1x'", "1.5"],
+                         ids=["blob", "null", "inf", "text", "real"])
+def test_a_current_revision_of_another_type_is_a_hidden_row(tmp_path: Path, stored: str) -> None:
+    """facts.revision holding no integer and naming no revision row (a BLOB,
+    NULL where the table lost its NOT NULL, +Inf, text, a real): the fact
+    is hidden (invalid_ref) in every command, its revision and the one its
+    status is about shown as null, never the stored bytes (exit 70) or a
+    NULL taken for 'not known' (valid); export then verify agree."""
+    import orjson
+
+    from .conftest import run_cli
+
+    path = _dangling_store(tmp_path)
+    fid = f"{2:016x}"
+    with FactStore(store_at(path).facts_db) as fs:
+        db = fs._conn
+        assert db is not None
+        db.execute("PRAGMA foreign_keys=0")
+        db.execute("CREATE TABLE f2 (fact_id TEXT PRIMARY KEY, revision INTEGER, "
+                   "created TEXT NOT NULL, updated TEXT NOT NULL)")
+        db.execute("INSERT INTO f2 SELECT * FROM facts")
+        db.execute("DROP TABLE facts")
+        db.execute("ALTER TABLE f2 RENAME TO facts")
+        db.execute(f"UPDATE facts SET revision = {stored} WHERE fact_id = ?", (fid,))
+    for argv in (["facts", "--format", "jsonl"], ["facts", "--json"], ["facts"],
+                 ["facts", "--status", "hidden", "--json"], ["recall", fid, "--json"],
+                 ["recall", fid], ["history", fid, "--json"], ["context", "--json"],
+                 ["context", "--explain"], ["facts", "--all", "--format", "csv"]):
+        r = run_cli("--store", str(path), *argv)
+        assert r.exit_code == 0, (argv, r.exit_code, r.stderr)
+        assert "b'" not in r.stdout, (argv, r.stdout)
+    rows = [orjson.loads(x) for x in run_cli("--store", str(path), "facts", "--format",
+                                              "jsonl").stdout.splitlines()]
+    row = next(x for x in rows if x["fact_id"] == fid)
+    assert (row["status"], row["reason"], row["revision"], row["about_revision"]) == (
+        "hidden", "invalid_ref", None, None)
+    doc = orjson.loads(run_cli("--store", str(path), "recall", fid, "--json").stdout)
+    assert (doc["status"], doc["reason"], doc["revision"]) == ("hidden", "invalid_ref", None)
+    r = run_cli("--store", str(path), "validate", "--format", "jsonl")
+    summary = next(x for x in map(orjson.loads, r.stdout.splitlines()) if x["type"] == "summary")
+    assert summary["facts"]["hidden"] == 2 and summary["facts"]["valid"] == 2, summary
+    r = run_cli("--store", str(path), "export", "--output", str(tmp_path / "b.tar"))
+    assert r.exit_code == 0, r.stderr
+    r = run_cli("verify", str(tmp_path / "b.tar"))
+    assert r.exit_code == 0, (r.stdout, r.stderr)

@@ -447,18 +447,25 @@ def fact_from_group(group: FactGroup) -> tuple[Fact, list[Revision]]:
     cur_rev = revs[-1] if revs and revs[-1].revision == revision else next(
         (r for r in revs if r.revision == revision), None)
     if cur_rev is None:
-        # no row for the current revision (a damaged database): no text and no
-        # source; fact_status, told the current revision, makes it hidden
-        return (Fact(row_text(fid), revision, "", row_text(created), row_text(updated), None, ()),
-                revs)
+        return missing_fact(fid, revision, created, updated), revs
     # a malformed row keeps its data; its status comes from the revision (hidden)
     return (Fact(row_text(fid), revision, cur_rev.text, row_text(created), row_text(updated),
                  cur_rev.source, cur_rev.provenance), revs)
 
 
+def missing_fact(fact_id: Any, revision: Any, created: Any, updated: Any) -> Fact:
+    """The Fact of a fact whose current revision has no row (a damaged
+    database): no text and no source, its revision shown only when it is
+    an integer (a stored BLOB, real or text is no revision number); given
+    that revision, :func:`fact_status` makes it hidden."""
+    return Fact(row_text(fact_id), revision if type(revision) is int else None,  # type: ignore[arg-type]
+                "", row_text(created), row_text(updated), None, ())
+
+
 def missing_current(revision: Any) -> str:
     """Why a fact whose current revision has no row is hidden."""
-    return f"malformed row: the fact's current revision {revision!r} has no row"
+    shown = "" if revision is None else f" {revision!r}"
+    return f"malformed row: the fact's current revision{shown} has no row"
 
 
 # SQLite's order of storage classes: NULL, numbers, text, BLOB
@@ -1031,11 +1038,9 @@ class FactStore(ClosesOnExit):
     def _fact_from_row(self, db: sqlite3.Connection, row: Sequence[Any]) -> Fact:
         fact_id, revision, created, updated, text = row
         if text is None:
-            # no row for the current revision (or a NULL text): no text and no
-            # source; fact_status, told the current revision (or revisions(),
-            # a NULL text), makes it hidden
-            return Fact(row_text(fact_id), revision, "", row_text(created), row_text(updated),
-                        None, ())
+            # no row for the current revision (or a NULL text, which
+            # revisions() reports): fact_status makes it hidden
+            return missing_fact(fact_id, revision, created, updated)
         ref, prov, _error = self._revision_sources(db, fact_id, revision)
         # a malformed row keeps its data; its status comes from revisions() (hidden)
         return Fact(row_text(fact_id), revision, row_text(text), row_text(created),
@@ -1718,15 +1723,22 @@ def require_authored_text(records: Iterable[Mapping[str, Any]], ref: SourceRef) 
                    "tool output alone cannot justify a correction")
 
 
+_NOT_GIVEN: Any = object()
+
+
 def fact_status(revisions: Sequence[Revision], statuses: Mapping[SourceRef, SourceStatus],
-                current: Any = None) -> tuple[SourceStatus, int | None]:
+                current: Any = _NOT_GIVEN) -> tuple[SourceStatus, int | None]:
     """A fact is valid only when every revision has a SourceRef that validates.
     Otherwise the status of the first failing revision, current first; returns
     (status, the revision it is about).  ``current``: the fact's current
-    revision, when known; one that has no row among ``revisions`` (a damaged
-    database) makes the fact hidden, ``invalid_ref``, about it."""
-    if current is not None and not any(r.revision == current for r in revisions):
-        return status_for("invalid_ref", missing_current(current)), current
+    revision as its Fact shows it (:func:`fact_from_group`); one that no row
+    of ``revisions`` has (a damaged database: no such row, or a stored value
+    that is no integer, None included) makes the fact hidden,
+    ``invalid_ref``, about it (None unless an integer)."""
+    if current is not _NOT_GIVEN and not any(
+            r.revision == current and type(r.revision) is type(current) for r in revisions):
+        return (status_for("invalid_ref", missing_current(current)),
+                current if type(current) is int else None)
     # current (highest) first; a damaged row's revision that is not an integer
     # sorts as SQLite sorts it (after the numbers), never a TypeError
     for rev in sorted(revisions, key=lambda r: _sql_key(r.revision), reverse=True):

@@ -345,12 +345,12 @@ def _db_checks_rest(fs: Any, db: Any) -> Iterator[tuple[str, str, dict[str, Any]
             "AND count(r.revision) = max(r.revision) AND max(r.revision) = f.revision) "
             "ORDER BY f.fact_id"):
         if not has_cur:
-            yield _later("db.dangling_ref", f"the fact's current revision {cur} has no "
-                           "revision row", fact_id=row_text(fid), revision=cur, table="facts")
+            yield _later("db.dangling_ref", f"the fact's current revision {_said(cur)} has no "
+                           "revision row", fact_id=row_text(fid), revision=_num(cur), table="facts")
         elif n != hi or lo != 1 or hi != cur:
             yield _later("db.revision_gap",
-                           f"{n} revision(s) numbered {lo}..{hi}; expected 1..{cur} without gaps",
-                           fact_id=row_text(fid), revision=cur)
+                           f"{n} revision(s) numbered {_said(lo)}..{_said(hi)}; expected "
+                           f"1..{_said(cur)} without gaps", fact_id=row_text(fid), revision=_num(cur))
     # refs to missing facts/revisions that foreign_key_check did not already report
     checks = [("revisions", "SELECT rowid, fact_id, revision FROM revisions WHERE fact_id NOT IN "
                "(SELECT fact_id FROM facts)")]
@@ -365,8 +365,21 @@ def _db_checks_rest(fs: Any, db: Any) -> Iterator[tuple[str, str, dict[str, Any]
             if (table, rowid) in fk_rows or (fid, rev) in seen:
                 continue
             seen.add((fid, rev))
-            yield _later("db.dangling_ref", f"{table} row names fact {row_text(fid)} revision {rev}, "
-                           "which does not exist", fact_id=row_text(fid), revision=rev, table=table)
+            yield _later("db.dangling_ref", f"{table} row names fact {row_text(fid)} revision "
+                           f"{_said(rev)}, which does not exist", fact_id=row_text(fid),
+                           revision=_num(rev), table=table)
+
+
+def _num(value: Any) -> int | None:
+    """A stored revision for a finding's integer field: None when it is no
+    integer (a BLOB, a real, a text: the message says what it is)."""
+    return value if type(value) is int else None
+
+
+def _said(value: Any) -> str:
+    """A stored revision in a finding's message: an integer as it is, any
+    other value as Python writes it (``'1x'``, ``b'\\x01'``, ``None``)."""
+    return str(value) if type(value) is int else repr(value)
 
 
 def _load_facts(audit: Audit, fs: Any, db: Any) -> None:
@@ -460,7 +473,8 @@ def fact_findings(audit: Audit) -> Iterator[Finding | None]:
             continue
         rl = [_revision(fid, r) for r in stored]
         shown = row_text(fid)   # a BLOB id is reported as text, as the listing shows it
-        st, _rev = fact_status(rl, statuses, group[1])
+        # (the current revision as the listing's Fact shows it)
+        st, _rev = fact_status(rl, statuses, group[1] if type(group[1]) is int else None)
         audit.summary.facts[st.status] += 1   # (a missing current revision: db.dangling_ref)
         for r in rl:
             if r.source is None and r.source_error is not None:

@@ -474,7 +474,7 @@ def fact_findings(audit: Audit) -> Iterator[Finding | None]:
         rl = [_revision(fid, r) for r in stored]
         shown = row_text(fid)   # a BLOB id is reported as text, as the listing shows it
         # (the current revision as the listing's Fact shows it)
-        st, _rev = fact_status(rl, statuses, group[1] if type(group[1]) is int else None)
+        st, _rev = fact_status(rl, statuses, _num(group[1]))
         audit.summary.facts[st.status] += 1   # (a missing current revision: db.dangling_ref)
         for r in rl:
             if r.source is None and r.source_error is not None:

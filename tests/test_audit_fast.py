@@ -392,11 +392,12 @@ def test_a_fact_whose_current_revision_has_no_row_is_listed_hidden(tmp_path: Pat
     assert not [c for c in codes if c[0].startswith("fact.")], codes
 
 
-@pytest.mark.parametrize("stored", ["x'01'", "NULL", "9e999", "'1x'", "1.5"],
-                         ids=["blob", "null", "inf", "text", "real"])
+@pytest.mark.parametrize("stored", ["x'01'", "NULL", "9e999", "'1x'", "1.5", "2.0", "'2'"],
+                         ids=["blob", "null", "inf", "text", "real", "real_of_a_row", "text_of_a_row"])
 def test_a_current_revision_of_another_type_is_a_hidden_row(tmp_path: Path, stored: str) -> None:
-    """facts.revision holding no integer and naming no revision row (a BLOB,
-    NULL where the table lost its NOT NULL, +Inf, text, a real): the fact
+    """facts.revision holding no integer (a BLOB, NULL where the table lost
+    its NOT NULL, +Inf, text, a real; 2.0 and '2' equal to the number of a
+    row, where the column lost its INTEGER affinity): the fact
     is hidden (invalid_ref) in every command, its revision and the one its
     status is about shown as null, never the stored bytes (exit 70) or a
     NULL taken for 'not known' (valid); export then verify agree."""
@@ -410,7 +411,8 @@ def test_a_current_revision_of_another_type_is_a_hidden_row(tmp_path: Path, stor
         db = fs._conn
         assert db is not None
         db.execute("PRAGMA foreign_keys=0")
-        db.execute("CREATE TABLE f2 (fact_id TEXT PRIMARY KEY, revision INTEGER, "
+        # (revision without a type: no affinity turns 2.0 or '2' into 2)
+        db.execute("CREATE TABLE f2 (fact_id TEXT PRIMARY KEY, revision, "
                    "created TEXT NOT NULL, updated TEXT NOT NULL)")
         db.execute("INSERT INTO f2 SELECT * FROM facts")
         db.execute("DROP TABLE facts")

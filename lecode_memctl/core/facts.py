@@ -408,9 +408,9 @@ def revision_from_stored(fact_id: Any, rev: tuple[Any, ...]) -> Revision:
             ref = _ref_from_row(fact_id, revision, sid, seqs, digest)
         except StoreCorrupt as exc:
             error = exc.message
-    problem = row_problem(fact_id, text)
+    problem = row_problem(fact_id, text) or provenance_problem(prov)
     if problem is not None:     # as revisions() reads it
-        ref, error = None, problem
+        ref, error, prov = None, problem, None
     return Revision(fact_id, revision, row_text(text), row_text(created), ref,
                     provenance_rows(prov), error)
 
@@ -420,6 +420,34 @@ def provenance_rows(prov: dict[str, list[int]] | None) -> tuple[Provenance, ...]
     if not prov:
         return ()
     return tuple(Provenance(s, tuple(q)) for s, q in prov.items())
+
+
+def _stored_kind(value: object) -> str:
+    """What SQLite holds, in words: a BLOB, NULL, text, a real number..."""
+    if value is None:
+        return "NULL"
+    return {bytes: "a BLOB", str: "text", float: "a real number", int: "an integer"}.get(
+        type(value), type(value).__name__)
+
+
+def provenance_problem(prov: Mapping[Any, list[Any]] | None) -> str | None:
+    """Why a revision's legacy provenance rows ({session id: positions}, as
+    stored) cannot be read -- a session id that is not text, a position that
+    is not a non-negative integer -- or None.  Such a row hides its
+    revision (invalid_ref), as a malformed source reference does: it is
+    never sorted, printed or excluded as if it named a transcript position."""
+    if not prov:
+        return None
+    for sid, seqs in prov.items():
+        if type(sid) is not str:
+            return (f"malformed row: a legacy provenance row's session id is stored as "
+                    f"{_stored_kind(sid)}")
+        for q in seqs:
+            if type(q) is not int or q < 0:
+                shown = f" {q}" if type(q) is int else ""
+                return (f"malformed row: a legacy provenance position in session {sid!r} is "
+                        f"{_stored_kind(q)}{shown}, not a non-negative integer")
+    return None
 
 
 def plain_seqs(rev: tuple[Any, ...]) -> list[int] | None:
@@ -444,7 +472,9 @@ def fact_from_group(group: FactGroup) -> tuple[Fact, list[Revision]]:
     """The Fact and its Revisions (oldest first) of a :data:`FactGroup`."""
     fid, revision, created, updated, stored = group
     revs = [revision_from_stored(fid, r) for r in stored]
-    cur_rev = revs[-1] if revs and revs[-1].revision == revision else next(
+    # (a current revision that is no integer names no row: 2.0 == 2 in Python)
+    cur_rev = None if type(revision) is not int else revs[-1] if (
+        revs and revs[-1].revision == revision) else next(
         (r for r in revs if r.revision == revision), None)
     if cur_rev is None:
         return missing_fact(fid, revision, created, updated), revs
@@ -1033,13 +1063,18 @@ class FactStore(ClosesOnExit):
                                    "AND revision = ? ORDER BY session_id, seq",
                                    (fact_id, revision)):
             prov.setdefault(sid, []).append(seq)
+        problem = provenance_problem(prov)
+        if problem is not None:
+            return None, (), problem
         return ref, provenance_rows(prov), error
 
     def _fact_from_row(self, db: sqlite3.Connection, row: Sequence[Any]) -> Fact:
         fact_id, revision, created, updated, text = row
-        if text is None:
+        if text is None or type(revision) is not int:
             # no row for the current revision (or a NULL text, which
-            # revisions() reports): fact_status makes it hidden
+            # revisions() reports; or a revision that is no integer, which
+            # SQLite's join may still match to one: 2.0 = 2): fact_status
+            # makes it hidden
             return missing_fact(fact_id, revision, created, updated)
         ref, prov, _error = self._revision_sources(db, fact_id, revision)
         # a malformed row keeps its data; its status comes from revisions() (hidden)
@@ -1571,10 +1606,19 @@ class FactStore(ClosesOnExit):
         if "source_refs" in self._tables:
             for sid, raw in db.execute("SELECT session_id, seqs FROM source_refs WHERE fact_id = ?",
                                        (fact_id,)):
+                if type(sid) is not str:
+                    raise StoreCorrupt(f"facts database: source of {fact_id}: the session id is "
+                                       f"stored as {_stored_kind(sid)}")
                 out.setdefault(sid, set()).update(_seqs_from_json(raw, f"source of {fact_id}"))
+        prov: dict[Any, list[Any]] = {}
         for sid, seq in db.execute("SELECT session_id, seq FROM provenance WHERE fact_id = ?",
                                    (fact_id,)):
-            out.setdefault(sid, set()).add(seq)
+            prov.setdefault(sid, []).append(seq)
+        problem = provenance_problem(prov)
+        if problem is not None:
+            raise StoreCorrupt(f"facts database: fact {fact_id}: {problem}")
+        for sid, seqs in prov.items():
+            out.setdefault(sid, set()).update(seqs)
         return out
 
     def plan_forget(self, fact_id: str) -> ForgetPlan:

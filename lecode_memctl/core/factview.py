@@ -223,7 +223,7 @@ def _plain_row(group: FactGroup, bad: Mapping[tuple[str, tuple[int, ...], str], 
     the statuses not valid, by (session, seqs, digest).  ``record``: as
     ``FACT.record`` makes it (``type`` first, RFC 3339 times)."""
     fid, revision, created, updated, stored = group
-    if type(fid) is not str or not FACT_ID_RE.match(fid):
+    if type(fid) is not str or type(revision) is not int or not FACT_ID_RE.match(fid):
         return None
     status: SourceStatus | None = None
     about: int | None = None
@@ -507,6 +507,8 @@ def history(facts: FactStore | None, sessions: SessionReader, fact_id: str) -> d
     for r in revs[fact_id]:
         if r.source is not None:
             s = statuses.get(r.source) or SourceStatus(HIDDEN, "invalid_ref")
+        elif r.source_error is not None:    # a malformed row: as fact_status says it
+            s = status_for("invalid_ref", r.source_error)
         else:
             s = status_for("legacy_provenance")
         out.append({"revision": r.revision, "text": r.text, "created": r.created,

@@ -417,7 +417,7 @@ def _revision(fid: Any, stored: tuple[Any, ...]) -> Any:
     """A stored revision as the audit reads it: a reference that does not
     parse, or a row that cannot be trusted (``row_problem``), has no source
     and says why in ``source_error`` (reported as ``fact.hidden``)."""
-    from ..facts import Revision, provenance_rows, row_problem, row_text
+    from ..facts import Revision, provenance_problem, provenance_rows, row_problem, row_text
 
     rev, text, created, sid, seqs, digest, prov = stored
     ref: SourceRef | None = None
@@ -428,9 +428,9 @@ def _revision(fid: Any, stored: tuple[Any, ...]) -> Any:
             ref = SourceRef(sid, tuple(raw) if isinstance(raw, list) else (), digest)
         except (orjson.JSONDecodeError, UsageError, TypeError) as exc:
             error = f"the stored source reference is malformed: {exc}"
-    problem = row_problem(fid, text)
+    problem = row_problem(fid, text) or provenance_problem(prov)
     if problem is not None:   # data with a status, never trusted (issue 16.4)
-        ref, error = None, problem
+        ref, error, prov = None, problem, None
     return Revision(fid, rev, row_text(text), row_text(created), ref, provenance_rows(prov), error)
 
 
@@ -460,7 +460,7 @@ def fact_findings(audit: Audit) -> Iterator[Finding | None]:
             seqs = plain_seqs(rev)
             if seqs is None or bad and (rev[3], tuple(seqs), rev[5]) in bad:
                 return False
-        return bool(stored) and stored[-1][0] == current
+        return bool(stored) and type(current) is int and stored[-1][0] == current
 
     def excluded(sid: str) -> frozenset[int]:
         return audit._excluded.get(sid, frozenset())

@@ -1,0 +1,111 @@
+"""Rows of facts.sqlite3 that a writer other than the core left (a review of
+2026-12-05, each case failing before its fix): legacy provenance rows whose
+session id is no text or whose position is no integer, which made
+``validate``, ``history --json`` and ``forget --dry-run`` exit 70.
+
+Every command gives the same answer about such a fact (hidden,
+``invalid_ref``, the row named), no read command changes a byte, and the
+writers refuse it with a one-line error (exit 5), as they refuse a
+malformed source reference, rather than install some of its exclusions."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import orjson
+import pytest
+
+from .builders import copy_demo
+from .conftest import run_cli, tree_hash
+
+PREF = "80fa60fdfe856452"      # demo 'preference' fact: revision 2 (corrected)
+
+
+@pytest.fixture
+def demo(demo_template, tmp_path):
+    return copy_demo(demo_template, tmp_path / "demo")
+
+
+def _sql(store: Path, *statements: str) -> None:
+    db = sqlite3.connect(store / "facts.sqlite3")
+    try:
+        with db:
+            for s in statements:
+                db.execute(s)
+    finally:
+        db.close()
+
+
+PROVENANCE = {
+    "blob_session": f"INSERT INTO provenance VALUES ('{PREF}', 2, CAST('demo-alpha' AS BLOB), 14)",
+    "text_seq": f"INSERT INTO provenance VALUES ('{PREF}', 2, 'demo-alpha', 'x')",
+    "real_seq": f"INSERT INTO provenance VALUES ('{PREF}', 2, 'demo-alpha', 14.5)",
+    "older_revision": f"INSERT INTO provenance VALUES ('{PREF}', 1, CAST('demo-alpha' AS BLOB), 3)",
+}
+
+
+def bad_revision(case: str) -> int:
+    return 1 if case == "older_revision" else 2
+
+
+@pytest.mark.parametrize("case", sorted(PROVENANCE))
+def test_a_malformed_provenance_row_hides_its_revision_in_every_command(demo, case):
+    _sql(demo, PROVENANCE[case])
+    before = tree_hash(demo)
+    base = ("--store", str(demo), "--no-state")
+    listed = {}
+    for fmt in ("jsonl",):
+        r = run_cli(*base, "facts", "--all", "--format", fmt)
+        assert r.exit_code == 0, r.stderr
+        listed = {x["fact_id"]: x for x in map(orjson.loads, r.stdout.splitlines())}
+    row = listed[PREF]
+    assert (row["status"], row["reason"]) == ("hidden", "invalid_ref"), row
+    # the filtered listing (the Fact objects) and the one-fact path agree
+    r = run_cli(*base, "facts", "--all", "--since", "2000-01-01", "--format", "jsonl")
+    assert r.exit_code == 0, r.stderr
+    same = {x["fact_id"]: x for x in map(orjson.loads, r.stdout.splitlines())}
+    assert same[PREF] == row
+    r = run_cli(*base, "recall", PREF, "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = orjson.loads(r.stdout)
+    assert (doc["status"], doc["reason"], doc["revision"]) == ("hidden", "invalid_ref", 2)
+    assert doc["about_revision"] == bad_revision(case), doc
+    r = run_cli(*base, "history", PREF, "--json")
+    assert r.exit_code == 0, r.stderr
+    assert b"b'" not in r.stdout.encode()
+    hist = orjson.loads(r.stdout)
+    bad = bad_revision(case)
+    assert [(x["revision"], x["status"], x["reason"]) for x in hist["revisions"]
+            if x["status"] != "valid"] == [(bad, "hidden", "invalid_ref")], hist
+    for argv in (("facts",), ("context", "--json"), ("context", "--explain"),
+                 ("facts", "--all", "--format", "csv"), ("facts", "--status", "hidden")):
+        r = run_cli(*base, *argv)
+        assert r.exit_code == 0, (argv, r.stderr)
+        assert "b'" not in r.stdout, (argv, r.stdout)
+    r = run_cli(*base, "validate", "--format", "jsonl")
+    assert r.exit_code == 1, (r.exit_code, r.stderr)
+    found = [x for x in map(orjson.loads, r.stdout.splitlines()) if x.get("fact_id") == PREF]
+    assert [(x["code"], x["reason"]) for x in found] == [("fact.hidden", "invalid_ref")], found
+    assert "provenance" in found[0]["message"]
+    assert tree_hash(demo) == before
+    # a writer refuses the fact with one line (exit 5) and writes nothing
+    r = run_cli(*base, "forget", PREF, "--dry-run")
+    assert r.exit_code == 5, (r.exit_code, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "provenance" in lines[0] and "Traceback" not in r.stderr, r.stderr
+    assert tree_hash(demo) == before
+
+
+def test_forget_refuses_a_source_whose_session_id_is_a_blob(demo):
+    """The readers hide such a revision (invalid_ref); forget sorted the
+    session ids of the fact's evidence and exited 70 (bytes against str)."""
+    _sql(demo, f"UPDATE source_refs SET session_id = CAST(session_id AS BLOB) "
+               f"WHERE fact_id = '{PREF}' AND revision = 2")
+    before = tree_hash(demo)
+    for argv in (("forget", PREF, "--dry-run"), ("forget", PREF, "--yes")):
+        r = run_cli("--store", str(demo), "--no-state", *argv)
+        assert r.exit_code == 5, (argv, r.exit_code, r.stdout, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and "BLOB" in lines[0] and "Traceback" not in r.stderr, r.stderr
+    assert tree_hash(demo) == before

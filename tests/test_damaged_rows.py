@@ -109,3 +109,95 @@ def test_forget_refuses_a_source_whose_session_id_is_a_blob(demo):
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and "BLOB" in lines[0] and "Traceback" not in r.stderr, r.stderr
     assert tree_hash(demo) == before
+
+
+# ---------------------------------------------------------------- text that is not UTF-8
+
+NOT_UTF8 = {
+    # a superseded revision's text, the current one's, a time, a source's
+    # session id and digest, and a fact id in all three tables
+    "old_text": f"UPDATE revisions SET text = CAST(x'ff41' AS TEXT) "
+                f"WHERE fact_id = '{PREF}' AND revision = 1",
+    "current_text": f"UPDATE revisions SET text = CAST(x'4142c3' AS TEXT) "
+                    f"WHERE fact_id = '{PREF}' AND revision = 2",
+    "created": f"UPDATE facts SET created = CAST(x'32303236ff' AS TEXT) WHERE fact_id = '{PREF}'",
+    "session_id": f"UPDATE source_refs SET session_id = CAST(x'64656d6fff' AS TEXT) "
+                  f"WHERE fact_id = '{PREF}' AND revision = 2",
+    "digest": f"UPDATE source_refs SET digest = CAST(x'ff' AS TEXT) "
+              f"WHERE fact_id = '{PREF}' AND revision = 1",
+}
+
+
+def _listing(store: Path) -> dict[str, dict]:
+    r = run_cli("--store", str(store), "--no-state", "facts", "--all", "--format", "jsonl")
+    assert r.exit_code == 0, (r.exit_code, r.stderr)
+    return {x["fact_id"]: x for x in map(orjson.loads, r.stdout.splitlines())}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_UTF8))
+def test_text_that_is_not_utf8_is_one_rows_problem(demo, case):
+    """A TEXT value whose bytes are not UTF-8 (a writer outside SQLite's API)
+    failed every query that reached it: facts, context and validate exited
+    5 for the whole store.  It is read as its bytes, as a BLOB is: that
+    fact's row says what is wrong, the others are as before."""
+    before_rows = _listing(demo)
+    _sql(demo, "PRAGMA foreign_keys = OFF", NOT_UTF8[case])
+    before = tree_hash(demo)
+    base = ("--store", str(demo), "--no-state")
+    rows = _listing(demo)
+    assert set(rows) == set(before_rows)
+    for fid, row in rows.items():
+        if fid != PREF:
+            assert row == before_rows[fid], fid
+    row = rows[PREF]
+    if case in ("old_text", "current_text", "session_id", "digest"):
+        assert (row["status"], row["reason"]) == ("hidden", "invalid_ref"), row
+    same = {x["fact_id"]: x for x in map(orjson.loads, run_cli(
+        *base, "facts", "--all", "--since", "2000-01-01", "--format", "jsonl").stdout.splitlines())}
+    assert same == rows
+    r = run_cli(*base, "recall", PREF, "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = orjson.loads(r.stdout)
+    assert (doc["status"], doc["reason"]) == (row["status"], row["reason"])
+    for argv in (("history", PREF, "--json"), ("context", "--json"), ("context", "--explain"),
+                 ("facts",), ("facts", "--all", "--format", "csv")):
+        r = run_cli(*base, *argv)
+        assert r.exit_code == 0, (argv, r.exit_code, r.stderr)
+    r = run_cli(*base, "validate", "--format", "jsonl")
+    assert r.exit_code in (0, 1), (r.exit_code, r.stderr)
+    found = list(map(orjson.loads, r.stdout.splitlines()))
+    assert not [x for x in found if x.get("code") == "db.unreadable"], found
+    summary = next(x for x in found if x["type"] == "summary")
+    assert summary["facts_total"] == len(rows), summary
+    assert tree_hash(demo) == before
+
+
+@pytest.mark.parametrize("how", ["fetchmany", "iterate", "fetchone", "fetchall_after_one"])
+def test_a_read_past_text_that_is_not_utf8_loses_no_row(demo, how):
+    """The connections FactStore opens read every row once, in order, the
+    one whose text is not UTF-8 as InvalidText: fetchmany drops the rows it
+    had converted when a value fails, so the cursor runs the statement again
+    and passes over the rows it had returned."""
+    from lecode_memctl.core.facts import FactStore, InvalidText
+
+    _sql(demo, "CREATE TABLE t (a INTEGER, b TEXT)",
+         *(f"INSERT INTO t VALUES ({i}, 'v{i}')" for i in range(10)),
+         "UPDATE t SET b = CAST(x'ff41' AS TEXT) WHERE a = 5")
+    with FactStore.open_readonly(demo / "facts.sqlite3") as fs:
+        db = fs._reader()
+        assert db is not None
+        cur = db.execute("SELECT a, b FROM t ORDER BY a")
+        got: list = []
+        if how == "fetchmany":
+            while rows := cur.fetchmany(3):
+                got += rows
+        elif how == "iterate":
+            got = list(cur)
+        elif how == "fetchone":
+            while (row := cur.fetchone()) is not None:
+                got.append(row)
+        else:
+            got = [cur.fetchone(), cur.fetchone(), *cur.fetchall()]
+    assert [a for a, _b in got] == list(range(10))
+    assert got[5] == (5, b"\xffA") and type(got[5][1]) is InvalidText
+    assert all(type(b) is str for a, b in got if a != 5)

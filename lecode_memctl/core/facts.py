@@ -319,6 +319,118 @@ def _db_error(path: Path, exc: BaseException) -> Exception:
     return StoreCorrupt(f"{path}: facts database unreadable: {text}")
 
 
+class InvalidText(bytes):
+    """A TEXT value whose bytes are not UTF-8 (SQLite stores what a writer
+    outside its text API gives it, unchecked): read as its bytes, as a BLOB
+    is, so that the row it is in says what is wrong -- a malformed row --
+    where the query would fail for the whole store."""
+
+    __slots__ = ()
+
+
+def _tolerant_text(raw: bytes) -> str | bytes:
+    """The connection's ``text_factory`` once a TEXT value was not UTF-8."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return InvalidText(raw)
+
+
+def _not_utf8(exc: sqlite3.Error) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and str(exc).startswith(
+        "Could not decode to UTF-8")
+
+
+class _Cursor(sqlite3.Cursor):
+    """A cursor whose reads go on past a TEXT value that is not UTF-8.  The
+    default conversion is C's and fails the read; at the first such value
+    the connection's ``text_factory`` becomes :func:`_tolerant_text` (a
+    Python call per text value from then on, on such a database only) and
+    the read is taken again: ``fetchone`` and iteration get the same row
+    (SQLite's statement still holds it); ``fetchmany`` and ``fetchall``,
+    which drop the rows they had converted, run the statement again and
+    pass over the rows already returned (a read connection sees one
+    snapshot, a writer its own transaction: the same rows in the same
+    order)."""
+
+    _replay: tuple[str, Any] | None = None
+    _given = 0
+
+    def execute(self, sql: str, parameters: Any = (), /) -> _Cursor:
+        self._replay, self._given = (sql, parameters), 0
+        super().execute(sql, parameters)
+        return self
+
+    def _tolerate(self, exc: sqlite3.OperationalError) -> bool:
+        conn = self.connection
+        if not _not_utf8(exc) or conn.text_factory is _tolerant_text:
+            return False
+        conn.text_factory = _tolerant_text
+        return True
+
+    def __next__(self) -> Any:
+        try:
+            row = super().__next__()
+        except sqlite3.OperationalError as exc:
+            if not self._tolerate(exc):
+                raise
+            row = super().__next__()
+        self._given += 1
+        return row
+
+    def fetchone(self) -> Any:
+        try:
+            row = super().fetchone()
+        except sqlite3.OperationalError as exc:
+            if not self._tolerate(exc):
+                raise
+            row = super().fetchone()
+        if row is not None:
+            self._given += 1
+        return row
+
+    def fetchmany(self, size: int | None = None) -> list[Any]:
+        n = self.arraysize if size is None else size
+        try:
+            rows = super().fetchmany(n)
+        except sqlite3.OperationalError as exc:
+            if self._replay is None or not self._tolerate(exc):
+                raise
+            self._again()
+            rows = super().fetchmany(n)
+        self._given += len(rows)
+        return rows
+
+    def fetchall(self) -> list[Any]:
+        try:
+            rows = super().fetchall()
+        except sqlite3.OperationalError as exc:
+            if self._replay is None or not self._tolerate(exc):
+                raise
+            self._again()
+            rows = super().fetchall()
+        self._given += len(rows)
+        return rows
+
+    def _again(self) -> None:
+        assert self._replay is not None
+        given = self._given
+        super().execute(*self._replay)
+        for _ in range(given):
+            super().__next__()
+
+
+class _Connection(sqlite3.Connection):
+    """A connection whose cursors are :class:`_Cursor` (``execute`` included:
+    SQLite's own would run the statement without the cursor's ``execute``)."""
+
+    def cursor(self, factory: Any = _Cursor) -> Any:
+        return super().cursor(factory)
+
+    def execute(self, sql: str, parameters: Any = (), /) -> Any:
+        return self.cursor().execute(sql, parameters)
+
+
 def _seqs_from_json(raw: str, where: str) -> tuple[int, ...]:
     try:
         seqs = orjson.loads(raw)
@@ -349,6 +461,8 @@ def row_problem(fact_id: object, text: object) -> str | None:
         return f"malformed row: the fact id {fact_id!r} is not 16 lower-case hex digits"
     if not isinstance(text, str):
         kind = "a BLOB" if isinstance(text, bytes) else f"{type(text).__name__}, not text"
+        if isinstance(text, InvalidText):
+            kind = "text that is not UTF-8"
         return f"malformed row: the revision text is stored as {kind}"
     return None
 
@@ -394,7 +508,8 @@ FactGroup = tuple[Any, Any, Any, Any, list[tuple[Any, ...]]]
 each revision ``(revision, text, created, session_id, seqs, digest,
 provenance)`` oldest first: the source columns None without a source row,
 provenance None or ``{session_id: [seq, ...]}``; values as SQLite gives them
-(a damaged row may hold any type)."""
+(a damaged row may hold any type; a TEXT value that is not UTF-8 is an
+:class:`InvalidText`, a ``bytes``)."""
 
 
 def revision_from_stored(fact_id: Any, rev: tuple[Any, ...]) -> Revision:
@@ -426,8 +541,8 @@ def _stored_kind(value: object) -> str:
     """What SQLite holds, in words: a BLOB, NULL, text, a real number..."""
     if value is None:
         return "NULL"
-    return {bytes: "a BLOB", str: "text", float: "a real number", int: "an integer"}.get(
-        type(value), type(value).__name__)
+    return {bytes: "a BLOB", str: "text", float: "a real number", int: "an integer",
+            InvalidText: "text that is not UTF-8"}.get(type(value), type(value).__name__)
 
 
 def provenance_problem(prov: Mapping[Any, list[Any]] | None) -> str | None:
@@ -499,12 +614,20 @@ def missing_current(revision: Any) -> str:
 
 
 # SQLite's order of storage classes: NULL, numbers, text, BLOB
-_SQL_RANK = {type(None): 0, bool: 1, int: 1, float: 1, str: 2, bytes: 3}
+_SQL_RANK = {type(None): 0, bool: 1, int: 1, float: 1, str: 2, InvalidText: 2, bytes: 3}
+
+
+def _text_bytes(value: str | bytes) -> bytes:
+    return value.encode("utf-8", "surrogatepass") if isinstance(value, str) else bytes(value)
 
 
 def _sql_key(value: Any) -> tuple[int, Any]:
-    """A sort key that orders values as SQLite does (storage class first)."""
-    return _SQL_RANK.get(type(value), 4), value
+    """A sort key that orders values as SQLite does (storage class first;
+    text by its bytes, where one is not UTF-8)."""
+    rank = _SQL_RANK.get(type(value), 4)
+    if rank == 2:
+        return rank, _text_bytes(value)
+    return rank, value
 
 
 def _sql_lt(a: Any, b: Any) -> bool:
@@ -513,6 +636,8 @@ def _sql_lt(a: Any, b: Any) -> bool:
     ta, tb = _SQL_RANK.get(type(a), 4), _SQL_RANK.get(type(b), 4)
     if ta != tb:
         return ta < tb
+    if ta == 2 and type(a) is not type(b):   # text, one not UTF-8: by the bytes
+        return _text_bytes(a) < _text_bytes(b)
     return a < b  # type: ignore[no-any-return]
 
 
@@ -740,7 +865,8 @@ class FactStore(ClosesOnExit):
     def _connect(self, target: str, *, uri: bool) -> sqlite3.Connection:
         try:
             db = sqlite3.connect(target, uri=uri, timeout=self.busy_timeout,
-                                 isolation_level=None, check_same_thread=False)
+                                 isolation_level=None, check_same_thread=False,
+                                 factory=_Connection)
         except sqlite3.Error as exc:
             raise _db_error(self.path, exc) from None
         if self._on_connect is not None:

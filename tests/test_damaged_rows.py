@@ -201,3 +201,36 @@ def test_a_read_past_text_that_is_not_utf8_loses_no_row(demo, how):
     assert [a for a, _b in got] == list(range(10))
     assert got[5] == (5, b"\xffA") and type(got[5][1]) is InvalidText
     assert all(type(b) is str for a, b in got if a != 5)
+
+
+# ---------------------------------------------------------------- an id stored as a BLOB
+
+def test_a_fact_whose_id_is_a_blob_is_found_by_the_id_listed(demo):
+    """A writer that binds the id as bytes stores a BLOB: the listing shows
+    the fact under its id (hidden, invalid_ref: the id is malformed as
+    stored), but recall and history said 'no fact' (exit 3) and forget
+    did too.  The readers find it by the id listed; forget refuses it in
+    one line (exit 5) rather than say it does not exist."""
+    _sql(demo, "PRAGMA foreign_keys = OFF",
+         *(f"UPDATE {t} SET fact_id = CAST(fact_id AS BLOB) WHERE fact_id = '{PREF}'"
+           for t in ("facts", "revisions", "source_refs")))
+    before = tree_hash(demo)
+    base = ("--store", str(demo), "--no-state")
+    row = _listing(demo)[PREF]
+    assert (row["status"], row["reason"], row["revision"]) == ("hidden", "invalid_ref", 2), row
+    r = run_cli(*base, "recall", PREF, "--json")
+    assert r.exit_code == 0, (r.exit_code, r.stderr)
+    doc = orjson.loads(r.stdout)
+    assert (doc["fact_id"], doc["status"], doc["reason"], doc["revision"]) == (
+        PREF, "hidden", "invalid_ref", 2), doc
+    r = run_cli(*base, "history", PREF, "--json")
+    assert r.exit_code == 0, (r.exit_code, r.stderr)
+    hist = orjson.loads(r.stdout)
+    assert [(x["revision"], x["status"]) for x in hist["revisions"]] == [
+        (1, "hidden"), (2, "hidden")], hist
+    for argv in (("forget", PREF, "--dry-run"), ("forget", PREF, "--yes")):
+        r = run_cli(*base, *argv)
+        assert r.exit_code == 5, (argv, r.exit_code, r.stdout, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and "BLOB" in lines[0], r.stderr
+    assert tree_hash(demo) == before

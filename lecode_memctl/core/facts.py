@@ -1169,7 +1169,7 @@ class FactStore(ClosesOnExit):
 
     # ---- reads -----------------------------------------------------------
 
-    def _revision_sources(self, db: sqlite3.Connection, fact_id: str, revision: int
+    def _revision_sources(self, db: sqlite3.Connection, fact_id: str | bytes, revision: int
                           ) -> tuple[SourceRef | None, tuple[Provenance, ...], str | None]:
         """(source ref, legacy provenance, why the stored ref is malformed or None).
         A malformed stored ref is that revision's problem (hidden / invalid_ref),
@@ -1181,7 +1181,7 @@ class FactStore(ClosesOnExit):
                              "WHERE fact_id = ? AND revision = ?", (fact_id, revision)).fetchone()
             if row:
                 try:
-                    ref = _ref_from_row(fact_id, revision, *row)
+                    ref = _ref_from_row(row_text(fact_id), revision, *row)
                 except StoreCorrupt as exc:
                     error = exc.message
         prov: dict[str, list[int]] = {}
@@ -1217,7 +1217,33 @@ class FactStore(ClosesOnExit):
         if db is None:
             return None
         row = db.execute(self._FACT_SELECT + "WHERE f.fact_id = ?", (fact_id,)).fetchone()
+        if row is None and isinstance(fact_id, str):
+            # a writer that bound the id as bytes stored a BLOB: the listing
+            # shows it under this id (hidden), so it is found by it
+            row = db.execute(self._FACT_SELECT + "WHERE f.fact_id = ?",
+                             (fact_id.encode(),)).fetchone()
         return self._fact_from_row(db, row) if row else None
+
+    def _stored_id(self, db: sqlite3.Connection, fact_id: str) -> str | bytes:
+        """``fact_id`` as the facts table holds it: the text, or the BLOB of
+        its bytes where only that is stored (see :meth:`get`)."""
+        if isinstance(fact_id, str) and db.execute(
+                "SELECT 1 FROM facts WHERE fact_id = ?", (fact_id,)).fetchone() is None:
+            blob = fact_id.encode()
+            if db.execute("SELECT 1 FROM facts WHERE fact_id = ?", (blob,)).fetchone():
+                return blob
+        return fact_id
+
+    def _missing(self, db: sqlite3.Connection, fact_id: str) -> NotFound | StoreCorrupt:
+        """The error of a writer given an id the facts table does not hold as
+        text: StoreCorrupt when it holds the id as a BLOB (listed and
+        recalled under the id, hidden, but not to be changed as stored),
+        else NotFound."""
+        if db.execute("SELECT 1 FROM facts WHERE fact_id = ?", (fact_id.encode(),)).fetchone():
+            return StoreCorrupt(f"facts database: the id of fact {fact_id} is stored as a BLOB, "
+                                "not text (its writer bound bytes): it is listed hidden and "
+                                "cannot be changed or forgotten as stored")
+        return NotFound(f"no fact {fact_id}")
 
     def require(self, fact_id: str) -> Fact:
         fact = self.get(check_fact_id(fact_id))
@@ -1233,11 +1259,12 @@ class FactStore(ClosesOnExit):
         if db is None:
             return []
         out = []
+        key = self._stored_id(db, fact_id)
         for rev, text, created in db.execute(
                 "SELECT revision, text, created FROM revisions WHERE fact_id = ? "
-                "ORDER BY revision", (fact_id,)).fetchall():
-            ref, prov, error = self._revision_sources(db, fact_id, rev)
-            problem = row_problem(fact_id, text)
+                "ORDER BY revision", (key,)).fetchall():
+            ref, prov, error = self._revision_sources(db, key, rev)
+            problem = row_problem(key, text)
             if problem is not None:
                 ref, error = None, problem
             out.append(Revision(fact_id, rev, row_text(text), row_text(created), ref, prov, error))
@@ -1609,7 +1636,7 @@ class FactStore(ClosesOnExit):
             if row is None:
                 if db.execute("SELECT 1 FROM forgotten WHERE fact_id = ?", (fact_id,)).fetchone():
                     raise NotFound(f"fact {fact_id} was forgotten")
-                raise NotFound(f"no fact {fact_id}")
+                raise self._missing(db, fact_id)
             current, created = row
             if current != expected_revision:
                 raise Conflict(f"stale revision for fact {fact_id}: expected {expected_revision}, "
@@ -1759,6 +1786,8 @@ class FactStore(ClosesOnExit):
         if not exists:
             if self.was_forgotten(fact_id):
                 return ForgetPlan(fact_id, False, (), (), gen, gen, ())
+            if db is not None:
+                raise self._missing(db, fact_id)
             raise NotFound(f"no fact {fact_id}")
         assert db is not None
         positions = self._evidence_positions(db, fact_id)
@@ -1783,7 +1812,7 @@ class FactStore(ClosesOnExit):
             if not db.execute("SELECT 1 FROM facts WHERE fact_id = ?", (fact_id,)).fetchone():
                 if db.execute("SELECT 1 FROM forgotten WHERE fact_id = ?", (fact_id,)).fetchone():
                     return False
-                raise NotFound(f"no fact {fact_id}")
+                raise self._missing(db, fact_id)
             positions = self._evidence_positions(db, fact_id)
             gen = generation_value(db.execute(
                 "SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])

@@ -234,3 +234,32 @@ def test_a_fact_whose_id_is_a_blob_is_found_by_the_id_listed(demo):
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and "BLOB" in lines[0], r.stderr
     assert tree_hash(demo) == before
+
+
+# ---------------------------------------------------------------- NULL in a source row
+
+NO_NOT_NULL = (
+    "PRAGMA foreign_keys = OFF",
+    "CREATE TABLE s2 (fact_id TEXT, revision INTEGER, session_id TEXT, seqs TEXT, digest TEXT)",
+    "INSERT INTO s2 SELECT * FROM source_refs",
+    "DROP TABLE source_refs",
+    "ALTER TABLE s2 RENAME TO source_refs",
+)
+
+
+@pytest.mark.parametrize("column", ["session_id", "seqs", "digest"])
+def test_a_source_row_with_a_null_is_malformed_in_every_reader(demo, column):
+    """source_refs without its NOT NULLs: a row whose session id is NULL was
+    no source to the listing and validate (unverified, legacy_provenance)
+    and a malformed one to recall and history (hidden, invalid_ref).  A row
+    that is there is a malformed source everywhere."""
+    _sql(demo, *NO_NOT_NULL, f"UPDATE source_refs SET {column} = NULL "
+                              f"WHERE fact_id = '{PREF}' AND revision = 2")
+    base = ("--store", str(demo), "--no-state")
+    row = _listing(demo)[PREF]
+    assert (row["status"], row["reason"], row["about_revision"]) == ("hidden", "invalid_ref", 2)
+    doc = orjson.loads(run_cli(*base, "recall", PREF, "--json").stdout)
+    assert (doc["status"], doc["reason"], doc["about_revision"]) == ("hidden", "invalid_ref", 2)
+    r = run_cli(*base, "validate", "--format", "jsonl")
+    found = [x for x in map(orjson.loads, r.stdout.splitlines()) if x.get("fact_id") == PREF]
+    assert [(x["code"], x["reason"]) for x in found] == [("fact.hidden", "invalid_ref")], found

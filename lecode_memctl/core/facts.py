@@ -518,7 +518,7 @@ def revision_from_stored(fact_id: Any, rev: tuple[Any, ...]) -> Revision:
     revision, text, created, sid, seqs, digest, prov = rev
     ref: SourceRef | None = None
     error: str | None = None
-    if sid is not None:
+    if has_source(sid, seqs, digest):
         try:
             ref = _ref_from_row(fact_id, revision, sid, seqs, digest)
         except StoreCorrupt as exc:
@@ -528,6 +528,14 @@ def revision_from_stored(fact_id: Any, rev: tuple[Any, ...]) -> Revision:
         ref, error, prov = None, problem, None
     return Revision(fact_id, revision, row_text(text), row_text(created), ref,
                     provenance_rows(prov), error)
+
+
+def has_source(session_id: Any, seqs: Any, digest: Any) -> bool:
+    """Whether a revision's stored source columns are a source row: any of
+    them not NULL (a joined read gives NULL for all three where there is no
+    row; a row with a NULL in a table that lost its NOT NULLs is a malformed
+    source, invalid_ref, as the one-fact read finds it)."""
+    return session_id is not None or seqs is not None or digest is not None
 
 
 def provenance_rows(prov: dict[str, list[int]] | None) -> tuple[Provenance, ...]:
@@ -1179,7 +1187,7 @@ class FactStore(ClosesOnExit):
         if "source_refs" in self._tables:
             row = db.execute("SELECT session_id, seqs, digest FROM source_refs "
                              "WHERE fact_id = ? AND revision = ?", (fact_id, revision)).fetchone()
-            if row:
+            if row and has_source(*row):
                 try:
                     ref = _ref_from_row(row_text(fact_id), revision, *row)
                 except StoreCorrupt as exc:

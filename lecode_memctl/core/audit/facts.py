@@ -417,12 +417,12 @@ def _revision(fid: Any, stored: tuple[Any, ...]) -> Any:
     """A stored revision as the audit reads it: a reference that does not
     parse, or a row that cannot be trusted (``row_problem``), has no source
     and says why in ``source_error`` (reported as ``fact.hidden``)."""
-    from ..facts import Revision, provenance_problem, provenance_rows, row_problem, row_text
+    from ..facts import Revision, has_source, provenance_problem, provenance_rows, row_problem, row_text
 
     rev, text, created, sid, seqs, digest, prov = stored
     ref: SourceRef | None = None
     error: str | None = None
-    if sid is not None:
+    if has_source(sid, seqs, digest):
         try:
             raw = orjson.loads(seqs)
             ref = SourceRef(sid, tuple(raw) if isinstance(raw, list) else (), digest)

@@ -530,6 +530,16 @@ def revision_from_stored(fact_id: Any, rev: tuple[Any, ...]) -> Revision:
                     provenance_rows(prov), error)
 
 
+def _once_per_id(rows: list[Any]) -> list[Any]:
+    """The first of the rows (in id order) of each fact id: the join with the
+    revisions gives one per row of the current revision, several where the
+    table lost its primary key (which revision is then judged hidden:
+    :func:`flag_stored_twice`)."""
+    if len(rows) < 2 or len({r[0] for r in rows}) == len(rows):
+        return rows
+    return [r for i, r in enumerate(rows) if i == 0 or r[0] != rows[i - 1][0]]
+
+
 def has_source(session_id: Any, seqs: Any, digest: Any) -> bool:
     """Whether a revision's stored source columns are a source row: any of
     them not NULL (a joined read gives NULL for all three where there is no
@@ -591,10 +601,32 @@ def plain_seqs(rev: tuple[Any, ...]) -> list[int] | None:
     return seqs if stored_ref_ok(sid, seqs, digest) else None
 
 
+def stored_twice(revision: Any) -> str:
+    """Why a revision with several rows (revisions or source_refs that lost
+    their primary keys) is hidden: which row is the revision is not known."""
+    return f"malformed row: revision {revision!r} is stored more than once (revisions or source_refs)"
+
+
+def flag_stored_twice(revs: list[Revision]) -> list[Revision]:
+    """``revs`` with each revision whose number more than one of them has
+    made a malformed row (no source, ``source_error`` :func:`stored_twice`):
+    the one rule of every reader, so that none picks one of the rows."""
+    if len(revs) < 2:
+        return revs
+    seen: dict[Any, int] = {}
+    for r in revs:
+        seen[r.revision] = seen.get(r.revision, 0) + 1
+    if len(seen) == len(revs):
+        return revs
+    return [r if seen[r.revision] == 1 else Revision(
+        r.fact_id, r.revision, r.text, r.created, None, (), stored_twice(r.revision))
+        for r in revs]
+
+
 def fact_from_group(group: FactGroup) -> tuple[Fact, list[Revision]]:
     """The Fact and its Revisions (oldest first) of a :data:`FactGroup`."""
     fid, revision, created, updated, stored = group
-    revs = [revision_from_stored(fid, r) for r in stored]
+    revs = flag_stored_twice([revision_from_stored(fid, r) for r in stored])
     # (a current revision that is no integer names no row: 2.0 == 2 in Python)
     cur_rev = None if type(revision) is not int else revs[-1] if (
         revs and revs[-1].revision == revision) else next(
@@ -821,6 +853,12 @@ def _merged_groups(cursors: list[sqlite3.Cursor], prov: dict[tuple[Any, Any], di
             p = prov.pop((fid, rev), None) if prov else None
             if s is not None and s[0] == fid and s[1] == rev:
                 group[4].append((rev, text, rcreated, s[2], s[3], s[4], p))
+                # a second source row of the revision (source_refs without its
+                # primary key): one more stored revision, as the join gives it
+                s = next(refs, None)
+                while s is not None and s[0] == fid and s[1] == rev:
+                    group[4].append((rev, text, rcreated, s[2], s[3], s[4], p))
+                    s = next(refs, None)
             else:
                 group[4].append((rev, text, rcreated, None, None, None, p))
     if group is not None:
@@ -1185,8 +1223,11 @@ class FactStore(ClosesOnExit):
         ref = None
         error = None
         if "source_refs" in self._tables:
-            row = db.execute("SELECT session_id, seqs, digest FROM source_refs "
-                             "WHERE fact_id = ? AND revision = ?", (fact_id, revision)).fetchone()
+            rows = db.execute("SELECT session_id, seqs, digest FROM source_refs "
+                              "WHERE fact_id = ? AND revision = ?", (fact_id, revision)).fetchall()
+            if len(rows) > 1:
+                return None, (), stored_twice(revision)
+            row = rows[0] if rows else None
             if row and has_source(*row):
                 try:
                     ref = _ref_from_row(row_text(fact_id), revision, *row)
@@ -1276,7 +1317,7 @@ class FactStore(ClosesOnExit):
             if problem is not None:
                 ref, error = None, problem
             out.append(Revision(fact_id, rev, row_text(text), row_text(created), ref, prov, error))
-        return out
+        return flag_stored_twice(out)
 
     def provenance(self, fact_id: str, revision: int | None = None) -> list[Provenance]:
         """Legacy provenance rows of a revision (default: the current one)."""
@@ -1318,7 +1359,7 @@ class FactStore(ClosesOnExit):
             return []
         rows = db.execute(self._FACT_SELECT + "ORDER BY f.fact_id LIMIT ? OFFSET ?",
                           (limit, offset)).fetchall()
-        return [self._fact_from_row(db, r) for r in rows]
+        return [self._fact_from_row(db, r) for r in _once_per_id(rows)]
 
     def iter_facts(self, *, batch: int = 500) -> Iterator[Fact]:
         """Every fact in id order, fetched ``batch`` at a time (constant memory)."""
@@ -1331,7 +1372,7 @@ class FactStore(ClosesOnExit):
                               (last, batch)).fetchall()
             if not rows:
                 return
-            for r in rows:
+            for r in _once_per_id(rows):
                 yield self._fact_from_row(db, r)
             last = rows[-1][0]
 

@@ -230,11 +230,14 @@ def _plain_row(group: FactGroup, bad: Mapping[tuple[str, tuple[int, ...], str], 
     current: tuple[Any, ...] | None = None
     seqs_of_current: list[int] = []
     # fact_status: the first failing revision, current (highest) first; the
-    # revisions are stored in ascending order (plain ones are integers)
+    # revisions are stored in ascending order (plain ones are integers); a
+    # number stored twice is the Revision objects' to judge (flag_stored_twice)
+    prev = None
     for rev in reversed(stored):
         seqs = plain_seqs(rev)
-        if seqs is None:
+        if seqs is None or rev[0] == prev:
             return None
+        prev = rev[0]
         if rev[0] == revision:
             current, seqs_of_current = rev, seqs
         if status is None and bad:

@@ -56,7 +56,8 @@ CODES: dict[str, CodeInfo] = {
     "db.integrity": CodeInfo(ERROR, "db", ("file",),
         "PRAGMA integrity_check reported a problem (one finding per line it reports)"),
     "db.foreign_key": CodeInfo(ERROR, "db", ("file", "table"),
-        "PRAGMA foreign_key_check found a row whose parent is missing"),
+        "PRAGMA foreign_key_check found a row whose parent is missing, or cannot check a "
+        "table because its parent table lost its primary key"),
     "db.schema_unknown": CodeInfo(ERROR, "db", ("file",),
         "the schema version is newer than this memctl knows, or unrecognisable"),
     "db.needs_migration": CodeInfo(WARNING, "db", ("file",),

@@ -294,15 +294,30 @@ def _reload(audit: Audit, values: tuple[Any, ...]) -> None:
 def _db_checks_rest(fs: Any, db: Any) -> Iterator[tuple[str, str, dict[str, Any]]]:
     """Foreign keys, the generation, revisions and dangling references, as
     (code, message, location) for :func:`_db_checks` to report in order."""
+    import sqlite3
+
     from ..facts import row_text
 
     rel = FACTS_DB
     tables = fs.tables
     fk_rows: set[tuple[str, int | None]] = set()
-    for table, rowid, parent, _fkid in db.execute("PRAGMA foreign_key_check"):
-        fk_rows.add((table, rowid))
-        yield _later("db.foreign_key", f"row {rowid} of {table} references a missing row of "
-                       f"{parent}", file=rel, table=table)
+    for name in sorted(tables):
+        try:
+            found = db.execute(f'PRAGMA foreign_key_check("{name}")').fetchall()
+        except sqlite3.OperationalError as exc:
+            if "foreign key mismatch" not in str(exc):
+                raise
+            # the parent's key is no longer unique (a table rebuilt without its
+            # primary key): that table's references cannot be checked, the
+            # others' can, and the audit goes on
+            yield _later("db.foreign_key", f"the foreign keys of {name} cannot be checked: "
+                           f"{exc} (the parent table lost its primary key)", file=rel,
+                           table=name)
+            continue
+        for table, rowid, parent, _fkid in found:
+            fk_rows.add((table, rowid))
+            yield _later("db.foreign_key", f"row {rowid} of {table} references a missing row "
+                           f"of {parent}", file=rel, table=table)
     # generation against exclusions and retry markers
     if "meta" in tables:
         row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
@@ -439,7 +454,7 @@ def fact_findings(audit: Audit) -> Iterator[Finding | None]:
     fact whose current revision has no row, or that has no revision at all,
     is hidden as the listing shows it), against the statuses the transcript
     jobs gave the references (only the ones not valid are kept)."""
-    from ..facts import FACT_ID_RE, fact_status, plain_seqs, row_text
+    from ..facts import FACT_ID_RE, fact_status, flag_stored_twice, plain_seqs, row_text
     from ..factview import EvaluatedStatuses
     from ..sourceref import VALID
 
@@ -456,10 +471,12 @@ def fact_findings(audit: Audit) -> Iterator[Finding | None]:
         among them: such a fact is valid and has no finding (an excluded
         position makes its reference not valid), so it is counted without
         making its objects."""
+        prev = None
         for rev in stored:
             seqs = plain_seqs(rev)
-            if seqs is None or bad and (rev[3], tuple(seqs), rev[5]) in bad:
-                return False
+            if seqs is None or rev[0] == prev or bad and (rev[3], tuple(seqs), rev[5]) in bad:
+                return False     # (a number stored twice: flag_stored_twice below)
+            prev = rev[0]
         return bool(stored) and type(current) is int and stored[-1][0] == current
 
     def excluded(sid: str) -> frozenset[int]:
@@ -471,15 +488,18 @@ def fact_findings(audit: Audit) -> Iterator[Finding | None]:
         if type(fid) is str and FACT_ID_RE.match(fid) and plainly_valid(group[1], stored):
             audit.summary.facts[VALID] += 1
             continue
-        rl = [_revision(fid, r) for r in stored]
+        rl = flag_stored_twice([_revision(fid, r) for r in stored])
         shown = row_text(fid)   # a BLOB id is reported as text, as the listing shows it
         # (the current revision as the listing's Fact shows it)
         st, _rev = fact_status(rl, statuses, _num(group[1]))
         audit.summary.facts[st.status] += 1   # (a missing current revision: db.dangling_ref)
+        said: set[tuple[Any, str]] = set()
         for r in rl:
             if r.source is None and r.source_error is not None:
-                yield audit._f("fact.hidden", r.source_error, fact_id=shown, revision=r.revision,
-                               reason="invalid_ref")
+                if (r.revision, r.source_error) not in said:   # (a revision stored twice: once)
+                    said.add((r.revision, r.source_error))
+                    yield audit._f("fact.hidden", r.source_error, fact_id=shown,
+                                   revision=r.revision, reason="invalid_ref")
                 continue
             hit: tuple[str, int] | None = None
             for sid, seqs in sorted(r.evidence_positions().items()):

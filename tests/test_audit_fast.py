@@ -280,6 +280,33 @@ def test_a_transcript_without_a_complete_first_line_is_refused_as_the_readers_re
         assert len(header) == 1 and header[0].severity == severity, found
 
 
+@pytest.mark.parametrize("seq", [b"0.0", b"false", b"-0.0", b"0e0"])
+@pytest.mark.parametrize("deep", [False, True])
+def test_a_header_whose_seq_is_no_integer_is_refused_by_the_audit_too(
+        tmp_path: Path, seq: bytes, deep: bool) -> None:
+    """A header whose seq is 0.0 or false: every reader refuses it (no
+    non-negative integer seq), and so hides the facts; the audit took it
+    for a header (0.0 == False == 0 in Python) and counted them valid."""
+    recs = _records(5, 0)
+    spec = {"sessions": {"s0": recs}, "damage": {"s0": None}, "damage_at": {"s0": 1},
+            "facts": [(FID, [("s0", [2], "right")])], "excluded": {}, "generation": 0}
+    path = build(tmp_path, spec)
+    f = store_at(path).sessions_dir / "s0.jsonl"
+    f.write_bytes(f.read_bytes().replace(b'{"seq":0,', b'{"seq":%s,' % seq, 1))
+    with FactStore.open_readonly(store_at(path).facts_db) as fs:
+        ss = SessionStore(store_at(path), exclusions=fs)
+        rows = list(iter_fact_rows(fs, ss))
+        ref = fs.revisions(FID)[0].source
+        assert ref is not None
+        one = ss.validate_source(ref, "durable")
+    assert (one.status, one.reason) == ("hidden", "refused_header")
+    assert [(r["status"], r["reason"]) for r in rows] == [("hidden", "refused_header")]
+    found = list(Audit(store_at(path), deep=deep, parallel=False, now=1.9e9).run())
+    assert [(x.code, x.reason) for x in found if x.code.startswith("fact.")] == [
+        ("fact.hidden", "refused_header")], found
+    assert [x.line for x in found if x.code == "session.missing_header"] == [1], found
+
+
 def test_an_empty_transcript_no_fact_cites_has_a_header_finding(tmp_path: Path) -> None:
     """The audit of a transcript that no fact cites reads its header and tail
     only: there too, no complete first line is a finding."""
@@ -291,6 +318,21 @@ def test_an_empty_transcript_no_fact_cites_has_a_header_finding(tmp_path: Path) 
     found = list(Audit(store_at(path), parallel=False, now=1.9e9).run())
     assert [(x.code, x.session_id) for x in found if x.code.startswith("session.")] == [
         ("session.missing_header", "s1")], found
+
+
+@pytest.mark.parametrize("deep", [False, True])
+def test_a_header_holding_a_number_beyond_a_double_is_a_header(tmp_path: Path, deep: bool) -> None:
+    """The audit of a transcript no fact cites parsed its header with
+    orjson alone, which refuses 1e400 (the readers' loader reads it):
+    session.missing_header where every reader accepts the header."""
+    spec = {"sessions": {"s0": _records(3, 0), "s1": _records(3, 0)}, "damage": {"s0": None, "s1": None},
+            "damage_at": {"s0": 1, "s1": 1}, "facts": [(FID, [("s0", [2], "right")])],
+            "excluded": {}, "generation": 0}
+    path = build(tmp_path, spec)
+    f = store_at(path).sessions_dir / "s1.jsonl"
+    f.write_bytes(f.read_bytes().replace(b'"created":"2026-01-01T00:00:00Z"', b'"created":1e400', 1))
+    found = list(Audit(store_at(path), deep=deep, parallel=False, now=1.9e9).run())
+    assert not [x for x in found if x.code.startswith("session.")], found
 
 
 def test_learning_status_finds_an_event_whose_name_is_escaped(tmp_path: Path) -> None:

@@ -344,7 +344,9 @@ def _scan_modes(fd: int, st: os.stat_result, sc: _Scan, sid: str, slug: str, dee
 
 def _header_problem(hdr: Any, sid: str, slug: str) -> tuple[str, str] | None:
     """(finding code, refusal reason) for a header line, or None when it is this store's."""
-    if not (isinstance(hdr, dict) and hdr.get("seq") == 0 and hdr.get("type") == "session"
+    # (seq the integer 0, as the readers' parse wants it: 0.0 and false equal 0)
+    if not (isinstance(hdr, dict) and type(hdr.get("seq")) is int and hdr["seq"] == 0
+            and hdr.get("type") == "session"
             and type(hdr.get("format")) is int and hdr.get("format") == 1
             and hdr.get("session_id") == sid):
         return "session.missing_header", "refused_header"
@@ -416,8 +418,8 @@ def _shallow(fd: int, size: int, sc: _Scan, sid: str, slug: str, mtime: float, n
     nl = head.find(b"\n")
     if nl >= 0:
         try:
-            hdr = orjson.loads(head[:nl])
-        except orjson.JSONDecodeError:
+            hdr = load_record(head[:nl])   # the readers' loader (a number beyond a double)
+        except (orjson.JSONDecodeError, RecordTooLarge):
             hdr = None
         if _report_header(hdr, sid, slug, add, None) == "session.refused":
             return

@@ -83,13 +83,16 @@ def _sql_trace(sql):
     if _sql_n == _SQL_AT:
         os.kill(os.getpid(), signal.SIGKILL)
 
-class _SqlTracedConnection(sqlite3.Connection):
-    def close(self):
-        _sql_trace("-- close")    # closing (checkpoint, -wal removal) is a step too
-        super().close()
+def _traced(base):
+    class _SqlTracedConnection(base):
+        def close(self):
+            _sql_trace("-- close")    # closing (checkpoint, -wal removal) is a step too
+            super().close()
+    return _SqlTracedConnection
 
 def _sql_connect_traced(*args, **kwargs):
-    kwargs.setdefault("factory", _SqlTracedConnection)
+    # (memctl's own connection class, when it gives one, traced too)
+    kwargs["factory"] = _traced(kwargs.get("factory", sqlite3.Connection))
     db = _sql_connect(*args, **kwargs)
     if _SQL_MAXPAGES:
         # SQLITE_FULL without filling a disk: the database may not grow.

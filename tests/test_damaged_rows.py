@@ -328,3 +328,109 @@ def test_a_revision_stored_twice_is_hidden_in_every_reader(demo, case, monkeypat
     monkeypatch.setenv("SQLITE_TMPDIR", str(demo))
     assert _listing(demo)[PREF] == row
     assert tree_hash(demo) == before
+
+
+def test_a_table_whose_name_needs_quoting_does_not_stop_the_audit(demo):
+    """The per-table foreign key check put a table's name in the pragma
+    unquoted: an extra table named we"ird ended the audit's database checks
+    (db.unreadable, a syntax error) and hid the findings after them."""
+    _sql(demo, 'CREATE TABLE "we""ird" (a)', "PRAGMA foreign_keys = OFF",
+         f"DELETE FROM revisions WHERE fact_id = '{PREF}' AND revision = 2")
+    r = run_cli("--store", str(demo), "--no-state", "validate", "--format", "jsonl")
+    codes = [x.get("code") for x in map(orjson.loads, r.stdout.splitlines())]
+    assert "db.unreadable" not in codes and "db.dangling_ref" in codes, codes
+
+
+@pytest.mark.parametrize("stored", ["2.0", "'2'"])
+def test_correct_refuses_a_current_revision_that_is_no_integer(demo, stored):
+    """facts.revision 2.0 (a column without affinity): correct took it for
+    revision 2 and wrote revision 3.0; '2' gave 'expected 2, current is 2'.
+    The readers say such a value names no revision: correct refuses it."""
+    _sql(demo, *_without_keys("facts", "fact_id TEXT PRIMARY KEY, revision, created, updated"),
+         f"UPDATE facts SET revision = {stored} WHERE fact_id = '{PREF}'")
+    before = tree_hash(demo)
+    r = run_cli("--store", str(demo), "--no-state", "correct", PREF, "2", "demo-alpha:14",
+                "Four spaces.", "--yes")
+    assert r.exit_code == 5, (r.exit_code, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "not an integer" in lines[0], r.stderr
+    assert tree_hash(demo) == before
+
+
+def test_a_source_row_of_nulls_is_no_source_to_every_reader_and_to_forget(demo):
+    """A source row whose three columns are NULL: the joined reads cannot
+    tell it from no row, so it is none (unverified) to every reader; forget
+    refused the fact over it (exit 5, 'stored as NULL')."""
+    _sql(demo, *NO_NOT_NULL, "UPDATE source_refs SET session_id = NULL, seqs = NULL, "
+                             f"digest = NULL WHERE fact_id = '{PREF}' AND revision = 2")
+    base = ("--store", str(demo), "--no-state")
+    row = _listing(demo)[PREF]
+    assert (row["status"], row["reason"]) == ("unverified", "legacy_provenance"), row
+    doc = orjson.loads(run_cli(*base, "recall", PREF, "--json").stdout)
+    assert (doc["status"], doc["reason"]) == ("unverified", "legacy_provenance"), doc
+    r = run_cli(*base, "forget", PREF, "--dry-run")
+    assert r.exit_code == 0, (r.exit_code, r.stderr)
+
+
+def test_pages_of_facts_hold_each_fact_once_when_a_revision_is_stored_twice(demo):
+    """The pages (memctl facts, context's inspection window) were pages of
+    the join with the revisions: a revision stored twice repeated its fact
+    and pushed the next one out of every page; its source was shown where
+    every other reader shows none."""
+    _sql(demo, *TWICE["revision"])
+    base = ("--store", str(demo), "--no-state")
+    listed = _listing(demo)
+    paged = []
+    for offset in range(len(listed) + 1):
+        r = run_cli(*base, "facts", "--offset", str(offset), "--limit", "1", "--format", "jsonl")
+        assert r.exit_code == 0, r.stderr
+        paged += [x for x in map(orjson.loads, r.stdout.splitlines()) if x.get("type") == "fact"]
+    assert [x["fact_id"] for x in paged] == sorted(listed)
+    for x in paged:
+        assert (x["status"], x["source"]) == (listed[x["fact_id"]]["status"],
+                                              listed[x["fact_id"]]["source"]), x
+
+
+@pytest.mark.parametrize("second", ["1", "2"])
+def test_a_fact_id_with_two_rows_in_facts_is_one_hidden_fact_in_every_reader(
+        demo, monkeypatch, second):
+    """facts without its primary key, a second row for an id (another
+    current revision, or the same): the merged listing showed two rows (one
+    valid), the joined one a single hidden row, validate counted 4 or 3
+    facts depending on SQLite's temporary directory.  Which row is the fact
+    is not known: one row, hidden (invalid_ref), revision null, everywhere."""
+    _sql(demo, *_without_keys("facts", "fact_id, revision, created, updated"),
+         f"INSERT INTO facts VALUES ('{PREF}', {second}, '2026-12-05T01:26:22.090Z', "
+         "'2026-12-05T01:26:22.090Z')")
+    before = tree_hash(demo)
+    base = ("--store", str(demo), "--no-state")
+
+    def views() -> list:
+        out: list = []
+        for argv in (("facts", "--all", "--format", "jsonl"),
+                     ("facts", "--all", "--since", "2000-01-01", "--format", "jsonl"),
+                     ("facts", "--all", "--session", "demo-alpha", "--format", "jsonl"),
+                     ("facts", "--format", "jsonl")):
+            r = run_cli(*base, *argv)
+            assert r.exit_code == 0, (argv, r.stderr)
+            rows = [x for x in map(orjson.loads, r.stdout.splitlines())
+                    if x.get("fact_id") == PREF]
+            out.append([(x["revision"], x["status"], x["reason"], x["about_revision"])
+                        for x in rows])
+        doc = orjson.loads(run_cli(*base, "recall", PREF, "--json").stdout)
+        out.append([(doc["revision"], doc["status"], doc["reason"], doc["about_revision"])])
+        r = run_cli(*base, "validate", "--format", "jsonl")
+        got = list(map(orjson.loads, r.stdout.splitlines()))
+        out.append(next(x for x in got if x["type"] == "summary")["facts_total"])
+        out.append(sorted(x["code"] for x in got if x.get("fact_id") == PREF
+                          and "rows in facts" in x["message"]))
+        ctx = orjson.loads(run_cli(*base, "context", "--json").stdout)
+        out.append(PREF in [x["fact_id"] for x in ctx["included"]])
+        return out
+
+    one = [(None, "hidden", "invalid_ref", None)]
+    expected = [one, one, one, one, one, 3, ["db.revision_gap"], False]
+    assert views() == expected
+    monkeypatch.setenv("SQLITE_TMPDIR", str(demo))   # the listing by one joined query
+    assert views() == expected
+    assert tree_hash(demo) == before

@@ -530,14 +530,20 @@ def revision_from_stored(fact_id: Any, rev: tuple[Any, ...]) -> Revision:
                     provenance_rows(prov), error)
 
 
-def _once_per_id(rows: list[Any]) -> list[Any]:
-    """The first of the rows (in id order) of each fact id: the join with the
-    revisions gives one per row of the current revision, several where the
-    table lost its primary key (which revision is then judged hidden:
-    :func:`flag_stored_twice`)."""
+def _once_per_id(rows: list[Any]) -> list[tuple[Any, bool]]:
+    """The first of the rows (in id order) of each fact id, and whether it
+    has others: the join with the revisions gives one per row of the current
+    revision, several where the table lost its primary key (that revision
+    is then judged hidden: :func:`flag_stored_twice`)."""
     if len(rows) < 2 or len({r[0] for r in rows}) == len(rows):
-        return rows
-    return [r for i, r in enumerate(rows) if i == 0 or r[0] != rows[i - 1][0]]
+        return [(r, False) for r in rows]
+    out: list[tuple[Any, bool]] = []
+    for r in rows:
+        if out and out[-1][0][0] == r[0]:
+            out[-1] = (out[-1][0], True)
+        else:
+            out.append((r, False))
+    return out
 
 
 def has_source(session_id: Any, seqs: Any, digest: Any) -> bool:
@@ -647,10 +653,55 @@ def missing_fact(fact_id: Any, revision: Any, created: Any, updated: Any) -> Fac
                 "", row_text(created), row_text(updated), None, ())
 
 
+class StoredTwice:
+    """The current revision of a fact id with several rows in ``facts`` (a
+    table that lost its primary key): which row is the fact is not known,
+    so it has no current revision -- a fact listed once, hidden, in every
+    reader (see :meth:`FactStore.start_listing`, :meth:`FactStore.get`)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<stored more than once>"
+
+
+STORED_TWICE = StoredTwice()
+
+
 def missing_current(revision: Any) -> str:
     """Why a fact whose current revision has no row is hidden."""
+    if isinstance(revision, StoredTwice):
+        return "malformed row: the fact id is stored more than once in facts"
     shown = "" if revision is None else f" {revision!r}"
     return f"malformed row: the fact's current revision{shown} has no row"
+
+
+def ids_stored_twice(db: sqlite3.Connection) -> frozenset[Any]:
+    """The fact ids with more than one row in facts: none unless the table
+    lost its unique key on fact_id (then one scan of it)."""
+    for _seq, name, unique, _origin, partial in db.execute('PRAGMA index_list("facts")'):
+        quoted = '"' + name.replace('"', '""') + '"'
+        if unique and not partial and [r[2] for r in db.execute(
+                f"PRAGMA index_info({quoted})")] == ["fact_id"]:
+            return frozenset()
+    return frozenset(r[0] for r in db.execute(
+        "SELECT fact_id FROM facts GROUP BY fact_id HAVING count(*) > 1"))
+
+
+def _collapse_twice(rows: Iterator[tuple[Any, ...]], twice: frozenset[Any]
+                    ) -> Iterator[tuple[Any, ...]]:
+    """The facts rows (in id order) with the rows of each id of ``twice``
+    made one, whose revision is :data:`STORED_TWICE`."""
+    last: Any = _NOT_GIVEN
+    for row in rows:
+        fid = row[0]
+        if fid in twice:
+            if fid == last:
+                continue
+            last = fid
+            yield (fid, STORED_TWICE, *row[2:])
+        else:
+            yield row
 
 
 # SQLite's order of storage classes: NULL, numbers, text, BLOB
@@ -758,6 +809,8 @@ class FactListing:
         # unwritable temporary directory): same rows, no temporary file
         self.fallback: Callable[[], Iterator[tuple[Any, ...]]] | None = None
         self._thread: Background | None = None   # the sorts; its value: their cursors
+        # the fact ids with several rows in facts (a table without its key)
+        self.twice: frozenset[Any] = frozenset()
 
     def start(self, db: sqlite3.Connection, queries: list[str]) -> None:
         self._thread = Background("memctl-listing",
@@ -776,14 +829,14 @@ class FactListing:
             error = self._thread.error
             if error is not None:
                 if isinstance(error, sqlite3.Error) and self.fallback is not None:
-                    yield from _joined_groups(self.fallback(), self.prov, bare)
+                    yield from _joined_groups(self.fallback(), self.prov, bare, self.twice)
                     return
                 if isinstance(error, sqlite3.Error):
                     raise _db_error(self.path, error) from None
                 raise error
-            yield from _merged_groups(self._thread.value, self.prov, bare)
+            yield from _merged_groups(self._thread.value, self.prov, bare, self.twice)
         elif self.joined is not None:
-            yield from _joined_groups(self.joined, self.prov, bare)
+            yield from _joined_groups(self.joined, self.prov, bare, self.twice)
 
 
 def _bare(fact_id: Any, revision: Any) -> StoreCorrupt:
@@ -791,8 +844,13 @@ def _bare(fact_id: Any, revision: Any) -> StoreCorrupt:
 
 
 def _joined_groups(rows: Iterable[tuple[Any, ...]], prov: dict[tuple[Any, Any], dict[Any, list[Any]]],
-                   bare: bool = False) -> Iterator[FactGroup]:
-    """The groups of the joined query's rows (a 4-tuple: a fact without revisions)."""
+                   bare: bool = False, twice: frozenset[Any] = frozenset()) -> Iterator[FactGroup]:
+    """The groups of the joined query's rows (a 4-tuple: a fact without
+    revisions).  A fact id of ``twice`` is one group whose revision is
+    :data:`STORED_TWICE`, each of its revisions once (the join repeats them
+    for each of its rows in facts), as :func:`_merged_groups` gives it."""
+    if twice:
+        rows = _joined_once(rows, twice)
     head: tuple[Any, ...] | None = None
     revs: list[tuple[Any, ...]] = []
     for row in rows:
@@ -815,13 +873,36 @@ def _joined_groups(rows: Iterable[tuple[Any, ...]], prov: dict[tuple[Any, Any], 
         yield (*head, revs)
 
 
+def _joined_once(rows: Iterable[tuple[Any, ...]], twice: frozenset[Any]
+                 ) -> Iterator[tuple[Any, ...]]:
+    """The joined rows with those of each fact id of ``twice`` given once
+    each (their facts columns the first row's, revision :data:`STORED_TWICE`)."""
+    seen: set[tuple[Any, ...]] = set()
+    last: Any = _NOT_GIVEN
+    for row in rows:
+        fid = row[0]
+        if fid not in twice:
+            yield row
+            continue
+        if fid != last:
+            last, seen = fid, set()
+        rest = tuple(row[4:])
+        if rest in seen:
+            continue
+        seen.add(rest)
+        yield (fid, STORED_TWICE, *row[2:])
+
+
 def _merged_groups(cursors: list[sqlite3.Cursor], prov: dict[tuple[Any, Any], dict[Any, list[Any]]],
-                   bare: bool = False) -> Iterator[FactGroup]:
+                   bare: bool = False, twice: frozenset[Any] = frozenset()) -> Iterator[FactGroup]:
     """The groups of the facts, revisions (and source_refs) each sorted by
     (fact id, revision), merged as the joined query joins them: a revision
-    of no fact is dropped, a fact without revisions fails where reached."""
+    of no fact is dropped, a fact without revisions fails where reached; the
+    rows in facts of an id of ``twice``, one fact (:func:`_collapse_twice`)."""
     lt = _sql_lt
     facts = _fetched(cursors[0])
+    if twice:
+        facts = _collapse_twice(facts, twice)
     refs = _fetched(cursors[2]) if len(cursors) > 2 else iter(())
     f = next(facts, None)
     f_used = False
@@ -1243,8 +1324,17 @@ class FactStore(ClosesOnExit):
             return None, (), problem
         return ref, provenance_rows(prov), error
 
-    def _fact_from_row(self, db: sqlite3.Connection, row: Sequence[Any]) -> Fact:
+    def _fact_from_row(self, db: sqlite3.Connection, row: Sequence[Any],
+                       twice: bool = False) -> Fact:
+        """The Fact of a row of :attr:`_FACT_SELECT`; ``twice``: the join gave
+        the fact more than one row (its current revision stored twice: no
+        source, as the listing shows it; :meth:`revisions` hides it)."""
         fact_id, revision, created, updated, text = row
+        if twice and fact_id in self._ids_stored_twice(db):
+            return missing_fact(fact_id, STORED_TWICE, created, updated)
+        if twice:
+            return Fact(row_text(fact_id), revision, row_text(text), row_text(created),
+                        row_text(updated), None, ())
         if text is None or type(revision) is not int:
             # no row for the current revision (or a NULL text, which
             # revisions() reports; or a revision that is no integer, which
@@ -1265,13 +1355,16 @@ class FactStore(ClosesOnExit):
         db = self._reader()
         if db is None:
             return None
-        row = db.execute(self._FACT_SELECT + "WHERE f.fact_id = ?", (fact_id,)).fetchone()
-        if row is None and isinstance(fact_id, str):
+        rows = db.execute(self._FACT_SELECT + "WHERE f.fact_id = ?", (fact_id,)).fetchall()
+        if not rows and isinstance(fact_id, str):
             # a writer that bound the id as bytes stored a BLOB: the listing
             # shows it under this id (hidden), so it is found by it
-            row = db.execute(self._FACT_SELECT + "WHERE f.fact_id = ?",
-                             (fact_id.encode(),)).fetchone()
-        return self._fact_from_row(db, row) if row else None
+            rows = db.execute(self._FACT_SELECT + "WHERE f.fact_id = ?",
+                              (fact_id.encode(),)).fetchall()
+        return self._fact_from_row(db, rows[0], len(rows) > 1) if rows else None
+
+    def _ids_stored_twice(self, db: sqlite3.Connection) -> frozenset[Any]:
+        return ids_stored_twice(db)
 
     def _stored_id(self, db: sqlite3.Connection, fact_id: str) -> str | bytes:
         """``fact_id`` as the facts table holds it: the text, or the BLOB of
@@ -1357,9 +1450,14 @@ class FactStore(ClosesOnExit):
         db = self._reader()
         if db is None:
             return []
-        rows = db.execute(self._FACT_SELECT + "ORDER BY f.fact_id LIMIT ? OFFSET ?",
-                          (limit, offset)).fetchall()
-        return [self._fact_from_row(db, r) for r in _once_per_id(rows)]
+        # paged over the facts (a revision stored twice would repeat a fact
+        # in a page of the joined rows and push another out of it)
+        rows = db.execute(
+            "SELECT f.fact_id, f.revision, f.created, f.updated, r.text FROM (SELECT fact_id, "
+            "revision, created, updated FROM facts ORDER BY fact_id LIMIT ? OFFSET ?) f "
+            "LEFT JOIN revisions r ON r.fact_id = f.fact_id AND r.revision = f.revision "
+            "ORDER BY f.fact_id", (limit, offset)).fetchall()
+        return [self._fact_from_row(db, r, twice) for r, twice in _once_per_id(rows)]
 
     def iter_facts(self, *, batch: int = 500) -> Iterator[Fact]:
         """Every fact in id order, fetched ``batch`` at a time (constant memory)."""
@@ -1372,8 +1470,8 @@ class FactStore(ClosesOnExit):
                               (last, batch)).fetchall()
             if not rows:
                 return
-            for r in _once_per_id(rows):
-                yield self._fact_from_row(db, r)
+            for r, twice in _once_per_id(rows):
+                yield self._fact_from_row(db, r, twice)
             last = rows[-1][0]
 
     # ---- set-based reads (the evaluation engine, factview.evaluate_facts)
@@ -1457,6 +1555,7 @@ class FactStore(ClosesOnExit):
         listing = FactListing(self.path)
         if db is None:
             return listing
+        listing.twice = self._ids_stored_twice(db)
         where, args = self._session_filter(session_id)
         for fid, rev, sid, seq in db.execute(
                 "SELECT f.fact_id, f.revision, f.session_id, f.seq FROM provenance f " + where
@@ -1687,6 +1786,12 @@ class FactStore(ClosesOnExit):
                     raise NotFound(f"fact {fact_id} was forgotten")
                 raise self._missing(db, fact_id)
             current, created = row
+            if type(current) is not int:
+                # no revision number (a real or text where the column lost its
+                # affinity): the readers say it names no row; nothing to revise
+                raise StoreCorrupt(f"facts database: the current revision of fact {fact_id} is "
+                                   f"stored as {_stored_kind(current)} ({current!r}), not an "
+                                   "integer: it names no revision")
             if current != expected_revision:
                 raise Conflict(f"stale revision for fact {fact_id}: expected {expected_revision}, "
                                f"current is {current}")
@@ -1806,8 +1911,10 @@ class FactStore(ClosesOnExit):
     def _evidence_positions(self, db: sqlite3.Connection, fact_id: str) -> dict[str, set[int]]:
         out: dict[str, set[int]] = {}
         if "source_refs" in self._tables:
-            for sid, raw in db.execute("SELECT session_id, seqs FROM source_refs WHERE fact_id = ?",
-                                       (fact_id,)):
+            for sid, raw, digest in db.execute("SELECT session_id, seqs, digest FROM source_refs "
+                                               "WHERE fact_id = ?", (fact_id,)):
+                if not has_source(sid, raw, digest):
+                    continue    # (all NULL: no source row to the readers either)
                 if type(sid) is not str:
                     raise StoreCorrupt(f"facts database: source of {fact_id}: the session id is "
                                        f"stored as {_stored_kind(sid)}")

@@ -70,7 +70,8 @@ CODES: dict[str, CodeInfo] = {
         "store (its mark, kept outside the store): the database was put back from an older "
         "copy or deleted, so forgotten evidence may be visible again"),
     "db.revision_gap": CodeInfo(ERROR, "db", ("fact_id", "revision"),
-        "a fact's revisions are not 1..N without gaps, or its current revision is not the last"),
+        "a fact's revisions are not 1..N without gaps, or its current revision is not the last "
+        "(or not known: the fact id has several rows in facts)"),
     "db.dangling_ref": CodeInfo(ERROR, "db", ("fact_id", "revision", "table"),
         "a row (provenance, source ref, revision) that names a fact or revision that does not exist"),
     # facts

@@ -296,14 +296,15 @@ def _db_checks_rest(fs: Any, db: Any) -> Iterator[tuple[str, str, dict[str, Any]
     (code, message, location) for :func:`_db_checks` to report in order."""
     import sqlite3
 
-    from ..facts import row_text
+    from ..facts import _sql_key, ids_stored_twice, row_text
 
     rel = FACTS_DB
     tables = fs.tables
     fk_rows: set[tuple[str, int | None]] = set()
     for name in sorted(tables):
         try:
-            found = db.execute(f'PRAGMA foreign_key_check("{name}")').fetchall()
+            quoted = '"' + name.replace('"', '""') + '"'
+            found = db.execute(f"PRAGMA foreign_key_check({quoted})").fetchall()
         except sqlite3.OperationalError as exc:
             if "foreign key mismatch" not in str(exc):
                 raise
@@ -351,14 +352,23 @@ def _db_checks_rest(fs: Any, db: Any) -> Iterator[tuple[str, str, dict[str, Any]
                            f"{ex_max}", file=rel)
     # revisions contiguous, current revision present (SQLite leaves out the
     # facts this loop would pass: integers 1..n, the current one among them)
+    twice = ids_stored_twice(db)
+    for fid in sorted(twice, key=_sql_key):
+        n = db.execute("SELECT count(*) FROM facts WHERE fact_id = ?", (fid,)).fetchone()[0]
+        yield _later("db.revision_gap", f"the fact id has {n} rows in facts (the table lost its "
+                       "primary key): which is the fact, and its current revision, is not known",
+                       fact_id=row_text(fid), revision=None)
     for fid, cur, n, lo, hi, has_cur in db.execute(
             "SELECT f.fact_id, f.revision, count(r.revision), min(r.revision), max(r.revision), "
-            "sum(r.revision = f.revision) FROM facts f LEFT JOIN revisions r "
+            "sum(r.revision = f.revision AND typeof(r.revision) = typeof(f.revision) "
+            "AND typeof(f.revision) = 'integer') FROM facts f LEFT JOIN revisions r "
             "ON r.fact_id = f.fact_id GROUP BY f.fact_id "
             "HAVING NOT (typeof(f.revision) = 'integer' AND typeof(min(r.revision)) = 'integer' "
             "AND typeof(max(r.revision)) = 'integer' AND min(r.revision) = 1 "
             "AND count(r.revision) = max(r.revision) AND max(r.revision) = f.revision) "
             "ORDER BY f.fact_id"):
+        if fid in twice:
+            continue            # (said above)
         if not has_cur:
             yield _later("db.dangling_ref", f"the fact's current revision {_said(cur)} has no "
                            "revision row", fact_id=row_text(fid), revision=_num(cur), table="facts")
@@ -454,7 +464,7 @@ def fact_findings(audit: Audit) -> Iterator[Finding | None]:
     fact whose current revision has no row, or that has no revision at all,
     is hidden as the listing shows it), against the statuses the transcript
     jobs gave the references (only the ones not valid are kept)."""
-    from ..facts import FACT_ID_RE, fact_status, flag_stored_twice, plain_seqs, row_text
+    from ..facts import FACT_ID_RE, StoredTwice, fact_status, flag_stored_twice, plain_seqs, row_text
     from ..factview import EvaluatedStatuses
     from ..sourceref import VALID
 
@@ -491,7 +501,8 @@ def fact_findings(audit: Audit) -> Iterator[Finding | None]:
         rl = flag_stored_twice([_revision(fid, r) for r in stored])
         shown = row_text(fid)   # a BLOB id is reported as text, as the listing shows it
         # (the current revision as the listing's Fact shows it)
-        st, _rev = fact_status(rl, statuses, _num(group[1]))
+        cur = group[1]
+        st, _rev = fact_status(rl, statuses, cur if isinstance(cur, StoredTwice) else _num(cur))
         audit.summary.facts[st.status] += 1   # (a missing current revision: db.dangling_ref)
         said: set[tuple[Any, str]] = set()
         for r in rl:

@@ -335,6 +335,31 @@ def test_a_header_holding_a_number_beyond_a_double_is_a_header(tmp_path: Path, d
     assert not [x for x in found if x.code.startswith("session.")], found
 
 
+@pytest.mark.parametrize("deep", [False, True])
+def test_validate_checks_every_reference_of_a_session_cited_in_several_groups(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, deep: bool) -> None:
+    """The references into one session come in groups of at most GROUP_REFS
+    (2,048); the audit's job for the session kept only the last group, so
+    validate never checked the others: on a store with more references into
+    one transcript, a stale fact in an earlier group was counted valid."""
+    from lecode_memctl.core import facts as facts_mod
+
+    recs = _records(10, 0)
+    spec = {"sessions": {"s0": recs, "s1": _records(3, 0)}, "damage": {"s0": None, "s1": None},
+            "damage_at": {"s0": 1, "s1": 1},
+            "facts": [(f"{i:016x}", [("s0", [i], "wrong" if i in (1, 7) else "right")])
+                      for i in range(1, 9)] + [(f"{9:016x}", [("s1", [2], "wrong")])],
+            "excluded": {}, "generation": 0}
+    path = build(tmp_path, spec)
+    want = [("fact.stale", f"{i:016x}") for i in (1, 7, 9)]
+    for size in (2048, 3, 1):
+        monkeypatch.setattr(facts_mod, "GROUP_REFS", size)
+        a = Audit(store_at(path), deep=deep, parallel=False, now=1.9e9)
+        found = sorted((f.code, f.fact_id) for f in a.run() if f.code.startswith("fact."))
+        assert found == want, (size, found)
+        assert a.summary.facts["stale"] == 3 and a.summary.facts["valid"] == 6, size
+
+
 def test_learning_status_finds_an_event_whose_name_is_escaped(tmp_path: Path) -> None:
     """The byte test that rules a session out before its events are parsed
     (the bytes "learning") missed a learning event written with a JSON

@@ -439,8 +439,10 @@ class Audit:
 
     # -- sessions
     def _session_jobs(self, ids: list[str]) -> Iterator[tuple[Any, ...]]:
-        """One job per transcript (``ids``, sorted) with the references into
-        it, read one session at a time (``source_groups``, in the same order);
+        """One job per transcript (``ids``, sorted) with every reference into
+        it, read one session at a time (``source_groups``, in the same order;
+        a job holds its session's references: before 2026-12-05 it kept only
+        the last group of GROUP_REFS, and the others were never checked);
         the references into a session that is not there are missing."""
         groups = source_groups(self)
         group = next(groups, None)
@@ -448,7 +450,9 @@ class Audit:
             refs: list[tuple[tuple[int, ...], str, str]] = []
             while group is not None and group[0] <= sid:
                 if group[0] == sid:
-                    refs = [(r.seqs, r.digest, "durable") for r in group[1]]
+                    # every group of the session (GROUP_REFS references each):
+                    # the job reads its transcript once for all of them
+                    refs.extend((r.seqs, r.digest, "durable") for r in group[1])
                 else:
                     self._missing(group)
                 group = next(groups, None)

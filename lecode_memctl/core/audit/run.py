@@ -252,7 +252,15 @@ class Audit:
         if not self.parallel:
             return False
         ids = self.store.session_ids()
-        return worth_a_pool(len(ids), self.deep, (self._transcript(sid) for sid in ids))
+        return worth_a_pool(len(ids), self.deep, (self._transcript(sid) for sid in ids),
+                            self._db_bytes())
+
+    def _db_bytes(self) -> int:
+        """The facts database's size (0 when it cannot be stat'ed)."""
+        try:
+            return os.stat(self.store.facts_db, follow_symlinks=False).st_size
+        except OSError:
+            return 0
 
     def _transcript(self, sid: str) -> str:
         """The path of session ``sid``'s transcript."""
@@ -479,7 +487,8 @@ class Audit:
         # the pool is decided before the jobs are made (they are made one at a
         # time, as the pool or this loop takes them)
         parallel = self.parallel and worth_a_pool(
-            len(ids), self.deep, (self._transcript(sid) for sid in ids if sid in self._cited))
+            len(ids), self.deep, (self._transcript(sid) for sid in ids if sid in self._cited),
+            self._db_bytes())
         if parallel and self._fs is not None:
             # no fork while a thread is inside SQLite (may_fork said no pool,
             # but a transcript grew meanwhile)

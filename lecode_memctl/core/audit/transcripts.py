@@ -56,6 +56,9 @@ class _Scan:
     def __init__(self) -> None:
         self.bytes_read = 0
         self.raw: list[tuple[str, str, str | None, dict[str, Any]]] = []
+        # the statuses of the references that are not valid (a reference not
+        # here is valid: the audit keeps only these, and a job of thousands of
+        # references does not hold the others)
         self.statuses: dict[tuple[tuple[int, ...], str, str], Any] = {}
         self.max_epoch: tuple[int, int] | None = None   # (epoch, seq) of the newest generated messages
 
@@ -158,13 +161,23 @@ def _epoch_bound(window: bytes) -> float | None:
 PARALLEL_BYTES = 64 << 20
 
 
-def worth_a_pool(count: int, deep: bool, cited: Iterable[str]) -> bool:
+# ... and at least this many bytes of transcripts per byte of the facts
+# database: a fork waits for the audit's integrity_check (about 13 ns a byte
+# of database here), which otherwise runs beside the transcripts, while the
+# pool saves about half of reading them (1-2 ns a byte): on a store of many
+# facts over few transcripts (1,000,000 facts, 98 MB of transcripts, a 390
+# MB database) the pool made the default audit 1.2x slower
+POOL_DB_RATIO = 16
+
+
+def worth_a_pool(count: int, deep: bool, cited: Iterable[str], db_bytes: int = 0) -> bool:
     """Whether ``count`` transcript jobs read enough to pay for a pool: with
     ``deep`` (every transcript read and parsed whole), eight jobs or more; in
     the default mode, eight transcripts or more that facts reference (each
     read whole; ``cited``: their paths) holding :data:`PARALLEL_BYTES`
     together (by ``os.stat``; a file that cannot be stat'ed counts nothing:
-    its job reports it)."""
+    its job reports it), and :data:`POOL_DB_RATIO` times the facts
+    database's ``db_bytes``."""
     if count < 8 or (os.cpu_count() or 1) < 2:
         return False
     if deep:
@@ -172,13 +185,14 @@ def worth_a_pool(count: int, deep: bool, cited: Iterable[str]) -> bool:
     heavy = list(cited)
     if len(heavy) < 8:
         return False
+    need = max(PARALLEL_BYTES, POOL_DB_RATIO * db_bytes)
     total = 0
     for path in heavy:
         try:
             total += os.stat(path, follow_symlinks=False).st_size
         except OSError:
             continue
-        if total >= PARALLEL_BYTES:
+        if total >= need:
             return True
     return False
 
@@ -512,8 +526,10 @@ def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
             del whole
             us = UndoState(_visibility_events(data, end, 0, 0))
             for seqs, digest, purpose in need:
-                sc.statuses[(seqs, digest, purpose)] = _span_status(
-                    seqs, digest, purpose, by_seq, [], last_seq, excluded, generation, us)
+                st = _span_status(seqs, digest, purpose, by_seq, [], last_seq, excluded,
+                                  generation, us)
+                if not st.ok:     # (the audit keeps only these: a valid one is not held)
+                    sc.statuses[(seqs, digest, purpose)] = st
             return True
     ranges = sorted({(seqs[0], seqs[-1]) for seqs, _d, _p in need})
     # Each span is read from where the one-reference search finds its first
@@ -564,8 +580,9 @@ def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
     # the events from where the search finds the lowest span (read above)
     us = UndoState(_visibility_events(data, end, starts[lowest], lowest))
     for seqs, digest, purpose in need:
-        sc.statuses[(seqs, digest, purpose)] = _span_status(
-            seqs, digest, purpose, records, [], last_seq, excluded, generation, us)
+        st = _span_status(seqs, digest, purpose, records, [], last_seq, excluded, generation, us)
+        if not st.ok:
+            sc.statuses[(seqs, digest, purpose)] = st
     return True
 
 
@@ -797,7 +814,9 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
     try:
         if not refused:
             for seqs, digest, purpose in need:
-                sc.statuses[(seqs, digest, purpose)] = status(seqs, digest, purpose)
+                st = status(seqs, digest, purpose)
+                if not st.ok:
+                    sc.statuses[(seqs, digest, purpose)] = st
         if deep:
             _compaction(compacts, sid, status, add)
     finally:

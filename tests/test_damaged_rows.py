@@ -434,3 +434,43 @@ def test_a_fact_id_with_two_rows_in_facts_is_one_hidden_fact_in_every_reader(
     monkeypatch.setenv("SQLITE_TMPDIR", str(demo))   # the listing by one joined query
     assert views() == expected
     assert tree_hash(demo) == before
+
+
+@pytest.mark.parametrize("fillers", [0, 48, 49])
+def test_pages_and_context_count_a_fact_id_stored_twice_once(demo, fillers):
+    """Two rows in facts for one id, with its rows on either side of a page
+    (or of context's window of 50 facts): each half was an ordinary fact at
+    that row's revision (context injected the text every other reader
+    hides), the totals counted rows, and the times shown depended on which
+    row a reader met first.  Pages are of fact ids; the id is one hidden
+    fact everywhere, its times the earliest created and the latest updated."""
+    _sql(demo, *_without_keys("facts", "fact_id, revision, created, updated"),
+         f"INSERT INTO facts VALUES ('{PREF}', 1, '2001-01-01T00:00:00.000Z', "
+         "'2001-01-02T00:00:00.000Z')",
+         *(f"INSERT INTO facts VALUES ('{i:016x}', 1, '2026-01-01T00:00:00.000Z', "
+           "'2026-01-01T00:00:00.000Z')" for i in range(1, fillers + 1)))
+    base = ("--store", str(demo), "--no-state")
+    listed = _listing(demo)
+    row = listed[PREF]
+    assert (row["revision"], row["status"]) == (None, "hidden"), row
+    assert row["created"].startswith("2001-01-01") and not row["updated"].startswith("2001"), row
+    paged = []
+    for offset in range(len(listed) + 1):
+        r = run_cli(*base, "facts", "--offset", str(offset), "--limit", "1", "--format", "jsonl")
+        got = list(map(orjson.loads, r.stdout.splitlines()))
+        paged += [(x["fact_id"], x["revision"], x["status"], x["created"], x["updated"])
+                  for x in got if x.get("type") == "fact"]
+    assert paged == [(k, v["revision"], v["status"], v["created"], v["updated"])
+                     for k, v in sorted(listed.items())]
+    r = run_cli(*base, "facts", "--format", "json")
+    assert orjson.loads(r.stdout)["total"] == len(listed), r.stdout[:300]
+    ctx = orjson.loads(run_cli(*base, "context", "--json").stdout)
+    assert PREF not in [x["fact_id"] for x in ctx["included"]], ctx["included"]
+    assert "4 spaces" not in ctx.get("text", "") and "tabs" not in ctx.get("text", "")
+    for env in ({"SQLITE_TMPDIR": str(demo)}, {}):
+        for argv in (("facts", "--all", "--format", "jsonl"),
+                     ("facts", "--all", "--session", "demo-alpha", "--format", "jsonl")):
+            r = run_cli(*base, *argv, env=env)
+            got = {x["fact_id"]: x for x in map(orjson.loads, r.stdout.splitlines())}
+            assert (got[PREF]["created"], got[PREF]["updated"]) == (row["created"],
+                                                                   row["updated"]), (env, argv)

@@ -530,20 +530,27 @@ def revision_from_stored(fact_id: Any, rev: tuple[Any, ...]) -> Revision:
                     provenance_rows(prov), error)
 
 
-def _once_per_id(rows: list[Any]) -> list[tuple[Any, bool]]:
-    """The first of the rows (in id order) of each fact id, and whether it
-    has others: the join with the revisions gives one per row of the current
-    revision, several where the table lost its primary key (that revision
-    is then judged hidden: :func:`flag_stored_twice`)."""
-    if len(rows) < 2 or len({r[0] for r in rows}) == len(rows):
-        return [(r, False) for r in rows]
-    out: list[tuple[Any, bool]] = []
+def _once_per_id(rows: list[Any]) -> list[list[Any]]:
+    """The rows (in id order) grouped by fact id: the join with the
+    revisions gives one per row of the current revision, several where the
+    table lost its primary key (that revision is then judged hidden:
+    :func:`flag_stored_twice`), or where the id has several rows in facts
+    (:data:`STORED_TWICE`)."""
+    out: list[list[Any]] = []
     for r in rows:
         if out and out[-1][0][0] == r[0]:
-            out[-1] = (out[-1][0], True)
+            out[-1].append(r)
         else:
-            out.append((r, False))
+            out.append([r])
     return out
+
+
+def _twice_times(rows: Iterable[Sequence[Any]]) -> tuple[Any, Any]:
+    """(created, updated) of a fact id with several rows in facts, the same
+    in every reader whatever order its rows come in: the earliest created,
+    the latest updated (as SQLite orders them)."""
+    rows = list(rows)
+    return (min((r[2] for r in rows), key=_sql_key), max((r[3] for r in rows), key=_sql_key))
 
 
 def has_source(session_id: Any, seqs: Any, digest: Any) -> bool:
@@ -691,17 +698,19 @@ def ids_stored_twice(db: sqlite3.Connection) -> frozenset[Any]:
 def _collapse_twice(rows: Iterator[tuple[Any, ...]], twice: frozenset[Any]
                     ) -> Iterator[tuple[Any, ...]]:
     """The facts rows (in id order) with the rows of each id of ``twice``
-    made one, whose revision is :data:`STORED_TWICE`."""
-    last: Any = _NOT_GIVEN
+    made one, whose revision is :data:`STORED_TWICE` (the times
+    :func:`_twice_times`)."""
+    held: list[tuple[Any, ...]] = []
     for row in rows:
-        fid = row[0]
-        if fid in twice:
-            if fid == last:
-                continue
-            last = fid
-            yield (fid, STORED_TWICE, *row[2:])
+        if held and row[0] != held[0][0]:
+            yield (held[0][0], STORED_TWICE, *_twice_times(held))
+            held = []
+        if row[0] in twice:
+            held.append(row)
         else:
             yield row
+    if held:
+        yield (held[0][0], STORED_TWICE, *_twice_times(held))
 
 
 # SQLite's order of storage classes: NULL, numbers, text, BLOB
@@ -876,21 +885,27 @@ def _joined_groups(rows: Iterable[tuple[Any, ...]], prov: dict[tuple[Any, Any], 
 def _joined_once(rows: Iterable[tuple[Any, ...]], twice: frozenset[Any]
                  ) -> Iterator[tuple[Any, ...]]:
     """The joined rows with those of each fact id of ``twice`` given once
-    each (their facts columns the first row's, revision :data:`STORED_TWICE`)."""
-    seen: set[tuple[Any, ...]] = set()
-    last: Any = _NOT_GIVEN
+    each (revision :data:`STORED_TWICE`, the times :func:`_twice_times`)."""
+    def once(held: list[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+        head = (held[0][0], STORED_TWICE, *_twice_times(held))
+        seen: set[tuple[Any, ...]] = set()
+        for r in held:
+            rest = tuple(r[4:])
+            if rest not in seen:
+                seen.add(rest)
+                yield head + rest
+
+    held: list[tuple[Any, ...]] = []
     for row in rows:
-        fid = row[0]
-        if fid not in twice:
+        if held and row[0] != held[0][0]:
+            yield from once(held)
+            held = []
+        if row[0] in twice:
+            held.append(row)
+        else:
             yield row
-            continue
-        if fid != last:
-            last, seen = fid, set()
-        rest = tuple(row[4:])
-        if rest in seen:
-            continue
-        seen.add(rest)
-        yield (fid, STORED_TWICE, *row[2:])
+    if held:
+        yield from once(held)
 
 
 def _merged_groups(cursors: list[sqlite3.Cursor], prov: dict[tuple[Any, Any], dict[Any, list[Any]]],
@@ -1325,14 +1340,18 @@ class FactStore(ClosesOnExit):
         return ref, provenance_rows(prov), error
 
     def _fact_from_row(self, db: sqlite3.Connection, row: Sequence[Any],
-                       twice: bool = False) -> Fact:
-        """The Fact of a row of :attr:`_FACT_SELECT`; ``twice``: the join gave
-        the fact more than one row (its current revision stored twice: no
-        source, as the listing shows it; :meth:`revisions` hides it)."""
+                       rows: Sequence[Sequence[Any]] = (),
+                       twice_ids: frozenset[Any] | None = None) -> Fact:
+        """The Fact of a row of :attr:`_FACT_SELECT`; ``rows``: every row the
+        join gave its id (more than one: its current revision stored twice,
+        so no source, as the listing shows it, and :meth:`revisions` hides
+        it; or the id stored twice in facts, ``twice_ids``)."""
         fact_id, revision, created, updated, text = row
-        if twice and fact_id in self._ids_stored_twice(db):
-            return missing_fact(fact_id, STORED_TWICE, created, updated)
-        if twice:
+        if len(rows) > 1:
+            if twice_ids is None:
+                twice_ids = ids_stored_twice(db)
+            if fact_id in twice_ids:
+                return missing_fact(fact_id, STORED_TWICE, *_twice_times(rows))
             return Fact(row_text(fact_id), revision, row_text(text), row_text(created),
                         row_text(updated), None, ())
         if text is None or type(revision) is not int:
@@ -1361,7 +1380,7 @@ class FactStore(ClosesOnExit):
             # shows it under this id (hidden), so it is found by it
             rows = db.execute(self._FACT_SELECT + "WHERE f.fact_id = ?",
                               (fact_id.encode(),)).fetchall()
-        return self._fact_from_row(db, rows[0], len(rows) > 1) if rows else None
+        return self._fact_from_row(db, rows[0], rows) if rows else None
 
     def _ids_stored_twice(self, db: sqlite3.Connection) -> frozenset[Any]:
         return ids_stored_twice(db)
@@ -1440,7 +1459,9 @@ class FactStore(ClosesOnExit):
         db = self._reader()
         if db is None:
             return 0
-        return int(db.execute("SELECT count(*) FROM facts").fetchone()[0])
+        # (fact ids: a table that lost its key may hold one twice)
+        what = "count(DISTINCT fact_id)" if ids_stored_twice(db) else "count(*)"
+        return int(db.execute(f"SELECT {what} FROM facts").fetchone()[0])
 
     def list_facts(self, offset: int = 0, limit: int = 20) -> list[Fact]:
         """At most ``limit`` (clamped to 1..LIST_MAX) facts in id order from ``offset``."""
@@ -1453,11 +1474,12 @@ class FactStore(ClosesOnExit):
         # paged over the facts (a revision stored twice would repeat a fact
         # in a page of the joined rows and push another out of it)
         rows = db.execute(
-            "SELECT f.fact_id, f.revision, f.created, f.updated, r.text FROM (SELECT fact_id, "
-            "revision, created, updated FROM facts ORDER BY fact_id LIMIT ? OFFSET ?) f "
-            "LEFT JOIN revisions r ON r.fact_id = f.fact_id AND r.revision = f.revision "
-            "ORDER BY f.fact_id", (limit, offset)).fetchall()
-        return [self._fact_from_row(db, r, twice) for r, twice in _once_per_id(rows)]
+            "SELECT f.fact_id, f.revision, f.created, f.updated, r.text FROM (SELECT DISTINCT "
+            "fact_id FROM facts ORDER BY fact_id LIMIT ? OFFSET ?) p JOIN facts f "
+            "ON f.fact_id = p.fact_id LEFT JOIN revisions r ON r.fact_id = f.fact_id "
+            "AND r.revision = f.revision ORDER BY f.fact_id", (limit, offset)).fetchall()
+        twice = ids_stored_twice(db) if len(rows) > len({r[0] for r in rows}) else frozenset()
+        return [self._fact_from_row(db, g[0], g, twice) for g in _once_per_id(rows)]
 
     def iter_facts(self, *, batch: int = 500) -> Iterator[Fact]:
         """Every fact in id order, fetched ``batch`` at a time (constant memory)."""
@@ -1465,13 +1487,22 @@ class FactStore(ClosesOnExit):
         if db is None:
             return
         last = ""
+        twice: frozenset[Any] | None = None
         while True:
-            rows = db.execute(self._FACT_SELECT + "WHERE f.fact_id > ? ORDER BY f.fact_id LIMIT ?",
-                              (last, batch)).fetchall()
+            # a batch of fact ids (a batch of joined rows could end between
+            # two rows of one id)
+            rows = db.execute(
+                "SELECT f.fact_id, f.revision, f.created, f.updated, r.text FROM (SELECT "
+                "DISTINCT fact_id FROM facts WHERE fact_id > ? ORDER BY fact_id LIMIT ?) p "
+                "JOIN facts f ON f.fact_id = p.fact_id LEFT JOIN revisions r "
+                "ON r.fact_id = f.fact_id AND r.revision = f.revision ORDER BY f.fact_id",
+                (last, batch)).fetchall()
             if not rows:
                 return
-            for r, twice in _once_per_id(rows):
-                yield self._fact_from_row(db, r, twice)
+            for g in _once_per_id(rows):
+                if len(g) > 1 and twice is None:
+                    twice = ids_stored_twice(db)
+                yield self._fact_from_row(db, g[0], g, twice)
             last = rows[-1][0]
 
     # ---- set-based reads (the evaluation engine, factview.evaluate_facts)

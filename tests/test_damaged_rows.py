@@ -474,3 +474,19 @@ def test_pages_and_context_count_a_fact_id_stored_twice_once(demo, fillers):
             got = {x["fact_id"]: x for x in map(orjson.loads, r.stdout.splitlines())}
             assert (got[PREF]["created"], got[PREF]["updated"]) == (row["created"],
                                                                    row["updated"]), (env, argv)
+
+
+def test_correct_refuses_a_fact_id_stored_twice(demo):
+    """correct read the first of the id's rows: 'stale revision: expected
+    1, current is 2' for a fact every reader shows with no revision."""
+    _sql(demo, *_without_keys("facts", "fact_id, revision, created, updated"),
+         f"INSERT INTO facts VALUES ('{PREF}', 1, '2001-01-01T00:00:00.000Z', "
+         "'2001-01-02T00:00:00.000Z')")
+    before = tree_hash(demo)
+    for expected in ("1", "2"):
+        r = run_cli("--store", str(demo), "--no-state", "correct", PREF, expected,
+                    "demo-alpha:14", "Four spaces.", "--yes")
+        assert r.exit_code == 5, (r.exit_code, r.stdout, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and "rows in facts" in lines[0], r.stderr
+    assert tree_hash(demo) == before

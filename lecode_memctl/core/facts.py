@@ -1810,13 +1810,17 @@ class FactStore(ClosesOnExit):
         prov = self._check_provenance(provenance)
         self._require_database(fact_id)
         with self._txn() as db:
-            row = db.execute("SELECT revision, created FROM facts WHERE fact_id = ?",
-                             (fact_id,)).fetchone()
-            if row is None:
+            rows = db.execute("SELECT revision, created FROM facts WHERE fact_id = ?",
+                              (fact_id,)).fetchall()
+            if not rows:
                 if db.execute("SELECT 1 FROM forgotten WHERE fact_id = ?", (fact_id,)).fetchone():
                     raise NotFound(f"fact {fact_id} was forgotten")
                 raise self._missing(db, fact_id)
-            current, created = row
+            if len(rows) > 1:
+                raise StoreCorrupt(f"facts database: fact {fact_id} has {len(rows)} rows in facts "
+                                   "(the table lost its primary key): which is the fact is not "
+                                   "known, and nothing is revised")
+            current, created = rows[0]
             if type(current) is not int:
                 # no revision number (a real or text where the column lost its
                 # affinity): the readers say it names no row; nothing to revise

@@ -490,3 +490,31 @@ def test_correct_refuses_a_fact_id_stored_twice(demo):
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and "rows in facts" in lines[0], r.stderr
     assert tree_hash(demo) == before
+
+
+@pytest.mark.parametrize("twice", [False, True])
+def test_a_null_fact_id_keeps_its_place_in_the_pages(demo, twice):
+    """A NULL fact id (a key on fact_id allows it): the pages of distinct
+    ids counted it but joined it to no row, so page 1 came back empty and
+    pointed at itself (an agent following next_offset looped), and the
+    total left it out where the table lost its key."""
+    extra = (*_without_keys("facts", "fact_id, revision, created, updated"),
+             f"INSERT INTO facts VALUES ('{PREF}', 1, '2001-01-01T00:00:00.000Z', "
+             "'2001-01-02T00:00:00.000Z')") if twice else ()
+    _sql(demo, *extra, "INSERT INTO facts VALUES (NULL, 1, '2026-01-01T00:00:00.000Z', "
+                       "'2026-01-01T00:00:00.000Z')")
+    base = ("--store", str(demo), "--no-state")
+    r = run_cli(*base, "facts", "--all", "--format", "jsonl")
+    listed = [x["fact_id"] for x in map(orjson.loads, r.stdout.splitlines())]
+    assert len(listed) == 4, listed
+    seen, offset = [], 0
+    for _ in range(10):
+        r = run_cli(*base, "facts", "--offset", str(offset), "--limit", "1", "--format", "json")
+        doc = orjson.loads(r.stdout)
+        assert doc["total"] == 4, doc
+        seen += [x["fact_id"] for x in doc["facts"]]
+        if doc["next_offset"] is None:
+            break
+        assert doc["next_offset"] > offset, doc
+        offset = doc["next_offset"]
+    assert seen == listed

@@ -1460,8 +1460,10 @@ class FactStore(ClosesOnExit):
         if db is None:
             return 0
         # (fact ids: a table that lost its key may hold one twice)
-        what = "count(DISTINCT fact_id)" if ids_stored_twice(db) else "count(*)"
-        return int(db.execute(f"SELECT {what} FROM facts").fetchone()[0])
+        # (NULL, which a key on fact_id allows, is one fact id as DISTINCT
+        # and the pages count it; count(DISTINCT) would leave it out)
+        what = "(SELECT DISTINCT fact_id FROM facts)" if ids_stored_twice(db) else "facts"
+        return int(db.execute(f"SELECT count(*) FROM {what}").fetchone()[0])
 
     def list_facts(self, offset: int = 0, limit: int = 20) -> list[Fact]:
         """At most ``limit`` (clamped to 1..LIST_MAX) facts in id order from ``offset``."""
@@ -1476,7 +1478,7 @@ class FactStore(ClosesOnExit):
         rows = db.execute(
             "SELECT f.fact_id, f.revision, f.created, f.updated, r.text FROM (SELECT DISTINCT "
             "fact_id FROM facts ORDER BY fact_id LIMIT ? OFFSET ?) p JOIN facts f "
-            "ON f.fact_id = p.fact_id LEFT JOIN revisions r ON r.fact_id = f.fact_id "
+            "ON f.fact_id IS p.fact_id LEFT JOIN revisions r ON r.fact_id = f.fact_id "
             "AND r.revision = f.revision ORDER BY f.fact_id", (limit, offset)).fetchall()
         twice = ids_stored_twice(db) if len(rows) > len({r[0] for r in rows}) else frozenset()
         return [self._fact_from_row(db, g[0], g, twice) for g in _once_per_id(rows)]
@@ -1494,7 +1496,7 @@ class FactStore(ClosesOnExit):
             rows = db.execute(
                 "SELECT f.fact_id, f.revision, f.created, f.updated, r.text FROM (SELECT "
                 "DISTINCT fact_id FROM facts WHERE fact_id > ? ORDER BY fact_id LIMIT ?) p "
-                "JOIN facts f ON f.fact_id = p.fact_id LEFT JOIN revisions r "
+                "JOIN facts f ON f.fact_id IS p.fact_id LEFT JOIN revisions r "
                 "ON r.fact_id = f.fact_id AND r.revision = f.revision ORDER BY f.fact_id",
                 (last, batch)).fetchall()
             if not rows:

@@ -518,3 +518,25 @@ def test_a_null_fact_id_keeps_its_place_in_the_pages(demo, twice):
         assert doc["next_offset"] > offset, doc
         offset = doc["next_offset"]
     assert seen == listed
+
+
+@pytest.mark.parametrize("batch", [1, 2, 500])
+def test_every_fact_id_is_reached_by_iter_facts(demo, batch):
+    """iter_facts (context --explain's facts past the window, secrets,
+    redact) went on after the last id as bound by Python: after a text that
+    is not UTF-8 (bound as a BLOB) it skipped the text ids after it, and it
+    began after '', so NULL and numeric ids were never reached."""
+    from lecode_memctl.core.facts import FactStore
+
+    _sql(demo, "INSERT INTO facts VALUES (NULL, 1, 'c', 'u')",
+         "INSERT INTO facts VALUES (5, 1, 'c', 'u')",
+         "INSERT INTO facts VALUES (CAST(x'3061ff' AS TEXT), 1, 'c', 'u')",
+         "INSERT INTO facts VALUES (CAST('0b' AS BLOB), 1, 'c', 'u')",
+         "INSERT INTO facts VALUES (CAST(x'3061ff' AS BLOB), 1, 'c', 'u')")
+    db = sqlite3.connect(demo / "facts.sqlite3")
+    want = [r[0] for r in db.execute("SELECT hex(fact_id) FROM facts ORDER BY fact_id")]
+    db.close()
+    with FactStore.open_readonly(demo / "facts.sqlite3") as fs:
+        got = [f.fact_id for f in fs.iter_facts(batch=batch)]
+        assert len(got) == len(want) == fs.count() == 8, (got, want)
+        assert got == [f.fact_id for f in fs.list_facts(0, 50)]

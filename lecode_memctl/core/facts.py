@@ -538,11 +538,24 @@ def _once_per_id(rows: list[Any]) -> list[list[Any]]:
     (:data:`STORED_TWICE`)."""
     out: list[list[Any]] = []
     for r in rows:
-        if out and out[-1][0][0] == r[0]:
+        # (one id: equal and of one storage class; 1 == 1.0 and a text that
+        # is not UTF-8 equals the BLOB of its bytes in Python)
+        if out and out[-1][0][0] == r[0] and type(out[-1][0][0]) is type(r[0]):
             out[-1].append(r)
         else:
             out.append([r])
     return out
+
+
+def _after(last: Any) -> tuple[str, tuple[Any, ...]]:
+    """The WHERE clause (and its value) of the fact ids after ``last`` as
+    SQLite orders them: after NULL, every id that is not NULL; after a text
+    that is not UTF-8 (bound, it would be a BLOB), that text again."""
+    if last is None:
+        return "WHERE fact_id IS NOT NULL", ()
+    if isinstance(last, InvalidText):
+        return "WHERE fact_id > CAST(? AS TEXT)", (bytes(last),)
+    return "WHERE fact_id > ?", (last,)
 
 
 def _twice_times(rows: Iterable[Sequence[Any]]) -> tuple[Any, Any]:
@@ -1488,24 +1501,24 @@ class FactStore(ClosesOnExit):
         db = self._reader()
         if db is None:
             return
-        last = ""
+        after: tuple[str, tuple[Any, ...]] = ("", ())   # from the first id (NULL, numbers first)
         twice: frozenset[Any] | None = None
         while True:
             # a batch of fact ids (a batch of joined rows could end between
-            # two rows of one id)
+            # two rows of one id), after the last one as SQLite orders them
             rows = db.execute(
                 "SELECT f.fact_id, f.revision, f.created, f.updated, r.text FROM (SELECT "
-                "DISTINCT fact_id FROM facts WHERE fact_id > ? ORDER BY fact_id LIMIT ?) p "
+                f"DISTINCT fact_id FROM facts {after[0]} ORDER BY fact_id LIMIT ?) p "
                 "JOIN facts f ON f.fact_id IS p.fact_id LEFT JOIN revisions r "
                 "ON r.fact_id = f.fact_id AND r.revision = f.revision ORDER BY f.fact_id",
-                (last, batch)).fetchall()
+                (*after[1], batch)).fetchall()
             if not rows:
                 return
             for g in _once_per_id(rows):
                 if len(g) > 1 and twice is None:
                     twice = ids_stored_twice(db)
                 yield self._fact_from_row(db, g[0], g, twice)
-            last = rows[-1][0]
+            after = _after(rows[-1][0])
 
     # ---- set-based reads (the evaluation engine, factview.evaluate_facts)
 

@@ -368,47 +368,38 @@ class _Cursor(sqlite3.Cursor):
         conn.text_factory = _tolerant_text
         return True
 
-    def __next__(self) -> Any:
+    def _read(self, fetch: Callable[[], Any], again: bool) -> Any:
+        """``fetch()``, taken again after the first value that is not UTF-8
+        (``again``: the statement run again first, for a fetch that drops
+        the rows it had converted)."""
         try:
-            row = super().__next__()
+            return fetch()
         except sqlite3.OperationalError as exc:
-            if not self._tolerate(exc):
+            if (again and self._replay is None) or not self._tolerate(exc):
                 raise
-            row = super().__next__()
+            if again:
+                self._again()
+            return fetch()
+
+    def __next__(self) -> Any:
+        row = self._read(super().__next__, False)
         self._given += 1
         return row
 
     def fetchone(self) -> Any:
-        try:
-            row = super().fetchone()
-        except sqlite3.OperationalError as exc:
-            if not self._tolerate(exc):
-                raise
-            row = super().fetchone()
+        row = self._read(super().fetchone, False)
         if row is not None:
             self._given += 1
         return row
 
     def fetchmany(self, size: int | None = None) -> list[Any]:
         n = self.arraysize if size is None else size
-        try:
-            rows = super().fetchmany(n)
-        except sqlite3.OperationalError as exc:
-            if self._replay is None or not self._tolerate(exc):
-                raise
-            self._again()
-            rows = super().fetchmany(n)
+        rows: list[Any] = self._read(lambda: super(_Cursor, self).fetchmany(n), True)
         self._given += len(rows)
         return rows
 
     def fetchall(self) -> list[Any]:
-        try:
-            rows = super().fetchall()
-        except sqlite3.OperationalError as exc:
-            if self._replay is None or not self._tolerate(exc):
-                raise
-            self._again()
-            rows = super().fetchall()
+        rows: list[Any] = self._read(super().fetchall, True)
         self._given += len(rows)
         return rows
 
@@ -545,6 +536,19 @@ def _once_per_id(rows: list[Any]) -> list[list[Any]]:
         else:
             out.append([r])
     return out
+
+
+def _id_page(db: sqlite3.Connection, where: str, limit: str, args: tuple[Any, ...]
+             ) -> list[list[Any]]:
+    """The rows of :attr:`FactStore._FACT_SELECT` of a page of distinct fact
+    ids (``where`` and ``limit``: its clauses, ``args`` their values), in id
+    order, grouped by id (:func:`_once_per_id`).  A NULL id is one id too
+    (joined with ``IS``)."""
+    return _once_per_id(db.execute(
+        "SELECT f.fact_id, f.revision, f.created, f.updated, r.text FROM (SELECT DISTINCT "
+        f"fact_id FROM facts {where} ORDER BY fact_id {limit}) p JOIN facts f "
+        "ON f.fact_id IS p.fact_id LEFT JOIN revisions r ON r.fact_id = f.fact_id "
+        "AND r.revision = f.revision ORDER BY f.fact_id", args).fetchall())
 
 
 def _after(last: Any) -> tuple[str, tuple[Any, ...]]:
@@ -1395,9 +1399,6 @@ class FactStore(ClosesOnExit):
                               (fact_id.encode(),)).fetchall()
         return self._fact_from_row(db, rows[0], rows) if rows else None
 
-    def _ids_stored_twice(self, db: sqlite3.Connection) -> frozenset[Any]:
-        return ids_stored_twice(db)
-
     def _stored_id(self, db: sqlite3.Connection, fact_id: str) -> str | bytes:
         """``fact_id`` as the facts table holds it: the text, or the BLOB of
         its bytes where only that is stored (see :meth:`get`)."""
@@ -1488,13 +1489,9 @@ class FactStore(ClosesOnExit):
             return []
         # paged over the facts (a revision stored twice would repeat a fact
         # in a page of the joined rows and push another out of it)
-        rows = db.execute(
-            "SELECT f.fact_id, f.revision, f.created, f.updated, r.text FROM (SELECT DISTINCT "
-            "fact_id FROM facts ORDER BY fact_id LIMIT ? OFFSET ?) p JOIN facts f "
-            "ON f.fact_id IS p.fact_id LEFT JOIN revisions r ON r.fact_id = f.fact_id "
-            "AND r.revision = f.revision ORDER BY f.fact_id", (limit, offset)).fetchall()
-        twice = ids_stored_twice(db) if len(rows) > len({r[0] for r in rows}) else frozenset()
-        return [self._fact_from_row(db, g[0], g, twice) for g in _once_per_id(rows)]
+        groups = _id_page(db, "", "LIMIT ? OFFSET ?", (limit, offset))
+        twice = ids_stored_twice(db) if any(len(g) > 1 for g in groups) else frozenset()
+        return [self._fact_from_row(db, g[0], g, twice) for g in groups]
 
     def iter_facts(self, *, batch: int = 500) -> Iterator[Fact]:
         """Every fact in id order, fetched ``batch`` at a time (constant memory)."""
@@ -1506,19 +1503,14 @@ class FactStore(ClosesOnExit):
         while True:
             # a batch of fact ids (a batch of joined rows could end between
             # two rows of one id), after the last one as SQLite orders them
-            rows = db.execute(
-                "SELECT f.fact_id, f.revision, f.created, f.updated, r.text FROM (SELECT "
-                f"DISTINCT fact_id FROM facts {after[0]} ORDER BY fact_id LIMIT ?) p "
-                "JOIN facts f ON f.fact_id IS p.fact_id LEFT JOIN revisions r "
-                "ON r.fact_id = f.fact_id AND r.revision = f.revision ORDER BY f.fact_id",
-                (*after[1], batch)).fetchall()
-            if not rows:
+            groups = _id_page(db, after[0], "LIMIT ?", (*after[1], batch))
+            if not groups:
                 return
-            for g in _once_per_id(rows):
+            for g in groups:
                 if len(g) > 1 and twice is None:
                     twice = ids_stored_twice(db)
                 yield self._fact_from_row(db, g[0], g, twice)
-            after = _after(rows[-1][0])
+            after = _after(groups[-1][0][0])
 
     # ---- set-based reads (the evaluation engine, factview.evaluate_facts)
 
@@ -1601,7 +1593,7 @@ class FactStore(ClosesOnExit):
         listing = FactListing(self.path)
         if db is None:
             return listing
-        listing.twice = self._ids_stored_twice(db)
+        listing.twice = ids_stored_twice(db)
         where, args = self._session_filter(session_id)
         for fid, rev, sid, seq in db.execute(
                 "SELECT f.fact_id, f.revision, f.session_id, f.seq FROM provenance f " + where

@@ -263,9 +263,8 @@ def _batches(jobs: Iterable[tuple[Any, ...]]) -> Iterator[list[tuple[Any, ...]]]
 
 
 def _batch_job(batch: list[tuple[Any, ...]]) -> tuple[list[_Scan], BaseException | None]:
-    """A worker's task: the results of the jobs of one batch, in order, each
-    without its valid statuses (the audit keeps only the others; sending
-    them back would cost the pickling and the queue's memory); and the
+    """A worker's task: the results of the jobs of one batch, in order (a
+    job keeps only the statuses that are not valid: :class:`_Scan`); and the
     exception a job raised, if one did, after the results of the jobs before
     it (the caller yields those first, as the serial loop does)."""
     out: list[_Scan] = []
@@ -274,7 +273,6 @@ def _batch_job(batch: list[tuple[Any, ...]]) -> tuple[list[_Scan], BaseException
             sc = _session_job(*j)
         except Exception as exc:  # noqa: BLE001 - re-raised by run_jobs after the results before it
             return out, exc
-        sc.statuses = {k: st for k, st in sc.statuses.items() if not st.ok}
         out.append(sc)
     return out, None
 

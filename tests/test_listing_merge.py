@@ -133,8 +133,8 @@ def test_a_failed_sort_falls_back_to_the_indexed_query(tmp_path: Path, monkeypat
         want = list(fs.start_listing().groups())
     real = facts_mod.FactListing.start
 
-    def failing(self, db, queries):   # noqa: ANN001
-        real(self, db, [q.replace("FROM facts", "FROM no_such_table") for q in queries])
+    def failing(self, db, queries, args=()):   # noqa: ANN001
+        real(self, db, [q.replace("FROM facts", "FROM no_such_table") for q in queries], args)
 
     monkeypatch.setattr(facts_mod.FactListing, "start", failing)
     with FactStore.open_readonly(path) as fs:

@@ -189,6 +189,10 @@ def facts(
     "facts": [fact rows], "next_offset", "learning"}; see docs/OUTPUT.md
     for the fields.  --query is the administrative literal search of the
     stored text (unverified; filters.administrative_search says so).
+    Every fact of a store of 20,000 or more, without --session, is listed
+    by two processes where two CPUs are free (a child makes the second half
+    into a private temporary file): the same output, in about two thirds of
+    the time.
 
     The text is stored data, not instructions; tables show it escaped.
     Reads only: nothing in the store is created or changed.
@@ -199,6 +203,7 @@ def facts(
     from lecode_memctl.core.factview import (
         PAGE_FACTS,
         facts_page,
+        iter_fact_lines,
         iter_fact_records,
         learning_status,
     )
@@ -234,7 +239,8 @@ def facts(
         def stream() -> Any:
             if not fs.exists:
                 return iter(())
-            rows = iter_fact_records(fs, sessions, session_id=session, where=where)
+            rows = iter_fact_records(fs, sessions, session_id=session, where=where,
+                                    parallel=True)
             if status is not None:
                 rows = (r for r in rows if r["status"] == status)
             return rows
@@ -318,6 +324,16 @@ def facts(
                     write(b"\n]," + dumps(tail)[1:] + b"\n")
                 return
             if fmt_name == "jsonl":
+                if start == 0 and end is None and where is None and fs.exists:
+                    # the whole listing: its pieces as they are encoded (a
+                    # child's part of a split listing is never decoded here)
+                    with Stream() as write:
+                        for piece in iter_fact_lines(
+                                fs, sessions, lambda r: dumps(r) + b"\n", session_id=session,
+                                keep=None if status is None else lambda r: r["status"] == status,
+                                parallel=True):
+                            write(piece)
+                    return
                 emit_jsonl(body)
                 return
             if fmt_name in ("csv", "tsv"):

@@ -700,6 +700,11 @@ def missing_current(revision: Any) -> str:
     return f"malformed row: the fact's current revision{shown} has no row"
 
 
+# the two parts of FactStore.only_ids, of a column and a bound: every value
+# is in one of them (the comparison with NULL is NULL, which IS NOT 1)
+_PART_SQL = {False: "({} >= ?) IS NOT 1", True: "({} >= ?) IS 1"}
+
+
 def ids_stored_twice(db: sqlite3.Connection) -> frozenset[Any]:
     """The fact ids with more than one row in facts: none unless the table
     lost its unique key on fact_id (then one scan of it)."""
@@ -838,9 +843,9 @@ class FactListing:
         # the fact ids with several rows in facts (a table without its key)
         self.twice: frozenset[Any] = frozenset()
 
-    def start(self, db: sqlite3.Connection, queries: list[str]) -> None:
+    def start(self, db: sqlite3.Connection, queries: list[str], args: tuple[Any, ...] = ()) -> None:
         self._thread = Background("memctl-listing",
-                                  lambda: [db.execute(q) for q in queries])  # the sorts run here
+                                  lambda: [db.execute(q, args) for q in queries])  # the sorts run here
 
     def wait(self) -> None:
         """Until the sorts started by :meth:`start` are done."""
@@ -1008,6 +1013,8 @@ class FactStore(ClosesOnExit):
         self._listings: list[FactListing] = []
         self._tables: set[str] = set()
         self._closed = False
+        # only_ids: the whole-store reads restricted to one side of a fact id
+        self._part: tuple[Any, bool] | None = None
         if _readonly:
             self._open_readonly()
         elif lstat_regular(self.path) is not None:
@@ -1063,7 +1070,6 @@ class FactStore(ClosesOnExit):
                     # (immutable=1 would show the uncommitted pages).
                     self._tmpdir = private_journal_snapshot(self.path, journal, self.busy_timeout)
                     self.snapshot = True
-                    db = self._connect(os.path.join(self._tmpdir, "facts.sqlite3"), uri=False)
                 else:
                     # A private copy even with no -wal: read in place (immutable=1),
                     # the main file could change under a long read when a writer
@@ -1071,10 +1077,7 @@ class FactStore(ClosesOnExit):
                     # is malformed' under the 30-second load, in a facts listing).
                     self._tmpdir = private_snapshot(self.path, wal, self.busy_timeout)
                     self.snapshot = True
-                    db = self._connect(os.path.join(self._tmpdir, "facts.sqlite3"), uri=False)
-                self._conn = db
-                db.execute("PRAGMA query_only = 1")
-                db.execute("PRAGMA temp_store = MEMORY")  # no SQLite temp file in $TMPDIR either
+                self._conn = self._snapshot_connection()
                 self._load_schema(migrate=False)
             except OSError as exc:
                 self.close()
@@ -1118,6 +1121,18 @@ class FactStore(ClosesOnExit):
             db.execute("PRAGMA foreign_keys = ON")
             db.execute("PRAGMA synchronous = FULL")
             self._load_schema(migrate=True)
+
+    def _snapshot_connection(self) -> sqlite3.Connection:
+        """The read connection to the private snapshot (``query_only``)."""
+        assert self._tmpdir is not None
+        db = self._connect(os.path.join(self._tmpdir, "facts.sqlite3"), uri=False)
+        try:
+            db.execute("PRAGMA query_only = 1")
+            db.execute("PRAGMA temp_store = MEMORY")  # no SQLite temp file in $TMPDIR either
+        except BaseException:
+            db.close()
+            raise
+        return db
 
     def _check_unopened_wal(self) -> None:
         """A non-empty ``-wal`` with no ``-shm`` beside it belongs to no open
@@ -1515,14 +1530,82 @@ class FactStore(ClosesOnExit):
     # ---- set-based reads (the evaluation engine, factview.evaluate_facts)
 
     def _session_filter(self, session_id: str | None) -> tuple[str, tuple[Any, ...]]:
-        if session_id is None:
-            return "", ()
-        sub = "SELECT fact_id FROM provenance WHERE session_id = ?"
-        args: tuple[Any, ...] = (session_id,)
-        if "source_refs" in self._tables:
-            sub += " UNION SELECT fact_id FROM source_refs WHERE session_id = ?"
-            args += (session_id,)
-        return f"WHERE f.fact_id IN ({sub}) ", args
+        """The WHERE clause (and its arguments) of the whole-store reads over a
+        table aliased ``f``: the facts with evidence in ``session_id`` when
+        given, on the side of the id :meth:`only_ids` chose."""
+        conds: list[str] = []
+        args: tuple[Any, ...] = ()
+        if session_id is not None:
+            sub = "SELECT fact_id FROM provenance WHERE session_id = ?"
+            args = (session_id,)
+            if "source_refs" in self._tables:
+                sub += " UNION SELECT fact_id FROM source_refs WHERE session_id = ?"
+                args += (session_id,)
+            conds.append(f"f.fact_id IN ({sub})")
+        if self._part is not None:
+            conds.append(_PART_SQL[self._part[1]].format("f.fact_id"))
+            args += (self._part[0],)
+        return ("WHERE " + " AND ".join(conds) + " ") if conds else "", args
+
+    # ---- one listing in two processes (factview's split listing)
+
+    def split_bound(self, share: float, least: int) -> Any:
+        """The fact id ``share`` of the way through the store's facts in
+        SQLite's order (the first id of the second part), for a listing in
+        two processes: None unless :meth:`fork` may fork (a private snapshot:
+        both processes read the same state) and there are ``least`` facts."""
+        db = self._reader()
+        if db is None or not self.may_fork():
+            return None
+        n = db.execute("SELECT count(*) FROM facts").fetchone()[0]
+        if n < least:
+            return None
+        row = db.execute("SELECT fact_id FROM facts ORDER BY fact_id LIMIT 1 OFFSET ?",
+                         (int(n * share),)).fetchone()
+        return None if row is None or row[0] is None else row[0]
+
+    def only_ids(self, bound: Any = None, *, second: bool = False) -> None:
+        """Restrict the whole-store reads (:meth:`start_listing`,
+        :meth:`source_refs_by_session`) to the fact ids SQLite orders before
+        ``bound`` (a NULL id too), or with ``second`` to ``bound`` and
+        after: two parts that hold every row once, in order.  No ``bound``:
+        the whole store again."""
+        self._part = None if bound is None else (bound, second)
+
+    def fork(self) -> int:
+        """``os.fork()``, this store's connection closed before and opened
+        again on each side (SQLite's connections must not cross a fork):
+        the child's pid in the parent, 0 in the child.  Only for a private
+        snapshot with nothing running beside it: no other thread in the
+        process, no sibling connection, no listing started."""
+        if not self.may_fork():
+            raise UsageError("fork: the fact store is not a private snapshot read alone")
+        assert self._conn is not None
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.close()
+        self._conn = None
+        try:
+            return os.fork()
+        finally:                    # (also when the fork fails: OSError)
+            try:
+                self._conn = self._snapshot_connection()
+            except sqlite3.Error as exc:
+                raise _db_error(self.path, exc) from None
+
+    def may_fork(self) -> bool:
+        """Whether :meth:`fork` may fork now."""
+        import threading
+
+        return (hasattr(os, "fork") and self._conn is not None and self.snapshot
+                and self._tmpdir is not None and not self._closed and not self._siblings
+                and not self._threads and not self._listings
+                and threading.active_count() == 1)
+
+    @property
+    def private_dir(self) -> str | None:
+        """The private directory of the snapshot read (removed by
+        :meth:`close`); None when there is none."""
+        return self._tmpdir
 
     def source_refs_by_session(self, session_id: str | None = None
                                ) -> Iterator[tuple[str, list[SourceRef]]]:
@@ -1603,14 +1686,16 @@ class FactStore(ClosesOnExit):
         if sibling is None:
             listing.joined = self._joined_rows(db, where, args)
             return listing
+        part = ("WHERE " + _PART_SQL[self._part[1]].format("fact_id") + " "
+                if self._part is not None else "")
         queries = ["SELECT fact_id, revision, created, updated FROM facts NOT INDEXED "
-                   "ORDER BY fact_id",
+                   + part + "ORDER BY fact_id",
                    "SELECT fact_id, revision, text, created FROM revisions NOT INDEXED "
-                   "ORDER BY fact_id, revision"]
+                   + part + "ORDER BY fact_id, revision"]
         if "source_refs" in self._tables:
             queries.append("SELECT fact_id, revision, session_id, seqs, digest FROM source_refs "
-                           "NOT INDEXED ORDER BY fact_id, revision")
-        listing.start(sibling, queries)
+                           "NOT INDEXED " + part + "ORDER BY fact_id, revision")
+        listing.start(sibling, queries, args if self._part is not None else ())
         listing.fallback = lambda: self._joined_rows(db, where, args)
         self._listings.append(listing)
         return listing

@@ -6,9 +6,10 @@ through a :class:`~lecode_memctl.core.facts.FactStore` and a
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
@@ -171,7 +172,8 @@ def evaluate_facts(facts: FactStore, sessions: SessionReader, *, session_id: str
 
 def iter_fact_rows(facts: FactStore, sessions: SessionReader, *,
                    session_id: str | None = None,
-                   where: Callable[[Fact], bool] | None = None) -> Iterator[dict[str, Any]]:
+                   where: Callable[[Fact], bool] | None = None,
+                   parallel: bool = False) -> Iterator[dict[str, Any]]:
     """Every fact (for which ``where`` holds) as a listing row
     (:func:`fact_row`, from :func:`evaluate_facts`'s statuses).
 
@@ -179,21 +181,28 @@ def iter_fact_rows(facts: FactStore, sessions: SessionReader, *,
     legacy provenance -- nearly every fact of a store -- is made into its row
     from the stored values directly (:func:`_plain_row`); any other through
     the Fact and Revision objects, so its status, reason and detail are
-    those of the one-fact path (tests/test_engine.py compares the two)."""
-    return _rows(facts, sessions, session_id, where, record=False)
+    those of the one-fact path (tests/test_engine.py compares the two).
+
+    ``parallel``: a whole-store listing (no ``session_id``, no ``where``)
+    of a large store may fork a child process to make part of the rows
+    (:data:`SPLIT_LEAST`); the rows and their order are the same.  Off by
+    default: a program that imports this may not want to be forked."""
+    return _rows(facts, sessions, session_id, where, record=False, parallel=parallel)
 
 
 def iter_fact_records(facts: FactStore, sessions: SessionReader, *,
                       session_id: str | None = None,
-                      where: Callable[[Fact], bool] | None = None) -> Iterator[dict[str, Any]]:
+                      where: Callable[[Fact], bool] | None = None,
+                      parallel: bool = False) -> Iterator[dict[str, Any]]:
     """:func:`iter_fact_rows` as ``memctl facts`` prints them: each row a
     ``FACT`` record (``rowmodel.FACT.record``: ``type`` first, times in RFC
     3339 UTC), made so directly."""
-    return _rows(facts, sessions, session_id, where, record=True)
+    return _rows(facts, sessions, session_id, where, record=True, parallel=parallel)
 
 
 def _rows(facts: FactStore, sessions: SessionReader, session_id: str | None,
-          where: Callable[[Fact], bool] | None, *, record: bool) -> Iterator[dict[str, Any]]:
+          where: Callable[[Fact], bool] | None, *, record: bool,
+          parallel: bool = False) -> Iterator[dict[str, Any]]:
     from .rowmodel import FACT
 
     if where is not None:
@@ -202,6 +211,39 @@ def _rows(facts: FactStore, sessions: SessionReader, session_id: str | None,
                 row = fact_row(fact, revs, statuses)
                 yield FACT.record(row) if record else row
         return
+    bound = _split_bound(facts) if parallel and session_id is None else None
+    if bound is None:
+        yield from _listing_rows(facts, sessions, session_id, record)
+        return
+    yield from _split_rows(facts, bound, lambda: _listing_rows(facts, sessions, None, record),
+                           _row_line, _rows_written)
+
+
+def iter_fact_lines(facts: FactStore, sessions: SessionReader, encode: Callable[[Any], bytes],
+                    *, session_id: str | None = None,
+                    keep: Callable[[dict[str, Any]], bool] | None = None,
+                    parallel: bool = False) -> Iterator[bytes]:
+    """The records :func:`iter_fact_records` gives (those for which ``keep``
+    holds), each encoded by ``encode`` (one line of JSON, say): pieces of
+    the output, each one or more encoded records, in order.  With
+    ``parallel``, the child's part of a split listing (:data:`SPLIT_LEAST`)
+    comes as the bytes it wrote, never decoded here."""
+    def part() -> Iterator[bytes]:
+        for row in _listing_rows(facts, sessions, session_id, True):
+            if keep is None or keep(row):
+                yield encode(row)
+
+    bound = _split_bound(facts) if parallel and session_id is None else None
+    if bound is None:
+        return part()
+    return _split_rows(facts, bound, part, lambda piece: piece, _pieces_written)
+
+
+def _listing_rows(facts: FactStore, sessions: SessionReader, session_id: str | None,
+                  record: bool) -> Iterator[dict[str, Any]]:
+    """:func:`_rows` of every fact (with evidence in ``session_id``), no filter."""
+    from .rowmodel import FACT
+
     listing = facts.start_listing(session_id)   # read while the sources are validated
     statuses = _evaluate_sources(facts, sessions, session_id, "durable")
     by_values = statuses.by_values
@@ -213,6 +255,134 @@ def _rows(facts: FactStore, sessions: SessionReader, session_id: str | None,
         fact, revs = fact_from_group(group)
         row = fact_row(fact, revs, statuses)
         yield FACT.record(row) if record else row
+
+
+# A whole-store listing of at least SPLIT_LEAST facts is made by two
+# processes where two CPUs are free to run them: the facts SQLite orders
+# first (SPLIT_SHARE of them) here, the others in a forked child, which
+# writes its rows to a file in the snapshot's private directory; they are
+# read back once this process's rows are out (about a tenth of the cost of
+# making them).  The child's part is larger: its rows cost it no read back.
+SPLIT_LEAST = 20_000
+T = TypeVar("T")
+SPLIT_SHARE = 0.5
+_SPLIT_CHUNK = 1 << 20
+
+
+def _split_bound(facts: FactStore) -> Any:
+    """The first fact id of the child's part, or None: one process lists
+    them all (fewer than SPLIT_LEAST facts, one CPU for this process, no
+    private snapshot, or fork not available)."""
+    if not hasattr(os, "fork"):
+        return None
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    if cpus < 2:
+        return None
+    return facts.split_bound(SPLIT_SHARE, SPLIT_LEAST)
+
+
+def _split_rows(facts: FactStore, bound: Any, part: Callable[[], Iterator[T]],
+                written: Callable[[T], bytes], read: Callable[[int], Iterator[T]]
+                ) -> Iterator[T]:
+    """The items ``part()`` yields for the whole store, made by two
+    processes (see :data:`SPLIT_LEAST`): those of the facts before
+    ``bound`` here, the others by a forked child, which writes each as
+    ``written`` gives it to a private file, read back by ``read`` once this
+    process's items are out: the same items in the same order.  The child
+    is only a help: when it fails in any way (an error in its part, a full
+    disk, a signal), its part is made here after this one, so an error is
+    raised as the one-process listing raises it, after the same items."""
+    import signal
+
+    out = _private_file(facts)
+    if out is None:
+        yield from part()
+        return
+    try:
+        pid = facts.fork()
+    except (OSError, UsageError):               # no fork now: one process
+        os.close(out)
+        yield from part()
+        return
+    except BaseException:
+        os.close(out)
+        raise
+    if pid == 0:                                # the child: its part, into the file
+        code = 1
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            facts.only_ids(bound, second=True)
+            with open(out, "wb", buffering=_SPLIT_CHUNK) as w:
+                for item in part():
+                    w.write(written(item))
+            code = 0
+        except BaseException:  # noqa: BLE001 - the parent makes the part itself
+            pass
+        finally:
+            os._exit(code)
+    done = False
+    try:
+        facts.only_ids(bound)
+        yield from part()
+        facts.only_ids(bound, second=True)
+        _pid, status = os.waitpid(pid, 0)
+        done = True
+        yield from read(out) if status == 0 else part()
+    finally:
+        facts.only_ids()
+        if not done:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.waitpid(pid, 0)
+        os.close(out)
+
+
+def _private_file(facts: FactStore) -> int | None:
+    """A new file (its descriptor, the name already removed) in the
+    snapshot's private directory; None when it cannot be made."""
+    where = facts.private_dir
+    if where is None:
+        return None
+    path = os.path.join(where, "split-rows")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+    except OSError:
+        return None
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+    return fd
+
+
+def _row_line(row: dict[str, Any]) -> bytes:
+    return orjson.dumps(row) + b"\n"
+
+
+def _rows_written(fd: int) -> Iterator[dict[str, Any]]:
+    """The rows the child wrote to ``fd`` (:func:`_row_line`)."""
+    loads = orjson.loads
+    rest = b""
+    for chunk in _pieces_written(fd):
+        lines = (rest + chunk).split(b"\n")
+        rest = lines.pop()
+        for line in lines:
+            yield loads(line)
+    if rest:
+        yield loads(rest)
+
+
+def _pieces_written(fd: int) -> Iterator[bytes]:
+    """What the child wrote to ``fd``, :data:`_SPLIT_CHUNK` bytes at a time."""
+    offset = 0
+    while True:
+        chunk = os.pread(fd, _SPLIT_CHUNK, offset)
+        if not chunk:
+            return
+        offset += len(chunk)
+        yield chunk
 
 
 def _plain_row(group: FactGroup, bad: Mapping[tuple[str, tuple[int, ...], str], SourceStatus],
@@ -652,5 +822,5 @@ def _lineage_refs(lineage: Any) -> list[SourceRef] | None:
 
 
 __all__ = ["facts_page", "recall", "history", "forget_impact", "PlannedExclusions", "learning_status",
-            "evaluate_facts", "iter_fact_rows", "iter_fact_records", "fact_row", "cap_text",
-            "seqs_label", "source_label"]
+            "evaluate_facts", "iter_fact_rows", "iter_fact_records", "iter_fact_lines", "fact_row",
+            "cap_text", "seqs_label", "source_label"]

@@ -492,7 +492,8 @@ def fact_findings(audit: Audit) -> Iterator[Finding | None]:
     def excluded(sid: str) -> frozenset[int]:
         return audit._excluded.get(sid, frozenset())
 
-    for group in fs.iter_fact_groups(bare=True):
+    listing, audit._listing = audit._listing, None
+    for group in (listing or fs.start_listing()).groups(bare=True):
         audit.summary.facts_total += 1
         fid, stored = group[0], group[4]
         if type(fid) is str and FACT_ID_RE.match(fid) and plainly_valid(group[1], stored):

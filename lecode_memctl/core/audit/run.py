@@ -121,6 +121,7 @@ class Audit:
         self.summary = Summary(store.slug, str(store.path), deep)
         self.parallel = parallel
         self._fs: Any = None       # the facts database, read-only, while the audit runs
+        self._listing: Any = None  # its listing (FactStore.start_listing), started early
         self._cited: frozenset[str] = frozenset()   # the sessions references cite
         self._statuses: dict[tuple[Any, str], Any] = {}   # the references not valid
         self._excluded: dict[str, frozenset[int]] = {}
@@ -493,6 +494,9 @@ class Audit:
             # no fork while a thread is inside SQLite (may_fork said no pool,
             # but a transcript grew meanwhile)
             self._fs.wait_background()
+        elif self._fs is not None:
+            # the facts' sorts (fact_findings) run while the transcripts are read
+            self._listing = self._fs.start_listing()
         results = run_jobs(jobs, parallel=parallel)
         ahead: list[tuple[str, int, int]] = []
         for i, (sid, sc) in enumerate(zip(ids, results, strict=True)):  # one result per job

@@ -22,7 +22,7 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from lecode_memctl.core import facts as facts_mod, factview, sessions as sessions_mod
+from lecode_memctl.core import facts as facts_mod, sessions as sessions_mod, split as split_mod
 from lecode_memctl.core.facts import FactStore, fact_status
 from lecode_memctl.core.factview import evaluate_facts, fact_row, iter_fact_records, iter_fact_rows
 from lecode_memctl.core.layout import store_at
@@ -197,7 +197,7 @@ def test_engine_agrees_with_the_one_fact_path(spec: dict, own_reader: bool, gap:
     # several groups, the whole-transcript parse reused between them);
     # whole: whether a small transcript may be parsed whole (else the sweep)
     saved = sessions_mod._SWEEP_GAP, facts_mod.GROUP_REFS, sessions_mod._WHOLE_LIMIT
-    split = factview.SPLIT_LEAST
+    split = split_mod.SPLIT_LEAST
     sessions_mod._SWEEP_GAP = gap
     facts_mod.GROUP_REFS = group
     sessions_mod._WHOLE_LIMIT = saved[2] if whole else 0
@@ -215,11 +215,11 @@ def test_engine_agrees_with_the_one_fact_path(spec: dict, own_reader: bool, gap:
             assert records == [FACT.row(**r) for r in expected]
             assert all(list(r) == FACT.names for r in records)
             # and made by two processes (the split listing of `memctl facts`)
-            factview.SPLIT_LEAST = 1
+            split_mod.SPLIT_LEAST = 1
             try:
                 assert list(iter_fact_records(fs, sessions, parallel=True)) == records
             finally:
-                factview.SPLIT_LEAST = split
+                split_mod.SPLIT_LEAST = split
             # every source's status, and each fact's, from the engine's one call
             for _fact, revs, statuses in evaluate_facts(fs, sessions):
                 for r in revs:

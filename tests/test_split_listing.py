@@ -1,4 +1,4 @@
-"""A whole-store listing made by two processes (``factview.SPLIT_LEAST``):
+"""A whole-store listing made by two processes (``core.split.SPLIT_LEAST``):
 ``memctl facts`` forks a child that makes the rows of the second half of
 the fact ids while this process makes the first; the output is the one
 process's, byte for byte, in every format, on damaged stores too (ids that
@@ -17,7 +17,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from lecode_memctl.core import factview
+from lecode_memctl.core import factview, split as split_mod
 from lecode_memctl.core.errors import StoreCorrupt
 from lecode_memctl.core.facts import FactStore
 from lecode_memctl.core.factview import iter_fact_lines, iter_fact_records
@@ -34,7 +34,7 @@ NOW = "2026-12-05T01:26:22.090Z"
 @pytest.fixture
 def forks(monkeypatch) -> list[int]:
     """Split every listing (SPLIT_LEAST 1); the pids of the children forked."""
-    monkeypatch.setattr(factview, "SPLIT_LEAST", 1)
+    monkeypatch.setattr(split_mod, "SPLIT_LEAST", 1)
     pids: list[int] = []
     fork = FactStore.fork
 
@@ -117,7 +117,7 @@ def test_the_split_listing_prints_what_one_process_prints(store, monkeypatch, da
     if damaged:
         _sql(store, *DAMAGE)
     before = tree_hash(store)
-    monkeypatch.setattr(factview, "SPLIT_LEAST", 10 ** 9)
+    monkeypatch.setattr(split_mod, "SPLIT_LEAST", 10 ** 9)
     one = _outputs(store, *argv)
     assert all(code == 0 for code, _ in one), one
     pids: list[int] = []
@@ -130,7 +130,7 @@ def test_the_split_listing_prints_what_one_process_prints(store, monkeypatch, da
         return pid
 
     monkeypatch.setattr(FactStore, "fork", counted)
-    monkeypatch.setattr(factview, "SPLIT_LEAST", 1)
+    monkeypatch.setattr(split_mod, "SPLIT_LEAST", 1)
     assert _outputs(store, *argv) == one
     # every format that lists the whole store was made in two processes
     assert len(pids) == 5, pids
@@ -246,4 +246,4 @@ def test_a_command_line_listing_leaves_no_child(store, forks):
 def test_the_help_names_the_size_that_is_split():
     r = run_cli("facts", "--help")
     assert r.exit_code == 0
-    assert f"{factview.SPLIT_LEAST:,} or more" in " ".join(r.stdout.split())
+    assert f"{split_mod.SPLIT_LEAST:,} or more" in " ".join(r.stdout.split())

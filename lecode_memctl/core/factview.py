@@ -6,10 +6,9 @@ through a :class:`~lecode_memctl.core.facts.FactStore` and a
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -40,6 +39,7 @@ from .sourceref import (
     check_session_id,
     status_for,
 )
+from .split import pieces_written, split_bound, split_items
 
 if TYPE_CHECKING:
     from .factresults import ForgetPlan
@@ -185,7 +185,7 @@ def iter_fact_rows(facts: FactStore, sessions: SessionReader, *,
 
     ``parallel``: a whole-store listing (no ``session_id``, no ``where``)
     of a large store may fork a child process to make part of the rows
-    (:data:`SPLIT_LEAST`); the rows and their order are the same.  Off by
+    (:data:`~lecode_memctl.core.split.SPLIT_LEAST`); the rows and their order are the same.  Off by
     default: a program that imports this may not want to be forked."""
     return _rows(facts, sessions, session_id, where, record=False, parallel=parallel)
 
@@ -211,11 +211,11 @@ def _rows(facts: FactStore, sessions: SessionReader, session_id: str | None,
                 row = fact_row(fact, revs, statuses)
                 yield FACT.record(row) if record else row
         return
-    bound = _split_bound(facts) if parallel and session_id is None else None
+    bound = split_bound(facts) if parallel and session_id is None else None
     if bound is None:
         yield from _listing_rows(facts, sessions, session_id, record)
         return
-    yield from _split_rows(facts, bound, lambda: _listing_rows(facts, sessions, None, record),
+    yield from split_items(facts, bound, lambda: _listing_rows(facts, sessions, None, record),
                            _row_line, _rows_written)
 
 
@@ -226,17 +226,17 @@ def iter_fact_lines(facts: FactStore, sessions: SessionReader, encode: Callable[
     """The records :func:`iter_fact_records` gives (those for which ``keep``
     holds), each encoded by ``encode`` (one line of JSON, say): pieces of
     the output, each one or more encoded records, in order.  With
-    ``parallel``, the child's part of a split listing (:data:`SPLIT_LEAST`)
+    ``parallel``, the child's part of a split listing (:data:`~lecode_memctl.core.split.SPLIT_LEAST`)
     comes as the bytes it wrote, never decoded here."""
     def part() -> Iterator[bytes]:
         for row in _listing_rows(facts, sessions, session_id, True):
             if keep is None or keep(row):
                 yield encode(row)
 
-    bound = _split_bound(facts) if parallel and session_id is None else None
+    bound = split_bound(facts) if parallel and session_id is None else None
     if bound is None:
         return part()
-    return _split_rows(facts, bound, part, lambda piece: piece, _pieces_written)
+    return split_items(facts, bound, part, lambda piece: piece, pieces_written)
 
 
 def _listing_rows(facts: FactStore, sessions: SessionReader, session_id: str | None,
@@ -257,106 +257,6 @@ def _listing_rows(facts: FactStore, sessions: SessionReader, session_id: str | N
         yield FACT.record(row) if record else row
 
 
-# A whole-store listing of at least SPLIT_LEAST facts is made by two
-# processes where two CPUs are free to run them: the facts SQLite orders
-# first (SPLIT_SHARE of them) here, the others in a forked child, which
-# writes its rows to a file in the snapshot's private directory; they are
-# read back once this process's rows are out (about a tenth of the cost of
-# making them).  The child's part is larger: its rows cost it no read back.
-SPLIT_LEAST = 20_000
-T = TypeVar("T")
-SPLIT_SHARE = 0.5
-_SPLIT_CHUNK = 1 << 20
-
-
-def _split_bound(facts: FactStore) -> Any:
-    """The first fact id of the child's part, or None: one process lists
-    them all (fewer than SPLIT_LEAST facts, one CPU for this process, no
-    private snapshot, or fork not available)."""
-    if not hasattr(os, "fork"):
-        return None
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    if cpus < 2:
-        return None
-    return facts.split_bound(SPLIT_SHARE, SPLIT_LEAST)
-
-
-def _split_rows(facts: FactStore, bound: Any, part: Callable[[], Iterator[T]],
-                written: Callable[[T], bytes], read: Callable[[int], Iterator[T]]
-                ) -> Iterator[T]:
-    """The items ``part()`` yields for the whole store, made by two
-    processes (see :data:`SPLIT_LEAST`): those of the facts before
-    ``bound`` here, the others by a forked child, which writes each as
-    ``written`` gives it to a private file, read back by ``read`` once this
-    process's items are out: the same items in the same order.  The child
-    is only a help: when it fails in any way (an error in its part, a full
-    disk, a signal), its part is made here after this one, so an error is
-    raised as the one-process listing raises it, after the same items."""
-    import signal
-
-    out = _private_file(facts)
-    if out is None:
-        yield from part()
-        return
-    try:
-        pid = facts.fork()
-    except (OSError, UsageError):               # no fork now: one process
-        os.close(out)
-        yield from part()
-        return
-    except BaseException:
-        os.close(out)
-        raise
-    if pid == 0:                                # the child: its part, into the file
-        code = 1
-        try:
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            facts.only_ids(bound, second=True)
-            with open(out, "wb", buffering=_SPLIT_CHUNK) as w:
-                for item in part():
-                    w.write(written(item))
-            code = 0
-        except BaseException:  # noqa: BLE001 - the parent makes the part itself
-            pass
-        finally:
-            os._exit(code)
-    done = False
-    try:
-        facts.only_ids(bound)
-        yield from part()
-        facts.only_ids(bound, second=True)
-        _pid, status = os.waitpid(pid, 0)
-        done = True
-        yield from read(out) if status == 0 else part()
-    finally:
-        facts.only_ids()
-        if not done:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-            with contextlib.suppress(OSError):
-                os.waitpid(pid, 0)
-        os.close(out)
-
-
-def _private_file(facts: FactStore) -> int | None:
-    """A new file (its descriptor, the name already removed) in the
-    snapshot's private directory; None when it cannot be made."""
-    where = facts.private_dir
-    if where is None:
-        return None
-    path = os.path.join(where, "split-rows")
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
-    except OSError:
-        return None
-    with contextlib.suppress(OSError):
-        os.unlink(path)
-    return fd
-
-
 def _row_line(row: dict[str, Any]) -> bytes:
     return orjson.dumps(row) + b"\n"
 
@@ -365,24 +265,13 @@ def _rows_written(fd: int) -> Iterator[dict[str, Any]]:
     """The rows the child wrote to ``fd`` (:func:`_row_line`)."""
     loads = orjson.loads
     rest = b""
-    for chunk in _pieces_written(fd):
+    for chunk in pieces_written(fd):
         lines = (rest + chunk).split(b"\n")
         rest = lines.pop()
         for line in lines:
             yield loads(line)
     if rest:
         yield loads(rest)
-
-
-def _pieces_written(fd: int) -> Iterator[bytes]:
-    """What the child wrote to ``fd``, :data:`_SPLIT_CHUNK` bytes at a time."""
-    offset = 0
-    while True:
-        chunk = os.pread(fd, _SPLIT_CHUNK, offset)
-        if not chunk:
-            return
-        offset += len(chunk)
-        yield chunk
 
 
 def _plain_row(group: FactGroup, bad: Mapping[tuple[str, tuple[int, ...], str], SourceStatus],

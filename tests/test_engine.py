@@ -430,3 +430,29 @@ def test_spans_near_seqs_that_repeat_or_go_back_have_one_status(tmp_path: Path, 
                         if f.code in ("fact.missing", "fact.stale", "fact.hidden")})
             assert got == one, (damage, at, deep)
             assert any(f.code == "session.seq_gap" for f in found) == deep
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(spec=stores(), deep=st.booleans())
+def test_the_audit_of_facts_in_two_processes_is_that_of_one(spec: dict, deep: bool) -> None:
+    """``validate`` of a large store checks the second half of the fact ids
+    in a forked child (``core.split``): the same findings in the same order,
+    the same counts, the same statuses."""
+    from lecode_memctl.core.audit import Audit
+
+    root = Path(tempfile.mkdtemp(prefix="engine-"))
+    saved = split_mod.SPLIT_LEAST
+    try:
+        path = build(root, spec)
+        got = []
+        for least in (10 ** 9, 1):
+            split_mod.SPLIT_LEAST = least
+            a = Audit(store_at(path), deep=deep, parallel=True, now=1.9e9)
+            found = list(a.run())
+            got.append((found, dict(a._statuses), dict(a.summary.facts), a.summary.facts_total,
+                        dict(a.summary.by_code)))
+        assert got[0] == got[1]
+    finally:
+        split_mod.SPLIT_LEAST = saved
+        shutil.rmtree(root, ignore_errors=True)

@@ -700,9 +700,16 @@ def missing_current(revision: Any) -> str:
     return f"malformed row: the fact's current revision{shown} has no row"
 
 
-# the two parts of FactStore.only_ids, of a column and a bound: every value
-# is in one of them (the comparison with NULL is NULL, which IS NOT 1)
-_PART_SQL = {False: "({} >= ?) IS NOT 1", True: "({} >= ?) IS 1"}
+# the two parts of the fact ids around a bound (a Part: (bound, second)), of
+# a column: every value is in one of them (the comparison with NULL is NULL,
+# which IS NOT 1), compared as ORDER BY orders them in every table (the
+# unary + takes the column's affinity away: a TEXT column would compare a
+# numeric bound as text, a column without a type as a number)
+_PART_SQL = {False: "(+{} >= ?) IS NOT 1", True: "(+{} >= ?) IS 1"}
+
+Part = tuple[Any, bool]
+"""One of two parts of a store's fact ids: ``(bound, False)``, those SQLite
+orders before ``bound`` (a NULL id too); ``(bound, True)``, the others."""
 
 
 def ids_stored_twice(db: sqlite3.Connection) -> frozenset[Any]:
@@ -805,7 +812,17 @@ class Background:
             finally:
                 self._done.set()
 
-        threading.Thread(target=run, name=name, daemon=True).start()
+        self._thread = threading.Thread(target=run, name=name, daemon=True)
+        self._thread.start()
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def join(self) -> None:
+        """Until the thread itself has ended (after :meth:`wait`: at once)."""
+        self.wait()
+        self._thread.join()
 
     def wait(self) -> None:
         """Until the work is done; a Ctrl-C meanwhile is raised once it is."""
@@ -1013,8 +1030,7 @@ class FactStore(ClosesOnExit):
         self._listings: list[FactListing] = []
         self._tables: set[str] = set()
         self._closed = False
-        # only_ids: the whole-store reads restricted to one side of a fact id
-        self._part: tuple[Any, bool] | None = None
+        self._children: list[int] = []    # fork's, killed and reaped by close
         if _readonly:
             self._open_readonly()
         elif lstat_regular(self.path) is not None:
@@ -1207,6 +1223,7 @@ class FactStore(ClosesOnExit):
     def close(self) -> None:
         """Close the connection (and remove a private snapshot).  Idempotent."""
         self._closed = True
+        self._end_children()
         # a sort, or in_background's work, still running on a sibling
         # connection is waited for; a Ctrl-C meanwhile is raised once the
         # store is closed (its snapshot removed)
@@ -1529,10 +1546,11 @@ class FactStore(ClosesOnExit):
 
     # ---- set-based reads (the evaluation engine, factview.evaluate_facts)
 
-    def _session_filter(self, session_id: str | None) -> tuple[str, tuple[Any, ...]]:
+    def _session_filter(self, session_id: str | None, part: Part | None = None
+                        ) -> tuple[str, tuple[Any, ...]]:
         """The WHERE clause (and its arguments) of the whole-store reads over a
         table aliased ``f``: the facts with evidence in ``session_id`` when
-        given, on the side of the id :meth:`only_ids` chose."""
+        given, of ``part`` of the ids when given."""
         conds: list[str] = []
         args: tuple[Any, ...] = ()
         if session_id is not None:
@@ -1542,20 +1560,20 @@ class FactStore(ClosesOnExit):
                 sub += " UNION SELECT fact_id FROM source_refs WHERE session_id = ?"
                 args += (session_id,)
             conds.append(f"f.fact_id IN ({sub})")
-        if self._part is not None:
-            conds.append(_PART_SQL[self._part[1]].format("f.fact_id"))
-            args += (self._part[0],)
+        if part is not None:
+            conds.append(_PART_SQL[part[1]].format("f.fact_id"))
+            args += (part[0],)
         return ("WHERE " + " AND ".join(conds) + " ") if conds else "", args
 
     # ---- one listing in two processes (factview's split listing)
 
     def split_bound(self, share: float, least: int) -> Any:
         """The fact id ``share`` of the way through the store's facts in
-        SQLite's order (the first id of the second part), for a listing in
-        two processes: None unless :meth:`fork` may fork (a private snapshot:
-        both processes read the same state) and there are ``least`` facts."""
+        SQLite's order (the first id of the second part), for work in two
+        processes (:meth:`fork`): None unless this is a private snapshot
+        (both processes read the same state) with ``least`` facts or more."""
         db = self._reader()
-        if db is None or not self.may_fork():
+        if db is None or not self.snapshot or self._tmpdir is None or not hasattr(os, "fork"):
             return None
         n = db.execute("SELECT count(*) FROM facts").fetchone()[0]
         if n < least:
@@ -1564,42 +1582,101 @@ class FactStore(ClosesOnExit):
                          (int(n * share),)).fetchone()
         return None if row is None or row[0] is None else row[0]
 
-    def only_ids(self, bound: Any = None, *, second: bool = False) -> None:
-        """Restrict the whole-store reads (:meth:`start_listing`,
-        :meth:`source_refs_by_session`) to the fact ids SQLite orders before
-        ``bound`` (a NULL id too), or with ``second`` to ``bound`` and
-        after: two parts that hold every row once, in order.  No ``bound``:
-        the whole store again."""
-        self._part = None if bound is None else (bound, second)
+    def fork(self, child: Callable[[], int]) -> int:
+        """Run ``child()`` in a forked process, whose exit status is its value
+        (1 when it raises, or when anything before it fails); its pid here,
+        recorded until :meth:`reap` (:meth:`close` kills and reaps a child
+        still recorded).  This store's connections are closed before the
+        fork and its read connection opened again on each side (SQLite's
+        connections must not cross a fork); the child's standard streams
+        are /dev/null, and an interrupt ends it.  Only for a private
+        snapshot with nothing running beside it (:meth:`may_fork`):
+        UsageError otherwise; OSError when the system cannot fork."""
+        import signal
 
-    def fork(self) -> int:
-        """``os.fork()``, this store's connection closed before and opened
-        again on each side (SQLite's connections must not cross a fork):
-        the child's pid in the parent, 0 in the child.  Only for a private
-        snapshot with nothing running beside it: no other thread in the
-        process, no sibling connection, no listing started."""
         if not self.may_fork():
             raise UsageError("fork: the fact store is not a private snapshot read alone")
         assert self._conn is not None
-        with contextlib.suppress(sqlite3.Error):
-            self._conn.close()
+        for job in self._threads:
+            job.join()
+        self._threads = []
+        for db in [*self._siblings, self._conn]:
+            with contextlib.suppress(sqlite3.Error):
+                db.close()
+        self._siblings = []
         self._conn = None
+        # no interrupt between the fork and the pid recorded (nor in the
+        # child before its handler is the default one)
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
-            return os.fork()
-        finally:                    # (also when the fork fails: OSError)
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    signal.signal(signal.SIGINT, signal.SIG_DFL)
+                    null = os.open(os.devnull, os.O_RDWR)
+                    for fd in (0, 1, 2):
+                        os.dup2(null, fd)
+                    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+                    self._children = []
+                    self._conn = self._snapshot_connection()
+                    code = child()
+                except BaseException:  # noqa: BLE001 - the parent does the work itself
+                    pass
+                finally:
+                    os._exit(code)
+            self._children.append(pid)
+        finally:
             try:
-                self._conn = self._snapshot_connection()
+                if self._conn is None:
+                    self._conn = self._snapshot_connection()
             except sqlite3.Error as exc:
                 raise _db_error(self.path, exc) from None
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        return pid
+
+    def reap(self, pid: int) -> bool:
+        """Wait for the child :meth:`fork` started: whether it exited with
+        status 0 (False when that cannot be known: SIGCHLD ignored)."""
+        try:
+            _pid, status = os.waitpid(pid, 0)
+        except ChildProcessError:
+            status = -1
+        self._children.remove(pid)
+        return status == 0
+
+    def end_child(self, pid: int) -> None:
+        """Kill and reap a child of :meth:`fork` not reaped yet (none: nothing)."""
+        import signal
+
+        if pid not in self._children:
+            return
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.waitpid(pid, 0)
+        self._children.remove(pid)
+
+    def _end_children(self) -> None:
+        for pid in list(self._children):
+            self.end_child(pid)
 
     def may_fork(self) -> bool:
-        """Whether :meth:`fork` may fork now."""
+        """Whether :meth:`fork` may fork now: a private snapshot, no listing
+        started, no other thread (the work of :meth:`in_background` done),
+        and SIGCHLD not ignored (the child could not be waited for)."""
+        import signal
         import threading
 
-        return (hasattr(os, "fork") and self._conn is not None and self.snapshot
-                and self._tmpdir is not None and not self._closed and not self._siblings
-                and not self._threads and not self._listings
-                and threading.active_count() == 1)
+        if not (hasattr(os, "fork") and self._conn is not None and self.snapshot
+                and self._tmpdir is not None and not self._closed and not self._listings
+                and all(job.done for job in self._threads)
+                and signal.getsignal(signal.SIGCHLD) != signal.SIG_IGN):
+            return False
+        for job in self._threads:   # (ended, not only done: no thread left)
+            job.join()
+        return threading.active_count() == 1
 
     @property
     def private_dir(self) -> str | None:
@@ -1607,18 +1684,19 @@ class FactStore(ClosesOnExit):
         :meth:`close`); None when there is none."""
         return self._tmpdir
 
-    def source_refs_by_session(self, session_id: str | None = None
+    def source_refs_by_session(self, session_id: str | None = None, *, part: Part | None = None
                                ) -> Iterator[tuple[str, list[SourceRef]]]:
         """Every distinct well-formed SourceRef of every revision (of the facts
         with evidence in ``session_id`` when given), grouped by the session it
         cites: one query, streamed in session order, one group at a time, a
         group at most ``GROUP_REFS`` references (a session cited more often
         comes in several consecutive groups, so memory does not follow the
-        number of references into one session)."""
+        number of references into one session).  ``part``: only those of
+        the facts of that part of the ids (:data:`Part`)."""
         db = self._reader()
         if db is None or "source_refs" not in self._tables:
             return
-        where, args = self._session_filter(session_id)
+        where, args = self._session_filter(session_id, part)
         cur = db.execute("SELECT f.session_id, f.seqs, f.digest, f.fact_id, f.revision "
                          "FROM source_refs f " + where + "ORDER BY f.session_id", args)
         sid: str | None = None
@@ -1660,7 +1738,8 @@ class FactStore(ClosesOnExit):
         same reads early, to overlap other work.)"""
         return self.start_listing(session_id).groups(bare=bare)
 
-    def start_listing(self, session_id: str | None = None) -> FactListing:
+    def start_listing(self, session_id: str | None = None, *, part: Part | None = None
+                      ) -> FactListing:
         """Start reading :meth:`iter_fact_groups`' rows now; ``.groups()`` of
         the result yields them.  For the whole store of a private snapshot,
         the tables are read in one sequential scan each, sorted by SQLite's
@@ -1671,13 +1750,14 @@ class FactStore(ClosesOnExit):
         the time at 100,000 facts, 4x more per fact at 1,000,000.  The sorter
         spills to temporary files past its cache: this happens only where
         SQLite's temporary directory is outside the store (otherwise the
-        indexed query, whose memory does not grow either)."""
+        indexed query, whose memory does not grow either).  ``part``: the
+        facts of that part of the ids only (:data:`Part`)."""
         db = self._reader()
         listing = FactListing(self.path)
         if db is None:
             return listing
         listing.twice = ids_stored_twice(db)
-        where, args = self._session_filter(session_id)
+        where, args = self._session_filter(session_id, part)
         for fid, rev, sid, seq in db.execute(
                 "SELECT f.fact_id, f.revision, f.session_id, f.seq FROM provenance f " + where
                 + "ORDER BY f.fact_id, f.revision, f.session_id, f.seq", args):
@@ -1686,16 +1766,16 @@ class FactStore(ClosesOnExit):
         if sibling is None:
             listing.joined = self._joined_rows(db, where, args)
             return listing
-        part = ("WHERE " + _PART_SQL[self._part[1]].format("fact_id") + " "
-                if self._part is not None else "")
+        only = ("WHERE " + _PART_SQL[part[1]].format("fact_id") + " "
+                if part is not None else "")
         queries = ["SELECT fact_id, revision, created, updated FROM facts NOT INDEXED "
-                   + part + "ORDER BY fact_id",
+                   + only + "ORDER BY fact_id",
                    "SELECT fact_id, revision, text, created FROM revisions NOT INDEXED "
-                   + part + "ORDER BY fact_id, revision"]
+                   + only + "ORDER BY fact_id, revision"]
         if "source_refs" in self._tables:
             queries.append("SELECT fact_id, revision, session_id, seqs, digest FROM source_refs "
-                           "NOT INDEXED " + part + "ORDER BY fact_id, revision")
-        listing.start(sibling, queries, args if self._part is not None else ())
+                           "NOT INDEXED " + only + "ORDER BY fact_id, revision")
+        listing.start(sibling, queries, args if part is not None else ())
         listing.fallback = lambda: self._joined_rows(db, where, args)
         self._listings.append(listing)
         return listing

@@ -7,6 +7,7 @@ through a :class:`~lecode_memctl.core.facts.FactStore` and a
 from __future__ import annotations
 
 import os
+import pickle
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ from .facts import (
     Fact,
     FactGroup,
     FactStore,
+    Part,
     Revision,
     check_fact_id,
     fact_from_group,
@@ -39,7 +41,7 @@ from .sourceref import (
     check_session_id,
     status_for,
 )
-from .split import pieces_written, split_bound, split_items
+from .split import lines_written, pickles_written, split_bound, split_items
 
 if TYPE_CHECKING:
     from .factresults import ForgetPlan
@@ -139,12 +141,14 @@ class EvaluatedStatuses(Mapping[SourceRef, SourceStatus]):
 
 
 def _evaluate_sources(facts: FactStore, sessions: SessionReader, session_id: str | None,
-                      purpose: str) -> EvaluatedStatuses:
+                      purpose: str, part: Part | None = None) -> EvaluatedStatuses:
     """The statuses of every source of the facts (with evidence in
-    ``session_id`` when given), validated one session at a time
-    (``SessionStore.validate_sessions``); only the ones not valid are kept."""
+    ``session_id`` when given; of ``part`` of the ids), validated one
+    session at a time (``SessionStore.validate_sessions``); only the ones
+    not valid are kept."""
     bad: dict[SourceRef, SourceStatus] = {}
-    for got in sessions.validate_sessions(facts.source_refs_by_session(session_id), purpose):
+    for got in sessions.validate_sessions(facts.source_refs_by_session(session_id, part=part),
+                                          purpose):
         bad.update((ref, st) for ref, st in got.items() if not st.ok)
     return EvaluatedStatuses(bad)
 
@@ -185,8 +189,9 @@ def iter_fact_rows(facts: FactStore, sessions: SessionReader, *,
 
     ``parallel``: a whole-store listing (no ``session_id``, no ``where``)
     of a large store may fork a child process to make part of the rows
-    (:data:`~lecode_memctl.core.split.SPLIT_LEAST`); the rows and their order are the same.  Off by
-    default: a program that imports this may not want to be forked."""
+    (:mod:`~lecode_memctl.core.split`); the rows and their order are the
+    same.  Off by default: a program that imports this may not want to be
+    forked."""
     return _rows(facts, sessions, session_id, where, record=False, parallel=parallel)
 
 
@@ -215,8 +220,9 @@ def _rows(facts: FactStore, sessions: SessionReader, session_id: str | None,
     if bound is None:
         yield from _listing_rows(facts, sessions, session_id, record)
         return
-    yield from split_items(facts, bound, lambda: _listing_rows(facts, sessions, None, record),
-                           _row_line, _rows_written)
+    # (the child's rows come back pickled: every stored value as it was)
+    yield from split_items(facts, bound, lambda p: _listing_rows(facts, sessions, None, record, p),
+                           pickle.dumps, pickles_written)
 
 
 def iter_fact_lines(facts: FactStore, sessions: SessionReader, encode: Callable[[Any], bytes],
@@ -226,26 +232,28 @@ def iter_fact_lines(facts: FactStore, sessions: SessionReader, encode: Callable[
     """The records :func:`iter_fact_records` gives (those for which ``keep``
     holds), each encoded by ``encode`` (one line of JSON, say): pieces of
     the output, each one or more encoded records, in order.  With
-    ``parallel``, the child's part of a split listing (:data:`~lecode_memctl.core.split.SPLIT_LEAST`)
-    comes as the bytes it wrote, never decoded here."""
-    def part() -> Iterator[bytes]:
-        for row in _listing_rows(facts, sessions, session_id, True):
+    ``parallel``, the child's part of a split listing (:mod:`~lecode_memctl.core.split`)
+    comes as the bytes it wrote, never decoded here (``encode`` must end
+    each record with a newline: the pieces are cut after one)."""
+    def part(p: Part | None = None) -> Iterator[bytes]:
+        for row in _listing_rows(facts, sessions, session_id, True, p):
             if keep is None or keep(row):
                 yield encode(row)
 
     bound = split_bound(facts) if parallel and session_id is None else None
     if bound is None:
         return part()
-    return split_items(facts, bound, part, lambda piece: piece, pieces_written)
+    return split_items(facts, bound, part, lambda piece: piece, lines_written)
 
 
 def _listing_rows(facts: FactStore, sessions: SessionReader, session_id: str | None,
-                  record: bool) -> Iterator[dict[str, Any]]:
-    """:func:`_rows` of every fact (with evidence in ``session_id``), no filter."""
+                  record: bool, part: Part | None = None) -> Iterator[dict[str, Any]]:
+    """:func:`_rows` of every fact (with evidence in ``session_id``; of
+    ``part`` of the ids), no filter."""
     from .rowmodel import FACT
 
-    listing = facts.start_listing(session_id)   # read while the sources are validated
-    statuses = _evaluate_sources(facts, sessions, session_id, "durable")
+    listing = facts.start_listing(session_id, part=part)   # read while the sources are validated
+    statuses = _evaluate_sources(facts, sessions, session_id, "durable", part)
     by_values = statuses.by_values
     for group in listing.groups(bare=True):
         plain = _plain_row(group, by_values, record)
@@ -255,23 +263,6 @@ def _listing_rows(facts: FactStore, sessions: SessionReader, session_id: str | N
         fact, revs = fact_from_group(group)
         row = fact_row(fact, revs, statuses)
         yield FACT.record(row) if record else row
-
-
-def _row_line(row: dict[str, Any]) -> bytes:
-    return orjson.dumps(row) + b"\n"
-
-
-def _rows_written(fd: int) -> Iterator[dict[str, Any]]:
-    """The rows the child wrote to ``fd`` (:func:`_row_line`)."""
-    loads = orjson.loads
-    rest = b""
-    for chunk in pieces_written(fd):
-        lines = (rest + chunk).split(b"\n")
-        rest = lines.pop()
-        for line in lines:
-            yield loads(line)
-    if rest:
-        yield loads(rest)
 
 
 def _plain_row(group: FactGroup, bad: Mapping[tuple[str, tuple[int, ...], str], SourceStatus],

@@ -4,7 +4,9 @@ forked child, where the store holds at least ``SPLIT_LEAST`` facts and two
 CPUs are free to run them.  ``memctl facts`` lists a whole store so
 (``factview``), and ``validate`` checks its facts so (``audit.facts``).
 
-The child writes what it makes to a file in the private directory of the
+Each side reads its part of the ids (``facts.Part``, passed to the reads
+that take one: never a state of the store, which other reads share).  The
+child writes what it makes to a file in the private directory of the
 snapshot both read (``FactStore.fork``: the same state on both sides, no
 SQLite connection across the fork), read back once this process's part is
 done.  The child is only a help: when it fails in any way (an error in its
@@ -15,13 +17,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .errors import UsageError
 
 if TYPE_CHECKING:
-    from .facts import FactStore
+    from .facts import FactStore, Part
 
 SPLIT_LEAST = 20_000
 SPLIT_SHARE = 0.5
@@ -45,59 +48,129 @@ def split_bound(facts: FactStore) -> Any:
     return facts.split_bound(SPLIT_SHARE, SPLIT_LEAST)
 
 
-def split_items(facts: FactStore, bound: Any, part: Callable[[], Iterator[T]],
+def split_items(facts: FactStore, bound: Any, part: Callable[[Part], Iterator[T]],
                 written: Callable[[T], bytes], read: Callable[[int], Iterator[T]]
                 ) -> Iterator[T]:
-    """The items ``part()`` yields for the whole store, made by two
-    processes: those of the facts before ``bound`` (``FactStore.only_ids``)
-    here, the others by a forked child, which writes each as ``written``
-    gives it; ``read`` gives them back from the file's descriptor once this
-    process's items are out: the same items in the same order.  When no
-    child can be forked now (another thread running, say), one process."""
-    import signal
-
+    """The items ``part(p)`` yields for the two parts ``p`` of the fact ids
+    around ``bound``, in order: the first made here, the second by a forked
+    child, which writes each as ``written`` gives it; ``read`` gives them
+    back from the file's descriptor once this process's items are out.
+    When no child can be forked now (another thread running, say), or it
+    fails, this process makes both."""
+    first: Part = (bound, False)
+    second: Part = (bound, True)
     out = _private_file(facts)
     if out is None:
-        yield from part()
+        yield from part(first)
+        yield from part(second)
         return
+
+    def child() -> int:
+        with open(out, "wb", buffering=CHUNK) as w:
+            for item in part(second):
+                w.write(written(item))
+        return 0
+
     try:
-        pid = facts.fork()
-    except (OSError, UsageError):               # no fork now: one process
-        os.close(out)
-        yield from part()
-        return
+        pid = facts.fork(child)
+    except (OSError, UsageError):
+        pid = None                              # no fork now: one process
     except BaseException:
         os.close(out)
         raise
-    if pid == 0:                                # the child: its part, into the file
-        code = 1
-        try:
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            facts.only_ids(bound, second=True)
-            with open(out, "wb", buffering=CHUNK) as w:
-                for item in part():
-                    w.write(written(item))
-            code = 0
-        except BaseException:  # noqa: BLE001 - the parent makes the part itself
-            pass
-        finally:
-            os._exit(code)
-    done = False
     try:
-        facts.only_ids(bound)
-        yield from part()
-        facts.only_ids(bound, second=True)
-        _pid, status = os.waitpid(pid, 0)
-        done = True
-        yield from read(out) if status == 0 else part()
+        yield from part(first)
+        if pid is not None and facts.reap(pid):
+            yield from read(out)
+        else:
+            yield from part(second)
     finally:
-        facts.only_ids()
-        if not done:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-            with contextlib.suppress(OSError):
-                os.waitpid(pid, 0)
+        if pid is not None:
+            facts.end_child(pid)
         os.close(out)
+
+
+class EarlyChild(Generic[T]):
+    """A child forked now, before the caller starts any thread, that makes
+    the second part of some work (the facts from ``bound`` on) once it is
+    given what it needs: ``work(payload, part)`` gives its items, which it
+    writes (``written``) to a private file.  ``validate`` forks it before
+    its database checks start in a thread, and hands it the statuses of
+    the references once its transcripts are read (``audit.facts``).
+    ``pid`` is None when no child could be forked: the caller does it all
+    itself."""
+
+    def __init__(self, facts: FactStore, bound: Any, work: Callable[[Any, Part], Iterator[T]],
+                 written: Callable[[T], bytes]) -> None:
+        self.facts, self.work = facts, work
+        self.first: Part = (bound, False)
+        self.second: Part = (bound, True)
+        self.pid: int | None = None
+        self._w: int | None = None
+        self._out: int | None = None
+        out = _private_file(facts)
+        if out is None:
+            return
+        r, w = os.pipe()
+
+        def child() -> int:
+            os.close(w)
+            with open(r, "rb") as f:
+                payload = pickle.load(f)        # EOFError: cancelled
+            with open(out, "wb", buffering=CHUNK) as o:
+                for item in work(payload, self.second):
+                    o.write(written(item))
+            return 0
+
+        try:
+            self.pid = facts.fork(child)
+        except BaseException as exc:
+            for fd in (out, w):
+                os.close(fd)
+            if not isinstance(exc, (OSError, UsageError)):
+                raise
+            return                              # no fork now: the caller does it all
+        finally:
+            os.close(r)
+        self._w, self._out = w, out
+
+    def items(self, part: Callable[[Part], Iterator[T]], payload: Any,
+              read: Callable[[int], Iterator[T]]) -> Iterator[T]:
+        """``part(first)``'s items (made here), then the child's, given
+        ``payload``: what ``part(first)`` then ``work(payload, second)``
+        give in one process.  When the child fails, its part is made here."""
+        pid, out = self.pid, self._out
+        assert pid is not None and out is not None
+        try:
+            w, self._w = self._w, None
+            assert w is not None
+            try:
+                with open(w, "wb") as f:        # (the child reads it all first)
+                    pickle.dump(payload, f)
+            except OSError:
+                pass                            # the child is gone: its part is made here
+            yield from part(self.first)
+            if self.facts.reap(pid):
+                yield from read(out)
+            else:
+                yield from self.work(payload, self.second)
+        finally:
+            self._end()
+
+    def cancel(self) -> None:
+        """No work for the child after all: it ends, and is reaped."""
+        self._end()
+
+    def _end(self) -> None:
+        if self._w is not None:
+            os.close(self._w)                   # (a child waiting for work ends)
+            self._w = None
+        if self.pid is not None:
+            self.facts.end_child(self.pid)
+            self.pid = None
+        if self._out is not None:
+            os.close(self._out)
+            self._out = None
 
 
 def _private_file(facts: FactStore) -> int | None:
@@ -116,12 +189,32 @@ def _private_file(facts: FactStore) -> int | None:
     return fd
 
 
-def pieces_written(fd: int) -> Iterator[bytes]:
-    """What the child wrote to ``fd``, :data:`CHUNK` bytes at a time."""
+def lines_written(fd: int) -> Iterator[bytes]:
+    """What the child wrote to ``fd`` (lines, each ending with a newline),
+    in pieces of whole lines of about :data:`CHUNK` bytes (a piece is
+    decoded whole on a terminal: never a character cut in two)."""
     offset = 0
+    rest = b""
     while True:
         chunk = os.pread(fd, CHUNK, offset)
         if not chunk:
-            return
+            break
         offset += len(chunk)
-        yield chunk
+        data = rest + chunk
+        cut = data.rfind(b"\n") + 1
+        rest = data[cut:]
+        if cut:
+            yield data[:cut]
+    if rest:
+        yield rest
+
+
+def pickles_written(fd: int) -> Iterator[Any]:
+    """The objects the child wrote to ``fd``, each ``pickle.dumps``'d."""
+    with open(fd, "rb", closefd=False) as f:
+        f.seek(0)
+        while True:
+            try:
+                yield pickle.load(f)
+            except EOFError:
+                return

@@ -19,6 +19,7 @@ from ..sourceref import SourceRef
 from .codes import Finding
 
 if TYPE_CHECKING:
+    from ..facts import Part
     from .run import Audit
 
 
@@ -178,6 +179,10 @@ def _check_db(audit: Audit) -> Iterator[Finding | Pending | None]:
                 audit._generation_known = True  # an empty file: generation 0
             return
         # the read-only open is a private copy no writer can move under
+        if audit._child is None:
+            # (forked before any thread starts; the connection is opened again)
+            audit._child = fact_helper(audit, fs)
+            db = fs.read_connection()
         integrity, rest, in_thread = _start_checks(fs, db, defer=not audit.may_fork())
         checks = _db_checks(audit, fs, SCHEMA_VERSION, integrity, rest)
         if in_thread:
@@ -459,18 +464,91 @@ def _revision(fid: Any, stored: tuple[Any, ...]) -> Any:
     return Revision(fid, rev, row_text(text), row_text(created), ref, provenance_rows(prov), error)
 
 
+# what _fact_part gives: a finding (code, message, location), or at the end
+# of a part made by the child, its counts (None, facts, {status: facts})
+FactItem = tuple[Any, Any, dict[str, Any]]
+
+
+def _item(code: str, message: str, **loc: Any) -> FactItem:
+    return code, message, loc
+
+
 def fact_findings(audit: Audit) -> Iterator[Finding | None]:
     """Every fact's status and findings, the facts streamed in id order (a
     fact whose current revision has no row, or that has no revision at all,
     is hidden as the listing shows it), against the statuses the transcript
-    jobs gave the references (only the ones not valid are kept)."""
-    from ..facts import FACT_ID_RE, StoredTwice, fact_status, flag_stored_twice, plain_seqs, row_text
-    from ..factview import EvaluatedStatuses
-    from ..sourceref import VALID
+    jobs gave the references (only the ones not valid are kept).  With
+    ``audit._child`` (:func:`fact_helper`), the facts of the second half of
+    the ids are checked by that forked child: the same findings, in the
+    same order, and the same counts."""
+    from ..split import pickles_written
 
     fs = audit._fs
     if fs is None:
         return
+    summary = audit.summary
+
+    def count(status: str) -> None:
+        summary.facts_total += 1
+        summary.facts[status] += 1
+
+    def findings(items: Iterator[FactItem]) -> Iterator[Finding | None]:
+        for code, message, loc in items:
+            if code is None:        # the child's counts
+                audit.summary.facts_total += message
+                for status, n in loc.items():
+                    audit.summary.facts[status] += n
+                continue
+            yield audit._f(code, message, **loc)
+
+    listing, audit._listing = audit._listing, None
+    child, audit._child = audit._child, None
+    if child is None:
+        yield from findings(_fact_part(audit, fs, listing or fs.start_listing(), count))
+        return
+    yield from findings(child.items(
+        lambda part: _fact_part(audit, fs, fs.start_listing(part=part), count),
+        (audit._statuses, audit._excluded), pickles_written))
+
+
+def fact_helper(audit: Audit, fs: Any) -> Any:
+    """The child that checks the second half of the fact ids
+    (:func:`fact_findings`), forked now (``split.EarlyChild``: before the
+    database checks start their thread), or None: one process (a store of
+    fewer than ``split.SPLIT_LEAST`` facts, one CPU, or no fork now)."""
+    import pickle
+
+    from ..split import EarlyChild, split_bound
+
+    bound = split_bound(fs) if audit.parallel else None
+    if bound is None:
+        return None
+
+    def work(payload: Any, part: Part) -> Iterator[FactItem]:
+        # the child's part, with the statuses and exclusions the parent read;
+        # its counts go last (the parent adds them to its summary)
+        audit._statuses, audit._excluded = payload
+        counts: dict[str, int] = {}
+
+        def tally(status: str) -> None:
+            counts[status] = counts.get(status, 0) + 1
+
+        yield from _fact_part(audit, fs, fs.start_listing(part=part), tally)
+        yield None, sum(counts.values()), counts
+
+    child = EarlyChild(fs, bound, work, pickle.dumps)
+    return child if child.pid is not None else None
+
+
+def _fact_part(audit: Audit, fs: Any, listing: Any, count: Callable[[str], None]
+               ) -> Iterator[FactItem]:
+    """:func:`fact_findings` of the facts of ``listing`` (a part of them when
+    split), each finding as (code, message, location), each fact counted by
+    ``count`` with its status."""
+    from ..facts import FACT_ID_RE, StoredTwice, fact_status, flag_stored_twice, plain_seqs, row_text
+    from ..factview import EvaluatedStatuses
+    from ..sourceref import VALID
+
     statuses = EvaluatedStatuses({ref: st for (ref, purpose), st in audit._statuses.items()
                                   if purpose == "durable"})
     bad = statuses.by_values
@@ -492,26 +570,24 @@ def fact_findings(audit: Audit) -> Iterator[Finding | None]:
     def excluded(sid: str) -> frozenset[int]:
         return audit._excluded.get(sid, frozenset())
 
-    listing, audit._listing = audit._listing, None
-    for group in (listing or fs.start_listing()).groups(bare=True):
-        audit.summary.facts_total += 1
+    for group in listing.groups(bare=True):
         fid, stored = group[0], group[4]
         if type(fid) is str and FACT_ID_RE.match(fid) and plainly_valid(group[1], stored):
-            audit.summary.facts[VALID] += 1
+            count(VALID)
             continue
         rl = flag_stored_twice([_revision(fid, r) for r in stored])
         shown = row_text(fid)   # a BLOB id is reported as text, as the listing shows it
         # (the current revision as the listing's Fact shows it)
         cur = group[1]
         st, _rev = fact_status(rl, statuses, cur if isinstance(cur, StoredTwice) else _num(cur))
-        audit.summary.facts[st.status] += 1   # (a missing current revision: db.dangling_ref)
+        count(st.status)   # (a missing current revision: db.dangling_ref)
         said: set[tuple[Any, str]] = set()
         for r in rl:
             if r.source is None and r.source_error is not None:
                 if (r.revision, r.source_error) not in said:   # (a revision stored twice: once)
                     said.add((r.revision, r.source_error))
-                    yield audit._f("fact.hidden", r.source_error, fact_id=shown,
-                                   revision=r.revision, reason="invalid_ref")
+                    yield _item("fact.hidden", r.source_error, fact_id=shown,
+                                revision=r.revision, reason="invalid_ref")
                 continue
             hit: tuple[str, int] | None = None
             for sid, seqs in sorted(r.evidence_positions().items()):
@@ -520,15 +596,15 @@ def fact_findings(audit: Audit) -> Iterator[Finding | None]:
                     hit = (sid, min(common))
                     break
             if hit:
-                yield audit._f("fact.suppressed",
-                               f"evidence {hit[0]}:{hit[1]} is excluded by a forget; the fact is "
-                               "kept but suppressed from recall", fact_id=shown, revision=r.revision,
-                               session_id=hit[0], seq=hit[1])
+                yield _item("fact.suppressed",
+                            f"evidence {hit[0]}:{hit[1]} is excluded by a forget; the fact is "
+                            "kept but suppressed from recall", fact_id=shown, revision=r.revision,
+                            session_id=hit[0], seq=hit[1])
             if r.source is None:
                 if not hit:
                     what = "legacy provenance" if r.provenance else "no evidence at all"
-                    yield audit._f("fact.unverified", f"{what}, no SourceRef",
-                                   fact_id=shown, revision=r.revision, reason="legacy_provenance")
+                    yield _item("fact.unverified", f"{what}, no SourceRef",
+                                fact_id=shown, revision=r.revision, reason="legacy_provenance")
                 continue
             s = statuses.get(r.source)
             if s is None or s.ok:
@@ -539,6 +615,6 @@ def fact_findings(audit: Audit) -> Iterator[Finding | None]:
             if s.reason == "excluded":
                 code = "fact.suppressed"
             detail = f": {s.detail}" if s.detail else ""
-            yield audit._f(code, f"evidence {r.source.label()} is {s.status} ({s.reason}){detail}",
-                           fact_id=shown, revision=r.revision, session_id=r.source.session_id,
-                           seq=s.seq, reason=s.reason)
+            yield _item(code, f"evidence {r.source.label()} is {s.status} ({s.reason}){detail}",
+                        fact_id=shown, revision=r.revision, session_id=r.source.session_id,
+                        seq=s.seq, reason=s.reason)

@@ -122,6 +122,7 @@ class Audit:
         self.parallel = parallel
         self._fs: Any = None       # the facts database, read-only, while the audit runs
         self._listing: Any = None  # its listing (FactStore.start_listing), started early
+        self._child: Any = None    # or a forked child checking half of them (fact_helper)
         self._cited: frozenset[str] = frozenset()   # the sessions references cite
         self._statuses: dict[tuple[Any, str], Any] = {}   # the references not valid
         self._excluded: dict[str, frozenset[int]] = {}
@@ -174,6 +175,9 @@ class Audit:
                         yield f
         finally:
             db.close()
+            if self._child is not None:
+                self._child.cancel()    # (the facts were not checked: an error)
+                self._child = None
             if self._fs is not None:
                 self._fs.close()    # (waits for the checks' thread)
                 self._fs = None
@@ -494,7 +498,7 @@ class Audit:
             # no fork while a thread is inside SQLite (may_fork said no pool,
             # but a transcript grew meanwhile)
             self._fs.wait_background()
-        elif self._fs is not None:
+        elif self._fs is not None and self._child is None:
             # the facts' sorts (fact_findings) run while the transcripts are read
             self._listing = self._fs.start_listing()
         results = run_jobs(jobs, parallel=parallel)

@@ -95,3 +95,9 @@ def test_a_child_that_fails_leaves_its_facts_to_the_parent(store, monkeypatch):
     monkeypatch.setattr(audit_facts, "_fact_part", failing)
     assert _validate(store) == one
     assert len(pids) == 3
+
+
+def test_the_help_names_the_size_that_is_split():
+    r = run_cli("validate", "--help")
+    assert r.exit_code == 0
+    assert f"{split_mod.SPLIT_LEAST:,} or more" in " ".join(r.stdout.split())

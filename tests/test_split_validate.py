@@ -101,3 +101,88 @@ def test_the_help_names_the_size_that_is_split():
     r = run_cli("validate", "--help")
     assert r.exit_code == 0
     assert f"{split_mod.SPLIT_LEAST:,} or more" in " ".join(r.stdout.split())
+
+
+# ---------------------------------------------------------------------------
+# Found by a second review (2026-12-05), each failing before its fix.
+
+def test_a_damaged_index_is_reported_as_without_the_split(demo_template, tmp_path):
+    """split_bound's count(*) reads the facts' key index, which one process
+    never reads: a damaged index made validate and facts exit 5 (an error
+    outside the audit's handling) where one process reports it."""
+    import sqlite3
+
+    from lecode_memctl.core.audit import Audit
+    from lecode_memctl.core.layout import store_at
+
+    from .test_audit_deferred import _overwrite_root
+
+    s = copy_demo(demo_template, tmp_path / "demo")
+    _overwrite_root(s / "facts.sqlite3", "sqlite_autoindex_facts_1")
+    one = [(f.code, f.message) for f in Audit(store_at(s), parallel=False).run()]
+    assert one == [("db.unreadable",
+                    "database error while auditing: database disk image is malformed")]
+    assert [(f.code, f.message) for f in Audit(store_at(s), parallel=True).run()] == one
+    r = run_cli("--store", str(s), "--no-state", "validate", "--no-progress")
+    assert r.exit_code == 1, r.stderr
+    r = run_cli("--store", str(s), "--no-state", "facts", "--all", "--format", "jsonl")
+    assert r.exit_code == 0, r.stderr
+    assert sqlite3.sqlite_version    # (the damage is SQLite's to find)
+
+
+def _overflow(s: Path, which: int) -> None:
+    """The revision text of one fact on overflow pages, one link broken."""
+    import sqlite3
+
+    db = sqlite3.connect(s / "facts.sqlite3")
+    ids = [r[0] for r in db.execute("SELECT fact_id FROM revisions ORDER BY fact_id")]
+    db.execute("UPDATE revisions SET text = ? WHERE fact_id = ?", ("Q" * 20000, ids[which]))
+    db.commit()
+    (ps,) = db.execute("PRAGMA page_size").fetchone()
+    db.close()
+    p = s / "facts.sqlite3"
+    data = bytearray(p.read_bytes())
+    pages = [i for i in range(len(data) // ps) if data[i * ps + 4:i * ps + 104] == b"Q" * 100]
+    data[pages[1] * ps:pages[1] * ps + 4] = (999999).to_bytes(4, "big")
+    p.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("cmd", [("validate", "--no-progress", "--format", "jsonl"),
+                                 ("facts", "--all", "--format", "jsonl")])
+def test_a_page_that_fails_late_stops_both_at_the_same_row(store, monkeypatch, cmd):
+    """A read that fails fetched 2,000 rows at a time and dropped those of
+    the batch before the damaged row: batches counted from the split's
+    bound dropped other rows than one process did.  Now a failed batch
+    gives its rows before the damage, then the error: the same rows, the
+    most that can be read."""
+    _sql(store, "UPDATE source_refs SET digest = printf('%064x', rowid)")   # every fact stale
+    _overflow(store, -1)                                                    # the last fact's text
+    out = {}
+    for least in (10 ** 9, 1):
+        monkeypatch.setattr(split_mod, "SPLIT_LEAST", least)
+        r = run_cli("--store", str(store), "--no-state", *cmd)
+        out[least] = (r.exit_code, r.stdout)
+    assert out[1] == out[10 ** 9]
+    assert out[1][0] == 5
+    # every fact before the damaged one is there
+    assert out[1][1].count('"fact_id"') >= 30, out[1][1]
+
+
+def test_a_reader_that_stops_has_the_counts_of_one_process(store, monkeypatch):
+    """The child's fact counts came after its last finding: a library reader
+    that stopped during its findings saw fewer facts counted."""
+    from lecode_memctl.core.audit import Audit, run as audit_run
+    from lecode_memctl.core.layout import store_at
+
+    _sql(store, "UPDATE source_refs SET digest = printf('%064x', rowid)")
+    monkeypatch.setattr(audit_run, "HELD", 2)
+    for take in (20, 40, 60):
+        got = {}
+        for least in (10 ** 9, 1):
+            monkeypatch.setattr(split_mod, "SPLIT_LEAST", least)
+            a = Audit(store_at(store), parallel=True, now=1.9e9)
+            gen = a.run()
+            found = [f.fact_id for _, f in zip(range(take), gen, strict=False)]
+            gen.close()
+            got[least] = (found, a.summary.facts_total, dict(a.summary.facts))
+        assert got[1] == got[10 ** 9], take

@@ -355,6 +355,7 @@ class _Cursor(sqlite3.Cursor):
 
     _replay: tuple[str, Any] | None = None
     _given = 0
+    _pending: sqlite3.Error | None = None     # raised by the next fetch (see _rows_before)
 
     def execute(self, sql: str, parameters: Any = (), /) -> _Cursor:
         self._replay, self._given = (sql, parameters), 0
@@ -394,14 +395,54 @@ class _Cursor(sqlite3.Cursor):
 
     def fetchmany(self, size: int | None = None) -> list[Any]:
         n = self.arraysize if size is None else size
-        rows: list[Any] = self._read(lambda: super(_Cursor, self).fetchmany(n), True)
+        rows: list[Any] = self._lossless(lambda: super(_Cursor, self).fetchmany(n), n)
         self._given += len(rows)
         return rows
 
     def fetchall(self) -> list[Any]:
-        rows: list[Any] = self._read(super().fetchall, True)
+        rows: list[Any] = self._lossless(super().fetchall, None)
         self._given += len(rows)
         return rows
+
+    def _lossless(self, fetch: Callable[[], Any], size: int | None) -> Any:
+        """``fetch()`` of many rows (``_read``), whose error (a damaged page)
+        drops the rows it had read before the one that failed: those rows
+        are read again one at a time (:meth:`_rows_before`) and returned,
+        the error raised by the next fetch.  So a read stops at the row that
+        fails whatever the size of the fetches before it."""
+        if self._pending is not None:
+            exc, self._pending = self._pending, None
+            raise exc
+        try:
+            return self._read(fetch, True)
+        except sqlite3.Error as exc:
+            rows, failed = self._rows_before(exc, size)
+            if not rows:
+                raise
+            self._pending = failed
+            return rows
+
+    def _rows_before(self, exc: sqlite3.Error, size: int | None
+                     ) -> tuple[list[Any], sqlite3.Error | None]:
+        """The rows a failed fetch had read before its error, and the error
+        that stopped them (None: none did): the statement (a SELECT: run
+        again, it reads the same rows of the same snapshot or transaction)
+        run again past the rows already returned, then read row by row
+        (at most ``size`` rows)."""
+        sql = self._replay[0] if self._replay is not None else ""
+        if _not_utf8(exc) or not sql.lstrip()[:6].upper().startswith(("SELECT", "WITH")):
+            return [], exc
+        rows: list[Any] = []
+        try:
+            self._again()
+            while size is None or len(rows) < size:
+                row = super().fetchone()
+                if row is None:
+                    break
+                rows.append(row)
+        except sqlite3.Error as again:
+            return rows, again
+        return rows, None
 
     def _again(self) -> None:
         assert self._replay is not None
@@ -1575,11 +1616,14 @@ class FactStore(ClosesOnExit):
         db = self._reader()
         if db is None or not self.snapshot or self._tmpdir is None or not hasattr(os, "fork"):
             return None
-        n = db.execute("SELECT count(*) FROM facts").fetchone()[0]
-        if n < least:
-            return None
-        row = db.execute("SELECT fact_id FROM facts ORDER BY fact_id LIMIT 1 OFFSET ?",
-                         (int(n * share),)).fetchone()
+        try:
+            n = db.execute("SELECT count(*) FROM facts").fetchone()[0]
+            if n < least:
+                return None
+            row = db.execute("SELECT fact_id FROM facts ORDER BY fact_id LIMIT 1 OFFSET ?",
+                             (int(n * share),)).fetchone()
+        except sqlite3.Error:
+            return None     # (a damaged index, say: one process, which reports it its way)
         return None if row is None or row[0] is None else row[0]
 
     def fork(self, child: Callable[[], int]) -> int:
@@ -1589,7 +1633,8 @@ class FactStore(ClosesOnExit):
         still recorded).  This store's connections are closed before the
         fork and its read connection opened again on each side (SQLite's
         connections must not cross a fork); the child's standard streams
-        are /dev/null, and an interrupt ends it.  Only for a private
+        are /dev/null, and the signals the caller handles in Python (an
+        interrupt, say) have their default action there.  Only for a private
         snapshot with nothing running beside it (:meth:`may_fork`):
         UsageError otherwise; OSError when the system cannot fork."""
         import signal
@@ -1613,7 +1658,13 @@ class FactStore(ClosesOnExit):
             if pid == 0:
                 code = 1
                 try:
-                    signal.signal(signal.SIGINT, signal.SIG_DFL)
+                    # the default action for the signals the caller's Python
+                    # handles (its handlers are not the child's to run), an
+                    # interrupt included unless the caller ignores it
+                    for sig in signal.valid_signals():
+                        with contextlib.suppress(OSError, ValueError, TypeError):
+                            if callable(signal.getsignal(sig)):
+                                signal.signal(sig, signal.SIG_DFL)
                     null = os.open(os.devnull, os.O_RDWR)
                     for fd in (0, 1, 2):
                         os.dup2(null, fd)
@@ -1647,16 +1698,24 @@ class FactStore(ClosesOnExit):
         return status == 0
 
     def end_child(self, pid: int) -> None:
-        """Kill and reap a child of :meth:`fork` not reaped yet (none: nothing)."""
+        """Kill and reap a child of :meth:`fork` not reaped yet (none: nothing).
+        Killed only while it is still this process's child to wait for: a
+        pid already reaped (an interrupt just after :meth:`reap`'s wait, a
+        SIGCHLD handler that waits for any child) may be another process's."""
         import signal
 
         if pid not in self._children:
             return
+        self._children.remove(pid)
+        try:
+            if os.waitpid(pid, os.WNOHANG) != (0, 0):
+                return                          # it had ended: reaped now
+        except ChildProcessError:
+            return                              # reaped already: not ours to kill
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(OSError):
             os.waitpid(pid, 0)
-        self._children.remove(pid)
 
     def _end_children(self) -> None:
         for pid in list(self._children):

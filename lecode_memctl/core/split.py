@@ -108,15 +108,23 @@ class EarlyChild(Generic[T]):
         self.pid: int | None = None
         self._w: int | None = None
         self._out: int | None = None
+        self._given: int | None = None
         out = _private_file(facts)
-        if out is None:
+        given = _private_file(facts, "split-payload")
+        if out is None or given is None:
+            for fd in (out, given):
+                if fd is not None:
+                    os.close(fd)
             return
         r, w = os.pipe()
 
         def child() -> int:
             os.close(w)
-            with open(r, "rb") as f:
-                payload = pickle.load(f)        # EOFError: cancelled
+            if os.read(r, 1) != b"1":           # nothing (the write end closed): cancelled
+                return 1
+            with open(given, "rb", closefd=False) as f:
+                f.seek(0)
+                payload = pickle.load(f)
             with open(out, "wb", buffering=CHUNK) as o:
                 for item in work(payload, self.second):
                     o.write(written(item))
@@ -125,28 +133,30 @@ class EarlyChild(Generic[T]):
         try:
             self.pid = facts.fork(child)
         except BaseException as exc:
-            for fd in (out, w):
+            for fd in (out, given, w):
                 os.close(fd)
             if not isinstance(exc, (OSError, UsageError)):
                 raise
             return                              # no fork now: the caller does it all
         finally:
             os.close(r)
-        self._w, self._out = w, out
+        self._w, self._out, self._given = w, out, given
 
     def items(self, part: Callable[[Part], Iterator[T]], payload: Any,
               read: Callable[[int], Iterator[T]]) -> Iterator[T]:
         """``part(first)``'s items (made here), then the child's, given
         ``payload``: what ``part(first)`` then ``work(payload, second)``
         give in one process.  When the child fails, its part is made here."""
-        pid, out = self.pid, self._out
-        assert pid is not None and out is not None
+        pid, out, given = self.pid, self._out, self._given
+        assert pid is not None and out is not None and given is not None
         try:
-            w, self._w = self._w, None
-            assert w is not None
+            # the payload goes to a file (this process does not wait while
+            # the child reads it), then the word to go down the pipe
             try:
-                with open(w, "wb") as f:        # (the child reads it all first)
+                with open(given, "wb", closefd=False) as f:
                     pickle.dump(payload, f)
+                assert self._w is not None
+                os.write(self._w, b"1")
             except OSError:
                 pass                            # the child is gone: its part is made here
             yield from part(self.first)
@@ -168,18 +178,19 @@ class EarlyChild(Generic[T]):
         if self.pid is not None:
             self.facts.end_child(self.pid)
             self.pid = None
-        if self._out is not None:
-            os.close(self._out)
-            self._out = None
+        for fd in (self._out, self._given):
+            if fd is not None:
+                os.close(fd)
+        self._out = self._given = None
 
 
-def _private_file(facts: FactStore) -> int | None:
+def _private_file(facts: FactStore, name: str = "split-items") -> int | None:
     """A new file (its descriptor, the name already removed) in the
     snapshot's private directory; None when it cannot be made."""
     where = facts.private_dir
     if where is None:
         return None
-    path = os.path.join(where, "split-items")
+    path = os.path.join(where, name)
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
     except OSError:
@@ -194,19 +205,20 @@ def lines_written(fd: int) -> Iterator[bytes]:
     in pieces of whole lines of about :data:`CHUNK` bytes (a piece is
     decoded whole on a terminal: never a character cut in two)."""
     offset = 0
-    rest = b""
+    held: list[bytes] = []                      # the start of a line longer than a piece
     while True:
         chunk = os.pread(fd, CHUNK, offset)
         if not chunk:
             break
         offset += len(chunk)
-        data = rest + chunk
-        cut = data.rfind(b"\n") + 1
-        rest = data[cut:]
-        if cut:
-            yield data[:cut]
-    if rest:
-        yield rest
+        cut = chunk.rfind(b"\n") + 1
+        if not cut:
+            held.append(chunk)
+            continue
+        yield b"".join([*held, chunk[:cut]])
+        held = [chunk[cut:]] if cut < len(chunk) else []
+    if held:
+        yield b"".join(held)
 
 
 def pickles_written(fd: int) -> Iterator[Any]:

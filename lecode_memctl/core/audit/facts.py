@@ -526,15 +526,22 @@ def fact_helper(audit: Audit, fs: Any) -> Any:
 
     def work(payload: Any, part: Part) -> Iterator[FactItem]:
         # the child's part, with the statuses and exclusions the parent read;
-        # its counts go last (the parent adds them to its summary)
+        # the facts it counted go before each finding, and last (the parent
+        # adds them to its summary where one process counts them: a reader
+        # that stops after a finding sees the facts up to its own counted)
         audit._statuses, audit._excluded = payload
         counts: dict[str, int] = {}
 
         def tally(status: str) -> None:
             counts[status] = counts.get(status, 0) + 1
 
-        yield from _fact_part(audit, fs, fs.start_listing(part=part), tally)
-        yield None, sum(counts.values()), counts
+        for item in _fact_part(audit, fs, fs.start_listing(part=part), tally):
+            if counts:
+                yield None, sum(counts.values()), counts
+                counts = {}
+            yield item
+        if counts:
+            yield None, sum(counts.values()), counts
 
     child = EarlyChild(fs, bound, work, pickle.dumps)
     return child if child.pid is not None else None

@@ -408,3 +408,82 @@ def test_an_ignored_sigchld_lists_in_one_process(store, tmp_path):
                          timeout=60)
     assert (got.returncode, got.stdout, got.stderr) == (0, want.stdout, b"")
 
+
+
+def test_nothing_is_forked_beside_a_thread_threading_does_not_know(store, forks):
+    """A thread started outside ``threading`` (``_thread``, a C library's)
+    is not in ``threading.active_count()``: the kernel's count is."""
+    import _thread
+
+    want = _records(store, parallel=False)
+    stop = threading.Event()
+    started = threading.Event()
+
+    def wait() -> None:
+        started.set()
+        stop.wait()
+
+    _thread.start_new_thread(wait, ())
+    started.wait()
+    try:
+        if not os.path.isdir("/proc/self/task"):
+            pytest.skip("no /proc/self/task here")
+        assert _records(store, parallel=True) == want
+    finally:
+        stop.set()
+    assert not forks
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="Linux: PR_SET_PDEATHSIG")
+def test_the_child_ends_with_its_parent(store, tmp_path):
+    """A parent killed (SIGKILL, the OOM killer) left its child running its
+    half to the end, its file held in $TMPDIR: now it is killed too."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pidfile = tmp_path / "child.pid"
+    run = ("import os, sys, time\n"
+           "import lecode_memctl.core.split as s, lecode_memctl.core.factview as v\n"
+           "s.SPLIT_LEAST = 1\n"
+           "parent = os.getpid()\n"
+           "rows = v._listing_rows\n"
+           "def slow(*a, **k):\n"
+           "    if os.getpid() != parent:\n"
+           f"        open({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
+           "        time.sleep(60)\n"
+           "    else:\n"
+           "        time.sleep(60)\n"
+           "    return rows(*a, **k)\n"
+           "v._listing_rows = slow\n"
+           "from lecode_memctl.cli.main import main\n"
+           "sys.exit(main(sys.argv[1:]))\n")
+    p = subprocess.Popen([sys.executable, "-c", run, "--store", str(store), "--no-state",
+                          "facts", "--all", "--format", "jsonl"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not pidfile.exists() or not pidfile.read_text():
+            assert time.monotonic() < deadline, "no child"
+            time.sleep(0.02)
+        child = int(pidfile.read_text())
+        p.send_signal(signal.SIGKILL)
+        p.wait(10)
+
+        def alive() -> bool:
+            try:
+                with open(f"/proc/{child}/status") as f:
+                    return not any(line.startswith("State:") and "Z" in line.split()[1]
+                                   for line in f)
+            except OSError:
+                return False
+
+        deadline = time.monotonic() + 10
+        while alive():
+            assert time.monotonic() < deadline, "the child outlived its parent"
+            time.sleep(0.05)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()

@@ -885,6 +885,32 @@ class Background:
         return self.value
 
 
+def _one_thread(python_threads: int) -> bool:
+    """Whether this process runs one thread: by the kernel's count where
+    there is one (``/proc/self/task``: threads started outside ``threading``
+    too), else by Python's."""
+    try:
+        return python_threads == 1 and len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return python_threads == 1
+
+
+def _end_with(parent: int) -> None:
+    """In a child of :meth:`FactStore.fork`: be killed when ``parent`` ends
+    (Linux's ``PR_SET_PDEATHSIG``; elsewhere a child left by a killed parent
+    finishes its part and exits), and exit now if it already has."""
+    import sys
+
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))   # PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os._exit(1)
+
+
 class FactListing:
     """The rows of a listing being read (:meth:`FactStore.start_listing`):
     ``groups()`` yields each fact's stored values (:data:`FactGroup`) in id
@@ -1654,10 +1680,12 @@ class FactStore(ClosesOnExit):
         # child before its handler is the default one)
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
+            parent = os.getpid()
             pid = os.fork()
             if pid == 0:
                 code = 1
                 try:
+                    _end_with(parent)
                     # the default action for the signals the caller's Python
                     # handles (its handlers are not the child's to run), an
                     # interrupt included unless the caller ignores it
@@ -1735,7 +1763,7 @@ class FactStore(ClosesOnExit):
             return False
         for job in self._threads:   # (ended, not only done: no thread left)
             job.join()
-        return threading.active_count() == 1
+        return _one_thread(threading.active_count())
 
     @property
     def private_dir(self) -> str | None:

@@ -186,3 +186,30 @@ def test_a_reader_that_stops_has_the_counts_of_one_process(store, monkeypatch):
             gen.close()
             got[least] = (found, a.summary.facts_total, dict(a.summary.facts))
         assert got[1] == got[10 ** 9], take
+
+
+def test_a_fetch_loop_gives_the_rows_before_the_damage_and_fetchall_none(store):
+    """The rows before a damaged page come out of a fetchmany loop, then the
+    error; fetchall, read once by its callers, raises as SQLite does (some
+    of the rows would pass for all of them)."""
+    import sqlite3
+
+    from lecode_memctl.core.facts import FactStore
+
+    _overflow(store, -1)
+    with FactStore.open_readonly(store / "facts.sqlite3") as fs:
+        db = fs.read_connection()
+        total = db.execute("SELECT count(*) FROM revisions").fetchone()[0]
+        cur = db.execute("SELECT fact_id, text FROM revisions ORDER BY rowid")
+        got: list = []
+        with pytest.raises(sqlite3.DatabaseError):
+            while True:
+                rows = cur.fetchmany(2000)
+                if not rows:
+                    break
+                got += rows
+        assert 0 < len(got) < total
+        with pytest.raises(sqlite3.DatabaseError):
+            db.execute("SELECT fact_id, text FROM revisions ORDER BY rowid").fetchall()
+        cur = db.execute("SELECT fact_id, text FROM revisions ORDER BY rowid")
+        assert cur.fetchmany(len(got)) == got      # the same rows, a new statement

@@ -358,9 +358,14 @@ class _Cursor(sqlite3.Cursor):
     _pending: sqlite3.Error | None = None     # raised by the next fetch (see _rows_before)
 
     def execute(self, sql: str, parameters: Any = (), /) -> _Cursor:
-        self._replay, self._given = (sql, parameters), 0
+        self._replay, self._given, self._pending = (sql, parameters), 0, None
         super().execute(sql, parameters)
         return self
+
+    def _raise_pending(self) -> None:
+        if self._pending is not None:
+            exc, self._pending = self._pending, None
+            raise exc
 
     def _tolerate(self, exc: sqlite3.OperationalError) -> bool:
         conn = self.connection
@@ -383,11 +388,13 @@ class _Cursor(sqlite3.Cursor):
             return fetch()
 
     def __next__(self) -> Any:
+        self._raise_pending()
         row = self._read(super().__next__, False)
         self._given += 1
         return row
 
     def fetchone(self) -> Any:
+        self._raise_pending()
         row = self._read(super().fetchone, False)
         if row is not None:
             self._given += 1
@@ -400,19 +407,21 @@ class _Cursor(sqlite3.Cursor):
         return rows
 
     def fetchall(self) -> list[Any]:
-        rows: list[Any] = self._lossless(super().fetchall, None)
+        # (never some of the rows: a caller reads them once, and would take
+        # them for all of them; an error is raised as SQLite's)
+        self._raise_pending()
+        rows: list[Any] = self._read(super().fetchall, True)
         self._given += len(rows)
         return rows
 
-    def _lossless(self, fetch: Callable[[], Any], size: int | None) -> Any:
-        """``fetch()`` of many rows (``_read``), whose error (a damaged page)
-        drops the rows it had read before the one that failed: those rows
-        are read again one at a time (:meth:`_rows_before`) and returned,
-        the error raised by the next fetch.  So a read stops at the row that
+    def _lossless(self, fetch: Callable[[], Any], size: int) -> Any:
+        """``fetch()`` of ``size`` rows (``_read``), whose error (a damaged
+        page) drops the rows it had read before the one that failed: those
+        rows are read again one at a time (:meth:`_rows_before`) and
+        returned, the error raised by the next fetch (a ``fetchmany`` loop
+        fetches until it gets no row).  So a read stops at the row that
         fails whatever the size of the fetches before it."""
-        if self._pending is not None:
-            exc, self._pending = self._pending, None
-            raise exc
+        self._raise_pending()
         try:
             return self._read(fetch, True)
         except sqlite3.Error as exc:
@@ -422,7 +431,7 @@ class _Cursor(sqlite3.Cursor):
             self._pending = failed
             return rows
 
-    def _rows_before(self, exc: sqlite3.Error, size: int | None
+    def _rows_before(self, exc: sqlite3.Error, size: int
                      ) -> tuple[list[Any], sqlite3.Error | None]:
         """The rows a failed fetch had read before its error, and the error
         that stopped them (None: none did): the statement (a SELECT: run
@@ -435,7 +444,7 @@ class _Cursor(sqlite3.Cursor):
         rows: list[Any] = []
         try:
             self._again()
-            while size is None or len(rows) < size:
+            while len(rows) < size:
                 row = super().fetchone()
                 if row is None:
                     break

@@ -410,30 +410,6 @@ def test_an_ignored_sigchld_lists_in_one_process(store, tmp_path):
 
 
 
-def test_nothing_is_forked_beside_a_thread_threading_does_not_know(store, forks):
-    """A thread started outside ``threading`` (``_thread``, a C library's)
-    is not in ``threading.active_count()``: the kernel's count is."""
-    import _thread
-
-    want = _records(store, parallel=False)
-    stop = threading.Event()
-    started = threading.Event()
-
-    def wait() -> None:
-        started.set()
-        stop.wait()
-
-    _thread.start_new_thread(wait, ())
-    started.wait()
-    try:
-        if not os.path.isdir("/proc/self/task"):
-            pytest.skip("no /proc/self/task here")
-        assert _records(store, parallel=True) == want
-    finally:
-        stop.set()
-    assert not forks
-
-
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="Linux: PR_SET_PDEATHSIG")
 def test_the_child_ends_with_its_parent(store, tmp_path):
     """A parent killed (SIGKILL, the OOM killer) left its child running its

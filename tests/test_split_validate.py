@@ -213,3 +213,37 @@ def test_a_fetch_loop_gives_the_rows_before_the_damage_and_fetchall_none(store):
             db.execute("SELECT fact_id, text FROM revisions ORDER BY rowid").fetchall()
         cur = db.execute("SELECT fact_id, text FROM revisions ORDER BY rowid")
         assert cur.fetchmany(len(got)) == got      # the same rows, a new statement
+
+
+def test_a_payload_that_cannot_be_written_leaves_the_facts_to_the_parent(store, monkeypatch):
+    """The statuses handed to the child go to a file first: when it could
+    not be written (a full $TMPDIR), the child waited for them and the
+    parent for the child, for ever."""
+    import errno
+    import pickle
+    import signal
+    import types
+
+    _sql(store, *DAMAGE)
+    monkeypatch.setattr(split_mod, "SPLIT_LEAST", 10 ** 9)
+    one = _validate(store)
+    pids = _counting(monkeypatch)
+    monkeypatch.setattr(split_mod, "SPLIT_LEAST", 1)
+
+    def full(obj, f, *args, **kwargs):   # noqa: ANN001
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(split_mod, "pickle", types.SimpleNamespace(dump=full, load=pickle.load,
+                                                                   dumps=pickle.dumps))
+
+    def hung(*_args):   # noqa: ANN002
+        raise TimeoutError("validate hung")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)
+    try:
+        assert _validate(store) == one
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert len(pids) == 3

@@ -434,12 +434,16 @@ class _Cursor(sqlite3.Cursor):
     def _rows_before(self, exc: sqlite3.Error, size: int
                      ) -> tuple[list[Any], sqlite3.Error | None]:
         """The rows a failed fetch had read before its error, and the error
-        that stopped them (None: none did): the statement (a SELECT: run
-        again, it reads the same rows of the same snapshot or transaction)
-        run again past the rows already returned, then read row by row
-        (at most ``size`` rows)."""
+        that stopped them (None: none did): for a damaged file
+        (``DatabaseError`` itself, not an interrupt or an I/O error) read
+        through a private snapshot (``replayable``: no writer moves it), the
+        SELECT run again past the rows already returned, then read row by
+        row (at most ``size`` rows).  (Python's sqlite3 reads a row ahead:
+        the row just before the damaged one fails with it.)"""
         sql = self._replay[0] if self._replay is not None else ""
-        if _not_utf8(exc) or not sql.lstrip()[:6].upper().startswith(("SELECT", "WITH")):
+        if (type(exc) is not sqlite3.DatabaseError    # a damaged file, not an interrupt or I/O
+                or not getattr(self.connection, "replayable", False)
+                or not sql.lstrip()[:6].upper().startswith("SELECT")):
             return [], exc
         rows: list[Any] = []
         try:
@@ -451,6 +455,8 @@ class _Cursor(sqlite3.Cursor):
                 rows.append(row)
         except sqlite3.Error as again:
             return rows, again
+        except StopIteration:       # (fewer rows than before: not the same read)
+            return [], exc
         return rows, None
 
     def _again(self) -> None:
@@ -463,7 +469,11 @@ class _Cursor(sqlite3.Cursor):
 
 class _Connection(sqlite3.Connection):
     """A connection whose cursors are :class:`_Cursor` (``execute`` included:
-    SQLite's own would run the statement without the cursor's ``execute``)."""
+    SQLite's own would run the statement without the cursor's ``execute``).
+    ``replayable``: it reads a private snapshot, which no writer changes (a
+    statement run again reads the same rows)."""
+
+    replayable = False
 
     def cursor(self, factory: Any = _Cursor) -> Any:
         return super().cursor(factory)
@@ -894,16 +904,6 @@ class Background:
         return self.value
 
 
-def _one_thread(python_threads: int) -> bool:
-    """Whether this process runs one thread: by the kernel's count where
-    there is one (``/proc/self/task``: threads started outside ``threading``
-    too), else by Python's."""
-    try:
-        return python_threads == 1 and len(os.listdir("/proc/self/task")) == 1
-    except OSError:
-        return python_threads == 1
-
-
 def _end_with(parent: int) -> None:
     """In a child of :meth:`FactStore.fork`: be killed when ``parent`` ends
     (Linux's ``PR_SET_PDEATHSIG``; elsewhere a child left by a killed parent
@@ -911,10 +911,11 @@ def _end_with(parent: int) -> None:
     import sys
 
     if sys.platform.startswith("linux"):
-        import ctypes
         import signal
 
-        with contextlib.suppress(OSError, AttributeError):
+        with contextlib.suppress(ImportError, OSError, AttributeError):
+            import ctypes
+
             ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))   # PR_SET_PDEATHSIG
     if os.getppid() != parent:
         os._exit(1)
@@ -1219,6 +1220,8 @@ class FactStore(ClosesOnExit):
         assert self._tmpdir is not None
         db = self._connect(os.path.join(self._tmpdir, "facts.sqlite3"), uri=False)
         try:
+            if isinstance(db, _Connection):
+                db.replayable = True
             db.execute("PRAGMA query_only = 1")
             db.execute("PRAGMA temp_store = MEMORY")  # no SQLite temp file in $TMPDIR either
         except BaseException:
@@ -1685,9 +1688,9 @@ class FactStore(ClosesOnExit):
                 db.close()
         self._siblings = []
         self._conn = None
-        # no interrupt between the fork and the pid recorded (nor in the
-        # child before its handler is the default one)
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        # no signal handled between the fork and the pid recorded (nor in
+        # the child before its handlers are the default ones)
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
         try:
             parent = os.getpid()
             pid = os.fork()
@@ -1743,16 +1746,15 @@ class FactStore(ClosesOnExit):
 
         if pid not in self._children:
             return
-        self._children.remove(pid)
         try:
-            if os.waitpid(pid, os.WNOHANG) != (0, 0):
-                return                          # it had ended: reaped now
+            if os.waitpid(pid, os.WNOHANG) == (0, 0):   # still running
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(OSError):
+                    os.waitpid(pid, 0)
         except ChildProcessError:
-            return                              # reaped already: not ours to kill
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-        with contextlib.suppress(OSError):
-            os.waitpid(pid, 0)
+            pass                                # reaped already: not ours to kill
+        self._children.remove(pid)
 
     def _end_children(self) -> None:
         for pid in list(self._children):
@@ -1772,7 +1774,11 @@ class FactStore(ClosesOnExit):
             return False
         for job in self._threads:   # (ended, not only done: no thread left)
             job.join()
-        return _one_thread(threading.active_count())
+        # (threads started outside ``threading``, by ``_thread`` or C code,
+        # are not counted: a program that runs such threads inside SQLite
+        # does not ask for a split; the kernel's count would also count
+        # ended threads not yet gone, and a test runner's own)
+        return threading.active_count() == 1
 
     @property
     def private_dir(self) -> str | None:

@@ -152,13 +152,16 @@ class EarlyChild(Generic[T]):
         try:
             # the payload goes to a file (this process does not wait while
             # the child reads it), then the word to go down the pipe
+            w, self._w = self._w, None
+            assert w is not None
             try:
                 with open(given, "wb", closefd=False) as f:
                     pickle.dump(payload, f)
-                assert self._w is not None
-                os.write(self._w, b"1")
+                os.write(w, b"1")
             except OSError:
-                pass                            # the child is gone: its part is made here
+                pass                            # (a full disk, the child gone): no work for it
+            finally:
+                os.close(w)                     # (a child still waiting ends: its part is made here)
             yield from part(self.first)
             if self.facts.reap(pid):
                 yield from read(out)

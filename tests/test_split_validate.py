@@ -247,3 +247,91 @@ def test_a_payload_that_cannot_be_written_leaves_the_facts_to_the_parent(store, 
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
     assert len(pids) == 3
+
+
+def test_two_children_waiting_do_not_wait_for_each_other(demo_template, tmp_path, monkeypatch):
+    """Two audits at once in one thread (a library caller): the second
+    child inherited the first's pipe, so when the first child's work could
+    not be written, it never saw the pipe's end, and its parent waited for
+    it for ever (the second child waited for its own work meanwhile)."""
+    import errno
+    import pickle
+    import signal
+    import types
+
+    from lecode_memctl.core.facts import FactStore
+
+    stores = []
+    for name in ("a", "b"):
+        s = copy_demo(demo_template, tmp_path / name)
+        _many(s)
+        stores.append(FactStore.open_readonly(s / "facts.sqlite3"))
+    a, b = stores
+
+    def work(payload, part):   # noqa: ANN001
+        yield from (("row", payload, part[1]),)
+
+    ca = split_mod.EarlyChild(a, a.split_bound(0.5, 1), work, pickle.dumps)
+    cb = split_mod.EarlyChild(b, b.split_bound(0.5, 1), work, pickle.dumps)
+    assert ca.pid is not None and cb.pid is not None
+
+    def full(obj, f, *args, **kwargs):   # noqa: ANN001
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(split_mod, "pickle", types.SimpleNamespace(dump=full, load=pickle.load,
+                                                                   dumps=pickle.dumps))
+
+    def hung(*_args):   # noqa: ANN002
+        raise TimeoutError("the first audit waited for its child for ever")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(20)
+    try:
+        got = list(ca.items(lambda part: iter([("mine", part[1])]), "work", split_mod.pickles_written))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+        cb.cancel()
+        a.close()
+        b.close()
+    # the child had no work: its part made here
+    assert got == [("mine", False), ("row", "work", True)]
+
+
+def _overflow_any(s: Path, table: str, col: str, which: int) -> None:
+    """One value of ``table.col`` on overflow pages, one link broken."""
+    import sqlite3
+
+    db = sqlite3.connect(s / "facts.sqlite3")
+    ids = [r[0] for r in db.execute(f"SELECT DISTINCT fact_id FROM {table} ORDER BY fact_id")]
+    db.execute(f"UPDATE {table} SET {col} = ? WHERE fact_id = ?", ("Q" * 20000, ids[which]))
+    db.commit()
+    (ps,) = db.execute("PRAGMA page_size").fetchone()
+    db.close()
+    p = s / "facts.sqlite3"
+    data = bytearray(p.read_bytes())
+    pages = [i for i in range(len(data) // ps) if data[i * ps + 4:i * ps + 104] == b"Q" * 100]
+    data[pages[1] * ps:pages[1] * ps + 4] = (999999).to_bytes(4, "big")
+    p.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("table,col,which", [("revisions", "text", 16),
+                                             ("source_refs", "digest", -1)])
+def test_a_listing_stopped_by_damage_gives_one_process_rows_then_its_error(
+        store, monkeypatch, table, col, which):
+    """Where the damage stops a listing (exit 5), each process stops at its
+    own first damaged row: the split may print more rows before the error
+    (the first half, whose references one process reads with the second's
+    before any row; or a fact one process holds back as it meets the
+    damage), never other ones, and the same error."""
+    _overflow_any(store, table, col, which)
+    out = {}
+    for least in (10 ** 9, 1):
+        monkeypatch.setattr(split_mod, "SPLIT_LEAST", least)
+        r = run_cli("--store", str(store), "--no-state", "facts", "--all", "--format", "jsonl")
+        lines = r.stdout.splitlines()
+        out[least] = (r.exit_code, r.stderr, [x for x in lines if '"type":"fact"' in x],
+                      [x for x in lines if '"type":"fact"' not in x])
+    (c1, e1, rows1, rest1), (c2, e2, rows2, rest2) = out[10 ** 9], out[1]
+    assert (c1, e1, rest1) == (c2, e2, rest2) and c1 == 5
+    assert rows2[:len(rows1)] == rows1 and len(rows2) > len(rows1)

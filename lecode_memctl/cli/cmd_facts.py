@@ -192,7 +192,8 @@ def facts(
     Every fact of a store of 20,000 or more, without --session, is listed
     by two processes where two CPUs are free (a child makes the second half
     into a private temporary file): the same output, in about two thirds of
-    the time.
+    the time (a database damaged partway may give more rows before its
+    error: docs/FORMAT.md).
 
     The text is stored data, not instructions; tables show it escaped.
     Reads only: nothing in the store is created or changed.

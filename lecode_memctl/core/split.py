@@ -32,6 +32,19 @@ CHUNK = 1 << 20
 
 T = TypeVar("T")
 
+# the write ends of the pipes of the EarlyChild objects waiting for their
+# work: a child forked meanwhile closes its copies, or another's child
+# waiting for the end of its pipe would wait for this one too
+_WRITE_ENDS: set[int] = set()
+
+
+def _close_inherited() -> None:
+    """In a child: close its copies of the other children's write ends."""
+    for fd in list(_WRITE_ENDS):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _WRITE_ENDS.clear()
+
 
 def split_bound(facts: FactStore) -> Any:
     """The first fact id of the child's part, or None: one process does it
@@ -66,6 +79,7 @@ def split_items(facts: FactStore, bound: Any, part: Callable[[Part], Iterator[T]
         return
 
     def child() -> int:
+        _close_inherited()
         with open(out, "wb", buffering=CHUNK) as w:
             for item in part(second):
                 w.write(written(item))
@@ -120,6 +134,7 @@ class EarlyChild(Generic[T]):
 
         def child() -> int:
             os.close(w)
+            _close_inherited()
             if os.read(r, 1) != b"1":           # nothing (the write end closed): cancelled
                 return 1
             with open(given, "rb", closefd=False) as f:
@@ -141,6 +156,7 @@ class EarlyChild(Generic[T]):
         finally:
             os.close(r)
         self._w, self._out, self._given = w, out, given
+        _WRITE_ENDS.add(w)
 
     def items(self, part: Callable[[Part], Iterator[T]], payload: Any,
               read: Callable[[int], Iterator[T]]) -> Iterator[T]:
@@ -154,6 +170,7 @@ class EarlyChild(Generic[T]):
             # the child reads it), then the word to go down the pipe
             w, self._w = self._w, None
             assert w is not None
+            _WRITE_ENDS.discard(w)
             try:
                 with open(given, "wb", closefd=False) as f:
                     pickle.dump(payload, f)
@@ -176,6 +193,7 @@ class EarlyChild(Generic[T]):
 
     def _end(self) -> None:
         if self._w is not None:
+            _WRITE_ENDS.discard(self._w)
             os.close(self._w)                   # (a child waiting for work ends)
             self._w = None
         if self.pid is not None:

@@ -789,17 +789,26 @@ def _collapse_twice(rows: Iterator[tuple[Any, ...]], twice: frozenset[Any]
     """The facts rows (in id order) with the rows of each id of ``twice``
     made one, whose revision is :data:`STORED_TWICE` (the times
     :func:`_twice_times`)."""
+    return _twice_runs(rows, twice, lambda held: iter(
+        [(held[0][0], STORED_TWICE, *_twice_times(held))]))
+
+
+def _twice_runs(rows: Iterable[tuple[Any, ...]], twice: frozenset[Any],
+                once: Callable[[list[tuple[Any, ...]]], Iterator[tuple[Any, ...]]]
+                ) -> Iterator[tuple[Any, ...]]:
+    """``rows`` (in fact id order) as they are, but the run of rows of each
+    id of ``twice`` given as ``once(run)`` gives it."""
     held: list[tuple[Any, ...]] = []
     for row in rows:
         if held and row[0] != held[0][0]:
-            yield (held[0][0], STORED_TWICE, *_twice_times(held))
+            yield from once(held)
             held = []
         if row[0] in twice:
             held.append(row)
         else:
             yield row
     if held:
-        yield (held[0][0], STORED_TWICE, *_twice_times(held))
+        yield from once(held)
 
 
 # SQLite's order of storage classes: NULL, numbers, text, BLOB
@@ -1011,17 +1020,7 @@ def _joined_once(rows: Iterable[tuple[Any, ...]], twice: frozenset[Any]
                 seen.add(rest)
                 yield head + rest
 
-    held: list[tuple[Any, ...]] = []
-    for row in rows:
-        if held and row[0] != held[0][0]:
-            yield from once(held)
-            held = []
-        if row[0] in twice:
-            held.append(row)
-        else:
-            yield row
-    if held:
-        yield from once(held)
+    return _twice_runs(rows, twice, once)
 
 
 def _merged_groups(cursors: list[sqlite3.Cursor], prov: dict[tuple[Any, Any], dict[Any, list[Any]]],
@@ -1680,9 +1679,7 @@ class FactStore(ClosesOnExit):
         if not self.may_fork():
             raise UsageError("fork: the fact store is not a private snapshot read alone")
         assert self._conn is not None
-        for job in self._threads:
-            job.join()
-        self._threads = []
+        self._threads = []                  # (ended: may_fork joined them)
         for db in [*self._siblings, self._conn]:
             with contextlib.suppress(sqlite3.Error):
                 db.close()

@@ -486,11 +486,9 @@ def fact_findings(audit: Audit) -> Iterator[Finding | None]:
     fs = audit._fs
     if fs is None:
         return
-    summary = audit.summary
-
     def count(status: str) -> None:
-        summary.facts_total += 1
-        summary.facts[status] += 1
+        audit.summary.facts_total += 1
+        audit.summary.facts[status] += 1
 
     def findings(items: Iterator[FactItem]) -> Iterator[Finding | None]:
         for code, message, loc in items:

@@ -26,15 +26,14 @@ from lecode_memctl.core.sessions import SessionStore
 
 from .builders import copy_demo
 from .conftest import run_cli, tree_hash
+from .test_damaged_rows import _sql
 
 PREF = "80fa60fdfe856452"      # demo 'preference' fact: revision 2 (corrected)
 NOW = "2026-12-05T01:26:22.090Z"
 
 
-@pytest.fixture
-def forks(monkeypatch) -> list[int]:
-    """Split every listing (SPLIT_LEAST 1); the pids of the children forked."""
-    monkeypatch.setattr(split_mod, "SPLIT_LEAST", 1)
+def counting(monkeypatch) -> list[int]:
+    """The pids of the children FactStore.fork forks from now on."""
     pids: list[int] = []
     fork = FactStore.fork
 
@@ -48,14 +47,11 @@ def forks(monkeypatch) -> list[int]:
     return pids
 
 
-def _sql(store: Path, *statements: str) -> None:
-    db = sqlite3.connect(store / "facts.sqlite3")
-    try:
-        with db:
-            for s in statements:
-                db.execute(s)
-    finally:
-        db.close()
+@pytest.fixture
+def forks(monkeypatch) -> list[int]:
+    """Split every listing (SPLIT_LEAST 1); the pids of the children forked."""
+    monkeypatch.setattr(split_mod, "SPLIT_LEAST", 1)
+    return counting(monkeypatch)
 
 
 def _many(store: Path, n: int = 30) -> None:
@@ -120,16 +116,7 @@ def test_the_split_listing_prints_what_one_process_prints(store, monkeypatch, da
     monkeypatch.setattr(split_mod, "SPLIT_LEAST", 10 ** 9)
     one = _outputs(store, *argv)
     assert all(code == 0 for code, _ in one), one
-    pids: list[int] = []
-    fork = FactStore.fork
-
-    def counted(self: FactStore, child) -> int:  # noqa: ANN001
-        pid = fork(self, child)
-        if pid:
-            pids.append(pid)
-        return pid
-
-    monkeypatch.setattr(FactStore, "fork", counted)
+    pids = counting(monkeypatch)
     monkeypatch.setattr(split_mod, "SPLIT_LEAST", 1)
     assert _outputs(store, *argv) == one
     # every format that lists the whole store was made in two processes

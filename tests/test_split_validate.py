@@ -6,8 +6,10 @@ fails, the parent checks its part; nothing is left behind."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -19,7 +21,8 @@ from lecode_memctl.core.facts import FactStore
 
 from .builders import copy_demo
 from .conftest import run_cli, tree_hash
-from .test_split_listing import DAMAGE, _many, _sql
+from .test_damaged_rows import _sql
+from .test_split_listing import DAMAGE, _many, counting
 
 _TIMES = re.compile(rb'"(generated|started|finished|duration_seconds)":("[^"]*"|[0-9.e-]+)')
 
@@ -41,18 +44,34 @@ def _validate(store: Path, *argv: str) -> list[tuple[int, bytes]]:
     return out
 
 
-def _counting(monkeypatch) -> list[int]:
-    pids: list[int] = []
-    fork = FactStore.fork
+def _payload_unwritable(monkeypatch) -> None:
+    """Every payload handed to an early child fails to be written (ENOSPC)."""
+    import errno
+    import pickle
+    import types
 
-    def counted(self: FactStore, child) -> int:  # noqa: ANN001
-        pid = fork(self, child)
-        if pid:
-            pids.append(pid)
-        return pid
+    def full(obj, f, *args, **kwargs):   # noqa: ANN001
+        raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(FactStore, "fork", counted)
-    return pids
+    monkeypatch.setattr(split_mod, "pickle", types.SimpleNamespace(dump=full, load=pickle.load,
+                                                                   dumps=pickle.dumps))
+
+
+@contextlib.contextmanager
+def _within(seconds: int, what: str) -> Iterator[None]:
+    """TimeoutError(``what``) should the block take over ``seconds``: a hang fails."""
+    import signal
+
+    def hung(*_args):   # noqa: ANN002
+        raise TimeoutError(what)
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
 
 
 @pytest.mark.parametrize("damaged", [False, True])
@@ -63,7 +82,7 @@ def test_validate_in_two_processes_says_what_one_process_says(store, monkeypatch
     before = tree_hash(store)
     monkeypatch.setattr(split_mod, "SPLIT_LEAST", 10 ** 9)
     one = _validate(store, *argv)
-    pids = _counting(monkeypatch)
+    pids = counting(monkeypatch)
     monkeypatch.setattr(split_mod, "SPLIT_LEAST", 1)
     two = _validate(store, *argv)
     assert two == one
@@ -82,7 +101,7 @@ def test_a_child_that_fails_leaves_its_facts_to_the_parent(store, monkeypatch):
     _sql(store, *DAMAGE)
     monkeypatch.setattr(split_mod, "SPLIT_LEAST", 10 ** 9)
     one = _validate(store)
-    pids = _counting(monkeypatch)
+    pids = counting(monkeypatch)
     monkeypatch.setattr(split_mod, "SPLIT_LEAST", 1)
     parent = os.getpid()
     part = audit_facts._fact_part
@@ -130,13 +149,13 @@ def test_a_damaged_index_is_reported_as_without_the_split(demo_template, tmp_pat
     assert sqlite3.sqlite_version    # (the damage is SQLite's to find)
 
 
-def _overflow(s: Path, which: int) -> None:
-    """The revision text of one fact on overflow pages, one link broken."""
+def _overflow_any(s: Path, table: str, col: str, which: int) -> None:
+    """One value of ``table.col`` on overflow pages, one link broken."""
     import sqlite3
 
     db = sqlite3.connect(s / "facts.sqlite3")
-    ids = [r[0] for r in db.execute("SELECT fact_id FROM revisions ORDER BY fact_id")]
-    db.execute("UPDATE revisions SET text = ? WHERE fact_id = ?", ("Q" * 20000, ids[which]))
+    ids = [r[0] for r in db.execute(f"SELECT DISTINCT fact_id FROM {table} ORDER BY fact_id")]
+    db.execute(f"UPDATE {table} SET {col} = ? WHERE fact_id = ?", ("Q" * 20000, ids[which]))
     db.commit()
     (ps,) = db.execute("PRAGMA page_size").fetchone()
     db.close()
@@ -156,7 +175,7 @@ def test_a_page_that_fails_late_stops_both_at_the_same_row(store, monkeypatch, c
     gives its rows before the damage, then the error: the same rows, the
     most that can be read."""
     _sql(store, "UPDATE source_refs SET digest = printf('%064x', rowid)")   # every fact stale
-    _overflow(store, -1)                                                    # the last fact's text
+    _overflow_any(store, "revisions", "text", -1)                           # the last fact's text
     out = {}
     for least in (10 ** 9, 1):
         monkeypatch.setattr(split_mod, "SPLIT_LEAST", least)
@@ -196,7 +215,7 @@ def test_a_fetch_loop_gives_the_rows_before_the_damage_and_fetchall_none(store):
 
     from lecode_memctl.core.facts import FactStore
 
-    _overflow(store, -1)
+    _overflow_any(store, "revisions", "text", -1)
     with FactStore.open_readonly(store / "facts.sqlite3") as fs:
         db = fs.read_connection()
         total = db.execute("SELECT count(*) FROM revisions").fetchone()[0]
@@ -219,33 +238,15 @@ def test_a_payload_that_cannot_be_written_leaves_the_facts_to_the_parent(store, 
     """The statuses handed to the child go to a file first: when it could
     not be written (a full $TMPDIR), the child waited for them and the
     parent for the child, for ever."""
-    import errno
-    import pickle
-    import signal
-    import types
-
     _sql(store, *DAMAGE)
     monkeypatch.setattr(split_mod, "SPLIT_LEAST", 10 ** 9)
     one = _validate(store)
-    pids = _counting(monkeypatch)
+    pids = counting(monkeypatch)
     monkeypatch.setattr(split_mod, "SPLIT_LEAST", 1)
 
-    def full(obj, f, *args, **kwargs):   # noqa: ANN001
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(split_mod, "pickle", types.SimpleNamespace(dump=full, load=pickle.load,
-                                                                   dumps=pickle.dumps))
-
-    def hung(*_args):   # noqa: ANN002
-        raise TimeoutError("validate hung")
-
-    old = signal.signal(signal.SIGALRM, hung)
-    signal.alarm(60)
-    try:
+    _payload_unwritable(monkeypatch)
+    with _within(60, "validate hung"):
         assert _validate(store) == one
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
     assert len(pids) == 3
 
 
@@ -254,12 +255,7 @@ def test_two_children_waiting_do_not_wait_for_each_other(demo_template, tmp_path
     child inherited the first's pipe, so when the first child's work could
     not be written, it never saw the pipe's end, and its parent waited for
     it for ever (the second child waited for its own work meanwhile)."""
-    import errno
     import pickle
-    import signal
-    import types
-
-    from lecode_memctl.core.facts import FactStore
 
     stores = []
     for name in ("a", "b"):
@@ -275,44 +271,17 @@ def test_two_children_waiting_do_not_wait_for_each_other(demo_template, tmp_path
     cb = split_mod.EarlyChild(b, b.split_bound(0.5, 1), work, pickle.dumps)
     assert ca.pid is not None and cb.pid is not None
 
-    def full(obj, f, *args, **kwargs):   # noqa: ANN001
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(split_mod, "pickle", types.SimpleNamespace(dump=full, load=pickle.load,
-                                                                   dumps=pickle.dumps))
-
-    def hung(*_args):   # noqa: ANN002
-        raise TimeoutError("the first audit waited for its child for ever")
-
-    old = signal.signal(signal.SIGALRM, hung)
-    signal.alarm(20)
+    _payload_unwritable(monkeypatch)
     try:
-        got = list(ca.items(lambda part: iter([("mine", part[1])]), "work", split_mod.pickles_written))
+        with _within(20, "the first audit waited for its child for ever"):
+            got = list(ca.items(lambda part: iter([("mine", part[1])]), "work",
+                                split_mod.pickles_written))
     finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
         cb.cancel()
         a.close()
         b.close()
     # the child had no work: its part made here
     assert got == [("mine", False), ("row", "work", True)]
-
-
-def _overflow_any(s: Path, table: str, col: str, which: int) -> None:
-    """One value of ``table.col`` on overflow pages, one link broken."""
-    import sqlite3
-
-    db = sqlite3.connect(s / "facts.sqlite3")
-    ids = [r[0] for r in db.execute(f"SELECT DISTINCT fact_id FROM {table} ORDER BY fact_id")]
-    db.execute(f"UPDATE {table} SET {col} = ? WHERE fact_id = ?", ("Q" * 20000, ids[which]))
-    db.commit()
-    (ps,) = db.execute("PRAGMA page_size").fetchone()
-    db.close()
-    p = s / "facts.sqlite3"
-    data = bytearray(p.read_bytes())
-    pages = [i for i in range(len(data) // ps) if data[i * ps + 4:i * ps + 104] == b"Q" * 100]
-    data[pages[1] * ps:pages[1] * ps + 4] = (999999).to_bytes(4, "big")
-    p.write_bytes(bytes(data))
 
 
 @pytest.mark.parametrize("table,col,which", [("revisions", "text", 16),

@@ -233,6 +233,7 @@ def facts(
     filtered = where is not None or status is not None
     paged = not machine and not all_
     start = offset or 0
+    keep = None if status is None else (lambda r: r["status"] == status)
     store, fs, sessions = _open_read(lock_wait)
     try:
         _needs_migration_note(fs)
@@ -242,9 +243,7 @@ def facts(
                 return iter(())
             rows = iter_fact_records(fs, sessions, session_id=session, where=where,
                                     parallel=True)
-            if status is not None:
-                rows = (r for r in rows if r["status"] == status)
-            return rows
+            return rows if keep is None else filter(keep, rows)
 
         if paged and not filtered:
             # the agent's view: memory_list's page, byte cap included
@@ -331,8 +330,7 @@ def facts(
                     with Stream() as write:
                         for piece in iter_fact_lines(
                                 fs, sessions, lambda r: dumps(r) + b"\n", session_id=session,
-                                keep=None if status is None else lambda r: r["status"] == status,
-                                parallel=True):
+                                keep=keep, parallel=True):
                             write(piece)
                     return
                 emit_jsonl(body)

@@ -41,7 +41,7 @@ from .sourceref import (
     check_session_id,
     status_for,
 )
-from .split import lines_written, pickles_written, split_bound, split_items
+from .split import in_two, lines_written, pickles_written
 
 if TYPE_CHECKING:
     from .factresults import ForgetPlan
@@ -216,13 +216,12 @@ def _rows(facts: FactStore, sessions: SessionReader, session_id: str | None,
                 row = fact_row(fact, revs, statuses)
                 yield FACT.record(row) if record else row
         return
-    bound = split_bound(facts) if parallel and session_id is None else None
-    if bound is None:
+    if not parallel or session_id is not None:
         yield from _listing_rows(facts, sessions, session_id, record)
         return
     # (the child's rows come back pickled: every stored value as it was)
-    yield from split_items(facts, bound, lambda p: _listing_rows(facts, sessions, None, record, p),
-                           pickle.dumps, pickles_written)
+    yield from in_two(facts, lambda p: _listing_rows(facts, sessions, None, record, p),
+                      pickle.dumps, pickles_written)
 
 
 def iter_fact_lines(facts: FactStore, sessions: SessionReader, encode: Callable[[Any], bytes],
@@ -240,10 +239,9 @@ def iter_fact_lines(facts: FactStore, sessions: SessionReader, encode: Callable[
             if keep is None or keep(row):
                 yield encode(row)
 
-    bound = split_bound(facts) if parallel and session_id is None else None
-    if bound is None:
+    if not parallel or session_id is not None:
         return part()
-    return split_items(facts, bound, part, lambda piece: piece, lines_written)
+    return in_two(facts, part, lambda piece: piece, lines_written)
 
 
 def _listing_rows(facts: FactStore, sessions: SessionReader, session_id: str | None,

@@ -61,6 +61,16 @@ def split_bound(facts: FactStore) -> Any:
     return facts.split_bound(SPLIT_SHARE, SPLIT_LEAST)
 
 
+def in_two(facts: FactStore, part: Callable[[Part | None], Iterator[T]],
+           written: Callable[[T], bytes], read: Callable[[int], Iterator[T]]) -> Iterator[T]:
+    """``part(None)``'s items for the whole store, made by two processes
+    (:func:`split_items`) where :func:`split_bound` finds a bound, else here."""
+    bound = split_bound(facts)
+    if bound is None:
+        return part(None)
+    return split_items(facts, bound, part, written, read)
+
+
 def split_items(facts: FactStore, bound: Any, part: Callable[[Part], Iterator[T]],
                 written: Callable[[T], bytes], read: Callable[[int], Iterator[T]]
                 ) -> Iterator[T]:

@@ -134,7 +134,7 @@ def test_exit_table_lists_core_codes_and_main_codes():
 
     gen = _gen_module()
     codes = [c for c, _ in gen.exit_codes()]
-    assert codes == sorted({c.exit_code for c in ERROR_CLASSES} | {0, 1, 70, 130, 141})
+    assert codes == sorted({c.exit_code for c in ERROR_CLASSES} | {0, 1, 70, 129, 130, 141, 143})
     assert gen.exit_codes() == EXIT_CODES
 
 

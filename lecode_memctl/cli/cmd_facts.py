@@ -304,18 +304,18 @@ def facts(
                         exc.json_reported = True  # type: ignore[attr-defined]
                         raise
                     except KeyboardInterrupt:
-                        # the same for an interrupt (main says "interrupted" on
-                        # stderr; typer makes it an exit of 130, without the
-                        # exception, so the flag is the invocation's)
-                        from lecode_memctl.core.errors import EXIT_INTERRUPTED
-
-                        from .output import interrupted_once
+                        # the same for an interrupt (main says "interrupted", or
+                        # "terminated by SIGTERM", on stderr; typer makes it an
+                        # exit of 130, without the exception, so the flag is the
+                        # invocation's)
+                        from .output import interrupted_once, interruption
                         from .state import STATE
 
                         interrupted_once()
+                        stop, message, exit_code = interruption()
                         err = {"next_offset": None, "learning": None,
-                               "error": {"code": "interrupted", "message": "interrupted",
-                                         "exit_code": EXIT_INTERRUPTED}}
+                               "error": {"code": stop, "message": message,
+                                         "exit_code": exit_code}}
                         write(b"\n]," + dumps(err)[1:] + b"\n")
                         STATE.error_in_document = True
                         raise

@@ -127,11 +127,11 @@ def _interrupted(args: Sequence[str]) -> int:
     process at once.  The JSONL error line ends a JSONL stream, after its
     last whole row; a JSON document is not followed by it (an interrupted
     ``facts --json`` ends its document with the error itself)."""
-    from .output import interrupted_once
+    from .output import interrupted_once, interruption
 
     interrupted_once()
-    return report_error("interrupted", "interrupted", EXIT_INTERRUPTED,
-                        json_doc=_json_format(args) == "jsonl")
+    code, message, status = interruption()
+    return report_error(code, message, status, json_doc=_json_format(args) == "jsonl")
 
 
 def _stdout_flushes() -> bool:
@@ -222,6 +222,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     state.reset()
     from .output import (
         broken_pipe_exit,
+        catch_termination,
+        end_as_terminated,
         settle_stdout,
         setup_streams,
         sigint_as_before,
@@ -233,6 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = typer.main.get_command(app)
     if argv is None:
         _freeze_imports()
+        catch_termination()
     try:
         try:
             rv = command.main(args=args, prog_name="memctl", standalone_mode=False)
@@ -299,3 +302,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         settle_stdout()
         sigint_as_before()
+        if argv is None:
+            end_as_terminated()

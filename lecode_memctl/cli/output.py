@@ -7,7 +7,9 @@ exact text.  rich and tabulate are imported only when a table is rendered.
 
 from __future__ import annotations
 
+import contextlib
 import io
+import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -204,6 +206,73 @@ def interrupted_once() -> None:
         return
     if not _SIGINT_BEFORE:
         _SIGINT_BEFORE.append(before)
+
+
+# the first termination signal memctl's own process received (catch_termination)
+_TERMINATED: list[int] = []
+_CAUGHT: list[int] = []
+
+
+def catch_termination() -> None:
+    """In memctl's own process, SIGTERM and SIGHUP stop the command as Ctrl-C
+    does (a KeyboardInterrupt): the store closed, its private snapshot
+    removed, a forked child ended, the rows made written.  Before, the
+    process ended where it stood, and each SIGTERM (``timeout`` in a cron
+    job, a stopped service) left a copy of the facts database in $TMPDIR.
+    A signal ignored when memctl started (``nohup``) stays ignored; the
+    first one caught goes back to its default action, so a second ends the
+    process at once.  :func:`end_as_terminated` then ends the process by the
+    signal itself, as the caller expects of it."""
+    import signal
+
+    for name in ("SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is None:
+            continue
+        try:
+            if signal.getsignal(sig) == signal.SIG_DFL:
+                signal.signal(sig, _terminated)
+                _CAUGHT.append(sig)
+        except (ValueError, OSError):      # (not the main thread)
+            pass
+
+
+def _terminated(signum: int, frame: Any) -> None:
+    import signal
+
+    signal.signal(signum, signal.SIG_DFL)
+    if not _TERMINATED:
+        _TERMINATED.append(signum)
+    raise KeyboardInterrupt
+
+
+def interruption() -> tuple[str, str, int]:
+    """The error of the interrupt that stopped the command: ``(code,
+    message, exit status)``: 130 for Ctrl-C, 143 for SIGTERM and 129 for
+    SIGHUP (caught by :func:`catch_termination`: what a shell shows for a
+    process that signal ended)."""
+    from lecode_memctl.core.errors import EXIT_HANGUP, EXIT_INTERRUPTED, EXIT_TERMINATED
+
+    if _TERMINATED:
+        import signal
+
+        sig = signal.Signals(_TERMINATED[0])
+        return ("terminated", f"terminated by {sig.name}",
+                EXIT_HANGUP if sig.name == "SIGHUP" else EXIT_TERMINATED)
+    return "interrupted", "interrupted", EXIT_INTERRUPTED
+
+
+def end_as_terminated() -> None:
+    """At the end of memctl's own process: the termination signals back to
+    their default action, and, when one stopped the command, the process
+    ended by it (its parent sees the signal, as with no handler)."""
+    import signal
+
+    while _CAUGHT:
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(_CAUGHT.pop(), signal.SIG_DFL)
+    if _TERMINATED:
+        os.kill(os.getpid(), _TERMINATED[0])
 
 
 def sigint_as_before() -> None:

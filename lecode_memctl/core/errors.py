@@ -4,8 +4,8 @@ Each error carries the process exit status the CLI uses for it, a short,
 stable ``code`` string that appears in ``--json`` error documents, and the
 ``label``/``meaning`` of its exit status.  :data:`EXIT_CODES` -- the exit-status
 table of the man page, the README and ``memctl --help`` -- is generated from
-these classes plus the statuses no error class carries (0, 1, 70, 130, 141);
-it is the one place an exit status is described.
+these classes plus the statuses no error class carries (0, 1, 70, 129, 130,
+141, 143); it is the one place an exit status is described.
 """
 
 from __future__ import annotations
@@ -88,8 +88,10 @@ class StoreWriteError(MemctlError):
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
 EXIT_INTERNAL = 70
+EXIT_HANGUP = 129          # 128 + SIGHUP
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
+EXIT_TERMINATED = 143      # 128 + SIGTERM
 
 #: The error classes whose exit status is their own (subclasses share their base's).
 ERROR_CLASSES: tuple[type[MemctlError], ...] = (
@@ -127,6 +129,13 @@ def _exit_statuses() -> tuple[ExitStatus, ...]:
         ExitStatus(EXIT_INTERRUPTED, "interrupted", "interrupted (Ctrl-C)", False),
         ExitStatus(EXIT_BROKEN_PIPE, "broken pipe",
                    "broken pipe: the reader of the output went away (memctl ... | head)", False),
+        ExitStatus(EXIT_HANGUP, "hung up",
+                   "hung up (SIGHUP): stopped as by Ctrl-C, then ended by the signal itself, "
+                   "which a shell shows as this status", False),
+        ExitStatus(EXIT_TERMINATED, "terminated",
+                   "terminated (SIGTERM, as timeout sends): stopped as by Ctrl-C (the store "
+                   "closed, its temporary copy removed), then ended by the signal itself, "
+                   "which a shell shows as this status", False),
     ]
     return tuple(sorted(rows, key=lambda r: r.code))
 

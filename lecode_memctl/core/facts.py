@@ -864,11 +864,16 @@ class Background:
     SQLite is inside it (that is a segmentation fault).  Not ``Thread.join``
     alone: in CPython 3.11 a join interrupted by Ctrl-C can leave the
     thread taken for finished (bpo-45274), and the next join returns at
-    once."""
+    once.  ``stop``: what ends the work early (``Connection.interrupt``),
+    called at the first Ctrl-C the wait meets: the work's value will not be
+    read, and the integrity check of a large store held an interrupted
+    ``validate`` for seconds."""
 
-    def __init__(self, name: str, work: Callable[[], Any]) -> None:
+    def __init__(self, name: str, work: Callable[[], Any],
+                 stop: Callable[[], Any] | None = None) -> None:
         import threading
 
+        self._stop = stop
         self.value: Any = None
         self.error: BaseException | None = None
         self._done = threading.Event()
@@ -894,13 +899,17 @@ class Background:
         self._thread.join()
 
     def wait(self) -> None:
-        """Until the work is done; a Ctrl-C meanwhile is raised once it is."""
+        """Until the work is done; a Ctrl-C meanwhile stops it (``stop``) and
+        is raised once it is done."""
         interrupted: BaseException | None = None
         while True:
             try:
                 self._done.wait()
                 break
             except KeyboardInterrupt as exc:
+                if interrupted is None and self._stop is not None:
+                    with contextlib.suppress(Exception):
+                        self._stop()
                 interrupted = exc
         if interrupted is not None:
             raise interrupted
@@ -948,7 +957,8 @@ class FactListing:
 
     def start(self, db: sqlite3.Connection, queries: list[str], args: tuple[Any, ...] = ()) -> None:
         self._thread = Background("memctl-listing",
-                                  lambda: [db.execute(q, args) for q in queries])  # the sorts run here
+                                  lambda: [db.execute(q, args) for q in queries],  # the sorts run here
+                                  db.interrupt)
 
     def wait(self) -> None:
         """Until the sorts started by :meth:`start` are done."""
@@ -1303,8 +1313,13 @@ class FactStore(ClosesOnExit):
         self._closed = True
         self._end_children()
         # a sort, or in_background's work, still running on a sibling
-        # connection is waited for; a Ctrl-C meanwhile is raised once the
-        # store is closed (its snapshot removed)
+        # connection is stopped (nobody reads it any more: the integrity
+        # check of a large store left by an interrupt took seconds) and
+        # waited for; a Ctrl-C meanwhile is raised once the store is closed
+        # (its snapshot removed)
+        for db in self._siblings:
+            with contextlib.suppress(sqlite3.Error):
+                db.interrupt()
         interrupted: BaseException | None = None
         for wait in [*(listing.wait for listing in self._listings),
                      *(job.wait for job in self._threads)]:
@@ -1895,7 +1910,7 @@ class FactStore(ClosesOnExit):
         conn = self._sibling()
         if conn is None:
             return None
-        job = Background(name, lambda: work(conn))
+        job = Background(name, lambda: work(conn), conn.interrupt)
         self._threads.append(job)
         return job.result
 

@@ -1,0 +1,194 @@
+"""SIGTERM and SIGHUP (``timeout`` in a cron job, a stopped service, a
+closed terminal) end a command as Ctrl-C does: the store is closed, its
+private snapshot removed from $TMPDIR, a forked child ended, the rows made
+written, one line on stderr; then memctl ends by the same signal.  Before,
+the process ended where it stood: each SIGTERM left a copy of the facts
+database in $TMPDIR (373 MB for a store of 1,000,000 facts) and, for a
+split listing, a child running to the end of its half."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from lecode_memctl.core.facts import FactStore
+
+from .builders import copy_demo
+from .test_split_listing import _many
+
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"),
+                                reason="Linux: signals, /proc")
+
+# memctl's own process (main() reads sys.argv), with the split forced and
+# FUNC of MODULE held up: the parent writes MARK and waits, a child writes
+# its pid to CHILD and waits
+RUN = """\
+import os, sys, time, importlib
+import lecode_memctl.core.split as s
+s.SPLIT_LEAST = 1
+mod = importlib.import_module({module!r})
+func = getattr(mod, {func!r})
+parent = os.getpid()
+def held(*a, **k):
+    if os.getpid() == parent:
+        open({mark!r}, "w").write("1")
+    else:
+        open({child!r}, "w").write(str(os.getpid()))
+    time.sleep(60)
+    return func(*a, **k)
+setattr(mod, {func!r}, held)
+{before}
+from lecode_memctl.cli.main import main
+sys.exit(main())
+"""
+
+
+@pytest.fixture
+def store(demo_template, tmp_path) -> Path:
+    s = copy_demo(demo_template, tmp_path / "demo")
+    _many(s)
+    return s
+
+
+def _held(store: Path, tmp_path: Path, module: str, func: str, argv: list[str],
+          before: str = "") -> tuple[subprocess.Popen[bytes], Path, Path]:
+    """memctl ARGV started and held (see RUN) once its parent and child have
+    both reached ``func``: (process, its $TMPDIR, the child's pid file)."""
+    tmp = tmp_path / "tmpdir"
+    tmp.mkdir()
+    mark, child = tmp_path / "mark", tmp_path / "child"
+    code = RUN.format(module=module, func=func, mark=str(mark), child=str(child), before=before)
+    p = subprocess.Popen([sys.executable, "-c", code, "--store", str(store), "--no-state", *argv],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=dict(os.environ, TMPDIR=str(tmp)), cwd=tmp_path)
+    deadline = time.monotonic() + 60
+    while not (mark.exists() and child.exists() and child.read_text()):
+        if p.poll() is not None or time.monotonic() > deadline:
+            p.kill()
+            out, err = p.communicate()
+            pytest.fail(f"memctl never reached {func} in both processes: {err!r}")
+        time.sleep(0.02)
+    assert any(tmp.iterdir()), "no private snapshot to remove"
+    return p, tmp, child
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return not any(line.startswith("State:") and "Z" in line.split()[1] for line in f)
+    except OSError:
+        return False
+
+
+def _ended(p: subprocess.Popen[bytes], sig: int) -> tuple[bytes, bytes]:
+    p.send_signal(sig)
+    try:
+        return p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["TERM", "HUP"])
+def test_a_terminated_listing_cleans_up_and_ends_by_the_signal(store, tmp_path, sig):
+    p, tmp, child = _held(store, tmp_path, "lecode_memctl.core.factview", "_listing_rows",
+                          ["facts", "--all", "--format", "jsonl"])
+    out, err = _ended(p, sig)
+    name = signal.Signals(sig).name
+    assert p.returncode == -sig, (p.returncode, err)
+    assert err == f"memctl: error: terminated by {name}\n".encode(), err
+    assert orjson.loads(out.splitlines()[-1]) == {
+        "type": "error",
+        "error": {"code": "terminated", "message": f"terminated by {name}", "exit_code": 128 + sig}}
+    assert list(tmp.iterdir()) == [], "the private snapshot was left in $TMPDIR"
+    assert not _alive(int(child.read_text())), "the child outlived the listing"
+
+
+def test_a_terminated_json_document_ends_with_the_error(store, tmp_path):
+    """``facts --json`` ends its document with the error, as after Ctrl-C."""
+    p, tmp, _child = _held(store, tmp_path, "lecode_memctl.core.factview", "_listing_rows",
+                           ["facts", "--all", "--json"])
+    out, err = _ended(p, signal.SIGTERM)
+    assert (p.returncode, err) == (-signal.SIGTERM, b"memctl: error: terminated by SIGTERM\n")
+    assert orjson.loads(out)["error"] == {"code": "terminated", "message": "terminated by SIGTERM",
+                                          "exit_code": 143}
+    assert list(tmp.iterdir()) == []
+
+
+def test_a_terminated_validate_cleans_up(store, tmp_path):
+    """validate terminated while its child checks half of the facts and its
+    database checks run on a thread."""
+    p, tmp, child = _held(store, tmp_path, "lecode_memctl.core.audit.facts", "_fact_part",
+                          ["validate", "-q"])
+    out, err = _ended(p, signal.SIGTERM)
+    assert (p.returncode, out, err) == (-signal.SIGTERM, b"",
+                                        b"memctl: error: terminated by SIGTERM\n")
+    assert list(tmp.iterdir()) == []
+    assert not _alive(int(child.read_text()))
+
+
+def test_a_hangup_ignored_from_the_start_stays_ignored(store, tmp_path):
+    """``nohup memctl ...``: SIGHUP was ignored when memctl started, and is
+    still; the SIGTERM after it ends the command."""
+    p, tmp, _child = _held(store, tmp_path, "lecode_memctl.core.factview", "_listing_rows",
+                           ["facts", "--all", "--format", "jsonl"],
+                           before="import signal\nsignal.signal(signal.SIGHUP, signal.SIG_IGN)")
+    p.send_signal(signal.SIGHUP)
+    time.sleep(0.3)
+    assert p.poll() is None, "an ignored SIGHUP ended memctl"
+    out, err = _ended(p, signal.SIGTERM)
+    assert (p.returncode, err) == (-signal.SIGTERM, b"memctl: error: terminated by SIGTERM\n")
+    assert list(tmp.iterdir()) == []
+
+
+def test_a_store_closed_meanwhile_stops_its_background_work(demo_template, tmp_path):
+    """close() while work on a sibling connection is still running (the
+    integrity check of a large store, left by an interrupt) stops it instead
+    of waiting for its end: here a query of minutes (about 3 on this machine)."""
+    s = copy_demo(demo_template, tmp_path / "demo")
+    fs = FactStore.open_readonly(s / "facts.sqlite3")
+    endless = ("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
+               "WHERE i < 1000000000) SELECT count(*) FROM n")
+    result = fs.in_background("endless", lambda conn: conn.execute(endless).fetchone())
+    assert result is not None
+    time.sleep(0.2)
+    t = time.monotonic()
+    fs.close()
+    assert time.monotonic() - t < 20, "close() waited for the work to end"
+    with pytest.raises(sqlite3.OperationalError, match="interrupt"):
+        result()
+
+
+def test_an_interrupt_while_waiting_stops_the_background_work(demo_template, tmp_path):
+    """Ctrl-C while the caller waits for work on a sibling connection stops
+    the work and is raised at once, not after the work's end."""
+    s = copy_demo(demo_template, tmp_path / "demo")
+    fs = FactStore.open_readonly(s / "facts.sqlite3")
+    endless = ("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
+               "WHERE i < 1000000000) SELECT count(*) FROM n")
+    result = fs.in_background("endless", lambda conn: conn.execute(endless).fetchone())
+    assert result is not None
+
+    def interrupt(signum, frame):  # noqa: ANN001
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        t = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            result()
+        assert time.monotonic() - t < 20, "the wait outlasted the interrupt"
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
+        fs.close()

@@ -244,6 +244,17 @@ def _later(code: str, message: str, **loc: Any) -> tuple[str, str, dict[str, Any
     return code, message, loc
 
 
+# The page cache of the connection that runs the database checks on a
+# thread (its others keep 1 MiB: FactStore._sibling).  integrity_check looks
+# up each row's entry in every index of its table: once those indexes fit in
+# the cache, each page is read once.  At 100,000 facts (2.7 MiB an index)
+# 1 MiB made integrity_check 0.69 s, 0.33 s of it reading pages again, and
+# foreign_key_check 0.16 s; 4 MiB makes them 0.23 s and 0.10 s.  At
+# 1,000,000 facts no cache that keeps memory flat holds them (27 MiB an
+# index): the same 5 s and 2.7 s with 1, 2, 4 or 8 MiB.
+CHECK_CACHE_KIB = 4096
+
+
 def _start_checks(fs: Any, db: Any, *, defer: bool
                   ) -> tuple[Callable[[], list[str]], Callable[[], Rest], bool]:
     """``PRAGMA integrity_check``'s messages, and :func:`_db_checks_rest`'s
@@ -268,6 +279,10 @@ def _start_checks(fs: Any, db: Any, *, defer: bool
     def integrity(conn: Any) -> list[str]:
         return [str(msg) for (msg,) in conn.execute("PRAGMA integrity_check")]
 
+    def cached(conn: Any) -> Any:
+        conn.execute(f"PRAGMA cache_size = -{CHECK_CACHE_KIB}")
+        return conn
+
     def rest(conn: Any) -> Rest:
         try:
             later.extend(_db_checks_rest(fs, conn))
@@ -276,10 +291,11 @@ def _start_checks(fs: Any, db: Any, *, defer: bool
         return later, None
 
     if defer:
-        both = fs.in_background("memctl-db-checks", lambda conn: (integrity(conn), rest(conn)))
+        both = fs.in_background("memctl-db-checks",
+                                lambda conn: (integrity(cached(conn)), rest(conn)))
         if both is not None:
             return (lambda: both()[0]), (lambda: both()[1]), True
-    started = fs.in_background("memctl-integrity", integrity)
+    started = fs.in_background("memctl-integrity", lambda conn: integrity(cached(conn)))
     done = rest(db)
     return (started if started is not None else (lambda: integrity(db))), (lambda: done), False
 

@@ -261,10 +261,10 @@ def _env(unbuffered: str, **extra: str) -> dict[str, str]:
 
 
 def _interrupted_run(config_dir, tmp_path, unbuffered: str, args: list[str],
-                     signals: int = 1) -> tuple[int, bytes, bytes]:
-    """memctl ARGS writing to a slow pipe, interrupted (SIGINT) once it is
-    blocked writing stdout, ``signals`` times 0.3 s apart before the pipe is
-    read: (exit status, stdout, stderr)."""
+                     signals: int = 1, sig: int | None = None) -> tuple[int, bytes, bytes]:
+    """memctl ARGS writing to a slow pipe, interrupted (``sig``, SIGINT by
+    default) once it is blocked writing stdout, ``signals`` times 0.3 s
+    apart before the pipe is read: (exit status, stdout, stderr)."""
     import fcntl
     import os
     import signal
@@ -300,7 +300,7 @@ def _interrupted_run(config_dir, tmp_path, unbuffered: str, args: list[str],
             if k:
                 time.sleep(0.3)
             if p.poll() is None:
-                p.send_signal(signal.SIGINT)
+                p.send_signal(signal.SIGINT if sig is None else sig)
         with os.fdopen(r, "rb") as f:
             out = f.read()
     finally:
@@ -354,6 +354,36 @@ def test_ctrl_c_again_on_a_stalled_pipe_ends_the_process_quietly(config_dir, tmp
     rc, out, said = _interrupted_run(config_dir, tmp_path, unbuffered,
                                      ["facts", "--all", "--format", "jsonl"], signals=6)
     assert rc in (130, -2), rc      # 130 if it was done before the second
+    assert b"Traceback" not in said and b"Exception" not in said, said
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/PID/syscall, F_SETPIPE_SZ")
+@pytest.mark.parametrize("unbuffered", ["1", ""], ids=["-u", "buffered"])
+def test_a_sigterm_during_a_blocked_write_leaves_whole_rows(config_dir, tmp_path, unbuffered):
+    """SIGTERM (timeout, a stopped service) as SIGINT above: whole rows, the
+    JSONL error line, one line on stderr; then memctl ends by the signal."""
+    import signal
+
+    rc, out, said = _interrupted_run(config_dir, tmp_path, unbuffered,
+                                     ["facts", "--all", "--format", "jsonl"], sig=signal.SIGTERM)
+    assert rc == -signal.SIGTERM, (rc, said)
+    assert said == b"memctl: error: terminated by SIGTERM\n", said
+    rows = [orjson.loads(line) for line in out.splitlines()]
+    assert rows[-1] == {"type": "error", "error": {"code": "terminated",
+                                                   "message": "terminated by SIGTERM",
+                                                   "exit_code": 143}}
+    assert all(r["type"] == "fact" for r in rows[:-1])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/PID/syscall, F_SETPIPE_SZ")
+def test_sigterm_again_on_a_stalled_pipe_ends_the_process(config_dir, tmp_path):
+    """The second SIGTERM ends memctl at once, as the second Ctrl-C does."""
+    import signal
+
+    rc, out, said = _interrupted_run(config_dir, tmp_path, "",
+                                     ["facts", "--all", "--format", "jsonl"], signals=6,
+                                     sig=signal.SIGTERM)
+    assert rc == -signal.SIGTERM, rc
     assert b"Traceback" not in said and b"Exception" not in said, said
 
 

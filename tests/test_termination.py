@@ -8,6 +8,7 @@ split listing, a child running to the end of its half."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -192,3 +193,153 @@ def test_an_interrupt_while_waiting_stops_the_background_work(demo_template, tmp
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, before)
         fs.close()
+
+
+# -- pools, a second signal, the editor (found by a review)
+
+POOLED = """\
+import os, sys, time
+import lecode_memctl.core.audit.run as r, lecode_memctl.core.audit.transcripts as t
+r.worth_a_pool = lambda *a: True
+job = t._session_job
+parent = os.getpid()
+def held(*a, **k):
+    if os.getpid() != parent:
+        open(os.path.join({marks!r}, str(os.getpid())), "w").close()
+        time.sleep(60)
+    return job(*a, **k)
+t._session_job = held
+from lecode_memctl.cli.main import main
+sys.exit(main())
+"""
+
+
+def _group_left(pgid: int) -> list[int]:
+    """The processes of process group ``pgid`` still there (not zombies)."""
+    left = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            left.append(int(entry))
+    return left
+
+
+@pytest.mark.parametrize("group", [True, False], ids=["timeout", "pid-only"])
+def test_a_terminated_pool_leaves_no_process(store, tmp_path, group):
+    """validate reading transcripts in a pool of workers: ``timeout`` (SIGTERM
+    to memctl, then to its process group) left the workers waiting for more
+    work for ever (they took the signal as an interrupt of their task) and
+    could hang its caller; SIGTERM to memctl alone waited for every batch
+    queued.  Now the workers end, and memctl after them."""
+    tmp, marks = tmp_path / "tmpdir", tmp_path / "marks"
+    tmp.mkdir()
+    marks.mkdir()
+    p = subprocess.Popen([sys.executable, "-c", POOLED.format(marks=str(marks)), "--store",
+                          str(store), "--no-state", "validate", "-q"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=dict(os.environ, TMPDIR=str(tmp)), cwd=tmp_path,
+                         start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not any(marks.iterdir()):
+            assert p.poll() is None and time.monotonic() < deadline, p.stderr
+            time.sleep(0.02)
+        p.send_signal(signal.SIGTERM)
+        if group:
+            os.killpg(p.pid, signal.SIGTERM)
+        out, err = p.communicate(timeout=30)
+        assert (p.returncode, err) == (-signal.SIGTERM, b"memctl: error: terminated by SIGTERM\n")
+        assert list(tmp.iterdir()) == []
+        deadline = time.monotonic() + 10
+        while _group_left(p.pid):
+            assert time.monotonic() < deadline, f"left running: {_group_left(p.pid)}"
+            time.sleep(0.05)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+
+
+@pytest.mark.parametrize("first, second", [(signal.SIGTERM, signal.SIGHUP),
+                                           (signal.SIGTERM, signal.SIGTERM),
+                                           (signal.SIGINT, signal.SIGTERM)],
+                         ids=["TERM+HUP", "TERM+TERM", "INT+TERM"])
+def test_a_second_signal_does_not_break_the_clean_up(store, tmp_path, first, second):
+    """A second signal right after the first (``timeout`` sends SIGTERM
+    twice, a service manager SIGHUP with it) raised a second interrupt in
+    the clean-up: a traceback, 'internal error: RuntimeError', a snapshot
+    left in $TMPDIR.  Now it is ignored, and memctl ends by the signal it
+    took first (of two pending at once, Python takes the lower number
+    first: SIGHUP before SIGTERM)."""
+    p, tmp, child = _held(store, tmp_path, "lecode_memctl.core.factview", "_listing_rows",
+                          ["facts", "--all", "--format", "jsonl"])
+    p.send_signal(first)
+    p.send_signal(second)
+    try:
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert err.count(b"\n") == 1 and err.startswith(b"memctl: error: "), err
+    if first == signal.SIGINT:
+        assert p.returncode == -signal.SIGTERM, (p.returncode, err)
+    else:
+        took = signal.Signals(-p.returncode)
+        assert took in (first, second), (p.returncode, err)
+        assert err == f"memctl: error: terminated by {took.name}\n".encode()
+    assert list(tmp.iterdir()) == []
+    assert not _alive(int(child.read_text()))
+
+
+EDITOR = """\
+#!/bin/sh
+trap 'echo TERM >> {log}; echo "an edit" >> "$1"; exit 0' TERM
+: > {mark}
+while :; do sleep 0.05; done
+"""
+
+
+def test_a_terminated_edit_lets_the_editor_end_and_keeps_its_copy(demo_template, tmp_path):
+    """SIGTERM to ``memctl edit`` while the editor runs: the editor was
+    killed (SIGKILL: a terminal left in raw mode) and the edited copy
+    removed.  Now the editor gets the signal and ends as it chooses; memctl
+    writes nothing, keeps the edited copy and says where, then ends by the
+    signal."""
+    s = copy_demo(demo_template, tmp_path / "demo")
+    memory = s / "MEMORY.md"
+    before = memory.read_bytes()
+    log, mark = tmp_path / "editor.log", tmp_path / "editor.started"
+    editor = tmp_path / "editor.sh"
+    editor.write_text(EDITOR.format(log=log, mark=mark))
+    editor.chmod(0o755)
+    tmp = tmp_path / "tmpdir"
+    tmp.mkdir()
+    p = subprocess.Popen([sys.executable, "-m", "lecode_memctl", "--store", str(s), "--no-state",
+                          "edit"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=dict(os.environ, TMPDIR=str(tmp), VISUAL=str(editor)), cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 60
+        while not mark.exists():
+            assert p.poll() is None and time.monotonic() < deadline, p.stderr
+            time.sleep(0.02)
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert log.read_text() == "TERM\n"
+    assert p.returncode == -signal.SIGTERM, (p.returncode, err)
+    kept = [f for f in tmp.iterdir() if f.name.startswith("memctl-edit-")]
+    assert len(kept) == 1 and kept[0].read_bytes() == before + b"an edit\n"
+    assert err.splitlines() == [
+        f"memctl: nothing was written; your edited copy is kept at {kept[0]}".encode(),
+        b"memctl: error: terminated by SIGTERM"]
+    assert memory.read_bytes() == before

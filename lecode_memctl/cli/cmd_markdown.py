@@ -283,7 +283,7 @@ def edit(
     from lecode_memctl.core import markdown
     from lecode_memctl.core.errors import Conflict, MemctlError, UsageError
 
-    from .output import echo, safe
+    from .output import deferred_termination, echo, safe
 
     words = list(target_words or [])
     kind = words[0] if words else markdown.MEMORY
@@ -307,14 +307,27 @@ def edit(
         with os.fdopen(fd, "wb") as fh:
             fh.write(before or b"")
         try:
-            proc = subprocess.run([*editor, tmp])
+            # a SIGTERM or SIGHUP meanwhile goes to the editor, which ends as
+            # it chooses (one killed under memctl left the terminal in raw
+            # mode); memctl stops after it, keeping an edited copy
+            with deferred_termination() as give:
+                proc = subprocess.Popen([*editor, tmp])
+                give(proc.pid)
+                status = proc.wait()
         except OSError as exc:
             hint = ("neither $VISUAL nor $EDITOR is set; set one, for example "
                     "EDITOR=nano memctl edit") if editor == [DEFAULT_EDITOR] else None
             raise UsageError(f"cannot run the editor {editor[0]!r}: {exc.strerror or exc}",
                              hint=hint) from None
-        if proc.returncode != 0:
-            raise MemctlError(f"the editor exited with status {proc.returncode}; nothing was written")
+        except KeyboardInterrupt:
+            with open(tmp, "rb") as fh:
+                if fh.read() != (before or b""):
+                    keep = True
+                    echo(f"memctl: nothing was written; your edited copy is kept at {tmp}",
+                         err=True)
+            raise
+        if status != 0:
+            raise MemctlError(f"the editor exited with status {status}; nothing was written")
         with open(tmp, "rb") as fh:
             after = fh.read()
         if after == (before or b""):

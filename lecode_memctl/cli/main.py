@@ -223,6 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .output import (
         broken_pipe_exit,
         catch_termination,
+        command_running,
         end_as_terminated,
         settle_stdout,
         setup_streams,
@@ -238,7 +239,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         catch_termination()
     try:
         try:
-            rv = command.main(args=args, prog_name="memctl", standalone_mode=False)
+            with command_running():
+                rv = command.main(args=args, prog_name="memctl", standalone_mode=False)
             try:
                 sys.stdout.flush()  # a reader that went away shows here, not at exit
             except OSError as exc:

@@ -12,7 +12,7 @@ import io
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -208,9 +208,17 @@ def interrupted_once() -> None:
         _SIGINT_BEFORE.append(before)
 
 
-# the first termination signal memctl's own process received (catch_termination)
+# memctl's own process and its signals (catch_termination): its pid (a
+# forked child, a pool's worker, inherits the handlers, not the part), the
+# termination signal that stopped the command, the handlers installed, a
+# Ctrl-C received, and the pid of a foreground child the signal is passed
+# to instead (the editor of 'memctl edit': deferred_termination)
+_OWNER: list[int] = []
 _TERMINATED: list[int] = []
-_CAUGHT: list[int] = []
+_CAUGHT: list[tuple[int, Any]] = []
+_INTERRUPTS: list[int] = []
+_DEFERRED: list[int] = []
+_RUNNING: list[bool] = []
 
 
 def catch_termination() -> None:
@@ -219,31 +227,126 @@ def catch_termination() -> None:
     removed, a forked child ended, the rows made written.  Before, the
     process ended where it stood, and each SIGTERM (``timeout`` in a cron
     job, a stopped service) left a copy of the facts database in $TMPDIR.
-    A signal ignored when memctl started (``nohup``) stays ignored; the
-    first one caught goes back to its default action, so a second ends the
-    process at once.  :func:`end_as_terminated` then ends the process by the
-    signal itself, as the caller expects of it."""
+
+    - A signal ignored when memctl started (``nohup``) stays ignored.
+    - Once one has stopped the command, further SIGTERM and SIGHUP are
+      ignored (``timeout`` sends SIGTERM twice, to memctl and to its
+      process group; a service manager may send SIGHUP with it): the
+      clean-up is never interrupted by them.  A Ctrl-C then ends the
+      process at once, as does a second Ctrl-C after a first.
+    - A forked child (the pool's workers) ends by the signal, as with no
+      handler.
+    - :func:`end_as_terminated` ends the process by the signal itself at the
+      end, as its sender expects."""
     import signal
 
-    for name in ("SIGTERM", "SIGHUP"):
+    _OWNER[:] = [os.getpid()]
+    _TERMINATED.clear()
+    _INTERRUPTS.clear()
+    for name, handler in (("SIGTERM", _terminated), ("SIGHUP", _terminated),
+                          ("SIGINT", _interrupted)):
         sig = getattr(signal, name, None)
         if sig is None:
             continue
         try:
-            if signal.getsignal(sig) == signal.SIG_DFL:
-                signal.signal(sig, _terminated)
-                _CAUGHT.append(sig)
+            before = signal.getsignal(sig)
+            if before == (signal.default_int_handler if name == "SIGINT" else signal.SIG_DFL):
+                signal.signal(sig, handler)
+                _CAUGHT.append((sig, before))
         except (ValueError, OSError):      # (not the main thread)
             pass
 
 
-def _terminated(signum: int, frame: Any) -> None:
+def _in_owner() -> bool:
+    """Whether this is the process that called :func:`catch_termination`."""
+    return bool(_OWNER) and _OWNER[0] == os.getpid()
+
+
+def _as_if_unhandled(signum: int) -> None:
+    """The signal's default action, now (the process ends).  Blocked while
+    its handler is changed: CPython raises "OSError: Signal N ignored due to
+    race condition" for a signal that arrived under a Python handler and is
+    taken once the handler is no longer one.  (So the handlers stay
+    installed while the command runs; a signal to be ignored is ignored by
+    them.)"""
     import signal
 
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signum})
     signal.signal(signum, signal.SIG_DFL)
-    if not _TERMINATED:
+    os.kill(os.getpid(), signum)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
+
+
+def _terminated(signum: int, frame: Any) -> None:
+    if not _in_owner():
+        _as_if_unhandled(signum)
+        return
+    first = not _TERMINATED
+    if first:
         _TERMINATED.append(signum)
+    if _DEFERRED:
+        # the editor on the terminal gets it, and ends as it chooses;
+        # the command stops once it has (deferred_termination)
+        if _DEFERRED[0]:
+            with contextlib.suppress(OSError):
+                os.kill(_DEFERRED[0], signum)
+        return
+    if first and not _INTERRUPTS and _RUNNING:
+        raise KeyboardInterrupt
+    # (a Ctrl-C is already stopping the command, or it is over: memctl ends
+    # by this signal once it is done)
+
+
+def _interrupted(signum: int, frame: Any) -> None:
+    """SIGINT as Python's own handler takes it (a KeyboardInterrupt), except
+    that one after a first, or after a termination signal, ends the
+    process at once: what is left to do may wait on a pipe nobody reads,
+    and a second KeyboardInterrupt in the clean-up would leave it half
+    done."""
+    if _in_owner():
+        if _INTERRUPTS or _TERMINATED or not _RUNNING:
+            _as_if_unhandled(signum)
+            return
+        _INTERRUPTS.append(signum)
     raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def command_running() -> Iterator[None]:
+    """The command itself: a signal caught by :func:`catch_termination`
+    stops it (a KeyboardInterrupt) only in here.  Once it is over (its
+    error being reported, stdout flushed), a termination signal is kept
+    for :func:`end_as_terminated`, and a Ctrl-C ends the process at once:
+    neither raises in main's own clean-up, which would end in a
+    traceback."""
+    _RUNNING[:] = [True]
+    try:
+        yield
+    finally:
+        _RUNNING.clear()
+
+
+@contextlib.contextmanager
+def deferred_termination() -> Iterator[Callable[[int], None]]:
+    """While a foreground child runs (``memctl edit``'s editor): a
+    termination signal does not stop memctl under it, but is passed to the
+    child (``give(pid)`` names it), which ends as it chooses -- a terminal
+    editor killed under memctl left the terminal in raw mode and lost the
+    edits.  Once the child is done, the command stops (a KeyboardInterrupt)
+    if one came."""
+    def give(pid: int) -> None:
+        _DEFERRED[:] = [pid]
+        if _TERMINATED:     # (came before the child was known)
+            with contextlib.suppress(OSError):
+                os.kill(pid, _TERMINATED[0])
+
+    _DEFERRED[:] = [0]
+    try:
+        yield give
+    finally:
+        _DEFERRED.clear()
+    if _TERMINATED:
+        raise KeyboardInterrupt
 
 
 def interruption() -> tuple[str, str, int]:
@@ -268,11 +371,16 @@ def end_as_terminated() -> None:
     ended by it (its parent sees the signal, as with no handler)."""
     import signal
 
+    ending = _TERMINATED[0] if _TERMINATED and _in_owner() else None
+    if ending is not None:
+        # (none of them taken by Python from here: see _as_if_unhandled)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {sig for sig, _before in _CAUGHT})
     while _CAUGHT:
+        sig, before = _CAUGHT.pop()
         with contextlib.suppress(ValueError, OSError):
-            signal.signal(_CAUGHT.pop(), signal.SIG_DFL)
-    if _TERMINATED:
-        os.kill(os.getpid(), _TERMINATED[0])
+            signal.signal(sig, before)
+    if ending is not None:
+        _as_if_unhandled(ending)
 
 
 def sigint_as_before() -> None:

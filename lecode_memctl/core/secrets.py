@@ -479,11 +479,12 @@ class Scanner:
                 except OSError as exc:
                     self.report.skipped.append(Skipped(rel, exc.strerror or str(exc)))
         if jobs > 1 and len(plain) > 1:
-            import concurrent.futures as cf
             import multiprocessing
 
+            from .pools import process_pool
+
             ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
-            with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+            with process_pool(jobs, ctx) as pool:
                 results = pool.map(_scan_file_job, [(root, rel) for rel in plain],
                                    chunksize=max(1, len(plain) // (jobs * 8)))
                 for res in results:

@@ -216,7 +216,8 @@ def run_jobs(jobs: Iterable[tuple[Any, ...]], *, parallel: bool) -> Iterator[_Sc
     if parallel:
         import multiprocessing
         from collections import deque
-        from concurrent.futures import ProcessPoolExecutor
+
+        from ..pools import process_pool
 
         try:
             ctx = multiprocessing.get_context("fork")
@@ -225,7 +226,7 @@ def run_jobs(jobs: Iterable[tuple[Any, ...]], *, parallel: bool) -> Iterator[_Sc
         if ctx is not None:
             workers = min(os.cpu_count() or 2, 8)
             it = _batches(jobs)
-            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
+            with process_pool(workers, ctx) as ex:
                 waiting = deque(ex.submit(_batch_job, b) for b in itertools.islice(it, 3 * workers))
                 while waiting:
                     done = waiting.popleft()

@@ -266,20 +266,42 @@ def test_a_terminated_pool_leaves_no_process(store, tmp_path, group):
         p.wait()
 
 
+# the store's close() held 0.5 s (after writing MARK) in the parent
+SLOW_CLOSE = """\
+import lecode_memctl.core.facts as F
+close = F.FactStore.close
+def slow_close(self):
+    if os.getpid() == parent and not self._closed:
+        open({mark!r}, "w").close()
+        time.sleep(0.5)
+    return close(self)
+F.FactStore.close = slow_close
+"""
+
+
 @pytest.mark.parametrize("first, second", [(signal.SIGTERM, signal.SIGHUP),
                                            (signal.SIGTERM, signal.SIGTERM),
                                            (signal.SIGINT, signal.SIGTERM)],
                          ids=["TERM+HUP", "TERM+TERM", "INT+TERM"])
-def test_a_second_signal_does_not_break_the_clean_up(store, tmp_path, first, second):
+@pytest.mark.parametrize("when", ["at-once", "in-clean-up"])
+def test_a_second_signal_does_not_break_the_clean_up(store, tmp_path, first, second, when):
     """A second signal right after the first (``timeout`` sends SIGTERM
-    twice, a service manager SIGHUP with it) raised a second interrupt in
-    the clean-up: a traceback, 'internal error: RuntimeError', a snapshot
-    left in $TMPDIR.  Now it is ignored, and memctl ends by the signal it
-    took first (of two pending at once, Python takes the lower number
-    first: SIGHUP before SIGTERM)."""
+    twice, a service manager SIGHUP with it), or while the store is being
+    closed, raised a second interrupt in the clean-up: a traceback,
+    'internal error: RuntimeError', a snapshot left in $TMPDIR.  Now it is
+    ignored, and memctl ends by the termination signal it took first (of
+    two pending at once, Python takes the lower number first: SIGHUP
+    before SIGTERM)."""
+    closing = tmp_path / "closing"
     p, tmp, child = _held(store, tmp_path, "lecode_memctl.core.factview", "_listing_rows",
-                          ["facts", "--all", "--format", "jsonl"])
+                          ["facts", "--all", "--format", "jsonl"],
+                          before=SLOW_CLOSE.format(mark=str(closing)))
     p.send_signal(first)
+    if when == "in-clean-up":
+        deadline = time.monotonic() + 30
+        while not closing.exists():
+            assert p.poll() is None and time.monotonic() < deadline, p.stderr
+            time.sleep(0.01)
     p.send_signal(second)
     try:
         out, err = p.communicate(timeout=30)

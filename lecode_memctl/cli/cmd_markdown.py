@@ -273,6 +273,8 @@ def edit(
     content writes nothing.  If the file on disk changed while you were
     editing, nothing is written, your edited copy is kept and its path
     printed (exit 4).  An editor that exits non-zero writes nothing (exit 1).
+    A SIGTERM or SIGHUP to memctl while the editor runs is passed to the
+    editor; memctl then writes nothing and keeps a changed copy.
     A missing store or notes/daily directory is created (mode 0700).  With
     neither $VISUAL nor $EDITOR set, the editor is vi, as for git.
     """

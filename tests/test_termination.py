@@ -90,7 +90,9 @@ def _alive(pid: int) -> bool:
 
 
 def _ended(p: subprocess.Popen[bytes], sig: int) -> tuple[bytes, bytes]:
-    p.send_signal(sig)
+    """What ``p`` wrote, once ``sig`` (none: 0) is sent and it has ended."""
+    if sig:
+        p.send_signal(sig)
     try:
         return p.communicate(timeout=30)
     finally:
@@ -365,3 +367,145 @@ def test_a_terminated_edit_lets_the_editor_end_and_keeps_its_copy(demo_template,
         f"memctl: nothing was written; your edited copy is kept at {kept[0]}".encode(),
         b"memctl: error: terminated by SIGTERM"]
     assert memory.read_bytes() == before
+
+
+def test_sigint_ignored_from_the_start_stays_ignored(store, tmp_path):
+    """SIGINT ignored when memctl started (a background job of a script):
+    the clean-up after a SIGTERM set it to its default action, and a SIGINT
+    then ended memctl before the snapshot was removed."""
+    closing = tmp_path / "closing"
+    p, tmp, _child = _held(store, tmp_path, "lecode_memctl.core.factview", "_listing_rows",
+                           ["facts", "--all", "--format", "jsonl"],
+                           before="import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                           + SLOW_CLOSE.format(mark=str(closing)))
+    p.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while not closing.exists():
+        assert p.poll() is None and time.monotonic() < deadline, p.stderr
+        time.sleep(0.01)
+    p.send_signal(signal.SIGINT)
+    out, err = _ended(p, 0)
+    assert (p.returncode, err) == (-signal.SIGTERM, b"memctl: error: terminated by SIGTERM\n")
+    assert list(tmp.iterdir()) == []
+
+
+def test_a_later_sigterm_ends_a_clean_up_stalled_on_a_pipe(store, tmp_path):
+    """After a SIGTERM, memctl writes the rows it made; nobody reads the pipe,
+    so that write waits.  A SIGTERM soon after the first is the same request
+    (timeout sends two) and is ignored; one later ends memctl at once, as a
+    second Ctrl-C does (all were ignored: only SIGKILL ended it)."""
+    import fcntl
+
+    from lecode_memctl.cli import output
+
+    r, w = os.pipe()
+    fcntl.fcntl(w, getattr(fcntl, "F_SETPIPE_SZ", 1031), 4096)
+    p = subprocess.Popen([sys.executable, "-m", "lecode_memctl", "--store", str(store),
+                          "--no-state", "facts", "--all", "--format", "jsonl"],
+                         stdout=w, stderr=subprocess.PIPE, env=dict(os.environ, TMPDIR=str(tmp_path)))
+    os.close(w)
+    try:
+        deadline = time.monotonic() + 60
+        while True:     # blocked writing stdout (write(1, ...))
+            try:
+                fields = Path(f"/proc/{p.pid}/syscall").read_text().split()
+            except OSError:
+                fields = []
+            if len(fields) > 1 and fields[0] == "1" and int(fields[1], 16) == 1:
+                break
+            assert p.poll() is None and time.monotonic() < deadline, "never blocked writing"
+            time.sleep(0.01)
+        p.send_signal(signal.SIGTERM)
+        p.send_signal(signal.SIGTERM)       # (as timeout does: ignored)
+        time.sleep(0.3)
+        assert p.poll() is None, "the second SIGTERM of one request ended memctl"
+        time.sleep(output.REPEAT_ENDS_AFTER)
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(10) == -signal.SIGTERM
+    finally:
+        os.close(r)
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        p.stderr.close()
+
+
+SIGINT_EDITOR = """\
+#!/bin/sh
+: > {mark}
+while [ ! -e {go} ]; do sleep 0.05; done
+echo "an edit" >> "$1"
+"""
+
+
+def test_a_ctrl_c_to_memctl_alone_under_edit_is_ignored(demo_template, tmp_path):
+    """SIGINT to memctl alone while the editor runs: memctl exited (130) and
+    left the editor running on the terminal, its edits lost.  Now it is
+    ignored, as git does (the editor on the terminal takes its own Ctrl-C),
+    and the edit is written when the editor ends."""
+    s = copy_demo(demo_template, tmp_path / "demo")
+    memory = s / "MEMORY.md"
+    before = memory.read_bytes()
+    mark, go = tmp_path / "editor.started", tmp_path / "go"
+    editor = tmp_path / "editor.sh"
+    editor.write_text(SIGINT_EDITOR.format(mark=mark, go=go))
+    editor.chmod(0o755)
+    p = subprocess.Popen([sys.executable, "-m", "lecode_memctl", "--store", str(s), "--no-state",
+                          "edit"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=dict(os.environ, TMPDIR=str(tmp_path), VISUAL=str(editor)))
+    try:
+        deadline = time.monotonic() + 60
+        while not mark.exists():
+            assert p.poll() is None and time.monotonic() < deadline, p.stderr
+            time.sleep(0.02)
+        p.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        assert p.poll() is None, "memctl left its editor"
+        go.touch()
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, err
+    assert memory.read_bytes() == before + b"an edit\n"
+
+
+# memctl's pool: SIGTERM to memctl itself right after its first worker is
+# forked, before the pool has recorded it
+ORPHAN = """\
+import os, signal, sys
+import multiprocessing.process as mp
+import lecode_memctl.core.audit.run as r
+r.worth_a_pool = lambda *a: True
+parent = os.getpid()
+start = mp.BaseProcess.start
+def started(self):
+    start(self)
+    if os.getpid() == parent and not getattr(mp, "_sent", False):
+        mp._sent = True
+        os.kill(parent, signal.SIGTERM)
+mp.BaseProcess.start = started
+from lecode_memctl.cli.main import main
+sys.exit(main())
+"""
+
+
+def test_no_pool_worker_outlives_memctl(store, tmp_path):
+    """A SIGTERM to memctl alone between a worker's fork and the pool's
+    record of it: the worker, unknown to the pool, waited for work for ever,
+    holding memctl's stdout (``out=$(memctl ...)`` never returned)."""
+    p = subprocess.Popen([sys.executable, "-c", ORPHAN, "--store", str(store), "--no-state",
+                          "validate", "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=dict(os.environ, TMPDIR=str(tmp_path)), start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=30)    # (stdout open in a worker: no end)
+        assert (p.returncode, err) == (-signal.SIGTERM, b"memctl: error: terminated by SIGTERM\n")
+        deadline = time.monotonic() + 10
+        while _group_left(p.pid):
+            assert time.monotonic() < deadline, f"left running: {_group_left(p.pid)}"
+            time.sleep(0.05)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait()

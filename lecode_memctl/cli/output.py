@@ -201,6 +201,8 @@ def interrupted_once() -> None:
     import signal
 
     try:
+        if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+            return      # (ignored from the start, a background job: it stays so)
         before = signal.signal(signal.SIGINT, signal.SIG_DFL)
     except ValueError:      # (not the main thread)
         return
@@ -219,6 +221,14 @@ _CAUGHT: list[tuple[int, Any]] = []
 _INTERRUPTS: list[int] = []
 _DEFERRED: list[int] = []
 _RUNNING: list[bool] = []
+_SINCE: list[float] = []
+
+# A further SIGTERM or SIGHUP this long after the first ends the process at
+# once (its clean-up may wait on a pipe nobody reads, or the first was lost
+# where Python could not raise it: a __del__, an at-fork hook); one sooner
+# is taken for the same request (timeout sends SIGTERM to memctl, then at
+# once to its process group) and ignored.
+REPEAT_ENDS_AFTER = 0.5
 
 
 def catch_termination() -> None:
@@ -229,11 +239,12 @@ def catch_termination() -> None:
     job, a stopped service) left a copy of the facts database in $TMPDIR.
 
     - A signal ignored when memctl started (``nohup``) stays ignored.
-    - Once one has stopped the command, further SIGTERM and SIGHUP are
-      ignored (``timeout`` sends SIGTERM twice, to memctl and to its
-      process group; a service manager may send SIGHUP with it): the
-      clean-up is never interrupted by them.  A Ctrl-C then ends the
-      process at once, as does a second Ctrl-C after a first.
+    - Once one has stopped the command, a SIGTERM or SIGHUP within
+      :data:`REPEAT_ENDS_AFTER` is ignored (``timeout`` sends SIGTERM
+      twice, to memctl and to its process group; a service manager may
+      send SIGHUP with it), so the clean-up is not cut short by the same
+      request; a later one ends the process at once, as does a Ctrl-C, or
+      a second Ctrl-C after a first.
     - A forked child (the pool's workers) ends by the signal, as with no
       handler.
     - :func:`end_as_terminated` ends the process by the signal itself at the
@@ -278,12 +289,18 @@ def _as_if_unhandled(signum: int) -> None:
 
 
 def _terminated(signum: int, frame: Any) -> None:
+    import time
+
     if not _in_owner():
         _as_if_unhandled(signum)
         return
     first = not _TERMINATED
     if first:
         _TERMINATED.append(signum)
+        _SINCE[:] = [time.monotonic()]
+    elif time.monotonic() - _SINCE[0] >= REPEAT_ENDS_AFTER and not _DEFERRED:
+        _as_if_unhandled(signum)
+        return
     if _DEFERRED:
         # the editor on the terminal gets it, and ends as it chooses;
         # the command stops once it has (deferred_termination)
@@ -304,6 +321,8 @@ def _interrupted(signum: int, frame: Any) -> None:
     and a second KeyboardInterrupt in the clean-up would leave it half
     done."""
     if _in_owner():
+        if _DEFERRED:
+            return      # (the editor on the terminal takes its own Ctrl-C, as under git)
         if _INTERRUPTS or _TERMINATED or not _RUNNING:
             _as_if_unhandled(signum)
             return
@@ -332,8 +351,9 @@ def deferred_termination() -> Iterator[Callable[[int], None]]:
     termination signal does not stop memctl under it, but is passed to the
     child (``give(pid)`` names it), which ends as it chooses -- a terminal
     editor killed under memctl left the terminal in raw mode and lost the
-    edits.  Once the child is done, the command stops (a KeyboardInterrupt)
-    if one came."""
+    edits.  A Ctrl-C is ignored meanwhile, as git does: the editor on the
+    terminal gets its own.  Once the child is done, the command stops (a
+    KeyboardInterrupt) if a termination signal came."""
     def give(pid: int) -> None:
         _DEFERRED[:] = [pid]
         if _TERMINATED:     # (came before the child was known)

@@ -922,23 +922,6 @@ class Background:
         return self.value
 
 
-def _end_with(parent: int) -> None:
-    """In a child of :meth:`FactStore.fork`: be killed when ``parent`` ends
-    (Linux's ``PR_SET_PDEATHSIG``; elsewhere a child left by a killed parent
-    finishes its part and exits), and exit now if it already has."""
-    import sys
-
-    if sys.platform.startswith("linux"):
-        import signal
-
-        with contextlib.suppress(ImportError, OSError, AttributeError):
-            import ctypes
-
-            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))   # PR_SET_PDEATHSIG
-    if os.getppid() != parent:
-        os._exit(1)
-
-
 class FactListing:
     """The rows of a listing being read (:meth:`FactStore.start_listing`):
     ``groups()`` yields each fact's stored values (:data:`FactGroup`) in id
@@ -1691,6 +1674,8 @@ class FactStore(ClosesOnExit):
         UsageError otherwise; OSError when the system cannot fork."""
         import signal
 
+        from .pools import end_with_parent
+
         if not self.may_fork():
             raise UsageError("fork: the fact store is not a private snapshot read alone")
         assert self._conn is not None
@@ -1709,7 +1694,7 @@ class FactStore(ClosesOnExit):
             if pid == 0:
                 code = 1
                 try:
-                    _end_with(parent)
+                    end_with_parent(parent)
                     # the default action for the signals the caller's Python
                     # handles (its handlers are not the child's to run), an
                     # interrupt included unless the caller ignores it

@@ -1,4 +1,5 @@
-"""Process pools that end with their work.
+"""Process pools that end with their work, and children that end with
+their parent.
 
 ``concurrent.futures.ProcessPoolExecutor`` waits, when its ``with`` block is
 left, for every task submitted to it.  Left by an interrupt, a SIGTERM, an
@@ -6,11 +7,15 @@ error or a reader that stops early (``memctl validate | head``), that is
 work nobody reads any more -- every batch still queued, seconds at a large
 store -- and a worker that a signal did not reach kept the command waiting
 for it.  :func:`process_pool` cancels what is queued and ends the workers
-instead."""
+instead, and its workers are killed when this process ends (an interrupt
+landing between a worker's fork and the pool's record of it left that
+worker waiting for work for ever, holding the caller's pipes)."""
 
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +31,8 @@ def process_pool(workers: int, ctx: Any) -> Iterator[ProcessPoolExecutor]:
     terminates (SIGTERM) the workers still running before it is shut down."""
     from concurrent.futures import ProcessPoolExecutor
 
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
+                               initializer=end_with_parent, initargs=(os.getpid(),))
     try:
         yield pool
     except BaseException:
@@ -43,3 +49,18 @@ def _end_workers(pool: ProcessPoolExecutor) -> None:
         with contextlib.suppress(Exception):     # (ended meanwhile, or never started)
             if proc.is_alive():
                 proc.terminate()
+
+
+def end_with_parent(parent: int) -> None:
+    """In a child of ``parent``: be killed when it ends (Linux's
+    ``PR_SET_PDEATHSIG``; elsewhere a child left by a killed parent finishes
+    its work and exits), and exit now if it already has."""
+    if sys.platform.startswith("linux"):
+        import signal
+
+        with contextlib.suppress(ImportError, OSError, AttributeError):
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))   # PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os._exit(1)

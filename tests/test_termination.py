@@ -322,10 +322,17 @@ def test_a_second_signal_does_not_break_the_clean_up(store, tmp_path, first, sec
     assert not _alive(int(child.read_text()))
 
 
+def _end_editor(mark: Path) -> None:
+    """The test's editor (its pid in ``mark``) ended, should memctl have
+    left it running."""
+    with contextlib.suppress(OSError, ValueError):
+        os.kill(int(mark.read_text()), signal.SIGKILL)
+
+
 EDITOR = """\
 #!/bin/sh
 trap 'echo TERM >> {log}; echo "an edit" >> "$1"; exit 0' TERM
-: > {mark}
+echo $$ > {mark}
 while :; do sleep 0.05; done
 """
 
@@ -359,6 +366,7 @@ def test_a_terminated_edit_lets_the_editor_end_and_keeps_its_copy(demo_template,
         if p.poll() is None:
             p.kill()
             p.wait()
+        _end_editor(mark)
     assert log.read_text() == "TERM\n"
     assert p.returncode == -signal.SIGTERM, (p.returncode, err)
     kept = [f for f in tmp.iterdir() if f.name.startswith("memctl-edit-")]
@@ -432,7 +440,7 @@ def test_a_later_sigterm_ends_a_clean_up_stalled_on_a_pipe(store, tmp_path):
 
 SIGINT_EDITOR = """\
 #!/bin/sh
-: > {mark}
+echo $$ > {mark}
 while [ ! -e {go} ]; do sleep 0.05; done
 echo "an edit" >> "$1"
 """
@@ -467,6 +475,7 @@ def test_a_ctrl_c_to_memctl_alone_under_edit_is_ignored(demo_template, tmp_path)
         if p.poll() is None:
             p.kill()
             p.wait()
+        _end_editor(mark)
     assert p.returncode == 0, err
     assert memory.read_bytes() == before + b"an edit\n"
 

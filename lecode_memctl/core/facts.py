@@ -857,6 +857,20 @@ def _sqlite_tempdir_outside(store_dir: Path) -> bool:
     return False
 
 
+def _signals_to_the_main_thread() -> None:
+    """In a thread of this module's: SIGINT, SIGTERM and SIGHUP blocked, so
+    that the system delivers them to the main thread.  Python runs their
+    handlers there, but one delivered to this thread left the main thread
+    asleep in its wait (for this thread's SQLite work, say) until that
+    wait ended on its own."""
+    import signal
+
+    wanted = {getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
+              if hasattr(signal, name)}
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        signal.pthread_sigmask(signal.SIG_BLOCK, wanted)
+
+
 class Background:
     """Work done by a daemon thread on a connection of its own (a listing's
     sorts, ``FactStore.in_background``), and its end, which :meth:`wait`
@@ -880,6 +894,7 @@ class Background:
 
         def run() -> None:
             try:
+                _signals_to_the_main_thread()
                 self.value = work()
             except BaseException as exc:  # noqa: BLE001 - the caller's to raise
                 self.error = exc

@@ -210,18 +210,27 @@ def interrupted_once() -> None:
         _SIGINT_BEFORE.append(before)
 
 
-# memctl's own process and its signals (catch_termination): its pid (a
-# forked child, a pool's worker, inherits the handlers, not the part), the
-# termination signal that stopped the command, the handlers installed, a
-# Ctrl-C received, and the pid of a foreground child the signal is passed
-# to instead (the editor of 'memctl edit': deferred_termination)
-_OWNER: list[int] = []
-_TERMINATED: list[int] = []
-_CAUGHT: list[tuple[int, Any]] = []
-_INTERRUPTS: list[int] = []
-_DEFERRED: list[int] = []
-_RUNNING: list[bool] = []
-_SINCE: list[float] = []
+class _Signals:
+    """memctl's own process and its signals (:func:`catch_termination`)."""
+
+    owner: int | None = None        # its pid (a forked child inherits the handlers, not this)
+    caught: list[tuple[int, Any]]   # the handlers installed, with those they replaced
+    terminated: int | None = None   # the termination signal that stopped the command
+    since = 0.0                     # when it came (time.monotonic)
+    interrupted = False             # a Ctrl-C came
+    running = False                 # the command itself runs (command_running)
+    # while a foreground child runs (deferred_termination): its pid, 0 before it is known
+    deferred: int | None = None
+
+    def __init__(self) -> None:
+        self.caught = []
+
+    def in_owner(self) -> bool:
+        """Whether this is the process that called :func:`catch_termination`."""
+        return self.owner == os.getpid()
+
+
+_SIG = _Signals()
 
 # A further SIGTERM or SIGHUP this long after the first ends the process at
 # once (its clean-up may wait on a pipe nobody reads, or the first was lost
@@ -251,9 +260,7 @@ def catch_termination() -> None:
       end, as its sender expects."""
     import signal
 
-    _OWNER[:] = [os.getpid()]
-    _TERMINATED.clear()
-    _INTERRUPTS.clear()
+    _SIG.owner, _SIG.terminated, _SIG.interrupted = os.getpid(), None, False
     for name, handler in (("SIGTERM", _terminated), ("SIGHUP", _terminated),
                           ("SIGINT", _interrupted)):
         sig = getattr(signal, name, None)
@@ -263,14 +270,9 @@ def catch_termination() -> None:
             before = signal.getsignal(sig)
             if before == (signal.default_int_handler if name == "SIGINT" else signal.SIG_DFL):
                 signal.signal(sig, handler)
-                _CAUGHT.append((sig, before))
+                _SIG.caught.append((sig, before))
         except (ValueError, OSError):      # (not the main thread)
             pass
-
-
-def _in_owner() -> bool:
-    """Whether this is the process that called :func:`catch_termination`."""
-    return bool(_OWNER) and _OWNER[0] == os.getpid()
 
 
 def _as_if_unhandled(signum: int) -> None:
@@ -291,24 +293,23 @@ def _as_if_unhandled(signum: int) -> None:
 def _terminated(signum: int, frame: Any) -> None:
     import time
 
-    if not _in_owner():
+    if not _SIG.in_owner():
         _as_if_unhandled(signum)
         return
-    first = not _TERMINATED
+    first = _SIG.terminated is None
     if first:
-        _TERMINATED.append(signum)
-        _SINCE[:] = [time.monotonic()]
-    elif time.monotonic() - _SINCE[0] >= REPEAT_ENDS_AFTER and not _DEFERRED:
+        _SIG.terminated, _SIG.since = signum, time.monotonic()
+    elif time.monotonic() - _SIG.since >= REPEAT_ENDS_AFTER and _SIG.deferred is None:
         _as_if_unhandled(signum)
         return
-    if _DEFERRED:
+    if _SIG.deferred is not None:
         # the editor on the terminal gets it, and ends as it chooses;
         # the command stops once it has (deferred_termination)
-        if _DEFERRED[0]:
+        if _SIG.deferred:
             with contextlib.suppress(OSError):
-                os.kill(_DEFERRED[0], signum)
+                os.kill(_SIG.deferred, signum)
         return
-    if first and not _INTERRUPTS and _RUNNING:
+    if first and not _SIG.interrupted and _SIG.running:
         raise KeyboardInterrupt
     # (a Ctrl-C is already stopping the command, or it is over: memctl ends
     # by this signal once it is done)
@@ -320,13 +321,13 @@ def _interrupted(signum: int, frame: Any) -> None:
     process at once: what is left to do may wait on a pipe nobody reads,
     and a second KeyboardInterrupt in the clean-up would leave it half
     done."""
-    if _in_owner():
-        if _DEFERRED:
+    if _SIG.in_owner():
+        if _SIG.deferred is not None:
             return      # (the editor on the terminal takes its own Ctrl-C, as under git)
-        if _INTERRUPTS or _TERMINATED or not _RUNNING:
+        if _SIG.interrupted or _SIG.terminated is not None or not _SIG.running:
             _as_if_unhandled(signum)
             return
-        _INTERRUPTS.append(signum)
+        _SIG.interrupted = True
     raise KeyboardInterrupt
 
 
@@ -338,11 +339,11 @@ def command_running() -> Iterator[None]:
     for :func:`end_as_terminated`, and a Ctrl-C ends the process at once:
     neither raises in main's own clean-up, which would end in a
     traceback."""
-    _RUNNING[:] = [True]
+    _SIG.running = True
     try:
         yield
     finally:
-        _RUNNING.clear()
+        _SIG.running = False
 
 
 @contextlib.contextmanager
@@ -355,17 +356,17 @@ def deferred_termination() -> Iterator[Callable[[int], None]]:
     terminal gets its own.  Once the child is done, the command stops (a
     KeyboardInterrupt) if a termination signal came."""
     def give(pid: int) -> None:
-        _DEFERRED[:] = [pid]
-        if _TERMINATED:     # (came before the child was known)
+        _SIG.deferred = pid
+        if _SIG.terminated is not None:     # (came before the child was known)
             with contextlib.suppress(OSError):
-                os.kill(pid, _TERMINATED[0])
+                os.kill(pid, _SIG.terminated)
 
-    _DEFERRED[:] = [0]
+    _SIG.deferred = 0
     try:
         yield give
     finally:
-        _DEFERRED.clear()
-    if _TERMINATED:
+        _SIG.deferred = None
+    if _SIG.terminated is not None:
         raise KeyboardInterrupt
 
 
@@ -376,10 +377,10 @@ def interruption() -> tuple[str, str, int]:
     process that signal ended)."""
     from lecode_memctl.core.errors import EXIT_HANGUP, EXIT_INTERRUPTED, EXIT_TERMINATED
 
-    if _TERMINATED:
+    if _SIG.terminated is not None:
         import signal
 
-        sig = signal.Signals(_TERMINATED[0])
+        sig = signal.Signals(_SIG.terminated)
         return ("terminated", f"terminated by {sig.name}",
                 EXIT_HANGUP if sig.name == "SIGHUP" else EXIT_TERMINATED)
     return "interrupted", "interrupted", EXIT_INTERRUPTED
@@ -391,12 +392,12 @@ def end_as_terminated() -> None:
     ended by it (its parent sees the signal, as with no handler)."""
     import signal
 
-    ending = _TERMINATED[0] if _TERMINATED and _in_owner() else None
+    ending = _SIG.terminated if _SIG.in_owner() else None
     if ending is not None:
         # (none of them taken by Python from here: see _as_if_unhandled)
-        signal.pthread_sigmask(signal.SIG_BLOCK, {sig for sig, _before in _CAUGHT})
-    while _CAUGHT:
-        sig, before = _CAUGHT.pop()
+        signal.pthread_sigmask(signal.SIG_BLOCK, {sig for sig, _before in _SIG.caught})
+    while _SIG.caught:
+        sig, before = _SIG.caught.pop()
         with contextlib.suppress(ValueError, OSError):
             signal.signal(sig, before)
     if ending is not None:

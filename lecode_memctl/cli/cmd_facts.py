@@ -282,6 +282,15 @@ def facts(
                     write(dumps(head)[:-1] + b',"facts":[')
                     n = 0
                     more = False
+
+                    def end_with_error(code: str, message: str, exit_code: int) -> None:
+                        # the document is already half written: end it as valid
+                        # JSON that carries the error
+                        err = {"next_offset": None, "learning": None,
+                               "error": {"code": code, "message": message,
+                                         "exit_code": exit_code}}
+                        write(b"\n]," + dumps(err)[1:] + b"\n")
+
                     try:
                         # one row past the page (when --limit is given) says whether
                         # there is more
@@ -293,14 +302,10 @@ def facts(
                             write((b"\n" if n == 0 else b",\n") + dumps(r))
                             n += 1
                     except MemctlError as exc:
-                        # the document is already half written: end it as valid JSON
-                        # that carries the error, which main then does not print a
-                        # second time
-                        msg = exc.message + (f" ({exc.hint})" if exc.hint else "")
-                        err = {"next_offset": None, "learning": None,
-                               "error": {"code": exc.code, "message": msg,
-                                         "exit_code": exc.exit_code}}
-                        write(b"\n]," + dumps(err)[1:] + b"\n")
+                        # (which main then does not print a second time)
+                        end_with_error(exc.code,
+                                       exc.message + (f" ({exc.hint})" if exc.hint else ""),
+                                       exc.exit_code)
                         exc.json_reported = True  # type: ignore[attr-defined]
                         raise
                     except KeyboardInterrupt:
@@ -312,11 +317,7 @@ def facts(
                         from .state import STATE
 
                         interrupted_once()
-                        stop, message, exit_code = interruption()
-                        err = {"next_offset": None, "learning": None,
-                               "error": {"code": stop, "message": message,
-                                         "exit_code": exit_code}}
-                        write(b"\n]," + dumps(err)[1:] + b"\n")
+                        end_with_error(*interruption())
                         STATE.error_in_document = True
                         raise
                     tail = {"next_offset": start + n if more else None,

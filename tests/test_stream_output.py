@@ -283,16 +283,9 @@ def _interrupted_run(config_dir, tmp_path, unbuffered: str, args: list[str],
                          stdout=w, stderr=err, env=_env(unbuffered))
     os.close(w)
 
-    def blocked_in_write() -> bool:
-        try:
-            fields = Path(f"/proc/{p.pid}/syscall").read_text().split()
-        except OSError:
-            return False
-        return len(fields) > 1 and fields[0] == "1" and int(fields[1], 16) == 1  # write(1, ...)
-
     try:
         deadline = time.monotonic() + 60
-        while not blocked_in_write():
+        while not outkit.blocked_writing_stdout(p.pid):
             assert time.monotonic() < deadline, "memctl never blocked writing stdout"
             time.sleep(0.01)
         time.sleep(0.1)

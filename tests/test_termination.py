@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import orjson
@@ -22,6 +23,7 @@ import pytest
 
 from lecode_memctl.core.facts import FactStore
 
+from . import outkit
 from .builders import copy_demo
 from .test_split_listing import _many
 
@@ -79,6 +81,16 @@ def _held(store: Path, tmp_path: Path, module: str, func: str, argv: list[str],
         time.sleep(0.02)
     assert any(tmp.iterdir()), "no private snapshot to remove"
     return p, tmp, child
+
+
+def _until(p: subprocess.Popen[bytes], ready: Callable[[], bool], what: str,
+           seconds: float = 60) -> None:
+    """Until ``ready()``; fails should ``p`` end first or ``seconds`` pass."""
+    deadline = time.monotonic() + seconds
+    while not ready():
+        assert p.poll() is None, f"memctl ended before {what}: {p.returncode}"
+        assert time.monotonic() < deadline, f"never {what}"
+        time.sleep(0.01)
 
 
 def _alive(pid: int) -> bool:
@@ -232,6 +244,30 @@ def _group_left(pgid: int) -> list[int]:
     return left
 
 
+@contextlib.contextmanager
+def _own_group(argv: list[str], tmp: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """``argv`` run as the leader of a process group of its own ($TMPDIR:
+    ``tmp``, run in its parent); the group killed at the end, whatever is
+    left of it."""
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=dict(os.environ, TMPDIR=str(tmp)), cwd=tmp.parent,
+                         start_new_session=True)
+    try:
+        yield p
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+
+
+def _group_ends(pgid: int) -> None:
+    """Until nothing of process group ``pgid`` runs (10 s at most)."""
+    deadline = time.monotonic() + 10
+    while _group_left(pgid):
+        assert time.monotonic() < deadline, f"left running: {_group_left(pgid)}"
+        time.sleep(0.05)
+
+
 @pytest.mark.parametrize("group", [True, False], ids=["timeout", "pid-only"])
 def test_a_terminated_pool_leaves_no_process(store, tmp_path, group):
     """validate reading transcripts in a pool of workers: ``timeout`` (SIGTERM
@@ -242,30 +278,16 @@ def test_a_terminated_pool_leaves_no_process(store, tmp_path, group):
     tmp, marks = tmp_path / "tmpdir", tmp_path / "marks"
     tmp.mkdir()
     marks.mkdir()
-    p = subprocess.Popen([sys.executable, "-c", POOLED.format(marks=str(marks)), "--store",
-                          str(store), "--no-state", "validate", "-q"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         env=dict(os.environ, TMPDIR=str(tmp)), cwd=tmp_path,
-                         start_new_session=True)
-    try:
-        deadline = time.monotonic() + 60
-        while not any(marks.iterdir()):
-            assert p.poll() is None and time.monotonic() < deadline, p.stderr
-            time.sleep(0.02)
+    with _own_group([sys.executable, "-c", POOLED.format(marks=str(marks)), "--store",
+                     str(store), "--no-state", "validate", "-q"], tmp) as p:
+        _until(p, lambda: any(marks.iterdir()), "a worker at work")
         p.send_signal(signal.SIGTERM)
         if group:
             os.killpg(p.pid, signal.SIGTERM)
         out, err = p.communicate(timeout=30)
         assert (p.returncode, err) == (-signal.SIGTERM, b"memctl: error: terminated by SIGTERM\n")
         assert list(tmp.iterdir()) == []
-        deadline = time.monotonic() + 10
-        while _group_left(p.pid):
-            assert time.monotonic() < deadline, f"left running: {_group_left(p.pid)}"
-            time.sleep(0.05)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(p.pid, signal.SIGKILL)
-        p.wait()
+        _group_ends(p.pid)
 
 
 # the store's close() held 0.5 s (after writing MARK) in the parent
@@ -300,17 +322,8 @@ def test_a_second_signal_does_not_break_the_clean_up(store, tmp_path, first, sec
                           before=SLOW_CLOSE.format(mark=str(closing)))
     p.send_signal(first)
     if when == "in-clean-up":
-        deadline = time.monotonic() + 30
-        while not closing.exists():
-            assert p.poll() is None and time.monotonic() < deadline, p.stderr
-            time.sleep(0.01)
-    p.send_signal(second)
-    try:
-        out, err = p.communicate(timeout=30)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+        _until(p, closing.exists, "closing the store")
+    out, err = _ended(p, second)
     assert err.count(b"\n") == 1 and err.startswith(b"memctl: error: "), err
     if first == signal.SIGINT:
         assert p.returncode == -signal.SIGTERM, (p.returncode, err)
@@ -356,16 +369,9 @@ def test_a_terminated_edit_lets_the_editor_end_and_keeps_its_copy(demo_template,
                           "edit"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          env=dict(os.environ, TMPDIR=str(tmp), VISUAL=str(editor)), cwd=tmp_path)
     try:
-        deadline = time.monotonic() + 60
-        while not mark.exists():
-            assert p.poll() is None and time.monotonic() < deadline, p.stderr
-            time.sleep(0.02)
-        p.send_signal(signal.SIGTERM)
-        out, err = p.communicate(timeout=30)
+        _until(p, mark.exists, "starting the editor")
+        out, err = _ended(p, signal.SIGTERM)
     finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
         _end_editor(mark)
     assert log.read_text() == "TERM\n"
     assert p.returncode == -signal.SIGTERM, (p.returncode, err)
@@ -387,12 +393,8 @@ def test_sigint_ignored_from_the_start_stays_ignored(store, tmp_path):
                            before="import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
                            + SLOW_CLOSE.format(mark=str(closing)))
     p.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + 30
-    while not closing.exists():
-        assert p.poll() is None and time.monotonic() < deadline, p.stderr
-        time.sleep(0.01)
-    p.send_signal(signal.SIGINT)
-    out, err = _ended(p, 0)
+    _until(p, closing.exists, "closing the store")
+    out, err = _ended(p, signal.SIGINT)
     assert (p.returncode, err) == (-signal.SIGTERM, b"memctl: error: terminated by SIGTERM\n")
     assert list(tmp.iterdir()) == []
 
@@ -413,16 +415,7 @@ def test_a_later_sigterm_ends_a_clean_up_stalled_on_a_pipe(store, tmp_path):
                          stdout=w, stderr=subprocess.PIPE, env=dict(os.environ, TMPDIR=str(tmp_path)))
     os.close(w)
     try:
-        deadline = time.monotonic() + 60
-        while True:     # blocked writing stdout (write(1, ...))
-            try:
-                fields = Path(f"/proc/{p.pid}/syscall").read_text().split()
-            except OSError:
-                fields = []
-            if len(fields) > 1 and fields[0] == "1" and int(fields[1], 16) == 1:
-                break
-            assert p.poll() is None and time.monotonic() < deadline, "never blocked writing"
-            time.sleep(0.01)
+        _until(p, lambda: outkit.blocked_writing_stdout(p.pid), "blocked writing stdout")
         p.send_signal(signal.SIGTERM)
         p.send_signal(signal.SIGTERM)       # (as timeout does: ignored)
         time.sleep(0.3)
@@ -462,10 +455,7 @@ def test_a_ctrl_c_to_memctl_alone_under_edit_is_ignored(demo_template, tmp_path)
                           "edit"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          env=dict(os.environ, TMPDIR=str(tmp_path), VISUAL=str(editor)))
     try:
-        deadline = time.monotonic() + 60
-        while not mark.exists():
-            assert p.poll() is None and time.monotonic() < deadline, p.stderr
-            time.sleep(0.02)
+        _until(p, mark.exists, "starting the editor")
         p.send_signal(signal.SIGINT)
         time.sleep(0.5)
         assert p.poll() is None, "memctl left its editor"
@@ -504,17 +494,8 @@ def test_no_pool_worker_outlives_memctl(store, tmp_path):
     """A SIGTERM to memctl alone between a worker's fork and the pool's
     record of it: the worker, unknown to the pool, waited for work for ever,
     holding memctl's stdout (``out=$(memctl ...)`` never returned)."""
-    p = subprocess.Popen([sys.executable, "-c", ORPHAN, "--store", str(store), "--no-state",
-                          "validate", "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         env=dict(os.environ, TMPDIR=str(tmp_path)), start_new_session=True)
-    try:
+    with _own_group([sys.executable, "-c", ORPHAN, "--store", str(store), "--no-state",
+                     "validate", "-q"], tmp_path) as p:
         out, err = p.communicate(timeout=30)    # (stdout open in a worker: no end)
         assert (p.returncode, err) == (-signal.SIGTERM, b"memctl: error: terminated by SIGTERM\n")
-        deadline = time.monotonic() + 10
-        while _group_left(p.pid):
-            assert time.monotonic() < deadline, f"left running: {_group_left(p.pid)}"
-            time.sleep(0.05)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(p.pid, signal.SIGKILL)
-        p.wait()
+        _group_ends(p.pid)

@@ -23,6 +23,27 @@ from .builders import SLUG, DemoWorld, world_of
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(scope="session", autouse=True)
+def scratch_tmpdir(tmp_path_factory):
+    """TMPDIR for the whole run under pytest's own temporary directory: what
+    a killed memctl leaves by design (its snapshot of the facts database, an
+    editor's copy) stays with the run, which pytest removes in time, and
+    never piles up in the machine's /tmp.  A test that needs another TMPDIR
+    sets its own."""
+    import tempfile
+
+    scratch = tmp_path_factory.mktemp("TMPDIR")
+    before = (os.environ.get("TMPDIR"), tempfile.tempdir)
+    os.environ["TMPDIR"] = str(scratch)
+    tempfile.tempdir = None      # read again from TMPDIR
+    yield scratch
+    if before[0] is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = before[0]
+    tempfile.tempdir = before[1]
+
+
 @pytest.fixture(autouse=True)
 def isolated_env(tmp_path, monkeypatch):
     """Point LECODE_CONFIG_DIR and HOME at tmp_path; no colour, a fixed width."""

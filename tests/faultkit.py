@@ -386,6 +386,9 @@ def _run_forked(argv: Sequence[str], env: dict[str, str], cwd, input: bytes | No
                 os.chdir(cwd)
             os.environ.clear()
             os.environ.update(env)
+            # as a fresh interpreter would: the temporary directory from this
+            # environment's TMPDIR, not the one this process found first
+            tempfile.tempdir = None
             try:
                 rv = _child_main(list(argv))
                 rc = rv if isinstance(rv, int) else 0

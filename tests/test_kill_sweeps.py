@@ -257,7 +257,11 @@ def test_kill_sweep_markdown_edit(world, tmp_path):
     cfg = tmp_path / "cfg"
     new_text = tmp_path / "new.md"
     new_text.write_bytes(b"# demo-app memory\n\n- edited by the kill sweep\n" * 20)
-    env = {"EDITOR": f"cp {new_text}", "VISUAL": ""}
+    # a kill after the editor's copy is made leaves it behind, as it must
+    # (nothing typed is lost): here, not in the machine's /tmp
+    kept = tmp_path / "tmp"
+    kept.mkdir()
+    env = {"EDITOR": f"cp {new_text}", "VISUAL": "", "TMPDIR": str(kept)}
     argv = ["edit", "memory"]
     store = world.store(world.fresh(cfg))
     base = baseline(world, cfg)
@@ -294,6 +298,9 @@ def test_kill_sweep_markdown_edit(world, tmp_path):
     assert res.sql_kills == 0        # the edit runs no SQL
     # killed after the replace (directory fsync): new bytes, and the rerun wrote nothing more
     assert out.committed_at == [f"os step {r.steps}"]
+    # the copies the killed runs left are the editor's text, in TMPDIR
+    left = list(kept.glob("memctl-edit-*"))
+    assert left and all(p.read_bytes() in (b"", new_text.read_bytes()) for p in left)
 
 
 @pytest.mark.sweep

@@ -56,8 +56,8 @@ CODES: dict[str, CodeInfo] = {
     "db.integrity": CodeInfo(ERROR, "db", ("file",),
         "PRAGMA integrity_check reported a problem (one finding per line it reports)"),
     "db.foreign_key": CodeInfo(ERROR, "db", ("file", "table"),
-        "PRAGMA foreign_key_check found a row whose parent is missing, or cannot check a "
-        "table because its parent table lost its primary key"),
+        "a row whose parent is missing (the rows PRAGMA foreign_key_check reports), or a "
+        "table that cannot be checked because its parent table lost its primary key"),
     "db.schema_unknown": CodeInfo(ERROR, "db", ("file",),
         "the schema version is newer than this memctl knows, or unrecognisable"),
     "db.needs_migration": CodeInfo(WARNING, "db", ("file",),

@@ -361,8 +361,10 @@ def _run_forked(argv: Sequence[str], env: dict[str, str], cwd, input: bytes | No
         fh.write(input or b"")
     sys.stdout.flush()
     sys.stderr.flush()
-    gc.collect()
-    gc.freeze()  # the child's collector leaves the parent's objects (and pages) alone
+    # the child's collector leaves the parent's objects (and pages) alone; no
+    # gc.collect() first (30 ms a run in a pytest process): what garbage is
+    # frozen with them is collected here after gc.unfreeze(), as before
+    gc.freeze()
     try:
         pid = os.fork()
     finally:

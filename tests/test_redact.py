@@ -260,9 +260,9 @@ def _sweep(planted: secretstore.Planted, tmp_path: Path, points, sql: bool = Fal
         assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         con.close()
         # a rerun finishes the job: nothing left, the other facts valid
-        rr = run_cli("--store", str(store), "redact", "--yes")
+        rr = run_cli("--store", str(store), "redact", "--yes", "--jobs", "1")
         assert rr.exit_code == 0, (n, rr.stderr)
-        assert run_cli("--store", str(store), "secrets").exit_code == 0, n
+        assert run_cli("--store", str(store), "secrets", "--jobs", "1").exit_code == 0, n
         assert raw_hits(store, secret_values(planted)) == 0, n
     return kills
 

@@ -499,3 +499,49 @@ def test_no_pool_worker_outlives_memctl(store, tmp_path):
         out, err = p.communicate(timeout=30)    # (stdout open in a worker: no end)
         assert (p.returncode, err) == (-signal.SIGTERM, b"memctl: error: terminated by SIGTERM\n")
         _group_ends(p.pid)
+
+
+# a real SIGINT while the command tree is being built (the registry asked
+# which command runs): memctl's own process, main() reading sys.argv
+EARLY_SIGINT = """\
+import os, signal, sys
+import lecode_memctl.cli.registry as registry
+asked = registry.invoked_command
+def interrupted(args):
+    os.kill(os.getpid(), signal.SIGINT)
+    return asked(args)
+registry.invoked_command = interrupted
+from lecode_memctl.cli.main import main
+sys.exit(main())
+"""
+
+
+@pytest.mark.parametrize("fmt", ["table", "jsonl"])
+def test_ctrl_c_while_the_command_tree_is_built_is_one_line(store, fmt):
+    """Ctrl-C in the first tenth of a second (the imports, the command tree)
+    ends memctl as during the command: one line, exit 130 (a JSONL stream
+    ends with the error record), not a KeyboardInterrupt traceback."""
+    r = subprocess.run([sys.executable, "-c", EARLY_SIGINT, "--store", str(store), "facts",
+                        "--format", fmt], capture_output=True, timeout=60)
+    assert r.returncode == 130, r.stderr
+    assert r.stderr == b"memctl: error: interrupted\n"
+    if fmt == "jsonl":
+        assert orjson.loads(r.stdout)["error"]["code"] == "interrupted"
+    else:
+        assert r.stdout == b""
+
+
+def test_ctrl_c_while_the_command_tree_is_built_in_process(monkeypatch, capsys):
+    """main(ARGS) in another program (the tests): the same answer, and that
+    program's Ctrl-C handler is as it was afterwards."""
+    import lecode_memctl.cli.registry as registry
+    from lecode_memctl.cli.main import main
+
+    def interrupted(args):  # noqa: ANN001,ANN202
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(registry, "invoked_command", interrupted)
+    before = signal.getsignal(signal.SIGINT)
+    assert main(["facts"]) == 130
+    assert capsys.readouterr().err == "memctl: error: interrupted\n"
+    assert signal.getsignal(signal.SIGINT) is before

@@ -196,47 +196,58 @@ def main(argv: Sequence[str] | None = None) -> int:
                     return failed
             return status
 
-    from lecode_memctl.core.errors import MemctlError
+    try:
+        from lecode_memctl.core.errors import MemctlError
 
-    from . import state
+        from . import state
 
-    if os.environ.get("_MEMCTL_COMPLETE"):
-        from .app import app
-        from .typer_patches import patch_for_completion
-
-        patch_for_completion()
-    else:
-        from .registry import invoked_command
-
-        only = invoked_command(args)
-        if only is None:
+        if os.environ.get("_MEMCTL_COMPLETE"):
             from .app import app
+            from .typer_patches import patch_for_completion
+
+            patch_for_completion()
         else:
-            from .app import build_app
+            from .registry import invoked_command
 
-            app = build_app(only)
+            only = invoked_command(args)
+            if only is None:
+                from .app import app
+            else:
+                from .app import build_app
 
-    import typer
-    from typer import _click
+                app = build_app(only)
 
-    state.reset()
-    from .output import (
-        broken_pipe_exit,
-        catch_termination,
-        command_running,
-        end_as_terminated,
-        settle_stdout,
-        setup_streams,
-        sigint_as_before,
-        stdout_gone,
-    )
+        import typer
+        from typer import _click
 
-    setup_streams()
-    json_doc = _wants_json(args)
-    command = typer.main.get_command(app)
-    if argv is None:
-        _freeze_imports()
-        catch_termination()
+        state.reset()
+        from .output import (
+            broken_pipe_exit,
+            catch_termination,
+            command_running,
+            end_as_terminated,
+            settle_stdout,
+            setup_streams,
+            sigint_as_before,
+            stdout_gone,
+        )
+
+        setup_streams()
+        json_doc = _wants_json(args)
+        command = typer.main.get_command(app)
+        if argv is None:
+            _freeze_imports()
+            catch_termination()
+    except KeyboardInterrupt:
+        # Ctrl-C while the command tree is imported and built (the first
+        # 100 ms or so): the line and status of an interrupted command, not
+        # a traceback (what happens before this function runs is Python's)
+        from .output import sigint_as_before
+
+        try:
+            return _interrupted(args)
+        finally:
+            sigint_as_before()
     try:
         try:
             with command_running():

@@ -228,3 +228,18 @@ def test_main_with_args_freezes_nothing(store):
     before = gc.get_freeze_count()
     assert main(["--store", str(store), "facts"]) == 0
     assert gc.get_freeze_count() == before
+
+
+@pytest.mark.parametrize("args", [["facts"], ["validate", "-q"], ["facts", "--all", "--format",
+                                                                 "jsonl"]], ids=" ".join)
+def test_a_small_store_loads_no_pickle(tmp_path, demo_template, args):
+    """pickle carries a split listing's rows (and validate's statuses) to
+    and from its child, which only a store of split.SPLIT_LEAST facts or
+    more gets: on the demo store those commands do not import it (2-3 ms
+    of a 0.1 s command)."""
+    from .builders import copy_demo
+
+    demo = copy_demo(demo_template, tmp_path / "demo")
+    rc, mods, _out = probe(tmp_path, ["--store", str(demo), *args])
+    assert rc in (0, 1)
+    assert loaded(mods, ["pickle", "_pickle"]) == []

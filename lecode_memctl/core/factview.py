@@ -7,7 +7,6 @@ through a :class:`~lecode_memctl.core.facts.FactStore` and a
 from __future__ import annotations
 
 import os
-import pickle
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -220,6 +219,8 @@ def _rows(facts: FactStore, sessions: SessionReader, session_id: str | None,
         yield from _listing_rows(facts, sessions, session_id, record)
         return
     # (the child's rows come back pickled: every stored value as it was)
+    import pickle
+
     yield from in_two(facts, lambda p: _listing_rows(facts, sessions, None, record, p),
                       pickle.dumps, pickles_written)
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pickle
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -147,6 +146,8 @@ class EarlyChild(Generic[T]):
             _close_inherited()
             if os.read(r, 1) != b"1":           # nothing (the write end closed): cancelled
                 return 1
+            import pickle
+
             with open(given, "rb", closefd=False) as f:
                 f.seek(0)
                 payload = pickle.load(f)
@@ -182,6 +183,8 @@ class EarlyChild(Generic[T]):
             assert w is not None
             _WRITE_ENDS.discard(w)
             try:
+                import pickle
+
                 with open(given, "wb", closefd=False) as f:
                     pickle.dump(payload, f)
                 os.write(w, b"1")
@@ -254,6 +257,8 @@ def lines_written(fd: int) -> Iterator[bytes]:
 
 def pickles_written(fd: int) -> Iterator[Any]:
     """The objects the child wrote to ``fd``, each ``pickle.dumps``'d."""
+    import pickle
+
     with open(fd, "rb", closefd=False) as f:
         f.seek(0)
         while True:

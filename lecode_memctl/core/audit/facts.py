@@ -589,13 +589,12 @@ def fact_helper(audit: Audit, fs: Any) -> Any:
     (:func:`fact_findings`), forked now (``split.EarlyChild``: before the
     database checks start their thread), or None: one process (a store of
     fewer than ``split.SPLIT_LEAST`` facts, one CPU, or no fork now)."""
-    import pickle
-
     from ..split import EarlyChild, split_bound
 
     bound = split_bound(fs) if audit.parallel else None
     if bound is None:
         return None
+    import pickle
 
     def work(payload: Any, part: Part) -> Iterator[FactItem]:
         # the child's part, with the statuses and exclusions the parent read;

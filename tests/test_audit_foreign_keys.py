@@ -24,21 +24,25 @@ def _lecode_schema() -> sqlite3.Connection:
     return db
 
 
-def _loose_schema() -> sqlite3.Connection:
-    """The same references without NOT NULL or CHECK, and the facts' key
-    compared without case: a key may be NULL (the pragma skips that row),
-    and the parent's collation decides what matches."""
+def _loose_schema(strict: str = "") -> sqlite3.Connection:
+    """The same references without NOT NULL or CHECK (a key may be NULL:
+    the pragma skips that row), optionally STRICT tables."""
     db = sqlite3.connect(":memory:")
-    db.execute("CREATE TABLE facts (fact_id TEXT COLLATE NOCASE PRIMARY KEY, revision INTEGER, "
-               "created TEXT, updated TEXT)")
+    db.execute("CREATE TABLE facts (fact_id TEXT PRIMARY KEY, revision INTEGER, "
+               f"created TEXT, updated TEXT){strict}")
     db.execute("CREATE TABLE revisions (fact_id TEXT REFERENCES facts(fact_id), "
-               "revision INTEGER, text TEXT, created TEXT, PRIMARY KEY (fact_id, revision))")
+               "revision INTEGER, text TEXT, created TEXT, PRIMARY KEY (fact_id, revision))"
+               + strict)
     for table in ("provenance", "source_refs"):
         extra = "seq INTEGER" if table == "provenance" else "seqs TEXT, digest TEXT"
         db.execute(f"CREATE TABLE {table} (fact_id TEXT, revision INTEGER, session_id TEXT, "
                    f"{extra}, FOREIGN KEY (fact_id, revision) "
-                   "REFERENCES revisions(fact_id, revision))")
+                   f"REFERENCES revisions(fact_id, revision)){strict}")
     return db
+
+
+def _strict_schema() -> sqlite3.Connection:
+    return _loose_schema(" STRICT")
 
 
 def _pragma(db: sqlite3.Connection, table: str) -> list[tuple]:
@@ -56,26 +60,33 @@ _NULLABLE_IDS = st.one_of(_IDS, st.none())
 _NULLABLE_REVS = st.one_of(_REVS, st.none())
 
 
-@pytest.mark.parametrize("schema", [_lecode_schema, _loose_schema])
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.parametrize("schema", [_lecode_schema, _loose_schema, _strict_schema])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(facts=st.lists(_NULLABLE_IDS, max_size=6),
        revisions=st.lists(st.tuples(_NULLABLE_IDS, _NULLABLE_REVS), max_size=8),
        refs=st.lists(st.tuples(_NULLABLE_IDS, _NULLABLE_REVS,
                                st.sampled_from(["provenance", "source_refs"])), max_size=8))
 def test_the_key_order_walk_finds_what_the_pragma_finds(schema, facts, revisions, refs):
     db = schema()
+
+    def put(sql: str, args: tuple) -> None:
+        try:
+            db.execute(sql, args)
+        except sqlite3.IntegrityError:
+            pass    # a key stored twice, a CHECK, a type a STRICT table refuses
+
     for fid in facts:
-        db.execute("INSERT OR IGNORE INTO facts VALUES (?, 1, 'c', 'u')", (fid,))
+        put("INSERT INTO facts VALUES (?, 1, 'c', 'u')", (fid,))
     for fid, rev in revisions:
-        db.execute("INSERT OR IGNORE INTO revisions VALUES (?, ?, 't', 'c')", (fid, rev))
+        put("INSERT INTO revisions VALUES (?, ?, 't', 'c')", (fid, rev))
     for i, (fid, rev, table) in enumerate(refs):
         if table == "provenance":
-            db.execute("INSERT OR IGNORE INTO provenance VALUES (?, ?, 's', ?)", (fid, rev, i))
+            put("INSERT INTO provenance VALUES (?, ?, 's', ?)", (fid, rev, i))
         else:
-            db.execute("INSERT OR IGNORE INTO source_refs VALUES (?, ?, 's', '[1]', 'd')",
-                       (fid, rev))
+            put("INSERT INTO source_refs VALUES (?, ?, 's', '[1]', 'd')", (fid, rev))
     for table in CHILDREN:
-        assert _orphans_in_key_order(db, table) == _pragma(db, table), table
+        walked = _orphans_in_key_order(db, table)
+        assert walked is not None and walked == _pragma(db, table), table
 
 
 def test_a_finding_names_the_child_row_and_its_parent():
@@ -101,6 +112,20 @@ def test_a_finding_names_the_child_row_and_its_parent():
 @pytest.mark.parametrize("ddl", [
     # a table without a foreign key, or with two
     "CREATE TABLE c (fact_id TEXT)",
+    # a collation anywhere in the child (the walk's order would use it)
+    "CREATE TABLE c (fact_id TEXT COLLATE NOCASE REFERENCES p(fact_id))",
+    # a key type that is neither TEXT nor INTEGER (the same for both)
+    "CREATE TABLE c (fact_id VARCHAR(16) REFERENCES q(fact_id))",
+    # a generated column that takes the rowid's name
+    "CREATE TABLE c (fact_id TEXT REFERENCES p(fact_id), "
+    "rowid INTEGER GENERATED ALWAYS AS (1000))",
+    # parents whose primary key index is not the referenced columns as they are
+    "CREATE TABLE c (fact_id TEXT REFERENCES nocase(fact_id))",
+    "CREATE TABLE c (fact_id TEXT REFERENCES pk_nocase(fact_id))",
+    "CREATE TABLE c (fact_id TEXT REFERENCES pk_binary(fact_id))",
+    "CREATE TABLE c (a TEXT, b INTEGER, FOREIGN KEY (a, b) REFERENCES twice(a, b))",
+    "CREATE TABLE c (b INTEGER, a TEXT, FOREIGN KEY (b, a) REFERENCES twice(b, a))",
+    "CREATE TABLE c (id INTEGER REFERENCES alias(id))",
     "CREATE TABLE c (fact_id TEXT REFERENCES p(fact_id), other TEXT REFERENCES p(fact_id))",
     # a reference to the parent's primary key by omission
     "CREATE TABLE c (fact_id TEXT REFERENCES p)",
@@ -118,8 +143,61 @@ def test_a_finding_names_the_child_row_and_its_parent():
 def test_any_other_shape_is_left_to_the_pragma(ddl):
     db = sqlite3.connect(":memory:")
     db.execute("CREATE TABLE p (fact_id TEXT PRIMARY KEY, label TEXT)")
+    db.execute("CREATE TABLE q (fact_id VARCHAR(16) PRIMARY KEY)")
+    db.execute("CREATE TABLE nocase (fact_id TEXT COLLATE NOCASE PRIMARY KEY)")
+    db.execute("CREATE TABLE pk_nocase (fact_id TEXT, PRIMARY KEY (fact_id COLLATE NOCASE))")
+    db.execute("CREATE TABLE pk_binary (fact_id TEXT COLLATE NOCASE, "
+               "PRIMARY KEY (fact_id COLLATE BINARY))")
+    db.execute("CREATE TABLE twice (a TEXT, b INTEGER, PRIMARY KEY (a, a, b))")
+    db.execute("CREATE TABLE alias (id INTEGER PRIMARY KEY)")
     db.execute(ddl)
     assert _orphans_in_key_order(db, "c") is None
+
+
+def test_a_strict_any_key_is_left_to_the_pragma():
+    """A STRICT table's ANY column has no affinity, a plain table's column
+    declared ANY has NUMERIC: the same declared type, two affinities."""
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE p (id ANY PRIMARY KEY) STRICT")
+    db.execute("CREATE TABLE c (id ANY REFERENCES p(id))")
+    db.execute("INSERT INTO p VALUES ('1')")
+    db.execute("INSERT INTO c VALUES ('1')")
+    assert _orphans_in_key_order(db, "c") is None
+    assert _pragma(db, "c") == [("c", 1, "p", 0)]
+
+
+def test_a_value_stored_against_its_columns_affinity_is_compared_as_the_pragma_does(tmp_path):
+    """A damaged store: an integer in a TEXT key (the column was BLOB when it
+    was written, its type edited since).  The pragma gives it the parent's
+    TEXT affinity before its lookup, and so does the walk."""
+    path = tmp_path / "edited.sqlite3"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE p (id TEXT PRIMARY KEY)")
+    db.execute("CREATE TABLE c (id BLOB REFERENCES p(id))")
+    db.execute("INSERT INTO p VALUES ('1'), ('2.5')")
+    db.execute("INSERT INTO c VALUES (1), (2.5), (3), ('1'), (x'31')")
+    db.execute("PRAGMA writable_schema = ON")
+    db.execute("UPDATE sqlite_master SET sql = replace(sql, 'id BLOB', 'id TEXT') WHERE name = 'c'")
+    db.commit()
+    db.close()
+    db = sqlite3.connect(path)     # the edited schema, read afresh
+    assert db.execute("SELECT typeof(id) FROM c WHERE rowid = 1").fetchone() == ("integer",)
+    walked = _orphans_in_key_order(db, "c")
+    assert walked is not None and walked == _pragma(db, "c") == [("c", 3, "p", 0),
+                                                                 ("c", 5, "p", 0)]
+    db.close()
+
+
+def test_a_temp_table_of_the_parents_name_does_not_stand_in_for_it():
+    db = _lecode_schema()
+    db.execute("INSERT INTO facts VALUES ('00000000000000a1', 1, 'c', 'u')")
+    db.execute("INSERT INTO revisions VALUES ('00000000000000a1', 1, 't', 'c')")
+    db.execute("INSERT INTO revisions VALUES ('00000000000000a2', 1, 't', 'c')")
+    db.execute("CREATE TEMP TABLE facts (fact_id TEXT PRIMARY KEY, revision INTEGER, "
+               "created TEXT, updated TEXT)")
+    db.execute("INSERT INTO temp.facts VALUES ('00000000000000a2', 1, 'c', 'u')")
+    walked = _orphans_in_key_order(db, "revisions")
+    assert walked is not None and walked == _pragma(db, "revisions") == [("revisions", 2, "facts", 0)]
 
 
 def test_a_parent_that_lost_its_key_is_still_the_pragmas_mismatch():

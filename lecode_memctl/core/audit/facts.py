@@ -422,6 +422,11 @@ def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+# the declared types of a key the walk takes (lecode's): a column's affinity
+# is its type's in a STRICT table as in any other
+_KEY_TYPES = frozenset({"TEXT", "INTEGER"})
+
+
 def _orphans_in_key_order(db: Any, child: str) -> list[tuple[str, int, str, int]] | None:
     """What ``PRAGMA foreign_key_check(child)`` returns, (child, rowid,
     parent, 0) in rowid order, for a table whose one foreign key is the
@@ -434,45 +439,62 @@ def _orphans_in_key_order(db: Any, child: str) -> list[tuple[str, int, str, int]
     source_refs, mostly reading evicted pages again).  Walked in key order
     the lookups go through the parent's index once, in order (0.8 s).
 
-    The same rows: a child row with a NULL in its key is skipped, as the
-    pragma skips it; the parent's key columns are its primary key (so its
-    unique index is what the lookup uses, as the pragma's does), each of
-    the same declared type as the child's column (so values stored in the
-    child already have the affinity the pragma gives them before its
-    lookup); the parent's column is the left operand (its collation
-    compares, as in the pragma).  A child without a rowid, or with a column
-    that takes the name, is left to the pragma."""
-    keys = db.execute(f"PRAGMA foreign_key_list({_quoted(child)})").fetchall()
+    The same rows, because the walk is taken only where the pragma's
+    lookup is the query's:
+
+    - the parent's primary key is a unique index of exactly the referenced
+      columns, in order (the index the pragma uses; SQLite refuses one that
+      repeats a column, or whose collation is not the column's: "foreign
+      key mismatch", left to the pragma);
+    - neither table's definition names a collation: every comparison, the
+      index's and the walk's order, is BINARY (the walk's order never needs
+      a collation this connection may not have);
+    - each key column is TEXT or INTEGER, as the parent's; the child's value
+      is compared as ``+c.col`` (an expression without affinity), so the
+      parent column's affinity is applied to it before the comparison, as
+      the pragma applies it before its lookup (even to a value stored
+      against its own column's affinity, in a damaged store);
+    - a child row with a NULL in its key is skipped, as the pragma skips it;
+    - the child's rowid is its rowid: a table without one, or with a column
+      (generated ones included) that takes one of its names, or whose
+      definition says ROWID at all, is left to the pragma;
+    - both tables are the main schema's (a TEMP table of the parent's name
+      does not stand in for it)."""
+    q = _quoted
+    keys = db.execute(f"PRAGMA main.foreign_key_list({q(child)})").fetchall()
     if not keys or len({k[0] for k in keys}) != 1:
         return None
     keys.sort(key=lambda k: k[1])
     parent = keys[0][2]
     pairs = [(k[3], k[4]) for k in keys]
-    cols = {r[1].lower(): (r[2] or "").upper()
-            for r in db.execute(f"PRAGMA table_info({_quoted(child)})")}
-    pinfo = db.execute(f"PRAGMA table_info({_quoted(parent)})").fetchall()
-    pk = [r[1] for r in sorted((r for r in pinfo if r[5]), key=lambda r: r[5])]
-    ptypes = {r[1].lower(): (r[2] or "").upper() for r in pinfo}
-    if (not {"rowid", "_rowid_", "oid"}.isdisjoint(cols)
-            or any(to is None for _fr, to in pairs)
-            or [to.lower() for _fr, to in pairs] != [c.lower() for c in pk]
-            or any(fr.lower() not in cols or cols[fr.lower()] != ptypes[to.lower()]
-                   for fr, to in pairs)):
+    if any(to is None for _fr, to in pairs):
         return None
-    q = _quoted
-    sql = (f"SELECT c.rowid FROM {q(child)} c WHERE "
+    defined = {name.lower(): (sql or "").upper() for name, sql in db.execute(
+        "SELECT name, sql FROM main.sqlite_master WHERE type = 'table' AND name IN (?, ?) "
+        "COLLATE NOCASE", (child, parent))}
+    if (set(defined) != {child.lower(), parent.lower()}
+            or any(not sql or "COLLATE" in sql for sql in defined.values())
+            or "ROWID" in defined[child.lower()]):     # WITHOUT ROWID, a column of the name
+        return None
+    cols = {r[1].lower(): (r[2] or "").upper()
+            for r in db.execute(f"PRAGMA main.table_xinfo({q(child)})")}
+    ptypes = {r[1].lower(): (r[2] or "").upper()
+              for r in db.execute(f"PRAGMA main.table_info({q(parent)})")}
+    pk = [r[1] for r in db.execute(f"PRAGMA main.index_list({q(parent)})")
+          if r[3] == "pk" and r[2] and not r[4]]
+    indexed = ([r[2] for r in db.execute(f"PRAGMA main.index_info({q(pk[0])})")]
+               if len(pk) == 1 else None)
+    if (indexed is None or not {"rowid", "_rowid_", "oid"}.isdisjoint(cols)
+            or [(c or "").lower() for c in indexed] != [to.lower() for _fr, to in pairs]
+            or any(cols.get(fr.lower()) not in _KEY_TYPES
+                   or cols[fr.lower()] != ptypes.get(to.lower()) for fr, to in pairs)):
+        return None
+    sql = (f"SELECT c.rowid FROM main.{q(child)} c WHERE "
            + " AND ".join(f"c.{q(fr)} IS NOT NULL" for fr, _to in pairs)
-           + f" AND NOT EXISTS (SELECT 1 FROM {q(parent)} p WHERE "
-           + " AND ".join(f"p.{q(to)} = c.{q(fr)}" for fr, to in pairs)
+           + f" AND NOT EXISTS (SELECT 1 FROM main.{q(parent)} p WHERE "
+           + " AND ".join(f"p.{q(to)} = +c.{q(fr)}" for fr, to in pairs)
            + ") ORDER BY " + ", ".join(f"c.{q(fr)}" for fr, _to in pairs))
-    import sqlite3
-    try:
-        rowids = sorted(r for (r,) in db.execute(sql))
-    except sqlite3.OperationalError as exc:
-        if "no such column" in str(exc):    # WITHOUT ROWID
-            return None
-        raise
-    return [(child, r, parent, 0) for r in rowids]
+    return [(child, r, parent, 0) for r in sorted(r for (r,) in db.execute(sql))]
 
 
 def _num(value: Any) -> int | None:

@@ -243,3 +243,14 @@ def test_a_small_store_loads_no_pickle(tmp_path, demo_template, args):
     rc, mods, _out = probe(tmp_path, ["--store", str(demo), *args])
     assert rc in (0, 1)
     assert loaded(mods, ["pickle", "_pickle"]) == []
+
+
+def test_validate_does_not_load_the_listings_module(tmp_path, demo_template):
+    """validate's fact pass needs the evaluated statuses (sourceref), not
+    the listing, pages and reports of factview (about 3 ms of imports)."""
+    from .builders import copy_demo
+
+    demo = copy_demo(demo_template, tmp_path / "demo")
+    rc, mods, _out = probe(tmp_path, ["--store", str(demo), "validate", "-q"])
+    assert rc in (0, 1)
+    assert loaded(mods, ["lecode_memctl.core.factview"]) == []

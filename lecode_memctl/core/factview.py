@@ -33,6 +33,7 @@ from .sessions import LEARNING_EVENT, is_generated
 from .sourceref import (
     HIDDEN,
     VALID,
+    EvaluatedStatuses,
     ExclusionReader,
     SessionReader,
     SourceRef,
@@ -113,30 +114,6 @@ def fact_row(fact: Fact, revisions: Sequence[Revision],
         "created": fact.created,
         "updated": fact.updated,
     }
-
-
-class EvaluatedStatuses(Mapping[SourceRef, SourceStatus]):
-    """The statuses of every source an evaluation validated, kept small: only
-    the sources that are not valid are stored; any other source of the
-    evaluated facts is valid (the read-only open is one snapshot, so the
-    sources streamed afterwards are the ones that were validated).  Iterating
-    gives the sources that are not valid."""
-
-    _VALID = SourceStatus(VALID)
-
-    def __init__(self, not_valid: dict[SourceRef, SourceStatus]) -> None:
-        self._bad = not_valid
-        # the same, keyed by (session id, seqs, digest): the listing's stored values
-        self.by_values = {(r.session_id, r.seqs, r.digest): st for r, st in not_valid.items()}
-
-    def __getitem__(self, ref: SourceRef) -> SourceStatus:
-        return self._bad.get(ref, self._VALID)
-
-    def __iter__(self) -> Iterator[SourceRef]:
-        return iter(self._bad)
-
-    def __len__(self) -> int:
-        return len(self._bad)
 
 
 def _evaluate_sources(facts: FactStore, sessions: SessionReader, session_id: str | None,

@@ -243,6 +243,30 @@ def status_for(reason: str, detail: str | None = None, seq: int | None = None) -
     return SourceStatus(REASONS[reason][0], reason, detail, seq)
 
 
+class EvaluatedStatuses(Mapping[SourceRef, SourceStatus]):
+    """The statuses of every source an evaluation validated, kept small: only
+    the sources that are not valid are stored; any other source of the
+    evaluated facts is valid (the read-only open is one snapshot, so the
+    sources streamed afterwards are the ones that were validated).  Iterating
+    gives the sources that are not valid."""
+
+    _VALID = SourceStatus(VALID)
+
+    def __init__(self, not_valid: dict[SourceRef, SourceStatus]) -> None:
+        self._bad = not_valid
+        # the same, keyed by (session id, seqs, digest): the listing's stored values
+        self.by_values = {(r.session_id, r.seqs, r.digest): st for r, st in not_valid.items()}
+
+    def __getitem__(self, ref: SourceRef) -> SourceStatus:
+        return self._bad.get(ref, self._VALID)
+
+    def __iter__(self) -> Iterator[SourceRef]:
+        return iter(self._bad)
+
+    def __len__(self) -> int:
+        return len(self._bad)
+
+
 class ExclusionReader(Protocol):
     """What visibility needs from the facts database: content-free exclusions and
     the project's exclusion generation.  FactStore implements it; tests may use

@@ -647,8 +647,7 @@ def _fact_part(audit: Audit, fs: Any, listing: Any, count: Callable[[str], None]
     split), each finding as (code, message, location), each fact counted by
     ``count`` with its status."""
     from ..facts import FACT_ID_RE, StoredTwice, fact_status, flag_stored_twice, plain_seqs, row_text
-    from ..factview import EvaluatedStatuses
-    from ..sourceref import VALID
+    from ..sourceref import VALID, EvaluatedStatuses
 
     statuses = EvaluatedStatuses({ref: st for (ref, purpose), st in audit._statuses.items()
                                   if purpose == "durable"})

@@ -213,3 +213,18 @@ def test_a_parent_that_lost_its_key_is_still_the_pragmas_mismatch():
 
     found = [m for c, m, _loc in _db_checks_rest(_Facts(), db) if c == "db.foreign_key"]
     assert found and "cannot be checked" in found[0] and "mismatch" in found[0]
+
+
+@pytest.mark.parametrize("child, parent", [("ä", "Ä"), ("k", "\u212a")])
+def test_names_that_only_python_folds_together_are_two_tables(child, parent):
+    """SQLite folds the case of ASCII letters only: a child WITHOUT ROWID
+    and its parent named "ä" and "Ä" (or "k" and the Kelvin sign) are two
+    tables, each with its own definition (the walk read the parent's, took
+    the child for one with a rowid, and the audit stopped: no such column)."""
+    db = sqlite3.connect(":memory:")
+    db.execute(f'CREATE TABLE "{child}" (k TEXT PRIMARY KEY, ref TEXT REFERENCES "{parent}"(id)) '
+               "WITHOUT ROWID")
+    db.execute(f'CREATE TABLE "{parent}" (id TEXT PRIMARY KEY)')
+    db.execute(f"INSERT INTO \"{child}\" VALUES ('x', 'missing')")
+    assert _orphans_in_key_order(db, child) is None
+    assert _pragma(db, child) == [(child, None, parent, 0)]

@@ -545,3 +545,34 @@ def test_ctrl_c_while_the_command_tree_is_built_in_process(monkeypatch, capsys):
     assert main(["facts"]) == 130
     assert capsys.readouterr().err == "memctl: error: interrupted\n"
     assert signal.getsignal(signal.SIGINT) is before
+
+
+# a real SIGINT while catch_termination installs its handlers (right after
+# SIGHUP's): then a SIGTERM once main() has returned
+SIGINT_AMID_HANDLERS = """\
+import os, signal, sys
+real = signal.signal
+def spy(sig, handler):
+    before = real(sig, handler)
+    if sig == signal.SIGHUP and handler not in (signal.SIG_DFL, signal.SIG_IGN):
+        os.kill(os.getpid(), signal.SIGINT)
+    return before
+signal.signal = spy
+from lecode_memctl.cli.main import main
+rc = main()
+signal.signal = real
+print(rc, signal.getsignal(signal.SIGTERM) is signal.SIG_DFL,
+      signal.getsignal(signal.SIGHUP) is signal.SIG_DFL, file=sys.stderr, flush=True)
+os.kill(os.getpid(), signal.SIGTERM)
+sys.exit(rc)
+"""
+
+
+def test_ctrl_c_while_the_signal_handlers_are_installed_leaves_none_behind(store):
+    """The handlers installed before a Ctrl-C that comes while memctl
+    installs them are put back: a SIGTERM after main() ends the process as
+    with no handler (it was recorded and ignored, and the exit was 130)."""
+    r = subprocess.run([sys.executable, "-c", SIGINT_AMID_HANDLERS, "--store", str(store),
+                        "facts"], capture_output=True, timeout=60)
+    assert r.stderr == b"memctl: error: interrupted\n130 True True\n"
+    assert r.returncode == -signal.SIGTERM

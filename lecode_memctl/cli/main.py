@@ -242,12 +242,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Ctrl-C while the command tree is imported and built (the first
         # 100 ms or so): the line and status of an interrupted command, not
         # a traceback (what happens before this function runs is Python's)
-        from .output import sigint_as_before
+        # (what the command's own ending undoes, below: a Ctrl-C inside
+        # catch_termination leaves the handlers it had installed)
+        from .output import end_as_terminated, settle_stdout, sigint_as_before
 
         try:
             return _interrupted(args)
         finally:
+            settle_stdout()
             sigint_as_before()
+            if argv is None:
+                end_as_terminated()
     try:
         try:
             with command_running():

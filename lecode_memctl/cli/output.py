@@ -269,8 +269,14 @@ def catch_termination() -> None:
         try:
             before = signal.getsignal(sig)
             if before == (signal.default_int_handler if name == "SIGINT" else signal.SIG_DFL):
-                signal.signal(sig, handler)
+                # recorded first: a Ctrl-C between the two leaves nothing
+                # that end_as_terminated does not put back
                 _SIG.caught.append((sig, before))
+                try:
+                    signal.signal(sig, handler)
+                except (ValueError, OSError):
+                    _SIG.caught.pop()
+                    raise
         except (ValueError, OSError):      # (not the main thread)
             pass
 

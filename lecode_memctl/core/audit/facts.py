@@ -469,12 +469,13 @@ def _orphans_in_key_order(db: Any, child: str) -> list[tuple[str, int, str, int]
     pairs = [(k[3], k[4]) for k in keys]
     if any(to is None for _fr, to in pairs):
         return None
-    defined = {name.lower(): (sql or "").upper() for name, sql in db.execute(
-        "SELECT name, sql FROM main.sqlite_master WHERE type = 'table' AND name IN (?, ?) "
-        "COLLATE NOCASE", (child, parent))}
-    if (set(defined) != {child.lower(), parent.lower()}
-            or any(not sql or "COLLATE" in sql for sql in defined.values())
-            or "ROWID" in defined[child.lower()]):     # WITHOUT ROWID, a column of the name
+    # (each name as SQLite finds a table: its case folded for ASCII only, so
+    # not Python's lower(); "ä" and "Ä" are two tables)
+    defined = [[(sql or "").upper() for (sql,) in db.execute(
+        "SELECT sql FROM main.sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE",
+        (name,))] for name in (child, parent)]
+    if (any(len(sqls) != 1 or not sqls[0] or "COLLATE" in sqls[0] for sqls in defined)
+            or "ROWID" in defined[0][0]):     # WITHOUT ROWID, a column of the name
         return None
     cols = {r[1].lower(): (r[2] or "").upper()
             for r in db.execute(f"PRAGMA main.table_xinfo({q(child)})")}

@@ -141,16 +141,27 @@ class Result:
 
 def run_cli(*args: str, input: str | bytes | None = None, env: dict | None = None) -> Result:
     """Run ``memctl ARGS`` in this process, as the console script would."""
+    import tempfile
+
     from typer.testing import CliRunner
 
     from lecode_memctl.cli.main import main
 
     runner = CliRunner()
-    with runner.isolation(input=input, env=env) as (out, err, _mixed):
-        code = main(list(args))
-        sys.stdout.flush()
-        sys.stderr.flush()
-        so, se = out.getvalue(), err.getvalue()
+    # a TMPDIR given here is this run's, as for a fresh process: tempfile
+    # reads it now, and the next test does not inherit what it cached
+    cached = tempfile.tempdir
+    if env and "TMPDIR" in env:
+        tempfile.tempdir = None
+    try:
+        with runner.isolation(input=input, env=env) as (out, err, _mixed):
+            code = main(list(args))
+            sys.stdout.flush()
+            sys.stderr.flush()
+            so, se = out.getvalue(), err.getvalue()
+    finally:
+        if env and "TMPDIR" in env:
+            tempfile.tempdir = cached
     return Result(code, so.decode("utf-8", "replace"), se.decode("utf-8", "replace"), so)
 
 

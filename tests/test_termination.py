@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -342,6 +343,23 @@ def _end_editor(mark: Path) -> None:
         os.kill(int(mark.read_text()), signal.SIGKILL)
 
 
+def _editing(demo_template: Any, tmp_path: Path, script: str, tmp: Path
+             ) -> tuple[Path, bytes, subprocess.Popen[bytes]]:
+    """``memctl edit`` of the demo store's MEMORY.md started with ``script``
+    as its editor and ``tmp`` as TMPDIR: the file, its bytes before, and
+    the process."""
+    s = copy_demo(demo_template, tmp_path / "demo")
+    memory = s / "MEMORY.md"
+    before = memory.read_bytes()
+    editor = tmp_path / "editor.sh"
+    editor.write_text(script)
+    editor.chmod(0o755)
+    p = subprocess.Popen([sys.executable, "-m", "lecode_memctl", "--store", str(s), "--no-state",
+                          "edit"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=dict(os.environ, TMPDIR=str(tmp), VISUAL=str(editor)), cwd=tmp_path)
+    return memory, before, p
+
+
 EDITOR = """\
 #!/bin/sh
 trap 'echo TERM >> {log}; echo "an edit" >> "$1"; exit 0' TERM
@@ -356,18 +374,10 @@ def test_a_terminated_edit_lets_the_editor_end_and_keeps_its_copy(demo_template,
     removed.  Now the editor gets the signal and ends as it chooses; memctl
     writes nothing, keeps the edited copy and says where, then ends by the
     signal."""
-    s = copy_demo(demo_template, tmp_path / "demo")
-    memory = s / "MEMORY.md"
-    before = memory.read_bytes()
     log, mark = tmp_path / "editor.log", tmp_path / "editor.started"
-    editor = tmp_path / "editor.sh"
-    editor.write_text(EDITOR.format(log=log, mark=mark))
-    editor.chmod(0o755)
     tmp = tmp_path / "tmpdir"
     tmp.mkdir()
-    p = subprocess.Popen([sys.executable, "-m", "lecode_memctl", "--store", str(s), "--no-state",
-                          "edit"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         env=dict(os.environ, TMPDIR=str(tmp), VISUAL=str(editor)), cwd=tmp_path)
+    memory, before, p = _editing(demo_template, tmp_path, EDITOR.format(log=log, mark=mark), tmp)
     try:
         _until(p, mark.exists, "starting the editor")
         out, err = _ended(p, signal.SIGTERM)
@@ -444,16 +454,9 @@ def test_a_ctrl_c_to_memctl_alone_under_edit_is_ignored(demo_template, tmp_path)
     left the editor running on the terminal, its edits lost.  Now it is
     ignored, as git does (the editor on the terminal takes its own Ctrl-C),
     and the edit is written when the editor ends."""
-    s = copy_demo(demo_template, tmp_path / "demo")
-    memory = s / "MEMORY.md"
-    before = memory.read_bytes()
     mark, go = tmp_path / "editor.started", tmp_path / "go"
-    editor = tmp_path / "editor.sh"
-    editor.write_text(SIGINT_EDITOR.format(mark=mark, go=go))
-    editor.chmod(0o755)
-    p = subprocess.Popen([sys.executable, "-m", "lecode_memctl", "--store", str(s), "--no-state",
-                          "edit"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         env=dict(os.environ, TMPDIR=str(tmp_path), VISUAL=str(editor)))
+    memory, before, p = _editing(demo_template, tmp_path, SIGINT_EDITOR.format(mark=mark, go=go),
+                                 tmp_path)
     try:
         _until(p, mark.exists, "starting the editor")
         p.send_signal(signal.SIGINT)

@@ -772,13 +772,18 @@ Part = tuple[Any, bool]
 orders before ``bound`` (a NULL id too); ``(bound, True)``, the others."""
 
 
+def sql_name(name: str) -> str:
+    """``name`` as an SQL identifier (a table or index name in a pragma or a
+    query), double-quoted."""
+    return '"' + name.replace('"', '""') + '"'
+
+
 def ids_stored_twice(db: sqlite3.Connection) -> frozenset[Any]:
     """The fact ids with more than one row in facts: none unless the table
     lost its unique key on fact_id (then one scan of it)."""
     for _seq, name, unique, _origin, partial in db.execute('PRAGMA index_list("facts")'):
-        quoted = '"' + name.replace('"', '""') + '"'
         if unique and not partial and [r[2] for r in db.execute(
-                f"PRAGMA index_info({quoted})")] == ["fact_id"]:
+                f"PRAGMA index_info({sql_name(name)})")] == ["fact_id"]:
             return frozenset()
     return frozenset(r[0] for r in db.execute(
         "SELECT fact_id FROM facts GROUP BY fact_id HAVING count(*) > 1"))

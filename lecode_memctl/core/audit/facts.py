@@ -350,17 +350,16 @@ def _db_checks_rest(fs: Any, db: Any) -> Iterator[tuple[str, str, dict[str, Any]
     (code, message, location) for :func:`_db_checks` to report in order."""
     import sqlite3
 
-    from ..facts import _sql_key, ids_stored_twice, row_text
+    from ..facts import _sql_key, ids_stored_twice, row_text, sql_name
 
     rel = FACTS_DB
     tables = fs.tables
     fk_rows: set[tuple[str, int | None]] = set()
     for name in sorted(tables):
         try:
-            quoted = _quoted(name)
             found = _orphans_in_key_order(db, name)
             if found is None:
-                found = db.execute(f"PRAGMA foreign_key_check({quoted})").fetchall()
+                found = db.execute(f"PRAGMA foreign_key_check({sql_name(name)})").fetchall()
         except sqlite3.OperationalError as exc:
             if "foreign key mismatch" not in str(exc):
                 raise
@@ -451,10 +450,6 @@ def _db_checks_rest(fs: Any, db: Any) -> Iterator[tuple[str, str, dict[str, Any]
                            revision=_num(rev), table=table)
 
 
-def _quoted(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 # the declared types of a key the walk takes (lecode's): a column's affinity
 # is its type's in a STRICT table as in any other
 _KEY_TYPES = frozenset({"TEXT", "INTEGER"})
@@ -493,7 +488,8 @@ def _orphans_in_key_order(db: Any, child: str) -> list[tuple[str, int, str, int]
       definition says ROWID at all, is left to the pragma;
     - both tables are the main schema's (a TEMP table of the parent's name
       does not stand in for it)."""
-    q = _quoted
+    from ..facts import sql_name as q
+
     keys = db.execute(f"PRAGMA main.foreign_key_list({q(child)})").fetchall()
     if not keys or len({k[0] for k in keys}) != 1:
         return None

@@ -134,6 +134,19 @@ def _interrupted(args: Sequence[str]) -> int:
     return report_error(code, message, status, json_doc=_json_format(args) == "jsonl")
 
 
+def _ended(*, own: bool) -> None:
+    """What main undoes as it returns: stdout written out, the Ctrl-C handler
+    as it was, and in memctl's own process (``own``) the termination
+    handlers back to their default, the process ended by a termination
+    signal that stopped the command."""
+    from .output import end_as_terminated, settle_stdout, sigint_as_before
+
+    settle_stdout()
+    sigint_as_before()
+    if own:
+        end_as_terminated()
+
+
 def _stdout_flushes() -> bool:
     try:
         sys.stdout.flush()
@@ -225,10 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             broken_pipe_exit,
             catch_termination,
             command_running,
-            end_as_terminated,
-            settle_stdout,
             setup_streams,
-            sigint_as_before,
             stdout_gone,
         )
 
@@ -241,18 +251,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         # Ctrl-C while the command tree is imported and built (the first
         # 100 ms or so): the line and status of an interrupted command, not
-        # a traceback (what happens before this function runs is Python's)
-        # (what the command's own ending undoes, below: a Ctrl-C inside
-        # catch_termination leaves the handlers it had installed)
-        from .output import end_as_terminated, settle_stdout, sigint_as_before
-
+        # a traceback (what happens before this function runs is Python's),
+        # and the same ending (a Ctrl-C inside catch_termination leaves the
+        # handlers it had installed)
         try:
             return _interrupted(args)
         finally:
-            settle_stdout()
-            sigint_as_before()
-            if argv is None:
-                end_as_terminated()
+            _ended(own=argv is None)
     try:
         try:
             with command_running():
@@ -318,7 +323,4 @@ def main(argv: Sequence[str] | None = None) -> int:
             return report_error("internal", f"internal error: {type(exc).__name__}: {exc}",
                                 EXIT_INTERNAL, json_doc=json_doc)
     finally:
-        settle_stdout()
-        sigint_as_before()
-        if argv is None:
-            end_as_terminated()
+        _ended(own=argv is None)

@@ -117,36 +117,3 @@ def test_ctrl_c_while_the_checks_run_waits_for_them(tmp_path, at, times):
     assert proc.returncode == 130, (proc.returncode, proc.stderr[-2000:])
     assert "interrupted" in proc.stderr
     assert not list(Path(tmp_path).glob("config/memory/*/facts.sqlite3-*"))
-
-
-@pytest.mark.parametrize("defer", [True, False])
-def test_a_damaged_index_gets_the_same_findings_from_every_run(demo_template, tmp_path,
-                                                               monkeypatch, defer):
-    """integrity_check of a damaged page failed ("database disk image is
-    malformed") in about a third of the audits, depending on what else the
-    process had read of the damaged pages; those runs reported db.unreadable
-    alone, the others the index's damage first.  It is now run again once
-    the other reads are over (up to INTEGRITY_ATTEMPTS times): every run
-    reports the same."""
-    import sqlite3
-
-    from lecode_memctl.core.audit import run as audit_run, validate_store
-    from lecode_memctl.core.layout import store_at
-
-    from .builders import copy_demo
-
-    store = copy_demo(demo_template, tmp_path / "demo")
-    db = sqlite3.connect(store / "facts.sqlite3")
-    (root,) = db.execute("SELECT rootpage FROM sqlite_master "
-                         "WHERE name = 'sqlite_autoindex_source_refs_1'").fetchone()
-    (size,) = db.execute("PRAGMA page_size").fetchone()
-    db.close()
-    with open(store / "facts.sqlite3", "r+b") as f:
-        f.seek((root - 1) * size + 8)      # the index page's cells
-        f.write(b"\xff" * 200)
-    if not defer:   # (integrity_check on its thread, the rest on this one)
-        monkeypatch.setattr(audit_run.Audit, "may_fork", lambda self: True)
-    runs = {tuple(f.code for f in validate_store(store_at(store))[0]) for _ in range(12)}
-    assert len(runs) == 1, runs
-    (codes,) = runs
-    assert codes.count("db.integrity") >= 2 and "db.unreadable" in codes

@@ -341,6 +341,18 @@ def _not_utf8(exc: sqlite3.Error) -> bool:
         "Could not decode to UTF-8")
 
 
+def _forget_pages(conn: sqlite3.Connection, exc: sqlite3.DatabaseError) -> None:
+    """After a damaged page stopped a read (``DatabaseError`` itself, not an
+    interrupt or an I/O error), the connection's page cache is emptied:
+    SQLite kept the page it could not take in, half set up, and what the
+    next statement read through it depended on memory the process had used
+    before (the same damaged store gave an error in one run and rows in
+    the next).  Read again, the page fails the same way every time."""
+    if type(exc) is sqlite3.DatabaseError:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("PRAGMA shrink_memory")
+
+
 class _Cursor(sqlite3.Cursor):
     """A cursor whose reads go on past a TEXT value that is not UTF-8.  The
     default conversion is C's and fails the read; at the first such value
@@ -359,7 +371,11 @@ class _Cursor(sqlite3.Cursor):
 
     def execute(self, sql: str, parameters: Any = (), /) -> _Cursor:
         self._replay, self._given, self._pending = (sql, parameters), 0, None
-        super().execute(sql, parameters)
+        try:
+            super().execute(sql, parameters)
+        except sqlite3.DatabaseError as exc:
+            _forget_pages(self.connection, exc)
+            raise
         return self
 
     def _raise_pending(self) -> None:
@@ -386,6 +402,9 @@ class _Cursor(sqlite3.Cursor):
             if again:
                 self._again()
             return fetch()
+        except sqlite3.DatabaseError as exc:
+            _forget_pages(self.connection, exc)
+            raise
 
     def __next__(self) -> Any:
         self._raise_pending()
@@ -1140,6 +1159,12 @@ class FactStore(ClosesOnExit):
                                  factory=_Connection)
         except sqlite3.Error as exc:
             raise _db_error(self.path, exc) from None
+        # Each page's cells are checked as the page is read: without it a
+        # damaged page was read past its cells, into whatever memory the
+        # process had used before, and the same damaged store got different
+        # answers from one run to the next (an error, a row more or less, a
+        # finding more or less).  Those checks cost 1-3% (docs/PERFORMANCE.md).
+        db.execute("PRAGMA cell_size_check = ON")
         if self._on_connect is not None:
             self._on_connect(db)
         return db

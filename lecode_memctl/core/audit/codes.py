@@ -54,7 +54,8 @@ CODES: dict[str, CodeInfo] = {
     "db.unreadable": CodeInfo(ERROR, "db", ("file",),
         "facts.sqlite3 cannot be opened read-only or is not a database"),
     "db.integrity": CodeInfo(ERROR, "db", ("file",),
-        "PRAGMA integrity_check reported a problem (one finding per line it reports)"),
+        "PRAGMA integrity_check reported a problem (one finding per line it reports; "
+        "where it stops at a damaged page, that, then quick_check's lines)"),
     "db.foreign_key": CodeInfo(ERROR, "db", ("file", "table"),
         "a row whose parent is missing (the rows PRAGMA foreign_key_check reports), or a "
         "table that cannot be checked because its parent table lost its primary key"),

@@ -134,3 +134,57 @@ def test_every_connection_checks_its_pages(demo_template, tmp_path):
     with FactStore(store / "facts.sqlite3", on_connect=opened.append) as writer:
         assert len(opened) == 3
         assert writer._ensure_writer().execute("PRAGMA cell_size_check").fetchone()[0] == 1
+
+
+@pytest.mark.parametrize("damage", [None, ("meta", 8, 200)])
+def test_without_a_second_connection_the_facts_are_still_read_with_checks(
+        demo_template, tmp_path, monkeypatch, damage):
+    """With no second connection (``in_background`` None: no snapshot, or
+    SQLite's temporary directory may be in the store) integrity_check runs
+    on the connection the facts are then read from: the check of a sound
+    database without cell_size_check must not leave it off there."""
+    from lecode_memctl.core.audit import facts as audit_facts
+
+    store = copy_demo(demo_template, tmp_path / "demo")
+    if damage:
+        _damage(store / "facts.sqlite3", *damage)
+    monkeypatch.setattr(FactStore, "in_background", lambda self, name, work: None)
+    seen = []
+    real = audit_facts._load_facts
+
+    def load(audit, fs, db):
+        seen.append(db.execute("PRAGMA cell_size_check").fetchone()[0])
+        return real(audit, fs, db)
+
+    monkeypatch.setattr(audit_facts, "_load_facts", load)
+    outcomes = {tuple((f.code, f.message) for f in validate_store(store_at(store))[0])
+                for _ in range(3)}
+    assert len(outcomes) == 1
+    assert 0 not in seen, seen
+    assert seen or damage, "the facts of a sound store were read"
+
+
+def test_an_interrupted_check_is_not_taken_for_damage(demo_template, tmp_path, monkeypatch):
+    """integrity_check stopped by an interrupt (the store closing under it,
+    Ctrl-C) or an I/O error is not run again as a damaged page would be
+    (seconds at 1,000,000 facts): the error is the audit's, as before."""
+    store = copy_demo(demo_template, tmp_path / "demo")
+    asked: list[str] = []
+
+    class Interrupted:
+        def __init__(self, conn):
+            self.conn = conn
+
+        def execute(self, sql, *args):
+            if sql.startswith("PRAGMA integrity_check") or sql.startswith("PRAGMA quick_check"):
+                asked.append(sql)
+                raise sqlite3.OperationalError("interrupted")
+            return self.conn.execute(sql, *args)
+
+    real = FactStore.in_background
+    monkeypatch.setattr(FactStore, "in_background",
+                        lambda self, name, work: real(self, name, lambda c: work(Interrupted(c))))
+    findings = validate_store(store_at(store))[0]
+    assert asked == ["PRAGMA integrity_check"]
+    assert [(f.code, f.message) for f in findings if f.code.startswith("db.")] == [
+        ("db.unreadable", "database error while auditing: interrupted")]

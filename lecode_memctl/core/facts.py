@@ -341,6 +341,13 @@ def _not_utf8(exc: sqlite3.Error) -> bool:
         "Could not decode to UTF-8")
 
 
+def is_damage(exc: BaseException) -> bool:
+    """Whether a SQLite error is a damaged database (``DatabaseError``
+    itself: "database disk image is malformed", "file is not a database"),
+    not an interrupt, an I/O error or a bad statement (its subclasses)."""
+    return type(exc) is sqlite3.DatabaseError
+
+
 def _forget_pages(conn: sqlite3.Connection, exc: sqlite3.DatabaseError) -> None:
     """After a damaged page stopped a read (``DatabaseError`` itself, not an
     interrupt or an I/O error), the connection's page cache is emptied:
@@ -348,7 +355,7 @@ def _forget_pages(conn: sqlite3.Connection, exc: sqlite3.DatabaseError) -> None:
     next statement read through it depended on memory the process had used
     before (the same damaged store gave an error in one run and rows in
     the next).  Read again, the page fails the same way every time."""
-    if type(exc) is sqlite3.DatabaseError:
+    if is_damage(exc):
         with contextlib.suppress(sqlite3.Error):
             conn.execute("PRAGMA shrink_memory")
 
@@ -460,7 +467,7 @@ class _Cursor(sqlite3.Cursor):
         row (at most ``size`` rows).  (Python's sqlite3 reads a row ahead:
         the row just before the damaged one fails with it.)"""
         sql = self._replay[0] if self._replay is not None else ""
-        if (type(exc) is not sqlite3.DatabaseError    # a damaged file, not an interrupt or I/O
+        if (not is_damage(exc)    # a damaged file, not an interrupt or I/O
                 or not getattr(self.connection, "replayable", False)
                 or not sql.lstrip()[:6].upper().startswith("SELECT")):
             return [], exc

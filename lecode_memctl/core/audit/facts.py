@@ -282,6 +282,8 @@ def _start_checks(fs: Any, db: Any, *, defer: bool
     asked for."""
     import sqlite3
 
+    from ..facts import is_damage
+
     later: list[Later] = []
 
     def integrity(conn: Any) -> Checked:
@@ -298,22 +300,32 @@ def _start_checks(fs: Any, db: Any, *, defer: bool
         # quick_check, which does not look rows up in their indexes,
         # reports what it finds, and the first message says the full check
         # stopped.
+        # (back on before anything else reads through the connection: the
+        # facts are read from it when there is no second one)
+        # (An interrupt, an I/O error, is no damage: raised as it is.)
         conn.execute("PRAGMA cell_size_check = OFF")
         try:
             found = [str(msg) for (msg,) in conn.execute("PRAGMA integrity_check")]
-        except sqlite3.DatabaseError:
+        except sqlite3.DatabaseError as exc:
+            if not is_damage(exc):
+                raise
             found = []
+        finally:
+            conn.execute("PRAGMA cell_size_check = ON")
         if found == ["ok"]:
             return found, None
         conn.execute("PRAGMA shrink_memory")
-        conn.execute("PRAGMA cell_size_check = ON")
         try:
             return [str(msg) for (msg,) in conn.execute("PRAGMA integrity_check")], None
         except sqlite3.DatabaseError as exc:
+            if not is_damage(exc):
+                raise
             stopped = exc
         try:
             quick = [str(msg) for (msg,) in conn.execute("PRAGMA quick_check")]
         except sqlite3.DatabaseError as exc:
+            if not is_damage(exc):
+                raise
             return [f"stopped: {stopped}; quick_check stopped too: {exc}"], stopped
         return [f"stopped: {stopped}; quick_check, which does not compare the indexes with "
                 f"their tables, found:", *quick], stopped

@@ -91,6 +91,7 @@ def test_a_damaged_index_is_reported_with_its_page(demo_template, tmp_path):
                 if f.code == "db.integrity"]
     assert messages[0].startswith("integrity_check: stopped: database disk image is "
                                   "malformed; quick_check"), messages
+    assert messages[1:] and all(m.startswith("quick_check: ") for m in messages[1:]), messages
     assert any(f"On tree page {page} " in m for m in messages[1:]), messages
 
 
@@ -188,3 +189,30 @@ def test_an_interrupted_check_is_not_taken_for_damage(demo_template, tmp_path, m
     assert asked == ["PRAGMA integrity_check"]
     assert [(f.code, f.message) for f in findings if f.code.startswith("db.")] == [
         ("db.unreadable", "database error while auditing: interrupted")]
+
+
+def test_a_read_again_that_meets_the_damage_empties_the_cache_too(demo_template, tmp_path,
+                                                                   monkeypatch):
+    """A fetch that fails is taken again row by row to give the rows before
+    the damaged one (``_Cursor._rows_before``); that read meets the damaged
+    page again, and the cache is emptied after it as after the first."""
+    from lecode_memctl.core import facts as core_facts
+
+    from .test_split_validate import _many, _overflow_any
+
+    store = copy_demo(demo_template, tmp_path / "demo")
+    _many(store)
+    _overflow_any(store, "revisions", "text", -1)
+    emptied: list[str] = []
+    real = core_facts._forget_pages
+    monkeypatch.setattr(core_facts, "_forget_pages",
+                        lambda conn, exc: (emptied.append(str(exc)), real(conn, exc)))
+    with FactStore.open_readonly(store / "facts.sqlite3") as fs:
+        db = fs.read_connection()
+        assert db is not None
+        cur = db.execute("SELECT rowid, text FROM revisions")
+        with pytest.raises(sqlite3.DatabaseError):
+            while cur.fetchmany(100):
+                pass
+    # the batch's failure, then the read again's
+    assert len(emptied) == 2, emptied

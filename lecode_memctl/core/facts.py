@@ -480,6 +480,8 @@ class _Cursor(sqlite3.Cursor):
                     break
                 rows.append(row)
         except sqlite3.Error as again:
+            if isinstance(again, sqlite3.DatabaseError):
+                _forget_pages(self.connection, again)
             return rows, again
         except StopIteration:       # (fewer rows than before: not the same read)
             return [], exc
@@ -1170,7 +1172,9 @@ class FactStore(ClosesOnExit):
         # damaged page was read past its cells, into whatever memory the
         # process had used before, and the same damaged store got different
         # answers from one run to the next (an error, a row more or less, a
-        # finding more or less).  Those checks cost 1-3% (docs/PERFORMANCE.md).
+        # finding more or less).  The checks cost no time measured at the
+        # command (docs/PERFORMANCE.md, fifteenth pass); integrity_check,
+        # which they made 15% slower, runs without them first (audit.facts).
         db.execute("PRAGMA cell_size_check = ON")
         if self._on_connect is not None:
             self._on_connect(db)

@@ -218,7 +218,8 @@ def _check_db(audit: Audit) -> Iterator[Finding | Pending | None]:
 
 Later = tuple[str, str, dict[str, Any]]
 Rest = tuple[list[Later], Exception | None]
-# integrity_check's messages, and the error that stopped it at a damaged page
+# integrity_check's messages, each with its check's name ("integrity_check: ok"
+# alone: no damage), and the error that stopped it at a damaged page
 Checked = tuple[list[str], Exception | None]
 
 
@@ -236,8 +237,8 @@ def _db_checks(audit: Audit, fs: Any, schema_version: int, integrity: Callable[[
         yield audit._f("db.needs_migration", f"schema version {fs.schema_version}, current is "
                        f"{schema_version}; lecode migrates it on its next write", file=rel)
     for msg in messages:
-        if msg != "ok":
-            yield audit._f("db.integrity", f"integrity_check: {msg}", file=rel)
+        if msg != "integrity_check: ok":
+            yield audit._f("db.integrity", msg, file=rel)
     for code, message, loc in later:
         yield audit._f(code, message, **loc)
     if error is not None:
@@ -313,10 +314,11 @@ def _start_checks(fs: Any, db: Any, *, defer: bool
         finally:
             conn.execute("PRAGMA cell_size_check = ON")
         if found == ["ok"]:
-            return found, None
+            return ["integrity_check: ok"], None
         conn.execute("PRAGMA shrink_memory")
         try:
-            return [str(msg) for (msg,) in conn.execute("PRAGMA integrity_check")], None
+            return [f"integrity_check: {msg}"
+                    for (msg,) in conn.execute("PRAGMA integrity_check")], None
         except sqlite3.DatabaseError as exc:
             if not is_damage(exc):
                 raise
@@ -326,9 +328,11 @@ def _start_checks(fs: Any, db: Any, *, defer: bool
         except sqlite3.DatabaseError as exc:
             if not is_damage(exc):
                 raise
-            return [f"stopped: {stopped}; quick_check stopped too: {exc}"], stopped
-        return [f"stopped: {stopped}; quick_check, which does not compare the indexes with "
-                f"their tables, found:", *quick], stopped
+            return [f"integrity_check: stopped: {stopped}; quick_check stopped too: {exc}"], \
+                stopped
+        return [f"integrity_check: stopped: {stopped}; quick_check, which does not compare "
+                f"the indexes with their tables, found:",
+                *(f"quick_check: {msg}" for msg in quick)], stopped
 
     def cached(conn: Any) -> Any:
         conn.execute(f"PRAGMA cache_size = -{CHECK_CACHE_KIB}")

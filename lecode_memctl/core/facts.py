@@ -1175,7 +1175,11 @@ class FactStore(ClosesOnExit):
         # finding more or less).  The checks cost no time measured at the
         # command (docs/PERFORMANCE.md, fifteenth pass); integrity_check,
         # which they made 15% slower, runs without them first (audit.facts).
-        db.execute("PRAGMA cell_size_check = ON")
+        try:
+            db.execute("PRAGMA cell_size_check = ON")
+        except sqlite3.Error as exc:
+            db.close()
+            raise _db_error(self.path, exc) from None
         if self._on_connect is not None:
             self._on_connect(db)
         return db

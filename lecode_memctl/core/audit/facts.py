@@ -293,17 +293,16 @@ def _start_checks(fs: Any, db: Any, *, defer: bool
         # stopped a read (core.facts._forget_pages): without them
         # integrity_check read past a damaged page's cells into whatever
         # memory the process had used, and reported the damage in one run
-        # and stopped ("database disk image is malformed") in the next.  Those
-        # checks made the check of a sound database of 1,000,000 facts 15%
-        # slower (they are its own checks, made again), so it runs first
-        # without them; only an answer other than "ok" is taken again with
-        # them, from an empty cache.  Where it stops at a damaged page,
-        # quick_check, which does not look rows up in their indexes,
-        # reports what it finds, and the first message says the full check
-        # stopped.
-        # (back on before anything else reads through the connection: the
-        # facts are read from it when there is no second one)
-        # (An interrupt, an I/O error, is no damage: raised as it is.)
+        # and stopped ("database disk image is malformed") in the next.
+        # Those checks made the check of a sound database of 1,000,000 facts
+        # 15% slower (they are its own checks, made again), so it runs first
+        # without them, turned back on before anything else reads through
+        # the connection (the facts are read from it when there is no second
+        # one); only an answer other than "ok" is taken again with them,
+        # from an empty cache.  Where it stops at a damaged page, quick_check,
+        # which does not look rows up in their indexes, reports what it
+        # finds, and the first message says the full check stopped.  An
+        # interrupt or an I/O error is no damage: raised as it is.
         conn.execute("PRAGMA cell_size_check = OFF")
         try:
             found = [str(msg) for (msg,) in conn.execute("PRAGMA integrity_check")]

@@ -540,3 +540,24 @@ def test_every_fact_id_is_reached_by_iter_facts(demo, batch):
         got = [f.fact_id for f in fs.iter_facts(batch=batch)]
         assert len(got) == len(want) == fs.count() == 8, (got, want)
         assert got == [f.fact_id for f in fs.list_facts(0, 50)]
+
+
+@pytest.mark.parametrize("argv", [("forget", PREF, "--yes"),
+                                  ("correct", PREF, "2", "demo-alpha:14", "Four spaces.", "--yes")])
+def test_a_write_where_a_parent_table_lost_its_key_says_so(demo, argv):
+    """A table rebuilt without its primary key (``CREATE TABLE AS``) leaves
+    the foreign keys that reference it unenforceable: SQLite refuses every
+    write ("foreign key mismatch").  The writer said the database was
+    "unreadable", which it is not (every read command reads it, and
+    validate names the table): now that it is damaged, how, and that
+    nothing was changed; exit 5, the store untouched."""
+    _sql(demo, "PRAGMA foreign_keys = OFF", "CREATE TABLE facts2 AS SELECT * FROM facts",
+         "DROP TABLE facts", "ALTER TABLE facts2 RENAME TO facts")
+    before = tree_hash(demo)
+    r = run_cli("--store", str(demo), "--no-state", *argv)
+    assert r.exit_code == 5, (r.exit_code, r.stderr)
+    line, = r.stderr.strip().splitlines()
+    assert "unreadable" not in line, line
+    assert "foreign key mismatch" in line and "lost its primary key" in line, line
+    assert "nothing was changed" in line, line
+    assert tree_hash(demo) == before

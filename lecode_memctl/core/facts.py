@@ -316,6 +316,11 @@ def _db_error(path: Path, exc: BaseException) -> Exception:
     if isinstance(exc, sqlite3.OperationalError) and any(
             w in text for w in ("disk is full", "disk I/O", "readonly database", "unable to open")):
         return StoreWriteError(f"{path}: {text}; nothing was changed")
+    if isinstance(exc, sqlite3.OperationalError) and text.startswith("foreign key mismatch"):
+        # a parent table rebuilt without its primary key: SQLite refuses
+        # every write that its foreign keys would check (the reads go on)
+        return StoreCorrupt(f"{path}: facts database damaged: {text} (the parent table lost its "
+                            "primary key; memctl validate reports it); nothing was changed")
     return StoreCorrupt(f"{path}: facts database unreadable: {text}")
 
 

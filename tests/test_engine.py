@@ -71,7 +71,7 @@ def stores(draw: st.DrawFn) -> dict:
     damage = {sid: draw(st.sampled_from([None, None, None, "corrupt", "repeat", "torn", "split",
                                          "newline", "joined", "crlf", "stray_end", "stray_mid",
                                          "swap", "project", "noheader", "escaped_events",
-                                         "typed_events"]))
+                                         "typed_events", "seq_twice_low", "seq_twice_high"]))
               for sid in sessions}
     damage_at = {sid: draw(st.integers(1, len(recs))) for sid, recs in sessions.items()}
     names = sorted(sessions) + ["gone"]
@@ -137,6 +137,14 @@ def build(root: Path, spec: dict) -> Path:
         elif damage == "typed_events":      # a prefix naming another type, "type" repeated
             lines = [ln.replace(b',"type":"event",', b',"type":"message","type":"event",', 1)
                      for ln in lines]
+        elif damage in ("seq_twice_low", "seq_twice_high"):
+            # "seq" twice, the first bytes saying another than the parse
+            # (orjson keeps the last): {"seq":M,...,"seq":N}
+            n = spec["sessions"][sid][at - 1]["seq"]
+            m = n - 1 if damage == "seq_twice_low" else n + 3
+            head = b'{"seq":%d,' % n
+            assert lines[at].startswith(head)
+            lines[at] = b'{"seq":%d,' % m + lines[at][len(head):-2] + b',"seq":%d}\n' % n
         elif damage == "swap" and at + 1 < len(lines):   # two records in the wrong order
             lines[at], lines[at + 1] = lines[at + 1], lines[at]
         (store.sessions_dir / f"{sid}.jsonl").write_bytes(b"".join(lines))
@@ -430,6 +438,118 @@ def test_spans_near_seqs_that_repeat_or_go_back_have_one_status(tmp_path: Path, 
                         if f.code in ("fact.missing", "fact.stale", "fact.hidden")})
             assert got == one, (damage, at, deep)
             assert any(f.code == "session.seq_gap" for f in found) == deep
+
+
+@pytest.mark.parametrize("damage", ["seq_twice_low", "seq_twice_high"])
+def test_a_record_with_seq_twice_is_a_corrupt_line_to_every_reader(tmp_path: Path,
+                                                                    monkeypatch, damage: str):
+    """A line ``{"seq":M,...,"seq":N}``: the session search placed it by its
+    first bytes (M), the engine's parse kept the last (N), so `recall` of a
+    fact citing N said stale (or exited 5 reading its text) where `facts`,
+    `validate` and `context` said valid.  Such a line is now a corrupt line
+    (``no_seq``) to every reader: each span gets one status from the
+    one-reference read, the engine (whole parse or sweep) and both audits
+    (whole parse, fast path or line loop), and --deep reports the line."""
+    from lecode_memctl.core.audit import transcripts
+
+    for n, at in [(2, 1), (2, 2), *((6, at) for at in range(1, 7))]:
+        for alone in (False, True):
+            _seq_twice_case(tmp_path / f"{n}-{at}-{alone}", monkeypatch, damage, n, at, alone,
+                            transcripts)
+
+
+def _seq_twice_case(tmp_path: Path, monkeypatch, damage: str, n: int, at: int, alone: bool,
+                    transcripts) -> None:
+    recs = [{"seq": s, "type": "message", "role": "user", "content": f"m{s}"}
+            for s in range(1, n + 1)]
+    # every span within the transcript (one past the end leaves it to the
+    # audit's line loop), or the damaged position's alone (the others may
+    # too: a span the fast path reads from the damaged line then)
+    spans = [(at, at)] if alone else [(lo, hi) for lo in range(1, n + 1)
+                                      for hi in range(lo, min(lo + 3, n + 1))]
+    facts = [(f"{i:016x}", [("s0", sorted({lo, hi}), "right")]) for i, (lo, hi) in enumerate(spans)]
+    spec = {"sessions": {"s0": recs}, "damage": {"s0": damage}, "damage_at": {"s0": at},
+            "facts": facts, "excluded": {}, "generation": 0}
+    path = build(tmp_path, spec)
+    store = store_at(path)
+    with FactStore.open_readonly(store.facts_db) as fs:
+        sessions = SessionStore(store, exclusions=fs)
+        one = {}
+        for fid, _revs in facts:
+            ref = fs.revisions(fid)[0].source
+            assert ref is not None
+            st = sessions.validate_source(ref, "durable")
+            one[fid] = None if st.ok else st.reason
+        assert one[f"{spans.index((at, at)):016x}"] == "records_corrupt", (at, one)
+        for whole in (True, False):     # a small transcript parsed whole, or swept
+            with monkeypatch.context() as m:
+                if not whole:
+                    m.setattr(sessions_mod, "_WHOLE_LIMIT", 0)
+                engine = {r["fact_id"]: r["reason"] for r in iter_fact_rows(fs, sessions)}
+            assert engine == one, (damage, at, whole)
+    # the audit as it is, its whole parse, its fast path alone, its line loop
+    for limits in ((None, None, None), (1, None, None), (None, 0, None), (None, None, -1)):
+        with monkeypatch.context() as m:
+            refs, nbytes, fast = limits
+            if refs is not None:
+                m.setattr(transcripts, "WHOLE_REFS", refs)
+            if nbytes is not None:
+                m.setattr(transcripts, "WHOLE_BYTES", nbytes)
+            if fast is not None:
+                m.setattr(transcripts, "FAST_LIMIT", fast)
+            for deep, found, _statuses, _tally in _audits(path):
+                got = {fid: None for fid, _revs in facts}
+                got.update({f.fact_id: f.reason for f in found
+                            if f.code in ("fact.missing", "fact.stale", "fact.hidden")})
+                assert got == one, (damage, at, deep, limits)
+                if deep:
+                    assert [(f.line, f.reason) for f in found
+                            if f.code == "session.corrupt_line"] == [(at + 1, "no_seq")]
+
+
+@pytest.mark.parametrize("damage", [None, "seq_twice_low", "seq_twice_high"])
+@pytest.mark.parametrize("event", ["undo", "clear"])
+def test_an_event_with_seq_twice_applies_to_no_reader(tmp_path: Path, monkeypatch,
+                                                       damage: str | None, event: str):
+    """An undo or a clear written with "seq" twice is a corrupt line, no
+    event, to the one-reference read; the audit's fast path, which finds
+    the events by their bytes, applied it (its spans hidden, `undone` or
+    `cleared`, where recall said valid)."""
+    from lecode_memctl.core.audit import transcripts
+
+    recs: list[dict] = [{"seq": s, "type": "message", "role": "user", "content": f"m{s}"}
+                        for s in range(1, 7)]
+    ev: dict = {"seq": 7, "type": "event", "event": event}
+    if event == "undo":
+        ev["target"] = [2, 3]
+    recs += [ev, {"seq": 8, "type": "message", "role": "user", "content": "m8"}]
+    spans = [[1], [2], [3], [2, 3], [5], [8]]
+    facts = [(f"{i:016x}", [("s0", seqs, "right")]) for i, seqs in enumerate(spans)]
+    spec = {"sessions": {"s0": recs}, "damage": {"s0": damage}, "damage_at": {"s0": 7},
+            "facts": facts, "excluded": {}, "generation": 0}
+    path = build(tmp_path, spec)
+    store = store_at(path)
+    with FactStore.open_readonly(store.facts_db) as fs:
+        sessions = SessionStore(store, exclusions=fs)
+        one = {}
+        for fid, _revs in facts:
+            ref = fs.revisions(fid)[0].source
+            assert ref is not None
+            st = sessions.validate_source(ref, "working")
+            one[fid] = None if st.ok else st.reason
+        engine = {r["fact_id"]: r["reason"] for r in iter_fact_rows(fs, sessions)}
+    # (the evidence's own purpose is durable: a clear hides nothing there,
+    # an undo does; working is what recall and context read)
+    assert (one[f"{1:016x}"] == "undone") == (damage is None and event == "undo"), one
+    for fast in (None, -1):
+        with monkeypatch.context() as m:
+            if fast is not None:
+                m.setattr(transcripts, "FAST_LIMIT", fast)
+            for deep, found, _statuses, _tally in _audits(path):
+                got = {fid: None for fid, _revs in facts}
+                got.update({f.fact_id: f.reason for f in found
+                            if f.code in ("fact.missing", "fact.stale", "fact.hidden")})
+                assert got == engine, (damage, event, deep, fast)
 
 
 @settings(max_examples=40, deadline=None,

@@ -133,17 +133,19 @@ def test_the_deep_audit_finds_event_lines_by_their_records_seq():
     """``--deep`` over a whole parse finds the lines of its event records by
     their mark and their record's seq: by the ``{"seq":N,`` prefix when the
     key is written once and without escapes, or when the line is
-    ``orjson.dumps`` of record N; else by parsing the line (a repeated key:
-    the parsed record's seq is the last one written)."""
+    ``orjson.dumps`` of record N; else by parsing the line (a repeated key,
+    here with the same value).  A line whose repeated key gives another
+    seq than its prefix is no record (sessions.seq_given_twice): no whole
+    parse then (2026-12-05: before, the parsed seq was taken)."""
     from lecode_memctl.core.audit.transcripts import _event_lines
 
     lines = [_rec(0), _rec(1),
-             b'{"seq":9,"type":"event","event":"clear","seq":2}',
+             b'{"seq":2,"type":"event","event":"clear","seq":2}',
              b'{"seq":3,"type":"event","event":"clear"}',
              b'{"seq":4,"type":"message","role":"user","content":"\\"event\\""}',
              b'{"s\\u0065q":5,"type":"event","event":"clear"}',
              b'{"seq":6,"type":"event","event":"clear","x":{"seq":1}}',
-             b'{"seq":1,"type":"event","event":"clear","seq":7}',
+             b'{"seq":7,"type":"event","event":"clear","s\\u0065q":7}',
              b'{"seq":8,"type":"event","event":"compact","prior":{"seq":3}}',
              b'{"seq":9, "type":"event","event":"compact","prior":{"seq":3}}']
     data = b"\n".join(lines) + b"\n"
@@ -151,3 +153,7 @@ def test_the_deep_audit_finds_event_lines_by_their_records_seq():
     assert recs is not None and [r["seq"] for r in recs] == list(range(10))
     assert orjson.dumps(recs[8]) == lines[8] and orjson.dumps(recs[9]) != lines[9]
     assert _event_lines(data, len(data), recs) == {2, 3, 5, 6, 7, 8, 9}
+    for i, twice in ((2, b'{"seq":9,"type":"event","event":"clear","seq":2}'),
+                     (7, b'{"seq":1,"type":"event","event":"clear","s\\u0065q":7}')):
+        other = b"\n".join(lines[:i] + [twice] + lines[i + 1:]) + b"\n"
+        assert sessions.records_by_line(other, len(other)) is None, i

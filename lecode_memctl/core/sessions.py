@@ -411,10 +411,29 @@ def _classify(line: bytes) -> tuple[str, Any]:
     seq = obj.get("seq")
     if not _is_int(seq) or seq < 0:
         return NO_SEQ, "no non-negative integer seq"
+    if not line.startswith(b'{"seq":%d,' % seq):   # (seq_given_twice's first test, inline)
+        first = seq_given_twice(line, seq)
+        if first is not None:
+            return NO_SEQ, f"seq given twice: {first} first, {seq} last"
     return "record", obj
 
 
 _FAST_SEQ = lazy_compile(rb'\{"seq":(0|[1-9][0-9]*)[,}]')
+
+
+def seq_given_twice(line: bytes, seq: int) -> int | None:
+    """The seq a record's first bytes give (``{"seq":N,``, as :func:`fast_seq`
+    reads it) when its parse kept another: the key written twice, and
+    orjson keeps the last.  The session search places lines by their first
+    bytes, the parse by the value it keeps, so such a line is no record to
+    any reader but a corrupt line (``no_seq``): the range reads, the engine
+    and both audits judge its spans alike.  None for any other line (one
+    that begins ``{"seq":SEQ,`` is decided without the expression; ``seq``
+    is the parse's, an integer)."""
+    if line.startswith(b'{"seq":%d,' % seq):
+        return None
+    fast = fast_seq(line[:64])
+    return fast if fast is not None and fast != seq else None
 
 
 
@@ -1433,6 +1452,14 @@ def records_by_line(data: bytes, end: int) -> list[dict[str, Any]] | None:
     seqs = list(map(dict.get, records, itertools.repeat("seq")))
     if set(map(type, seqs)) != _INT_TYPE or any(map(operator.ne, seqs, range(len(seqs)))):
         return None
+    # A line holding "seq" twice may begin with another seq than the one its
+    # parse kept (seq_given_twice): a corrupt line, for the line by line read
+    # to place.  Where the bytes "seq" are more than one a line, or an escape
+    # could spell them, each line is checked.
+    if data.find(b"\\u", 0, end) >= 0 or data.count(b'"seq"', 0, end) != len(records):
+        lines = data[:end - 1].split(b"\n")
+        if any(first is not None for first in map(seq_given_twice, lines, range(len(lines)))):
+            return None
     return records
 
 

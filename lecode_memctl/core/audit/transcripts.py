@@ -38,6 +38,7 @@ from ..sessions import (
     record_before,
     records_by_line,
     search_lands,
+    seq_given_twice,
     span_decision,
 )
 from ..sourceref import MAX_SPAN, RecordsUndigestible, SourceStatus, canonical_digest, status_for
@@ -565,12 +566,16 @@ def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
         # the span's lines and the line after it
         while expected <= hi + 1 and start < end:
             q = data.find(b"\n", start, end)
+            line = data[start:q]
             try:
-                rec = loads(data[start:q])
+                rec = loads(line)
             except JSONDecodeError:
                 return False
             if type(rec) is not dict or type(rec.get("seq")) is not int or rec["seq"] != expected:
                 return False
+            if not line.startswith(b'{"seq":%d,' % expected) \
+                    and seq_given_twice(line, expected) is not None:
+                return False     # (a corrupt line: the line loop's)
             records[expected] = rec
             starts[expected] = start
             expected += 1
@@ -740,7 +745,9 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                 # seq_gap after it; rec stays None: there is nothing to keep)
             else:
                 seq = rec.get("seq") if type(rec) is dict else None
-                if type(seq) is not int or seq < 0:
+                if type(seq) is not int or seq < 0 or (
+                        not line.startswith(b'{"seq":%d,' % seq)
+                        and seq_given_twice(line, seq) is not None):
                     corrupt_after.append(last_seq if deep or last_seq + 1 not in needed
                                          else _sits_after(run, fd, lineno,
                                                           offset - len(line) - 1))
@@ -864,7 +871,8 @@ def _visibility_events(data: bytes, end: int, start: int, lowest: int) -> list[d
             continue
         if (type(rec) is dict and rec.get("type") == "event"
                 and rec.get("event") in ("undo", "redo", "clear")
-                and _is_int(seq := rec.get("seq")) and seq >= lowest):
+                and _is_int(seq := rec.get("seq")) and seq >= lowest
+                and seq_given_twice(line, seq) is None):
             events.append(rec)
     return events
 

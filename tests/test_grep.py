@@ -247,3 +247,22 @@ def test_an_unreadable_generation_is_store_corrupt_not_no_match(store, value):
         assert r.exit_code == 5, (args, r.exit_code, r.stderr)
         assert "generation" in r.stderr and "skipped" not in r.stderr
     assert tree_hash(store) == before
+
+
+def test_a_record_with_seq_twice_is_no_hit(store):
+    """A line that begins {"seq":M, and whose parse keeps another seq ("seq"
+    written twice) is a corrupt line to every reader
+    (sessions.seq_given_twice): grep, which gave it as a message at the
+    last seq, passes over it as it passes over any corrupt line."""
+    path = store / "sessions" / "s2.jsonl"
+    lines = path.read_bytes().split(b"\n")
+    assert lines[2].startswith(b'{"seq":2,')
+    lines[2] = b'{"seq":1,' + lines[2][len(b'{"seq":2,'):-1] + b',"seq":2}'
+    path.write_bytes(b"\n".join(lines))
+    r = grep(store, "size is", "--include-hidden", "--json")
+    assert r.exit_code == 1, (r.exit_code, r.stdout, r.stderr)
+    same = b'{"seq":2,' + lines[2][len(b'{"seq":1,'):]     # the key twice, the same seq
+    lines[2] = same
+    path.write_bytes(b"\n".join(lines))
+    r = grep(store, "size is", "--include-hidden", "--json")
+    assert r.exit_code == 0 and '"seq":2' in r.stdout, (r.exit_code, r.stdout, r.stderr)

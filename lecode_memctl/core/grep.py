@@ -42,6 +42,7 @@ from .sessions import (
     UndoState,
     event_line,
     load_record,
+    seq_given_twice,
     undo_target,
     visible,
 )
@@ -388,8 +389,9 @@ def _records(path: str, literal: tuple[bytes, bool] | None
                 rec = load_record(raw)     # the session readers' loader (1e400 is a number)
             except (orjson.JSONDecodeError, RecordTooLarge):
                 continue
-            if isinstance(rec, dict) and isinstance(rec.get("seq"), int) \
-                    and not isinstance(rec.get("seq"), bool):
+            seq = rec.get("seq") if isinstance(rec, dict) else None
+            # (a seq given twice, the first bytes saying another: a corrupt line)
+            if type(seq) is int and seq_given_twice(raw, seq) is None:
                 yield rec, rec.get("type") == "event" and event_line(raw)
 
 

@@ -507,6 +507,88 @@ def _seq_twice_case(tmp_path: Path, monkeypatch, damage: str, n: int, at: int, a
                             if f.code == "session.corrupt_line"] == [(at + 1, "no_seq")]
 
 
+def _every_reader(path: Path, facts: list, monkeypatch) -> dict:
+    """Each fact's reason (None: valid) from the one-reference read, after
+    checking that the engine (parsing small transcripts whole, or sweeping)
+    and the audits (as they are, with the whole parse, the fast path alone,
+    the line loop; default and --deep) give the same."""
+    from lecode_memctl.core.audit import transcripts
+
+    store = store_at(path)
+    with FactStore.open_readonly(store.facts_db) as fs:
+        sessions = SessionStore(store, exclusions=fs)
+        one = {}
+        for fid, _revs in facts:
+            ref = fs.revisions(fid)[0].source
+            assert ref is not None
+            st = sessions.validate_source(ref, "durable")
+            one[fid] = None if st.ok else st.reason
+        for whole in (True, False):
+            with monkeypatch.context() as m:
+                if not whole:
+                    m.setattr(sessions_mod, "_WHOLE_LIMIT", 0)
+                engine = {r["fact_id"]: r["reason"] for r in iter_fact_rows(fs, sessions)}
+            assert engine == one, ("engine", whole)
+    for limits in ((None, None, None), (1, None, None), (None, 0, None), (None, None, -1)):
+        with monkeypatch.context() as m:
+            refs, nbytes, fast = limits
+            if refs is not None:
+                m.setattr(transcripts, "WHOLE_REFS", refs)
+            if nbytes is not None:
+                m.setattr(transcripts, "WHOLE_BYTES", nbytes)
+            if fast is not None:
+                m.setattr(transcripts, "FAST_LIMIT", fast)
+            for deep, found, _statuses, _tally in _audits(path):
+                got = {fid: None for fid, _revs in facts}
+                got.update({f.fact_id: f.reason for f in found
+                            if f.code in ("fact.missing", "fact.stale", "fact.hidden")})
+                assert got == one, ("audit", deep, limits)
+    return one
+
+
+def test_a_header_with_seq_twice_refuses_the_session_to_every_reader(tmp_path: Path,
+                                                                       monkeypatch):
+    """{"seq":5,"type":"session",...,"seq":0}: the readers refused the
+    session (no header), validate took the header for one (its own parse)."""
+    recs = [{"seq": s, "type": "message", "role": "user", "content": f"m{s}"} for s in (1, 2, 3)]
+    facts = [(f"{i:016x}", [("s0", [q], "right")]) for i, q in enumerate((1, 2, 3))]
+    path = build(tmp_path, {"sessions": {"s0": recs}, "damage": {"s0": None},
+                            "damage_at": {"s0": 1}, "facts": facts, "excluded": {},
+                            "generation": 0})
+    f = path / "sessions" / "s0.jsonl"
+    lines = f.read_bytes().split(b"\n")
+    assert lines[0].startswith(b'{"seq":0,')
+    lines[0] = b'{"seq":5,' + lines[0][len(b'{"seq":0,'):-1] + b',"seq":0}'
+    f.write_bytes(b"\n".join(lines))
+    assert set(_every_reader(path, facts, monkeypatch).values()) == {"refused_header"}
+
+
+@pytest.mark.parametrize("at, first, last", [(4, 7, 4), (8, 7, 8), (4, 7, -1), (4, 4, 9)])
+def test_a_huge_record_with_seq_twice_is_placed_alike(tmp_path: Path, monkeypatch,
+                                                      at: int, first: int, last: int):
+    """A line over 1 MiB is placed by its first and last bytes whether or not
+    it parses (docs/FORMAT.md): the range reads did so, the audit's line
+    loop placed a line that parses to no seq (or to a seq given twice)
+    after the record before it, and said valid, or stale, where they said
+    stale, or missing."""
+    recs: list[dict] = [{"seq": s, "type": "message", "role": "user", "content": f"m{s}"}
+                        for s in range(1, 9)]
+    recs[at - 1]["content"] = "big " + "x" * (1 << 20) + " tail"
+    spans = [[1], [2], [3], [2, 3], [4], [5], [6], [7], [8], [4, 6], [3, 5], [6, 8]]
+    facts = [(f"{i:016x}", [("s0", seqs, "right")]) for i, seqs in enumerate(spans)]
+    path = build(tmp_path, {"sessions": {"s0": recs}, "damage": {"s0": None},
+                            "damage_at": {"s0": 1}, "facts": facts, "excluded": {},
+                            "generation": 0})
+    f = path / "sessions" / "s0.jsonl"
+    lines = f.read_bytes().split(b"\n")
+    head = b'{"seq":%d,' % at
+    assert lines[at].startswith(head) and len(lines[at]) > (1 << 20)
+    lines[at] = b'{"seq":%d,' % first + lines[at][len(head):-1] + b',"seq":%d}' % last
+    f.write_bytes(b"\n".join(lines))
+    one = _every_reader(path, facts, monkeypatch)
+    assert one[f"{spans.index([at]):016x}"] is not None
+
+
 @pytest.mark.parametrize("damage", [None, "seq_twice_low", "seq_twice_high"])
 @pytest.mark.parametrize("event", ["undo", "clear"])
 def test_an_event_with_seq_twice_applies_to_no_reader(tmp_path: Path, monkeypatch,

@@ -266,3 +266,13 @@ def test_a_record_with_seq_twice_is_no_hit(store):
     path.write_bytes(b"\n".join(lines))
     r = grep(store, "size is", "--include-hidden", "--json")
     assert r.exit_code == 0 and '"seq":2' in r.stdout, (r.exit_code, r.stdout, r.stderr)
+
+
+def test_a_record_with_a_negative_seq_is_no_hit(store):
+    """{"seq":-1,...} is a corrupt line (no_seq) to the readers and to
+    validate --deep; grep gave it as a visible hit at seq -1."""
+    path = store / "sessions" / "s1.jsonl"
+    path.write_bytes(path.read_bytes()
+                     + b'{"seq":-1,"type":"message","role":"user","content":"minus widget"}\n')
+    r = grep(store, "minus", "--include-hidden", "--json")
+    assert r.exit_code == 1, (r.exit_code, r.stdout, r.stderr)

@@ -390,8 +390,9 @@ def _records(path: str, literal: tuple[bytes, bool] | None
             except (orjson.JSONDecodeError, RecordTooLarge):
                 continue
             seq = rec.get("seq") if isinstance(rec, dict) else None
-            # (a seq given twice, the first bytes saying another: a corrupt line)
-            if type(seq) is int and seq_given_twice(raw, seq) is None:
+            # (no non-negative seq, or one given twice, the first bytes saying
+            # another: a corrupt line, no_seq)
+            if type(seq) is int and seq >= 0 and seq_given_twice(raw, seq) is None:
                 yield rec, rec.get("type") == "event" and event_line(raw)
 
 

@@ -356,13 +356,18 @@ def _scan_modes(fd: int, st: os.stat_result, sc: _Scan, sid: str, slug: str, dee
     return data
 
 
-def _header_problem(hdr: Any, sid: str, slug: str) -> tuple[str, str] | None:
-    """(finding code, refusal reason) for a header line, or None when it is this store's."""
-    # (seq the integer 0, as the readers' parse wants it: 0.0 and false equal 0)
+def _header_problem(hdr: Any, sid: str, slug: str, line: bytes | None = None
+                    ) -> tuple[str, str] | None:
+    """(finding code, refusal reason) for a header line (``hdr`` its parse,
+    ``line`` its bytes when they were not checked yet), or None when it is
+    this store's."""
+    # (seq the integer 0, as the readers' parse wants it: 0.0 and false equal
+    # 0; and no other seq in its first bytes: sessions.seq_given_twice)
     if not (isinstance(hdr, dict) and type(hdr.get("seq")) is int and hdr["seq"] == 0
             and hdr.get("type") == "session"
             and type(hdr.get("format")) is int and hdr.get("format") == 1
-            and hdr.get("session_id") == sid):
+            and hdr.get("session_id") == sid
+            and (line is None or seq_given_twice(line, 0) is None)):
         return "session.missing_header", "refused_header"
     if hdr.get("project") != slug:
         return "session.refused", "refused_project"
@@ -370,11 +375,13 @@ def _header_problem(hdr: Any, sid: str, slug: str) -> tuple[str, str] | None:
 
 
 def _report_header(hdr: Any, sid: str, slug: str, add: Callable[..., None],
-                   refuse_all: Callable[[str, str], None] | None) -> str | None:
+                   refuse_all: Callable[[str, str], None] | None,
+                   line: bytes | None = None) -> str | None:
     """Add the header finding, if any, and return its code when the session
     is refused (``session.missing_header``, or ``session.refused`` for another
-    project's transcript, where the readers stop); None for this store's."""
-    prob = _header_problem(hdr, sid, slug)
+    project's transcript, where the readers stop); None for this store's.
+    ``line``: the header's bytes (:func:`_header_problem`)."""
+    prob = _header_problem(hdr, sid, slug, line)
     if prob is None:
         return None
     code, reason = prob
@@ -435,7 +442,7 @@ def _shallow(fd: int, size: int, sc: _Scan, sid: str, slug: str, mtime: float, n
             hdr = load_record(head[:nl])   # the readers' loader (a number beyond a double)
         except (orjson.JSONDecodeError, RecordTooLarge):
             hdr = None
-        if _report_header(hdr, sid, slug, add, None) == "session.refused":
+        if _report_header(hdr, sid, slug, add, None, head[:nl]) == "session.refused":
             return
     else:
         _no_header(add, None, mtime, now)
@@ -499,7 +506,7 @@ def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
     except JSONDecodeError:
         hdr = None
     n_lines = data.count(b"\n", 0, end)
-    refused = _report_header(hdr, sid, slug, add, refuse_all)
+    refused = _report_header(hdr, sid, slug, add, refuse_all, data[:nl])
     if refused is not None:
         # (the line loop stops at a header naming another project)
         if end < size and refused != "session.refused":
@@ -700,7 +707,7 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                     hdr = loads(line)
                 except JSONDecodeError:
                     hdr = None
-                code = _report_header(hdr, sid, slug, add, refuse_all)
+                code = _report_header(hdr, sid, slug, add, refuse_all, line)
                 if code == "session.refused":
                     return
                 refused = code is not None
@@ -755,7 +762,14 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                         reason = "not_object" if type(rec) is not dict else "no_seq"
                         add("session.corrupt_line", f"line {lineno} is corrupt ({reason})",
                             line=lineno, reason=reason)
-                    continue
+                    # a line over 1 MiB is placed by its first and last bytes,
+                    # whether or not it parses, as the range reads place it
+                    # (a seq given twice, say): as above
+                    seq = huge_seq(len(line), line[:64], line[-64:])
+                    if seq is None:
+                        continue
+                    run[0] = -1
+                    rec = None
             if seq != expected:
                 if seq <= last_seq:
                     dup_seqs.add(seq)

@@ -450,16 +450,13 @@ def test_a_record_with_seq_twice_is_a_corrupt_line_to_every_reader(tmp_path: Pat
     (``no_seq``) to every reader: each span gets one status from the
     one-reference read, the engine (whole parse or sweep) and both audits
     (whole parse, fast path or line loop), and --deep reports the line."""
-    from lecode_memctl.core.audit import transcripts
-
     for n, at in [(2, 1), (2, 2), *((6, at) for at in range(1, 7))]:
         for alone in (False, True):
-            _seq_twice_case(tmp_path / f"{n}-{at}-{alone}", monkeypatch, damage, n, at, alone,
-                            transcripts)
+            _seq_twice_case(tmp_path / f"{n}-{at}-{alone}", monkeypatch, damage, n, at, alone)
 
 
-def _seq_twice_case(tmp_path: Path, monkeypatch, damage: str, n: int, at: int, alone: bool,
-                    transcripts) -> None:
+def _seq_twice_case(tmp_path: Path, monkeypatch, damage: str, n: int, at: int,
+                    alone: bool) -> None:
     recs = [{"seq": s, "type": "message", "role": "user", "content": f"m{s}"}
             for s in range(1, n + 1)]
     # every span within the transcript (one past the end leaves it to the
@@ -471,40 +468,11 @@ def _seq_twice_case(tmp_path: Path, monkeypatch, damage: str, n: int, at: int, a
     spec = {"sessions": {"s0": recs}, "damage": {"s0": damage}, "damage_at": {"s0": at},
             "facts": facts, "excluded": {}, "generation": 0}
     path = build(tmp_path, spec)
-    store = store_at(path)
-    with FactStore.open_readonly(store.facts_db) as fs:
-        sessions = SessionStore(store, exclusions=fs)
-        one = {}
-        for fid, _revs in facts:
-            ref = fs.revisions(fid)[0].source
-            assert ref is not None
-            st = sessions.validate_source(ref, "durable")
-            one[fid] = None if st.ok else st.reason
-        assert one[f"{spans.index((at, at)):016x}"] == "records_corrupt", (at, one)
-        for whole in (True, False):     # a small transcript parsed whole, or swept
-            with monkeypatch.context() as m:
-                if not whole:
-                    m.setattr(sessions_mod, "_WHOLE_LIMIT", 0)
-                engine = {r["fact_id"]: r["reason"] for r in iter_fact_rows(fs, sessions)}
-            assert engine == one, (damage, at, whole)
-    # the audit as it is, its whole parse, its fast path alone, its line loop
-    for limits in ((None, None, None), (1, None, None), (None, 0, None), (None, None, -1)):
-        with monkeypatch.context() as m:
-            refs, nbytes, fast = limits
-            if refs is not None:
-                m.setattr(transcripts, "WHOLE_REFS", refs)
-            if nbytes is not None:
-                m.setattr(transcripts, "WHOLE_BYTES", nbytes)
-            if fast is not None:
-                m.setattr(transcripts, "FAST_LIMIT", fast)
-            for deep, found, _statuses, _tally in _audits(path):
-                got = {fid: None for fid, _revs in facts}
-                got.update({f.fact_id: f.reason for f in found
-                            if f.code in ("fact.missing", "fact.stale", "fact.hidden")})
-                assert got == one, (damage, at, deep, limits)
-                if deep:
-                    assert [(f.line, f.reason) for f in found
-                            if f.code == "session.corrupt_line"] == [(at + 1, "no_seq")]
+    one = _every_reader(path, facts, monkeypatch)
+    assert one[f"{spans.index((at, at)):016x}"] == "records_corrupt", (at, one)
+    found = _audits(path)[1][1]       # --deep
+    assert [(f.line, f.reason) for f in found
+            if f.code == "session.corrupt_line"] == [(at + 1, "no_seq")]
 
 
 def _every_reader(path: Path, facts: list, monkeypatch) -> dict:

@@ -353,7 +353,7 @@ def is_damage(exc: BaseException) -> bool:
     return type(exc) is sqlite3.DatabaseError
 
 
-def _forget_pages(conn: sqlite3.Connection, exc: sqlite3.DatabaseError) -> None:
+def _forget_pages(conn: sqlite3.Connection, exc: BaseException) -> None:
     """After a damaged page stopped a read (``DatabaseError`` itself, not an
     interrupt or an I/O error), the connection's page cache is emptied:
     SQLite kept the page it could not take in, half set up, and what the
@@ -485,8 +485,7 @@ class _Cursor(sqlite3.Cursor):
                     break
                 rows.append(row)
         except sqlite3.Error as again:
-            if isinstance(again, sqlite3.DatabaseError):
-                _forget_pages(self.connection, again)
+            _forget_pages(self.connection, again)
             return rows, again
         except StopIteration:       # (fewer rows than before: not the same read)
             return [], exc

@@ -436,7 +436,6 @@ def seq_given_twice(line: bytes, seq: int) -> int | None:
     return fast if fast is not None and fast != seq else None
 
 
-
 def _classify_capped(line: bytes | HugeLine) -> tuple[str, Any]:
     """:func:`_classify`, a :class:`HugeLine` judged by its first and last
     bytes (:func:`huge_seq`): a record ``{"seq": N}`` or a corrupt line."""

@@ -261,6 +261,7 @@ def _later(code: str, message: str, **loc: Any) -> tuple[str, str, dict[str, Any
 # index): the same 5 s and 2.7 s with 1, 2, 4 or 8 MiB.
 CHECK_CACHE_KIB = 4096
 
+
 def _start_checks(fs: Any, db: Any, *, defer: bool
                   ) -> tuple[Callable[[], Checked], Callable[[], Rest], bool]:
     """``PRAGMA integrity_check``'s messages with the error that stopped it
@@ -303,35 +304,32 @@ def _start_checks(fs: Any, db: Any, *, defer: bool
         # which does not look rows up in their indexes, reports what it
         # finds, and the first message says the full check stopped.  An
         # interrupt or an I/O error is no damage: raised as it is.
+        def check(pragma: str) -> list[str] | sqlite3.DatabaseError:
+            # its lines, or the damage that stopped it
+            try:
+                return [str(msg) for (msg,) in conn.execute(f"PRAGMA {pragma}")]
+            except sqlite3.DatabaseError as exc:
+                if not is_damage(exc):
+                    raise
+                return exc
+
         conn.execute("PRAGMA cell_size_check = OFF")
         try:
-            found = [str(msg) for (msg,) in conn.execute("PRAGMA integrity_check")]
-        except sqlite3.DatabaseError as exc:
-            if not is_damage(exc):
-                raise
-            found = []
+            first = check("integrity_check")
         finally:
             conn.execute("PRAGMA cell_size_check = ON")
-        if found == ["ok"]:
+        if first == ["ok"]:
             return ["integrity_check: ok"], None
         conn.execute("PRAGMA shrink_memory")
-        try:
-            return [f"integrity_check: {msg}"
-                    for (msg,) in conn.execute("PRAGMA integrity_check")], None
-        except sqlite3.DatabaseError as exc:
-            if not is_damage(exc):
-                raise
-            stopped = exc
-        try:
-            quick = [str(msg) for (msg,) in conn.execute("PRAGMA quick_check")]
-        except sqlite3.DatabaseError as exc:
-            if not is_damage(exc):
-                raise
-            return [f"integrity_check: stopped: {stopped}; quick_check stopped too: {exc}"], \
-                stopped
-        return [f"integrity_check: stopped: {stopped}; quick_check, which does not compare "
+        full = check("integrity_check")
+        if not isinstance(full, sqlite3.DatabaseError):
+            return [f"integrity_check: {msg}" for msg in full], None
+        quick = check("quick_check")
+        if isinstance(quick, sqlite3.DatabaseError):
+            return [f"integrity_check: stopped: {full}; quick_check stopped too: {quick}"], full
+        return [f"integrity_check: stopped: {full}; quick_check, which does not compare "
                 f"the indexes with their tables, found:",
-                *(f"quick_check: {msg}" for msg in quick)], stopped
+                *(f"quick_check: {msg}" for msg in quick)], full
 
     def cached(conn: Any) -> Any:
         conn.execute(f"PRAGMA cache_size = -{CHECK_CACHE_KIB}")

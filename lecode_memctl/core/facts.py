@@ -559,7 +559,7 @@ def row_text(value: object) -> str:
     return "" if value is None else str(value)
 
 
-def _ref_from_row(fact_id: str, revision: int, session_id: str, seqs: str,
+def _ref_from_row(fact_id: Any, revision: Any, session_id: str, seqs: str,
                   digest: str) -> SourceRef:
     if type(seqs) is str:
         try:
@@ -1149,6 +1149,7 @@ class FactStore(ClosesOnExit):
         self._siblings: list[sqlite3.Connection] = []   # start_listing's, in_background's
         self._threads: list[Background] = []              # in_background's
         self._listings: list[FactListing] = []
+        self._sessions_checked: set[str] = set()   # (_check_session_indexes)
         self._tables: set[str] = set()
         self._closed = False
         self._children: list[int] = []    # fork's, killed and reaped by close
@@ -1694,6 +1695,7 @@ class FactStore(ClosesOnExit):
         conds: list[str] = []
         args: tuple[Any, ...] = ()
         if session_id is not None:
+            self._check_session_indexes(session_id)
             sub = "SELECT fact_id FROM provenance WHERE session_id = ?"
             args = (session_id,)
             if "source_refs" in self._tables:
@@ -1704,6 +1706,32 @@ class FactStore(ClosesOnExit):
             conds.append(_PART_SQL[part[1]].format("f.fact_id"))
             args += (part[0],)
         return ("WHERE " + " AND ".join(conds) + " ") if conds else "", args
+
+    def _check_session_indexes(self, session_id: str) -> None:
+        """StoreCorrupt unless the indexes by session of ``provenance`` and
+        ``source_refs`` give as many rows of ``session_id`` as their tables
+        (once per session id): the reads of one session's facts find them
+        through those indexes, and an index that lost entries (or reads
+        another index's b-tree) would leave facts out of them without a
+        word.  One scan of each table."""
+        if session_id in self._sessions_checked:
+            return
+        db = self._reader()
+        if db is None:
+            return
+        for table in ("provenance", "source_refs"):
+            if table not in self._tables:
+                continue
+            (indexed,) = db.execute(f"SELECT count(*) FROM {table} WHERE session_id = ?",
+                                    (session_id,)).fetchone()
+            (stored,) = db.execute(f"SELECT count(*) FROM {table} NOT INDEXED "
+                                   "WHERE session_id = ?", (session_id,)).fetchone()
+            if indexed != stored:
+                raise StoreCorrupt(
+                    f"{self.path}: facts database damaged: the index of {table} by session "
+                    f"gives {indexed} row(s) of session {session_id!r}, the table {stored} "
+                    "(memctl validate reports it)")
+        self._sessions_checked.add(session_id)
 
     # ---- one listing in two processes (factview's split listing)
 
@@ -1855,17 +1883,34 @@ class FactStore(ClosesOnExit):
         group at most ``GROUP_REFS`` references (a session cited more often
         comes in several consecutive groups, so memory does not follow the
         number of references into one session).  ``part``: only those of
-        the facts of that part of the ids (:data:`Part`)."""
+        the facts of that part of the ids (:data:`Part`).
+
+        Without ``session_id`` the rows are the table's, sorted by SQLite's
+        sorter (``NOT INDEXED``), never read through the sessions' index:
+        the listing reads the table, and an index that disagrees with it
+        (one that lost entries, another index's b-tree under its name) left
+        references unvalidated that the listing then called valid.  The
+        sort runs on a second connection to the private snapshot, whose
+        sorter spills to SQLite's temporary directory (:meth:`start_listing`),
+        where there is one; otherwise on this connection (in memory for a
+        read-only open).  With ``session_id``, the few facts of that session
+        are found as the listing finds them (:meth:`_session_filter`), their
+        references looked up by fact id as the listing looks them up."""
         db = self._reader()
         if db is None or "source_refs" not in self._tables:
             return
         where, args = self._session_filter(session_id, part)
-        cur = db.execute("SELECT f.session_id, f.seqs, f.digest, f.fact_id, f.revision "
-                         "FROM source_refs f " + where + "ORDER BY f.session_id", args)
+        if session_id is None:
+            cur = (self._sibling() or db).execute(
+                "SELECT f.session_id, f.seqs, f.digest FROM source_refs f NOT INDEXED "
+                + where + "ORDER BY f.session_id", args)
+        else:
+            cur = db.execute("SELECT f.session_id, f.seqs, f.digest FROM source_refs f "
+                             + where + "ORDER BY f.session_id", args)
         sid: str | None = None
         seen: set[tuple[str, str]] = set()
         group: list[SourceRef] = []
-        for rsid, seqs, digest, fid, rev in _fetched(cur):
+        for rsid, seqs, digest in _fetched(cur):
             if rsid != sid or len(group) >= GROUP_REFS:
                 if group:
                     yield sid, group  # type: ignore[misc]
@@ -1874,7 +1919,7 @@ class FactStore(ClosesOnExit):
                 continue
             seen.add((seqs, digest))
             try:
-                group.append(_ref_from_row(fid, rev, rsid, seqs, digest))
+                group.append(_ref_from_row(None, None, rsid, seqs, digest))
             except StoreCorrupt:
                 continue      # the revision's own problem (Revision.source_error)
         if group:
@@ -2028,6 +2073,7 @@ class FactStore(ClosesOnExit):
         db = self._reader()
         if db is None:
             return []
+        self._check_session_indexes(session_id)
         ids = {r[0] for r in db.execute("SELECT DISTINCT fact_id FROM provenance "
                                         "WHERE session_id = ?", (session_id,))}
         if "source_refs" in self._tables:
@@ -2059,6 +2105,7 @@ class FactStore(ClosesOnExit):
             wanted = set(seqs)
             if not wanted:
                 continue
+            self._check_session_indexes(session_id)
             if "source_refs" in self._tables:
                 for fid, raw in db.execute("SELECT fact_id, seqs FROM source_refs "
                                            "WHERE session_id = ?", (session_id,)):

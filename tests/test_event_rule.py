@@ -127,3 +127,32 @@ def test_grep_reads_a_number_beyond_a_double_as_the_other_readers_do(tmp_path):
     assert got["facts"] == "hidden" and got["grep"] == []
     usage = orjson.loads(run_cli("--store", str(store), "usage", "--json").stdout_bytes)
     assert usage["corrupt_lines"] == 0
+
+
+@pytest.mark.parametrize("head", [b'{"seq":9,', b'{"type":"event",', b'{"seq":-1,'],
+                         ids=["seq_twice", "no_seq", "negative_seq"])
+def test_a_compact_on_a_line_that_is_no_record_is_counted_by_no_reader(tmp_path, head):
+    """A compact event whose line is a corrupt line to every reader (its
+    first bytes say seq 9 and its parse keeps seq 4, or it has no
+    non-negative seq) is no call to ``usage`` either: a corrupt line."""
+    from lecode_memctl.core.sourceref import canonical_digest
+
+    store, fid = _store(tmp_path, b"")
+    path = store / "sessions" / "s1.jsonl"
+    records = [orjson.loads(x) for x in path.read_bytes().splitlines()[1:3]]
+    line = _compact(False).replace(b'{"seq":4,', head).replace(b'}}\n', b'},"seq":4}\n')
+    if head != b'{"seq":9,':
+        line = line.replace(b',"seq":4}\n', b'}\n')
+    with open(path, "ab") as fh:
+        fh.write(line % canonical_digest(records).encode())
+    base = ("--store", str(store))
+    usage = orjson.loads(run_cli(*base, "usage", "--json").stdout_bytes)
+    grep = orjson.loads(run_cli(*base, "grep", "SUMMARY", "--json").stdout_bytes)
+    listing = orjson.loads(run_cli(*base, "sessions", "--json").stdout_bytes)
+    deep = orjson.loads(run_cli(*base, "validate", "--deep", "--json").stdout_bytes)
+    assert {"usage": (usage["total"]["compact_events"], usage["total"]["calls"],
+                      usage["corrupt_lines"]),
+            "grep": grep["hits"], "compactions": listing[0]["compactions"],
+            "deep": [f["code"] for f in deep["findings"]]} == {
+        "usage": (0, 0, 1), "grep": [], "compactions": 0, "deep": ["session.corrupt_line"]}
+

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -134,3 +135,100 @@ def test_a_session_the_index_gives_whole_is_listed(demo_template, tmp_path):
     want = run_cli("--store", str(intact), *argv)
     got = run_cli("--store", str(damaged), *argv)
     assert (got.exit_code, got.stdout) == (0, want.stdout) and want.stdout.count("\n") == 2
+
+
+VALID = "c283ab7d8ed884e4"      # a valid demo fact (demo-alpha:2-4)
+FAKE = "0" * 64
+
+
+def _covering(db_path: Path, *, keyless: bool) -> None:
+    """An index holding every column of source_refs whose entry for the
+    valid fact holds another digest (built on an expression, then declared
+    on the column); with ``keyless``, the table has lost its primary key."""
+    db = sqlite3.connect(db_path)
+    try:
+        if keyless:
+            db.execute("PRAGMA foreign_keys = OFF")
+            db.execute("CREATE TABLE x2 (fact_id, revision, session_id, seqs, digest)")
+            db.execute("INSERT INTO x2 SELECT * FROM source_refs")
+            db.execute("DROP TABLE source_refs")
+            db.execute("ALTER TABLE x2 RENAME TO source_refs")
+            db.execute("CREATE INDEX source_refs_session ON source_refs(session_id)")
+        db.execute("CREATE INDEX source_refs_cov ON source_refs(fact_id, revision, session_id, "
+                   f"seqs, CASE WHEN fact_id = '{VALID}' THEN '{FAKE}' ELSE digest END)")
+        db.execute(f"CREATE INDEX source_refs_cov2 ON source_refs(fact_id, session_id, seqs, "
+                   f"CASE WHEN fact_id = '{STALE}' THEN '{FAKE}' ELSE digest END)")
+        db.commit()
+        db.execute("PRAGMA writable_schema = ON")
+        db.execute("UPDATE sqlite_schema SET sql = 'CREATE INDEX source_refs_cov ON "
+                   "source_refs(fact_id, revision, session_id, seqs, digest)' "
+                   "WHERE name = 'source_refs_cov'")
+        db.execute("UPDATE sqlite_schema SET sql = 'CREATE INDEX source_refs_cov2 ON "
+                   "source_refs(fact_id, session_id, seqs, digest)' "
+                   "WHERE name = 'source_refs_cov2'")
+        db.commit()
+    finally:
+        db.close()
+
+
+def _statuses(store: Path, *argv: str, env: dict[str, str] | None = None) -> list[tuple]:
+    r = run_cli("--store", str(store), "--no-state", "facts", *argv, "--all",
+                "--format", "jsonl", env=env)
+    assert r.exit_code == 0, r.stderr
+    return [(x["fact_id"], x["status"], x["reason"], x["source_ref"])
+            for x in map(orjson.loads, r.stdout.splitlines())]
+
+
+@pytest.mark.parametrize("keyless", [False, True], ids=["with_key", "keyless"])
+def test_an_index_holding_other_values_gives_no_listing_a_value_unvalidated(
+        demo_template, tmp_path, keyless):
+    """Where the listing looks a revision's source up by key (one session's
+    facts; the whole store read through the indexes, when SQLite's temporary
+    directory is in the store), it reads the table's values, as the
+    evaluation does: an index that holds every column, with another digest,
+    gave a listing a digest never validated, called valid (recall: stale)."""
+    intact = copy_demo(demo_template, tmp_path / "intact")
+    damaged = copy_demo(demo_template, tmp_path / "damaged")
+    _covering(damaged / "facts.sqlite3", keyless=keyless)
+    before = tree_hash(damaged)
+    for argv in ((), ("--session", "demo-beta"), ("--session", "demo-alpha")):
+        want = _statuses(intact, *argv)
+        assert want and all(x[3]["digest"] != FAKE for x in want)
+        for env in (None, {"SQLITE_TMPDIR": str(damaged)}):
+            assert _statuses(damaged, *argv, env=env) == want, (argv, env)
+    assert tree_hash(damaged) == before
+
+
+def test_a_failed_sort_of_the_references_sorts_them_in_memory(demo_template, tmp_path,
+                                                              monkeypatch):
+    """The evaluation sorts the references on a second connection whose
+    sorter may spill to SQLite's temporary directory: when that sort fails
+    (a full directory), they are sorted on the first, not lost or refused."""
+    from lecode_memctl.core import facts as facts_mod
+
+    store = copy_demo(demo_template, tmp_path / "demo")
+    want = _statuses(store)
+    real = facts_mod.FactStore._sibling
+    failed: list[str] = []
+
+    class Full:
+        def __init__(self, db: sqlite3.Connection) -> None:
+            self.db = db
+
+        def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+            if "FROM source_refs f NOT INDEXED" in sql:
+                failed.append(sql)
+                raise sqlite3.OperationalError("database or disk is full")
+            return self.db.execute(sql, *args)
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.db, name)
+
+    def sibling(self):  # noqa: ANN001, ANN202
+        db = real(self)
+        return None if db is None else Full(db)
+
+    monkeypatch.setattr(facts_mod.FactStore, "_sibling", sibling)
+    assert _statuses(store) == want
+    assert failed
+

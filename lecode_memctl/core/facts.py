@@ -821,6 +821,21 @@ def ids_stored_twice(db: sqlite3.Connection) -> frozenset[Any]:
         "SELECT fact_id FROM facts GROUP BY fact_id HAVING count(*) > 1"))
 
 
+def sources_by_key(db: sqlite3.Connection) -> str:
+    """How a read looks the ``source_refs`` rows of revisions up: ``INDEXED
+    BY`` the table's primary-key index on (fact_id, revision), which holds
+    no other column, so the session, positions and digest are the table's
+    values; ``NOT INDEXED`` when the table has no such index (lost its key:
+    SQLite then builds one from the table for the read).  Never through an
+    index that holds those columns: one that disagrees with its table (a
+    damaged or crafted covering index) gave values no evaluation read."""
+    for _seq, name, _unique, origin, partial in db.execute('PRAGMA index_list("source_refs")'):
+        if origin == "pk" and not partial and [r[2] for r in db.execute(
+                f"PRAGMA index_info({sql_name(name)})")] == ["fact_id", "revision"]:
+            return f"INDEXED BY {sql_name(name)}"
+    return "NOT INDEXED"
+
+
 def _collapse_twice(rows: Iterator[tuple[Any, ...]], twice: frozenset[Any]
                     ) -> Iterator[tuple[Any, ...]]:
     """The facts rows (in id order) with the rows of each id of ``twice``
@@ -1893,20 +1908,30 @@ class FactStore(ClosesOnExit):
         sort runs on a second connection to the private snapshot, whose
         sorter spills to SQLite's temporary directory (:meth:`start_listing`),
         where there is one; otherwise on this connection (in memory for a
-        read-only open).  With ``session_id``, the few facts of that session
-        are found as the listing finds them (:meth:`_session_filter`), their
-        references looked up by fact id as the listing looks them up."""
+        read-only open; there too when the sort fails, a full temporary
+        directory, say).  With ``session_id``, the facts of that session are
+        found as the listing finds them (:meth:`_session_filter`), their
+        references looked up by fact id as the listing looks them up
+        (:func:`sources_by_key`: the table's values)."""
         db = self._reader()
         if db is None or "source_refs" not in self._tables:
             return
         where, args = self._session_filter(session_id, part)
         if session_id is None:
-            cur = (self._sibling() or db).execute(
-                "SELECT f.session_id, f.seqs, f.digest FROM source_refs f NOT INDEXED "
-                + where + "ORDER BY f.session_id", args)
+            query = ("SELECT f.session_id, f.seqs, f.digest FROM source_refs f NOT INDEXED "
+                     + where + "ORDER BY f.session_id")
+            sibling = self._sibling()
+            try:
+                cur = (sibling or db).execute(query, args)
+            except sqlite3.Error:
+                if sibling is None:
+                    raise
+                # the sort failed (a full temporary directory): sorted here,
+                # in memory, as the rows must still be the table's
+                cur = db.execute(query, args)
         else:
             cur = db.execute("SELECT f.session_id, f.seqs, f.digest FROM source_refs f "
-                             + where + "ORDER BY f.session_id", args)
+                             f"{sources_by_key(db)} " + where + "ORDER BY f.session_id", args)
         sid: str | None = None
         seen: set[tuple[str, str]] = set()
         group: list[SourceRef] = []
@@ -2038,8 +2063,8 @@ class FactStore(ClosesOnExit):
         updated)`` for a fact without any revision, where the order reaches it."""
         refs = ("s.session_id, s.seqs, s.digest" if "source_refs" in self._tables
                 else "NULL, NULL, NULL")
-        join = ("LEFT JOIN source_refs s ON s.fact_id = r.fact_id AND s.revision = r.revision "
-                if "source_refs" in self._tables else "")
+        join = (f"LEFT JOIN source_refs s {sources_by_key(db)} ON s.fact_id = r.fact_id "
+                "AND s.revision = r.revision " if "source_refs" in self._tables else "")
         # the main query is driven by the revisions, which do not see a fact
         # without any: those are read first
         bare = collections.deque(db.execute(

@@ -247,8 +247,13 @@ class EvaluatedStatuses(Mapping[SourceRef, SourceStatus]):
     """The statuses of every source an evaluation validated, kept small: only
     the sources that are not valid are stored; any other source of the
     evaluated facts is valid (the read-only open is one snapshot, so the
-    sources streamed afterwards are the ones that were validated).  Iterating
-    gives the sources that are not valid."""
+    sources streamed afterwards are the ones that were validated, read as
+    the evaluation read them: ``FactStore.source_refs_by_session``).  A
+    store opened for writing is read in two transactions: a source another
+    process commits between the evaluation and the listing would be listed
+    valid unvalidated, so the commands open the store read-only, and so
+    should a program that lists a store others write.  Iterating gives the
+    sources that are not valid."""
 
     _VALID = SourceStatus(VALID)
 

@@ -20,6 +20,10 @@
   A fifth is SQLite's own floor for the listing: the ``sqlite3`` shell
   making the same rows JSON itself (``json_object``), in the listing's
   order (``ORDER BY fact_id``), again with no check and no transcript read.
+  A sixth is memctl's own listing with the evaluation left out (every
+  status taken as valid: ``factview._evaluate_sources`` replaced in the
+  process), every other step as ``facts --all`` takes it: what the
+  statuses cost is the difference from ``facts --all``.
 * a read at the start of a large transcript (``--scan-mib``, default 256;
   ``--quick`` 32): ``SessionStore.events(sid, 1)`` in-process, whose cost is
   the raw-byte scan for event records, against ``grep -c -F
@@ -130,6 +134,16 @@ while True:
 # SQLite's own floor for the listing: the rows ``facts --all`` prints, in its
 # order (by fact id), each made a JSON line by SQLite itself (json_object), with
 # no check, no status and no transcript read
+NO_EVALUATION = """
+import sys
+from lecode_memctl.core import factview
+from lecode_memctl.core.sourceref import EvaluatedStatuses
+factview._evaluate_sources = lambda *args, **kwargs: EvaluatedStatuses({})
+sys.argv = ["memctl", *sys.argv[1:]]
+from lecode_memctl.cli.main import main
+main()
+"""
+
 SQL_FLOOR = ("SELECT json_object('type', 'fact', 'fact_id', f.fact_id, 'revision', f.revision, "
              "'text', r.text, 'source_ref', json_object('session_id', s.session_id, "
              "'seqs', json(s.seqs), 'digest', s.digest), 'created', f.created, "
@@ -200,15 +214,20 @@ def facts_rows(root: Path, n: int, runs: int) -> str:
     base = [MEMCTL, "--store", str(store)]
     got = paired({"dump": dump, "facts": base + ["facts", "--all", "--format", "jsonl"],
                   "validate": base + ["validate", "-q"], "floor": [PY, "-c", FLOOR, str(db)],
-                  "sqlfloor": ["sqlite3", str(db), SQL_FLOOR]},
+                  "sqlfloor": ["sqlite3", str(db), SQL_FLOOR],
+                  "noeval": [PY, "-c", NO_EVALUATION, *base[1:], "facts", "--all",
+                             "--format", "jsonl"]},
                  runs, {"validate": (0, 1)})
     d, f, v, fl, sq = got["dump"], got["facts"], got["validate"], got["floor"], got["sqlfloor"]
+    ne = got["noeval"]
     nf = f"{n:,} facts"
     print(f"sqlite3 -json dump ({nf}):          {d[0]:7.2f} s")
     print(f"floor: CPython rows -> JSON lines:  {fl[0]:7.2f} s  {fl[0] / d[0]:5.1f}x  "
           "(no check, no status, no transcript)")
     print(f"floor: SQLite, id order, as JSON:   {sq[0]:7.2f} s  {sq[0] / d[0]:5.1f}x  "
           "(json_object, ORDER BY fact_id; no check, no status, no transcript)")
+    print(f"memctl's listing, no evaluation:    {ne[0]:7.2f} s  {ne[0] / d[0]:5.1f}x  "
+          "(facts --all with every status taken as valid)")
     print(f"memctl facts --all --format jsonl:  {f[0]:7.2f} s  {f[0] / d[0]:5.1f}x  "
           f"peak RSS {f[1] / 1024:.1f} MiB")
     print(f"memctl validate -q:                 {v[0]:7.2f} s  {v[0] / d[0]:5.1f}x  "
@@ -221,6 +240,9 @@ def facts_rows(root: Path, n: int, runs: int) -> str:
     record(B, f"floor: the listing's rows in id order made JSON by SQLite itself "
            f"(json_object, ORDER BY fact_id), no check ({nf})", sq[0], rss_kib=sq[1],
            reference=R, ref_seconds=d[0], note="SQLite's floor for the listing")
+    record(B, f"floor: memctl facts --all with the evaluation left out (every status "
+           f"taken as valid) ({nf})", ne[0], rss_kib=ne[1], reference=R, ref_seconds=d[0],
+           note="what the listing costs without the statuses")
     record(B, f"memctl facts --all --format jsonl ({nf})", f[0], rss_kib=f[1], reference=R,
            ref_seconds=d[0], target="<= 4", met=f[0] / d[0] <= 4)
     record(B, f"memctl validate -q ({nf})", v[0], rss_kib=v[1], reference=R,
@@ -228,7 +250,8 @@ def facts_rows(root: Path, n: int, runs: int) -> str:
     FACTS_TIMES.update(facts=f[0], validate=v[0], n=n, store=store)
     return (f"facts --all {f[0] / d[0]:.1f}x, validate -q {v[0] / d[0]:.1f}x the sqlite3 dump "
             f"(a CPython listing's floor: {fl[0] / d[0]:.1f}x; SQLite's, in id order: "
-            f"{sq[0] / d[0]:.1f}x)")
+            f"{sq[0] / d[0]:.1f}x; memctl's listing without the evaluation: "
+            f"{ne[0] / d[0]:.1f}x)")
 
 
 FACTS_TIMES: dict[str, Any] = {}

@@ -796,8 +796,11 @@ def missing_current(revision: Any) -> str:
 # a column: every value is in one of them (the comparison with NULL is NULL,
 # which IS NOT 1), compared as ORDER BY orders them in every table (the
 # unary + takes the column's affinity away: a TEXT column would compare a
-# numeric bound as text, a column without a type as a number)
-_PART_SQL = {False: "(+{} >= ?) IS NOT 1", True: "(+{} >= ?) IS 1"}
+# numeric bound as text, a column without a type as a number; COLLATE
+# BINARY its collation: a table that declared another cut its rows
+# elsewhere than the others, and than Python orders them)
+_PART_SQL = {False: "(+{} >= ? COLLATE BINARY) IS NOT 1",
+             True: "(+{} >= ? COLLATE BINARY) IS 1"}
 
 Part = tuple[Any, bool]
 """One of two parts of a store's fact ids: ``(bound, False)``, those SQLite
@@ -818,22 +821,36 @@ def ids_stored_twice(db: sqlite3.Connection) -> frozenset[Any]:
                 f"PRAGMA index_info({sql_name(name)})")] == ["fact_id"]:
             return frozenset()
     return frozenset(r[0] for r in db.execute(
-        "SELECT fact_id FROM facts GROUP BY fact_id HAVING count(*) > 1"))
+        "SELECT fact_id FROM facts GROUP BY fact_id COLLATE BINARY HAVING count(*) > 1"))
 
 
-def sources_by_key(db: sqlite3.Connection) -> str:
-    """How a read looks the ``source_refs`` rows of revisions up: ``INDEXED
-    BY`` the table's primary-key index on (fact_id, revision), which holds
-    no other column, so the session, positions and digest are the table's
-    values; ``NOT INDEXED`` when the table has no such index (lost its key:
-    SQLite then builds one from the table for the read).  Never through an
-    index that holds those columns: one that disagrees with its table (a
-    damaged or crafted covering index) gave values no evaluation read."""
+def source_key_index(db: sqlite3.Connection) -> str | None:
+    """The name (as SQL) of ``source_refs``' primary-key index on (fact_id,
+    revision) with the default (binary) collation, or None when the table
+    has no such index (it lost its key, or declared another collation).
+    The reads that look a revision's source up by key look it up through
+    that index, which holds no other column, so that the session,
+    positions and digest are the table's values, never those of an index
+    that holds them too and disagrees with the table (a damaged or crafted
+    one: they gave values no evaluation read); without it, through an
+    index SQLite builds for the read from the table's rows
+    (:data:`SOURCES_FROM_TABLE`)."""
     for _seq, name, _unique, origin, partial in db.execute('PRAGMA index_list("source_refs")'):
-        if origin == "pk" and not partial and [r[2] for r in db.execute(
-                f"PRAGMA index_info({sql_name(name)})")] == ["fact_id", "revision"]:
-            return f"INDEXED BY {sql_name(name)}"
-    return "NOT INDEXED"
+        if origin != "pk" or partial:
+            continue
+        cols = [(r[2], r[4]) for r in db.execute(f"PRAGMA index_xinfo({sql_name(name)})")
+                if r[5]]
+        if cols == [("fact_id", "BINARY"), ("revision", "BINARY")]:
+            return sql_name(name)
+    return None
+
+
+# source_refs as a read that looks rows up by key reads it without the
+# primary-key index: the table's rows (LIMIT -1 keeps SQLite from merging
+# the subquery into the join, where NOT INDEXED would scan the table once
+# per revision), which SQLite indexes for the read
+SOURCES_FROM_TABLE = ("(SELECT fact_id, revision, session_id, seqs, digest "
+                      "FROM source_refs NOT INDEXED LIMIT -1)")
 
 
 def _collapse_twice(rows: Iterator[tuple[Any, ...]], twice: frozenset[Any]
@@ -1716,7 +1733,9 @@ class FactStore(ClosesOnExit):
             if "source_refs" in self._tables:
                 sub += " UNION SELECT fact_id FROM source_refs WHERE session_id = ?"
                 args += (session_id,)
-            conds.append(f"f.fact_id IN ({sub})")
+            # (the ids compared as Python compares them, whatever collation
+            # the table declares: every reader's facts are the same ones)
+            conds.append(f"f.fact_id COLLATE BINARY IN ({sub})")
         if part is not None:
             conds.append(_PART_SQL[part[1]].format("f.fact_id"))
             args += (part[0],)
@@ -1737,9 +1756,10 @@ class FactStore(ClosesOnExit):
         for table in ("provenance", "source_refs"):
             if table not in self._tables:
                 continue
-            (indexed,) = db.execute(f"SELECT count(*) FROM {table} WHERE session_id = ?",
+            # (counted as the reads ask for the ids: through the index they use)
+            (indexed,) = db.execute(f"SELECT count(fact_id) FROM {table} WHERE session_id = ?",
                                     (session_id,)).fetchone()
-            (stored,) = db.execute(f"SELECT count(*) FROM {table} NOT INDEXED "
+            (stored,) = db.execute(f"SELECT count(fact_id) FROM {table} NOT INDEXED "
                                    "WHERE session_id = ?", (session_id,)).fetchone()
             if indexed != stored:
                 raise StoreCorrupt(
@@ -1762,7 +1782,8 @@ class FactStore(ClosesOnExit):
             n = db.execute("SELECT count(*) FROM facts").fetchone()[0]
             if n < least:
                 return None
-            row = db.execute("SELECT fact_id FROM facts ORDER BY fact_id LIMIT 1 OFFSET ?",
+            row = db.execute("SELECT fact_id FROM facts ORDER BY fact_id COLLATE BINARY "
+                             "LIMIT 1 OFFSET ?",
                              (int(n * share),)).fetchone()
         except sqlite3.Error:
             return None     # (a damaged index, say: one process, which reports it its way)
@@ -1912,7 +1933,7 @@ class FactStore(ClosesOnExit):
         directory, say).  With ``session_id``, the facts of that session are
         found as the listing finds them (:meth:`_session_filter`), their
         references looked up by fact id as the listing looks them up
-        (:func:`sources_by_key`: the table's values)."""
+        (:func:`source_key_index`: the table's values)."""
         db = self._reader()
         if db is None or "source_refs" not in self._tables:
             return
@@ -1930,8 +1951,10 @@ class FactStore(ClosesOnExit):
                 # in memory, as the rows must still be the table's
                 cur = db.execute(query, args)
         else:
+            key = source_key_index(db)
             cur = db.execute("SELECT f.session_id, f.seqs, f.digest FROM source_refs f "
-                             f"{sources_by_key(db)} " + where + "ORDER BY f.session_id", args)
+                             + (f"INDEXED BY {key} " if key else "NOT INDEXED ")
+                             + where + "ORDER BY f.session_id", args)
         sid: str | None = None
         seen: set[tuple[str, str]] = set()
         group: list[SourceRef] = []
@@ -2001,13 +2024,15 @@ class FactStore(ClosesOnExit):
             return listing
         only = ("WHERE " + _PART_SQL[part[1]].format("fact_id") + " "
                 if part is not None else "")
+        # (ordered as Python's merge compares the ids, whatever collation a
+        # table declares: _merged_groups)
         queries = ["SELECT fact_id, revision, created, updated FROM facts NOT INDEXED "
-                   + only + "ORDER BY fact_id",
+                   + only + "ORDER BY fact_id COLLATE BINARY",
                    "SELECT fact_id, revision, text, created FROM revisions NOT INDEXED "
-                   + only + "ORDER BY fact_id, revision"]
+                   + only + "ORDER BY fact_id COLLATE BINARY, revision"]
         if "source_refs" in self._tables:
             queries.append("SELECT fact_id, revision, session_id, seqs, digest FROM source_refs "
-                           "NOT INDEXED " + only + "ORDER BY fact_id, revision")
+                           "NOT INDEXED " + only + "ORDER BY fact_id COLLATE BINARY, revision")
         listing.start(sibling, queries, args if part is not None else ())
         listing.fallback = lambda: self._joined_rows(db, where, args)
         self._listings.append(listing)
@@ -2063,19 +2088,24 @@ class FactStore(ClosesOnExit):
         updated)`` for a fact without any revision, where the order reaches it."""
         refs = ("s.session_id, s.seqs, s.digest" if "source_refs" in self._tables
                 else "NULL, NULL, NULL")
-        join = (f"LEFT JOIN source_refs s {sources_by_key(db)} ON s.fact_id = r.fact_id "
-                "AND s.revision = r.revision " if "source_refs" in self._tables else "")
+        join = ""
+        if "source_refs" in self._tables:
+            key = source_key_index(db)
+            join = ("LEFT JOIN " + (f"source_refs s INDEXED BY {key} " if key
+                                    else f"{SOURCES_FROM_TABLE} s ")
+                    + "ON s.fact_id = r.fact_id COLLATE BINARY AND s.revision = r.revision ")
         # the main query is driven by the revisions, which do not see a fact
-        # without any: those are read first
+        # without any: those are read first (ids compared, and ordered, as
+        # Python compares them, whatever collation a table declares)
         bare = collections.deque(db.execute(
             "SELECT f.fact_id, f.revision, f.created, f.updated FROM facts f "
             + (where + "AND " if where else "WHERE ")
-            + "NOT EXISTS (SELECT 1 FROM revisions r WHERE r.fact_id = f.fact_id) "
-            "ORDER BY f.fact_id", args))
+            + "NOT EXISTS (SELECT 1 FROM revisions r WHERE r.fact_id = f.fact_id COLLATE BINARY) "
+            "ORDER BY f.fact_id COLLATE BINARY", args))
         cur = db.execute(
             "SELECT r.fact_id, f.revision, f.created, f.updated, r.revision, r.text, r.created, "
-            f"{refs} FROM revisions r JOIN facts f ON f.fact_id = r.fact_id {join}"
-            + where + "ORDER BY r.fact_id, r.revision", args)
+            f"{refs} FROM revisions r JOIN facts f ON f.fact_id = r.fact_id COLLATE BINARY "
+            f"{join}" + where + "ORDER BY r.fact_id COLLATE BINARY, r.revision", args)
         last = None
         for row in _fetched(cur):
             if bare and row[0] != last:

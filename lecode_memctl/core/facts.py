@@ -838,8 +838,8 @@ def source_key_index(db: sqlite3.Connection) -> str | None:
     for _seq, name, _unique, origin, partial in db.execute('PRAGMA index_list("source_refs")'):
         if origin != "pk" or partial:
             continue
-        cols = [(r[2], r[4]) for r in db.execute(f"PRAGMA index_xinfo({sql_name(name)})")
-                if r[5]]
+        cols = [(r[2], str(r[4]).upper()) for r in db.execute(
+            f"PRAGMA index_xinfo({sql_name(name)})") if r[5]]
         if cols == [("fact_id", "BINARY"), ("revision", "BINARY")]:
             return sql_name(name)
     return None

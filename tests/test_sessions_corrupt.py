@@ -384,3 +384,33 @@ def test_the_default_audit_places_a_run_of_corrupt_lines_once(tmp_path, monkeypa
     a = Audit(st, parallel=False, now=1.9e9)
     list(a.run())
     assert len(calls) == 1
+
+
+@pytest.mark.parametrize("digits", [60, 5000])
+def test_a_seq_of_thousands_of_digits_is_a_corrupt_line_to_every_reader(store, monkeypatch,
+                                                                        digits):
+    """A line that begins {"seq": and 5,000 digits: the first-bytes read of
+    a seq (fast_seq) handed them to int(), which refuses more than 4,300
+    digits, and facts, validate and context failed with an internal error.
+    It is a corrupt line to every reader, and the spans around it read as
+    any corrupt line leaves them."""
+    from lecode_memctl.core.facts import FactStore
+
+    recs = [msg(1, "one"), msg(2, "two"), msg(3, "three")]
+    huge = b'{"seq":' + b"1" * digits + b',"type":"message","role":"user","content":"x"}\n'
+    write(store, line(header()) + line(recs[0]) + line(recs[1]) + huge + line(recs[2]))
+    refs = [SourceRef(SID, (r["seq"],), canonical_digest([r])) for r in recs]
+    refs.append(SourceRef(SID, (2, 3), canonical_digest(recs[1:])))
+    with FactStore(store.facts_db) as fs:      # (the audits judge the facts' references)
+        for i, ref in enumerate(refs):
+            fs.add(f"fact {i}", ref=ref)
+    got = _every_reader(store, refs, monkeypatch)
+    want = {refs[0]: "valid", refs[1]: "valid", refs[2]: "valid", refs[3]: "records_corrupt"}
+    assert got == {k: want for k in got}, got
+    before = tree_hash(store.path)
+    for argv in (("facts", "--all", "--format", "jsonl"), ("validate", "--json"),
+                 ("validate", "--deep", "--json"), ("context", "--json"), ("read", SID, "3", "3")):
+        r = run_cli("--store", str(store.path), "--no-state", *argv)
+        assert "internal error" not in r.stderr + r.stdout, (argv, r.stderr)
+        assert r.exit_code in (0, 1), (argv, r.exit_code, r.stderr)
+    assert tree_hash(store.path) == before

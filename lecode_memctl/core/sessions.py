@@ -418,7 +418,9 @@ def _classify(line: bytes) -> tuple[str, Any]:
     return "record", obj
 
 
-_FAST_SEQ = lazy_compile(rb'\{"seq":(0|[1-9][0-9]*)[,}]')
+# (at most 50 digits: a longer number is no seq a record can have, and int()
+# refuses more than 4,300 digits, which made such a line an internal error)
+_FAST_SEQ = lazy_compile(rb'\{"seq":(0|[1-9][0-9]{0,49})[,}]')
 
 
 def seq_given_twice(line: bytes, seq: int) -> int | None:

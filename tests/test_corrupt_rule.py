@@ -391,3 +391,29 @@ def test_a_huge_line_read_in_blocks_still_finds_event_across_a_block_edge(store,
     assert (o1, a.length, a.has_event, a.is_object()) == (0, len(text), True, True)
     assert (o2, b.length, b.has_event) == (len(text) + 1, len(plain), False)
     assert a.head == text[:64] and a.tail == text[-64:] and b.tail == plain[-64:]
+
+
+_PRIOR = b'{"seq":%d,"type":"event","event":"compact","summary":"s","prior":{"seq":1,"digest":"d"}}\n'
+
+
+@pytest.mark.parametrize("escape", [False, True], ids=["plain", "escaped"])
+@pytest.mark.parametrize("compactions", [0, 1, 3])
+def test_the_whole_parse_finds_a_seq_given_twice_among_nested_seqs(compactions, escape):
+    """A line whose first bytes say seq 9 and whose parse keeps its line
+    number: records_by_line gives way to the line loop (a corrupt line),
+    whether other lines hold "seq" more than once (a compaction's prior),
+    or an escape spells a letter of it; the same lines without it parse."""
+    from lecode_memctl.core import sessions
+
+    head = [line(header("s")), line(msg(1, "a"))]
+    head += [_PRIOR % (2 + i) for i in range(compactions)]
+    n = len(head)
+    text = "caf\\u0065" if escape else "cafe"
+    tail = [line(msg(n + 1, "b")), b'{"seq":%d,"type":"message","role":"user","content":"%s"}\n'
+            % (n + 2, text.encode())]
+    clean = b"".join([*head, b'{"seq":%d,"type":"message","role":"user","content":"x"}\n' % n,
+                      *tail])
+    assert sessions.records_by_line(clean, len(clean)) is not None
+    twice = b"".join([*head, b'{"seq":9,"type":"message","role":"user","content":"x","seq":%d}\n'
+                      % n, *tail])
+    assert sessions.records_by_line(twice, len(twice)) is None

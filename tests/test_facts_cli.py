@@ -432,3 +432,17 @@ def test_fact_id_completion_through_the_shell_protocol(config_dir, project, stor
                 for line in proc.stderr.decode().splitlines() if line.startswith("import time:")}
     assert not imported & {"rich", "tabulate"}
     assert tree_hash(config_dir) == before
+
+
+@pytest.mark.parametrize("spec", [("s1", "9" * 5000, "9" * 5000), ("s1:1-" + "9" * 5000,),
+                                  ("s1:" + "9" * 5000 + "-" + "9" * 5000,),
+                                  ("s1", "3", str(2 ** 63))])
+def test_correct_refuses_a_position_beyond_64_bits(config_dir, project, store, spec):
+    """A START or END of thousands of digits went to int(), which refuses
+    more than 4,300: an internal error (exit 70).  A position is at most
+    2^63-1 (what SQLite stores); beyond, a usage error that says so."""
+    write_session(store)
+    fid = remember(store).fact_id
+    r = cli(project, "correct", fid, "1", *spec, "t", "--yes")
+    assert r.exit_code == 2, (r.exit_code, r.stderr[-300:])
+    assert "internal error" not in r.stderr and "at most 9223372036854775807" in r.stderr

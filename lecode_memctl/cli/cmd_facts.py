@@ -489,11 +489,20 @@ def _stdin_is_tty() -> bool:
         return False
 
 
+#: The largest transcript position (what SQLite stores; a larger integer in a
+#: transcript is read as a float, no seq)
+MAX_POSITION = (1 << 63) - 1
+
+
 def _parse_seq(text: str, what: str) -> int:
     from lecode_memctl.core.errors import UsageError
 
     if not text.isascii() or not text.isdigit():
         raise UsageError(f"{what} must be a non-negative integer, not {text!r}")
+    # (int() refuses more than 4,300 digits: measured before it is asked)
+    if len(text.lstrip("0")) > 19 or int(text) > MAX_POSITION:
+        shown = text if len(text) <= 40 else f"{text[:20]}...({len(text)} digits)"
+        raise UsageError(f"{what} is too large: {shown}; a position is at most {MAX_POSITION}")
     return int(text)
 
 

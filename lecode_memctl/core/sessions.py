@@ -1458,20 +1458,36 @@ def records_by_line(data: bytes, end: int) -> list[dict[str, Any]] | None:
     # to place.  Each line's parse kept its line number: the seqs its first
     # bytes give (fast_seq), read in one search, must be those numbers; where
     # a line does not begin so, each line is checked.
-    # (streamed, compared in C: no list of the lines' length)
     n = len(records)
-    firsts = map(int, map(_GROUP_1, _LINE_FIRST_SEQ.finditer(data, 0, end)))
-    if fast_seq(data[:64]) not in (None, 0) or any(itertools.starmap(
-            operator.ne, itertools.zip_longest(firsts, range(1, n)))):
+    if fast_seq(data[:64]) not in (None, 0) or not _lines_begin_with_their_seq(data, end, n):
         lines = data[:end - 1].split(b"\n")
         if any(first is not None for first in map(seq_given_twice, lines, range(n))):
             return None
     return records
 
 
+def _lines_begin_with_their_seq(data: bytes, end: int, n: int) -> bool:
+    """Whether each of the ``n`` complete lines of ``data[:end]`` after the
+    first begins ``{"seq":i,`` (or ``}``; as :func:`fast_seq` reads it),
+    ``i`` its line number: one search of the line starts, a piece of about
+    ``PARSE_PIECE`` bytes at a time (no list of the lines' length), the
+    numbers compared in C."""
+    expect, start = 1, 0
+    while start < end:
+        # (a piece ends at a newline: a line start found in it lies in it)
+        stop = data.find(b"\n", min(start + PARSE_PIECE, end - 1), end)
+        if stop <= start:
+            stop = end
+        firsts = _LINE_FIRST_SEQ.findall(data, start, stop)
+        if list(map(int, firsts)) != list(range(expect, expect + len(firsts))):
+            return False
+        expect += len(firsts)
+        start = stop
+    return expect == n
+
+
 # the seq a line after the first begins with, as fast_seq reads it
 _LINE_FIRST_SEQ = lazy_compile(rb'\n\{"seq":(0|[1-9][0-9]{0,49})[,}]')
-_GROUP_1 = operator.methodcaller("group", 1)
 
 
 def _lines_as_lists(data: bytes, end: int) -> list[Any] | None:

@@ -561,3 +561,80 @@ def test_a_write_where_a_parent_table_lost_its_key_says_so(demo, argv):
     assert "foreign key mismatch" in line and "lost its primary key" in line, line
     assert "nothing was changed" in line, line
     assert tree_hash(demo) == before
+
+
+def _loose_revisions() -> tuple[str, ...]:
+    return ("PRAGMA foreign_keys = OFF",
+            "CREATE TABLE x2 (fact_id, revision, text, created)",
+            "INSERT INTO x2 SELECT * FROM revisions", "DROP TABLE revisions",
+            "ALTER TABLE x2 RENAME TO revisions")
+
+
+BLOB_REVISION = {
+    "current": (*_loose_revisions(),
+                f"UPDATE revisions SET revision = x'02' WHERE fact_id = '{PREF}' AND revision = 2"),
+    "older": (*_loose_revisions(),
+              f"UPDATE revisions SET revision = x'' WHERE fact_id = '{PREF}' AND revision = 1"),
+    "typed_table": ("PRAGMA ignore_check_constraints = ON",
+                    "UPDATE revisions SET revision = x'01' WHERE fact_id = 'c283ab7d8ed884e4'"),
+    "older_typed": (f"UPDATE revisions SET revision = x'01' WHERE fact_id = '{PREF}' "
+                    "AND revision = 1",),
+    "extra_row": ("PRAGMA foreign_keys = OFF",
+                  "INSERT INTO revisions VALUES ('c283ab7d8ed884e4', x'05', 'blob rev', 'x')"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BLOB_REVISION))
+def test_a_revision_number_stored_as_a_blob_is_no_internal_error(demo, case, tmp_path):
+    """A revision number that is a BLOB reached the JSON output of history,
+    validate (its findings' revision) and export as bytes: an internal
+    error (exit 70).  A finding's revision and a history row's are integers
+    or null, as the listing gives them; the message says what is stored."""
+    _sql(demo, *BLOB_REVISION[case])
+    before = tree_hash(demo)
+    base = ("--store", str(demo), "--no-state")
+    for argv in (("facts", "--json"), ("facts", "--all", "--format", "jsonl"),
+                 ("history", PREF, "--json"), ("history", "c283ab7d8ed884e4", "--json"),
+                 ("recall", PREF), ("context", "--json"), ("validate", "--json"),
+                 ("validate", "--deep", "--json"),
+                 ("export", "--output", str(tmp_path / f"{case}.tar"))):
+        r = run_cli(*base, *argv)
+        assert r.exit_code != 70 and "internal error" not in r.stdout + r.stderr, (argv, r.stderr)
+        if "--json" in argv or "jsonl" in argv:
+            for doc in map(orjson.loads, r.stdout.splitlines() if "jsonl" in argv
+                           else [r.stdout]):
+                assert doc.get("type") != "error", (argv, doc)
+    assert tree_hash(demo) == before
+
+
+@pytest.mark.parametrize("seqs", ["[9223372036854775808]", "[18446744073709551615]",
+                                  "[2,9223372036854775808]"])
+def test_forget_refuses_a_source_position_beyond_64_bits(demo, seqs):
+    """A stored position from 2^63 to 2^64-1 (an integer to orjson, none
+    to SQLite) reached the exclusions' queries: forget and its preview
+    were an internal error (OverflowError).  It is no position: forget
+    refuses (exit 5), nothing changed; recall still answers."""
+    _sql(demo, f"UPDATE source_refs SET seqs = '{seqs}' WHERE fact_id = '{PREF}' AND revision = 2")
+    before = tree_hash(demo)
+    base = ("--store", str(demo), "--no-state")
+    for argv in (("forget", PREF, "--dry-run", "--json"), ("forget", PREF, "--yes")):
+        r = run_cli(*base, *argv)
+        assert r.exit_code == 5, (argv, r.exit_code, r.stderr)
+        assert "which is no position (0 to 9223372036854775807)" in r.stdout + r.stderr
+    assert run_cli(*base, "recall", PREF).exit_code in (0, 3, 4, 5)
+    assert tree_hash(demo) == before
+
+
+def test_a_last_seq_beyond_a_position_counts_no_records(demo):
+    """A transcript whose last record says seq 2^64-1 (an integer to
+    orjson): the sessions listing counted last + 1 records, 2^64, which no
+    JSON writer takes (internal error).  Its record count is null."""
+    path = demo / "sessions" / "demo-alpha.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[-1] = lines[-1].replace(b'{"seq":%d,' % (len(lines) - 1), b'{"seq":18446744073709551615,')
+    path.write_bytes(b"".join(lines))
+    r = run_cli("--store", str(demo), "--no-state", "sessions", "--json")
+    assert r.exit_code == 0, r.stderr
+    rows = {x["id"]: x for x in orjson.loads(r.stdout)}
+    assert rows["demo-alpha"]["records"] is None and rows["demo-alpha"]["state"] == "corrupt"
+

@@ -489,13 +489,9 @@ def _stdin_is_tty() -> bool:
         return False
 
 
-#: The largest transcript position (what SQLite stores; a larger integer in a
-#: transcript is read as a float, no seq)
-MAX_POSITION = (1 << 63) - 1
-
-
 def _parse_seq(text: str, what: str) -> int:
     from lecode_memctl.core.errors import UsageError
+    from lecode_memctl.core.facts import MAX_POSITION
 
     if not text.isascii() or not text.isdigit():
         raise UsageError(f"{what} must be a non-negative integer, not {text!r}")

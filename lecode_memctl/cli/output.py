@@ -67,6 +67,11 @@ def _default(obj: Any) -> Any:
         return str(obj)
     if isinstance(obj, (set, frozenset, tuple)):
         return list(obj)
+    if isinstance(obj, bytes):
+        # a stored BLOB where a value was expected (a damaged row) that a
+        # reader passed on: its bytes as text, as row_text shows a BLOB id,
+        # never an internal error
+        return obj.decode("utf-8", "replace")
     raise TypeError(f"cannot encode {type(obj).__name__}")
 
 

@@ -522,7 +522,15 @@ def _seqs_from_json(raw: str, where: str) -> tuple[int, ...]:
     if not isinstance(seqs, list) or not all(isinstance(s, int) and not isinstance(s, bool)
                                              for s in seqs):
         raise StoreCorrupt(f"facts database: {where}: seqs is not a list of integers")
+    for s in seqs:
+        if not 0 <= s <= MAX_POSITION:   # (SQLite stores no larger integer: an exclusion of it)
+            raise StoreCorrupt(f"facts database: {where}: seqs holds {s}, which is no "
+                               f"position (0 to {MAX_POSITION})")
     return tuple(seqs)
+
+
+MAX_POSITION = (1 << 63) - 1
+"""The largest transcript position a store can name (what SQLite stores)."""
 
 
 def generation_value(raw: object) -> int:
@@ -2567,17 +2575,19 @@ def fact_status(revisions: Sequence[Revision], statuses: Mapping[SourceRef, Sour
         return (status_for("invalid_ref", missing_current(current)),
                 current if type(current) is int else None)
     # current (highest) first; a damaged row's revision that is not an integer
-    # sorts as SQLite sorts it (after the numbers), never a TypeError
+    # sorts as SQLite sorts it (after the numbers), never a TypeError, and is
+    # about no revision number (None, as a listing gives its fact's)
     for rev in sorted(revisions, key=lambda r: _sql_key(r.revision), reverse=True):
+        about = rev.revision if type(rev.revision) is int else None
         if rev.source is None and rev.source_error is not None:
-            return status_for("invalid_ref", rev.source_error), rev.revision
+            return status_for("invalid_ref", rev.source_error), about
         if rev.source is None:
-            return status_for("legacy_provenance"), rev.revision
+            return status_for("legacy_provenance"), about
         st = statuses.get(rev.source)
         if st is None:
-            return SourceStatus(HIDDEN, "invalid_ref", "not validated"), rev.revision
+            return SourceStatus(HIDDEN, "invalid_ref", "not validated"), about
         if not st.ok:
-            return st, rev.revision
+            return st, about
     if not revisions:
         return SourceStatus(UNVERIFIED, "legacy_provenance", "no revisions"), None
     return SourceStatus(VALID), None

@@ -540,7 +540,10 @@ def history(facts: FactStore | None, sessions: SessionReader, fact_id: str) -> d
             s = status_for("invalid_ref", r.source_error)
         else:
             s = status_for("legacy_provenance")
-        out.append({"revision": r.revision, "text": r.text, "created": r.created,
+        # (a revision stored as a BLOB, a damaged row: null, as the listing
+        # gives a fact's; an integer, a text or a real as stored)
+        out.append({"revision": None if isinstance(r.revision, bytes) else r.revision,
+                    "text": r.text, "created": r.created,
                     "current": r.revision == fact.revision,
                     "source": source_label(r.source, r.provenance),
                     "source_ref": r.source.to_json() if r.source is not None else None,

@@ -2405,7 +2405,9 @@ class SessionStore:
                         SEQ_DUPLICATE if obj["seq"] == prev else SEQ_REGRESSION)
                     state, reason, detail = STATE_CORRUPT, k, f"line {f.line_number(off)}: {k}"
                 prev = last = obj["seq"]
-            records = last + 1 if last is not None else None
+            # (a last seq beyond a position, 2^63-1, counts no records: null,
+            # not a number no JSON reader takes)
+            records = last + 1 if last is not None and last < (1 << 63) - 1 else None
             messages = compactions = 0
             events = 0
             lines_seen = 0

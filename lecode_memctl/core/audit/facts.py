@@ -563,6 +563,12 @@ def _num(value: Any) -> int | None:
     return value if type(value) is int else None
 
 
+def _odd_revision(value: Any) -> str:
+    """What a finding's message adds for a stored revision that is no
+    integer (its field is then null): ``" (revision stored as b'\\x02')"``."""
+    return "" if type(value) is int else f" (revision stored as {_said(value)})"
+
+
 def _said(value: Any) -> str:
     """A stored revision in a finding's message: an integer as it is, any
     other value as Python writes it (``'1x'``, ``b'\\x01'``, ``None``)."""
@@ -743,11 +749,14 @@ def _fact_part(audit: Audit, fs: Any, listing: Any, count: Callable[[str], None]
         count(st.status)   # (a missing current revision: db.dangling_ref)
         said: set[tuple[Any, str]] = set()
         for r in rl:
+            # (a revision stored as no integer: null in the finding, the
+            # message says what is stored)
+            rev, odd = _num(r.revision), _odd_revision(r.revision)
             if r.source is None and r.source_error is not None:
                 if (r.revision, r.source_error) not in said:   # (a revision stored twice: once)
                     said.add((r.revision, r.source_error))
-                    yield _item("fact.hidden", r.source_error, fact_id=shown,
-                                revision=r.revision, reason="invalid_ref")
+                    yield _item("fact.hidden", r.source_error + odd, fact_id=shown,
+                                revision=rev, reason="invalid_ref")
                 continue
             hit: tuple[str, int] | None = None
             for sid, seqs in sorted(r.evidence_positions().items()):
@@ -758,13 +767,13 @@ def _fact_part(audit: Audit, fs: Any, listing: Any, count: Callable[[str], None]
             if hit:
                 yield _item("fact.suppressed",
                             f"evidence {hit[0]}:{hit[1]} is excluded by a forget; the fact is "
-                            "kept but suppressed from recall", fact_id=shown, revision=r.revision,
+                            "kept but suppressed from recall" + odd, fact_id=shown, revision=rev,
                             session_id=hit[0], seq=hit[1])
             if r.source is None:
                 if not hit:
                     what = "legacy provenance" if r.provenance else "no evidence at all"
-                    yield _item("fact.unverified", f"{what}, no SourceRef",
-                                fact_id=shown, revision=r.revision, reason="legacy_provenance")
+                    yield _item("fact.unverified", f"{what}, no SourceRef{odd}",
+                                fact_id=shown, revision=rev, reason="legacy_provenance")
                 continue
             s = statuses.get(r.source)
             if s is None or s.ok:
@@ -775,6 +784,6 @@ def _fact_part(audit: Audit, fs: Any, listing: Any, count: Callable[[str], None]
             if s.reason == "excluded":
                 code = "fact.suppressed"
             detail = f": {s.detail}" if s.detail else ""
-            yield _item(code, f"evidence {r.source.label()} is {s.status} ({s.reason}){detail}",
-                        fact_id=shown, revision=r.revision, session_id=r.source.session_id,
+            yield _item(code, f"evidence {r.source.label()} is {s.status} ({s.reason}){detail}"
+                        + odd, fact_id=shown, revision=rev, session_id=r.source.session_id,
                         seq=s.seq, reason=s.reason)

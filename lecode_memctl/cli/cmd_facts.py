@@ -491,7 +491,7 @@ def _stdin_is_tty() -> bool:
 
 def _parse_seq(text: str, what: str) -> int:
     from lecode_memctl.core.errors import UsageError
-    from lecode_memctl.core.facts import MAX_POSITION
+    from lecode_memctl.core.sourceref import MAX_POSITION
 
     if not text.isascii() or not text.isdigit():
         raise UsageError(f"{what} must be a non-negative integer, not {text!r}")

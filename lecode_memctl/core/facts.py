@@ -47,6 +47,7 @@ from .sessions import ClosesOnExit
 from .snapshot import private_journal_snapshot, private_snapshot
 from .sourceref import (
     HIDDEN,
+    MAX_POSITION,
     UNVERIFIED,
     VALID,
     SessionReader,
@@ -529,10 +530,6 @@ def _seqs_from_json(raw: str, where: str) -> tuple[int, ...]:
     return tuple(seqs)
 
 
-MAX_POSITION = (1 << 63) - 1
-"""The largest transcript position a store can name (what SQLite stores)."""
-
-
 def generation_value(raw: object) -> int:
     """The ``meta`` generation as stored: a non-negative integer, else
     ``StoreCorrupt`` (exit 5; issue 16.4: 'abc' there was a crash, exit 70)."""
@@ -832,33 +829,26 @@ def ids_stored_twice(db: sqlite3.Connection) -> frozenset[Any]:
         "SELECT fact_id FROM facts GROUP BY fact_id COLLATE BINARY HAVING count(*) > 1"))
 
 
-def source_key_index(db: sqlite3.Connection) -> str | None:
-    """The name (as SQL) of ``source_refs``' primary-key index on (fact_id,
-    revision) with the default (binary) collation, or None when the table
-    has no such index (it lost its key, or declared another collation).
-    The reads that look a revision's source up by key look it up through
-    that index, which holds no other column, so that the session,
-    positions and digest are the table's values, never those of an index
-    that holds them too and disagrees with the table (a damaged or crafted
-    one: they gave values no evaluation read); without it, through an
-    index SQLite builds for the read from the table's rows
-    (:data:`SOURCES_FROM_TABLE`)."""
+def sources_by_key(db: sqlite3.Connection, alias: str) -> str:
+    """The FROM item (``source_refs`` as ``alias``) of a read that looks a
+    revision's source up by key: through the table's primary-key index on
+    (fact_id, revision) with the default (binary) collation, which holds no
+    other column, so that the session, positions and digest are the table's
+    values, never those of an index that holds them too and disagrees with
+    the table (a damaged or crafted one: they gave values no evaluation
+    read).  Where the table has no such index (it lost its key, or declared
+    another collation), its rows as a subquery SQLite indexes for the read
+    (``LIMIT -1`` keeps it from merging the subquery into a join, where
+    ``NOT INDEXED`` would scan the table once per revision)."""
     for _seq, name, _unique, origin, partial in db.execute('PRAGMA index_list("source_refs")'):
         if origin != "pk" or partial:
             continue
         cols = [(r[2], str(r[4]).upper()) for r in db.execute(
             f"PRAGMA index_xinfo({sql_name(name)})") if r[5]]
         if cols == [("fact_id", "BINARY"), ("revision", "BINARY")]:
-            return sql_name(name)
-    return None
-
-
-# source_refs as a read that looks rows up by key reads it without the
-# primary-key index: the table's rows (LIMIT -1 keeps SQLite from merging
-# the subquery into the join, where NOT INDEXED would scan the table once
-# per revision), which SQLite indexes for the read
-SOURCES_FROM_TABLE = ("(SELECT fact_id, revision, session_id, seqs, digest "
-                      "FROM source_refs NOT INDEXED LIMIT -1)")
+            return f"source_refs {alias} INDEXED BY {sql_name(name)}"
+    return ("(SELECT fact_id, revision, session_id, seqs, digest FROM source_refs "
+            f"NOT INDEXED LIMIT -1) {alias}")
 
 
 def _collapse_twice(rows: Iterator[tuple[Any, ...]], twice: frozenset[Any]
@@ -1941,7 +1931,7 @@ class FactStore(ClosesOnExit):
         directory, say).  With ``session_id``, the facts of that session are
         found as the listing finds them (:meth:`_session_filter`), their
         references looked up by fact id as the listing looks them up
-        (:func:`source_key_index`: the table's values)."""
+        (:func:`sources_by_key`: the table's values)."""
         db = self._reader()
         if db is None or "source_refs" not in self._tables:
             return
@@ -1959,9 +1949,7 @@ class FactStore(ClosesOnExit):
                 # in memory, as the rows must still be the table's
                 cur = db.execute(query, args)
         else:
-            key = source_key_index(db)
-            cur = db.execute("SELECT f.session_id, f.seqs, f.digest FROM source_refs f "
-                             + (f"INDEXED BY {key} " if key else "NOT INDEXED ")
+            cur = db.execute(f"SELECT f.session_id, f.seqs, f.digest FROM {sources_by_key(db, 'f')} "
                              + where + "ORDER BY f.session_id", args)
         sid: str | None = None
         seen: set[tuple[str, str]] = set()
@@ -2098,10 +2086,8 @@ class FactStore(ClosesOnExit):
                 else "NULL, NULL, NULL")
         join = ""
         if "source_refs" in self._tables:
-            key = source_key_index(db)
-            join = ("LEFT JOIN " + (f"source_refs s INDEXED BY {key} " if key
-                                    else f"{SOURCES_FROM_TABLE} s ")
-                    + "ON s.fact_id = r.fact_id COLLATE BINARY AND s.revision = r.revision ")
+            join = (f"LEFT JOIN {sources_by_key(db, 's')} "
+                    "ON s.fact_id = r.fact_id COLLATE BINARY AND s.revision = r.revision ")
         # the main query is driven by the revisions, which do not see a fact
         # without any: those are read first (ids compared, and ordered, as
         # Python compares them, whatever collation a table declares)

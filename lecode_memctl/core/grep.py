@@ -42,7 +42,7 @@ from .sessions import (
     UndoState,
     event_line,
     load_record,
-    seq_given_twice,
+    record_seq,
     undo_target,
     visible,
 )
@@ -389,10 +389,7 @@ def _records(path: str, literal: tuple[bytes, bool] | None
                 rec = load_record(raw)     # the session readers' loader (1e400 is a number)
             except (orjson.JSONDecodeError, RecordTooLarge):
                 continue
-            seq = rec.get("seq") if isinstance(rec, dict) else None
-            # (no non-negative seq, or one given twice, the first bytes saying
-            # another: a corrupt line, no_seq)
-            if type(seq) is int and seq >= 0 and seq_given_twice(raw, seq) is None:
+            if record_seq(rec, raw) is not None:     # (else a corrupt line, no_seq)
                 yield rec, rec.get("type") == "event" and event_line(raw)
 
 

@@ -44,6 +44,7 @@ from .atomic import fsync_dir, is_link_refusal, make_dirs, open_nofollow, write_
 from .errors import Conflict, MemctlError, NotFound, StoreBusy, StoreCorrupt, StoreWriteError, UsageError
 from .layout import SESSION_SUFFIX, Store, session_ids
 from .sourceref import (
+    MAX_POSITION,
     MAX_SPAN,
     REASONS,
     SESSION_ID_RE,
@@ -418,9 +419,11 @@ def _classify(line: bytes) -> tuple[str, Any]:
     return "record", obj
 
 
-# (at most 50 digits: a longer number is no seq a record can have, and int()
-# refuses more than 4,300 digits, which made such a line an internal error)
-_FAST_SEQ = lazy_compile(rb'\{"seq":(0|[1-9][0-9]{0,49})[,}]')
+# a record's first bytes as fast_seq reads them (at most 50 digits: a longer
+# number is no seq a record can have, and int() refuses more than 4,300
+# digits, which made such a line an internal error)
+_SEQ_PREFIX = rb'\{"seq":(0|[1-9][0-9]{0,49})[,}]'
+_FAST_SEQ = lazy_compile(_SEQ_PREFIX)
 
 
 def seq_given_twice(line: bytes, seq: int) -> int | None:
@@ -436,6 +439,18 @@ def seq_given_twice(line: bytes, seq: int) -> int | None:
         return None
     fast = fast_seq(line[:64])
     return fast if fast is not None and fast != seq else None
+
+
+def record_seq(obj: Any, line: bytes) -> int | None:
+    """The seq of a parsed line (``obj``, from ``line``) that is a record to
+    every reader: a dict with a non-negative integer seq, its first bytes
+    naming no other (:func:`seq_given_twice`); None for a corrupt line
+    (``no_seq``).  The readers that skip corrupt lines rather than report
+    them (``grep``, ``usage``) take records by it."""
+    seq = obj.get("seq") if isinstance(obj, dict) else None
+    if type(seq) is not int or seq < 0 or seq_given_twice(line, seq) is not None:
+        return None
+    return seq
 
 
 def _classify_capped(line: bytes | HugeLine) -> tuple[str, Any]:
@@ -1487,7 +1502,7 @@ def _lines_begin_with_their_seq(data: bytes, end: int, n: int) -> bool:
 
 
 # the seq a line after the first begins with, as fast_seq reads it
-_LINE_FIRST_SEQ = lazy_compile(rb'\n\{"seq":(0|[1-9][0-9]{0,49})[,}]')
+_LINE_FIRST_SEQ = lazy_compile(rb'\n' + _SEQ_PREFIX)
 
 
 def _lines_as_lists(data: bytes, end: int) -> list[Any] | None:
@@ -2407,7 +2422,7 @@ class SessionStore:
                 prev = last = obj["seq"]
             # (a last seq beyond a position, 2^63-1, counts no records: null,
             # not a number no JSON reader takes)
-            records = last + 1 if last is not None and last < (1 << 63) - 1 else None
+            records = last + 1 if last is not None and last < MAX_POSITION else None
             messages = compactions = 0
             events = 0
             lines_seen = 0

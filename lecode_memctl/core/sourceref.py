@@ -19,6 +19,9 @@ from .errors import StoreCorrupt, UsageError
 from .hashing import sha256
 
 MAX_SPAN = 200  # positions, inclusive span min(seqs)..max(seqs)
+MAX_POSITION = (1 << 63) - 1
+"""The largest transcript position a store can name (what SQLite stores; a
+larger integer in a transcript is a seq no exclusion can hold)."""
 SESSION_ID_RE = lazy_compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}\Z")  # \Z: "$" would accept a trailing newline
 _HEX64 = lazy_compile(r"^[0-9a-f]{64}\Z")
 SESSION_SUFFIX = ".jsonl"          # sessions/<id>.jsonl

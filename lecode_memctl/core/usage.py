@@ -31,7 +31,7 @@ import orjson
 from .atomic import open_in_dir
 from .errors import NotFound, UsageError
 from .layout import Store, session_ids
-from .sessions import RecordTooLarge, event_line, load_record, seq_given_twice
+from .sessions import RecordTooLarge, event_line, load_record, record_seq
 from .sourceref import check_session_id
 
 _EVENT_MARK = b'"event"'
@@ -258,10 +258,7 @@ def _account(rep: UsageReport, store: Store, sid: str, fd: int, since: datetime 
         except (orjson.JSONDecodeError, RecordTooLarge):
             rep.corrupt_lines += 1
             continue
-        seq = rec.get("seq") if isinstance(rec, dict) else None
-        if type(seq) is not int or seq < 0 or seq_given_twice(line, seq) is not None:
-            # no record to any reader (no non-negative seq, or one given
-            # twice, the first bytes saying another): a corrupt line
+        if record_seq(rec, line) is None:   # no record to any reader: a corrupt line
             rep.corrupt_lines += 1
             continue
         if rec.get("type") != "event" or not event_line(line):

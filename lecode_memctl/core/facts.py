@@ -1157,6 +1157,20 @@ def _merged_groups(cursors: list[sqlite3.Cursor], prov: dict[tuple[Any, Any], di
         f, f_used = next(facts, None), False
 
 
+def _with_bare(cur: sqlite3.Cursor, bare: collections.deque[tuple[Any, ...]]
+               ) -> Iterator[tuple[Any, ...]]:
+    """The joined query's rows (``cur``) with the facts without any revision
+    (``bare``, in id order) each where the id order reaches it."""
+    last = None
+    for row in _fetched(cur):
+        if bare and row[0] != last:
+            while bare and _sql_lt(bare[0][0], row[0]):
+                yield bare.popleft()
+        last = row[0]
+        yield row
+    yield from bare
+
+
 # --------------------------------------------------------------------------
 # The store
 
@@ -2008,15 +2022,23 @@ class FactStore(ClosesOnExit):
         listing = FactListing(self.path)
         if db is None:
             return listing
-        listing.twice = ids_stored_twice(db)
         where, args = self._session_filter(session_id, part)
+        sibling = self._sibling() if session_id is None else None
+        if sibling is None:
+            # the joined query first: its statement stays open until its last
+            # row is read, and with it the connection's read transaction, so
+            # every read made meanwhile on this connection -- the ones below,
+            # the evaluation's -- sees the state of the database the listing
+            # lists.  (A private snapshot is one state; a writer's connection
+            # read in two transactions listed a fact another process
+            # committed in between valid, its source never validated.)
+            listing.joined = self._joined_rows(db, where, args)
+        listing.twice = ids_stored_twice(db)
         for fid, rev, sid, seq in db.execute(
                 "SELECT f.fact_id, f.revision, f.session_id, f.seq FROM provenance f " + where
                 + "ORDER BY f.fact_id, f.revision, f.session_id, f.seq", args):
             listing.prov.setdefault((fid, rev), {}).setdefault(sid, []).append(seq)
-        sibling = self._sibling() if session_id is None else None
         if sibling is None:
-            listing.joined = self._joined_rows(db, where, args)
             return listing
         only = ("WHERE " + _PART_SQL[part[1]].format("fact_id") + " "
                 if part is not None else "")
@@ -2081,7 +2103,9 @@ class FactStore(ClosesOnExit):
         """The listing's rows of the facts ``where`` selects, in (fact id,
         revision) order: one joined query driven by the revisions' index, each
         fact's row and source looked up by key; ``(fact_id, revision, created,
-        updated)`` for a fact without any revision, where the order reaches it."""
+        updated)`` for a fact without any revision, where the order reaches it.
+        The queries run now (:meth:`start_listing`); the rows are read as
+        the result is iterated."""
         refs = ("s.session_id, s.seqs, s.digest" if "source_refs" in self._tables
                 else "NULL, NULL, NULL")
         join = ""
@@ -2091,23 +2115,16 @@ class FactStore(ClosesOnExit):
         # the main query is driven by the revisions, which do not see a fact
         # without any: those are read first (ids compared, and ordered, as
         # Python compares them, whatever collation a table declares)
+        cur = db.execute(
+            "SELECT r.fact_id, f.revision, f.created, f.updated, r.revision, r.text, r.created, "
+            f"{refs} FROM revisions r JOIN facts f ON f.fact_id = r.fact_id COLLATE BINARY "
+            f"{join}" + where + "ORDER BY r.fact_id COLLATE BINARY, r.revision", args)
         bare = collections.deque(db.execute(
             "SELECT f.fact_id, f.revision, f.created, f.updated FROM facts f "
             + (where + "AND " if where else "WHERE ")
             + "NOT EXISTS (SELECT 1 FROM revisions r WHERE r.fact_id = f.fact_id COLLATE BINARY) "
             "ORDER BY f.fact_id COLLATE BINARY", args))
-        cur = db.execute(
-            "SELECT r.fact_id, f.revision, f.created, f.updated, r.revision, r.text, r.created, "
-            f"{refs} FROM revisions r JOIN facts f ON f.fact_id = r.fact_id COLLATE BINARY "
-            f"{join}" + where + "ORDER BY r.fact_id COLLATE BINARY, r.revision", args)
-        last = None
-        for row in _fetched(cur):
-            if bare and row[0] != last:
-                while bare and _sql_lt(bare[0][0], row[0]):
-                    yield bare.popleft()
-            last = row[0]
-            yield row
-        yield from bare
+        return _with_bare(cur, bare)
 
     def fact_ids(self, prefix: str = "", limit: int = 200) -> list[str]:
         db = self._reader()

@@ -145,8 +145,10 @@ def evaluate_facts(facts: FactStore, sessions: SessionReader, *, session_id: str
     session's sources and the invalid ones, not the store.
     :func:`~lecode_memctl.core.facts.fact_status` decides each fact from
     them, exactly as for one fact."""
+    listing = facts.start_listing(session_id)   # first: the evaluation reads its state
     statuses = _evaluate_sources(facts, sessions, session_id, purpose)
-    for fact, revs in facts.iter_fact_revisions(session_id):
+    for group in listing.groups(bare=True):
+        fact, revs = fact_from_group(group)
         yield fact, revs, statuses
 
 

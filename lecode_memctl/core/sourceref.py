@@ -249,14 +249,15 @@ def status_for(reason: str, detail: str | None = None, seq: int | None = None) -
 class EvaluatedStatuses(Mapping[SourceRef, SourceStatus]):
     """The statuses of every source an evaluation validated, kept small: only
     the sources that are not valid are stored; any other source of the
-    evaluated facts is valid (the read-only open is one snapshot, so the
-    sources streamed afterwards are the ones that were validated, read as
-    the evaluation read them: ``FactStore.source_refs_by_session``).  A
-    store opened for writing is read in two transactions: a source another
-    process commits between the evaluation and the listing would be listed
-    valid unvalidated, so the commands open the store read-only, and so
-    should a program that lists a store others write.  Iterating gives the
-    sources that are not valid."""
+    evaluated facts is valid.  The facts listed with them are read in the
+    state of the database the evaluation read: a read-only open is one
+    snapshot; on a writer's connection the listing's query is started
+    before the evaluation, and its open statement holds the read
+    transaction every later read of that connection shares until the last
+    row (``FactStore.start_listing``; tests/test_writer_snapshot.py).  A
+    reader of its own for the exclusions (``SessionStore`` without
+    ``exclusions=``) reads them in a transaction of its own.  Iterating
+    gives the sources that are not valid."""
 
     _VALID = SourceStatus(VALID)
 

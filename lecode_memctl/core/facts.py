@@ -53,6 +53,7 @@ from .sourceref import (
     SessionReader,
     SourceRef,
     SourceStatus,
+    StoredSource,
     check_session_id,
     status_for,
     stored_ref_ok,
@@ -1925,9 +1926,17 @@ class FactStore(ClosesOnExit):
 
     def source_refs_by_session(self, session_id: str | None = None, *, part: Part | None = None
                                ) -> Iterator[tuple[str, list[SourceRef]]]:
+        """:meth:`stored_sources_by_session`'s references as SourceRefs."""
+        for sid, group in self.stored_sources_by_session(session_id, part=part):
+            yield sid, [SourceRef.of_checked(sid, seqs, digest) for seqs, digest in group]
+
+    def stored_sources_by_session(self, session_id: str | None = None, *, part: Part | None = None
+                                  ) -> Iterator[tuple[str, list[StoredSource]]]:
         """Every distinct well-formed SourceRef of every revision (of the facts
         with evidence in ``session_id`` when given), grouped by the session it
-        cites: one query, streamed in session order, one group at a time, a
+        cites, as its stored values (:data:`~lecode_memctl.core.sourceref.StoredSource`,
+        checked as a SourceRef checks them: a malformed one is the revision's
+        own problem, left out): one query, streamed in session order, one group at a time, a
         group at most ``GROUP_REFS`` references (a session cited more often
         comes in several consecutive groups, so memory does not follow the
         number of references into one session).  ``part``: only those of
@@ -1967,19 +1976,30 @@ class FactStore(ClosesOnExit):
                              + where + "ORDER BY f.session_id", args)
         sid: str | None = None
         seen: set[tuple[str, str]] = set()
-        group: list[SourceRef] = []
+        group: list[StoredSource] = []
+        loads, ok = orjson.loads, stored_ref_ok
         for rsid, seqs, digest in _fetched(cur):
             if rsid != sid or len(group) >= GROUP_REFS:
                 if group:
                     yield sid, group  # type: ignore[misc]
                 sid, seen, group = rsid, set(), []
-            if (seqs, digest) in seen:
+            key = (seqs, digest)
+            if key in seen:
                 continue
-            seen.add((seqs, digest))
+            seen.add(key)
+            # (_ref_from_row's rule, without its object where the values are plain)
             try:
-                group.append(_ref_from_row(None, None, rsid, seqs, digest))
+                raw = loads(seqs) if type(seqs) is str else None
+            except orjson.JSONDecodeError:
+                raw = None
+            if raw is not None and ok(rsid, raw, digest):
+                group.append((tuple(raw), digest))
+                continue
+            try:
+                ref = _ref_from_row(None, None, rsid, seqs, digest)
             except StoreCorrupt:
                 continue      # the revision's own problem (Revision.source_error)
+            group.append((ref.seqs, ref.digest))
         if group:
             yield sid, group  # type: ignore[misc]
 

@@ -120,12 +120,19 @@ def _evaluate_sources(facts: FactStore, sessions: SessionReader, session_id: str
                       purpose: str, part: Part | None = None) -> EvaluatedStatuses:
     """The statuses of every source of the facts (with evidence in
     ``session_id`` when given; of ``part`` of the ids), validated one
-    session at a time (``SessionStore.validate_sessions``); only the ones
+    session at a time (``SessionStore.validate_stored``); only the ones
     not valid are kept."""
     bad: dict[SourceRef, SourceStatus] = {}
-    for got in sessions.validate_sessions(facts.source_refs_by_session(session_id, part=part),
-                                          purpose):
-        bad.update((ref, st) for ref, st in got.items() if not st.ok)
+    stored = getattr(sessions, "validate_stored", None)
+    if stored is None:      # (another SessionReader: SourceRefs)
+        for got in sessions.validate_sessions(facts.source_refs_by_session(session_id, part=part),
+                                              purpose):
+            bad.update((ref, st) for ref, st in got.items() if not st.ok)
+        return EvaluatedStatuses(bad)
+    # (a SessionStore: the references as their stored values, no object each)
+    for sid, got in stored(facts.stored_sources_by_session(session_id, part=part), purpose):
+        bad.update((SourceRef.of_checked(sid, seqs, digest), st)
+                   for (seqs, digest), st in got.items() if not st.ok)
     return EvaluatedStatuses(bad)
 
 

@@ -54,6 +54,7 @@ from .sourceref import (
     RecordsUndigestible,
     SourceRef,
     SourceStatus,
+    StoredSource,
     canonical_digest,
     check_session_id,
     status_for,
@@ -2203,15 +2204,38 @@ class SessionStore:
         are yielded before the next group is read, so a caller that keeps only
         what it needs holds one session's refs at a time.  The exclusions of
         each ExclusionReader are read once for the whole iteration."""
+        held: list[SourceRef] = []      # the group being validated
+
+        def stored(groups: Iterable[tuple[str, list[SourceRef]]]
+                   ) -> Iterator[tuple[str, list[StoredSource]]]:
+            nonlocal held
+            for sid, group in groups:
+                if group:
+                    held = group
+                    yield sid, [(r.seqs, r.digest) for r in group]
+
+        for _sid, got in self.validate_stored(stored(groups), purpose):
+            yield {r: got[(r.seqs, r.digest)] for r in held}
+
+    def validate_stored(self, groups: Iterable[tuple[str, list[StoredSource]]],
+                        purpose: str = "durable"
+                        ) -> Iterator[tuple[str, dict[StoredSource, SourceStatus]]]:
+        """:meth:`validate_sessions` of references given as their stored
+        values, (seqs, digest) pairs (``FactStore.stored_sources_by_session``:
+        each checked as :class:`SourceRef` checks it), keyed so, each group's
+        with its session id: the whole-store evaluation validates every
+        source of a store without making an object of each.  An empty group
+        gives nothing."""
         _check_purpose(purpose)
         once = _ExclusionsOnce()
         for sid, group in groups:
             if group:
-                yield self._validate_session(sid, group, purpose, once)
+                yield sid, self._validate_session(sid, group, purpose, once)
         once.whole = None
 
-    def _validate_session(self, sid: str, refs: list[SourceRef], purpose: str,
-                          once: _ExclusionsOnce | None = None) -> dict[SourceRef, SourceStatus]:
+    def _validate_session(self, sid: str, refs: list[StoredSource], purpose: str,
+                          once: _ExclusionsOnce | None = None
+                          ) -> dict[StoredSource, SourceStatus]:
         try:
             check_session_id(sid)
         except UsageError:
@@ -2224,12 +2248,12 @@ class SessionStore:
             return {r: status_for(exc.reason, exc.message) for r in refs}
         except (SessionUnreadable, OSError) as exc:
             return {r: status_for("session_unreadable", str(exc)) for r in refs}
-        out: dict[SourceRef, SourceStatus] = {}
+        out: dict[StoredSource, SourceStatus] = {}
         once = once or _ExclusionsOnce()
         try:
             with f:
                 excluded, generation = once.get(self._reader_for(hdr), sid)
-                lo = min(r.seqs[0] for r in refs)
+                lo = min(r[0][0] for r in refs)
                 us = UndoState(self._events_from(f, lo, set(VISIBILITY_EVENTS)))
                 whole = None
                 if len(refs) > 1:
@@ -2238,25 +2262,25 @@ class SessionStore:
                         once.whole = None           # one transcript's records at a time
                         once.whole = (sid, f.size, self._whole_records(f))
                     whole = once.whole[2]
-                ordered: Iterable[SourceRef] = refs
+                ordered: Iterable[StoredSource] = refs
                 if whole is not None:
                     # every line a record whose seq is its line number: a span is a slice
                     n = len(whole)
                     for ref in refs:
-                        seqs = ref.seqs
+                        seqs = ref[0]
                         if seqs[-1] < n:
-                            out[ref] = span_decision(seqs, ref.digest, whole[seqs[0]:seqs[-1] + 1],
+                            out[ref] = span_decision(seqs, ref[1], whole[seqs[0]:seqs[-1] + 1],
                                                      purpose, excluded, generation, us)
                 elif len(refs) > 1:
-                    ordered = sorted(set(refs), key=lambda r: (r.seqs[0], r.seqs[-1]))
+                    ordered = sorted(set(refs), key=lambda r: (r[0][0], r[0][-1]))
                     # each span decided as the sweep completes it: its records are dropped
                     for ref, records in self._sweep_spans(f, ordered):
-                        out[ref] = span_decision(ref.seqs, ref.digest, records, purpose, excluded,
+                        out[ref] = span_decision(ref[0], ref[1], records, purpose, excluded,
                                                  generation, us)
                 reads = SpanReads(f, lo, excluded, generation, us)
                 for ref in ordered:
                     if ref not in out:
-                        out[ref] = reads.status(ref.seqs, ref.digest, purpose)
+                        out[ref] = reads.status(ref[0], ref[1], purpose)
         except OSError as exc:
             for r in refs:
                 out.setdefault(r, status_for("session_unreadable", exc.strerror or str(exc)))
@@ -2271,8 +2295,8 @@ class SessionStore:
         data = os.pread(f.fh.fileno(), f.size, 0)
         return records_by_line(data, data.rfind(b"\n") + 1)
 
-    def _sweep_spans(self, f: _File, refs: list[SourceRef]
-                     ) -> Iterator[tuple[SourceRef, list[dict[str, Any]]]]:
+    def _sweep_spans(self, f: _File, refs: list[StoredSource]
+                     ) -> Iterator[tuple[StoredSource, list[dict[str, Any]]]]:
         """The spans of many refs (sorted by start) from one forward read.
 
         Lines are read from the first span's start; a span's records are kept
@@ -2286,15 +2310,15 @@ class SessionStore:
         corrupt line, a seq out of order, the end of the transcript) is left
         to the one-ref read (``_read_span``), so the statuses are those of
         the one-ref path."""
-        items = [(r.start, r.end, r) for r in refs]
+        items = [(r[0][0], r[0][-1], r) for r in refs]
         n = len(items)
         k = 0                                   # next ref to open
         while k < n:
             k0 = k
             lines = f.lines(f.seek_seq(items[k][0]))
-            active: list[tuple[int, int, SourceRef]] = []
+            active: list[tuple[int, int, StoredSource]] = []
             # read spans: decided once the next line shows no repeated seq
-            ready: list[tuple[SourceRef, list[dict[str, Any]]]] = []
+            ready: list[tuple[StoredSource, list[dict[str, Any]]]] = []
             buf: dict[int, dict[str, Any]] = {}
             min_end = -1
             expect = items[k][0]

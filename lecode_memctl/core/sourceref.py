@@ -144,6 +144,13 @@ def canonical_digest(records: Iterable[Mapping[str, Any]]) -> str:
     return sha256(canonical_bytes(records)).hexdigest()
 
 
+StoredSource = tuple[tuple[int, ...], str]
+"""A reference into a session known from context, as its stored values:
+``(seqs, digest)``, each checked as :class:`SourceRef` checks it (the
+whole-store evaluation's form: ``FactStore.stored_sources_by_session``,
+``SessionStore.validate_stored``)."""
+
+
 @record(frozen=True)
 class SourceRef:
     """An immutable reference to visible message positions of one session."""
@@ -183,10 +190,16 @@ class SourceRef:
         revision: this is the same rule, decided in fewer steps."""
         if not stored_ref_ok(session_id, seqs, digest):
             return None
+        return cls.of_checked(session_id, tuple(seqs), digest)
+
+    @classmethod
+    def of_checked(cls, session_id: str, seqs: tuple[int, ...], digest: str) -> SourceRef:
+        """The SourceRef of values already checked as the constructor checks
+        them (:func:`stored_ref_ok`, or another SourceRef's), made without
+        checking them again."""
         ref = object.__new__(cls)
-        t = tuple(seqs)
-        ref.__dict__.update(session_id=session_id, seqs=t, digest=digest,
-                            _hash=hash((session_id, t, digest)))
+        ref.__dict__.update(session_id=session_id, seqs=seqs, digest=digest,
+                            _hash=hash((session_id, seqs, digest)))
         return ref
 
     @property

@@ -15,7 +15,7 @@ import orjson
 from ..atomic import open_nofollow
 from ..errors import UsageError
 from ..layout import FACTS_DB
-from ..sourceref import SourceRef
+from ..sourceref import SourceRef, StoredSource
 from .codes import Finding
 
 if TYPE_CHECKING:
@@ -598,12 +598,13 @@ def _load_facts(audit: Audit, fs: Any, db: Any) -> None:
     audit._excluded = {k: frozenset(v) for k, v in excluded.items()}
 
 
-def source_groups(audit: Audit) -> Iterator[tuple[str, list[SourceRef]]]:
+def source_groups(audit: Audit) -> Iterator[tuple[str, list[StoredSource]]]:
     """Every well-formed reference of every revision, one session's at a
-    time, in session id order (``FactStore.source_refs_by_session``); none
-    without a readable database."""
+    time, in session id order, as its stored values
+    (``FactStore.stored_sources_by_session``); none without a readable
+    database."""
     if audit._fs is not None:
-        yield from audit._fs.source_refs_by_session()
+        yield from audit._fs.stored_sources_by_session()
 
 
 def _revision(fid: Any, stored: tuple[Any, ...]) -> Any:

@@ -27,7 +27,7 @@ from ..layout import (
 )
 from ..mdnames import is_note_file
 from ..sessions import LOCK_SUFFIX
-from ..sourceref import SourceRef, session_file_id, status_for
+from ..sourceref import SourceRef, StoredSource, session_file_id, status_for
 from .codes import CODES, Finding, Progress, Summary
 from .facts import (
     PENDING,
@@ -464,7 +464,7 @@ class Audit:
                 if group[0] == sid:
                     # every group of the session (GROUP_REFS references each):
                     # the job reads its transcript once for all of them
-                    refs.extend((r.seqs, r.digest, "durable") for r in group[1])
+                    refs.extend((seqs, digest, "durable") for seqs, digest in group[1])
                 else:
                     self._missing(group)
                 group = next(groups, None)
@@ -475,10 +475,11 @@ class Audit:
             self._missing(group)
             group = next(groups, None)
 
-    def _missing(self, group: tuple[str, list[SourceRef]]) -> None:
+    def _missing(self, group: tuple[str, list[StoredSource]]) -> None:
         sid, refs = group
-        for ref in refs:
-            self._statuses[(ref, "durable")] = status_for("session_missing", f"no session {sid}")
+        for seqs, digest in refs:
+            self._statuses[(SourceRef.of_checked(sid, seqs, digest), "durable")] = status_for(
+                "session_missing", f"no session {sid}")
 
     def _check_sessions(self) -> Generator[Finding | None, None, None]:
         """One job per transcript, each reading its file at most once (see _session_job);

@@ -119,6 +119,11 @@ STATE_UNREADABLE = "unreadable"
 _EVENT_MARK = b'"event"'
 _CHUNK = 1 << 20
 _BUFFER = 1 << 14     # small: each binary-search probe fills one buffer
+# the first read of a newline search: less than the buffer, so that it is
+# served from it (a probe's line and the next probes of the scan near it
+# read no more), where a read of a whole buffer's size bypassed it: two
+# system calls and 16 KiB copied each probe, for lines of 100 bytes
+_FIRST_READ = 512
 _LINEAR_BELOW = 1 << 13   # binary search stops when the window is this small
 _TAIL_BYTES = 1 << 16
 _SCAN_BLOCK = 1 << 20     # raw-byte scans (marked_lines) read this much at a time
@@ -951,7 +956,7 @@ class _File:
         usually is; then doubling up to 1 MiB): a 200 MiB line costs no
         200 MiB object (issue 16.5).  None when there is none."""
         first = pos
-        step = _BUFFER
+        step = _FIRST_READ
         self.fh.seek(pos)
         while pos < self.size:
             for lo, nl in self._no_newline:   # a stretch scanned before: not again

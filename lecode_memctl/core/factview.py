@@ -285,6 +285,7 @@ def _plain_row(group: FactGroup, bad: Mapping[tuple[str, tuple[int, ...], str], 
     sid, digest = current[3], current[5]
     created, updated = row_text(created), row_text(updated)
     row = {
+        "type": "fact",
         "fact_id": fid,
         "revision": revision,
         "status": VALID if status is None else status.status,
@@ -298,12 +299,15 @@ def _plain_row(group: FactGroup, bad: Mapping[tuple[str, tuple[int, ...], str], 
         "updated": updated,
     }
     if not record:
+        del row["type"]
         return row
     # FACT.record: "type" first, the times in RFC 3339 (a fact at revision 1
     # was updated when it was created: converted once); keys keep their places
+    # (one dict made, not a second one copied from the first)
     when = utc_time(created)
-    return {"type": "fact", **row, "created": when,
-            "updated": when if updated == created else utc_time(updated)}
+    row["created"] = when
+    row["updated"] = when if updated == created else utc_time(updated)
+    return row
 
 
 def _doc_size(doc: Any) -> int:

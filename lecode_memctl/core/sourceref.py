@@ -23,7 +23,6 @@ MAX_POSITION = (1 << 63) - 1
 """The largest transcript position a store can name (what SQLite stores; a
 larger integer in a transcript is a seq no exclusion can hold)."""
 SESSION_ID_RE = lazy_compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}\Z")  # \Z: "$" would accept a trailing newline
-_HEX64 = lazy_compile(r"^[0-9a-f]{64}\Z")
 SESSION_SUFFIX = ".jsonl"          # sessions/<id>.jsonl
 
 # Validation statuses.
@@ -74,7 +73,22 @@ def stored_ref_ok(session_id: Any, seqs: Any, digest: Any) -> bool:
             prev = s
         if prev - seqs[0] + 1 > MAX_SPAN:
             return False
-    return type(digest) is str and len(digest) == 64 and _HEX64.match(digest) is not None
+    return type(digest) is str and is_digest(digest)
+
+
+def is_digest(value: object) -> bool:
+    """Whether ``value`` is text of 64 lower-case hex digits, as a SHA-256
+    ``hexdigest`` writes it: the text, decoded (``bytes.fromhex``: hex
+    digits in pairs, ASCII whitespace between them skipped, anything else
+    refused) and written again (``hex``: lower case, no whitespace), is
+    itself.  (The regular expression ``[0-9a-f]{64}`` said the same in
+    twice the time: 0.6 us a digest, twice per fact of a listing.)"""
+    if not isinstance(value, str) or len(value) != 64:
+        return False
+    try:
+        return bytes.fromhex(value).hex() == value
+    except ValueError:
+        return False
 
 
 @functools.lru_cache(maxsize=1024)
@@ -171,7 +185,7 @@ class SourceRef:
             raise UsageError("source positions must be sorted and distinct")
         if seqs[-1] - seqs[0] + 1 > MAX_SPAN:
             raise UsageError(f"a source reference spans at most {MAX_SPAN} positions")
-        if not isinstance(self.digest, str) or not _HEX64.match(self.digest):
+        if not is_digest(self.digest):
             raise UsageError("a digest is 64 lower-case hex digits")
         # hashed once: an evaluation keys dicts and sets by reference many times
         object.__setattr__(self, "_hash", hash((self.session_id, seqs, self.digest)))

@@ -28,7 +28,6 @@ from ..sessions import (
     RecordTooLarge,
     SpanReads,
     _File,
-    _is_int,
     bad_target,
     event_line,
     fast_seq,
@@ -36,6 +35,7 @@ from ..sessions import (
     load_record,
     not_an_event,
     record_before,
+    record_seq,
     records_by_line,
     search_lands,
     seq_given_twice,
@@ -885,8 +885,7 @@ def _visibility_events(data: bytes, end: int, start: int, lowest: int) -> list[d
             continue
         if (type(rec) is dict and rec.get("type") == "event"
                 and rec.get("event") in ("undo", "redo", "clear")
-                and _is_int(seq := rec.get("seq")) and seq >= lowest
-                and seq_given_twice(line, seq) is None):
+                and (seq := record_seq(rec, line)) is not None and seq >= lowest):
             events.append(rec)
     return events
 

@@ -42,3 +42,19 @@ def test_what_is_no_digest() -> None:
         else:
             raise AssertionError(f"SourceRef took the digest {value!r}")
     assert is_digest("0123456789abcdef" * 4)
+
+
+def test_a_str_subclass_is_judged_by_its_characters() -> None:
+    class Long(str):
+        def __len__(self) -> int:
+            return 64
+
+    class Equal(str):
+        def __eq__(self, other: object) -> bool:
+            return True
+
+        __hash__ = str.__hash__
+
+    assert not is_digest(Long("00"))
+    assert not is_digest(Equal("AB" * 32))
+    assert is_digest(Equal("ab" * 32))

@@ -29,7 +29,7 @@ NOW = "2026-01-01T00:00:00.000Z"
 STALE = "aaaaaaaaaaaaaaaa"
 
 
-def _store(tmp_path: Path) -> Path:
+def _store(tmp_path: Path, more: int = 0) -> Path:
     store = store_at(tmp_path / SLUG)
     store.sessions_dir.mkdir(parents=True)
     recs = [{"seq": 0, "type": "session", "format": 1, "session_id": "s1", "project": SLUG,
@@ -44,6 +44,8 @@ def _store(tmp_path: Path) -> Path:
         db.execute("DELETE FROM revisions")
         db.execute("DELETE FROM facts")
         _insert(db, "0123456789abcdef", canonical_digest(recs[1:2]))
+        for i in range(more):   # (more rows than a fetch takes: a read left open)
+            _insert(db, f"{i:016x}", canonical_digest(recs[1:2]))
         db.execute("COMMIT")
     return store.path
 
@@ -124,3 +126,107 @@ def test_a_listing_left_early_leaves_the_connection_writable(tmp_path: Path) -> 
         assert fs._conn is not None and not fs._conn.in_transaction
         fs.add("a fact written after the listing")
         assert len(list(iter_fact_rows(fs, ss))) == 2
+
+
+def test_a_text_that_is_not_utf8_does_not_end_the_state(tmp_path: Path, monkeypatch) -> None:
+    """The first TEXT value that is not UTF-8 makes a read take its rows
+    again (core.facts._Cursor): in a transaction of its own, that read saw
+    the fact committed after the evaluation, and listed it valid."""
+    path = _store(tmp_path)
+    store = store_at(path)
+    db = sqlite3.connect(store.facts_db, isolation_level=None)
+    db.execute("BEGIN IMMEDIATE")
+    db.execute("INSERT INTO facts VALUES ('0123456789abcde0', 1, ?, ?)", (NOW, NOW))
+    db.execute("INSERT INTO revisions VALUES ('0123456789abcde0', 1, CAST(X'62616420ff' AS TEXT), ?)",
+               (NOW,))
+    db.execute("COMMIT")
+    db.close()
+    evaluate = factview._evaluate_sources
+
+    def evaluate_then_commit(*args, **kwargs):
+        got = evaluate(*args, **kwargs)
+        _commit_stale_fact(store.facts_db)
+        return got
+
+    monkeypatch.setattr(factview, "_evaluate_sources", evaluate_then_commit)
+    with FactStore(store.facts_db) as fs:
+        ss = SessionStore(store, exclusions=fs)
+        listed = LISTINGS["rows"](fs, ss)
+        assert f"{STALE}:valid" not in listed
+        assert [x.split(":")[0] for x in listed] == ["0123456789abcde0", "0123456789abcdef"]
+
+
+def test_the_writer_writes_while_a_listing_is_read(tmp_path: Path, monkeypatch) -> None:
+    """The listing's state is held by a connection of its own: the writer's
+    connection holds no transaction, so it writes, with another process's
+    commit made meanwhile, and the listing goes on in the state it began."""
+    path = _store(tmp_path, more=2500)
+    store = store_at(path)
+    evaluate = factview._evaluate_sources
+
+    def evaluate_then_commit(*args, **kwargs):
+        got = evaluate(*args, **kwargs)
+        _commit_stale_fact(store.facts_db)
+        return got
+
+    monkeypatch.setattr(factview, "_evaluate_sources", evaluate_then_commit)
+    with FactStore(store.facts_db) as fs:
+        ss = SessionStore(store, exclusions=fs)
+        rows = iter_fact_rows(fs, ss)
+        first = next(rows)
+        fs.add("written while the listing is read")
+        listed = [first] + list(rows)
+        assert len(listed) == 2501
+        assert all(r["status"] == "valid" for r in listed)
+        assert STALE not in {r["fact_id"] for r in listed}
+        assert len(fs.fact_ids(limit=5000)) == 2503
+
+
+def test_an_evaluation_that_fails_leaves_no_state_held(tmp_path: Path) -> None:
+    """An error inside the evaluation closes the listing's connection at
+    once, even while the error (and its traceback) is kept."""
+    path = _store(tmp_path)
+    store = store_at(path)
+    with FactStore(store.facts_db) as fs:
+        ss = SessionStore(store, exclusions=fs)
+        try:
+            list(evaluate_facts(fs, ss, purpose="bogus"))
+        except Exception as exc:  # noqa: BLE001 - kept, with its traceback
+            kept = exc
+        else:
+            raise AssertionError("an unknown purpose was taken")
+        _commit_stale_fact(store.facts_db)
+        fs.add("written after the failed evaluation")
+        assert kept is not None
+        assert len(fs.fact_ids()) == 3
+
+
+def test_a_listing_started_but_not_read_holds_nothing(tmp_path: Path) -> None:
+    """iter_fact_groups reads nothing until it is iterated: the writer
+    writes after another process's commit as before."""
+    path = _store(tmp_path)
+    store = store_at(path)
+    with FactStore(store.facts_db) as fs:
+        groups = fs.iter_fact_groups()
+        _commit_stale_fact(store.facts_db)
+        fs.add("written before the listing is read")
+        assert [g[0] for g in groups][:2] == ["0123456789abcdef", STALE]
+
+
+def test_a_session_reader_of_its_own_validates_the_listing(tmp_path: Path) -> None:
+    """A SessionStore subclass with a validate_sessions of its own is the
+    one the listing asks (the stored-values path is SessionStore's own)."""
+    from lecode_memctl.core.sourceref import status_for
+
+    class Strict(SessionStore):
+        def validate_sessions(self, groups, purpose="durable"):
+            for _sid, group in groups:
+                yield {r: status_for("excluded", "strict reader") for r in group}
+
+    path = _store(tmp_path)
+    store = store_at(path)
+    with FactStore(store.facts_db) as fs:
+        assert [r["status"] for r in iter_fact_rows(fs, SessionStore(store, exclusions=fs))] \
+            == ["valid"]
+        assert [r["status"] for r in iter_fact_rows(fs, Strict(store, exclusions=fs))] \
+            == ["hidden"]

@@ -1158,20 +1158,6 @@ def _merged_groups(cursors: list[sqlite3.Cursor], prov: dict[tuple[Any, Any], di
         f, f_used = next(facts, None), False
 
 
-def _with_bare(cur: sqlite3.Cursor, bare: collections.deque[tuple[Any, ...]]
-               ) -> Iterator[tuple[Any, ...]]:
-    """The joined query's rows (``cur``) with the facts without any revision
-    (``bare``, in id order) each where the id order reaches it."""
-    last = None
-    for row in _fetched(cur):
-        if bare and row[0] != last:
-            while bare and _sql_lt(bare[0][0], row[0]):
-                yield bare.popleft()
-        last = row[0]
-        yield row
-    yield from bare
-
-
 # --------------------------------------------------------------------------
 # The store
 
@@ -2024,6 +2010,53 @@ class FactStore(ClosesOnExit):
         same reads early, to overlap other work.)"""
         return self.start_listing(session_id).groups(bare=bare)
 
+    @contextlib.contextmanager
+    def one_state(self) -> Iterator[FactStore]:
+        """This store as one state of its database, for reads that must agree
+        with each other (a whole-store evaluation, then the listing of what
+        it evaluated: ``factview``).  A store opened read-only is one state
+        already (a private snapshot, or an immutable open): itself.  A
+        writer's connection reads each statement in a transaction of its
+        own, and a fact another process committed between the evaluation and
+        the listing was listed valid, its source never validated; for a
+        writer this is a view of the store through a second connection, read
+        only, in one read transaction from its first read until the view is
+        left (closed then: a view left by an error, too).  The writer's own
+        connection holds no transaction meanwhile: it writes as before, and
+        the view does not see what it writes."""
+        if self.readonly or self._closed or self._conn is None or not self._tables:
+            yield self
+            return
+        view = self._view()
+        try:
+            yield view
+        finally:
+            view.close()
+
+    def _view(self) -> FactStore:
+        """:meth:`one_state`'s view of a writer's store."""
+        for name in (self.path.name, *(self.path.name + s for s in ("-wal", "-shm"))):
+            # (SQLite follows symbolic links: none here, as when the writer opened)
+            lstat_regular(self.path.with_name(name))
+        db = self._connect(os.fspath(self.path), uri=False)
+        try:
+            db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            db.execute("PRAGMA query_only = 1")
+            db.execute("BEGIN")
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()   # the state, from here
+        except sqlite3.Error as exc:
+            db.close()
+            raise _db_error(self.path, exc) from None
+        except BaseException:
+            db.close()
+            raise
+        view = object.__new__(FactStore)
+        view.__dict__.update(self.__dict__)
+        view.__dict__.update(_conn=db, _siblings=[], _threads=[], _listings=[], _children=[],
+                             _sessions_checked=set(), _tables=set(self._tables), _tmpdir=None,
+                             snapshot=False, _closed=False)
+        return view
+
     def start_listing(self, session_id: str | None = None, *, part: Part | None = None
                       ) -> FactListing:
         """Start reading :meth:`iter_fact_groups`' rows now; ``.groups()`` of
@@ -2042,23 +2075,15 @@ class FactStore(ClosesOnExit):
         listing = FactListing(self.path)
         if db is None:
             return listing
-        where, args = self._session_filter(session_id, part)
-        sibling = self._sibling() if session_id is None else None
-        if sibling is None:
-            # the joined query first: its statement stays open until its last
-            # row is read, and with it the connection's read transaction, so
-            # every read made meanwhile on this connection -- the ones below,
-            # the evaluation's -- sees the state of the database the listing
-            # lists.  (A private snapshot is one state; a writer's connection
-            # read in two transactions listed a fact another process
-            # committed in between valid, its source never validated.)
-            listing.joined = self._joined_rows(db, where, args)
         listing.twice = ids_stored_twice(db)
+        where, args = self._session_filter(session_id, part)
         for fid, rev, sid, seq in db.execute(
                 "SELECT f.fact_id, f.revision, f.session_id, f.seq FROM provenance f " + where
                 + "ORDER BY f.fact_id, f.revision, f.session_id, f.seq", args):
             listing.prov.setdefault((fid, rev), {}).setdefault(sid, []).append(seq)
+        sibling = self._sibling() if session_id is None else None
         if sibling is None:
+            listing.joined = self._joined_rows(db, where, args)
             return listing
         only = ("WHERE " + _PART_SQL[part[1]].format("fact_id") + " "
                 if part is not None else "")
@@ -2123,9 +2148,7 @@ class FactStore(ClosesOnExit):
         """The listing's rows of the facts ``where`` selects, in (fact id,
         revision) order: one joined query driven by the revisions' index, each
         fact's row and source looked up by key; ``(fact_id, revision, created,
-        updated)`` for a fact without any revision, where the order reaches it.
-        The queries run now (:meth:`start_listing`); the rows are read as
-        the result is iterated."""
+        updated)`` for a fact without any revision, where the order reaches it."""
         refs = ("s.session_id, s.seqs, s.digest" if "source_refs" in self._tables
                 else "NULL, NULL, NULL")
         join = ""
@@ -2135,16 +2158,23 @@ class FactStore(ClosesOnExit):
         # the main query is driven by the revisions, which do not see a fact
         # without any: those are read first (ids compared, and ordered, as
         # Python compares them, whatever collation a table declares)
-        cur = db.execute(
-            "SELECT r.fact_id, f.revision, f.created, f.updated, r.revision, r.text, r.created, "
-            f"{refs} FROM revisions r JOIN facts f ON f.fact_id = r.fact_id COLLATE BINARY "
-            f"{join}" + where + "ORDER BY r.fact_id COLLATE BINARY, r.revision", args)
         bare = collections.deque(db.execute(
             "SELECT f.fact_id, f.revision, f.created, f.updated FROM facts f "
             + (where + "AND " if where else "WHERE ")
             + "NOT EXISTS (SELECT 1 FROM revisions r WHERE r.fact_id = f.fact_id COLLATE BINARY) "
             "ORDER BY f.fact_id COLLATE BINARY", args))
-        return _with_bare(cur, bare)
+        cur = db.execute(
+            "SELECT r.fact_id, f.revision, f.created, f.updated, r.revision, r.text, r.created, "
+            f"{refs} FROM revisions r JOIN facts f ON f.fact_id = r.fact_id COLLATE BINARY "
+            f"{join}" + where + "ORDER BY r.fact_id COLLATE BINARY, r.revision", args)
+        last = None
+        for row in _fetched(cur):
+            if bare and row[0] != last:
+                while bare and _sql_lt(bare[0][0], row[0]):
+                    yield bare.popleft()
+            last = row[0]
+            yield row
+        yield from bare
 
     def fact_ids(self, prefix: str = "", limit: int = 200) -> list[str]:
         db = self._reader()

@@ -29,7 +29,7 @@ from .facts import (
 )
 from .paging import MAX_OUTPUT_BYTES
 from .rowmodel import utc_time  # the whole printed page, metadata included
-from .sessions import LEARNING_EVENT, is_generated
+from .sessions import LEARNING_EVENT, SessionStore, is_generated
 from .sourceref import (
     HIDDEN,
     VALID,
@@ -123,16 +123,18 @@ def _evaluate_sources(facts: FactStore, sessions: SessionReader, session_id: str
     session at a time (``SessionStore.validate_stored``); only the ones
     not valid are kept."""
     bad: dict[SourceRef, SourceStatus] = {}
-    stored = getattr(sessions, "validate_stored", None)
-    if stored is None:      # (another SessionReader: SourceRefs)
+    # (a SessionStore validates the stored values, no object each; any other
+    # reader, or a SessionStore whose validate_sessions is its own, SourceRefs)
+    stored = (sessions.validate_stored if isinstance(sessions, SessionStore)
+              and type(sessions).validate_sessions is SessionStore.validate_sessions else None)
+    if stored is None:
         for got in sessions.validate_sessions(facts.source_refs_by_session(session_id, part=part),
                                               purpose):
             bad.update((ref, st) for ref, st in got.items() if not st.ok)
         return EvaluatedStatuses(bad)
-    # (a SessionStore: the references as their stored values, no object each)
-    for sid, got in stored(facts.stored_sources_by_session(session_id, part=part), purpose):
+    for sid, judged in stored(facts.stored_sources_by_session(session_id, part=part), purpose):
         bad.update((SourceRef.of_checked(sid, seqs, digest), st)
-                   for (seqs, digest), st in got.items() if not st.ok)
+                   for (seqs, digest), st in judged.items() if not st.ok)
     return EvaluatedStatuses(bad)
 
 
@@ -152,11 +154,10 @@ def evaluate_facts(facts: FactStore, sessions: SessionReader, *, session_id: str
     session's sources and the invalid ones, not the store.
     :func:`~lecode_memctl.core.facts.fact_status` decides each fact from
     them, exactly as for one fact."""
-    listing = facts.start_listing(session_id)   # first: the evaluation reads its state
-    statuses = _evaluate_sources(facts, sessions, session_id, purpose)
-    for group in listing.groups(bare=True):
-        fact, revs = fact_from_group(group)
-        yield fact, revs, statuses
+    with facts.one_state() as state:    # (the listing reads what was evaluated)
+        statuses = _evaluate_sources(state, sessions, session_id, purpose)
+        for fact, revs in state.iter_fact_revisions(session_id):
+            yield fact, revs, statuses
 
 
 def iter_fact_rows(facts: FactStore, sessions: SessionReader, *,
@@ -237,17 +238,18 @@ def _listing_rows(facts: FactStore, sessions: SessionReader, session_id: str | N
     ``part`` of the ids), no filter."""
     from .rowmodel import FACT
 
-    listing = facts.start_listing(session_id, part=part)   # read while the sources are validated
-    statuses = _evaluate_sources(facts, sessions, session_id, "durable", part)
-    by_values = statuses.by_values
-    for group in listing.groups(bare=True):
-        plain = _plain_row(group, by_values, record)
-        if plain is not None:
-            yield plain
-            continue
-        fact, revs = fact_from_group(group)
-        row = fact_row(fact, revs, statuses)
-        yield FACT.record(row) if record else row
+    with facts.one_state() as state:    # (the listing reads what was evaluated)
+        listing = state.start_listing(session_id, part=part)   # read while the sources are validated
+        statuses = _evaluate_sources(state, sessions, session_id, "durable", part)
+        by_values = statuses.by_values
+        for group in listing.groups(bare=True):
+            plain = _plain_row(group, by_values, record)
+            if plain is not None:
+                yield plain
+                continue
+            fact, revs = fact_from_group(group)
+            row = fact_row(fact, revs, statuses)
+            yield FACT.record(row) if record else row
 
 
 def _plain_row(group: FactGroup, bad: Mapping[tuple[str, tuple[int, ...], str], SourceStatus],
@@ -590,8 +592,6 @@ class PlannedExclusions:
 
 def _after_forget(sessions: SessionReader, facts: FactStore, plan: ForgetPlan) -> SessionReader:
     """``sessions`` as it will read once the planned forget is committed."""
-    from .sessions import SessionStore
-
     if not isinstance(sessions, SessionStore):
         raise UsageError("a forget preview needs a SessionStore")
     return SessionStore(sessions.store, exclusions=PlannedExclusions(facts, plan))

@@ -83,10 +83,13 @@ def is_digest(value: object) -> bool:
     refused) and written again (``hex``: lower case, no whitespace), is
     itself.  (The regular expression ``[0-9a-f]{64}`` said the same in
     twice the time: 0.6 us a digest, twice per fact of a listing.)"""
-    if not isinstance(value, str) or len(value) != 64:
+    if not isinstance(value, str):
+        return False
+    text = str.__str__(value)   # the characters themselves, whatever a str subclass says
+    if len(text) != 64:
         return False
     try:
-        return bytes.fromhex(value).hex() == value
+        return bytes.fromhex(text).hex() == text
     except ValueError:
         return False
 
@@ -277,13 +280,11 @@ class EvaluatedStatuses(Mapping[SourceRef, SourceStatus]):
     """The statuses of every source an evaluation validated, kept small: only
     the sources that are not valid are stored; any other source of the
     evaluated facts is valid.  The facts listed with them are read in the
-    state of the database the evaluation read: a read-only open is one
-    snapshot; on a writer's connection the listing's query is started
-    before the evaluation, and its open statement holds the read
-    transaction every later read of that connection shares until the last
-    row (``FactStore.start_listing``; tests/test_writer_snapshot.py).  A
-    reader of its own for the exclusions (``SessionStore`` without
-    ``exclusions=``) reads them in a transaction of its own.  Iterating
+    state of the database the evaluation read (``FactStore.one_state``: a
+    read-only open is one snapshot; a writer's store is read through a
+    second, read-only connection in one transaction; tests/test_writer_snapshot.py).
+    The exclusions come from the SessionStore's reader, which may be newer
+    (a forget committed meanwhile hides more, never less).  Iterating
     gives the sources that are not valid."""
 
     _VALID = SourceStatus(VALID)

@@ -230,3 +230,23 @@ def test_a_session_reader_of_its_own_validates_the_listing(tmp_path: Path) -> No
             == ["valid"]
         assert [r["status"] for r in iter_fact_rows(fs, Strict(store, exclusions=fs))] \
             == ["hidden"]
+
+
+def test_a_database_removed_under_the_writer_is_not_made_again(tmp_path: Path) -> None:
+    """The listing's connection opens the database read-only: one removed
+    while the writer holds it is an error, never a new empty file."""
+    from lecode_memctl.core.errors import MemctlError
+
+    path = _store(tmp_path)
+    store = store_at(path)
+    with FactStore(store.facts_db) as fs:
+        ss = SessionStore(store, exclusions=fs)
+        for name in ("facts.sqlite3", "facts.sqlite3-wal", "facts.sqlite3-shm"):
+            (store.path / name).unlink(missing_ok=True)
+        try:
+            list(iter_fact_rows(fs, ss))
+        except MemctlError as exc:
+            assert "disappeared" in exc.message
+        else:
+            raise AssertionError("a listing of a removed database went on")
+        assert not store.facts_db.exists()

@@ -2035,10 +2035,13 @@ class FactStore(ClosesOnExit):
 
     def _view(self) -> FactStore:
         """:meth:`one_state`'s view of a writer's store."""
-        for name in (self.path.name, *(self.path.name + s for s in ("-wal", "-shm"))):
+        if lstat_regular(self.path) is None:
+            raise NotFound(f"{self.path}: facts database disappeared")
+        for sidecar in ("-wal", "-shm"):
             # (SQLite follows symbolic links: none here, as when the writer opened)
-            lstat_regular(self.path.with_name(name))
-        db = self._connect(os.fspath(self.path), uri=False)
+            lstat_regular(self.path.with_name(self.path.name + sidecar))
+        # mode=ro: the view never creates the database (one removed meanwhile)
+        db = self._connect(Path(os.path.abspath(self.path)).as_uri() + "?mode=ro", uri=True)
         try:
             db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
             db.execute("PRAGMA query_only = 1")

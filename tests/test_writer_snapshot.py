@@ -250,3 +250,74 @@ def test_a_database_removed_under_the_writer_is_not_made_again(tmp_path: Path) -
         else:
             raise AssertionError("a listing of a removed database went on")
         assert not store.facts_db.exists()
+
+
+def test_the_view_reads_the_file_the_writer_opened(tmp_path: Path, monkeypatch) -> None:
+    """A writer opened by a relative path lists its own database after a
+    chdir (and creates none where it is now); one moved away is an error."""
+    from lecode_memctl.core.errors import MemctlError
+
+    path = _store(tmp_path)
+    store = store_at(path)
+    monkeypatch.chdir(store.path)
+    with FactStore("facts.sqlite3") as fs:
+        ss = SessionStore(store, exclusions=fs)
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        monkeypatch.chdir(elsewhere)
+        assert [r["fact_id"] for r in iter_fact_rows(fs, ss)] == ["0123456789abcdef"]
+        assert list(elsewhere.iterdir()) == []
+        (store.path / "facts.sqlite3").rename(store.path / "moved.sqlite3")
+        try:
+            list(iter_fact_rows(fs, ss))
+        except MemctlError as exc:
+            assert "disappeared" in exc.message
+        else:
+            raise AssertionError("a listing of a moved database went on")
+        assert not (store.path / "facts.sqlite3").exists()
+
+
+def test_a_views_class_and_checks_are_the_writers(tmp_path: Path, monkeypatch) -> None:
+    """The view is of the writer's class (its overrides are asked), and the
+    sessions whose indexes were checked stay checked across listings."""
+    from lecode_memctl.core import facts as facts_mod
+
+    calls: list[str] = []
+
+    class Counting(FactStore):
+        def stored_sources_by_session(self, *args, **kwargs):
+            calls.append("sources")
+            return super().stored_sources_by_session(*args, **kwargs)
+
+    checks: list[str] = []
+    check = facts_mod.FactStore._check_session_indexes
+
+    def counted(self, session_id):
+        if session_id not in self._sessions_checked:   # (a check made, not one known)
+            checks.append(session_id)
+        return check(self, session_id)
+
+    monkeypatch.setattr(facts_mod.FactStore, "_check_session_indexes", counted)
+    path = _store(tmp_path)
+    store = store_at(path)
+    with Counting(store.facts_db) as fs:
+        ss = SessionStore(store, exclusions=fs)
+        for _ in range(3):
+            assert [r["status"] for r in iter_fact_rows(fs, ss, session_id="s1")] == ["valid"]
+        assert calls == ["sources"] * 3
+        assert checks == ["s1"]
+
+
+def test_closing_the_writer_ends_a_listing_still_read(tmp_path: Path) -> None:
+    path = _store(tmp_path, more=2500)
+    store = store_at(path)
+    fs = FactStore(store.facts_db)
+    rows = iter_fact_rows(fs, SessionStore(store, exclusions=fs))
+    next(rows)
+    fs.close()
+    assert all(view._closed for view in fs._views)
+    try:
+        rest = list(rows)
+    except Exception:  # noqa: BLE001 - the listing's connection is closed
+        rest = None
+    assert rest is None or len(rest) < 2500

@@ -30,6 +30,7 @@ import contextlib
 import os
 import shutil
 import sqlite3
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -1184,6 +1185,10 @@ class FactStore(ClosesOnExit):
         self._tables: set[str] = set()
         self._closed = False
         self._children: list[int] = []    # fork's, killed and reaped by close
+        # a writer's: the file it opened (absolute path, device and inode) and
+        # the views of one_state still open, closed by close
+        self._opened: tuple[str, int, int] | None = None
+        self._views: weakref.WeakSet[FactStore] = weakref.WeakSet()
         if _readonly:
             self._open_readonly()
         elif lstat_regular(self.path) is not None:
@@ -1286,8 +1291,12 @@ class FactStore(ClosesOnExit):
             # link or an odd file type here, before it has created anything (issue 16.8).
             lstat_regular(self.path.with_name(self.path.name + sidecar))
         self._check_unopened_wal()
+        where = os.path.abspath(self.path)
         db = self._connect(os.fspath(self.path), uri=False)
         self._conn = db
+        opened = lstat_regular(where)
+        if opened is not None:
+            self._opened = (where, opened.st_dev, opened.st_ino)
         with self._closed_on_failure():
             db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
             tables = _tables(db)
@@ -1391,6 +1400,8 @@ class FactStore(ClosesOnExit):
         """Close the connection (and remove a private snapshot).  Idempotent."""
         self._closed = True
         self._end_children()
+        for view in list(self._views):      # (a listing still read: it ends here)
+            view.close()
         # a sort, or in_background's work, still running on a sibling
         # connection is stopped (nobody reads it any more: the integrity
         # check of a large store left by an interrupt took seconds) and
@@ -2035,13 +2046,18 @@ class FactStore(ClosesOnExit):
 
     def _view(self) -> FactStore:
         """:meth:`one_state`'s view of a writer's store."""
-        if lstat_regular(self.path) is None:
-            raise NotFound(f"{self.path}: facts database disappeared")
+        # the file the writer opened, where it opened it (its path taken
+        # absolute then: not another one after a chdir, a move or a removal)
+        where, dev, ino = self._opened or (os.path.abspath(self.path), -1, -1)
+        st = lstat_regular(where)
+        if st is None or (st.st_dev, st.st_ino) != (dev, ino):
+            raise NotFound(f"{self.path}: facts database disappeared (removed, moved or "
+                           "replaced since it was opened)")
         for sidecar in ("-wal", "-shm"):
             # (SQLite follows symbolic links: none here, as when the writer opened)
-            lstat_regular(self.path.with_name(self.path.name + sidecar))
-        # mode=ro: the view never creates the database (one removed meanwhile)
-        db = self._connect(Path(os.path.abspath(self.path)).as_uri() + "?mode=ro", uri=True)
+            lstat_regular(where + sidecar)
+        # mode=ro: the view never creates a database
+        db = self._connect(Path(where).as_uri() + "?mode=ro", uri=True)
         try:
             db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
             db.execute("PRAGMA query_only = 1")
@@ -2053,11 +2069,15 @@ class FactStore(ClosesOnExit):
         except BaseException:
             db.close()
             raise
-        view = object.__new__(FactStore)
+        # (a store of this one's class, read-only: no write goes through it;
+        # the sessions whose indexes were checked are this store's)
+        view = object.__new__(type(self))
         view.__dict__.update(self.__dict__)
         view.__dict__.update(_conn=db, _siblings=[], _threads=[], _listings=[], _children=[],
-                             _sessions_checked=set(), _tables=set(self._tables), _tmpdir=None,
-                             snapshot=False, _closed=False)
+                             _tables=set(self._tables), _tmpdir=None, snapshot=False,
+                             _closed=False, readonly=True, _opened=None,
+                             _views=weakref.WeakSet())
+        self._views.add(view)
         return view
 
     def start_listing(self, session_id: str | None = None, *, part: Part | None = None

@@ -601,19 +601,21 @@ def _status_changes(facts: FactStore, before: SessionReader, after: SessionReade
                     fact_id: str) -> list[dict[str, Any]]:
     """Every other fact whose listed (status, reason) the forget changes: the
     listing's rows (``iter_fact_rows``) read now and read with the planned
-    exclusions and generation, joined on the fact id (both in id order)."""
+    exclusions and generation, joined on the fact id (both in id order, both
+    of one state of the database: ``FactStore.one_state``)."""
     changes: list[dict[str, Any]] = []
-    later = iter_fact_rows(facts, after)
-    new = next(later, None)
-    for old in iter_fact_rows(facts, before):
-        fid = old["fact_id"]
-        while new is not None and new["fact_id"] < fid:
-            new = next(later, None)
-        if new is None or new["fact_id"] != fid or fid == fact_id:
-            continue
-        if (old["status"], old["reason"]) != (new["status"], new["reason"]):
-            changes.append({"fact_id": fid, "status": old["status"], "reason": old["reason"],
-                            "new_status": new["status"], "new_reason": new["reason"]})
+    with facts.one_state() as state:
+        later = iter_fact_rows(state, after)
+        new = next(later, None)
+        for old in iter_fact_rows(state, before):
+            fid = old["fact_id"]
+            while new is not None and new["fact_id"] < fid:
+                new = next(later, None)
+            if new is None or new["fact_id"] != fid or fid == fact_id:
+                continue
+            if (old["status"], old["reason"]) != (new["status"], new["reason"]):
+                changes.append({"fact_id": fid, "status": old["status"], "reason": old["reason"],
+                                "new_status": new["status"], "new_reason": new["reason"]})
     return changes
 
 

@@ -67,6 +67,22 @@ def _commit_stale_fact(path: Path) -> None:
         other.close()
 
 
+def _commit_after_the_evaluation(monkeypatch, path: Path) -> list[bool]:
+    """Another process commits the stale fact right after each evaluation
+    of the sources (the list says how many times it did)."""
+    evaluate = factview._evaluate_sources
+    committed: list[bool] = []
+
+    def evaluate_then_commit(*args, **kwargs):
+        got = evaluate(*args, **kwargs)
+        _commit_stale_fact(path)
+        committed.append(True)
+        return got
+
+    monkeypatch.setattr(factview, "_evaluate_sources", evaluate_then_commit)
+    return committed
+
+
 LISTINGS = {
     "rows": lambda fs, ss: [r["fact_id"] + ":" + r["status"] for r in iter_fact_rows(fs, ss)],
     "records": lambda fs, ss: [r["fact_id"] + ":" + r["status"]
@@ -88,15 +104,7 @@ def test_a_fact_committed_after_the_evaluation_is_never_listed_valid(tmp_path: P
     path = _store(tmp_path)
     store = store_at(path)
     evaluate = factview._evaluate_sources
-    committed = []
-
-    def evaluate_then_commit(*args, **kwargs):
-        got = evaluate(*args, **kwargs)
-        _commit_stale_fact(store.facts_db)
-        committed.append(True)
-        return got
-
-    monkeypatch.setattr(factview, "_evaluate_sources", evaluate_then_commit)
+    committed = _commit_after_the_evaluation(monkeypatch, store.facts_db)
     with FactStore(store.facts_db) as fs:
         ss = SessionStore(store, exclusions=fs)
         listed = LISTINGS[how](fs, ss)
@@ -141,14 +149,7 @@ def test_a_text_that_is_not_utf8_does_not_end_the_state(tmp_path: Path, monkeypa
                (NOW,))
     db.execute("COMMIT")
     db.close()
-    evaluate = factview._evaluate_sources
-
-    def evaluate_then_commit(*args, **kwargs):
-        got = evaluate(*args, **kwargs)
-        _commit_stale_fact(store.facts_db)
-        return got
-
-    monkeypatch.setattr(factview, "_evaluate_sources", evaluate_then_commit)
+    _commit_after_the_evaluation(monkeypatch, store.facts_db)
     with FactStore(store.facts_db) as fs:
         ss = SessionStore(store, exclusions=fs)
         listed = LISTINGS["rows"](fs, ss)
@@ -162,14 +163,7 @@ def test_the_writer_writes_while_a_listing_is_read(tmp_path: Path, monkeypatch) 
     commit made meanwhile, and the listing goes on in the state it began."""
     path = _store(tmp_path, more=2500)
     store = store_at(path)
-    evaluate = factview._evaluate_sources
-
-    def evaluate_then_commit(*args, **kwargs):
-        got = evaluate(*args, **kwargs)
-        _commit_stale_fact(store.facts_db)
-        return got
-
-    monkeypatch.setattr(factview, "_evaluate_sources", evaluate_then_commit)
+    _commit_after_the_evaluation(monkeypatch, store.facts_db)
     with FactStore(store.facts_db) as fs:
         ss = SessionStore(store, exclusions=fs)
         rows = iter_fact_rows(fs, ss)

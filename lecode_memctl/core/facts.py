@@ -566,15 +566,29 @@ def row_text(value: object) -> str:
     return "" if value is None else str(value)
 
 
+def plain_source(session_id: Any, seqs: Any, digest: Any) -> list[int] | None:
+    """The positions of a stored source (its columns as SQLite gives them)
+    whose values are plainly well formed -- the positions a JSON text,
+    decoded, that :func:`~lecode_memctl.core.sourceref.stored_ref_ok` takes
+    with the session id and digest -- as the decoded list; None for any
+    other (:func:`_ref_from_row` says why, or makes it the checked way).
+    The one rule of the reads that make no object of a source: the
+    evaluation's (``stored_sources_by_session``) and the listing's
+    (:func:`plain_seqs`)."""
+    if type(seqs) is not str:
+        return None
+    try:
+        raw = orjson.loads(seqs)
+    except orjson.JSONDecodeError:
+        return None
+    return raw if stored_ref_ok(session_id, raw, digest) else None
+
+
 def _ref_from_row(fact_id: Any, revision: Any, session_id: str, seqs: str,
                   digest: str) -> SourceRef:
-    if type(seqs) is str:
-        try:
-            ref = SourceRef.checked_fast(session_id, orjson.loads(seqs), digest)
-        except orjson.JSONDecodeError:
-            ref = None
-        if ref is not None:
-            return ref
+    raw = plain_source(session_id, seqs, digest)
+    if raw is not None:
+        return SourceRef.of_checked(session_id, tuple(raw), digest)
     where = f"source of {fact_id} revision {revision}"
     try:
         return SourceRef(session_id, _seqs_from_json(seqs, where), digest)
@@ -720,14 +734,9 @@ def plain_seqs(rev: tuple[Any, ...]) -> list[int] | None:
     the stored JSON list; None for any other revision.  (The fact id is the
     caller's to check, once per fact.)"""
     rnum, text, _created, sid, seqs_text, digest, prov = rev
-    if prov or sid is None or type(text) is not str or type(seqs_text) is not str \
-            or type(rnum) is not int:
+    if prov or sid is None or type(text) is not str or type(rnum) is not int:
         return None
-    try:
-        seqs = orjson.loads(seqs_text)
-    except orjson.JSONDecodeError:
-        return None
-    return seqs if stored_ref_ok(sid, seqs, digest) else None
+    return plain_source(sid, seqs_text, digest)
 
 
 def stored_twice(revision: Any) -> str:
@@ -1974,7 +1983,6 @@ class FactStore(ClosesOnExit):
         sid: str | None = None
         seen: set[tuple[str, str]] = set()
         group: list[StoredSource] = []
-        loads, ok = orjson.loads, stored_ref_ok
         for rsid, seqs, digest in _fetched(cur):
             if rsid != sid or len(group) >= GROUP_REFS:
                 if group:
@@ -1984,12 +1992,8 @@ class FactStore(ClosesOnExit):
             if key in seen:
                 continue
             seen.add(key)
-            # (_ref_from_row's rule, without its object where the values are plain)
-            try:
-                raw = loads(seqs) if type(seqs) is str else None
-            except orjson.JSONDecodeError:
-                raw = None
-            if raw is not None and ok(rsid, raw, digest):
+            raw = plain_source(rsid, seqs, digest)     # (no object where the values are plain)
+            if raw is not None:
                 group.append((tuple(raw), digest))
                 continue
             try:

@@ -360,3 +360,84 @@ def test_no_chunk_of_a_long_token_survives(planted):
                  if raw_hits(planted.store, secretstore.chunks(v))}
     assert survivors == set()
     assert cli(planted, "secrets").exit_code == 0
+
+
+# ---------------------------------------------------------------- order, partial runs
+
+def _redact_argv(p: secretstore.Planted) -> list[str]:
+    return ["--store", str(p.store), "redact", "--yes", "--jobs", "1"]
+
+
+def _first_temp_open(p: secretstore.Planted, where: str, work: Path) -> int:
+    """The step at which a clean redact (of a copy of the store) opens its
+    first temporary file in ``where`` (``sessions``, ``notes``): the write a
+    fault there stops."""
+    from .test_kill_sweeps import CODE
+
+    shutil.copytree(p.store, work / "store")
+    argv = ["--store", str(work / "store"), *_redact_argv(p)[2:]]
+    run = faultkit.run_counted(argv, code=CODE, under=work / "store", fork=True,
+                               log=True, no_sync=True)
+    assert run.returncode == 0, run.stderr
+    for entry in run.log:
+        n, op, path = entry.split(" ", 2)
+        if op == "open" and f"/{where}/." in path and ".tmp-" in path:
+            return int(n)
+    raise AssertionError(f"no temporary file opened in {where}")
+
+
+def test_order_transcripts_before_other_files(planted):
+    """FORMAT.md's order: locks, transcripts, other files, forgets, the clean.
+    Neither the plan nor a run puts a Markdown file before a transcript."""
+    plan = orjson.loads(cli(planted, "redact", "--dry-run", "--json").stdout_bytes)["plan"]
+    kinds = [f["kind"] for f in plan["files"]]
+    assert kinds == sorted(kinds, key=lambda k: k != "transcript"), kinds
+    r = cli(planted, "redact", "--yes", "--json")
+    files = orjson.loads(r.stdout_bytes)["result"]["files"]
+    assert [f.startswith("sessions/") for f in files] == [True, True, False, False], files
+
+
+def test_transcript_write_fails_no_other_file_changed(planted, tmp_path):
+    """A transcript that cannot be written (``chattr +i sessions``: every
+    temporary file there refused) stops redact before any other file is
+    touched: exit 7, the notes keep their bytes, and the message says so."""
+    import errno
+
+    from .test_io_faults import one_line
+    from .test_kill_sweeps import CODE
+
+    at = _first_temp_open(planted, "sessions", tmp_path / "count")
+    before = _file_states(planted.store)
+    proc = faultkit.run_fault_at(at, errno.EACCES, _redact_argv(planted), sticky=True,
+                                 code=CODE, under=planted.store, fork=True, no_sync=True)
+    line = one_line(proc.stderr, "redact")
+    assert proc.returncode == 7, line
+    after = _file_states(planted.store)
+    changed = sorted(k for k in set(after) | set(before) if after.get(k) != before.get(k))
+    assert changed == []     # names only: no bytes in a failure message
+    assert "already redacted" not in line, line
+    assert "the file was not changed" in line or "nothing was changed" in line, line
+    assert not any(v in line for v in secret_values(planted))
+
+
+def test_partial_run_says_what_was_already_changed(planted, tmp_path):
+    """A write that fails after the transcripts were rewritten (a note): the
+    message names what was redacted, what was not, and that a rerun finishes;
+    and a rerun does."""
+    import errno
+
+    from .test_io_faults import one_line
+    from .test_kill_sweeps import CODE
+
+    at = _first_temp_open(planted, "notes", tmp_path / "count")
+    proc = faultkit.run_fault_at(at, errno.ENOSPC, _redact_argv(planted), code=CODE,
+                                 under=planted.store, fork=True, no_sync=True)
+    line = one_line(proc.stderr, "redact")
+    assert proc.returncode == 7, line
+    assert "nothing was changed" not in line, line
+    assert "already redacted: sessions/s-forgot.jsonl, sessions/s-main.jsonl" in line, line
+    assert "not done:" in line and "run redact again" in line, line
+    assert not any(v in line for v in secret_values(planted))
+    r = cli(planted, "redact", "--yes", "--jobs", "1")
+    assert r.exit_code == 0, r.stderr
+    assert raw_hits(planted.store, secret_values(planted)) == 0

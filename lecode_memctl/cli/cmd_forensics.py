@@ -424,7 +424,8 @@ def redact(
     terminal), 3 no store or session, 4 a Markdown file changed since the
     plan was made (run again), 5 a file of the store that cannot be
     read, or another application's database, 6 a session or the database
-    busy, 7 write failed.
+    busy, 7 write failed.  An error after a change names what was already
+    redacted and what was not; running redact again finishes the job.
     --json prints {"type": "redact", "schema_version", "dry_run", "plan":
     {..., "files": [rewrite rows], ...}, "result": {...} or null}; never a
     value.

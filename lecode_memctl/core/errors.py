@@ -77,12 +77,15 @@ class StoreBusy(MemctlError):
 
 
 class StoreWriteError(MemctlError):
-    """A write failed (disk full, I/O error, permission denied); nothing was changed."""
+    """A write failed (disk full, I/O error, permission denied); nothing was
+    changed, unless the message says what was (a command of several writes
+    that stopped midway: ``migrate-legacy``, ``redact``)."""
 
     exit_code = 7
     code = "write_failed"
     label = "write failed"
-    meaning = "disk full, I/O error or permission denied; nothing was changed"
+    meaning = ("disk full, I/O error or permission denied; nothing was changed, unless the "
+               "message says what was (run the command again to finish)")
 
 
 EXIT_OK = 0

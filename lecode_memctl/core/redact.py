@@ -18,7 +18,9 @@ without a ``.bak``, since the previous content is what must go):
 
 Order: all session locks are taken first (any busy: nothing changed), then
 transcripts, other files, forgets, the database clean.  A kill leaves every
-file whole-before or whole-after; running redact again finishes the job.
+file whole-before or whole-after; running redact again finishes the job.  An
+error midway keeps what was done and its message says what that was
+(:func:`_unfinished`).
 
 :func:`plan_redaction` computes, without writing, what changes file by
 file and the impact on facts: each fact whose evidence digest a rewritten
@@ -28,6 +30,7 @@ rewritten record, and what the forgets do to the generation.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 import sqlite3
@@ -40,7 +43,7 @@ import orjson
 
 from ._record import record
 from .atomic import read_regular
-from .errors import Conflict, StoreBusy, StoreCorrupt, StoreWriteError
+from .errors import Conflict, MemctlError, StoreBusy, StoreCorrupt, StoreWriteError
 from .layout import FACTS_DB, Store
 from .secrets import KIND_DATABASE, KIND_FACT, KIND_FILE, KIND_TRANSCRIPT, Finding, json_object
 from .sessions import event_line
@@ -295,7 +298,8 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
     if new_gen > g:
         plan.generated_messages_invalidated = sum(
             1 for e in generated if (e is None and g == 0) or (e is not None and g <= e < new_gen))
-    plan.files.sort(key=lambda c: c.file)
+    # FORMAT.md's order: every transcript first, then the other files
+    plan.files.sort(key=lambda c: (c.kind != KIND_TRANSCRIPT, c.file))
     return plan
 
 
@@ -342,13 +346,36 @@ def _check_database(store: Store, lock_wait: float = BUSY_TIMEOUT) -> None:
 def apply_redaction(store: Store, plan: RedactPlan, *, lock_wait: float = BUSY_TIMEOUT) -> RedactResult:
     """Carry out ``plan``.  ``lock_wait``: seconds to wait for the facts
     database's lock (and for a stable snapshot of it) before StoreBusy; the
-    session locks are never waited for (exit 6 while lecode holds one)."""
-    from . import atomic
-    from .sessions import lock_session
+    session locks are never waited for (exit 6 while lecode holds one).
 
+    An error after a change says what was already done and what was not
+    (:func:`_unfinished`): the store is left consistent, and running redact
+    again finishes the job."""
     result = RedactResult()
     if plan.empty:
         return result
+    pending = _Pending(list(plan.files), list(plan.forget_facts), plan.clean_database)
+    try:
+        _apply(store, plan, result, pending, lock_wait)
+    except MemctlError as exc:
+        raise _unfinished(exc, result, pending) from None
+    return result
+
+
+class _Pending:
+    """What of a plan is not done yet (for the message of an error midway)."""
+
+    def __init__(self, files: list[FileChange], forgets: list[str], clean: bool) -> None:
+        self.files = files
+        self.forgets = forgets
+        self.clean = clean
+
+
+def _apply(store: Store, plan: RedactPlan, result: RedactResult, pending: _Pending,
+           lock_wait: float) -> None:
+    from . import atomic
+    from .sessions import lock_session
+
     root = os.fspath(store.path)
     if plan.clean_database:
         _check_database(store, lock_wait)
@@ -359,11 +386,13 @@ def apply_redaction(store: Store, plan: RedactPlan, *, lock_wait: float = BUSY_T
             if change.kind == KIND_TRANSCRIPT:
                 sid = change.file.split("/", 1)[1][:-len(".jsonl")]
                 locks.append(lock_session(sessions_dir, sid))
+        # the plan's order: transcripts, then the other files
         for change in plan.files:
             path = os.path.join(root, change.file)
             try:
                 data = read_regular(path)
             except FileNotFoundError:
+                pending.files.remove(change)
                 continue
             except OSError as exc:
                 raise StoreWriteError(f"{change.file}: cannot read: {exc.strerror}") from None
@@ -374,11 +403,12 @@ def apply_redaction(store: Store, plan: RedactPlan, *, lock_wait: float = BUSY_T
                 # Markdown has no lock (lecode replaces it atomically): a write
                 # since the plan (shown at the prompt) is not overwritten
                 if change.sha256 and hashlib.sha256(data).hexdigest() != change.sha256:
-                    raise Conflict(f"{change.file} changed since the plan; run redact again "
-                                   f"({len(result.files)} file(s) already rewritten)")
+                    raise Conflict(f"{change.file} changed since the plan and was not "
+                                   "overwritten; run redact again")
             if n and new != data:
                 atomic.atomic_write(Path(path), new, backup=False)
                 result.files.append(change.file)
+            pending.files.remove(change)
     finally:
         for fd in locks:
             try:
@@ -393,12 +423,47 @@ def apply_redaction(store: Store, plan: RedactPlan, *, lock_wait: float = BUSY_T
             for fid in plan.forget_facts:
                 if fs.forget(fid):
                     result.forgotten.append(fid)
+                pending.forgets.remove(fid)
         finally:
             fs.close()
     if plan.clean_database and os.path.lexists(store.facts_db):
         clean_database(store, lock_wait)
         result.database_cleaned = True
-    return result
+    pending.clean = False
+
+
+_NOTHING_CHANGED = "; nothing was changed"
+
+
+def _unfinished(exc: MemctlError, result: RedactResult, pending: _Pending) -> MemctlError:
+    """``exc`` as it is when nothing was changed yet; otherwise the same error
+    (same class, same exit status) whose message also says what was already
+    redacted, what was not, and that a rerun finishes the job."""
+    if not (result.files or result.forgotten or result.database_cleaned):
+        return exc
+    text = exc.message.removesuffix(_NOTHING_CHANGED)
+    done = []
+    if result.files:
+        done.append("already redacted: " + ", ".join(result.files))
+    if result.forgotten:
+        done.append(f"fact(s) forgotten: {', '.join(result.forgotten)}")
+    todo = []
+    if pending.files:
+        todo.append(", ".join(c.file for c in pending.files))
+    if pending.forgets:
+        todo.append(f"forgetting fact(s) {', '.join(pending.forgets)}")
+    if pending.clean:
+        todo.append("the database clean (its free pages may still hold the text of a "
+                    "forgotten fact)")
+    text += "; " + "; ".join(done)
+    if todo:
+        text += "; not done: " + ", ".join(todo)
+    if "run redact again" not in text:
+        text += "; run redact again to finish"
+    new = copy.copy(exc)
+    new.message = text
+    new.args = (text,)
+    return new
 
 
 def clean_database(store: Store, timeout: float = BUSY_TIMEOUT) -> None:

@@ -441,3 +441,57 @@ def test_partial_run_says_what_was_already_changed(planted, tmp_path):
     r = cli(planted, "redact", "--yes", "--jobs", "1")
     assert r.exit_code == 0, r.stderr
     assert raw_hits(planted.store, secret_values(planted)) == 0
+
+
+# ---------------------------------------------------------------- a full disk
+
+# Runs in the child after test_kill_sweeps' SQL_HOOK: from the SQL statement
+# that starts with $FSIZE_AT_SQL on, no file may grow past 1 KiB (SIGXFSZ
+# ignored, so a write gets EFBIG and SQLite reports "disk I/O error" or
+# "database or disk is full"): the disk fills at that statement.
+FULL_AT_HOOK = r'''
+import resource
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+_full_at_trace = _sql_trace
+def _sql_trace(sql):
+    if sql.lstrip().upper().startswith(os.environ["FSIZE_AT_SQL"]):
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1024, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+    _full_at_trace(sql)
+'''
+
+
+@pytest.mark.parametrize("at", ["BEGIN IMMEDIATE", "VACUUM"])
+def test_full_disk_at_the_forget_or_the_clean_exit_7_says_what_was_done(planted, at):
+    """The disk fills once the files are rewritten: at the forget's
+    transaction (the fact is not forgotten) or at the clean's VACUUM (the
+    fact is forgotten, the pages not cleaned).  Exit 7 (write failed: not 5,
+    the database is not damaged), one line that names what was redacted and
+    what was not, never "nothing was changed"; the database intact; a rerun
+    with room finishes the job."""
+    from .test_io_faults import one_line
+    from .test_kill_sweeps import CODE
+
+    proc = faultkit.run_counted(_redact_argv(planted), code=CODE.replace(
+        "from lecode_memctl.cli.main", FULL_AT_HOOK + "from lecode_memctl.cli.main"),
+        under=planted.store, fork=True, no_sync=True, env={"FSIZE_AT_SQL": at})
+    line = one_line(proc.stderr, at)
+    assert proc.returncode == 7, line
+    assert "disk I/O error" in line or "disk is full" in line, line
+    assert "nothing was changed" not in line, line
+    assert "already redacted: sessions/s-forgot.jsonl, sessions/s-main.jsonl, " \
+        "notes/keys.md, notes/keys.md.bak" in line, line
+    fid = planted.facts["password"]
+    if at == "VACUUM":
+        assert f"fact(s) forgotten: {fid}" in line, line
+        assert "not done: the database clean" in line, line
+    else:
+        assert f"not done: forgetting fact(s) {fid}, the database clean" in line, line
+    assert "run redact again" in line, line
+    assert not any(v in line for v in secret_values(planted))
+    con = sqlite3.connect(planted.store / "facts.sqlite3")
+    assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    con.close()
+    r = cli(planted, "redact", "--yes", "--jobs", "1")
+    assert r.exit_code == 0, r.stderr
+    assert cli(planted, "secrets", "--jobs", "1").exit_code == 0
+    assert raw_hits(planted.store, secret_values(planted)) == 0

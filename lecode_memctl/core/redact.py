@@ -469,12 +469,15 @@ def _unfinished(exc: MemctlError, result: RedactResult, pending: _Pending) -> Me
 def clean_database(store: Store, timeout: float = BUSY_TIMEOUT) -> None:
     """``secure_delete`` on, ``VACUUM`` (every page rebuilt: free pages and
     slack gone), ``wal_checkpoint(TRUNCATE)`` (the ``-wal`` emptied to 0 bytes).
-    StoreBusy when another connection keeps the checkpoint from finishing."""
+    StoreBusy when another connection keeps the checkpoint from finishing;
+    StoreWriteError (exit 7) when the disk is full or a write fails."""
     path = os.fspath(store.facts_db)
+    from .facts import _db_error
+
     try:
         db = sqlite3.connect(path, timeout=timeout, isolation_level=None)
     except sqlite3.Error as exc:
-        raise StoreCorrupt(f"{path}: cannot open: {exc}") from None
+        raise _db_error(Path(path), exc) from None
     try:
         db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
         db.execute("PRAGMA secure_delete = ON")
@@ -484,13 +487,12 @@ def clean_database(store: Store, timeout: float = BUSY_TIMEOUT) -> None:
             raise StoreBusy(f"{path}: another connection keeps the -wal from being "
                             "checkpointed; the database was vacuumed, run redact again "
                             "when lecode is idle")
-    except sqlite3.OperationalError as exc:
-        text = str(exc)
-        if "locked" in text or "busy" in text:
-            raise StoreBusy(f"{path}: database busy: {text}") from None
-        raise StoreCorrupt(f"{path}: {text}") from None
     except sqlite3.Error as exc:
-        raise StoreCorrupt(f"{path}: {exc}") from None
+        # the facts store's one classification (facts._db_error): a full disk,
+        # an I/O error or a read-only file is a failed write (exit 7; a failed
+        # VACUUM leaves the database as it was), busy or locked is StoreBusy,
+        # only what is left is StoreCorrupt
+        raise _db_error(Path(path), exc) from None
     finally:
         db.close()
 

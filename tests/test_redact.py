@@ -495,3 +495,141 @@ def test_full_disk_at_the_forget_or_the_clean_exit_7_says_what_was_done(planted,
     assert r.exit_code == 0, r.stderr
     assert cli(planted, "secrets", "--jobs", "1").exit_code == 0
     assert raw_hits(planted.store, secret_values(planted)) == 0
+
+
+# ---------------------------------------------------------------- a credential as a session id
+
+SID_KEY = "AKIAIOSFODNN7EXAMPLQ"   # a valid session id, and an AWS access key id
+
+
+@pytest.fixture
+def key_session(tmp_path) -> secretstore.Planted:
+    """A store whose session id is itself a credential; a fact cites it; a
+    message of that session also holds the id and a GitHub token."""
+    from lecode_memctl.core import open_project
+
+    root = tmp_path / "S" / "r-0123456789ab"
+    root.mkdir(parents=True)
+    ghp = "ghp_" + "k3Y9pQ2rT7vX1zB5nM8wC4dF6hJ0lA2sE4gU"
+    with open_project(store=str(root)) as p:
+        with p.sessions.create(SID_KEY) as w:
+            w.append_message("user", "hello")                                  # 1
+            w.append_message("user", "we use tabs")                            # 2
+            w.append_message("user", f"my session is {SID_KEY}, token {ghp}")  # 3
+        fid = p.remember("tabs", p.sessions.source_snapshot(SID_KEY, 2, 2).ref).fact.fact_id
+    return secretstore.Planted(root, "r-0123456789ab", {"aws": SID_KEY, "ghp": ghp},
+                               {"tabs": fid})
+
+
+def test_rewrite_transcript_keeps_identifying_fields():
+    """No value, whatever it equals, changes a record's seq or type, the
+    header's session_id/project/format, or a compaction lineage's session_id;
+    it is still replaced in message text and in keys."""
+    from lecode_memctl.core.redact import rewrite_transcript
+
+    k = SID_KEY
+    lines = [
+        {"seq": 0, "type": "session", "format": 1, "session_id": k, "project": k, "created": "x"},
+        {"seq": 1, "type": "message", "role": "user", "content": f"id {k}", "meta": {k: k}},
+        {"seq": 2, "type": "event", "event": "compact", "summary": k, "prior": None,
+         "lineage": [{"session_id": k, "seqs": [1], "digest": "0" * 64}], "model": "m",
+         "usage": None},
+    ]
+    data = b"".join(orjson.dumps(x) + b"\n" for x in lines)
+    marker = "[REDACTED:aws-access-key:f8e02e]"
+    new, seqs, n, _raw = rewrite_transcript(data, {k: marker, "session": "[X]", "1": "[Y]"})
+    recs = [orjson.loads(x) for x in new.splitlines()]
+    assert [(r["seq"], r["type"]) for r in recs] == [(0, "session"), (1, "message"), (2, "event")]
+    assert (recs[0]["session_id"], recs[0]["project"], recs[0]["format"]) == (k, k, 1)
+    assert recs[2]["lineage"][0]["session_id"] == k
+    assert recs[1]["content"] == f"id {marker}" and recs[1]["meta"] == {marker: marker}
+    assert recs[2]["summary"] == marker
+    assert seqs == [1, 2]
+
+
+def test_a_credential_that_is_a_session_id_is_kept_and_said(key_session):
+    """redact never breaks a transcript: the header keeps its session_id, the
+    file keeps its name, the fact keeps validating.  The id cannot be erased
+    (file name, header, the facts citing it): the plan and the result list it
+    in ``kept``, masked; the run ends 1 with one warning line and a hint.
+    Every other copy of the value, and the other token, are erased."""
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.sessions import SessionStore
+
+    p = key_session
+    k, ghp = p.values["aws"], p.values["ghp"]
+    marker = "[REDACTED:aws-access-key:" + hashlib_sha256(k)[:6] + "]"
+    dry = cli(p, "redact", "--dry-run", "--json", "-j1")
+    assert dry.exit_code == 0, dry.stderr
+    assert k not in dry.stdout and ghp not in dry.stdout
+    plan = orjson.loads(dry.stdout_bytes)["plan"]
+    assert [f["file"] for f in plan["files"]] == [f"sessions/{marker}.jsonl"]
+    assert plan["files"][0]["records"] == [3]
+    assert plan["kept"] == [{"detector": "aws-access-key", "hash": hashlib_sha256(k),
+                             "preview": "AKIA…(20 chars)", "length": 20,
+                             "session_ids": [marker]}]
+    human = cli(p, "redact", "--dry-run", "-j1")
+    assert k not in human.stdout + human.stderr
+    assert f"cannot erase aws-access-key AKIA…(20 chars): the session id of {marker}" \
+        in human.stdout, human.stdout
+
+    r = cli(p, "redact", "--yes", "--json", "-j1")
+    assert r.exit_code == 1, r.stderr
+    assert k not in r.stdout + r.stderr and ghp not in r.stdout + r.stderr
+    doc = orjson.loads(r.stdout_bytes)
+    assert doc["result"]["files"] == [f"sessions/{marker}.jsonl"]
+    assert doc["result"]["kept"] == plan["kept"]
+    warn = r.stderr.strip().splitlines()
+    assert len(warn) == 1 and warn[0].startswith("memctl: warning: "), r.stderr
+    assert "cannot erase 1 value" in warn[0] and "rotate" in warn[0], warn[0]
+
+    # the transcript is whole: the header names its file, the fact validates
+    path = p.store / "sessions" / f"{k}.jsonl"
+    recs = [orjson.loads(x) for x in path.read_bytes().splitlines()]
+    assert recs[0]["session_id"] == k and [x["seq"] for x in recs] == [0, 1, 2, 3]
+    assert recs[3]["content"].startswith(f"my session is {marker}, token [REDACTED:github-token:")
+    v = cli(p, "validate", "--json")
+    assert v.exit_code == 0, v.stdout
+    fs = FactStore.open_readonly(p.store / "facts.sqlite3")
+    try:
+        fact = fs.get(p.facts["tabs"])
+        assert fact is not None and fact.source is not None
+        status = SessionStore(store_at(p.store), fs).validate_source(fact.source, "durable")
+        assert status.status == "valid", status
+    finally:
+        fs.close()
+    # what is left is the id alone, and secrets still says so (exit 1)
+    s = cli(p, "secrets", "--json", "-j1")
+    assert s.exit_code == 1
+    assert {f["kind"] for f in orjson.loads(s.stdout_bytes)["findings"]} <= {"transcript",
+                                                                            "database"}
+    assert raw_hits(p.store, [ghp]) == 0
+    # and again: the same outcome, nothing else to do
+    again = cli(p, "redact", "--yes", "-j1")
+    assert again.exit_code == 1 and k not in again.stdout + again.stderr
+
+
+@pytest.mark.parametrize("fmt", ["human", "json", "jsonl", "csv", "tsv"])
+def test_secrets_shows_a_credential_session_id_masked(key_session, fmt):
+    """No output holds a value: a finding in a session whose id is a value
+    shows the location with the marker in place of the id, in every format."""
+    p = key_session
+    k = p.values["aws"]
+    marker = "[REDACTED:aws-access-key:" + hashlib_sha256(k)[:6] + "]"
+    args = ["--json"] if fmt == "json" else ([] if fmt == "human" else ["--format", fmt])
+    r = cli(p, "secrets", "-j1", *args)
+    assert r.exit_code == 1, r.stderr
+    assert k not in r.stdout + r.stderr
+    assert marker in r.stdout
+    if fmt == "jsonl":
+        rows = [orjson.loads(x) for x in r.stdout_bytes.splitlines()]
+        tr = [x for x in rows if x.get("kind") == "transcript"]
+        assert tr and all(x["file"] == f"sessions/{marker}.jsonl" and x["session_id"] == marker
+                          for x in tr)
+
+
+def hashlib_sha256(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()

@@ -419,7 +419,16 @@ def redact(
     asks on a terminal and refuses otherwise.  A kill at any point leaves
     each file whole, before or after; running redact again finishes.
 
-    Exit status: 0 done (or nothing to do), 1 declined, 2 usage (a pattern
+    A credential that is (in) a session id cannot be erased: the transcript
+    keeps its name and its header (no record's seq or type, nor the
+    header's session_id, project or format, is ever rewritten), and the
+    facts citing it keep it in their evidence.  Every other copy is erased;
+    the plan and the result list the value under "kept", every output shows
+    that session id with the marker in place of the value, and the run ends
+    with a warning and exit status 1.
+
+    Exit status: 0 done (or nothing to do), 1 declined, or a value kept (a
+    session id), 2 usage (a pattern
     that is not a valid regex; --seq without --session; no --yes off a
     terminal), 3 no store or session, 4 a Markdown file changed since the
     plan was made (run again), 5 a file of the store that cannot be
@@ -427,8 +436,8 @@ def redact(
     busy, 7 write failed.  An error after a change names what was already
     redacted and what was not; running redact again finishes the job.
     --json prints {"type": "redact", "schema_version", "dry_run", "plan":
-    {..., "files": [rewrite rows], ...}, "result": {...} or null}; never a
-    value.
+    {..., "files": [rewrite rows], ..., "kept"}, "result": {..., "kept"} or
+    null}; never a value.
     """
 
     import os
@@ -437,7 +446,13 @@ def redact(
     from lecode_memctl.core.errors import UsageError
     from lecode_memctl.core.redact import apply_redaction, plan_redaction
     from lecode_memctl.core.rowmodel import SCHEMA_VERSION
-    from lecode_memctl.core.secrets import Detector, load_allowlist, scan_store, select
+    from lecode_memctl.core.secrets import (
+        Detector,
+        load_allowlist,
+        scan_store,
+        select,
+        session_id_values,
+    )
     from lecode_memctl.core.sourceref import check_session_id
 
     from .output import emit_json
@@ -473,7 +488,8 @@ def redact(
                            "holds; nothing was changed"
                            + (f" ({more} more unreadable)" if more > 0 else ""))
     picked = select(report.findings, sessions=session, seqs=seq, detectors=detector, pattern=rx)
-    plan = plan_redaction(store, picked, lock_wait=lock_wait)
+    plan = plan_redaction(store, picked, lock_wait=lock_wait,
+                          masks=session_id_values(report.findings))
     doc = plan.to_json()
     if dry_run or plan.empty:
         if json_:
@@ -481,6 +497,8 @@ def redact(
                        "dry_run": dry_run, "plan": doc, "result": None})
         else:
             _print_plan(doc, dry_run=True)
+        if not dry_run:
+            _kept_outcome(doc["kept"])
         return
     if not yes:
         if not sys.stdin.isatty():
@@ -496,18 +514,47 @@ def redact(
     if json_:
         emit_json({"type": "redact", "schema_version": SCHEMA_VERSION,
                    "dry_run": False, "plan": doc, "result": result.to_json()})
+        _kept_outcome(doc["kept"])
         return
     from .output import echo, safe
 
-    echo(f"redacted {doc['values']} value{'s' if doc['values'] != 1 else ''}: "
+    rdoc = result.to_json()
+    erased = doc["values"] - len(doc["kept"])
+    echo(f"redacted {erased} value{'s' if erased != 1 else ''}: "
          f"{len(result.files)} file{'s' if len(result.files) != 1 else ''} rewritten"
          + (f", {len(result.forgotten)} fact(s) forgotten" if result.forgotten else "")
          + (", database cleaned" if result.database_cleaned else ""))
-    for f in result.files:
+    for f in rdoc["files"]:
         echo(f"  {safe(f, keep_newlines=False)}")
     if doc["stale_facts"]:
         echo(f"  {len(doc['stale_facts'])} fact revision(s) now stale: "
              + ", ".join(sorted({s['fact_id'] for s in doc['stale_facts']})))
+    _kept_outcome(doc["kept"])
+
+
+def _kept_place(k: dict) -> str:
+    from .output import safe
+
+    return (f"{k['detector']} {safe(k['preview'], keep_newlines=False)}: the session id of "
+            + ", ".join(safe(s, keep_newlines=False) for s in k["session_ids"])
+            + f" (sha256:{k['hash'][:12]})")
+
+
+def _kept_outcome(kept: list[dict]) -> None:
+    """After a run that left values it cannot erase (a session id): one
+    warning line with what the user can do, and exit status 1."""
+    if not kept:
+        return
+    from lecode_memctl.core.redact import KEPT_HINT
+
+    from .output import echo
+
+    echo(f"memctl: warning: cannot erase {len(kept)} value{'s' if len(kept) != 1 else ''}: "
+         + "; ".join(_kept_place(k) for k in kept)
+         + "; redact never renames a session or rewrites its header, and the facts citing "
+         f"it keep it in their evidence: {KEPT_HINT}",
+         err=True)
+    raise typer.Exit(1)
 
 
 def _print_plan(doc: dict, *, dry_run: bool, err: bool = False) -> None:
@@ -516,16 +563,21 @@ def _print_plan(doc: dict, *, dry_run: bool, err: bool = False) -> None:
     def out(text: str) -> None:
         echo(text, err=err)
 
-    if not doc["files"] and not doc["forget_facts"] and not doc["clean_database"]:
+    if not doc["files"] and not doc["forget_facts"] and not doc["clean_database"] \
+            and not doc["kept"]:
         out(f"{safe(doc['project'])}: nothing to redact ({doc['findings']} findings picked)")
         return
-    out(f"{safe(doc['project'])}: would redact {doc['values']} value"
-        f"{'s' if doc['values'] != 1 else ''} ({doc['findings']} findings):")
+    erasable = doc["values"] - len(doc["kept"])
+    out(f"{safe(doc['project'])}: would redact {erasable} value"
+        f"{'s' if erasable != 1 else ''} ({doc['findings']} findings):")
     for f in doc["files"]:
         what = f"{f['replacements']} replacement{'s' if f['replacements'] != 1 else ''}"
         if f["records"]:
             what += " in records " + ", ".join(str(s) for s in f["records"])
         out(f"  rewrite {safe(f['file'], keep_newlines=False)}: {what}")
+    for k in doc["kept"]:
+        out(f"  cannot erase {_kept_place(k)}: redact never renames a session or rewrites "
+            "its header (every other copy is erased)")
     for fid in doc["forget_facts"]:
         out(f"  forget fact {fid} (its text holds a value)")
     if doc["clean_database"]:

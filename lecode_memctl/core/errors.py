@@ -124,8 +124,9 @@ def _exit_statuses() -> tuple[ExitStatus, ...]:
                    "problems found (validate, secrets, verify), no grep match, or a prompt declined",
                    "validate found problems (with --strict, warnings count too); secrets found a "
                    "credential or could not read a file; verify found a bundle that differs from "
-                   "its manifest; grep matched nothing; or a confirmation prompt was declined "
-                   "(nothing was changed)", True),
+                   "its manifest; grep matched nothing; redact left a value it cannot erase "
+                   "(a session id); or a confirmation prompt was declined (nothing was "
+                   "changed)", True),
         *(ExitStatus(c.exit_code, c.label, f"{c.label}: {c.meaning}", True) for c in ERROR_CLASSES),
         ExitStatus(EXIT_INTERNAL, "internal error",
                    "internal error: a bug in memctl (set MEMCTL_DEBUG=1 to see the traceback)", True),

@@ -7,14 +7,20 @@ without a ``.bak``, since the previous content is what must go):
 * a transcript under its session lock (``sessions/<id>.lock``, the lock the
   session writer holds; exit 6 while the agent has it), every record and seq
   kept: a record holding a value is parsed, the value replaced in each of its
-  strings by ``[REDACTED:<detector>:<sha256 prefix>]`` and the record written
-  back as compact JSON with its keys in the same order; a line that does not
-  parse (or a torn tail) has the value's bytes replaced;
+  strings and keys by ``[REDACTED:<detector>:<sha256 prefix>]`` and the
+  record written back as compact JSON with its keys in the same order, its
+  identifying fields untouched (seq, type; the header's session_id, project,
+  format; a compaction lineage's session_id); a line that does not parse (or
+  a torn tail) has the value's bytes replaced;
 * every other file (Markdown, ``.bak``, leftovers): the value's bytes replaced;
 * a fact whose own text holds a value is forgotten (``FactStore.forget``:
   content-free exclusions, generation + 1), then the database is cleaned so
   that no byte of the text remains: ``secure_delete``, ``VACUUM``, and the
   ``-wal`` checkpointed and truncated.
+
+A value that is (in) a session id cannot be erased (the file's name, its
+header, the facts' evidence): every other copy is, and the plan lists it in
+``kept``; outputs show such a session id with the marker in its place.
 
 Order: all session locks are taken first (any busy: nothing changed), then
 transcripts, other files, forgets, the database clean.  A kill leaves every
@@ -45,7 +51,16 @@ from ._record import record
 from .atomic import read_regular
 from .errors import Conflict, MemctlError, StoreBusy, StoreCorrupt, StoreWriteError
 from .layout import FACTS_DB, Store
-from .secrets import KIND_DATABASE, KIND_FACT, KIND_FILE, KIND_TRANSCRIPT, Finding, json_object
+from .secrets import (
+    KIND_DATABASE,
+    KIND_FACT,
+    KIND_FILE,
+    KIND_TRANSCRIPT,
+    Finding,
+    hide_values,
+    json_object,
+    session_id_values,
+)
 from .sessions import event_line
 
 BUSY_TIMEOUT = 5.0
@@ -80,24 +95,49 @@ class RedactPlan:
     generation: int = 0
     new_generation: int = 0
     generated_messages_invalidated: int = 0
+    # values redact cannot erase: each in a session id (see KEPT_HINT)
+    kept: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         # value -> marker; not a dataclass field, so that repr and asdict never
         # show a value
         self._values: dict[str, str] = {}
+        # value -> marker of the values that are (in) a session id: shown
+        # masked wherever the plan names a session or its file
+        self._masks: dict[str, str] = {}
 
     @property
     def empty(self) -> bool:
+        """Nothing to change (a value in :attr:`kept` is not a change)."""
         return not (self.files or self.forget_facts or self.clean_database)
 
+    def shown(self, text: str) -> str:
+        """A file name, session id or message as outputs show it."""
+        return hide_values(text, self._masks)
+
     def to_json(self) -> dict[str, Any]:
+        files = []
+        for f in self.files:
+            row = f.to_json()
+            row["file"] = self.shown(row["file"])
+            files.append(row)
         return {"project": self.project, "store": self.store, "findings": self.findings,
                 "values": len(self._values),
-                "files": [f.to_json() for f in self.files],
+                "files": files,
                 "forget_facts": self.forget_facts, "clean_database": self.clean_database,
-                "stale_facts": self.stale_facts, "summaries": self.summaries,
+                "stale_facts": [{**s, "session_id": self.shown(s["session_id"])}
+                                for s in self.stale_facts],
+                "summaries": [{**s, "session_id": self.shown(s["session_id"])}
+                              for s in self.summaries],
                 "generation": self.generation, "new_generation": self.new_generation,
-                "generated_messages_invalidated": self.generated_messages_invalidated}
+                "generated_messages_invalidated": self.generated_messages_invalidated,
+                "kept": self.kept}
+
+
+#: What a user can do about a value redact cannot erase (the CLI's warning).
+KEPT_HINT = ("rotate the credential (it was exposed); to remove it, forget the facts citing "
+             "the session ('memctl forget') and delete the session's file by hand, or put "
+             "its hash in the allowlist once it is rotated")
 
 
 # --------------------------------------------------------------------------
@@ -116,23 +156,83 @@ def _forms(value: str) -> list[bytes]:
     return out
 
 
+# A record's identifying fields, which redact never rewrites (their keys
+# neither): a transcript whose header no longer names its file, or a record
+# whose seq or type changed, is no transcript any more, and every fact citing
+# it would stop validating.  A value in one of them is "kept" (the plan says so).
+HEADER_FIELDS = frozenset({"seq", "type", "format", "session_id", "project"})
+RECORD_FIELDS = frozenset({"seq", "type"})
+
+
+def _replace_str(text: str, values: Mapping[str, str]) -> tuple[str, int]:
+    n = 0
+    for v, m in values.items():
+        if v in text:
+            n += text.count(v)
+            text = text.replace(v, m)
+    return text, n
+
+
+def _replace_dict(obj: dict[str, Any], values: Mapping[str, str],
+                  keep: frozenset[str] = frozenset()) -> tuple[dict[str, Any], int]:
+    """Keys and values replaced, in their order; the keys in ``keep`` (and
+    their values) as they are, and a binary part's ``data``."""
+    total = 0
+    binary = obj.get("type") == "binary"
+    out: dict[str, Any] = {}
+    for k, v in obj.items():
+        if k in keep or (binary and k == "data"):
+            out[k] = v
+            continue
+        k2, n1 = _replace_str(k, values)
+        out[k2], n2 = _replace_leaves(v, values)
+        total += n1 + n2
+    return out, total
+
+
+def _protected(rec: dict[str, Any]) -> tuple[frozenset[str], list[dict[str, Any]]]:
+    """The record's identifying top-level fields, and the lineage refs of a
+    compaction (whose session_id names a transcript)."""
+    keep = HEADER_FIELDS if rec.get("type") == "session" else RECORD_FIELDS
+    lineage = rec.get("lineage")
+    refs = [r for r in lineage if isinstance(r, dict)] \
+        if rec.get("type") == "event" and rec.get("event") == "compact" \
+        and isinstance(lineage, list) else []
+    return keep, refs
+
+
+def _redact_record(rec: dict[str, Any], values: Mapping[str, str]) -> tuple[dict[str, Any], int]:
+    """``rec`` with the values replaced everywhere but in its identifying
+    fields (:data:`HEADER_FIELDS`, :data:`RECORD_FIELDS`, a lineage ref's
+    ``session_id``)."""
+    keep, refs = _protected(rec)
+    if not refs:
+        return _replace_dict(rec, values, keep)
+    out, total = _replace_dict(rec, values, keep | {"lineage"})
+    lineage = []
+    for ref in rec["lineage"]:
+        if isinstance(ref, dict):
+            ref, n = _replace_dict(ref, values, frozenset({"session_id"}))
+        else:
+            ref, n = _replace_leaves(ref, values)
+        lineage.append(ref)
+        total += n
+    out["lineage"] = lineage          # in its place: the key was kept
+    return out, total
+
+
+def _protected_strings(rec: dict[str, Any]) -> list[str]:
+    keep, refs = _protected(rec)
+    out = [v for k, v in rec.items() if k in keep and isinstance(v, str)]
+    out += [r["session_id"] for r in refs if isinstance(r.get("session_id"), str)]
+    return out
+
+
 def _replace_leaves(obj: Any, values: Mapping[str, str]) -> tuple[Any, int]:
     if isinstance(obj, str):
-        n = 0
-        for v, m in values.items():
-            if v in obj:
-                n += obj.count(v)
-                obj = obj.replace(v, m)
-        return obj, n
+        return _replace_str(obj, values)
     if isinstance(obj, dict):
-        total = 0
-        binary = obj.get("type") == "binary"
-        for k in list(obj):
-            if binary and k == "data":
-                continue
-            obj[k], n = _replace_leaves(obj[k], values)
-            total += n
-        return obj, total
+        return _replace_dict(obj, values)
     if isinstance(obj, list):
         total = 0
         for i, v in enumerate(obj):
@@ -156,7 +256,9 @@ def _replace_bytes(line: bytes, values: Mapping[str, str]) -> tuple[bytes, int]:
 
 def rewrite_transcript(data: bytes, values: Mapping[str, str]) -> tuple[bytes, list[int], int, int]:
     """(new bytes, seqs of rewritten records, replacements, raw lines changed).
-    Lines are kept one for one; a record's seq and keys are kept."""
+    Lines are kept one for one; a record's identifying fields (its seq and
+    type; the header's session_id, project and format; a compaction
+    lineage's session_id) are never rewritten, nor their keys."""
     forms = [(v, _forms(v)) for v in values]
     out = []
     seqs: list[int] = []
@@ -170,15 +272,17 @@ def rewrite_transcript(data: bytes, values: Mapping[str, str]) -> tuple[bytes, l
         if rec is not None:
             seq = rec.get("seq")
             try:
-                rec, n = _replace_leaves(rec, values)
-                new = orjson.dumps(rec)
+                rec2, n = _redact_record(rec, values)
+                new = orjson.dumps(rec2)
             except (RecursionError, orjson.JSONEncodeError):
                 # nested deeper than orjson writes (255 levels; its parser takes
-                # 1024): the record's line is rewritten byte for byte
-                new, n = piece, 0
-            new, n2 = _replace_bytes(new, values)   # a value in a key, say
-            if n + n2:
-                total += n + n2
+                # 1024): the record's line is rewritten byte for byte, but
+                # for a value in an identifying field (it stays in the line)
+                ids = _protected_strings(rec)
+                new, n = _replace_bytes(piece, {v: m for v, m in values.items()
+                                                if not any(v in s for s in ids)})
+            if n:
+                total += n
                 if isinstance(seq, int):
                     seqs.append(seq)
             out.append(new)
@@ -195,15 +299,27 @@ def rewrite_transcript(data: bytes, values: Mapping[str, str]) -> tuple[bytes, l
 
 
 def plan_redaction(store: Store, findings: Iterable[Finding], *,
-                   lock_wait: float = BUSY_TIMEOUT) -> RedactPlan:
+                   lock_wait: float = BUSY_TIMEOUT,
+                   masks: Mapping[str, str] | None = None) -> RedactPlan:
     """What redact would do for these findings (reads only).  ``lock_wait``:
-    seconds to wait for a stable snapshot of the facts database."""
+    seconds to wait for a stable snapshot of the facts database.  ``masks``
+    (value -> marker; default: those of ``findings``): the values found in
+    session ids (:func:`secrets.session_id_values` of the whole scan, picked
+    or not), shown masked wherever the plan names a session.
+
+    A picked value that is (in) a transcript's session id cannot be erased:
+    it is the file's name, its header names it and the facts citing the
+    session store it.  Redact erases every other copy and lists the value in
+    :attr:`RedactPlan.kept`."""
     findings = list(findings)
     plan = RedactPlan(store.slug, os.fspath(store.path), len(findings))
+    first: dict[str, Finding] = {}
     for f in findings:
         plan._values.setdefault(f.secret_value(), f.marker)
+        first.setdefault(f.secret_value(), f)
     # longest first: a value inside another is replaced after it
     plan._values = dict(sorted(plan._values.items(), key=lambda kv: -len(kv[0])))
+    plan._masks = dict(masks) if masks is not None else session_id_values(findings)
     by_file: dict[str, str] = {}
     for f in findings:
         if f.kind in (KIND_TRANSCRIPT, KIND_FILE):
@@ -220,6 +336,19 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
     generated: list[int | None] = []
     sessions_dir = os.path.join(root, "sessions")
     transcripts = sorted(n for n in _listdir(sessions_dir) if n.endswith(".jsonl"))
+    kept: dict[str, list[str]] = {}
+    for name in transcripts:
+        sid = name[:-len(".jsonl")]
+        for v in plan._values:
+            if v in sid:
+                kept.setdefault(v, []).append(sid)
+                plan._masks.setdefault(v, plan._values[v])
+    plan._masks = dict(sorted(plan._masks.items(), key=lambda kv: -len(kv[0])))
+    for v, sids in kept.items():
+        f = first[v]
+        plan.kept.append({"detector": f.detector, "hash": f.hash, "preview": f.preview,
+                          "length": f.length, "session_ids": [plan.shown(s) for s in sids]})
+    plan.kept.sort(key=lambda k: (k["detector"], k["hash"]))
     for name in transcripts:
         rel = "sessions/" + name
         try:
@@ -319,10 +448,15 @@ class RedactResult:
     files: list[str] = field(default_factory=list)
     forgotten: list[str] = field(default_factory=list)
     database_cleaned: bool = False
+    kept: list[dict[str, Any]] = field(default_factory=list)   # the plan's: not erased
+
+    def __post_init__(self) -> None:
+        self._masks: dict[str, str] = {}
 
     def to_json(self) -> dict[str, Any]:
-        return {"files": self.files, "forgotten": self.forgotten,
-                "database_cleaned": self.database_cleaned}
+        return {"files": [hide_values(f, self._masks) for f in self.files],
+                "forgotten": self.forgotten, "database_cleaned": self.database_cleaned,
+                "kept": self.kept}
 
 
 def _check_database(store: Store, lock_wait: float = BUSY_TIMEOUT) -> None:
@@ -351,14 +485,15 @@ def apply_redaction(store: Store, plan: RedactPlan, *, lock_wait: float = BUSY_T
     An error after a change says what was already done and what was not
     (:func:`_unfinished`): the store is left consistent, and running redact
     again finishes the job."""
-    result = RedactResult()
+    result = RedactResult(kept=list(plan.kept))
+    result._masks = plan._masks
     if plan.empty:
         return result
     pending = _Pending(list(plan.files), list(plan.forget_facts), plan.clean_database)
     try:
         _apply(store, plan, result, pending, lock_wait)
     except MemctlError as exc:
-        raise _unfinished(exc, result, pending) from None
+        raise _unfinished(exc, result, pending, plan) from None
     return result
 
 
@@ -435,21 +570,33 @@ def _apply(store: Store, plan: RedactPlan, result: RedactResult, pending: _Pendi
 _NOTHING_CHANGED = "; nothing was changed"
 
 
-def _unfinished(exc: MemctlError, result: RedactResult, pending: _Pending) -> MemctlError:
-    """``exc`` as it is when nothing was changed yet; otherwise the same error
-    (same class, same exit status) whose message also says what was already
-    redacted, what was not, and that a rerun finishes the job."""
-    if not (result.files or result.forgotten or result.database_cleaned):
+def _unfinished(exc: MemctlError, result: RedactResult, pending: _Pending,
+                plan: RedactPlan) -> MemctlError:
+    """``exc`` as it is when nothing was changed yet (but a session id that
+    is a value masked); otherwise the same error (same class, same exit
+    status) whose message also says what was already redacted, what was
+    not, and that a rerun finishes the job."""
+    text = plan.shown(exc.message)
+    if result.files or result.forgotten or result.database_cleaned:
+        text = _progress(text, result, pending, plan)
+    if text == exc.message:
         return exc
-    text = exc.message.removesuffix(_NOTHING_CHANGED)
+    new = copy.copy(exc)
+    new.message = text
+    new.args = (text,)
+    return new
+
+
+def _progress(text: str, result: RedactResult, pending: _Pending, plan: RedactPlan) -> str:
+    text = text.removesuffix(_NOTHING_CHANGED)
     done = []
     if result.files:
-        done.append("already redacted: " + ", ".join(result.files))
+        done.append("already redacted: " + ", ".join(plan.shown(f) for f in result.files))
     if result.forgotten:
         done.append(f"fact(s) forgotten: {', '.join(result.forgotten)}")
     todo = []
     if pending.files:
-        todo.append(", ".join(c.file for c in pending.files))
+        todo.append(", ".join(plan.shown(c.file) for c in pending.files))
     if pending.forgets:
         todo.append(f"forgetting fact(s) {', '.join(pending.forgets)}")
     if pending.clean:
@@ -460,10 +607,7 @@ def _unfinished(exc: MemctlError, result: RedactResult, pending: _Pending) -> Me
         text += "; not done: " + ", ".join(todo)
     if "run redact again" not in text:
         text += "; run redact again to finish"
-    new = copy.copy(exc)
-    new.message = text
-    new.args = (text,)
-    return new
+    return text
 
 
 def clean_database(store: Store, timeout: float = BUSY_TIMEOUT) -> None:
@@ -498,4 +642,5 @@ def clean_database(store: Store, timeout: float = BUSY_TIMEOUT) -> None:
 
 
 __all__ = ["plan_redaction", "apply_redaction", "clean_database", "rewrite_transcript",
-           "RedactPlan", "RedactResult", "FileChange", "FACTS_DB"]
+           "RedactPlan", "RedactResult", "FileChange", "FACTS_DB", "KEPT_HINT",
+           "HEADER_FIELDS", "RECORD_FIELDS"]

@@ -307,8 +307,10 @@ SECRET = RowModel("secrets", "secret", "One credential found; the value itself i
     Field("detector", "string", "the detector (aws-access-key, github-token, ...)"),
     Field("kind", "string", "transcript, file, fact or database"),
     Field("project", "string", "the store's slug"),
-    Field("file", "string", "file relative to the store", True),
-    Field("session_id", "string", "session id (transcripts)", True),
+    Field("file", "string", "file relative to the store (a value in a session id shown as "
+          "its marker)", True),
+    Field("session_id", "string", "session id (transcripts; a value in it shown as its "
+          "marker)", True),
     Field("seq", "integer", "record seq (transcripts)", True),
     Field("path", "string", "JSON path in the record (transcripts)", True),
     Field("line", "integer", "1-based line (files, unreadable records)", True),

@@ -36,7 +36,7 @@ import os
 import re
 import stat
 import string
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import InitVar, dataclass, field
 from typing import Any
 
@@ -122,25 +122,71 @@ class Finding:
     def marker(self) -> str:
         return f"[REDACTED:{self.detector}:{self.hash[:6]}]"
 
+    def shown(self) -> tuple[str, str | None]:
+        """``(file, session_id)`` as outputs show them: a session id that holds
+        a found value with the value's marker in its place
+        (:func:`mask_session_ids`); the real ones otherwise."""
+        shown: tuple[str, str | None] | None = self.__dict__.get("_shown")
+        return shown if shown is not None else (self.file, self.session_id)
+
     def place(self) -> str:
-        if self.kind == KIND_TRANSCRIPT and self.session_id is not None:
-            where = f"{self.session_id}:{self.seq}" if self.seq is not None else \
-                f"{self.file} line {self.line}"
+        file, session_id = self.shown()
+        if self.kind == KIND_TRANSCRIPT and session_id is not None:
+            where = f"{session_id}:{self.seq}" if self.seq is not None else \
+                f"{file} line {self.line}"
             return f"{where} {self.path}" if self.path else where
         if self.kind == KIND_FACT:
             return f"fact {self.fact_id} revision {self.revision}"
         if self.kind == KIND_DATABASE:
-            return f"{self.file} byte {self.offset}"
-        return f"{self.file} line {self.line}"
+            return f"{file} byte {self.offset}"
+        return f"{file} line {self.line}"
 
     def to_json(self) -> dict[str, Any]:
         from .rowmodel import SECRET
 
+        file, session_id = self.shown()
         return SECRET.row(detector=self.detector, kind=self.kind, project=self.project,
-                          file=self.file, session_id=self.session_id, seq=self.seq,
+                          file=file, session_id=session_id, seq=self.seq,
                           path=self.path, line=self.line, offset=self.offset,
                           fact_id=self.fact_id, revision=self.revision,
                           preview=self.preview, length=self.length, hash=self.hash)
+
+
+def session_id_values(findings: Iterable[Finding]) -> dict[str, str]:
+    """value -> marker of each value found in a session id (the name of the
+    transcript it was found in): a credential no output may show, not even
+    as a location.  Longest value first."""
+    out: dict[str, str] = {}
+    for f in findings:
+        if f.kind == KIND_TRANSCRIPT and f.session_id and f.secret_value() \
+                and f.secret_value() in f.session_id:
+            out.setdefault(f.secret_value(), f.marker)
+    return dict(sorted(out.items(), key=lambda kv: -len(kv[0])))
+
+
+def hide_values(text: str, masks: Mapping[str, str]) -> str:
+    """``text`` (a file name, a session id, a message) with each value of
+    ``masks`` replaced by its marker."""
+    for v, m in masks.items():
+        if v in text:
+            text = text.replace(v, m)
+    return text
+
+
+def mask_session_ids(report: SecretsReport) -> None:
+    """Show every location in a session whose id holds a found value with
+    the marker in place of the value (findings' ``file`` and ``session_id``,
+    skipped files): no output ever holds a value."""
+    masks = session_id_values(report.findings)
+    if not masks:
+        return
+    for f in report.findings:
+        if f.kind == KIND_TRANSCRIPT and f.session_id is not None:
+            shown = (hide_values(f.file, masks), hide_values(f.session_id, masks))
+            if shown != (f.file, f.session_id):
+                object.__setattr__(f, "_shown", shown)
+    for s in report.skipped:
+        s.file = hide_values(s.file, masks)
 
 
 @dataclass
@@ -492,6 +538,7 @@ class Scanner:
         else:
             for rel in plain:
                 self._merge(scan_file(self.detector, root, rel))
+        mask_session_ids(self.report)
         return self.report
 
     def _merge(self, res: FileScan) -> None:
@@ -683,7 +730,8 @@ def select(findings: Iterable[Finding], *, sessions: Iterable[str] | None = None
 
 
 __all__ = ["Detector", "Finding", "SecretsReport", "Scanner", "scan_store", "load_allowlist",
-           "mask", "marker", "value_hash", "detector_slug", "select", "KINDS"]
+           "mask", "marker", "value_hash", "detector_slug", "select", "KINDS",
+           "session_id_values", "hide_values", "mask_session_ids"]
 
 
 # --------------------------------------------------------------------------

@@ -1541,11 +1541,16 @@ class FactStore(ClosesOnExit):
                                    "it); it cannot be added, revised or attached again")
 
     @staticmethod
+    def _generation_in(db: sqlite3.Connection) -> int:
+        """The generation as the (write) transaction on ``db`` sees it."""
+        row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        return generation_value(row[0]) if row else 0
+
+    @staticmethod
     def _check_generation(db: sqlite3.Connection, expected: int | None) -> None:
         if expected is None:
             return
-        row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
-        current = generation_value(row[0]) if row else 0
+        current = FactStore._generation_in(db)
         if current != expected:
             raise Conflict(f"stale exclusion generation: expected {expected}, the store is at "
                            f"{current} (a forget happened meanwhile)")
@@ -2330,6 +2335,16 @@ class FactStore(ClosesOnExit):
         """Append a revision without validating its evidence (unverified storage).
         ``expected_revision`` and ``expected_generation`` are checked inside the
         transaction (Conflict when stale); excluded evidence is refused."""
+        return self._revise(fact_id, text, expected_revision=expected_revision,
+                            provenance=provenance, ref=ref,
+                            expected_generation=expected_generation)
+
+    def _revise(self, fact_id: str, text: str, *, expected_revision: int,
+                provenance: Iterable[Provenance] = (), ref: SourceRef | None = None,
+                expected_generation: int | None = None,
+                in_txn: Callable[[sqlite3.Connection], None] | None = None) -> Fact:
+        """:meth:`revise`; ``in_txn`` runs inside the transaction, after the
+        revision and generation checks and before anything is written."""
         check_fact_id(fact_id)
         text = _check_text(text)
         prov = self._check_provenance(provenance)
@@ -2356,6 +2371,8 @@ class FactStore(ClosesOnExit):
                 raise Conflict(f"stale revision for fact {fact_id}: expected {expected_revision}, "
                                f"current is {current}")
             self._check_generation(db, expected_generation)
+            if in_txn is not None:
+                in_txn(db)
             self._check_not_excluded(db, self._positions(ref, prov))
             now = _now()
             new = current + 1
@@ -2375,12 +2392,15 @@ class FactStore(ClosesOnExit):
         if not isinstance(ref, SourceRef):
             raise UsageError("attach_source needs a SourceRef")
         self._require_database(fact_id)
+        seen = None
         if sessions is not None:
-            self._validate(ref, sessions, project_root, purpose)
+            seen = self._validate(ref, sessions, project_root, purpose)
         with self._txn() as db:
             if not db.execute("SELECT 1 FROM revisions WHERE fact_id = ? AND revision = ?",
                               (fact_id, revision)).fetchone():
                 raise NotFound(f"fact {fact_id} has no revision {revision}")
+            if sessions is not None and seen is not None:
+                self._revalidate(db, seen, ref, sessions, project_root, purpose)
             self._check_not_excluded(db, {ref.session_id: ref.seqs})
             row = db.execute("SELECT session_id, seqs, digest FROM source_refs "
                              "WHERE fact_id = ? AND revision = ?", (fact_id, revision)).fetchone()
@@ -2398,13 +2418,35 @@ class FactStore(ClosesOnExit):
     # ---- verified writes -------------------------------------------------
 
     def _validate(self, ref: SourceRef, sessions: SessionReader, project_root: Any,
-                  purpose: str) -> SourceStatus:
+                  purpose: str) -> int:
+        """Validate ``ref`` through ``sessions`` (Conflict unless valid) and
+        return the generation read just before: the validation saw it or a
+        later one.  The write transaction passes it to :meth:`_revalidate`."""
         if project_root is not None and hasattr(sessions, "bind_facts"):
             sessions.bind_facts(project_root, self)
+        seen = self.generation()
+        self._check_valid(ref, sessions, purpose)
+        return seen
+
+    @staticmethod
+    def _check_valid(ref: SourceRef, sessions: SessionReader, purpose: str) -> None:
         st = sessions.validate_source(ref, purpose=purpose)
         if not st.ok:
             raise Conflict(f"evidence {ref.label()} is not valid: {st.status} ({st.reason})")
-        return st
+
+    def _revalidate(self, db: sqlite3.Connection, seen: int, ref: SourceRef,
+                    sessions: SessionReader, project_root: Any, purpose: str) -> None:
+        """Inside the write transaction: when the generation is not the one
+        the validation before it saw (a forget committed meanwhile: it raised
+        the generation, which hides generated messages of older epochs, and
+        may have excluded positions; exclusions only change with the
+        generation), validate ``ref`` again here.  The transaction holds the
+        write lock, so no forget can commit before this one does: the
+        evidence stored is visible when it commits.  (Undo, redo and clear
+        are JSONL appends, outside any SQLite transaction, as the reference
+        design says.)"""
+        if self._generation_in(db) != seen:
+            self._check_valid(ref, sessions, purpose)
 
     def remember(self, text: str, ref: SourceRef, *, sessions: SessionReader, project_root: Any = None,
                  deduplicate: bool = False,
@@ -2412,9 +2454,11 @@ class FactStore(ClosesOnExit):
         """Create a fact with a validated SourceRef, atomically.
 
         The ref is validated (purpose ``working``) through ``sessions``;
-        exclusions (and ``expected_generation`` when given) are checked again
-        inside the transaction that inserts the fact, its first revision and its
-        source together.  The id derives from text + ref, so a retry returns
+        inside the transaction that inserts the fact, its first revision and
+        its source together, ``expected_generation`` (when given) is checked,
+        the ref is validated again when the generation moved since the first
+        validation (a forget meanwhile: Conflict if that hid the evidence),
+        and exclusions are checked.  The id derives from text + ref, so a retry returns
         the same fact.  ``deduplicate=True`` returns an existing fact whose any
         revision's case-folded, whitespace-collapsed text equals this one,
         without attaching the new source or reverting it."""
@@ -2423,10 +2467,11 @@ class FactStore(ClosesOnExit):
         text = _check_text(text)
         if not isinstance(ref, SourceRef):
             raise UsageError("remember needs a SourceRef")
-        self._validate(ref, sessions, project_root, "working")
+        seen = self._validate(ref, sessions, project_root, "working")
         fact_id = fact_id_for(text, ref)
         with self._txn() as db:
             self._check_generation(db, expected_generation)
+            self._revalidate(db, seen, ref, sessions, project_root, "working")
             self._check_not_excluded(db, {ref.session_id: ref.seqs})
             existing = db.execute(self._FACT_SELECT + "WHERE f.fact_id = ?", (fact_id,)).fetchone()
             if existing:
@@ -2456,15 +2501,21 @@ class FactStore(ClosesOnExit):
 
         The evidence must hold persisted user or assistant text (tool output
         alone is refused).  Revision and generation are checked inside the
-        transaction: stale -> Conflict (exit 4), nothing changed."""
+        transaction: stale -> Conflict (exit 4), nothing changed.  As in
+        :meth:`remember`, the ref is validated again inside the transaction
+        when a forget moved the generation since the first validation."""
         check_fact_id(fact_id)
         text = _check_text(text)
         if not isinstance(ref, SourceRef):
             raise UsageError("correct needs a SourceRef")
-        self._validate(ref, sessions, project_root, "working")
+        seen = self._validate(ref, sessions, project_root, "working")
+        # (the digest pins the records: valid again means the same records,
+        # so the authored-text check below still holds then)
         require_authored_text(sessions.records(ref.session_id, ref.start, ref.end), ref)
-        return self.revise(fact_id, text, expected_revision=expected_revision, ref=ref,
-                           expected_generation=expected_generation)
+        return self._revise(fact_id, text, expected_revision=expected_revision, ref=ref,
+                            expected_generation=expected_generation,
+                            in_txn=lambda db: self._revalidate(db, seen, ref, sessions,
+                                                               project_root, "working"))
 
     # ---- forget ----------------------------------------------------------
 

@@ -159,7 +159,8 @@ def build_planted(config_dir: Path) -> Path:
     w.append_event("compact", summary="old", model="m", usage=USAGE)             # 3: legacy
     c4 = _compact(w, ss, "s5", [ss.source_snapshot("s5", 1, 2).ref.to_json()], None)  # 4
     _compact(w, ss, "s5", [], prior_of(ss, "s5", c4))                            # 5: not cumulative
-    w.append_event("undo", target=[6, 6])                                        # 6: bad target
+    # 6: bad target (the raw writer: append_event refuses it)
+    w.append_record({"type": "event", "event": "undo", "target": [6, 6]})
     w.close()
     _write_session(sd / "torn.jsonl", [_hdr("torn"), _msg(1), b'{"seq":2,"type":"mess'], mtime=OLD)
     _write_session(sd / "corrupt.jsonl", [_hdr("corrupt"), _msg(1), b"not json at all\n", _msg(2)])

@@ -176,7 +176,8 @@ def test_a_first_compaction_with_an_empty_lineage_is_an_error(config_dir):
 def test_an_undo_target_outside_the_session_or_not_before_it_is_bad_target(config_dir, target):
     path = build_clean(config_dir)
     _ss, w = _session(path, "u")
-    seq = w.append_event("undo", target=target)               # 3
+    seq = w.append_record({"type": "event", "event": "undo", "target": target})  # 3 (raw:
+    # append_event refuses such a target)
     w.append_event("redo", target=[1, 2])                      # 4: fine
     w.close()
     code, fs = findings("--store", str(path), "--deep")

@@ -158,7 +158,10 @@ def build(root: Path, sessions: list[list[tuple[str, int]]], facts: list[tuple[i
                 if kind == "user":
                     last = w.append_message("user", f"u{last}")
                 else:
-                    last = w.append_message(kind, f"{kind} {last}", epoch=arg)
+                    # (raw: epoch 1 is written before the forget that reaches it,
+                    # which append_message refuses as ahead of the generation)
+                    last = w.append_record({"type": "message", "role": kind,
+                                            "content": f"{kind} {last}", "epoch": arg})
         finally:
             w.close()
         spans.extend((sid, s, s) for s in range(1, last + 1))

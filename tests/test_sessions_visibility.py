@@ -115,7 +115,7 @@ def test_epoch_rule(ss, ex):
 
 def test_missing_epoch_is_hidden_only_above_generation_zero(ss, ex):
     w = ss.create("s1")
-    w.append_message("assistant", "legacy, no epoch")
+    w.append_record({"type": "message", "role": "assistant", "content": "legacy, no epoch"})
     ref = ss.source_snapshot("s1", 1, 1).ref
     assert status(ss, ref) == ("valid", None)
     ex.exclude("x", [0])
@@ -190,7 +190,7 @@ def test_refused_project_and_symlink_statuses(store, ex, tmp_path):
 
 def test_bad_undo_target_is_reported_by_scan(ss):
     w = conversation(ss)
-    s = w.append_event("undo", target=[4, 9])   # reaches past itself
+    s = w.append_record({"type": "event", "event": "undo", "target": [4, 9]})  # past itself
     bad = [i for i in ss.scan("s1") if i.corrupt]
     assert [(i.kind, i.seq) for i in bad] == [("bad_target", s)]
     # It still hides the positions of its target that precede it.

@@ -146,7 +146,8 @@ def _epoch_less_transcript(store):
     with ss.create("old-session") as w:
         w.append_message("user", "a question whose fact was forgotten")  # 1: excluded
         w.append_message("user", "question")                              # 2
-        w.append_message("assistant", "an old answer with no epoch")       # 3: generated
+        w.append_record({"type": "message", "role": "assistant",          # 3: generated,
+                         "content": "an old answer with no epoch"})       # legacy (raw)
 
 
 def test_legacy_facts_database_with_exclusions_migrates_to_generation_1(tmp_path):

@@ -76,6 +76,9 @@ FORMAT_VERSION = 1
 SUFFIX = SESSION_SUFFIX
 LOCK_SUFFIX = ".lock"
 ROLES = ("user", "assistant", "tool", "system")
+# the keys the writer sets: an extra field may not override them
+MESSAGE_KEYS = ("seq", "type", "role", "content")
+EVENT_KEYS = ("seq", "type", "event")
 GENERATED_ROLES = ("assistant", "tool")
 PURPOSES = ("working", "durable")
 VISIBILITY_EVENTS = ("undo", "redo", "clear")
@@ -249,6 +252,16 @@ def bad_target(ev: dict[str, Any]) -> bool:
     t = undo_target(ev)
     seq = ev.get("seq")
     return t is None or not _is_int(seq) or t[1] >= seq
+
+
+def epoch_ahead(epoch: int, generation: int) -> bool:
+    """Whether a generated message's ``epoch`` is ahead of the project's
+    exclusion ``generation``: an epoch is a generation captured before a
+    request, and generations only rise, so a transcript that holds one means
+    the forgets that raised it were lost (``validate``'s
+    ``session.epoch_ahead``), or the writer was handed a number that was
+    never the generation (refused by :class:`SessionWriter`)."""
+    return epoch > generation
 
 
 def is_generated(record: dict[str, Any]) -> bool:
@@ -1913,7 +1926,9 @@ class SessionStore:
         except BaseException:
             os.close(lock_fd)
             raise
-        w = SessionWriter(session_id, path, fd, lock_fd, next_seq=0)
+        w = SessionWriter(session_id, path, fd, lock_fd, next_seq=0,
+                          exclusions=self._reader_for(
+                              {"project": project if project is not None else self.store.slug}))
         try:
             w.append_record({"type": "session", "format": FORMAT_VERSION, "session_id": session_id,
                              "project": project if project is not None else self.store.slug,
@@ -1975,7 +1990,8 @@ class SessionStore:
                 except OSError as exc:
                     os.close(fd)
                     raise StoreWriteError(f"{path}: cannot cut the torn tail: {exc.strerror}") from None
-            return SessionWriter(session_id, path, fd, lock_fd, next_seq=last + 1)
+            return SessionWriter(session_id, path, fd, lock_fd, next_seq=last + 1,
+                                 exclusions=self._reader_for(hdr))
         except BaseException:
             os.close(lock_fd)
             raise
@@ -2590,19 +2606,28 @@ class SessionWriter(ClosesOnExit):
     """Appends records to one session; holds ``<id>.lock`` until closed.
 
     Each append writes one whole line with a single ``write`` on an
-    ``O_APPEND`` descriptor, then ``fsync``s.
+    ``O_APPEND`` descriptor, then ``fsync``s.  :meth:`append_message` and
+    :meth:`append_event` write only what the store contract allows (see
+    there); :meth:`append_record` writes a record as given.  ``exclusions``
+    is the session's ExclusionReader (its project's generation bounds the
+    epochs written); None: no facts database, generation 0.
     """
 
-    def __init__(self, session_id: str, path: str, fd: int, lock_fd: int, *, next_seq: int) -> None:
+    def __init__(self, session_id: str, path: str, fd: int, lock_fd: int, *, next_seq: int,
+                 exclusions: ExclusionReader | None = None) -> None:
         self.session_id = session_id
         self.path = path
         self._fd: int | None = fd
         self._lock_fd: int | None = lock_fd
         self.next_seq = next_seq
+        self._exclusions = exclusions
+        self._generation = 0     # the highest generation read (generations only rise)
 
     def append_record(self, record: dict[str, Any]) -> int:
         """Append ``record`` with the next seq (any ``seq`` it holds is replaced);
-        the other keys are kept as given."""
+        the other keys are kept as given, unchecked: the raw writer (the
+        header, records copied as they are).  Messages and events go through
+        :meth:`append_message` and :meth:`append_event`."""
         if self._fd is None:
             raise UsageError(f"session {self.session_id}: writer is closed")
         if not isinstance(record, dict):
@@ -2628,22 +2653,78 @@ class SessionWriter(ClosesOnExit):
         self.next_seq = seq + 1
         return seq
 
+    @staticmethod
+    def _check_reserved(kind: str, reserved: tuple[str, ...], extra: dict[str, Any]) -> None:
+        for key in reserved:
+            if key in extra:
+                raise UsageError(f"{key!r} is reserved in a {kind} record ({', '.join(reserved)} "
+                                 "are set by the writer); it cannot be given as an extra field")
+
+    def _check_epoch(self, rec: dict[str, Any]) -> None:
+        """The store contract's epoch: a generated message (assistant, tool,
+        synthetic notification) carries the project's exclusion generation
+        captured before the request that produced it; any epoch given is a
+        non-negative integer not ahead of the generation (:func:`epoch_ahead`)."""
+        synthetic = rec.get("synthetic", False)
+        if type(synthetic) is not bool:
+            raise UsageError(f"synthetic is true or false, not {_short(synthetic)}")
+        if "epoch" not in rec:
+            if is_generated(rec):
+                what = "synthetic notification" if rec.get("synthetic") else f"{rec['role']} message"
+                raise UsageError(
+                    f"a generated {what} carries epoch=: the project's exclusion generation "
+                    "captured before the request that produced it (project.generation()); "
+                    "it is not filled in at write time, when a forget may have happened meanwhile")
+            return
+        epoch = rec["epoch"]
+        if not _is_int(epoch):
+            raise UsageError(f"epoch is an integer (the project's exclusion generation), "
+                             f"not {_short(epoch)}")
+        if epoch < 0:
+            raise UsageError(f"epoch {epoch} is negative; it is the project's exclusion "
+                             "generation, 0 or more")
+        if epoch_ahead(epoch, self._generation):
+            if self._exclusions is not None:
+                self._generation = max(self._generation, self._exclusions.generation())
+            if epoch_ahead(epoch, self._generation):
+                raise UsageError(f"epoch {epoch} is ahead of the project's exclusion generation "
+                                 f"{self._generation}; an epoch is the generation captured before "
+                                 "the request (validate reports session.epoch_ahead)")
+
     def append_message(self, role: str, content: Any, **extra: Any) -> int:
-        """``{"seq","type":"message","role","content",...extra}``; returns the seq."""
+        """``{"seq","type":"message","role","content",...extra}``; returns the seq.
+
+        Refused (UsageError, nothing written): an extra ``seq`` or ``type``;
+        a generated message (``assistant``, ``tool``, ``synthetic=True``)
+        without ``epoch``; an ``epoch`` that is not an integer, is negative or
+        is ahead of the project's generation; a ``synthetic`` that is not a
+        bool."""
         if role not in ROLES:
             raise UsageError(f"unknown role {role!r}; use one of {', '.join(ROLES)}")
         if not isinstance(content, (str, list)):
             raise UsageError("message content is a string or a list of parts")
+        self._check_reserved("message", MESSAGE_KEYS, extra)
         rec = {"type": "message", "role": role, "content": content}
         rec.update(extra)
+        self._check_epoch(rec)
         return self.append_record(rec)
 
     def append_event(self, event: str, **fields: Any) -> int:
-        """``{"seq","type":"event","event":event,...fields}``; returns the seq."""
+        """``{"seq","type":"event","event":event,...fields}``; returns the seq.
+
+        Refused (UsageError, nothing written): an extra ``seq`` or ``type``;
+        an ``undo``/``redo`` whose ``target`` is not ``[first, last]`` with
+        ``0 <= first <= last <`` its own seq (:func:`bad_target`, the rule
+        of ``validate``'s ``session.bad_target``)."""
         if not isinstance(event, str) or not event:
             raise UsageError("an event has a name")
+        self._check_reserved("event", EVENT_KEYS, fields)
         rec: dict[str, Any] = {"type": "event", "event": event}
         rec.update(fields)
+        if event in ("undo", "redo") and bad_target({**rec, "seq": self.next_seq}):
+            raise UsageError(f"{event} target {_short(fields.get('target'))} is not "
+                             f"[first, last] with 0 <= first <= last < {self.next_seq} "
+                             "(this event's seq)")
         return self.append_record(rec)
 
     def close(self) -> None:
@@ -2721,7 +2802,8 @@ def lock_session(sessions_dir: str, session_id: str) -> int:
 
 __all__ = [
     "SessionStore", "SessionWriter", "Snapshot", "SessionInfo", "ScanItem", "UndoState",
-    "visible", "is_generated", "undo_target", "bad_target", "event_line", "SessionNotFound", "SessionRefused",
+    "visible", "is_generated", "epoch_ahead", "undo_target", "bad_target", "event_line",
+    "SessionNotFound", "SessionRefused",
     "SessionUnreadable", "SessionCorrupt", "SpanHidden", "PositionMissing", "REASONS",
     "CORRUPTION_KINDS", "NO_EXCLUSIONS", "StoreExclusions",
 ]

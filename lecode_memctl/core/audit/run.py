@@ -26,7 +26,7 @@ from ..layout import (
     looks_like_slug,
 )
 from ..mdnames import is_note_file
-from ..sessions import LOCK_SUFFIX
+from ..sessions import LOCK_SUFFIX, epoch_ahead
 from ..sourceref import SourceRef, StoredSource, session_file_id, status_for
 from .codes import CODES, Finding, Progress, Summary
 from .facts import (
@@ -512,7 +512,8 @@ class Audit:
                     self._statuses[(SourceRef(sid, seqs, digest), purpose)] = st
             for code, message, severity, loc in sc.raw:
                 yield self._f(code, message, severity=severity, **loc)
-            if self._generation_known and sc.max_epoch and sc.max_epoch[0] > self._generation:
+            if (self._generation_known and sc.max_epoch
+                    and epoch_ahead(sc.max_epoch[0], self._generation)):
                 ahead.append((sid, *sc.max_epoch))
         if self.progress:
             self.progress(total, total)
@@ -522,7 +523,7 @@ class Audit:
             # rise, so a transcript still ahead of the generation read now is one.
             now_gen = current_generation(self.store.facts_db)
             for sid, epoch, seq in ahead:
-                if now_gen is not None and epoch > now_gen:
+                if now_gen is not None and epoch_ahead(epoch, now_gen):
                     yield self._f("session.epoch_ahead",
                                   f"a generated message carries exclusion epoch {epoch}, but the "
                                   f"facts database is at generation {now_gen}: forget "

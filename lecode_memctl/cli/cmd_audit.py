@@ -347,7 +347,8 @@ def usage(
     (docs/FORMAT.md, Usage accounting).  --since/--until
     compare an event's own ts/time/created when it has one, else its
     session's header 'created'.  Refused sessions (symbolic links, other
-    projects) are skipped and listed.
+    projects) are skipped and listed; a sessions/ directory that cannot be
+    listed exits 5, as for 'memctl sessions'.
 
     --json prints {"type": "usage", "schema_version", "project", "since",
     "until", "session", "sessions", "sessions_counted", "refused_sessions":

@@ -88,8 +88,10 @@ def grep(
     working, not generated before the current exclusion generation);
     compaction summaries are hidden before a clear (working) or when inert
     (their lineage names an excluded or undone position).  --include-hidden
-    shows the rest too, labelled.  Sessions of another project and symbolic
-    links are skipped (listed on stderr).  Reads only; a bad regex exits 2.
+    shows the rest too, labelled.  Sessions of another project, symbolic
+    links, unreadable files and a sessions/ directory that cannot be listed
+    are skipped (listed on stderr and in "skipped").  Reads only; a bad
+    regex exits 2.
 
     --offset N skips the first N hits (in every format; -c and -l count
     the hits that are left).
@@ -153,8 +155,8 @@ def grep(
     counts = [MATCH_COUNT.row(session_id=sid, count=per_session[sid])
               for sid in sorted(per_session)]
     for sid, reason in run.skipped:
-        echo(f"memctl: warning: session {safe(sid)} skipped: {safe(reason, keep_newlines=False)}",
-             err=True)
+        what = f"session {safe(sid)} skipped" if sid is not None else "no session searched"
+        echo(f"memctl: warning: {what}: {safe(reason, keep_newlines=False)}", err=True)
     code = 0 if matched else 1
     if fmt == "json":
         emit_json({"type": "grep", "schema_version": SCHEMA_VERSION, "pattern": pattern,
@@ -284,8 +286,9 @@ def secrets(
     hash is the value's SHA-256: put it in the allowlist to silence a known
     false positive ('memctl redact' erases the rest).
 
-    Exit status: 0 nothing found, 1 something found or a file could not be
-    read (listed as skipped: it may hide a value), 2 usage, 3 no store.
+    Exit status: 0 nothing found, 1 something found or a file or directory
+    could not be read (listed as skipped: it may hide a value), 2 usage, 3
+    no store.
     --json prints {"type": "secrets", "schema_version", "ok", "exit_code",
     "generated" (RFC 3339 UTC), "projects": [scan rows], "findings": [secret
     rows]}; a secret row has type, detector, kind (transcript, file, fact,

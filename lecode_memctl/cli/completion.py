@@ -64,7 +64,8 @@ def complete_session_id(ctx, args, incomplete):  # noqa: ANN001,ANN201 - typer i
         if os.path.islink(store.sessions_dir):
             return []
         prefix = incomplete or ""
-        return [sid for sid in session_ids(store.sessions_dir) if sid.startswith(prefix)
+        return [sid for sid in session_ids(store.sessions_dir, unlistable_ok=True)
+                if sid.startswith(prefix)
                 and not os.path.islink(os.path.join(store.sessions_dir, sid + ".jsonl"))]
     except Exception:  # noqa: BLE001 - completion must never fail loudly
         return []

@@ -329,7 +329,8 @@ def learning_status(sessions: SessionReader, facts: FactStore | None, session_id
                 return os.lstat(sessions.path(sid)).st_mtime
             except OSError:
                 return 0.0
-        candidates = sorted(sessions.session_ids(), key=lambda s: (-mtime(s), s))
+        candidates = sorted(sessions.session_ids(unlistable_ok=True),
+                            key=lambda s: (-mtime(s), s))
     gen = generation if generation is not None else (facts.generation() if facts else 0)
     for sid in candidates:
         if session_id is None and not _mentions(sessions, sid, _LEARNING_BYTES):
@@ -659,7 +660,7 @@ def forget_impact(facts: FactStore, sessions: SessionReader, fact_id: str) -> di
     gen, new = plan.generation, plan.new_generation
     invalidated = 0
     compacts: list[tuple[str, Any, list[SourceRef]]] = []
-    for sid in sessions.session_ids():
+    for sid in sessions.session_ids(unlistable_ok=True):
         try:
             items = sessions.scan(sid)
             for item in items:

@@ -32,7 +32,7 @@ from typing import Any
 
 from ._record import record
 from .atomic import open_nofollow
-from .errors import MemctlError, UsageError
+from .errors import MemctlError, StoreCorrupt, UsageError
 from .layout import Store
 from .sessions import (
     PURPOSES,
@@ -201,7 +201,8 @@ class GrepHit:
 @record
 class GrepRun:
     """The search; iterate :meth:`hits`.  ``skipped`` lists sessions not read
-    (refused or unreadable) with the reason, filled while iterating."""
+    (refused or unreadable) with the reason, filled while iterating; a
+    ``sessions/`` that cannot be listed is one entry with no session id."""
 
     store: Store
     regex: re.Pattern[str]
@@ -213,7 +214,7 @@ class GrepRun:
     include_hidden: bool = False
     context: int = 0
     literal: str | None = None      # the pattern, when it is literal text
-    skipped: list[tuple[str, str]] = field(default_factory=list)
+    skipped: list[tuple[str | None, str]] = field(default_factory=list)
     sessions_searched: int = 0
     lock_wait: float | None = None  # seconds for a stable facts snapshot; None: 5 s
 
@@ -231,7 +232,12 @@ class GrepRun:
         try:
             ids = self.session_ids
             if ids is None:
-                ids = sessions.session_ids()
+                try:
+                    ids = sessions.session_ids()
+                except StoreCorrupt as exc:
+                    # not an empty store: say what was not searched
+                    self.skipped.append((None, str(exc)))
+                    ids = []
             else:
                 for sid in ids:
                     check_session_id(sid)

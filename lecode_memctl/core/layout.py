@@ -63,14 +63,25 @@ def memory_names(config_dir: Path) -> list[str]:
         raise StoreCorrupt(f"{root}: cannot list: {exc.strerror}") from None
 
 
-def session_ids(sessions_dir: str | os.PathLike[str]) -> list[str]:
+def session_ids(sessions_dir: str | os.PathLike[str], *,
+                unlistable_ok: bool = False) -> list[str]:
     """Ids of the ``<id>.jsonl`` names in a store's ``sessions/`` whose id has
     the valid syntax, sorted (names only: no file is opened or followed);
-    empty when the directory cannot be listed."""
+    empty when the directory does not exist.  A directory that exists but
+    cannot be listed (no read permission, not a directory, an I/O error) is
+    ``StoreCorrupt`` (exit 5), as for ``memctl sessions``: it is not an empty
+    one.  ``unlistable_ok`` makes it empty instead, for a caller that reports
+    the directory itself (``validate``'s ``layout.unreadable``) or only
+    guesses from it (completion, a slug from the headers, suggestions)."""
     try:
         names = os.listdir(sessions_dir)
-    except OSError:
+    except FileNotFoundError:
         return []
+    except OSError as exc:
+        if unlistable_ok:
+            return []
+        raise StoreCorrupt(f"{os.fspath(sessions_dir)}: cannot list: "
+                           f"{exc.strerror or exc}") from None
     return sorted(sid for sid in map(session_file_id, names) if sid is not None)
 
 
@@ -118,9 +129,9 @@ class Store:
     def exists(self) -> bool:
         return os.path.isdir(self.path)
 
-    def session_ids(self) -> list[str]:
+    def session_ids(self, *, unlistable_ok: bool = False) -> list[str]:
         """The store's session ids (``session_ids`` on its ``sessions/``)."""
-        return session_ids(self.sessions_dir)
+        return session_ids(self.sessions_dir, unlistable_ok=unlistable_ok)
 
     def require(self) -> Store:
         """The one check of a store directory before it is read: ``NotFound``

@@ -187,7 +187,7 @@ def list_projects(config_dir: Path, *, current: str | os.PathLike[str] | None = 
         if e.is_link:
             continue
         n, p = e.name, e.path
-        ids = session_ids(p / SESSIONS_DIR)
+        ids = session_ids(p / SESSIONS_DIR, unlistable_ok=True)   # counts for a listing
         ids_by[n] = ids
         for cand in _header_roots(p, ids):
             root = _verify_root(cand, n)

@@ -465,10 +465,19 @@ _NOT_A_DATABASE = "not a regular file: the facts database cannot be read"
 
 def store_files(store: Store, report: SecretsReport) -> list[str]:
     """Relative paths of the regular files of the store, sorted; symbolic
-    links and other special files are listed in ``report.skipped``."""
+    links and other special files are listed in ``report.skipped``, and so
+    is a directory that cannot be listed (the store's own, ``.``, included):
+    unreadable, since what it holds may hide a value."""
     out = []
     root = os.fspath(store.path)
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+
+    def unlistable(exc: OSError) -> None:
+        where = os.fspath(exc.filename) if exc.filename is not None else root
+        rel = os.path.relpath(where, root).replace(os.sep, "/")
+        report.skipped.append(Skipped(rel, f"directory cannot be listed: "
+                                           f"{exc.strerror or exc}"))
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=unlistable, followlinks=False):
         for name in sorted(dirnames):
             p = os.path.join(dirpath, name)
             rel = os.path.relpath(p, root).replace(os.sep, "/")

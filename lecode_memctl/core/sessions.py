@@ -1796,16 +1796,20 @@ class SessionStore:
         check_session_id(session_id)
         return os.path.join(self.dir, session_id + SUFFIX)
 
-    def session_ids(self) -> list[str]:
-        """Ids of the ``*.jsonl`` entries with a valid id syntax (no file opened)."""
-        return session_ids(self.dir)
+    def session_ids(self, *, unlistable_ok: bool = False) -> list[str]:
+        """Ids of the ``*.jsonl`` entries with a valid id syntax (no file
+        opened); an unlistable directory is ``StoreCorrupt`` unless
+        ``unlistable_ok`` (``layout.session_ids``)."""
+        return session_ids(self.dir, unlistable_ok=unlistable_ok)
 
     def header_projects(self) -> dict[str, int]:
         """How many transcripts name each project in their header: the evidence a
         store given by path (``--store``) takes its slug from.  Reads one line per
         file; symbolic links, unreadable files and bad headers are not counted."""
         counts: dict[str, int] = {}
-        for sid in self.session_ids():
+        # only a guess at the slug: an unlistable sessions/ is reported by
+        # the command that reads it
+        for sid in self.session_ids(unlistable_ok=True):
             try:
                 with self._open(sid) as f:
                     project = f.header().get("project")
@@ -1817,8 +1821,9 @@ class SessionStore:
 
     def not_found(self, session_id: str) -> SessionNotFound:
         """The error for an id with no transcript, with close matches as a hint."""
-        close = difflib.get_close_matches(session_id, self.session_ids(), n=3, cutoff=0.6)
-        prefixed = [s for s in self.session_ids() if s.startswith(session_id) and s not in close][:3]
+        known = self.session_ids(unlistable_ok=True)     # a hint only
+        close = difflib.get_close_matches(session_id, known, n=3, cutoff=0.6)
+        prefixed = [s for s in known if s.startswith(session_id) and s not in close][:3]
         hint = None
         cands = close + prefixed
         if cands:

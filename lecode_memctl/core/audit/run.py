@@ -255,7 +255,7 @@ class Audit:
         ``_check_sessions``, are among them)."""
         if not self.parallel:
             return False
-        ids = self.store.session_ids()
+        ids = self.store.session_ids(unlistable_ok=True)   # layout.unreadable reports it
         return worth_a_pool(len(ids), self.deep, (self._transcript(sid) for sid in ids),
                             self._db_bytes())
 
@@ -485,7 +485,8 @@ class Audit:
         """One job per transcript, each reading its file at most once (see _session_job);
         with ``deep`` and several sessions, or many large referenced transcripts,
         the jobs run in parallel processes (``run_jobs``)."""
-        ids = self.store.session_ids()
+        # an unlistable sessions/ is the layout check's finding (layout.unreadable)
+        ids = self.store.session_ids(unlistable_ok=True)
         self.summary.sessions = len(ids)
         total = len(ids)
         jobs = self._session_jobs(ids)

@@ -115,6 +115,16 @@ def test_json_jsonl_csv_tsv_have_the_same_fields(built, argv, rtype, rows_of):
                 or cells[model.names.index("text")] == row["text"]
 
 
+@pytest.mark.parametrize("argv,rtype,rows_of", LISTINGS, ids=lambda x: x if isinstance(x, str) else None)
+def test_every_listing_takes_format_table(built, argv, rtype, rows_of):
+    """README: every listing takes --format table|json|jsonl|csv|tsv."""
+    project, _store, ids = built
+    argv = [a.replace("{fid}", ids[0]) for a in argv]
+    r = run_cli("-C", str(project), *argv, "--format", "table")
+    assert r.exit_code in (0, 1), (argv, r.exit_code, r.stderr)
+    assert r.stdout
+
+
 def test_every_time_is_rfc3339_utc_z(built):
     project, _store, ids = built
     times = []
@@ -424,6 +434,20 @@ def test_newer_commands_json_jsonl_csv_tsv_have_the_same_fields(planted, argv, r
         table = list(csv.reader(io.StringIO(run("--format", fmt).stdout), delimiter=delim))
         assert table[0] == model.names, (fmt, table[0])
         assert table[1:] == [[safe(rowmodel.flat(r[k])) for k in model.names] for r in json_rows]
+
+
+@pytest.mark.parametrize("argv", sorted({tuple(a[0]) for a in NEWER}), ids=" ".join)
+def test_newer_commands_take_format_table_as_their_text_report(planted, argv):
+    """grep and secrets, like validate: --format table is their text report
+    (also named human, the default), not a usage error."""
+    def run(*extra):
+        return run_cli("--store", str(planted.store), *argv, *extra)
+
+    base = run()
+    for fmt in ("table", "human"):
+        r = run("--format", fmt)
+        assert (r.exit_code, r.stdout) == (base.exit_code, base.stdout), (fmt, r.stderr)
+    assert base.exit_code in (0, 1) and base.stdout
 
 
 def test_newer_documents_are_typed_versioned_and_timed(planted, tmp_path):

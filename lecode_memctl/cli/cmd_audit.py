@@ -72,8 +72,9 @@ def validate(
     json_: JsonOpt = False,
     fmt: Annotated[str | None, typer.Option(
         "--format", "-f", metavar="FORMAT", autocompletion=complete_validate_format,
-        help="human (default), json, jsonl (one finding per line, streamed, then one summary "
-             "per store), csv or tsv (finding rows), or prometheus.")] = None,
+        help="table or human (default: the text report), json, jsonl (one finding per line, "
+             "streamed, then one summary per store), csv or tsv (finding rows), or "
+             "prometheus.")] = None,
 ) -> None:
     """Audit a store and report every problem found; changes nothing.
 
@@ -132,9 +133,9 @@ def validate(
     from .state import path_option
 
     store_dir = path_option("--store", store_dir)
-    from .output import atomic_output, check_format, emit_jsonl, fixed_format
+    from .output import REPORT_ALIASES, atomic_output, check_format, emit_jsonl, fixed_format
 
-    fmt = fixed_format(fmt, json_flag=json_, choices=None, aliases={"table": "human"})
+    fmt = fixed_format(fmt, json_flag=json_, choices=None, aliases=REPORT_ALIASES)
     if list_codes:
         _list_codes(check_format(None if fmt == "human" else fmt))
         return

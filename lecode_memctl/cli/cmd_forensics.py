@@ -12,7 +12,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .completion import complete_grep_role, complete_session_id
+from .completion import (
+    GREP_FORMAT_NAMES,
+    SECRETS_FORMAT_NAMES,
+    complete_grep_format,
+    complete_grep_role,
+    complete_secrets_format,
+    complete_session_id,
+)
 from .options import MAX_COUNT, JsonOpt, LockWaitOpt, OffsetOpt
 from .registry import command
 from .state import STATE
@@ -20,7 +27,7 @@ from .state import STATE
 if TYPE_CHECKING:
     from lecode_memctl.core.grep import GrepHit
 
-GREP_FORMATS = ("human", "json", "jsonl", "csv", "tsv")
+GREP_FORMATS = GREP_FORMAT_NAMES
 
 
 # ---------------------------------------------------------------- grep
@@ -73,8 +80,9 @@ def grep(
              "reason (excluded, undone, cleared, epoch, inert).")] = False,
     json_: JsonOpt = False,
     fmt: Annotated[str | None, typer.Option(
-        "--format", "-f", metavar="FORMAT",
-        help="human (default), json, jsonl (one hit per line, streamed), csv or tsv.")] = None,
+        "--format", "-f", metavar="FORMAT", autocompletion=complete_grep_format,
+        help="table or human (default: one line per hit, as grep prints), json, jsonl (one "
+             "hit per line, streamed), csv or tsv.")] = None,
     lock_wait: LockWaitOpt = 5.0,
 ) -> None:
     """Search transcripts: message text, tool-call arguments, tool results and
@@ -108,9 +116,9 @@ def grep(
     from lecode_memctl.core.grep import grep as core_grep, parse_time
     from lecode_memctl.core.rowmodel import MATCH, MATCH_COUNT, SCHEMA_VERSION
 
-    from .output import echo, emit_csv, emit_json, emit_jsonl, fixed_format, safe
+    from .output import REPORT_ALIASES, echo, emit_csv, emit_json, emit_jsonl, fixed_format, safe
 
-    fmt = fixed_format(fmt, json_flag=json_, choices=GREP_FORMATS)
+    fmt = fixed_format(fmt, json_flag=json_, choices=GREP_FORMATS, aliases=REPORT_ALIASES)
     if count and files_with_matches:
         raise UsageError("--count conflicts with --files-with-matches")
     run = core_grep(STATE.existing_store(), pattern, fixed=fixed, ignore_case=ignore_case,
@@ -199,7 +207,7 @@ def _print_hit(hit, context: int) -> None:  # noqa: ANN001
 
 # ---------------------------------------------------------------- secrets
 
-SECRETS_FORMATS = ("human", "json", "jsonl", "csv", "tsv", "prometheus")
+SECRETS_FORMATS = SECRETS_FORMAT_NAMES
 
 
 def _default_allowlist() -> Path | None:
@@ -258,9 +266,9 @@ def secrets(
         help="Worker processes for scanning (default 0: one per available CPU).")] = 0,
     json_: JsonOpt = False,
     fmt: Annotated[str | None, typer.Option(
-        "--format", "-f", metavar="FORMAT",
-        help="human (default), json, jsonl (each store's secrets, then its scan row), "
-             "csv, tsv (the secrets) or prometheus.")] = None,
+        "--format", "-f", metavar="FORMAT", autocompletion=complete_secrets_format,
+        help="table or human (default: the text report), json, jsonl (each store's secrets, "
+             "then its scan row), csv, tsv (the secrets) or prometheus.")] = None,
     lock_wait: LockWaitOpt = 5.0,
 ) -> None:
     """Audit a store for credentials: cloud keys, tokens, private keys,
@@ -303,9 +311,9 @@ def secrets(
     from lecode_memctl.core.rowmodel import SCHEMA_VERSION, SECRET, utc_time
     from lecode_memctl.core.secrets import Detector, load_allowlist, scan_store
 
-    from .output import dumps, fixed_format, safe
+    from .output import REPORT_ALIASES, dumps, fixed_format, safe
 
-    fmt = fixed_format(fmt, json_flag=json_, choices=SECRETS_FORMATS)
+    fmt = fixed_format(fmt, json_flag=json_, choices=SECRETS_FORMATS, aliases=REPORT_ALIASES)
     allowed = load_allowlist(allowlist if allowlist is not None else _default_allowlist())
     if all_projects:
         if STATE.store_option:

@@ -205,8 +205,8 @@ def migrate_legacy(
     json_: JsonOpt = False,
     fmt: Annotated[str | None, typer.Option(
         "--format", "-f", metavar="FORMAT",
-        help="text (default), json (the same as --json), or jsonl, csv, tsv: the plan's "
-             "item rows.")] = None,
+        help="text or table (default: the plan as text), json (the same as --json), or "
+             "jsonl, csv, tsv: the plan's item rows.")] = None,
 ) -> None:
     """Copy memory that older lecode versions kept per working directory into
     the project's store.
@@ -236,7 +236,7 @@ def migrate_legacy(
 
     fmt_name = check_format(None if fmt == "text" else fmt, json_flag=json_)
     if fmt_name not in ("table", "json", "jsonl", "csv", "tsv"):
-        raise UsageError(f"unknown format {fmt!r}; use text, json, jsonl, csv or tsv")
+        raise UsageError(f"unknown format {fmt!r}; use text, table, json, jsonl, csv or tsv")
     json_ = fmt_name != "table"   # a machine format: no prompt, no text
     if STATE.store_option:
         raise UsageError("migrate-legacy works on a project (--project or the current "

@@ -126,8 +126,13 @@ LISTING_FORMAT_NAMES: tuple[str, ...] = (
     "table", "json", "jsonl", "csv", "tsv", "plain", "simple", "github", "grid", "pipe",
     "rst", "html", "latex", "mediawiki", "orgtbl", "psql")
 
-#: validate --format values.
-VALIDATE_FORMAT_NAMES: tuple[str, ...] = ("human", "json", "jsonl", "csv", "tsv", "prometheus")
+#: grep --format values: ``table`` is the text report, also named ``human``
+#: (output.REPORT_ALIASES), as for validate and secrets.
+GREP_FORMAT_NAMES: tuple[str, ...] = ("table", "human", "json", "jsonl", "csv", "tsv")
+
+#: validate and secrets --format values.
+VALIDATE_FORMAT_NAMES: tuple[str, ...] = (*GREP_FORMAT_NAMES, "prometheus")
+SECRETS_FORMAT_NAMES: tuple[str, ...] = VALIDATE_FORMAT_NAMES
 
 
 def complete_format(incomplete):  # noqa: ANN001,ANN201 - typer inspects names
@@ -136,6 +141,14 @@ def complete_format(incomplete):  # noqa: ANN001,ANN201 - typer inspects names
 
 def complete_validate_format(incomplete):  # noqa: ANN001,ANN201 - typer inspects names
     return [n for n in VALIDATE_FORMAT_NAMES if n.startswith(incomplete or "")]
+
+
+def complete_grep_format(incomplete):  # noqa: ANN001,ANN201 - typer inspects names
+    return [n for n in GREP_FORMAT_NAMES if n.startswith(incomplete or "")]
+
+
+def complete_secrets_format(incomplete):  # noqa: ANN001,ANN201 - typer inspects names
+    return [n for n in SECRETS_FORMAT_NAMES if n.startswith(incomplete or "")]
 
 
 def complete_finding_code(incomplete):  # noqa: ANN001,ANN201 - typer inspects names

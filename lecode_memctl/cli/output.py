@@ -669,6 +669,11 @@ def fixed_format(fmt: str | None, *, json_flag: bool, choices: Sequence[str] | N
 
 MACHINE_FORMATS = ("json", "jsonl", "csv", "tsv")
 
+#: The commands whose people's output is a text report rather than a table
+#: of rows (validate, grep, secrets) take ``--format table`` for it, as every
+#: listing does (README), and keep the name ``human`` they documented first.
+REPORT_ALIASES = {"table": "human"}
+
 
 def emit_json_array(rows: Iterable[Any]) -> None:
     """One JSON array, streamed: one element per line, constant memory

@@ -70,7 +70,10 @@ def test_secrets_fails_on_an_unlistable_directory(demo_store, monkeypatch, sub):
     assert "Permission denied" in scan["skipped"][0]["reason"]
     # every format says so
     human = run_cli(*args)
-    assert human.exit_code == 1 and "OK" not in human.stdout.split("\n")[0]
+    first = human.stdout.split("\n")[0]
+    # not "OK", and not "SECRETS FOUND" either: nothing was found, something not read
+    assert human.exit_code == 1 and ": UNREADABLE  0 findings" in first, first
+    assert "1 unreadable" in first
     assert f"skipped {rel}: " in human.stdout
     jsonl = run_cli(*args, "--format", "jsonl")
     assert jsonl.exit_code == 1

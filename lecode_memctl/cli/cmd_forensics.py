@@ -353,9 +353,12 @@ def secrets(
     else:
         lines = []
         for r in reports:
-            lines.append(f"{safe(r.project)}: {'OK' if r.ok else 'SECRETS FOUND'}  "
+            # nothing found but something not read is not OK, and no secret either
+            verdict = "OK" if r.ok else "SECRETS FOUND" if r.findings else "UNREADABLE"
+            lines.append(f"{safe(r.project)}: {verdict}  "
                          f"{len(r.findings)} finding{'s' if len(r.findings) != 1 else ''}"
                          + (f", {r.allowlisted} allowlisted" if r.allowlisted else "")
+                         + (f", {len(r.unreadable)} unreadable" if r.unreadable else "")
                          + f"; {r.files_scanned} files, {r.bytes_scanned} bytes read")
             for f in r.findings:
                 lines.append(f"  {f.detector:<24} {safe(f.place(), keep_newlines=False)}  "

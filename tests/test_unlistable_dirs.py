@@ -130,3 +130,30 @@ def test_session_ids_reports_an_unlistable_directory(tmp_path, monkeypatch):
     with pytest.raises(StoreCorrupt, match="cannot list: Permission denied"):
         session_ids(d)
     assert session_ids(d, unlistable_ok=True) == []
+
+
+def unsearchable(monkeypatch, d: Path) -> None:
+    """``d`` as with mode 000 for a user who is not root: it cannot be listed,
+    and nothing inside it can be looked up (``lstat`` of an entry: EACCES)."""
+    unlistable(monkeypatch, d)
+    inside = os.path.realpath(d) + os.sep
+    real_lstat = os.lstat
+
+    def lstat(p, *a, **k):   # type: ignore[no-untyped-def]
+        if isinstance(p, (str, os.PathLike)) and \
+                os.path.realpath(os.path.dirname(os.fspath(p))) + os.sep == inside:
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(p))
+        return real_lstat(p, *a, **k)
+
+    monkeypatch.setattr(os, "lstat", lstat)
+
+
+@pytest.mark.parametrize("argv", [["grep", "tabs"], ["usage"]], ids=" ".join)
+def test_a_named_session_behind_an_unsearchable_directory_is_not_missing(
+        demo_store, monkeypatch, argv):
+    """--session ID when sessions/ cannot be searched: exit 5 naming the
+    reason, not "no session ID" (exit 3): the session may well be there."""
+    unsearchable(monkeypatch, demo_store / "sessions")
+    r = run_cli("--store", str(demo_store), *argv, "--session", "demo-alpha")
+    assert r.exit_code == 5, (r.exit_code, r.stderr)
+    assert "Permission denied" in r.stderr and "no session" not in r.stderr

@@ -454,7 +454,6 @@ def redact(
     null}; never a value.
     """
 
-    import os
     import sys
 
     from lecode_memctl.core.errors import UsageError
@@ -484,11 +483,12 @@ def redact(
     store = STATE.existing_store()
     store.require()
     if session:
+        from lecode_memctl.core.layout import session_file_exists
         from lecode_memctl.core.sessions import SessionStore
 
         ss = SessionStore(store)
         for sid in session:
-            if not os.path.lexists(ss.path(sid)):
+            if not session_file_exists(ss.dir, sid):
                 raise ss.not_found(sid)
     allowed = load_allowlist(allowlist if allowlist is not None else _default_allowlist())
     report = scan_store(store, detector=Detector(), allowlist=allowed, jobs=_jobs(jobs),

@@ -33,7 +33,7 @@ from typing import Any
 from ._record import record
 from .atomic import open_nofollow
 from .errors import MemctlError, StoreCorrupt, UsageError
-from .layout import Store
+from .layout import Store, session_file_exists
 from .sessions import (
     PURPOSES,
     ROLES,
@@ -242,7 +242,7 @@ class GrepRun:
                 for sid in ids:
                     check_session_id(sid)
                 for sid in ids:
-                    if not os.path.lexists(sessions.path(sid)):
+                    if not session_file_exists(sessions.dir, sid):
                         raise sessions.not_found(sid)
             for sid in ids:
                 yield from self._session(sessions, sid)

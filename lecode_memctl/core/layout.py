@@ -85,6 +85,22 @@ def session_ids(sessions_dir: str | os.PathLike[str], *,
     return sorted(sid for sid in map(session_file_id, names) if sid is not None)
 
 
+def session_file_exists(sessions_dir: str | os.PathLike[str], session_id: str) -> bool:
+    """Whether ``sessions/<id>.jsonl`` is there (any kind of entry, nothing
+    followed; ``session_id`` already checked by syntax).  Only "no such
+    entry" is False: an entry that cannot be looked up (a ``sessions/``
+    without search permission) is ``StoreCorrupt``, not a missing session
+    (``os.path.lexists`` says False for both)."""
+    path = os.path.join(os.fspath(sessions_dir), session_id + SESSION_SUFFIX)
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as exc:
+        raise StoreCorrupt(f"{path}: cannot look up: {exc.strerror or exc}") from None
+    return True
+
+
 def looks_like_slug(name: str) -> bool:
     return bool(_SLUG_RE.match(name))
 

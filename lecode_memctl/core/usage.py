@@ -30,7 +30,7 @@ import orjson
 
 from .atomic import open_in_dir
 from .errors import NotFound, UsageError
-from .layout import Store, session_ids
+from .layout import Store, session_file_exists, session_ids
 from .sessions import RecordTooLarge, event_line, load_record, record_seq
 from .sourceref import check_session_id
 
@@ -213,7 +213,7 @@ def usage_report(store: Store, *, session: str | None = None,
     if session is not None:
         check_session_id(session)
         ids = [session]
-        if not os.path.lexists(sdir / f"{session}.jsonl"):
+        if not session_file_exists(sdir, session):
             raise NotFound(f"no session {session} in {sdir}")
     else:
         ids = session_ids(sdir)

@@ -107,15 +107,14 @@ def complete_note_name(ctx, args, incomplete):  # noqa: ANN001,ANN201 - typer in
 
 def complete_log_date(ctx, args, incomplete):  # noqa: ANN001,ANN201 - typer inspects names
     """Dates of the store's daily logs (daily/YYYY-MM-DD.md); reads a directory only."""
-    import re
-
     try:
+        from lecode_memctl.core.mdnames import is_daily_file
+
         daily = os.path.join(os.fspath(store_from_context(ctx).path), "daily")
         if os.path.islink(daily):
             return []
         with os.scandir(daily) as it:
-            dates = [e.name[:-3] for e in it if re.fullmatch(r"\d{4}-\d\d-\d\d\.md", e.name)
-                     and not e.is_symlink()]
+            dates = [e.name[:-3] for e in it if is_daily_file(e.name) and not e.is_symlink()]
         return sorted(d for d in dates if d.startswith(incomplete or ""))
     except Exception:  # noqa: BLE001 - completion never fails loudly
         return []

@@ -50,7 +50,7 @@ from ._record import record
 from .atomic import O_NONBLOCK, open_nofollow, private_tempdir, write_all
 from .errors import Conflict, MemctlError, NotFound, StoreCorrupt, StoreWriteError, UsageError
 from .layout import DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, SESSIONS_DIR, Store
-from .mdnames import is_note_file
+from .mdnames import is_daily_file, is_note_file
 from .rowmodel import FACT_CHECK, FINDING
 from .sessions import LOCK_SUFFIX
 from .sourceref import session_file_id
@@ -62,7 +62,6 @@ STORE_DIR = "store"
 MANIFEST_MAX_BYTES = 256 << 20
 CHUNK = 1 << 20
 
-_DAILY_RE = lazy_compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}\.md$")
 # Fields of the validate summary that describe the run, not the store.
 _RUN_FIELDS = ("store", "started", "finished", "duration_seconds", "transcript_bytes_read")
 # Fields of a `memctl facts` row that the manifest keeps (the text is in the database).
@@ -175,7 +174,7 @@ def _classify(rel_dir: str, name: str, with_backups: bool) -> str | None:
             return "database_sidecar"
         return "not_in_layout"
     if rel_dir == DAILY_DIR:
-        ok = bool(_DAILY_RE.match(base))
+        ok = is_daily_file(base)
     elif rel_dir == NOTES_DIR:
         ok = is_note_file(base)
     elif rel_dir == SESSIONS_DIR:

@@ -33,6 +33,7 @@ from .mdnames import (
     _show,
     check_date as check_date,
     check_note_name as check_note_name,
+    is_daily_file as is_daily_file,
     is_note_file as is_note_file,
     today as today,
 )

@@ -22,7 +22,8 @@ MD_SUFFIX = ".md"
 NOTE_NAME_MAX_CHARS = 100
 FILE_NAME_MAX_BYTES = 255
 
-_DATE_RE = lazy_compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
+# \Z, not $: "$" also matches before a trailing newline
+_DATE_RE = lazy_compile(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
 
 
 def _show(value: str, limit: int = 60) -> str:
@@ -101,6 +102,26 @@ def check_date(date: object) -> str:
     except ValueError:
         raise UsageError(f"invalid date {_show(date)}: no such calendar day") from None
     return date
+
+
+def daily_name_problem(name: str) -> str | None:
+    """None when a ``daily/`` entry is ``YYYY-MM-DD.md`` naming a real
+    calendar day in ASCII digits (the dates ``check_date`` accepts), else
+    why not: the one rule ``log``, the audit's layout check, the bundle's
+    export and ``migrate-legacy`` share."""
+    stem = name[:-len(MD_SUFFIX)] if name.endswith(MD_SUFFIX) else None
+    if stem is None or not _DATE_RE.match(stem):
+        return "not a daily log name (daily/YYYY-MM-DD.md)"
+    try:
+        check_date(stem)
+    except UsageError:
+        return "not a daily log name: no such calendar day"
+    return None
+
+
+def is_daily_file(name: str) -> bool:
+    """Whether a ``daily/`` entry is a daily log (``daily_name_problem``)."""
+    return daily_name_problem(name) is None
 
 
 def today() -> str:

@@ -23,7 +23,6 @@ Legacy stores are only ever read: no write, no rename, no chmod, no utime.
 
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
 import os
 import stat
@@ -49,6 +48,7 @@ from .layout import (
     memory_names,
     memory_root,
 )
+from .mdnames import daily_name_problem
 
 DEFAULT_MAX_DIRS = 100_000
 """How many directories discovery walks at most (all trees together)."""
@@ -91,7 +91,6 @@ EXIT_CONFLICT = Conflict.exit_code
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 _SQLITE_NAME = lazy_compile(r"\.(sqlite3?|db)(-wal|-shm|-journal)?$")
-_DATE_MD = lazy_compile(r"^([0-9]{4}-[0-9]{2}-[0-9]{2})\.md$")
 
 
 # ---------------------------------------------------------------- discovery
@@ -465,14 +464,10 @@ def _classify_name(rel: str, parts: list[str]) -> tuple[str, str | None, str]:
     if len(parts) == 1 and base in (MEMORY_FILE, SCRATCHPAD_FILE):
         return "markdown", None, ""
     if len(parts) == 2 and parts[0] == DAILY_DIR:
-        m = _DATE_MD.match(base)
-        if m:
-            try:
-                _dt.date.fromisoformat(m.group(1))
-                return "markdown", None, ""
-            except ValueError:
-                return "skip", R_UNEXPECTED, "not a daily log name: no such calendar day"
-        return "skip", R_UNEXPECTED, "not a daily log name (daily/YYYY-MM-DD.md)"
+        problem = daily_name_problem(base)
+        if problem is None:
+            return "markdown", None, ""
+        return "skip", R_UNEXPECTED, problem
     if len(parts) == 2 and parts[0] == NOTES_DIR:
         if base.endswith(".md"):
             from .markdown import check_note_name

@@ -25,7 +25,7 @@ from ..layout import (
     Store,
     looks_like_slug,
 )
-from ..mdnames import is_note_file
+from ..mdnames import is_daily_file, is_note_file
 from ..sessions import LOCK_SUFFIX, epoch_ahead
 from ..sourceref import SourceRef, StoredSource, session_file_id, status_for
 from .codes import CODES, Finding, Progress, Summary
@@ -55,7 +55,6 @@ def _read_all(path: Path) -> bytes:
 HELD = 1000
 
 _TMP_RE = lazy_compile(r"^\..+\.tmp-[0-9a-f]+$")
-_DAILY_RE = lazy_compile(r"^\d{4}-\d{2}-\d{2}\.md$")
 _TOP_FILES = {MEMORY_FILE, SCRATCHPAD_FILE, MEMORY_FILE + ".bak", SCRATCHPAD_FILE + ".bak",
               FACTS_DB, FACTS_DB + "-wal", FACTS_DB + "-shm", FACTS_DB + "-journal"}
 # Lock/marker files other modules document in docs/FORMAT.md live beside the database.
@@ -392,7 +391,7 @@ class Audit:
         if rel == "":
             return name in _TOP_FILES or bool(_TOP_EXTRA_RE.match(name))
         if rel == DAILY_DIR + "/":
-            return bool(_DAILY_RE.match(base))
+            return is_daily_file(base)
         if rel == NOTES_DIR + "/":
             return is_note_file(base)
         if rel == SESSIONS_DIR + "/":
@@ -404,7 +403,7 @@ class Audit:
         root = self.store.path
         out = [(n, root / n) for n in (MEMORY_FILE, SCRATCHPAD_FILE, MEMORY_FILE + ".bak",
                                        SCRATCHPAD_FILE + ".bak")]
-        for sub, ok in ((DAILY_DIR, lambda b: bool(_DAILY_RE.match(b))), (NOTES_DIR, is_note_file)):
+        for sub, ok in ((DAILY_DIR, is_daily_file), (NOTES_DIR, is_note_file)):
             try:
                 names = sorted(os.listdir(root / sub))
             except OSError:

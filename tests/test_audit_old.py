@@ -256,6 +256,19 @@ def _rolled_back(config_dir: Path) -> list:
     return validate_store(store_at(path), parallel=False, state=state)[0]
 
 
+def _malformed_exclusion(config_dir: Path) -> list:
+    """db.malformed_exclusion: an exclusion whose session id is a BLOB (of a
+    session the store does not have, so it hides nothing here)."""
+    import sqlite3
+
+    path = build_clean(config_dir, "badexcl-0123456789ab")
+    db = sqlite3.connect(path / "facts.sqlite3")
+    with db:
+        db.execute("INSERT INTO exclusions VALUES (CAST('s9' AS BLOB), 5, 0)")
+    db.close()
+    return validate_store(store_at(path), parallel=False)[0]
+
+
 def test_every_code_of_the_format_table_is_planted_and_found_exactly_once(config_dir, monkeypatch):
     """One run per fixture; each code of the FORMAT.md table is found exactly once
     in a fixture that plants it, and the planted store holds nothing else."""
@@ -277,6 +290,7 @@ def test_every_code_of_the_format_table_is_planted_and_found_exactly_once(config
     runs["ahead"] = Counter(f.code for f in _epoch_ahead(config_dir))
     runs["rolled_back"] = Counter(f.code for f in _rolled_back(config_dir))
     runs["ignored"] = Counter(f.code for f in _ignored_event(config_dir))
+    runs["malformed_exclusion"] = Counter(f.code for f in _malformed_exclusion(config_dir))
     for code in sorted(CODES):
         hits = {name: c[code] for name, c in runs.items() if c[code]}
         assert list(hits.values()) == [1], (code, hits)

@@ -532,6 +532,85 @@ def _seqs_from_json(raw: str, where: str) -> tuple[int, ...]:
     return tuple(seqs)
 
 
+_POSITION_DIGITS = lazy_compile(r"\A[0-9]{1,19}\Z")
+
+
+def exclusion_position(session_id: object, seq: object) -> tuple[str, int] | None:
+    """The transcript position an ``exclusions`` row names, read fail-closed
+    (a forensic tool must not let damage un-forget evidence: hide more,
+    never less), or None when the row names none.
+
+    A session id stored as a BLOB (a writer that bound it as bytes) or as an
+    integer (a table that lost its TEXT affinity) reads as its bytes decoded,
+    its digits, as a BLOB fact id is read; a position stored as ASCII decimal
+    digits (text or BLOB) or as an integral real reads as that number.  Bytes
+    that are not UTF-8, NULL, a negative or fractional position, or other
+    text name nothing.  :func:`exclusion_problem` says which rows are not of
+    the documented types (``validate``: ``db.malformed_exclusion``)."""
+    if type(session_id) is str:
+        sid = session_id
+    elif isinstance(session_id, bytes):          # a BLOB, or TEXT that is not UTF-8
+        try:
+            sid = bytes(session_id).decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    elif type(session_id) is int:
+        sid = str(session_id)
+    else:
+        return None
+    if type(seq) is int:
+        n = seq
+    elif isinstance(seq, (str, bytes)):
+        text = bytes(seq).decode("ascii", "replace") if isinstance(seq, bytes) else seq
+        if not _POSITION_DIGITS.match(text):
+            return None
+        n = int(text)
+    elif type(seq) is float and seq.is_integer():
+        n = int(seq)
+    else:
+        return None
+    if not 0 <= n <= MAX_POSITION:
+        return None
+    return sid, n
+
+
+#: The ``exclusions`` rows that are not (TEXT session id, non-negative
+#: INTEGER position), as SQL (``validate`` counts them).
+MALFORMED_EXCLUSION_SQL = ("typeof(session_id) != 'text' OR typeof(seq) != 'integer' "
+                           "OR seq < 0")
+
+
+def session_exclusions(db: sqlite3.Connection, session_id: str) -> frozenset[int]:
+    """The positions of ``session_id`` that the ``exclusions`` table names,
+    each row read by :func:`exclusion_position`.  The one reader of a
+    session's exclusions (``excluded_seqs``, ``is_excluded`` and the
+    writers' refusal of excluded evidence); the primary key's index finds
+    the id stored as text, as a BLOB or, when it is all digits, as an
+    integer."""
+    keys: list[object] = [session_id, session_id.encode("utf-8", "surrogateescape")]
+    if session_id.isascii() and session_id.isdigit() and str(int(session_id)) == session_id:
+        keys.append(int(session_id))
+    marks = ", ".join("?" * len(keys))
+    out = set()
+    for sid, seq in db.execute(f"SELECT session_id, seq FROM exclusions WHERE session_id IN ({marks})",
+                               keys):
+        pos = exclusion_position(sid, seq)
+        if pos is not None and pos[0] == session_id:
+            out.add(pos[1])
+    return frozenset(out)
+
+
+def all_exclusions(db: sqlite3.Connection) -> dict[str, frozenset[int]]:
+    """Every position the ``exclusions`` table names, by session (each row
+    read by :func:`exclusion_position`): the listing's and the audit's read."""
+    out: dict[str, set[int]] = {}
+    for sid, seq in db.execute("SELECT session_id, seq FROM exclusions"):
+        pos = exclusion_position(sid, seq)
+        if pos is not None:
+            out.setdefault(pos[0], set()).add(pos[1])
+    return {k: frozenset(v) for k, v in out.items()}
+
+
 def generation_value(raw: object) -> int:
     """The ``meta`` generation as stored: a non-negative integer, else
     ``StoreCorrupt`` (exit 5; issue 16.4: 'abc' there was a crash, exit 70)."""
@@ -1497,25 +1576,20 @@ class FactStore(ClosesOnExit):
         db = self._reader()
         if db is None:
             return frozenset()
-        return frozenset(r[0] for r in db.execute(
-            "SELECT seq FROM exclusions WHERE session_id = ?", (session_id,)))
+        return session_exclusions(db, session_id)
 
     def exclusions_by_session(self) -> dict[str, frozenset[int]]:
         """Every exclusion, grouped by session (one query)."""
         db = self._reader()
         if db is None or "exclusions" not in self._tables:
             return {}
-        out: dict[str, set[int]] = {}
-        for sid, seq in db.execute("SELECT session_id, seq FROM exclusions"):
-            out.setdefault(sid, set()).add(seq)
-        return {k: frozenset(v) for k, v in out.items()}
+        return all_exclusions(db)
 
     def is_excluded(self, session_id: str, seq: int) -> bool:
         db = self._reader()
         if db is None:
             return False
-        return db.execute("SELECT 1 FROM exclusions WHERE session_id = ? AND seq = ?",
-                          (session_id, seq)).fetchone() is not None
+        return seq in session_exclusions(db, session_id)
 
     def exclusion_count(self) -> int:
         db = self._reader()
@@ -1534,9 +1608,9 @@ class FactStore(ClosesOnExit):
     @staticmethod
     def _check_not_excluded(db: sqlite3.Connection, positions: Mapping[str, Iterable[int]]) -> None:
         for session_id, seqs in positions.items():
+            excluded = session_exclusions(db, session_id)
             for seq in sorted(set(seqs)):
-                if db.execute("SELECT 1 FROM exclusions WHERE session_id = ? AND seq = ?",
-                              (session_id, seq)).fetchone():
+                if seq in excluded:
                     raise Conflict(f"evidence {session_id}:{seq} is excluded (a forget removed "
                                    "it); it cannot be added, revised or attached again")
 

@@ -66,6 +66,12 @@ CODES: dict[str, CodeInfo] = {
     "db.generation_mismatch": CodeInfo(ERROR, "db", ("file",),
         "the exclusion generation is lower than the exclusions and retry markers imply, or a "
         "generation (in meta, forgotten or exclusions) is not a non-negative integer"),
+    "db.malformed_exclusion": CodeInfo(ERROR, "db", ("file",),
+        "an exclusions row whose session id is not text or whose position is not a "
+        "non-negative integer (a writer that bound the id as bytes, a table that lost its "
+        "types): read fail-closed, it still hides the position its value spells (a BLOB "
+        "id as its bytes decoded, a position as its digits); one that spells none hides "
+        "nothing"),
     "db.rolled_back": CodeInfo(ERROR, "db", ("file",),
         "the exclusion generation or exclusion count is below the highest memctl saw for this "
         "store (its mark, kept outside the store): the database was put back from an older "

@@ -404,6 +404,17 @@ def _db_checks_rest(fs: Any, db: Any) -> Iterator[tuple[str, str, dict[str, Any]
             fk_rows.add((table, rowid))
             yield _later("db.foreign_key", f"row {rowid} of {table} references a missing row "
                            f"of {parent}", file=rel, table=table)
+    # exclusions rows of other types than documented: read fail-closed
+    # (facts.exclusion_position), reported here
+    if "exclusions" in tables:
+        from ..facts import MALFORMED_EXCLUSION_SQL
+
+        (odd,) = db.execute("SELECT count(*) FROM exclusions WHERE "
+                            + MALFORMED_EXCLUSION_SQL).fetchone()
+        if odd:
+            yield _later("db.malformed_exclusion", f"{odd} row(s) of exclusions hold a session id "
+                         "that is not text or a position that is not a non-negative integer "
+                         "(each still hides the position it spells)", file=rel)
     # generation against exclusions and retry markers
     if "meta" in tables:
         row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
@@ -581,6 +592,7 @@ def _load_facts(audit: Audit, fs: Any, db: Any) -> None:
     transcripts are audited (:func:`source_groups`), the facts streamed
     afterwards (:func:`fact_findings`), so memory does not grow with them."""
     from ..errors import StoreCorrupt
+    from ..facts import all_exclusions
 
     try:
         audit._generation = fs.generation()
@@ -592,10 +604,7 @@ def _load_facts(audit: Audit, fs: Any, db: Any) -> None:
         audit._cited = frozenset(sid for (sid,) in db.execute(
             "SELECT DISTINCT session_id FROM source_refs") if isinstance(sid, str))
     audit._exclusion_count = int(db.execute("SELECT count(*) FROM exclusions").fetchone()[0])
-    excluded: dict[str, set[int]] = {}
-    for sid, seq in db.execute("SELECT session_id, seq FROM exclusions"):
-        excluded.setdefault(sid, set()).add(seq)
-    audit._excluded = {k: frozenset(v) for k, v in excluded.items()}
+    audit._excluded = all_exclusions(db)
 
 
 def source_groups(audit: Audit) -> Iterator[tuple[str, list[StoredSource]]]:

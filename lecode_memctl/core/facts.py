@@ -611,6 +611,25 @@ def all_exclusions(db: sqlite3.Connection) -> dict[str, frozenset[int]]:
     return {k: frozenset(v) for k, v in out.items()}
 
 
+#: The ``meta`` rows that hold the generation: the key compared as bytes
+#: (a ``key TEXT COLLATE NOCASE`` must not take ``'GENERATION'``), text or
+#: a BLOB (read as its bytes, as BLOB ids are).
+GENERATION_WHERE = "key = 'generation' COLLATE BINARY OR key = CAST('generation' AS BLOB)"
+
+
+def meta_generation(db: sqlite3.Connection) -> int | None:
+    """The exclusion generation ``meta`` holds, or None with no row: the one
+    reader (``FactStore.generation``, the writers' generation check and
+    ``forget``).  Several rows (a table that lost its primary key) read as
+    the highest, whatever their physical order: fail-closed, since a higher
+    generation hides more generated messages, never fewer; ``validate``
+    reports them (``db.generation_mismatch``).  A value that is not a
+    non-negative integer, in any row, is ``StoreCorrupt``."""
+    values = [generation_value(v) for (v,) in
+              db.execute(f"SELECT value FROM meta WHERE {GENERATION_WHERE}")]
+    return max(values) if values else None
+
+
 def generation_value(raw: object) -> int:
     """The ``meta`` generation as stored: a non-negative integer, else
     ``StoreCorrupt`` (exit 5; issue 16.4: 'abc' there was a crash, exit 70)."""
@@ -1569,8 +1588,8 @@ class FactStore(ClosesOnExit):
             if "exclusions" not in self._tables:
                 return 0
             return 1 if db.execute("SELECT EXISTS (SELECT 1 FROM exclusions)").fetchone()[0] else 0
-        row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
-        return generation_value(row[0]) if row else 0
+        gen = meta_generation(db)
+        return 0 if gen is None else gen
 
     def excluded_seqs(self, session_id: str) -> frozenset[int]:
         db = self._reader()
@@ -1617,8 +1636,8 @@ class FactStore(ClosesOnExit):
     @staticmethod
     def _generation_in(db: sqlite3.Connection) -> int:
         """The generation as the (write) transaction on ``db`` sees it."""
-        row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
-        return generation_value(row[0]) if row else 0
+        gen = meta_generation(db)
+        return 0 if gen is None else gen
 
     @staticmethod
     def _check_generation(db: sqlite3.Connection, expected: int | None) -> None:
@@ -2655,8 +2674,9 @@ class FactStore(ClosesOnExit):
                     return False
                 raise self._missing(db, fact_id)
             positions = self._evidence_positions(db, fact_id)
-            gen = generation_value(db.execute(
-                "SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
+            gen = meta_generation(db)
+            if gen is None:
+                raise StoreCorrupt("facts database: meta has no generation row")
             new_gen = gen + 1
             for sid in sorted(positions):
                 for seq in sorted(positions[sid]):
@@ -2664,7 +2684,7 @@ class FactStore(ClosesOnExit):
                                "VALUES (?, ?, ?)", (sid, seq, new_gen))
             db.execute("INSERT OR REPLACE INTO forgotten (fact_id, generation) VALUES (?, ?)",
                        (fact_id, new_gen))
-            db.execute("UPDATE meta SET value = ? WHERE key = 'generation'", (new_gen,))
+            db.execute(f"UPDATE meta SET value = ? WHERE {GENERATION_WHERE}", (new_gen,))
             db.execute("DELETE FROM source_refs WHERE fact_id = ?", (fact_id,))
             db.execute("DELETE FROM provenance WHERE fact_id = ?", (fact_id,))
             db.execute("DELETE FROM revisions WHERE fact_id = ?", (fact_id,))

@@ -64,8 +64,10 @@ CODES: dict[str, CodeInfo] = {
     "db.needs_migration": CodeInfo(WARNING, "db", ("file",),
         "the schema is an older known version; lecode migrates it on its next write"),
     "db.generation_mismatch": CodeInfo(ERROR, "db", ("file",),
-        "the exclusion generation is lower than the exclusions and retry markers imply, or a "
-        "generation (in meta, forgotten or exclusions) is not a non-negative integer"),
+        "the exclusion generation is lower than the exclusions and retry markers imply, a "
+        "generation (in meta, forgotten or exclusions) is not a non-negative integer, or meta "
+        "holds more than one generation row (every command reads the highest) or one whose "
+        "key is a BLOB"),
     "db.malformed_exclusion": CodeInfo(ERROR, "db", ("file",),
         "an exclusions row whose session id is not text or whose position is not a "
         "non-negative integer (a writer that bound the id as bytes, a table that lost its "

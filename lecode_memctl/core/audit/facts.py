@@ -417,13 +417,25 @@ def _db_checks_rest(fs: Any, db: Any) -> Iterator[tuple[str, str, dict[str, Any]
                          "(each still hides the position it spells)", file=rel)
     # generation against exclusions and retry markers
     if "meta" in tables:
-        row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
-        gen = row[0] if row else None
-        bad_gen = gen is not None and (not isinstance(gen, int) or isinstance(gen, bool) or gen < 0)
+        from ..facts import GENERATION_WHERE
+
+        rows = db.execute(f"SELECT key, value FROM meta WHERE {GENERATION_WHERE}").fetchall()
+        # in value order, not the rows' physical order
+        values = sorted((v for _k, v in rows),
+                        key=lambda v: (type(v) is not int, v if type(v) is int else 0, str(v)))
+        bad = [v for v in values if type(v) is not int or v < 0]
+        bad_gen = bool(bad)
+        gen = None if bad or not values else max(values)
         if bad_gen:
             yield _later("db.generation_mismatch", "the generation in meta is not a "
-                           f"non-negative integer: {str(gen)[:40]!r}", file=rel)
-            gen = None
+                           f"non-negative integer: {str(bad[0])[:40]!r}", file=rel)
+        if len(rows) > 1:
+            shown = ", ".join(str(v)[:40] for v in values[:10])
+            yield _later("db.generation_mismatch", f"meta holds {len(rows)} generation rows "
+                         f"({shown}): every command reads the highest", file=rel)
+        elif rows and type(rows[0][0]) is not str:
+            yield _later("db.generation_mismatch", "the generation row's key in meta is stored "
+                         "as a BLOB (read as its bytes)", file=rel)
         # a generation stored as anything but a non-negative integer is
         # damage, and the maxima are of those that are integers
         for table in ("forgotten", "exclusions"):

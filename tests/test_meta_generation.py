@@ -1,0 +1,118 @@
+"""The generation row of ``meta`` as stored by a writer other than the core
+(a review of 2026-12-05): with two ``generation`` rows (a table that lost
+its primary key) the first row SQLite met decided visibility, so the same
+logical content gave a fact ``valid`` in one copy and ``hidden (epoch)`` in
+the other, and ``validate`` was silent; a ``meta`` whose key was declared
+``COLLATE NOCASE`` took a ``'GENERATION'`` row for the generation.
+
+Now one reader (``facts.meta_generation``) compares the key as bytes and
+takes the highest of several rows (fail-closed: a higher generation hides
+more generated messages, never fewer), and ``validate`` reports the
+duplicate (``db.generation_mismatch``)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import orjson
+import pytest
+
+from lecode_memctl.core.facts import FactStore
+
+from .builders import copy_demo
+from .conftest import run_cli, tree_hash
+
+VERIFIED = "c283ab7d8ed884e4"    # demo 'verified' fact: evidence demo-alpha:2-4, epoch 1
+
+REBUILD_AFTER = ("CREATE TABLE m2 (key TEXT, value INTEGER)", "INSERT INTO m2 SELECT * FROM meta",
+                 "INSERT INTO m2 VALUES ('generation', 5)", "DROP TABLE meta",
+                 "ALTER TABLE m2 RENAME TO meta")
+REBUILD_BEFORE = ("CREATE TABLE m2 (key TEXT, value INTEGER)", "INSERT INTO m2 VALUES ('generation', 5)",
+                  "INSERT INTO m2 SELECT * FROM meta", "DROP TABLE meta",
+                  "ALTER TABLE m2 RENAME TO meta")
+NOCASE = ("CREATE TABLE m2 (key TEXT COLLATE NOCASE, value INTEGER)",
+          "INSERT INTO m2 VALUES ('GENERATION', 5)", "INSERT INTO m2 SELECT * FROM meta",
+          "DROP TABLE meta", "ALTER TABLE m2 RENAME TO meta")
+
+
+def _sql(store: Path, statements: tuple[str, ...]) -> None:
+    db = sqlite3.connect(store / "facts.sqlite3")
+    try:
+        with db:
+            for s in statements:
+                db.execute(s)
+    finally:
+        db.close()
+
+
+def _generation(store: Path) -> int:
+    fs = FactStore.open_readonly(store / "facts.sqlite3")
+    try:
+        return fs.generation()
+    finally:
+        fs.close()
+
+
+def _answers(store: Path) -> dict[str, object]:
+    base = ("--store", str(store), "--no-state")
+    listed = run_cli(*base, "facts", "--all", "--format", "jsonl")
+    assert listed.exit_code == 0, listed.stderr
+    rows = [orjson.loads(line) for line in listed.stdout.splitlines()]
+    read = run_cli(*base, "read", "demo-alpha", "3", "3", "--json")
+    audit = run_cli(*base, "validate", "--json")
+    return {"generation": _generation(store),
+            "verified": [(r["status"], r["reason"]) for r in rows if r["fact_id"] == VERIFIED],
+            "read": (read.exit_code, read.stdout),
+            "mismatch": [f["message"] for f in orjson.loads(audit.stdout)["findings"]
+                         if f["code"] == "db.generation_mismatch"]}
+
+
+@pytest.fixture
+def pair(demo_template, tmp_path):
+    return (copy_demo(demo_template, tmp_path / "x"), copy_demo(demo_template, tmp_path / "y"))
+
+
+def test_two_generation_rows_give_one_verdict_whatever_their_order(pair):
+    x, y = pair
+    _sql(x, REBUILD_AFTER)
+    _sql(y, REBUILD_BEFORE)
+    before = (tree_hash(x), tree_hash(y))
+    ax, ay = _answers(x), _answers(y)
+    assert ax == ay
+    assert ax["generation"] == 5                       # the highest: hides more
+    assert ax["verified"] == [("hidden", "epoch")]
+    assert len(ax["mismatch"]) == 1 and "2 generation rows" in ax["mismatch"][0]
+    assert (tree_hash(x), tree_hash(y)) == before
+
+
+def test_a_forget_raises_the_highest_generation(pair):
+    x, _y = pair
+    _sql(x, REBUILD_AFTER)
+    fs = FactStore(x / "facts.sqlite3")
+    try:
+        assert fs.forget(VERIFIED)
+        assert fs.generation() == 6
+    finally:
+        fs.close()
+
+
+def test_the_key_is_compared_as_bytes(pair):
+    x, _y = pair
+    gen = _generation(x)
+    _sql(x, NOCASE)
+    assert _generation(x) == gen
+    got = _answers(x)
+    assert got["verified"] == [("valid", None)]
+    assert got["mismatch"] == []
+    fs = FactStore(x / "facts.sqlite3")          # a forget moves the generation row only
+    try:
+        assert fs.forget(VERIFIED)
+    finally:
+        fs.close()
+    db = sqlite3.connect(x / "facts.sqlite3")
+    try:
+        assert sorted(db.execute("SELECT key, value FROM meta")) == [("GENERATION", 5),
+                                                                   ("generation", gen + 1)]
+    finally:
+        db.close()

@@ -156,6 +156,7 @@ def validate(
 
     to_stdout = not quiet or output is not None
     show_progress = (progress if progress is not None else not quiet) and _stderr_tty()
+    record_state = STATE.may_record_marks(stores)
     summaries = []
     all_findings: list[Finding] = []
     stream_jsonl = fmt == "jsonl" and to_stdout
@@ -168,7 +169,7 @@ def validate(
             # config.toml is shared by every store: checked once, reported with the first store
             audit = Audit(st, config_dir=cfg.path if i == 0 else None, deep=deep, ignore=ignored,
                           progress=prog, lock_wait=lock_wait, state=STATE.state_dir(),
-                          record_state=not STATE.no_state, listed=all_projects)
+                          record_state=record_state, listed=all_projects)
             try:
                 if stream_jsonl:
                     from lecode_memctl.core.rowmodel import FINDING, SUMMARY

@@ -57,9 +57,29 @@ class State:
 
         return state_dir()
 
+    def may_record_marks(self, stores: list[Store]) -> bool:
+        """Whether this command records marks for ``stores``: not with
+        --no-state, and not when the state directory resolves inside one of
+        them (the store must not change; a note on stderr says so, once)."""
+        if self.no_state:
+            return False
+        from lecode_memctl.core.seen import inside_store
+
+        state = self.state_dir()
+        inside = next((s for s in stores if inside_store(state, s.path)), None)
+        if inside is None:
+            return True
+        from .output import echo, safe
+
+        echo(safe(f"memctl: note: the state directory {state} lies inside the store "
+                  f"{inside.path}: the exclusion generation seen is not recorded (as with "
+                  "--no-state); set XDG_STATE_HOME outside it", keep_newlines=False), err=True)
+        return False
+
     def record_mark(self, store: Store, generation: int, exclusions: int) -> None:
-        """Raise the store's mark after a write memctl made (not with --no-state)."""
-        if not self.no_state:
+        """Raise the store's mark after a write memctl made (not with --no-state,
+        nor into the store itself: :meth:`may_record_marks`)."""
+        if self.may_record_marks([store]):
             from lecode_memctl.core.seen import record
 
             record(self.state_dir(), store.path, generation, exclusions)

@@ -183,6 +183,17 @@ def temp_name(target: Path) -> Path:
     return target.with_name(f"{TMP_PREFIX}{name}{suffix}")
 
 
+def resolves_inside(path: str | os.PathLike[str], fence: str | os.PathLike[str]) -> bool:
+    """Whether ``path``, resolved as the kernel would follow it (symbolic
+    links and ``..``; a part that does not exist yet taken as written), is
+    ``fence`` or lies under it, also resolved: the one test of "inside the
+    store" for what memctl writes outside it (its temporary copies, its
+    marks, a bundle)."""
+    real = os.path.realpath(path)
+    top = os.path.realpath(fence)
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
 def private_tempdir(prefix: str, outside: str | os.PathLike[str]) -> str:
     """A fresh private directory (mode 0700, a random name as ``mkdtemp``
     makes it) for memctl's own copies, never inside ``outside`` (a store: a
@@ -195,7 +206,6 @@ def private_tempdir(prefix: str, outside: str | os.PathLike[str]) -> str:
     the resolved path that was checked; one where it cannot be made (read
     only, no permission) is passed over too.  ``StoreWriteError`` when no
     candidate is left."""
-    fence = os.path.realpath(outside)
     candidates: list[str | None] = [os.environ.get(v, "") for v in ("TMPDIR", "TEMP", "TMP")]
     candidates += ["/tmp", "/var/tmp", "/usr/tmp", None]
     inside: list[str] = []
@@ -207,10 +217,10 @@ def private_tempdir(prefix: str, outside: str | os.PathLike[str]) -> str:
             c = tempfile.gettempdir()
         if not c or not os.path.isdir(c):
             continue
-        real = os.path.realpath(c)
-        if real == fence or real.startswith(fence.rstrip(os.sep) + os.sep):
+        if resolves_inside(c, outside):
             inside.append(c)
             continue
+        real = os.path.realpath(c)
         try:
             return _mkdtemp(real, prefix)
         except OSError as exc:

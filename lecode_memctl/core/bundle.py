@@ -47,7 +47,7 @@ import orjson
 
 from ._lazy import lazy_compile
 from ._record import record
-from .atomic import O_NONBLOCK, open_nofollow, private_tempdir, write_all
+from .atomic import O_NONBLOCK, open_nofollow, private_tempdir, resolves_inside, write_all
 from .errors import Conflict, MemctlError, NotFound, StoreCorrupt, StoreWriteError, UsageError
 from .layout import DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, SESSIONS_DIR, Store
 from .mdnames import is_daily_file, is_note_file
@@ -486,14 +486,6 @@ def export_bundle(store: Store, out: IO[bytes], *, compression: str | None = Non
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _inside(child: Path, parent: Path) -> bool:
-    try:
-        Path(os.path.realpath(child)).relative_to(os.path.realpath(parent))
-        return True
-    except ValueError:
-        return False
-
-
 def export_to_file(store: Store, output: str | os.PathLike[str], *,
                    with_backups: bool = False, now: float | None = None,
                    lock_wait: float | None = None) -> ExportResult:
@@ -502,7 +494,7 @@ def export_to_file(store: Store, output: str | os.PathLike[str], *,
     linked into place, so that a failed export leaves nothing behind."""
     target = Path(os.path.abspath(os.fspath(output)))
     store.require()
-    if _inside(target.parent, store.path):
+    if resolves_inside(target.parent, store.path):
         raise UsageError(f"{target}: inside the store being exported; export is a read "
                          "command and writes nothing there")
     if os.path.lexists(target):

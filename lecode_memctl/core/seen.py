@@ -27,7 +27,7 @@ from pathlib import Path
 import orjson
 
 from ._record import record as _record
-from .atomic import atomic_write, open_nofollow, read_all
+from .atomic import atomic_write, open_nofollow, read_all, resolves_inside
 from .errors import MemctlError
 from .hashing import sha256
 
@@ -108,12 +108,22 @@ def load(state: Path, store_path: str | os.PathLike[str]) -> Mark | None:
     return Mark(store, gen, excl, float(updated) if isinstance(updated, int | float) else 0.0)
 
 
+def inside_store(state: Path, store_path: str | os.PathLike[str]) -> bool:
+    """Whether the state directory resolves inside the store (``XDG_STATE_HOME``
+    or ``HOME`` pointing into it): no mark is written there -- the store
+    must not change, and a mark kept in the store rolls back with it."""
+    return resolves_inside(state, store_path)
+
+
 def record(state: Path, store_path: str | os.PathLike[str], generation: int,
            exclusions: int) -> Mark | None:
     """Raise the store's mark to at least (generation, exclusions), each kept at
     its maximum; returns the mark now kept, or None when the state directory
-    cannot be used.  Concurrent recorders are serialised by ``flock`` on
+    cannot be used, or lies inside the store (:func:`inside_store`: nothing is
+    written).  Concurrent recorders are serialised by ``flock`` on
     ``stores/.lock``, so no higher value is ever overwritten by a lower one."""
+    if inside_store(state, store_path):
+        return None
     path = mark_path(state, store_path)
     try:
         from .atomic import ensure_dir

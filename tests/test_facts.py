@@ -425,7 +425,7 @@ def test_the_snapshot_copies_the_database_byte_for_byte_however_it_copies(db_pat
     file systems on kernels 5.3-5.18), at once or part way, or a "cannot"
     part way, leaves the rest to Python: never a short copy.  An error after
     bytes were copied (a full disk) is not mistaken for "cannot": it is
-    raised."""
+    raised, as a failed write of the copy (exit 7)."""
     import errno as errno_mod
 
     from lecode_memctl.core import snapshot as snap
@@ -465,8 +465,123 @@ def test_the_snapshot_copies_the_database_byte_for_byte_however_it_copies(db_pat
                 raise OSError(errno_mod.ENOSPC, "No space left on device")
             return real(a[0], a[1], 4096)
         monkeypatch.setattr(os, "copy_file_range", full_after_one)
-        with pytest.raises(OSError, match="No space left"):
+        from lecode_memctl.core.errors import StoreWriteError
+        with pytest.raises(StoreWriteError, match="temporary copy .*No space left"):
             snap._copy_database(db_path, dst + "-2")
+
+
+@pytest.mark.parametrize("err", ["ENOSPC", "EDQUOT", "EFBIG", "EIO", "EACCES"])
+@pytest.mark.parametrize("where", ["create", "write", "kernel"])
+def test_a_failing_write_of_the_private_copy_is_a_write_failure(db_path, monkeypatch, tmp_path,
+                                                                err, where):
+    """The private snapshot is written under $TMPDIR: a write failing there
+    (a full or over-quota $TMPDIR, a file-size limit, an I/O error, no
+    permission) is a write failure (exit 7) that names the temporary copy
+    and where it was, never "store unreadable" (exit 5: it was, and the
+    store is fine).  An error the kernel's copy gives that may be either
+    side's (EIO, EACCES) is left to the plain copy, which tells a read of the
+    store from a write of the copy: here the read is fine, so the store opens.
+    The private directory is removed, the store untouched."""
+    import errno as errno_mod
+
+    from lecode_memctl.core import snapshot as snap
+    from lecode_memctl.core.errors import StoreWriteError
+
+    code = getattr(errno_mod, err)
+    writer = FactStore(db_path, on_connect=lambda db: db.execute("PRAGMA wal_autocheckpoint=0"))
+    writer.add("only in the wal")            # a -wal: its copy is written too
+    tmp = tmp_path / "tmpdir"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+
+    def fail(*a, **k):
+        raise OSError(code, os.strerror(code))
+    if where == "create":
+        real_open = snap.open_nofollow
+
+        def open_(path, flags=os.O_RDONLY, *a):
+            if flags & os.O_CREAT:
+                fail()
+            return real_open(path, flags, *a)
+        monkeypatch.setattr(snap, "open_nofollow", open_)
+    elif where == "write":
+        monkeypatch.delattr(os, "copy_file_range", raising=False)
+        monkeypatch.setattr(snap, "write_all", fail)
+    else:
+        monkeypatch.setattr(os, "copy_file_range", fail, raising=False)
+    before = tree_hash(db_path.parent)
+    try:
+        if where == "kernel" and err in ("EIO", "EACCES"):
+            with FactStore.open_readonly(db_path) as ro:
+                assert ro.count() == 1
+        else:
+            with pytest.raises(StoreWriteError) as got:
+                FactStore.open_readonly(db_path)
+            message = str(got.value)
+            assert "\n" not in message
+            assert "temporary copy" in message and str(tmp) in message, message
+            assert os.strerror(code) in message and "TMPDIR" in message, message
+        assert os.listdir(tmp) == []
+        assert tree_hash(db_path.parent) == before
+    finally:
+        writer.close()
+
+
+
+@pytest.mark.parametrize("sqlite_says", ["disk I/O error", "database or disk is full"])
+def test_sqlite_failing_to_write_beside_the_copy_names_the_copy(db_path, monkeypatch, tmp_path,
+                                                                sqlite_says):
+    """Opening the copy, SQLite writes beside it in $TMPDIR (its -shm, a
+    recovered -wal): with no room there (a tmpfs with room for the copy but
+    not the -shm) it says "disk I/O error".  That is exit 7 naming the
+    temporary copy and $TMPDIR, not the store, whose own -shm nobody wrote."""
+    import sqlite3 as sqlite3_mod
+
+    from lecode_memctl.core.errors import StoreWriteError
+
+    with FactStore(db_path) as fs:
+        fs.add("x")
+    tmp = tmp_path / "tmpdir"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    real = FactStore._load_schema
+
+    def load(self, *, migrate):
+        if self.snapshot:
+            raise sqlite3_mod.OperationalError(sqlite_says)
+        return real(self, migrate=migrate)
+    monkeypatch.setattr(FactStore, "_load_schema", load)
+    with pytest.raises(StoreWriteError) as got:
+        FactStore.open_readonly(db_path)
+    message = str(got.value)
+    assert message.startswith(f"{db_path}: cannot write its temporary copy in {tmp}: "
+                              f"{sqlite_says}; "), message
+    assert "TMPDIR" in message
+    assert os.listdir(tmp) == []
+
+
+def test_a_store_that_cannot_be_read_is_still_store_corrupt(db_path, monkeypatch):
+    """The other side of the copy: an I/O error reading the store itself is
+    still exit 5, whether the kernel or Python copies."""
+    import errno as errno_mod
+
+    from lecode_memctl.core import snapshot as snap
+
+    with FactStore(db_path) as fs:
+        fs.add("x")
+    real_read = os.read
+
+    def read(fd, n):
+        if os.path.samefile(f"/proc/self/fd/{fd}", db_path):
+            raise OSError(errno_mod.EIO, os.strerror(errno_mod.EIO))
+        return real_read(fd, n)
+
+    def kernel_eio(*a):
+        raise OSError(errno_mod.EIO, os.strerror(errno_mod.EIO))
+    monkeypatch.setattr(snap.os, "read", read)
+    monkeypatch.setattr(os, "copy_file_range", kernel_eio, raising=False)
+    with pytest.raises(StoreCorrupt, match="cannot read: Input/output error"):
+        FactStore.open_readonly(db_path)
 
 
 def test_a_kernel_that_copies_nothing_still_gives_every_fact(db_path, monkeypatch):

@@ -327,6 +327,42 @@ def test_facts_write_faults_exit_7_and_change_nothing(bulk_world, tmp_path, faul
 
 
 
+
+@pytest.mark.parametrize("command", ["facts", "forget"])
+def test_a_failing_write_to_tmpdir_is_exit_7_not_a_corrupt_store(world, tmp_path, command):
+    """Reads open the facts database through a private copy under $TMPDIR.
+    A real failing write there (EFBIG under a 2 KiB file-size limit, as
+    ``ulimit -f 2`` gives; a full $TMPDIR gives ENOSPC the same way, see
+    ``tests/test_facts.py``) is exit 7 with one line that names the
+    temporary copy and $TMPDIR, not exit 5 "cannot open" for a store that is
+    fine; the store is unchanged and nothing is left in $TMPDIR."""
+    import resource
+    import signal
+    import subprocess
+    import sys
+
+    cfg = world.fresh(tmp_path / "cfg")
+    store = world.store(cfg)
+    tmpdir = tmp_path / "tmpdir"
+    tmpdir.mkdir()
+    argv = (["facts", "--all"] if command == "facts"
+            else ["forget", world.facts["verified"], "--yes"])
+    before = file_hashes(store)
+
+    def small_files() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2048, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+    env = {**os.environ, "TMPDIR": str(tmpdir), "PYTHONDONTWRITEBYTECODE": "1"}
+    p = subprocess.run([sys.executable, "-m", "lecode_memctl", "--store", str(store), *argv],
+                       env=env, capture_output=True, timeout=60, preexec_fn=small_files)
+    line = one_line(p.stderr, command)
+    assert p.returncode == 7, line
+    assert "temporary copy" in line and str(tmpdir) in line and "TMPDIR" in line, line
+    assert "File too large" in line, line
+    assert file_hashes(store) == before
+    assert os.listdir(tmpdir) == []
+
+
 # ---------------------------------------------------------------- a real full file system
 
 def _mount_tmpfs(mnt: Path, size: str) -> bool:

@@ -79,13 +79,16 @@ class StoreBusy(MemctlError):
 class StoreWriteError(MemctlError):
     """A write failed (disk full, I/O error, permission denied); nothing was
     changed, unless the message says what was (a command of several writes
-    that stopped midway: ``migrate-legacy``, ``redact``)."""
+    that stopped midway: ``migrate-legacy``, ``redact``).
+    Also a read's private copy of the facts database that could not be
+    written under $TMPDIR: the store is fine, the temporary copy is not."""
 
     exit_code = 7
     code = "write_failed"
     label = "write failed"
-    meaning = ("disk full, I/O error or permission denied; nothing was changed, unless the "
-               "message says what was (run the command again to finish)")
+    meaning = ("disk full, I/O error or permission denied (in the store, or in $TMPDIR for "
+               "the temporary copy a read makes); nothing was changed, unless the message "
+               "says what was (run the command again to finish)")
 
 
 EXIT_OK = 0

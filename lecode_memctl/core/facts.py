@@ -45,7 +45,7 @@ from .atomic import is_link_refusal, lstat_regular, open_nofollow
 from .errors import Conflict, NotFound, StoreBusy, StoreCorrupt, StoreWriteError, UsageError
 from .hashing import sha256
 from .sessions import ClosesOnExit
-from .snapshot import private_journal_snapshot, private_snapshot
+from .snapshot import copy_write_error, private_journal_snapshot, private_snapshot
 from .sourceref import (
     HIDDEN,
     MAX_POSITION,
@@ -1370,8 +1370,7 @@ class FactStore(ClosesOnExit):
                     # is malformed' under the 30-second load, in a facts listing).
                     self._tmpdir = private_snapshot(self.path, wal, self.busy_timeout)
                     self.snapshot = True
-                self._conn = self._snapshot_connection()
-                self._load_schema(migrate=False)
+                self._open_snapshot()
             except OSError as exc:
                 self.close()
                 if is_link_refusal(exc):
@@ -1418,6 +1417,25 @@ class FactStore(ClosesOnExit):
             db.execute("PRAGMA foreign_keys = ON")
             db.execute("PRAGMA synchronous = FULL")
             self._load_schema(migrate=True)
+
+    def _open_snapshot(self) -> None:
+        """Connect to the private snapshot and read its schema.  What SQLite
+        could not write there (the copy's ``-shm`` or ``-wal`` in a full
+        $TMPDIR: "disk I/O error", "database or disk is full") is exit 7
+        naming the temporary copy, not the store: nothing of the store was
+        written, and the store is fine."""
+        assert self._tmpdir is not None
+        try:
+            try:
+                self._conn = self._snapshot_connection()
+                self._load_schema(migrate=False)
+            except sqlite3.Error as exc:
+                raise _db_error(self.path, exc) from None
+        except StoreWriteError as exc:
+            reason = exc.message.removeprefix(f"{self.path}: ").removesuffix(
+                "; nothing was changed")
+            raise copy_write_error(self.path, self._tmpdir, reason,
+                                   full="full" in reason) from None
 
     def _snapshot_connection(self) -> sqlite3.Connection:
         """The read connection to the private snapshot (``query_only``)."""

@@ -6,20 +6,58 @@ without creating or touching anything in the store."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
 import stat
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from .atomic import is_link_refusal, lstat_regular, open_nofollow, private_tempdir, write_all
-from .errors import NotFound, StoreBusy, StoreCorrupt
+from .errors import NotFound, StoreBusy, StoreCorrupt, StoreWriteError
 from .hashing import sha256
 from .layout import FILE_MODE
 
 SNAPSHOT_CHUNK = 1 << 20
 SNAPSHOT_WAL_IN_MEMORY = 8 << 20
+
+
+def copy_write_error(src: Path, tmpdir: str, reason: str, *, full: bool) -> StoreWriteError:
+    """A write of the private copy of ``src`` in ``tmpdir`` (the snapshot's
+    directory) that failed: a full or over-quota $TMPDIR (``full``), a
+    file-size limit, an I/O error, no permission.  Exit 7, naming the
+    temporary copy and where it was made, never "store unreadable" (exit 5):
+    the store itself was only read."""
+    where = os.path.dirname(os.path.normpath(tmpdir))   # $TMPDIR (the private dir's parent)
+    hint = "free space there or set TMPDIR" if full else "set TMPDIR"
+    return StoreWriteError(f"{src}: cannot write its temporary copy in {where}: {reason}; "
+                           f"{hint} to another directory (the store was not changed)")
+
+
+def _copy_write_error(src: Path, dst: str, exc: OSError) -> StoreWriteError:
+    """:func:`copy_write_error` of an ``OSError`` writing the copy ``dst``."""
+    return copy_write_error(src, os.path.dirname(dst), exc.strerror or str(exc),
+                            full=exc.errno in (errno.ENOSPC, errno.EDQUOT))
+
+
+@contextlib.contextmanager
+def _writing_copy(src: Path, dst: str) -> Iterator[None]:
+    """Writing the private copy ``dst`` of ``src``: an ``OSError`` is
+    :func:`_copy_write_error` (exit 7)."""
+    try:
+        yield
+    except OSError as exc:
+        raise _copy_write_error(src, dst, exc) from None
+
+
+def _remove_leftovers(src: Path, *copies: str) -> None:
+    """Remove an earlier attempt's copies (of ``src``) before the next."""
+    for leftover in copies:
+        with _writing_copy(src, leftover):
+            if os.path.lexists(leftover):
+                os.unlink(leftover)
 
 
 def _open_nofollow(path: Path) -> int | None:
@@ -67,7 +105,8 @@ def _copy_nofollow(src: Path, dst: str | None, keep: list[bytes] | None = None,
     out = -1
     try:
         if dst is not None:
-            out = open_nofollow(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+            with _writing_copy(src, dst):
+                out = open_nofollow(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
         digest = sha256(size=st.st_size if limit is None else min(st.st_size, limit))
         done = 0
         while limit is None or done < limit:
@@ -82,8 +121,13 @@ def _copy_nofollow(src: Path, dst: str | None, keep: list[bytes] | None = None,
             done += len(chunk)
             if keep is not None:
                 keep.append(chunk)
-            elif out >= 0:
-                write_all(out, chunk)
+            elif out >= 0 and dst is not None:
+                with _writing_copy(src, dst):
+                    write_all(out, chunk)
+        if out >= 0 and dst is not None:
+            closing, out = out, -1
+            with _writing_copy(src, dst):
+                os.close(closing)   # (where a write error may show only now: NFS, quotas)
         return digest.hexdigest(), st, done
     finally:
         os.close(fd)
@@ -91,10 +135,12 @@ def _copy_nofollow(src: Path, dst: str | None, keep: list[bytes] | None = None,
             os.close(out)
 
 
-# errors of copy_file_range that say "not here" (for these two files): the
-# rest of the copy then goes through Python, as _copy_nofollow copies
-_NO_KERNEL_COPY = frozenset({errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP,
-                             errno.EPERM, errno.EBADF})
+# errors of copy_file_range that can only be the copy's (the store is only
+# read): a write failure at once.  Any other leaves the rest of the copy to
+# Python, as _copy_nofollow copies: those that say "not here" (EXDEV, ENOSYS,
+# EINVAL, EOPNOTSUPP, EPERM, EBADF), and those that may be either file's
+# (EIO), which Python's separate read and write tell apart.
+_COPY_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 def _copy_database(src: Path, dst: str) -> tuple[str | None, os.stat_result, int] | None:
@@ -119,15 +165,20 @@ def _copy_database(src: Path, dst: str) -> tuple[str | None, os.stat_result, int
     fd, st = opened
     out = -1
     try:
-        out = open_nofollow(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+        with _writing_copy(src, dst):
+            out = open_nofollow(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
         done = 0
         while True:
             try:
                 n = kernel(fd, out, 64 << 20)
             except OSError as exc:
-                if exc.errno in _NO_KERNEL_COPY:
-                    break
-                raise      # (a full disk, an I/O error)
+                if exc.errno in _COPY_FULL:
+                    raise _copy_write_error(src, dst, exc) from None
+                # "not here", or either file's error: the rest through Python,
+                # from where the kernel stopped
+                os.lseek(fd, done, os.SEEK_SET)
+                os.lseek(out, done, os.SEEK_SET)
+                break
             if n == 0:
                 break
             done += n
@@ -138,8 +189,12 @@ def _copy_database(src: Path, dst: str) -> tuple[str | None, os.stat_result, int
             except OSError as exc:
                 raise StoreCorrupt(f"{src}: cannot read: {exc.strerror}") from None
             if not chunk:
+                closing, out = out, -1
+                with _writing_copy(src, dst):
+                    os.close(closing)
                 return None, st, done
-            write_all(out, chunk)
+            with _writing_copy(src, dst):
+                write_all(out, chunk)
             done += len(chunk)
     finally:
         os.close(fd)
@@ -224,11 +279,10 @@ def private_snapshot(path: Path, wal: Path, timeout: float) -> str:
     db_copy = os.path.join(tmp, "facts.sqlite3")
     wal_copy = os.path.join(tmp, "facts.sqlite3-wal")
     try:
-        os.chmod(tmp, 0o700)
+        with _writing_copy(path, db_copy):
+            os.chmod(tmp, 0o700)
         while True:
-            for leftover in (db_copy, wal_copy):
-                if os.path.lexists(leftover):
-                    os.unlink(leftover)
+            _remove_leftovers(path, db_copy, wal_copy)
             db_before = lstat_regular(path)
             wal_chunks: list[bytes] = []
             valid = _wal_valid_length(wal)
@@ -251,12 +305,14 @@ def private_snapshot(path: Path, wal: Path, timeout: float) -> str:
                 stable = True  # the writer checkpointed and closed meanwhile: db alone is whole
             if stable:
                 if wal_chunks:
-                    fd = open_nofollow(wal_copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
-                    try:
-                        for chunk in wal_chunks:
-                            write_all(fd, chunk)
-                    finally:
-                        os.close(fd)
+                    with _writing_copy(wal, wal_copy):
+                        fd = open_nofollow(wal_copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                                           FILE_MODE)
+                        try:
+                            for chunk in wal_chunks:
+                                write_all(fd, chunk)
+                        finally:
+                            os.close(fd)
                 return tmp
             attempt += 1
             waited = _pause_before_retry(path, attempt, waited, timeout)
@@ -284,9 +340,7 @@ def private_journal_snapshot(path: Path, journal: Path, timeout: float) -> str:
     journal_copy = os.path.join(tmp, "facts.sqlite3-journal")
     try:
         while True:
-            for leftover in (db_copy, journal_copy):
-                if os.path.lexists(leftover):
-                    os.unlink(leftover)
+            _remove_leftovers(path, db_copy, journal_copy)
             db_before = lstat_regular(path)
             j_first = _copy_nofollow(journal, journal_copy)
             db = _copy_database(path, db_copy)

@@ -241,6 +241,30 @@ def test_close_closes_facts_and_sessions(project_dir):
     p.close()  # idempotent
 
 
+
+def test_close_ends_a_listing_in_progress(tmp_path):
+    """Project.close() ends a listing of its facts still being read, as every
+    other use after close: the descriptors on the store and the read
+    transaction go at once (not when the generator is collected), and the
+    next row is UsageError, never a row of a closed store."""
+    import threading
+
+    from lecode_memctl.core import factview
+
+    from .test_writer_snapshot import _store, open_fds
+
+    path = _store(tmp_path, more=2500)       # (more rows than the listing reads ahead)
+    p = open_project(store=path)
+    rows = factview.iter_fact_rows(p.facts, p.sessions)
+    next(rows)
+    assert open_fds(path)
+    p.close()
+    assert open_fds(path) == []
+    assert threading.enumerate() == [threading.main_thread()]
+    with pytest.raises(UsageError, match="closed"):
+        next(rows)
+
+
 def test_store_option_reads_a_store_directly(tmp_path):
     path = tmp_path / "memory" / "demo-0123456789ab"
     with SessionStore(store_at(path)).create("s1") as w:

@@ -209,6 +209,34 @@ def test_a_listing_left_early_kills_and_reaps_its_child(store, forks):
         os.waitpid(forks[0], os.WNOHANG)
 
 
+
+@pytest.mark.parametrize("read", ["first part", "child's part"])
+def test_closing_the_store_ends_a_split_listing(store, forks, read):
+    """close() during a split listing: the child is ended, every descriptor
+    in the private directory (the copy, the child's unlinked file) closed at
+    once, and the next row is UsageError, in the parent's part as in the
+    rows the child wrote, never a row of the closed store."""
+    from lecode_memctl.core.errors import UsageError
+
+    from .test_writer_snapshot import open_fds
+
+    fs, sessions = _open(store)
+    with fs:
+        total = sum(1 for _ in iter_fact_records(fs, sessions))
+    fs, sessions = _open(store)
+    where = fs.private_dir
+    it = iter_fact_records(fs, sessions, parallel=True)
+    for _ in range(1 if read == "first part" else total - 1):
+        next(it)
+    assert len(forks) == 1
+    fs.close()
+    assert open_fds(where) == []
+    with pytest.raises(ChildProcessError):
+        os.waitpid(forks[0], os.WNOHANG)
+    with pytest.raises(UsageError, match="closed"):
+        next(it)
+
+
 def test_nothing_is_forked_beside_another_thread(store, forks):
     want = _records(store, parallel=False)
     stop = threading.Event()

@@ -10,7 +10,9 @@ source, at that very moment."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import threading
 from pathlib import Path
 from types import GeneratorType
 
@@ -18,6 +20,7 @@ import orjson
 import pytest
 
 from lecode_memctl.core import factview
+from lecode_memctl.core.errors import UsageError
 from lecode_memctl.core.facts import FactStore
 from lecode_memctl.core.factview import evaluate_facts, iter_fact_lines, iter_fact_records, iter_fact_rows
 from lecode_memctl.core.layout import store_at
@@ -302,16 +305,60 @@ def test_a_views_class_and_checks_are_the_writers(tmp_path: Path, monkeypatch) -
         assert checks == ["s1"]
 
 
-def test_closing_the_writer_ends_a_listing_still_read(tmp_path: Path) -> None:
+def open_fds(under: str | Path) -> list[str]:
+    """The descriptors of this process open on a file under ``under``."""
+    prefix = str(under).rstrip("/") + "/"
+    out = []
+    for n in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{n}")
+        except OSError:
+            continue
+        if target.startswith(prefix):
+            out.append(target[len(prefix):])
+    return sorted(out)
+
+
+GENERATORS = {
+    "rows": lambda fs, ss: iter_fact_rows(fs, ss),
+    "records": lambda fs, ss: iter_fact_records(fs, ss),
+    "session": lambda fs, ss: iter_fact_rows(fs, ss, session_id="s1"),
+    "filtered": lambda fs, ss: iter_fact_rows(fs, ss, where=lambda f: True),
+    "lines": lambda fs, ss: iter_fact_lines(fs, ss, lambda r: orjson.dumps(r) + b"\n"),
+    "evaluate": lambda fs, ss: evaluate_facts(fs, ss),
+}
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
+@pytest.mark.parametrize("readonly", [False, True], ids=["writer", "readonly"])
+@pytest.mark.parametrize("listing", list(GENERATORS))
+def test_closing_the_store_ends_a_listing_still_read(tmp_path: Path, listing: str,
+                                                      readonly: bool) -> None:
+    """close() ends a listing in progress at once: every descriptor on the
+    database (its -wal and -shm; a read-only open's private copy) is
+    closed and its read transaction ended then, not when the generator is
+    collected, no thread is left, and the listing's next row is the
+    documented UsageError, never a row of a closed store.  (SQLite's close
+    of a connection whose cursor is still open left it a zombie, every file
+    open, until the cursor went.)"""
     path = _store(tmp_path, more=2500)
     store = store_at(path)
-    fs = FactStore(store.facts_db)
-    rows = iter_fact_rows(fs, SessionStore(store, exclusions=fs))
+    fs = FactStore.open_readonly(store.facts_db) if readonly else FactStore(store.facts_db)
+    where = fs.private_dir if readonly else path
+    assert where is not None
+    rows = GENERATORS[listing](fs, SessionStore(store, exclusions=fs))
     next(rows)
+    assert open_fds(where)
     fs.close()
-    assert all(view._closed for view in fs._views)
-    try:
-        rest = list(rows)
-    except Exception:  # noqa: BLE001 - the listing's connection is closed
-        rest = None
-    assert rest is None or len(rest) < 2500
+    assert open_fds(where) == []
+    assert threading.enumerate() == [threading.main_thread()]
+    with pytest.raises(UsageError, match="closed"):
+        next(rows)
+    with pytest.raises(StopIteration):
+        next(rows)
+    if not readonly:    # the read transaction is gone: a checkpoint may truncate the whole -wal
+        db = sqlite3.connect(store.facts_db, isolation_level=None)
+        try:
+            assert db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+        finally:
+            db.close()

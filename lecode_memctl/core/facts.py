@@ -408,9 +408,15 @@ class _Cursor(sqlite3.Cursor):
     def _read(self, fetch: Callable[[], Any], again: bool) -> Any:
         """``fetch()``, taken again after the first value that is not UTF-8
         (``again``: the statement run again first, for a fetch that drops
-        the rows it had converted)."""
+        the rows it had converted).  A read of a cursor its store closed (a
+        listing still read when :meth:`FactStore.close` ran) is
+        ``UsageError``, as every other use of a closed store."""
         try:
             return fetch()
+        except sqlite3.ProgrammingError:
+            if getattr(self.connection, "closed_here", False):
+                raise UsageError("the fact store is closed") from None
+            raise
         except sqlite3.OperationalError as exc:
             if (again and self._replay is None) or not self._tolerate(exc):
                 raise
@@ -506,12 +512,32 @@ class _Connection(sqlite3.Connection):
     """A connection whose cursors are :class:`_Cursor` (``execute`` included:
     SQLite's own would run the statement without the cursor's ``execute``).
     ``replayable``: it reads a private snapshot, which no writer changes (a
-    statement run again reads the same rows)."""
+    statement run again reads the same rows).
+
+    :meth:`close` closes its cursors first.  sqlite3's own ``close`` leaves
+    the statement of a cursor still open (a listing's, suspended in a
+    generator) unfinalized, and SQLite then keeps the connection as a
+    zombie: its files open, its read transaction held, and the cursor
+    still reading rows, until the cursor is collected."""
 
     replayable = False
+    closed_here = False     # closed by :meth:`close` (a read of its cursors: UsageError)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._cursors: weakref.WeakSet[sqlite3.Cursor] = weakref.WeakSet()
 
     def cursor(self, factory: Any = _Cursor) -> Any:
-        return super().cursor(factory)
+        cur = super().cursor(factory)
+        self._cursors.add(cur)
+        return cur
+
+    def close(self) -> None:
+        self.closed_here = True
+        for cur in list(self._cursors):
+            with contextlib.suppress(sqlite3.Error):
+                cur.close()
+        super().close()
 
     def execute(self, sql: str, parameters: Any = (), /) -> Any:
         return self.cursor().execute(sql, parameters)
@@ -1292,6 +1318,7 @@ class FactStore(ClosesOnExit):
         self._tables: set[str] = set()
         self._closed = False
         self._children: list[int] = []    # fork's, killed and reaped by close
+        self._files: list[int] = []       # a listing's private files (hold_file), closed by close
         # a writer's: the file it opened (absolute path, device and inode) and
         # the views of one_state still open, closed by close
         self._opened: tuple[str, int, int] | None = None
@@ -1500,9 +1527,14 @@ class FactStore(ClosesOnExit):
         assert self._conn is not None
         return self._conn
 
-    def _reader(self) -> sqlite3.Connection | None:
+    def check_open(self) -> None:
+        """``UsageError`` once the store is closed (a listing of it checks
+        after each row it gave: rows read ahead are not given after close)."""
         if self._closed:
             raise UsageError("the fact store is closed")
+
+    def _reader(self) -> sqlite3.Connection | None:
+        self.check_open()
         return self._conn if self._tables else None
 
     def read_connection(self) -> sqlite3.Connection | None:
@@ -1525,6 +1557,8 @@ class FactStore(ClosesOnExit):
         """Close the connection (and remove a private snapshot).  Idempotent."""
         self._closed = True
         self._end_children()
+        for fd in list(self._files):
+            self.close_file(fd)
         for view in list(self._views):      # (a listing still read: it ends here)
             view.close()
         # a sort, or in_background's work, still running on a sibling
@@ -2020,6 +2054,19 @@ class FactStore(ClosesOnExit):
         for pid in list(self._children):
             self.end_child(pid)
 
+    def hold_file(self, fd: int) -> None:
+        """Close ``fd`` (a listing's file in the private directory: a split
+        listing's child's rows) with this store, unless :meth:`close_file`
+        closed it first: a listing still read when the store closes ends
+        then, its files too."""
+        self._files.append(fd)
+
+    def close_file(self, fd: int) -> None:
+        """Close ``fd`` of :meth:`hold_file`, unless the store closed it already."""
+        if fd in self._files:
+            self._files.remove(fd)
+            os.close(fd)
+
     def may_fork(self) -> bool:
         """Whether :meth:`fork` may fork now: a private snapshot, no listing
         started, no other thread (the work of :meth:`in_background` done),
@@ -2193,7 +2240,7 @@ class FactStore(ClosesOnExit):
         # the sessions whose indexes were checked are this store's)
         view = object.__new__(type(self))
         view.__dict__.update(self.__dict__)
-        view.__dict__.update(_conn=db, _siblings=[], _threads=[], _listings=[], _children=[],
+        view.__dict__.update(_conn=db, _siblings=[], _threads=[], _listings=[], _children=[], _files=[],
                              _tables=set(self._tables), _tmpdir=None, snapshot=False,
                              _closed=False, readonly=True, _opened=None,
                              _views=weakref.WeakSet())

@@ -158,6 +158,7 @@ def evaluate_facts(facts: FactStore, sessions: SessionReader, *, session_id: str
         statuses = _evaluate_sources(state, sessions, session_id, purpose)
         for fact, revs in state.iter_fact_revisions(session_id):
             yield fact, revs, statuses
+            state.check_open()      # (closed meanwhile: no row read ahead is given)
 
 
 def iter_fact_rows(facts: FactStore, sessions: SessionReader, *,
@@ -246,10 +247,11 @@ def _listing_rows(facts: FactStore, sessions: SessionReader, session_id: str | N
             plain = _plain_row(group, by_values, record)
             if plain is not None:
                 yield plain
-                continue
-            fact, revs = fact_from_group(group)
-            row = fact_row(fact, revs, statuses)
-            yield FACT.record(row) if record else row
+            else:
+                fact, revs = fact_from_group(group)
+                row = fact_row(fact, revs, statuses)
+                yield FACT.record(row) if record else row
+            state.check_open()      # (closed meanwhile: no row read ahead is given)
 
 
 def _plain_row(group: FactGroup, bad: Mapping[tuple[str, tuple[int, ...], str], SourceStatus],

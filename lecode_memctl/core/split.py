@@ -94,23 +94,26 @@ def split_items(facts: FactStore, bound: Any, part: Callable[[Part], Iterator[T]
                 w.write(written(item))
         return 0
 
+    facts.hold_file(out)                        # (closed with the store, a listing still read)
     try:
         pid = facts.fork(child)
     except (OSError, UsageError):
         pid = None                              # no fork now: one process
     except BaseException:
-        os.close(out)
+        facts.close_file(out)
         raise
     try:
         yield from part(first)
         if pid is not None and facts.reap(pid):
-            yield from read(out)
+            for item in read(out):
+                yield item
+                facts.check_open()              # (closed meanwhile: no row read ahead)
         else:
             yield from part(second)
     finally:
         if pid is not None:
             facts.end_child(pid)
-        os.close(out)
+        facts.close_file(out)
 
 
 class EarlyChild(Generic[T]):

@@ -265,6 +265,46 @@ def test_close_ends_a_listing_in_progress(tmp_path):
         next(rows)
 
 
+
+@pytest.mark.parametrize("bad", ["2", 2.0, True, None, [2], "1", 1.0, False])
+def test_an_expected_revision_that_is_no_integer_is_a_usage_error(project_dir, bad):
+    """expected_revision="2" on a fact at revision 2 was a Conflict ("expected
+    2, current is 2", exit 4) and 2.0 was taken as 2: a value that is not an
+    int (a bool neither) is bad input, UsageError (exit 2), whatever the
+    fact's revision, and nothing is written."""
+    with open_project() as p:
+        _one_session(p)
+        ref = p.sessions.source_snapshot("s1", 1, 1).ref
+        fact = p.remember("tabs", ref).fact
+        fact = p.correct(fact.fact_id, "tabs, really", expected_revision=1, ref=ref)
+        assert fact.revision == 2
+        with pytest.raises(UsageError, match="expected_revision must be an integer"):
+            p.correct(fact.fact_id, "spaces", expected_revision=bad, ref=ref)
+        with pytest.raises(UsageError, match="expected_revision must be an integer"):
+            p.facts.revise(fact.fact_id, "spaces", expected_revision=bad)
+        assert p.facts.get(fact.fact_id).revision == 2
+
+
+@pytest.mark.parametrize("bad", ["0", 0.0, True, False, [0]])
+def test_an_expected_generation_that_is_no_integer_is_a_usage_error(project_dir, bad):
+    """The same for expected_generation (remember, correct, add): "0" on a
+    store at generation 0 was a Conflict, 0.0 and False were taken as 0."""
+    with open_project() as p:
+        _one_session(p)
+        ref = p.sessions.source_snapshot("s1", 1, 1).ref
+        fact = p.remember("tabs", ref).fact
+        assert p.generation() == 0
+        with pytest.raises(UsageError, match="expected_generation must be an integer"):
+            p.remember("spaces", ref, expected_generation=bad)
+        with pytest.raises(UsageError, match="expected_generation must be an integer"):
+            p.correct(fact.fact_id, "spaces", expected_revision=1, ref=ref,
+                      expected_generation=bad)
+        with pytest.raises(UsageError, match="expected_generation must be an integer"):
+            p.facts.add("spaces", ref=ref, expected_generation=bad)
+        assert [f.fact_id for f in p.facts.list_facts()] == [fact.fact_id]
+        assert p.facts.get(fact.fact_id).revision == 1
+
+
 def test_store_option_reads_a_store_directly(tmp_path):
     path = tmp_path / "memory" / "demo-0123456789ab"
     with SessionStore(store_at(path)).create("s1") as w:

@@ -281,6 +281,20 @@ def normalize_text(text: str) -> str:
     return " ".join(text.casefold().split())
 
 
+def _check_expected(name: str, value: Any, *, optional: bool) -> None:
+    """A caller's ``expected_revision`` or ``expected_generation``: an int
+    (not a bool), or None where it may be left out; anything else is
+    ``UsageError`` before anything is read or written.  ("2" on a fact at
+    revision 2 was a Conflict, "expected 2, current is 2", and 2.0 was
+    taken as 2.)"""
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        shown = repr(value)
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
+        raise UsageError(f"{name} must be an integer, not {type(value).__name__} {shown}")
+
+
 def _check_text(text: object) -> str:
     if not isinstance(text, str):
         raise UsageError("fact text must be a string")
@@ -2469,6 +2483,7 @@ class FactStore(ClosesOnExit):
         the id of a forgotten fact."""
         from .factresults import RememberResult
 
+        _check_expected("expected_generation", expected_generation, optional=True)
         text = _check_text(text)
         prov = self._check_provenance(provenance)
         fact_id = fact_id_for(text, ref)
@@ -2503,6 +2518,8 @@ class FactStore(ClosesOnExit):
                 in_txn: Callable[[sqlite3.Connection], None] | None = None) -> Fact:
         """:meth:`revise`; ``in_txn`` runs inside the transaction, after the
         revision and generation checks and before anything is written."""
+        _check_expected("expected_revision", expected_revision, optional=False)
+        _check_expected("expected_generation", expected_generation, optional=True)
         check_fact_id(fact_id)
         text = _check_text(text)
         prov = self._check_provenance(provenance)
@@ -2622,6 +2639,7 @@ class FactStore(ClosesOnExit):
         without attaching the new source or reverting it."""
         from .factresults import RememberResult
 
+        _check_expected("expected_generation", expected_generation, optional=True)
         text = _check_text(text)
         if not isinstance(ref, SourceRef):
             raise UsageError("remember needs a SourceRef")
@@ -2661,7 +2679,10 @@ class FactStore(ClosesOnExit):
         alone is refused).  Revision and generation are checked inside the
         transaction: stale -> Conflict (exit 4), nothing changed.  As in
         :meth:`remember`, the ref is validated again inside the transaction
-        when a forget moved the generation since the first validation."""
+        when a forget moved the generation since the first validation.  A
+        revision or generation that is not an int is UsageError (exit 2)."""
+        _check_expected("expected_revision", expected_revision, optional=False)
+        _check_expected("expected_generation", expected_generation, optional=True)
         check_fact_id(fact_id)
         text = _check_text(text)
         if not isinstance(ref, SourceRef):

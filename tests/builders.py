@@ -56,6 +56,40 @@ def copy_demo(demo, dst: Path) -> Path:
     return dst / demo.store.path.relative_to(demo.base)
 
 
+
+# ---------------------------------------------------------------- schema damage
+
+def _rebuilt_without(table: str, keep: str) -> tuple[str, ...]:
+    """SQL that rebuilds ``table`` with only the columns ``keep`` (a writer
+    outside memctl that dropped a column: no constraint left either)."""
+    return (f"CREATE TABLE x2 AS SELECT {keep} FROM {table}", f"DROP TABLE {table}",
+            f"ALTER TABLE x2 RENAME TO {table}")
+
+
+#: A facts database (schema version current) without one table or one column
+#: memctl reads: name -> SQL run with foreign keys off (:func:`damage_schema`).
+SCHEMA_DAMAGE: dict[str, tuple[str, ...]] = {
+    "no_exclusions": ("DROP TABLE exclusions",),
+    "no_provenance": ("DROP TABLE provenance",),
+    "no_provenance_seq": _rebuilt_without("provenance", "fact_id, revision, session_id"),
+    "no_source_refs_digest": _rebuilt_without("source_refs", "fact_id, revision, session_id, seqs"),
+    "no_meta": ("DROP TABLE meta",),
+    "no_forgotten": ("DROP TABLE forgotten",),
+}
+
+
+def damage_schema(db_path: Path, name: str) -> None:
+    """Apply ``SCHEMA_DAMAGE[name]`` to the facts database at ``db_path``."""
+    import sqlite3
+
+    db = sqlite3.connect(db_path, isolation_level=None)
+    try:
+        db.execute("PRAGMA foreign_keys = OFF")
+        for sql in SCHEMA_DAMAGE[name]:
+            db.execute(sql)
+    finally:
+        db.close()
+
 @dataclass
 class DemoWorld:
     """The demo's config dir as a template, for tests that run commands against

@@ -40,6 +40,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -47,7 +48,7 @@ import pytest
 from lecode_memctl.core.errors import EXIT_CODES, UsageError
 from lecode_memctl.core.sourceref import check_session_id
 
-from .builders import diagonal, sweep_unless
+from .builders import SCHEMA_DAMAGE, damage_schema, diagonal, sweep_unless
 from .conftest import REPO, run_cli, tree_hash
 
 MEMORY_LIMIT = 1 << 30  # RLIMIT_AS for the subprocess runs: 1 GiB
@@ -231,6 +232,13 @@ def _injected_fact_id(store: Path) -> None:
                         for t in ("facts", "revisions", "source_refs", "provenance")])
 
 
+def _damaged_schema(name: str) -> Callable[[Path], None]:
+    """A table or column missing (builders.SCHEMA_DAMAGE)."""
+    def damage(store: Path) -> None:
+        damage_schema(store / "facts.sqlite3", name)
+    return damage
+
+
 CORRUPTIONS = {
     "intact": lambda store: None,
     "truncated_db": _truncated_db,
@@ -249,6 +257,8 @@ CORRUPTIONS = {
     "blob_text": _blob_text,
     "bad_generation": _bad_generation,
     "injected_fact_id": _injected_fact_id,
+    # a database of the current schema without one table or column memctl reads
+    **{name: _damaged_schema(name) for name in SCHEMA_DAMAGE},
 }
 
 # ----------------------------------------------------------------- commands
@@ -351,6 +361,11 @@ OVERRIDES: dict[str, dict[str, int]] = {
     "bad_generation": {k: 5 for k in FACTS_DB_READERS} | {"forget --yes (unknown)": 3},
     # the verified fact's id now holds newlines: forget VERIFIED finds no such fact
     "injected_fact_id": {"forget --dry-run": 3},
+    # A table or column memctl reads is missing: the database is not one
+    # memctl can read (5) wherever it is opened, as one that lost its
+    # revisions table; validate reports it (db.unreadable) and audits the
+    # rest of the store.
+    **{name: {k: 5 for k in FACTS_DB_READERS} for name in SCHEMA_DAMAGE},
 }
 
 EXPECTED = {(c, k): OVERRIDES[c].get(k, BASE[k]) for c in CORRUPTIONS for k in COMMANDS}
@@ -764,6 +779,80 @@ def test_validate_all_projects_reports_every_entry(template):
         assert_outcome(r.exit_code, r.stderr, 5, name)
     assert tree_hash(cfg.parent) == before
 
+
+
+# ------------------------------------------- a table or column missing (schema damage)
+
+# what each damage names in its error (the table, or the table and its column)
+SCHEMA_DAMAGE_NAMES = {"no_exclusions": "exclusions", "no_provenance": "provenance",
+                       "no_provenance_seq": "provenance lacks column(s) seq",
+                       "no_source_refs_digest": "source_refs lacks column(s) digest",
+                       "no_meta": "meta", "no_forgotten": "forgotten"}
+
+
+@pytest.mark.parametrize("damage", list(SCHEMA_DAMAGE))
+def test_a_missing_table_or_column_is_store_unreadable_before_any_row(template, damage):
+    """A database of the current schema without a table or column memctl
+    reads: facts --json (and --all --format json) printed its document's
+    head, then SQLite's "no such table" inside the facts array, and never
+    closed the document.  The open says so now (StoreCorrupt, exit 5): one
+    valid JSON error document, one line on stderr naming the table, and the
+    store untouched."""
+    import orjson
+
+    cfg, _store = template.copy(damage)
+    before = tree_hash(cfg.parent)
+    for argv in (("facts", "--json"), ("facts", "--all", "--format", "json"),
+                 ("facts", "--format", "jsonl")):
+        r = run_cli("--config-dir", str(cfg), "-C", str(template.project), *argv)
+        assert_outcome(r.exit_code, r.stderr, 5, (damage, argv))
+        doc = orjson.loads(r.stdout_bytes)    # one document, whole
+        assert doc["error"]["code"] == "store_corrupt", (damage, argv, doc)
+        assert SCHEMA_DAMAGE_NAMES[damage] in doc["error"]["message"], (damage, doc)
+    assert tree_hash(cfg.parent) == before
+
+
+@pytest.mark.parametrize("damage", list(SCHEMA_DAMAGE))
+def test_validate_reports_a_missing_table_or_column_and_audits_the_rest(template, damage):
+    """validate said only "database error: no such column: f.digest" and
+    exited 5, without a report.  Now it is a db.unreadable finding, as a
+    dropped revisions table is, and the transcripts and Markdown are audited
+    all the same (exit 1)."""
+    cfg, _store = template.copy(damage)
+    before = tree_hash(cfg.parent)
+    code, out = _validate_json(cfg, template.project)
+    assert code == 1, out
+    unreadable = [f for f in out["findings"] if f["code"] == "db.unreadable"]
+    assert len(unreadable) == 1, out["findings"]
+    assert SCHEMA_DAMAGE_NAMES[damage] in unreadable[0]["message"], unreadable
+    (summary,) = out["projects"]
+    assert summary["sessions"] == 3 and summary["transcript_bytes_read"] > 0, summary
+    assert tree_hash(cfg.parent) == before
+
+
+@pytest.mark.parametrize("damage", list(SCHEMA_DAMAGE))
+def test_validate_all_projects_goes_on_past_a_missing_table(template, tmp_path, damage):
+    """validate --all-projects stopped at such a store (exit 5) and wrote no
+    Prometheus file; the other stores are audited and the file written."""
+    from .promparse import parse_exposition
+
+    cfg, store = template.copy("intact")
+    broken = store.parent / "broken-0123456789ab"
+    shutil.copytree(store, broken, symlinks=True)
+    damage_schema(broken / "facts.sqlite3", damage)
+    before = tree_hash(cfg.parent)
+    target = tmp_path / "m.prom"
+    r = run_cli("--config-dir", str(cfg), "validate", "--all-projects", "--format", "prometheus",
+                "--output", str(target))
+    assert_outcome(r.exit_code, r.stderr, 1, damage)
+    fams = parse_exposition(target.read_text())
+    ok = {s.labels["project"]: s.value for s in fams["memctl_validate_ok"].samples}
+    assert {template.slug, "broken-0123456789ab"} <= set(ok), ok
+    assert fams["memctl_validate_stores"].samples[0].value == len(ok)
+    found = {(s.labels["project"], s.labels["code"]) for s in
+             fams["memctl_validate_findings"].samples}
+    assert ("broken-0123456789ab", "db.unreadable") in found, found
+    assert tree_hash(cfg.parent) == before
 
 def test_a_symlinked_sessions_directory_is_refused_everywhere(template):
     """sessions/ replaced by a link to a copy elsewhere: read and facts refuse

@@ -26,7 +26,7 @@ import pytest
 
 from lecode_memctl.core.rowmodel import FACT_CHECK, FINDING, PROBLEM, SCHEMA_VERSION
 
-from .builders import copy_demo
+from .builders import SCHEMA_DAMAGE, copy_demo, damage_schema
 from .conftest import run_cli, run_proc, tree_hash
 from .test_audit import build_planted
 
@@ -664,3 +664,21 @@ def test_a_listing_refused_at_export_is_verified_as_refused(config_dir, tmp_path
     assert doc["facts_error"] is not None and doc["facts"] == []
     code, v = verify(tmp_path / "p.tar")
     assert code == 0, v["problems"]
+
+
+@pytest.mark.parametrize("damage", list(SCHEMA_DAMAGE))
+def test_a_database_missing_a_table_or_column_is_exported_with_its_error(demo, tmp_path, damage):
+    """A facts database without a table or column memctl reads: export
+    exited 5 (SQLite's "no such table" halfway through the fact listing).
+    It is exported as a truncated database is: its bytes as they are, the
+    manifest's facts.error saying why, no rows; verify agrees."""
+    damage_schema(demo / "facts.sqlite3", damage)
+    before = tree_hash(demo)
+    doc = export(demo, tmp_path / "d.tar")
+    assert doc["facts"] == [] and doc["facts_error"]["code"] == "store_corrupt", doc
+    assert "not a lecode facts database" in doc["facts_error"]["message"], doc
+    assert str(demo) not in doc["facts_error"]["message"]   # (a path of the copy: stripped)
+    assert doc["validate"]["findings"]["error"] >= 1
+    code, v = verify(tmp_path / "d.tar")
+    assert code == 0, v["problems"]
+    assert tree_hash(demo) == before

@@ -207,13 +207,53 @@ MIGRATIONS: list[tuple[str, Migration]] = [
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def _require_columns(db: sqlite3.Connection, table: str, needed: set[str]) -> None:
-    cols = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+#: Every table and column memctl reads, each with the schema version from
+#: which it is there (the migration above that makes it): the one place that
+#: says what a database of a given version must hold (:func:`read_schema`).
+#: Checked when a store is opened (:func:`_check_schema`), so that a database
+#: without one of them is StoreCorrupt there -- exit 5, a validate finding, an
+#: export's ``facts.error`` -- not SQLite's "no such table" halfway through
+#: a listing.  (A table or column added by a migration goes here with it.)
+READ_SCHEMA: tuple[tuple[int, str, tuple[str, ...]], ...] = (
+    (0, "facts", ("fact_id", "revision", "created", "updated")),
+    (0, "revisions", ("fact_id", "revision", "text", "created")),
+    (0, "provenance", ("fact_id", "revision", "session_id", "seq")),
+    (0, "exclusions", ("session_id", "seq")),
+    (2, "source_refs", ("fact_id", "revision", "session_id", "seqs", "digest")),
+    (3, "meta", ("key", "value")),
+    (3, "forgotten", ("fact_id", "generation")),
+    (3, "exclusions", ("generation",)),
+)
+
+
+def read_schema(version: int) -> dict[str, set[str]]:
+    """The tables memctl reads in a database of schema ``version``, each with
+    the columns it reads (:data:`READ_SCHEMA`)."""
+    need: dict[str, set[str]] = {}
+    for since, table, columns in READ_SCHEMA:
+        if version >= since:
+            need.setdefault(table, set()).update(columns)
+    return need
+
+
+def _require_columns(db: sqlite3.Connection, table: str, needed: set[str],
+                     path: Path | None = None) -> None:
+    cols = {row[1] for row in db.execute(f"PRAGMA table_info({sql_name(table)})")}
+    where = f"{path}: " if path is not None else "facts database: "
+    if not cols:
+        raise StoreCorrupt(f"{where}table {table} is missing; not a lecode facts database")
     missing = needed - cols
     if missing:
         raise StoreCorrupt(
-            f"facts database: table {table} lacks column(s) {', '.join(sorted(missing))}; "
+            f"{where}table {table} lacks column(s) {', '.join(sorted(missing))}; "
             "not a lecode facts database")
+
+
+def _check_schema(db: sqlite3.Connection, version: int, path: Path) -> None:
+    """StoreCorrupt unless the database holds every table and column memctl
+    reads at schema ``version`` (:func:`read_schema`)."""
+    for table, columns in read_schema(version).items():
+        _require_columns(db, table, columns, path)
 
 
 def _tables(db: sqlite3.Connection) -> set[str]:
@@ -1517,13 +1557,9 @@ class FactStore(ClosesOnExit):
         self._tables = _tables(db)
         if version < SCHEMA_VERSION:
             self.needs_migration = True
-            for table in ("facts", "revisions", "provenance", "exclusions"):
-                if table not in self._tables and self._tables:
-                    raise StoreCorrupt(f"{self.path}: table {table} is missing; "
-                                       "not a lecode facts database")
-        if self._tables and "facts" in self._tables:
-            _require_columns(db, "facts", {"fact_id", "revision", "created", "updated"})
-            _require_columns(db, "revisions", {"fact_id", "revision", "text", "created"})
+        if self._tables:
+            # (none: an empty file, read as no database)
+            _check_schema(db, version, self.path)
 
     def _require_database(self, fact_id: str) -> None:
         """A write about an existing fact, with no database yet: there is no such

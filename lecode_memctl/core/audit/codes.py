@@ -52,7 +52,8 @@ CODES: dict[str, CodeInfo] = {
         "a [memory] value of the wrong type or outside its valid range"),
     # database
     "db.unreadable": CodeInfo(ERROR, "db", ("file",),
-        "facts.sqlite3 cannot be opened read-only or is not a database"),
+        "facts.sqlite3 cannot be opened read-only, is not a database, or lacks a table or "
+        "column memctl reads"),
     "db.integrity": CodeInfo(ERROR, "db", ("file",),
         "PRAGMA integrity_check reported a problem (one finding per line it reports; "
         "where it stops at a damaged page, that, then quick_check's lines)"),

@@ -280,6 +280,44 @@ def test_an_error_mid_stream_still_ends_one_json_document(config_dir, monkeypatc
     assert r.stderr.startswith("memctl: error: ") and r.stderr.count("\n") == 1
 
 
+def _raw_sqlite_error() -> Exception:
+    import sqlite3
+
+    return sqlite3.OperationalError("no such table: exclusions")
+
+
+@pytest.mark.parametrize(("make", "code", "status", "message"), [
+    (_raw_sqlite_error, "store_corrupt", 5, "database error: no such table: exclusions"),
+    (lambda: PermissionError(13, "Permission denied", "/x/sessions/s.jsonl"), "store_corrupt", 5,
+     "/x/sessions/s.jsonl: Permission denied"),
+    (lambda: RuntimeError("a bug (test)"), "internal", 70, "internal error: RuntimeError: a bug (test)"),
+], ids=["sqlite", "oserror", "internal"])
+@pytest.mark.parametrize("argv", [["facts", "--json"], ["facts", "--all", "--format", "json"]])
+def test_any_error_mid_stream_ends_the_document_as_main_reports_it(config_dir, monkeypatch, argv,
+                                                                   make, code, status, message):
+    """Not only a MemctlError: an error the core let through unclassified
+    (SQLite's "no such table"), a file's OSError or a bug, raised after the
+    document began, ended up inside the facts array as a second document,
+    and the first was never closed.  The document now ends with the error
+    main reports (code, message, exit status), and main adds none."""
+    from lecode_memctl.core import factview
+
+    from .test_audit import build_planted
+
+    store = build_planted(config_dir)
+
+    def failing(group):  # noqa: ANN001,ANN202
+        raise make()
+
+    monkeypatch.setattr(factview, "fact_from_group", failing)
+    r = run_cli("--store", str(store), *argv)
+    assert r.exit_code == status, r.stderr
+    doc = orjson.loads(r.stdout_bytes)    # exactly one document
+    assert doc["type"] == "facts" and doc["facts"] == [] and doc["next_offset"] is None
+    assert doc["error"] == {"code": code, "message": message, "exit_code": status}
+    assert r.stderr == f"memctl: error: {message}\n"
+
+
 @pytest.mark.parametrize("argv", [["validate"], ["facts"], ["facts", "--format", "jsonl"],
                                   ["history", "{fid}"], ["context"],
                                   ["read", "2026-03-01-alpha", "1", "3"], ["grep", "tabs"],

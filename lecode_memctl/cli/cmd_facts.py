@@ -200,7 +200,7 @@ def facts(
     """
     import itertools
 
-    from lecode_memctl.core.errors import MemctlError, UsageError
+    from lecode_memctl.core.errors import UsageError
     from lecode_memctl.core.factview import (
         PAGE_FACTS,
         facts_page,
@@ -301,11 +301,18 @@ def facts(
                                 break
                             write((b"\n" if n == 0 else b",\n") + dumps(r))
                             n += 1
-                    except MemctlError as exc:
-                        # (which main then does not print a second time)
-                        end_with_error(exc.code,
-                                       exc.message + (f" ({exc.hint})" if exc.hint else ""),
-                                       exc.exit_code)
+                    except Exception as exc:
+                        # any error main reports (the core's, SQLite's own, a
+                        # file's, a bug), as main reports it -- which then does
+                        # not print it a second time; not one writing stdout,
+                        # where nothing more can go
+                        from .main import error_report
+                        from .output import STDOUT_NAME
+
+                        found = error_report(exc)
+                        if found is None or getattr(exc, "filename", None) == STDOUT_NAME:
+                            raise
+                        end_with_error(*found)
                         exc.json_reported = True  # type: ignore[attr-defined]
                         raise
                     except KeyboardInterrupt:

@@ -73,6 +73,41 @@ def _classify_os_error(exc: OSError) -> tuple[str, int, str]:
     return StoreCorrupt.code, StoreCorrupt.exit_code, f"{what}{reason}"
 
 
+def error_report(exc: BaseException) -> tuple[str, str, int] | None:
+    """(code, message, exit status) of an error a command raised, as main
+    reports it (its one line, its JSON error); None for what main answers
+    otherwise (an interrupt, a broken pipe, an exit).  Also what a streamed
+    JSON document that the error cut short ends with (``facts --json``), so
+    that the document says what main says."""
+    from lecode_memctl.core.errors import MemctlError
+
+    if isinstance(exc, MemctlError):
+        return exc.code, exc.message + (f" ({exc.hint})" if exc.hint else ""), exc.exit_code
+    if not isinstance(exc, Exception) or isinstance(exc, BrokenPipeError):
+        return None
+    if isinstance(exc, OSError):
+        code, status, message = _classify_os_error(exc)
+        return code, message, status
+    if type(exc).__module__ == "sqlite3":
+        # an error of SQLite's that the core did not classify
+        text = str(exc)
+        if "locked" in text or "busy" in text:
+            return StoreBusy.code, f"database busy: {text}", StoreBusy.exit_code
+        return StoreCorrupt.code, f"database error: {text}", StoreCorrupt.exit_code
+    return "internal", f"internal error: {type(exc).__name__}: {exc}", EXIT_INTERNAL
+
+
+def _must(found: tuple[str, str, int] | None) -> tuple[str, str, int]:
+    assert found is not None
+    return found
+
+
+def _reported(exc: BaseException) -> bool:
+    """Whether a streamed JSON document already ends with ``exc`` (it then
+    gets no second error document)."""
+    return bool(getattr(exc, "json_reported", False))
+
+
 # The cyclic garbage collector's first threshold in a memctl process (CPython's
 # default is 700); see main.
 GC_THRESHOLD = 100_000
@@ -274,10 +309,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return _interrupted(args)
             return rv if isinstance(rv, int) else 0
         except MemctlError as exc:
-            msg = exc.message + (f" ({exc.hint})" if exc.hint else "")
             # a streamed JSON document that already carries the error gets no second one
-            return report_error(exc.code, msg, exc.exit_code,
-                                json_doc=json_doc and not getattr(exc, "json_reported", False))
+            return report_error(*_must(error_report(exc)), json_doc=json_doc and not _reported(exc))
         except _click.exceptions.UsageError as exc:
             where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
             return report_error(UsageError.code, exc.format_message() + where, UsageError.exit_code,
@@ -303,24 +336,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from .output import stdout_error
 
                 stdout_error(exc)
-            code, status, message = _classify_os_error(exc)
-            return report_error(code, message, status, json_doc=json_doc)
+            return report_error(*_must(error_report(exc)), json_doc=json_doc and not _reported(exc))
         except typer.Exit as exc:  # pragma: no cover - standalone_mode=False returns it
             return exc.exit_code
         except Exception as exc:  # noqa: BLE001 - the last line of defence
-            module = type(exc).__module__
-            if module == "sqlite3":
-                text = str(exc)
-                if "locked" in text or "busy" in text:
-                    return report_error(StoreBusy.code, f"database busy: {text}", StoreBusy.exit_code,
-                                        json_doc=json_doc)
-                return report_error(StoreCorrupt.code, f"database error: {text}",
-                                    StoreCorrupt.exit_code, json_doc=json_doc)
-            if os.environ.get("MEMCTL_DEBUG"):
+            found = _must(error_report(exc))
+            if found[2] == EXIT_INTERNAL and os.environ.get("MEMCTL_DEBUG"):
                 import traceback
 
                 traceback.print_exc()
-            return report_error("internal", f"internal error: {type(exc).__name__}: {exc}",
-                                EXIT_INTERNAL, json_doc=json_doc)
+            return report_error(*found, json_doc=json_doc and not _reported(exc))
     finally:
         _ended(own=argv is None)

@@ -682,3 +682,31 @@ def test_a_database_missing_a_table_or_column_is_exported_with_its_error(demo, t
     code, v = verify(tmp_path / "d.tar")
     assert code == 0, v["problems"]
     assert tree_hash(demo) == before
+
+
+def test_a_table_that_fails_when_read_is_exported_with_its_error(demo, tmp_path):
+    """exclusions holds the columns memctl reads but fails at every read (a
+    view whose rows overflow, as a damaged page fails): SQLite's own error
+    reached export through the fact listing, which stopped with exit 5 and
+    no bundle.  The manifest records it in facts.error, classified as the
+    fact store classifies SQLite's errors; verify, which meets it alike,
+    agrees."""
+    import sqlite3
+
+    db = sqlite3.connect(demo / "facts.sqlite3", isolation_level=None)
+    try:
+        db.execute("CREATE TABLE ex2 AS SELECT * FROM exclusions")
+        assert db.execute("SELECT count(*) FROM ex2").fetchone()[0] > 0
+        db.execute("DROP TABLE exclusions")
+        db.execute("CREATE VIEW exclusions AS SELECT session_id, seq, generation FROM ex2 "
+                   "WHERE abs(-9223372036854775808) > 0")
+    finally:
+        db.close()
+    before = tree_hash(demo)
+    doc = export(demo, tmp_path / "v.tar")
+    assert doc["facts"] == [] and doc["facts_error"] == {
+        "code": "store_corrupt", "message": "facts.sqlite3: facts database unreadable: "
+                                            "integer overflow"}, doc["facts_error"]
+    code, v = verify(tmp_path / "v.tar")
+    assert code == 0, v["problems"]
+    assert tree_hash(demo) == before

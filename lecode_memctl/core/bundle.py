@@ -323,8 +323,10 @@ def audit_store(path: Path, slug: str) -> dict[str, Any]:
     """``validate`` (deep, no config file) and ``facts`` over the store at
     ``path`` with slug ``slug``: ``{"validate": {...}, "facts": {...}}``,
     without anything that depends on where or when it ran."""
+    import sqlite3
+
     from .audit import validate_store
-    from .facts import FactStore
+    from .facts import FactStore, _db_error as db_error
     from .factview import iter_fact_rows
     from .sessions import SessionStore
 
@@ -348,8 +350,13 @@ def audit_store(path: Path, slug: str) -> dict[str, Any]:
                                  for row in iter_fact_rows(fs, sessions)]
         finally:
             fs.close()
-    except MemctlError as exc:
-        facts = {"rows": [], "error": {"code": exc.code, "message": _strip_path(exc.message, path)}}
+    except (MemctlError, sqlite3.Error) as exc:
+        # (an error of SQLite's that a read let through: classified as every
+        # other one of the fact store's, so the bundle records it as a
+        # database that cannot be opened, not an export that stops at it)
+        err = exc if isinstance(exc, MemctlError) else db_error(store.facts_db, exc)
+        code = getattr(err, "code", StoreCorrupt.code)
+        facts = {"rows": [], "error": {"code": code, "message": _strip_path(str(err), path)}}
     return {"validate": summary, "facts": facts}
 
 

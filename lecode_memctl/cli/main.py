@@ -340,11 +340,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         except typer.Exit as exc:  # pragma: no cover - standalone_mode=False returns it
             return exc.exit_code
         except Exception as exc:  # noqa: BLE001 - the last line of defence
-            found = _must(error_report(exc))
-            if found[2] == EXIT_INTERNAL and os.environ.get("MEMCTL_DEBUG"):
+            code, message, status = _must(error_report(exc))
+            if status == EXIT_INTERNAL and os.environ.get("MEMCTL_DEBUG"):
                 import traceback
 
                 traceback.print_exc()
-            return report_error(*found, json_doc=json_doc and not _reported(exc))
+            return report_error(code, message, status, json_doc=json_doc and not _reported(exc))
     finally:
         _ended(own=argv is None)

@@ -380,3 +380,51 @@ def test_sources_without_their_key_are_read_in_steps_linear_in_the_facts(tmp_pat
             assert len(list(fs.start_listing(session).groups())) == n
             steps.append(len(ticks))
     assert steps[1] < 6 * steps[0], steps
+
+
+REVISED = "80fa60fdfe856452"    # the demo's fact at revision 2 (revision 1's text superseded)
+
+
+def _facts_reads_the_revisions_tree(db_path: Path) -> None:
+    """The facts table reading the revisions table's b-tree under its name
+    (its unique index on fact_id intact): the table then holds the revised
+    fact's id twice, which the index does not say."""
+    db = sqlite3.connect(db_path)
+    try:
+        (root,) = db.execute("SELECT rootpage FROM sqlite_schema "
+                             "WHERE name = 'revisions'").fetchone()
+        db.execute("PRAGMA writable_schema = ON")
+        db.execute("UPDATE sqlite_schema SET rootpage = ? WHERE name = 'facts'", (root,))
+        db.commit()
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("argv", [(), ("--session", "demo-alpha")], ids=["all", "session"])
+def test_an_id_twice_in_facts_that_its_unique_index_does_not_hold_is_one_hidden_fact(
+        demo_template, tmp_path, argv):
+    """A facts table whose rows hold an id twice while its unique index on
+    fact_id holds it once (the table reading another b-tree): the readers
+    took the index's word that no id is stored twice, and the listing gave
+    the id twice, once valid with revision 1's superseded text, which
+    ``context`` injected.  Such an id is one fact to every reader of the
+    whole store and of its pages, hidden (FORMAT.md: a fact id with two rows
+    in facts), and nothing of it is injected; the store is not changed.
+    (``recall``, a bounded read by key, finds the one row the index gives:
+    FORMAT.md says so.)"""
+    store = copy_demo(demo_template, tmp_path / "demo")
+    _facts_reads_the_revisions_tree(store / "facts.sqlite3")
+    before = tree_hash(store)
+    rows = _statuses(store, *argv)
+    ids = [r[0] for r in rows]
+    assert ids.count(REVISED) == 1, rows
+    listed = {fid: (status, reason) for fid, status, reason, _ref in rows}
+    assert listed[REVISED] == ("hidden", "invalid_ref")
+    r = run_cli("--store", str(store), "--no-state", "facts", *argv, "--json")
+    assert r.exit_code == 0, r.stderr
+    page = {f["fact_id"]: (f["status"], f["reason"]) for f in orjson.loads(r.stdout)["facts"]}
+    assert page == listed
+    r = run_cli("--store", str(store), "--no-state", "context", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert REVISED not in orjson.loads(r.stdout)["text"]
+    assert tree_hash(store) == before

@@ -462,9 +462,12 @@ def _db_checks_rest(fs: Any, db: Any) -> Iterator[tuple[str, str, dict[str, Any]
     # facts this loop would pass: integers 1..n, the current one among them)
     twice = ids_stored_twice(db)
     for fid in sorted(twice, key=_sql_key):
-        n = db.execute("SELECT count(*) FROM facts WHERE fact_id = ?", (fid,)).fetchone()[0]
+        # (the table's rows: its unique index, where it has one, holds the id once)
+        n = db.execute("SELECT count(*) FROM facts NOT INDEXED WHERE fact_id = ?",
+                       (fid,)).fetchone()[0]
         yield _later("db.revision_gap", f"the fact id has {n} rows in facts (the table lost its "
-                       "primary key): which is the fact, and its current revision, is not known",
+                       "primary key, or its unique index does not hold every row): which is the "
+                       "fact, and its current revision, is not known",
                        fact_id=row_text(fid), revision=None)
     for fid, cur, n, lo, hi, has_cur in db.execute(
             "SELECT f.fact_id, f.revision, count(r.revision), min(r.revision), max(r.revision), "

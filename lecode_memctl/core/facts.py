@@ -1014,13 +1014,20 @@ def ids_stored_twice(db: sqlite3.Connection) -> frozenset[Any]:
     the table itself.  The index alone is not taken at its word: a table
     that reads another b-tree under its name (a damaged schema) held an id
     twice that its intact index held once, and every reader then gave that
-    id twice, once valid, and ``context`` injected a superseded text."""
+    id twice, once valid, and ``context`` injected a superseded text.  An
+    index whose pages are damaged is not counted on either (the listing
+    never reads it): the table is asked."""
     for _seq, name, unique, _origin, partial in db.execute('PRAGMA index_list("facts")'):
         if unique and not partial and [r[2] for r in db.execute(
                 f"PRAGMA index_info({sql_name(name)})")] == ["fact_id"]:
             (rows,) = db.execute("SELECT count(*) FROM facts NOT INDEXED").fetchone()
-            (entries,) = db.execute(
-                f"SELECT count(*) FROM facts INDEXED BY {sql_name(name)}").fetchone()
+            try:
+                (entries,) = db.execute(
+                    f"SELECT count(*) FROM facts INDEXED BY {sql_name(name)}").fetchone()
+            except sqlite3.DatabaseError as exc:
+                if not is_damage(exc):
+                    raise
+                break       # a damaged index: the table is asked (validate reports it)
             if rows == entries:
                 return frozenset()
             break

@@ -78,6 +78,20 @@ SCHEMA_DAMAGE: dict[str, tuple[str, ...]] = {
 }
 
 
+def store_sql(store: Path, *statements: str) -> None:
+    """Run ``statements`` on the store's facts database, in one transaction
+    (a test that damages rows the way a tool outside lecode would)."""
+    import sqlite3
+
+    db = sqlite3.connect(store / "facts.sqlite3")
+    try:
+        with db:
+            for sql in statements:
+                db.execute(sql)
+    finally:
+        db.close()
+
+
 def damage_schema(db_path: Path, name: str) -> None:
     """Apply ``SCHEMA_DAMAGE[name]`` to the facts database at ``db_path``."""
     import sqlite3
@@ -89,6 +103,7 @@ def damage_schema(db_path: Path, name: str) -> None:
             db.execute(sql)
     finally:
         db.close()
+
 
 @dataclass
 class DemoWorld:

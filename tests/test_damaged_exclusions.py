@@ -13,7 +13,6 @@ reports each such row (``db.malformed_exclusion``)."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import orjson
@@ -21,7 +20,7 @@ import pytest
 
 from lecode_memctl.core.facts import FactStore
 
-from .builders import copy_demo
+from .builders import copy_demo, store_sql
 from .conftest import run_cli, tree_hash
 
 VERIFIED = "c283ab7d8ed884e4"    # demo 'verified' fact: evidence demo-alpha:2-4
@@ -45,16 +44,6 @@ WELL_FORMED = ("INSERT INTO exclusions VALUES ('demo-alpha', 3, 1)",)
 @pytest.fixture
 def demo(demo_template, tmp_path):
     return copy_demo(demo_template, tmp_path / "demo")
-
-
-def _sql(store: Path, statements: tuple[str, ...]) -> None:
-    db = sqlite3.connect(store / "facts.sqlite3")
-    try:
-        with db:
-            for s in statements:
-                db.execute(s)
-    finally:
-        db.close()
 
 
 def _answers(store: Path) -> dict[str, object]:
@@ -83,7 +72,7 @@ def _answers(store: Path) -> dict[str, object]:
 def expected(demo_template, tmp_path):
     """What every command says with the well-formed row."""
     store = copy_demo(demo_template, tmp_path / "good")
-    _sql(store, WELL_FORMED)
+    store_sql(store, *WELL_FORMED)
     got = _answers(store)
     assert got["verified"] == [("hidden", "excluded")]
     assert got["read_exit"] == 4 and got["read_hidden"]
@@ -93,7 +82,7 @@ def expected(demo_template, tmp_path):
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_damaged_exclusion_still_hides_what_it_names(demo, expected, case):
-    _sql(demo, CASES[case])
+    store_sql(demo, *CASES[case])
     before = tree_hash(demo)
     assert _answers(demo) == expected
     assert tree_hash(demo) == before
@@ -101,7 +90,7 @@ def test_a_damaged_exclusion_still_hides_what_it_names(demo, expected, case):
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_validate_reports_the_damaged_exclusion_row(demo, case):
-    _sql(demo, CASES[case])
+    store_sql(demo, *CASES[case])
     r = run_cli("--store", str(demo), "--no-state", "validate", "--json")
     assert r.exit_code == 1
     found = [f for f in orjson.loads(r.stdout)["findings"] if f["code"] == "db.malformed_exclusion"]
@@ -112,7 +101,7 @@ def test_validate_reports_the_damaged_exclusion_row(demo, case):
 @pytest.mark.parametrize("row", ["(CAST(x'ff' AS BLOB), 3, 1)", "(NULL, 3, 1)", "('demo-alpha', 'x', 1)",
                                  "('demo-alpha', -2, 1)", "('demo-alpha', 2.5, 1)"])
 def test_a_row_that_names_no_position_is_reported_and_hides_nothing_else(demo, row):
-    _sql(demo, (*UNTYPED, f"INSERT INTO exclusions VALUES {row}"))
+    store_sql(demo, *UNTYPED, f"INSERT INTO exclusions VALUES {row}")
     base = ("--store", str(demo), "--no-state")
     r = run_cli(*base, "validate", "--json")
     assert r.exit_code == 1
@@ -128,7 +117,7 @@ def test_a_writer_refuses_evidence_a_damaged_row_excludes(demo):
     from lecode_memctl.core.errors import Conflict
     from lecode_memctl.core.sourceref import SourceRef
 
-    _sql(demo, CASES["blob_session"])
+    store_sql(demo, *CASES["blob_session"])
     fs = FactStore(demo / "facts.sqlite3")
     try:
         with pytest.raises(Conflict, match="demo-alpha:3 is excluded"):

@@ -16,7 +16,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from .builders import copy_demo
+from .builders import copy_demo, store_sql
 from .conftest import run_cli, tree_hash
 
 PREF = "80fa60fdfe856452"      # demo 'preference' fact: revision 2 (corrected)
@@ -25,16 +25,6 @@ PREF = "80fa60fdfe856452"      # demo 'preference' fact: revision 2 (corrected)
 @pytest.fixture
 def demo(demo_template, tmp_path):
     return copy_demo(demo_template, tmp_path / "demo")
-
-
-def _sql(store: Path, *statements: str) -> None:
-    db = sqlite3.connect(store / "facts.sqlite3")
-    try:
-        with db:
-            for s in statements:
-                db.execute(s)
-    finally:
-        db.close()
 
 
 PROVENANCE = {
@@ -51,7 +41,7 @@ def bad_revision(case: str) -> int:
 
 @pytest.mark.parametrize("case", sorted(PROVENANCE))
 def test_a_malformed_provenance_row_hides_its_revision_in_every_command(demo, case):
-    _sql(demo, PROVENANCE[case])
+    store_sql(demo, PROVENANCE[case])
     before = tree_hash(demo)
     base = ("--store", str(demo), "--no-state")
     listed = {}
@@ -100,7 +90,7 @@ def test_a_malformed_provenance_row_hides_its_revision_in_every_command(demo, ca
 def test_forget_refuses_a_source_whose_session_id_is_a_blob(demo):
     """The readers hide such a revision (invalid_ref); forget sorted the
     session ids of the fact's evidence and exited 70 (bytes against str)."""
-    _sql(demo, f"UPDATE source_refs SET session_id = CAST(session_id AS BLOB) "
+    store_sql(demo, f"UPDATE source_refs SET session_id = CAST(session_id AS BLOB) "
                f"WHERE fact_id = '{PREF}' AND revision = 2")
     before = tree_hash(demo)
     for argv in (("forget", PREF, "--dry-run"), ("forget", PREF, "--yes")):
@@ -141,7 +131,7 @@ def test_text_that_is_not_utf8_is_one_rows_problem(demo, case):
     5 for the whole store.  It is read as its bytes, as a BLOB is: that
     fact's row says what is wrong, the others are as before."""
     before_rows = _listing(demo)
-    _sql(demo, "PRAGMA foreign_keys = OFF", NOT_UTF8[case])
+    store_sql(demo, "PRAGMA foreign_keys = OFF", NOT_UTF8[case])
     before = tree_hash(demo)
     base = ("--store", str(demo), "--no-state")
     rows = _listing(demo)
@@ -180,7 +170,7 @@ def test_a_read_past_text_that_is_not_utf8_loses_no_row(demo, how):
     and passes over the rows it had returned."""
     from lecode_memctl.core.facts import FactStore, InvalidText
 
-    _sql(demo, "CREATE TABLE t (a INTEGER, b TEXT)",
+    store_sql(demo, "CREATE TABLE t (a INTEGER, b TEXT)",
          *(f"INSERT INTO t VALUES ({i}, 'v{i}')" for i in range(10)),
          "UPDATE t SET b = CAST(x'ff41' AS TEXT) WHERE a = 5")
     with FactStore.open_readonly(demo / "facts.sqlite3") as fs:
@@ -211,7 +201,7 @@ def test_a_fact_whose_id_is_a_blob_is_found_by_the_id_listed(demo):
     stored), but recall and history said 'no fact' (exit 3) and forget
     did too.  The readers find it by the id listed; forget refuses it in
     one line (exit 5) rather than say it does not exist."""
-    _sql(demo, "PRAGMA foreign_keys = OFF",
+    store_sql(demo, "PRAGMA foreign_keys = OFF",
          *(f"UPDATE {t} SET fact_id = CAST(fact_id AS BLOB) WHERE fact_id = '{PREF}'"
            for t in ("facts", "revisions", "source_refs")))
     before = tree_hash(demo)
@@ -253,7 +243,7 @@ def test_a_source_row_with_a_null_is_malformed_in_every_reader(demo, column):
     no source to the listing and validate (unverified, legacy_provenance)
     and a malformed one to recall and history (hidden, invalid_ref).  A row
     that is there is a malformed source everywhere."""
-    _sql(demo, *NO_NOT_NULL, f"UPDATE source_refs SET {column} = NULL "
+    store_sql(demo, *NO_NOT_NULL, f"UPDATE source_refs SET {column} = NULL "
                               f"WHERE fact_id = '{PREF}' AND revision = 2")
     base = ("--store", str(demo), "--no-state")
     row = _listing(demo)[PREF]
@@ -297,7 +287,7 @@ def test_a_revision_stored_twice_is_hidden_in_every_reader(demo, case, monkeypat
     source rows, was valid to one reader and stale to another (which row
     came first decided), and context injected both texts of the revision.
     Such a revision is a malformed row everywhere: hidden, invalid_ref."""
-    _sql(demo, *TWICE[case])
+    store_sql(demo, *TWICE[case])
     before = tree_hash(demo)
     base = ("--store", str(demo), "--no-state")
     row = _listing(demo)[PREF]
@@ -334,7 +324,7 @@ def test_a_table_whose_name_needs_quoting_does_not_stop_the_audit(demo):
     """The per-table foreign key check put a table's name in the pragma
     unquoted: an extra table named we"ird ended the audit's database checks
     (db.unreadable, a syntax error) and hid the findings after them."""
-    _sql(demo, 'CREATE TABLE "we""ird" (a)', "PRAGMA foreign_keys = OFF",
+    store_sql(demo, 'CREATE TABLE "we""ird" (a)', "PRAGMA foreign_keys = OFF",
          f"DELETE FROM revisions WHERE fact_id = '{PREF}' AND revision = 2")
     r = run_cli("--store", str(demo), "--no-state", "validate", "--format", "jsonl")
     codes = [x.get("code") for x in map(orjson.loads, r.stdout.splitlines())]
@@ -346,7 +336,7 @@ def test_correct_refuses_a_current_revision_that_is_no_integer(demo, stored):
     """facts.revision 2.0 (a column without affinity): correct took it for
     revision 2 and wrote revision 3.0; '2' gave 'expected 2, current is 2'.
     The readers say such a value names no revision: correct refuses it."""
-    _sql(demo, *_without_keys("facts", "fact_id TEXT PRIMARY KEY, revision, created, updated"),
+    store_sql(demo, *_without_keys("facts", "fact_id TEXT PRIMARY KEY, revision, created, updated"),
          f"UPDATE facts SET revision = {stored} WHERE fact_id = '{PREF}'")
     before = tree_hash(demo)
     r = run_cli("--store", str(demo), "--no-state", "correct", PREF, "2", "demo-alpha:14",
@@ -361,7 +351,7 @@ def test_a_source_row_of_nulls_is_no_source_to_every_reader_and_to_forget(demo):
     """A source row whose three columns are NULL: the joined reads cannot
     tell it from no row, so it is none (unverified) to every reader; forget
     refused the fact over it (exit 5, 'stored as NULL')."""
-    _sql(demo, *NO_NOT_NULL, "UPDATE source_refs SET session_id = NULL, seqs = NULL, "
+    store_sql(demo, *NO_NOT_NULL, "UPDATE source_refs SET session_id = NULL, seqs = NULL, "
                              f"digest = NULL WHERE fact_id = '{PREF}' AND revision = 2")
     base = ("--store", str(demo), "--no-state")
     row = _listing(demo)[PREF]
@@ -377,7 +367,7 @@ def test_pages_of_facts_hold_each_fact_once_when_a_revision_is_stored_twice(demo
     the join with the revisions: a revision stored twice repeated its fact
     and pushed the next one out of every page; its source was shown where
     every other reader shows none."""
-    _sql(demo, *TWICE["revision"])
+    store_sql(demo, *TWICE["revision"])
     base = ("--store", str(demo), "--no-state")
     listed = _listing(demo)
     paged = []
@@ -399,7 +389,7 @@ def test_a_fact_id_with_two_rows_in_facts_is_one_hidden_fact_in_every_reader(
     valid), the joined one a single hidden row, validate counted 4 or 3
     facts depending on SQLite's temporary directory.  Which row is the fact
     is not known: one row, hidden (invalid_ref), revision null, everywhere."""
-    _sql(demo, *_without_keys("facts", "fact_id, revision, created, updated"),
+    store_sql(demo, *_without_keys("facts", "fact_id, revision, created, updated"),
          f"INSERT INTO facts VALUES ('{PREF}', {second}, '2026-12-05T01:26:22.090Z', "
          "'2026-12-05T01:26:22.090Z')")
     before = tree_hash(demo)
@@ -444,7 +434,7 @@ def test_pages_and_context_count_a_fact_id_stored_twice_once(demo, fillers):
     hides), the totals counted rows, and the times shown depended on which
     row a reader met first.  Pages are of fact ids; the id is one hidden
     fact everywhere, its times the earliest created and the latest updated."""
-    _sql(demo, *_without_keys("facts", "fact_id, revision, created, updated"),
+    store_sql(demo, *_without_keys("facts", "fact_id, revision, created, updated"),
          f"INSERT INTO facts VALUES ('{PREF}', 1, '2001-01-01T00:00:00.000Z', "
          "'2001-01-02T00:00:00.000Z')",
          *(f"INSERT INTO facts VALUES ('{i:016x}', 1, '2026-01-01T00:00:00.000Z', "
@@ -479,7 +469,7 @@ def test_pages_and_context_count_a_fact_id_stored_twice_once(demo, fillers):
 def test_correct_refuses_a_fact_id_stored_twice(demo):
     """correct read the first of the id's rows: 'stale revision: expected
     1, current is 2' for a fact every reader shows with no revision."""
-    _sql(demo, *_without_keys("facts", "fact_id, revision, created, updated"),
+    store_sql(demo, *_without_keys("facts", "fact_id, revision, created, updated"),
          f"INSERT INTO facts VALUES ('{PREF}', 1, '2001-01-01T00:00:00.000Z', "
          "'2001-01-02T00:00:00.000Z')")
     before = tree_hash(demo)
@@ -501,7 +491,7 @@ def test_a_null_fact_id_keeps_its_place_in_the_pages(demo, twice):
     extra = (*_without_keys("facts", "fact_id, revision, created, updated"),
              f"INSERT INTO facts VALUES ('{PREF}', 1, '2001-01-01T00:00:00.000Z', "
              "'2001-01-02T00:00:00.000Z')") if twice else ()
-    _sql(demo, *extra, "INSERT INTO facts VALUES (NULL, 1, '2026-01-01T00:00:00.000Z', "
+    store_sql(demo, *extra, "INSERT INTO facts VALUES (NULL, 1, '2026-01-01T00:00:00.000Z', "
                        "'2026-01-01T00:00:00.000Z')")
     base = ("--store", str(demo), "--no-state")
     r = run_cli(*base, "facts", "--all", "--format", "jsonl")
@@ -528,7 +518,7 @@ def test_every_fact_id_is_reached_by_iter_facts(demo, batch):
     began after '', so NULL and numeric ids were never reached."""
     from lecode_memctl.core.facts import FactStore
 
-    _sql(demo, "INSERT INTO facts VALUES (NULL, 1, 'c', 'u')",
+    store_sql(demo, "INSERT INTO facts VALUES (NULL, 1, 'c', 'u')",
          "INSERT INTO facts VALUES (5, 1, 'c', 'u')",
          "INSERT INTO facts VALUES (CAST(x'3061ff' AS TEXT), 1, 'c', 'u')",
          "INSERT INTO facts VALUES (CAST('0b' AS BLOB), 1, 'c', 'u')",
@@ -551,7 +541,7 @@ def test_a_write_where_a_parent_table_lost_its_key_says_so(demo, argv):
     "unreadable", which it is not (every read command reads it, and
     validate names the table): now that it is damaged, how, and that
     nothing was changed; exit 5, the store untouched."""
-    _sql(demo, "PRAGMA foreign_keys = OFF", "CREATE TABLE facts2 AS SELECT * FROM facts",
+    store_sql(demo, "PRAGMA foreign_keys = OFF", "CREATE TABLE facts2 AS SELECT * FROM facts",
          "DROP TABLE facts", "ALTER TABLE facts2 RENAME TO facts")
     before = tree_hash(demo)
     r = run_cli("--store", str(demo), "--no-state", *argv)
@@ -590,7 +580,7 @@ def test_a_revision_number_stored_as_a_blob_is_no_internal_error(demo, case, tmp
     validate (its findings' revision) and export as bytes: an internal
     error (exit 70).  A finding's revision and a history row's are integers
     or null, as the listing gives them; the message says what is stored."""
-    _sql(demo, *BLOB_REVISION[case])
+    store_sql(demo, *BLOB_REVISION[case])
     before = tree_hash(demo)
     base = ("--store", str(demo), "--no-state")
     for argv in (("facts", "--json"), ("facts", "--all", "--format", "jsonl"),
@@ -614,7 +604,7 @@ def test_forget_refuses_a_source_position_beyond_64_bits(demo, seqs):
     to SQLite) reached the exclusions' queries: forget and its preview
     were an internal error (OverflowError).  It is no position: forget
     refuses (exit 5), nothing changed; recall still answers."""
-    _sql(demo, f"UPDATE source_refs SET seqs = '{seqs}' WHERE fact_id = '{PREF}' AND revision = 2")
+    store_sql(demo, f"UPDATE source_refs SET seqs = '{seqs}' WHERE fact_id = '{PREF}' AND revision = 2")
     before = tree_hash(demo)
     base = ("--store", str(demo), "--no-state")
     for argv in (("forget", PREF, "--dry-run", "--json"), ("forget", PREF, "--yes")):

@@ -20,7 +20,7 @@ import pytest
 
 from lecode_memctl.core.facts import FactStore
 
-from .builders import copy_demo
+from .builders import copy_demo, store_sql
 from .conftest import run_cli, tree_hash
 
 VERIFIED = "c283ab7d8ed884e4"    # demo 'verified' fact: evidence demo-alpha:2-4, epoch 1
@@ -34,16 +34,6 @@ REBUILD_BEFORE = ("CREATE TABLE m2 (key TEXT, value INTEGER)", "INSERT INTO m2 V
 NOCASE = ("CREATE TABLE m2 (key TEXT COLLATE NOCASE, value INTEGER)",
           "INSERT INTO m2 VALUES ('GENERATION', 5)", "INSERT INTO m2 SELECT * FROM meta",
           "DROP TABLE meta", "ALTER TABLE m2 RENAME TO meta")
-
-
-def _sql(store: Path, statements: tuple[str, ...]) -> None:
-    db = sqlite3.connect(store / "facts.sqlite3")
-    try:
-        with db:
-            for s in statements:
-                db.execute(s)
-    finally:
-        db.close()
 
 
 def _generation(store: Path) -> int:
@@ -75,8 +65,8 @@ def pair(demo_template, tmp_path):
 
 def test_two_generation_rows_give_one_verdict_whatever_their_order(pair):
     x, y = pair
-    _sql(x, REBUILD_AFTER)
-    _sql(y, REBUILD_BEFORE)
+    store_sql(x, *REBUILD_AFTER)
+    store_sql(y, *REBUILD_BEFORE)
     before = (tree_hash(x), tree_hash(y))
     ax, ay = _answers(x), _answers(y)
     assert ax == ay
@@ -88,7 +78,7 @@ def test_two_generation_rows_give_one_verdict_whatever_their_order(pair):
 
 def test_a_forget_raises_the_highest_generation(pair):
     x, _y = pair
-    _sql(x, REBUILD_AFTER)
+    store_sql(x, *REBUILD_AFTER)
     fs = FactStore(x / "facts.sqlite3")
     try:
         assert fs.forget(VERIFIED)
@@ -100,7 +90,7 @@ def test_a_forget_raises_the_highest_generation(pair):
 def test_the_key_is_compared_as_bytes(pair):
     x, _y = pair
     gen = _generation(x)
-    _sql(x, NOCASE)
+    store_sql(x, *NOCASE)
     assert _generation(x) == gen
     got = _answers(x)
     assert got["verified"] == [("valid", None)]

@@ -24,9 +24,8 @@ from lecode_memctl.core.factview import iter_fact_lines, iter_fact_records
 from lecode_memctl.core.layout import store_at
 from lecode_memctl.core.sessions import SessionStore
 
-from .builders import copy_demo
+from .builders import copy_demo, store_sql
 from .conftest import run_cli, tree_hash
-from .test_damaged_rows import _sql
 
 PREF = "80fa60fdfe856452"      # demo 'preference' fact: revision 2 (corrected)
 NOW = "2026-12-05T01:26:22.090Z"
@@ -70,7 +69,7 @@ def _many(store: Path, n: int = 30) -> None:
             rest = ", ".join(c for c in names if c != "fact_id")
             stmts.append(f"INSERT OR IGNORE INTO {table} (fact_id, {rest}) "
                          f"SELECT '{new}', {rest} FROM {table} WHERE fact_id = '{PREF}'")
-    _sql(store, *stmts)
+    store_sql(store, *stmts)
 
 
 DAMAGE = (
@@ -111,7 +110,7 @@ def _outputs(store: Path, *argv: str) -> list[tuple[int, str]]:
 @pytest.mark.parametrize("argv", [(), ("--status", "valid"), ("--status", "hidden")])
 def test_the_split_listing_prints_what_one_process_prints(store, monkeypatch, damaged, argv):
     if damaged:
-        _sql(store, *DAMAGE)
+        store_sql(store, *DAMAGE)
     before = tree_hash(store)
     monkeypatch.setattr(split_mod, "SPLIT_LEAST", 10 ** 9)
     one = _outputs(store, *argv)
@@ -136,7 +135,7 @@ def _records(store: Path, parallel: bool) -> list[dict]:
 
 
 def test_the_lines_are_the_records_encoded(store, forks):
-    _sql(store, *DAMAGE)
+    store_sql(store, *DAMAGE)
     want = _records(store, parallel=False)
     assert not forks
     fs, sessions = _open(store)
@@ -294,7 +293,7 @@ def test_a_numeric_bound_parts_every_table_alike(store, monkeypatch, joined):
     which the TEXT columns of the other tables compared as text, so the
     revisions of some facts went to the other process (hidden there, and
     valid instead of stale on the joined query's path)."""
-    _sql(store, *NUMERIC_IDS, "UPDATE source_refs SET digest = '" + "c" * 64 + "' WHERE "
+    store_sql(store, *NUMERIC_IDS, "UPDATE source_refs SET digest = '" + "c" * 64 + "' WHERE "
          "fact_id = (SELECT min(fact_id) FROM source_refs)")
     if joined:      # SQLite's temporary directory in the store: the joined query
         monkeypatch.setenv("SQLITE_TMPDIR", str(store))
@@ -333,7 +332,7 @@ EXTRA = {
 @pytest.mark.parametrize("joined", [False, True])
 @pytest.mark.parametrize("extra", sorted(EXTRA))
 def test_damaged_stores_list_alike_in_one_process_and_two(store, monkeypatch, extra, joined):
-    _sql(store, *DAMAGE, *EXTRA[extra])
+    store_sql(store, *DAMAGE, *EXTRA[extra])
     if joined:
         monkeypatch.setenv("SQLITE_TMPDIR", str(store))
     before = tree_hash(store)
@@ -347,7 +346,7 @@ def test_damaged_stores_list_alike_in_one_process_and_two(store, monkeypatch, ex
                                   ("--status", "hidden", "--offset", "1"), ("--status", "valid"),
                                   ("--status", "stale", "--all")])
 def test_pages_and_filters_list_alike_in_one_process_and_two(store, monkeypatch, argv):
-    _sql(store, *DAMAGE)
+    store_sql(store, *DAMAGE)
     one, two = _both(store, monkeypatch, *argv, fmts=("jsonl", "json", "csv", "tsv"))
     assert two == one
 
@@ -359,7 +358,7 @@ def test_jsonl_on_a_terminal_never_cuts_a_character(demo_template, tmp_path, mon
 
     s = copy_demo(demo_template, tmp_path / "demo")
     _many(s, 1600)
-    _sql(s, "UPDATE revisions SET text = '" + "\u20ac" * 500 + "'")
+    store_sql(s, "UPDATE revisions SET text = '" + "\u20ac" * 500 + "'")
     monkeypatch.setattr(output, "stdout_is_tty", lambda: True)
     one, two = _both(s, monkeypatch, "--all", fmts=("jsonl",))
     assert one[0][1] == 0

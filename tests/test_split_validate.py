@@ -19,9 +19,8 @@ from lecode_memctl.core import split as split_mod
 from lecode_memctl.core.audit import facts as audit_facts
 from lecode_memctl.core.facts import FactStore
 
-from .builders import copy_demo
+from .builders import copy_demo, store_sql
 from .conftest import run_cli, tree_hash
-from .test_damaged_rows import _sql
 from .test_split_listing import DAMAGE, _many, counting
 
 _TIMES = re.compile(rb'"(generated|started|finished|duration_seconds)":("[^"]*"|[0-9.e-]+)')
@@ -77,7 +76,7 @@ def _within(seconds: int, what: str) -> Iterator[None]:
 @pytest.mark.parametrize("argv", [(), ("--ignore", "fact.stale"), ("--deep",), ("--strict",)])
 def test_validate_in_two_processes_says_what_one_process_says(store, monkeypatch, damaged, argv):
     if damaged:
-        _sql(store, *DAMAGE)
+        store_sql(store, *DAMAGE)
     before = tree_hash(store)
     monkeypatch.setattr(split_mod, "SPLIT_LEAST", 10 ** 9)
     one = _validate(store, *argv)
@@ -97,7 +96,7 @@ def test_validate_in_two_processes_says_what_one_process_says(store, monkeypatch
 
 
 def test_a_child_that_fails_leaves_its_facts_to_the_parent(store, monkeypatch):
-    _sql(store, *DAMAGE)
+    store_sql(store, *DAMAGE)
     monkeypatch.setattr(split_mod, "SPLIT_LEAST", 10 ** 9)
     one = _validate(store)
     pids = counting(monkeypatch)
@@ -179,7 +178,7 @@ def test_a_page_that_fails_late_stops_both_at_the_same_row(store, monkeypatch, c
     bound dropped other rows than one process did.  Now a failed batch
     gives its rows before the damage, then the error: the same rows, the
     most that can be read."""
-    _sql(store, "UPDATE source_refs SET digest = printf('%064x', rowid)")   # every fact stale
+    store_sql(store, "UPDATE source_refs SET digest = printf('%064x', rowid)")   # every fact stale
     _overflow_any(store, "revisions", "text", -1)                           # the last fact's text
     out = {}
     for least in (10 ** 9, 1):
@@ -198,7 +197,7 @@ def test_a_reader_that_stops_has_the_counts_of_one_process(store, monkeypatch):
     from lecode_memctl.core.audit import Audit, run as audit_run
     from lecode_memctl.core.layout import store_at
 
-    _sql(store, "UPDATE source_refs SET digest = printf('%064x', rowid)")
+    store_sql(store, "UPDATE source_refs SET digest = printf('%064x', rowid)")
     monkeypatch.setattr(audit_run, "HELD", 2)
     for take in (20, 40, 60):
         got = {}
@@ -243,7 +242,7 @@ def test_a_payload_that_cannot_be_written_leaves_the_facts_to_the_parent(store, 
     """The statuses handed to the child go to a file first: when it could
     not be written (a full $TMPDIR), the child waited for them and the
     parent for the child, for ever."""
-    _sql(store, *DAMAGE)
+    store_sql(store, *DAMAGE)
     monkeypatch.setattr(split_mod, "SPLIT_LEAST", 10 ** 9)
     one = _validate(store)
     pids = counting(monkeypatch)

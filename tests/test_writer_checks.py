@@ -111,6 +111,10 @@ def test_undo_redo_targets_follow_the_validate_rule(project):
         _refused(w, lambda: w.append_event("undo"), "target")
         assert w.append_event("undo", target=[1, 2]) == 3
         assert w.append_event("redo", target=[2, 2]) == 4
+        # a tuple is written as the same JSON array (callers passed them before
+        # the check came)
+        assert w.append_event("undo", target=(1, 2)) == 5
         w.append_event("clear")
+    assert _records(project, "w1")[5]["target"] == [1, 2]
     findings, _summary = validate_store(project.store, deep=True)
     assert [f.code for f in findings if f.severity == "error"] == []

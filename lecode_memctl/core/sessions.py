@@ -2720,12 +2720,15 @@ class SessionWriter(ClosesOnExit):
         Refused (UsageError, nothing written): an extra ``seq`` or ``type``;
         an ``undo``/``redo`` whose ``target`` is not ``[first, last]`` with
         ``0 <= first <= last <`` its own seq (:func:`bad_target`, the rule
-        of ``validate``'s ``session.bad_target``)."""
+        of ``validate``'s ``session.bad_target``; a tuple is taken as the
+        list it is written as)."""
         if not isinstance(event, str) or not event:
             raise UsageError("an event has a name")
         self._check_reserved("event", EVENT_KEYS, fields)
         rec: dict[str, Any] = {"type": "event", "event": event}
         rec.update(fields)
+        if event in ("undo", "redo") and type(rec.get("target")) is tuple:
+            rec["target"] = list(rec["target"])     # (the same JSON array)
         if event in ("undo", "redo") and bad_target({**rec, "seq": self.next_seq}):
             raise UsageError(f"{event} target {_short(fields.get('target'))} is not "
                              f"[first, last] with 0 <= first <= last < {self.next_seq} "

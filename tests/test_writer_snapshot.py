@@ -326,6 +326,7 @@ GENERATORS = {
     "filtered": lambda fs, ss: iter_fact_rows(fs, ss, where=lambda f: True),
     "lines": lambda fs, ss: iter_fact_lines(fs, ss, lambda r: orjson.dumps(r) + b"\n"),
     "evaluate": lambda fs, ss: evaluate_facts(fs, ss),
+    "iter_facts": lambda fs, ss: fs.iter_facts(batch=100),
 }
 
 

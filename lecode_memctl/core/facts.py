@@ -582,6 +582,8 @@ class _Connection(sqlite3.Connection):
         self._cursors: weakref.WeakSet[sqlite3.Cursor] = weakref.WeakSet()
 
     def cursor(self, factory: Any = _Cursor) -> Any:
+        if self.closed_here:    # (sqlite3's own: ProgrammingError, no memctl error)
+            raise UsageError("the fact store is closed")
         cur = super().cursor(factory)
         self._cursors.add(cur)
         return cur
@@ -1957,6 +1959,7 @@ class FactStore(ClosesOnExit):
             if twice is None:
                 twice = ids_stored_twice(db)     # (as list_facts asks it)
             for g in groups:
+                self.check_open()       # (a batch read before close gives no row after it)
                 yield self._fact_from_row(db, g[0], g, twice)
             after = _after(groups[-1][0][0])
 

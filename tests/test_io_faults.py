@@ -328,7 +328,7 @@ def test_facts_write_faults_exit_7_and_change_nothing(bulk_world, tmp_path, faul
 
 
 
-@pytest.mark.parametrize("command", ["facts", "forget"])
+@pytest.mark.parametrize("command", ["facts", "forget", "redact"])
 def test_a_failing_write_to_tmpdir_is_exit_7_not_a_corrupt_store(world, tmp_path, command):
     """Reads open the facts database through a private copy under $TMPDIR.
     A real failing write there (EFBIG under a 2 KiB file-size limit, as
@@ -345,8 +345,8 @@ def test_a_failing_write_to_tmpdir_is_exit_7_not_a_corrupt_store(world, tmp_path
     store = world.store(cfg)
     tmpdir = tmp_path / "tmpdir"
     tmpdir.mkdir()
-    argv = (["facts", "--all"] if command == "facts"
-            else ["forget", world.facts["verified"], "--yes"])
+    argv = {"facts": ["facts", "--all"], "forget": ["forget", world.facts["verified"], "--yes"],
+            "redact": ["redact", "--dry-run"]}[command]
     before = file_hashes(store)
 
     def small_files() -> None:

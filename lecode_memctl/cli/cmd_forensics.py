@@ -494,13 +494,17 @@ def redact(
     report = scan_store(store, detector=Detector(), allowlist=allowed, jobs=_jobs(jobs),
                         lock_wait=lock_wait)
     if report.unreadable:
-        from lecode_memctl.core.errors import StoreCorrupt
+        from lecode_memctl.core.errors import StoreBusy, StoreCorrupt, StoreWriteError
 
         bad = report.unreadable[0]
         more = len(report.unreadable) - 1
-        raise StoreCorrupt(f"cannot read {bad.file} ({bad.reason}) and so cannot tell what it "
-                           "holds; nothing was changed"
-                           + (f" ({more} more unreadable)" if more > 0 else ""))
+        # a read stopped by a full $TMPDIR (its private copy) or a busy store
+        # keeps its exit status; anything else unreadable is exit 5
+        refuse = (type(bad.error) if isinstance(bad.error, (StoreWriteError, StoreBusy))
+                  else StoreCorrupt)
+        raise refuse(f"cannot read {bad.file} ({bad.reason}) and so cannot tell what it "
+                     "holds; nothing was changed"
+                     + (f" ({more} more unreadable)" if more > 0 else ""))
     picked = select(report.findings, sessions=session, seqs=seq, detectors=detector, pattern=rx)
     plan = plan_redaction(store, picked, lock_wait=lock_wait,
                           masks=session_id_values(report.findings))

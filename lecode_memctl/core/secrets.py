@@ -194,6 +194,9 @@ class Skipped:
     file: str
     reason: str
     unreadable: bool = True       # False: a symbolic link or special file, skipped on purpose
+    # the memctl error that stopped the read, when one did (never shown: its
+    # class is what ``redact`` refuses with, a full $TMPDIR exit 7, say)
+    error: MemctlError | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -587,7 +590,7 @@ class Scanner:
                 self.store.facts_db,
                 busy_timeout=BUSY_TIMEOUT if self.lock_wait is None else self.lock_wait)
         except MemctlError as exc:
-            self.report.skipped.append(Skipped(FACTS_DB, f"facts not read: {exc}"))
+            self.report.skipped.append(Skipped(FACTS_DB, f"facts not read: {exc}", error=exc))
             return values
         try:
             for fact in fs.iter_facts():
@@ -597,7 +600,7 @@ class Scanner:
                         self._add(value, det, KIND_FACT, FACTS_DB, fact_id=fact.fact_id,
                                   revision=rev.revision)
         except MemctlError as exc:
-            self.report.skipped.append(Skipped(FACTS_DB, f"facts not read: {exc}"))
+            self.report.skipped.append(Skipped(FACTS_DB, f"facts not read: {exc}", error=exc))
         except Exception as exc:  # noqa: BLE001 - sqlite3 errors of a damaged database
             self.report.skipped.append(Skipped(FACTS_DB, f"facts not read: {type(exc).__name__}"))
         finally:

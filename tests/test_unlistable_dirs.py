@@ -157,3 +157,26 @@ def test_a_named_session_behind_an_unsearchable_directory_is_not_missing(
     r = run_cli("--store", str(demo_store), *argv, "--session", "demo-alpha")
     assert r.exit_code == 5, (r.exit_code, r.stderr)
     assert "Permission denied" in r.stderr and "no session" not in r.stderr
+
+
+def test_forget_preview_refuses_an_unlistable_sessions_directory(demo_store, monkeypatch):
+    """``forget --dry-run`` counts the generated messages the new generation
+    invalidates and the summaries it makes inert by reading every session:
+    with ``sessions/`` unlistable it said 0 and 0, exit 0, the preview a
+    forget is confirmed on.  It stops with exit 5 as ``sessions`` does; the
+    store is unchanged."""
+    from .conftest import tree_hash
+
+    fid = "80fa60fdfe856452"     # the demo's fact whose forget invalidates generated output
+    base = ("--store", str(demo_store), "--no-state", "forget", fid, "--dry-run")
+    listable = run_cli(*base, "--json")
+    assert listable.exit_code == 0, listable.stderr
+    assert orjson.loads(listable.stdout_bytes)["generated_messages_invalidated"] > 0
+    before = tree_hash(demo_store)
+    with monkeypatch.context() as mp:
+        unlistable(mp, demo_store / "sessions")
+        for fmt in ((), ("--json",)):
+            r = run_cli(*base, *fmt)
+            assert r.exit_code == 5, r.stdout
+            assert "cannot list" in r.stderr and "Permission denied" in r.stderr, r.stderr
+    assert tree_hash(demo_store) == before

@@ -662,7 +662,9 @@ def forget_impact(facts: FactStore, sessions: SessionReader, fact_id: str) -> di
     gen, new = plan.generation, plan.new_generation
     invalidated = 0
     compacts: list[tuple[str, Any, list[SourceRef]]] = []
-    for sid in sessions.session_ids(unlistable_ok=True):
+    # (every session is read: an unlistable sessions/ is exit 5, as for
+    # `memctl sessions`, never a preview of nothing invalidated)
+    for sid in sessions.session_ids():
         try:
             items = sessions.scan(sid)
             for item in items:

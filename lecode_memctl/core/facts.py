@@ -189,10 +189,12 @@ def m003_generation(db: sqlite3.Connection) -> None:
 
     A database that already holds exclusions had a forget: it starts at
     generation 1, so that generated messages written before (without an
-    epoch) stay hidden, as the store contract's rule 4 requires."""
+    epoch) stay hidden, as the store contract's rule 4 requires (the rule
+    is :func:`implied_generation`'s, which every reader applies to a
+    database without a generation row)."""
+    start = implied_generation(db)
     db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)")
-    forgot = db.execute("SELECT EXISTS (SELECT 1 FROM exclusions)").fetchone()[0]
-    db.execute("INSERT INTO meta (key, value) VALUES ('generation', ?)", (1 if forgot else 0,))
+    db.execute("INSERT INTO meta (key, value) VALUES ('generation', ?)", (start,))
     db.execute("""CREATE TABLE forgotten (
         fact_id    TEXT PRIMARY KEY,
         generation INTEGER NOT NULL)""")
@@ -699,17 +701,55 @@ def all_exclusions(db: sqlite3.Connection) -> dict[str, frozenset[int]]:
 GENERATION_WHERE = "key = 'generation' COLLATE BINARY OR key = CAST('generation' AS BLOB)"
 
 
-def meta_generation(db: sqlite3.Connection) -> int | None:
-    """The exclusion generation ``meta`` holds, or None with no row: the one
-    reader (``FactStore.generation``, the writers' generation check and
-    ``forget``).  Several rows (a table that lost its primary key) read as
-    the highest, whatever their physical order: fail-closed, since a higher
-    generation hides more generated messages, never fewer; ``validate``
-    reports them (``db.generation_mismatch``).  A value that is not a
-    non-negative integer, in any row, is ``StoreCorrupt``."""
+def meta_generation(db: sqlite3.Connection) -> int:
+    """The exclusion generation: the one reader (``FactStore.generation``,
+    the writers' generation check and ``forget``).  Several ``meta`` rows (a
+    table that lost its primary key) read as the highest, whatever their
+    physical order: fail-closed, since a higher generation hides more
+    generated messages, never fewer; ``validate`` reports them
+    (``db.generation_mismatch``).  A value that is not a non-negative
+    integer, in any row, is ``StoreCorrupt``.  No row (or no ``meta``: an
+    older schema, read as ``m003_generation`` will migrate it) reads as
+    :func:`implied_generation`, fail-closed too: a missing row must not
+    un-hide what a forget hid."""
+    if not db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+                      ).fetchone():
+        return implied_generation(db)
     values = [generation_value(v) for (v,) in
               db.execute(f"SELECT value FROM meta WHERE {GENERATION_WHERE}")]
-    return max(values) if values else None
+    return max(values) if values else implied_generation(db)
+
+
+def implied_generation(db: sqlite3.Connection) -> int:
+    """The lowest generation the store's own rows imply, the generation of a
+    database without a generation row: the highest integer generation in
+    ``exclusions`` and ``forgotten`` (a value of another type implies
+    nothing; ``validate`` reports it), the number of retry markers (one
+    forget, one marker, one generation), and 1 when ``exclusions`` holds any
+    row (a forget happened: generated messages without an epoch stay
+    hidden).  0 for a database that forgot nothing."""
+    tables = _tables(db)
+    gen = 0
+    if "exclusions" in tables:
+        if db.execute("SELECT EXISTS (SELECT 1 FROM exclusions)").fetchone()[0]:
+            gen = 1
+        if "generation" in _columns(db, "exclusions"):
+            gen = max(gen, _top_generation(db, "exclusions"))
+    if "forgotten" in tables:
+        gen = max(gen, int(db.execute("SELECT count(*) FROM forgotten").fetchone()[0]))
+        if "generation" in _columns(db, "forgotten"):
+            gen = max(gen, _top_generation(db, "forgotten"))
+    return gen
+
+
+def _columns(db: sqlite3.Connection, table: str) -> set[str]:
+    return {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
+
+
+def _top_generation(db: sqlite3.Connection, table: str) -> int:
+    (top,) = db.execute(f"SELECT max(generation) FROM {table} "
+                        "WHERE typeof(generation) = 'integer'").fetchone()
+    return max(int(top), 0) if top is not None else 0
 
 
 def generation_value(raw: object) -> int:
@@ -1706,12 +1746,7 @@ class FactStore(ClosesOnExit):
         db = self._reader()
         if db is None:
             return 0
-        if "meta" not in self._tables:   # an older schema, read as m003 will migrate it
-            if "exclusions" not in self._tables:
-                return 0
-            return 1 if db.execute("SELECT EXISTS (SELECT 1 FROM exclusions)").fetchone()[0] else 0
-        gen = meta_generation(db)
-        return 0 if gen is None else gen
+        return meta_generation(db)
 
     def excluded_seqs(self, session_id: str) -> frozenset[int]:
         db = self._reader()
@@ -1758,8 +1793,7 @@ class FactStore(ClosesOnExit):
     @staticmethod
     def _generation_in(db: sqlite3.Connection) -> int:
         """The generation as the (write) transaction on ``db`` sees it."""
-        gen = meta_generation(db)
-        return 0 if gen is None else gen
+        return meta_generation(db)
 
     @staticmethod
     def _check_generation(db: sqlite3.Connection, expected: int | None) -> None:
@@ -2823,9 +2857,9 @@ class FactStore(ClosesOnExit):
                     return False
                 raise self._missing(db, fact_id)
             positions = self._evidence_positions(db, fact_id)
+            # no generation row: the generation the rows imply, as every
+            # reader (and forget --dry-run) has it; the row is written back
             gen = meta_generation(db)
-            if gen is None:
-                raise StoreCorrupt("facts database: meta has no generation row")
             new_gen = gen + 1
             for sid in sorted(positions):
                 for seq in sorted(positions[sid]):
@@ -2833,7 +2867,9 @@ class FactStore(ClosesOnExit):
                                "VALUES (?, ?, ?)", (sid, seq, new_gen))
             db.execute("INSERT OR REPLACE INTO forgotten (fact_id, generation) VALUES (?, ?)",
                        (fact_id, new_gen))
-            db.execute(f"UPDATE meta SET value = ? WHERE {GENERATION_WHERE}", (new_gen,))
+            if not db.execute(f"UPDATE meta SET value = ? WHERE {GENERATION_WHERE}",
+                              (new_gen,)).rowcount:
+                db.execute("INSERT INTO meta (key, value) VALUES ('generation', ?)", (new_gen,))
             db.execute("DELETE FROM source_refs WHERE fact_id = ?", (fact_id,))
             db.execute("DELETE FROM provenance WHERE fact_id = ?", (fact_id,))
             db.execute("DELETE FROM revisions WHERE fact_id = ?", (fact_id,))

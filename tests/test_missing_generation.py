@@ -1,0 +1,144 @@
+"""A ``meta`` without its ``generation`` row (a review of 2026-12-05): the
+readers took the missing row for generation 0, so the generated messages a
+forget had hidden (epoch below the generation) became visible, valid
+evidence again, although ``exclusions.generation`` and ``forgotten`` still
+said 1; ``forget --dry-run`` planned ``0 -> 1`` while ``forget --yes``
+refused the same store (exit 5).
+
+Now a missing row reads as the lowest generation the store's own rows imply
+(``facts.implied_generation``: the highest integer generation in
+``exclusions`` and ``forgotten``, the number of retry markers, and 1 when
+``exclusions`` holds a row -- the rule ``m003_generation`` and the
+read-only open of an older schema already used), so nothing hidden becomes
+visible, and a forget proceeds from it and writes the row back."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import orjson
+import pytest
+
+from lecode_memctl.core.errors import Conflict
+from lecode_memctl.core.facts import FactStore
+
+from .builders import copy_demo, store_sql
+from .conftest import run_cli, tree_hash
+
+DENIED = "80fa60fdfe856452"    # demo fact cited by nothing the forget would break
+NO_ROW = ("DELETE FROM meta",)
+
+
+def _generation(store: Path, *, readonly: bool = True) -> int:
+    fs = (FactStore.open_readonly if readonly else FactStore)(store / "facts.sqlite3")
+    try:
+        return fs.generation()
+    finally:
+        fs.close()
+
+
+def _answers(store: Path) -> dict[str, object]:
+    """What the commands that apply visibility show of the store."""
+    base = ("--store", str(store), "--no-state")
+    listed = run_cli(*base, "facts", "--all", "--format", "jsonl")
+    assert listed.exit_code == 0, listed.stderr
+    grep = run_cli(*base, "grep", "-i", "pull requests only")
+    read = run_cli(*base, "read", "demo-gamma", "0", "3", "--json")
+    return {"generation": _generation(store),
+            "facts": sorted((r["fact_id"], r["status"], r["reason"])
+                            for r in map(orjson.loads, listed.stdout.splitlines())),
+            "grep": (grep.exit_code, grep.stdout),
+            "read": (read.exit_code, read.stdout)}
+
+
+def _mismatch(store: Path) -> list[str]:
+    audit = run_cli("--store", str(store), "--no-state", "validate", "--json")
+    return [f["message"] for f in orjson.loads(audit.stdout)["findings"]
+            if f["code"] == "db.generation_mismatch"]
+
+
+@pytest.fixture
+def pair(demo_template, tmp_path):
+    """(intact demo store, a copy of it)."""
+    return (copy_demo(demo_template, tmp_path / "x"), copy_demo(demo_template, tmp_path / "y"))
+
+
+def test_a_missing_generation_row_hides_what_the_row_hid(pair):
+    intact, damaged = pair
+    store_sql(damaged, *NO_ROW)
+    before = tree_hash(damaged)
+    want, got = _answers(intact), _answers(damaged)
+    assert want["generation"] == 1
+    assert want["grep"][0] == 1                         # the epoch-0 reply is hidden
+    assert got == want
+    assert _generation(damaged, readonly=False) == 1   # the writers' read, too
+    assert _mismatch(damaged) == ["meta has no generation row"]
+    assert tree_hash(damaged) == before
+
+
+def test_the_highest_generation_the_rows_imply(pair):
+    _intact, damaged = pair
+    store_sql(damaged, *NO_ROW, "UPDATE forgotten SET generation = 4")
+    assert _generation(damaged) == 4
+    store_sql(damaged, "UPDATE forgotten SET generation = 0", "UPDATE exclusions SET generation = 3")
+    assert _generation(damaged) == 3
+    # a generation that is not an integer implies nothing (validate reports it)
+    store_sql(damaged, "UPDATE exclusions SET generation = 'nine'", "UPDATE forgotten SET generation = 2.5")
+    assert _generation(damaged) == 1                    # still: exclusions hold a row
+    # one generation per first forget: three retry markers, generation >= 3
+    store_sql(damaged, "UPDATE forgotten SET generation = 0",
+              "INSERT INTO forgotten VALUES ('0123456789abcdef', 0), ('fedcba9876543210', 0)")
+    assert _generation(damaged) == 3
+
+
+def test_exclusions_alone_imply_generation_one(pair):
+    _intact, damaged = pair
+    store_sql(damaged, *NO_ROW, "DELETE FROM forgotten", "UPDATE exclusions SET generation = 0")
+    assert _generation(damaged) == 1
+
+
+def test_no_row_and_nothing_forgotten_is_generation_zero(tmp_path):
+    fs = FactStore(tmp_path / "facts.sqlite3")      # creates the database, generation 0
+    try:
+        fs.add("a fact")
+    finally:
+        fs.close()
+    db = sqlite3.connect(tmp_path / "facts.sqlite3")
+    with db:
+        db.execute("DELETE FROM meta")
+    db.close()
+    assert _generation(tmp_path) == 0
+    assert _generation(tmp_path, readonly=False) == 0
+
+
+def test_the_writers_check_the_implied_generation(pair):
+    _intact, damaged = pair
+    store_sql(damaged, *NO_ROW)
+    fs = FactStore(damaged / "facts.sqlite3")
+    try:
+        with pytest.raises(Conflict, match="stale exclusion generation"):
+            fs.add("a new fact", expected_generation=0)
+        fs.add("a new fact", expected_generation=1)
+    finally:
+        fs.close()
+
+
+def test_forget_dry_run_and_yes_agree(pair):
+    _intact, damaged = pair
+    store_sql(damaged, *NO_ROW)
+    base = ("--store", str(damaged), "--no-state", "forget", DENIED)
+    plan = run_cli(*base, "--dry-run")
+    assert plan.exit_code == 0, plan.stderr
+    assert "generation: 1 -> 2" in plan.stdout
+    done = run_cli(*base, "--yes")
+    assert done.exit_code == 0, done.stderr
+    db = sqlite3.connect(damaged / "facts.sqlite3")
+    try:
+        assert db.execute("SELECT key, value FROM meta").fetchall() == [("generation", 2)]
+        assert db.execute("SELECT generation FROM forgotten WHERE fact_id = ?",
+                          (DENIED,)).fetchone() == (2,)
+    finally:
+        db.close()
+    assert _generation(damaged) == 2
+    assert _mismatch(damaged) == []

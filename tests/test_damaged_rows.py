@@ -628,3 +628,61 @@ def test_a_last_seq_beyond_a_position_counts_no_records(demo):
     rows = {x["id"]: x for x in orjson.loads(r.stdout)}
     assert rows["demo-alpha"]["records"] is None and rows["demo-alpha"]["state"] == "corrupt"
 
+
+
+# ---------------------------------------------------------------- a schema that is not UTF-8
+
+def _schema_bytes(demo: Path, name: str, column: str, old: bytes, new: bytes) -> None:
+    """Replace ``old`` by ``new`` (bytes that are not UTF-8) in the ``column``
+    of sqlite_master's row ``name``, as a writer outside SQLite's text API."""
+    db = sqlite3.connect(demo / "facts.sqlite3")
+    try:
+        (value,) = db.execute(f"SELECT {column} FROM sqlite_master WHERE name = ?",
+                              (name,)).fetchone()
+    finally:
+        db.close()
+    raw = value.encode().replace(old, new, 1)
+    assert raw != value.encode()
+    store_sql(demo, "PRAGMA writable_schema = ON",
+              f"UPDATE sqlite_master SET {column} = CAST(x'{raw.hex()}' AS TEXT) "
+              f"WHERE name = '{name}'")
+
+
+def _exported(demo: Path, out: Path) -> dict:
+    """``export --json`` of ``demo`` to ``out`` (exit 0), its document;
+    ``verify`` of the bundle finds no problem."""
+    r = run_cli("--store", str(demo), "export", "--output", str(out), "--json")
+    assert r.exit_code == 0, (r.exit_code, r.stderr)
+    v = run_cli("verify", str(out), "--json")
+    assert v.exit_code == 0, (v.exit_code, v.stdout, v.stderr)
+    return orjson.loads(r.stdout)
+
+
+def test_an_error_message_that_is_not_utf8_is_damage(demo, tmp_path):
+    """An index whose name in sqlite_master is not UTF-8 and belongs to no
+    table: SQLite's error ("malformed database schema (...) - orphan
+    index") quotes those bytes, which Python's sqlite3 cannot decode: it
+    raised UnicodeDecodeError, not its own error, and every facts reader
+    exited 70.  It is the damage it is: exit 5, validate reports
+    db.unreadable, export records it in the manifest's facts.error."""
+    _schema_bytes(demo, "sqlite_autoindex_provenance_1", "name", b"autoindex", b"a\x8atoindex")
+    before = tree_hash(demo)
+    base = ("--store", str(demo), "--no-state")
+    for argv in (("facts",), ("context",), ("redact", "--dry-run"), ("recall", PREF)):
+        r = run_cli(*base, *argv)
+        assert r.exit_code == 5, (argv, r.exit_code, r.stderr)
+        assert "malformed database schema" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    # (secrets reports the database it could not read, as a truncated one)
+    r = run_cli(*base, "secrets")
+    assert r.exit_code == 1 and "UNREADABLE" in r.stdout, (r.exit_code, r.stdout, r.stderr)
+    assert "malformed database schema" in r.stdout, r.stdout
+    r = run_cli(*base, "validate", "--format", "jsonl")
+    assert r.exit_code == 1, (r.exit_code, r.stderr)
+    found = list(map(orjson.loads, r.stdout.splitlines()))
+    assert [x for x in found if x.get("code") == "db.unreadable"], found
+    doc = _exported(demo, tmp_path / "b.tar")
+    assert doc["facts"] == [] and doc["facts_error"]["code"] == "store_corrupt", doc
+    assert "malformed database schema (sqlite_a\ufffdtoindex_provenance_1)" in \
+        doc["facts_error"]["message"], doc["facts_error"]
+    assert tree_hash(demo) == before
+

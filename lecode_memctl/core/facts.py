@@ -405,6 +405,30 @@ def _not_utf8(exc: sqlite3.Error) -> bool:
         "Could not decode to UTF-8")
 
 
+def _undecoded_error(exc: UnicodeDecodeError) -> sqlite3.DatabaseError:
+    """SQLite's error whose message Python's sqlite3 could not decode: the
+    message quotes bytes of the database that are not UTF-8 ("malformed
+    database schema (<a name that is not UTF-8>) - orphan index"), and
+    sqlite3 raised ``UnicodeDecodeError`` in place of its own error, which
+    no handler of SQLite's errors took (exit 70).  Its class is lost with
+    it: the bytes are the database's, so it is ``DatabaseError`` (damage),
+    its message decoded with replacement."""
+    raw = exc.object
+    text = bytes(raw).decode("utf-8", "replace") if isinstance(raw, (bytes, bytearray)) \
+        else str(exc)
+    return sqlite3.DatabaseError(text)
+
+
+@contextlib.contextmanager
+def _sqlite_errors() -> Iterator[None]:
+    """A call into sqlite3 whose error message is not UTF-8 raises
+    :func:`_undecoded_error` (``sqlite3.DatabaseError``), as SQLite's others."""
+    try:
+        yield
+    except UnicodeDecodeError as exc:
+        raise _undecoded_error(exc) from None
+
+
 def is_damage(exc: BaseException) -> bool:
     """Whether a SQLite error is a damaged database (``DatabaseError``
     itself: "database disk image is malformed", "file is not a database"),
@@ -443,7 +467,8 @@ class _Cursor(sqlite3.Cursor):
     def execute(self, sql: str, parameters: Any = (), /) -> _Cursor:
         self._replay, self._given, self._pending = (sql, parameters), 0, None
         try:
-            super().execute(sql, parameters)
+            with _sqlite_errors():
+                super().execute(sql, parameters)
         except sqlite3.DatabaseError as exc:
             _forget_pages(self.connection, exc)
             raise
@@ -468,7 +493,8 @@ class _Cursor(sqlite3.Cursor):
         listing still read when :meth:`FactStore.close` ran) is
         ``UsageError``, as every other use of a closed store."""
         try:
-            return fetch()
+            with _sqlite_errors():
+                return fetch()
         except sqlite3.ProgrammingError:
             if getattr(self.connection, "closed_here", False):
                 raise UsageError("the fact store is closed") from None
@@ -478,7 +504,8 @@ class _Cursor(sqlite3.Cursor):
                 raise
             if again:
                 self._again()
-            return fetch()
+            with _sqlite_errors():
+                return fetch()
         except sqlite3.DatabaseError as exc:
             _forget_pages(self.connection, exc)
             raise
@@ -545,7 +572,8 @@ class _Cursor(sqlite3.Cursor):
         try:
             self._again()
             while len(rows) < size:
-                row = super().fetchone()
+                with _sqlite_errors():
+                    row = super().fetchone()
                 if row is None:
                     break
                 rows.append(row)
@@ -559,9 +587,10 @@ class _Cursor(sqlite3.Cursor):
     def _again(self) -> None:
         assert self._replay is not None
         given = self._given
-        super().execute(*self._replay)
-        for _ in range(given):
-            super().__next__()
+        with _sqlite_errors():
+            super().execute(*self._replay)
+            for _ in range(given):
+                super().__next__()
 
 
 class _Connection(sqlite3.Connection):

@@ -616,10 +616,10 @@ def clean_database(store: Store, timeout: float = BUSY_TIMEOUT) -> None:
     StoreBusy when another connection keeps the checkpoint from finishing;
     StoreWriteError (exit 7) when the disk is full or a write fails."""
     path = os.fspath(store.facts_db)
-    from .facts import _db_error
+    from .facts import _Connection, _db_error
 
     try:
-        db = sqlite3.connect(path, timeout=timeout, isolation_level=None)
+        db = sqlite3.connect(path, timeout=timeout, isolation_level=None, factory=_Connection)
     except sqlite3.Error as exc:
         raise _db_error(Path(path), exc) from None
     try:

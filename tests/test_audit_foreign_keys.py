@@ -228,3 +228,21 @@ def test_names_that_only_python_folds_together_are_two_tables(child, parent):
     db.execute(f"INSERT INTO \"{child}\" VALUES ('x', 'missing')")
     assert _orphans_in_key_order(db, child) is None
     assert _pragma(db, child) == [(child, None, parent, 0)]
+
+
+def test_a_definition_that_is_not_utf8_is_left_to_the_pragma():
+    """sqlite_master's SQL of a table holding bytes that are not UTF-8 reads
+    as bytes (the store's tolerant text factory): the walk compared it with
+    text (TypeError, validate exited 70).  That table is left to the pragma."""
+    from lecode_memctl.core.facts import _Connection
+
+    db = sqlite3.connect(":memory:", factory=_Connection, isolation_level=None)
+    for _name, migrate in MIGRATIONS:
+        migrate(db)
+    (sql,) = db.execute("SELECT sql FROM sqlite_master WHERE name = 'facts'").fetchone()
+    raw = sql.encode().replace(b"revision INTEGER", b"revision INT\xbaGER", 1)
+    db.execute("PRAGMA writable_schema = ON")
+    db.execute("UPDATE sqlite_master SET sql = CAST(? AS TEXT) WHERE name = 'facts'", (raw,))
+    db.execute("PRAGMA writable_schema = OFF")
+    assert _orphans_in_key_order(db, "revisions") is None
+

@@ -686,3 +686,21 @@ def test_an_error_message_that_is_not_utf8_is_damage(demo, tmp_path):
         doc["facts_error"]["message"], doc["facts_error"]
     assert tree_hash(demo) == before
 
+
+def test_schema_sql_that_is_not_utf8_is_no_internal_error(demo, tmp_path):
+    """The facts table's CREATE statement holding bytes that are not UTF-8
+    (in its declared type): the foreign-key walk read it as bytes and
+    compared it with text (TypeError): validate and export exited 70.
+    That table's references are left to the pragma."""
+    _schema_bytes(demo, "facts", "sql", b"revision INTEGER", b"revision INT\xbaGER")
+    before = tree_hash(demo)
+    base = ("--store", str(demo), "--no-state")
+    r = run_cli(*base, "validate", "--format", "jsonl")
+    assert r.exit_code in (0, 1, 5), (r.exit_code, r.stderr)
+    assert "Traceback" not in r.stderr and "internal error" not in r.stderr, r.stderr
+    _exported(demo, tmp_path / "b.tar")
+    for argv in (("facts",), ("context",), ("secrets",)):
+        r = run_cli(*base, *argv)
+        assert r.exit_code != 70, (argv, r.stderr)
+    assert tree_hash(demo) == before
+

@@ -556,10 +556,13 @@ def _orphans_in_key_order(db: Any, child: str) -> list[tuple[str, int, str, int]
         return None
     # (each name as SQLite finds a table: its case folded for ASCII only, so
     # not Python's lower(); "ä" and "Ä" are two tables)
-    defined = [[(sql or "").upper() for (sql,) in db.execute(
+    # (a definition that is not UTF-8 reads as bytes, InvalidText: not read
+    # here, that table is left to the pragma)
+    defined = [[sql.upper() if isinstance(sql, str) else sql for (sql,) in db.execute(
         "SELECT sql FROM main.sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE",
         (name,))] for name in (child, parent)]
-    if (any(len(sqls) != 1 or not sqls[0] or "COLLATE" in sqls[0] for sqls in defined)
+    if (any(len(sqls) != 1 or not isinstance(sqls[0], str) or not sqls[0]
+            or "COLLATE" in sqls[0] for sqls in defined)
             or "ROWID" in defined[0][0]):     # WITHOUT ROWID, a column of the name
         return None
     cols = {r[1].lower(): (r[2] or "").upper()

@@ -246,3 +246,20 @@ def test_a_definition_that_is_not_utf8_is_left_to_the_pragma():
     db.execute("PRAGMA writable_schema = OFF")
     assert _orphans_in_key_order(db, "revisions") is None
 
+
+def test_a_parent_named_in_bytes_that_are_not_utf8_is_left_to_the_pragma(tmp_path):
+    """A reference to a parent whose name is not UTF-8: the pragma gives it
+    as bytes, and the walk named it in SQL (TypeError).  Such a reference is
+    left to the pragma."""
+    from lecode_memctl.core.facts import _Connection
+
+    path = tmp_path / "t.sqlite3"
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("CREATE TABLE c (id TEXT REFERENCES pp(id))")
+    db.execute("PRAGMA writable_schema = ON")
+    db.execute("UPDATE sqlite_master SET sql = CAST(? AS TEXT) WHERE name = 'c'",
+               (b'CREATE TABLE c (id TEXT REFERENCES "p\xff"(id))',))
+    db.close()
+    db = sqlite3.connect(path, factory=_Connection, isolation_level=None)
+    assert db.execute("PRAGMA foreign_key_list(c)").fetchall()[0][2] == b"p\xff"
+    assert _orphans_in_key_order(db, "c") is None

@@ -259,7 +259,9 @@ def _check_schema(db: sqlite3.Connection, version: int, path: Path) -> None:
 
 
 def _tables(db: sqlite3.Connection) -> set[str]:
-    return {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    """The names of the tables (a name that is not UTF-8, InvalidText, decoded
+    with replacement: still a table, never one of lecode's)."""
+    return {row_text(r[0]) for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
 
 
 def _migrate(db: sqlite3.Connection, path: Path) -> list[str]:
@@ -1089,7 +1091,8 @@ def ids_stored_twice(db: sqlite3.Connection) -> frozenset[Any]:
     index whose pages are damaged is not counted on either (the listing
     never reads it): the table is asked."""
     for _seq, name, unique, _origin, partial in db.execute('PRAGMA index_list("facts")'):
-        if unique and not partial and [r[2] for r in db.execute(
+        # (an index whose name is not UTF-8, InvalidText, cannot be named: not counted on)
+        if unique and not partial and isinstance(name, str) and [r[2] for r in db.execute(
                 f"PRAGMA index_info({sql_name(name)})")] == ["fact_id"]:
             (rows,) = db.execute("SELECT count(*) FROM facts NOT INDEXED").fetchone()
             try:
@@ -1119,7 +1122,7 @@ def sources_by_key(db: sqlite3.Connection, alias: str) -> str:
     (``LIMIT -1`` keeps it from merging the subquery into a join, where
     ``NOT INDEXED`` would scan the table once per revision)."""
     for _seq, name, _unique, origin, partial in db.execute('PRAGMA index_list("source_refs")'):
-        if origin != "pk" or partial:
+        if origin != "pk" or partial or not isinstance(name, str):   # (InvalidText: unnamed)
             continue
         cols = [(r[2], str(r[4]).upper()) for r in db.execute(
             f"PRAGMA index_xinfo({sql_name(name)})") if r[5]]
@@ -2949,7 +2952,7 @@ class FactStore(ClosesOnExit):
         db = self._reader()
         if db is None:
             return []
-        out = [r[0] for r in db.execute("PRAGMA integrity_check") if r[0] != "ok"]
+        out = [row_text(r[0]) for r in db.execute("PRAGMA integrity_check") if r[0] != "ok"]
         out += [f"foreign key: {tuple(r)}" for r in db.execute("PRAGMA foreign_key_check")]
         for fid, rev, n, lo, hi in db.execute(
                 "SELECT f.fact_id, f.revision, count(r.revision), min(r.revision), "

@@ -284,7 +284,7 @@ def _start_checks(fs: Any, db: Any, *, defer: bool
     asked for."""
     import sqlite3
 
-    from ..facts import is_damage
+    from ..facts import is_damage, row_text
 
     later: list[Later] = []
 
@@ -307,7 +307,8 @@ def _start_checks(fs: Any, db: Any, *, defer: bool
         def check(pragma: str) -> list[str] | sqlite3.DatabaseError:
             # its lines, or the damage that stopped it
             try:
-                return [str(msg) for (msg,) in conn.execute(f"PRAGMA {pragma}")]
+                # (a message quoting a name that is not UTF-8: InvalidText)
+                return [row_text(msg) for (msg,) in conn.execute(f"PRAGMA {pragma}")]
             except sqlite3.DatabaseError as exc:
                 if not is_damage(exc):
                     raise
@@ -391,6 +392,12 @@ def _db_checks_rest(fs: Any, db: Any) -> Iterator[tuple[str, str, dict[str, Any]
             if found is None:
                 found = db.execute(f"PRAGMA foreign_key_check({sql_name(name)})").fetchall()
         except sqlite3.OperationalError as exc:
+            if "\ufffd" in name and str(exc).startswith("no such table"):
+                # a name that is not UTF-8 (fs.tables: decoded with replacement),
+                # which no SQL text can name: that table alone is not checked
+                yield _later("db.foreign_key", f"the foreign keys of {name} cannot be "
+                               "checked: its name is not UTF-8", file=rel, table=name)
+                continue
             if "foreign key mismatch" not in str(exc):
                 raise
             # the parent's key is no longer unique (a table rebuilt without its
@@ -401,6 +408,7 @@ def _db_checks_rest(fs: Any, db: Any) -> Iterator[tuple[str, str, dict[str, Any]
                            table=name)
             continue
         for table, rowid, parent, _fkid in found:
+            table, parent = row_text(table), row_text(parent)   # (a name not UTF-8: bytes)
             fk_rows.add((table, rowid))
             yield _later("db.foreign_key", f"row {rowid} of {table} references a missing row "
                            f"of {parent}", file=rel, table=table)
@@ -552,8 +560,8 @@ def _orphans_in_key_order(db: Any, child: str) -> list[tuple[str, int, str, int]
     keys.sort(key=lambda k: k[1])
     parent = keys[0][2]
     pairs = [(k[3], k[4]) for k in keys]
-    if any(to is None for _fr, to in pairs):
-        return None
+    if not all(isinstance(v, str) for v in (parent, *(v for pair in pairs for v in pair))):
+        return None     # (no key column named, or a name that is not UTF-8: bytes)
     # (each name as SQLite finds a table: its case folded for ASCII only, so
     # not Python's lower(); "ä" and "Ä" are two tables)
     # (a definition that is not UTF-8 reads as bytes, InvalidText: not read

@@ -142,3 +142,30 @@ def test_forget_dry_run_and_yes_agree(pair):
         db.close()
     assert _generation(damaged) == 2
     assert _mismatch(damaged) == []
+
+
+def test_a_key_only_a_declared_collation_takes_for_the_row_refuses_both_alike(pair):
+    """meta declared ``key TEXT COLLATE NOCASE`` holding only 'GENERATION':
+    no generation row to the readers (the key is compared as bytes), and no
+    room to write one back (the declared collation takes the new row for the
+    old one).  ``forget --dry-run`` planned 1 -> 2, then ``forget --yes``
+    failed with "UNIQUE constraint failed" called an unreadable database.
+    Both refuse alike now, naming the key, and nothing is changed."""
+    _intact, damaged = pair
+    db = sqlite3.connect(damaged / "facts.sqlite3")
+    try:
+        db.execute("PRAGMA writable_schema = ON")
+        db.execute("UPDATE sqlite_master SET sql = 'CREATE TABLE meta (key TEXT PRIMARY KEY "
+                   "COLLATE NOCASE, value INTEGER NOT NULL)' WHERE name = 'meta'")
+        db.commit()
+    finally:
+        db.close()
+    store_sql(damaged, "REINDEX", "UPDATE meta SET key = 'GENERATION'")
+    before = tree_hash(damaged)
+    base = ("--store", str(damaged), "--no-state", "forget", DENIED)
+    for how in ("--dry-run", "--yes"):
+        r = run_cli(*base, how)
+        assert r.exit_code == 5, (how, r.stdout, r.stderr)
+        assert "'GENERATION'" in r.stderr and "generation row" in r.stderr, r.stderr
+        assert "UNIQUE constraint" not in r.stderr
+    assert tree_hash(damaged) == before

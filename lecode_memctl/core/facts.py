@@ -751,6 +751,25 @@ def meta_generation(db: sqlite3.Connection) -> int:
     return max(values) if values else implied_generation(db)
 
 
+def generation_row_blocked(db: sqlite3.Connection) -> None:
+    """``StoreCorrupt`` when ``meta`` has no generation row (its key compared
+    as bytes) but holds a key its declared collation takes for one
+    ('GENERATION' under ``COLLATE NOCASE``): a forget could not write the
+    row back.  ``plan_forget`` and ``forget`` both ask, so that the dry run
+    and the forget refuse alike."""
+    if not db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+                      ).fetchone():
+        return
+    if db.execute(f"SELECT 1 FROM meta WHERE {GENERATION_WHERE}").fetchone():
+        return
+    row = db.execute("SELECT key FROM meta WHERE key = 'generation'").fetchone()
+    if row is not None:
+        raise StoreCorrupt(f"facts database damaged: meta has no generation row, and its "
+                           f"declared collation takes the key {row_text(row[0])!r} for one, so "
+                           "a forget cannot write the generation row back (memctl validate "
+                           "reports it)")
+
+
 def implied_generation(db: sqlite3.Connection) -> int:
     """The lowest generation the store's own rows imply, the generation of a
     database without a generation row: the highest integer generation in
@@ -2865,6 +2884,7 @@ class FactStore(ClosesOnExit):
                 raise self._missing(db, fact_id)
             raise NotFound(f"no fact {fact_id}")
         assert db is not None
+        generation_row_blocked(db)      # (as forget finds it)
         positions = self._evidence_positions(db, fact_id)
         new: list[tuple[str, int]] = []
         old: list[tuple[str, int]] = []
@@ -2891,6 +2911,7 @@ class FactStore(ClosesOnExit):
             positions = self._evidence_positions(db, fact_id)
             # no generation row: the generation the rows imply, as every
             # reader (and forget --dry-run) has it; the row is written back
+            generation_row_blocked(db)
             gen = meta_generation(db)
             new_gen = gen + 1
             for sid in sorted(positions):

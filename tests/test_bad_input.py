@@ -854,6 +854,48 @@ def test_validate_all_projects_goes_on_past_a_missing_table(template, tmp_path, 
     assert ("broken-0123456789ab", "db.unreadable") in found, found
     assert tree_hash(cfg.parent) == before
 
+def test_validate_all_projects_goes_on_past_a_busy_store(template, tmp_path, monkeypatch):
+    """A store whose facts database kept changing past --lock-wait (no
+    stable private snapshot: StoreBusy) stopped validate --all-projects with
+    exit 6: no other store audited, no Prometheus file, the cron job silent.
+    That store is now a db.unreadable finding, not audited; the others are,
+    the file is written, exit 1.  validate of that store alone is still
+    exit 6."""
+    from lecode_memctl.core import facts as facts_mod
+    from lecode_memctl.core.errors import StoreBusy
+
+    from .promparse import parse_exposition
+
+    cfg, store = template.copy("intact")
+    busy = store.parent / "busy-0123456789ab"
+    shutil.copytree(store, busy, symlinks=True)
+    real = facts_mod.private_snapshot
+
+    def snapshot(path, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        if Path(path).parent.name == busy.name:
+            raise StoreBusy(f"{path}: kept changing (test)")
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(facts_mod, "private_snapshot", snapshot)
+    before = tree_hash(cfg.parent)
+    target = tmp_path / "m.prom"
+    r = run_cli("--config-dir", str(cfg), "--no-state", "validate", "--all-projects",
+                "--format", "prometheus", "--output", str(target), "--lock-wait", "0.1")
+    assert r.exit_code == 1, r.stderr
+    fams = parse_exposition(target.read_text())
+    ok = {s.labels["project"]: s.value for s in fams["memctl_validate_ok"].samples}
+    assert {template.slug, "busy-0123456789ab"} <= set(ok) and ok["busy-0123456789ab"] == 0, ok
+    assert fams["memctl_validate_stores"].samples[0].value == len(ok)
+    found = {(s.labels["project"], s.labels["code"]) for s in
+             fams["memctl_validate_findings"].samples}
+    assert ("busy-0123456789ab", "db.unreadable") in found, found
+    # the demo store was audited whole: its planted stale fact is found
+    assert (template.slug, "fact.stale") in found, found
+    alone = run_cli("--store", str(busy), "--no-state", "validate", "--lock-wait", "0.1")
+    assert alone.exit_code == 6, alone.stderr
+    assert tree_hash(cfg.parent) == before
+
+
 def test_a_symlinked_sessions_directory_is_refused_everywhere(template):
     """sessions/ replaced by a link to a copy elsewhere: read and facts refuse
     the transcripts behind it; validate and usage did read through it (only

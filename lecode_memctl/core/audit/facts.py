@@ -158,7 +158,13 @@ def _check_db(audit: Audit) -> Iterator[Finding | Pending | None]:
         return
     if isinstance(fs, MemctlError):
         if isinstance(fs, StoreBusy):
-            raise fs
+            if not audit.listed:
+                raise fs        # (exit 6: this store alone was asked for)
+            # --all-projects: one busy store does not stop the others' audit
+            # (nor the report a cron job publishes); its facts are not audited
+            yield audit._f("db.unreadable", f"{fs}: not audited (it was busy past "
+                           "--lock-wait; run validate again)", file=rel)
+            return
         if not stat.S_ISREG(os.lstat(audit.store.facts_db).st_mode):
             # a directory or FIFO in its place: no exclusion can be read from it,
             # so a transcript stamped with a forget's epoch is ahead (epoch check)

@@ -428,3 +428,40 @@ def test_an_id_twice_in_facts_that_its_unique_index_does_not_hold_is_one_hidden_
     assert r.exit_code == 0, r.stderr
     assert REVISED not in orjson.loads(r.stdout)["text"]
     assert tree_hash(store) == before
+
+
+def test_an_id_twice_in_facts_and_in_its_unique_index_is_one_hidden_fact(demo_template,
+                                                                        tmp_path):
+    """A facts table rebuilt without its key, holding the revised fact's id
+    twice, with a unique index on fact_id declared over it (built as a plain
+    one: it holds the duplicate, and as many entries as the table has
+    rows).  ids_stored_twice takes such an index at its word, and the
+    listing gave the id twice, once valid.  The listing's merge, which reads
+    the table's rows in id order, makes them one fact, hidden; ``context``
+    injects neither text; the store is not changed."""
+    store = copy_demo(demo_template, tmp_path / "demo")
+    db = sqlite3.connect(store / "facts.sqlite3", isolation_level=None)
+    try:
+        for sql in ("PRAGMA foreign_keys = OFF",
+                    "CREATE TABLE f2 (fact_id TEXT, revision INTEGER NOT NULL, "
+                    "created TEXT NOT NULL, updated TEXT NOT NULL)",
+                    "INSERT INTO f2 SELECT * FROM facts",
+                    f"INSERT INTO f2 SELECT fact_id, 1, created, updated FROM facts "
+                    f"WHERE fact_id = '{REVISED}'",
+                    "DROP TABLE facts", "ALTER TABLE f2 RENAME TO facts",
+                    "CREATE INDEX ux ON facts(fact_id)", "PRAGMA writable_schema = ON",
+                    "UPDATE sqlite_schema SET sql = 'CREATE UNIQUE INDEX ux ON facts(fact_id)' "
+                    "WHERE name = 'ux'"):
+            db.execute(sql)
+    finally:
+        db.close()
+    before = tree_hash(store)
+    for argv in ((), ("--session", "demo-alpha")):
+        rows = _statuses(store, *argv)
+        assert [r[0] for r in rows].count(REVISED) == 1, (argv, rows)
+        listed = {fid: (status, reason) for fid, status, reason, _ref in rows}
+        assert listed[REVISED] == ("hidden", "invalid_ref"), argv
+    r = run_cli("--store", str(store), "--no-state", "context", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert REVISED not in orjson.loads(r.stdout)["text"]
+    assert tree_hash(store) == before

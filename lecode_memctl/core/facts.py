@@ -1431,8 +1431,20 @@ def _merged_groups(cursors: list[sqlite3.Cursor], prov: dict[tuple[Any, Any], di
                     f, f_used = next(facts, None), False
                 if f is None or f[0] != fid:
                     continue                    # a revision of no fact: the join drops it
-                f_used = True
-                group = (fid, f[1], f[2], f[3], [])
+                # the facts row after it, now: the same id again is a fact the
+                # table holds twice that ``twice`` (asked of a unique index
+                # that holds the duplicate too) did not name: one fact, as
+                # _collapse_twice makes it, never the id listed twice
+                nf = next(facts, None)
+                if nf is not None and nf[0] == fid:
+                    held = [f]
+                    while nf is not None and nf[0] == fid:
+                        held.append(nf)
+                        nf = next(facts, None)
+                    group = (fid, STORED_TWICE, *_twice_times(held), [])
+                else:
+                    group = (fid, f[1], f[2], f[3], [])
+                f, f_used = nf, False
             while s is not None and (s[0] != fid and lt(s[0], fid)
                                      or s[0] == fid and s[1] != rev and lt(s[1], rev)):
                 s = next(refs, None)

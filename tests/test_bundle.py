@@ -411,6 +411,44 @@ def test_added_file(bundle, name):
     assert ("added", name) in kinds(doc)
 
 
+def test_a_directory_member_over_a_file_is_reported(bundle):
+    """A directory member of the name of a file member: tar -x makes the
+    file a directory (the file is gone), and verify said the bundle
+    matches, skipping every directory member unseen."""
+    ms = _members(bundle)
+    ti = tarfile.TarInfo("store/MEMORY.md")
+    ti.type, ti.mode = tarfile.DIRTYPE, 0o700
+    _rewrite(bundle, ms + [(ti, b"")])
+    code, doc = verify(bundle)
+    assert code == 1
+    assert ("duplicate", "store/MEMORY.md") in kinds(doc)
+
+
+def test_a_member_name_that_is_not_utf8_is_refused_not_a_crash(bundle, tmp_path):
+    """A member (or, unpacked, a file) whose name is not UTF-8: verify exited
+    70 (the name could not be written to its JSON).  It is refused, named
+    with its bytes as \\xNN."""
+    ms = _members(bundle)
+    with tarfile.open(bundle, "w", format=tarfile.GNU_FORMAT, encoding="utf-8",
+                      errors="surrogateescape") as tf:
+        for m, data in ms:
+            m.size = len(data)
+            tf.addfile(m, io.BytesIO(data) if m.isfile() else None)
+        ti = tarfile.TarInfo("store/notes/q\udcfe.md")
+        ti.size, ti.mode = 1, 0o600
+        tf.addfile(ti, io.BytesIO(b"x"))
+    code, doc = verify(bundle)
+    assert code == 1
+    assert ("refused", "store/notes/q\\xfe.md") in kinds(doc)
+    unpacked = tmp_path / "unpacked"
+    unpacked.mkdir()
+    with tarfile.open(bundle) as tf:
+        tf.extractall(unpacked, filter="fully_trusted")
+    code, doc = verify(unpacked)
+    assert code == 1
+    assert ("refused", "store/notes/q\\xfe.md") in kinds(doc)
+
+
 def test_reordered_archive(bundle):
     ms = _members(bundle)
     i = next(k for k, (m, _d) in enumerate(ms) if m.name == "store/MEMORY.md")

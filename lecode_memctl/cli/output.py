@@ -34,9 +34,6 @@ STREAM_CHUNK = 1 << 16
 _UNSAFE = lazy_compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u061c"
     "\udc80-\udcff]")
-# Compiled at first use (re's cache): only an object orjson refused needs it,
-# and compiling it costs ~0.5 ms of every start-up.
-_SURROGATE = "[\ud800-\udfff]"
 
 
 def _escape_char(m: re.Match[str]) -> str:
@@ -76,26 +73,11 @@ def _default(obj: Any) -> Any:
 
 
 def _no_surrogates(obj: Any) -> Any:
-    """``obj`` with every str's lone surrogates (a file name's non-UTF-8 bytes)
-    written as ``\\xNN``, the way human output shows them: JSON is UTF-8 and
-    cannot carry them (issue 16.5: a note named with a 0x9b byte was exit 70)."""
-    if isinstance(obj, str):
-        return re.sub(_SURROGATE, lambda m: f"\\x{ord(m.group(0)) - 0xDC00:02x}"
-                      if 0xDC80 <= ord(m.group(0)) <= 0xDCFF
-                      else f"\\u{ord(m.group(0)):04x}", obj)
-    if isinstance(obj, dict):
-        return {_no_surrogates(k): _no_surrogates(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple, set, frozenset)):
-        return [_no_surrogates(v) for v in obj]
-    from pathlib import PurePath
+    """``core.rowmodel.no_surrogates`` (imported only for an object orjson
+    refused)."""
+    from lecode_memctl.core.rowmodel import no_surrogates
 
-    if isinstance(obj, PurePath):
-        return _no_surrogates(str(obj))
-    import dataclasses
-
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return _no_surrogates(dataclasses.asdict(obj))
-    return obj
+    return no_surrogates(obj)
 
 
 def dumps(obj: Any, *, pretty: bool = False) -> bytes:

@@ -69,8 +69,17 @@ FACT_FIELDS = ("fact_id", "revision", "status", "reason", "about_revision", "sou
 
 
 def canonical(doc: Any) -> bytes:
-    """The manifest's byte form: orjson, keys sorted, no whitespace."""
-    return orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
+    """The manifest's byte form: orjson, keys sorted, no whitespace (a name
+    with bytes that are not UTF-8, in a finding of a store verify unpacked,
+    written as ``\\xNN``: ``rowmodel.no_surrogates``)."""
+    try:
+        return orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
+    except TypeError as exc:
+        if "surrogates" not in str(exc):
+            raise
+        from .rowmodel import no_surrogates
+
+        return orjson.dumps(no_surrogates(doc), option=orjson.OPT_SORT_KEYS)
 
 
 def _iso_now(now: float) -> str:
@@ -190,6 +199,12 @@ def _classify(rel_dir: str, name: str, with_backups: bool) -> str | None:
     return None
 
 
+def _shown(name: str) -> str:
+    """A name as a report shows it: bytes that are not UTF-8 as ``\\xNN``
+    (export's ``not_utf8_name`` entries write them so)."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
 def _utf8(name: str) -> bool:
     """Whether a listed name is UTF-8 (not one with surrogateescape's stand-ins)."""
     try:
@@ -266,8 +281,7 @@ def _stage(store: Store, dest: Path, with_backups: bool, lock_wait: float | None
             if not _utf8(e.name):
                 # the manifest (UTF-8 JSON) and verify name every file: a name
                 # with bytes that are not UTF-8 is left out, written as \xNN
-                st.skipped.append({"path": os.fsencode(rel).decode("utf-8", "backslashreplace"),
-                                   "reason": "not_utf8_name"})
+                st.skipped.append({"path": _shown(rel), "reason": "not_utf8_name"})
                 continue
             if rel == FACTS_DB:
                 continue
@@ -725,6 +739,7 @@ def _read_archive(path: Path, root: Path, rep: VerifyReport) -> dict[str, tuple[
         raise StoreCorrupt(f"{path}: cannot read: {exc.strerror}") from None
     unpack = _Unpacker(root)
     last = None
+    dirs: list[str] = []        # the directory members' names
     try:
         magic = raw.read(2)
         raw.seek(0)
@@ -749,11 +764,16 @@ def _read_archive(path: Path, root: Path, rep: VerifyReport) -> dict[str, tuple[
             name = ti.name
             first = index == 0
             index += 1
+            if not _utf8(name):
+                # (a name the report, UTF-8 JSON, cannot hold as it is: \xNN)
+                rep.add("refused", _shown(name), "a name that is not UTF-8; not unpacked")
+                continue
             why = _member_problem(name)
             if why is not None:
                 rep.add("refused", name, f"{why}; not unpacked")
                 continue
             if ti.isdir():
+                dirs.append(name.rstrip("/"))
                 continue
             if ti.type not in (tarfile.REGTYPE, tarfile.AREGTYPE):
                 rep.add("refused", name, f"{_kind_name(ti)}; not unpacked")
@@ -785,6 +805,13 @@ def _read_archive(path: Path, root: Path, rep: VerifyReport) -> dict[str, tuple[
                 rep.add("archive", name, f"truncated or corrupt inside {name} ({exc})")
                 return seen
             last = name
+        # a directory member of a file member's name: tar -x keeps one of the
+        # two (GNU tar makes the file a directory), so what it unpacks is
+        # not what was checked
+        for d in dirs:
+            if d in seen:
+                rep.add("duplicate", d, "given both as a file and as a directory; tar -x "
+                        "keeps only one of them")
         # tarfile stops quietly at a short or garbled header: insist on the
         # end-of-archive marker (two zero blocks) where the members end.
         try:
@@ -820,6 +847,9 @@ def _read_directory(path: Path, rep: VerifyReport) -> dict[str, tuple[int, str]]
             continue
         for e in entries:
             r = f"{rel}{e.name}"
+            if not _utf8(e.name):
+                rep.add("refused", _shown(r), "a name that is not UTF-8; not read")
+                continue
             st = e.stat(follow_symlinks=False)
             if stat.S_ISLNK(st.st_mode):
                 rep.add("refused", r, "symbolic link; not followed")

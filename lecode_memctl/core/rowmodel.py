@@ -201,3 +201,32 @@ def in_window(value: Any, since: datetime | None, until: datetime | None) -> boo
         return False
     t = _aware(iso)
     return (since is None or t >= since) and (until is None or t <= until)
+
+
+# Compiled at first use (re's cache): only an object orjson refused needs it.
+_SURROGATE = "[\ud800-\udfff]"
+
+
+def no_surrogates(obj: Any) -> Any:
+    """``obj`` with every str's lone surrogates (a file name's non-UTF-8 bytes)
+    written as ``\\xNN``, the way human output shows them: JSON is UTF-8 and
+    cannot carry them (issue 16.5: a note named with a 0x9b byte was exit 70).
+    The one rule of the CLI's JSON (``cli.output.dumps``) and of a bundle's
+    manifest (``bundle.canonical``)."""
+    if isinstance(obj, str):
+        return re.sub(_SURROGATE, lambda m: f"\\x{ord(m.group(0)) - 0xDC00:02x}"
+                      if 0xDC80 <= ord(m.group(0)) <= 0xDCFF
+                      else f"\\u{ord(m.group(0)):04x}", obj)
+    if isinstance(obj, dict):
+        return {no_surrogates(k): no_surrogates(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [no_surrogates(v) for v in obj]
+    from pathlib import PurePath
+
+    if isinstance(obj, PurePath):
+        return no_surrogates(str(obj))
+    import dataclasses
+
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return no_surrogates(dataclasses.asdict(obj))
+    return obj

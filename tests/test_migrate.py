@@ -685,3 +685,24 @@ def test_worktrees_of_a_bare_repository(tmp_path, config_dir):
     assert d.project.root == bare and d.worktrees == [w1, w2]
     assert [(s.directory, s.origin) for s in d.legacy] == [
         (w1 / "x", "cwd"), (w2, "worktree"), (w2 / "y", "worktree")]
+
+
+def test_identical_to_the_destination_not_to_an_earlier_store_says_so(tmp_path, config_dir):
+    """Two legacy stores with MEMORY.md, the second holding the bytes the
+    project store already has, the first other ones: the second was
+    'identical: same bytes as #1 MEMORY.md', naming #1 as its provider
+    although #1's bytes differ.  It is identical to the destination."""
+    repo = make_repo(tmp_path / "p")
+    (repo / "a").mkdir()
+    (repo / "b").mkdir()
+    put(legacy_path(config_dir, repo / "a") / "MEMORY.md", "L1 memory\n")
+    put(legacy_path(config_dir, repo / "b") / "MEMORY.md", "L2 memory\n")
+    project = config_dir / "memory" / slug(str(repo))
+    put(project / "MEMORY.md", "L2 memory\n")
+    os.chmod(project, 0o700)
+    plan = plan_migration(config_dir, repo / "a", extra=[repo / "b"])
+    mem = [i for i in plan.items if i.name == "MEMORY.md"]
+    assert [(i.action, i.reason) for i in mem] == [("skip", "destination_exists"),
+                                                  ("skip", "identical")]
+    assert mem[1].provided_by is None
+    assert "#1" not in mem[1].detail and "destination already has" in mem[1].detail

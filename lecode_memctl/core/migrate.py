@@ -619,7 +619,12 @@ def plan_items(discovery: Discovery) -> list[PlanItem]:
             winner = items[first[0]]
             final_sha = (existing_sha if state == "file"
                          else first[1] if state == "absent" else None)
-            if digest == final_sha:
+            if digest == final_sha and digest != first[1]:
+                # the destination's own bytes, not the earlier store's
+                items.append(PlanItem(ls.index, rel, path, dest, SKIP, R_IDENTICAL,
+                                      "the destination already has these exact bytes",
+                                      len(data), digest))
+            elif digest == final_sha:
                 items.append(PlanItem(ls.index, rel, path, dest, SKIP, R_IDENTICAL,
                                       f"same bytes as #{winner.store} {winner.name}, "
                                       "which the destination has or receives",

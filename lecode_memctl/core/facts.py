@@ -1151,13 +1151,20 @@ def sources_by_key(db: sqlite3.Connection, alias: str) -> str:
             f"NOT INDEXED LIMIT -1) {alias}")
 
 
-def _collapse_twice(rows: Iterator[tuple[Any, ...]], twice: frozenset[Any]
-                    ) -> Iterator[tuple[Any, ...]]:
-    """The facts rows (in id order) with the rows of each id of ``twice``
-    made one, whose revision is :data:`STORED_TWICE` (the times
-    :func:`_twice_times`)."""
-    return _twice_runs(rows, twice, lambda held: iter(
-        [(held[0][0], STORED_TWICE, *_twice_times(held))]))
+def _collapse_runs(rows: Iterator[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+    """The facts rows, sorted by id, with each run of rows of one id made
+    one, whose revision is :data:`STORED_TWICE` (the times
+    :func:`_twice_times`): the rows themselves say which ids the table
+    holds twice, whatever its unique index says (one that holds the
+    duplicate too has as many entries as the table rows)."""
+    held: list[tuple[Any, ...]] = []
+    for row in rows:
+        if held and row[0] != held[0][0]:
+            yield held[0] if len(held) == 1 else (held[0][0], STORED_TWICE, *_twice_times(held))
+            held = []
+        held.append(row)
+    if held:
+        yield held[0] if len(held) == 1 else (held[0][0], STORED_TWICE, *_twice_times(held))
 
 
 def _twice_runs(rows: Iterable[tuple[Any, ...]], twice: frozenset[Any],
@@ -1317,8 +1324,9 @@ class FactListing:
         # unwritable temporary directory): same rows, no temporary file
         self.fallback: Callable[[], Iterator[tuple[Any, ...]]] | None = None
         self._thread: Background | None = None   # the sorts; its value: their cursors
-        # the fact ids with several rows in facts (a table without its key)
-        self.twice: frozenset[Any] = frozenset()
+        # the fact ids with several rows in facts (a table without its key),
+        # for the joined reads (the sorted ones see the rows themselves)
+        self.twice_of: Callable[[], frozenset[Any]] = frozenset
 
     def start(self, db: sqlite3.Connection, queries: list[str], args: tuple[Any, ...] = ()) -> None:
         self._thread = Background("memctl-listing",
@@ -1338,14 +1346,14 @@ class FactListing:
             error = self._thread.error
             if error is not None:
                 if isinstance(error, sqlite3.Error) and self.fallback is not None:
-                    yield from _joined_groups(self.fallback(), self.prov, bare, self.twice)
+                    yield from _joined_groups(self.fallback(), self.prov, bare, self.twice_of())
                     return
                 if isinstance(error, sqlite3.Error):
                     raise _db_error(self.path, error) from None
                 raise error
-            yield from _merged_groups(self._thread.value, self.prov, bare, self.twice)
+            yield from _merged_groups(self._thread.value, self.prov, bare)
         elif self.joined is not None:
-            yield from _joined_groups(self.joined, self.prov, bare, self.twice)
+            yield from _joined_groups(self.joined, self.prov, bare, self.twice_of())
 
 
 def _bare(fact_id: Any, revision: Any) -> StoreCorrupt:
@@ -1399,15 +1407,13 @@ def _joined_once(rows: Iterable[tuple[Any, ...]], twice: frozenset[Any]
 
 
 def _merged_groups(cursors: list[sqlite3.Cursor], prov: dict[tuple[Any, Any], dict[Any, list[Any]]],
-                   bare: bool = False, twice: frozenset[Any] = frozenset()) -> Iterator[FactGroup]:
+                   bare: bool = False) -> Iterator[FactGroup]:
     """The groups of the facts, revisions (and source_refs) each sorted by
     (fact id, revision), merged as the joined query joins them: a revision
     of no fact is dropped, a fact without revisions fails where reached; the
-    rows in facts of an id of ``twice``, one fact (:func:`_collapse_twice`)."""
+    rows in facts of one id, one fact (:func:`_collapse_runs`)."""
     lt = _sql_lt
-    facts = _fetched(cursors[0])
-    if twice:
-        facts = _collapse_twice(facts, twice)
+    facts = _collapse_runs(_fetched(cursors[0]))
     refs = _fetched(cursors[2]) if len(cursors) > 2 else iter(())
     f = next(facts, None)
     f_used = False
@@ -1431,20 +1437,8 @@ def _merged_groups(cursors: list[sqlite3.Cursor], prov: dict[tuple[Any, Any], di
                     f, f_used = next(facts, None), False
                 if f is None or f[0] != fid:
                     continue                    # a revision of no fact: the join drops it
-                # the facts row after it, now: the same id again is a fact the
-                # table holds twice that ``twice`` (asked of a unique index
-                # that holds the duplicate too) did not name: one fact, as
-                # _collapse_twice makes it, never the id listed twice
-                nf = next(facts, None)
-                if nf is not None and nf[0] == fid:
-                    held = [f]
-                    while nf is not None and nf[0] == fid:
-                        held.append(nf)
-                        nf = next(facts, None)
-                    group = (fid, STORED_TWICE, *_twice_times(held), [])
-                else:
-                    group = (fid, f[1], f[2], f[3], [])
-                f, f_used = nf, False
+                f_used = True
+                group = (fid, f[1], f[2], f[3], [])
             while s is not None and (s[0] != fid and lt(s[0], fid)
                                      or s[0] == fid and s[1] != rev and lt(s[1], rev)):
                 s = next(refs, None)
@@ -2439,7 +2433,7 @@ class FactStore(ClosesOnExit):
         listing = FactListing(self.path)
         if db is None:
             return listing
-        listing.twice = ids_stored_twice(db)
+        listing.twice_of = lambda: ids_stored_twice(db)
         where, args = self._session_filter(session_id, part)
         for fid, rev, sid, seq in db.execute(
                 "SELECT f.fact_id, f.revision, f.session_id, f.seq FROM provenance f " + where

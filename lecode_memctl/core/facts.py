@@ -1531,16 +1531,17 @@ class FactStore(ClosesOnExit):
         return db
 
     @contextlib.contextmanager
-    def _closed_on_failure(self) -> Iterator[None]:
-        """Opening: on any failure close what is open (and remove a private
-        snapshot); a SQLite error becomes its memctl error (``_db_error``)."""
+    def _closed_on_failure(self, close: Callable[[], None] | None = None) -> Iterator[None]:
+        """Opening: on any failure close what is open (the store, and remove a
+        private snapshot; or ``close``, a connection being set up); a SQLite
+        error becomes its memctl error (``_db_error``)."""
         try:
             yield
         except sqlite3.Error as exc:
-            self.close()
+            (close or self.close)()
             raise _db_error(self.path, exc) from None
         except BaseException:
-            self.close()
+            (close or self.close)()
             raise
 
     def _open_readonly(self) -> None:
@@ -2393,17 +2394,11 @@ class FactStore(ClosesOnExit):
             lstat_regular(where + sidecar)
         # mode=ro: the view never creates a database
         db = self._connect(Path(where).as_uri() + "?mode=ro", uri=True)
-        try:
+        with self._closed_on_failure(db.close):
             db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
             db.execute("PRAGMA query_only = 1")
             db.execute("BEGIN")
             db.execute("SELECT count(*) FROM sqlite_master").fetchone()   # the state, from here
-        except sqlite3.Error as exc:
-            db.close()
-            raise _db_error(self.path, exc) from None
-        except BaseException:
-            db.close()
-            raise
         # (a store of this one's class, read-only: no write goes through it;
         # the sessions whose indexes were checked are this store's)
         view = object.__new__(type(self))

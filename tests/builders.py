@@ -92,6 +92,18 @@ def store_sql(store: Path, *statements: str) -> None:
         db.close()
 
 
+def store_generation(store: Path, *, readonly: bool = True) -> int:
+    """The store's exclusion generation as ``FactStore.generation`` reads
+    it, through a read-only open or (``readonly=False``) a writer's."""
+    from lecode_memctl.core.facts import FactStore
+
+    fs = (FactStore.open_readonly if readonly else FactStore)(store / "facts.sqlite3")
+    try:
+        return fs.generation()
+    finally:
+        fs.close()
+
+
 def damage_schema(db_path: Path, name: str) -> None:
     """Apply ``SCHEMA_DAMAGE[name]`` to the facts database at ``db_path``."""
     import sqlite3

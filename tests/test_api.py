@@ -247,22 +247,13 @@ def test_close_ends_a_listing_in_progress(tmp_path):
     other use after close: the descriptors on the store and the read
     transaction go at once (not when the generator is collected), and the
     next row is UsageError, never a row of a closed store."""
-    import threading
-
     from lecode_memctl.core import factview
 
-    from .test_writer_snapshot import _store, open_fds
+    from .test_writer_snapshot import _store, closing_ends_the_listing
 
     path = _store(tmp_path, more=2500)       # (more rows than the listing reads ahead)
     p = open_project(store=path)
-    rows = factview.iter_fact_rows(p.facts, p.sessions)
-    next(rows)
-    assert open_fds(path)
-    p.close()
-    assert open_fds(path) == []
-    assert threading.enumerate() == [threading.main_thread()]
-    with pytest.raises(UsageError, match="closed"):
-        next(rows)
+    closing_ends_the_listing(factview.iter_fact_rows(p.facts, p.sessions), p.close, path)
 
 
 

@@ -153,13 +153,20 @@ def test_text_that_is_not_utf8_is_one_rows_problem(demo, case):
                  ("facts",), ("facts", "--all", "--format", "csv")):
         r = run_cli(*base, *argv)
         assert r.exit_code == 0, (argv, r.exit_code, r.stderr)
+    _audited_whole(base, len(rows))
+    assert tree_hash(demo) == before
+
+
+def _audited_whole(base: tuple[str, ...], total: int) -> list[dict]:
+    """``validate --format jsonl``'s lines, having read the database (exit 0
+    or 1, no ``db.unreadable``) and counted ``total`` facts."""
     r = run_cli(*base, "validate", "--format", "jsonl")
     assert r.exit_code in (0, 1), (r.exit_code, r.stderr)
     found = list(map(orjson.loads, r.stdout.splitlines()))
     assert not [x for x in found if x.get("code") == "db.unreadable"], found
     summary = next(x for x in found if x["type"] == "summary")
-    assert summary["facts_total"] == len(rows), summary
-    assert tree_hash(demo) == before
+    assert summary["facts_total"] == total, summary
+    return found
 
 
 @pytest.mark.parametrize("how", ["fetchmany", "iterate", "fetchone", "fetchall_after_one"])
@@ -737,12 +744,7 @@ def test_a_name_in_the_schema_that_is_not_utf8_is_no_internal_error(demo, tmp_pa
     for argv in (("context",), ("history", PREF, "--json"), ("recall", PREF)):
         r = run_cli(*base, *argv)
         assert r.exit_code == 0, (argv, r.exit_code, r.stderr)
-    r = run_cli(*base, "validate", "--format", "jsonl")
-    assert r.exit_code in (0, 1), (r.exit_code, r.stderr)
-    found = list(map(orjson.loads, r.stdout.splitlines()))
-    assert not [x for x in found if x.get("code") == "db.unreadable"], found
-    summary = next(x for x in found if x["type"] == "summary")
-    assert summary["facts_total"] == len(before_rows), summary
+    found = _audited_whole(base, len(before_rows))
     if case == "table":
         assert [x["message"] for x in found if x.get("code") == "db.foreign_key"] == [
             "the foreign keys of z\ufffd cannot be checked: its name is not UTF-8"], found

@@ -20,7 +20,7 @@ import pytest
 
 from lecode_memctl.core.facts import FactStore
 
-from .builders import copy_demo, store_sql
+from .builders import copy_demo, store_generation, store_sql
 from .conftest import run_cli, tree_hash
 
 VERIFIED = "c283ab7d8ed884e4"    # demo 'verified' fact: evidence demo-alpha:2-4, epoch 1
@@ -36,14 +36,6 @@ NOCASE = ("CREATE TABLE m2 (key TEXT COLLATE NOCASE, value INTEGER)",
           "DROP TABLE meta", "ALTER TABLE m2 RENAME TO meta")
 
 
-def _generation(store: Path) -> int:
-    fs = FactStore.open_readonly(store / "facts.sqlite3")
-    try:
-        return fs.generation()
-    finally:
-        fs.close()
-
-
 def _answers(store: Path) -> dict[str, object]:
     base = ("--store", str(store), "--no-state")
     listed = run_cli(*base, "facts", "--all", "--format", "jsonl")
@@ -51,7 +43,7 @@ def _answers(store: Path) -> dict[str, object]:
     rows = [orjson.loads(line) for line in listed.stdout.splitlines()]
     read = run_cli(*base, "read", "demo-alpha", "3", "3", "--json")
     audit = run_cli(*base, "validate", "--json")
-    return {"generation": _generation(store),
+    return {"generation": store_generation(store),
             "verified": [(r["status"], r["reason"]) for r in rows if r["fact_id"] == VERIFIED],
             "read": (read.exit_code, read.stdout),
             "mismatch": [f["message"] for f in orjson.loads(audit.stdout)["findings"]
@@ -89,9 +81,9 @@ def test_a_forget_raises_the_highest_generation(pair):
 
 def test_the_key_is_compared_as_bytes(pair):
     x, _y = pair
-    gen = _generation(x)
+    gen = store_generation(x)
     store_sql(x, *NOCASE)
-    assert _generation(x) == gen
+    assert store_generation(x) == gen
     got = _answers(x)
     assert got["verified"] == [("valid", None)]
     assert got["mismatch"] == []

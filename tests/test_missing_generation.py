@@ -23,19 +23,11 @@ import pytest
 from lecode_memctl.core.errors import Conflict
 from lecode_memctl.core.facts import FactStore
 
-from .builders import copy_demo, store_sql
+from .builders import copy_demo, store_generation, store_sql
 from .conftest import run_cli, tree_hash
 
 DENIED = "80fa60fdfe856452"    # demo fact cited by nothing the forget would break
 NO_ROW = ("DELETE FROM meta",)
-
-
-def _generation(store: Path, *, readonly: bool = True) -> int:
-    fs = (FactStore.open_readonly if readonly else FactStore)(store / "facts.sqlite3")
-    try:
-        return fs.generation()
-    finally:
-        fs.close()
 
 
 def _answers(store: Path) -> dict[str, object]:
@@ -45,7 +37,7 @@ def _answers(store: Path) -> dict[str, object]:
     assert listed.exit_code == 0, listed.stderr
     grep = run_cli(*base, "grep", "-i", "pull requests only")
     read = run_cli(*base, "read", "demo-gamma", "0", "3", "--json")
-    return {"generation": _generation(store),
+    return {"generation": store_generation(store),
             "facts": sorted((r["fact_id"], r["status"], r["reason"])
                             for r in map(orjson.loads, listed.stdout.splitlines())),
             "grep": (grep.exit_code, grep.stdout),
@@ -72,7 +64,7 @@ def test_a_missing_generation_row_hides_what_the_row_hid(pair):
     assert want["generation"] == 1
     assert want["grep"][0] == 1                         # the epoch-0 reply is hidden
     assert got == want
-    assert _generation(damaged, readonly=False) == 1   # the writers' read, too
+    assert store_generation(damaged, readonly=False) == 1   # the writers' read, too
     assert _mismatch(damaged) == ["meta has no generation row"]
     assert tree_hash(damaged) == before
 
@@ -80,22 +72,22 @@ def test_a_missing_generation_row_hides_what_the_row_hid(pair):
 def test_the_highest_generation_the_rows_imply(pair):
     _intact, damaged = pair
     store_sql(damaged, *NO_ROW, "UPDATE forgotten SET generation = 4")
-    assert _generation(damaged) == 4
+    assert store_generation(damaged) == 4
     store_sql(damaged, "UPDATE forgotten SET generation = 0", "UPDATE exclusions SET generation = 3")
-    assert _generation(damaged) == 3
+    assert store_generation(damaged) == 3
     # a generation that is not an integer implies nothing (validate reports it)
     store_sql(damaged, "UPDATE exclusions SET generation = 'nine'", "UPDATE forgotten SET generation = 2.5")
-    assert _generation(damaged) == 1                    # still: exclusions hold a row
+    assert store_generation(damaged) == 1                    # still: exclusions hold a row
     # one generation per first forget: three retry markers, generation >= 3
     store_sql(damaged, "UPDATE forgotten SET generation = 0",
               "INSERT INTO forgotten VALUES ('0123456789abcdef', 0), ('fedcba9876543210', 0)")
-    assert _generation(damaged) == 3
+    assert store_generation(damaged) == 3
 
 
 def test_exclusions_alone_imply_generation_one(pair):
     _intact, damaged = pair
     store_sql(damaged, *NO_ROW, "DELETE FROM forgotten", "UPDATE exclusions SET generation = 0")
-    assert _generation(damaged) == 1
+    assert store_generation(damaged) == 1
 
 
 def test_no_row_and_nothing_forgotten_is_generation_zero(tmp_path):
@@ -108,8 +100,8 @@ def test_no_row_and_nothing_forgotten_is_generation_zero(tmp_path):
     with db:
         db.execute("DELETE FROM meta")
     db.close()
-    assert _generation(tmp_path) == 0
-    assert _generation(tmp_path, readonly=False) == 0
+    assert store_generation(tmp_path) == 0
+    assert store_generation(tmp_path, readonly=False) == 0
 
 
 def test_the_writers_check_the_implied_generation(pair):
@@ -140,7 +132,7 @@ def test_forget_dry_run_and_yes_agree(pair):
                           (DENIED,)).fetchone() == (2,)
     finally:
         db.close()
-    assert _generation(damaged) == 2
+    assert store_generation(damaged) == 2
     assert _mismatch(damaged) == []
 
 

@@ -59,6 +59,7 @@ from .secrets import (
     Finding,
     hide_values,
     json_object,
+    replace_values,
     session_id_values,
 )
 from .sessions import event_line
@@ -164,15 +165,6 @@ HEADER_FIELDS = frozenset({"seq", "type", "format", "session_id", "project"})
 RECORD_FIELDS = frozenset({"seq", "type"})
 
 
-def _replace_str(text: str, values: Mapping[str, str]) -> tuple[str, int]:
-    n = 0
-    for v, m in values.items():
-        if v in text:
-            n += text.count(v)
-            text = text.replace(v, m)
-    return text, n
-
-
 def _replace_dict(obj: dict[str, Any], values: Mapping[str, str],
                   keep: frozenset[str] = frozenset()) -> tuple[dict[str, Any], int]:
     """Keys and values replaced, in their order; the keys in ``keep`` (and
@@ -184,7 +176,7 @@ def _replace_dict(obj: dict[str, Any], values: Mapping[str, str],
         if k in keep or (binary and k == "data"):
             out[k] = v
             continue
-        k2, n1 = _replace_str(k, values)
+        k2, n1 = replace_values(k, values)
         out[k2], n2 = _replace_leaves(v, values)
         total += n1 + n2
     return out, total
@@ -230,7 +222,7 @@ def _protected_strings(rec: dict[str, Any]) -> list[str]:
 
 def _replace_leaves(obj: Any, values: Mapping[str, str]) -> tuple[Any, int]:
     if isinstance(obj, str):
-        return _replace_str(obj, values)
+        return replace_values(obj, values)
     if isinstance(obj, dict):
         return _replace_dict(obj, values)
     if isinstance(obj, list):

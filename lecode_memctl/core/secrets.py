@@ -164,13 +164,22 @@ def session_id_values(findings: Iterable[Finding]) -> dict[str, str]:
     return dict(sorted(out.items(), key=lambda kv: -len(kv[0])))
 
 
+def replace_values(text: str, values: Mapping[str, str]) -> tuple[str, int]:
+    """``text`` with each value of ``values`` (in their order) replaced by its
+    marker, and how many occurrences were replaced: redact's replacement in
+    a string, and :func:`hide_values`'."""
+    n = 0
+    for v, m in values.items():
+        if v in text:
+            n += text.count(v)
+            text = text.replace(v, m)
+    return text, n
+
+
 def hide_values(text: str, masks: Mapping[str, str]) -> str:
     """``text`` (a file name, a session id, a message) with each value of
     ``masks`` replaced by its marker."""
-    for v, m in masks.items():
-        if v in text:
-            text = text.replace(v, m)
-    return text
+    return replace_values(text, masks)[0]
 
 
 def mask_session_ids(report: SecretsReport) -> None:
@@ -743,7 +752,7 @@ def select(findings: Iterable[Finding], *, sessions: Iterable[str] | None = None
 
 __all__ = ["Detector", "Finding", "SecretsReport", "Scanner", "scan_store", "load_allowlist",
            "mask", "marker", "value_hash", "detector_slug", "select", "KINDS",
-           "session_id_values", "hide_values", "mask_session_ids"]
+           "session_id_values", "replace_values", "hide_values", "mask_session_ids"]
 
 
 # --------------------------------------------------------------------------

@@ -743,8 +743,7 @@ def meta_generation(db: sqlite3.Connection) -> int:
     older schema, read as ``m003_generation`` will migrate it) reads as
     :func:`implied_generation`, fail-closed too: a missing row must not
     un-hide what a forget hid."""
-    if not db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
-                      ).fetchone():
+    if "meta" not in _tables(db):
         return implied_generation(db)
     values = [generation_value(v) for (v,) in
               db.execute(f"SELECT value FROM meta WHERE {GENERATION_WHERE}")]
@@ -757,8 +756,7 @@ def generation_row_blocked(db: sqlite3.Connection) -> None:
     ('GENERATION' under ``COLLATE NOCASE``): a forget could not write the
     row back.  ``plan_forget`` and ``forget`` both ask, so that the dry run
     and the forget refuse alike."""
-    if not db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
-                      ).fetchone():
+    if "meta" not in _tables(db):
         return
     if db.execute(f"SELECT 1 FROM meta WHERE {GENERATION_WHERE}").fetchone():
         return

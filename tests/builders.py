@@ -5,8 +5,10 @@ file (or a snippet run in a child process) can import them directly."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
-from collections.abc import Sequence
+import sqlite3
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -102,6 +104,24 @@ def store_generation(store: Path, *, readonly: bool = True) -> int:
         return fs.generation()
     finally:
         fs.close()
+
+
+@contextlib.contextmanager
+def empty_facts_db(facts_db: Path) -> Iterator[sqlite3.Connection]:
+    """A facts database made by FactStore (lecode's schema, no fact), its
+    connection in one write transaction for the test's rows, committed when
+    the block ends."""
+    from lecode_memctl.core.facts import FactStore
+
+    with FactStore(facts_db) as fs:
+        fs.add("schema bootstrap")
+        db = fs._conn
+        assert db is not None
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("DELETE FROM revisions")
+        db.execute("DELETE FROM facts")
+        yield db
+        db.execute("COMMIT")
 
 
 def damage_schema(db_path: Path, name: str) -> None:

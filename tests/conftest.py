@@ -92,6 +92,16 @@ def project(tmp_path) -> Path:
     return p
 
 
+@pytest.fixture
+def project_cwd(tmp_path, monkeypatch) -> Path:
+    """<tmp>/proj, a plain project directory, made the working directory
+    (``open_project()`` finds its store from there)."""
+    p = tmp_path / "proj"
+    p.mkdir()
+    monkeypatch.chdir(p)
+    return p
+
+
 @pytest.fixture(scope="session")
 def demo_template(tmp_path_factory):
     """The store ``memctl demo`` builds (``core.demo.build_demo``), built once per

@@ -30,6 +30,8 @@ from lecode_memctl.core.rowmodel import FACT
 from lecode_memctl.core.sessions import SessionStore
 from lecode_memctl.core.sourceref import canonical_digest
 
+from .builders import empty_facts_db
+
 SLUG = "engine-store"
 
 
@@ -149,13 +151,7 @@ def build(root: Path, spec: dict) -> Path:
             lines[at], lines[at + 1] = lines[at + 1], lines[at]
         (store.sessions_dir / f"{sid}.jsonl").write_bytes(b"".join(lines))
     by_seq = {sid: {r["seq"]: r for r in recs} for sid, recs in spec["sessions"].items()}
-    with FactStore(store.facts_db) as fs:
-        fs.add("schema bootstrap")
-        db = fs._conn
-        assert db is not None
-        db.execute("BEGIN IMMEDIATE")
-        db.execute("DELETE FROM revisions")
-        db.execute("DELETE FROM facts")
+    with empty_facts_db(store.facts_db) as db:
         now = "2026-01-01T00:00:00.000Z"
         for fid, revs in spec["facts"]:
             db.execute("INSERT INTO facts VALUES (?, ?, ?, ?)", (fid, len(revs), now, now))
@@ -175,7 +171,6 @@ def build(root: Path, spec: dict) -> Path:
                 db.execute("INSERT INTO exclusions (session_id, seq, generation) VALUES (?, ?, 1)",
                            (sid, q))
         db.execute("UPDATE meta SET value = ? WHERE key = 'generation'", (spec["generation"],))
-        db.execute("COMMIT")
     return store.path
 
 

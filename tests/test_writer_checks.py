@@ -19,10 +19,7 @@ from lecode_memctl.core.sessions import SessionStore
 
 
 @pytest.fixture
-def project(tmp_path, monkeypatch):
-    d = tmp_path / "proj"
-    d.mkdir()
-    monkeypatch.chdir(d)
+def project(project_cwd):
     with open_project() as p:
         yield p
 

@@ -29,6 +29,8 @@ from lecode_memctl.core.layout import store_at
 from lecode_memctl.core.sessions import SessionStore
 from lecode_memctl.core.sourceref import canonical_digest
 
+from .builders import empty_facts_db
+
 SLUG = "writer-snap-0123456789ab"
 NOW = "2026-01-01T00:00:00.000Z"
 STALE = "aaaaaaaaaaaaaaaa"
@@ -41,17 +43,10 @@ def _store(tmp_path: Path, more: int = 0) -> Path:
              "created": "2026-01-01T00:00:00Z"}]
     recs += [{"seq": i, "type": "message", "role": "user", "content": f"m{i}"} for i in (1, 2)]
     (store.sessions_dir / "s1.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
-    with FactStore(store.facts_db) as fs:
-        fs.add("schema bootstrap")
-        db = fs._conn
-        assert db is not None
-        db.execute("BEGIN IMMEDIATE")
-        db.execute("DELETE FROM revisions")
-        db.execute("DELETE FROM facts")
+    with empty_facts_db(store.facts_db) as db:
         _insert(db, "0123456789abcdef", canonical_digest(recs[1:2]))
         for i in range(more):   # (more rows than a fetch takes: a read left open)
             _insert(db, f"{i:016x}", canonical_digest(recs[1:2]))
-        db.execute("COMMIT")
     return store.path
 
 

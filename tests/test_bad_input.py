@@ -1252,6 +1252,37 @@ def test_a_huge_memory_md_is_bounded_work(template):
     assert peak < 200 * 1024, peak
 
 
+@pytest.mark.slow
+def test_validate_of_a_huge_note_is_bounded_memory(template):
+    """validate checks a Markdown file's UTF-8 piece by piece: a 96 MiB note
+    with a bad byte at its end costs about what an 8 MiB one costs (it read
+    the file whole and decoded it: 2x the file, 430 MB for 200 MiB, and a
+    bundle of such a note took verify past its memory), and the finding
+    names the same line and byte."""
+    import orjson
+
+    cfg, store = template.copy("intact")
+    line = b"- a note line \xc3\xa9\xc3\xa9 of memory, long enough to fill pieces\n"
+    e = dict(os.environ, PYTHONPATH=str(REPO))
+    e.pop("MEMCTL_DEBUG", None)
+    base = [sys.executable, "-m", "lecode_memctl", "--config-dir", str(cfg), "-C",
+            str(template.project), "validate", "--json", "--ignore", "fact.*"]
+    peaks = {}
+    for mib in (8, 96):
+        n = (mib << 20) // len(line)
+        with open(store / "notes" / "big.md", "wb") as fh:
+            for _ in range(n // 4096):
+                fh.write(line * 4096)
+            fh.write(line * (n % 4096) + b"bad \xff\n")
+        p, peaks[mib] = _peak_child_rss(base, env=e)
+        found = [f for f in orjson.loads(p.stdout)["findings"] if f["code"] == "markdown.invalid_utf8"]
+        assert [(f["file"], f["offset"]) for f in found] == [("notes/big.md", n * len(line) + 4)], found
+        assert f"line {n + 1}," in found[0]["message"], found
+    print(f"[bad input] validate of an 8 / 96 MiB note: peak RSS {peaks[8] // 1024} / "
+          f"{peaks[96] // 1024} MiB")
+    assert peaks[96] - peaks[8] < 32 * 1024, peaks
+
+
 # ----------------------------------------------------------------- valid JSON orjson refuses (16.5, 16.8)
 
 def test_valid_json_orjson_refuses_is_a_record_or_too_large(template):

@@ -652,3 +652,24 @@ def test_store_path_that_is_a_file_is_an_unreadable_store(tmp_path, args):
         store_at(not_dir).require()
     with pytest.raises(NotFound):
         store_at(tmp_path / "nowhere").require()
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=64) | st.text(max_size=24).map(lambda t: t.encode("utf-8")),
+       bad=st.sampled_from([b"", b"\xff", b"\xe2\x82", b"\xed\xa0\x80", b"\xc0\xaf", b"\xf0\x9f\x98"]),
+       more=st.text(max_size=8).map(lambda t: t.encode("utf-8")),
+       cuts=st.lists(st.integers(0, 120), max_size=6))
+def test_utf8_problem_in_pieces_is_the_whole_decode(data, bad, more, cuts):
+    """The first byte that is not UTF-8, found piece by piece (the audit reads a
+    note so: memory follows a piece, not the file), is the one decoding the
+    whole text names, with the same line, wherever the pieces are cut."""
+    whole = data + b"\n" * (len(cuts) % 3) + bad + more
+    try:
+        whole.decode("utf-8")
+        expected = None
+    except UnicodeDecodeError as exc:
+        expected = (exc.start, whole.count(b"\n", 0, exc.start) + 1)
+    at = sorted({min(c, len(whole)) for c in cuts})
+    pieces = [whole[a:b] for a, b in zip([0, *at], [*at, len(whole)], strict=True)]
+    assert markdown.utf8_problem(pieces) == expected
+    assert markdown.utf8_problem([whole]) == expected

@@ -17,7 +17,7 @@ import errno
 import fcntl
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from .errors import StoreCorrupt, StoreWriteError
@@ -264,16 +264,19 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def read_all(fd: int, chunk: int = 1 << 20) -> bytes:
-    """Every byte from ``fd``'s position to end of file, read ``chunk`` bytes
-    at a time.  ``OSError`` passes through; the caller closes ``fd``."""
-    chunks = []
+def read_pieces(fd: int, chunk: int = 1 << 20) -> Iterator[bytes]:
+    """The bytes from ``fd``'s position to end of file, in reads of at most
+    ``chunk`` bytes.  ``OSError`` passes through; the caller closes ``fd``."""
     while True:
         data = os.read(fd, chunk)
         if not data:
-            break
-        chunks.append(data)
-    return b"".join(chunks)
+            return
+        yield data
+
+
+def read_all(fd: int, chunk: int = 1 << 20) -> bytes:
+    """Every byte from ``fd``'s position to end of file (:func:`read_pieces`)."""
+    return b"".join(read_pieces(fd, chunk))
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:

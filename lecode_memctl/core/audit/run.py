@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .._lazy import lazy_compile
-from ..atomic import open_nofollow, read_all
+from ..atomic import open_nofollow, read_all, read_pieces
 from ..layout import (
     DAILY_DIR,
     FACTS_DB,
@@ -25,6 +25,7 @@ from ..layout import (
     Store,
     looks_like_slug,
 )
+from ..markdown import utf8_problem
 from ..mdnames import is_daily_file, is_note_file
 from ..sessions import LOCK_SUFFIX, epoch_ahead
 from ..sourceref import SourceRef, StoredSource, session_file_id, status_for
@@ -432,17 +433,21 @@ class Audit:
                 yield self._f("markdown.orphan_backup",
                               f"backup without its file {rel[:-4]}", file=rel)
             try:
-                data = _read_all(p)
+                # (read and checked a piece at a time: memory follows a piece,
+                # not the file, a 200 MiB note included)
+                fd = open_nofollow(p)
+                try:
+                    where = utf8_problem(read_pieces(fd, READ_CHUNK))
+                finally:
+                    os.close(fd)
             except OSError as exc:
                 yield self._f("layout.unreadable", f"cannot read: {exc.strerror}", file=rel)
                 continue
-            try:
-                data.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                line = data.count(b"\n", 0, exc.start) + 1
+            if where is not None:
+                offset, line = where
                 yield self._f("markdown.invalid_utf8",
-                              f"not valid UTF-8 (line {line}, byte {exc.start})",
-                              file=rel, offset=exc.start)
+                              f"not valid UTF-8 (line {line}, byte {offset})",
+                              file=rel, offset=offset)
 
     # -- database and facts (implemented in _facts_checks below)
     def _check_db_and_facts(self) -> Generator[Finding | Pending | None, None, None]:

@@ -11,11 +11,9 @@ Text is UTF-8; undecodable bytes are ``StoreCorrupt`` naming the file.
 
 from __future__ import annotations
 
-import codecs
 import errno
 import os
 import stat
-from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,6 +36,7 @@ from .mdnames import (
     is_daily_file as is_daily_file,
     is_note_file as is_note_file,
     today as today,
+    utf8_problem as utf8_problem,
 )
 
 if TYPE_CHECKING:
@@ -233,30 +232,6 @@ def decode(data: bytes, path: Path | str) -> str:
         assert where is not None
         raise StoreCorrupt(f"{path}: not valid UTF-8 (byte offset {where[0]}, "
                            f"line {where[1]})") from None
-
-
-def utf8_problem(pieces: Iterable[bytes]) -> tuple[int, int] | None:
-    """(byte offset, line) of the first byte that is not UTF-8 in a file
-    given as ``pieces`` (its bytes in order, cut anywhere), or None when it
-    is all UTF-8: checked piece by piece, so memory follows a piece, not the
-    file (``validate`` reads a note so).  The byte is the one decoding the
-    whole file names; the line counts its newlines before it, from 1."""
-    offset, line, pending = 0, 1, b""
-    for piece in pieces:
-        buf = pending + piece if pending else piece
-        try:
-            # (final=False: a character cut at the piece's end waits for the next)
-            used = codecs.utf_8_decode(buf, "strict", False)[1]
-        except UnicodeDecodeError as exc:
-            return offset + exc.start, line + buf.count(b"\n", 0, exc.start)
-        line += buf.count(b"\n", 0, used)
-        offset += used
-        pending = buf[used:]
-    try:
-        codecs.utf_8_decode(pending, "strict", True)
-    except UnicodeDecodeError as exc:     # a character cut by the end of the file
-        return offset + exc.start, line + pending.count(b"\n", 0, exc.start)
-    return None
 
 
 def sha256(data: bytes | None) -> str | None:

@@ -1,5 +1,6 @@
 """The names and dates of a store's Markdown files, checked by syntax only,
-and the listing of the ``*.md`` files of a directory of a store.
+the listing of the ``*.md`` files of a directory of a store, and where a
+file's bytes stop being UTF-8 (:func:`utf8_problem`).
 
 Part of :mod:`lecode_memctl.core.markdown`, which re-exports every public
 name here; a module of its own so that the audit (which checks the names of
@@ -9,9 +10,11 @@ writing code and its dataclasses.
 
 from __future__ import annotations
 
+import codecs
 import datetime as _dt
 import os
 import unicodedata
+from collections.abc import Iterable
 
 from ._lazy import lazy_compile
 from .atomic import is_temp_name, lstat_dir
@@ -147,3 +150,27 @@ def _md_entries(store: Store, sub: str) -> list[tuple[str, os.stat_result]]:
         raise StoreCorrupt(f"{d}: cannot list: {exc.strerror}") from None
     out.sort(key=lambda e: e[0])
     return out
+
+
+def utf8_problem(pieces: Iterable[bytes]) -> tuple[int, int] | None:
+    """(byte offset, line) of the first byte that is not UTF-8 in a file
+    given as ``pieces`` (its bytes in order, cut anywhere), or None when it
+    is all UTF-8: checked piece by piece, so memory follows a piece, not the
+    file (``validate`` reads a note so).  The byte is the one decoding the
+    whole file names; the line counts its newlines before it, from 1."""
+    offset, line, pending = 0, 1, b""
+    for piece in pieces:
+        buf = pending + piece if pending else piece
+        try:
+            # (final=False: a character cut at the piece's end waits for the next)
+            used = codecs.utf_8_decode(buf, "strict", False)[1]
+        except UnicodeDecodeError as exc:
+            return offset + exc.start, line + buf.count(b"\n", 0, exc.start)
+        line += buf.count(b"\n", 0, used)
+        offset += used
+        pending = buf[used:]
+    try:
+        codecs.utf_8_decode(pending, "strict", True)
+    except UnicodeDecodeError as exc:     # a character cut by the end of the file
+        return offset + exc.start, line + pending.count(b"\n", 0, exc.start)
+    return None

@@ -25,8 +25,7 @@ from ..layout import (
     Store,
     looks_like_slug,
 )
-from ..markdown import utf8_problem
-from ..mdnames import is_daily_file, is_note_file
+from ..mdnames import is_daily_file, is_note_file, utf8_problem
 from ..sessions import LOCK_SUFFIX, epoch_ahead
 from ..sourceref import SourceRef, StoredSource, session_file_id, status_for
 from .codes import CODES, Finding, Progress, Summary

@@ -134,9 +134,11 @@ def build_planted(config_dir: Path) -> Path:
     lineage6 = [ss.source_snapshot("s2", 1, 2).ref.to_json(), ss.source_snapshot("s2", 4, 5).ref.to_json()]
     wide = {"session_id": "s2", "seqs": [1, 250], "digest": "a" * 64}
     _compact(w, ss, "s2", lineage6 + [wide], prior_of(ss, "s2", 6))               # 9: too wide
-    w.append_event("learning", status="exploded", reason_counts={}, facts=[], proposals=[])  # 10
-    w.append_event("learning", status="rejected", reason_counts={"bogus_code": 2}, facts=[],
-                   proposals=[])
+    # (the raw writer: append_event refuses both, by the rule validate applies)
+    w.append_record({"type": "event", "event": "learning", "status": "exploded",     # 10
+                     "reason_counts": {}, "facts": [], "proposals": []})
+    w.append_record({"type": "event", "event": "learning", "status": "rejected",
+                     "reason_counts": {"bogus_code": 2}, "facts": [], "proposals": []})
     w.close()
     # s4: prior mismatch, then a stale chunk
     w = ss.create("s4")

@@ -115,3 +115,24 @@ def test_undo_redo_targets_follow_the_validate_rule(project):
     assert _records(project, "w1")[5]["target"] == [1, 2]
     findings, _summary = validate_store(project.store, deep=True)
     assert [f.code for f in findings if f.severity == "error"] == []
+
+
+def test_learning_events_follow_the_validate_rule(project):
+    """A learning event's status is one of the fixed set, and its reason_counts
+    (when given: older events have none) map fixed codes to non-negative
+    integers: what validate --deep reports as learning.bad_status and
+    learning.bad_reason is refused (the rule has one home)."""
+    with project.sessions.create("w1") as w:
+        for status in ("bogus", None, 3, ""):
+            _refused(w, lambda s=status: w.append_event("learning", status=s), "status")
+        _refused(w, lambda: w.append_event("learning"), "status")
+        for counts in ([1], "x", {"bogus_code": 1}, {"invalid_json": -1},
+                       {"invalid_json": True}, {"invalid_json": 1.0}, {"invalid_json": None}):
+            _refused(w, lambda c=counts: w.append_event("learning", status="rejected",
+                                                        reason_counts=c), "reason|count")
+        assert w.append_event("learning", status="rejected",
+                              reason_counts={"invalid_json": 2, "candidate_schema": 0}) == 1
+        assert w.append_event("learning", status="no_candidates") == 2
+        w.append_event("learning_like_other_event", status="anything")     # not a learning event
+    findings, _summary = validate_store(project.store, deep=True)
+    assert [f.code for f in findings if f.severity == "error"] == []

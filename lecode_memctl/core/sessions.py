@@ -254,6 +254,30 @@ def bad_target(ev: dict[str, Any]) -> bool:
     return t is None or not _is_int(seq) or t[1] >= seq
 
 
+def learning_problems(ev: dict[str, Any]) -> Iterator[tuple[str, str, str | None]]:
+    """What breaks the contract in a ``learning`` event: ``(code, message,
+    key)`` for a status outside the fixed set (``learning.bad_status``) and
+    for each reason count that is not a fixed code mapped to a non-negative
+    integer (``learning.bad_reason``, ``key`` the code); an event without
+    ``reason_counts`` (an older one) has none to check.  The rule of
+    ``validate --deep`` and of :meth:`SessionWriter.append_event`."""
+    status = ev.get("status")
+    if not isinstance(status, str) or status not in LEARNING_STATUSES:
+        yield ("learning.bad_status", f"learning status {str(status)[:60]!r} is not one of "
+               + ", ".join(sorted(LEARNING_STATUSES)), None)
+    counts = ev.get("reason_counts")
+    if counts is None:
+        return      # older events without counts remain readable
+    if not isinstance(counts, dict):
+        yield "learning.bad_reason", "reason_counts is not an object", None
+        return
+    for k, v in counts.items():
+        if k not in LEARNING_REASONS:
+            yield "learning.bad_reason", f"unknown reason code {str(k)[:60]!r}", k
+        elif isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            yield "learning.bad_reason", f"count for {k!r} is not a non-negative integer", k
+
+
 def epoch_ahead(epoch: int, generation: int) -> bool:
     """Whether a generated message's ``epoch`` is ahead of the project's
     exclusion ``generation``: an epoch is a generation captured before a
@@ -2721,7 +2745,9 @@ class SessionWriter(ClosesOnExit):
         an ``undo``/``redo`` whose ``target`` is not ``[first, last]`` with
         ``0 <= first <= last <`` its own seq (:func:`bad_target`, the rule
         of ``validate``'s ``session.bad_target``; a tuple is taken as the
-        list it is written as)."""
+        list it is written as); a ``learning`` event whose ``status`` or
+        ``reason_counts`` ``validate --deep`` would report
+        (:func:`learning_problems`)."""
         if not isinstance(event, str) or not event:
             raise UsageError("an event has a name")
         self._check_reserved("event", EVENT_KEYS, fields)
@@ -2733,6 +2759,9 @@ class SessionWriter(ClosesOnExit):
             raise UsageError(f"{event} target {_short(fields.get('target'))} is not "
                              f"[first, last] with 0 <= first <= last < {self.next_seq} "
                              "(this event's seq)")
+        if event == LEARNING_EVENT:
+            for _code, message, _key in learning_problems(rec):
+                raise UsageError(message)
         return self.append_record(rec)
 
     def close(self) -> None:
@@ -2811,6 +2840,7 @@ def lock_session(sessions_dir: str, session_id: str) -> int:
 __all__ = [
     "SessionStore", "SessionWriter", "Snapshot", "SessionInfo", "ScanItem", "UndoState",
     "visible", "is_generated", "epoch_ahead", "undo_target", "bad_target", "event_line",
+    "learning_problems",
     "SessionNotFound", "SessionRefused",
     "SessionUnreadable", "SessionCorrupt", "SpanHidden", "PositionMissing", "REASONS",
     "CORRUPTION_KINDS", "NO_EXCLUSIONS", "StoreExclusions",

@@ -20,8 +20,6 @@ from ..sessions import (
     HUGE_LINE,
     INVALID_UTF8,
     LEARNING_EVENT,
-    LEARNING_REASONS,
-    LEARNING_STATUSES,
     NOT_JSON,
     TOO_LARGE,
     MarkFinder,
@@ -32,6 +30,7 @@ from ..sessions import (
     event_line,
     fast_seq,
     huge_seq,
+    learning_problems,
     load_record,
     not_an_event,
     record_before,
@@ -964,22 +963,11 @@ def _span_status(seqs: tuple[int, ...], digest: str, purpose: str, records: dict
 
 def _learning(rec: dict[str, Any], add: Callable[..., None]) -> None:
     seq = rec.get("seq")
-    status = rec.get("status")
-    if not isinstance(status, str) or status not in LEARNING_STATUSES:
-        add("learning.bad_status", f"learning status {str(status)[:60]!r} is not one of "
-            + ", ".join(sorted(LEARNING_STATUSES)), seq=seq)
-    counts = rec.get("reason_counts")
-    if counts is None:
-        return  # older events without counts remain readable
-    if not isinstance(counts, dict):
-        add("learning.bad_reason", "reason_counts is not an object", seq=seq)
-        return
-    for k, v in counts.items():
-        if k not in LEARNING_REASONS:
-            add("learning.bad_reason", f"unknown reason code {k[:60]!r}", seq=seq, key=k)
-        elif isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            add("learning.bad_reason", f"count for {k!r} is not a non-negative integer",
-                seq=seq, key=k)
+    for code, message, key in learning_problems(rec):
+        if key is None:
+            add(code, message, seq=seq)
+        else:
+            add(code, message, seq=seq, key=key)
 
 
 def _short(v: Any) -> str:

@@ -519,19 +519,56 @@ sys.exit(main())
 """
 
 
-@pytest.mark.parametrize("fmt", ["table", "jsonl"])
+@pytest.mark.parametrize("fmt", ["table", "jsonl", "json"])
 def test_ctrl_c_while_the_command_tree_is_built_is_one_line(store, fmt):
     """Ctrl-C in the first tenth of a second (the imports, the command tree)
     ends memctl as during the command: one line, exit 130 (a JSONL stream
-    ends with the error record), not a KeyboardInterrupt traceback."""
+    ends with the error record; under --json, where no document has begun,
+    the error is the document), not a KeyboardInterrupt traceback."""
     r = subprocess.run([sys.executable, "-c", EARLY_SIGINT, "--store", str(store), "facts",
                         "--format", fmt], capture_output=True, timeout=60)
     assert r.returncode == 130, r.stderr
     assert r.stderr == b"memctl: error: interrupted\n"
-    if fmt == "jsonl":
-        assert orjson.loads(r.stdout)["error"]["code"] == "interrupted"
-    else:
+    if fmt == "table":
         assert r.stdout == b""
+    else:
+        assert orjson.loads(r.stdout) == {"type": "error", "error": {
+            "code": "interrupted", "message": "interrupted", "exit_code": 130}}
+
+
+# validate --json held in its fact checks (before any output), then SIGTERM
+HELD_VALIDATE = """\
+import os, sys, time
+import lecode_memctl.core.audit.run as r
+checks = r.check_db_and_facts
+def held(*a, **k):
+    open({mark!r}, "w").write("1")
+    time.sleep(60)
+    return checks(*a, **k)
+r.check_db_and_facts = held
+from lecode_memctl.cli.main import main
+sys.exit(main())
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
+def test_a_json_document_not_begun_is_the_error(store, tmp_path, sig):
+    """A command that prints its --json document at its end (validate, grep,
+    secrets), stopped before it: stdout is the error document the README
+    promises under --json, not empty (a script parsing it got nothing)."""
+    mark = tmp_path / "mark"
+    p = subprocess.Popen([sys.executable, "-c", HELD_VALIDATE.format(mark=str(mark)), "--store",
+                          str(store), "--no-state", "validate", "--json"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    _until(p, mark.exists, "held in the fact checks")
+    out, err = _ended(p, sig)
+    if sig == signal.SIGINT:
+        expected = {"code": "interrupted", "message": "interrupted", "exit_code": 130}
+        assert (p.returncode, err) == (130, b"memctl: error: interrupted\n")
+    else:
+        expected = {"code": "terminated", "message": "terminated by SIGTERM", "exit_code": 143}
+        assert (p.returncode, err) == (-sig, b"memctl: error: terminated by SIGTERM\n")
+    assert orjson.loads(out) == {"type": "error", "error": expected}
 
 
 def test_ctrl_c_while_the_command_tree_is_built_in_process(monkeypatch, capsys):

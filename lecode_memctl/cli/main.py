@@ -160,13 +160,18 @@ def _write_early(text: str) -> int | None:
 def _interrupted(args: Sequence[str]) -> int:
     """Ctrl-C: one line on stderr, exit 130, and a next Ctrl-C ends the
     process at once.  The JSONL error line ends a JSONL stream, after its
-    last whole row; a JSON document is not followed by it (an interrupted
-    ``facts --json`` ends its document with the error itself)."""
+    last whole row.  Under --json it is the document when the command had
+    written nothing yet (one that prints its document at its end, or any
+    command while it starts); a document begun is not followed by it (an
+    interrupted ``facts --json`` ends its document with the error itself)."""
     from .output import interrupted_once, interruption
+    from .state import STATE
 
     interrupted_once()
     code, message, status = interruption()
-    return report_error(code, message, status, json_doc=_json_format(args) == "jsonl")
+    fmt = _json_format(args)
+    return report_error(code, message, status,
+                        json_doc=fmt == "jsonl" or (fmt == "json" and not STATE.output_started))
 
 
 def _ended(*, own: bool) -> None:

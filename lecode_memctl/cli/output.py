@@ -432,6 +432,7 @@ def stdout_error(exc: OSError) -> None:
 
 
 def write_bytes(data: bytes) -> None:
+    STATE.output_started = True
     out = sys.stdout
     buf = getattr(out, "buffer", None)
     try:
@@ -501,6 +502,7 @@ class Stream:
     __slots__ = ("_direct", "_text", "_out", "_buf", "_put", "_relined")
 
     def __init__(self, *, text: bool = False) -> None:
+        STATE.output_started = True     # (here, not per piece: a listing's hot path)
         out = sys.stdout
         self._out = out
         self._text = text

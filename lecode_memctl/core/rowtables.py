@@ -197,7 +197,8 @@ PROJECT = RowModel("projects", "project", "One store under <config dir>/memory/.
     Field("legacy_of", "string", "the project a legacy store belongs to", True),
     Field("legacy_directory", "string", "the directory a legacy store was kept for", True),
     Field("possibly_legacy", "boolean", "Markdown only: maybe a legacy store"),
-    Field("sessions", "integer", "session transcripts"),
+    Field("sessions", "integer", "session transcripts: files <id>.jsonl of a valid session id "
+          "(memctl sessions also lists other *.jsonl names, refused)"),
     Field("facts", "integer", "facts (null when the database cannot be read)", True),
     Field("facts_error", "string", "why facts is null", True),
     Field("size", "integer", "bytes"),
@@ -211,7 +212,8 @@ FINDING = RowModel("validate", "finding", "One problem found by validate.", (
     Field("severity", "string", "error, warning or info"),
     Field("check", "string", "the check (the code's group)"),
     Field("project", "string", "the store's slug"),
-    Field("file", "string", "file relative to the store (config.toml: its absolute path, outside the store)", True),
+    Field("file", "string",
+          "file relative to the store (config.toml: its absolute path, outside the store)", True),
     Field("line", "integer", "1-based line", True),
     Field("offset", "integer", "byte offset", True),
     Field("seq", "integer", "record seq", True),
@@ -238,7 +240,8 @@ SUMMARY = RowModel("validate", "summary", "The audit of one store (after its fin
     Field("ignored", "integer", "findings dropped by --ignore"),
     Field("facts", "object", "{status: count}, each fact under its worst revision"),
     Field("facts_total", "integer", "facts"),
-    Field("sessions", "integer", "session transcripts"),
+    Field("sessions", "integer", "session transcripts: files <id>.jsonl of a valid session id "
+          "(memctl sessions also lists other *.jsonl names, refused)"),
     Field("transcript_bytes_read", "integer", "bytes of transcripts read"),
 ))
 
@@ -258,7 +261,8 @@ PLAN_ITEM = RowModel("migrate-legacy", "item", "One file of the migration plan."
     Field("action", "string", "copy or skip"),
     Field("reason", "string", "why it is skipped", True),
     Field("conflict", "boolean", "whether skipping it loses content"),
-    Field("result", "string", "null in a dry run; after applying: copied, skipped (a skip item), identical, conflict, source_changed", True),
+    Field("result", "string", "null in a dry run; after applying: copied, skipped (a skip item), "
+          "identical, conflict, source_changed", True),
     Field("store", "integer", "index of the legacy store (#N in the plan)"),
     Field("name", "string", "the file relative to the store"),
     Field("size", "integer", "bytes", True),

@@ -317,3 +317,35 @@ def test_a_database_that_is_not_a_regular_file_is_unreadable(tmp_path, kind):
     assert r.exit_code == 1 and name in r.stdout + r.stderr
     assert run_cli("--store", str(store), "redact", "--yes", "--jobs", "1").exit_code == 5
     assert state() == before
+
+
+def test_a_transcript_is_scanned_a_line_at_a_time(tmp_path):
+    """A transcript is read a line at a time, not whole: memory follows its
+    longest line (a 1 GiB transcript took 1 GiB and more), and the hits, the
+    line numbers and the size are those of the whole file."""
+    import tracemalloc
+
+    from lecode_memctl.core import secrets as core_secrets
+
+    root = tmp_path / "store"
+    (root / "sessions").mkdir(parents=True)
+    path = root / "sessions" / "big.jsonl"
+    pad = b" " * (1 << 20)          # JSON whitespace: a 1 MiB line with nothing to scan
+    key = "AKIA" + "QWERTYUIOPASDFGH"
+    with open(path, "wb") as fh:
+        fh.write(b'{"seq":0,"type":"session","format":1,"session_id":"big","project":"p"}\n')
+        for seq in range(1, 33):
+            fh.write(b'{"seq":%d,"type":"message","role":"user","content":"hi"%s}\n' % (seq, pad))
+        fh.write(orjson.dumps({"seq": 33, "type": "message", "role": "user",
+                               "content": f"aws_access_key_id = {key}"}) + b"\n")
+        fh.write(b"torn " + key.encode())             # a last line without its newline: text
+    tracemalloc.start()
+    try:
+        scan = core_secrets.scan_file(core_secrets.Detector(), str(root), "sessions/big.jsonl")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert scan.error is None and scan.size == path.stat().st_size
+    found = [(v, loc.get("seq"), loc.get("line"), loc.get("path")) for v, _d, _k, loc in scan.hits]
+    assert (key, 33, 34, "$.content") in found and (key, None, 35, None) in found, found
+    assert peak < 16 << 20, f"{peak >> 20} MiB for a {path.stat().st_size >> 20} MiB transcript"

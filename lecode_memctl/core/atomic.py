@@ -106,15 +106,27 @@ def open_in_dir(path: str | os.PathLike[str], flags: int = os.O_RDONLY) -> int:
         os.close(dfd)
 
 
+def open_regular(path: str | os.PathLike[str], *, follow: bool = False) -> int:
+    """A read descriptor of the file ``path``, opened as :func:`read_regular`
+    opens it (never blocks; a link refused unless ``follow``; a directory
+    raises ``IsADirectoryError``), for a caller that reads it in pieces."""
+    fd = open_nofollow(path, follow=follow)
+    try:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(path))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def read_regular(path: str | os.PathLike[str], limit: int | None = None, *,
                  follow: bool = False) -> bytes:
     """The bytes of the regular file ``path`` (at most ``limit``), opened with
     :func:`open_nofollow` (never blocks; a link is refused unless ``follow``).
     A directory raises ``IsADirectoryError``; ``OSError`` passes through."""
-    fd = open_nofollow(path, follow=follow)
+    fd = open_regular(path, follow=follow)
     try:
-        if stat.S_ISDIR(os.fstat(fd).st_mode):
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(path))
         if limit is None:
             return read_all(fd)
         chunks, left = [], limit

@@ -43,7 +43,7 @@ from typing import Any
 import orjson
 
 from ._lazy import lazy_compile
-from .atomic import open_nofollow, read_regular
+from .atomic import open_nofollow, open_regular, read_regular
 from .errors import MemctlError, UsageError
 from .layout import FACTS_DB, SESSIONS_DIR, Store
 
@@ -657,21 +657,28 @@ def _text_hits(detector: Detector, text: str, filename: str) -> Iterator[tuple[s
 
 
 def scan_file(detector: Detector, root: str, rel: str) -> FileScan:
-    """One transcript or text file of a store."""
+    """One transcript (read a line at a time: memory follows its longest
+    line, not the file) or text file of a store."""
     out = FileScan(rel)
+    path = os.path.join(root, rel)
     try:
-        data = read_regular(os.path.join(root, rel))
+        if is_transcript(rel):
+            with open(open_regular(path), "rb", buffering=TRANSCRIPT_PIECE) as f:
+                out.size = _transcript_hits(detector, rel, f, out.hits)
+            return out
+        data = read_regular(path)
     except OSError as exc:
         out.error = exc.strerror or str(exc)
+        out.hits.clear()    # (an unreadable file: none of it is reported, as before it was read)
         return out
     out.size = len(data)
-    if is_transcript(rel):
-        _transcript_hits(detector, rel, data, out.hits)
-    else:
-        text = data.decode("utf-8", "surrogateescape")
-        for value, det, ln in _text_hits(detector, text, os.path.basename(rel).removesuffix(".bak")):
-            out.hits.append((value, det, KIND_FILE, {"line": ln}))
+    text = data.decode("utf-8", "surrogateescape")
+    for value, det, ln in _text_hits(detector, text, os.path.basename(rel).removesuffix(".bak")):
+        out.hits.append((value, det, KIND_FILE, {"line": ln}))
     return out
+
+
+TRANSCRIPT_PIECE = 1 << 20
 
 
 def json_object(line: bytes) -> dict[str, Any] | None:
@@ -683,21 +690,20 @@ def json_object(line: bytes) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) else None
 
 
-def _transcript_hits(detector: Detector, rel: str, data: bytes, hits: list[Any]) -> None:
+def _transcript_hits(detector: Detector, rel: str, lines: Iterable[bytes],
+                     hits: list[Any]) -> int:
+    """The hits of a transcript given as its ``lines`` (each with its newline,
+    the last one maybe without: a torn tail, scanned as text); its size."""
     from .grep import string_leaves
 
     sid = rel.split("/", 1)[1][:-len(".jsonl")]
-    lineno = 0
-    pos = 0
-    n = len(data)
-    while pos < n:
-        nl = data.find(b"\n", pos)
-        end = nl if nl >= 0 else n
-        line = data[pos:end]
-        lineno += 1
-        pos = end + 1
-        rec = json_object(line)
-        if rec is not None and nl >= 0:
+    size = 0
+    for lineno, raw in enumerate(lines, 1):
+        size += len(raw)
+        whole = raw.endswith(b"\n")
+        line = raw[:-1] if whole else raw
+        rec = json_object(line) if whole else None
+        if rec is not None:
             seq = rec.get("seq") if isinstance(rec.get("seq"), int) else None
             for jpath, s in string_leaves(rec, "$"):
                 for value, det, _ln in _text_hits(detector, s, "transcript.txt"):
@@ -707,6 +713,7 @@ def _transcript_hits(detector: Detector, rel: str, data: bytes, hits: list[Any])
             text = line.decode("utf-8", "surrogateescape")
             for value, det, _ln in _text_hits(detector, text, "transcript.txt"):
                 hits.append((value, det, KIND_TRANSCRIPT, {"session_id": sid, "line": lineno}))
+    return size
 
 
 _WORKER_DETECTOR: Detector | None = None

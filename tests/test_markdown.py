@@ -310,6 +310,40 @@ def test_search_skips_undecodable_files_with_a_warning(store_dir):
     assert "not valid UTF-8" in doc["skipped"][0]["reason"]
 
 
+@pytest.mark.parametrize("fmt", [[], ["--json"], ["--format", "jsonl"], ["--format", "csv"],
+                                 ["--format", "table"]])
+def test_search_reports_every_skipped_file_as_memory_md_is(store_dir, tmp_path, fmt):
+    """A symlinked or non-regular daily/*.md or notes/*.md is skipped with a
+    warning (and under "skipped" with --json), as a symlinked MEMORY.md is:
+    the help promises it for every file search covers."""
+    secret = tmp_path / "secret.md"
+    secret.write_text("deploy secret\n")
+    (store_dir / "MEMORY.md").unlink()
+    (store_dir / "MEMORY.md").symlink_to(secret)
+    (store_dir / "daily" / "2026-12-02.md").symlink_to("../notes/deploy-checklist.md")
+    (store_dir / "notes" / "link.md").symlink_to(secret)
+    os.mkfifo(store_dir / "notes" / "pipe.md")
+    (store_dir / "notes" / "dir.md").mkdir()
+    r = cli(store_dir, "search", "deploy", *fmt)
+    assert r.exit_code == 0, r.stderr
+    assert "secret" not in r.stdout
+    skipped = {"MEMORY.md": "is a symbolic link",
+               "daily/2026-12-02.md": "is a symbolic link",
+               "notes/dir.md": "is a directory",
+               "notes/link.md": "is a symbolic link",
+               "notes/pipe.md": "not a regular file"}
+    warnings = [line for line in r.stderr.splitlines() if line.startswith("memctl: warning: ")]
+    assert [w.split(": ")[2] for w in warnings] == list(skipped)
+    for w, why in zip(warnings, skipped.values(), strict=True):
+        assert why in w and w.endswith("; skipped"), w
+    if fmt == ["--json"]:
+        doc = orjson.loads(r.stdout_bytes)
+        assert [s["file"] for s in doc["skipped"]] == list(skipped)
+        for s, why in zip(doc["skipped"], skipped.values(), strict=True):
+            assert why in s["reason"], s
+        assert doc["files_searched"] == 5   # scratchpad, 2 daily logs, 2 notes
+
+
 # ---------------------------------------------------------------- search
 
 def test_search_output_and_scope(store_dir):

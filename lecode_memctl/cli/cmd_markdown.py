@@ -184,8 +184,9 @@ def search(
     says otherwise, and a note on stderr says when more exist; the machine
     formats give every hit unless --limit is given.  --offset N skips the
     first N hits, in every format.  An invalid regular
-    expression is a usage error (exit 2).  A file that is not valid UTF-8 or
-    is a symbolic link is skipped with a warning on stderr (listed under
+    expression is a usage error (exit 2).  A file that is not valid UTF-8,
+    is a symbolic link or is not a regular file (a FIFO, a directory named
+    *.md) is skipped with a warning on stderr, in every format (listed under
     "skipped" with --json).  No hits is not an error.  Changes nothing.
     --json prints {"type": "search", "schema_version", "pattern", "offset",
     "limit", "truncated", "files_searched", "hits": [hit rows {type, file, line,

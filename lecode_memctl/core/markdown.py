@@ -295,11 +295,14 @@ def read_note(store: Store, name: str) -> MarkdownFile:
 
 def markdown_files(store: Store) -> list[Target]:
     """The files search covers, in search order: MEMORY.md, scratchpad.md,
-    daily/*.md, notes/*.md (never ``.bak``, temp files or sessions)."""
+    daily/*.md, notes/*.md (never ``.bak``, temp files or sessions).  A
+    ``*.md`` entry of daily/ or notes/ that is a symbolic link or not a
+    regular file is in the list, as MEMORY.md always is: reading it refuses
+    it (``StoreCorrupt``), and search reports it as skipped."""
     store.require()
     out = [memory_target(), scratchpad_target()]
     for sub, kind in ((DAILY_DIR, LOG), (NOTES_DIR, NOTE)):
-        for name, _st in _md_entries(store, sub):
+        for name, _st in _md_entries(store, sub, every=True):
             stem = name[:-len(MD_SUFFIX)]
             label = f"daily log {stem}" if kind == LOG else f"note {stem!r}"
             out.append(Target(kind, (sub, name), label))

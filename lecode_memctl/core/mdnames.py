@@ -14,7 +14,8 @@ import codecs
 import datetime as _dt
 import os
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 from ._lazy import lazy_compile
 from .atomic import is_temp_name, lstat_dir
@@ -134,22 +135,39 @@ def today() -> str:
 
 # ---------------------------------------------------------------- listing
 
-def _md_entries(store: Store, sub: str) -> list[tuple[str, os.stat_result]]:
+def _md_entries(store: Store, sub: str, *,
+                every: bool = False) -> list[tuple[str, os.stat_result]]:
     """Regular ``*.md`` files directly in ``store/sub`` (no symlinks, no temp
-    files, no ``.bak``), sorted by name.  Empty when the directory is missing;
+    files, no ``.bak``), sorted by name, with their ``lstat``.  With
+    ``every``, also the ``*.md`` entries that are not regular files (symbolic
+    links, FIFOs, directories, ...): search reports those as skipped rather
+    than leave them out unsaid.  Empty when the directory is missing;
     ``StoreCorrupt`` when it is a symlink."""
     d = store.path / sub
     if lstat_dir(d) is None:
         return []
     out = []
     try:
-        for name, est in regular_files(d, MD_SUFFIX):
+        for name, est in (_md_any(d) if every else regular_files(d, MD_SUFFIX)):
             if not is_temp_name(name) and name != MD_SUFFIX:
                 out.append((name, est))
     except OSError as exc:
         raise StoreCorrupt(f"{d}: cannot list: {exc.strerror}") from None
     out.sort(key=lambda e: e[0])
     return out
+
+
+def _md_any(d: Path) -> Iterator[tuple[str, os.stat_result]]:
+    """(name, lstat) of every ``*.md`` entry directly in ``d``, whatever its
+    type (an entry that vanishes meanwhile is left out, as ``regular_files``
+    does)."""
+    with os.scandir(d) as it:
+        for entry in it:
+            if entry.name.endswith(MD_SUFFIX):
+                try:
+                    yield entry.name, entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
 
 
 def utf8_problem(pieces: Iterable[bytes]) -> tuple[int, int] | None:

@@ -274,3 +274,44 @@ def test_completion_resolves_project_store(tmp_path, config_dir):
                   env_extra={"LECODE_CONFIG_DIR": str(tmp_path / "elsewhere")})
     assert r.stdout.decode().split() == ["from-project"]
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_every_sessions_row_matches_the_schema(ss, store):
+    """Every state's row is what 'memctl schema session' declares, in --json
+    and jsonl: a refused or unreadable file was not read, so its counts are
+    null (0 would claim it holds no records), and the schema and
+    docs/OUTPUT.md say they may be."""
+    from .test_output_contract import _check_against_schema
+
+    make(ss, "ok1", 4)
+    make(ss, "torn", 2)
+    with open(store.sessions_dir / "torn.jsonl", "ab") as f:
+        f.write(b'{"seq":3,"type":"mess')
+    make(ss, "corrupt", 2)      # the last line is no record: no last seq, records null
+    with open(store.sessions_dir / "corrupt.jsonl", "ab") as f:
+        f.write(b"garbage\n")
+    os.symlink("ok1.jsonl", store.sessions_dir / "alias.jsonl")
+    other = SessionStore(store_at(store.path.parent / "other-000000000000"))
+    make(other, "theirs", 1)
+    os.link(other.store.sessions_dir / "theirs.jsonl", store.sessions_dir / "theirs.jsonl")
+    (store.sessions_dir / "bad name.jsonl").write_bytes(
+        (store.sessions_dir / "ok1.jsonl").read_bytes())
+    os.mkfifo(store.sessions_dir / "fifo.jsonl")
+    (store.sessions_dir / "dir.jsonl").mkdir()
+    schema = orjson.loads(run_cli("schema", "session").stdout_bytes)
+    doc = orjson.loads(cli(store, "sessions", "--json").stdout_bytes)
+    lines = [orjson.loads(x) for x in cli(store, "sessions", "--format", "jsonl").stdout_bytes.splitlines()]
+    assert lines == doc
+    states = {r["id"]: (r["state"], r["reason"]) for r in doc}
+    assert states == {
+        "ok1": ("ok", None), "torn": ("torn_tail", "torn_tail"), "corrupt": ("corrupt", "not_json"),
+        "alias": ("refused", "refused_symlink"), "theirs": ("refused", "refused_project"),
+        "bad name": ("refused", "invalid_ref"),
+        "fifo": ("unreadable", "session_unreadable"), "dir": ("unreadable", "session_unreadable")}
+    for row in doc:
+        _check_against_schema(row, schema)
+        if row["state"] in ("refused", "unreadable"):
+            assert (row["records"], row["messages"], row["compactions"]) == (None, None, None), row
+    nullable = {k for k, p in schema["properties"].items()
+                if isinstance(p.get("type"), list) and "null" in p["type"]}
+    assert {"records", "messages", "compactions"} <= nullable

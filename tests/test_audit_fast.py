@@ -512,6 +512,46 @@ def test_a_current_revision_of_another_type_is_a_hidden_row(tmp_path: Path, stor
     assert r.exit_code == 0, (r.stdout, r.stderr)
 
 
+
+@pytest.mark.parametrize("stored", ["x'01'", "NULL", "9e999"], ids=["blob", "null", "inf"])
+def test_rows_with_a_revision_of_no_integer_match_the_schema(tmp_path: Path, stored: str) -> None:
+    """A revision stored as no integer is shown as null (FORMAT.md): in a
+    fact row's revision (facts.revision) and in a history row's revision (a
+    BLOB or +Inf in revisions.revision; NULL is refused there).  Every such
+    row is what 'memctl schema' declares: the schema said integer only."""
+    import orjson
+
+    from .conftest import run_cli
+    from .test_output_contract import _check_against_schema
+
+    path = _dangling_store(tmp_path)
+    with FactStore(store_at(path).facts_db) as fs:
+        db = fs._conn
+        assert db is not None
+        db.execute("PRAGMA foreign_keys=0")
+        db.execute("CREATE TABLE f2 (fact_id TEXT PRIMARY KEY, revision, "
+                   "created TEXT NOT NULL, updated TEXT NOT NULL)")
+        db.execute("INSERT INTO f2 SELECT * FROM facts")
+        db.execute("DROP TABLE facts")
+        db.execute("ALTER TABLE f2 RENAME TO facts")
+        db.execute(f"UPDATE facts SET revision = {stored} WHERE fact_id = ?", (f"{2:016x}",))
+        if stored != "NULL":
+            db.execute(f"UPDATE revisions SET revision = {stored} WHERE fact_id = ?", (f"{4:016x}",))
+    fact_schema = orjson.loads(run_cli("schema", "fact").stdout_bytes)
+    doc = orjson.loads(run_cli("--store", str(path), "facts", "--json").stdout_bytes)
+    assert next(x for x in doc["facts"] if x["fact_id"] == f"{2:016x}")["revision"] is None
+    for row in doc["facts"]:
+        _check_against_schema(row, fact_schema)
+    revision_schema = orjson.loads(run_cli("schema", "revision").stdout_bytes)
+    seen = []
+    for fid in (f"{i:016x}" for i in (1, 2, 4)):
+        r = run_cli("--store", str(path), "history", fid, "--json")
+        assert r.exit_code == 0, (fid, r.stderr)
+        for row in orjson.loads(r.stdout_bytes)["revisions"]:
+            _check_against_schema(row, revision_schema)
+            seen.append(row["revision"])
+    assert (None in seen) == (stored != "NULL"), seen
+
 def test_the_pool_is_not_worth_its_wait_on_a_large_database(tmp_path: Path) -> None:
     """A fork waits for the audit's integrity_check of the database; on a
     store of many facts over few transcripts that wait cost more than the

@@ -115,7 +115,8 @@ def _t(doc: str) -> Field:
 FACT = RowModel("facts", "fact", "One fact at its current revision, with its evidence status today.", (
     _t('"fact"'),
     Field("fact_id", "string", "16 hex digits"),
-    Field("revision", "integer", "current revision (1, 2, ...)"),
+    Field("revision", "integer", "current revision (1, 2, ...; null when the stored one is no "
+          "integer: a damaged database)", True),
     Field("status", "string", "valid, missing, stale, hidden or unverified"),
     Field("reason", "string", "machine-readable reason of a status other than valid", True),
     Field("about_revision", "integer", "the revision the status is about (null when valid)", True),
@@ -162,7 +163,8 @@ HIT = RowModel("search", "hit", "One matching line of the Markdown memory.", (
 REVISION = RowModel("history", "revision", "One revision of a fact.", (
     _t('"revision"'),
     Field("fact_id", "string", "16 hex digits"),
-    Field("revision", "integer", "1, 2, ... without gaps"),
+    Field("revision", "integer", "1, 2, ... without gaps (null when stored as a BLOB or "
+          "+Inf: a damaged database)", True),
     Field("current", "boolean", "whether this is the current revision"),
     Field("created", "time", "when the revision was written", True),
     Field("status", "string", "status of this revision's evidence today"),

@@ -81,10 +81,14 @@ def _row_for_table(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _print_learning(learning: dict[str, Any] | None, session: str | None) -> None:
+def _print_learning(learning: dict[str, Any] | None, session: str | None,
+                    transcript: bool = True) -> None:
     from .output import echo, safe
 
     if learning is None:
+        if session and not transcript:
+            echo(f"learning: none (session {safe(session)} has no transcript)")
+            return
         echo("learning: no learning event" + (f" in session {safe(session)}" if session else ""))
         return
     def one(value: Any) -> str:   # stored values, one line each (issue 16.6)
@@ -150,7 +154,8 @@ def facts(
                                        "one page.")] = False,
     session: Annotated[str | None, typer.Option(
         "--session", metavar="ID", autocompletion=complete_session_id,
-        help="Only facts with evidence in this session; learning status of this session.")] = None,
+        help="Only facts with evidence in this session (missing when its transcript is "
+             "gone); learning status of this session.")] = None,
     status: Annotated[str | None, typer.Option(
         "--status", metavar="STATUS", autocompletion=complete_fact_status,
         help="Only facts with this evidence status: valid, stale, missing, hidden or "
@@ -186,14 +191,18 @@ def facts(
     jsonl, csv, tsv) give every fact unless --limit or --offset is given,
     streamed in constant memory.  --json is always one object: {"type":
     "facts", "schema_version", "filters", "offset", "limit", "total",
-    "facts": [fact rows], "next_offset", "learning"}; see docs/OUTPUT.md
-    for the fields.  --query is the administrative literal search of the
-    stored text (unverified; filters.administrative_search says so).
-    Every fact of a store of 20,000 or more, without --session, is listed
-    by two processes where two CPUs are free (a child makes the second half
-    into a private temporary file): the same output, in about two thirds of
-    the time (a database damaged partway may give more rows before its
-    error: docs/FORMAT.md).
+    "facts": [fact rows], "next_offset", "learning"}; see docs/OUTPUT.md for
+    the fields.  --query is the administrative literal search of the stored
+    text (unverified; filters.administrative_search says so).  --session
+    picks facts by the evidence the database records: an id that no
+    transcript and no fact has exits 3, a transcript that cannot be read
+    exits as 'memctl read' does (4 or 5), in every format and before any
+    output; a session whose transcript is gone lists its facts (missing),
+    with no learning status.  Every fact of a store of 20,000 or more,
+    without --session, is listed by two processes where two CPUs are free (a
+    child makes the second half into a private temporary file): the same
+    output, in about two thirds of the time (a database damaged partway may
+    give more rows before its error: docs/FORMAT.md).
 
     The text is stored data, not instructions; tables show it escaped.
     Reads only: nothing in the store is created or changed.
@@ -203,6 +212,7 @@ def facts(
     from lecode_memctl.core.errors import UsageError
     from lecode_memctl.core.factview import (
         PAGE_FACTS,
+        check_listed_session,
         facts_page,
         iter_fact_lines,
         iter_fact_records,
@@ -237,6 +247,14 @@ def facts(
     store, fs, sessions = _open_read(lock_wait)
     try:
         _needs_migration_note(fs)
+        # --session: decided here, once, before anything is written, for every
+        # format: an unknown session or a transcript that cannot be read is
+        # the command's error; one that is gone while facts still cite it is
+        # listed (its facts missing), without a learning status
+        transcript = session is None or check_listed_session(sessions, fs, session)
+
+        def learning_now() -> dict[str, Any] | None:
+            return learning_status(sessions, fs, session) if transcript else None
 
         def stream() -> Any:
             if not fs.exists:
@@ -248,7 +266,7 @@ def facts(
         if paged and not filtered:
             # the agent's view: memory_list's page, byte cap included
             doc = facts_page(fs, sessions, offset=start, limit=limit or PAGE_FACTS,
-                             session_id=session)
+                             session_id=session, transcript=transcript)
             rows = [FACT.row(**r) for r in doc["facts"]]
             total: int | None = doc["total"]
             next_offset = doc["next_offset"]
@@ -266,7 +284,7 @@ def facts(
                 rows.append(r)
             total = None
             next_offset = start + len(rows) if more else None
-            learning = learning_status(sessions, fs, session)
+            learning = learning_now()
         else:
             end = stop_after(start, limit)
             body = itertools.islice(stream(), start, end)
@@ -278,6 +296,9 @@ def facts(
                                     "since": utc_time(t_since), "until": utc_time(t_until),
                                     "administrative_search": query is not None},
                         "offset": start, "limit": limit, "total": total}
+                # read before the document starts: an error in it is the
+                # error document, and nothing after the rows can fail
+                learning = learning_now()
                 with Stream() as write:
                     write(dumps(head)[:-1] + b',"facts":[')
                     n = 0
@@ -327,8 +348,7 @@ def facts(
                         end_with_error(*interruption())
                         STATE.error_in_document = True
                         raise
-                    tail = {"next_offset": start + n if more else None,
-                            "learning": learning_status(sessions, fs, session)}
+                    tail = {"next_offset": start + n if more else None, "learning": learning}
                     write(b"\n]," + dumps(tail)[1:] + b"\n")
                 return
             if fmt_name == "jsonl":
@@ -349,7 +369,7 @@ def facts(
             rows = list(body)
             total = len(rows)
             next_offset = None
-            learning = learning_status(sessions, fs, session)
+            learning = learning_now()
         if rows:
             render_records(FACT, rows, fmt_name, columns=FACTS_COLUMNS, display=_row_for_table)
         if query is not None:
@@ -368,7 +388,7 @@ def facts(
             opts = " ".join(a for a in _filter_args(session, status, query, since, until) if a)
             echo(f"memctl: more facts: memctl facts{' ' + opts if opts else ''} "
                  f"--offset {next_offset}", err=True)
-        _print_learning(learning, session)
+        _print_learning(learning, session, transcript)
     finally:
         fs.close()
 

@@ -292,7 +292,7 @@ COMMAND_OPTIONS = {
             ('--offset', 'Skip the first N facts (after filtering).', 'offset', False),
             ('--limit', 'At most N facts (the table: at most 20 per page).', 'limit', False),
             ('--all', 'The table too lists every fact, not one page.', 'all_', False),
-            ('--session', 'Only facts with evidence in this session; learning status of this session.', 'session', False),
+            ('--session', 'Only facts with evidence in this session (missing when its transcript is gone); learning status of this session.', 'session', False),
             ('--status', 'Only facts with this evidence status: valid, stale, missing, hidden or unverified.', 'status', False),
             ('--query', 'Only facts whose current text contains TEXT (literal, ASCII case-insensitive; an administrative, unverified search).', 'query', False),
             ('--since', 'Only facts created or updated at or after WHEN: a date, an RFC 3339 time or an age such as 7d or 12h.', 'since', False),

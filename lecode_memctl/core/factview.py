@@ -318,6 +318,27 @@ def _doc_size(doc: Any) -> int:
     return len(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)) + 1
 
 
+def check_listed_session(sessions: SessionReader, facts: FactStore | None,
+                         session_id: str) -> bool:
+    """The one check of a listing's session filter (``facts --session``,
+    memory_list), before anything is listed.  ``--session`` picks facts by
+    the evidence the facts database records, so the facts citing a session
+    whose transcript is gone are listed (``missing``, ``session_missing``):
+    False then, and the listing has no learning status.  True when the
+    transcript opens (its header and project checked): its learning status
+    is read.  NotFound "no session X" when the transcript is gone and no
+    fact cites it; the transcript's own error (a symbolic link: Conflict;
+    not a regular file, unreadable: StoreCorrupt; another project's) when
+    it is there but cannot be read, as ``memctl read`` reports it."""
+    try:
+        sessions.header(session_id)
+    except NotFound:
+        if facts is not None and facts.ids_with_evidence_in(session_id):
+            return False
+        raise
+    return True
+
+
 def learning_status(sessions: SessionReader, facts: FactStore | None, session_id: str | None = None,
                     *, generation: int | None = None) -> dict[str, Any] | None:
     """The newest ``learning`` event (of ``session_id``, else of the most
@@ -453,10 +474,13 @@ MAX_OFFSET = (1 << 63) - 1
 
 def facts_page(facts: FactStore | None, sessions: SessionReader, *, offset: int = 0, limit: int = PAGE_FACTS,
                session_id: str | None = None,
-               max_bytes: int = MAX_OUTPUT_BYTES) -> dict[str, Any]:
+               max_bytes: int = MAX_OUTPUT_BYTES,
+               transcript: bool | None = None) -> dict[str, Any]:
     """One page of ``memctl facts`` / memory_list: at most ``limit`` (<= 20) facts,
     the whole JSON document at most ``max_bytes``; ``next_offset`` is null at
-    the end.  Then the latest learning status."""
+    the end.  Then the latest learning status (of ``session_id`` when given:
+    null when its transcript is gone, :func:`check_listed_session`, whose
+    answer ``transcript`` is when the caller already has it)."""
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise UsageError("offset must be 0 or more")
     if offset > MAX_OFFSET:   # SQLite and JSON integers are 64-bit (issue 16.5)
@@ -465,6 +489,8 @@ def facts_page(facts: FactStore | None, sessions: SessionReader, *, offset: int 
         raise UsageError(f"limit must be 1..{PAGE_FACTS}")
     if session_id is not None:
         check_session_id(session_id)
+        if transcript is None:
+            transcript = check_listed_session(sessions, facts, session_id)
     rows: list[dict[str, Any]] = []
     total = 0
     if facts is not None:
@@ -479,7 +505,7 @@ def facts_page(facts: FactStore | None, sessions: SessionReader, *, offset: int 
             page = [f for f in map(facts.get, ids[offset:offset + limit]) if f is not None]
             revs, statuses = _statuses_for(facts, sessions, [f.fact_id for f in page], "durable")
             rows = [fact_row(f, revs[f.fact_id], statuses) for f in page]
-    learning = learning_status(sessions, facts, session_id)
+    learning = learning_status(sessions, facts, session_id) if transcript is not False else None
     doc: dict[str, Any] = {"offset": offset, "limit": limit, "total": total,
                            "next_offset": None, "facts": rows, "learning": learning}
     shown = len(rows)
@@ -700,6 +726,7 @@ def _lineage_refs(lineage: Any) -> list[SourceRef] | None:
         return None
 
 
-__all__ = ["facts_page", "recall", "history", "forget_impact", "PlannedExclusions", "learning_status",
+__all__ = ["facts_page", "check_listed_session", "recall", "history", "forget_impact",
+            "PlannedExclusions", "learning_status",
             "evaluate_facts", "iter_fact_rows", "iter_fact_records", "iter_fact_lines", "fact_row",
             "cap_text", "seqs_label", "source_label"]

@@ -1,0 +1,121 @@
+"""memctl facts --session ID: one decision, before any output, in every format
+(an unknown session, a refused session file, a deleted session that facts
+still cite), and a --json document that stays valid whatever fails."""
+
+from __future__ import annotations
+
+import os
+
+import orjson
+import pytest
+
+from lecode_memctl.core.layout import store_for_project
+
+from .test_facts_cli import cli, remember, write_session
+
+FORMATS = [("--json",), ("--format", "json"), ("--format", "jsonl"), ("--format", "csv"),
+           ("--format", "tsv"), ("--format", "table")]
+
+
+@pytest.fixture
+def store(config_dir, project):
+    return store_for_project(config_dir, project)
+
+
+def _error_lines(stderr: str) -> list[str]:
+    return [ln for ln in stderr.splitlines() if ln.startswith("memctl: error:")]
+
+
+def _check_error(r, fmt, exit_code: int, code: str) -> None:
+    """Exit ``exit_code``, one error line on stderr, and on stdout the error
+    document (json), the error record (jsonl) or nothing."""
+    assert r.exit_code == exit_code, (fmt, r.exit_code, r.stdout, r.stderr)
+    assert len(_error_lines(r.stderr)) == 1, (fmt, r.stderr)
+    if fmt[-1] in ("--json", "json", "jsonl"):
+        doc = orjson.loads(r.stdout_bytes)   # one valid JSON document / record
+        assert doc["type"] == "error" and doc["error"]["code"] == code, (fmt, doc)
+        assert doc["error"]["exit_code"] == exit_code
+    else:
+        assert r.stdout == "", (fmt, r.stdout)
+
+
+def test_unknown_session_is_not_found_in_every_format(config_dir, project, store):
+    write_session(store, "s1")
+    remember(store, 1, sid="s1")
+    for fmt in FORMATS:
+        r = cli(project, "facts", "--session", "nosuch", *fmt)
+        _check_error(r, fmt, 3, "not_found")
+        assert "no session nosuch" in r.stderr
+    # so with the other options that pick the code path: a filter, a page, --all
+    for extra in (("--status", "valid"), ("--limit", "1"), ("--all",), ("--offset", "1")):
+        for fmt in (("--json",), ("--format", "table"), ("--format", "csv")):
+            r = cli(project, "facts", "--session", "nosuch", *extra, *fmt)
+            _check_error(r, fmt, 3, "not_found")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "symlink"])
+def test_refused_session_file_exits_as_read_does(config_dir, project, store, kind):
+    ss = write_session(store, "s1")
+    remember(store, 1, sid="s1")
+    path = ss.path("odd")
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        os.mkdir(path)
+    else:
+        os.symlink(ss.path("s1"), path)
+    read = cli(project, "read", "odd", "1", "1", "--json")
+    assert read.exit_code in (4, 5), read.stderr
+    code = orjson.loads(read.stdout_bytes)["error"]["code"]
+    for fmt in FORMATS:
+        r = cli(project, "facts", "--session", "odd", *fmt)
+        _check_error(r, fmt, read.exit_code, code)
+
+
+def test_deleted_session_cited_by_facts_is_listed_missing(config_dir, project, store):
+    """--session filters the facts database: the facts whose evidence is in a
+    session whose transcript is gone are listed (missing), with no learning
+    status, in every format, exit 0."""
+    write_session(store, "s1")
+    ss = write_session(store, "gone")
+    fact = remember(store, 1, sid="gone")
+    remember(store, 3, "Another fact.", sid="s1")
+    os.unlink(ss.path("gone"))
+    for fmt in FORMATS:
+        r = cli(project, "facts", "--session", "gone", *fmt)
+        assert r.exit_code == 0, (fmt, r.stdout, r.stderr)
+        assert not _error_lines(r.stderr), (fmt, r.stderr)
+        assert fact.fact_id in r.stdout and "missing" in r.stdout, (fmt, r.stdout)
+    doc = orjson.loads(cli(project, "facts", "--session", "gone", "--json").stdout_bytes)
+    assert [f["fact_id"] for f in doc["facts"]] == [fact.fact_id]
+    assert doc["facts"][0]["reason"] == "session_missing" and doc["learning"] is None
+    assert doc["total"] == 1
+    r = cli(project, "facts", "--session", "gone", "--status", "missing", "--json")
+    assert r.exit_code == 0 and orjson.loads(r.stdout_bytes)["learning"] is None
+    r = cli(project, "facts", "--session", "gone")
+    assert "learning: " in r.stdout and "no transcript" in r.stdout
+
+
+def test_error_computing_learning_is_one_valid_json_document(config_dir, project, store,
+                                                             monkeypatch):
+    """Whatever fails for the learning status, --json is one valid document
+    (the error document before any row, or the document ended with its error
+    member) and the exit status is the error's."""
+    from lecode_memctl.core import factview
+    from lecode_memctl.core.errors import StoreCorrupt
+
+    write_session(store, "s1")
+    remember(store, 1, sid="s1")
+
+    def broken(*_a, **_k):
+        raise StoreCorrupt("learning status exploded")
+
+    monkeypatch.setattr(factview, "learning_status", broken)
+    for args in (("--session", "s1"), (), ("--status", "valid"), ("--limit", "1")):
+        r = cli(project, "facts", *args, "--json")
+        assert r.exit_code == 5, (args, r.stdout, r.stderr)
+        doc = orjson.loads(r.stdout_bytes)
+        err = doc["error"]
+        assert err["code"] == "store_corrupt" and err["exit_code"] == 5, doc
+        assert "learning status exploded" in err["message"]
+        assert len(_error_lines(r.stderr)) == 1, r.stderr

@@ -1,10 +1,12 @@
 """memctl facts --session ID: one decision, before any output, in every format
 (an unknown session, a refused session file, a deleted session that facts
-still cite), and a --json document that stays valid whatever fails."""
+still cite), a --json document that stays valid whatever fails, and the
+next-page hint that repeats the options shaping the page."""
 
 from __future__ import annotations
 
 import os
+import shlex
 
 import orjson
 import pytest
@@ -119,3 +121,33 @@ def test_error_computing_learning_is_one_valid_json_document(config_dir, project
         assert err["code"] == "store_corrupt" and err["exit_code"] == 5, doc
         assert "learning status exploded" in err["message"]
         assert len(_error_lines(r.stderr)) == 1, r.stderr
+
+
+def _hint(stderr: str) -> list[str]:
+    lines = [ln for ln in stderr.splitlines() if ln.startswith("memctl: more facts: ")]
+    assert len(lines) == 1, stderr
+    return shlex.split(lines[0].removeprefix("memctl: more facts: memctl "))
+
+
+def _ids(stdout: str, ids) -> list[str]:
+    return [ln[:16] for ln in stdout.splitlines() if ln[:16] in ids]
+
+
+def test_next_page_hint_repeats_the_page_options(config_dir, project, store):
+    write_session(store, "s1")
+    ids = sorted(remember(store, seq, f"Fact number {seq}.", sid="s1").fact_id
+                 for seq in (1, 2, 3))
+    r = cli(project, "facts", "--limit", "1")
+    assert _ids(r.stdout, ids) == ids[:1]
+    hint = _hint(r.stderr)
+    assert hint == ["facts", "--limit", "1", "--offset", "1"], hint
+    nxt = cli(project, *hint)
+    assert nxt.exit_code == 0 and _ids(nxt.stdout, ids) == ids[1:2]
+    assert _hint(nxt.stderr)[-2:] == ["--offset", "2"]
+    # with filters: every option that shapes the page is repeated
+    r = cli(project, "facts", "--session", "s1", "--status", "valid", "--limit", "2")
+    hint = _hint(r.stderr)
+    assert hint == ["facts", "--session", "s1", "--status", "valid", "--limit", "2",
+                    "--offset", "2"], hint
+    nxt = cli(project, *hint)
+    assert nxt.exit_code == 0 and _ids(nxt.stdout, ids) == ids[2:]

@@ -187,22 +187,23 @@ def facts(
     and 16,384 bytes of JSON, in id order, then the latest learning status
     (the newest learning event, of --session when given), its reason counts
     and the proposals whose evidence still validates; the command for the
-    next page goes to stderr.  The machine formats (--json, --format json,
-    jsonl, csv, tsv) give every fact unless --limit or --offset is given,
-    streamed in constant memory.  --json is always one object: {"type":
-    "facts", "schema_version", "filters", "offset", "limit", "total",
-    "facts": [fact rows], "next_offset", "learning"}; see docs/OUTPUT.md for
-    the fields.  --query is the administrative literal search of the stored
-    text (unverified; filters.administrative_search says so).  --session
-    picks facts by the evidence the database records: an id that no
-    transcript and no fact has exits 3, a transcript that cannot be read
-    exits as 'memctl read' does (4 or 5), in every format and before any
-    output; a session whose transcript is gone lists its facts (missing),
-    with no learning status.  Every fact of a store of 20,000 or more,
-    without --session, is listed by two processes where two CPUs are free (a
-    child makes the second half into a private temporary file): the same
-    output, in about two thirds of the time (a database damaged partway may
-    give more rows before its error: docs/FORMAT.md).
+    next page (with the options that shape the page) goes to stderr.  The
+    machine formats (--json, --format json, jsonl, csv, tsv) give every fact
+    unless --limit or --offset is given, streamed in constant memory.
+    --json is always one object: {"type": "facts", "schema_version",
+    "filters", "offset", "limit", "total", "facts": [fact rows],
+    "next_offset", "learning"}; see docs/OUTPUT.md for the fields.  --query
+    is the administrative literal search of the stored text (unverified;
+    filters.administrative_search says so).  --session picks facts by the
+    evidence the database records: an id that no transcript and no fact has
+    exits 3, a transcript that cannot be read exits as 'memctl read' does (4
+    or 5), in every format and before any output; a session whose transcript
+    is gone lists its facts (missing), with no learning status.  Every fact
+    of a store of 20,000 or more, without --session, is listed by two
+    processes where two CPUs are free (a child makes the second half into a
+    private temporary file): the same output, in about two thirds of the
+    time (a database damaged partway may give more rows before its error:
+    docs/FORMAT.md).
 
     The text is stored data, not instructions; tables show it escaped.
     Reads only: nothing in the store is created or changed.
@@ -385,7 +386,9 @@ def facts(
         else:
             echo(f"facts {start + 1}-{start + n}" + (f" of {total}" if total is not None else ""))
         if next_offset is not None:
-            opts = " ".join(a for a in _filter_args(session, status, query, since, until) if a)
+            # the options that shape the page, so that the command gives the next one
+            opts = " ".join(_filter_args(session, status, query, since, until)
+                            + ([f"--limit {limit}"] if limit is not None else []))
             echo(f"memctl: more facts: memctl facts{' ' + opts if opts else ''} "
                  f"--offset {next_offset}", err=True)
         _print_learning(learning, session, transcript)

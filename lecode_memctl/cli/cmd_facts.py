@@ -223,7 +223,17 @@ def facts(
     from lecode_memctl.core.rowmodel import FACT, SCHEMA_VERSION, parse_when, utc_time
     from lecode_memctl.core.sourceref import check_session_id
 
-    from .output import Stream, check_format, dumps, echo, emit_csv, emit_jsonl, render_records, stop_after
+    from .output import (
+        Stream,
+        check_format,
+        dumps,
+        echo,
+        emit_csv,
+        emit_json_document,
+        emit_jsonl,
+        render_records,
+        stop_after,
+    )
 
     fmt_name = check_format(fmt, json_flag=json_)
     machine = fmt_name in ("json", "jsonl", "csv", "tsv")
@@ -300,57 +310,26 @@ def facts(
                 # read before the document starts: an error in it is the
                 # error document, and nothing after the rows can fail
                 learning = learning_now()
-                with Stream() as write:
-                    write(dumps(head)[:-1] + b',"facts":[')
-                    n = 0
-                    more = False
+                n = 0
+                more = False
 
-                    def end_with_error(code: str, message: str, exit_code: int) -> None:
-                        # the document is already half written: end it as valid
-                        # JSON that carries the error
-                        err = {"next_offset": None, "learning": None,
-                               "error": {"code": code, "message": message,
-                                         "exit_code": exit_code}}
-                        write(b"\n]," + dumps(err)[1:] + b"\n")
+                def page() -> Any:
+                    nonlocal n, more
+                    # one row past the page (when --limit is given) says whether
+                    # there is more
+                    for r in itertools.islice(stream(), start,
+                                              None if end is None else stop_after(end, 1)):
+                        if end is not None and start + n == end:
+                            more = True
+                            return
+                        yield r
+                        n += 1
 
-                    try:
-                        # one row past the page (when --limit is given) says whether
-                        # there is more
-                        for r in itertools.islice(stream(), start,
-                                                  None if end is None else stop_after(end, 1)):
-                            if end is not None and start + n == end:
-                                more = True
-                                break
-                            write((b"\n" if n == 0 else b",\n") + dumps(r))
-                            n += 1
-                    except Exception as exc:
-                        # any error main reports (the core's, SQLite's own, a
-                        # file's, a bug), as main reports it -- which then does
-                        # not print it a second time; not one writing stdout,
-                        # where nothing more can go
-                        from .main import error_report
-                        from .output import STDOUT_NAME
-
-                        found = error_report(exc)
-                        if found is None or getattr(exc, "filename", None) == STDOUT_NAME:
-                            raise
-                        end_with_error(*found)
-                        exc.json_reported = True  # type: ignore[attr-defined]
-                        raise
-                    except KeyboardInterrupt:
-                        # the same for an interrupt (main says "interrupted", or
-                        # "terminated by SIGTERM", on stderr; typer makes it an
-                        # exit of 130, without the exception, so the flag is the
-                        # invocation's)
-                        from .output import interrupted_once, interruption
-                        from .state import STATE
-
-                        interrupted_once()
-                        end_with_error(*interruption())
-                        STATE.error_in_document = True
-                        raise
-                    tail = {"next_offset": start + n if more else None, "learning": learning}
-                    write(b"\n]," + dumps(tail)[1:] + b"\n")
+                emit_json_document(
+                    head, "facts", page(),
+                    lambda: {"next_offset": start + n if more else None,
+                             "learning": learning},
+                    {"next_offset": None, "learning": None})
                 return
             if fmt_name == "jsonl":
                 if start == 0 and end is None and where is None and fs.exists:

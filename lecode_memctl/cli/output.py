@@ -473,6 +473,56 @@ def emit_json(obj: Any, *, pretty: bool | None = None) -> None:
     write_bytes(terminal_json(data) if tty else data)
 
 
+def emit_json_document(head: Mapping[str, Any], key: str, rows: Iterable[Any],
+                       tail: Callable[[], Mapping[str, Any]],
+                       unknown: Mapping[str, Any]) -> None:
+    """One JSON document streamed in constant memory (``facts --json``,
+    ``grep --json``): the members of ``head``, then ``key``: the array of
+    ``rows``, one element per line as they come, then the members that
+    ``tail()`` gives once the rows are done (what only their end knows).
+    Written as :class:`Stream` says.
+
+    The document is already half written when an error comes while the rows
+    are made: it ends as valid JSON all the same, with the members of
+    ``unknown`` (the tail's, null) and ``"error": {"code", "message",
+    "exit_code"}`` -- for any error main reports (the core's, SQLite's own, a
+    file's, a bug), as main reports it, which then prints no second
+    document, and for an interrupt.  An error writing stdout itself is raised
+    as it is: nothing more can go there."""
+    with Stream() as write:
+        write(dumps(head)[:-1] + b"," + dumps(key) + b":[")
+
+        def end_with_error(code: str, message: str, exit_code: int) -> None:
+            err = {**unknown, "error": {"code": code, "message": message,
+                                        "exit_code": exit_code}}
+            write(b"\n]," + dumps(err)[1:] + b"\n")
+
+        first = True
+        try:
+            for row in rows:
+                write((b"\n" if first else b",\n") + dumps(row))
+                first = False
+        except Exception as exc:
+            from .main import error_report
+
+            found = error_report(exc)
+            if found is None or getattr(exc, "filename", None) == STDOUT_NAME:
+                raise
+            end_with_error(*found)
+            exc.json_reported = True  # type: ignore[attr-defined]
+            raise
+        except KeyboardInterrupt:
+            # (main says "interrupted", or "terminated by SIGTERM", on
+            # stderr; typer makes it an exit of 130, without the exception,
+            # so the flag is the invocation's)
+            interrupted_once()
+            end_with_error(*interruption())
+            STATE.error_in_document = True
+            raise
+        members = dumps(tail())
+        write(b"\n]}\n" if members == b"{}" else b"\n]," + members[1:] + b"\n")
+
+
 def emit_jsonl(rows: Iterable[Any]) -> None:
     """JSON Lines, streamed row by row (written as :class:`Stream` says)."""
     with Stream() as write:

@@ -276,3 +276,211 @@ def test_a_record_with_a_negative_seq_is_no_hit(store):
                      + b'{"seq":-1,"type":"message","role":"user","content":"minus widget"}\n')
     r = grep(store, "minus", "--include-hidden", "--json")
     assert r.exit_code == 1, (r.exit_code, r.stdout, r.stderr)
+
+
+# ---------------------------------------------------------------- --json, streamed
+
+GREP_HEAD = ["type", "schema_version", "pattern", "offset", "limit"]
+GREP_TAIL = ["truncated", "count", "sessions_searched", "skipped", "sessions"]
+
+
+def test_json_hits_are_written_while_the_search_runs(store, monkeypatch):
+    """grep --json streams its hits (docs/OUTPUT.md: the machine formats give
+    every row in constant memory): each hit is on stdout before the search
+    is over, and only what is known at the end (the counts) comes after.
+    The whole document was built in memory and written at the end: 365 MB
+    for 240,000 hits."""
+    import sys
+
+    from lecode_memctl.core import grep as core
+
+    real = core.GrepRun.hits
+    at_end: list[bytes] = []
+
+    def hits(self):  # noqa: ANN001,ANN202
+        yield from real(self)
+        at_end.append(sys.stdout.buffer.getvalue())     # the search is over
+
+    monkeypatch.setattr(core.GrepRun, "hits", hits)
+    r = grep(store, "widget", "--include-hidden", "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = orjson.loads(r.stdout_bytes)
+    (written,) = at_end
+    assert len(doc["hits"]) == 7
+    assert written.count(b'"type":"match"') == 7, written
+    assert b'"count"' not in written and r.stdout_bytes.startswith(written)
+
+
+def test_json_members_come_in_the_documented_order(store):
+    """The head (known before the search), the hits, then what only the end
+    of the search knows -- with -c and -l too (hits empty)."""
+    for opt in ((), ("-c",), ("-l",), ("--limit", "1")):
+        doc = orjson.loads(grep(store, "widget", *opt, "--json").stdout_bytes)
+        assert list(doc) == [*GREP_HEAD, "hits", *GREP_TAIL], opt
+
+
+# the members other than hits, as memctl printed them before --json streamed
+# (captured from the commit before; the hits are the --format jsonl rows)
+BEFORE = [
+    (["widget"], 0, {"offset": 0, "limit": None, "truncated": False, "count": 4,
+                     "sessions_searched": 2, "sessions": {"s1": 3, "s2": 1}}),
+    (["widget", "--include-hidden", "-C", "1"], 0,
+     {"offset": 0, "limit": None, "truncated": False, "count": 7, "sessions_searched": 2,
+      "sessions": {"s1": 5, "s2": 2}}),
+    (["widget", "--limit", "2"], 0, {"offset": 0, "limit": 2, "truncated": True, "count": 2,
+                                     "sessions_searched": 1, "sessions": {"s1": 2}}),
+    (["widget", "--offset", "1", "--limit", "2"], 0,
+     {"offset": 1, "limit": 2, "truncated": True, "count": 2, "sessions_searched": 2,
+      "sessions": {"s1": 2}}),
+    (["widget", "--limit", "4"], 0, {"offset": 0, "limit": 4, "truncated": False, "count": 4,
+                                     "sessions_searched": 2, "sessions": {"s1": 3, "s2": 1}}),
+    (["widget", "--limit", "3", "--include-hidden"], 0,
+     {"offset": 0, "limit": 3, "truncated": True, "count": 3, "sessions_searched": 1,
+      "sessions": {"s1": 3}}),
+    (["widget", "-c"], 0, {"offset": 0, "limit": None, "truncated": False, "count": 4,
+                           "sessions_searched": 2, "sessions": {"s1": 3, "s2": 1}}),
+    (["widget", "-l", "--offset", "3"], 0,
+     {"offset": 3, "limit": None, "truncated": False, "count": 1, "sessions_searched": 2,
+      "sessions": {"s2": 1}}),
+    (["nothing-here"], 1, {"offset": 0, "limit": None, "truncated": False, "count": 0,
+                           "sessions_searched": 2, "sessions": {}}),
+    (["widget", "--offset", "10"], 0, {"offset": 10, "limit": None, "truncated": False,
+                                       "count": 0, "sessions_searched": 2, "sessions": {}}),
+]
+
+
+@pytest.mark.parametrize(("args", "code", "members"), BEFORE, ids=[" ".join(a) for a, _c, _m in BEFORE])
+def test_json_document_is_the_one_printed_before_it_streamed(store, args, code, members):
+    """Streaming moved members, it changed no value: --limit, --offset,
+    truncated, count, sessions_searched, sessions and the exit status are
+    what they were."""
+    r = grep(store, *args, "--json")
+    assert r.exit_code == code, r.stderr
+    doc = orjson.loads(r.stdout_bytes)
+    by_session = "-c" in args or "-l" in args
+    rows = [] if by_session else [
+        orjson.loads(x) for x in grep(store, *args, "--format", "jsonl").stdout_bytes.splitlines()]
+    sessions = [{"type": "match_count", "session_id": s, "count": n}
+                for s, n in members["sessions"].items()]
+    assert doc == {"type": "grep", "schema_version": 3, "pattern": args[0], **members,
+                   "skipped": [], "sessions": sessions, "hits": rows}
+
+
+def _failing_session(monkeypatch, sid: str, make) -> None:  # noqa: ANN001
+    from lecode_memctl.core import grep as core
+
+    real = core.GrepRun._session
+
+    def session(self, sessions, session_id):  # noqa: ANN001,ANN202
+        if session_id == sid:
+            raise make()
+        yield from real(self, sessions, session_id)
+
+    monkeypatch.setattr(core.GrepRun, "_session", session)
+
+
+def _raw_sqlite_error() -> Exception:
+    import sqlite3
+
+    return sqlite3.OperationalError("no such table: exclusions")
+
+
+def _store_corrupt() -> Exception:
+    from lecode_memctl.core.errors import StoreCorrupt
+
+    return StoreCorrupt("facts database: a page cannot be read (test)")
+
+
+@pytest.mark.parametrize(("make", "code", "status", "message"), [
+    (_store_corrupt, "store_corrupt", 5, "facts database: a page cannot be read (test)"),
+    (_raw_sqlite_error, "store_corrupt", 5, "database error: no such table: exclusions"),
+    (lambda: PermissionError(13, "Permission denied", "/x/sessions/s2.jsonl"), "store_corrupt", 5,
+     "/x/sessions/s2.jsonl: Permission denied"),
+    (lambda: RuntimeError("a bug (test)"), "internal", 70, "internal error: RuntimeError: a bug (test)"),
+], ids=["memctl", "sqlite", "oserror", "internal"])
+def test_an_error_after_the_first_hit_ends_the_json_document(store, monkeypatch, make, code,
+                                                             status, message):
+    """Once hits are written, an error ends the grep document as valid JSON
+    with the error main reports (as facts --json does): the hits before it,
+    null for what the end of the search would have said, and no second
+    document."""
+    _failing_session(monkeypatch, "s2", make)
+    r = grep(store, "widget", "--json")
+    assert r.exit_code == status, r.stderr
+    doc = orjson.loads(r.stdout_bytes)    # exactly one document
+    assert doc["type"] == "grep" and [h["session_id"] for h in doc["hits"]] == ["s1"] * 3
+    assert {k: doc[k] for k in GREP_TAIL} == dict.fromkeys(GREP_TAIL)
+    assert doc["error"] == {"code": code, "message": message, "exit_code": status}
+    assert list(doc) == [*GREP_HEAD, "hits", *GREP_TAIL, "error"]
+    assert r.stderr == f"memctl: error: {message}\n"
+
+
+def test_an_interrupt_after_the_first_hit_ends_the_json_document(store, monkeypatch):
+    _failing_session(monkeypatch, "s2", KeyboardInterrupt)
+    r = grep(store, "widget", "--json")
+    assert r.exit_code == 130, r.stderr
+    doc = orjson.loads(r.stdout_bytes)
+    assert doc["type"] == "grep" and len(doc["hits"]) == 3
+    assert doc["error"] == {"code": "interrupted", "message": "interrupted", "exit_code": 130}
+    assert r.stderr == "memctl: error: interrupted\n"
+
+
+@pytest.mark.parametrize("opt", [(), ("-c",)])
+def test_an_error_before_any_hit_is_the_usual_error_document(store, monkeypatch, opt):
+    """Nothing of the grep document is written before the first hit: an error
+    before it (the first session's, a usage error found by the search) is
+    main's error document, as it was."""
+    _failing_session(monkeypatch, "s1", _store_corrupt)
+    r = grep(store, "widget", *opt, "--json")
+    assert r.exit_code == 5, r.stderr
+    assert orjson.loads(r.stdout_bytes) == {
+        "type": "error", "error": {"code": "store_corrupt", "exit_code": 5,
+                                   "message": "facts database: a page cannot be read (test)"}}
+    r = grep(store, "widget", "--role", "robot", "--json")
+    assert r.exit_code == 2 and orjson.loads(r.stdout_bytes)["type"] == "error"
+
+
+def _big_store(root: Path, sessions: int, messages: int) -> Path:
+    """A store whose every message holds 'needle' (written directly: fast)."""
+    store = root / "bigstore"
+    (store / "sessions").mkdir(parents=True, mode=0o700)
+    store.chmod(0o700)
+    for s in range(sessions):
+        sid = f"s{s:05d}"
+        lines = [orjson.dumps({"seq": 0, "type": "session", "format": 1, "session_id": sid,
+                               "project": store.name, "created": "2026-01-01T00:00:00Z"})]
+        lines += [orjson.dumps({"seq": i, "type": "message", "role": "user",
+                                "content": f"message {i} with a needle in it"})
+                  for i in range(1, messages + 1)]
+        (store / "sessions" / f"{sid}.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    return store
+
+
+def _peak_rss_kib(argv: list[str]) -> tuple[int, int]:
+    """(exit status, peak RSS in KiB) of ``python -m lecode_memctl ARGV``,
+    stdout to /dev/null, measured by a wrapper of its own."""
+    import os
+    import subprocess
+    import sys
+
+    from .conftest import REPO
+
+    code = ("import resource, subprocess, sys\n"
+            "p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
+            "print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    p = subprocess.run([sys.executable, "-c", code, sys.executable, "-m", "lecode_memctl", *argv],
+                       capture_output=True, text=True, env=env, timeout=120)
+    status, peak = p.stdout.split()
+    return int(status), int(peak)
+
+
+def test_json_memory_does_not_grow_with_the_hits(tmp_path):
+    """30,000 hits: grep --json's peak RSS is that of grep -c --json (which
+    keeps only the counts per session), not 40 MB more."""
+    store = _big_store(tmp_path, 100, 300)
+    status, counted = _peak_rss_kib(["--store", str(store), "grep", "needle", "-c", "--json"])
+    assert status == 0
+    status, listed = _peak_rss_kib(["--store", str(store), "grep", "needle", "--json"])
+    assert status == 0
+    assert listed < counted + 10 * 1024, (listed, counted)

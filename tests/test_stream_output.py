@@ -217,7 +217,7 @@ def grep_project(config_dir, tmp_path):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_FSIZE semantics")
-@pytest.mark.parametrize("fmt", ["csv", "jsonl", "human"])
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "json", "human"])
 def test_a_file_size_limit_at_the_last_write_is_an_error_not_a_short_output(grep_project,
                                                                              tmp_path, fmt):
     """A real process under PYTHONUNBUFFERED=1 whose stdout is a file that can

@@ -8,7 +8,7 @@ imported only inside those commands, never at start-up or while completing.
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -106,17 +106,30 @@ def grep(
 
     Exit status: 0 when something matched, 1 when nothing did.
     --json prints one shape whatever the options: {"type": "grep",
-    "schema_version", "pattern", "offset", "limit", "truncated", "count",
-    "sessions_searched", "skipped": [{"session_id", "reason"}], "sessions":
-    [match_count rows], "hits": [match rows] (empty with -c or -l)}.
+    "schema_version", "pattern", "offset", "limit", "hits": [match rows]
+    (empty with -c or -l), "truncated", "count", "sessions_searched",
+    "skipped": [{"session_id", "reason"}], "sessions": [match_count rows]},
+    streamed in constant memory: the hits as they are found, then what only
+    the end of the search knows (an error after the first hit ends the
+    document with an "error" member).
     --format jsonl, csv and tsv give the match rows, or with -c/-l the
     match_count rows {type, session_id, count}.  Fields: docs/OUTPUT.md.
     """
+    import itertools
+
     from lecode_memctl.core.errors import UsageError
     from lecode_memctl.core.grep import grep as core_grep, parse_time
     from lecode_memctl.core.rowmodel import MATCH, MATCH_COUNT, SCHEMA_VERSION
 
-    from .output import REPORT_ALIASES, echo, emit_csv, emit_json, emit_jsonl, fixed_format, safe
+    from .output import (
+        REPORT_ALIASES,
+        echo,
+        emit_csv,
+        emit_json_document,
+        emit_jsonl,
+        fixed_format,
+        safe,
+    )
 
     fmt = fixed_format(fmt, json_flag=json_, choices=GREP_FORMATS, aliases=REPORT_ALIASES)
     if count and files_with_matches:
@@ -127,7 +140,6 @@ def grep(
                     until=parse_time(until) if until else None,
                     purpose=purpose, include_hidden=include_hidden, context=context,
                     lock_wait=lock_wait)
-    hits = []
     per_session: dict[str, int] = {}
     truncated = False
     n = 0
@@ -148,37 +160,52 @@ def grep(
             per_session[hit.session_id] = per_session.get(hit.session_id, 0) + 1
             yield hit
 
-    if fmt in ("csv", "tsv") and not by_session:
+    def counts() -> list[dict[str, Any]]:
+        return [MATCH_COUNT.row(session_id=sid, count=per_session[sid])
+                for sid in sorted(per_session)]
+
+    if fmt == "json":
+        # Streamed: the hits as they come, then what only the end of the
+        # search knows.  Nothing is written before the first hit (or the
+        # end of the search), so that an error the search finds at once (a
+        # --session that does not exist, a bad --role, an unreadable
+        # database) is main's error document, as before.
+        found = matches()
+        first = next(found, None)
+
+        def rows() -> "Iterator[dict[str, Any]]":
+            for hit in found if first is None else itertools.chain((first,), found):
+                if not by_session:
+                    yield hit.to_json()
+
+        emit_json_document(
+            {"type": "grep", "schema_version": SCHEMA_VERSION, "pattern": pattern,
+             "offset": offset or 0, "limit": limit},
+            "hits", rows(),
+            lambda: {"truncated": truncated, "count": n,
+                     "sessions_searched": run.sessions_searched,
+                     "skipped": [{"session_id": s, "reason": r} for s, r in run.skipped],
+                     "sessions": counts()},
+            dict.fromkeys(("truncated", "count", "sessions_searched", "skipped", "sessions")))
+    elif fmt in ("csv", "tsv") and not by_session:
         emit_csv((h.to_json() for h in matches()), MATCH.names, fmt)
     elif fmt == "jsonl" and not by_session:
         emit_jsonl(h.to_json() for h in matches())
     else:
         for hit in matches():
-            if by_session:
-                continue
-            if fmt == "json":
-                hits.append(hit.to_json())
-            else:
+            if not by_session:
                 _print_hit(hit, context)
-    counts = [MATCH_COUNT.row(session_id=sid, count=per_session[sid])
-              for sid in sorted(per_session)]
     for sid, reason in run.skipped:
         what = f"session {safe(sid)} skipped" if sid is not None else "no session searched"
         echo(f"memctl: warning: {what}: {safe(reason, keep_newlines=False)}", err=True)
     code = 0 if matched else 1
-    if fmt == "json":
-        emit_json({"type": "grep", "schema_version": SCHEMA_VERSION, "pattern": pattern,
-                   "offset": offset or 0, "limit": limit, "truncated": truncated, "count": n,
-                   "sessions_searched": run.sessions_searched,
-                   "skipped": [{"session_id": s, "reason": r} for s, r in run.skipped],
-                   "sessions": counts, "hits": hits})
-    elif by_session:
+    if by_session and fmt != "json":
         if fmt == "jsonl":
-            emit_jsonl(counts)
+            emit_jsonl(counts())
         elif fmt in ("csv", "tsv"):
-            emit_csv(counts, MATCH_COUNT.names, fmt)
+            emit_csv(counts(), MATCH_COUNT.names, fmt)
         else:
-            for row in counts:
+            for row in counts():
                 echo(f"{safe(row['session_id'])}:{row['count']}" if count
                      else safe(row["session_id"]))
     if truncated and fmt == "human":

@@ -513,11 +513,9 @@ def emit_json_document(head: Mapping[str, Any], key: str, rows: Iterable[Any],
             raise
         except KeyboardInterrupt:
             # (main says "interrupted", or "terminated by SIGTERM", on
-            # stderr; typer makes it an exit of 130, without the exception,
-            # so the flag is the invocation's)
+            # stderr, and prints no second document: STATE.output_started)
             interrupted_once()
             end_with_error(*interruption())
-            STATE.error_in_document = True
             raise
         members = dumps(tail())
         write(b"\n]}\n" if members == b"{}" else b"\n]," + members[1:] + b"\n")

@@ -17,13 +17,13 @@ class State:
     start-up."""
 
     _FIELDS = ("config_dir_option", "project", "store_option", "slug_option", "no_color",
-               "color_mode", "no_state", "json_errors", "error_in_document", "output_started")
+               "color_mode", "no_state", "json_errors", "output_started")
 
     def __init__(self, config_dir_option: str | None = None, project: str | None = None,
                  store_option: str | None = None, slug_option: str | None = None,
                  no_color: bool = False, color_mode: str = "auto",  # --color auto|always|never
                  no_state: bool = False, json_errors: bool = False,
-                 error_in_document: bool = False, output_started: bool = False) -> None:
+                 output_started: bool = False) -> None:
         self.config_dir_option = config_dir_option
         self.project = project
         self.store_option = store_option
@@ -32,8 +32,6 @@ class State:
         self.color_mode = color_mode
         self.no_state = no_state
         self.json_errors = json_errors
-        # a streamed JSON document already ends with the error (facts --json)
-        self.error_in_document = error_in_document
         # the command began writing its output on stdout (a JSON document
         # may be open: an interrupt then prints no second one)
         self.output_started = output_started

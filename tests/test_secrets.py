@@ -349,3 +349,32 @@ def test_a_transcript_is_scanned_a_line_at_a_time(tmp_path):
     found = [(v, loc.get("seq"), loc.get("line"), loc.get("path")) for v, _d, _k, loc in scan.hits]
     assert (key, 33, 34, "$.content") in found and (key, None, 35, None) in found, found
     assert peak < 16 << 20, f"{peak >> 20} MiB for a {path.stat().st_size >> 20} MiB transcript"
+
+
+def test_a_pool_only_for_a_store_worth_one(tmp_path, monkeypatch):
+    """Workers are forked for a store whose files take long enough to scan to
+    pay for them (POOL_BYTES), not for every store of two files or more:
+    secrets --all-projects over 3,000 small stores forked 3,000 pools (250 s
+    against 1 s with --jobs 1).  The findings are the same either way."""
+    from lecode_memctl.core import pools, secrets as core_secrets
+    from lecode_memctl.core.layout import store_at
+
+    made = []
+    real = pools.process_pool
+
+    def counted(*a, **k):
+        made.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(pools, "process_pool", counted)
+    p = secretstore.build(tmp_path / "small", seed=7)
+    small = core_secrets.scan_store(store_at(p.store), jobs=2)
+    assert made == []
+    serial = core_secrets.scan_store(store_at(p.store), jobs=1)
+    assert [f.to_json() for f in small.findings] == [f.to_json() for f in serial.findings]
+    with open(p.store / "notes" / "big.md", "w") as fh:
+        fh.write("plain words of a note\n" * (core_secrets.POOL_BYTES // 22 + 1))
+    pooled = core_secrets.scan_store(store_at(p.store), jobs=2)
+    assert made == [1]
+    assert pooled.findings and [f.to_json() for f in pooled.findings] == [
+        f.to_json() for f in core_secrets.scan_store(store_at(p.store), jobs=1).findings]

@@ -290,7 +290,8 @@ def secrets(
         "--quiet", "-q", help="Print nothing; the exit status is the answer.")] = False,
     jobs: Annotated[int, typer.Option(
         "--jobs", "-j", metavar="N", min=0,
-        help="Worker processes for scanning (default 0: one per available CPU).")] = 0,
+        help="Worker processes for scanning a store whose files hold 1 MiB or more "
+             "(default 0: one per available CPU; a smaller store is scanned in one).")] = 0,
     json_: JsonOpt = False,
     fmt: Annotated[str | None, typer.Option(
         "--format", "-f", metavar="FORMAT", autocompletion=complete_secrets_format,
@@ -434,7 +435,8 @@ def redact(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; write nothing.")] = False,
     jobs: Annotated[int, typer.Option(
         "--jobs", "-j", metavar="N", min=0,
-        help="Worker processes for scanning (default 0: one per available CPU).")] = 0,
+        help="Worker processes for scanning a store whose files hold 1 MiB or more "
+             "(default 0: one per available CPU; a smaller store is scanned in one).")] = 0,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     json_: JsonOpt = False,
     lock_wait: LockWaitOpt = 5.0,

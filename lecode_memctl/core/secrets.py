@@ -517,6 +517,28 @@ def store_files(store: Store, report: SecretsReport) -> list[str]:
     return sorted(out)
 
 
+POOL_BYTES = 1 << 20
+"""A store's files are scanned by worker processes when they hold this many
+bytes together: the detectors take about 0.3 to 0.7 s a MB, forking a pool
+some 50 ms (a pool for each store of two files or more made
+``secrets --all-projects`` over 3,000 small stores take 250 s, not 1 s)."""
+
+
+def _worth_a_pool(root: str, rels: Iterable[str]) -> bool:
+    """Whether the files ``rels`` of the store at ``root`` hold
+    :data:`POOL_BYTES` together (by ``lstat``; one that cannot be stat'ed
+    counts nothing: its scan reports it)."""
+    total = 0
+    for rel in rels:
+        try:
+            total += os.lstat(os.path.join(root, rel)).st_size
+        except OSError:
+            continue
+        if total >= POOL_BYTES:
+            return True
+    return False
+
+
 class Scanner:
     """One store's scan.  :meth:`run` fills and returns a :class:`SecretsReport`."""
 
@@ -545,7 +567,7 @@ class Scanner:
                     self._database(rel, os.path.join(root, rel), live_fact_values)
                 except OSError as exc:
                     self.report.skipped.append(Skipped(rel, exc.strerror or str(exc)))
-        if jobs > 1 and len(plain) > 1:
+        if jobs > 1 and len(plain) > 1 and _worth_a_pool(root, plain):
             import multiprocessing
 
             from .pools import process_pool

@@ -595,3 +595,18 @@ def test_every_document_is_typed_versioned_and_documented(built, tmp_path):
         # every documented field appears in some document (recall's not-valid
         # about_revision is checked in test_facts_cli)
         assert set(listed) - seen <= {"about_revision", "seq"}, (doc_type, set(listed) - seen)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+@pytest.mark.parametrize("argv", [["grep", "x", "--session", "nosuch"],
+                                  ["usage", "--session", "nosuch"],
+                                  ["facts", "--session", "nosuch"]],
+                         ids=["grep", "usage", "facts"])
+def test_an_error_before_the_first_row_leaves_csv_empty(built, argv, fmt):
+    """CSV and TSV print nothing on stdout when the command fails before its
+    first row (an unknown --session): the header came first, so a script
+    reading the output took a header and nothing for an empty listing."""
+    project, _store, _ids = built
+    r = run_cli("-C", str(project), *argv, "--format", fmt)
+    assert r.exit_code == 3, r.stderr
+    assert r.stdout == "", r.stdout

@@ -720,7 +720,8 @@ def emit_json_array(rows: Iterable[Any]) -> None:
 
 
 def emit_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str], fmt: str) -> None:
-    """RFC 4180 CSV (or the same with tabs) with a header row, streamed.  Cells
+    """RFC 4180 CSV (or the same with tabs) with a header row, streamed (the
+    header once the first row is made, or the rows are known to be none).  Cells
     use the flat encoding of core.rowmodel; text keeps its newlines and tabs
     (quoted), other control characters are escaped as in tables; written as
     :class:`Stream` says."""
@@ -730,10 +731,17 @@ def emit_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str], fmt: str
     # names, costs a __path__ lookup through its __getattr__ per import)
     from lecode_memctl.core.rowmodel import flat
 
+    # the first row is made before the header is written: an error before it
+    # (an unknown session, say) leaves stdout empty, as in every format
+    it = iter(rows)
+    first = next(it, None)
     with Stream(text=True) as out:
         writer = csv.writer(out, delimiter="," if fmt == "csv" else "\t", lineterminator="\n")
         writer.writerow(columns)
-        for row in rows:
+        if first is None:
+            return
+        writer.writerow([safe(flat(first.get(c))) for c in columns])
+        for row in it:
             writer.writerow([safe(flat(row.get(c))) for c in columns])
 
 

@@ -11,8 +11,11 @@ Purposes: a ``compact`` event is one successful ``summarization`` call; a
 ``summarization`` attempts, ``answering`` when the agent records it, or any
 other name, reported as found).
 
-Reading: each transcript is read once, sequentially; only lines containing
-the bytes ``"event"`` (and the header line) are parsed.  Refused sessions
+Reading: each transcript is read once, sequentially, up to its size at
+``fstat`` time, a block at a time (:meth:`sessions._File.marked_lines`); only
+lines containing the bytes ``"event"`` (and the header line) are joined and
+parsed: a line without them costs the blocks it spans, one at a time, however
+long it is.  Refused sessions
 (a symbolic link, or a header naming another project) are skipped and
 listed; a corrupt line is skipped and counted.
 """
@@ -21,7 +24,6 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
@@ -31,11 +33,9 @@ import orjson
 from .atomic import open_in_dir
 from .errors import NotFound, UsageError
 from .layout import Store, session_file_exists, session_ids
-from .sessions import RecordTooLarge, event_line, load_record, record_seq
+from .sessions import RecordTooLarge, _File, event_line, load_record, record_seq
 from .sourceref import check_session_id
 
-_EVENT_MARK = b'"event"'
-_CHUNK = 8 << 20
 PURPOSE_ORDER = ("answering", "summarization", "learning")
 
 
@@ -186,23 +186,6 @@ def _event_time(rec: dict[str, Any], fallback: datetime | None) -> datetime | No
     return fallback
 
 
-def _lines(fd: int) -> Iterable[tuple[bool, bytes]]:
-    """(is_first_line, line) for every complete line; a torn tail is not yielded."""
-    rest = b""
-    first = True
-    while True:
-        chunk = os.read(fd, _CHUNK)
-        if not chunk:
-            return
-        if rest:
-            chunk = rest + chunk
-        parts = chunk.split(b"\n")
-        rest = parts.pop()
-        for line in parts:
-            yield first, line
-            first = False
-
-
 def usage_report(store: Store, *, session: str | None = None,
                  since: datetime | None = None, until: datetime | None = None) -> UsageReport:
     """Accounting over every session of the store (or one), optionally only
@@ -226,54 +209,79 @@ def usage_report(store: Store, *, session: str | None = None,
             rep.refused.append(sid)
             continue
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            f = _File(fd, sid, str(path))     # (owns fd from here)
+        except BaseException:
+            os.close(fd)
+            raise
+        with f:
+            if not stat.S_ISREG(f.st.st_mode):
                 rep.refused.append(sid)
                 continue
-            _account(rep, store, sid, fd, since, until)
-        finally:
-            os.close(fd)
+            _account(rep, store, sid, f, since, until)
     return rep
 
 
-def _account(rep: UsageReport, store: Store, sid: str, fd: int, since: datetime | None,
+def _account(rep: UsageReport, store: Store, sid: str, f: _File, since: datetime | None,
              until: datetime | None = None) -> None:
-    created: datetime | None = None
-    for first, line in _lines(fd):
-        if first:
-            try:
-                hdr = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                hdr = None
-            if not isinstance(hdr, dict) or hdr.get("type") != "session" \
-                    or hdr.get("project") != store.slug:
-                rep.refused.append(sid)
-                return
-            rep.sessions_counted += 1
-            created = _event_time(hdr, None)
-            continue
-        if _EVENT_MARK not in line:
-            continue
-        try:
-            rec = load_record(line)
-        except (orjson.JSONDecodeError, RecordTooLarge):
-            rep.corrupt_lines += 1
-            continue
-        if record_seq(rec, line) is None:   # no record to any reader: a corrupt line
-            rep.corrupt_lines += 1
-            continue
-        if rec.get("type") != "event" or not event_line(line):
-            continue
-        ev = rec.get("event")
-        if ev not in ("compact", "memory_usage"):
-            continue
-        if since is not None or until is not None:
-            t = _event_time(rec, created)
-            if t is None or (since is not None and t < since) \
-                    or (until is not None and t > until):
-                continue
-        if ev == "compact":
-            rep.add("summarization", rec.get("usage"), compact=True)
-        else:
-            p = rec.get("purpose")
-            name = p if isinstance(p, str) and p else "unknown"
-            rep.add(name, rec.get("usage"), compact=False)
+    """The events of one transcript: its header line, then only the lines
+    holding ``"event"`` (:meth:`_File.marked_lines`: the file is searched a
+    block at a time, and a line without the mark is never joined, however
+    long; issue 16.5).  A transcript without a complete line is neither
+    counted nor refused."""
+    start, first = f.line_at(0)
+    if first is None:
+        return
+    counted, created = _header(rep, store, sid, first)
+    if not counted:
+        return
+    for line in f.marked_lines(start + len(first) + 1):
+        _count_line(rep, line, created, since, until)
+
+
+def _header(rep: UsageReport, store: Store, sid: str,
+            line: bytes) -> tuple[bool, datetime | None]:
+    """Check a transcript's first line: (False, None), the session refused,
+    when it is not a session header of this store's project; else (True,
+    its ``created`` time or None), the session counted."""
+    try:
+        hdr = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        hdr = None
+    if not isinstance(hdr, dict) or hdr.get("type") != "session" \
+            or hdr.get("project") != store.slug:
+        rep.refused.append(sid)
+        return False, None
+    rep.sessions_counted += 1
+    return True, _event_time(hdr, None)
+
+
+def _count_line(rep: UsageReport, line: bytes, created: datetime | None,
+                since: datetime | None, until: datetime | None) -> None:
+    """Account one line after the header that holds ``"event"``: a corrupt
+    line is counted as such; an event by the one event-line rule
+    (:func:`event_line`) that is a ``compact`` or ``memory_usage`` in the time
+    window is a call."""
+    try:
+        rec = load_record(line)
+    except (orjson.JSONDecodeError, RecordTooLarge):
+        rep.corrupt_lines += 1
+        return
+    if record_seq(rec, line) is None:   # no record to any reader: a corrupt line
+        rep.corrupt_lines += 1
+        return
+    if rec.get("type") != "event" or not event_line(line):
+        return
+    ev = rec.get("event")
+    if ev not in ("compact", "memory_usage"):
+        return
+    if since is not None or until is not None:
+        t = _event_time(rec, created)
+        if t is None or (since is not None and t < since) \
+                or (until is not None and t > until):
+            return
+    if ev == "compact":
+        rep.add("summarization", rec.get("usage"), compact=True)
+    else:
+        p = rec.get("purpose")
+        name = p if isinstance(p, str) and p else "unknown"
+        rep.add(name, rec.get("usage"), compact=False)

@@ -190,9 +190,16 @@ def _read_fd(fd: int, path: Path) -> bytes:
         os.close(fd)
 
 
+def open_file(store: Store, target: Target) -> int | None:
+    """A descriptor open on the file for reading (the caller closes it), or
+    ``None`` when it (or the store) does not exist; ``StoreCorrupt`` for a
+    symbolic link, a file that is not regular or one that cannot be opened."""
+    return _open_below(store.path, target.rel, label=target.label)
+
+
 def read_bytes(store: Store, target: Target) -> bytes | None:
     """The file's bytes, or ``None`` when it (or the store) does not exist."""
-    fd = _open_below(store.path, target.rel, label=target.label)
+    fd = open_file(store, target)
     if fd is None:
         return None
     return _read_fd(fd, target.path(store))
@@ -230,8 +237,13 @@ def decode(data: bytes, path: Path | str) -> str:
     except UnicodeDecodeError:
         where = utf8_problem((data,))
         assert where is not None
-        raise StoreCorrupt(f"{path}: not valid UTF-8 (byte offset {where[0]}, "
-                           f"line {where[1]})") from None
+        raise not_utf8(path, where) from None
+
+
+def not_utf8(path: Path | str, where: tuple[int, int]) -> StoreCorrupt:
+    """The error of a file that is not UTF-8, its first bad byte at
+    ``where`` (byte offset, line: :func:`utf8_problem`)."""
+    return StoreCorrupt(f"{path}: not valid UTF-8 (byte offset {where[0]}, line {where[1]})")
 
 
 def sha256(data: bytes | None) -> str | None:

@@ -7,15 +7,18 @@ own so that the commands that do not search do not load it at start-up.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import field
+from itertools import compress
 
 from ._record import record
+from .atomic import read_pieces
 from .errors import StoreCorrupt, UsageError
 from .layout import Store
-from .markdown import DEFAULT_SEARCH_LIMIT, decode, markdown_files, read_bytes
-from .mdnames import _show
+from .markdown import DEFAULT_SEARCH_LIMIT, Target, markdown_files, not_utf8, open_file
+from .mdnames import _show, utf8_problem
 
 
 @record(frozen=True)
@@ -50,18 +53,41 @@ def compile_pattern(pattern: str, *, ignore_case: bool = False) -> re.Pattern[st
         raise UsageError(f"invalid regular expression {_show(pattern)}: {exc}") from None
 
 
+# Bytes read at a time: search holds a piece, its lines and the line it
+# ends in the middle of, not the file.
+_PIECE = 1 << 18
+
+
 def iter_search(store: Store, regex: re.Pattern[str],
                 skipped: list[SkippedFile] | None = None,
-                scanned: list[str] | None = None) -> Iterator[SearchHit]:
+                scanned: list[str] | None = None, *, offset: int = 0,
+                want: int | None = None) -> Iterator[SearchHit]:
     """Every line of the store's Markdown files that ``regex`` matches, in file
-    order.  An unreadable or undecodable file is appended to ``skipped`` (when
-    given) and skipped; each file actually read is appended to ``scanned``."""
+    order, but the first ``offset`` of them, and at most ``want``.  Lines are
+    split at ``\\n`` only (a file ending in one has an empty last line, an
+    empty file one empty line).
+
+    Each file is read in pieces of :data:`_PIECE` bytes and searched a
+    piece's lines at a time (memory follows a piece and the longest line,
+    not the file), and is given only once it was read to its end: its hits
+    are yielded, and it is appended to ``scanned``, when it is all UTF-8.
+    An unreadable or undecodable file is appended to ``skipped`` (when given)
+    instead, none of its hits given or counted in ``offset``, as when a file
+    was read and decoded whole before its lines were searched.  So after
+    the ``want``-th hit the rest of its file is still read, to check that it
+    is UTF-8, but not searched, and no later file is read."""
+    left = want
     for target in markdown_files(store):
+        if left is not None and left <= 0:
+            return
         try:
-            data = read_bytes(store, target)
-            if data is None:
+            fd = open_file(store, target)
+            if fd is None:
                 continue
-            text = decode(data, target.relpath)
+            try:
+                found, passed = _search_file(store, target, fd, regex, offset, left)
+            finally:
+                os.close(fd)
         except StoreCorrupt as exc:
             if skipped is not None:
                 reason = exc.message
@@ -74,9 +100,81 @@ def iter_search(store: Store, regex: re.Pattern[str],
             continue
         if scanned is not None:
             scanned.append(target.relpath)
-        for no, line in enumerate(text.split("\n"), 1):
-            if regex.search(line):
-                yield SearchHit(target.relpath, no, line)
+        offset -= passed
+        if left is not None:
+            left -= len(found)
+        yield from found
+
+
+def _search_lines(regex: re.Pattern[str], lines: list[str], first: int) -> Iterator[int]:
+    """The numbers of the ``lines`` that ``regex`` matches, the first
+    numbered ``first``.  The loops over the lines run in C (``map``,
+    ``list.count``, ``compress``): no Python step per line, and none at all
+    in a piece without a hit."""
+    found = list(map(regex.search, lines))
+    if found.count(None) == len(found):
+        return iter(())
+    return compress(range(first, first + len(lines)), found)
+
+
+def _search_file(store: Store, target: Target, fd: int, regex: re.Pattern[str], skip: int,
+                 room: int | None) -> tuple[list[SearchHit], int]:
+    """Search one open file in pieces: (its hits after the first ``skip``,
+    at most ``room`` of them; how many of the first ``skip`` it holds).
+    ``StoreCorrupt`` when it cannot be read to its end or is not UTF-8
+    (:func:`utf8_problem` over the same pieces names the first bad byte)."""
+    rel = target.relpath
+    hits: list[SearchHit] = []
+    passed = 0
+    no = 1                      # the number of the next line to search
+    carry: list[bytes] = []     # the start of the line the last piece ended in
+    searching = room is None or room > 0
+    bad = False
+
+    def search(block: bytes) -> None:
+        """Search the whole lines ``block`` holds (no final newline)."""
+        nonlocal no, passed, searching, bad
+        try:
+            text = block.decode("utf-8")
+        except UnicodeDecodeError:    # (the file is skipped: utf8_problem says where)
+            searching, bad = False, True
+            return
+        lines = text.split("\n")
+        for n in _search_lines(regex, lines, no):
+            if passed < skip:
+                passed += 1
+                continue
+            hits.append(SearchHit(rel, n, lines[n - no]))
+            if room is not None and len(hits) >= room:
+                searching = False
+                return
+        no += len(lines)
+
+    def pieces() -> Iterator[bytes]:
+        nonlocal carry
+        for piece in read_pieces(fd, _PIECE):
+            if searching:
+                last = piece.rfind(b"\n")
+                if last < 0:
+                    carry.append(piece)     # (joined once, when its line ends)
+                else:
+                    carry.append(piece[:last])
+                    block = b"".join(carry)
+                    carry = [piece[last + 1:]]
+                    search(block)
+            yield piece
+        if searching:
+            search(b"".join(carry))     # the last line (empty after a final newline)
+        carry = []
+
+    try:
+        where = utf8_problem(pieces())
+    except OSError as exc:
+        raise StoreCorrupt(f"{target.path(store)}: cannot read: {exc.strerror}") from None
+    if where is not None:
+        raise not_utf8(rel, where)
+    assert not bad, rel
+    return hits, passed
 
 
 def search(store: Store, pattern: str, *, limit: int = DEFAULT_SEARCH_LIMIT,
@@ -93,9 +191,8 @@ def search(store: Store, pattern: str, *, limit: int = DEFAULT_SEARCH_LIMIT,
     hits: list[SearchHit] = []
     truncated = False
     scanned: list[str] = []
-    for i, hit in enumerate(iter_search(store, regex, skipped, scanned)):
-        if i < offset:
-            continue
+    # (one hit past the limit says whether more exist)
+    for hit in iter_search(store, regex, skipped, scanned, offset=offset, want=limit + 1):
         if len(hits) == limit:
             truncated = True
             break

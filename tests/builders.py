@@ -174,3 +174,16 @@ def build_world(base: Path) -> DemoWorld:
     from lecode_memctl.core.demo import build_demo
 
     return world_of(build_demo(base))
+
+
+def traced_peak(fn):  # noqa: ANN001, ANN201
+    """``(fn(), the peak of Python's allocations while it ran, in bytes)``
+    (tracemalloc: what the interpreter allocates, not SQLite's own memory)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        out = fn()
+        return out, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()

@@ -11,8 +11,11 @@ may not be on the search's path."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import sqlite3
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -459,6 +462,23 @@ def test_a_fact_whose_current_revision_has_no_row_is_listed_hidden(tmp_path: Pat
     assert not [c for c in codes if c[0].startswith("fact.")], codes
 
 
+@contextlib.contextmanager
+def _facts_revision_untyped(path: Path) -> Iterator[sqlite3.Connection]:
+    """The store's database, its facts table rebuilt with a revision column
+    of no type (no affinity turns 2.0 or '2' into 2), for the caller's
+    damage."""
+    with FactStore(store_at(path).facts_db) as fs:
+        db = fs._conn
+        assert db is not None
+        db.execute("PRAGMA foreign_keys=0")
+        db.execute("CREATE TABLE f2 (fact_id TEXT PRIMARY KEY, revision, "
+                   "created TEXT NOT NULL, updated TEXT NOT NULL)")
+        db.execute("INSERT INTO f2 SELECT * FROM facts")
+        db.execute("DROP TABLE facts")
+        db.execute("ALTER TABLE f2 RENAME TO facts")
+        yield db
+
+
 @pytest.mark.parametrize("stored", ["x'01'", "NULL", "9e999", "'1x'", "1.5", "2.0", "'2'"],
                          ids=["blob", "null", "inf", "text", "real", "real_of_a_row", "text_of_a_row"])
 def test_a_current_revision_of_another_type_is_a_hidden_row(tmp_path: Path, stored: str) -> None:
@@ -474,16 +494,7 @@ def test_a_current_revision_of_another_type_is_a_hidden_row(tmp_path: Path, stor
 
     path = _dangling_store(tmp_path)
     fid = f"{2:016x}"
-    with FactStore(store_at(path).facts_db) as fs:
-        db = fs._conn
-        assert db is not None
-        db.execute("PRAGMA foreign_keys=0")
-        # (revision without a type: no affinity turns 2.0 or '2' into 2)
-        db.execute("CREATE TABLE f2 (fact_id TEXT PRIMARY KEY, revision, "
-                   "created TEXT NOT NULL, updated TEXT NOT NULL)")
-        db.execute("INSERT INTO f2 SELECT * FROM facts")
-        db.execute("DROP TABLE facts")
-        db.execute("ALTER TABLE f2 RENAME TO facts")
+    with _facts_revision_untyped(path) as db:
         db.execute(f"UPDATE facts SET revision = {stored} WHERE fact_id = ?", (fid,))
     for argv in (["facts", "--format", "jsonl"], ["facts", "--json"], ["facts"],
                  ["facts", "--status", "hidden", "--json"], ["recall", fid, "--json"],
@@ -525,15 +536,7 @@ def test_rows_with_a_revision_of_no_integer_match_the_schema(tmp_path: Path, sto
     from .test_output_contract import _check_against_schema
 
     path = _dangling_store(tmp_path)
-    with FactStore(store_at(path).facts_db) as fs:
-        db = fs._conn
-        assert db is not None
-        db.execute("PRAGMA foreign_keys=0")
-        db.execute("CREATE TABLE f2 (fact_id TEXT PRIMARY KEY, revision, "
-                   "created TEXT NOT NULL, updated TEXT NOT NULL)")
-        db.execute("INSERT INTO f2 SELECT * FROM facts")
-        db.execute("DROP TABLE facts")
-        db.execute("ALTER TABLE f2 RENAME TO facts")
+    with _facts_revision_untyped(path) as db:
         db.execute(f"UPDATE facts SET revision = {stored} WHERE fact_id = ?", (f"{2:016x}",))
         if stored != "NULL":
             db.execute(f"UPDATE revisions SET revision = {stored} WHERE fact_id = ?", (f"{4:016x}",))

@@ -16,6 +16,7 @@ import pytest
 from lecode_memctl.core.sessions import PositionMissing, SessionCorrupt, SessionStore
 from lecode_memctl.core.sourceref import SourceRef, canonical_digest
 
+from .builders import traced_peak
 from .conftest import run_cli
 from .test_sessions_corrupt import _every_reader, header, line, msg, write
 
@@ -286,17 +287,6 @@ _TAILS = {
 }
 
 
-def _peak(fn):
-    import tracemalloc
-
-    tracemalloc.start()
-    try:
-        out = fn()
-        return out, tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-
-
 @pytest.mark.parametrize("tail", sorted(_TAILS))
 def test_a_huge_last_line_is_never_held_to_name_the_last_seq(store, tail):
     """A snapshot names the transcript's last seq (``last_seq``, and the
@@ -314,10 +304,10 @@ def test_a_huge_last_line_is_never_held_to_name_the_last_seq(store, tail):
     ss = SessionStore(store)
     past = SourceRef("s1", (9,), canonical_digest([{"seq": 9}]))
     try:
-        snap, peak_in = _peak(lambda: ss.source_snapshot("s1", 1, 2))
+        snap, peak_in = traced_peak(lambda: ss.source_snapshot("s1", 1, 2))
         with pytest.raises(PositionMissing, match=rf"records 0\.\.{last};"):
             ss.source_snapshot("s1", 9, 9)
-        st, peak_past = _peak(lambda: ss.validate_source(past, "durable"))
+        st, peak_past = traced_peak(lambda: ss.validate_source(past, "durable"))
     finally:
         ss.close()
     assert snap.ref.seqs == (1, 2)
@@ -362,7 +352,7 @@ def test_the_sessions_listing_never_holds_a_huge_line(store, case):
                           + [make() for make in extra]), sid=sid)
     ss = SessionStore(store)
     try:
-        info, peak = _peak(lambda: ss.info(sid))
+        info, peak = traced_peak(lambda: ss.info(sid))
     finally:
         ss.close()
     assert (info.records, info.messages, info.state, info.reason, info.detail) == want

@@ -15,7 +15,7 @@ from lecode_memctl.core.errors import StoreCorrupt
 from lecode_memctl.core.layout import store_at
 from lecode_memctl.core.markdown_search import SearchResult, SkippedFile
 
-from .builders import SLUG
+from .builders import SLUG, traced_peak
 
 _FILES = ("MEMORY.md", "scratchpad.md", "daily/2026-01-01.md", "notes/n.md")
 
@@ -137,17 +137,6 @@ def test_the_same_search_for_any_bytes(tmp_path, monkeypatch, contents, piece, p
         == _whole_file_search(store, pattern, limit=limit, offset=offset)
 
 
-def _peak(fn):
-    import tracemalloc
-
-    tracemalloc.start()
-    try:
-        out = fn()
-        return out, tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-
-
 @pytest.mark.parametrize("kind", ["newlines", "lines"])
 def test_memory_follows_a_piece_not_the_file(tmp_path, kind):
     """100 MiB of newlines in MEMORY.md cost 1.05 GB and 8.3 s (MemoryError
@@ -164,7 +153,7 @@ def test_memory_follows_a_piece_not_the_file(tmp_path, kind):
             line = b"- a note about tabs and spaces, nothing else\n"
             data = line * (size // len(line)) + b"last hit\n"
         store = _store(tmp_path, {"MEMORY.md": data})
-        got, peak = _peak(lambda: markdown_search.search(store, "hit", limit=5))
+        got, peak = traced_peak(lambda: markdown_search.search(store, "hit", limit=5))
         return got, peak
 
     small, peak_small = run(2)

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from lecode_memctl.core import sessions, usage
 from lecode_memctl.core.layout import store_at
 
-from .builders import SLUG
+from .builders import SLUG, traced_peak
 
 _HEADER = {"seq": 0, "type": "session", "format": 1, "session_id": "s1", "project": SLUG,
            "created": "2026-12-01T09:00:00+00:00"}
@@ -58,17 +58,6 @@ def _line_by_line(store, data: bytes) -> dict:
     return rep.to_json()
 
 
-def _peak(fn):
-    import tracemalloc
-
-    tracemalloc.start()
-    try:
-        out = fn()
-        return out, tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-
-
 def _huge_message(seq: int, mib: int) -> bytes:
     piece = b"abc def ghi " * 65536        # 768 KiB of prose, no "event" in it
     body = piece * (mib * 1024 * 1024 // len(piece))
@@ -87,7 +76,7 @@ def test_a_huge_line_without_event_is_never_joined(tmp_path):
         data = (_rec(_HEADER) + _compact(1, 10) + _huge_message(2, mib) + _mem(3, "learning", 7)
                 + b'{"seq":4,"type":"event","event":"compact","usage"')    # a torn tail
         store = _write(tmp_path, data)
-        rep, peak = _peak(lambda: usage.usage_report(store))
+        rep, peak = traced_peak(lambda: usage.usage_report(store))
         return rep.to_json(), peak
 
     small, peak_small = run(36)

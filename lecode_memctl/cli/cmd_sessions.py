@@ -160,8 +160,9 @@ def read(
     joining pages, or use --all, which prints every page of one capture as
     JSON Lines.  --text prints the whole range for a person instead:
     role-labelled messages wrapped to the terminal width, tool calls and
-    results summarised, binary parts named, hidden positions marked with
-    their reason.  A range with no visible message exits 4 and its JSON
+    results summarised (a result's first 3 lines, at most 1,000
+    characters of them; the JSON output holds it whole), binary parts
+    named, hidden positions marked with their reason.  A range with no visible message exits 4 and its JSON
     says why: status hidden (stale for a range of events only), reason,
     seq (the first hidden position), source null, hidden and
     hidden_reasons.  Changes nothing.

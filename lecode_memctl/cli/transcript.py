@@ -9,6 +9,7 @@ nothing is interpreted as markup.  ``--json`` is the exact data.
 
 from __future__ import annotations
 
+import re
 import shutil
 import textwrap
 from collections.abc import Iterable, Mapping, Sequence
@@ -20,6 +21,7 @@ from .output import echo, safe
 
 INDENT = "    "
 TOOL_RESULT_LINES = 3      # lines of a tool result shown
+TOOL_RESULT_CHARS = 1000   # ... and at most this many of its characters
 CALL_ARGS_CHARS = 200      # characters of a tool call's arguments shown
 MIN_WIDTH = 40
 
@@ -29,6 +31,10 @@ def width() -> int:
     return max(MIN_WIDTH, shutil.get_terminal_size((80, 24)).columns)
 
 
+# a line longer than this is wrapped by _wrap_long, not textwrap.wrap
+LONG_LINE = 1 << 14
+
+
 def _wrap(text: str, w: int, indent: str = INDENT) -> list[str]:
     """``text`` escaped, its own line breaks kept, each line wrapped to ``w``."""
     out: list[str] = []
@@ -36,10 +42,69 @@ def _wrap(text: str, w: int, indent: str = INDENT) -> list[str]:
         if not line.strip():
             out.append("")
             continue
+        if len(line) > LONG_LINE:
+            out.extend(_wrap_long(line, w, indent) or [indent])
+            continue
         out.extend(textwrap.wrap(line, width=w, initial_indent=indent, subsequent_indent=indent,
                                  break_long_words=True, break_on_hyphens=False,
                                  drop_whitespace=True) or [indent])
     return out
+
+
+# textwrap's whitespace (the characters it splits words at and makes spaces)
+_TW_SPACES = str.maketrans(dict.fromkeys("\t\n\x0b\x0c\r", " "))
+_TW_CHUNK = re.compile(" +|[^ ]+")
+
+
+def _wrap_long(line: str, w: int, indent: str) -> list[str]:
+    """``textwrap.wrap(line, width=w, initial_indent=indent,
+    subsequent_indent=indent, break_long_words=True, break_on_hyphens=False,
+    drop_whitespace=True)``, line for line, in time and memory linear in the
+    line's length: its words are taken one at a time from a scan of the
+    line (textwrap makes a list of them all: 250 MB for an 8 MiB message),
+    and a word longer than a line is cut by an offset into it (textwrap
+    copies the rest of the word at each cut: quadratic in its length, 45 s
+    for a word of 8 MiB)."""
+    chunks = map(re.Match.group, _TW_CHUNK.finditer(line.expandtabs().translate(_TW_SPACES)))
+    width = w - len(indent)
+    lines: list[str] = []
+    # the chunk at the top of textwrap's stack: what is left of ``word``
+    # from ``off``; ``blank_from``: where the blank end of a word that was
+    # cut begins (-1: not yet known)
+    word = next(chunks, None)
+    off = 0
+    blank_from = -1
+    while word is not None:
+        cur: list[str] = []
+        cur_len = 0
+        if lines:
+            # a blank chunk (as str.strip() sees it) that would begin a line is dropped
+            if off:
+                if blank_from < 0:
+                    blank_from = len(word.rstrip())
+                blank = off >= blank_from
+            else:
+                blank = word.isspace()
+            if blank:
+                word, off, blank_from = next(chunks, None), 0, -1
+                if word is None:
+                    break
+        while cur_len + len(word) - off <= width:
+            piece = word[off:] if off else word
+            cur.append(piece)
+            cur_len += len(piece)
+            word, off, blank_from = next(chunks, None), 0, -1
+            if word is None:
+                break
+        if word is not None and len(word) - off > width:
+            # a word longer than any line: as much of it as fits
+            cur.append(word[off:off + width - cur_len])
+            off += width - cur_len
+        if cur and not cur[-1].strip():
+            del cur[-1]
+        if cur:
+            lines.append(indent + "".join(cur))
+    return lines
 
 
 def _short(text: str, n: int) -> str:
@@ -113,17 +178,37 @@ def _tool_calls(rec: Mapping[str, Any], w: int) -> list[str]:
     return out
 
 
+def _tool_result(text: str, w: int) -> list[str]:
+    """A tool result's summary: its first :data:`TOOL_RESULT_LINES` lines,
+    at most :data:`TOOL_RESULT_CHARS` characters of them, wrapped, then what
+    is not shown.  Only what is shown is escaped and wrapped: a one-line
+    result of 40 MiB is not (it was: 1.1 GB, and MemoryError under 1 GiB)."""
+    end = -1
+    for _ in range(TOOL_RESULT_LINES):
+        end = text.find("\n", end + 1, TOOL_RESULT_CHARS + 1)
+        if end < 0:
+            break
+    shown = text[:end] if end >= 0 else text[:TOOL_RESULT_CHARS + 1]
+    cut = len(shown) > TOOL_RESULT_CHARS
+    if cut:
+        shown = shown[:TOOL_RESULT_CHARS]
+    out = _wrap(shown + ("\u2026" if cut else ""), w)
+    more = text.count("\n") + 1 - TOOL_RESULT_LINES
+    if cut or more > 0:
+        out.append(f"{INDENT}[... the first {TOOL_RESULT_CHARS} of {len(text)} characters shown"
+                   + (f", {more} more lines" if more > 0 else "")
+                   + "; --json shows the whole result ...]" if cut else
+                   f"{INDENT}[... {more} more lines, {len(text)} characters in all; "
+                   "--json shows the whole result ...]")
+    return out
+
+
 def message_lines(seq: int, rec: Mapping[str, Any], w: int) -> list[str]:
     """The lines of one visible message: its label, then its wrapped text."""
     lines = [_label(seq, rec)]
     text = content_text(rec.get("content"))
     if rec.get("role") == "tool":
-        rows = text.split("\n")
-        shown = "\n".join(rows[:TOOL_RESULT_LINES])
-        lines += _wrap(shown, w)
-        if len(rows) > TOOL_RESULT_LINES:
-            lines.append(f"{INDENT}[... {len(rows) - TOOL_RESULT_LINES} more lines, "
-                         f"{len(text)} characters in all; --json shows the whole result ...]")
+        lines += _tool_result(text, w)
     elif text:
         lines += _wrap(text, w)
     lines += _tool_calls(rec, w)

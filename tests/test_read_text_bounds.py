@@ -1,0 +1,157 @@
+"""``read --text`` of huge messages: bounded work.
+
+A tool result is summarised in lines and in characters: a one-line result
+of 8 MiB was shown whole (250 MB peak, 8.8 MB of output; 40 MiB: 1.1 GB and
+MemoryError under 1 GiB).  A user or assistant message is shown whole, by
+design, but wrapped in time and memory linear in its length (textwrap made
+a list of every word, and cut a word longer than a line by copying the rest
+of it at each cut: 45 s for one word of 8 MiB)."""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import textwrap
+
+import pytest
+
+from lecode_memctl.cli import transcript
+from lecode_memctl.cli.output import safe
+from lecode_memctl.core.layout import store_at
+
+from .conftest import REPO, run_cli
+from .test_bad_input import _peak_child_rss
+
+SLUG = "proj-0123456789ab"
+
+
+@pytest.fixture
+def store(tmp_path):
+    return store_at(tmp_path / "memory" / SLUG)
+
+
+def write_session(store, content: str, role: str = "tool", sid: str = "s1") -> None:
+    """A transcript: seq 1 a user message, seq 2 ``content`` as a ``role`` message."""
+    import orjson
+
+    d = store.path / "sessions"
+    d.mkdir(parents=True, exist_ok=True)
+    recs = [{"seq": 0, "type": "session", "format": 1, "session_id": sid, "project": SLUG,
+             "created": "2026-12-01T09:00:00+00:00"},
+            {"seq": 1, "type": "message", "role": "user", "content": "hi"},
+            {"seq": 2, "type": "message", "role": role, "content": content, "epoch": 1,
+             **({"tool_call_id": "c", "name": "r"} if role == "tool" else {})}]
+    (d / f"{sid}.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+
+
+def _old_tool_result(text: str, w: int) -> list[str]:
+    """The summary before characters bounded it (lines only)."""
+    rows = text.split("\n")
+    out = transcript._wrap("\n".join(rows[:3]), w)
+    if len(rows) > 3:
+        out.append(f"    [... {len(rows) - 3} more lines, {len(text)} characters in all; "
+                   "--json shows the whole result ...]")
+    return out
+
+
+def tool_block(out: str) -> list[str]:
+    lines = out.splitlines()
+    i = lines.index("[2] tool r (result of call c)")
+    return lines[i + 1:]
+
+
+def test_a_one_line_tool_result_is_cut_in_characters(store):
+    write_session(store, "word " * 2000)          # 10,000 characters, one line
+    r = run_cli("--store", str(store.path), "read", "s1", "1", "2", "--text")
+    assert r.exit_code == 0, r.stderr
+    block = tool_block(r.stdout)
+    assert block[-1] == ("    [... the first 1000 of 10000 characters shown; "
+                         "--json shows the whole result ...]")
+    shown = " ".join(ln.strip() for ln in block[:-1])
+    assert shown == ("word " * 200).strip() + " \u2026"
+    assert max(map(len, block[:-1])) <= 120
+
+
+def test_a_tool_result_with_long_lines_is_cut_and_says_how_many_lines_follow(store):
+    text = "\n".join(f"{i} " + "y" * 600 for i in range(10))
+    write_session(store, text)
+    r = run_cli("--store", str(store.path), "read", "s1", "1", "2", "--text")
+    assert r.exit_code == 0, r.stderr
+    block = tool_block(r.stdout)
+    assert block[-1] == (f"    [... the first 1000 of {len(text)} characters shown, 7 more lines; "
+                         "--json shows the whole result ...]")
+    assert "".join(ln.strip() for ln in block[:-1]) == text[:1000].replace("\n", "") + "\u2026"
+
+
+@pytest.mark.parametrize("text", [
+    "", "one", "a\nb", "a\nb\nc", "a\nb\nc\nd", "\n\n\n\n", "x" * 1000, "x" * 995 + "\nmore",
+    "\n".join(["z" * 332] * 3) + "\nrest", ("line of the file\n" * 40).rstrip("\n"),
+    "\x1b[31mred\x1b[0m\n\ttabbed\n" + "w " * 400,
+])
+def test_a_tool_result_within_the_bound_is_shown_as_before(text):
+    assert transcript._tool_result(text, 80) == _old_tool_result(text, 80)
+
+
+def _textwrap(line: str, w: int, indent: str) -> list[str]:
+    return textwrap.wrap(line, width=w, initial_indent=indent, subsequent_indent=indent,
+                         break_long_words=True, break_on_hyphens=False, drop_whitespace=True)
+
+
+def test_the_linear_wrap_is_textwraps_line_for_line():
+    rng = random.Random(16)
+    alphabet = ["a", "bc", "xyz", "-", " ", "  ", "\t", "\x0b", "\u00a0", "\u2003", "\u2028",
+                "\u3000", "\u00e9", "w" * 50, "q" * 130]
+    for _ in range(3000):
+        line = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 60)))
+        for w in (40, 47, 120):
+            for indent in ("    ", ""):
+                assert transcript._wrap_long(line, w, indent) == _textwrap(line, w, indent), \
+                    (line, w, indent)
+    # a line over LONG_LINE, through _wrap
+    line = "".join(rng.choice(alphabet) for _ in range(4000))
+    assert len(line) > transcript.LONG_LINE
+    assert transcript._wrap(line, 80) == (_textwrap(safe(line), 80, "    ") or ["    "])
+
+
+def _peaks(store, content_of, sizes, *args):
+    env = dict(os.environ, PYTHONPATH=str(REPO), COLUMNS="100")
+    env.pop("MEMCTL_DEBUG", None)
+    peaks = {}
+    for mib in sizes:
+        write_session(store, content_of(mib << 20), role=args[0])
+        for fmt in ("--text", "--json"):
+            p, peaks[mib, fmt] = _peak_child_rss(
+                [sys.executable, "-m", "lecode_memctl", "--store", str(store.path),
+                 "read", "s1", "1", "2", fmt], env=env)
+            assert p.returncode == 0, p.stderr[-500:]
+            if fmt == "--text":
+                yield mib, p.stdout
+    growth = {fmt: peaks[sizes[1], fmt] - peaks[sizes[0], fmt] for fmt in ("--text", "--json")}
+    print(f"[read --text] {args[0]} message of {sizes[0]} / {sizes[1]} MiB: peak RSS "
+          f"{peaks[sizes[0], '--text'] // 1024} / {peaks[sizes[1], '--text'] // 1024} MiB "
+          f"(--json {peaks[sizes[0], '--json'] // 1024} / {peaks[sizes[1], '--json'] // 1024})")
+    # what --text adds to the read --json makes grows by no more than 32 MiB
+    assert growth["--text"] < growth["--json"] + 32 * 1024, peaks
+
+
+def test_a_huge_one_line_tool_result_costs_what_reading_it_costs(store):
+    """8 vs 48 MiB: --text's peak grows as --json's does (by 1.5 GB from 8 to
+    64 MiB).  (Not 64 MiB: orjson's dumps of the digest then dies of SIGSEGV
+    under the 1 GiB address-space limit, --json too.)"""
+    for mib, out in _peaks(store, lambda n: "abc def ghi " * (n // 12), (8, 48), "tool"):
+        assert len(out) < 4096, len(out)
+        assert f"of {(mib << 20) // 12 * 12} characters shown;".encode() in out
+
+
+def test_a_huge_message_of_words_is_wrapped_in_linear_memory(store):
+    """2 vs 16 MiB of short words: textwrap's list of every word grew the peak
+    by 30 times the message."""
+    for mib, out in _peaks(store, lambda n: "abc def ghi " * (n // 12), (2, 16), "user"):
+        assert out.count(b"\n") > (mib << 20) // 100
+
+
+def test_a_huge_word_is_wrapped_in_linear_time(store):
+    """6 vs 48 MiB without a space: textwrap took 45 s for 8 MiB (quadratic)."""
+    for mib, out in _peaks(store, lambda n: "x" * n, (6, 48), "assistant"):
+        assert out.split(b"\n").count(b" " * 4 + b"x" * 96) == (mib << 20) // 96

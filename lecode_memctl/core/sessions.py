@@ -462,6 +462,62 @@ def _classify(line: bytes) -> tuple[str, Any]:
     return "record", obj
 
 
+# what orjson says of a line's first bytes that does not say what it says of
+# the whole line: the first bytes end there (end of data), all blank (empty),
+# or what load_record does not take as not JSON (infinity, depth, memory,
+# UTF-8: decided otherwise)
+_UNDECIDED_BY_HEAD = ("unexpected end of data", "input data is empty", "Input is a zero-length",
+                      "number is infinity", "depth limit exceeded", "Not enough memory",
+                      "str is not valid UTF-8")
+_HEAD_PARSE = 1 << 16   # the first bytes of a huge line that may decide it
+
+
+def classify_huge(fd: int, start: int, length: int) -> tuple[str, Any] | None:
+    """:func:`_classify` of the complete line of ``length`` bytes at byte
+    ``start`` of the file ``fd``, when its first 64 KiB decide it, without
+    holding it whole: a line that does not begin ``{"seq":N,`` whose first
+    bytes are no JSON value (``xxx...``, NUL bytes, the middle of a record)
+    is not JSON or, when any of its bytes is not UTF-8, invalid_utf8 --
+    what parsing it whole says, found reading it a piece at a time (a read
+    next to a 300 MiB such line held it whole: 947 MB).  orjson checks the
+    whole input's UTF-8 first, then parses from the first byte on: an error
+    it finds well inside the first bytes (not their end, not one of
+    :data:`_UNDECIDED_BY_HEAD`) is the error of the whole line.  None when
+    the first bytes do not decide (they parse, or they begin ``{"seq":N,``):
+    the caller parses the line whole."""
+    import codecs
+
+    head = os.pread(fd, min(length, _HEAD_PARSE), start)
+    if fast_seq(head[:64]) is not None:
+        return None
+    try:
+        text, n = codecs.utf_8_decode(head, "strict", False)
+    except UnicodeDecodeError:
+        return INVALID_UTF8, "the line is not valid UTF-8"
+    try:
+        orjson.loads(head[:n])
+        return None
+    except orjson.JSONDecodeError as exc:
+        why = str(exc).split(":")[0]
+        if why.startswith(_UNDECIDED_BY_HEAD) or exc.pos + 64 >= len(text):
+            return None
+    except MemoryError:
+        return None
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    pos, end = start, start + length
+    try:
+        while pos < end:
+            piece = os.pread(fd, min(_CHUNK, end - pos), pos)
+            if not piece:
+                return None     # (the file shrank: the caller reads what is there)
+            decoder.decode(piece)
+            pos += len(piece)
+        decoder.decode(b"", True)
+    except UnicodeDecodeError:
+        return INVALID_UTF8, "the line is not valid UTF-8"
+    return NOT_JSON, f"not JSON ({why})"
+
+
 # a record's first bytes as fast_seq reads them (at most 50 digits: a longer
 # number is no seq a record can have, and int() refuses more than 4,300
 # digits, which made such a line an internal error)
@@ -941,6 +997,8 @@ class _File:
         # found by _newline_from: the binary search never rescans a huge line
         self._no_newline: list[tuple[int, int]] = []
         self._too_large: dict[int, str] = {}   # line start -> why, for lines too large to parse
+        # line start -> (kind, detail), for huge corrupt lines judged by classify_huge
+        self._huge: dict[int, tuple[str, Any]] = {}
         self._torn: int | None = None           # torn_start(), once known
 
     def close(self) -> None:
@@ -986,6 +1044,20 @@ class _File:
         if kind == TOO_LARGE:
             self._too_large[off] = obj
         return kind, obj
+
+    def huge_verdict(self, start: int, nl: int) -> tuple[str, Any] | None:
+        """:func:`classify_huge` of the complete line from ``start`` to its
+        newline at ``nl`` when it is longer than :data:`HUGE_LINE`
+        (remembered: a huge line is read once); None for a shorter line, and
+        for one its first bytes do not decide (the caller reads it)."""
+        if nl - start <= HUGE_LINE:
+            return None
+        known = self._huge.get(start)
+        if known is None:
+            known = classify_huge(self.fh.fileno(), start, nl - start)
+            if known is not None:
+                self._huge[start] = known
+        return known
 
     def _newline_from(self, pos: int) -> int | None:
         """Offset of the first ``\\n`` at or after ``pos`` (within the size
@@ -1064,6 +1136,37 @@ class _File:
             pos = end
         if pos < size:
             yield pos, None
+
+    def judged_lines(self, pos: int
+                     ) -> Iterator[tuple[int, bytes | None, tuple[str, Any] | None]]:
+        """:meth:`lines` as (start, bytes, None), except a line longer than
+        :data:`HUGE_LINE` that :meth:`huge_verdict` decides: (start, None,
+        its verdict), not read whole (a range read of a huge corrupt line
+        held it whole, 1.2 GB for 300 MiB, to say it is corrupt).  The torn
+        tail last as (start, None, None)."""
+        size = self.size
+        torn = self.torn_start()
+        self.fh.seek(pos)
+        readline = self.fh.readline
+        while pos < torn:
+            raw = readline(HUGE_LINE + 1)
+            if len(raw) > HUGE_LINE and not raw.endswith(b"\n"):
+                nl = self._newline_from(pos + len(raw))
+                verdict = self.huge_verdict(pos, nl) if nl is not None else None
+                if nl is not None and verdict is not None:
+                    yield pos, None, verdict
+                    pos = nl + 1
+                    self.fh.seek(pos)
+                    continue
+                self.fh.seek(pos + len(raw))   # (_newline_from moved it)
+                raw += readline()
+            end = pos + len(raw)
+            if end > size or not raw.endswith(b"\n"):
+                break
+            yield pos, raw[:-1], None
+            pos = end
+        if pos < size:
+            yield pos, None, None
 
     def capped_lines(self, pos: int) -> Iterator[tuple[int, bytes | HugeLine | None]]:
         """:meth:`lines`, each line longer than :data:`HUGE_LINE` given as a
@@ -1233,6 +1336,9 @@ class _File:
                 if probe[1] is not None:   # the seq from the line's first bytes
                     found = (probe[2], probe[1], probe[0], None)
                     break
+                if self.huge_verdict(probe[0], probe[2] - 1) is not None:
+                    pos = probe[2]        # a huge corrupt line, not read whole
+                    continue
                 start, line = self.line_at(probe[0])
                 if line is None:
                     break
@@ -1291,10 +1397,14 @@ class _File:
                 pos = after
                 continue
             else:
-                _start, line = self.line_at(start)
-                if line is None:
-                    break
-                kind, obj = self.classify(start, line)
+                verdict = self.huge_verdict(start, after - 1) if fast is None else None
+                if verdict is not None:
+                    kind, obj = verdict   # a huge corrupt line, not read whole
+                else:
+                    _start, line = self.line_at(start)
+                    if line is None:
+                        break
+                    kind, obj = self.classify(start, line)
                 if kind == TOO_LARGE and fast is not None:
                     seq = fast        # unusable, but its seq counts (as record_before's)
                 elif kind != "record":
@@ -1463,8 +1573,11 @@ def line_counts_as(fd: int, start: int, end: int,
     as an object does).  None for a corrupt line."""
     head = os.pread(fd, min(64, end - start), start)
     fast = fast_seq(head)
-    if fast is not None and end - start > HUGE_LINE:
-        return huge_seq(end - start, head, os.pread(fd, 64, end - 64))
+    if end - start > HUGE_LINE:
+        if fast is not None:
+            return huge_seq(end - start, head, os.pread(fd, 64, end - 64))
+        if classify_huge(fd, start, end - start) is not None:
+            return None           # a corrupt line, not read whole
     kind, obj = classify(os.pread(fd, end - start, start))
     if kind == "record":
         seq: int = obj["seq"]
@@ -2051,7 +2164,11 @@ class SessionStore:
             c = record_before(f.fh.fileno(), pos)
             if c is None or not start - 1 <= c < end:
                 return _SpanRead(records, last_seq, None)
-        for off, line in f.lines(pos):
+        for off, line, verdict in f.judged_lines(pos):
+            if verdict is not None:   # a huge corrupt line, not read whole
+                if expect > end:
+                    break
+                return _SpanRead(records, last_seq, (verdict[0], off, str(verdict[1])))
             if line is None:
                 break
             kind, obj = f.classify(off, line)
@@ -2083,6 +2200,8 @@ class SessionStore:
                 nxt = off + len(line) + 1
                 probe = f.probe_seq(nxt) if nxt < f.size else None
                 if probe is None or probe[1] is None or probe[1] < expect:
+                    if probe is not None and f.huge_verdict(probe[0], probe[2] - 1) is not None:
+                        return _SpanRead(records, last_seq, None)   # a huge corrupt line
                     _start, after = f.line_at(nxt)   # (the generator's file position moved)
                     return SessionStore._after_span(f, nxt, after, records, last_seq, expect)
                 return _SpanRead(records, probe[1] if probe[1] == expect else last_seq, None)

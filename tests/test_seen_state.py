@@ -149,6 +149,7 @@ def test_a_deleted_database_before_any_generated_message(tmp_path):
     assert r.exit_code == 0, r.stderr
     (mark,) = marks()
     assert (mark["generation"], mark["exclusions"]) == (1, 1)   # forget records it
+    assert mark["slug"] == store.slug and isinstance(mark["database"], str)  # and whose
     store.facts_db.unlink()
     code, findings = validate_json(store.path)
     assert code == 1
@@ -190,7 +191,8 @@ def test_a_forget_racing_the_audit_is_not_a_false_alarm(demo, monkeypatch):
             fs = FactStore(store.facts_db)
             try:
                 assert fs.forget(VERIFIED)
-                seen.record(sd, store.path, fs.generation(), fs.exclusion_count())
+                seen.record(sd, store.path, fs.generation(), fs.exclusion_count(),
+                            slug=store.slug, database=fs.database_id())
             finally:
                 fs.close()
         return real_open(path)
@@ -252,3 +254,137 @@ def test_an_unusable_state_dir_never_fails_a_command(demo, damage, tmp_path):
     assert r.stderr == "" and "db.rolled_back" not in r.stdout
     if damage == "symlink":
         assert (tmp_path / "elsewhere.json").read_bytes() == kept  # never written through
+
+
+# ---------------------------------------------------------------- whose mark it is
+
+def _other_store(demo: Path) -> Path:
+    """The demo's other project's store (another slug, no facts database)."""
+    (other,) = [p for p in demo.parent.iterdir() if p.name.startswith("src-")]
+    assert not (other / "facts.sqlite3").exists()
+    return other
+
+
+def _database_of(path: Path) -> str:
+    import sqlite3
+
+    db = sqlite3.connect(path / "facts.sqlite3")
+    try:
+        return db.execute("SELECT applied FROM schema_migrations "
+                          "WHERE name = 'm001_initial'").fetchone()[0]
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("no_state", [False, True])
+def test_another_store_unpacked_at_the_same_path_is_not_a_rollback(demo, tmp_path, no_state):
+    """Store A (generation 1) validated at a path; then another project's store
+    (no database) copied to the same path: not a roll-back of A."""
+    evidence = tmp_path / "evidence"
+    shutil.copytree(demo, evidence)
+    validate_json(evidence)
+    (mark,) = marks()
+    assert mark["slug"] == demo.name and mark["database"] == _database_of(demo)
+    shutil.rmtree(evidence)
+    other = _other_store(demo)
+    shutil.copytree(other, evidence)
+    extra = ("--no-state",) if no_state else ()
+    r = run_cli(*extra, "--store", str(evidence), "--slug", other.name, "validate", "--json")
+    assert r.exit_code in (0, 1), r.stderr
+    assert rolled_back(orjson.loads(r.stdout)["findings"]) == []
+    (after,) = marks()
+    if no_state:
+        assert after == mark                    # read, never written
+    else:                                       # replaced by the store now there
+        assert (after["slug"], after["database"]) == (other.name, None)
+        assert (after["generation"], after["exclusions"]) == (0, 0)
+
+
+def test_another_database_of_the_same_project_is_not_a_rollback(demo, tmp_path):
+    """Fleet triage: each machine's store of one project (same path, same slug)
+    in turn at one mount point; the second machine's database was created
+    separately and forgot nothing: not a roll-back of the first's."""
+    from lecode_memctl.core.facts import FactStore
+
+    mount = tmp_path / "mnt" / demo.name
+    shutil.copytree(demo, mount)
+    validate_json(mount)
+    (first,) = marks()
+    assert (first["generation"], first["exclusions"]) == (1, 1)
+    shutil.rmtree(mount)
+    shutil.copytree(demo, mount)               # machine B: its own database
+    (mount / "facts.sqlite3").unlink()
+    fs = FactStore(mount / "facts.sqlite3")
+    try:
+        fs.add("machine B's own fact")
+    finally:
+        fs.close()
+    assert _database_of(mount) != first["database"]
+    _code, findings = validate_json(mount)
+    assert rolled_back(findings) == []
+    (mark,) = marks()
+    assert (mark["slug"], mark["database"]) == (demo.name, _database_of(mount))
+    assert (mark["generation"], mark["exclusions"]) == (0, 0)
+    # and machine A's again, then: its own mark is gone, nothing is reported
+    shutil.rmtree(mount)
+    shutil.copytree(demo, mount)
+    _code, findings = validate_json(mount)
+    assert rolled_back(findings) == []
+
+
+def test_an_older_copy_of_the_same_database_keeps_its_identity(demo, tmp_path):
+    """A restored older copy of the SAME database keeps its identity (the time
+    its first migration was applied): still compared, still reported."""
+    _forget_then_restore(demo)
+    (mark,) = marks()
+    assert mark["database"] == _database_of(demo)
+    _code, findings = validate_json(demo)
+    assert len(rolled_back(findings)) == 1
+
+
+def test_the_same_slug_without_a_database_is_a_rollback(demo):
+    """A mark of this slug and a store with no database: the deletion the mark
+    is kept for (memctl cannot tell another copy of the project's store that
+    never had one); the message says both."""
+    validate_json(demo)
+    (demo / "facts.sqlite3").unlink()
+    code, findings = validate_json(demo)
+    (f,) = rolled_back(findings)
+    assert code == 1 and "no facts database" in f["message"]
+    assert "never had one" in f["message"]
+
+
+def test_a_database_without_schema_migrations_is_compared_by_slug(demo):
+    """A database that says nothing of its identity (the legacy schema has no
+    schema_migrations): compared, as the same project's."""
+    import sqlite3
+
+    validate_json(demo)
+    db = sqlite3.connect(demo / "facts.sqlite3")
+    with db:
+        db.execute("DROP TABLE schema_migrations")
+        db.execute("DELETE FROM exclusions")
+    db.close()
+    _code, findings = validate_json(demo)
+    assert len(rolled_back(findings)) == 1
+
+
+@pytest.mark.parametrize("same", [True, False])
+def test_a_mark_without_identity_is_still_read(demo, tmp_path, same):
+    """A mark written before the identity was kept ({"store", "generation",
+    "exclusions", "updated"}): compared with whatever store is at its path,
+    as it was then; the next record gives it the identity of the store there."""
+    from lecode_memctl.core import seen
+
+    path = demo if same else tmp_path / "elsewhere"
+    if not same:
+        shutil.copytree(_other_store(demo), path)
+    mark_file = seen.mark_path(seen.state_dir(), path)
+    mark_file.parent.mkdir(parents=True, mode=0o700)
+    mark_file.write_bytes(orjson.dumps({"store": os.path.realpath(path), "generation": 3,
+                                        "exclusions": 4, "updated": 1.0}))
+    _code, findings = validate_json(path)
+    assert len(rolled_back(findings)) == 1
+    (mark,) = marks()
+    assert (mark["generation"], mark["exclusions"]) == (3, 4)   # only rises
+    assert mark["slug"] == path.name if same else mark["slug"] is not None

@@ -769,7 +769,7 @@ def forget(
     try:
         forgot = fs.forget(fact_id)
         generation = fs.generation()
-        STATE.record_mark(store, generation, fs.exclusion_count())
+        STATE.record_mark(store, generation, fs.exclusion_count(), fs.database_id())
     finally:
         fs.close()
     if json_:

@@ -77,13 +77,16 @@ class State:
                   "--no-state); set XDG_STATE_HOME outside it", keep_newlines=False), err=True)
         return False
 
-    def record_mark(self, store: Store, generation: int, exclusions: int) -> None:
+    def record_mark(self, store: Store, generation: int, exclusions: int,
+                    database: str | None) -> None:
         """Raise the store's mark after a write memctl made (not with --no-state,
-        nor into the store itself: :meth:`may_record_marks`)."""
+        nor into the store itself: :meth:`may_record_marks`); ``database`` is
+        the identity of its facts database (``facts.database_id``)."""
         if self.may_record_marks([store]):
             from lecode_memctl.core.seen import record
 
-            record(self.state_dir(), store.path, generation, exclusions)
+            record(self.state_dir(), store.path, generation, exclusions, slug=store.slug,
+                   database=database)
 
     def project_dir(self) -> Path:
         """``-C PATH`` or the working directory.  NotFound (exit 3) with a plain

@@ -750,6 +750,29 @@ def meta_generation(db: sqlite3.Connection) -> int:
     return max(values) if values else implied_generation(db)
 
 
+FIRST_MIGRATION = "m001_initial"
+
+
+def database_id(db: sqlite3.Connection) -> str | None:
+    """What tells this database from one created separately: the time its first
+    migration (``m001_initial``) was applied, as ``schema_migrations`` holds it
+    (milliseconds, UTC).  A copy, or an older backup of the same database, has
+    the same; a database lecode created (or first versioned) at another moment
+    has another.  None when the database cannot say: no ``schema_migrations``
+    (the legacy schema), no such row, a value that is not text, or a read that
+    fails.  Used only for memctl's mark (``core.seen``)."""
+    if "schema_migrations" not in _tables(db):
+        return None
+    try:
+        row = db.execute("SELECT applied FROM schema_migrations WHERE name = ?",
+                         (FIRST_MIGRATION,)).fetchone()
+    except sqlite3.DatabaseError:
+        return None
+    if row is None or not isinstance(row[0], str) or not row[0]:
+        return None
+    return str(row[0])
+
+
 def generation_row_blocked(db: sqlite3.Connection) -> None:
     """``StoreCorrupt`` when ``meta`` has no generation row (its key compared
     as bytes) but holds a key its declared collation takes for one
@@ -1828,6 +1851,11 @@ class FactStore(ClosesOnExit):
         if db is None:
             return 0
         return int(db.execute("SELECT count(*) FROM exclusions").fetchone()[0])
+
+    def database_id(self) -> str | None:
+        """:func:`database_id` of this database (None with no database)."""
+        db = self._reader()
+        return None if db is None else database_id(db)
 
     def was_forgotten(self, fact_id: str) -> bool:
         """True when a forget retry marker exists for the id."""

@@ -10,9 +10,20 @@ tell.  The mark can: ``memctl validate`` reports a store below its mark as
 The marks live in the user's XDG state directory, ``$XDG_STATE_HOME/lecode-memctl``
 (or ``~/.local/state/lecode-memctl``), one file per store:
 ``stores/<first 32 hex digits of sha256(realpath of the store)>.json`` holding
-``{"store", "generation", "exclusions", "updated"}``, written atomically
-(``atomic.atomic_write``).  Recording is best effort: a state directory that
-cannot be used never fails a command (the mark is then not kept).
+``{"store", "slug", "database", "generation", "exclusions", "updated"}``,
+written atomically (``atomic.atomic_write``).  Recording is best effort: a
+state directory that cannot be used never fails a command (the mark is then
+not kept).
+
+A path is not a store: another store may be unpacked where one was (an
+evidence copy, each machine's config directory mounted in turn at one mount
+point).  The mark therefore says whose it is: the store's slug and its
+database's identity (``facts.database_id``: the time its first migration was
+applied, which a copy or an older backup keeps and a database created
+separately does not share).  It is compared only with the same store
+(:func:`same_store`); a mark of another one is replaced when marks are
+recorded and never reported.  A mark without them (written before they were
+kept) is compared with whatever store is at its path, as it was then.
 """
 
 from __future__ import annotations
@@ -42,10 +53,15 @@ class Mark:
     generation: int
     exclusions: int
     updated: float
+    # whose mark it is (None: unknown -- a mark written before they were kept,
+    # a store with no database, a database that cannot say; see same_store)
+    slug: str | None = None
+    database: str | None = None
 
     def to_json(self) -> dict[str, object]:
-        return {"store": self.store, "generation": self.generation,
-                "exclusions": self.exclusions, "updated": self.updated}
+        return {"store": self.store, "slug": self.slug, "database": self.database,
+                "generation": self.generation, "exclusions": self.exclusions,
+                "updated": self.updated}
 
 
 def _path_text(store_path: str | os.PathLike[str]) -> str:
@@ -100,12 +116,33 @@ def load(state: Path, store_path: str | os.PathLike[str]) -> Mark | None:
         return None
     gen, excl, store, updated = (doc.get("generation"), doc.get("exclusions"), doc.get("store"),
                                  doc.get("updated"))
+    slug, database = doc.get("slug"), doc.get("database")
     if not (_valid_count(gen) and _valid_count(excl) and isinstance(store, str)):
         return None
     if store != _path_text(store_path):
         return None
+    # absent or null: unknown (a mark written before they were kept)
+    if not (slug is None or isinstance(slug, str)) or not (database is None
+                                                         or isinstance(database, str)):
+        return None
     assert isinstance(gen, int) and isinstance(excl, int)
-    return Mark(store, gen, excl, float(updated) if isinstance(updated, int | float) else 0.0)
+    return Mark(store, gen, excl, float(updated) if isinstance(updated, int | float) else 0.0,
+                slug or None, database or None)
+
+
+def same_store(mark: Mark, slug: str | None, database: str | None) -> bool:
+    """Whether ``mark`` is of the store now at its path, whose slug is ``slug``
+    and whose database's identity is ``database`` (``facts.database_id``;
+    None: no database, or one that cannot say).  Two known database
+    identities decide: equal, the same database (a copy, an older backup);
+    different, two databases created separately, whatever the slugs.
+    Otherwise the slugs decide, an unknown one (a mark without a slug)
+    matching any: a store of this slug with no database is the same store
+    with its database deleted -- the roll-back the mark is kept for -- as
+    memctl cannot tell it from another copy of the store that never had one."""
+    if mark.database is not None and database is not None:
+        return mark.database == database
+    return mark.slug is None or slug is None or mark.slug == slug
 
 
 def inside_store(state: Path, store_path: str | os.PathLike[str]) -> bool:
@@ -116,11 +153,15 @@ def inside_store(state: Path, store_path: str | os.PathLike[str]) -> bool:
 
 
 def record(state: Path, store_path: str | os.PathLike[str], generation: int,
-           exclusions: int) -> Mark | None:
+           exclusions: int, *, slug: str | None = None,
+           database: str | None = None) -> Mark | None:
     """Raise the store's mark to at least (generation, exclusions), each kept at
     its maximum; returns the mark now kept, or None when the state directory
     cannot be used, or lies inside the store (:func:`inside_store`: nothing is
-    written).  Concurrent recorders are serialised by ``flock`` on
+    written).  ``slug`` and ``database`` say whose store it is
+    (:func:`same_store`): a mark of another store is replaced, not raised; a
+    mark of the same store takes the identity given (an unknown one keeps the
+    mark's).  Concurrent recorders are serialised by ``flock`` on
     ``stores/.lock``, so no higher value is ever overwritten by a lower one."""
     if inside_store(state, store_path):
         return None
@@ -135,11 +176,20 @@ def record(state: Path, store_path: str | os.PathLike[str], generation: int,
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         old = load(state, store_path)
+        if old is not None and not same_store(old, slug, database):
+            old = None          # another store's: replaced
         gen = max(generation, old.generation if old else 0)
         excl = max(exclusions, old.exclusions if old else 0)
-        if old is not None and (old.generation, old.exclusions) == (gen, excl):
+        slug = slug or (old.slug if old else None)
+        database = database or (old.database if old else None)
+        if old is not None and (old.generation, old.exclusions, old.slug, old.database) == (
+                gen, excl, slug, database):
             return old
-        mark = Mark(_path_text(store_path), gen, excl, time.time())
+        # "updated": when these values were first seen (a mark that only
+        # learns whose it is keeps its time)
+        kept = old is not None and (old.generation, old.exclusions) == (gen, excl)
+        mark = Mark(_path_text(store_path), gen, excl,
+                    old.updated if kept and old is not None else time.time(), slug, database)
         atomic_write(path, orjson.dumps(mark.to_json()) + b"\n", backup=False)
         return mark
     except (OSError, MemctlError):
@@ -148,7 +198,10 @@ def record(state: Path, store_path: str | os.PathLike[str], generation: int,
         os.close(lock)
 
 
-def regression(mark: Mark | None, generation: int, exclusions: int) -> bool:
-    """True when the store is below what was seen: a lower generation, or fewer
-    exclusions (forgets only ever add them)."""
-    return mark is not None and (generation < mark.generation or exclusions < mark.exclusions)
+def regression(mark: Mark | None, generation: int, exclusions: int, *,
+               slug: str | None = None, database: str | None = None) -> bool:
+    """True when the store is below what was seen of it: a mark of the same
+    store (:func:`same_store`) with a higher generation, or more exclusions
+    (forgets only ever add them).  A mark of another store is no roll-back."""
+    return (mark is not None and same_store(mark, slug, database)
+            and (generation < mark.generation or exclusions < mark.exclusions))

@@ -128,19 +128,23 @@ def check_db_and_facts(audit: Audit) -> Iterator[Finding | Pending | None]:
     if not audit._generation_known:
         return
     gen, excl = audit._generation, audit._exclusion_count
-    if mark is not None and audit.state is not None and seen.regression(mark, gen, excl):
+    whose = {"slug": audit.store.slug, "database": audit._database_id}
+    if mark is not None and audit.state is not None and seen.regression(mark, gen, excl, **whose):
         when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(mark.updated))
-        now = (f"generation {gen} and {excl} exclusion(s)" if os.path.lexists(audit.store.facts_db)
+        present = os.path.lexists(audit.store.facts_db)
+        now = (f"generation {gen} and {excl} exclusion(s)" if present
                else "no facts database (generation 0, no exclusions)")
+        what = ("the database was replaced by an older copy or deleted" if present else
+                "the database was deleted (or this is another copy of the store of "
+                f"{audit.store.slug} that never had one)")
         yield audit._f("db.rolled_back",
                        f"{now}, but memctl saw generation {mark.generation} and "
-                       f"{mark.exclusions} exclusion(s) here (by {when}): the database was "
-                       "replaced by an older copy or deleted, so forgotten evidence may be "
-                       "visible again (if that was intended, remove "
+                       f"{mark.exclusions} exclusion(s) here (by {when}): {what}, so "
+                       "forgotten evidence may be visible again (if that was intended, remove "
                        f"{seen.mark_path(audit.state, audit.store.path)})",
                        file=FACTS_DB)
     if audit.record_state and audit.state is not None:
-        seen.record(audit.state, audit.store.path, gen, excl)
+        seen.record(audit.state, audit.store.path, gen, excl, **whose)
 
 
 def _check_db(audit: Audit) -> Iterator[Finding | Pending | None]:
@@ -373,13 +377,13 @@ def _start_checks(fs: Any, db: Any, *, defer: bool
 def _loaded(audit: Audit) -> tuple[Any, ...]:
     """What :func:`_load_facts` sets, as it is."""
     return (audit._generation, audit._generation_known, audit._cited, audit._exclusion_count,
-            audit._excluded)
+            audit._excluded, audit._database_id)
 
 
 def _reload(audit: Audit, values: tuple[Any, ...]) -> None:
     """Put back what :func:`_loaded` read (the facts not loaded after all)."""
     (audit._generation, audit._generation_known, audit._cited, audit._exclusion_count,
-     audit._excluded) = values
+     audit._excluded, audit._database_id) = values
 
 
 def _db_checks_rest(fs: Any, db: Any) -> Iterator[tuple[str, str, dict[str, Any]]]:
@@ -624,7 +628,7 @@ def _load_facts(audit: Audit, fs: Any, db: Any) -> None:
     transcripts are audited (:func:`source_groups`), the facts streamed
     afterwards (:func:`fact_findings`), so memory does not grow with them."""
     from ..errors import StoreCorrupt
-    from ..facts import all_exclusions
+    from ..facts import all_exclusions, database_id
 
     try:
         audit._generation = fs.generation()
@@ -636,6 +640,7 @@ def _load_facts(audit: Audit, fs: Any, db: Any) -> None:
         audit._cited = frozenset(sid for (sid,) in db.execute(
             "SELECT DISTINCT session_id FROM source_refs") if isinstance(sid, str))
     audit._exclusion_count = int(db.execute("SELECT count(*) FROM exclusions").fetchone()[0])
+    audit._database_id = database_id(db)
     audit._excluded = all_exclusions(db)
 
 

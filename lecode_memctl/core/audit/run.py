@@ -127,6 +127,7 @@ class Audit:
         self._excluded: dict[str, frozenset[int]] = {}
         self._generation = 0
         self._exclusion_count = 0
+        self._database_id: str | None = None  # facts.database_id, for memctl's mark
         self._generation_known = False  # True once the database was read, or is absent/empty
         self._redo = False              # they failed: the transcripts are read again, without facts
 

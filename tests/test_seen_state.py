@@ -388,3 +388,20 @@ def test_a_mark_without_identity_is_still_read(demo, tmp_path, same):
     (mark,) = marks()
     assert (mark["generation"], mark["exclusions"]) == (3, 4)   # only rises
     assert mark["slug"] == path.name if same else mark["slug"] is not None
+
+
+def test_a_slug_that_is_not_utf8_is_kept_and_matched(tmp_path):
+    """A store directory named with bytes that are not UTF-8 (its slug the
+    directory name): its mark is written (the slug as \\xNN, as the path is)
+    and is the same store's when read back."""
+    from lecode_memctl.core import seen
+
+    state = tmp_path / "state"
+    path = tmp_path / os.fsdecode(b"p\x9b-000000000000")
+    path.mkdir()
+    slug = path.name
+    mark = seen.record(state, path, 2, 2, slug=slug, database=None)
+    assert mark is not None and mark.slug == "p\\x9b-000000000000"
+    loaded = seen.load(state, path)
+    assert seen.regression(loaded, 1, 1, slug=slug, database=None)
+    assert not seen.regression(loaded, 1, 1, slug="other-000000000000", database=None)

@@ -67,7 +67,13 @@ class Mark:
 def _path_text(store_path: str | os.PathLike[str]) -> str:
     """The store's real path as JSON text: bytes that are not UTF-8 (a name
     holding 0x9b) are written as \\xNN, so the mark can be stored at all."""
-    return os.fsencode(os.path.realpath(store_path)).decode("utf-8", "backslashreplace")
+    return _text(os.path.realpath(store_path))
+
+
+def _text(value: str) -> str:
+    """A name as JSON text, as :func:`_path_text` writes a path: a slug that is
+    a directory name not in UTF-8 (surrogate escapes) as \\xNN."""
+    return os.fsencode(value).decode("utf-8", "backslashreplace")
 
 
 def state_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -141,8 +147,8 @@ def same_store(mark: Mark, slug: str | None, database: str | None) -> bool:
     with its database deleted -- the roll-back the mark is kept for -- as
     memctl cannot tell it from another copy of the store that never had one."""
     if mark.database is not None and database is not None:
-        return mark.database == database
-    return mark.slug is None or slug is None or mark.slug == slug
+        return mark.database == _text(database)
+    return mark.slug is None or slug is None or mark.slug == _text(slug)
 
 
 def inside_store(state: Path, store_path: str | os.PathLike[str]) -> bool:
@@ -180,8 +186,8 @@ def record(state: Path, store_path: str | os.PathLike[str], generation: int,
             old = None          # another store's: replaced
         gen = max(generation, old.generation if old else 0)
         excl = max(exclusions, old.exclusions if old else 0)
-        slug = slug or (old.slug if old else None)
-        database = database or (old.database if old else None)
+        slug = _text(slug) if slug else (old.slug if old else None)
+        database = _text(database) if database else (old.database if old else None)
         if old is not None and (old.generation, old.exclusions, old.slug, old.database) == (
                 gen, excl, slug, database):
             return old

@@ -110,6 +110,40 @@ def test_demo_summaries_made_inert_match_the_audit_afterwards(demo):
     assert impact["summaries_inert"]
 
 
+def _plant_other_project(store_dir: Path, epochs: tuple[int, ...] = (0, 1, 1)) -> None:
+    """A transcript of another project in the store: every reader refuses it
+    (refused_project), so nothing in it is this store's to invalidate."""
+    from lecode_memctl.core.layout import Store
+
+    ss = SessionStore(Store(store_dir, "other-000000000000"))
+    with ss.create("other") as w:
+        w.append_message("user", "hello")
+        for e in epochs:
+            w.append_message("assistant", "hi", epoch=e)
+
+
+def test_a_session_of_another_project_is_not_counted(demo):
+    want = preview(demo, FORGET)
+    assert want["generated_messages_invalidated"] > 0
+    _plant_other_project(demo)
+    got = preview(demo, FORGET)
+    assert got["generated_messages_invalidated"] == want["generated_messages_invalidated"]
+    assert got == want
+
+
+def test_every_session_refused_invalidates_nothing(demo):
+    """``--slug`` of another project: every transcript is refused (``read`` exits
+    4), so the forget invalidates no generated message and makes no summary inert."""
+    r = run_cli("--store", str(demo), "--slug", "other-000000000000", "sessions", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.count("refused_project") >= 3
+    r = run_cli("--store", str(demo), "--slug", "other-000000000000", "forget", FORGET,
+                "--dry-run", "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = orjson.loads(r.stdout)
+    assert (doc["generated_messages_invalidated"], doc["summaries_inert"]) == (0, [])
+
+
 # ---------------------------------------------------------------- generated stores
 
 SID = "gen"

@@ -129,6 +129,27 @@ def test_dry_run_plan_changes_nothing(planted):
     assert r.exit_code == 2 and tree_hash(planted.store) == before
 
 
+def test_a_session_of_another_project_is_not_counted(planted):
+    """The plan's generated_messages_invalidated counts only the sessions a
+    reader of this store accepts: a transcript naming another project is
+    refused by every reader, so a new generation invalidates nothing in it."""
+    from lecode_memctl.core.layout import Store
+    from lecode_memctl.core.sessions import SessionStore
+
+    want = orjson.loads(cli(planted, "redact", "--dry-run", "--json").stdout_bytes)["plan"]
+    assert want["new_generation"] > want["generation"]
+    # (not slug-shaped, as the planted store's own project is not: the store's
+    # slug stays the one its headers name)
+    ss = SessionStore(Store(planted.store, "another-project"))
+    with ss.create("other") as w:
+        w.append_message("user", "hello")
+        for e in (want["generation"], want["generation"]):
+            w.append_message("assistant", "hi", epoch=e)
+    got = orjson.loads(cli(planted, "redact", "--dry-run", "--json").stdout_bytes)["plan"]
+    assert got["generated_messages_invalidated"] == want["generated_messages_invalidated"]
+    assert got["summaries"] == want["summaries"]
+
+
 def test_selection(planted):
     r = cli(planted, "redact", "--detector", "github-token", "--yes", "--json")
     assert r.exit_code == 0, r.stderr

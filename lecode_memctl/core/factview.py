@@ -38,6 +38,7 @@ from .sourceref import (
     SessionReader,
     SourceRef,
     SourceStatus,
+    accepted,
     check_session_id,
     status_for,
 )
@@ -691,8 +692,10 @@ def forget_impact(facts: FactStore, sessions: SessionReader, fact_id: str) -> di
     # (every session is read: an unlistable sessions/ is exit 5, as for
     # `memctl sessions`, never a preview of nothing invalidated)
     for sid in sessions.session_ids():
+        if not accepted(sessions, sid):
+            continue  # a session every reader refuses: nothing in it is this store's
         try:
-            items = sessions.scan(sid)
+            items = sessions.scan(sid)   # (scan itself does not check the header's project)
             for item in items:
                 rec = item.record
                 if rec is None:

@@ -62,7 +62,8 @@ from .secrets import (
     replace_values,
     session_id_values,
 )
-from .sessions import event_line
+from .sessions import SessionStore, event_line
+from .sourceref import accepted
 
 BUSY_TIMEOUT = 5.0
 
@@ -328,6 +329,7 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
     generated: list[int | None] = []
     sessions_dir = os.path.join(root, "sessions")
     transcripts = sorted(n for n in _listdir(sessions_dir) if n.endswith(".jsonl"))
+    readers = SessionStore(store)   # what this store's readers accept (sourceref.accepted)
     kept: dict[str, list[str]] = {}
     for name in transcripts:
         sid = name[:-len(".jsonl")]
@@ -353,7 +355,10 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
             if n:
                 plan.files.append(FileChange(rel, KIND_TRANSCRIPT, n, seqs, raw))
                 changed[sid] = set(seqs)
-        if True:  # compactions and generated messages: the impact on facts
+        # compactions and generated messages: the impact on facts, only in the
+        # sessions this store's readers accept (a refused one is rewritten all
+        # the same, but nothing in it is this store's to invalidate)
+        if accepted(readers, sid):
             for line in data.split(b"\n"):
                 if b'"compact"' in line or b'"epoch"' in line or b'"synthetic"' in line:
                     rec = json_object(line)

@@ -15,7 +15,7 @@ import orjson
 
 from ._lazy import lazy_compile
 from ._record import record
-from .errors import StoreCorrupt, UsageError
+from .errors import MemctlError, StoreCorrupt, UsageError
 from .hashing import sha256
 
 MAX_SPAN = 200  # positions, inclusive span min(seqs)..max(seqs)
@@ -339,6 +339,22 @@ class SessionReader(Protocol):
 
     def validate_sessions(self, groups: Iterable[tuple[str, list[SourceRef]]],
                           purpose: str = "durable") -> Iterator[dict[SourceRef, SourceStatus]]: ...
+
+
+def accepted(sessions: SessionReader, session_id: str) -> bool:
+    """Whether this store's readers read the session at all: the checks every
+    reader makes on opening it (``SessionStore.header``: a regular file, not
+    a symbolic link, a session header of this session id naming this store's
+    project).  A session every reader refuses (``refused_project``,
+    ``refused_header``, ``refused_symlink``) or cannot open holds nothing this
+    store's generation can hide: what a forget or a redaction would
+    invalidate is counted only in the sessions accepted (``forget_impact``,
+    ``redact.plan_redaction``)."""
+    try:
+        sessions.header(session_id)
+    except (MemctlError, OSError):
+        return False
+    return True
 
 
 class NoExclusions:

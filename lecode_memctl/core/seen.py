@@ -16,14 +16,16 @@ state directory that cannot be used never fails a command (the mark is then
 not kept).
 
 A path is not a store: another store may be unpacked where one was (an
-evidence copy, each machine's config directory mounted in turn at one mount
-point).  The mark therefore says whose it is: the store's slug and its
-database's identity (``facts.database_id``: the time its first migration was
-applied, which a copy or an older backup keeps and a database created
-separately does not share).  It is compared only with the same store
-(:func:`same_store`); a mark of another one is replaced when marks are
-recorded and never reported.  A mark without them (written before they were
-kept) is compared with whatever store is at its path, as it was then.
+evidence copy).  The mark therefore says whose it is, the store's slug, and
+is compared only with a store of that slug (:func:`same_store`); a mark of
+another one is replaced when marks are recorded and never reported.  It also
+keeps its database's identity (``facts.database_id``: the time its first
+migration was applied, which a copy or an older backup keeps and a database
+created separately does not share), which the finding names when it differs
+(:func:`other_database`: the database deleted and created again, or another
+machine's copy of the same project's store mounted at the same path).  A
+mark without them (written before they were kept) is compared with whatever
+store is at its path, as it was then.
 """
 
 from __future__ import annotations
@@ -136,19 +138,25 @@ def load(state: Path, store_path: str | os.PathLike[str]) -> Mark | None:
                 slug or None, database or None)
 
 
-def same_store(mark: Mark, slug: str | None, database: str | None) -> bool:
-    """Whether ``mark`` is of the store now at its path, whose slug is ``slug``
-    and whose database's identity is ``database`` (``facts.database_id``;
-    None: no database, or one that cannot say).  Two known database
-    identities decide: equal, the same database (a copy, an older backup);
-    different, two databases created separately, whatever the slugs.
-    Otherwise the slugs decide, an unknown one (a mark without a slug)
-    matching any: a store of this slug with no database is the same store
-    with its database deleted -- the roll-back the mark is kept for -- as
-    memctl cannot tell it from another copy of the store that never had one."""
-    if mark.database is not None and database is not None:
-        return mark.database == _text(database)
+def same_store(mark: Mark, slug: str | None) -> bool:
+    """Whether ``mark`` is of the store now at its path, whose slug is
+    ``slug``: the slugs decide, an unknown one (a mark without a slug, a
+    store whose slug cannot be told) matching any.  The database's identity
+    does not: a database of the same store deleted and created again
+    (``facts.sqlite3`` removed to start afresh, the agent making a new one
+    at its next write) has a new one, and its forgets are lost as surely as
+    with an older copy put back; it is named in the finding
+    (:func:`other_database`).  A store of this slug with no database is the
+    same store with its database deleted, as memctl cannot tell it from
+    another copy of the store that never had one."""
     return mark.slug is None or slug is None or mark.slug == _text(slug)
+
+
+def other_database(mark: Mark, database: str | None) -> bool:
+    """Whether the database now at the store is known to be another one than
+    the mark saw: both identities known (``facts.database_id``) and
+    different -- created separately, not a copy or an older backup of it."""
+    return mark.database is not None and database is not None and mark.database != _text(database)
 
 
 def inside_store(state: Path, store_path: str | os.PathLike[str]) -> bool:
@@ -182,11 +190,13 @@ def record(state: Path, store_path: str | os.PathLike[str], generation: int,
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         old = load(state, store_path)
-        if old is not None and not same_store(old, slug, database):
+        if old is not None and not same_store(old, slug):
             old = None          # another store's: replaced
         gen = max(generation, old.generation if old else 0)
         excl = max(exclusions, old.exclusions if old else 0)
         slug = _text(slug) if slug else (old.slug if old else None)
+        # (the identity of the database last seen: another one of the same
+        # store keeps the mark's values, which only rise)
         database = _text(database) if database else (old.database if old else None)
         if old is not None and (old.generation, old.exclusions, old.slug, old.database) == (
                 gen, excl, slug, database):
@@ -205,9 +215,9 @@ def record(state: Path, store_path: str | os.PathLike[str], generation: int,
 
 
 def regression(mark: Mark | None, generation: int, exclusions: int, *,
-               slug: str | None = None, database: str | None = None) -> bool:
+               slug: str | None = None) -> bool:
     """True when the store is below what was seen of it: a mark of the same
     store (:func:`same_store`) with a higher generation, or more exclusions
     (forgets only ever add them).  A mark of another store is no roll-back."""
-    return (mark is not None and same_store(mark, slug, database)
+    return (mark is not None and same_store(mark, slug)
             and (generation < mark.generation or exclusions < mark.exclusions))

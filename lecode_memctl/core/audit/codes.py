@@ -78,9 +78,9 @@ CODES: dict[str, CodeInfo] = {
         "nothing"),
     "db.rolled_back": CodeInfo(ERROR, "db", ("file",),
         "the exclusion generation or exclusion count is below the highest memctl saw for this "
-        "store (its mark, kept outside the store, of the same slug and database: \"memctl's "
-        "mark, outside the store\"): the database was put back from an older copy or deleted, "
-        "so forgotten evidence may be visible again"),
+        "store (its mark, kept outside the store, of the same slug: \"memctl's mark, outside "
+        "the store\"): the database was put back from an older copy, deleted, or deleted and "
+        "made again, so forgotten evidence may be visible again"),
     "db.revision_gap": CodeInfo(ERROR, "db", ("fact_id", "revision"),
         "a fact's revisions are not 1..N without gaps, or its current revision is not the last "
         "(or not known: the fact id has several rows in facts)"),

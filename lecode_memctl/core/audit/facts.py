@@ -129,14 +129,21 @@ def check_db_and_facts(audit: Audit) -> Iterator[Finding | Pending | None]:
         return
     gen, excl = audit._generation, audit._exclusion_count
     whose = {"slug": audit.store.slug, "database": audit._database_id}
-    if mark is not None and audit.state is not None and seen.regression(mark, gen, excl, **whose):
+    if mark is not None and audit.state is not None and seen.regression(
+            mark, gen, excl, slug=audit.store.slug):
         when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(mark.updated))
         present = os.path.lexists(audit.store.facts_db)
         now = (f"generation {gen} and {excl} exclusion(s)" if present
                else "no facts database (generation 0, no exclusions)")
-        what = ("the database was replaced by an older copy or deleted" if present else
-                "the database was deleted (or this is another copy of the store of "
-                f"{audit.store.slug} that never had one)")
+        if not present:
+            what = ("the database was deleted (or this is another copy of the store of "
+                    f"{audit.store.slug} that never had one)")
+        elif seen.other_database(mark, audit._database_id):
+            what = ("this is another database than the one seen (created separately: the "
+                    "database was deleted and made again, or this is another copy of the store "
+                    f"of {audit.store.slug}, from another machine, put at this path)")
+        else:
+            what = "the database was replaced by an older copy or deleted"
         yield audit._f("db.rolled_back",
                        f"{now}, but memctl saw generation {mark.generation} and "
                        f"{mark.exclusions} exclusion(s) here (by {when}): {what}, so "

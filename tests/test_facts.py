@@ -264,11 +264,17 @@ def test_legacy_database_migrates_keeping_every_row(db_path):
     assert ro.excluded_seqs("old-session") == {1} and ro.generation() == 1
     ro.close()
     assert dump(db_path) == before
+    # a writer's open changes nothing either: its first write migrates,
+    # in the write's transaction
     fs = FactStore(db_path)
+    assert fs.needs_migration and fs.schema_version == 0
+    assert dump(db_path) == before
+    new = fs.add("a new fact").fact.fact_id
     assert not fs.needs_migration and fs.schema_version == SCHEMA_VERSION
     after = dump(db_path)
-    for table in ("facts", "revisions", "provenance"):
-        assert after[table] == before[table]
+    assert [r for r in after["facts"] if r[0] != new] == before["facts"]
+    assert [r for r in after["revisions"] if r[0] != new] == before["revisions"]
+    assert after["provenance"] == before["provenance"]
     assert after["exclusions"] == [("old-session", 1, 0)]
     assert after["source_refs"] == [] and after["meta"] == [("generation", 1)]
     assert [r.text for r in fs.revisions("00000000000000aa")] == ["tabs for indentation",
@@ -279,7 +285,7 @@ def test_legacy_database_migrates_keeping_every_row(db_path):
     fs.close()
 
 
-def test_each_migration_is_atomic_with_its_record(db_path, monkeypatch):
+def test_the_migrations_are_atomic_with_the_write(db_path, monkeypatch):
     from lecode_memctl.core import facts as facts_mod
 
     make_legacy(db_path)
@@ -290,14 +296,33 @@ def test_each_migration_is_atomic_with_its_record(db_path, monkeypatch):
 
     monkeypatch.setattr(facts_mod, "MIGRATIONS",
                         [MIGRATIONS[0], MIGRATIONS[1], ("m003_generation", broken)])
-    with pytest.raises(RuntimeError):
-        FactStore(db_path)
+    before = tree_hash(db_path.parent)
+    # every pending migration commits with the write that applies them, or
+    # none does: the file is as it was (its journal mode too)
+    with FactStore(db_path) as fs, pytest.raises(RuntimeError):
+        fs.add("x")
+    assert tree_hash(db_path.parent) == before
     db = sqlite3.connect(db_path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
-    assert [r[0] for r in db.execute("SELECT name FROM schema_migrations ORDER BY name")] == [
-        "m001_initial", "m002_source_refs"]
-    assert db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'meta'").fetchone()[0] == 0
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 0
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    assert db.execute("SELECT count(*) FROM sqlite_master WHERE name IN "
+                      "('meta', 'schema_migrations', 'source_refs')").fetchone()[0] == 0
     db.close()
+
+
+def test_a_refused_write_does_not_migrate(db_path):
+    """A write refused inside its transaction (a stale revision) rolls the
+    pending migrations back with it: the legacy file is as it was."""
+    from lecode_memctl.core.errors import Conflict
+
+    make_legacy(db_path)
+    before = tree_hash(db_path.parent)
+    with FactStore(db_path) as fs:
+        with pytest.raises(Conflict):
+            fs.revise("00000000000000aa", "x", expected_revision=7)
+        assert fs.needs_migration and fs.schema_version == 0
+        assert fs.get("00000000000000aa").text == "tabs, width 4"   # read as it is
+    assert tree_hash(db_path.parent) == before
 
 
 def test_future_schema_version_is_refused(db_path):

@@ -265,30 +265,26 @@ def _tables(db: sqlite3.Connection) -> set[str]:
 
 
 def _migrate(db: sqlite3.Connection, path: Path) -> list[str]:
-    """Apply every pending migration, each with its record in one transaction."""
+    """Apply every pending migration, their records and the new
+    ``user_version`` inside the caller's open transaction -- the write's
+    (``FactStore._Txn``): they commit with the write's own changes, or not
+    at all; the caller rolls back, and the file is unchanged."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise StoreCorrupt(_future_message(path, version))
     applied: list[str] = []
-    while True:
-        _begin(db, path)
-        try:
-            version = db.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise StoreCorrupt(_future_message(path, version))
-            if version == SCHEMA_VERSION:
-                db.execute("COMMIT")
-                return applied
-            db.execute("""CREATE TABLE IF NOT EXISTS schema_migrations (
-                name    TEXT PRIMARY KEY,
-                applied TEXT NOT NULL)""")
-            name, fn = MIGRATIONS[version]
-            fn(db)
-            db.execute("INSERT OR REPLACE INTO schema_migrations (name, applied) VALUES (?, ?)",
-                       (name, _now()))
-            db.execute(f"PRAGMA user_version = {version + 1}")
-            db.execute("COMMIT")
-            applied.append(name)
-        except BaseException:
-            _rollback(db)
-            raise
+    if version == SCHEMA_VERSION:
+        return applied
+    db.execute("""CREATE TABLE IF NOT EXISTS schema_migrations (
+        name    TEXT PRIMARY KEY,
+        applied TEXT NOT NULL)""")
+    for name, fn in MIGRATIONS[version:]:
+        fn(db)
+        db.execute("INSERT OR REPLACE INTO schema_migrations (name, applied) VALUES (?, ?)",
+                   (name, _now()))
+        applied.append(name)
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    return applied
 
 
 def _future_message(path: Path, version: int) -> str:
@@ -1499,6 +1495,9 @@ class FactStore(ClosesOnExit):
         self.readonly = _readonly
         self.needs_migration = False
         self.schema_version = 0
+        self._pending_migration = False   # a writer's: the first write migrates (_Txn)
+        self._migrated = False            # the open write transaction migrated
+        self._before_migration: tuple[int, set[str], bool] = (0, set(), False)
         self.snapshot = False         # read-only: True when reading a private copy
         self._on_connect = on_connect
         self._conn: sqlite3.Connection | None = None
@@ -1630,10 +1629,18 @@ class FactStore(ClosesOnExit):
                 # Another application's database: never migrate lecode's tables into it.
                 raise StoreCorrupt(f"{self.path}: table facts is missing; "
                                    "not a lecode facts database")
-            mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raise StoreBusy(f"{self.path}: could not switch to WAL mode (another "
-                                "connection holds the database)")
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StoreCorrupt(_future_message(self.path, version))
+            if version == SCHEMA_VERSION or not tables:
+                # A database to migrate (one with tables: not a new, empty
+                # one) stays in its journal mode until its migration
+                # committed (_Txn): a migration that fails leaves the file
+                # as it was, its journal mode too.
+                mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise StoreBusy(f"{self.path}: could not switch to WAL mode (another "
+                                    "connection holds the database)")
             db.execute("PRAGMA foreign_keys = ON")
             db.execute("PRAGMA synchronous = FULL")
             self._load_schema(migrate=True)
@@ -1684,21 +1691,56 @@ class FactStore(ClosesOnExit):
         FactStore.open_readonly(self.path).close()
 
     def _load_schema(self, *, migrate: bool) -> None:
+        """Read the schema version and the tables.  ``migrate`` (a writer): an
+        older version is migrated by the first write, in its transaction
+        (:meth:`_migrate_in`); until then the writer reads it as it is, as a
+        read-only open does."""
         db = self._conn
         assert db is not None
         version = db.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             raise StoreCorrupt(_future_message(self.path, version))
-        if migrate and version < SCHEMA_VERSION:
-            _migrate(db, self.path)
-            version = db.execute("PRAGMA user_version").fetchone()[0]
         self.schema_version = version
         self._tables = _tables(db)
-        if version < SCHEMA_VERSION:
-            self.needs_migration = True
+        self.needs_migration = version < SCHEMA_VERSION
+        self._pending_migration = migrate and self.needs_migration
         if self._tables:
             # (none: an empty file, read as no database)
             _check_schema(db, version, self.path)
+
+    def _migrate_in(self, db: sqlite3.Connection) -> None:
+        """Inside the write transaction just begun: apply the pending
+        migrations (:func:`_migrate`), so that the write sees schema version
+        3; :meth:`_schema_rolled_back` undoes what this records should the
+        transaction roll back."""
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version < SCHEMA_VERSION:
+            _migrate(db, self.path)
+            _check_schema(db, SCHEMA_VERSION, self.path)
+        self._before_migration = (self.schema_version, set(self._tables), self.needs_migration)
+        self._pending_migration = False
+        self._migrated = True
+        self.schema_version = SCHEMA_VERSION
+        self._tables = _tables(db)
+        self.needs_migration = False
+
+    def _schema_rolled_back(self) -> None:
+        """The write transaction that migrated rolled back: the database is at
+        its old version again, read as before (the next write migrates)."""
+        self._migrated = False
+        self._pending_migration = True
+        self.schema_version, self._tables, self.needs_migration = self._before_migration
+
+    def _migration_committed(self) -> None:
+        """The write transaction that migrated committed: switch the database
+        to WAL mode now (a writer of a current schema does when it opens).
+        The write is in; should another connection hold the database, the
+        switch is left to the next writer's open, which waits or refuses."""
+        self._migrated = False
+        db = self._conn
+        if db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("PRAGMA journal_mode = WAL")
 
     def _require_database(self, fact_id: str) -> None:
         """A write about an existing fact, with no database yet: there is no such
@@ -1795,9 +1837,25 @@ class FactStore(ClosesOnExit):
             self.store = store
 
         def __enter__(self) -> sqlite3.Connection:
-            db = self.store._ensure_writer()
-            _begin(db, self.store.path)
+            store = self.store
+            db = store._ensure_writer()
+            _begin(db, store.path)
+            if store._pending_migration:
+                # the pending migrations, in this transaction: they commit
+                # with the write, or not at all
+                try:
+                    store._migrate_in(db)
+                except BaseException as exc:
+                    self._rolled_back(db)
+                    if isinstance(exc, sqlite3.Error):
+                        raise _db_error(store.path, exc) from None
+                    raise
             return db
+
+        def _rolled_back(self, db: sqlite3.Connection) -> None:
+            _rollback(db)
+            if self.store._migrated:
+                self.store._schema_rolled_back()
 
         def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                      tb: TracebackType | None) -> Literal[False]:
@@ -1807,10 +1865,12 @@ class FactStore(ClosesOnExit):
                 try:
                     db.execute("COMMIT")
                 except sqlite3.Error as e:
-                    _rollback(db)
+                    self._rolled_back(db)
                     raise _db_error(self.store.path, e) from None
+                if self.store._migrated:
+                    self.store._migration_committed()
                 return False
-            _rollback(db)
+            self._rolled_back(db)
             if isinstance(exc, sqlite3.Error):
                 raise _db_error(self.store.path, exc) from None
             return False

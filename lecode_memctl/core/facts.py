@@ -169,8 +169,13 @@ def m001_initial(db: sqlite3.Connection) -> None:
 
 
 def m002_source_refs(db: sqlite3.Connection) -> None:
-    """One SourceRef per revision, keyed by (fact_id, revision)."""
-    db.execute("""CREATE TABLE source_refs (
+    """One SourceRef per revision, keyed by (fact_id, revision).
+
+    Each step applies to what is there (as each of :data:`MIGRATIONS`): a
+    version-3 database rebuilt by ``sqlite3 .dump`` or ``iterdump()``, which
+    do not keep ``user_version``, already has the table and its indexes; the
+    migration keeps them and their rows."""
+    db.execute("""CREATE TABLE IF NOT EXISTS source_refs (
         fact_id    TEXT NOT NULL,
         revision   INTEGER NOT NULL,
         session_id TEXT NOT NULL,
@@ -179,7 +184,8 @@ def m002_source_refs(db: sqlite3.Connection) -> None:
         PRIMARY KEY (fact_id, revision),
         FOREIGN KEY (fact_id, revision) REFERENCES revisions(fact_id, revision)
             ON DELETE CASCADE)""")
-    db.execute("CREATE INDEX source_refs_session ON source_refs(session_id)")
+    _require_shape(db, "source_refs")
+    db.execute("CREATE INDEX IF NOT EXISTS source_refs_session ON source_refs(session_id)")
     db.execute("CREATE INDEX IF NOT EXISTS provenance_session ON provenance(session_id, seq)")
 
 
@@ -191,14 +197,22 @@ def m003_generation(db: sqlite3.Connection) -> None:
     generation 1, so that generated messages written before (without an
     epoch) stay hidden, as the store contract's rule 4 requires (the rule
     is :func:`implied_generation`'s, which every reader applies to a
-    database without a generation row)."""
+    database without a generation row).  A database that has these already
+    (a version-3 database whose ``user_version`` was lost) keeps them: its
+    generation row as stored, which is the generation the readers gave
+    (:func:`meta_generation`); without one, the row written is the implied
+    generation the readers gave, computed before anything here changes."""
     start = implied_generation(db)
-    db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)")
-    db.execute("INSERT INTO meta (key, value) VALUES ('generation', ?)", (start,))
-    db.execute("""CREATE TABLE forgotten (
+    db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)")
+    _require_shape(db, "meta")
+    if not db.execute(f"SELECT 1 FROM meta WHERE {GENERATION_WHERE}").fetchone():
+        db.execute("INSERT INTO meta (key, value) VALUES ('generation', ?)", (start,))
+    db.execute("""CREATE TABLE IF NOT EXISTS forgotten (
         fact_id    TEXT PRIMARY KEY,
         generation INTEGER NOT NULL)""")
-    db.execute("ALTER TABLE exclusions ADD COLUMN generation INTEGER NOT NULL DEFAULT 0")
+    _require_shape(db, "forgotten")
+    if "generation" not in _columns(db, "exclusions"):
+        db.execute("ALTER TABLE exclusions ADD COLUMN generation INTEGER NOT NULL DEFAULT 0")
 
 
 MIGRATIONS: list[tuple[str, Migration]] = [
@@ -238,17 +252,64 @@ def read_schema(version: int) -> dict[str, set[str]]:
     return need
 
 
-def _require_columns(db: sqlite3.Connection, table: str, needed: set[str],
-                     path: Path | None = None) -> None:
+def _shape_problem(db: sqlite3.Connection, table: str, needed: set[str]) -> str | None:
+    """What ``table`` lacks of the columns ``needed`` ("table meta lacks
+    column(s) value", "table meta is missing"), or None."""
     cols = {row[1] for row in db.execute(f"PRAGMA table_info({sql_name(table)})")}
-    where = f"{path}: " if path is not None else "facts database: "
     if not cols:
-        raise StoreCorrupt(f"{where}table {table} is missing; not a lecode facts database")
+        return f"table {table} is missing"
     missing = needed - cols
     if missing:
-        raise StoreCorrupt(
-            f"{where}table {table} lacks column(s) {', '.join(sorted(missing))}; "
-            "not a lecode facts database")
+        return f"table {table} lacks column(s) {', '.join(sorted(missing))}"
+    return None
+
+
+def _require_columns(db: sqlite3.Connection, table: str, needed: set[str],
+                     path: Path | None = None) -> None:
+    where = f"{path}: " if path is not None else "facts database: "
+    problem = _shape_problem(db, table, needed)
+    if problem is not None:
+        raise StoreCorrupt(f"{where}{problem}; not a lecode facts database")
+
+
+class UnmigratableSchema(StoreCorrupt):
+    """An older schema version whose migrations cannot apply: a table a
+    pending migration keeps (it is there already: a database whose
+    ``user_version`` was lost) in a shape no migration knows.  Exit 5, as
+    any database memctl cannot use; ``validate`` reports ``db.schema_unknown``."""
+
+
+class _Unmigratable(Exception):
+    """A table a migration keeps (it was there) in a shape no migration knows."""
+
+
+def _require_shape(db: sqlite3.Connection, table: str) -> None:
+    """Inside a migration: ``table`` (created, or found there) has every
+    column memctl reads in it (:data:`READ_SCHEMA`), else ``_Unmigratable``."""
+    problem = _shape_problem(db, table, read_schema(SCHEMA_VERSION)[table])
+    if problem is not None:
+        raise _Unmigratable(problem)
+
+
+def migration_problem(db: sqlite3.Connection, version: int) -> str | None:
+    """Why the migrations from schema ``version`` cannot apply to the
+    database as it is, or None: a table a pending migration would create is
+    there already (a database whose ``user_version`` was lost) without a
+    column memctl reads in it.  What the migrations' own checks find
+    (:func:`_require_shape`), read without writing: ``validate`` says the
+    schema is unknown then, never that lecode migrates it."""
+    if version >= SCHEMA_VERSION:
+        return None
+    tables = _tables(db)
+    have = read_schema(version)
+    for table, needed in read_schema(SCHEMA_VERSION).items():
+        if table in tables and table not in have:
+            problem = _shape_problem(db, table, needed)
+            if problem is not None:
+                return problem
+    if "schema_migrations" in tables:
+        return _shape_problem(db, "schema_migrations", {"name", "applied"})
+    return None
 
 
 def _check_schema(db: sqlite3.Connection, version: int, path: Path) -> None:
@@ -268,23 +329,47 @@ def _migrate(db: sqlite3.Connection, path: Path) -> list[str]:
     """Apply every pending migration, their records and the new
     ``user_version`` inside the caller's open transaction -- the write's
     (``FactStore._Txn``): they commit with the write's own changes, or not
-    at all; the caller rolls back, and the file is unchanged."""
+    at all.  A table in a shape no migration knows is ``StoreCorrupt``
+    naming it (exit 5); the caller rolls back, and the file is unchanged."""
     version = db.execute("PRAGMA user_version").fetchone()[0]
     if version > SCHEMA_VERSION:
         raise StoreCorrupt(_future_message(path, version))
     applied: list[str] = []
     if version == SCHEMA_VERSION:
         return applied
-    db.execute("""CREATE TABLE IF NOT EXISTS schema_migrations (
-        name    TEXT PRIMARY KEY,
-        applied TEXT NOT NULL)""")
-    for name, fn in MIGRATIONS[version:]:
-        fn(db)
-        db.execute("INSERT OR REPLACE INTO schema_migrations (name, applied) VALUES (?, ?)",
-                   (name, _now()))
-        applied.append(name)
-    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    name = "schema_migrations"
+    try:
+        db.execute("""CREATE TABLE IF NOT EXISTS schema_migrations (
+            name    TEXT PRIMARY KEY,
+            applied TEXT NOT NULL)""")
+        problem = _shape_problem(db, name, {"name", "applied"})
+        if problem is not None:
+            raise _Unmigratable(problem)
+        for name, fn in MIGRATIONS[version:]:
+            fn(db)
+            # (a record the database holds already -- kept by a dump that
+            # lost user_version -- is kept as it is: when it was applied)
+            db.execute("INSERT OR IGNORE INTO schema_migrations (name, applied) VALUES (?, ?)",
+                       (name, _now()))
+            applied.append(name)
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    except _Unmigratable as exc:
+        raise UnmigratableSchema(_unmigratable_message(path, version, name, str(exc))) from None
+    except sqlite3.Error as exc:
+        err = _db_error(path, exc)
+        if type(err) is StoreCorrupt and err.message == f"{path}: facts database unreadable: {exc}":
+            # a statement of the migration the database refused ("UNIQUE
+            # constraint failed: meta.key"): readable, but not migratable
+            raise UnmigratableSchema(_unmigratable_message(path, version, name, str(exc))) from None
+        raise err from None
     return applied
+
+
+def _unmigratable_message(path: Path, version: int, name: str, problem: str) -> str:
+    step = f" ({name})" if name else ""
+    return (f"{path}: facts database schema version {version} cannot be migrated to "
+            f"{SCHEMA_VERSION}{step}: {problem}; nothing was changed (memctl validate "
+            "reports it)")
 
 
 def _future_message(path: Path, version: int) -> str:
@@ -1707,6 +1792,14 @@ class FactStore(ClosesOnExit):
         if self._tables:
             # (none: an empty file, read as no database)
             _check_schema(db, version, self.path)
+            # a table of a later version already there (user_version lost)
+            # is read as it is, by readers and writers: in a shape no
+            # migration knows, the database is refused here, as one lacking
+            # a column of its own version is
+            problem = migration_problem(db, version)
+            if problem is not None:
+                raise UnmigratableSchema(_unmigratable_message(self.path, version, "",
+                                                               problem))
 
     def _migrate_in(self, db: sqlite3.Connection) -> None:
         """Inside the write transaction just begun: apply the pending

@@ -62,7 +62,8 @@ CODES: dict[str, CodeInfo] = {
         "a row whose parent is missing (the rows PRAGMA foreign_key_check reports), or a "
         "table that cannot be checked because its parent table lost its primary key"),
     "db.schema_unknown": CodeInfo(ERROR, "db", ("file",),
-        "the schema version is newer than this memctl knows, or unrecognisable"),
+        "the schema version is newer than this memctl knows, or unrecognisable (an older "
+        "version with a table no migration can take as it is)"),
     "db.needs_migration": CodeInfo(WARNING, "db", ("file",),
         "the schema is an older known version; lecode migrates it on its next write"),
     "db.generation_mismatch": CodeInfo(ERROR, "db", ("file",),

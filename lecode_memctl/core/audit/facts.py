@@ -158,7 +158,7 @@ def _check_db(audit: Audit) -> Iterator[Finding | Pending | None]:
     import sqlite3
 
     from ..errors import MemctlError, StoreBusy
-    from ..facts import SCHEMA_VERSION
+    from ..facts import SCHEMA_VERSION, UnmigratableSchema
 
     fs = _open_facts(audit)
     rel = FACTS_DB
@@ -184,6 +184,12 @@ def _check_db(audit: Audit) -> Iterator[Finding | Pending | None]:
         if v is not None and v > SCHEMA_VERSION:
             yield audit._f("db.schema_unknown", f"schema version {v} is newer than this memctl "
                            f"knows ({SCHEMA_VERSION}); upgrade memctl", file=rel)
+        elif isinstance(fs, UnmigratableSchema):
+            # an older version lecode cannot migrate: never db.needs_migration
+            # ("lecode migrates it on its next write" would not hold)
+            yield audit._f("db.schema_unknown", fs.message.removeprefix(
+                f"{audit.store.facts_db}: facts database ").removesuffix(
+                "; nothing was changed (memctl validate reports it)"), file=rel)
         else:
             yield audit._f("db.unreadable", str(fs), file=rel)
         return

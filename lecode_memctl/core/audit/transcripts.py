@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import os
 import stat
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, cast
 
@@ -627,11 +627,22 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
     # (a line stepped over by its prefix is never such a line).
     cited = sorted(needed)
     gate = cited[0] if cited else _NO_GATE
+    # --deep keeps every record of a transcript of at most DEEP_KEEP_BYTES
+    # (its lineage chunks are then looked up in memory); of a larger one only
+    # those facts cite, as the default mode does, and a lineage chunk's span
+    # is read again from the file (_span_records), from the last checkpoint
+    # before it: the line start every CHECKPOINT_BYTES or so, with the seq of
+    # the record before it.  Memory stays flat in the transcript's size.
+    keep_all = deep and size <= DEEP_KEEP_BYTES
+    cp_off: list[int] = [0]     # checkpoints: a line start ...
+    cp_seq: list[int] = [-1]    # ... and last_seq before it (never decreasing)
+    cp_next = CHECKPOINT_BYTES if deep and not keep_all else _NO_GATE
     records: dict[int, dict[str, Any]] = {}
     corrupt_after: list[int] = []       # the previous record's seq of each corrupt line
     dup_seqs: set[int] = set()
     events: list[dict[str, Any]] = []
     compacts: list[tuple[int, dict[str, Any]]] = []
+    compacts_at: list[tuple[int, int, int]] = []   # (line, offset, length), when not kept
     expected = 0
     last_seq = -1
     lineno = 0
@@ -640,7 +651,8 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
     rest = b""
     refused = False
 
-    def event(rec: dict[str, Any], seq: int, lineno: int) -> None:
+    def event(rec: dict[str, Any], seq: int, lineno: int,
+              at: tuple[int, int] | None = None) -> None:
         ev = rec.get("event")
         if ev in ("undo", "redo", "clear"):
             events.append(rec)
@@ -649,7 +661,10 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                     f"[first, last] with 0 <= first <= last < {seq} (this event's seq)",
                     line=lineno, seq=seq)
         elif deep and ev == "compact":
-            compacts.append((lineno, rec))
+            if keep_all or at is None:
+                compacts.append((lineno, rec))
+            else:       # (a large transcript's: read again when checked)
+                compacts_at.append((lineno, *at))
         elif deep and ev == LEARNING_EVENT:
             _learning(rec, add)
 
@@ -700,6 +715,10 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
         rest = parts.pop()
         for line in parts:
             lineno += 1
+            if offset >= cp_next:
+                cp_off.append(offset)
+                cp_seq.append(last_seq)
+                cp_next = offset + CHECKPOINT_BYTES
             offset += len(line) + 1
             if lineno == 1:
                 try:
@@ -785,11 +804,11 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                 gate = cited[i] if i < len(cited) else _NO_GATE
             if rec is None:
                 continue           # a too_large or huge line: placed, not kept
-            if deep or seq in needed:
+            if keep_all or seq in needed:
                 records.setdefault(seq, rec)
             if rec.get("type") == "event":
                 if event_line(line):
-                    event(rec, seq, lineno)
+                    event(rec, seq, lineno, (offset - len(line) - 1, len(line)))
                 elif deep:
                     ignored(rec, seq, lineno)
     if lineno == 0:
@@ -826,7 +845,12 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
             else:
                 if whole is not None and not records:
                     records.update(enumerate(whole))
-                memo[key] = _span_status(seqs, digest, purpose, records, corrupt_after,
+                span = records
+                if deep and not keep_all and not needed.issuperset(range(seqs[0], seqs[-1] + 1)):
+                    # (a lineage chunk of a large transcript: its records were
+                    # not kept, every seq goes forward: read again)
+                    span = _span_records(fd, sc, cp_off, cp_seq, offset, seqs[0], seqs[-1])
+                memo[key] = _span_status(seqs, digest, purpose, span, corrupt_after,
                                          last_seq, excluded, generation, us)
         return memo[key]
 
@@ -837,13 +861,87 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                 if not st.ok:
                     sc.statuses[(seqs, digest, purpose)] = st
         if deep:
-            _compaction(compacts, sid, status, add)
+            _compaction(compacts if not compacts_at
+                        else _records_at(fd, sc, compacts_at), sid, status, add)
     finally:
         if reads is not None:
             reads.f.close()
 
 
 _NO_GATE = 1 << 63     # (no cited position left: every line may be stepped over)
+DEEP_KEEP_BYTES = READ_CHUNK   # --deep keeps the records of a transcript up to this size
+CHECKPOINT_BYTES = 64 << 10    # ... and of a larger one, a checkpoint every this many bytes
+
+
+def _span_records(fd: int, sc: _Scan, cp_off: list[int], cp_seq: list[int], end: int,
+                  lo: int, hi: int) -> dict[int, dict[str, Any]]:
+    """The records whose seq is in ``lo..hi`` of the complete lines before
+    byte ``end``, read again from the file for ``--deep``'s line loop, which
+    did not keep them: what it would have kept, in a transcript whose seqs
+    never repeat or go back (else SpanReads decides).  Read from the last
+    checkpoint (``cp_off``, ``cp_seq``: a line start and the seq of the last
+    record before it) below ``lo`` to the first record past ``hi``; a line
+    is a record exactly as the line loop takes one (:func:`_line_record`)."""
+    i = max(bisect_left(cp_seq, lo) - 1, 0)
+    out: dict[int, dict[str, Any]] = {}
+    for line in _lines_at(fd, sc, cp_off[i], end):
+        got = _line_record(line)
+        if got is None:
+            continue
+        seq, rec = got
+        if seq > hi:
+            break
+        if seq >= lo:
+            out.setdefault(seq, rec)
+    return out
+
+
+def _records_at(fd: int, sc: _Scan, where: list[tuple[int, int, int]]
+                ) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, record) of each line at (line number, offset, length)
+    of ``where``, a record the line loop kept, read and parsed again (one
+    that no longer is, the file changed since, is left out)."""
+    for lineno, off, n in where:
+        line = os.pread(fd, n, off)
+        sc.bytes_read += len(line)
+        got = _line_record(line)
+        if got is not None:
+            yield lineno, got[1]
+
+
+def _lines_at(fd: int, sc: _Scan, pos: int, end: int) -> Iterator[bytes]:
+    """The lines (without their newline) from the line start ``pos`` to
+    ``end`` (just after a newline), read in growing pieces."""
+    rest = b""
+    block = CHECKPOINT_BYTES
+    while pos < end:
+        got = os.pread(fd, min(block, end - pos), pos)
+        if not got:
+            return
+        sc.bytes_read += len(got)
+        pos += len(got)
+        parts = (rest + got if rest else got).split(b"\n")
+        rest = parts.pop()
+        yield from parts
+        block = min(block * 2, READ_CHUNK)
+
+
+def _line_record(line: bytes) -> tuple[int, dict[str, Any]] | None:
+    """(seq, record) for a line the line loop of :func:`_full` keeps as a
+    record, else None: the same parse and the same tests."""
+    try:
+        try:
+            rec = orjson.loads(line)
+        except (orjson.JSONDecodeError, MemoryError):
+            rec = load_record(line)
+    except (orjson.JSONDecodeError, RecordTooLarge):
+        return None
+    seq = rec.get("seq") if type(rec) is dict else None
+    if type(seq) is not int or seq < 0 or (
+            not line.startswith(b'{"seq":%d,' % seq)
+            and seq_given_twice(line, seq) is not None):
+        return None
+    return seq, rec
 
 
 def _event_lines(data: bytes, end: int, whole: list[dict[str, Any]]) -> set[int]:
@@ -1006,7 +1104,7 @@ def _not_cumulative(seq: Any, lineage: list[Any], prev_lineage: Any,
     return None
 
 
-def _compaction(compacts: list[tuple[int, dict[str, Any]]], sid: str,
+def _compaction(compacts: Iterable[tuple[int, dict[str, Any]]], sid: str,
                 status: Callable[[tuple[int, ...], str, str], SourceStatus],
                 add: Callable[..., None]) -> None:
     """Prior chain, cumulative lineage and each chunk's status, per compact event.

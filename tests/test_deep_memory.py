@@ -137,3 +137,36 @@ def test_deep_memory_is_flat_in_transcript_size(tmp_path):
         assert (p.returncode, p.stderr) == (1, b"")     # the stale chunk (-q: no output)
     assert peaks[72] - peaks[24] < 24 << 10, peaks
 
+
+_HOG = """
+import resource, sys
+from lecode_memctl.core.audit import transcripts
+def _full(*a, **k):
+    hog = []          # what a job holds when it runs out of memory
+    while True:
+        hog.append(bytearray(1 << 20))
+transcripts._full = _full
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+from lecode_memctl.cli.main import main
+sys.argv = ["memctl", *sys.argv[1:]]
+raise SystemExit(main())
+"""
+
+
+@pytest.mark.parametrize("sessions", [1, 9])
+def test_out_of_memory_in_deep_is_one_line_and_exit_70(tmp_path, sessions):
+    """A transcript job that runs out of memory (serially, or in a pool's
+    worker: nine transcripts) ends validate --deep and export with the one
+    line of an internal error and exit 70, never exit 1 ("problems found")."""
+    store = tmp_path / "mem-0123456789ab"
+    (store / "sessions").mkdir(parents=True)
+    for i in range(sessions):
+        write_transcript(store / "sessions" / f"s{i}.jsonl", f"s{i}", store.name, 2000)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.pop("MEMCTL_DEBUG", None)
+    for args in (["validate", "--deep"], ["validate", "--deep", "--json"],
+                 ["export", "--output", str(tmp_path / f"out{sessions}.tar")]):
+        p = subprocess.run([sys.executable, "-c", _HOG, "--store", str(store), *args],
+                           capture_output=True, timeout=120, env=env)
+        assert p.returncode == 70, (args, p.returncode, p.stderr[-2000:])
+        assert p.stderr == b"memctl: error: internal error: MemoryError: out of memory\n", args

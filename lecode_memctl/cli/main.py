@@ -94,7 +94,37 @@ def error_report(exc: BaseException) -> tuple[str, str, int] | None:
         if "locked" in text or "busy" in text:
             return StoreBusy.code, f"database busy: {text}", StoreBusy.exit_code
         return StoreCorrupt.code, f"database error: {text}", StoreCorrupt.exit_code
+    if isinstance(exc, MemoryError):
+        return "internal", f"internal error: MemoryError: {str(exc) or 'out of memory'}", EXIT_INTERNAL
     return "internal", f"internal error: {type(exc).__name__}: {exc}", EXIT_INTERNAL
+
+
+_OUT_OF_MEMORY = b"memctl: error: internal error: MemoryError: out of memory\n"
+
+
+def _out_of_memory(exc: MemoryError, *, json_doc: bool) -> int:
+    """A command that ran out of memory: one line and exit 70, as any other
+    internal error, once what its frames held is let go (the traceback keeps
+    their locals: a transcript's records, say), so that the line can be
+    made; should even that fail, a line made in advance, never a traceback
+    or Python's own exit 1 (which would read as "validate found problems")."""
+    import traceback
+
+    try:
+        if os.environ.get("MEMCTL_DEBUG"):
+            traceback.print_exception(exc)
+    except MemoryError:
+        pass
+    traceback.clear_frames(exc.__traceback__)
+    exc.__traceback__ = None
+    try:
+        return report_error(*_must(error_report(exc)), json_doc=json_doc and not _reported(exc))
+    except MemoryError:
+        try:
+            os.write(2, _OUT_OF_MEMORY)
+        except OSError:
+            pass
+        return EXIT_INTERNAL
 
 
 def _must(found: tuple[str, str, int] | None) -> tuple[str, str, int]:
@@ -344,6 +374,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return report_error(*_must(error_report(exc)), json_doc=json_doc and not _reported(exc))
         except typer.Exit as exc:  # pragma: no cover - standalone_mode=False returns it
             return exc.exit_code
+        except MemoryError as exc:
+            return _out_of_memory(exc, json_doc=json_doc)
         except Exception as exc:  # noqa: BLE001 - the last line of defence
             code, message, status = _must(error_report(exc))
             if status == EXIT_INTERNAL and os.environ.get("MEMCTL_DEBUG"):

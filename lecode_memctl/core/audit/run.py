@@ -217,6 +217,13 @@ class Audit:
                     if len(held) >= HELD:
                         break
         except Exception as exc:  # noqa: BLE001 - raised below, after the checks' findings
+            if isinstance(exc, MemoryError):
+                # what the transcript job held (its frames' locals, which the
+                # traceback keeps) is let go before the checks' findings are
+                # given, so that they and the error can still be written
+                import traceback
+
+                traceback.clear_frames(exc.__traceback__)
             error = exc
         finally:
             self.summary = main

@@ -99,7 +99,7 @@ def test_reread_spans_find_what_kept_records_find(tmp_path, monkeypatch, damage)
         assert _findings(path) == kept
 
 
-def _peak(store: Path) -> tuple[subprocess.CompletedProcess, int]:
+def _peak(store: Path, *args: str) -> tuple[subprocess.CompletedProcess, int]:
     """``validate --deep -q`` of ``store`` in a child under RLIMIT_AS = 1 GiB:
     (result, its peak RSS in KiB), measured by a wrapper process of its own."""
     code = ("import resource, subprocess, sys\n"
@@ -112,7 +112,7 @@ def _peak(store: Path) -> tuple[subprocess.CompletedProcess, int]:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env.pop("MEMCTL_DEBUG", None)
     p = subprocess.run([sys.executable, "-c", code, sys.executable, "-m", "lecode_memctl",
-                        "--store", str(store), "validate", "--deep", "-q"],
+                        "--store", str(store), "validate", "--deep", *(args or ("-q",))],
                        capture_output=True, timeout=300, env=env)
     err = p.stderr.decode("utf-8", "replace")
     peak = int(err.rsplit("PEAK ", 1)[1].split()[0])
@@ -170,3 +170,25 @@ def test_out_of_memory_in_deep_is_one_line_and_exit_70(tmp_path, sessions):
                            capture_output=True, timeout=120, env=env)
         assert p.returncode == 70, (args, p.returncode, p.stderr[-2000:])
         assert p.stderr == b"memctl: error: internal error: MemoryError: out of memory\n", args
+
+
+@pytest.mark.slow
+def test_a_huge_corrupt_line_under_a_memory_limit(tmp_path):
+    """A 300 MiB line of ``x`` under a 1 GiB address space: one finding
+    (too_large when orjson cannot get its buffer, else not_json) and exit 1,
+    where orjson was called a second time after it said it had no memory
+    and crashed the process (SIGSEGV, nothing printed)."""
+    store = tmp_path / "mem-0123456789ab"
+    (store / "sessions").mkdir(parents=True)
+    with open(store / "sessions" / "h.jsonl", "wb") as fh:
+        fh.write(orjson.dumps({"seq": 0, "type": "session", "format": 1, "session_id": "h",
+                               "project": store.name, "created": "2026-12-01T09:00:00+00:00"})
+                 + b"\n")
+        for _ in range(300):
+            fh.write(b"x" * (1 << 20))
+        fh.write(b"\n")
+    p, _peak_kib = _peak(store, "--format", "jsonl")
+    assert p.returncode == 1, p.stderr[-2000:]
+    rows = [orjson.loads(x) for x in p.stdout.splitlines()]
+    bad = [r for r in rows if r.get("code") == "session.corrupt_line"]
+    assert len(bad) == 1 and bad[0]["reason"] in ("too_large", "not_json"), bad

@@ -708,10 +708,16 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
         chunks: Iterable[bytes] = ()
     else:
         chunks = _chunks(fd, size, sc) if data is None else (data,)
+    pend: list[bytes] = []      # the reads after ``rest`` of a line longer than a read
     for chunk in chunks:
         if rest:
-            chunk = rest + chunk
+            if b"\n" not in chunk:
+                pend.append(chunk)  # (joined once, not copied again at every read)
+                continue
+            chunk = b"".join((rest, *pend, chunk))
+            pend.clear()
         parts = chunk.split(b"\n")
+        del chunk                   # (the lines are their own copies: a huge one is held once)
         rest = parts.pop()
         for line in parts:
             lineno += 1
@@ -738,7 +744,8 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
             try:
                 try:
                     rec = orjson_loads(line)   # (load_record's first step, without its call)
-                except (orjson.JSONDecodeError, MemoryError):
+                except (orjson.JSONDecodeError, MemoryError) as first:
+                    _no_memory(first, line)
                     rec = loads(line)          # its fallbacks, and RecordTooLarge
             except JSONDecodeError as exc:
                 corrupt_after.append(last_seq if deep or last_seq + 1 not in needed
@@ -750,7 +757,8 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                             f"({TOO_LARGE}, not corrupt)", line=lineno, reason=TOO_LARGE)
                     else:
                         try:
-                            line.decode("utf-8")
+                            if not line.isascii():     # (ASCII is UTF-8: no copy to check it)
+                                line.decode("utf-8")
                             reason = NOT_JSON
                         except UnicodeDecodeError:
                             reason = INVALID_UTF8
@@ -926,13 +934,24 @@ def _lines_at(fd: int, sc: _Scan, pos: int, end: int) -> Iterator[bytes]:
         block = min(block * 2, READ_CHUNK)
 
 
+def _no_memory(exc: Exception, line: bytes) -> None:
+    """RecordTooLarge, as ``load_record`` says it, when ``orjson.loads`` of
+    ``line`` failed for want of memory: without calling it again, which
+    under an address-space limit crashed the process (SIGSEGV in orjson on
+    a 300 MiB line, the second attempt)."""
+    if isinstance(exc, MemoryError) or str(exc).startswith("Not enough memory"):
+        raise RecordTooLarge(f"a {len(line)}-byte record is too large for the memory at hand") \
+            from None
+
+
 def _line_record(line: bytes) -> tuple[int, dict[str, Any]] | None:
     """(seq, record) for a line the line loop of :func:`_full` keeps as a
     record, else None: the same parse and the same tests."""
     try:
         try:
             rec = orjson.loads(line)
-        except (orjson.JSONDecodeError, MemoryError):
+        except (orjson.JSONDecodeError, MemoryError) as first:
+            _no_memory(first, line)
             rec = load_record(line)
     except (orjson.JSONDecodeError, RecordTooLarge):
         return None

@@ -121,8 +121,8 @@ def _out_of_memory(exc: MemoryError, *, json_doc: bool) -> int:
         return report_error(*_must(error_report(exc)), json_doc=json_doc and not _reported(exc))
     except MemoryError:
         try:
-            os.write(2, _OUT_OF_MEMORY)
-        except OSError:
+            os.write(sys.__stderr__.fileno(), _OUT_OF_MEMORY)  # type: ignore[union-attr]
+        except (OSError, ValueError, AttributeError):
             pass
         return EXIT_INTERNAL
 

@@ -401,3 +401,18 @@ def test_a_slug_that_is_not_utf8_is_kept_and_matched(tmp_path):
     loaded = seen.load(state, path)
     assert seen.regression(loaded, 1, 1, slug=slug)
     assert not seen.regression(loaded, 1, 1, slug="other-000000000000")
+
+
+def test_another_slug_for_the_same_database_keeps_the_mark(demo):
+    """validate with another --slug (mistyped, or trying one) on a store whose
+    database is the one the mark saw: the same store, compared and reported;
+    its mark is not replaced by the rolled-back values (it was: the next run
+    with the right slug then saw another store's mark, and the roll-back was
+    never reported again)."""
+    _forget_then_restore(demo)
+    (before,) = marks()
+    assert len(rolled_back(validate_json(demo)[1])) == 1
+    assert len(rolled_back(validate_json(demo, "--slug", "other-0123456789ab")[1])) == 1
+    (mark,) = marks()
+    assert (mark["generation"], mark["exclusions"]) == (before["generation"], before["exclusions"])
+    assert len(rolled_back(validate_json(demo)[1])) == 1

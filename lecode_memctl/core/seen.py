@@ -138,17 +138,24 @@ def load(state: Path, store_path: str | os.PathLike[str]) -> Mark | None:
                 slug or None, database or None)
 
 
-def same_store(mark: Mark, slug: str | None) -> bool:
+def same_store(mark: Mark, slug: str | None, database: str | None = None) -> bool:
     """Whether ``mark`` is of the store now at its path, whose slug is
-    ``slug``: the slugs decide, an unknown one (a mark without a slug, a
-    store whose slug cannot be told) matching any.  The database's identity
-    does not: a database of the same store deleted and created again
-    (``facts.sqlite3`` removed to start afresh, the agent making a new one
-    at its next write) has a new one, and its forgets are lost as surely as
-    with an older copy put back; it is named in the finding
+    ``slug`` and whose database's identity is ``database``
+    (``facts.database_id``; None: no database, or one that cannot say).  The
+    database the mark saw (both identities known and equal: the same
+    database, or a copy or an older backup of it) is the same store whatever
+    slug it is read under (a mistyped ``--slug`` must not make its mark
+    another store's, to be replaced by rolled-back values).  Otherwise the
+    slugs decide, an unknown one (a mark without a slug, a store whose slug
+    cannot be told) matching any.  Another database of the same slug is the
+    same store: one deleted and created again (``facts.sqlite3`` removed to
+    start afresh, the agent making a new one at its next write) has lost its
+    forgets as surely as an older copy put back; the finding names it
     (:func:`other_database`).  A store of this slug with no database is the
     same store with its database deleted, as memctl cannot tell it from
     another copy of the store that never had one."""
+    if mark.database is not None and database is not None and mark.database == _text(database):
+        return True
     return mark.slug is None or slug is None or mark.slug == _text(slug)
 
 
@@ -190,7 +197,7 @@ def record(state: Path, store_path: str | os.PathLike[str], generation: int,
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         old = load(state, store_path)
-        if old is not None and not same_store(old, slug):
+        if old is not None and not same_store(old, slug, database):
             old = None          # another store's: replaced
         gen = max(generation, old.generation if old else 0)
         excl = max(exclusions, old.exclusions if old else 0)
@@ -215,9 +222,9 @@ def record(state: Path, store_path: str | os.PathLike[str], generation: int,
 
 
 def regression(mark: Mark | None, generation: int, exclusions: int, *,
-               slug: str | None = None) -> bool:
+               slug: str | None = None, database: str | None = None) -> bool:
     """True when the store is below what was seen of it: a mark of the same
     store (:func:`same_store`) with a higher generation, or more exclusions
     (forgets only ever add them).  A mark of another store is no roll-back."""
-    return (mark is not None and same_store(mark, slug)
+    return (mark is not None and same_store(mark, slug, database)
             and (generation < mark.generation or exclusions < mark.exclusions))

@@ -129,8 +129,7 @@ def check_db_and_facts(audit: Audit) -> Iterator[Finding | Pending | None]:
         return
     gen, excl = audit._generation, audit._exclusion_count
     whose = {"slug": audit.store.slug, "database": audit._database_id}
-    if mark is not None and audit.state is not None and seen.regression(
-            mark, gen, excl, slug=audit.store.slug):
+    if mark is not None and audit.state is not None and seen.regression(mark, gen, excl, **whose):
         when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(mark.updated))
         present = os.path.lexists(audit.store.facts_db)
         now = (f"generation {gen} and {excl} exclusion(s)" if present

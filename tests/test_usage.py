@@ -134,3 +134,28 @@ def test_usage_totals_past_2_63_count_as_unknown(config_dir):
     for fmt in ("jsonl", "csv", "table"):
         r = run_cli("--store", str(path), "usage", "--format", fmt)
         assert r.exit_code == 0, (fmt, r.stderr)
+
+
+def test_usage_refuses_the_headers_every_reader_refuses(config_dir):
+    """A header naming another session id, of another format, with a seq other
+    than 0, or with its seq given twice: every reader (and validate's
+    session.missing_header) refuses such a transcript; usage counted its
+    events (the header rule now has one home, sessions.header_problem)."""
+    path = _store(config_dir)
+    sd = path / "sessions"
+    event = (b'{"seq":1,"type":"event","event":"compact",'
+             b'"usage":{"input_tokens":9,"output_tokens":9,"cost":9}}\n')
+    head = {"seq": 0, "type": "session", "format": 1, "project": SLUG,
+            "created": "2026-01-01T00:00:00Z"}
+    for sid, header in [("e", orjson.dumps({**head, "session_id": "someone-else"})),
+                        ("f", orjson.dumps({**head, "session_id": "f", "format": 2})),
+                        ("g", orjson.dumps({**head, "session_id": "g", "seq": 1})),
+                        ("h", b'{"seq":0,' + orjson.dumps({**head, "session_id": "h"})[1:]
+                         .replace(b'"seq":0,', b'"seq":1,', 1))]:
+        (sd / f"{sid}.jsonl").write_bytes(header + b"\n" + event)
+    doc = orjson.loads(run_cli("--store", str(path), "usage", "--json").stdout)
+    assert sorted(doc["refused_sessions"]) == ["e", "f", "g", "h"]
+    assert doc["total"]["calls"] == 7
+    for sid in "efgh":
+        r = run_cli("--store", str(path), "read", sid, "1", "1")
+        assert r.exit_code == 4, (sid, r.exit_code, r.stderr)

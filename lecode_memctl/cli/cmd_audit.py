@@ -349,7 +349,8 @@ def usage(
     (docs/FORMAT.md, Usage accounting).  --since/--until
     compare an event's own ts/time/created when it has one, else its
     session's header 'created'.  Refused sessions (symbolic links, other
-    projects) are skipped and listed; a sessions/ directory that cannot be
+    projects, a first line that is not this session's header: every reader
+    refuses them) are skipped and listed; a sessions/ directory that cannot be
     listed exits 5, as for 'memctl sessions'.
 
     --json prints {"type": "usage", "schema_version", "project", "since",

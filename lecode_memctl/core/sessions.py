@@ -278,6 +278,27 @@ def learning_problems(ev: dict[str, Any]) -> Iterator[tuple[str, str, str | None
             yield "learning.bad_reason", f"count for {k!r} is not a non-negative integer", k
 
 
+def header_problem(hdr: Any, sid: str, slug: str, line: bytes | None = None
+                    ) -> tuple[str, str] | None:
+    """(``validate``'s finding code, the refusal reason) for the header line
+    of session ``sid`` (``hdr`` its parse, ``line`` its bytes when they were
+    not checked yet) in the store of ``slug``, or None when it is this
+    store's: a format-1 session header with seq 0, naming this session and
+    this project.  The rule of the audit and of ``usage``; the readers'
+    (:meth:`_File.header`) is the same, decided from their own parse."""
+    # (seq the integer 0, as the readers' parse wants it: 0.0 and false equal
+    # 0; and no other seq in its first bytes: seq_given_twice)
+    if not (isinstance(hdr, dict) and type(hdr.get("seq")) is int and hdr["seq"] == 0
+            and hdr.get("type") == "session"
+            and type(hdr.get("format")) is int and hdr.get("format") == FORMAT_VERSION
+            and hdr.get("session_id") == sid
+            and (line is None or seq_given_twice(line, 0) is None)):
+        return "session.missing_header", "refused_header"
+    if hdr.get("project") != slug:
+        return "session.refused", "refused_project"
+    return None
+
+
 def epoch_ahead(epoch: int, generation: int) -> bool:
     """Whether a generated message's ``epoch`` is ahead of the project's
     exclusion ``generation``: an epoch is a generation captured before a
@@ -2959,7 +2980,7 @@ def lock_session(sessions_dir: str, session_id: str) -> int:
 __all__ = [
     "SessionStore", "SessionWriter", "Snapshot", "SessionInfo", "ScanItem", "UndoState",
     "visible", "is_generated", "epoch_ahead", "undo_target", "bad_target", "event_line",
-    "learning_problems",
+    "learning_problems", "header_problem",
     "SessionNotFound", "SessionRefused",
     "SessionUnreadable", "SessionCorrupt", "SpanHidden", "PositionMissing", "REASONS",
     "CORRUPTION_KINDS", "NO_EXCLUSIONS", "StoreExclusions",

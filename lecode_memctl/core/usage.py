@@ -33,7 +33,14 @@ import orjson
 from .atomic import open_in_dir
 from .errors import NotFound, UsageError
 from .layout import Store, session_file_exists, session_ids
-from .sessions import RecordTooLarge, _File, event_line, load_record, record_seq
+from .sessions import (
+    RecordTooLarge,
+    _File,
+    event_line,
+    header_problem,
+    load_record,
+    record_seq,
+)
 from .sourceref import check_session_id
 
 PURPOSE_ORDER = ("answering", "summarization", "learning")
@@ -241,14 +248,14 @@ def _account(rep: UsageReport, store: Store, sid: str, f: _File, since: datetime
 def _header(rep: UsageReport, store: Store, sid: str,
             line: bytes) -> tuple[bool, datetime | None]:
     """Check a transcript's first line: (False, None), the session refused,
-    when it is not a session header of this store's project; else (True,
+    when it is not this session's header in this store's project, by the
+    rule every reader applies (:func:`header_problem`); else (True,
     its ``created`` time or None), the session counted."""
     try:
         hdr = orjson.loads(line)
     except orjson.JSONDecodeError:
         hdr = None
-    if not isinstance(hdr, dict) or hdr.get("type") != "session" \
-            or hdr.get("project") != store.slug:
+    if header_problem(hdr, sid, store.slug, line) is not None:
         rep.refused.append(sid)
         return False, None
     rep.sessions_counted += 1

@@ -29,6 +29,7 @@ from ..sessions import (
     bad_target,
     event_line,
     fast_seq,
+    header_problem,
     huge_seq,
     learning_problems,
     load_record,
@@ -355,32 +356,14 @@ def _scan_modes(fd: int, st: os.stat_result, sc: _Scan, sid: str, slug: str, dee
     return data
 
 
-def _header_problem(hdr: Any, sid: str, slug: str, line: bytes | None = None
-                    ) -> tuple[str, str] | None:
-    """(finding code, refusal reason) for a header line (``hdr`` its parse,
-    ``line`` its bytes when they were not checked yet), or None when it is
-    this store's."""
-    # (seq the integer 0, as the readers' parse wants it: 0.0 and false equal
-    # 0; and no other seq in its first bytes: sessions.seq_given_twice)
-    if not (isinstance(hdr, dict) and type(hdr.get("seq")) is int and hdr["seq"] == 0
-            and hdr.get("type") == "session"
-            and type(hdr.get("format")) is int and hdr.get("format") == 1
-            and hdr.get("session_id") == sid
-            and (line is None or seq_given_twice(line, 0) is None)):
-        return "session.missing_header", "refused_header"
-    if hdr.get("project") != slug:
-        return "session.refused", "refused_project"
-    return None
-
-
 def _report_header(hdr: Any, sid: str, slug: str, add: Callable[..., None],
                    refuse_all: Callable[[str, str], None] | None,
                    line: bytes | None = None) -> str | None:
     """Add the header finding, if any, and return its code when the session
     is refused (``session.missing_header``, or ``session.refused`` for another
     project's transcript, where the readers stop); None for this store's.
-    ``line``: the header's bytes (:func:`_header_problem`)."""
-    prob = _header_problem(hdr, sid, slug, line)
+    ``line``: the header's bytes (:func:`~lecode_memctl.core.sessions.header_problem`)."""
+    prob = header_problem(hdr, sid, slug, line)
     if prob is None:
         return None
     code, reason = prob

@@ -254,3 +254,48 @@ def test_a_statement_the_migration_cannot_run_changes_nothing(tmp_path):
         got.value)
     assert files(path) == before
     assert pragma(path, "journal_mode") == "delete"
+
+
+def test_a_writer_reads_what_another_process_migrated(tmp_path):
+    """An agent's project open on an older database (its writer migrates at
+    its first write, not at open) while another process migrates it and
+    records a fact: the agent reads the database as it now is.  It read the
+    tables it had loaded at open: the new fact without its source
+    (unverified, legacy_provenance), recall without a source, and
+    needs_migration still true (a review of b85132a)."""
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.project import open_project
+    from lecode_memctl.core.sessions import SessionStore
+
+    store = store_at(tmp_path / "memory" / "proj")
+    with SessionStore(store).create("s1") as w:
+        w.append_message("user", "We use tabs for indentation.")
+    db = sqlite3.connect(store.facts_db)      # schema version 0, as test_facts builds it
+    db.executescript("""
+    CREATE TABLE facts (fact_id TEXT PRIMARY KEY, revision INTEGER NOT NULL, created TEXT NOT NULL,
+      updated TEXT NOT NULL);
+    CREATE TABLE revisions (fact_id TEXT NOT NULL REFERENCES facts(fact_id) ON DELETE CASCADE,
+      revision INTEGER NOT NULL, text TEXT NOT NULL, created TEXT NOT NULL,
+      PRIMARY KEY (fact_id, revision));
+    CREATE TABLE provenance (fact_id TEXT NOT NULL, revision INTEGER NOT NULL,
+      session_id TEXT NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (fact_id, revision, session_id, seq));
+    CREATE TABLE exclusions (session_id TEXT NOT NULL, seq INTEGER NOT NULL,
+      PRIMARY KEY (session_id, seq)) WITHOUT ROWID;
+    INSERT INTO facts VALUES ('00000000000000aa', 1, '2025-01-01T00:00:00Z', '2025-01-01T00:00:00Z');
+    INSERT INTO revisions VALUES ('00000000000000aa', 1, 'old fact', '2025-01-01T00:00:00Z');
+    INSERT INTO provenance VALUES ('00000000000000aa', 1, 's1', 1);""")
+    db.commit()
+    db.close()
+    with open_project(store=store.path) as agent:
+        fs = agent.facts
+        assert (fs.schema_version, fs.needs_migration) == (0, True)
+        with open_project(store=store.path) as other:
+            new = other.remember("We use tabs for indentation.",
+                                 other.sessions.source_snapshot("s1", 1, 1).ref).fact
+        rows = {f["fact_id"]: (f["status"], f["reason"]) for f in agent.list_facts()["facts"]}
+        assert rows[new.fact_id] == ("valid", None), rows
+        assert "source" in agent.recall(new.fact_id)
+        assert (fs.schema_version, fs.needs_migration) == (3, False)
+        agent.remember("Tabs, width 4.", agent.sessions.source_snapshot("s1", 1, 1).ref)
+    with open_project(store=store.path) as fresh:
+        assert {f["status"] for f in fresh.list_facts()["facts"]} == {"valid", "unverified"}

@@ -1859,7 +1859,27 @@ class FactStore(ClosesOnExit):
 
     def _reader(self) -> sqlite3.Connection | None:
         self.check_open()
+        if self._pending_migration:
+            self._migrated_elsewhere()
         return self._conn if self._tables else None
+
+    def _migrated_elsewhere(self) -> None:
+        """A writer on an older database (its first write migrates it) whose
+        file another connection has migrated meanwhile: read it as it now
+        is -- its version, tables and ``needs_migration`` -- not as it was
+        at open (a fact recorded with its source by another process was read
+        without it: unverified).  One ``PRAGMA user_version`` per read, and
+        only while a migration is pending."""
+        db = self._conn
+        if db is None:
+            return
+        try:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+        except sqlite3.Error:
+            return      # (the read itself reports it)
+        if version == self.schema_version:
+            return
+        self._load_schema(migrate=True)
 
     def read_connection(self) -> sqlite3.Connection | None:
         """The connection of a store opened with :meth:`open_readonly` (an
@@ -2550,6 +2570,8 @@ class FactStore(ClosesOnExit):
         left (closed then: a view left by an error, too).  The writer's own
         connection holds no transaction meanwhile: it writes as before, and
         the view does not see what it writes."""
+        if self._pending_migration and not self._closed:
+            self._migrated_elsewhere()
         if self.readonly or self._closed or self._conn is None or not self._tables:
             yield self
             return
@@ -2578,12 +2600,18 @@ class FactStore(ClosesOnExit):
             db.execute("PRAGMA query_only = 1")
             db.execute("BEGIN")
             db.execute("SELECT count(*) FROM sqlite_master").fetchone()   # the state, from here
+            # (its schema as this state has it: another process may have
+            # migrated the file since the writer read its own)
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            tables = _tables(db)
         # (a store of this one's class, read-only: no write goes through it;
         # the sessions whose indexes were checked are this store's)
         view = object.__new__(type(self))
         view.__dict__.update(self.__dict__)
         view.__dict__.update(_conn=db, _siblings=[], _threads=[], _listings=[], _children=[], _files=[],
-                             _tables=set(self._tables), _tmpdir=None, snapshot=False,
+                             _tables=tables, schema_version=version,
+                             needs_migration=version < SCHEMA_VERSION, _pending_migration=False,
+                             _tmpdir=None, snapshot=False,
                              _closed=False, readonly=True, _opened=None,
                              _views=weakref.WeakSet())
         self._views.add(view)

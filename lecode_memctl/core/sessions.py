@@ -524,17 +524,25 @@ def classify_huge(fd: int, start: int, length: int) -> tuple[str, Any] | None:
             return None
     except MemoryError:
         return None
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    pos, end = start, start + length
-    try:
+    from .mdnames import utf8_problem  # (the one UTF-8 rule; a cold path)
+
+    shrank = False
+
+    def pieces() -> Iterator[bytes]:
+        nonlocal shrank
+        pos, end = start, start + length
         while pos < end:
             piece = os.pread(fd, min(_CHUNK, end - pos), pos)
             if not piece:
-                return None     # (the file shrank: the caller reads what is there)
-            decoder.decode(piece)
+                shrank = True
+                return
+            yield piece
             pos += len(piece)
-        decoder.decode(b"", True)
-    except UnicodeDecodeError:
+
+    bad = utf8_problem(pieces())
+    if shrank:
+        return None     # (the file shrank: the caller reads what is there)
+    if bad is not None:
         return INVALID_UTF8, "the line is not valid UTF-8"
     return NOT_JSON, f"not JSON ({why})"
 

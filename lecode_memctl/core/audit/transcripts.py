@@ -929,21 +929,15 @@ def _no_memory(exc: Exception, line: bytes) -> None:
 
 def _line_record(line: bytes) -> tuple[int, dict[str, Any]] | None:
     """(seq, record) for a line the line loop of :func:`_full` keeps as a
-    record, else None: the same parse and the same tests."""
+    record, else None: the same parse (``load_record``, which says
+    RecordTooLarge at orjson's first want of memory, never parsing again)
+    and the same test of its seq (``record_seq``)."""
     try:
-        try:
-            rec = orjson.loads(line)
-        except (orjson.JSONDecodeError, MemoryError) as first:
-            _no_memory(first, line)
-            rec = load_record(line)
+        rec = load_record(line)
     except (orjson.JSONDecodeError, RecordTooLarge):
         return None
-    seq = rec.get("seq") if type(rec) is dict else None
-    if type(seq) is not int or seq < 0 or (
-            not line.startswith(b'{"seq":%d,' % seq)
-            and seq_given_twice(line, seq) is not None):
-        return None
-    return seq, rec
+    seq = record_seq(rec, line)
+    return None if seq is None else (seq, rec)
 
 
 def _event_lines(data: bytes, end: int, whole: list[dict[str, Any]]) -> set[int]:

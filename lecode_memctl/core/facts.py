@@ -1806,9 +1806,7 @@ class FactStore(ClosesOnExit):
         migrations (:func:`_migrate`), so that the write sees schema version
         3; :meth:`_schema_rolled_back` undoes what this records should the
         transaction roll back."""
-        version = db.execute("PRAGMA user_version").fetchone()[0]
-        if version < SCHEMA_VERSION:
-            _migrate(db, self.path)
+        if _migrate(db, self.path):     # (none when another writer migrated first)
             _check_schema(db, SCHEMA_VERSION, self.path)
         self._before_migration = (self.schema_version, set(self._tables), self.needs_migration)
         self._pending_migration = False

@@ -276,7 +276,15 @@ class UnmigratableSchema(StoreCorrupt):
     """An older schema version whose migrations cannot apply: a table a
     pending migration keeps (it is there already: a database whose
     ``user_version`` was lost) in a shape no migration knows.  Exit 5, as
-    any database memctl cannot use; ``validate`` reports ``db.schema_unknown``."""
+    any database memctl cannot use; ``validate`` reports ``db.schema_unknown``
+    with :attr:`detail` (what cannot be migrated, without the path)."""
+
+    def __init__(self, path: Path, version: int, step: str, problem: str) -> None:
+        named = f" ({step})" if step else ""
+        self.detail = (f"schema version {version} cannot be migrated to "
+                       f"{SCHEMA_VERSION}{named}: {problem}")
+        super().__init__(f"{path}: facts database {self.detail}; nothing was changed "
+                         "(memctl validate reports it)")
 
 
 class _Unmigratable(Exception):
@@ -354,22 +362,15 @@ def _migrate(db: sqlite3.Connection, path: Path) -> list[str]:
             applied.append(name)
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     except _Unmigratable as exc:
-        raise UnmigratableSchema(_unmigratable_message(path, version, name, str(exc))) from None
+        raise UnmigratableSchema(path, version, name, str(exc)) from None
     except sqlite3.Error as exc:
         err = _db_error(path, exc)
         if type(err) is StoreCorrupt and err.message == f"{path}: facts database unreadable: {exc}":
             # a statement of the migration the database refused ("UNIQUE
             # constraint failed: meta.key"): readable, but not migratable
-            raise UnmigratableSchema(_unmigratable_message(path, version, name, str(exc))) from None
+            raise UnmigratableSchema(path, version, name, str(exc)) from None
         raise err from None
     return applied
-
-
-def _unmigratable_message(path: Path, version: int, name: str, problem: str) -> str:
-    step = f" ({name})" if name else ""
-    return (f"{path}: facts database schema version {version} cannot be migrated to "
-            f"{SCHEMA_VERSION}{step}: {problem}; nothing was changed (memctl validate "
-            "reports it)")
 
 
 def _future_message(path: Path, version: int) -> str:
@@ -1798,8 +1799,7 @@ class FactStore(ClosesOnExit):
             # a column of its own version is
             problem = migration_problem(db, version)
             if problem is not None:
-                raise UnmigratableSchema(_unmigratable_message(self.path, version, "",
-                                                               problem))
+                raise UnmigratableSchema(self.path, version, "", problem)
 
     def _migrate_in(self, db: sqlite3.Connection) -> None:
         """Inside the write transaction just begun: apply the pending

@@ -186,9 +186,7 @@ def _check_db(audit: Audit) -> Iterator[Finding | Pending | None]:
         elif isinstance(fs, UnmigratableSchema):
             # an older version lecode cannot migrate: never db.needs_migration
             # ("lecode migrates it on its next write" would not hold)
-            yield audit._f("db.schema_unknown", fs.message.removeprefix(
-                f"{audit.store.facts_db}: facts database ").removesuffix(
-                "; nothing was changed (memctl validate reports it)"), file=rel)
+            yield audit._f("db.schema_unknown", fs.detail, file=rel)
         else:
             yield audit._f("db.unreadable", str(fs), file=rel)
         return

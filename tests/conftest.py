@@ -18,7 +18,7 @@ import pytest
 from lecode_memctl.core.layout import Store, store_at
 from lecode_memctl.core.sessions import SessionStore
 
-from .builders import SLUG, DemoWorld, world_of
+from .builders import SLUG, DemoWorld, copy_demo, world_of
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -110,6 +110,23 @@ def demo_template(tmp_path_factory):
     from lecode_memctl.core.demo import build_demo
 
     return build_demo(tmp_path_factory.mktemp("demo") / "demo")
+
+
+@pytest.fixture
+def demo_pair(demo_template, tmp_path):
+    """Two copies of the demo store, (x, y): one damaged and one intact, or
+    each damaged its own way, to compare what the commands answer."""
+    return (copy_demo(demo_template, tmp_path / "x"), copy_demo(demo_template, tmp_path / "y"))
+
+
+def generation_mismatch(store: Path) -> list[str]:
+    """The messages of ``validate``'s ``db.generation_mismatch`` findings for
+    the store (no mark read or written)."""
+    import orjson
+
+    audit = run_cli("--store", str(store), "--no-state", "validate", "--json")
+    return [f["message"] for f in orjson.loads(audit.stdout)["findings"]
+            if f["code"] == "db.generation_mismatch"]
 
 
 @pytest.fixture(scope="session")

@@ -16,12 +16,11 @@ import sqlite3
 from pathlib import Path
 
 import orjson
-import pytest
 
 from lecode_memctl.core.facts import FactStore
 
-from .builders import copy_demo, store_generation, store_sql
-from .conftest import run_cli, tree_hash
+from .builders import store_generation, store_sql
+from .conftest import generation_mismatch, run_cli, tree_hash
 
 VERIFIED = "c283ab7d8ed884e4"    # demo 'verified' fact: evidence demo-alpha:2-4, epoch 1
 
@@ -42,21 +41,14 @@ def _answers(store: Path) -> dict[str, object]:
     assert listed.exit_code == 0, listed.stderr
     rows = [orjson.loads(line) for line in listed.stdout.splitlines()]
     read = run_cli(*base, "read", "demo-alpha", "3", "3", "--json")
-    audit = run_cli(*base, "validate", "--json")
     return {"generation": store_generation(store),
             "verified": [(r["status"], r["reason"]) for r in rows if r["fact_id"] == VERIFIED],
             "read": (read.exit_code, read.stdout),
-            "mismatch": [f["message"] for f in orjson.loads(audit.stdout)["findings"]
-                         if f["code"] == "db.generation_mismatch"]}
+            "mismatch": generation_mismatch(store)}
 
 
-@pytest.fixture
-def pair(demo_template, tmp_path):
-    return (copy_demo(demo_template, tmp_path / "x"), copy_demo(demo_template, tmp_path / "y"))
-
-
-def test_two_generation_rows_give_one_verdict_whatever_their_order(pair):
-    x, y = pair
+def test_two_generation_rows_give_one_verdict_whatever_their_order(demo_pair):
+    x, y = demo_pair
     store_sql(x, *REBUILD_AFTER)
     store_sql(y, *REBUILD_BEFORE)
     before = (tree_hash(x), tree_hash(y))
@@ -68,8 +60,8 @@ def test_two_generation_rows_give_one_verdict_whatever_their_order(pair):
     assert (tree_hash(x), tree_hash(y)) == before
 
 
-def test_a_forget_raises_the_highest_generation(pair):
-    x, _y = pair
+def test_a_forget_raises_the_highest_generation(demo_pair):
+    x, _y = demo_pair
     store_sql(x, *REBUILD_AFTER)
     fs = FactStore(x / "facts.sqlite3")
     try:
@@ -79,8 +71,8 @@ def test_a_forget_raises_the_highest_generation(pair):
         fs.close()
 
 
-def test_the_key_is_compared_as_bytes(pair):
-    x, _y = pair
+def test_the_key_is_compared_as_bytes(demo_pair):
+    x, _y = demo_pair
     gen = store_generation(x)
     store_sql(x, *NOCASE)
     assert store_generation(x) == gen

@@ -23,8 +23,8 @@ import pytest
 from lecode_memctl.core.errors import Conflict
 from lecode_memctl.core.facts import FactStore
 
-from .builders import copy_demo, store_generation, store_sql
-from .conftest import run_cli, tree_hash
+from .builders import store_generation, store_sql
+from .conftest import generation_mismatch, run_cli, tree_hash
 
 DENIED = "80fa60fdfe856452"    # demo fact cited by nothing the forget would break
 NO_ROW = ("DELETE FROM meta",)
@@ -44,20 +44,8 @@ def _answers(store: Path) -> dict[str, object]:
             "read": (read.exit_code, read.stdout)}
 
 
-def _mismatch(store: Path) -> list[str]:
-    audit = run_cli("--store", str(store), "--no-state", "validate", "--json")
-    return [f["message"] for f in orjson.loads(audit.stdout)["findings"]
-            if f["code"] == "db.generation_mismatch"]
-
-
-@pytest.fixture
-def pair(demo_template, tmp_path):
-    """(intact demo store, a copy of it)."""
-    return (copy_demo(demo_template, tmp_path / "x"), copy_demo(demo_template, tmp_path / "y"))
-
-
-def test_a_missing_generation_row_hides_what_the_row_hid(pair):
-    intact, damaged = pair
+def test_a_missing_generation_row_hides_what_the_row_hid(demo_pair):
+    intact, damaged = demo_pair
     store_sql(damaged, *NO_ROW)
     before = tree_hash(damaged)
     want, got = _answers(intact), _answers(damaged)
@@ -65,12 +53,12 @@ def test_a_missing_generation_row_hides_what_the_row_hid(pair):
     assert want["grep"][0] == 1                         # the epoch-0 reply is hidden
     assert got == want
     assert store_generation(damaged, readonly=False) == 1   # the writers' read, too
-    assert _mismatch(damaged) == ["meta has no generation row"]
+    assert generation_mismatch(damaged) == ["meta has no generation row"]
     assert tree_hash(damaged) == before
 
 
-def test_the_highest_generation_the_rows_imply(pair):
-    _intact, damaged = pair
+def test_the_highest_generation_the_rows_imply(demo_pair):
+    _intact, damaged = demo_pair
     store_sql(damaged, *NO_ROW, "UPDATE forgotten SET generation = 4")
     assert store_generation(damaged) == 4
     store_sql(damaged, "UPDATE forgotten SET generation = 0", "UPDATE exclusions SET generation = 3")
@@ -84,8 +72,8 @@ def test_the_highest_generation_the_rows_imply(pair):
     assert store_generation(damaged) == 3
 
 
-def test_exclusions_alone_imply_generation_one(pair):
-    _intact, damaged = pair
+def test_exclusions_alone_imply_generation_one(demo_pair):
+    _intact, damaged = demo_pair
     store_sql(damaged, *NO_ROW, "DELETE FROM forgotten", "UPDATE exclusions SET generation = 0")
     assert store_generation(damaged) == 1
 
@@ -104,8 +92,8 @@ def test_no_row_and_nothing_forgotten_is_generation_zero(tmp_path):
     assert store_generation(tmp_path, readonly=False) == 0
 
 
-def test_the_writers_check_the_implied_generation(pair):
-    _intact, damaged = pair
+def test_the_writers_check_the_implied_generation(demo_pair):
+    _intact, damaged = demo_pair
     store_sql(damaged, *NO_ROW)
     fs = FactStore(damaged / "facts.sqlite3")
     try:
@@ -116,8 +104,8 @@ def test_the_writers_check_the_implied_generation(pair):
         fs.close()
 
 
-def test_forget_dry_run_and_yes_agree(pair):
-    _intact, damaged = pair
+def test_forget_dry_run_and_yes_agree(demo_pair):
+    _intact, damaged = demo_pair
     store_sql(damaged, *NO_ROW)
     base = ("--store", str(damaged), "--no-state", "forget", DENIED)
     plan = run_cli(*base, "--dry-run")
@@ -133,17 +121,17 @@ def test_forget_dry_run_and_yes_agree(pair):
     finally:
         db.close()
     assert store_generation(damaged) == 2
-    assert _mismatch(damaged) == []
+    assert generation_mismatch(damaged) == []
 
 
-def test_a_key_only_a_declared_collation_takes_for_the_row_refuses_both_alike(pair):
+def test_a_key_only_a_declared_collation_takes_for_the_row_refuses_both_alike(demo_pair):
     """meta declared ``key TEXT COLLATE NOCASE`` holding only 'GENERATION':
     no generation row to the readers (the key is compared as bytes), and no
     room to write one back (the declared collation takes the new row for the
     old one).  ``forget --dry-run`` planned 1 -> 2, then ``forget --yes``
     failed with "UNIQUE constraint failed" called an unreadable database.
     Both refuse alike now, naming the key, and nothing is changed."""
-    _intact, damaged = pair
+    _intact, damaged = demo_pair
     db = sqlite3.connect(damaged / "facts.sqlite3")
     try:
         db.execute("PRAGMA writable_schema = ON")

@@ -159,3 +159,18 @@ def test_usage_refuses_the_headers_every_reader_refuses(config_dir):
     for sid in "efgh":
         r = run_cli("--store", str(path), "read", sid, "1", "1")
         assert r.exit_code == 4, (sid, r.exit_code, r.stderr)
+
+
+def test_usage_counts_a_session_whose_header_holds_a_number_beyond_a_double(config_dir):
+    """A header holding 1e400 (valid JSON orjson alone refuses) is a header to
+    every reader and to validate (the readers' loader, load_record); usage
+    parsed it with orjson alone and listed the session as refused."""
+    path = _store(config_dir)
+    f = path / "sessions" / "b.jsonl"
+    f.write_bytes(f.read_bytes().replace(b'"created":"2026-03-01T10:00:00Z"', b'"created":1e400', 1))
+    assert b"1e400" in f.read_bytes()
+    read = orjson.loads(run_cli("--store", str(path), "read", "b", "1", "2").stdout)
+    assert read["reason"] != "refused_header", read       # (events only: not_message)
+    doc = orjson.loads(run_cli("--store", str(path), "usage", "--json").stdout)
+    assert doc["refused_sessions"] == []
+    assert doc["sessions_counted"] == 2

@@ -252,8 +252,8 @@ def _header(rep: UsageReport, store: Store, sid: str,
     rule every reader applies (:func:`header_problem`); else (True,
     its ``created`` time or None), the session counted."""
     try:
-        hdr = orjson.loads(line)
-    except orjson.JSONDecodeError:
+        hdr = load_record(line)     # the readers' loader (a number beyond a double)
+    except (orjson.JSONDecodeError, RecordTooLarge):
         hdr = None
     if header_problem(hdr, sid, store.slug, line) is not None:
         rep.refused.append(sid)

@@ -1362,14 +1362,25 @@ class Background:
 
     def __init__(self, name: str, work: Callable[[], Any],
                  stop: Callable[[], Any] | None = None) -> None:
+        """The work is not started yet: record this object where the store's
+        :meth:`FactStore.close` finds it, then :meth:`start` it."""
         import threading
 
         self._stop = stop
         self.value: Any = None
         self.error: BaseException | None = None
         self._done = threading.Event()
+        # "new" until the thread begins the work ("running"), or "cancelled"
+        # by end() first: then the thread, should it run at all, does nothing
+        self._state = "new"
+        self._lock = threading.Lock()
+        self._launched = False      # start() returned: the thread runs the work
 
         def run() -> None:
+            with self._lock:
+                if self._state == "cancelled":
+                    return
+                self._state = "running"
             try:
                 _signals_to_the_main_thread()
                 self.value = work()
@@ -1379,7 +1390,29 @@ class Background:
                 self._done.set()
 
         self._thread = threading.Thread(target=run, name=name, daemon=True)
+
+    def start(self) -> None:
+        """Start the thread.  (``Thread.start`` waits for the new thread to
+        run: a Ctrl-C there leaves it running, or never started, and the
+        caller without the work's result; :meth:`wait` and :meth:`end` tell
+        which.)"""
         self._thread.start()
+        self._launched = True
+
+    def _cancel(self) -> bool:
+        """Cancel the work unless the thread has begun it: whether it had not."""
+        with self._lock:
+            if self._state == "new":
+                self._state = "cancelled"
+                self._done.set()
+                return True
+        return False
+
+    def end(self) -> None:
+        """For a store that closes: the work will not be read.  Not begun
+        yet: cancelled, it never will be; begun: waited for, as :meth:`wait`."""
+        if not self._cancel():
+            self.wait()
 
     @property
     def done(self) -> bool:
@@ -1388,11 +1421,15 @@ class Background:
     def join(self) -> None:
         """Until the thread itself has ended (after :meth:`wait`: at once)."""
         self.wait()
-        self._thread.join()
+        if self._thread.ident is not None:     # (a start interrupted may have made none)
+            self._thread.join()
 
     def wait(self) -> None:
         """Until the work is done; a Ctrl-C meanwhile stops it (``stop``) and
-        is raised once it is done."""
+        is raised once it is done.  Work whose start was interrupted (no
+        caller has its result) is cancelled unless its thread began it."""
+        if not self._launched:
+            self._cancel()
         interrupted: BaseException | None = None
         while True:
             try:
@@ -1435,11 +1472,18 @@ class FactListing:
         self._thread = Background("memctl-listing",
                                   lambda: [db.execute(q, args) for q in queries],  # the sorts run here
                                   db.interrupt)
+        self._thread.start()
 
     def wait(self) -> None:
         """Until the sorts started by :meth:`start` are done."""
         if self._thread is not None:
             self._thread.wait()
+
+    def end(self) -> None:
+        """For a store that closes: until the sorts are done, or cancelled
+        if their thread has not begun them (:meth:`Background.end`)."""
+        if self._thread is not None:
+            self._thread.end()
 
     def groups(self, *, bare: bool = False) -> Iterator[FactGroup]:
         """The groups; a fact without revisions raises StoreCorrupt, or with
@@ -1912,8 +1956,8 @@ class FactStore(ClosesOnExit):
             with contextlib.suppress(sqlite3.Error):
                 db.interrupt()
         interrupted: BaseException | None = None
-        for wait in [*(listing.wait for listing in self._listings),
-                     *(job.wait for job in self._threads)]:
+        for wait in [*(listing.end for listing in self._listings),
+                     *(job.end for job in self._threads)]:
             try:
                 wait()
             except KeyboardInterrupt as exc:
@@ -2654,9 +2698,11 @@ class FactStore(ClosesOnExit):
         if "source_refs" in self._tables:
             queries.append("SELECT fact_id, revision, session_id, seqs, digest FROM source_refs "
                            "NOT INDEXED " + only + "ORDER BY fact_id COLLATE BINARY, revision")
-        listing.start(sibling, queries, args if part is not None else ())
         listing.fallback = lambda: self._joined_rows(db, where, args)
+        # recorded before its thread starts: close() must find (and wait for)
+        # a thread whose start a Ctrl-C interrupted
         self._listings.append(listing)
+        listing.start(sibling, queries, args if part is not None else ())
         return listing
 
     def in_background(self, name: str, work: Callable[[sqlite3.Connection], T]
@@ -2676,7 +2722,8 @@ class FactStore(ClosesOnExit):
         if conn is None:
             return None
         job = Background(name, lambda: work(conn), conn.interrupt)
-        self._threads.append(job)
+        self._threads.append(job)       # (before it starts: see start_listing)
+        job.start()
         return job.result
 
     def wait_background(self) -> None:

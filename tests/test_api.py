@@ -332,3 +332,32 @@ def test_open_project_store_reads_an_evidence_copy_under_any_name(world, tmp_pat
     got = statuses(copy)
     assert got == statuses(original)
     assert ("hidden", "refused_project") not in got.values()
+
+
+def test_validate_store_forks_nothing_unless_asked(project_dir, monkeypatch):
+    """validate_store, the API's audit, runs in the caller's process: a
+    program that imports the core may not want to be forked (a process
+    with threads, as an agent's), as the listings' ``parallel`` is off
+    by default.  ``parallel=True`` is memctl validate's pool, asked for."""
+    from lecode_memctl.core import validate_store
+
+    p = open_project()
+    for i in range(10):        # deep and 8 sessions or more: worth a pool
+        _one_session(p, f"s{i}")
+    p.close()
+    forks: list[int] = []
+    real = os.fork
+
+    def spy() -> int:
+        pid = real()
+        if pid:
+            forks.append(pid)
+        return pid
+
+    monkeypatch.setattr(os, "fork", spy)
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    findings, summary = validate_store(p.store, deep=True)
+    assert forks == []
+    assert summary.sessions == 10
+    assert validate_store(p.store, deep=True, parallel=True)[0] == findings
+    assert forks                # (the pool, asked for)

@@ -19,7 +19,8 @@ them (same visibility predicate, same reasons; a test compares the two).
 check compaction lineage without rereading, and runs the whole-transcript
 checks: corrupt lines, seq gaps, undo/redo targets, compaction chains and
 learning events.
-The jobs run in parallel worker processes with ``deep`` and several
+With ``parallel`` (memctl validate; not :func:`validate_store` by default), the
+jobs run in parallel worker processes with ``deep`` and several
 transcripts, and without it when eight or more referenced transcripts hold
 64 MiB or more together (``transcripts.run_jobs``).
 
@@ -52,9 +53,15 @@ from .codes import (
 from .run import Audit
 
 
-def validate_store(store: Store, **kwargs: Any) -> tuple[list[Finding], Summary]:
-    """Run the whole audit of one store and return its findings and summary."""
-    a = Audit(store, **kwargs)
+def validate_store(store: Store, *, parallel: bool = False,
+                   **kwargs: Any) -> tuple[list[Finding], Summary]:
+    """Run the whole audit of one store and return its findings and summary
+    (the keyword arguments are :class:`Audit`'s).  ``parallel``: the
+    transcripts of a deep audit, and half the facts of a large store, may
+    be read by forked processes, as ``memctl validate`` reads them.  Off by
+    default: a program that imports this may not want to be forked (a
+    process with threads is not safe to fork)."""
+    a = Audit(store, parallel=parallel, **kwargs)
     findings = list(a.run())
     return findings, a.summary
 

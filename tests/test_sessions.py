@@ -7,7 +7,14 @@ import os
 import orjson
 import pytest
 
-from lecode_memctl.core.errors import Conflict, NotFound, StoreBusy, StoreCorrupt, UsageError
+from lecode_memctl.core.errors import (
+    Conflict,
+    NotFound,
+    StoreBusy,
+    StoreCorrupt,
+    StoreWriteError,
+    UsageError,
+)
 from lecode_memctl.core.layout import store_at
 from lecode_memctl.core.sessions import (
     SessionCorrupt,
@@ -260,3 +267,36 @@ def test_fast_seq_reads_only_json_valid_seq_prefixes():
     assert fast_seq(b'{"seq":-1,"type":"message"}') is None
     assert fast_seq(b'{"type":"message","seq":7}') is None
     assert fast_seq(b'{"seq":"7","type":"message"}') is None
+
+
+def test_listing_and_info_after_close_are_usage_errors(ss):
+    """A closed SessionStore lists nothing: list_sessions, info,
+    session_ids and header_projects raise UsageError as every other use
+    does, never an "unreadable" entry per transcript or an empty count."""
+    ss.create("s1").close()
+    ss.close()
+    for use in (ss.list_sessions, lambda: ss.info("s1"), ss.session_ids, ss.header_projects):
+        with pytest.raises(UsageError, match="closed"):
+            use()
+
+
+@pytest.mark.parametrize("what, error, writing", [("sessions", NotFound, StoreWriteError),
+                                                  ("store", StoreCorrupt, StoreCorrupt)])
+def test_info_and_writer_where_sessions_is_no_directory(tmp_path, what, error, writing):
+    """sessions/ a regular file (no session in it; no lock can be made in
+    it), or the store itself (sessions/ unreadable): info and writer raise
+    memctl errors, as the other reads do, never a raw NotADirectoryError."""
+    path = tmp_path / "memory" / SLUG
+    if what == "sessions":
+        path.mkdir(parents=True)
+        (path / "sessions").write_text("x")
+    else:
+        path.parent.mkdir(parents=True)
+        path.write_text("x")
+    ss = SessionStore(store_at(path))
+    with pytest.raises(error):
+        ss.records("s1", 0, 1)
+    with pytest.raises(error):
+        ss.info("s1")
+    with pytest.raises(writing):
+        ss.writer("s1")

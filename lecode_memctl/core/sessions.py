@@ -1966,12 +1966,14 @@ class SessionStore:
         """Ids of the ``*.jsonl`` entries with a valid id syntax (no file
         opened); an unlistable directory is ``StoreCorrupt`` unless
         ``unlistable_ok`` (``layout.session_ids``)."""
+        self._check_open()
         return session_ids(self.dir, unlistable_ok=unlistable_ok)
 
     def header_projects(self) -> dict[str, int]:
         """How many transcripts name each project in their header: the evidence a
         store given by path (``--store``) takes its slug from.  Reads one line per
         file; symbolic links, unreadable files and bad headers are not counted."""
+        self._check_open()
         counts: dict[str, int] = {}
         # only a guess at the slug: an unlistable sessions/ is reported by
         # the command that reads it
@@ -1996,15 +1998,20 @@ class SessionStore:
             hint = "did you mean " + ", ".join(cands) + "? ids are exact, never resolved"
         return SessionNotFound(f"no session {session_id} in {self.dir}", hint=hint)
 
-    def _open(self, session_id: str) -> _File:
-        self._check_open()
-        check_session_id(session_id)
+    def _lstat_dir(self, session_id: str) -> os.stat_result:
+        """``sessions/`` (lstat): none is no such session; one that cannot
+        be looked at (the store a regular file, say) is unreadable."""
         try:
-            dst = os.lstat(self.dir)
+            return os.lstat(self.dir)
         except FileNotFoundError:
             raise self.not_found(session_id) from None
         except OSError as exc:
             raise SessionUnreadable(f"{self.dir}: {exc.strerror}") from None
+
+    def _open(self, session_id: str) -> _File:
+        self._check_open()
+        check_session_id(session_id)
+        dst = self._lstat_dir(session_id)
         if stat.S_ISLNK(dst.st_mode):
             raise SessionRefused(f"{self.dir} is a symbolic link; refused", "refused_symlink")
         path = os.path.join(self.dir, session_id + SUFFIX)
@@ -2123,10 +2130,7 @@ class SessionStore:
         another writer has it).  A torn tail left by a crashed append is cut off."""
         self._check_open()
         check_session_id(session_id)
-        try:
-            os.lstat(self.dir)
-        except FileNotFoundError:
-            raise self.not_found(session_id) from None
+        self._lstat_dir(session_id)
         lock_fd = lock_session(self.dir, session_id)
         try:
             f, hdr = self._open_checked(session_id)
@@ -2578,6 +2582,7 @@ class SessionStore:
         """One entry per ``sessions/*.jsonl``: header and tail for the state,
         plus a byte-level pass that parses only event lines to count messages
         and compactions."""
+        self._check_open()
         try:
             names = sorted(os.listdir(self.dir))
         except FileNotFoundError:
@@ -2593,11 +2598,17 @@ class SessionStore:
         return out
 
     def info(self, session_id: str) -> SessionInfo:
+        self._check_open()
         check_session_id(session_id)
+        self._lstat_dir(session_id)
+        path = self.path(session_id)
         try:
-            os.lstat(self.path(session_id))
-        except FileNotFoundError:
+            os.lstat(path)
+        except (FileNotFoundError, NotADirectoryError):   # (sessions/ a file: no session)
             raise self.not_found(session_id) from None
+        except OSError as exc:
+            raise SessionUnreadable(f"session {session_id}: cannot stat {path}: "
+                                    f"{exc.strerror}") from None
         return self._info(session_id)
 
     def _info(self, sid: str) -> SessionInfo:

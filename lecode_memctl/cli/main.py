@@ -16,10 +16,10 @@ from lecode_memctl.core.errors import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     NotFound,
-    StoreBusy,
     StoreCorrupt,
     StoreWriteError,
     UsageError,
+    sqlite_error,
 )
 
 
@@ -88,12 +88,9 @@ def error_report(exc: BaseException) -> tuple[str, str, int] | None:
     if isinstance(exc, OSError):
         code, status, message = _classify_os_error(exc)
         return code, message, status
-    if type(exc).__module__ == "sqlite3":
-        # an error of SQLite's that the core did not classify
-        text = str(exc)
-        if "locked" in text or "busy" in text:
-            return StoreBusy.code, f"database busy: {text}", StoreBusy.exit_code
-        return StoreCorrupt.code, f"database error: {text}", StoreCorrupt.exit_code
+    typed = sqlite_error(exc)       # an error of SQLite's that the core did not classify
+    if typed is not None:
+        return typed.code, typed.message, typed.exit_code
     if isinstance(exc, MemoryError):
         return "internal", f"internal error: MemoryError: {str(exc) or 'out of memory'}", EXIT_INTERNAL
     return "internal", f"internal error: {type(exc).__name__}: {exc}", EXIT_INTERNAL

@@ -91,6 +91,39 @@ class StoreWriteError(MemctlError):
                "says what was (run the command again to finish)")
 
 
+def sqlite_error(exc: BaseException) -> MemctlError | None:
+    """The memctl error of an error of SQLite's (the ``sqlite3`` module)
+    that the core did not classify where it arose: StoreBusy when the
+    database is locked or busy, else StoreCorrupt; None for any other
+    exception.  The one place that says it: the API's boundary
+    (:func:`typed_errors`) and memctl's last resort (``cli.main``) give
+    the same error, message and exit status for the same store."""
+    if type(exc).__module__ != "sqlite3" or not isinstance(exc, Exception):
+        return None
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        return StoreBusy(f"database busy: {text}")
+    return StoreCorrupt(f"database error: {text}")
+
+
+class typed_errors:  # noqa: N801 - used as a context manager, named as one
+    """``with typed_errors():`` -- an error of SQLite's leaving the block is
+    raised as its memctl error (:func:`sqlite_error`, the original as its
+    cause).  (A class, not ``contextlib``: this module stays light.)"""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, typ: object, exc: BaseException | None, tb: object) -> None:
+        if exc is None:
+            return
+        typed = sqlite_error(exc)
+        if typed is not None:
+            raise typed from exc
+
+
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
 EXIT_INTERNAL = 70

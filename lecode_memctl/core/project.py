@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .config import ConfigDir, resolve_config_dir
-from .errors import UsageError
+from .errors import UsageError, typed_errors
 from .identity import working_directory
 from .layout import Store, store_for_project, store_given
 from .memory_config import MemoryConfig, load_memory_config
@@ -50,10 +50,12 @@ class _ProjectExclusions:
         return self._project._file_exclusions
 
     def generation(self) -> int:
-        return self._reader().generation()
+        with typed_errors():
+            return self._reader().generation()
 
     def excluded_seqs(self, session_id: str) -> frozenset[int]:
-        return self._reader().excluded_seqs(session_id)
+        with typed_errors():
+            return self._reader().excluded_seqs(session_id)
 
 
 class Project:
@@ -132,18 +134,23 @@ class Project:
     def remember(self, text: str, ref: SourceRef, *, deduplicate: bool = False,
                  expected_generation: int | None = None) -> RememberResult:
         """``FactStore.remember`` with this project's sessions."""
-        return self.facts.remember(text, ref, sessions=self.sessions, deduplicate=deduplicate,
-                                   expected_generation=expected_generation)
+        with typed_errors():
+            return self.facts.remember(text, ref, sessions=self.sessions,
+                                       deduplicate=deduplicate,
+                                       expected_generation=expected_generation)
 
     def correct(self, fact_id: str, text: str, *, expected_revision: int, ref: SourceRef,
                 expected_generation: int | None = None) -> Fact:
         """``FactStore.correct`` with this project's sessions."""
-        return self.facts.correct(fact_id, text, expected_revision=expected_revision, ref=ref,
-                                  sessions=self.sessions, expected_generation=expected_generation)
+        with typed_errors():
+            return self.facts.correct(fact_id, text, expected_revision=expected_revision,
+                                      ref=ref, sessions=self.sessions,
+                                      expected_generation=expected_generation)
 
     def forget(self, fact_id: str) -> bool:
         """``FactStore.forget``: True the first time, False on a retry."""
-        return self.facts.forget(fact_id)
+        with typed_errors():
+            return self.facts.forget(fact_id)
 
     # ---- reads (create nothing) ------------------------------------------
 
@@ -156,21 +163,22 @@ class Project:
         """memory_recall by fact id (:func:`lecode_memctl.core.facts.recall`)."""
         from .factview import recall
 
-        with self._reading() as fs:
+        with typed_errors(), self._reading() as fs:
             return recall(fs, self.sessions, fact_id, offset=offset, limit=limit)
 
     def read_range(self, session_id: str, start: int, end: int, *, offset: int = 0,
                    limit: int | None = None) -> dict[str, Any]:
         """memory_recall by session range (:func:`read_range`)."""
         self._check_open()
-        return read_range(self.sessions, session_id, start, end, offset=offset, limit=limit)
+        with typed_errors():
+            return read_range(self.sessions, session_id, start, end, offset=offset, limit=limit)
 
     def list_facts(self, *, offset: int = 0, limit: int = 20,
                    session_id: str | None = None) -> dict[str, Any]:
         """memory_list: one page of facts with their status (:func:`facts_page`)."""
         from .factview import facts_page
 
-        with self._reading() as fs:
+        with typed_errors(), self._reading() as fs:
             return facts_page(fs, self.sessions, offset=offset, limit=limit,
                               session_id=session_id)
 
@@ -179,7 +187,7 @@ class Project:
         from .context import build_memory_section
 
         config = self.config
-        with self._reading() as fs:
+        with typed_errors(), self._reading() as fs:
             return build_memory_section(self.store, config, fs, self.sessions, explain=explain)
 
     # ---- lifetime --------------------------------------------------------

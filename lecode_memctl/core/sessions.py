@@ -41,7 +41,16 @@ import orjson
 
 from ._lazy import lazy_compile
 from .atomic import fsync_dir, is_link_refusal, make_dirs, open_nofollow, write_all
-from .errors import Conflict, MemctlError, NotFound, StoreBusy, StoreCorrupt, StoreWriteError, UsageError
+from .errors import (
+    Conflict,
+    MemctlError,
+    NotFound,
+    StoreBusy,
+    StoreCorrupt,
+    StoreWriteError,
+    UsageError,
+    typed_errors,
+)
 from .layout import SESSION_SUFFIX, Store, session_ids
 from .sourceref import (
     MAX_POSITION,
@@ -1866,7 +1875,7 @@ class StoreExclusions:
         from .facts import BUSY_TIMEOUT, FactStore
 
         timeout = BUSY_TIMEOUT if self.busy_timeout is None else self.busy_timeout
-        with FactStore.open_readonly(self.path, busy_timeout=timeout) as fs:
+        with typed_errors(), FactStore.open_readonly(self.path, busy_timeout=timeout) as fs:
             return fn(fs)
 
     def generation(self) -> int:

@@ -1,0 +1,65 @@
+"""A damaged facts database reaches the API's caller as a memctl error
+(StoreCorrupt, or StoreBusy), never as a raw ``sqlite3.DatabaseError``:
+an agent that catches ``MemctlError`` around its memory calls must not be
+ended by one.  The message is the one ``memctl`` prints for the same
+store: the library and the tool never disagree."""
+
+from __future__ import annotations
+
+import pytest
+
+from lecode_memctl.core import SessionStore, open_project
+from lecode_memctl.core.errors import MemctlError, StoreCorrupt
+from lecode_memctl.core.layout import store_at
+
+from .builders import copy_demo
+from .conftest import run_cli
+from .test_damaged_pages import _damage
+
+FACT = "80fa60fdfe856452"
+
+
+def _uses(p):
+    return {
+        "generation": p.generation,
+        "recall": lambda: p.recall(FACT),
+        "list_facts": p.list_facts,
+        "read_range": lambda: p.read_range("demo-alpha", 1, 3),
+        "memory_section": p.memory_section,
+        "snapshot": lambda: p.sessions.source_snapshot("demo-alpha", 1, 3),
+    }
+
+
+@pytest.mark.parametrize("writer", [False, True])
+@pytest.mark.parametrize("table", ["meta", "exclusions", "facts"])
+def test_a_damaged_database_is_store_corrupt(demo_template, tmp_path, table, writer):
+    store = copy_demo(demo_template, tmp_path / "demo")
+    _damage(store / "facts.sqlite3", table, 8 if table != "exclusions" else 0,
+            200 if table != "exclusions" else 1)
+    with open_project(store=store) as p:
+        if writer:
+            p.facts  # noqa: B018 - the writer's connection, as an agent's after a write
+        for name, use in _uses(p).items():
+            try:
+                use()
+            except MemctlError:
+                pass
+            except Exception as exc:  # noqa: BLE001
+                pytest.fail(f"{name}: {type(exc).__module__}.{type(exc).__name__}: {exc}")
+        with pytest.raises(MemctlError):
+            p.generation() if table in ("meta",) else p.recall(FACT)
+    ss = SessionStore(store_at(store))
+    try:
+        ss.source_snapshot("demo-alpha", 1, 3)
+    except MemctlError:
+        pass
+
+
+def test_the_library_and_memctl_say_the_same(demo_template, tmp_path):
+    store = copy_demo(demo_template, tmp_path / "demo")
+    _damage(store / "facts.sqlite3", "meta", 8, 200)
+    with open_project(store=store) as p, pytest.raises(StoreCorrupt) as got:
+        p.read_range("demo-alpha", 1, 3)
+    res = run_cli("--store", str(store), "--no-state", "read", "demo-alpha", "1", "3")
+    assert res.exit_code == StoreCorrupt.exit_code
+    assert res.stderr == f"memctl: error: {got.value.message}\n"

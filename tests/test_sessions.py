@@ -300,3 +300,39 @@ def test_info_and_writer_where_sessions_is_no_directory(tmp_path, what, error, w
         ss.info("s1")
     with pytest.raises(writing):
         ss.writer("s1")
+
+
+def test_an_interrupt_as_a_transcript_opens_closes_its_descriptor_once(ss, monkeypatch):
+    """A Ctrl-C landing as the opened transcript is handed over (in _File,
+    or just after it) closes the descriptor once: it was closed twice, by
+    the error path and by the file object the interrupt dropped, and the
+    second close hit whatever the process had opened meanwhile under the
+    same number (another thread's file, SQLite's database), or replaced the
+    KeyboardInterrupt with a raw OSError (EBADF)."""
+    import gc
+
+    from lecode_memctl.core import sessions as sessions_mod
+
+    fill(ss)
+    real = sessions_mod._File
+
+    class Interrupted(real):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(sessions_mod, "_File", Interrupted)
+    caught = None
+    try:
+        ss.records("s1", 0, 1)
+    except KeyboardInterrupt as exc:
+        caught = exc
+    assert caught is not None
+    # a file opened now takes the lowest free number: the transcript's if it was closed
+    other = os.open(os.devnull, os.O_RDONLY)
+    try:
+        del caught
+        gc.collect()                    # (the dropped file object, if still open, closes now)
+        os.fstat(other)                 # EBADF: closed behind its owner's back
+    finally:
+        os.close(other)

@@ -35,7 +35,7 @@ import stat
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self, TypeGuard
+from typing import TYPE_CHECKING, Any, BinaryIO, Self, TypeGuard
 
 import orjson
 
@@ -1024,13 +1024,17 @@ def _next_in(hits: list[int], last: int, width: int) -> Callable[[int], int]:
 class _File:
     """An open transcript, bounded by its size at ``fstat`` time."""
 
-    def __init__(self, fd: int, session_id: str, path: str, size: int | None = None) -> None:
-        st = os.fstat(fd)
+    def __init__(self, fd: int | BinaryIO, session_id: str, path: str,
+                 size: int | None = None) -> None:
+        """``fd``: a descriptor, or a file object already made from one (owned
+        from here: see :meth:`SessionStore._open`)."""
+        st = os.fstat(fd if isinstance(fd, int) else fd.fileno())
         self.session_id = session_id
         self.path = path
         self.st = st
         self.size = st.st_size if size is None else size   # (a caller may bound it lower)
-        self.fh = open(fd, "rb", buffering=_BUFFER, closefd=True)  # noqa: SIM115 - closed by close()
+        self.fh = (open(fd, "rb", buffering=_BUFFER, closefd=True)  # noqa: SIM115 - closed by close()
+                   if isinstance(fd, int) else fd)
         # (start, offset of the next newline) of long stretches without one,
         # found by _newline_from: the binary search never rescans a huge line
         self._no_newline: list[tuple[int, int]] = []
@@ -2042,9 +2046,19 @@ class SessionStore:
                 raise SessionRefused(f"session {session_id}: symbolic link refused", "refused_symlink")
             if not stat.S_ISREG(st.st_mode):
                 raise SessionUnreadable(f"session {session_id}: {path} is not a regular file")
-            return _File(fd, session_id, path)
+            # the file object owns the descriptor from here (its last statement:
+            # nothing can interrupt between it and the end of this block)
+            fh = open(fd, "rb", buffering=_BUFFER, closefd=True)  # noqa: SIM115 - the _File's
         except BaseException:
             os.close(fd)
+            raise
+        try:
+            return _File(fh, session_id, path)
+        except BaseException:
+            # (idempotent: a _File an interrupt dropped half made may have
+            # closed it already; os.close here closed its number twice, the
+            # second time another file opened meanwhile)
+            fh.close()
             raise
 
     def _open_checked(self, session_id: str) -> tuple[_File, dict[str, Any]]:

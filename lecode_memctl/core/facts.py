@@ -1994,17 +1994,23 @@ class FactStore(ClosesOnExit):
         def __enter__(self) -> sqlite3.Connection:
             store = self.store
             db = store._ensure_writer()
-            _begin(db, store.path)
-            if store._pending_migration:
-                # the pending migrations, in this transaction: they commit
-                # with the write, or not at all
-                try:
+            # (the writer's connection holds no transaction between writes:
+            # one still open is a write whose rollback an interrupt cut
+            # short; its lock is let go and its changes dropped)
+            _rollback(db)
+            try:
+                _begin(db, store.path)
+                if store._pending_migration:
+                    # the pending migrations, in this transaction: they commit
+                    # with the write, or not at all
                     store._migrate_in(db)
-                except BaseException as exc:
-                    self._rolled_back(db)
-                    if isinstance(exc, sqlite3.Error):
-                        raise _db_error(store.path, exc) from None
-                    raise
+            except BaseException as exc:
+                # (a Ctrl-C just after BEGIN, too: __exit__ is not called
+                # when __enter__ raises, and the lock was held for good)
+                self._rolled_back(db)
+                if isinstance(exc, sqlite3.Error):
+                    raise _db_error(store.path, exc) from None
+                raise
             return db
 
         def _rolled_back(self, db: sqlite3.Connection) -> None:
@@ -2019,9 +2025,17 @@ class FactStore(ClosesOnExit):
             if exc_type is None:
                 try:
                     db.execute("COMMIT")
-                except sqlite3.Error as e:
-                    self._rolled_back(db)
-                    raise _db_error(self.store.path, e) from None
+                except BaseException as e:
+                    if isinstance(e, sqlite3.Error):
+                        self._rolled_back(db)
+                        raise _db_error(self.store.path, e) from None
+                    # an interrupt around COMMIT: a transaction still open is
+                    # rolled back; one that committed stays committed
+                    if db.in_transaction:
+                        self._rolled_back(db)
+                    elif self.store._migrated:
+                        self.store._migration_committed()
+                    raise
                 if self.store._migrated:
                     self.store._migration_committed()
                 return False

@@ -1,0 +1,63 @@
+"""A Ctrl-C that lands in a write's transaction, between BEGIN IMMEDIATE
+and the block that writes, or just before COMMIT, rolls the transaction
+back.  It was left open: the agent's writer held SQLite's write lock for
+the rest of its life (every other writer, memctl forget included,
+"database is locked") and each later write of its own failed with
+"cannot start a transaction within a transaction"."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from lecode_memctl.core import facts as facts_mod, open_project
+
+
+def _session(p, n=3):
+    with p.sessions.create("s1") as w:
+        return [w.append_message("user", f"fact number {i}") for i in range(n)]
+
+
+def _other_writer_can_write(db_path) -> None:
+    c = sqlite3.connect(db_path, timeout=0)
+    try:
+        c.execute("BEGIN IMMEDIATE")
+        c.rollback()
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("where", ["begin", "commit"])
+def test_an_interrupted_write_leaves_no_transaction(tmp_path, monkeypatch, where):
+    p = open_project(store=tmp_path / "store")
+    seqs = _session(p)
+    p.remember("fact number 0", p.sessions.source_snapshot("s1", seqs[0], seqs[0]).ref)
+    if where == "begin":
+        real = facts_mod._begin
+
+        def begin(db, path):
+            real(db, path)
+            raise KeyboardInterrupt          # as a Ctrl-C just after BEGIN IMMEDIATE
+
+        monkeypatch.setattr(facts_mod, "_begin", begin)
+    else:
+        real_execute = facts_mod._Connection.execute
+
+        def execute(self, sql, parameters=(), /):
+            if sql == "COMMIT":
+                raise KeyboardInterrupt      # as a Ctrl-C just before COMMIT
+            return real_execute(self, sql, parameters)
+
+        monkeypatch.setattr(facts_mod._Connection, "execute", execute)
+    ref = p.sessions.source_snapshot("s1", seqs[1], seqs[1]).ref
+    with pytest.raises(KeyboardInterrupt):
+        p.remember("fact number 1", ref)
+    monkeypatch.undo()
+    assert not p.facts._conn.in_transaction
+    _other_writer_can_write(p.store.facts_db)
+    # nothing of the interrupted write was kept, and the next write works
+    assert p.list_facts()["total"] == 1
+    p.remember("fact number 2", p.sessions.source_snapshot("s1", seqs[2], seqs[2]).ref)
+    assert p.list_facts()["total"] == 2
+    p.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import orjson
 import pytest
@@ -336,3 +337,50 @@ def test_an_interrupt_as_a_transcript_opens_closes_its_descriptor_once(ss, monke
         os.fstat(other)                 # EBADF: closed behind its owner's back
     finally:
         os.close(other)
+
+
+def test_an_interrupt_anywhere_in_open_never_closes_a_descriptor_twice(ss):
+    """A KeyboardInterrupt raised at each bytecode of SessionStore._open and
+    _File.__init__ in turn (where a signal handler may run): the call
+    raises KeyboardInterrupt (never an OSError in its place), and no
+    descriptor is closed twice, which would close whatever the process had
+    opened meanwhile under the same number."""
+    import gc
+
+    from lecode_memctl.core import sessions as sessions_mod
+
+    fill(ss)
+    codes = {sessions_mod.SessionStore._open.__code__, sessions_mod._File.__init__.__code__}
+    k = 0
+    while True:
+        seen = 0
+
+        def trace(frame, event, arg, k=k):
+            nonlocal seen
+            if frame.f_code not in codes:
+                return None
+            frame.f_trace_opcodes = True
+            if event == "opcode":
+                seen += 1
+                if seen == k:
+                    raise KeyboardInterrupt
+            return trace
+
+        sys.settrace(trace)
+        try:
+            ss.records("s1", 0, 1)
+            done = True
+        except KeyboardInterrupt:
+            done = False
+        finally:
+            sys.settrace(None)
+        other = os.open(os.devnull, os.O_RDONLY)
+        try:
+            gc.collect()                # (a dropped file object closes its descriptor now)
+            os.fstat(other)             # EBADF: closed behind its owner's back
+        finally:
+            os.close(other)
+        if done and k > 0:
+            break
+        k += 1
+    assert k > 20

@@ -28,6 +28,7 @@ import difflib
 import errno
 import fcntl
 import functools
+import io
 import itertools
 import operator
 import os
@@ -2046,19 +2047,21 @@ class SessionStore:
                 raise SessionRefused(f"session {session_id}: symbolic link refused", "refused_symlink")
             if not stat.S_ISREG(st.st_mode):
                 raise SessionUnreadable(f"session {session_id}: {path} is not a regular file")
-            # the file object owns the descriptor from here (its last statement:
-            # nothing can interrupt between it and the end of this block)
-            fh = open(fd, "rb", buffering=_BUFFER, closefd=True)  # noqa: SIM115 - the _File's
         except BaseException:
             os.close(fd)
             raise
+        # One owner of the descriptor at any time, whatever an interrupt
+        # (a signal handler runs between any two bytecodes, a call's return
+        # included) cuts short: this code until the FileIO is made, the FileIO
+        # from then on.  Never os.close once it is: a file object an interrupt
+        # dropped closes it too, and the second close hit whatever the process
+        # had opened meanwhile under that number.  (An interrupt between the
+        # two statements leaks the descriptor: a leak, never a double close.)
+        raw = io.FileIO(fd, "rb", closefd=True)
         try:
-            return _File(fh, session_id, path)
+            return _File(io.BufferedReader(raw, _BUFFER), session_id, path)
         except BaseException:
-            # (idempotent: a _File an interrupt dropped half made may have
-            # closed it already; os.close here closed its number twice, the
-            # second time another file opened meanwhile)
-            fh.close()
+            raw.close()         # (idempotent: closed already when the reader was dropped)
             raise
 
     def _open_checked(self, session_id: str) -> tuple[_File, dict[str, Any]]:

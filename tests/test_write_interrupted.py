@@ -28,8 +28,10 @@ def _other_writer_can_write(db_path) -> None:
         c.close()
 
 
-@pytest.mark.parametrize("where", ["begin", "commit"])
+@pytest.mark.parametrize("where", ["begin", "commit", "exit"])
 def test_an_interrupted_write_leaves_no_transaction(tmp_path, monkeypatch, where):
+    """(exit: before any of __exit__'s code runs; the write method's caller
+    frame, FactStore's own, rolls back.)"""
     p = open_project(store=tmp_path / "store")
     seqs = _session(p)
     p.remember("fact number 0", p.sessions.source_snapshot("s1", seqs[0], seqs[0]).ref)
@@ -41,6 +43,11 @@ def test_an_interrupted_write_leaves_no_transaction(tmp_path, monkeypatch, where
             raise KeyboardInterrupt          # as a Ctrl-C just after BEGIN IMMEDIATE
 
         monkeypatch.setattr(facts_mod, "_begin", begin)
+    elif where == "exit":
+        def exit_(self, *exc):
+            raise KeyboardInterrupt          # as a Ctrl-C as __exit__ is entered
+
+        monkeypatch.setattr(facts_mod.FactStore._Txn, "__exit__", exit_)
     else:
         real_execute = facts_mod._Connection.execute
 
@@ -60,4 +67,28 @@ def test_an_interrupted_write_leaves_no_transaction(tmp_path, monkeypatch, where
     assert p.list_facts()["total"] == 1
     p.remember("fact number 2", p.sessions.source_snapshot("s1", seqs[2], seqs[2]).ref)
     assert p.list_facts()["total"] == 2
+    p.close()
+
+
+@pytest.mark.parametrize("verb", ["correct", "forget"])
+def test_an_interrupt_as_a_write_ends_leaves_no_transaction(tmp_path, monkeypatch, verb):
+    p = open_project(store=tmp_path / "store")
+    seqs = _session(p)
+    ref = p.sessions.source_snapshot("s1", seqs[0], seqs[0]).ref
+    fact = p.remember("fact number 0", ref).fact
+
+    def exit_(self, *exc):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(facts_mod.FactStore._Txn, "__exit__", exit_)
+    with pytest.raises(KeyboardInterrupt):
+        if verb == "correct":
+            p.correct(fact.fact_id, "fact number 0!", expected_revision=1,
+                      ref=p.sessions.source_snapshot("s1", seqs[1], seqs[1]).ref)
+        else:
+            p.forget(fact.fact_id)
+    monkeypatch.undo()
+    assert not p.facts._conn.in_transaction
+    _other_writer_can_write(p.store.facts_db)
+    assert p.recall(fact.fact_id)["revision"] == 1
     p.close()

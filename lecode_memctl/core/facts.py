@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, Literal, ParamSpec, TypeVar
 
 import orjson
 
@@ -1614,6 +1614,32 @@ def _merged_groups(cursors: list[sqlite3.Cursor], prov: dict[tuple[Any, Any], di
 # The store
 
 
+_R = TypeVar("_R")
+_P = ParamSpec("_P")
+
+
+def _ends_its_transaction(method: Callable[Concatenate[FactStore, _P], _R]
+                          ) -> Callable[Concatenate[FactStore, _P], _R]:
+    """A FactStore write method that leaves no transaction open, whatever
+    ends it: a Ctrl-C landing as ``_Txn.__exit__`` is entered (a signal
+    handler runs at a call's start) runs none of its code, and the writer
+    held SQLite's write lock until its next write.  Rolled back here, in
+    the method's own caller frame (one interrupt cannot land twice)."""
+    import functools
+
+    @functools.wraps(method)
+    def write(self: FactStore, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(self, *args, **kwargs)
+        except BaseException:
+            db = self._conn
+            if db is not None and db.in_transaction:
+                FactStore._Txn(self)._rolled_back(db)
+            raise
+
+    return write
+
+
 class FactStore(ClosesOnExit):
     """The project's facts database.  See the module docstring."""
 
@@ -2889,6 +2915,7 @@ class FactStore(ClosesOnExit):
             out.append(p)
         return out
 
+    @_ends_its_transaction
     def add(self, text: str, *, provenance: Iterable[Provenance] = (),
             ref: SourceRef | None = None, expected_generation: int | None = None) -> RememberResult:
         """Store a fact without validating its evidence (unverified storage).
@@ -2927,6 +2954,7 @@ class FactStore(ClosesOnExit):
                             provenance=provenance, ref=ref,
                             expected_generation=expected_generation)
 
+    @_ends_its_transaction
     def _revise(self, fact_id: str, text: str, *, expected_revision: int,
                 provenance: Iterable[Provenance] = (), ref: SourceRef | None = None,
                 expected_generation: int | None = None,
@@ -2971,6 +2999,7 @@ class FactStore(ClosesOnExit):
                        (new, now, fact_id))
         return Fact(fact_id, new, text, created, now, ref, tuple(prov))
 
+    @_ends_its_transaction
     def attach_source(self, fact_id: str, revision: int, ref: SourceRef, *,
                       sessions: SessionReader | None = None, project_root: Any = None,
                       purpose: str = "working") -> bool:
@@ -3038,6 +3067,7 @@ class FactStore(ClosesOnExit):
         if self._generation_in(db) != seen:
             self._check_valid(ref, sessions, purpose)
 
+    @_ends_its_transaction
     def remember(self, text: str, ref: SourceRef, *, sessions: SessionReader, project_root: Any = None,
                  deduplicate: bool = False,
                  expected_generation: int | None = None) -> RememberResult:
@@ -3162,6 +3192,7 @@ class FactStore(ClosesOnExit):
         others = self.facts_using(positions, exclude_fact=fact_id)
         return ForgetPlan(fact_id, True, tuple(new), tuple(old), gen, gen + 1, tuple(others))
 
+    @_ends_its_transaction
     def forget(self, fact_id: str) -> bool:
         """Forget one fact in one ``BEGIN IMMEDIATE`` transaction: exclusions for
         every position of every revision's provenance and source refs, a

@@ -384,3 +384,34 @@ def test_an_interrupt_anywhere_in_open_never_closes_a_descriptor_twice(ss):
             break
         k += 1
     assert k > 20
+
+
+@pytest.mark.parametrize("where", ["after_write", "mid_write"])
+def test_an_interrupted_append_leaves_the_transcript_whole(ss, monkeypatch, where):
+    """A Ctrl-C during an append (after its line was written, before the
+    writer counted it; or between two pieces of the line) takes the line
+    back: the next append neither gives its seq a second time nor runs
+    its line into a torn one."""
+    from lecode_memctl.core import sessions as sessions_mod
+
+    w = ss.create("s1")
+    w.append_message("user", "one")
+    if where == "after_write":
+        def fsync(fd):
+            raise KeyboardInterrupt
+        monkeypatch.setattr(sessions_mod.os, "fsync", fsync)
+    else:
+        real = sessions_mod.write_all
+
+        def write_all(fd, data):
+            real(fd, data[: len(data) // 2])
+            raise KeyboardInterrupt
+        monkeypatch.setattr(sessions_mod, "write_all", write_all)
+    with pytest.raises(KeyboardInterrupt):
+        w.append_message("user", "two")
+    monkeypatch.undo()
+    assert w.append_message("user", "three") == 2
+    w.close()
+    info = ss.info("s1")
+    assert (info.state, info.records) == ("ok", 3)
+    assert [r["content"] for r in ss.records("s1", 1, 2)] == ["one", "three"]

@@ -2856,15 +2856,25 @@ class SessionWriter(ClosesOnExit):
         fd = self._fd
         try:
             before = os.fstat(fd).st_size
+        except OSError as exc:
+            raise StoreWriteError(f"{self.path}: append failed: {exc.strerror or exc}") from None
+        try:
             write_all(fd, line)
             os.fsync(fd)
-        except OSError as exc:
+            self.next_seq = seq + 1
+        except BaseException as exc:
+            # an append that raises wrote nothing: an I/O error, or a Ctrl-C
+            # after the line (or a piece of it) was written and before it was
+            # counted, whose seq the next append gave again, or ran its line
+            # into the torn one
             try:
                 os.ftruncate(fd, before)
             except OSError:
                 pass
-            raise StoreWriteError(f"{self.path}: append failed: {exc.strerror or exc}") from None
-        self.next_seq = seq + 1
+            if isinstance(exc, OSError):
+                raise StoreWriteError(f"{self.path}: append failed: "
+                                      f"{exc.strerror or exc}") from None
+            raise
         return seq
 
     @staticmethod

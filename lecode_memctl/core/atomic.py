@@ -206,7 +206,8 @@ def resolves_inside(path: str | os.PathLike[str], fence: str | os.PathLike[str])
     return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
 
 
-def private_tempdir(prefix: str, outside: str | os.PathLike[str]) -> str:
+def private_tempdir(prefix: str, outside: str | os.PathLike[str],
+                    made: Callable[[str], None] | None = None) -> str:
     """A fresh private directory (mode 0700, a random name as ``mkdtemp``
     makes it) for memctl's own copies, never inside ``outside`` (a store: a
     read must not create a byte there).  The candidates, in order:
@@ -217,7 +218,9 @@ def private_tempdir(prefix: str, outside: str | os.PathLike[str]) -> str:
     them) into ``outside`` is passed over, and the directory is made under
     the resolved path that was checked; one where it cannot be made (read
     only, no permission) is passed over too.  ``StoreWriteError`` when no
-    candidate is left."""
+    candidate is left.  ``made``: told each path just before it is made
+    (:func:`_mkdtemp`), so that an interrupt on the way back leaves no
+    directory its caller does not know of."""
     candidates: list[str | None] = [os.environ.get(v, "") for v in ("TMPDIR", "TEMP", "TMP")]
     candidates += ["/tmp", "/var/tmp", "/usr/tmp", None]
     inside: list[str] = []
@@ -234,7 +237,7 @@ def private_tempdir(prefix: str, outside: str | os.PathLike[str]) -> str:
             continue
         real = os.path.realpath(c)
         try:
-            return _mkdtemp(real, prefix)
+            return _mkdtemp(real, prefix, made)
         except OSError as exc:
             failed.append(f"{c}: {exc.strerror or exc}")
     why = []
@@ -246,12 +249,15 @@ def private_tempdir(prefix: str, outside: str | os.PathLike[str]) -> str:
                           f"({'; '.join(why) or 'none found'}); set TMPDIR")
 
 
-def _mkdtemp(parent: str, prefix: str) -> str:
+def _mkdtemp(parent: str, prefix: str, made: Callable[[str], None] | None = None) -> str:
     """``tempfile.mkdtemp(prefix=prefix, dir=parent)``: a new directory of
     mode 0700 under a random name in ``parent`` (an absolute, resolved
-    path; a name taken is tried again)."""
+    path; a name taken is tried again).  ``made(path)`` is called before
+    the directory is made (a random name, taken by nobody else)."""
     for _ in range(100):
         path = os.path.join(parent, prefix + os.urandom(6).hex())
+        if made is not None:
+            made(path)
         try:
             os.mkdir(path, 0o700)
         except FileExistsError:

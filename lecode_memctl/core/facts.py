@@ -1720,6 +1720,13 @@ class FactStore(ClosesOnExit):
             (close or self.close)()
             raise
 
+    def _made_tmpdir(self, path: str) -> None:
+        """The private directory, recorded before it is made: a close after
+        an interrupt anywhere in the snapshot removes it (its copy of the
+        facts was left in $TMPDIR when the interrupt came before the
+        snapshot returned)."""
+        self._tmpdir = path
+
     def _open_readonly(self) -> None:
         wal = self.path.with_name(self.path.name + "-wal")
         st = lstat_regular(self.path)
@@ -1736,14 +1743,16 @@ class FactStore(ClosesOnExit):
                     # transaction (a hot journal) or still running.  Read a private
                     # copy that SQLite rolls back, never the main file as it is
                     # (immutable=1 would show the uncommitted pages).
-                    self._tmpdir = private_journal_snapshot(self.path, journal, self.busy_timeout)
+                    self._tmpdir = private_journal_snapshot(self.path, journal, self.busy_timeout,
+                                                        self._made_tmpdir)
                     self.snapshot = True
                 else:
                     # A private copy even with no -wal: read in place (immutable=1),
                     # the main file could change under a long read when a writer
                     # starts and checkpoints into it on close ('database disk image
                     # is malformed' under the 30-second load, in a facts listing).
-                    self._tmpdir = private_snapshot(self.path, wal, self.busy_timeout)
+                    self._tmpdir = private_snapshot(self.path, wal, self.busy_timeout,
+                                                self._made_tmpdir)
                     self.snapshot = True
                 self._open_snapshot()
             except OSError as exc:

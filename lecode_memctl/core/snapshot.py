@@ -12,7 +12,7 @@ import os
 import shutil
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from .atomic import is_link_refusal, lstat_regular, open_nofollow, private_tempdir, write_all
@@ -254,7 +254,8 @@ def _pause_before_retry(path: Path, attempt: int, waited: float, timeout: float)
     return waited + delay
 
 
-def private_snapshot(path: Path, wal: Path, timeout: float) -> str:
+def private_snapshot(path: Path, wal: Path, timeout: float,
+                     made: Callable[[str], None] | None = None) -> str:
     """Copy the database and its -wal (never the -shm) into a fresh private
     directory, checking that neither changed while copying.  Returns the dir.
     The database streams into the copy in 1 MiB chunks, so memory does not
@@ -272,13 +273,17 @@ def private_snapshot(path: Path, wal: Path, timeout: float) -> str:
     that was copied; a checkpoint (the database file changes) or a restarted
     -wal (its header changes) makes the attempt retry.  While a
     writer keeps committing, retries with a growing pause for as long as a
-    writer waits for its lock (``timeout``, the busy timeout)."""
+    writer waits for its lock (``timeout``, the busy timeout).  ``made``:
+    told the directory before it is made (:func:`~.atomic.private_tempdir`):
+    the caller removes it even when an interrupt lands on the way back."""
     waited = 0.0
     attempt = 0
-    tmp = private_tempdir("memctl-facts-", path.parent)  # never inside the store
-    db_copy = os.path.join(tmp, "facts.sqlite3")
-    wal_copy = os.path.join(tmp, "facts.sqlite3-wal")
+    mine: list[str] = []
     try:
+        tmp = private_tempdir("memctl-facts-", path.parent,   # never inside the store
+                              _recorder(mine, made))
+        db_copy = os.path.join(tmp, "facts.sqlite3")
+        wal_copy = os.path.join(tmp, "facts.sqlite3-wal")
         with _writing_copy(path, db_copy):
             os.chmod(tmp, 0o700)
         while True:
@@ -317,11 +322,23 @@ def private_snapshot(path: Path, wal: Path, timeout: float) -> str:
             attempt += 1
             waited = _pause_before_retry(path, attempt, waited, timeout)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        for tmp in mine:
+            shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 
-def private_journal_snapshot(path: Path, journal: Path, timeout: float) -> str:
+def _recorder(mine: list[str], made: Callable[[str], None] | None) -> Callable[[str], None]:
+    """``private_tempdir``'s ``made``: the path kept in ``mine`` (the only
+    one: a name taken is replaced by the next) and told to ``made``."""
+    def record(path: str) -> None:
+        mine[:] = [path]
+        if made is not None:
+            made(path)
+    return record
+
+
+def private_journal_snapshot(path: Path, journal: Path, timeout: float,
+                             made: Callable[[str], None] | None = None) -> str:
     """Copy a rollback-journal mode database and its ``-journal`` into a fresh
     private directory, checking that neither changed while copying; returns
     the directory.  Opening the copy, SQLite rolls a hot journal back there
@@ -332,13 +349,14 @@ def private_journal_snapshot(path: Path, journal: Path, timeout: float) -> str:
     unchanged journal and an unchanged database make a consistent pair.  A
     journal that vanished meanwhile (the transaction ended) leaves the
     database alone, whole, when it did not change either; else retries, as
-    :func:`private_snapshot` does, then exit 6."""
+    :func:`private_snapshot` does, then exit 6.  ``made``: as there."""
     waited = 0.0
     attempt = 0
-    tmp = private_tempdir("memctl-facts-", path.parent)
-    db_copy = os.path.join(tmp, "facts.sqlite3")
-    journal_copy = os.path.join(tmp, "facts.sqlite3-journal")
+    mine: list[str] = []
     try:
+        tmp = private_tempdir("memctl-facts-", path.parent, _recorder(mine, made))
+        db_copy = os.path.join(tmp, "facts.sqlite3")
+        journal_copy = os.path.join(tmp, "facts.sqlite3-journal")
         while True:
             _remove_leftovers(path, db_copy, journal_copy)
             db_before = lstat_regular(path)
@@ -357,5 +375,6 @@ def private_journal_snapshot(path: Path, journal: Path, timeout: float) -> str:
             attempt += 1
             waited = _pause_before_retry(path, attempt, waited, timeout)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        for tmp in mine:
+            shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -332,7 +332,7 @@ def test_lock_wait_reaches_the_snapshot_of_a_live_database(built, monkeypatch, a
     project, store, ids = built
     seen = []
 
-    def busy_snapshot(path, wal, timeout):  # noqa: ANN001,ANN202
+    def busy_snapshot(path, wal, timeout, made=None):  # noqa: ANN001,ANN202
         seen.append(timeout)
         raise StoreBusy(f"{path}: kept changing (test)")
 
@@ -361,7 +361,7 @@ def test_lock_wait_reaches_the_snapshot_in_secrets_and_redact(built, monkeypatch
     project, store, _ids = built
     seen = []
 
-    def busy_snapshot(path, wal, timeout):  # noqa: ANN001,ANN202
+    def busy_snapshot(path, wal, timeout, made=None):  # noqa: ANN001,ANN202
         seen.append(timeout)
         raise StoreBusy(f"{path}: kept changing (test)")
 

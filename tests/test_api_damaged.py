@@ -63,3 +63,38 @@ def test_the_library_and_memctl_say_the_same(demo_template, tmp_path):
     res = run_cli("--store", str(store), "--no-state", "read", "demo-alpha", "1", "3")
     assert res.exit_code == StoreCorrupt.exit_code
     assert res.stderr == f"memctl: error: {got.value.message}\n"
+
+
+@pytest.mark.parametrize("table", ["meta", "facts"])
+def test_the_public_read_functions_on_a_damaged_database(demo_template, tmp_path, table):
+    """recall, history, facts_page and build_memory_section, the public
+    functions over a FactStore, raise memctl errors too."""
+    from lecode_memctl.core import (
+        FactStore,
+        build_memory_section,
+        facts_page,
+        history,
+        load_memory_config,
+        recall,
+    )
+
+    store = copy_demo(demo_template, tmp_path / "demo")
+    _damage(store / "facts.sqlite3", table, 8, 200)
+    st = store_at(store)
+    config = load_memory_config(tmp_path / "demo" / "config")
+    for fs in (FactStore.open_readonly(st.facts_db), FactStore(st.facts_db)):
+        ss = SessionStore(st, exclusions=fs)
+        uses = {
+            "recall": (recall, (fs, ss, FACT)),
+            "history": (history, (fs, ss, FACT)),
+            "facts_page": (facts_page, (fs, ss)),
+            "build_memory_section": (build_memory_section, (st, config, fs, ss)),
+        }
+        for name, (fn, args) in uses.items():
+            try:
+                fn(*args)
+            except MemctlError:
+                pass
+            except Exception as exc:  # noqa: BLE001
+                pytest.fail(f"{name}: {type(exc).__module__}.{type(exc).__name__}: {exc}")
+        fs.close()

@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from ._record import record
+from .errors import raises_typed
 from .layout import Store
 from .memory_config import MemoryConfig
 from .sourceref import SessionReader, SourceRef, SourceStatus
@@ -179,6 +180,7 @@ def _markdown_part(name: str, heading: str, data: bytes | None, budget: int, tai
     return out, Part(name, len(out.encode("utf-8")), size, True, omitted)
 
 
+@raises_typed
 def build_memory_section(store: Store, config: MemoryConfig, facts: Any, sessions: SessionReader, *,
                          explain: bool = False) -> MemorySection:
     """Build the memory section offline.

@@ -10,6 +10,15 @@ these classes plus the statuses no error class carries (0, 1, 70, 129, 130,
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import ParamSpec, TypeVar
+
+    _P = ParamSpec("_P")
+    _R = TypeVar("_R")
+
 
 class MemctlError(Exception):
     """Base of every error the core raises on purpose."""
@@ -122,6 +131,19 @@ class typed_errors:  # noqa: N801 - used as a context manager, named as one
         typed = sqlite_error(exc)
         if typed is not None:
             raise typed from exc
+
+
+def raises_typed(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+    """A public function of the core whose errors of SQLite's reach its
+    caller as memctl errors (:class:`typed_errors`)."""
+    import functools
+
+    @functools.wraps(fn)
+    def typed(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with typed_errors():
+            return fn(*args, **kwargs)
+
+    return typed
 
 
 EXIT_OK = 0

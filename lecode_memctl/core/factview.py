@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from .atomic import open_in_dir
-from .errors import MemctlError, NotFound, UsageError
+from .errors import MemctlError, NotFound, UsageError, raises_typed
 from .facts import (
     FACT_ID_RE,
     Fact,
@@ -473,6 +473,7 @@ def _valid_proposals(raw: Sequence[Any], sessions: SessionReader, facts: FactSto
 MAX_OFFSET = (1 << 63) - 1
 
 
+@raises_typed
 def facts_page(facts: FactStore | None, sessions: SessionReader, *, offset: int = 0, limit: int = PAGE_FACTS,
                session_id: str | None = None,
                max_bytes: int = MAX_OUTPUT_BYTES,
@@ -530,6 +531,7 @@ def _require_fact(facts: FactStore | None, fact_id: str) -> Fact:
     return facts.require(fact_id)
 
 
+@raises_typed
 def recall(facts: FactStore | None, sessions: SessionReader, fact_id: str, *, offset: int = 0,
            limit: int | None = None, max_bytes: int = MAX_OUTPUT_BYTES,
            head: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -571,6 +573,7 @@ def recall(facts: FactStore | None, sessions: SessionReader, fact_id: str, *, of
     return doc
 
 
+@raises_typed
 def history(facts: FactStore | None, sessions: SessionReader, fact_id: str) -> dict[str, Any]:
     """Every revision with its text, time, source and each source's status today."""
     fact = _require_fact(facts, fact_id)

@@ -24,10 +24,12 @@ is not the store's slug.
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import errno
 import fcntl
 import functools
+import heapq
 import io
 import itertools
 import operator
@@ -218,6 +220,13 @@ class UndoState:
     def __init__(self, events: Iterable[dict[str, Any]] = ()) -> None:
         self._undo: list[tuple[int, str, int, int]] = []   # (event seq, kind, first, last)
         self.clear_seq: int | None = None
+        # the newest event covering each position, as segments (starts,
+        # names): position p lies in segment i = bisect_right(starts, p) - 1,
+        # whose winner is names[i] (None: no event covers it); built on the
+        # first state() after an add (one attribute: a reader in another
+        # thread sees both lists or neither), so a query costs O(log U), not
+        # a walk over every event
+        self._segs: tuple[list[int], list[str | None]] | None = None
         for ev in events:
             self.add(ev)
 
@@ -238,14 +247,39 @@ class UndoState:
                 last = min(last, seq - 1)
                 if first <= last:
                     self._undo.append((seq, name, first, last))
+                    self._segs = None
 
     def state(self, pos: int) -> str | None:
-        """``undo``/``redo`` of the newest such event covering ``pos``, else None."""
-        best: tuple[int, str] | None = None
-        for seq, name, first, last in self._undo:
-            if first <= pos <= last and (best is None or seq > best[0]):
-                best = (seq, name)
-        return best[1] if best else None
+        """``undo``/``redo`` of the newest such event covering ``pos`` (the
+        first added among events of the same seq), else None."""
+        segs = self._segs
+        if segs is None:
+            segs = self._segs = self._segments()
+        i = bisect.bisect_right(segs[0], pos) - 1
+        return segs[1][i] if i >= 0 else None
+
+    def _segments(self) -> tuple[list[int], list[str | None]]:
+        """Sweep the targets in order of their first position with a heap of
+        the events covering the sweep point, newest on top: one segment per
+        stretch of positions that no target starts or ends inside."""
+        order = sorted(range(len(self._undo)), key=lambda k: self._undo[k][2])
+        bounds = sorted({b for _, _, first, last in self._undo for b in (first, last + 1)})
+        heap: list[tuple[int, int]] = []        # (-event seq, index added)
+        starts: list[int] = []
+        names: list[str | None] = []
+        j = 0
+        for b in bounds:
+            while j < len(order) and self._undo[order[j]][2] <= b:
+                k = order[j]
+                heapq.heappush(heap, (-self._undo[k][0], k))
+                j += 1
+            while heap and self._undo[heap[0][1]][3] < b:
+                heapq.heappop(heap)
+            name = self._undo[heap[0][1]][1] if heap else None
+            if not names or names[-1] != name:
+                starts.append(b)
+                names.append(name)
+        return starts, names
 
 
 def undo_target(ev: dict[str, Any]) -> tuple[int, int] | None:

@@ -293,7 +293,7 @@ class GrepRun:
                     if when is None or (self.since is not None and when < self.since) or \
                             (self.until is not None and when >= self.until):
                         continue
-                pending.append((rec, found))
+                pending.append((_pending_record(rec, sid), found))
         except (MemctlError, OSError) as exc:
             self.skipped.append((sid, str(exc)))
             return
@@ -325,16 +325,32 @@ class GrepRun:
         # a compaction summary
         if self.purpose == "working" and us.clear_seq is not None and rec["seq"] < us.clear_seq:
             return "cleared"
-        lineage = rec.get("lineage")
-        for ref in lineage if isinstance(lineage, list) else ():
-            if not isinstance(ref, Mapping) or not isinstance(ref.get("seqs"), list):
-                continue
-            if ref.get("session_id") != sid:
-                continue
-            for s in ref["seqs"]:
-                if isinstance(s, int) and (s in excluded or us.state(s) == "undo"):
-                    return "inert"
+        for s in rec[_LINEAGE_POSITIONS]:
+            if s in excluded or us.state(s) == "undo":
+                return "inert"
         return None
+
+
+# What _hidden reads of a record with hits, all that a session's pending hits
+# keep of it until its undo/redo/clear events are known: the fields of the
+# visibility predicate, and for a summary the positions of its own session
+# that its lineage names; not the content, tool calls or summary, whose
+# matching lines the hits hold already (a session whose every record
+# matched held every parsed record of it).
+_VISIBILITY_FIELDS = ("type", "seq", "role", "epoch", "synthetic")
+_LINEAGE_POSITIONS = " lineage positions"      # (never a JSON key of a record)
+
+
+def _pending_record(rec: dict[str, Any], sid: str) -> dict[str, Any]:
+    slim = {k: rec[k] for k in _VISIBILITY_FIELDS if k in rec}
+    if rec.get("type") != "message":
+        lineage = rec.get("lineage")
+        slim[_LINEAGE_POSITIONS] = tuple(
+            s for ref in (lineage if isinstance(lineage, list) else ())
+            if isinstance(ref, Mapping) and isinstance(ref.get("seqs"), list)
+            and ref.get("session_id") == sid
+            for s in ref["seqs"] if isinstance(s, int))
+    return slim
 
 
 # (role, JSON path, line, start, end, line shown, context before, context after)

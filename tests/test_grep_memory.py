@@ -1,0 +1,74 @@
+"""grep keeps a session's hits until the session's undo/redo/clear events are
+known, and of each record with a hit only what visibility needs: not the
+parsed record itself.  A session of large records that all match held every
+one of them (a 9 MB transcript of summaries with cumulative lineage: 64 MiB
+peak against 34 MiB at a quarter of it)."""
+
+from __future__ import annotations
+
+import tracemalloc
+from pathlib import Path
+
+import orjson
+
+from lecode_memctl.core.grep import grep
+from lecode_memctl.core.layout import store_at
+
+SLUG = "proj-0123456789ab"
+BODY = 20_000          # characters of each record's one long line (the hit shows 400)
+
+
+def _store(root: Path, n: int) -> Path:
+    st = store_at(root / "memory" / SLUG)
+    st.sessions_dir.mkdir(parents=True)
+    recs: list[dict] = [{"seq": 0, "type": "session", "format": 1, "session_id": "big",
+                         "project": SLUG, "created": "2026-01-01T00:00:00Z"}]
+    for i in range(1, n + 1):
+        if i % 2:
+            recs.append({"seq": i, "type": "message", "role": "user",
+                         "content": "needle " + "x" * BODY})
+        else:
+            recs.append({"seq": i, "type": "event", "event": "compact", "prior": None,
+                         "summary": "needle " + "y" * BODY, "model": "m", "usage": None,
+                         "lineage": [{"session_id": "big", "seqs": [i - 1], "digest": "0" * 64,
+                                      "note": "z" * BODY}]})
+    recs.append({"seq": n + 1, "type": "event", "event": "undo", "target": [1, 1]})
+    with open(st.sessions_dir / "big.jsonl", "wb") as fh:
+        fh.write(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    return st.path
+
+
+def _peak(store: Path) -> tuple[int, int]:
+    from lecode_memctl.core.layout import store_given
+
+    run = grep(store_given(store), "needle", include_hidden=True)
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        hits = sum(1 for _ in run.hits())
+        return hits, tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+
+
+def test_pending_hits_do_not_hold_their_records(tmp_path: Path) -> None:
+    n_small, n_large = 40, 160
+    hits_small, small = _peak(_store(tmp_path / "a", n_small))
+    hits_large, large = _peak(_store(tmp_path / "b", n_large))
+    assert (hits_small, hits_large) == (n_small, n_large)
+    # each record is about 20-40 KB parsed; a hit keeps about 1 KB (400
+    # characters of line, its path and the visibility fields)
+    per_record = (large - small) / (n_large - n_small)
+    assert per_record < 4_000, per_record
+
+
+def test_visibility_of_pending_hits_is_unchanged(tmp_path: Path) -> None:
+    from lecode_memctl.core.layout import store_given
+
+    store = _store(tmp_path, 6)
+    got = [(h.seq, h.role, h.hidden) for h in
+           grep(store_given(store), "needle", include_hidden=True).hits()]
+    # seq 1 is undone (the undo event at the end), so the summary citing it is inert
+    assert got == [(1, "user", "undone"), (2, "summary", "inert"), (3, "user", None),
+                   (4, "summary", None), (5, "user", None), (6, "summary", None)]

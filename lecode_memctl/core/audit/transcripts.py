@@ -808,6 +808,7 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
     if rest:
         _torn(add, size, offset, mtime, now, lineno + 1)
     us = UndoState(events)
+    corrupt_after.sort()      # (each span looks its corrupt lines up: _span_status)
     memo: dict[tuple[tuple[int, ...], str, str], SourceStatus] = {}
     # Records whose seq repeats or goes back: no rule of this loop's own
     # decides the spans of such a transcript, but the one-reference read
@@ -1039,10 +1040,20 @@ def _span_status(seqs: tuple[int, ...], digest: str, purpose: str, records: dict
                  corrupt_after: list[int], last_seq: int,
                  excluded: frozenset[int], generation: int, us: Any) -> SourceStatus:
     """The same decision as ``SessionStore.validate_many``, from one pass's data:
-    the span's own corruption here, then ``sessions.span_decision``."""
+    the span's own corruption here, then ``sessions.span_decision``.
+    ``corrupt_after`` is sorted: a span finds its corrupt lines by a binary
+    search, not by a walk over every corrupt line of the transcript (once per
+    span, that was spans x corrupt lines)."""
     lo, hi = seqs[0], seqs[-1]
-    for c in corrupt_after:
-        if lo <= c < hi or (c == lo - 1 and lo not in records):
+    if corrupt_after:
+        # a corrupt line inside the span (placed after lo..hi-1), or right
+        # before it (after lo-1) when the span's first record is not there
+        i = bisect_left(corrupt_after, lo - 1)
+        n = len(corrupt_after)
+        if i < n and corrupt_after[i] == lo - 1 and lo not in records:
+            return status_for("records_corrupt", "a corrupt line in the span")
+        i = bisect_left(corrupt_after, lo, i)
+        if i < n and corrupt_after[i] < hi:
             return status_for("records_corrupt", "a corrupt line in the span")
     got = list(map(records.get, range(lo, hi + 1)))
     if None in got:

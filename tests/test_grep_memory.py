@@ -72,3 +72,50 @@ def test_visibility_of_pending_hits_is_unchanged(tmp_path: Path) -> None:
     # seq 1 is undone (the undo event at the end), so the summary citing it is inert
     assert got == [(1, "user", "undone"), (2, "summary", "inert"), (3, "user", None),
                    (4, "summary", None), (5, "user", None), (6, "summary", None)]
+
+
+def _excluded_store(root: Path, n: int) -> Path:
+    """n matching messages, all excluded (forgotten in facts of 200 positions each)."""
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.sourceref import SourceRef, canonical_digest
+
+    st = store_at(root / "memory" / SLUG)
+    st.sessions_dir.mkdir(parents=True)
+    recs: list[dict] = [{"seq": 0, "type": "session", "format": 1, "session_id": "ex",
+                         "project": SLUG, "created": "2026-01-01T00:00:00Z"}]
+    recs += [{"seq": i, "type": "message", "role": "user", "content": f"needle {i} " + "x" * 300}
+             for i in range(1, n + 1)]
+    recs.append({"seq": n + 1, "type": "message", "role": "user", "content": "needle kept"})
+    with open(st.sessions_dir / "ex.jsonl", "wb") as fh:
+        fh.write(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    with FactStore(st.facts_db) as fs:
+        for lo in range(1, n + 1, 200):
+            seqs = tuple(range(lo, min(lo + 200, n + 1)))
+            ref = SourceRef("ex", seqs, canonical_digest(recs[seqs[0]:seqs[-1] + 1]))
+            fs.forget(fs.add(f"fact {lo}", ref=ref).fact.fact_id)
+    return st.path
+
+
+def _excluded_peak(store: Path, include_hidden: bool) -> tuple[list[int], int]:
+    from lecode_memctl.core.layout import store_given
+
+    run = grep(store_given(store), "needle", include_hidden=include_hidden)
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        seqs = [h.seq for h in run.hits()]
+        return seqs, tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+
+
+def test_hits_hidden_whatever_the_events_are_not_kept(tmp_path: Path) -> None:
+    small_store, large_store = _excluded_store(tmp_path / "a", 400), _excluded_store(tmp_path / "b", 1600)
+    got_small, small = _excluded_peak(small_store, False)
+    got_large, large = _excluded_peak(large_store, False)
+    assert (got_small, got_large) == ([401], [1601])
+    # a kept hit is about 1 KB (its 300-character line and what visibility reads)
+    assert (large - small) / 1200 < 200, (small, large)
+    # with --include-hidden every one is reported, excluded
+    seqs, _ = _excluded_peak(small_store, True)
+    assert seqs == list(range(1, 402))

@@ -270,6 +270,10 @@ class GrepRun:
         self.sessions_searched += 1
         created = _record_time({"created": hdr.get("created")}, None)
         us = UndoState()
+        # (a record hidden before any undo/redo/clear event is known stays
+        # hidden after: the events only hide more; without include_hidden
+        # it is dropped now, not kept with the pending hits)
+        no_events = UndoState()
         pending: list[tuple[dict[str, Any], list[_Span]]] = []
         regex = self.regex
         try:
@@ -293,7 +297,11 @@ class GrepRun:
                     if when is None or (self.since is not None and when < self.since) or \
                             (self.until is not None and when >= self.until):
                         continue
-                pending.append((_pending_record(rec, sid), found))
+                slim = _pending_record(rec, sid)
+                if not self.include_hidden and \
+                        self._hidden(sid, slim, excluded, generation, no_events) is not None:
+                    continue
+                pending.append((slim, found))
         except (MemctlError, OSError) as exc:
             self.skipped.append((sid, str(exc)))
             return

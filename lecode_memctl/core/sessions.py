@@ -3047,7 +3047,8 @@ def _ensure_dirs(*paths: str) -> None:
 def lock_session(sessions_dir: str, session_id: str) -> int:
     """Take the session's ``<id>.lock`` (the lock every writer of the session
     holds), without waiting; the locked fd.  StoreBusy (exit 6) while another
-    process holds it."""
+    writer holds it: another process's, or another of this process's (the
+    lock belongs to an open file, not to a process)."""
     path = os.path.join(sessions_dir, session_id + LOCK_SUFFIX)
     try:
         fd = open_nofollow(path, os.O_RDWR | os.O_CREAT)
@@ -3060,8 +3061,8 @@ def lock_session(sessions_dir: str, session_id: str) -> int:
     except OSError as exc:
         os.close(fd)
         if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-            raise StoreBusy(f"session {session_id} is being written by another process "
-                            f"({path} is locked)") from None
+            raise StoreBusy(f"session {session_id} is being written by another writer, of "
+                            f"another process or of this one ({path} is locked)") from None
         raise StoreWriteError(f"{path}: cannot lock: {exc.strerror}") from None
     return fd
 

@@ -92,3 +92,60 @@ def test_an_interrupt_as_a_write_ends_leaves_no_transaction(tmp_path, monkeypatc
     _other_writer_can_write(p.store.facts_db)
     assert p.recall(fact.fact_id)["revision"] == 1
     p.close()
+
+
+@pytest.mark.parametrize("other", ["add", "forget_missing"])
+def test_a_write_of_another_thread_does_not_roll_back_one_in_its_transaction(tmp_path, other):
+    """The leftover rollbacks are of this thread's own transaction: a write
+    that another thread starts (or fails) on the same store while one is
+    inside its BEGIN..COMMIT neither rolls that one back (its remaining
+    statements then committed one by one, and its COMMIT failed, 'cannot
+    commit - no transaction is active', with its forget in effect) nor
+    runs inside it; it is refused, as before the rollbacks."""
+    import threading
+
+    from lecode_memctl.core.errors import MemctlError
+
+    store = facts_mod.FactStore(tmp_path / "facts.sqlite3")
+    fact_id = store.add("fact to forget").fact.fact_id
+    real = facts_mod.meta_generation
+    paused, go = threading.Event(), threading.Event()
+
+    def meta_generation(db):
+        if threading.current_thread().name == "forgetter":
+            paused.set()
+            assert go.wait(10)
+        return real(db)
+
+    result: dict[str, object] = {}
+
+    def forgetter():
+        try:
+            result["forget"] = store.forget(fact_id)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            result["forget"] = exc
+
+    facts_mod.meta_generation = meta_generation
+    try:
+        t = threading.Thread(target=forgetter, name="forgetter")
+        t.start()
+        assert paused.wait(10)
+        with pytest.raises(MemctlError):
+            if other == "add":
+                store.add("fact from another thread")
+            else:
+                store.forget("0123456789abcdef")
+        go.set()
+        t.join(10)
+    finally:
+        facts_mod.meta_generation = real
+        go.set()
+    assert result["forget"] is True
+    assert not store._conn.in_transaction
+    store.close()
+    db = sqlite3.connect(tmp_path / "facts.sqlite3")
+    try:
+        assert db.execute("SELECT fact_id FROM facts").fetchall() == []
+        assert db.execute("SELECT fact_id FROM forgotten").fetchall() == [(fact_id,)]
+    finally:
+        db.close()

@@ -1632,8 +1632,12 @@ def _ends_its_transaction(method: Callable[Concatenate[FactStore, _P], _R]
         try:
             return method(self, *args, **kwargs)
         except BaseException:
+            import threading
+
             db = self._conn
-            if db is not None and db.in_transaction:
+            # (this thread's transaction only: another thread's may be open)
+            if db is not None and db.in_transaction and \
+                    self._txn_thread in (None, threading.get_ident()):
                 FactStore._Txn(self)._rolled_back(db)
             raise
 
@@ -1653,6 +1657,10 @@ class FactStore(ClosesOnExit):
         self.schema_version = 0
         self._pending_migration = False   # a writer's: the first write migrates (_Txn)
         self._migrated = False            # the open write transaction migrated
+        # the thread that began the write transaction last (_Txn): one left
+        # open is rolled back by that thread only, never another thread's
+        # still running on the same connection
+        self._txn_thread: int | None = None
         self._before_migration: tuple[int, set[str], bool] = (0, set(), False)
         self.snapshot = False         # read-only: True when reading a private copy
         self._on_connect = on_connect
@@ -2027,12 +2035,22 @@ class FactStore(ClosesOnExit):
             self.store = store
 
         def __enter__(self) -> sqlite3.Connection:
+            import threading
+
             store = self.store
             db = store._ensure_writer()
+            me = threading.get_ident()
+            if db.in_transaction and store._txn_thread not in (None, me):
+                # another thread's write, between its BEGIN and COMMIT on
+                # this connection: not rolled back (its statements left would
+                # commit one by one) nor joined; refused, as SQLite does
+                raise _db_error(store.path, sqlite3.OperationalError(
+                    "cannot start a transaction within a transaction"))
             # (the writer's connection holds no transaction between writes:
-            # one still open is a write whose rollback an interrupt cut
-            # short; its lock is let go and its changes dropped)
+            # one still open is a write of this thread's whose rollback an
+            # interrupt cut short; its lock is let go and its changes dropped)
             _rollback(db)
+            store._txn_thread = me
             try:
                 _begin(db, store.path)
                 if store._pending_migration:

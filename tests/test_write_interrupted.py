@@ -149,3 +149,39 @@ def test_a_write_of_another_thread_does_not_roll_back_one_in_its_transaction(tmp
         assert db.execute("SELECT fact_id FROM forgotten").fetchall() == [(fact_id,)]
     finally:
         db.close()
+
+
+def test_a_leftover_migrating_transaction_rolled_back_at_the_next_write_migrates_again(
+        tmp_path, monkeypatch):
+    """A first write that migrates a legacy database, left in its
+    transaction by a Ctrl-C at _Txn.__exit__'s entry whose rollback (the
+    write method's) a second Ctrl-C cut short: the next write rolls that
+    transaction back, migration included, and migrates again.  It rolled
+    it back as a bare ROLLBACK: the store still took the schema for
+    migrated, and every later write failed ('no such table: forgotten')."""
+    from .test_facts import make_legacy
+
+    db_path = tmp_path / "facts.sqlite3"
+    make_legacy(db_path)
+    fs = facts_mod.FactStore(db_path)
+
+    def interrupted(self, *args):
+        raise KeyboardInterrupt             # as a Ctrl-C as the call is entered
+
+    monkeypatch.setattr(facts_mod.FactStore._Txn, "__exit__", interrupted)
+    monkeypatch.setattr(facts_mod.FactStore._Txn, "_rolled_back", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        fs.add("x")
+    monkeypatch.undo()
+    assert fs._conn.in_transaction          # (the leftover)
+    fs.add("y")
+    assert not fs._conn.in_transaction
+    assert fs.schema_version == facts_mod.SCHEMA_VERSION and not fs.needs_migration
+    assert fs.get("00000000000000aa").text == "tabs, width 4"
+    fs.close()
+    db = sqlite3.connect(db_path)
+    try:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == facts_mod.SCHEMA_VERSION
+        assert db.execute("SELECT count(*) FROM facts").fetchone()[0] == 2
+    finally:
+        db.close()

@@ -2048,8 +2048,10 @@ class FactStore(ClosesOnExit):
                     "cannot start a transaction within a transaction"))
             # (the writer's connection holds no transaction between writes:
             # one still open is a write of this thread's whose rollback an
-            # interrupt cut short; its lock is let go and its changes dropped)
-            _rollback(db)
+            # interrupt cut short; its lock is let go and its changes dropped,
+            # a migration in it too: the store is read as unmigrated again)
+            if db.in_transaction:
+                self._rolled_back(db)
             store._txn_thread = me
             try:
                 _begin(db, store.path)

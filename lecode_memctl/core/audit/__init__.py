@@ -12,6 +12,11 @@ read only at its header line and its last bytes (torn tail); one that facts
 reference is read once from the start, and only the lines of the referenced
 spans and the event lines (undo/redo/clear after a span decide its
 visibility) are parsed: the others have their seq read from the bytes.  The
+parsed records the spans cite are kept up to ``transcripts.WHOLE_BYTES`` of
+their lines; past that, the spans left are decided from records read again
+(from the transcript in memory, or from the file from a checkpoint), in one
+forward pass that keeps a record only while a span holding it is open, so
+memory follows the spans' overlap, not the transcript's size.  The
 references are decided exactly as ``SessionStore.validate_many`` decides
 them (same visibility predicate, same reasons; a test compares the two).
 ``deep`` parses every line (large reads, bytes-level line splitting,

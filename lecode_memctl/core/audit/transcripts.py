@@ -533,12 +533,23 @@ def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
     # next one, to the line after the span; anything else (a corrupt line,
     # a seq that skips, repeats or goes back, a search that would parse a
     # line to go on) is the line loop's to judge.
+    # The records read are kept up to WHOLE_BYTES of their lines (as the line
+    # loop keeps them); past that, the spans read so far are decided, and
+    # from then on each span as soon as it is read, its records dropped once
+    # no span left starts at or below them: memory follows the spans'
+    # overlap.  (The visibility events are then taken first: the same ones,
+    # from the same line.)
     lowest = ranges[0][0]
     probes: dict[int, Any] = {}  # (the lines the searches probed)
     records: dict[int, dict[str, Any]] = {}
     starts: dict[int, int] = {}  # the line start of each record read
     at, nxt = 0, -1              # a line start and its seq once lines were read (else -1)
-    for lo, hi in ranges:
+    kept = 0
+    vis: UndoState | None = None  # the visibility events, once past the budget
+    decided: dict[tuple[tuple[int, ...], str, str], SourceStatus] = {}   # (those not valid)
+    by_range: dict[tuple[int, int], list[tuple[tuple[int, ...], str, str]]] = {}
+    todo = dropped = 0           # the first range not decided; the records below dropped
+    for r, (lo, hi) in enumerate(ranges):
         if lo > last_seq:
             return False         # (the line loop says whether it is past the end)
         p = search_lands(data, lo, probes)
@@ -567,15 +578,39 @@ def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
                 return False     # (a corrupt line: the line loop's)
             records[expected] = rec
             starts[expected] = start
+            kept += q - start
             expected += 1
             start = q + 1
         at, nxt = start, expected
-    # the events from where the search finds the lowest span (read above)
-    us = UndoState(_visibility_events(data, end, starts[lowest], lowest))
-    for seqs, digest, purpose in need:
-        st = _span_status(seqs, digest, purpose, records, [], last_seq, excluded, generation, us)
-        if not st.ok:
-            sc.statuses[(seqs, digest, purpose)] = st
+        if vis is None and kept > WHOLE_BYTES:
+            vis = UndoState(_visibility_events(data, end, starts[lowest], lowest))
+            for key in need:
+                by_range.setdefault((key[0][0], key[0][-1]), []).append(key)
+        if vis is not None:
+            # ranges[todo:r + 1] are read whole (the later ones start at or past lo)
+            for rng in ranges[todo:r + 1]:
+                for key in by_range.pop(rng):
+                    st = _span_status(*key, records, [], last_seq, excluded, generation, vis)
+                    if not st.ok:     # (the audit keeps only these)
+                        decided[key] = st
+            todo = r + 1
+            below = ranges[todo][0] if todo < len(ranges) else nxt
+            for s in range(dropped, below):
+                records.pop(s, None)
+                starts.pop(s, None)
+            dropped = max(dropped, below)
+    if vis is None:
+        # the events from where the search finds the lowest span (read above)
+        us = UndoState(_visibility_events(data, end, starts[lowest], lowest))
+        for seqs, digest, purpose in need:
+            st = _span_status(seqs, digest, purpose, records, [], last_seq, excluded, generation,
+                              us)
+            if not st.ok:
+                sc.statuses[(seqs, digest, purpose)] = st
+        return True
+    for key in need:          # (in the order of the references, as above)
+        if key in decided:
+            sc.statuses[key] = decided[key]
     return True
 
 
@@ -617,9 +652,18 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
     # before it: the line start every CHECKPOINT_BYTES or so, with the seq of
     # the record before it.  Memory stays flat in the transcript's size.
     keep_all = deep and size <= DEEP_KEEP_BYTES
+    # The records facts cite are kept up to WHOLE_BYTES of their lines (what
+    # the default mode already holds parsed of a transcript it parses in one
+    # call); past that, none from the seq ``cut`` on, and the spans that reach
+    # it are decided from records read again (_reread_spans), from the
+    # checkpoints too: memory follows the spans' overlap, not the data.
+    budget = WHOLE_BYTES
+    kept = 0
+    cut = _NO_GATE
     cp_off: list[int] = [0]     # checkpoints: a line start ...
     cp_seq: list[int] = [-1]    # ... and last_seq before it (never decreasing)
-    cp_next = CHECKPOINT_BYTES if deep and not keep_all else _NO_GATE
+    cp_next = (CHECKPOINT_BYTES if deep and not keep_all or not deep and size > budget
+               else _NO_GATE)
     records: dict[int, dict[str, Any]] = {}
     corrupt_after: list[int] = []       # the previous record's seq of each corrupt line
     dup_seqs: set[int] = set()
@@ -795,8 +839,14 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                 gate = cited[i] if i < len(cited) else _NO_GATE
             if rec is None:
                 continue           # a too_large or huge line: placed, not kept
-            if keep_all or seq in needed:
+            if keep_all:
                 records.setdefault(seq, rec)
+            elif seq in needed and seq < cut and seq not in records:
+                kept += len(line)
+                if kept > budget:
+                    cut = seq      # (seqs go forward where records decide: else SpanReads)
+                else:
+                    records[seq] = rec
             if rec.get("type") == "event":
                 if event_line(line):
                     event(rec, seq, lineno, (offset - len(line) - 1, len(line)))
@@ -818,6 +868,11 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
     # events read once from the lowest position asked, as the engine reads
     # them for a group of references.
     reads: SpanReads | None = None
+    if cut != _NO_GATE and not dup_seqs and not refused:
+        # the spans that reach ``cut``, decided in one forward pass
+        memo.update(_reread_spans(fd, sc, data, cp_off, cp_seq, offset,
+                                  [k for k in need if k[0][-1] >= cut], corrupt_after,
+                                  last_seq, excluded, generation, us))
 
     def status(seqs: tuple[int, ...], digest: str, purpose: str) -> SourceStatus:
         nonlocal reads
@@ -838,9 +893,11 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                 if whole is not None and not records:
                     records.update(enumerate(whole))
                 span = records
-                if deep and not keep_all and not needed.issuperset(range(seqs[0], seqs[-1] + 1)):
+                if deep and not keep_all and (
+                        seqs[-1] >= cut or not needed.issuperset(range(seqs[0], seqs[-1] + 1))):
                     # (a lineage chunk of a large transcript: its records were
-                    # not kept, every seq goes forward: read again)
+                    # not kept, past the budget or not cited, every seq goes
+                    # forward: read again)
                     span = _span_records(fd, sc, cp_off, cp_seq, offset, seqs[0], seqs[-1])
                 memo[key] = _span_status(seqs, digest, purpose, span, corrupt_after,
                                          last_seq, excluded, generation, us)
@@ -886,6 +943,103 @@ def _span_records(fd: int, sc: _Scan, cp_off: list[int], cp_seq: list[int], end:
         if seq >= lo:
             out.setdefault(seq, rec)
     return out
+
+
+def _reread_spans(fd: int, sc: _Scan, data: bytes | None, cp_off: list[int], cp_seq: list[int],
+                  end: int, spans: list[tuple[tuple[int, ...], str, str]], corrupt_after: list[int],
+                  last_seq: int, excluded: frozenset[int], generation: int, us: Any
+                  ) -> dict[tuple[tuple[int, ...], str, str], SourceStatus]:
+    """The statuses of ``spans``, whose records the default mode's line loop
+    did not all keep (past its budget), from records read again: from
+    ``data`` when the transcript is in memory, else from the file to byte
+    ``end``, in one forward pass over the spans sorted by their start, from
+    the checkpoint below the first (a jump to the checkpoint below the next
+    when none is open and it is past where the pass is).  A record is kept
+    only while an open span holds it, and a span is decided
+    (:func:`_span_status`) once a record past its end, or the end, is read:
+    memory follows the spans' overlap.  A line is a record exactly as the
+    line loop takes one (:func:`_line_record`); its seqs go forward (else
+    SpanReads decides), so a span gets the records the loop would have kept,
+    as :func:`_span_records` gives them."""
+    import heapq
+    from collections import deque
+
+    by_range: dict[tuple[int, int], list[tuple[tuple[int, ...], str, str]]] = {}
+    for key in spans:
+        by_range.setdefault((key[0][0], key[0][-1]), []).append(key)
+    ranges = sorted(by_range)
+    out: dict[tuple[tuple[int, ...], str, str], SourceStatus] = {}
+    buf: dict[int, dict[str, Any]] = {}
+    order: deque[int] = deque()          # buf's seqs, in order (they go forward)
+    by_hi: list[tuple[int, int]] = []    # the open spans (hi, lo), by their end ...
+    by_lo: list[tuple[int, int]] = []    # ... and (lo, hi), by their start (lazily)
+    done: set[tuple[int, int]] = set()
+    i = 0                                # the next span to open
+
+    def decide(upto: int) -> None:
+        """Decide the open spans that end before ``upto``; drop the records
+        below every open span's start."""
+        while by_hi and by_hi[0][0] < upto:
+            hi, lo = heapq.heappop(by_hi)
+            done.add((lo, hi))
+            for key in by_range.pop((lo, hi)):
+                out[key] = _span_status(key[0], key[1], key[2], buf, corrupt_after, last_seq,
+                                        excluded, generation, us)
+            while by_lo and (by_lo[0][0], by_lo[0][1]) in done:
+                done.discard(heapq.heappop(by_lo))
+            low = by_lo[0][0] if by_lo else _NO_GATE
+            while order and order[0] < low:
+                del buf[order.popleft()]
+
+    while i < len(ranges):
+        k = max(bisect_left(cp_seq, ranges[i][0]) - 1, 0)
+        jumped = False
+        for at, line in _lines_from(fd, sc, data, cp_off[k], end):
+            got = _line_record(line)
+            if got is None:
+                continue
+            seq, rec = got
+            while i < len(ranges) and ranges[i][0] <= seq:
+                lo, hi = ranges[i]
+                heapq.heappush(by_hi, (hi, lo))
+                heapq.heappush(by_lo, (lo, hi))
+                i += 1
+            decide(seq)
+            if by_hi:
+                if seq not in buf:
+                    buf[seq] = rec
+                    order.append(seq)
+            elif i == len(ranges):
+                break
+            elif cp_off[max(bisect_left(cp_seq, ranges[i][0]) - 1, 0)] > at:
+                jumped = True        # (nothing open: on from the checkpoint below the next)
+                break
+        if not jumped:
+            break
+    # the end: the spans still open, and those that open past the last record
+    for lo, hi in ranges[i:]:
+        heapq.heappush(by_hi, (hi, lo))
+        heapq.heappush(by_lo, (lo, hi))
+    decide(_NO_GATE)
+    return out
+
+
+def _lines_from(fd: int, sc: _Scan, data: bytes | None, pos: int, end: int
+                ) -> Iterator[tuple[int, bytes]]:
+    """(line start, line without its newline) from the line start ``pos`` to
+    ``end`` (just after a newline): of ``data`` when the transcript is in
+    memory, else read from the file in growing pieces (:func:`_lines_at`)."""
+    if data is not None:
+        while pos < end:
+            q = data.find(b"\n", pos, end)
+            if q < 0:
+                return
+            yield pos, data[pos:q]
+            pos = q + 1
+        return
+    for line in _lines_at(fd, sc, pos, end):
+        yield pos, line
+        pos += len(line) + 1
 
 
 def _records_at(fd: int, sc: _Scan, where: list[tuple[int, int, int]]

@@ -97,7 +97,9 @@ def validate(
     (torn tails: a warning when the file changed in the last minute, since a
     writer may be appending, an error otherwise; headers; refused sessions).
 
-    Each transcript is read at most once.  Without --deep, one that no fact
+    Each transcript is read once (a part of a large one again where the
+    records its facts cite, or --deep's lineage chunks, are too many to keep
+    in memory).  Without --deep, one that no fact
     cites is read only at its header and last bytes; one that facts cite is
     read once from start to end, parsing only the cited spans and the event
     lines (a later undo, redo or clear decides a span's visibility).

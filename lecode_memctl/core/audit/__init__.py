@@ -6,8 +6,9 @@ one-line message.  Nothing here writes to the store: files are opened
 read-only without following symlinks, and the facts database only through
 its read-only open.
 
-Cost.  Each transcript is read at most once, in one sequential pass
-(``transcripts.session_job``).  Without ``deep``, a transcript no fact references is
+Cost.  Each transcript is read once, in one sequential pass
+(``transcripts.session_job``; part of it again only where its cited records
+outgrow a budget, or for ``deep``'s lineage chunks of a large one: below).  Without ``deep``, a transcript no fact references is
 read only at its header line and its last bytes (torn tail); one that facts
 reference is read once from the start, and only the lines of the referenced
 spans and the event lines (undo/redo/clear after a span decide its

@@ -25,10 +25,13 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, BinaryIO
+
+import orjson  # (the session readers import it anyway)
 
 from ._record import record
 from .atomic import open_nofollow
@@ -37,11 +40,14 @@ from .layout import Store, session_file_exists
 from .sessions import (
     PURPOSES,
     ROLES,
+    VISIBILITY_EVENTS,
     RecordTooLarge,
     SessionStore,
     UndoState,
+    _File,
     event_line,
     load_record,
+    not_an_event,
     record_seq,
     undo_target,
     visible,
@@ -263,7 +269,7 @@ class GrepRun:
         excluded = reader.excluded_seqs(sid)
         generation = reader.generation()
         try:
-            items = _records(sessions.path(sid), self._literal())
+            items = _Lines(sessions.path(sid), self._literal())
         except (MemctlError, OSError) as exc:
             self.skipped.append((sid, str(exc)))
             return
@@ -274,12 +280,19 @@ class GrepRun:
         # hidden after: the events only hide more; without include_hidden
         # it is dropped now, not kept with the pending hits)
         no_events = UndoState()
+        # The hits wait for the undo/redo/clear events after them, up to
+        # PENDING_BYTES of them; past that, the events of the rest of the
+        # transcript are read first (_Lines.events_after) and every hit is
+        # decided, and emitted, at once (``decided``).
         pending: list[tuple[dict[str, Any], list[_Span]]] = []
+        held = 0
+        decided = False
         regex = self.regex
         try:
             for rec, read_as_event in items:
-                if read_as_event and rec.get("event") in ("undo", "redo", "clear"):
-                    us.add(rec)
+                if read_as_event and rec.get("event") in VISIBILITY_EVENTS:
+                    if not decided:     # (else events_after read it already)
+                        us.add(rec)
                     continue
                 if rec.get("type") == "event" and not read_as_event:
                     continue        # an event no reader applies: not a summary either
@@ -301,17 +314,35 @@ class GrepRun:
                 if not self.include_hidden and \
                         self._hidden(sid, slim, excluded, generation, no_events) is not None:
                     continue
+                if decided:
+                    yield from self._decide(sid, slim, found, excluded, generation, us)
+                    continue
                 pending.append((slim, found))
+                held += _held_bytes(found)
+                if held > PENDING_BYTES:
+                    for ev in items.events_after():
+                        us.add(ev)
+                    decided = True
+                    for slim, found in pending:
+                        yield from self._decide(sid, slim, found, excluded, generation, us)
+                    pending = []
         except (MemctlError, OSError) as exc:
             self.skipped.append((sid, str(exc)))
             return
-        for rec, found in pending:
-            reason = self._hidden(sid, rec, excluded, generation, us)
-            if reason is not None and not self.include_hidden:
-                continue
-            for role, path, line_no, start, end, line, before, after in found:
-                yield GrepHit(sid, rec["seq"], role, path, line_no, start, end, line,
-                              before, after, reason)
+        finally:
+            items.close()
+        for slim, found in pending:
+            yield from self._decide(sid, slim, found, excluded, generation, us)
+
+    def _decide(self, sid: str, rec: dict[str, Any], found: list[_Span], excluded: frozenset[int],
+                generation: int, us: UndoState) -> Iterator[GrepHit]:
+        """The hits of one record, once the events that may hide it are known."""
+        reason = self._hidden(sid, rec, excluded, generation, us)
+        if reason is not None and not self.include_hidden:
+            return
+        for role, path, line_no, start, end, line, before, after in found:
+            yield GrepHit(sid, rec["seq"], role, path, line_no, start, end, line,
+                          before, after, reason)
 
     def _literal(self) -> tuple[bytes, bool] | None:
         """The pattern's bytes when it is literal text (-F, or a regex without
@@ -396,31 +427,119 @@ def _line_hits(regex: re.Pattern[str], role: str, path: str, text: str, context:
     return out
 
 
-def _records(path: str, literal: tuple[bytes, bool] | None
-             ) -> Iterator[tuple[dict[str, Any], bool]]:
+# A session's pending hits are held up to this many bytes (their lines,
+# context lines and what visibility reads, as _held_bytes counts them, which
+# is more than they take: about 3,700 hits of a 300-character line, which
+# take some 2.5 MiB).  Past it, the visibility events of the
+# rest of the transcript are read first, by a raw-byte scan (the cost: the
+# rest of the file read once more, at the speed of the event scans), and the
+# hits are decided and emitted as they are found: memory stays flat in the
+# number of hits.  4 MiB is the audit's WHOLE_BYTES (what it holds parsed of
+# a transcript before it does the same), small beside the 25 MiB the process
+# takes anyway, and more than the hits of a session nearly always take, so
+# that a session usually takes the one pass and no extra read.
+PENDING_BYTES = 4 << 20
+_HIT_BYTES = 400        # a hit's tuples, its GrepHit-to-be and list slots, beside its strings
+_RECORD_BYTES = 400     # the visibility fields kept of its record
+
+
+def _held_bytes(found: list[_Span]) -> int:
+    """What the pending hits of one record hold, about (sys.getsizeof of
+    their strings: the role and path are counted though often shared)."""
+    size = sys.getsizeof
+    n = _RECORD_BYTES
+    for _role, path, _no, _s, _e, line, before, after in found:
+        n += _HIT_BYTES + size(path) + size(line)
+        for ln in before:
+            n += 8 + size(ln)
+        for ln in after:
+            n += 8 + size(ln)
+    return n
+
+
+class _Lines:
     """Every complete record of a transcript (the torn tail and lines that are
     not JSON objects with a seq are left out; the file is opened without
     following a symbolic link), with whether it is an event the readers
     apply (``sessions.event_line``).  With ``literal``, a line that is not an
     event, holds no JSON escape and does not contain the literal's bytes
-    cannot match, and is not parsed."""
-    import orjson
+    cannot match, and is not parsed.
 
-    fd = open_nofollow(path)
-    with os.fdopen(fd, "rb", buffering=1 << 20) as fh:
+    The lines are read to the end of the file (a line appended while it is
+    read is read too) until :meth:`events_after` bounds them by the size
+    the file has then."""
+
+    def __init__(self, path: str, literal: tuple[bytes, bool] | None) -> None:
+        self._path = path
+        self._fh: BinaryIO | None = None    # (opened by the iteration, as a generator did)
+        self._literal = literal
+        self._pos = 0                  # the end of the last line read
+        self._bound: int | None = None
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+
+    def __iter__(self) -> Iterator[tuple[dict[str, Any], bool]]:
+        literal = self._literal
+        self._fh = fh = os.fdopen(open_nofollow(self._path), "rb", buffering=1 << 20)
         for raw in fh:
-            if not raw.endswith(b"\n"):
-                return                 # an append in flight
+            end = self._pos + len(raw)
+            if not raw.endswith(b"\n") or (self._bound is not None and end > self._bound):
+                return                 # an append in flight (or past the bound)
+            self._pos = end
             if literal is not None and b'"event"' not in raw and b"\\" not in raw:
                 hay = raw.lower() if literal[1] else raw
                 if literal[0] not in hay:
                     continue
-            try:
-                rec = load_record(raw)     # the session readers' loader (1e400 is a number)
-            except (orjson.JSONDecodeError, RecordTooLarge):
-                continue
-            if record_seq(rec, raw) is not None:     # (else a corrupt line, no_seq)
-                yield rec, rec.get("type") == "event" and event_line(raw)
+            got = _line_record(raw)
+            if got is not None:
+                yield got
+
+    def events_after(self) -> list[dict[str, Any]]:
+        """The undo, redo and clear events this iteration will yield from here
+        on, read first: the lines from the end of the last one read to the
+        size of the file now (which bounds the iteration from now on, so a
+        line appended meanwhile is seen by neither), found by their bytes
+        (:meth:`sessions._File.marked_lines`: complete lines holding
+        ``"event"``, the torn tail never), each taken by the rule the
+        iteration applies (:func:`_line_record`)."""
+        assert self._fh is not None
+        fd = self._fh.fileno()
+        self._bound = size = os.fstat(fd).st_size
+        out: list[dict[str, Any]] = []
+        dup = os.dup(fd)
+        try:
+            f = _File(dup, "", "", size)    # (pread only: the offset of fd is not moved)
+        except BaseException:
+            os.close(dup)
+            raise
+        with f:
+            for line in f.marked_lines(self._pos, skip=_not_an_event_head):
+                got = _line_record(line + b"\n")
+                if got is not None and got[1] and got[0].get("event") in VISIBILITY_EVENTS:
+                    out.append(got[0])
+        return out
+
+
+def _not_an_event_head(head: bytes) -> bool:
+    """``not_an_event`` of a line's first bytes (``marked_lines`` may give
+    bytes of the next line after a short one): no line skipped here is one
+    :func:`event_line` reads."""
+    nl = head.find(b"\n")
+    return not_an_event(head if nl < 0 else head[:nl])
+
+
+def _line_record(raw: bytes) -> tuple[dict[str, Any], bool] | None:
+    """The record of one complete line (with its newline) and whether it is an
+    event the readers apply, or None for a line that is not a record."""
+    try:
+        rec = load_record(raw)     # the session readers' loader (1e400 is a number)
+    except (orjson.JSONDecodeError, RecordTooLarge):
+        return None
+    if record_seq(rec, raw) is None:     # (a corrupt line, no_seq)
+        return None
+    return rec, rec.get("type") == "event" and event_line(raw)
 
 
 def _open_sessions(store: Store, lock_wait: float | None = None

@@ -184,3 +184,35 @@ def test_reread_spans_decide_as_kept_records(tmp_path, monkeypatch, seed):
                 monkeypatch.setattr(transcripts, "CHECKPOINT_BYTES", cp)
                 monkeypatch.setattr(transcripts, "FAST_LIMIT", fast)
                 assert _audit_statuses(store) == want, (budget, cp, fast)
+
+
+def test_a_span_far_past_the_end_does_not_stall_the_span_search(tmp_path, monkeypatch):
+    """Past the budget the span search drops the records below the next
+    span's start, seq by seq: up to the records it read, not up to a start
+    far past the transcript's end (a fact citing seq 10**12 made that a
+    loop of 10**12 steps, the audit stalled).  The span is missing, as
+    validate_many says."""
+    import signal
+
+    store = tmp_path / SLUG
+    (store / "sessions").mkdir(parents=True)
+    recs = [_hdr("t")] + [_msg(s) for s in range(1, 20)]
+    (store / "sessions" / "t.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    fs = FactStore(store_at(store).facts_db)
+    fs.add("near", ref=SourceRef("t", (1, 2), canonical_digest(recs[1:3])))
+    far = SourceRef("t", (10**12, 10**12 + 1), "0" * 64)
+    fs.add("far", ref=far)
+    fs.close()
+    monkeypatch.setattr(transcripts, "WHOLE_BYTES", 0)
+
+    def stalled(*_a):
+        raise RuntimeError("the audit stalled")   # (not an OSError: that reads as unreadable)
+
+    old = signal.signal(signal.SIGALRM, stalled)
+    signal.setitimer(signal.ITIMER_REAL, 10.0)
+    try:
+        got = _audit_statuses(store)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert got == {(far, "durable"): ("missing", "position_missing", 10**12)}

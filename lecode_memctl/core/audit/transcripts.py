@@ -594,7 +594,9 @@ def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
                     if not st.ok:     # (the audit keeps only these)
                         decided[key] = st
             todo = r + 1
-            below = ranges[todo][0] if todo < len(ranges) else nxt
+            # (no record read is at nxt or past it: the next start may be far
+            # past the transcript's end, a fact citing seq 10**12)
+            below = min(ranges[todo][0], nxt) if todo < len(ranges) else nxt
             for s in range(dropped, below):
                 records.pop(s, None)
                 starts.pop(s, None)

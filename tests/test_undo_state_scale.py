@@ -86,3 +86,18 @@ def test_clear_and_ignored_events() -> None:
     assert us.clear_seq == 5
     assert [us.state(p) for p in range(12)] == [None] * 12
     assert not us._undo
+
+
+def test_hides_nothing_only_without_a_clear_or_a_target():
+    """grep skips its second visibility check of a hit where the events hide
+    nothing: only an UndoState with no clear and no undo/redo target says so
+    (an event with a malformed target, or one reaching only itself, adds none)."""
+    us = UndoState()
+    assert us.hides_nothing()
+    us.add({"seq": 5, "type": "event", "event": "undo", "target": "bad"})
+    us.add({"seq": 6, "type": "event", "event": "undo", "target": [6, 6]})
+    assert us.hides_nothing()
+    us.add({"seq": 7, "type": "event", "event": "redo", "target": [1, 2]})
+    assert not us.hides_nothing()
+    cleared = UndoState([{"seq": 3, "type": "event", "event": "clear"}])
+    assert not cleared.hides_nothing()

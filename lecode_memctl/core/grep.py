@@ -335,14 +335,20 @@ class GrepRun:
             yield from self._decide(sid, slim, found, excluded, generation, us)
 
     def _decide(self, sid: str, rec: dict[str, Any], found: list[_Span], excluded: frozenset[int],
-                generation: int, us: UndoState) -> Iterator[GrepHit]:
-        """The hits of one record, once the events that may hide it are known."""
-        reason = self._hidden(sid, rec, excluded, generation, us)
-        if reason is not None and not self.include_hidden:
-            return
-        for role, path, line_no, start, end, line, before, after in found:
-            yield GrepHit(sid, rec["seq"], role, path, line_no, start, end, line,
-                          before, after, reason)
+                generation: int, us: UndoState) -> list[GrepHit]:
+        """The hits of one record, once the events that may hide it are known.
+        (Without include_hidden, a record kept was found visible with no
+        events: where the events hide nothing either, it is visible still,
+        and not judged twice.)"""
+        if self.include_hidden or not us.hides_nothing():
+            reason = self._hidden(sid, rec, excluded, generation, us)
+            if reason is not None and not self.include_hidden:
+                return []
+        else:
+            reason = None
+        seq = rec["seq"]
+        return [GrepHit(sid, seq, role, path, line_no, start, end, line, before, after, reason)
+                for role, path, line_no, start, end, line, before, after in found]
 
     def _literal(self) -> tuple[bytes, bool] | None:
         """The pattern's bytes when it is literal text (-F, or a regex without
@@ -443,17 +449,16 @@ _HIT_BYTES = 400        # a hit's tuples, its GrepHit-to-be and list slots, besi
 _RECORD_BYTES = 400     # the visibility fields kept of its record
 
 
-def _held_bytes(found: list[_Span]) -> int:
+def _held_bytes(found: list[_Span], size: Callable[[object], int] = sys.getsizeof) -> int:
     """What the pending hits of one record hold, about (sys.getsizeof of
-    their strings: the role and path are counted though often shared)."""
-    size = sys.getsizeof
+    their lines and context lines; the role and path, short and often
+    shared, within _HIT_BYTES)."""
     n = _RECORD_BYTES
-    for _role, path, _no, _s, _e, line, before, after in found:
-        n += _HIT_BYTES + size(path) + size(line)
-        for ln in before:
-            n += 8 + size(ln)
-        for ln in after:
-            n += 8 + size(ln)
+    for hit in found:
+        n += _HIT_BYTES + size(hit[5])
+        before, after = hit[6], hit[7]
+        if before or after:
+            n += sum(map(size, before)) + sum(map(size, after)) + 8 * (len(before) + len(after))
     return n
 
 

@@ -249,6 +249,12 @@ class UndoState:
                     self._undo.append((seq, name, first, last))
                     self._segs = None
 
+    def hides_nothing(self) -> bool:
+        """Whether no event here can hide a position: no clear, no undo or
+        redo with a target (then every question is answered as with no
+        events at all)."""
+        return self.clear_seq is None and not self._undo
+
     def state(self, pos: int) -> str | None:
         """``undo``/``redo`` of the newest such event covering ``pos`` (the
         first added among events of the same seq), else None."""

@@ -68,6 +68,32 @@ def test_peak_is_flat_in_the_number_of_hits(tmp_path: Path, monkeypatch) -> None
     assert per_hit < 100, (small, large)
 
 
+def _summaries_with_lineage(root: Path, n: int, positions: int) -> Path:
+    lines = [_header("lin")]
+    lines += [orjson.dumps({"seq": i, "type": "event", "event": "compact", "prior": None,
+                            "summary": f"needle {i}", "model": "m",
+                            "usage": {"pad": "x" * 20_000},   # (files past the read buffers)
+                            "lineage": [{"session_id": "lin",
+                                         "seqs": list(range(100_000, 100_000 + positions)),
+                                         "digest": "0" * 64}]}) + b"\n"
+              for i in range(1, n + 1)]
+    _write(root, "lin", lines)
+    return root / "memory" / SLUG
+
+
+def test_the_lineage_positions_held_count_toward_the_budget(tmp_path: Path, monkeypatch) -> None:
+    """A pending summary keeps the positions its lineage names (to judge it
+    inert): they count toward the budget, or summaries of long lineages,
+    each counted as a short record, were all held (some 25 KB each here)."""
+    monkeypatch.setattr(grep_mod, "PENDING_BYTES", 256 << 10, raising=False)
+    n_small, n_large = 100, 300
+    hits_small, small = _peak(_summaries_with_lineage(tmp_path / "a", n_small, 1_000))
+    hits_large, large = _peak(_summaries_with_lineage(tmp_path / "b", n_large, 1_000))
+    assert (hits_small, hits_large) == (n_small, n_large)
+    per_hit = (large - small) / (n_large - n_small)
+    assert per_hit < 2_000, (small, large)
+
+
 # --------------------------------------------------------------------------
 # The same output whatever the budget
 

@@ -318,7 +318,8 @@ class GrepRun:
                     yield from self._decide(sid, slim, found, excluded, generation, us)
                     continue
                 pending.append((slim, found))
-                held += _held_bytes(found)
+                held += _held_bytes(found) + \
+                    _POSITION_BYTES * len(slim.get(_LINEAGE_POSITIONS, ()))
                 if held > PENDING_BYTES:
                     for ev in items.events_after():
                         us.add(ev)
@@ -447,6 +448,7 @@ def _line_hits(regex: re.Pattern[str], role: str, path: str, text: str, context:
 PENDING_BYTES = 4 << 20
 _HIT_BYTES = 400        # a hit's tuples, its GrepHit-to-be and list slots, beside its strings
 _RECORD_BYTES = 400     # the visibility fields kept of its record
+_POSITION_BYTES = 40    # each position a summary's lineage names (its int and tuple slot)
 
 
 def _held_bytes(found: list[_Span], size: Callable[[object], int] = sys.getsizeof) -> int:

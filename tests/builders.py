@@ -187,3 +187,21 @@ def traced_peak(fn):  # noqa: ANN001, ANN201
         return out, tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+
+
+class Counted(int):
+    """An integer that counts the comparisons made with it (``Counted.calls``,
+    reset by the caller): a test of how many steps a search takes, at two
+    sizes, where a timing would be noise."""
+    calls = 0
+
+    def _count(self, other: object, op: str) -> bool:
+        Counted.calls += 1
+        return getattr(int(self), op)(other)
+
+    def __lt__(self, other: object) -> bool: return self._count(other, "__lt__")  # noqa: E704
+    def __le__(self, other: object) -> bool: return self._count(other, "__le__")  # noqa: E704
+    def __gt__(self, other: object) -> bool: return self._count(other, "__gt__")  # noqa: E704
+    def __ge__(self, other: object) -> bool: return self._count(other, "__ge__")  # noqa: E704
+    def __eq__(self, other: object) -> bool: return self._count(other, "__eq__")  # noqa: E704
+    __hash__ = int.__hash__

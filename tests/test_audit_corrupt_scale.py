@@ -11,32 +11,18 @@ import pytest
 from lecode_memctl.core.audit.transcripts import _span_status
 from lecode_memctl.core.sessions import UndoState
 
-
-class _Counted(int):
-    """A seq that counts the comparisons made with it."""
-    calls = 0
-
-    def _count(self, other: object, op: str) -> bool:
-        _Counted.calls += 1
-        return getattr(int(self), op)(other)
-
-    def __lt__(self, other: object) -> bool: return self._count(other, "__lt__")  # noqa: E704
-    def __le__(self, other: object) -> bool: return self._count(other, "__le__")  # noqa: E704
-    def __gt__(self, other: object) -> bool: return self._count(other, "__gt__")  # noqa: E704
-    def __ge__(self, other: object) -> bool: return self._count(other, "__ge__")  # noqa: E704
-    def __eq__(self, other: object) -> bool: return self._count(other, "__eq__")  # noqa: E704
-    __hash__ = int.__hash__
+from .builders import Counted
 
 
 def _comparisons(k: int) -> int:
     # corrupt lines after every even seq up to 2k; the span 2k+1..2k+1 touches none
-    corrupt: list[int] = [_Counted(2 * i) for i in range(k)]
+    corrupt: list[int] = [Counted(2 * i) for i in range(k)]
     rec = {"seq": 2 * k + 1, "type": "message", "role": "user", "content": "x"}
-    _Counted.calls = 0
+    Counted.calls = 0
     st = _span_status((2 * k + 1,), "0" * 64, "durable", {2 * k + 1: rec}, corrupt, 2 * k + 1,
                       frozenset(), 0, UndoState())
     assert st.reason != "records_corrupt"
-    return _Counted.calls
+    return Counted.calls
 
 
 def test_span_does_not_walk_every_corrupt_line() -> None:

@@ -11,6 +11,8 @@ from hypothesis import given, settings, strategies as st
 
 from lecode_memctl.core.sessions import UndoState
 
+from .builders import Counted
+
 
 def _reference(events: list[dict], pos: int) -> str | None:
     best: tuple[int, str] | None = None
@@ -22,20 +24,6 @@ def _reference(events: list[dict], pos: int) -> str | None:
     return best[1] if best else None
 
 
-class _Counted(int):
-    """A position that counts the comparisons made with it."""
-    calls = 0
-
-    def _count(self, other: object, op: str) -> bool:
-        _Counted.calls += 1
-        return getattr(int(self), op)(other)
-
-    def __lt__(self, other: object) -> bool: return self._count(other, "__lt__")  # noqa: E704
-    def __le__(self, other: object) -> bool: return self._count(other, "__le__")  # noqa: E704
-    def __gt__(self, other: object) -> bool: return self._count(other, "__gt__")  # noqa: E704
-    def __ge__(self, other: object) -> bool: return self._count(other, "__ge__")  # noqa: E704
-
-
 def _events(n: int) -> list[dict]:
     # the events-N shape: message, then an undo (even) or redo (odd) of it
     return [{"seq": 2 * i + 2, "type": "event", "event": "undo" if i % 2 == 0 else "redo",
@@ -45,10 +33,10 @@ def _events(n: int) -> list[dict]:
 def _comparisons(n: int) -> int:
     us = UndoState(_events(n))
     us.state(1)                       # (any one-off preparation is not the query)
-    _Counted.calls = 0
+    Counted.calls = 0
     for p in (1, n, 2 * n - 1):
-        assert us.state(_Counted(p)) == _reference(_events(n), p)
-    return _Counted.calls
+        assert us.state(Counted(p)) == _reference(_events(n), p)
+    return Counted.calls
 
 
 def test_state_does_not_walk_every_event() -> None:

@@ -266,6 +266,43 @@ def test_exclusions_are_read_once_per_evaluation(tmp_path: Path, monkeypatch) ->
     assert len(opens) == 1
 
 
+def test_a_sessions_events_are_read_once_however_many_groups_cite_it(tmp_path: Path,
+                                                                   monkeypatch) -> None:
+    """The references into one session come in groups of ``GROUP_REFS``
+    (memory that does not follow how often a session is cited); the events
+    that decide visibility were read again for each group, from its lowest
+    position to the end of the transcript: a transcript cited by a million
+    facts was scanned some 500 times.  They are read once per session now,
+    and a later group starting lower reads them again from there."""
+    n = 24
+    recs = [{"seq": s, "type": "message", "role": "user", "content": f"m{s}"}
+            for s in range(1, n + 1)]
+    recs.append({"seq": n + 1, "type": "event", "event": "undo", "target": [3, 3]})
+    spec = {"sessions": {"s0": recs}, "damage": {"s0": None}, "damage_at": {"s0": 1},
+            "facts": [(f"{s:016x}", [("s0", [s], "right")]) for s in range(1, n + 1)],
+            "excluded": {}, "generation": 0}
+    store = store_at(build(tmp_path, spec))
+    monkeypatch.setattr(facts_mod, "GROUP_REFS", 4)
+    real = SessionStore._events_from
+    starts: list[int] = []
+
+    def counting(f, start, kinds=None):  # noqa: ANN001, ANN202
+        starts.append(start)
+        return real(f, start, kinds)
+
+    monkeypatch.setattr(SessionStore, "_events_from", staticmethod(counting))
+    with FactStore.open_readonly(store.facts_db) as fs:
+        sessions = SessionStore(store, exclusions=fs)
+        rows = list(iter_fact_rows(fs, sessions))
+        read = list(starts)
+        expected = one_fact_rows(fs, sessions)
+    assert rows == expected
+    assert [r["reason"] for r in rows if r["status"] != "valid"] == ["undone"]
+    # six groups of four (positions 1-4, 5-8, ...): the events read once,
+    # from the first group's lowest position
+    assert read == [1], read
+
+
 def test_a_fact_without_revisions_is_listed_hidden_where_the_listing_reaches_it(tmp_path: Path
                                                                                ) -> None:
     """A fact without any revision row (a damaged database) is a malformed

@@ -1947,10 +1947,29 @@ class _ExclusionsOnce:
         # the last transcript parsed whole (_whole_records): its session id,
         # size and records, for the next group of references into it
         self.whole: tuple[str, int, list[dict[str, Any]] | None] | None = None
+        # the visibility events of the last group's transcript: its session
+        # id, size, the lowest seq they were read from, and their state
+        self._undo: tuple[str, int, int, UndoState] | None = None
         self._readers: dict[int, Any] = {}       # id -> reader (kept alive: ids stay unique)
         self._generation: dict[int, int] = {}
         self._tables: dict[int, dict[str, frozenset[int]] | None] = {}
         self._seqs: dict[tuple[int, str], frozenset[int]] = {}
+
+    def undo_state(self, f: _File, session_id: str, lo: int) -> UndoState:
+        """The visibility events of ``f`` (transcript ``session_id``) from
+        seq ``lo`` on: those the previous group of references into the same
+        transcript at the same size read, when they were read from ``lo`` or
+        lower (an event hides only positions before its own seq, so events
+        before ``lo`` change no answer about a span from ``lo`` on: as
+        :class:`SpanReads` reuses them); else read from ``lo``.  A session
+        cited more often than ``GROUP_REFS`` comes in several groups, each of
+        which read its events to the end of the transcript before."""
+        held = self._undo
+        if held is not None and held[:2] == (session_id, f.size) and held[2] <= lo:
+            return held[3]
+        us = UndoState(SessionStore._events_from(f, lo, set(VISIBILITY_EVENTS)))
+        self._undo = (session_id, f.size, lo, us)
+        return us
 
     def get(self, reader: ExclusionReader, session_id: str) -> tuple[frozenset[int], int]:
         key = id(reader)
@@ -2522,7 +2541,7 @@ class SessionStore:
             with f:
                 excluded, generation = once.get(self._reader_for(hdr), sid)
                 lo = min(r[0][0] for r in refs)
-                us = UndoState(self._events_from(f, lo, set(VISIBILITY_EVENTS)))
+                us = once.undo_state(f, sid, lo)
                 whole = None
                 if len(refs) > 1:
                     # the previous group's parse when it was of this file at this size

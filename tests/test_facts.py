@@ -522,13 +522,13 @@ def test_a_failing_write_of_the_private_copy_is_a_write_failure(db_path, monkeyp
     def fail(*a, **k):
         raise OSError(code, os.strerror(code))
     if where == "create":
-        real_open = snap.open_nofollow
+        real_open = snap.open_owned
 
         def open_(path, flags=os.O_RDONLY, *a):
             if flags & os.O_CREAT:
                 fail()
             return real_open(path, flags, *a)
-        monkeypatch.setattr(snap, "open_nofollow", open_)
+        monkeypatch.setattr(snap, "open_owned", open_)
     elif where == "write":
         monkeypatch.delattr(os, "copy_file_range", raising=False)
         monkeypatch.setattr(snap, "write_all", fail)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import io
 import os
 import stat
 from collections.abc import Callable, Iterator
@@ -73,17 +74,56 @@ def open_nofollow(path: str | os.PathLike[str], flags: int = os.O_RDONLY,
     fl = flags | O_CLOEXEC | (0 if follow else O_NOFOLLOW)
     if flags & O_DIRECTORY:
         return os.open(path, fl, mode, dir_fd=dir_fd)
-    fd = os.open(path, fl | O_NONBLOCK, mode, dir_fd=dir_fd)
+    # The descriptor is this frame's from the store of os.open's result to
+    # the return, both inside the try: an interrupt anywhere between closes
+    # it.  (One that lands as os.open returns, before its result is stored,
+    # leaks it: a bare int has no owner.  :func:`open_owned` hands one over.)
+    fd = -1
     try:
-        st = os.fstat(fd)
-        if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
-            raise NotRegularFile(errno.EINVAL, f"is {file_kind(st.st_mode)}, not a regular file")
-        if not flags & O_NONBLOCK and O_NONBLOCK:
-            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~O_NONBLOCK)
+        fd = os.open(path, fl | O_NONBLOCK, mode, dir_fd=dir_fd)
+        _check_opened(fd, flags)
+        return fd
     except BaseException:
-        os.close(fd)
+        if fd >= 0:
+            os.close(fd)
         raise
-    return fd
+
+
+def _check_opened(fd: int, flags: int) -> None:
+    """:func:`open_nofollow`'s checks of what it opened (``O_NONBLOCK``)."""
+    st = os.fstat(fd)
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+        raise NotRegularFile(errno.EINVAL, f"is {file_kind(st.st_mode)}, not a regular file")
+    if not flags & O_NONBLOCK and O_NONBLOCK:
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~O_NONBLOCK)
+
+
+# the mode of open_owned's file object, by access mode (only its reads and
+# writes use it; the flags of the open are open_nofollow's)
+_OWNED_MODE = {os.O_RDONLY: "rb", os.O_WRONLY: "wb", os.O_RDWR: "r+b"}
+
+
+def open_owned(path: str | os.PathLike[str], flags: int = os.O_RDONLY,
+               mode: int = FILE_MODE, *, dir_fd: int | None = None,
+               follow: bool = False) -> io.FileIO:
+    """:func:`open_nofollow` (same flags, errors and checks) as a file
+    object that owns the descriptor from the moment ``os.open`` returns it
+    (``FileIO`` opens it through ``opener`` and keeps it at once, in C): a
+    Ctrl-C at any point after that, the return included, cannot lose it,
+    since a file object dropped unclosed closes it; and its ``close`` is one
+    call, done or not, never half.  What a caller keeps a descriptor of for
+    longer than one function should hold, or that passes through several,
+    is opened here.  A directory raises ``IsADirectoryError`` (``FileIO``
+    refuses one); the caller reads and writes through ``fileno()``."""
+    fl = flags | O_CLOEXEC | O_NONBLOCK | (0 if follow else O_NOFOLLOW)
+    f = io.FileIO(os.fspath(path), _OWNED_MODE[flags & os.O_ACCMODE],
+                  opener=lambda _path, _flags: os.open(path, fl, mode, dir_fd=dir_fd))
+    try:
+        _check_opened(f.fileno(), flags)
+    except BaseException:
+        f.close()
+        raise
+    return f
 
 
 def open_in_dir(path: str | os.PathLike[str], flags: int = os.O_RDONLY) -> int:
@@ -110,14 +150,16 @@ def open_regular(path: str | os.PathLike[str], *, follow: bool = False) -> int:
     """A read descriptor of the file ``path``, opened as :func:`read_regular`
     opens it (never blocks; a link refused unless ``follow``; a directory
     raises ``IsADirectoryError``), for a caller that reads it in pieces."""
-    fd = open_nofollow(path, follow=follow)
+    fd = -1
     try:
+        fd = open_nofollow(path, follow=follow)
         if stat.S_ISDIR(os.fstat(fd).st_mode):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(path))
+        return fd
     except BaseException:
-        os.close(fd)
+        if fd >= 0:
+            os.close(fd)
         raise
-    return fd
 
 
 def read_regular(path: str | os.PathLike[str], limit: int | None = None, *,
@@ -125,8 +167,9 @@ def read_regular(path: str | os.PathLike[str], limit: int | None = None, *,
     """The bytes of the regular file ``path`` (at most ``limit``), opened with
     :func:`open_nofollow` (never blocks; a link is refused unless ``follow``).
     A directory raises ``IsADirectoryError``; ``OSError`` passes through."""
-    fd = open_regular(path, follow=follow)
-    try:
+    # (a file object: closed when an interrupt drops it, whatever it cut short)
+    with open_owned(path, follow=follow) as f:
+        fd = f.fileno()
         if limit is None:
             return read_all(fd)
         chunks, left = [], limit
@@ -137,8 +180,6 @@ def read_regular(path: str | os.PathLike[str], limit: int | None = None, *,
             chunks.append(data)
             left -= len(data)
         return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 def is_link_refusal(exc: OSError) -> bool:

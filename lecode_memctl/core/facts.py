@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import os
 import shutil
 import sqlite3
@@ -693,8 +694,17 @@ class _Connection(sqlite3.Connection):
     closed_here = False     # closed by :meth:`close` (a read of its cursors: UsageError)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+        # (before the connection is made: close() needs it)
         self._cursors: weakref.WeakSet[sqlite3.Cursor] = weakref.WeakSet()
+        try:
+            super().__init__(*args, **kwargs)
+        except BaseException:
+            # an interrupt as SQLite's open returned: nobody has the
+            # connection yet, and it is in a reference cycle of its own
+            # (only a full collection would have closed it)
+            with contextlib.suppress(sqlite3.Error):
+                sqlite3.Connection.close(self)
+            raise
 
     def cursor(self, factory: Any = _Cursor) -> Any:
         if self.closed_here:    # (sqlite3's own: ProgrammingError, no memctl error)
@@ -1691,28 +1701,40 @@ class FactStore(ClosesOnExit):
         """Open for reading without creating or changing any file in the store."""
         return cls(path, busy_timeout=busy_timeout, _readonly=True)
 
-    def _connect(self, target: str, *, uri: bool) -> sqlite3.Connection:
+    def _connect(self, target: str, *, uri: bool,
+                 keep: Callable[[sqlite3.Connection], object]) -> sqlite3.Connection:
+        """A connection to ``target``, handed to ``keep`` (its owner's
+        ``list.append``, or ``functools.partial(setattr, owner, name)``: C
+        calls, no frame an interrupt could land in) as soon as SQLite made
+        it, before anything else: the owner's close closes it whatever an
+        interrupt cuts short from there on, the return included (a
+        connection is in a reference cycle: dropped, it stayed open, its
+        files too, until a full collection).  Closed here when setting it
+        up fails or is interrupted."""
+        db: sqlite3.Connection | None = None
         try:
-            db = sqlite3.connect(target, uri=uri, timeout=self.busy_timeout,
-                                 isolation_level=None, check_same_thread=False,
-                                 factory=_Connection)
-        except sqlite3.Error as exc:
-            raise _db_error(self.path, exc) from None
-        # Each page's cells are checked as the page is read: without it a
-        # damaged page was read past its cells, into whatever memory the
-        # process had used before, and the same damaged store got different
-        # answers from one run to the next (an error, a row more or less, a
-        # finding more or less).  The checks cost no time measured at the
-        # command (docs/PERFORMANCE.md, fifteenth pass); integrity_check,
-        # which they made 15% slower, runs without them first (audit.facts).
-        try:
-            db.execute("PRAGMA cell_size_check = ON")
-        except sqlite3.Error as exc:
-            db.close()
-            raise _db_error(self.path, exc) from None
-        if self._on_connect is not None:
-            self._on_connect(db)
-        return db
+            try:
+                db = sqlite3.connect(target, uri=uri, timeout=self.busy_timeout,
+                                     isolation_level=None, check_same_thread=False,
+                                     factory=_Connection)
+                keep(db)
+                # Each page's cells are checked as the page is read: without it a
+                # damaged page was read past its cells, into whatever memory the
+                # process had used before, and the same damaged store got different
+                # answers from one run to the next (an error, a row more or less, a
+                # finding more or less).  The checks cost no time measured at the
+                # command (docs/PERFORMANCE.md, fifteenth pass); integrity_check,
+                # which they made 15% slower, runs without them first (audit.facts).
+                db.execute("PRAGMA cell_size_check = ON")
+            except sqlite3.Error as exc:
+                raise _db_error(self.path, exc) from None
+            if self._on_connect is not None:
+                self._on_connect(db)
+            return db
+        except BaseException:
+            if db is not None:
+                db.close()
+            raise
 
     @contextlib.contextmanager
     def _closed_on_failure(self, close: Callable[[], None] | None = None) -> Iterator[None]:
@@ -1790,8 +1812,12 @@ class FactStore(ClosesOnExit):
             lstat_regular(self.path.with_name(self.path.name + sidecar))
         self._check_unopened_wal()
         where = os.path.abspath(self.path)
-        db = self._connect(os.fspath(self.path), uri=False)
-        self._conn = db
+        try:
+            db = self._connect(os.fspath(self.path), uri=False,
+                               keep=functools.partial(setattr, self, "_conn"))
+        except BaseException:
+            self._conn = None       # (closed by _connect: the next write opens again)
+            raise
         opened = lstat_regular(where)
         if opened is not None:
             self._opened = (where, opened.st_dev, opened.st_ino)
@@ -1827,7 +1853,7 @@ class FactStore(ClosesOnExit):
         assert self._tmpdir is not None
         try:
             try:
-                self._conn = self._snapshot_connection()
+                self._snapshot_connection()
                 self._load_schema(migrate=False)
             except sqlite3.Error as exc:
                 raise _db_error(self.path, exc) from None
@@ -1838,16 +1864,20 @@ class FactStore(ClosesOnExit):
                                    full="full" in reason) from None
 
     def _snapshot_connection(self) -> sqlite3.Connection:
-        """The read connection to the private snapshot (``query_only``)."""
+        """The read connection to the private snapshot (``query_only``),
+        made this store's ``_conn``."""
         assert self._tmpdir is not None
-        db = self._connect(os.path.join(self._tmpdir, "facts.sqlite3"), uri=False)
         try:
+            db = self._connect(os.path.join(self._tmpdir, "facts.sqlite3"), uri=False,
+                               keep=functools.partial(setattr, self, "_conn"))
             if isinstance(db, _Connection):
                 db.replayable = True
             db.execute("PRAGMA query_only = 1")
             db.execute("PRAGMA temp_store = MEMORY")  # no SQLite temp file in $TMPDIR either
         except BaseException:
-            db.close()
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
             raise
         return db
 
@@ -2483,7 +2513,7 @@ class FactStore(ClosesOnExit):
                         os.dup2(null, fd)
                     signal.pthread_sigmask(signal.SIG_SETMASK, mask)
                     self._children = []
-                    self._conn = self._snapshot_connection()
+                    self._snapshot_connection()
                     code = child()
                 except BaseException:  # noqa: BLE001 - the parent does the work itself
                     pass
@@ -2493,7 +2523,7 @@ class FactStore(ClosesOnExit):
         finally:
             try:
                 if self._conn is None:
-                    self._conn = self._snapshot_connection()
+                    self._snapshot_connection()
             except sqlite3.Error as exc:
                 raise _db_error(self.path, exc) from None
             finally:
@@ -2704,8 +2734,19 @@ class FactStore(ClosesOnExit):
         for sidecar in ("-wal", "-shm"):
             # (SQLite follows symbolic links: none here, as when the writer opened)
             lstat_regular(where + sidecar)
+        # (a store of this one's class, read-only: no write goes through it;
+        # the sessions whose indexes were checked are this store's).  Made
+        # first, so that the connection is the view's as it is made: a view
+        # an interrupt drops closes it (ClosesOnExit)
+        view = object.__new__(type(self))
+        view.__dict__.update(self.__dict__)
+        view.__dict__.update(_conn=None, _siblings=[], _threads=[], _listings=[], _children=[], _files=[],
+                             _pending_migration=False, _tmpdir=None, snapshot=False,
+                             _closed=False, readonly=True, _opened=None,
+                             _views=weakref.WeakSet())
         # mode=ro: the view never creates a database
-        db = self._connect(Path(where).as_uri() + "?mode=ro", uri=True)
+        db = self._connect(Path(where).as_uri() + "?mode=ro", uri=True,
+                           keep=functools.partial(setattr, view, "_conn"))
         with self._closed_on_failure(db.close):
             db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
             db.execute("PRAGMA query_only = 1")
@@ -2715,16 +2756,8 @@ class FactStore(ClosesOnExit):
             # migrated the file since the writer read its own)
             version = db.execute("PRAGMA user_version").fetchone()[0]
             tables = _tables(db)
-        # (a store of this one's class, read-only: no write goes through it;
-        # the sessions whose indexes were checked are this store's)
-        view = object.__new__(type(self))
-        view.__dict__.update(self.__dict__)
-        view.__dict__.update(_conn=db, _siblings=[], _threads=[], _listings=[], _children=[], _files=[],
-                             _tables=tables, schema_version=version,
-                             needs_migration=version < SCHEMA_VERSION, _pending_migration=False,
-                             _tmpdir=None, snapshot=False,
-                             _closed=False, readonly=True, _opened=None,
-                             _views=weakref.WeakSet())
+        view.__dict__.update(_tables=tables, schema_version=version,
+                             needs_migration=version < SCHEMA_VERSION)
         self._views.add(view)
         return view
 
@@ -2809,12 +2842,14 @@ class FactStore(ClosesOnExit):
         no snapshot, or that directory is (or may be) inside the store."""
         if not self.snapshot or self._tmpdir is None or not _sqlite_tempdir_outside(self.path.parent):
             return None
-        db = self._connect(os.path.join(self._tmpdir, "facts.sqlite3"), uri=False)
+        # (recorded as it is made: close() closes it, even when an interrupt
+        # lands before this returns)
+        db = self._connect(os.path.join(self._tmpdir, "facts.sqlite3"), uri=False,
+                           keep=self._siblings.append)
         db.execute("PRAGMA query_only = 1")
         # each of the three sorts keeps this much in memory before it spills
         # (SQLite's sorter follows the page cache's size; 2 MiB by default)
         db.execute("PRAGMA cache_size = -1024")
-        self._siblings.append(db)
         return db
 
     def _joined_rows(self, db: sqlite3.Connection, where: str, args: tuple[Any, ...]

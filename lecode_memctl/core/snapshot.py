@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import os
 import shutil
 import stat
@@ -15,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from .atomic import is_link_refusal, lstat_regular, open_nofollow, private_tempdir, write_all
+from .atomic import is_link_refusal, lstat_regular, open_owned, private_tempdir, write_all
 from .errors import NotFound, StoreBusy, StoreCorrupt, StoreWriteError
 from .hashing import sha256
 from .layout import FILE_MODE
@@ -60,34 +61,39 @@ def _remove_leftovers(src: Path, *copies: str) -> None:
                 os.unlink(leftover)
 
 
-def _open_nofollow(path: Path) -> int | None:
-    """A read-only descriptor of ``path``, never through a symlink; None when it
-    does not exist; StoreCorrupt for a symlink or any other failure."""
+# Every descriptor here is a file object's (open_owned) from the moment it
+# is opened: an interrupt anywhere (between two functions, or in a finally
+# that closes it) drops the object, which closes it.  The descriptors were
+# bare ints passed from function to function, and a Ctrl-C on the way
+# leaked one per interrupted read-only open now and then.
+
+def _open_nofollow(path: Path) -> io.FileIO | None:
+    """``path`` opened read-only, never through a symlink; None when it does
+    not exist; StoreCorrupt for a symlink or any other failure."""
     try:
-        return open_nofollow(path)
+        return open_owned(path)
     except FileNotFoundError:
         return None
+    except IsADirectoryError:
+        raise StoreCorrupt(f"{path}: not a regular file") from None
     except OSError as exc:
         if is_link_refusal(exc):
             raise StoreCorrupt(f"{path}: is a symbolic link; refusing to follow it") from None
         raise StoreCorrupt(f"{path}: cannot open: {exc.strerror}") from None
 
 
-def _open_regular(src: Path) -> tuple[int, os.stat_result] | None:
+def _open_regular(src: Path) -> tuple[io.FileIO, os.stat_result] | None:
     """``src`` opened read-only, never through a symlink, and its fstat;
     None when it does not exist; StoreCorrupt when it is not a regular file.
     The caller closes the descriptor."""
-    fd = _open_nofollow(src)
-    if fd is None:
+    f = _open_nofollow(src)
+    if f is None:
         return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise StoreCorrupt(f"{src}: not a regular file")
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, st
+    st = os.fstat(f.fileno())
+    if not stat.S_ISREG(st.st_mode):
+        f.close()
+        raise StoreCorrupt(f"{src}: not a regular file")
+    return f, st
 
 
 def _copy_nofollow(src: Path, dst: str | None, keep: list[bytes] | None = None,
@@ -101,12 +107,13 @@ def _copy_nofollow(src: Path, dst: str | None, keep: list[bytes] | None = None,
     opened = _open_regular(src)
     if opened is None:
         return None
-    fd, st = opened
-    out = -1
+    f, st = opened
+    fd = f.fileno()
+    copy: io.FileIO | None = None
     try:
         if dst is not None:
             with _writing_copy(src, dst):
-                out = open_nofollow(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+                copy = open_owned(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
         digest = sha256(size=st.st_size if limit is None else min(st.st_size, limit))
         done = 0
         while limit is None or done < limit:
@@ -121,18 +128,17 @@ def _copy_nofollow(src: Path, dst: str | None, keep: list[bytes] | None = None,
             done += len(chunk)
             if keep is not None:
                 keep.append(chunk)
-            elif out >= 0 and dst is not None:
+            elif copy is not None and dst is not None:
                 with _writing_copy(src, dst):
-                    write_all(out, chunk)
-        if out >= 0 and dst is not None:
-            closing, out = out, -1
+                    write_all(copy.fileno(), chunk)
+        if copy is not None and dst is not None:
             with _writing_copy(src, dst):
-                os.close(closing)   # (where a write error may show only now: NFS, quotas)
+                copy.close()   # (where a write error may show only now: NFS, quotas)
         return digest.hexdigest(), st, done
     finally:
-        os.close(fd)
-        if out >= 0:
-            os.close(out)
+        f.close()
+        if copy is not None:
+            copy.close()
 
 
 # errors of copy_file_range that can only be the copy's (the store is only
@@ -162,11 +168,13 @@ def _copy_database(src: Path, dst: str) -> tuple[str | None, os.stat_result, int
     opened = _open_regular(src)
     if opened is None:
         return None
-    fd, st = opened
-    out = -1
+    f, st = opened
+    fd = f.fileno()
+    copy: io.FileIO | None = None
     try:
         with _writing_copy(src, dst):
-            out = open_nofollow(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+            copy = open_owned(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+        out = copy.fileno()
         done = 0
         while True:
             try:
@@ -189,17 +197,16 @@ def _copy_database(src: Path, dst: str) -> tuple[str | None, os.stat_result, int
             except OSError as exc:
                 raise StoreCorrupt(f"{src}: cannot read: {exc.strerror}") from None
             if not chunk:
-                closing, out = out, -1
                 with _writing_copy(src, dst):
-                    os.close(closing)
+                    copy.close()
                 return None, st, done
             with _writing_copy(src, dst):
                 write_all(out, chunk)
             done += len(chunk)
     finally:
-        os.close(fd)
-        if out >= 0:
-            os.close(out)
+        f.close()
+        if copy is not None:
+            copy.close()
 
 
 _WAL_MAGIC = (0x377F0682, 0x377F0683)
@@ -212,10 +219,11 @@ def _wal_valid_length(path: Path) -> int | None:
     from an earlier generation and a writer may overwrite them at any time;
     SQLite's recovery ignores them.  None when there is no -wal; 0 when it has
     no valid header (SQLite then ignores it whole)."""
-    fd = _open_nofollow(path)
-    if fd is None:
+    f = _open_nofollow(path)
+    if f is None:
         return None
     try:
+        fd = f.fileno()
         size = os.fstat(fd).st_size
         head = os.pread(fd, 32, 0)
         if len(head) < 32 or int.from_bytes(head[0:4], "big") not in _WAL_MAGIC:
@@ -234,7 +242,7 @@ def _wal_valid_length(path: Path) -> int | None:
             end += frame
         return end
     finally:
-        os.close(fd)
+        f.close()
 
 
 def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
@@ -310,14 +318,11 @@ def private_snapshot(path: Path, wal: Path, timeout: float,
                 stable = True  # the writer checkpointed and closed meanwhile: db alone is whole
             if stable:
                 if wal_chunks:
-                    with _writing_copy(wal, wal_copy):
-                        fd = open_nofollow(wal_copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL,
-                                           FILE_MODE)
-                        try:
-                            for chunk in wal_chunks:
-                                write_all(fd, chunk)
-                        finally:
-                            os.close(fd)
+                    with _writing_copy(wal, wal_copy), \
+                            open_owned(wal_copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                                       FILE_MODE) as copy:
+                        for chunk in wal_chunks:
+                            write_all(copy.fileno(), chunk)
                 return tmp
             attempt += 1
             waited = _pause_before_retry(path, attempt, waited, timeout)

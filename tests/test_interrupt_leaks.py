@@ -1,0 +1,211 @@
+"""A Ctrl-C anywhere in opening, reading or closing a store leaks no file
+descriptor, lock or SQLite connection: the agent imports the core library
+in a process that lives for days, and each interrupted read left a
+descriptor (the facts database's copy, a transcript, a session's lock)
+that nothing would ever close, or a connection only a full collection
+would close (a connection is in a reference cycle of its own).
+
+Each sweep raises KeyboardInterrupt at every bytecode, in turn, of the
+functions that open, hand over and close these (where a signal handler
+may run), then counts the descriptors open (``/proc/self/fd``, after a
+collection) and the SQLite connections still open (before one).  The one
+window CPython leaves is allowed: an interrupt right after ``os.open`` or
+``sqlite3.connect`` returned, before its result is stored anywhere (the
+descriptor is a bare int on the stack then), and its like for a
+connection: one that lands as ``_Connection.__init__`` returns the
+connection just made, through ``sqlite3.connect`` (C), to its caller.
+And one that lands as ``ClosesOnExit.__del__`` is entered, before its
+first statement: nothing of it can run before that."""
+
+from __future__ import annotations
+
+import dis
+import gc
+import linecache
+import os
+import sqlite3
+import sys
+from collections.abc import Callable
+from types import CodeType
+
+import pytest
+
+from lecode_memctl.core.facts import FactStore, _Connection
+from lecode_memctl.core.sessions import ClosesOnExit
+
+from .builders import copy_demo
+
+pytestmark = [
+    pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc"),
+    # (a file or store an interrupt dropped closes when collected, and says so)
+    pytest.mark.filterwarnings("ignore::ResourceWarning"),
+    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
+]
+
+# the calls whose result is a bare descriptor (or a connection) until stored
+UNOWNED = ("os.open(", "sqlite3.connect(")
+
+_OPNAMES: dict[CodeType, dict[int, str]] = {}
+
+# (the return of _Connection.__init__, after SQLite's open: line and code)
+_MADE = (next(line for _s, _e, line in _Connection.__init__.__code__.co_lines()
+              if line is not None and "super().__init__(" in linecache.getline(
+                  _Connection.__init__.__code__.co_filename, line)),
+         _Connection.__init__.__code__)
+
+
+def _opname(code: CodeType, offset: int) -> str:
+    names = _OPNAMES.get(code)
+    if names is None:
+        names = _OPNAMES[code] = {i.offset: i.opname for i in dis.get_instructions(code)}
+    return names.get(offset, "?")
+
+
+def _open_connections() -> list[sqlite3.Connection]:
+    found = []
+    for obj in gc.get_objects():        # (only what the sweep made: the rest is frozen)
+        if isinstance(obj, sqlite3.Connection):
+            try:
+                _ = obj.total_changes
+            except sqlite3.ProgrammingError:
+                continue                # closed
+            found.append(obj)
+    return found
+
+
+def _target(fd: str) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}").rsplit("/", 1)[-1]
+    except OSError:
+        return "?"
+
+
+def _fds() -> set[str]:
+    # (less the listing's own descriptor, closed by now)
+    return {fd for fd in os.listdir("/proc/self/fd") if _target(fd) != "?"}
+
+
+def sweep(op: Callable[[], object], traced: set[str]) -> tuple[int, list[str]]:
+    """Run ``op`` with a KeyboardInterrupt at its k-th bytecode in the
+    functions named ``traced`` (of lecode_memctl), for k = 1, 2, ... until
+    it runs to the end: (steps, leaks), each leak described by where the
+    interrupt landed.  A leak in the window of :data:`UNOWNED` is not one."""
+    op()
+    gc.collect()
+    # (the objects made so far out of the collector's sight: each
+    # gc.collect() and gc.get_objects() below walks what one run made)
+    gc.freeze()
+    try:
+        fds, conns = _fds(), len(_open_connections())
+        leaks: list[str] = []
+        k = 0
+        while True:
+            k += 1
+            seen = 0
+            where: list[tuple[str, int | None, str, bool]] = []
+            last: dict[int, tuple[int | None, str]] = {}
+
+            def trace(frame, event, arg, k=k, where=where, last=last):
+                nonlocal seen
+                code = frame.f_code
+                if code.co_name not in traced or "lecode_memctl" not in code.co_filename:
+                    return None
+                frame.f_trace_opcodes = True
+                if event == "opcode":
+                    seen += 1
+                    name = _opname(code, frame.f_lasti)
+                    if seen == k:
+                        line, prev = last.get(id(frame), (None, ""))
+                        text = linecache.getline(code.co_filename, line or 0)
+                        window = (prev == "CALL" and any(u in text for u in UNOWNED)
+                                  or (code is _MADE[1] and frame.f_lineno == _MADE[0]
+                                      and name in ("LOAD_CONST", "RETURN_VALUE"))
+                                  or (code is ClosesOnExit.__del__.__code__ and not prev))
+                        where.append((code.co_name, frame.f_lineno, name, window))
+                        raise KeyboardInterrupt
+                    last[id(frame)] = (frame.f_lineno, name)
+                return trace
+
+            sys.settrace(trace)
+            try:
+                op()
+            except BaseException:  # noqa: BLE001, S110 - (raised by the trace inside an
+                pass                # except clause, Python 3.11 may give the handled error)
+            finally:
+                sys.settrace(None)
+            left = _open_connections()      # left to the collector: open until it runs
+            gc.collect()
+            extra = _fds() - fds
+            if (extra or len(left) > conns) and not (where and where[0][3]):
+                leaks.append(f"{where[0][:3] if where else 'after the end'}: "
+                             f"{len(extra)} descriptors, {len(left) - conns} connections "
+                             f"{[_target(fd) for fd in extra]}")
+            for c in left:
+                sqlite3.Connection.close(c)     # (not _Connection's: it may be half made)
+            for fd in extra:
+                try:
+                    os.close(int(fd))
+                except OSError:
+                    pass
+            if not where:               # (ran to the end: no k-th bytecode)
+                return k, leaks
+    finally:
+        gc.unfreeze()
+
+
+@pytest.fixture
+def demo_store(demo_template, tmp_path, monkeypatch):
+    store = copy_demo(demo_template, tmp_path / "demo")
+    tmp = tmp_path / "TMPDIR"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    return store
+
+
+SNAPSHOT = {"__init__", "open_readonly", "_open_readonly", "_closed_on_failure", "_made_tmpdir",
+            "_open_snapshot", "_snapshot_connection", "_connect", "close", "__del__",
+            "private_snapshot", "record", "_copy_nofollow", "_copy_database", "_open_regular",
+            "_open_nofollow", "_wal_valid_length", "open_nofollow", "open_owned", "<lambda>",
+            "_writing_copy"}
+
+
+@pytest.mark.parametrize("wal", [False, True])
+def test_an_interrupt_anywhere_in_a_readonly_open_leaks_nothing(demo_store, wal):
+    """The database (and its -wal: a writer's, still open) copied into the
+    private snapshot, the copy connected to, then closed."""
+    db = demo_store / "facts.sqlite3"
+    writer = None
+    if wal:
+        writer = sqlite3.connect(db, isolation_level=None)
+        writer.execute("PRAGMA journal_mode = WAL")
+        writer.execute("PRAGMA wal_autocheckpoint = 0")
+        # (a change SQLite writes: a value set to itself may write no page)
+        writer.execute("UPDATE facts SET updated = updated || 'x'")
+        writer.execute("UPDATE facts SET updated = substr(updated, 1, length(updated) - 1)")
+        assert os.path.getsize(str(db) + "-wal") > 0
+    try:
+        steps, leaks = sweep(lambda: FactStore.open_readonly(db).close(), SNAPSHOT)
+    finally:
+        if writer is not None:
+            writer.close()
+    assert leaks == []
+    assert steps > 500
+
+
+def test_an_interrupt_anywhere_in_a_listing_leaks_no_connection(demo_store):
+    """The listing's second connection (``_sibling``), recorded as it is made."""
+    fs = FactStore.open_readonly(demo_store / "facts.sqlite3")
+    try:
+        def listing() -> None:
+            try:
+                list(fs.stored_sources_by_session())
+            finally:
+                for db in fs._siblings:
+                    db.close()
+                fs._siblings = []
+
+        steps, leaks = sweep(listing, {"_sibling", "_connect", "stored_sources_by_session"})
+    finally:
+        fs.close()
+    assert leaks == []
+    assert steps > 50

@@ -31,7 +31,7 @@ from types import CodeType
 import pytest
 
 from lecode_memctl.core.facts import FactStore, _Connection
-from lecode_memctl.core.sessions import ClosesOnExit
+from lecode_memctl.core.sessions import ClosesOnExit, SessionStore
 
 from .builders import copy_demo
 
@@ -209,3 +209,32 @@ def test_an_interrupt_anywhere_in_a_listing_leaks_no_connection(demo_store):
         fs.close()
     assert leaks == []
     assert steps > 50
+
+
+def _session(ss: SessionStore) -> None:
+    with ss.create("s1", created="2026-01-01T00:00:00Z") as w:
+        for i in range(3):
+            w.append_message("user", f"message {i}")
+
+
+SESSION_OPEN = {"_open", "_open_checked", "open_nofollow", "open_owned", "<lambda>", "__init__",
+                "close", "__exit__", "records", "header"}
+
+
+def test_an_interrupt_anywhere_in_a_transcript_read_leaks_nothing(ss):
+    _session(ss)
+    steps, leaks = sweep(lambda: (ss.records("s1", 0, 1), ss.header("s1")), SESSION_OPEN)
+    assert leaks == []
+    assert steps > 100
+
+
+def test_an_interrupt_anywhere_in_a_writer_open_or_close_leaks_no_lock(ss):
+    """``SessionStore.writer`` (the lock, the transcript opened to append)
+    and ``SessionWriter.close``: it cleared its attributes before closing
+    them, and an interrupt between the two left the lock held for good."""
+    _session(ss)
+    steps, leaks = sweep(lambda: ss.writer("s1").close(),
+                         SESSION_OPEN | {"writer", "lock_session", "last_lines", "_lstat_dir"})
+    assert leaks == []
+    assert steps > 100
+    ss.writer("s1").close()         # (the lock is free)

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import io
 import os
 import sqlite3
 from collections.abc import Iterable, Mapping
@@ -512,7 +513,7 @@ def _apply(store: Store, plan: RedactPlan, result: RedactResult, pending: _Pendi
     if plan.clean_database:
         _check_database(store, lock_wait)
     sessions_dir = os.path.join(root, "sessions")
-    locks: list[int] = []
+    locks: list[io.FileIO] = []
     try:
         for change in plan.files:
             if change.kind == KIND_TRANSCRIPT:
@@ -542,9 +543,9 @@ def _apply(store: Store, plan: RedactPlan, result: RedactResult, pending: _Pendi
                 result.files.append(change.file)
             pending.files.remove(change)
     finally:
-        for fd in locks:
+        for lock in locks:
             try:
-                os.close(fd)
+                lock.close()
             except OSError:
                 pass
     if plan.forget_facts:

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Self, TypeGuard
 import orjson
 
 from ._lazy import lazy_compile
-from .atomic import fsync_dir, is_link_refusal, make_dirs, open_nofollow, write_all
+from .atomic import fsync_dir, is_link_refusal, make_dirs, open_owned, write_all
 from .errors import (
     Conflict,
     MemctlError,
@@ -2088,10 +2088,19 @@ class SessionStore:
         if stat.S_ISLNK(dst.st_mode):
             raise SessionRefused(f"{self.dir} is a symbolic link; refused", "refused_symlink")
         path = os.path.join(self.dir, session_id + SUFFIX)
+        # One owner of the descriptor at any time, whatever an interrupt (a
+        # signal handler runs between any two bytecodes, a call's return
+        # included) cuts short: the FileIO from the moment os.open returns it
+        # (open_owned), the _File's reader from when it is made.  Never
+        # os.close: a file object an interrupt dropped closes it too, and the
+        # second close hit whatever the process had opened meanwhile under
+        # that number.
         try:
-            fd = open_nofollow(path)
+            raw = open_owned(path)
         except FileNotFoundError:
             raise self.not_found(session_id) from None
+        except IsADirectoryError:
+            raise SessionUnreadable(f"session {session_id}: {path} is not a regular file") from None
         except OSError as exc:
             if is_link_refusal(exc):
                 raise SessionRefused(f"session {session_id}: {path} is a symbolic link; refused",
@@ -2101,23 +2110,7 @@ class SessionStore:
             raise SessionUnreadable(f"session {session_id}: cannot open {path}: "
                                     f"{exc.strerror}") from None
         try:
-            st = os.fstat(fd)
-            if stat.S_ISLNK(st.st_mode):  # pragma: no cover - O_NOFOLLOW already refuses
-                raise SessionRefused(f"session {session_id}: symbolic link refused", "refused_symlink")
-            if not stat.S_ISREG(st.st_mode):
-                raise SessionUnreadable(f"session {session_id}: {path} is not a regular file")
-        except BaseException:
-            os.close(fd)
-            raise
-        # One owner of the descriptor at any time, whatever an interrupt
-        # (a signal handler runs between any two bytecodes, a call's return
-        # included) cuts short: this code until the FileIO is made, the FileIO
-        # from then on.  Never os.close once it is: a file object an interrupt
-        # dropped closes it too, and the second close hit whatever the process
-        # had opened meanwhile under that number.  (An interrupt between the
-        # two statements leaks the descriptor: a leak, never a double close.)
-        raw = io.FileIO(fd, "rb", closefd=True)
-        try:
+            # (open_owned refuses what is not a regular file or a directory)
             return _File(io.BufferedReader(raw, _BUFFER), session_id, path)
         except BaseException:
             raw.close()         # (idempotent: closed already when the reader was dropped)
@@ -2177,19 +2170,19 @@ class SessionStore:
         self._check_open()
         check_session_id(session_id)
         _ensure_dirs(os.fspath(self.store.path), self.dir)
-        lock_fd = lock_session(self.dir, session_id)
+        lock = lock_session(self.dir, session_id)
         path = os.path.join(self.dir, session_id + SUFFIX)
         try:
             try:
-                fd = open_nofollow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL)
+                f = open_owned(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL)
             except FileExistsError:
                 raise Conflict(f"session {session_id} already exists") from None
             except OSError as exc:
                 raise StoreWriteError(f"{path}: cannot create: {exc.strerror}") from None
         except BaseException:
-            os.close(lock_fd)
+            lock.close()
             raise
-        w = SessionWriter(session_id, path, fd, lock_fd, next_seq=0,
+        w = SessionWriter(session_id, path, f, lock, next_seq=0,
                           exclusions=self._reader_for(
                               {"project": project if project is not None else self.store.slug}))
         try:
@@ -2216,7 +2209,7 @@ class SessionStore:
         self._check_open()
         check_session_id(session_id)
         self._lstat_dir(session_id)
-        lock_fd = lock_session(self.dir, session_id)
+        lock = lock_session(self.dir, session_id)
         try:
             f, hdr = self._open_checked(session_id)
             try:
@@ -2240,20 +2233,20 @@ class SessionStore:
                 f.close()
             path = os.path.join(self.dir, session_id + SUFFIX)
             try:
-                fd = open_nofollow(path, os.O_WRONLY | os.O_APPEND)
+                out = open_owned(path, os.O_WRONLY | os.O_APPEND)
             except OSError as exc:
                 raise StoreWriteError(f"{path}: cannot open for append: {exc.strerror}") from None
             if torn:
                 try:
-                    os.ftruncate(fd, good_size)
-                    os.fsync(fd)
+                    os.ftruncate(out.fileno(), good_size)
+                    os.fsync(out.fileno())
                 except OSError as exc:
-                    os.close(fd)
+                    out.close()
                     raise StoreWriteError(f"{path}: cannot cut the torn tail: {exc.strerror}") from None
-            return SessionWriter(session_id, path, fd, lock_fd, next_seq=last + 1,
+            return SessionWriter(session_id, path, out, lock, next_seq=last + 1,
                                  exclusions=self._reader_for(hdr))
         except BaseException:
-            os.close(lock_fd)
+            lock.close()
             raise
 
     # -- reading
@@ -2886,12 +2879,14 @@ class SessionWriter(ClosesOnExit):
     epochs written); None: no facts database, generation 0.
     """
 
-    def __init__(self, session_id: str, path: str, fd: int, lock_fd: int, *, next_seq: int,
-                 exclusions: ExclusionReader | None = None) -> None:
+    def __init__(self, session_id: str, path: str, file: io.FileIO, lock: io.FileIO, *,
+                 next_seq: int, exclusions: ExclusionReader | None = None) -> None:
+        """``file``: the transcript opened to append; ``lock``: its
+        ``<id>.lock``, locked (:func:`lock_session`); both owned from here."""
         self.session_id = session_id
         self.path = path
-        self._fd: int | None = fd
-        self._lock_fd: int | None = lock_fd
+        self._file = file
+        self._lock = lock
         self.next_seq = next_seq
         self._exclusions = exclusions
         self._generation = 0     # the highest generation read (generations only rise)
@@ -2901,7 +2896,7 @@ class SessionWriter(ClosesOnExit):
         the other keys are kept as given, unchecked: the raw writer (the
         header, records copied as they are).  Messages and events go through
         :meth:`append_message` and :meth:`append_event`."""
-        if self._fd is None:
+        if self._file.closed:
             raise UsageError(f"session {self.session_id}: writer is closed")
         if not isinstance(record, dict):
             raise UsageError("a record is a JSON object")
@@ -2912,7 +2907,7 @@ class SessionWriter(ClosesOnExit):
             line = orjson.dumps(body) + b"\n"
         except TypeError as exc:
             raise UsageError(f"record is not JSON-serialisable: {exc}") from None
-        fd = self._fd
+        fd = self._file.fileno()
         try:
             before = os.fstat(fd).st_size
         except OSError as exc:
@@ -3019,14 +3014,15 @@ class SessionWriter(ClosesOnExit):
         return self.append_record(rec)
 
     def close(self) -> None:
-        for name in ("_fd", "_lock_fd"):
-            fd = getattr(self, name)
-            if fd is not None:
-                setattr(self, name, None)
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+        # Each file object's close is one call, done or not: an interrupt
+        # anywhere leaves each either closed or still here to close.  (The
+        # descriptors were ints, each cleared before it was closed: an
+        # interrupt in between left the lock held until the process ended.)
+        for f in (self._file, self._lock):
+            try:
+                f.close()
+            except OSError:
+                pass
 
 
 
@@ -3069,27 +3065,28 @@ def _ensure_dirs(*paths: str) -> None:
         make_dirs(final, strict=True, existing=refuse_final)
 
 
-def lock_session(sessions_dir: str, session_id: str) -> int:
+def lock_session(sessions_dir: str, session_id: str) -> io.FileIO:
     """Take the session's ``<id>.lock`` (the lock every writer of the session
-    holds), without waiting; the locked fd.  StoreBusy (exit 6) while another
+    holds), without waiting; the lock file, locked (owned by the file object from
+    the open on: :func:`~.atomic.open_owned`).  StoreBusy (exit 6) while another
     writer holds it: another process's, or another of this process's (the
     lock belongs to an open file, not to a process)."""
     path = os.path.join(sessions_dir, session_id + LOCK_SUFFIX)
     try:
-        fd = open_nofollow(path, os.O_RDWR | os.O_CREAT)
+        lock = open_owned(path, os.O_RDWR | os.O_CREAT)
     except OSError as exc:
         if is_link_refusal(exc):
             raise SessionRefused(f"{path} is a symbolic link; refused", "refused_symlink") from None
         raise StoreWriteError(f"{path}: cannot open lock: {exc.strerror}") from None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:
-        os.close(fd)
+        lock.close()
         if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
             raise StoreBusy(f"session {session_id} is being written by another writer, of "
                             f"another process or of this one ({path} is locked)") from None
         raise StoreWriteError(f"{path}: cannot lock: {exc.strerror}") from None
-    return fd
+    return lock
 
 
 __all__ = [

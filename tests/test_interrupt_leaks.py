@@ -238,3 +238,33 @@ def test_an_interrupt_anywhere_in_a_writer_open_or_close_leaks_no_lock(ss):
     assert leaks == []
     assert steps > 100
     ss.writer("s1").close()         # (the lock is free)
+
+
+def test_an_interrupt_in_a_collected_store_s_close_leaks_nothing(demo_store):
+    """``ClosesOnExit.__del__``: an interrupt that lands in the ``close``
+    it runs (a store dropped without being closed) ends it no more: the
+    close goes on, and the connection and the private copy go with it."""
+    db = demo_store / "facts.sqlite3"
+
+    def dropped() -> None:
+        fs = FactStore.open_readonly(db)
+        real(tracer[0])
+        del fs                          # (no cycle: __del__ runs here)
+
+    tracer: list[Callable[..., object] | None] = [None]
+    real = sys.settrace
+
+    def settrace(fn):                   # the sweep's tracer, set only around the del
+        tracer[0] = fn
+        if fn is None:
+            real(None)
+
+    sys.settrace = settrace
+    try:
+        steps, leaks = sweep(dropped, {"__del__", "close"})
+    finally:
+        sys.settrace = real
+    assert leaks == []
+    assert steps > 50
+    # (the private copy of the one interrupt as __del__ was entered: none else)
+    assert len(os.listdir(os.environ["TMPDIR"])) <= 1

@@ -2864,6 +2864,23 @@ class ClosesOnExit:
     def __del__(self) -> None:  # pragma: no cover - best effort
         try:
             self.close()
+        except KeyboardInterrupt:
+            # A Ctrl-C that lands in the close (a signal handler runs in
+            # __del__ too) is not let end it: ``close`` is idempotent, and
+            # called again it closes what the interrupt left open (each
+            # resource is closed or still recorded at any point).  The
+            # interrupt is raised once it is done; Python reports it from
+            # here, as it did.  (One that lands as __del__ is entered, before
+            # the try, still ends it: nothing here can run first.)
+            while True:
+                try:
+                    self.close()
+                    break
+                except KeyboardInterrupt:
+                    continue
+                except Exception:
+                    break
+            raise
         except Exception:
             pass
 

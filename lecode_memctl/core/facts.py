@@ -25,6 +25,7 @@ in :mod:`~lecode_memctl.core.factview`.
 
 from __future__ import annotations
 
+import _thread
 import collections
 import contextlib
 import functools
@@ -1628,34 +1629,114 @@ _R = TypeVar("_R")
 _P = ParamSpec("_P")
 
 
+def _held(store: FactStore) -> None:
+    """Take ``store``'s lock for the calling thread (see :class:`FactStore`,
+    "Threads"), waiting at most its busy timeout for another thread's call
+    to end: then StoreBusy, as for SQLite's lock held by another process.
+    The caller releases it in a ``finally`` around this call (an interrupt
+    just after the lock was taken is raised inside that ``try``)."""
+    if not store._lock.acquire(timeout=min(max(store.busy_timeout, 0.0), _WAIT_MAX)):
+        raise StoreBusy(f"{store.path}: facts database is locked by another writer "
+                        "(a call of another thread of this process, for more than "
+                        f"{store.busy_timeout:g} s)")
+
+
+def _let_go(store: FactStore) -> None:
+    """Release what :func:`_held` took; nothing when it took nothing (it
+    timed out, or was interrupted while it waited).  (One call, no
+    ``_is_owned`` test first: an interrupt between the two left it held.)"""
+    try:
+        store._lock.release()
+    except RuntimeError:
+        pass
+
+
+def _serialized(method: Callable[Concatenate[FactStore, _P], _R]
+                ) -> Callable[Concatenate[FactStore, _P], _R]:
+    """A public call of a writer's store, made holding the store's lock:
+    never inside another thread's write transaction, nor beside another
+    thread's statement on the shared connection.  A store opened read-only
+    takes no lock (its connection reads an immutable private copy: the
+    CLI's hot paths pay nothing); a call made inside another of the same
+    thread (a read in a write's validation) holds it already (a
+    re-entrant lock)."""
+
+    @functools.wraps(method)
+    def call(self: FactStore, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        if self.readonly:
+            return method(self, *args, **kwargs)
+        try:
+            _held(self)
+            return method(self, *args, **kwargs)
+        finally:
+            _let_go(self)
+
+    return call
+
+
+def _serial_rows(method: Callable[Concatenate[FactStore, _P], Iterator[T]]
+                 ) -> Callable[Concatenate[FactStore, _P], Iterator[T]]:
+    """A writer's method that reads lazily (a generator): its rows read
+    holding the store's lock a row at a time (:meth:`FactStore._each_held`),
+    never while the consumer has one (it may write, or call anything, from
+    this thread or another, between two rows).  A read-only open's rows as
+    they are: no lock, nothing added per row."""
+
+    @functools.wraps(method)
+    def rows(self: FactStore, /, *args: _P.args, **kwargs: _P.kwargs) -> Iterator[T]:
+        it = method(self, *args, **kwargs)
+        return it if self.readonly else self._each_held(it)
+
+    return rows
+
+
 def _ends_its_transaction(method: Callable[Concatenate[FactStore, _P], _R]
                           ) -> Callable[Concatenate[FactStore, _P], _R]:
-    """A FactStore write method that leaves no transaction open, whatever
-    ends it: a Ctrl-C landing as ``_Txn.__exit__`` is entered (a signal
-    handler runs at a call's start) runs none of its code, and the writer
-    held SQLite's write lock until its next write.  Rolled back here, in
-    the method's own caller frame (one interrupt cannot land twice)."""
-    import functools
+    """A FactStore write method, made holding the store's lock (as
+    :func:`_serialized`: another thread's write waits for this one to end,
+    its COMMIT or ROLLBACK included), that leaves no transaction open,
+    whatever ends it: a Ctrl-C landing as ``_Txn.__exit__`` is entered (a
+    signal handler runs at a call's start) runs none of its code, and the
+    writer held SQLite's write lock until its next write.  Rolled back
+    here, in the method's own caller frame (one interrupt cannot land
+    twice), before the lock is let go."""
 
     @functools.wraps(method)
     def write(self: FactStore, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
-            return method(self, *args, **kwargs)
-        except BaseException:
-            import threading
-
-            db = self._conn
-            # (this thread's transaction only: another thread's may be open)
-            if db is not None and db.in_transaction and \
-                    self._txn_thread in (None, threading.get_ident()):
-                FactStore._Txn(self)._rolled_back(db)
-            raise
+            _held(self)
+            try:
+                return method(self, *args, **kwargs)
+            except BaseException:
+                db = self._conn
+                # (this thread's transaction only, as the lock makes it)
+                if db is not None and db.in_transaction and \
+                        self._txn_thread in (None, _thread.get_ident()):
+                    FactStore._Txn(self)._rolled_back(db)
+                raise
+        finally:
+            _let_go(self)
 
     return write
 
 
+_END: Any = object()
+_WAIT_MAX = 86400.0 * 365     # (a lock's wait: at most threading.TIMEOUT_MAX)
+
+
 class FactStore(ClosesOnExit):
-    """The project's facts database.  See the module docstring."""
+    """The project's facts database.  See the module docstring.
+
+    Threads (``docs/API.md``, "Threads"): a writer may be shared.  Its calls
+    take turns on its one connection under the store's re-entrant lock: a
+    write holds it from its start to its COMMIT or ROLLBACK, a read for its
+    statements, a lazy read (:meth:`iter_facts`, a listing's rows) for each
+    row it reads, never while the consumer has the row.  A call waits at
+    most ``busy_timeout`` for another thread's, then StoreBusy (as for
+    SQLite's lock held by another process); :meth:`close` waits without a
+    bound.  A read-only open (and a view of :meth:`one_state`) takes no
+    lock: one thread at a time.  :meth:`fork` is a read-only open's, with
+    no other thread running (:meth:`may_fork`)."""
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = BUSY_TIMEOUT,
                  on_connect: Callable[[sqlite3.Connection], None] | None = None,
@@ -1671,6 +1752,10 @@ class FactStore(ClosesOnExit):
         # open is rolled back by that thread only, never another thread's
         # still running on the same connection
         self._txn_thread: int | None = None
+        # a writer's calls, one thread at a time (_serialized; "Threads" in
+        # the class docstring); a re-entrant lock: a read made inside a
+        # write of the same thread (its validation) holds it already
+        self._lock = _thread.RLock()
         self._before_migration: tuple[int, set[str], bool] = (0, set(), False)
         self.snapshot = False         # read-only: True when reading a private copy
         self._on_connect = on_connect
@@ -2013,7 +2098,19 @@ class FactStore(ClosesOnExit):
         return frozenset(self._tables)
 
     def close(self) -> None:
-        """Close the connection (and remove a private snapshot).  Idempotent."""
+        """Close the connection (and remove a private snapshot).  Idempotent.
+        A writer's waits for a call in progress on another thread to end (a
+        write commits or rolls back first), with no bound: a listing holds
+        nothing between its rows, and ends at close (its next row raises
+        UsageError)."""
+        if self.readonly:
+            self._close_now()
+            return
+        with self._lock:
+            self._close_now()
+
+    def _close_now(self) -> None:
+        """:meth:`close`, the lock held (a writer's)."""
         self._closed = True
         self._end_children()
         for fd in list(self._files):
@@ -2055,6 +2152,7 @@ class FactStore(ClosesOnExit):
 
 
     @property
+    @_serialized
     def exists(self) -> bool:
         return self._conn is not None
 
@@ -2065,21 +2163,16 @@ class FactStore(ClosesOnExit):
             self.store = store
 
         def __enter__(self) -> sqlite3.Connection:
-            import threading
-
             store = self.store
             db = store._ensure_writer()
-            me = threading.get_ident()
-            if db.in_transaction and store._txn_thread not in (None, me):
-                # another thread's write, between its BEGIN and COMMIT on
-                # this connection: not rolled back (its statements left would
-                # commit one by one) nor joined; refused, as SQLite does
-                raise _db_error(store.path, sqlite3.OperationalError(
-                    "cannot start a transaction within a transaction"))
-            # (the writer's connection holds no transaction between writes:
-            # one still open is a write of this thread's whose rollback an
-            # interrupt cut short; its lock is let go and its changes dropped,
-            # a migration in it too: the store is read as unmigrated again)
+            me = _thread.get_ident()
+            # (entered by a write method, holding the store's lock
+            # (_ends_its_transaction): no other thread is between its BEGIN
+            # and COMMIT on this connection, they wait for the lock.  The
+            # writer's connection holds no transaction between writes: one
+            # still open is a write whose rollback an interrupt cut short;
+            # its lock is let go and its changes dropped, a migration in it
+            # too: the store is read as unmigrated again)
             if db.in_transaction:
                 self._rolled_back(db)
             store._txn_thread = me
@@ -2134,6 +2227,7 @@ class FactStore(ClosesOnExit):
 
     # ---- exclusions and generation (ExclusionReader) ---------------------
 
+    @_serialized
     def generation(self) -> int:
         """The project's exclusion generation: 0, plus one per first forget."""
         db = self._reader()
@@ -2141,12 +2235,14 @@ class FactStore(ClosesOnExit):
             return 0
         return meta_generation(db)
 
+    @_serialized
     def excluded_seqs(self, session_id: str) -> frozenset[int]:
         db = self._reader()
         if db is None:
             return frozenset()
         return session_exclusions(db, session_id)
 
+    @_serialized
     def exclusions_by_session(self) -> dict[str, frozenset[int]]:
         """Every exclusion, grouped by session (one query)."""
         db = self._reader()
@@ -2154,23 +2250,27 @@ class FactStore(ClosesOnExit):
             return {}
         return all_exclusions(db)
 
+    @_serialized
     def is_excluded(self, session_id: str, seq: int) -> bool:
         db = self._reader()
         if db is None:
             return False
         return seq in session_exclusions(db, session_id)
 
+    @_serialized
     def exclusion_count(self) -> int:
         db = self._reader()
         if db is None:
             return 0
         return int(db.execute("SELECT count(*) FROM exclusions").fetchone()[0])
 
+    @_serialized
     def database_id(self) -> str | None:
         """:func:`database_id` of this database (None with no database)."""
         db = self._reader()
         return None if db is None else database_id(db)
 
+    @_serialized
     def was_forgotten(self, fact_id: str) -> bool:
         """True when a forget retry marker exists for the id."""
         db = self._reader()
@@ -2265,6 +2365,7 @@ class FactStore(ClosesOnExit):
     _FACT_SELECT = ("SELECT f.fact_id, f.revision, f.created, f.updated, r.text FROM facts f "
                     "LEFT JOIN revisions r ON r.fact_id = f.fact_id AND r.revision = f.revision ")
 
+    @_serialized
     def get(self, fact_id: str) -> Fact | None:
         """A fact at its current revision, or None.  Administrative and
         unverified: model-facing consumers use source-validated recall."""
@@ -2300,6 +2401,7 @@ class FactStore(ClosesOnExit):
                                 "cannot be changed or forgotten as stored")
         return NotFound(f"no fact {fact_id}")
 
+    @_serialized
     def require(self, fact_id: str) -> Fact:
         fact = self.get(check_fact_id(fact_id))
         if fact is None:
@@ -2308,6 +2410,7 @@ class FactStore(ClosesOnExit):
             raise NotFound(f"no fact {fact_id}")
         return fact
 
+    @_serialized
     def revisions(self, fact_id: str) -> list[Revision]:
         """Every revision of a fact, oldest first, each with its evidence."""
         db = self._reader()
@@ -2325,6 +2428,7 @@ class FactStore(ClosesOnExit):
             out.append(Revision(fact_id, rev, row_text(text), row_text(created), ref, prov, error))
         return flag_stored_twice(out)
 
+    @_serialized
     def provenance(self, fact_id: str, revision: int | None = None) -> list[Provenance]:
         """Legacy provenance rows of a revision (default: the current one)."""
         db = self._reader()
@@ -2337,6 +2441,7 @@ class FactStore(ClosesOnExit):
             revision = row[0]
         return list(self._revision_sources(db, fact_id, revision)[1])
 
+    @_serialized
     def source(self, fact_id: str, revision: int | None = None) -> SourceRef | None:
         """The SourceRef attached to a revision (default: the current one)."""
         db = self._reader()
@@ -2349,6 +2454,7 @@ class FactStore(ClosesOnExit):
             revision = row[0]
         return self._revision_sources(db, fact_id, revision)[0]
 
+    @_serialized
     def count(self) -> int:
         db = self._reader()
         if db is None:
@@ -2359,6 +2465,7 @@ class FactStore(ClosesOnExit):
         what = "(SELECT DISTINCT fact_id FROM facts)" if ids_stored_twice(db) else "facts"
         return int(db.execute(f"SELECT count(*) FROM {what}").fetchone()[0])
 
+    @_serialized
     def list_facts(self, offset: int = 0, limit: int = 20) -> list[Fact]:
         """At most ``limit`` (clamped to 1..LIST_MAX) facts in id order from ``offset``."""
         if offset < 0:
@@ -2375,6 +2482,7 @@ class FactStore(ClosesOnExit):
         twice = ids_stored_twice(db) if groups else frozenset()
         return [self._fact_from_row(db, g[0], g, twice) for g in groups]
 
+    @_serial_rows
     def iter_facts(self, *, batch: int = 500) -> Iterator[Fact]:
         """Every fact in id order, fetched ``batch`` at a time (constant memory)."""
         db = self._reader()
@@ -2608,6 +2716,7 @@ class FactStore(ClosesOnExit):
         for sid, group in self.stored_sources_by_session(session_id, part=part):
             yield sid, [SourceRef.of_checked(sid, seqs, digest) for seqs, digest in group]
 
+    @_serial_rows
     def stored_sources_by_session(self, session_id: str | None = None, *, part: Part | None = None
                                   ) -> Iterator[tuple[str, list[StoredSource]]]:
         """Every distinct well-formed SourceRef of every revision (of the facts
@@ -2711,16 +2820,42 @@ class FactStore(ClosesOnExit):
         left (closed then: a view left by an error, too).  The writer's own
         connection holds no transaction meanwhile: it writes as before, and
         the view does not see what it writes."""
-        if self._pending_migration and not self._closed:
-            self._migrated_elsewhere()
-        if self.readonly or self._closed or self._conn is None or not self._tables:
+        view = self._state_view()
+        if view is None:
             yield self
             return
-        view = self._view()
         try:
             yield view
         finally:
             view.close()
+
+    @_serialized
+    def _state_view(self) -> FactStore | None:
+        """:meth:`one_state`'s view of a writer's store, or None: read itself."""
+        if self._pending_migration and not self._closed:
+            self._migrated_elsewhere()
+        if self.readonly or self._closed or self._conn is None or not self._tables:
+            return None
+        return self._view()
+
+    @_serialized
+    def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` holding the store's lock (a writer's)."""
+        return fn(*args)
+
+    def _each_held(self, rows: Iterator[T]) -> Iterator[T]:
+        """``rows``, each read (the reads on the writer's connection before
+        it) holding the store's lock, which is let go before it is given."""
+        try:
+            while True:
+                row = self._call(next, rows, _END)
+                if row is _END:
+                    return
+                yield row
+        finally:
+            close = getattr(rows, "close", None)
+            if close is not None:
+                close()
 
     def _view(self) -> FactStore:
         """:meth:`one_state`'s view of a writer's store."""
@@ -2761,6 +2896,7 @@ class FactStore(ClosesOnExit):
         self._views.add(view)
         return view
 
+    @_serialized
     def start_listing(self, session_id: str | None = None, *, part: Part | None = None
                       ) -> FactListing:
         """Start reading :meth:`iter_fact_groups`' rows now; ``.groups()`` of
@@ -2779,7 +2915,8 @@ class FactStore(ClosesOnExit):
         listing = FactListing(self.path)
         if db is None:
             return listing
-        listing.twice_of = lambda: ids_stored_twice(db)
+        listing.twice_of = ((lambda: ids_stored_twice(db)) if self.readonly
+                            else (lambda: self._call(ids_stored_twice, db)))
         where, args = self._session_filter(session_id, part)
         for fid, rev, sid, seq in db.execute(
                 "SELECT f.fact_id, f.revision, f.session_id, f.seq FROM provenance f " + where
@@ -2787,7 +2924,8 @@ class FactStore(ClosesOnExit):
             listing.prov.setdefault((fid, rev), {}).setdefault(sid, []).append(seq)
         sibling = self._sibling() if session_id is None else None
         if sibling is None:
-            listing.joined = self._joined_rows(db, where, args)
+            joined = self._joined_rows(db, where, args)
+            listing.joined = joined if self.readonly else self._each_held(joined)
             return listing
         only = ("WHERE " + _PART_SQL[part[1]].format("fact_id") + " "
                 if part is not None else "")
@@ -2885,6 +3023,7 @@ class FactStore(ClosesOnExit):
             yield row
         yield from bare
 
+    @_serialized
     def fact_ids(self, prefix: str = "", limit: int = 200) -> list[str]:
         db = self._reader()
         if db is None:
@@ -2893,6 +3032,7 @@ class FactStore(ClosesOnExit):
             "SELECT fact_id FROM facts WHERE fact_id >= ? AND fact_id < ? ORDER BY fact_id LIMIT ?",
             (prefix, prefix + "\U0010ffff", limit))]
 
+    @_serialized
     def ids_with_evidence_in(self, session_id: str) -> list[str]:
         """Ids (sorted) of facts any of whose revisions' evidence is in the session."""
         db = self._reader()
@@ -2906,6 +3046,7 @@ class FactStore(ClosesOnExit):
                                                 "WHERE session_id = ?", (session_id,)))
         return sorted(ids)
 
+    @_serialized
     def search(self, text: str, limit: int = SEARCH_DEFAULT) -> list[Fact]:
         """Facts whose current text contains ``text`` literally (case-insensitive
         for ASCII; no wildcards, no regex).  Administrative, unverified."""
@@ -2919,6 +3060,7 @@ class FactStore(ClosesOnExit):
                           "ORDER BY f.fact_id LIMIT ?", (text, limit)).fetchall()
         return [self._fact_from_row(db, r) for r in rows]
 
+    @_serialized
     def facts_using(self, positions: Mapping[str, Iterable[int]],
                     exclude_fact: str | None = None) -> list[str]:
         """Ids of facts any of whose revisions' evidence touches one of the positions."""
@@ -3229,6 +3371,7 @@ class FactStore(ClosesOnExit):
             out.setdefault(sid, set()).update(seqs)
         return out
 
+    @_serialized
     def plan_forget(self, fact_id: str) -> ForgetPlan:
         """What forget would do, computed without writing."""
         from .factresults import ForgetPlan
@@ -3329,6 +3472,7 @@ class FactStore(ClosesOnExit):
 
     # ---- integrity -------------------------------------------------------
 
+    @_serialized
     def integrity(self) -> list[str]:
         """Problems found by ``integrity_check``/``foreign_key_check`` and the
         fact invariants (contiguous revisions, current revision present)."""

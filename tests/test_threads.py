@@ -292,7 +292,30 @@ def test_a_listing_being_read_does_not_keep_writes_waiting(tmp_path):
 
 
 # --------------------------------------------------------------------------
-# close
+# Project and close
+
+
+def test_project_facts_is_one_writer_for_every_thread(tmp_path, monkeypatch):
+    """``project.facts`` touched by two threads at once opens one writer: a
+    second one was left unclosed by ``project.close()``."""
+    p = open_project(store=tmp_path / "store")
+    both = threading.Barrier(2)
+    real = facts_mod.FactStore
+
+    class Slow(real):  # type: ignore[misc,valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            # two constructions at once meet here; one alone goes on after 0.5 s
+            try:
+                both.wait(0.5)
+            except threading.BrokenBarrierError:
+                pass
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(facts_mod, "FactStore", Slow)
+    got = [Run(lambda: p.facts, name=f"t{k}") for k in range(2)]
+    a, b = (t.result() for t in got)
+    assert a is b
+    p.close()
 
 
 def test_close_waits_for_a_write_in_progress_in_another_thread(tmp_path, monkeypatch):

@@ -16,6 +16,7 @@ and ``facts.sqlite3`` is created by the first write, never by a read.
 
 from __future__ import annotations
 
+import _thread
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -65,13 +66,20 @@ class Project:
     ``sessions`` (:class:`SessionStore` bound to this project's exclusions),
     ``facts`` (the :class:`FactStore` writer, opened at first use) and
     ``config`` (the ``[memory]`` settings, read at first use).  Use it as a
-    context manager, or call :meth:`close`.
+    context manager, or call :meth:`close`.  It may be shared by threads
+    (``docs/API.md``, "Threads"): they get one writer, whose calls wait
+    for each other's.
     """
 
     def __init__(self, store: Store, config_dir: ConfigDir) -> None:
         self.store = store
         self.config_dir = config_dir
         self._facts: FactStore | None = None
+        # (the writer opened once, whichever threads touch ``facts`` at once;
+        # one replaced because another process created the database since
+        # is still closed by close(): a thread may hold it)
+        self._facts_lock = _thread.allocate_lock()
+        self._replaced: list[FactStore] = []
         self._file_exclusions = StoreExclusions(store.facts_db)
         self._exclusions = _ProjectExclusions(self)
         self.sessions = SessionStore(store, exclusions=self._exclusions)
@@ -105,15 +113,20 @@ class Project:
         created by the first write.  On an existing database it connects for
         writing (WAL, and an older schema is migrated), as the agent's writer
         does; use the read methods below to read without writing."""
-        self._check_open()
-        fs = self._facts
-        if fs is None or (not fs.exists and os.path.lexists(self.store.facts_db)):
-            # None yet, or opened before another process created the database:
-            # a FactStore without a connection would never see that database.
-            from .facts import FactStore
+        with self._facts_lock:
+            self._check_open()
+            fs = self._facts
+            # (``exists`` waits for a write of another thread in progress,
+            # which may be the one creating the database)
+            if fs is None or (not fs.exists and os.path.lexists(self.store.facts_db)):
+                # None yet, or opened before another process created the database:
+                # a FactStore without a connection would never see that database.
+                from .facts import FactStore
 
-            fs = self._facts = FactStore(self.store.facts_db)
-        return fs
+                if fs is not None:
+                    self._replaced.append(fs)
+                fs = self._facts = FactStore(self.store.facts_db)
+            return fs
 
     @contextmanager
     def _reading(self) -> Iterator[FactStore]:
@@ -198,9 +211,11 @@ class Project:
 
     def close(self) -> None:
         """Close the FactStore and the SessionStore.  Idempotent."""
-        self._closed = True
-        if self._facts is not None:
-            self._facts.close()
+        with self._facts_lock:      # (no writer opened after it: see facts)
+            self._closed = True
+        for fs in [*self._replaced, self._facts]:
+            if fs is not None:
+                fs.close()      # (waits for a call of another thread to end)
         self.sessions.close()
 
     def __enter__(self) -> Project:

@@ -1629,26 +1629,31 @@ _R = TypeVar("_R")
 _P = ParamSpec("_P")
 
 
-def _held(store: FactStore) -> None:
-    """Take ``store``'s lock for the calling thread (see :class:`FactStore`,
-    "Threads"), waiting at most its busy timeout for another thread's call
-    to end: then StoreBusy, as for SQLite's lock held by another process.
-    The caller releases it in a ``finally`` around this call (an interrupt
-    just after the lock was taken is raised inside that ``try``)."""
-    if not store._lock.acquire(timeout=min(max(store.busy_timeout, 0.0), _WAIT_MAX)):
-        raise StoreBusy(f"{store.path}: facts database is locked by another writer "
-                        "(a call of another thread of this process, for more than "
-                        f"{store.busy_timeout:g} s)")
+def _busy(store: FactStore) -> StoreBusy:
+    """The error of a wait for another thread's call longer than the store's
+    busy timeout: StoreBusy, as for SQLite's lock held by another process."""
+    return StoreBusy(f"{store.path}: facts database is locked by another writer "
+                     "(a call of another thread of this process, for more than "
+                     f"{store.busy_timeout:g} s)")
 
 
-def _let_go(store: FactStore) -> None:
-    """Release what :func:`_held` took; nothing when it took nothing (it
-    timed out, or was interrupted while it waited).  (One call, no
-    ``_is_owned`` test first: an interrupt between the two left it held.)"""
-    try:
-        store._lock.release()
-    except RuntimeError:
-        pass
+# How the wrappers below take and let go a writer's lock, so that a Ctrl-C
+# (raised by CPython only as a Python function is entered, after a call of C
+# code returns, or at a backward jump) neither leaves it held nor lets it go
+# early:
+#   held = lock._is_owned()     # before the try: an interrupt takes nothing
+#   try:
+#       if not held and not lock.acquire(timeout=...): raise _busy(store)
+#       ...
+#   finally:
+#       if not held:
+#           try: lock.release()     # the C call itself, no function entered
+#           except RuntimeError: pass   # (not taken: timed out, interrupted)
+# A call made inside another of the same thread (a read in a write's
+# validation) takes and lets go nothing: its finally never lets go the
+# outer call's hold (an interrupt as it began let the write roll back with
+# the store open to the other threads), and a thread's own release is never
+# in a function of its own (an interrupt as it was entered left it held).
 
 
 def _serialized(method: Callable[Concatenate[FactStore, _P], _R]
@@ -1665,11 +1670,18 @@ def _serialized(method: Callable[Concatenate[FactStore, _P], _R]
     def call(self: FactStore, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         if self.readonly:
             return method(self, *args, **kwargs)
+        lock: Any = self._lock     # (_is_owned: not in typeshed)
+        held = lock._is_owned()
         try:
-            _held(self)
+            if not held and not lock.acquire(timeout=min(max(self.busy_timeout, 0.0), _WAIT_MAX)):
+                raise _busy(self)
             return method(self, *args, **kwargs)
         finally:
-            _let_go(self)
+            if not held:
+                try:
+                    lock.release()
+                except RuntimeError:
+                    pass
 
     return call
 
@@ -1703,8 +1715,11 @@ def _ends_its_transaction(method: Callable[Concatenate[FactStore, _P], _R]
 
     @functools.wraps(method)
     def write(self: FactStore, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        lock: Any = self._lock     # (_is_owned: not in typeshed)
+        held = lock._is_owned()
         try:
-            _held(self)
+            if not held and not lock.acquire(timeout=min(max(self.busy_timeout, 0.0), _WAIT_MAX)):
+                raise _busy(self)
             try:
                 return method(self, *args, **kwargs)
             except BaseException:
@@ -1715,7 +1730,11 @@ def _ends_its_transaction(method: Callable[Concatenate[FactStore, _P], _R]
                     FactStore._Txn(self)._rolled_back(db)
                 raise
         finally:
-            _let_go(self)
+            if not held:
+                try:
+                    lock.release()
+                except RuntimeError:
+                    pass
 
     return write
 

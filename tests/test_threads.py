@@ -338,3 +338,22 @@ def test_close_waits_for_a_write_in_progress_in_another_thread(tmp_path, monkeyp
         store.add("after close")
     with pytest.raises(UsageError):
         store.list_facts()
+
+
+@pytest.mark.xfail(strict=True, reason="the writer's listing keeps its cursor (and SQLite's read "
+                   "snapshot) open on the shared connection between rows: once another "
+                   "process has committed, every write of every thread is StoreBusy at once "
+                   "until the listing ends (BEGIN IMMEDIATE on a stale WAL snapshot)")
+def test_a_listing_half_read_by_one_thread_lets_another_write_after_another_process(tmp_path):
+    """docs/API.md, "Threads": between two rows of a listing of the writer,
+    another thread may write.  It may not once another process (memctl
+    forget, another agent) committed since the listing began."""
+    store = _store_with(tmp_path, 3000)
+    rows = store.iter_fact_revisions()
+    next(rows)                                  # one thread reads a row, and holds the rest
+    other = facts_mod.FactStore(tmp_path / "facts.sqlite3")   # as another process
+    other.add("from another process")
+    other.close()
+    assert Run(lambda: store.add("from another thread"), name="other").result().created
+    rows.close()
+    store.close()

@@ -340,14 +340,13 @@ def test_close_waits_for_a_write_in_progress_in_another_thread(tmp_path, monkeyp
         store.list_facts()
 
 
-@pytest.mark.xfail(strict=True, reason="the writer's listing keeps its cursor (and SQLite's read "
-                   "snapshot) open on the shared connection between rows: once another "
-                   "process has committed, every write of every thread is StoreBusy at once "
-                   "until the listing ends (BEGIN IMMEDIATE on a stale WAL snapshot)")
 def test_a_listing_half_read_by_one_thread_lets_another_write_after_another_process(tmp_path):
     """docs/API.md, "Threads": between two rows of a listing of the writer,
-    another thread may write.  It may not once another process (memctl
-    forget, another agent) committed since the listing began."""
+    another thread may write, also once another process (memctl forget,
+    another agent) committed since the listing began: the listing's cursor
+    kept SQLite's read snapshot open on the writer's connection, and every
+    write was StoreBusy at once until the listing ended.  The listing reads
+    one state, through a connection of its own."""
     store = _store_with(tmp_path, 3000)
     rows = store.iter_fact_revisions()
     next(rows)                                  # one thread reads a row, and holds the rest

@@ -2822,8 +2822,22 @@ class FactStore(ClosesOnExit):
         any revision (a damaged database) raises StoreCorrupt where the order
         reaches it, as :meth:`get` does; with ``bare``, it is a group with no
         revisions (the audit reports it).  (:meth:`start_listing` starts the
-        same reads early, to overlap other work.)"""
-        return self.start_listing(session_id).groups(bare=bare)
+        same reads early, to overlap other work.)
+
+        A writer's groups are read through :meth:`one_state`'s view: one
+        state of the database, which writes made meanwhile (this thread's,
+        another's, another process's) do not change.  Read on the writer's
+        own connection, a listing half read kept SQLite's read snapshot
+        open there, and once another process had committed, every write of
+        the store was StoreBusy at once until the listing ended."""
+        if self.readonly:
+            return self.start_listing(session_id).groups(bare=bare)
+        self.check_open()
+        return self._groups_of_one_state(session_id, bare)
+
+    def _groups_of_one_state(self, session_id: str | None, bare: bool) -> Iterator[FactGroup]:
+        with self.one_state() as state:
+            yield from state.start_listing(session_id).groups(bare=bare)
 
     @contextlib.contextmanager
     def one_state(self) -> Iterator[FactStore]:

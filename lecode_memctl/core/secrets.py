@@ -31,6 +31,7 @@ it; nothing in this module prints.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import mmap
 import os
 import re
@@ -334,13 +335,7 @@ class Detector:
                             cands.append((prio, s, e, detector_slug(plugin.secret_type)))
             pos += len(line) + 1
         cands.sort()
-        taken: list[Hit] = []
-        for _prio, s, e, slug in cands:
-            if e <= s or any(s < h.end and h.start < e for h in taken):
-                continue
-            taken.append(Hit(s, e, slug))
-        taken.sort(key=lambda h: h.start)
-        return taken
+        return _non_overlapping(cands)
 
     def _plugin_spans(self, plugin: Any, line: str, filename: str, text: str, base: int,
                       whole_tokens: bool = True) -> Iterator[tuple[int, int]]:
@@ -371,6 +366,37 @@ class Detector:
             for s, e in _value_spans(plugin, line, v):
                 yield base + s, (token_end(text, base + s, base + e, name) if whole_tokens
                                  else base + e)
+
+
+def _non_overlapping(cands: list[tuple[int, int, int, str]]) -> list[Hit]:
+    """The hits the sorted candidates ``(priority, start, end, slug)`` leave, in
+    order of start: each in turn is taken unless it is empty or overlaps a hit
+    taken before it.  The candidates come a priority at a time, each priority's
+    in order of start; the hits taken are disjoint, so in order of start they
+    are in order of end too.  A candidate is then checked against the last hit
+    of its own priority and, with a cursor that only moves forward, against the
+    first hit of the earlier priorities that ends after it starts; each
+    priority's hits are merged in after it.  (A check against every hit taken
+    made 20,000 keys in one text quadratic: 10 s.)"""
+    taken: list[Hit] = []
+    i, n = 0, len(cands)
+    while i < n:
+        prio = cands[i][0]
+        new: list[Hit] = []
+        j = 0
+        while i < n and cands[i][0] == prio:
+            _prio, s, e, slug = cands[i]
+            i += 1
+            if e <= s or (new and s < new[-1].end):
+                continue
+            while j < len(taken) and taken[j].end <= s:
+                j += 1
+            if j < len(taken) and taken[j].start < e:
+                continue
+            new.append(Hit(s, e, slug))
+        if new:
+            taken = list(heapq.merge(taken, new, key=lambda h: h.start)) if taken else new
+    return taken
 
 
 def _windows(line: str) -> Iterator[tuple[int, str]]:
@@ -673,9 +699,16 @@ class FileScan:
 
 
 def _text_hits(detector: Detector, text: str, filename: str) -> Iterator[tuple[str, str, int]]:
-    """(value, detector, 1-based line) of each hit in ``text``."""
+    """(value, detector, 1-based line) of each hit in ``text``.  The hits come
+    in order of start: the newlines are counted on from the previous hit, not
+    from the start of the text (hits x text was quadratic)."""
+    line, at = 1, 0
     for hit in detector.scan(text, filename):
-        yield text[hit.start:hit.end], hit.detector, text.count("\n", 0, hit.start) + 1
+        if hit.start < at:              # (not in order: count from the start)
+            line, at = 1, 0
+        line += text.count("\n", at, hit.start)
+        at = hit.start
+        yield text[hit.start:hit.end], hit.detector, line
 
 
 def scan_file(detector: Detector, root: str, rel: str) -> FileScan:

@@ -30,6 +30,7 @@ it; nothing in this module prints.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import heapq
 import mmap
@@ -399,6 +400,19 @@ def _non_overlapping(cands: list[tuple[int, int, int, str]]) -> list[Hit]:
     return taken
 
 
+class _Prefixes:
+    """Whether a value is a prefix of any of a set of values: the first value
+    not less than it in sorted order starts with it iff any does (a binary
+    search where a test of every value was hits x values)."""
+
+    def __init__(self, values: Iterable[str]) -> None:
+        self._sorted = sorted(set(values))
+
+    def any_starts_with(self, value: str) -> bool:
+        i = bisect.bisect_left(self._sorted, value)
+        return i < len(self._sorted) and self._sorted[i].startswith(value)
+
+
 def _windows(line: str) -> Iterator[tuple[int, str]]:
     if len(line) <= MAX_SCAN_LINE:
         yield 0, line
@@ -674,18 +688,26 @@ class Scanner:
             self.report.bytes_scanned += size
             if size == 0:
                 return
+            prefixes = _Prefixes(live)
             with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as mm:
                 seen: set[str] = set()
                 for m in _RAW_STRING.finditer(mm):
                     raw = m.group(0)
                     text = raw.decode("utf-8", "surrogateescape")
+                    # bytes before character ``at`` of text, counted on from
+                    # the previous hit (hits come in order of start; each
+                    # character encodes on its own)
+                    at = nbytes = 0
                     for hit in self.detector.scan(text, "database.txt", whole_tokens=False):
                         value = text[hit.start:hit.end]
-                        if value in seen or any(v.startswith(value) for v in live):
+                        if value in seen or prefixes.any_starts_with(value):
                             continue
                         seen.add(value)
-                        off = m.start() + len(text[:hit.start].encode("utf-8", "surrogateescape"))
-                        self._add(value, hit.detector, KIND_DATABASE, rel, offset=off)
+                        if hit.start < at:
+                            at = nbytes = 0
+                        nbytes += len(text[at:hit.start].encode("utf-8", "surrogateescape"))
+                        at = hit.start
+                        self._add(value, hit.detector, KIND_DATABASE, rel, offset=m.start() + nbytes)
         finally:
             os.close(fd)
 

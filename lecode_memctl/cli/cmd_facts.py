@@ -216,6 +216,7 @@ def facts(
         check_listed_session,
         facts_page,
         iter_fact_lines,
+        iter_fact_page,
         iter_fact_records,
         learning_status,
     )
@@ -298,7 +299,15 @@ def facts(
             learning = learning_now()
         else:
             end = stop_after(start, limit)
-            body = itertools.islice(stream(), start, end)
+
+            def upto(stop: int | None) -> Any:
+                # rows start..stop of the listing: a bounded page of every
+                # fact evaluates the sources of its own facts only
+                if stop is not None and not filtered and session is None and fs.exists:
+                    return iter_fact_page(fs, sessions, start, stop)
+                return itertools.islice(stream(), start, stop)
+
+            body = upto(end)
             if fmt_name == "json":
                 total = None if filtered or not fs.exists else (
                     fs.count() if session is None else len(fs.ids_with_evidence_in(session)))
@@ -317,8 +326,7 @@ def facts(
                     nonlocal n, more
                     # one row past the page (when --limit is given) says whether
                     # there is more
-                    for r in itertools.islice(stream(), start,
-                                              None if end is None else stop_after(end, 1)):
+                    for r in upto(None if end is None else stop_after(end, 1)):
                         if end is not None and start + n == end:
                             more = True
                             return

@@ -1204,7 +1204,21 @@ _PART_SQL = {False: "(+{} >= ? COLLATE BINARY) IS NOT 1",
 
 Part = tuple[Any, bool]
 """One of two parts of a store's fact ids: ``(bound, False)``, those SQLite
-orders before ``bound`` (a NULL id too); ``(bound, True)``, the others."""
+orders before ``bound`` (a NULL id too); ``(bound, True)``, the others.
+The reads that take a Part take a tuple of Parts too (:data:`Window`):
+the ids in every one of them."""
+
+Window = tuple[Part, ...]
+"""The fact ids in each of its Parts: ``((lo, True), (hi, False))``, the ids
+from ``lo`` up to (not including) ``hi`` (:meth:`FactStore.page_window`)."""
+
+
+def part_sql(part: Part | Window, column: str) -> tuple[list[str], tuple[Any, ...]]:
+    """The conditions (and their values) of the ids of ``part`` (a Part or a
+    Window) in ``column``."""
+    one = len(part) == 2 and isinstance(part[1], bool)
+    parts: Window = (part,) if one else part  # type: ignore[assignment]
+    return ([_PART_SQL[p[1]].format(column) for p in parts], tuple(p[0] for p in parts))
 
 
 def sql_name(name: str) -> str:
@@ -2524,7 +2538,7 @@ class FactStore(ClosesOnExit):
 
     # ---- set-based reads (the evaluation engine, factview.evaluate_facts)
 
-    def _session_filter(self, session_id: str | None, part: Part | None = None
+    def _session_filter(self, session_id: str | None, part: Part | Window | None = None
                         ) -> tuple[str, tuple[Any, ...]]:
         """The WHERE clause (and its arguments) of the whole-store reads over a
         table aliased ``f``: the facts with evidence in ``session_id`` when
@@ -2542,8 +2556,9 @@ class FactStore(ClosesOnExit):
             # the table declares: every reader's facts are the same ones)
             conds.append(f"f.fact_id COLLATE BINARY IN ({sub})")
         if part is not None:
-            conds.append(_PART_SQL[part[1]].format("f.fact_id"))
-            args += (part[0],)
+            more, values = part_sql(part, "f.fact_id")
+            conds += more
+            args += values
         return ("WHERE " + " AND ".join(conds) + " ") if conds else "", args
 
     def _check_session_indexes(self, session_id: str) -> None:
@@ -2593,6 +2608,44 @@ class FactStore(ClosesOnExit):
         except sqlite3.Error:
             return None     # (a damaged index, say: one process, which reports it its way)
         return None if row is None or row[0] is None else row[0]
+
+    @_serialized
+    def page_window(self, start: int, stop: int) -> Window | None:
+        """The facts ``start`` to ``stop`` (not included) of the listing, in
+        its order (the ids as SQLite orders them, ``COLLATE BINARY``, an id
+        stored twice once), as a :data:`Window` for the reads that take a
+        Part: a bounded page evaluates the sources of its own facts only
+        (``factview.iter_fact_page``).  Its bounds are read from the table
+        (``NOT INDEXED``, as the listing reads it: an index that disagrees
+        with the table does not move the page).  None where a bound is not
+        a text id (the caller then slices the whole listing, as before);
+        a Window that holds no id when there is no fact at ``start``."""
+        if not 0 <= start < stop:
+            raise UsageError("a page is start < stop")
+        db = self._reader()
+        if db is None:
+            return None
+
+        def at(n: int) -> tuple[Any] | None:
+            row: tuple[Any] | None = db.execute(
+                "SELECT fact_id FROM facts NOT INDEXED GROUP BY fact_id COLLATE BINARY "
+                "ORDER BY fact_id COLLATE BINARY LIMIT 1 OFFSET ?", (n,)).fetchone()
+            return row
+
+        window: list[Part] = []
+        if start:
+            lo = at(start)
+            if lo is None:
+                return ((None, True),)      # (compared with NULL: no id)
+            if type(lo[0]) is not str:
+                return None
+            window.append((lo[0], True))
+        hi = at(stop)
+        if hi is not None:
+            if type(hi[0]) is not str:
+                return None
+            window.append((hi[0], False))
+        return tuple(window) if window else None
 
     def fork(self, child: Callable[[], int]) -> int:
         """Run ``child()`` in a forked process, whose exit status is its value
@@ -2729,14 +2782,14 @@ class FactStore(ClosesOnExit):
         :meth:`close`); None when there is none."""
         return self._tmpdir
 
-    def source_refs_by_session(self, session_id: str | None = None, *, part: Part | None = None
+    def source_refs_by_session(self, session_id: str | None = None, *, part: Part | Window | None = None
                                ) -> Iterator[tuple[str, list[SourceRef]]]:
         """:meth:`stored_sources_by_session`'s references as SourceRefs."""
         for sid, group in self.stored_sources_by_session(session_id, part=part):
             yield sid, [SourceRef.of_checked(sid, seqs, digest) for seqs, digest in group]
 
     @_serial_rows
-    def stored_sources_by_session(self, session_id: str | None = None, *, part: Part | None = None
+    def stored_sources_by_session(self, session_id: str | None = None, *, part: Part | Window | None = None
                                   ) -> Iterator[tuple[str, list[StoredSource]]]:
         """Every distinct well-formed SourceRef of every revision (of the facts
         with evidence in ``session_id`` when given), grouped by the session it
@@ -2930,7 +2983,7 @@ class FactStore(ClosesOnExit):
         return view
 
     @_serialized
-    def start_listing(self, session_id: str | None = None, *, part: Part | None = None
+    def start_listing(self, session_id: str | None = None, *, part: Part | Window | None = None
                       ) -> FactListing:
         """Start reading :meth:`iter_fact_groups`' rows now; ``.groups()`` of
         the result yields them.  For the whole store of a private snapshot,
@@ -2960,7 +3013,7 @@ class FactStore(ClosesOnExit):
             joined = self._joined_rows(db, where, args)
             listing.joined = joined if self.readonly else self._each_held(joined)
             return listing
-        only = ("WHERE " + _PART_SQL[part[1]].format("fact_id") + " "
+        only = ("WHERE " + " AND ".join(part_sql(part, "fact_id")[0]) + " "
                 if part is not None else "")
         # (ordered as Python's merge compares the ids, whatever collation a
         # table declares: _merged_groups)

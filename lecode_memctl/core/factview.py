@@ -21,6 +21,7 @@ from .facts import (
     FactStore,
     Part,
     Revision,
+    Window,
     check_fact_id,
     fact_from_group,
     fact_status,
@@ -118,7 +119,7 @@ def fact_row(fact: Fact, revisions: Sequence[Revision],
 
 
 def _evaluate_sources(facts: FactStore, sessions: SessionReader, session_id: str | None,
-                      purpose: str, part: Part | None = None) -> EvaluatedStatuses:
+                      purpose: str, part: Part | Window | None = None) -> EvaluatedStatuses:
     """The statuses of every source of the facts (with evidence in
     ``session_id`` when given; of ``part`` of the ids), validated one
     session at a time (``SessionStore.validate_stored``); only the ones
@@ -193,6 +194,29 @@ def iter_fact_records(facts: FactStore, sessions: SessionReader, *,
     return _rows(facts, sessions, session_id, where, record=True, parallel=parallel)
 
 
+def iter_fact_page(facts: FactStore, sessions: SessionReader, start: int, stop: int
+                   ) -> Iterator[dict[str, Any]]:
+    """``itertools.islice(iter_fact_records(facts, sessions, parallel=True),
+    start, stop)``: the records of a bounded page of the whole listing (no
+    filter), made by the same listing (:func:`_listing_rows`), whose
+    evaluation validates the sources of the page's facts only
+    (:meth:`~lecode_memctl.core.facts.FactStore.page_window`), not every
+    source of the store.  Where the store gives no such window (a bound
+    that is not a text id, a page that reaches the end from the first
+    fact), the whole listing, sliced."""
+    import itertools
+
+    if stop <= start:
+        return
+    with facts.one_state() as state:   # (the window and the listing: one state)
+        window = state.page_window(start, stop)
+        if window is not None:
+            yield from itertools.islice(_listing_rows(state, sessions, None, True, window),
+                                        stop - start)
+            return
+    yield from itertools.islice(iter_fact_records(facts, sessions, parallel=True), start, stop)
+
+
 def _rows(facts: FactStore, sessions: SessionReader, session_id: str | None,
           where: Callable[[Fact], bool] | None, *, record: bool,
           parallel: bool = False) -> Iterator[dict[str, Any]]:
@@ -235,7 +259,8 @@ def iter_fact_lines(facts: FactStore, sessions: SessionReader, encode: Callable[
 
 
 def _listing_rows(facts: FactStore, sessions: SessionReader, session_id: str | None,
-                  record: bool, part: Part | None = None) -> Iterator[dict[str, Any]]:
+                  record: bool, part: Part | Window | None = None
+                  ) -> Iterator[dict[str, Any]]:
     """:func:`_rows` of every fact (with evidence in ``session_id``; of
     ``part`` of the ids), no filter."""
     from .rowmodel import FACT
@@ -734,5 +759,6 @@ def _lineage_refs(lineage: Any) -> list[SourceRef] | None:
 
 __all__ = ["facts_page", "check_listed_session", "recall", "history", "forget_impact",
             "PlannedExclusions", "learning_status",
-            "evaluate_facts", "iter_fact_rows", "iter_fact_records", "iter_fact_lines", "fact_row",
+            "evaluate_facts", "iter_fact_rows", "iter_fact_records", "iter_fact_page",
+            "iter_fact_lines", "fact_row",
             "cap_text", "seqs_label", "source_label"]

@@ -29,6 +29,8 @@ import _thread
 import collections
 import contextlib
 import functools
+import itertools
+import operator
 import os
 import shutil
 import sqlite3
@@ -989,6 +991,30 @@ def _fetched(cur: sqlite3.Cursor, size: int = 2000) -> Iterator[tuple[Any, ...]]
         yield from rows
 
 
+TEXT_BATCH_BYTES = 4 << 20    # about what one fetch of revisions holds of their texts
+_TEXT_FIRST = 64              # the rows of the first fetch, before their size is known
+
+
+def _text_batches(cur: sqlite3.Cursor, column: int, most: int = 2000) -> Iterator[list[Any]]:
+    """A cursor's rows in lists, each fetch sized so that the texts of
+    ``column`` it holds come to about :data:`TEXT_BATCH_BYTES`, from the
+    size of the texts of the fetch before (at most ``most`` rows, the
+    first :data:`_TEXT_FIRST`): a fixed count of rows held 2,000 texts
+    whatever their size (200 KiB texts: 400 MB in one fetch)."""
+    size = min(_TEXT_FIRST, most)
+    pick = operator.itemgetter(column)
+    while True:
+        rows = cur.fetchmany(size)
+        if not rows:
+            return
+        yield rows
+        try:
+            held = sum(map(len, map(pick, rows)))
+        except TypeError:           # (a damaged row: a number or NULL for its text)
+            held = sum(len(t) for t in map(pick, rows) if isinstance(t, (str, bytes)))
+        size = max(1, min(most, TEXT_BATCH_BYTES * len(rows) // held)) if held else most
+
+
 T = TypeVar("T")
 
 FactGroup = tuple[Any, Any, Any, Any, list[tuple[Any, ...]]]
@@ -1591,10 +1617,7 @@ def _merged_groups(cursors: list[sqlite3.Cursor], prov: dict[tuple[Any, Any], di
     f_used = False
     s = next(refs, None)
     group: FactGroup | None = None
-    while True:
-        batch = cursors[1].fetchmany(2000)
-        if not batch:
-            break
+    for batch in _text_batches(cursors[1], 2):
         for fid, rev, text, rcreated in batch:
             if group is None or fid != group[0]:
                 if group is not None:
@@ -3101,7 +3124,7 @@ class FactStore(ClosesOnExit):
             f"{refs} FROM revisions r JOIN facts f ON f.fact_id = r.fact_id COLLATE BINARY "
             f"{join}" + where + "ORDER BY r.fact_id COLLATE BINARY, r.revision", args)
         last = None
-        for row in _fetched(cur):
+        for row in itertools.chain.from_iterable(_text_batches(cur, 5)):
             if bare and row[0] != last:
                 while bare and _sql_lt(bare[0][0], row[0]):
                     yield bare.popleft()

@@ -2649,10 +2649,16 @@ class FactStore(ClosesOnExit):
         if db is None:
             return None
 
-        def at(n: int) -> tuple[Any] | None:
+        def at(n: int, part: Part | None = None) -> tuple[Any] | None:
+            # (the n-th id of ``part`` of the ids: the second bound is
+            # counted from the first, which its part begins with, so the
+            # sort is of the ids from there on, not of every id again)
+            where, args = ("", ()) if part is None else (
+                "WHERE " + _PART_SQL[part[1]].format("fact_id") + " ", (part[0],))
             row: tuple[Any] | None = db.execute(
-                "SELECT fact_id FROM facts NOT INDEXED GROUP BY fact_id COLLATE BINARY "
-                "ORDER BY fact_id COLLATE BINARY LIMIT 1 OFFSET ?", (n,)).fetchone()
+                "SELECT fact_id FROM facts NOT INDEXED " + where
+                + "GROUP BY fact_id COLLATE BINARY "
+                "ORDER BY fact_id COLLATE BINARY LIMIT 1 OFFSET ?", (*args, n)).fetchone()
             return row
 
         window: list[Part] = []
@@ -2663,7 +2669,7 @@ class FactStore(ClosesOnExit):
             if type(lo[0]) is not str:
                 return None
             window.append((lo[0], True))
-        hi = at(stop)
+        hi = at(stop - start, window[0]) if window else at(stop)
         if hi is not None:
             if type(hi[0]) is not str:
                 return None

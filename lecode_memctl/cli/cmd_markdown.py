@@ -13,36 +13,86 @@ from .state import STATE
 _STREAM_ABOVE = 1 << 20   # characters: larger texts are JSON-encoded piece by piece
 
 
-def _print_file(md, json_: bool) -> None:  # md: core.markdown.MarkdownFile
-    """Exact text under --json, escaped text otherwise."""
+def _print_file(store, target, json_: bool) -> None:  # core.layout.Store, core.markdown.Target
+    """Exact text under --json, escaped text otherwise.  The file is read
+    as pieces (``markdown.read_pieces``): every error it can have is raised
+    before anything is printed, but one that only a second read of a large
+    file finds (it was written to in place meanwhile), which ends the
+    output where it is: under --json, the document's ``text`` ends there
+    and an ``error`` member follows it, as a streamed listing ends."""
     import sys
 
-    from .output import emit_json, safe
+    from lecode_memctl.core import markdown
 
+    from .output import (
+        STDOUT_NAME,
+        dumps,
+        emit_json,
+        interrupted_once,
+        interruption,
+        safe,
+        stdout_is_tty,
+        terminal_json,
+        write_bytes,
+    )
+
+    path, pieces = markdown.read_pieces(store, target)
+    first = next(pieces, "")
+    second = next(pieces, None)
     if json_:
         from lecode_memctl.core.rowmodel import doc_head  # not for the text (show, log)
 
-        if len(md.text) <= _STREAM_ABOVE:
-            emit_json({**doc_head("markdown"), "path": str(md.path), "text": md.text})
+        if second is None and len(first) <= _STREAM_ABOVE:
+            emit_json({**doc_head("markdown"), "path": str(path), "text": first})
             return
         # A large file is written as the same compact JSON, its text encoded a
         # piece at a time: one orjson call on 100 MB died (SIGSEGV) under a
         # 1 GiB address-space limit (issue 16.5).
-        from .output import dumps, stdout_is_tty, terminal_json, write_bytes
-
         tty = stdout_is_tty()
-        write_bytes(dumps(doc_head("markdown"))[:-1] + b',"path":' + dumps(str(md.path))
+        write_bytes(dumps(doc_head("markdown"))[:-1] + b',"path":' + dumps(str(path))
                     + b',"text":"')
-        for i in range(0, len(md.text), _STREAM_ABOVE):
-            piece = dumps(md.text[i:i + _STREAM_ABOVE])[1:-1]
-            write_bytes(terminal_json(piece) if tty else piece)
+
+        def end_with_error(code: str, message: str, exit_code: int) -> None:
+            # (as a streamed listing ends: valid JSON, the error in it)
+            write_bytes(b'","error":' + dumps({"code": code, "message": message,
+                                                "exit_code": exit_code}) + b"}\n")
+
+        try:
+            for text in _texts(first, second, pieces):
+                for i in range(0, len(text), _STREAM_ABOVE):
+                    piece = dumps(text[i:i + _STREAM_ABOVE])[1:-1]
+                    write_bytes(terminal_json(piece) if tty else piece)
+        except Exception as exc:
+            from .main import error_report
+
+            found = error_report(exc)
+            if found is None or getattr(exc, "filename", None) == STDOUT_NAME:
+                raise
+            end_with_error(*found)
+            exc.json_reported = True  # type: ignore[attr-defined]
+            raise
+        except KeyboardInterrupt:
+            interrupted_once()
+            end_with_error(*interruption())
+            raise
         write_bytes(b'"}\n')
         return
-    text = safe(md.text)
-    if text and not text.endswith("\n"):
-        text += "\n"
-    sys.stdout.write(text)
+    # (through the text layer: the locale's encoding, escapes for the rest)
+    last = ""
+    for text in _texts(first, second, pieces):
+        if text:
+            sys.stdout.write(safe(text))
+            last = text
+    if last and not last.endswith("\n"):
+        sys.stdout.write("\n")
     sys.stdout.flush()
+
+
+def _texts(first: str, second: str | None, rest):  # -> Iterator[str]
+    yield first
+    if second is not None:
+        yield second
+        yield from rest
 
 
 @command(epilog="""\
@@ -63,7 +113,7 @@ def show(json_: JsonOpt = False) -> None:
     """
     from lecode_memctl.core import markdown
 
-    _print_file(markdown.read_memory(STATE.existing_store()), json_)
+    _print_file(STATE.existing_store(), markdown.memory_target(), json_)
 
 
 @command(epilog="""\
@@ -88,7 +138,7 @@ def log(
     from lecode_memctl.core import markdown
 
     target = markdown.log_target(date)
-    _print_file(markdown.read(STATE.existing_store(), target), json_)
+    _print_file(STATE.existing_store(), target, json_)
 
 
 NOTE_SORTS = ("name", "size", "modified")
@@ -135,7 +185,7 @@ def notes(
         target = markdown.note_target(name)
         if fmt not in (None, "json"):
             raise UsageError("--format applies to the listing; use --json to print one note as JSON")
-        _print_file(markdown.read(STATE.existing_store(), target), json_ or fmt == "json")
+        _print_file(STATE.existing_store(), target, json_ or fmt == "json")
         return
     fmt_name = check_format(fmt, json_flag=json_)
     store = STATE.existing_store()

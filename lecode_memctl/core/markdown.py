@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -285,6 +286,106 @@ def read(store: Store, target: Target) -> MarkdownFile:
         raise _missing(store, target)
     path = target.path(store)
     return MarkdownFile(path, decode(data, path), len(data), _sha256(data).hexdigest())
+
+
+#: Bytes of a Markdown file :func:`read_pieces` gives as one text, read once;
+#: a larger file is checked in a first pass and given in a second.
+WHOLE_UPTO = 1 << 22
+#: Bytes read at a time by :func:`read_pieces`.
+PIECE_BYTES = 1 << 20
+
+
+def read_pieces(store: Store, target: Target) -> tuple[Path, Iterator[str]]:
+    """:func:`read`'s text, for a command that prints it: (the file's path,
+    its text in pieces, each cut between two characters), so that memory
+    follows a piece, not the file (``show``, ``log`` and ``notes NAME`` of
+    a 32 MB file peaked at 74 MiB).
+
+    The same errors as :func:`read`, raised here, before any piece is
+    given: ``NotFound``, ``StoreCorrupt`` for a link, a file that is not
+    regular, cannot be read or is not UTF-8 (naming the same byte).  A file
+    of at most :data:`WHOLE_UPTO` bytes is read once and given as one
+    piece.  A larger one is read twice from one open descriptor: a first
+    pass checks that it is UTF-8 without keeping it, and a second reads the
+    pieces again up to the size the first found (a line appended meanwhile
+    is not half given).  Should the file have been written to from the
+    start of the first pass to the end of the second (its size or
+    modification time moved; or bytes that no longer decode), the
+    iteration raises ``StoreCorrupt`` after the pieces already given: they
+    are then not one version of the file, and the caller's
+    output says so by its error.  lecode and ``memctl edit`` replace a file
+    (a rename), which the open descriptor never sees."""
+    fd = open_file(store, target)
+    if fd is None:
+        raise _missing(store, target)
+    path = target.path(store)
+    try:
+        before = os.fstat(fd)
+        kept: list[bytes] | None = []
+        size = 0
+
+        def first() -> Iterator[bytes]:
+            nonlocal kept, size
+            for piece in _read_fd_pieces(fd, path):
+                size += len(piece)
+                if kept is not None:
+                    kept.append(piece)
+                    if size > WHOLE_UPTO:
+                        kept = None
+                yield piece
+
+        where = utf8_problem(first())
+        if where is not None:
+            raise not_utf8(path, where)
+    except BaseException:
+        os.close(fd)
+        raise
+    if kept is not None:
+        os.close(fd)
+        return path, iter((b"".join(kept).decode("utf-8"),))
+    return path, _second_pass(fd, path, size, before)
+
+
+def _read_fd_pieces(fd: int, path: Path) -> Iterator[bytes]:
+    try:
+        while True:
+            data = os.read(fd, PIECE_BYTES)
+            if not data:
+                return
+            yield data
+    except OSError as exc:
+        raise StoreCorrupt(f"{path}: cannot read: {exc.strerror}") from None
+
+
+def _second_pass(fd: int, path: Path, size: int, before: os.stat_result) -> Iterator[str]:
+    """The pieces of :func:`read_pieces`'s second pass (it owns ``fd``)."""
+    import codecs
+
+    changed = StoreCorrupt(f"{path}: changed while it was printed (written in place); "
+                           "the text given is not one version of the file")
+    try:
+        decoder = codecs.getincrementaldecoder("utf-8")("strict")
+        pos = 0
+        while pos < size:
+            try:
+                data = os.pread(fd, min(PIECE_BYTES, size - pos), pos)
+            except OSError as exc:
+                raise StoreCorrupt(f"{path}: cannot read: {exc.strerror}") from None
+            if not data:
+                raise changed       # (shorter now)
+            pos += len(data)
+            try:
+                text = decoder.decode(data, final=pos >= size)
+            except UnicodeDecodeError:
+                raise changed from None
+            if text:
+                yield text
+        after = os.fstat(fd)
+        # (not the change time: the rename that replaces the file moves it)
+        if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
+            raise changed
+    finally:
+        os.close(fd)
 
 
 def read_memory(store: Store) -> MarkdownFile:

@@ -43,7 +43,17 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Self, TypeGuard
 import orjson
 
 from ._lazy import lazy_compile
-from .atomic import fsync_dir, is_link_refusal, make_dirs, open_owned, write_all
+from .atomic import (
+    O_CLOEXEC,
+    O_DIRECTORY,
+    O_NOFOLLOW,
+    O_NONBLOCK,
+    fsync_dir,
+    is_link_refusal,
+    make_dirs,
+    open_owned,
+    write_all,
+)
 from .errors import (
     Conflict,
     MemctlError,
@@ -531,6 +541,53 @@ def _classify(line: bytes) -> tuple[str, Any]:
         if first is not None:
             return NO_SEQ, f"seq given twice: {first} first, {seq} last"
     return "record", obj
+
+
+def _first_line(dir_fd: int, name: str) -> bytes | None:
+    """The first line (without its ``\\n``) of the regular file ``name`` in
+    the directory open as ``dir_fd``, as :meth:`_File.line_at` gives line 0:
+    None when no newline ends it within the size the file has at open.
+    ``OSError`` for a link, a file that is not regular or cannot be read."""
+    # (O_NONBLOCK kept: pread of a regular file never waits, and open_owned
+    # then makes no fcntl calls to clear it)
+    with open_owned(name, os.O_RDONLY | O_NONBLOCK, dir_fd=dir_fd) as f:
+        fd = f.fileno()
+        size = os.fstat(fd).st_size
+        head = b""
+        want = 4096
+        while len(head) < size:
+            got = os.pread(fd, min(want, size - len(head)), len(head))
+            if not got:
+                return None
+            nl = got.find(b"\n")
+            if nl >= 0:
+                return head + got[:nl]
+            head += got
+            want = min(want * 4, 1 << 24)
+        return None
+
+
+def header_record(line: bytes | None, session_id: str) -> dict[str, Any]:
+    """The session header of transcript ``session_id`` whose first line is
+    ``line`` (without its ``\\n``; None when the file has no complete first
+    line), or ``SessionRefused`` (``refused_header``) when it holds none:
+    the record ``{"seq": 0, "type": "session", "format": 1, "session_id"}``
+    of this session."""
+    if line is None:
+        raise SessionRefused(f"session {session_id}: no complete header record",
+                             "refused_header")
+    kind, obj = _classify(line)
+    if (kind != "record" or obj.get("seq") != 0 or obj.get("type") != "session"
+            or not _is_int(obj.get("format")) or obj.get("format") != FORMAT_VERSION):
+        raise SessionRefused(
+            f"session {session_id}: line 1 is not a format-{FORMAT_VERSION} session "
+            "header with seq 0", "refused_header")
+    if obj.get("session_id") != session_id:
+        raise SessionRefused(
+            f"session {session_id}: the header names another session id",
+            "refused_header")
+    header: dict[str, Any] = obj
+    return header
 
 
 # what orjson says of a line's first bytes that does not say what it says of
@@ -1370,22 +1427,7 @@ class _File:
     # -- header and search
 
     def header(self) -> dict[str, Any]:
-        start, line = self.line_at(0)
-        if line is None:
-            raise SessionRefused(f"session {self.session_id}: no complete header record",
-                                 "refused_header")
-        kind, obj = _classify(line)
-        if (kind != "record" or obj.get("seq") != 0 or obj.get("type") != "session"
-                or not _is_int(obj.get("format")) or obj.get("format") != FORMAT_VERSION):
-            raise SessionRefused(
-                f"session {self.session_id}: line 1 is not a format-{FORMAT_VERSION} session "
-                "header with seq 0", "refused_header")
-        if obj.get("session_id") != self.session_id:
-            raise SessionRefused(
-                f"session {self.session_id}: the header names another session id",
-                "refused_header")
-        header: dict[str, Any] = obj
-        return header
+        return header_record(self.line_at(0)[1], self.session_id)
 
     def seek_seq(self, target: int) -> int:
         """Byte offset of the first line whose seq is ``>= target`` (a line
@@ -2045,19 +2087,32 @@ class SessionStore:
     def header_projects(self) -> dict[str, int]:
         """How many transcripts name each project in their header: the evidence a
         store given by path (``--store``) takes its slug from.  Reads one line per
-        file; symbolic links, unreadable files and bad headers are not counted."""
+        file; symbolic links, unreadable files and bad headers are not counted,
+        exactly as :meth:`_open` and ``header()`` refuse them.  ``sessions/`` is
+        opened once and each file below it (a store of 20,000 sessions took
+        0.9 s through the reader's own open, before every command)."""
         self._check_open()
         counts: dict[str, int] = {}
         # only a guess at the slug: an unlistable sessions/ is reported by
         # the command that reads it
-        for sid in self.session_ids(unlistable_ok=True):
-            try:
-                with self._open(sid) as f:
-                    project = f.header().get("project")
-            except (MemctlError, OSError):
-                continue
-            if isinstance(project, str):
-                counts[project] = counts.get(project, 0) + 1
+        ids = self.session_ids(unlistable_ok=True)
+        if not ids:
+            return counts
+        try:
+            # (a link in sessions/' place is refused, as _open refuses it)
+            dfd = os.open(self.dir, os.O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        except OSError:
+            return counts
+        try:
+            for sid in ids:
+                try:
+                    project = header_record(_first_line(dfd, sid + SUFFIX), sid).get("project")
+                except (MemctlError, OSError):
+                    continue
+                if isinstance(project, str):
+                    counts[project] = counts.get(project, 0) + 1
+        finally:
+            os.close(dfd)
         return counts
 
     def not_found(self, session_id: str) -> SessionNotFound:

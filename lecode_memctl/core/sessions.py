@@ -2044,6 +2044,8 @@ class SessionStore:
 
     def __init__(self, store: Store, exclusions: ExclusionReader | None = None) -> None:
         self.store = store
+        # (a path made once: a listing of 20,000 sessions built it 60,000 times)
+        self._dir = os.fspath(store.sessions_dir)
         self._exclusions: ExclusionReader = (StoreExclusions(store.facts_db) if exclusions is None
                                              else exclusions)
         self._bound: dict[str, ExclusionReader] = {}
@@ -2071,7 +2073,7 @@ class SessionStore:
 
     @property
     def dir(self) -> str:
-        return os.fspath(self.store.sessions_dir)
+        return self._dir
 
     def path(self, session_id: str) -> str:
         check_session_id(session_id)

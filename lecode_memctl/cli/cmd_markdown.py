@@ -1,7 +1,7 @@
 """``memctl show``, ``log``, ``notes``, ``search`` and ``edit``: the Markdown memory."""
 
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -9,6 +9,9 @@ from .completion import EDIT_KINDS, complete_edit_kind, complete_log_date, compl
 from .options import MAX_COUNT, FormatOpt, JsonOpt, LimitOpt, OffsetOpt, sort_option
 from .registry import command
 from .state import STATE
+
+if TYPE_CHECKING:
+    from lecode_memctl.core.markdown_search import SkippedFile
 
 _STREAM_ABOVE = 1 << 20   # characters: larger texts are JSON-encoded piece by piece
 
@@ -246,33 +249,40 @@ def search(
     from lecode_memctl.core import markdown
     from lecode_memctl.core.rowmodel import HIT, SCHEMA_VERSION
 
-    from .output import check_format, echo, emit_json, render_records, safe
+    from .output import check_format, echo, emit_json_document, render_records, safe
 
     fmt_name = "text" if fmt in (None, "text") and not json_ else check_format(fmt, json_flag=json_)
     machine = fmt_name in ("json", "jsonl", "csv", "tsv")
     cap = limit if limit is not None else (2**62 if machine else markdown.DEFAULT_SEARCH_LIMIT)
-    result = markdown.search(STATE.existing_store(), pattern, limit=cap, ignore_case=ignore_case,
-                             offset=offset or 0)
-    rows = [HIT.row(file=h.file, line=h.line, text=h.text) for h in result.hits]
-    for s in result.skipped:
+
+    def warn(s: "SkippedFile") -> None:
         echo(f"memctl: warning: {safe(s.file)}: {safe(s.reason)}; skipped", err=True)
+
+    # Streamed in every format: each hit is written as it is found (a file
+    # is checked UTF-8 before its first hit), each skipped file warned of
+    # when it is found; what only the end knows comes after the hits.
+    run = markdown.stream_search(STATE.existing_store(), pattern, limit=cap,
+                                 ignore_case=ignore_case, offset=offset or 0, on_skip=warn)
+    rows = (HIT.row(file=h.file, line=h.line, text=h.text) for h in run.hits())
     if fmt_name == "json":
-        emit_json({
-            "type": "search", "schema_version": SCHEMA_VERSION,
-            "pattern": result.pattern, "offset": offset or 0, "limit": limit, "truncated": result.truncated,
-            "files_searched": result.files_searched, "hits": rows,
-            "skipped": [{"file": s.file, "reason": s.reason} for s in result.skipped]})
+        emit_json_document(
+            {"type": "search", "schema_version": SCHEMA_VERSION, "pattern": run.pattern,
+             "offset": offset or 0, "limit": limit},
+            "hits", rows,
+            lambda: {"truncated": run.truncated, "files_searched": run.files_searched,
+                     "skipped": [{"file": s.file, "reason": s.reason} for s in run.skipped]},
+            dict.fromkeys(("truncated", "files_searched", "skipped")))
         return
     if fmt_name == "text":
-        for h in result.hits:
+        for h in run.hits():
             echo(f"{safe(h.file)}:{h.line}: {safe(h.text)}")
     else:
         render_records(HIT, rows, fmt_name)
-    if result.truncated:
-        echo(f"memctl: stopped after {result.limit} hits; more exist (use --limit N, or "
-             f"--offset {(offset or 0) + result.limit} for the next hits)", err=True)
-    elif not result.hits:
-        echo(f"memctl: no matches in {result.files_searched} Markdown files", err=True)
+    if run.truncated:
+        echo(f"memctl: stopped after {run.limit} hits; more exist (use --limit N, or "
+             f"--offset {(offset or 0) + run.limit} for the next hits)", err=True)
+    elif not run.given:
+        echo(f"memctl: no matches in {run.files_searched} Markdown files", err=True)
 
 
 #: The editor when neither $VISUAL nor $EDITOR is set (git's fallback too).

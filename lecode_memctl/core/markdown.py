@@ -45,10 +45,12 @@ if TYPE_CHECKING:
     from .markdown_search import (
         SearchHit as SearchHit,
         SearchResult as SearchResult,
+        SearchRun as SearchRun,
         SkippedFile as SkippedFile,
         compile_pattern as compile_pattern,
         iter_search as iter_search,
         search as search,
+        stream_search as stream_search,
     )
 else:
     from ._lazy import lazy_getattr
@@ -56,7 +58,8 @@ else:
     # Loaded on first use: only 'memctl search' searches, only 'memctl notes'
     # lists the notes (see core/_lazy.py).
     _MOVED = {name: ".markdown_search" for name in (
-        "SearchHit", "SearchResult", "SkippedFile", "compile_pattern", "iter_search", "search")}
+        "SearchHit", "SearchResult", "SearchRun", "SkippedFile", "compile_pattern", "iter_search",
+        "search", "stream_search")}
     _MOVED.update(NoteInfo=".markdown_notes", list_notes=".markdown_notes")
     __getattr__ = lazy_getattr(__name__, _MOVED)
 

@@ -241,10 +241,12 @@ def search(
     is a symbolic link or is not a regular file (a FIFO, a directory named
     *.md) is skipped with a warning on stderr, in every format (listed under
     "skipped" with --json).  No hits is not an error.  Changes nothing.
-    --json prints {"type": "search", "schema_version", "pattern", "offset",
-    "limit", "truncated", "files_searched", "hits": [hit rows {type, file, line,
-    text}], "skipped": [{file, reason}]}; jsonl, csv and tsv give the hit
-    rows.
+    Every format but the tables is streamed: each hit is written as it is
+    found, each warning when its file is.  --json prints {"type": "search",
+    "schema_version", "pattern", "offset", "limit", "hits": [hit rows {type,
+    file, line, text}], "truncated", "files_searched", "skipped": [{file,
+    reason}]} (the members after "hits" are known at the end of the search);
+    jsonl, csv and tsv give the hit rows.
     """
     from lecode_memctl.core import markdown
     from lecode_memctl.core.rowmodel import HIT, SCHEMA_VERSION

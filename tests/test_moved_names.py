@@ -20,7 +20,8 @@ C = "lecode_memctl.core."
 # (old module, new home, the names the old module offers from there)
 MOVED = [
     (C + "markdown", C + "markdown_search", (
-        "SearchHit", "SearchResult", "SkippedFile", "compile_pattern", "iter_search", "search")),
+        "SearchHit", "SearchResult", "SearchRun", "SkippedFile", "compile_pattern", "iter_search",
+        "search", "stream_search")),
     (C + "markdown", C + "markdown_notes", ("NoteInfo", "list_notes")),
     (C + "layout", C + "inventory", (
         "LayoutItem", "StoreEntry", "inventory", "store_dirs", "store_entries")),

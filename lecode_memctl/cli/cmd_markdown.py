@@ -240,9 +240,9 @@ def search(
     expression is a usage error (exit 2).  A file that is not valid UTF-8,
     is a symbolic link or is not a regular file (a FIFO, a directory named
     *.md) is skipped with a warning on stderr, in every format (listed under
-    "skipped" with --json).  No hits is not an error.  Changes nothing.
-    Every format but the tables is streamed: each hit is written as it is
-    found, each warning when its file is.  --json prints {"type": "search",
+    "skipped" with --json).  No hits is not an error.  Changes nothing.  Every
+    format but the tables is streamed: each hit is written as it is found,
+    each warning when its file is.  --json prints {"type": "search",
     "schema_version", "pattern", "offset", "limit", "hits": [hit rows {type,
     file, line, text}], "truncated", "files_searched", "skipped": [{file,
     reason}]} (the members after "hits" are known at the end of the search);

@@ -22,7 +22,7 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from lecode_memctl.core import markdown_search
+from lecode_memctl.core import markdown, markdown_search
 from lecode_memctl.core.markdown_search import SearchHit, SearchResult, SkippedFile
 
 from .test_search_pieces import _FILES, _store, _whole_file_search
@@ -260,7 +260,7 @@ def test_the_json_members_that_only_the_end_knows_follow_the_hits(tmp_path):
 
 def _change_after_the_check(monkeypatch, path: Path, new: bytes) -> None:
     """Rewrite ``path`` in place once its UTF-8 check (the first read) is done."""
-    real = markdown_search._checked
+    real = markdown.check_read
 
     def checked(*a, **kw):  # noqa: ANN002, ANN003, ANN202
         out = real(*a, **kw)
@@ -269,7 +269,7 @@ def _change_after_the_check(monkeypatch, path: Path, new: bytes) -> None:
             fh.write(new)
         return out
 
-    monkeypatch.setattr(markdown_search, "_checked", checked)
+    monkeypatch.setattr(markdown_search, "check_read", checked)
 
 
 @pytest.mark.parametrize("new,what", [

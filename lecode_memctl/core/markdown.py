@@ -308,60 +308,31 @@ def read_pieces(store: Store, target: Target) -> tuple[Path, Iterator[str]]:
     given: ``NotFound``, ``StoreCorrupt`` for a link, a file that is not
     regular, cannot be read or is not UTF-8 (naming the same byte).  A file
     of at most :data:`WHOLE_UPTO` bytes is read once and given as one
-    piece.  A larger one is read twice from one open descriptor: a first
-    pass checks that it is UTF-8 without keeping it, and a second reads the
-    pieces again up to the size the first found (a line appended meanwhile
-    is not half given).  Should the file have been written to from the
-    start of the first pass to the end of the second (its size or
-    modification time moved; or bytes that no longer decode), the
-    iteration raises ``StoreCorrupt`` after the pieces already given: they
-    are then not one version of the file, and the caller's
-    output says so by its error.  lecode and ``memctl edit`` replace a file
-    (a rename), which the open descriptor never sees."""
+    piece.  A larger one is checked by :func:`check_read` and read again
+    by :func:`read_again`.  Should the file have been written to from the
+    start of the first read to the end of the second (:func:`written_since`,
+    or bytes that no longer decode, or fewer of them), the iteration raises
+    ``StoreCorrupt`` after the pieces already given: they are then not one
+    version of the file, and the caller's output says so by its error.
+    lecode and ``memctl edit`` replace a file (a rename), which the open
+    descriptor never sees."""
     fd = open_file(store, target)
     if fd is None:
         raise _missing(store, target)
-    path = target.path(store)
     try:
-        before = os.fstat(fd)
-        kept: list[bytes] | None = []
-        size = 0
-
-        def first() -> Iterator[bytes]:
-            nonlocal kept, size
-            for piece in _read_fd_pieces(fd, path):
-                size += len(piece)
-                if kept is not None:
-                    kept.append(piece)
-                    if size > WHOLE_UPTO:
-                        kept = None
-                yield piece
-
-        where = utf8_problem(first())
-        if where is not None:
-            raise not_utf8(path, where)
+        checked = check_read(store, target, fd, keep=WHOLE_UPTO, piece=PIECE_BYTES)
     except BaseException:
         os.close(fd)
         raise
-    if kept is not None:
+    path = target.path(store)
+    if checked.kept is not None:
         os.close(fd)
-        return path, iter((b"".join(kept).decode("utf-8"),))
-    return path, _second_pass(fd, path, size, before)
+        return path, iter((b"".join(checked.kept).decode("utf-8"),))
+    return path, _second_read(fd, path, checked)
 
 
-def _read_fd_pieces(fd: int, path: Path) -> Iterator[bytes]:
-    try:
-        while True:
-            data = os.read(fd, PIECE_BYTES)
-            if not data:
-                return
-            yield data
-    except OSError as exc:
-        raise StoreCorrupt(f"{path}: cannot read: {exc.strerror}") from None
-
-
-def _second_pass(fd: int, path: Path, size: int, before: os.stat_result) -> Iterator[str]:
-    """The pieces of :func:`read_pieces`'s second pass (it owns ``fd``)."""
+def _second_read(fd: int, path: Path, checked: Checked) -> Iterator[str]:
+    """The pieces of :func:`read_pieces`'s second read (it owns ``fd``)."""
     import codecs
 
     changed = StoreCorrupt(f"{path}: changed while it was printed (written in place); "
@@ -369,26 +340,103 @@ def _second_pass(fd: int, path: Path, size: int, before: os.stat_result) -> Iter
     try:
         decoder = codecs.getincrementaldecoder("utf-8")("strict")
         pos = 0
-        while pos < size:
-            try:
-                data = os.pread(fd, min(PIECE_BYTES, size - pos), pos)
-            except OSError as exc:
-                raise StoreCorrupt(f"{path}: cannot read: {exc.strerror}") from None
-            if not data:
-                raise changed       # (shorter now)
-            pos += len(data)
-            try:
-                text = decoder.decode(data, final=pos >= size)
-            except UnicodeDecodeError:
-                raise changed from None
-            if text:
-                yield text
-        after = os.fstat(fd)
-        # (not the change time: the rename that replaces the file moves it)
-        if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
+        try:
+            for data in read_again(fd, checked.size, PIECE_BYTES):
+                pos += len(data)
+                try:
+                    text = decoder.decode(data, final=pos >= checked.size)
+                except UnicodeDecodeError:
+                    raise changed from None
+                if text:
+                    yield text
+        except Reread:
+            raise changed from None
+        if written_since(fd, checked):
             raise changed
     finally:
         os.close(fd)
+
+
+# ---------------------------------------------------------------- reading twice
+
+@record(frozen=True)
+class Checked:
+    """An open Markdown file read once to its end and found UTF-8
+    (:func:`check_read`)."""
+    kept: list[bytes] | None        # its bytes in pieces, when at most the bound kept
+    size: int                       # the bytes read
+    before: os.stat_result          # its fstat before the read
+
+
+def check_read(store: Store, target: Target, fd: int, *, keep: int, piece: int) -> Checked:
+    """The first read of the open file ``fd`` from its position to its end,
+    ``piece`` bytes at a time: its pieces kept when it is at most ``keep``
+    bytes (the caller needs no second read), else only its size.
+    ``StoreCorrupt`` when it cannot be read to its end or is not UTF-8
+    (:func:`utf8_problem` names the first bad byte, as :func:`decode`).
+    The read commands that must not hold a large file (``show``, ``search``)
+    check it so and then read it again (:func:`read_again`): nothing is
+    given from a file that is not UTF-8, and memory follows a piece."""
+    before = os.fstat(fd)
+    kept: list[bytes] | None = []
+    size = 0
+
+    def pieces() -> Iterator[bytes]:
+        nonlocal kept, size
+        for data in _pieces(fd, piece):
+            size += len(data)
+            if kept is not None:
+                if size <= keep:
+                    kept.append(data)
+                else:
+                    kept = None
+            yield data
+
+    path = target.path(store)
+    try:
+        where = utf8_problem(pieces())
+    except OSError as exc:
+        raise StoreCorrupt(f"{path}: cannot read: {exc.strerror}") from None
+    if where is not None:
+        raise not_utf8(path, where)
+    return Checked(kept, size, before)
+
+
+def _pieces(fd: int, piece: int) -> Iterator[bytes]:
+    while True:
+        data = os.read(fd, piece)
+        if not data:
+            return
+        yield data
+
+
+class Reread(Exception):
+    """The second read of a file (:func:`read_again`) failed: why."""
+
+
+def read_again(fd: int, size: int, piece: int) -> Iterator[bytes]:
+    """The first ``size`` bytes of the open file ``fd`` (as :func:`check_read`
+    found them), read again from its start by ``pread``, ``piece`` bytes at
+    a time: an append since the check is not read.  :class:`Reread` when it
+    cannot be read or is shorter now."""
+    at = 0
+    while at < size:
+        try:
+            data = os.pread(fd, min(piece, size - at), at)
+        except OSError as exc:
+            raise Reread(f"cannot read it again: {exc.strerror}") from None
+        if not data:
+            raise Reread("shorter than when it was checked")
+        at += len(data)
+        yield data
+
+
+def written_since(fd: int, checked: Checked) -> bool:
+    """Whether the open file was written to since :func:`check_read` began:
+    its size or modification time moved (not its change time: the rename
+    that replaces the file, which the descriptor never sees, moves it)."""
+    now = os.fstat(fd)
+    return (now.st_size, now.st_mtime_ns) != (checked.before.st_size, checked.before.st_mtime_ns)
 
 
 def read_memory(store: Store) -> MarkdownFile:

@@ -14,11 +14,18 @@ from dataclasses import field
 from itertools import compress
 
 from ._record import record
-from .atomic import read_pieces
 from .errors import StoreCorrupt, UsageError
 from .layout import Store
-from .markdown import DEFAULT_SEARCH_LIMIT, Target, markdown_files, not_utf8, open_file
-from .mdnames import _show, utf8_problem
+from .markdown import (
+    DEFAULT_SEARCH_LIMIT,
+    Reread,
+    Target,
+    check_read,
+    markdown_files,
+    open_file,
+    read_again,
+)
+from .mdnames import _show
 
 
 @record(frozen=True)
@@ -168,7 +175,7 @@ def iter_search(store: Store, regex: re.Pattern[str],
     empty file one empty line).
 
     A file is checked to be UTF-8 to its end before its first hit is given
-    (:func:`_checked`), then searched a piece's lines at a time, its hits
+    (:func:`~lecode_memctl.core.markdown.check_read`), then searched a piece's lines at a time, its hits
     given as they are found; it is appended to ``scanned`` once checked.
     An unreadable or undecodable file is appended to ``skipped`` (when
     given) instead, none of its hits given or counted in ``offset``, as when
@@ -214,14 +221,15 @@ def _iter_files(store: Store, targets: list[Target] | None, regex: re.Pattern[st
             continue
         try:
             try:
-                checked = _checked(store, target, fd)
+                checked = check_read(store, target, fd, keep=_KEEP, piece=_PIECE)
             except StoreCorrupt as exc:
                 if skip is not None:
                     skip(_skipped(store, target, exc))
                 continue
             if scanned is not None:
                 scanned.append(rel)
-            pieces = checked if isinstance(checked, list) else _read_again(fd, checked)
+            pieces = (checked.kept if checked.kept is not None
+                      else read_again(fd, checked.size, _PIECE))
             try:
                 for n, text in _found_lines(pieces, regex):
                     if offset:
@@ -239,56 +247,6 @@ def _iter_files(store: Store, targets: list[Target] | None, regex: re.Pattern[st
                     skip(SkippedFile(rel, exc.reason()))
         finally:
             os.close(fd)
-
-
-def _checked(store: Store, target: Target, fd: int) -> list[bytes] | int:
-    """The first read of an open file, from its start: ``StoreCorrupt`` when
-    it cannot be read to its end or is not UTF-8 (:func:`utf8_problem` names
-    the first bad byte).  Otherwise its pieces when it is at most
-    :data:`_KEEP` bytes (searched from memory), or its size (searched by
-    :func:`_read_again`, up to that size)."""
-    kept: list[bytes] | None = []
-    size = 0
-
-    def pieces() -> Iterator[bytes]:
-        nonlocal kept, size
-        for piece in read_pieces(fd, _PIECE):
-            size += len(piece)
-            if kept is not None:
-                if size <= _KEEP:
-                    kept.append(piece)
-                else:
-                    kept = None
-            yield piece
-
-    try:
-        where = utf8_problem(pieces())
-    except OSError as exc:
-        raise StoreCorrupt(f"{target.path(store)}: cannot read: {exc.strerror}") from None
-    if where is not None:
-        raise not_utf8(target.relpath, where)
-    return size if kept is None else kept
-
-
-def _read_again(fd: int, size: int) -> Iterator[bytes]:
-    """The first ``size`` bytes of the file, read again from its start
-    (``pread``: the first read left the position at its end).  An append
-    since the check is not read; a file found shorter raises
-    :class:`_Changed` (from :func:`_found_lines`, which knows the line)."""
-    at = 0
-    while at < size:
-        try:
-            piece = os.pread(fd, min(_PIECE, size - at), at)
-        except OSError as exc:
-            raise _Reread(f"cannot read it again: {exc.strerror}") from None
-        if not piece:
-            raise _Reread("shorter than when it was checked")
-        at += len(piece)
-        yield piece
-
-
-class _Reread(Exception):
-    """The second read of a file failed (see :func:`_read_again`)."""
 
 
 def _search_lines(regex: re.Pattern[str], lines: list[str], first: int) -> Iterator[int]:
@@ -314,7 +272,7 @@ def _found_lines(pieces: Iterable[bytes], regex: re.Pattern[str]) -> Iterator[tu
     while True:
         try:
             piece = next(it, None)
-        except _Reread as exc:
+        except Reread as exc:
             raise _Changed(str(exc), no, no) from None
         if piece is None:
             block = b"".join(carry)     # the last line (empty after a final newline)

@@ -162,14 +162,14 @@ def test_unreadable_file_fails_the_audit(planted, monkeypatch):
     from lecode_memctl.core import secrets as core_secrets
 
     (planted.store / "notes" / "locked.md").write_text("nothing\n")
-    real = core_secrets.read_regular
+    real = core_secrets.open_owned
 
-    def fake(path):
+    def fake(path, *args, **kwargs):
         if path.endswith("locked.md"):
             raise PermissionError(errno.EACCES, "Permission denied")
-        return real(path)
+        return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(core_secrets, "read_regular", fake)
+    monkeypatch.setattr(core_secrets, "open_owned", fake)
     before = tree_hash(planted.store)
     doc = orjson.loads(secrets_cli(planted, "--json", "--jobs", "1").stdout_bytes)
     assert doc["projects"][0]["unreadable"] == 1 and doc["ok"] is False

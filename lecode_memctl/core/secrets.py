@@ -45,7 +45,7 @@ from typing import Any
 import orjson
 
 from ._lazy import lazy_compile
-from .atomic import open_nofollow, open_regular, read_regular
+from .atomic import open_nofollow, open_owned, open_regular
 from .errors import MemctlError, UsageError
 from .layout import FACTS_DB, SESSIONS_DIR, Store
 
@@ -58,6 +58,17 @@ MIN_RAW_STRING = 8            # printable runs shorter than this in database pag
 _RAW_STRING = lazy_compile(rb"[\t\n\r\x20-\x7e\x80-\xff]{%d,}" % MIN_RAW_STRING)
 _PEM_BEGIN = lazy_compile(r"-----BEGIN[ A-Z0-9]*PRIVATE KEY[ A-Z]*-----")
 _PEM_END = lazy_compile(r"-----END[ A-Z0-9]*PRIVATE KEY[ A-Z]*-----")
+_PEM_END_BYTES = lazy_compile(rb"-----END[ A-Z0-9]*PRIVATE KEY[ A-Z]*-----")
+
+# What follows a text given to :meth:`Detector.scan` (a piece of a file,
+# :func:`_file_hits`): nothing (the text is all of it); more lines, which
+# may hold the END line of a private key; more lines, none of them one.
+TAIL_NONE, TAIL_UNKNOWN, TAIL_NO_END = 0, 1, 2
+
+
+class PieceTooShort(Exception):
+    """A private key block found in a piece of a file may end beyond it: the
+    piece is scanned again with more of the file (:func:`_file_hits`)."""
 
 KIND_TRANSCRIPT = "transcript"
 KIND_FILE = "file"
@@ -318,12 +329,14 @@ class Detector:
             return True
         return bool(h.is_likely_id_string(secret, line, plugin))
 
-    def scan(self, text: str, filename: str = "memory.txt", *, whole_tokens: bool = True
-             ) -> list[Hit]:
+    def scan(self, text: str, filename: str = "memory.txt", *, whole_tokens: bool = True,
+             tail: int = TAIL_NONE) -> list[Hit]:
         """Non-overlapping hits in ``text`` (offsets in characters), specific
         detectors first.  ``whole_tokens``: a hit runs to the end of its token
         (:func:`token_end`); off for raw database pages, where a record's
-        next column follows its text with no separator."""
+        next column follows its text with no separator.  ``tail``: what
+        follows ``text`` in its file (``TAIL_*``); :class:`PieceTooShort` when
+        a private key block may run past its end (:func:`_pem_span`)."""
         cands: list[tuple[int, int, int, str]] = []   # (priority, start, end, slug)
         pos = 0
         for line in text.split("\n"):
@@ -332,14 +345,15 @@ class Detector:
                     base = pos + wstart
                     for prio, plugin in enumerate(self.plugins):
                         for s, e in self._plugin_spans(plugin, window, filename, text, base,
-                                                         whole_tokens):
+                                                         whole_tokens, tail):
                             cands.append((prio, s, e, detector_slug(plugin.secret_type)))
             pos += len(line) + 1
         cands.sort()
         return _non_overlapping(cands)
 
     def _plugin_spans(self, plugin: Any, line: str, filename: str, text: str, base: int,
-                      whole_tokens: bool = True) -> Iterator[tuple[int, int]]:
+                      whole_tokens: bool = True, tail: int = TAIL_NONE
+                      ) -> Iterator[tuple[int, int]]:
         if type(plugin).__name__ == "KeywordDetector" and self._keyword_gate.search(line.lower()) is None:
             return
         try:
@@ -358,7 +372,7 @@ class Detector:
             if not isinstance(v, str) or not v:
                 continue
             if name == "PrivateKeyDetector":
-                span = _pem_span(text, base)
+                span = _pem_span(text, base, tail)
                 if span is not None:
                     yield span
                 continue
@@ -477,10 +491,17 @@ def token_end(text: str, start: int, end: int, plugin_name: str = "") -> int:
     return end
 
 
-def _pem_span(text: str, base: int) -> tuple[int, int] | None:
+def _pem_span(text: str, base: int, tail: int = TAIL_NONE) -> tuple[int, int] | None:
     """The whole private key block around a PrivateKeyDetector hit: from
-    ``-----BEGIN ... PRIVATE KEY-----`` to the matching END line, or to the
-    end of the block of non-empty lines when there is no END."""
+    ``-----BEGIN ... PRIVATE KEY-----`` to the next END line (however far),
+    or, when none follows, to the end of the block of non-empty lines.
+
+    ``text`` may be a piece of a file cut after a newline, with ``tail``
+    saying what follows it: the block's end is known from the piece alone
+    when an END line follows in it, or when no END line follows in the file
+    (``TAIL_NO_END``) and an empty line does in the piece (the first ``\n\n``
+    of the file after the start is then the piece's); otherwise
+    :class:`PieceTooShort`."""
     line_end = text.find("\n", base)
     m = _PEM_BEGIN.search(text, base, line_end if line_end >= 0 else len(text))
     # Without a BEGIN line (PuTTY keys, unframed headers): the rest of the line
@@ -489,8 +510,14 @@ def _pem_span(text: str, base: int) -> tuple[int, int] | None:
     e = _PEM_END.search(text, start)
     if e is not None:
         return start, e.end()
+    if tail == TAIL_UNKNOWN:
+        raise PieceTooShort
     blank = text.find("\n\n", start)
-    return start, (blank if blank >= 0 else len(text))
+    if blank >= 0:
+        return start, blank
+    if tail == TAIL_NO_END:
+        raise PieceTooShort
+    return start, len(text)
 
 
 # --------------------------------------------------------------------------
@@ -721,13 +748,19 @@ class FileScan:
 
 
 def _text_hits(detector: Detector, text: str, filename: str) -> Iterator[tuple[str, str, int]]:
-    """(value, detector, 1-based line) of each hit in ``text``.  The hits come
-    in order of start: the newlines are counted on from the previous hit, not
-    from the start of the text (hits x text was quadratic)."""
-    line, at = 1, 0
-    for hit in detector.scan(text, filename):
+    """(value, detector, 1-based line) of each hit in ``text``."""
+    return _hit_lines(text, detector.scan(text, filename))
+
+
+def _hit_lines(text: str, hits: Iterable[Hit], first: int = 1) -> Iterator[tuple[str, str, int]]:
+    """(value, detector, line) of each of the ``hits`` in ``text``, whose first
+    line is line ``first``.  The hits come in order of start: the newlines
+    are counted on from the previous hit, not from the start of the text
+    (hits x text was quadratic)."""
+    line, at = first, 0
+    for hit in hits:
         if hit.start < at:              # (not in order: count from the start)
-            line, at = 1, 0
+            line, at = first, 0
         line += text.count("\n", at, hit.start)
         at = hit.start
         yield text[hit.start:hit.end], hit.detector, line
@@ -735,24 +768,127 @@ def _text_hits(detector: Detector, text: str, filename: str) -> Iterator[tuple[s
 
 def scan_file(detector: Detector, root: str, rel: str) -> FileScan:
     """One transcript (read a line at a time: memory follows its longest
-    line, not the file) or text file of a store."""
+    line, not the file) or text file of a store (read a piece at a time,
+    :func:`_file_hits`)."""
     out = FileScan(rel)
     path = os.path.join(root, rel)
     try:
         if is_transcript(rel):
             with open(open_regular(path), "rb", buffering=TRANSCRIPT_PIECE) as f:
                 out.size = _transcript_hits(detector, rel, f, out.hits)
-            return out
-        data = read_regular(path)
+        else:
+            with open_owned(path) as f:
+                out.size = _file_hits(detector, f.fileno(),
+                                      os.path.basename(rel).removesuffix(".bak"), out.hits)
     except OSError as exc:
         out.error = exc.strerror or str(exc)
         out.hits.clear()    # (an unreadable file: none of it is reported, as before it was read)
-        return out
-    out.size = len(data)
-    text = data.decode("utf-8", "surrogateescape")
-    for value, det, ln in _text_hits(detector, text, os.path.basename(rel).removesuffix(".bak")):
-        out.hits.append((value, det, KIND_FILE, {"line": ln}))
     return out
+
+
+FILE_PIECE = 1 << 20
+"""Bytes of a text file scanned at a time (:func:`_file_hits`)."""
+
+
+def _file_hits(detector: Detector, fd: int, filename: str, hits: list[Any]) -> int:
+    """The hits of the text file open as ``fd`` (read from its start), scanned
+    a piece of :data:`FILE_PIECE` bytes or more at a time, cut after a
+    newline; its size.  Memory follows the piece, the longest line and the
+    longest private key block, not the file (a 30 MB MEMORY.md read whole,
+    with its list of lines, took 190 MiB).
+
+    The hits are exactly those of the whole text (:func:`_text_hits`), in the
+    same order, with the same lines:
+
+    * a piece ends after a newline (or at the end of the file), and a newline
+      byte is never part of a UTF-8 sequence: the pieces decode (with
+      ``surrogateescape``) to the whole text's characters, cut after its
+      newlines, and a piece's lines are the text's own;
+    * a detector sees one line (or a window of it) at a time, and its hit,
+      run on to the end of its token (:func:`token_end`, which stops at a
+      newline), stays in its line; only a private key block spans lines,
+      and :func:`_pem_span` raises :class:`PieceTooShort` when its end may
+      lie past the piece: the piece is then scanned again with the file up
+      to the next END line (found by reading ahead, nothing kept: when the
+      file has none, a block ends at an empty line, which a piece twice as
+      long is looked for in until one holds it or the file ends);
+    * so no candidate hit of the whole text crosses the end of a piece
+      scanned without that error, and :func:`_non_overlapping`, which takes
+      each candidate in turn unless it overlaps one taken before, decides
+      each candidate by the ones it overlaps alone: those of its own piece.
+      The pieces' hits, one piece after another, are the whole text's,
+      and a piece's first line is one more than the newlines before it.
+    """
+    size = 0            # bytes before buf: scanned
+    line = 1            # the line buf starts
+    buf = bytearray()   # read, not scanned; starts a line
+    eof = False
+    no_end_from: int | None = None   # from this offset on the file has no END line
+    need = FILE_PIECE
+    while True:
+        # read until buf holds ``need`` bytes and a newline at or after them
+        looked = max(need - 1, 0)      # (a newline is looked for once a byte)
+        while not eof:
+            if len(buf) >= need:
+                if buf.find(b"\n", looked) >= 0:
+                    break
+                looked = len(buf)
+            data = os.read(fd, FILE_PIECE)
+            if data:
+                buf += data
+            else:
+                eof = True
+        cut = len(buf) if eof else buf.rfind(b"\n") + 1
+        if cut == 0:
+            return size
+        text = buf[:cut].decode("utf-8", "surrogateescape")
+        if eof:
+            tail = TAIL_NONE
+        elif no_end_from is not None and no_end_from <= size + cut:
+            tail = TAIL_NO_END
+        else:
+            tail = TAIL_UNKNOWN
+        try:
+            found = detector.scan(text, filename, tail=tail)
+        except PieceTooShort:
+            del text
+            if tail == TAIL_UNKNOWN:
+                end = _next_pem_end(fd, size + cut)
+                if end is not None:
+                    need = end - size
+                    continue
+                no_end_from = size + cut
+            else:
+                need = 2 * cut
+            continue
+        for value, det, ln in _hit_lines(text, found, line):
+            hits.append((value, det, KIND_FILE, {"line": ln}))
+        line += text.count("\n")
+        size += cut
+        del buf[:cut]
+        need = FILE_PIECE
+
+
+def _next_pem_end(fd: int, offset: int) -> int | None:
+    """The offset just past the first END line of a private key in the file
+    ``fd`` at or after ``offset`` (a line's start), or None: read ahead
+    (``pread``) a piece at a time, keeping only a line cut by a piece's end.
+    (The pattern is ASCII: it matches the bytes where it matches the text
+    they decode to.)"""
+    carry = b""
+    at = offset            # the offset of carry
+    while True:
+        data = os.pread(fd, FILE_PIECE, at + len(carry))
+        if not data:            # (the last line, with no newline)
+            m = _PEM_END_BYTES.search(carry)
+            return None if m is None else at + m.end()
+        data = carry + data
+        cut = data.rfind(b"\n") + 1
+        m = _PEM_END_BYTES.search(data, 0, cut)
+        if m is not None:
+            return at + m.end()
+        carry = data[cut:]
+        at += cut
 
 
 TRANSCRIPT_PIECE = 1 << 20

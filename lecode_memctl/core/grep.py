@@ -23,10 +23,11 @@ exclusions through a read-only :class:`FactStore`.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import field
 from datetime import UTC, datetime
 from typing import Any, BinaryIO
@@ -503,30 +504,39 @@ class _Lines:
             if got is not None:
                 yield got
 
-    def events_after(self) -> list[dict[str, Any]]:
+    def events_after(self) -> Generator[dict[str, Any], None, None]:
         """The undo, redo and clear events this iteration will yield from here
-        on, read first: the lines from the end of the last one read to the
-        size of the file now (which bounds the iteration from now on, so a
-        line appended meanwhile is seen by neither), found by their bytes
-        (:meth:`sessions._File.marked_lines`: complete lines holding
-        ``"event"``, the torn tail never), each taken by the rule the
-        iteration applies (:func:`_line_record`)."""
+        on, to be read before it goes on: the lines from the end of the last
+        one read to the size of the file now (which bounds the iteration from
+        now on, at this call, so a line appended meanwhile is seen by
+        neither), found by their bytes (:meth:`sessions._File.marked_lines`:
+        complete lines holding ``"event"``, the torn tail never), each taken
+        by the rule the iteration applies (:func:`_line_record`).
+
+        An iterator, not a list: its one caller adds each event to an
+        ``UndoState``, which keeps four numbers of it (a list of the records
+        took 23 MiB at 80,000 events).  They are read through a duplicate of
+        the descriptor (``pread`` only: the iteration's offset is not moved)
+        owned by a file object from the moment ``os.dup`` returns it (as
+        :func:`atomic.open_owned` owns one: FileIO keeps what its ``opener``
+        returns, in C): the iterator closes it when it ends or is closed, and
+        one dropped unstarted, or cut short by an interrupt, is closed by the
+        file object's finalizer, never twice."""
         assert self._fh is not None
         fd = self._fh.fileno()
         self._bound = size = os.fstat(fd).st_size
-        out: list[dict[str, Any]] = []
-        dup = os.dup(fd)
-        try:
-            f = _File(dup, "", "", size)    # (pread only: the offset of fd is not moved)
-        except BaseException:
-            os.close(dup)
-            raise
-        with f:
-            for line in f.marked_lines(self._pos, skip=_not_an_event_head):
-                got = _line_record(line + b"\n")
-                if got is not None and got[1] and got[0].get("event") in VISIBILITY_EVENTS:
-                    out.append(got[0])
-        return out
+        raw = io.FileIO(self._path, "rb", opener=lambda _path, _flags: os.dup(fd))
+        return _visibility_events(raw, self._pos, size)
+
+
+def _visibility_events(raw: io.FileIO, pos: int, size: int
+                       ) -> Generator[dict[str, Any], None, None]:
+    """:meth:`_Lines.events_after`'s events from ``raw`` (closed at the end)."""
+    with raw, _File(raw, "", "", size) as f:
+        for line in f.marked_lines(pos, skip=_not_an_event_head):
+            got = _line_record(line + b"\n")
+            if got is not None and got[1] and got[0].get("event") in VISIBILITY_EVENTS:
+                yield got[0]
 
 
 def _not_an_event_head(head: bytes) -> bool:

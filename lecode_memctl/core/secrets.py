@@ -691,8 +691,9 @@ class Scanner:
             self.report.skipped.append(Skipped(FACTS_DB, f"facts not read: {exc}", error=exc))
             return values
         try:
-            for fact in fs.iter_facts():
-                for rev in fs.revisions(fact.fact_id):
+            # (the listing's reads: a few queries, not several per fact)
+            for fact, revs in fs.iter_fact_revisions():
+                for rev in revs:
                     for value, det, _ln in self._text(rev.text, "fact.txt"):
                         values.add(value)
                         self._add(value, det, KIND_FACT, FACTS_DB, fact_id=fact.fact_id,

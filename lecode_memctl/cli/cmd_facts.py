@@ -301,10 +301,11 @@ def facts(
             end = stop_after(start, limit)
 
             def upto(stop: int | None) -> Any:
-                # rows start..stop of the listing: a bounded page of every
-                # fact evaluates the sources of its own facts only
-                if stop is not None and not filtered and session is None and fs.exists:
-                    return iter_fact_page(fs, sessions, start, stop)
+                # rows start..stop of the listing: a bounded page (of every
+                # fact, or of a session's) evaluates the sources of its own
+                # facts only
+                if stop is not None and not filtered and fs.exists:
+                    return iter_fact_page(fs, sessions, start, stop, session)
                 return itertools.islice(stream(), start, stop)
 
             body = upto(end)

@@ -2633,11 +2633,13 @@ class FactStore(ClosesOnExit):
         return None if row is None or row[0] is None else row[0]
 
     @_serialized
-    def page_window(self, start: int, stop: int) -> Window | None:
-        """The facts ``start`` to ``stop`` (not included) of the listing, in
-        its order (the ids as SQLite orders them, ``COLLATE BINARY``, an id
-        stored twice once), as a :data:`Window` for the reads that take a
-        Part: a bounded page evaluates the sources of its own facts only
+    def page_window(self, start: int, stop: int, session_id: str | None = None
+                    ) -> Window | None:
+        """The facts ``start`` to ``stop`` (not included) of the listing (of
+        the facts with evidence in ``session_id`` when given), in its order
+        (the ids as SQLite orders them, ``COLLATE BINARY``, an id stored
+        twice once), as a :data:`Window` for the reads that take a Part: a
+        bounded page evaluates the sources of its own facts only
         (``factview.iter_fact_page``).  Its bounds are read from the table
         (``NOT INDEXED``, as the listing reads it: an index that disagrees
         with the table does not move the page).  None where a bound is not
@@ -2653,12 +2655,11 @@ class FactStore(ClosesOnExit):
             # (the n-th id of ``part`` of the ids: the second bound is
             # counted from the first, which its part begins with, so the
             # sort is of the ids from there on, not of every id again)
-            where, args = ("", ()) if part is None else (
-                "WHERE " + _PART_SQL[part[1]].format("fact_id") + " ", (part[0],))
+            where, args = self._session_filter(session_id, part)
             row: tuple[Any] | None = db.execute(
-                "SELECT fact_id FROM facts NOT INDEXED " + where
-                + "GROUP BY fact_id COLLATE BINARY "
-                "ORDER BY fact_id COLLATE BINARY LIMIT 1 OFFSET ?", (*args, n)).fetchone()
+                "SELECT f.fact_id FROM facts AS f NOT INDEXED " + where
+                + "GROUP BY f.fact_id COLLATE BINARY "
+                "ORDER BY f.fact_id COLLATE BINARY LIMIT 1 OFFSET ?", (*args, n)).fetchone()
             return row
 
         window: list[Part] = []

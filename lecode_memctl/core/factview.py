@@ -194,27 +194,29 @@ def iter_fact_records(facts: FactStore, sessions: SessionReader, *,
     return _rows(facts, sessions, session_id, where, record=True, parallel=parallel)
 
 
-def iter_fact_page(facts: FactStore, sessions: SessionReader, start: int, stop: int
-                   ) -> Iterator[dict[str, Any]]:
-    """``itertools.islice(iter_fact_records(facts, sessions, parallel=True),
-    start, stop)``: the records of a bounded page of the whole listing (no
-    filter), made by the same listing (:func:`_listing_rows`), whose
-    evaluation validates the sources of the page's facts only
-    (:meth:`~lecode_memctl.core.facts.FactStore.page_window`), not every
-    source of the store.  Where the store gives no such window (a bound
-    that is not a text id, a page that reaches the end from the first
-    fact), the whole listing, sliced."""
+def iter_fact_page(facts: FactStore, sessions: SessionReader, start: int, stop: int,
+                   session_id: str | None = None) -> Iterator[dict[str, Any]]:
+    """``itertools.islice(iter_fact_records(facts, sessions,
+    session_id=session_id, parallel=True), start, stop)``: the records of a
+    bounded page of the listing (of the facts with evidence in
+    ``session_id`` when given; no other filter), made by the same listing
+    (:func:`_listing_rows`), whose evaluation validates the sources of the
+    page's facts only (:meth:`~lecode_memctl.core.facts.FactStore.page_window`),
+    not every source of the store (of the session's facts).  Where the
+    store gives no such window (a bound that is not a text id, a page that
+    reaches the end from the first fact), the whole listing, sliced."""
     import itertools
 
     if stop <= start:
         return
     with facts.one_state() as state:   # (the window and the listing: one state)
-        window = state.page_window(start, stop)
+        window = state.page_window(start, stop, session_id)
         if window is not None:
-            yield from itertools.islice(_listing_rows(state, sessions, None, True, window),
+            yield from itertools.islice(_listing_rows(state, sessions, session_id, True, window),
                                         stop - start)
             return
-    yield from itertools.islice(iter_fact_records(facts, sessions, parallel=True), start, stop)
+    yield from itertools.islice(iter_fact_records(facts, sessions, session_id=session_id,
+                                                  parallel=True), start, stop)
 
 
 def _rows(facts: FactStore, sessions: SessionReader, session_id: str | None,

@@ -227,3 +227,24 @@ def test_the_command_peak_does_not_follow_the_file(tmp_path, args):
         peaks.append(_peak_rss_kib([sys.executable, "-m", "lecode_memctl", "--no-state",
                                     "--store", str(store.path), *args]))
     assert peaks[1] - peaks[0] < 8 << 10, peaks
+
+
+def test_pieces_dropped_unread_close_the_file(tmp_path, monkeypatch):
+    """A generator never started never runs its ``finally``: the second
+    read's descriptor is owned by a file object, closed when the pieces
+    are dropped (found by a review: it stayed open for the process's life)."""
+    import gc
+
+    store = _store(tmp_path)
+    (store.path / "MEMORY.md").write_text("foo\nbar\nbaz\n")
+    _small_pieces(monkeypatch, whole=4, piece=3)
+    before = sorted(os.listdir("/proc/self/fd"))
+    _path, pieces = markdown.read_pieces(store, markdown.memory_target())
+    assert len(os.listdir("/proc/self/fd")) == len(before) + 1
+    del pieces
+    gc.collect()
+    assert sorted(os.listdir("/proc/self/fd")) == before
+    _path, pieces = markdown.read_pieces(store, markdown.memory_target())
+    assert next(pieces) == "foo"
+    pieces.close()
+    assert sorted(os.listdir("/proc/self/fd")) == before

@@ -12,6 +12,7 @@ Text is UTF-8; undecodable bytes are ``StoreCorrupt`` naming the file.
 from __future__ import annotations
 
 import errno
+import io
 import os
 import stat
 from collections.abc import Iterator
@@ -328,15 +329,24 @@ def read_pieces(store: Store, target: Target) -> tuple[Path, Iterator[str]]:
     if checked.kept is not None:
         os.close(fd)
         return path, iter((b"".join(checked.kept).decode("utf-8"),))
-    return path, _second_read(fd, path, checked)
+    try:
+        # (a file object owns it from here: pieces dropped unread, whose
+        # generator never ran, close it all the same)
+        owner = io.FileIO(fd, "rb", closefd=True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return path, _second_read(owner, path, checked)
 
 
-def _second_read(fd: int, path: Path, checked: Checked) -> Iterator[str]:
-    """The pieces of :func:`read_pieces`'s second read (it owns ``fd``)."""
+def _second_read(owner: io.FileIO, path: Path, checked: Checked) -> Iterator[str]:
+    """The pieces of :func:`read_pieces`'s second read (of the file that
+    ``owner`` holds open, closed when they end)."""
     import codecs
 
     changed = StoreCorrupt(f"{path}: changed while it was printed (written in place); "
                            "the text given is not one version of the file")
+    fd = owner.fileno()
     try:
         decoder = codecs.getincrementaldecoder("utf-8")("strict")
         pos = 0
@@ -354,7 +364,7 @@ def _second_read(fd: int, path: Path, checked: Checked) -> Iterator[str]:
         if written_since(fd, checked):
             raise changed
     finally:
-        os.close(fd)
+        owner.close()
 
 
 # ---------------------------------------------------------------- reading twice

@@ -9,6 +9,7 @@ small enough that keys, lines and private key blocks are cut every way."""
 from __future__ import annotations
 
 import os
+import random
 import tempfile
 import tracemalloc
 from typing import Any
@@ -146,3 +147,38 @@ def test_memory_follows_the_piece_not_the_file(detector: Detector, tmp_path,
     small = _transient_peak(detector, str(tmp_path), 10_000)     # ~0.5 MB
     large = _transient_peak(detector, str(tmp_path), 40_000)     # ~2 MB
     assert large < 1.5 * small, (small, large)
+
+
+# A review found that a file of many private key blocks became one piece,
+# scanned again block after block: each piece was cut after the last newline
+# read, inside the next block, whose END was then read ahead and the piece
+# grown again.
+
+
+def test_many_key_blocks_are_scanned_in_bounded_pieces(tmp_path, monkeypatch):
+    piece = 4096
+    monkeypatch.setattr(secrets, "FILE_PIECE", piece)
+    r = random.Random(1)
+    lines = ["# keyring"]
+    for i in range(60):        # blocks of ~1.7 KB, END always present
+        lines += [f"key {i}:", "-----BEGIN RSA PRIVATE KEY-----",
+                  *("".join(r.choice(_B64) for _ in range(64)) for _ in range(25)),
+                  "-----END RSA PRIVATE KEY-----"]
+    (tmp_path / "MEMORY.md").write_text("\n".join(lines) + "\n")
+    size = (tmp_path / "MEMORY.md").stat().st_size
+    scanned = []
+    real = secrets.Detector.scan
+
+    def counting(self, text, *a, **k):
+        scanned.append(len(text))
+        return real(self, text, *a, **k)
+
+    monkeypatch.setattr(secrets.Detector, "scan", counting)
+    got = secrets.scan_file(secrets.Detector(), str(tmp_path), "MEMORY.md")
+    assert got.error is None and len(got.hits) == 60
+    longest_block = 26 * 65 + 40
+    # a piece is FILE_PIECE (plus the read that found its newline) plus at
+    # most one key block run past its end -- not the whole file
+    assert max(scanned) <= 3 * piece + longest_block, (max(scanned), size)
+    # and the text is scanned a bounded number of times, not once per round
+    assert sum(scanned) <= 3 * size, (sum(scanned), size, len(scanned))

@@ -839,11 +839,16 @@ def _file_hits(detector: Detector, fd: int, filename: str, hits: list[Any]) -> i
                 buf += data
             else:
                 eof = True
-        cut = len(buf) if eof else buf.rfind(b"\n") + 1
+        # (cut after the first newline from ``need`` on, not the last one
+        # read: a piece cut inside the next private key block would be read
+        # ahead and grown again, block after block -- a file of keys was one
+        # piece, scanned again at each)
+        nl = buf.find(b"\n", max(need - 1, 0))
+        cut = nl + 1 if nl >= 0 else len(buf)
         if cut == 0:
             return size
         text = buf[:cut].decode("utf-8", "surrogateescape")
-        if eof:
+        if eof and cut == len(buf):
             tail = TAIL_NONE
         elif no_end_from is not None and no_end_from <= size + cut:
             tail = TAIL_NO_END

@@ -353,3 +353,30 @@ def test_quiet_validate_holds_neither_the_rows_nor_the_findings(template: Path, 
     a = _validate_peak(template, config_dir / "small", 4000)
     b = _validate_peak(template, config_dir / "large", 16000)
     assert b < 1.25 * a, (a, b)
+
+
+def test_a_damaged_page_fails_the_listing_before_it_starts(template: Path, tmp_path: Path) -> None:
+    """A damaged page of the provenance rows the listing reads (here a leaf
+    of the table's key, which the query reads) fails the listing before its
+    first fact, as the dict's read did: not after printing a part of it."""
+    path = tmp_path / "facts.sqlite3"
+    _legacy_store(template, path, 3000, 8)
+    db = sqlite3.connect(path)
+    pages = [p for (p,) in db.execute(
+        "SELECT pageno FROM dbstat WHERE name = 'sqlite_autoindex_provenance_1' "
+        "AND pagetype = 'leaf' ORDER BY pageno")]
+    size = db.execute("PRAGMA page_size").fetchone()[0]
+    db.close()
+    assert len(pages) > 10
+    with open(path, "r+b") as f:
+        f.seek((pages[len(pages) // 2] - 1) * size)
+        f.write(b"\x0d\xff\xff\xff" * 64)
+    for joined in (False, True):
+        got = []
+        with FactStore.open_readonly(path) as fs:
+            if joined:
+                fs._sibling = lambda: None     # type: ignore[method-assign]
+            with pytest.raises(sqlite3.DatabaseError, match="malformed"):
+                for group in fs.start_listing().groups():
+                    got.append(group)
+        assert got == []

@@ -3186,17 +3186,20 @@ class FactStore(ClosesOnExit):
             for row in cur:
                 _add_row(prov, row)
             return prov
-
-        def rows() -> Iterator[tuple[Any, ...]]:
-            yield first
-            yield from _fetched(cur)
+        # every row read once now, as the dict read them, none held: a damaged
+        # page of the table (or of the index the query reads) fails the
+        # listing before it starts, as it did, not halfway through its output
+        # (0.4 s at 800,000 rows, read in fetches; the dict took 1.7 s)
+        while cur.fetchmany(2000):
+            pass
+        rows = _fetched(db.execute(query, args))
 
         def again() -> Iterator[tuple[Any, ...]]:
             if self.readonly:
                 return _fetched(db.execute(query, args))
             return self._each_held(_fetched(self._call(db.execute, query, args)))
 
-        return LegacyProvenance(rows() if self.readonly else self._each_held(rows()), again)
+        return LegacyProvenance(rows if self.readonly else self._each_held(rows), again)
 
     def in_background(self, name: str, work: Callable[[sqlite3.Connection], T]
                       ) -> Callable[[], T] | None:

@@ -28,11 +28,9 @@ def _print_file(store, target, json_: bool) -> None:  # core.layout.Store, core.
     from lecode_memctl.core import markdown
 
     from .output import (
-        STDOUT_NAME,
         dumps,
         emit_json,
-        interrupted_once,
-        interruption,
+        ends_with_error,
         safe,
         stdout_is_tty,
         terminal_json,
@@ -60,24 +58,11 @@ def _print_file(store, target, json_: bool) -> None:  # core.layout.Store, core.
             write_bytes(b'","error":' + dumps({"code": code, "message": message,
                                                 "exit_code": exit_code}) + b"}\n")
 
-        try:
+        with ends_with_error(end_with_error):
             for text in _texts(first, second, pieces):
                 for i in range(0, len(text), _STREAM_ABOVE):
                     piece = dumps(text[i:i + _STREAM_ABOVE])[1:-1]
                     write_bytes(terminal_json(piece) if tty else piece)
-        except Exception as exc:
-            from .main import error_report
-
-            found = error_report(exc)
-            if found is None or getattr(exc, "filename", None) == STDOUT_NAME:
-                raise
-            end_with_error(*found)
-            exc.json_reported = True  # type: ignore[attr-defined]
-            raise
-        except KeyboardInterrupt:
-            interrupted_once()
-            end_with_error(*interruption())
-            raise
         write_bytes(b'"}\n')
         return
     # (through the text layer: the locale's encoding, escapes for the rest)

@@ -473,6 +473,33 @@ def emit_json(obj: Any, *, pretty: bool | None = None) -> None:
     write_bytes(terminal_json(data) if tty else data)
 
 
+@contextlib.contextmanager
+def ends_with_error(end: Callable[[str, str, int], None]) -> Iterator[None]:
+    """The body of a JSON document being streamed: an error that main
+    reports (the core's, SQLite's own, a file's, a bug) or an interrupt
+    coming from it is first given to ``end(code, message, exit_code)``,
+    which ends the document as valid JSON with it, then raised (main then
+    prints no second document).  An error writing stdout itself is raised
+    as it is: nothing more can go there."""
+    try:
+        yield
+    except Exception as exc:
+        from .main import error_report
+
+        found = error_report(exc)
+        if found is None or getattr(exc, "filename", None) == STDOUT_NAME:
+            raise
+        end(*found)
+        exc.json_reported = True  # type: ignore[attr-defined]
+        raise
+    except KeyboardInterrupt:
+        # (main says "interrupted", or "terminated by SIGTERM", on stderr,
+        # and prints no second document: STATE.output_started)
+        interrupted_once()
+        end(*interruption())
+        raise
+
+
 def emit_json_document(head: Mapping[str, Any], key: str, rows: Iterable[Any],
                        tail: Callable[[], Mapping[str, Any]],
                        unknown: Mapping[str, Any]) -> None:
@@ -498,25 +525,10 @@ def emit_json_document(head: Mapping[str, Any], key: str, rows: Iterable[Any],
             write(b"\n]," + dumps(err)[1:] + b"\n")
 
         first = True
-        try:
+        with ends_with_error(end_with_error):
             for row in rows:
                 write((b"\n" if first else b",\n") + dumps(row))
                 first = False
-        except Exception as exc:
-            from .main import error_report
-
-            found = error_report(exc)
-            if found is None or getattr(exc, "filename", None) == STDOUT_NAME:
-                raise
-            end_with_error(*found)
-            exc.json_reported = True  # type: ignore[attr-defined]
-            raise
-        except KeyboardInterrupt:
-            # (main says "interrupted", or "terminated by SIGTERM", on
-            # stderr, and prints no second document: STATE.output_started)
-            interrupted_once()
-            end_with_error(*interruption())
-            raise
         members = dumps(tail())
         write(b"\n]}\n" if members == b"{}" else b"\n]," + members[1:] + b"\n")
 

@@ -18,6 +18,9 @@ from .registry import command
 from .state import STATE, require_store
 
 if TYPE_CHECKING:  # the core is imported inside the commands (start-up time)
+    from collections.abc import Iterator
+    from typing import Any
+
     from lecode_memctl.core.audit import Finding
 
 VALIDATE_FORMATS = VALIDATE_FORMAT_NAMES
@@ -136,7 +139,15 @@ def validate(
     from .state import path_option
 
     store_dir = path_option("--store", store_dir)
-    from .output import REPORT_ALIASES, atomic_output, check_format, emit_jsonl, fixed_format
+    from .output import (
+        REPORT_ALIASES,
+        atomic_output,
+        check_format,
+        dumps,
+        emit_jsonl,
+        fixed_format,
+        stdout_is_tty,
+    )
 
     fmt = fixed_format(fmt, json_flag=json_, choices=None, aliases=REPORT_ALIASES)
     if list_codes:
@@ -163,6 +174,11 @@ def validate(
     summaries = []
     all_findings: list[Finding] = []
     stream_jsonl = fmt == "jsonl" and to_stdout
+    # --json in a pipe or a file: the findings held encoded (compact, as the
+    # document has them), not as objects (on a terminal it is indented)
+    held = (_HeldRows(HELD_IN_MEMORY) if fmt == "json" and to_stdout
+            and HELD_IN_MEMORY is not None and (output is not None or not stdout_is_tty())
+            else None)
     sink = atomic_output(str(output)) if output is not None else None
     try:
         if sink is not None and stream_jsonl:
@@ -179,6 +195,11 @@ def validate(
 
                     emit_jsonl(FINDING.row(**f.to_json()) for f in audit.run())
                     emit_jsonl([SUMMARY.row(**audit.summary.to_json(strict))])
+                elif held is not None:
+                    from lecode_memctl.core.rowmodel import FINDING
+
+                    for f in audit.run():
+                        held.add(dumps(FINDING.row(**f.to_json())))
                 elif to_stdout:
                     all_findings.extend(audit.run())
                 else:
@@ -199,7 +220,7 @@ def validate(
         if sink is not None:
             sink.__enter__()
         _render_validate(fmt, summaries, all_findings, ok=ok, code=code, strict=strict,
-                         deep=deep, cfg=cfg, started=time.time())
+                         deep=deep, cfg=cfg, started=time.time(), held=held)
         if sink is not None:
             sink.__exit__(None, None, None)
             sink = None
@@ -211,14 +232,15 @@ def validate(
 
 
 def _render_validate(fmt: str, summaries: list, all_findings: list, *, ok: bool, code: int,
-                     strict: bool, deep: bool, cfg, started: float) -> None:  # noqa: ANN001
+                     strict: bool, deep: bool, cfg, started: float,  # noqa: ANN001
+                     held: "_HeldRows | None" = None) -> None:
     import sys
     import time
 
     from lecode_memctl.core.audit import sort_findings
     from lecode_memctl.core.rowmodel import FINDING, SCHEMA_VERSION, SUMMARY, utc_time
 
-    from .output import echo, emit_csv, emit_json, safe
+    from .output import dumps, echo, emit_csv, emit_json, safe, write_bytes
     from .render_prometheus import prometheus_text
 
     if fmt == "prometheus":
@@ -235,12 +257,20 @@ def _render_validate(fmt: str, summaries: list, all_findings: list, *, ok: bool,
             totals[k] += s.by_severity[k]
         totals["ignored"] += s.ignored
     if fmt == "json":
-        emit_json({"type": "validate", "schema_version": SCHEMA_VERSION, "ok": ok,
-                   "strict": strict, "deep": deep, "exit_code": code,
-                   "generated": utc_time(time.time()), "stores": len(summaries),
-                   "totals": totals,
-                   "projects": [SUMMARY.row(**s.to_json(strict)) for s in summaries],
-                   "findings": [FINDING.row(**f.to_json()) for f in all_findings]})
+        doc = {"type": "validate", "schema_version": SCHEMA_VERSION, "ok": ok,
+               "strict": strict, "deep": deep, "exit_code": code,
+               "generated": utc_time(time.time()), "stores": len(summaries),
+               "totals": totals,
+               "projects": [SUMMARY.row(**s.to_json(strict)) for s in summaries]}
+        if held is None:
+            emit_json({**doc, "findings": [FINDING.row(**f.to_json()) for f in all_findings]})
+            return
+        # the same compact bytes emit_json writes, the findings as they were held
+        with held:
+            write_bytes(dumps(doc)[:-1] + b',"findings":[')
+            for piece in held.pieces():
+                write_bytes(piece)
+            write_bytes(b"]}\n")
         return
     # human
     by_project: dict[str, list] = {}
@@ -265,6 +295,104 @@ def _render_validate(fmt: str, summaries: list, all_findings: list, *, ok: bool,
                  f"{safe(f.message, keep_newlines=False)}")
     if not summaries:
         echo(f"no stores under {safe(str(cfg.path / 'memory'))}")
+
+
+#: Bytes of encoded findings ``validate --json`` holds in memory before it
+#: holds them in an unnamed temporary file (None: every finding held as an
+#: object, the document made whole, as before 2026-12-06).
+HELD_IN_MEMORY: int | None = 1 << 20
+
+
+class _HeldRows:
+    """Encoded rows held until a document written at the end holds them,
+    each after a comma but the first: in memory up to ``limit`` bytes,
+    then in an unnamed temporary file (``tempfile.TemporaryFile``: gone
+    with the process, however it ends), written a MiB at a time, so that
+    memory does not follow their number.  Where no such file can be had
+    or written (a full or unwritable $TMPDIR), they are held in memory, as
+    before, what the file took read back.  A context manager: its end
+    closes the file."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._mem: list[bytes] = []
+        self._size = 0
+        self._file: Any = None
+        self._written = 0       # bytes the file holds
+        self._first = True
+
+    def add(self, row: bytes) -> None:
+        data = row if self._first else b"," + row
+        self._first = False
+        self._mem.append(data)
+        self._size += len(data)
+        if self._size > (self._limit if self._file is None else min(self._limit, 1 << 20)):
+            self._to_file()
+
+    def _to_file(self) -> None:
+        import errno
+        import sys
+        import tempfile
+
+        if self._file is None:
+            try:
+                self._file = tempfile.TemporaryFile(buffering=0)  # noqa: SIM115 - closed by __exit__
+            except OSError:
+                self._limit = sys.maxsize       # (no file to be had: memory, as before)
+                return
+        data = b"".join(self._mem)
+        view = memoryview(data)
+        done = 0
+        try:
+            while done < len(data):
+                n = self._file.write(view[done:])
+                if not n:
+                    raise OSError(errno.ENOSPC, "the temporary file takes no more")
+                done += n
+        except OSError:
+            back = self._read(self._written)
+            self._file.close()
+            self._file, self._written, self._limit = None, 0, sys.maxsize
+            self._mem = [back, data]
+            self._size = len(back) + len(data)
+            return
+        self._written += len(data)
+        self._mem, self._size = [], 0
+
+    def _read(self, size: int) -> bytes:
+        import os
+
+        fd = self._file.fileno()
+        out = []
+        at = 0
+        while at < size:
+            piece = os.pread(fd, min(size - at, 1 << 20), at)
+            if not piece:
+                raise OSError(5, "the temporary file of the findings is shorter than written")
+            out.append(piece)
+            at += len(piece)
+        return b"".join(out)
+
+    def pieces(self) -> "Iterator[bytes]":
+        import os
+
+        if self._file is not None:
+            fd = self._file.fileno()
+            at = 0
+            while at < self._written:
+                piece = os.pread(fd, min(self._written - at, 1 << 20), at)
+                if not piece:
+                    raise OSError(5, "the temporary file of the findings is shorter than written")
+                at += len(piece)
+                yield piece
+        yield from self._mem
+
+    def __enter__(self) -> "_HeldRows":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._file is not None:
+            self._file.close()
 
 
 PROM_RUN_METRICS = (

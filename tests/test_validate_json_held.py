@@ -1,0 +1,185 @@
+"""``validate --json`` holds its findings encoded, and past a bound in an
+unnamed temporary file, until its document is written at its end.
+
+It held every finding as an object, then every row as a dict, then the
+whole document: 100,000 unverified legacy facts (one finding each) peaked
+at 218 MiB (25,000: 81 MiB), where ``--format jsonl`` stays at 40 MiB.  The
+document is the same bytes; nothing is written before the audit ends, as
+before; and with no temporary file to be had the findings stay in memory."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import orjson
+import pytest
+
+from lecode_memctl.cli import cmd_audit
+
+from .builders import copy_demo
+from .conftest import REPO, run_cli
+
+
+def _legacy_facts(store: Path, n: int) -> None:
+    """``n`` more facts, each with a revision and no source: one finding each."""
+    db = sqlite3.connect(store / "facts.sqlite3")
+    now = "2026-01-01T00:00:00.000Z"
+    db.executemany("INSERT INTO facts VALUES (?, 1, ?, ?)",
+                   ((f"{i:016x}", now, now) for i in range(n)))
+    db.executemany("INSERT INTO revisions VALUES (?, 1, ?, ?)",
+                   ((f"{i:016x}", f"legacy fact {i}", now) for i in range(n)))
+    db.commit()
+    db.close()
+
+
+def _validate(store: Path, *args: str, env: dict | None = None) -> tuple[int, bytes, str]:
+    r = run_cli("--store", str(store), "--no-state", "validate", *args, env=env)
+    return r.exit_code, r.stdout_bytes, r.stderr
+
+
+def _reference(store: Path, monkeypatch) -> tuple[int, bytes, str]:
+    """The document as it was made: every finding held, one emit_json."""
+    monkeypatch.setattr(cmd_audit, "HELD_IN_MEMORY", None)
+    try:
+        return _validate(store, "--json")
+    finally:
+        monkeypatch.undo()
+
+
+_TIMES = ("generated", "started", "finished", "duration_seconds")
+
+
+def _untimed(doc):  # noqa: ANN001, ANN202
+    if isinstance(doc, dict):
+        return {k: _untimed(v) for k, v in doc.items() if k not in _TIMES}
+    if isinstance(doc, list):
+        return [_untimed(v) for v in doc]
+    return doc
+
+
+def _same_but_generated(a: bytes, b: bytes) -> None:
+    """The same document but its times, and each the compact bytes orjson
+    makes of it, members in order (what emit_json writes in a pipe)."""
+    da, db = orjson.loads(a), orjson.loads(b)
+    assert _untimed(da) == _untimed(db)
+    assert list(da) == list(db)
+    assert a == orjson.dumps(da) + b"\n" and b == orjson.dumps(db) + b"\n"
+
+
+@pytest.mark.parametrize("bound", [0, 1, 700, 1 << 20])
+def test_the_document_is_the_one_made_whole(demo_template, tmp_path, monkeypatch, bound):
+    store = copy_demo(demo_template, tmp_path / "demo")
+    _legacy_facts(store, 300)
+    want = _reference(store, monkeypatch)
+    monkeypatch.setattr(cmd_audit, "HELD_IN_MEMORY", bound)
+    got = _validate(store, "--json")
+    assert (got[0], got[2]) == (want[0], want[2])
+    _same_but_generated(got[1], want[1])
+    assert len(orjson.loads(got[1])["findings"]) >= 300
+
+
+def test_no_finding_and_several_stores(demo_template, tmp_path, monkeypatch):
+    store = copy_demo(demo_template, tmp_path / "demo")
+    want = _reference(store, monkeypatch)
+    monkeypatch.setattr(cmd_audit, "HELD_IN_MEMORY", 0)
+    got = _validate(store, "--json")
+    assert (got[0], got[2]) == (want[0], want[2])
+    _same_but_generated(got[1], want[1])
+
+
+def test_without_a_temporary_file_the_findings_stay_in_memory(demo_template, tmp_path,
+                                                              monkeypatch):
+    store = copy_demo(demo_template, tmp_path / "demo")
+    _legacy_facts(store, 200)
+    want = _reference(store, monkeypatch)
+    monkeypatch.setattr(cmd_audit, "HELD_IN_MEMORY", 100)
+    calls = []
+
+    def no_room(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+        calls.append(1)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", no_room)
+    got = _validate(store, "--json")
+    assert calls and (got[0], got[2]) == (want[0], want[2])
+    _same_but_generated(got[1], want[1])
+
+
+def test_a_temporary_file_that_fills_up_gives_its_findings_back(demo_template, tmp_path,
+                                                                monkeypatch):
+    store = copy_demo(demo_template, tmp_path / "demo")
+    _legacy_facts(store, 200)
+    want = _reference(store, monkeypatch)
+    monkeypatch.setattr(cmd_audit, "HELD_IN_MEMORY", 100)
+    real = tempfile.TemporaryFile
+
+    class Filling:
+        """A temporary file that takes 5,000 bytes, then is full."""
+
+        def __init__(self) -> None:
+            self.f = real(buffering=0)
+            self.left = 5000
+
+        def write(self, data: bytes) -> int:
+            if len(data) > self.left:
+                self.f.write(data[:self.left])
+                self.left = 0
+                raise OSError(28, "No space left on device")
+            self.left -= len(data)
+            return self.f.write(data)
+
+        def __getattr__(self, name):  # noqa: ANN001, ANN204
+            return getattr(self.f, name)
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", lambda *a, **kw: Filling())
+    got = _validate(store, "--json")
+    assert (got[0], got[2]) == (want[0], want[2])
+    _same_but_generated(got[1], want[1])
+
+
+def test_an_error_in_the_audit_prints_no_part_of_the_document(demo_template, tmp_path,
+                                                              monkeypatch):
+    store = copy_demo(demo_template, tmp_path / "demo")
+    _legacy_facts(store, 300)
+    monkeypatch.setattr(cmd_audit, "HELD_IN_MEMORY", 0)
+    from lecode_memctl.core.audit import Audit
+    from lecode_memctl.core.errors import StoreCorrupt
+
+    real = Audit.run
+
+    def failing(self):  # noqa: ANN001, ANN202
+        for i, f in enumerate(real(self)):
+            if i == 150:
+                raise StoreCorrupt("facts database: damaged (test)")
+            yield f
+
+    monkeypatch.setattr(Audit, "run", failing)
+    code, out, err = _validate(store, "--json")
+    assert code == 5
+    assert orjson.loads(out)["type"] == "error" and "damaged (test)" in err
+
+
+def _peak_kib(store: Path) -> int:
+    code = ("import resource, subprocess, sys\n"
+            "p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
+            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    out = subprocess.run([sys.executable, "-c", code, sys.executable, "-m", "lecode_memctl",
+                          "--no-state", "--store", str(store), "validate", "--json"],
+                         capture_output=True, env=env, timeout=300, check=True)
+    return int(out.stdout)
+
+
+def test_the_peak_does_not_follow_the_findings(demo_template, tmp_path):
+    """At 8,000 and 32,000 findings (before: some 70 MiB apart)."""
+    peaks = []
+    for n in (8000, 32000):
+        store = copy_demo(demo_template, tmp_path / f"demo{n}")
+        _legacy_facts(store, n)
+        peaks.append(_peak_kib(store))
+    assert peaks[1] - peaks[0] < 12 << 10, peaks

@@ -183,3 +183,49 @@ def test_the_peak_does_not_follow_the_findings(demo_template, tmp_path):
         _legacy_facts(store, n)
         peaks.append(_peak_kib(store))
     assert peaks[1] - peaks[0] < 12 << 10, peaks
+
+
+def _odd_names(store: Path) -> None:
+    """Findings whose file names need quoting, escapes and non-ASCII."""
+    (store / "notes" / "café, \"quoted\".md").write_bytes(b"\xff not utf-8\n")
+    (store / "notes" / "tab\there.md").write_bytes(b"\xfe\n")
+    (store / "daily" / "é.md").write_text("a stray daily file\n")
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+@pytest.mark.parametrize("bound", [0, 1, 700, 1 << 20])
+def test_csv_and_tsv_are_the_lines_made_whole(demo_template, tmp_path, monkeypatch, fmt, bound):
+    store = copy_demo(demo_template, tmp_path / "demo")
+    (store / "notes").mkdir(exist_ok=True)
+    (store / "daily").mkdir(exist_ok=True)
+    _odd_names(store)
+    _legacy_facts(store, 120)
+    monkeypatch.setattr(cmd_audit, "HELD_IN_MEMORY", None)
+    want = _validate(store, "--format", fmt)
+    monkeypatch.setattr(cmd_audit, "HELD_IN_MEMORY", bound)
+    got = _validate(store, "--format", fmt)
+    assert got == want
+    assert got[1].count(b"\n") > 120 and "caf" in got[1].decode()
+
+
+def test_csv_in_an_ascii_locale_is_escaped_as_before(demo_template, tmp_path):
+    """Through the text layer, in its encoding (C locale: ASCII, escapes)."""
+    store = copy_demo(demo_template, tmp_path / "demo")
+    (store / "notes").mkdir(exist_ok=True)
+    (store / "daily").mkdir(exist_ok=True)
+    _odd_names(store)
+    _legacy_facts(store, 50)
+    outs = []
+    for bound in ("None", "0"):
+        code = ("import sys\nfrom lecode_memctl.cli import cmd_audit, main\n"
+                f"cmd_audit.HELD_IN_MEMORY = {bound}\n"
+                "sys.exit(main.main(sys.argv[1:]))\n")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("LC_", "LANG", "PYTHONIO"))}
+        env.update(LC_ALL="C", PYTHONPATH=str(REPO), PYTHONUTF8="0")
+        p = subprocess.run([sys.executable, "-c", code, "--store", str(store), "--no-state",
+                            "validate", "--format", "csv"], capture_output=True, env=env,
+                           timeout=120)
+        outs.append((p.returncode, p.stdout, p.stderr))
+    assert outs[0] == outs[1]
+    # (a name decoded in the C locale: its bytes shown as \\xNN, by safe)
+    assert b"notes/caf\\xc3\\xa9" in outs[0][1]

@@ -18,7 +18,7 @@ from .registry import command
 from .state import STATE, require_store
 
 if TYPE_CHECKING:  # the core is imported inside the commands (start-up time)
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator, Mapping
     from typing import Any
 
     from lecode_memctl.core.audit import Finding
@@ -176,9 +176,11 @@ def validate(
     stream_jsonl = fmt == "jsonl" and to_stdout
     # --json in a pipe or a file: the findings held encoded (compact, as the
     # document has them), not as objects (on a terminal it is indented)
-    held = (_HeldRows(HELD_IN_MEMORY) if fmt == "json" and to_stdout
+    # (csv and tsv: their lines as the end writes them)
+    held = (_HeldRows(HELD_IN_MEMORY, b",") if fmt == "json" and to_stdout
             and HELD_IN_MEMORY is not None and (output is not None or not stdout_is_tty())
-            else None)
+            else _HeldRows(HELD_IN_MEMORY, b"") if fmt in ("csv", "tsv") and to_stdout
+            and HELD_IN_MEMORY is not None else None)
     sink = atomic_output(str(output)) if output is not None else None
     try:
         if sink is not None and stream_jsonl:
@@ -198,8 +200,9 @@ def validate(
                 elif held is not None:
                     from lecode_memctl.core.rowmodel import FINDING
 
+                    encode = dumps if fmt == "json" else _csv_line(fmt)
                     for f in audit.run():
-                        held.add(dumps(FINDING.row(**f.to_json())))
+                        held.add(encode(FINDING.row(**f.to_json())))
                 elif to_stdout:
                     all_findings.extend(audit.run())
                 else:
@@ -240,7 +243,7 @@ def _render_validate(fmt: str, summaries: list, all_findings: list, *, ok: bool,
     from lecode_memctl.core.audit import sort_findings
     from lecode_memctl.core.rowmodel import FINDING, SCHEMA_VERSION, SUMMARY, utc_time
 
-    from .output import dumps, echo, emit_csv, emit_json, safe, write_bytes
+    from .output import Stream, dumps, echo, emit_csv, emit_json, safe, write_bytes
     from .render_prometheus import prometheus_text
 
     if fmt == "prometheus":
@@ -249,7 +252,20 @@ def _render_validate(fmt: str, summaries: list, all_findings: list, *, ok: bool,
         sys.stdout.flush()
         return
     if fmt in ("csv", "tsv"):
-        emit_csv((FINDING.row(**f.to_json()) for f in all_findings), FINDING.names, fmt)
+        if held is None:
+            emit_csv((FINDING.row(**f.to_json()) for f in all_findings), FINDING.names, fmt)
+            return
+        import codecs
+        import csv
+
+        # the lines emit_csv writes, as they were held
+        with held, Stream(text=True) as out:
+            csv.writer(out, delimiter="," if fmt == "csv" else "\t",
+                       lineterminator="\n").writerow(FINDING.names)
+            decoder = codecs.getincrementaldecoder("utf-8")("surrogatepass")
+            for piece in held.pieces():
+                out(decoder.decode(piece))
+            out(decoder.decode(b"", final=True))
         return
     totals = {"error": 0, "warning": 0, "info": 0, "ignored": 0}
     for s in summaries:
@@ -305,7 +321,7 @@ HELD_IN_MEMORY: int | None = 1 << 20
 
 class _HeldRows:
     """Encoded rows held until a document written at the end holds them,
-    each after a comma but the first: in memory up to ``limit`` bytes,
+    each after ``sep`` but the first (a comma between JSON rows): in memory up to ``limit`` bytes,
     then in an unnamed temporary file (``tempfile.TemporaryFile``: gone
     with the process, however it ends), written a MiB at a time, so that
     memory does not follow their number.  Where no such file can be had
@@ -313,8 +329,9 @@ class _HeldRows:
     before, what the file took read back.  A context manager: its end
     closes the file."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, sep: bytes) -> None:
         self._limit = limit
+        self._sep = sep
         self._mem: list[bytes] = []
         self._size = 0
         self._file: Any = None
@@ -322,7 +339,7 @@ class _HeldRows:
         self._first = True
 
     def add(self, row: bytes) -> None:
-        data = row if self._first else b"," + row
+        data = row if self._first else self._sep + row
         self._first = False
         self._mem.append(data)
         self._size += len(data)
@@ -393,6 +410,30 @@ class _HeldRows:
     def __exit__(self, *exc: object) -> None:
         if self._file is not None:
             self._file.close()
+
+
+def _csv_line(fmt: str) -> "Callable[[Mapping[str, Any]], bytes]":
+    """A row as the line emit_csv writes of it, in UTF-8 (a lone surrogate
+    kept, for the text layer to write as emit_csv's would)."""
+    import csv
+    import io
+
+    from lecode_memctl.core.rowmodel import FINDING, flat
+
+    from .output import safe
+
+    buf = io.StringIO()
+    writer = csv.writer(buf, delimiter="," if fmt == "csv" else "\t", lineterminator="\n")
+    names = FINDING.names
+
+    def line(row: "Mapping[str, Any]") -> bytes:
+        writer.writerow([safe(flat(row.get(c))) for c in names])
+        text = buf.getvalue()
+        buf.seek(0)
+        buf.truncate()
+        return text.encode("utf-8", "surrogatepass")
+
+    return line
 
 
 PROM_RUN_METRICS = (

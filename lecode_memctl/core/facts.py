@@ -3300,7 +3300,7 @@ class FactStore(ClosesOnExit):
         if "source_refs" in self._tables:
             ids.update(r[0] for r in db.execute("SELECT DISTINCT fact_id FROM source_refs "
                                                 "WHERE session_id = ?", (session_id,)))
-        return sorted(ids)
+        return sorted(ids, key=_sql_key)     # (a damaged id may be a BLOB, a number or NULL)
 
     @_serialized
     def search(self, text: str, limit: int = SEARCH_DEFAULT) -> list[Fact]:

@@ -380,3 +380,28 @@ def test_a_damaged_page_fails_the_listing_before_it_starts(template: Path, tmp_p
                 for group in fs.start_listing().groups():
                     got.append(group)
         assert got == []
+
+
+# A review found that a writer's start_listing (not read, or read in part)
+# left the provenance query active on the writer's own connection, so that
+# its next write was StoreBusy once another connection had committed.  A
+# writer reads them into the dict, as before (its listings go through
+# one_state's view, read only, which streams them).
+def test_writer_can_write_after_start_listing_with_many_provenance_rows(tmp_path: Path) -> None:
+    path = tmp_path / "facts.sqlite3"
+    with FactStore(path) as fs:
+        fid = fs.add("a legacy fact").fact.fact_id
+    db = sqlite3.connect(path)
+    db.executemany("INSERT INTO provenance VALUES (?, 1, 's1', ?)",
+                   [(fid, q) for q in range(2500)])
+    db.commit()
+    db.close()
+
+    with FactStore(path) as writer:
+        listing = writer.start_listing()       # started, not read yet
+        other = sqlite3.connect(path, timeout=1)
+        other.execute("INSERT INTO provenance VALUES (?, 1, 's2', 1)", (fid,))
+        other.commit()
+        other.close()
+        writer.add("a second fact")            # new code: StoreBusy (database is locked)
+        del listing

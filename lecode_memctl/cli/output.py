@@ -208,6 +208,8 @@ class _Signals:
     running = False                 # the command itself runs (command_running)
     # while a foreground child runs (deferred_termination): its pid, 0 before it is known
     deferred: int | None = None
+    holding = False                 # a write that must not be cut runs (uncut)
+    held = False                    # a signal came meanwhile: it stops the command after
 
     def __init__(self) -> None:
         self.caught = []
@@ -302,6 +304,9 @@ def _terminated(signum: int, frame: Any) -> None:
             with contextlib.suppress(OSError):
                 os.kill(_SIG.deferred, signum)
         return
+    if first and _SIG.holding and not _SIG.interrupted and _SIG.running:
+        _SIG.held = True        # (the command stops once the write is done: uncut)
+        return
     if first and not _SIG.interrupted and _SIG.running:
         raise KeyboardInterrupt
     # (a Ctrl-C is already stopping the command, or it is over: memctl ends
@@ -321,6 +326,9 @@ def _interrupted(signum: int, frame: Any) -> None:
             _as_if_unhandled(signum)
             return
         _SIG.interrupted = True
+        if _SIG.holding:
+            _SIG.held = True    # (the command stops once the write is done: uncut)
+            return
     raise KeyboardInterrupt
 
 
@@ -360,6 +368,26 @@ def deferred_termination() -> Iterator[Callable[[int], None]]:
     finally:
         _SIG.deferred = None
     if _SIG.terminated is not None:
+        raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def uncut() -> Iterator[None]:
+    """A write that must not be cut: the end of a streamed JSON document
+    (its members after the rows, ``skipped`` of a search, say, may be more
+    than a pipe holds).  A Ctrl-C or a termination signal that comes
+    meanwhile stops the command once the write is done (a
+    KeyboardInterrupt then), so the document ends whole; a second Ctrl-C,
+    or a later termination signal, ends the process at once, as after any
+    first one.  Only memctl's own process (:func:`catch_termination`) holds
+    them; elsewhere a Ctrl-C interrupts as Python's handler does."""
+    _SIG.holding = True
+    try:
+        yield
+    finally:
+        _SIG.holding = False
+    if _SIG.held:
+        _SIG.held = False
         raise KeyboardInterrupt
 
 
@@ -530,7 +558,8 @@ def emit_json_document(head: Mapping[str, Any], key: str, rows: Iterable[Any],
                 write((b"\n" if first else b",\n") + dumps(row))
                 first = False
         members = dumps(tail())
-        write(b"\n]}\n" if members == b"{}" else b"\n]," + members[1:] + b"\n")
+        with uncut():
+            write(b"\n]}\n" if members == b"{}" else b"\n]," + members[1:] + b"\n")
 
 
 def emit_jsonl(rows: Iterable[Any]) -> None:

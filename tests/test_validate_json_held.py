@@ -71,15 +71,21 @@ def _same_but_generated(a: bytes, b: bytes) -> None:
     assert a == orjson.dumps(da) + b"\n" and b == orjson.dumps(db) + b"\n"
 
 
+def _as_made_whole(store: Path, want: tuple[int, bytes, str]) -> tuple[int, bytes, str]:
+    """``validate --json`` of ``store``, checked against the reference's."""
+    got = _validate(store, "--json")
+    assert (got[0], got[2]) == (want[0], want[2])
+    _same_but_generated(got[1], want[1])
+    return got
+
+
 @pytest.mark.parametrize("bound", [0, 1, 700, 1 << 20])
 def test_the_document_is_the_one_made_whole(demo_template, tmp_path, monkeypatch, bound):
     store = copy_demo(demo_template, tmp_path / "demo")
     _legacy_facts(store, 300)
     want = _reference(store, monkeypatch)
     monkeypatch.setattr(cmd_audit, "HELD_IN_MEMORY", bound)
-    got = _validate(store, "--json")
-    assert (got[0], got[2]) == (want[0], want[2])
-    _same_but_generated(got[1], want[1])
+    got = _as_made_whole(store, want)
     assert len(orjson.loads(got[1])["findings"]) >= 300
 
 
@@ -87,9 +93,7 @@ def test_no_finding_and_several_stores(demo_template, tmp_path, monkeypatch):
     store = copy_demo(demo_template, tmp_path / "demo")
     want = _reference(store, monkeypatch)
     monkeypatch.setattr(cmd_audit, "HELD_IN_MEMORY", 0)
-    got = _validate(store, "--json")
-    assert (got[0], got[2]) == (want[0], want[2])
-    _same_but_generated(got[1], want[1])
+    _as_made_whole(store, want)
 
 
 def test_without_a_temporary_file_the_findings_stay_in_memory(demo_template, tmp_path,
@@ -105,9 +109,8 @@ def test_without_a_temporary_file_the_findings_stay_in_memory(demo_template, tmp
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(tempfile, "TemporaryFile", no_room)
-    got = _validate(store, "--json")
-    assert calls and (got[0], got[2]) == (want[0], want[2])
-    _same_but_generated(got[1], want[1])
+    _as_made_whole(store, want)
+    assert calls
 
 
 def test_a_temporary_file_that_fills_up_gives_its_findings_back(demo_template, tmp_path,
@@ -137,9 +140,7 @@ def test_a_temporary_file_that_fills_up_gives_its_findings_back(demo_template, t
             return getattr(self.f, name)
 
     monkeypatch.setattr(tempfile, "TemporaryFile", lambda *a, **kw: Filling())
-    got = _validate(store, "--json")
-    assert (got[0], got[2]) == (want[0], want[2])
-    _same_but_generated(got[1], want[1])
+    _as_made_whole(store, want)
 
 
 def test_an_error_in_the_audit_prints_no_part_of_the_document(demo_template, tmp_path,

@@ -310,12 +310,13 @@ def read_pieces(store: Store, target: Target) -> tuple[Path, Iterator[str]]:
     regular, cannot be read or is not UTF-8 (naming the same byte).  A file
     of at most :data:`WHOLE_UPTO` bytes is read once and given as one
     piece.  A larger one is checked by :func:`check_read` and read again
-    by :func:`read_again`.  Should the file have been written to from the
-    start of the first read to the end of the second (:func:`written_since`,
-    or bytes that no longer decode, or fewer of them), the iteration raises
+    by :func:`read_again`.  Should the second read find other bytes than
+    the first (a CRC-32 of each compared; fewer bytes; bytes that no longer
+    decode) -- the file rewritten in place meanwhile -- the iteration raises
     ``StoreCorrupt`` after the pieces already given: they are then not one
-    version of the file, and the caller's output says so by its error.
-    lecode and ``memctl edit`` replace a file (a rename), which the open
+    version of the file, and the caller's output says so by its error.  An
+    append, or a touch, changes none of the bytes given: no error.  lecode
+    and ``memctl edit`` replace a file (a rename), which the open
     descriptor never sees."""
     fd = open_file(store, target)
     if fd is None:
@@ -343,16 +344,18 @@ def _second_read(owner: io.FileIO, path: Path, checked: Checked) -> Iterator[str
     """The pieces of :func:`read_pieces`'s second read (of the file that
     ``owner`` holds open, closed when they end)."""
     import codecs
+    import zlib
 
     changed = StoreCorrupt(f"{path}: changed while it was printed (written in place); "
                            "the text given is not one version of the file")
     fd = owner.fileno()
     try:
         decoder = codecs.getincrementaldecoder("utf-8")("strict")
-        pos = 0
+        pos = crc = 0
         try:
             for data in read_again(fd, checked.size, PIECE_BYTES):
                 pos += len(data)
+                crc = zlib.crc32(data, crc)
                 try:
                     text = decoder.decode(data, final=pos >= checked.size)
                 except UnicodeDecodeError:
@@ -361,7 +364,7 @@ def _second_read(owner: io.FileIO, path: Path, checked: Checked) -> Iterator[str
                     yield text
         except Reread:
             raise changed from None
-        if written_since(fd, checked):
+        if crc != checked.crc:
             raise changed
     finally:
         owner.close()
@@ -375,7 +378,7 @@ class Checked:
     (:func:`check_read`)."""
     kept: list[bytes] | None        # its bytes in pieces, when at most the bound kept
     size: int                       # the bytes read
-    before: os.stat_result          # its fstat before the read
+    crc: int                        # their CRC-32 (zlib.crc32): a second read compares it
 
 
 def check_read(store: Store, target: Target, fd: int, *, keep: int, piece: int) -> Checked:
@@ -387,14 +390,16 @@ def check_read(store: Store, target: Target, fd: int, *, keep: int, piece: int) 
     The read commands that must not hold a large file (``show``, ``search``)
     check it so and then read it again (:func:`read_again`): nothing is
     given from a file that is not UTF-8, and memory follows a piece."""
-    before = os.fstat(fd)
+    import zlib  # (only a command that reads a file twice needs it)
+
     kept: list[bytes] | None = []
-    size = 0
+    size = crc = 0
 
     def pieces() -> Iterator[bytes]:
-        nonlocal kept, size
+        nonlocal kept, size, crc
         for data in _pieces(fd, piece):
             size += len(data)
+            crc = zlib.crc32(data, crc)
             if kept is not None:
                 if size <= keep:
                     kept.append(data)
@@ -409,7 +414,7 @@ def check_read(store: Store, target: Target, fd: int, *, keep: int, piece: int) 
         raise StoreCorrupt(f"{path}: cannot read: {exc.strerror}") from None
     if where is not None:
         raise not_utf8(path, where)
-    return Checked(kept, size, before)
+    return Checked(kept, size, crc)
 
 
 def _pieces(fd: int, piece: int) -> Iterator[bytes]:
@@ -439,14 +444,6 @@ def read_again(fd: int, size: int, piece: int) -> Iterator[bytes]:
             raise Reread("shorter than when it was checked")
         at += len(data)
         yield data
-
-
-def written_since(fd: int, checked: Checked) -> bool:
-    """Whether the open file was written to since :func:`check_read` began:
-    its size or modification time moved (not its change time: the rename
-    that replaces the file, which the descriptor never sees, moves it)."""
-    now = os.fstat(fd)
-    return (now.st_size, now.st_mtime_ns) != (checked.before.st_size, checked.before.st_mtime_ns)
 
 
 def read_memory(store: Store) -> MarkdownFile:

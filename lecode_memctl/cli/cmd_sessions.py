@@ -1,7 +1,7 @@
 """``memctl sessions`` and ``memctl read``: session transcripts."""
 
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -84,10 +84,16 @@ def sessions(
     t_since = parse_when(since, option="--since") if since else None
     t_until = parse_when(until, option="--until", until=True) if until else None
     store = STATE.existing_store()
-    infos = SessionStore(store).list_sessions()
-    rows = [SESSION.row(**i.to_json()) for i in infos]
-    rows = [r for r in rows if in_window(r["last_time"], t_since, t_until)]
-    rows = sort_rows(rows, sort, SESSION_SORTS, "id")
+    by_id = sort in (None, "id")
+    if not by_id:
+        sort_rows([], sort, SESSION_SORTS, "id")     # (an unknown key: refused before any read)
+    # in id order (the default) each transcript is read as its row is
+    # printed: a page reads its own sessions, memory holds no row per session
+    infos = SessionStore(store).iter_sessions()
+    rows: Any = (r for r in (SESSION.row(**i.to_json()) for i in infos)
+                 if in_window(r["last_time"], t_since, t_until))
+    if not by_id:
+        rows = sort_rows(rows, sort, SESSION_SORTS, "id")
     render_records(SESSION, window(rows, offset, limit), fmt_name,
                    columns=["id", "created", "last_time", "records", "messages", "compactions",
                             "size", "state"],

@@ -2714,23 +2714,28 @@ class SessionStore:
     # -- listing and scanning
 
     def list_sessions(self) -> list[SessionInfo]:
-        """One entry per ``sessions/*.jsonl``: header and tail for the state,
-        plus a byte-level pass that parses only event lines to count messages
-        and compactions."""
+        """One entry per ``sessions/*.jsonl``, by file name: header and tail
+        for the state, plus a byte-level pass that parses only event lines
+        to count messages and compactions."""
+        return [self._info(sid) for sid in sorted(self._listed_ids(), key=lambda i: i + SUFFIX)]
+
+    def iter_sessions(self) -> Iterator[SessionInfo]:
+        """:meth:`list_sessions`' entries in id order, each read as it is
+        asked for (``memctl sessions`` in its default order reads only the
+        page it prints).  The directory is listed now: a ``sessions/`` that
+        cannot be listed raises here, before any entry."""
+        return map(self._info, sorted(self._listed_ids()))
+
+    def _listed_ids(self) -> list[str]:
+        """The names of ``sessions/*.jsonl`` without the suffix, any name."""
         self._check_open()
         try:
-            names = sorted(os.listdir(self.dir))
+            names = os.listdir(self.dir)
         except FileNotFoundError:
             return []
         except OSError as exc:
             raise SessionUnreadable(f"{self.dir}: cannot list: {exc.strerror}") from None
-        out = []
-        for name in names:
-            if not name.endswith(SUFFIX):
-                continue
-            sid = name[: -len(SUFFIX)]
-            out.append(self._info(sid))
-        return out
+        return [name[: -len(SUFFIX)] for name in names if name.endswith(SUFFIX)]
 
     def info(self, session_id: str) -> SessionInfo:
         self._check_open()

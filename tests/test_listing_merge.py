@@ -37,6 +37,19 @@ def _build(db_path: Path, facts: list, revisions: list, refs: list) -> None:
     db.close()
 
 
+def _failing_sorts(monkeypatch) -> None:  # noqa: ANN001
+    """The listing's sorted scans fail as in a full temporary directory (the
+    listing then reads the joined query: ``FactListing.fallback``)."""
+    from lecode_memctl.core import facts as facts_mod
+
+    real = facts_mod.FactListing.start
+
+    def failing(self, db, queries, args=()):   # noqa: ANN001
+        real(self, db, [q.replace("FROM facts", "FROM no_such_table") for q in queries], args)
+
+    monkeypatch.setattr(facts_mod.FactListing, "start", failing)
+
+
 def _outcome(gen) -> tuple[list, str | None]:
     got = []
     try:
@@ -124,19 +137,13 @@ def test_validate_and_listing_on_blob_ids_and_text_revisions(config_dir: Path) -
 def test_a_failed_sort_falls_back_to_the_indexed_query(tmp_path: Path, monkeypatch) -> None:
     """Should the sorted scans fail (a full temporary directory, say), the
     listing reads the same groups through the indexes instead of failing."""
-    from lecode_memctl.core import facts as facts_mod
 
     path = tmp_path / "facts.sqlite3"
     _build(path, [(i, 1) for i in IDS], [(i, 1, f"t {i}") for i in IDS],
            [(i, 1, "a" * 64) for i in IDS[:3]])
     with FactStore.open_readonly(path) as fs:
         want = list(fs.start_listing().groups())
-    real = facts_mod.FactListing.start
-
-    def failing(self, db, queries, args=()):   # noqa: ANN001
-        real(self, db, [q.replace("FROM facts", "FROM no_such_table") for q in queries], args)
-
-    monkeypatch.setattr(facts_mod.FactListing, "start", failing)
+    _failing_sorts(monkeypatch)
     with FactStore.open_readonly(path) as fs:
         listing = fs.start_listing()
         assert listing.joined is None and listing.fallback is not None

@@ -26,9 +26,9 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from lecode_memctl.core import facts as facts_mod
-from lecode_memctl.core.errors import StoreCorrupt
 from lecode_memctl.core.facts import FactStore
+
+from .test_listing_merge import _failing_sorts, _outcome
 
 NOW = "2026-01-01T00:00:00.000Z"
 
@@ -143,27 +143,6 @@ def stores(draw: st.DrawFn) -> tuple[list, list, list, list, str | None]:
     if twice and not plain and prov:
         prov += prov[: draw(st.integers(1, len(prov)))]     # duplicate rows
     return facts, revisions, refs, prov, PROV_TABLES[kind]
-
-
-def _outcome(gen: Any) -> tuple[list, str | None]:
-    got = []
-    try:
-        for g in gen:
-            got.append(g)
-    except StoreCorrupt as exc:
-        return got, exc.message
-    return got, None
-
-
-def _failing_sorts(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The listing's sorted scans fail as in a full temporary directory (the
-    listing then reads the joined query: ``FactListing.fallback``)."""
-    real = facts_mod.FactListing.start
-
-    def failing(self: Any, db: Any, queries: list[str], args: tuple[Any, ...] = ()) -> None:
-        real(self, db, [q.replace("FROM facts", "FROM no_such_table") for q in queries], args)
-
-    monkeypatch.setattr(facts_mod.FactListing, "start", failing)
 
 
 def _paths(fs: FactStore, bare: bool) -> list[tuple[list, str | None]]:

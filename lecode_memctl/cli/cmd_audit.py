@@ -243,7 +243,7 @@ def _render_validate(fmt: str, summaries: list, all_findings: list, *, ok: bool,
     from lecode_memctl.core.audit import sort_findings
     from lecode_memctl.core.rowmodel import FINDING, SCHEMA_VERSION, SUMMARY, utc_time
 
-    from .output import Stream, dumps, echo, emit_csv, emit_json, safe, write_bytes
+    from .output import Stream, csv_writer, dumps, echo, emit_csv, emit_json, safe, write_bytes
     from .render_prometheus import prometheus_text
 
     if fmt == "prometheus":
@@ -256,12 +256,10 @@ def _render_validate(fmt: str, summaries: list, all_findings: list, *, ok: bool,
             emit_csv((FINDING.row(**f.to_json()) for f in all_findings), FINDING.names, fmt)
             return
         import codecs
-        import csv
 
         # the lines emit_csv writes, as they were held
         with held, Stream(text=True) as out:
-            csv.writer(out, delimiter="," if fmt == "csv" else "\t",
-                       lineterminator="\n").writerow(FINDING.names)
+            csv_writer(out, fmt).writerow(FINDING.names)
             decoder = codecs.getincrementaldecoder("utf-8")("surrogatepass")
             for piece in held.pieces():
                 out(decoder.decode(piece))
@@ -415,19 +413,18 @@ class _HeldRows:
 def _csv_line(fmt: str) -> "Callable[[Mapping[str, Any]], bytes]":
     """A row as the line emit_csv writes of it, in UTF-8 (a lone surrogate
     kept, for the text layer to write as emit_csv's would)."""
-    import csv
     import io
 
-    from lecode_memctl.core.rowmodel import FINDING, flat
+    from lecode_memctl.core.rowmodel import FINDING
 
-    from .output import safe
+    from .output import csv_cells, csv_writer
 
     buf = io.StringIO()
-    writer = csv.writer(buf, delimiter="," if fmt == "csv" else "\t", lineterminator="\n")
-    names = FINDING.names
+    writer = csv_writer(buf, fmt)
+    cells = csv_cells(FINDING.names)
 
     def line(row: "Mapping[str, Any]") -> bytes:
-        writer.writerow([safe(flat(row.get(c))) for c in names])
+        writer.writerow(cells(row))
         text = buf.getvalue()
         buf.seek(0)
         buf.truncate()

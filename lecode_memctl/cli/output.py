@@ -766,24 +766,39 @@ def emit_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str], fmt: str
     use the flat encoding of core.rowmodel; text keeps its newlines and tabs
     (quoted), other control characters are escaped as in tables; written as
     :class:`Stream` says."""
-    import csv
-
-    # (bound once: a name imported from rowmodel, a module offering moved
-    # names, costs a __path__ lookup through its __getattr__ per import)
-    from lecode_memctl.core.rowmodel import flat
-
+    cells = csv_cells(columns)
     # the first row is made before the header is written: an error before it
     # (an unknown session, say) leaves stdout empty, as in every format
     it = iter(rows)
     first = next(it, None)
     with Stream(text=True) as out:
-        writer = csv.writer(out, delimiter="," if fmt == "csv" else "\t", lineterminator="\n")
+        writer = csv_writer(out, fmt)
         writer.writerow(columns)
         if first is None:
             return
-        writer.writerow([safe(flat(first.get(c))) for c in columns])
+        writer.writerow(cells(first))
         for row in it:
-            writer.writerow([safe(flat(row.get(c))) for c in columns])
+            writer.writerow(cells(row))
+
+
+def csv_writer(out: Any, fmt: str) -> Any:
+    """The ``csv.writer`` of :func:`emit_csv` (``fmt`` csv or tsv) over ``out``."""
+    import csv
+
+    return csv.writer(out, delimiter="," if fmt == "csv" else "\t", lineterminator="\n")
+
+
+def csv_cells(columns: Sequence[str]) -> Callable[[Mapping[str, Any]], list[str]]:
+    """A row's cells as :func:`emit_csv` writes them: ``columns``' values in
+    the flat encoding of core.rowmodel, control characters escaped."""
+    # (bound once: a name imported from rowmodel, a module offering moved
+    # names, costs a __path__ lookup through its __getattr__ per import)
+    from lecode_memctl.core.rowmodel import flat
+
+    def cells(row: Mapping[str, Any]) -> list[str]:
+        return [safe(flat(row.get(c))) for c in columns]
+
+    return cells
 
 
 def render_records(model: Any, rows: Iterable[Mapping[str, Any]], fmt: str, *,

@@ -322,7 +322,7 @@ def read_pieces(store: Store, target: Target) -> tuple[Path, Iterator[str]]:
     if fd is None:
         raise _missing(store, target)
     try:
-        checked = check_read(store, target, fd, keep=WHOLE_UPTO, piece=PIECE_BYTES)
+        checked = check_read(store, target, fd, keep=WHOLE_UPTO, piece=PIECE_BYTES, crc=True)
     except BaseException:
         os.close(fd)
         raise
@@ -378,10 +378,11 @@ class Checked:
     (:func:`check_read`)."""
     kept: list[bytes] | None        # its bytes in pieces, when at most the bound kept
     size: int                       # the bytes read
-    crc: int                        # their CRC-32 (zlib.crc32): a second read compares it
+    crc: int | None                 # their CRC-32 (zlib.crc32), when asked: a second read compares it
 
 
-def check_read(store: Store, target: Target, fd: int, *, keep: int, piece: int) -> Checked:
+def check_read(store: Store, target: Target, fd: int, *, keep: int, piece: int,
+               crc: bool = False) -> Checked:
     """The first read of the open file ``fd`` from its position to its end,
     ``piece`` bytes at a time: its pieces kept when it is at most ``keep``
     bytes (the caller needs no second read), else only its size.
@@ -389,17 +390,20 @@ def check_read(store: Store, target: Target, fd: int, *, keep: int, piece: int) 
     (:func:`utf8_problem` names the first bad byte, as :func:`decode`).
     The read commands that must not hold a large file (``show``, ``search``)
     check it so and then read it again (:func:`read_again`): nothing is
-    given from a file that is not UTF-8, and memory follows a piece."""
+    given from a file that is not UTF-8, and memory follows a piece.
+    ``crc``: the bytes' CRC-32 too, for a second read to compare (``show``;
+    ``search`` judges a second read by its bytes alone)."""
     import zlib  # (only a command that reads a file twice needs it)
 
     kept: list[bytes] | None = []
-    size = crc = 0
+    size = crc_sum = 0
 
     def pieces() -> Iterator[bytes]:
-        nonlocal kept, size, crc
+        nonlocal kept, size, crc_sum
         for data in _pieces(fd, piece):
             size += len(data)
-            crc = zlib.crc32(data, crc)
+            if crc:
+                crc_sum = zlib.crc32(data, crc_sum)
             if kept is not None:
                 if size <= keep:
                     kept.append(data)
@@ -414,7 +418,7 @@ def check_read(store: Store, target: Target, fd: int, *, keep: int, piece: int) 
         raise StoreCorrupt(f"{path}: cannot read: {exc.strerror}") from None
     if where is not None:
         raise not_utf8(path, where)
-    return Checked(kept, size, crc)
+    return Checked(kept, size, crc_sum if crc else None)
 
 
 def _pieces(fd: int, piece: int) -> Iterator[bytes]:

@@ -71,6 +71,17 @@ def _same_but_generated(a: bytes, b: bytes) -> None:
     assert a == orjson.dumps(da) + b"\n" and b == orjson.dumps(db) + b"\n"
 
 
+def _held_against_whole(demo_template, tmp_path: Path, monkeypatch, facts: int,  # noqa: ANN001
+                        bound: int) -> tuple[Path, tuple[int, bytes, str]]:
+    """A demo copy with ``facts`` legacy facts, its document made whole (the
+    reference), then HELD_IN_MEMORY set to ``bound``."""
+    store = copy_demo(demo_template, tmp_path / "demo")
+    _legacy_facts(store, facts)
+    want = _reference(store, monkeypatch)
+    monkeypatch.setattr(cmd_audit, "HELD_IN_MEMORY", bound)
+    return store, want
+
+
 def _as_made_whole(store: Path, want: tuple[int, bytes, str]) -> tuple[int, bytes, str]:
     """``validate --json`` of ``store``, checked against the reference's."""
     got = _validate(store, "--json")
@@ -81,27 +92,19 @@ def _as_made_whole(store: Path, want: tuple[int, bytes, str]) -> tuple[int, byte
 
 @pytest.mark.parametrize("bound", [0, 1, 700, 1 << 20])
 def test_the_document_is_the_one_made_whole(demo_template, tmp_path, monkeypatch, bound):
-    store = copy_demo(demo_template, tmp_path / "demo")
-    _legacy_facts(store, 300)
-    want = _reference(store, monkeypatch)
-    monkeypatch.setattr(cmd_audit, "HELD_IN_MEMORY", bound)
+    store, want = _held_against_whole(demo_template, tmp_path, monkeypatch, 300, bound)
     got = _as_made_whole(store, want)
     assert len(orjson.loads(got[1])["findings"]) >= 300
 
 
 def test_no_finding_and_several_stores(demo_template, tmp_path, monkeypatch):
-    store = copy_demo(demo_template, tmp_path / "demo")
-    want = _reference(store, monkeypatch)
-    monkeypatch.setattr(cmd_audit, "HELD_IN_MEMORY", 0)
+    store, want = _held_against_whole(demo_template, tmp_path, monkeypatch, 0, 0)
     _as_made_whole(store, want)
 
 
 def test_without_a_temporary_file_the_findings_stay_in_memory(demo_template, tmp_path,
                                                               monkeypatch):
-    store = copy_demo(demo_template, tmp_path / "demo")
-    _legacy_facts(store, 200)
-    want = _reference(store, monkeypatch)
-    monkeypatch.setattr(cmd_audit, "HELD_IN_MEMORY", 100)
+    store, want = _held_against_whole(demo_template, tmp_path, monkeypatch, 200, 100)
     calls = []
 
     def no_room(*a, **kw):  # noqa: ANN002, ANN003, ANN202
@@ -115,10 +118,7 @@ def test_without_a_temporary_file_the_findings_stay_in_memory(demo_template, tmp
 
 def test_a_temporary_file_that_fills_up_gives_its_findings_back(demo_template, tmp_path,
                                                                 monkeypatch):
-    store = copy_demo(demo_template, tmp_path / "demo")
-    _legacy_facts(store, 200)
-    want = _reference(store, monkeypatch)
-    monkeypatch.setattr(cmd_audit, "HELD_IN_MEMORY", 100)
+    store, want = _held_against_whole(demo_template, tmp_path, monkeypatch, 200, 100)
     real = tempfile.TemporaryFile
 
     class Filling:

@@ -27,10 +27,29 @@ def _formatted(value: str) -> str | None:
     return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-@settings(max_examples=3000)
+@settings(max_examples=500)
 @given(st.from_regex(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z\Z"))
 def test_canonical_looking_times(value: str) -> None:
     assert utc_time(value) == _formatted(value)
+
+
+def test_canonical_looking_times_at_every_field_edge() -> None:
+    """Every combination of each field's edges (the values either side of
+    its range, leap days, the years datetime can and cannot hold): the
+    cases a random draw of digits reaches rarely."""
+    import itertools
+
+    years = ["0000", "0001", "1900", "1970", "2000", "2023", "2024", "2100", "9999"]
+    months = ["00", "01", "02", "04", "12", "13", "99"]
+    days = ["00", "01", "28", "29", "30", "31", "32", "99"]
+    hours = ["00", "23", "24", "99"]
+    minutes = ["00", "59", "60"]
+    seconds = ["00", "59", "60", "61"]
+    millis = ["000", "999"]
+    for y, mo, d, h, mi, s, ms in itertools.product(years, months, days, hours, minutes,
+                                                    seconds, millis):
+        value = f"{y}-{mo}-{d}T{h}:{mi}:{s}.{ms}Z"
+        assert utc_time(value) == _formatted(value), value
 
 
 @settings(max_examples=1000)

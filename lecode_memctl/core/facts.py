@@ -77,6 +77,7 @@ BUSY_TIMEOUT = 5.0          # seconds a writer waits for the database lock
 LIST_MAX = 1000             # the most rows one list()/search() call returns
 SEARCH_DEFAULT = 50
 GROUP_REFS = 2048   # references per group of source_refs_by_session
+_SHARED_FROM = 8    # stored_sources_by_session: a span longer than this shares its ints
 FACT_ID_RE = lazy_compile(r"^[0-9a-f]{16}\Z")  # \Z: "$" would accept a trailing newline
 
 
@@ -2968,10 +2969,19 @@ class FactStore(ClosesOnExit):
         sid: str | None = None
         seen: set[tuple[str, str]] = set()
         group: list[StoredSource] = []
+        # One int object per position of a session, shared by every long span
+        # that cites it: a caller that holds all of a session's groups (the
+        # audit's job) holds 8 bytes per position of such a span, not 36
+        # (20,000 spans of 200 positions: 33 MB, not 123 MB).  A short span
+        # keeps its own: sharing costs about 0.08 us a position (0.27 us against
+        # 0.03 us for a span of 3), which a listing of short spans would pay.
+        ints: dict[int, int] = {}
         for rsid, seqs, digest in _fetched(cur):
             if rsid != sid or len(group) >= GROUP_REFS:
                 if group:
                     yield sid, group  # type: ignore[misc]
+                if rsid != sid:
+                    ints = {}
                 sid, seen, group = rsid, set(), []
             key = (seqs, digest)
             if key in seen:
@@ -2979,7 +2989,8 @@ class FactStore(ClosesOnExit):
             seen.add(key)
             raw = plain_source(rsid, seqs, digest)     # (no object where the values are plain)
             if raw is not None:
-                group.append((tuple(raw), digest))
+                group.append((tuple(map(ints.setdefault, raw, raw)) if len(raw) > _SHARED_FROM
+                              else tuple(raw), digest))
                 continue
             try:
                 ref = _ref_from_row(None, None, rsid, seqs, digest)

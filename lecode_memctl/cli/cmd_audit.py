@@ -18,10 +18,12 @@ from .registry import command
 from .state import STATE, require_store
 
 if TYPE_CHECKING:  # the core is imported inside the commands (start-up time)
-    from collections.abc import Callable, Iterator, Mapping
+    from collections.abc import Callable, Mapping
     from typing import Any
 
     from lecode_memctl.core.audit import Finding
+
+    from .output import HeldRows
 
 VALIDATE_FORMATS = VALIDATE_FORMAT_NAMES
 
@@ -141,6 +143,7 @@ def validate(
     store_dir = path_option("--store", store_dir)
     from .output import (
         REPORT_ALIASES,
+        HeldRows,
         atomic_output,
         check_format,
         dumps,
@@ -177,9 +180,9 @@ def validate(
     # --json in a pipe or a file: the findings held encoded (compact, as the
     # document has them), not as objects (on a terminal it is indented)
     # (csv and tsv: their lines as the end writes them)
-    held = (_HeldRows(HELD_IN_MEMORY, b",") if fmt == "json" and to_stdout
+    held = (HeldRows(HELD_IN_MEMORY, b",") if fmt == "json" and to_stdout
             and HELD_IN_MEMORY is not None and (output is not None or not stdout_is_tty())
-            else _HeldRows(HELD_IN_MEMORY, b"") if fmt in ("csv", "tsv") and to_stdout
+            else HeldRows(HELD_IN_MEMORY, b"") if fmt in ("csv", "tsv") and to_stdout
             and HELD_IN_MEMORY is not None else None)
     sink = atomic_output(str(output)) if output is not None else None
     try:
@@ -236,7 +239,7 @@ def validate(
 
 def _render_validate(fmt: str, summaries: list, all_findings: list, *, ok: bool, code: int,
                      strict: bool, deep: bool, cfg, started: float,  # noqa: ANN001
-                     held: "_HeldRows | None" = None) -> None:
+                     held: "HeldRows | None" = None) -> None:
     import sys
     import time
 
@@ -315,99 +318,6 @@ def _render_validate(fmt: str, summaries: list, all_findings: list, *, ok: bool,
 #: holds them in an unnamed temporary file (None: every finding held as an
 #: object, the document made whole, as before 2026-12-06).
 HELD_IN_MEMORY: int | None = 1 << 20
-
-
-class _HeldRows:
-    """Encoded rows held until a document written at the end holds them,
-    each after ``sep`` but the first (a comma between JSON rows): in memory up to ``limit`` bytes,
-    then in an unnamed temporary file (``tempfile.TemporaryFile``: gone
-    with the process, however it ends), written a MiB at a time, so that
-    memory does not follow their number.  Where no such file can be had
-    or written (a full or unwritable $TMPDIR), they are held in memory, as
-    before, what the file took read back.  A context manager: its end
-    closes the file."""
-
-    def __init__(self, limit: int, sep: bytes) -> None:
-        self._limit = limit
-        self._sep = sep
-        self._mem: list[bytes] = []
-        self._size = 0
-        self._file: Any = None
-        self._written = 0       # bytes the file holds
-        self._first = True
-
-    def add(self, row: bytes) -> None:
-        data = row if self._first else self._sep + row
-        self._first = False
-        self._mem.append(data)
-        self._size += len(data)
-        if self._size > (self._limit if self._file is None else min(self._limit, 1 << 20)):
-            self._to_file()
-
-    def _to_file(self) -> None:
-        import errno
-        import sys
-        import tempfile
-
-        if self._file is None:
-            try:
-                self._file = tempfile.TemporaryFile(buffering=0)  # noqa: SIM115 - closed by __exit__
-            except OSError:
-                self._limit = sys.maxsize       # (no file to be had: memory, as before)
-                return
-        data = b"".join(self._mem)
-        view = memoryview(data)
-        done = 0
-        try:
-            while done < len(data):
-                n = self._file.write(view[done:])
-                if not n:
-                    raise OSError(errno.ENOSPC, "the temporary file takes no more")
-                done += n
-        except OSError:
-            back = self._read(self._written)
-            self._file.close()
-            self._file, self._written, self._limit = None, 0, sys.maxsize
-            self._mem = [back, data]
-            self._size = len(back) + len(data)
-            return
-        self._written += len(data)
-        self._mem, self._size = [], 0
-
-    def _read(self, size: int) -> bytes:
-        import os
-
-        fd = self._file.fileno()
-        out = []
-        at = 0
-        while at < size:
-            piece = os.pread(fd, min(size - at, 1 << 20), at)
-            if not piece:
-                raise OSError(5, "the temporary file of the findings is shorter than written")
-            out.append(piece)
-            at += len(piece)
-        return b"".join(out)
-
-    def pieces(self) -> "Iterator[bytes]":
-        import os
-
-        if self._file is not None:
-            fd = self._file.fileno()
-            at = 0
-            while at < self._written:
-                piece = os.pread(fd, min(self._written - at, 1 << 20), at)
-                if not piece:
-                    raise OSError(5, "the temporary file of the findings is shorter than written")
-                at += len(piece)
-                yield piece
-        yield from self._mem
-
-    def __enter__(self) -> "_HeldRows":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._file is not None:
-            self._file.close()
 
 
 def _csv_line(fmt: str) -> "Callable[[Mapping[str, Any]], bytes]":

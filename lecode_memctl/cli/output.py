@@ -801,6 +801,95 @@ def csv_cells(columns: Sequence[str]) -> Callable[[Mapping[str, Any]], list[str]
     return cells
 
 
+class HeldRows:
+    """Encoded rows held until a document written at the end holds them
+    (``validate --json``, ``csv``, ``tsv``; a plain table's cells),
+    each after ``sep`` but the first (a comma between JSON rows): in memory up to ``limit`` bytes,
+    then in an unnamed temporary file (``tempfile.TemporaryFile``: gone
+    with the process, however it ends), written a MiB at a time, so that
+    memory does not follow their number.  Where no such file can be had
+    or written (a full or unwritable $TMPDIR), they are held in memory, as
+    before, what the file took read back.  A context manager: its end
+    closes the file."""
+
+    def __init__(self, limit: int, sep: bytes) -> None:
+        self._limit = limit
+        self._sep = sep
+        self._mem: list[bytes] = []
+        self._size = 0
+        self._file: Any = None
+        self._written = 0       # bytes the file holds
+        self._first = True
+
+    def add(self, row: bytes) -> None:
+        data = row if self._first else self._sep + row
+        self._first = False
+        self._mem.append(data)
+        self._size += len(data)
+        if self._size > (self._limit if self._file is None else min(self._limit, 1 << 20)):
+            self._to_file()
+
+    def _to_file(self) -> None:
+        import errno
+        import tempfile
+
+        if self._file is None:
+            try:
+                self._file = tempfile.TemporaryFile(buffering=0)  # noqa: SIM115 - closed by __exit__
+            except OSError:
+                self._limit = sys.maxsize       # (no file to be had: memory, as before)
+                return
+        data = b"".join(self._mem)
+        view = memoryview(data)
+        done = 0
+        try:
+            while done < len(data):
+                n = self._file.write(view[done:])
+                if not n:
+                    raise OSError(errno.ENOSPC, "the temporary file takes no more")
+                done += n
+        except OSError:
+            back = self._read(self._written)
+            self._file.close()
+            self._file, self._written, self._limit = None, 0, sys.maxsize
+            self._mem = [back, data]
+            self._size = len(back) + len(data)
+            return
+        self._written += len(data)
+        self._mem, self._size = [], 0
+
+    def _read(self, size: int) -> bytes:
+        fd = self._file.fileno()
+        out = []
+        at = 0
+        while at < size:
+            piece = os.pread(fd, min(size - at, 1 << 20), at)
+            if not piece:
+                raise OSError(5, "the temporary file of held rows is shorter than written")
+            out.append(piece)
+            at += len(piece)
+        return b"".join(out)
+
+    def pieces(self) -> Iterator[bytes]:
+        if self._file is not None:
+            fd = self._file.fileno()
+            at = 0
+            while at < self._written:
+                piece = os.pread(fd, min(self._written - at, 1 << 20), at)
+                if not piece:
+                    raise OSError(5, "the temporary file of held rows is shorter than written")
+                at += len(piece)
+                yield piece
+        yield from self._mem
+
+    def __enter__(self) -> HeldRows:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._file is not None:
+            self._file.close()
+
+
 def render_records(model: Any, rows: Iterable[Mapping[str, Any]], fmt: str, *,
                    columns: Sequence[str] | None = None,
                    labels: Mapping[str, str] | None = None,
@@ -842,11 +931,22 @@ def render_rows(rows: Iterable[Mapping[str, Any]], columns: Sequence[str], fmt: 
         return
     from lecode_memctl.core.rowmodel import flat  # (once, as in emit_csv)
 
-    table_rows = [[safe(_display_cell(row.get(c), flat), keep_newlines=False) for c in columns]
-                  for row in rows]
+    cells = ([safe(_display_cell(row.get(c), flat), keep_newlines=False) for c in columns]
+             for row in rows)
     if fmt == "table" and (stdout_is_tty() or STATE.emit_color()):
-        _rich_table(table_rows, columns, heads, title=title, ids=ids)
+        _rich_table(list(cells), columns, heads, title=title, ids=ids)
         return
+    if fmt == "table" and TABLE_HELD_IN_MEMORY is not None:
+        with HeldRows(TABLE_HELD_IN_MEMORY, b"") as held:
+            widths = _hold_plain(cells, heads, held)
+            if widths is not None:
+                if title:
+                    echo(safe(title))
+                _echo_plain(_held_cells(held.pieces()), heads, widths)
+                return
+            table_rows = list(_held_cells(held.pieces()))
+    else:
+        table_rows = list(cells)
     text = plain_table(table_rows, heads) if fmt == "table" else None
     if text is None:
         import tabulate
@@ -858,6 +958,9 @@ def render_rows(rows: Iterable[Mapping[str, Any]], columns: Sequence[str], fmt: 
     if title and fmt == "table":
         echo(safe(title))
     echo(text)
+
+
+_C0 = lazy_compile("[\x00-\x1f]")
 
 
 def plain_table(rows: Sequence[Sequence[str]], heads: Sequence[str]) -> str | None:
@@ -888,7 +991,7 @@ def plain_table(rows: Sequence[Sequence[str]], heads: Sequence[str]) -> str | No
         if not joined.isprintable():
             return None
     else:
-        if re.search("[\x00-\x1f]", joined):
+        if _C0.search(joined):
             return None
         from importlib.util import find_spec
 
@@ -900,6 +1003,91 @@ def plain_table(rows: Sequence[Sequence[str]], heads: Sequence[str]) -> str | No
     for row in zip(*cols, strict=True):
         lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
     return "\n".join(lines)
+
+
+#: Bytes of a plain table's cells held in memory before they are held in an
+#: unnamed temporary file (:class:`HeldRows`); None: every cell held as a
+#: str and the table made whole (``plain_table``), as before 2026-12-06.
+TABLE_HELD_IN_MEMORY: int | None = 1 << 20
+
+
+def _hold_plain(rows: Iterable[list[str]], heads: Sequence[str], held: HeldRows) -> list[int] | None:
+    """Every row's cells into ``held`` (``marshal``, after their length), and
+    the columns' widths when :func:`plain_table` would render these cells
+    (its tests, made a cell at a time); None when it would decline."""
+    import marshal
+
+    n = len(heads)
+    fits = all(type(h) is str for h in heads)
+    widths = [len(h) + 2 for h in heads] if fits else []
+    ascii_ = fits and all(h.isascii() for h in heads)
+    printable = fits and all(h.isprintable() for h in heads)
+    c0 = fits and any(not h.isprintable() and _C0.search(h) for h in heads)
+    for row in rows:
+        data = marshal.dumps(row)
+        held.add(len(data).to_bytes(4, "little") + data)
+        if not fits:
+            continue
+        if len(row) != n:
+            fits = False
+            continue
+        for i, c in enumerate(row):
+            if type(c) is not str:
+                fits = False
+                break
+            if not c.isprintable():
+                printable = False
+                if not c0 and _C0.search(c):
+                    c0 = True
+            if ascii_ and not c.isascii():
+                ascii_ = False
+            w = len(c.strip())
+            if w > widths[i]:
+                widths[i] = w
+    if not fits:
+        return None
+    if ascii_:
+        return widths if printable else None
+    if c0:
+        return None
+    from importlib.util import find_spec
+
+    return None if find_spec("wcwidth") is not None else widths
+
+
+def _held_cells(pieces: Iterable[bytes]) -> Iterator[list[str]]:
+    """The rows :func:`_hold_plain` held, in order."""
+    import marshal
+
+    rest = b""
+    for piece in pieces:
+        data = rest + piece if rest else piece
+        at, end = 0, len(data)
+        while end - at >= 4:
+            size = int.from_bytes(data[at:at + 4], "little")
+            if end - at - 4 < size:
+                break
+            yield marshal.loads(data[at + 4:at + 4 + size])
+            at += 4 + size
+        rest = data[at:]
+    if rest:
+        raise OSError(5, "the held cells of a table end in the middle of a row")
+
+
+def _echo_plain(rows: Iterable[list[str]], heads: Sequence[str], widths: list[int]) -> None:
+    """:func:`plain_table`'s text of ``rows`` (columns ``widths`` wide),
+    written some 64 KiB at a time: the same bytes as ``echo`` of it whole."""
+    lines = ["  ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)).rstrip()]
+    size = 0
+    for row in rows:
+        line = "  ".join(c.strip().ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+        lines.append(line)
+        size += len(line)
+        if size > 1 << 16:
+            echo("\n".join(lines))
+            lines, size = [], 0
+    if lines:
+        echo("\n".join(lines))
 
 
 def _display_cell(value: Any, flat: Callable[[Any], str]) -> str:

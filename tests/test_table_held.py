@@ -28,7 +28,7 @@ def test_held_cells_decide_and_render_as_plain_table(table, bound):
     rows, heads = table
     with output.HeldRows(bound, b"") as held:
         widths = output._hold_plain(iter(rows), heads, held)
-        assert list(output._held_cells(held.pieces())) == rows
+        assert list(output.held_values(held.pieces())) == rows
         want = output.plain_table(rows, heads)
         assert (widths is None) == (want is None)
         if widths is not None:
@@ -36,7 +36,7 @@ def test_held_cells_decide_and_render_as_plain_table(table, bound):
             real = output.echo
             output.echo = lines.append          # type: ignore[assignment]
             try:
-                output._echo_plain(output._held_cells(held.pieces()), heads, widths)
+                output._echo_plain(output.held_values(held.pieces()), heads, widths)
             finally:
                 output.echo = real              # type: ignore[assignment]
             assert "\n".join(lines) == want

@@ -18,7 +18,7 @@ from .registry import command
 from .state import STATE, require_store
 
 if TYPE_CHECKING:  # the core is imported inside the commands (start-up time)
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterator, Mapping
     from typing import Any
 
     from lecode_memctl.core.audit import Finding
@@ -184,6 +184,9 @@ def validate(
             and HELD_IN_MEMORY is not None and (output is not None or not stdout_is_tty())
             else HeldRows(HELD_IN_MEMORY, b"") if fmt in ("csv", "tsv") and to_stdout
             and HELD_IN_MEMORY is not None else None)
+    # the report for people: each finding's line, held by its place in it
+    report = (_HeldReport(min(HELD_IN_MEMORY, REPORT_BUCKET_BYTES))
+              if fmt == "human" and to_stdout and HELD_IN_MEMORY is not None else None)
     sink = atomic_output(str(output)) if output is not None else None
     try:
         if sink is not None and stream_jsonl:
@@ -206,6 +209,9 @@ def validate(
                     encode = dumps if fmt == "json" else _csv_line(fmt)
                     for f in audit.run():
                         held.add(encode(FINDING.row(**f.to_json())))
+                elif report is not None:
+                    for f in audit.run():
+                        report.add(f)
                 elif to_stdout:
                     all_findings.extend(audit.run())
                 else:
@@ -226,7 +232,7 @@ def validate(
         if sink is not None:
             sink.__enter__()
         _render_validate(fmt, summaries, all_findings, ok=ok, code=code, strict=strict,
-                         deep=deep, cfg=cfg, started=time.time(), held=held)
+                         deep=deep, cfg=cfg, started=time.time(), held=held, report=report)
         if sink is not None:
             sink.__exit__(None, None, None)
             sink = None
@@ -239,14 +245,13 @@ def validate(
 
 def _render_validate(fmt: str, summaries: list, all_findings: list, *, ok: bool, code: int,
                      strict: bool, deep: bool, cfg, started: float,  # noqa: ANN001
-                     held: "HeldRows | None" = None) -> None:
+                     held: "HeldRows | None" = None, report: "_HeldReport | None" = None) -> None:
     import sys
     import time
 
-    from lecode_memctl.core.audit import sort_findings
     from lecode_memctl.core.rowmodel import FINDING, SCHEMA_VERSION, SUMMARY, utc_time
 
-    from .output import Stream, csv_writer, dumps, echo, emit_csv, emit_json, safe, write_bytes
+    from .output import Stream, csv_writer, dumps, emit_csv, emit_json, write_bytes
     from .render_prometheus import prometheus_text
 
     if fmt == "prometheus":
@@ -293,8 +298,23 @@ def _render_validate(fmt: str, summaries: list, all_findings: list, *, ok: bool,
     by_project: dict[str, list] = {}
     for f in all_findings:
         by_project.setdefault(f.project, []).append(f)
+    try:
+        _human_report(summaries, by_project, report, strict=strict, deep=deep, cfg=cfg)
+    finally:
+        if report is not None:
+            report.close()
+
+
+def _human_report(summaries: list, by_project: dict[str, list], report: "_HeldReport | None", *,
+                  strict: bool, deep: bool, cfg) -> None:  # noqa: ANN001
+    from lecode_memctl.core.audit import sort_findings
+
+    from .output import echo, safe
+
+    line_of = _finding_lines()
     for s in summaries:
-        fs = sort_findings(by_project.get(s.project, []))
+        entries = (report.entries(s.project) if report is not None
+                   else ((f.check, line_of(f)) for f in sort_findings(by_project.get(s.project, []))))
         sev = s.by_severity
         facts = ", ".join(f"{n} {k}" for k, n in s.facts.items() if n) or "none"
         echo(f"{safe(s.project)}: {'OK' if s.ok(strict) else 'PROBLEMS'}  "
@@ -304,14 +324,67 @@ def _render_validate(fmt: str, summaries: list, all_findings: list, *, ok: bool,
         echo(f"  store {safe(s.store)}; {s.sessions} session{'s' if s.sessions != 1 else ''}; "
              f"facts: {s.facts_total} ({facts}){'; deep' if deep else ''}")
         check = None
-        for f in fs:
-            if f.check != check:
-                check = f.check
+        for f_check, line in entries:
+            if f_check != check:
+                check = f_check
                 echo(f"  [{check}]")
-            echo(f"    {f.severity:<7} {f.code:<24} {safe(f.location(), keep_newlines=False)}: "
-                 f"{safe(f.message, keep_newlines=False)}")
+            echo(line)
     if not summaries:
         echo(f"no stores under {safe(str(cfg.path / 'memory'))}")
+
+
+def _finding_lines() -> "Callable[[Finding], str]":
+    """A finding's line in the report for people (``safe`` bound once: an
+    import in a function costs a lookup per call)."""
+    from .output import safe
+
+    def line(f: "Finding") -> str:
+        return (f"    {f.severity:<7} {f.code:<24} {safe(f.location(), keep_newlines=False)}: "
+                f"{safe(f.message, keep_newlines=False)}")
+
+    return line
+
+
+#: Bytes of one part of the report for people (a project's findings of one
+#: check and severity) held in memory before an unnamed temporary file holds it.
+REPORT_BUCKET_BYTES = 64 << 10
+
+
+class _HeldReport:
+    """``validate``'s report for people, held: each finding's check and line
+    (:func:`~.output.hold_value`), one :class:`~.output.HeldRows` per
+    project, check and severity, so that a project's lines come back in
+    the order :func:`~lecode_memctl.core.audit.sort_findings` gives (the
+    findings of one part in the order the audit gave them) without every
+    finding held as an object (100,000 findings: 115 MiB);
+    its parts' files are closed by :meth:`close`."""
+
+    def __init__(self, limit: int) -> None:
+        from lecode_memctl.core.audit import finding_rank
+
+        from .output import HeldRows, hold_value
+
+        self._limit = limit
+        self._rank = finding_rank()
+        self._parts: dict[tuple[str, int, int], HeldRows] = {}
+        self._new, self._hold, self._line = HeldRows, hold_value, _finding_lines()
+
+    def add(self, f: "Finding") -> None:
+        key = (f.project, *self._rank(f))
+        part = self._parts.get(key)
+        if part is None:
+            part = self._parts[key] = self._new(self._limit, b"")
+        self._hold(part, (f.check, self._line(f)))
+
+    def entries(self, project: str) -> "Iterator[tuple[str, str]]":
+        from .output import held_values
+
+        for key in sorted(k for k in self._parts if k[0] == project):
+            yield from held_values(self._parts[key].pieces())
+
+    def close(self) -> None:
+        for part in self._parts.values():
+            part.__exit__(None, None, None)
 
 
 #: Bytes of encoded findings ``validate --json`` holds in memory before it

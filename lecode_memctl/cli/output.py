@@ -942,9 +942,9 @@ def render_rows(rows: Iterable[Mapping[str, Any]], columns: Sequence[str], fmt: 
             if widths is not None:
                 if title:
                     echo(safe(title))
-                _echo_plain(_held_cells(held.pieces()), heads, widths)
+                _echo_plain(held_values(held.pieces()), heads, widths)
                 return
-            table_rows = list(_held_cells(held.pieces()))
+            table_rows = list(held_values(held.pieces()))
     else:
         table_rows = list(cells)
     text = plain_table(table_rows, heads) if fmt == "table" else None
@@ -1012,11 +1012,9 @@ TABLE_HELD_IN_MEMORY: int | None = 1 << 20
 
 
 def _hold_plain(rows: Iterable[list[str]], heads: Sequence[str], held: HeldRows) -> list[int] | None:
-    """Every row's cells into ``held`` (``marshal``, after their length), and
-    the columns' widths when :func:`plain_table` would render these cells
-    (its tests, made a cell at a time); None when it would decline."""
-    import marshal
-
+    """Every row's cells into ``held`` (:func:`hold_value`), and the columns'
+    widths when :func:`plain_table` would render these cells (its tests,
+    made a cell at a time); None when it would decline."""
     n = len(heads)
     fits = all(type(h) is str for h in heads)
     widths = [len(h) + 2 for h in heads] if fits else []
@@ -1024,8 +1022,7 @@ def _hold_plain(rows: Iterable[list[str]], heads: Sequence[str], held: HeldRows)
     printable = fits and all(h.isprintable() for h in heads)
     c0 = fits and any(not h.isprintable() and _C0.search(h) for h in heads)
     for row in rows:
-        data = marshal.dumps(row)
-        held.add(len(data).to_bytes(4, "little") + data)
+        hold_value(held, row)
         if not fits:
             continue
         if len(row) != n:
@@ -1055,8 +1052,17 @@ def _hold_plain(rows: Iterable[list[str]], heads: Sequence[str], held: HeldRows)
     return None if find_spec("wcwidth") is not None else widths
 
 
-def _held_cells(pieces: Iterable[bytes]) -> Iterator[list[str]]:
-    """The rows :func:`_hold_plain` held, in order."""
+def hold_value(held: HeldRows, value: Any) -> None:
+    """``value`` (str, numbers, lists and tuples of them) into ``held``:
+    ``marshal``'s bytes after their length (a lone surrogate kept)."""
+    import marshal
+
+    data = marshal.dumps(value)
+    held.add(len(data).to_bytes(4, "little") + data)
+
+
+def held_values(pieces: Iterable[bytes]) -> Iterator[Any]:
+    """The values :func:`hold_value` held, in order, from ``held.pieces()``."""
     import marshal
 
     rest = b""
@@ -1071,7 +1077,7 @@ def _held_cells(pieces: Iterable[bytes]) -> Iterator[list[str]]:
             at += 4 + size
         rest = data[at:]
     if rest:
-        raise OSError(5, "the held cells of a table end in the middle of a row")
+        raise OSError(5, "the held rows end in the middle of a row")
 
 
 def _echo_plain(rows: Iterable[list[str]], heads: Sequence[str], widths: list[int]) -> None:

@@ -54,6 +54,7 @@ from .codes import (
     Summary,
     check_ignore_codes,
     codes_table,
+    finding_rank,
     sort_findings,
 )
 from .run import Audit
@@ -74,4 +75,4 @@ def validate_store(store: Store, *, parallel: bool = False,
 
 __all__ = ["Audit", "CHECK_ORDER", "CODES", "CodeInfo", "ERROR", "Finding", "INFO",
            "SEVERITIES", "SEVERITY_RANK", "Summary", "WARNING", "check_ignore_codes",
-           "codes_table", "sort_findings", "validate_store"]
+           "codes_table", "finding_rank", "sort_findings", "validate_store"]

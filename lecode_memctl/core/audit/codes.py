@@ -269,10 +269,16 @@ def check_ignore_codes(codes: Sequence[str]) -> frozenset[str]:
     return frozenset(out)
 
 
+def finding_rank() -> Callable[[Finding], tuple[int, int]]:
+    """The key :func:`sort_findings` sorts by: the finding's check's place in
+    CHECK_ORDER (99 for any other), then its severity's rank."""
+    order = {c: i for i, c in enumerate(CHECK_ORDER)}
+    return lambda f: (order.get(f.check, 99), SEVERITY_RANK[f.severity])
+
+
 def sort_findings(findings: Sequence[Finding]) -> list[Finding]:
     """By check (in CHECK_ORDER), then severity, then location (stable otherwise)."""
-    order = {c: i for i, c in enumerate(CHECK_ORDER)}
-    return sorted(findings, key=lambda f: (order.get(f.check, 99), SEVERITY_RANK[f.severity]))
+    return sorted(findings, key=finding_rank())
 
 
 def codes_table() -> list[Mapping[str, Any]]:

@@ -127,3 +127,41 @@ def test_an_empty_listing_is_its_note(demo_template, tmp_path, monkeypatch, boun
     r = run_cli("--store", str(store), "--no-state", "facts", "--all", "--query", "no such words")
     assert r.exit_code == 0, r.stderr
     assert r.stdout.startswith("no facts matching the filters\n")
+
+
+def test_the_listing_is_read_before_the_learning_status(demo_template, tmp_path, monkeypatch):
+    """facts --all as a table reads the learning status once every row is
+    read (as when it held the rows): a listing that fails after its first
+    row is the error, not a learning status that fails too (review of
+    d19b01f: the status was read after the first row)."""
+    from lecode_memctl.core import factview
+    from lecode_memctl.core.errors import StoreCorrupt
+
+    store = copy_demo(demo_template, tmp_path / "demo")
+    real = factview.iter_fact_records
+    order: list[str] = []
+
+    def failing_rows(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+        it = real(*a, **kw)
+        yield next(it)
+        order.append("rows")
+        raise StoreCorrupt("the listing failed after its first row")
+
+    def learning(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+        order.append("learning")
+        raise StoreCorrupt("the learning status failed")
+
+    monkeypatch.setattr(factview, "iter_fact_records", failing_rows)
+    monkeypatch.setattr(factview, "learning_status", learning)
+    r = run_cli("--store", str(store), "--no-state", "facts", "--all")
+    assert r.exit_code == 5 and r.stdout == ""
+    assert "the listing failed after its first row" in r.stderr, r.stderr
+    assert order == ["rows"]
+
+
+def test_no_column_is_the_header_line_alone(capsys, monkeypatch):
+    """(plain_table's answer; no caller passes no column)"""
+    for bound in (None, 0):
+        monkeypatch.setattr(output, "TABLE_HELD_IN_MEMORY", bound)
+        output.render_rows([{}, {}, {}], [], "table")
+        assert capsys.readouterr().out == "\n"

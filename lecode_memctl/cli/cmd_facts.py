@@ -9,7 +9,7 @@ even a ``-wal``/``-shm`` file, and still see what a live agent committed.
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -17,6 +17,9 @@ from .completion import FACT_STATUSES, complete_fact_id, complete_fact_status, c
 from .options import MAX_COUNT, FormatOpt, JsonOpt, LockWaitOpt
 from .registry import command
 from .state import STATE
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 FactIdArg = Annotated[str, typer.Argument(
     metavar="FACT_ID", help="A fact id (16 hex digits, as 'memctl facts' shows it).",
@@ -358,10 +361,17 @@ def facts(
                 return
             # (streamed into the table, which holds its cells compactly:
             # 100,000 facts held as rows were 276 MiB)
-            rows = _Counted(iter(body))
+            learning = None
+
+            def learned() -> None:
+                # read once the listing is (as it was before the table
+                # streamed: an error of either is the one it was)
+                nonlocal learning
+                learning = learning_now()
+
+            rows = _Counted(iter(body), learned)
             total = None
             next_offset = None
-            learning = learning_now()
         if rows:
             render_records(FACT, rows, fmt_name, columns=FACTS_COLUMNS, display=_row_for_table)
         if query is not None:
@@ -391,13 +401,18 @@ def facts(
 
 class _Counted:
     """The rows of ``facts --all`` as a table, streamed: true when there is
-    a first row, ``len`` the rows it gave (read after the table)."""
+    a first row, ``len`` the rows it gave (read after the table);
+    ``at_end`` is called once the rows are all read (every table reads
+    them all before it writes), or at once when there is none."""
 
-    def __init__(self, rows: Any) -> None:
+    def __init__(self, rows: Any, at_end: "Callable[[], None]") -> None:
         self._rows = rows
         self._n = 0
+        self._at_end = at_end
         self._first: Any = next(rows, None)      # (a row is a dict: never None)
         self._any = self._first is not None
+        if not self._any:
+            at_end()
 
     def __bool__(self) -> bool:
         return self._any
@@ -411,6 +426,7 @@ class _Counted:
         for r in self._rows:
             self._n += 1
             yield r
+        self._at_end()
 
     def __len__(self) -> int:
         return self._n

@@ -936,7 +936,7 @@ def render_rows(rows: Iterable[Mapping[str, Any]], columns: Sequence[str], fmt: 
     if fmt == "table" and (stdout_is_tty() or STATE.emit_color()):
         _rich_table(list(cells), columns, heads, title=title, ids=ids)
         return
-    if fmt == "table" and TABLE_HELD_IN_MEMORY is not None:
+    if fmt == "table" and TABLE_HELD_IN_MEMORY is not None and heads:
         with HeldRows(TABLE_HELD_IN_MEMORY, b"") as held:
             widths = _hold_plain(cells, heads, held)
             if widths is not None:

@@ -5,20 +5,15 @@ and writes the text ``plain_table`` makes of them, byte for byte (issue 13:
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from lecode_memctl.cli import output
 
 from .builders import copy_demo
-from .conftest import REPO, run_cli
+from .conftest import run_cli
 from .test_plain_table import any_text, tables
-from .test_validate_json_held import _legacy_facts
+from .test_validate_json_held import _legacy_facts, child_peak_kib
 
 
 @settings(max_examples=300, deadline=None)
@@ -89,18 +84,6 @@ def test_without_a_temporary_file_the_cells_stay_in_memory(capsys, monkeypatch):
     assert _rendered(capsys, monkeypatch, rows, 0) == want
 
 
-def _table_peak_kib(store: Path) -> tuple[int, bytes]:
-    code = ("import resource, subprocess, sys\n"
-            "p = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE)\n"
-            "sys.stdout.buffer.write(p.stdout)\n"
-            "sys.stderr.write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n")
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    out = subprocess.run([sys.executable, "-c", code, sys.executable, "-m", "lecode_memctl",
-                          "--no-state", "--store", str(store), "facts", "--all"],
-                         capture_output=True, env=env, timeout=300, check=True)
-    return int(out.stderr), out.stdout
-
-
 def test_facts_all_as_a_table_does_not_follow_the_facts(demo_template, tmp_path):
     """At 6,000 and 24,000 facts (before: some 60 MiB apart); the footer
     still counts every fact."""
@@ -108,7 +91,7 @@ def test_facts_all_as_a_table_does_not_follow_the_facts(demo_template, tmp_path)
     for n in (6000, 24000):
         store = copy_demo(demo_template, tmp_path / f"demo{n}")
         _legacy_facts(store, n)
-        peak, out = _table_peak_kib(store)
+        peak, out = child_peak_kib(store, "facts", "--all")
         peaks.append(peak)
         total = run_cli("--store", str(store), "--no-state", "facts", "--json",
                         "--limit", "1").stdout_bytes

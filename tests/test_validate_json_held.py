@@ -148,6 +148,14 @@ def test_an_error_in_the_audit_prints_no_part_of_the_document(demo_template, tmp
     store = copy_demo(demo_template, tmp_path / "demo")
     _legacy_facts(store, 300)
     monkeypatch.setattr(cmd_audit, "HELD_IN_MEMORY", 0)
+    audit_fails_at(monkeypatch, 150)
+    code, out, err = _validate(store, "--json")
+    assert code == 5
+    assert orjson.loads(out)["type"] == "error" and "damaged (test)" in err
+
+
+def audit_fails_at(monkeypatch, n: int) -> None:  # noqa: ANN001
+    """The audit's ``n``-th finding is a StoreCorrupt (a damaged database)."""
     from lecode_memctl.core.audit import Audit
     from lecode_memctl.core.errors import StoreCorrupt
 
@@ -155,34 +163,40 @@ def test_an_error_in_the_audit_prints_no_part_of_the_document(demo_template, tmp
 
     def failing(self):  # noqa: ANN001, ANN202
         for i, f in enumerate(real(self)):
-            if i == 150:
+            if i == n:
                 raise StoreCorrupt("facts database: damaged (test)")
             yield f
 
     monkeypatch.setattr(Audit, "run", failing)
-    code, out, err = _validate(store, "--json")
-    assert code == 5
-    assert orjson.loads(out)["type"] == "error" and "damaged (test)" in err
 
 
-def _peak_kib(store: Path) -> int:
+def child_peak_kib(store: Path, *args: str) -> tuple[int, bytes]:
+    """The peak RSS of ``memctl --no-state --store STORE ARGS`` (KiB) and
+    its output."""
     code = ("import resource, subprocess, sys\n"
-            "p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
-            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
+            "p = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE)\n"
+            "sys.stdout.buffer.write(p.stdout)\n"
+            "sys.stderr.write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n")
     env = dict(os.environ, PYTHONPATH=str(REPO))
     out = subprocess.run([sys.executable, "-c", code, sys.executable, "-m", "lecode_memctl",
-                          "--no-state", "--store", str(store), "validate", "--json"],
+                          "--no-state", "--store", str(store), *args],
                          capture_output=True, env=env, timeout=300, check=True)
-    return int(out.stdout)
+    return int(out.stderr), out.stdout
 
 
-def test_the_peak_does_not_follow_the_findings(demo_template, tmp_path):
-    """At 8,000 and 32,000 findings (before: some 70 MiB apart)."""
+def peaks_at_findings(demo_template, tmp_path: Path, *args: str) -> list[int]:  # noqa: ANN001
+    """``child_peak_kib`` of ARGS on demo copies with 8,000 and 32,000 legacy facts."""
     peaks = []
     for n in (8000, 32000):
         store = copy_demo(demo_template, tmp_path / f"demo{n}")
         _legacy_facts(store, n)
-        peaks.append(_peak_kib(store))
+        peaks.append(child_peak_kib(store, *args)[0])
+    return peaks
+
+
+def test_the_peak_does_not_follow_the_findings(demo_template, tmp_path):
+    """At 8,000 and 32,000 findings (before: some 70 MiB apart)."""
+    peaks = peaks_at_findings(demo_template, tmp_path, "validate", "--json")
     assert peaks[1] - peaks[0] < 12 << 10, peaks
 
 

@@ -6,20 +6,15 @@ bytes as the report made from every finding held as an object (issue 13:
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import tempfile
-from pathlib import Path
 
 import pytest
 
 from lecode_memctl.cli import cmd_audit
 
-from .builders import copy_demo
-from .conftest import REPO, run_cli
+from .conftest import run_cli
 from .test_audit import build_clean, build_db_stores, build_planted
-from .test_validate_json_held import _legacy_facts
+from .test_validate_json_held import _legacy_facts, audit_fails_at, peaks_at_findings
 
 
 def _report(monkeypatch, bound, *args: str) -> tuple[int, str, str]:  # noqa: ANN001
@@ -64,41 +59,15 @@ def test_without_a_temporary_file_the_lines_stay_in_memory(config_dir, monkeypat
 
 
 def test_an_error_in_the_audit_prints_no_part_of_the_report(config_dir, monkeypatch):
-    from lecode_memctl.core.audit import Audit
-    from lecode_memctl.core.errors import StoreCorrupt
-
     planted = build_planted(config_dir)
     _legacy_facts(planted, 300)
-    real = Audit.run
-
-    def failing(self):  # noqa: ANN001, ANN202
-        for i, f in enumerate(real(self)):
-            if i == 150:
-                raise StoreCorrupt("facts database: damaged (test)")
-            yield f
-
-    monkeypatch.setattr(Audit, "run", failing)
+    audit_fails_at(monkeypatch, 150)
     want = _report(monkeypatch, None, "--store", str(planted))
     assert want[0] == 5 and want[1] == "" and "damaged (test)" in want[2]
     assert _report(monkeypatch, 0, "--store", str(planted)) == want
 
 
-def _peak_kib(store: Path) -> int:
-    code = ("import resource, subprocess, sys\n"
-            "p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
-            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    out = subprocess.run([sys.executable, "-c", code, sys.executable, "-m", "lecode_memctl",
-                          "--no-state", "--store", str(store), "validate"],
-                         capture_output=True, env=env, timeout=300, check=True)
-    return int(out.stdout)
-
-
 def test_the_peak_does_not_follow_the_findings(demo_template, tmp_path):
     """At 8,000 and 32,000 findings (before: 23 MiB apart; 6.5 now)."""
-    peaks = []
-    for n in (8000, 32000):
-        store = copy_demo(demo_template, tmp_path / f"demo{n}")
-        _legacy_facts(store, n)
-        peaks.append(_peak_kib(store))
+    peaks = peaks_at_findings(demo_template, tmp_path, "validate")
     assert peaks[1] - peaks[0] < 12 << 10, peaks

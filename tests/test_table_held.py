@@ -5,10 +5,13 @@ and writes the text ``plain_table`` makes of them, byte for byte (issue 13:
 
 from __future__ import annotations
 
+import os
+
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from lecode_memctl.cli import output
+from lecode_memctl.cli import cmd_audit, output
 
 from .builders import copy_demo
 from .conftest import run_cli
@@ -95,8 +98,6 @@ def test_facts_all_as_a_table_does_not_follow_the_facts(demo_template, tmp_path)
         peaks.append(peak)
         total = run_cli("--store", str(store), "--no-state", "facts", "--json",
                         "--limit", "1").stdout_bytes
-        import orjson
-
         n_all = orjson.loads(total)["total"]
         assert f"\nfacts 1-{n_all} of {n_all}\n".encode() in out
         assert out.count(b"\n") > n
@@ -148,3 +149,63 @@ def test_no_column_is_the_header_line_alone(capsys, monkeypatch):
         monkeypatch.setattr(output, "TABLE_HELD_IN_MEMORY", bound)
         output.render_rows([{}, {}, {}], [], "table")
         assert capsys.readouterr().out == "\n"
+
+
+def test_a_tmpdir_inside_the_store_is_passed_over(demo_template, tmp_path, monkeypatch):
+    """The held rows' temporary file is never made in the store, even with
+    $TMPDIR (and TEMP, TMP) pointing into it: a read command makes no
+    file there, not even one unlinked at once (docs/FORMAT.md)."""
+    import tempfile
+
+    from lecode_memctl.core.atomic import resolves_inside
+
+    store = copy_demo(demo_template, tmp_path / "demo")
+    _legacy_facts(store, 300)
+    cases = [("facts", "--all"), ("validate", "--json"), ("validate",),
+             ("validate", "--format", "csv")]
+    want = {}
+    for args in cases:
+        monkeypatch.setattr(output, "TABLE_HELD_IN_MEMORY", None)
+        monkeypatch.setattr(cmd_audit, "HELD_IN_MEMORY", None)
+        r = run_cli("--store", str(store), "--no-state", *args)
+        want[args] = (r.exit_code, r.stdout_bytes)
+    inside = store / "sessions"
+    for var in ("TMPDIR", "TEMP", "TMP"):
+        monkeypatch.setenv(var, str(inside))
+    real = tempfile.TemporaryFile
+    dirs: list[str] = []
+
+    def recorded(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+        dirs.append(kw.get("dir") or tempfile.gettempdir())
+        return real(*a, **kw)
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", recorded)
+    monkeypatch.setattr(output, "TABLE_HELD_IN_MEMORY", 0)
+    monkeypatch.setattr(cmd_audit, "HELD_IN_MEMORY", 0)
+    before = sorted(os.listdir(inside))
+    for args in cases:
+        r = run_cli("--store", str(store), "--no-state", *args)
+        got = (r.exit_code, r.stdout_bytes)
+        if args == ("validate", "--json"):
+            assert orjson.loads(got[1])["findings"] == orjson.loads(want[args][1])["findings"]
+        else:
+            assert got == want[args], args
+    assert dirs and not any(resolves_inside(d, store) for d in dirs), dirs
+    assert sorted(os.listdir(inside)) == before
+
+
+def test_with_no_temporary_directory_outside_the_store_the_rows_stay_in_memory(
+        demo_template, tmp_path, monkeypatch):
+    from lecode_memctl.core import atomic
+
+    store = copy_demo(demo_template, tmp_path / "demo")
+    _legacy_facts(store, 300)
+    want = run_cli("--store", str(store), "--no-state", "facts", "--all").stdout_bytes
+    with monkeypatch.context() as mp:
+        mp.setattr(atomic, "_temp_candidates", lambda: iter([str(store / "sessions"), ""]))
+        assert atomic.temp_parent([store]) is None
+        assert atomic.temp_parent([tmp_path / "elsewhere"]) == os.path.realpath(store / "sessions")
+    monkeypatch.setattr(atomic, "temp_parent", lambda outside: None)
+    monkeypatch.setattr(output, "TABLE_HELD_IN_MEMORY", 0)
+    r = run_cli("--store", str(store), "--no-state", "facts", "--all")
+    assert (r.exit_code, r.stdout_bytes) == (0, want)

@@ -806,7 +806,8 @@ class HeldRows:
     (``validate --json``, ``csv``, ``tsv``; a plain table's cells),
     each after ``sep`` but the first (a comma between JSON rows): in memory up to ``limit`` bytes,
     then in an unnamed temporary file (``tempfile.TemporaryFile``: gone
-    with the process, however it ends), written a MiB at a time, so that
+    with the process, however it ends; in the first temporary directory
+    outside the stores, ``atomic.temp_parent``), written a MiB at a time, so that
     memory does not follow their number.  Where no such file can be had
     or written (a full or unwritable $TMPDIR), they are held in memory, as
     before, what the file took read back.  A context manager: its end
@@ -834,8 +835,13 @@ class HeldRows:
         import tempfile
 
         if self._file is None:
+            from lecode_memctl.core.atomic import temp_parent
+
+            parent = temp_parent(STATE.temp_outside())      # (never in a store)
             try:
-                self._file = tempfile.TemporaryFile(buffering=0)  # noqa: SIM115 - closed by __exit__
+                if parent is None:
+                    raise OSError(errno.ENOENT, "no temporary directory outside the stores")
+                self._file = tempfile.TemporaryFile(buffering=0, dir=parent)  # noqa: SIM115 - closed by __exit__
             except OSError:
                 self._limit = sys.maxsize       # (no file to be had: memory, as before)
                 return

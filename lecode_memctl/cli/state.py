@@ -88,6 +88,21 @@ class State:
             record(self.state_dir(), store.path, generation, exclusions, slug=store.slug,
                    database=database)
 
+    def temp_outside(self) -> list[str]:
+        """Where memctl's unnamed temporary files must not be made: the store
+        named with --store and every store of the config directory (its
+        ``memory`` directory); a read makes no file in a store, not even
+        one unlinked at once (docs/FORMAT.md: a ``$TMPDIR`` inside the
+        store is passed over)."""
+        out = [self.store_option] if self.store_option else []
+        try:
+            from lecode_memctl.core.layout import memory_root
+
+            out.append(str(memory_root(self.config_dir().path)))
+        except Exception:  # noqa: BLE001 - no config directory: --store's alone
+            pass
+        return out
+
     def project_dir(self) -> Path:
         """``-C PATH`` or the working directory.  NotFound (exit 3) with a plain
         message for a missing PATH or a working directory deleted meanwhile."""

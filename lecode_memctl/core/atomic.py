@@ -18,7 +18,7 @@ import fcntl
 import io
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from .errors import StoreCorrupt, StoreWriteError
@@ -262,15 +262,9 @@ def private_tempdir(prefix: str, outside: str | os.PathLike[str],
     candidate is left.  ``made``: told each path just before it is made
     (:func:`_mkdtemp`), so that an interrupt on the way back leaves no
     directory its caller does not know of."""
-    candidates: list[str | None] = [os.environ.get(v, "") for v in ("TMPDIR", "TEMP", "TMP")]
-    candidates += ["/tmp", "/var/tmp", "/usr/tmp", None]
     inside: list[str] = []
     failed: list[str] = []
-    for c in candidates:
-        if c is None:
-            import tempfile
-
-            c = tempfile.gettempdir()
+    for c in _temp_candidates():
         if not c or not os.path.isdir(c):
             continue
         if resolves_inside(c, outside):
@@ -288,6 +282,34 @@ def private_tempdir(prefix: str, outside: str | os.PathLike[str],
         why.append("; ".join(failed))
     raise StoreWriteError(f"no temporary directory outside {outside} "
                           f"({'; '.join(why) or 'none found'}); set TMPDIR")
+
+
+def _temp_candidates() -> Iterator[str]:
+    """Where memctl makes a temporary file or directory, in order:
+    ``$TMPDIR`` (and ``TEMP``, ``TMP``), ``/tmp``, ``/var/tmp``,
+    ``/usr/tmp``, and last ``tempfile.gettempdir()`` (imported only then)."""
+    for v in ("TMPDIR", "TEMP", "TMP"):
+        yield os.environ.get(v, "")
+    yield from ("/tmp", "/var/tmp", "/usr/tmp")
+    import tempfile
+
+    yield tempfile.gettempdir()
+
+
+def temp_parent(outside: Iterable[str | os.PathLike[str]]) -> str | None:
+    """The resolved path of the first candidate of :func:`private_tempdir`
+    that is a directory memctl may write in and does not resolve inside any
+    of ``outside`` (stores: a read must not create a byte there, not even
+    a file unlinked at once); None when there is none.  For an unnamed
+    temporary file (``tempfile.TemporaryFile(dir=...)``)."""
+    fences = list(outside)
+    for c in _temp_candidates():
+        if not c or not os.path.isdir(c) or not os.access(c, os.W_OK | os.X_OK):
+            continue
+        if any(resolves_inside(c, f) for f in fences):
+            continue
+        return os.path.realpath(c)
+    return None
 
 
 def _mkdtemp(parent: str, prefix: str, made: Callable[[str], None] | None = None) -> str:

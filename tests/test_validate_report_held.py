@@ -1,12 +1,13 @@
 """``validate``'s report for people holds each finding's line, one part per
-project, check and severity, past ``cmd_audit.REPORT_BUCKET_BYTES`` (or
-``HELD_IN_MEMORY``, the smaller) in an unnamed temporary file: the same
-bytes as the report made from every finding held as an object (issue 13:
-100,000 findings, 115 -> 39 MiB)."""
+project, check and severity; past ``cmd_audit.HELD_IN_MEMORY`` bytes held
+by all the parts together, in one unnamed temporary file they share: the
+same bytes as the report made from every finding held as an object (issue
+13: 100,000 findings, 115 -> 39 MiB)."""
 
 from __future__ import annotations
 
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -71,3 +72,83 @@ def test_the_peak_does_not_follow_the_findings(demo_template, tmp_path):
     """At 8,000 and 32,000 findings (before: 23 MiB apart; 6.5 now)."""
     peaks = peaks_at_findings(demo_template, tmp_path, "validate")
     assert peaks[1] - peaks[0] < 12 << 10, peaks
+
+
+def _temporary_files(monkeypatch) -> list[int]:  # noqa: ANN001
+    """Count the temporary files made from now on."""
+    real = tempfile.TemporaryFile
+    made: list[int] = []
+
+    def counted(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+        made.append(1)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", counted)
+    return made
+
+
+def _stores_with_findings(config_dir: Path, n: int) -> None:
+    """``n`` stores, each with legacy facts (warnings) and a planted problem of
+    another check, so that every store has several parts."""
+    build_planted(config_dir)
+    for i in range(n):
+        store = build_clean(config_dir, f"s{i:02d}-0123456789ab")
+        _legacy_facts(store, 40)
+        (store / "stray.txt").write_text("not part of the layout\n")
+
+
+def test_every_part_shares_one_temporary_file(config_dir, monkeypatch):
+    """40 stores of several parts each, every part spilled (a bound of 0):
+    one temporary file, not one per part (which held a descriptor each to
+    the end: with ``ulimit -n 32``, the 18th store's transcripts could not
+    be opened, and validate reported them unreadable)."""
+    _stores_with_findings(config_dir, 40)
+    want = _report(monkeypatch, None, "--all-projects")
+    made = _temporary_files(monkeypatch)
+    assert _report(monkeypatch, 0, "--all-projects") == want
+    assert len(made) == 1, len(made)
+
+
+def test_below_the_bound_nothing_goes_to_a_file(config_dir, monkeypatch):
+    """All the parts together under HELD_IN_MEMORY: no temporary file (a
+    64 KiB bound per part put a report of many stores in $TMPDIR, where a
+    later store's snapshot copy then found no room)."""
+    _stores_with_findings(config_dir, 40)
+    _legacy_facts(build_clean(config_dir, "big-0123456789ab"), 900)   # (a part of 90 KB)
+    want = _report(monkeypatch, None, "--all-projects")
+    made = _temporary_files(monkeypatch)
+    assert _report(monkeypatch, 1 << 20, "--all-projects") == want
+    assert made == []
+
+
+def test_a_shared_file_that_fills_up_gives_every_part_back(config_dir, monkeypatch):
+    """The shared file takes 5,000 bytes, then is full: every part takes its
+    lines back into memory, and the file is closed (its space freed)."""
+    _stores_with_findings(config_dir, 6)
+    want = _report(monkeypatch, None, "--all-projects")
+    real = tempfile.TemporaryFile
+    closed: list[bool] = []
+
+    class Filling:
+        def __init__(self, *a, **kw) -> None:  # noqa: ANN002, ANN003
+            self.f = real(*a, **kw)
+            self.left = 5000
+
+        def write(self, data: bytes) -> int:
+            if len(data) > self.left:
+                self.f.write(data[:self.left])
+                self.left = 0
+                raise OSError(28, "No space left on device")
+            self.left -= len(data)
+            return self.f.write(data)
+
+        def close(self) -> None:
+            closed.append(True)
+            self.f.close()
+
+        def __getattr__(self, name):  # noqa: ANN001, ANN204
+            return getattr(self.f, name)
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", Filling)
+    assert _report(monkeypatch, 0, "--all-projects") == want
+    assert closed == [True]

@@ -185,7 +185,7 @@ def validate(
             else HeldRows(HELD_IN_MEMORY, b"") if fmt in ("csv", "tsv") and to_stdout
             and HELD_IN_MEMORY is not None else None)
     # the report for people: each finding's line, held by its place in it
-    report = (_HeldReport(min(HELD_IN_MEMORY, REPORT_BUCKET_BYTES))
+    report = (_HeldReport(HELD_IN_MEMORY)
               if fmt == "human" and to_stdout and HELD_IN_MEMORY is not None else None)
     sink = atomic_output(str(output)) if output is not None else None
     try:
@@ -345,46 +345,60 @@ def _finding_lines() -> "Callable[[Finding], str]":
     return line
 
 
-#: Bytes of one part of the report for people (a project's findings of one
-#: check and severity) held in memory before an unnamed temporary file holds it.
-REPORT_BUCKET_BYTES = 64 << 10
-
-
 class _HeldReport:
     """``validate``'s report for people, held: each finding's check and line
     (:func:`~.output.hold_value`), one :class:`~.output.HeldRows` per
     project, check and severity, so that a project's lines come back in
     the order :func:`~lecode_memctl.core.audit.sort_findings` gives (the
     findings of one part in the order the audit gave them) without every
-    finding held as an object (100,000 findings: 115 MiB);
-    its parts' files are closed by :meth:`close`."""
+    finding held as an object (100,000 findings: 115 MiB).  Past ``limit``
+    bytes held in memory by all the parts together, every part's go to one
+    unnamed temporary file they share (:class:`~.output.Spill`): nothing
+    in $TMPDIR below that, one descriptor for them all (a file per part
+    held one each to the end, and a later store's audit ran out of them).
+    :meth:`close` closes the file."""
 
     def __init__(self, limit: int) -> None:
         from lecode_memctl.core.audit import finding_rank
 
-        from .output import HeldRows, hold_value
+        from .output import HeldRows, Spill, hold_value
 
         self._limit = limit
         self._rank = finding_rank()
-        self._parts: dict[tuple[str, int, int], HeldRows] = {}
+        self._spill = Spill()
+        self._held = 0              # bytes the parts hold in memory
+        self._parts: dict[str, dict[tuple[int, int], HeldRows]] = {}
         self._new, self._hold, self._line = HeldRows, hold_value, _finding_lines()
 
     def add(self, f: "Finding") -> None:
-        key = (f.project, *self._rank(f))
-        part = self._parts.get(key)
+        import sys
+
+        by_rank = self._parts.get(f.project)
+        if by_rank is None:
+            by_rank = self._parts[f.project] = {}
+        rank = self._rank(f)
+        part = by_rank.get(rank)
         if part is None:
-            part = self._parts[key] = self._new(self._limit, b"")
+            # (flushed by this report, never by itself)
+            part = by_rank[rank] = self._new(sys.maxsize, b"", self._spill)
+        before = part.held
         self._hold(part, (f.check, self._line(f)))
+        self._held += part.held - before
+        if self._held > self._limit and not self._spill.failed:
+            for parts in self._parts.values():
+                for p in parts.values():
+                    p.flush()
+            self._held = sum(p.held for parts in self._parts.values() for p in parts.values())
 
     def entries(self, project: str) -> "Iterator[tuple[str, str]]":
         from .output import held_values
 
-        for key in sorted(k for k in self._parts if k[0] == project):
-            yield from held_values(self._parts[key].pieces())
+        by_rank = self._parts.get(project, {})
+        for rank in sorted(by_rank):
+            yield from held_values(by_rank[rank].pieces())
 
     def close(self) -> None:
-        for part in self._parts.values():
-            part.__exit__(None, None, None)
+        self._spill.close()
 
 
 #: Bytes of encoded findings ``validate --json`` holds in memory before it

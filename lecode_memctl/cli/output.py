@@ -801,99 +801,142 @@ def csv_cells(columns: Sequence[str]) -> Callable[[Mapping[str, Any]], list[str]
     return cells
 
 
-class HeldRows:
-    """Encoded rows held until a document written at the end holds them
-    (``validate --json``, ``csv``, ``tsv``; a plain table's cells),
-    each after ``sep`` but the first (a comma between JSON rows): in memory up to ``limit`` bytes,
-    then in an unnamed temporary file (``tempfile.TemporaryFile``: gone
-    with the process, however it ends; in the first temporary directory
-    outside the stores, ``atomic.temp_parent``), written a MiB at a time, so that
-    memory does not follow their number.  Where no such file can be had
-    or written (a full or unwritable $TMPDIR), they are held in memory, as
-    before, what the file took read back.  A context manager: its end
-    closes the file."""
+class Spill:
+    """One unnamed temporary file that several :class:`HeldRows` keep their
+    bytes in, one after the other (``tempfile.TemporaryFile``: gone with the
+    process, however it ends), made on first use in the first temporary
+    directory outside the stores (``atomic.temp_parent``).  One file, so
+    that holders by the hundred hold one descriptor.  Where none can be
+    had, or a write fails (a full or unwritable $TMPDIR), every holder
+    takes what the file holds back into memory and the file is closed
+    (its space freed for what comes after: a store's snapshot copy, say)."""
 
-    def __init__(self, limit: int, sep: bytes) -> None:
-        self._limit = limit
-        self._sep = sep
-        self._mem: list[bytes] = []
-        self._size = 0
+    def __init__(self) -> None:
         self._file: Any = None
-        self._written = 0       # bytes the file holds
-        self._first = True
+        self._end = 0
+        self.failed = False
+        self._holders: list[HeldRows] = []
 
-    def add(self, row: bytes) -> None:
-        data = row if self._first else self._sep + row
-        self._first = False
-        self._mem.append(data)
-        self._size += len(data)
-        if self._size > (self._limit if self._file is None else min(self._limit, 1 << 20)):
-            self._to_file()
-
-    def _to_file(self) -> None:
+    def write(self, data: bytes) -> tuple[int, int] | None:
+        """``data`` appended: its (offset, length); None when it could not
+        be (every holder has taken its bytes back)."""
         import errno
         import tempfile
 
-        if self._file is None:
-            from lecode_memctl.core.atomic import temp_parent
+        if self.failed:
+            return None
+        try:
+            if self._file is None:
+                from lecode_memctl.core.atomic import temp_parent
 
-            parent = temp_parent(STATE.temp_outside())      # (never in a store)
-            try:
+                parent = temp_parent(STATE.temp_outside())      # (never in a store)
                 if parent is None:
                     raise OSError(errno.ENOENT, "no temporary directory outside the stores")
-                self._file = tempfile.TemporaryFile(buffering=0, dir=parent)  # noqa: SIM115 - closed by __exit__
-            except OSError:
-                self._limit = sys.maxsize       # (no file to be had: memory, as before)
-                return
-        data = b"".join(self._mem)
-        view = memoryview(data)
-        done = 0
-        try:
+                self._file = tempfile.TemporaryFile(buffering=0, dir=parent)  # noqa: SIM115 - closed by close
+            view = memoryview(data)
+            done = 0
             while done < len(data):
                 n = self._file.write(view[done:])
                 if not n:
                     raise OSError(errno.ENOSPC, "the temporary file takes no more")
                 done += n
         except OSError:
-            back = self._read(self._written)
-            self._file.close()
-            self._file, self._written, self._limit = None, 0, sys.maxsize
-            self._mem = [back, data]
-            self._size = len(back) + len(data)
-            return
-        self._written += len(data)
-        self._mem, self._size = [], 0
+            self.failed = True
+            for h in self._holders:
+                h._take_back()
+            self.close()
+            return None
+        at = self._end
+        self._end += len(data)
+        return at, len(data)
 
-    def _read(self, size: int) -> bytes:
+    def read(self, at: int, size: int) -> Iterator[bytes]:
+        """The ``size`` bytes written at ``at``, a MiB at a time."""
         fd = self._file.fileno()
-        out = []
-        at = 0
-        while at < size:
-            piece = os.pread(fd, min(size - at, 1 << 20), at)
+        end = at + size
+        while at < end:
+            piece = os.pread(fd, min(end - at, 1 << 20), at)
             if not piece:
                 raise OSError(5, "the temporary file of held rows is shorter than written")
-            out.append(piece)
             at += len(piece)
-        return b"".join(out)
+            yield piece
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+class HeldRows:
+    """Encoded rows held until a document written at the end holds them
+    (``validate --json``, ``csv``, ``tsv``; a plain table's cells; the parts
+    of validate's report for people), each after ``sep`` but the first (a
+    comma between JSON rows): in memory up to ``limit`` bytes, then in a
+    :class:`Spill` (its own, or one ``spill`` several share), written a MiB
+    at a time, so that memory does not follow their number.  Where no such
+    file can be had or written, they are held in memory, as before, what
+    the file took read back.  A context manager: its end closes its own
+    spill."""
+
+    def __init__(self, limit: int, sep: bytes, spill: Spill | None = None) -> None:
+        self._limit = limit
+        self._sep = sep
+        self._mem: list[bytes] = []
+        self._size = 0
+        self._first = True
+        self._own = spill is None
+        self._spill = Spill() if spill is None else spill
+        self._spill._holders.append(self)
+        self._chunks: list[tuple[int, int]] = []   # (offset, length) in the spill, in order
+
+    @property
+    def held(self) -> int:
+        """Bytes held in memory."""
+        return self._size
+
+    def add(self, row: bytes) -> None:
+        data = row if self._first else self._sep + row
+        self._first = False
+        self._mem.append(data)
+        self._size += len(data)
+        if self._size > (self._limit if not self._chunks else min(self._limit, 1 << 20)):
+            self.flush()
+
+    def flush(self) -> None:
+        """What memory holds, into the spill (kept in memory when it fails)."""
+        if not self._mem:
+            return
+        where = self._spill.write(b"".join(self._mem))
+        if where is None:
+            self._limit = sys.maxsize       # (no file to be had: memory, as before)
+            return
+        at, n = where
+        if self._chunks and sum(self._chunks[-1]) == at:
+            self._chunks[-1] = (self._chunks[-1][0], self._chunks[-1][1] + n)
+        else:
+            self._chunks.append(where)
+        self._mem, self._size = [], 0
+
+    def _take_back(self) -> None:
+        """The spill failed: what it holds of these rows, back into memory."""
+        back = b"".join(piece for at, n in self._chunks for piece in self._spill.read(at, n))
+        self._chunks = []
+        if back:
+            self._mem.insert(0, back)
+            self._size += len(back)
+        self._limit = sys.maxsize
 
     def pieces(self) -> Iterator[bytes]:
-        if self._file is not None:
-            fd = self._file.fileno()
-            at = 0
-            while at < self._written:
-                piece = os.pread(fd, min(self._written - at, 1 << 20), at)
-                if not piece:
-                    raise OSError(5, "the temporary file of held rows is shorter than written")
-                at += len(piece)
-                yield piece
+        for at, n in self._chunks:
+            yield from self._spill.read(at, n)
         yield from self._mem
 
     def __enter__(self) -> HeldRows:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._file is not None:
-            self._file.close()
+        if self._own:
+            self._spill.close()
 
 
 def render_records(model: Any, rows: Iterable[Mapping[str, Any]], fmt: str, *,

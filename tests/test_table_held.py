@@ -191,6 +191,11 @@ def test_a_tmpdir_inside_the_store_is_passed_over(demo_template, tmp_path, monke
         else:
             assert got == want[args], args
     assert dirs and not any(resolves_inside(d, store) for d in dirs), dirs
+    # validate's own --store (not the global option: a review of 63c118a)
+    dirs.clear()
+    r = run_cli("--no-state", "validate", "--store", str(store))
+    assert (r.exit_code, r.stdout_bytes) == want[("validate",)]
+    assert dirs and not any(resolves_inside(d, store) for d in dirs), dirs
     assert sorted(os.listdir(inside)) == before
 
 
@@ -209,3 +214,25 @@ def test_with_no_temporary_directory_outside_the_store_the_rows_stay_in_memory(
     monkeypatch.setattr(output, "TABLE_HELD_IN_MEMORY", 0)
     r = run_cli("--store", str(store), "--no-state", "facts", "--all")
     assert (r.exit_code, r.stdout_bytes) == (0, want)
+
+
+def test_no_descriptor_left_for_the_temporary_file_keeps_the_rows_in_memory(monkeypatch):
+    """With every descriptor taken, even ``import tempfile`` fails (EMFILE):
+    the rows stay in memory, the command goes on (a review of 08e5631: the
+    error escaped, and validate printed no report, exit 5)."""
+    import builtins
+    import sys
+
+    real = builtins.__import__
+
+    def no_fd(name, *a, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202
+        if name == "tempfile":
+            raise OSError(24, "Too many open files")
+        return real(name, *a, **kw)
+
+    monkeypatch.delitem(sys.modules, "tempfile", raising=False)
+    monkeypatch.setattr(builtins, "__import__", no_fd)
+    with output.HeldRows(10, b",") as held:
+        for i in range(5):
+            held.add(b"row %d" % i)
+        assert b"".join(held.pieces()) == b"row 0,row 1,row 2,row 3,row 4"

@@ -168,6 +168,8 @@ def validate(
         stores = [require_store(store_given(store_dir, STATE.slug_option))]
     else:
         stores = [STATE.existing_store()]
+    # (the held rows' temporary file is never made in one of them)
+    STATE.temp_fences = [str(st.path) for st in stores]
     if output is not None and output.is_dir():
         raise UsageError(f"--output {output}: is a directory")
 
@@ -379,7 +381,8 @@ class _HeldReport:
         rank = self._rank(f)
         part = by_rank.get(rank)
         if part is None:
-            # (flushed by this report, never by itself)
+            # (flushed by this report, and by itself past 1 MiB once it has
+            # written some: HeldRows' own bound after its first chunk)
             part = by_rank[rank] = self._new(sys.maxsize, b"", self._spill)
         before = part.held
         self._hold(part, (f.check, self._line(f)))

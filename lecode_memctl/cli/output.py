@@ -820,12 +820,13 @@ class Spill:
     def write(self, data: bytes) -> tuple[int, int] | None:
         """``data`` appended: its (offset, length); None when it could not
         be (every holder has taken its bytes back)."""
-        import errno
-        import tempfile
-
         if self.failed:
             return None
         try:
+            # (imported here: with no descriptor left, an import fails too)
+            import errno
+            import tempfile
+
             if self._file is None:
                 from lecode_memctl.core.atomic import temp_parent
 
@@ -838,13 +839,15 @@ class Spill:
             while done < len(data):
                 n = self._file.write(view[done:])
                 if not n:
-                    raise OSError(errno.ENOSPC, "the temporary file takes no more")
+                    raise OSError(28, "the temporary file takes no more")     # ENOSPC
                 done += n
         except OSError:
             self.failed = True
-            for h in self._holders:
-                h._take_back()
-            self.close()
+            try:
+                for h in self._holders:
+                    h._take_back()
+            finally:
+                self.close()
             return None
         at = self._end
         self._end += len(data)

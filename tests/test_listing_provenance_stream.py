@@ -168,7 +168,7 @@ def _paths(fs: FactStore, bare: bool) -> list[tuple[list, str | None]]:
     return out
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(s=stores())
 def test_streamed_provenance_is_the_dict(template: Path, tmp_path_factory: pytest.TempPathFactory,
                                          s: tuple) -> None:

@@ -119,14 +119,21 @@ def test_without_a_temporary_file_the_findings_stay_in_memory(demo_template, tmp
 def test_a_temporary_file_that_fills_up_gives_its_findings_back(demo_template, tmp_path,
                                                                 monkeypatch):
     store, want = _held_against_whole(demo_template, tmp_path, monkeypatch, 200, 100)
+    closed = filling_temporary_files(monkeypatch)
+    _as_made_whole(store, want)
+    assert closed == [True]
+
+
+def filling_temporary_files(monkeypatch, left: int = 5000) -> list[bool]:  # noqa: ANN001
+    """Temporary files that take ``left`` bytes, then are full; the list
+    returned gets a True as each is closed."""
     real = tempfile.TemporaryFile
+    closed: list[bool] = []
 
     class Filling:
-        """A temporary file that takes 5,000 bytes, then is full."""
-
-        def __init__(self) -> None:
-            self.f = real(buffering=0)
-            self.left = 5000
+        def __init__(self, *a, **kw) -> None:  # noqa: ANN002, ANN003
+            self.f = real(*a, **kw)
+            self.left = left
 
         def write(self, data: bytes) -> int:
             if len(data) > self.left:
@@ -136,11 +143,15 @@ def test_a_temporary_file_that_fills_up_gives_its_findings_back(demo_template, t
             self.left -= len(data)
             return self.f.write(data)
 
+        def close(self) -> None:
+            closed.append(True)
+            self.f.close()
+
         def __getattr__(self, name):  # noqa: ANN001, ANN204
             return getattr(self.f, name)
 
-    monkeypatch.setattr(tempfile, "TemporaryFile", lambda *a, **kw: Filling())
-    _as_made_whole(store, want)
+    monkeypatch.setattr(tempfile, "TemporaryFile", Filling)
+    return closed
 
 
 def test_an_error_in_the_audit_prints_no_part_of_the_document(demo_template, tmp_path,

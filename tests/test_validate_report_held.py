@@ -15,7 +15,12 @@ from lecode_memctl.cli import cmd_audit
 
 from .conftest import run_cli
 from .test_audit import build_clean, build_db_stores, build_planted
-from .test_validate_json_held import _legacy_facts, audit_fails_at, peaks_at_findings
+from .test_validate_json_held import (
+    _legacy_facts,
+    audit_fails_at,
+    filling_temporary_files,
+    peaks_at_findings,
+)
 
 
 def _report(monkeypatch, bound, *args: str) -> tuple[int, str, str]:  # noqa: ANN001
@@ -126,29 +131,6 @@ def test_a_shared_file_that_fills_up_gives_every_part_back(config_dir, monkeypat
     lines back into memory, and the file is closed (its space freed)."""
     _stores_with_findings(config_dir, 6)
     want = _report(monkeypatch, None, "--all-projects")
-    real = tempfile.TemporaryFile
-    closed: list[bool] = []
-
-    class Filling:
-        def __init__(self, *a, **kw) -> None:  # noqa: ANN002, ANN003
-            self.f = real(*a, **kw)
-            self.left = 5000
-
-        def write(self, data: bytes) -> int:
-            if len(data) > self.left:
-                self.f.write(data[:self.left])
-                self.left = 0
-                raise OSError(28, "No space left on device")
-            self.left -= len(data)
-            return self.f.write(data)
-
-        def close(self) -> None:
-            closed.append(True)
-            self.f.close()
-
-        def __getattr__(self, name):  # noqa: ANN001, ANN204
-            return getattr(self.f, name)
-
-    monkeypatch.setattr(tempfile, "TemporaryFile", Filling)
+    closed = filling_temporary_files(monkeypatch)
     assert _report(monkeypatch, 0, "--all-projects") == want
     assert closed == [True]

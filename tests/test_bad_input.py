@@ -1525,7 +1525,7 @@ def test_mark_finder_by_memmem_finds_what_bytes_find_finds(monkeypatch, memmem, 
 @pytest.mark.parametrize("ahead", [False, True])
 @pytest.mark.parametrize("memmem", [False, True])
 @pytest.mark.parametrize("misses", [0, 1, 16])
-@pytest.mark.parametrize("block", [1, 2, 3, 7, 64, 1 << 20])
+@pytest.mark.parametrize("block", [1, 3, 7, 64, 1 << 20])
 def test_the_event_scan_keeps_every_marked_line_across_blocks(tmp_path, monkeypatch, block, misses,
                                                              memmem, ahead):
     """marked_lines, which no longer joins a long line unless it is wanted,
@@ -1558,7 +1558,7 @@ def test_the_event_scan_keeps_every_marked_line_across_blocks(tmp_path, monkeypa
     pieces = [b'{"seq":1,"type":"message","x":"event"}', b'"event"', b'"ev', b'ent"', b"x" * 70,
               b'{"seq":2,"type":"event"}', b'{"seq":3,"type":"event","event":"undo"}', b"\n", b"\n",
               b"v", b"vv" * 40, b'"e', b'"vent"', b"event\"", b'"even"']
-    for trial in range(100):      # (x 72 settings: 7,200 random transcripts)
+    for trial in range(100):      # (x 60 settings: 6,000 random transcripts)
         data = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 14)))
         p = tmp_path / f"t{trial}.jsonl"
         p.write_bytes(data)

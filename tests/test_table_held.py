@@ -236,3 +236,17 @@ def test_no_descriptor_left_for_the_temporary_file_keeps_the_rows_in_memory(monk
         for i in range(5):
             held.add(b"row %d" % i)
         assert b"".join(held.pieces()) == b"row 0,row 1,row 2,row 3,row 4"
+
+
+def test_a_value_longer_than_many_pieces_comes_back_whole():
+    """A cell of 3 MiB between small ones, held in a file read back a MiB at
+    a time: each value whole and in order."""
+    big = "x" * (3 << 20) + "é"
+    values = [["a", "b"], ["c", big], ["d", ""], [big[:10], "e"]]
+    with output.HeldRows(0, b"") as held:
+        for v in values:
+            output.hold_value(held, v)
+        assert list(output.held_values(held.pieces())) == values
+        assert list(output.held_values(iter([b"".join(held.pieces())]))) == values
+    with pytest.raises(OSError, match="middle of a row"):
+        list(output.held_values(iter([b"\x09\x00\x00\x00abc"])))

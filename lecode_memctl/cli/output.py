@@ -1114,21 +1114,23 @@ def hold_value(held: HeldRows, value: Any) -> None:
 
 
 def held_values(pieces: Iterable[bytes]) -> Iterator[Any]:
-    """The values :func:`hold_value` held, in order, from ``held.pieces()``."""
+    """The values :func:`hold_value` held, in order, from ``held.pieces()``.
+    (A value longer than a piece is gathered in a ``bytearray``: joining the
+    pieces again at each one was quadratic in its length.)"""
     import marshal
 
-    rest = b""
+    buf = bytearray()
     for piece in pieces:
-        data = rest + piece if rest else piece
-        at, end = 0, len(data)
+        buf += piece
+        at, end = 0, len(buf)
         while end - at >= 4:
-            size = int.from_bytes(data[at:at + 4], "little")
+            size = int.from_bytes(buf[at:at + 4], "little")
             if end - at - 4 < size:
                 break
-            yield marshal.loads(data[at + 4:at + 4 + size])
+            yield marshal.loads(bytes(buf[at + 4:at + 4 + size]))
             at += 4 + size
-        rest = data[at:]
-    if rest:
+        del buf[:at]
+    if buf:
         raise OSError(5, "the held rows end in the middle of a row")
 
 

@@ -36,9 +36,14 @@ def process_pool(workers: int, ctx: Any) -> Iterator[ProcessPoolExecutor]:
     try:
         yield pool
     except BaseException:
-        _end_workers(pool)
+        manager = getattr(pool, "_executor_manager_thread", None)
+        try:
+            _end_workers(pool)
+        finally:
+            pool.shutdown(wait=True)
+        _forget_wakeup(manager)
         raise
-    finally:
+    else:
         pool.shutdown(wait=True)
 
 
@@ -49,6 +54,26 @@ def _end_workers(pool: ProcessPoolExecutor) -> None:
         with contextlib.suppress(Exception):     # (ended meanwhile, or never started)
             if proc.is_alive():
                 proc.terminate()
+
+
+def _forget_wakeup(manager: Any) -> None:
+    """After its workers were terminated: wait (5 s at most) for the pool's
+    manager thread to end, then drop the pipe CPython's exit handler would
+    wake it by.  That handler (``concurrent.futures.process._python_exit``)
+    writes to the pipe of every pool seen; in a pool whose workers were
+    terminated the descriptor could be closed under it (a race in the
+    broken pool's clean-up), and the exit then printed "Exception ignored
+    ... Bad file descriptor" after memctl's one error line (seen once in
+    about 20 runs of tests/test_deep_memory.py's pool case).  An ended
+    thread has nothing to be woken for."""
+    if manager is None:
+        return
+    with contextlib.suppress(Exception):
+        manager.join(5)
+        if not manager.is_alive():
+            from concurrent.futures import process
+
+            process._threads_wakeups.pop(manager, None)
 
 
 def end_with_parent(parent: int) -> None:

@@ -174,9 +174,12 @@ def test_out_of_memory_in_deep_is_one_line_and_exit_70(tmp_path, sessions):
             assert p.stderr == line, (args, p.stderr)
         else:
             # with a pool, a second error line ending in "Bad file descriptor"
-            # followed it once in about 20 parallel suite runs (not explained
-            # yet: see the issue's note); the first line, the status and no
-            # traceback hold every time
+            # followed it once in about 20 parallel suite runs, and once
+            # CPython's exit handler's "Exception ignored ... _send ... Bad file
+            # descriptor" (its wakeup of the pool's manager thread, after a
+            # descriptor close race in the broken pool's clean-up; dropped by
+            # pools._forget_wakeup since f12eb86); the first line, the status
+            # and no traceback must hold every time
             assert p.stderr.startswith(line) and b"Traceback" not in p.stderr, (args, p.stderr)
 
 

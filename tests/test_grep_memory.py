@@ -14,6 +14,8 @@ import orjson
 from lecode_memctl.core.grep import grep
 from lecode_memctl.core.layout import store_at
 
+from .builders import traced_peak
+
 SLUG = "proj-0123456789ab"
 BODY = 20_000          # characters of each record's one long line (the hit shows 400)
 
@@ -42,14 +44,7 @@ def _peak(store: Path) -> tuple[int, int]:
     from lecode_memctl.core.layout import store_given
 
     run = grep(store_given(store), "needle", include_hidden=True)
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        base = tracemalloc.get_traced_memory()[0]
-        hits = sum(1 for _ in run.hits())
-        return hits, tracemalloc.get_traced_memory()[1] - base
-    finally:
-        tracemalloc.stop()
+    return traced_peak(lambda: sum(1 for _ in run.hits()))
 
 
 def test_pending_hits_do_not_hold_their_records(tmp_path: Path) -> None:

@@ -21,13 +21,20 @@ IDS = [f"{i:016x}" for i in (1, 2, 3, 5, 8, 13, 21)]
 ODD_IDS: list[object] = [b"\x00blob", 7, "Z-not-hex", "0000000000000004"]
 
 
-def _build(db_path: Path, facts: list, revisions: list, refs: list) -> None:
+def empty_facts_db(db_path: Path) -> sqlite3.Connection:
+    """A facts database at ``db_path`` with memctl's schema and no row, and
+    a connection to it with foreign keys off (for rows a test writes)."""
     with FactStore(db_path) as fs:
         fs.add("bootstrap so the schema exists")
     db = sqlite3.connect(db_path)
     db.execute("PRAGMA foreign_keys = OFF")
     for t in ("source_refs", "provenance", "revisions", "facts"):
         db.execute(f"DELETE FROM {t}")
+    return db
+
+
+def _build(db_path: Path, facts: list, revisions: list, refs: list) -> None:
+    db = empty_facts_db(db_path)
     db.executemany("INSERT INTO facts VALUES (?, ?, '2026-01-01T00:00:00.000Z', "
                    "'2026-01-02T00:00:00.000Z')", facts)
     db.executemany("INSERT INTO revisions VALUES (?, ?, ?, '2026-01-01T00:00:00.000Z')", revisions)

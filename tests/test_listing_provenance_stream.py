@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from lecode_memctl.core.facts import FactStore
 
-from .test_listing_merge import _failing_sorts, _outcome
+from .test_listing_merge import _failing_sorts, _outcome, empty_facts_db
 
 NOW = "2026-01-01T00:00:00.000Z"
 
@@ -50,12 +50,7 @@ def reference_prov(db: sqlite3.Connection, where: str = "", args: tuple[Any, ...
 def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A migrated, empty facts database (copied for each store)."""
     path = tmp_path_factory.mktemp("tpl") / "facts.sqlite3"
-    with FactStore(path) as fs:
-        fs.add("bootstrap so the schema exists")
-    db = sqlite3.connect(path)
-    db.execute("PRAGMA foreign_keys = OFF")
-    for t in ("source_refs", "provenance", "revisions", "facts"):
-        db.execute(f"DELETE FROM {t}")
+    db = empty_facts_db(path)
     db.commit()
     db.execute("PRAGMA journal_mode = DELETE")
     db.close()

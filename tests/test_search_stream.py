@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from lecode_memctl.core import markdown, markdown_search
 from lecode_memctl.core.markdown_search import SearchHit, SearchResult, SkippedFile
 
+from .builders import traced_peak
 from .test_search_pieces import _FILES, _store, _whole_file_search
 
 _EVERY = 2**62      # the machine formats' limit when --limit is not given
@@ -100,14 +101,7 @@ def test_memory_does_not_follow_the_file(tmp_path, monkeypatch):
     def peak(n: int) -> tuple[int, int]:
         store = _store(tmp_path / str(n), {"MEMORY.md": _lines(n)})
         run = markdown_search.stream_search(store, "tabs", limit=_EVERY)
-        tracemalloc.start()
-        try:
-            tracemalloc.reset_peak()
-            base = tracemalloc.get_traced_memory()[0]
-            count = sum(1 for _ in run.hits())
-            return count, tracemalloc.get_traced_memory()[1] - base
-        finally:
-            tracemalloc.stop()
+        return traced_peak(lambda: sum(1 for _ in run.hits()))
 
     (n1, p1), (n4, p4) = peak(15_000), peak(60_000)
     assert (n1, n4) == (15_000, 60_000)

@@ -60,7 +60,7 @@ def export(
     from lecode_memctl.core.errors import UsageError
     from lecode_memctl.core.rowmodel import SCHEMA_VERSION
 
-    from .output import emit_json, stdout_is_tty
+    from .output import emit_json_document, stdout_is_tty
 
     store = STATE.existing_store()
     if output is None or str(output) == "-":
@@ -77,7 +77,11 @@ def export(
         return
     res = export_to_file(store, output, with_backups=with_backups, lock_wait=lock_wait)
     if json_:
-        emit_json({"type": "export", "schema_version": SCHEMA_VERSION, **res.to_json()})
+        # (the rows streamed from the file that holds them, never all in memory)
+        doc = {"type": "export", "schema_version": SCHEMA_VERSION, **res.to_json()}
+        rows, error = doc.pop("facts"), doc.pop("facts_error")
+        emit_json_document(doc, "facts", rows, lambda: {"facts_error": error},
+                           {"facts_error": error})
         return
     _summary(res, err=False)
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import itertools
 import os
 import shutil
 import stat
@@ -333,10 +334,109 @@ def _stage(store: Store, dest: Path, with_backups: bool, lock_wait: float | None
 # The audit both sides compute (same code as `validate` and `facts`)
 
 
-def audit_store(path: Path, slug: str) -> dict[str, Any]:
+class _HoldFailed(StoreWriteError):
+    """A write of the held rows' temporary file failed (exit 7): the
+    export fails, it is not the bundled database's error."""
+
+
+class HeldFactRows:
+    """The fact rows of an audit (:data:`FACT_FIELDS`), each held as its
+    canonical bytes (:func:`canonical`), one per line, in an unnamed
+    temporary file (``tempfile.TemporaryFile``: gone with its descriptor,
+    however the process ends) in ``parent``, a private directory outside
+    the store; in memory, as bytes, without one.  So that memory does not
+    follow the number of facts: 100,000 rows as dicts were 100 MB, and
+    ``export`` held them twice more as the manifest's bytes.  Iterating
+    gives the rows again as dicts, in order, as often as asked."""
+
+    def __init__(self, parent: str | os.PathLike[str] | None) -> None:
+        self.count = 0
+        self._mem: list[bytes] = []
+        self._held = 0
+        self._file: Any = None
+        self._size = 0
+        if parent is not None:
+            try:
+                self._file = tempfile.TemporaryFile(dir=parent)  # noqa: SIM115 - closed by close
+            except OSError as exc:
+                raise _HoldFailed(f"cannot hold the fact rows in a temporary file: "
+                                  f"{exc.strerror}") from None
+
+    def add(self, row: dict[str, Any]) -> None:
+        data = canonical(row) + b"\n"
+        self._mem.append(data)
+        self._held += len(data)
+        self.count += 1
+        if self._file is not None and self._held >= CHUNK:
+            self._flush()
+
+    def _flush(self) -> None:
+        data = b"".join(self._mem)
+        self._mem, self._held = [], 0
+        try:
+            self._file.seek(self._size)
+            self._file.write(data)
+            self._file.flush()
+        except OSError as exc:
+            raise _HoldFailed(f"cannot hold the fact rows in a temporary file: "
+                              f"{exc.strerror}") from None
+        self._size += len(data)
+
+    def _lines(self) -> Iterator[bytes]:
+        """The bytes held, a MiB or so at a time, each piece whole lines."""
+        if self._file is not None:
+            if self._mem:
+                self._flush()
+            at, rest = 0, b""
+            while at < self._size:
+                piece = os.pread(self._file.fileno(), min(CHUNK, self._size - at), at)
+                if not piece:
+                    raise StoreCorrupt("the temporary file of fact rows is shorter than written")
+                at += len(piece)
+                cut = piece.rfind(b"\n") + 1
+                if cut:
+                    yield rest + piece[:cut]
+                    rest = piece[cut:]
+                else:
+                    rest += piece
+            return
+        yield from self._mem
+
+    def joined(self) -> Iterator[bytes]:
+        """The rows' bytes joined by commas: a JSON array's inside."""
+        last = b""
+        for piece in self._lines():
+            if last:
+                yield last.replace(b"\n", b",") + b","
+            last = piece[:-1]
+        if last:
+            yield last.replace(b"\n", b",")
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for piece in self._lines():
+            for line in piece.splitlines():
+                yield orjson.loads(line)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __bool__(self) -> bool:
+        return self.count > 0
+
+    def close(self) -> None:
+        self._mem = []
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def audit_store(path: Path, slug: str, rows_in: str | os.PathLike[str] | None = None
+                ) -> dict[str, Any]:
     """``validate`` (deep, no config file) and ``facts`` over the store at
     ``path`` with slug ``slug``: ``{"validate": {...}, "facts": {...}}``,
-    without anything that depends on where or when it ran."""
+    without anything that depends on where or when it ran.  The facts' rows
+    are a :class:`HeldFactRows`, its file in ``rows_in`` (a private
+    directory outside the store) when given."""
     import sqlite3
 
     from .audit import validate_store
@@ -354,23 +454,29 @@ def audit_store(path: Path, slug: str) -> dict[str, Any]:
     findings.sort(key=canonical)
     summary = {k: v for k, v in audit_summary.to_json().items() if k not in _RUN_FIELDS}
     summary["findings_list"] = findings
-    facts: dict[str, Any] = {"rows": [], "error": None}
+    rows = HeldFactRows(rows_in)
+    facts: dict[str, Any] = {"rows": rows, "error": None}
     try:
         fs = FactStore.open_readonly(store.facts_db)
         try:
             if fs.exists:
                 sessions = SessionStore(store, exclusions=fs)
-                facts["rows"] = [{k: row[k] for k in FACT_FIELDS}
-                                 for row in iter_fact_rows(fs, sessions)]
+                for row in iter_fact_rows(fs, sessions):
+                    rows.add({k: row[k] for k in FACT_FIELDS})
         finally:
             fs.close()
+    except _HoldFailed:
+        rows.close()
+        raise
     except (MemctlError, sqlite3.Error) as exc:
         # (an error of SQLite's that a read let through: classified as every
         # other one of the fact store's, so the bundle records it as a
         # database that cannot be opened, not an export that stops at it)
         err = exc if isinstance(exc, MemctlError) else db_error(store.facts_db, exc)
         code = getattr(err, "code", StoreCorrupt.code)
-        facts = {"rows": [], "error": {"code": code, "message": _strip_path(str(err), path)}}
+        rows.close()
+        facts = {"rows": HeldFactRows(None),
+                 "error": {"code": code, "message": _strip_path(str(err), path)}}
     return {"validate": summary, "facts": facts}
 
 
@@ -388,7 +494,7 @@ def _strip_path(message: str, path: Path) -> str:
 class ExportResult:
     output: str | None                # the file written, None for a stream
     compression: str | None           # "gzip" or None
-    manifest: dict[str, Any]
+    manifest: dict[str, Any]          # its facts' rows: a HeldFactRows
     manifest_sha256: str              # sha256 of manifest.json's bytes
     files: int
     bytes: int                        # archive bytes written
@@ -428,10 +534,55 @@ def build_manifest(store: Store, staged: _Staged, stage_dir: Path, *, with_backu
         "database": staged.database,
         "files": files,
         "skipped": sorted(staged.skipped, key=lambda s: s["path"]),
-        **audit_store(stage_dir, store.slug),
+        **audit_store(stage_dir, store.slug, rows_in=stage_dir.parent),
     }
-    doc["digest"] = hashlib.sha256(canonical(doc)).hexdigest()
+    h = hashlib.sha256()
+    for piece in manifest_bytes(doc):
+        h.update(piece)
+    doc["digest"] = h.hexdigest()
     return doc
+
+
+def manifest_bytes(doc: dict[str, Any]) -> Iterator[bytes]:
+    """``canonical(doc)`` in pieces, its fact rows (a :class:`HeldFactRows`)
+    read back from their file as the pieces come: the manifest's bytes,
+    never all in memory.  The rest of the document is encoded once with a
+    random text where the rows go, cut there."""
+    rows = doc["facts"]["rows"]
+    while True:
+        mark = "memctl-fact-rows-" + os.urandom(16).hex()
+        data = canonical({**doc, "facts": {**doc["facts"], "rows": mark}})
+        quoted = b'"' + mark.encode() + b'"'
+        if data.count(quoted) == 1:     # (nothing else holds it: it is random)
+            break
+    head, _, tail = data.partition(quoted)
+    yield head + b"["
+    yield from rows.joined()
+    yield b"]" + tail
+
+
+def write_manifest(doc: dict[str, Any], path: Path) -> tuple[int, str]:
+    """manifest.json's bytes (:func:`manifest_bytes`, then a newline) into
+    the new file ``path`` (in the private staging directory): (size, sha256)."""
+    h = hashlib.sha256()
+    n = 0
+    try:
+        fd = open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    except OSError as exc:
+        raise StoreWriteError(f"cannot write the manifest in a temporary directory: "
+                              f"{exc.strerror}") from None
+    try:
+        for piece in itertools.chain(manifest_bytes(doc), (b"\n",)):
+            h.update(piece)
+            n += len(piece)
+            try:
+                write_all(fd, piece)
+            except OSError as exc:
+                raise StoreWriteError(f"cannot write the manifest in a temporary directory: "
+                                      f"{exc.strerror}") from None
+    finally:
+        os.close(fd)
+    return n, h.hexdigest()
 
 
 class _Counting(io.RawIOBase):
@@ -464,8 +615,12 @@ def write_bundle(out: IO[bytes], stage_dir: Path, manifest: dict[str, Any],
                  compression: str | None) -> tuple[str, int]:
     """The archive: manifest.json, then every file in manifest order, each
     directory (mode 0700, so that ``tar -x`` gives the store its modes) just
-    before its first file.  Returns (sha256 of the manifest's bytes, archive bytes written)."""
-    data = canonical(manifest) + b"\n"
+    before its first file.  The manifest's bytes are written first to
+    ``manifest.json`` beside ``stage_dir`` (:func:`write_manifest`), and
+    copied from there.  Returns (sha256 of the manifest's bytes, archive
+    bytes written)."""
+    manifest_path = stage_dir.parent / MANIFEST
+    size, digest = write_manifest(manifest, manifest_path)
     counter = _Counting(out)
     mtime = int(datetime.strptime(manifest["exported"][:19], "%Y-%m-%dT%H:%M:%S")
                 .replace(tzinfo=UTC).timestamp())
@@ -473,7 +628,8 @@ def write_bundle(out: IO[bytes], stage_dir: Path, manifest: dict[str, Any],
     # typeshed's overloads want a literal mode and an IO[bytes], not a RawIOBase
     with tarfile.open(fileobj=counter, mode=mode, format=tarfile.PAX_FORMAT,  # type: ignore[call-overload]
                       encoding="utf-8") as tf:
-        tf.addfile(_tarinfo(MANIFEST, len(data), mtime), io.BytesIO(data))
+        with open(manifest_path, "rb") as fh:
+            tf.addfile(_tarinfo(MANIFEST, size, mtime), fh)
         tf.addfile(_tarinfo(STORE_DIR + "/", 0, mtime, directory=True))
         dirs = {STORE_DIR}
         for entry in manifest["files"]:
@@ -484,7 +640,7 @@ def write_bundle(out: IO[bytes], stage_dir: Path, manifest: dict[str, Any],
                 tf.addfile(_tarinfo(parent + "/", 0, mtime, directory=True))
             with open(stage_dir / rel, "rb") as fh:
                 tf.addfile(_tarinfo(entry["path"], entry["size"], mtime), fh)
-    return hashlib.sha256(data).hexdigest(), counter.n
+    return digest, counter.n
 
 
 def export_bundle(store: Store, out: IO[bytes], *, compression: str | None = None,
@@ -501,7 +657,11 @@ def export_bundle(store: Store, out: IO[bytes], *, compression: str | None = Non
         staged = _stage(store, stage_dir, with_backups, lock_wait)
         manifest = build_manifest(store, staged, stage_dir, with_backups=with_backups,
                                   now=time.time() if now is None else now)
-        digest, n = write_bundle(out, stage_dir, manifest, compression)
+        try:
+            digest, n = write_bundle(out, stage_dir, manifest, compression)
+        except BaseException:
+            manifest["facts"]["rows"].close()
+            raise
         return ExportResult(None, compression, manifest, digest, len(manifest["files"]), n)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

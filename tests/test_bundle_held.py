@@ -11,7 +11,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from lecode_memctl.core import bundle
 from lecode_memctl.core.bundle import HeldFactRows, canonical, manifest_bytes
@@ -40,21 +40,24 @@ def sourced_facts(store: Path, n: int) -> None:
     db.close()
 
 
-def test_export_does_not_follow_the_facts(demo_template, tmp_path):
-    """At 6,000 and 24,000 facts (before: 23 MiB apart, now 4); the bundles verify."""
-    peaks = []
+def test_export_and_verify_do_not_follow_the_facts(demo_template, tmp_path):
+    """At 6,000 and 24,000 facts, export (before: 23 MiB apart, now 4) and
+    verify (before: 49 MiB apart, now 6); the bundles verify."""
+    exports, verifies = [], []
     for n in (6000, 24000):
         store = copy_demo(demo_template, tmp_path / f"demo{n}")
         sourced_facts(store, n)
         out = tmp_path / f"b{n}.tar"
-        peak, _ = child_peak_kib(store, "export", "--output", str(out))
-        peaks.append(peak)
-        r = run_cli("verify", str(out), "--json")
-        doc = orjson.loads(r.stdout)
-        assert r.exit_code == 0, doc["problems"]
+        exports.append(child_peak_kib(store, "export", "--output", str(out))[0])
+        peak, text = child_peak_kib(store, "verify", str(out), "--json")
+        verifies.append(peak)
+        doc = orjson.loads(text)
+        assert doc["ok"], doc["problems"]
         assert len(doc["facts"]) > n
         assert {f["status"] for f in doc["facts"][:n]} == {"valid"}
-    assert peaks[1] - peaks[0] < 10 << 10, peaks
+        assert all(f["same"] for f in doc["facts"])
+    assert exports[1] - exports[0] < 10 << 10, exports
+    assert verifies[1] - verifies[0] < 14 << 10, verifies
 
 
 def test_export_json_lists_every_row_from_the_file(demo_template, tmp_path):
@@ -64,7 +67,9 @@ def test_export_json_lists_every_row_from_the_file(demo_template, tmp_path):
     assert r.exit_code == 0, r.stderr
     doc = orjson.loads(r.stdout)
     listed = orjson.loads(run_cli("--store", str(store), "facts", "--all", "--json").stdout)
-    assert doc["facts"] == [{k: row[k] for k in bundle.FACT_FIELDS} for row in listed["facts"]]
+    want = [{k: row[k] for k in bundle.FACT_FIELDS} for row in listed["facts"]]
+    # the same text too: each row's keys in the listing's order, not the manifest's
+    assert [orjson.dumps(r) for r in doc["facts"]] == [orjson.dumps(r) for r in want]
     assert list(doc)[-2:] == ["facts", "facts_error"] and doc["facts_error"] is None
 
 
@@ -126,3 +131,174 @@ def test_no_rows_is_an_empty_array(tmp_path, on_disk):
     assert b"".join(manifest_bytes(doc)) == b'{"facts":{"error":null,"rows":[]}}'
     assert list(held) == [] and not held
     held.close()
+
+
+def test_export_and_verify_let_go_their_temporary_files(demo_template, tmp_path):
+    """No descriptor of the rows' files is left to the garbage collector
+    (``python -X dev`` warns of one)."""
+    import os
+    import subprocess
+    import sys
+
+    from .test_validate_json_held import REPO
+
+    store = copy_demo(demo_template, tmp_path / "demo")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    for args in (["--store", str(store), "export", "-o", str(tmp_path / "b.tar")],
+                 ["--store", str(store), "export", "-o", str(tmp_path / "c.tar"), "--json"],
+                 ["verify", str(tmp_path / "b.tar")], ["verify", str(tmp_path / "b.tar"), "--json"]):
+        p = subprocess.run([sys.executable, "-X", "dev", "-m", "lecode_memctl", "--no-state", *args],
+                           capture_output=True, env=env, timeout=120)
+        assert p.returncode == 0, p.stderr
+        assert b"ResourceWarning" not in p.stderr, p.stderr
+
+
+def test_a_tmpdir_inside_the_store_gets_no_directory_from_export(demo_template, tmp_path,
+                                                                 monkeypatch):
+    """The staged copy's snapshot was fenced out of the copy only: with
+    $TMPDIR in the store, export made (and removed) a directory there."""
+    from lecode_memctl.core import atomic
+
+    store = copy_demo(demo_template, tmp_path / "demo")
+    made: list[str] = []
+    real = atomic._mkdtemp
+
+    def recorded(parent, prefix, made_cb=None):  # noqa: ANN001, ANN202
+        made.append(parent)
+        return real(parent, prefix, made_cb)
+
+    monkeypatch.setattr(atomic, "_mkdtemp", recorded)
+    monkeypatch.setenv("TMPDIR", str(store / "sessions"))
+    before = tree_hash(store)
+    r = run_cli("--store", str(store), "export", "-o", str(tmp_path / "b.tar"))
+    assert r.exit_code == 0, r.stderr
+    assert made and not any(atomic.resolves_inside(m, store) for m in made), made
+    assert tree_hash(store) == before
+    r = run_cli("verify", str(tmp_path / "b.tar"))
+    assert r.exit_code == 0, r.stdout
+
+
+# --------------------------------------------------------------------------
+# verify: the manifest's rows read without holding them, checked against
+# the whole-document reading (bundle._parse_manifest) it replaces
+
+
+_ODD = st.sampled_from(['},{', '}]', '"', '\\', '\n', ',"rows":[', '{', ']', 'x', 'é', '\u2028'])
+_ODD_TEXT = st.lists(_ODD | st.text(max_size=3), max_size=6).map("".join)
+_ELEMENT = st.fixed_dictionaries({"fact_id": _ODD_TEXT, "status": _ODD_TEXT,
+                                  "source_ref": st.none() | st.fixed_dictionaries(
+                                      {"seqs": st.lists(st.integers(0, 9), max_size=3),
+                                       "digest": _ODD_TEXT})})
+
+
+def _manifest_doc(rows, note, fmt, files_ok):  # noqa: ANN001, ANN202
+    doc = {"format": fmt, "version": 1, "database": {"note": note},
+           "files": [{"path": "store/x", "size": 1, "sha256": "ab"}] if files_ok else [1],
+           "project": {"slug": "s" + note}, "facts": {"error": None, "rows": rows},
+           "validate": {"findings_list": [{"message": note}]}}
+    doc["digest"] = __import__("hashlib").sha256(canonical(doc)).hexdigest()
+    return doc
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(rows=st.lists(_ELEMENT | st.integers(-9, 9) | st.lists(st.integers(0, 9), max_size=2),
+                    max_size=12),
+       note=_ODD_TEXT, fmt=st.sampled_from([bundle.BUNDLE_FORMAT] * 3 + ["other"]),
+       files_ok=st.sampled_from([True, True, True, False]),
+       form=st.sampled_from(["canonical", "canonical", "unsorted", "rows unsorted", "indented",
+                             "bad digest",
+                             "rows changed", "garbage", "no newline"]),
+       chunk=st.sampled_from([16, 64, 1 << 20]))
+@example(rows=[{"fact_id": "a", "status": "b", "source_ref": None}], note="", files_ok=True,
+         fmt=bundle.BUNDLE_FORMAT, form="rows unsorted", chunk=16)
+def test_the_streamed_manifest_reads_as_the_whole_one(tmp_path, monkeypatch, rows, note, fmt,
+                                                      files_ok, form, chunk):
+    doc = _manifest_doc(rows, note, fmt, files_ok)
+    data = canonical(doc) + b"\n"
+    if form == "unsorted":
+        data = orjson.dumps(doc) + b"\n"
+    elif form == "indented":
+        data = orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+    elif form == "bad digest":
+        data = canonical({**doc, "digest": "0" * 64}) + b"\n"
+    elif form == "rows changed":
+        doc2 = {**doc, "facts": {"error": None, "rows": [*rows, {"fact_id": "more"}]}}
+        data = canonical(doc2) + b"\n"
+    elif form == "rows unsorted":       # (the rest canonical: the digest still matches)
+        mark = canonical({**doc, "facts": {"error": None, "rows": "MARK"}})
+        data = mark.replace(b'"MARK"', orjson.dumps(rows)) + b"\n"
+    elif form == "garbage":
+        data = data[:len(data) // 2]
+    elif form == "no newline":
+        data = data[:-1]
+    path = tmp_path / f"m-{abs(hash((form, chunk, note)))}.json"
+    path.write_bytes(data)
+    monkeypatch.setattr(bundle, "CHUNK", chunk)
+    streamed = bundle.VerifyReport("b", "archive")
+    whole = bundle.VerifyReport("b", "archive")
+    got = bundle._parse_manifest_file(path, streamed)
+    want = bundle._parse_manifest(data, whole)
+    try:
+        assert streamed.problems == whole.problems
+        assert streamed.manifest_sha256 == whole.manifest_sha256
+        assert (got is None) == (want is None)
+        if got is not None:
+            assert {**got, "facts": {**got["facts"], "rows": list(got["facts"]["rows"])}} == want
+            assert list(got["facts"]["rows"]) == want["facts"]["rows"]     # (again)
+    finally:
+        streamed.close()
+
+
+def test_a_canonical_manifest_past_the_limit_is_read(tmp_path, monkeypatch):
+    """The limit (256 MiB) is for what is held: of a manifest whose rows
+    are objects separated by commas alone (as export writes them), only
+    what is beside its rows; any other (indented, say) is read whole, and
+    past the limit is too large, as before."""
+    rows = [{"fact_id": f"{i:016x}", "status": "valid"} for i in range(2000)]
+    doc = _manifest_doc(rows, "n", bundle.BUNDLE_FORMAT, True)
+    monkeypatch.setattr(bundle, "MANIFEST_MAX_BYTES", 4096)
+    path = tmp_path / "manifest.json"
+    path.write_bytes(canonical(doc) + b"\n")
+    rep = bundle.VerifyReport("b", "archive")
+    got = bundle._parse_manifest_file(path, rep)
+    assert rep.problems == [] and got is not None and len(got["facts"]["rows"]) == 2000
+    rep.close()
+    path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+    rep = bundle.VerifyReport("b", "archive")
+    assert bundle._parse_manifest_file(path, rep) is None
+    assert [p.detail for p in rep.problems] == [f"{path.stat().st_size} bytes: too large"]
+
+
+_CHECKED = st.fixed_dictionaries({"fact_id": st.sampled_from(["a", "b", "c", "d"]) | st.integers(0, 2),
+                                  "status": st.sampled_from(["valid", "stale"]),
+                                  "revision": st.integers(1, 2)})
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(want=st.lists(_CHECKED | st.integers(), max_size=6), got=st.lists(_CHECKED, max_size=6),
+       on_disk=st.booleans())
+def test_the_merged_comparison_is_the_one_by_id(tmp_path, monkeypatch, want, got, on_disk):
+    """Rows merged in id order as they are read give the problems and the
+    check rows that holding each side by id gives (the way kept for rows
+    out of order, a second row of an id, an id that is not text)."""
+    def compared(merge: bool):  # noqa: ANN202
+        with monkeypatch.context() as m:
+            if not merge:
+                def unordered(*a):  # noqa: ANN002, ANN202
+                    raise bundle._Unordered
+                    yield
+                m.setattr(bundle, "_merged_rows", unordered)
+            rep = bundle.VerifyReport("b", "archive")
+            held = HeldFactRows(tmp_path if on_disk else None)
+            for r in got:
+                held.add(r)
+            audit = {"validate": {}, "facts": {"rows": held, "error": None}}
+            bundle._compare_audit(audit, {"validate": {}, "facts": {"rows": want, "error": None}},
+                                  rep, tmp_path if on_disk else None)
+            out = (rep.problems, [orjson.dumps(r) for r in rep.facts])
+            rep.close()
+            held.close()
+            return out
+
+    assert compared(True) == compared(False)

@@ -72,18 +72,24 @@ def export(
         out = sys.stdout.buffer
         sys.stdout.flush()
         res = export_bundle(store, out, with_backups=with_backups, lock_wait=lock_wait)
-        out.flush()
-        _summary(res, err=True)
+        try:
+            out.flush()
+            _summary(res, err=True)
+        finally:
+            res.close()
         return
     res = export_to_file(store, output, with_backups=with_backups, lock_wait=lock_wait)
-    if json_:
-        # (the rows streamed from the file that holds them, never all in memory)
-        doc = {"type": "export", "schema_version": SCHEMA_VERSION, **res.to_json()}
-        rows, error = doc.pop("facts"), doc.pop("facts_error")
-        emit_json_document(doc, "facts", rows, lambda: {"facts_error": error},
-                           {"facts_error": error})
-        return
-    _summary(res, err=False)
+    try:
+        if json_:
+            # (the rows streamed from the file that holds them, never all in memory)
+            doc = {"type": "export", "schema_version": SCHEMA_VERSION, **res.to_json()}
+            rows, error = doc.pop("facts"), doc.pop("facts_error")
+            emit_json_document(doc, "facts", rows, lambda: {"facts_error": error},
+                               {"facts_error": error})
+            return
+        _summary(res, err=False)
+    finally:
+        res.close()
 
 
 def _summary(res: Any, *, err: bool) -> None:
@@ -151,15 +157,26 @@ def verify(
     [fact_check rows]} (docs/OUTPUT.md).
     """
     from lecode_memctl.core.bundle import verify_bundle
+
+    rep = verify_bundle(bundle)
+    try:
+        _report(rep, json_)
+    finally:
+        rep.close()
+
+
+def _report(rep: Any, json_: bool) -> None:
+    """``verify``'s report: JSON, or for people; exits 0 or 1."""
     from lecode_memctl.core.rowmodel import SCHEMA_VERSION
 
     from .cmd_facts import _status_cell
-    from .output import echo, emit_json, render_rows, safe
+    from .output import echo, emit_json_document, render_rows, safe
 
-    rep = verify_bundle(bundle)
     code = 0 if rep.ok else 1
     if json_:
-        emit_json({"type": "verify", "schema_version": SCHEMA_VERSION, **rep.to_json()})
+        # (the fact rows streamed from the file that holds them; "facts" is the last member)
+        doc = {"type": "verify", "schema_version": SCHEMA_VERSION, **rep.to_json()}
+        emit_json_document(doc, "facts", doc.pop("facts"), dict, {})
         raise typer.Exit(code)
     kind = rep.kind + (f", {rep.compression}" if rep.compression else "")
     echo(f"bundle {safe(rep.bundle)} ({kind})")
@@ -177,11 +194,11 @@ def verify(
         v = rep.audit["validate"]
         echo(f"validate: {_sev(v['findings'])}; facts: {_facts_line(v)}")
     if rep.facts:
-        rows = [{"fact_id": r["fact_id"], "revision": r["revision"],
+        rows = ({"fact_id": r["fact_id"], "revision": r["revision"],
                  "status": _status_cell(r["status"], r["reason"]) if r["status"] else "-",
                  "at export": ("same" if r["same"] else
                                _status_cell(r["manifest_status"], r["manifest_reason"])
-                               if r["manifest_status"] else "-")} for r in rep.facts]
+                               if r["manifest_status"] else "-")} for r in rep.facts)
         render_rows(rows, ["fact_id", "revision", "status", "at export"], "table")
     for pr in rep.problems:
         where = f"{safe(pr.path, keep_newlines=False)}: " if pr.path else ""

@@ -13,6 +13,7 @@ target is untouched.  Model: dulwich ``GitFile``.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import io
@@ -247,6 +248,26 @@ def resolves_inside(path: str | os.PathLike[str], fence: str | os.PathLike[str])
     return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
 
 
+# Stores a temporary file or directory of this process must also stay out
+# of, while :func:`fenced` is in force: export and verify read a copy of a
+# store, and what the copy's reads make (a snapshot of its database) was
+# fenced out of the copy only, not out of the store it was made from.
+_FENCES: list[str] = []
+
+
+@contextlib.contextmanager
+def fenced(*paths: str | os.PathLike[str]) -> Iterator[None]:
+    """While in force, :func:`private_tempdir` and :func:`temp_parent` pass
+    over any candidate inside ``paths`` too (the stores a copy was made of)."""
+    added = [os.fspath(p) for p in paths]
+    _FENCES.extend(added)
+    try:
+        yield
+    finally:
+        for p in added:
+            _FENCES.remove(p)
+
+
 def private_tempdir(prefix: str, outside: str | os.PathLike[str],
                     made: Callable[[str], None] | None = None) -> str:
     """A fresh private directory (mode 0700, a random name as ``mkdtemp``
@@ -267,7 +288,7 @@ def private_tempdir(prefix: str, outside: str | os.PathLike[str],
     for c in _temp_candidates():
         if not c or not os.path.isdir(c):
             continue
-        if resolves_inside(c, outside):
+        if resolves_inside(c, outside) or any(resolves_inside(c, f) for f in _FENCES):
             inside.append(c)
             continue
         real = os.path.realpath(c)
@@ -302,7 +323,7 @@ def temp_parent(outside: Iterable[str | os.PathLike[str]]) -> str | None:
     of ``outside`` (stores: a read must not create a byte there, not even
     a file unlinked at once); None when there is none.  For an unnamed
     temporary file (``tempfile.TemporaryFile(dir=...)``)."""
-    fences = list(outside)
+    fences = [*outside, *_FENCES]
     for c in _temp_candidates():
         if not c or not os.path.isdir(c) or not os.access(c, os.W_OK | os.X_OK):
             continue

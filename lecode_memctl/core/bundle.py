@@ -38,7 +38,7 @@ import tarfile
 import tempfile
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,7 +48,7 @@ import orjson
 
 from ._lazy import lazy_compile
 from ._record import record
-from .atomic import O_NONBLOCK, open_nofollow, private_tempdir, resolves_inside, write_all
+from .atomic import O_NONBLOCK, fenced, open_nofollow, private_tempdir, resolves_inside, write_all
 from .errors import Conflict, MemctlError, NotFound, StoreCorrupt, StoreWriteError, UsageError
 from .layout import DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, SESSIONS_DIR, Store
 from .mdnames import is_daily_file, is_note_file
@@ -67,6 +67,7 @@ CHUNK = 1 << 20
 _RUN_FIELDS = ("store", "started", "finished", "duration_seconds", "transcript_bytes_read")
 # Fields of a `memctl facts` row that the manifest keeps (the text is in the database).
 FACT_FIELDS = ("fact_id", "revision", "status", "reason", "about_revision", "source_ref")
+_REF_KEYS = ("session_id", "seqs", "digest")    # a source_ref's, in SourceRef.to_json's order
 
 
 def canonical(doc: Any) -> bytes:
@@ -341,7 +342,8 @@ class _HoldFailed(StoreWriteError):
 
 class HeldFactRows:
     """The fact rows of an audit (:data:`FACT_FIELDS`), each held as its
-    canonical bytes (:func:`canonical`), one per line, in an unnamed
+    canonical bytes (:func:`canonical`; or as ``encode`` gives them: verify's
+    check rows), one per line, in an unnamed
     temporary file (``tempfile.TemporaryFile``: gone with its descriptor,
     however the process ends) in ``parent``, a private directory outside
     the store; in memory, as bytes, without one.  So that memory does not
@@ -349,7 +351,9 @@ class HeldFactRows:
     ``export`` held them twice more as the manifest's bytes.  Iterating
     gives the rows again as dicts, in order, as often as asked."""
 
-    def __init__(self, parent: str | os.PathLike[str] | None) -> None:
+    def __init__(self, parent: str | os.PathLike[str] | None,
+                 encode: Callable[[Any], bytes] = canonical) -> None:
+        self._encode = encode
         self.count = 0
         self._mem: list[bytes] = []
         self._held = 0
@@ -363,7 +367,7 @@ class HeldFactRows:
                                   f"{exc.strerror}") from None
 
     def add(self, row: dict[str, Any]) -> None:
-        data = canonical(row) + b"\n"
+        data = self._encode(row) + b"\n"
         self._mem.append(data)
         self._held += len(data)
         self.count += 1
@@ -389,9 +393,14 @@ class HeldFactRows:
                 self._flush()
             at, rest = 0, b""
             while at < self._size:
-                piece = os.pread(self._file.fileno(), min(CHUNK, self._size - at), at)
+                try:
+                    piece = os.pread(self._file.fileno(), min(CHUNK, self._size - at), at)
+                except OSError as exc:
+                    raise _HoldFailed(f"cannot read the fact rows back from their temporary "
+                                      f"file: {exc.strerror}") from None
                 if not piece:
-                    raise StoreCorrupt("the temporary file of fact rows is shorter than written")
+                    raise _HoldFailed("cannot read the fact rows back from their temporary "
+                                      "file: it is shorter than written")
                 at += len(piece)
                 cut = piece.rfind(b"\n") + 1
                 if cut:
@@ -506,7 +515,22 @@ class ExportResult:
                 "bytes": self.bytes, "exported": m["exported"], "project": m["project"],
                 "skipped": m["skipped"], "database": m["database"],
                 "validate": {k: v for k, v in m["validate"].items() if k != "findings_list"},
-                "facts": m["facts"]["rows"], "facts_error": m["facts"]["error"]}
+                "facts": self.fact_rows(), "facts_error": m["facts"]["error"]}
+
+    def fact_rows(self) -> Iterator[dict[str, Any]]:
+        """The manifest's fact rows, read back from the file that holds them,
+        each with its keys in the listing's order (``FACT_FIELDS``; the
+        manifest's bytes have them sorted)."""
+        for row in self.manifest["facts"]["rows"]:
+            out = {k: row[k] for k in FACT_FIELDS if k in row}
+            ref = out.get("source_ref")
+            if isinstance(ref, dict) and ref.keys() == set(_REF_KEYS):
+                out["source_ref"] = {k: ref[k] for k in _REF_KEYS}
+            yield out
+
+    def close(self) -> None:
+        """Let go the file that holds the fact rows (its descriptor and space)."""
+        self.manifest["facts"]["rows"].close()
 
 
 def compression_for(name: str) -> str | None:
@@ -650,6 +674,12 @@ def export_bundle(store: Store, out: IO[bytes], *, compression: str | None = Non
     ``lock_wait``: seconds to wait for a stable snapshot of the facts database
     (default the 5 s busy timeout)."""
     store.require()
+    with fenced(store.path):    # (nor the staged copy's snapshot: fenced out of the store too)
+        return _export(store, out, compression, with_backups, now, lock_wait)
+
+
+def _export(store: Store, out: IO[bytes], compression: str | None, with_backups: bool,
+            now: float | None, lock_wait: float | None) -> ExportResult:
     tmp = Path(private_tempdir("memctl-export-", store.path))  # never inside the store
     try:
         os.chmod(tmp, 0o700)
@@ -739,7 +769,7 @@ class VerifyReport:
     problems: list[Problem] = field(default_factory=list)
     files_checked: int = 0
     audit: dict[str, Any] | None = None     # recomputed {"validate", "facts"}
-    facts: list[dict[str, Any]] = field(default_factory=list)
+    facts: Any = field(default_factory=list)   # fact_check rows (a HeldFactRows once audited)
 
     @property
     def ok(self) -> bool:
@@ -747,6 +777,13 @@ class VerifyReport:
 
     def add(self, kind: str, path: str | None, detail: str) -> None:
         self.problems.append(Problem(kind, path, detail))
+
+    def close(self) -> None:
+        """Let go the files that hold the fact rows (the manifest's, the checks')."""
+        rows = ((self.manifest or {}).get("facts") or {}).get("rows")
+        for held in (rows, self.facts, ((self.audit or {}).get("facts") or {}).get("rows")):
+            if isinstance(held, ManifestRows | HeldFactRows):
+                held.close()
 
     def counts(self) -> dict[str, int]:
         out = {k: 0 for k in ("changed", "missing", "added", "refused")}
@@ -807,25 +844,240 @@ def _kind_name(ti: tarfile.TarInfo) -> str:
     return f"member type {ti.type!r}"
 
 
-def _parse_manifest(data: bytes, rep: VerifyReport) -> dict[str, Any] | None:
-    rep.manifest_sha256 = hashlib.sha256(data).hexdigest()
+class _NotStreamed(Exception):
+    """The manifest is not in the form :func:`_rows_at` reads without
+    holding it (not as export writes it): it is read whole, as before."""
+
+
+_ROWS_KEY = b'"rows":['
+
+
+def _read_at(fd: int, at: int, size: int) -> bytes:
+    """``size`` bytes of ``fd`` at ``at`` (fewer only at its end)."""
+    parts = []
+    while size > 0:
+        piece = os.pread(fd, min(size, CHUNK), at)
+        if not piece:
+            break
+        parts.append(piece)
+        at += len(piece)
+        size -= len(piece)
+    return b"".join(parts)
+
+
+def _rows_key_at(fd: int, size: int) -> int:
+    """Where the first ``"rows":[`` of the file starts (:class:`_NotStreamed`: none)."""
+    at = 0
+    while at < size:
+        window = _read_at(fd, at, CHUNK + len(_ROWS_KEY))
+        i = window.find(_ROWS_KEY)
+        if i >= 0:
+            return at + i
+        at += CHUNK
+    raise _NotStreamed
+
+
+def _rows_at(fd: int, start: int, size: int) -> Generator[tuple[bytes, Any], None, int]:
+    """The elements of the JSON array whose first element would start at
+    ``start`` in ``fd`` (just after its ``[``), each as (its bytes, its
+    value), read a MiB at a time; the generator's value at the end is the
+    offset of the array's ``]``.  Every element must be an object, and the
+    elements be separated by a comma alone (as ``canonical`` writes them);
+    anything else is :class:`_NotStreamed`.  An element ends at the first
+    ``},{`` or ``}]`` where the bytes from its ``{`` are one JSON object: a
+    parser reading the whole text ends it there too (bytes that end
+    earlier are no whole value: a ``}`` inside a string, or an inner
+    object's)."""
+    buf, base, pos = b"", start, 0      # buf: the file's bytes from base
+
+    def more() -> bool:
+        nonlocal buf
+        if base + len(buf) >= size:
+            return False
+        piece = _read_at(fd, base + len(buf), CHUNK)
+        buf += piece
+        return bool(piece)
+
+    while pos >= len(buf):
+        if not more():
+            raise _NotStreamed
+    if buf[pos] == 0x5D:        # "]": no element
+        return base + pos
+    while True:
+        if pos > CHUNK:
+            buf, base, pos = buf[pos:], base + pos, 0
+        while pos >= len(buf):
+            if not more():
+                raise _NotStreamed
+        if buf[pos] != 0x7B:    # "{"
+            raise _NotStreamed
+        search = pos
+        while True:
+            j = buf.find(b"},{", search)
+            # (the "}]" before it: searched no further, or each element would
+            # search the rest of the buffer)
+            last = buf.find(b"}]", search, len(buf) if j < 0 else j)
+            if last >= 0:
+                j = last
+            elif j < 0:
+                held = len(buf)
+                if not more():
+                    raise _NotStreamed
+                search = max(pos, held - 2)     # (an end cut by the read)
+                continue
+            try:
+                value = orjson.loads(buf[pos:j + 1])
+            except orjson.JSONDecodeError:
+                search = j + 1
+                continue
+            if not isinstance(value, dict):     # (cannot be: it starts with "{")
+                raise _NotStreamed
+            break
+        yield buf[pos:j + 1], value
+        if buf[j + 1] == 0x5D:
+            return base + j + 1
+        pos = j + 2
+
+
+class ManifestRows:
+    """The fact rows of a manifest that :func:`_parse_manifest_file` read
+    without holding them: iterating reads them again from the file, in
+    order, as dicts (the file's descriptor is held, so the rows can still
+    be read once a private copy of it is removed)."""
+
+    def __init__(self, fh: IO[bytes], start: int, size: int, count: int) -> None:
+        self._fh = fh
+        self._start = start
+        self._size = size
+        self.count = count
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        rows = _rows_at(self._fh.fileno(), self._start, self._size)
+        for _, value in rows:
+            yield value
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __bool__(self) -> bool:
+        return self.count > 0
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+def _parse_manifest_file(path: Path, rep: VerifyReport) -> dict[str, Any] | None:
+    """:func:`_parse_manifest` of the file at ``path``, without holding its
+    fact rows where it is as export writes it (:func:`_rows_at`): the rest
+    of the document is read with a random text in their place, and
+    :class:`ManifestRows` reads them again when asked.  Its digest and
+    canonical form are checked as the rows are read, one at a time.  A
+    manifest in any other form is read whole (at most
+    ``MANIFEST_MAX_BYTES``), as before; so is the rest of the document
+    (the findings, say) beside the rows."""
+    fh = os.fdopen(open_nofollow(path), "rb")
+    keep = False
     try:
-        doc = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        rep.add("manifest", MANIFEST, f"not valid JSON ({exc}); nothing can be compared")
+        fd = fh.fileno()
+        size = os.fstat(fd).st_size
+        h = hashlib.sha256()
+        at = 0
+        while at < size:
+            piece = _read_at(fd, at, CHUNK)
+            if not piece:
+                break
+            h.update(piece)
+            at += len(piece)
+        try:
+            doc = _streamed_manifest(fh, size, rep, h.hexdigest())
+            keep = doc is not None
+            return doc
+        except _NotStreamed:
+            pass
+        if size > MANIFEST_MAX_BYTES:
+            rep.manifest_sha256 = h.hexdigest()
+            rep.add("manifest", MANIFEST, f"{size} bytes: too large")
+            return None
+        return _parse_manifest(_read_at(fd, 0, size), rep)
+    finally:
+        if not keep:
+            fh.close()
+
+
+def _streamed_manifest(fh: IO[bytes], size: int, rep: VerifyReport, sha: str
+                       ) -> dict[str, Any] | None:
+    """:func:`_parse_manifest_file`'s reading of a manifest as export
+    writes it: its rows read twice, one at a time (to find their end, then
+    to check their canonical bytes and hash them: the digest's text begins
+    with what comes before them, and its head is known only once the rest
+    of the document is read)."""
+    fd = fh.fileno()
+    key = _rows_key_at(fd, size)
+    start = key + len(_ROWS_KEY)
+    rows = _rows_at(fd, start, size)
+    count = 0
+    while True:
+        try:
+            next(rows)
+        except StopIteration as stop:
+            end = stop.value
+            break
+        count += 1
+    rest = size - end - 1
+    if key + rest > MANIFEST_MAX_BYTES:
+        raise _NotStreamed
+    head = _read_at(fd, 0, start - 1)
+    tail = _read_at(fd, end + 1, rest)
+    while True:
+        mark = "memctl-fact-rows-" + os.urandom(16).hex()
+        quoted = b'"' + mark.encode() + b'"'
+        if quoted not in head and quoted not in tail:
+            break
+    try:
+        doc = orjson.loads(head + quoted + tail)
+    except orjson.JSONDecodeError:
+        raise _NotStreamed from None
+    facts = doc.get("facts") if isinstance(doc, dict) else None
+    if not isinstance(facts, dict) or facts.get("rows") != mark:
+        raise _NotStreamed
+    rep.manifest_sha256 = sha
+    if not _manifest_version_ok(doc, rep):
         return None
-    if not isinstance(doc, dict) or doc.get("format") != BUNDLE_FORMAT:
+    b_head, _, b_tail = canonical({k: v for k, v in doc.items() if k != "digest"}
+                                  ).partition(quoted)
+    hashed = hashlib.sha256(b_head + b"[")
+    canon = True
+    for i, (raw, value) in enumerate(_rows_at(fd, start, size)):
+        c = canonical(value)
+        canon = canon and c == raw
+        hashed.update(b"," + c if i else c)
+    hashed.update(b"]" + b_tail)
+    w_head, _, w_tail = canonical(doc).partition(quoted)
+    if doc.get("digest") != hashed.hexdigest():
+        rep.add("manifest", MANIFEST, "changed: its digest does not match its content")
+    elif not (canon and w_head == head and w_tail + b"\n" == tail):
+        rep.add("manifest", MANIFEST, "changed: not in its canonical byte form")
+    if not _manifest_shape_ok(doc, rep):
+        return None
+    facts["rows"] = ManifestRows(fh, start, size, count)
+    rep.manifest = doc
+    return rep.manifest
+
+
+def _manifest_version_ok(doc: dict[str, Any], rep: VerifyReport) -> bool:
+    """Whether the manifest is one of this format and version (else a problem)."""
+    if doc.get("format") != BUNDLE_FORMAT:
         rep.add("manifest", MANIFEST, f"not a {BUNDLE_FORMAT} manifest")
-        return None
+        return False
     if doc.get("version") != BUNDLE_VERSION:
         rep.add("manifest", MANIFEST, f"bundle format version {doc.get('version')!r}; this "
                 f"memctl reads version {BUNDLE_VERSION}")
-        return None
-    body = {k: v for k, v in doc.items() if k != "digest"}
-    if doc.get("digest") != hashlib.sha256(canonical(body)).hexdigest():
-        rep.add("manifest", MANIFEST, "changed: its digest does not match its content")
-    elif canonical(doc) + b"\n" != data:
-        rep.add("manifest", MANIFEST, "changed: not in its canonical byte form")
+        return False
+    return True
+
+
+def _manifest_shape_ok(doc: dict[str, Any], rep: VerifyReport) -> bool:
+    """Whether the manifest has the files and project verify reads (else a problem)."""
     files = doc.get("files")
     project = doc.get("project")
     if (not isinstance(files, list) or not all(
@@ -833,6 +1085,28 @@ def _parse_manifest(data: bytes, rep: VerifyReport) -> dict[str, Any] | None:
             and isinstance(f.get("sha256"), str) for f in files)
             or not isinstance(project, dict) or not isinstance(project.get("slug"), str)):
         rep.add("manifest", MANIFEST, "malformed: files or project missing")
+        return False
+    return True
+
+
+def _parse_manifest(data: bytes, rep: VerifyReport) -> dict[str, Any] | None:
+    rep.manifest_sha256 = hashlib.sha256(data).hexdigest()
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        rep.add("manifest", MANIFEST, f"not valid JSON ({exc}); nothing can be compared")
+        return None
+    if not isinstance(doc, dict):
+        rep.add("manifest", MANIFEST, f"not a {BUNDLE_FORMAT} manifest")
+        return None
+    if not _manifest_version_ok(doc, rep):
+        return None
+    body = {k: v for k, v in doc.items() if k != "digest"}
+    if doc.get("digest") != hashlib.sha256(canonical(body)).hexdigest():
+        rep.add("manifest", MANIFEST, "changed: its digest does not match its content")
+    elif canonical(doc) + b"\n" != data:
+        rep.add("manifest", MANIFEST, "changed: not in its canonical byte form")
+    if not _manifest_shape_ok(doc, rep):
         return None
     rep.manifest = doc
     return doc
@@ -947,13 +1221,9 @@ def _read_archive(path: Path, root: Path, rep: VerifyReport) -> dict[str, tuple[
                 if name == MANIFEST:
                     if not first:
                         rep.add("order", MANIFEST, "manifest.json is not the first member")
-                    if ti.size > MANIFEST_MAX_BYTES:
-                        rep.add("manifest", MANIFEST, f"{ti.size} bytes: too large")
-                        seen[name] = _hash_stream(fh)
-                    else:
-                        data = fh.read()
-                        seen[name] = (len(data), hashlib.sha256(data).hexdigest())
-                        _parse_manifest(data, rep)
+                    # (read from a copy: its rows are not held, _parse_manifest_file)
+                    seen[name] = unpack.write(name, fh)
+                    _parse_manifest_file(root / MANIFEST, rep)
                 elif name.startswith(STORE_DIR + "/"):
                     seen[name] = unpack.write(name, fh)
                 else:
@@ -1026,20 +1296,7 @@ def _read_directory(path: Path, rep: VerifyReport) -> dict[str, tuple[int, str]]
         if not any(p.path == MANIFEST for p in rep.problems):
             rep.add("manifest", MANIFEST, "missing")
     else:
-        fd = open_nofollow(path / MANIFEST)
-        try:
-            data = b""
-            while len(data) <= MANIFEST_MAX_BYTES:
-                chunk = os.read(fd, CHUNK)
-                if not chunk:
-                    break
-                data += chunk
-        finally:
-            os.close(fd)
-        if len(data) > MANIFEST_MAX_BYTES:
-            rep.add("manifest", MANIFEST, "too large")
-        else:
-            _parse_manifest(data, rep)
+        _parse_manifest_file(path / MANIFEST, rep)
     return seen
 
 
@@ -1067,7 +1324,8 @@ def _compare_files(seen: dict[str, tuple[int, str]], manifest: dict[str, Any],
                 break
 
 
-def _compare_audit(got: dict[str, Any], manifest: dict[str, Any], rep: VerifyReport) -> None:
+def _compare_audit(got: dict[str, Any], manifest: dict[str, Any], rep: VerifyReport,
+                   rows_in: str | os.PathLike[str] | None = None) -> None:
     want_v = manifest.get("validate") or {}
     got_v = got["validate"]
     for key in sorted(set(want_v) | set(got_v)):
@@ -1090,31 +1348,81 @@ def _compare_audit(got: dict[str, Any], manifest: dict[str, Any], rep: VerifyRep
     if want_facts.get("error") != got_facts.get("error"):
         rep.add("facts", FACTS_DB, f"facts: {_short(got_facts.get('error'))}; at export: "
                 f"{_short(want_facts.get('error'))}")
-    want_rows = {r.get("fact_id"): r for r in want_facts.get("rows") or [] if isinstance(r, dict)}
-    got_rows = {r["fact_id"]: r for r in got_facts.get("rows") or []}
-    rows = []
-    for fid in sorted(set(want_rows) | set(got_rows), key=str):
-        g, w = got_rows.get(fid), want_rows.get(fid)
-        same = g == w
-        rows.append(FACT_CHECK.row(fact_id=fid,
-                                   revision=(g or w or {}).get("revision"),
-                                   status=g.get("status") if g else None,
-                                   reason=g.get("reason") if g else None,
-                                   manifest_status=w.get("status") if w else None,
-                                   manifest_reason=w.get("reason") if w else None,
-                                   same=same))
-        if same:
-            continue
-        if w is None:
-            rep.add("facts", None, f"fact {fid}: not in the manifest")
-        elif g is None:
-            rep.add("facts", None, f"fact {fid}: in the manifest, not in the database")
+    want_rows, got_rows = want_facts.get("rows") or [], got_facts.get("rows") or []
+    checks = HeldFactRows(rows_in, encode=orjson.dumps)
+    found: list[Problem] = []
+    try:
+        for fid, g, w in _merged_rows(want_rows, got_rows):
+            _check_row(fid, g, w, checks, found)
+    except _Unordered:
+        # (rows not in id order, or not each a dict with a text id: a
+        # manifest that export did not write so: each side held by id)
+        checks.close()
+        checks, found = HeldFactRows(rows_in, encode=orjson.dumps), []
+        want = {r.get("fact_id"): r for r in want_rows if isinstance(r, dict)}
+        got_by = {r["fact_id"]: r for r in got_rows}
+        for key in sorted(set(want) | set(got_by), key=str):
+            _check_row(key, got_by.get(key), want.get(key), checks, found)
+    rep.problems.extend(found)
+    rep.facts = checks
+
+
+class _Unordered(Exception):
+    pass
+
+
+def _merged_rows(want: Iterable[Any], got: Iterable[dict[str, Any]]
+                 ) -> Iterator[tuple[str, dict[str, Any] | None, dict[str, Any] | None]]:
+    """The rows of both sides by fact id, in id order, merged as they are
+    read: (id, the row now or None, the row at export or None).
+    :class:`_Unordered` where a side is not a dict with a text id, each in
+    ascending order (as the listing and export give them)."""
+    def ordered(rows: Iterable[Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+        last: str | None = None
+        for r in rows:
+            fid = r.get("fact_id") if isinstance(r, dict) else None
+            if type(fid) is not str or (last is not None and fid <= last):
+                raise _Unordered
+            last = fid
+            yield fid, r
+
+    ws, gs = ordered(want), ordered(got)
+    w, g = next(ws, None), next(gs, None)
+    while w is not None or g is not None:
+        if g is not None and (w is None or g[0] < w[0]):
+            yield g[0], g[1], None
+            g = next(gs, None)
+        elif w is not None and (g is None or w[0] < g[0]):
+            yield w[0], None, w[1]
+            w = next(ws, None)
         else:
-            diff = [k for k in FACT_FIELDS if g.get(k) != w.get(k)] or \
-                [k for k in sorted(set(g) | set(w), key=str) if g.get(k) != w.get(k)]
-            rep.add("facts", None, f"fact {fid}: " + "; ".join(
-                f"{k} now {_short(g.get(k))}, at export {_short(w.get(k))}" for k in diff))
-    rep.facts = rows
+            assert w is not None and g is not None
+            yield w[0], g[1], w[1]
+            w, g = next(ws, None), next(gs, None)
+
+
+def _check_row(fid: Any, g: dict[str, Any] | None, w: dict[str, Any] | None,
+               checks: HeldFactRows, found: list[Problem]) -> None:
+    """One fact's check row (into ``checks``), and its problem (into ``found``)."""
+    same = g == w
+    checks.add(FACT_CHECK.row(fact_id=fid,
+                              revision=(g or w or {}).get("revision"),
+                              status=g.get("status") if g else None,
+                              reason=g.get("reason") if g else None,
+                              manifest_status=w.get("status") if w else None,
+                              manifest_reason=w.get("reason") if w else None,
+                              same=same))
+    if same:
+        return
+    if w is None:
+        found.append(Problem("facts", None, f"fact {fid}: not in the manifest"))
+    elif g is None:
+        found.append(Problem("facts", None, f"fact {fid}: in the manifest, not in the database"))
+    else:
+        diff = [k for k in FACT_FIELDS if g.get(k) != w.get(k)] or \
+            [k for k in sorted(set(g) | set(w), key=str) if g.get(k) != w.get(k)]
+        found.append(Problem("facts", None, f"fact {fid}: " + "; ".join(
+            f"{k} now {_short(g.get(k))}, at export {_short(w.get(k))}" for k in diff)))
 
 
 def _short(v: Any) -> str:
@@ -1134,6 +1442,11 @@ def verify_bundle(path: str | os.PathLike[str]) -> VerifyReport:
         raise StoreCorrupt(f"{p}: cannot stat: {exc.strerror}") from None
     if stat.S_ISLNK(st.st_mode):
         st = os.stat(p)  # a bundle named through a link is the user's choice; its members never are
+    with fenced(p):     # (the copy's snapshot: never in the bundle either)
+        return _verify(p, st)
+
+
+def _verify(p: Path, st: os.stat_result) -> VerifyReport:
     if stat.S_ISDIR(st.st_mode):
         rep = VerifyReport(str(p), "directory")
         seen = _read_directory(p, rep)
@@ -1141,7 +1454,12 @@ def verify_bundle(path: str | os.PathLike[str]) -> VerifyReport:
             _compare_files(seen, rep.manifest, rep, ordered=False)
             store_dir = p / STORE_DIR
             if os.path.isdir(store_dir) and not os.path.islink(store_dir):
-                _audit_into(rep, store_dir)
+                # (the rows' temporary files: in a private directory, never in the bundle)
+                tmp = Path(private_tempdir("memctl-verify-", p))
+                try:
+                    _audit_into(rep, store_dir, tmp)
+                finally:
+                    shutil.rmtree(tmp, ignore_errors=True)
             else:
                 rep.add("missing", STORE_DIR + "/", "the bundle has no store directory")
         return rep
@@ -1160,17 +1478,17 @@ def verify_bundle(path: str | os.PathLike[str]) -> VerifyReport:
             store_dir = tmp / STORE_DIR
             if not store_dir.exists():
                 os.mkdir(store_dir, 0o700)
-            _audit_into(rep, store_dir)
+            _audit_into(rep, store_dir, tmp)
         return rep
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _audit_into(rep: VerifyReport, store_dir: Path) -> None:
+def _audit_into(rep: VerifyReport, store_dir: Path, rows_in: Path) -> None:
     assert rep.manifest is not None
-    got = audit_store(store_dir, rep.manifest["project"]["slug"])
+    got = audit_store(store_dir, rep.manifest["project"]["slug"], rows_in)
     rep.audit = got
-    _compare_audit(got, rep.manifest, rep)
+    _compare_audit(got, rep.manifest, rep, rows_in)
 
 
 __all__ = ["export_bundle", "export_to_file", "verify_bundle", "audit_store", "VerifyReport",

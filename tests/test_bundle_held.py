@@ -302,3 +302,94 @@ def test_the_merged_comparison_is_the_one_by_id(tmp_path, monkeypatch, want, got
             return out
 
     assert compared(True) == compared(False)
+
+
+class _CountingLoads:
+    """``orjson`` as bundle.py sees it, counting ``loads``."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __getattr__(self, name):  # noqa: ANN001, ANN204
+        return getattr(orjson, name)
+
+    def loads(self, data):  # noqa: ANN001, ANN201
+        self.calls += 1
+        return orjson.loads(data)
+
+
+@pytest.mark.parametrize("damage", ["first id", "comma", "strings of ends"])
+def test_a_damaged_manifest_is_tried_a_few_times_then_read_whole(tmp_path, monkeypatch, damage):
+    """A damage inside the rows (or a row of many candidate ends) gives up
+    the reading a row at a time at once, not after trying every later end
+    (2,000 rows: thousands of parses, each longer; 20,000: 22 s).  The
+    verdict is the whole reading's."""
+    rows = [{"fact_id": f"{i:016x}", "status": "valid"} for i in range(2000)]
+    if damage == "strings of ends":
+        rows[0]["reason"] = "}]},{" * 2000
+    doc = _manifest_doc(rows, "n", bundle.BUNDLE_FORMAT, True)
+    data = canonical(doc) + b"\n"
+    at = data.index(b'"rows":[') + len(b'"rows":[')
+    if damage == "first id":
+        data = data[:at] + data[at:].replace(b'{"fact_id":"', b'{"fact_id":x', 1)
+    elif damage == "comma":
+        data = data[:at] + data[at:].replace(b"},{", b"} {", 1)
+    path = tmp_path / "manifest.json"
+    path.write_bytes(data)
+    counting = _CountingLoads()
+    monkeypatch.setattr(bundle, "orjson", counting)
+    rep = bundle.VerifyReport("b", "archive")
+    got = bundle._parse_manifest_file(path, rep)
+    assert counting.calls <= bundle._TRIES + 3, counting.calls
+    monkeypatch.undo()
+    whole = bundle.VerifyReport("b", "archive")
+    want = bundle._parse_manifest(data, whole)
+    assert rep.problems == whole.problems and (got is None) == (want is None)
+    if damage == "strings of ends":
+        assert got is not None and list(got["facts"]["rows"]) == rows
+    rep.close()
+
+
+def _rewritten(bundle_path: Path, out: Path, change) -> None:  # noqa: ANN001
+    """``bundle_path``'s archive with its manifest changed by ``change(doc)``
+    and its digest made right again."""
+    import hashlib
+    import io
+    import tarfile
+
+    with tarfile.open(bundle_path) as src, tarfile.open(out, "w", format=tarfile.PAX_FORMAT) as dst:
+        for ti in src.getmembers():
+            fh = src.extractfile(ti) if ti.isfile() else None
+            data = fh.read() if fh is not None else None
+            if ti.name == "manifest.json" and data is not None:
+                doc = orjson.loads(data)
+                change(doc)
+                doc.pop("digest")
+                doc["digest"] = hashlib.sha256(canonical(doc)).hexdigest()
+                data = canonical(doc) + b"\n"
+                ti.size = len(data)
+            dst.addfile(ti, io.BytesIO(data) if data is not None else None)
+
+
+@pytest.mark.parametrize("change", [
+    lambda d: d.update(facts=[1]), lambda d: d["facts"].update(rows=5),
+    lambda d: d["facts"].update(rows=[{"fact_id": [1]}, {"fact_id": {"a": 1}}, 7]),
+    lambda d: d.update(validate=[1]), lambda d: d["validate"].update(findings_list=[1, "x"]),
+    lambda d: d["validate"].update(findings_list=7)],
+    ids=["facts a list", "rows a number", "odd ids", "validate a list", "odd findings",
+         "findings a number"])
+def test_a_manifest_of_any_json_is_compared_not_a_crash(demo_template, tmp_path, change):
+    """Its digest right, any JSON where the facts and the findings go: each
+    difference named, exit 1 (exit 70 before)."""
+    store = copy_demo(demo_template, tmp_path / "demo")
+    good = tmp_path / "good.tar"
+    assert run_cli("--store", str(store), "export", "-o", str(good)).exit_code == 0
+    bad = tmp_path / "bad.tar"
+    _rewritten(good, bad, change)
+    for args in ([], ["--json"]):
+        r = run_cli("verify", str(bad), *args)
+        assert r.exit_code == 1, (r.exit_code, r.stderr)
+        assert r.stderr == ""
+    doc = orjson.loads(run_cli("verify", str(bad), "--json").stdout)
+    assert doc["ok"] is False and doc["problems"]
+    assert all(p["kind"] in ("validate", "facts") for p in doc["problems"]), doc["problems"]

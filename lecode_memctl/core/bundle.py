@@ -780,8 +780,9 @@ class VerifyReport:
 
     def close(self) -> None:
         """Let go the files that hold the fact rows (the manifest's, the checks')."""
-        rows = ((self.manifest or {}).get("facts") or {}).get("rows")
-        for held in (rows, self.facts, ((self.audit or {}).get("facts") or {}).get("rows")):
+        facts = _of_type((self.manifest or {}).get("facts"), dict, {})
+        for held in (facts.get("rows"), self.facts,
+                     ((self.audit or {}).get("facts") or {}).get("rows")):
             if isinstance(held, ManifestRows | HeldFactRows):
                 held.close()
 
@@ -850,6 +851,7 @@ class _NotStreamed(Exception):
 
 
 _ROWS_KEY = b'"rows":['
+_TRIES = 64     # the ends _rows_at tries for one element
 
 
 def _read_at(fd: int, at: int, size: int) -> bytes:
@@ -887,14 +889,20 @@ def _rows_at(fd: int, start: int, size: int) -> Generator[tuple[bytes, Any], Non
     ``},{`` or ``}]`` where the bytes from its ``{`` are one JSON object: a
     parser reading the whole text ends it there too (bytes that end
     earlier are no whole value: a ``}`` inside a string, or an inner
-    object's)."""
+    object's).  Such bytes fail to parse only at their end; bytes that fail
+    before it are no JSON whatever follows (a damaged manifest), and an
+    element that ends at none of its first ``_TRIES`` candidates, or
+    holds more than ``MANIFEST_MAX_BYTES``, is no row export writes: both
+    :class:`_NotStreamed` at once (trying every later candidate made a
+    damaged manifest of 20,000 rows take 22 s, not 0.2)."""
     buf, base, pos = b"", start, 0      # buf: the file's bytes from base
 
     def more() -> bool:
         nonlocal buf
-        if base + len(buf) >= size:
+        if base + len(buf) >= size or len(buf) - pos > MANIFEST_MAX_BYTES:
             return False
-        piece = _read_at(fd, base + len(buf), CHUNK)
+        # (reads that grow with the element: a long one is copied a few times, not once a MiB)
+        piece = _read_at(fd, base + len(buf), max(CHUNK, len(buf) - pos))
         buf += piece
         return bool(piece)
 
@@ -911,7 +919,7 @@ def _rows_at(fd: int, start: int, size: int) -> Generator[tuple[bytes, Any], Non
                 raise _NotStreamed
         if buf[pos] != 0x7B:    # "{"
             raise _NotStreamed
-        search = pos
+        search, tries = pos, 0
         while True:
             j = buf.find(b"},{", search)
             # (the "}]" before it: searched no further, or each element would
@@ -927,7 +935,10 @@ def _rows_at(fd: int, start: int, size: int) -> Generator[tuple[bytes, Any], Non
                 continue
             try:
                 value = orjson.loads(buf[pos:j + 1])
-            except orjson.JSONDecodeError:
+            except orjson.JSONDecodeError as exc:
+                tries += 1
+                if exc.pos < j + 1 - pos or tries >= _TRIES:
+                    raise _NotStreamed from None
                 search = j + 1
                 continue
             if not isinstance(value, dict):     # (cannot be: it starts with "{")
@@ -1326,7 +1337,10 @@ def _compare_files(seen: dict[str, tuple[int, str]], manifest: dict[str, Any],
 
 def _compare_audit(got: dict[str, Any], manifest: dict[str, Any], rep: VerifyReport,
                    rows_in: str | os.PathLike[str] | None = None) -> None:
-    want_v = manifest.get("validate") or {}
+    # (a manifest with its digest right may still hold any JSON where these
+    # are: each compared as what export writes, anything else taken as
+    # none, never an internal error)
+    want_v = _of_type(manifest.get("validate"), dict, {})
     got_v = got["validate"]
     for key in sorted(set(want_v) | set(got_v)):
         if key == "findings_list":
@@ -1334,32 +1348,36 @@ def _compare_audit(got: dict[str, Any], manifest: dict[str, Any], rep: VerifyRep
         if want_v.get(key) != got_v.get(key):
             rep.add("validate", None, f"summary {key}: {_short(got_v.get(key))}; at export: "
                     f"{_short(want_v.get(key))}")
-    want_f = {canonical(f) for f in want_v.get("findings_list") or []}
+    want_f = {canonical(f) for f in _of_type(want_v.get("findings_list"), list, [])}
     got_f = {canonical(f) for f in got_v.get("findings_list") or []}
     for f in sorted(got_f - want_f):
         d = orjson.loads(f)
         rep.add("validate", d.get("file"), f"new finding {d.get('code')}: {d.get('message')}")
     for f in sorted(want_f - got_f):
-        d = orjson.loads(f)
-        rep.add("validate", d.get("file"), f"finding at export no longer found: {d.get('code')}: "
-                f"{d.get('message')}")
-    want_facts = manifest.get("facts") or {}
+        d = _of_type(orjson.loads(f), dict, None) or {"message": f.decode()}
+        file = d.get("file")
+        rep.add("validate", file if isinstance(file, str) else None,
+                f"finding at export no longer found: {d.get('code')}: {d.get('message')}")
+    want_facts = _of_type(manifest.get("facts"), dict, {})
     got_facts = got["facts"]
     if want_facts.get("error") != got_facts.get("error"):
         rep.add("facts", FACTS_DB, f"facts: {_short(got_facts.get('error'))}; at export: "
                 f"{_short(want_facts.get('error'))}")
-    want_rows, got_rows = want_facts.get("rows") or [], got_facts.get("rows") or []
+    want_rows = _of_type(want_facts.get("rows"), list | ManifestRows, [])
+    got_rows = got_facts.get("rows") or []
     checks = HeldFactRows(rows_in, encode=orjson.dumps)
     found: list[Problem] = []
     try:
         for fid, g, w in _merged_rows(want_rows, got_rows):
             _check_row(fid, g, w, checks, found)
-    except _Unordered:
+    except BaseException as exc:
+        checks.close()
+        if not isinstance(exc, _Unordered):
+            raise
         # (rows not in id order, or not each a dict with a text id: a
         # manifest that export did not write so: each side held by id)
-        checks.close()
         checks, found = HeldFactRows(rows_in, encode=orjson.dumps), []
-        want = {r.get("fact_id"): r for r in want_rows if isinstance(r, dict)}
+        want = {_id_key(r.get("fact_id")): r for r in want_rows if isinstance(r, dict)}
         got_by = {r["fact_id"]: r for r in got_rows}
         for key in sorted(set(want) | set(got_by), key=str):
             _check_row(key, got_by.get(key), want.get(key), checks, found)
@@ -1369,6 +1387,17 @@ def _compare_audit(got: dict[str, Any], manifest: dict[str, Any], rep: VerifyRep
 
 class _Unordered(Exception):
     pass
+
+
+def _id_key(fid: Any) -> Any:
+    """A manifest row's fact id as a key: itself, or (a list or an object,
+    which no key can be) its JSON text."""
+    return fid if fid is None or isinstance(fid, str | int | float) else _short(fid)
+
+
+def _of_type(value: Any, kind: Any, default: Any) -> Any:
+    """``value`` when it is an instance of ``kind``, else ``default``."""
+    return value if isinstance(value, kind) else default
 
 
 def _merged_rows(want: Iterable[Any], got: Iterable[dict[str, Any]]
@@ -1442,13 +1471,17 @@ def verify_bundle(path: str | os.PathLike[str]) -> VerifyReport:
         raise StoreCorrupt(f"{p}: cannot stat: {exc.strerror}") from None
     if stat.S_ISLNK(st.st_mode):
         st = os.stat(p)  # a bundle named through a link is the user's choice; its members never are
-    with fenced(p):     # (the copy's snapshot: never in the bundle either)
-        return _verify(p, st)
+    rep = VerifyReport(str(p), "directory" if stat.S_ISDIR(st.st_mode) else "archive")
+    try:
+        with fenced(p):     # (the copy's snapshot: never in the bundle either)
+            return _verify(p, st, rep)
+    except BaseException:
+        rep.close()         # (its files of rows, let go now, not by the collector)
+        raise
 
 
-def _verify(p: Path, st: os.stat_result) -> VerifyReport:
+def _verify(p: Path, st: os.stat_result, rep: VerifyReport) -> VerifyReport:
     if stat.S_ISDIR(st.st_mode):
-        rep = VerifyReport(str(p), "directory")
         seen = _read_directory(p, rep)
         if rep.manifest is not None:
             _compare_files(seen, rep.manifest, rep, ordered=False)
@@ -1465,7 +1498,6 @@ def _verify(p: Path, st: os.stat_result) -> VerifyReport:
         return rep
     if not stat.S_ISREG(st.st_mode):
         raise UsageError(f"{p}: not a file or directory")
-    rep = VerifyReport(str(p), "archive")
     tmp = Path(tempfile.mkdtemp(prefix="memctl-verify-"))
     try:
         os.chmod(tmp, 0o700)

@@ -70,6 +70,13 @@ FACT_FIELDS = ("fact_id", "revision", "status", "reason", "about_revision", "sou
 _REF_KEYS = ("session_id", "seqs", "digest")    # a source_ref's, in SourceRef.to_json's order
 
 
+def held_canonical(doc: Any) -> bytes:
+    """``canonical(doc)`` as bytes of their own size, for one held among
+    many: orjson's own keep the buffer it wrote them in, 4 KiB or more for
+    a few hundred bytes (100,000 findings sorted by theirs: 800 MiB)."""
+    return bytes(memoryview(canonical(doc)))
+
+
 def canonical(doc: Any) -> bytes:
     """The manifest's byte form: orjson, keys sorted, no whitespace (a name
     with bytes that are not UTF-8, in a finding of a store verify unpacked,
@@ -460,7 +467,7 @@ def audit_store(path: Path, slug: str, rows_in: str | os.PathLike[str] | None = 
         doc = f.to_json()
         doc["message"] = _strip_path(doc["message"], path)
         findings.append(doc)
-    findings.sort(key=canonical)
+    findings.sort(key=held_canonical)
     summary = {k: v for k, v in audit_summary.to_json().items() if k not in _RUN_FIELDS}
     summary["findings_list"] = findings
     rows = HeldFactRows(rows_in)
@@ -1348,8 +1355,8 @@ def _compare_audit(got: dict[str, Any], manifest: dict[str, Any], rep: VerifyRep
         if want_v.get(key) != got_v.get(key):
             rep.add("validate", None, f"summary {key}: {_short(got_v.get(key))}; at export: "
                     f"{_short(want_v.get(key))}")
-    want_f = {canonical(f) for f in _of_type(want_v.get("findings_list"), list, [])}
-    got_f = {canonical(f) for f in got_v.get("findings_list") or []}
+    want_f = {held_canonical(f) for f in _of_type(want_v.get("findings_list"), list, [])}
+    got_f = {held_canonical(f) for f in got_v.get("findings_list") or []}
     for f in sorted(got_f - want_f):
         d = orjson.loads(f)
         rep.add("validate", d.get("file"), f"new finding {d.get('code')}: {d.get('message')}")

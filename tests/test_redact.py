@@ -654,3 +654,19 @@ def hashlib_sha256(text: str) -> str:
     import hashlib
 
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_a_rewrite_holds_each_line_at_its_size():
+    """Each rewritten record waits for the join as bytes of its own size,
+    not in orjson's buffer (4 KiB or more a line: 5,000 lines of a key
+    held 20 MiB beside their 0.6 MiB)."""
+    from lecode_memctl.core.redact import rewrite_transcript
+
+    from .builders import traced_peak
+
+    key = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    data = b"\n".join(orjson.dumps({"seq": i, "type": "message", "role": "user",
+                                    "content": f"token {key} number {i}"}) for i in range(5000))
+    (new, seqs, n, raw), peak = traced_peak(lambda: rewrite_transcript(data, {key: "[REDACTED]"}))
+    assert n == 5000 and len(seqs) == 5000 and key.encode() not in new
+    assert peak < 8 * len(data), (peak, len(data))

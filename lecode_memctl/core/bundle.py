@@ -54,7 +54,7 @@ from .layout import DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE
 from .mdnames import is_daily_file, is_note_file
 from .rowmodel import FACT_CHECK, FINDING
 from .sessions import LOCK_SUFFIX
-from .sourceref import session_file_id
+from .sourceref import held_bytes, session_file_id
 
 BUNDLE_FORMAT = "memctl-bundle"
 BUNDLE_VERSION = 1
@@ -71,10 +71,9 @@ _REF_KEYS = ("session_id", "seqs", "digest")    # a source_ref's, in SourceRef.t
 
 
 def held_canonical(doc: Any) -> bytes:
-    """``canonical(doc)`` as bytes of their own size, for one held among
-    many: orjson's own keep the buffer it wrote them in, 4 KiB or more for
-    a few hundred bytes (100,000 findings sorted by theirs: 800 MiB)."""
-    return bytes(memoryview(canonical(doc)))
+    """``canonical(doc)`` for one held among many (``sourceref.held_bytes``:
+    100,000 findings sorted by orjson's own bytes held 800 MiB)."""
+    return held_bytes(canonical(doc))
 
 
 def canonical(doc: Any) -> bytes:

@@ -64,7 +64,7 @@ from .secrets import (
     session_id_values,
 )
 from .sessions import SessionStore, event_line
-from .sourceref import accepted
+from .sourceref import accepted, held_bytes
 
 BUSY_TIMEOUT = 5.0
 
@@ -267,7 +267,7 @@ def rewrite_transcript(data: bytes, values: Mapping[str, str]) -> tuple[bytes, l
             seq = rec.get("seq")
             try:
                 rec2, n = _redact_record(rec, values)
-                new = orjson.dumps(rec2)
+                new = held_bytes(orjson.dumps(rec2))      # (held with every line to the join)
             except (RecursionError, orjson.JSONEncodeError):
                 # nested deeper than orjson writes (255 levels; its parser takes
                 # 1024): the record's line is rewritten byte for byte, but

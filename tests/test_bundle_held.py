@@ -421,3 +421,33 @@ def test_held_canonical_is_canonical_at_its_size():
     held = bundle.held_canonical(doc)
     assert held == canonical(doc) and type(held) is bytes
     assert held is not canonical(doc)
+
+
+def test_a_tmpdir_inside_a_directory_bundle_gets_nothing_from_verify(demo_template, tmp_path,
+                                                                    monkeypatch):
+    """verify of a directory writes nothing in it, $TMPDIR there or not
+    (the unpacked store's snapshot was fenced out of store/ only)."""
+    import tarfile
+
+    store = copy_demo(demo_template, tmp_path / "demo")
+    assert run_cli("--store", str(store), "export", "-o", str(tmp_path / "b.tar")).exit_code == 0
+    unpacked = tmp_path / "unpacked"
+    with tarfile.open(tmp_path / "b.tar") as tf:
+        tf.extractall(unpacked, filter="fully_trusted")
+    from lecode_memctl.core import atomic
+
+    made: list[str] = []
+    real = atomic._mkdtemp
+
+    def recorded(parent, prefix, made_cb=None):  # noqa: ANN001, ANN202
+        made.append(parent)
+        return real(parent, prefix, made_cb)
+
+    monkeypatch.setattr(atomic, "_mkdtemp", recorded)
+    monkeypatch.setenv("TMPDIR", str(unpacked))
+    before = tree_hash(unpacked)
+    r = run_cli("verify", str(unpacked), "--json")
+    assert r.exit_code == 0, r.stdout
+    assert orjson.loads(r.stdout)["ok"]
+    assert made and not any(atomic.resolves_inside(m, unpacked) for m in made), made
+    assert tree_hash(unpacked) == before

@@ -101,9 +101,13 @@ _ROW = st.fixed_dictionaries({
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.lists(_ROW, max_size=40), note=st.text(max_size=40), on_disk=st.booleans(),
-       chunk=st.sampled_from([64, 1 << 20]))
+       chunk=st.sampled_from([64, 1 << 20]),
+       found=st.none() | st.lists(st.dictionaries(st.text(max_size=5), st.text(max_size=20)
+                                                  | st.integers(0, 9) | st.none(), max_size=4),
+                                  max_size=20).map(
+                                      lambda fs: sorted(fs, key=canonical)))
 def test_the_manifest_bytes_are_its_canonical_form(tmp_path, monkeypatch, rows, note, on_disk,
-                                                   chunk):
+                                                   chunk, found):
     """Rows of any text (commas, brackets, newlines, quotes, the marker's
     own shape), on disk or in memory, read back a MiB or 64 bytes at a
     time: the pieces are ``canonical`` of the document with the rows as a
@@ -113,11 +117,16 @@ def test_the_manifest_bytes_are_its_canonical_form(tmp_path, monkeypatch, rows, 
     try:
         for row in rows:
             held.add(row)
+        listed = found if found is not None else [{"message": '"memctl-held-' + note}]
         doc = {"format": "memctl-bundle", "database": {"note": note},
                "facts": {"rows": held, "error": None},
-               "validate": {"findings_list": [{"message": '"memctl-fact-rows-' + note}]}}
-        want = canonical({**doc, "facts": {"rows": rows, "error": None}})
+               "validate": {"ok": True, "findings_list": listed if found is None else
+                            bundle.HeldFindings([bundle.held_canonical(f) for f in found])}}
+        want = canonical({**doc, "facts": {"rows": rows, "error": None},
+                          "validate": {"ok": True, "findings_list": listed}})
         assert b"".join(manifest_bytes(doc)) == want
+        if found is not None:
+            assert list(doc["validate"]["findings_list"]) == found
         assert list(held) == rows and len(held) == len(rows)
         assert list(held) == rows       # (as often as asked)
     finally:
@@ -451,3 +460,11 @@ def test_a_tmpdir_inside_a_directory_bundle_gets_nothing_from_verify(demo_templa
     assert orjson.loads(r.stdout)["ok"]
     assert made and not any(atomic.resolves_inside(m, unpacked) for m in made), made
     assert tree_hash(unpacked) == before
+
+
+def test_held_findings_join_past_a_piece():
+    items = [bundle.held_canonical({"n": i, "m": "x" * (i % 7)}) for i in range(10000)]
+    held = bundle.HeldFindings(items)
+    assert b"".join(held.joined()) == b",".join(items)
+    assert len(held) == 10000 and list(held)[9999] == {"n": 9999, "m": "x" * (9999 % 7)}
+    assert b"".join(bundle.HeldFindings([]).joined()) == b"" and not bundle.HeldFindings([])

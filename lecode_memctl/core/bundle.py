@@ -445,6 +445,28 @@ class HeldFactRows:
             self._file = None
 
 
+class HeldFindings:
+    """The findings of an audit, each held as its canonical bytes (of
+    their own size: ``held_canonical``), sorted: a manifest's
+    ``findings_list``.  Iterating gives them again as dicts; ``joined()``
+    the inside of their JSON array, a piece at a time."""
+
+    def __init__(self, items: list[bytes]) -> None:
+        self.items = items
+
+    def joined(self) -> Iterator[bytes]:
+        for i in range(0, len(self.items), 4096):
+            piece = b",".join(self.items[i:i + 4096])
+            yield piece if i == 0 else b"," + piece
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for item in self.items:
+            yield orjson.loads(item)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
 def audit_store(path: Path, slug: str, rows_in: str | os.PathLike[str] | None = None
                 ) -> dict[str, Any]:
     """``validate`` (deep, no config file) and ``facts`` over the store at
@@ -454,21 +476,22 @@ def audit_store(path: Path, slug: str, rows_in: str | os.PathLike[str] | None = 
     directory outside the store) when given."""
     import sqlite3
 
-    from .audit import validate_store
+    from .audit import Audit
     from .facts import FactStore, _db_error as db_error
     from .factview import iter_fact_rows
     from .sessions import SessionStore
 
     store = Store(path, slug, None, "option", "the bundle manifest")
-    found, audit_summary = validate_store(store, deep=True, parallel=False)
-    findings = []
-    for f in found:
+    # (validate_store's audit, each finding held only as its canonical bytes)
+    audit = Audit(store, deep=True, parallel=False)
+    held: list[bytes] = []
+    for f in audit.run():
         doc = f.to_json()
         doc["message"] = _strip_path(doc["message"], path)
-        findings.append(doc)
-    findings.sort(key=held_canonical)
-    summary = {k: v for k, v in audit_summary.to_json().items() if k not in _RUN_FIELDS}
-    summary["findings_list"] = findings
+        held.append(held_canonical(doc))
+    held.sort()
+    summary = {k: v for k, v in audit.summary.to_json().items() if k not in _RUN_FIELDS}
+    summary["findings_list"] = HeldFindings(held)
     rows = HeldFactRows(rows_in)
     facts: dict[str, Any] = {"rows": rows, "error": None}
     try:
@@ -575,20 +598,33 @@ def build_manifest(store: Store, staged: _Staged, stage_dir: Path, *, with_backu
 
 def manifest_bytes(doc: dict[str, Any]) -> Iterator[bytes]:
     """``canonical(doc)`` in pieces, its fact rows (a :class:`HeldFactRows`)
-    read back from their file as the pieces come: the manifest's bytes,
-    never all in memory.  The rest of the document is encoded once with a
-    random text where the rows go, cut there."""
-    rows = doc["facts"]["rows"]
+    read back from their file as the pieces come, and its findings (a
+    :class:`HeldFindings`) from their bytes: the manifest's bytes, never all
+    in memory.  The rest of the document is encoded once with a random
+    text where each of them goes, cut there."""
+    held = [("facts", "rows", doc["facts"]["rows"])]
+    found = (doc.get("validate") or {}).get("findings_list")
+    if isinstance(found, HeldFindings):
+        held.append(("validate", "findings_list", found))
     while True:
-        mark = "memctl-fact-rows-" + os.urandom(16).hex()
-        data = canonical({**doc, "facts": {**doc["facts"], "rows": mark}})
-        quoted = b'"' + mark.encode() + b'"'
-        if data.count(quoted) == 1:     # (nothing else holds it: it is random)
+        marks = {f"memctl-held-{os.urandom(16).hex()}": part for part in held}
+        shown = dict(doc)
+        for mark, (outer, key, _) in marks.items():
+            shown[outer] = {**shown[outer], key: mark}
+        data = canonical(shown)
+        quoted = [b'"' + mark.encode() + b'"' for mark in marks]
+        if all(data.count(q) == 1 for q in quoted):     # (nothing else holds one: random)
             break
-    head, _, tail = data.partition(quoted)
-    yield head + b"["
-    yield from rows.joined()
-    yield b"]" + tail
+    # (in the order the document holds them: its keys sorted)
+    cuts = sorted((data.index(q), q, part[2]) for q, part in zip(quoted, marks.values(),
+                                                                   strict=True))
+    at = 0
+    for where, q, part in cuts:
+        yield data[at:where] + b"["
+        yield from part.joined()
+        yield b"]"
+        at = where + len(q)
+    yield data[at:]
 
 
 def write_manifest(doc: dict[str, Any], path: Path) -> tuple[int, str]:
@@ -1355,7 +1391,9 @@ def _compare_audit(got: dict[str, Any], manifest: dict[str, Any], rep: VerifyRep
             rep.add("validate", None, f"summary {key}: {_short(got_v.get(key))}; at export: "
                     f"{_short(want_v.get(key))}")
     want_f = {held_canonical(f) for f in _of_type(want_v.get("findings_list"), list, [])}
-    got_f = {held_canonical(f) for f in got_v.get("findings_list") or []}
+    got_list = got_v.get("findings_list") or []
+    got_f = (set(got_list.items) if isinstance(got_list, HeldFindings)
+             else {held_canonical(f) for f in got_list})
     for f in sorted(got_f - want_f):
         d = orjson.loads(f)
         rep.add("validate", d.get("file"), f"new finding {d.get('code')}: {d.get('message')}")

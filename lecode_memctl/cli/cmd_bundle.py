@@ -174,9 +174,14 @@ def _report(rep: Any, json_: bool) -> None:
 
     code = 0 if rep.ok else 1
     if json_:
-        # (the fact rows streamed from the file that holds them; "facts" is the last member)
+        # (the findings and the fact rows streamed, not made one document in
+        # memory; "findings" and "facts" are the last members)
         doc = {"type": "verify", "schema_version": SCHEMA_VERSION, **rep.to_json()}
-        emit_json_document(doc, "facts", doc.pop("facts"), dict, {})
+        facts, findings = doc.pop("facts"), doc.pop("findings")
+        if findings is None:        # (no audit: "findings" is null)
+            emit_json_document({**doc, "findings": None}, "facts", facts, dict, {})
+        else:
+            emit_json_document(doc, "findings", findings, dict, {}, more=[("facts", facts)])
         raise typer.Exit(code)
     kind = rep.kind + (f", {rep.compression}" if rep.compression else "")
     echo(f"bundle {safe(rep.bundle)} ({kind})")

@@ -530,7 +530,8 @@ def ends_with_error(end: Callable[[str, str, int], None]) -> Iterator[None]:
 
 def emit_json_document(head: Mapping[str, Any], key: str, rows: Iterable[Any],
                        tail: Callable[[], Mapping[str, Any]],
-                       unknown: Mapping[str, Any]) -> None:
+                       unknown: Mapping[str, Any],
+                       more: Sequence[tuple[str, Iterable[Any]]] = ()) -> None:
     """One JSON document streamed in constant memory (``facts --json``,
     ``grep --json``): the members of ``head``, then ``key``: the array of
     ``rows``, one element per line as they come, then the members that
@@ -543,7 +544,9 @@ def emit_json_document(head: Mapping[str, Any], key: str, rows: Iterable[Any],
     "exit_code"}`` -- for any error main reports (the core's, SQLite's own, a
     file's, a bug), as main reports it, which then prints no second
     document, and for an interrupt.  An error writing stdout itself is raised
-    as it is: nothing more can go there."""
+    as it is: nothing more can go there.  ``more``: further arrays, each
+    (its key, its rows), streamed the same way after the first one
+    (``verify --json``'s findings, then its facts)."""
     with Stream() as write:
         write(dumps(head)[:-1] + b"," + dumps(key) + b":[")
 
@@ -552,11 +555,14 @@ def emit_json_document(head: Mapping[str, Any], key: str, rows: Iterable[Any],
                                         "exit_code": exit_code}}
             write(b"\n]," + dumps(err)[1:] + b"\n")
 
-        first = True
         with ends_with_error(end_with_error):
-            for row in rows:
-                write((b"\n" if first else b",\n") + dumps(row))
-                first = False
+            for i, (_, array) in enumerate([(key, rows), *more]):
+                if i:
+                    write(b"\n]," + dumps(more[i - 1][0]) + b":[")
+                first = True
+                for row in array:
+                    write((b"\n" if first else b",\n") + dumps(row))
+                    first = False
         members = dumps(tail())
         with uncut():
             write(b"\n]}\n" if members == b"{}" else b"\n]," + members[1:] + b"\n")

@@ -823,7 +823,8 @@ class VerifyReport:
     def close(self) -> None:
         """Let go the files that hold the fact rows (the manifest's, the checks')."""
         facts = _of_type((self.manifest or {}).get("facts"), dict, {})
-        for held in (facts.get("rows"), self.facts,
+        found = _of_type((self.manifest or {}).get("validate"), dict, {})
+        for held in (facts.get("rows"), found.get("findings_list"), self.facts,
                      ((self.audit or {}).get("facts") or {}).get("rows")):
             if isinstance(held, ManifestRows | HeldFactRows):
                 held.close()
@@ -849,7 +850,8 @@ class VerifyReport:
             "problems": [p.to_json() for p in self.problems],
             "validate": {k: v for k, v in validate.items() if k != "findings_list"}
             if validate is not None else None,
-            "findings": [FINDING.row(**f) for f in validate.get("findings_list") or []]
+            # (a generator: the recomputed findings, each made a row as it is written)
+            "findings": (FINDING.row(**f) for f in validate.get("findings_list") or [])
             if validate is not None else None,
             "facts": self.facts,
         }
@@ -892,7 +894,6 @@ class _NotStreamed(Exception):
     holding it (not as export writes it): it is read whole, as before."""
 
 
-_ROWS_KEY = b'"rows":['
 _TRIES = 64     # the ends _rows_at tries for one element
 
 
@@ -909,16 +910,15 @@ def _read_at(fd: int, at: int, size: int) -> bytes:
     return b"".join(parts)
 
 
-def _rows_key_at(fd: int, size: int) -> int:
-    """Where the first ``"rows":[`` of the file starts (:class:`_NotStreamed`: none)."""
-    at = 0
+def _key_at(fd: int, size: int, key: bytes, at: int = 0) -> int | None:
+    """Where the first ``key`` of the file from ``at`` starts (None: nowhere)."""
     while at < size:
-        window = _read_at(fd, at, CHUNK + len(_ROWS_KEY))
-        i = window.find(_ROWS_KEY)
+        window = _read_at(fd, at, CHUNK + len(key))
+        i = window.find(key)
         if i >= 0:
             return at + i
         at += CHUNK
-    raise _NotStreamed
+    return None
 
 
 def _rows_at(fd: int, start: int, size: int) -> Generator[tuple[bytes, Any], None, int]:
@@ -1057,62 +1057,107 @@ def _parse_manifest_file(path: Path, rep: VerifyReport) -> dict[str, Any] | None
             fh.close()
 
 
+# The arrays of a manifest read one element at a time (each found by its key,
+# in the document's order: its keys sorted): its fact rows, then its findings.
+_CUTS = ((b'"rows":[', ("facts", "rows")), (b'"findings_list":[', ("validate", "findings_list")))
+
+
 def _streamed_manifest(fh: IO[bytes], size: int, rep: VerifyReport, sha: str
                        ) -> dict[str, Any] | None:
     """:func:`_parse_manifest_file`'s reading of a manifest as export
-    writes it: its rows read twice, one at a time (to find their end, then
-    to check their canonical bytes and hash them: the digest's text begins
-    with what comes before them, and its head is known only once the rest
-    of the document is read)."""
+    writes it: its fact rows, and its findings where they too are as
+    export writes them, read one at a time, three times (to find their
+    end; to check their canonical bytes and hash them, since the digest's
+    text begins with what comes before them, known only once the rest of
+    the document is read; then by the comparison)."""
     fd = fh.fileno()
-    key = _rows_key_at(fd, size)
-    start = key + len(_ROWS_KEY)
-    rows = _rows_at(fd, start, size)
-    count = 0
-    while True:
+    cuts: list[tuple[int, int, int, tuple[str, str]]] = []     # (start, end, count, where)
+    at = 0
+    for key, where in _CUTS:
+        k = _key_at(fd, size, key, at)
+        if k is None:
+            if not cuts:
+                raise _NotStreamed
+            break
+        start = k + len(key)
+        count = 0
+        elements = _rows_at(fd, start, size)
         try:
-            next(rows)
-        except StopIteration as stop:
-            end = stop.value
-            break
-        count += 1
-    rest = size - end - 1
-    if key + rest > MANIFEST_MAX_BYTES:
-        raise _NotStreamed
-    head = _read_at(fd, 0, start - 1)
-    tail = _read_at(fd, end + 1, rest)
-    while True:
-        mark = "memctl-fact-rows-" + os.urandom(16).hex()
-        quoted = b'"' + mark.encode() + b'"'
-        if quoted not in head and quoted not in tail:
-            break
+            while True:
+                try:
+                    next(elements)
+                except StopIteration as stop:
+                    end = stop.value
+                    break
+                count += 1
+        except _NotStreamed:
+            if not cuts:
+                raise
+            break                       # (the findings, then, parsed with the rest)
+        cuts.append((start, end, count, where))
+        at = end + 1
     try:
-        doc = orjson.loads(head + quoted + tail)
+        return _read_cut(fh, size, rep, sha, cuts)
+    except _NotStreamed:
+        if len(cuts) == 1:
+            raise
+        return _read_cut(fh, size, rep, sha, cuts[:1])
+
+
+def _read_cut(fh: IO[bytes], size: int, rep: VerifyReport, sha: str,
+              cuts: list[tuple[int, int, int, tuple[str, str]]]) -> dict[str, Any] | None:
+    """The manifest parsed with a random text in place of each array of
+    ``cuts``, those read one element at a time (:class:`_NotStreamed`:
+    the texts are not where the cuts said)."""
+    fd = fh.fileno()
+    bounds = [0] + [b for start, end, _, _ in cuts for b in (start - 1, end + 1)] + [size]
+    if sum(bounds[i + 1] - bounds[i] for i in range(0, len(bounds), 2)) > MANIFEST_MAX_BYTES:
+        raise _NotStreamed
+    segments = [_read_at(fd, bounds[i], bounds[i + 1] - bounds[i])
+                for i in range(0, len(bounds), 2)]
+    while True:
+        marks = [f"memctl-held-{os.urandom(16).hex()}" for _ in cuts]
+        quoted = [b'"' + m.encode() + b'"' for m in marks]
+        if not any(q in seg for q in quoted for seg in segments):
+            break
+    text = segments[0] + b"".join(q + seg for q, seg in zip(quoted, segments[1:], strict=True))
+    try:
+        doc = orjson.loads(text)
     except orjson.JSONDecodeError:
         raise _NotStreamed from None
-    facts = doc.get("facts") if isinstance(doc, dict) else None
-    if not isinstance(facts, dict) or facts.get("rows") != mark:
-        raise _NotStreamed
+    for mark, (_, _, _, (outer, key)) in zip(marks, cuts, strict=True):
+        inner = doc.get(outer) if isinstance(doc, dict) else None
+        if not isinstance(inner, dict) or inner.get(key) != mark:
+            raise _NotStreamed
     rep.manifest_sha256 = sha
     if not _manifest_version_ok(doc, rep):
         return None
-    b_head, _, b_tail = canonical({k: v for k, v in doc.items() if k != "digest"}
-                                  ).partition(quoted)
-    hashed = hashlib.sha256(b_head + b"[")
+    body = canonical({k: v for k, v in doc.items() if k != "digest"})
+    hashed = hashlib.sha256()
     canon = True
-    for i, (raw, value) in enumerate(_rows_at(fd, start, size)):
-        c = canonical(value)
-        canon = canon and c == raw
-        hashed.update(b"," + c if i else c)
-    hashed.update(b"]" + b_tail)
-    w_head, _, w_tail = canonical(doc).partition(quoted)
+    for q, (start, _, _, _) in zip(quoted, cuts, strict=True):
+        before, _, body = body.partition(q)
+        hashed.update(before + b"[")
+        for i, (raw, value) in enumerate(_rows_at(fd, start, size)):
+            c = canonical(value)
+            canon = canon and c == raw
+            hashed.update(b"," + c if i else c)
+        hashed.update(b"]")
+    hashed.update(body)
+    whole = canonical(doc)
+    pieces = []
+    for q in quoted:
+        before, _, whole = whole.partition(q)
+        pieces.append(before)
+    pieces.append(whole + b"\n")
     if doc.get("digest") != hashed.hexdigest():
         rep.add("manifest", MANIFEST, "changed: its digest does not match its content")
-    elif not (canon and w_head == head and w_tail + b"\n" == tail):
+    elif not (canon and pieces == segments):
         rep.add("manifest", MANIFEST, "changed: not in its canonical byte form")
     if not _manifest_shape_ok(doc, rep):
         return None
-    facts["rows"] = ManifestRows(fh, start, size, count)
+    for start, _, count, (outer, key) in cuts:
+        doc[outer][key] = ManifestRows(fh, start, size, count)
     rep.manifest = doc
     return rep.manifest
 
@@ -1390,7 +1435,8 @@ def _compare_audit(got: dict[str, Any], manifest: dict[str, Any], rep: VerifyRep
         if want_v.get(key) != got_v.get(key):
             rep.add("validate", None, f"summary {key}: {_short(got_v.get(key))}; at export: "
                     f"{_short(want_v.get(key))}")
-    want_f = {held_canonical(f) for f in _of_type(want_v.get("findings_list"), list, [])}
+    want_f = {held_canonical(f)
+              for f in _of_type(want_v.get("findings_list"), list | ManifestRows, [])}
     got_list = got_v.get("findings_list") or []
     got_f = (set(got_list.items) if isinstance(got_list, HeldFindings)
              else {held_canonical(f) for f in got_list})

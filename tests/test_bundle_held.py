@@ -40,24 +40,34 @@ def sourced_facts(store: Path, n: int) -> None:
     db.close()
 
 
+def bundle_peaks(demo_template, tmp_path: Path, add, sizes  # noqa: ANN001
+                 ) -> tuple[list[list[int]], list[dict]]:
+    """The peak RSS (KiB) of export then of verify --json, on a demo copy
+    with ``add(store, n)`` done for each ``n`` of ``sizes``: ([export,
+    verify] per size, verify's documents)."""
+    peaks, docs = [], []
+    for n in sizes:
+        store = copy_demo(demo_template, tmp_path / f"demo{n}")
+        add(store, n)
+        out = tmp_path / f"b{n}.tar"
+        exported = child_peak_kib(store, "export", "--output", str(out))[0]
+        verified, text = child_peak_kib(store, "verify", str(out), "--json")
+        peaks.append([exported, verified])
+        docs.append(orjson.loads(text))
+    return peaks, docs
+
+
 def test_export_and_verify_do_not_follow_the_facts(demo_template, tmp_path):
     """At 6,000 and 24,000 facts, export (before: 23 MiB apart, now 4) and
     verify (before: 49 MiB apart, now 6); the bundles verify."""
-    exports, verifies = [], []
-    for n in (6000, 24000):
-        store = copy_demo(demo_template, tmp_path / f"demo{n}")
-        sourced_facts(store, n)
-        out = tmp_path / f"b{n}.tar"
-        exports.append(child_peak_kib(store, "export", "--output", str(out))[0])
-        peak, text = child_peak_kib(store, "verify", str(out), "--json")
-        verifies.append(peak)
-        doc = orjson.loads(text)
+    (small, large), docs = bundle_peaks(demo_template, tmp_path, sourced_facts, (6000, 24000))
+    for n, doc in zip((6000, 24000), docs, strict=True):
         assert doc["ok"], doc["problems"]
         assert len(doc["facts"]) > n
         assert {f["status"] for f in doc["facts"][:n]} == {"valid"}
         assert all(f["same"] for f in doc["facts"])
-    assert exports[1] - exports[0] < 10 << 10, exports
-    assert verifies[1] - verifies[0] < 14 << 10, verifies
+    assert large[0] - small[0] < 10 << 10, (small, large)
+    assert large[1] - small[1] < 14 << 10, (small, large)
 
 
 def test_export_json_lists_every_row_from_the_file(demo_template, tmp_path):
@@ -162,13 +172,11 @@ def test_export_and_verify_let_go_their_temporary_files(demo_template, tmp_path)
         assert b"ResourceWarning" not in p.stderr, p.stderr
 
 
-def test_a_tmpdir_inside_the_store_gets_no_directory_from_export(demo_template, tmp_path,
-                                                                 monkeypatch):
-    """The staged copy's snapshot was fenced out of the copy only: with
-    $TMPDIR in the store, export made (and removed) a directory there."""
+def recorded_tempdirs(monkeypatch) -> list[str]:  # noqa: ANN001
+    """The parents of every private temporary directory made from now on
+    (``atomic._mkdtemp``), in a list that grows as they are made."""
     from lecode_memctl.core import atomic
 
-    store = copy_demo(demo_template, tmp_path / "demo")
     made: list[str] = []
     real = atomic._mkdtemp
 
@@ -177,6 +185,17 @@ def test_a_tmpdir_inside_the_store_gets_no_directory_from_export(demo_template, 
         return real(parent, prefix, made_cb)
 
     monkeypatch.setattr(atomic, "_mkdtemp", recorded)
+    return made
+
+
+def test_a_tmpdir_inside_the_store_gets_no_directory_from_export(demo_template, tmp_path,
+                                                                 monkeypatch):
+    """The staged copy's snapshot was fenced out of the copy only: with
+    $TMPDIR in the store, export made (and removed) a directory there."""
+    from lecode_memctl.core import atomic
+
+    store = copy_demo(demo_template, tmp_path / "demo")
+    made = recorded_tempdirs(monkeypatch)
     monkeypatch.setenv("TMPDIR", str(store / "sessions"))
     before = tree_hash(store)
     r = run_cli("--store", str(store), "export", "-o", str(tmp_path / "b.tar"))
@@ -423,17 +442,10 @@ def test_findings_are_held_at_their_size(demo_template, tmp_path):
     work: export 112 MiB more, verify 231; now 13 and 21."""
     from .test_validate_json_held import _legacy_facts
 
-    exports, verifies = [], []
-    for n in (4000, 16000):
-        store = copy_demo(demo_template, tmp_path / f"demo{n}")
-        _legacy_facts(store, n)
-        out = tmp_path / f"b{n}.tar"
-        exports.append(child_peak_kib(store, "export", "--output", str(out))[0])
-        peak, text = child_peak_kib(store, "verify", str(out), "--json")
-        verifies.append(peak)
-        assert orjson.loads(text)["ok"]
-    assert exports[1] - exports[0] < 40 << 10, exports
-    assert verifies[1] - verifies[0] < 40 << 10, verifies
+    (small, large), docs = bundle_peaks(demo_template, tmp_path, _legacy_facts, (4000, 16000))
+    assert all(doc["ok"] for doc in docs)
+    assert large[0] - small[0] < 40 << 10, (small, large)
+    assert large[1] - small[1] < 40 << 10, (small, large)
 
 
 def test_held_canonical_is_canonical_at_its_size():
@@ -456,14 +468,7 @@ def test_a_tmpdir_inside_a_directory_bundle_gets_nothing_from_verify(demo_templa
         tf.extractall(unpacked, filter="fully_trusted")
     from lecode_memctl.core import atomic
 
-    made: list[str] = []
-    real = atomic._mkdtemp
-
-    def recorded(parent, prefix, made_cb=None):  # noqa: ANN001, ANN202
-        made.append(parent)
-        return real(parent, prefix, made_cb)
-
-    monkeypatch.setattr(atomic, "_mkdtemp", recorded)
+    made = recorded_tempdirs(monkeypatch)
     monkeypatch.setenv("TMPDIR", str(unpacked))
     before = tree_hash(unpacked)
     r = run_cli("verify", str(unpacked), "--json")

@@ -484,3 +484,31 @@ def test_held_findings_join_past_a_piece():
     assert b"".join(held.joined()) == b",".join(items)
     assert len(held) == 10000 and list(held)[9999] == {"n": 9999, "m": "x" * (9999 % 7)}
     assert b"".join(bundle.HeldFindings([]).joined()) == b"" and not bundle.HeldFindings([])
+
+
+def test_text_that_is_not_ascii_beside_an_end_is_still_read_a_row_at_a_time(tmp_path):
+    """orjson counts its error's place in characters: an element cut at a
+    '},{' inside a string of 'é's was taken for a damage (whole reading)."""
+    rows = [{"fact_id": "a", "reason": "é" * 40 + "},{" + "é"}, {"fact_id": "b"}]
+    found = [{"message": "ü},{ü}]"}]
+    doc = _manifest_doc(rows, "é", bundle.BUNDLE_FORMAT, True, found)
+    path = tmp_path / "manifest.json"
+    path.write_bytes(canonical(doc) + b"\n")
+    rep = bundle.VerifyReport("b", "archive")
+    got = bundle._parse_manifest_file(path, rep)
+    assert rep.problems == [] and got is not None
+    assert isinstance(got["facts"]["rows"], bundle.ManifestRows)
+    assert isinstance(got["validate"]["findings_list"], bundle.ManifestRows)
+    assert list(got["facts"]["rows"]) == rows and list(got["validate"]["findings_list"]) == found
+    rep.close()
+
+
+def test_an_empty_finding_at_export_is_named_as_before(demo_template, tmp_path):
+    store = copy_demo(demo_template, tmp_path / "demo")
+    good = tmp_path / "good.tar"
+    assert run_cli("--store", str(store), "export", "-o", str(good)).exit_code == 0
+    bad = tmp_path / "bad.tar"
+    _rewritten(good, bad, lambda d: d["validate"]["findings_list"].append({}))
+    r = run_cli("verify", str(bad))
+    assert r.exit_code == 1
+    assert "finding at export no longer found: None: None" in r.stdout, r.stdout

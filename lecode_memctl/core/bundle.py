@@ -979,7 +979,7 @@ def _rows_at(fd: int, start: int, size: int) -> Generator[tuple[bytes, Any], Non
                 value = orjson.loads(buf[pos:j + 1])
             except orjson.JSONDecodeError as exc:
                 tries += 1
-                if exc.pos < j + 1 - pos or tries >= _TRIES:
+                if tries >= _TRIES or not _ends_early(buf[pos:j + 1], exc.pos):
                     raise _NotStreamed from None
                 search = j + 1
                 continue
@@ -990,6 +990,18 @@ def _rows_at(fd: int, start: int, size: int) -> Generator[tuple[bytes, Any], Non
         if buf[j + 1] == 0x5D:
             return base + j + 1
         pos = j + 2
+
+
+def _ends_early(text: bytes, at: int) -> bool:
+    """Whether orjson's error at ``at`` parsing ``text`` is its end (the
+    bytes are a whole value's beginning): ``at`` counts characters, not
+    bytes."""
+    if at >= len(text):
+        return True
+    try:
+        return at >= len(text.decode("utf-8"))
+    except UnicodeDecodeError:
+        return False
 
 
 class ManifestRows:
@@ -1444,7 +1456,8 @@ def _compare_audit(got: dict[str, Any], manifest: dict[str, Any], rep: VerifyRep
         d = orjson.loads(f)
         rep.add("validate", d.get("file"), f"new finding {d.get('code')}: {d.get('message')}")
     for f in sorted(want_f - got_f):
-        d = _of_type(orjson.loads(f), dict, None) or {"message": f.decode()}
+        d = orjson.loads(f)
+        d = d if isinstance(d, dict) else {"message": f.decode()}
         file = d.get("file")
         rep.add("validate", file if isinstance(file, str) else None,
                 f"finding at export no longer found: {d.get('code')}: {d.get('message')}")

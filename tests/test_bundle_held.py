@@ -7,6 +7,7 @@ of facts; the manifest's bytes are the canonical form they always were."""
 from __future__ import annotations
 
 import sqlite3
+import tempfile
 from pathlib import Path
 
 import orjson
@@ -512,3 +513,23 @@ def test_an_empty_finding_at_export_is_named_as_before(demo_template, tmp_path):
     r = run_cli("verify", str(bad))
     assert r.exit_code == 1
     assert "finding at export no longer found: None: None" in r.stdout, r.stdout
+
+
+def test_a_full_temporary_directory_fails_verify_in_one_line(demo_template, tmp_path, monkeypatch):
+    """The files of rows take no more: exit 7, one line, nothing left."""
+    store = copy_demo(demo_template, tmp_path / "demo")
+    sourced_facts(store, 200)
+    out = tmp_path / "b.tar"
+    assert run_cli("--store", str(store), "export", "--output", str(out)).exit_code == 0
+    monkeypatch.setattr(bundle, "CHUNK", 4096)
+    private = tmp_path / "tmpdir"
+    private.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
+    monkeypatch.setenv("TMPDIR", str(private))
+    filling_temporary_files(monkeypatch, left=5000)
+    for args in ([], ["--json"]):
+        r = run_cli("verify", str(out), *args)
+        assert r.exit_code == 7, (r.exit_code, r.stderr)
+        assert "cannot hold the fact rows in a temporary file: No space left on device" in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
+    assert list(private.iterdir()) == []

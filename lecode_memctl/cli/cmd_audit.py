@@ -134,6 +134,7 @@ def validate(
     """
     import time
 
+    from lecode_memctl.core.atomic import fenced
     from lecode_memctl.core.audit import Audit, check_ignore_codes
     from lecode_memctl.core.errors import UsageError
     from lecode_memctl.core.layout import memory_names, memory_root, store_at, store_given
@@ -168,81 +169,82 @@ def validate(
         stores = [require_store(store_given(store_dir, STATE.slug_option))]
     else:
         stores = [STATE.existing_store()]
-    # (the held rows' temporary file is never made in one of them)
-    STATE.temp_fences = [str(st.path) for st in stores]
-    if output is not None and output.is_dir():
-        raise UsageError(f"--output {output}: is a directory")
+    # (no temporary file or directory is made in one of them: the held rows'
+    # file, another store's snapshot)
+    with fenced(*(st.path for st in stores)):
+        if output is not None and output.is_dir():
+            raise UsageError(f"--output {output}: is a directory")
 
-    to_stdout = not quiet or output is not None
-    show_progress = (progress if progress is not None else not quiet) and _stderr_tty()
-    record_state = STATE.may_record_marks(stores)
-    summaries = []
-    all_findings: list[Finding] = []
-    stream_jsonl = fmt == "jsonl" and to_stdout
-    # --json in a pipe or a file: the findings held encoded (compact, as the
-    # document has them), not as objects (on a terminal it is indented)
-    # (csv and tsv: their lines as the end writes them)
-    held = (HeldRows(HELD_IN_MEMORY, b",") if fmt == "json" and to_stdout
-            and HELD_IN_MEMORY is not None and (output is not None or not stdout_is_tty())
-            else HeldRows(HELD_IN_MEMORY, b"") if fmt in ("csv", "tsv") and to_stdout
-            and HELD_IN_MEMORY is not None else None)
-    # the report for people: each finding's line, held by its place in it
-    report = (_HeldReport(HELD_IN_MEMORY)
-              if fmt == "human" and to_stdout and HELD_IN_MEMORY is not None else None)
-    sink = atomic_output(str(output)) if output is not None else None
-    try:
-        if sink is not None and stream_jsonl:
-            sink.__enter__()
-        for i, st in enumerate(stores):
-            prog, finish = _progress_bar(st.slug) if show_progress else (None, lambda: None)
-            # config.toml is shared by every store: checked once, reported with the first store
-            audit = Audit(st, config_dir=cfg.path if i == 0 else None, deep=deep, ignore=ignored,
-                          progress=prog, lock_wait=lock_wait, state=STATE.state_dir(),
-                          record_state=record_state, listed=all_projects)
-            try:
-                if stream_jsonl:
-                    from lecode_memctl.core.rowmodel import FINDING, SUMMARY
+        to_stdout = not quiet or output is not None
+        show_progress = (progress if progress is not None else not quiet) and _stderr_tty()
+        record_state = STATE.may_record_marks(stores)
+        summaries = []
+        all_findings: list[Finding] = []
+        stream_jsonl = fmt == "jsonl" and to_stdout
+        # --json in a pipe or a file: the findings held encoded (compact, as the
+        # document has them), not as objects (on a terminal it is indented)
+        # (csv and tsv: their lines as the end writes them)
+        held = (HeldRows(HELD_IN_MEMORY, b",") if fmt == "json" and to_stdout
+                and HELD_IN_MEMORY is not None and (output is not None or not stdout_is_tty())
+                else HeldRows(HELD_IN_MEMORY, b"") if fmt in ("csv", "tsv") and to_stdout
+                and HELD_IN_MEMORY is not None else None)
+        # the report for people: each finding's line, held by its place in it
+        report = (_HeldReport(HELD_IN_MEMORY)
+                  if fmt == "human" and to_stdout and HELD_IN_MEMORY is not None else None)
+        sink = atomic_output(str(output)) if output is not None else None
+        try:
+            if sink is not None and stream_jsonl:
+                sink.__enter__()
+            for i, st in enumerate(stores):
+                prog, finish = _progress_bar(st.slug) if show_progress else (None, lambda: None)
+                # config.toml is shared by every store: checked once, reported with the first store
+                audit = Audit(st, config_dir=cfg.path if i == 0 else None, deep=deep, ignore=ignored,
+                              progress=prog, lock_wait=lock_wait, state=STATE.state_dir(),
+                              record_state=record_state, listed=all_projects)
+                try:
+                    if stream_jsonl:
+                        from lecode_memctl.core.rowmodel import FINDING, SUMMARY
 
-                    emit_jsonl(FINDING.row(**f.to_json()) for f in audit.run())
-                    emit_jsonl([SUMMARY.row(**audit.summary.to_json(strict))])
-                elif held is not None:
-                    from lecode_memctl.core.rowmodel import FINDING
+                        emit_jsonl(FINDING.row(**f.to_json()) for f in audit.run())
+                        emit_jsonl([SUMMARY.row(**audit.summary.to_json(strict))])
+                    elif held is not None:
+                        from lecode_memctl.core.rowmodel import FINDING
 
-                    encode = dumps if fmt == "json" else _csv_line(fmt)
-                    for f in audit.run():
-                        held.add(encode(FINDING.row(**f.to_json())))
-                elif report is not None:
-                    for f in audit.run():
-                        report.add(f)
-                elif to_stdout:
-                    all_findings.extend(audit.run())
-                else:
-                    # -q: only the summaries are read (the exit status), and a
-                    # store of 100,000 unverified legacy facts held as many
-                    # findings (42 MiB) that nothing printed
-                    collections.deque(audit.run(), maxlen=0)
-            finally:
-                finish()
-            summaries.append(audit.summary)
-        ok = all(s.ok(strict) for s in summaries)
-        code = 0 if ok else 1
-        if not to_stdout or stream_jsonl:
+                        encode = dumps if fmt == "json" else _csv_line(fmt)
+                        for f in audit.run():
+                            held.add(encode(FINDING.row(**f.to_json())))
+                    elif report is not None:
+                        for f in audit.run():
+                            report.add(f)
+                    elif to_stdout:
+                        all_findings.extend(audit.run())
+                    else:
+                        # -q: only the summaries are read (the exit status), and a
+                        # store of 100,000 unverified legacy facts held as many
+                        # findings (42 MiB) that nothing printed
+                        collections.deque(audit.run(), maxlen=0)
+                finally:
+                    finish()
+                summaries.append(audit.summary)
+            ok = all(s.ok(strict) for s in summaries)
+            code = 0 if ok else 1
+            if not to_stdout or stream_jsonl:
+                if sink is not None:
+                    sink.__exit__(None, None, None)
+                    sink = None
+                raise typer.Exit(code)
+            if sink is not None:
+                sink.__enter__()
+            _render_validate(fmt, summaries, all_findings, ok=ok, code=code, strict=strict,
+                             deep=deep, cfg=cfg, started=time.time(), held=held, report=report)
             if sink is not None:
                 sink.__exit__(None, None, None)
                 sink = None
-            raise typer.Exit(code)
-        if sink is not None:
-            sink.__enter__()
-        _render_validate(fmt, summaries, all_findings, ok=ok, code=code, strict=strict,
-                         deep=deep, cfg=cfg, started=time.time(), held=held, report=report)
-        if sink is not None:
-            sink.__exit__(None, None, None)
-            sink = None
-    except BaseException as exc:
-        if sink is not None and sink.stream is not None:
-            sink.__exit__(type(exc), exc, None)
-        raise
-    raise typer.Exit(code)
+        except BaseException as exc:
+            if sink is not None and sink.stream is not None:
+                sink.__exit__(type(exc), exc, None)
+            raise
+        raise typer.Exit(code)
 
 
 def _render_validate(fmt: str, summaries: list, all_findings: list, *, ok: bool, code: int,

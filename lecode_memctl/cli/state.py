@@ -35,9 +35,6 @@ class State:
         # the command began writing its output on stdout (a JSON document
         # may be open: an interrupt then prints no second one)
         self.output_started = output_started
-        # stores the command works on besides --store's (validate's own
-        # --store, --all-projects'): no temporary file is made in them
-        self.temp_fences: list[str] = []
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._FIELDS)
@@ -93,12 +90,13 @@ class State:
 
     def temp_outside(self) -> list[str]:
         """Where memctl's unnamed temporary files must not be made: the store
-        named with --store, the stores the command named (``temp_fences``)
-        and every store of the config directory (its ``memory`` directory);
-        a read makes no file in a store, not even
-        one unlinked at once (docs/FORMAT.md: a ``$TMPDIR`` inside the
-        store is passed over)."""
-        out = ([self.store_option] if self.store_option else []) + self.temp_fences
+        named with --store and every store of the config directory (its
+        ``memory`` directory), besides the stores a command fences
+        (``atomic.fenced``: validate's own --store, export's, verify's
+        bundle); a read makes no file in a store, not even one unlinked at
+        once (docs/FORMAT.md: a ``$TMPDIR`` inside the store is passed
+        over)."""
+        out = [self.store_option] if self.store_option else []
         try:
             from lecode_memctl.core.layout import memory_root
 

@@ -69,25 +69,23 @@ def export(
         if stdout_is_tty():
             raise UsageError("refusing to write a tar archive to a terminal; use --output FILE "
                              "or redirect stdout")
-        out = sys.stdout.buffer
         sys.stdout.flush()
-        res = export_bundle(store, out, with_backups=with_backups, lock_wait=lock_wait)
-        try:
-            out.flush()
-            _summary(res, err=True)
-        finally:
-            res.close()
-        return
-    res = export_to_file(store, output, with_backups=with_backups, lock_wait=lock_wait)
+        res = export_bundle(store, sys.stdout.buffer, with_backups=with_backups,
+                            lock_wait=lock_wait)
+    else:
+        res = export_to_file(store, output, with_backups=with_backups, lock_wait=lock_wait)
     try:
-        if json_:
+        if res.output is None:          # (the bundle on stdout, the summary on stderr)
+            sys.stdout.buffer.flush()
+            _summary(res, err=True)
+        elif json_:
             # (the rows streamed from the file that holds them, never all in memory)
             doc = {"type": "export", "schema_version": SCHEMA_VERSION, **res.to_json()}
             rows, error = doc.pop("facts"), doc.pop("facts_error")
             emit_json_document(doc, "facts", rows, lambda: {"facts_error": error},
                                {"facts_error": error})
-            return
-        _summary(res, err=False)
+        else:
+            _summary(res, err=False)
     finally:
         res.close()
 
@@ -177,11 +175,12 @@ def _report(rep: Any, json_: bool) -> None:
         # (the findings and the fact rows streamed, not made one document in
         # memory; "findings" and "facts" are the last members)
         doc = {"type": "verify", "schema_version": SCHEMA_VERSION, **rep.to_json()}
-        facts, findings = doc.pop("facts"), doc.pop("findings")
-        if findings is None:        # (no audit: "findings" is null)
-            emit_json_document({**doc, "findings": None}, "facts", facts, dict, {})
+        facts = doc.pop("facts")
+        if doc["findings"] is None:     # (no audit: "findings" is null)
+            emit_json_document(doc, "facts", facts, dict, {})
         else:
-            emit_json_document(doc, "findings", findings, dict, {}, more=[("facts", facts)])
+            emit_json_document(doc, "findings", doc.pop("findings"), dict, {},
+                               more=[("facts", facts)])
         raise typer.Exit(code)
     kind = rep.kind + (f", {rep.compression}" if rep.compression else "")
     echo(f"bundle {safe(rep.bundle)} ({kind})")

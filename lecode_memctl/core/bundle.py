@@ -992,6 +992,19 @@ def _rows_at(fd: int, start: int, size: int) -> Generator[tuple[bytes, Any], Non
         pos = j + 2
 
 
+def _array_end(fd: int, start: int, size: int) -> tuple[int, int]:
+    """:func:`_rows_at` read to its end: (the offset of the array's ``]``,
+    its number of elements)."""
+    count = 0
+    elements = _rows_at(fd, start, size)
+    while True:
+        try:
+            next(elements)
+        except StopIteration as stop:
+            return stop.value, count
+        count += 1
+
+
 def _ends_early(text: bytes, at: int) -> bool:
     """Whether orjson's error at ``at`` parsing ``text`` is its end (the
     bytes are a whole value's beginning): ``at`` counts characters, not
@@ -1045,22 +1058,15 @@ def _parse_manifest_file(path: Path, rep: VerifyReport) -> dict[str, Any] | None
     try:
         fd = fh.fileno()
         size = os.fstat(fd).st_size
-        h = hashlib.sha256()
-        at = 0
-        while at < size:
-            piece = _read_at(fd, at, CHUNK)
-            if not piece:
-                break
-            h.update(piece)
-            at += len(piece)
+        sha = _hash_stream(fh)[1]       # (the reads below are at offsets: pread)
         try:
-            doc = _streamed_manifest(fh, size, rep, h.hexdigest())
+            doc = _streamed_manifest(fh, size, rep, sha)
             keep = doc is not None
             return doc
         except _NotStreamed:
             pass
         if size > MANIFEST_MAX_BYTES:
-            rep.manifest_sha256 = h.hexdigest()
+            rep.manifest_sha256 = sha
             rep.add("manifest", MANIFEST, f"{size} bytes: too large")
             return None
         return _parse_manifest(_read_at(fd, 0, size), rep)
@@ -1092,16 +1098,8 @@ def _streamed_manifest(fh: IO[bytes], size: int, rep: VerifyReport, sha: str
                 raise _NotStreamed
             break
         start = k + len(key)
-        count = 0
-        elements = _rows_at(fd, start, size)
         try:
-            while True:
-                try:
-                    next(elements)
-                except StopIteration as stop:
-                    end = stop.value
-                    break
-                count += 1
+            end, count = _array_end(fd, start, size)
         except _NotStreamed:
             if not cuts:
                 raise

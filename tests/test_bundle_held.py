@@ -14,7 +14,7 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
-from lecode_memctl.core import bundle
+from lecode_memctl.core import bundle, held as held_mod
 from lecode_memctl.core.bundle import HeldFactRows, canonical, manifest_bytes
 
 from .builders import copy_demo
@@ -124,6 +124,7 @@ def test_the_manifest_bytes_are_its_canonical_form(tmp_path, monkeypatch, rows, 
     time: the pieces are ``canonical`` of the document with the rows as a
     list, and iterating gives the rows back."""
     monkeypatch.setattr(bundle, "CHUNK", chunk)
+    monkeypatch.setattr(held_mod, "PIECE", chunk)
     held = HeldFactRows(tmp_path if on_disk else None)
     try:
         for row in rows:

@@ -24,7 +24,7 @@ from .test_validate_json_held import _legacy_facts, child_peak_kib
 def test_held_cells_decide_and_render_as_plain_table(table, bound):
     """Declined exactly where plain_table declines; else the same text."""
     rows, heads = table
-    with output.HeldRows(bound, b"") as held:
+    with output.held_rows(bound, b"") as held:
         widths = output._hold_plain(iter(rows), heads, held)
         assert list(output.held_values(held.pieces())) == rows
         want = output.plain_table(rows, heads)
@@ -232,7 +232,7 @@ def test_no_descriptor_left_for_the_temporary_file_keeps_the_rows_in_memory(monk
 
     monkeypatch.delitem(sys.modules, "tempfile", raising=False)
     monkeypatch.setattr(builtins, "__import__", no_fd)
-    with output.HeldRows(10, b",") as held:
+    with output.held_rows(10, b",") as held:
         for i in range(5):
             held.add(b"row %d" % i)
         assert b"".join(held.pieces()) == b"row 0,row 1,row 2,row 3,row 4"
@@ -243,7 +243,7 @@ def test_a_value_longer_than_many_pieces_comes_back_whole():
     a time: each value whole and in order."""
     big = "x" * (3 << 20) + "é"
     values = [["a", "b"], ["c", big], ["d", ""], [big[:10], "e"]]
-    with output.HeldRows(0, b"") as held:
+    with output.held_rows(0, b"") as held:
         for v in values:
             output.hold_value(held, v)
         assert list(output.held_values(held.pieces())) == values

@@ -22,8 +22,7 @@ if TYPE_CHECKING:  # the core is imported inside the commands (start-up time)
     from typing import Any
 
     from lecode_memctl.core.audit import Finding
-
-    from .output import HeldRows
+    from lecode_memctl.core.held import HeldRows
 
 VALIDATE_FORMATS = VALIDATE_FORMAT_NAMES
 
@@ -144,12 +143,12 @@ def validate(
     store_dir = path_option("--store", store_dir)
     from .output import (
         REPORT_ALIASES,
-        HeldRows,
         atomic_output,
         check_format,
         dumps,
         emit_jsonl,
         fixed_format,
+        held_rows,
         stdout_is_tty,
     )
 
@@ -184,9 +183,9 @@ def validate(
         # --json in a pipe or a file: the findings held encoded (compact, as the
         # document has them), not as objects (on a terminal it is indented)
         # (csv and tsv: their lines as the end writes them)
-        held = (HeldRows(HELD_IN_MEMORY, b",") if fmt == "json" and to_stdout
+        held = (held_rows(HELD_IN_MEMORY, b",") if fmt == "json" and to_stdout
                 and HELD_IN_MEMORY is not None and (output is not None or not stdout_is_tty())
-                else HeldRows(HELD_IN_MEMORY, b"") if fmt in ("csv", "tsv") and to_stdout
+                else held_rows(HELD_IN_MEMORY, b"") if fmt in ("csv", "tsv") and to_stdout
                 and HELD_IN_MEMORY is not None else None)
         # the report for people: each finding's line, held by its place in it
         report = (_HeldReport(HELD_IN_MEMORY)
@@ -351,25 +350,26 @@ def _finding_lines() -> "Callable[[Finding], str]":
 
 class _HeldReport:
     """``validate``'s report for people, held: each finding's check and line
-    (:func:`~.output.hold_value`), one :class:`~.output.HeldRows` per
+    (:func:`~.output.hold_value`), one :class:`~lecode_memctl.core.held.HeldRows` per
     project, check and severity, so that a project's lines come back in
     the order :func:`~lecode_memctl.core.audit.sort_findings` gives (the
     findings of one part in the order the audit gave them) without every
     finding held as an object (100,000 findings: 115 MiB).  Past ``limit``
     bytes held in memory by all the parts together, every part's go to one
-    unnamed temporary file they share (:class:`~.output.Spill`): nothing
+    unnamed temporary file they share (:func:`~.output.spill`): nothing
     in $TMPDIR below that, one descriptor for them all (a file per part
     held one each to the end, and a later store's audit ran out of them).
     :meth:`close` closes the file."""
 
     def __init__(self, limit: int) -> None:
         from lecode_memctl.core.audit import finding_rank
+        from lecode_memctl.core.held import HeldRows
 
-        from .output import HeldRows, Spill, hold_value
+        from .output import hold_value, spill
 
         self._limit = limit
         self._rank = finding_rank()
-        self._spill = Spill()
+        self._spill = spill()
         self._held = 0              # bytes the parts hold in memory
         self._parts: dict[str, dict[tuple[int, int], HeldRows]] = {}
         self._new, self._hold, self._line = HeldRows, hold_value, _finding_lines()

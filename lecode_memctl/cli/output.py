@@ -13,13 +13,16 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from lecode_memctl.core._lazy import lazy_compile
 
 from .state import STATE
+
+if TYPE_CHECKING:
+    from lecode_memctl.core.held import HeldRows, Spill
 
 LISTING_FORMATS = ("table", "json", "jsonl", "csv", "tsv")
 
@@ -807,145 +810,28 @@ def csv_cells(columns: Sequence[str]) -> Callable[[Mapping[str, Any]], list[str]
     return cells
 
 
-class Spill:
-    """One unnamed temporary file that several :class:`HeldRows` keep their
-    bytes in, one after the other (``tempfile.TemporaryFile``: gone with the
-    process, however it ends), made on first use in the first temporary
-    directory outside the stores (``atomic.temp_parent``).  One file, so
-    that holders by the hundred hold one descriptor.  Where none can be
-    had, or a write fails (a full or unwritable $TMPDIR), every holder
-    takes what the file holds back into memory and the file is closed
-    (its space freed for what comes after: a store's snapshot copy, say)."""
+def spill() -> Spill:
+    """The unnamed temporary file a command's held rows share
+    (:class:`~lecode_memctl.core.held.Spill`), made in the first temporary
+    directory outside the stores (``atomic.temp_parent``); where none can
+    be had or written, the rows stay in memory."""
+    from lecode_memctl.core.held import Spill
 
-    def __init__(self) -> None:
-        self._file: Any = None
-        self._end = 0
-        self.failed = False
-        self._holders: list[HeldRows] = []
-
-    def write(self, data: bytes) -> tuple[int, int] | None:
-        """``data`` appended: its (offset, length); None when it could not
-        be (every holder has taken its bytes back)."""
-        if self.failed:
-            return None
-        try:
-            # (imported here: with no descriptor left, an import fails too)
-            import errno
-            import tempfile
-
-            if self._file is None:
-                from lecode_memctl.core.atomic import temp_parent
-
-                parent = temp_parent(STATE.temp_outside())      # (never in a store)
-                if parent is None:
-                    raise OSError(errno.ENOENT, "no temporary directory outside the stores")
-                self._file = tempfile.TemporaryFile(buffering=0, dir=parent)  # noqa: SIM115 - closed by close
-            view = memoryview(data)
-            done = 0
-            while done < len(data):
-                n = self._file.write(view[done:])
-                if not n:
-                    raise OSError(28, "the temporary file takes no more")     # ENOSPC
-                done += n
-        except OSError:
-            self.failed = True
-            try:
-                for h in self._holders:
-                    h._take_back()
-            finally:
-                self.close()
-            return None
-        at = self._end
-        self._end += len(data)
-        return at, len(data)
-
-    def read(self, at: int, size: int) -> Iterator[bytes]:
-        """The ``size`` bytes written at ``at``, a MiB at a time."""
-        fd = self._file.fileno()
-        end = at + size
-        while at < end:
-            piece = os.pread(fd, min(end - at, 1 << 20), at)
-            if not piece:
-                raise OSError(5, "the temporary file of held rows is shorter than written")
-            at += len(piece)
-            yield piece
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+    return Spill(_temp_outside_stores)
 
 
-class HeldRows:
-    """Encoded rows held until a document written at the end holds them
-    (``validate --json``, ``csv``, ``tsv``; a plain table's cells; the parts
-    of validate's report for people), each after ``sep`` but the first (a
-    comma between JSON rows): in memory up to ``limit`` bytes, then in a
-    :class:`Spill` (its own, or one ``spill`` several share), written a MiB
-    at a time, so that memory does not follow their number.  Where no such
-    file can be had or written, they are held in memory, as before, what
-    the file took read back.  A context manager: its end closes its own
-    spill."""
+def _temp_outside_stores() -> str | None:
+    from lecode_memctl.core.atomic import temp_parent
 
-    def __init__(self, limit: int, sep: bytes, spill: Spill | None = None) -> None:
-        self._limit = limit
-        self._sep = sep
-        self._mem: list[bytes] = []
-        self._size = 0
-        self._first = True
-        self._own = spill is None
-        self._spill = Spill() if spill is None else spill
-        self._spill._holders.append(self)
-        self._chunks: list[tuple[int, int]] = []   # (offset, length) in the spill, in order
+    return temp_parent(STATE.temp_outside())      # (never in a store)
 
-    @property
-    def held(self) -> int:
-        """Bytes held in memory."""
-        return self._size
 
-    def add(self, row: bytes) -> None:
-        data = row if self._first else self._sep + row
-        self._first = False
-        self._mem.append(data)
-        self._size += len(data)
-        if self._size > (self._limit if not self._chunks else min(self._limit, 1 << 20)):
-            self.flush()
+def held_rows(limit: int, sep: bytes) -> HeldRows:
+    """Rows held in memory up to ``limit`` bytes, then in a :func:`spill`
+    of their own, closed with them (``with``)."""
+    from lecode_memctl.core.held import HeldRows
 
-    def flush(self) -> None:
-        """What memory holds, into the spill (kept in memory when it fails)."""
-        if not self._mem:
-            return
-        where = self._spill.write(b"".join(self._mem))
-        if where is None:
-            self._limit = sys.maxsize       # (no file to be had: memory, as before)
-            return
-        at, n = where
-        if self._chunks and sum(self._chunks[-1]) == at:
-            self._chunks[-1] = (self._chunks[-1][0], self._chunks[-1][1] + n)
-        else:
-            self._chunks.append(where)
-        self._mem, self._size = [], 0
-
-    def _take_back(self) -> None:
-        """The spill failed: what it holds of these rows, back into memory."""
-        back = b"".join(piece for at, n in self._chunks for piece in self._spill.read(at, n))
-        self._chunks = []
-        if back:
-            self._mem.insert(0, back)
-            self._size += len(back)
-        self._limit = sys.maxsize
-
-    def pieces(self) -> Iterator[bytes]:
-        for at, n in self._chunks:
-            yield from self._spill.read(at, n)
-        yield from self._mem
-
-    def __enter__(self) -> HeldRows:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._own:
-            self._spill.close()
+    return HeldRows(limit, sep, spill(), own=True)
 
 
 def render_records(model: Any, rows: Iterable[Mapping[str, Any]], fmt: str, *,
@@ -995,7 +881,7 @@ def render_rows(rows: Iterable[Mapping[str, Any]], columns: Sequence[str], fmt: 
         _rich_table(list(cells), columns, heads, title=title, ids=ids)
         return
     if fmt == "table" and TABLE_HELD_IN_MEMORY is not None and heads:
-        with HeldRows(TABLE_HELD_IN_MEMORY, b"") as held:
+        with held_rows(TABLE_HELD_IN_MEMORY, b"") as held:
             widths = _hold_plain(cells, heads, held)
             if widths is not None:
                 if title:
@@ -1064,7 +950,7 @@ def plain_table(rows: Sequence[Sequence[str]], heads: Sequence[str]) -> str | No
 
 
 #: Bytes of a plain table's cells held in memory before they are held in an
-#: unnamed temporary file (:class:`HeldRows`); None: every cell held as a
+#: unnamed temporary file (:func:`held_rows`); None: every cell held as a
 #: str and the table made whole (``plain_table``), as before 2026-12-06.
 TABLE_HELD_IN_MEMORY: int | None = 1 << 20
 

@@ -34,6 +34,7 @@ import itertools
 import os
 import shutil
 import stat
+import sys
 import tarfile
 import tempfile
 import time
@@ -349,88 +350,54 @@ class _HoldFailed(StoreWriteError):
 class HeldFactRows:
     """The fact rows of an audit (:data:`FACT_FIELDS`), each held as its
     canonical bytes (:func:`canonical`; or as ``encode`` gives them: verify's
-    check rows), one per line, in an unnamed
-    temporary file (``tempfile.TemporaryFile``: gone with its descriptor,
-    however the process ends) in ``parent``, a private directory outside
-    the store; in memory, as bytes, without one.  So that memory does not
-    follow the number of facts: 100,000 rows as dicts were 100 MB, and
-    ``export`` held them twice more as the manifest's bytes.  Iterating
-    gives the rows again as dicts, in order, as often as asked."""
+    check rows), one per line, in an unnamed temporary file in ``parent``,
+    a private directory outside the store (``held.HeldRows``, strict: a
+    file that fails is exit 7, not rows kept in memory); in memory, as
+    bytes, without one.  So that memory does not follow the number of
+    facts: 100,000 rows as dicts were 100 MB, and ``export`` held them
+    twice more as the manifest's bytes.  Iterating gives the rows again as
+    dicts, in order, as often as asked."""
 
     def __init__(self, parent: str | os.PathLike[str] | None,
                  encode: Callable[[Any], bytes] = canonical) -> None:
+        from .held import HeldRows, Spill
+
         self._encode = encode
         self.count = 0
-        self._mem: list[bytes] = []
-        self._held = 0
-        self._file: Any = None
-        self._size = 0
-        if parent is not None:
-            try:
-                self._file = tempfile.TemporaryFile(dir=parent)  # noqa: SIM115 - closed by close
-            except OSError as exc:
-                raise _HoldFailed(f"cannot hold the fact rows in a temporary file: "
-                                  f"{exc.strerror}") from None
+        self._rows = HeldRows(CHUNK if parent is not None else sys.maxsize, b"\n",
+                              Spill(lambda: parent, strict=_hold_failed), own=True)
 
     def add(self, row: dict[str, Any]) -> None:
-        data = self._encode(row) + b"\n"
-        self._mem.append(data)
-        self._held += len(data)
+        self._rows.add(self._encode(row))
         self.count += 1
-        if self._file is not None and self._held >= CHUNK:
-            self._flush()
 
-    def _flush(self) -> None:
-        data = b"".join(self._mem)
-        self._mem, self._held = [], 0
-        try:
-            self._file.seek(self._size)
-            self._file.write(data)
-            self._file.flush()
-        except OSError as exc:
-            raise _HoldFailed(f"cannot hold the fact rows in a temporary file: "
-                              f"{exc.strerror}") from None
-        self._size += len(data)
-
-    def _lines(self) -> Iterator[bytes]:
-        """The bytes held, a MiB or so at a time, each piece whole lines."""
-        if self._file is not None:
-            if self._mem:
-                self._flush()
-            at, rest = 0, b""
-            while at < self._size:
-                try:
-                    piece = os.pread(self._file.fileno(), min(CHUNK, self._size - at), at)
-                except OSError as exc:
-                    raise _HoldFailed(f"cannot read the fact rows back from their temporary "
-                                      f"file: {exc.strerror}") from None
-                if not piece:
-                    raise _HoldFailed("cannot read the fact rows back from their temporary "
-                                      "file: it is shorter than written")
-                at += len(piece)
-                cut = piece.rfind(b"\n") + 1
-                if cut:
-                    yield rest + piece[:cut]
-                    rest = piece[cut:]
-                else:
-                    rest += piece
-            return
-        yield from self._mem
+    def _pieces(self) -> Iterator[bytes]:
+        """The rows' bytes, a MiB or so at a time (a piece may cut a row)."""
+        it = self._rows.pieces()
+        while True:
+            try:
+                piece = next(it, None)
+            except OSError as exc:
+                raise _HoldFailed(f"cannot read the fact rows back from their temporary "
+                                  f"file: {exc.strerror}") from None
+            if piece is None:
+                return
+            yield piece
 
     def joined(self) -> Iterator[bytes]:
         """The rows' bytes joined by commas: a JSON array's inside."""
-        last = b""
-        for piece in self._lines():
-            if last:
-                yield last.replace(b"\n", b",") + b","
-            last = piece[:-1]
-        if last:
-            yield last.replace(b"\n", b",")
+        for piece in self._pieces():
+            yield piece.replace(b"\n", b",")
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        for piece in self._lines():
-            for line in piece.splitlines():
+        rest = b""
+        for piece in self._pieces():
+            lines = (rest + piece).split(b"\n")
+            rest = lines.pop()
+            for line in lines:
                 yield orjson.loads(line)
+        if rest:
+            yield orjson.loads(rest)
 
     def __len__(self) -> int:
         return self.count
@@ -439,10 +406,11 @@ class HeldFactRows:
         return self.count > 0
 
     def close(self) -> None:
-        self._mem = []
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        self._rows.close()
+
+
+def _hold_failed(exc: OSError) -> _HoldFailed:
+    return _HoldFailed(f"cannot hold the fact rows in a temporary file: {exc.strerror}")
 
 
 class HeldFindings:

@@ -24,7 +24,7 @@ C = TypeVar("C")
 # ---------------------------------------------------------------- two speeds
 
 def diagonal(rows: Sequence[R], cols: Sequence[C]) -> set[tuple[R, C]]:
-    """The cells of a rows x cols matrix that the inner loop (``-m "not sweep"``)
+    """The cells of a rows x cols matrix that the inner loop (``-m "not sweep and not heavy"``)
     keeps: cell i pairs ``rows[i % len(rows)]`` with ``cols[i % len(cols)]`` for
     i < max(len(rows), len(cols)), so every row and every column runs at least
     once.  The full command runs every cell."""

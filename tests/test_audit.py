@@ -462,6 +462,7 @@ def test_validate_changes_nothing_with_live_wal(config_dir):
 # ---------------------------------------------------------------- output
 
 
+@pytest.mark.heavy
 def test_ignore_strict_quiet(planted):
     r = run_cli("validate", "--store", str(planted), "-q")
     assert r.exit_code == 1 and r.stdout == "" and r.stderr == ""
@@ -703,6 +704,7 @@ def test_event_search_full_of_its_rare_byte_matches_session_store(config_dir, mo
     assert ("hidden", "undone") in got.values() and any(s.ok for s in expect.values())
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("limits", [(1, 1 << 30, 32), (1 << 30, 1, 32), (1 << 30, 1 << 30, 2),
                                     (8 << 20, 4096, 32)])
 def test_pool_batches_give_the_serial_audit(planted, monkeypatch, tmp_path, limits):

@@ -114,6 +114,7 @@ def outcome(path: Path, state: Path, *, deferred: bool, monkeypatch, tmp: Path,
             "mark": None if mark is None else (mark.generation, mark.exclusions)}
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("kind", DAMAGE)
 @pytest.mark.parametrize("prior_mark", [False, True])
 def test_the_same_audit_with_the_checks_beside_the_transcripts(tmp_path, monkeypatch, kind,
@@ -276,6 +277,7 @@ def test_an_error_reading_the_facts_after_failed_checks_is_not_the_audits(tmp_pa
     assert got[True]["mark"] == got[False]["mark"] is None
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("kind", ["clean", "dangling", "source_refs_root", "many"])
 @pytest.mark.parametrize("take", [1, 2, 3])
 def test_a_reader_that_stops_gets_what_it_got_before(tmp_path, monkeypatch, kind, take):

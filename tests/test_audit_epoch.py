@@ -136,6 +136,7 @@ _EPOCH_LINES = [
 ]
 
 
+@pytest.mark.heavy
 def test_the_epoch_scan_stops_early_with_the_same_answer(tmp_path):
     """_tail_epoch stops at the first line whose epoch reaches the bound read
     from the window's bytes: whatever the lines (epochs up, down, negative,

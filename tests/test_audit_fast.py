@@ -111,6 +111,7 @@ def _moved(draw: st.DrawFn) -> dict:
             "order": order}
 
 
+@pytest.mark.heavy
 @settings(max_examples=120, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(case=_moved())
@@ -479,6 +480,7 @@ def _facts_revision_untyped(path: Path) -> Iterator[sqlite3.Connection]:
         yield db
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("stored", ["x'01'", "NULL", "9e999", "'1x'", "1.5", "2.0", "'2'"],
                          ids=["blob", "null", "inf", "text", "real", "real_of_a_row", "text_of_a_row"])
 def test_a_current_revision_of_another_type_is_a_hidden_row(tmp_path: Path, stored: str) -> None:

@@ -60,6 +60,7 @@ _NULLABLE_IDS = st.one_of(_IDS, st.none())
 _NULLABLE_REVS = st.one_of(_REVS, st.none())
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("schema", [_lecode_schema, _loose_schema, _strict_schema])
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(facts=st.lists(_NULLABLE_IDS, max_size=6),

@@ -67,6 +67,7 @@ def _audit_statuses(store: Path) -> dict:
     return {(r, p): (s.status, s.reason, s.seq) for (r, p), s in a._statuses.items()}
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("shape", ["regular", "corrupt", "corrupt_no_memory_copy"])
 def test_default_audit_memory_is_flat_in_cited_bytes(tmp_path, monkeypatch, shape):
     """Two transcripts, 1 MiB and 4 MiB, every message cited, a budget of
@@ -164,6 +165,7 @@ def _random_store(tmp_path: Path, seed: int) -> Path:
     return store
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("seed", range(24))
 def test_reread_spans_decide_as_kept_records(tmp_path, monkeypatch, seed):
     """Generated transcripts: the statuses with a budget that keeps nothing or

@@ -8,6 +8,7 @@ import textwrap
 import time
 
 import orjson
+import pytest
 
 from .builders import SLUG
 from .conftest import run_cli, tree_hash
@@ -31,6 +32,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.heavy
 def test_validate_during_live_writer(config_dir):
     path = build_clean(config_dir)
     proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path), "3"], stdout=subprocess.PIPE)

@@ -60,6 +60,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("deferred", [True, False])
 @pytest.mark.parametrize("exc", ["KeyboardInterrupt", "RuntimeError"])
 def test_the_store_closes_after_its_background_check(tmp_path, exc, deferred):
@@ -103,6 +104,7 @@ SIGINT_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("at, times", [(0.5, 1), (1.2, 1), (0.3, 2)])
 def test_ctrl_c_while_the_checks_run_waits_for_them(tmp_path, at, times):
     """Ctrl-C (once, or twice) while the database checks run in their

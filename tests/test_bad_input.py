@@ -20,7 +20,7 @@ The bulk runs in-process (``run_cli``); a representative subset runs as real
 processes under ``RLIMIT_AS`` = 1 GiB (bounded memory, real exit statuses).
 The corpus is marked ``sweep`` except a diagonal of the table (every corruption
 and every command at least once) and one corruption as real processes: the
-inner loop ``pytest -m "not sweep"`` runs those, the full command every cell.
+inner loop ``pytest -m "not sweep and not heavy"`` runs those, the full command every cell.
 Session ids that no store can hold (``..``, ``/abs``, ``a/b``, NUL, 300
 characters, look-alike Unicode) are checked against the core's
 ``check_session_id`` and every command that takes a session id.
@@ -375,7 +375,7 @@ EXPECTED = {(c, k): OVERRIDES[c].get(k, BASE[k]) for c in CORRUPTIONS for k in C
 # defect found so far is fixed (docs/RELIABILITY.md, "Bad input").
 KNOWN_BUGS: dict[tuple[str, str], str] = {}
 
-# The inner loop (-m "not sweep") runs a diagonal of the table: every corruption
+# The inner loop (-m "not sweep and not heavy") runs a diagonal of the table: every corruption
 # and every command at least once; the full command runs every cell.
 FAST_CELLS = diagonal(list(CORRUPTIONS), list(COMMANDS))
 
@@ -542,6 +542,7 @@ def test_bad_session_ids_every_command(template, variant_cache, sid):
     assert tree_hash(cfg.parent) == before
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("sid", ["..", "/abs", "a/b", "x" * 300, "demo-\u0430lpha", "\uff11\uff12"])
 def test_bad_session_ids_real_process(template, sid):
     """A real process (NUL cannot be an argv element; the in-process test covers it)."""
@@ -687,6 +688,7 @@ def _tree_state(root: Path) -> dict[str, str]:
     return out | {os.path.relpath(p, root): v for p, v in fifos.items()}
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("case", list(FIFO_CASES))
 def test_a_fifo_never_blocks(template, case):
     """A FIFO where a file is expected (transcript, config.toml, MEMORY.md, a
@@ -1219,6 +1221,7 @@ def _peak_child_rss(argv: list[str], **kw) -> tuple[subprocess.CompletedProcess,
     return p, peak
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_a_huge_memory_md_is_bounded_work(template):
     """A 100 MB MEMORY.md: show --json writes it whole as valid JSON (it died with
@@ -1327,6 +1330,7 @@ def _big_session(store: Path, slug: str, big: int) -> Path:
     return p
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_a_200_mib_tool_message_is_too_large_not_corrupt(template):
     """A valid 200 MiB tool message under a 1 GiB address-space limit:
@@ -1522,6 +1526,7 @@ def test_mark_finder_by_memmem_finds_what_bytes_find_finds(monkeypatch, memmem, 
                 assert find(needle, i, end) == data.find(needle, i, end), (data, needle, i, end)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("ahead", [False, True])
 @pytest.mark.parametrize("memmem", [False, True])
 @pytest.mark.parametrize("misses", [0, 1, 16])
@@ -1617,6 +1622,7 @@ def test_a_transcript_that_shrinks_during_a_scan_ahead_ends_where_the_reads_end(
             assert list(f.marked_lines(0)) == want, cut
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("ahead", [False, True])
 @pytest.mark.parametrize("block", [2, 7, 64])
 def test_the_event_scan_keeps_every_marked_line_when_reads_come_back_short(

@@ -556,6 +556,7 @@ def _evil(kind: str, target: Path) -> tarfile.TarInfo:
     return ti
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("kind", ["dotdot", "absolute", "leading-dotdot", "symlink", "hardlink",
                                   "fifo", "chardev", "blockdev"])
 def test_unsafe_members_are_refused_and_never_written(bundle, tmp_path, private_tmp, kind):

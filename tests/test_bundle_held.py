@@ -58,6 +58,7 @@ def bundle_peaks(demo_template, tmp_path: Path, add, sizes  # noqa: ANN001
     return peaks, docs
 
 
+@pytest.mark.heavy
 def test_export_and_verify_do_not_follow_the_facts(demo_template, tmp_path):
     """At 6,000 and 24,000 facts, export (before: 23 MiB apart, now 4) and
     verify (before: 49 MiB apart, now 6); the bundles verify."""
@@ -154,6 +155,7 @@ def test_no_rows_is_an_empty_array(tmp_path, on_disk):
     held.close()
 
 
+@pytest.mark.heavy
 def test_export_and_verify_let_go_their_temporary_files(demo_template, tmp_path):
     """No descriptor of the rows' files is left to the garbage collector
     (``python -X dev`` warns of one)."""
@@ -231,6 +233,7 @@ def _manifest_doc(rows, note, fmt, files_ok, findings=None):  # noqa: ANN001, AN
     return doc
 
 
+@pytest.mark.heavy
 @settings(max_examples=200, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(rows=st.lists(_ELEMENT | st.integers(-9, 9) | st.lists(st.integers(0, 9), max_size=2),
@@ -436,6 +439,7 @@ def test_a_manifest_of_any_json_is_compared_not_a_crash(demo_template, tmp_path,
     assert all(p["kind"] in ("validate", "facts") for p in doc["problems"]), doc["problems"]
 
 
+@pytest.mark.heavy
 def test_findings_are_held_at_their_size(demo_template, tmp_path):
     """Each finding held once, as its canonical bytes of their own size
     (orjson's keep the buffer they were written in: 4 KiB or more for a

@@ -38,6 +38,7 @@ def _imports(path) -> set[str]:  # noqa: ANN001
     return out
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("module", CMD_MODULES)
 def test_command_modules_do_not_import_the_app(module):
     imports = _imports(CLI_DIR / f"{module}.py")

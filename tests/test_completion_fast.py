@@ -13,6 +13,7 @@ import subprocess
 import sys
 from unittest import mock
 
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from lecode_memctl.cli import completion, completion_table
@@ -111,6 +112,7 @@ def requests(draw):
     return env
 
 
+@pytest.mark.heavy
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(requests())
 def test_fast_path_answers_as_typer(env):

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import zipfile
 
+import pytest
+
 from .conftest import REPO
 
 FORBIDDEN = ("typer", "rich", "tabulate", "click")
@@ -86,6 +88,7 @@ def _can_build_offline() -> bool:
     return version >= (70, 1) or importlib.util.find_spec("wheel") is not None
 
 
+@pytest.mark.heavy
 def test_py_typed_in_the_built_wheel(tmp_path):
     """Build a wheel from a copy of the sources and look at its file list."""
     src = tmp_path / "src"

@@ -133,6 +133,7 @@ def _lines(sid: str, extra: list[bytes], first: dict[int, dict]) -> bytes:
                     + [x + b"\n" for x in extra])
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("pad", [False, True])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_every_reader_places_lines_by_the_same_rule(store, case, pad, monkeypatch):
@@ -339,6 +340,7 @@ _LISTED = {
 }
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("case", sorted(_LISTED))
 def test_the_sessions_listing_never_holds_a_huge_line(store, case):
     """``memctl sessions`` (``SessionStore.info``) judges a line over 1 MiB by

@@ -61,6 +61,7 @@ DAMAGE = [
 ]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("name, offset, count", DAMAGE)
 @pytest.mark.parametrize("defer", [True, False])
 def test_every_audit_of_a_damaged_store_says_the_same(demo_template, tmp_path, monkeypatch,

@@ -433,6 +433,7 @@ def test_a_fact_id_with_two_rows_in_facts_is_one_hidden_fact_in_every_reader(
     assert tree_hash(demo) == before
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("fillers", [0, 48, 49])
 def test_pages_and_context_count_a_fact_id_stored_twice_once(demo, fillers):
     """Two rows in facts for one id, with its rows on either side of a page

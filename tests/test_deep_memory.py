@@ -120,6 +120,7 @@ def _peak(store: Path, *args: str) -> tuple[subprocess.CompletedProcess, int]:
     return p, peak
 
 
+@pytest.mark.heavy
 def test_deep_memory_is_flat_in_transcript_size(tmp_path):
     """24 MiB and 72 MiB transcripts whose compact events cite their first
     spans (each event adds one chunk: a lineage as large as the transcript
@@ -153,6 +154,7 @@ raise SystemExit(main())
 """
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("sessions", [1, 9])
 def test_out_of_memory_in_deep_is_one_line_and_exit_70(tmp_path, sessions):
     """A transcript job that runs out of memory (serially, or in a pool's
@@ -183,6 +185,7 @@ def test_out_of_memory_in_deep_is_one_line_and_exit_70(tmp_path, sessions):
             assert p.stderr.startswith(line) and b"Traceback" not in p.stderr, (args, p.stderr)
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_a_huge_corrupt_line_under_a_memory_limit(tmp_path):
     """A 300 MiB line of ``x`` under a 1 GiB address space: one finding

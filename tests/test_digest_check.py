@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from lecode_memctl.core.sourceref import SourceRef, is_digest, stored_ref_ok
@@ -24,6 +25,7 @@ def near_digests(draw: st.DrawFn) -> str:
     return "".join(chars)
 
 
+@pytest.mark.heavy
 @settings(max_examples=400, deadline=None)
 @given(value=st.one_of(near_digests(), st.text(max_size=70)))
 def test_is_digest_is_the_regular_expression(value: str) -> None:

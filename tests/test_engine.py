@@ -187,6 +187,7 @@ def one_fact_rows(fs: FactStore, sessions: SessionStore) -> list[dict]:
     return rows
 
 
+@pytest.mark.heavy
 @settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(spec=stores(), own_reader=st.booleans(), gap=st.sampled_from([0, 3, 256]),
@@ -339,6 +340,7 @@ def _audits(store_path: Path) -> list[tuple]:
     return out
 
 
+@pytest.mark.heavy
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(spec=stores())
@@ -364,6 +366,7 @@ def test_whole_transcript_parse_and_line_loop_audit_alike(spec: dict) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
+@pytest.mark.heavy
 @settings(max_examples=80, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(spec=stores())
@@ -389,6 +392,7 @@ def test_default_audit_fast_path_and_line_loop_alike(spec: dict) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
+@pytest.mark.heavy
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(spec=stores())
@@ -438,6 +442,7 @@ def test_audit_and_engine_give_each_source_the_same_status(spec: dict) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("damage", ["repeat", "stray_end", "stray_mid", "swap"])
 def test_spans_near_seqs_that_repeat_or_go_back_have_one_status(tmp_path: Path, monkeypatch,
                                                                 damage: str) -> None:
@@ -461,6 +466,7 @@ def test_spans_near_seqs_that_repeat_or_go_back_have_one_status(tmp_path: Path, 
             assert any(f.code == "session.seq_gap" for f in found) == deep
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("damage", ["seq_twice_low", "seq_twice_high"])
 def test_a_record_with_seq_twice_is_a_corrupt_line_to_every_reader(tmp_path: Path,
                                                                     monkeypatch, damage: str):
@@ -552,6 +558,7 @@ def test_a_header_with_seq_twice_refuses_the_session_to_every_reader(tmp_path: P
     assert set(_every_reader(path, facts, monkeypatch).values()) == {"refused_header"}
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("at, first, last", [(4, 7, 4), (8, 7, 8), (4, 7, -1), (4, 4, 9)])
 def test_a_huge_record_with_seq_twice_is_placed_alike(tmp_path: Path, monkeypatch,
                                                       at: int, first: int, last: int):
@@ -607,6 +614,7 @@ def test_an_event_with_seq_twice_applies_to_no_reader(tmp_path: Path, monkeypatc
     assert (st.reason == "undone") == (damage is None and event == "undo"), st
 
 
+@pytest.mark.heavy
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(spec=stores(), deep=st.booleans())

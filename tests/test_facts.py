@@ -439,6 +439,7 @@ def _kernel_copying(limit: int, then: int | None):
     return fake
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("kernel", ["copy_file_range", "EXDEV", "absent", "zero-first",
                                     "zero-after-64k", "EINVAL-after-64k"])
 def test_the_snapshot_copies_the_database_byte_for_byte_however_it_copies(db_path, monkeypatch,

@@ -41,6 +41,7 @@ def _csv_rows(data: bytes, delim: str) -> list[list[str]]:
     return list(csv.reader(io.StringIO(data.decode("utf-8"), newline=""), delimiter=delim))
 
 
+@pytest.mark.heavy
 @settings(max_examples=8, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(spec=stores(), pages=st.lists(st.tuples(st.integers(0, 14), st.integers(1, 14)),
@@ -85,6 +86,7 @@ def test_a_bounded_page_prints_the_bytes_the_sliced_listing_printed(
     assert new == old
 
 
+@pytest.mark.heavy
 @settings(max_examples=10, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(spec=stores(), pages=st.lists(st.tuples(st.integers(0, 14), st.integers(1, 14)),
@@ -170,6 +172,7 @@ ODD_IDS = (
 )
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("joined", [False, True])
 def test_a_page_of_odd_fact_ids_is_the_slice_of_the_listing(tmp_path: Path, monkeypatch,
                                                             joined: bool) -> None:

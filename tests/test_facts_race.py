@@ -176,6 +176,7 @@ def snapshot_state(db_path: Path, fid: str) -> dict:
         db.close()
 
 
+@pytest.mark.heavy
 def test_sigkill_sweep_over_forget(template, tmp_path):
     _src, a, _b = template
     before = {"fact": 1, "revisions": 2, "refs": 2, "marker": 0, "generation": 0,

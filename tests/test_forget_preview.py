@@ -229,6 +229,7 @@ def build(root: Path, sessions: list[list[tuple[str, int]]], facts: list[tuple[i
     return path, ids
 
 
+@pytest.mark.heavy
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(sessions=st.lists(st.lists(record_st, min_size=1, max_size=10), min_size=1, max_size=3),

@@ -475,6 +475,7 @@ def _peak_rss_kib(argv: list[str]) -> tuple[int, int]:
     return int(status), int(peak)
 
 
+@pytest.mark.heavy
 def test_json_memory_does_not_grow_with_the_hits(tmp_path):
     """30,000 hits: grep --json's peak RSS is that of grep -c --json (which
     keeps only the counts per session), not 40 MB more."""

@@ -56,6 +56,7 @@ def _peak(store: Path) -> tuple[int, int]:
         tracemalloc.stop()
 
 
+@pytest.mark.heavy
 def test_peak_is_flat_in_the_number_of_hits(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(grep_mod, "PENDING_BYTES", 256 << 10, raising=False)
     n_small, n_large = 2_000, 8_000
@@ -210,6 +211,7 @@ def _outputs(store: Path) -> list[tuple[int, str, str]]:
     return out
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("seed", range(30))
 def test_same_output_with_a_tiny_budget(tmp_path: Path, monkeypatch, seed: int) -> None:
     store = _random_store(tmp_path, seed)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from lecode_memctl.core import grep as grep_mod, sessions
 from lecode_memctl.core.sessions import UndoState
@@ -102,6 +103,7 @@ def _peak(root: Path, events: int) -> int:
     return peak
 
 
+@pytest.mark.heavy
 def test_the_events_are_not_all_held(tmp_path: Path, monkeypatch) -> None:
     # (the raw scan's buffer, the block or the file when smaller, is not what
     # is measured: a small block, one thread)

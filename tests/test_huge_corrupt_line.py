@@ -114,6 +114,7 @@ def test_reads_next_to_and_across_a_huge_corrupt_line(store, bad):
         assert r.stderr.strip() == f"memctl: error: session gb: line 3: {kind}: {detail}"
 
 
+@pytest.mark.heavy
 def test_a_huge_corrupt_line_next_to_a_read_is_never_held(store):
     """8 vs 64 MiB of ``x``: the peak of a read before it, after it and
     across it does not grow (it grew by 3 to 4 times the line)."""

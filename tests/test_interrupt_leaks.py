@@ -169,6 +169,7 @@ SNAPSHOT = {"__init__", "open_readonly", "_open_readonly", "_closed_on_failure",
             "_writing_copy"}
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("wal", [False, True])
 def test_an_interrupt_anywhere_in_a_readonly_open_leaks_nothing(demo_store, wal):
     """The database (and its -wal: a writer's, still open) copied into the
@@ -240,6 +241,7 @@ def test_an_interrupt_anywhere_in_a_writer_open_or_close_leaks_no_lock(ss):
     ss.writer("s1").close()         # (the lock is free)
 
 
+@pytest.mark.heavy
 def test_an_interrupt_in_a_collected_store_s_close_leaks_nothing(demo_store):
     """``ClosesOnExit.__del__``: an interrupt that lands in the ``close``
     it runs (a store dropped without being closed) ends it no more: the

@@ -27,7 +27,7 @@ Markdown faults through the CLI are also covered in-process in
 
 The every-step sweeps are marked ``sweep``; the session-append sweep, the
 SQLite-level faults and the full file system stay in the inner loop
-``pytest -m "not sweep"``.
+``pytest -m "not sweep and not heavy"``.
 """
 
 from __future__ import annotations
@@ -328,6 +328,7 @@ def test_facts_write_faults_exit_7_and_change_nothing(bulk_world, tmp_path, faul
 
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("command", ["facts", "forget", "redact"])
 def test_a_failing_write_to_tmpdir_is_exit_7_not_a_corrupt_store(world, tmp_path, command):
     """Reads open the facts database through a private copy under $TMPDIR.

@@ -39,7 +39,7 @@ statements).  After every kill:
 the CLI, on a store with sessions, facts, a backup and a conflict.
 
 The sweeps are marked ``sweep``; the session-append sweep (the shortest, the
-same harness) stays in the inner loop ``pytest -m "not sweep"``.
+same harness) stays in the inner loop ``pytest -m "not sweep and not heavy"``.
 """
 
 from __future__ import annotations

@@ -81,6 +81,7 @@ def tables(draw: st.DrawFn) -> tuple[list, list, list]:
     return facts, revs, refs
 
 
+@pytest.mark.heavy
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(t=tables())
 def test_merged_listing_is_the_joined_query(tmp_path_factory: pytest.TempPathFactory, t) -> None:

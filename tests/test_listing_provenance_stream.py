@@ -163,6 +163,7 @@ def _paths(fs: FactStore, bare: bool) -> list[tuple[list, str | None]]:
     return out
 
 
+@pytest.mark.heavy
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(s=stores())
 def test_streamed_provenance_is_the_dict(template: Path, tmp_path_factory: pytest.TempPathFactory,
@@ -236,6 +237,7 @@ def _cli(store: Path) -> list[tuple[int, str, str]]:
     return out
 
 
+@pytest.mark.heavy
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(s=stores())
 def test_the_commands_print_what_the_dict_gave(template: Path, config_dir: Path,
@@ -289,6 +291,7 @@ def _listing_peak(path: Path, *, joined: bool) -> int:
     return peak
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("joined", [False, True], ids=["sorted", "joined"])
 def test_the_listing_holds_one_facts_provenance(template: Path, tmp_path: Path, joined: bool) -> None:
     """Four times the legacy facts, about the same peak: the listing holds the
@@ -320,6 +323,7 @@ def _validate_peak(template: Path, store: Path, n: int) -> int:
     return peak
 
 
+@pytest.mark.heavy
 def test_quiet_validate_holds_neither_the_rows_nor_the_findings(template: Path, config_dir: Path) -> None:
     """``validate -q`` prints nothing: four times the legacy facts, about the
     same peak.  It held every row of the table (the listing's dict) and

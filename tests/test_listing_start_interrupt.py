@@ -78,6 +78,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("what", ["listing", "background"])
 def test_close_waits_for_a_thread_whose_start_was_interrupted(tmp_path, what):
     proc = subprocess.run([sys.executable, "-c", SCRIPT.format(

@@ -239,6 +239,7 @@ def _peak_rss_kib(argv: list[str]) -> int:
     return int(out.stdout)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("args", [["show"], ["show", "--json"], ["notes", "n"]])
 def test_the_command_peak_does_not_follow_the_file(tmp_path, args):
     """At 8 and 32 MB the peak was 35 and 74 MiB."""

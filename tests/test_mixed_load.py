@@ -242,6 +242,7 @@ def _print(seconds: float, counts: Counter) -> None:
                          + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) + "\n")
 
 
+@pytest.mark.heavy
 def test_mixed_load_short(world, tmp_path):
     seconds = SHORT_SECONDS
     _print(seconds, run_load(world, tmp_path, seconds))

@@ -41,6 +41,7 @@ def _commands(project, ids):
     ]
 
 
+@pytest.mark.heavy
 def test_every_command_exits_141_when_the_reader_is_gone(built):
     """stdout is a pipe whose read end is already closed: the first write fails."""
     project, _store, ids = built
@@ -56,6 +57,7 @@ def test_every_command_exits_141_when_the_reader_is_gone(built):
         assert b"Traceback" not in p.stderr and b"Exception ignored" not in p.stderr, argv
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("argv", [["facts", "--all", "--format", "jsonl"],
                                   ["facts", "--format", "csv"], ["facts", "--all"],
                                   ["validate", "--format", "jsonl"]])
@@ -77,6 +79,7 @@ LOCALES = [
 ]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("env", LOCALES, ids=lambda e: ",".join(f"{k}={v}" for k, v in e.items()))
 def test_any_locale_escapes_instead_of_crashing(built, env):
     project, _store, ids = built
@@ -131,6 +134,7 @@ def _pty_run(argv: list[str], columns: int, *, raw: bool = False, env: dict | No
     return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("columns", [40, 60, 200])
 def test_tables_never_cut_or_wrap_ids_on_a_terminal(built, columns):
     project, _store, ids = built
@@ -151,6 +155,7 @@ def test_tables_never_cut_or_wrap_ids_on_a_terminal(built, columns):
     assert any("wide" in line for line in out.splitlines())
 
 
+@pytest.mark.heavy
 def test_color_auto_always_never(built):
     project, _store, _ids = built
     base = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}

@@ -57,6 +57,7 @@ def test_printable_ascii_is_tabulate(table):
     assert got == reference(rows, heads)
 
 
+@pytest.mark.heavy
 @settings(max_examples=600, deadline=None)
 @given(tables())
 def test_any_text_is_tabulate_or_declined(table):

@@ -98,6 +98,7 @@ def _textwrap(line: str, w: int, indent: str) -> list[str]:
                          break_long_words=True, break_on_hyphens=False, drop_whitespace=True)
 
 
+@pytest.mark.heavy
 def test_the_linear_wrap_is_textwraps_line_for_line():
     rng = random.Random(16)
     alphabet = ["a", "bc", "xyz", "-", " ", "  ", "\t", "\x0b", "\u00a0", "\u2003", "\u2028",
@@ -135,6 +136,7 @@ def _peaks(store, content_of, sizes, *args):
     assert growth["--text"] < growth["--json"] + 32 * 1024, peaks
 
 
+@pytest.mark.heavy
 def test_a_huge_one_line_tool_result_costs_what_reading_it_costs(store):
     """8 vs 48 MiB: --text's peak grows as --json's does (by 1.5 GB from 8 to
     64 MiB).  (Not 64 MiB: orjson's dumps of the digest then dies of SIGSEGV
@@ -144,6 +146,7 @@ def test_a_huge_one_line_tool_result_costs_what_reading_it_costs(store):
         assert f"of {(mib << 20) // 12 * 12} characters shown;".encode() in out
 
 
+@pytest.mark.heavy
 def test_a_huge_message_of_words_is_wrapped_in_linear_memory(store):
     """2 vs 16 MiB of short words: textwrap's list of every word grew the peak
     by 30 times the message."""
@@ -151,6 +154,7 @@ def test_a_huge_message_of_words_is_wrapped_in_linear_memory(store):
         assert out.count(b"\n") > (mib << 20) // 100
 
 
+@pytest.mark.heavy
 def test_a_huge_word_is_wrapped_in_linear_time(store):
     """6 vs 48 MiB without a space: textwrap took 45 s for 8 MiB (quadratic)."""
     for mib, out in _peaks(store, lambda n: "x" * n, (6, 48), "assistant"):

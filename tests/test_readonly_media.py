@@ -230,7 +230,7 @@ MEDIA = ["plain", "wal", "walshm"]
 
 
 def media_cells(commands: list[str]) -> list:
-    """(command, medium) for every pair; the inner loop (-m "not sweep") keeps a
+    """(command, medium) for every pair; the inner loop (-m "not sweep and not heavy") keeps a
     diagonal: every command and every medium at least once."""
     fast = diagonal(commands, MEDIA)
     return [pytest.param(c, m, id=f"{c}-{m}", marks=sweep_unless((c, m) in fast))

@@ -91,6 +91,7 @@ def _frozen_errors(obj: Any) -> list[Any]:
             _outcome(lambda: delattr(obj, name))]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("cls", RECORDS, ids=lambda c: f"{c.__module__}.{c.__qualname__}")
 def test_a_record_class_behaves_as_the_dataclass_of_its_body(cls: type) -> None:
     ref = _reference(cls)

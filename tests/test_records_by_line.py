@@ -7,6 +7,7 @@ lines that would join or split differently in one parse."""
 from __future__ import annotations
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from lecode_memctl.core import sessions
@@ -76,6 +77,7 @@ _PIECES = [b"[", b"]", b",", b"{", b"}", b" ", b"\t", b"\r", b"\n", b"1", b'"s"'
            b"},{", b'{"seq":', b"null", b":"]
 
 
+@pytest.mark.heavy
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(n=st.integers(1, 12), edits=st.lists(
     st.tuples(st.integers(0, 10_000), st.integers(0, 3), st.sampled_from(_PIECES)), max_size=6),
@@ -104,6 +106,7 @@ def test_damaged_transcripts_parse_as_line_by_line(n, edits, nested, parse_piece
         sessions.PARSE_PIECE = saved
 
 
+@pytest.mark.heavy
 def test_a_transcript_parsed_in_pieces_holds_one_piece_besides_its_records():
     """The lines are parsed about ``PARSE_PIECE`` bytes at a time: a 3.5 MB
     transcript of short records (the audit and the engine parse at most

@@ -205,6 +205,7 @@ def test_unknown_session_exit_3(planted):
     assert cli(planted, "redact", "--session", "nope", "--yes").exit_code == 3
 
 
+@pytest.mark.heavy
 def test_huge_line(planted):
     """A 4 MiB line holding a key: found and erased like any other."""
     from lecode_memctl.core.layout import store_at

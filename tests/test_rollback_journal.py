@@ -93,6 +93,7 @@ def _reads_see_the_committed_state(demo: Path) -> None:
     assert tree_hash(demo) == before           # nothing written: no rollback in the store
 
 
+@pytest.mark.heavy
 def test_a_crashed_rollback_writer_is_rolled_back_privately(demo):
     _prepare(demo / "facts.sqlite3")
     p = _writer(demo / "facts.sqlite3", "crash")
@@ -103,6 +104,7 @@ def test_a_crashed_rollback_writer_is_rolled_back_privately(demo):
     assert (demo / "facts.sqlite3-journal").exists()   # still there for lecode's own recovery
 
 
+@pytest.mark.heavy
 def test_a_live_rollback_writer_is_read_as_committed(demo):
     _prepare(demo / "facts.sqlite3")
     p = _writer(demo / "facts.sqlite3", "live")

@@ -27,6 +27,7 @@ def _formatted(value: str) -> str | None:
     return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+@pytest.mark.heavy
 @settings(max_examples=500)
 @given(st.from_regex(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z\Z"))
 def test_canonical_looking_times(value: str) -> None:

@@ -90,6 +90,7 @@ _CASES = {
 _PATTERNS = ["hit", "^$", "^", r"hit$", r"\r$", "\u00e9", r"^\s*$", "t.*t"]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("piece", [1, 2, 3, 7, 64, 1 << 20])
 @pytest.mark.parametrize("case", sorted(_CASES))
 def test_the_same_hits_as_reading_each_file_whole(tmp_path, monkeypatch, case, piece):
@@ -137,6 +138,7 @@ def test_the_same_search_for_any_bytes(tmp_path, monkeypatch, contents, piece, p
         == _whole_file_search(store, pattern, limit=limit, offset=offset)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("kind", ["newlines", "lines"])
 def test_memory_follows_a_piece_not_the_file(tmp_path, kind):
     """100 MiB of newlines in MEMORY.md cost 1.05 GB and 8.3 s (MemoryError

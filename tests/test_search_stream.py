@@ -75,6 +75,7 @@ def _lines(n: int) -> bytes:
     return "".join(f"- line {i}: use tabs, width {i % 8}\n" for i in range(n)).encode()
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("args", [("--format", "jsonl"), ("--json",), ("--format", "csv"),
                                   ("--format", "text", "--limit", str(_EVERY))])
 def test_memory_does_not_follow_the_number_of_hits(tmp_path, args):
@@ -95,6 +96,7 @@ def test_memory_does_not_follow_the_number_of_hits(tmp_path, args):
     assert peak_large < 8 << 20, peak_large
 
 
+@pytest.mark.heavy
 def test_memory_does_not_follow_the_file(tmp_path, monkeypatch):
     """The core's stream, drained: the same peak for a file four times as
     large, also when it is kept whole (small) against read twice (large)."""
@@ -182,6 +184,7 @@ _STORES = {
 _WINDOWS = [(None, 0), (1, 0), (2, 1), (3, 2), (1, 4), (4, 0), (None, 3), (10, 1), (None, 100)]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("keep", [None, 8])
 @pytest.mark.parametrize("case", sorted(_STORES))
 def test_every_format_gives_what_it_gave(tmp_path, monkeypatch, case, keep):
@@ -198,6 +201,7 @@ def test_every_format_gives_what_it_gave(tmp_path, monkeypatch, case, keep):
             _check_every_format(store, pattern, limit=limit, offset=offset)
 
 
+@pytest.mark.heavy
 def test_a_big_file_read_twice_gives_what_it_gave(tmp_path):
     """A MEMORY.md of 1.3 MB (over the size kept in memory) between a note
     that is not UTF-8 and one that is: the same output at the real sizes."""
@@ -213,6 +217,7 @@ _CHUNKS = st.sampled_from([b"tabs", b"t", b"abs", b"\n", b"\r\n", b"x", b" ",
                            "\u00e9".encode(), "\u65e5".encode(), b"\xe6", b"\x97", b"\xff"])
 
 
+@pytest.mark.heavy
 @settings(max_examples=200, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.lists(_CHUNKS, max_size=30).map(b"".join), min_size=1, max_size=4),

@@ -351,6 +351,7 @@ def test_a_transcript_is_scanned_a_line_at_a_time(tmp_path):
     assert peak < 16 << 20, f"{peak >> 20} MiB for a {path.stat().st_size >> 20} MiB transcript"
 
 
+@pytest.mark.heavy
 def test_a_pool_only_for_a_store_worth_one(tmp_path, monkeypatch):
     """Workers are forked for a store whose files take long enough to scan to
     pay for them (POOL_BYTES), not for every store of two files or more:

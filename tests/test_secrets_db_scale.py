@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from lecode_memctl.core.secrets import _Prefixes
@@ -52,6 +53,7 @@ def test_prefix_test_does_not_walk_every_value() -> None:
     assert large < 100 * 20, large
 
 
+@pytest.mark.heavy
 @settings(max_examples=500, deadline=None)
 @given(st.sets(st.text("ab\udcffé", max_size=5)), st.lists(st.text("ab\udcffé", min_size=1, max_size=5),
                                                           max_size=10))

@@ -83,6 +83,7 @@ _CASES = {
 }
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("case", sorted(_CASES))
 def test_the_findings_of_the_one_fact_reads(demo_template, tmp_path, case):
     store = copy_demo(demo_template, tmp_path / "demo")
@@ -149,6 +150,7 @@ def test_a_damaged_page_loses_no_value(demo_template, tmp_path, name, offset, co
         ("0fae3f4a2974d11f", 1), (PREF, 1), (PREF, 2), ("c283ab7d8ed884e4", 1)}
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("name, offset, count", [d for d in DAMAGE
                                                  if not d[0].startswith("sqlite_autoindex_")])
 def test_a_damaged_table_of_many_facts_loses_no_value(demo_template, tmp_path, name, offset,

@@ -81,6 +81,7 @@ def _markdown(draw: Any) -> bytes:
     return data
 
 
+@pytest.mark.heavy
 @settings(max_examples=300, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=_markdown(), piece=st.integers(1, 200))
@@ -139,6 +140,7 @@ def _transient_peak(detector: Detector, root: str, lines: int) -> int:
     return peak - kept
 
 
+@pytest.mark.heavy
 def test_memory_follows_the_piece_not_the_file(detector: Detector, tmp_path,
                                                monkeypatch) -> None:
     """The file read whole, decoded and split into lines made the peak grow

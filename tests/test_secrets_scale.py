@@ -72,6 +72,7 @@ _cand = st.tuples(st.integers(0, 3), st.integers(0, 60), st.integers(-3, 20),
                   st.sampled_from(["a", "b", "c"])).map(lambda t: (t[0], t[1], t[1] + t[2], t[3]))
 
 
+@pytest.mark.heavy
 @settings(max_examples=500, deadline=None)
 @given(st.lists(_cand, max_size=40))
 def test_overlaps_are_the_old_definition(cands: list[tuple[int, int, int, str]]) -> None:

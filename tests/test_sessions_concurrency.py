@@ -78,6 +78,7 @@ def check_records(recs):
                      "content": expected_content(r["seq"])}
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("mode", ["core", "pieces"])
 def test_readers_never_see_partial_records(store, mode):
     ss = SessionStore(store)

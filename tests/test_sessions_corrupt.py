@@ -284,6 +284,7 @@ def _every_reader(store, refs, monkeypatch) -> dict[str, dict]:
     return out
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("pad", [0, 3000])      # 3000: past the binary search's linear window
 @pytest.mark.parametrize("tail", sorted(_TAILS))
 @pytest.mark.parametrize("torn", [False, True])

@@ -106,6 +106,7 @@ def _outputs(store: Path, *argv: str) -> list[tuple[int, str]]:
     return out
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("damaged", [False, True])
 @pytest.mark.parametrize("argv", [(), ("--status", "valid"), ("--status", "hidden")])
 def test_the_split_listing_prints_what_one_process_prints(store, monkeypatch, damaged, argv):
@@ -329,6 +330,7 @@ EXTRA = {
 }
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("joined", [False, True])
 @pytest.mark.parametrize("extra", sorted(EXTRA))
 def test_damaged_stores_list_alike_in_one_process_and_two(store, monkeypatch, extra, joined):
@@ -341,6 +343,7 @@ def test_damaged_stores_list_alike_in_one_process_and_two(store, monkeypatch, ex
     assert tree_hash(store) == before
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("argv", [("--offset", "3"), ("--limit", "5"),
                                   ("--offset", "20", "--limit", "30"),
                                   ("--status", "hidden", "--offset", "1"), ("--status", "valid"),
@@ -351,6 +354,7 @@ def test_pages_and_filters_list_alike_in_one_process_and_two(store, monkeypatch,
     assert two == one
 
 
+@pytest.mark.heavy
 def test_jsonl_on_a_terminal_never_cuts_a_character(demo_template, tmp_path, monkeypatch):
     """The child's lines were written in 1 MiB pieces, decoded whole on a
     terminal: a character cut at a piece's end was an internal error."""

@@ -72,6 +72,7 @@ def _within(seconds: int, what: str) -> Iterator[None]:
         signal.signal(signal.SIGALRM, old)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("damaged", [False, True])
 @pytest.mark.parametrize("argv", [(), ("--ignore", "fact.stale"), ("--deep",), ("--strict",)])
 def test_validate_in_two_processes_says_what_one_process_says(store, monkeypatch, damaged, argv):

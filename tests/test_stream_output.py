@@ -148,6 +148,7 @@ def test_a_terminal_sees_each_row_at_once_escaped(monkeypatch):
     assert [orjson.loads(line) for line in raw.data.splitlines()] == rows
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("argv", [["facts", "--all", "--format", "jsonl"],
                                   ["facts", "--all", "--json"],
                                   ["facts", "--all", "--format", "csv"],
@@ -216,6 +217,7 @@ def grep_project(config_dir, tmp_path):
     return project
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_FSIZE semantics")
 @pytest.mark.parametrize("fmt", ["csv", "jsonl", "json", "human"])
 def test_a_file_size_limit_at_the_last_write_is_an_error_not_a_short_output(grep_project,
@@ -307,6 +309,7 @@ def _interrupted_run(config_dir, tmp_path, unbuffered: str, args: list[str],
 INTERRUPTED = {"code": "interrupted", "message": "interrupted", "exit_code": 130}
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/PID/syscall, F_SETPIPE_SZ")
 @pytest.mark.parametrize("unbuffered", ["1", ""], ids=["-u", "buffered"])
 def test_an_interrupt_during_a_blocked_write_leaves_whole_rows(config_dir, tmp_path, unbuffered):
@@ -324,6 +327,7 @@ def test_an_interrupt_during_a_blocked_write_leaves_whole_rows(config_dir, tmp_p
     assert all(r["type"] == "fact" for r in rows[:-1])
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/PID/syscall, F_SETPIPE_SZ")
 @pytest.mark.parametrize("unbuffered", ["1", ""], ids=["-u", "buffered"])
 def test_an_interrupted_json_document_ends_as_one_document(config_dir, tmp_path, unbuffered):
@@ -338,6 +342,7 @@ def test_an_interrupted_json_document_ends_as_one_document(config_dir, tmp_path,
     assert doc["facts"] and all(r["type"] == "fact" for r in doc["facts"])
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/PID/syscall, F_SETPIPE_SZ")
 @pytest.mark.parametrize("unbuffered", ["1", ""], ids=["-u", "buffered"])
 def test_ctrl_c_again_on_a_stalled_pipe_ends_the_process_quietly(config_dir, tmp_path, unbuffered):
@@ -350,6 +355,7 @@ def test_ctrl_c_again_on_a_stalled_pipe_ends_the_process_quietly(config_dir, tmp
     assert b"Traceback" not in said and b"Exception" not in said, said
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/PID/syscall, F_SETPIPE_SZ")
 @pytest.mark.parametrize("unbuffered", ["1", ""], ids=["-u", "buffered"])
 def test_a_sigterm_during_a_blocked_write_leaves_whole_rows(config_dir, tmp_path, unbuffered):
@@ -368,6 +374,7 @@ def test_a_sigterm_during_a_blocked_write_leaves_whole_rows(config_dir, tmp_path
     assert all(r["type"] == "fact" for r in rows[:-1])
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/PID/syscall, F_SETPIPE_SZ")
 def test_sigterm_again_on_a_stalled_pipe_ends_the_process(config_dir, tmp_path):
     """The second SIGTERM ends memctl at once, as the second Ctrl-C does."""
@@ -380,6 +387,7 @@ def test_sigterm_again_on_a_stalled_pipe_ends_the_process(config_dir, tmp_path):
     assert b"Traceback" not in said and b"Exception" not in said, said
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("unbuffered", ["1", ""], ids=["-u", "buffered"])
 @pytest.mark.parametrize("args", [["facts"], ["facts", "--all", "--format", "jsonl"], ["where"],
                                   ["--version"]])
@@ -422,6 +430,7 @@ def test_version_to_a_full_disk_or_a_gone_reader(unbuffered):
     assert (p.returncode, p.stderr) == (141, b"")
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("unbuffered", ["1", ""], ids=["-u", "buffered"])
 @pytest.mark.parametrize("args", [["facts", "--all", "--format", "jsonl"], ["facts", "--json"],
                                   ["facts", "--all", "--format", "csv"], ["facts"], ["where"],

@@ -19,6 +19,7 @@ from .test_plain_table import any_text, tables
 from .test_validate_json_held import _legacy_facts, child_peak_kib
 
 
+@pytest.mark.heavy
 @settings(max_examples=300, deadline=None)
 @given(tables(), st.sampled_from([0, 1, 40, 1 << 20]))
 def test_held_cells_decide_and_render_as_plain_table(table, bound):
@@ -50,6 +51,7 @@ row_values = st.one_of(any_text, st.none(), st.integers(), st.booleans(),
                        st.lists(st.integers(), max_size=3))
 
 
+@pytest.mark.heavy
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.fixed_dictionaries({"a": row_values, "b": row_values, "c": row_values}),
                 max_size=30), st.sampled_from([0, 1, 100]))
@@ -87,6 +89,7 @@ def test_without_a_temporary_file_the_cells_stay_in_memory(capsys, monkeypatch):
     assert _rendered(capsys, monkeypatch, rows, 0) == want
 
 
+@pytest.mark.heavy
 def test_facts_all_as_a_table_does_not_follow_the_facts(demo_template, tmp_path):
     """At 6,000 and 24,000 facts (before: some 60 MiB apart); the footer
     still counts every fact."""

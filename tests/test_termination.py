@@ -304,6 +304,7 @@ F.FactStore.close = slow_close
 """
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("first, second", [(signal.SIGTERM, signal.SIGHUP),
                                            (signal.SIGTERM, signal.SIGTERM),
                                            (signal.SIGINT, signal.SIGTERM)],
@@ -393,6 +394,7 @@ def test_a_terminated_edit_lets_the_editor_end_and_keeps_its_copy(demo_template,
     assert memory.read_bytes() == before
 
 
+@pytest.mark.heavy
 def test_sigint_ignored_from_the_start_stays_ignored(store, tmp_path):
     """SIGINT ignored when memctl started (a background job of a script):
     the clean-up after a SIGTERM set it to its default action, and a SIGINT
@@ -409,6 +411,7 @@ def test_sigint_ignored_from_the_start_stays_ignored(store, tmp_path):
     assert list(tmp.iterdir()) == []
 
 
+@pytest.mark.heavy
 def test_a_later_sigterm_ends_a_clean_up_stalled_on_a_pipe(store, tmp_path):
     """After a SIGTERM, memctl writes the rows it made; nobody reads the pipe,
     so that write waits.  A SIGTERM soon after the first is the same request
@@ -449,6 +452,7 @@ echo "an edit" >> "$1"
 """
 
 
+@pytest.mark.heavy
 def test_a_ctrl_c_to_memctl_alone_under_edit_is_ignored(demo_template, tmp_path):
     """SIGINT to memctl alone while the editor runs: memctl exited (130) and
     left the editor running on the terminal, its edits lost.  Now it is

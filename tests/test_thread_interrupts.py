@@ -127,6 +127,7 @@ def project(tmp_path):
     p.close()
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("op", ["get", "require", "remember", "forget", "iter_fact_revisions",
                                 "iter_facts"])
 def test_an_interrupt_anywhere_in_the_lock_code_leaves_the_store_to_the_other_threads(

@@ -163,6 +163,7 @@ def test_a_second_threads_write_waits_for_the_first_to_commit(tmp_path, monkeypa
     store.close()
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("other", ["add", "forget"])
 def test_a_write_held_past_the_busy_timeout_is_store_busy_not_corrupt(tmp_path, monkeypatch,
                                                                      other):
@@ -209,6 +210,7 @@ READS = {
 }
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("read", sorted(READS))
 def test_a_read_during_another_threads_write_sees_committed_state(tmp_path, monkeypatch, read):
     """A read through the writer's connection while another thread is inside
@@ -295,6 +297,7 @@ def test_a_listing_being_read_does_not_keep_writes_waiting(tmp_path):
 # Project and close
 
 
+@pytest.mark.heavy
 def test_project_facts_is_one_writer_for_every_thread(tmp_path, monkeypatch):
     """``project.facts`` touched by two threads at once opens one writer: a
     second one was left unclosed by ``project.close()``."""
@@ -340,6 +343,7 @@ def test_close_waits_for_a_write_in_progress_in_another_thread(tmp_path, monkeyp
         store.list_facts()
 
 
+@pytest.mark.heavy
 def test_a_listing_half_read_by_one_thread_lets_another_write_after_another_process(tmp_path):
     """docs/API.md, "Threads": between two rows of a listing of the writer,
     another thread may write, also once another process (memctl forget,

@@ -19,6 +19,7 @@ import pytest
 from .conftest import REPO
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, -signal.SIGTERM)])
 def test_a_signal_while_the_end_is_written_leaves_the_document_whole(tmp_path, sig, status):
     store = tmp_path / "store"

@@ -65,6 +65,7 @@ def _huge_message(seq: int, mib: int) -> bytes:
             + b'","tool_call_id":"c","epoch":1}\n')
 
 
+@pytest.mark.heavy
 def test_a_huge_line_without_event_is_never_joined(tmp_path):
     """A 96 MiB tool message cost 329 MB and 0.9 s, a 384 MiB one 1.21 GB
     and 12.6 s (MemoryError under a 1 GiB limit): each 8 MiB read was

@@ -205,6 +205,7 @@ def peaks_at_findings(demo_template, tmp_path: Path, *args: str) -> list[int]:  
     return peaks
 
 
+@pytest.mark.heavy
 def test_the_peak_does_not_follow_the_findings(demo_template, tmp_path):
     """At 8,000 and 32,000 findings (before: some 70 MiB apart)."""
     peaks = peaks_at_findings(demo_template, tmp_path, "validate", "--json")

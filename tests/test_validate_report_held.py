@@ -29,6 +29,7 @@ def _report(monkeypatch, bound, *args: str) -> tuple[int, str, str]:  # noqa: AN
     return r.exit_code, r.stdout, r.stderr
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("bound", [0, 1, 700, 1 << 20])
 def test_the_report_is_the_one_made_whole(config_dir, monkeypatch, bound):
     planted = build_planted(config_dir)
@@ -73,6 +74,7 @@ def test_an_error_in_the_audit_prints_no_part_of_the_report(config_dir, monkeypa
     assert _report(monkeypatch, 0, "--store", str(planted)) == want
 
 
+@pytest.mark.heavy
 def test_the_peak_does_not_follow_the_findings(demo_template, tmp_path):
     """At 8,000 and 32,000 findings (before: 23 MiB apart; 6.5 now)."""
     peaks = peaks_at_findings(demo_template, tmp_path, "validate")
@@ -102,6 +104,7 @@ def _stores_with_findings(config_dir: Path, n: int) -> None:
         (store / "stray.txt").write_text("not part of the layout\n")
 
 
+@pytest.mark.heavy
 def test_every_part_shares_one_temporary_file(config_dir, monkeypatch):
     """40 stores of several parts each, every part spilled (a bound of 0):
     one temporary file, not one per part (which held a descriptor each to
@@ -114,6 +117,7 @@ def test_every_part_shares_one_temporary_file(config_dir, monkeypatch):
     assert len(made) == 1, len(made)
 
 
+@pytest.mark.heavy
 def test_below_the_bound_nothing_goes_to_a_file(config_dir, monkeypatch):
     """All the parts together under HELD_IN_MEMORY: no temporary file (a
     64 KiB bound per part put a report of many stores in $TMPDIR, where a

@@ -35,6 +35,7 @@ def wheel(tmp_path_factory):
     return whl
 
 
+@pytest.mark.heavy
 def test_wheel_carries_man_page_and_completions(wheel, tmp_path):
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())

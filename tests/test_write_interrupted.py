@@ -94,6 +94,7 @@ def test_an_interrupt_as_a_write_ends_leaves_no_transaction(tmp_path, monkeypatc
     p.close()
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("other", ["add", "forget_missing"])
 def test_a_write_of_another_thread_does_not_roll_back_one_in_its_transaction(tmp_path, other):
     """The leftover rollbacks are of this thread's own transaction: a write

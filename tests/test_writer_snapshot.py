@@ -333,6 +333,7 @@ GENERATORS = {
 }
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
 @pytest.mark.parametrize("readonly", [False, True], ids=["writer", "readonly"])
 @pytest.mark.parametrize("listing", list(GENERATORS))

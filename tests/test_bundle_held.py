@@ -538,3 +538,39 @@ def test_a_full_temporary_directory_fails_verify_in_one_line(demo_template, tmp_
         assert "cannot hold the fact rows in a temporary file: No space left on device" in r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
     assert list(private.iterdir()) == []
+
+
+def _recorded_temporary_files(monkeypatch) -> list:  # noqa: ANN001
+    made: list = []
+    real = tempfile.TemporaryFile
+
+    def recorded(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+        f = real(*a, **kw)
+        made.append(f)
+        return f
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", recorded)
+    return made
+
+
+def test_rows_read_back_short_fail_the_export_and_close_their_file(demo_template, tmp_path,
+                                                                     monkeypatch):
+    """The rows' file gives back less than was written: exit 7 in one line
+    saying so, no bundle, the file closed (a review of 93584f1: left to the
+    garbage collector)."""
+    import os
+    import types
+
+    store = copy_demo(demo_template, tmp_path / "demo")
+    sourced_facts(store, 200)
+    monkeypatch.setattr(bundle, "CHUNK", 4096)
+    made = _recorded_temporary_files(monkeypatch)
+    monkeypatch.setattr(held_mod, "os", types.SimpleNamespace(
+        pread=lambda *a: b"", strerror=os.strerror))
+    out = tmp_path / "b.tar"
+    r = run_cli("--store", str(store), "export", "--output", str(out))
+    assert r.exit_code == 7, (r.exit_code, r.stderr)
+    assert r.stderr.strip().splitlines() == [
+        "memctl: error: cannot read the fact rows back from their temporary file: "
+        "it is shorter than written"]
+    assert made and all(f.closed for f in made) and not out.exists()

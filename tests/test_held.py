@@ -116,3 +116,33 @@ def test_own_spill_closed_with_its_holder(tmp_path):
     assert spill._file is None
     with pytest.raises(OSError):
         os.fstat(fd)
+
+
+def test_a_strict_spill_fails_again_at_every_later_write(tmp_path, monkeypatch):
+    """After its first failure a strict spill does not go on in memory: each
+    later write fails the same way, and reading back is an OSError, not an
+    attribute of a closed file."""
+    _full_after(monkeypatch, 10)
+    spill = Spill(lambda: tmp_path, strict=lambda exc: _Failed(exc.strerror))
+    h = HeldRows(4, b",", spill, own=True)
+    h.add(b"row0")
+    h.flush()                       # (4 bytes of the 10 there is room for)
+    for i in range(1, 4):
+        with pytest.raises(_Failed, match="No space left on device"):
+            h.add(b"row%d" % i * 3)
+            h.flush()
+    assert spill.failed
+    with pytest.raises(held.ShortRead, match="it was closed"):
+        b"".join(h.pieces())
+
+
+@pytest.mark.parametrize("limit", [0, 1 << 20])
+def test_a_holder_closed_may_be_used_again(tmp_path, limit):
+    spill = Spill(lambda: tmp_path)
+    h = HeldRows(limit, b",", spill, own=True)
+    for round_ in range(3):
+        for i in range(4):
+            h.add(b"%d-%d" % (round_, i))
+        assert b"".join(h.pieces()) == b",".join(b"%d-%d" % (round_, i) for i in range(4))
+        h.close()
+        assert b"".join(h.pieces()) == b""

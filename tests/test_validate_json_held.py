@@ -256,3 +256,26 @@ def test_csv_in_an_ascii_locale_is_escaped_as_before(demo_template, tmp_path):
     assert outs[0] == outs[1]
     # (a name decoded in the C locale: its bytes shown as \\xNN, by safe)
     assert b"notes/caf\\xc3\\xa9" in outs[0][1]
+
+
+@pytest.mark.parametrize("fmt", ["--json", "--format=csv", "--format=human"])
+def test_an_error_in_the_audit_closes_the_held_findings_file(demo_template, tmp_path, monkeypatch,
+                                                             fmt):
+    """The audit stops after the findings went to their file: the file is
+    closed then, not left to the garbage collector (a review of 93584f1)."""
+    store = copy_demo(demo_template, tmp_path / "demo")
+    _legacy_facts(store, 300)
+    monkeypatch.setattr(cmd_audit, "HELD_IN_MEMORY", 0)
+    audit_fails_at(monkeypatch, 150)
+    real = tempfile.TemporaryFile
+    made: list = []
+
+    def recorded(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+        f = real(*a, **kw)
+        made.append(f)
+        return f
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", recorded)
+    code, _out, _err = _validate(store, fmt)
+    assert code == 5
+    assert made and all(f.closed for f in made)

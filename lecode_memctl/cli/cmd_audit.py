@@ -243,6 +243,12 @@ def validate(
             if sink is not None and sink.stream is not None:
                 sink.__exit__(type(exc), exc, None)
             raise
+        finally:
+            # (their temporary file, also when the audit stopped before the end)
+            if held is not None:
+                held.close()
+            if report is not None:
+                report.close()
         raise typer.Exit(code)
 
 

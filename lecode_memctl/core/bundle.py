@@ -558,8 +558,12 @@ def build_manifest(store: Store, staged: _Staged, stage_dir: Path, *, with_backu
         **audit_store(stage_dir, store.slug, rows_in=stage_dir.parent),
     }
     h = hashlib.sha256()
-    for piece in manifest_bytes(doc):
-        h.update(piece)
+    try:
+        for piece in manifest_bytes(doc):
+            h.update(piece)
+    except BaseException:
+        doc["facts"]["rows"].close()    # (a read back that failed: exit 7)
+        raise
     doc["digest"] = h.hexdigest()
     return doc
 

@@ -22,6 +22,10 @@ from typing import Any
 PIECE = 1 << 20
 
 
+class ShortRead(OSError):
+    """The temporary file gave back fewer bytes than were written to it."""
+
+
 class Spill:
     """One unnamed temporary file that several :class:`HeldRows` keep their
     bytes in, one after the other.  One file, so that holders by the
@@ -33,8 +37,10 @@ class Spill:
     $TMPDIR): without ``strict``, every holder takes what the file holds
     back into memory and the file is closed (its space freed for what
     comes after: a store's snapshot copy, say); with it, the file is
-    closed and ``strict(OSError)`` is raised.  A read that fails raises
-    OSError."""
+    closed and ``strict(OSError)`` is raised, at that write and at every
+    later one.  A read that fails raises OSError (:class:`ShortRead`: the
+    file gave back less than was written).  Closed, the file's bytes are
+    gone: a holder that had some there raises ShortRead when read."""
 
     def __init__(self, where: Callable[[], str | os.PathLike[str] | None], *,
                  strict: Callable[[OSError], BaseException] | None = None) -> None:
@@ -43,12 +49,15 @@ class Spill:
         self._file: Any = None
         self._end = 0
         self.failed = False
+        self._errno = 0
         self._holders: list[HeldRows] = []
 
     def write(self, data: bytes) -> tuple[int, int] | None:
         """``data`` appended: its (offset, length); None when it could not
         be (every holder has taken its bytes back)."""
         if self.failed:
+            if self._strict is not None:
+                raise self._strict(OSError(self._errno, os.strerror(self._errno)))
             return None
         try:
             # (imported here: with no descriptor left, an import fails too)
@@ -69,6 +78,7 @@ class Spill:
                 done += n
         except OSError as exc:
             self.failed = True
+            self._errno = exc.errno or 5
             if self._strict is not None:
                 self.close()
                 raise self._strict(exc) from None
@@ -86,9 +96,11 @@ class Spill:
         """The ``size`` bytes written at ``at``, :data:`PIECE` at a time."""
         end = at + size
         while at < end:
+            if self._file is None:
+                raise ShortRead(5, "it was closed")
             piece = os.pread(self._file.fileno(), min(end - at, PIECE), at)
             if not piece:
-                raise OSError(5, "the temporary file of held rows is shorter than written")
+                raise ShortRead(5, "it is shorter than written")
             at += len(piece)
             yield piece
 
@@ -96,6 +108,10 @@ class Spill:
         if self._file is not None:
             self._file.close()
             self._file = None
+        self._end = 0
+        for h in self._holders:
+            if h._chunks:           # (their bytes went with the file)
+                h._chunks, h._lost = [], True
 
 
 class HeldRows:
@@ -116,6 +132,7 @@ class HeldRows:
         self._spill = spill
         spill._holders.append(self)
         self._chunks: list[tuple[int, int]] = []   # (offset, length) in the spill, in order
+        self._lost = False      # the spill was closed with some of these rows in it
 
     @property
     def held(self) -> int:
@@ -156,12 +173,16 @@ class HeldRows:
 
     def pieces(self) -> Iterator[bytes]:
         """The rows' bytes, in order, in pieces that may cut a row."""
+        if self._lost:
+            raise ShortRead(5, "it was closed")
         for at, n in self._chunks:
             yield from self._spill.read(at, n)
         yield from self._mem
 
     def close(self) -> None:
-        self._mem, self._size, self._chunks = [], 0, []
+        """The rows let go (memory, and the spill when it is this holder's
+        own); the holder may be used again, empty."""
+        self._mem, self._size, self._chunks, self._first, self._lost = [], 0, [], True, False
         if self._own:
             self._spill.close()
 
@@ -169,5 +190,4 @@ class HeldRows:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._own:
-            self._spill.close()
+        self.close()

@@ -165,9 +165,9 @@ def test_a_run_stopped_during_the_transcripts_waits_and_records(tmp_path, monkey
     release = threading.Event()
     real_rest = audit_facts._db_checks_rest
 
-    def slow(fs, db, **kw):  # noqa: ANN003
+    def slow(fs, db):
         release.wait(5)
-        yield from real_rest(fs, db, **kw)
+        yield from real_rest(fs, db)
 
     def fail(*a, **k):
         threading.Timer(0.2, release.set).start()
@@ -199,9 +199,9 @@ def test_no_pool_is_forked_while_the_checks_run(tmp_path, monkeypatch):
     seen_threads: list[list[str]] = []
     answers = iter([False, True])
 
-    def slow(fs, db, **kw):  # noqa: ANN003
+    def slow(fs, db):
         release.wait(5)
-        yield from real_rest(fs, db, **kw)
+        yield from real_rest(fs, db)
 
     def jobs(it, parallel):
         assert parallel
@@ -252,7 +252,7 @@ def test_an_error_reading_the_facts_after_failed_checks_is_not_the_audits(tmp_pa
     from lecode_memctl.core.errors import StoreCorrupt
     from lecode_memctl.core.facts import FactStore
 
-    def failing_rest(fs, db, **kw):  # noqa: ANN003
+    def failing_rest(fs, db):
         yield ("db.foreign_key", "row 1 of x references a missing row of y", {"table": "x"})
         raise sqlite3.DatabaseError("database disk image is malformed")
 

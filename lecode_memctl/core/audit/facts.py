@@ -356,13 +356,9 @@ def _start_checks(fs: Any, db: Any, *, defer: bool
         conn.execute(f"PRAGMA cache_size = -{CHECK_CACHE_KIB}")
         return conn
 
-    def rest(conn: Any, spills: bool = False) -> Rest:
+    def rest(conn: Any) -> Rest:
         try:
-            if spills:
-                # (integrity_check's cache is no use to the rest, whose reads
-                # go in key order; the revisions' sort keeps this much)
-                conn.execute(f"PRAGMA cache_size = -{GAPS_SORT_KIB}")
-            later.extend(_db_checks_rest(fs, conn, spills=spills))
+            later.extend(_db_checks_rest(fs, conn))
         except Exception as exc:   # noqa: BLE001 - raised by _db_checks, after what came before it
             return later, exc
         return later, None
@@ -379,8 +375,7 @@ def _start_checks(fs: Any, db: Any, *, defer: bool
         return found
 
     if defer:
-        both = fs.in_background("memctl-db-checks",
-                                lambda conn: (beside(conn), rest(conn, spills=True)))
+        both = fs.in_background("memctl-db-checks", lambda conn: (beside(conn), rest(conn)))
         if both is not None:
             return (lambda: alone(both()[0])), (lambda: both()[1]), True
     started = fs.in_background("memctl-integrity", beside)
@@ -401,13 +396,9 @@ def _reload(audit: Audit, values: tuple[Any, ...]) -> None:
      audit._excluded, audit._database_id) = values
 
 
-def _db_checks_rest(fs: Any, db: Any, *, spills: bool = False
-                    ) -> Iterator[tuple[str, str, dict[str, Any]]]:
+def _db_checks_rest(fs: Any, db: Any) -> Iterator[tuple[str, str, dict[str, Any]]]:
     """Foreign keys, the generation, revisions and dangling references, as
-    (code, message, location) for :func:`_db_checks` to report in order.
-    ``spills``: ``db``'s sorter may spill to a temporary file outside the
-    store (``FactStore.in_background``), so the revisions' check may sort
-    the facts' rows (:data:`_GAPS`)."""
+    (code, message, location) for :func:`_db_checks` to report in order."""
     import sqlite3
 
     from ..facts import _sql_key, ids_stored_twice, row_text, sql_name
@@ -506,9 +497,15 @@ def _db_checks_rest(fs: Any, db: Any, *, spills: bool = False
                        "primary key, or its unique index does not hold every row): which is the "
                        "fact, and its current revision, is not known",
                        fact_id=row_text(fid), revision=None)
-    for fid, cur, n, lo, hi, has_cur in db.execute(_GAPS.format(
-            facts="(SELECT fact_id, revision FROM facts NOT INDEXED ORDER BY fact_id)"
-            if spills else "facts")):
+    for fid, cur, n, lo, hi, has_cur in db.execute(
+            "SELECT f.fact_id, f.revision, count(r.revision), min(r.revision), max(r.revision), "
+            "sum(r.revision = f.revision AND typeof(r.revision) = typeof(f.revision) "
+            "AND typeof(f.revision) = 'integer') FROM facts f LEFT JOIN revisions r "
+            "ON r.fact_id = f.fact_id GROUP BY f.fact_id "
+            "HAVING NOT (typeof(f.revision) = 'integer' AND typeof(min(r.revision)) = 'integer' "
+            "AND typeof(max(r.revision)) = 'integer' AND min(r.revision) = 1 "
+            "AND count(r.revision) = max(r.revision) AND max(r.revision) = f.revision) "
+            "ORDER BY f.fact_id"):
         if fid in twice:
             continue            # (said above)
         if not has_cur:
@@ -536,26 +533,6 @@ def _db_checks_rest(fs: Any, db: Any, *, spills: bool = False
                            f"{_said(rev)}, which does not exist", fact_id=row_text(fid),
                            revision=_num(rev), table=table)
 
-
-# Each fact whose revisions are not 1..its current one, in fact id order.
-# ``{facts}`` is the table read through its id index, a random page of the
-# table per fact (at 1,000,000 facts 965,000 pages read again: 3.1 s), or,
-# where the connection's sorter may spill to a file outside the store, the
-# table's rows sorted by id (1.8 s; 0.16 s against 0.24 s at 100,000), its
-# sorter and page cache kept to GAPS_SORT_KIB (4 MiB made the process 10
-# MiB larger at 1,000,000 facts; 1 MiB, 2 MiB smaller than before).  The
-# table's rows, not the index's: a damaged index (integrity_check says
-# so) hides no fact from this check.
-GAPS_SORT_KIB = 1024
-_GAPS = (
-    "SELECT f.fact_id, f.revision, count(r.revision), min(r.revision), max(r.revision), "
-    "sum(r.revision = f.revision AND typeof(r.revision) = typeof(f.revision) "
-    "AND typeof(f.revision) = 'integer') FROM {facts} f LEFT JOIN revisions r "
-    "ON r.fact_id = f.fact_id GROUP BY f.fact_id "
-    "HAVING NOT (typeof(f.revision) = 'integer' AND typeof(min(r.revision)) = 'integer' "
-    "AND typeof(max(r.revision)) = 'integer' AND min(r.revision) = 1 "
-    "AND count(r.revision) = max(r.revision) AND max(r.revision) = f.revision) "
-    "ORDER BY f.fact_id")
 
 # the declared types of a key the walk takes (lecode's): a column's affinity
 # is its type's in a STRICT table as in any other

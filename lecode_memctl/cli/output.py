@@ -875,8 +875,7 @@ def render_rows(rows: Iterable[Mapping[str, Any]], columns: Sequence[str], fmt: 
         return
     from lecode_memctl.core.rowmodel import flat  # (once, as in emit_csv)
 
-    cells = ([safe(_display_cell(row.get(c), flat), keep_newlines=False) for c in columns]
-             for row in rows)
+    cells = ([_table_cell(row.get(c), flat) for c in columns] for row in rows)
     if fmt == "table" and (stdout_is_tty() or STATE.emit_color()):
         _rich_table(list(cells), columns, heads, title=title, ids=ids)
         return
@@ -1046,6 +1045,19 @@ def _display_cell(value: Any, flat: Callable[[Any], str]) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     return flat(value)
+
+
+def _table_cell(value: Any, flat: Callable[[Any], str]) -> str:
+    """``safe(_display_cell(value, flat), keep_newlines=False)``: a table's
+    cell.  Printable ASCII text and integers are their own cell (nothing in
+    them to escape), without the regular expression (at 100,000 facts a
+    plain table's cells took half of ``facts --all`` in a pipe)."""
+    if type(value) is str:
+        if value.isascii() and value.isprintable():
+            return value
+    elif type(value) is int:
+        return str(value)
+    return safe(_display_cell(value, flat), keep_newlines=False)
 
 
 def _rich_table(table_rows: list[list[str]], columns: Sequence[str], heads: Sequence[str], *,

@@ -244,7 +244,8 @@ def validate(
                 sink.__exit__(type(exc), exc, None)
             raise
         finally:
-            # (their temporary file, also when the audit stopped before the end)
+            # (their temporary file, once rendered or when the audit stopped
+            # before the end: the one place they are closed)
             if held is not None:
                 held.close()
             if report is not None:
@@ -275,7 +276,7 @@ def _render_validate(fmt: str, summaries: list, all_findings: list, *, ok: bool,
         import codecs
 
         # the lines emit_csv writes, as they were held
-        with held, Stream(text=True) as out:
+        with Stream(text=True) as out:
             csv_writer(out, fmt).writerow(FINDING.names)
             decoder = codecs.getincrementaldecoder("utf-8")("surrogatepass")
             for piece in held.pieces():
@@ -297,21 +298,16 @@ def _render_validate(fmt: str, summaries: list, all_findings: list, *, ok: bool,
             emit_json({**doc, "findings": [FINDING.row(**f.to_json()) for f in all_findings]})
             return
         # the same compact bytes emit_json writes, the findings as they were held
-        with held:
-            write_bytes(dumps(doc)[:-1] + b',"findings":[')
-            for piece in held.pieces():
-                write_bytes(piece)
-            write_bytes(b"]}\n")
+        write_bytes(dumps(doc)[:-1] + b',"findings":[')
+        for piece in held.pieces():
+            write_bytes(piece)
+        write_bytes(b"]}\n")
         return
     # human
     by_project: dict[str, list] = {}
     for f in all_findings:
         by_project.setdefault(f.project, []).append(f)
-    try:
-        _human_report(summaries, by_project, report, strict=strict, deep=deep, cfg=cfg)
-    finally:
-        if report is not None:
-            report.close()
+    _human_report(summaries, by_project, report, strict=strict, deep=deep, cfg=cfg)
 
 
 def _human_report(summaries: list, by_project: dict[str, list], report: "_HeldReport | None", *,

@@ -373,16 +373,11 @@ class HeldFactRows:
 
     def _pieces(self) -> Iterator[bytes]:
         """The rows' bytes, a MiB or so at a time (a piece may cut a row)."""
-        it = self._rows.pieces()
-        while True:
-            try:
-                piece = next(it, None)
-            except OSError as exc:
-                raise _HoldFailed(f"cannot read the fact rows back from their temporary "
-                                  f"file: {exc.strerror}") from None
-            if piece is None:
-                return
-            yield piece
+        try:
+            yield from self._rows.pieces()
+        except OSError as exc:
+            raise _HoldFailed(f"cannot read the fact rows back from their temporary "
+                              f"file: {exc.strerror}") from None
 
     def joined(self) -> Iterator[bytes]:
         """The rows' bytes joined by commas: a JSON array's inside."""
@@ -401,9 +396,6 @@ class HeldFactRows:
 
     def __len__(self) -> int:
         return self.count
-
-    def __bool__(self) -> bool:
-        return self.count > 0
 
     def close(self) -> None:
         self._rows.close()
@@ -1008,9 +1000,6 @@ class ManifestRows:
 
     def __len__(self) -> int:
         return self.count
-
-    def __bool__(self) -> bool:
-        return self.count > 0
 
     def close(self) -> None:
         self._fh.close()

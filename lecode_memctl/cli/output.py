@@ -805,9 +805,26 @@ def csv_cells(columns: Sequence[str]) -> Callable[[Mapping[str, Any]], list[str]
     from lecode_memctl.core.rowmodel import flat
 
     def cells(row: Mapping[str, Any]) -> list[str]:
-        return [safe(flat(row.get(c))) for c in columns]
+        return [_csv_cell(row.get(c), flat) for c in columns]
 
     return cells
+
+
+def _csv_cell(value: Any, flat: Callable[[Any], str]) -> str:
+    """``safe(flat(value))``: a CSV or TSV cell.  Printable ASCII text and
+    integers are their own cell, none and booleans their flat text, without the regular
+    expression (as :func:`_table_cell`: at 100,000 facts the cells took a
+    third of ``facts --all --format csv``)."""
+    if type(value) is str:
+        if value.isascii() and value.isprintable():
+            return value
+    elif type(value) is int:
+        return str(value)
+    elif value is None:
+        return ""
+    elif type(value) is bool:
+        return "true" if value else "false"
+    return safe(flat(value))
 
 
 def spill() -> Spill:

@@ -22,6 +22,7 @@ from lecode_memctl.core.errors import StoreCorrupt
 from lecode_memctl.core.facts import FactStore
 from lecode_memctl.core.factview import iter_fact_lines, iter_fact_records
 from lecode_memctl.core.layout import store_at
+from lecode_memctl.core.rowmodel import flat
 from lecode_memctl.core.sessions import SessionStore
 
 from .builders import copy_demo, store_sql
@@ -481,3 +482,45 @@ def test_the_child_ends_with_its_parent(store, tmp_path):
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+ODD_TEXTS = ("two\nlines", "a\ttab, a comma", 'say "so"', "esc \x1b[31m red", "line\u2028sep",
+             "caf\u00e9 \U0001f600", "\u202eevil", "")
+
+
+@pytest.mark.parametrize("tty", [False, True])
+def test_csv_lines_made_by_each_process_print_what_one_process_prints(store, monkeypatch, tty):
+    """``facts --all --format csv|tsv`` (2026-12-06): each process writes
+    the lines of its own part (``output.csv_line``), as the jsonl listing
+    does, where the child's rows came back pickled and the parent made
+    every line.  The bytes are the one process's, and the lines those
+    ``emit_csv`` writes of the records, with text that CSV quotes, control
+    characters it escapes, and characters of 2 to 4 bytes, in both parts,
+    in a pipe and on a terminal."""
+    import csv
+    import io
+
+    from lecode_memctl.cli import output
+    from lecode_memctl.core.rowmodel import FACT
+
+    cases = " ".join(f"WHEN {i} THEN {_sql_text(t)}" for i, t in enumerate(ODD_TEXTS))
+    store_sql(store, "UPDATE revisions SET text = CASE (instr('0123456789abcdef', "
+              f"substr(fact_id, 3, 1)) + revision) % {len(ODD_TEXTS)} {cases} END")
+    if tty:
+        monkeypatch.setattr(output, "stdout_is_tty", lambda: True)
+    one, two = _both(store, monkeypatch, "--all", fmts=("csv", "tsv"))
+    assert two == one
+    records = _records(store, parallel=False)
+    assert {r["text"] for r in records} >= set(ODD_TEXTS)
+    for (fmt, code, got) in one:
+        buf = io.StringIO()
+        writer = csv.writer(buf, delimiter="," if fmt == "csv" else "\t", lineterminator="\n")
+        writer.writerow(FACT.names)
+        for r in records:
+            writer.writerow([output.safe(flat(r.get(c))) for c in FACT.names])
+        assert code == 0
+        assert got == buf.getvalue().encode()
+
+
+def _sql_text(text: str) -> str:
+    return "CAST(x'" + text.encode().hex() + "' AS TEXT)"

@@ -18,8 +18,7 @@ from .registry import command
 from .state import STATE, require_store
 
 if TYPE_CHECKING:  # the core is imported inside the commands (start-up time)
-    from collections.abc import Callable, Iterator, Mapping
-    from typing import Any
+    from collections.abc import Callable, Iterator
 
     from lecode_memctl.core.audit import Finding
     from lecode_memctl.core.held import HeldRows
@@ -145,6 +144,7 @@ def validate(
         REPORT_ALIASES,
         atomic_output,
         check_format,
+        csv_line,
         dumps,
         emit_jsonl,
         fixed_format,
@@ -209,7 +209,7 @@ def validate(
                     elif held is not None:
                         from lecode_memctl.core.rowmodel import FINDING
 
-                        encode = dumps if fmt == "json" else _csv_line(fmt)
+                        encode = dumps if fmt == "json" else csv_line(FINDING.names, fmt)
                         for f in audit.run():
                             held.add(encode(FINDING.row(**f.to_json())))
                     elif report is not None:
@@ -261,7 +261,7 @@ def _render_validate(fmt: str, summaries: list, all_findings: list, *, ok: bool,
 
     from lecode_memctl.core.rowmodel import FINDING, SCHEMA_VERSION, SUMMARY, utc_time
 
-    from .output import Stream, csv_writer, dumps, emit_csv, emit_json, write_bytes
+    from .output import dumps, emit_csv, emit_csv_lines, emit_json, write_bytes
     from .render_prometheus import prometheus_text
 
     if fmt == "prometheus":
@@ -273,15 +273,8 @@ def _render_validate(fmt: str, summaries: list, all_findings: list, *, ok: bool,
         if held is None:
             emit_csv((FINDING.row(**f.to_json()) for f in all_findings), FINDING.names, fmt)
             return
-        import codecs
-
         # the lines emit_csv writes, as they were held
-        with Stream(text=True) as out:
-            csv_writer(out, fmt).writerow(FINDING.names)
-            decoder = codecs.getincrementaldecoder("utf-8")("surrogatepass")
-            for piece in held.pieces():
-                out(decoder.decode(piece))
-            out(decoder.decode(b"", final=True))
+        emit_csv_lines(held.pieces(), FINDING.names, fmt)
         return
     totals = {"error": 0, "warning": 0, "info": 0, "ignored": 0}
     for s in summaries:
@@ -412,29 +405,6 @@ class _HeldReport:
 #: holds them in an unnamed temporary file (None: every finding held as an
 #: object, the document made whole, as before 2026-12-06).
 HELD_IN_MEMORY: int | None = 1 << 20
-
-
-def _csv_line(fmt: str) -> "Callable[[Mapping[str, Any]], bytes]":
-    """A row as the line emit_csv writes of it, in UTF-8 (a lone surrogate
-    kept, for the text layer to write as emit_csv's would)."""
-    import io
-
-    from lecode_memctl.core.rowmodel import FINDING
-
-    from .output import csv_cells, csv_writer
-
-    buf = io.StringIO()
-    writer = csv_writer(buf, fmt)
-    cells = csv_cells(FINDING.names)
-
-    def line(row: "Mapping[str, Any]") -> bytes:
-        writer.writerow(cells(row))
-        text = buf.getvalue()
-        buf.seek(0)
-        buf.truncate()
-        return text.encode("utf-8", "surrogatepass")
-
-    return line
 
 
 PROM_RUN_METRICS = (

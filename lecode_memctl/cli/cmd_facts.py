@@ -230,9 +230,11 @@ def facts(
     from .output import (
         Stream,
         check_format,
+        csv_line,
         dumps,
         echo,
         emit_csv,
+        emit_csv_lines,
         emit_json_document,
         emit_jsonl,
         render_records,
@@ -344,8 +346,9 @@ def facts(
                              "learning": learning},
                     {"next_offset": None, "learning": None})
                 return
+            whole = start == 0 and end is None and where is None and fs.exists
             if fmt_name == "jsonl":
-                if start == 0 and end is None and where is None and fs.exists:
+                if whole:
                     # the whole listing: its pieces as they are encoded (a
                     # child's part of a split listing is never decoded here)
                     with Stream() as write:
@@ -357,6 +360,12 @@ def facts(
                 emit_jsonl(body)
                 return
             if fmt_name in ("csv", "tsv"):
+                if whole:
+                    # the same: each process writes the lines of its own part
+                    emit_csv_lines(iter_fact_lines(fs, sessions, csv_line(FACT.names, fmt_name),
+                                                   session_id=session, keep=keep, parallel=True),
+                                   FACT.names, fmt_name)
+                    return
                 emit_csv(body, FACT.names, fmt_name)
                 return
             # (streamed into the table, which holds its cells compactly:

@@ -790,6 +790,44 @@ def emit_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str], fmt: str
             writer.writerow(cells(row))
 
 
+def emit_csv_lines(pieces: Iterable[bytes], columns: Sequence[str], fmt: str) -> None:
+    """What :func:`emit_csv` writes, from rows already encoded as its lines
+    (:func:`csv_line`) and given in pieces of any length: the header once
+    the first piece is made, or the pieces are known to be none, then the
+    pieces through the text layer (a lone surrogate as emit_csv writes it)."""
+    import codecs
+
+    it = iter(pieces)
+    first = next(it, None)
+    with Stream(text=True) as out:
+        csv_writer(out, fmt).writerow(columns)
+        if first is None:
+            return
+        decoder = codecs.getincrementaldecoder("utf-8")("surrogatepass")
+        out(decoder.decode(first))
+        for piece in it:
+            out(decoder.decode(piece))
+        out(decoder.decode(b"", final=True))
+
+
+def csv_line(columns: Sequence[str], fmt: str) -> Callable[[Mapping[str, Any]], bytes]:
+    """A row as the line :func:`emit_csv` writes of it (``fmt`` csv or
+    tsv), in UTF-8 (a lone surrogate kept, for :func:`emit_csv_lines` to
+    write as emit_csv's text layer would)."""
+    buf = io.StringIO()
+    writer = csv_writer(buf, fmt)
+    cells = csv_cells(columns)
+
+    def line(row: Mapping[str, Any]) -> bytes:
+        writer.writerow(cells(row))
+        text = buf.getvalue()
+        buf.seek(0)
+        buf.truncate()
+        return text.encode("utf-8", "surrogatepass")
+
+    return line
+
+
 def csv_writer(out: Any, fmt: str) -> Any:
     """The ``csv.writer`` of :func:`emit_csv` (``fmt`` csv or tsv) over ``out``."""
     import csv

@@ -524,3 +524,38 @@ def test_csv_lines_made_by_each_process_print_what_one_process_prints(store, mon
 
 def _sql_text(text: str) -> str:
     return "CAST(x'" + text.encode().hex() + "' AS TEXT)"
+
+
+@pytest.mark.parametrize("tty", [False, True])
+@pytest.mark.parametrize("argv", [(), ("--status", "stale"), ("--status", "unverified")])
+def test_a_json_document_made_by_each_process_prints_what_one_process_prints(
+        store, monkeypatch, tty, argv):
+    """``facts --all --json`` (2026-12-06): each process encodes the rows of
+    its own part, as for jsonl and CSV.  The bytes are the one process's,
+    with a filter that keeps some rows, or none, and on a terminal; the
+    rows are the records, in order."""
+    from lecode_memctl.cli import output
+
+    cases = " ".join(f"WHEN {i} THEN {_sql_text(t)}" for i, t in enumerate(ODD_TEXTS))
+    store_sql(store, "UPDATE revisions SET text = CASE (instr('0123456789abcdef', "
+              f"substr(fact_id, 3, 1)) + revision) % {len(ODD_TEXTS)} {cases} END",
+              "UPDATE source_refs SET digest = '" + "a" * 64 + "' WHERE rowid % 3 = 0")
+    if tty:
+        monkeypatch.setattr(output, "stdout_is_tty", lambda: True)
+    pids = counting(monkeypatch)
+    one, two = _both(store, monkeypatch, "--all", *argv, fmts=("json",))
+    assert len(pids) == 1
+    assert two == one
+    (_fmt, code, got), = one
+    assert code == 0
+    doc = orjson.loads(got)
+    want = [r for r in _records(store, parallel=False)
+            if not argv or r["status"] == argv[1]]
+    assert doc["facts"] == want
+    assert doc["total"] == (None if argv else len(want))
+    assert (len(want) > 0) == (argv != ("--status", "unverified"))
+    if not tty:
+        assert got.startswith(b'{"type":"facts",')
+        assert got.endswith(b"\n]," + orjson.dumps({"next_offset": None,
+                                                   "learning": doc["learning"]})[1:] + b"\n")
+        assert got.count(b"\n") == len(want) + 2

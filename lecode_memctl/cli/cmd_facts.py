@@ -228,6 +228,7 @@ def facts(
     from lecode_memctl.core.sourceref import check_session_id
 
     from .output import (
+        ELEMENT_END,
         Stream,
         check_format,
         csv_line,
@@ -315,6 +316,7 @@ def facts(
                 return itertools.islice(stream(), start, stop)
 
             body = upto(end)
+            whole = start == 0 and end is None and where is None and fs.exists
             if fmt_name == "json":
                 total = None if filtered or not fs.exists else (
                     fs.count() if session is None else len(fs.ids_with_evidence_in(session)))
@@ -340,13 +342,21 @@ def facts(
                         yield r
                         n += 1
 
+                if whole:
+                    # the whole listing: its rows as each process encodes them
+                    emit_json_document(
+                        head, "facts", iter_fact_lines(
+                            fs, sessions, lambda r: dumps(r) + ELEMENT_END, session_id=session,
+                            keep=keep, parallel=True),
+                        lambda: {"next_offset": None, "learning": learning},
+                        {"next_offset": None, "learning": None}, encoded=True)
+                    return
                 emit_json_document(
                     head, "facts", page(),
                     lambda: {"next_offset": start + n if more else None,
                              "learning": learning},
                     {"next_offset": None, "learning": None})
                 return
-            whole = start == 0 and end is None and where is None and fs.exists
             if fmt_name == "jsonl":
                 if whole:
                     # the whole listing: its pieces as they are encoded (a

@@ -531,10 +531,15 @@ def ends_with_error(end: Callable[[str, str, int], None]) -> Iterator[None]:
         raise
 
 
+#: What ends each element of an encoded array of :func:`emit_json_document`.
+ELEMENT_END = b",\n"
+
+
 def emit_json_document(head: Mapping[str, Any], key: str, rows: Iterable[Any],
                        tail: Callable[[], Mapping[str, Any]],
                        unknown: Mapping[str, Any],
-                       more: Sequence[tuple[str, Iterable[Any]]] = ()) -> None:
+                       more: Sequence[tuple[str, Iterable[Any]]] = (), *,
+                       encoded: bool = False) -> None:
     """One JSON document streamed in constant memory (``facts --json``,
     ``grep --json``): the members of ``head``, then ``key``: the array of
     ``rows``, one element per line as they come, then the members that
@@ -549,7 +554,10 @@ def emit_json_document(head: Mapping[str, Any], key: str, rows: Iterable[Any],
     document, and for an interrupt.  An error writing stdout itself is raised
     as it is: nothing more can go there.  ``more``: further arrays, each
     (its key, its rows), streamed the same way after the first one
-    (``verify --json``'s findings, then its facts)."""
+    (``verify --json``'s findings, then its facts).  ``encoded``: ``rows``
+    are already encoded, in pieces of one or more elements, each element
+    followed by ``,\\n`` (:data:`ELEMENT_END`; the pieces
+    ``factview.iter_fact_lines`` gives of such an encoding)."""
     with Stream() as write:
         write(dumps(head)[:-1] + b"," + dumps(key) + b":[")
 
@@ -563,6 +571,12 @@ def emit_json_document(head: Mapping[str, Any], key: str, rows: Iterable[Any],
                 if i:
                     write(b"\n]," + dumps(more[i - 1][0]) + b":[")
                 first = True
+                if encoded and not i:
+                    # (each piece's last ",\n" is written before the next one)
+                    for piece in array:
+                        write((b"\n" if first else b",\n") + piece[:-2])
+                        first = False
+                    continue
                 for row in array:
                     write((b"\n" if first else b",\n") + dumps(row))
                     first = False

@@ -320,6 +320,7 @@ class Detector:
         from detect_secrets.plugins import keyword
 
         self._keyword_gate = re.compile("|".join(keyword.DENYLIST))   # on the lower-cased line
+        self._gates = [_regex_gate(p) for p in plugins]
 
     def _filtered(self, plugin: Any, secret: str, line: str) -> bool:
         h = self._h
@@ -344,6 +345,13 @@ class Detector:
                 for wstart, window in _windows(line):
                     base = pos + wstart
                     for prio, plugin in enumerate(self.plugins):
+                        gate = self._gates[prio]
+                        if gate is not None:
+                            for pattern in gate:
+                                if pattern.search(window) is not None:
+                                    break
+                            else:
+                                continue        # (none of its patterns: no hit from it)
                         for s, e in self._plugin_spans(plugin, window, filename, text, base,
                                                          whole_tokens, tail):
                             cands.append((prio, s, e, detector_slug(plugin.secret_type)))
@@ -381,6 +389,29 @@ class Detector:
             for s, e in _value_spans(plugin, line, v):
                 yield base + s, (token_end(text, base + s, base + e, name) if whole_tokens
                                  else base + e)
+
+
+def _regex_gate(plugin: Any) -> tuple[re.Pattern[str], ...] | None:
+    """The patterns of a regex-based plugin that finds nothing in a line
+    none of them finds anything in, or None for any other plugin.  Such a
+    plugin's ``analyze_line`` is detect-secrets' own, which yields only
+    what its ``analyze_string`` yields, and that is what ``findall`` of
+    each of the plugin's ``denylist`` patterns finds (``JwtTokenDetector``:
+    of those, the ones it takes for a JWT).  A line none of them matches
+    (one ``search`` each) skips the plugin: most of a scan was calling 23
+    plugins in Python on strings that hold none of their patterns."""
+    from detect_secrets.plugins import base, jwt
+
+    kind = type(plugin)
+    if not isinstance(plugin, base.RegexBasedDetector) \
+            or kind.analyze_line is not base.BasePlugin.analyze_line \
+            or kind.analyze_string not in (base.RegexBasedDetector.analyze_string,
+                                           jwt.JwtTokenDetector.analyze_string):
+        return None
+    patterns = tuple(plugin.denylist)
+    if not patterns or not all(isinstance(r, re.Pattern) for r in patterns):
+        return None
+    return patterns
 
 
 def _non_overlapping(cands: list[tuple[int, int, int, str]]) -> list[Hit]:

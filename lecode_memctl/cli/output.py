@@ -946,7 +946,7 @@ def render_rows(rows: Iterable[Mapping[str, Any]], columns: Sequence[str], fmt: 
 
     cells = ([_table_cell(row.get(c), flat) for c in columns] for row in rows)
     if fmt == "table" and (stdout_is_tty() or STATE.emit_color()):
-        _rich_table(list(cells), columns, heads, title=title, ids=ids)
+        _rich_table(cells, columns, heads, title=title, ids=ids)
         return
     if fmt == "table" and TABLE_HELD_IN_MEMORY is not None and heads:
         with held_rows(TABLE_HELD_IN_MEMORY, b"") as held:
@@ -1129,32 +1129,143 @@ def _table_cell(value: Any, flat: Callable[[Any], str]) -> str:
     return safe(_display_cell(value, flat), keep_newlines=False)
 
 
-def _rich_table(table_rows: list[list[str]], columns: Sequence[str], heads: Sequence[str], *,
+#: Rows of a rich table past which it is drawn a chunk of this many rows
+#: at a time (:func:`_rich_table`); None: always whole, every row held as
+#: rich objects, as before 2026-12-06.
+RICH_CHUNK: int | None = 1000
+
+
+def _rich_table(rows: Iterable[list[str]], columns: Sequence[str], heads: Sequence[str], *,
                 title: str | None, ids: Sequence[str]) -> None:
     """A rich table that fits the terminal by folding text columns; id columns
     keep their whole width (when even that does not fit, the table is drawn
-    wider than the terminal rather than cut an id)."""
-    from rich import box
-    from rich.table import Table
+    wider than the terminal rather than cut an id).
+
+    Past :data:`RICH_CHUNK` rows the cells are held compactly (:func:`hold_value`:
+    in memory, then in an unnamed temporary file) while each column's
+    measurement is taken as rich takes it, and the table is drawn a chunk of
+    rows at a time, every chunk with the column widths of the whole table:
+    the same text, without every row held as rich objects (at 100,000 facts,
+    704 MiB and 38 s).  Where rich does not give those widths, the table is
+    drawn whole from the held cells."""
+    import itertools
+
+    it = iter(rows)
+    if RICH_CHUNK is None:
+        _rich_whole(list(it), columns, heads, title=title, ids=ids)
+        return
+    first = list(itertools.islice(it, RICH_CHUNK + 1))
+    if len(first) <= RICH_CHUNK:
+        _rich_whole(first, columns, heads, title=title, ids=ids)
+        return
+    from rich.cells import cell_len
+
+    n = len(heads)
+    lens = [len(h) for h in heads]
+    low = [0] * n                   # (rich's Text measurement: the longest word,
+    high = [0] * n                  # the widest line: Text.__rich_measure__)
+    with held_rows(TABLE_HELD_IN_MEMORY or 0, b"") as held:
+        for row in itertools.chain(first, it):
+            hold_value(held, row)
+            for i, c in enumerate(row):
+                if len(c) > lens[i]:
+                    lens[i] = len(c)
+                lines = c.splitlines()
+                wide = max(map(cell_len, lines)) if lines else 0
+                words = c.split()
+                least = max(map(cell_len, words)) if words else wide
+                if wide > high[i]:
+                    high[i] = wide
+                if least > low[i]:
+                    low[i] = least
+        del first
+        drawn = _rich_chunks(held, columns, heads, title=title, ids=ids, lens=lens,
+                             low=low, high=high)
+        if not drawn:
+            _rich_whole(list(held_values(held.pieces())), columns, heads, title=title, ids=ids)
+
+
+def _rich_whole(table_rows: list[list[str]], columns: Sequence[str], heads: Sequence[str], *,
+                title: str | None, ids: Sequence[str]) -> None:
+    """:func:`_rich_table` of rows held as a list: one table."""
     from rich.text import Text
 
-    con = console()
     widths = [max([len(h), *(len(r[i]) for r in table_rows)]) for i, h in enumerate(heads)]
+    con, table = _rich_frame(columns, heads, title=title, ids=ids, widths=widths)
+    for r in table_rows:
+        table.add_row(*(Text(c) for c in r))
+    con.print(table)
+
+
+def _rich_frame(columns: Sequence[str], heads: Sequence[str], *, title: str | None,
+                ids: Sequence[str], widths: Sequence[int], fixed: Sequence[int] | None = None,
+                header: bool = True) -> tuple[Any, Any]:
+    """The console (wider than the terminal where the id columns need it)
+    and an empty table of :func:`_rich_table`'s columns (``widths``: each
+    column's longest cell, header included, in characters); ``fixed``:
+    each column's width, as a chunk of a table is drawn."""
+    from rich import box
+    from rich.table import Table
+
+    con = console()
     need = 0
-    table = Table(box=box.SIMPLE_HEAD, title=title, show_edge=False)
+    table = Table(box=box.SIMPLE_HEAD, title=title, show_edge=False, show_header=header)
     for i, (c, h) in enumerate(zip(columns, heads, strict=True)):
+        width = None if fixed is None else fixed[i]
         if c in ids:
-            table.add_column(h, no_wrap=True, overflow="ignore", min_width=widths[i])
+            table.add_column(h, no_wrap=True, overflow="ignore", min_width=widths[i], width=width)
             need += widths[i]
         else:
-            table.add_column(h, overflow="fold")
+            table.add_column(h, overflow="fold", width=width)
             need += min(widths[i], 3)
     need += 3 * len(columns)
     if need > con.width:
         con = console(width=need)
-    for r in table_rows:
-        table.add_row(*(Text(c) for c in r))
-    con.print(table)
+    return con, table
+
+
+def _rich_chunks(held: HeldRows, columns: Sequence[str], heads: Sequence[str], *,
+                 title: str | None, ids: Sequence[str], lens: list[int], low: list[int],
+                 high: list[int]) -> bool:
+    """The held rows drawn :data:`RICH_CHUNK` at a time, each chunk a table
+    whose columns have the widths rich gives the whole table: those it
+    gives a table of the same columns holding one row whose cells measure
+    what the columns' cells measure at most (``low``: the longest word,
+    ``high``: the widest line; a column's measurement is the largest of its
+    cells').  False, with nothing drawn, where rich's table does not say
+    its widths as this rich did (``Table._calculate_column_widths``)."""
+    import itertools
+
+    from rich.text import Text
+
+    con, probe = _rich_frame(columns, heads, title=title, ids=ids, widths=lens)
+    # a cell measuring (low, high): its longest word, then spaces to the width
+    probe.add_row(*(Text("a" * lo + " " * (hi - lo)) for lo, hi in zip(low, high, strict=True)))
+    try:
+        options = con.options
+        width = options.max_width if probe.width is None else probe.width
+        widths = probe._calculate_column_widths(
+            con, options.update_width(width - probe._extra_width))
+        fixed = [w - probe._get_padding_width(i) for i, w in enumerate(widths)]
+        drawn = sum(widths) + probe._extra_width
+    except (AttributeError, TypeError):   # (another rich: drawn whole)
+        return False
+    # (a chunk drawn on a console as wide as the table: widths given that
+    # fit are taken as they are, where rich reduces widths that do not fit
+    # again; the whole table may be wider than the console, and is drawn so)
+    width = max(con.width, drawn)
+    values = held_values(held.pieces())
+    header = True
+    while True:
+        chunk = list(itertools.islice(values, RICH_CHUNK))
+        if not chunk and not header:
+            return True
+        _, table = _rich_frame(columns, heads, title=title if header else None, ids=ids,
+                               widths=lens, fixed=fixed, header=header)
+        for r in chunk:
+            table.add_row(*(Text(c) for c in r))
+        console(width=width).print(table)
+        header = False
 
 
 def window(rows: Iterable[Any], offset: int | None, limit: int | None) -> Iterable[Any]:

@@ -71,9 +71,10 @@ def export(
                              "or redirect stdout")
         sys.stdout.flush()
         res = export_bundle(store, sys.stdout.buffer, with_backups=with_backups,
-                            lock_wait=lock_wait)
+                            lock_wait=lock_wait, parallel=True)
     else:
-        res = export_to_file(store, output, with_backups=with_backups, lock_wait=lock_wait)
+        res = export_to_file(store, output, with_backups=with_backups, lock_wait=lock_wait,
+                             parallel=True)
     try:
         if res.output is None:          # (the bundle on stdout, the summary on stderr)
             sys.stdout.buffer.flush()
@@ -156,7 +157,7 @@ def verify(
     """
     from lecode_memctl.core.bundle import verify_bundle
 
-    rep = verify_bundle(bundle)
+    rep = verify_bundle(bundle, parallel=True)
     try:
         _report(rep, json_)
     finally:

@@ -371,6 +371,12 @@ class HeldFactRows:
         self._rows.add(self._encode(row))
         self.count += 1
 
+    def add_lines(self, piece: bytes) -> None:
+        """Rows already encoded, each followed by a newline (``encode``'s
+        bytes never hold one: JSON escapes it)."""
+        self._rows.add(piece[:-1])
+        self.count += piece.count(b"\n")
+
     def _pieces(self) -> Iterator[bytes]:
         """The rows' bytes, a MiB or so at a time (a piece may cut a row)."""
         try:
@@ -427,23 +433,27 @@ class HeldFindings:
         return len(self.items)
 
 
-def audit_store(path: Path, slug: str, rows_in: str | os.PathLike[str] | None = None
-                ) -> dict[str, Any]:
+def audit_store(path: Path, slug: str, rows_in: str | os.PathLike[str] | None = None, *,
+                parallel: bool = False) -> dict[str, Any]:
     """``validate`` (deep, no config file) and ``facts`` over the store at
     ``path`` with slug ``slug``: ``{"validate": {...}, "facts": {...}}``,
     without anything that depends on where or when it ran.  The facts' rows
     are a :class:`HeldFactRows`, its file in ``rows_in`` (a private
-    directory outside the store) when given."""
+    directory outside the store) when given.  ``parallel``: the audit and
+    the listing may fork, as ``memctl validate`` and ``memctl facts`` do
+    (a pool of workers for the transcripts; two processes for the facts of
+    a large store); the same result.  Off by default, as for
+    ``validate_store``: a process with threads is not safe to fork."""
     import sqlite3
 
     from .audit import Audit
     from .facts import FactStore, _db_error as db_error
-    from .factview import iter_fact_rows
+    from .factview import iter_fact_lines
     from .sessions import SessionStore
 
     store = Store(path, slug, None, "option", "the bundle manifest")
     # (validate_store's audit, each finding held only as its canonical bytes)
-    audit = Audit(store, deep=True, parallel=False)
+    audit = Audit(store, deep=True, parallel=parallel)
     held: list[bytes] = []
     for f in audit.run():
         doc = f.to_json()
@@ -459,8 +469,12 @@ def audit_store(path: Path, slug: str, rows_in: str | os.PathLike[str] | None = 
         try:
             if fs.exists:
                 sessions = SessionStore(store, exclusions=fs)
-                for row in iter_fact_rows(fs, sessions):
-                    rows.add({k: row[k] for k in FACT_FIELDS})
+                # (each row encoded where it is made: a child's part of a
+                # split listing is added as the bytes it wrote)
+                for piece in iter_fact_lines(
+                        fs, sessions, lambda row: canonical({k: row[k] for k in FACT_FIELDS})
+                        + b"\n", parallel=parallel, record=False):
+                    rows.add_lines(piece)
         finally:
             fs.close()
     except _HoldFailed:
@@ -529,7 +543,7 @@ def compression_for(name: str) -> str | None:
 
 
 def build_manifest(store: Store, staged: _Staged, stage_dir: Path, *, with_backups: bool,
-                   now: float) -> dict[str, Any]:
+                   now: float, parallel: bool = False) -> dict[str, Any]:
     from lecode_memctl import __version__
 
     files = []
@@ -547,7 +561,7 @@ def build_manifest(store: Store, staged: _Staged, stage_dir: Path, *, with_backu
         "database": staged.database,
         "files": files,
         "skipped": sorted(staged.skipped, key=lambda s: s["path"]),
-        **audit_store(stage_dir, store.slug, rows_in=stage_dir.parent),
+        **audit_store(stage_dir, store.slug, rows_in=stage_dir.parent, parallel=parallel),
     }
     h = hashlib.sha256()
     try:
@@ -675,24 +689,26 @@ def write_bundle(out: IO[bytes], stage_dir: Path, manifest: dict[str, Any],
 
 def export_bundle(store: Store, out: IO[bytes], *, compression: str | None = None,
                   with_backups: bool = False, now: float | None = None,
-                  lock_wait: float | None = None) -> ExportResult:
+                  lock_wait: float | None = None, parallel: bool = False) -> ExportResult:
     """Write a bundle of ``store`` to the binary stream ``out``.  Reads the store only.
     ``lock_wait``: seconds to wait for a stable snapshot of the facts database
-    (default the 5 s busy timeout)."""
+    (default the 5 s busy timeout).  ``parallel``: see :func:`audit_store`
+    (the bundle is the same; nothing is written to ``out`` before the audit
+    ends, so a forked worker has nothing of it to write again)."""
     store.require()
     with fenced(store.path):    # (nor the staged copy's snapshot: fenced out of the store too)
-        return _export(store, out, compression, with_backups, now, lock_wait)
+        return _export(store, out, compression, with_backups, now, lock_wait, parallel)
 
 
 def _export(store: Store, out: IO[bytes], compression: str | None, with_backups: bool,
-            now: float | None, lock_wait: float | None) -> ExportResult:
+            now: float | None, lock_wait: float | None, parallel: bool) -> ExportResult:
     tmp = Path(private_tempdir("memctl-export-", store.path))  # never inside the store
     try:
         os.chmod(tmp, 0o700)
         stage_dir = tmp / STORE_DIR
         staged = _stage(store, stage_dir, with_backups, lock_wait)
         manifest = build_manifest(store, staged, stage_dir, with_backups=with_backups,
-                                  now=time.time() if now is None else now)
+                                  now=time.time() if now is None else now, parallel=parallel)
         try:
             digest, n = write_bundle(out, stage_dir, manifest, compression)
         except BaseException:
@@ -705,7 +721,7 @@ def _export(store: Store, out: IO[bytes], compression: str | None, with_backups:
 
 def export_to_file(store: Store, output: str | os.PathLike[str], *,
                    with_backups: bool = False, now: float | None = None,
-                   lock_wait: float | None = None) -> ExportResult:
+                   lock_wait: float | None = None, parallel: bool = False) -> ExportResult:
     """Write a bundle to a new file ``output`` (never inside the store; an
     existing file is a conflict).  Written to a temporary file beside it, then
     linked into place, so that a failed export leaves nothing behind."""
@@ -728,7 +744,8 @@ def export_to_file(store: Store, output: str | os.PathLike[str], *,
     try:
         with os.fdopen(fd, "wb") as fh:
             res = export_bundle(store, fh, compression=compression_for(target.name),
-                                with_backups=with_backups, now=now, lock_wait=lock_wait)
+                                with_backups=with_backups, now=now, lock_wait=lock_wait,
+                                parallel=parallel)
             fh.flush()
             os.fsync(fh.fileno())
         try:
@@ -1521,9 +1538,10 @@ def _short(v: Any) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-def verify_bundle(path: str | os.PathLike[str]) -> VerifyReport:
+def verify_bundle(path: str | os.PathLike[str], *, parallel: bool = False) -> VerifyReport:
     """Verify a bundle (an archive, or a directory it was unpacked into).
-    Writes nothing but a private temporary directory, removed afterwards."""
+    Writes nothing but a private temporary directory, removed afterwards.
+    ``parallel``: the store's audit may fork (:func:`audit_store`)."""
     p = Path(os.path.abspath(os.fspath(path)))
     try:
         st = os.lstat(p)
@@ -1536,13 +1554,13 @@ def verify_bundle(path: str | os.PathLike[str]) -> VerifyReport:
     rep = VerifyReport(str(p), "directory" if stat.S_ISDIR(st.st_mode) else "archive")
     try:
         with fenced(p):     # (the copy's snapshot: never in the bundle either)
-            return _verify(p, st, rep)
+            return _verify(p, st, rep, parallel)
     except BaseException:
         rep.close()         # (its files of rows, let go now, not by the collector)
         raise
 
 
-def _verify(p: Path, st: os.stat_result, rep: VerifyReport) -> VerifyReport:
+def _verify(p: Path, st: os.stat_result, rep: VerifyReport, parallel: bool) -> VerifyReport:
     if stat.S_ISDIR(st.st_mode):
         seen = _read_directory(p, rep)
         if rep.manifest is not None:
@@ -1552,7 +1570,7 @@ def _verify(p: Path, st: os.stat_result, rep: VerifyReport) -> VerifyReport:
                 # (the rows' temporary files: in a private directory, never in the bundle)
                 tmp = Path(private_tempdir("memctl-verify-", p))
                 try:
-                    _audit_into(rep, store_dir, tmp)
+                    _audit_into(rep, store_dir, tmp, parallel)
                 finally:
                     shutil.rmtree(tmp, ignore_errors=True)
             else:
@@ -1572,15 +1590,15 @@ def _verify(p: Path, st: os.stat_result, rep: VerifyReport) -> VerifyReport:
             store_dir = tmp / STORE_DIR
             if not store_dir.exists():
                 os.mkdir(store_dir, 0o700)
-            _audit_into(rep, store_dir, tmp)
+            _audit_into(rep, store_dir, tmp, parallel)
         return rep
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _audit_into(rep: VerifyReport, store_dir: Path, rows_in: Path) -> None:
+def _audit_into(rep: VerifyReport, store_dir: Path, rows_in: Path, parallel: bool) -> None:
     assert rep.manifest is not None
-    got = audit_store(store_dir, rep.manifest["project"]["slug"], rows_in)
+    got = audit_store(store_dir, rep.manifest["project"]["slug"], rows_in, parallel=parallel)
     rep.audit = got
     _compare_audit(got, rep.manifest, rep, rows_in)
 

@@ -243,15 +243,16 @@ def _rows(facts: FactStore, sessions: SessionReader, session_id: str | None,
 def iter_fact_lines(facts: FactStore, sessions: SessionReader, encode: Callable[[Any], bytes],
                     *, session_id: str | None = None,
                     keep: Callable[[dict[str, Any]], bool] | None = None,
-                    parallel: bool = False) -> Iterator[bytes]:
+                    parallel: bool = False, record: bool = True) -> Iterator[bytes]:
     """The records :func:`iter_fact_records` gives (those for which ``keep``
     holds), each encoded by ``encode`` (one line of JSON, say): pieces of
     the output, each one or more encoded records, in order.  With
     ``parallel``, the child's part of a split listing (:mod:`~lecode_memctl.core.split`)
     comes as the bytes it wrote, never decoded here (``encode`` must end
-    each record with a newline: the pieces are cut after one)."""
+    each record with a newline: the pieces are cut after one).  Without
+    ``record``, the rows :func:`iter_fact_rows` gives instead."""
     def part(p: Part | None = None) -> Iterator[bytes]:
-        for row in _listing_rows(facts, sessions, session_id, True, p):
+        for row in _listing_rows(facts, sessions, session_id, record, p):
             if keep is None or keep(row):
                 yield encode(row)
 

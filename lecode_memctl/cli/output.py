@@ -1233,7 +1233,8 @@ def _rich_chunks(held: HeldRows, columns: Sequence[str], heads: Sequence[str], *
     what the columns' cells measure at most (``low``: the longest word,
     ``high``: the widest line; a column's measurement is the largest of its
     cells').  False, with nothing drawn, where rich's table does not say
-    its widths as this rich did (``Table._calculate_column_widths``)."""
+    its widths as this rich did (``Table._calculate_column_widths``), or
+    where a width cannot be given to a chunk (a column squeezed to 0)."""
     import itertools
 
     from rich.text import Text
@@ -1249,6 +1250,10 @@ def _rich_chunks(held: HeldRows, columns: Sequence[str], heads: Sequence[str], *
         fixed = [w - probe._get_padding_width(i) for i, w in enumerate(widths)]
         drawn = sum(widths) + probe._extra_width
     except (AttributeError, TypeError):   # (another rich: drawn whole)
+        return False
+    if min(fixed) < 0:
+        # a column squeezed narrower than its padding (a terminal too narrow
+        # for the columns): rich draws it 0 wide, which no fixed width gives
         return False
     # (a chunk drawn on a console as wide as the table: widths given that
     # fit are taken as they are, where rich reduces widths that do not fit

@@ -32,7 +32,7 @@ def process_pool(workers: int, ctx: Any) -> Iterator[ProcessPoolExecutor]:
     from concurrent.futures import ProcessPoolExecutor
 
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
-                               initializer=end_with_parent, initargs=(os.getpid(),))
+                               initializer=_worker_start, initargs=(os.getpid(),))
     try:
         yield pool
     except BaseException:
@@ -47,13 +47,56 @@ def process_pool(workers: int, ctx: Any) -> Iterator[ProcessPoolExecutor]:
         pool.shutdown(wait=True)
 
 
+def _worker_start(parent: int) -> None:
+    """A worker's start: :func:`end_with_parent`, and a Ctrl-C ignored.  A
+    Ctrl-C on the terminal reaches the whole process group; the command
+    takes it and ends its workers (:func:`_end_workers`).  A worker that
+    took it itself printed its KeyboardInterrupt's traceback, and died
+    wherever it was, a result half written among them."""
+    import signal
+
+    with contextlib.suppress(ValueError, OSError):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    end_with_parent(parent)
+
+
 def _end_workers(pool: ProcessPoolExecutor) -> None:
+    """Cancel what is queued and end the workers (SIGTERM, then SIGKILL
+    for one still there after a second).  Then close this process's own
+    copies of the pipes' other ends, which the workers had: the pool's
+    reader thread waiting for the rest of a result a worker died while
+    writing gets the end of the file (this process held the write end
+    open: it waited for ever, and the command with it, as the shutdown
+    joins that thread), and its feeder thread blocked writing work that
+    nobody will read gets a broken pipe."""
     procs = dict(getattr(pool, "_processes", None) or {})
+    # (taken now: the shutdown lets go of them)
+    ends = [getattr(getattr(pool, queue, None), end, None)
+            for queue, end in (("_call_queue", "_reader"), ("_result_queue", "_writer"))]
     pool.shutdown(wait=False, cancel_futures=True)
     for proc in procs.values():
         with contextlib.suppress(Exception):     # (ended meanwhile, or never started)
             if proc.is_alive():
                 proc.terminate()
+    for proc in procs.values():
+        with contextlib.suppress(Exception):
+            proc.join(1)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(1)
+    if any(_alive(proc) for proc in procs.values()):
+        return      # (a worker that outlived SIGKILL may still read or write)
+    for conn in ends:
+        with contextlib.suppress(Exception):
+            if conn is not None:
+                conn.close()
+
+
+def _alive(proc: Any) -> bool:
+    try:
+        return bool(proc.is_alive())
+    except Exception:  # noqa: BLE001 - (a process object that cannot say: taken as alive)
+        return True
 
 
 def _forget_wakeup(manager: Any) -> None:

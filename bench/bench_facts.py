@@ -99,6 +99,21 @@ def build(root: Path, n: int) -> Path:
     return store.path
 
 
+def stores_in(root: Path, sizes: tuple[int, ...]) -> dict[int, Path]:
+    """A store of each of ``sizes`` facts (:func:`build`), in ``root/N``,
+    built there unless it already is (``--keep DIR`` of the benchmarks
+    that use two sizes): {N: the store's path}."""
+    stores = {}
+    for n in sizes:
+        where = root / str(n)
+        if not (where / "bench-store" / "facts.sqlite3").exists():
+            shutil.rmtree(where, ignore_errors=True)
+            where.mkdir(parents=True)
+            build(where, n)
+        stores[n] = where / "bench-store"
+    return stores
+
+
 def timed(argv: list[str], runs: int, env: dict[str, str]) -> tuple[float, int]:
     """Median wall time, and the child's own peak RSS in KiB (largest over the runs)."""
     return median_run(argv, runs, env=env)

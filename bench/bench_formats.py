@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import MEMCTL, fmt_rss, machine_line, record, run  # noqa: E402
-from bench_facts import build  # noqa: E402
+from bench_facts import stores_in  # noqa: E402
 
 RSS_TARGET = 1.5
 FORMATS = ("jsonl", "json", "csv", "tsv", "table")
@@ -66,14 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="bench-formats-"))
     try:
         print(f"({machine_line()})")
-        stores = {}
-        for n in (small_n, large_n):
-            where = root / str(n)
-            if not (where / "bench-store" / "facts.sqlite3").exists():
-                shutil.rmtree(where, ignore_errors=True)
-                where.mkdir(parents=True)
-                build(where, n)
-            stores[n] = where / "bench-store"
+        stores = stores_in(root, (small_n, large_n))
         big = stores[large_n]
         times: dict[str, list[float]] = {f: [] for f in FORMATS}
         rss = dict.fromkeys(FORMATS, 0)

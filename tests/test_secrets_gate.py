@@ -40,8 +40,26 @@ def test_every_regex_plugin_is_gated_and_the_others_are_not():
     assert names["Base64HighEntropyString"] is None and names["HexHighEntropyString"] is None
     for p, g in zip(d.plugins, d._gates, strict=True):
         if isinstance(p, RegexBasedDetector):
-            assert g is not None and tuple(g) == tuple(p.denylist), type(p).__name__
+            assert g is not None and tuple(r for r, _ in g) == tuple(p.denylist), type(p).__name__
+            assert all(least > 0 for _, least in g), type(p).__name__
     assert sum(g is not None for g in d._gates) >= 20
+    least = {type(p).__name__: min(w for _, w in g) for p, g in zip(d.plugins, d._gates,
+                                                                      strict=True) if g}
+    assert least["AWSKeyDetector"] == 20 and least["GitHubTokenDetector"] == 40
+
+
+_LEAST = [pair for gate in sec.Detector()._gates for pair in gate or ()]
+
+
+@pytest.mark.heavy
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(_LEAST).flatmap(
+    lambda pair: st.tuples(st.just(pair), st.from_regex(pair[0], fullmatch=True))))
+def test_no_pattern_matches_fewer_characters_than_its_gate_says(case):
+    """Each gate pattern's least width is a lower bound of its matches."""
+    (r, least), text = case
+    m = r.search(text)
+    assert m is not None and len(m.group()) >= least, (r.pattern, text)
 
 
 _FILL = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=40)
@@ -110,4 +128,5 @@ def test_a_plugin_the_gate_skips_finds_nothing(detectors, text):
         for line in text.split("\n"):
             found = plugin.analyze_line(filename="x", line=line, line_number=0, context=None)
             if found:
-                assert any(r.search(line) for r in gate), (type(plugin).__name__, line)
+                assert any(len(line) >= least and r.search(line) for r, least in gate), (
+                    type(plugin).__name__, line)

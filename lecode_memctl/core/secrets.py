@@ -344,11 +344,12 @@ class Detector:
             if line.strip():
                 for wstart, window in _windows(line):
                     base = pos + wstart
+                    size = len(window)
                     for prio, plugin in enumerate(self.plugins):
                         gate = self._gates[prio]
                         if gate is not None:
-                            for pattern in gate:
-                                if pattern.search(window) is not None:
+                            for pattern, least in gate:
+                                if size >= least and pattern.search(window) is not None:
                                     break
                             else:
                                 continue        # (none of its patterns: no hit from it)
@@ -391,15 +392,18 @@ class Detector:
                                  else base + e)
 
 
-def _regex_gate(plugin: Any) -> tuple[re.Pattern[str], ...] | None:
+def _regex_gate(plugin: Any) -> tuple[tuple[re.Pattern[str], int], ...] | None:
     """The patterns of a regex-based plugin that finds nothing in a line
-    none of them finds anything in, or None for any other plugin.  Such a
+    none of them finds anything in, each with the fewest characters it can
+    match (:func:`_least_width`), or None for any other plugin.  Such a
     plugin's ``analyze_line`` is detect-secrets' own, which yields only
     what its ``analyze_string`` yields, and that is what ``findall`` of
     each of the plugin's ``denylist`` patterns finds (``JwtTokenDetector``:
     of those, the ones it takes for a JWT).  A line none of them matches
-    (one ``search`` each) skips the plugin: most of a scan was calling 23
-    plugins in Python on strings that hold none of their patterns."""
+    (one ``search`` each, none for a line shorter than the pattern can
+    match: most string leaves of a transcript) skips the plugin: most of a
+    scan was calling 23 plugins in Python on strings that hold none of
+    their patterns."""
     from detect_secrets.plugins import base, jwt
 
     kind = type(plugin)
@@ -411,7 +415,18 @@ def _regex_gate(plugin: Any) -> tuple[re.Pattern[str], ...] | None:
     patterns = tuple(plugin.denylist)
     if not patterns or not all(isinstance(r, re.Pattern) for r in patterns):
         return None
-    return patterns
+    return tuple((r, _least_width(r)) for r in patterns)
+
+
+def _least_width(pattern: re.Pattern[str]) -> int:
+    """The fewest characters ``pattern`` can match (a lower bound: the
+    parser's own, ``getwidth``); 0 where it cannot be had."""
+    try:
+        from re import _parser  # type: ignore[attr-defined]
+
+        return max(0, int(_parser.parse(pattern.pattern, pattern.flags).getwidth()[0]))
+    except Exception:  # noqa: BLE001 - (another Python: every line searched, as before)
+        return 0
 
 
 def _non_overlapping(cands: list[tuple[int, int, int, str]]) -> list[Hit]:

@@ -32,11 +32,14 @@ def _patterns() -> list[re.Pattern[str]]:
 
 
 def test_every_regex_plugin_is_gated_and_the_others_are_not():
+    from detect_secrets.plugins import keyword
     from detect_secrets.plugins.base import RegexBasedDetector
 
     d = sec.Detector()
     names = {type(p).__name__: g for p, g in zip(d.plugins, d._gates, strict=True)}
-    assert names["KeywordDetector"] is None
+    ((words, least),) = names["KeywordDetector"]     # (its words, as its regexes take them)
+    assert words.caseless.pattern == "|".join(keyword.DENYLIST)
+    assert words.caseless.flags & re.IGNORECASE and least > 0
     assert names["Base64HighEntropyString"] is None and names["HexHighEntropyString"] is None
     for p, g in zip(d.plugins, d._gates, strict=True):
         if isinstance(p, RegexBasedDetector):
@@ -48,7 +51,9 @@ def test_every_regex_plugin_is_gated_and_the_others_are_not():
     assert least["AWSKeyDetector"] == 20 and least["GitHubTokenDetector"] == 40
 
 
-_LEAST = [pair for gate in sec.Detector()._gates for pair in gate or ()]
+# (the keyword gate's pattern as IGNORECASE takes it)
+_LEAST = [(getattr(r, "caseless", r), least) for gate in sec.Detector()._gates
+          for r, least in gate or ()]
 
 
 @pytest.mark.heavy
@@ -73,7 +78,8 @@ def _texts(draw: st.DrawFn) -> str:
         parts.append(draw(_FILL))
         if draw(st.booleans()):
             parts.append(draw(st.from_regex(draw(st.sampled_from(pats)), fullmatch=True)))
-        parts.append(draw(st.sampled_from(["", " ", "\n", "=", ":", '"', "'", "/"])))
+        parts.append(draw(st.sampled_from(["", " ", "\n", "=", ":", '"', "'", "/",
+                                           'password = "', 'paſſword: "', "api_KEY='"])))
     return "".join(parts)
 
 
@@ -130,3 +136,45 @@ def test_a_plugin_the_gate_skips_finds_nothing(detectors, text):
             if found:
                 assert any(len(line) >= least and r.search(line) for r, least in gate), (
                     type(plugin).__name__, line)
+
+
+@pytest.mark.parametrize("line", ['paſſword = "Zx9kQ2mN7pLq4"', 'PAſſWORD: "Zx9kQ2mN7pLq4"',
+                                  'password = "Zx9kQ2mN7pLq4"'])
+def test_a_keyword_the_plugin_matches_case_insensitively_is_not_skipped(line):
+    """KeywordDetector matches its words case-insensitively on the line as
+    it is (re.IGNORECASE: 'ſ' is an 's'); the gate looked for them in the
+    line lower-cased ('ſ' stays 'ſ'), and skipped a hit the plugin finds
+    (2026-12-06, found reading the gate again)."""
+    d = sec.Detector()
+    kw = next(p for p in d.plugins if type(p).__name__ == "KeywordDetector")
+    assert kw.analyze_line(filename="x.py", line=line, line_number=0, context=None)
+    assert [h.detector for h in d.scan(line, "x.py")] == ["secret-keyword"]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(st.sampled_from("aAsSſkKKıİiI_ ?-wordpassecrtyn=:\"'ñÑ"), max_size=24))
+def test_the_keyword_gate_finds_what_ignorecase_finds(text):
+    """The keyword gate's quick way (lines lower-cased) finds a word
+    exactly where re.IGNORECASE does."""
+    from detect_secrets.plugins import keyword
+
+    words = sec._CaselessWords(keyword.DENYLIST)
+    assert (words.search(text) is None) == (words.caseless.search(text) is None)
+
+
+@pytest.mark.heavy
+def test_the_fold_table_is_what_ignorecase_adds_to_lower_case():
+    """Every character to U+10FFFF that re.IGNORECASE matches to a letter of
+    the keyword words, other than the letter's own lower case, is in
+    ``_FOLD`` as that letter; and no other character lowers to more than one."""
+    from detect_secrets.plugins import keyword
+
+    every = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000)
+    letters = {c for w in keyword.DENYLIST for c in w if c.isalpha()}
+    extra = {}
+    for letter in letters:
+        for m in re.finditer(re.escape(letter), every, re.IGNORECASE):
+            if m.group().lower() != letter:
+                extra[ord(m.group())] = letter
+    assert extra == sec._FOLD
+    assert [c for c in every if len(c.lower()) > 1] == ["\u0130"]

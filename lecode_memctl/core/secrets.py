@@ -38,7 +38,7 @@ import os
 import re
 import stat
 import string
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import InitVar, dataclass, field
 from typing import Any
 
@@ -314,13 +314,7 @@ class Detector:
         plugins.sort(key=lambda p: (order.get(type(p).__name__, -1), type(p).__name__))
         self.plugins = plugins
         self._h = heuristic
-        # KeywordDetector's regexes are the slow part of a scan; they all need one
-        # of the plugin's own DENYLIST words, so a line without any is skipped
-        # for it (the same words, the same case-insensitivity: no hit is lost).
-        from detect_secrets.plugins import keyword
-
-        self._keyword_gate = re.compile("|".join(keyword.DENYLIST))   # on the lower-cased line
-        self._gates = [_regex_gate(p) for p in plugins]
+        self._gates = [_regex_gate(p) or _keyword_gate(p) for p in plugins]
 
     def _filtered(self, plugin: Any, secret: str, line: str) -> bool:
         h = self._h
@@ -363,8 +357,6 @@ class Detector:
     def _plugin_spans(self, plugin: Any, line: str, filename: str, text: str, base: int,
                       whole_tokens: bool = True, tail: int = TAIL_NONE
                       ) -> Iterator[tuple[int, int]]:
-        if type(plugin).__name__ == "KeywordDetector" and self._keyword_gate.search(line.lower()) is None:
-            return
         try:
             found = plugin.analyze_line(filename=filename, line=line, line_number=0, context=None)
         except Exception:  # noqa: BLE001 - a plugin bug must not stop the audit
@@ -416,6 +408,48 @@ def _regex_gate(plugin: Any) -> tuple[tuple[re.Pattern[str], int], ...] | None:
     if not patterns or not all(isinstance(r, re.Pattern) for r in patterns):
         return None
     return tuple((r, _least_width(r)) for r in patterns)
+
+
+def _keyword_gate(plugin: Any) -> tuple[tuple[Any, int], ...] | None:
+    """:func:`_regex_gate` of ``KeywordDetector``, whose regexes are the slow
+    part of a scan: each needs one of the plugin's own ``DENYLIST`` words,
+    matched as its regexes match them (case-insensitively, on the line as
+    it is: :class:`_CaselessWords`), so a line without any is skipped for
+    it.  None for any other plugin."""
+    if type(plugin).__name__ != "KeywordDetector":
+        return None
+    from detect_secrets.plugins import keyword
+
+    words = _CaselessWords(keyword.DENYLIST)
+    return ((words, _least_width(words.caseless)),)
+
+
+class _CaselessWords:
+    """A search for any of ``words`` (regular expressions) as
+    ``re.IGNORECASE`` finds them, without it (IGNORECASE has no literal to
+    look for first: a scan took a quarter longer).  The line is lower-cased
+    and searched for the words written in lower case; before that, the
+    three characters IGNORECASE takes for another letter that ``lower()``
+    does not give are made that letter (:data:`_FOLD`: 'ſ' is an 's', 'ı'
+    and 'İ' an 'i').  A gate that only lower-cased the line skipped such a
+    hit of KeywordDetector's.  Words not all in lower case are searched
+    with IGNORECASE itself."""
+
+    def __init__(self, words: Sequence[str]) -> None:
+        joined = "|".join(words)
+        self.caseless = re.compile(joined, re.IGNORECASE)
+        self._lower = re.compile(joined) if joined == joined.lower() else None
+
+    def search(self, line: str) -> re.Match[str] | None:
+        if self._lower is None:
+            return self.caseless.search(line)
+        return self._lower.search((line if line.isascii() else line.translate(_FOLD)).lower())
+
+
+# Every character (to U+10FFFF) that re.IGNORECASE matches to a lower-case
+# letter other than its own lower case, as that letter ('İ' also lowers to
+# two characters); tests/test_secrets_gate.py checks the table against re.
+_FOLD = {0x17F: "s", 0x131: "i", 0x130: "i"}
 
 
 def _least_width(pattern: re.Pattern[str]) -> int:

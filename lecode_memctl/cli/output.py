@@ -1191,37 +1191,39 @@ def _rich_whole(table_rows: list[list[str]], columns: Sequence[str], heads: Sequ
     from rich.text import Text
 
     widths = [max([len(h), *(len(r[i]) for r in table_rows)]) for i, h in enumerate(heads)]
-    con, table = _rich_frame(columns, heads, title=title, ids=ids, widths=widths)
+    table = _rich_frame(columns, heads, title=title, ids=ids, widths=widths)
     for r in table_rows:
         table.add_row(*(Text(c) for c in r))
-    con.print(table)
+    _rich_console(columns, ids, widths).print(table)
+
+
+def _rich_console(columns: Sequence[str], ids: Sequence[str], widths: Sequence[int]) -> Any:
+    """The console of :func:`_rich_table`: the terminal's, or wider where
+    the id columns (``widths``: each column's longest cell, header
+    included, in characters) need it."""
+    con = console()
+    need = sum(w if c in ids else min(w, 3) for c, w in zip(columns, widths, strict=True))
+    need += 3 * len(columns)
+    return console(width=need) if need > con.width else con
 
 
 def _rich_frame(columns: Sequence[str], heads: Sequence[str], *, title: str | None,
                 ids: Sequence[str], widths: Sequence[int], fixed: Sequence[int] | None = None,
-                header: bool = True) -> tuple[Any, Any]:
-    """The console (wider than the terminal where the id columns need it)
-    and an empty table of :func:`_rich_table`'s columns (``widths``: each
-    column's longest cell, header included, in characters); ``fixed``:
-    each column's width, as a chunk of a table is drawn."""
+                header: bool = True) -> Any:
+    """An empty table of :func:`_rich_table`'s columns (``widths`` as for
+    :func:`_rich_console`); ``fixed``: each column's width, as a chunk of a
+    table is drawn."""
     from rich import box
     from rich.table import Table
 
-    con = console()
-    need = 0
     table = Table(box=box.SIMPLE_HEAD, title=title, show_edge=False, show_header=header)
     for i, (c, h) in enumerate(zip(columns, heads, strict=True)):
         width = None if fixed is None else fixed[i]
         if c in ids:
             table.add_column(h, no_wrap=True, overflow="ignore", min_width=widths[i], width=width)
-            need += widths[i]
         else:
             table.add_column(h, overflow="fold", width=width)
-            need += min(widths[i], 3)
-    need += 3 * len(columns)
-    if need > con.width:
-        con = console(width=need)
-    return con, table
+    return table
 
 
 def _rich_chunks(held: HeldRows, columns: Sequence[str], heads: Sequence[str], *,
@@ -1239,7 +1241,8 @@ def _rich_chunks(held: HeldRows, columns: Sequence[str], heads: Sequence[str], *
 
     from rich.text import Text
 
-    con, probe = _rich_frame(columns, heads, title=title, ids=ids, widths=lens)
+    con = _rich_console(columns, ids, lens)
+    probe = _rich_frame(columns, heads, title=title, ids=ids, widths=lens)
     # a cell measuring (low, high): its longest word, then spaces to the width
     probe.add_row(*(Text("a" * lo + " " * (hi - lo)) for lo, hi in zip(low, high, strict=True)))
     try:
@@ -1251,25 +1254,25 @@ def _rich_chunks(held: HeldRows, columns: Sequence[str], heads: Sequence[str], *
         drawn = sum(widths) + probe._extra_width
     except (AttributeError, TypeError):   # (another rich: drawn whole)
         return False
-    if min(fixed) < 0:
+    if min(fixed, default=0) < 0:
         # a column squeezed narrower than its padding (a terminal too narrow
         # for the columns): rich draws it 0 wide, which no fixed width gives
         return False
     # (a chunk drawn on a console as wide as the table: widths given that
     # fit are taken as they are, where rich reduces widths that do not fit
     # again; the whole table may be wider than the console, and is drawn so)
-    width = max(con.width, drawn)
+    out = console(width=max(con.width, drawn))
     values = held_values(held.pieces())
     header = True
     while True:
         chunk = list(itertools.islice(values, RICH_CHUNK))
         if not chunk and not header:
             return True
-        _, table = _rich_frame(columns, heads, title=title if header else None, ids=ids,
-                               widths=lens, fixed=fixed, header=header)
+        table = _rich_frame(columns, heads, title=title if header else None, ids=ids,
+                            widths=lens, fixed=fixed, header=header)
         for r in chunk:
             table.add_row(*(Text(c) for c in r))
-        console(width=width).print(table)
+        out.print(table)
         header = False
 
 

@@ -99,6 +99,23 @@ def build(root: Path, n: int) -> Path:
     return store.path
 
 
+def two_sizes(doc: str, argv: list[str] | None, prefix: str
+              ) -> tuple[argparse.Namespace, int, int, Path]:
+    """The command line of a benchmark of two store sizes (``--quick``,
+    ``--keep DIR``, ``--runs N``): its arguments, the small and large
+    sizes (10,000 and 100,000 facts; ``--quick`` 2,000 and 20,000), and
+    where the stores are (``--keep``'s directory, or a new temporary one
+    named ``prefix``...)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--keep", metavar="DIR", default=None)
+    ap.add_argument("--runs", type=int, default=3)
+    a = ap.parse_args(argv)
+    small_n, large_n = (2_000, 20_000) if a.quick else (10_000, 100_000)
+    root = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix=prefix))
+    return a, small_n, large_n, root
+
+
 def stores_in(root: Path, sizes: tuple[int, ...]) -> dict[int, Path]:
     """A store of each of ``sizes`` facts (:func:`build`), in ``root/N``,
     built there unless it already is (``--keep DIR`` of the benchmarks

@@ -23,18 +23,16 @@ here).  The formats' times are printed against jsonl without a target.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import MEMCTL, fmt_rss, machine_line, record, run  # noqa: E402
-from bench_facts import stores_in  # noqa: E402
+from bench_facts import stores_in, two_sizes  # noqa: E402
 
 RSS_TARGET = 1.5
 FORMATS = ("jsonl", "json", "csv", "tsv", "table")
@@ -57,13 +55,7 @@ def _terminal(store: Path) -> list[str] | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--keep", metavar="DIR", default=None)
-    ap.add_argument("--runs", type=int, default=3)
-    a = ap.parse_args(argv)
-    small_n, large_n = (2_000, 20_000) if a.quick else (10_000, 100_000)
-    root = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="bench-formats-"))
+    a, small_n, large_n, root = two_sizes(__doc__, argv, "bench-formats-")
     try:
         print(f"({machine_line()})")
         stores = stores_in(root, (small_n, large_n))

@@ -9,18 +9,107 @@ store -- and a worker that a signal did not reach kept the command waiting
 for it.  :func:`process_pool` cancels what is queued and ends the workers
 instead, and its workers are killed when this process ends (an interrupt
 landing between a worker's fork and the pool's record of it left that
-worker waiting for work for ever, holding the caller's pipes)."""
+worker waiting for work for ever, holding the caller's pipes).
+
+:func:`in_order` gives the results of a pool's tasks in order, and does
+the work of a pool that breaks (a worker killed: the out-of-memory
+killer, a signal sent to it alone) in this process instead."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import sys
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+# how long a wait for a result goes before it looks whether a worker died
+# (a worker killed while it wrote a result leaves the pool's reader thread
+# waiting for the rest of it: the pool never says it is broken)
+POLL_SECONDS = 0.2
+
+
+class _PoolLost(Exception):
+    """A worker of the pool died: the pool is broken, or will never say so."""
+
+
+def in_order(fn: Callable[[T], R], items: Iterable[T], workers: int, ctx: Any, *,
+             ahead: int) -> Iterator[R]:
+    """``fn(item)`` of each item, in order, computed by a pool of ``workers``
+    processes (:func:`process_pool`; ``ctx``: a multiprocessing context),
+    each given as soon as it and those before it are done.  Items are taken
+    from ``items`` as they are needed: at most ``ahead`` are submitted and
+    not yet given.  An error ``fn`` raises is raised here, in its place.
+
+    A worker that dies (killed by the out-of-memory killer, or by a signal
+    sent to it alone) breaks the pool: the workers left are ended, and each
+    item whose result was not given yet is done here, in this process, in
+    order, then every item after them: the same results, only later.  A
+    worker killed while it wrote a result leaves CPython's pool waiting for
+    the rest of it for ever, never broken: a wait for a result looks every
+    :data:`POLL_SECONDS` whether a worker has ended, and takes that as the
+    same break."""
+    import itertools
+    from collections import deque
+    from concurrent.futures import Future
+    from concurrent.futures.process import BrokenProcessPool
+
+    it = iter(items)
+    # the items submitted and not given yet, in order (None: not submitted)
+    pending: deque[tuple[T, Future[R] | None]] = deque()
+    done: list[R] = []      # a result taken from the pool, not given yet
+    try:
+        with process_pool(workers, ctx) as pool:
+            try:
+                for x in itertools.islice(it, max(1, ahead)):
+                    pending.append((x, None))
+                    pending[-1] = (x, pool.submit(fn, x))
+                while pending:
+                    fut = pending[0][1]
+                    assert fut is not None
+                    done.append(_result(pool, fut))
+                    pending.popleft()
+                    for x in itertools.islice(it, 1):
+                        pending.append((x, None))
+                        pending[-1] = (x, pool.submit(fn, x))
+                    yield done.pop()
+            except BrokenProcessPool:
+                raise _PoolLost from None
+            return
+    except _PoolLost:
+        pass
+    # (the pool is shut down, its workers ended: what it did not give, here)
+    yield from done
+    for x, _ in pending:
+        yield fn(x)
+    for x in it:
+        yield fn(x)
+
+
+def _result(pool: ProcessPoolExecutor, fut: Any) -> Any:
+    """``fut.result()``; :class:`_PoolLost` when a worker of ``pool`` has
+    ended while it waited (no worker of a pool in use ends on its own)."""
+    while True:
+        try:
+            return fut.result(timeout=POLL_SECONDS)
+        except TimeoutError:
+            procs = getattr(pool, "_processes", None) or {}
+            if any(_ended(p) for p in list(procs.values())):
+                raise _PoolLost from None
+
+
+def _ended(proc: Any) -> bool:
+    try:
+        return proc.exitcode is not None
+    except Exception:  # noqa: BLE001 - (a process object that cannot say: taken as running)
+        return False
 
 
 @contextlib.contextmanager
@@ -62,17 +151,21 @@ def _worker_start(parent: int) -> None:
 
 def _end_workers(pool: ProcessPoolExecutor) -> None:
     """Cancel what is queued and end the workers (SIGTERM, then SIGKILL
-    for one still there after a second).  Then close this process's own
-    copies of the pipes' other ends, which the workers had: the pool's
-    reader thread waiting for the rest of a result a worker died while
-    writing gets the end of the file (this process held the write end
-    open: it waited for ever, and the command with it, as the shutdown
-    joins that thread), and its feeder thread blocked writing work that
-    nobody will read gets a broken pipe."""
+    for one still there after a second).  The pool's manager thread then
+    sees them gone and closes the pool's pipes itself (its own copy of the
+    call queue's reader among them: a feeder thread blocked writing work
+    that nobody will read gets a broken pipe).  One waiting for the rest of
+    a result that a worker died while writing never would: this process
+    holds a copy of the result pipe's write end, so the read never ends
+    (the command waited for ever, as the shutdown joins that thread); after
+    a second, that copy is closed, and the read gets the end of the file.
+    Nothing else is closed here: the manager thread closes the call queue's
+    reader as it ends, and two threads closing one pipe close a descriptor
+    twice (the second time, whatever file has its number by then)."""
     procs = dict(getattr(pool, "_processes", None) or {})
     # (taken now: the shutdown lets go of them)
-    ends = [getattr(getattr(pool, queue, None), end, None)
-            for queue, end in (("_call_queue", "_reader"), ("_result_queue", "_writer"))]
+    writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
+    manager = getattr(pool, "_executor_manager_thread", None)
     pool.shutdown(wait=False, cancel_futures=True)
     for proc in procs.values():
         with contextlib.suppress(Exception):     # (ended meanwhile, or never started)
@@ -86,10 +179,11 @@ def _end_workers(pool: ProcessPoolExecutor) -> None:
                 proc.join(1)
     if any(_alive(proc) for proc in procs.values()):
         return      # (a worker that outlived SIGKILL may still read or write)
-    for conn in ends:
-        with contextlib.suppress(Exception):
-            if conn is not None:
-                conn.close()
+    with contextlib.suppress(Exception):
+        if manager is not None:
+            manager.join(1)
+        if writer is not None and (manager is None or manager.is_alive()):
+            writer.close()
 
 
 def _alive(proc: Any) -> bool:

@@ -717,13 +717,15 @@ class Scanner:
         if jobs > 1 and len(plain) > 1 and _worth_a_pool(root, plain):
             import multiprocessing
 
-            from .pools import process_pool
+            from .pools import in_order
 
             ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
-            with process_pool(jobs, ctx) as pool:
-                results = pool.map(_scan_file_job, [(root, rel) for rel in plain],
-                                   chunksize=max(1, len(plain) // (jobs * 8)))
-                for res in results:
+            size = max(1, len(plain) // (jobs * 8))
+            chunks = ([(root, rel) for rel in plain[i:i + size]]
+                      for i in range(0, len(plain), size))
+            # (a worker killed meanwhile: its files are scanned here, in_order)
+            for scans in in_order(_scan_files_job, chunks, jobs, ctx, ahead=3 * jobs):
+                for res in scans:
                     self._merge(res)
         else:
             for rel in plain:
@@ -1018,12 +1020,12 @@ def _transcript_hits(detector: Detector, rel: str, lines: Iterable[bytes],
 _WORKER_DETECTOR: Detector | None = None
 
 
-def _scan_file_job(args: tuple[str, str]) -> FileScan:
+def _scan_files_job(files: list[tuple[str, str]]) -> list[FileScan]:
+    """A worker's task: the scans of some files, each ``(root, rel)``."""
     global _WORKER_DETECTOR
     if _WORKER_DETECTOR is None:
         _WORKER_DETECTOR = Detector()
-    root, rel = args
-    return scan_file(_WORKER_DETECTOR, root, rel)
+    return [scan_file(_WORKER_DETECTOR, root, rel) for root, rel in files]
 
 
 def scan_store(store: Store, *, detector: Detector | None = None,

@@ -216,9 +216,8 @@ def run_jobs(jobs: Iterable[tuple[Any, ...]], *, parallel: bool) -> Iterator[_Sc
     of consecutive jobs (:func:`_batches`), sent to a worker as one task."""
     if parallel:
         import multiprocessing
-        from collections import deque
 
-        from ..pools import process_pool
+        from ..pools import in_order
 
         try:
             ctx = multiprocessing.get_context("fork")
@@ -226,18 +225,12 @@ def run_jobs(jobs: Iterable[tuple[Any, ...]], *, parallel: bool) -> Iterator[_Sc
             ctx = None
         if ctx is not None:
             workers = min(os.cpu_count() or 2, 8)
-            it = _batches(jobs)
-            with process_pool(workers, ctx) as ex:
-                waiting = deque(ex.submit(_batch_job, b) for b in itertools.islice(it, 3 * workers))
-                while waiting:
-                    done = waiting.popleft()
-                    nxt = next(it, None)
-                    if nxt is not None:
-                        waiting.append(ex.submit(_batch_job, nxt))
-                    scans, error = done.result()
-                    yield from scans
-                    if error is not None:
-                        raise error
+            # (a worker killed meanwhile: its batches are done here, in_order)
+            for scans, error in in_order(_batch_job, _batches(jobs), workers, ctx,
+                                         ahead=3 * workers):
+                yield from scans
+                if error is not None:
+                    raise error
             return
     for j in jobs:
         yield _session_job(*j)

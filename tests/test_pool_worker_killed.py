@@ -1,0 +1,163 @@
+"""A pool worker killed while the command runs (the out-of-memory killer,
+a ``kill -9`` of that process alone) broke the pool: ``memctl validate
+--deep`` and ``memctl secrets`` ended with "internal error:
+BrokenProcessPool" (exit 70, "a bug in memctl"); killed while it wrote a
+result, the command waited for ever.  ``pools.in_order`` now ends the
+pool and does the work it did not give in this process: the same output,
+the same exit status, only later."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import orjson
+import pytest
+
+# in a worker only (the parent is PARENT): the ways a worker dies
+CHILD = textwrap.dedent("""
+    import multiprocessing, os, signal, struct, sys
+    from lecode_memctl.core.pools import in_order
+
+    PARENT = os.getpid()
+
+    def torn_result():
+        # the start of a result message (a header for 1 MiB, ten bytes of
+        # it) on the pool's result pipe, then death
+        frame = sys._getframe(1)
+        while frame is not None and "result_queue" not in frame.f_locals:
+            frame = frame.f_back
+        q = frame.f_locals["result_queue"]
+        os.write(q._writer.fileno(), struct.pack("!i", 1 << 20) + b"x" * 10)
+        os._exit(1)
+
+    def square(x):
+        if os.getpid() != PARENT and x == 3:
+            if sys.argv[1] == "killed":
+                os.kill(os.getpid(), signal.SIGKILL)
+            elif sys.argv[1] == "torn":
+                torn_result()
+        if x == 7 and sys.argv[1] == "error":
+            raise ValueError("seven")
+        return x * x
+
+    ctx = multiprocessing.get_context("fork")
+    try:
+        got = list(in_order(square, range(12), 2, ctx, ahead=4))
+    except ValueError as exc:
+        print("error", exc, flush=True)
+        sys.exit(0)
+    print(got == [x * x for x in range(12)], got, flush=True)
+""")
+
+
+@pytest.mark.parametrize("how", ["killed", "torn", "none"])
+def test_in_order_does_the_work_of_a_dead_worker(how):
+    r = subprocess.run([sys.executable, "-c", CHILD, how], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("True "), (r.stdout, r.stderr)
+    assert r.stderr == ""
+
+
+def test_in_order_raises_the_error_of_a_task():
+    r = subprocess.run([sys.executable, "-c", CHILD, "error"], capture_output=True, text=True,
+                       timeout=60)
+    assert (r.returncode, r.stdout, r.stderr) == (0, "error seven\n", "")
+
+
+# memctl itself, a worker of its pool killed by a signal (as the OOM killer
+# does) on its first task, or while it writes its first result
+WRAP = textwrap.dedent("""
+    import os, signal, struct, sys
+    from lecode_memctl.core import secrets
+    from lecode_memctl.core.audit import transcripts
+
+    PARENT = os.getpid()
+    HOW = os.environ["MEMCTL_TEST_DEATH"]
+
+    def die():
+        if HOW == "killed":
+            os.kill(os.getpid(), signal.SIGKILL)
+        frame = sys._getframe(1)
+        while frame is not None and "result_queue" not in frame.f_locals:
+            frame = frame.f_back
+        os.write(frame.f_locals["result_queue"]._writer.fileno(),
+                 struct.pack("!i", 1 << 20) + b"x" * 10)
+        os._exit(1)
+
+    def dies_once():
+        # in a worker, at its first task of all (a file says it is done)
+        if os.getpid() != PARENT and not os.path.exists(os.environ["MEMCTL_TEST_MARK"]):
+            open(os.environ["MEMCTL_TEST_MARK"], "w").close()
+            die()
+
+    real_batch, real_files = transcripts._batch_job, secrets._scan_files_job
+
+    def _batch_job(batch):          # (a module-level function: pickled by its name)
+        out = real_batch(batch)
+        dies_once()
+        return out
+
+    def _scan_files_job(files):
+        out = real_files(files)
+        dies_once()
+        return out
+
+    transcripts._batch_job, secrets._scan_files_job = _batch_job, _scan_files_job
+    sys.argv = ["memctl", *sys.argv[1:]]
+    from lecode_memctl.cli.main import main
+    sys.exit(main())
+""")
+
+
+def _store(tmp_path):
+    """A store of 12 transcripts of 1 MiB, each with a credential: enough
+    for a pool (audit.run.worth_a_pool, secrets._worth_a_pool)."""
+    from lecode_memctl.core.layout import store_at
+
+    store = store_at(tmp_path / "store")
+    store.sessions_dir.mkdir(parents=True)
+    pad = "x" * 200
+    for s in range(12):
+        sid = f"s{s:02d}"
+        lines = [{"seq": 0, "type": "session", "format": 1, "session_id": sid,
+                  "project": store.slug, "created": "2026-01-01T00:00:00Z"}]
+        lines += [{"seq": i, "type": "message", "role": "user", "content": f"{pad} {i}"}
+                  for i in range(1, 5000)]
+        lines.append({"seq": 5000, "type": "message", "role": "user",
+                      "content": f"aws_access_key_id = AKIA{s:02d}ABCDEFGHIJKLMN"})
+        (store.sessions_dir / f"{sid}.jsonl").write_bytes(
+            b"".join(orjson.dumps(r) + b"\n" for r in lines))
+    return store.path
+
+
+def _same(out: bytes) -> object:
+    """A JSON report without its times."""
+    doc = orjson.loads(out)
+    for o in [doc, *doc.get("projects", [])]:
+        for key in ("generated", "started", "finished", "duration_seconds"):
+            o.pop(key, None)
+    return doc
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("how", ["killed", "torn"])
+@pytest.mark.parametrize("command", [["validate", "--deep", "--json"],
+                                     ["secrets", "--json", "--jobs", "2"]])
+def test_memctl_survives_a_killed_worker(tmp_path, how, command):
+    store = _store(tmp_path)
+    args = ["--store", str(store), *command]
+    mark = tmp_path / "died"
+    got = subprocess.run([sys.executable, "-c", WRAP, *args], capture_output=True, timeout=120,
+                         env={**os.environ, "MEMCTL_TEST_DEATH": how,
+                              "MEMCTL_TEST_MARK": str(mark)})
+    assert mark.exists(), "no worker of a pool ran"
+    undisturbed = subprocess.run([sys.executable, "-m", "lecode_memctl", *args],
+                                 capture_output=True, timeout=120)
+    assert got.stderr == b"", got.stderr
+    assert got.returncode == undisturbed.returncode == (0 if command[0] == "validate" else 1)
+    assert _same(got.stdout) == _same(undisturbed.stdout)
+    assert len(_same(got.stdout)["findings"]) == 12 + 2 * (command[0] == "validate")

@@ -559,3 +559,79 @@ def test_a_json_document_made_by_each_process_prints_what_one_process_prints(
         assert got.endswith(b"\n]," + orjson.dumps({"next_offset": None,
                                                    "learning": doc["learning"]})[1:] + b"\n")
         assert got.count(b"\n") == len(want) + 2
+
+
+@pytest.mark.parametrize("odd", [False, True])
+@pytest.mark.parametrize("wcwidth", [False, True])
+def test_a_plain_table_made_by_each_process_prints_what_one_process_prints(
+        store, monkeypatch, odd, wcwidth):
+    """``facts --all`` in a pipe (2026-12-06): each process makes its own
+    rows' cells and their widths (``output.PlainStats``, the child's brought
+    back by ``split.Tail``), where the child's rows came back pickled and the
+    parent made every cell.  The widest text is in the child's part only,
+    and with ``odd`` texts that make the table tabulate's (a control
+    character, or text outside ASCII where wcwidth is installed) sit in
+    either part: the bytes are the one process's."""
+    import importlib.util
+
+    from lecode_memctl.cli import output
+
+    top = max(r["fact_id"] for r in _records(store, parallel=False))
+    store_sql(store, f"UPDATE revisions SET text = '{'w' * 90}' WHERE fact_id = '{top}'")
+    if odd:
+        cases = " ".join(f"WHEN {i} THEN {_sql_text(t)}" for i, t in enumerate(ODD_TEXTS))
+        store_sql(store, "UPDATE revisions SET text = CASE (instr('0123456789abcdef', "
+                  f"substr(fact_id, 3, 1)) + revision) % {len(ODD_TEXTS)} {cases} END "
+                  f"WHERE fact_id != '{top}'")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: object() if name == "wcwidth" and wcwidth
+                        else real(name, *a))
+    calls: list[int] = []
+    merge = output.PlainStats.merge
+    monkeypatch.setattr(output.PlainStats, "merge",
+                        lambda self, state: (calls.append(1), merge(self, state))[1])
+    one, two = _both(store, monkeypatch, "--all", fmts=("table",))
+    assert two == one and one[0][1] == 0
+    assert b"w" * 90 in one[0][2]
+    assert calls == [1]                 # (the child's widths, taken once)
+
+
+def test_a_plain_table_whose_child_cannot_say_its_widths_is_made_here(store, forks,
+                                                                      monkeypatch):
+    """The child's tail refused (its widths unreadable): its part is made
+    again here, and the table is the one process's."""
+    from lecode_memctl.cli import output
+
+    monkeypatch.setattr(split_mod, "SPLIT_LEAST", 10 ** 9)
+    want = run_cli("--store", str(store), "--no-state", "facts", "--all")
+    monkeypatch.setattr(split_mod, "SPLIT_LEAST", 1)
+
+    def refused(self, state):  # noqa: ANN001, ANN202
+        raise ValueError("not the state of a plain table")
+
+    monkeypatch.setattr(output.PlainStats, "merge", refused)
+    got = run_cli("--store", str(store), "--no-state", "facts", "--all")
+    assert (got.exit_code, got.stdout) == (want.exit_code, want.stdout) and got.exit_code == 0
+    assert len(forks) == 1
+
+
+def test_a_tail_comes_from_the_child_or_not_at_all(store, forks):
+    """split.Tail: what the child's part gathered comes back once; where
+    this process made the second part itself, the objects it changed are
+    its own, and no tail is taken."""
+    fs, sessions = _open(store)
+    seen: list[str] = []
+    taken: list[bytes] = []
+
+    def encode(r: dict) -> bytes:
+        seen.append(r["fact_id"])
+        return orjson.dumps(r) + b"\n"
+
+    with fs:
+        out = b"".join(iter_fact_lines(fs, sessions, encode, parallel=True,
+                                       tail=(lambda: orjson.dumps(seen), taken.append)))
+    assert len(forks) == 1 and len(taken) == 1
+    everyone = [orjson.loads(line)["fact_id"] for line in out.splitlines()]
+    assert seen + orjson.loads(taken[0]) == everyone
+    assert seen and orjson.loads(taken[0])

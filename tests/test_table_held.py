@@ -21,12 +21,20 @@ from .test_validate_json_held import _legacy_facts, child_peak_kib
 
 @pytest.mark.heavy
 @settings(max_examples=300, deadline=None)
-@given(tables(), st.sampled_from([0, 1, 40, 1 << 20]))
-def test_held_cells_decide_and_render_as_plain_table(table, bound):
-    """Declined exactly where plain_table declines; else the same text."""
+@given(tables(), st.sampled_from([0, 1, 40, 1 << 20]), st.integers(0, 40))
+def test_held_cells_decide_and_render_as_plain_table(table, bound, cut):
+    """Declined exactly where plain_table declines; else the same text.
+    The rows' stats taken in two parts (``cut``) and merged, as a split
+    listing's two processes take them, decide the same."""
     rows, heads = table
     with output.held_rows(bound, b"") as held:
-        widths = output._hold_plain(iter(rows), heads, held)
+        stats, second = output.PlainStats(heads), output.PlainStats(heads)
+        for i, row in enumerate(rows):
+            (stats if i < cut else second).add(row)
+            output.hold_value(held, row)
+        stats.merge(second.state())
+        assert stats.rows == len(rows)
+        widths = stats.widths()
         assert list(output.held_values(held.pieces())) == rows
         want = output.plain_table(rows, heads)
         assert (widths is None) == (want is None)
@@ -125,7 +133,7 @@ def test_the_listing_is_read_before_the_learning_status(demo_template, tmp_path,
     from lecode_memctl.core.errors import StoreCorrupt
 
     store = copy_demo(demo_template, tmp_path / "demo")
-    real = factview.iter_fact_records
+    real = factview._listing_rows      # (every listing's rows, in one process or two)
     order: list[str] = []
 
     def failing_rows(*a, **kw):  # noqa: ANN002, ANN003, ANN202
@@ -138,7 +146,7 @@ def test_the_listing_is_read_before_the_learning_status(demo_template, tmp_path,
         order.append("learning")
         raise StoreCorrupt("the learning status failed")
 
-    monkeypatch.setattr(factview, "iter_fact_records", failing_rows)
+    monkeypatch.setattr(factview, "_listing_rows", failing_rows)
     monkeypatch.setattr(factview, "learning_status", learning)
     r = run_cli("--store", str(store), "--no-state", "facts", "--all")
     assert r.exit_code == 5 and r.stdout == ""

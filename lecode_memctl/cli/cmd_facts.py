@@ -229,6 +229,7 @@ def facts(
 
     from .output import (
         ELEMENT_END,
+        PlainStats,
         Stream,
         check_format,
         csv_line,
@@ -236,10 +237,14 @@ def facts(
         echo,
         emit_csv,
         emit_csv_lines,
+        emit_held_table,
         emit_json_document,
         emit_jsonl,
+        hold_bytes,
+        plain_table_out,
         render_records,
         stop_after,
+        table_cells,
     )
 
     fmt_name = check_format(fmt, json_flag=json_)
@@ -282,6 +287,7 @@ def facts(
             return rows if keep is None else filter(keep, rows)
 
         rows: list[dict[str, Any]] | _Counted
+        printed: int | None = None          # the rows of a plain table written whole
         if paged and not filtered:
             # the agent's view: memory_list's page, byte cap included
             doc = facts_page(fs, sessions, offset=start, limit=limit or PAGE_FACTS,
@@ -388,9 +394,28 @@ def facts(
                 nonlocal learning
                 learning = learning_now()
 
-            rows = _Counted(iter(body), learned)
             total = None
             next_offset = None
+            if fmt_name == "table" and whole and plain_table_out():
+                # the whole listing as a plain table: each process of a
+                # split listing makes its own rows' cells and their widths
+                # (the child's are never decoded here until they are written)
+                stats = PlainStats(FACTS_COLUMNS)
+                cells = table_cells(FACTS_COLUMNS)
+
+                def held_cells(row: dict[str, Any]) -> bytes:
+                    shown = cells(_row_for_table(row))
+                    stats.add(shown)
+                    return hold_bytes(shown)
+
+                printed = emit_held_table(
+                    iter_fact_lines(fs, sessions, held_cells, session_id=session, keep=keep,
+                                    parallel=True, tail=(stats.state, stats.merge),
+                                    lines=False),
+                    FACTS_COLUMNS, stats, held_all=learned, none_if_empty=True)
+                rows = []
+            else:
+                rows = _Counted(iter(body), learned)
         if rows:
             render_records(FACT, rows, fmt_name, columns=FACTS_COLUMNS, display=_row_for_table)
         if query is not None:
@@ -399,12 +424,12 @@ def facts(
                  "check", err=True)
         if fmt_name != "table":
             return
-        n = len(rows)
+        n = len(rows) if printed is None else printed
         if n == 0:
             echo("no facts" + (f" with evidence in session {session}" if session else "")
                  + (" matching the filters" if filtered else ""))
         else:
-            if total is None and isinstance(rows, _Counted):
+            if total is None and (isinstance(rows, _Counted) or printed is not None):
                 total = n                   # (every fact, after the table)
             echo(f"facts {start + 1}-{start + n}" + (f" of {total}" if total is not None else ""))
         if next_offset is not None:

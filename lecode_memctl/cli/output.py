@@ -942,23 +942,68 @@ def render_rows(rows: Iterable[Mapping[str, Any]], columns: Sequence[str], fmt: 
     if fmt in ("csv", "tsv"):
         emit_csv(rows, columns, fmt)
         return
-    from lecode_memctl.core.rowmodel import flat  # (once, as in emit_csv)
-
-    cells = ([_table_cell(row.get(c), flat) for c in columns] for row in rows)
+    cells = map(table_cells(columns), rows)
     if fmt == "table" and (stdout_is_tty() or STATE.emit_color()):
         _rich_table(cells, columns, heads, title=title, ids=ids)
         return
     if fmt == "table" and TABLE_HELD_IN_MEMORY is not None and heads:
-        with held_rows(TABLE_HELD_IN_MEMORY, b"") as held:
-            widths = _hold_plain(cells, heads, held)
-            if widths is not None:
-                if title:
-                    echo(safe(title))
-                _echo_plain(held_values(held.pieces()), heads, widths)
-                return
-            table_rows = list(held_values(held.pieces()))
-    else:
-        table_rows = list(cells)
+        stats = PlainStats(heads)
+
+        def held_cells() -> Iterator[bytes]:
+            for row in cells:
+                stats.add(row)
+                yield hold_bytes(row)
+
+        emit_held_table(held_cells(), heads, stats, title=title)
+        return
+    _table_text(list(cells), heads, fmt, title)
+
+
+def plain_table_out() -> bool:
+    """Whether ``--format table`` is plain text here (no terminal, no
+    colour) held compactly (:func:`emit_held_table`), not a rich table."""
+    return TABLE_HELD_IN_MEMORY is not None and not (stdout_is_tty() or STATE.emit_color())
+
+
+def table_cells(columns: Sequence[str]) -> Callable[[Mapping[str, Any]], list[str]]:
+    """A row's cells in a table: its ``columns``' values, each made a cell
+    (:func:`_table_cell`)."""
+    from lecode_memctl.core.rowmodel import flat  # (once, as in emit_csv)
+
+    return lambda row: [_table_cell(row.get(c), flat) for c in columns]
+
+
+def emit_held_table(pieces: Iterable[bytes], heads: Sequence[str], stats: PlainStats, *,
+                    title: str | None = None, held_all: Callable[[], None] | None = None,
+                    none_if_empty: bool = False) -> int:
+    """A plain table (``--format table`` in a pipe) of rows held compactly:
+    ``pieces``, the rows' cells as :func:`hold_bytes` encodes them, with
+    their :class:`PlainStats` (gathered as they were made, in one process
+    or two); ``held_all`` is called once every piece is held, before
+    anything is written.  Written as :func:`plain_table` would make it, or
+    by tabulate where that declines (the headers alone for no row, or
+    nothing with ``none_if_empty``).  Returns the number of rows."""
+    with held_rows(TABLE_HELD_IN_MEMORY or 0, b"") as held:
+        for piece in pieces:
+            held.add(piece)
+        if held_all is not None:
+            held_all()
+        if not stats.rows and none_if_empty:
+            return 0
+        widths = stats.widths()
+        if widths is not None:
+            if title:
+                echo(safe(title))
+            _echo_plain(held_values(held.pieces()), heads, widths)
+            return stats.rows
+        table_rows = list(held_values(held.pieces()))
+    _table_text(table_rows, heads, "table", title)
+    return stats.rows
+
+
+def _table_text(table_rows: list[list[str]], heads: Sequence[str], fmt: str,
+                title: str | None) -> None:
+    """The text of a table whole: :func:`plain_table`, or tabulate's."""
     text = plain_table(table_rows, heads) if fmt == "table" else None
     if text is None:
         import tabulate
@@ -1023,54 +1068,100 @@ def plain_table(rows: Sequence[Sequence[str]], heads: Sequence[str]) -> str | No
 TABLE_HELD_IN_MEMORY: int | None = 1 << 20
 
 
-def _hold_plain(rows: Iterable[list[str]], heads: Sequence[str], held: HeldRows) -> list[int] | None:
-    """Every row's cells into ``held`` (:func:`hold_value`), and the columns'
-    widths when :func:`plain_table` would render these cells (its tests,
-    made a cell at a time); None when it would decline."""
-    n = len(heads)
-    fits = all(type(h) is str for h in heads)
-    widths = [len(h) + 2 for h in heads] if fits else []
-    ascii_ = fits and all(h.isascii() for h in heads)
-    printable = fits and all(h.isprintable() for h in heads)
-    c0 = fits and any(not h.isprintable() and _C0.search(h) for h in heads)
-    for row in rows:
-        hold_value(held, row)
-        if not fits:
-            continue
-        if len(row) != n:
-            fits = False
-            continue
+class PlainStats:
+    """What :func:`plain_table`'s tests and widths need of a table's cells,
+    taken a row at a time (:meth:`add`), so that the cells need not be
+    held as strings: whether every row has a str in each column, whether
+    every cell is ASCII, printable, or holds a C0 control character, each
+    column's width, and the number of rows.  Those of two processes'
+    rows merge (:meth:`state`, :meth:`merge`): a split listing's child
+    makes its own rows' cells."""
+
+    def __init__(self, heads: Sequence[str]) -> None:
+        self.n = len(heads)
+        self.rows = 0
+        self.fits = all(type(h) is str for h in heads)
+        self.width = [len(h) + 2 for h in heads] if self.fits else []
+        self.ascii = self.fits and all(h.isascii() for h in heads)
+        self.printable = self.fits and all(h.isprintable() for h in heads)
+        self.c0 = self.fits and any(not h.isprintable() and _C0.search(h) for h in heads)
+
+    def add(self, row: list[str]) -> None:
+        self.rows += 1
+        if not self.fits:
+            return
+        if len(row) != self.n:
+            self.fits = False
+            return
+        widths = self.width
         for i, c in enumerate(row):
             if type(c) is not str:
-                fits = False
-                break
+                self.fits = False
+                return
             if not c.isprintable():
-                printable = False
-                if not c0 and _C0.search(c):
-                    c0 = True
-            if ascii_ and not c.isascii():
-                ascii_ = False
+                self.printable = False
+                if not self.c0 and _C0.search(c):
+                    self.c0 = True
+            if self.ascii and not c.isascii():
+                self.ascii = False
             w = len(c.strip())
             if w > widths[i]:
                 widths[i] = w
-    if not fits:
-        return None
-    if ascii_:
-        return widths if printable else None
-    if c0:
-        return None
-    from importlib.util import find_spec
 
-    return None if find_spec("wcwidth") is not None else widths
+    def state(self) -> bytes:
+        """What :meth:`merge` takes."""
+        import marshal
+
+        return marshal.dumps((self.rows, self.fits, self.width, self.ascii, self.printable,
+                              self.c0))
+
+    def merge(self, state: bytes) -> None:
+        """Another's :meth:`state` (of rows with the same headers) taken in;
+        ValueError, and nothing changed, for anything else."""
+        import marshal
+
+        try:
+            rows, fits, width, ascii_, printable, c0 = marshal.loads(state)
+        except (EOFError, ValueError, TypeError):
+            raise ValueError("not the state of a plain table") from None
+        if type(rows) is not int or not isinstance(width, list) or (
+                fits and len(width) != len(self.width)):
+            raise ValueError("not the state of a plain table")
+        self.rows += rows
+        self.fits = bool(self.fits and fits)
+        if self.fits:
+            self.width = [max(a, b) for a, b in zip(self.width, width, strict=True)]
+        self.ascii = bool(self.ascii and ascii_)
+        self.printable = bool(self.printable and printable)
+        self.c0 = bool(self.c0 or c0)
+
+    def widths(self) -> list[int] | None:
+        """The columns' widths when :func:`plain_table` would render these
+        cells; None when it would decline."""
+        if not self.fits:
+            return None
+        if self.ascii:
+            return self.width if self.printable else None
+        if self.c0:
+            return None
+        from importlib.util import find_spec
+
+        return None if find_spec("wcwidth") is not None else self.width
 
 
-def hold_value(held: HeldRows, value: Any) -> None:
-    """``value`` (str, numbers, lists and tuples of them) into ``held``:
-    ``marshal``'s bytes after their length (a lone surrogate kept)."""
+def hold_bytes(value: Any) -> bytes:
+    """``value`` (str, numbers, lists and tuples of them) as
+    :func:`held_values` reads it back: ``marshal``'s bytes after their
+    length (a lone surrogate kept)."""
     import marshal
 
     data = marshal.dumps(value)
-    held.add(len(data).to_bytes(4, "little") + data)
+    return len(data).to_bytes(4, "little") + data
+
+
+def hold_value(held: HeldRows, value: Any) -> None:
+    """``value`` into ``held`` (:func:`hold_bytes`)."""
+    held.add(hold_bytes(value))
 
 
 def held_values(pieces: Iterable[bytes]) -> Iterator[Any]:

@@ -43,7 +43,7 @@ from .sourceref import (
     check_session_id,
     status_for,
 )
-from .split import in_two, lines_written, pickles_written
+from .split import Tail, bytes_written, in_two, lines_written, pickles_written
 
 if TYPE_CHECKING:
     from .factresults import ForgetPlan
@@ -243,14 +243,18 @@ def _rows(facts: FactStore, sessions: SessionReader, session_id: str | None,
 def iter_fact_lines(facts: FactStore, sessions: SessionReader, encode: Callable[[Any], bytes],
                     *, session_id: str | None = None,
                     keep: Callable[[dict[str, Any]], bool] | None = None,
-                    parallel: bool = False, record: bool = True) -> Iterator[bytes]:
+                    parallel: bool = False, record: bool = True,
+                    tail: Tail | None = None, lines: bool = True) -> Iterator[bytes]:
     """The records :func:`iter_fact_records` gives (those for which ``keep``
     holds), each encoded by ``encode`` (one line of JSON, say): pieces of
     the output, each one or more encoded records, in order.  With
     ``parallel``, the child's part of a split listing (:mod:`~lecode_memctl.core.split`)
-    comes as the bytes it wrote, never decoded here (``encode`` must end
-    each record with a newline: the pieces are cut after one).  Without
-    ``record``, the rows :func:`iter_fact_rows` gives instead."""
+    comes as the bytes it wrote, never decoded here, in pieces of about 1
+    MiB: each cut after a newline (``encode`` must end each record with
+    one), or with ``lines`` false cut anywhere (records that say their own
+    length); and ``tail`` (:data:`~lecode_memctl.core.split.Tail`) brings
+    back what its ``encode`` gathered there.  Without ``record``, the rows
+    :func:`iter_fact_rows` gives instead."""
     def part(p: Part | None = None) -> Iterator[bytes]:
         for row in _listing_rows(facts, sessions, session_id, record, p):
             if keep is None or keep(row):
@@ -258,7 +262,8 @@ def iter_fact_lines(facts: FactStore, sessions: SessionReader, encode: Callable[
 
     if not parallel or session_id is not None:
         return part()
-    return in_two(facts, part, lambda piece: piece, lines_written)
+    return in_two(facts, part, lambda piece: piece, lines_written if lines else bytes_written,
+                  tail)
 
 
 def _listing_rows(facts: FactStore, sessions: SessionReader, session_id: str | None,

@@ -60,29 +60,43 @@ def split_bound(facts: FactStore) -> Any:
     return facts.split_bound(SPLIT_SHARE, SPLIT_LEAST)
 
 
+#: What the child of :func:`split_items` tells this process once its items
+#: are made (``Tail[0]()``, called there), and what takes it here
+#: (``Tail[1]``): the state its part left in objects of the caller, which
+#: the fork copied (a plain table's column widths, say).
+Tail = tuple[Callable[[], bytes], Callable[[bytes], None]]
+
+
 def in_two(facts: FactStore, part: Callable[[Part | None], Iterator[T]],
-           written: Callable[[T], bytes], read: Callable[[int], Iterator[T]]) -> Iterator[T]:
+           written: Callable[[T], bytes], read: Callable[[int], Iterator[T]],
+           tail: Tail | None = None) -> Iterator[T]:
     """``part(None)``'s items for the whole store, made by two processes
     (:func:`split_items`) where :func:`split_bound` finds a bound, else here."""
     bound = split_bound(facts)
     if bound is None:
         return part(None)
-    return split_items(facts, bound, part, written, read)
+    return split_items(facts, bound, part, written, read, tail)
 
 
 def split_items(facts: FactStore, bound: Any, part: Callable[[Part], Iterator[T]],
-                written: Callable[[T], bytes], read: Callable[[int], Iterator[T]]
-                ) -> Iterator[T]:
+                written: Callable[[T], bytes], read: Callable[[int], Iterator[T]],
+                tail: Tail | None = None) -> Iterator[T]:
     """The items ``part(p)`` yields for the two parts ``p`` of the fact ids
     around ``bound``, in order: the first made here, the second by a forked
     child, which writes each as ``written`` gives it; ``read`` gives them
     back from the file's descriptor once this process's items are out.
     When no child can be forked now (another thread running, say), or it
-    fails, this process makes both."""
+    fails, this process makes both.  ``tail``: the child's word once its
+    items are made, taken here (:data:`Tail`) before its items are given;
+    where this process makes the second part itself, there is none (the
+    objects the part changes are this process's own)."""
     first: Part = (bound, False)
     second: Part = (bound, True)
     out = _private_file(facts)
-    if out is None:
+    said = _private_file(facts, "split-tail") if out is not None and tail is not None else None
+    if out is None or (tail is not None and said is None):
+        if out is not None:
+            os.close(out)
         yield from part(first)
         yield from part(second)
         return
@@ -92,19 +106,26 @@ def split_items(facts: FactStore, bound: Any, part: Callable[[Part], Iterator[T]
         with open(out, "wb", buffering=CHUNK) as w:
             for item in part(second):
                 w.write(written(item))
+        if tail is not None and said is not None:
+            with open(said, "wb", closefd=False) as t:
+                t.write(tail[0]())
         return 0
 
     facts.hold_file(out)                        # (closed with the store, a listing still read)
+    if said is not None:
+        facts.hold_file(said)
     try:
         pid = facts.fork(child)
     except (OSError, UsageError):
         pid = None                              # no fork now: one process
     except BaseException:
         facts.close_file(out)
+        if said is not None:
+            facts.close_file(said)
         raise
     try:
         yield from part(first)
-        if pid is not None and facts.reap(pid):
+        if pid is not None and facts.reap(pid) and _told(said, tail):
             for item in read(out):
                 yield item
                 facts.check_open()              # (closed meanwhile: no row read ahead)
@@ -114,6 +135,26 @@ def split_items(facts: FactStore, bound: Any, part: Callable[[Part], Iterator[T]
         if pid is not None:
             facts.end_child(pid)
         facts.close_file(out)
+        if said is not None:
+            facts.close_file(said)
+
+
+def _told(said: int | None, tail: Tail | None) -> bool:
+    """The child's tail (the file ``said``) given to ``tail[1]``; false when
+    it cannot be read, or ``tail[1]`` refuses it (ValueError: it changes
+    nothing then), and the child's part is made here."""
+    if said is None or tail is None:
+        return True
+    parts: list[bytes] = []
+    at = 0
+    try:
+        while chunk := os.pread(said, CHUNK, at):
+            parts.append(chunk)
+            at += len(chunk)
+        tail[1](b"".join(parts))
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 class EarlyChild(Generic[T]):
@@ -256,6 +297,15 @@ def lines_written(fd: int) -> Iterator[bytes]:
         held = [chunk[cut:]] if cut < len(chunk) else []
     if held:
         yield b"".join(held)
+
+
+def bytes_written(fd: int) -> Iterator[bytes]:
+    """What the child wrote to ``fd``, in pieces of :data:`CHUNK` bytes cut
+    anywhere (records that say their own length: a plain table's cells)."""
+    offset = 0
+    while chunk := os.pread(fd, CHUNK, offset):
+        offset += len(chunk)
+        yield chunk
 
 
 def pickles_written(fd: int) -> Iterator[Any]:

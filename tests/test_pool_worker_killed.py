@@ -35,37 +35,63 @@ CHILD = textwrap.dedent("""
 
     def square(x):
         if os.getpid() != PARENT and x == 3:
-            if sys.argv[1] == "killed":
-                os.kill(os.getpid(), signal.SIGKILL)
-            elif sys.argv[1] == "torn":
-                torn_result()
+            # a worker dies at item 3: once (a kill from outside), or each
+            # time it runs it ("poison": the item is the cause)
+            first = not os.path.exists(sys.argv[2])
+            open(sys.argv[2], "a").close()
+            if first or "poison" in sys.argv[1]:
+                if "killed" in sys.argv[1]:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                elif "torn" in sys.argv[1]:
+                    torn_result()
         if x == 7 and sys.argv[1] == "error":
             raise ValueError("seven")
+        if x == 7 and sys.argv[1] == "timeout":
+            raise TimeoutError("the task's own")
         return x * x
 
     ctx = multiprocessing.get_context("fork")
     try:
         got = list(in_order(square, range(12), 2, ctx, ahead=4))
-    except ValueError as exc:
-        print("error", exc, flush=True)
+    except Exception as exc:
+        print("error", type(exc).__name__, exc, flush=True)
         sys.exit(0)
     print(got == [x * x for x in range(12)], got, flush=True)
 """)
 
 
+def _child(tmp_path, how: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", CHILD, how, str(tmp_path / "died")],
+                          capture_output=True, text=True, timeout=60)
+
+
 @pytest.mark.parametrize("how", ["killed", "torn", "none"])
-def test_in_order_does_the_work_of_a_dead_worker(how):
-    r = subprocess.run([sys.executable, "-c", CHILD, how], capture_output=True, text=True,
-                       timeout=60)
+def test_in_order_does_the_work_of_a_dead_worker(tmp_path, how):
+    r = _child(tmp_path, how)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("True "), (r.stdout, r.stderr)
     assert r.stderr == ""
+    assert (tmp_path / "died").exists()
 
 
-def test_in_order_raises_the_error_of_a_task():
-    r = subprocess.run([sys.executable, "-c", CHILD, "error"], capture_output=True, text=True,
-                       timeout=60)
-    assert (r.returncode, r.stdout, r.stderr) == (0, "error seven\n", "")
+@pytest.mark.parametrize("how", ["poison-killed", "poison-torn"])
+def test_a_task_that_kills_its_worker_each_time_is_an_error_not_a_death(tmp_path, how):
+    """(review of the first in_order: it ran the lost items in this process,
+    and a task that crashes its worker -- a fault in C code, more memory than
+    the machine has -- killed the command, exit 139 and no word)"""
+    r = _child(tmp_path, how)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("error BrokenProcessPool a worker process ended abruptly twice"), \
+        (r.stdout, r.stderr)
+
+
+@pytest.mark.parametrize("how, said", [("error", "ValueError seven"),
+                                       ("timeout", "TimeoutError the task's own")])
+def test_in_order_raises_the_error_of_a_task(tmp_path, how, said):
+    """(a TimeoutError of the task's own was taken for the wait's: in_order
+    waited again at once, for ever, at 100% CPU; review of the first in_order)"""
+    r = _child(tmp_path, how)
+    assert (r.returncode, r.stdout, r.stderr) == (0, f"error {said}\n", "")
 
 
 # memctl itself, a worker of its pool killed by a signal (as the OOM killer

@@ -20,8 +20,8 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Generator, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
@@ -50,18 +50,49 @@ def in_order(fn: Callable[[T], R], items: Iterable[T], workers: int, ctx: Any, *
 
     A worker that dies (killed by the out-of-memory killer, or by a signal
     sent to it alone) breaks the pool: the workers left are ended, and each
-    item whose result was not given yet is done here, in this process, in
-    order, then every item after them: the same results, only later.  A
-    worker killed while it wrote a result leaves CPython's pool waiting for
-    the rest of it for ever, never broken: a wait for a result looks every
-    :data:`POLL_SECONDS` whether a worker has ended, and takes that as the
-    same break."""
+    item whose result was not given yet is done again, alone in a worker of
+    its own (a result a worker had already given is kept), then a new pool
+    takes the items after them: the same results, only later.  An item
+    whose worker dies again when it runs alone is the cause (a crash in C
+    code, or more memory than the machine has): BrokenProcessPool, never
+    this process's own death running it.  A worker killed while it wrote a
+    result leaves CPython's pool waiting for the rest of it for ever, never
+    broken: a wait for a result looks every :data:`POLL_SECONDS` whether a
+    worker has ended, and takes that as the same break."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    it = iter(items)
+    while True:
+        lost = yield from _pooled(fn, it, workers, ctx, ahead)
+        if lost is None:
+            return
+        for x, got in lost:
+            if got is None:
+                if (yield from _pooled(fn, iter((cast(T, x),)), 1, ctx, 1)) is not None:
+                    raise BrokenProcessPool(
+                        "a worker process ended abruptly twice on the same task, the second "
+                        "time alone (killed by a signal: the out-of-memory killer, say)")
+            elif got[0]:
+                yield got[1]
+            else:
+                raise got[1]
+
+
+# a result of the pool: (True, value) or (False, the error fn raised); None
+# for an item whose result is lost with its worker
+_Got = tuple[bool, Any] | None
+
+
+def _pooled(fn: Callable[[T], R], it: Iterator[T], workers: int, ctx: Any, ahead: int
+            ) -> Generator[R, None, list[tuple[T | None, _Got]] | None]:
+    """:func:`in_order`'s work in one pool: the results given, then None
+    when ``it`` is done, or, when a worker of the pool died, each item
+    taken and not given yet with what the pool had made of it."""
     import itertools
     from collections import deque
     from concurrent.futures import Future
     from concurrent.futures.process import BrokenProcessPool
 
-    it = iter(items)
     # the items submitted and not given yet, in order (None: not submitted)
     pending: deque[tuple[T, Future[R] | None]] = deque()
     done: list[R] = []      # a result taken from the pool, not given yet
@@ -82,27 +113,38 @@ def in_order(fn: Callable[[T], R], items: Iterable[T], workers: int, ctx: Any, *
                     yield done.pop()
             except BrokenProcessPool:
                 raise _PoolLost from None
-            return
+            return None
     except _PoolLost:
         pass
-    # (the pool is shut down, its workers ended: what it did not give, here)
-    yield from done
-    for x, _ in pending:
-        yield fn(x)
-    for x in it:
-        yield fn(x)
+    # (the pool is shut down, its workers ended)
+    return [*((None, (True, r)) for r in done), *((x, _made(f)) for x, f in pending)]
+
+
+def _made(fut: Any) -> _Got:
+    """What a future of a broken pool holds: its value, the error its task
+    raised, or None (not made, or lost with its worker)."""
+    if fut is None or not fut.done() or fut.cancelled():
+        return None
+    error = fut.exception()
+    if error is None:
+        return True, fut.result()
+    from concurrent.futures.process import BrokenProcessPool
+
+    return None if isinstance(error, BrokenProcessPool) else (False, error)
 
 
 def _result(pool: ProcessPoolExecutor, fut: Any) -> Any:
     """``fut.result()``; :class:`_PoolLost` when a worker of ``pool`` has
-    ended while it waited (no worker of a pool in use ends on its own)."""
-    while True:
-        try:
-            return fut.result(timeout=POLL_SECONDS)
-        except TimeoutError:
-            procs = getattr(pool, "_processes", None) or {}
-            if any(_ended(p) for p in list(procs.values())):
-                raise _PoolLost from None
+    ended while it waited (no worker of a pool in use ends on its own).
+    (Waited for by ``wait``, not ``result(timeout=...)``: a TimeoutError
+    that the task raised is its error, not the wait's end.)"""
+    from concurrent.futures import wait
+
+    while not wait((fut,), timeout=POLL_SECONDS).done:
+        procs = getattr(pool, "_processes", None) or {}
+        if any(_ended(p) for p in list(procs.values())):
+            raise _PoolLost
+    return fut.result()
 
 
 def _ended(proc: Any) -> bool:

@@ -261,3 +261,26 @@ def test_a_value_longer_than_many_pieces_comes_back_whole():
         assert list(output.held_values(iter([b"".join(held.pieces())]))) == values
     with pytest.raises(OSError, match="middle of a row"):
         list(output.held_values(iter([b"\x09\x00\x00\x00abc"])))
+
+
+@pytest.mark.parametrize("state", [(-3, True, [1, 2, 3], True, True, False),
+                                   (1, True, [1, 2, "x"], True, True, False),
+                                   (1, True, [1, 2], True, True, False),
+                                   (1, 1, [1, 2, 3], True, True, False),
+                                   (1, True, (1, 2, 3), True, True, False),
+                                   (1, True, [1, 2, 3], True, True)])
+def test_stats_refuse_a_state_that_is_not_one_and_change_nothing(state):
+    """(a review of the split table: a state with a width that is no int
+    was taken in, and the table failed as an internal error)"""
+    import marshal
+
+    stats = output.PlainStats(["a", "b", "c"])
+    stats.add(["x", "y", "z"])
+    before = stats.state()
+    with pytest.raises(ValueError):
+        stats.merge(marshal.dumps(state))
+    with pytest.raises(ValueError):
+        stats.merge(b"not marshal")
+    assert stats.state() == before
+    stats.merge(output.PlainStats(["a", "b", "c"]).state())
+    assert stats.rows == 1

@@ -1124,8 +1124,10 @@ class PlainStats:
             rows, fits, width, ascii_, printable, c0 = marshal.loads(state)
         except (EOFError, ValueError, TypeError):
             raise ValueError("not the state of a plain table") from None
-        if type(rows) is not int or not isinstance(width, list) or (
-                fits and len(width) != len(self.width)):
+        if (type(rows) is not int or rows < 0 or type(width) is not list
+                or any(type(f) is not bool for f in (fits, ascii_, printable, c0))
+                or any(type(w) is not int or w < 0 for w in width)
+                or (fits and len(width) != len(self.width))):
             raise ValueError("not the state of a plain table")
         self.rows += rows
         self.fits = bool(self.fits and fits)

@@ -18,7 +18,7 @@ import pytest
 
 # in a worker only (the parent is PARENT): the ways a worker dies
 CHILD = textwrap.dedent("""
-    import multiprocessing, os, signal, struct, sys
+    import multiprocessing, os, signal, struct, sys, time
     from lecode_memctl.core.pools import in_order
 
     PARENT = os.getpid()
@@ -34,16 +34,18 @@ CHILD = textwrap.dedent("""
         os._exit(1)
 
     def square(x):
-        if os.getpid() != PARENT and x == 3:
-            # a worker dies at item 3: once (a kill from outside), or each
-            # time it runs it ("poison": the item is the cause)
-            first = not os.path.exists(sys.argv[2])
-            open(sys.argv[2], "a").close()
+        if os.getpid() != PARENT and (x == 3 or x == 5 and "two" in sys.argv[1]):
+            # a worker dies at item 3 (and 5): once (a kill from outside), or
+            # each time it runs it ("poison": the item is the cause)
+            first = not os.path.exists(f"{sys.argv[2]}.{x}")
+            open(f"{sys.argv[2]}.{x}", "a").close()
             if first or "poison" in sys.argv[1]:
                 if "killed" in sys.argv[1]:
                     os.kill(os.getpid(), signal.SIGKILL)
                 elif "torn" in sys.argv[1]:
                     torn_result()
+        if "two" in sys.argv[1]:
+            time.sleep(0.05)            # (item 5 not begun when 3's worker dies)
         if x == 7 and sys.argv[1] == "error":
             raise ValueError("seven")
         if x == 7 and sys.argv[1] == "timeout":
@@ -65,13 +67,17 @@ def _child(tmp_path, how: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=60)
 
 
-@pytest.mark.parametrize("how", ["killed", "torn", "none"])
+@pytest.mark.parametrize("how", ["killed", "torn", "none", "killed-two", "torn-two"])
 def test_in_order_does_the_work_of_a_dead_worker(tmp_path, how):
+    """Two items each killed once (the second in the pool that runs the
+    first pool's lost items again: a review of the second in_order, which
+    ran them one at a time and took a task killed once there for the cause)."""
     r = _child(tmp_path, how)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("True "), (r.stdout, r.stderr)
     assert r.stderr == ""
-    assert (tmp_path / "died").exists()
+    assert (tmp_path / "died.3").exists()
+    assert (tmp_path / "died.5").exists() == ("two" in how)
 
 
 @pytest.mark.parametrize("how", ["poison-killed", "poison-torn"])
@@ -81,7 +87,7 @@ def test_a_task_that_kills_its_worker_each_time_is_an_error_not_a_death(tmp_path
     the machine has -- killed the command, exit 139 and no word)"""
     r = _child(tmp_path, how)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("error BrokenProcessPool a worker process ended abruptly twice"), \
+    assert r.stdout.startswith("error BrokenProcessPool a worker process ended abruptly each"), \
         (r.stdout, r.stderr)
 
 

@@ -11,9 +11,9 @@ instead, and its workers are killed when this process ends (an interrupt
 landing between a worker's fork and the pool's record of it left that
 worker waiting for work for ever, holding the caller's pipes).
 
-:func:`in_order` gives the results of a pool's tasks in order, and does
-the work of a pool that breaks (a worker killed: the out-of-memory
-killer, a signal sent to it alone) in this process instead."""
+:func:`in_order` gives the results of a pool's tasks in order, and runs
+again the tasks of a pool that breaks (a worker killed: the out-of-memory
+killer, a signal sent to it alone) in a new one."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Generator, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
@@ -49,16 +49,18 @@ def in_order(fn: Callable[[T], R], items: Iterable[T], workers: int, ctx: Any, *
     not yet given.  An error ``fn`` raises is raised here, in its place.
 
     A worker that dies (killed by the out-of-memory killer, or by a signal
-    sent to it alone) breaks the pool: the workers left are ended, and each
-    item whose result was not given yet is done again, alone in a worker of
-    its own (a result a worker had already given is kept), then a new pool
-    takes the items after them: the same results, only later.  An item
-    whose worker dies again when it runs alone is the cause (a crash in C
-    code, or more memory than the machine has): BrokenProcessPool, never
-    this process's own death running it.  A worker killed while it wrote a
-    result leaves CPython's pool waiting for the rest of it for ever, never
-    broken: a wait for a result looks every :data:`POLL_SECONDS` whether a
-    worker has ended, and takes that as the same break."""
+    sent to it alone) breaks the pool: the workers left are ended, and the
+    items whose results were not given yet (those the pool had made are
+    kept) run again in a new pool, then another takes the items after
+    them: the same results, only later.  Which of the items a dead worker
+    was running is not known: those lost a second time run again one at a
+    time, each alone in a worker, and one whose worker dies then too is the
+    cause (a crash in C code, more memory than the machine has):
+    BrokenProcessPool, never this process's own death running it.  A worker
+    killed while it wrote a result leaves CPython's pool waiting for the
+    rest of it for ever, never broken: a wait for a result looks every
+    :data:`POLL_SECONDS` whether a worker has ended, and takes that as the
+    same break."""
     from concurrent.futures.process import BrokenProcessPool
 
     it = iter(items)
@@ -66,16 +68,21 @@ def in_order(fn: Callable[[T], R], items: Iterable[T], workers: int, ctx: Any, *
         lost = yield from _pooled(fn, it, workers, ctx, ahead)
         if lost is None:
             return
-        for x, got in lost:
-            if got is None:
-                if (yield from _pooled(fn, iter((cast(T, x),)), 1, ctx, 1)) is not None:
+        again = yield from _pooled(fn, iter(lost), workers, ctx, len(lost))
+        for entry in again or ():
+            if entry.got is None:
+                alone = yield from _pooled(fn, iter((entry,)), 1, ctx, 1)
+                if alone is not None and alone[0].got is None:
+                    # (the pool's own error, as the cause: with MEMCTL_DEBUG=1 the
+                    # traceback shows it, and what broke the pool where it says)
                     raise BrokenProcessPool(
-                        "a worker process ended abruptly twice on the same task, the second "
-                        "time alone (killed by a signal: the out-of-memory killer, say)")
-            elif got[0]:
-                yield got[1]
-            else:
-                raise got[1]
+                        "a worker process ended abruptly each time it ran the same task, the "
+                        "third time alone (killed by a signal: the out-of-memory killer, say)"
+                    ) from alone[0].why
+                if alone is None:
+                    continue
+                entry = alone[0]
+            yield entry.given()
 
 
 # a result of the pool: (True, value) or (False, the error fn raised); None
@@ -83,33 +90,58 @@ def in_order(fn: Callable[[T], R], items: Iterable[T], workers: int, ctx: Any, *
 _Got = tuple[bool, Any] | None
 
 
-def _pooled(fn: Callable[[T], R], it: Iterator[T], workers: int, ctx: Any, ahead: int
-            ) -> Generator[R, None, list[tuple[T | None, _Got]] | None]:
+class _Lost:
+    """An item of a broken pool whose result was not given: its result
+    when the pool had made it (``got``), else None, and then the pool's
+    error (``why``) if its future has one."""
+
+    __slots__ = ("item", "got", "why")
+
+    def __init__(self, item: Any, got: _Got, why: BaseException | None = None) -> None:
+        self.item, self.got, self.why = item, got, why
+
+    def given(self) -> Any:
+        """The result made (``got`` is not None): its value, or its error raised."""
+        assert self.got is not None
+        if self.got[0]:
+            return self.got[1]
+        raise self.got[1]
+
+
+def _pooled(fn: Callable[[T], R], it: Iterator[Any], workers: int, ctx: Any, ahead: int
+            ) -> Generator[R, None, list[_Lost] | None]:
     """:func:`in_order`'s work in one pool: the results given, then None
     when ``it`` is done, or, when a worker of the pool died, each item
-    taken and not given yet with what the pool had made of it."""
+    taken and not given yet (:class:`_Lost`).  An item of ``it`` that is a
+    :class:`_Lost` runs again unless its result was made (then given as
+    it was)."""
     import itertools
     from collections import deque
     from concurrent.futures import Future
     from concurrent.futures.process import BrokenProcessPool
 
     # the items submitted and not given yet, in order (None: not submitted)
-    pending: deque[tuple[T, Future[R] | None]] = deque()
+    pending: deque[tuple[Any, Future[R] | None]] = deque()
     done: list[R] = []      # a result taken from the pool, not given yet
     try:
         with process_pool(workers, ctx) as pool:
+
+            def submit(x: Any) -> Future[R] | None:
+                if type(x) is _Lost:
+                    return None if x.got is not None else pool.submit(fn, x.item)
+                return pool.submit(fn, x)
+
             try:
                 for x in itertools.islice(it, max(1, ahead)):
                     pending.append((x, None))
-                    pending[-1] = (x, pool.submit(fn, x))
+                    pending[-1] = (x, submit(x))
                 while pending:
-                    fut = pending[0][1]
-                    assert fut is not None
-                    done.append(_result(pool, fut))
+                    x, fut = pending[0]
+                    done.append(x.given() if fut is None else _result(pool, fut))
                     pending.popleft()
                     for x in itertools.islice(it, 1):
                         pending.append((x, None))
-                        pending[-1] = (x, pool.submit(fn, x))
+                        pending[-1] = (x, submit(x))
                     yield done.pop()
             except BrokenProcessPool:
                 raise _PoolLost from None
@@ -117,7 +149,19 @@ def _pooled(fn: Callable[[T], R], it: Iterator[T], workers: int, ctx: Any, ahead
     except _PoolLost:
         pass
     # (the pool is shut down, its workers ended)
-    return [*((None, (True, r)) for r in done), *((x, _made(f)) for x, f in pending)]
+    return [*(_Lost(None, (True, r)) for r in done), *(_lost(x, f) for x, f in pending)]
+
+
+def _lost(x: Any, fut: Any) -> _Lost:
+    if type(x) is _Lost:
+        if x.got is not None:
+            return x
+        x = x.item
+    made = _made(fut)
+    why = None
+    if made is None and fut is not None and fut.done() and not fut.cancelled():
+        why = fut.exception()
+    return _Lost(x, made, why)
 
 
 def _made(fut: Any) -> _Got:

@@ -723,7 +723,7 @@ class Scanner:
             size = max(1, len(plain) // (jobs * 8))
             chunks = ([(root, rel) for rel in plain[i:i + size]]
                       for i in range(0, len(plain), size))
-            # (a worker killed meanwhile: its files are scanned here, in_order)
+            # (a worker killed meanwhile: its files are scanned again, in_order)
             for scans in in_order(_scan_files_job, chunks, jobs, ctx, ahead=3 * jobs):
                 for res in scans:
                     self._merge(res)

@@ -225,7 +225,7 @@ def run_jobs(jobs: Iterable[tuple[Any, ...]], *, parallel: bool) -> Iterator[_Sc
             ctx = None
         if ctx is not None:
             workers = min(os.cpu_count() or 2, 8)
-            # (a worker killed meanwhile: its batches are done here, in_order)
+            # (a worker killed meanwhile: its batches run again, in_order)
             for scans, error in in_order(_batch_job, _batches(jobs), workers, ctx,
                                          ahead=3 * workers):
                 yield from scans

@@ -17,19 +17,23 @@ import textwrap
 
 import pytest
 
-CHILD = textwrap.dedent("""
-    import multiprocessing, os, signal, struct, sys, time
-    from lecode_memctl.core.pools import process_pool
-
+# In a worker of a pool: the start of a result message (a header for 1
+# MiB, ten bytes of it) on the pool's result pipe, then death.  (Also
+# tests/test_pool_worker_killed.py's.)
+TORN = textwrap.dedent("""
     def torn():
-        # in the worker: the start of a result message (a header for 1 MiB,
-        # ten bytes of it) on the pool's result pipe, then death
+        import os, struct, sys
         frame = sys._getframe(1)
         while frame is not None and "result_queue" not in frame.f_locals:
             frame = frame.f_back
         q = frame.f_locals["result_queue"]
         os.write(q._writer.fileno(), struct.pack("!i", 1 << 20) + b"x" * 10)
         os._exit(1)
+""")
+
+CHILD = TORN + textwrap.dedent("""
+    import multiprocessing, os, signal, struct, sys, time
+    from lecode_memctl.core.pools import process_pool
 
     def slow():
         time.sleep(60)

@@ -16,22 +16,14 @@ import textwrap
 import orjson
 import pytest
 
+from .test_pool_torn_result import TORN
+
 # in a worker only (the parent is PARENT): the ways a worker dies
-CHILD = textwrap.dedent("""
-    import multiprocessing, os, signal, struct, sys, time
+CHILD = TORN + textwrap.dedent("""
+    import multiprocessing, os, signal, sys, time
     from lecode_memctl.core.pools import in_order
 
     PARENT = os.getpid()
-
-    def torn_result():
-        # the start of a result message (a header for 1 MiB, ten bytes of
-        # it) on the pool's result pipe, then death
-        frame = sys._getframe(1)
-        while frame is not None and "result_queue" not in frame.f_locals:
-            frame = frame.f_back
-        q = frame.f_locals["result_queue"]
-        os.write(q._writer.fileno(), struct.pack("!i", 1 << 20) + b"x" * 10)
-        os._exit(1)
 
     def square(x):
         if os.getpid() != PARENT and (x == 3 or x == 5 and "two" in sys.argv[1]):
@@ -43,7 +35,7 @@ CHILD = textwrap.dedent("""
                 if "killed" in sys.argv[1]:
                     os.kill(os.getpid(), signal.SIGKILL)
                 elif "torn" in sys.argv[1]:
-                    torn_result()
+                    torn()
         if "two" in sys.argv[1]:
             time.sleep(0.05)            # (item 5 not begun when 3's worker dies)
         if x == 7 and sys.argv[1] == "error":
@@ -102,8 +94,8 @@ def test_in_order_raises_the_error_of_a_task(tmp_path, how, said):
 
 # memctl itself, a worker of its pool killed by a signal (as the OOM killer
 # does) on its first task, or while it writes its first result
-WRAP = textwrap.dedent("""
-    import os, signal, struct, sys
+WRAP = TORN + textwrap.dedent("""
+    import os, signal, sys
     from lecode_memctl.core import secrets
     from lecode_memctl.core.audit import transcripts
 
@@ -113,12 +105,7 @@ WRAP = textwrap.dedent("""
     def die():
         if HOW == "killed":
             os.kill(os.getpid(), signal.SIGKILL)
-        frame = sys._getframe(1)
-        while frame is not None and "result_queue" not in frame.f_locals:
-            frame = frame.f_back
-        os.write(frame.f_locals["result_queue"]._writer.fileno(),
-                 struct.pack("!i", 1 << 20) + b"x" * 10)
-        os._exit(1)
+        torn()
 
     def dies_once():
         # in a worker, at its first task of all (a file says it is done)

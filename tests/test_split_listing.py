@@ -635,3 +635,24 @@ def test_a_tail_comes_from_the_child_or_not_at_all(store, forks):
     everyone = [orjson.loads(line)["fact_id"] for line in out.splitlines()]
     assert seen + orjson.loads(taken[0]) == everyone
     assert seen and orjson.loads(taken[0])
+
+
+@pytest.mark.parametrize("argv", [("--query", "e"), ("--query", "NO SUCH TEXT"),
+                                  ("--since", "2000-01-01", "--status", "hidden"),
+                                  ("--until", "2000-01-01"),
+                                  ("--query", "a", "--offset", "2", "--limit", "4"),
+                                  ("--query", "a", "--all")])
+def test_filtered_listings_are_made_by_two_processes_alike(store, monkeypatch, argv):
+    """--query, --since and --until (2026-12-06): a filtered listing of a
+    large store takes the listing's own path, split in two processes (it
+    made every fact a Fact object, then its row, in one process: 2.8 s
+    against 1.0 s for the whole store unfiltered at 100,000 facts), with
+    the filter given the same Fact; every format prints what one process
+    prints, on a damaged store too."""
+    store_sql(store, *DAMAGE)
+    pids = counting(monkeypatch)
+    one, two = _both(store, monkeypatch, *argv)
+    assert two == one
+    assert all(code == 0 for _fmt, code, _out in one), one
+    if "--offset" not in argv:
+        assert len(pids) == 5, pids     # (every format, a child each)

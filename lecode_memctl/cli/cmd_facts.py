@@ -322,7 +322,8 @@ def facts(
                 return itertools.islice(stream(), start, stop)
 
             body = upto(end)
-            whole = start == 0 and end is None and where is None and fs.exists
+            # (every fact from the first, or every one a filter keeps)
+            whole = start == 0 and end is None and fs.exists
             if fmt_name == "json":
                 total = None if filtered or not fs.exists else (
                     fs.count() if session is None else len(fs.ids_with_evidence_in(session)))
@@ -353,7 +354,7 @@ def facts(
                     emit_json_document(
                         head, "facts", iter_fact_lines(
                             fs, sessions, lambda r: dumps(r) + ELEMENT_END, session_id=session,
-                            keep=keep, parallel=True),
+                            where=where, keep=keep, parallel=True),
                         lambda: {"next_offset": None, "learning": learning},
                         {"next_offset": None, "learning": None}, encoded=True)
                     return
@@ -370,7 +371,7 @@ def facts(
                     with Stream() as write:
                         for piece in iter_fact_lines(
                                 fs, sessions, lambda r: dumps(r) + b"\n", session_id=session,
-                                keep=keep, parallel=True):
+                                where=where, keep=keep, parallel=True):
                             write(piece)
                     return
                 emit_jsonl(body)
@@ -379,7 +380,8 @@ def facts(
                 if whole:
                     # the same: each process writes the lines of its own part
                     emit_csv_lines(iter_fact_lines(fs, sessions, csv_line(FACT.names, fmt_name),
-                                                   session_id=session, keep=keep, parallel=True),
+                                                   session_id=session, where=where, keep=keep,
+                                                   parallel=True),
                                    FACT.names, fmt_name)
                     return
                 emit_csv(body, FACT.names, fmt_name)
@@ -409,8 +411,8 @@ def facts(
                     return hold_bytes(shown)
 
                 printed = emit_held_table(
-                    iter_fact_lines(fs, sessions, held_cells, session_id=session, keep=keep,
-                                    parallel=True, tail=(stats.state, stats.merge),
+                    iter_fact_lines(fs, sessions, held_cells, session_id=session, where=where,
+                                    keep=keep, parallel=True, tail=(stats.state, stats.merge),
                                     lines=False),
                     FACTS_COLUMNS, stats, held_all=learned, none_if_empty=True)
                 rows = []

@@ -176,8 +176,8 @@ def iter_fact_rows(facts: FactStore, sessions: SessionReader, *,
     the Fact and Revision objects, so its status, reason and detail are
     those of the one-fact path (tests/test_engine.py compares the two).
 
-    ``parallel``: a whole-store listing (no ``session_id``, no ``where``)
-    of a large store may fork a child process to make part of the rows
+    ``parallel``: a whole-store listing (no ``session_id``) of a large
+    store may fork a child process to make part of the rows
     (:mod:`~lecode_memctl.core.split`); the rows and their order are the
     same.  Off by default: a program that imports this may not want to be
     forked."""
@@ -222,31 +222,25 @@ def iter_fact_page(facts: FactStore, sessions: SessionReader, start: int, stop: 
 def _rows(facts: FactStore, sessions: SessionReader, session_id: str | None,
           where: Callable[[Fact], bool] | None, *, record: bool,
           parallel: bool = False) -> Iterator[dict[str, Any]]:
-    from .rowmodel import FACT
-
-    if where is not None:
-        for fact, revs, statuses in evaluate_facts(facts, sessions, session_id=session_id):
-            if where(fact):
-                row = fact_row(fact, revs, statuses)
-                yield FACT.record(row) if record else row
-        return
     if not parallel or session_id is not None:
-        yield from _listing_rows(facts, sessions, session_id, record)
+        yield from _listing_rows(facts, sessions, session_id, record, where=where)
         return
     # (the child's rows come back pickled: every stored value as it was)
     import pickle
 
-    yield from in_two(facts, lambda p: _listing_rows(facts, sessions, None, record, p),
+    yield from in_two(facts, lambda p: _listing_rows(facts, sessions, None, record, p, where),
                       pickle.dumps, pickles_written)
 
 
 def iter_fact_lines(facts: FactStore, sessions: SessionReader, encode: Callable[[Any], bytes],
                     *, session_id: str | None = None,
+                    where: Callable[[Fact], bool] | None = None,
                     keep: Callable[[dict[str, Any]], bool] | None = None,
                     parallel: bool = False, record: bool = True,
                     tail: Tail | None = None, lines: bool = True) -> Iterator[bytes]:
-    """The records :func:`iter_fact_records` gives (those for which ``keep``
-    holds), each encoded by ``encode`` (one line of JSON, say): pieces of
+    """The records :func:`iter_fact_records` gives (of the facts for which
+    ``where`` holds, the records for which ``keep`` holds), each encoded by
+    ``encode`` (one line of JSON, say): pieces of
     the output, each one or more encoded records, in order.  With
     ``parallel``, the child's part of a split listing (:mod:`~lecode_memctl.core.split`)
     comes as the bytes it wrote, never decoded here, in pieces of about 1
@@ -256,7 +250,7 @@ def iter_fact_lines(facts: FactStore, sessions: SessionReader, encode: Callable[
     back what its ``encode`` gathered there.  Without ``record``, the rows
     :func:`iter_fact_rows` gives instead."""
     def part(p: Part | None = None) -> Iterator[bytes]:
-        for row in _listing_rows(facts, sessions, session_id, record, p):
+        for row in _listing_rows(facts, sessions, session_id, record, p, where):
             if keep is None or keep(row):
                 yield encode(row)
 
@@ -267,10 +261,11 @@ def iter_fact_lines(facts: FactStore, sessions: SessionReader, encode: Callable[
 
 
 def _listing_rows(facts: FactStore, sessions: SessionReader, session_id: str | None,
-                  record: bool, part: Part | Window | None = None
-                  ) -> Iterator[dict[str, Any]]:
+                  record: bool, part: Part | Window | None = None,
+                  where: Callable[[Fact], bool] | None = None) -> Iterator[dict[str, Any]]:
     """:func:`_rows` of every fact (with evidence in ``session_id``; of
-    ``part`` of the ids), no filter."""
+    ``part`` of the ids) for which ``where`` holds (given the Fact
+    :meth:`~lecode_memctl.core.facts.FactStore.iter_fact_revisions` gives)."""
     from .rowmodel import FACT
 
     with facts.one_state() as state:    # (the listing reads what was evaluated)
@@ -278,11 +273,17 @@ def _listing_rows(facts: FactStore, sessions: SessionReader, session_id: str | N
         statuses = _evaluate_sources(state, sessions, session_id, "durable", part)
         by_values = statuses.by_values
         for group in listing.groups(bare=True):
+            made = None
+            if where is not None:
+                made = fact_from_group(group)
+                if not where(made[0]):
+                    state.check_open()
+                    continue
             plain = _plain_row(group, by_values, record)
             if plain is not None:
                 yield plain
             else:
-                fact, revs = fact_from_group(group)
+                fact, revs = made or fact_from_group(group)
                 row = fact_row(fact, revs, statuses)
                 yield FACT.record(row) if record else row
             state.check_open()      # (closed meanwhile: no row read ahead is given)

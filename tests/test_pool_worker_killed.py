@@ -3,8 +3,9 @@ a ``kill -9`` of that process alone) broke the pool: ``memctl validate
 --deep`` and ``memctl secrets`` ended with "internal error:
 BrokenProcessPool" (exit 70, "a bug in memctl"); killed while it wrote a
 result, the command waited for ever.  ``pools.in_order`` now ends the
-pool and does the work it did not give in this process: the same output,
-the same exit status, only later."""
+pool and runs the work it did not give again, in new workers: the same
+output, the same exit status, only later; a task that kills its worker
+each time is an error (exit 70), never memctl's own death."""
 
 from __future__ import annotations
 
@@ -180,3 +181,78 @@ def test_memctl_survives_a_killed_worker(tmp_path, how, command):
     assert got.returncode == undisturbed.returncode == (0 if command[0] == "validate" else 1)
     assert _same(got.stdout) == _same(undisturbed.stdout)
     assert len(_same(got.stdout)["findings"]) == 12 + 2 * (command[0] == "validate")
+
+
+RERUN_BROKEN_WHILE_SUBMITTED = textwrap.dedent("""
+    import concurrent.futures.process as process, multiprocessing, os, signal, sys, time
+    from lecode_memctl.core.pools import in_order
+
+    PARENT, LOG = os.getpid(), sys.argv[1]
+    real = process.ProcessPoolExecutor.submit
+
+    def submit(self, fn, x):
+        out = real(self, fn, x)
+        time.sleep(0.02)            # (this process descheduled after each submit)
+        return out
+
+    process.ProcessPoolExecutor.submit = submit
+
+    def task(x):
+        if os.getpid() != PARENT:
+            with open(LOG, "a") as fh:
+                fh.write(f"{x} ")
+            runs = open(LOG).read().split().count(str(x))
+            if x == 0 and runs == 1:
+                time.sleep(0.3)                     # the first pool: late
+                os.kill(os.getpid(), signal.SIGKILL)
+            if x == 0 and runs == 2:
+                os.kill(os.getpid(), signal.SIGKILL)    # the second: at once
+        time.sleep(0.4)             # (1 to 5 not made when 0's worker dies)
+        return x
+
+    got = list(in_order(task, range(8), 2, multiprocessing.get_context("fork"), ahead=6))
+    print(got == list(range(8)), got, flush=True)
+""")
+
+
+def test_a_second_pool_broken_while_its_tasks_are_submitted_loses_none(tmp_path):
+    """(a review of the third in_order: the pool that runs a broken pool's
+    lost tasks again broke while it was still being given them, and those
+    not yet given were lost, without a word: 8 runs in 20 lost results)"""
+    r = subprocess.run([sys.executable, "-c", RERUN_BROKEN_WHILE_SUBMITTED,
+                        str(tmp_path / "runs")], capture_output=True, text=True, timeout=120)
+    assert (r.returncode, r.stderr) == (0, "")
+    assert r.stdout.startswith("True "), r.stdout
+
+
+THREE_KILLS = textwrap.dedent("""
+    import multiprocessing, os, signal, sys, time
+    from lecode_memctl.core.pools import in_order
+
+    PARENT, LOG = os.getpid(), sys.argv[1]
+
+    def task(x):
+        if os.getpid() != PARENT:
+            with open(LOG, "a") as fh:
+                fh.write(f"{x} ")
+            runs = open(LOG).read().split().count(str(x))
+            if (x, runs) in ((0, 1), (1, 2), (5, 1)):   # three kills, of three tasks
+                time.sleep(0.1)
+                os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(0.3)
+        return x
+
+    got = list(in_order(task, range(10), 2, multiprocessing.get_context("fork"), ahead=6))
+    print(got == list(range(10)), got, flush=True)
+""")
+
+
+@pytest.mark.heavy
+def test_three_kills_of_three_tasks_blame_none(tmp_path):
+    """(a review of the third in_order: every task the second pool lost ran
+    alone, those only queued too, and one killed once there was taken for
+    the cause; now only those the pool may have given a worker run alone)"""
+    r = subprocess.run([sys.executable, "-c", THREE_KILLS, str(tmp_path / "runs")],
+                       capture_output=True, text=True, timeout=120)
+    assert (r.returncode, r.stderr) == (0, "")
+    assert r.stdout.startswith("True "), (r.stdout, (tmp_path / "runs").read_text())

@@ -53,24 +53,37 @@ def in_order(fn: Callable[[T], R], items: Iterable[T], workers: int, ctx: Any, *
     items whose results were not given yet (those the pool had made are
     kept) run again in a new pool, then another takes the items after
     them: the same results, only later.  Which of the items a dead worker
-    was running is not known: those lost a second time run again one at a
-    time, each alone in a worker, and one whose worker dies then too is the
-    cause (a crash in C code, more memory than the machine has):
+    was running is not known: those lost a second time that the pool may
+    have given a worker run again one at a time, each alone in a worker
+    (the others go back to a pool), and one whose worker dies then too is
+    the cause (a crash in C code, more memory than the machine has):
     BrokenProcessPool, never this process's own death running it.  A worker
     killed while it wrote a result leaves CPython's pool waiting for the
     rest of it for ever, never broken: a wait for a result looks every
     :data:`POLL_SECONDS` whether a worker has ended, and takes that as the
     same break."""
+    import itertools
     from concurrent.futures.process import BrokenProcessPool
 
-    it = iter(items)
+    it: Iterator[Any] = iter(items)
     while True:
         lost = yield from _pooled(fn, it, workers, ctx, ahead)
         if lost is None:
             return
         again = yield from _pooled(fn, iter(lost), workers, ctx, len(lost))
-        for entry in again or ():
+        if again is None:
+            continue
+        # Lost twice: only the first tasks not made may have reached a worker
+        # (CPython hands them out in order: one per worker running, and at
+        # most workers + EXTRA_QUEUED_CALLS waiting in the call queue); each
+        # of those runs alone, the others go back to a pool with the rest.
+        reached = 2 * workers + _extra_queued()
+        for k, entry in enumerate(again):
             if entry.got is None:
+                if reached <= 0:
+                    it = itertools.chain(again[k:], it)
+                    break
+                reached -= 1
                 alone = yield from _pooled(fn, iter((entry,)), 1, ctx, 1)
                 if alone is not None and alone[0].got is None:
                     # (the pool's own error, as the cause: with MEMCTL_DEBUG=1 the
@@ -83,6 +96,14 @@ def in_order(fn: Callable[[T], R], items: Iterable[T], workers: int, ctx: Any, *
                     continue
                 entry = alone[0]
             yield entry.given()
+
+
+def _extra_queued() -> int:
+    """The tasks CPython's pool queues for its workers beyond one each."""
+    from concurrent.futures import process
+
+    extra = getattr(process, "EXTRA_QUEUED_CALLS", 1)
+    return extra if type(extra) is int and extra >= 0 else 1
 
 
 # a result of the pool: (True, value) or (False, the error fn raised); None
@@ -132,9 +153,11 @@ def _pooled(fn: Callable[[T], R], it: Iterator[Any], workers: int, ctx: Any, ahe
                 return pool.submit(fn, x)
 
             try:
-                for x in itertools.islice(it, max(1, ahead)):
-                    pending.append((x, None))
-                    pending[-1] = (x, submit(x))
+                # (every item taken is in pending before any is submitted:
+                # a submit that finds the pool broken leaves none unrecorded)
+                pending.extend((x, None) for x in itertools.islice(it, max(1, ahead)))
+                for i in range(len(pending)):
+                    pending[i] = (pending[i][0], submit(pending[i][0]))
                 while pending:
                     x, fut = pending[0]
                     done.append(x.given() if fut is None else _result(pool, fut))

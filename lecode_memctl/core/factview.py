@@ -179,7 +179,11 @@ def iter_fact_rows(facts: FactStore, sessions: SessionReader, *,
     ``parallel``: a whole-store listing (no ``session_id``) of a large
     store may fork a child process to make part of the rows
     (:mod:`~lecode_memctl.core.split`); the rows and their order are the
-    same.  Off by default: a program that imports this may not want to be
+    same, but ``where`` is then called in that child for its part's facts
+    (what it changes or prints there is not seen here: a filter with no
+    other effect, as memctl's own), and a damaged database may give more
+    rows before its error (each process stops at its own first damaged
+    row).  Off by default: a program that imports this may not want to be
     forked."""
     return _rows(facts, sessions, session_id, where, record=False, parallel=parallel)
 

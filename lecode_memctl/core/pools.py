@@ -55,9 +55,11 @@ def in_order(fn: Callable[[T], R], items: Iterable[T], workers: int, ctx: Any, *
     them: the same results, only later.  Which of the items a dead worker
     was running is not known: those lost a second time that the pool may
     have given a worker run again one at a time, each alone in a worker
-    (the others go back to a pool), and one whose worker dies then too is
-    the cause (a crash in C code, more memory than the machine has):
-    BrokenProcessPool, never this process's own death running it.  A worker
+    (the others go back to a pool), and one whose worker dies twice so,
+    alone, is the cause (a crash in C code, more memory than the machine
+    has): BrokenProcessPool, never this process's own death running it.
+    (A task lost with the others' workers twice and killed once from
+    outside when alone is run alone once more.)  A worker
     killed while it wrote a result leaves CPython's pool waiting for the
     rest of it for ever, never broken: a wait for a result looks every
     :data:`POLL_SECONDS` whether a worker has ended, and takes that as the
@@ -70,9 +72,11 @@ def in_order(fn: Callable[[T], R], items: Iterable[T], workers: int, ctx: Any, *
         lost = yield from _pooled(fn, it, workers, ctx, ahead)
         if lost is None:
             return
-        again = yield from _pooled(fn, iter(lost), workers, ctx, len(lost))
+        rest = iter(lost)
+        again = yield from _pooled(fn, rest, workers, ctx, len(lost))
         if again is None:
             continue
+        again.extend(rest)      # (those it was not yet given when it broke)
         # Lost twice: only the first tasks not made may have reached a worker
         # (CPython hands them out in order: one per worker running, and at
         # most workers + EXTRA_QUEUED_CALLS waiting in the call queue); each
@@ -86,11 +90,15 @@ def in_order(fn: Callable[[T], R], items: Iterable[T], workers: int, ctx: Any, *
                 reached -= 1
                 alone = yield from _pooled(fn, iter((entry,)), 1, ctx, 1)
                 if alone is not None and alone[0].got is None:
+                    # lost alone once (a kill from outside, as it was lost
+                    # with others' workers twice): alone again
+                    alone = yield from _pooled(fn, iter(alone), 1, ctx, 1)
+                if alone is not None and alone[0].got is None:
                     # (the pool's own error, as the cause: with MEMCTL_DEBUG=1 the
                     # traceback shows it, and what broke the pool where it says)
                     raise BrokenProcessPool(
-                        "a worker process ended abruptly each time it ran the same task, the "
-                        "third time alone (killed by a signal: the out-of-memory killer, say)"
+                        "a worker process ended abruptly each time it ran the same task, "
+                        "twice alone (killed by a signal: the out-of-memory killer, say)"
                     ) from alone[0].why
                 if alone is None:
                     continue
@@ -153,11 +161,12 @@ def _pooled(fn: Callable[[T], R], it: Iterator[Any], workers: int, ctx: Any, ahe
                 return pool.submit(fn, x)
 
             try:
-                # (every item taken is in pending before any is submitted:
-                # a submit that finds the pool broken leaves none unrecorded)
-                pending.extend((x, None) for x in itertools.islice(it, max(1, ahead)))
-                for i in range(len(pending)):
-                    pending[i] = (pending[i][0], submit(pending[i][0]))
+                # (each item taken is in pending before it is submitted: a
+                # submit that finds the pool broken leaves it recorded, and
+                # those not taken are still the caller's, in ``it``)
+                for x in itertools.islice(it, max(1, ahead)):
+                    pending.append((x, None))
+                    pending[-1] = (x, submit(x))
                 while pending:
                     x, fut = pending[0]
                     done.append(x.given() if fut is None else _result(pool, fut))

@@ -289,3 +289,30 @@ def test_a_task_lost_with_others_and_killed_once_alone_is_not_blamed(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert (r.returncode, r.stderr) == (0, "")
     assert r.stdout.startswith("True "), (r.stdout, (tmp_path / "runs").read_text())
+
+
+ITEMS_FAIL = textwrap.dedent("""
+    import multiprocessing
+    from lecode_memctl.core.pools import in_order
+
+    def items():
+        yield from range(5)
+        raise OSError("the sixth item cannot be made")
+
+    got = []
+    try:
+        for r in in_order(abs, items(), 2, multiprocessing.get_context("fork"), ahead=8):
+            got.append(r)
+    except OSError as exc:
+        print(got, exc, flush=True)
+""")
+
+
+def test_an_error_of_the_items_comes_after_the_results_before_it():
+    """(a review: an error raised while the items were taken came before
+    the results of those taken before it; a loop over them gives those
+    results first, as run_jobs' one-process path does)"""
+    r = subprocess.run([sys.executable, "-c", ITEMS_FAIL], capture_output=True, text=True,
+                       timeout=60)
+    assert (r.returncode, r.stdout, r.stderr) == (
+        0, "[0, 1, 2, 3, 4] the sixth item cannot be made\n", "")

@@ -67,24 +67,29 @@ def in_order(fn: Callable[[T], R], items: Iterable[T], workers: int, ctx: Any, *
     import itertools
     from concurrent.futures.process import BrokenProcessPool
 
-    it: Iterator[Any] = iter(items)
+    source = _Items(items)
+    it: Iterator[Any] = source
     while True:
         lost = yield from _pooled(fn, it, workers, ctx, ahead)
         if lost is None:
+            if source.error is not None:
+                raise source.error      # (after the results of the items before it)
             return
         rest = iter(lost)
         again = yield from _pooled(fn, rest, workers, ctx, len(lost))
         if again is None:
             continue
+        given = len(again)
         again.extend(rest)      # (those it was not yet given when it broke)
         # Lost twice: only the first tasks not made may have reached a worker
         # (CPython hands them out in order: one per worker running, and at
         # most workers + EXTRA_QUEUED_CALLS waiting in the call queue); each
-        # of those runs alone, the others go back to a pool with the rest.
+        # of those runs alone, the others go back to a pool with the rest,
+        # as do those the second pool was never given (lost once only).
         reached = 2 * workers + _extra_queued()
         for k, entry in enumerate(again):
             if entry.got is None:
-                if reached <= 0:
+                if reached <= 0 or k >= given > 0:
                     it = itertools.chain(again[k:], it)
                     break
                 reached -= 1
@@ -112,6 +117,30 @@ def _extra_queued() -> int:
 
     extra = getattr(process, "EXTRA_QUEUED_CALLS", 1)
     return extra if type(extra) is int and extra >= 0 else 1
+
+
+class _Items:
+    """An iterator of ``items`` that stops at an error of theirs (an
+    Exception), kept in ``error``: :func:`in_order` raises it once the
+    results of the items before it are given, as a loop over them would."""
+
+    def __init__(self, items: Iterable[Any]) -> None:
+        self._it = iter(items)
+        self.error: Exception | None = None
+
+    def __iter__(self) -> _Items:
+        return self
+
+    def __next__(self) -> Any:
+        if self.error is not None:
+            raise StopIteration
+        try:
+            return next(self._it)
+        except StopIteration:
+            raise
+        except Exception as exc:   # noqa: BLE001 - raised by in_order, in its place
+            self.error = exc
+            raise StopIteration from None
 
 
 # a result of the pool: (True, value) or (False, the error fn raised); None

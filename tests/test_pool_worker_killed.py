@@ -9,6 +9,7 @@ each time is an error (exit 70), never memctl's own death."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -225,21 +226,23 @@ def test_a_second_pool_broken_while_its_tasks_are_submitted_loses_none(tmp_path)
     assert r.stdout.startswith("True "), r.stdout
 
 
-THREE_KILLS = textwrap.dedent("""
-    import multiprocessing, os, signal, sys, time
+KILLED_AT = textwrap.dedent("""
+    import json, multiprocessing, os, signal, sys, time
     from lecode_memctl.core.pools import in_order
 
     PARENT, LOG = os.getpid(), sys.argv[1]
+    KILLS = {tuple(k) for k in json.loads(sys.argv[2])}    # (task, its run) killed
+    SLOW = {int(k): v for k, v in json.loads(sys.argv[3]).items()}
 
     def task(x):
         if os.getpid() != PARENT:
             with open(LOG, "a") as fh:
                 fh.write(f"{x} ")
             runs = open(LOG).read().split().count(str(x))
-            if (x, runs) in ((0, 1), (1, 2), (5, 1)):   # three kills, of three tasks
+            if (x, runs) in KILLS:
                 time.sleep(0.1)
                 os.kill(os.getpid(), signal.SIGKILL)
-        time.sleep(0.3)
+            time.sleep(SLOW.get(x, 0.3))
         return x
 
     got = list(in_order(task, range(10), 2, multiprocessing.get_context("fork"), ahead=6))
@@ -248,44 +251,19 @@ THREE_KILLS = textwrap.dedent("""
 
 
 @pytest.mark.heavy
-def test_three_kills_of_three_tasks_blame_none(tmp_path):
-    """(a review of the third in_order: every task the second pool lost ran
-    alone, those only queued too, and one killed once there was taken for
-    the cause; now only those the pool may have given a worker run alone)"""
-    r = subprocess.run([sys.executable, "-c", THREE_KILLS, str(tmp_path / "runs")],
-                       capture_output=True, text=True, timeout=120)
-    assert (r.returncode, r.stderr) == (0, "")
-    assert r.stdout.startswith("True "), (r.stdout, (tmp_path / "runs").read_text())
-
-
-COLLATERAL = textwrap.dedent("""
-    import multiprocessing, os, signal, sys, time
-    from lecode_memctl.core.pools import in_order
-
-    PARENT, LOG = os.getpid(), sys.argv[1]
-
-    def task(x):
-        if os.getpid() != PARENT:
-            with open(LOG, "a") as fh:
-                fh.write(f"{x} ")
-            runs = open(LOG).read().split().count(str(x))
-            if (x, runs) in ((1, 1), (2, 1), (0, 3)):   # one kill each, of three tasks
-                time.sleep(0.1)
-                os.kill(os.getpid(), signal.SIGKILL)
-            time.sleep(1.0 if x == 0 else 0.3)          # 0 lost with 1's and 2's workers
-        return x
-
-    got = list(in_order(task, range(10), 2, multiprocessing.get_context("fork"), ahead=6))
-    print(got == list(range(10)), got, flush=True)
-""")
-
-
-@pytest.mark.heavy
-def test_a_task_lost_with_others_and_killed_once_alone_is_not_blamed(tmp_path):
-    """(a review of the fourth in_order: task 0, slow, was lost with the
-    workers killed at tasks 1 and 2, then killed once in its run alone, and
-    taken for the cause; a task is the cause once it dies alone twice)"""
-    r = subprocess.run([sys.executable, "-c", COLLATERAL, str(tmp_path / "runs")],
+@pytest.mark.parametrize("kills, slow", [
+    # (a review of the third in_order: every task the second pool lost ran
+    # alone, those only queued too, and task 5, killed once there, was taken
+    # for the cause; now only those the pool may have given a worker run alone)
+    ([[0, 1], [1, 2], [5, 1]], {}),
+    # (a review of the fourth: task 0, slow, was lost with the workers killed
+    # at tasks 1 and 2, then killed once in its run alone, and taken for the
+    # cause; a task is the cause once it dies alone twice)
+    ([[1, 1], [2, 1], [0, 3]], {"0": 1.0}),
+])
+def test_three_kills_of_three_tasks_blame_none(tmp_path, kills, slow):
+    r = subprocess.run([sys.executable, "-c", KILLED_AT, str(tmp_path / "runs"),
+                        json.dumps(kills), json.dumps(slow)],
                        capture_output=True, text=True, timeout=120)
     assert (r.returncode, r.stderr) == (0, "")
     assert r.stdout.startswith("True "), (r.stdout, (tmp_path / "runs").read_text())

@@ -135,8 +135,9 @@ WRAP = TORN + textwrap.dedent("""
 
 
 def _store(tmp_path):
-    """A store of 12 transcripts of 1 MiB, each with a credential: enough
-    for a pool (audit.run.worth_a_pool, secrets._worth_a_pool)."""
+    """A store of 12 transcripts of 100 KB, each with a credential: enough
+    for a pool (audit.run.worth_a_pool: 8 transcripts with --deep;
+    secrets._worth_a_pool: 1 MiB)."""
     from lecode_memctl.core.layout import store_at
 
     store = store_at(tmp_path / "store")
@@ -147,8 +148,8 @@ def _store(tmp_path):
         lines = [{"seq": 0, "type": "session", "format": 1, "session_id": sid,
                   "project": store.slug, "created": "2026-01-01T00:00:00Z"}]
         lines += [{"seq": i, "type": "message", "role": "user", "content": f"{pad} {i}"}
-                  for i in range(1, 5000)]
-        lines.append({"seq": 5000, "type": "message", "role": "user",
+                  for i in range(1, 500)]
+        lines.append({"seq": 500, "type": "message", "role": "user",
                       "content": f"aws_access_key_id = AKIA{s:02d}ABCDEFGHIJKLMN"})
         (store.sessions_dir / f"{sid}.jsonl").write_bytes(
             b"".join(orjson.dumps(r) + b"\n" for r in lines))

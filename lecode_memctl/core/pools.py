@@ -304,15 +304,15 @@ def _end_workers(pool: ProcessPoolExecutor) -> None:
     that nobody will read gets a broken pipe).  One waiting for the rest of
     a result that a worker died while writing never would: this process
     holds a copy of the result pipe's write end, so the read never ends
-    (the command waited for ever, as the shutdown joins that thread); after
-    a second, that copy is closed, and the read gets the end of the file.
+    (the command waited for ever, as the shutdown joins that thread).  That
+    copy, which nothing here writes to and no other thread closes, is
+    closed once the workers are gone: the read gets the end of the file.
     Nothing else is closed here: the manager thread closes the call queue's
     reader as it ends, and two threads closing one pipe close a descriptor
     twice (the second time, whatever file has its number by then)."""
     procs = dict(getattr(pool, "_processes", None) or {})
-    # (taken now: the shutdown lets go of them)
+    # (taken now: the shutdown lets go of it)
     writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
-    manager = getattr(pool, "_executor_manager_thread", None)
     pool.shutdown(wait=False, cancel_futures=True)
     for proc in procs.values():
         with contextlib.suppress(Exception):     # (ended meanwhile, or never started)
@@ -326,10 +326,8 @@ def _end_workers(pool: ProcessPoolExecutor) -> None:
                 proc.join(1)
     if any(_alive(proc) for proc in procs.values()):
         return      # (a worker that outlived SIGKILL may still read or write)
-    with contextlib.suppress(Exception):
-        if manager is not None:
-            manager.join(1)
-        if writer is not None and (manager is None or manager.is_alive()):
+    if writer is not None:
+        with contextlib.suppress(Exception):
             writer.close()
 
 

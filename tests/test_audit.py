@@ -760,6 +760,38 @@ def test_a_failing_job_comes_after_the_results_before_it(tmp_path, monkeypatch, 
     assert list(transcripts.run_jobs([], parallel=parallel)) == []
 
 
+@pytest.mark.parametrize("parallel", [False, True])
+@pytest.mark.parametrize("made", [10, 45])
+def test_an_error_making_the_jobs_comes_after_the_results_before_it(tmp_path, monkeypatch,
+                                                                     parallel, made):
+    """The jobs are made as they are taken (a store read can fail there):
+    the results of those made before the error come first, then the error,
+    in the pool as in one process (a review: the pool gave none of the
+    unfinished batch's, nor, before in_order, of the batches before it)."""
+    from lecode_memctl.core.audit import transcripts
+
+    monkeypatch.setattr(transcripts, "_session_job", _job_of)
+
+    def jobs():
+        for i in range(made):
+            yield (str(tmp_path / f"s{i}.jsonl"), f"s{i}", "slug", False, [], frozenset(), 0, 0.0)
+        raise OSError("the next job's references cannot be read")
+
+    got = []
+    with pytest.raises(OSError, match="next job"):
+        for sc in transcripts.run_jobs(jobs(), parallel=parallel):
+            got.append(sc.bytes_read)
+    assert got == list(range(made))
+
+
+def _job_of(path, sid, *rest):
+    from lecode_memctl.core.audit.transcripts import _Scan
+
+    sc = _Scan()
+    sc.bytes_read = int(sid[1:])
+    return sc
+
+
 def _job_failing_at_two(path, sid, *rest):
     from lecode_memctl.core.audit.transcripts import _Scan
 

@@ -126,20 +126,22 @@ class _Items:
 
     def __init__(self, items: Iterable[Any]) -> None:
         self._it = iter(items)
+        self._ended = False     # (an iterator that gives items again after its end: not read)
         self.error: Exception | None = None
 
     def __iter__(self) -> _Items:
         return self
 
     def __next__(self) -> Any:
-        if self.error is not None:
+        if self._ended:
             raise StopIteration
         try:
             return next(self._it)
         except StopIteration:
+            self._ended = True
             raise
         except Exception as exc:   # noqa: BLE001 - raised by in_order, in its place
-            self.error = exc
+            self._ended, self.error = True, exc
             raise StopIteration from None
 
 

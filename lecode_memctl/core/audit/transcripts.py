@@ -240,10 +240,21 @@ def _batches(jobs: Iterable[tuple[Any, ...]]) -> Iterator[list[tuple[Any, ...]]]
     """Consecutive jobs in batches of at most :data:`BATCH_JOBS` jobs, closed
     once they read :data:`BATCH_BYTES` (a job's size: its transcript's, by
     ``os.stat`` of its path, the job's first field; 0 when that fails) or
-    hold :data:`BATCH_REFS` references (its fifth field, ``need``)."""
+    hold :data:`BATCH_REFS` references (its fifth field, ``need``).  An
+    error of ``jobs`` (a store read that fails as a job is made) comes
+    after the batch of the jobs before it, as one process runs them."""
     batch: list[tuple[Any, ...]] = []
     size = refs = 0
-    for j in jobs:
+    it = iter(jobs)
+    while True:
+        try:
+            j = next(it)
+        except StopIteration:
+            break
+        except Exception:
+            if batch:
+                yield batch     # (run, then the error: in_order keeps it for after)
+            raise
         batch.append(j)
         refs += len(j[4])
         try:

@@ -45,8 +45,8 @@ def in_order(fn: Callable[[T], R], items: Iterable[T], workers: int, ctx: Any, *
     """``fn(item)`` of each item, in order, computed by a pool of ``workers``
     processes (:func:`process_pool`; ``ctx``: a multiprocessing context),
     each given as soon as it and those before it are done.  Items are taken
-    from ``items`` as they are needed: at most ``ahead`` are submitted and
-    not yet given.  An error ``fn`` raises is raised here, in its place.
+    from ``items`` as they are needed: at most ``ahead`` besides the one
+    awaited are submitted and not yet given.  An error ``fn`` raises is raised here, in its place.
 
     A worker that dies (killed by the out-of-memory killer, or by a signal
     sent to it alone) breaks the pool: the workers left are ended, and the
@@ -200,11 +200,13 @@ def _pooled(fn: Callable[[T], R], it: Iterator[Any], workers: int, ctx: Any, ahe
                     pending[-1] = (x, submit(x))
                 while pending:
                     x, fut = pending[0]
+                    # (the next item submitted before the wait: the workers
+                    # keep ``ahead`` tasks besides the one waited for)
+                    for y in itertools.islice(it, 1):
+                        pending.append((y, None))
+                        pending[-1] = (y, submit(y))
                     done.append(x.given() if fut is None else _result(pool, fut))
                     pending.popleft()
-                    for x in itertools.islice(it, 1):
-                        pending.append((x, None))
-                        pending[-1] = (x, submit(x))
                     yield done.pop()
             except BrokenProcessPool:
                 raise _PoolLost from None

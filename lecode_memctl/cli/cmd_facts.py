@@ -240,7 +240,6 @@ def facts(
         emit_held_table,
         emit_json_document,
         emit_jsonl,
-        hold_bytes,
         plain_table_out,
         render_records,
         stop_after,
@@ -404,14 +403,9 @@ def facts(
                 # (the child's are never decoded here until they are written)
                 stats = PlainStats(FACTS_COLUMNS)
                 cells = table_cells(FACTS_COLUMNS)
-
-                def held_cells(row: dict[str, Any]) -> bytes:
-                    shown = cells(_row_for_table(row))
-                    stats.add(shown)
-                    return hold_bytes(shown)
-
                 printed = emit_held_table(
-                    iter_fact_lines(fs, sessions, held_cells, session_id=session, where=where,
+                    iter_fact_lines(fs, sessions, lambda r: stats.held(cells(_row_for_table(r))),
+                                    session_id=session, where=where,
                                     keep=keep, parallel=True, tail=(stats.state, stats.merge),
                                     lines=False),
                     FACTS_COLUMNS, stats, held_all=learned, none_if_empty=True)

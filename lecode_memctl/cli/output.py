@@ -948,13 +948,7 @@ def render_rows(rows: Iterable[Mapping[str, Any]], columns: Sequence[str], fmt: 
         return
     if fmt == "table" and TABLE_HELD_IN_MEMORY is not None and heads:
         stats = PlainStats(heads)
-
-        def held_cells() -> Iterator[bytes]:
-            for row in cells:
-                stats.add(row)
-                yield hold_bytes(row)
-
-        emit_held_table(held_cells(), heads, stats, title=title)
+        emit_held_table(map(stats.held, cells), heads, stats, title=title)
         return
     _table_text(list(cells), heads, fmt, title)
 
@@ -1107,6 +1101,12 @@ class PlainStats:
             w = len(c.strip())
             if w > widths[i]:
                 widths[i] = w
+
+    def held(self, row: list[str]) -> bytes:
+        """The row's cells taken in (:meth:`add`), as :func:`hold_bytes`
+        encodes them for :func:`emit_held_table`."""
+        self.add(row)
+        return hold_bytes(row)
 
     def state(self) -> bytes:
         """What :meth:`merge` takes."""

@@ -218,28 +218,21 @@ def _pooled(fn: Callable[[T], R], it: Iterator[Any], workers: int, ctx: Any, ahe
 
 
 def _lost(x: Any, fut: Any) -> _Lost:
+    """What a broken pool made of the item ``x`` (a :class:`_Lost` already
+    made is kept): its value, the error its task raised, or nothing (not
+    made, or lost with its worker: then the pool's own error, if any)."""
     if type(x) is _Lost:
         if x.got is not None:
             return x
         x = x.item
-    made = _made(fut)
-    why = None
-    if made is None and fut is not None and fut.done() and not fut.cancelled():
-        why = fut.exception()
-    return _Lost(x, made, why)
-
-
-def _made(fut: Any) -> _Got:
-    """What a future of a broken pool holds: its value, the error its task
-    raised, or None (not made, or lost with its worker)."""
     if fut is None or not fut.done() or fut.cancelled():
-        return None
+        return _Lost(x, None)
     error = fut.exception()
     if error is None:
-        return True, fut.result()
+        return _Lost(x, (True, fut.result()))
     from concurrent.futures.process import BrokenProcessPool
 
-    return None if isinstance(error, BrokenProcessPool) else (False, error)
+    return _Lost(x, None, error) if isinstance(error, BrokenProcessPool) else _Lost(x, (False, error))
 
 
 def _result(pool: ProcessPoolExecutor, fut: Any) -> Any:
@@ -251,16 +244,9 @@ def _result(pool: ProcessPoolExecutor, fut: Any) -> Any:
 
     while not wait((fut,), timeout=POLL_SECONDS).done:
         procs = getattr(pool, "_processes", None) or {}
-        if any(_ended(p) for p in list(procs.values())):
+        if not all(map(_alive, list(procs.values()))):
             raise _PoolLost
     return fut.result()
-
-
-def _ended(proc: Any) -> bool:
-    try:
-        return proc.exitcode is not None
-    except Exception:  # noqa: BLE001 - (a process object that cannot say: taken as running)
-        return False
 
 
 @contextlib.contextmanager

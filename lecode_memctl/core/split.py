@@ -145,13 +145,8 @@ def _told(said: int | None, tail: Tail | None) -> bool:
     nothing then), and the child's part is made here."""
     if said is None or tail is None:
         return True
-    parts: list[bytes] = []
-    at = 0
     try:
-        while chunk := os.pread(said, CHUNK, at):
-            parts.append(chunk)
-            at += len(chunk)
-        tail[1](b"".join(parts))
+        tail[1](b"".join(bytes_written(said)))
     except (OSError, ValueError):
         return False
     return True

@@ -66,7 +66,7 @@ def cap_text(text: str, limit: int = FACT_TEXT_CHARS) -> tuple[str, bool]:
 
 def seqs_label(seqs: Iterable[int]) -> str:
     """``3-5,8`` for positions 3, 4, 5 and 8."""
-    if type(seqs) is list and len(seqs) == 1:
+    if (type(seqs) is tuple or type(seqs) is list) and len(seqs) == 1:
         return str(seqs[0])
     out: list[str] = []
     run: list[int] = []
@@ -306,7 +306,7 @@ def _plain_row(group: FactGroup, bad: Mapping[tuple[str, tuple[int, ...], str], 
     status: SourceStatus | None = None
     about: int | None = None
     current: tuple[Any, ...] | None = None
-    seqs_of_current: list[int] = []
+    seqs_of_current: tuple[int, ...] = ()
     # fact_status: the first failing revision, current (highest) first; the
     # revisions are stored in ascending order (plain ones are integers); a
     # number stored twice is the Revision objects' to judge (flag_stored_twice)
@@ -319,7 +319,7 @@ def _plain_row(group: FactGroup, bad: Mapping[tuple[str, tuple[int, ...], str], 
         if rev[0] == revision:
             current, seqs_of_current = rev, seqs
         if status is None and bad:
-            st = bad.get((rev[3], tuple(seqs), rev[5]))
+            st = bad.get((rev[3], seqs, rev[5]))
             if st is not None:
                 status, about = st, rev[0]
     if current is None:
@@ -335,7 +335,7 @@ def _plain_row(group: FactGroup, bad: Mapping[tuple[str, tuple[int, ...], str], 
         "reason": None if status is None else status.reason,
         "about_revision": about,
         "source": f"{sid}:{seqs_label(seqs_of_current)}",
-        "source_ref": {"session_id": sid, "seqs": seqs_of_current, "digest": digest},
+        "source_ref": {"session_id": sid, "seqs": list(seqs_of_current), "digest": digest},
         "text": text,
         "fact_text_truncated": truncated,
         "created": created,

@@ -59,21 +59,31 @@ def stored_ref_ok(session_id: Any, seqs: Any, digest: Any) -> bool:
     errors, decided in few steps (see :meth:`SourceRef.checked_fast`): a valid
     session id, a non-empty list of ascending distinct non-negative integers
     spanning at most ``MAX_SPAN`` positions, 64 lower-case hex digits."""
-    if type(seqs) is not list or not seqs or not _session_id_ok(session_id):
+    return positions_ok(seqs) and id_and_digest_ok(session_id, digest)
+
+
+def id_and_digest_ok(session_id: Any, digest: Any) -> bool:
+    """:func:`stored_ref_ok`'s rule for the session id and the digest."""
+    if not _session_id_ok(session_id):
+        return False
+    return type(digest) is str and is_digest(digest)
+
+
+def positions_ok(seqs: Any) -> bool:
+    """:func:`stored_ref_ok`'s rule for the positions alone: a non-empty list
+    of ascending distinct non-negative integers spanning at most
+    ``MAX_SPAN`` positions."""
+    if type(seqs) is not list or not seqs:
         return False
     if len(seqs) == 1:
         s = seqs[0]
-        if type(s) is not int or s < 0:
+        return type(s) is int and s >= 0
+    prev = -1
+    for s in seqs:
+        if type(s) is not int or s <= prev:
             return False
-    else:
-        prev = -1
-        for s in seqs:
-            if type(s) is not int or s <= prev:
-                return False
-            prev = s
-        if prev - seqs[0] + 1 > MAX_SPAN:
-            return False
-    return type(digest) is str and is_digest(digest)
+        prev = s
+    return bool(prev - seqs[0] < MAX_SPAN)
 
 
 def is_digest(value: object) -> bool:

@@ -785,7 +785,7 @@ def _fact_part(audit: Audit, fs: Any, listing: Any, count: Callable[[str], None]
         prev = None
         for rev in stored:
             seqs = plain_seqs(rev)
-            if seqs is None or rev[0] == prev or bad and (rev[3], tuple(seqs), rev[5]) in bad:
+            if seqs is None or rev[0] == prev or bad and (rev[3], seqs, rev[5]) in bad:
                 return False     # (a number stored twice: flag_stored_twice below)
             prev = rev[0]
         return bool(stored) and type(current) is int and stored[-1][0] == current

@@ -883,6 +883,56 @@ def test_revision_checks_filtered_by_sqlite_find_what_the_loop_found(seed):
     assert expect and got == expect
 
 
+@pytest.mark.parametrize("seed", range(60))
+def test_a_sound_database_s_first_scan_for_revision_gaps_changes_no_finding(seed):
+    """On a database integrity_check found sound, the revision check first
+    asks whether any row of facts fails the test (one scan of the table)
+    and groups by fact only then: its findings are the grouped query's, on
+    stores with no gap at all, one, ids stored twice (each row fine, the
+    group not), NULL ids, revisions stored as no integer."""
+    import random
+
+    from lecode_memctl.core.audit.facts import _db_checks_rest
+
+    rnd = random.Random(seed)
+    damage = rnd.choice([0.0, 0.02, 0.3])
+    twice = 0
+    db = sqlite3.connect(":memory:")
+    if seed % 2:
+        db.execute("CREATE TABLE facts (fact_id TEXT, revision INTEGER, created, updated)")
+    else:       # lecode's keys: an id stored twice is then a NULL one
+        db.execute("CREATE TABLE facts (fact_id TEXT PRIMARY KEY, revision INTEGER, created, "
+                   "updated)")
+    db.execute("CREATE TABLE revisions (fact_id TEXT, revision, text, created, "
+               "PRIMARY KEY (fact_id, revision))" if seed % 3 else
+               "CREATE TABLE revisions (fact_id TEXT, revision, text, created)")
+    for i in range(40):
+        fid = None if rnd.random() < damage / 4 else f"{i:016x}"
+        n = rnd.randint(1, 3)
+        revs = list(range(1, n + 1))
+        if rnd.random() < damage and revs:
+            revs[rnd.randrange(len(revs))] = rnd.choice(_REV_VALUES)
+        cur = n if rnd.random() >= damage else rnd.choice(_REV_VALUES)
+        rows = 2 if seed % 2 and rnd.random() < 0.1 else 1     # the fact stored twice
+        twice += rows - 1
+        for _ in range(rows):
+            db.execute("INSERT INTO facts VALUES (?, ?, 'c', 'u')", (fid, cur))
+        for r in revs:
+            try:
+                db.execute("INSERT INTO revisions VALUES (?, ?, 't', 'c')", (fid, r))
+            except sqlite3.IntegrityError:
+                pass
+
+    class _Facts:
+        tables = {"facts", "revisions"}
+
+    grouped = list(_db_checks_rest(_Facts(), db))
+    assert list(_db_checks_rest(_Facts(), db, sound=True)) == grouped
+    assert len(grouped) >= twice
+    if damage == 0.0 and not twice:
+        assert grouped == []
+
+
 @pytest.mark.parametrize("table", ["forgotten", "exclusions"])
 @pytest.mark.parametrize("value", ["zzz", b"\x00", 2.5, -1])
 def test_a_generation_that_is_no_integer_is_a_finding(tmp_path, table, value):

@@ -340,7 +340,7 @@ def _start_checks(fs: Any, db: Any, *, defer: bool
         finally:
             conn.execute("PRAGMA cell_size_check = ON")
         if first == ["ok"]:
-            return ["integrity_check: ok"], None
+            return SOUND
         conn.execute("PRAGMA shrink_memory")
         full = check("integrity_check")
         if not isinstance(full, sqlite3.DatabaseError):
@@ -356,9 +356,9 @@ def _start_checks(fs: Any, db: Any, *, defer: bool
         conn.execute(f"PRAGMA cache_size = -{CHECK_CACHE_KIB}")
         return conn
 
-    def rest(conn: Any) -> Rest:
+    def rest(conn: Any, sound: bool = False) -> Rest:
         try:
-            later.extend(_db_checks_rest(fs, conn))
+            later.extend(_db_checks_rest(fs, conn, sound=sound))
         except Exception as exc:   # noqa: BLE001 - raised by _db_checks, after what came before it
             return later, exc
         return later, None
@@ -374,8 +374,12 @@ def _start_checks(fs: Any, db: Any, *, defer: bool
             raise found
         return found
 
+    def checked_then_rest(conn: Any) -> tuple[Checked | sqlite3.DatabaseError, Rest]:
+        found = beside(conn)
+        return found, rest(conn, sound=found == SOUND)
+
     if defer:
-        both = fs.in_background("memctl-db-checks", lambda conn: (beside(conn), rest(conn)))
+        both = fs.in_background("memctl-db-checks", checked_then_rest)
         if both is not None:
             return (lambda: alone(both()[0])), (lambda: both()[1]), True
     started = fs.in_background("memctl-integrity", beside)
@@ -396,9 +400,18 @@ def _reload(audit: Audit, values: tuple[Any, ...]) -> None:
      audit._excluded, audit._database_id) = values
 
 
-def _db_checks_rest(fs: Any, db: Any) -> Iterator[tuple[str, str, dict[str, Any]]]:
+# what integrity_check said of a sound database (its one line, no error)
+SOUND: Checked = (["integrity_check: ok"], None)
+
+
+def _db_checks_rest(fs: Any, db: Any, *, sound: bool = False
+                    ) -> Iterator[tuple[str, str, dict[str, Any]]]:
     """Foreign keys, the generation, revisions and dangling references, as
-    (code, message, location) for :func:`_db_checks` to report in order."""
+    (code, message, location) for :func:`_db_checks` to report in order.
+    ``sound``: integrity_check found this snapshot sound (every index holds
+    its table's rows), so the revisions of the facts are first looked at in
+    one scan of the table (:data:`_ANY_GAP`), and grouped by fact only
+    where that scan finds a fact to report."""
     import sqlite3
 
     from ..facts import _sql_key, ids_stored_twice, row_text, sql_name
@@ -497,15 +510,11 @@ def _db_checks_rest(fs: Any, db: Any) -> Iterator[tuple[str, str, dict[str, Any]
                        "primary key, or its unique index does not hold every row): which is the "
                        "fact, and its current revision, is not known",
                        fact_id=row_text(fid), revision=None)
-    for fid, cur, n, lo, hi, has_cur in db.execute(
-            "SELECT f.fact_id, f.revision, count(r.revision), min(r.revision), max(r.revision), "
-            "sum(r.revision = f.revision AND typeof(r.revision) = typeof(f.revision) "
-            "AND typeof(f.revision) = 'integer') FROM facts f LEFT JOIN revisions r "
-            "ON r.fact_id = f.fact_id GROUP BY f.fact_id "
-            "HAVING NOT (typeof(f.revision) = 'integer' AND typeof(min(r.revision)) = 'integer' "
-            "AND typeof(max(r.revision)) = 'integer' AND min(r.revision) = 1 "
-            "AND count(r.revision) = max(r.revision) AND max(r.revision) = f.revision) "
-            "ORDER BY f.fact_id"):
+    if sound and db.execute(_ANY_GAP).fetchone() is None:
+        gaps: Any = ()
+    else:
+        gaps = db.execute(_GAPS)
+    for fid, cur, n, lo, hi, has_cur in gaps:
         if fid in twice:
             continue            # (said above)
         if not has_cur:
@@ -532,6 +541,30 @@ def _db_checks_rest(fs: Any, db: Any) -> Iterator[tuple[str, str, dict[str, Any]
             yield _later("db.dangling_ref", f"{table} row names fact {row_text(fid)} revision "
                            f"{_said(rev)}, which does not exist", fact_id=row_text(fid),
                            revision=_num(rev), table=table)
+
+
+# A fact's revisions are 1..its current revision (over the rows of its
+# revisions, r, with its row of facts, f)
+_RUN = ("typeof(f.revision) = 'integer' AND typeof(min(r.revision)) = 'integer' "
+        "AND typeof(max(r.revision)) = 'integer' AND min(r.revision) = 1 "
+        "AND count(r.revision) = max(r.revision) AND max(r.revision) = f.revision")
+# Every fact of which _RUN does not hold, with the numbers _db_checks_rest
+# reports: one b-tree search of the revisions per fact, in the order of the
+# facts' index, each fact's row looked up in the table, and grouped.
+_GAPS = ("SELECT f.fact_id, f.revision, count(r.revision), min(r.revision), max(r.revision), "
+         "sum(r.revision = f.revision AND typeof(r.revision) = typeof(f.revision) "
+         "AND typeof(f.revision) = 'integer') FROM facts f LEFT JOIN revisions r "
+         "ON r.fact_id = f.fact_id GROUP BY f.fact_id HAVING NOT (" + _RUN + ") "
+         "ORDER BY f.fact_id")
+# Whether _GAPS has a row to give, from the same test of each row of facts
+# over its revisions, the table read in its own order (no lookup of each
+# fact's row, no grouping): 0.13 s against 0.21 s at 100,000 facts.  It
+# sees what _GAPS sees only where every index holds its table's rows (a
+# fact an index alone holds is read by _GAPS): taken on a sound database.
+# An id stored twice is tested row by row, which _GAPS groups; such an id
+# is not reported there either (ids_stored_twice).
+_ANY_GAP = ("SELECT 1 FROM facts f NOT INDEXED WHERE NOT coalesce((SELECT " + _RUN
+            + " FROM revisions r WHERE r.fact_id = f.fact_id), 0) LIMIT 1")
 
 
 # the declared types of a key the walk takes (lecode's): a column's affinity

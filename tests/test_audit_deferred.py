@@ -165,9 +165,9 @@ def test_a_run_stopped_during_the_transcripts_waits_and_records(tmp_path, monkey
     release = threading.Event()
     real_rest = audit_facts._db_checks_rest
 
-    def slow(fs, db):
+    def slow(fs, db, **kw):
         release.wait(5)
-        yield from real_rest(fs, db)
+        yield from real_rest(fs, db, **kw)
 
     def fail(*a, **k):
         threading.Timer(0.2, release.set).start()
@@ -199,9 +199,9 @@ def test_no_pool_is_forked_while_the_checks_run(tmp_path, monkeypatch):
     seen_threads: list[list[str]] = []
     answers = iter([False, True])
 
-    def slow(fs, db):
+    def slow(fs, db, **kw):
         release.wait(5)
-        yield from real_rest(fs, db)
+        yield from real_rest(fs, db, **kw)
 
     def jobs(it, parallel):
         assert parallel
@@ -252,7 +252,7 @@ def test_an_error_reading_the_facts_after_failed_checks_is_not_the_audits(tmp_pa
     from lecode_memctl.core.errors import StoreCorrupt
     from lecode_memctl.core.facts import FactStore
 
-    def failing_rest(fs, db):
+    def failing_rest(fs, db, **kw):
         yield ("db.foreign_key", "row 1 of x references a missing row of y", {"table": "x"})
         raise sqlite3.DatabaseError("database disk image is malformed")
 
@@ -332,3 +332,25 @@ def test_an_interrupt_while_the_transcripts_are_read(tmp_path, monkeypatch, kind
     assert got[True]["mark"] == got[False]["mark"]
     assert got[True]["found"] == got[False]["found"]
     assert got[True]["summary"] == got[False]["summary"]
+
+
+@pytest.mark.parametrize("gap", [False, True])
+@pytest.mark.parametrize("kind", ["clean", "index_root"])
+def test_the_grouped_revision_check_runs_on_a_sound_database_only_for_a_gap(
+        tmp_path, monkeypatch, kind, gap):
+    """The checks' thread takes integrity_check's word: on a sound database
+    the revision check groups the facts (``_GAPS``) only where one scan of
+    the table finds a fact to report; on a damaged one (an index's root page
+    overwritten) it groups them as before.  ``_GAPS`` made a query that
+    fails shows where it ran (the audit's database error)."""
+    path = damaged(tmp_path, kind, corrupt_lines=0)
+    if gap:
+        db = sqlite3.connect(path / "facts.sqlite3")
+        db.execute("UPDATE facts SET revision = revision + 1 WHERE rowid = "
+                   "(SELECT min(rowid) FROM facts)")
+        db.commit()
+        db.close()
+    monkeypatch.setattr(audit_facts, "_GAPS", "SELECT * FROM memctl_no_such_table")
+    found = [(f.code, f.message) for f in Audit(store_at(path), parallel=False).run()]
+    ran = any("memctl_no_such_table" in m for _c, m in found)
+    assert ran == (gap or kind != "clean"), found

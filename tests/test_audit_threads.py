@@ -50,7 +50,7 @@ SCRIPT = textwrap.dedent("""
         af._load_facts = failing
     else:
         # integrity_check in its thread, the main thread in the other checks
-        af._db_checks_rest = lambda fs, db: failing()
+        af._db_checks_rest = lambda fs, db, **kw: failing()
         Audit.may_fork = lambda self: True
     try:
         list(Audit(store_at(path), parallel=False).run())

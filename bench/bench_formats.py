@@ -13,7 +13,8 @@ then times, each as a real process with its peak RSS (see ``_common.py``):
   ``tsv``, and the plain table a pipe gets;
 * the rich table a terminal gets (``facts --all`` run under ``script(1)``,
   which gives it a pseudo-terminal; once per store, the slowest case by
-  far: rich draws every row), when ``script`` is installed.
+  far: rich draws the first 1,000 rows and every row that is not printable
+  ASCII, ``output._RowLines`` the others), when ``script`` is installed.
 
 The only target is the terminal table's peak RSS on the large store over the
 small one: at most 1.5 (issue 13: peak memory flat in data size; before

@@ -66,3 +66,111 @@ def test_the_demo_listing_is_the_same_in_chunks(monkeypatch):
         whole = _draw(monkeypatch, rows, heads, [0], width, None, "facts 1-57 of 57")
         assert _draw(monkeypatch, rows, heads, [0], width, 10, "facts 1-57 of 57") == whole
         assert whole.count("\n") > 57
+
+
+# cells a fact's row mostly holds: printable ASCII (drawn by output._RowLines,
+# not rich, after the first chunk), with now and then one that is not
+_ASCII_CELL = st.one_of(
+    st.text(alphabet="abc xyz-.,:/()0123456789", max_size=70),
+    st.sampled_from(["", " ", "  a  b  ", "x" * 90, "word " * 30, "a" * 23 + " b",
+                     "trailing   ", "   leading", "0123456789abcdef", "tab\\tsep"]),
+)
+_MIXED_CELL = st.one_of(_ASCII_CELL, _ASCII_CELL, _ASCII_CELL, _CELL)
+
+
+@pytest.mark.heavy
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(1, 5).flatmap(lambda n: st.tuples(
+           st.lists(st.lists(_MIXED_CELL, min_size=n, max_size=n), min_size=2, max_size=16),
+           st.lists(st.sampled_from(["ID", "TEXT", "revision", ""]), min_size=n, max_size=n),
+           st.sets(st.integers(0, n - 1)))),
+       st.sampled_from([20, 40, 80, 132]), st.integers(1, 4), st.sampled_from([None, "facts"]))
+def test_rows_drawn_without_rich_are_the_table_drawn_whole(monkeypatch, table, width, chunk, title):
+    """Past the first chunk, the rows of printable ASCII are drawn by
+    ``_RowLines`` (a run of other rows by rich): the same text as rich's
+    whole table, the same as when rich draws every chunk."""
+    rows, heads, ids = table
+    whole = _draw(monkeypatch, rows, heads, sorted(ids), width, None, title)
+    assert _draw(monkeypatch, rows, heads, sorted(ids), width, chunk, title) == whole
+    with monkeypatch.context() as mp:
+        mp.setattr(output._RowLines, "SAMPLE", 0)      # (never trusted: rich draws all)
+        assert _draw(monkeypatch, rows, heads, sorted(ids), width, chunk, title) == whole
+
+
+def test_the_demo_listing_past_its_first_chunk_is_drawn_without_rich(monkeypatch):
+    rows = [[f"{i:016x}", str(i % 3 + 1), "valid" if i % 4 else "stale (the digest differs)",
+             f"s-{i % 7}:{i}", "a fact about " + "tabs and spaces " * (i % 9)
+             + ("caf\u00e9" if i % 10 == 3 else "")] for i in range(57)]
+    heads = ["FACT_ID", "REV", "STATUS", "SOURCE", "TEXT"]
+    made: list[int] = []
+    real = output._RowLines.text
+
+    def text(self, rows):  # noqa: ANN001, ANN202
+        made.append(len(rows))
+        return real(self, rows)
+
+    monkeypatch.setattr(output._RowLines, "text", text)
+    for width in (50, 100, 200):
+        whole = _draw(monkeypatch, rows, heads, [0], width, None, "facts 1-57 of 57")
+        made.clear()
+        assert _draw(monkeypatch, rows, heads, [0], width, 10, "facts 1-57 of 57") == whole
+        # the first chunk by rich, the sample (the second chunk's plain rows,
+        # at most SAMPLE) both ways, every plain row after the first chunk here
+        plain = [r for r in rows[10:] if "\u00e9" not in r[4]]
+        sample = min(output._RowLines.SAMPLE, sum(1 for r in rows[10:20] if r in plain))
+        assert sum(made) == len(plain) + sample
+
+
+def test_rows_a_different_rich_would_draw_otherwise_are_drawn_by_rich(monkeypatch):
+    """Where the sample of plain rows drawn here is not what rich draws (as
+    another version of rich might), rich draws every chunk."""
+    rows = [[f"{i:016x}", "a fact about " + "tabs and spaces " * (i % 9)] for i in range(40)]
+    whole = _draw(monkeypatch, rows, ["ID", "TEXT"], [0], 60, None, None)
+    made: list[int] = []
+    monkeypatch.setattr(output._RowLines, "_folded",
+                        lambda self, text, width: [text[:width].ljust(width)])
+    real = output._RowLines.text
+
+    def text(self, rows):  # noqa: ANN001, ANN202
+        made.append(len(rows))
+        return real(self, rows)
+
+    monkeypatch.setattr(output._RowLines, "text", text)
+    assert _draw(monkeypatch, rows, ["ID", "TEXT"], [0], 60, 8, None) == whole
+    assert made == [8]     # (the sample alone: the second chunk's 8 rows)
+
+
+_PLAIN_CELL = st.one_of(
+    st.text(alphabet="ab xyz-.,:/()019", max_size=70),
+    st.sampled_from(["", " ", "  a  b  ", "x" * 90, "word " * 30, "a" * 23 + " b",
+                     "trailing   ", "   leading", "a  " * 20, "tab\\tsep"]),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(1, 5).flatmap(lambda n: st.tuples(
+           st.lists(st.lists(_PLAIN_CELL, min_size=n, max_size=n), min_size=1, max_size=8),
+           st.lists(st.integers(1, 40), min_size=n, max_size=n),
+           st.sets(st.integers(0, n - 1)))))
+def test_plain_rows_are_drawn_as_rich_draws_them(table):
+    """``_RowLines.text`` on its own (not behind the check of its sample)
+    against rich's table of the same rows: the same text."""
+    from rich.console import Console
+    from rich.text import Text
+
+    rows, fixed, id_at = table
+    columns = [f"c{i}" for i in range(len(fixed))]
+    ids = [columns[i] for i in id_at]
+    for i in id_at:             # (an id column is as wide as its longest id)
+        fixed[i] = max([fixed[i], *(len(r[i]) for r in rows)])
+    lines = output._RowLines(columns, ids, fixed)
+    assert all(lines.plain(r) for r in rows)
+    buf = io.StringIO()
+    con = Console(file=buf, width=sum(fixed) + 3 * len(fixed) + 10, markup=False,
+                  highlight=False, emoji=False, force_terminal=True, soft_wrap=True)
+    frame = output._rich_frame(columns, columns, title=None, ids=ids, widths=fixed,
+                               fixed=fixed, header=False)
+    for r in rows:
+        frame.add_row(*(Text(c) for c in r))
+    con.print(frame)
+    assert lines.text(rows) == buf.getvalue()

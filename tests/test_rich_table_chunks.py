@@ -174,3 +174,13 @@ def test_plain_rows_are_drawn_as_rich_draws_them(table):
         frame.add_row(*(Text(c) for c in r))
     con.print(frame)
     assert lines.text(rows) == buf.getvalue()
+
+
+def test_a_column_rich_draws_0_wide_is_left_to_rich(monkeypatch):
+    """Ids wider than the terminal squeeze a text column to 0 wide: no line
+    to fold a text into, so rich draws every chunk (it was a ValueError,
+    ``divide_line`` asked for lines 0 wide: exit 70)."""
+    rows = [["", "", "", ""]] * 12 + [["", "", "", "0"], ["", "", "\u2e80\u2e80\u2ff0\u2ff0", ""]]
+    whole = _draw(monkeypatch, rows, ["ID"] * 4, [0, 2], 20, None, None)
+    for chunk in (1, 2, 3, 4):
+        assert _draw(monkeypatch, rows, ["ID"] * 4, [0, 2], 20, chunk, None) == whole

@@ -1269,6 +1269,16 @@ def _rich_table(rows: Iterable[list[str]], columns: Sequence[str], heads: Sequen
             for i, c in enumerate(row):
                 if len(c) > lens[i]:
                     lens[i] = len(c)
+                if c.isascii() and c.isprintable():
+                    # (one line, a cell a character: rich's measure, without its calls)
+                    if len(c) > high[i]:
+                        high[i] = len(c)
+                    if len(c) > low[i]:
+                        words = c.split()
+                        least = max(map(len, words)) if words else len(c)
+                        if least > low[i]:
+                            low[i] = least
+                    continue
                 lines = c.splitlines()
                 wide = max(map(cell_len, lines)) if lines else 0
                 words = c.split()
@@ -1410,9 +1420,11 @@ class _RowLines:
         self._columns, self._ids = columns, ids
         self._fixed = list(fixed)
         self._id = [c in ids for c in columns]
-        self._checked: bool | None = None if divide is not None else False
+        # (a column rich draws 0 wide has no line to fold a text into: rich's)
+        self._checked: bool | None = None if divide is not None and min(fixed, default=0) > 0 else False
 
     def plain(self, row: list[str]) -> bool:
+        """Whether ``row`` is drawn here (once :meth:`trusted`)."""
         for c, w, is_id in zip(row, self._fixed, self._id, strict=True):
             if not (c.isascii() and c.isprintable()) or is_id and len(c) > w:
                 return False

@@ -883,13 +883,14 @@ def test_revision_checks_filtered_by_sqlite_find_what_the_loop_found(seed):
     assert expect and got == expect
 
 
-@pytest.mark.parametrize("seed", range(60))
+@pytest.mark.parametrize("seed", range(90))
 def test_a_sound_database_s_first_scan_for_revision_gaps_changes_no_finding(seed):
     """On a database integrity_check found sound, the revision check first
     asks whether any row of facts fails the test (one scan of the table)
     and groups by fact only then: its findings are the grouped query's, on
     stores with no gap at all, one, ids stored twice (each row fine, the
-    group not), NULL ids, revisions stored as no integer."""
+    group not), NULL ids, revisions stored as no integer, id columns
+    declared NOCASE or RTRIM."""
     import random
 
     from lecode_memctl.core.audit.facts import _db_checks_rest
@@ -898,16 +899,22 @@ def test_a_sound_database_s_first_scan_for_revision_gaps_changes_no_finding(seed
     damage = rnd.choice([0.0, 0.02, 0.3])
     twice = 0
     db = sqlite3.connect(":memory:")
+    # (a collation on an id column: ids one spelt 'a', the other 'A', are
+    # two facts to every reader; a review of 8d2cafd)
+    coll = ["", " COLLATE NOCASE", " COLLATE RTRIM"][seed % 5 % 3]
     if seed % 2:
-        db.execute("CREATE TABLE facts (fact_id TEXT, revision INTEGER, created, updated)")
+        db.execute(f"CREATE TABLE facts (fact_id TEXT{coll}, revision INTEGER, created, updated)")
     else:       # lecode's keys: an id stored twice is then a NULL one
-        db.execute("CREATE TABLE facts (fact_id TEXT PRIMARY KEY, revision INTEGER, created, "
-                   "updated)")
-    db.execute("CREATE TABLE revisions (fact_id TEXT, revision, text, created, "
+        db.execute(f"CREATE TABLE facts (fact_id TEXT{coll} PRIMARY KEY, revision INTEGER, "
+                   "created, updated)")
+    rcoll = ["", " COLLATE NOCASE"][seed % 7 % 2]
+    db.execute(f"CREATE TABLE revisions (fact_id TEXT{rcoll}, revision, text, created, "
                "PRIMARY KEY (fact_id, revision))" if seed % 3 else
-               "CREATE TABLE revisions (fact_id TEXT, revision, text, created)")
+               f"CREATE TABLE revisions (fact_id TEXT{rcoll}, revision, text, created)")
     for i in range(40):
         fid = None if rnd.random() < damage / 4 else f"{i:016x}"
+        if coll and rnd.random() < 0.15:
+            fid = f"{i:016X}" if coll.endswith("NOCASE") else f"{i:016x} "
         n = rnd.randint(1, 3)
         revs = list(range(1, n + 1))
         if rnd.random() < damage and revs:
@@ -931,6 +938,30 @@ def test_a_sound_database_s_first_scan_for_revision_gaps_changes_no_finding(seed
     assert len(grouped) >= twice
     if damage == 0.0 and not twice:
         assert grouped == []
+
+
+@pytest.mark.parametrize("sound", [False, True])
+def test_ids_a_collation_makes_equal_are_two_facts_to_the_revision_check(sound):
+    """'a' and 'A' in a fact id column declared NOCASE are two facts, each
+    with its revision 1 (as every reader shows them): no revision gap
+    (before, one group of two revisions numbered 1..1, reported with the
+    grouped query and not after the scan of a sound database)."""
+    from lecode_memctl.core.audit.facts import _db_checks_rest
+
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE facts (fact_id TEXT COLLATE NOCASE, revision INTEGER, created, "
+               "updated)")
+    db.execute("CREATE TABLE revisions (fact_id TEXT, revision, text, created, "
+               "PRIMARY KEY (fact_id, revision))")
+    db.execute("INSERT INTO facts (fact_id, revision) VALUES ('a', 1), ('A', 1), ('b', 2)")
+    db.execute("INSERT INTO revisions (fact_id, revision) VALUES ('a', 1), ('A', 1), ('b', 2)")
+    assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+
+    class _Facts:
+        tables = {"facts", "revisions"}
+
+    got = [(c, loc["fact_id"]) for c, _m, loc in _db_checks_rest(_Facts(), db, sound=sound)]
+    assert got == [("db.revision_gap", "b")]
 
 
 @pytest.mark.parametrize("table", ["forgotten", "exclusions"])

@@ -967,7 +967,8 @@ def plain_source(session_id: Any, seqs: Any, digest: Any) -> tuple[int, ...] | N
     (:data:`_POSITIONS`): a store's references cite the same few thousand
     positions, each as the same text, in every session, and the two reads
     above take every reference of a listing (0.3 us of 0.75 us a reference
-    here).  The id and the digest are checked each time."""
+    here).  The id and the digest are checked each time.  (A test that
+    changes the rule, ``MAX_SPAN`` say, empties :data:`_POSITIONS`.)"""
     if type(seqs) is not str:
         return None
     positions = _POSITIONS.get(seqs, _UNREAD)
@@ -990,7 +991,8 @@ def _positions_of(seqs: str) -> tuple[int, ...] | None:
 
 
 # :func:`plain_source`'s texts of positions decoded (None: not plain), each at
-# most _POSITIONS_TEXT characters, at most _POSITIONS_HELD of them (under 1 MB)
+# most _POSITIONS_TEXT characters, at most _POSITIONS_HELD of them (under 2 MB;
+# once full, a text not held is decoded each time)
 _POSITIONS: dict[str, tuple[int, ...] | None] = {}
 _POSITIONS_TEXT = 48
 _POSITIONS_HELD = 4096

@@ -118,7 +118,8 @@ def test_the_demo_listing_past_its_first_chunk_is_drawn_without_rich(monkeypatch
         # at most SAMPLE) both ways, every plain row after the first chunk here
         plain = [r for r in rows[10:] if "\u00e9" not in r[4]]
         sample = min(output._RowLines.SAMPLE, sum(1 for r in rows[10:20] if r in plain))
-        assert sum(made) == len(plain) + sample
+        folds = 6 * 4       # (six rows folding each of the four text columns)
+        assert sum(made) == len(plain) + sample + folds
 
 
 def test_rows_a_different_rich_would_draw_otherwise_are_drawn_by_rich(monkeypatch):
@@ -137,7 +138,7 @@ def test_rows_a_different_rich_would_draw_otherwise_are_drawn_by_rich(monkeypatc
 
     monkeypatch.setattr(output._RowLines, "text", text)
     assert _draw(monkeypatch, rows, ["ID", "TEXT"], [0], 60, 8, None) == whole
-    assert made == [8]     # (the sample alone: the second chunk's 8 rows)
+    assert made == [8 + 6]     # (the sample alone: the second chunk's 8 rows, 6 folding)
 
 
 _PLAIN_CELL = st.one_of(
@@ -184,3 +185,15 @@ def test_a_column_rich_draws_0_wide_is_left_to_rich(monkeypatch):
     whole = _draw(monkeypatch, rows, ["ID"] * 4, [0, 2], 20, None, None)
     for chunk in (1, 2, 3, 4):
         assert _draw(monkeypatch, rows, ["ID"] * 4, [0, 2], 20, chunk, None) == whole
+
+
+def test_a_sample_that_fits_its_columns_still_checks_the_folding(monkeypatch):
+    """The check of the sample folds each text column itself: a data sample
+    whose rows all fit does not leave a folding rich would not make (as
+    another rich might fold) to the rows after it (a review of cf59c3e)."""
+    rows = [[f"{i:04x}", "short"] for i in range(8)] + [[f"{i:04x}", "word " * 10]
+                                                       for i in range(8, 12)]
+    whole = _draw(monkeypatch, rows, ["ID", "TEXT"], [0], 30, None, None)
+    monkeypatch.setattr(output._RowLines, "_folded",
+                        lambda self, text, width: [text[:width].ljust(width)])
+    assert _draw(monkeypatch, rows, ["ID", "TEXT"], [0], 30, 4, None) == whole

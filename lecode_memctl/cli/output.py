@@ -1385,6 +1385,7 @@ def _rich_chunks(held: HeldRows, columns: Sequence[str], heads: Sequence[str], *
         for plain, run in runs:
             if plain:
                 out.file.write(lines.text(run))
+                out.file.flush()        # (as rich's print does after each table)
                 continue
             table = _rich_frame(columns, heads, title=title if header else None, ids=ids,
                                 widths=lens, fixed=fixed, header=header)
@@ -1406,7 +1407,9 @@ class _RowLines:
     own (a chunk's rows are drawn one table or several alike: no edge, no
     header).  The first time, a few plain rows are drawn both ways: where
     this rich draws them otherwise (another version), rich draws every
-    chunk, as before."""
+    chunk, as before; the sample holds rows of the data and rows made to
+    fold each text column (:meth:`folds`), so that a row of the data that
+    fits its columns does not leave the folding unchecked."""
 
     SAMPLE = 16
 
@@ -1446,6 +1449,7 @@ class _RowLines:
         sample = [r for r in chunk if self.plain(r)][:self.SAMPLE]
         if not sample:
             return False
+        sample += self.folds()
         from rich.console import Console
         from rich.text import Text
 
@@ -1460,6 +1464,22 @@ class _RowLines:
         twin.print(table)
         self._checked = buf.getvalue() == self.text(sample)
         return self._checked
+
+    def folds(self) -> list[list[str]]:
+        """Plain rows each of which folds one text column in one of the ways
+        rich folds a text: words past the width, a word longer than it, one
+        exactly as wide, spaces alone, leading and trailing spaces."""
+        rows = []
+        n = len(self._fixed)
+        for i, (w, is_id) in enumerate(zip(self._fixed, self._id, strict=True)):
+            if is_id:
+                continue
+            for cell in ("word " * (w // 2 + 3), "a" * (2 * w + 1), " " * (w + 2),
+                         "x" * w + " y  z", "  a" + " b" * w, "ab " * w + "   "):
+                row = [""] * n
+                row[i] = cell
+                rows.append(row)
+        return rows
 
     def text(self, rows: list[list[str]]) -> str:
         """The lines of plain ``rows``, each ending with a newline."""

@@ -197,3 +197,28 @@ def test_a_sample_that_fits_its_columns_still_checks_the_folding(monkeypatch):
     monkeypatch.setattr(output._RowLines, "_folded",
                         lambda self, text, width: [text[:width].ljust(width)])
     assert _draw(monkeypatch, rows, ["ID", "TEXT"], [0], 30, 4, None) == whole
+
+
+def test_lines_break_where_rich_breaks_them():
+    """``_ascii_breaks`` against rich's own ``divide_line`` (a private
+    function of the rich this runs with): every text of up to 8 characters
+    over space, 'a' and 'b' at widths 1 to 6, and long random texts of
+    printable ASCII."""
+    import itertools
+    import random
+
+    divide_line = pytest.importorskip("rich._wrap").divide_line
+    for size in range(9):
+        for chars in itertools.product(" ab", repeat=size):
+            text = "".join(chars)
+            for width in range(1, 7):
+                assert output._ascii_breaks(text, width) == divide_line(text, width, fold=True), \
+                    (text, width)
+    rnd = random.Random(13)
+    alphabet = "".join(map(chr, range(32, 127))) + "     "
+    for _ in range(2000):
+        text = "".join(rnd.choice(rnd.choice([" ab", " x", alphabet]))
+                       for _ in range(rnd.randint(0, 400)))
+        width = rnd.randint(1, 90)
+        assert output._ascii_breaks(text, width) == divide_line(text, width, fold=True), \
+            (text, width)

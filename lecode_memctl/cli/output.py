@@ -1400,10 +1400,10 @@ class _RowLines:
     no edge, each column ``fixed`` wide, ``box.SIMPLE_HEAD``), made here for
     a row whose every cell is printable ASCII and whose id cells fit their
     columns: a cell that fits is padded to its width, a longer text folded
-    as rich folds it (``rich._wrap.divide_line``, then as ``Text.wrap``
-    crops and pads each line), the cells' lines side by side, each with a
-    space either side, a space between.  About 17 us a row against rich's
-    260 us.  Any other row is drawn by rich, a run of them a table of its
+    as rich folds it (:func:`_ascii_breaks`, then as ``Text.wrap`` crops
+    and pads each line), the cells' lines side by side, each with a space
+    either side, a space between.  About 15 us a row against rich's 260
+    us.  Any other row is drawn by rich, a run of them a table of its
     own (a chunk's rows are drawn one table or several alike: no edge, no
     header).  The first time, a few plain rows are drawn both ways: where
     this rich draws them otherwise (another version), rich draws every
@@ -1414,17 +1414,11 @@ class _RowLines:
     SAMPLE = 16
 
     def __init__(self, columns: Sequence[str], ids: Sequence[str], fixed: Sequence[int]) -> None:
-        divide: Any = None
-        try:
-            from rich._wrap import divide_line as divide
-        except ImportError:     # (another rich: every row drawn by rich)
-            pass
-        self._divide = divide
         self._columns, self._ids = columns, ids
         self._fixed = list(fixed)
         self._id = [c in ids for c in columns]
         # (a column rich draws 0 wide has no line to fold a text into: rich's)
-        self._checked: bool | None = None if divide is not None and min(fixed, default=0) > 0 else False
+        self._checked: bool | None = None if min(fixed, default=0) > 0 else False
 
     def plain(self, row: list[str]) -> bool:
         """Whether ``row`` is drawn here (once :meth:`trusted`)."""
@@ -1506,8 +1500,7 @@ class _RowLines:
     def _folded(self, text: str, width: int) -> list[str]:
         """``Text(text).wrap(width, justify="left", overflow="fold")``'s lines
         of a printable ASCII text, each padded to ``width``."""
-        assert self._divide is not None
-        offsets = self._divide(text, width, fold=True)
+        offsets = _ascii_breaks(text, width)
         lines = []
         for a, b in zip([0, *offsets], [*offsets, len(text)], strict=True):
             line = text[a:b]
@@ -1522,6 +1515,38 @@ class _RowLines:
                     line, n = line[:width], width   # (Text.truncate: cropped)
             lines.append(line + " " * (width - n))
         return lines
+
+
+def _ascii_breaks(text: str, width: int) -> list[int]:
+    """Where rich breaks the lines of a printable ASCII ``text`` folded to
+    ``width`` (> 0) columns: ``rich._wrap.divide_line(text, width,
+    fold=True)``, each character one cell.  A word (its spaces before and
+    after it) goes on the line while the line holds it without its
+    trailing spaces, else starts the next line; a word wider than a line
+    is cut every ``width`` characters, its last piece starting a line that
+    the next words go on.  (rich 13.0 to 15.0 break so; the first sample
+    of :class:`_RowLines` is drawn by rich as well, and a rich that breaks
+    otherwise draws every row.)"""
+    out: list[int] = []
+    at = 0      # (the columns the current line holds)
+    for m in _WORD.finditer(text):
+        start = m.start()
+        word = m.group()
+        n = len(word.rstrip())
+        if width - at >= n:
+            at += len(word)
+        elif n > width:
+            for k in range(0, len(word), width):
+                if start + k:
+                    out.append(start + k)
+            at = (len(word) - 1) % width + 1
+        elif at and start:
+            out.append(start)
+            at = len(word)
+    return out
+
+
+_WORD = lazy_compile(r"\s*\S+\s*")     # (rich's words: a word and the spaces about it)
 
 
 def window(rows: Iterable[Any], offset: int | None, limit: int | None) -> Iterable[Any]:

@@ -1270,19 +1270,16 @@ def _rich_table(rows: Iterable[list[str]], columns: Sequence[str], heads: Sequen
                 if len(c) > lens[i]:
                     lens[i] = len(c)
                 if c.isascii() and c.isprintable():
-                    # (one line, a cell a character: rich's measure, without its calls)
-                    if len(c) > high[i]:
-                        high[i] = len(c)
-                    if len(c) > low[i]:
-                        words = c.split()
-                        least = max(map(len, words)) if words else len(c)
-                        if least > low[i]:
-                            low[i] = least
-                    continue
-                lines = c.splitlines()
-                wide = max(map(cell_len, lines)) if lines else 0
-                words = c.split()
-                least = max(map(cell_len, words)) if words else wide
+                    # (one line, a cell a character: rich's measure, without
+                    # its calls; a word no wider than the column's is not sought)
+                    wide = len(c)
+                    words = c.split() if wide > low[i] else []
+                    least = max(map(len, words)) if words else wide
+                else:
+                    lines = c.splitlines()
+                    wide = max(map(cell_len, lines)) if lines else 0
+                    words = c.split()
+                    least = max(map(cell_len, words)) if words else wide
                 if wide > high[i]:
                     high[i] = wide
                 if least > low[i]:
@@ -1297,12 +1294,9 @@ def _rich_table(rows: Iterable[list[str]], columns: Sequence[str], heads: Sequen
 def _rich_whole(table_rows: list[list[str]], columns: Sequence[str], heads: Sequence[str], *,
                 title: str | None, ids: Sequence[str]) -> None:
     """:func:`_rich_table` of rows held as a list: one table."""
-    from rich.text import Text
 
     widths = [max([len(h), *(len(r[i]) for r in table_rows)]) for i, h in enumerate(heads)]
-    table = _rich_frame(columns, heads, title=title, ids=ids, widths=widths)
-    for r in table_rows:
-        table.add_row(*(Text(c) for c in r))
+    table = _rich_frame(columns, heads, title=title, ids=ids, widths=widths, rows=table_rows)
     _rich_console(columns, ids, widths).print(table)
 
 
@@ -1318,12 +1312,13 @@ def _rich_console(columns: Sequence[str], ids: Sequence[str], widths: Sequence[i
 
 def _rich_frame(columns: Sequence[str], heads: Sequence[str], *, title: str | None,
                 ids: Sequence[str], widths: Sequence[int], fixed: Sequence[int] | None = None,
-                header: bool = True) -> Any:
-    """An empty table of :func:`_rich_table`'s columns (``widths`` as for
-    :func:`_rich_console`); ``fixed``: each column's width, as a chunk of a
-    table is drawn."""
+                header: bool = True, rows: Iterable[list[str]] = ()) -> Any:
+    """A table of :func:`_rich_table`'s columns (``widths`` as for
+    :func:`_rich_console`) holding ``rows``, each cell a ``Text``;
+    ``fixed``: each column's width, as a chunk of a table is drawn."""
     from rich import box
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(box=box.SIMPLE_HEAD, title=title, show_edge=False, show_header=header)
     for i, (c, h) in enumerate(zip(columns, heads, strict=True)):
@@ -1332,6 +1327,8 @@ def _rich_frame(columns: Sequence[str], heads: Sequence[str], *, title: str | No
             table.add_column(h, no_wrap=True, overflow="ignore", min_width=widths[i], width=width)
         else:
             table.add_column(h, overflow="fold", width=width)
+    for r in rows:
+        table.add_row(*(Text(c) for c in r))
     return table
 
 
@@ -1348,12 +1345,11 @@ def _rich_chunks(held: HeldRows, columns: Sequence[str], heads: Sequence[str], *
     where a width cannot be given to a chunk (a column squeezed to 0)."""
     import itertools
 
-    from rich.text import Text
 
     con = _rich_console(columns, ids, lens)
-    probe = _rich_frame(columns, heads, title=title, ids=ids, widths=lens)
     # a cell measuring (low, high): its longest word, then spaces to the width
-    probe.add_row(*(Text("a" * lo + " " * (hi - lo)) for lo, hi in zip(low, high, strict=True)))
+    probe = _rich_frame(columns, heads, title=title, ids=ids, widths=lens,
+                        rows=[["a" * lo + " " * (hi - lo) for lo, hi in zip(low, high, strict=True)]])
     try:
         options = con.options
         width = options.max_width if probe.width is None else probe.width
@@ -1387,11 +1383,8 @@ def _rich_chunks(held: HeldRows, columns: Sequence[str], heads: Sequence[str], *
                 out.file.write(lines.text(run))
                 out.file.flush()        # (as rich's print does after each table)
                 continue
-            table = _rich_frame(columns, heads, title=title if header else None, ids=ids,
-                                widths=lens, fixed=fixed, header=header)
-            for r in run:
-                table.add_row(*(Text(c) for c in r))
-            out.print(table)
+            out.print(_rich_frame(columns, heads, title=title if header else None, ids=ids,
+                                  widths=lens, fixed=fixed, header=header, rows=run))
         header = False
 
 
@@ -1445,17 +1438,13 @@ class _RowLines:
             return False
         sample += self.folds()
         from rich.console import Console
-        from rich.text import Text
 
         buf = io.StringIO()
         twin = Console(file=buf, width=out.width, markup=False, highlight=False, emoji=False,
                        no_color=out.no_color, color_system=out.color_system,
                        force_terminal=out.is_terminal, soft_wrap=True)
-        table = _rich_frame(self._columns, heads, title=None, ids=self._ids, widths=lens,
-                            fixed=self._fixed, header=False)
-        for r in sample:
-            table.add_row(*(Text(c) for c in r))
-        twin.print(table)
+        twin.print(_rich_frame(self._columns, heads, title=None, ids=self._ids, widths=lens,
+                               fixed=self._fixed, header=False, rows=sample))
         self._checked = buf.getvalue() == self.text(sample)
         return self._checked
 
@@ -1478,17 +1467,13 @@ class _RowLines:
     def text(self, rows: list[list[str]]) -> str:
         """The lines of plain ``rows``, each ending with a newline."""
         out: list[str] = []
-        fixed, is_ids = self._fixed, self._id
+        fixed = self._fixed
         for row in rows:
             cells: list[list[str]] = []
-            for c, w, is_id in zip(row, fixed, is_ids, strict=True):
+            for c, w in zip(row, fixed, strict=True):
                 n = len(c)
-                if n <= w:
-                    cells.append([c + " " * (w - n)])
-                elif is_id:
-                    cells.append([c])   # (not a plain row: drawn by rich)
-                else:
-                    cells.append(self._folded(c, w))
+                # (a plain row's id fits its column: only a text is folded)
+                cells.append([c + " " * (w - n)] if n <= w else self._folded(c, w))
             if all(len(cl) == 1 for cl in cells):
                 out.append(" " + "   ".join(cl[0] for cl in cells) + " \n")
                 continue

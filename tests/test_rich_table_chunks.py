@@ -97,11 +97,8 @@ def test_rows_drawn_without_rich_are_the_table_drawn_whole(monkeypatch, table, w
         assert _draw(monkeypatch, rows, heads, sorted(ids), width, chunk, title) == whole
 
 
-def test_the_demo_listing_past_its_first_chunk_is_drawn_without_rich(monkeypatch):
-    rows = [[f"{i:016x}", str(i % 3 + 1), "valid" if i % 4 else "stale (the digest differs)",
-             f"s-{i % 7}:{i}", "a fact about " + "tabs and spaces " * (i % 9)
-             + ("caf\u00e9" if i % 10 == 3 else "")] for i in range(57)]
-    heads = ["FACT_ID", "REV", "STATUS", "SOURCE", "TEXT"]
+def _rows_made_here(monkeypatch) -> list[int]:  # noqa: ANN001
+    """The number of rows of each call of ``_RowLines.text`` from now on."""
     made: list[int] = []
     real = output._RowLines.text
 
@@ -110,6 +107,15 @@ def test_the_demo_listing_past_its_first_chunk_is_drawn_without_rich(monkeypatch
         return real(self, rows)
 
     monkeypatch.setattr(output._RowLines, "text", text)
+    return made
+
+
+def test_the_demo_listing_past_its_first_chunk_is_drawn_without_rich(monkeypatch):
+    rows = [[f"{i:016x}", str(i % 3 + 1), "valid" if i % 4 else "stale (the digest differs)",
+             f"s-{i % 7}:{i}", "a fact about " + "tabs and spaces " * (i % 9)
+             + ("caf\u00e9" if i % 10 == 3 else "")] for i in range(57)]
+    heads = ["FACT_ID", "REV", "STATUS", "SOURCE", "TEXT"]
+    made = _rows_made_here(monkeypatch)
     for width in (50, 100, 200):
         whole = _draw(monkeypatch, rows, heads, [0], width, None, "facts 1-57 of 57")
         made.clear()
@@ -127,16 +133,9 @@ def test_rows_a_different_rich_would_draw_otherwise_are_drawn_by_rich(monkeypatc
     another version of rich might), rich draws every chunk."""
     rows = [[f"{i:016x}", "a fact about " + "tabs and spaces " * (i % 9)] for i in range(40)]
     whole = _draw(monkeypatch, rows, ["ID", "TEXT"], [0], 60, None, None)
-    made: list[int] = []
     monkeypatch.setattr(output._RowLines, "_folded",
                         lambda self, text, width: [text[:width].ljust(width)])
-    real = output._RowLines.text
-
-    def text(self, rows):  # noqa: ANN001, ANN202
-        made.append(len(rows))
-        return real(self, rows)
-
-    monkeypatch.setattr(output._RowLines, "text", text)
+    made = _rows_made_here(monkeypatch)
     assert _draw(monkeypatch, rows, ["ID", "TEXT"], [0], 60, 8, None) == whole
     assert made == [8 + 6]     # (the sample alone: the second chunk's 8 rows, 6 folding)
 

@@ -3,6 +3,7 @@ output formats, --ignore/--strict/--quiet, and "changes nothing"."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import time
@@ -938,6 +939,128 @@ def test_a_sound_database_s_first_scan_for_revision_gaps_changes_no_finding(seed
     assert len(grouped) >= twice
     if damage == 0.0 and not twice:
         assert grouped == []
+
+
+# the shapes of the two tables the merged gap scan is tested on: lecode's
+# (id columns TEXT, no collation: the merge answers), and others (the scan
+# of each fact answers)
+_GAP_SHAPES = [
+    ("fact_id TEXT PRIMARY KEY, revision INTEGER, created, updated",
+     "fact_id TEXT, revision, text, created, PRIMARY KEY (fact_id, revision)", True),
+    ("fact_id TEXT, revision INTEGER, created, updated",
+     "fact_id TEXT, revision, text, created", True),
+    ("fact_id TEXT NOT NULL, revision, created, updated",
+     "fact_id TEXT NOT NULL, revision INTEGER, text, created", True),
+    ("fact_id TEXT COLLATE NOCASE, revision INTEGER, created, updated",
+     "fact_id TEXT, revision, text, created", False),
+    ("fact_id TEXT, revision INTEGER, created, updated",
+     "fact_id TEXT COLLATE RTRIM, revision, text, created", False),
+    ("fact_id, revision INTEGER, created, updated",
+     "fact_id TEXT, revision, text, created", False),
+    ("fact_id TEXT, revision INTEGER, created, updated",
+     "fact_id INTEGER, revision, text, created", False),
+    ("fact_id TEXT, revision INTEGER, created, updated",
+     "fact_id, revision, text, created", False),
+]
+_GAP_IDS = ["a", "b", "A", "a ", "1", 1, 1.0, b"a", b"1", None]
+
+
+@pytest.mark.parametrize("seed", range(120))
+def test_the_merged_gap_scan_answers_as_the_scan_of_each_fact(seed):
+    """On a sound database the revision check asks first whether any fact
+    fails the test of its revisions; where both id columns are TEXT and no
+    collation is declared, that question is asked of two sorted streams,
+    merged (``_MERGED_GAP``), not fact by fact through the revisions' index
+    (``_ANY_GAP``: at 1,000,000 facts, one index page read again per
+    fact).  Its answer is the other's on stores of ids that look alike
+    ('a', 'A', 'a ', BLOBs, numbers, NULL), ids stored twice, revisions
+    that are no integers, gaps and revisions of no fact; on the other
+    shapes the scan of each fact answers."""
+    import random
+
+    from lecode_memctl.core.audit.facts import _ANY_GAP, _any_gap, _merged_gap_fits
+
+    rnd = random.Random(seed)
+    fshape, rshape, merged = _GAP_SHAPES[seed % len(_GAP_SHAPES)]
+    db = sqlite3.connect(":memory:")
+    db.execute(f"CREATE TABLE facts ({fshape})")
+    db.execute(f"CREATE TABLE revisions ({rshape})")
+    damage = rnd.choice([0.0, 0.05, 0.3])
+    for fid in rnd.sample(_GAP_IDS, rnd.randint(1, len(_GAP_IDS))):
+        n = rnd.randint(1, 3)
+        revs = list(range(1, n + 1))
+        if rnd.random() < damage:
+            revs[rnd.randrange(n)] = rnd.choice(_REV_VALUES)
+        if rnd.random() < damage:
+            del revs[rnd.randrange(n)]
+        cur = n if rnd.random() >= damage else rnd.choice(_REV_VALUES)
+        for _ in range(2 if rnd.random() < damage else 1):      # stored twice
+            with contextlib.suppress(sqlite3.IntegrityError):
+                db.execute("INSERT INTO facts VALUES (?, ?, 'c', 'u')", (fid, cur))
+        if rnd.random() < damage:
+            fid = rnd.choice(_GAP_IDS)        # its revisions under another id
+        for r in revs:
+            with contextlib.suppress(sqlite3.IntegrityError):
+                db.execute("INSERT INTO revisions VALUES (?, ?, 't', 'c')", (fid, r))
+    assert _merged_gap_fits(db) is merged
+    assert _any_gap(db) == (db.execute(_ANY_GAP).fetchone() is not None)
+
+
+@pytest.mark.parametrize(("facts", "revisions", "gap"), [
+    ([("a", 2.0)], [("a", 1), ("a", 2)], True),       # a current revision stored as a real
+    ([("a", "2")], [("a", 1), ("a", 2)], True),       # ... as text
+    ([("a", 1)], [("a", 1.0)], True),                 # a revision stored as a real
+    ([(None, 1)], [(None, 1)], True),                 # a NULL id has no revisions
+    ([(b"a", 1)], [("a", 1)], True),                  # a BLOB id is not the text id
+    ([("a", 1), ("a", 1)], [("a", 1)], False),        # an id stored twice, each row fine
+    ([("a", 1)], [("a", 1), (b"a", 1), ("A", 2)], False),
+    ([("a", 2), ("b", 1)], [("a", 1), ("a", 2), ("b", 1), ("c", 3)], False),
+    ([("a", 3)], [("a", 1), ("a", 3)], True),
+])
+def test_the_merged_gap_scan_compares_as_the_join(facts, revisions, gap):
+    """The merged gap scan on values the join compares in its own way: a
+    current revision stored as no integer, NULL and BLOB ids, ids stored
+    twice, revisions of no fact."""
+    from lecode_memctl.core.audit.facts import _ANY_GAP, _any_gap, _merged_gap_fits
+
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE facts (fact_id TEXT, revision, created, updated)")
+    db.execute("CREATE TABLE revisions (fact_id TEXT, revision, text, created)")
+    db.executemany("INSERT INTO facts VALUES (?, ?, 'c', 'u')", facts)
+    db.executemany("INSERT INTO revisions VALUES (?, ?, 't', 'c')", revisions)
+    assert _merged_gap_fits(db)
+    assert (db.execute(_ANY_GAP).fetchone() is not None) is gap
+    assert _any_gap(db) is gap
+
+
+def test_the_merged_gap_scan_that_fails_leaves_the_answer_to_the_other():
+    """The merged gap scan sorts, and a sort can fail (a full temporary
+    directory): the scan of each fact answers then; an interrupt is raised."""
+    from lecode_memctl.core.audit import facts as audit_facts
+
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE facts (fact_id TEXT PRIMARY KEY, revision INTEGER, created, updated)")
+    db.execute("CREATE TABLE revisions (fact_id TEXT, revision, text, created, "
+               "PRIMARY KEY (fact_id, revision))")
+    db.execute("INSERT INTO facts VALUES ('a', 2, 'c', 'u'), ('b', 1, 'c', 'u')")
+    db.execute("INSERT INTO revisions VALUES ('a', 1, 't', 'c'), ('b', 1, 't', 'c')")
+    assert audit_facts._merged_gap_fits(db)
+    assert audit_facts._any_gap(db) is True
+    calls: list[int] = []
+
+    def first_only() -> int:
+        calls.append(1)
+        return int(len(calls) == 1)       # the first statement's first step is interrupted
+
+    db.set_progress_handler(first_only, 1)
+    with pytest.raises(sqlite3.OperationalError, match="interrupted"):
+        audit_facts._any_gap(db)
+    db.set_progress_handler(None, 0)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(audit_facts, "_MERGED_GAP", "SELECT * FROM memctl_no_such_table")
+        assert audit_facts._any_gap(db) is True
+        db.execute("UPDATE facts SET revision = 1 WHERE fact_id = 'a'")
+        assert audit_facts._any_gap(db) is False
 
 
 @pytest.mark.parametrize("sound", [False, True])

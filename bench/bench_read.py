@@ -26,7 +26,9 @@ Timed operations, each in a fresh SessionStore (the file is opened anew):
 Peak RSS: each in-process operation is timed in its own fresh subprocess
 (one per operation and transcript), which reports its VmHWM (interpreter
 and imports included) and its VmHWM before the first call; ``memctl read``
-is measured under GNU time (see ``_common.py``).
+is measured under GNU time (see ``_common.py``).  The two transcripts take
+turns, ``ROUNDS`` times (each time a fresh subprocess per operation and
+transcript): a figure is the median of the rounds' medians.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ sys.path.insert(0, str(HERE))
 from _common import MEMCTL, PY, fmt_rss, machine_line, median_run, record, rss_method, vmhwm_kib  # noqa: E402
 
 OPS = ("records", "snapshot", "validate")
+# the turns the two sizes take, each op in a fresh subprocess (measure)
+ROUNDS = 3
 
 SLUG = "bench-000000000000"
 RATIO_MET = 1.5    # "about 1": a large/small ratio up to this counts as met
@@ -130,16 +134,25 @@ def measure_op(store_dir: Path, sid: str, last: int, op: str, runs: int) -> floa
     return median_ms({"records": records, "snapshot": snapshot}[op], runs)
 
 
-def measure(store_dir: Path, sid: str, last: int, runs: int) -> dict[str, tuple[float, int, int]]:
-    """{op: (median ms, peak RSS KiB, RSS KiB before the first call)}, each op
-    in a fresh subprocess of this script."""
-    out = {}
-    for op in OPS:
-        p = subprocess.run([PY, __file__, "--_one", op, sid, str(last), str(runs), str(store_dir)],
-                           check=True, capture_output=True, text=True)
-        r = json.loads(p.stdout)
-        out[op] = (r["ms"], r["rss_kib"], r["base_kib"])
-    return out
+def measure(store_dir: Path, sizes: dict[str, int], runs: int, rounds: int = ROUNDS
+            ) -> dict[str, dict[str, tuple[float, int, int]]]:
+    """{size: {op: (median ms, peak RSS KiB, RSS KiB before the first call)}}
+    of each session of ``sizes`` ({session id: its last seq}), each op in a
+    fresh subprocess of this script.  The sizes take turns, ``rounds``
+    times (side by side: a pause of the machine that lands on one
+    subprocess no longer makes the ratio; the median of the rounds is
+    kept, the peak RSS the largest)."""
+    got: dict[str, dict[str, list[dict[str, float]]]] = {
+        sid: {op: [] for op in OPS} for sid in sizes}
+    for _ in range(rounds):
+        for op in OPS:
+            for sid, last in sizes.items():
+                p = subprocess.run([PY, __file__, "--_one", op, sid, str(last), str(runs),
+                                    str(store_dir)], check=True, capture_output=True, text=True)
+                got[sid][op].append(json.loads(p.stdout))
+    return {sid: {op: (statistics.median(r["ms"] for r in rs), int(max(r["rss_kib"] for r in rs)),
+                       int(max(r["base_kib"] for r in rs))) for op, rs in ops.items()}
+            for sid, ops in got.items()}
 
 
 def one(op: str, sid: str, last: str, runs: str, store_dir: str) -> int:
@@ -179,8 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     large_path, large_last = build(store_dir, "large", args.size_mb)
     build_s = time.perf_counter() - t0
     try:
-        small = measure(store_dir, "small", small_last, args.runs)
-        large = measure(store_dir, "large", large_last, args.runs)
+        both = measure(store_dir, {"small": small_last, "large": large_last}, args.runs)
+        small, large = both["small"], both["large"]
         small["memctl read"] = (*memctl_read(store_dir, "small", small_last, args.runs), 0)
         large["memctl read"] = (*memctl_read(store_dir, "large", large_last, args.runs), 0)
     finally:
@@ -190,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {machine_line()}")
     print(f"transcripts: small {small_path.stat().st_size / 2**20:.1f} MiB ({small_last + 1} records), "
           f"large {args.size_mb:.0f} MiB ({large_last + 1} records); built/reused in {build_s:.1f} s")
-    print(f"last 200 records, median of {args.runs} runs (ms); peak RSS (MiB): in-process "
+    print(f"last 200 records, median of {args.runs} runs (ms; in-process: the median of "
+          f"{ROUNDS} rounds, the sizes in turn); peak RSS (MiB): in-process "
           f"operations in a fresh subprocess each (VmHWM; 'base' = after imports, before the "
           f"first call), memctl read by {rss_method()}")
     print(f"{'operation':<12} {'small':>9} {'large':>9} {'ratio':>6}  {'RSS small':>9} "

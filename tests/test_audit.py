@@ -1046,16 +1046,14 @@ def test_the_merged_gap_scan_that_fails_leaves_the_answer_to_the_other():
     db.execute("INSERT INTO revisions VALUES ('a', 1, 't', 'c'), ('b', 1, 't', 'c')")
     assert audit_facts._merged_gap_fits(db)
     assert audit_facts._any_gap(db) is True
-    calls: list[int] = []
-
-    def first_only() -> int:
-        calls.append(1)
-        return int(len(calls) == 1)       # the first statement's first step is interrupted
-
-    db.set_progress_handler(first_only, 1)
+    # the merged query alone interrupted (the scan after it would answer)
+    merging = [False]
+    db.set_trace_callback(lambda sql: merging.__setitem__(0, sql == audit_facts._MERGED_GAP))
+    db.set_progress_handler(lambda: int(merging[0]), 1)
     with pytest.raises(sqlite3.OperationalError, match="interrupted"):
         audit_facts._any_gap(db)
     db.set_progress_handler(None, 0)
+    db.set_trace_callback(None)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(audit_facts, "_MERGED_GAP", "SELECT * FROM memctl_no_such_table")
         assert audit_facts._any_gap(db) is True

@@ -65,6 +65,19 @@ def isolated_env(tmp_path, monkeypatch):
     return cfg
 
 
+@pytest.fixture(autouse=True)
+def checks_in_a_thread(monkeypatch):
+    """The audit checks a database smaller than ``AT_ONCE_BYTES`` on its own
+    connection as it reaches it, with no thread; the suite's stores are that
+    small, and a store of any size past it takes the thread: every audit in
+    this process takes the thread here, as a real store's does.  (Real
+    processes, ``run_proc`` and subprocesses, keep the rule; its own tests
+    set it back: test_audit_deferred.py.)"""
+    from lecode_memctl.core.audit import facts as audit_facts
+
+    monkeypatch.setattr(audit_facts, "AT_ONCE_BYTES", 0)
+
+
 @pytest.fixture
 def config_dir(isolated_env) -> Path:
     return isolated_env

@@ -142,6 +142,39 @@ def test_the_same_audit_with_the_checks_beside_the_transcripts(tmp_path, monkeyp
     assert [t for t in threading.enumerate() if t.name.startswith("memctl-")] == []
 
 
+@pytest.mark.parametrize("kind", ["clean", "overflow", "index_root"])
+def test_a_small_database_is_checked_at_once_with_the_same_findings(tmp_path, monkeypatch, kind):
+    """A database smaller than AT_ONCE_BYTES (the rule the suite's
+    conftest turns off) is checked on the audit's own connection as it is
+    reached, no thread started: the same findings, summary and mark as
+    with the thread."""
+    real = 256 << 10
+    got = {}
+    for at_once in (True, False):
+        tmp = tmp_path / ("a" if at_once else "t")
+        path = damaged(tmp, kind)
+        assert (path / "facts.sqlite3").stat().st_size < real
+        monkeypatch.setattr(audit_facts, "AT_ONCE_BYTES", real if at_once else 0)
+        started: list[str] = []
+        spawn = threading.Thread.start
+
+        def start(self, spawn=spawn, started=started):   # noqa: ANN001,ANN202
+            started.append(self.name)
+            return spawn(self)
+
+        with monkeypatch.context() as m:
+            m.setattr(threading.Thread, "start", start)
+            got[at_once] = outcome(path, tmp / "state", deferred=True, monkeypatch=monkeypatch,
+                                   tmp=tmp)
+        got[at_once]["threads"] = sorted({n for n in started if n.startswith("memctl-db")})
+    assert got[True]["pending"] is False and got[True]["threads"] == []
+    if kind == "clean":
+        assert got[False]["pending"] is True and got[False]["threads"] == ["memctl-db-checks"]
+    assert got[True]["found"] == got[False]["found"]
+    assert got[True]["summary"] == got[False]["summary"]
+    assert got[True]["mark"] == got[False]["mark"]
+
+
 @pytest.mark.parametrize("held", [0, 1, 2, 1000])
 def test_database_findings_come_before_the_transcripts(tmp_path, monkeypatch, held):
     """Every db.* finding, then the transcripts', whether the transcripts'

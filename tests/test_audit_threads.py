@@ -76,9 +76,11 @@ SIGINT_SCRIPT = textwrap.dedent("""
     sys.path.insert(0, {root!r})
     from pathlib import Path
     from tests.test_audit import build_clean
+    from lecode_memctl.core.audit import facts as audit_facts
     from lecode_memctl.core.facts import FactStore
     from lecode_memctl.cli.main import main
 
+    audit_facts.AT_ONCE_BYTES = 0     # (this small store's checks in their thread)
     path = build_clean(Path({tmp!r}) / "config")
     real = FactStore.in_background
 

@@ -284,6 +284,26 @@ CHECK_CACHE_KIB = 4096
 REST_CACHE_KIB = 1024
 
 
+# A database smaller than this is checked on the audit's own connection, as
+# it is reached: a second connection and a thread cost more than they save
+# (the demo store's 72 KiB: validate -q 80.5 ms against 82.9 ms, median of
+# 25; 808 KiB, 2,000 facts: 135.4 and 135.0 ms)
+AT_ONCE_BYTES = 256 << 10
+
+
+def _checked_at_once(db: Any) -> bool:
+    """Whether ``db``'s database (its pages, those of its -wal included) is
+    smaller than :data:`AT_ONCE_BYTES`; False when SQLite cannot say."""
+    import sqlite3
+
+    try:
+        (pages,) = db.execute("PRAGMA page_count").fetchone()
+        (size,) = db.execute("PRAGMA page_size").fetchone()
+    except sqlite3.DatabaseError:
+        return False
+    return bool(type(pages) is int and type(size) is int and pages * size < AT_ONCE_BYTES)
+
+
 def _start_checks(fs: Any, db: Any, *, defer: bool
                   ) -> tuple[Callable[[], Checked], Callable[[], Rest], bool]:
     """``PRAGMA integrity_check``'s messages with the error that stopped it
@@ -302,8 +322,8 @@ def _start_checks(fs: Any, db: Any, *, defer: bool
       fork waits for every thread: ``Audit.may_fork``), integrity_check
       runs in a thread while the rest is computed now, on ``db``.
 
-    Without one, the rest is computed now on ``db``, integrity_check when
-    asked for."""
+    Without one, or for a small database (:func:`_checked_at_once`), the
+    rest is computed now on ``db``, integrity_check when asked for."""
     import sqlite3
 
     from ..facts import is_damage, row_text
@@ -390,6 +410,9 @@ def _start_checks(fs: Any, db: Any, *, defer: bool
         found = beside(conn)
         return found, rest(conn, sound=found == SOUND, smaller=True)
 
+    if _checked_at_once(db):
+        done = rest(db)
+        return (lambda: integrity(db)), (lambda: done), False
     if defer:
         both = fs.in_background("memctl-db-checks", checked_then_rest)
         if both is not None:

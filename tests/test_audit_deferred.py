@@ -142,12 +142,15 @@ def test_the_same_audit_with_the_checks_beside_the_transcripts(tmp_path, monkeyp
     assert [t for t in threading.enumerate() if t.name.startswith("memctl-")] == []
 
 
-@pytest.mark.parametrize("kind", ["clean", "overflow", "index_root"])
-def test_a_small_database_is_checked_at_once_with_the_same_findings(tmp_path, monkeypatch, kind):
+@pytest.mark.parametrize("deferred", [True, False])
+@pytest.mark.parametrize("kind", DAMAGE)
+def test_a_small_database_is_checked_at_once_with_the_same_findings(tmp_path, monkeypatch, kind,
+                                                                     deferred):
     """A database smaller than AT_ONCE_BYTES (the rule the suite's
     conftest turns off) is checked on the audit's own connection as it is
     reached, no thread started: the same findings, summary and mark as
-    with the thread."""
+    with the thread, beside the transcripts (``deferred``) or beside the
+    other checks (a pool may fork: ``Audit.may_fork``)."""
     real = 256 << 10
     got = {}
     for at_once in (True, False):
@@ -164,12 +167,14 @@ def test_a_small_database_is_checked_at_once_with_the_same_findings(tmp_path, mo
 
         with monkeypatch.context() as m:
             m.setattr(threading.Thread, "start", start)
-            got[at_once] = outcome(path, tmp / "state", deferred=True, monkeypatch=monkeypatch,
-                                   tmp=tmp)
-        got[at_once]["threads"] = sorted({n for n in started if n.startswith("memctl-db")})
+            got[at_once] = outcome(path, tmp / "state", deferred=deferred,
+                                   monkeypatch=monkeypatch, tmp=tmp)
+        got[at_once]["threads"] = sorted({n for n in started
+                                          if n in ("memctl-db-checks", "memctl-integrity")})
     assert got[True]["pending"] is False and got[True]["threads"] == []
     if kind == "clean":
-        assert got[False]["pending"] is True and got[False]["threads"] == ["memctl-db-checks"]
+        assert got[False]["pending"] is deferred
+        assert got[False]["threads"] == ["memctl-db-checks" if deferred else "memctl-integrity"]
     assert got[True]["found"] == got[False]["found"]
     assert got[True]["summary"] == got[False]["summary"]
     assert got[True]["mark"] == got[False]["mark"]

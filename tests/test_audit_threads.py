@@ -24,13 +24,17 @@ SCRIPT = textwrap.dedent("""
     from lecode_memctl.core.facts import FactStore
     from lecode_memctl.core.layout import store_at
 
+    af.AT_ONCE_BYTES = 0     # (this small store's checks in their thread)
     path = build_clean(Path({tmp!r}) / "config")
     started = threading.Event()
     real_bg = FactStore.in_background
+    called = []
 
     def slow_bg(self, name, work):
         # the thread's SQLite work made long: a recursive query that counts
         # to {count} on the second connection, then the real work
+        called.append(name)
+
         def slow(conn):
             started.set()
             conn.execute("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 "
@@ -57,6 +61,7 @@ SCRIPT = textwrap.dedent("""
     except {exc}:
         print("raised")
     print("threads", sorted(t.name for t in threading.enumerate() if t.name.startswith("memctl")))
+    print("background", called)
 """)
 
 
@@ -68,7 +73,8 @@ def test_the_store_closes_after_its_background_check(tmp_path, exc, deferred):
         root=str(ROOT), tmp=str(tmp_path), count=3_000_000, exc=exc, deferred=deferred)],
         capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
-    assert proc.stdout.split("\n")[:2] == ["raised", "threads []"]
+    thread = "memctl-db-checks" if deferred else "memctl-integrity"
+    assert proc.stdout.split("\n")[:3] == ["raised", "threads []", f"background ['{thread}']"]
 
 
 SIGINT_SCRIPT = textwrap.dedent("""

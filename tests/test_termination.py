@@ -144,7 +144,10 @@ def test_a_terminated_validate_cleans_up(store, tmp_path):
     """validate terminated while its child checks half of the facts and its
     database checks run on a thread."""
     p, tmp, child = _held(store, tmp_path, "lecode_memctl.core.audit.facts", "_fact_part",
-                          ["validate", "-q"])
+                          ["validate", "-q"],
+                          # (this small store's checks on their thread, as a larger one's)
+                          before="from lecode_memctl.core.audit import facts as _af\n"
+                                 "_af.AT_ONCE_BYTES = 0")
     out, err = _ended(p, signal.SIGTERM)
     assert (p.returncode, out, err) == (-signal.SIGTERM, b"",
                                         b"memctl: error: terminated by SIGTERM\n")

@@ -385,6 +385,33 @@ def test_learning_status_finds_an_event_whose_name_is_escaped(tmp_path: Path) ->
         assert learning_status(ss, fs, None) == named
 
 
+@pytest.mark.parametrize("memmem", [True, False])
+@pytest.mark.parametrize("spelt", [b'"learning"', b'"\\u006cearning"', b'"lea\\u0072ning"', None])
+@pytest.mark.parametrize("at", [0, (1 << 20) - 5, (1 << 20) + 3])
+def test_the_byte_test_of_a_learning_event_finds_it_anywhere(tmp_path: Path, monkeypatch,
+                                                             memmem, spelt, at) -> None:
+    """The byte test that rules a session out before its events are parsed
+    (factview._mentions, 1 MiB at a time, by memmem where there is one)
+    finds the name however it is spelt, at the start of the file, across
+    the end of the first MiB and after it; and nothing in a file that
+    only has other escapes (\\u001b)."""
+    from lecode_memctl.core.factview import _LEARNING_BYTES, _mentions
+
+    from .conftest import memmem_or_not
+
+    memmem_or_not(monkeypatch, memmem)
+    filler = b'{"seq":1,"content":"\\u001b[0m x"}\n' * ((3 << 20) // 34)
+    data = filler[:at] + (spelt or b"") + filler[at:]
+    (tmp_path / "s.jsonl").write_bytes(data)
+
+    class _Sessions:
+        @staticmethod
+        def path(sid: str) -> Path:
+            return tmp_path / f"{sid}.jsonl"
+
+    assert _mentions(_Sessions(), "s", _LEARNING_BYTES) is (spelt is not None)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("cited", [True, False])
 def test_an_event_whose_name_is_no_string_is_no_crash(tmp_path: Path, cited: bool) -> None:
     """An event record whose "event" is a list: the event scans' set of

@@ -444,9 +444,9 @@ def _db_checks_rest(fs: Any, db: Any, *, sound: bool = False
     """Foreign keys, the generation, revisions and dangling references, as
     (code, message, location) for :func:`_db_checks` to report in order.
     ``sound``: integrity_check found this snapshot sound (every index holds
-    its table's rows), so the revisions of the facts are first looked at in
-    one scan of the table (:data:`_ANY_GAP`), and grouped by fact only
-    where that scan finds a fact to report."""
+    its table's rows), so whether any fact's revisions fail the test is
+    asked first (:func:`_any_gap`), and they are grouped by fact only where
+    a fact fails it."""
     import sqlite3
 
     from ..facts import _sql_key, ids_stored_twice, row_text, sql_name
@@ -636,11 +636,7 @@ def _merged_gap_fits(db: Any) -> bool:
     the merge takes as equal to NULL and the join as equal to nothing, is
     left out of the revisions)."""
     for table in ("facts", "revisions"):
-        sqls = [sql for (sql,) in db.execute(
-            "SELECT sql FROM main.sqlite_master WHERE type = 'table' AND name = ? "
-            "COLLATE NOCASE", (table,))]
-        # (a definition that is not UTF-8 reads as bytes, InvalidText: not read)
-        if len(sqls) != 1 or not isinstance(sqls[0], str) or "COLLATE" in sqls[0].upper():
+        if _binary_definition(db, table) is None:
             return False
         types = [(r[2] or "").upper() for r in db.execute(f"PRAGMA main.table_info({table})")
                  if isinstance(r[1], str) and r[1].lower() == "fact_id"]
@@ -668,6 +664,22 @@ def _any_gap(db: Any) -> bool:
             if getattr(exc, "sqlite_errorname", "") == "SQLITE_INTERRUPT":
                 raise
     return db.execute(_ANY_GAP).fetchone() is not None
+
+
+def _binary_definition(db: Any, table: str) -> str | None:
+    """The definition of the main schema's table ``table``, upper-cased,
+    where it has exactly one and it names no collation (every comparison
+    of its columns is BINARY); None for any other.  (Each name as SQLite
+    finds a table: its case folded for ASCII only, so not Python's
+    lower(); "ä" and "Ä" are two tables.  A definition that is not UTF-8
+    reads as bytes, InvalidText: not read, None.)"""
+    sqls = [sql for (sql,) in db.execute(
+        "SELECT sql FROM main.sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE",
+        (table,))]
+    if len(sqls) != 1 or not isinstance(sqls[0], str) or not sqls[0]:
+        return None
+    text = sqls[0].upper()
+    return None if "COLLATE" in text else text
 
 
 # the declared types of a key the walk takes (lecode's): a column's affinity
@@ -718,17 +730,9 @@ def _orphans_in_key_order(db: Any, child: str) -> list[tuple[str, int, str, int]
     pairs = [(k[3], k[4]) for k in keys]
     if not all(isinstance(v, str) for v in (parent, *(v for pair in pairs for v in pair))):
         return None     # (no key column named, or a name that is not UTF-8: bytes)
-    # (each name as SQLite finds a table: its case folded for ASCII only, so
-    # not Python's lower(); "ä" and "Ä" are two tables)
-    # (a definition that is not UTF-8 reads as bytes, InvalidText: not read
-    # here, that table is left to the pragma)
-    defined = [[sql.upper() if isinstance(sql, str) else sql for (sql,) in db.execute(
-        "SELECT sql FROM main.sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE",
-        (name,))] for name in (child, parent)]
-    if (any(len(sqls) != 1 or not isinstance(sqls[0], str) or not sqls[0]
-            or "COLLATE" in sqls[0] for sqls in defined)
-            or "ROWID" in defined[0][0]):     # WITHOUT ROWID, a column of the name
-        return None
+    defined = [_binary_definition(db, name) for name in (child, parent)]
+    if defined[0] is None or defined[1] is None or "ROWID" in defined[0]:
+        return None     # (ROWID: WITHOUT ROWID, a column of the name)
     cols = {r[1].lower(): (r[2] or "").upper()
             for r in db.execute(f"PRAGMA main.table_xinfo({q(child)})")}
     ptypes = {r[1].lower(): (r[2] or "").upper()

@@ -41,7 +41,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -57,6 +59,8 @@ from _common import MEMCTL, PY, fmt_rss, machine_line, median_run, record, rss_m
 OPS = ("records", "snapshot", "validate")
 # the turns the two sizes take, each op in a fresh subprocess (measure)
 ROUNDS = 3
+K = TypeVar("K")
+V = TypeVar("V")
 
 SLUG = "bench-000000000000"
 RATIO_MET = 1.5    # "about 1": a large/small ratio up to this counts as met
@@ -135,25 +139,34 @@ def measure_op(store_dir: Path, sid: str, last: int, op: str, runs: int) -> floa
     return median_ms({"records": records, "snapshot": snapshot}[op], runs)
 
 
-def measure(store_dir: Path, sizes: dict[str, int], runs: int, rounds: int = ROUNDS
+def in_turns(keys: list[K], once: Callable[[K], V], rounds: int = ROUNDS) -> dict[K, list[V]]:
+    """``once(key)`` for each key in turn, ``rounds`` times: {key: its
+    results, one a round}.  Side by side: a pause of the machine that lands
+    on one measure no longer makes a ratio."""
+    got: dict[K, list[V]] = {k: [] for k in keys}
+    for _ in range(rounds):
+        for k in keys:
+            got[k].append(once(k))
+    return got
+
+
+def measure(store_dir: Path, sizes: dict[str, int], runs: int
             ) -> dict[str, dict[str, tuple[float, int, int]]]:
     """{size: {op: (median ms, peak RSS KiB, RSS KiB before the first call)}}
     of each session of ``sizes`` ({session id: its last seq}), each op in a
-    fresh subprocess of this script.  The sizes take turns, ``rounds``
-    times (side by side: a pause of the machine that lands on one
-    subprocess no longer makes the ratio; the median of the rounds is
-    kept, the peak RSS the largest)."""
-    got: dict[str, dict[str, list[dict[str, float]]]] = {
-        sid: {op: [] for op in OPS} for sid in sizes}
-    for _ in range(rounds):
-        for op in OPS:
-            for sid, last in sizes.items():
-                p = subprocess.run([PY, __file__, "--_one", op, sid, str(last), str(runs),
-                                    str(store_dir)], check=True, capture_output=True, text=True)
-                got[sid][op].append(json.loads(p.stdout))
-    return {sid: {op: (statistics.median(r["ms"] for r in rs), int(max(r["rss_kib"] for r in rs)),
-                       int(max(r["base_kib"] for r in rs))) for op, rs in ops.items()}
-            for sid, ops in got.items()}
+    fresh subprocess of this script, the sizes in turn (:func:`in_turns`):
+    the median of the rounds, the peak RSS the largest."""
+    def once(key: tuple[str, str]) -> dict[str, float]:
+        op, sid = key
+        p = subprocess.run([PY, __file__, "--_one", op, sid, str(sizes[sid]), str(runs),
+                            str(store_dir)], check=True, capture_output=True, text=True)
+        return json.loads(p.stdout)
+
+    got = in_turns([(op, sid) for op in OPS for sid in sizes], once)
+    return {sid: {op: (statistics.median(r["ms"] for r in got[op, sid]),
+                       int(max(r["rss_kib"] for r in got[op, sid])),
+                       int(max(r["base_kib"] for r in got[op, sid]))) for op in OPS}
+            for sid in sizes}
 
 
 def one(op: str, sid: str, last: str, runs: str, store_dir: str) -> int:
@@ -163,20 +176,16 @@ def one(op: str, sid: str, last: str, runs: str, store_dir: str) -> int:
     return 0
 
 
-def memctl_read(store_dir: Path, sizes: dict[str, int], runs: int, rounds: int = ROUNDS
-                ) -> dict[str, tuple[float, int]]:
+def memctl_read(store_dir: Path, sizes: dict[str, int], runs: int) -> dict[str, tuple[float, int]]:
     """The real command as a process, on each session of ``sizes`` ({session
-    id: its last seq}): {session id: (median ms, peak RSS KiB)}.  The sizes
-    take turns, ``rounds`` times, as in :func:`measure`: the median of the
-    rounds' medians, the largest peak."""
+    id: its last seq}): {session id: (median ms, peak RSS KiB)}, the sizes
+    in turn (:func:`in_turns`): the median of the rounds' medians, the
+    largest peak."""
     argv = {sid: [MEMCTL, "--store", str(store_dir), "read", sid, str(last - 199), str(last),
                   "--json"] for sid, last in sizes.items()}
     for a in argv.values():
         median_run(a, 1)  # warm-up
-    got: dict[str, list[tuple[float, int]]] = {sid: [] for sid in sizes}
-    for _ in range(rounds):
-        for sid, a in argv.items():
-            got[sid].append(median_run(a, runs))
+    got = in_turns(list(argv), lambda sid: median_run(argv[sid], runs))
     return {sid: (statistics.median(s for s, _r in rs) * 1000, max(r for _s, r in rs))
             for sid, rs in got.items()}
 

@@ -1294,7 +1294,6 @@ def _rich_table(rows: Iterable[list[str]], columns: Sequence[str], heads: Sequen
 def _rich_whole(table_rows: list[list[str]], columns: Sequence[str], heads: Sequence[str], *,
                 title: str | None, ids: Sequence[str]) -> None:
     """:func:`_rich_table` of rows held as a list: one table."""
-
     widths = [max([len(h), *(len(r[i]) for r in table_rows)]) for i, h in enumerate(heads)]
     table = _rich_frame(columns, heads, title=title, ids=ids, widths=widths, rows=table_rows)
     _rich_console(columns, ids, widths).print(table)
@@ -1344,7 +1343,6 @@ def _rich_chunks(held: HeldRows, columns: Sequence[str], heads: Sequence[str], *
     its widths as this rich did (``Table._calculate_column_widths``), or
     where a width cannot be given to a chunk (a column squeezed to 0)."""
     import itertools
-
 
     con = _rich_console(columns, ids, lens)
     # a cell measuring (low, high): its longest word, then spaces to the width

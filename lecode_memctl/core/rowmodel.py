@@ -75,7 +75,10 @@ def doc_head(doc_type: str) -> dict[str, Any]:
 
 
 TIME_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$"
-_CANONICAL_TIME = lazy_compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z\Z")
+# lecode's own times: each field's range in the pattern (a year from 1000, as
+# the four digits show it), so that only a day from 29 on needs the calendar
+_CANONICAL_TIME = lazy_compile(r"[1-9][0-9]{3}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])"
+                               r"T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]\.[0-9]{3}Z\Z")
 
 
 def utc_time(value: Any) -> str | None:
@@ -85,14 +88,15 @@ def utc_time(value: Any) -> str | None:
     time."""
     if value is None:
         return None
-    if type(value) is str and len(value) == 24 and value[19] == "." and value[23] == "Z" \
-            and value[10] == "T" and value[0] != "0" and _CANONICAL_TIME.match(value):
+    if type(value) is str and len(value) == 24 and _CANONICAL_TIME.match(value):
         # already RFC 3339 UTC with milliseconds (as lecode writes its times):
-        # the same text, once it is a real time
-        try:
-            datetime.fromisoformat(value[:23])
-        except ValueError:
-            return None
+        # the same text, once it is a real time (a day up to 28 is in every
+        # month; the pattern holds the other fields to their ranges)
+        if value[8] == "3" or value[8:10] == "29":
+            try:
+                datetime.fromisoformat(value[:23])
+            except ValueError:
+                return None
         return value
     if isinstance(value, bool):
         return None

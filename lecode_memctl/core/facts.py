@@ -1995,7 +1995,7 @@ class FactStore(ClosesOnExit):
                 # process had used before, and the same damaged store got different
                 # answers from one run to the next (an error, a row more or less, a
                 # finding more or less).  The checks cost no time measured at the
-                # command (docs/PERFORMANCE.md, fifteenth pass); integrity_check,
+                # command (docs/performance-history.md, fifteenth pass); integrity_check,
                 # which they made 15% slower, runs without them first (audit.facts).
                 db.execute("PRAGMA cell_size_check = ON")
             except sqlite3.Error as exc:

@@ -237,8 +237,11 @@ def test_no_pool_is_forked_while_the_checks_run(tmp_path, monkeypatch):
     seen_threads: list[list[str]] = []
     answers = iter([False, True])
 
+    timer = threading.Timer(0.2, release.set)
+
     def slow(fs, db, **kw):
         release.wait(5)
+        timer.join(5)       # (no thread of the test's left: the pool forks beside none)
         yield from real_rest(fs, db, **kw)
 
     def jobs(it, parallel):
@@ -249,7 +252,7 @@ def test_no_pool_is_forked_while_the_checks_run(tmp_path, monkeypatch):
     monkeypatch.setattr(audit_facts, "_db_checks_rest", slow)
     monkeypatch.setattr(audit_run, "worth_a_pool", lambda *a: next(answers))
     monkeypatch.setattr(audit_run, "run_jobs", jobs)
-    threading.Timer(0.2, release.set).start()
+    timer.start()
     found = [f.code for f in Audit(store_at(damaged(tmp_path, "dangling")), deep=True).run()]
     assert seen_threads == [[]]
     assert found == ["db.foreign_key", "db.foreign_key"] + ["session.corrupt_line"] * 3

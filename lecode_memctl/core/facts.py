@@ -1493,6 +1493,8 @@ class Background:
         yet: cancelled, it never will be; begun: waited for, as :meth:`wait`."""
         if not self._cancel():
             self.wait()
+        if self._launched and self._thread.ident is not None:
+            self._thread.join()     # (done: at once; a closed store leaves no thread)
 
     @property
     def done(self) -> bool:
@@ -1649,6 +1651,9 @@ class FactListing:
         # the fact ids with several rows in facts (a table without its key),
         # for the joined reads (the sorted ones see the rows themselves)
         self.twice_of: Callable[[], frozenset[Any]] = frozenset
+        # what lets go of the sorts' connection once the groups are read (or
+        # left): a store read many times keeps no connection per listing
+        self.release: Callable[[], None] | None = None
 
     def start(self, db: sqlite3.Connection, queries: list[str], args: tuple[Any, ...] = ()) -> None:
         self._thread = Background("memctl-listing",
@@ -1670,6 +1675,14 @@ class FactListing:
     def groups(self, *, bare: bool = False) -> Iterator[FactGroup]:
         """The groups; a fact without revisions raises StoreCorrupt, or with
         ``bare`` is a group whose revisions are empty."""
+        try:
+            yield from self._groups(bare)
+        finally:
+            release, self.release = self.release, None
+            if release is not None:
+                release()
+
+    def _groups(self, bare: bool) -> Iterator[FactGroup]:
         if self._thread is not None:
             self._thread.wait()
             error = self._thread.error
@@ -1828,15 +1841,17 @@ def _serialized(method: Callable[Concatenate[FactStore, _P], _R]
                 ) -> Callable[Concatenate[FactStore, _P], _R]:
     """A public call of a writer's store, made holding the store's lock:
     never inside another thread's write transaction, nor beside another
-    thread's statement on the shared connection.  A store opened read-only
-    takes no lock (its connection reads an immutable private copy: the
-    CLI's hot paths pay nothing); a call made inside another of the same
+    thread's statement on the shared connection; a view of a writer's
+    (:meth:`FactStore.one_state`) takes a lock of its own, so that the
+    writer's close, which closes the view, waits for its call in progress.
+    A store opened read-only takes no lock (its connection reads an
+    immutable private copy: the CLI's hot paths pay nothing); a call made inside another of the same
     thread (a read in a write's validation) holds it already (a
     re-entrant lock)."""
 
     @functools.wraps(method)
     def call(self: FactStore, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        if self.readonly:
+        if self._lock_free:
             return method(self, *args, **kwargs)
         lock: Any = self._lock     # (_is_owned: not in typeshed)
         held = lock._is_owned()
@@ -1865,7 +1880,7 @@ def _serial_rows(method: Callable[Concatenate[FactStore, _P], Iterator[T]]
     @functools.wraps(method)
     def rows(self: FactStore, /, *args: _P.args, **kwargs: _P.kwargs) -> Iterator[T]:
         it = method(self, *args, **kwargs)
-        return it if self.readonly else self._each_held(it)
+        return it if self._lock_free else self._each_held(it)
 
     return rows
 
@@ -1921,9 +1936,10 @@ class FactStore(ClosesOnExit):
     row it reads, never while the consumer has the row.  A call waits at
     most ``busy_timeout`` for another thread's, then StoreBusy (as for
     SQLite's lock held by another process); :meth:`close` waits without a
-    bound.  A read-only open (and a view of :meth:`one_state`) takes no
-    lock: one thread at a time.  :meth:`fork` is a read-only open's, with
-    no other thread running (:meth:`may_fork`)."""
+    bound.  A view of :meth:`one_state` takes a lock of its own the same
+    way (the writer's close closes it, from any thread).  A read-only open
+    takes no lock: one thread at a time.  :meth:`fork` is a read-only
+    open's, with no other thread running (:meth:`may_fork`)."""
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = BUSY_TIMEOUT,
                  on_connect: Callable[[sqlite3.Connection], None] | None = None,
@@ -1931,6 +1947,11 @@ class FactStore(ClosesOnExit):
         self.path = Path(os.fspath(path))
         self.busy_timeout = busy_timeout
         self.readonly = _readonly
+        # whether the calls run without the store's lock: a read-only open's
+        # (one thread at a time); a writer's, and a view of a writer's
+        # (one_state: another thread may close the writer, and the view with
+        # it), take it
+        self._lock_free = _readonly
         self.needs_migration = False
         self.schema_version = 0
         self._pending_migration = False   # a writer's: the first write migrates (_Txn)
@@ -2290,7 +2311,7 @@ class FactStore(ClosesOnExit):
         write commits or rolls back first), with no bound: a listing holds
         nothing between its rows, and ends at close (its next row raises
         UsageError)."""
-        if self.readonly:
+        if self._lock_free:
             self._close_now()
             return
         with self._lock:
@@ -2922,7 +2943,6 @@ class FactStore(ClosesOnExit):
         started, no other thread (the work of :meth:`in_background` done),
         and SIGCHLD not ignored (the child could not be waited for)."""
         import signal
-        import threading
 
         if not (hasattr(os, "fork") and self._conn is not None and self.snapshot
                 and self._tmpdir is not None and not self._closed and not self._listings
@@ -2935,7 +2955,9 @@ class FactStore(ClosesOnExit):
         # are not counted: a program that runs such threads inside SQLite
         # does not ask for a split; the kernel's count would also count
         # ended threads not yet gone, and a test runner's own)
-        return threading.active_count() == 1
+        from .pools import alone
+
+        return alone()
 
     @property
     def private_dir(self) -> str | None:
@@ -2979,21 +3001,32 @@ class FactStore(ClosesOnExit):
         if db is None or "source_refs" not in self._tables:
             return
         where, args = self._session_filter(session_id, part)
-        if session_id is None:
-            query = ("SELECT f.session_id, f.seqs, f.digest FROM source_refs f NOT INDEXED "
-                     + where + "ORDER BY f.session_id")
-            sibling = self._sibling()
-            try:
-                cur = (sibling or db).execute(query, args)
-            except sqlite3.Error:
-                if sibling is None:
-                    raise
-                # the sort failed (a full temporary directory): sorted here,
-                # in memory, as the rows must still be the table's
-                cur = db.execute(query, args)
-        else:
-            cur = db.execute(f"SELECT f.session_id, f.seqs, f.digest FROM {sources_by_key(db, 'f')} "
-                             + where + "ORDER BY f.session_id", args)
+        sibling = None
+        try:
+            if session_id is None:
+                query = ("SELECT f.session_id, f.seqs, f.digest FROM source_refs f NOT INDEXED "
+                         + where + "ORDER BY f.session_id")
+                sibling = self._sibling()
+                try:
+                    cur = (sibling or db).execute(query, args)
+                except sqlite3.Error:
+                    if sibling is None:
+                        raise
+                    # the sort failed (a full temporary directory): sorted here,
+                    # in memory, as the rows must still be the table's
+                    cur = db.execute(query, args)
+            else:
+                cur = db.execute(f"SELECT f.session_id, f.seqs, f.digest FROM "
+                                 f"{sources_by_key(db, 'f')} " + where + "ORDER BY f.session_id",
+                                 args)
+            yield from self._sources_grouped(cur)
+        finally:
+            if sibling is not None:
+                self._let_go(sibling)
+
+    @staticmethod
+    def _sources_grouped(cur: sqlite3.Cursor) -> Iterator[tuple[str, list[StoredSource]]]:
+        """:meth:`stored_sources_by_session`'s groups of the rows of ``cur``."""
         sid: str | None = None
         seen: set[tuple[str, str]] = set()
         group: list[StoredSource] = []
@@ -3055,9 +3088,20 @@ class FactStore(ClosesOnExit):
         open there, and once another process had committed, every write of
         the store was StoreBusy at once until the listing ended."""
         if self.readonly:
-            return self.start_listing(session_id).groups(bare=bare)
+            return self._while_open(self.start_listing(session_id).groups(bare=bare))
         self.check_open()
         return self._groups_of_one_state(session_id, bare)
+
+    def _while_open(self, rows: Iterator[T]) -> Iterator[T]:
+        """``rows``, each given while the store is open: once it is closed,
+        the next raises UsageError (a row read ahead is not given after
+        close; the rows of a closed connection are not asked for)."""
+        while True:
+            self.check_open()
+            row = next(rows, _END)
+            if row is _END:
+                return
+            yield row
 
     def _groups_of_one_state(self, session_id: str | None, bare: bool) -> Iterator[FactGroup]:
         with self.one_state() as state:
@@ -3105,7 +3149,7 @@ class FactStore(ClosesOnExit):
         it) holding the store's lock, which is let go before it is given."""
         try:
             while True:
-                row = self._call(next, rows, _END)
+                row = self._call(self._next_open, rows)
                 if row is _END:
                     return
                 yield row
@@ -3113,6 +3157,12 @@ class FactStore(ClosesOnExit):
             close = getattr(rows, "close", None)
             if close is not None:
                 close()
+
+    def _next_open(self, rows: Iterator[T]) -> T:
+        """``next(rows, _END)``, or UsageError once the store is closed (the
+        lock held: a row read ahead is not given after close)."""
+        self.check_open()
+        return next(rows, _END)
 
     def _view(self) -> FactStore:
         """:meth:`one_state`'s view of a writer's store."""
@@ -3135,7 +3185,10 @@ class FactStore(ClosesOnExit):
         view.__dict__.update(_conn=None, _siblings=[], _threads=[], _listings=[], _children=[], _files=[],
                              _pending_migration=False, _tmpdir=None, snapshot=False,
                              _closed=False, readonly=True, _opened=None,
-                             _views=weakref.WeakSet())
+                             _views=weakref.WeakSet(),
+                             # its own lock: the writer's close closes it
+                             # (_close_now) once its call in progress is over
+                             _lock_free=False, _lock=_thread.RLock())
         # mode=ro: the view never creates a database
         db = self._connect(Path(where).as_uri() + "?mode=ro", uri=True,
                            keep=functools.partial(setattr, view, "_conn"))
@@ -3172,14 +3225,14 @@ class FactStore(ClosesOnExit):
         listing = FactListing(self.path)
         if db is None:
             return listing
-        listing.twice_of = ((lambda: ids_stored_twice(db)) if self.readonly
+        listing.twice_of = ((lambda: ids_stored_twice(db)) if self._lock_free
                             else (lambda: self._call(ids_stored_twice, db)))
         where, args = self._session_filter(session_id, part)
         listing.prov = self._legacy_provenance(db, where, args)
         sibling = self._sibling() if session_id is None else None
         if sibling is None:
             joined = self._joined_rows(db, where, args)
-            listing.joined = joined if self.readonly else self._each_held(joined)
+            listing.joined = joined if self._lock_free else self._each_held(joined)
             return listing
         only = ("WHERE " + " AND ".join(part_sql(part, "fact_id")[0]) + " "
                 if part is not None else "")
@@ -3196,8 +3249,23 @@ class FactStore(ClosesOnExit):
         # recorded before its thread starts: close() must find (and wait for)
         # a thread whose start a Ctrl-C interrupted
         self._listings.append(listing)
+        listing.release = lambda: self._let_go(sibling, listing)
         listing.start(sibling, queries, args if part is not None else ())
         return listing
+
+    def _let_go(self, db: sqlite3.Connection, listing: FactListing | None = None) -> None:
+        """A sibling connection (:meth:`_sibling`) whose reads are over, and
+        the listing whose sorts it ran, let go now, not kept until
+        :meth:`close` (which closes what is still held).  The listing's
+        thread is over (its groups waited for it)."""
+        if listing is not None:
+            listing.end()
+            if listing in self._listings:
+                self._listings.remove(listing)
+        if any(d is db for d in self._siblings):
+            self._siblings[:] = [d for d in self._siblings if d is not db]
+            with contextlib.suppress(sqlite3.Error):
+                db.close()
 
     def _legacy_provenance(self, db: sqlite3.Connection, where: str, args: tuple[Any, ...]
                            ) -> ProvRows | LegacyProvenance:
@@ -3210,7 +3278,10 @@ class FactStore(ClosesOnExit):
         the rows of one key in the same order); where the table declares a
         collation (none but a crafted or damaged one does), its ids may not
         come in the listing's order, and the rows are all read into the
-        dict now, as they were; so they are on a writer's own connection."""
+        dict now, as they were; so they are on a writer's own connection,
+        and on a view of one (read outside the view's lock, as the listing
+        reaches them, a row could be fetched while another thread closes
+        the writer and the view with it)."""
         query = ("SELECT f.fact_id, f.revision, f.session_id, f.seq FROM provenance f " + where
                  + "ORDER BY f.fact_id, f.revision, f.session_id, f.seq")
         cur = db.execute(query, args)
@@ -3223,7 +3294,7 @@ class FactStore(ClosesOnExit):
         # hold its read snapshot while the listing is not read to its end,
         # and its writes would then be StoreBusy once another process
         # commits -- its listings go through one_state's view, read only)
-        if (not self.readonly or table is None or type(table[0]) is not str
+        if (not self._lock_free or table is None or type(table[0]) is not str
                 or "COLLATE" in table[0].upper()):
             prov: ProvRows = {}
             _add_row(prov, first)
@@ -3265,7 +3336,7 @@ class FactStore(ClosesOnExit):
         fork: no child inherits a thread inside SQLite), through Ctrl-C
         (:meth:`Background.wait`)."""
         for job in self._threads:
-            job.wait()
+            job.join()          # (ended, not only done: a fork may follow)
         self._threads = []
 
     def _sibling(self) -> sqlite3.Connection | None:

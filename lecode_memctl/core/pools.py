@@ -30,6 +30,18 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 R = TypeVar("R")
 
+
+def alone() -> bool:
+    """Whether this process runs no thread but this one (of those
+    :mod:`threading` counts): the condition of every fork of the core, a
+    pool's or a split listing's (docs/API.md, "Forks").  A process forked
+    beside another thread inherits that thread's locks as they were (the
+    allocator's, SQLite's, a logging handler's), held by nobody.  Threads
+    of the core's own that are done are joined first by their owners."""
+    import threading
+
+    return threading.active_count() == 1
+
 # how long a wait for a result goes before it looks whether a worker died
 # (a worker killed while it wrote a result leaves the pool's reader thread
 # waiting for the rest of it: the pool never says it is broken)

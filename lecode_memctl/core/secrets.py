@@ -714,7 +714,10 @@ class Scanner:
                     self._database(rel, os.path.join(root, rel), live_fact_values)
                 except OSError as exc:
                     self.report.skipped.append(Skipped(rel, exc.strerror or str(exc)))
-        if jobs > 1 and len(plain) > 1 and _worth_a_pool(root, plain):
+        from .pools import alone
+
+        # (no fork beside another thread: a program that imports the core)
+        if jobs > 1 and len(plain) > 1 and alone() and _worth_a_pool(root, plain):
             import multiprocessing
 
             from .pools import in_order

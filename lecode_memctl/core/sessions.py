@@ -2754,6 +2754,7 @@ class SessionStore:
     def _info(self, sid: str) -> SessionInfo:
         from .sessiondata import SessionInfo
 
+        self._check_open()      # (iter_sessions: closed meanwhile, no entry after)
         path = os.path.join(self.dir, sid + SUFFIX)
         try:
             lst = os.lstat(path)
@@ -2873,6 +2874,7 @@ class SessionStore:
             prev: int | None = None
             lineno = 0
             for off, line in f.lines(0):
+                self._check_open()          # (closed meanwhile: no item read ahead)
                 lineno += 1
                 if line is None:
                     yield ScanItem(lineno, off, TORN_TAIL, detail="an append in flight (no final newline)")

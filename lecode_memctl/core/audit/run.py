@@ -260,11 +260,14 @@ class Audit:
         ``worth_a_pool`` over every transcript, cited or not (the references
         are not read yet; the cited ones, which decide the pool in
         ``_check_sessions``, are among them)."""
+        from ..pools import alone
+
         if not self.parallel:
             return False
         ids = self.store.session_ids(unlistable_ok=True)   # layout.unreadable reports it
+        # (and no thread of the caller's: no fork beside it)
         return worth_a_pool(len(ids), self.deep, (self._transcript(sid) for sid in ids),
-                            self._db_bytes())
+                            self._db_bytes()) and alone()
 
     def _db_bytes(self) -> int:
         """The facts database's size (0 when it cannot be stat'ed)."""
@@ -508,9 +511,13 @@ class Audit:
             self._db_bytes())
         if parallel and self._fs is not None:
             # no fork while a thread is inside SQLite (may_fork said no pool,
-            # but a transcript grew meanwhile)
+            # but a transcript grew meanwhile): the checks' thread ended
             self._fs.wait_background()
-        elif self._fs is not None and self._child is None:
+        if parallel:
+            from ..pools import alone
+
+            parallel = alone()      # (a caller's thread: no pool, run_jobs forks none)
+        if not parallel and self._fs is not None and self._child is None:
             # the facts' sorts (fact_findings) run while the transcripts are read
             self._listing = self._fs.start_listing()
         results = run_jobs(jobs, parallel=parallel)

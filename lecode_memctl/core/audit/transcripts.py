@@ -214,7 +214,11 @@ def run_jobs(jobs: Iterable[tuple[Any, ...]], *, parallel: bool) -> Iterator[_Sc
     batches per worker are waiting at any time, so a job's references are
     made when it is about to run, not all of them first.  A batch is a run
     of consecutive jobs (:func:`_batches`), sent to a worker as one task."""
-    if parallel:
+    from ..pools import alone
+
+    # (no fork beside another thread: a program that imports the core and
+    # asked for parallel may run threads of its own)
+    if parallel and alone():
         import multiprocessing
 
         from ..pools import in_order

@@ -103,3 +103,6 @@ def read_config_file(config_dir: Path) -> tuple[Path, dict[str, Any] | None]:
         raise StoreCorrupt(f"{path}: not valid UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path}: invalid TOML: {exc}") from None
+    except RecursionError:
+        # (arrays or tables nested thousands deep: tomllib parses by recursion)
+        raise UsageError(f"{path}: invalid TOML: nested too deeply") from None

@@ -238,6 +238,11 @@ def open_project(path: str | os.PathLike[str] | None = None, *,
     with its first write."""
     if store is not None and path is not None:
         raise UsageError("open_project: give a project path or a store, not both")
+    for name, value in (("store", store), ("config_dir", config_dir)):
+        # (as memctl's --store and --config-dir: an empty path names no
+        # directory; taken as given, it was the current one, or the default)
+        if value is not None and os.fspath(value) in ("", b""):
+            raise UsageError(f"open_project: {name} is an empty path")
     cfg = resolve_config_dir(config_dir)
     if store is not None:
         st = store_given(store, None)   # as the CLI's --store: the slug from the headers

@@ -3050,7 +3050,7 @@ class SessionWriter(ClosesOnExit):
                                  f"{self._generation}; an epoch is the generation captured before "
                                  "the request (validate reports session.epoch_ahead)")
 
-    def append_message(self, role: str, content: Any, **extra: Any) -> int:
+    def append_message(self, role: str, content: Any, /, **extra: Any) -> int:
         """``{"seq","type":"message","role","content",...extra}``; returns the seq.
 
         Refused (UsageError, nothing written): an extra ``seq`` or ``type``;
@@ -3068,7 +3068,7 @@ class SessionWriter(ClosesOnExit):
         self._check_epoch(rec)
         return self.append_record(rec)
 
-    def append_event(self, event: str, **fields: Any) -> int:
+    def append_event(self, event: str, /, **fields: Any) -> int:
         """``{"seq","type":"event","event":event,...fields}``; returns the seq.
 
         Refused (UsageError, nothing written): an extra ``seq`` or ``type``;

@@ -214,6 +214,13 @@ class SourceRef:
     def __hash__(self) -> int:
         return self._hash  # type: ignore[attr-defined, no-any-return]
 
+    def __reduce__(self) -> tuple[Any, tuple[str, tuple[int, ...], str]]:
+        # pickled as its three values, the hash made again where it is read:
+        # a text's hash differs from one process to another (PYTHONHASHSEED),
+        # and a ref unpickled with the hash of the process that pickled it was
+        # equal to its twin made here but not found in a set of them
+        return (SourceRef.of_checked, (self.session_id, self.seqs, self.digest))
+
     @classmethod
     def checked_fast(cls, session_id: str, seqs: Any, digest: Any) -> SourceRef | None:
         """The SourceRef of stored values when they are plainly well formed

@@ -1,0 +1,93 @@
+"""Edges of the core's public API that a review found off its documentation
+(docs/API.md): a pickled SourceRef's hash, a config nested too deeply, the
+writer's reserved field names given as keywords, and empty paths given to
+``open_project``.  Each is a typed error or a value that behaves as
+documented, never a raw Python error."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lecode_memctl.core import SourceRef, open_project
+from lecode_memctl.core.errors import UsageError
+
+REPO = Path(__file__).resolve().parents[1]
+DIGEST = "0" * 64
+
+
+def test_a_pickled_source_ref_hashes_as_one_made_where_it_is_read():
+    """The hash was cached at construction and pickled with the object: in
+    another process (another PYTHONHASHSEED) the ref was equal to its twin
+    but hashed differently, and not found in a set of them."""
+    blob = pickle.dumps(SourceRef("s1", (1, 2), DIGEST))
+    code = ("import pickle, sys; from lecode_memctl.core import SourceRef as R; "
+            "a = pickle.loads(sys.stdin.buffer.read()); b = R('s1', (1, 2), '0' * 64); "
+            "print(a == b, hash(a) == hash(b), a in {b}, a.seqs, a.label())")
+    for seed in ("1", "2", "3"):
+        env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONHASHSEED": seed}
+        r = subprocess.run([sys.executable, "-c", code], input=blob, capture_output=True,
+                           env=env, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.decode().split() == ["True", "True", "True", "(1,", "2)", "s1:1-2"]
+
+
+def test_a_source_ref_copied_or_pickled_here_is_itself():
+    import copy
+
+    ref = SourceRef("s1", (3,), DIGEST)
+    for other in (pickle.loads(pickle.dumps(ref)), copy.copy(ref), copy.deepcopy(ref)):
+        assert other == ref and hash(other) == hash(ref) and other in {ref}
+
+
+def _project(tmp_path: Path):
+    (tmp_path / "proj").mkdir(exist_ok=True)
+    return open_project(tmp_path / "proj", config_dir=tmp_path / "cfg")
+
+
+def test_a_config_nested_too_deeply_is_a_usage_error(tmp_path):
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "config.toml").write_text("[ui]\nx = " + "[" * 3000 + "]" * 3000 + "\n")
+    p = _project(tmp_path)
+    with pytest.raises(UsageError, match="nested too deeply"):
+        p.memory_section()
+    p.close()
+
+
+@pytest.mark.parametrize("kind, extra", [
+    ("message", {"role": "system"}),
+    ("message", {"content": "y"}),
+    ("event", {"event": "undo"}),
+])
+def test_a_reserved_field_given_as_a_keyword_is_refused_as_usage(tmp_path, kind, extra):
+    """``append_message("user", "x", role="system")`` raised TypeError (a
+    keyword given twice) before the writer's own check could refuse it."""
+    p = _project(tmp_path)
+    with p.sessions.create("s1") as w:
+        before = w.next_seq
+        with pytest.raises(UsageError, match="reserved"):
+            if kind == "message":
+                w.append_message("user", "x", **extra)
+            else:
+                w.append_event("clear", **extra)
+        assert w.next_seq == before
+    assert len(p.sessions.records("s1", 0, 10)) == 1      # the header alone
+    p.close()
+
+
+@pytest.mark.parametrize("option", ["store", "config_dir"])
+def test_an_empty_path_given_to_open_project_is_a_usage_error(tmp_path, monkeypatch, option):
+    """``store=""`` was the current directory (a store made there by the
+    first write); ``config_dir=""`` the default one.  memctl's --store ''
+    and --config-dir '' are usage errors."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    with pytest.raises(UsageError, match=f"{option} is an empty path"):
+        open_project(**{option: ""})
+    assert list(cwd.iterdir()) == []

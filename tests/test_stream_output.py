@@ -407,6 +407,23 @@ def test_a_closed_stdout_is_one_line_and_exit_7(config_dir, tmp_path, unbuffered
     assert p.stderr == b"memctl: error: standard output: closed\n", p.stderr
 
 
+@pytest.mark.parametrize("args", [["export"], ["export", "-o", "-"]], ids=["default", "dash"])
+def test_export_to_a_closed_stdout_is_one_line_and_exit_7(config_dir, tmp_path, args):
+    """memctl export >&- : the tar archive goes to stdout's binary layer,
+    which a closed stdout does not have: one line and exit 7, as every other
+    command (an internal error, AttributeError, exit 70, before)."""
+    import os
+    import subprocess
+
+    project = tmp_path / "proj"
+    outkit.build(config_dir, project, facts=2)
+    p = subprocess.run(outkit.memctl_argv("-C", str(project), *args),
+                       stderr=subprocess.PIPE, env=_env(""), timeout=120,
+                       preexec_fn=lambda: os.close(1))
+    assert p.returncode == 7, (p.returncode, p.stderr)
+    assert p.stderr == b"memctl: error: standard output: closed\n", p.stderr
+
+
 @pytest.mark.parametrize("unbuffered", ["1", ""], ids=["-u", "buffered"])
 def test_version_to_a_full_disk_or_a_gone_reader(unbuffered):
     """--version answers before the command tree, with the same handling of

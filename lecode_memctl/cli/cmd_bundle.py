@@ -60,7 +60,7 @@ def export(
     from lecode_memctl.core.errors import UsageError
     from lecode_memctl.core.rowmodel import SCHEMA_VERSION
 
-    from .output import emit_json_document, stdout_is_tty
+    from .output import emit_json_document, stdout_binary, stdout_is_tty
 
     store = STATE.existing_store()
     if output is None or str(output) == "-":
@@ -70,14 +70,14 @@ def export(
             raise UsageError("refusing to write a tar archive to a terminal; use --output FILE "
                              "or redirect stdout")
         sys.stdout.flush()
-        res = export_bundle(store, sys.stdout.buffer, with_backups=with_backups,
+        res = export_bundle(store, stdout_binary(), with_backups=with_backups,
                             lock_wait=lock_wait, parallel=True)
     else:
         res = export_to_file(store, output, with_backups=with_backups, lock_wait=lock_wait,
                              parallel=True)
     try:
         if res.output is None:          # (the bundle on stdout, the summary on stderr)
-            sys.stdout.buffer.flush()
+            stdout_binary().flush()
             _summary(res, err=True)
         elif json_:
             # (the rows streamed from the file that holds them, never all in memory)

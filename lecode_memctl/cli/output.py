@@ -462,6 +462,19 @@ def stdout_error(exc: OSError) -> None:
     exc.filename = STDOUT_NAME
 
 
+def stdout_binary() -> Any:
+    """stdout's binary layer, for a command that writes bytes (export's tar
+    archive).  stdout closed (``memctl ... >&-``, where it has none) raises
+    the error a write to it raises: one line, ``standard output: closed``,
+    exit 7, as every command (an internal error, exit 70, before)."""
+    buf = getattr(sys.stdout, "buffer", None)
+    if buf is None:
+        import errno
+
+        raise OSError(errno.EBADF, "closed", STDOUT_NAME)
+    return buf
+
+
 def write_bytes(data: bytes) -> None:
     STATE.output_started = True
     out = sys.stdout

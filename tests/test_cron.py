@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import orjson
 import pytest
 
 from lecode_memctl.cli.cmd_audit import CRON_LINE
@@ -173,3 +174,30 @@ def test_secrets_recipe_publishes_a_store_with_a_secret(config_dir, tmp_path):
     assert 'memctl_secrets_findings{project="app-0123456789ab",detector="aws-access-key"' in text
     assert not any(v in text for v in p.values.values())
     assert sorted(os.listdir(out_dir)) == ["memctl_secrets.prom"]   # no temporary file left
+
+
+@pytest.mark.parametrize("command", ["validate", "secrets"])
+@pytest.mark.parametrize("to_file", [False, True], ids=["stdout", "output"])
+def test_prometheus_label_of_a_store_name_that_is_not_utf8(config_dir, tmp_path, command, to_file):
+    """A store directory named with a byte that is not UTF-8 (x\\xff): the
+    project label is valid UTF-8, the name spelt as the JSON output spells it
+    (x\\xff, four characters), escaped as the exposition format wants
+    (backslash doubled).  secrets ended in exit 70 (UnicodeEncodeError);
+    validate wrote the label as x\\udcff, which is no escape of the format."""
+    name = os.fsdecode(b"x\xff")
+    store_dir = config_dir / "memory" / name
+    store_dir.mkdir(parents=True)
+    (store_dir / "MEMORY.md").write_text("hi\n")
+    doc = orjson.loads(run_cli(command, "--all-projects", "--json").stdout_bytes)
+    [spelt] = [p["project"] for p in doc["projects"]]
+    assert spelt == "x\\xff"
+    target = tmp_path / "out.prom"
+    r = run_cli(command, "--all-projects", "--format", "prometheus",
+                *(["--output", str(target)] if to_file else []))
+    assert r.exit_code in (0, 1), (r.exit_code, r.stderr)
+    data = target.read_bytes() if to_file else r.stdout_bytes
+    text = data.decode("utf-8")                    # valid UTF-8, strictly
+    assert '{project="x\\\\xff"' in text, text
+    fams = parse_exposition(text)
+    ok = fams[f"memctl_{command}_ok"].samples
+    assert [s.labels["project"] for s in ok] == [spelt]

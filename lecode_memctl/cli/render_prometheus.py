@@ -8,14 +8,21 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from lecode_memctl.core.audit import CODES, SEVERITIES, SEVERITY_RANK, Summary
+from lecode_memctl.core.rowmodel import no_surrogates
 from lecode_memctl.core.sourceref import STATUSES
 
 if TYPE_CHECKING:  # pragma: no cover - validate's renderer must not import the secrets audit
     from lecode_memctl.core.secrets import SecretsReport
 
 def _prom_escape(value: str) -> str:
-    """A label value escaped per the exposition format: backslash, quote, newline."""
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    """A label value as the exposition format wants it: UTF-8, escaped
+    (backslash, quote, newline).  A store name's bytes that are not UTF-8
+    (lone surrogates, from os.listdir) are first spelt ``\\xNN``, as the JSON
+    output spells them (``rowmodel.no_surrogates``), so that the label is the
+    same text as JSON's ``project`` (they were written raw: an encoding error,
+    exit 70, or ``\\udcff``, which the format does not know)."""
+    return (no_surrogates(value).replace("\\", "\\\\").replace('"', '\\"')
+            .replace("\n", "\\n"))
 
 
 def _labels(**kv: str) -> str:

@@ -65,10 +65,12 @@ def validate(
     progress: Annotated[bool | None, typer.Option(
         "--progress/--no-progress",
         help="A progress bar on stderr (default: when stderr is a terminal and not --quiet).")] = None,
-    output: Annotated[Path | None, typer.Option(
+    output: Annotated[str | None, typer.Option(  # str: "" is refused, not "."
         "--output", "-o", metavar="FILE",
         help="Write the report to FILE instead of stdout, atomically (a temporary file in "
-             "FILE's directory, fsync, rename), whatever the findings.")] = None,
+             "FILE's directory, fsync, rename), whatever the findings.  A FILE inside a "
+             "store audited (with --all-projects: under <config dir>/memory/) is refused "
+             "(exit 2).")] = None,
     list_codes: Annotated[bool, typer.Option(
         "--list-codes", help="List every finding code with its severity, group and meaning "
                              "(with --json or --format: as rows), and exit.")] = False,
@@ -118,10 +120,11 @@ def validate(
     order.
 
     Exit status: 0 when nothing is at error severity (with --strict: nothing
-    at warning either), 1 otherwise, also with --output; 2 usage, 3 no such
-    store, 5 unreadable (a symlinked store directory), 6 busy (the facts
-    database kept changing while its snapshot was taken), 7 --output could
-    not be written (the previous file is left as it was).
+    at warning either), 1 otherwise, also with --output; 2 usage (an
+    --output inside a store, say), 3 no such store, 5 unreadable (a
+    symlinked store directory), 6 busy (the facts database kept changing
+    while its snapshot was taken), 7 --output could not be written (the
+    previous file is left as it was).
     --json prints {"type": "validate", "schema_version", "ok", "strict",
     "deep", "exit_code", "generated", "stores", "totals", "projects":
     [summary rows], "findings": [finding rows]}; --format jsonl streams the
@@ -137,9 +140,10 @@ def validate(
     from lecode_memctl.core.errors import UsageError
     from lecode_memctl.core.layout import memory_names, memory_root, store_at, store_given
 
-    from .state import path_option
+    from .state import output_file, path_option
 
     store_dir = path_option("--store", store_dir)
+    output = path_option("--output", output)
     from .output import (
         REPORT_ALIASES,
         atomic_output,
@@ -168,13 +172,12 @@ def validate(
         stores = [require_store(store_given(store_dir, STATE.slug_option))]
     else:
         stores = [STATE.existing_store()]
+    out = output_file(output, stores, command="validate",
+                      config_dir=cfg.path if all_projects else None)
     # (no temporary file or directory is made in one of them: the held rows'
     # file, another store's snapshot)
     with fenced(*(st.path for st in stores)):
-        if output is not None and output.is_dir():
-            raise UsageError(f"--output {output}: is a directory")
-
-        to_stdout = not quiet or output is not None
+        to_stdout = not quiet or out is not None
         show_progress = (progress if progress is not None else not quiet) and _stderr_tty()
         record_state = STATE.may_record_marks(stores)
         summaries = []
@@ -184,13 +187,13 @@ def validate(
         # document has them), not as objects (on a terminal it is indented)
         # (csv and tsv: their lines as the end writes them)
         held = (held_rows(HELD_IN_MEMORY, b",") if fmt == "json" and to_stdout
-                and HELD_IN_MEMORY is not None and (output is not None or not stdout_is_tty())
+                and HELD_IN_MEMORY is not None and (out is not None or not stdout_is_tty())
                 else held_rows(HELD_IN_MEMORY, b"") if fmt in ("csv", "tsv") and to_stdout
                 and HELD_IN_MEMORY is not None else None)
         # the report for people: each finding's line, held by its place in it
         report = (_HeldReport(HELD_IN_MEMORY)
                   if fmt == "human" and to_stdout and HELD_IN_MEMORY is not None else None)
-        sink = atomic_output(str(output)) if output is not None else None
+        sink = atomic_output(str(out)) if out is not None else None
         try:
             if sink is not None and stream_jsonl:
                 sink.__enter__()

@@ -20,7 +20,7 @@ Examples:
   memctl export -o bundle.tar --json | jq -r .manifest_sha256
 """)
 def export(
-    output: Annotated[Path | None, typer.Option(
+    output: Annotated[str | None, typer.Option(  # str: "" is refused, not "."
         "--output", "-o", metavar="FILE",
         help="Write the bundle to FILE, a new file outside the store (gzip-compressed when "
              "it ends in .tar.gz, .tgz or .gz).  Default: stdout, when it is not a terminal.")
@@ -61,9 +61,11 @@ def export(
     from lecode_memctl.core.rowmodel import SCHEMA_VERSION
 
     from .output import emit_json_document, stdout_binary, stdout_is_tty
+    from .state import path_option
 
+    output = path_option("--output", output)
     store = STATE.existing_store()
-    if output is None or str(output) == "-":
+    if output is None or output == "-":
         if json_:
             raise UsageError("--json needs --output FILE (the bundle would go to stdout)")
         if stdout_is_tty():

@@ -282,10 +282,11 @@ def secrets(
         "--allowlist", metavar="FILE",
         help="Known false positives: SHA-256 hashes of values, one per line (default: "
              "<config dir>/memctl-secrets-allowlist when it exists).")] = None,
-    output: Annotated[Path | None, typer.Option(
+    output: Annotated[str | None, typer.Option(  # str: "" is refused, not "."
         "--output", "-o", metavar="FILE",
         help="Write the report to FILE atomically (temporary file, fsync, rename) "
-             "instead of stdout.")] = None,
+             "instead of stdout.  A FILE inside a store audited (with --all-projects: "
+             "under <config dir>/memory/) is refused (exit 2).")] = None,
     quiet: Annotated[bool, typer.Option(
         "--quiet", "-q", help="Print nothing; the exit status is the answer.")] = False,
     jobs: Annotated[int, typer.Option(
@@ -323,8 +324,8 @@ def secrets(
     false positive ('memctl redact' erases the rest).
 
     Exit status: 0 nothing found, 1 something found or a file or directory
-    could not be read (listed as skipped: it may hide a value), 2 usage, 3
-    no store.
+    could not be read (listed as skipped: it may hide a value), 2 usage (an
+    --output inside a store, say), 3 no store.
     --json prints {"type": "secrets", "schema_version", "ok", "exit_code",
     "generated" (RFC 3339 UTC), "projects": [scan rows], "findings": [secret
     rows]}; a secret row has type, detector, kind (transcript, file, fact,
@@ -340,7 +341,9 @@ def secrets(
     from lecode_memctl.core.secrets import Detector, load_allowlist, scan_store
 
     from .output import REPORT_ALIASES, dumps, fixed_format, safe
+    from .state import output_file, path_option
 
+    output = path_option("--output", output)
     fmt = fixed_format(fmt, json_flag=json_, choices=SECRETS_FORMATS, aliases=REPORT_ALIASES)
     allowed = load_allowlist(allowlist if allowlist is not None else _default_allowlist())
     if all_projects:
@@ -349,6 +352,8 @@ def secrets(
         stores = store_dirs(STATE.config_dir().path)
     else:
         stores = [STATE.existing_store()]
+    out = output_file(output, stores, command="secrets",
+                      config_dir=STATE.config_dir().path if all_projects else None)
     detector = Detector()
     reports = [scan_store(st, detector=detector, allowlist=allowed, jobs=_jobs(jobs),
                           lock_wait=lock_wait)
@@ -397,8 +402,8 @@ def secrets(
         if not reports:
             lines.append("no stores")
         data = ("\n".join(lines) + "\n").encode("utf-8")
-    if output is not None:
-        _write_output(output, data)
+    if out is not None:
+        _write_output(out, data)
     elif not quiet:
         from .output import write_bytes
 

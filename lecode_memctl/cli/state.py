@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Sequence
+
     from lecode_memctl.core.config import ConfigDir
     from lecode_memctl.core.layout import Store
 
@@ -188,6 +190,29 @@ def path_option(option: str, value: str | None) -> str | None:
 
         raise UsageError(f"{option} needs a path; it was given an empty one")
     return value
+
+
+def output_file(value: str | None, stores: Sequence[Store], *, command: str,
+                config_dir: Path | None = None) -> Path | None:
+    """The ``--output FILE`` of ``validate`` and ``secrets``, checked before
+    any work (one rule for both; docs/FORMAT.md): None when not given; an
+    empty path is a usage error (:func:`path_option`); so is a FILE inside
+    one of the ``stores`` audited, or with ``config_dir`` (--all-projects)
+    inside its ``memory/`` (``atomic.refuse_inside``, export's check: a
+    read command writes nothing in a store)."""
+    value = path_option("--output", value)
+    if value is None:
+        return None
+    from lecode_memctl.core.atomic import refuse_inside
+
+    fences: list[tuple[str | Path, str]] = [(st.path, f"the store {st.path}") for st in stores]
+    if config_dir is not None:
+        from lecode_memctl.core.layout import memory_root
+
+        root = memory_root(config_dir)
+        fences.append((root, f"{root}, the directory of the stores"))
+    refuse_inside(value, fences, command=command)
+    return Path(value)
 
 
 STATE = State()

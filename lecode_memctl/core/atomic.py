@@ -22,7 +22,7 @@ import stat
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from .errors import StoreCorrupt, StoreWriteError
+from .errors import StoreCorrupt, StoreWriteError, UsageError
 from .layout import DIR_MODE, FILE_MODE
 
 TMP_PREFIX = "."
@@ -246,6 +246,21 @@ def resolves_inside(path: str | os.PathLike[str], fence: str | os.PathLike[str])
     real = os.path.realpath(path)
     top = os.path.realpath(fence)
     return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def refuse_inside(target: str | os.PathLike[str],
+                  fences: Iterable[tuple[str | os.PathLike[str], str]], *,
+                  command: str) -> None:
+    """``UsageError`` (exit 2) when the file ``target`` a read command is to
+    write (export's bundle, the --output of validate and secrets) lies in
+    one of ``fences``, each ``(directory, what it is)``: the file or its
+    directory resolves inside it (:func:`resolves_inside`).  A read command
+    creates and changes nothing in a store.  The one check of the three."""
+    path = os.path.abspath(os.fspath(target))
+    for fence, what in fences:
+        if resolves_inside(os.path.dirname(path), fence) or resolves_inside(path, fence):
+            raise UsageError(f"{os.fspath(target)}: inside {what}; {command} is a read "
+                             "command and writes nothing there")
 
 
 # Stores a temporary file or directory of this process must also stay out

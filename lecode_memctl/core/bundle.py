@@ -49,7 +49,7 @@ import orjson
 
 from ._lazy import lazy_compile
 from ._record import record
-from .atomic import O_NONBLOCK, fenced, open_nofollow, private_tempdir, resolves_inside, write_all
+from .atomic import O_NONBLOCK, fenced, open_nofollow, private_tempdir, refuse_inside, write_all
 from .errors import Conflict, MemctlError, NotFound, StoreCorrupt, StoreWriteError, UsageError
 from .layout import DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, SESSIONS_DIR, Store
 from .mdnames import is_daily_file, is_note_file
@@ -727,9 +727,7 @@ def export_to_file(store: Store, output: str | os.PathLike[str], *,
     linked into place, so that a failed export leaves nothing behind."""
     target = Path(os.path.abspath(os.fspath(output)))
     store.require()
-    if resolves_inside(target.parent, store.path):
-        raise UsageError(f"{target}: inside the store being exported; export is a read "
-                         "command and writes nothing there")
+    refuse_inside(target, [(store.path, "the store being exported")], command="export")
     if os.path.lexists(target):
         raise Conflict(f"{target}: already exists; not overwritten")
     if not os.path.isdir(target.parent):

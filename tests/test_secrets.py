@@ -78,6 +78,7 @@ def test_no_format_prints_a_value(planted, fmt):
 
 def test_prometheus_and_output_file(planted, tmp_path):
     out = tmp_path / "reports" / "secrets.prom"
+    out.parent.mkdir()      # (a missing directory is exit 7, never created: test_output_option)
     r = secrets_cli(planted, "--format", "prometheus", "--output", str(out))
     assert r.exit_code == 1 and r.stdout == ""
     text = out.read_text()

@@ -68,9 +68,10 @@ def validate(
     output: Annotated[str | None, typer.Option(  # str: "" is refused, not "."
         "--output", "-o", metavar="FILE",
         help="Write the report to FILE instead of stdout, atomically (a temporary file in "
-             "FILE's directory, fsync, rename), whatever the findings.  A FILE inside a "
-             "store audited (with --all-projects: under <config dir>/memory/) is refused "
-             "(exit 2).")] = None,
+             "FILE's directory, fsync, rename), whatever the findings.  FILE is a regular "
+             "file or a new name in a directory that exists (exit 7 otherwise), outside "
+             "the stores audited (with --all-projects: outside <config dir>/memory/); a "
+             "symbolic link is refused: give the file itself (exit 2).")] = None,
     list_codes: Annotated[bool, typer.Option(
         "--list-codes", help="List every finding code with its severity, group and meaning "
                              "(with --json or --format: as rows), and exit.")] = False,
@@ -121,10 +122,11 @@ def validate(
 
     Exit status: 0 when nothing is at error severity (with --strict: nothing
     at warning either), 1 otherwise, also with --output; 2 usage (an
-    --output inside a store, say), 3 no such store, 5 unreadable (a
-    symlinked store directory), 6 busy (the facts database kept changing
-    while its snapshot was taken), 7 --output could not be written (the
-    previous file is left as it was).
+    --output inside a store, or a symbolic link, say), 3 no such store, 5
+    unreadable (a symlinked store directory), 6 busy (the facts database
+    kept changing while its snapshot was taken), 7 --output could not be
+    written (its directory missing, say; the previous file is left as it
+    was).
     --json prints {"type": "validate", "schema_version", "ok", "strict",
     "deep", "exit_code", "generated", "stores", "totals", "projects":
     [summary rows], "findings": [finding rows]}; --format jsonl streams the

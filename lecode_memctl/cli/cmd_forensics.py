@@ -257,7 +257,7 @@ def _write_output(output: Path, data: bytes) -> None:
     """``--output FILE``: temporary file in FILE's directory, fsync, rename."""
     from lecode_memctl.core.atomic import atomic_write
 
-    atomic_write(Path(output), data, backup=False)
+    atomic_write(Path(output), data, backup=False, make_parent=False)
 
 
 SECRETS_CRON_LINE = ("0 * * * * memctl secrets --all-projects --format prometheus "
@@ -285,8 +285,10 @@ def secrets(
     output: Annotated[str | None, typer.Option(  # str: "" is refused, not "."
         "--output", "-o", metavar="FILE",
         help="Write the report to FILE atomically (temporary file, fsync, rename) "
-             "instead of stdout.  A FILE inside a store audited (with --all-projects: "
-             "under <config dir>/memory/) is refused (exit 2).")] = None,
+             "instead of stdout.  FILE is a regular file or a new name in a directory "
+             "that exists (exit 7 otherwise), outside the stores audited (with "
+             "--all-projects: outside <config dir>/memory/); a symbolic link is refused: "
+             "give the file itself (exit 2).")] = None,
     quiet: Annotated[bool, typer.Option(
         "--quiet", "-q", help="Print nothing; the exit status is the answer.")] = False,
     jobs: Annotated[int, typer.Option(
@@ -325,7 +327,9 @@ def secrets(
 
     Exit status: 0 nothing found, 1 something found or a file or directory
     could not be read (listed as skipped: it may hide a value), 2 usage (an
-    --output inside a store, say), 3 no store.
+    --output inside a store, or a symbolic link, say), 3 no store, 7
+    --output could not be written (its directory missing, say: it is never
+    created; the previous file is left as it was).
     --json prints {"type": "secrets", "schema_version", "ok", "exit_code",
     "generated" (RFC 3339 UTC), "projects": [scan rows], "findings": [secret
     rows]}; a secret row has type, detector, kind (transcript, file, fact,

@@ -199,7 +199,8 @@ def output_file(value: str | None, stores: Sequence[Store], *, command: str,
     empty path is a usage error (:func:`path_option`); so is a FILE inside
     one of the ``stores`` audited, or with ``config_dir`` (--all-projects)
     inside its ``memory/`` (``atomic.refuse_inside``, export's check: a
-    read command writes nothing in a store)."""
+    read command writes nothing in a store); and then what FILE itself may
+    be (:func:`_check_output_target`)."""
     value = path_option("--output", value)
     if value is None:
         return None
@@ -212,7 +213,40 @@ def output_file(value: str | None, stores: Sequence[Store], *, command: str,
         root = memory_root(config_dir)
         fences.append((root, f"{root}, the directory of the stores"))
     refuse_inside(value, fences, command=command)
+    _check_output_target(value)
     return Path(value)
+
+
+def _check_output_target(value: str) -> None:
+    """What ``--output FILE`` may name, as the report is written (a new file
+    renamed over FILE): a regular file, or a new name in a directory that
+    exists.  A symbolic link is a usage error (the rename would replace the
+    link, not what it points to: give the file itself), and so is a
+    directory or another kind of file (a device, a FIFO).  A name that
+    cannot be looked up (too long, a missing or unsearchable directory) is
+    exit 7, "cannot write"; a missing directory is never created."""
+    import stat
+
+    from lecode_memctl.core.atomic import file_kind
+    from lecode_memctl.core.errors import StoreWriteError, UsageError
+
+    try:
+        st = os.lstat(value)
+    except FileNotFoundError:
+        parent = os.path.dirname(value) or "."
+        if not os.path.isdir(parent):
+            raise StoreWriteError(f"--output {value}: cannot write: no such directory "
+                                  f"{parent}") from None
+        return
+    except OSError as exc:
+        raise StoreWriteError(f"--output {value}: cannot write: {exc.strerror or exc}") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise UsageError(f"--output {value}: is a symbolic link; give the file itself (the "
+                         "report is renamed over FILE, which would replace the link, not "
+                         "what it points to)")
+    if not stat.S_ISREG(st.st_mode):
+        raise UsageError(f"--output {value}: is {file_kind(st.st_mode)}; give a regular file "
+                         "or a new name")
 
 
 STATE = State()

@@ -515,13 +515,15 @@ def _read_previous(target: Path) -> bytes | None:
 
 
 def atomic_write(target: Path, data: bytes, *, backup: bool = True,
-                 overwrite: bool = True) -> None:
+                 overwrite: bool = True, make_parent: bool = True) -> None:
     """Replace ``target`` with ``data`` atomically.
 
     ``backup``: copy the previous content (if any) to ``<target>.bak`` first.
     ``overwrite=False``: never replace an existing target (the final step
     is a hard link, which fails when the destination appeared meanwhile);
     raises ``FileExistsError`` then.
+    ``make_parent=False``: a missing directory is a failure (``StoreWriteError``),
+    never created (a report's --output, outside any store).
 
     Failures raise ``StoreWriteError`` (exit 7).  Before the final replace the
     target keeps its old bytes (the message says so); a failure after it (the
@@ -529,7 +531,8 @@ def atomic_write(target: Path, data: bytes, *, backup: bool = True,
     content is in place but may not be durable.  No temporary file is left.
     """
     target = Path(target)
-    ensure_dir(target.parent)
+    if make_parent:
+        ensure_dir(target.parent)
     tmp: Path | None = None
     bak_tmp: Path | None = None
     replaced = False

@@ -45,7 +45,8 @@ class UsageError(MemctlError):
     exit_code = 2
     code = "usage"
     label = "usage"
-    meaning = "bad option, bad id syntax, bad regex, bad date, bad config value"
+    meaning = ("bad option, bad id syntax, bad regex, bad date, bad config value, an "
+               "--output FILE that may not be written (inside a store, a symbolic link)")
 
 
 class NotFound(MemctlError):
@@ -95,8 +96,9 @@ class StoreWriteError(MemctlError):
     exit_code = 7
     code = "write_failed"
     label = "write failed"
-    meaning = ("disk full, I/O error or permission denied (in the store, or in $TMPDIR for "
-               "the temporary copy a read makes); nothing was changed, unless the message "
+    meaning = ("disk full, I/O error or permission denied (in the store, in $TMPDIR for "
+               "the temporary copy a read makes, or for an --output FILE, whose directory "
+               "must exist); nothing was changed, unless the message "
                "says what was (run the command again to finish)")
 
 

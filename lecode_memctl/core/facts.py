@@ -2566,6 +2566,10 @@ class FactStore(ClosesOnExit):
             # makes it hidden
             return missing_fact(fact_id, revision, created, updated)
         ref, prov, _error = self._revision_sources(db, fact_id, revision)
+        if row_problem(fact_id, text) is not None:
+            # a row revisions() reads as malformed has no source there
+            # (revision_from_stored): none here either, as every listing shows it
+            ref, prov = None, ()
         # a malformed row keeps its data; its status comes from revisions() (hidden)
         return Fact(row_text(fact_id), revision, row_text(text), row_text(created),
                     row_text(updated), ref, prov)

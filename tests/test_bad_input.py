@@ -1128,6 +1128,10 @@ def test_a_time_outside_the_calendar_in_utc_is_a_usage_error(template, variant_c
 @pytest.mark.parametrize(("option", "value", "listed"), [
     ("--since", "999999999w", True), ("--until", "999999999w", False),
     ("--until", "9999-12-31", True), ("--since", "0001-01-01", True),
+    # (ten digits and more were a usage error, where OUTPUT.md says the
+    # calendar's first moment; 5,000 digits are past int()'s limit)
+    ("--since", "9999999999w", True), ("--until", "9999999999w", False),
+    ("--since", "0" * 20 + "999999999w", True), ("--until", "9" * 5000 + "s", False),
 ])
 def test_times_at_the_calendars_ends_are_windows(template, variant_cache, option, value, listed):
     """An age older than the calendar is its first moment; --until the

@@ -157,11 +157,16 @@ def parse_when(text: str, *, option: str = "--since", until: bool = False,
     from .errors import UsageError
 
     value = (text or "").strip()
-    m = re.fullmatch(r"(\d{1,9})([smhdw])", value)
+    m = re.fullmatch(r"([0-9]+)([smhdw])", value)
     if m:
         base = now or datetime.now(UTC)
+        digits = m.group(1).lstrip("0") or "0"
         try:
-            return base - timedelta(seconds=int(m.group(1)) * _RELATIVE[m.group(2)])
+            # (more than 12 digits of seconds, weeks even, is past the
+            # calendar: no conversion of a number of thousands of digits)
+            if len(digits) > 12:
+                raise OverflowError
+            return base - timedelta(seconds=int(digits) * _RELATIVE[m.group(2)])
         except OverflowError:   # an age older than the calendar: its first moment
             return datetime.min.replace(tzinfo=UTC)
     if re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):

@@ -315,3 +315,17 @@ def test_every_sessions_row_matches_the_schema(ss, store):
     nullable = {k for k, p in schema["properties"].items()
                 if isinstance(p.get("type"), list) and "null" in p["type"]}
     assert {"records", "messages", "compactions"} <= nullable
+
+
+@pytest.mark.parametrize(("option", "value", "bound"), [
+    ("--offset", "-1", "0<=x"), ("--limit", "0", "1<=x"), ("--limit", "-5", "1<=x")])
+def test_read_help_shows_the_bounds_it_enforces(option, value, bound):
+    """``read --help`` showed --offset and --limit with no lower bound while
+    a negative offset or a limit below 1 was refused (exit 2): the bound is
+    now the option's own, shown in --help and named in the error."""
+    shown = run_cli("read", "--help").stdout
+    line = re.search(rf"{option} N.*?\]", shown, re.S)
+    assert line is not None and bound in line.group(0), shown
+    r = run_cli("read", "s1", "1", "2", option, value)
+    assert r.exit_code == 2
+    assert f"Invalid value for '{option}'" in r.stderr and bound in r.stderr

@@ -127,11 +127,11 @@ def read(
     end: Annotated[int, typer.Argument(metavar="END", help="Last seq (inclusive); at most "
                                        "200 positions from START.", show_default=False)],
     offset: Annotated[int, typer.Option(
-        "--offset", max=MAX_COUNT, metavar="N", help="Character offset into source_text (the previous "
-        "page's next_offset).")] = 0,
+        "--offset", min=0, max=MAX_COUNT, metavar="N", help="Character offset into source_text (the "
+        "previous page's next_offset).")] = 0,
     limit: Annotated[int, typer.Option(
-        "--limit", max=MAX_COUNT, metavar="N", help="Page size in characters (clamped to 8192; smaller "
-        "when JSON escaping needs it).")] = 4096,
+        "--limit", min=1, max=MAX_COUNT, metavar="N", help="Page size in characters (clamped to 8192; "
+        "smaller when JSON escaping needs it).")] = 4096,
     text: Annotated[bool, typer.Option(
         "--text", help="The whole range as a transcript to read: role-labelled, wrapped "
         "messages, tool calls and results summarised, binary parts named, hidden positions "

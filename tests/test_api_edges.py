@@ -91,3 +91,32 @@ def test_an_empty_path_given_to_open_project_is_a_usage_error(tmp_path, monkeypa
     with pytest.raises(UsageError, match=f"{option} is an empty path"):
         open_project(**{option: ""})
     assert list(cwd.iterdir()) == []
+
+
+def test_a_writer_of_no_session_leaves_no_lock_file(tmp_path):
+    """``sessions.writer("nope")`` raised SessionNotFound but left
+    ``sessions/nope.lock`` behind (a lock file is never removed)."""
+    from lecode_memctl.core.sessions import SessionNotFound
+
+    p = _project(tmp_path)
+    with p.sessions.create("s1") as w:
+        w.append_message("user", "x")
+    before = sorted(os.listdir(p.store.sessions_dir))
+    with pytest.raises(SessionNotFound):
+        p.sessions.writer("nope")
+    assert sorted(os.listdir(p.store.sessions_dir)) == before
+    p.close()
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), [1.0, {"x": -float("inf")}]])
+def test_a_number_json_cannot_hold_is_refused_not_written_as_null(tmp_path, value):
+    """orjson writes NaN and the infinities as null: the record read back was
+    not the one given.  The writer refuses it (UsageError), writing nothing."""
+    p = _project(tmp_path)
+    with p.sessions.create("s1") as w:
+        size = os.path.getsize(p.store.sessions_dir / "s1.jsonl")
+        with pytest.raises(UsageError, match="NaN or infinite"):
+            w.append_message("user", "x", score=value)
+        assert os.path.getsize(p.store.sessions_dir / "s1.jsonl") == size
+        w.append_message("user", "y", score=None, other=[1.5])    # null given is null
+    p.close()

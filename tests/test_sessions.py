@@ -13,7 +13,6 @@ from lecode_memctl.core.errors import (
     NotFound,
     StoreBusy,
     StoreCorrupt,
-    StoreWriteError,
     UsageError,
 )
 from lecode_memctl.core.layout import store_at
@@ -285,12 +284,13 @@ def test_listing_and_info_after_close_are_usage_errors(ss):
             use()
 
 
-@pytest.mark.parametrize("what, error, writing", [("sessions", NotFound, StoreWriteError),
+@pytest.mark.parametrize("what, error, writing", [("sessions", NotFound, NotFound),
                                                   ("store", StoreCorrupt, StoreCorrupt)])
 def test_info_and_writer_where_sessions_is_no_directory(tmp_path, what, error, writing):
-    """sessions/ a regular file (no session in it; no lock can be made in
-    it), or the store itself (sessions/ unreadable): info and writer raise
-    memctl errors, as the other reads do, never a raw NotADirectoryError."""
+    """sessions/ a regular file (no session in it: the writer says so, as
+    the reads do, before it would make a lock there), or the store itself
+    (sessions/ unreadable): info and writer raise memctl errors, as the
+    other reads do, never a raw NotADirectoryError."""
     path = tmp_path / "memory" / SLUG
     if what == "sessions":
         path.mkdir(parents=True)

@@ -32,6 +32,7 @@ import functools
 import heapq
 import io
 import itertools
+import math
 import operator
 import os
 import stat
@@ -2266,6 +2267,10 @@ class SessionStore:
         self._check_open()
         check_session_id(session_id)
         self._lstat_dir(session_id)
+        if not os.path.lexists(os.path.join(self.dir, session_id + SUFFIX)):
+            # (before the lock: a lock file is never removed, and a writer of
+            # no session left one behind for every id asked for)
+            raise self.not_found(session_id)
         lock = lock_session(self.dir, session_id)
         try:
             f, hdr = self._open_checked(session_id)
@@ -2988,6 +2993,11 @@ class SessionWriter(ClosesOnExit):
             line = orjson.dumps(body) + b"\n"
         except TypeError as exc:
             raise UsageError(f"record is not JSON-serialisable: {exc}") from None
+        if b"null" in line and _non_finite(body):
+            # orjson writes NaN and the infinities as null: the record read
+            # back would not be the one given (JSON has no such number)
+            raise UsageError("record is not JSON-serialisable: a number is NaN or infinite, "
+                             "which JSON cannot hold")
         fd = self._file.fileno()
         try:
             before = os.fstat(fd).st_size
@@ -3144,6 +3154,18 @@ def _ensure_dirs(*paths: str) -> None:
             return None
 
         make_dirs(final, strict=True, existing=refuse_final)
+
+
+def _non_finite(value: Any) -> bool:
+    """Whether ``value`` (a record's values, at any depth) holds a float that
+    is NaN or infinite."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(map(_non_finite, value.values()))
+    if isinstance(value, (list, tuple)):
+        return any(map(_non_finite, value))
+    return False
 
 
 def lock_session(sessions_dir: str, session_id: str) -> io.FileIO:

@@ -174,3 +174,57 @@ def test_usage_counts_a_session_whose_header_holds_a_number_beyond_a_double(conf
     doc = orjson.loads(run_cli("--store", str(path), "usage", "--json").stdout)
     assert doc["refused_sessions"] == []
     assert doc["sessions_counted"] == 2
+
+
+def test_usage_refuses_a_directory_or_fifo_named_like_a_transcript(config_dir):
+    """A directory ``sessions/x.jsonl`` was opened, then handed to a file
+    object that refused it with an OSError naming the descriptor: exit 5,
+    ``4: Is a directory``.  It is refused and listed, as a FIFO is, and as
+    ``sessions`` lists both (unreadable)."""
+    path = _store(config_dir)
+    sd = path / "sessions"
+    (sd / "x.jsonl").mkdir()
+    os.mkfifo(sd / "y.jsonl")
+    r = run_cli("--store", str(path), "usage", "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = orjson.loads(r.stdout)
+    assert sorted(doc["refused_sessions"]) == ["x", "y"]
+    assert doc["sessions"] == 4 and doc["sessions_counted"] == 2
+    assert doc["total"]["calls"] == 7
+    r = run_cli("--store", str(path), "usage")
+    assert r.exit_code == 0 and "refused: x, y" in r.stdout, (r.stdout, r.stderr)
+    for sid in ("x", "y"):
+        r = run_cli("--store", str(path), "usage", "--session", sid, "--json")
+        assert r.exit_code == 0, r.stderr
+        assert orjson.loads(r.stdout)["refused_sessions"] == [sid]
+    rows = orjson.loads(run_cli("--store", str(path), "sessions", "--json").stdout)
+    rows = rows["sessions"] if isinstance(rows, dict) else rows
+    states = {row["id"]: row["state"] for row in rows}
+    assert states["x"] == states["y"] == "unreadable"
+
+
+def test_an_os_error_is_reported_with_its_file_never_a_descriptor_number(tmp_path):
+    """The shared root cause: main's message for an OSError named
+    ``exc.filename`` whatever it was, and Python's ``open(fd)`` names the
+    descriptor (``4: Is a directory``); a transcript reader handed a
+    directory's descriptor now names the file."""
+    import errno
+
+    import pytest
+
+    from lecode_memctl.cli.main import error_report
+    from lecode_memctl.core.sessions import _File
+
+    code, message, status = error_report(IsADirectoryError(errno.EISDIR, "Is a directory", 4))
+    assert (code, message, status) == ("store_corrupt", "Is a directory", 5)
+    named = error_report(IsADirectoryError(errno.EISDIR, "Is a directory", "/s/x.jsonl"))
+    assert named is not None and named[1] == "/s/x.jsonl: Is a directory"
+    d = tmp_path / "x.jsonl"
+    d.mkdir()
+    fd = os.open(d, os.O_RDONLY)
+    try:
+        with pytest.raises(IsADirectoryError) as info:
+            _File(fd, "x", str(d))
+        assert info.value.filename == str(d)
+    finally:
+        os.close(fd)

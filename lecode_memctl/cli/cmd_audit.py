@@ -501,9 +501,10 @@ def usage(
     tokens would carry a subtotal past 2^63-1 counts as unknown usage
     (docs/FORMAT.md, Usage accounting).  --since/--until
     compare an event's own ts/time/created when it has one, else its
-    session's header 'created'.  Refused sessions (symbolic links, other
-    projects, a first line that is not this session's header: every reader
-    refuses them) are skipped and listed; a sessions/ directory that cannot be
+    session's header 'created'.  Refused sessions (symbolic links, a
+    directory, FIFO or other non-regular file, other projects, a first line
+    that is not this session's header: every reader refuses them) are
+    skipped and listed, exit 0; a sessions/ directory that cannot be
     listed exits 5, as for 'memctl sessions'.
 
     --json prints {"type": "usage", "schema_version", "project", "since",

@@ -63,8 +63,10 @@ def report_error(code: str, message: str, exit_code: int, *, json_doc: bool) -> 
 def _classify_os_error(exc: OSError) -> tuple[str, int, str]:
     import errno
 
-    name = exc.filename if exc.filename else ""
-    what = f"{name}: " if name else ""
+    # A file name, never a descriptor: Python's open(fd) names the number it
+    # was given (``4: Is a directory``), which says nothing of which file.
+    name = exc.filename
+    what = f"{os.fsdecode(name)}: " if isinstance(name, (str, bytes, os.PathLike)) and name else ""
     reason = exc.strerror or str(exc)
     if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EBADF):
         return StoreWriteError.code, StoreWriteError.exit_code, f"{what}{reason}"

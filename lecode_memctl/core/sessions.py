@@ -1128,6 +1128,10 @@ class _File:
         """``fd``: a descriptor, or a file object already made from one (owned
         from here: see :meth:`SessionStore._open`)."""
         st = os.fstat(fd if isinstance(fd, int) else fd.fileno())
+        if isinstance(fd, int) and stat.S_ISDIR(st.st_mode):
+            # what open(fd) would raise, naming the file rather than the
+            # descriptor's number (the caller still owns fd here)
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path or None)
         self.session_id = session_id
         self.path = path
         self.st = st

@@ -16,8 +16,8 @@ Reading: each transcript is read once, sequentially, up to its size at
 lines containing the bytes ``"event"`` (and the header line) are joined and
 parsed: a line without them costs the blocks it spans, one at a time, however
 long it is.  Refused sessions
-(a symbolic link, or a header naming another project) are skipped and
-listed; a corrupt line is skipped and counted.
+(a symbolic link, a directory, FIFO or anything else that is not a regular
+file, or a header naming another project) are skipped and listed; a corrupt line is skipped and counted.
 """
 
 from __future__ import annotations
@@ -216,14 +216,19 @@ def usage_report(store: Store, *, session: str | None = None,
             rep.refused.append(sid)
             continue
         try:
-            f = _File(fd, sid, str(path))     # (owns fd from here)
+            # a directory in a transcript's place opens (open_nofollow lets
+            # one through, to fail where it is read): refused before it
+            # reaches a file object, as a FIFO is
+            regular = stat.S_ISREG(os.fstat(fd).st_mode)
+            f = _File(fd, sid, str(path)) if regular else None   # (owns fd from here)
         except BaseException:
             os.close(fd)
             raise
+        if f is None:
+            os.close(fd)
+            rep.refused.append(sid)
+            continue
         with f:
-            if not stat.S_ISREG(f.st.st_mode):
-                rep.refused.append(sid)
-                continue
             _account(rep, store, sid, f, since, until)
     return rep
 

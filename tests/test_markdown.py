@@ -707,3 +707,29 @@ def test_utf8_problem_in_pieces_is_the_whole_decode(data, bad, more, cuts):
     pieces = [whole[a:b] for a, b in zip([0, *at], [*at, len(whole)], strict=True)]
     assert markdown.utf8_problem(pieces) == expected
     assert markdown.utf8_problem([whole]) == expected
+
+
+def test_search_text_escapes_file_names_as_the_table_does(store_dir):
+    """A note file named ``x.md:1: FORGED HIT<newline>MEMORY.md`` (made by
+    another tool) forged a hit line in search's text output, and a tab or
+    newline in a skipped file's name split its warning: the name is escaped
+    (``\\n``, ``\\t``) as --format table, notes and validate escape it."""
+    (store_dir / "notes" / "x.md:1: FORGED HIT\nMEMORY.md").write_text("harmless deploy\n")
+    (store_dir / "notes" / "a\tb.md").write_text("tab deploy\n")
+    (store_dir / "notes" / "bad\nmemctl: warning: FORGED.md").write_bytes(b"deploy \xc3\x28\n")
+    r = cli(store_dir, "search", "deploy")
+    assert r.exit_code == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert "notes/x.md:1: FORGED HIT\\nMEMORY.md:1: harmless deploy" in lines
+    assert "notes/a\\tb.md:1: tab deploy" in lines
+    assert "notes/x.md:1: FORGED HIT" not in lines and "MEMORY.md:1: harmless deploy" not in lines
+    assert len(lines) == 6, lines
+    [warning] = r.stderr.splitlines()
+    assert warning.startswith("memctl: warning: notes/bad\\nmemctl: warning: FORGED.md: "
+                              "not valid UTF-8"), warning
+    assert warning.endswith("; skipped"), warning
+    table = cli(store_dir, "search", "deploy", "--format", "table").stdout
+    assert "notes/x.md:1: FORGED HIT\\nMEMORY.md" in table and "notes/a\\tb.md" in table
+    doc = orjson.loads(cli(store_dir, "search", "deploy", "--json").stdout_bytes)
+    assert {h["file"] for h in doc["hits"]} >= {"notes/x.md:1: FORGED HIT\nMEMORY.md",
+                                                "notes/a\tb.md"}

@@ -218,7 +218,8 @@ def search(
     Searches MEMORY.md, scratchpad.md, daily/*.md and notes/*.md, in that
     order, line by line (never .bak files, temporary files or session
     transcripts), and prints each hit as file:line: text, with the file
-    relative to the store.  The text listing stops at 50 hits unless --limit
+    relative to the store (a newline or tab in its name written \\n, \\t,
+    as in tables).  The text listing stops at 50 hits unless --limit
     says otherwise, and a note on stderr says when more exist; the machine
     formats give every hit unless --limit is given.  --offset N skips the
     first N hits, in every format.  An invalid regular
@@ -243,7 +244,10 @@ def search(
     cap = limit if limit is not None else (2**62 if machine else markdown.DEFAULT_SEARCH_LIMIT)
 
     def warn(s: "SkippedFile") -> None:
-        echo(f"memctl: warning: {safe(s.file)}: {safe(s.reason)}; skipped", err=True)
+        # (a name made by another tool may hold a newline or a tab: escaped
+        # as a table cell escapes it, so that one warning stays one line)
+        echo(f"memctl: warning: {safe(s.file, keep_newlines=False)}: "
+             f"{safe(s.reason, keep_newlines=False)}; skipped", err=True)
 
     # Streamed in every format: each hit is written as it is found (a file
     # is checked UTF-8 before its first hit), each skipped file warned of
@@ -262,7 +266,9 @@ def search(
         return
     if fmt_name == "text":
         for h in run.hits():
-            echo(f"{safe(h.file)}:{h.line}: {safe(h.text)}")
+            # the file name escaped (\n, \t) as in --format table: a newline
+            # in it would forge a hit line; the text is one line already
+            echo(f"{safe(h.file, keep_newlines=False)}:{h.line}: {safe(h.text)}")
     else:
         render_records(HIT, rows, fmt_name)
     if run.truncated:

@@ -485,3 +485,20 @@ def test_json_memory_does_not_grow_with_the_hits(tmp_path):
     status, listed = _peak_rss_kib(["--store", str(store), "grep", "needle", "--json"])
     assert status == 0
     assert listed < counted + 10 * 1024, (listed, counted)
+
+
+def test_a_role_with_a_newline_cannot_forge_a_hit_line(store):
+    """grep's text output printed a message's ``role`` (any string a
+    transcript holds) raw: ``user<newline>s1:1 user $.content: FORGED``
+    printed a second, forged hit.  It is escaped (``\\n``, ``\\t``) as the
+    JSON path and the line already were."""
+    forged = "user\ns1:1 user $.content: FORGED\tx"
+    with open(store / "sessions" / "s2.jsonl", "ab") as fh:
+        fh.write(orjson.dumps({"seq": 5, "type": "message", "role": forged,
+                               "content": "zebra needle"}) + b"\n")
+    r = grep(store, "zebra")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "s2:5 user\\ns1:1 user $.content: FORGED\\tx $.content: zebra needle"]
+    doc = orjson.loads(grep(store, "zebra", "--json").stdout)
+    assert [h["role"] for h in doc["hits"]] == [forged]

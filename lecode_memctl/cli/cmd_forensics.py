@@ -196,7 +196,8 @@ def grep(
             if not by_session:
                 _print_hit(hit, context)
     for sid, reason in run.skipped:
-        what = f"session {safe(sid)} skipped" if sid is not None else "no session searched"
+        what = (f"session {safe(sid, keep_newlines=False)} skipped" if sid is not None
+                else "no session searched")
         echo(f"memctl: warning: {what}: {safe(reason, keep_newlines=False)}", err=True)
     code = 0 if matched else 1
     if by_session and fmt != "json":
@@ -216,7 +217,10 @@ def grep(
 def _print_hit(hit, context: int) -> None:  # noqa: ANN001
     from .output import echo, safe
 
-    label = f"{safe(hit.session_id)}:{hit.seq} {hit.role} {safe(hit.path, keep_newlines=False)}"
+    # the role is any string a transcript holds: escaped (\n, \t) as the
+    # path and the line are, so that a newline in it cannot forge a hit line
+    label = (f"{safe(hit.session_id, keep_newlines=False)}:{hit.seq} "
+             f"{safe(hit.role, keep_newlines=False)} {safe(hit.path, keep_newlines=False)}")
     if hit.line_no > 1:
         label += f" line {hit.line_no}"
     if hit.hidden is not None:

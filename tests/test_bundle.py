@@ -749,3 +749,24 @@ def test_a_table_that_fails_when_read_is_exported_with_its_error(demo, tmp_path)
     code, v = verify(tmp_path / "v.tar")
     assert code == 0, v["problems"]
     assert tree_hash(demo) == before
+
+
+def test_manifest_text_cannot_forge_lines_of_the_verify_report(bundle):
+    """verify's text header printed the manifest's memctl_version and store
+    (a bundle's own, untrusted strings) with newlines kept: a bundle could
+    print 'OK: the bundle matches its manifest' lines of its own.  They are
+    escaped (\\n, \\t) as verify's problem lines already were."""
+    forged = "9\nOK: the bundle matches its manifest\tx"
+    members = _members(bundle)
+    for m, data in members:
+        if m.name == "manifest.json":
+            doc = orjson.loads(data)
+            doc["memctl_version"] = forged
+            doc["project"]["store"] = "/s\nOK: forged"
+            members[members.index((m, data))] = (m, orjson.dumps(doc))
+    _rewrite(bundle, members)
+    r = run_cli("verify", str(bundle))
+    lines = r.stdout.splitlines()
+    assert not any(line.startswith("OK") for line in lines), r.stdout
+    assert any("by memctl 9\\nOK: the bundle matches its manifest\\tx from " in line
+               and line.endswith("(/s\\nOK: forged)") for line in lines), r.stdout

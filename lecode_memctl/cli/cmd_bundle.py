@@ -186,13 +186,19 @@ def _report(rep: Any, json_: bool) -> None:
                                more=[("facts", facts)])
         raise typer.Exit(code)
     kind = rep.kind + (f", {rep.compression}" if rep.compression else "")
-    echo(f"bundle {safe(rep.bundle)} ({kind})")
+
+    def one(value: Any) -> str:
+        # the bundle's own strings, untrusted: one line each (\n, \t), as the
+        # problem lines below, so that a manifest cannot print an "OK:" line
+        return safe(str(value), keep_newlines=False)
+
+    echo(f"bundle {one(rep.bundle)} ({kind})")
     if rep.manifest is not None:
         m = rep.manifest
         p = m["project"]
-        echo(f"  exported {safe(str(m.get('exported')))} by memctl "
-             f"{safe(str(m.get('memctl_version')))} from {safe(p['slug'])}"
-             + (f" ({safe(str(p.get('store')))})" if p.get("store") else ""))
+        echo(f"  exported {one(m.get('exported'))} by memctl "
+             f"{one(m.get('memctl_version'))} from {one(p['slug'])}"
+             + (f" ({one(p.get('store'))})" if p.get("store") else ""))
         echo(f"  manifest sha256: {rep.manifest_sha256}")
     c = rep.counts()
     echo(f"files: {rep.files_checked} checked, {c['changed']} changed, {c['missing']} missing, "

@@ -120,3 +120,42 @@ def test_a_number_json_cannot_hold_is_refused_not_written_as_null(tmp_path, valu
         assert os.path.getsize(p.store.sessions_dir / "s1.jsonl") == size
         w.append_message("user", "y", score=None, other=[1.5])    # null given is null
     p.close()
+
+
+def test_a_number_json_cannot_hold_inside_a_dataclass_or_enum_is_refused(tmp_path):
+    """orjson writes dataclasses and enum members itself: a NaN inside one
+    was written as null too."""
+    import dataclasses
+    import enum
+
+    @dataclasses.dataclass
+    class Measure:
+        v: float
+
+    class Odd(enum.Enum):
+        NAN = float("nan")
+
+    p = _project(tmp_path)
+    with p.sessions.create("s1") as w:
+        for value in (Measure(float("nan")), [Measure(1.0), {"x": Odd.NAN}]):
+            with pytest.raises(UsageError, match="NaN or infinite"):
+                w.append_message("user", "x", m=value)
+        w.append_message("user", "y", m=Measure(1.5))
+    assert len(p.sessions.records("s1", 0, 10)) == 2
+    p.close()
+
+
+def test_validate_of_a_config_nested_too_deeply_is_a_finding(tmp_path):
+    """The audit parses config.toml itself: a table nested thousands deep
+    ended validate with exit 70 (RecursionError); it is config.invalid."""
+    from lecode_memctl.core.audit import validate_store
+
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "config.toml").write_text("x = " + "[" * 5000 + "]" * 5000 + "\n")
+    p = _project(tmp_path)
+    with p.sessions.create("s1") as w:
+        w.append_message("user", "x")
+    findings, _summary = validate_store(p.store, config_dir=tmp_path / "cfg")
+    bad = [f for f in findings if f.code == "config.invalid"]
+    assert len(bad) == 1 and "nested too deeply" in bad[0].message
+    p.close()

@@ -181,3 +181,24 @@ def test_a_read_only_store_read_many_times_holds_no_connection_per_listing(tmp_p
     assert len(fs._siblings) == 0 and len(fs._listings) == 0
     fs.close()
     p.close()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+def test_a_listing_made_and_never_read_holds_nothing(tmp_path):
+    """``iter_fact_groups()`` of a read-only open started its listing at
+    once (a connection and a thread for its sorts); made and dropped unread,
+    it held them until close (20 listings: 40 descriptors, and ``may_fork``
+    false).  It starts at its first row now."""
+    import gc
+
+    p = _project(tmp_path, facts=10)
+    fs = FactStore.open_readonly(p.store.facts_db)
+    p.close()
+    before = _fds()
+    for _ in range(20):
+        fs.iter_fact_groups()
+        fs.iter_fact_revisions()
+    gc.collect()
+    assert _fds() == before
+    assert fs._listings == [] and fs._siblings == []
+    fs.close()

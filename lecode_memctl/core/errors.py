@@ -97,8 +97,8 @@ class StoreWriteError(MemctlError):
     code = "write_failed"
     label = "write failed"
     meaning = ("disk full, I/O error or permission denied (in the store, in $TMPDIR for "
-               "the temporary copy a read makes, or for an --output FILE, whose directory "
-               "must exist); nothing was changed, unless the message "
+               "the temporary copy a read makes, or for the --output FILE of validate and "
+               "secrets, whose directory must exist); nothing was changed, unless the message "
                "says what was (run the command again to finish)")
 
 

@@ -3091,10 +3091,16 @@ class FactStore(ClosesOnExit):
         own connection, a listing half read kept SQLite's read snapshot
         open there, and once another process had committed, every write of
         the store was StoreBusy at once until the listing ended."""
-        if self.readonly:
-            return self._while_open(self.start_listing(session_id).groups(bare=bare))
         self.check_open()
+        if self.readonly:
+            return self._groups_read_only(session_id, bare)
         return self._groups_of_one_state(session_id, bare)
+
+    def _groups_read_only(self, session_id: str | None, bare: bool) -> Iterator[FactGroup]:
+        # (the listing starts at the first row asked for: an iterator made and
+        # left unread holds no connection, thread or listing; one left half
+        # read lets them go when it is closed or collected, FactListing.groups)
+        yield from self._while_open(self.start_listing(session_id).groups(bare=bare))
 
     def _while_open(self, rows: Iterator[T]) -> Iterator[T]:
         """``rows``, each given while the store is open: once it is closed,

@@ -3161,14 +3161,22 @@ def _ensure_dirs(*paths: str) -> None:
 
 
 def _non_finite(value: Any) -> bool:
-    """Whether ``value`` (a record's values, at any depth) holds a float that
-    is NaN or infinite."""
+    """Whether ``value`` (a record's values, at any depth, in every container
+    orjson writes: dicts, lists, tuples, dataclasses, enum members) holds a
+    float that is NaN or infinite."""
+    import dataclasses
+    import enum
+
     if isinstance(value, float):
         return not math.isfinite(value)
     if isinstance(value, dict):
         return any(map(_non_finite, value.values()))
     if isinstance(value, (list, tuple)):
         return any(map(_non_finite, value))
+    if isinstance(value, enum.Enum):
+        return _non_finite(value.value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return any(_non_finite(getattr(value, f.name, None)) for f in dataclasses.fields(value))
     return False
 
 

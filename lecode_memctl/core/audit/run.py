@@ -328,6 +328,12 @@ class Audit:
         except tomllib.TOMLDecodeError as exc:
             yield self._f("config.invalid", f"config.toml is not valid TOML: {exc}", file=str(path))
             return
+        except RecursionError:
+            # (nested thousands deep: tomllib parses by recursion; the
+            # config's readers say the same, config.read_config_file)
+            yield self._f("config.invalid", "config.toml is not valid TOML: nested too deeply",
+                          file=str(path))
+            return
         section = data.get("memory", {})
         if not isinstance(section, dict):
             yield self._f("config.invalid", "[memory] is not a table", file=str(path))

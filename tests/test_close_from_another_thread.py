@@ -104,22 +104,22 @@ def test_close_waits_for_the_views_call_and_the_listing_ends(tmp_path, how):
     assert waited == "close waited"
 
 
-def test_a_writers_listing_gives_no_row_after_close(tmp_path):
-    p = _project(tmp_path)
-    it = p.facts.iter_fact_revisions()
+def _nothing_after_close(it, close) -> None:
+    """``it`` gives its first item, then ``close()``; its next is UsageError."""
     next(it)
-    p.close()
+    close()
     with pytest.raises(UsageError, match="closed"):
         next(it)
+
+
+def test_a_writers_listing_gives_no_row_after_close(tmp_path):
+    p = _project(tmp_path)
+    _nothing_after_close(p.facts.iter_fact_revisions(), p.close)
 
 
 def test_a_writers_iter_facts_gives_no_row_after_close(tmp_path):
     p = _project(tmp_path)
-    it = p.facts.iter_facts()
-    next(it)
-    p.facts.close()
-    with pytest.raises(UsageError, match="closed"):
-        next(it)
+    _nothing_after_close(p.facts.iter_facts(), p.facts.close)
 
 
 @pytest.mark.parametrize("which", ["iter_fact_revisions", "iter_fact_groups"])
@@ -127,31 +127,19 @@ def test_a_read_only_listing_gives_no_row_after_close(tmp_path, which):
     p = _project(tmp_path)
     fs = FactStore.open_readonly(p.store.facts_db)
     p.close()
-    it = getattr(fs, which)()
-    next(it)
-    fs.close()
-    with pytest.raises(UsageError, match="closed"):
-        next(it)
+    _nothing_after_close(getattr(fs, which)(), fs.close)
 
 
 def test_a_session_scan_gives_no_item_after_close(tmp_path):
     p = _project(tmp_path, facts=3)
-    it = p.sessions.scan("s1")
-    next(it)
-    p.close()
-    with pytest.raises(UsageError, match="closed"):
-        next(it)
+    _nothing_after_close(p.sessions.scan("s1"), p.close)
 
 
 def test_a_session_listing_gives_no_entry_after_close(tmp_path):
     p = _project(tmp_path, facts=3)
     with p.sessions.create("s2") as w:
         w.append_message("user", "hello")
-    it = p.sessions.iter_sessions()
-    next(it)
-    p.close()
-    with pytest.raises(UsageError, match="closed"):
-        next(it)
+    _nothing_after_close(p.sessions.iter_sessions(), p.close)
 
 
 def _fds() -> int:

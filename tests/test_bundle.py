@@ -593,8 +593,11 @@ def test_export_refuses_to_overwrite_or_write_into_the_store(demo, tmp_path):
     assert r.exit_code == 2
     r = run_cli("--store", str(tmp_path / "absent"), "export", "-o", str(tmp_path / "c.tar"))
     assert r.exit_code == 3 and not (tmp_path / "c.tar").exists()
+    # (a missing directory: exit 7, as for validate's and secrets' --output;
+    # it was exit 3, 'not found', the code of a missing store)
     r = run_cli("--store", str(demo), "export", "-o", str(tmp_path / "no-dir" / "c.tar"))
-    assert r.exit_code == 3
+    assert r.exit_code == 7 and "no such directory" in r.stderr
+    assert not (tmp_path / "no-dir").exists()
     assert [p for p in os.listdir(tmp_path) if ".tmp-" in p] == []
 
 

@@ -46,7 +46,8 @@ def export(
 
     A read command: nothing in the store is created or changed, even while
     the agent writes; a bundle taken then still verifies.  An existing FILE
-    is never overwritten (exit 4); a FILE inside the store is refused (exit 2).
+    is never overwritten (exit 4); a FILE inside the store is refused (exit 2);
+    a FILE in a directory that does not exist is exit 7 (none is made).
     The summary (and the manifest's SHA-256, to hand over separately if the
     recipient must be sure the bundle is the one you sent) goes to stdout,
     or to stderr when the bundle does.  --json prints {"type": "export",

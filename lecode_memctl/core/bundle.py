@@ -731,7 +731,9 @@ def export_to_file(store: Store, output: str | os.PathLike[str], *,
     if os.path.lexists(target):
         raise Conflict(f"{target}: already exists; not overwritten")
     if not os.path.isdir(target.parent):
-        raise NotFound(f"{target.parent}: no such directory")
+        # (as the --output of validate and secrets: the file cannot be
+        # written, exit 7; the directory is never made)
+        raise StoreWriteError(f"{target}: cannot write: no such directory {target.parent}")
     from .atomic import fsync_dir, temp_name
 
     tmp = temp_name(target)

@@ -98,8 +98,8 @@ class StoreWriteError(MemctlError):
     label = "write failed"
     meaning = ("disk full, I/O error or permission denied (in the store, in $TMPDIR for "
                "the temporary copy a read makes, or for the --output FILE of validate and "
-               "secrets, whose directory must exist); nothing was changed, unless the message "
-               "says what was (run the command again to finish)")
+               "secrets or export's FILE, whose directory must exist); nothing was "
+               "changed, unless the message says what was (run the command again to finish)")
 
 
 def sqlite_error(exc: BaseException) -> MemctlError | None:

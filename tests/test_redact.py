@@ -671,3 +671,31 @@ def test_a_rewrite_holds_each_line_at_its_size():
     (new, seqs, n, raw), peak = traced_peak(lambda: rewrite_transcript(data, {key: "[REDACTED]"}))
     assert n == 5000 and len(seqs) == 5000 and key.encode() not in new
     assert peak < 8 * len(data), (peak, len(data))
+
+
+def test_a_value_spelt_with_json_escapes_is_replaced_and_other_lines_kept():
+    """A line written by json.dumps (ensure_ascii: any character past ASCII
+    as \\uXXXX), or with any character escaped, held the value in neither of
+    the forms redact looked for: 'memctl secrets' found it (it reads the
+    parsed strings) and redact left it, exit 0.  Every line with a \\u
+    escape is parsed and searched now; one with nothing to replace is kept
+    byte for byte (not written again by orjson)."""
+    import json
+
+    from lecode_memctl.core.redact import rewrite_transcript
+
+    secret = "postgres://admin:S3cr\u00e9tPassw0rd99@db.example.com/"
+    lines = [
+        json.dumps({"seq": 1, "type": "message", "role": "user", "content": f"use {secret}"},
+                   separators=(",", ":")).encode(),
+        b'{"seq":2,"type":"message","role":"user","content":"\\u0041KIAIOSFODNN7EXAMPLQ"}',
+        b'{"seq":3,"type":"message","role":"user","content":"colour \\u001b[31mred"}',
+    ]
+    assert b"\\u00e9" in lines[0]
+    data = b"\n".join(lines) + b"\n"
+    new, seqs, n, _raw = rewrite_transcript(data, {secret: "[R1]", "AKIAIOSFODNN7EXAMPLQ": "[R2]"})
+    out = new.split(b"\n")
+    assert orjson.loads(out[0])["content"] == "use [R1]"
+    assert orjson.loads(out[1])["content"] == "[R2]"
+    assert out[2] == lines[2]                   # nothing to replace: the same bytes
+    assert (seqs, n) == ([1, 2], 2)

@@ -259,7 +259,11 @@ def rewrite_transcript(data: bytes, values: Mapping[str, str]) -> tuple[bytes, l
     total = 0
     raw_lines = 0
     for piece in data.split(b"\n"):
-        if not any(f in piece for _v, fs in forms for f in fs):
+        # (a line that spells a character of a value with a JSON escape, as
+        # json.dumps's ensure_ascii writes any but ASCII, holds the value in
+        # neither form: every line with a \u escape is parsed, its strings
+        # searched as the scan searched them)
+        if b"\\u" not in piece and not any(f in piece for _v, fs in forms for f in fs):
             out.append(piece)
             continue
         rec = json_object(piece)
@@ -279,7 +283,7 @@ def rewrite_transcript(data: bytes, values: Mapping[str, str]) -> tuple[bytes, l
                 total += n
                 if isinstance(seq, int):
                     seqs.append(seq)
-            out.append(new)
+            out.append(new if n else piece)     # (nothing replaced: the line as it was)
             continue
         new, n = _replace_bytes(piece, values)
         total += n

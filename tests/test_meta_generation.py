@@ -90,3 +90,17 @@ def test_the_key_is_compared_as_bytes(demo_pair):
                                                                    ("generation", gen + 1)]
     finally:
         db.close()
+
+
+def test_a_generation_at_its_largest_is_refused_alike_by_the_dry_run_and_the_forget(demo_pair):
+    """The generation at 2^63-1: forget --dry-run planned 2^63 (exit 0) and
+    the forget ended in an internal error (exit 70, SQLite cannot store
+    2^63).  Both refuse now, exit 5, and nothing changes."""
+    x, _y = demo_pair
+    store_sql(x, "UPDATE meta SET value = 9223372036854775807 WHERE key = 'generation'")
+    before = tree_hash(x)
+    for extra in (("--dry-run",), ("--yes",)):
+        r = run_cli("--store", str(x), "forget", VERIFIED, *extra, "--json")
+        assert r.exit_code == 5, (extra, r.exit_code, r.stderr)
+        assert "largest" in r.stderr and "internal error" not in r.stderr
+    assert tree_hash(x) == before

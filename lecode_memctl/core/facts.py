@@ -930,6 +930,18 @@ def generation_value(raw: object) -> int:
                        f"non-negative integer ({type(raw).__name__} {shown!r})")
 
 
+def next_generation(gen: int) -> int:
+    """The generation a forget sets: ``gen + 1``; ``StoreCorrupt`` (exit 5)
+    when ``gen`` is already the largest integer SQLite stores (2^63-1), as
+    for any other generation the database cannot use: ``plan_forget`` and
+    ``forget`` both ask, so that the dry run and the forget refuse alike (the
+    forget ended in an internal error, exit 70, after a dry run of exit 0)."""
+    if gen >= (1 << 63) - 1:
+        raise StoreCorrupt(f"facts database: the exclusion generation is {gen}, the largest "
+                           "SQLite can store; no forget can raise it")
+    return gen + 1
+
+
 def row_problem(fact_id: object, text: object) -> str | None:
     """Why a revision row cannot be trusted as stored (a fact id that is not
     16 hex digits, a text that is not TEXT), or None.  Such a row is data
@@ -3772,7 +3784,8 @@ class FactStore(ClosesOnExit):
             for seq in sorted(positions[sid]):
                 (old if seq in excl else new).append((sid, seq))
         others = self.facts_using(positions, exclude_fact=fact_id)
-        return ForgetPlan(fact_id, True, tuple(new), tuple(old), gen, gen + 1, tuple(others))
+        return ForgetPlan(fact_id, True, tuple(new), tuple(old), gen, next_generation(gen),
+                          tuple(others))
 
     @_ends_its_transaction
     def forget(self, fact_id: str) -> bool:
@@ -3793,7 +3806,7 @@ class FactStore(ClosesOnExit):
             # reader (and forget --dry-run) has it; the row is written back
             generation_row_blocked(db)
             gen = meta_generation(db)
-            new_gen = gen + 1
+            new_gen = next_generation(gen)
             for sid in sorted(positions):
                 for seq in sorted(positions[sid]):
                     db.execute("INSERT OR IGNORE INTO exclusions (session_id, seq, generation) "

@@ -8,7 +8,7 @@ import typer
 
 from .options import JsonOpt
 from .registry import command
-from .state import STATE
+from .state import STATE, path_option
 
 _ORIGIN_LABEL = {"cwd": "cwd", "ancestor": "ancestor", "tree": "tree",
                  "worktree": "worktree", "from": "--from"}
@@ -189,7 +189,7 @@ def migrate_legacy(
         "--dry-run", "-n", help="Only print the plan; change nothing.")] = False,
     yes: Annotated[bool, typer.Option(
         "--yes", "-y", help="Copy without asking (required when stdin is not a terminal).")] = False,
-    from_: Annotated[list[Path] | None, typer.Option(
+    from_: Annotated[list[str] | None, typer.Option(  # str: "" is refused, not "."
         "--from", metavar="DIR",
         help="Also migrate this legacy store directory (repeatable; after the discovered "
              "ones, in the order given).")] = None,
@@ -242,7 +242,7 @@ def migrate_legacy(
         raise UsageError("migrate-legacy works on a project (--project or the current "
                          "directory), not on --store")
     plan = plan_migration(STATE.config_dir().path, STATE.project_dir(),
-                          extra=list(from_ or ()), max_dirs=max_dirs,
+                          extra=[Path(str(path_option("--from", v))) for v in from_ or ()], max_dirs=max_dirs,
                           fail_on_conflict=fail_on_conflict)
     for note in plan.discovery.notes:
         echo(f"memctl: note: {safe(note, keep_newlines=False)}", err=True)

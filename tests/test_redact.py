@@ -699,3 +699,19 @@ def test_a_value_spelt_with_json_escapes_is_replaced_and_other_lines_kept():
     assert orjson.loads(out[1])["content"] == "[R2]"
     assert out[2] == lines[2]                   # nothing to replace: the same bytes
     assert (seqs, n) == ([1, 2], 2)
+
+
+def test_a_stray_file_under_sessions_is_redacted_without_a_lock_made_beside_it(planted):
+    """A file under sessions/ whose name is no session id ('bad name.jsonl',
+    '.hidden.jsonl') was taken for a transcript and locked: redact made
+    'bad name.lock' beside it, which validate then reported as an unexpected
+    file.  Its value is still erased; no lock file is made."""
+    sessions = Path(planted.store) / "sessions"
+    for name in ("bad name.jsonl", ".hidden.jsonl"):
+        (sessions / name).write_text("AKIAIOSFODNN7EXAMPLQ\n")
+    before = sorted(os.listdir(sessions))
+    r = cli(planted, "redact", "--yes", "--json")
+    assert r.exit_code in (0, 1), r.stderr
+    assert sorted(os.listdir(sessions)) == before
+    for name in ("bad name.jsonl", ".hidden.jsonl"):
+        assert b"AKIAIOSFODNN7EXAMPLQ" not in (sessions / name).read_bytes()

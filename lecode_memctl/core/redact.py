@@ -64,7 +64,7 @@ from .secrets import (
     session_id_values,
 )
 from .sessions import SessionStore, event_line
-from .sourceref import accepted, held_bytes
+from .sourceref import SESSION_ID_RE, accepted, held_bytes
 
 BUSY_TIMEOUT = 5.0
 
@@ -522,7 +522,11 @@ def _apply(store: Store, plan: RedactPlan, result: RedactResult, pending: _Pendi
         for change in plan.files:
             if change.kind == KIND_TRANSCRIPT:
                 sid = change.file.split("/", 1)[1][:-len(".jsonl")]
-                locks.append(lock_session(sessions_dir, sid))
+                # (a file whose name is no session id is no session lecode
+                # writes, and has no lock: none is made next to it, which
+                # validate would then report as an unexpected file)
+                if SESSION_ID_RE.match(sid):
+                    locks.append(lock_session(sessions_dir, sid))
         # the plan's order: transcripts, then the other files
         for change in plan.files:
             path = os.path.join(root, change.file)

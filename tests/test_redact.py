@@ -715,3 +715,28 @@ def test_a_stray_file_under_sessions_is_redacted_without_a_lock_made_beside_it(p
     assert sorted(os.listdir(sessions)) == before
     for name in ("bad name.jsonl", ".hidden.jsonl"):
         assert b"AKIAIOSFODNN7EXAMPLQ" not in (sessions / name).read_bytes()
+
+
+def test_a_value_in_a_lineage_session_id_is_kept_and_said(demo_template, tmp_path):
+    """A credential in a compaction lineage's session_id (an identifying
+    field: never rewritten) was left without a word: not under 'kept', no
+    warning, exit 0, and 'memctl secrets' still found it.  It is kept and
+    said, as a value in a transcript's name is (docs/FORMAT.md, 'A value
+    redact cannot erase'): exit 1."""
+    from .builders import copy_demo
+
+    store = copy_demo(demo_template, tmp_path / "demo")
+    path = store / "sessions" / "demo-alpha.jsonl"
+    lines = path.read_bytes().split(b"\n")
+    at = next(i for i, ln in enumerate(lines) if b'"compact"' in ln)
+    rec = orjson.loads(lines[at])
+    rec["lineage"][0]["session_id"] = "AKIAIOSFODNN7EXAMPLQ"
+    lines[at] = orjson.dumps(rec)
+    path.write_bytes(b"\n".join(lines))
+    r = run_cli("--store", str(store), "redact", "--yes", "--json")
+    assert r.exit_code == 1, (r.exit_code, r.stderr)
+    assert "cannot erase 1 value" in r.stderr
+    doc = orjson.loads(r.stdout)
+    kept = doc["plan"]["kept"]
+    assert kept and len(kept) == 1 and len(kept[0]["session_ids"]) == 1
+    assert "AKIAIOSFODNN7EXAMPLQ" not in r.stdout + r.stderr      # shown masked

@@ -248,6 +248,22 @@ def _replace_bytes(line: bytes, values: Mapping[str, str]) -> tuple[bytes, int]:
     return line, n
 
 
+def _lineage_session_ids(data: bytes) -> list[str]:
+    """The session ids the compaction lineages of a transcript's bytes name."""
+    out: list[str] = []
+    for line in data.split(b"\n"):
+        if b"lineage" not in line:
+            continue
+        rec = json_object(line)
+        if rec is None or rec.get("type") != "event" or rec.get("event") != "compact":
+            continue
+        lineage = rec.get("lineage")
+        for ref in lineage if isinstance(lineage, list) else []:
+            if isinstance(ref, Mapping) and isinstance(ref.get("session_id"), str):
+                out.append(ref["session_id"])
+    return out
+
+
 def rewrite_transcript(data: bytes, values: Mapping[str, str]) -> tuple[bytes, list[int], int, int]:
     """(new bytes, seqs of rewritten records, replacements, raw lines changed).
     Lines are kept one for one; a record's identifying fields (its seq and
@@ -342,12 +358,6 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
             if v in sid:
                 kept.setdefault(v, []).append(sid)
                 plan._masks.setdefault(v, plan._values[v])
-    plan._masks = dict(sorted(plan._masks.items(), key=lambda kv: -len(kv[0])))
-    for v, sids in kept.items():
-        f = first[v]
-        plan.kept.append({"detector": f.detector, "hash": f.hash, "preview": f.preview,
-                          "length": f.length, "session_ids": [plan.shown(s) for s in sids]})
-    plan.kept.sort(key=lambda k: (k["detector"], k["hash"]))
     for name in transcripts:
         rel = "sessions/" + name
         try:
@@ -360,6 +370,13 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
             if n:
                 plan.files.append(FileChange(rel, KIND_TRANSCRIPT, n, seqs, raw))
                 changed[sid] = set(seqs)
+            # a value in a compaction lineage's session_id (an identifying
+            # field, never rewritten) stays too: kept, as in a file's name
+            for ref_sid in _lineage_session_ids(data):
+                for v in plan._values:
+                    if v in ref_sid and ref_sid not in kept.get(v, []):
+                        kept.setdefault(v, []).append(ref_sid)
+                        plan._masks.setdefault(v, plan._values[v])
         # compactions and generated messages: the impact on facts, only in the
         # sessions this store's readers accept (a refused one is rewritten all
         # the same, but nothing in it is this store's to invalidate)
@@ -376,6 +393,12 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
                             rec.get("role") in ("assistant", "tool") or rec.get("synthetic") is True):
                         e = rec.get("epoch")
                         generated.append(e if isinstance(e, int) and not isinstance(e, bool) else None)
+    plan._masks = dict(sorted(plan._masks.items(), key=lambda kv: -len(kv[0])))
+    for v, sids in kept.items():
+        f = first[v]
+        plan.kept.append({"detector": f.detector, "hash": f.hash, "preview": f.preview,
+                          "length": f.length, "session_ids": [plan.shown(s) for s in sids]})
+    plan.kept.sort(key=lambda k: (k["detector"], k["hash"]))
     for rel, kind in sorted(by_file.items()):
         if kind != KIND_FILE:
             continue

@@ -504,6 +504,18 @@ def test_edit_log_and_scratchpad(store_dir, editor):
     assert (store_dir / "scratchpad.md").read_text() == "- [ ] deploy staging\nmore\n"
 
 
+def test_an_editor_that_removes_its_file_writes_nothing_exit_1(store_dir, editor):
+    """The editor removed the temporary file it was given (or renamed it):
+    exit 3 ('no such file'), the code of a missing fact or note.  It is an
+    editor that failed: one line, exit 1, nothing written."""
+    editor("os.unlink(path)\n")
+    before = tree_hash(store_dir)
+    r = cli(store_dir, "edit")
+    assert r.exit_code == 1, (r.exit_code, r.stderr)
+    assert r.stderr.count("\n") == 1 and "the editor left no file" in r.stderr
+    assert tree_hash(store_dir) == before
+
+
 def test_edit_conflict_keeps_copy(store_dir, editor):
     target = store_dir / "notes" / "deploy-checklist.md"
     editor(f"""

@@ -326,7 +326,8 @@ def edit(
     back atomically, keeping the previous content in <file>.bak; unchanged
     content writes nothing.  If the file on disk changed while you were
     editing, nothing is written, your edited copy is kept and its path
-    printed (exit 4).  An editor that exits non-zero writes nothing (exit 1).
+    printed (exit 4).  An editor that exits non-zero, or removes the file it
+    was given, writes nothing (exit 1).
     A SIGTERM or SIGHUP to memctl while the editor runs is passed to the
     editor; memctl then writes nothing and keeps a changed copy.
     A missing store or notes/daily directory is created (mode 0700).  With
@@ -384,8 +385,13 @@ def edit(
             raise
         if status != 0:
             raise MemctlError(f"the editor exited with status {status}; nothing was written")
-        with open(tmp, "rb") as fh:
-            after = fh.read()
+        try:
+            with open(tmp, "rb") as fh:
+                after = fh.read()
+        except FileNotFoundError:
+            # (the editor removed or renamed its file: as an editor that
+            # failed, exit 1, not 3, which names a missing fact or note)
+            raise MemctlError(f"the editor left no file at {tmp}; nothing was written") from None
         if after == (before or b""):
             echo(f"memctl: no changes; {safe(str(path))} left as it was", err=True)
             return

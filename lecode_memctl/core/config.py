@@ -82,6 +82,26 @@ def check_memory_values(section: dict[str, Any]) -> list[ConfigProblem]:
     return problems
 
 
+class ConfigSyntax(ValueError):
+    """config.toml's text is no TOML (:func:`parse_config`): why, as tomllib says."""
+
+
+def parse_config(raw: bytes) -> dict[str, Any]:
+    """The table of config.toml's bytes: ``UnicodeDecodeError`` when they
+    are not UTF-8, :class:`ConfigSyntax` when the text is no TOML (nested
+    thousands deep too: tomllib parses by recursion).  The one parse of the
+    config's readers and of the audit (``audit.run``)."""
+    import tomllib  # only for a file that is there
+
+    text = raw.decode("utf-8")
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigSyntax(str(exc)) from None
+    except RecursionError:
+        raise ConfigSyntax("nested too deeply") from None
+
+
 def read_config_file(config_dir: Path) -> tuple[Path, dict[str, Any] | None]:
     """Parse ``config.toml``; ``None`` when the file does not exist."""
     from .atomic import read_regular
@@ -95,14 +115,9 @@ def read_config_file(config_dir: Path) -> tuple[Path, dict[str, Any] | None]:
         raise StoreCorrupt(f"{path}: is a directory, not a config file") from None
     except OSError as exc:
         raise StoreCorrupt(f"{path}: cannot read: {exc.strerror}") from None
-    import tomllib  # only for a file that is there
-
     try:
-        return path, tomllib.loads(raw.decode("utf-8"))
+        return path, parse_config(raw)
     except UnicodeDecodeError:
         raise StoreCorrupt(f"{path}: not valid UTF-8") from None
-    except tomllib.TOMLDecodeError as exc:
+    except ConfigSyntax as exc:
         raise UsageError(f"{path}: invalid TOML: {exc}") from None
-    except RecursionError:
-        # (arrays or tables nested thousands deep: tomllib parses by recursion)
-        raise UsageError(f"{path}: invalid TOML: nested too deeply") from None

@@ -316,23 +316,15 @@ class Audit:
         except OSError as exc:
             yield self._f("config.invalid", f"cannot read config.toml: {exc.strerror}", file=str(path))
             return
-        import tomllib  # only for a file that is there
-
-        from ..config import check_memory_values
+        from ..config import ConfigSyntax, check_memory_values, parse_config
 
         try:
-            data = tomllib.loads(raw.decode("utf-8"))
+            data = parse_config(raw)
         except UnicodeDecodeError:
             yield self._f("config.invalid", "config.toml is not valid UTF-8", file=str(path))
             return
-        except tomllib.TOMLDecodeError as exc:
+        except ConfigSyntax as exc:
             yield self._f("config.invalid", f"config.toml is not valid TOML: {exc}", file=str(path))
-            return
-        except RecursionError:
-            # (nested thousands deep: tomllib parses by recursion; the
-            # config's readers say the same, config.read_config_file)
-            yield self._f("config.invalid", "config.toml is not valid TOML: nested too deeply",
-                          file=str(path))
             return
         section = data.get("memory", {})
         if not isinstance(section, dict):

@@ -1503,10 +1503,8 @@ class Background:
     def end(self) -> None:
         """For a store that closes: the work will not be read.  Not begun
         yet: cancelled, it never will be; begun: waited for, as :meth:`wait`."""
-        if not self._cancel():
-            self.wait()
-        if self._launched and self._thread.ident is not None:
-            self._thread.join()     # (done: at once; a closed store leaves no thread)
+        self._cancel()
+        self.join()     # (the work done: the thread ends at once; a closed store leaves none)
 
     @property
     def done(self) -> bool:
@@ -2577,11 +2575,12 @@ class FactStore(ClosesOnExit):
             # SQLite's join may still match to one: 2.0 = 2): fact_status
             # makes it hidden
             return missing_fact(fact_id, revision, created, updated)
-        ref, prov, _error = self._revision_sources(db, fact_id, revision)
         if row_problem(fact_id, text) is not None:
             # a row revisions() reads as malformed has no source there
             # (revision_from_stored): none here either, as every listing shows it
             ref, prov = None, ()
+        else:
+            ref, prov, _error = self._revision_sources(db, fact_id, revision)
         # a malformed row keeps its data; its status comes from revisions() (hidden)
         return Fact(row_text(fact_id), revision, row_text(text), row_text(created),
                     row_text(updated), ref, prov)
@@ -3112,18 +3111,8 @@ class FactStore(ClosesOnExit):
         # (the listing starts at the first row asked for: an iterator made and
         # left unread holds no connection, thread or listing; one left half
         # read lets them go when it is closed or collected, FactListing.groups)
-        yield from self._while_open(self.start_listing(session_id).groups(bare=bare))
-
-    def _while_open(self, rows: Iterator[T]) -> Iterator[T]:
-        """``rows``, each given while the store is open: once it is closed,
-        the next raises UsageError (a row read ahead is not given after
-        close; the rows of a closed connection are not asked for)."""
-        while True:
-            self.check_open()
-            row = next(rows, _END)
-            if row is _END:
-                return
-            yield row
+        # (each row given while the store is open: no lock here, _lock_free)
+        yield from self._each_held(self.start_listing(session_id).groups(bare=bare))
 
     def _groups_of_one_state(self, session_id: str | None, bare: bool) -> Iterator[FactGroup]:
         with self.one_state() as state:
@@ -3168,7 +3157,9 @@ class FactStore(ClosesOnExit):
 
     def _each_held(self, rows: Iterator[T]) -> Iterator[T]:
         """``rows``, each read (the reads on the writer's connection before
-        it) holding the store's lock, which is let go before it is given."""
+        it) holding the store's lock, which is let go before it is given (a
+        read-only open's: no lock, :func:`_serialized`); once the store is
+        closed, the next raises UsageError (:meth:`_next_open`)."""
         try:
             while True:
                 row = self._call(self._next_open, rows)

@@ -2575,11 +2575,11 @@ class FactStore(ClosesOnExit):
             # SQLite's join may still match to one: 2.0 = 2): fact_status
             # makes it hidden
             return missing_fact(fact_id, revision, created, updated)
-        if row_problem(fact_id, text) is not None:
-            # a row revisions() reads as malformed has no source there
-            # (revision_from_stored): none here either, as every listing shows it
-            ref, prov = None, ()
-        else:
+        ref: SourceRef | None = None
+        prov: tuple[Provenance, ...] = ()
+        if row_problem(fact_id, text) is None:
+            # (a row revisions() reads as malformed has no source there,
+            # revision_from_stored: none here either, as every listing shows it)
             ref, prov, _error = self._revision_sources(db, fact_id, revision)
         # a malformed row keeps its data; its status comes from revisions() (hidden)
         return Fact(row_text(fact_id), revision, row_text(text), row_text(created),

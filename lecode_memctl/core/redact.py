@@ -249,18 +249,14 @@ def _replace_bytes(line: bytes, values: Mapping[str, str]) -> tuple[bytes, int]:
 
 
 def _lineage_session_ids(data: bytes) -> list[str]:
-    """The session ids the compaction lineages of a transcript's bytes name."""
+    """The session ids the compaction lineages of a transcript's bytes name:
+    those :func:`_protected` keeps from being rewritten."""
     out: list[str] = []
     for line in data.split(b"\n"):
-        if b"lineage" not in line:
-            continue
-        rec = json_object(line)
-        if rec is None or rec.get("type") != "event" or rec.get("event") != "compact":
-            continue
-        lineage = rec.get("lineage")
-        for ref in lineage if isinstance(lineage, list) else []:
-            if isinstance(ref, Mapping) and isinstance(ref.get("session_id"), str):
-                out.append(ref["session_id"])
+        rec = json_object(line) if b"lineage" in line else None
+        if rec is not None:
+            _keep, refs = _protected(rec)
+            out += [r["session_id"] for r in refs if isinstance(r.get("session_id"), str)]
     return out
 
 

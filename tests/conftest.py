@@ -148,27 +148,44 @@ def world(demo_template) -> DemoWorld:
     return world_of(demo_template)
 
 
-_COMMAND_TREE: dict[str, object] = {}
+_COMMAND_TREES: dict[str | None, tuple[object, object]] = {}
 
 
 @pytest.fixture(autouse=True)
 def built_command_tree(monkeypatch):
-    """Build typer's command tree once per run and reuse it: every in-process
-    ``run_cli`` call and every forked faultkit child (which inherits it) skips
-    the ~0.1 s that ``main()`` spends rebuilding it (hundreds of calls in the
-    suite).  The tree is the object ``main()`` would build from the same app;
-    click commands are reusable, each call parses into a new context.  Real
+    """Build each of typer's command trees once per run and reuse it: the
+    whole tree (``app``) and each one-command tree that ``main()`` builds
+    for the command it runs (``build_app(only)``).  Every in-process
+    ``run_cli`` call and every forked faultkit child (which inherits them)
+    skips what ``main()`` spends importing the command's module, building
+    its typer app and its click command (hundreds of calls in the suite;
+    with only the whole tree kept, every call rebuilt its one-command tree).
+    Each tree is the object ``main()`` would build from the same arguments;
+    click commands are reusable, each call parses into a new context.  A
+    test that replaces a command's function must build its own tree.  Real
     processes (``run_proc``, subprocesses) still build their own."""
     import typer.main
 
-    from lecode_memctl.cli.app import app
+    from lecode_memctl.cli import app as app_module
 
-    original = typer.main.get_command
-    if "tree" not in _COMMAND_TREE:
-        _COMMAND_TREE["tree"] = original(app)
-    built = _COMMAND_TREE["tree"]
-    monkeypatch.setattr(typer.main, "get_command",
-                        lambda a: built if a is app else original(a))
+    original_build = app_module.build_app
+    original_get = typer.main.get_command
+
+    def tree(only: str | None) -> tuple[object, object]:
+        if only not in _COMMAND_TREES:
+            built = app_module.app if only is None else original_build(only)
+            _COMMAND_TREES[only] = (built, original_get(built))
+        return _COMMAND_TREES[only]
+
+    def get_command(a):
+        for built, command in _COMMAND_TREES.values():
+            if a is built:
+                return command
+        return original_get(a)
+
+    tree(None)
+    monkeypatch.setattr(app_module, "build_app", lambda only=None: tree(only)[0])
+    monkeypatch.setattr(typer.main, "get_command", get_command)
 
 
 @dataclass

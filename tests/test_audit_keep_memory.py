@@ -19,7 +19,7 @@ import pytest
 
 from lecode_memctl.core.audit import Audit, transcripts
 from lecode_memctl.core.facts import FactStore
-from lecode_memctl.core.layout import store_at
+from lecode_memctl.core.layout import FILE_MODE, store_at
 from lecode_memctl.core.sessions import SessionStore
 from lecode_memctl.core.sourceref import SourceRef, canonical_digest
 
@@ -35,6 +35,11 @@ def _hdr(sid: str) -> dict:
 
 def _msg(seq: int) -> dict:
     return {"seq": seq, "type": "message", "role": "user", "content": f"msg {seq} {PAD}"}
+
+
+# size -> the facts database _cited_store made for it (one add, one commit,
+# per fact: over a second of each shape's setup for the 4 MiB store)
+_FACTS_DB: dict[int, bytes] = {}
 
 
 def _cited_store(path: Path, size: int, corrupt: bool) -> Path:
@@ -53,11 +58,22 @@ def _cited_store(path: Path, size: int, corrupt: bool) -> Path:
         if corrupt and len(recs) == 3:
             lines.append(b'{"seq": oops\n')
     (store / "sessions" / "t.jsonl").write_bytes(b"".join(lines))
-    fs = FactStore(store_at(store).facts_db)
+    db = store_at(store).facts_db
+    if size in _FACTS_DB:
+        # the same records whether or not the line is corrupt (it is not
+        # counted in the size), so the same facts: the database made for the
+        # first store of this size, its bytes as FactStore left them
+        fd = os.open(db, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(_FACTS_DB[size])
+        return store
+    fs = FactStore(db)
     for lo in range(100, len(recs) - 200, 100):
         fs.add(f"fact {lo}", ref=SourceRef("t", tuple(range(lo, lo + 200)),
                                            canonical_digest(recs[lo:lo + 200])))
     fs.close()
+    assert sorted(os.listdir(store)) == ["facts.sqlite3", "sessions"]    # (no -wal left)
+    _FACTS_DB[size] = db.read_bytes()
     return store
 
 

@@ -117,15 +117,15 @@ def test_a_transcript_parsed_in_pieces_holds_one_piece_besides_its_records():
 
     data = b"".join(_rec(i) + b"\n" for i in range(60_000))
     end = len(data)
-    assert sessions.records_by_line(data, end) == _one_by_one(data, end)
-    base = sessions.records_by_line(data, end)
+    want = _one_by_one(data, end)
+    assert sessions.records_by_line(data, end) == want
     tracemalloc.start()
     try:
         records = sessions.records_by_line(data, end)
         _cur, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert records == base
+    assert records == want
     # (a few copies of one piece and its item lists, and three pointer lists
     # of the lines' length: about 3 MB here; a copy of the whole, its item
     # lists and orjson's buffers took 51 MB, and bytes.split's lines 6 MB)

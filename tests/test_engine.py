@@ -499,9 +499,10 @@ def test_spans_near_seqs_that_repeat_or_go_back_have_one_status(tmp_path: Path, 
         spec = {"sessions": {"s0": recs}, "damage": {"s0": damage}, "damage_at": {"s0": at},
                 "facts": facts, "excluded": {}, "generation": 0}
         path = build(tmp_path / str(at), spec)
-        one = _every_reader(path, facts, monkeypatch)
+        audits: list[tuple] = []
+        one = _every_reader(path, facts, monkeypatch, audits)
         assert set(one.values()) >= {None, "records_corrupt", "position_missing"}
-        for deep, found, _statuses, _tally in _audits(path):
+        for deep, found, _statuses, _tally in audits:
             assert any(f.code == "session.seq_gap" for f in found) == deep
 
 
@@ -534,18 +535,21 @@ def _seq_twice_case(tmp_path: Path, monkeypatch, damage: str, n: int, at: int,
     spec = {"sessions": {"s0": recs}, "damage": {"s0": damage}, "damage_at": {"s0": at},
             "facts": facts, "excluded": {}, "generation": 0}
     path = build(tmp_path, spec)
-    one = _every_reader(path, facts, monkeypatch)
+    audits: list[tuple] = []
+    one = _every_reader(path, facts, monkeypatch, audits)
     assert one[f"{spans.index((at, at)):016x}"] == "records_corrupt", (at, one)
-    found = _audits(path)[1][1]       # --deep
+    found = audits[1][1]       # --deep
     assert [(f.line, f.reason) for f in found
             if f.code == "session.corrupt_line"] == [(at + 1, "no_seq")]
 
 
-def _every_reader(path: Path, facts: list, monkeypatch) -> dict:
+def _every_reader(path: Path, facts: list, monkeypatch, audits: list | None = None) -> dict:
     """Each fact's reason (None: valid) from the one-reference read, after
     checking that the engine (parsing small transcripts whole, or sweeping)
     and the audits (as they are, with the whole parse, the fast path alone,
-    the line loop; default and --deep) give the same."""
+    the line loop; default and --deep) give the same.  ``audits``, if given,
+    receives ``_audits(path)`` of the audits as they are (the first of those
+    runs: the store is not changed between, a caller need not run them again)."""
     from lecode_memctl.core.audit import transcripts
 
     store = store_at(path)
@@ -572,7 +576,10 @@ def _every_reader(path: Path, facts: list, monkeypatch) -> dict:
                 m.setattr(transcripts, "WHOLE_BYTES", nbytes)
             if fast is not None:
                 m.setattr(transcripts, "FAST_LIMIT", fast)
-            for deep, found, _statuses, _tally in _audits(path):
+            runs = _audits(path)
+            if audits is not None and limits == (None, None, None):
+                audits.extend(runs)
+            for deep, found, _statuses, _tally in runs:
                 got = {fid: None for fid, _revs in facts}
                 got.update({f.fact_id: f.reason for f in found
                             if f.code in ("fact.missing", "fact.stale", "fact.hidden")})

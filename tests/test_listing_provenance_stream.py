@@ -291,28 +291,38 @@ def _listing_peak(path: Path, *, joined: bool) -> int:
     return peak
 
 
+@pytest.fixture(scope="module")
+def legacy_stores(template: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
+    """The facts databases of 4,000 and 16,000 legacy facts of 8 rows each,
+    built once for the tests of the peaks below: never changed (the listing
+    opens them read only; ``validate`` gets a copy)."""
+    d = tmp_path_factory.mktemp("legacy")
+    out = {}
+    for n in (4000, 16000):
+        out[n] = d / f"{n}.sqlite3"
+        _legacy_store(template, out[n], n, 8)
+    return out
+
+
 @pytest.mark.heavy
 @pytest.mark.parametrize("joined", [False, True], ids=["sorted", "joined"])
-def test_the_listing_holds_one_facts_provenance(template: Path, tmp_path: Path, joined: bool) -> None:
+def test_the_listing_holds_one_facts_provenance(legacy_stores: dict[int, Path], joined: bool) -> None:
     """Four times the legacy facts, about the same peak: the listing holds the
     rows of the fact it reaches, not the table's (the dict held 128,000 rows
     at 16,000 facts: a peak of 4.4 MB at 4,000 facts, 15.5 MB at 16,000).
     (From 4,000 facts on, the listing's own fetches are full: its peak
     without provenance is flat, 1.6 MB.)"""
-    small, large = tmp_path / "small.sqlite3", tmp_path / "large.sqlite3"
-    _legacy_store(template, small, 4000, 8)
-    _legacy_store(template, large, 16000, 8)
-    a = _listing_peak(small, joined=joined)
-    b = _listing_peak(large, joined=joined)
+    a = _listing_peak(legacy_stores[4000], joined=joined)
+    b = _listing_peak(legacy_stores[16000], joined=joined)
     assert b < 1.25 * a, (a, b)
 
 
-def _validate_peak(template: Path, store: Path, n: int) -> int:
+def _validate_peak(legacy_stores: dict[int, Path], store: Path, n: int) -> int:
     """The peak of Python's allocations of ``validate -q`` on ``n`` legacy facts."""
     from tests.conftest import run_cli
 
     (store / "sessions").mkdir(parents=True)
-    _legacy_store(template, store / "facts.sqlite3", n, 8)
+    shutil.copyfile(legacy_stores[n], store / "facts.sqlite3")
     tracemalloc.start()
     try:
         r = run_cli("--no-state", "--store", str(store), "validate", "-q")
@@ -324,12 +334,13 @@ def _validate_peak(template: Path, store: Path, n: int) -> int:
 
 
 @pytest.mark.heavy
-def test_quiet_validate_holds_neither_the_rows_nor_the_findings(template: Path, config_dir: Path) -> None:
+def test_quiet_validate_holds_neither_the_rows_nor_the_findings(legacy_stores: dict[int, Path],
+                                                               config_dir: Path) -> None:
     """``validate -q`` prints nothing: four times the legacy facts, about the
     same peak.  It held every row of the table (the listing's dict) and
     every finding (one per unverified fact: 42 MiB at 100,000 facts)."""
-    a = _validate_peak(template, config_dir / "small", 4000)
-    b = _validate_peak(template, config_dir / "large", 16000)
+    a = _validate_peak(legacy_stores, config_dir / "small", 4000)
+    b = _validate_peak(legacy_stores, config_dir / "large", 16000)
     assert b < 1.25 * a, (a, b)
 
 

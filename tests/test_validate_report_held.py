@@ -6,6 +6,7 @@ same bytes as the report made from every finding held as an object (issue
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -104,13 +105,33 @@ def _stores_with_findings(config_dir: Path, n: int) -> None:
         (store / "stray.txt").write_text("not part of the layout\n")
 
 
+@pytest.fixture(scope="module")
+def forty_stores(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A config dir of ``_stores_with_findings(..., 40)``, built once for the
+    tests below (each works on a copy: ``_copy_of``)."""
+    top = tmp_path_factory.mktemp("forty")
+    cfg = top / "config"
+    with pytest.MonkeyPatch.context() as mp:      # (as isolated_env has it)
+        (top / "home").mkdir()
+        mp.setenv("HOME", str(top / "home"))
+        mp.setenv("LECODE_CONFIG_DIR", str(cfg))
+        _stores_with_findings(cfg, 40)
+    return cfg
+
+
+def _copy_of(template: Path, config_dir: Path) -> None:
+    """``template``'s stores and config.toml in ``config_dir`` (modes, times
+    and the planted symbolic link kept)."""
+    shutil.copytree(template, config_dir, symlinks=True, dirs_exist_ok=True)
+
+
 @pytest.mark.heavy
-def test_every_part_shares_one_temporary_file(config_dir, monkeypatch):
+def test_every_part_shares_one_temporary_file(config_dir, monkeypatch, forty_stores):
     """40 stores of several parts each, every part spilled (a bound of 0):
     one temporary file, not one per part (which held a descriptor each to
     the end: with ``ulimit -n 32``, the 18th store's transcripts could not
     be opened, and validate reported them unreadable)."""
-    _stores_with_findings(config_dir, 40)
+    _copy_of(forty_stores, config_dir)
     want = _report(monkeypatch, None, "--all-projects")
     made = _temporary_files(monkeypatch)
     assert _report(monkeypatch, 0, "--all-projects") == want
@@ -118,11 +139,11 @@ def test_every_part_shares_one_temporary_file(config_dir, monkeypatch):
 
 
 @pytest.mark.heavy
-def test_below_the_bound_nothing_goes_to_a_file(config_dir, monkeypatch):
+def test_below_the_bound_nothing_goes_to_a_file(config_dir, monkeypatch, forty_stores):
     """All the parts together under HELD_IN_MEMORY: no temporary file (a
     64 KiB bound per part put a report of many stores in $TMPDIR, where a
     later store's snapshot copy then found no room)."""
-    _stores_with_findings(config_dir, 40)
+    _copy_of(forty_stores, config_dir)
     _legacy_facts(build_clean(config_dir, "big-0123456789ab"), 900)   # (a part of 90 KB)
     want = _report(monkeypatch, None, "--all-projects")
     made = _temporary_files(monkeypatch)

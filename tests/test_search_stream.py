@@ -112,16 +112,24 @@ def test_memory_does_not_follow_the_file(tmp_path, monkeypatch):
 
 # ---------------------------------------------------------------- the same output
 
-def _expected(store, pattern: str, fmt: str, *, limit: int | None, offset: int
+def _expected(store, pattern: str, fmt: str, *, limit: int | None, offset: int,
+              refs: dict[int, SearchResult] | None = None
               ) -> tuple[bytes, list[str], dict | None]:
     """(stdout, stderr's lines, the parsed --json document) as the search
     gave them when it held every hit: the reference is each file read
-    whole, decoded and split (test_search_pieces), formatted here."""
+    whole, decoded and split (test_search_pieces), formatted here.
+    ``refs``: the references already made for this store, pattern and
+    offset, by the number of hits asked (the formats of one window share
+    them: the store does not change between them)."""
     from lecode_memctl.cli.output import safe
     from lecode_memctl.core.rowmodel import SCHEMA_VERSION, flat
 
     cap = limit if limit is not None else (_EVERY if fmt != "text" else 50)
-    ref = _whole_file_search(store, pattern, limit=cap, offset=offset)
+    if refs is None:
+        refs = {}
+    if cap not in refs:
+        refs[cap] = _whole_file_search(store, pattern, limit=cap, offset=offset)
+    ref = refs[cap]
     err = [f"memctl: warning: {safe(s.file)}: {safe(s.reason)}; skipped" for s in ref.skipped]
     rows = [{"type": "hit", "file": h.file, "line": h.line, "text": h.text} for h in ref.hits]
     doc = None
@@ -153,6 +161,7 @@ def _expected(store, pattern: str, fmt: str, *, limit: int | None, offset: int
 def _check_every_format(store, pattern: str, *, limit: int | None = None, offset: int = 0):
     from .conftest import run_cli
 
+    refs: dict[int, SearchResult] = {}
     for fmt in _FORMATS:
         args = ["--store", str(store.path), "--no-state", "search", pattern, "--format", fmt,
                 "--offset", str(offset)]
@@ -160,7 +169,7 @@ def _check_every_format(store, pattern: str, *, limit: int | None = None, offset
             args += ["--limit", str(limit)]
         r = run_cli(*args)
         assert r.exit_code == 0, r.stderr
-        out, err, doc = _expected(store, pattern, fmt, limit=limit, offset=offset)
+        out, err, doc = _expected(store, pattern, fmt, limit=limit, offset=offset, refs=refs)
         assert r.stderr.splitlines() == err, (fmt, limit, offset)
         if fmt == "json":
             assert orjson.loads(r.stdout_bytes) == doc, (limit, offset)

@@ -145,7 +145,10 @@ from lecode_memctl.core.audit import transcripts
 def _full(*a, **k):
     hog = []          # what a job holds when it runs out of memory
     while True:
-        hog.append(bytearray(1 << 20))
+        # (bytes of zeros: calloc's pages are the kernel's, not written, so
+        # the address space runs out as it would, without 1 GiB of pages
+        # zeroed by hand in each process: a bytearray is memset)
+        hog.append(bytes(1 << 20))
 transcripts._full = _full
 resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 from lecode_memctl.cli.main import main

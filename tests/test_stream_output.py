@@ -204,16 +204,35 @@ def test_validate_output_is_buffered(tmp_path):
     assert (tmp_path / "out.txt").read_text() == "x\n"
 
 
-@pytest.fixture
-def grep_project(config_dir, tmp_path):
+@pytest.fixture(scope="module")
+def grep_template(tmp_path_factory):
+    """A project and a config dir whose store for it holds a transcript of
+    3,000 messages, built once for the module (``grep_project`` copies the
+    config dir; the project directory itself is only named, never written)."""
     from lecode_memctl.core.layout import store_for_project
     from lecode_memctl.core.sessions import SessionStore
 
-    project = tmp_path / "proj"
+    top = tmp_path_factory.mktemp("grep")
+    project = top / "proj"
     project.mkdir()
-    with SessionStore(store_for_project(config_dir, project)).create("2026-03-05-big") as w:
-        for i in range(3000):
-            w.append_message("user", f"needle {i} " + "z" * 200)
+    cfg = top / "config"
+    with pytest.MonkeyPatch.context() as mp:      # (as isolated_env has it)
+        (top / "home").mkdir()
+        mp.setenv("HOME", str(top / "home"))
+        mp.setenv("LECODE_CONFIG_DIR", str(cfg))
+        with SessionStore(store_for_project(cfg, project)).create("2026-03-05-big") as w:
+            for i in range(3000):
+                w.append_message("user", f"needle {i} " + "z" * 200)
+    return cfg, project
+
+
+@pytest.fixture
+def grep_project(config_dir, grep_template):
+    """The template's project, its store copied into this test's config dir."""
+    import shutil
+
+    cfg, project = grep_template
+    shutil.copytree(cfg, config_dir, symlinks=True, dirs_exist_ok=True)
     return project
 
 

@@ -70,6 +70,42 @@ def piped(monkeypatch):
     return use
 
 
+@pytest.fixture(scope="module")
+def built_stores(tmp_path_factory):
+    """``outkit.build`` of a project with N facts, made once per module for
+    each N asked (a fact added, and synced, at a time: most of a second for
+    600): (its config dir, its project), never changed."""
+    made: dict[int, tuple] = {}
+
+    def get(facts: int) -> tuple:
+        if facts not in made:
+            top = tmp_path_factory.mktemp(f"outkit{facts}")
+            with pytest.MonkeyPatch.context() as mp:      # (as isolated_env has it)
+                (top / "home").mkdir()
+                mp.setenv("HOME", str(top / "home"))
+                mp.setenv("LECODE_CONFIG_DIR", str(top / "config"))
+                outkit.build(top / "config", top / "proj", facts=facts)
+            made[facts] = (top / "config", top / "proj")
+        return made[facts]
+
+    return get
+
+
+@pytest.fixture
+def built_project(config_dir, built_stores):
+    """``built_project(N)``: the project of a store of N facts, the store
+    copied into this test's config dir (modes and times kept); memctl -C
+    PROJECT writes nothing in the project directory itself."""
+    import shutil
+
+    def copy(facts: int):
+        cfg, project = built_stores(facts)
+        shutil.copytree(cfg, config_dir, symlinks=True, dirs_exist_ok=True)
+        return project
+
+    return copy
+
+
 @pytest.mark.parametrize("layer", [_unbuffered, _buffered], ids=["unbuffered", "buffered"])
 def test_jsonl_is_written_in_chunks(piped, layer):
     raw = CountingRaw()
@@ -154,12 +190,11 @@ def test_a_terminal_sees_each_row_at_once_escaped(monkeypatch):
                                   ["facts", "--all", "--format", "csv"],
                                   ["grep", "e", "--format", "jsonl"]],
                          ids=["jsonl", "json", "csv", "grep-jsonl"])
-def test_a_whole_listing_is_a_few_writes_under_pythonunbuffered(config_dir, tmp_path, piped, argv):
+def test_a_whole_listing_is_a_few_writes_under_pythonunbuffered(built_project, piped, argv):
     """The command line as ``PYTHONUNBUFFERED=1`` runs it: a write per chunk."""
     from lecode_memctl.cli.main import main
 
-    project = tmp_path / "proj"
-    outkit.build(config_dir, project, facts=300)
+    project = built_project(300)
     raw = CountingRaw()
     piped(_unbuffered(raw))
     code = main(["-C", str(project), *argv])
@@ -281,7 +316,7 @@ def _env(unbuffered: str, **extra: str) -> dict[str, str]:
     return env
 
 
-def _interrupted_run(config_dir, tmp_path, unbuffered: str, args: list[str],
+def _interrupted_run(built_project, tmp_path, unbuffered: str, args: list[str],
                      signals: int = 1, sig: int | None = None) -> tuple[int, bytes, bytes]:
     """memctl ARGS writing to a slow pipe, interrupted (``sig``, SIGINT by
     default) once it is blocked writing stdout, ``signals`` times 0.3 s
@@ -295,8 +330,7 @@ def _interrupted_run(config_dir, tmp_path, unbuffered: str, args: list[str],
 
     if not Path("/proc/self/syscall").exists():
         pytest.skip("needs /proc/PID/syscall")
-    project = tmp_path / "proj"
-    outkit.build(config_dir, project, facts=600)
+    project = built_project(600)
     r, w = os.pipe()
     fcntl.fcntl(w, getattr(fcntl, "F_SETPIPE_SZ", 1031), 16384)   # fills part way into a chunk
     err = open(tmp_path / "stderr", "w+b")  # noqa: SIM115 - closed below
@@ -331,12 +365,12 @@ INTERRUPTED = {"code": "interrupted", "message": "interrupted", "exit_code": 130
 @pytest.mark.heavy
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/PID/syscall, F_SETPIPE_SZ")
 @pytest.mark.parametrize("unbuffered", ["1", ""], ids=["-u", "buffered"])
-def test_an_interrupt_during_a_blocked_write_leaves_whole_rows(config_dir, tmp_path, unbuffered):
+def test_an_interrupt_during_a_blocked_write_leaves_whole_rows(built_project, tmp_path, unbuffered):
     """SIGINT while the listing is blocked writing to a slow pipe: the output
     ends at the end of a row (a 64 KiB chunk written past the buffer, cut
     by the signal part way, lost its rest: the output ended mid-row), then
     the JSONL error line; stderr says it was interrupted, exit 130."""
-    rc, out, said = _interrupted_run(config_dir, tmp_path, unbuffered,
+    rc, out, said = _interrupted_run(built_project, tmp_path, unbuffered,
                                      ["facts", "--all", "--format", "jsonl"])
     assert rc == 130
     assert said == b"memctl: error: interrupted\n", said    # (typer's exit 130 said nothing)
@@ -349,11 +383,11 @@ def test_an_interrupt_during_a_blocked_write_leaves_whole_rows(config_dir, tmp_p
 @pytest.mark.heavy
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/PID/syscall, F_SETPIPE_SZ")
 @pytest.mark.parametrize("unbuffered", ["1", ""], ids=["-u", "buffered"])
-def test_an_interrupted_json_document_ends_as_one_document(config_dir, tmp_path, unbuffered):
+def test_an_interrupted_json_document_ends_as_one_document(built_project, tmp_path, unbuffered):
     """facts --json interrupted mid-stream ends its document with the error, as
     for any error after it started: one valid JSON document (the JSONL error
     line was glued onto the unfinished document: '...}{"type":"error"...')."""
-    rc, out, said = _interrupted_run(config_dir, tmp_path, unbuffered, ["facts", "--all", "--json"])
+    rc, out, said = _interrupted_run(built_project, tmp_path, unbuffered, ["facts", "--all", "--json"])
     assert rc == 130
     assert said == b"memctl: error: interrupted\n", said
     doc = orjson.loads(out)
@@ -364,11 +398,11 @@ def test_an_interrupted_json_document_ends_as_one_document(config_dir, tmp_path,
 @pytest.mark.heavy
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/PID/syscall, F_SETPIPE_SZ")
 @pytest.mark.parametrize("unbuffered", ["1", ""], ids=["-u", "buffered"])
-def test_ctrl_c_again_on_a_stalled_pipe_ends_the_process_quietly(config_dir, tmp_path, unbuffered):
+def test_ctrl_c_again_on_a_stalled_pipe_ends_the_process_quietly(built_project, tmp_path, unbuffered):
     """memctl ... | less, Ctrl-C pressed several times while nobody reads: the
     second ends the process at once (the flushes after the first block), with
     no traceback (each further KeyboardInterrupt escaped a flush before)."""
-    rc, out, said = _interrupted_run(config_dir, tmp_path, unbuffered,
+    rc, out, said = _interrupted_run(built_project, tmp_path, unbuffered,
                                      ["facts", "--all", "--format", "jsonl"], signals=6)
     assert rc in (130, -2), rc      # 130 if it was done before the second
     assert b"Traceback" not in said and b"Exception" not in said, said
@@ -377,12 +411,12 @@ def test_ctrl_c_again_on_a_stalled_pipe_ends_the_process_quietly(config_dir, tmp
 @pytest.mark.heavy
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/PID/syscall, F_SETPIPE_SZ")
 @pytest.mark.parametrize("unbuffered", ["1", ""], ids=["-u", "buffered"])
-def test_a_sigterm_during_a_blocked_write_leaves_whole_rows(config_dir, tmp_path, unbuffered):
+def test_a_sigterm_during_a_blocked_write_leaves_whole_rows(built_project, tmp_path, unbuffered):
     """SIGTERM (timeout, a stopped service) as SIGINT above: whole rows, the
     JSONL error line, one line on stderr; then memctl ends by the signal."""
     import signal
 
-    rc, out, said = _interrupted_run(config_dir, tmp_path, unbuffered,
+    rc, out, said = _interrupted_run(built_project, tmp_path, unbuffered,
                                      ["facts", "--all", "--format", "jsonl"], sig=signal.SIGTERM)
     assert rc == -signal.SIGTERM, (rc, said)
     assert said == b"memctl: error: terminated by SIGTERM\n", said
@@ -395,11 +429,11 @@ def test_a_sigterm_during_a_blocked_write_leaves_whole_rows(config_dir, tmp_path
 
 @pytest.mark.heavy
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/PID/syscall, F_SETPIPE_SZ")
-def test_sigterm_again_on_a_stalled_pipe_ends_the_process(config_dir, tmp_path):
+def test_sigterm_again_on_a_stalled_pipe_ends_the_process(built_project, tmp_path):
     """The second SIGTERM ends memctl at once, as the second Ctrl-C does."""
     import signal
 
-    rc, out, said = _interrupted_run(config_dir, tmp_path, "",
+    rc, out, said = _interrupted_run(built_project, tmp_path, "",
                                      ["facts", "--all", "--format", "jsonl"], signals=6,
                                      sig=signal.SIGTERM)
     assert rc == -signal.SIGTERM, rc
@@ -471,13 +505,12 @@ def test_version_to_a_full_disk_or_a_gone_reader(unbuffered):
 @pytest.mark.parametrize("args", [["facts", "--all", "--format", "jsonl"], ["facts", "--json"],
                                   ["facts", "--all", "--format", "csv"], ["facts"], ["where"],
                                   ["facts", "--help"]])
-def test_a_full_stdout_is_named_in_its_one_line(config_dir, tmp_path, unbuffered, args):
+def test_a_full_stdout_is_named_in_its_one_line(built_project, unbuffered, args):
     """A write to stdout that fails says it was stdout's, not a bare 'No space
     left on device' that reads as the store's disk; exit 7."""
     import subprocess
 
-    project = tmp_path / "proj"
-    outkit.build(config_dir, project, facts=300)
+    project = built_project(300)
     with open("/dev/full", "wb") as full:
         p = subprocess.run(outkit.memctl_argv("-C", str(project), *args), stdout=full,
                            stderr=subprocess.PIPE, env=_env(unbuffered), timeout=120)

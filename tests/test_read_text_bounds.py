@@ -138,10 +138,12 @@ def _peaks(store, content_of, sizes, *args):
 
 @pytest.mark.heavy
 def test_a_huge_one_line_tool_result_costs_what_reading_it_costs(store):
-    """8 vs 48 MiB: --text's peak grows as --json's does (by 1.5 GB from 8 to
-    64 MiB).  (Not 64 MiB: orjson's dumps of the digest then dies of SIGSEGV
-    under the 1 GiB address-space limit, --json too.)"""
-    for mib, out in _peaks(store, lambda n: "abc def ghi " * (n // 12), (8, 48), "tool"):
+    """8 vs 24 MiB: --text's peak grows as --json's does (by 1.5 GB from 8 to
+    64 MiB; shown whole through textwrap again, 242 -> 684 MiB from 8 to 24
+    against --json's 57 -> 121).
+    (Not 64 MiB: orjson's dumps of the digest then dies of SIGSEGV under the
+    1 GiB address-space limit, --json too.)"""
+    for mib, out in _peaks(store, lambda n: "abc def ghi " * (n // 12), (8, 24), "tool"):
         assert len(out) < 4096, len(out)
         assert f"of {(mib << 20) // 12 * 12} characters shown;".encode() in out
 

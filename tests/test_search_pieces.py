@@ -147,9 +147,11 @@ def test_memory_follows_a_piece_not_the_file(tmp_path, kind):
     lines.  Now the peak is the same for a file three times as large
     (measured: 5.7 MB traced for 2 or 6 MiB of newlines, 1.7 MB for the
     lines; the old search took 21 and 68 MB, 9 and 27 MB.  The test takes
-    1 and 3 MiB, 1.5 s where 2 and 6 took 6 s: 6.2 and 5.4 MB of newlines)."""
-    def run(mib: int):
-        size = mib << 20
+    0.5 and 1.5 MiB, two and six pieces of ``_PIECE``: 5.7 and 5.4 MB of
+    newlines, 2.2 and 2.0 MB of lines; each file read as one piece, 11 and
+    30 MB, 2.9 and 8.5 MB)."""
+    def run(kib: int):
+        size = kib << 10
         if kind == "newlines":
             data = b"\n" * size
         else:
@@ -159,8 +161,8 @@ def test_memory_follows_a_piece_not_the_file(tmp_path, kind):
         got, peak = traced_peak(lambda: markdown_search.search(store, "hit", limit=5))
         return got, peak
 
-    small, peak_small = run(1)
-    big, peak_big = run(3)
+    small, peak_small = run(512)
+    big, peak_big = run(1536)
     assert small.files_searched == big.files_searched == 1
     assert len(big.hits) == (0 if kind == "newlines" else 1)
     assert peak_big - peak_small < 1 << 20, (peak_small, peak_big)

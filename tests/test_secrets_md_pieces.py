@@ -146,8 +146,10 @@ def test_memory_follows_the_piece_not_the_file(detector: Detector, tmp_path,
     """The file read whole, decoded and split into lines made the peak grow
     with the file (4x the lines, 4x the memory); a piece at a time it stays."""
     monkeypatch.setattr(secrets, "FILE_PIECE", 8 << 10)
-    small = _transient_peak(detector, str(tmp_path), 1_500)      # ~75 KB
-    large = _transient_peak(detector, str(tmp_path), 6_000)      # ~300 KB
+    # (the smaller file is still some five pieces; read whole: 160 and 590 KB,
+    # a piece at a time: some 50 KB both)
+    small = _transient_peak(detector, str(tmp_path), 750)        # ~37 KB
+    large = _transient_peak(detector, str(tmp_path), 3_000)      # ~150 KB
     assert large < 1.5 * small, (small, large)
 
 

@@ -87,7 +87,8 @@ def test_the_lineage_positions_held_count_toward_the_budget(tmp_path: Path, monk
     inert): they count toward the budget, or summaries of long lineages,
     each counted as a short record, were all held (some 25 KB each here)."""
     monkeypatch.setattr(grep_mod, "PENDING_BYTES", 256 << 10, raising=False)
-    n_small, n_large = 100, 300
+    # (past the budget from the eighth summary on; held, 36 KB a summary more)
+    n_small, n_large = 50, 150
     hits_small, small = _peak(_summaries_with_lineage(tmp_path / "a", n_small, 1_000))
     hits_large, large = _peak(_summaries_with_lineage(tmp_path / "b", n_large, 1_000))
     assert (hits_small, hits_large) == (n_small, n_large)

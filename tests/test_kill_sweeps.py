@@ -164,6 +164,26 @@ def snapshot(store: Path) -> Snapshot:
     return Snapshot(files, db_state(store / "facts.sqlite3"))
 
 
+def tree_key(root: Path) -> tuple:
+    """Every file under ``root`` (the config dir: the store, the legacy store,
+    the config) with its mode, its bytes' sha256 and, outside the facts
+    database, its mtime (the audit reads a transcript's): two kills that
+    leave the same key leave validate and the rerun the same input."""
+    out: list[tuple[str, int, int | None, str]] = []
+    for dirpath, dirs, names in os.walk(root):
+        dirs.sort()
+        for n in sorted(names):
+            p = Path(dirpath) / n
+            st = p.lstat()
+            if p.is_symlink() or not p.is_file():
+                out.append((p.relative_to(root).as_posix(), st.st_mode, None, "special"))
+                continue
+            when = None if n in DB_FILES else st.st_mtime_ns
+            out.append((p.relative_to(root).as_posix(), st.st_mode, when,
+                        hashlib.sha256(p.read_bytes()).hexdigest()))
+    return tuple(out)
+
+
 def validate_codes(cfg: Path, project: Path) -> list[tuple[str, str]]:
     """(code, severity) of every finding of ``memctl validate --json``."""
     r = run_cli("--project", str(project), "validate", "--json", env={"LECODE_CONFIG_DIR": str(cfg)})
@@ -318,12 +338,17 @@ def test_kill_sweep_correct(world, tmp_path):
     assert new.files == old.files and new.db != old.db
 
     out = Outcome()
+    checked: set[tuple] = set()   # the killed states validated and rerun
 
     def check(label: str, run: faultkit.Run) -> None:
         assert b"Traceback" not in run.stderr
         committed, _temps = check_killed(store, old, new, label)
         if committed:
             out.committed_at.append(label)
+        key = tree_key(cfg)
+        if key in checked:      # (validate and the rerun: the same input, the same answer)
+            return
+        checked.add(key)
         out.leftovers |= assert_validates(world, cfg, base, label)
         rr = run_cli("--project", str(world.project), *argv, env={"LECODE_CONFIG_DIR": str(cfg)})
         # the rerun conflicts (revision 1 is no longer current) exactly when the
@@ -355,12 +380,17 @@ def test_kill_sweep_forget(world, tmp_path):
     after_base = validate_codes(cfg, world.project)   # forgetting may hide/suppress: warnings
 
     out = Outcome()
+    checked: set[tuple] = set()   # the killed states validated and rerun
 
     def check(label: str, run: faultkit.Run) -> None:
         assert b"Traceback" not in run.stderr
         committed, _temps = check_killed(store, old, new, label)
         if committed:
             out.committed_at.append(label)
+        key = tree_key(cfg)
+        if key in checked:      # (validate and the rerun: the same input, the same answer)
+            return
+        checked.add(key)
         out.leftovers |= assert_validates(world, cfg, after_base if committed else base, label)
         rr = run_cli("--project", str(world.project), *argv, env={"LECODE_CONFIG_DIR": str(cfg)})
         assert rr.exit_code == 0, (label, rr.stderr)

@@ -19,6 +19,23 @@ import pytest
 from .conftest import REPO
 
 
+def _wait_until_blocked_on_the_pipe(p: subprocess.Popen) -> None:
+    """Until memctl sleeps in a write to the full pipe (its ``wchan``,
+    ``pipe_write`` or ``anon_pipe_write``): past the hits (far less than a
+    pipe holds), it is writing the end.  Where the kernel does not say, after
+    5 s (more than the second this waited before)."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{p.pid}/wchan") as fh:
+                if fh.read().endswith("pipe_write"):
+                    return
+        except OSError:
+            pass
+        assert p.poll() is None, "memctl ended before its end was written"
+        time.sleep(0.01)
+
+
 @pytest.mark.heavy
 @pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, -signal.SIGTERM)])
 def test_a_signal_while_the_end_is_written_leaves_the_document_whole(tmp_path, sig, status):
@@ -41,7 +58,7 @@ def test_a_signal_while_the_end_is_written_leaves_the_document_whole(tmp_path, s
             line = p.stderr.readline()
             assert line, "memctl ended early"
             seen += b"; skipped" in line
-        time.sleep(1.0)
+        _wait_until_blocked_on_the_pipe(p)
         p.send_signal(sig)
         time.sleep(0.3)
         out = b""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import pty
 import select
+import shutil
 import subprocess
 import sys
 
@@ -57,13 +58,24 @@ def test_every_command_exits_141_when_the_reader_is_gone(built):
         assert b"Traceback" not in p.stderr and b"Exception ignored" not in p.stderr, argv
 
 
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    """A config dir whose store (of the project ``big``) holds 1500 facts, far
+    more than a pipe buffer holds: built once, each case reads a copy."""
+    base = tmp_path_factory.mktemp("big")
+    outkit.build(base / "config", base / "big", facts=1500)
+    return base
+
+
 @pytest.mark.heavy
 @pytest.mark.parametrize("argv", [["facts", "--all", "--format", "jsonl"],
                                   ["facts", "--format", "csv"], ["facts", "--all"],
                                   ["validate", "--format", "jsonl"]])
-def test_head_1_under_pipefail_is_141(config_dir, tmp_path, argv):
-    project = tmp_path / "big"
-    outkit.build(config_dir, project, facts=1500)   # far more than a pipe buffer holds
+def test_head_1_under_pipefail_is_141(config_dir, big, argv):
+    # (the store is found from the project's path: the same project, the
+    # copied config dir as this case's LECODE_CONFIG_DIR)
+    shutil.copytree(big / "config", config_dir, symlinks=True)
+    project = big / "big"
     cmd = " ".join(outkit.memctl_argv("-C", str(project), *argv))
     p = subprocess.run(["bash", "-c", f"set -o pipefail; {cmd} | head -1 >/dev/null; "
                                       "echo \"${PIPESTATUS[0]}\""],

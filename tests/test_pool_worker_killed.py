@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -156,6 +157,14 @@ def _store(tmp_path):
     return store.path
 
 
+@pytest.fixture(scope="module")
+def pool_store(tmp_path_factory):
+    """(the store of :func:`_store`, built once; where each case copies it;
+    the undisturbed run of each command on it, made once)."""
+    base = tmp_path_factory.mktemp("pool")
+    return _store(base), base / "case" / "store", {}
+
+
 def _same(out: bytes) -> object:
     """A JSON report without its times."""
     doc = orjson.loads(out)
@@ -169,16 +178,23 @@ def _same(out: bytes) -> object:
 @pytest.mark.parametrize("how", ["killed", "torn"])
 @pytest.mark.parametrize("command", [["validate", "--deep", "--json"],
                                      ["secrets", "--json", "--jobs", "2"]])
-def test_memctl_survives_a_killed_worker(tmp_path, how, command):
-    store = _store(tmp_path)
+def test_memctl_survives_a_killed_worker(tmp_path, pool_store, how, command):
+    template, store, undisturbed_of = pool_store
+    # (each case on a fresh copy of the same store at the same path: its
+    # report names the path, and the undisturbed run's is that of the first
+    # case of the command, made on the same bytes after its disturbed run)
+    shutil.rmtree(store, ignore_errors=True)
+    shutil.copytree(template, store, symlinks=True)
     args = ["--store", str(store), *command]
     mark = tmp_path / "died"
     got = subprocess.run([sys.executable, "-c", WRAP, *args], capture_output=True, timeout=120,
                          env={**os.environ, "MEMCTL_TEST_DEATH": how,
                               "MEMCTL_TEST_MARK": str(mark)})
     assert mark.exists(), "no worker of a pool ran"
-    undisturbed = subprocess.run([sys.executable, "-m", "lecode_memctl", *args],
-                                 capture_output=True, timeout=120)
+    undisturbed = undisturbed_of.get(tuple(command))
+    if undisturbed is None:
+        undisturbed = undisturbed_of[tuple(command)] = subprocess.run(
+            [sys.executable, "-m", "lecode_memctl", *args], capture_output=True, timeout=120)
     assert got.stderr == b"", got.stderr
     assert got.returncode == undisturbed.returncode == (0 if command[0] == "validate" else 1)
     assert _same(got.stdout) == _same(undisturbed.stdout)

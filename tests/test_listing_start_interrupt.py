@@ -28,19 +28,23 @@ SCRIPT = textwrap.dedent("""
     real_start = threading.Thread.start
     in_sqlite = threading.Event()
     closed_under = []
+    raised = []
 
     def start(self):
         real_start(self)
         if self.name.startswith("memctl"):
             in_sqlite.wait(5)
+            raised.append(time.monotonic())
             raise KeyboardInterrupt   # as a Ctrl-C in Thread.start's own wait
 
     def slow(conn):
-        # a second of short statements in the thread (an interrupt stops
-        # one of them, not the work), then the real work
+        # short statements in the thread (an interrupt stops one of them,
+        # not the work) until 0.2 s after the interrupt was raised (the
+        # store closes meanwhile, however the threads are scheduled; 5 s at
+        # most), then the real work
         in_sqlite.set()
-        t = time.time()
-        while time.time() - t < 1:
+        t = time.monotonic()
+        while (not raised or time.monotonic() < raised[0] + 0.2) and time.monotonic() - t < 5:
             try:
                 conn.execute("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 "
                              "FROM c WHERE x < 20000) SELECT count(*) FROM c").fetchone()

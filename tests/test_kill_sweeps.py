@@ -225,7 +225,10 @@ def sweep(argv: Sequence[str], *, cfg: Path, cwd: Path, reset: Callable[[], None
     e = {"LECODE_CONFIG_DIR": str(cfg), **(env or {})}
     for n in range(1, limit + 1):
         reset()
-        run = faultkit.run_killed_at(n, list(argv), code=code, cwd=cwd, under=cfg, env=e, fork=True)
+        # (no_sync: an fsync is still a step, killed at like any other, but
+        # not flushed: a killed process leaves the page cache as it was)
+        run = faultkit.run_killed_at(n, list(argv), code=code, cwd=cwd, under=cfg, env=e,
+                                     fork=True, no_sync=True)
         if not run.killed:
             break
         out.os_kills += 1
@@ -235,7 +238,7 @@ def sweep(argv: Sequence[str], *, cfg: Path, cwd: Path, reset: Callable[[], None
     for n in range(1, limit + 1):
         reset()
         run = faultkit.run_counted(list(argv), code=code, cwd=cwd, under=cfg,
-                                   env={**e, "SQLSTEP_AT": str(n)}, fork=True)
+                                   env={**e, "SQLSTEP_AT": str(n)}, fork=True, no_sync=True)
         if run.returncode != -signal.SIGKILL:
             break
         out.sql_kills += 1

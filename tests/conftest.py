@@ -23,6 +23,66 @@ from .builders import SLUG, DemoWorld, copy_demo, world_of
 REPO = Path(__file__).resolve().parent.parent
 
 
+# The suite's files on a RAM file system where the machine has one with room:
+# on the 2-core VMs this suite runs on, a test's writes, fsyncs, mkdirs and
+# rmdirs on the disk cost more than the test's own work (the whole suite
+# 335 -> 300 s, five files' system time 10-13 -> 6 s, 2026-12-06).
+SHM = "/dev/shm"
+SHM_NEEDS = 4 << 30     # free bytes asked of it (the largest tests write a few hundred MiB)
+
+
+def _tmpfs_with_room(path: str) -> bool:
+    try:
+        with open("/proc/self/mounts", encoding="utf-8", errors="replace") as fh:
+            mounted = any(f[1] == path and f[2] == "tmpfs"
+                          for f in (line.split() for line in fh) if len(f) > 2)
+        st = os.statvfs(path)
+    except OSError:
+        return False
+    return mounted and st.f_bavail * st.f_frsize >= SHM_NEEDS and os.access(path, os.W_OK)
+
+
+_SHM_BASE = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """Where no ``--basetemp`` is given, the run's temporary directory (every
+    ``tmp_path``, and TMPDIR: ``scratch_tmpdir``) is a new directory on
+    ``/dev/shm`` when that is a tmpfs with ``SHM_NEEDS`` free, removed when
+    the run ends (pytest-xdist's workers each use a part of it); elsewhere,
+    pytest's own under the system's temporary directory.  ``--basetemp
+    DIR`` keeps the files of a failed test where you want them."""
+    if config.option.basetemp is not None or hasattr(config, "workerinput"):
+        return
+    if not _tmpfs_with_room(SHM):
+        return
+    import tempfile
+
+    base = tempfile.mkdtemp(prefix="memctl-tests-", dir=SHM)
+    config.option.basetemp = base
+    config.stash[_SHM_BASE] = base
+
+
+def pytest_unconfigure(config):
+    base = config.stash.get(_SHM_BASE, None)
+    if base is None:
+        return
+    import shutil
+
+    # (what a test left unreadable or unwritable, removed all the same: the
+    # directory is held in memory until it is)
+    for dirpath, dirnames, _files in os.walk(base):
+        for name in dirnames:
+            path = os.path.join(dirpath, name)
+            try:
+                if not os.path.islink(path):
+                    os.chmod(path, 0o700)
+            except OSError:
+                pass
+    shutil.rmtree(base, ignore_errors=True)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def scratch_tmpdir(tmp_path_factory):
     """TMPDIR for the whole run under pytest's own temporary directory: what

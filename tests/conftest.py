@@ -10,6 +10,7 @@ import hashlib
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -292,8 +293,11 @@ def run_proc(*args: str, input: bytes | None = None, env: dict | None = None,
                           capture_output=True, env=e, cwd=cwd, timeout=timeout)
 
 
-def tree_hash(root: Path) -> dict[str, str]:
-    """Every path under ``root`` with its type, mode and content hash (for 'changed nothing')."""
+def tree_hash(root: Path, untimed: Callable[[str], bool] | None = None) -> dict[str, str]:
+    """Every path under ``root`` with its type, mode and content hash (for
+    'changed nothing'), and each file's mtime, but of the files whose name
+    ``untimed`` holds for (what a reader never looks at the time of: for
+    a key of the input two runs read)."""
     out: dict[str, str] = {}
     if not os.path.lexists(root):
         return out
@@ -309,7 +313,8 @@ def tree_hash(root: Path) -> dict[str, str]:
             else:
                 with open(p, "rb") as fh:
                     digest = hashlib.sha256(fh.read()).hexdigest()
-                    out[rel] = f"file:{st.st_mode:o}:{st.st_mtime_ns}:" + digest
+                    when = "" if untimed is not None and untimed(name) else st.st_mtime_ns
+                    out[rel] = f"file:{st.st_mode:o}:{when}:" + digest
     return out
 
 

@@ -58,7 +58,7 @@ import pytest
 
 from . import faultkit
 from .builders import DemoWorld
-from .conftest import run_cli
+from .conftest import run_cli, tree_hash
 
 TEMP_RE = re.compile(r"^\..+\.tmp-[0-9a-f]+$")
 DB_FILES = ("facts.sqlite3", "facts.sqlite3-wal", "facts.sqlite3-shm", "facts.sqlite3-journal")
@@ -162,26 +162,6 @@ class Snapshot:
 def snapshot(store: Path) -> Snapshot:
     files = {k: v for k, v in file_hashes(store).items() if Path(k).name not in DB_FILES}
     return Snapshot(files, db_state(store / "facts.sqlite3"))
-
-
-def tree_key(root: Path) -> tuple:
-    """Every file under ``root`` (the config dir: the store, the legacy store,
-    the config) with its mode, its bytes' sha256 and, outside the facts
-    database, its mtime (the audit reads a transcript's): two kills that
-    leave the same key leave validate and the rerun the same input."""
-    out: list[tuple[str, int, int | None, str]] = []
-    for dirpath, dirs, names in os.walk(root):
-        dirs.sort()
-        for n in sorted(names):
-            p = Path(dirpath) / n
-            st = p.lstat()
-            if p.is_symlink() or not p.is_file():
-                out.append((p.relative_to(root).as_posix(), st.st_mode, None, "special"))
-                continue
-            when = None if n in DB_FILES else st.st_mtime_ns
-            out.append((p.relative_to(root).as_posix(), st.st_mode, when,
-                        hashlib.sha256(p.read_bytes()).hexdigest()))
-    return tuple(out)
 
 
 def validate_codes(cfg: Path, project: Path) -> list[tuple[str, str]]:
@@ -341,14 +321,15 @@ def test_kill_sweep_correct(world, tmp_path):
     assert new.files == old.files and new.db != old.db
 
     out = Outcome()
-    checked: set[tuple] = set()   # the killed states validated and rerun
+    checked: set[frozenset] = set()   # the killed states validated and rerun
 
     def check(label: str, run: faultkit.Run) -> None:
         assert b"Traceback" not in run.stderr
         committed, _temps = check_killed(store, old, new, label)
         if committed:
             out.committed_at.append(label)
-        key = tree_key(cfg)
+        # (the audit reads a transcript's mtime, never the database's)
+        key = frozenset(tree_hash(cfg, untimed=DB_FILES.__contains__).items())
         if key in checked:      # (validate and the rerun: the same input, the same answer)
             return
         checked.add(key)
@@ -383,14 +364,15 @@ def test_kill_sweep_forget(world, tmp_path):
     after_base = validate_codes(cfg, world.project)   # forgetting may hide/suppress: warnings
 
     out = Outcome()
-    checked: set[tuple] = set()   # the killed states validated and rerun
+    checked: set[frozenset] = set()   # the killed states validated and rerun
 
     def check(label: str, run: faultkit.Run) -> None:
         assert b"Traceback" not in run.stderr
         committed, _temps = check_killed(store, old, new, label)
         if committed:
             out.committed_at.append(label)
-        key = tree_key(cfg)
+        # (the audit reads a transcript's mtime, never the database's)
+        key = frozenset(tree_hash(cfg, untimed=DB_FILES.__contains__).items())
         if key in checked:      # (validate and the rerun: the same input, the same answer)
             return
         checked.add(key)

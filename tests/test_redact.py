@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import signal
@@ -263,20 +262,6 @@ def _kill_run(template: Path, work: Path, at: int, sql: bool = False) -> faultki
     return faultkit.run_killed_at(at, argv, code=CODE, under=work, fork=True, no_sync=True)
 
 
-def _state_key(root: Path) -> tuple:
-    """Every file under ``root`` with its mode and a hash of its bytes: two
-    kills that leave the same key left the rerun the same input (redact and
-    secrets read the files' names, modes and bytes, never their times)."""
-    out = []
-    for dirpath, dirs, names in os.walk(root):
-        dirs.sort()
-        for n in sorted(names):
-            p = Path(dirpath) / n
-            out.append((p.relative_to(root).as_posix(), p.stat().st_mode,
-                        hashlib.sha256(p.read_bytes()).hexdigest()))
-    return tuple(out)
-
-
 def _sweep(planted: secretstore.Planted, tmp_path: Path, points, sql: bool = False,
            reran: set | None = None) -> int:
     """Kill at each of ``points`` until a run is not killed; check each kill's
@@ -304,7 +289,8 @@ def _sweep(planted: secretstore.Planted, tmp_path: Path, points, sql: bool = Fal
         con = sqlite3.connect(store / "facts.sqlite3")
         assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         con.close()
-        key = _state_key(store)
+        # (redact and secrets read the files' names, modes and bytes, never their times)
+        key = frozenset(tree_hash(store, untimed=lambda _name: True).items())
         if key in reran:
             continue
         reran.add(key)

@@ -108,21 +108,29 @@ def scratch_tmpdir(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def isolated_env(tmp_path, monkeypatch):
     """Point LECODE_CONFIG_DIR and HOME at tmp_path; no colour, a fixed width."""
-    home = tmp_path / "home"
+    return isolate(monkeypatch, tmp_path)
+
+
+def isolate(mp: pytest.MonkeyPatch, top: Path) -> Path:
+    """:func:`isolated_env` at ``top`` through ``mp``: HOME ``top/home`` (made)
+    and LECODE_CONFIG_DIR ``top/config`` (returned), and the rest of the
+    environment it fixes.  A fixture of wider scope that builds a store
+    before any test's own environment calls it in a ``MonkeyPatch.context()``."""
+    home = top / "home"
     home.mkdir()
-    cfg = tmp_path / "config"
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("LECODE_CONFIG_DIR", str(cfg))
-    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
-    monkeypatch.delenv("XDG_STATE_HOME", raising=False)  # memctl's marks (core.seen) under HOME
-    monkeypatch.delenv("NO_COLOR", raising=False)
-    monkeypatch.delenv("MEMCTL_DEBUG", raising=False)
-    monkeypatch.setenv("COLUMNS", "120")
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    monkeypatch.setenv("GIT_AUTHOR_NAME", "t")
-    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "t@example.invalid")
-    monkeypatch.setenv("GIT_COMMITTER_NAME", "t")
-    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "t@example.invalid")
+    cfg = top / "config"
+    mp.setenv("HOME", str(home))
+    mp.setenv("LECODE_CONFIG_DIR", str(cfg))
+    mp.delenv("XDG_CONFIG_HOME", raising=False)
+    mp.delenv("XDG_STATE_HOME", raising=False)  # memctl's marks (core.seen) under HOME
+    mp.delenv("NO_COLOR", raising=False)
+    mp.delenv("MEMCTL_DEBUG", raising=False)
+    mp.setenv("COLUMNS", "120")
+    mp.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    mp.setenv("GIT_AUTHOR_NAME", "t")
+    mp.setenv("GIT_AUTHOR_EMAIL", "t@example.invalid")
+    mp.setenv("GIT_COMMITTER_NAME", "t")
+    mp.setenv("GIT_COMMITTER_EMAIL", "t@example.invalid")
     return cfg
 
 

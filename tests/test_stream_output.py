@@ -20,6 +20,7 @@ import pytest
 from lecode_memctl.cli import output
 
 from . import outkit
+from .conftest import isolate
 
 
 class CountingRaw(io.RawIOBase):
@@ -80,12 +81,10 @@ def built_stores(tmp_path_factory):
     def get(facts: int) -> tuple:
         if facts not in made:
             top = tmp_path_factory.mktemp(f"outkit{facts}")
-            with pytest.MonkeyPatch.context() as mp:      # (as isolated_env has it)
-                (top / "home").mkdir()
-                mp.setenv("HOME", str(top / "home"))
-                mp.setenv("LECODE_CONFIG_DIR", str(top / "config"))
-                outkit.build(top / "config", top / "proj", facts=facts)
-            made[facts] = (top / "config", top / "proj")
+            with pytest.MonkeyPatch.context() as mp:
+                cfg = isolate(mp, top)
+                outkit.build(cfg, top / "proj", facts=facts)
+            made[facts] = (cfg, top / "proj")
         return made[facts]
 
     return get
@@ -250,11 +249,8 @@ def grep_template(tmp_path_factory):
     top = tmp_path_factory.mktemp("grep")
     project = top / "proj"
     project.mkdir()
-    cfg = top / "config"
-    with pytest.MonkeyPatch.context() as mp:      # (as isolated_env has it)
-        (top / "home").mkdir()
-        mp.setenv("HOME", str(top / "home"))
-        mp.setenv("LECODE_CONFIG_DIR", str(cfg))
+    with pytest.MonkeyPatch.context() as mp:
+        cfg = isolate(mp, top)
         with SessionStore(store_for_project(cfg, project)).create("2026-03-05-big") as w:
             for i in range(3000):
                 w.append_message("user", f"needle {i} " + "z" * 200)

@@ -106,11 +106,11 @@ def store_generation(store: Path, *, readonly: bool = True) -> int:
         fs.close()
 
 
-@contextlib.contextmanager
-def empty_facts_db(facts_db: Path) -> Iterator[sqlite3.Connection]:
-    """A facts database made by FactStore (lecode's schema, no fact), its
-    connection in one write transaction for the test's rows, committed when
-    the block ends."""
+_EMPTY_DB: list[bytes] = []
+
+
+def _made_by_factstore(facts_db: Path) -> None:
+    """A facts database as FactStore makes it: lecode's schema, no fact."""
     from lecode_memctl.core.facts import FactStore
 
     with FactStore(facts_db) as fs:
@@ -120,8 +120,44 @@ def empty_facts_db(facts_db: Path) -> Iterator[sqlite3.Connection]:
         db.execute("BEGIN IMMEDIATE")
         db.execute("DELETE FROM revisions")
         db.execute("DELETE FROM facts")
+        db.execute("COMMIT")
+
+
+@contextlib.contextmanager
+def empty_facts_db(facts_db: Path) -> Iterator[sqlite3.Connection]:
+    """A facts database made by FactStore (lecode's schema, no fact, WAL
+    mode), its connection in one write transaction for the test's rows,
+    committed when the block ends.  FactStore makes it once per process; each
+    call writes a copy of its bytes and opens it on a plain connection
+    (foreign keys on, as FactStore has them; no fsync: a scratch store).
+    Made anew through FactStore at each call, it took some 40 ms, a fifth of
+    some of test_engine.py's examples."""
+    import os
+    import tempfile
+
+    from lecode_memctl.core.layout import FILE_MODE
+
+    if not _EMPTY_DB:
+        scratch = Path(tempfile.mkdtemp(prefix="empty-facts-db-"))
+        try:
+            _made_by_factstore(scratch / "facts.sqlite3")
+            assert os.listdir(scratch) == ["facts.sqlite3"]     # (no -wal left)
+            _EMPTY_DB.append((scratch / "facts.sqlite3").read_bytes())
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    facts_db.parent.mkdir(parents=True, exist_ok=True)      # (as FactStore makes it)
+    fd = os.open(facts_db, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(_EMPTY_DB[0])
+    db = sqlite3.connect(facts_db, isolation_level=None)
+    try:
+        db.execute("PRAGMA synchronous = OFF")
+        db.execute("PRAGMA foreign_keys = ON")
+        db.execute("BEGIN IMMEDIATE")
         yield db
         db.execute("COMMIT")
+    finally:
+        db.close()
 
 
 def damage_schema(db_path: Path, name: str) -> None:

@@ -13,12 +13,9 @@ source (the bounded one-ref read), and so do the statuses of every source.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import sqlite3
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -28,7 +25,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from lecode_memctl.core import facts as facts_mod, sessions as sessions_mod, split as split_mod
 from lecode_memctl.core.facts import FactStore, fact_status
 from lecode_memctl.core.factview import evaluate_facts, fact_row, iter_fact_records, iter_fact_rows
-from lecode_memctl.core.layout import FILE_MODE, store_at
+from lecode_memctl.core.layout import store_at
 from lecode_memctl.core.rowmodel import FACT
 from lecode_memctl.core.sessions import SessionStore
 from lecode_memctl.core.sourceref import canonical_digest
@@ -103,41 +100,6 @@ def _line(rec: dict) -> bytes:
     return orjson.dumps(rec) + b"\n"
 
 
-_EMPTY_DB: list[bytes] = []
-
-
-@contextlib.contextmanager
-def _copy_of_empty_facts_db(facts_db: Path) -> Iterator[sqlite3.Connection]:
-    """``builders.empty_facts_db``: the bytes of the database it makes (lecode's
-    schema, no fact, WAL mode) are made once per process and written here,
-    then the test's rows inserted in one write transaction, as there, on a
-    plain connection (foreign keys on, as FactStore has them; no fsync: a
-    scratch store).  Making it anew through FactStore for each generated
-    store took some 40 ms of each example, a fifth of some of the tests
-    below."""
-    if not _EMPTY_DB:
-        scratch = Path(tempfile.mkdtemp(prefix="engine-db-"))
-        try:
-            with empty_facts_db(scratch / "facts.sqlite3"):
-                pass
-            assert os.listdir(scratch) == ["facts.sqlite3"]     # (no -wal left)
-            _EMPTY_DB.append((scratch / "facts.sqlite3").read_bytes())
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-    fd = os.open(facts_db, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(_EMPTY_DB[0])
-    db = sqlite3.connect(facts_db, isolation_level=None)
-    try:
-        db.execute("PRAGMA synchronous = OFF")
-        db.execute("PRAGMA foreign_keys = ON")
-        db.execute("BEGIN IMMEDIATE")
-        yield db
-        db.execute("COMMIT")
-    finally:
-        db.close()
-
-
 def build(root: Path, spec: dict) -> Path:
     store = store_at(root / SLUG)
     store.sessions_dir.mkdir(parents=True)
@@ -189,7 +151,7 @@ def build(root: Path, spec: dict) -> Path:
             lines[at], lines[at + 1] = lines[at + 1], lines[at]
         (store.sessions_dir / f"{sid}.jsonl").write_bytes(b"".join(lines))
     by_seq = {sid: {r["seq"]: r for r in recs} for sid, recs in spec["sessions"].items()}
-    with _copy_of_empty_facts_db(store.facts_db) as db:
+    with empty_facts_db(store.facts_db) as db:
         now = "2026-01-01T00:00:00.000Z"
         for fid, revs in spec["facts"]:
             db.execute("INSERT INTO facts VALUES (?, ?, ?, ?)", (fid, len(revs), now, now))

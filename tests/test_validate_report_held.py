@@ -14,7 +14,7 @@ import pytest
 
 from lecode_memctl.cli import cmd_audit
 
-from .conftest import run_cli
+from .conftest import isolate, run_cli
 from .test_audit import build_clean, build_db_stores, build_planted
 from .test_validate_json_held import (
     _legacy_facts,
@@ -110,11 +110,8 @@ def forty_stores(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A config dir of ``_stores_with_findings(..., 40)``, built once for the
     tests below (each works on a copy: ``_copy_of``)."""
     top = tmp_path_factory.mktemp("forty")
-    cfg = top / "config"
-    with pytest.MonkeyPatch.context() as mp:      # (as isolated_env has it)
-        (top / "home").mkdir()
-        mp.setenv("HOME", str(top / "home"))
-        mp.setenv("LECODE_CONFIG_DIR", str(cfg))
+    with pytest.MonkeyPatch.context() as mp:
+        cfg = isolate(mp, top)
         _stores_with_findings(cfg, 40)
     return cfg
 

@@ -19,6 +19,7 @@ import orjson
 import pytest
 
 from . import outkit
+from .conftest import isolate
 from .outkit import DATE, WIDE
 
 
@@ -63,7 +64,8 @@ def big(tmp_path_factory):
     """A config dir whose store (of the project ``big``) holds 1500 facts, far
     more than a pipe buffer holds: built once, each case reads a copy."""
     base = tmp_path_factory.mktemp("big")
-    outkit.build(base / "config", base / "big", facts=1500)
+    with pytest.MonkeyPatch.context() as mp:
+        outkit.build(isolate(mp, base), base / "big", facts=1500)
     return base
 
 

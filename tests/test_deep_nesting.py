@@ -10,6 +10,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import given, strategies as st
 
 from .conftest import run_cli, tree_hash
 
@@ -101,6 +102,59 @@ def test_string_leaves_order_and_paths():
     doc = {"b": ["x", {"c": "y", "type": "binary", "data": "z"}], "a b": "w", 1: "k"}
     assert list(string_leaves(doc, "$")) == [
         ("$.b[0]", "x"), ("$.b[1].c", "y"), ("$.b[1].type", "binary"), ('$["a b"]', "w")]
+
+
+def test_string_leaves_with_keys():
+    """``keys=True`` (the secrets scan) gives each key at its member's path,
+    before the member's value; a binary part's ``data`` stays out."""
+    from lecode_memctl.core.grep import string_leaves
+
+    doc = {"b": ["x", {"c": "y", "type": "binary", "data": "z"}], "a b": {"k": 1}}
+    assert list(string_leaves(doc, "$", keys=True)) == [
+        ("$.b", "b"), ("$.b[0]", "x"), ("$.b[1].c", "c"), ("$.b[1].c", "y"),
+        ("$.b[1].type", "type"), ("$.b[1].type", "binary"), ('$["a b"]', "a b"),
+        ('$["a b"].k', "k")]
+
+
+_KEY = st.text(st.characters(codec="utf-8"), max_size=6)
+_JSON = st.recursive(st.text(max_size=3) | st.integers(),
+                     lambda kids: st.lists(kids, max_size=3)
+                     | st.dictionaries(_KEY, kids, max_size=3), max_leaves=12)
+
+
+@given(_JSON)
+def test_a_path_gives_back_its_keys(doc):
+    """Every path string_leaves writes is read back by path_keys as the keys
+    of the members it goes through, and rewrite_path_keys writes it again:
+    as it was when each key is kept, with each key replaced otherwise."""
+    from lecode_memctl.core.grep import path_keys, rewrite_path_keys, string_leaves
+
+    def walk(v, keys):
+        if isinstance(v, dict):
+            for k, x in v.items():
+                yield keys + [k], k
+                yield from walk(x, keys + [k])
+        elif isinstance(v, list):
+            for x in v:
+                yield from walk(x, keys)
+        elif isinstance(v, str):
+            yield keys, v
+
+    got = list(string_leaves(doc, "$", keys=True))
+    want = list(walk(doc, []))
+    assert [s for _p, s in got] == [s for _k, s in want]
+    for (path, _s), (keys, _s2) in zip(got, want, strict=True):
+        assert path_keys(path) == keys
+        assert rewrite_path_keys(path, lambda k: k) == path
+        marked = rewrite_path_keys(path, lambda k: f"[{k}]")
+        assert marked is not None and path_keys(marked) == [f"[{k}]" for k in keys]
+
+
+@pytest.mark.parametrize("text", ["", "content", "$.a[", "$.a..b", '$["a]', "$[x]", '$["\\q"]'])
+def test_a_text_that_is_no_path(text):
+    from lecode_memctl.core.grep import path_keys, rewrite_path_keys
+
+    assert path_keys(text) is None and rewrite_path_keys(text, str.upper) is None
 
 
 @pytest.mark.parametrize("depth", [300, 1000])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -380,3 +381,82 @@ def test_a_pool_only_for_a_store_worth_one(tmp_path, monkeypatch):
     assert made == [1]
     assert pooled.findings and [f.to_json() for f in pooled.findings] == [
         f.to_json() for f in core_secrets.scan_store(store_at(p.store), jobs=1).findings]
+
+
+# ---------------------------------------------------------------- a credential as a JSON object key
+
+def key_store(tmp_path) -> tuple[Path, str, str]:
+    """A store whose one tool call carries a GitHub token as an object *key*
+    (an environment map written as ``{token: "set"}``), and an AWS key id
+    as a value under that key."""
+    from lecode_memctl.core import open_project
+
+    root = tmp_path / "K" / "r-00000000000k"
+    root.mkdir(parents=True)
+    ghp = "ghp_" + "Zq8wE3rT5yU7iO9pA1sD3fG5hJ7kL9zX2cV4"
+    aws = "AKIA" + "Q7W3E5R7T9Y2U4I6O8P1"
+    with open_project(store=str(root)) as p, p.sessions.create("s-keys") as w:
+        w.append_message("user", "deploy it")                                          # 1
+        w.append_message("assistant", "", epoch=p.generation(), tool_calls=[
+            {"id": "c1", "name": "shell",
+             "arguments": {"env": {ghp: "set", "nested": {ghp: {"id": aws}}}}}])      # 2
+    return root, ghp, aws
+
+
+def test_a_credential_in_an_object_key_is_found_and_never_shown(tmp_path):
+    """A key is scanned like a string leaf: the token is found where it is a
+    key (each member once), and no path shows it, neither the key's own
+    path nor the path of the value found under it: the marker stands in the
+    value's place there.  redact erases it, and the scan after finds nothing."""
+    root, ghp, aws = key_store(tmp_path)
+    r = run_cli("--store", str(root), "secrets", "--json")
+    assert r.exit_code == 1, r.stderr
+    assert ghp not in r.stdout + r.stderr and aws not in r.stdout + r.stderr
+    doc = orjson.loads(r.stdout_bytes)
+    g = "[REDACTED:github-token:" + hashlib.sha256(ghp.encode()).hexdigest()[:6] + "]"
+    got = sorted((f["detector"], f["seq"], f["path"]) for f in doc["findings"])
+    args = "$.tool_calls[0].arguments.env"
+    assert got == sorted([
+        ("github-token", 2, f'{args}["{g}"]'),
+        ("github-token", 2, f'{args}.nested["{g}"]'),
+        ("aws-access-key", 2, f'{args}.nested["{g}"].id'),
+    ])
+    for fmt in ("jsonl", "csv", "tsv", "table", "prometheus"):
+        out = run_cli("--store", str(root), "secrets", "--format", fmt)
+        assert ghp not in out.stdout + out.stderr, fmt
+    human = run_cli("--store", str(root), "secrets")
+    assert ghp not in human.stdout + human.stderr and g in human.stdout
+
+    done = run_cli("--store", str(root), "redact", "--yes", "-j1")
+    assert done.exit_code == 0, done.stderr
+    assert ghp not in done.stdout + done.stderr
+    data = (root / "sessions" / "s-keys.jsonl").read_bytes()
+    assert ghp.encode() not in data and aws.encode() not in data
+    again = run_cli("--store", str(root), "secrets", "--json")
+    assert again.exit_code == 0, again.stdout
+
+
+def test_the_kept_hits_of_short_strings_change_no_finding(tmp_path, monkeypatch):
+    """A transcript's short strings have their hits kept (secrets.SHORT_TEXT,
+    SHORT_KEPT): the findings, and the generic outputs' lack of any value,
+    are those of a scan that keeps none, and of one whose store of them is
+    emptied at every string."""
+    import dataclasses
+
+    from lecode_memctl.core import secrets
+    from lecode_memctl.core.layout import store_at
+
+    root, ghp, aws = key_store(tmp_path)
+    planted = secretstore.build(tmp_path / "p", seed=3)
+
+    def scan(where: Path) -> list[dict]:
+        report = secrets.scan_store(store_at(where))
+        assert ghp not in repr(report) + str(dataclasses.asdict(report))
+        return [f.to_json() for f in report.findings]
+
+    kept = [scan(root), scan(planted.store)]
+    monkeypatch.setattr(secrets, "SHORT_KEPT", 1)
+    assert [scan(root), scan(planted.store)] == kept
+    monkeypatch.setattr(secrets, "SHORT_TEXT", -1)
+    assert [scan(root), scan(planted.store)] == kept
+    assert len(kept[0]) == 3 and len(kept[1]) == 7

@@ -73,12 +73,63 @@ def _key_path(key: str) -> str:
     return "[" + orjson.dumps(key).decode("utf-8") + "]"
 
 
-def string_leaves(value: Any, path: str, *, skip_binary: bool = True) -> Iterator[tuple[str, str]]:
+# One step of a path as :func:`_key_path` and :func:`_items` write it: a key
+# that is an identifier, an index, a key in JSON's quotes.
+_PATH_STEP = re.compile(r'\.([A-Za-z_][A-Za-z0-9_]*)|\[[0-9]+\]|\[("(?:[^"\\]|\\.)*")\]')
+
+
+def path_keys(path: str) -> list[str] | None:
+    """The keys of the members a JSON path (as :func:`string_leaves` writes
+    it) goes through, in order; None for a text that is no such path."""
+    if not path.startswith("$"):
+        return None
+    keys: list[str] = []
+    pos = 1
+    while pos < len(path):
+        m = _PATH_STEP.match(path, pos)
+        if m is None:
+            return None
+        if m.group(1) is not None:
+            keys.append(m.group(1))
+        elif m.group(2) is not None:
+            try:
+                keys.append(orjson.loads(m.group(2)))
+            except orjson.JSONDecodeError:
+                return None
+        pos = m.end()
+    return keys
+
+
+def rewrite_path_keys(path: str, fn: Callable[[str], str]) -> str | None:
+    """``path`` written again with each member's key replaced by ``fn(key)``
+    (the secrets scan's marker in place of a credential); None for a text
+    that is no path :func:`string_leaves` writes."""
+    if path_keys(path) is None:
+        return None
+    out = ["$"]
+    pos = 1
+    while pos < len(path):
+        m = _PATH_STEP.match(path, pos)
+        assert m is not None     # (path_keys read it whole)
+        if m.group(1) is not None:
+            out.append(_key_path(fn(m.group(1))))
+        elif m.group(2) is not None:
+            out.append(_key_path(fn(orjson.loads(m.group(2)))))
+        else:
+            out.append(m.group(0))
+        pos = m.end()
+    return "".join(out)
+
+
+def string_leaves(value: Any, path: str, *, skip_binary: bool = True,
+                  keys: bool = False) -> Iterator[tuple[str, str]]:
     """(JSON path, string) for every string leaf under ``value`` (dict keys are
     not leaves), depth first in document order.  ``skip_binary``: the ``data``
     of a ``{"type": "binary"}`` part is left out (base64 attachments are not
-    text).  Iterative: a record nested 1,000 levels deep (the JSON parser
-    accepts 1024) is walked like any other, never a RecursionError."""
+    text).  ``keys``: each object key too, at its member's path, before the
+    member's value (the secrets scan: a credential can be a key).
+    Iterative: a record nested 1,000 levels deep (the JSON parser accepts
+    1024) is walked like any other, never a RecursionError."""
     stack: list[Iterator[tuple[str, Any]]] = [iter(((path, value),))]
     while stack:
         nxt = next(stack[-1], None)
@@ -89,15 +140,19 @@ def string_leaves(value: Any, path: str, *, skip_binary: bool = True) -> Iterato
         if isinstance(v, str):
             yield p, v
         elif isinstance(v, Mapping):
-            stack.append(_members(v, p, skip_binary and v.get("type") == "binary"))
+            stack.append(_members(v, p, skip_binary and v.get("type") == "binary", keys))
         elif isinstance(v, list):
             stack.append(_items(v, p))
 
 
-def _members(value: Mapping[Any, Any], path: str, binary: bool) -> Iterator[tuple[str, Any]]:
+def _members(value: Mapping[Any, Any], path: str, binary: bool,
+             keys: bool = False) -> Iterator[tuple[str, Any]]:
     for k, v in value.items():
         if isinstance(k, str) and not (binary and k == "data"):
-            yield path + _key_path(k), v
+            member = path + _key_path(k)
+            if keys:
+                yield member, k
+            yield member, v
 
 
 def _items(value: list[Any], path: str) -> Iterator[tuple[str, Any]]:
@@ -589,4 +644,4 @@ def grep(store: Store, pattern: str, *, fixed: bool = False, ignore_case: bool =
 
 
 __all__ = ["grep", "GrepRun", "GrepHit", "compile_pattern", "searchable_fields",
-           "string_leaves", "GREP_ROLES", "SUMMARY_ROLE", "undo_target"]
+           "string_leaves", "path_keys", "rewrite_path_keys", "GREP_ROLES", "SUMMARY_ROLE", "undo_target"]

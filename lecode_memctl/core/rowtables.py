@@ -321,7 +321,8 @@ SECRET = RowModel("secrets", "secret", "One credential found; the value itself i
     Field("session_id", "string", "session id (transcripts; a value in it shown as its "
           "marker)", True),
     Field("seq", "integer", "record seq (transcripts)", True),
-    Field("path", "string", "JSON path in the record (transcripts)", True),
+    Field("path", "string", "JSON path in the record (transcripts; a value in a key on it "
+          "shown as its marker)", True),
     Field("line", "integer", "1-based line of the file (files, and transcripts: the record's line)", True),
     Field("offset", "integer", "byte offset (database)", True),
     Field("fact_id", "string", "fact id (facts)", True),

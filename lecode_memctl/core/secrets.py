@@ -144,10 +144,11 @@ class Finding:
 
     def place(self) -> str:
         file, session_id = self.shown()
+        path = self.path
         if self.kind == KIND_TRANSCRIPT and session_id is not None:
             where = f"{session_id}:{self.seq}" if self.seq is not None else \
                 f"{file} line {self.line}"
-            return f"{where} {self.path}" if self.path else where
+            return f"{where} {path}" if path else where
         if self.kind == KIND_FACT:
             return f"fact {self.fact_id} revision {self.revision}"
         if self.kind == KIND_DATABASE:
@@ -209,6 +210,38 @@ def mask_session_ids(report: SecretsReport) -> None:
                 object.__setattr__(f, "_shown", shown)
     for s in report.skipped:
         s.file = hide_values(s.file, masks)
+
+
+def mask_paths(report: SecretsReport) -> None:
+    """Each finding's JSON path with the marker in place of every found value
+    a key on the path holds: a credential can be an object key, and its own
+    finding and every finding under it would show it.  The path itself is
+    masked (no reader of a finding needs the key: redact replaces values
+    wherever they are, keys included)."""
+    from .grep import path_keys, rewrite_path_keys
+
+    keyed = [(f, ks) for f in report.findings if f.path
+             for ks in (path_keys(f.path),) if ks is None or ks]
+    if not keyed:
+        return
+    texts: set[str] = set()
+    for f, ks in keyed:
+        texts.update(ks if ks is not None else (f.path or "",))
+    joined = "\n".join(texts)
+    masks = {f.secret_value(): f.marker for f in report.findings
+             if f.secret_value() and f.secret_value() in joined}
+    if not masks:
+        return
+    masks = dict(sorted(masks.items(), key=lambda kv: -len(kv[0])))
+    for f, ks in keyed:
+        assert f.path is not None
+        if ks is None:                  # (no path string_leaves writes: as text)
+            path = hide_values(f.path, masks)
+        elif any(v in k for k in ks for v in masks):
+            path = rewrite_path_keys(f.path, lambda k: hide_values(k, masks)) or f.path
+        else:
+            continue
+        object.__setattr__(f, "path", path)
 
 
 @dataclass
@@ -734,6 +767,7 @@ class Scanner:
             for rel in plain:
                 self._merge(scan_file(self.detector, root, rel))
         mask_session_ids(self.report)
+        mask_paths(self.report)
         return self.report
 
     def _merge(self, res: FileScan) -> None:
@@ -994,6 +1028,10 @@ def json_object(line: bytes) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) else None
 
 
+SHORT_TEXT = 64          # a transcript's strings up to this length have their hits kept ...
+SHORT_KEPT = 4096        # ... this many of them at a time
+
+
 def _transcript_hits(detector: Detector, rel: str, lines: Iterable[bytes],
                      hits: list[Any]) -> int:
     """The hits of a transcript given as its ``lines`` (each with its newline,
@@ -1002,6 +1040,9 @@ def _transcript_hits(detector: Detector, rel: str, lines: Iterable[bytes],
 
     sid = rel.split("/", 1)[1][:-len(".jsonl")]
     size = 0
+    # The hits of the short strings met so far (the keys and the roles, names
+    # and ids every record repeats): a scan is a function of its text alone.
+    short: dict[str, list[tuple[str, str, int]]] = {}
     for lineno, raw in enumerate(lines, 1):
         size += len(raw)
         whole = raw.endswith(b"\n")
@@ -1009,8 +1050,17 @@ def _transcript_hits(detector: Detector, rel: str, lines: Iterable[bytes],
         rec = json_object(line) if whole else None
         if rec is not None:
             seq = rec.get("seq") if isinstance(rec.get("seq"), int) else None
-            for jpath, s in string_leaves(rec, "$"):
-                for value, det, _ln in _text_hits(detector, s, "transcript.txt"):
+            for jpath, s in string_leaves(rec, "$", keys=True):
+                if len(s) > SHORT_TEXT:
+                    found: Iterable[tuple[str, str, int]] = _text_hits(detector, s, "transcript.txt")
+                else:
+                    got = short.get(s)
+                    if got is None:
+                        if len(short) >= SHORT_KEPT:
+                            short.clear()
+                        got = short[s] = list(_text_hits(detector, s, "transcript.txt"))
+                    found = got
+                for value, det, _ln in found:
                     hits.append((value, det, KIND_TRANSCRIPT,
                                  {"session_id": sid, "seq": seq, "path": jpath, "line": lineno}))
         else:
@@ -1063,7 +1113,8 @@ def select(findings: Iterable[Finding], *, sessions: Iterable[str] | None = None
 
 __all__ = ["Detector", "Finding", "SecretsReport", "Scanner", "scan_store", "load_allowlist",
            "mask", "marker", "value_hash", "detector_slug", "select", "KINDS",
-           "session_id_values", "replace_values", "hide_values", "mask_session_ids"]
+           "session_id_values", "replace_values", "hide_values", "mask_session_ids",
+           "mask_paths"]
 
 
 # --------------------------------------------------------------------------

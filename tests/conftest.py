@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -48,12 +49,20 @@ _SHM_BASE = pytest.StashKey[str]()
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
-    """Where no ``--basetemp`` is given, the run's temporary directory (every
+    """SIGINT as Python sets it, whatever the run inherited (below); where
+    no ``--basetemp`` is given, the run's temporary directory (every
     ``tmp_path``, and TMPDIR: ``scratch_tmpdir``) is a new directory on
     ``/dev/shm`` when that is a tmpfs with ``SHM_NEEDS`` free, removed when
     the run ends (pytest-xdist's workers each use a part of it); elsewhere,
     pytest's own under the system's temporary directory.  ``--basetemp
     DIR`` keeps the files of a failed test where you want them."""
+    # A run started as a background job of a shell inherits SIGINT ignored
+    # (bash ignores it there), and so would every memctl the tests start:
+    # Python then never raises KeyboardInterrupt, and the tests of a Ctrl-C
+    # fail (ten of them did).  The tests that are about an ignored SIGINT
+    # ignore it in their own child.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if config.option.basetemp is not None or hasattr(config, "workerinput"):
         return
     if not _tmpfs_with_room(SHM):

@@ -40,7 +40,9 @@ ORDER = ("bench_startup.py", "bench_facts.py", "bench_read.py", "bench_validate.
 # scripts run by hand, with arguments of their own, never by this one (it ran
 # bench_snapshot.py with none, which exited 2, so that every full run exited 1)
 BY_HAND = {"bench_snapshot.py": "needs a database: python bench/bench_snapshot.py "
-                                "STORE/facts.sqlite3 (bench_facts.py measures the same on its store)"}
+                                "STORE/facts.sqlite3 (bench_facts.py measures the same on its store)",
+           "bench_instructions.py": "counts instructions under valgrind, minutes at 50x the "
+                                    "time: python bench/bench_instructions.py"}
 COLUMNS = ("operation", "time", "reference", "ratio", "target", "met?", "peak RSS", "load")
 
 

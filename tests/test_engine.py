@@ -28,7 +28,7 @@ from lecode_memctl.core.factview import evaluate_facts, fact_row, iter_fact_reco
 from lecode_memctl.core.layout import store_at
 from lecode_memctl.core.rowmodel import FACT
 from lecode_memctl.core.sessions import SessionStore
-from lecode_memctl.core.sourceref import canonical_digest
+from lecode_memctl.core.sourceref import SourceRef, SourceStatus, canonical_digest
 
 from .builders import empty_facts_db
 
@@ -174,8 +174,10 @@ def build(root: Path, spec: dict) -> Path:
     return store.path
 
 
-def one_fact_rows(fs: FactStore, sessions: SessionStore) -> list[dict]:
-    """The one-fact path: get, revisions and one bounded validate_source per source."""
+def one_fact_rows(fs: FactStore, sessions: SessionStore,
+                  reads: dict[SourceRef, SourceStatus] | None = None) -> list[dict]:
+    """The one-fact path: get, revisions and one bounded validate_source per
+    source (each source's status also put in ``reads``, when given)."""
     rows = []
     for fid in fs.fact_ids(limit=1000):
         fact = fs.get(fid)
@@ -183,6 +185,8 @@ def one_fact_rows(fs: FactStore, sessions: SessionStore) -> list[dict]:
         revs = fs.revisions(fid)
         statuses = {r.source: sessions.validate_source(r.source, purpose="durable")
                     for r in revs if r.source is not None}
+        if reads is not None:
+            reads.update(statuses)
         rows.append(fact_row(fact, revs, statuses))
     return rows
 
@@ -212,7 +216,8 @@ def test_engine_agrees_with_the_one_fact_path(spec: dict, own_reader: bool, gap:
             # both exclusion readers: the open FactStore, or the store's own
             # database read by StoreExclusions (once per evaluation)
             sessions = SessionStore(store, exclusions=fs if own_reader else None)
-            expected = one_fact_rows(fs, sessions)
+            one_ref: dict[SourceRef, SourceStatus] = {}    # every source's one-reference read
+            expected = one_fact_rows(fs, sessions, one_ref)
             assert list(iter_fact_rows(fs, sessions)) == expected
             # what `memctl facts` prints: the same rows as FACT records, made directly
             records = list(iter_fact_records(fs, sessions))
@@ -225,14 +230,14 @@ def test_engine_agrees_with_the_one_fact_path(spec: dict, own_reader: bool, gap:
             finally:
                 split_mod.SPLIT_LEAST = split
             # every source's status, and each fact's, from the engine's one call
+            # (each source's one-reference read the one made for `expected`:
+            # the store is not changed between, a second read gave the same)
             for _fact, revs, statuses in evaluate_facts(fs, sessions):
-                # (each source's one-reference read made once, for both checks)
-                one_ref = {r.source: sessions.validate_source(r.source, "durable")
-                           for r in revs if r.source is not None}
+                own = {r.source: one_ref[r.source] for r in revs if r.source is not None}
                 for r in revs:
                     if r.source is not None:
-                        assert statuses[r.source] == one_ref[r.source]
-                assert fact_status(revs, statuses) == fact_status(revs, one_ref)
+                        assert statuses[r.source] == own[r.source]
+                assert fact_status(revs, statuses) == fact_status(revs, own)
             for sid in list(spec["sessions"]) + ["gone"]:
                 ids = fs.ids_with_evidence_in(sid)
                 got = list(iter_fact_rows(fs, sessions, session_id=sid))

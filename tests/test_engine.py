@@ -13,6 +13,7 @@ source (the bounded one-ref read), and so do the statuses of every source.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
@@ -35,65 +36,92 @@ from .builders import empty_facts_db
 SLUG = "engine-store"
 
 
+# The strategies the two below draw from, made once (hypothesis builds a
+# strategy object at each st.integers(...) or st.sampled_from(...) call: an
+# eighth of the time spent making a store).  The same strategies, drawn in
+# the same order: the same stores, example for example, for a given seed.
+_KIND = st.sampled_from(["user", "user", "assistant", "tool", "event"])
+_EVENT = st.sampled_from(["undo", "redo", "clear", "compact"])
+_REACH = st.sampled_from([-1, -1, -1, 1])
+_DAMAGE = st.sampled_from([None, None, None, "corrupt", "repeat", "torn", "split", "newline",
+                           "joined", "crlf", "stray_end", "stray_mid", "swap", "project",
+                           "noheader", "escaped_events", "typed_events", "seq_twice_low",
+                           "seq_twice_high"])
+_HOW = st.sampled_from(["right", "right", "right", "wrong", "malformed", "legacy"])
+_EXCLUDED = st.sets(st.integers(1, 32), max_size=3)
+
+
+@functools.cache
+def _ints(lo: int, hi: int) -> st.SearchStrategy[int]:
+    return st.integers(lo, hi)
+
+
+@functools.cache
+def _seqs(lo: int, hi: int) -> st.SearchStrategy[set[int]]:
+    return st.sets(_ints(lo, hi), min_size=1)
+
+
+@functools.cache
+def _one_of(names: tuple[str, ...]) -> st.SearchStrategy[str]:
+    return st.sampled_from(names)
+
+
 @st.composite
 def transcripts(draw: st.DrawFn) -> list[dict]:
     """Records 1..n after the header: messages, visibility events (now and
     then with a target reaching the event) and compact events (with or
     without a lineage)."""
-    n = draw(st.integers(1, 30))
+    n = draw(_ints(1, 30))
     out: list[dict] = []
     for seq in range(1, n + 1):
-        kind = draw(st.sampled_from(["user", "user", "assistant", "tool", "event"]))
+        kind = draw(_KIND)
         if kind == "event" and seq > 1:
-            ev = draw(st.sampled_from(["undo", "redo", "clear", "compact"]))
+            ev = draw(_EVENT)
             rec: dict = {"seq": seq, "type": "event", "event": ev}
             if ev in ("undo", "redo"):
-                first = draw(st.integers(1, seq - 1))
+                first = draw(_ints(1, seq - 1))
                 # (now and then a target reaching the event: bad_target)
-                rec["target"] = [first, draw(st.integers(first, seq + draw(st.sampled_from(
-                    [-1, -1, -1, 1]))))]
+                rec["target"] = [first, draw(_ints(first, seq + draw(_REACH)))]
             elif ev == "compact" and draw(st.booleans()):
-                first = draw(st.integers(1, seq - 1))
+                first = draw(_ints(1, seq - 1))
                 rec["prior"] = None
-                rec["lineage"] = [{"session_id": "s0", "seqs": [first, draw(st.integers(first, seq))],
+                rec["lineage"] = [{"session_id": "s0", "seqs": [first, draw(_ints(first, seq))],
                                    "digest": "0" * 64}]
             out.append(rec)
             continue
         role = "user" if kind == "event" else kind
         rec = {"seq": seq, "type": "message", "role": role, "content": f"m{seq} event"}
         if role != "user" and draw(st.booleans()):
-            rec["epoch"] = draw(st.integers(0, 2))
+            rec["epoch"] = draw(_ints(0, 2))
         out.append(rec)
     return out
 
 
+_TRANSCRIPT = transcripts()
+
+
 @st.composite
 def stores(draw: st.DrawFn) -> dict:
-    sessions = {f"s{i}": draw(transcripts()) for i in range(draw(st.integers(1, 3)))}
-    damage = {sid: draw(st.sampled_from([None, None, None, "corrupt", "repeat", "torn", "split",
-                                         "newline", "joined", "crlf", "stray_end", "stray_mid",
-                                         "swap", "project", "noheader", "escaped_events",
-                                         "typed_events", "seq_twice_low", "seq_twice_high"]))
-              for sid in sessions}
-    damage_at = {sid: draw(st.integers(1, len(recs))) for sid, recs in sessions.items()}
-    names = sorted(sessions) + ["gone"]
+    sessions = {f"s{i}": draw(_TRANSCRIPT) for i in range(draw(_ints(1, 3)))}
+    damage = {sid: draw(_DAMAGE) for sid in sessions}
+    damage_at = {sid: draw(_ints(1, len(recs))) for sid, recs in sessions.items()}
+    names = (*sorted(sessions), "gone")
     facts = []
-    for i in range(draw(st.integers(1, 12))):
+    for i in range(draw(_ints(1, 12))):
         revs = []
-        for _r in range(draw(st.integers(1, 3))):
-            sid = draw(st.sampled_from(names))
+        for _r in range(draw(_ints(1, 3))):
+            sid = draw(_one_of(names))
             recs = sessions.get(sid, [])
             top = len(recs) + 2
-            lo = draw(st.integers(1, top))
-            hi = draw(st.integers(lo, min(lo + 5, top)))
-            seqs = sorted(draw(st.sets(st.integers(lo, hi), min_size=1)) | {lo, hi})
-            how = draw(st.sampled_from(["right", "right", "right", "wrong", "malformed",
-                                        "legacy"]))
+            lo = draw(_ints(1, top))
+            hi = draw(_ints(lo, min(lo + 5, top)))
+            seqs = sorted(draw(_seqs(lo, hi)) | {lo, hi})
+            how = draw(_HOW)
             revs.append((sid, seqs, how))
         facts.append((f"{i:016x}", revs))
-    excluded = {sid: draw(st.sets(st.integers(1, 32), max_size=3)) for sid in sessions}
+    excluded = {sid: draw(_EXCLUDED) for sid in sessions}
     return {"sessions": sessions, "damage": damage, "damage_at": damage_at, "facts": facts,
-            "excluded": excluded, "generation": draw(st.integers(0, 2))}
+            "excluded": excluded, "generation": draw(_ints(0, 2))}
 
 
 def _line(rec: dict) -> bytes:

@@ -137,26 +137,36 @@ def test_fast_path_and_line_loop_alike_with_a_record_out_of_place(case: dict) ->
         shutil.rmtree(root, ignore_errors=True)
 
 
+# (as for _moved: strategies made once, the same cases for a seed)
+_BYTES_PAD = st.sampled_from([0, 30, 300])
+_AHEAD = st.sampled_from([0, 0, 1, 5])
+
+
+@functools.cache
+def _bad_line(s: int) -> st.SearchStrategy[bytes]:
+    return st.sampled_from([b'{"type":"message","seq":%d}' % s, b"{not json",
+                            b'{"seq":%d,"type' % s])
+
+
 @st.composite
 def _transcript_bytes(draw: st.DrawFn) -> bytes:
     """A transcript's bytes: records 0..n with a few out of place, now and
     then a line that does not begin {"seq":N, (another member first, not
     JSON), padding that makes the search bisect, and a torn tail."""
-    n = draw(st.integers(1, 300))
-    pad = draw(st.sampled_from([0, 30, 300]))
+    n = draw(_ints(1, 300))
+    pad = draw(_BYTES_PAD)
     seqs = list(range(n + 1))
-    for _ in range(draw(st.integers(0, 3))):
-        i, j = draw(st.integers(0, n)), draw(st.integers(0, n))
+    for _ in range(draw(_ints(0, 3))):
+        i, j = draw(_ints(0, n)), draw(_ints(0, n))
         if draw(st.booleans()):
             seqs.insert(j, seqs.pop(i))
         else:
             seqs[j] = seqs[i]
     lines = [b'{"seq":%d,"type":"message","content":"%s"}' % (s, b"x" * pad) for s in seqs]
-    for _ in range(draw(st.integers(0, 4))):
-        at = draw(st.integers(0, len(lines) - 1))
-        s = seqs[at] + draw(st.sampled_from([0, 0, 1, 5]))
-        lines[at] = draw(st.sampled_from([b'{"type":"message","seq":%d}' % s, b"{not json",
-                                          b'{"seq":%d,"type' % s]))
+    for _ in range(draw(_ints(0, 4))):
+        at = draw(_ints(0, len(lines) - 1))
+        s = seqs[at] + draw(_AHEAD)
+        lines[at] = draw(_bad_line(s))
     data = b"".join(ln + b"\n" for ln in lines)
     return data + (b'{"seq":%d,"ty' % (n + 1) if draw(st.booleans()) else b"")
 

@@ -1394,7 +1394,11 @@ def _big_session(store: Path, slug: str, big: int) -> Path:
         fh.write(b'{"seq":0,"type":"session","format":1,"session_id":"demo-big","project":"'
                  + slug.encode() + b'","created":"2026-12-01T09:00:00+00:00"}\n')
         fh.write(b'{"seq":1,"type":"message","role":"user","content":"hi"}\n')
-        fh.write(b'{"seq":2,"type":"message","role":"tool","content":"' + b"x" * big + b'"}\n')
+        fh.write(b'{"seq":2,"type":"message","role":"tool","content":"')
+        piece, left = memoryview(b"x" * min(big, 4 << 20)), big   # (a piece at a time)
+        while left:
+            left -= fh.write(piece[:left])
+        fh.write(b'"}\n')
         fh.write(b'{"seq":3,"type":"message","role":"user","content":"after"}\n')
     os.chmod(p, 0o600)
     return p

@@ -17,6 +17,7 @@ import io
 import sys
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -115,14 +116,15 @@ def test_memory_does_not_follow_the_file(tmp_path, monkeypatch):
 # ---------------------------------------------------------------- the same output
 
 def _expected(store, pattern: str, fmt: str, *, limit: int | None, offset: int,
-              refs: dict[int, SearchResult] | None = None
+              refs: dict[Any, Any] | None = None
               ) -> tuple[bytes, list[str], dict | None]:
     """(stdout, stderr's lines, the parsed --json document) as the search
     gave them when it held every hit: the reference is each file read
     whole, decoded and split (test_search_pieces), formatted here.
     ``refs``: the references already made for this store, pattern and
     offset, by the number of hits asked (the formats of one window share
-    them: the store does not change between them)."""
+    them: the store does not change between them), with their rows and the
+    cells of their csv and tsv rows (the same for both)."""
     from lecode_memctl.cli.output import safe
     from lecode_memctl.core.rowmodel import SCHEMA_VERSION, flat
 
@@ -133,7 +135,10 @@ def _expected(store, pattern: str, fmt: str, *, limit: int | None, offset: int,
         refs[cap] = _whole_file_search(store, pattern, limit=cap, offset=offset)
     ref = refs[cap]
     err = [f"memctl: warning: {safe(s.file)}: {safe(s.reason)}; skipped" for s in ref.skipped]
-    rows = [{"type": "hit", "file": h.file, "line": h.line, "text": h.text} for h in ref.hits]
+    if ("rows", cap) not in refs:
+        refs["rows", cap] = [{"type": "hit", "file": h.file, "line": h.line, "text": h.text}
+                             for h in ref.hits]
+    rows = refs["rows", cap]
     doc = None
     if fmt == "json":
         doc = {"type": "search", "schema_version": SCHEMA_VERSION, "pattern": pattern,
@@ -149,8 +154,10 @@ def _expected(store, pattern: str, fmt: str, *, limit: int | None, offset: int,
         buf = io.StringIO()
         w = csv.writer(buf, delimiter="," if fmt == "csv" else "\t", lineterminator="\n")
         w.writerow(["type", "file", "line", "text"])
-        for r in rows:
-            w.writerow([safe(flat(r[c])) for c in ("type", "file", "line", "text")])
+        if ("cells", cap) not in refs:
+            refs["cells", cap] = [[safe(flat(r[c])) for c in ("type", "file", "line", "text")]
+                                  for r in rows]
+        w.writerows(refs["cells", cap])
         out = buf.getvalue().encode()
     if ref.truncated:
         err.append(f"memctl: stopped after {cap} hits; more exist (use --limit N, or "
@@ -163,7 +170,7 @@ def _expected(store, pattern: str, fmt: str, *, limit: int | None, offset: int,
 def _check_every_format(store, pattern: str, *, limit: int | None = None, offset: int = 0):
     from .conftest import run_cli
 
-    refs: dict[int, SearchResult] = {}
+    refs: dict[Any, Any] = {}
     for fmt in _FORMATS:
         args = ["--store", str(store.path), "--no-state", "search", pattern, "--format", fmt,
                 "--offset", str(offset)]

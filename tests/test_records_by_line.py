@@ -118,8 +118,7 @@ def test_a_transcript_parsed_in_pieces_holds_one_piece_besides_its_records():
     data = b"".join(_rec(i) + b"\n" for i in range(60_000))
     end = len(data)
     want = _one_by_one(data, end)
-    assert sessions.records_by_line(data, end) == want
-    tracemalloc.start()
+    tracemalloc.start()     # (from a cold start: its peak is the same as after a first parse)
     try:
         records = sessions.records_by_line(data, end)
         _cur, peak = tracemalloc.get_traced_memory()

@@ -113,25 +113,34 @@ SIDS: list[Any] = ["s1", "S1", "s1 ", "s2", None, 5, b"s1", BAD]
 SEQS: list[Any] = [0, 1, 2, 1.0, 1.5, -1, "x", None]
 
 
+# (the strategies that do not depend on what was drawn, made once: the same
+# draws as made anew in each example, without remaking them 100 times)
+_IDS7 = st.lists(st.sampled_from(IDS), unique=True, max_size=7)
+_FACT_REV = st.sampled_from([1, 2, "two"])
+_IDS2 = st.lists(st.sampled_from(IDS), max_size=2)
+_REVS3 = st.lists(st.sampled_from(REVS), unique=True, max_size=3)
+_KINDS = st.sampled_from(sorted(PROV_TABLES))
+_OTHER_KEYS = st.tuples(st.sampled_from(PROV_IDS), st.sampled_from(PROV_REVS))
+_SIDS = {True: st.sampled_from([s for s in SIDS if s is not None]), False: st.sampled_from(SIDS)}
+_SEQS = {True: st.sampled_from([q for q in SEQS if q is not None and q != -1]),
+         False: st.sampled_from(SEQS)}
+
+
 @st.composite
 def stores(draw: st.DrawFn) -> tuple[list, list, list, list, str | None]:
-    ids = draw(st.lists(st.sampled_from(IDS), unique=True, max_size=7))
-    facts = [(i, draw(st.sampled_from([1, 2, "two"]))) for i in ids if draw(st.integers(0, 5))]
+    ids = draw(_IDS7)
+    facts = [(i, draw(_FACT_REV)) for i in ids if draw(st.integers(0, 5))]
     revisions: list = []
-    for i in ids + draw(st.lists(st.sampled_from(IDS), max_size=2)):    # some of no fact
-        for n in draw(st.lists(st.sampled_from(REVS), unique=True, max_size=3)):
+    for i in ids + draw(_IDS2):    # some of no fact
+        for n in draw(_REVS3):
             if (i, n) not in revisions:
                 revisions.append((i, n))
     refs = [r for r in revisions if draw(st.integers(0, 3)) == 0]
-    kind = draw(st.sampled_from(sorted(PROV_TABLES)))
+    kind = draw(_KINDS)
     # rows of the listed revisions mostly, some of no fact or no revision
-    keys = st.one_of(st.sampled_from(revisions or [("x", 1)]),
-                     st.tuples(st.sampled_from(PROV_IDS), st.sampled_from(PROV_REVS)))
+    keys = st.one_of(st.sampled_from(revisions or [("x", 1)]), _OTHER_KEYS)
     plain = kind == "schema"       # (the schema's NOT NULLs and CHECK)
-    rows = draw(st.lists(st.tuples(
-        keys, st.sampled_from([s for s in SIDS if s is not None] if plain else SIDS),
-        st.sampled_from([q for q in SEQS if q is not None and q != -1] if plain else SEQS)),
-        max_size=14))
+    rows = draw(st.lists(st.tuples(keys, _SIDS[plain], _SEQS[plain]), max_size=14))
     prov = [(k[0], k[1], sid, seq) for k, sid, seq in rows
             if not plain or (k[0] is not None and k[1] is not None)]
     twice: bool = draw(st.booleans())

@@ -467,6 +467,84 @@ def run_limited(*args: str, env: dict | None = None) -> tuple[subprocess.Complet
     return p, max(peak, before)
 
 
+# One interpreter imports memctl's modules once (every one of them), then forks a process per
+# command, each ``python -m lecode_memctl ARGS`` from there on (its own pipes,
+# no other descriptor, RLIMIT_AS = 1 GiB, main() as the console script runs
+# it, the interpreter's own exit): a real process each, with its own exit
+# status and stderr, without an interpreter started and memctl imported per
+# command (5 per corruption, 12 per FIFO case).  A child still running at the deadline is
+# killed and reported as blocked (None).
+_FORKED = """
+import importlib, json, os, pkgutil, resource, runpy, selectors, signal, sys, time
+import lecode_memctl
+for _m in pkgutil.walk_packages(lecode_memctl.__path__, "lecode_memctl."):
+    if _m.name != "lecode_memctl.__main__":     # (imports only: nothing runs, no thread starts)
+        importlib.import_module(_m.name)
+_runs, _timeout, _limit = json.loads(sys.argv[1])
+_children = {}
+for _key, _argv in _runs.items():
+    _out, _err = os.pipe(), os.pipe()
+    _pid = os.fork()
+    if _pid == 0:
+        os.dup2(_out[1], 1)
+        os.dup2(_err[1], 2)
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+        resource.setrlimit(resource.RLIMIT_AS, (_limit, _limit))
+        sys.argv = [sys.argv[0], *_argv]     # (argv[0]: __main__.py's path, as -m gives it)
+        runpy.run_module("lecode_memctl", run_name="__main__", alter_sys=True)
+        os._exit(99)
+    os.close(_out[1])
+    os.close(_err[1])
+    _children[_key] = (_pid, _out[0], _err[0])
+_sel = selectors.DefaultSelector()
+_got = {_key: [b"", b""] for _key in _runs}
+for _key, (_pid, _o, _e) in _children.items():
+    _sel.register(_o, selectors.EVENT_READ, (_key, 0))
+    _sel.register(_e, selectors.EVENT_READ, (_key, 1))
+_deadline = time.monotonic() + _timeout
+while _sel.get_map() and time.monotonic() < _deadline:
+    for _k, _ev in _sel.select(max(0.0, _deadline - time.monotonic())):
+        _data = os.read(_k.fd, 1 << 16)
+        if _data:
+            _got[_k.data[0]][_k.data[1]] += _data
+        else:
+            _sel.unregister(_k.fd)
+            os.close(_k.fd)
+_report = {}
+for _key, (_pid, _o, _e) in _children.items():
+    _pid2, _status, _usage = os.wait4(_pid, os.WNOHANG)
+    while _pid2 == 0 and time.monotonic() < _deadline:
+        time.sleep(0.01)
+        _pid2, _status, _usage = os.wait4(_pid, os.WNOHANG)
+    if _pid2 == 0:
+        os.kill(_pid, signal.SIGKILL)
+        _pid2, _status, _usage = os.wait4(_pid, 0)
+        _code = None
+    else:
+        _code = os.waitstatus_to_exitcode(_status)
+    _report[_key] = [_code, _got[_key][1].decode("utf-8", "replace"), _usage.ru_maxrss]
+sys.stdout.write(json.dumps(_report))
+"""
+
+
+def run_forked(runs: dict[str, tuple[str, ...]], timeout: float
+               ) -> dict[str, tuple[int | None, str, int]]:
+    """Each of ``runs`` as ``python -m lecode_memctl ARGV``, forked from one
+    interpreter that imported memctl (``_FORKED``), side by side under
+    RLIMIT_AS = 1 GiB: {key: (exit status, or None if it was still running
+    after ``timeout`` seconds, stderr, its peak RSS in KiB)}.  (A forked
+    child's RSS counts the pages of every module imported before the fork:
+    more than a fresh process that imports what its command needs.)"""
+    import json
+
+    e = dict(os.environ, EDITOR="true", VISUAL="", PYTHONPATH=str(REPO))
+    e.pop("MEMCTL_DEBUG", None)
+    p = subprocess.run([sys.executable, "-c", _FORKED, json.dumps([runs, timeout, MEMORY_LIMIT])],
+                       capture_output=True, env=e, timeout=timeout + 60)
+    assert p.returncode == 0 and not p.stderr, (p.returncode, p.stderr[-2000:])
+    return {key: (status, err, peak) for key, (status, err, peak) in json.loads(p.stdout).items()}
+
+
 @pytest.mark.parametrize("corruption", SUBPROCESS_CELLS)
 def test_corpus_real_processes(template, corruption):
     """Each corruption, as real processes with a 1 GiB address-space limit, on a
@@ -476,19 +554,14 @@ def test_corpus_real_processes(template, corruption):
     cfg, _store = template.copy(corruption)
     root = cfg.parent
     before = tree_hash(root)
-    e = dict(os.environ, EDITOR="true", VISUAL="", PYTHONPATH=str(REPO))
-    e.pop("MEMCTL_DEBUG", None)
-    procs = {command: subprocess.Popen(
-        [sys.executable, "-m", "lecode_memctl", "--config-dir", str(cfg), "-C",
-         str(template.project), *COMMANDS[command]],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e, preexec_fn=_limit_memory)
-        for command in SUBPROCESS_COMMANDS}
-    for command, proc in procs.items():
-        _out, err = proc.communicate(timeout=60)
-        assert_outcome(proc.returncode, err.decode("utf-8", "replace"),
-                       EXPECTED[(corruption, command)], (corruption, command), COMMANDS[command])
-    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    print(f"[bad input] {corruption}: {len(procs)} processes, largest child peak RSS so far "
+    ran = run_forked({command: ("--config-dir", str(cfg), "-C", str(template.project),
+                                *COMMANDS[command]) for command in SUBPROCESS_COMMANDS}, timeout=60)
+    for command, (status, err, _peak) in ran.items():
+        assert status is not None, (corruption, command, "still running after 60 s")
+        assert_outcome(status, err, EXPECTED[(corruption, command)], (corruption, command),
+                       COMMANDS[command])
+    peak_kib = max(peak for _status, _err, peak in ran.values())
+    print(f"[bad input] {corruption}: {len(ran)} processes, largest child peak RSS "
           f"{peak_kib // 1024} MiB (limit: address space {MEMORY_LIMIT >> 20} MiB)")
     assert peak_kib < 512 * 1024, (corruption, peak_kib)
     assert tree_hash(root) == before, corruption
@@ -688,82 +761,6 @@ def _tree_state(root: Path) -> dict[str, str]:
     return out | {os.path.relpath(p, root): v for p, v in fifos.items()}
 
 
-# One interpreter imports memctl's modules once (every one of them), then forks a process per
-# command, each ``python -m lecode_memctl ARGS`` from there on (its own pipes,
-# no other descriptor, RLIMIT_AS = 1 GiB, main() as the console script runs
-# it, the interpreter's own exit): a real process each, with its own exit
-# status and stderr, without an interpreter started and memctl imported per
-# command (12 per FIFO case).  A child still running at the deadline is
-# killed and reported as blocked (None).
-_FORKED = """
-import importlib, json, os, pkgutil, resource, runpy, selectors, signal, sys, time
-import lecode_memctl
-for _m in pkgutil.walk_packages(lecode_memctl.__path__, "lecode_memctl."):
-    if _m.name != "lecode_memctl.__main__":     # (imports only: nothing runs, no thread starts)
-        importlib.import_module(_m.name)
-_runs, _timeout, _limit = json.loads(sys.argv[1])
-_children = {}
-for _key, _argv in _runs.items():
-    _out, _err = os.pipe(), os.pipe()
-    _pid = os.fork()
-    if _pid == 0:
-        os.dup2(_out[1], 1)
-        os.dup2(_err[1], 2)
-        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
-        resource.setrlimit(resource.RLIMIT_AS, (_limit, _limit))
-        sys.argv = [sys.argv[0], *_argv]     # (argv[0]: __main__.py's path, as -m gives it)
-        runpy.run_module("lecode_memctl", run_name="__main__", alter_sys=True)
-        os._exit(99)
-    os.close(_out[1])
-    os.close(_err[1])
-    _children[_key] = (_pid, _out[0], _err[0])
-_sel = selectors.DefaultSelector()
-_got = {_key: [b"", b""] for _key in _runs}
-for _key, (_pid, _o, _e) in _children.items():
-    _sel.register(_o, selectors.EVENT_READ, (_key, 0))
-    _sel.register(_e, selectors.EVENT_READ, (_key, 1))
-_deadline = time.monotonic() + _timeout
-while _sel.get_map() and time.monotonic() < _deadline:
-    for _k, _ev in _sel.select(max(0.0, _deadline - time.monotonic())):
-        _data = os.read(_k.fd, 1 << 16)
-        if _data:
-            _got[_k.data[0]][_k.data[1]] += _data
-        else:
-            _sel.unregister(_k.fd)
-            os.close(_k.fd)
-_report = {}
-for _key, (_pid, _o, _e) in _children.items():
-    _pid2, _status = os.waitpid(_pid, os.WNOHANG)
-    while _pid2 == 0 and time.monotonic() < _deadline:
-        time.sleep(0.01)
-        _pid2, _status = os.waitpid(_pid, os.WNOHANG)
-    if _pid2 == 0:
-        os.kill(_pid, signal.SIGKILL)
-        os.waitpid(_pid, 0)
-        _report[_key] = [None, _got[_key][1].decode("utf-8", "replace")]
-    else:
-        _report[_key] = [os.waitstatus_to_exitcode(_status),
-                         _got[_key][1].decode("utf-8", "replace")]
-sys.stdout.write(json.dumps(_report))
-"""
-
-
-def run_forked(runs: dict[str, tuple[str, ...]], timeout: float
-               ) -> dict[str, tuple[int | None, str]]:
-    """Each of ``runs`` as ``python -m lecode_memctl ARGV``, forked from one
-    interpreter that imported memctl (``_FORKED``), side by side under
-    RLIMIT_AS = 1 GiB: {key: (exit status, or None if it was still running
-    after ``timeout`` seconds, stderr)}."""
-    import json
-
-    e = dict(os.environ, EDITOR="true", VISUAL="", PYTHONPATH=str(REPO))
-    e.pop("MEMCTL_DEBUG", None)
-    p = subprocess.run([sys.executable, "-c", _FORKED, json.dumps([runs, timeout, MEMORY_LIMIT])],
-                       capture_output=True, env=e, timeout=timeout + 60)
-    assert p.returncode == 0 and not p.stderr, (p.returncode, p.stderr[-2000:])
-    return {key: (status, err) for key, (status, err) in json.loads(p.stdout).items()}
-
-
 @pytest.mark.heavy
 @pytest.mark.parametrize("case", list(FIFO_CASES))
 def test_a_fifo_never_blocks(template, case):
@@ -783,7 +780,7 @@ def test_a_fifo_never_blocks(template, case):
     ran = run_forked({command: ("--config-dir", str(cfg), "-C", str(proj), *argv)
                       for command, argv in FIFO_COMMANDS.items()}, timeout=120)
     blocked, got = [], {}
-    for command, (status, err) in ran.items():
+    for command, (status, err, _peak) in ran.items():
         if status is None:
             blocked.append(command)
             continue

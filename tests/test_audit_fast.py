@@ -626,3 +626,51 @@ def test_the_pool_is_not_worth_its_wait_on_a_large_database(tmp_path: Path) -> N
     assert transcripts.worth_a_pool(8, False, paths, 4 << 20)     # >= 16 x 4 MiB
     assert not transcripts.worth_a_pool(8, False, paths, 5 << 20)  # < 16 x 5 MiB
     assert transcripts.worth_a_pool(8, True, paths, 1 << 30)      # --deep: always
+
+
+def test_a_span_overlapping_the_one_read_before_is_read_where_its_search_lands(
+        tmp_path: Path) -> None:
+    """Two spans, [10, 11] and [11], the second starting inside the lines read
+    for the first; record 10 written again over the line the search's first
+    probe meets (the middle of the file, which the search bisects).  The
+    search for 10 goes left of it and lands on record 10; the one for 11 goes
+    right of it and lands past the copy, where the one-reference read finds
+    no record 11 (stale).  The fast path must not take record 11 from the
+    lines it read for [10, 11]: it leaves the transcript to the line loop."""
+    n, pad = 100, 200
+    spec = {"sessions": {"s0": _records(n, pad)}, "damage": {"s0": None}, "damage_at": {"s0": 1},
+            "facts": [(f"{1:016x}", [("s0", [10, 11], "right")]),
+                      (f"{2:016x}", [("s0", [11], "right")])],
+            "excluded": {}, "generation": 0}
+    path = build(tmp_path, spec)
+    data = (store_at(path).sessions_dir / "s0.jsonl").read_bytes()
+    assert len(data) > 2 * 8192        # (the search bisects: sessions._LINEAR_BELOW)
+    mid = len(data) // 2
+    k = data.count(b"\n", 0, data.find(b"\n", mid - 1) + 1)   # the line probed first
+    assert 20 < k < n - 9              # (seqs of two digits: the copy is as long)
+    order = list(range(n + 1))
+    order[k] = 10
+    _reorder(path, order)
+    fast, loop = _fact_view(path, True), _fact_view(path, False)
+    assert fast == loop
+    assert fast[0] == [("fact.stale", f"{2:016x}", "records_corrupt")]
+
+
+@pytest.mark.parametrize("other", [3, 5, 6, 9])
+def test_a_line_of_another_seq_that_does_not_begin_with_it_stops_the_fast_read(
+        tmp_path: Path, other: int) -> None:
+    """The line after record 3 is a record whose members are in another order
+    ({"type":...,"seq":N}, N not 4: its first bytes name no seq, so only its
+    parse tells), with as many lines as the last seq says.  The span [3, 4]
+    has no record 4: the line loop says records_corrupt; the fast path must
+    not take that line for record 4 (a digest_mismatch)."""
+    spec = {"sessions": {"s0": _records(7, 0)}, "damage": {"s0": None}, "damage_at": {"s0": 1},
+            "facts": [(FID, [("s0", [3, 4], "right")])], "excluded": {}, "generation": 0}
+    path = build(tmp_path, spec)
+    f = store_at(path).sessions_dir / "s0.jsonl"
+    lines = f.read_bytes().split(b"\n")[:-1]
+    lines[4] = b'{"type":"message","role":"user","content":"m%d ","seq":%d}' % (other, other)
+    f.write_bytes(b"".join(ln + b"\n" for ln in lines))
+    fast, loop = _fact_view(path, True), _fact_view(path, False)
+    assert fast == loop
+    assert fast[0] == [("fact.stale", FID, "records_corrupt")]

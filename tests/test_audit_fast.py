@@ -674,3 +674,53 @@ def test_a_line_of_another_seq_that_does_not_begin_with_it_stops_the_fast_read(
     fast, loop = _fact_view(path, True), _fact_view(path, False)
     assert fast == loop
     assert fast[0] == [("fact.stale", FID, "records_corrupt")]
+
+
+@pytest.mark.parametrize("shape", ["regular", "gaps", "repeats", "swaps"])
+def test_search_lands_where_the_file_search_lands_for_every_target(shape: str) -> None:
+    """Every target, present or not (a gap skips it, a seq written twice, two
+    records swapped), large enough that the search bisects: ``search_lands``
+    lands on the first line whose seq is at or past the target, as the
+    file's own search does -- where a probe meets the target's own line too
+    (a search that stepped over that line lands one record late)."""
+    import os
+
+    from lecode_memctl.core.sessions import _File, search_lands
+
+    seqs: list[int] = []
+    s = 0
+    for i in range(400):
+        seqs.append(s)
+        if shape == "gaps":
+            s += 1 + i % 3
+        elif shape == "repeats":
+            s += i % 2
+        else:
+            s += 1
+    if shape == "swaps":
+        for i in range(5, 395, 37):
+            seqs[i], seqs[i + 1] = seqs[i + 1], seqs[i]
+    lines = [b'{"seq":%d,"type":"message","content":"%s"}\n' % (q, b"w" * (i * 13 % 89))
+             for i, q in enumerate(seqs)]
+    data = b"".join(lines)
+    assert len(data) > 2 * 8192
+    offsets = [0]
+    for ln in lines:
+        offsets.append(offsets[-1] + len(ln))
+    fd, name = tempfile.mkstemp(prefix="lands-")
+    try:
+        os.write(fd, data)
+        probes: dict = {}
+        landed = 0
+        with _File(fd, "s0", name) as f:
+            for t in range(1, seqs[-1] + 1):
+                got = search_lands(data, t, probes)
+                assert got is not None, t
+                assert got == f.seek_span(t)[0], (t, got)
+                if shape != "swaps":    # (in order: the first line at or past t)
+                    assert got == offsets[next(i for i, q in enumerate(seqs) if q >= t)], (t, got)
+                landed += data.startswith(b'{"seq":%d,' % t, got)
+        if shape != "swaps":            # (a probe that meets a swapped pair misleads both)
+            assert landed == len(set(seqs) - {0})   # each present seq, on its (first) line
+    finally:
+        os.unlink(name)

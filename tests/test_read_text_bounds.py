@@ -93,9 +93,25 @@ def test_a_tool_result_within_the_bound_is_shown_as_before(text):
     assert transcript._tool_result(text, 80) == _old_tool_result(text, 80)
 
 
+class _Wrapper(textwrap.TextWrapper):
+    """``textwrap.wrap``'s wrapper, that makes the chunks of a line (its own
+    ``_split_chunks``: whitespace munged, then split) once for the widths
+    and indents the line is wrapped to: they depend on the line alone
+    (these wrappers differ only in width and indent).  Each wrap gets a
+    copy (``_wrap_chunks`` consumes its list)."""
+
+    _last: tuple[str, list[str]] = ("", [])
+
+    def _split_chunks(self, text: str) -> list[str]:
+        if text is not _Wrapper._last[0]:
+            _Wrapper._last = (text, super()._split_chunks(text))
+        return list(_Wrapper._last[1])
+
+
 def _textwrap(line: str, w: int, indent: str) -> list[str]:
-    return textwrap.wrap(line, width=w, initial_indent=indent, subsequent_indent=indent,
-                         break_long_words=True, break_on_hyphens=False, drop_whitespace=True)
+    """``textwrap.wrap(line, width=w, ...)``, the wrap ``_wrap_long`` is to match."""
+    return _Wrapper(width=w, initial_indent=indent, subsequent_indent=indent,
+                    break_long_words=True, break_on_hyphens=False, drop_whitespace=True).wrap(line)
 
 
 @pytest.mark.heavy

@@ -103,19 +103,18 @@ def sweep(op: Callable[[], object], traced: set[str]) -> tuple[int, list[str]]:
             k += 1
             seen = 0
             where: list[tuple[str, int | None, str, bool]] = []
-            last: dict[int, tuple[int | None, str]] = {}
+            # (each frame's last opcode: its line and offset; named when needed)
+            last: dict[int, tuple[int | None, int]] = {}
 
-            def trace(frame, event, arg, k=k, where=where, last=last):
+            def step(frame, event, arg, k=k, where=where, last=last):
                 nonlocal seen
-                code = frame.f_code
-                if code.co_name not in traced or "lecode_memctl" not in code.co_filename:
-                    return None
-                frame.f_trace_opcodes = True
                 if event == "opcode":
                     seen += 1
-                    name = _opname(code, frame.f_lasti)
                     if seen == k:
-                        line, prev = last.get(id(frame), (None, ""))
+                        code = frame.f_code
+                        name = _opname(code, frame.f_lasti)
+                        line, prev_at = last.get(id(frame), (None, -1))
+                        prev = _opname(code, prev_at) if prev_at >= 0 else ""
                         text = linecache.getline(code.co_filename, line or 0)
                         window = (prev == "CALL" and any(u in text for u in UNOWNED)
                                   or (code is _MADE[1] and frame.f_lineno == _MADE[0]
@@ -123,8 +122,16 @@ def sweep(op: Callable[[], object], traced: set[str]) -> tuple[int, list[str]]:
                                   or (code is ClosesOnExit.__del__.__code__ and not prev))
                         where.append((code.co_name, frame.f_lineno, name, window))
                         raise KeyboardInterrupt
-                    last[id(frame)] = (frame.f_lineno, name)
-                return trace
+                    last[id(frame)] = (frame.f_lineno, frame.f_lasti)
+                return step
+
+            def trace(frame, event, arg, step=step):
+                # a call: whether to trace the frame, checked once for it
+                code = frame.f_code
+                if code.co_name not in traced or "lecode_memctl" not in code.co_filename:
+                    return None
+                frame.f_trace_opcodes = True
+                return step
 
             sys.settrace(trace)
             try:

@@ -108,6 +108,8 @@ def sweep(op: Callable[[], object], traced: set[str]) -> tuple[int, list[str]]:
 
             def step(frame, event, arg, k=k, where=where, last=last):
                 nonlocal seen
+                if seen >= k:       # (the interrupt is raised: nothing more to count)
+                    return None
                 if event == "opcode":
                     seen += 1
                     if seen == k:

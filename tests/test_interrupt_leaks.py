@@ -80,9 +80,11 @@ def _target(fd: str) -> str:
         return "?"
 
 
-def _fds() -> set[str]:
+def _fds(besides: frozenset[str] = frozenset()) -> set[str]:
+    """The descriptors open, but for ``besides`` (not looked at: a sweep's
+    own, open before it)."""
     # (less the listing's own descriptor, closed by now)
-    return {fd for fd in os.listdir("/proc/self/fd") if _target(fd) != "?"}
+    return {fd for fd in os.listdir("/proc/self/fd") if fd not in besides and _target(fd) != "?"}
 
 
 def sweep(op: Callable[[], object], traced: set[str]) -> tuple[int, list[str]]:
@@ -96,7 +98,7 @@ def sweep(op: Callable[[], object], traced: set[str]) -> tuple[int, list[str]]:
     # gc.collect() and gc.get_objects() below walks what one run made)
     gc.freeze()
     try:
-        fds, conns = _fds(), len(_open_connections())
+        fds, conns = frozenset(_fds()), len(_open_connections())
         leaks: list[str] = []
         k = 0
         while True:
@@ -144,7 +146,7 @@ def sweep(op: Callable[[], object], traced: set[str]) -> tuple[int, list[str]]:
                 sys.settrace(None)
             left = _open_connections()      # left to the collector: open until it runs
             gc.collect()
-            extra = _fds() - fds
+            extra = _fds(fds)
             if (extra or len(left) > conns) and not (where and where[0][3]):
                 leaks.append(f"{where[0][:3] if where else 'after the end'}: "
                              f"{len(extra)} descriptors, {len(left) - conns} connections "

@@ -361,3 +361,58 @@ def memmem_or_not(monkeypatch, memmem: bool) -> None:
         monkeypatch.setattr(sessions_mod, "_MEMMEM_FROM", 0)
     else:
         monkeypatch.setattr(sessions_mod, "_MEMMEM", [None])
+
+
+@dataclass
+class BuiltWheel:
+    """One wheel of the current sources, built as ``pip wheel`` builds it
+    (build isolation: the build-system requirements) from a copy of the
+    repository, so nothing (build/, *.egg-info) is written into it:
+    ``returncode`` and ``stderr`` are pip's, ``path`` the wheel (None
+    when pip failed)."""
+
+    returncode: int
+    stderr: str
+    path: Path | None
+
+
+def _build_wheel(into: Path) -> BuiltWheel:
+    import shutil
+
+    src = into / "src"
+    shutil.copytree(REPO, src / "repo", ignore=shutil.ignore_patterns(
+        ".venv*", ".git", "build", "*.egg-info", "__pycache__", "*.pyc", ".pytest_cache"))
+    out = into / "wheel"
+    out.mkdir()
+    p = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out),
+                        str(src / "repo")],
+                       capture_output=True, text=True, timeout=600)
+    shutil.rmtree(src, ignore_errors=True)
+    wheels = sorted(out.glob("lecode_memctl-*.whl"))
+    return BuiltWheel(p.returncode, p.stderr, wheels[0] if p.returncode == 0 and len(wheels) == 1
+                      else None)
+
+
+@pytest.fixture(scope="session")
+def built_wheel(tmp_path_factory) -> BuiltWheel:
+    """The wheel ``test_wheel.py`` and ``test_core_imports.py`` look into,
+    built once per run (4-5 s each): under pytest-xdist the first worker
+    to ask builds it in the run's shared temporary root, under a lock, and
+    the other reads what it left (the wheel, or pip's failure)."""
+    import fcntl
+    import json
+
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return _build_wheel(tmp_path_factory.mktemp("built-wheel"))
+    root = tmp_path_factory.getbasetemp().parent / "built-wheel"
+    root.mkdir(exist_ok=True)
+    status = root / "status.json"
+    with open(root / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not status.exists():
+            built = _build_wheel(root)
+            status.write_text(json.dumps({"returncode": built.returncode, "stderr": built.stderr,
+                                          "path": None if built.path is None else str(built.path)}))
+        doc = json.loads(status.read_text())
+    return BuiltWheel(doc["returncode"], doc["stderr"],
+                      None if doc["path"] is None else Path(doc["path"]))

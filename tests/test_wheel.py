@@ -4,7 +4,6 @@ page and the three completion scripts, and memctl prints them."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -19,20 +18,14 @@ SHARE = {"memctl.1": "man/memctl.1", "memctl.bash": "completions/memctl.bash",
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory):
-    src = tmp_path_factory.mktemp("src")
-    shutil.copytree(REPO, src / "repo", ignore=shutil.ignore_patterns(
-        ".venv*", ".git", "build", "*.egg-info", "__pycache__", ".pytest_cache"))
-    out = tmp_path_factory.mktemp("wheel")
+def wheel(built_wheel):
     # pip builds in an isolated environment with the build-system requirements
-    p = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out),
-                        str(src / "repo")],
-                       capture_output=True, text=True, timeout=600)
-    if p.returncode != 0 and "No module named pip" in p.stderr:
+    # (conftest.built_wheel: once per run, shared with test_core_imports.py)
+    if built_wheel.returncode != 0 and "No module named pip" in built_wheel.stderr:
         pytest.skip("pip is not available in this interpreter")
-    assert p.returncode == 0, p.stderr
-    (whl,) = out.glob("lecode_memctl-*.whl")
-    return whl
+    assert built_wheel.returncode == 0, built_wheel.stderr
+    assert built_wheel.path is not None
+    return built_wheel.path
 
 
 @pytest.mark.heavy

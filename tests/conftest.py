@@ -380,8 +380,11 @@ def _build_wheel(into: Path) -> BuiltWheel:
     import shutil
 
     src = into / "src"
+    # (what .gitignore names is left out: CI's .ci-venv, a few hundred MB,
+    # was copied on every run, and the caches)
     shutil.copytree(REPO, src / "repo", ignore=shutil.ignore_patterns(
-        ".venv*", ".git", "build", "*.egg-info", "__pycache__", "*.pyc", ".pytest_cache"))
+        ".venv*", ".ci-venv*", ".git", "build", "dist", "*.egg-info", "__pycache__", "*.pyc",
+        ".pytest_cache", ".hypothesis", ".mypy_cache", ".ruff_cache", "out"))
     out = into / "wheel"
     out.mkdir()
     p = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out),

@@ -489,7 +489,7 @@ def _least_width(pattern: re.Pattern[str]) -> int:
     """The fewest characters ``pattern`` can match (a lower bound: the
     parser's own, ``getwidth``); 0 where it cannot be had."""
     try:
-        from re import _parser  # type: ignore[attr-defined]
+        from re import _parser  # type: ignore[attr-defined, unused-ignore]
 
         return max(0, int(_parser.parse(pattern.pattern, pattern.flags).getwidth()[0]))
     except Exception:  # noqa: BLE001 - (another Python: every line searched, as before)

@@ -26,6 +26,7 @@ import os
 import sqlite3
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from types import CodeType
 
 import pytest
@@ -281,3 +282,33 @@ def test_an_interrupt_in_a_collected_store_s_close_leaks_nothing(demo_store):
     assert steps > 50
     # (the private copy of the one interrupt as __del__ was entered: none else)
     assert len(os.listdir(os.environ["TMPDIR"])) <= 1
+
+
+@pytest.mark.parametrize("where", ["_open_snapshot", "_snapshot_connection"])
+def test_an_interrupt_in_an_open_closes_at_once_while_its_traceback_is_kept(
+        demo_store, monkeypatch, where):
+    """The open closes what it opened as the interrupt passes, not when the
+    half-made store is collected: a caller that keeps the exception (a
+    report, a log, ``sys.last_value`` at an interactive prompt) keeps its
+    traceback, whose frames hold the store, and with it the snapshot's
+    directory and its connection, open until then.  (The sweep above cannot
+    tell: the exception it catches is dropped, and the store with it, before
+    it looks.)"""
+    db = demo_store / "facts.sqlite3"
+    tmp = Path(os.environ["TMPDIR"])
+    fds = _fds()
+    conns = len(_open_connections())
+
+    def interrupted(self, *args, **kwargs):
+        if where == "_snapshot_connection":
+            real(self, *args, **kwargs)        # (the snapshot's connection made)
+        raise KeyboardInterrupt
+
+    real = getattr(FactStore, where)
+    monkeypatch.setattr(FactStore, where, interrupted)
+    with pytest.raises(KeyboardInterrupt) as kept:
+        FactStore.open_readonly(db)
+    assert kept.value.__traceback__ is not None       # (held here, frames and all)
+    assert list(tmp.iterdir()) == []
+    assert _fds(frozenset(fds)) == set()
+    assert len(_open_connections()) == conns

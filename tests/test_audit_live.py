@@ -15,15 +15,17 @@ from .conftest import run_cli, tree_hash
 from .test_audit import build_clean
 
 WRITER = textwrap.dedent("""
-    import os, sys, time
+    import os, sys, threading, time
     from lecode_memctl.core.layout import store_at
     from lecode_memctl.core.sessions import SessionStore
     ss = SessionStore(store_at(sys.argv[1]))
     w = ss.create("live")
+    stop = threading.Event()    # (stdin closed: the validations are over)
+    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
     print("ready", flush=True)
     deadline = time.time() + float(sys.argv[2])
     i = 0
-    while time.time() < deadline:
+    while time.time() < deadline and not stop.is_set():
         w.append_message("user", "line %d " % i + "x" * (i % 300))
         if i % 7 == 0:
             w.append_event("memory_usage", purpose="learning", model="m", usage=None)
@@ -35,7 +37,10 @@ WRITER = textwrap.dedent("""
 @pytest.mark.heavy
 def test_validate_during_live_writer(config_dir):
     path = build_clean(config_dir)
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path), "3"], stdout=subprocess.PIPE)
+    # (the writer appends until the validations are over: its stdin closed;
+    # 30 s at most, for a validation loop that never ends)
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path), "30"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         assert proc.stdout.readline().strip() == b"ready"
         runs = 0
@@ -52,6 +57,7 @@ def test_validate_during_live_writer(config_dir):
                 runs += 1
         assert runs >= 2
     finally:
+        proc.stdin.close()
         proc.wait(timeout=30)
     assert proc.returncode == 0
     # and a quiet store afterwards is clean

@@ -78,47 +78,44 @@ def _key_path(key: str) -> str:
 _PATH_STEP = re.compile(r'\.([A-Za-z_][A-Za-z0-9_]*)|\[[0-9]+\]|\[("(?:[^"\\]|\\.)*")\]')
 
 
-def path_keys(path: str) -> list[str] | None:
-    """The keys of the members a JSON path (as :func:`string_leaves` writes
-    it) goes through, in order; None for a text that is no such path."""
+def _path_steps(path: str) -> list[tuple[str, str | None]] | None:
+    """Each step of a JSON path as :func:`string_leaves` writes it: (the step
+    as written, its member's key, or None for an index); None for a text
+    that is no such path."""
     if not path.startswith("$"):
         return None
-    keys: list[str] = []
+    steps: list[tuple[str, str | None]] = []
     pos = 1
     while pos < len(path):
         m = _PATH_STEP.match(path, pos)
         if m is None:
             return None
-        if m.group(1) is not None:
-            keys.append(m.group(1))
-        elif m.group(2) is not None:
+        key = m.group(1)
+        if m.group(2) is not None:
             try:
-                keys.append(orjson.loads(m.group(2)))
+                key = orjson.loads(m.group(2))
             except orjson.JSONDecodeError:
                 return None
+        steps.append((m.group(0), key))
         pos = m.end()
-    return keys
+    return steps
+
+
+def path_keys(path: str) -> list[str] | None:
+    """The keys of the members a JSON path (as :func:`string_leaves` writes
+    it) goes through, in order; None for a text that is no such path."""
+    steps = _path_steps(path)
+    return None if steps is None else [key for _step, key in steps if key is not None]
 
 
 def rewrite_path_keys(path: str, fn: Callable[[str], str]) -> str | None:
     """``path`` written again with each member's key replaced by ``fn(key)``
     (the secrets scan's marker in place of a credential); None for a text
     that is no path :func:`string_leaves` writes."""
-    if path_keys(path) is None:
+    steps = _path_steps(path)
+    if steps is None:
         return None
-    out = ["$"]
-    pos = 1
-    while pos < len(path):
-        m = _PATH_STEP.match(path, pos)
-        assert m is not None     # (path_keys read it whole)
-        if m.group(1) is not None:
-            out.append(_key_path(fn(m.group(1))))
-        elif m.group(2) is not None:
-            out.append(_key_path(fn(orjson.loads(m.group(2)))))
-        else:
-            out.append(m.group(0))
-        pos = m.end()
-    return "".join(out)
+    return "$" + "".join(step if key is None else _key_path(fn(key)) for step, key in steps)
 
 
 def string_leaves(value: Any, path: str, *, skip_binary: bool = True,

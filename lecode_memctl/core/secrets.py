@@ -144,11 +144,10 @@ class Finding:
 
     def place(self) -> str:
         file, session_id = self.shown()
-        path = self.path
         if self.kind == KIND_TRANSCRIPT and session_id is not None:
             where = f"{session_id}:{self.seq}" if self.seq is not None else \
                 f"{file} line {self.line}"
-            return f"{where} {path}" if path else where
+            return f"{where} {self.path}" if self.path else where
         if self.kind == KIND_FACT:
             return f"fact {self.fact_id} revision {self.revision}"
         if self.kind == KIND_DATABASE:
@@ -220,28 +219,24 @@ def mask_paths(report: SecretsReport) -> None:
     wherever they are, keys included)."""
     from .grep import path_keys, rewrite_path_keys
 
-    keyed = [(f, ks) for f in report.findings if f.path
-             for ks in (path_keys(f.path),) if ks is None or ks]
-    if not keyed:
-        return
-    texts: set[str] = set()
-    for f, ks in keyed:
-        texts.update(ks if ks is not None else (f.path or "",))
-    joined = "\n".join(texts)
+    # each distinct path read once: its keys (a text that is no path
+    # string_leaves writes: the text itself)
+    keys = {f.path: path_keys(f.path) for f in report.findings if f.path}
+    texts = "\n".join(k for path, ks in keys.items() for k in (ks if ks is not None else (path,)))
     masks = {f.secret_value(): f.marker for f in report.findings
-             if f.secret_value() and f.secret_value() in joined}
+             if f.secret_value() and f.secret_value() in texts}
     if not masks:
         return
     masks = dict(sorted(masks.items(), key=lambda kv: -len(kv[0])))
-    for f, ks in keyed:
-        assert f.path is not None
-        if ks is None:                  # (no path string_leaves writes: as text)
-            path = hide_values(f.path, masks)
+    shown: dict[str, str] = {}
+    for path, ks in keys.items():
+        if ks is None:
+            shown[path] = hide_values(path, masks)
         elif any(v in k for k in ks for v in masks):
-            path = rewrite_path_keys(f.path, lambda k: hide_values(k, masks)) or f.path
-        else:
-            continue
-        object.__setattr__(f, "path", path)
+            shown[path] = rewrite_path_keys(path, lambda k: hide_values(k, masks)) or path
+    for f in report.findings:
+        if f.path in shown:
+            object.__setattr__(f, "path", shown[f.path])
 
 
 @dataclass

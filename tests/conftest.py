@@ -366,7 +366,8 @@ def memmem_or_not(monkeypatch, memmem: bool) -> None:
 @dataclass
 class BuiltWheel:
     """One wheel of the current sources, built as ``pip wheel`` builds it
-    (build isolation: the build-system requirements) from a copy of the
+    (build isolation: the build-system requirements; where that fails, with
+    the setuptools installed here, when it can) from a copy of the
     repository, so nothing (build/, *.egg-info) is written into it:
     ``returncode`` and ``stderr`` are pip's, ``path`` the wheel (None
     when pip failed)."""
@@ -374,6 +375,20 @@ class BuiltWheel:
     returncode: int
     stderr: str
     path: Path | None
+
+
+def _can_build_offline() -> bool:
+    """Whether pip can build the wheel with what is installed here, without
+    build isolation (setuptools 70.1 and later carry bdist_wheel; older ones
+    need the wheel package)."""
+    import importlib.util
+
+    try:
+        import setuptools
+    except ImportError:
+        return False
+    version = tuple(int(x) for x in setuptools.__version__.split(".")[:2] if x.isdigit())
+    return version >= (70, 1) or importlib.util.find_spec("wheel") is not None
 
 
 def _build_wheel(into: Path) -> BuiltWheel:
@@ -387,9 +402,14 @@ def _build_wheel(into: Path) -> BuiltWheel:
         ".pytest_cache", ".hypothesis", ".mypy_cache", ".ruff_cache", "out"))
     out = into / "wheel"
     out.mkdir()
-    p = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out),
-                        str(src / "repo")],
-                       capture_output=True, text=True, timeout=600)
+    cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out),
+           str(src / "repo")]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if p.returncode != 0 and _can_build_offline():
+        # (no network for the isolated build's requirements: the setuptools
+        # installed here builds it)
+        p = subprocess.run([*cmd[:4], "--no-build-isolation", *cmd[4:]], capture_output=True,
+                           text=True, timeout=600)
     shutil.rmtree(src, ignore_errors=True)
     wheels = sorted(out.glob("lecode_memctl-*.whl"))
     return BuiltWheel(p.returncode, p.stderr, wheels[0] if p.returncode == 0 and len(wheels) == 1

@@ -467,7 +467,7 @@ def run_limited(*args: str, env: dict | None = None) -> tuple[subprocess.Complet
     return p, max(peak, before)
 
 
-# One interpreter imports memctl's modules once (every one of them), then forks a process per
+# One interpreter imports memctl's modules once (faultkit._warm_up), then forks a process per
 # command, each ``python -m lecode_memctl ARGS`` from there on (its own pipes,
 # no other descriptor, RLIMIT_AS = 1 GiB, main() as the console script runs
 # it, the interpreter's own exit): a real process each, with its own exit
@@ -475,14 +475,9 @@ def run_limited(*args: str, env: dict | None = None) -> tuple[subprocess.Complet
 # command (5 per corruption, 12 per FIFO case).  A child still running at the deadline is
 # killed and reported as blocked (None).
 _FORKED = """
-import importlib, json, os, pkgutil, resource, runpy, selectors, signal, sys, time
-import lecode_memctl
-for _m in pkgutil.walk_packages(lecode_memctl.__path__, "lecode_memctl."):
-    if _m.name != "lecode_memctl.__main__":     # (imports only: nothing runs, no thread starts)
-        try:
-            importlib.import_module(_m.name)
-        except ImportError:     # (a command that needs it imports it, and fails, as it would)
-            pass
+import json, os, resource, runpy, selectors, signal, sys, time
+import tests.faultkit
+tests.faultkit._warm_up()      # (every module imported, as faultkit's forked runs start)
 _runs, _timeout, _limit = json.loads(sys.argv[1])
 _children = {}
 for _key, _argv in _runs.items():

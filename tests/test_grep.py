@@ -30,9 +30,12 @@ def store(tmp_path) -> Path:
                          name="shell", epoch=0)                                      # 3
         w.append_message("user", [{"type": "text", "text": "secret plan: widget"},
                                   {"type": "binary", "media_type": "image/png", "data": "d2lkZ2V0"}])  # 4
+        # (its lineage the user's message alone: 2 and 3, generated at epoch 0,
+        # are below the generation the forget below advances to, and would
+        # make it inert)
         w.append_event("compact", summary="The widget was deployed.",
-                       lineage=[{"session_id": "s1", "seqs": [1, 2, 3],
-                                 "digest": canonical_digest(sessions.records("s1", 1, 3))}],
+                       lineage=[{"session_id": "s1", "seqs": [1],
+                                 "digest": canonical_digest(sessions.records("s1", 1, 1))}],
                        prior=None, model="m", usage=None)                            # 5
         a = w.append_message("user", "undo this widget talk")                       # 6
         w.append_event("undo", target=[a, a])                                       # 7
@@ -502,3 +505,67 @@ def test_a_role_with_a_newline_cannot_forge_a_hit_line(store):
         "s2:5 user\\ns1:1 user $.content: FORGED\\tx $.content: zebra needle"]
     doc = orjson.loads(grep(store, "zebra", "--json").stdout)
     assert [h["role"] for h in doc["hits"]] == [forged]
+
+
+def test_a_summary_the_agent_does_not_use_is_hidden_as_validate_says(tmp_path):
+    """A compaction summary is visible only where lecode would use it: one
+    that ``validate --deep`` reports (``compact.*``: no lineage, a lineage
+    chunk stale or hidden, a prior that does not match) is hidden,
+    ``inert``, whatever made it so; grep reported all of them visible."""
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.sessions import SessionStore
+    from lecode_memctl.core.sourceref import SourceRef, canonical_digest
+
+    st = store_at(tmp_path / "store")
+    facts = FactStore(st.facts_db)
+    sessions = SessionStore(st, exclusions=facts)
+
+    def chunk(sid: str, lo: int, hi: int) -> dict:
+        return {"session_id": sid, "seqs": list(range(lo, hi + 1)),
+                "digest": canonical_digest(sessions.records(sid, lo, hi))}
+
+    with sessions.create("s1") as w:
+        w.append_message("user", "u1")                                              # 1
+        w.append_message("user", "u2")                                              # 2
+        first = chunk("s1", 1, 2)
+        w.append_event("compact", summary="GOOD summary", lineage=[first],
+                       prior=None, model="m", usage=None)                           # 3
+        w.append_event("compact", summary="LEGACY summary", model="m", usage=None)  # 4
+        w.append_message("user", "u5")                                              # 5
+        w.append_event("compact", summary="PRIOR summary",
+                       lineage=[first, chunk("s1", 5, 5)],
+                       prior={"seq": 3, "digest": "0" * 64}, model="m", usage=None)  # 6
+    with sessions.create("s2") as w:
+        w.append_message("user", "v1")                                              # 1
+        w.append_event("compact", summary="STALE summary",
+                       lineage=[{"session_id": "s2", "seqs": [1], "digest": "1" * 64}],
+                       prior=None, model="m", usage=None)                           # 2
+    with sessions.create("s3") as w:
+        w.append_message("user", "x1")                                              # 1
+        w.append_message("assistant", "x2", epoch=0)                                # 2
+        w.append_event("compact", summary="EPOCH summary", lineage=[chunk("s3", 1, 2)],
+                       prior=None, model="m", usage=None)                           # 3
+        w.append_message("user", "keep me")                                         # 4
+    ref = SourceRef("s3", (4,), canonical_digest(sessions.records("s3", 4, 4)))
+    facts.add("unrelated", ref=SourceRef("s1", (5,), canonical_digest(sessions.records("s1", 5, 5))))
+    facts.forget(facts.add("keep me", ref=ref).fact.fact_id)   # the generation goes to 1
+    facts.close()
+    before = tree_hash(st.path)
+
+    r = run_cli("--store", str(st.path), "validate", "--deep", "--format", "jsonl")
+    flagged = {(f["session_id"], f["seq"]) for f in map(orjson.loads, r.stdout.splitlines())
+               if f.get("type") == "finding" and f["code"].startswith("compact.")}
+    assert flagged == {("s1", 4), ("s1", 6), ("s2", 2), ("s3", 3)}
+
+    r = grep(st.path, "summary", "--role", "summary", "--include-hidden", "--json")
+    assert r.exit_code == 0, r.stderr
+    hits = {(h["session_id"], h["seq"]): h["hidden_reason"]
+            for h in orjson.loads(r.stdout_bytes)["hits"]}
+    assert hits == {("s1", 3): None, ("s1", 4): "inert", ("s1", 6): "inert",
+                    ("s2", 2): "inert", ("s3", 3): "inert"}
+    r = grep(st.path, "summary", "--json")
+    assert [(h["session_id"], h["seq"]) for h in orjson.loads(r.stdout_bytes)["hits"]] == [("s1", 3)]
+    r = grep(st.path, "summary", "--purpose", "durable", "--json")
+    assert [(h["session_id"], h["seq"]) for h in orjson.loads(r.stdout_bytes)["hits"]] == [("s1", 3)]
+    assert tree_hash(st.path) == before

@@ -15,6 +15,7 @@ import orjson
 import pytest
 
 from lecode_memctl.core import grep as grep_mod
+from lecode_memctl.core.audit import transcripts as audit_transcripts
 from lecode_memctl.core.layout import store_at, store_given
 
 from .conftest import run_cli
@@ -45,8 +46,8 @@ def _every_message_matches(root: Path, n: int) -> Path:
     return root / "memory" / SLUG
 
 
-def _peak(store: Path) -> tuple[int, int]:
-    run = grep_mod.grep(store_given(store), "needle")
+def _peak(store: Path, include_hidden: bool = False) -> tuple[int, int]:
+    run = grep_mod.grep(store_given(store), "needle", include_hidden=include_hidden)
     tracemalloc.start()
     try:
         base = tracemalloc.get_traced_memory()[0]
@@ -87,10 +88,15 @@ def test_the_lineage_positions_held_count_toward_the_budget(tmp_path: Path, monk
     inert): they count toward the budget, or summaries of long lineages,
     each counted as a short record, were all held (some 25 KB each here)."""
     monkeypatch.setattr(grep_mod, "PENDING_BYTES", 256 << 10, raising=False)
-    # (past the budget from the eighth summary on; held, 36 KB a summary more)
+    # (the check of the summaries the agent does not use, validate --deep's,
+    # reads 64 KiB at a time: its read buffer, 8 MiB, held these files whole)
+    monkeypatch.setattr(audit_transcripts, "READ_CHUNK", 64 << 10)
+    # (past the budget from the eighth summary on; held, 36 KB a summary more;
+    # every summary is inert, its lineage naming positions the session does
+    # not have, so the hits are kept only with include_hidden)
     n_small, n_large = 50, 150
-    hits_small, small = _peak(_summaries_with_lineage(tmp_path / "a", n_small, 1_000))
-    hits_large, large = _peak(_summaries_with_lineage(tmp_path / "b", n_large, 1_000))
+    hits_small, small = _peak(_summaries_with_lineage(tmp_path / "a", n_small, 1_000), True)
+    hits_large, large = _peak(_summaries_with_lineage(tmp_path / "b", n_large, 1_000), True)
     assert (hits_small, hits_large) == (n_small, n_large)
     per_hit = (large - small) / (n_large - n_small)
     assert per_hit < 2_000, (small, large)

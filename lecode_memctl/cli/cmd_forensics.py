@@ -94,8 +94,10 @@ def grep(
     what the agent may see is searched (the store's visibility rule: not
     excluded by a forget, not undone, not before a clear for purpose
     working, not generated before the current exclusion generation);
-    compaction summaries are hidden before a clear (working) or when inert
-    (their lineage names an excluded or undone position).  --include-hidden
+    compaction summaries are hidden before a clear (working) or when inert:
+    the agent does not use them, and validate --deep says why (compact.*:
+    no lineage, a lineage chunk excluded, undone, missing or stale, a prior
+    that does not match).  --include-hidden
     shows the rest too, labelled.  Sessions of another project, symbolic
     links, unreadable files and a sessions/ directory that cannot be listed
     are skipped (listed on stderr and in "skipped").  Reads only; a bad

@@ -12,8 +12,12 @@ path from the record, e.g. ``$.content``, ``$.content[1].text``,
 By default only what the agent may see is reported: messages through the
 store contract's visibility predicate (:func:`sessions.visible`, purpose
 ``working`` or ``durable``), and summaries unless they precede the newest
-``clear`` (purpose ``working``) or are inert (their lineage names a position
-that is excluded or undone).  ``include_hidden`` reports hidden hits too,
+``clear`` (purpose ``working``) or are inert: summaries the agent does not
+use, which ``validate --deep`` reports (``compact.*``: no lineage, a lineage
+chunk that names an excluded or undone position or is otherwise hidden,
+missing or stale, a lineage malformed or not cumulative, a prior that does
+not match; a summary inert only through a ``clear`` is not, for purpose
+``durable``).  ``include_hidden`` reports hidden hits too,
 each labelled with its reason.
 
 Reading only: sessions are read through :class:`SessionStore` (symbolic
@@ -328,6 +332,7 @@ class GrepRun:
             return
         self.sessions_searched += 1
         created = _record_time({"created": hdr.get("created")}, None)
+        unused = _UnusedSummaries(sessions.path(sid), sid, self.store.slug, excluded, generation)
         us = UndoState()
         # (a record hidden before any undo/redo/clear event is known stays
         # hidden after: the events only hide more; without include_hidden
@@ -365,10 +370,11 @@ class GrepRun:
                         continue
                 slim = _pending_record(rec, sid)
                 if not self.include_hidden and \
-                        self._hidden(sid, slim, excluded, generation, no_events) is not None:
+                        self._hidden(sid, slim, excluded, generation, no_events,
+                                     unused) is not None:
                     continue
                 if decided:
-                    yield from self._decide(sid, slim, found, excluded, generation, us)
+                    yield from self._decide(sid, slim, found, excluded, generation, us, unused)
                     continue
                 pending.append((slim, found))
                 held += _held_bytes(found) + \
@@ -378,7 +384,8 @@ class GrepRun:
                         us.add(ev)
                     decided = True
                     for slim, found in pending:
-                        yield from self._decide(sid, slim, found, excluded, generation, us)
+                        yield from self._decide(sid, slim, found, excluded, generation, us,
+                                                unused)
                     pending = []
         except (MemctlError, OSError) as exc:
             self.skipped.append((sid, str(exc)))
@@ -386,16 +393,16 @@ class GrepRun:
         finally:
             items.close()
         for slim, found in pending:
-            yield from self._decide(sid, slim, found, excluded, generation, us)
+            yield from self._decide(sid, slim, found, excluded, generation, us, unused)
 
     def _decide(self, sid: str, rec: dict[str, Any], found: list[_Span], excluded: frozenset[int],
-                generation: int, us: UndoState) -> list[GrepHit]:
+                generation: int, us: UndoState, unused: _UnusedSummaries) -> list[GrepHit]:
         """The hits of one record, once the events that may hide it are known.
         (Without include_hidden, a record kept was found visible with no
         events: where the events hide nothing either, it is visible still,
         and not judged twice.)"""
         if self.include_hidden or not us.hides_nothing():
-            reason = self._hidden(sid, rec, excluded, generation, us)
+            reason = self._hidden(sid, rec, excluded, generation, us, unused)
             if reason is not None and not self.include_hidden:
                 return []
         else:
@@ -416,7 +423,7 @@ class GrepRun:
         return text.encode("utf-8"), False
 
     def _hidden(self, sid: str, rec: dict[str, Any], excluded: frozenset[int], generation: int,
-                us: UndoState) -> str | None:
+                us: UndoState, unused: _UnusedSummaries) -> str | None:
         if rec.get("type") == "message":
             ok, reason = visible(rec, purpose=self.purpose, excluded=excluded,
                                  generation=generation, undo_state=us, clear_seq=us.clear_seq)
@@ -427,7 +434,36 @@ class GrepRun:
         for s in rec[_LINEAGE_POSITIONS]:
             if s in excluded or us.state(s) == "undo":
                 return "inert"
+        # a summary the agent does not use, as validate --deep says (compact.*);
+        # a clear hides nothing for purpose durable
+        why = unused.of(rec["seq"])
+        if why is not _USED and not (self.purpose == "durable" and why == "cleared"):
+            return "inert"
         return None
+
+
+_USED = object()
+
+
+class _UnusedSummaries:
+    """The summaries of one session that the agent does not use
+    (:func:`~lecode_memctl.core.audit.transcripts.unused_summaries`), found
+    the first time a summary with a hit is judged: a session without one
+    is not read again."""
+
+    def __init__(self, path: str, sid: str, slug: str, excluded: frozenset[int],
+                 generation: int) -> None:
+        self._args = (path, sid, slug, excluded, generation)
+        self._unused: dict[int, str | None] | None = None
+
+    def of(self, seq: int) -> object:
+        """The reason of the summary at ``seq`` (None: no one reason), or
+        ``_USED`` for one the agent uses."""
+        if self._unused is None:
+            from .audit.transcripts import unused_summaries
+
+            self._unused = unused_summaries(*self._args)
+        return self._unused.get(seq, _USED)
 
 
 # What _hidden reads of a record with hits, all that a session's pending hits

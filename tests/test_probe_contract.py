@@ -1,0 +1,160 @@
+"""The output contract on stores the other contract tests do not build: the
+demo store damaged in small ways (a transcript line that is not JSON, a fact
+whose stored digest no longer matches, a transcript of odd Unicode: a lone
+surrogate escaped in JSON, U+2028, NUL, bidi marks, a 10 kB line), and an
+empty store; and the values docs/OUTPUT.md names for a few fields."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import sqlite3
+
+import orjson
+import pytest
+
+from lecode_memctl.cli.output import safe
+from lecode_memctl.core import rowmodel
+from lecode_memctl.core.rowmodel import MODELS
+
+from .conftest import REPO, run_cli
+from .test_output_contract import _check_against_schema, _schema
+
+
+def _damaged_demo(base):
+    from lecode_memctl.core.demo import build_demo
+
+    demo = build_demo(base)
+    st = demo.store.path
+    beta = st / "sessions" / "demo-beta.jsonl"
+    lines = beta.read_bytes().split(b"\n")
+    lines.insert(2, b"this is {not json")
+    beta.write_bytes(b"\n".join(lines))
+    con = sqlite3.connect(st / "facts.sqlite3")
+    con.execute("UPDATE source_refs SET digest = '00' || substr(digest, 3) "
+                "WHERE fact_id = ? AND revision = 1", (demo.facts["verified"],))
+    con.commit()
+    con.close()
+    odd = [{"seq": 0, "type": "session", "format": 1, "session_id": "demo-odd",
+            "project": st.name, "created": "2026-12-02T09:00:00+00:00"},
+           {"seq": 1, "type": "message", "role": "user", "content": "lone \ud800 surrogate e"},
+           {"seq": 2, "type": "message", "role": "user", "content": "line\u2028sep e\u2029para"},
+           {"seq": 3, "type": "message", "role": "user", "content": "nul \u0000 here e"},
+           {"seq": 4, "type": "message", "role": "user", "content": "rtl \u202e e \u200f \u2066x\u2069"},
+           {"seq": 5, "type": "message", "role": "user", "content": ("e" + "x" * 99) * 100},
+           {"seq": 6, "type": "message", "role": "user", "content": 'tab\tnew\nline e, "q",c'}]
+    with open(st / "sessions" / "demo-odd.jsonl", "w", encoding="utf-8") as fh:
+        for rec in odd:
+            fh.write(json.dumps(rec, ensure_ascii=True) + "\n")
+    (st / "notes" / "odd \u202e name.md").write_text("e\u2028x\x00y\n", encoding="utf-8")
+    return demo
+
+
+@pytest.fixture(scope="module")
+def damaged(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        from .conftest import isolate
+
+        isolate(mp, tmp_path_factory.mktemp("probe"))
+        yield _damaged_demo(tmp_path_factory.mktemp("demo") / "d")
+
+
+LISTINGS = [
+    (["facts"], "fact", lambda d: d["facts"], None),
+    (["facts", "--status", "stale"], "fact", lambda d: d["facts"], None),
+    (["sessions"], "session", lambda d: d, None),
+    (["notes"], "note", lambda d: d, None),
+    (["projects"], "project", lambda d: d, None),
+    (["search", "e"], "hit", lambda d: d["hits"], None),
+    (["usage"], "purpose", lambda d: [*d["purposes"], d["total"]], None),
+    (["validate", "--deep"], "finding", lambda d: d["findings"], "summary"),
+    (["grep", "e", "--include-hidden", "-C", "1"], "match", lambda d: d["hits"], None),
+    (["grep", "e", "-c"], "match_count", lambda d: d["sessions"], None),
+    (["secrets"], "secret", lambda d: d["findings"], "scan"),
+]
+
+
+def _same_rows_everywhere(glob, argv, rtype, rows_of, after):
+    def out(*extra):
+        r = run_cli(*glob, *argv, *extra)
+        assert r.exit_code in (0, 1), (argv, extra, r.exit_code, r.stderr)
+        assert "Traceback" not in r.stderr
+        return r
+
+    doc = orjson.loads(out("--json").stdout_bytes)
+    rows = rows_of(doc)
+    model = next(m for m in MODELS if m.type == rtype)
+    for row in rows:
+        assert list(row) == model.names, (argv, list(row))
+        _check_against_schema(row, _schema(rtype))
+    lines = [orjson.loads(x) for x in out("--format", "jsonl").stdout_bytes.splitlines()]
+    if after:
+        for x in (x for x in lines if x["type"] == after):
+            _check_against_schema(x, _schema(after))
+        lines = [x for x in lines if x["type"] != after]
+    assert lines == rows, argv
+    for fmt, delim in (("csv", ","), ("tsv", "\t")):
+        table = list(csv.reader(io.StringIO(out("--format", fmt).stdout, newline=""),
+                                delimiter=delim))
+        assert table[0] == model.names, (argv, fmt)
+        assert table[1:] == [[safe(rowmodel.flat(r[k])) for k in model.names] for r in rows], \
+            (argv, fmt)
+    return rows
+
+
+@pytest.mark.parametrize("argv,rtype,rows_of,after", LISTINGS,
+                         ids=lambda x: " ".join(x) if isinstance(x, list) else None)
+def test_a_damaged_store_gives_the_same_rows_in_every_format(damaged, argv, rtype, rows_of, after):
+    glob = ["--config-dir", str(damaged.config_dir), "-C", str(damaged.project)]
+    rows = _same_rows_everywhere(glob, argv, rtype, rows_of, after)
+    assert rows or argv == ["secrets"], argv     # (the demo holds no credential)
+
+
+@pytest.mark.parametrize("argv,rtype,rows_of,after", LISTINGS,
+                         ids=lambda x: " ".join(x) if isinstance(x, list) else None)
+def test_an_empty_store_gives_a_header_and_no_rows(tmp_path, config_dir, argv, rtype, rows_of,
+                                                   after):
+    empty = tmp_path / "empty"
+    empty.mkdir(mode=0o700)
+    glob = ["--store", str(empty)]
+    rows = _same_rows_everywhere(glob, argv, rtype, rows_of, after)
+    assert [r for r in rows if r["type"] not in ("total", "finding")] == []
+    # an empty listing is exit 0, but grep's (nothing matched: 1)
+    r = run_cli(*glob, *argv, "--format", "jsonl")
+    assert r.exit_code == (1 if argv[0] == "grep" else 0), (argv, r.exit_code)
+
+
+def _documented_meaning(doc_type: str, field: str) -> str:
+    text = (REPO / "docs" / "OUTPUT.md").read_text()
+    body = text.split(f"### `{doc_type}` document", 1)[1].split("\n#", 1)[0]
+    m = re.search(rf"^\| `{field}` \| (.*) \|$", body, re.M)
+    assert m, (doc_type, field)
+    return m.group(1)
+
+
+def test_where_sources_are_the_values_the_document_names(tmp_path, config_dir, monkeypatch):
+    """docs/OUTPUT.md's `where` table names the values of config_dir_source
+    and slug_source; each value memctl prints is one of those it names."""
+    store = tmp_path / "memory" / "proj-0123456789ab"
+    store.mkdir(parents=True)
+    seen_cfg, seen_slug = set(), set()
+
+    def where(*glob, env=None):
+        r = run_cli(*glob, "where", "--json", env=env)
+        assert r.exit_code == 0, r.stderr
+        d = orjson.loads(r.stdout_bytes)
+        seen_cfg.add(d["config_dir_source"])
+        seen_slug.add(d["slug_source"])
+
+    where("--store", str(store))                                         # LECODE_CONFIG_DIR
+    where("--config-dir", str(tmp_path / "c"), "--store", str(store))    # the option
+    where("--store", str(store), "--slug", "other-0123456789ab")         # --slug
+    monkeypatch.delenv("LECODE_CONFIG_DIR")
+    where("--store", str(store), env={"XDG_CONFIG_HOME": str(tmp_path / "x")})
+    where("--store", str(store))                                         # HOME
+    cfg_doc = _documented_meaning("where", "config_dir_source")
+    slug_doc = _documented_meaning("where", "slug_source")
+    assert {v for v in seen_cfg if f"`{v}`" not in cfg_doc} == set(), cfg_doc
+    assert {v for v in seen_slug if f"`{v}`" not in slug_doc} == set(), slug_doc

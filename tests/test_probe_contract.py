@@ -158,3 +158,21 @@ def test_where_sources_are_the_values_the_document_names(tmp_path, config_dir, m
     slug_doc = _documented_meaning("where", "slug_source")
     assert {v for v in seen_cfg if f"`{v}`" not in cfg_doc} == set(), cfg_doc
     assert {v for v in seen_slug if f"`{v}`" not in slug_doc} == set(), slug_doc
+
+
+def test_a_setting_source_is_the_config_file_path_as_documented(tmp_path, config_dir):
+    """A setting's source is the absolute path of config.toml (the config
+    document's config_file) or "default"; the row model's description (the
+    field table, 'memctl schema setting') said "config.toml or default",
+    a value memctl never prints."""
+    config_dir.mkdir(parents=True, exist_ok=True)
+    (config_dir / "config.toml").write_text("[memory]\nmax_bytes = 1000\n")
+    store = tmp_path / "s"
+    store.mkdir()
+    doc = orjson.loads(run_cli("--store", str(store), "config", "--json").stdout_bytes)
+    sources = {row["key"]: row["source"] for row in doc["settings"]}
+    assert sources["memory.max_bytes"] == doc["config_file"] == str(config_dir / "config.toml")
+    assert sources["memory.enabled"] == "default"
+    desc = _schema("setting")["properties"]["source"]["description"]
+    assert "path" in desc and "default" in desc, desc
+    assert f"| `source` | string |  | {desc} |" in (REPO / "docs" / "OUTPUT.md").read_text()

@@ -283,7 +283,7 @@ SETTING = RowModel("config", "setting", "One [memory] setting.", (
     Field("key", "string", "memory.<name>"),
     Field("value", "scalar", "the effective value"),
     Field("default", "scalar", "the default value"),
-    Field("source", "string", "config.toml or default"),
+    Field("source", "string", "the absolute path of config.toml (config_file) when set there, else default"),
 ), ids=("key",))
 
 MATCH = RowModel("grep", "match", "One line of a transcript field that matches.", (

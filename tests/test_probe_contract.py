@@ -176,3 +176,17 @@ def test_a_setting_source_is_the_config_file_path_as_documented(tmp_path, config
     desc = _schema("setting")["properties"]["source"]["description"]
     assert "path" in desc and "default" in desc, desc
     assert f"| `source` | string |  | {desc} |" in (REPO / "docs" / "OUTPUT.md").read_text()
+
+
+@pytest.mark.parametrize("fmt", ["xx", "JSONL", "github"])
+def test_migrate_legacy_names_its_own_formats_for_an_unknown_one(tmp_path, config_dir, fmt):
+    """migrate-legacy takes text, table, json, jsonl, csv and tsv, no tabulate
+    name; a name it does not know was answered with the listings' message
+    ("... or a tabulate format name (plain, github, grid, ...)"), which
+    offers names it then refuses ('--format github': another message)."""
+    project = tmp_path / "p"
+    project.mkdir()
+    r = run_cli("-C", str(project), "migrate-legacy", "--dry-run", "--format", fmt)
+    assert r.exit_code == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and "tabulate" not in r.stderr, r.stderr
+    assert "text, table, json, jsonl, csv or tsv" in r.stderr, r.stderr

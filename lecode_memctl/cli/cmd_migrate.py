@@ -234,9 +234,10 @@ def migrate_legacy(
 
     from .output import check_format, echo, safe
 
-    fmt_name = check_format(None if fmt == "text" else fmt, json_flag=json_)
-    if fmt_name not in ("table", "json", "jsonl", "csv", "tsv"):
+    # (its own names, checked first: check_format would offer tabulate names)
+    if fmt is not None and fmt not in ("text", "table", "json", "jsonl", "csv", "tsv"):
         raise UsageError(f"unknown format {fmt!r}; use text, table, json, jsonl, csv or tsv")
+    fmt_name = check_format(None if fmt == "text" else fmt, json_flag=json_)
     json_ = fmt_name != "table"   # a machine format: no prompt, no text
     if STATE.store_option:
         raise UsageError("migrate-legacy works on a project (--project or the current "

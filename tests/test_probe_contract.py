@@ -190,3 +190,24 @@ def test_migrate_legacy_names_its_own_formats_for_an_unknown_one(tmp_path, confi
     assert r.exit_code == 2, r.stderr
     assert r.stderr.count("\n") == 1 and "tabulate" not in r.stderr, r.stderr
     assert "text, table, json, jsonl, csv or tsv" in r.stderr, r.stderr
+
+
+def test_usage_lists_a_transcript_without_a_complete_header_as_refused(damaged, tmp_path):
+    """An empty transcript, or one whose header line has no newline, is
+    refused by every reader (FORMAT.md: refused_header; 'memctl sessions'
+    lists it refused, grep lists it in skipped); usage's help says such
+    sessions are "skipped and listed", but usage neither counted nor listed
+    them: sessions != sessions_counted + refused_sessions."""
+    import shutil
+
+    store = tmp_path / "s"
+    shutil.copytree(damaged.store.path, store)
+    (store / "sessions" / "empty-z.jsonl").write_bytes(b"")
+    (store / "sessions" / "torn-w.jsonl").write_bytes(b'{"seq":0,"type":"session"')
+    glob = ["--store", str(store), "--slug", damaged.store.slug]
+    refused = {r["id"] for r in orjson.loads(run_cli(*glob, "sessions", "--json").stdout_bytes)
+               if r["state"] == "refused"}
+    assert {"empty-z", "torn-w"} <= refused
+    doc = orjson.loads(run_cli(*glob, "usage", "--json").stdout_bytes)
+    assert set(doc["refused_sessions"]) == refused, doc["refused_sessions"]
+    assert doc["sessions"] == doc["sessions_counted"] + len(doc["refused_sessions"])

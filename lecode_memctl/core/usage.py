@@ -238,10 +238,12 @@ def _account(rep: UsageReport, store: Store, sid: str, f: _File, since: datetime
     """The events of one transcript: its header line, then only the lines
     holding ``"event"`` (:meth:`_File.marked_lines`: the file is searched a
     block at a time, and a line without the mark is never joined, however
-    long; issue 16.5).  A transcript without a complete line is neither
-    counted nor refused."""
+    long; issue 16.5).  A transcript without a complete line (empty, or a
+    header without its newline) is refused, as every reader refuses it
+    (``refused_header``)."""
     start, first = f.line_at(0)
     if first is None:
+        rep.refused.append(sid)
         return
     counted, created = _header(rep, store, sid, first)
     if not counted:

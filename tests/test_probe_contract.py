@@ -211,3 +211,17 @@ def test_usage_lists_a_transcript_without_a_complete_header_as_refused(damaged, 
     doc = orjson.loads(run_cli(*glob, "usage", "--json").stdout_bytes)
     assert set(doc["refused_sessions"]) == refused, doc["refused_sessions"]
     assert doc["sessions"] == doc["sessions_counted"] + len(doc["refused_sessions"])
+
+
+def test_the_facts_documents_learning_members_are_documented(damaged):
+    """'memctl facts --help' sends to docs/OUTPUT.md for the fields; the
+    document's learning object (the newest learning event) has members the
+    page did not name."""
+    glob = ["--config-dir", str(damaged.config_dir), "-C", str(damaged.project)]
+    doc = orjson.loads(run_cli(*glob, "facts", "--json").stdout_bytes)
+    assert doc["learning"] is not None
+    text = (REPO / "docs" / "OUTPUT.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| `facts` | "))
+    m = re.search(r'"learning": \{([^}]*)\}', row)
+    assert m, row
+    assert re.findall(r'"([a-z_]+)"', m.group(1)) == list(doc["learning"]), row

@@ -225,3 +225,18 @@ def test_the_facts_documents_learning_members_are_documented(damaged):
     m = re.search(r'"learning": \{([^}]*)\}', row)
     assert m, row
     assert re.findall(r'"([a-z_]+)"', m.group(1)) == list(doc["learning"]), row
+
+
+def test_the_validate_documents_totals_members_are_documented(damaged):
+    """'memctl validate --help': "The fields are listed in docs/OUTPUT.md";
+    the document's totals object ({error, warning, info, ignored}) was only
+    named there, without its members."""
+    glob = ["--config-dir", str(damaged.config_dir), "-C", str(damaged.project)]
+    doc = orjson.loads(run_cli(*glob, "validate", "--json").stdout_bytes)
+    assert doc["stores"] == len(doc["projects"])
+    text = (REPO / "docs" / "OUTPUT.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| `validate` | "))
+    m = re.search(r'"totals": \{([^}]*)\}', row)
+    assert m, row
+    assert re.findall(r'"([a-z_]+)"', m.group(1)) == list(doc["totals"]), row
+    assert sum(doc["totals"][k] for k in ("error", "warning", "info")) == len(doc["findings"])

@@ -240,3 +240,21 @@ def test_the_validate_documents_totals_members_are_documented(damaged):
     assert m, row
     assert re.findall(r'"([a-z_]+)"', m.group(1)) == list(doc["totals"]), row
     assert sum(doc["totals"][k] for k in ("error", "warning", "info")) == len(doc["findings"])
+
+
+def test_an_empty_list_is_an_empty_cell_as_documented(damaged):
+    """A list's cell is decided by its items (joined with ';', else compact
+    JSON), so an empty list, even of a list-of-objects field (history's
+    provenance of a source-validated revision), is an empty cell, the cell
+    of null: docs/OUTPUT.md's flat encoding now says so, where it read as if
+    provenance, a list of objects, were always compact JSON ('[]')."""
+    glob = ["--config-dir", str(damaged.config_dir), "-C", str(damaged.project)]
+    fid = damaged.facts["preference"]
+    rows = orjson.loads(run_cli(*glob, "history", fid, "--json").stdout_bytes)["revisions"]
+    assert rows and all(r["provenance"] == [] for r in rows)
+    table = list(csv.DictReader(io.StringIO(run_cli(*glob, "history", fid, "--format",
+                                                    "csv").stdout, newline="")))
+    assert [t["provenance"] for t in table] == [""] * len(rows)
+    text = (REPO / "docs" / "OUTPUT.md").read_text()
+    para = text.split("- **Flat encoding in CSV/TSV.**", 1)[1].split("\n- **", 1)[0]
+    assert "an empty list" in " ".join(para.split()), para

@@ -258,3 +258,21 @@ def test_an_empty_list_is_an_empty_cell_as_documented(damaged):
     text = (REPO / "docs" / "OUTPUT.md").read_text()
     para = text.split("- **Flat encoding in CSV/TSV.**", 1)[1].split("\n- **", 1)[0]
     assert "an empty list" in " ".join(para.split()), para
+
+
+def test_migrate_legacy_result_is_null_whenever_nothing_was_applied(tmp_path, config_dir):
+    """With nothing left to copy, 'migrate-legacy --yes' prints the plan
+    (dry_run false, applied false) with every item's result null; the field
+    said "null in a dry run", so a script took null for "not a dry run" as a
+    missing result.  The description now says: null unless applied."""
+    from lecode_memctl.core.demo import build_demo
+
+    demo = build_demo(tmp_path / "d")
+    glob = ["--config-dir", str(demo.config_dir), "-C", str(demo.project)]
+    first = orjson.loads(run_cli(*glob, "migrate-legacy", "--yes", "--json").stdout_bytes)
+    assert first["applied"] is True and all(i["result"] for i in first["items"])
+    again = orjson.loads(run_cli(*glob, "migrate-legacy", "--yes", "--json").stdout_bytes)
+    assert (again["dry_run"], again["applied"]) == (False, False)
+    assert [i["result"] for i in again["items"]] == [None] * len(again["items"])
+    desc = _schema("item")["properties"]["result"]["description"]
+    assert "applied" in desc.split(";")[0], desc

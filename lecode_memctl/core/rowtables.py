@@ -266,7 +266,8 @@ PLAN_ITEM = RowModel("migrate-legacy", "item", "One file of the migration plan."
     Field("action", "string", "copy or skip"),
     Field("reason", "string", "why it is skipped", True),
     Field("conflict", "boolean", "whether skipping it loses content"),
-    Field("result", "string", "null in a dry run; after applying: copied, skipped (a skip item), "
+    Field("result", "string", "null unless applied (a dry run, or nothing to copy: applied false); "
+          "after applying: copied, skipped (a skip item), "
           "identical, conflict, source_changed", True),
     Field("store", "integer", "index of the legacy store (#N in the plan)"),
     Field("name", "string", "the file relative to the store"),

@@ -276,3 +276,24 @@ def test_migrate_legacy_result_is_null_whenever_nothing_was_applied(tmp_path, co
     assert [i["result"] for i in again["items"]] == [None] * len(again["items"])
     desc = _schema("item")["properties"]["result"]["description"]
     assert "applied" in desc.split(";")[0], desc
+
+
+def test_list_codes_gives_both_severities_of_every_code_reported_at_two(tmp_path, config_dir):
+    """session.missing_header is a WARNING when the transcript changed in the
+    last 60 s and an ERROR otherwise (FORMAT.md, its meaning), as
+    session.torn_tail is; 'validate --list-codes' said "warning or error"
+    for torn_tail only and plain "error" for missing_header, so a script
+    taking the severities a code can have from it missed the warning."""
+    from lecode_memctl.core.demo import build_demo
+
+    demo = build_demo(tmp_path / "d")
+    (demo.store.path / "sessions" / "fresh-q.jsonl").write_bytes(b"")   # changed just now
+    glob = ["--config-dir", str(demo.config_dir), "-C", str(demo.project)]
+    seen = {(f["code"], f["severity"]) for f in orjson.loads(
+        run_cli(*glob, "validate", "--json").stdout_bytes)["findings"]}
+    assert ("session.missing_header", "warning") in seen
+    codes = {r["code"]: r["severity"] for r in orjson.loads(
+        run_cli("validate", "--list-codes", "--json").stdout_bytes)}
+    for code, severity in seen:
+        assert severity in codes[code].split(" or "), (code, severity, codes[code])
+    assert codes["session.missing_header"] == codes["session.torn_tail"] == "warning or error"

@@ -438,8 +438,10 @@ def _list_codes(fmt: str) -> None:
 
     from .output import render_records
 
-    rows = [CODE.row(code=c, severity=("warning or error" if c == "session.torn_tail"
-                                       else i.severity),
+    # (the two codes reported as a WARNING when their transcript changed in
+    # the last 60 s, an ERROR otherwise: their meaning says which)
+    two = ("session.torn_tail", "session.missing_header")
+    rows = [CODE.row(code=c, severity=("warning or error" if c in two else i.severity),
                      group=i.check, deep=i.deep_only, meaning=i.meaning)
             for c, i in sorted(CODES.items())]
     render_records(CODE, rows, fmt, columns=["code", "severity", "group", "meaning"])

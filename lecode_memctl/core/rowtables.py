@@ -253,7 +253,8 @@ SUMMARY = RowModel("validate", "summary", "The audit of one store (after its fin
 CODE = RowModel("validate --list-codes", "code", "One finding code validate can report.", (
     _t('"code"'),
     Field("code", "string", "the finding code"),
-    Field("severity", "string", "error, warning or info (session.torn_tail: warning or error)"),
+    Field("severity", "string", "error, warning or info (session.torn_tail, session.missing_header: "
+          "warning or error)"),
     Field("group", "string", "the check it belongs to (--ignore 'group.*')"),
     Field("deep", "boolean", "only looked for with --deep"),
     Field("meaning", "string", "what it means"),

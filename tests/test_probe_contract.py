@@ -297,3 +297,19 @@ def test_list_codes_gives_both_severities_of_every_code_reported_at_two(tmp_path
     for code, severity in seen:
         assert severity in codes[code].split(" or "), (code, severity, codes[code])
     assert codes["session.missing_header"] == codes["session.torn_tail"] == "warning or error"
+
+
+def test_where_kind_is_one_of_the_values_the_document_names(damaged, tmp_path):
+    """The where table said kind is "a git checkout, a worktree, not a git
+    checkout, ..."; memctl prints main checkout, linked worktree, submodule,
+    not a git checkout, or "store given with --store"."""
+    kinds = set()
+    for glob in (["-C", str(damaged.project)], ["-C", str(damaged.worktree)],
+                 ["-C", str(tmp_path)], ["--store", str(damaged.store.path)]):
+        r = run_cli("--config-dir", str(damaged.config_dir), *glob, "where", "--json")
+        assert r.exit_code == 0, r.stderr
+        kinds.add(orjson.loads(r.stdout_bytes)["kind"])
+    assert {"main checkout", "linked worktree", "not a git checkout",
+            "store given with --store"} <= kinds
+    doc = _documented_meaning("where", "kind")
+    assert {k for k in kinds if f"`{k}`" not in doc} == set(), doc

@@ -313,3 +313,23 @@ def test_where_kind_is_one_of_the_values_the_document_names(damaged, tmp_path):
             "store given with --store"} <= kinds
     doc = _documented_meaning("where", "kind")
     assert {k for k in kinds if f"`{k}`" not in doc} == set(), doc
+
+
+def test_facts_total_is_documented_for_session(damaged):
+    """facts --json's total: null with --status, --query, --since, --until;
+    with --session alone it is the number of that session's facts (the
+    suite's test_facts_session_check relies on it), where the page said
+    "null when a filter is given" and lists --session among the filters."""
+    glob = ["--config-dir", str(damaged.config_dir), "-C", str(damaged.project)]
+
+    def total(*a):
+        return orjson.loads(run_cli(*glob, "facts", *a, "--json").stdout_bytes)["total"]
+
+    assert total("--session", "demo-alpha") == len(orjson.loads(run_cli(
+        *glob, "facts", "--session", "demo-alpha", "--json").stdout_bytes)["facts"]) > 0
+    for a in (["--status", "valid"], ["--query", "e"], ["--since", "1d"], ["--until", "1d"]):
+        assert total(*a) is None, a
+    text = (REPO / "docs" / "OUTPUT.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| `facts` | "))
+    assert "`total` is null when a filter is given" not in row
+    assert "`--session`" in row.split("`total`", 1)[1].split(";")[0], row

@@ -333,3 +333,15 @@ def test_facts_total_is_documented_for_session(damaged):
     row = next(line for line in text.splitlines() if line.startswith("| `facts` | "))
     assert "`total` is null when a filter is given" not in row
     assert "`--session`" in row.split("`total`", 1)[1].split(";")[0], row
+
+
+def test_schema_is_documented_as_json_without_a_json_option():
+    """OUTPUT.md's table of each command's '--json' document has a row for
+    schema, which takes no --json (usage error, exit 2): it prints JSON
+    always.  The row now says so."""
+    assert run_cli("schema", "--json").exit_code == 2
+    doc = orjson.loads(run_cli("schema").stdout_bytes)
+    assert list(doc) == ["schema_version", "records"]
+    text = (REPO / "docs" / "OUTPUT.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| `schema` | "))
+    assert "no `--json`" in row, row

@@ -460,3 +460,31 @@ def test_the_kept_hits_of_short_strings_change_no_finding(tmp_path, monkeypatch)
     monkeypatch.setattr(secrets, "SHORT_TEXT", -1)
     assert [scan(root), scan(planted.store)] == kept
     assert len(kept[0]) == 3 and len(kept[1]) == 7
+
+
+def test_all_projects_lists_a_symlinked_store_as_skipped(tmp_path, config_dir):
+    """A symbolic link under <config dir>/memory/ is not followed, and is
+    listed, as the help says of links: a scan row whose one skipped entry is
+    the store itself (validate --all-projects reports it as layout.symlink).
+    It was left out silently: no row, as if it were not there."""
+    mem = config_dir / "memory"
+    mem.mkdir(parents=True)
+    p = secretstore.build(tmp_path / "b", seed=3)
+    os.rename(p.store, tmp_path / "elsewhere")
+    os.symlink(tmp_path / "elsewhere", mem / "app-0123456789ab")
+    (mem / "clean-0123456789ab").mkdir()
+    (mem / "clean-0123456789ab" / "MEMORY.md").write_text("# nothing here\n")
+    before = tree_hash(tmp_path / "elsewhere")
+    r = run_cli("secrets", "--all-projects", "--json")
+    assert r.exit_code == 0, r.stdout       # (skipped on purpose, as a link in a store is)
+    doc = orjson.loads(r.stdout_bytes)
+    rows = {s["project"]: s for s in doc["projects"]}
+    assert list(rows) == ["app-0123456789ab", "clean-0123456789ab"]
+    link = rows["app-0123456789ab"]
+    assert link["ok"] is True and link["files_scanned"] == 0 and link["findings"] == 0
+    assert [(s["file"], s["unreadable"]) for s in link["skipped"]] == [(".", False)]
+    assert "symbolic link" in link["skipped"][0]["reason"]
+    assert doc["findings"] == []
+    human = run_cli("secrets", "--all-projects")
+    assert "app-0123456789ab: OK" in human.stdout and "skipped .: " in human.stdout
+    assert tree_hash(tmp_path / "elsewhere") == before

@@ -248,6 +248,23 @@ def _default_allowlist() -> Path | None:
     return p if p.exists() else None
 
 
+
+def _linked_store(path: Path, name: str) -> Any:
+    """The scan row of an entry of <config dir>/memory/ that is a symbolic
+    link (secrets --all-projects): never followed, its one skipped entry
+    the store itself, on purpose (as a link in a store is skipped), as
+    validate --all-projects reports it (layout.symlink)."""
+    import os
+
+    from lecode_memctl.core.secrets import SecretsReport, Skipped
+
+    try:
+        target = f" to {os.readlink(path)!r}"
+    except OSError:
+        target = ""
+    return SecretsReport(name, os.fspath(path), skipped=[Skipped(
+        ".", f"the store directory is a symbolic link{target}; not followed", False)])
+
 def _jobs(n: int) -> int:
     import os
 
@@ -346,9 +363,10 @@ def secrets(
     import time
 
     from lecode_memctl.core.errors import UsageError
-    from lecode_memctl.core.inventory import store_dirs
+    from lecode_memctl.core.inventory import store_entries
+    from lecode_memctl.core.layout import store_at
     from lecode_memctl.core.rowmodel import SCHEMA_VERSION, SECRET, utc_time
-    from lecode_memctl.core.secrets import Detector, load_allowlist, scan_store
+    from lecode_memctl.core.secrets import Detector, SecretsReport, load_allowlist, scan_store
 
     from .output import REPORT_ALIASES, dumps, fixed_format, safe
     from .state import output_file, path_option
@@ -359,15 +377,24 @@ def secrets(
     if all_projects:
         if STATE.store_option:
             raise UsageError("--all-projects conflicts with --store")
-        stores = store_dirs(STATE.config_dir().path)
+        entries = store_entries(STATE.config_dir().path)
+        stores = [store_at(e.path) for e in entries if not e.is_link]
     else:
+        entries = None
         stores = [STATE.existing_store()]
     out = output_file(output, stores, command="secrets",
                       config_dir=STATE.config_dir().path if all_projects else None)
     detector = Detector()
-    reports = [scan_store(st, detector=detector, allowlist=allowed, jobs=_jobs(jobs),
+
+    def scanned(st: Any) -> SecretsReport:
+        return scan_store(st, detector=detector, allowlist=allowed, jobs=_jobs(jobs),
                           lock_wait=lock_wait)
-               for st in stores]
+
+    if entries is None:
+        reports = [scanned(stores[0])]
+    else:
+        reports = [_linked_store(e.path, e.name) if e.is_link else scanned(store_at(e.path))
+                   for e in entries]
     ok = all(r.ok for r in reports)
     code = 0 if ok else 1
     findings = [f for r in reports for f in r.findings]

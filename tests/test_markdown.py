@@ -418,6 +418,12 @@ def test_search_no_hits_and_no_store(store_dir, tmp_path):
     assert "no matches in 6 Markdown files" in r.stderr
     (store_dir / "MEMORY.md").unlink()
     assert "no matches in 5 Markdown files" in cli(store_dir, "search", "zzz").stderr
+    # past the last hit there were matches: not "no matches"
+    hits = cli(store_dir, "search", "e", "--format", "jsonl").stdout.count("\n")
+    assert hits > 0
+    r = cli(store_dir, "search", "e", "--offset", str(hits))
+    assert (r.exit_code, r.stdout) == (0, "")
+    assert r.stderr == f"memctl: no hits past --offset {hits} in 5 Markdown files\n"
     r = run_cli("--store", str(tmp_path / "none"), "search", "x")
     assert r.exit_code == 3
 

@@ -163,7 +163,8 @@ def _expected(store, pattern: str, fmt: str, *, limit: int | None, offset: int,
         err.append(f"memctl: stopped after {cap} hits; more exist (use --limit N, or "
                    f"--offset {offset + cap} for the next hits)")
     elif not ref.hits:
-        err.append(f"memctl: no matches in {ref.files_searched} Markdown files")
+        what = f"no hits past --offset {offset}" if offset else "no matches"
+        err.append(f"memctl: {what} in {ref.files_searched} Markdown files")
     return out, err, doc
 
 

@@ -275,7 +275,9 @@ def search(
         echo(f"memctl: stopped after {run.limit} hits; more exist (use --limit N, or "
              f"--offset {(offset or 0) + run.limit} for the next hits)", err=True)
     elif not run.given:
-        echo(f"memctl: no matches in {run.files_searched} Markdown files", err=True)
+        # (past --offset there may have been hits: not "no matches" then)
+        what = f"no hits past --offset {offset}" if offset else "no matches"
+        echo(f"memctl: {what} in {run.files_searched} Markdown files", err=True)
 
 
 #: The editor when neither $VISUAL nor $EDITOR is set (git's fallback too).

@@ -1,7 +1,6 @@
 """``memctl where`` and ``memctl config``: finding a store and its settings."""
 
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -12,6 +11,21 @@ from .registry import command
 from .state import STATE
 
 
+def _where_path(path: str) -> str:
+    """``where``'s PATH, refused as ``--project PATH`` is: empty, a usage
+    error; missing, not found (exit 3), never a project made up for it."""
+    import os
+
+    from lecode_memctl.core.errors import NotFound
+
+    from .state import path_option
+
+    path_option("PATH", path)
+    if not os.path.exists(path):
+        raise NotFound(f"PATH {path}: no such directory")
+    return path
+
+
 @command(epilog="""\
 \b
 Examples:
@@ -20,7 +34,7 @@ Examples:
   memctl where --json | jq -r .store
 """)
 def where(
-    path: Annotated[Path | None, typer.Argument(
+    path: Annotated[str | None, typer.Argument(  # str: "" is refused, not "." (Path(""))
         metavar="PATH", help="A directory inside the project (default: --project or the current directory).",
         show_default=False)] = None,
     json_: JsonOpt = False,
@@ -50,7 +64,7 @@ def where(
         ident = None
     else:
         STATE.check_slug_option()
-        ident = resolve_project(path if path is not None else STATE.project_dir())
+        ident = resolve_project(_where_path(path) if path is not None else STATE.project_dir())
         store = Store(memory_root(cfg.path) / ident.slug, ident.slug, ident, "project",
                       "the project root")
     items = inventory(store)

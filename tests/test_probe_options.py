@@ -5,6 +5,8 @@ tests/test_bad_input.py and tests/test_empty_path_options.py hold the corpus."""
 
 from __future__ import annotations
 
+import pytest
+
 from .conftest import run_cli
 
 
@@ -37,3 +39,26 @@ def test_where_a_missing_path_is_not_found(tmp_path, config_dir):
     assert not (config_dir / "memory").exists()
     r = run_cli("where", str(tmp_path))          # an existing one still works
     assert r.exit_code == 0, r.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["verify", ""],                      # verified the working directory as a bundle: exit 1
+    ["demo", "--into", ""],              # built the demo in the working directory
+    ["projects", "--root", ""],          # took the working directory as a project
+    ["projects", "--root", "/", "--root", ""],
+    ["secrets", "--allowlist", ""],      # ".: cannot read the allowlist: Is a directory"
+    ["--store", "{store}", "redact", "--dry-run", "--allowlist", ""],
+])
+def test_an_empty_path_is_a_usage_error_not_the_working_directory(args, tmp_path, monkeypatch,
+                                                                   config_dir):
+    """typer makes Path("") of an empty PATH, which is "."; a path option or
+    argument given "" is refused, as --project and --output are."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (tmp_path / "store").mkdir()
+    monkeypatch.chdir(work)
+    r = run_cli(*(a.replace("{store}", str(tmp_path / "store")) for a in args))
+    assert r.exit_code == 2, (args, r.exit_code, r.stdout, r.stderr)
+    line = _one_error_line(r.stderr)
+    assert "empty" in line, line
+    assert list(work.iterdir()) == []

@@ -577,7 +577,7 @@ Examples:
   memctl projects --json | jq -r '.[] | select(.root_exists == false) | .slug'
 """)
 def projects(
-    root: Annotated[list[Path] | None, typer.Option(
+    root: Annotated[list[str] | None, typer.Option(  # str: "" is refused, not "." (Path(""))
         "--root", metavar="PATH",
         help="A project you know of (repeatable): lets memctl name its store's root and "
              "recognise legacy stores of directories inside it.")] = None,
@@ -619,7 +619,10 @@ def projects(
         current = STATE.project_dir()
     except (OSError, MemctlError):  # a deleted working directory: no current project
         current = None
-    infos = list_projects(cfg.path, current=current, roots=root or [])
+    from .state import path_option
+
+    roots = [Path(str(path_option("--root", r))) for r in root or ()]
+    infos = list_projects(cfg.path, current=current, roots=roots)
     rows = sort_rows([PROJECT.row(**i.to_json()) for i in infos], sort, PROJECT_SORTS, "slug")
     render_records(PROJECT, window(rows, offset, limit), fmt_name,
                    columns=["slug", "kind", "root", "root_exists", "sessions", "facts", "size",

@@ -131,7 +131,7 @@ Examples:
   memctl verify case-42.tar.gz --json | jq '.problems[]'
 """)
 def verify(
-    bundle: Annotated[Path, typer.Argument(
+    bundle: Annotated[str, typer.Argument(  # str: "" is refused, not "." (Path(""))
         metavar="BUNDLE", help="A bundle 'memctl export' wrote, or a directory it was "
                                "unpacked into.", show_default=False)],
     json_: JsonOpt = False,
@@ -160,7 +160,9 @@ def verify(
     """
     from lecode_memctl.core.bundle import verify_bundle
 
-    rep = verify_bundle(bundle, parallel=True)
+    from .state import path_option
+
+    rep = verify_bundle(Path(str(path_option("BUNDLE", bundle))), parallel=True)
     try:
         _report(rep, json_)
     finally:

@@ -17,7 +17,7 @@ Examples:
   memctl demo --into /tmp/memdemo   build into a directory of your choice (kept)
 """)
 def demo(
-    into: Annotated[Path | None, typer.Option(
+    into: Annotated[str | None, typer.Option(  # str: "" is refused, not "." (Path(""))
         "--into", metavar="DIR",
         help="Build the demo in DIR (must be absent or empty); implies --keep.")] = None,
     keep: Annotated[bool, typer.Option(
@@ -48,7 +48,9 @@ def demo(
 
     from .main import main as run
     from .output import echo, safe
+    from .state import path_option
 
+    into = path_option("--into", into)
     if into is not None:
         base = Path(os.path.abspath(into))
         if base.exists() and (not base.is_dir() or any(base.iterdir())):

@@ -243,6 +243,14 @@ def _print_hit(hit, context: int) -> None:  # noqa: ANN001
 SECRETS_FORMATS = SECRETS_FORMAT_NAMES
 
 
+def _allowlist(value: str | None) -> Path | None:
+    """``--allowlist FILE`` (an empty path is a usage error), else the default."""
+    from .state import path_option
+
+    value = path_option("--allowlist", value)
+    return Path(value) if value is not None else _default_allowlist()
+
+
 def _default_allowlist() -> Path | None:
     p = STATE.config_dir().path / "memctl-secrets-allowlist"
     return p if p.exists() else None
@@ -301,7 +309,7 @@ replaced atomically whatever the findings; alert on memctl_secrets_ok == 0):
 def secrets(
     all_projects: Annotated[bool, typer.Option(
         "--all-projects", help="Audit every store under <config dir>/memory/.")] = False,
-    allowlist: Annotated[Path | None, typer.Option(
+    allowlist: Annotated[str | None, typer.Option(  # str: "" is refused, not "." (Path(""))
         "--allowlist", metavar="FILE",
         help="Known false positives: SHA-256 hashes of values, one per line (default: "
              "<config dir>/memctl-secrets-allowlist when it exists).")] = None,
@@ -373,7 +381,7 @@ def secrets(
 
     output = path_option("--output", output)
     fmt = fixed_format(fmt, json_flag=json_, choices=SECRETS_FORMATS, aliases=REPORT_ALIASES)
-    allowed = load_allowlist(allowlist if allowlist is not None else _default_allowlist())
+    allowed = load_allowlist(_allowlist(allowlist))
     if all_projects:
         if STATE.store_option:
             raise UsageError("--all-projects conflicts with --store")
@@ -471,7 +479,7 @@ def redact(
     pattern: Annotated[str | None, typer.Option(
         "--pattern", metavar="REGEX",
         help="Only findings whose value matches this Python regular expression.")] = None,
-    allowlist: Annotated[Path | None, typer.Option(
+    allowlist: Annotated[str | None, typer.Option(  # str: "" is refused, not "." (Path(""))
         "--allowlist", metavar="FILE",
         help="Hashes of values to leave alone (as for 'memctl secrets').")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; write nothing.")] = False,
@@ -561,7 +569,7 @@ def redact(
         for sid in session:
             if not session_file_exists(ss.dir, sid):
                 raise ss.not_found(sid)
-    allowed = load_allowlist(allowlist if allowlist is not None else _default_allowlist())
+    allowed = load_allowlist(_allowlist(allowlist))
     report = scan_store(store, detector=Detector(), allowlist=allowed, jobs=_jobs(jobs),
                         lock_wait=lock_wait)
     if report.unreadable:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import run_cli
+from .builders import copy_demo
+from .conftest import run_cli, tree_hash
 
 
 def _one_error_line(stderr: str) -> str:
@@ -62,3 +63,38 @@ def test_an_empty_path_is_a_usage_error_not_the_working_directory(args, tmp_path
     line = _one_error_line(r.stderr)
     assert "empty" in line, line
     assert list(work.iterdir()) == []
+
+
+def _bounded() -> None:  # the child of a subprocess run: at most 1 GiB of memory
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+
+@pytest.mark.parametrize("kind", ["fifo", "/dev/full", "/dev/zero"])
+@pytest.mark.parametrize("command", [["secrets"], ["redact", "--dry-run"]])
+def test_an_allowlist_that_is_not_a_regular_file_is_refused_at_once(kind, command, tmp_path,
+                                                                     demo_template):
+    """``--allowlist FIFO`` waited forever for a writer, and ``--allowlist
+    /dev/full`` (or /dev/zero) read zeros until memory ran out: the allowlist
+    is read as every other file memctl reads, a regular file (or a link to
+    one) opened without blocking.  (A real process, bounded in time and
+    memory: the bug hangs or eats memory.)"""
+    import os
+    import subprocess
+    import sys
+
+    store = copy_demo(demo_template, tmp_path / "demo")
+    before = tree_hash(store)
+    if kind == "fifo":
+        path = str(tmp_path / "fifo")
+        os.mkfifo(path)
+    else:
+        path = kind
+    p = subprocess.run([sys.executable, "-m", "lecode_memctl", "--store", str(store), *command,
+                        "--allowlist", path], capture_output=True, timeout=30,
+                       preexec_fn=_bounded)
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    line = _one_error_line(p.stderr.decode())
+    assert "not a regular file" in line and "allowlist" in line, line
+    assert tree_hash(store) == before

@@ -45,7 +45,7 @@ from typing import Any
 import orjson
 
 from ._lazy import lazy_compile
-from .atomic import open_nofollow, open_owned, open_regular
+from .atomic import open_nofollow, open_owned, open_regular, read_regular
 from .errors import MemctlError, UsageError
 from .layout import FACTS_DB, SESSIONS_DIR, Store
 
@@ -294,8 +294,10 @@ def load_allowlist(path: str | os.PathLike[str] | None) -> frozenset[str]:
     if path is None:
         return frozenset()
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
+        # a regular file (or a link to one) opened without blocking: a FIFO
+        # or a device (/dev/zero) in its place is refused, never waited on
+        # or read without end
+        raw = read_regular(path, follow=True)
     except FileNotFoundError:
         raise UsageError(f"{path}: no such allowlist file") from None
     except OSError as exc:

@@ -98,3 +98,32 @@ def test_an_allowlist_that_is_not_a_regular_file_is_refused_at_once(kind, comman
     line = _one_error_line(p.stderr.decode())
     assert "not a regular file" in line and "allowlist" in line, line
     assert tree_hash(store) == before
+
+
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero", ""])
+def test_correct_text_file_that_is_not_a_regular_file_is_refused_at_once(kind, tmp_path,
+                                                                          demo_template):
+    """``correct --text-file FIFO`` waited forever for a writer, ``--text-file
+    /dev/zero`` read until memory ran out (exit 70), and ``--text-file ""``
+    said ": cannot read: Is a directory" (Path("") is "."): FILE is read as
+    a regular file (or a link to one), an empty path is refused; nothing is
+    written."""
+    import os
+    import subprocess
+    import sys
+
+    store = copy_demo(demo_template, tmp_path / "demo")
+    before = tree_hash(store)
+    if kind == "fifo":
+        path = str(tmp_path / "fifo")
+        os.mkfifo(path)
+    else:
+        path = kind
+    p = subprocess.run([sys.executable, "-m", "lecode_memctl", "--store", str(store), "correct",
+                        demo_template.facts["preference"], "2", "demo-alpha", "1", "1",
+                        "--text-file", path], capture_output=True, timeout=30,
+                       stdin=subprocess.DEVNULL, preexec_fn=_bounded)
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    line = _one_error_line(p.stderr.decode())
+    assert ("empty" if kind == "" else "not a regular file") in line, line
+    assert tree_hash(store) == before

@@ -8,7 +8,6 @@ even a ``-wal``/``-shm`` file, and still see what a live agent committed.
 
 
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -727,8 +726,16 @@ def correct(
     if (text is None) == (text_file is None):
         raise UsageError("give the corrected TEXT or --text-file (not both)")
     if text_file is not None:
+        from lecode_memctl.core.atomic import read_regular
+
+        from .state import path_option
+
+        path_option("--text-file", text_file)
         try:
-            data = sys.stdin.buffer.read() if text_file == "-" else Path(text_file).read_bytes()
+            # FILE: a regular file (or a link to one) opened without blocking;
+            # a FIFO or a device is refused, never waited on or read without end
+            data = (sys.stdin.buffer.read() if text_file == "-"
+                    else read_regular(text_file, follow=True))
         except OSError as exc:
             raise UsageError(f"{text_file}: cannot read: {exc.strerror}") from None
         try:

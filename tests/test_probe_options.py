@@ -127,3 +127,20 @@ def test_correct_text_file_that_is_not_a_regular_file_is_refused_at_once(kind, t
     line = _one_error_line(p.stderr.decode())
     assert ("empty" if kind == "" else "not a regular file") in line, line
     assert tree_hash(store) == before
+
+
+@pytest.mark.parametrize("name", ["aws-acess-key", "AWS Access Key", "", "*"])
+def test_redact_an_unknown_detector_is_a_usage_error(name, tmp_path, demo_template):
+    """``redact --detector aws-acess-key`` (a typo) picked nothing and said
+    "nothing to do", exit 0: a script believed the key erased.  A name no
+    detector has is refused (exit 2) with the names there are."""
+    store = copy_demo(demo_template, tmp_path / "demo")
+    before = tree_hash(store)
+    r = run_cli("--store", str(store), "redact", "--dry-run", "--detector", "private-key",
+                "--detector", name)
+    assert r.exit_code == 2, (r.exit_code, r.stdout, r.stderr)
+    line = _one_error_line(r.stderr)
+    assert "--detector" in line and "aws-access-key" in line, line
+    r = run_cli("--store", str(store), "redact", "--dry-run", "--detector", "aws-access-key")
+    assert r.exit_code == 0, r.stderr
+    assert tree_hash(store) == before

@@ -522,8 +522,8 @@ def redact(
 
     Exit status: 0 done (or nothing to do), 1 declined, or a value kept (a
     session id), 2 usage (a pattern
-    that is not a valid regex; --seq without --session; no --yes off a
-    terminal), 3 no store or session, 4 a Markdown file changed since the
+    that is not a valid regex; --seq without --session; a --detector
+    name no detector has; no --yes off a terminal), 3 no store or session, 4 a Markdown file changed since the
     plan was made (run again), 5 a file of the store that cannot be
     read, or another application's database, 6 a session or the database
     busy, 7 write failed.  An error after a change names what was already
@@ -540,6 +540,7 @@ def redact(
     from lecode_memctl.core.rowmodel import SCHEMA_VERSION
     from lecode_memctl.core.secrets import (
         Detector,
+        detector_slug,
         load_allowlist,
         scan_store,
         select,
@@ -558,6 +559,14 @@ def redact(
         from lecode_memctl.core.grep import compile_pattern
 
         rx = compile_pattern(pattern)
+    scanner = Detector()
+    if detector:
+        # a name no detector has would pick nothing: "nothing to do", exit 0
+        known = sorted({detector_slug(p.secret_type) for p in scanner.plugins})
+        for name in detector:
+            if name not in known:
+                raise UsageError(f"--detector {name!r}: no such detector; use one of "
+                                 + ", ".join(known))
 
     store = STATE.existing_store()
     store.require()
@@ -570,7 +579,7 @@ def redact(
             if not session_file_exists(ss.dir, sid):
                 raise ss.not_found(sid)
     allowed = load_allowlist(_allowlist(allowlist))
-    report = scan_store(store, detector=Detector(), allowlist=allowed, jobs=_jobs(jobs),
+    report = scan_store(store, detector=scanner, allowlist=allowed, jobs=_jobs(jobs),
                         lock_wait=lock_wait)
     if report.unreadable:
         from lecode_memctl.core.errors import StoreBusy, StoreCorrupt, StoreWriteError

@@ -144,3 +144,18 @@ def test_redact_an_unknown_detector_is_a_usage_error(name, tmp_path, demo_templa
     r = run_cli("--store", str(store), "redact", "--dry-run", "--detector", "aws-access-key")
     assert r.exit_code == 0, r.stderr
     assert tree_hash(store) == before
+
+
+@pytest.mark.parametrize(("command", "bad", "good"), [
+    ("notes", "--size", "-size"), ("notes", "---name", "-name"),
+    ("sessions", "--created", "-created"), ("projects", "--size", "-size")])
+def test_sort_takes_one_minus_only(command, bad, good, demo_template):
+    """``--sort --size`` (two dashes, as if SIZE were an option) was taken as
+    ``-size``, descending: every leading dash was stripped.  One dash means
+    descending; more is not a key."""
+    where = ("--config-dir", str(demo_template.config_dir), "-C", str(demo_template.project))
+    r = run_cli(*where, command, f"--sort={bad}")
+    assert r.exit_code == 2, (bad, r.exit_code, r.stdout, r.stderr)
+    assert "--sort" in _one_error_line(r.stderr)
+    r = run_cli(*where, command, f"--sort={good}")
+    assert r.exit_code == 0, (good, r.stderr)

@@ -1569,7 +1569,7 @@ def sort_rows(rows: Iterable[dict[str, Any]], key: str | None, choices: Sequence
 
     spec = key or default
     desc = spec.startswith("-")
-    name = spec.lstrip("-")
+    name = spec[1:] if desc else spec   # one dash: "--size" is not a key
     if name not in choices:
         raise UsageError(f"--sort {spec!r}: use one of {', '.join(choices)} (prefix - for "
                          "descending)")

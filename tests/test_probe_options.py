@@ -159,3 +159,17 @@ def test_sort_takes_one_minus_only(command, bad, good, demo_template):
     assert "--sort" in _one_error_line(r.stderr)
     r = run_cli(*where, command, f"--sort={good}")
     assert r.exit_code == 0, (good, r.stderr)
+
+
+@pytest.mark.parametrize("extra", [["--sort", "bogus"], ["--sort", "size"], ["--offset", "5"],
+                                   ["--limit", "1"]])
+def test_notes_name_refuses_the_listing_options(extra, demo_template):
+    """``notes NAME --sort bogus`` printed the note, exit 0: --sort, --offset
+    and --limit were ignored with NAME (even a --sort no listing takes),
+    where --format is refused there ("applies to the listing")."""
+    where = ("--config-dir", str(demo_template.config_dir), "-C", str(demo_template.project))
+    r = run_cli(*where, "notes", "release", *extra)
+    assert r.exit_code == 2, (extra, r.exit_code, r.stdout, r.stderr)
+    line = _one_error_line(r.stderr)
+    assert extra[0] in line and "listing" in line, line
+    assert run_cli(*where, "notes", *extra).exit_code == (2 if extra[1] == "bogus" else 0)

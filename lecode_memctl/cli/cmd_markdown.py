@@ -173,6 +173,9 @@ def notes(
         target = markdown.note_target(name)
         if fmt not in (None, "json"):
             raise UsageError("--format applies to the listing; use --json to print one note as JSON")
+        for option, value in (("--sort", sort), ("--offset", offset), ("--limit", limit)):
+            if value is not None:
+                raise UsageError(f"{option} applies to the listing, not to one note (NAME)")
         _print_file(STATE.existing_store(), target, json_ or fmt == "json")
         return
     fmt_name = check_format(fmt, json_flag=json_)

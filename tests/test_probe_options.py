@@ -173,3 +173,26 @@ def test_notes_name_refuses_the_listing_options(extra, demo_template):
     line = _one_error_line(r.stderr)
     assert extra[0] in line and "listing" in line, line
     assert run_cli(*where, "notes", *extra).exit_code == (2 if extra[1] == "bogus" else 0)
+
+
+@pytest.mark.parametrize(("kind", "status"), [("dangling link", 4), ("under a file", 7),
+                                              ("name too long", 7)])
+def test_demo_into_that_cannot_be_made_is_not_store_unreadable(kind, status, tmp_path,
+                                                               config_dir):
+    """``demo --into`` a dangling symbolic link said "File exists", and a DIR
+    under a regular file or with a name over 255 bytes "Not a directory" or
+    "File name too long", each with exit 5, "store unreadable", which no store
+    was: a DIR that exists (a link to nowhere included) is exit 4 as for any
+    other, one that cannot be made is a write failure (exit 7)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "file").write_text("x")
+    into = {"dangling link": work / "link", "under a file": work / "file" / "demo",
+            "name too long": work / ("d" * 300)}[kind]
+    if kind == "dangling link":
+        into.symlink_to(work / "nowhere")
+    r = run_cli("demo", "--into", str(into))
+    assert r.exit_code == status, (r.exit_code, r.stderr)
+    assert "--into" in _one_error_line(r.stderr)
+    assert sorted(p.name for p in work.iterdir()) == sorted(
+        ["file"] + (["link"] if kind == "dangling link" else []))

@@ -44,7 +44,7 @@ def demo(
     import tempfile
 
     from lecode_memctl.core.demo import build_demo
-    from lecode_memctl.core.errors import EXIT_PROBLEMS, Conflict
+    from lecode_memctl.core.errors import EXIT_PROBLEMS, Conflict, StoreWriteError
 
     from .main import main as run
     from .output import echo, safe
@@ -53,8 +53,13 @@ def demo(
     into = path_option("--into", into)
     if into is not None:
         base = Path(os.path.abspath(into))
-        if base.exists() and (not base.is_dir() or any(base.iterdir())):
+        # lexists: a link to nowhere exists too (mkdir would say "File exists")
+        if os.path.lexists(base) and (not base.is_dir() or any(base.iterdir())):
             raise Conflict(f"{base}: exists and is not an empty directory; choose another --into")
+        try:
+            base.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # under a file, a name too long, read-only: not a store's fault
+            raise StoreWriteError(f"--into {base}: cannot create: {exc.strerror}") from None
         keep = True
     else:
         base = Path(tempfile.mkdtemp(prefix="memctl-demo-"))

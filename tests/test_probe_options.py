@@ -196,3 +196,24 @@ def test_demo_into_that_cannot_be_made_is_not_store_unreadable(kind, status, tmp
     assert "--into" in _one_error_line(r.stderr)
     assert sorted(p.name for p in work.iterdir()) == sorted(
         ["file"] + (["link"] if kind == "dangling link" else []))
+
+
+def test_slug_after_the_command_as_the_readme_says(tmp_path):
+    """README: every global option but --version "may also follow the command
+    name"; ``memctl where --store DIR --slug SLUG`` said "No such option:
+    --slug", though --store was accepted there."""
+    import orjson
+
+    store = tmp_path / "copy"
+    store.mkdir()
+    r = run_cli("where", "--json", "--store", str(store), "--slug", "demo-0123456789ab")
+    assert r.exit_code == 0, r.stderr
+    doc = orjson.loads(r.stdout_bytes)
+    assert doc["slug"] == "demo-0123456789ab" and doc["slug_source"] == "option"
+    # after the command it wins over the one before, as for the others
+    r = run_cli("--store", str(store), "--slug", "demo-aaaaaaaaaaaa", "where", "--json",
+                "--slug", "demo-0123456789ab")
+    assert r.exit_code == 0, r.stderr
+    assert orjson.loads(r.stdout_bytes)["slug"] == "demo-0123456789ab"
+    r = run_cli("facts", "--slug", "demo-0123456789ab")   # alone it still means nothing
+    assert r.exit_code == 2 and "--slug needs --store" in _one_error_line(r.stderr)

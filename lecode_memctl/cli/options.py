@@ -26,8 +26,8 @@ FormatOpt = Annotated[str | None, typer.Option(
 
 #: The root options that are also accepted after the command name
 #: (``memctl forget ID --no-color``); --version is not: it ends memctl at once.
-GLOBAL_OPTION_NAMES: tuple[str, ...] = ("config_dir", "project", "store", "no_color", "color",
-                                          "no_state")
+GLOBAL_OPTION_NAMES: tuple[str, ...] = ("config_dir", "project", "store", "slug", "no_color",
+                                          "color", "no_state")
 
 
 class CommandWithGlobalOptions(typer.core.TyperCommand):
@@ -80,7 +80,8 @@ class CommandWithGlobalOptions(typer.core.TyperCommand):
         return super().invoke(ctx)
 
 
-_STATE_FIELD = {"config_dir": "config_dir_option", "project": "project", "store": "store_option"}
+_STATE_FIELD = {"config_dir": "config_dir_option", "project": "project", "store": "store_option",
+                "slug": "slug_option"}
 
 
 class ColorWhen(str, Enum):  # noqa: UP042 - the (str, Enum) form typer documents for choices

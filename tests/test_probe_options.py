@@ -217,3 +217,28 @@ def test_slug_after_the_command_as_the_readme_says(tmp_path):
     assert orjson.loads(r.stdout_bytes)["slug"] == "demo-0123456789ab"
     r = run_cli("facts", "--slug", "demo-0123456789ab")   # alone it still means nothing
     assert r.exit_code == 2 and "--slug needs --store" in _one_error_line(r.stderr)
+
+
+@pytest.mark.parametrize("command", [["validate"], ["validate", "--format", "prometheus"],
+                                     ["secrets"], ["secrets", "--format", "jsonl"]])
+def test_output_dash_is_stdout_as_for_export(command, tmp_path, monkeypatch, demo_template):
+    """``validate --output -`` (and secrets') wrote the report to a file named
+    "-" in the working directory, and stdout stayed empty; ``export --output
+    -`` and ``correct --text-file -`` take "-" as stdout and stdin.  "-" is
+    stdout here too: the same report as without --output, no file made."""
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    store = copy_demo(demo_template, tmp_path / "demo")
+    plain = run_cli("--store", str(store), *command)
+    dash = run_cli("--store", str(store), *command, "--output", "-")
+    assert dash.exit_code == plain.exit_code, dash.stderr
+    assert list(work.iterdir()) == []
+    assert _untimed(dash.stdout) == _untimed(plain.stdout) != ""
+
+
+def _untimed(text: str) -> str:
+    """A report without the lines that hold the time of its run."""
+    return "\n".join(line for line in text.splitlines()
+                     if not any(w in line for w in ("timestamp", "generated", "duration",
+                                                    "_seconds")))

@@ -71,7 +71,7 @@ def validate(
              "FILE's directory, fsync, rename), whatever the findings.  FILE is a regular "
              "file or a new name in a directory that exists (exit 7 otherwise), outside "
              "the stores audited (with --all-projects: outside <config dir>/memory/); a "
-             "symbolic link is refused: give the file itself (exit 2).")] = None,
+             "symbolic link is refused: give the file itself (exit 2).  '-' is stdout.")] = None,
     list_codes: Annotated[bool, typer.Option(
         "--list-codes", help="List every finding code with its severity, group and meaning "
                              "(with --json or --format: as rows), and exit.")] = False,

@@ -319,7 +319,7 @@ def secrets(
              "instead of stdout.  FILE is a regular file or a new name in a directory "
              "that exists (exit 7 otherwise), outside the stores audited (with "
              "--all-projects: outside <config dir>/memory/); a symbolic link is refused: "
-             "give the file itself (exit 2).")] = None,
+             "give the file itself (exit 2).  '-' is stdout.")] = None,
     quiet: Annotated[bool, typer.Option(
         "--quiet", "-q", help="Print nothing; the exit status is the answer.")] = False,
     jobs: Annotated[int, typer.Option(

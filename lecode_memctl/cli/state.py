@@ -195,14 +195,15 @@ def path_option(option: str, value: str | None) -> str | None:
 def output_file(value: str | None, stores: Sequence[Store], *, command: str,
                 config_dir: Path | None = None) -> Path | None:
     """The ``--output FILE`` of ``validate`` and ``secrets``, checked before
-    any work (one rule for both; docs/FORMAT.md): None when not given; an
+    any work (one rule for both; docs/FORMAT.md): None when not given or
+    "-" (stdout, as for ``export --output -``); an
     empty path is a usage error (:func:`path_option`); so is a FILE inside
     one of the ``stores`` audited, or with ``config_dir`` (--all-projects)
     inside its ``memory/`` (``atomic.refuse_inside``, export's check: a
     read command writes nothing in a store); and then what FILE itself may
     be (:func:`_check_output_target`)."""
     value = path_option("--output", value)
-    if value is None:
+    if value is None or value == "-":   # "-": stdout, as for export's --output
         return None
     from lecode_memctl.core.atomic import refuse_inside
 

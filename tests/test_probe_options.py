@@ -242,3 +242,16 @@ def _untimed(text: str) -> str:
     return "\n".join(line for line in text.splitlines()
                      if not any(w in line for w in ("timestamp", "generated", "duration",
                                                     "_seconds")))
+
+
+def test_memctl_alone_prints_the_help_readably():
+    """``memctl`` with no arguments (no_args_is_help) squeezed the whole help
+    into one "memctl: error: Usage: ... Options: ... Commands: ..." line of
+    several kilobytes on stderr.  It prints the help as --help does, on
+    stderr, with the usage status (2: a script that lost its command word
+    still fails)."""
+    r = run_cli()
+    assert r.exit_code == 2, (r.exit_code, r.stderr)
+    assert r.stdout == ""
+    assert r.stderr == run_cli("--help").stdout
+    assert "memctl: error:" not in r.stderr

@@ -345,6 +345,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         except MemctlError as exc:
             # a streamed JSON document that already carries the error gets no second one
             return report_error(*_must(error_report(exc)), json_doc=json_doc and not _reported(exc))
+        except _click.exceptions.NoArgsIsHelpError as exc:
+            # 'memctl' alone: the help as --help prints it (not squeezed into an
+            # error line), on stderr with the usage status, as click would
+            try:
+                sys.stderr.write(exc.format_message() + "\n")
+                sys.stderr.flush()
+            except Exception:
+                pass
+            return UsageError.exit_code
         except _click.exceptions.UsageError as exc:
             where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
             return report_error(UsageError.code, exc.format_message() + where, UsageError.exit_code,

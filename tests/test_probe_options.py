@@ -255,3 +255,22 @@ def test_memctl_alone_prints_the_help_readably():
     assert r.stdout == ""
     assert r.stderr == run_cli("--help").stdout
     assert "memctl: error:" not in r.stderr
+
+
+@pytest.mark.parametrize("env", [
+    {"COMP_WORDS": "memctl facts --", "COMP_CWORD": "abc"},
+    {"COMP_WORDS": "memctl facts --", "COMP_CWORD": ""},
+    {"COMP_WORDS": "memctl facts --", "COMP_CWORD": "1e3"},
+    {"COMP_WORDS": None, "COMP_CWORD": "2"},
+    {"COMP_WORDS": "memctl facts --", "COMP_CWORD": None},
+])
+def test_a_malformed_bash_completion_request_is_a_usage_error(env):
+    """A bash completion request (_MEMCTL_COMPLETE=complete_bash) whose
+    COMP_CWORD is not an integer, or without COMP_WORDS or COMP_CWORD, went
+    from the fast path to typer's, which crashed on it: exit 70, "internal
+    error: ValueError: invalid literal for int()" or "KeyError: 'COMP_WORDS'".
+    It is refused in one line, exit 2, nothing on stdout."""
+    r = run_cli(env={"_MEMCTL_COMPLETE": "complete_bash", **env})
+    assert r.exit_code == 2, (r.exit_code, r.stdout, r.stderr)
+    assert "COMP_" in _one_error_line(r.stderr)
+    assert r.stdout == ""

@@ -255,6 +255,23 @@ def _parse_options(args: list[str], start: int, params: dict[str, tuple[str, boo
     return i, given
 
 
+def bad_bash_request(environ: Any) -> str | None:
+    """What makes a bash completion request (``complete_bash``) one that
+    neither :func:`fast_complete` nor typer can read (typer's would crash:
+    ``int(COMP_CWORD)``, ``environ["COMP_WORDS"]``); None when it is fine
+    or not bash's.  Only a hand-made request is malformed: the script sets both."""
+    if environ.get("_MEMCTL_COMPLETE") != "complete_bash":
+        return None
+    missing = [v for v in ("COMP_WORDS", "COMP_CWORD") if v not in environ]
+    if missing:
+        return f"a bash completion request needs {' and '.join(missing)} in the environment"
+    try:
+        int(environ["COMP_CWORD"])
+    except ValueError:
+        return f"COMP_CWORD {environ['COMP_CWORD']!r} is not an integer (a bash completion request)"
+    return None
+
+
 def fast_complete(environ: Any) -> tuple[str | None, int] | None:
     """Answer a completion request (``_MEMCTL_COMPLETE=complete_SHELL``) the
     way typer's completion classes do, without importing typer, when it

@@ -267,8 +267,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if os.environ.get("_MEMCTL_COMPLETE"):
         # A TAB on a command name is answered from the generated table, without
         # typer (each TAB is a fresh process); anything else goes to typer below.
-        from .completion import fast_complete
+        from .completion import bad_bash_request, fast_complete
 
+        problem = bad_bash_request(os.environ)
+        if problem is not None:
+            return report_error(UsageError.code, problem, UsageError.exit_code, json_doc=False)
         done = fast_complete(os.environ)
         if done is not None:
             text, status = done

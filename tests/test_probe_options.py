@@ -274,3 +274,44 @@ def test_a_malformed_bash_completion_request_is_a_usage_error(env):
     assert r.exit_code == 2, (r.exit_code, r.stdout, r.stderr)
     assert "COMP_" in _one_error_line(r.stderr)
     assert r.stdout == ""
+
+
+def _stdin_closed() -> None:  # the child of a subprocess run: started with fd 0 closed
+    import os
+
+    os.close(0)
+
+
+def _run_stdin_closed(*args: str):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "lecode_memctl", *args], capture_output=True,
+                          timeout=60, preexec_fn=_stdin_closed)
+
+
+def test_a_closed_stdin_is_not_a_terminal_nor_a_crash(tmp_path, demo_template):
+    """Started with stdin closed (``memctl ... <&-``), Python leaves
+    sys.stdin None: ``forget ID`` (without --yes) crashed on its isatty()
+    and ``correct ... --text-file -`` on its .buffer, exit 70.  forget
+    refuses as for any stdin that is not a terminal (exit 2), and correct
+    says that stdin is closed (exit 2); nothing is written."""
+    from . import secretstore
+
+    store = copy_demo(demo_template, tmp_path / "demo")
+    before = tree_hash(store)
+    fid = demo_template.facts["preference"]
+    p = _run_stdin_closed("--store", str(store), "forget", fid)
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert "not a terminal" in _one_error_line(p.stderr.decode())
+    p = _run_stdin_closed("--store", str(store), "correct", fid, "2", "demo-alpha", "1", "1",
+                          "--text-file", "-")
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert "closed" in _one_error_line(p.stderr.decode())
+    assert tree_hash(store) == before
+    planted = secretstore.build(tmp_path / "secrets")
+    before = tree_hash(planted.store)
+    p = _run_stdin_closed("--store", str(planted.store), "redact")
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert "not a terminal" in _one_error_line(p.stderr.decode())
+    assert tree_hash(planted.store) == before

@@ -734,6 +734,8 @@ def correct(
         try:
             # FILE: a regular file (or a link to one) opened without blocking;
             # a FIFO or a device is refused, never waited on or read without end
+            if text_file == "-" and sys.stdin is None:   # started with stdin closed (<&-)
+                raise UsageError("--text-file -: standard input is closed")
             data = (sys.stdin.buffer.read() if text_file == "-"
                     else read_regular(text_file, follow=True))
         except OSError as exc:
@@ -820,7 +822,6 @@ def forget(
     (unless --no-state), so that 'memctl validate' reports a facts database
     later put back from an older copy (db.rolled_back).
     """
-    import sys
 
     from lecode_memctl.core.errors import EXIT_PROBLEMS, NotFound, UsageError
     from lecode_memctl.core.facts import FactStore, check_fact_id
@@ -864,7 +865,7 @@ def forget(
         raise NotFound(f"no fact {fact_id} (no facts database in {store.path})")
     _require_known(store, fact_id, forgotten_ok=True, lock_wait=lock_wait)
     if not yes:
-        if not sys.stdin.isatty():
+        if not _stdin_is_tty():   # (None when memctl was started with stdin closed)
             raise UsageError("refusing to forget without --yes: stdin is not a terminal")
         if not typer.confirm(f"Forget fact {fact_id} and exclude its evidence?", err=True):
             echo("nothing forgotten", err=True)

@@ -607,7 +607,8 @@ def redact(
             _kept_outcome(doc["kept"])
         return
     if not yes:
-        if not sys.stdin.isatty():
+        # (sys.stdin is None when memctl was started with stdin closed: <&-)
+        if sys.stdin is None or not sys.stdin.isatty():
             raise UsageError("refusing to redact without --yes: stdin is not a terminal "
                              "(see the plan with --dry-run)")
         _print_plan(doc, dry_run=True, err=True)

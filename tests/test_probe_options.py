@@ -315,3 +315,31 @@ def test_a_closed_stdin_is_not_a_terminal_nor_a_crash(tmp_path, demo_template):
     assert p.returncode == 2, (p.returncode, p.stderr)
     assert "not a terminal" in _one_error_line(p.stderr.decode())
     assert tree_hash(planted.store) == before
+
+
+def _stderr_closed() -> None:  # the child of a subprocess run: started with fd 2 closed
+    import os
+
+    os.close(2)
+
+
+def test_a_closed_stderr_drops_the_diagnostics_not_the_command(tmp_path, demo_template):
+    """Started with stderr closed (``memctl export 2>&- > FILE``), Python
+    leaves sys.stderr None: export wrote the whole bundle, then crashed on
+    its summary line for stderr, exit 70.  What goes to a closed stderr is
+    dropped (as click.echo drops it) and the command ends as it would."""
+    import subprocess
+    import sys
+
+    store = copy_demo(demo_template, tmp_path / "demo")
+    bundle = tmp_path / "bundle.tar"
+    with bundle.open("wb") as out:
+        p = subprocess.run([sys.executable, "-m", "lecode_memctl", "--store", str(store),
+                            "export"], stdout=out, stderr=subprocess.DEVNULL, timeout=60,
+                           preexec_fn=_stderr_closed)
+    assert p.returncode == 0, p.returncode
+    assert run_cli("verify", str(bundle)).exit_code == 0
+    p = subprocess.run([sys.executable, "-m", "lecode_memctl", "--store", str(store),
+                        "recall", "0123456789abcdef"], capture_output=True, timeout=60,
+                       preexec_fn=_stderr_closed)
+    assert p.returncode == 3, p.returncode        # an error: its status, its line lost

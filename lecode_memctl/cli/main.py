@@ -163,6 +163,25 @@ class _ClosedStdout:
         return False
 
 
+class _ClosedStderr:
+    """``sys.stderr`` of a process started with its stderr closed (``memctl
+    ... 2>&-``), where Python leaves None: what is written to it is dropped,
+    as ``click.echo`` drops it (nobody is there to read a diagnostic), and
+    the command ends with the status it would have had."""
+
+    encoding = "utf-8"
+    errors = "strict"
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
 def _write_early(text: str) -> int | None:
     """``text`` on stdout for the answers given before the command tree is
     built (``--version``, a TAB); None once written, else the exit status:
@@ -257,6 +276,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if sys.stdout is None:      # started with stdout closed (memctl ... >&-)
         sys.stdout = _ClosedStdout()
+    if sys.stderr is None:      # started with stderr closed (memctl ... 2>&-)
+        sys.stderr = _ClosedStderr()
     if args == ["--version"]:
         # The common cron/health-check call: answer without building the command tree.
         from lecode_memctl import __version__

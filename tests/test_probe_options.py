@@ -343,3 +343,27 @@ def test_a_closed_stderr_drops_the_diagnostics_not_the_command(tmp_path, demo_te
                         "recall", "0123456789abcdef"], capture_output=True, timeout=60,
                        preexec_fn=_stderr_closed)
     assert p.returncode == 3, p.returncode        # an error: its status, its line lost
+
+
+@pytest.mark.parametrize("how", ["option", "XDG_CONFIG_HOME"])
+def test_a_config_dir_that_is_a_file_has_no_config_file(how, tmp_path, monkeypatch, config_dir):
+    """``memctl --config-dir FILE config`` (or $XDG_CONFIG_HOME a file) said
+    "FILE/config.toml: cannot read: Not a directory", exit 5, "store
+    unreadable", where every other command finds no store there (exit 3):
+    a config.toml under a file does not exist, and the defaults are shown
+    as for a config dir that does not exist."""
+    import orjson
+
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    if how == "option":
+        args: tuple[str, ...] = ("--config-dir", str(afile))
+    else:
+        monkeypatch.delenv("LECODE_CONFIG_DIR")
+        monkeypatch.setenv("XDG_CONFIG_HOME", str(afile))
+        args = ()
+    r = run_cli(*args, "config", "--json")
+    assert r.exit_code == 0, (r.exit_code, r.stderr)
+    doc = orjson.loads(r.stdout_bytes)
+    assert doc["config_file_exists"] is False and doc["max_bytes"]["source"] == "default"
+    assert run_cli(*args, "facts").exit_code == 3

@@ -109,7 +109,9 @@ def read_config_file(config_dir: Path) -> tuple[Path, dict[str, Any] | None]:
     path = config_dir / "config.toml"
     try:
         raw = read_regular(path, follow=True)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
+        # (NotADirectoryError: the config dir is a file, so no config.toml is
+        # under it; the commands that look for a store there find none either)
         return path, None
     except IsADirectoryError:
         raise StoreCorrupt(f"{path}: is a directory, not a config file") from None

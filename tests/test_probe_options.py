@@ -367,3 +367,11 @@ def test_a_config_dir_that_is_a_file_has_no_config_file(how, tmp_path, monkeypat
     doc = orjson.loads(r.stdout_bytes)
     assert doc["config_file_exists"] is False and doc["max_bytes"]["source"] == "default"
     assert run_cli(*args, "facts").exit_code == 3
+
+
+def test_allowlist_dev_null_is_an_empty_allowlist(tmp_path, demo_template):
+    """/dev/null is the one device an --allowlist may be: the way to audit
+    without the default allowlist, as it read before devices were refused."""
+    store = copy_demo(demo_template, tmp_path / "demo")
+    r = run_cli("--store", str(store), "secrets", "--allowlist", "/dev/null")
+    assert r.exit_code == 0, r.stderr

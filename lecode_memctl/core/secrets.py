@@ -291,8 +291,8 @@ def load_allowlist(path: str | os.PathLike[str] | None) -> frozenset[str]:
     """SHA-256 hex digests of values not to report: one per line, optionally
     ``sha256:`` prefixed, ``#`` comments.  A missing default file is empty;
     anything that is not a digest is a UsageError (a value is never stored)."""
-    if path is None:
-        return frozenset()
+    if path is None or os.path.realpath(path) == os.devnull:
+        return frozenset()   # /dev/null: no allowlist, the one device allowed
     try:
         # a regular file (or a link to one) opened without blocking: a FIFO
         # or a device (/dev/zero) in its place is refused, never waited on

@@ -375,3 +375,32 @@ def test_allowlist_dev_null_is_an_empty_allowlist(tmp_path, demo_template):
     store = copy_demo(demo_template, tmp_path / "demo")
     r = run_cli("--store", str(store), "secrets", "--allowlist", "/dev/null")
     assert r.exit_code == 0, r.stderr
+
+
+@pytest.mark.parametrize(("raw", "escaped", "live"), [("unsafehtml", "html", "<script>"),
+                                                      ("latex_raw", "latex", "\\input{")])
+def test_a_table_format_that_escapes_nothing_is_refused(raw, escaped, live, tmp_path):
+    """``--format unsafehtml`` (and ``latex_raw``), tabulate formats that
+    write each cell as it is, put a transcript's or a note's text into HTML
+    (LaTeX) as live markup: a ``<script>`` in a fact's text ran where the
+    table was shown.  Refused, naming the escaping format."""
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.sessions import SessionStore
+    from lecode_memctl.core.sourceref import SourceRef, canonical_digest
+
+    st = store_at(tmp_path / "store")
+    facts = FactStore(st.facts_db)
+    sessions = SessionStore(st, exclusions=facts)
+    with sessions.create("s1") as w:
+        w.append_message("user", "<script>alert(1)</script> \\input{/etc/passwd}")
+    ref = SourceRef("s1", (1,), canonical_digest(sessions.records("s1", 1, 1)))
+    facts.add("<script>alert(1)</script> \\input{/etc/passwd}", ref=ref)
+    facts.close()
+    r = run_cli("--store", str(st.path), "facts", "--format", raw)
+    assert r.exit_code == 2, (r.exit_code, r.stdout)
+    line = _one_error_line(r.stderr)
+    assert raw in line and escaped in line, line
+    r = run_cli("--store", str(st.path), "facts", "--format", escaped)
+    assert r.exit_code == 0, r.stderr
+    assert live not in r.stdout and "alert(1)" in r.stdout

@@ -735,6 +735,12 @@ def console(stderr: bool = False, width: int | None = None):  # -> rich.console.
                    force_terminal=True if color else None, soft_wrap=True, width=width)
 
 
+#: tabulate's formats that write each cell as it is, and the format that
+#: escapes it: a store's text (a transcript's, a note's, a fact's) is never
+#: written as live HTML or LaTeX
+UNESCAPED_FORMATS = {"unsafehtml": "html", "latex_raw": "latex"}
+
+
 def check_format(fmt: str | None, *, json_flag: bool = False,
                  extra: Sequence[str] = ()) -> str:
     """Normalise ``--format``/``--json`` into one name; bad names are usage errors."""
@@ -748,6 +754,10 @@ def check_format(fmt: str | None, *, json_flag: bool = False,
         return "table"
     if fmt in LISTING_FORMATS or fmt in extra:
         return fmt
+    if fmt in UNESCAPED_FORMATS:
+        raise UsageError(f"--format {fmt} writes the store's text unescaped (markup in a transcript "
+                         f"or a note would be live where the table is shown); use "
+                         f"--format {UNESCAPED_FORMATS[fmt]}")
     import tabulate
 
     if fmt in tabulate.tabulate_formats:

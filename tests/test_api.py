@@ -361,3 +361,33 @@ def test_validate_store_forks_nothing_unless_asked(project_dir, monkeypatch):
     assert summary.sessions == 10
     assert validate_store(p.store, deep=True, parallel=True)[0] == findings
     assert forks                # (the pool, asked for)
+
+
+def test_list_facts_gives_the_text_of_a_fact_only_where_recall_does(project_dir):
+    """memory_list (``Project.list_facts``) is read by the model: a fact whose
+    evidence no longer validates (here one that shares its evidence with a
+    forgotten fact: suppressed from recall, kept administratively) is listed
+    with its id, revision, source and status, and no text, as recall gives
+    none.  It was listed with its text (``memctl facts``, the administrator's
+    listing, still shows it)."""
+    from .conftest import run_cli
+
+    with open_project() as p:
+        _one_session(p)
+        ref = p.sessions.source_snapshot("s1", 1, 1).ref
+        kept = p.remember("We indent with tabs (private detail).", ref).fact
+        other = p.remember("tabs", p.sessions.source_snapshot("s1", 1, 2).ref).fact
+        plain = p.remember("pytest -q", p.sessions.source_snapshot("s1", 3, 3).ref).fact
+        assert p.forget(other.fact_id) is True
+        rows = {r["fact_id"]: r for r in p.list_facts()["facts"]}
+        assert rows[kept.fact_id]["status"] == "hidden"
+        assert rows[kept.fact_id]["text"] is None
+        assert rows[kept.fact_id]["fact_text_truncated"] is False
+        assert rows[kept.fact_id]["source_ref"]["seqs"] == [1]
+        assert p.recall(kept.fact_id).get("text") is None
+        assert rows[plain.fact_id]["status"] == "valid"
+        assert rows[plain.fact_id]["text"] == "pytest -q"
+        store = p.store.path
+    listed = json.loads(run_cli("--store", str(store), "facts", "--json").stdout)
+    assert {r["fact_id"]: r["text"] for r in listed["facts"]}[kept.fact_id] == \
+        "We indent with tabs (private detail)."

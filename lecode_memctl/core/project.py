@@ -188,12 +188,22 @@ class Project:
 
     def list_facts(self, *, offset: int = 0, limit: int = 20,
                    session_id: str | None = None) -> dict[str, Any]:
-        """memory_list: one page of facts with their status (:func:`facts_page`)."""
+        """memory_list: one page of facts with their status (:func:`facts_page`),
+        as the model may read it: the text of a fact whose status is not
+        ``valid`` is null (``fact_text_truncated`` false), as
+        :meth:`recall` gives it none (a fact that shares evidence with a
+        forgotten one is suppressed from recall, kept administratively:
+        ``memctl facts`` lists its text)."""
         from .factview import facts_page
+        from .sourceref import VALID
 
         with typed_errors(), self._reading() as fs:
-            return facts_page(fs, self.sessions, offset=offset, limit=limit,
+            page = facts_page(fs, self.sessions, offset=offset, limit=limit,
                               session_id=session_id)
+        for row in page["facts"]:
+            if row["status"] != VALID:
+                row["text"], row["fact_text_truncated"] = None, False
+        return page
 
     def memory_section(self, *, explain: bool = False) -> MemorySection:
         """The memory section to inject (:func:`build_memory_section`)."""

@@ -71,6 +71,27 @@ def _bounded() -> None:  # the child of a subprocess run: at most 1 GiB of memor
     resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 
 
+def _run_on(kind: str, tmp_path, store, *args: str) -> str:
+    """memctl ``--store STORE ARGS PATH`` as a real process, bounded in time
+    and memory, PATH a new FIFO for ``kind`` "fifo", else ``kind`` itself;
+    exit 2 with one error line, the store unchanged: that line."""
+    import os
+    import subprocess
+    import sys
+
+    before = tree_hash(store)
+    path = kind
+    if kind == "fifo":
+        path = str(tmp_path / "fifo")
+        os.mkfifo(path)
+    p = subprocess.run([sys.executable, "-m", "lecode_memctl", "--store", str(store), *args, path],
+                       capture_output=True, timeout=30, stdin=subprocess.DEVNULL,
+                       preexec_fn=_bounded)
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    assert tree_hash(store) == before
+    return _one_error_line(p.stderr.decode())
+
+
 @pytest.mark.parametrize("kind", ["fifo", "/dev/full", "/dev/zero"])
 @pytest.mark.parametrize("command", [["secrets"], ["redact", "--dry-run"]])
 def test_an_allowlist_that_is_not_a_regular_file_is_refused_at_once(kind, command, tmp_path,
@@ -80,24 +101,9 @@ def test_an_allowlist_that_is_not_a_regular_file_is_refused_at_once(kind, comman
     is read as every other file memctl reads, a regular file (or a link to
     one) opened without blocking.  (A real process, bounded in time and
     memory: the bug hangs or eats memory.)"""
-    import os
-    import subprocess
-    import sys
-
     store = copy_demo(demo_template, tmp_path / "demo")
-    before = tree_hash(store)
-    if kind == "fifo":
-        path = str(tmp_path / "fifo")
-        os.mkfifo(path)
-    else:
-        path = kind
-    p = subprocess.run([sys.executable, "-m", "lecode_memctl", "--store", str(store), *command,
-                        "--allowlist", path], capture_output=True, timeout=30,
-                       preexec_fn=_bounded)
-    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
-    line = _one_error_line(p.stderr.decode())
+    line = _run_on(kind, tmp_path, store, *command, "--allowlist")
     assert "not a regular file" in line and "allowlist" in line, line
-    assert tree_hash(store) == before
 
 
 @pytest.mark.parametrize("kind", ["fifo", "/dev/zero", ""])
@@ -108,25 +114,10 @@ def test_correct_text_file_that_is_not_a_regular_file_is_refused_at_once(kind, t
     said ": cannot read: Is a directory" (Path("") is "."): FILE is read as
     a regular file (or a link to one), an empty path is refused; nothing is
     written."""
-    import os
-    import subprocess
-    import sys
-
     store = copy_demo(demo_template, tmp_path / "demo")
-    before = tree_hash(store)
-    if kind == "fifo":
-        path = str(tmp_path / "fifo")
-        os.mkfifo(path)
-    else:
-        path = kind
-    p = subprocess.run([sys.executable, "-m", "lecode_memctl", "--store", str(store), "correct",
-                        demo_template.facts["preference"], "2", "demo-alpha", "1", "1",
-                        "--text-file", path], capture_output=True, timeout=30,
-                       stdin=subprocess.DEVNULL, preexec_fn=_bounded)
-    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
-    line = _one_error_line(p.stderr.decode())
+    line = _run_on(kind, tmp_path, store, "correct", demo_template.facts["preference"], "2",
+                   "demo-alpha", "1", "1", "--text-file")
     assert ("empty" if kind == "" else "not a regular file") in line, line
-    assert tree_hash(store) == before
 
 
 @pytest.mark.parametrize("name", ["aws-acess-key", "AWS Access Key", "", "*"])

@@ -395,3 +395,25 @@ def test_a_table_format_that_escapes_nothing_is_refused(raw, escaped, live, tmp_
     r = run_cli("--store", str(st.path), "facts", "--format", escaped)
     assert r.exit_code == 0, r.stderr
     assert live not in r.stdout and "alert(1)" in r.stdout
+
+
+@pytest.mark.heavy      # (reads up to its 1 GiB bound from /dev/zero)
+def test_correct_text_from_an_endless_stdin_is_refused_not_a_crash(tmp_path, demo_template):
+    """``correct ... --text-file - < /dev/zero`` read standard input without
+    end and ran out of memory: exit 70.  It reads at most one byte more than
+    SQLite stores in one text, and says what is wrong (exit 2); nothing is
+    written.  (A real process under a 1 GiB bound.)"""
+    import subprocess
+    import sys
+
+    store = copy_demo(demo_template, tmp_path / "demo")
+    before = tree_hash(store)
+    with open("/dev/zero", "rb") as zero:
+        p = subprocess.run([sys.executable, "-m", "lecode_memctl", "--store", str(store),
+                            "correct", demo_template.facts["preference"], "2", "demo-alpha", "1",
+                            "1", "--text-file", "-", "--yes"],
+                           capture_output=True, timeout=60, stdin=zero, preexec_fn=_bounded)
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    line = _one_error_line(p.stderr.decode())
+    assert line.startswith("memctl: error: -: ") and ("memory" in line or "SQLite" in line), line
+    assert tree_hash(store) == before

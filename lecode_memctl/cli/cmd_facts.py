@@ -585,6 +585,26 @@ def history(fact_id: FactIdArg, json_: JsonOpt = False, fmt: FormatOpt = None,
 
 # ---------------------------------------------------------------- correct
 
+#: The longest text SQLite stores (its default SQLITE_MAX_LENGTH): a
+#: correction's --text-file longer than this can never be written.
+MAX_TEXT_BYTES = 1_000_000_000
+
+
+def _read_bounded(stream: Any) -> bytes:
+    """``stream`` to its end, 1 MiB at a time, at most one byte more than
+    :data:`MAX_TEXT_BYTES` (``--text-file -`` from /dev/zero read without end,
+    and ran out of memory: exit 70)."""
+    chunks: list[bytes] = []
+    held = 0
+    while held <= MAX_TEXT_BYTES:
+        chunk = stream.read(min(1 << 20, MAX_TEXT_BYTES + 1 - held))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        held += len(chunk)
+    return b"".join(chunks)
+
+
 def _stdin_is_tty() -> bool:
     import sys
 
@@ -736,8 +756,13 @@ def correct(
             # a FIFO or a device is refused, never waited on or read without end
             if text_file == "-" and sys.stdin is None:   # started with stdin closed (<&-)
                 raise UsageError("--text-file -: standard input is closed")
-            data = (sys.stdin.buffer.read() if text_file == "-"
+            data = (_read_bounded(sys.stdin.buffer) if text_file == "-"
                     else read_regular(text_file, follow=True))
+            if len(data) > MAX_TEXT_BYTES:
+                raise UsageError(f"{text_file}: more than {MAX_TEXT_BYTES:,} bytes, the most "
+                                 "SQLite stores in one text")
+        except MemoryError:
+            raise UsageError(f"{text_file}: too large to read into memory") from None
         except OSError as exc:
             raise UsageError(f"{text_file}: cannot read: {exc.strerror}") from None
         try:

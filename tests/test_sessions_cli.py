@@ -93,6 +93,24 @@ def test_read_json_document(ss, store):
     assert doc["source"]["seqs"] == [1, 2, 5, 6]
 
 
+def test_read_takes_a_source_as_memctl_prints_it(ss, store):
+    """``read SESSION:RANGE``, the form facts and history print a source in
+    (and correct takes), reads the span from its first to its last position
+    as ``read SESSION START END`` does; it said "Missing argument 'START'"."""
+    make(ss, "s1", 6)
+    want = cli(store, "read", "s1", "2", "5").stdout
+    assert cli(store, "read", "s1:2-5").stdout == want
+    assert cli(store, "read", "s1:2-3,5").stdout == want
+    assert orjson.loads(cli(store, "read", "s1:4").stdout)["source"]["seqs"] == [4]
+    for args, what in ((("s1:2-5", "3"), "already names the range"),
+                       (("s1",), "SESSION START END"), (("s1", "2"), "SESSION START END"),
+                       (("s1:5-2",), "before the start"), (("s1:x",), "non-negative integer"),
+                       (("bad id:1-2",), "invalid session id")):
+        r = cli(store, "read", *args)
+        assert r.exit_code == 2, (args, r.stdout)
+        assert r.stderr.count("\n") == 1 and what in r.stderr, (args, r.stderr)
+
+
 def test_read_pages_concatenate(ss, store):
     with ss.create("s1") as w:
         for i in range(30):

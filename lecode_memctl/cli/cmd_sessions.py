@@ -104,6 +104,7 @@ def sessions(
 \b
 Examples:
   memctl read 20260301-a1b2 10 40
+  memctl read 20260301-a1b2:10-40           the range as memctl facts prints a source
   memctl read 20260301-a1b2 10 40 --offset 4096
   memctl read 20260301-a1b2 10 40 --text     the range as a transcript to read
   memctl read 20260301-a1b2 10 40 | jq -r .source_text
@@ -120,12 +121,15 @@ or seq gap inside the range.
 """)
 def read(
     session: Annotated[str, typer.Argument(
-        metavar="SESSION", help="An exact session id (never a path or prefix).",
+        metavar="SESSION", help="An exact session id (never a path or prefix), or "
+        "SESSION:RANGE as memctl prints a source (10-40, or runs such as 10-12,15: the span "
+        "from the first to the last position), without START and END.",
         autocompletion=complete_session_id, show_default=False)],
-    start: Annotated[int, typer.Argument(metavar="START", help="First seq (inclusive).",
-                                         show_default=False)],
-    end: Annotated[int, typer.Argument(metavar="END", help="Last seq (inclusive); at most "
-                                       "200 positions from START.", show_default=False)],
+    start: Annotated[int | None, typer.Argument(metavar="START", help="First seq (inclusive).",
+                                                show_default=False)] = None,
+    end: Annotated[int | None, typer.Argument(metavar="END", help="Last seq (inclusive); at "
+                                              "most 200 positions from START.",
+                                              show_default=False)] = None,
     offset: Annotated[int, typer.Option(
         "--offset", min=0, max=MAX_COUNT, metavar="N", help="Character offset into source_text (the "
         "previous page's next_offset).")] = 0,
@@ -176,6 +180,14 @@ def read(
     from lecode_memctl.core.errors import UsageError
     from lecode_memctl.core.sourceref import check_session_id
 
+    if ":" in session:          # SESSION:RANGE, as a source is printed
+        if start is not None:
+            raise UsageError(f"{session!r} already names the range: give no START or END")
+        from .cmd_facts import parse_evidence
+
+        session, start, end, _none = parse_evidence(session, [])
+    elif start is None or end is None:
+        raise UsageError("give the range as SESSION START END or SESSION:START-END")
     check_session_id(session)   # before any file access
     if text and json_:
         raise UsageError("--text conflicts with --json")

@@ -391,3 +391,20 @@ def test_list_facts_gives_the_text_of_a_fact_only_where_recall_does(project_dir)
     listed = json.loads(run_cli("--store", str(store), "facts", "--json").stdout)
     assert {r["fact_id"]: r["text"] for r in listed["facts"]}[kept.fact_id] == \
         "We indent with tabs (private detail)."
+
+
+def test_list_facts_fits_its_page_to_the_texts_it_gives(project_dir):
+    """The 16,384-byte cap of a memory_list page is met by the page as given:
+    a withheld text takes no room (the page was fitted with the texts, then
+    they were withheld: 16 facts of 20, in 6 KB)."""
+    with open_project() as p:
+        _one_session(p)
+        ref = p.sessions.source_snapshot("s1", 1, 1).ref
+        for i in range(20):
+            p.remember(f"fact {i:02d} " + "x" * 2_000, ref)
+        p.forget(p.remember("the forgotten one", p.sessions.source_snapshot("s1", 1, 2).ref)
+                 .fact.fact_id)
+        page = p.list_facts()
+        assert {r["status"] for r in page["facts"]} == {"hidden"}
+        assert len(page["facts"]) == page["total"] == 20 and page["next_offset"] is None
+        assert all(r["text"] is None for r in page["facts"])

@@ -520,12 +520,16 @@ MAX_OFFSET = (1 << 63) - 1
 def facts_page(facts: FactStore | None, sessions: SessionReader, *, offset: int = 0, limit: int = PAGE_FACTS,
                session_id: str | None = None,
                max_bytes: int = MAX_OUTPUT_BYTES,
-               transcript: bool | None = None) -> dict[str, Any]:
+               transcript: bool | None = None, valid_texts: bool = False) -> dict[str, Any]:
     """One page of ``memctl facts`` / memory_list: at most ``limit`` (<= 20) facts,
     the whole JSON document at most ``max_bytes``; ``next_offset`` is null at
     the end.  Then the latest learning status (of ``session_id`` when given:
     null when its transcript is gone, :func:`check_listed_session`, whose
-    answer ``transcript`` is when the caller already has it)."""
+    answer ``transcript`` is when the caller already has it).
+    ``valid_texts`` (memory_list, which the model reads): the text of a fact
+    whose status is not ``valid`` is null, ``fact_text_truncated`` false,
+    before the page is fitted to ``max_bytes`` (as :func:`recall` gives it
+    none)."""
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise UsageError("offset must be 0 or more")
     if offset > MAX_OFFSET:   # SQLite and JSON integers are 64-bit (issue 16.5)
@@ -550,6 +554,10 @@ def facts_page(facts: FactStore | None, sessions: SessionReader, *, offset: int 
             page = [f for f in map(facts.get, ids[offset:offset + limit]) if f is not None]
             revs, statuses = _statuses_for(facts, sessions, [f.fact_id for f in page], "durable")
             rows = [fact_row(f, revs[f.fact_id], statuses) for f in page]
+    if valid_texts:
+        for row in rows:
+            if row["status"] != VALID:
+                row["text"], row["fact_text_truncated"] = None, False
     learning = learning_status(sessions, facts, session_id) if transcript is not False else None
     doc: dict[str, Any] = {"offset": offset, "limit": limit, "total": total,
                            "next_offset": None, "facts": rows, "learning": learning}

@@ -195,15 +195,10 @@ class Project:
         forgotten one is suppressed from recall, kept administratively:
         ``memctl facts`` lists its text)."""
         from .factview import facts_page
-        from .sourceref import VALID
 
         with typed_errors(), self._reading() as fs:
-            page = facts_page(fs, self.sessions, offset=offset, limit=limit,
-                              session_id=session_id)
-        for row in page["facts"]:
-            if row["status"] != VALID:
-                row["text"], row["fact_text_truncated"] = None, False
-        return page
+            return facts_page(fs, self.sessions, offset=offset, limit=limit,
+                              session_id=session_id, valid_texts=True)
 
     def memory_section(self, *, explain: bool = False) -> MemorySection:
         """The memory section to inject (:func:`build_memory_section`)."""

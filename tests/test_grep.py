@@ -569,3 +569,48 @@ def test_a_summary_the_agent_does_not_use_is_hidden_as_validate_says(tmp_path):
     r = grep(st.path, "summary", "--purpose", "durable", "--json")
     assert [(h["session_id"], h["seq"]) for h in orjson.loads(r.stdout_bytes)["hits"]] == [("s1", 3)]
     assert tree_hash(st.path) == before
+
+
+def test_a_summary_is_judged_for_the_purpose_searched(tmp_path):
+    """For --purpose durable a clear hides nothing, in a summary's lineage as
+    in a message: a summary inert only through a clear is visible there, and
+    one whose lineage also holds a message hidden for another reason (an
+    epoch) is not, whichever of its chunks comes first (the audit names
+    the first hidden chunk's reason, cleared here)."""
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.sessions import SessionStore
+    from lecode_memctl.core.sourceref import SourceRef, canonical_digest
+
+    st = store_at(tmp_path / "store")
+    facts = FactStore(st.facts_db)
+    sessions = SessionStore(st, exclusions=facts)
+
+    def chunk(sid: str, lo: int, hi: int) -> dict:
+        return {"session_id": sid, "seqs": list(range(lo, hi + 1)),
+                "digest": canonical_digest(sessions.records(sid, lo, hi))}
+
+    with sessions.create("mixed") as w:
+        w.append_message("user", "u1")                                              # 1
+        w.append_event("clear")                                                     # 2
+        w.append_message("assistant", "a3", epoch=0)                                # 3
+        w.append_event("compact", summary="MIXED summary",
+                       lineage=[chunk("mixed", 1, 1), chunk("mixed", 3, 3)],
+                       prior=None, model="m", usage=None)                           # 4
+    with sessions.create("cleared") as w:
+        w.append_message("user", "v1")                                              # 1
+        w.append_event("clear")                                                     # 2
+        w.append_event("compact", summary="CLEARED summary",
+                       lineage=[chunk("cleared", 1, 1)], prior=None, model="m", usage=None)  # 3
+    with sessions.create("other") as w:
+        w.append_message("user", "forget me")
+    ref = SourceRef("other", (1,), canonical_digest(sessions.records("other", 1, 1)))
+    facts.forget(facts.add("forget me", ref=ref).fact.fact_id)   # generation 1: a3 is stale
+    facts.close()
+
+    def hidden(purpose: str) -> dict:
+        r = grep(st.path, "summary", "--purpose", purpose, "--include-hidden", "--json")
+        return {h["session_id"]: h["hidden_reason"] for h in orjson.loads(r.stdout_bytes)["hits"]}
+
+    assert hidden("working") == {"mixed": "inert", "cleared": "inert"}
+    assert hidden("durable") == {"mixed": "inert", "cleared": None}

@@ -16,8 +16,8 @@ store contract's visibility predicate (:func:`sessions.visible`, purpose
 use, which ``validate --deep`` reports (``compact.*``: no lineage, a lineage
 chunk that names an excluded or undone position or is otherwise hidden,
 missing or stale, a lineage malformed or not cumulative, a prior that does
-not match; a summary inert only through a ``clear`` is not, for purpose
-``durable``).  ``include_hidden`` reports hidden hits too,
+not match; each lineage chunk judged for the purpose searched: for
+``durable`` a ``clear`` hides nothing).  ``include_hidden`` reports hidden hits too,
 each labelled with its reason.
 
 Reading only: sessions are read through :class:`SessionStore` (symbolic
@@ -332,7 +332,8 @@ class GrepRun:
             return
         self.sessions_searched += 1
         created = _record_time({"created": hdr.get("created")}, None)
-        unused = _UnusedSummaries(sessions.path(sid), sid, self.store.slug, excluded, generation)
+        unused = _UnusedSummaries(sessions.path(sid), sid, self.store.slug, excluded, generation,
+                                  self.purpose)
         us = UndoState()
         # (a record hidden before any undo/redo/clear event is known stays
         # hidden after: the events only hide more; without include_hidden
@@ -434,15 +435,11 @@ class GrepRun:
         for s in rec[_LINEAGE_POSITIONS]:
             if s in excluded or us.state(s) == "undo":
                 return "inert"
-        # a summary the agent does not use, as validate --deep says (compact.*);
-        # a clear hides nothing for purpose durable
-        why = unused.of(rec["seq"])
-        if why is not _USED and not (self.purpose == "durable" and why == "cleared"):
+        # a summary the agent does not use, as validate --deep says (compact.*),
+        # its lineage judged for this purpose (durable: a clear hides nothing)
+        if unused.has(rec["seq"]):
             return "inert"
         return None
-
-
-_USED = object()
 
 
 class _UnusedSummaries:
@@ -452,18 +449,17 @@ class _UnusedSummaries:
     is not read again."""
 
     def __init__(self, path: str, sid: str, slug: str, excluded: frozenset[int],
-                 generation: int) -> None:
-        self._args = (path, sid, slug, excluded, generation)
-        self._unused: dict[int, str | None] | None = None
+                 generation: int, purpose: str) -> None:
+        self._args = (path, sid, slug, excluded, generation, purpose)
+        self._unused: frozenset[int] | None = None
 
-    def of(self, seq: int) -> object:
-        """The reason of the summary at ``seq`` (None: no one reason), or
-        ``_USED`` for one the agent uses."""
+    def has(self, seq: int) -> bool:
+        """Whether the agent does not use the summary at ``seq``."""
         if self._unused is None:
             from .audit.transcripts import unused_summaries
 
             self._unused = unused_summaries(*self._args)
-        return self._unused.get(seq, _USED)
+        return seq in self._unused
 
 
 # What _hidden reads of a record with hits, all that a session's pending hits

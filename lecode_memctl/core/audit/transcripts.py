@@ -289,15 +289,17 @@ def _batch_job(batch: list[tuple[Any, ...]]) -> tuple[list[_Scan], BaseException
 
 def _session_job(path: str, sid: str, slug: str, deep: bool,
                  need: list[tuple[tuple[int, ...], str, str]], excluded: frozenset[int],
-                 generation: int, now: float, flat: bool = False) -> _Scan:
+                 generation: int, now: float, summaries: str | None = None) -> _Scan:
     """Check one transcript in one pass and validate the references into it.
 
     Without ``deep`` and without references: the header line and the last
     bytes only.  Otherwise one sequential read from the start to the size at
     open time: lines in referenced spans and event lines are parsed (every
     line with ``deep``), the rest only has its seq read from the bytes.
-    ``flat``: keep no transcript whole, whatever its size (as ``--deep``
-    keeps one of a size past ``DEEP_KEEP_BYTES``)."""
+    ``summaries``: the job of :func:`unused_summaries`, a lineage chunk
+    judged for that purpose (the audit's: ``working``), no transcript kept
+    whole, whatever its size (as ``--deep`` keeps one past
+    ``DEEP_KEEP_BYTES``)."""
     sc = _Scan()
     rel = f"{SESSIONS_DIR}/{sid}.jsonl"
     loc = {"file": rel, "session_id": sid}
@@ -329,7 +331,7 @@ def _session_job(path: str, sid: str, slug: str, deep: bool,
             return sc
         try:
             data = _scan_modes(fd, st, sc, sid, slug, deep, need, excluded, generation, now,
-                               add, refuse_all, flat)
+                               add, refuse_all, summaries)
             refused = {"session.refused", "session.missing_header"}
             if not any(code in refused for code, *_rest in sc.raw):
                 sc.max_epoch = _tail_epoch(fd, st.st_size, sc, data)
@@ -342,38 +344,35 @@ def _session_job(path: str, sid: str, slug: str, deep: bool,
 
 
 def unused_summaries(path: str, sid: str, slug: str, excluded: frozenset[int],
-                     generation: int) -> dict[int, str | None]:
-    """The ``compact`` events of one transcript whose summary the agent does
-    not use, by seq: each one ``validate --deep`` reports (a ``compact.*``
-    finding: no lineage, a lineage chunk missing, stale or hidden, a lineage
-    malformed, too wide or not cumulative, a prior that does not match),
-    with the reason of its ``compact.inert`` (excluded, undone, cleared,
-    epoch) when that is its only finding, else None.  The deep audit's own
-    check of the session, one more read of it (``memctl grep``, for a
-    session with a hit in a summary)."""
+                     generation: int, purpose: str = "working") -> frozenset[int]:
+    """The seqs of the ``compact`` events of one transcript whose summary
+    the agent does not use: each one ``validate --deep`` reports (a
+    ``compact.*`` finding: no lineage, a lineage chunk missing, stale or
+    hidden, a lineage malformed, too wide or not cumulative, a prior that
+    does not match), each lineage chunk judged for ``purpose`` (``durable``:
+    a clear hides nothing; the audit judges them for ``working``).  The deep
+    audit's own check of the session, one more read of it (``memctl grep``,
+    for a session with a hit in a summary)."""
     import time
 
-    sc = _session_job(path, sid, slug, True, [], excluded, generation, time.time(), flat=True)
-    found: dict[int, list[tuple[str, Any]]] = {}
-    for code, _message, _severity, loc in sc.raw:
-        seq = loc.get("seq")
-        if code.startswith("compact.") and type(seq) is int:
-            found.setdefault(seq, []).append((code, loc.get("reason")))
-    return {seq: codes[0][1] if len(codes) == 1 and codes[0][0] == "compact.inert" else None
-            for seq, codes in found.items()}
+    sc = _session_job(path, sid, slug, True, [], excluded, generation, time.time(),
+                      summaries=purpose)
+    return frozenset(loc["seq"] for code, _message, _severity, loc in sc.raw
+                     if code.startswith("compact.") and type(loc.get("seq")) is int)
 
 
 def _scan_modes(fd: int, st: os.stat_result, sc: _Scan, sid: str, slug: str, deep: bool,
                 need: list[tuple[tuple[int, ...], str, str]], excluded: frozenset[int],
                 generation: int, now: float, add: Callable[..., None],
-                refuse_all: Callable[[str, str], None], flat: bool = False) -> bytes | None:
+                refuse_all: Callable[[str, str], None],
+                summaries: str | None = None) -> bytes | None:
     """Header and tail only (no references, not deep); the in-memory fast path;
     else the line loop.  Returns the file's bytes when they were read whole."""
     if not deep and not need:
         _shallow(fd, st.st_size, sc, sid, slug, st.st_mtime, now, add)
         return None
     data = None
-    if deep and not flat and st.st_size <= WHOLE_BYTES:   # (parsed in one call if it can)
+    if deep and summaries is None and st.st_size <= WHOLE_BYTES:   # (parsed in one call)
         data = _read_whole(fd, st.st_size, sc)
     elif not deep and st.st_size <= FAST_LIMIT:
         data = _read_whole(fd, st.st_size, sc)
@@ -384,7 +383,7 @@ def _scan_modes(fd: int, st: os.stat_result, sc: _Scan, sid: str, slug: str, dee
         del sc.raw[mark:]
         sc.statuses.clear()
     _full(fd, st.st_size, sc, sid, slug, deep, need, excluded, generation,
-          st.st_mtime, now, add, refuse_all, data, flat)
+          st.st_mtime, now, add, refuse_all, data, summaries)
     return data
 
 
@@ -660,7 +659,7 @@ WHOLE_BYTES = 4 << 20      # this large, is parsed in one call (records_by_line)
 def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
           need: list[tuple[tuple[int, ...], str, str]], excluded: frozenset[int], generation: int,
           mtime: float, now: float, add: Callable[..., None], refuse_all: Callable[[str, str], None],
-          data: bytes | None = None, flat: bool = False) -> None:
+          data: bytes | None = None, summaries: str | None = None) -> None:
     from ..sessions import UndoState
 
     loads = load_record   # the session readers' loader (issue 16.5, 16.8)
@@ -689,7 +688,7 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
     # is read again from the file (_span_records), from the last checkpoint
     # before it: the line start every CHECKPOINT_BYTES or so, with the seq of
     # the record before it.  Memory stays flat in the transcript's size.
-    keep_all = deep and not flat and size <= DEEP_KEEP_BYTES
+    keep_all = deep and summaries is None and size <= DEEP_KEEP_BYTES
     # The records facts cite are kept up to WHOLE_BYTES of their lines (what
     # the default mode already holds parsed of a transcript it parses in one
     # call); past that, none from the seq ``cut`` on, and the spans that reach
@@ -949,7 +948,8 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                     sc.statuses[(seqs, digest, purpose)] = st
         if deep:
             _compaction(compacts if not compacts_at
-                        else _records_at(fd, sc, compacts_at), sid, status, add)
+                        else _records_at(fd, sc, compacts_at), sid, status, add,
+                        summaries or "working")
     finally:
         if reads is not None:
             reads.f.close()
@@ -1305,7 +1305,7 @@ def _not_cumulative(seq: Any, lineage: list[Any], prev_lineage: Any,
 
 def _compaction(compacts: Iterable[tuple[int, dict[str, Any]]], sid: str,
                 status: Callable[[tuple[int, ...], str, str], SourceStatus],
-                add: Callable[..., None]) -> None:
+                add: Callable[..., None], purpose: str = "working") -> None:
     """Prior chain, cumulative lineage and each chunk's status, per compact event.
     An event without a ``lineage`` key predates lineage: inert, reported at info,
     and left out of the chain (lecode rebuilds from raw history: the next event's
@@ -1404,7 +1404,7 @@ def _compaction(compacts: Iterable[tuple[int, dict[str, Any]]], sid: str,
                 stale_n += 1
                 bad = bad or (f"lineage chunk {ref.label()} names another session", "invalid_ref")
                 continue
-            st = status(ref.seqs, ref.digest, "working")
+            st = status(ref.seqs, ref.digest, purpose)
             if st.status in ("missing", "stale"):
                 stale_n += 1
                 msg = f"lineage chunk {ref.label()} is {st.status} ({st.reason})"

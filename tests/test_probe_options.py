@@ -92,18 +92,66 @@ def _run_on(kind: str, tmp_path, store, *args: str) -> str:
     return _one_error_line(p.stderr.decode())
 
 
-@pytest.mark.parametrize("kind", ["fifo", "/dev/full", "/dev/zero"])
+@pytest.mark.parametrize("kind", ["/dev/full", "/dev/zero"])
 @pytest.mark.parametrize("command", [["secrets"], ["redact", "--dry-run"]])
 def test_an_allowlist_that_is_not_a_regular_file_is_refused_at_once(kind, command, tmp_path,
                                                                      demo_template):
-    """``--allowlist FIFO`` waited forever for a writer, and ``--allowlist
-    /dev/full`` (or /dev/zero) read zeros until memory ran out: the allowlist
+    """``--allowlist /dev/full`` (or /dev/zero) read zeros until memory ran
+    out: the allowlist
     is read as every other file memctl reads, a regular file (or a link to
     one) opened without blocking.  (A real process, bounded in time and
     memory: the bug hangs or eats memory.)"""
     store = copy_demo(demo_template, tmp_path / "demo")
     line = _run_on(kind, tmp_path, store, *command, "--allowlist")
     assert "not a regular file" in line and "allowlist" in line, line
+
+
+def test_an_allowlist_from_a_pipe_is_read_and_one_with_no_writer_waits_for_none(tmp_path):
+    """``--allowlist <(...)`` (a pipe its writer fills: process substitution
+    gives ``/dev/fd/N``) is read to its end; a FIFO no process writes is
+    empty at once, never waited on (``--allowlist FIFO`` waited forever;
+    then, for a while, a pipe was refused, and process substitution with
+    it).  At most ALLOWLIST_MOST bytes are read."""
+    import os
+    import threading
+    import time
+
+    from lecode_memctl.core import secrets
+    from lecode_memctl.core.errors import UsageError
+
+    def piped(data: bytes) -> tuple[int, threading.Thread]:
+        r, w = os.pipe()
+
+        def write() -> None:
+            time.sleep(0.2)             # (the reader waits for what comes)
+            view = memoryview(data)
+            try:
+                while view:
+                    view = view[os.write(w, view):]
+            except BrokenPipeError:
+                pass                    # (the reader stopped at its bound)
+            finally:
+                os.close(w)
+
+        t = threading.Thread(target=write)
+        t.start()
+        return r, t
+
+    digest = "ab" * 32
+    r, t = piped(f"# known\nsha256:{digest}\n".encode())
+    assert secrets.load_allowlist(f"/dev/fd/{r}") == frozenset({digest})
+    os.close(r)
+    t.join()
+    r, t = piped(b"#" * (secrets.ALLOWLIST_MOST + 1))
+    with pytest.raises(UsageError, match="more than"):
+        secrets.load_allowlist(f"/dev/fd/{r}")
+    os.close(r)             # (the writer's next write fails: it ends)
+    t.join()
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    assert secrets.load_allowlist(fifo) == frozenset()      # no writer: empty, at once
+    assert time.monotonic() - started < 5
 
 
 @pytest.mark.parametrize("kind", ["fifo", "/dev/zero", ""])

@@ -746,18 +746,19 @@ def correct(
     if (text is None) == (text_file is None):
         raise UsageError("give the corrected TEXT or --text-file (not both)")
     if text_file is not None:
-        from lecode_memctl.core.atomic import read_regular
+        from lecode_memctl.core.atomic import read_file_or_pipe
 
         from .state import path_option
 
         path_option("--text-file", text_file)
         try:
-            # FILE: a regular file (or a link to one) opened without blocking;
-            # a FIFO or a device is refused, never waited on or read without end
+            # FILE: a regular file (or a link to one) or a pipe (<(...)), opened
+            # without blocking: a FIFO no process writes is empty at once, a
+            # device refused, never read without end
             if text_file == "-" and sys.stdin is None:   # started with stdin closed (<&-)
                 raise UsageError("--text-file -: standard input is closed")
             data = (_read_bounded(sys.stdin.buffer) if text_file == "-"
-                    else read_regular(text_file, follow=True))
+                    else read_file_or_pipe(text_file, MAX_TEXT_BYTES))
             if len(data) > MAX_TEXT_BYTES:
                 raise UsageError(f"{text_file}: more than {MAX_TEXT_BYTES:,} bytes, the most "
                                  "SQLite stores in one text")

@@ -183,6 +183,34 @@ def read_regular(path: str | os.PathLike[str], limit: int | None = None, *,
         return b"".join(chunks)
 
 
+def read_file_or_pipe(path: str | os.PathLike[str], most: int) -> bytes:
+    """The bytes of ``path``, a regular file (or a link to one) or a pipe
+    read to its end (a command's ``<(...)``: process substitution), at most
+    ``most + 1`` of them: more than ``most`` is the caller's to refuse.
+    Opened without blocking: a FIFO no process writes is read as empty at
+    once, never waited on; a device, a socket: :class:`NotRegularFile`,
+    never read without end.  A directory: ``IsADirectoryError``."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with open(fd, "rb", buffering=0) as f:      # (closed whatever happens)
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+        if stat.S_ISFIFO(mode):
+            os.set_blocking(fd, True)           # (what its writer writes is waited for)
+        elif not stat.S_ISREG(mode):
+            raise NotRegularFile(errno.EINVAL, f"is {file_kind(mode)}, not a regular file "
+                                 "or a pipe")
+        chunks: list[bytes] = []
+        held = 0
+        while held <= most:
+            chunk = f.read(min(1 << 20, most + 1 - held))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            held += len(chunk)
+    return b"".join(chunks)
+
+
 def is_link_refusal(exc: OSError) -> bool:
     """Whether an :func:`open_nofollow` failure means "the path is a symbolic link"."""
     return exc.errno == errno.ELOOP

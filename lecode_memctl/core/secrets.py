@@ -31,7 +31,6 @@ it; nothing in this module prints.
 from __future__ import annotations
 
 import bisect
-import errno
 import hashlib
 import heapq
 import mmap
@@ -46,7 +45,7 @@ from typing import Any
 import orjson
 
 from ._lazy import lazy_compile
-from .atomic import open_nofollow, open_owned, open_regular
+from .atomic import open_nofollow, open_owned, open_regular, read_file_or_pipe
 from .errors import MemctlError, UsageError
 from .layout import FACTS_DB, SESSIONS_DIR, Store
 
@@ -292,37 +291,6 @@ class SecretsReport:
 ALLOWLIST_MOST = 16 << 20
 
 
-def _allowlist_bytes(path: str | os.PathLike[str]) -> bytes:
-    """The allowlist's bytes: a regular file (or a link to one), or a pipe
-    read to its end (``--allowlist <(...)``: process substitution), at most
-    :data:`ALLOWLIST_MOST` bytes.  Opened without blocking: a FIFO no
-    process writes is read as empty at once, never waited on; a device
-    (``/dev/zero``) is refused, never read without end."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    with open(fd, "rb", buffering=0) as f:      # (closed whatever happens)
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
-        if stat.S_ISFIFO(mode):
-            os.set_blocking(fd, True)           # (what its writer writes is waited for)
-        elif not stat.S_ISREG(mode):
-            kind = "a character device" if stat.S_ISCHR(mode) else "not a regular file"
-            raise UsageError(f"{path}: is {kind}, not a regular file or a pipe; the allowlist "
-                             "is read from one")
-        chunks: list[bytes] = []
-        held = 0
-        while held <= ALLOWLIST_MOST:
-            chunk = f.read(min(1 << 20, ALLOWLIST_MOST + 1 - held))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            held += len(chunk)
-    if held > ALLOWLIST_MOST:
-        raise UsageError(f"{path}: more than {ALLOWLIST_MOST >> 20} MiB; an allowlist holds "
-                         "SHA-256 digests, one per line")
-    return b"".join(chunks)
-
-
 def load_allowlist(path: str | os.PathLike[str] | None) -> frozenset[str]:
     """SHA-256 hex digests of values not to report: one per line, optionally
     ``sha256:`` prefixed, ``#`` comments.  A missing default file is empty;
@@ -330,7 +298,12 @@ def load_allowlist(path: str | os.PathLike[str] | None) -> frozenset[str]:
     if path is None or os.path.realpath(path) == os.devnull:
         return frozenset()   # /dev/null: no allowlist, the one device allowed
     try:
-        raw = _allowlist_bytes(path)
+        # a regular file or a pipe (<(...)), opened without blocking: a FIFO
+        # no process writes is empty at once, a device (/dev/zero) refused
+        raw = read_file_or_pipe(path, ALLOWLIST_MOST)
+        if len(raw) > ALLOWLIST_MOST:
+            raise UsageError(f"{path}: more than {ALLOWLIST_MOST >> 20} MiB; an allowlist holds "
+                             "SHA-256 digests, one per line")
     except FileNotFoundError:
         raise UsageError(f"{path}: no such allowlist file") from None
     except OSError as exc:

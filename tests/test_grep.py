@@ -507,15 +507,13 @@ def test_a_role_with_a_newline_cannot_forge_a_hit_line(store):
     assert [h["role"] for h in doc["hits"]] == [forged]
 
 
-def test_a_summary_the_agent_does_not_use_is_hidden_as_validate_says(tmp_path):
-    """A compaction summary is visible only where lecode would use it: one
-    that ``validate --deep`` reports (``compact.*``: no lineage, a lineage
-    chunk stale or hidden, a prior that does not match) is hidden,
-    ``inert``, whatever made it so; grep reported all of them visible."""
+def _summary_store(tmp_path):  # noqa: ANN202
+    """A new store, its writers, and a maker of a lineage chunk (session,
+    first, last) with the digest of what the session holds there."""
     from lecode_memctl.core.facts import FactStore
     from lecode_memctl.core.layout import store_at
     from lecode_memctl.core.sessions import SessionStore
-    from lecode_memctl.core.sourceref import SourceRef, canonical_digest
+    from lecode_memctl.core.sourceref import canonical_digest
 
     st = store_at(tmp_path / "store")
     facts = FactStore(st.facts_db)
@@ -524,6 +522,18 @@ def test_a_summary_the_agent_does_not_use_is_hidden_as_validate_says(tmp_path):
     def chunk(sid: str, lo: int, hi: int) -> dict:
         return {"session_id": sid, "seqs": list(range(lo, hi + 1)),
                 "digest": canonical_digest(sessions.records(sid, lo, hi))}
+
+    return st, facts, sessions, chunk
+
+
+def test_a_summary_the_agent_does_not_use_is_hidden_as_validate_says(tmp_path):
+    """A compaction summary is visible only where lecode would use it: one
+    that ``validate --deep`` reports (``compact.*``: no lineage, a lineage
+    chunk stale or hidden, a prior that does not match) is hidden,
+    ``inert``, whatever made it so; grep reported all of them visible."""
+    from lecode_memctl.core.sourceref import SourceRef, canonical_digest
+
+    st, facts, sessions, chunk = _summary_store(tmp_path)
 
     with sessions.create("s1") as w:
         w.append_message("user", "u1")                                              # 1
@@ -577,18 +587,9 @@ def test_a_summary_is_judged_for_the_purpose_searched(tmp_path):
     one whose lineage also holds a message hidden for another reason (an
     epoch) is not, whichever of its chunks comes first (the audit names
     the first hidden chunk's reason, cleared here)."""
-    from lecode_memctl.core.facts import FactStore
-    from lecode_memctl.core.layout import store_at
-    from lecode_memctl.core.sessions import SessionStore
     from lecode_memctl.core.sourceref import SourceRef, canonical_digest
 
-    st = store_at(tmp_path / "store")
-    facts = FactStore(st.facts_db)
-    sessions = SessionStore(st, exclusions=facts)
-
-    def chunk(sid: str, lo: int, hi: int) -> dict:
-        return {"session_id": sid, "seqs": list(range(lo, hi + 1)),
-                "digest": canonical_digest(sessions.records(sid, lo, hi))}
+    st, facts, sessions, chunk = _summary_store(tmp_path)
 
     with sessions.create("mixed") as w:
         w.append_message("user", "u1")                                              # 1

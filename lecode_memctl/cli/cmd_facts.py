@@ -590,21 +590,6 @@ def history(fact_id: FactIdArg, json_: JsonOpt = False, fmt: FormatOpt = None,
 MAX_TEXT_BYTES = 1_000_000_000
 
 
-def _read_bounded(stream: Any) -> bytes:
-    """``stream`` to its end, 1 MiB at a time, at most one byte more than
-    :data:`MAX_TEXT_BYTES` (``--text-file -`` from /dev/zero read without end,
-    and ran out of memory: exit 70)."""
-    chunks: list[bytes] = []
-    held = 0
-    while held <= MAX_TEXT_BYTES:
-        chunk = stream.read(min(1 << 20, MAX_TEXT_BYTES + 1 - held))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        held += len(chunk)
-    return b"".join(chunks)
-
-
 def _stdin_is_tty() -> bool:
     import sys
 
@@ -746,7 +731,7 @@ def correct(
     if (text is None) == (text_file is None):
         raise UsageError("give the corrected TEXT or --text-file (not both)")
     if text_file is not None:
-        from lecode_memctl.core.atomic import read_file_or_pipe
+        from lecode_memctl.core.atomic import read_bounded, read_file_or_pipe
 
         from .state import path_option
 
@@ -757,7 +742,7 @@ def correct(
             # device refused, never read without end
             if text_file == "-" and sys.stdin is None:   # started with stdin closed (<&-)
                 raise UsageError("--text-file -: standard input is closed")
-            data = (_read_bounded(sys.stdin.buffer) if text_file == "-"
+            data = (read_bounded(sys.stdin.buffer, MAX_TEXT_BYTES) if text_file == "-"
                     else read_file_or_pipe(text_file, MAX_TEXT_BYTES))
             if len(data) > MAX_TEXT_BYTES:
                 raise UsageError(f"{text_file}: more than {MAX_TEXT_BYTES:,} bytes, the most "

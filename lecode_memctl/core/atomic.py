@@ -19,6 +19,7 @@ import fcntl
 import io
 import os
 import stat
+import typing
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -200,14 +201,21 @@ def read_file_or_pipe(path: str | os.PathLike[str], most: int) -> bytes:
         elif not stat.S_ISREG(mode):
             raise NotRegularFile(errno.EINVAL, f"is {file_kind(mode)}, not a regular file "
                                  "or a pipe")
-        chunks: list[bytes] = []
-        held = 0
-        while held <= most:
-            chunk = f.read(min(1 << 20, most + 1 - held))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            held += len(chunk)
+        return read_bounded(f, most)
+
+
+def read_bounded(stream: typing.BinaryIO | io.RawIOBase, most: int) -> bytes:
+    """``stream`` (a binary file object) to its end, 1 MiB at a time, at most
+    ``most + 1`` bytes: more than ``most`` is the caller's to refuse (a pipe
+    from ``/dev/zero`` is never read without end)."""
+    chunks: list[bytes] = []
+    held = 0
+    while held <= most:
+        chunk = stream.read(min(1 << 20, most + 1 - held))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        held += len(chunk)
     return b"".join(chunks)
 
 

@@ -731,7 +731,7 @@ def correct(
     if (text is None) == (text_file is None):
         raise UsageError("give the corrected TEXT or --text-file (not both)")
     if text_file is not None:
-        from lecode_memctl.core.atomic import read_bounded, read_file_or_pipe
+        from lecode_memctl.core.atomic import read_at_most, read_file_or_pipe
 
         from .state import path_option
 
@@ -742,7 +742,7 @@ def correct(
             # device refused, never read without end
             if text_file == "-" and sys.stdin is None:   # started with stdin closed (<&-)
                 raise UsageError("--text-file -: standard input is closed")
-            data = (read_bounded(sys.stdin.buffer, MAX_TEXT_BYTES) if text_file == "-"
+            data = (read_at_most(sys.stdin.buffer, MAX_TEXT_BYTES + 1) if text_file == "-"
                     else read_file_or_pipe(text_file, MAX_TEXT_BYTES))
             if len(data) > MAX_TEXT_BYTES:
                 raise UsageError(f"{text_file}: more than {MAX_TEXT_BYTES:,} bytes, the most "

@@ -171,17 +171,7 @@ def read_regular(path: str | os.PathLike[str], limit: int | None = None, *,
     A directory raises ``IsADirectoryError``; ``OSError`` passes through."""
     # (a file object: closed when an interrupt drops it, whatever it cut short)
     with open_owned(path, follow=follow) as f:
-        fd = f.fileno()
-        if limit is None:
-            return read_all(fd)
-        chunks, left = [], limit
-        while left > 0:
-            data = os.read(fd, min(left, 1 << 20))
-            if not data:
-                break
-            chunks.append(data)
-            left -= len(data)
-        return b"".join(chunks)
+        return read_all(f.fileno()) if limit is None else read_at_most(f, limit)
 
 
 def read_file_or_pipe(path: str | os.PathLike[str], most: int) -> bytes:
@@ -201,21 +191,22 @@ def read_file_or_pipe(path: str | os.PathLike[str], most: int) -> bytes:
         elif not stat.S_ISREG(mode):
             raise NotRegularFile(errno.EINVAL, f"is {file_kind(mode)}, not a regular file "
                                  "or a pipe")
-        return read_bounded(f, most)
+        return read_at_most(f, most + 1)
 
 
-def read_bounded(stream: typing.BinaryIO | io.RawIOBase, most: int) -> bytes:
-    """``stream`` (a binary file object) to its end, 1 MiB at a time, at most
-    ``most + 1`` bytes: more than ``most`` is the caller's to refuse (a pipe
-    from ``/dev/zero`` is never read without end)."""
+def read_at_most(stream: typing.BinaryIO | io.RawIOBase, limit: int) -> bytes:
+    """``stream`` (a binary file object) to its end or to ``limit`` bytes,
+    whichever comes first, 1 MiB at a time (a pipe from ``/dev/zero`` is
+    never read without end).  The one bounded read: :func:`read_regular`'s,
+    :func:`read_file_or_pipe`'s, ``correct --text-file -``'s."""
     chunks: list[bytes] = []
-    held = 0
-    while held <= most:
-        chunk = stream.read(min(1 << 20, most + 1 - held))
+    left = limit
+    while left > 0:
+        chunk = stream.read(min(left, 1 << 20))
         if not chunk:
             break
         chunks.append(chunk)
-        held += len(chunk)
+        left -= len(chunk)
     return b"".join(chunks)
 
 

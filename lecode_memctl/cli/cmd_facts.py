@@ -15,7 +15,10 @@ import typer
 from .completion import FACT_STATUSES, complete_fact_id, complete_fact_status, complete_session_id
 from .options import MAX_COUNT, FormatOpt, JsonOpt, LockWaitOpt
 from .registry import command
-from .state import STATE
+from .state import (
+    STATE,
+    stdin_is_tty as _stdin_is_tty,  # (the tests replace it here)
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -588,15 +591,6 @@ def history(fact_id: FactIdArg, json_: JsonOpt = False, fmt: FormatOpt = None,
 #: The longest text SQLite stores (its default SQLITE_MAX_LENGTH): a
 #: correction's --text-file longer than this can never be written.
 MAX_TEXT_BYTES = 1_000_000_000
-
-
-def _stdin_is_tty() -> bool:
-    import sys
-
-    try:
-        return sys.stdin is not None and sys.stdin.isatty()
-    except (AttributeError, ValueError):
-        return False
 
 
 def _parse_seq(text: str, what: str) -> int:

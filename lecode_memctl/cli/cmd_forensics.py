@@ -22,7 +22,7 @@ from .completion import (
 )
 from .options import MAX_COUNT, JsonOpt, LockWaitOpt, OffsetOpt
 from .registry import command
-from .state import STATE
+from .state import STATE, stdin_is_tty
 
 if TYPE_CHECKING:
     from lecode_memctl.core.grep import GrepHit
@@ -533,7 +533,6 @@ def redact(
     null}; never a value.
     """
 
-    import sys
 
     from lecode_memctl.core.errors import UsageError
     from lecode_memctl.core.redact import apply_redaction, plan_redaction
@@ -607,8 +606,7 @@ def redact(
             _kept_outcome(doc["kept"])
         return
     if not yes:
-        # (sys.stdin is None when memctl was started with stdin closed: <&-)
-        if sys.stdin is None or not sys.stdin.isatty():
+        if not stdin_is_tty():      # (closed too: <&-)
             raise UsageError("refusing to redact without --yes: stdin is not a terminal "
                              "(see the plan with --dry-run)")
         _print_plan(doc, dry_run=True, err=True)

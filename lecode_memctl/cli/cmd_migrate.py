@@ -8,7 +8,7 @@ import typer
 
 from .options import JsonOpt
 from .registry import command
-from .state import STATE, path_option
+from .state import STATE, path_option, stdin_is_tty
 
 _ORIGIN_LABEL = {"cwd": "cwd", "ancestor": "ancestor", "tree": "tree",
                  "worktree": "worktree", "from": "--from"}
@@ -227,7 +227,6 @@ def migrate_legacy(
     never copied.  Legacy files are left untouched.  Each copy is an atomic
     write verified by sha256; running it again does nothing more.
     """
-    import sys
 
     from lecode_memctl.core.errors import EXIT_PROBLEMS, UsageError
     from lecode_memctl.core.migrate import apply_migration, plan_migration
@@ -259,7 +258,7 @@ def migrate_legacy(
             _print_diffs(plan, diffs)
         raise typer.Exit(plan.exit_code)
 
-    interactive = not json_ and sys.stdin is not None and sys.stdin.isatty()
+    interactive = not json_ and stdin_is_tty()
     if not yes and not interactive:
         if not json_:
             _print_plan(plan)

@@ -163,23 +163,14 @@ class _ClosedStdout:
         return False
 
 
-class _ClosedStderr:
+class _ClosedStderr(_ClosedStdout):
     """``sys.stderr`` of a process started with its stderr closed (``memctl
     ... 2>&-``), where Python leaves None: what is written to it is dropped,
     as ``click.echo`` drops it (nobody is there to read a diagnostic), and
     the command ends with the status it would have had."""
 
-    encoding = "utf-8"
-    errors = "strict"
-
     def write(self, text: str) -> int:
         return len(text)
-
-    def flush(self) -> None:
-        pass
-
-    def isatty(self) -> bool:
-        return False
 
 
 def _write_early(text: str) -> int | None:

@@ -180,6 +180,18 @@ def require_store(store: Store, *, explain: bool = False) -> Store:
         raise NotFound(exc.message, hint="'memctl where' explains the lookup") from None
 
 
+def stdin_is_tty() -> bool:
+    """Whether standard input is a terminal a prompt may read: not when
+    memctl was started with it closed (``<&-``: ``sys.stdin`` is None) or
+    it cannot say."""
+    import sys
+
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
 def path_option(option: str, value: str | None) -> str | None:
     """A path option's value: None when not given; an empty path is a usage
     error (it is not the working directory, as ``Path("")`` would make it)."""

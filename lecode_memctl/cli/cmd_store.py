@@ -8,22 +8,7 @@ import typer
 from .completion import complete_record_type, complete_shell
 from .options import FormatOpt, JsonOpt
 from .registry import command
-from .state import STATE
-
-
-def _where_path(path: str) -> str:
-    """``where``'s PATH, refused as ``--project PATH`` is: empty, a usage
-    error; missing, not found (exit 3), never a project made up for it."""
-    import os
-
-    from lecode_memctl.core.errors import NotFound
-
-    from .state import path_option
-
-    path_option("PATH", path)
-    if not os.path.exists(path):
-        raise NotFound(f"PATH {path}: no such directory")
-    return path
+from .state import STATE, existing_path
 
 
 @command(epilog="""\
@@ -64,7 +49,8 @@ def where(
         ident = None
     else:
         STATE.check_slug_option()
-        ident = resolve_project(_where_path(path) if path is not None else STATE.project_dir())
+        ident = resolve_project(existing_path("PATH", path) if path is not None
+                                else STATE.project_dir())
         store = Store(memory_root(cfg.path) / ident.slug, ident.slug, ident, "project",
                       "the project root")
     items = inventory(store)

@@ -110,12 +110,9 @@ class State:
     def project_dir(self) -> Path:
         """``-C PATH`` or the working directory.  NotFound (exit 3) with a plain
         message for a missing PATH or a working directory deleted meanwhile."""
-        from lecode_memctl.core.errors import NotFound
 
         if self.project:
-            if not os.path.exists(self.project):
-                raise NotFound(f"--project {self.project}: no such directory")
-            return Path(self.project)
+            return Path(existing_path("--project", self.project))
         from lecode_memctl.core.identity import working_directory
 
         return Path(working_directory())
@@ -201,6 +198,18 @@ def path_option(option: str, value: str | None) -> str | None:
         from lecode_memctl.core.errors import UsageError
 
         raise UsageError(f"{option} needs a path; it was given an empty one")
+    return value
+
+
+def existing_path(option: str, value: str) -> str:
+    """A project path given as ``option`` (``--project``, ``where``'s PATH):
+    an empty one is a usage error (:func:`path_option`); a missing one is
+    NotFound (exit 3), never a project made up for it."""
+    from lecode_memctl.core.errors import NotFound
+
+    path_option(option, value)
+    if not os.path.exists(value):
+        raise NotFound(f"{option} {value}: no such directory")
     return value
 
 

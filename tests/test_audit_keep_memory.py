@@ -38,7 +38,7 @@ def _msg(seq: int) -> dict:
 
 
 # size -> the facts database _cited_store made for it (one add, one commit,
-# per fact: over a second of each shape's setup for the 4 MiB store)
+# per fact: over a second of each shape's setup for the 2 MiB store)
 _FACTS_DB: dict[int, bytes] = {}
 
 
@@ -86,26 +86,28 @@ def _audit_statuses(store: Path) -> dict:
 @pytest.mark.heavy
 @pytest.mark.parametrize("shape", ["regular", "corrupt", "corrupt_no_memory_copy"])
 def test_default_audit_memory_is_flat_in_cited_bytes(tmp_path, monkeypatch, shape):
-    """Two transcripts, 1 MiB and 4 MiB, every message cited, a budget of
-    128 KiB: the larger audit's peak of Python allocations (tracemalloc)
+    """Two transcripts, 512 KiB and 2 MiB, every message cited, a budget of
+    64 KiB: the larger audit's peak of Python allocations (tracemalloc)
     grows by the transcript held in memory (its bytes, read whole, and in
     the line loop its lines) and the references, not by its parsed records.
-    Bytes of peak per byte of transcript, kept records then re-read:
-    regular (the span search) 4.18 -> 1.25, corrupt (the line loop over the
-    transcript in memory) 5.30 -> 2.80, and read from the file in 64 KiB
-    pieces (``no_memory_copy``: what grows is the references) 3.12 -> 0.63.
-    (At 2 and 8 MiB with a budget of 256 KiB: 4.26 -> 2.48, 5.43 -> 2.93,
-    3.26 -> 0.75; the smaller sizes halve the test's time.)"""
-    monkeypatch.setattr(transcripts, "WHOLE_BYTES", 128 << 10)
+    Bytes of peak per byte of transcript, every cited record kept (the
+    budget unlimited) then re-read: regular (the span search) 3.97 -> 1.01,
+    corrupt (the line loop over the transcript in memory) 5.32 -> 2.81, and
+    read from the file in 64 KiB pieces (``no_memory_copy``: what grows is
+    the references) 3.14 -> 0.56.  (At 1 and 4 MiB with a budget of
+    128 KiB: 4.18 -> 1.25, 5.30 -> 2.80, 3.12 -> 0.63; at 2 and 8 MiB with
+    256 KiB: 4.26 -> 2.48, 5.43 -> 2.93, 3.26 -> 0.75; each halving of the
+    sizes cuts the test's time by half or more, the margins alike.)"""
+    monkeypatch.setattr(transcripts, "WHOLE_BYTES", 64 << 10)
     if shape == "corrupt_no_memory_copy":
         monkeypatch.setattr(transcripts, "FAST_LIMIT", -1)
         monkeypatch.setattr(transcripts, "READ_CHUNK", 64 << 10)
     peaks = {}
-    for mib in (1, 4):
-        store = _cited_store(tmp_path / f"m{mib}", mib << 20, shape != "regular")
-        got, peaks[mib] = traced_peak(lambda store=store: _audit_statuses(store))
+    for kib in (512, 2048):
+        store = _cited_store(tmp_path / f"k{kib}", kib << 10, shape != "regular")
+        got, peaks[kib] = traced_peak(lambda store=store: _audit_statuses(store))
         assert got == {}, got        # every span valid
-    per_byte = (peaks[4] - peaks[1]) / (3 << 20)
+    per_byte = (peaks[2048] - peaks[512]) / (1536 << 10)
     limit = {"regular": 3.25, "corrupt": 4.0, "corrupt_no_memory_copy": 1.25}[shape]
     assert per_byte < limit, (peaks, per_byte)
 

@@ -362,12 +362,13 @@ def test_a_fact_without_revisions_is_listed_hidden_where_the_listing_reaches_it(
         assert rows == one_fact_rows(fs, sessions)
 
 
-def _audits(store_path: Path) -> list[tuple]:
-    """Findings and kept statuses of the default and the deep audit."""
+def _audits(store_path: Path, deeps: tuple[bool, ...] = (False, True)) -> list[tuple]:
+    """Findings and kept statuses of the default and the deep audit (of
+    those in ``deeps``)."""
     from lecode_memctl.core.audit import Audit
 
     out: list[tuple] = []
-    for deep in (False, True):
+    for deep in deeps:
         a = Audit(store_at(store_path), deep=deep, parallel=False, now=1.9e9)
         found = list(a.run())
         out.append((deep, found, dict(a._statuses), dict(a.summary.facts)))
@@ -571,7 +572,11 @@ def _every_reader(path: Path, facts: list, monkeypatch, audits: list | None = No
                 m.setattr(transcripts, "WHOLE_BYTES", nbytes)
             if fast is not None:
                 m.setattr(transcripts, "FAST_LIMIT", fast)
-            runs = _audits(path)
+            # (WHOLE_REFS and FAST_LIMIT are read by the default mode only:
+            # audit.transcripts._scan_modes's ``not deep`` branch and the
+            # _fast_spans it calls; --deep under them is the run as it is,
+            # the same code path, so it is run once, as it is)
+            runs = _audits(path, (False, True) if refs is None and fast is None else (False,))
             if audits is not None and limits == (None, None, None):
                 audits.extend(runs)
             for deep, found, _statuses, _tally in runs:

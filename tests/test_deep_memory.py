@@ -122,13 +122,15 @@ def _peak(store: Path, *args: str) -> tuple[subprocess.CompletedProcess, int]:
 
 @pytest.mark.heavy
 def test_deep_memory_is_flat_in_transcript_size(tmp_path):
-    """24 MiB and 72 MiB transcripts whose compact events cite their first
+    """24 MiB and 48 MiB transcripts whose compact events cite their first
     spans (each event adds one chunk: a lineage as large as the transcript
     is itself held while it is checked), one chunk stale: the larger peaks
-    within 24 MiB of the smaller (every record kept, it peaked some 170 MiB
-    above it)."""
+    within 24 MiB of the smaller (every record kept, it peaked some 70 MiB
+    above it; at 24 and 72 MiB some 170 MiB).  (Both sizes at least 24
+    MiB: below that the peak still grows with the read buffers, 44 MiB at
+    12 MiB, 57 at 16 and 20, 65 from 24 MiB on.)"""
     peaks = {}
-    for mib in (24, 72):
+    for mib in (24, 48):
         store = tmp_path / f"m{mib}" / "mem-0123456789ab"
         (store / "sessions").mkdir(parents=True)
         n = write_transcript(store / "sessions" / "t.jsonl", "t", store.name, mib << 20,
@@ -136,7 +138,7 @@ def test_deep_memory_is_flat_in_transcript_size(tmp_path):
         assert n >= 1
         p, peaks[mib] = _peak(store)
         assert (p.returncode, p.stderr) == (1, b"")     # the stale chunk (-q: no output)
-    assert peaks[72] - peaks[24] < 24 << 10, peaks
+    assert peaks[48] - peaks[24] < 24 << 10, peaks
 
 
 _HOG = """

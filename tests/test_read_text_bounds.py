@@ -13,6 +13,7 @@ import os
 import random
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -138,12 +139,14 @@ def _peaks(store, content_of, sizes, *args):
     for mib in sizes:
         write_session(store, content_of(mib << 20), role=args[0])
         for fmt in ("--text", "--json"):
+            t0 = time.monotonic()
             p, peaks[mib, fmt] = _peak_child_rss(
                 [sys.executable, "-m", "lecode_memctl", "--store", str(store.path),
                  "read", "s1", "1", "2", fmt], env=env)
+            took = time.monotonic() - t0
             assert p.returncode == 0, p.stderr[-500:]
             if fmt == "--text":
-                yield mib, p.stdout
+                yield mib, p.stdout, took
     growth = {fmt: peaks[sizes[1], fmt] - peaks[sizes[0], fmt] for fmt in ("--text", "--json")}
     print(f"[read --text] {args[0]} message of {sizes[0]} / {sizes[1]} MiB: peak RSS "
           f"{peaks[sizes[0], '--text'] // 1024} / {peaks[sizes[1], '--text'] // 1024} MiB "
@@ -159,7 +162,7 @@ def test_a_huge_one_line_tool_result_costs_what_reading_it_costs(store):
     against --json's 57 -> 121).
     (Not 64 MiB: orjson's dumps of the digest then dies of SIGSEGV under the
     1 GiB address-space limit, --json too.)"""
-    for mib, out in _peaks(store, lambda n: "abc def ghi " * (n // 12), (8, 24), "tool"):
+    for mib, out, _took in _peaks(store, lambda n: "abc def ghi " * (n // 12), (8, 24), "tool"):
         assert len(out) < 4096, len(out)
         assert f"of {(mib << 20) // 12 * 12} characters shown;".encode() in out
 
@@ -170,13 +173,17 @@ def test_a_huge_message_of_words_is_wrapped_in_linear_memory(store):
     by 30 times the message (with it back, some 72 MiB more for the 3 MiB
     more, against the 32 MiB allowed, and 180 MiB for 2 vs 8 MiB; 16 MiB
     showed nothing more; a list of every chunk in _wrap_long: 59 MiB more)."""
-    for mib, out in _peaks(store, lambda n: "abc def ghi " * (n // 12), (1, 4), "user"):
+    for mib, out, _took in _peaks(store, lambda n: "abc def ghi " * (n // 12), (1, 4), "user"):
         assert out.count(b"\n") > (mib << 20) // 100
 
 
 @pytest.mark.heavy
 def test_a_huge_word_is_wrapped_in_linear_time(store):
-    """1 vs 48 MiB without a space: textwrap took 45 s for 8 MiB (quadratic;
-    with it back, 48 MiB runs past _peak_child_rss's 300 s timeout)."""
-    for mib, out in _peaks(store, lambda n: "x" * n, (1, 48), "assistant"):
+    """1 vs 16 MiB without a space, the 16 MiB --text read within 60 s (it
+    takes about 2 s): textwrap took 45 s for 8 MiB (quadratic; with it back,
+    LONG_LINE = 1 << 62, the 16 MiB read ran past _peak_child_rss's 300 s
+    timeout here; textwrap alone, in-process: 9.4 s for 4 MiB).  (It was 48
+    MiB against that 300 s timeout alone: 12 s of a run for the same signal.)"""
+    for mib, out, took in _peaks(store, lambda n: "x" * n, (1, 16), "assistant"):
         assert out.split(b"\n").count(b" " * 4 + b"x" * 96) == (mib << 20) // 96
+        assert took < 60, (mib, took)

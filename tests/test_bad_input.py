@@ -574,7 +574,8 @@ class _ForkServer:
         e = dict(os.environ, PYTHONPATH=str(REPO))
         e.pop("MEMCTL_DEBUG", None)
         r, self.req = os.pipe()
-        self.log = tempfile.TemporaryFile()
+        if self.log is None:   # (kept across a restart; closed by _fork_server)
+            self.log = tempfile.TemporaryFile()  # noqa: SIM115
         try:
             self.proc = subprocess.Popen([sys.executable, "-c", _FORKED, str(r)], pass_fds=(r,),
                                          stdout=subprocess.PIPE, stderr=self.log, env=e)
@@ -599,9 +600,14 @@ class _ForkServer:
     def batch(self, request: list, timeout: float) -> dict:
         import json
 
+        if self.proc is not None and self.proc.poll() is not None:
+            self.stop()     # (gone since the last batch: a new one)
         if self.proc is None:
             self.start()
-        os.write(self.req, json.dumps(request).encode() + b"\n")
+        try:
+            os.write(self.req, json.dumps(request).encode() + b"\n")
+        except BrokenPipeError:
+            raise AssertionError(("the fork server is gone", self._stderr())) from None
         line = self._line(timeout)
         assert line.endswith(b"\n"), (self.proc and self.proc.poll(), self._stderr())
         return json.loads(line)
@@ -614,7 +620,8 @@ class _ForkServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-            self.proc.stdout.close()
+            if self.proc.stdout is not None:
+                self.proc.stdout.close()
             self.proc = None
 
 

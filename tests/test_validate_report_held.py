@@ -105,14 +105,19 @@ def _stores_with_findings(config_dir: Path, n: int) -> None:
         (store / "stray.txt").write_text("not part of the layout\n")
 
 
+# (10 stores, not 40 as it was: a file per part gives 20 files or more
+# either way, and every part still fits in the bound)
+MANY_STORES = 10
+
+
 @pytest.fixture(scope="module")
-def forty_stores(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A config dir of ``_stores_with_findings(..., 40)``, built once for the
-    tests below (each works on a copy: ``_copy_of``)."""
-    top = tmp_path_factory.mktemp("forty")
+def many_stores(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A config dir of ``_stores_with_findings(..., MANY_STORES)``, built
+    once for the tests below (each works on a copy: ``_copy_of``)."""
+    top = tmp_path_factory.mktemp("many")
     with pytest.MonkeyPatch.context() as mp:
         cfg = isolate(mp, top)
-        _stores_with_findings(cfg, 40)
+        _stores_with_findings(cfg, MANY_STORES)
     return cfg
 
 
@@ -123,12 +128,12 @@ def _copy_of(template: Path, config_dir: Path) -> None:
 
 
 @pytest.mark.heavy
-def test_every_part_shares_one_temporary_file(config_dir, monkeypatch, forty_stores):
-    """40 stores of several parts each, every part spilled (a bound of 0):
-    one temporary file, not one per part (which held a descriptor each to
-    the end: with ``ulimit -n 32``, the 18th store's transcripts could not
-    be opened, and validate reported them unreadable)."""
-    _copy_of(forty_stores, config_dir)
+def test_every_part_shares_one_temporary_file(config_dir, monkeypatch, many_stores):
+    """Many stores of several parts each, every part spilled (a bound of
+    0): one temporary file, not one per part (which held a descriptor each
+    to the end: with ``ulimit -n 32``, the 18th store's transcripts could
+    not be opened, and validate reported them unreadable)."""
+    _copy_of(many_stores, config_dir)
     want = _report(monkeypatch, None, "--all-projects")
     made = _temporary_files(monkeypatch)
     assert _report(monkeypatch, 0, "--all-projects") == want
@@ -136,11 +141,11 @@ def test_every_part_shares_one_temporary_file(config_dir, monkeypatch, forty_sto
 
 
 @pytest.mark.heavy
-def test_below_the_bound_nothing_goes_to_a_file(config_dir, monkeypatch, forty_stores):
+def test_below_the_bound_nothing_goes_to_a_file(config_dir, monkeypatch, many_stores):
     """All the parts together under HELD_IN_MEMORY: no temporary file (a
     64 KiB bound per part put a report of many stores in $TMPDIR, where a
     later store's snapshot copy then found no room)."""
-    _copy_of(forty_stores, config_dir)
+    _copy_of(many_stores, config_dir)
     _legacy_facts(build_clean(config_dir, "big-0123456789ab"), 900)   # (a part of 90 KB)
     want = _report(monkeypatch, None, "--all-projects")
     made = _temporary_files(monkeypatch)

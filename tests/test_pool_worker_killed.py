@@ -103,7 +103,10 @@ WRAP = TORN + textwrap.dedent("""
     from lecode_memctl.core.audit import transcripts
 
     PARENT = os.getpid()
-    HOW = os.environ["MEMCTL_TEST_DEATH"]
+    HOW = os.environ["MEMCTL_TEST_DEATH"]      # killed, torn, or none (the undisturbed run)
+    if os.environ.get("MEMCTL_TEST_POOL_BYTES"):
+        # (a store smaller than the 1 MiB a pool is forked for, scanned by one all the same)
+        secrets.POOL_BYTES = int(os.environ["MEMCTL_TEST_POOL_BYTES"])
 
     def die():
         if HOW == "killed":
@@ -112,6 +115,8 @@ WRAP = TORN + textwrap.dedent("""
 
     def dies_once():
         # in a worker, at its first task of all (a file says it is done)
+        if HOW == "none":
+            return
         if os.getpid() != PARENT and not os.path.exists(os.environ["MEMCTL_TEST_MARK"]):
             open(os.environ["MEMCTL_TEST_MARK"], "w").close()
             die()
@@ -135,10 +140,11 @@ WRAP = TORN + textwrap.dedent("""
 """)
 
 
-def _store(tmp_path):
-    """A store of 12 transcripts of 100 KB, each with a credential: enough
-    for a pool (audit.run.worth_a_pool: 8 transcripts with --deep;
-    secrets._worth_a_pool: 1 MiB)."""
+def _store(tmp_path, messages: int = 500):
+    """A store of 12 transcripts of ``messages`` lines (100 KB for 500),
+    each with a credential: enough for a pool (audit.run.worth_a_pool: 8
+    transcripts with --deep; secrets._worth_a_pool: 1 MiB, or the
+    ``POOL_BYTES`` the test sets)."""
     from lecode_memctl.core.layout import store_at
 
     store = store_at(tmp_path / "store")
@@ -149,20 +155,30 @@ def _store(tmp_path):
         lines = [{"seq": 0, "type": "session", "format": 1, "session_id": sid,
                   "project": store.slug, "created": "2026-01-01T00:00:00Z"}]
         lines += [{"seq": i, "type": "message", "role": "user", "content": f"{pad} {i}"}
-                  for i in range(1, 500)]
-        lines.append({"seq": 500, "type": "message", "role": "user",
+                  for i in range(1, messages)]
+        lines.append({"seq": messages, "type": "message", "role": "user",
                       "content": f"aws_access_key_id = AKIA{s:02d}ABCDEFGHIJKLMN"})
         (store.sessions_dir / f"{sid}.jsonl").write_bytes(
             b"".join(orjson.dumps(r) + b"\n" for r in lines))
     return store.path
 
 
+# secrets scans 12 transcripts of 50 lines (12 KB each; 1 MiB of them took
+# 1.3 s of CPU a run, three runs a command) in a pool all the same: its
+# POOL_BYTES lowered in both the disturbed and the undisturbed run (each
+# file is a task of its own whatever its size: the pool's work and a
+# worker's death are the same)
+SMALL_MESSAGES, SMALL_POOL_BYTES = 50, 64 << 10
+
+
 @pytest.fixture(scope="module")
 def pool_store(tmp_path_factory):
-    """(the store of :func:`_store`, built once; where each case copies it;
-    the undisturbed run of each command on it, made once)."""
+    """(the stores of :func:`_store`, built once: for validate --deep, of
+    100 KB transcripts, and for secrets, of small ones; where each case
+    copies its own; the undisturbed run of each command on it, made once)."""
     base = tmp_path_factory.mktemp("pool")
-    return _store(base), base / "case" / "store", {}
+    return ({"validate": _store(base / "big"), "secrets": _store(base / "small", SMALL_MESSAGES)},
+            base / "case" / "store", {})
 
 
 def _same(out: bytes) -> object:
@@ -184,17 +200,20 @@ def test_memctl_survives_a_killed_worker(tmp_path, pool_store, how, command):
     # report names the path, and the undisturbed run's is that of the first
     # case of the command, made on the same bytes after its disturbed run)
     shutil.rmtree(store, ignore_errors=True)
-    shutil.copytree(template, store, symlinks=True)
+    shutil.copytree(template[command[0]], store, symlinks=True)
     args = ["--store", str(store), *command]
     mark = tmp_path / "died"
+    env = {**os.environ, "MEMCTL_TEST_MARK": str(mark)}
+    if command[0] == "secrets":
+        env["MEMCTL_TEST_POOL_BYTES"] = str(SMALL_POOL_BYTES)   # (a worker marks it: below)
     got = subprocess.run([sys.executable, "-c", WRAP, *args], capture_output=True, timeout=120,
-                         env={**os.environ, "MEMCTL_TEST_DEATH": how,
-                              "MEMCTL_TEST_MARK": str(mark)})
+                         env={**env, "MEMCTL_TEST_DEATH": how})
     assert mark.exists(), "no worker of a pool ran"
     undisturbed = undisturbed_of.get(tuple(command))
     if undisturbed is None:
         undisturbed = undisturbed_of[tuple(command)] = subprocess.run(
-            [sys.executable, "-m", "lecode_memctl", *args], capture_output=True, timeout=120)
+            [sys.executable, "-c", WRAP, *args], capture_output=True, timeout=120,
+            env={**env, "MEMCTL_TEST_DEATH": "none"})
     assert got.stderr == b"", got.stderr
     assert got.returncode == undisturbed.returncode == (0 if command[0] == "validate" else 1)
     assert _same(got.stdout) == _same(undisturbed.stdout)

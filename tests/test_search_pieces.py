@@ -140,18 +140,30 @@ def test_the_same_search_for_any_bytes(tmp_path, monkeypatch, contents, piece, p
 
 @pytest.mark.heavy
 @pytest.mark.parametrize("kind", ["newlines", "lines"])
-def test_memory_follows_a_piece_not_the_file(tmp_path, kind):
+def test_memory_follows_a_piece_not_the_file(tmp_path, monkeypatch, kind):
     """100 MiB of newlines in MEMORY.md cost 1.05 GB and 8.3 s (MemoryError
     under a 1 GiB limit), a 210 MiB MEMORY.md of short lines 842 MB even
     with ``--limit 1``: the file was read whole and split into a list of
     lines.  Now the peak is the same for a file three times as large
     (measured: 5.7 MB traced for 2 or 6 MiB of newlines, 1.7 MB for the
-    lines; the old search took 21 and 68 MB, 9 and 27 MB.  The test takes
-    0.5 and 1.5 MiB, two and six pieces of ``_PIECE``: 5.7 and 5.4 MB of
-    newlines, 2.2 and 2.0 MB of lines; each file read as one piece, 11 and
-    30 MB, 2.9 and 8.5 MB)."""
+    lines; the old search took 21 and 68 MB, 9 and 27 MB).
+
+    The test runs at a quarter of the search's own scale (its time went to
+    the millions of empty lines): ``_PIECE`` and ``_KEEP`` divided by 4
+    (64 KiB, 256 KiB) and files of 128 and 384 KiB, two and six pieces, the
+    smaller one kept from its check to its search, the larger one read
+    again, as 0.5 and 1.5 MiB are at full scale; the bounds are divided by
+    4 too.  Measured: 1.33 and 1.27 MiB of newlines, 0.54 and 0.47 MiB of
+    lines; each file read as one piece, 2.6 and 7.4 MiB, 0.7 and 2.1 MiB
+    (at full scale 10.5 and 30.3, 2.7 and 8.2)."""
+    scale = 4
+    monkeypatch.setattr(markdown_search, "_PIECE", markdown_search._PIECE // scale)
+    monkeypatch.setattr(markdown_search, "_KEEP", markdown_search._KEEP // scale)
+    # (the smaller file kept whole from its check, the larger one read again)
+    assert (512 << 10) // scale <= markdown_search._KEEP < (1536 << 10) // scale
+
     def run(kib: int):
-        size = kib << 10
+        size = (kib << 10) // scale
         if kind == "newlines":
             data = b"\n" * size
         else:
@@ -165,8 +177,8 @@ def test_memory_follows_a_piece_not_the_file(tmp_path, kind):
     big, peak_big = run(1536)
     assert small.files_searched == big.files_searched == 1
     assert len(big.hits) == (0 if kind == "newlines" else 1)
-    assert peak_big - peak_small < 1 << 20, (peak_small, peak_big)
-    assert peak_big < 8 << 20, peak_big
+    assert peak_big - peak_small < (1 << 20) // scale, (peak_small, peak_big)
+    assert peak_big < (8 << 20) // scale, peak_big
 
 
 def test_a_limit_reached_stops_the_search_of_the_file(tmp_path, monkeypatch):

@@ -145,11 +145,13 @@ def test_memory_follows_the_piece_not_the_file(detector: Detector, tmp_path,
                                                monkeypatch) -> None:
     """The file read whole, decoded and split into lines made the peak grow
     with the file (4x the lines, 4x the memory); a piece at a time it stays."""
-    monkeypatch.setattr(secrets, "FILE_PIECE", 8 << 10)
-    # (the smaller file is still some five pieces; read whole: 160 and 590 KB,
-    # a piece at a time: some 50 KB both)
-    small = _transient_peak(detector, str(tmp_path), 750)        # ~37 KB
-    large = _transient_peak(detector, str(tmp_path), 3_000)      # ~150 KB
+    monkeypatch.setattr(secrets, "FILE_PIECE", 2 << 10)
+    # (the smaller file is still some five pieces; read whole: 46 and 157 KiB,
+    # a piece at a time: some 20 KiB both.  At 8 KiB pieces and four times
+    # the lines: 155 and 572 KiB whole, some 48 KiB in pieces, the same
+    # ratios, four times the time)
+    small = _transient_peak(detector, str(tmp_path), 188)        # ~9 KB
+    large = _transient_peak(detector, str(tmp_path), 750)        # ~37 KB
     assert large < 1.5 * small, (small, large)
 
 

@@ -27,7 +27,7 @@ import pytest
 from lecode_memctl.core.rowmodel import FACT_CHECK, FINDING, PROBLEM, SCHEMA_VERSION
 
 from .builders import SCHEMA_DAMAGE, copy_demo, damage_schema
-from .conftest import run_cli, run_proc, tree_hash
+from .conftest import isolate, run_cli, run_proc, tree_hash
 from .test_audit import build_planted
 
 
@@ -355,11 +355,30 @@ def _flip(path: Path, member: str, at: int = 10) -> None:
     path.write_bytes(bytes(data))
 
 
+@pytest.fixture(scope="module")
+def bundle_template(demo_template, tmp_path_factory) -> Path:
+    """The demo's bundle, exported from a private copy and verified once, in
+    the environment each test has (conftest's isolated_env and
+    checks_in_a_thread, which a module's fixture does not get): never
+    changed, each test tampers with a copy of it (``bundle``)."""
+    from lecode_memctl.core.audit import facts as audit_facts
+
+    base = tmp_path_factory.mktemp("bundle")
+    with pytest.MonkeyPatch.context() as mp:
+        isolate(mp, base)
+        mp.setattr(audit_facts, "AT_ONCE_BYTES", 0)
+        out = base / "t.tar"
+        export(copy_demo(demo_template, base / "demo-copy"), out)
+        assert verify(out)[0] == 0
+    return out
+
+
 @pytest.fixture
-def bundle(demo, tmp_path) -> Path:
+def bundle(bundle_template, tmp_path) -> Path:
+    """A copy of the verified demo bundle (the same bytes each export of
+    the demo made here, exported once instead of once a test)."""
     out = tmp_path / "t.tar"
-    export(demo, out)
-    assert verify(out)[0] == 0
+    shutil.copyfile(bundle_template, out)
     return out
 
 

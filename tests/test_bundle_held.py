@@ -448,7 +448,10 @@ def test_findings_are_held_at_their_size(demo_template, tmp_path):
     work: export 112 MiB more, verify 231; now 13 and 21.  From 2,000 to
     8,000 (as here: half the time): now 11 and 14; with each finding held
     as orjson's bytes again (``held_canonical`` without its copy), 55 and
-    104, failing the bound."""
+    104, failing the bound.  (Verify's findings read whole again, that
+    alone, is 22 here, under the bound: what pins that read is
+    test_text_that_is_not_ascii_beside_an_end_is_still_read_a_row_at_a_time,
+    which asserts the findings come as ``ManifestRows``.)"""
     from .test_validate_json_held import _legacy_facts
 
     (small, large), docs = bundle_peaks(demo_template, tmp_path, _legacy_facts, (2000, 8000))

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 
 import orjson
 import pytest
 
 from lecode_memctl.core.layout import store_for_project
 
+from .conftest import run_cli
 from .test_facts_cli import cli, remember, write_session
 
 FORMATS = [("--json",), ("--format", "json"), ("--format", "jsonl"), ("--format", "csv"),
@@ -140,14 +142,36 @@ def test_next_page_hint_repeats_the_page_options(config_dir, project, store):
     r = cli(project, "facts", "--limit", "1")
     assert _ids(r.stdout, ids) == ids[:1]
     hint = _hint(r.stderr)
-    assert hint == ["facts", "--limit", "1", "--offset", "1"], hint
-    nxt = cli(project, *hint)
+    # the global options that chose the store too (-C here): the hint run
+    # from another directory lists the same store
+    assert hint == ["--project", str(project), "facts", "--limit", "1", "--offset", "1"], hint
+    nxt = run_cli(*hint)
     assert nxt.exit_code == 0 and _ids(nxt.stdout, ids) == ids[1:2]
     assert _hint(nxt.stderr)[-2:] == ["--offset", "2"]
     # with filters: every option that shapes the page is repeated
     r = cli(project, "facts", "--session", "s1", "--status", "valid", "--limit", "2")
     hint = _hint(r.stderr)
-    assert hint == ["facts", "--session", "s1", "--status", "valid", "--limit", "2",
-                    "--offset", "2"], hint
-    nxt = cli(project, *hint)
+    assert hint == ["--project", str(project), "facts", "--session", "s1", "--status", "valid",
+                    "--limit", "2", "--offset", "2"], hint
+    nxt = run_cli(*hint)
     assert nxt.exit_code == 0 and _ids(nxt.stdout, ids) == ids[2:]
+
+
+def test_next_page_hint_names_the_store_it_listed(config_dir, project, store, tmp_path):
+    """``--store`` (with ``--slug``), ``--config-dir`` and ``-C`` are repeated,
+    quoted for the shell: the hint lists the same store wherever it is run
+    (it said ``memctl facts --limit 1 --offset 1``, which from another
+    directory found no store, exit 3, or listed another one)."""
+    write_session(store, "s1")
+    ids = sorted(remember(store, seq, f"Fact number {seq}.", sid="s1").fact_id
+                 for seq in (1, 2))
+    odd = tmp_path / "an evidence copy"
+    shutil.copytree(store.path, odd)
+    r = run_cli("--store", str(odd), "--slug", store.slug, "facts", "--limit", "1")
+    hint = _hint(r.stderr)
+    assert hint == ["--store", str(odd), "--slug", store.slug, "facts", "--limit", "1",
+                    "--offset", "1"], hint
+    nxt = run_cli(*hint)
+    assert nxt.exit_code == 0 and _ids(nxt.stdout, ids) == ids[1:], nxt.stderr
+    r = run_cli("--config-dir", str(config_dir), "-C", str(project), "facts", "--limit", "1")
+    assert _hint(r.stderr)[:4] == ["--config-dir", str(config_dir), "--project", str(project)]

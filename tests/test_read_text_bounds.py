@@ -47,13 +47,31 @@ def write_session(store, content: str, role: str = "tool", sid: str = "s1") -> N
 
 
 def _old_tool_result(text: str, w: int) -> list[str]:
-    """The summary before characters bounded it (lines only)."""
+    """The summary before characters bounded it (lines only; a last newline
+    ends the last line, it begins no empty one)."""
     rows = text.split("\n")
+    more = len(rows) - 3 - (len(rows) > 1 and rows[-1] == "")
     out = transcript._wrap("\n".join(rows[:3]), w)
-    if len(rows) > 3:
-        out.append(f"    [... {len(rows) - 3} more lines, {len(text)} characters in all; "
-                   "--json shows the whole result ...]")
+    if more > 0:
+        out.append(f"    [... {more} more line{'s' if more > 1 else ''}, {len(text)} characters "
+                   "in all; --json shows the whole result ...]")
     return out
+
+
+@pytest.mark.parametrize("text, notice", [
+    ("a\nb\nc\n", None), ("a\nb\nc", None), ("a\nb\nc\nd", "1 more line, 7"),
+    ("a\nb\nc\nd\n", "1 more line, 8"), ("a\nb\nc\nd\ne", "2 more lines, 9"),
+    ("\n\n\n\n", "1 more line, 4")])
+def test_a_last_newline_is_no_more_line(text, notice):
+    """A result that ends in a newline has no empty line after it to count:
+    three lines and a newline are shown whole (it said "[... 1 more lines"
+    of the nothing after it)."""
+    got = transcript._tool_result(text, 80)
+    last = got[-1].strip()
+    if notice is None:
+        assert not last.startswith("[..."), got
+    else:
+        assert last == (f"[... {notice} characters in all; --json shows the whole result ...]"), got
 
 
 def tool_block(out: str) -> list[str]:

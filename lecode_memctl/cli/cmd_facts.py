@@ -431,11 +431,13 @@ def facts(
                 total = n                   # (every fact, after the table)
             echo(f"facts {start + 1}-{start + n}" + (f" of {total}" if total is not None else ""))
         if next_offset is not None:
-            # the options that shape the page, so that the command gives the next one
+            # the options that chose the store and those that shape the
+            # page, so that the command gives the next one wherever it is run
+            chose = " ".join(STATE.store_args())
             opts = " ".join(_filter_args(session, status, query, since, until)
                             + ([f"--limit {limit}"] if limit is not None else []))
-            echo(f"memctl: more facts: memctl facts{' ' + opts if opts else ''} "
-                 f"--offset {next_offset}", err=True)
+            echo(f"memctl: more facts: memctl {chose + ' ' if chose else ''}facts"
+                 f"{' ' + opts if opts else ''} --offset {next_offset}", err=True)
         _print_learning(learning, session, transcript)
     finally:
         fs.close()

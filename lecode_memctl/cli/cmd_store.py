@@ -156,9 +156,12 @@ def _share(name: str) -> bytes:
 @command(epilog="""\
 \b
 Examples:
+  mkdir -p ~/.local/share/bash-completion/completions
   memctl completion bash > ~/.local/share/bash-completion/completions/memctl
-  memctl completion zsh > ~/.zsh/_memctl        # ~/.zshrc: source ~/.zsh/_memctl
+  mkdir -p ~/.config/fish/completions
   memctl completion fish > ~/.config/fish/completions/memctl.fish
+  mkdir -p ~/.zsh && memctl completion zsh > ~/.zsh/_memctl
+                                                ~/.zshrc: source ~/.zsh/_memctl
   eval "$(memctl completion bash)"              this shell only
 """)
 def completion(
@@ -187,6 +190,7 @@ def completion(
 \b
 Examples:
   memctl man | man -l -             read it
+  mkdir -p ~/.local/share/man/man1
   memctl man > ~/.local/share/man/man1/memctl.1
 """)
 def man_page() -> None:

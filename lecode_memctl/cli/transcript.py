@@ -193,12 +193,14 @@ def _tool_result(text: str, w: int) -> list[str]:
     if cut:
         shown = shown[:TOOL_RESULT_CHARS]
     out = _wrap(shown + ("\u2026" if cut else ""), w)
-    more = text.count("\n") + 1 - TOOL_RESULT_LINES
+    # (a last newline ends the last line: no empty line after it to count)
+    more = text.count("\n") + (not text.endswith("\n")) - TOOL_RESULT_LINES
+    lines = f"{more} more line{'s' if more > 1 else ''}"
     if cut or more > 0:
         out.append(f"{INDENT}[... the first {TOOL_RESULT_CHARS} of {len(text)} characters shown"
-                   + (f", {more} more lines" if more > 0 else "")
+                   + (f", {lines}" if more > 0 else "")
                    + "; --json shows the whole result ...]" if cut else
-                   f"{INDENT}[... {more} more lines, {len(text)} characters in all; "
+                   f"{INDENT}[... {lines}, {len(text)} characters in all; "
                    "--json shows the whole result ...]")
     return out
 

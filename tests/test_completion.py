@@ -29,7 +29,7 @@ def top_commands(prefix: str = "") -> list[str]:
 
     group = typer.main.get_command(app)
     assert isinstance(group, typer.core.TyperGroup)
-    ctx = _click.Context(group, info_name="memctl")
+    ctx = _click.Context(group, info_name="memctl", **group.context_settings)
     names = []
     for name in group.list_commands(ctx):
         cmd = group.get_command(ctx, name)
@@ -46,7 +46,10 @@ def command_options(name: str, prefix: str) -> list[str]:
 
     group = typer.main.get_command(app)
     assert isinstance(group, typer.core.TyperGroup)
-    ctx = _click.Context(group, info_name="memctl")
+    # (the context as memctl makes it, its settings included: a command
+    # keeps the help option its first context gave it, and one made with
+    # click's default --help alone drew the same tree's help narrower later)
+    ctx = _click.Context(group, info_name="memctl", **group.context_settings)
     cmd = group.get_command(ctx, name)
     assert cmd is not None, name
     sub = _click.Context(cmd, info_name=name, parent=ctx)

@@ -10,6 +10,7 @@ left early, the child is killed and reaped; with another thread running
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 import threading
 from pathlib import Path
@@ -91,11 +92,21 @@ DAMAGE = (
 )
 
 
-@pytest.fixture
-def store(demo_template, tmp_path) -> Path:
-    s = copy_demo(demo_template, tmp_path / "demo")
+@pytest.fixture(scope="module")
+def many_template(demo_template, tmp_path_factory) -> tuple[Path, Path]:
+    """The demo with :func:`_many`'s facts, built once per module: (its
+    tree, its store).  Never changed: each test works on a copy."""
+    base = tmp_path_factory.mktemp("many") / "demo"
+    s = copy_demo(demo_template, base)
     _many(s)
-    return s
+    return base, s
+
+
+@pytest.fixture
+def store(many_template, tmp_path) -> Path:
+    base, s = many_template
+    shutil.copytree(base, tmp_path / "demo", symlinks=True)
+    return tmp_path / "demo" / s.relative_to(base)
 
 
 def _outputs(store: Path, *argv: str) -> list[tuple[int, str]]:

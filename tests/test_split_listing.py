@@ -373,7 +373,11 @@ def test_jsonl_on_a_terminal_never_cuts_a_character(demo_template, tmp_path, mon
     from lecode_memctl.cli import output
 
     s = copy_demo(demo_template, tmp_path / "demo")
-    _many(s, 1600)
+    # (the listing's text is cut at 512 characters, so a row is ~1.9 KB:
+    # pieces of 32 KiB, not the 1 MiB of split.CHUNK, put several piece
+    # ends in the child's part with 100 facts, not 1,600)
+    monkeypatch.setattr(split_mod, "CHUNK", 1 << 15)
+    _many(s, 100)
     store_sql(s, "UPDATE revisions SET text = '" + "\u20ac" * 500 + "'")
     monkeypatch.setattr(output, "stdout_is_tty", lambda: True)
     one, two = _both(s, monkeypatch, "--all", fmts=("jsonl",))

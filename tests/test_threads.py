@@ -25,6 +25,11 @@ from lecode_memctl.core import facts as facts_mod, open_project
 from lecode_memctl.core.errors import StoreBusy, UsageError
 
 WAIT = 5.0      # the longest any event below is waited for (a hung test fails)
+#: How long a thread that must wait (for another's write in progress) is
+#: watched to be still waiting: a call that does not wait ends in about a
+#: millisecond on these stores, and one that waits stays alive until the
+#: write is let go (WAIT), whatever this is.
+BLOCKED = 0.1
 
 
 class Paused:
@@ -153,7 +158,7 @@ def test_a_second_threads_write_waits_for_the_first_to_commit(tmp_path, monkeypa
         first = Run(lambda: store.add("first"), name="writer")
         assert pause.paused.wait(WAIT)
         second = Run(lambda: store.add("second"), name="other")
-        second.join(0.3)
+        second.join(BLOCKED)
         assert second.is_alive()            # waiting for the first's transaction
         pause.go.set()
         assert first.result().created
@@ -171,7 +176,7 @@ def test_a_write_held_past_the_busy_timeout_is_store_busy_not_corrupt(tmp_path, 
     reported as a lock held by another writer (StoreBusy, exit 6: try
     again), never as a corrupt database; the write was not made, nor the
     other's disturbed, and it goes through once the other committed."""
-    store = _store_with(tmp_path, 1, busy_timeout=0.3)
+    store = _store_with(tmp_path, 1, busy_timeout=BLOCKED)
     fid = store.list_facts()[0].fact_id
     with paused_writes(monkeypatch) as pause:
         first = Run(lambda: store.add("first"), name="writer")
@@ -223,7 +228,7 @@ def test_a_read_during_another_threads_write_sees_committed_state(tmp_path, monk
         writer = Run(lambda: store.add("the new fact"), name="writer")
         assert pause.paused.wait(WAIT)
         reader = Run(lambda: READS[read](store, new_id), name="reader")
-        reader.join(0.3)
+        reader.join(BLOCKED)
         assert reader.is_alive()            # waits for the write in progress
         pause.go.set()
         writer.result()
@@ -264,7 +269,7 @@ def test_a_listing_read_by_another_thread_reads_its_next_rows_after_a_write(tmp_
         writer = Run(lambda: store.add(text), name="writer")
         assert pause.paused.wait(WAIT)
         reader = Run(lambda: list(rows), name="reader")
-        reader.join(0.3)
+        reader.join(BLOCKED)
         assert reader.is_alive()
         pause.go.set()
         writer.result()
@@ -331,7 +336,7 @@ def test_close_waits_for_a_write_in_progress_in_another_thread(tmp_path, monkeyp
         writer = Run(lambda: store.add("written while closing"), name="writer")
         assert pause.paused.wait(WAIT)
         closer = Run(store.close, name="closer")
-        closer.join(0.3)
+        closer.join(BLOCKED)
         assert closer.is_alive()
         pause.go.set()
         assert writer.result().created

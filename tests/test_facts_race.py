@@ -47,22 +47,35 @@ RACER = textwrap.dedent("""
     print(json.dumps(out), flush=True)
 """)
 
-KILLER = textwrap.dedent("""
-    import os, signal, sys
+# The sweep's processes, forked from one process that has imported the store's
+# code (an interpreter's start and that import took 0.1 s, a dozen times, when
+# each was started anew): each request on stdin (a JSON [db path, fact id, n])
+# is a forked child that forgets the fact and SIGKILLs itself at its n-th
+# BEGIN, INSERT, UPDATE, DELETE or COMMIT (or ends by the interpreter's own
+# exit after printing forget's result), then a line "exit CODE".
+FORKER = textwrap.dedent("""
+    import json, os, signal, sys
     from lecode_memctl.core.facts import FactStore
 
-    n = int(sys.argv[3])
-    steps = [0]
+    for request in sys.stdin:
+        db_path, fid, n = json.loads(request)
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(60)            # a child that hangs ends (exit -14: no -9)
+            steps = [0]
 
-    def trace(sql):
-        if sql.lstrip().split(None, 1)[0].upper() in ("BEGIN", "INSERT", "UPDATE", "DELETE",
-                                                      "COMMIT"):
-            steps[0] += 1
-            if steps[0] == n:
-                os.kill(os.getpid(), signal.SIGKILL)
+            def trace(sql):
+                if sql.lstrip().split(None, 1)[0].upper() in ("BEGIN", "INSERT", "UPDATE",
+                                                              "DELETE", "COMMIT"):
+                    steps[0] += 1
+                    if steps[0] == n:
+                        os.kill(os.getpid(), signal.SIGKILL)
 
-    fs = FactStore(sys.argv[1], on_connect=lambda db: db.set_trace_callback(trace))
-    print(fs.forget(sys.argv[2]), flush=True)
+            fs = FactStore(db_path, on_connect=lambda db: db.set_trace_callback(trace))
+            print(fs.forget(fid), flush=True)
+            sys.exit(0)                 # (the interpreter's own exit)
+        _, status = os.waitpid(pid, 0)
+        print("exit", os.waitstatus_to_exitcode(status), flush=True)
 """)
 
 
@@ -184,14 +197,43 @@ def test_sigkill_sweep_over_forget(template, tmp_path):
     after = {"fact": 0, "revisions": 0, "refs": 0, "marker": 1, "generation": 1,
              "exclusions": [("s1", 1), ("s1", 2)], "others": 1}
     outcomes = []
+    errors = tmp_path / "forker.err"
+    with open(errors, "wb") as err:
+        forker = subprocess.Popen([sys.executable, "-c", FORKER], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=err)
+    try:
+        _sweep(template, tmp_path, forker, errors, a, before, after, outcomes)
+    finally:
+        assert forker.stdin is not None
+        forker.stdin.close()
+        forker.wait(timeout=60)
+    # the sweep killed it at every step before completing (BEGIN, the inserts,
+    # the updates, the deletes, COMMIT): nothing was committed before the end
+    assert len(outcomes) >= 8 and not any(outcomes[:-1]) and outcomes[-1]
+
+
+def _killed_at(forker: subprocess.Popen, errors: Path, db_path: Path, fid: str,
+               n: int) -> tuple[int, bytes]:
+    """The (exit code, stdout) of the child of FORKER killed at step ``n``."""
+    assert forker.stdin is not None and forker.stdout is not None
+    forker.stdin.write(json.dumps([str(db_path), fid, n]).encode() + b"\n")
+    forker.stdin.flush()
+    out = b""
+    while not (line := forker.stdout.readline()).startswith(b"exit "):
+        assert line, errors.read_bytes()           # the forker died
+        out += line
+    return int(line.split()[1]), out
+
+
+def _sweep(template, tmp_path: Path, forker: subprocess.Popen, errors: Path, a: str,
+           before: dict, after: dict, outcomes: list[bool]) -> None:
     for n in range(1, 60):
         store = fresh(template, tmp_path / f"s{n}")
         db_path = store / "facts.sqlite3"
-        proc = subprocess.run([sys.executable, "-c", KILLER, str(db_path), a, str(n)],
-                              capture_output=True, timeout=60)
-        completed = proc.returncode == 0
+        returncode, stdout = _killed_at(forker, errors, db_path, a, n)
+        completed = returncode == 0
         if not completed:
-            assert proc.returncode == -9, proc.stderr
+            assert returncode == -9, errors.read_bytes()
         state = snapshot_state(db_path, a)
         committed = state == after
         assert committed or state == before, (n, state)  # all or nothing
@@ -202,10 +244,7 @@ def test_sigkill_sweep_over_forget(template, tmp_path):
         assert snapshot_state(db_path, a) == after
         outcomes.append(committed)
         if completed:
-            assert proc.stdout == b"True\n"
+            assert stdout == b"True\n"
             break
     else:
         pytest.fail("forget never completed")
-    # the sweep killed it at every step before completing (BEGIN, the inserts,
-    # the updates, the deletes, COMMIT): nothing was committed before the end
-    assert len(outcomes) >= 8 and not any(outcomes[:-1]) and outcomes[-1]

@@ -160,7 +160,8 @@ def test_machine_formats_give_every_fact(built):
     # the table stays the agent's page, the next page on stderr
     r = cli(project, "facts")
     assert sum(1 for ln in r.stdout.splitlines() if ln[:16] in ids) == 20
-    assert "memctl facts --offset 20" in r.stderr and "--offset" not in r.stdout
+    assert f"memctl --project {project} facts --offset 20" in r.stderr
+    assert "--offset" not in r.stdout
 
 
 def test_listings_page_and_sort_in_every_format(built):

@@ -308,19 +308,23 @@ def test_project_facts_is_one_writer_for_every_thread(tmp_path, monkeypatch):
     second one was left unclosed by ``project.close()``."""
     p = open_project(store=tmp_path / "store")
     both = threading.Barrier(2)
+    asking = threading.Event()       # the second thread is asking for p.facts
     real = facts_mod.FactStore
 
     class Slow(real):  # type: ignore[misc,valid-type]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            # two constructions at once meet here; one alone goes on after 0.5 s
+            # once the second thread asks too (however late it started), two
+            # constructions at once meet here; one alone goes on after 0.3 s
+            assert asking.wait(WAIT)
             try:
-                both.wait(0.5)
+                both.wait(0.3)
             except threading.BrokenBarrierError:
                 pass
             super().__init__(*args, **kwargs)
 
     monkeypatch.setattr(facts_mod, "FactStore", Slow)
-    got = [Run(lambda: p.facts, name=f"t{k}") for k in range(2)]
+    got = [Run(lambda: p.facts, name="t0"),
+           Run(lambda: (asking.set(), p.facts)[1], name="t1")]
     a, b = (t.result() for t in got)
     assert a is b
     p.close()

@@ -157,9 +157,10 @@ def test_next_page_hint_repeats_the_page_options(config_dir, project, store):
     assert nxt.exit_code == 0 and _ids(nxt.stdout, ids) == ids[2:]
 
 
-def test_next_page_hint_names_the_store_it_listed(config_dir, project, store, tmp_path):
+def test_next_page_hint_names_the_store_it_listed(config_dir, project, store, tmp_path,
+                                                  monkeypatch):
     """``--store`` (with ``--slug``), ``--config-dir`` and ``-C`` are repeated,
-    quoted for the shell: the hint lists the same store wherever it is run
+    their paths absolute, quoted for the shell: the hint lists the same store wherever it is run
     (it said ``memctl facts --limit 1 --offset 1``, which from another
     directory found no store, exit 3, or listed another one)."""
     write_session(store, "s1")
@@ -175,3 +176,7 @@ def test_next_page_hint_names_the_store_it_listed(config_dir, project, store, tm
     assert nxt.exit_code == 0 and _ids(nxt.stdout, ids) == ids[1:], nxt.stderr
     r = run_cli("--config-dir", str(config_dir), "-C", str(project), "facts", "--limit", "1")
     assert _hint(r.stderr)[:4] == ["--config-dir", str(config_dir), "--project", str(project)]
+    # a relative path is made absolute: the hint works from any directory
+    monkeypatch.chdir(odd.parent)
+    r = run_cli("--store", odd.name, "--slug", store.slug, "facts", "--limit", "1")
+    assert _hint(r.stderr)[:2] == ["--store", str(odd)], r.stderr

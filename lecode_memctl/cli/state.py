@@ -50,14 +50,17 @@ class State:
     __hash__ = None  # type: ignore[assignment]  # as a dataclass with eq: unhashable
 
     def store_args(self) -> list[str]:
-        """The global options that chose the store, as given, quoted for a
-        shell: for a command printed for the user to run next (``facts``'
-        next page), which lists the same store wherever it is run."""
+        """The global options that chose the store, their paths made
+        absolute, quoted for a shell: for a command printed for the user to
+        run next (``facts``' next page), which lists the same store wherever
+        it is run."""
         import shlex
 
-        return [f"{name} {shlex.quote(value)}" for name, value in (
-            ("--config-dir", self.config_dir_option), ("--project", self.project),
-            ("--store", self.store_option), ("--slug", self.slug_option)) if value is not None]
+        return [f"{name} {shlex.quote(value if name == '--slug' else os.path.abspath(value))}"
+                for name, value in (
+                    ("--config-dir", self.config_dir_option), ("--project", self.project),
+                    ("--store", self.store_option), ("--slug", self.slug_option))
+                if value is not None]
 
     def config_dir(self) -> ConfigDir:
         from lecode_memctl.core.config import resolve_config_dir

@@ -17,6 +17,7 @@ from .options import MAX_COUNT, FormatOpt, JsonOpt, LockWaitOpt
 from .registry import command
 from .state import (
     STATE,
+    path_option,
     stdin_is_tty as _stdin_is_tty,  # (the tests replace it here)
 )
 
@@ -729,8 +730,6 @@ def correct(
     if text_file is not None:
         from lecode_memctl.core.atomic import read_at_most, read_file_or_pipe
 
-        from .state import path_option
-
         path_option("--text-file", text_file)
         try:
             # FILE: a regular file (or a link to one) or a pipe (<(...)), opened
@@ -829,7 +828,6 @@ def forget(
     (unless --no-state), so that 'memctl validate' reports a facts database
     later put back from an older copy (db.rolled_back).
     """
-
     from lecode_memctl.core.errors import EXIT_PROBLEMS, NotFound, UsageError
     from lecode_memctl.core.facts import FactStore, check_fact_id
     from lecode_memctl.core.factview import forget_impact

@@ -256,7 +256,6 @@ def _default_allowlist() -> Path | None:
     return p if p.exists() else None
 
 
-
 def _linked_store(path: Path, name: str) -> Any:
     """The scan row of an entry of <config dir>/memory/ that is a symbolic
     link (secrets --all-projects): never followed, its one skipped entry
@@ -272,6 +271,7 @@ def _linked_store(path: Path, name: str) -> Any:
         target = ""
     return SecretsReport(name, os.fspath(path), skipped=[Skipped(
         ".", f"the store directory is a symbolic link{target}; not followed", False)])
+
 
 def _jobs(n: int) -> int:
     import os
@@ -532,8 +532,6 @@ def redact(
     {..., "files": [rewrite rows], ..., "kept"}, "result": {..., "kept"} or
     null}; never a value.
     """
-
-
     from lecode_memctl.core.errors import UsageError
     from lecode_memctl.core.redact import apply_redaction, plan_redaction
     from lecode_memctl.core.rowmodel import SCHEMA_VERSION

@@ -227,7 +227,6 @@ def migrate_legacy(
     never copied.  Legacy files are left untouched.  Each copy is an atomic
     write verified by sha256; running it again does nothing more.
     """
-
     from lecode_memctl.core.errors import EXIT_PROBLEMS, UsageError
     from lecode_memctl.core.migrate import apply_migration, plan_migration
 

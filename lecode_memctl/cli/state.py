@@ -123,7 +123,6 @@ class State:
     def project_dir(self) -> Path:
         """``-C PATH`` or the working directory.  NotFound (exit 3) with a plain
         message for a missing PATH or a working directory deleted meanwhile."""
-
         if self.project:
             return Path(existing_path("--project", self.project))
         from lecode_memctl.core.identity import working_directory

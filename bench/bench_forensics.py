@@ -45,12 +45,15 @@ RARE = "AKIAIOSFODNN7EXAMPLE"   # in none: the literal pre-check skips parsing
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="100 sessions (~50 MB)")
-    ap.add_argument("--dir", type=Path, default=None, help="build the store here")
+    ap.add_argument("--dir", type=Path, default=None,
+                    help="build the store in a new directory under DIR (made if missing)")
     ap.add_argument("--runs", type=int, default=1, help="runs of each measurement (median)")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     sessions, facts = (100, 1000) if a.quick else (1000, 10000)
+    if a.dir is not None:
+        a.dir.mkdir(parents=True, exist_ok=True)   # (mkdtemp makes no parent)
     tmp = Path(tempfile.mkdtemp(prefix="memctl-bench-", dir=a.dir))
     try:
         t0 = time.perf_counter()

@@ -255,7 +255,9 @@ def print_rounds(rounds: list[Round], nbytes: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="1,000 facts over 100 sessions (~50 MB)")
-    ap.add_argument("--dir", type=Path, default=None, help="build the store here (default: a temp dir)")
+    ap.add_argument("--dir", type=Path, default=None,
+                    help="build the store in a new directory under DIR (made if missing; "
+                    "default: the system temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the store afterwards")
     ap.add_argument("--runs", type=int, default=3, help="runs of each measurement (median)")
     ap.add_argument("--json", action="store_true")
@@ -269,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
         tmp = a.reuse
         tmp.mkdir(parents=True, exist_ok=True)
     else:
+        if a.dir is not None:
+            a.dir.mkdir(parents=True, exist_ok=True)   # (mkdtemp makes no parent)
         tmp = Path(tempfile.mkdtemp(prefix="memctl-bench-", dir=a.dir))
     try:
         t0 = time.perf_counter()

@@ -29,7 +29,9 @@ def where(
     Prints the project root and how it was found (main checkout, linked
     worktree of another checkout, submodule, or not a git checkout), the slug,
     the store path, and which layout items exist with their sizes.  Linked
-    worktrees of one repository share one store.  Creates nothing.
+    worktrees of one repository share one store (not those of a repository
+    made with git's --separate-git-dir: see docs/FORMAT.md).  Creates
+    nothing.
 
     With --store DIR, says where the slug that its transcripts must name came
     from: --slug, the transcript headers (when they agree, or the project

@@ -98,41 +98,138 @@ def _core_worktree(common_dir: str) -> str | None:
     from .atomic import read_regular
 
     try:
-        text = read_regular(os.path.join(common_dir, "config"), 1 << 20,
-                            follow=True).decode("utf-8", "surrogateescape")
+        data = read_regular(os.path.join(common_dir, "config"), 1 << 20, follow=True)
     except OSError:
         return None
-    section = ""
-    value: str | None = None
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#;":
-            continue
-        if line.startswith("["):
-            end = line.find("]")
-            header = line[1:end if end > 0 else None].strip()
-            section = header.split()[0].lower() if header else ""
-            # "[core] worktree = x" on one line is legal git syntax
-            line = line[end + 1:].strip() if end > 0 else ""
-            if not line:
-                continue
-        if section != "core" or "=" not in line:
-            continue
-        key, _, val = line.partition("=")
-        if key.strip().lower() != "worktree":
-            continue
-        val = val.strip()
-        for sep in (" #", " ;", "\t#", "\t;"):
-            if not val.startswith('"') and sep in val:
-                val = val.split(sep, 1)[0].rstrip()
-        if len(val) >= 2 and val[0] == '"' and val[-1] == '"':
-            val = val[1:-1].replace('\\"', '"').replace("\\\\", "\\")
-        value = val
+    value = git_config_value(data.decode("utf-8", "surrogateescape"), "core", "worktree")
     if not value:
         return None
     if not os.path.isabs(value):
         value = os.path.join(common_dir, value)
     return os.path.realpath(value)
+
+
+def git_config_value(text: str, section: str, key: str) -> str | None:
+    """The value ``git config --get <section>.<key>`` prints for a config
+    file's ``text`` (a section with no subsection; the last value given
+    wins; "" for a key with no value, ``key`` alone, as git prints it), or
+    None when the key is not set or the file is one git refuses to read.  Read as git's own
+    parser reads it (``config.c``): section and key names in any case, a
+    section header ``[core "x"]`` or ``[core.x]`` being a subsection and
+    so another section, a comment from ``#`` or ``;`` anywhere outside
+    double quotes, double quotes removed, the escapes ``\\`` ``\"`` ``\n``
+    ``\t`` ``\b``, a backslash before the end of a line joining the next,
+    leading and trailing blanks dropped, and each blank between words kept
+    as one space.  No ``include``: a file of git's own writing has none."""
+    text = text.replace("\r\n", "\n")
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    n = len(text)
+    i = 0
+    here = False             # in [section], with no subsection
+    found: str | None = None
+    want_section, want_key = section.lower(), key.lower()
+    while i < n:
+        c = text[i]
+        if c in " \t\r\n":
+            i += 1
+            continue
+        if c in "#;":                       # a comment line
+            j = text.find("\n", i)
+            i = n if j < 0 else j + 1
+            continue
+        if c == "[":
+            j = i + 1
+            while j < n and (text[j].isalnum() or text[j] in "-."):
+                j += 1
+            name = text[i + 1:j]
+            if not name:
+                return None                 # "[]", "[ core ]": headers git refuses
+            if j < n and text[j] == "]":
+                here = name.lower() == want_section
+                i = j + 1
+                continue
+            if j < n and text[j] in " \t\r":
+                # [section "subsection"]: another section, whatever its name
+                while j < n and text[j] in " \t\r":
+                    j += 1
+                if j >= n or text[j] != '"':
+                    return None
+                j += 1
+                while j < n and text[j] != '"':
+                    if text[j] == "\n" or text[j] == "\\" and text[j + 1:j + 2] in ("\n", ""):
+                        return None
+                    j += 2 if text[j] == "\\" else 1
+                if j + 1 >= n or text[j + 1] != "]":
+                    return None
+                here = False
+                i = j + 2
+                continue
+            return None                     # a header git refuses
+        if not c.isalpha():
+            return None
+        j = i
+        while j < n and (text[j].isalnum() or text[j] == "-"):
+            j += 1
+        name = text[i:j]
+        while j < n and text[j] in " \t\r":
+            j += 1
+        if j >= n or text[j] == "\n":      # "key" alone: a boolean, no value
+            if here and name.lower() == want_key:
+                found = ""                  # (what git prints for it)
+            i = j + 1
+            continue
+        if text[j] != "=":
+            return None
+        value, i = _git_value(text, j + 1)
+        if value is None:
+            return None
+        if here and name.lower() == want_key:
+            found = value
+    return found
+
+
+def _git_value(text: str, i: int) -> tuple[str | None, int]:
+    """The value starting at ``text[i]`` (after its ``=``) as git reads it,
+    and where the next line starts; None for one git refuses (an unknown
+    escape, a quote left open at the end of the line)."""
+    n = len(text)
+    out: list[str] = []
+    quote = comment = False
+    space = 0
+    while i < n:
+        c = text[i]
+        i += 1
+        if c == "\n":
+            return (None, i) if quote else ("".join(out), i)
+        if comment:
+            continue
+        if c in " \t\r" and not quote:
+            if out:
+                space += 1
+            continue
+        if not quote and c in "#;":
+            comment = True
+            continue
+        out.append(" " * space)
+        space = 0
+        if c == "\\":
+            if i >= n:
+                return None, i
+            c = text[i]
+            i += 1
+            if c == "\n":
+                continue
+            esc = {"t": "\t", "b": "\b", "n": "\n", "\\": "\\", '"': '"'}.get(c)
+            if esc is None:
+                return None, i
+            out.append(esc)
+            continue
+        if c == '"':
+            quote = not quote
+            continue
+        out.append(c)
+    return (None, i) if quote else ("".join(out), i)
 
 
 def working_directory() -> str:

@@ -405,6 +405,47 @@ def test_session_filter_and_learning_per_session(config_dir, project, store):
     assert "learning: " in r.stdout
 
 
+def test_proposals_hidden_by_clear_and_by_a_missing_epoch(config_dir, project, store):
+    """A learning event's proposals are extraction output: their evidence is
+    validated as new evidence is (purpose ``working``: a ``clear`` after it
+    hides it, as for ``correct``), and one with no epoch (of its own or its
+    event's) is hidden once a forget has raised the generation (store
+    contract, "Visibility", rule 4; reference design, "hides proposals whose
+    epoch or evidence no longer validates")."""
+    write_session(store, "s1")
+    ss = SessionStore(store)
+
+    def proposal(sid, seq, **extra):
+        return {"text": f"proposal {sid}:{seq}", "kind": "explicit_user_preference",
+                "source": ss.source_snapshot(sid, seq, seq).ref.to_json(), **extra}
+
+    with ss.create("s2") as w:
+        w.append_message("user", "Prefer pytest over unittest.")           # 1
+        w.append_message("user", "Prefer ruff over flake8.")               # 2
+    with ss.writer("s2") as w:
+        w.append_event("learning", status="proposed", reason_counts={}, facts=[],
+                       proposals=[proposal("s2", 1, epoch=0), proposal("s2", 2)])  # 3
+    doc = read_json(project, "facts", "--session", "s2")
+    assert [p["text"] for p in doc["learning"]["proposals"]] == ["proposal s2:1", "proposal s2:2"]
+    with ss.writer("s2") as w:
+        w.append_event("clear")                                            # 4
+    doc = read_json(project, "facts", "--session", "s2")
+    assert doc["learning"]["proposals"] == [] and doc["learning"]["proposals_hidden"] == 2
+
+    with ss.create("s3") as w:
+        w.append_message("user", "Prefer black over yapf.")                # 1
+        w.append_event("learning", status="proposed", reason_counts={}, facts=[],
+                       proposals=[proposal("s3", 1), proposal("s3", 1, epoch=1),
+                                  proposal("s3", 1, epoch=0)])             # 2
+    doc = read_json(project, "facts", "--session", "s3")
+    assert len(doc["learning"]["proposals"]) == 3      # generation 0: every epoch is current
+    gone = remember(store, 1, PREF, sid="s1")
+    assert cli(project, "forget", gone.fact_id, "--yes").exit_code == 0    # generation 1
+    doc = read_json(project, "facts", "--session", "s3")
+    assert [p["text"] for p in doc["learning"]["proposals"]] == ["proposal s3:1"]
+    assert doc["learning"]["proposals_hidden"] == 2
+
+
 def test_symlinked_store_directory_is_refused(config_dir, project, store, tmp_path):
     real = tmp_path / "real-store"
     real.mkdir()

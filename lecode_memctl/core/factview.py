@@ -479,7 +479,13 @@ def _proposal_ref(p: Mapping[str, Any]) -> SourceRef | None:
 def _valid_proposals(raw: Sequence[Any], sessions: SessionReader, facts: FactStore | None, generation: int,
                      event: Mapping[str, Any]) -> tuple[list[dict[str, Any]], int]:
     """Proposals whose epoch is current, whose evidence validates and whose
-    conflict ids still name facts at the same revision."""
+    conflict ids still name facts at the same revision.  A proposal is the
+    output of an extraction, not an existing fact: its evidence is validated
+    for purpose ``working`` (the reference design: "working" is the purpose
+    of new extraction; a ``clear`` after it hides it, as ``correct`` would
+    refuse it), and its epoch (its own, else its event's) as a generated
+    message's is (store contract, "Visibility", rule 4): below the
+    generation, or absent once the generation is above 0, it is hidden."""
     valid: list[dict[str, Any]] = []
     hidden = 0
     for p in raw:
@@ -487,11 +493,15 @@ def _valid_proposals(raw: Sequence[Any], sessions: SessionReader, facts: FactSto
             hidden += 1
             continue
         epoch = p.get("epoch", event.get("epoch"))
-        if isinstance(epoch, int) and not isinstance(epoch, bool) and epoch < generation:
+        if isinstance(epoch, int) and not isinstance(epoch, bool):
+            if epoch < generation:
+                hidden += 1
+                continue
+        elif generation > 0:
             hidden += 1
             continue
         ref = _proposal_ref(p)
-        if ref is None or not sessions.validate_source(ref, purpose="durable").ok:
+        if ref is None or not sessions.validate_source(ref, purpose="working").ok:
             hidden += 1
             continue
         ok = True

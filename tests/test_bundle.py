@@ -792,3 +792,21 @@ def test_manifest_text_cannot_forge_lines_of_the_verify_report(bundle):
     assert not any(line.startswith("OK") for line in lines), r.stdout
     assert any("by memctl 9\\nOK: the bundle matches its manifest\\tx from " in line
                and line.endswith("(/s\\nOK: forged)") for line in lines), r.stdout
+
+
+@pytest.mark.parametrize("what", ["empty directory", "not a tar archive"])
+def test_verify_json_findings_is_an_array_when_no_audit_ran(tmp_path, what):
+    """docs/OUTPUT.md: "findings": [finding rows], also when the bundle could
+    not be audited ("validate" is null then); it was null before 2026-12-07,
+    which ``jq '.findings[]'`` cannot iterate."""
+    if what == "empty directory":
+        target = tmp_path / "bundle"
+        (target / "store").mkdir(parents=True)
+    else:
+        target = tmp_path / "junk.tar.gz"
+        target.write_bytes(b"junk\n")
+    r = run_cli("verify", str(target), "--json")
+    assert r.exit_code == 1, r.stderr
+    doc = orjson.loads(r.stdout_bytes)
+    assert doc["validate"] is None and doc["problems"]
+    assert doc["findings"] == [] and doc["facts"] == []

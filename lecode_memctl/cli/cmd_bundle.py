@@ -182,11 +182,8 @@ def _report(rep: Any, json_: bool) -> None:
         # memory; "findings" and "facts" are the last members)
         doc = {"type": "verify", "schema_version": SCHEMA_VERSION, **rep.to_json()}
         facts = doc.pop("facts")
-        if doc["findings"] is None:     # (no audit: "findings" is null)
-            emit_json_document(doc, "facts", facts, dict, {})
-        else:
-            emit_json_document(doc, "findings", doc.pop("findings"), dict, {},
-                               more=[("facts", facts)])
+        emit_json_document(doc, "findings", doc.pop("findings"), dict, {},
+                           more=[("facts", facts)])
         raise typer.Exit(code)
     kind = rep.kind + (f", {rep.compression}" if rep.compression else "")
 

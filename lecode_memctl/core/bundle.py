@@ -831,9 +831,9 @@ class VerifyReport:
             "problems": [p.to_json() for p in self.problems],
             "validate": {k: v for k, v in validate.items() if k != "findings_list"}
             if validate is not None else None,
-            # (a generator: the recomputed findings, each made a row as it is written)
-            "findings": (FINDING.row(**f) for f in validate.get("findings_list") or [])
-            if validate is not None else None,
+            # (a generator: the recomputed findings, each made a row as it is
+            # written; none when no audit ran, "validate" null says so)
+            "findings": (FINDING.row(**f) for f in (validate or {}).get("findings_list") or []),
             "facts": self.facts,
         }
 

@@ -180,3 +180,21 @@ def test_next_page_hint_names_the_store_it_listed(config_dir, project, store, tm
     monkeypatch.chdir(odd.parent)
     r = run_cli("--store", odd.name, "--slug", store.slug, "facts", "--limit", "1")
     assert _hint(r.stderr)[:2] == ["--store", str(odd)], r.stderr
+
+
+def test_next_page_hint_names_the_directory_that_chose_the_project(config_dir, project, store,
+                                                                   tmp_path, monkeypatch):
+    """With neither -C nor --store, the working directory chose the project:
+    the hint names it with --project (absolute), so that it lists the same
+    store from another directory (it said ``memctl facts --limit 1 --offset
+    1``, which from /tmp found no store, exit 3)."""
+    write_session(store, "s1")
+    ids = sorted(remember(store, seq, f"Fact number {seq}.", sid="s1").fact_id
+                 for seq in (1, 2))
+    monkeypatch.chdir(project)
+    r = run_cli("facts", "--limit", "1")
+    hint = _hint(r.stderr)
+    assert hint == ["--project", str(project), "facts", "--limit", "1", "--offset", "1"], hint
+    monkeypatch.chdir(tmp_path)
+    nxt = run_cli(*hint)
+    assert nxt.exit_code == 0 and _ids(nxt.stdout, ids) == ids[1:], nxt.stderr

@@ -53,12 +53,19 @@ class State:
         """The global options that chose the store, their paths made
         absolute, quoted for a shell: for a command printed for the user to
         run next (``facts``' next page), which lists the same store wherever
-        it is run."""
+        it is run.  With neither --project nor --store, the working directory
+        chose the project: it is named as --project."""
         import shlex
 
+        project = self.project
+        if project is None and self.store_option is None:
+            try:
+                project = os.getcwd()
+            except OSError:     # (deleted meanwhile: no store was found there either)
+                project = None
         return [f"{name} {shlex.quote(value if name == '--slug' else os.path.abspath(value))}"
                 for name, value in (
-                    ("--config-dir", self.config_dir_option), ("--project", self.project),
+                    ("--config-dir", self.config_dir_option), ("--project", project),
                     ("--store", self.store_option), ("--slug", self.slug_option))
                 if value is not None]
 

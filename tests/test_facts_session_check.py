@@ -198,3 +198,23 @@ def test_next_page_hint_names_the_directory_that_chose_the_project(config_dir, p
     monkeypatch.chdir(tmp_path)
     nxt = run_cli(*hint)
     assert nxt.exit_code == 0 and _ids(nxt.stdout, ids) == ids[1:], nxt.stderr
+
+
+@pytest.mark.parametrize("fmt", ["plain", "github", "grid"])
+def test_every_table_format_says_it_is_a_page(config_dir, project, store, fmt):
+    """docs/OUTPUT.md: any tabulate format name also works as the table: a
+    page of it ends as the table's does (the range, the learning status)
+    and its next page's command is on stderr; ``--format plain`` and the
+    others printed the page's rows alone, so a listing cut to 20 facts
+    said nothing of the rest."""
+    write_session(store, "s1")
+    for seq in (1, 2, 3):
+        remember(store, seq, f"Fact number {seq}.", sid="s1")
+    table = cli(project, "facts", "--limit", "1")
+    other = cli(project, "facts", "--limit", "1", "--format", fmt)
+    assert other.exit_code == table.exit_code == 0, other.stderr
+    assert other.stderr == table.stderr and _hint(other.stderr)[-2:] == ["--offset", "1"]
+    tail = table.stdout[table.stdout.index("facts 1-1 of 3"):]
+    assert "learning: " in tail and other.stdout.endswith(tail), other.stdout
+    whole = cli(project, "facts", "--all", "--format", fmt)
+    assert whole.stdout.count("Fact number") == 3 and "facts 1-3 of 3" in whole.stdout

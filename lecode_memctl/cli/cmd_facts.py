@@ -421,8 +421,9 @@ def facts(
             echo("memctl: note: --query is an administrative, unverified literal search of the "
                  "stored text, not what the agent recalls; each row's status is its evidence "
                  "check", err=True)
-        if fmt_name != "table":
+        if machine:
             return
+        # (every table format: its page, footer, hint and learning status)
         n = len(rows) if printed is None else printed
         if n == 0:
             echo("no facts" + (f" with evidence in session {session}" if session else "")

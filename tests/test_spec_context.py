@@ -102,3 +102,29 @@ def test_part_with_no_room_at_all_is_reported(project, store, config_dir):
     assert doc["parts"] == [{"name": "MEMORY.md", "bytes": 0, "source_bytes": 100,
                              "truncated": True, "omitted_bytes": 100}]
     assert any("MEMORY.md" in n for n in doc["notes"])
+
+
+def test_injection_inspects_the_first_50_facts_in_id_order(project, store, config_dir):
+    """Reference design: "Normal injection also inspects at most 50 facts"
+    (ID-ordered).  With 51 valid facts that all fit the budget, the first 50
+    in id order are injected and the 51st is omitted as ``not_inspected``
+    (``--explain``), not injected."""
+    from lecode_memctl.core.facts import FactStore
+
+    (config_dir / "config.toml").write_text(
+        "[memory]\nmax_bytes = 65536\nfacts_max_bytes = 65536\n")
+    ss = SessionStore(store)
+    with ss.create("s1") as w:
+        for i in range(51):
+            w.append_message("user", f"Convention number {i}: keep it.")   # seq i + 1
+    with FactStore(store.facts_db) as fs:
+        ss = SessionStore(store, exclusions=fs)
+        ids = sorted(fs.remember(f"Convention number {i}: keep it.",
+                                 ss.source_snapshot("s1", i + 1, i + 1).ref,
+                                 sessions=ss).fact.fact_id for i in range(51))
+    r = run_cli("-C", str(project), "context", "--explain", "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = orjson.loads(r.stdout_bytes)
+    assert [f["fact_id"] for f in doc["included"]] == ids[:50]
+    omitted = {f["fact_id"]: f["reason"] for f in doc["omitted"]}
+    assert omitted == {ids[50]: "not_inspected"}, omitted

@@ -250,7 +250,9 @@ class _IntSub(int):
     (1.0, 1, True), ("1", 1, True), (_IntSub(1), 1, False), (_IntSub(0), 1, True),
 ])
 @pytest.mark.parametrize("who", [{"role": "assistant"}, {"role": "tool"},
-                                 {"role": "user", "synthetic": True}])
+                                 {"role": "user", "synthetic": True},
+                                 # FORMAT.md: any message with "synthetic": true is generated
+                                 {"role": "system", "synthetic": True}])
 def test_epoch_rule_of_the_predicate_itself(epoch, generation, hidden, who):
     from lecode_memctl.core.sessions import UndoState, visible
 

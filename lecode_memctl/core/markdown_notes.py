@@ -7,12 +7,12 @@ nor ``memctl notes`` the reading code.
 
 from __future__ import annotations
 
-import datetime as _dt
 from pathlib import Path
 
 from ._record import record
 from .layout import NOTES_DIR, Store
 from .mdnames import MD_SUFFIX, _md_entries
+from .rowmodel import utc_time
 
 
 @record(frozen=True)
@@ -20,12 +20,8 @@ class NoteInfo:
     name: str
     path: Path
     size: int
-    modified: str   # local time, ISO 8601 with offset, seconds
+    modified: str | None    # RFC 3339 UTC with Z and milliseconds (rowmodel.utc_time)
     mtime_ns: int
-
-
-def _local_iso(mtime_ns: int) -> str:
-    return _dt.datetime.fromtimestamp(mtime_ns / 1e9).astimezone().isoformat(timespec="seconds")
 
 
 def list_notes(store: Store) -> list[NoteInfo]:
@@ -33,5 +29,5 @@ def list_notes(store: Store) -> list[NoteInfo]:
     the store does not exist; empty when it has no ``notes/`` directory."""
     store.require()
     return [NoteInfo(name[:-len(MD_SUFFIX)], store.notes_dir / name, st.st_size,
-                     _local_iso(st.st_mtime_ns), st.st_mtime_ns)
+                     utc_time(st.st_mtime), st.st_mtime_ns)
             for name, st in _md_entries(store, NOTES_DIR)]

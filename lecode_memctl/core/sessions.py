@@ -443,10 +443,6 @@ def _is_int(v: Any) -> TypeGuard[int]:
 # Low-level file access
 
 
-def _iso_utc(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
 def _now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
@@ -2761,6 +2757,7 @@ class SessionStore:
         return self._info(session_id)
 
     def _info(self, sid: str) -> SessionInfo:
+        from .rowmodel import utc_time  # (the files' times as every listing prints them)
         from .sessiondata import SessionInfo
 
         self._check_open()      # (iter_sessions: closed meanwhile, no entry after)
@@ -2770,7 +2767,7 @@ class SessionStore:
         except OSError as exc:
             return SessionInfo(sid, None, None, None, None, None, 0, STATE_UNREADABLE,
                                "session_unreadable", exc.strerror)
-        mtime = _iso_utc(lst.st_mtime)
+        mtime = utc_time(lst.st_mtime)
         if not SESSION_ID_RE.match(sid):
             return SessionInfo(sid, None, mtime, None, None, None, lst.st_size, STATE_REFUSED,
                                "invalid_ref", "the file name is not a valid session id")
@@ -2784,7 +2781,7 @@ class SessionStore:
                                "session_unreadable", str(exc))
         with f:
             created = hdr.get("created") if isinstance(hdr.get("created"), str) else None
-            mtime = _iso_utc(f.st.st_mtime)
+            mtime = utc_time(f.st.st_mtime)
             tail, torn = f.capped_last_lines()
             state, reason, detail = STATE_OK, None, None
             last = None

@@ -131,3 +131,26 @@ def test_the_window_compares_the_value_printed(built):
     assert _selected(built, "--since", printed, "--until", printed)
     assert not _selected(built, "--since", "2026-12-07T05:00:00.9001Z")
     assert not _selected(built, "--until", "2026-12-07T05:00:00.8999Z")
+
+
+def test_a_file_time_past_year_9999_is_null_not_an_internal_error(built, tmp_path):
+    """tmpfs keeps an mtime that no datetime holds (``touch -d
+    @99999999999999``: year 3,170,843): ``projects`` ended in an internal
+    error (exit 70, "year 3170843 is out of range"); every listing now says
+    null, which the three fields' schemas allow."""
+    far = 99_999_999_999_999
+    try:
+        _touch_all(built.path, far * 10**9)
+    except OSError as exc:
+        pytest.skip(f"this file system keeps no such time: {exc}")
+    if os.stat(built.notes_dir / "release.md").st_mtime != far:
+        pytest.skip("this file system clamps the time")
+    r = run_cli("--config-dir", str(tmp_path), "projects", "--format", "jsonl")
+    assert r.exit_code == 0, r.stderr
+    assert _jsonl(r.stdout)[0]["last_activity"] is None
+    assert _jsonl(_cli(built, "sessions", "--format", "jsonl"))[0]["last_time"] is None
+    assert _jsonl(_cli(built, "notes", "--format", "jsonl"))[0]["modified"] is None
+    from lecode_memctl.core.rowtables import NOTE, PROJECT, SESSION
+
+    for model, name in ((PROJECT, "last_activity"), (SESSION, "last_time"), (NOTE, "modified")):
+        assert next(f for f in model.fields if f.name == name).nullable, name

@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -53,16 +52,20 @@ class ProjectInfo:
     facts_error: str | None
     size: int                   # bytes of regular files in the store
     files: int
-    last_activity: str | None   # newest mtime of any file, ISO 8601 UTC
+    last_activity: str | None   # newest mtime of any file, RFC 3339 UTC (rowmodel.utc_time)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
 def _iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
+    """A file time as every listing prints one (``rowmodel.utc_time``); None
+    for none, or for one past what a time can be (year 1 to 9999: a file
+    touched to year 3,000,000 on tmpfs ended ``projects`` in an internal
+    error, exit 70, before 2026-12-07)."""
+    from .rowmodel import utc_time
+
+    return utc_time(ts)
 
 
 def _walk(path: Path) -> tuple[int, int, float | None, bool]:

@@ -150,7 +150,8 @@ NOTE = RowModel("notes", "note", "One named note, notes/<name>.md.", (
     Field("name", "string", "the note name (without .md)"),
     Field("path", "string", "absolute path"),
     Field("size", "integer", "bytes"),
-    Field("modified", "time", "modification time"),
+    Field("modified", "time", "modification time (null when the file's time is past what a "
+          "time can be here, year 1 to 9999)", True),
 ), ids=("name", "path"))
 
 HIT = RowModel("search", "hit", "One matching line of the Markdown memory.", (

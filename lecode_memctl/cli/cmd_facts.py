@@ -524,13 +524,13 @@ def recall(
     from lecode_memctl.core.factview import recall as core_recall
     from lecode_memctl.core.rowmodel import doc_head
 
-    from .output import emit_json
+    from .output import emit_json, page_bytes
 
     _st, fs, sessions = _open_read(lock_wait)
     try:
         _needs_migration_note(fs)
         emit_json(core_recall(fs, sessions, fact_id, offset=offset, limit=limit,
-                              head=doc_head("recall")))
+                              head=doc_head("recall"), render=page_bytes))
     finally:
         fs.close()
 

@@ -199,7 +199,7 @@ def read(
     from lecode_memctl.core.rowmodel import doc_head
     from lecode_memctl.core.sessions import SessionStore, SpanHidden, StoreExclusions, check_range
 
-    from .output import emit_json
+    from .output import emit_json, page_bytes
 
     check_range(start, end, max_span=200)
     store = STATE.existing_store()
@@ -232,7 +232,9 @@ def read(
 
         from .output import emit_jsonl
 
-        emit_jsonl(iter_pages(meta, snap.messages(), offset=offset, limit=limit))
+        emit_jsonl(iter_pages(meta, snap.messages(), offset=offset, limit=limit,
+                              render=page_bytes))
         return
-    doc, _page = page_document(meta, snap.messages(), offset=offset, limit=limit)
+    doc, _page = page_document(meta, snap.messages(), offset=offset, limit=limit,
+                               render=page_bytes)
     emit_json(doc)

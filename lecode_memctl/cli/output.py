@@ -506,15 +506,33 @@ def terminal_json(data: bytes) -> bytes:
     return _UNSAFE.sub(_json_escape_char, text).encode("utf-8")
 
 
-def emit_json(obj: Any, *, pretty: bool | None = None) -> None:
-    """One JSON document on stdout (pretty on a terminal, compact in a pipe).
-    On a terminal, control and bidi characters are escaped
-    (:func:`terminal_json`); in a pipe the exact text is kept."""
+def json_bytes(obj: Any, *, pretty: bool | None = None) -> bytes:
+    """The bytes :func:`emit_json` writes for ``obj``: pretty on a terminal,
+    compact in a pipe (or as ``pretty`` says), with its final newline; on a
+    terminal, control and bidi characters escaped (:func:`terminal_json`)."""
     tty = stdout_is_tty()
     if pretty is None:
         pretty = tty
     data = dumps(obj, pretty=pretty) + b"\n"
-    write_bytes(terminal_json(data) if tty else data)
+    return terminal_json(data) if tty else data
+
+
+def page_bytes(obj: Any) -> bytes:
+    """What a page of ``read`` or ``recall`` is measured by (``render`` of
+    ``core.paging``): the document pretty, as :func:`json_bytes` writes it to
+    this stdout -- the most bytes it takes printed here: on a terminal
+    exactly what is printed, escapes included; in a pipe more than the
+    compact document printed, and the same measure as ``core.paging``'s own
+    (a page in a pipe is cut as before).  A ``--all`` line (compact, escaped
+    on a terminal) is never larger."""
+    return json_bytes(obj, pretty=True)
+
+
+def emit_json(obj: Any, *, pretty: bool | None = None) -> None:
+    """One JSON document on stdout (pretty on a terminal, compact in a pipe).
+    On a terminal, control and bidi characters are escaped
+    (:func:`terminal_json`); in a pipe the exact text is kept."""
+    write_bytes(json_bytes(obj, pretty=pretty))
 
 
 @contextlib.contextmanager

@@ -28,7 +28,7 @@ from .facts import (
     plain_seqs,
     row_text,
 )
-from .paging import MAX_OUTPUT_BYTES
+from .paging import MAX_OUTPUT_BYTES, pretty_json
 from .rowmodel import utc_time  # the whole printed page, metadata included
 from .sessions import LEARNING_EVENT, SessionStore, is_generated
 from .sourceref import (
@@ -595,11 +595,13 @@ def _require_fact(facts: FactStore | None, fact_id: str) -> Fact:
 @raises_typed
 def recall(facts: FactStore | None, sessions: SessionReader, fact_id: str, *, offset: int = 0,
            limit: int | None = None, max_bytes: int = MAX_OUTPUT_BYTES,
-           head: Mapping[str, Any] | None = None) -> dict[str, Any]:
+           head: Mapping[str, Any] | None = None,
+           render: Callable[[Any], bytes] = pretty_json) -> dict[str, Any]:
     """memory_recall by fact id: ids, current revision and status; the fact
     text (capped) and a page of its source evidence only when every revision's
     evidence validates (purpose ``durable``).  ``head`` (memctl's type and
-    schema_version) comes first, inside ``max_bytes``."""
+    schema_version) comes first, inside ``max_bytes`` (the page as
+    ``render`` gives it: :func:`~.paging.page_document`)."""
     from . import paging
 
     fact = _require_fact(facts, fact_id)
@@ -630,7 +632,7 @@ def recall(facts: FactStore | None, sessions: SessionReader, fact_id: str, *, of
                  "fact_text_truncated": truncated})
     doc, _page = paging.page_document(meta, items, offset=offset,
                                       limit=paging.DEFAULT_LIMIT if limit is None else limit,
-                                      max_bytes=max_bytes)
+                                      max_bytes=max_bytes, render=render)
     return doc
 
 

@@ -5,14 +5,17 @@ metadata.  ``source_text`` is a character page of the JSON array
 ``[[seq, message], ...]`` of the visible messages, holding the original
 message records; binary attachment payloads are replaced by omission
 markers.  Pages are ``limit`` characters (default 4096, clamped to 8192),
-fewer when JSON escaping of the page would exceed the byte budget.  Pass
+fewer when JSON escaping of the page would exceed the byte budget.  The
+size is that of the document as ``render`` gives it (default: pretty JSON
+with its final newline, which compact JSON never exceeds); memctl's
+printer passes its own, with a terminal's escapes.  Pass
 ``next_offset`` back as ``offset``; ``None`` means finished.  Concatenate
 the pages' ``source_text`` before parsing the array.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -82,8 +85,10 @@ def clamp_limit(limit: Any) -> int:
     return min(limit, MAX_LIMIT)
 
 
-def page_text(text: str, *, offset: int = 0, limit: int = DEFAULT_LIMIT, budget: int) -> Page:
-    """One character page of ``text`` whose JSON-escaped size is at most ``budget`` bytes."""
+def page_text(text: str, *, offset: int = 0, limit: int = DEFAULT_LIMIT, budget: int,
+              size: Callable[[str], int] = escaped_size) -> Page:
+    """One character page of ``text`` whose JSON-escaped size (``size``) is
+    at most ``budget`` bytes."""
     from .pagedata import Page
 
     lim = clamp_limit(limit)
@@ -95,11 +100,11 @@ def page_text(text: str, *, offset: int = 0, limit: int = DEFAULT_LIMIT, budget:
     if budget < MIN_BUDGET:
         raise UsageError("output budget too small for a page")
     n = min(lim, total - offset)
-    if escaped_size(text[offset:offset + n]) > budget:
+    if size(text[offset:offset + n]) > budget:
         lo, hi = 0, n   # the largest n' in [lo, hi] that fits; lo always fits
         while lo < hi:
             m = (lo + hi + 1) // 2
-            if escaped_size(text[offset:offset + m]) <= budget:
+            if size(text[offset:offset + m]) <= budget:
                 lo = m
             else:
                 hi = m - 1
@@ -119,31 +124,42 @@ def page_source(items: Sequence[tuple[int, Mapping[str, Any]]], *, offset: int =
     return page_text(source_array_text(items), offset=offset, limit=limit, budget=budget)
 
 
-def _size(doc: Mapping[str, Any]) -> int:
-    # Pretty (indented) output is never smaller than compact output, so a
-    # document that fits pretty fits both ways; +1 for the final newline.
-    return len(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)) + 1
+Render = Callable[[Any], bytes]
+
+
+def pretty_json(obj: Any) -> bytes:
+    """The default ``render``: ``obj`` as indented JSON with a final newline.
+    Pretty output is never smaller than compact output, so a document that
+    fits pretty fits both ways."""
+    return orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n"
 
 
 def page_document(meta: Mapping[str, Any], items: Sequence[tuple[int, Mapping[str, Any]]], *,
                   offset: int = 0, limit: int = DEFAULT_LIMIT,
-                  max_bytes: int = MAX_OUTPUT_BYTES) -> tuple[dict[str, Any], Page]:
+                  max_bytes: int = MAX_OUTPUT_BYTES,
+                  render: Render = pretty_json) -> tuple[dict[str, Any], Page]:
     """``meta`` plus ``source_text``, ``offset``, ``next_offset``, ``limit`` and
-    ``total_chars``, the whole document at most ``max_bytes`` when printed
-    (compact or indented, with its final newline)."""
+    ``total_chars``, the whole document at most ``max_bytes`` as ``render``
+    gives it: by default pretty JSON with its final newline, which compact
+    JSON never exceeds.  A printer passes its own bytes (memctl's
+    ``cli.output.page_bytes``, a terminal's escapes included); a string
+    must take the same bytes rendered alone as inside the document, as in
+    JSON (the page's share is measured alone)."""
     return _page_of_text(meta, source_array_text(items), offset=offset, limit=limit,
-                         max_bytes=max_bytes)
+                         max_bytes=max_bytes, render=render)
 
 
 def iter_pages(meta: Mapping[str, Any], items: Sequence[tuple[int, Mapping[str, Any]]], *,
                offset: int = 0, limit: int = DEFAULT_LIMIT,
-               max_bytes: int = MAX_OUTPUT_BYTES) -> Iterator[dict[str, Any]]:
+               max_bytes: int = MAX_OUTPUT_BYTES,
+               render: Render = pretty_json) -> Iterator[dict[str, Any]]:
     """Every page from ``offset`` to the end, each as :func:`page_document`
     builds it, of one capture: the array text is built once and every page
     has the same metadata (so the same ``source.digest``)."""
     text = source_array_text(items)
     while True:
-        doc, page = _page_of_text(meta, text, offset=offset, limit=limit, max_bytes=max_bytes)
+        doc, page = _page_of_text(meta, text, offset=offset, limit=limit, max_bytes=max_bytes,
+                                  render=render)
         yield doc
         if page.next_offset is None:
             return
@@ -151,8 +167,14 @@ def iter_pages(meta: Mapping[str, Any], items: Sequence[tuple[int, Mapping[str, 
 
 
 def _page_of_text(meta: Mapping[str, Any], text: str, *, offset: int, limit: int,
-                  max_bytes: int) -> tuple[dict[str, Any], Page]:
+                  max_bytes: int, render: Render) -> tuple[dict[str, Any], Page]:
     total = len(text)
+    # ``source_text``'s share of the rendered document: its string value
+    # rendered alone, less an empty string's (the quotes, a newline)
+    empty = len(render(""))
+
+    def text_size(s: str) -> int:
+        return len(render(s)) - empty
 
     def build(page_text_: str, off: int, nxt: int | None, lim: int) -> dict[str, Any]:
         doc = dict(meta)
@@ -165,11 +187,11 @@ def _page_of_text(meta: Mapping[str, Any], text: str, *, offset: int, limit: int
         raise UsageError(f"offset {offset} is past the end ({total} characters)")
     lim = clamp_limit(limit)
     # Worst-case metadata: next_offset as wide as total_chars.
-    frame = _size(build("", offset if isinstance(offset, int) else 0, total, lim))
+    frame = len(render(build("", offset if isinstance(offset, int) else 0, total, lim)))
     budget = max_bytes - frame
     if budget < MIN_BUDGET:
         raise UsageError("the metadata alone exceeds the output cap")
-    page = page_text(text, offset=offset, limit=lim, budget=budget)
+    page = page_text(text, offset=offset, limit=lim, budget=budget, size=text_size)
     doc = build(page.source_text, page.offset, page.next_offset, page.limit)
-    assert _size(doc) <= max_bytes, "page exceeds the output cap"
+    assert len(render(doc)) <= max_bytes, "page exceeds the output cap"
     return doc, page

@@ -118,3 +118,28 @@ def test_where_same_store_from_worktree_and_main(tmp_path):
     assert orjson.loads(b.stdout)["kind"] == "linked worktree"
     text = run_cli("where", str(wt)).stdout
     assert f"worktree of {repo.resolve()}" in text
+
+
+def test_a_nul_byte_in_a_git_file_is_no_path_not_an_internal_error(tmp_path):
+    """A path read from ``.git``, ``commondir`` or ``core.worktree`` that holds
+    a NUL names no file: it is treated as unreadable (the rule's fallbacks),
+    where ``os.path.realpath`` raised ValueError, an internal error (exit 70)
+    in every command that looks for the project."""
+    p1 = tmp_path / "p1"
+    p1.mkdir()
+    (p1 / ".git").write_bytes(b"gitdir: /tmp/a\x00b\n")
+    assert resolve_project(p1).root == p1.resolve()
+    p2 = tmp_path / "p2"
+    (p2 / "gd").mkdir(parents=True)
+    (p2 / ".git").write_bytes(b"gitdir: gd\n")
+    (p2 / "gd" / "commondir").write_bytes(b"/tmp/x\x00y\n")
+    assert resolve_project(p2).root == p2.resolve()
+    p3 = tmp_path / "p3"
+    (p3 / "gd" / "common").mkdir(parents=True)
+    (p3 / ".git").write_bytes(b"gitdir: gd\n")
+    (p3 / "gd" / "commondir").write_bytes(b"common\n")
+    (p3 / "gd" / "common" / "config").write_bytes(b"[core]\n\tworktree = /tmp/q\x00z\n")
+    assert resolve_project(p3).root == (p3 / "gd" / "common").resolve()
+    for p in (p1, p2, p3):
+        r = run_cli("where", str(p), "--json")
+        assert r.exit_code == 0, (p, r.stderr)

@@ -706,3 +706,28 @@ def test_identical_to_the_destination_not_to_an_earlier_store_says_so(tmp_path, 
                                                   ("skip", "identical")]
     assert mem[1].provided_by is None
     assert "#1" not in mem[1].detail and "destination already has" in mem[1].detail
+
+
+@pytest.mark.parametrize("damage", ["fifo", "nul"])
+def test_a_worktree_gitdir_that_is_a_fifo_or_names_no_path_is_skipped(tmp_path, config_dir,
+                                                                       damage):
+    """``<common dir>/worktrees/NAME/gitdir`` read as every other git file is:
+    a FIFO there was waited on for ever (``migrate-legacy --dry-run`` never
+    returned), and a path with a NUL byte ended in an internal error (exit
+    70).  Each is now a note, the entry skipped, and the other worktrees
+    found."""
+    repo = make_repo(tmp_path / "app")
+    git("worktree", "add", "-q", str(tmp_path / "w1"), "-b", "one", cwd=repo)
+    git("worktree", "add", "-q", str(tmp_path / "w2"), "-b", "two", cwd=repo)
+    bad = repo / ".git" / "worktrees" / "w1" / "gitdir"
+    bad.unlink()
+    if damage == "fifo":
+        os.mkfifo(bad)
+    else:
+        bad.write_bytes(str(tmp_path / "w\x001" / ".git").encode() + b"\n")
+    d = discover_legacy_stores(config_dir, repo)
+    assert d.worktrees == [Path(os.path.realpath(tmp_path / "w2"))]
+    r = run_proc("--config-dir", str(config_dir), "-C", str(repo), "migrate-legacy", "--dry-run",
+                 timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert b"worktree entry" in r.stderr + r.stdout and str(bad).encode() in r.stderr + r.stdout

@@ -54,6 +54,15 @@ class ProjectIdentity:
         return slug(self.cwd)
 
 
+def resolve_git_path(path: str) -> str | None:
+    """``os.path.realpath`` of a path read from a git file; None for one with
+    a NUL byte, which names no file (realpath raises ValueError on it: an
+    internal error, exit 70, before 2026-12-07)."""
+    if "\0" in path:
+        return None
+    return os.path.realpath(path)
+
+
 def read_gitdir_file(dotgit: str) -> str | None:
     """The target of a ``.git`` file (``gitdir: X``), made absolute; None if unreadable."""
     from .atomic import read_regular  # atomic imports layout, which imports this module
@@ -70,7 +79,7 @@ def read_gitdir_file(dotgit: str) -> str | None:
         return None
     if not os.path.isabs(target):
         target = os.path.join(os.path.dirname(dotgit), target)
-    return os.path.realpath(target)
+    return resolve_git_path(target)
 
 
 def read_commondir(gitdir: str) -> str | None:
@@ -90,7 +99,7 @@ def read_commondir(gitdir: str) -> str | None:
         return None
     if not os.path.isabs(common):
         common = os.path.join(gitdir, common)
-    return os.path.realpath(common)
+    return resolve_git_path(common)
 
 
 def _core_worktree(common_dir: str) -> str | None:
@@ -106,7 +115,7 @@ def _core_worktree(common_dir: str) -> str | None:
         return None
     if not os.path.isabs(value):
         value = os.path.join(common_dir, value)
-    return os.path.realpath(value)
+    return resolve_git_path(value)
 
 
 def git_config_value(text: str, section: str, key: str) -> str | None:

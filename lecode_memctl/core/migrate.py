@@ -34,7 +34,15 @@ from ._lazy import lazy_compile
 from ._record import record
 from .atomic import atomic_write, is_temp_name, make_dirs, read_regular
 from .errors import EXIT_OK, Conflict, NotFound, StoreCorrupt, StoreWriteError, UsageError
-from .identity import ProjectIdentity, read_commondir, read_gitdir_file, resolve_project, slug, slug_name
+from .identity import (
+    ProjectIdentity,
+    read_commondir,
+    read_gitdir_file,
+    resolve_git_path,
+    resolve_project,
+    slug,
+    slug_name,
+)
 from .inventory import store_entries
 from .layout import (
     DAILY_DIR,
@@ -153,8 +161,10 @@ def linked_worktrees(project: ProjectIdentity) -> tuple[list[Path], list[str]]:
     for name in names:
         gitdir_file = os.path.join(wt_dir, name, "gitdir")
         try:
-            with open(gitdir_file, "rb") as fh:
-                target = fh.read(4096).decode("utf-8", "surrogateescape").strip()
+            # (a regular file, or a link to one: a FIFO there was waited on
+            # for ever before 2026-12-07, a device read without end)
+            target = read_regular(gitdir_file, 4096, follow=True).decode(
+                "utf-8", "surrogateescape").strip()
         except OSError:
             notes.append(f"worktree entry {gitdir_file} is unreadable; skipped")
             continue
@@ -162,7 +172,11 @@ def linked_worktrees(project: ProjectIdentity) -> tuple[list[Path], list[str]]:
             continue
         if not os.path.isabs(target):
             target = os.path.join(wt_dir, name, target)
-        path = os.path.realpath(os.path.dirname(target))
+        resolved = resolve_git_path(os.path.dirname(target))
+        if resolved is None:
+            notes.append(f"worktree entry {gitdir_file} names no path (a NUL byte); skipped")
+            continue
+        path = resolved
         if not os.path.isdir(path):
             notes.append(f"linked worktree {path} (from {gitdir_file}) does not exist; skipped")
             continue

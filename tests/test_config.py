@@ -154,3 +154,32 @@ def test_every_key_documented_in_help():
     for key in MEMORY_KEYS:
         assert key in r.stdout
     assert "0..65536" in r.stdout
+
+
+@pytest.mark.parametrize("text, says", [
+    # a decimal integer past Python's 4,300 digits: tomllib raises a plain
+    # ValueError, in any section, memctl's or not
+    ("[model]\nseed = " + "1" * 4301 + "\n", "invalid TOML: a value tomllib cannot read"),
+    # a hexadecimal integer is TOML at any length; its decimal text is not
+    ("[memory]\nenabled = 0x" + "f" * 5000 + "\n",
+     "memory.enabled must be true or false, not an integer of 20000 bits"),
+    ("[memory]\nmax_bytes = 0x" + "f" * 5000 + "\n",
+     "memory.max_bytes = an integer of 20000 bits is out of range"),
+])
+def test_huge_integers_in_config_are_config_errors_not_internal(tmp_path, text, says):
+    """Each was 'internal error: ValueError: Exceeds the limit (4300 digits)
+    for integer string conversion' (exit 70) in config, context and
+    validate."""
+    cfg = tmp_path / "cfg"
+    cfg.mkdir()
+    (cfg / "config.toml").write_text(text)
+    for args in (("config",), ("context",)):
+        r = run_cli("--config-dir", str(cfg), "-C", str(tmp_path), *args)
+        assert r.exit_code == 2, (args, r.stderr)
+        assert says in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
+    from lecode_memctl.core.layout import store_for_project
+
+    store_for_project(cfg, tmp_path).path.mkdir(parents=True)
+    r = run_cli("--config-dir", str(cfg), "-C", str(tmp_path), "validate", "--json")
+    assert r.exit_code == 1, r.stderr
+    assert says.split(": ")[-1] in r.stdout

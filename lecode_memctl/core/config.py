@@ -62,6 +62,17 @@ def _problem(key: str, message: str) -> ConfigProblem:
     return ConfigProblem(key, message)
 
 
+def _shown(value: Any) -> str:
+    """A config value in a message, one line and short: an integer too long
+    to print as digits (a hexadecimal of 5,000 digits is TOML, and its
+    decimal text past Python's 4,300-digit limit) by its size, any other
+    value's ``repr`` cut at 80 characters."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"
+    shown = repr(value)
+    return shown if len(shown) <= 80 else shown[:77] + "..."
+
+
 def check_memory_values(section: dict[str, Any]) -> list[ConfigProblem]:
     """Every out-of-range or mistyped known key in a ``[memory]`` table."""
     problems: list[ConfigProblem] = []
@@ -71,14 +82,16 @@ def check_memory_values(section: dict[str, Any]) -> list[ConfigProblem]:
         value = section[key]
         if typ is bool:
             if not isinstance(value, bool):
-                problems.append(_problem(key, f"memory.{key} must be true or false, not {value!r}"))
+                problems.append(_problem(key, f"memory.{key} must be true or false, "
+                                              f"not {_shown(value)}"))
             continue
         if isinstance(value, bool) or not isinstance(value, int):
-            problems.append(_problem(key, f"memory.{key} must be an integer, not {value!r}"))
+            problems.append(_problem(key, f"memory.{key} must be an integer, not {_shown(value)}"))
             continue
         if bounds and not bounds[0] <= value <= bounds[1]:
             problems.append(_problem(
-                key, f"memory.{key} = {value} is out of range {bounds[0]}..{bounds[1]}"))
+                key, f"memory.{key} = {value if value.bit_length() <= 64 else _shown(value)} "
+                f"is out of range {bounds[0]}..{bounds[1]}"))
     return problems
 
 
@@ -100,6 +113,11 @@ def parse_config(raw: bytes) -> dict[str, Any]:
         raise ConfigSyntax(str(exc)) from None
     except RecursionError:
         raise ConfigSyntax("nested too deeply") from None
+    except ValueError as exc:
+        # not a TOMLDecodeError: a decimal integer past Python's 4,300
+        # digits, which tomllib cannot make an int of (an internal error,
+        # exit 70, before 2026-12-07)
+        raise ConfigSyntax(f"a value tomllib cannot read ({str(exc).split(';')[0]})") from None
 
 
 def read_config_file(config_dir: Path) -> tuple[Path, dict[str, Any] | None]:

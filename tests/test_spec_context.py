@@ -125,6 +125,6 @@ def test_injection_inspects_the_first_50_facts_in_id_order(project, store, confi
     r = run_cli("-C", str(project), "context", "--explain", "--json")
     assert r.exit_code == 0, r.stderr
     doc = orjson.loads(r.stdout_bytes)
-    assert [f["fact_id"] for f in doc["included"]] == ids[:50]
+    assert [f["fact_id"] for f in doc["included"]] == ids[:50], doc["omitted"]
     omitted = {f["fact_id"]: f["reason"] for f in doc["omitted"]}
     assert omitted == {ids[50]: "not_inspected"}, omitted

@@ -128,3 +128,21 @@ def test_injection_inspects_the_first_50_facts_in_id_order(project, store, confi
     assert [f["fact_id"] for f in doc["included"]] == ids[:50], doc["omitted"]
     omitted = {f["fact_id"]: f["reason"] for f in doc["omitted"]}
     assert omitted == {ids[50]: "not_inspected"}, omitted
+
+
+@pytest.mark.parametrize("name", ["MEMORY.md", "scratchpad.md"])
+def test_invalid_utf8_in_the_markdown_is_said_not_silent(project, store, name):
+    """``context`` shows the section as the core builds it for the agent
+    (each bad byte a U+FFFD), and says so: a note names the file, byte
+    offset and line, on stderr and in ``notes`` (it was silent, exit 0)."""
+    (store.path / name).write_bytes(b"ok\nbad \xff here\n")
+    r = run_cli("-C", str(project), "context")
+    assert r.exit_code == 0, r.stderr
+    assert "bad \ufffd here" in r.stdout
+    want = f"{name}: not valid UTF-8 (byte offset 7, line 2)"
+    assert f"memctl: note: {want}" in r.stderr
+    doc = orjson.loads(run_cli("-C", str(project), "context", "--json").stdout_bytes)
+    assert any(n.startswith(want) for n in doc["notes"]), doc["notes"]
+    # valid Markdown: no such note
+    (store.path / name).write_bytes(b"ok\n")
+    assert "UTF-8" not in run_cli("-C", str(project), "context").stderr

@@ -190,6 +190,7 @@ def build_memory_section(store: Store, config: MemoryConfig, facts: Any, session
     ``facts``.  With ``explain``, facts beyond the inspection window are also
     listed as omitted (``not_inspected``)."""
     from . import markdown
+    from .mdnames import utf8_problem
 
     max_bytes = config.max_bytes
     facts_budget = min(config.facts_max_bytes, max_bytes)
@@ -259,6 +260,13 @@ def build_memory_section(store: Store, config: MemoryConfig, facts: Any, session
     minimum = [0 if (b := _markdown_body(data)) is None else _min_part_bytes(heading, b, tail)
                for _name, heading, data, tail in md]
     for i, (name, heading, data, tail) in enumerate(md):
+        if data is not None and (bad := utf8_problem((data,))) is not None:
+            # (the section holds U+FFFD for them, as it is built for the
+            # agent: one bad byte must not stop its every request; said,
+            # never silent, where 'show' refuses the file, exit 5)
+            notes.append(f"{name}: not valid UTF-8 (byte offset {bad[0]}, line {bad[1]}): each "
+                         "bad byte is shown as U+FFFD; 'memctl validate' reports it "
+                         "(markdown.invalid_utf8)")
         reserve = sum(minimum[i + 1:])
         budget = remaining - reserve if remaining - reserve >= minimum[i] else remaining
         text, part = _markdown_part(name, heading, data, budget, tail)

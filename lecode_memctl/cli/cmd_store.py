@@ -35,8 +35,9 @@ def where(
 
     With --store DIR, says where the slug that its transcripts must name came
     from: --slug, the transcript headers (when they agree, or the project
-    most of them name), or the directory name.  --json adds slug_source
-    (project, option, headers, directory) and slug_detail.
+    most of them name), or the directory name; the slug is unknown when its
+    sessions/ cannot be listed.  --json adds slug_source (project, option,
+    headers, directory, unreadable) and slug_detail.
     """
     from lecode_memctl.core.identity import resolve_project
     from lecode_memctl.core.inventory import inventory
@@ -63,7 +64,7 @@ def where(
         "kind": ident.kind if ident else "store given with --store",
         "resolved_as": ident.detail if ident else "store given with --store",
         "checkout": str(ident.checkout) if ident else None,
-        "slug": store.slug,
+        "slug": None if store.slug_source == "unreadable" else store.slug,
         "slug_source": store.slug_source,
         "slug_detail": store.slug_detail,
         "config_dir": str(cfg.path),
@@ -81,8 +82,11 @@ def where(
         echo(f"resolved as:   {safe(ident.detail)}")
         if ident.checkout != ident.root:
             echo(f"checkout:      {safe(str(ident.checkout))}")
-    echo(f"slug:          {safe(store.slug)}"
-         + ("" if ident else f"  (from {safe(store.slug_detail, keep_newlines=False)})"))
+    if store.slug_source == "unreadable":
+        echo(f"slug:          unknown  ({safe(store.slug_detail, keep_newlines=False)})")
+    else:
+        echo(f"slug:          {safe(store.slug)}"
+             + ("" if ident else f"  (from {safe(store.slug_detail, keep_newlines=False)})"))
     echo(f"config dir:    {safe(str(cfg.path))} (from {cfg.source})")
     echo(f"store:         {safe(str(store.path))}" + ("" if store.exists() else "  (does not exist yet)"))
     if store.exists():

@@ -107,7 +107,9 @@ class State:
         if self.may_record_marks([store]):
             from lecode_memctl.core.seen import record
 
-            record(self.state_dir(), store.path, generation, exclusions, slug=store.slug,
+            # (a slug that cannot be known is not recorded: the mark keeps its own)
+            slug = None if store.slug_source == "unreadable" else store.slug
+            record(self.state_dir(), store.path, generation, exclusions, slug=slug,
                    database=database)
 
     def temp_outside(self) -> list[str]:

@@ -101,6 +101,24 @@ def session_file_exists(sessions_dir: str | os.PathLike[str], session_id: str) -
     return True
 
 
+class UnknownSlug(str):
+    """The ``slug`` of a store given by path whose ``sessions/`` cannot be
+    listed (``slug_source`` ``"unreadable"``): the directory's name, for a
+    label, that no header may be matched against.  ``why`` is the message
+    (:func:`store_given`); :func:`~lecode_memctl.core.sessions.header_problem`
+    and :meth:`Store.known_slug` raise ``StoreCorrupt`` with it."""
+
+    why: str
+
+    def __new__(cls, name: str, why: str) -> UnknownSlug:
+        self = super().__new__(cls, name)
+        self.why = why
+        return self
+
+    def __reduce__(self) -> tuple[type[UnknownSlug], tuple[str, str]]:
+        return UnknownSlug, (str(self), self.why)
+
+
 def looks_like_slug(name: str) -> bool:
     return bool(_SLUG_RE.match(name))
 
@@ -114,9 +132,21 @@ class Store:
     identity: ProjectIdentity | None = None  # None when opened with --store
     # Where the slug came from: "project" (the identity of a project root),
     # "directory" (the store directory's name), "option" (--slug), "headers"
-    # (the transcript headers of a store given by path); see store_given.
+    # (the transcript headers of a store given by path), "unreadable" (a
+    # store given by path whose sessions/ cannot be listed: the slug is
+    # unknown, ``slug`` is the directory's name as a label only, and
+    # ``known_slug`` refuses it); see store_given.
     slug_source: str = "directory"
     slug_detail: str = ""
+
+    def known_slug(self) -> str:
+        """The slug a transcript header must name.  ``StoreCorrupt`` (exit 5,
+        ``slug_detail`` says why) when it cannot be known: a store given by
+        path whose ``sessions/`` cannot be listed, so no header was read
+        (``slug_source`` ``"unreadable"``)."""
+        if self.slug_source == "unreadable":
+            raise StoreCorrupt(self.slug_detail)
+        return self.slug
 
     @property
     def memory_file(self) -> Path:
@@ -202,14 +232,28 @@ def store_given(path: str | os.PathLike[str], slug: str | None = None) -> Store:
 
     Only slug-shaped ``project`` values count.  Reads the first line of each
     transcript; writes nothing.
+
+    A ``sessions/`` directory that exists but cannot be listed leaves the
+    slug unknown: its transcripts may still be opened by name, and the
+    directory's name would refuse them as another project's (before
+    2026-12-07 it was taken).  The Store's ``slug_source`` is then
+    ``"unreadable"``, its ``slug`` the directory's name as a label only, and
+    every check of a transcript's header against it is ``StoreCorrupt``
+    (exit 5, "cannot list", naming ``--slug``: :meth:`Store.known_slug`);
+    what needs no slug (the Markdown files, ``where``) still works.
     """
     p = Path(os.path.abspath(os.fspath(path)))
     if slug is not None:
         return Store(p, check_slug(slug), None, "option", "--slug")
     from .sessions import SessionStore
 
-    counts = {k: n for k, n in SessionStore(Store(p, p.name)).header_projects().items()
-              if looks_like_slug(k)}
+    try:
+        found = SessionStore(Store(p, p.name)).header_projects(strict=True)
+    except StoreCorrupt as exc:
+        why = (f"{exc.message}; the slug its transcripts must name comes from their "
+               "headers, so it is unknown (--slug SLUG names it without reading them)")
+        return Store(p, UnknownSlug(p.name, why), None, "unreadable", why)
+    counts = {k: n for k, n in found.items() if looks_like_slug(k)}
     total = sum(counts.values())
     if len(counts) == 1:
         (only, n), = counts.items()

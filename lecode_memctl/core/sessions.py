@@ -65,7 +65,7 @@ from .errors import (
     UsageError,
     typed_errors,
 )
-from .layout import SESSION_SUFFIX, Store, session_ids
+from .layout import SESSION_SUFFIX, Store, UnknownSlug, session_ids
 from .sourceref import (
     MAX_POSITION,
     MAX_SPAN,
@@ -346,7 +346,11 @@ def header_problem(hdr: Any, sid: str, slug: str, line: bytes | None = None
     not checked yet) in the store of ``slug``, or None when it is this
     store's: a format-1 session header with seq 0, naming this session and
     this project.  The rule of the audit and of ``usage``; the readers'
-    (:meth:`_File.header`) is the same, decided from their own parse."""
+    (:meth:`_File.header`) is the same, decided from their own parse.  A
+    slug that cannot be known (:class:`~lecode_memctl.core.layout.UnknownSlug`)
+    is ``StoreCorrupt``: no header is this store's or another's."""
+    if isinstance(slug, UnknownSlug):
+        raise StoreCorrupt(slug.why)
     # (seq the integer 0, as the readers' parse wants it: 0.0 and false equal
     # 0; and no other seq in its first bytes: seq_given_twice)
     if not (isinstance(hdr, dict) and type(hdr.get("seq")) is int and hdr["seq"] == 0
@@ -2087,24 +2091,37 @@ class SessionStore:
         self._check_open()
         return session_ids(self.dir, unlistable_ok=unlistable_ok)
 
-    def header_projects(self) -> dict[str, int]:
+    def header_projects(self, *, strict: bool = False) -> dict[str, int]:
         """How many transcripts name each project in their header: the evidence a
         store given by path (``--store``) takes its slug from.  Reads one line per
         file; symbolic links, unreadable files and bad headers are not counted,
         exactly as :meth:`_open` and ``header()`` refuse them.  ``sessions/`` is
         opened once and each file below it (a store of 20,000 sessions took
-        0.9 s through the reader's own open, before every command)."""
+        0.9 s through the reader's own open, before every command).
+
+        A ``sessions/`` that is missing, a symbolic link or not a directory
+        counts nothing (no transcript can be opened through it).  One that is
+        a directory but cannot be listed or opened counts nothing too, unless
+        ``strict``: then it is ``StoreCorrupt`` ("cannot list"), as is a
+        ``sessions/`` that cannot be looked up, since its transcripts may
+        still be opened by name and no count can say which project they
+        name (``layout.store_given``)."""
         self._check_open()
         counts: dict[str, int] = {}
-        # only a guess at the slug: an unlistable sessions/ is reported by
-        # the command that reads it
-        ids = self.session_ids(unlistable_ok=True)
+        if strict and self._is_a_directory():
+            ids = self.session_ids()             # StoreCorrupt: cannot list
+        else:
+            # only a guess: an unlistable sessions/ is reported by the
+            # command that reads it
+            ids = self.session_ids(unlistable_ok=True)
         if not ids:
             return counts
         try:
             # (a link in sessions/' place is refused, as _open refuses it)
             dfd = os.open(self.dir, os.O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        except OSError:
+        except OSError as exc:
+            if strict and self._is_a_directory():
+                raise StoreCorrupt(f"{self.dir}: cannot list: {exc.strerror or exc}") from None
             return counts
         try:
             for sid in ids:
@@ -2117,6 +2134,16 @@ class SessionStore:
         finally:
             os.close(dfd)
         return counts
+
+    def _is_a_directory(self) -> bool:
+        """Whether ``sessions/`` is a directory (not followed); False when it
+        is missing.  One that cannot be looked up is ``StoreCorrupt``."""
+        try:
+            return stat.S_ISDIR(os.lstat(self.dir).st_mode)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        except OSError as exc:
+            raise StoreCorrupt(f"{self.dir}: cannot look up: {exc.strerror or exc}") from None
 
     def not_found(self, session_id: str) -> SessionNotFound:
         """The error for an id with no transcript, with close matches as a hint."""
@@ -2175,13 +2202,16 @@ class SessionStore:
             raise
 
     def _open_checked(self, session_id: str) -> tuple[_File, dict[str, Any]]:
+        # (a slug that cannot be known refuses every read: StoreCorrupt, not
+        # a session "of another project" nor an unreadable one)
+        slug = self.store.known_slug()
         f = self._open(session_id)
         try:
             hdr = f.header()
-            if hdr.get("project") != self.store.slug:
+            if hdr.get("project") != slug:
                 raise SessionRefused(
                     f"session {session_id} belongs to another project "
-                    f"({_short(hdr.get('project'))}, not {self.store.slug}); refused",
+                    f"({_short(hdr.get('project'))}, not {slug}); refused",
                     "refused_project")
             return f, hdr
         except BaseException:

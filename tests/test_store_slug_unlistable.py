@@ -278,3 +278,22 @@ def test_a_sessions_directory_of_mode_100(copy, tmp_path):
         assert tree_hash(store) == before
     finally:
         sessions.chmod(0o700)
+
+
+def test_where_says_a_directory_it_cannot_list_is_not_known(copy):
+    """``where``'s layout line of a directory that exists but cannot be
+    listed said ``sessions/  0 files, 0 bytes``; it now says why it is not
+    known, and ``--json``'s item has ``size`` and ``count`` null and the
+    ``error``.  A listable one keeps its counts and a null ``error``."""
+    store, _slug = copy
+    with pytest.MonkeyPatch.context() as mp:
+        unlistable(mp, store / "sessions")
+        r = run_cli("--store", str(store), "--no-state", "where")
+        j = run_cli("--store", str(store), "--no-state", "where", "--json")
+    line = next(ln for ln in r.stdout.splitlines() if ln.strip().startswith("sessions/"))
+    assert line.split(None, 1)[1] == "cannot list: Permission denied", line
+    items = {i["name"]: i for i in orjson.loads(j.stdout_bytes)["items"]}
+    assert items["sessions/"] == {"name": "sessions/", "kind": "dir", "exists": True,
+                                  "size": None, "count": None,
+                                  "error": "cannot list: Permission denied"}
+    assert items["notes/"]["error"] is None and items["notes/"]["count"] == 1

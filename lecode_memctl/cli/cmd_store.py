@@ -72,7 +72,7 @@ def where(
         "store": str(store.path),
         "store_exists": store.exists(),
         "items": [{"name": i.name, "kind": i.kind, "exists": i.exists, "size": i.size,
-                   "count": i.count} for i in items],
+                   "count": i.count, "error": i.error} for i in items],
     }
     if json_:
         emit_json(doc)
@@ -93,6 +93,8 @@ def where(
         for i in items:
             if not i.exists:
                 echo(f"  {i.name:<15} -")
+            elif i.error is not None:
+                echo(f"  {i.name:<15} {safe(i.error, keep_newlines=False)}")
             elif i.kind == "dir":
                 echo(f"  {i.name:<15} {i.count} file{'s' if i.count != 1 else ''}, {i.size} bytes")
             else:

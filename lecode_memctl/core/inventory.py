@@ -65,25 +65,32 @@ class LayoutItem:
     name: str        # relative path, e.g. "MEMORY.md" or "daily/"
     kind: str        # "file" or "dir"
     exists: bool
-    size: int        # bytes (a directory: total of the regular files directly in it)
-    count: int       # a directory: number of entries; a file: 1 if exists
+    size: int | None   # bytes (a directory: total of the regular files directly in it)
+    count: int | None  # a directory: number of entries; a file: 1 if exists
+    # why a directory that exists could not be listed (size and count are
+    # then None: not known), or None
+    error: str | None = None
 
 
-def _dir_summary(path: Path, suffix: str = "") -> tuple[bool, int, int]:
+def _dir_summary(path: Path, suffix: str = "") -> LayoutItem:
+    name = path.name + "/"
     try:
         st = os.lstat(path)
     except OSError:
-        return False, 0, 0
+        return LayoutItem(name, "dir", False, 0, 0)
     if not stat.S_ISDIR(st.st_mode):
-        return False, 0, 0
+        return LayoutItem(name, "dir", False, 0, 0)
     size = count = 0
     try:
         for _name, est in regular_files(path, suffix):
             size += est.st_size
             count += 1
-    except OSError:
-        pass
-    return True, size, count
+    except OSError as exc:
+        # (it exists, but what it holds is not known: never "0 files"; before
+        # 2026-12-07 an unlistable sessions/ was shown so)
+        return LayoutItem(name, "dir", True, None, None,
+                          f"cannot list: {exc.strerror or exc}")
+    return LayoutItem(name, "dir", True, size, count)
 
 
 def inventory(store: Store) -> list[LayoutItem]:
@@ -97,6 +104,5 @@ def inventory(store: Store) -> list[LayoutItem]:
         except OSError:
             items.append(LayoutItem(name, "file", False, 0, 0))
     for name, suffix in ((DAILY_DIR, ".md"), (NOTES_DIR, ".md"), (SESSIONS_DIR, ".jsonl")):
-        ok, size, count = _dir_summary(store.path / name, suffix)
-        items.append(LayoutItem(name + "/", "dir", ok, size, count))
+        items.append(_dir_summary(store.path / name, suffix))
     return items

@@ -275,6 +275,13 @@ def test_a_sessions_directory_of_mode_100(copy, tmp_path):
         assert (doc["slug"], doc["slug_source"]) == (None, "unreadable")
         r = memctl("--slug", slug, "read", "demo-alpha:1-5")
         assert r.returncode == 0, r.stderr
+        # usage opens a transcript through its directory's descriptor: one
+        # of a directory that may be searched, not listed (O_PATH), so the
+        # session is counted, where it was 'refused' with exit 0
+        r = memctl("--slug", slug, "usage", "--session", "demo-alpha", "--json")
+        assert r.returncode == 0, r.stderr
+        doc = orjson.loads(r.stdout)
+        assert doc["refused_sessions"] == [] and doc["sessions_counted"] == 1, doc
         assert tree_hash(store) == before
     finally:
         sessions.chmod(0o700)

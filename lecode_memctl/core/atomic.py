@@ -128,6 +128,9 @@ def open_owned(path: str | os.PathLike[str], flags: int = os.O_RDONLY,
     return f
 
 
+_DIR_OPEN = getattr(os, "O_PATH", os.O_RDONLY)
+
+
 def open_in_dir(path: str | os.PathLike[str], flags: int = os.O_RDONLY) -> int:
     """:func:`open_nofollow` of ``path`` whose directory is not followed either
     (issue 16.2: a store's ``sessions/`` replaced by a link to elsewhere): the
@@ -136,7 +139,10 @@ def open_in_dir(path: str | os.PathLike[str], flags: int = os.O_RDONLY) -> int:
     (:func:`is_link_refusal`).  Same errors and checks as ``open_nofollow``."""
     parent, name = os.path.split(os.fspath(path))
     try:
-        dfd = os.open(parent or ".", os.O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        # (O_PATH where there is one: a directory that may be searched but
+        # not listed, mode 100, still opens its files by name, as a plain
+        # open of the path does; O_RDONLY needs the read permission)
+        dfd = os.open(parent or ".", _DIR_OPEN | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
     except NotADirectoryError:
         # Linux says ENOTDIR, not ELOOP, for a link opened with O_DIRECTORY | O_NOFOLLOW
         if os.path.islink(parent or "."):

@@ -98,3 +98,34 @@ def test_the_public_read_functions_on_a_damaged_database(demo_template, tmp_path
             except Exception as exc:  # noqa: BLE001
                 pytest.fail(f"{name}: {type(exc).__module__}.{type(exc).__name__}: {exc}")
         fs.close()
+
+
+def test_the_sqlite_error_is_the_cause(demo_template, tmp_path):
+    """API.md: a damaged database is raised as ``StoreCorrupt`` "with the
+    ``sqlite3`` error as its ``__cause__``" (``StoreBusy`` when locked): it
+    was raised ``from None``, the cause hidden (``__cause__`` None)."""
+    import sqlite3
+
+    store = copy_demo(demo_template, tmp_path / "demo")
+    (store / "facts.sqlite3").write_bytes(b"x" * 8192)
+    with open_project(store=store) as p:
+        for name, use in _uses(p).items():
+            try:
+                use()
+            except StoreCorrupt as exc:
+                if "facts database" in exc.message:
+                    assert isinstance(exc.__cause__, sqlite3.Error), (name, exc.__cause__)
+    live = copy_demo(demo_template, tmp_path / "live")
+    holder = sqlite3.connect(live / "facts.sqlite3", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        from lecode_memctl.core import FactStore
+        from lecode_memctl.core.errors import StoreBusy
+
+        with FactStore(live / "facts.sqlite3", busy_timeout=0.05) as fs, \
+                pytest.raises(StoreBusy) as got:
+            fs.forget(FACT)
+        assert isinstance(got.value.__cause__, sqlite3.OperationalError), got.value.__cause__
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()

@@ -374,8 +374,8 @@ def _migrate(db: sqlite3.Connection, path: Path) -> list[str]:
         if type(err) is StoreCorrupt and err.message == f"{path}: facts database unreadable: {exc}":
             # a statement of the migration the database refused ("UNIQUE
             # constraint failed: meta.key"): readable, but not migratable
-            raise UnmigratableSchema(path, version, name, str(exc)) from None
-        raise err from None
+            raise UnmigratableSchema(path, version, name, str(exc)) from exc
+        raise err from exc
     return applied
 
 
@@ -446,8 +446,8 @@ def _begin(db: sqlite3.Connection, path: Path) -> None:
         db.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as exc:
         if "locked" in str(exc) or "busy" in str(exc):
-            raise StoreBusy(f"{path}: facts database is locked by another writer ({exc})") from None
-        raise _db_error(path, exc) from None
+            raise StoreBusy(f"{path}: facts database is locked by another writer ({exc})") from exc
+        raise _db_error(path, exc) from exc
 
 
 def _rollback(db: sqlite3.Connection) -> None:
@@ -1701,7 +1701,7 @@ class FactListing:
                     yield from _joined_groups(self.fallback(), self.prov, bare, self.twice_of())
                     return
                 if isinstance(error, sqlite3.Error):
-                    raise _db_error(self.path, error) from None
+                    raise _db_error(self.path, error) from error
                 raise error
             yield from _merged_groups(self._thread.value, self.prov, bare)
         elif self.joined is not None:
@@ -2030,7 +2030,7 @@ class FactStore(ClosesOnExit):
                 # which they made 15% slower, runs without them first (audit.facts).
                 db.execute("PRAGMA cell_size_check = ON")
             except sqlite3.Error as exc:
-                raise _db_error(self.path, exc) from None
+                raise _db_error(self.path, exc) from exc
             if self._on_connect is not None:
                 self._on_connect(db)
             return db
@@ -2048,7 +2048,7 @@ class FactStore(ClosesOnExit):
             yield
         except sqlite3.Error as exc:
             (close or self.close)()
-            raise _db_error(self.path, exc) from None
+            raise _db_error(self.path, exc) from exc
         except BaseException:
             (close or self.close)()
             raise
@@ -2159,7 +2159,7 @@ class FactStore(ClosesOnExit):
                 self._snapshot_connection()
                 self._load_schema(migrate=False)
             except sqlite3.Error as exc:
-                raise _db_error(self.path, exc) from None
+                raise _db_error(self.path, exc) from exc
         except StoreWriteError as exc:
             reason = exc.message.removeprefix(f"{self.path}: ").removesuffix(
                 "; nothing was changed")
@@ -2405,7 +2405,7 @@ class FactStore(ClosesOnExit):
                 # when __enter__ raises, and the lock was held for good)
                 self._rolled_back(db)
                 if isinstance(exc, sqlite3.Error):
-                    raise _db_error(store.path, exc) from None
+                    raise _db_error(store.path, exc) from exc
                 raise
             return db
 
@@ -2424,7 +2424,7 @@ class FactStore(ClosesOnExit):
                 except BaseException as e:
                     if isinstance(e, sqlite3.Error):
                         self._rolled_back(db)
-                        raise _db_error(self.store.path, e) from None
+                        raise _db_error(self.store.path, e) from e
                     # an interrupt around COMMIT: a transaction still open is
                     # rolled back; one that committed stays committed
                     if db.in_transaction:
@@ -2437,7 +2437,7 @@ class FactStore(ClosesOnExit):
                 return False
             self._rolled_back(db)
             if isinstance(exc, sqlite3.Error):
-                raise _db_error(self.store.path, exc) from None
+                raise _db_error(self.store.path, exc) from exc
             return False
 
     def _txn(self) -> FactStore._Txn:
@@ -2902,7 +2902,7 @@ class FactStore(ClosesOnExit):
                 if self._conn is None:
                     self._snapshot_connection()
             except sqlite3.Error as exc:
-                raise _db_error(self.path, exc) from None
+                raise _db_error(self.path, exc) from exc
             finally:
                 signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         return pid
@@ -3843,7 +3843,7 @@ class FactStore(ClosesOnExit):
             finally:
                 src.execute("COMMIT")
         except sqlite3.Error as exc:
-            raise _db_error(self.path, exc) from None
+            raise _db_error(self.path, exc) from exc
         finally:
             if dst is not None:
                 dst.close()

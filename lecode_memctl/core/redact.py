@@ -646,7 +646,7 @@ def clean_database(store: Store, timeout: float = BUSY_TIMEOUT) -> None:
     try:
         db = sqlite3.connect(path, timeout=timeout, isolation_level=None, factory=_Connection)
     except sqlite3.Error as exc:
-        raise _db_error(Path(path), exc) from None
+        raise _db_error(Path(path), exc) from exc
     try:
         db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
         db.execute("PRAGMA secure_delete = ON")
@@ -661,7 +661,7 @@ def clean_database(store: Store, timeout: float = BUSY_TIMEOUT) -> None:
         # an I/O error or a read-only file is a failed write (exit 7; a failed
         # VACUUM leaves the database as it was), busy or locked is StoreBusy,
         # only what is left is StoreCorrupt
-        raise _db_error(Path(path), exc) from None
+        raise _db_error(Path(path), exc) from exc
     finally:
         db.close()
 

@@ -159,3 +159,46 @@ def test_validate_of_a_config_nested_too_deeply_is_a_finding(tmp_path):
     bad = [f for f in findings if f.code == "config.invalid"]
     assert len(bad) == 1 and "nested too deeply" in bad[0].message
     p.close()
+
+
+def test_project_config_after_close_is_a_usage_error(tmp_path):
+    """API.md: any use after ``close()`` raises UsageError; ``config`` read
+    ``config.toml`` from the disk again."""
+    from lecode_memctl.core import open_project
+    from lecode_memctl.core.errors import UsageError
+
+    p = open_project(store=tmp_path / "s", config_dir=tmp_path)
+    p.close()
+    (tmp_path / "config.toml").write_text("[memory]\nmax_bytes = 123\n")
+    with pytest.raises(UsageError, match="closed"):
+        p.config  # noqa: B018
+
+
+def test_a_config_dir_given_as_text_is_a_path(tmp_path):
+    """``load_memory_config`` and ``store_for_project`` took only a Path (a
+    ``str`` ended in TypeError: "unsupported operand type(s) for /"), where
+    ``open_project(config_dir=...)`` takes either."""
+    from lecode_memctl.core import load_memory_config
+    from lecode_memctl.core.layout import store_for_project
+
+    (tmp_path / "config.toml").write_text("[memory]\nmax_bytes = 1234\n")
+    assert load_memory_config(str(tmp_path)).max_bytes == 1234
+    assert load_memory_config(tmp_path) == load_memory_config(str(tmp_path))
+    project = tmp_path / "proj"
+    project.mkdir()
+    assert store_for_project(str(tmp_path), str(project)) == store_for_project(tmp_path, project)
+
+
+def test_the_session_errors_import_from_the_errors_module():
+    """API.md lists them under ``lecode_memctl.core.errors`` (an ImportError
+    before 2026-12-07; they live in ``core.sessions``)."""
+    import lecode_memctl.core as core
+    from lecode_memctl.core import errors
+
+    for name, base in (("SessionNotFound", errors.NotFound), ("SessionRefused", errors.Conflict),
+                       ("SpanHidden", errors.Conflict), ("SessionCorrupt", errors.StoreCorrupt),
+                       ("SessionUnreadable", errors.StoreCorrupt)):
+        cls = getattr(errors, name)
+        assert cls is getattr(core, name) and issubclass(cls, base), name
+    with pytest.raises(AttributeError):
+        errors.NoSuchError  # noqa: B018

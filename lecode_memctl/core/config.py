@@ -120,11 +120,11 @@ def parse_config(raw: bytes) -> dict[str, Any]:
         raise ConfigSyntax(f"a value tomllib cannot read ({str(exc).split(';')[0]})") from None
 
 
-def read_config_file(config_dir: Path) -> tuple[Path, dict[str, Any] | None]:
+def read_config_file(config_dir: str | os.PathLike[str]) -> tuple[Path, dict[str, Any] | None]:
     """Parse ``config.toml``; ``None`` when the file does not exist."""
     from .atomic import read_regular
 
-    path = config_dir / "config.toml"
+    path = Path(config_dir) / "config.toml"
     try:
         raw = read_regular(path, follow=True)
     except (FileNotFoundError, NotADirectoryError):

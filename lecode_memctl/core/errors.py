@@ -214,3 +214,21 @@ def exit_summary() -> str:
     """The one-paragraph exit-status summary of ``memctl --help``."""
     parts = [f"{s.code} {s.label}" for s in EXIT_STATUSES if s.in_summary]
     return "Exit status: " + ", ".join(parts) + "."
+
+
+#: The session errors, subclasses of the classes above, live beside the
+#: reader that raises them (``core.sessions``); they are named here too, as
+#: docs/API.md lists them under this module (``from
+#: lecode_memctl.core.errors import SpanHidden`` was an ImportError before
+#: 2026-12-07).  Looked up when asked for: ``sessions`` imports this module.
+_SESSION_ERRORS = ("SessionNotFound", "SessionRefused", "SpanHidden", "SessionCorrupt",
+                   "SessionUnreadable")
+
+
+def __getattr__(name: str) -> type[MemctlError]:
+    if name in _SESSION_ERRORS:
+        from . import sessions
+
+        cls: type[MemctlError] = getattr(sessions, name)
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

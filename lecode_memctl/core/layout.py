@@ -46,8 +46,8 @@ FILE_MODE = 0o600
 _SLUG_RE = lazy_compile(r"^[a-z0-9][a-z0-9-]{0,39}-[0-9a-f]{12}$|^root-[0-9a-f]{12}$")
 
 
-def memory_root(config_dir: Path) -> Path:
-    return config_dir / "memory"
+def memory_root(config_dir: str | os.PathLike[str]) -> Path:
+    return Path(config_dir) / "memory"
 
 
 def memory_names(config_dir: Path) -> list[str]:
@@ -194,7 +194,7 @@ class Store:
         return self
 
 
-def store_for_project(config_dir: Path, project: str | os.PathLike[str]) -> Store:
+def store_for_project(config_dir: str | os.PathLike[str], project: str | os.PathLike[str]) -> Store:
     from .identity import resolve_project  # not imported by commands given --store
 
     ident = resolve_project(project)

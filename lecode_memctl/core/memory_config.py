@@ -7,6 +7,7 @@ directory do not load it at start-up.
 
 from __future__ import annotations
 
+import os
 from dataclasses import field
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,7 @@ class ConfigProblem:
     message: str
 
 
-def load_memory_config(config_dir: Path) -> MemoryConfig:
+def load_memory_config(config_dir: str | os.PathLike[str]) -> MemoryConfig:
     """The effective ``[memory]`` settings; a bad value is a ``UsageError`` naming the key."""
     path, data = read_config_file(config_dir)
     section: dict[str, Any] = {}

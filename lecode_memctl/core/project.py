@@ -103,6 +103,7 @@ class Project:
     @property
     def config(self) -> MemoryConfig:
         """The effective ``[memory]`` settings of ``<config dir>/config.toml``."""
+        self._check_open()      # (read from the file after close() before 2026-12-07)
         if self._config is None:
             self._config = load_memory_config(self.config_dir.path)
         return self._config

@@ -1023,12 +1023,52 @@ TRANSCRIPT_PIECE = 1 << 20
 
 
 def json_object(line: bytes) -> dict[str, Any] | None:
-    """A transcript line parsed, when it is a JSON object; None otherwise."""
+    """A transcript line parsed, when it is a JSON object in which no object
+    gives a key twice; None otherwise: the scan reads such a line as text,
+    and ``redact`` replaces a value's bytes in it.  A parser keeps one value
+    of a key given twice (orjson the last), so the other one, on disk all
+    the same, was neither scanned nor redacted before 2026-12-07.  A line
+    as orjson writes it (lecode's, every line of the bench stores) is
+    checked by writing the record again; any other by a second parse."""
     try:
         obj = orjson.loads(line)
     except orjson.JSONDecodeError:
         return None
-    return obj if isinstance(obj, dict) else None
+    if not isinstance(obj, dict):
+        return None
+    try:
+        same = orjson.dumps(obj) == line
+    except orjson.JSONEncodeError:     # (nested past what orjson writes)
+        same = False
+    if not same and _gives_a_key_twice(line):
+        return None
+    return obj
+
+
+class _KeyTwice(Exception):
+    pass
+
+
+def _no_key_twice(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        raise _KeyTwice
+    return obj
+
+
+def _gives_a_key_twice(line: bytes) -> bool:
+    """Whether an object of the JSON text ``line`` (which orjson parsed) gives
+    a key twice; True too when it cannot be told (nested past the standard
+    parser's recursion): read as text then, which finds every value's bytes."""
+    import json
+
+    try:
+        json.loads(line, object_pairs_hook=_no_key_twice)
+    except _KeyTwice:
+        return True
+    except (RecursionError, ValueError):
+        return True
+    return False
 
 
 SHORT_TEXT = 64          # a transcript's strings up to this length have their hits kept ...

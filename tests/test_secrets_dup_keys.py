@@ -1,0 +1,60 @@
+"""A transcript record that gives a key twice in one object: a JSON parser
+keeps one of the two values (orjson the last), so a credential in the other
+was neither found by ``secrets`` (exit 0, "0 findings") nor erased by
+``redact``, while its bytes stayed on disk.  Such a line is now read as text
+by both, as a line that does not parse is: found, and its bytes replaced,
+the rest of the line kept byte for byte."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from lecode_memctl.core.secrets import json_object
+
+from .conftest import run_cli
+from .secretstore import build
+
+
+@pytest.fixture
+def planted(tmp_path):
+    return build(tmp_path / "p", seed=7)
+
+
+KEY = "AKIAQWERTYUIOPASDFGH"
+
+
+@pytest.mark.parametrize("line", [
+    '{"seq":1,"type":"message","role":"user","note":"%s","content":"hello","note":"plain"}',
+    '{"seq":1, "type":"message", "role":"user", "content":"hello", '
+    '"meta":{"k":"%s","x":1,"k":"plain"}}',
+], ids=["top level, orjson's form", "nested, another writer's spacing"])
+def test_a_value_under_a_key_given_twice_is_found_and_erased(planted, line):
+    store, slug = planted.store, planted.slug
+    header = orjson.dumps({"seq": 0, "type": "session", "format": 1, "session_id": "dup",
+                           "project": slug, "created": "2026-12-01T09:00:00.000Z"})
+    record = (line % KEY).encode()
+    path = store / "sessions" / "dup.jsonl"
+    path.write_bytes(header + b"\n" + record + b"\n")
+    r = run_cli("--store", str(store), "--no-state", "secrets", "--format", "jsonl",
+                "--jobs", "1")
+    found = [orjson.loads(x) for x in r.stdout.splitlines()]
+    assert any(f.get("type") == "secret" and f.get("file") == "sessions/dup.jsonl"
+               for f in found), r.stdout
+    r = run_cli("--store", str(store), "--no-state", "redact", "--yes",
+                "--session", "dup")
+    assert r.exit_code == 0, r.stderr
+    data = path.read_bytes()
+    assert KEY.encode() not in data
+    # only the value replaced: the rest of the line as it was
+    after = data.split(b"\n")[1]
+    marker = after[after.index(b"[REDACTED:"):after.index(b"]") + 1]
+    assert after == record.replace(KEY.encode(), marker)
+
+
+def test_json_object_tells_a_key_given_twice():
+    assert json_object(b'{"a":1,"b":{"c":2}}') == {"a": 1, "b": {"c": 2}}
+    assert json_object(b'{"a": 1, "b": {"c": 2}}') == {"a": 1, "b": {"c": 2}}
+    assert json_object(b'{"a":1,"a":2}') is None
+    assert json_object(b'{"a": [ {"b":1, "b":1} ]}') is None
+    assert json_object(b'[1]') is None and json_object(b'{') is None

@@ -574,7 +574,13 @@ def redact(
         ss = SessionStore(store)
         for sid in session:
             if not session_file_exists(ss.dir, sid):
-                raise ss.not_found(sid)
+                # (the close matches it offers are session ids, which may
+                # be credentials: shown masked, as every output of redact)
+                from lecode_memctl.core.secrets import hide_found
+
+                err = ss.not_found(sid)
+                raise type(err)(hide_found(scanner, err.message),
+                                hint=hide_found(scanner, err.hint) if err.hint else None)
     allowed = load_allowlist(_allowlist(allowlist))
     report = scan_store(store, detector=scanner, allowlist=allowed, jobs=_jobs(jobs),
                         lock_wait=lock_wait)

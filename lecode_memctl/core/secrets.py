@@ -195,6 +195,15 @@ def hide_values(text: str, masks: Mapping[str, str]) -> str:
     return replace_values(text, masks)[0]
 
 
+def hide_found(detector: Detector, text: str) -> str:
+    """``text`` (a message to print) with each value ``detector`` finds in
+    it replaced by its marker: what may name a credential before any scan
+    has found it (the session ids a "did you mean" offers, say)."""
+    masks = {value: marker(det, value) for value, det, _ln in _text_hits(detector, text,
+                                                                           "memory.txt")}
+    return hide_values(text, dict(sorted(masks.items(), key=lambda kv: -len(kv[0]))))
+
+
 def mask_session_ids(report: SecretsReport) -> None:
     """Show every location in a session whose id holds a found value with
     the marker in place of the value (findings' ``file`` and ``session_id``,

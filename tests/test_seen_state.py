@@ -416,3 +416,27 @@ def test_another_slug_for_the_same_database_keeps_the_mark(demo):
     (mark,) = marks()
     assert (mark["generation"], mark["exclusions"]) == (before["generation"], before["exclusions"])
     assert len(rolled_back(validate_json(demo)[1])) == 1
+
+
+def test_a_database_put_back_from_before_a_redaction_is_an_error(demo):
+    """``redact`` forgets a fact whose text holds a value, as ``forget``
+    does, and now records the mark as ``forget`` does: the database put
+    back from before the redaction (its fact and the value with it valid
+    again) is ``db.rolled_back``; it was not reported."""
+    key = "AKIAQWERTYUIOPASDFGH"
+    r = run_cli("--store", str(demo), "correct", VERIFIED, "1", "demo-alpha:1",
+                f"deploy key {key}", "--yes")
+    assert r.exit_code == 0, r.stderr
+    validate_json(demo)
+    backup = demo.parent / "backup.sqlite3"
+    shutil.copy2(demo / "facts.sqlite3", backup)
+    r = run_cli("--store", str(demo), "redact", "--yes")
+    assert r.exit_code == 0 and "forgotten" in r.stdout, (r.stdout, r.stderr)
+    (mark,) = marks()
+    assert mark["generation"] == 2, mark
+    for extra in ("-wal", "-shm"):
+        (demo / f"facts.sqlite3{extra}").unlink(missing_ok=True)
+    shutil.copy2(backup, demo / "facts.sqlite3")
+    _code, findings = validate_json(demo)
+    (f,) = rolled_back(findings)
+    assert "generation 1" in f["message"] and "generation 2" in f["message"]

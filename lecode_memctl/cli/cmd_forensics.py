@@ -620,6 +620,8 @@ def redact(
             echo("nothing redacted", err=True)
             raise typer.Exit(1)
     result = apply_redaction(store, plan, lock_wait=lock_wait)
+    if result.forgotten:
+        _record_forget_mark(store, lock_wait)
     if json_:
         emit_json({"type": "redact", "schema_version": SCHEMA_VERSION,
                    "dry_run": False, "plan": doc, "result": result.to_json()})
@@ -639,6 +641,29 @@ def redact(
         echo(f"  {len(doc['stale_facts'])} fact revision(s) now stale: "
              + ", ".join(sorted({s['fact_id'] for s in doc['stale_facts']})))
     _kept_outcome(doc["kept"])
+
+
+def _record_forget_mark(store: Any, lock_wait: float | None) -> None:
+    """The mark ``forget`` records (FORMAT.md, "memctl's mark, outside the
+    store"), once redact forgot facts: a database put back from before the
+    redaction is then ``db.rolled_back``, as after a forget (it was not
+    reported before 2026-12-07).  The redaction is done whatever happens
+    here: a mark that cannot be recorded is a note, not the command's error."""
+    from lecode_memctl.core.errors import MemctlError
+    from lecode_memctl.core.facts import BUSY_TIMEOUT, FactStore
+
+    from .output import echo, safe
+
+    try:
+        fs = FactStore(store.facts_db,
+                       busy_timeout=BUSY_TIMEOUT if lock_wait is None else lock_wait)
+        try:
+            STATE.record_mark(store, fs.generation(), fs.exclusion_count(), fs.database_id())
+        finally:
+            fs.close()
+    except (MemctlError, OSError) as exc:
+        echo(safe(f"memctl: note: the exclusion generation the redaction raised is not "
+                  f"recorded: {exc}", keep_newlines=False), err=True)
 
 
 def _kept_place(k: dict) -> str:

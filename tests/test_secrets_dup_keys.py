@@ -58,3 +58,29 @@ def test_json_object_tells_a_key_given_twice():
     assert json_object(b'{"a":1,"a":2}') is None
     assert json_object(b'{"a": [ {"b":1, "b":1} ]}') is None
     assert json_object(b'[1]') is None and json_object(b'{') is None
+
+
+def test_a_file_removed_between_the_listing_and_its_read_is_not_unreadable(planted,
+                                                                            monkeypatch):
+    """Another writer's temporary file (``notes/.x.md.tmp-...``), renamed into
+    place after ``secrets`` listed the store and before it read the file:
+    the scan said it could not read it (exit 1, 'unreadable') and ``redact``
+    refused the whole store (exit 5, 'cannot read ... and so cannot tell
+    what it holds').  It is skipped, not unreadable: nothing is there."""
+    from lecode_memctl.core import secrets
+
+    gone = "notes/.keys.md.tmp-0123456789ab"
+    listed = secrets.store_files
+
+    def with_a_gone_file(store, report):
+        return [*listed(store, report), gone]
+
+    monkeypatch.setattr(secrets, "store_files", with_a_gone_file)
+    r = run_cli("--store", str(planted.store), "--no-state", "secrets", "--json", "--jobs", "1")
+    doc = orjson.loads(r.stdout)
+    assert r.exit_code == 1 and doc["findings"], r.stderr     # (the planted values)
+    (scan,) = doc["projects"]
+    (skip,) = [s for s in scan["skipped"] if s["file"] == gone]
+    assert skip["reason"] == "removed before it was read" and scan["unreadable"] == 0, scan
+    r = run_cli("--store", str(planted.store), "--no-state", "redact", "--dry-run", "--jobs", "1")
+    assert r.exit_code == 0, r.stderr

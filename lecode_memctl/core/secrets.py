@@ -783,6 +783,10 @@ class Scanner:
         return self.report
 
     def _merge(self, res: FileScan) -> None:
+        if res.gone:
+            self.report.skipped.append(Skipped(res.rel, "removed before it was read",
+                                               unreadable=False))
+            return
         if res.error is not None:
             self.report.skipped.append(Skipped(res.rel, res.error))
             return
@@ -877,6 +881,7 @@ class FileScan:
     size: int = 0
     hits: list[tuple[str, str, str, dict[str, Any]]] = field(default_factory=list)
     error: str | None = None
+    gone: bool = False      # listed, then removed before it was opened
 
 
 def _text_hits(detector: Detector, text: str, filename: str) -> Iterator[tuple[str, str, int]]:
@@ -912,6 +917,12 @@ def scan_file(detector: Detector, root: str, rel: str) -> FileScan:
             with open_owned(path) as f:
                 out.size = _file_hits(detector, f.fileno(),
                                       os.path.basename(rel).removesuffix(".bak"), out.hits)
+    except FileNotFoundError:
+        # (listed, then gone: another writer's temporary file renamed into
+        # place, say; nothing is there to hold a value, and the store is not
+        # unreadable: exit 5 from redact, 1 from secrets, before 2026-12-07)
+        out.gone = True
+        out.hits.clear()
     except OSError as exc:
         out.error = exc.strerror or str(exc)
         out.hits.clear()    # (an unreadable file: none of it is reported, as before it was read)

@@ -84,3 +84,27 @@ def test_a_file_removed_between_the_listing_and_its_read_is_not_unreadable(plant
     assert skip["reason"] == "removed before it was read" and scan["unreadable"] == 0, scan
     r = run_cli("--store", str(planted.store), "--no-state", "redact", "--dry-run", "--jobs", "1")
     assert r.exit_code == 0, r.stderr
+
+
+def test_a_marker_that_is_already_a_key_keeps_both_members(planted):
+    """``redact`` replaces a key that holds a value with its marker; an
+    object that already has a key equal to that marker lost one of the two
+    members (a dict keeps one), silently.  Such a record's line is now
+    rewritten byte for byte: every member kept, only the value replaced."""
+    from lecode_memctl.core.secrets import marker
+
+    token = "ghp_aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z5A"
+    mark = marker("github-token", token)
+    header = orjson.dumps({"seq": 0, "type": "session", "format": 1, "session_id": "k",
+                           "project": planted.slug, "created": "2026-12-01T09:00:00.000Z"})
+    record = orjson.dumps({"seq": 1, "type": "message", "role": "user", "content": "env",
+                           "env": {mark: "KEEP-ME-1", token: "KEEP-ME-2"}})
+    path = planted.store / "sessions" / "k.jsonl"
+    path.write_bytes(header + b"\n" + record + b"\n")
+    r = run_cli("--store", str(planted.store), "--no-state", "redact", "--yes",
+                "--session", "k")
+    assert r.exit_code == 0, r.stderr
+    after = path.read_bytes().split(b"\n")[1]
+    assert token.encode() not in after
+    assert b"KEEP-ME-1" in after and b"KEEP-ME-2" in after
+    assert after == record.replace(token.encode(), mark.encode())

@@ -179,9 +179,19 @@ def _replace_dict(obj: dict[str, Any], values: Mapping[str, str],
             out[k] = v
             continue
         k2, n1 = replace_values(k, values)
+        if k2 in out:
+            # a marker that is already a key of the object (or a key equal
+            # to a marker written before it): a dict would keep one member
+            raise _KeyCollision(k2)
         out[k2], n2 = _replace_leaves(v, values)
         total += n1 + n2
     return out, total
+
+
+class _KeyCollision(Exception):
+    """A key replaced by its marker meets a key the object already has: the
+    record's line is rewritten byte for byte instead (every member kept;
+    before 2026-12-07 one of the two was dropped)."""
 
 
 def _protected(rec: dict[str, Any]) -> tuple[frozenset[str], list[dict[str, Any]]]:
@@ -284,9 +294,10 @@ def rewrite_transcript(data: bytes, values: Mapping[str, str]) -> tuple[bytes, l
             try:
                 rec2, n = _redact_record(rec, values)
                 new = held_bytes(orjson.dumps(rec2))      # (held with every line to the join)
-            except (RecursionError, orjson.JSONEncodeError):
+            except (RecursionError, orjson.JSONEncodeError, _KeyCollision):
                 # nested deeper than orjson writes (255 levels; its parser takes
-                # 1024): the record's line is rewritten byte for byte, but
+                # 1024), or a marker that would meet a key the object has
+                # (_KeyCollision): the record's line is rewritten byte for byte, but
                 # for a value in an identifying field (it stays in the line)
                 ids = _protected_strings(rec)
                 new, n = _replace_bytes(piece, {v: m for v, m in values.items()

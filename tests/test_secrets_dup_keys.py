@@ -108,3 +108,13 @@ def test_a_marker_that_is_already_a_key_keeps_both_members(planted):
     assert token.encode() not in after
     assert b"KEEP-ME-1" in after and b"KEEP-ME-2" in after
     assert after == record.replace(token.encode(), mark.encode())
+
+
+def test_a_key_given_twice_is_told_at_any_depth_and_in_any_spelling():
+    deep = b'{"a":' * 1000 + b'["x"]' + b"}" * 1000
+    assert json_object(deep) is not None                     # (orjson writes 255 levels)
+    twice = b'{"a":' * 999 + b'{"b":1,"b":2}' + b"}" * 999
+    assert json_object(twice) is None
+    assert json_object(b'{"a":1,"\\u0061":2}') is None      # one key, two spellings
+    assert json_object(b'{"x":"a,b{\\"","y":[1,{"z":1}],"z":2}') is not None
+    assert json_object(b'{"a":[{"a":1},{"a":2}],"b":{"a":1}}') is not None

@@ -118,3 +118,49 @@ def test_a_key_given_twice_is_told_at_any_depth_and_in_any_spelling():
     assert json_object(b'{"a":1,"\\u0061":2}') is None      # one key, two spellings
     assert json_object(b'{"x":"a,b{\\"","y":[1,{"z":1}],"z":2}') is not None
     assert json_object(b'{"a":[{"a":1},{"a":2}],"b":{"a":1}}') is not None
+
+
+def test_a_header_that_gives_a_key_twice_keeps_its_identifying_fields(planted):
+    """A line that gives a key twice is rewritten byte for byte, but its
+    identifying fields are kept as the record read gives them: a session id
+    that is a credential stays in the header (listed as kept), where the
+    rewrite of such a line replaced it and left the session refused."""
+    sid = "AKIAIOSFODNN7EXAMPLQ"
+    header = ('{"seq":0,"type":"session","format":1,"session_id":"%s","project":"%s",'
+              '"created":"2026-12-01T09:00:00.000Z","created":"2026-12-01T09:00:00.000Z"}'
+              % (sid, planted.slug)).encode()
+    msg = b'{"seq":1,"type":"message","role":"user","content":"hello"}'
+    path = planted.store / "sessions" / f"{sid}.jsonl"
+    path.write_bytes(header + b"\n" + msg + b"\n")
+    r = run_cli("--store", str(planted.store), "--no-state", "redact", "--yes",
+                "--session", sid)
+    assert r.exit_code in (0, 1), r.stderr
+    assert path.read_bytes().split(b"\n")[0] == header
+    r = run_cli("--store", str(planted.store), "--no-state", "read", f"{sid}:1-1")
+    assert r.exit_code == 0, r.stderr
+
+
+def test_the_plan_counts_a_record_that_gives_a_key_twice(planted):
+    """The record's seq is the plan's as for any record it rewrites: a fact
+    citing it is listed among those made stale (the plan said 0, and the
+    fact was stale after)."""
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.sessions import SessionStore
+
+    header = orjson.dumps({"seq": 0, "type": "session", "format": 1, "session_id": "s-dup",
+                           "project": planted.slug, "created": "2026-12-01T09:00:00.000Z"})
+    rec = (b'{"seq":1,"type":"message","role":"user","content":"the deploy uses make ship",'
+           b'"note":"plain","note":"key ' + KEY.encode() + b'"}')
+    (planted.store / "sessions" / "s-dup.jsonl").write_bytes(header + b"\n" + rec + b"\n")
+    store = store_at(planted.store)
+    with FactStore(store.facts_db) as fs:
+        ss = SessionStore(store, exclusions=fs)
+        fact = fs.remember("The deploy uses make ship.", ss.source_snapshot("s-dup", 1, 1).ref,
+                           sessions=ss).fact
+    r = run_cli("--store", str(planted.store), "--no-state", "redact", "--dry-run", "--json",
+                "--session", "s-dup")
+    assert r.exit_code == 0, r.stderr
+    plan = orjson.loads(r.stdout)["plan"]
+    assert [f["records"] for f in plan["files"] if f["file"] == "sessions/s-dup.jsonl"] == [[1]]
+    assert fact.fact_id in {s["fact_id"] for s in plan["stale_facts"]}, plan["stale_facts"]

@@ -59,7 +59,7 @@ from .secrets import (
     KIND_TRANSCRIPT,
     Finding,
     hide_values,
-    json_object,
+    parsed_record,
     replace_values,
     session_id_values,
 )
@@ -263,7 +263,7 @@ def _lineage_session_ids(data: bytes) -> list[str]:
     those :func:`_protected` keeps from being rewritten."""
     out: list[str] = []
     for line in data.split(b"\n"):
-        rec = json_object(line) if b"lineage" in line else None
+        rec = parsed_record(line)[0] if b"lineage" in line else None
         if rec is not None:
             _keep, refs = _protected(rec)
             out += [r["session_id"] for r in refs if isinstance(r.get("session_id"), str)]
@@ -288,17 +288,25 @@ def rewrite_transcript(data: bytes, values: Mapping[str, str]) -> tuple[bytes, l
         if b"\\u" not in piece and not any(f in piece for _v, fs in forms for f in fs):
             out.append(piece)
             continue
-        rec = json_object(piece)
+        rec, twice = parsed_record(piece)
         if rec is not None:
             seq = rec.get("seq")
-            try:
-                rec2, n = _redact_record(rec, values)
-                new = held_bytes(orjson.dumps(rec2))      # (held with every line to the join)
-            except (RecursionError, orjson.JSONEncodeError, _KeyCollision):
-                # nested deeper than orjson writes (255 levels; its parser takes
-                # 1024), or a marker that would meet a key the object has
-                # (_KeyCollision): the record's line is rewritten byte for byte, but
-                # for a value in an identifying field (it stays in the line)
+            written: bytes | None = None
+            if not twice:
+                try:
+                    rec2, n = _redact_record(rec, values)
+                    written = held_bytes(orjson.dumps(rec2))   # (held with every line to the join)
+                except (RecursionError, orjson.JSONEncodeError, _KeyCollision):
+                    pass
+            if written is not None:
+                new = written
+            else:
+                # nested deeper than orjson writes (255 levels; its parser
+                # takes 1024), a marker that would meet a key the object has
+                # (_KeyCollision), or a key given twice (a value the parse
+                # dropped is on the line too): the record's line is rewritten
+                # byte for byte, but for a value in an identifying field (it
+                # stays in the line), and its seq is the record's, as read
                 ids = _protected_strings(rec)
                 new, n = _replace_bytes(piece, {v: m for v, m in values.items()
                                                 if not any(v in s for s in ids)})
@@ -390,7 +398,7 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
         if accepted(readers, sid):
             for line in data.split(b"\n"):
                 if b'"compact"' in line or b'"epoch"' in line or b'"synthetic"' in line:
-                    rec = json_object(line)
+                    rec = parsed_record(line)[0]    # (a key given twice: as read)
                     if rec is None:
                         continue
                     if rec.get("type") == "event" and rec.get("event") == "compact" \

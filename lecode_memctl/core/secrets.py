@@ -1044,26 +1044,32 @@ TRANSCRIPT_PIECE = 1 << 20
 
 def json_object(line: bytes) -> dict[str, Any] | None:
     """A transcript line parsed, when it is a JSON object in which no object
-    gives a key twice; None otherwise: the scan reads such a line as text,
-    and ``redact`` replaces a value's bytes in it.  A parser keeps one value
-    of a key given twice (orjson the last), so the other one, on disk all
-    the same, was neither scanned nor redacted before 2026-12-07.  A line
-    as orjson writes it (lecode's, every line of the bench stores) is
-    checked by writing the record again; any other by one pass over its
-    strings and brackets (:func:`_gives_a_key_twice`)."""
+    gives a key twice; None otherwise: the scan reads such a line as text.
+    A parser keeps one value of a key given twice (orjson the last), so the
+    other one, on disk all the same, was not scanned before 2026-12-07.
+    (``redact`` takes :func:`parsed_record`: it rewrites such a line's bytes,
+    its identifying fields kept as the record read gives them.)"""
+    rec, twice = parsed_record(line)
+    return None if twice else rec
+
+
+def parsed_record(line: bytes) -> tuple[dict[str, Any] | None, bool]:
+    """(the line parsed when it is a JSON object, else None; whether one of
+    its objects gives a key twice).  A line as orjson writes it (lecode's,
+    every line of the bench stores) is told by writing the record again;
+    any other by one pass over its strings and brackets
+    (:func:`_gives_a_key_twice`)."""
     try:
         obj = orjson.loads(line)
     except orjson.JSONDecodeError:
-        return None
+        return None, False
     if not isinstance(obj, dict):
-        return None
+        return None, False
     try:
         same = orjson.dumps(obj) == line
     except orjson.JSONEncodeError:     # (nested past what orjson writes)
         same = False
-    if not same and _gives_a_key_twice(line):
-        return None
-    return obj
+    return obj, not same and _gives_a_key_twice(line)
 
 
 _JSON_TOKEN = lazy_compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\],]')

@@ -126,9 +126,9 @@ def test_a_header_that_gives_a_key_twice_keeps_its_identifying_fields(planted):
     that is a credential stays in the header (listed as kept), where the
     rewrite of such a line replaced it and left the session refused."""
     sid = "AKIAIOSFODNN7EXAMPLQ"
-    header = ('{"seq":0,"type":"session","format":1,"session_id":"%s","project":"%s",'
-              '"created":"2026-12-01T09:00:00.000Z","created":"2026-12-01T09:00:00.000Z"}'
-              % (sid, planted.slug)).encode()
+    header = (f'{{"seq":0,"type":"session","format":1,"session_id":"{sid}",'
+              f'"project":"{planted.slug}","created":"2026-12-01T09:00:00.000Z",'
+              '"created":"2026-12-01T09:00:00.000Z"}').encode()
     msg = b'{"seq":1,"type":"message","role":"user","content":"hello"}'
     path = planted.store / "sessions" / f"{sid}.jsonl"
     path.write_bytes(header + b"\n" + msg + b"\n")

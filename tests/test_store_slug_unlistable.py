@@ -304,3 +304,26 @@ def test_where_says_a_directory_it_cannot_list_is_not_known(copy):
                                   "size": None, "count": None,
                                   "error": "cannot list: Permission denied"}
     assert items["notes/"]["error"] is None and items["notes/"]["count"] == 1
+
+
+def test_validate_of_an_unknown_slug_keeps_the_marks_slug(copy):
+    """``validate`` records memctl's mark; with the slug unknown it recorded
+    the directory's name as the store's slug, so the mark no longer matched
+    the store once its ``sessions/`` could be listed again, and a database
+    put back from before a forget was not reported (``db.rolled_back``)."""
+    store, slug = copy
+    backup = store.parent / "before-forget.sqlite3"
+    shutil.copy2(store / "facts.sqlite3", backup)
+    r = run_cli("--store", str(store), "forget", "80fa60fdfe856452", "--yes")
+    assert r.exit_code == 0, r.stderr
+    state = Path(os.environ["HOME"]) / ".local" / "state" / "lecode-memctl" / "stores"
+    with pytest.MonkeyPatch.context() as mp:
+        unlistable(mp, store / "sessions")
+        run_cli("--store", str(store), "validate", "--json")
+    (mark,) = [orjson.loads(p.read_bytes()) for p in state.glob("*.json")]
+    assert mark["slug"] == slug and mark["generation"] == 2, mark
+    for extra in ("-wal", "-shm"):
+        (store / f"facts.sqlite3{extra}").unlink(missing_ok=True)
+    shutil.copy2(backup, store / "facts.sqlite3")
+    r = run_cli("--store", str(store), "validate", "--json")
+    assert any(f["code"] == "db.rolled_back" for f in orjson.loads(r.stdout)["findings"]), r.stdout

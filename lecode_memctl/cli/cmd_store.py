@@ -64,7 +64,7 @@ def where(
         "kind": ident.kind if ident else "store given with --store",
         "resolved_as": ident.detail if ident else "store given with --store",
         "checkout": str(ident.checkout) if ident else None,
-        "slug": None if store.slug_source == "unreadable" else store.slug,
+        "slug": store.slug_if_known(),
         "slug_source": store.slug_source,
         "slug_detail": store.slug_detail,
         "config_dir": str(cfg.path),

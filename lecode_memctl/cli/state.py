@@ -108,9 +108,8 @@ class State:
             from lecode_memctl.core.seen import record
 
             # (a slug that cannot be known is not recorded: the mark keeps its own)
-            slug = None if store.slug_source == "unreadable" else store.slug
-            record(self.state_dir(), store.path, generation, exclusions, slug=slug,
-                   database=database)
+            record(self.state_dir(), store.path, generation, exclusions,
+                   slug=store.slug_if_known(), database=database)
 
     def temp_outside(self) -> list[str]:
         """Where memctl's unnamed temporary files must not be made: the store

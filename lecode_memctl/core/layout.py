@@ -139,6 +139,11 @@ class Store:
     slug_source: str = "directory"
     slug_detail: str = ""
 
+    def slug_if_known(self) -> str | None:
+        """``slug``, or None when it cannot be known (``slug_source``
+        ``"unreadable"``): what ``where`` shows and memctl's mark records."""
+        return None if self.slug_source == "unreadable" else self.slug
+
     def known_slug(self) -> str:
         """The slug a transcript header must name.  ``StoreCorrupt`` (exit 5,
         ``slug_detail`` says why) when it cannot be known: a store given by

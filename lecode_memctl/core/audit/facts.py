@@ -128,7 +128,10 @@ def check_db_and_facts(audit: Audit) -> Iterator[Finding | Pending | None]:
     if not audit._generation_known:
         return
     gen, excl = audit._generation, audit._exclusion_count
-    whose = {"slug": audit.store.slug, "database": audit._database_id}
+    # (a slug that cannot be known is none: compared with any mark, and the
+    # mark keeps its own; the directory's name, a label, was recorded before
+    # 2026-12-07, and the mark then no longer matched the store's own slug)
+    whose = {"slug": audit.store.slug_if_known(), "database": audit._database_id}
     if mark is not None and audit.state is not None and seen.regression(mark, gen, excl, **whose):
         when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(mark.updated))
         present = os.path.lexists(audit.store.facts_db)

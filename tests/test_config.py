@@ -165,6 +165,11 @@ def test_every_key_documented_in_help():
      "memory.enabled must be true or false, not an integer of 20000 bits"),
     ("[memory]\nmax_bytes = 0x" + "f" * 5000 + "\n",
      "memory.max_bytes = an integer of 20000 bits is out of range"),
+    # inside a list or an inline table
+    ("[memory]\nmax_bytes = [0x" + "f" * 5000 + "]\n",
+     "memory.max_bytes must be an integer, not a list holding an integer too long to print"),
+    ("[memory]\nenabled = {a = 0x" + "f" * 5000 + "}\n",
+     "memory.enabled must be true or false, not a dict holding an integer too long to print"),
 ])
 def test_huge_integers_in_config_are_config_errors_not_internal(tmp_path, text, says):
     """Each was 'internal error: ValueError: Exceeds the limit (4300 digits)

@@ -69,7 +69,10 @@ def _shown(value: Any) -> str:
     value's ``repr`` cut at 80 characters."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
         return f"an integer of {value.bit_length()} bits"
-    shown = repr(value)
+    try:
+        shown = repr(value)
+    except ValueError:      # (an integer past 4,300 digits inside a list or table)
+        return f"a {type(value).__name__} holding an integer too long to print"
     return shown if len(shown) <= 80 else shown[:77] + "..."
 
 

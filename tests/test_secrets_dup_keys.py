@@ -164,3 +164,50 @@ def test_the_plan_counts_a_record_that_gives_a_key_twice(planted):
     plan = orjson.loads(r.stdout)["plan"]
     assert [f["records"] for f in plan["files"] if f["file"] == "sessions/s-dup.jsonl"] == [[1]]
     assert fact.fact_id in {s["fact_id"] for s in plan["stale_facts"]}, plan["stale_facts"]
+
+
+def test_a_wal_removed_before_it_was_read_is_skipped_and_the_database_read_again(
+        planted, monkeypatch):
+    """SQLite removes ``facts.sqlite3-wal`` when the agent's last connection
+    closes, after checkpointing it into the database: a ``-wal`` listed and
+    gone when read was unreadable (secrets exit 1 on a clean store, redact
+    refusing it, exit 5); it is skipped, and the database read again.  The
+    same for a file gone between the listing and its ``lstat``."""
+    import os
+
+    from lecode_memctl.core import secrets
+
+    listed = secrets.store_files
+
+    def with_a_gone_wal(store, report):
+        return [*listed(store, report), "facts.sqlite3-wal"]
+
+    monkeypatch.setattr(secrets, "store_files", with_a_gone_wal)
+    reads: list[str] = []
+    database = secrets.Scanner._database
+
+    def counted(self, rel, path, live):
+        reads.append(rel)
+        return database(self, rel, path, live)
+
+    monkeypatch.setattr(secrets.Scanner, "_database", counted)
+    r = run_cli("--store", str(planted.store), "--no-state", "secrets", "--json", "--jobs", "1")
+    (scan,) = orjson.loads(r.stdout)["projects"]
+    (skip,) = [s for s in scan["skipped"] if s["file"] == "facts.sqlite3-wal"]
+    assert skip == {"file": "facts.sqlite3-wal", "reason": secrets.GONE, "unreadable": False}
+    assert scan["unreadable"] == 0 and reads == ["facts.sqlite3", "facts.sqlite3-wal",
+                                                 "facts.sqlite3"], reads
+    monkeypatch.setattr(secrets, "store_files", listed)
+    real_lstat = os.lstat
+    note = str(planted.store / "notes" / "keys.md")
+
+    def gone_lstat(p, *a, **k):
+        if os.fspath(p) == note:
+            raise FileNotFoundError(2, "No such file or directory", p)
+        return real_lstat(p, *a, **k)
+
+    monkeypatch.setattr(os, "lstat", gone_lstat)
+    r = run_cli("--store", str(planted.store), "--no-state", "secrets", "--json", "--jobs", "1")
+    (scan,) = orjson.loads(r.stdout)["projects"]
+    assert {"file": "notes/keys.md", "reason": secrets.GONE, "unreadable": False} \
+        in scan["skipped"] and scan["unreadable"] == 0, scan

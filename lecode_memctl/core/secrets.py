@@ -667,6 +667,12 @@ def _skip_file(rel: str) -> bool:
 _NOT_A_DATABASE = "not a regular file: the facts database cannot be read"
 
 
+#: The reason of a file listed and then removed before it was read (another
+#: writer's temporary file renamed into place, a ``-wal`` SQLite removed):
+#: skipped, not unreadable, since nothing is there to hold a value.
+GONE = "removed before it was read"
+
+
 def store_files(store: Store, report: SecretsReport) -> list[str]:
     """Relative paths of the regular files of the store, sorted; symbolic
     links and other special files are listed in ``report.skipped``, and so
@@ -694,6 +700,9 @@ def store_files(store: Store, report: SecretsReport) -> list[str]:
             rel = os.path.relpath(p, root).replace(os.sep, "/")
             try:
                 st = os.lstat(p)
+            except FileNotFoundError:
+                report.skipped.append(Skipped(rel, GONE, False))
+                continue
             except OSError as exc:
                 report.skipped.append(Skipped(rel, exc.strerror or str(exc)))
                 continue
@@ -757,6 +766,19 @@ class Scanner:
             if is_database(rel):
                 try:
                     self._database(rel, os.path.join(root, rel), live_fact_values)
+                except FileNotFoundError:
+                    self.report.skipped.append(Skipped(rel, GONE, False))
+                    if rel != FACTS_DB and FACTS_DB in files:
+                        # a -wal gone meanwhile was checkpointed into the
+                        # database (SQLite removes it when the last connection
+                        # closes): the database, read before, is read again
+                        # (a value already found there is not found twice)
+                        try:
+                            self._database(FACTS_DB, os.path.join(root, FACTS_DB),
+                                           live_fact_values)
+                        except OSError as exc:
+                            self.report.skipped.append(Skipped(FACTS_DB,
+                                                               exc.strerror or str(exc)))
                 except OSError as exc:
                     self.report.skipped.append(Skipped(rel, exc.strerror or str(exc)))
         from .pools import alone
@@ -784,8 +806,7 @@ class Scanner:
 
     def _merge(self, res: FileScan) -> None:
         if res.gone:
-            self.report.skipped.append(Skipped(res.rel, "removed before it was read",
-                                               unreadable=False))
+            self.report.skipped.append(Skipped(res.rel, GONE, unreadable=False))
             return
         if res.error is not None:
             self.report.skipped.append(Skipped(res.rel, res.error))

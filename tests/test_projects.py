@@ -88,3 +88,20 @@ def test_projects_human_and_empty(config_dir, tmp_path):
     assert "unknown" in line and "?" in line
     doc = orjson.loads(run_cli("projects", "--json").stdout)
     assert doc[0]["facts"] is None and doc[0]["facts_error"]
+
+
+def test_a_header_root_with_a_nul_byte_is_no_candidate(config_dir, tmp_path):
+    """A session header's ``project_root`` (``root``, ``cwd``) holding a NUL
+    ended ``projects`` in 'internal error: ValueError: embedded null byte'
+    (exit 70): it names no directory, so it is no candidate root."""
+    mem = config_dir / "memory"
+    st = store_at(mem / "gone-0123456789ab")
+    w = SessionStore(st).create("h1")
+    w.close()
+    hdr = st.sessions_dir / "h1.jsonl"
+    rec = orjson.loads(hdr.read_bytes())
+    for key in ("project_root", "root", "cwd"):
+        rec[key] = str(tmp_path / "x\x00y")
+    hdr.write_bytes(orjson.dumps(rec) + b"\n")
+    got = _projects("--config-dir", str(config_dir))
+    assert got["gone-0123456789ab"]["root"] is None

@@ -122,7 +122,9 @@ def _header_roots(store: Path, ids: list[str], limit: int = 50) -> list[str]:
             continue
         for k in _ROOT_KEYS:
             v = hdr.get(k)
-            if isinstance(v, str) and os.path.isabs(v) and v not in out:
+            # (a path with a NUL names no directory: os.path.realpath refused
+            # it, an internal error, exit 70, before 2026-12-07)
+            if isinstance(v, str) and os.path.isabs(v) and "\0" not in v and v not in out:
                 out.append(v)
     return out
 

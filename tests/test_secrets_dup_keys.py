@@ -10,10 +10,17 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from lecode_memctl.core.secrets import json_object
+from lecode_memctl.core.secrets import parsed_record
 
 from .conftest import run_cli
 from .secretstore import build
+
+
+def json_object(line: bytes):
+    """The record as the scan reads it by path: None for a line that is no
+    JSON object, or whose objects give a key twice."""
+    rec, twice = parsed_record(line)
+    return None if twice else rec
 
 
 @pytest.fixture
@@ -197,6 +204,9 @@ def test_a_wal_removed_before_it_was_read_is_skipped_and_the_database_read_again
     assert skip == {"file": "facts.sqlite3-wal", "reason": secrets.GONE, "unreadable": False}
     assert scan["unreadable"] == 0 and reads == ["facts.sqlite3", "facts.sqlite3-wal",
                                                  "facts.sqlite3"], reads
+    files = len([p for p in planted.store.rglob("*") if p.is_file() and not p.is_symlink()
+                 and not p.name.endswith((".lock", "-shm"))])
+    assert scan["files_scanned"] == files, (scan["files_scanned"], files)
     monkeypatch.setattr(secrets, "store_files", listed)
     real_lstat = os.lstat
     note = str(planted.store / "notes" / "keys.md")
@@ -211,3 +221,53 @@ def test_a_wal_removed_before_it_was_read_is_skipped_and_the_database_read_again
     (scan,) = orjson.loads(r.stdout)["projects"]
     assert {"file": "notes/keys.md", "reason": secrets.GONE, "unreadable": False} \
         in scan["skipped"] and scan["unreadable"] == 0, scan
+
+
+ESCAPED = "\\u0041KIAQ3EGRTYUIOPLKJHX"      # AKIAQ3EGRTYUIOPLKJHX, its A escaped
+
+
+def _dup_session(planted, sid: str, record: bytes) -> None:
+    header = orjson.dumps({"seq": 0, "type": "session", "format": 1, "session_id": sid,
+                           "project": planted.slug, "created": "2026-12-01T09:00:00.000Z"})
+    (planted.store / "sessions" / f"{sid}.jsonl").write_bytes(header + b"\n" + record + b"\n")
+
+
+def test_an_escaped_value_in_a_line_that_gives_a_key_twice_is_found_and_erased(planted):
+    """Such a line was read as raw text, where a value spelled with a JSON
+    escape is not: every string of it is now decoded and scanned (with the
+    record's seq, so ``--seq`` picks it), and redact rewrites each string
+    that holds a value, decoded and written again."""
+    rec = ('{"seq":4,"type":"message","role":"user","content":"key ' + ESCAPED
+           + ' here","x":1,"x":2}').encode()
+    _dup_session(planted, "s-esc", rec)
+    r = run_cli("--store", str(planted.store), "--no-state", "secrets", "--json", "--jobs", "1")
+    found = [f for f in orjson.loads(r.stdout)["findings"] if f.get("session_id") == "s-esc"]
+    assert [(f["seq"], f["detector"]) for f in found] == [(4, "aws-access-key")], found
+    r = run_cli("--store", str(planted.store), "--no-state", "redact", "--yes",
+                "--session", "s-esc", "--seq", "4")
+    assert r.exit_code == 0 and "1 file rewritten" in r.stdout, (r.stdout, r.stderr)
+    after = (planted.store / "sessions" / "s-esc.jsonl").read_bytes().split(b"\n")[1]
+    rec2, twice = parsed_record(after)
+    assert twice and "KIAQ3EGRTYUIOPLKJHX" not in rec2["content"] and b"KIAQ3EG" not in after
+    assert rec2["content"].startswith("key [REDACTED:aws-access-key:")
+    assert after.endswith(b'","x":1,"x":2}')          # the rest of the line as it was
+
+
+def test_a_long_line_is_walked_in_memory_that_follows_it(tmp_path):
+    """The string pattern kept state per character (2 GB for a 16 MiB
+    string); unrolled, a 16 MiB line costs about its own size."""
+    import subprocess
+    import sys
+
+    code = (
+        "import resource\n"
+        "from lecode_memctl.core.secrets import _gives_a_key_twice, json_strings\n"
+        "line = b'{\"seq\": 4, \"content\": \"' + b'x' * (16 << 20) + b'\", \"n\": 1}'\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "assert not _gives_a_key_twice(line)\n"
+        "assert len(list(json_strings(line))) == 4\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    grew_kib = int(r.stdout)
+    assert grew_kib < 200 * 1024, grew_kib          # (2 GB before; about 50 MB now)

@@ -225,13 +225,6 @@ def _redact_record(rec: dict[str, Any], values: Mapping[str, str]) -> tuple[dict
     return out, total
 
 
-def _protected_strings(rec: dict[str, Any]) -> list[str]:
-    keep, refs = _protected(rec)
-    out = [v for k, v in rec.items() if k in keep and isinstance(v, str)]
-    out += [r["session_id"] for r in refs if isinstance(r.get("session_id"), str)]
-    return out
-
-
 def _replace_leaves(obj: Any, values: Mapping[str, str]) -> tuple[Any, int]:
     if isinstance(obj, str):
         return replace_values(obj, values)
@@ -256,6 +249,36 @@ def _replace_bytes(line: bytes, values: Mapping[str, str]) -> tuple[bytes, int]:
                 n += c
                 line = line.replace(form, mb)
     return line, n
+
+
+def _rewrite_strings(line: bytes, rec: dict[str, Any],
+                     values: Mapping[str, str]) -> tuple[bytes, int]:
+    """``line`` (a record as read, ``rec``) with the values replaced in
+    each of its strings, keys included, every other byte as it was: for a
+    record that cannot be written back whole (nested past what orjson
+    writes, a marker meeting a key, a key given twice).  Each string is
+    decoded, so a value spelled with JSON escapes is found as the scan
+    found it, and written again as JSON; the identifying fields
+    (:func:`_protected`: the record's, a lineage ref's ``session_id``) and a
+    binary part's ``data`` are kept, as :func:`_redact_record` keeps them."""
+    from .secrets import json_strings
+
+    keep, _refs = _protected(rec)
+    out: list[bytes] = []
+    at = n = 0
+    for start, end, text, path, is_key, binary in json_strings(line):
+        if not is_key and (
+                (len(path) == 1 and path[0] in keep)
+                or (len(path) == 3 and path[0] == "lineage" and path[2] == "session_id")
+                or (binary and path[-1:] == ("data",))):
+            continue
+        new, c = replace_values(text, values)
+        if c:
+            out += [line[at:start], orjson.dumps(new)]
+            at = end
+            n += c
+    out.append(line[at:])
+    return b"".join(out), n
 
 
 def _lineage_session_ids(data: bytes) -> list[str]:
@@ -307,9 +330,7 @@ def rewrite_transcript(data: bytes, values: Mapping[str, str]) -> tuple[bytes, l
                 # dropped is on the line too): the record's line is rewritten
                 # byte for byte, but for a value in an identifying field (it
                 # stays in the line), and its seq is the record's, as read
-                ids = _protected_strings(rec)
-                new, n = _replace_bytes(piece, {v: m for v, m in values.items()
-                                                if not any(v in s for s in ids)})
+                new, n = _rewrite_strings(piece, rec, values)
             if n:
                 total += n
                 if isinstance(seq, int):

@@ -773,9 +773,11 @@ class Scanner:
                         # database (SQLite removes it when the last connection
                         # closes): the database, read before, is read again
                         # (a value already found there is not found twice)
+                        files = self.report.files_scanned   # (one file, read twice)
                         try:
                             self._database(FACTS_DB, os.path.join(root, FACTS_DB),
                                            live_fact_values)
+                            self.report.files_scanned = files
                         except OSError as exc:
                             self.report.skipped.append(Skipped(FACTS_DB,
                                                                exc.strerror or str(exc)))
@@ -1063,20 +1065,13 @@ def _next_pem_end(fd: int, offset: int) -> int | None:
 TRANSCRIPT_PIECE = 1 << 20
 
 
-def json_object(line: bytes) -> dict[str, Any] | None:
-    """A transcript line parsed, when it is a JSON object in which no object
-    gives a key twice; None otherwise: the scan reads such a line as text.
-    A parser keeps one value of a key given twice (orjson the last), so the
-    other one, on disk all the same, was not scanned before 2026-12-07.
-    (``redact`` takes :func:`parsed_record`: it rewrites such a line's bytes,
-    its identifying fields kept as the record read gives them.)"""
-    rec, twice = parsed_record(line)
-    return None if twice else rec
-
-
 def parsed_record(line: bytes) -> tuple[dict[str, Any] | None, bool]:
     """(the line parsed when it is a JSON object, else None; whether one of
-    its objects gives a key twice).  A line as orjson writes it (lecode's,
+    its objects gives a key twice: a parser keeps one of the two values,
+    orjson the last, and the other is on disk all the same, so the scan
+    reads every string of such a line (:func:`json_strings`) and ``redact``
+    rewrites them in the line (before 2026-12-07 the other value was
+    neither found nor erased).  A line as orjson writes it (lecode's,
     every line of the bench stores) is told by writing the record again;
     any other by one pass over its strings and brackets
     (:func:`_gives_a_key_twice`)."""
@@ -1093,42 +1088,97 @@ def parsed_record(line: bytes) -> tuple[dict[str, Any] | None, bool]:
     return obj, not same and _gives_a_key_twice(line)
 
 
-_JSON_TOKEN = lazy_compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\],]')
+# a JSON string (unrolled: the engine keeps no state per character, so a
+# 16 MiB string costs what its bytes do), or a bracket or comma
+_JSON_TOKEN = lazy_compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\],]')
+
+#: What :func:`json_strings` gives for each string of a line: the token's
+#: (start, end) in the line, its text, the keys that lead to it from the
+#: top (None for an array's element; a key's own path is its object's),
+#: whether it is a key, and whether its object is a binary part so far.
+JsonString = tuple[int, int, str, tuple[str | None, ...], bool, bool]
+
+
+def _decoded(tok: bytes) -> str:
+    if b"\\" not in tok:
+        return tok[1:-1].decode("utf-8", "surrogateescape")
+    text: str = orjson.loads(tok)
+    return text
+
+
+def json_strings(line: bytes) -> Iterator[JsonString]:
+    """Every string of the JSON text ``line`` (which orjson parsed, so well
+    formed), keys included, in the order of the line: each as
+    :data:`JsonString`.  One pass over its strings and brackets with a
+    stack, no recursion (a record nested 1,000 deep is read as a flat one),
+    memory following the line.  A key given twice is met twice: the values
+    a parse keeps one of are all here."""
+    # a frame per open container: [is an object, its current key, a
+    # binary part so far]
+    stack: list[list[Any]] = []
+    want_key = False
+    for m in _JSON_TOKEN.finditer(line):
+        tok = m.group()
+        c = tok[:1]
+        if c == b'"':
+            text = _decoded(tok)
+            if want_key:
+                top = stack[-1]
+                yield (m.start(), m.end(), text, tuple(f[1] for f in stack[:-1]), True, top[2])
+                top[1] = text
+                want_key = False
+            else:
+                path = tuple(f[1] if f[0] else None for f in stack)
+                holder = stack[-1] if stack else None
+                yield (m.start(), m.end(), text, path, False, bool(holder and holder[2]))
+                if holder is not None and holder[0] and holder[1] == "type" and text == "binary":
+                    holder[2] = True
+        elif c == b"{":
+            stack.append([True, None, False])
+            want_key = True
+        elif c == b"[":
+            stack.append([False, None, False])
+            want_key = False
+        elif c == b",":
+            want_key = bool(stack) and stack[-1][0]
+        else:                                   # } or ]
+            stack.pop()
+            want_key = False
 
 
 def _gives_a_key_twice(line: bytes) -> bool:
     """Whether an object of the JSON text ``line`` (which orjson parsed, so
     well formed) gives a key twice, a key compared as its decoded text
-    (``"a"`` and ``"\\u0061"`` are one key).  One pass over its strings and
-    brackets with a stack, no recursion: a record nested 1,000 levels deep
-    is told as a flat one."""
-    stack: list[set[bytes] | None] = []      # an object's keys so far; None: an array
+    (``"a"`` and ``"\\u0061"`` are one key), told as :func:`json_strings`
+    walks a line, without decoding its values."""
+    stack_keys: list[set[str]] = []
     want_key = False
     for m in _JSON_TOKEN.finditer(line):
         tok = m.group()
         c = tok[:1]
         if c == b'"':
             if want_key:
-                key = tok[1:-1] if b"\\" not in tok else \
-                    orjson.loads(tok).encode("utf-8", "surrogatepass")
-                keys = stack[-1]
-                assert keys is not None
+                key = _decoded(tok)
+                keys = stack_keys[-1]
                 if key in keys:
                     return True
                 keys.add(key)
                 want_key = False
         elif c == b"{":
-            stack.append(set())
+            stack_keys.append(set())
             want_key = True
         elif c == b"[":
-            stack.append(None)
+            stack_keys.append(_ARRAY)
             want_key = False
         elif c == b",":
-            want_key = bool(stack) and stack[-1] is not None
-        else:                                   # } or ]
-            stack.pop()
+            want_key = bool(stack_keys) and stack_keys[-1] is not _ARRAY
+        else:
+            stack_keys.pop()
             want_key = False
     return False
+
+
+_ARRAY: set[str] = set()        # (the frame of an array: never given a key)
 
 
 SHORT_TEXT = 64          # a transcript's strings up to this length have their hits kept ...
@@ -1150,10 +1200,23 @@ def _transcript_hits(detector: Detector, rel: str, lines: Iterable[bytes],
         size += len(raw)
         whole = raw.endswith(b"\n")
         line = raw[:-1] if whole else raw
-        rec = json_object(line) if whole else None
+        rec, twice = parsed_record(line) if whole else (None, False)
         if rec is not None:
             seq = rec.get("seq") if isinstance(rec.get("seq"), int) else None
-            for jpath, s in string_leaves(rec, "$", keys=True):
+            leaves = list(string_leaves(rec, "$", keys=True))
+            if twice:
+                # the strings a parse dropped (a key given twice), each
+                # scanned with the record's seq, no path (json_strings)
+                held = {s for _p, s in leaves}
+                for _a, _b, text, path, is_key, binary in json_strings(line):
+                    if binary and not is_key and path[-1:] == ("data",):
+                        continue        # (a binary part's data, as string_leaves skips it)
+                    if text not in held:
+                        held.add(text)
+                        for value, det, _ln in _text_hits(detector, text, "transcript.txt"):
+                            hits.append((value, det, KIND_TRANSCRIPT,
+                                         {"session_id": sid, "seq": seq, "line": lineno}))
+            for jpath, s in leaves:
                 if len(s) > SHORT_TEXT:
                     found: Iterable[tuple[str, str, int]] = _text_hits(detector, s, "transcript.txt")
                 else:

@@ -773,11 +773,11 @@ class Scanner:
                         # database (SQLite removes it when the last connection
                         # closes): the database, read before, is read again
                         # (a value already found there is not found twice)
-                        files = self.report.files_scanned   # (one file, read twice)
+                        counted = self.report.files_scanned   # (one file, read twice)
                         try:
                             self._database(FACTS_DB, os.path.join(root, FACTS_DB),
                                            live_fact_values)
-                            self.report.files_scanned = files
+                            self.report.files_scanned = counted
                         except OSError as exc:
                             self.report.skipped.append(Skipped(FACTS_DB,
                                                                exc.strerror or str(exc)))

@@ -271,3 +271,68 @@ def test_a_long_line_is_walked_in_memory_that_follows_it(tmp_path):
     assert r.returncode == 0, r.stderr
     grew_kib = int(r.stdout)
     assert grew_kib < 200 * 1024, grew_kib          # (2 GB before; about 50 MB now)
+
+
+S = "AKIAQ3EGRTYUIOPLKJHX"
+
+
+@pytest.mark.parametrize("line, kept", [
+    # a lineage outside a compaction is no lineage: its session_id is redacted
+    (b'{"seq":1,"type":"message","a":1,"a":2,"lineage":[{"session_id":"%s"}]}', False),
+    # the part's type as parsed (the last): not binary, so its data is redacted
+    (b'{"seq":1,"type":"message","a":1,"a":2,"parts":[{"type":"binary","data":"%s",'
+     b'"type":"text"}]}', False),
+    # binary whatever the order of its members: its data kept, whole
+    (b'{"seq":1,"type":"message","a":1,"a":2,"parts":[{"data":"%s","type":"binary"}]}', True),
+    (b'{"seq":1,"type":"message","a":1,"a":2,"parts":[{"type":"binary","data":["%s"]}]}', True),
+    # an identifying field's value is kept whole, a container too
+    (b'{"seq":{"k":"%s"},"type":"message","a":1,"a":2}', True),
+    # a compaction's lineage ref's session_id is kept
+    (b'{"seq":1,"type":"event","event":"compact","a":1,"a":2,'
+     b'"lineage":[{"session_id":"%s","seqs":[1],"digest":"00"}]}', True),
+])
+def test_a_record_rewritten_string_by_string_keeps_what_the_whole_rewrite_keeps(line, kept):
+    """The string-by-string rewrite of a record that cannot be written back
+    whole keeps what the whole rewrite keeps (identifying fields, a
+    compaction's lineage, a binary part's data as parsed), and nothing
+    more: a value it was given elsewhere is erased."""
+    from lecode_memctl.core.redact import rewrite_transcript
+
+    piece = line % S.encode()
+    new, _seqs, n, _raw = rewrite_transcript(piece, {S: "[R]"})
+    assert (S.encode() in new) is kept and (n == 0) is kept, new
+    orjson.loads(new)
+
+
+def test_a_value_escaped_with_a_slash_is_erased():
+    """``\\/`` is a JSON escape json.dumps never writes but a writer may: the
+    scan decodes it, and redact skipped such a line unparsed (its bytes
+    hold the value in neither form it looked for)."""
+    from lecode_memctl.core.redact import rewrite_transcript
+
+    url = "https://hooks.slack.com/services/T0ABCDEFG/B0ABCDEFG/abcdefghijklmnopqrstuvwx"
+    piece = orjson.dumps({"seq": 1, "type": "message", "role": "user",
+                          "content": url}).replace(b"/", b"\\/")
+    new, seqs, n, _raw = rewrite_transcript(piece, {url: "[R]"})
+    assert n == 1 and seqs == [1] and orjson.loads(new)["content"] == "[R]"
+
+
+def test_many_rewritten_strings_hold_no_buffer_each(tmp_path):
+    """orjson's bytes keep a 4 KiB buffer: 500,000 rewritten strings held
+    took 2 GB; the rewrite builds one buffer."""
+    import subprocess
+    import sys
+
+    code = (
+        "import resource, orjson\n"
+        "from lecode_memctl.core.redact import _rewrite_strings\n"
+        "line = b'{\"seq\":1,\"type\":\"message\",\"a\":1,\"a\":2,\"z\":[' + "
+        "b','.join([b'\"x\"'] * 500000) + b']}'\n"
+        "rec = orjson.loads(line)\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "new, n = _rewrite_strings(line, rec, {'x': '[R]'})\n"
+        "assert n == 500000\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert int(r.stdout) < 200 * 1024, r.stdout     # KiB (2 GB before)

@@ -258,27 +258,30 @@ def _rewrite_strings(line: bytes, rec: dict[str, Any],
     record that cannot be written back whole (nested past what orjson
     writes, a marker meeting a key, a key given twice).  Each string is
     decoded, so a value spelled with JSON escapes is found as the scan
-    found it, and written again as JSON; the identifying fields
-    (:func:`_protected`: the record's, a lineage ref's ``session_id``) and a
-    binary part's ``data`` are kept, as :func:`_redact_record` keeps them."""
+    found it, and written again as JSON.  What :func:`_redact_record`
+    keeps is kept: the identifying fields, keys and whole values
+    (:func:`_protected`), a compaction's lineage refs' ``session_id``, and a
+    binary part's ``data`` (the part's ``type`` as the record is parsed)."""
     from .secrets import json_strings
 
-    keep, _refs = _protected(rec)
-    out: list[bytes] = []
+    keep, refs = _protected(rec)
+    out = bytearray()       # (not orjson's bytes, each held with 4 KiB of buffer)
     at = n = 0
-    for start, end, text, path, is_key, binary in json_strings(line):
-        if not is_key and (
-                (len(path) == 1 and path[0] in keep)
-                or (len(path) == 3 and path[0] == "lineage" and path[2] == "session_id")
-                or (binary and path[-1:] == ("data",))):
+    for start, end, text, is_key, top, lineage, binary_data in json_strings(line):
+        if binary_data or (lineage and refs):
+            continue
+        if (text if is_key and top is None else top) in keep:
             continue
         new, c = replace_values(text, values)
         if c:
-            out += [line[at:start], orjson.dumps(new)]
+            out += line[at:start]
+            out += orjson.dumps(new)
             at = end
             n += c
-    out.append(line[at:])
-    return b"".join(out), n
+    if not n:
+        return line, 0
+    out += line[at:]
+    return bytes(out), n
 
 
 def _lineage_session_ids(data: bytes) -> list[str]:
@@ -307,8 +310,10 @@ def rewrite_transcript(data: bytes, values: Mapping[str, str]) -> tuple[bytes, l
         # (a line that spells a character of a value with a JSON escape, as
         # json.dumps's ensure_ascii writes any but ASCII, holds the value in
         # neither form: every line with a \u escape is parsed, its strings
-        # searched as the scan searched them)
-        if b"\\u" not in piece and not any(f in piece for _v, fs in forms for f in fs):
+        # searched as the scan searched them; and a \/, as json.dumps never
+        # writes but a writer may: https:\/\/hooks.slack.com...)
+        if b"\\u" not in piece and b"\\/" not in piece and \
+                not any(f in piece for _v, fs in forms for f in fs):
             out.append(piece)
             continue
         rec, twice = parsed_record(piece)

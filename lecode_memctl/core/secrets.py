@@ -1093,10 +1093,11 @@ def parsed_record(line: bytes) -> tuple[dict[str, Any] | None, bool]:
 _JSON_TOKEN = lazy_compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\],]')
 
 #: What :func:`json_strings` gives for each string of a line: the token's
-#: (start, end) in the line, its text, the keys that lead to it from the
-#: top (None for an array's element; a key's own path is its object's),
-#: whether it is a key, and whether its object is a binary part so far.
-JsonString = tuple[int, int, str, tuple[str | None, ...], bool, bool]
+#: (start, end) in the line, its text, whether it is a key, the top-level
+#: key it lies under (None for a top-level key itself), whether it is the
+#: ``session_id`` of an object in a top-level ``lineage`` list, and whether
+#: it is a binary part's ``data`` key or lies within that member's value.
+JsonString = tuple[int, int, str, bool, str | None, bool, bool]
 
 
 def _decoded(tok: bytes) -> str:
@@ -1106,39 +1107,81 @@ def _decoded(tok: bytes) -> str:
     return text
 
 
+def _object_types(line: bytes) -> dict[int, str]:
+    """Each object of ``line`` (by the order its ``{`` comes in) whose
+    ``type`` member is a string: that string, the last one given (as a parse
+    keeps it), wherever it comes among the members."""
+    types: dict[int, str] = {}
+    stack: list[list[Any]] = []      # [is an object, its number, its current key]
+    count = 0
+    want_key = False
+    for m in _JSON_TOKEN.finditer(line):
+        tok = m.group()
+        c = tok[:1]
+        if c == b'"':
+            top = stack[-1]
+            if want_key:
+                top[2] = _decoded(tok)
+                want_key = False
+            elif top[0] and top[2] == "type":
+                types[top[1]] = _decoded(tok)
+        elif c == b"{":
+            stack.append([True, count, None])
+            count += 1
+            want_key = True
+        elif c == b"[":
+            stack.append([False, -1, None])
+            want_key = False
+        elif c == b",":
+            want_key = bool(stack) and stack[-1][0]
+        else:
+            stack.pop()
+            want_key = False
+    return types
+
+
 def json_strings(line: bytes) -> Iterator[JsonString]:
     """Every string of the JSON text ``line`` (which orjson parsed, so well
     formed), keys included, in the order of the line: each as
-    :data:`JsonString`.  One pass over its strings and brackets with a
-    stack, no recursion (a record nested 1,000 deep is read as a flat one),
-    memory following the line.  A key given twice is met twice: the values
-    a parse keeps one of are all here."""
-    # a frame per open container: [is an object, its current key, a
-    # binary part so far]
+    :data:`JsonString`.  Two passes over its strings and brackets (the
+    first finds each object's ``type``, the last given, as a parse keeps
+    it) with a stack, no recursion (a record nested 1,000 deep is read as a
+    flat one), time and memory following the line.  A key given twice is
+    met twice: the values a parse keeps one of are all here."""
+    types = _object_types(line)
+    # a frame per open container: [is an object, its current key, a binary
+    # part (its type, as parsed), within a binary part's data]
     stack: list[list[Any]] = []
+    count = 0
     want_key = False
     for m in _JSON_TOKEN.finditer(line):
         tok = m.group()
         c = tok[:1]
         if c == b'"':
             text = _decoded(tok)
+            top = stack[-1]
             if want_key:
-                top = stack[-1]
-                yield (m.start(), m.end(), text, tuple(f[1] for f in stack[:-1]), True, top[2])
+                binary_data = top[3] or (top[2] and text == "data")
+                yield (m.start(), m.end(), text, True,
+                       stack[0][1] if len(stack) > 1 else None, False, binary_data)
                 top[1] = text
                 want_key = False
             else:
-                path = tuple(f[1] if f[0] else None for f in stack)
-                holder = stack[-1] if stack else None
-                yield (m.start(), m.end(), text, path, False, bool(holder and holder[2]))
-                if holder is not None and holder[0] and holder[1] == "type" and text == "binary":
-                    holder[2] = True
-        elif c == b"{":
-            stack.append([True, None, False])
-            want_key = True
-        elif c == b"[":
-            stack.append([False, None, False])
-            want_key = False
+                binary_data = top[3] or (top[0] and top[2] and top[1] == "data")
+                lineage = (len(stack) == 3 and stack[0][1] == "lineage" and not stack[1][0]
+                           and top[0] and top[1] == "session_id")
+                yield (m.start(), m.end(), text, False, stack[0][1], lineage, binary_data)
+        elif c in b"{[":
+            parent = stack[-1] if stack else None
+            inherited = bool(parent and (parent[3] or (parent[0] and parent[2]
+                                                        and parent[1] == "data")))
+            if c == b"{":
+                stack.append([True, None, types.get(count) == "binary", inherited])
+                count += 1
+                want_key = True
+            else:
+                stack.append([False, None, False, inherited])
+                want_key = False
         elif c == b",":
             want_key = bool(stack) and stack[-1][0]
         else:                                   # } or ]
@@ -1208,8 +1251,8 @@ def _transcript_hits(detector: Detector, rel: str, lines: Iterable[bytes],
                 # the strings a parse dropped (a key given twice), each
                 # scanned with the record's seq, no path (json_strings)
                 held = {s for _p, s in leaves}
-                for _a, _b, text, path, is_key, binary in json_strings(line):
-                    if binary and not is_key and path[-1:] == ("data",):
+                for _a, _b, text, _key, _top, _lineage, binary_data in json_strings(line):
+                    if binary_data:
                         continue        # (a binary part's data, as string_leaves skips it)
                     if text not in held:
                         held.add(text)

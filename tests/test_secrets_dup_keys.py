@@ -336,3 +336,52 @@ def test_many_rewritten_strings_hold_no_buffer_each(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert int(r.stdout) < 200 * 1024, r.stdout     # KiB (2 GB before)
+
+
+@pytest.mark.parametrize("values", [{"line": "[R]"}, {"sess": "[R]"}, {"AKIA1": "[R]"}])
+@pytest.mark.parametrize("sid", ["s1", ["AKIA1"]])
+def test_a_compaction_rewritten_string_by_string_is_the_whole_rewrite(values, sid):
+    """For a record with no key given twice the two rewrites agree: the
+    ``lineage`` key, a ref's ``session_id`` key and its whole value (a
+    container too) are kept by both (the string rewrite changed them)."""
+    import copy
+
+    from lecode_memctl.core.redact import _redact_record, _rewrite_strings
+
+    rec = {"seq": 1, "type": "event", "event": "compact", "summary": "AKIA1 line",
+           "lineage": [{"session_id": sid, "seqs": [1], "digest": "d"}]}
+    got, n = _rewrite_strings(orjson.dumps(rec), rec, values)
+    want, m = _redact_record(copy.deepcopy(rec), values)
+    assert (orjson.loads(got), n) == (want, m)
+
+
+@pytest.mark.parametrize("later", [b"1", b"null", b'{"a":1}', b'"text"'])
+def test_a_type_given_again_decides_as_parsed(later):
+    """A part whose last ``type`` is not the string "binary" (a number, null,
+    an object) is no binary part: its data is redacted, as the scan, which
+    reads the parse, reports it."""
+    from lecode_memctl.core.redact import rewrite_transcript
+
+    line = (b'{"seq":1,"type":"message","content":[{"type":"binary","data":"AKIA1","type":'
+            + later + b"}]}")
+    _new, _seqs, n, _raw = rewrite_transcript(line, {"AKIA1": "[R]"})
+    assert n == 1
+
+
+@pytest.mark.parametrize("line", [
+    b'{"seq":1,"type":"event","event":"compact","lineage":[{"session_id":"AKIA1"}],'
+    b'"lineage":[{"session_id":"s2"}]}',
+    b'{"seq":1,"type":"event","event":"compact","lineage":[{"session_id":"AKIA1",'
+    b'"session_id":"s2"}]}',
+    b'{"seq":0,"type":"session","session_id":"AKIA1","session_id":"s2","project":"p",'
+    b'"format":1}',
+])
+def test_an_identifying_value_a_parse_drops_is_redacted(line):
+    """An identifying field given twice: the parse keeps the last, which is
+    kept; the other is read by no one but is on disk, and the scan reports
+    it: it is erased (it was kept, found again by the next scan)."""
+    from lecode_memctl.core.redact import rewrite_transcript
+
+    new, _seqs, n, _raw = rewrite_transcript(line, {"AKIA1": "[R]"})
+    assert n == 1 and b"AKIA1" not in new and b'"s2"' in new
+    assert orjson.loads(new) == orjson.loads(line)      # (what a parse reads: unchanged)

@@ -265,13 +265,19 @@ def _rewrite_strings(line: bytes, rec: dict[str, Any],
     from .secrets import json_strings
 
     keep, refs = _protected(rec)
+    if refs:
+        keep = keep | {"lineage"}       # (the key: its refs are kept below)
     out = bytearray()       # (not orjson's bytes, each held with 4 KiB of buffer)
     at = n = 0
-    for start, end, text, is_key, top, lineage, binary_data in json_strings(line):
-        if binary_data or (lineage and refs):
-            continue
-        if (text if is_key and top is None else top) in keep:
-            continue
+    for start, end, text, is_key, top, lineage, binary_data, dropped in json_strings(line):
+        # (what a parse drops, a key given twice, is kept nowhere: rewritten)
+        if not dropped:
+            if binary_data or (lineage and refs):
+                continue
+            if is_key and top is None and text in keep:
+                continue
+            if not (is_key and top is None) and top in keep and top != "lineage":
+                continue
         new, c = replace_values(text, values)
         if c:
             out += line[at:start]

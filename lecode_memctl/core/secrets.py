@@ -1094,10 +1094,12 @@ _JSON_TOKEN = lazy_compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\],]')
 
 #: What :func:`json_strings` gives for each string of a line: the token's
 #: (start, end) in the line, its text, whether it is a key, the top-level
-#: key it lies under (None for a top-level key itself), whether it is the
-#: ``session_id`` of an object in a top-level ``lineage`` list, and whether
-#: it is a binary part's ``data`` key or lies within that member's value.
-JsonString = tuple[int, int, str, bool, str | None, bool, bool]
+#: key it lies under (None for a top-level key itself), whether it lies in
+#: the ``session_id`` member (its key or anything in its value) of an
+#: object in the top-level ``lineage`` list, whether it lies in a binary
+#: part's ``data`` member, and whether it lies in a member a parse drops (a
+#: key given twice: every occurrence but the last).
+JsonString = tuple[int, int, str, bool, str | None, bool, bool, bool]
 
 
 def _decoded(tok: bytes) -> str:
@@ -1107,11 +1109,12 @@ def _decoded(tok: bytes) -> str:
     return text
 
 
-def _object_types(line: bytes) -> dict[int, str]:
-    """Each object of ``line`` (by the order its ``{`` comes in) whose
-    ``type`` member is a string: that string, the last one given (as a parse
-    keeps it), wherever it comes among the members."""
-    types: dict[int, str] = {}
+def _object_members(line: bytes) -> tuple[dict[int, str | None], dict[int, dict[str, int]]]:
+    """Of each object of ``line``, by the order its ``{`` comes in: its
+    ``type`` as a parse keeps it (the last one given; None when that one is
+    not a string), and where the last occurrence of each of its keys starts."""
+    types: dict[int, str | None] = {}
+    last: dict[int, dict[str, int]] = {}
     stack: list[list[Any]] = []      # [is an object, its number, its current key]
     count = 0
     want_key = False
@@ -1121,7 +1124,11 @@ def _object_types(line: bytes) -> dict[int, str]:
         if c == b'"':
             top = stack[-1]
             if want_key:
-                top[2] = _decoded(tok)
+                key = _decoded(tok)
+                top[2] = key
+                last.setdefault(top[1], {})[key] = m.start()
+                if key == "type":
+                    types[top[1]] = None        # (until a string value says what)
                 want_key = False
             elif top[0] and top[2] == "type":
                 types[top[1]] = _decoded(tok)
@@ -1137,20 +1144,23 @@ def _object_types(line: bytes) -> dict[int, str]:
         else:
             stack.pop()
             want_key = False
-    return types
+    return types, last
 
 
 def json_strings(line: bytes) -> Iterator[JsonString]:
     """Every string of the JSON text ``line`` (which orjson parsed, so well
     formed), keys included, in the order of the line: each as
     :data:`JsonString`.  Two passes over its strings and brackets (the
-    first finds each object's ``type``, the last given, as a parse keeps
-    it) with a stack, no recursion (a record nested 1,000 deep is read as a
-    flat one), time and memory following the line.  A key given twice is
-    met twice: the values a parse keeps one of are all here."""
-    types = _object_types(line)
-    # a frame per open container: [is an object, its current key, a binary
-    # part (its type, as parsed), within a binary part's data]
+    first finds each object's ``type`` and the last occurrence of each key,
+    as a parse keeps them) with a stack, no recursion (a record nested
+    1,000 deep is read as a flat one), time and memory following the line.
+    A key given twice is met twice: the values a parse keeps one of are all
+    here, the others marked as dropped."""
+    types, last = _object_members(line)
+    # a frame per open container: [is an object, its current key, its
+    # number, a binary part, the current member kept by a parse, and what
+    # it inherits: in a binary part's data, dropped, in a lineage ref's
+    # session_id]
     stack: list[list[Any]] = []
     count = 0
     want_key = False
@@ -1160,27 +1170,37 @@ def json_strings(line: bytes) -> Iterator[JsonString]:
         if c == b'"':
             text = _decoded(tok)
             top = stack[-1]
+            depth = len(stack)
+            ref = depth == 3 and stack[0][1] == "lineage" and not stack[1][0]
             if want_key:
-                binary_data = top[3] or (top[2] and text == "data")
+                kept = last[top[2]][text] == m.start()
+                top[1], top[4] = text, kept
                 yield (m.start(), m.end(), text, True,
-                       stack[0][1] if len(stack) > 1 else None, False, binary_data)
-                top[1] = text
+                       stack[0][1] if depth > 1 else None,
+                       top[7] or (ref and text == "session_id"),
+                       top[5] or (top[3] and text == "data"),
+                       top[6] or not kept)
                 want_key = False
             else:
-                binary_data = top[3] or (top[0] and top[2] and top[1] == "data")
-                lineage = (len(stack) == 3 and stack[0][1] == "lineage" and not stack[1][0]
-                           and top[0] and top[1] == "session_id")
-                yield (m.start(), m.end(), text, False, stack[0][1], lineage, binary_data)
+                member = top[0]
+                yield (m.start(), m.end(), text, False, stack[0][1],
+                       top[7] or (ref and top[1] == "session_id"),
+                       top[5] or (member and top[3] and top[1] == "data"),
+                       top[6] or (member and not top[4]))
         elif c in b"{[":
             parent = stack[-1] if stack else None
-            inherited = bool(parent and (parent[3] or (parent[0] and parent[2]
-                                                        and parent[1] == "data")))
+            member = bool(parent and parent[0])
+            ref = (len(stack) == 3 and stack[0][1] == "lineage" and not stack[1][0])
+            inherit = (
+                bool(parent and (parent[5] or (member and parent[3] and parent[1] == "data"))),
+                bool(parent and (parent[6] or (member and not parent[4]))),
+                bool(parent and (parent[7] or (ref and parent[1] == "session_id"))))
             if c == b"{":
-                stack.append([True, None, types.get(count) == "binary", inherited])
+                stack.append([True, None, count, types.get(count) == "binary", True, *inherit])
                 count += 1
                 want_key = True
             else:
-                stack.append([False, None, False, inherited])
+                stack.append([False, None, -1, False, True, *inherit])
                 want_key = False
         elif c == b",":
             want_key = bool(stack) and stack[-1][0]
@@ -1251,8 +1271,9 @@ def _transcript_hits(detector: Detector, rel: str, lines: Iterable[bytes],
                 # the strings a parse dropped (a key given twice), each
                 # scanned with the record's seq, no path (json_strings)
                 held = {s for _p, s in leaves}
-                for _a, _b, text, _key, _top, _lineage, binary_data in json_strings(line):
-                    if binary_data:
+                for _a, _b, text, _key, _top, _lineage, binary_data, dropped in \
+                        json_strings(line):
+                    if binary_data and not dropped:
                         continue        # (a binary part's data, as string_leaves skips it)
                     if text not in held:
                         held.add(text)

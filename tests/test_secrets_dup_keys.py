@@ -385,3 +385,35 @@ def test_an_identifying_value_a_parse_drops_is_redacted(line):
     new, _seqs, n, _raw = rewrite_transcript(line, {"AKIA1": "[R]"})
     assert n == 1 and b"AKIA1" not in new and b'"s2"' in new
     assert orjson.loads(new) == orjson.loads(line)      # (what a parse reads: unchanged)
+
+
+GH = "ghp_W4AcqGFz6Y1t9EwL56nGisiWgNZq6ITZM5jq"
+
+
+@pytest.mark.parametrize("record", [
+    # a compaction whose lineage key is spelled with an escape
+    '{"seq":1,"type":"event","event":"compact","summary":"x","l\\u0069neage":'
+    '[{"session_id":"%s","seqs":[1],"digest":"ab"}]}',
+    # a lineage ref's session_id that is no string
+    '{"seq":1,"type":"event","event":"compact","summary":"x","lineage":'
+    '[{"session_id":["%s"],"seqs":[1],"digest":"ab"}]}',
+    # a record's type given twice, the last holding the value
+    '{"seq":1,"type":"message","role":"user","content":"hi","type":"%s"}',
+    # a later record of type session, its project holding the value
+    '{"seq":1,"type":"session","content":"hi","project":"%s"}',
+])
+def test_a_value_an_identifying_field_keeps_is_listed_as_kept(planted, record):
+    """A value in a field redact never rewrites (an identifying one, as the
+    parse reads the record) stays: it is listed under ``kept`` and the exit
+    status is 1, as for a session id; it was left without a word (exit 0,
+    and ``secrets`` found it again)."""
+    _dup_session(planted, "s-gen", (record % GH).encode())
+    r = run_cli("--store", str(planted.store), "--no-state", "secrets", "--json", "--jobs", "1")
+    found = [f for f in orjson.loads(r.stdout)["findings"] if f.get("session_id") == "s-gen"]
+    assert found, r.stdout
+    r = run_cli("--store", str(planted.store), "--no-state", "redact", "--yes", "--json",
+                "--jobs", "1", "--session", "s-gen")
+    doc = orjson.loads(r.stdout)
+    assert r.exit_code == 1, r.stderr
+    assert {k["hash"] for k in doc["plan"]["kept"]} >= {f["hash"] for f in found}, doc["plan"]
+    assert "cannot erase" in r.stderr

@@ -290,12 +290,33 @@ def _rewrite_strings(line: bytes, rec: dict[str, Any],
     return bytes(out), n
 
 
+def _values_left(data: bytes, values: Iterable[str]) -> list[str]:
+    """The ``values`` a rewritten transcript's bytes still hold, in either
+    form :func:`_forms` writes, or decoded in a string of a line with a
+    JSON escape: what an identifying field keeps (a record's ``type``, a
+    header's ``format``, given twice or holding a container, say)."""
+    left = [v for v in values if any(form in data for form in _forms(v))]
+    rest = [v for v in values if v not in left]
+    if rest and b"\\" in data:
+        from .secrets import json_strings
+
+        for line in data.split(b"\n"):
+            if not rest or b"\\" not in line or parsed_record(line)[0] is None:
+                continue
+            for item in json_strings(line):
+                found = [v for v in rest if v in item[2]]
+                left += found
+                rest = [v for v in rest if v not in found]
+    return left
+
+
 def _lineage_session_ids(data: bytes) -> list[str]:
     """The session ids the compaction lineages of a transcript's bytes name:
     those :func:`_protected` keeps from being rewritten."""
     out: list[str] = []
     for line in data.split(b"\n"):
-        rec = parsed_record(line)[0] if b"lineage" in line else None
+        # (a key spelled with an escape, "l\\u0069neage", is parsed too)
+        rec = parsed_record(line)[0] if b"lineage" in line or b"\\u" in line else None
         if rec is not None:
             _keep, refs = _protected(rec)
             out += [r["session_id"] for r in refs if isinstance(r.get("session_id"), str)]
@@ -424,12 +445,20 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
                     if v in ref_sid and ref_sid not in kept.get(v, []):
                         kept.setdefault(v, []).append(ref_sid)
                         plan._masks.setdefault(v, plan._values[v])
+            # any other value the rewrite leaves (an identifying field of a
+            # malformed record: a type or format given twice, a header field
+            # holding a container): kept, named by its transcript, never
+            # left without a word (exit 0 before 2026-12-07)
+            for v in _values_left(new if n else data, plan._values):
+                if not kept.get(v):
+                    kept.setdefault(v, []).append(sid)
         # compactions and generated messages: the impact on facts, only in the
         # sessions this store's readers accept (a refused one is rewritten all
         # the same, but nothing in it is this store's to invalidate)
         if accepted(readers, sid):
             for line in data.split(b"\n"):
-                if b'"compact"' in line or b'"epoch"' in line or b'"synthetic"' in line:
+                if b'"compact"' in line or b'"epoch"' in line or b'"synthetic"' in line \
+                        or b"\\u" in line:
                     rec = parsed_record(line)[0]    # (a key given twice: as read)
                     if rec is None:
                         continue

@@ -615,3 +615,38 @@ def test_a_summary_is_judged_for_the_purpose_searched(tmp_path):
 
     assert hidden("working") == {"mixed": "inert", "cleared": "inert"}
     assert hidden("durable") == {"mixed": "inert", "cleared": None}
+
+
+@pytest.fixture
+def spans(store) -> Path:
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.sessions import SessionStore
+
+    with SessionStore(store_at(store)).create("t-span") as w:
+        w.append_message("user", "ctx0\nctx1\n" + "q" * 1000 + "SPANA\nSPANB tail\nctx4\nctx5")
+        w.append_message("user", "A1\nB1\nmid\nA2\nB2")
+    return store
+
+
+def _span_hits(store: Path, *args: str) -> list[dict]:
+    r = grep(store, *args, "--session", "t-span", "--format", "jsonl")
+    assert r.exit_code == 0, r.stderr
+    return [orjson.loads(x) for x in r.stdout.splitlines()]
+
+
+def test_a_match_spanning_lines_is_found_beside_others_and_shown_as_any_hit(spans):
+    """FORMAT.md: a hit is one line of a field holding a match, a match
+    spanning lines reported at its first line.  Each line was searched
+    alone and the field only when no line matched: a spanning match beside
+    another hit was lost, only the first spanning one was found, and it had
+    no context and no cut, its end the line's."""
+    hits = _span_hits(spans, "A1\\nB1|mid")
+    assert [(h["seq"], h["line_no"]) for h in hits] == [(2, 1), (2, 3)], hits
+    hits = _span_hits(spans, "A\\d\\nB\\d")
+    assert [(h["line_no"], h["match"]) for h in hits] == [(1, "A1"), (4, "A2")], hits
+    (h,) = _span_hits(spans, "SPANA\\nSPANB", "-C", "2")
+    assert h["line_no"] == 3 and h["before"] == ["ctx0", "ctx1"]
+    assert h["after"] == ["SPANB tail", "ctx4"] and h["match"] == "SPANA"
+    assert len(h["line"]) <= 410 and h["line"][h["start"]:h["end"]] == "SPANA"
+    # ^ and $ still hold at each line of a field
+    assert [x["line_no"] for x in _span_hits(spans, "^B\\d$")] == [2, 5]

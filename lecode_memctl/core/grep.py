@@ -201,7 +201,10 @@ def compile_pattern(pattern: str, *, fixed: bool = False, ignore_case: bool = Fa
     except UnicodeEncodeError:
         raise UsageError("the pattern is not valid UTF-8 (undecodable bytes on the command "
                          "line)") from None
-    flags = re.IGNORECASE if ignore_case else 0
+    # (MULTILINE: ^ and $ at each line of a field, as the search was made
+    # line by line before 2026-12-07; it now searches the whole field, so
+    # that a match spanning lines is found where it is)
+    flags = re.MULTILINE | (re.IGNORECASE if ignore_case else 0)
     try:
         return re.compile(re.escape(pattern) if fixed else pattern, flags)
     except re.error as exc:
@@ -490,33 +493,50 @@ _Span = tuple[str, str, int, int, int, str, tuple[str, ...], tuple[str, ...]]
 
 def _line_hits(regex: re.Pattern[str], role: str, path: str, text: str, context: int
                ) -> list[_Span]:
-    """One hit per line of ``text`` holding a match (the first match of the line)."""
+    """One hit per line of ``text`` where a match starts (the first match
+    starting there), the matches found in the whole field: a match spanning
+    lines is reported at its first line, ``start``/``end`` its part of that
+    line, with the line's context as any hit's.  (Before 2026-12-07 each
+    line was searched alone, and the field only when no line held a match:
+    a spanning match beside another hit was lost, only the first spanning
+    one was found, and it had no context and no cut.)"""
+    if "\n" not in text:
+        m = regex.search(text)
+        return [] if m is None else [_hit(role, path, [text], 0, m.start(), m.end(), context)]
     lines = text.split("\n")
     out: list[_Span] = []
-    for i, line in enumerate(lines):
-        m = regex.search(line)
+    line_no, line_start, next_start = 0, 0, len(lines[0]) + 1
+    pos = 0
+    while pos <= len(text):
+        m = regex.search(text, pos)
         if m is None:
-            # a match spanning lines (e.g. a pattern with \n) is reported on its first line
-            continue
-        start, end = m.span()
-        shown = line
-        if len(line) > LINE_SHOWN:
-            lo = max(0, start - LINE_SHOWN // 4)
-            hi = min(len(line), max(end, lo + LINE_SHOWN))
-            shown = line[lo:hi]
-            start, end = start - lo, min(end, hi) - lo
-        before = tuple(lines[max(0, i - context):i]) if context else ()
-        after = tuple(lines[i + 1:i + 1 + context]) if context else ()
-        out.append((role, path, i + 1, start, end, shown, before, after))
-    if not out:
-        # the match spans lines: report it at the line where it starts
-        m = regex.search(text)
-        if m is not None:
-            line_no = text.count("\n", 0, m.start()) + 1
-            line = lines[line_no - 1]
-            col = m.start() - (text.rfind("\n", 0, m.start()) + 1)
-            out.append((role, path, line_no, col, len(line), line, (), ()))
+            break
+        at = m.start()
+        while at >= next_start and line_no + 1 < len(lines):
+            line_no += 1
+            line_start = next_start
+            next_start += len(lines[line_no]) + 1
+        out.append(_hit(role, path, lines, line_no, at - line_start,
+                        min(m.end() - line_start, len(lines[line_no])), context))
+        pos = next_start        # (the next line: one hit a line, however many matches)
     return out
+
+
+def _hit(role: str, path: str, lines: list[str], i: int, start: int, end: int,
+         context: int) -> _Span:
+    """The hit of ``lines[i]`` whose match is ``start``..``end`` of it: the
+    line cut to about :data:`LINE_SHOWN` characters around the match, and
+    up to ``context`` lines before and after."""
+    line = lines[i]
+    shown = line
+    if len(line) > LINE_SHOWN:
+        lo = max(0, start - LINE_SHOWN // 4)
+        hi = min(len(line), max(end, lo + LINE_SHOWN))
+        shown = line[lo:hi]
+        start, end = start - lo, min(end, hi) - lo
+    before = tuple(lines[max(0, i - context):i]) if context else ()
+    after = tuple(lines[i + 1:i + 1 + context]) if context else ()
+    return (role, path, i + 1, start, end, shown, before, after)
 
 
 # A session's pending hits are held up to this many bytes (their lines,

@@ -1109,12 +1109,16 @@ def _decoded(tok: bytes) -> str:
     return text
 
 
-def _object_members(line: bytes) -> tuple[dict[int, str | None], dict[int, dict[str, int]]]:
+def _object_members(line: bytes
+                    ) -> tuple[dict[int, str | None], dict[int, dict[str, int]], bool]:
     """Of each object of ``line``, by the order its ``{`` comes in: its
     ``type`` as a parse keeps it (the last one given; None when that one is
-    not a string), and where the last occurrence of each of its keys starts."""
+    not a string), and where the last occurrence of each of its keys starts;
+    and whether an object gives a key twice (a key compared as its decoded
+    text: ``"a"`` and ``"\\u0061"`` are one key)."""
     types: dict[int, str | None] = {}
     last: dict[int, dict[str, int]] = {}
+    twice = False
     stack: list[list[Any]] = []      # [is an object, its number, its current key]
     count = 0
     want_key = False
@@ -1126,7 +1130,9 @@ def _object_members(line: bytes) -> tuple[dict[int, str | None], dict[int, dict[
             if want_key:
                 key = _decoded(tok)
                 top[2] = key
-                last.setdefault(top[1], {})[key] = m.start()
+                keys = last.setdefault(top[1], {})
+                twice = twice or key in keys
+                keys[key] = m.start()
                 if key == "type":
                     types[top[1]] = None        # (until a string value says what)
                 want_key = False
@@ -1144,7 +1150,7 @@ def _object_members(line: bytes) -> tuple[dict[int, str | None], dict[int, dict[
         else:
             stack.pop()
             want_key = False
-    return types, last
+    return types, last, twice
 
 
 def json_strings(line: bytes) -> Iterator[JsonString]:
@@ -1156,7 +1162,7 @@ def json_strings(line: bytes) -> Iterator[JsonString]:
     1,000 deep is read as a flat one), time and memory following the line.
     A key given twice is met twice: the values a parse keeps one of are all
     here, the others marked as dropped."""
-    types, last = _object_members(line)
+    types, last, _twice = _object_members(line)
     # a frame per open container: [is an object, its current key, its
     # number, a binary part, the current member kept by a parse, and what
     # it inherits: in a binary part's data, dropped, in a lineage ref's
@@ -1211,37 +1217,8 @@ def json_strings(line: bytes) -> Iterator[JsonString]:
 
 def _gives_a_key_twice(line: bytes) -> bool:
     """Whether an object of the JSON text ``line`` (which orjson parsed, so
-    well formed) gives a key twice, a key compared as its decoded text
-    (``"a"`` and ``"\\u0061"`` are one key), told as :func:`json_strings`
-    walks a line, without decoding its values."""
-    stack_keys: list[set[str]] = []
-    want_key = False
-    for m in _JSON_TOKEN.finditer(line):
-        tok = m.group()
-        c = tok[:1]
-        if c == b'"':
-            if want_key:
-                key = _decoded(tok)
-                keys = stack_keys[-1]
-                if key in keys:
-                    return True
-                keys.add(key)
-                want_key = False
-        elif c == b"{":
-            stack_keys.append(set())
-            want_key = True
-        elif c == b"[":
-            stack_keys.append(_ARRAY)
-            want_key = False
-        elif c == b",":
-            want_key = bool(stack_keys) and stack_keys[-1] is not _ARRAY
-        else:
-            stack_keys.pop()
-            want_key = False
-    return False
-
-
-_ARRAY: set[str] = set()        # (the frame of an array: never given a key)
+    well formed) gives a key twice (:func:`_object_members`)."""
+    return _object_members(line)[2]
 
 
 SHORT_TEXT = 64          # a transcript's strings up to this length have their hits kept ...

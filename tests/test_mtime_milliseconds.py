@@ -55,35 +55,33 @@ def _jsonl(text: str) -> list[dict]:
     return [orjson.loads(line) for line in text.splitlines()]
 
 
+def _rows(out: str, fmt: str, header: list[str], fields: tuple[str, str], *,
+          whole_header: bool = False) -> list[dict]:
+    """The listing ``out`` in ``fmt`` as rows; the table's (``header`` its
+    first words, or all of them) as its one row's first and third column,
+    named ``fields``."""
+    if fmt == "json":
+        return orjson.loads(out)
+    if fmt == "jsonl":
+        return _jsonl(out)
+    if fmt in ("csv", "tsv"):
+        return list(csv.DictReader(io.StringIO(out), delimiter="," if fmt == "csv" else "\t"))
+    head, line = out.splitlines()
+    assert (head.split() if whole_header else head.split()[:len(header)]) == header
+    return [dict(zip(fields, line.split()[0:3:2], strict=True))]
+
+
 @pytest.mark.parametrize("fmt", ["json", "jsonl", "csv", "tsv", "table"])
 def test_sessions_last_time_has_milliseconds(built, fmt):
-    out = _cli(built, "sessions", "--format", fmt)
-    if fmt == "json":
-        rows = orjson.loads(out)
-    elif fmt == "jsonl":
-        rows = _jsonl(out)
-    elif fmt in ("csv", "tsv"):
-        rows = list(csv.DictReader(io.StringIO(out), delimiter="," if fmt == "csv" else "\t"))
-    else:
-        head, line = out.splitlines()
-        assert head.split()[:3] == ["id", "created", "last"]
-        rows = [{"id": line.split()[0], "last_time": line.split()[2]}]
+    rows = _rows(_cli(built, "sessions", "--format", fmt), fmt, ["id", "created", "last"],
+                 ("id", "last_time"))
     assert [(r["id"], r["last_time"]) for r in rows] == [("s1", PRINTED)]
 
 
 @pytest.mark.parametrize("fmt", ["json", "jsonl", "csv", "tsv", "table"])
 def test_notes_modified_has_milliseconds(built, fmt):
-    out = _cli(built, "notes", "--format", fmt)
-    if fmt == "json":
-        rows = orjson.loads(out)
-    elif fmt == "jsonl":
-        rows = _jsonl(out)
-    elif fmt in ("csv", "tsv"):
-        rows = list(csv.DictReader(io.StringIO(out), delimiter="," if fmt == "csv" else "\t"))
-    else:
-        head, line = out.splitlines()
-        assert head.split() == ["name", "size", "modified"]
-        rows = [{"name": line.split()[0], "modified": line.split()[2]}]
+    rows = _rows(_cli(built, "notes", "--format", fmt), fmt, ["name", "size", "modified"],
+                 ("name", "modified"), whole_header=True)
     assert [(r["name"], r["modified"]) for r in rows] == [("release", PRINTED)]
 
 

@@ -256,21 +256,26 @@ def test_an_escaped_value_in_a_line_that_gives_a_key_twice_is_found_and_erased(p
 def test_a_long_line_is_walked_in_memory_that_follows_it(tmp_path):
     """The string pattern kept state per character (2 GB for a 16 MiB
     string); unrolled, a 16 MiB line costs about its own size."""
+    grew_kib = _peak_growth_kib(
+        "from lecode_memctl.core.secrets import _gives_a_key_twice, json_strings\n"
+        "line = b'{\"seq\": 4, \"content\": \"' + b'x' * (16 << 20) + b'\", \"n\": 1}'\n",
+        "assert not _gives_a_key_twice(line)\n"
+        "assert len(list(json_strings(line))) == 4\n")
+    assert grew_kib < 200 * 1024, grew_kib          # (2 GB before; about 50 MB now)
+
+
+def _peak_growth_kib(setup: str, measured: str) -> int:
+    """How much the peak RSS of a fresh interpreter grows (KiB) while it
+    runs ``measured``, after ``setup``."""
     import subprocess
     import sys
 
-    code = (
-        "import resource\n"
-        "from lecode_memctl.core.secrets import _gives_a_key_twice, json_strings\n"
-        "line = b'{\"seq\": 4, \"content\": \"' + b'x' * (16 << 20) + b'\", \"n\": 1}'\n"
-        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-        "assert not _gives_a_key_twice(line)\n"
-        "assert len(list(json_strings(line))) == 4\n"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)\n")
+    code = (setup + "import resource\n"
+            "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n" + measured
+            + "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    grew_kib = int(r.stdout)
-    assert grew_kib < 200 * 1024, grew_kib          # (2 GB before; about 50 MB now)
+    return int(r.stdout)
 
 
 S = "AKIAQ3EGRTYUIOPLKJHX"
@@ -320,22 +325,15 @@ def test_a_value_escaped_with_a_slash_is_erased():
 def test_many_rewritten_strings_hold_no_buffer_each(tmp_path):
     """orjson's bytes keep a 4 KiB buffer: 500,000 rewritten strings held
     took 2 GB; the rewrite builds one buffer."""
-    import subprocess
-    import sys
-
-    code = (
-        "import resource, orjson\n"
+    grew_kib = _peak_growth_kib(
+        "import orjson\n"
         "from lecode_memctl.core.redact import _rewrite_strings\n"
         "line = b'{\"seq\":1,\"type\":\"message\",\"a\":1,\"a\":2,\"z\":[' + "
         "b','.join([b'\"x\"'] * 500000) + b']}'\n"
-        "rec = orjson.loads(line)\n"
-        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "rec = orjson.loads(line)\n",
         "new, n = _rewrite_strings(line, rec, {'x': '[R]'})\n"
-        "assert n == 500000\n"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    assert int(r.stdout) < 200 * 1024, r.stdout     # KiB (2 GB before)
+        "assert n == 500000\n")
+    assert grew_kib < 200 * 1024, grew_kib     # KiB (2 GB before)
 
 
 @pytest.mark.parametrize("values", [{"line": "[R]"}, {"sess": "[R]"}, {"AKIA1": "[R]"}])

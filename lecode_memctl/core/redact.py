@@ -265,19 +265,16 @@ def _rewrite_strings(line: bytes, rec: dict[str, Any],
     from .secrets import json_strings
 
     keep, refs = _protected(rec)
-    if refs:
-        keep = keep | {"lineage"}       # (the key: its refs are kept below)
     out = bytearray()       # (not orjson's bytes, each held with 4 KiB of buffer)
     at = n = 0
     for start, end, text, is_key, top, lineage, binary_data, dropped in json_strings(line):
-        # (what a parse drops, a key given twice, is kept nowhere: rewritten)
-        if not dropped:
-            if binary_data or (lineage and refs):
-                continue
-            if is_key and top is None and text in keep:
-                continue
-            if not (is_key and top is None) and top in keep and top != "lineage":
-                continue
+        member = text if is_key and top is None else top    # (a top-level key: its own)
+        # kept as the whole rewrite keeps them: an identifying member, key and
+        # value; a compaction's lineage key and its refs' session_id; a binary
+        # part's data.  What a parse drops (a key given twice) is kept nowhere.
+        if not dropped and (member in keep or binary_data or (
+                refs and member == "lineage" and (top is None or lineage))):
+            continue
         new, c = replace_values(text, values)
         if c:
             out += line[at:start]

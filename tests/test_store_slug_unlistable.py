@@ -139,6 +139,69 @@ def test_what_needs_no_slug_works_as_before(copy):
     assert tree_hash(store) == before
 
 
+def _fact_counts(facts_json: bytes) -> dict[str, int]:
+    doc = orjson.loads(facts_json)
+    counts = dict.fromkeys(("valid", "missing", "stale", "hidden", "unverified"), 0)
+    for row in doc["facts"]:
+        counts[row["status"]] += 1
+    return counts
+
+
+def test_validate_checks_the_cited_transcripts_by_name(copy):
+    """With ``--slug``, ``validate`` of a store whose ``sessions/`` cannot be
+    listed opens each transcript the facts cite by its name, as ``facts``
+    opens it, and the two agree on every fact (the demo's planted stale one
+    included); before 2026-12-07 it said every reference was missing, "no
+    session X", for sessions that were there.  A cited session that is
+    really absent is still missing."""
+    store, slug = copy
+    before = tree_hash(store)
+    base = ("--store", str(store), "--slug", slug, "--no-state")
+    listed = run_cli(*base, "facts", "--json")
+    with pytest.MonkeyPatch.context() as mp:
+        unlistable(mp, store / "sessions")
+        facts = run_cli(*base, "facts", "--json")
+        v = run_cli(*base, "validate", "--json")
+    assert facts.exit_code == 0, facts.stderr
+    assert _fact_counts(facts.stdout_bytes) == _fact_counts(listed.stdout_bytes)
+    assert v.exit_code == 1, v.stderr
+    doc = orjson.loads(v.stdout_bytes)
+    summary = doc["projects"][0]
+    assert summary["facts"] == _fact_counts(facts.stdout_bytes), summary
+    assert summary["facts"]["stale"] == 1 and summary["facts"]["missing"] == 0, summary
+    assert summary["sessions"] == 2        # the cited ones, found by name
+    codes = [f["code"] for f in doc["findings"]]
+    assert "layout.unreadable" in codes and "fact.stale" in codes and "fact.missing" not in codes
+    assert "no session" not in v.stdout
+    assert tree_hash(store) == before
+    # a cited transcript that is not there is missing, as before
+    (store / "sessions" / "demo-beta.jsonl").unlink()
+    with pytest.MonkeyPatch.context() as mp:
+        unlistable(mp, store / "sessions")
+        v = run_cli(*base, "validate", "--json")
+    found = [f for f in orjson.loads(v.stdout_bytes)["findings"] if f["code"] == "fact.missing"]
+    assert [(f["session_id"], f["reason"]) for f in found] == [("demo-beta", "session_missing")]
+    assert "no session demo-beta" in found[0]["message"]
+
+
+def test_validate_without_the_slug_says_the_evidence_cannot_be_read(copy):
+    """Without ``--slug`` the slug is unknown, so no transcript can be checked:
+    each reference is unreadable (``session_unreadable``, naming ``--slug``),
+    not "no session X" as before 2026-12-07."""
+    store, _slug = copy
+    with pytest.MonkeyPatch.context() as mp:
+        unlistable(mp, store / "sessions")
+        v = run_cli("--store", str(store), "--no-state", "validate", "--json")
+    assert v.exit_code == 1, v.stderr
+    doc = orjson.loads(v.stdout_bytes)
+    found = [f for f in doc["findings"] if f["code"].startswith("fact.")]
+    assert len(found) == 4 and doc["projects"][0]["facts"]["missing"] == 3, found
+    for f in found:
+        assert (f["code"], f["reason"]) == ("fact.missing", "session_unreadable"), f
+        assert "cannot list: Permission denied" in f["message"], f
+        assert "--slug SLUG" in f["message"] and "no session" not in f["message"], f
+
+
 def test_the_store_object(copy, monkeypatch):
     """``store_given`` says the slug is unknown; every header check refuses
     it; the Store crosses to a worker process intact."""
@@ -275,6 +338,11 @@ def test_a_sessions_directory_of_mode_100(copy, tmp_path):
         assert (doc["slug"], doc["slug_source"]) == (None, "unreadable")
         r = memctl("--slug", slug, "read", "demo-alpha:1-5")
         assert r.returncode == 0, r.stderr
+        # validate finds the cited transcripts by name, as facts does
+        r = memctl("--slug", slug, "validate", "--json")
+        assert r.returncode == 1, r.stderr
+        summary = orjson.loads(r.stdout)["projects"][0]
+        assert summary["facts"]["valid"] == 2 and summary["facts"]["stale"] == 1, summary
         # usage opens a transcript through its directory's descriptor: one
         # of a directory that may be searched, not listed (O_PATH), so the
         # session is counted, where it was 'refused' with exit 0

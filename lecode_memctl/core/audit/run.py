@@ -130,6 +130,7 @@ class Audit:
         self._database_id: str | None = None  # facts.database_id, for memctl's mark
         self._generation_known = False  # True once the database was read, or is absent/empty
         self._redo = False              # they failed: the transcripts are read again, without facts
+        self._unlisted: str | None = None   # why no transcript can be checked (_session_ids)
 
     # -- plumbing
     def _f(self, code: str, message: str, *, severity: str | None = None, **loc: Any) -> Finding | None:
@@ -489,16 +490,46 @@ class Audit:
 
     def _missing(self, group: tuple[str, list[StoredSource]]) -> None:
         sid, refs = group
+        st = (status_for("session_unreadable", self._unlisted) if self._unlisted is not None
+              else status_for("session_missing", f"no session {sid}"))
         for seqs, digest in refs:
-            self._statuses[(SourceRef.of_checked(sid, seqs, digest), "durable")] = status_for(
-                "session_missing", f"no session {sid}")
+            self._statuses[(SourceRef.of_checked(sid, seqs, digest), "durable")] = st
+
+    def _session_ids(self) -> list[str]:
+        """The transcripts to check: every one ``sessions/`` lists.  One that
+        cannot be listed is the layout check's finding (``layout.unreadable``);
+        its transcripts may still open by name (a directory of mode 100), as
+        ``facts`` and ``recall`` open them, so the cited ones are checked
+        (those the facts database names and a lookup does not say are
+        absent).  With the slug unknown as well (``--store`` without
+        ``--slug``: it comes from the headers), no header can be matched and
+        their references are unreadable, not "no session" (before
+        2026-12-07, every reference of such a store was ``session_missing``)."""
+        from ..errors import StoreCorrupt
+        from ..layout import UnknownSlug, session_file_exists
+
+        try:
+            return self.store.session_ids()
+        except StoreCorrupt as exc:
+            if isinstance(self.store.slug, UnknownSlug):
+                self._unlisted = (f"{exc}, so the slug its transcripts must name is "
+                                  "unknown (--slug SLUG names it)")
+                return []
+        sessions_dir = self.store.sessions_dir
+
+        def there(sid: str) -> bool:
+            try:
+                return session_file_exists(sessions_dir, sid)
+            except StoreCorrupt:
+                return True         # (cannot be looked up: its job says why)
+
+        return sorted(sid for sid in self._cited if there(sid))
 
     def _check_sessions(self) -> Generator[Finding | None, None, None]:
         """One job per transcript, each reading its file at most once (see _session_job);
         with ``deep`` and several sessions, or many large referenced transcripts,
         the jobs run in parallel processes (``run_jobs``)."""
-        # an unlistable sessions/ is the layout check's finding (layout.unreadable)
-        ids = self.store.session_ids(unlistable_ok=True)
+        ids = self._session_ids()
         self.summary.sessions = len(ids)
         total = len(ids)
         jobs = self._session_jobs(ids)

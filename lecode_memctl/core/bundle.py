@@ -1249,6 +1249,11 @@ def _hash_stream(src: IO[bytes]) -> tuple[int, str]:
         n += len(chunk)
 
 
+# What tarfile raises on a header it cannot read: ValueError too, for a GNU
+# sparse map that is not numbers or is cut short (it was exit 70).
+_HEADER_ERRORS = (tarfile.TarError, EOFError, OSError, zlib.error, ValueError)
+
+
 def _read_archive(path: Path, root: Path, rep: VerifyReport) -> dict[str, tuple[int, str]]:
     """Check and unpack the archive at ``path`` into ``root``: the members seen
     ({name: (size, sha256)}, in archive order), problems added to ``rep``."""
@@ -1269,14 +1274,14 @@ def _read_archive(path: Path, root: Path, rep: VerifyReport) -> dict[str, tuple[
             src = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]  # typeshed: not an IO
         try:
             tf = tarfile.open(fileobj=src, mode="r:", encoding="utf-8")  # noqa: SIM115 - wraps raw, closed below
-        except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+        except _HEADER_ERRORS as exc:
             rep.add("archive", None, f"not a tar archive ({exc})")
             return seen
         index = 0
         while True:
             try:
                 ti = tf.next()
-            except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+            except _HEADER_ERRORS as exc:
                 rep.add("archive", last, f"truncated or corrupt after {last or 'the start'} ({exc})")
                 return seen
             if ti is None:

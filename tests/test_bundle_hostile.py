@@ -1,0 +1,99 @@
+"""Crafted archives ``memctl verify`` must judge, not trip over (a review of
+2026-12-07): malformed and sparse members, headers and tails that cost
+memory or disk, what ``tar -x`` applies beyond the bytes (modes, owners,
+directories), and manifests forged with their digest recomputed.  Each
+archive is built in memory from the demo's bundle, small."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from .builders import copy_demo
+from .conftest import isolate, run_cli
+from .test_bundle import _members, export, kinds, verify
+
+MiB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def hostile_template(demo_template, tmp_path_factory) -> Path:
+    """The demo's bundle, exported once (as test_bundle's ``bundle_template``)."""
+    from lecode_memctl.core.audit import facts as audit_facts
+
+    base = tmp_path_factory.mktemp("hostile")
+    with pytest.MonkeyPatch.context() as mp:
+        isolate(mp, base)
+        mp.setattr(audit_facts, "AT_ONCE_BYTES", 0)
+        out = base / "t.tar"
+        export(copy_demo(demo_template, base / "demo-copy"), out)
+    return out
+
+
+@pytest.fixture
+def demo_bundle(hostile_template, tmp_path) -> Path:
+    """A copy of the demo's bundle, for one test to tamper with."""
+    out = tmp_path / "t.tar"
+    shutil.copyfile(hostile_template, out)
+    return out
+
+
+def _tar(members: list[tuple[tarfile.TarInfo, bytes]]) -> bytes:
+    """The members as a pax archive's bytes (each member's size its data's)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        for m, data in members:
+            if m.isfile() and m.sparse is None and not m.pax_headers.get("GNU.sparse.major"):
+                m.size = len(data)
+            tf.addfile(m, io.BytesIO(data) if m.size else None)
+    return buf.getvalue()
+
+
+def _file(name: str, data: bytes = b"", *, mode: int = 0o600,
+          pax: dict[str, str] | None = None) -> tuple[tarfile.TarInfo, bytes]:
+    ti = tarfile.TarInfo(name)
+    ti.mode, ti.size = mode, len(data)
+    if pax:
+        ti.pax_headers = pax
+    return ti, data
+
+
+def _problem_lines(bundle_path: Path) -> list[str]:
+    r = run_cli("verify", str(bundle_path))
+    assert r.exit_code == 1 and r.stderr == "", (r.exit_code, r.stderr)
+    return [ln for ln in r.stdout.splitlines() if ln.startswith("  ") and ln.split()[0] in (
+        "archive", "manifest", "changed", "missing", "added", "refused", "order", "duplicate",
+        "validate", "facts")]
+
+
+# ---------------------------------------------------------------- malformed headers
+
+
+def _malformed_sparse(kind: str) -> tuple[tarfile.TarInfo, bytes]:
+    if kind == "map":     # GNU sparse 0.1: the map in a pax record
+        return _file("store/notes/sparse.md", b"x", pax={
+            "GNU.sparse.map": "x", "GNU.sparse.size": "1", "GNU.sparse.numblocks": "1"})
+    # GNU sparse 1.0: the map at the start of the data, here cut short
+    ti, data = _file("store/notes/sparse.md", b"5\n1\n", pax={
+        "GNU.sparse.major": "1", "GNU.sparse.minor": "0",
+        "GNU.sparse.name": "store/notes/sparse.md", "GNU.sparse.realsize": "1"})
+    return ti, data
+
+
+@pytest.mark.parametrize("where", ["first", "later"])
+@pytest.mark.parametrize("kind", ["map", "cut 1.0 map"])
+def test_a_malformed_sparse_header_is_an_archive_problem(demo_bundle, kind, where):
+    """tarfile raises ValueError on a GNU sparse map it cannot parse (in
+    ``tarfile.open`` for the first member, in ``next()`` after): verify
+    exited 70, "internal error".  It is an ``archive`` problem, exit 1."""
+    ms = _members(demo_bundle)
+    bad = _malformed_sparse(kind)
+    ms = [bad, *ms] if where == "first" else [*ms[:3], bad, *ms[3:]]
+    demo_bundle.write_bytes(_tar(ms))
+    code, doc = verify(demo_bundle)
+    assert code == 1
+    assert "archive" in {k for k, _p in kinds(doc)}, doc["problems"]

@@ -97,3 +97,38 @@ def test_a_malformed_sparse_header_is_an_archive_problem(demo_bundle, kind, wher
     code, doc = verify(demo_bundle)
     assert code == 1
     assert "archive" in {k for k, _p in kinds(doc)}, doc["problems"]
+
+
+# ---------------------------------------------------------------- sparse members
+
+
+@pytest.mark.parametrize("version", ["0.1", "1.0"])
+def test_a_sparse_member_is_refused_not_unpacked(demo_bundle, version, monkeypatch):
+    """A GNU sparse member (pax headers; tarfile gives it as a regular file
+    with ``sparse`` set) unpacks to its real size, zeros where the map has
+    holes: a 100 KB archive gave 4 GiB in the temporary directory.  Export
+    never writes one: it is refused, as links and devices are."""
+    from lecode_memctl.core import bundle as core
+
+    written: list[str] = []
+    real_write = core._Unpacker.write
+
+    def write(self, name, src):  # noqa: ANN001, ANN202
+        written.append(name)
+        return real_write(self, name, src)
+
+    monkeypatch.setattr(core._Unpacker, "write", write)
+    name = "store/notes/big.md"
+    if version == "0.1":
+        member = _file(name, b"x", pax={"GNU.sparse.map": f"{4 * MiB - 1},1",
+                                        "GNU.sparse.size": str(4 * MiB)})
+    else:
+        smap = b"1\n%d\n1\n" % (4 * MiB - 1)
+        member = _file("store/notes/GNUSparseFile.0/big.md", smap.ljust(512, b"\0") + b"x", pax={
+            "GNU.sparse.major": "1", "GNU.sparse.minor": "0", "GNU.sparse.name": name,
+            "GNU.sparse.realsize": str(4 * MiB)})
+    demo_bundle.write_bytes(_tar([*_members(demo_bundle), member]))
+    code, doc = verify(demo_bundle)
+    assert code == 1
+    assert ("refused", name) in kinds(doc), doc["problems"]
+    assert name not in written

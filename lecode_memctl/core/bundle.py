@@ -21,8 +21,8 @@ with the same code as ``validate`` and ``facts`` (the slug from the manifest)
 and compares with the manifest.  An archive is unpacked into a private
 temporary directory by our own member checks (never ``extractall``): only
 regular files with relative, normalised names are written, with
-``O_EXCL|O_NOFOLLOW``; absolute names, ``..``, links, devices and FIFOs are
-refused and reported.
+``O_EXCL|O_NOFOLLOW``; absolute names, ``..``, links, devices, FIFOs and
+sparse files are refused and reported.
 """
 
 from __future__ import annotations
@@ -1302,6 +1302,11 @@ def _read_archive(path: Path, root: Path, rep: VerifyReport) -> dict[str, tuple[
                 continue
             if ti.type not in (tarfile.REGTYPE, tarfile.AREGTYPE):
                 rep.add("refused", name, f"{_kind_name(ti)}; not unpacked")
+                continue
+            if ti.sparse is not None:
+                # (GNU sparse in pax headers: a regular file to tarfile, of
+                # its real size, zeros in the holes; export writes none)
+                rep.add("refused", name, "sparse file; not unpacked")
                 continue
             if name in seen:
                 rep.add("duplicate", name, "appears twice in the archive; the second is ignored")

@@ -132,3 +132,33 @@ def test_a_sparse_member_is_refused_not_unpacked(demo_bundle, version, monkeypat
     assert code == 1
     assert ("refused", name) in kinds(doc), doc["problems"]
     assert name not in written
+
+
+# ---------------------------------------------------------------- memory: headers read whole
+
+
+def _with_big_header(archive: bytes, kind: bytes, size: int) -> bytes:
+    """``archive`` after a header of type ``kind`` (pax ``x``/``g``, GNU
+    long name ``L``) declaring ``size`` bytes of zeros, which follow."""
+    ti = tarfile.TarInfo("././@PaxHeader")
+    ti.type, ti.size = kind, size
+    pad = -size % tarfile.BLOCKSIZE
+    return ti.tobuf(tarfile.USTAR_FORMAT) + bytes(size + pad) + archive
+
+
+@pytest.mark.parametrize("gz", [False, True], ids=["tar", "tar.gz"])
+@pytest.mark.parametrize("kind", [tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.GNUTYPE_LONGNAME],
+                         ids=["pax", "pax global", "GNU long name"])
+def test_a_header_of_megabytes_is_refused_not_read_whole(demo_bundle, tmp_path, kind, gz):
+    """tarfile reads a pax header or a GNU long name whole, in one read: a
+    1 MB .tar.gz declaring a 1 GiB pax header of zeros took 1 GB of memory
+    (and verified OK).  A read of more than 1 MiB is refused: an
+    ``archive`` problem, one line, exit 1."""
+    import gzip
+
+    data = _with_big_header(demo_bundle.read_bytes(), kind, 3 * MiB)
+    out = tmp_path / ("h.tar.gz" if gz else "h.tar")
+    out.write_bytes(gzip.compress(data, 1) if gz else data)
+    lines = _problem_lines(out)
+    assert len(lines) == 1 and lines[0].split()[0] == "archive", lines
+    assert "header of 3145728 bytes" in lines[0], lines

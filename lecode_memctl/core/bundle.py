@@ -1249,6 +1249,47 @@ def _hash_stream(src: IO[bytes]) -> tuple[int, str]:
         n += len(chunk)
 
 
+class _HeaderTooLarge(Exception):
+    """A read of more than :data:`READ_CAP` bytes asked of the archive."""
+
+    def __init__(self, n: int | None) -> None:
+        super().__init__(n)
+        self.n = n
+
+
+# The largest read verify lets tarfile ask of the archive: a member's data is
+# read CHUNK bytes at a time (at most this), but tarfile reads a pax extended
+# header ('x', 'g') or a GNU long name or link ('L', 'K') whole, in one read
+# of the size its header declares: 1 GiB of them was 1 GiB of memory.
+READ_CAP = CHUNK
+
+
+class _Capped:
+    """The archive's file object as tarfile gets it: ``read(n)`` of more than
+    :data:`READ_CAP` bytes (or of all) raises :class:`_HeaderTooLarge`
+    before reading anything; ``seek`` and ``tell`` are the file's."""
+
+    def __init__(self, f: IO[bytes]) -> None:
+        self._f = f
+
+    def read(self, n: int | None = -1) -> bytes:
+        if n is None or n < 0 or n > READ_CAP:
+            raise _HeaderTooLarge(n)
+        return self._f.read(n)
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        return self._f.seek(pos, whence)
+
+    def tell(self) -> int:
+        return self._f.tell()
+
+
+def _too_large(exc: _HeaderTooLarge) -> str:
+    size = "all of the rest" if exc.n is None or exc.n < 0 else f"{exc.n} bytes"
+    return (f"a header of {size} (a pax header or a GNU long name), more than the "
+            f"{READ_CAP} bytes verify reads at once; not read")
+
+
 # What tarfile raises on a header it cannot read: ValueError too, for a GNU
 # sparse map that is not numbers or is cut short (it was exit 70).
 _HEADER_ERRORS = (tarfile.TarError, EOFError, OSError, zlib.error, ValueError)
@@ -1268,12 +1309,16 @@ def _read_archive(path: Path, root: Path, rep: VerifyReport) -> dict[str, tuple[
     try:
         magic = raw.read(2)
         raw.seek(0)
-        src: IO[bytes] = raw
+        inner: IO[bytes] = raw
         if magic == b"\x1f\x8b":
             rep.compression = "gzip"
-            src = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]  # typeshed: not an IO
+            inner = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]  # typeshed: not an IO
+        src: Any = _Capped(inner)
         try:
             tf = tarfile.open(fileobj=src, mode="r:", encoding="utf-8")  # noqa: SIM115 - wraps raw, closed below
+        except _HeaderTooLarge as exc:
+            rep.add("archive", None, _too_large(exc))
+            return seen
         except _HEADER_ERRORS as exc:
             rep.add("archive", None, f"not a tar archive ({exc})")
             return seen
@@ -1281,6 +1326,9 @@ def _read_archive(path: Path, root: Path, rep: VerifyReport) -> dict[str, tuple[
         while True:
             try:
                 ti = tf.next()
+            except _HeaderTooLarge as exc:
+                rep.add("archive", last, f"after {last or 'the start'}: {_too_large(exc)}")
+                return seen
             except _HEADER_ERRORS as exc:
                 rep.add("archive", last, f"truncated or corrupt after {last or 'the start'} ({exc})")
                 return seen
@@ -1327,6 +1375,9 @@ def _read_archive(path: Path, root: Path, rep: VerifyReport) -> dict[str, tuple[
             except _Refused as exc:
                 rep.add("refused", name, str(exc))
                 continue
+            except _HeaderTooLarge as exc:   # (never: memctl reads CHUNK at most)
+                rep.add("archive", name, _too_large(exc))
+                return seen
             except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
                 rep.add("archive", name, f"truncated or corrupt inside {name} ({exc})")
                 return seen

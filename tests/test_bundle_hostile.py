@@ -162,3 +162,31 @@ def test_a_header_of_megabytes_is_refused_not_read_whole(demo_bundle, tmp_path, 
     lines = _problem_lines(out)
     assert len(lines) == 1 and lines[0].split()[0] == "archive", lines
     assert "header of 3145728 bytes" in lines[0], lines
+
+
+# ---------------------------------------------------------------- after the end-of-archive marker
+
+
+def _extra_archive() -> bytes:
+    return _tar([_file("store/notes/after-the-end.md", b"read by tar -i\n")])
+
+
+@pytest.mark.parametrize("gz", [False, True], ids=["tar", "tar.gz"])
+def test_members_after_the_end_of_archive_marker_are_an_archive_problem(demo_bundle, tmp_path,
+                                                                        gz):
+    """``cat b.tar extra.tar`` (or two gzip streams) verified OK, although
+    ``tar -xi`` unpacks the second archive's members too: what follows the
+    two zero blocks must be zeros (tar's padding), else ``archive``."""
+    import gzip
+
+    good, extra = demo_bundle.read_bytes(), _extra_archive()
+    out = tmp_path / ("x.tar.gz" if gz else "x.tar")
+    out.write_bytes(gzip.compress(good, 1) + gzip.compress(extra, 1) if gz else good + extra)
+    code, doc = verify(out)
+    assert code == 1
+    (p,) = [p for p in doc["problems"] if p["kind"] == "archive"]
+    assert f"at offset {len(good)}" in p["detail"], p
+    # tar's own padding after the marker (zero blocks up to a record) is fine
+    out.write_bytes(gzip.compress(good + bytes(20 * 512), 1) if gz else good + bytes(20 * 512))
+    code, doc = verify(out)
+    assert code == 0, doc["problems"]

@@ -1400,12 +1400,23 @@ def _read_archive(path: Path, root: Path, rep: VerifyReport) -> dict[str, tuple[
         if len(tail) < 2 * tarfile.BLOCKSIZE or tail.strip(b"\0"):
             rep.add("archive", last, f"truncated or corrupt after {last or 'the start'}: no "
                     "end-of-archive marker")
-        if rep.compression == "gzip":
-            try:
-                while src.read(CHUNK):
-                    pass
-            except (EOFError, OSError, zlib.error) as exc:
-                rep.add("archive", None, f"compressed stream truncated or corrupt ({exc})")
+            return seen
+        # after the marker, zeros only (tar pads to a record): `tar -i` reads
+        # on past zero blocks, so another archive appended (or another gzip
+        # stream, which gzip reads as the same stream) would be unpacked
+        at = tf.offset + len(tail)
+        try:
+            while chunk := src.read(CHUNK):
+                if chunk.strip(b"\0"):
+                    bad_at = at + len(chunk) - len(chunk.lstrip(b"\0"))
+                    rep.add("archive", last, f"bytes that are not zeros after the end-of-archive "
+                            f"marker, at offset {bad_at} (tar -i would read members there)")
+                    break
+                at += len(chunk)
+        except (EOFError, OSError, zlib.error) as exc:
+            rep.add("archive", None, f"compressed stream truncated or corrupt ({exc})"
+                    if rep.compression == "gzip" else f"cannot read after the end-of-archive "
+                    f"marker ({exc})")
     finally:
         raw.close()
     return seen

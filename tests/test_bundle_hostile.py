@@ -102,22 +102,28 @@ def test_a_malformed_sparse_header_is_an_archive_problem(demo_bundle, kind, wher
 # ---------------------------------------------------------------- sparse members
 
 
+@pytest.fixture
+def written(monkeypatch) -> list[str]:  # noqa: ANN001
+    """The names verify unpacks to disk, as it writes them."""
+    from lecode_memctl.core import bundle as core
+
+    names: list[str] = []
+    real_write = core._Unpacker.write
+
+    def write(self, name, src):  # noqa: ANN001, ANN202
+        names.append(name)
+        return real_write(self, name, src)
+
+    monkeypatch.setattr(core._Unpacker, "write", write)
+    return names
+
+
 @pytest.mark.parametrize("version", ["0.1", "1.0"])
-def test_a_sparse_member_is_refused_not_unpacked(demo_bundle, version, monkeypatch):
+def test_a_sparse_member_is_refused_not_unpacked(demo_bundle, version, written):
     """A GNU sparse member (pax headers; tarfile gives it as a regular file
     with ``sparse`` set) unpacks to its real size, zeros where the map has
     holes: a 100 KB archive gave 4 GiB in the temporary directory.  Export
     never writes one: it is refused, as links and devices are."""
-    from lecode_memctl.core import bundle as core
-
-    written: list[str] = []
-    real_write = core._Unpacker.write
-
-    def write(self, name, src):  # noqa: ANN001, ANN202
-        written.append(name)
-        return real_write(self, name, src)
-
-    monkeypatch.setattr(core._Unpacker, "write", write)
     name = "store/notes/big.md"
     if version == "0.1":
         member = _file(name, b"x", pax={"GNU.sparse.map": f"{4 * MiB - 1},1",
@@ -190,3 +196,52 @@ def test_members_after_the_end_of_archive_marker_are_an_archive_problem(demo_bun
     out.write_bytes(gzip.compress(good + bytes(20 * 512), 1) if gz else good + bytes(20 * 512))
     code, doc = verify(out)
     assert code == 0, doc["problems"]
+
+
+# ---------------------------------------------------------------- disk: what is unpacked
+
+
+def test_a_member_not_listed_or_of_another_size_is_hashed_not_unpacked(demo_bundle, written):
+    """Only a listed member of its listed size is unpacked (the audit reads
+    those); any other is hashed as it is read, and named ``added`` or
+    ``changed``: before, each was written to the temporary directory
+    whatever its size."""
+    ms = _members(demo_bundle)
+    ms = [(m, d + b"more\n" if m.name == "store/MEMORY.md" else d) for m, d in ms]
+    ms += [_file("store/notes/planted.md", b"x" * 5000), _file("README.txt", b"hello\n")]
+    demo_bundle.write_bytes(_tar(ms))
+    code, doc = verify(demo_bundle)
+    assert code == 1
+    assert {("changed", "store/MEMORY.md"), ("added", "store/notes/planted.md"),
+            ("added", "README.txt")} <= kinds(doc), doc["problems"]
+    assert not {"store/MEMORY.md", "store/notes/planted.md", "README.txt"} & set(written)
+    assert "store/scratchpad.md" in written and "manifest.json" in written
+
+
+def test_members_before_a_late_manifest_are_unpacked_once_it_is_read(demo_bundle, written):
+    """The manifest last (an ``order`` problem): the members before it are
+    hashed as they come, then those listed at their size are read again
+    and unpacked, so the audit still sees the whole store (no ``validate``
+    or ``facts`` problem); one not listed is never written."""
+    ms = _members(demo_bundle)
+    ms = [*ms[1:], _file("store/notes/planted.md", b"planted\n"), ms[0]]
+    demo_bundle.write_bytes(_tar(ms))
+    code, doc = verify(demo_bundle)
+    assert code == 1
+    assert kinds(doc) == {("order", "manifest.json"), ("added", "store/notes/planted.md")}, \
+        doc["problems"]
+    assert "store/notes/planted.md" not in written
+    assert doc["files"]["checked"] == len([m for m, _d in ms if m.isfile()]) - 2
+    assert written[0] == "manifest.json" and "store/facts.sqlite3" in written
+
+
+def test_a_late_manifest_in_a_gzip_archive_is_read_again_from_the_start(demo_bundle, tmp_path,
+                                                                        written):
+    import gzip
+
+    ms = _members(demo_bundle)
+    out = tmp_path / "late.tar.gz"
+    out.write_bytes(gzip.compress(_tar([*ms[1:], ms[0]]), 1))
+    code, doc = verify(out)
+    assert kinds(doc) == {("order", "manifest.json")}, doc["problems"]
+    assert "store/facts.sqlite3" in written

@@ -1296,16 +1296,21 @@ _HEADER_ERRORS = (tarfile.TarError, EOFError, OSError, zlib.error, ValueError)
 
 
 def _read_archive(path: Path, root: Path, rep: VerifyReport) -> dict[str, tuple[int, str]]:
-    """Check and unpack the archive at ``path`` into ``root``: the members seen
-    ({name: (size, sha256)}, in archive order), problems added to ``rep``."""
+    """Check the archive at ``path`` and unpack into ``root`` what the audit
+    reads: the members seen ({name: (size, sha256)}, in archive order),
+    problems added to ``rep``.  Only the manifest, and a ``store/`` member
+    the manifest lists at that member's size, are written to disk; any
+    other member is hashed as it is read (the comparison names it ``added``
+    or ``changed``), so that the disk taken follows the manifest's sizes.
+    A member before the manifest (an ``order`` problem) is hashed as it
+    comes, then, once the archive is read, read again and unpacked if the
+    manifest lists it at its size (the audit then sees the whole store)."""
     seen: dict[str, tuple[int, str]] = {}
     try:
         raw = open(path, "rb")  # noqa: SIM115 - closed below
     except OSError as exc:
         raise StoreCorrupt(f"{path}: cannot read: {exc.strerror}") from None
     unpack = _Unpacker(root)
-    last = None
-    dirs: list[str] = []        # the directory members' names
     try:
         magic = raw.read(2)
         raw.seek(0)
@@ -1322,104 +1327,150 @@ def _read_archive(path: Path, root: Path, rep: VerifyReport) -> dict[str, tuple[
         except _HEADER_ERRORS as exc:
             rep.add("archive", None, f"not a tar archive ({exc})")
             return seen
-        index = 0
-        while True:
-            try:
-                ti = tf.next()
-            except _HeaderTooLarge as exc:
-                rep.add("archive", last, f"after {last or 'the start'}: {_too_large(exc)}")
-                return seen
-            except _HEADER_ERRORS as exc:
-                rep.add("archive", last, f"truncated or corrupt after {last or 'the start'} ({exc})")
-                return seen
-            if ti is None:
-                break
-            name = ti.name
-            first = index == 0
-            index += 1
-            if not _utf8(name):
-                # (a name the report, UTF-8 JSON, cannot hold as it is: \xNN)
-                rep.add("refused", _shown(name), "a name that is not UTF-8; not unpacked")
-                continue
-            why = _member_problem(name)
-            if why is not None:
-                rep.add("refused", name, f"{why}; not unpacked")
-                continue
-            if ti.isdir():
-                dirs.append(name.rstrip("/"))
-                continue
-            if ti.type not in (tarfile.REGTYPE, tarfile.AREGTYPE):
-                rep.add("refused", name, f"{_kind_name(ti)}; not unpacked")
-                continue
-            if ti.sparse is not None:
-                # (GNU sparse in pax headers: a regular file to tarfile, of
-                # its real size, zeros in the holes; export writes none)
-                rep.add("refused", name, "sparse file; not unpacked")
-                continue
-            if name in seen:
-                rep.add("duplicate", name, "appears twice in the archive; the second is ignored")
-                continue
-            fh = tf.extractfile(ti)
-            assert fh is not None
-            try:
-                if name == MANIFEST:
-                    if not first:
-                        rep.add("order", MANIFEST, "manifest.json is not the first member")
-                    # (read from a copy: its rows are not held, _parse_manifest_file)
-                    seen[name] = unpack.write(name, fh)
-                    _parse_manifest_file(root / MANIFEST, rep)
-                elif name.startswith(STORE_DIR + "/"):
-                    seen[name] = unpack.write(name, fh)
-                else:
-                    seen[name] = _hash_stream(fh)
-            except _Refused as exc:
-                rep.add("refused", name, str(exc))
-                continue
-            except _HeaderTooLarge as exc:   # (never: memctl reads CHUNK at most)
-                rep.add("archive", name, _too_large(exc))
-                return seen
-            except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
-                rep.add("archive", name, f"truncated or corrupt inside {name} ({exc})")
-                return seen
-            last = name
-        # a directory member of a file member's name: tar -x keeps one of the
-        # two (GNU tar makes the file a directory), so what it unpacks is
-        # not what was checked
-        for d in dirs:
-            if d in seen:
-                rep.add("duplicate", d, "given both as a file and as a directory; tar -x "
-                        "keeps only one of them")
-        # tarfile stops quietly at a short or garbled header: insist on the
-        # end-of-archive marker (two zero blocks) where the members end.
-        try:
-            src.seek(tf.offset)
-            tail = src.read(2 * tarfile.BLOCKSIZE)
-        except (EOFError, OSError, zlib.error) as exc:
-            rep.add("archive", last, f"truncated after {last or 'the start'} ({exc})")
-            return seen
-        if len(tail) < 2 * tarfile.BLOCKSIZE or tail.strip(b"\0"):
-            rep.add("archive", last, f"truncated or corrupt after {last or 'the start'}: no "
-                    "end-of-archive marker")
-            return seen
-        # after the marker, zeros only (tar pads to a record): `tar -i` reads
-        # on past zero blocks, so another archive appended (or another gzip
-        # stream, which gzip reads as the same stream) would be unpacked
-        at = tf.offset + len(tail)
-        try:
-            while chunk := src.read(CHUNK):
-                if chunk.strip(b"\0"):
-                    bad_at = at + len(chunk) - len(chunk.lstrip(b"\0"))
-                    rep.add("archive", last, f"bytes that are not zeros after the end-of-archive "
-                            f"marker, at offset {bad_at} (tar -i would read members there)")
-                    break
-                at += len(chunk)
-        except (EOFError, OSError, zlib.error) as exc:
-            rep.add("archive", None, f"compressed stream truncated or corrupt ({exc})"
-                    if rep.compression == "gzip" else f"cannot read after the end-of-archive "
-                    f"marker ({exc})")
+        deferred: list[tarfile.TarInfo] = []
+        _read_members(tf, src, unpack, rep, seen, deferred)
+        if rep.manifest is not None and deferred:
+            _unpack_deferred(tf, unpack, rep, seen, deferred)
     finally:
         raw.close()
     return seen
+
+
+def _listed_sizes(rep: VerifyReport) -> dict[str, int]:
+    """{path: size} of the manifest's files (none without a manifest)."""
+    return {f["path"]: f["size"] for f in (rep.manifest or {}).get("files", [])}
+
+
+def _read_members(tf: tarfile.TarFile, src: Any, unpack: _Unpacker, rep: VerifyReport,
+                  seen: dict[str, tuple[int, str]], deferred: list[tarfile.TarInfo]) -> None:
+    """:func:`_read_archive`'s pass over the members, then the archive's end."""
+    last = None
+    dirs: list[str] = []        # the directory members' names
+    sizes: dict[str, int] | None = None     # the listed sizes, once the manifest is read
+    index = 0
+    while True:
+        try:
+            ti = tf.next()
+        except _HeaderTooLarge as exc:
+            rep.add("archive", last, f"after {last or 'the start'}: {_too_large(exc)}")
+            return
+        except _HEADER_ERRORS as exc:
+            rep.add("archive", last, f"truncated or corrupt after {last or 'the start'} ({exc})")
+            return
+        if ti is None:
+            break
+        name = ti.name
+        first = index == 0
+        index += 1
+        if not _utf8(name):
+            # (a name the report, UTF-8 JSON, cannot hold as it is: \xNN)
+            rep.add("refused", _shown(name), "a name that is not UTF-8; not unpacked")
+            continue
+        why = _member_problem(name)
+        if why is not None:
+            rep.add("refused", name, f"{why}; not unpacked")
+            continue
+        if ti.isdir():
+            dirs.append(name.rstrip("/"))
+            continue
+        if ti.type not in (tarfile.REGTYPE, tarfile.AREGTYPE):
+            rep.add("refused", name, f"{_kind_name(ti)}; not unpacked")
+            continue
+        if ti.sparse is not None:
+            # (GNU sparse in pax headers: a regular file to tarfile, of
+            # its real size, zeros in the holes; export writes none)
+            rep.add("refused", name, "sparse file; not unpacked")
+            continue
+        if name in seen:
+            rep.add("duplicate", name, "appears twice in the archive; the second is ignored")
+            continue
+        fh = tf.extractfile(ti)
+        assert fh is not None
+        try:
+            if name == MANIFEST:
+                if not first:
+                    rep.add("order", MANIFEST, "manifest.json is not the first member")
+                # (read from a copy: its rows are not held, _parse_manifest_file)
+                seen[name] = unpack.write(name, fh)
+                _parse_manifest_file(unpack.root / MANIFEST, rep)
+                sizes = _listed_sizes(rep)
+            elif name.startswith(STORE_DIR + "/") and sizes is None:
+                seen[name] = _hash_stream(fh)       # (before the manifest: see _unpack_deferred)
+                deferred.append(ti)
+            elif sizes is not None and sizes.get(name) == ti.size:
+                seen[name] = unpack.write(name, fh)
+            else:
+                seen[name] = _hash_stream(fh)       # (not listed, or not at this size)
+        except _Refused as exc:
+            rep.add("refused", name, str(exc))
+            continue
+        except _HeaderTooLarge as exc:   # (never: memctl reads CHUNK at most)
+            rep.add("archive", name, _too_large(exc))
+            return
+        except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+            rep.add("archive", name, f"truncated or corrupt inside {name} ({exc})")
+            return
+        last = name
+    # a directory member of a file member's name: tar -x keeps one of the
+    # two (GNU tar makes the file a directory), so what it unpacks is
+    # not what was checked
+    for d in dirs:
+        if d in seen:
+            rep.add("duplicate", d, "given both as a file and as a directory; tar -x "
+                    "keeps only one of them")
+    _check_end(tf, src, rep, last)
+
+
+def _check_end(tf: tarfile.TarFile, src: Any, rep: VerifyReport, last: str | None) -> None:
+    """The end-of-archive marker where the members end, then zeros only."""
+    # tarfile stops quietly at a short or garbled header: insist on the
+    # end-of-archive marker (two zero blocks) where the members end.
+    try:
+        src.seek(tf.offset)
+        tail = src.read(2 * tarfile.BLOCKSIZE)
+    except (EOFError, OSError, zlib.error) as exc:
+        rep.add("archive", last, f"truncated after {last or 'the start'} ({exc})")
+        return
+    if len(tail) < 2 * tarfile.BLOCKSIZE or tail.strip(b"\0"):
+        rep.add("archive", last, f"truncated or corrupt after {last or 'the start'}: no "
+                "end-of-archive marker")
+        return
+    # after the marker, zeros only (tar pads to a record): `tar -i` reads
+    # on past zero blocks, so another archive appended (or another gzip
+    # stream, which gzip reads as the same stream) would be unpacked
+    at = tf.offset + len(tail)
+    try:
+        while chunk := src.read(CHUNK):
+            if chunk.strip(b"\0"):
+                bad_at = at + len(chunk) - len(chunk.lstrip(b"\0"))
+                rep.add("archive", last, f"bytes that are not zeros after the end-of-archive "
+                        f"marker, at offset {bad_at} (tar -i would read members there)")
+                break
+            at += len(chunk)
+    except (EOFError, OSError, zlib.error) as exc:
+        rep.add("archive", None, f"compressed stream truncated or corrupt ({exc})"
+                if rep.compression == "gzip" else f"cannot read after the end-of-archive "
+                f"marker ({exc})")
+
+
+def _unpack_deferred(tf: tarfile.TarFile, unpack: _Unpacker, rep: VerifyReport,
+                     seen: dict[str, tuple[int, str]], deferred: list[tarfile.TarInfo]) -> None:
+    """The ``store/`` members before the manifest that it lists at their
+    size, read again (in archive order: a gzip stream is read from its
+    start once) and unpacked; their hashes are those of the bytes written."""
+    sizes = _listed_sizes(rep)
+    for ti in deferred:
+        if sizes.get(ti.name) != ti.size:
+            continue
+        fh = tf.extractfile(ti)
+        assert fh is not None
+        try:
+            seen[ti.name] = unpack.write(ti.name, fh)
+        except _Refused as exc:
+            rep.add("refused", ti.name, str(exc))
+        except (_HeaderTooLarge, tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+            rep.add("archive", ti.name, f"cannot read {ti.name} again ({exc})")
+            return
 
 
 def _read_directory(path: Path, rep: VerifyReport) -> dict[str, tuple[int, str]]:

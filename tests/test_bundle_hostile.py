@@ -245,3 +245,49 @@ def test_a_late_manifest_in_a_gzip_archive_is_read_again_from_the_start(demo_bun
     code, doc = verify(out)
     assert kinds(doc) == {("order", "manifest.json")}, doc["problems"]
     assert "store/facts.sqlite3" in written
+
+
+# ---------------------------------------------------------------- what tar -x applies
+
+
+def _retouched(ms, name: str, **attrs):  # noqa: ANN001, ANN003, ANN202
+    out = []
+    for m, d in ms:
+        if m.name.rstrip("/") == name.rstrip("/"):
+            for k, v in attrs.items():
+                setattr(m, k, v)
+        out.append((m, d))
+    return out
+
+
+@pytest.mark.parametrize("change, path, said", [
+    (dict(mode=0o4755), "store/MEMORY.md", "mode 4755"),
+    (dict(mode=0o644), "manifest.json", "mode 0644"),
+    (dict(uid=1000, gid=1000), "store/notes/release.md", "owner 1000:1000"),
+    (dict(uname="root"), "store/scratchpad.md", "owner 0:0 (root:)"),
+    (dict(mode=0o777), "store/", "mode 0777"),
+    (dict(mode=0o2700), "store/sessions/", "mode 2700"),
+], ids=["setuid", "readable by all", "uid", "uname", "store dir 0777", "setgid dir"])
+def test_a_member_mode_or_owner_export_does_not_write_is_changed(demo_bundle, change, path, said):
+    """A member's mode and owner are applied by ``tar -x`` (a setuid file, a
+    directory open to all), which ``validate`` of the result, or verify of
+    the directory, reports; the archive's verify did not look.  Export
+    writes files 0600, directories 0700, owner 0:0 without names: anything
+    else is ``changed``."""
+    demo_bundle.write_bytes(_tar(_retouched(_members(demo_bundle), path, **change)))
+    code, doc = verify(demo_bundle)
+    assert code == 1
+    assert kinds(doc) == {("changed", path)}, doc["problems"]
+    assert said in doc["problems"][0]["detail"]
+
+
+def test_a_directory_member_no_listed_file_is_in_is_added(demo_bundle):
+    """``store/evil/`` (no listed file in it): ``tar -x`` makes it, and
+    ``validate`` of the result reports it; verify passed the archive."""
+    ti, _d = _file("store/evil/", mode=0o700)
+    ti.type = tarfile.DIRTYPE
+    ms = _members(demo_bundle)
+    demo_bundle.write_bytes(_tar([*ms, (ti, b"")]))
+    code, doc = verify(demo_bundle)
+    assert code == 1
+    assert kinds(doc) == {("added", "store/evil/")}, doc["problems"]

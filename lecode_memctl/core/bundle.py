@@ -1372,6 +1372,7 @@ def _read_members(tf: tarfile.TarFile, src: Any, unpack: _Unpacker, rep: VerifyR
             continue
         if ti.isdir():
             dirs.append(name.rstrip("/"))
+            _check_meta(ti, name.rstrip("/") + "/", rep)
             continue
         if ti.type not in (tarfile.REGTYPE, tarfile.AREGTYPE):
             rep.add("refused", name, f"{_kind_name(ti)}; not unpacked")
@@ -1384,6 +1385,7 @@ def _read_members(tf: tarfile.TarFile, src: Any, unpack: _Unpacker, rep: VerifyR
         if name in seen:
             rep.add("duplicate", name, "appears twice in the archive; the second is ignored")
             continue
+        _check_meta(ti, name, rep)
         fh = tf.extractfile(ti)
         assert fh is not None
         try:
@@ -1414,11 +1416,37 @@ def _read_members(tf: tarfile.TarFile, src: Any, unpack: _Unpacker, rep: VerifyR
     # a directory member of a file member's name: tar -x keeps one of the
     # two (GNU tar makes the file a directory), so what it unpacks is
     # not what was checked
+    # a directory member no listed file is in: tar -x makes it (and
+    # validate of the result reports it), so it is no part of the store
+    # the manifest describes
+    implied = {STORE_DIR}
+    for path in (sizes or {}):
+        parts = path.split("/")[:-1]
+        implied.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
     for d in dirs:
         if d in seen:
             rep.add("duplicate", d, "given both as a file and as a directory; tar -x "
                     "keeps only one of them")
+        elif rep.manifest is not None and d not in implied:
+            rep.add("added", d + "/", "a directory member no listed file is in; tar -x "
+                    "would make it")
     _check_end(tf, src, rep, last)
+
+
+def _check_meta(ti: tarfile.TarInfo, shown: str, rep: VerifyReport) -> None:
+    """A member's mode and owner, which ``tar -x`` applies, must be what
+    export writes (files 0600, directories 0700, owner 0:0 without names):
+    else ``changed``."""
+    want = 0o700 if ti.isdir() else 0o600
+    what = []
+    if ti.mode != want:
+        what.append(f"mode {ti.mode:04o}")
+    if ti.uid or ti.gid or ti.uname or ti.gname:
+        names = f" ({ti.uname}:{ti.gname})" if ti.uname or ti.gname else ""
+        what.append(f"owner {ti.uid}:{ti.gid}{names}")
+    if what:
+        rep.add("changed", shown, ", ".join(what) + f"; export writes mode {want:04o}, owner "
+                "0:0 without names, and tar -x applies them")
 
 
 def _check_end(tf: tarfile.TarFile, src: Any, rep: VerifyReport, last: str | None) -> None:

@@ -291,3 +291,18 @@ def test_a_directory_member_no_listed_file_is_in_is_added(demo_bundle):
     code, doc = verify(demo_bundle)
     assert code == 1
     assert kinds(doc) == {("added", "store/evil/")}, doc["problems"]
+
+
+# ---------------------------------------------------------------- export: a linked database
+
+
+def test_a_linked_facts_database_is_skipped_as_a_symlink(demo_template, tmp_path):
+    """FORMAT.md: symbolic links are skipped with reason ``symlink``; the
+    facts database as a link was ``not_regular``."""
+    store = copy_demo(demo_template, tmp_path / "demo")
+    target = tmp_path / "elsewhere.sqlite3"
+    (store / "facts.sqlite3").rename(target)
+    (store / "facts.sqlite3").symlink_to(target)
+    doc = export(store, tmp_path / "b.tar")
+    assert {"path": "facts.sqlite3", "reason": "symlink"} in doc["skipped"], doc["skipped"]
+    assert doc["database"]["copy"] == "none"

@@ -241,7 +241,9 @@ def _stage_database(store: Store, dest: Path, st: _Staged, lock_wait: float | No
         # bytes as they are, so that the recipient sees what validate saw.
         opened = _open_regular(store.facts_db)
         if opened is None:
-            st.skipped.append({"path": FACTS_DB, "reason": "not_regular"})
+            # (named as _stage names every other entry: a link is a symlink)
+            st.skipped.append({"path": FACTS_DB, "reason": "symlink"
+                               if os.path.islink(store.facts_db) else "not_regular"})
             st.database = {"copy": "none", "note": exc.message}
             return
         fd, fst = opened

@@ -306,3 +306,17 @@ def test_a_linked_facts_database_is_skipped_as_a_symlink(demo_template, tmp_path
     doc = export(store, tmp_path / "b.tar")
     assert {"path": "facts.sqlite3", "reason": "symlink"} in doc["skipped"], doc["skipped"]
     assert doc["database"]["copy"] == "none"
+
+
+def test_verify_documents_each_exit_status_it_gives(tmp_path):
+    """``verify FIFO`` exits 2 (a usage error: neither a file nor a
+    directory), which its help and FORMAT.md did not list."""
+    import os
+
+    os.mkfifo(tmp_path / "fifo")
+    r = run_cli("verify", str(tmp_path / "fifo"))
+    assert r.exit_code == 2 and "not a file or directory" in r.stderr
+    text = " ".join(run_cli("verify", "--help").stdout.split())
+    assert "2 usage (BUNDLE neither a file nor a directory: a FIFO, a device)" in text, text
+    fmt = " ".join((Path(__file__).parents[1] / "docs" / "FORMAT.md").read_text().split())
+    assert "2 when BUNDLE is neither a file nor a directory" in fmt

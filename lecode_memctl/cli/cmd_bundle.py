@@ -152,7 +152,9 @@ def verify(
     Nothing else is written.
 
     Exit status: 0 when everything agrees with the manifest, 1 when
-    anything differs (each difference is listed), 3 no such BUNDLE.
+    anything differs (each difference is listed), 2 usage (BUNDLE neither a
+    file nor a directory: a FIFO, a device), 3 no such BUNDLE, 5 BUNDLE
+    cannot be read, 7 the private temporary directory takes no more.
     --json prints {"type": "verify", "schema_version", "ok", "exit_code",
     "bundle", "kind", "compression", "manifest_sha256", "manifest", "files":
     {"checked", "changed", "missing", "added", "refused"}, "problems":

@@ -320,3 +320,38 @@ def test_verify_documents_each_exit_status_it_gives(tmp_path):
     assert "2 usage (BUNDLE neither a file nor a directory: a FIFO, a device)" in text, text
     fmt = " ".join((Path(__file__).parents[1] / "docs" / "FORMAT.md").read_text().split())
     assert "2 when BUNDLE is neither a file nor a directory" in fmt
+
+
+# ---------------------------------------------------------------- forged manifests (digest recomputed)
+
+
+def _forged(bundle_path: Path, change) -> None:  # noqa: ANN001
+    from .test_bundle import _manifest, _put_manifest
+
+    doc = _manifest(bundle_path)
+    change(doc)
+    _put_manifest(bundle_path, doc)
+
+
+@pytest.mark.parametrize("version", [True, 1.0], ids=["true", "1.0"])
+def test_a_version_that_is_not_the_integer_1_is_refused(demo_bundle, version):
+    """``true == 1`` and ``1.0 == 1`` in Python: both were read as version 1."""
+    _forged(demo_bundle, lambda d: d.update(version=version))
+    code, doc = verify(demo_bundle)
+    assert code == 1
+    assert kinds(doc) == {("manifest", "manifest.json")}, doc["problems"]
+    assert "bundle format version" in doc["problems"][0]["detail"]
+
+
+def test_a_size_that_is_not_an_integer_is_a_malformed_manifest(demo_bundle):
+    """``"size": true`` passed as 1 and was printed as Python's ``True`` in
+    the ``changed`` line."""
+    def change(d):  # noqa: ANN001, ANN202
+        d["files"][0]["size"] = True
+
+    _forged(demo_bundle, change)
+    r = run_cli("verify", str(demo_bundle))
+    assert r.exit_code == 1 and "True" not in r.stdout, r.stdout
+    code, doc = verify(demo_bundle)
+    assert kinds(doc) == {("manifest", "manifest.json")}, doc["problems"]
+

@@ -1157,7 +1157,8 @@ def _manifest_version_ok(doc: dict[str, Any], rep: VerifyReport) -> bool:
     if doc.get("format") != BUNDLE_FORMAT:
         rep.add("manifest", MANIFEST, f"not a {BUNDLE_FORMAT} manifest")
         return False
-    if doc.get("version") != BUNDLE_VERSION:
+    version = doc.get("version")
+    if type(version) is not int or version != BUNDLE_VERSION:    # (not true, not 1.0)
         rep.add("manifest", MANIFEST, f"bundle format version {doc.get('version')!r}; this "
                 f"memctl reads version {BUNDLE_VERSION}")
         return False
@@ -1169,8 +1170,9 @@ def _manifest_shape_ok(doc: dict[str, Any], rep: VerifyReport) -> bool:
     files = doc.get("files")
     project = doc.get("project")
     if (not isinstance(files, list) or not all(
-            isinstance(f, dict) and isinstance(f.get("path"), str) and isinstance(f.get("size"), int)
-            and isinstance(f.get("sha256"), str) for f in files)
+            isinstance(f, dict) and isinstance(f.get("path"), str)
+            and type(f.get("size")) is int and isinstance(f.get("sha256"), str)   # (not true)
+            for f in files)
             or not isinstance(project, dict) or not isinstance(project.get("slug"), str)):
         rep.add("manifest", MANIFEST, "malformed: files or project missing")
         return False

@@ -355,3 +355,31 @@ def test_a_size_that_is_not_an_integer_is_a_malformed_manifest(demo_bundle):
     code, doc = verify(demo_bundle)
     assert kinds(doc) == {("manifest", "manifest.json")}, doc["problems"]
 
+
+def test_a_fact_row_listed_twice_is_a_manifest_problem(demo_bundle):
+    """The rows were compared by id, the second of the same id replacing
+    the first: the bundle verified OK."""
+    def change(d):  # noqa: ANN001, ANN202
+        rows = d["facts"]["rows"]
+        rows.insert(1, dict(rows[0]))
+
+    _forged(demo_bundle, change)
+    code, doc = verify(demo_bundle)
+    assert code == 1
+    assert kinds(doc) == {("manifest", "manifest.json")}, doc["problems"]
+    assert "listed twice" in doc["problems"][0]["detail"]
+
+
+def test_a_fact_id_that_is_not_text_gives_a_check_row_of_text(demo_bundle):
+    """``"fact_id": 12`` gave a ``fact_check`` row whose ``fact_id`` was the
+    number 12 (the schema says a string): the id is shown as its JSON text,
+    and the difference named (the row is in the manifest, not the database)."""
+    def change(d):  # noqa: ANN001, ANN202
+        d["facts"]["rows"][0]["fact_id"] = 12
+
+    _forged(demo_bundle, change)
+    code, doc = verify(demo_bundle)
+    assert code == 1
+    assert all(type(f["fact_id"]) is str for f in doc["facts"]), doc["facts"]
+    assert any(p["detail"].startswith("fact 12: in the manifest, not in the database")
+               for p in doc["problems"]), doc["problems"]

@@ -1611,7 +1611,18 @@ def _compare_audit(got: dict[str, Any], manifest: dict[str, Any], rep: VerifyRep
         # (rows not in id order, or not each a dict with a text id: a
         # manifest that export did not write so: each side held by id)
         checks, found = HeldFactRows(rows_in, encode=orjson.dumps), []
-        want = {_id_key(r.get("fact_id")): r for r in want_rows if isinstance(r, dict)}
+        want: dict[str, dict[str, Any]] = {}
+        for r in want_rows:
+            if not isinstance(r, dict):
+                continue
+            key = _id_key(r.get("fact_id"))
+            if key in want:
+                # (export lists each fact once: a second row of an id was
+                # taken in place of the first, and the bundle verified)
+                found.append(Problem("manifest", MANIFEST, f"fact {key}: listed twice in the "
+                                     "manifest's rows"))
+                continue
+            want[key] = r
         got_by = {r["fact_id"]: r for r in got_rows}
         for key in sorted(set(want) | set(got_by), key=str):
             _check_row(key, got_by.get(key), want.get(key), checks, found)
@@ -1623,10 +1634,12 @@ class _Unordered(Exception):
     pass
 
 
-def _id_key(fid: Any) -> Any:
-    """A manifest row's fact id as a key: itself, or (a list or an object,
-    which no key can be) its JSON text."""
-    return fid if fid is None or isinstance(fid, str | int | float) else _short(fid)
+def _id_key(fid: Any) -> str:
+    """A manifest row's fact id as a key: itself, or (a number, a list, an
+    object, null: never what export writes) its JSON text, so that the
+    fact_check row's ``fact_id`` is text as the schema says (a number
+    12 was given as the number)."""
+    return fid if isinstance(fid, str) else _short(fid)
 
 
 def _of_type(value: Any, kind: Any, default: Any) -> Any:

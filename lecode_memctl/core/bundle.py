@@ -21,8 +21,11 @@ with the same code as ``validate`` and ``facts`` (the slug from the manifest)
 and compares with the manifest.  An archive is unpacked into a private
 temporary directory by our own member checks (never ``extractall``): only
 regular files with relative, normalised names are written, with
-``O_EXCL|O_NOFOLLOW``; absolute names, ``..``, links, devices, FIFOs and
-sparse files are refused and reported.
+``O_EXCL|O_NOFOLLOW``, and of those only the manifest and the files it
+lists at their size (any other is hashed as it is read); absolute names,
+``..``, links, devices, FIFOs and sparse files are refused and reported,
+and a mode, an owner or a directory that export does not write is
+reported too (``tar -x`` would apply them).
 """
 
 from __future__ import annotations

@@ -68,3 +68,27 @@ def test_demo_temporary_directory_is_removed(tmp_path, monkeypatch):
     assert r.exit_code == 0, r.stderr
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("memctl-demo-")]
     assert "was removed" in r.stdout
+
+
+def test_a_git_that_fails_is_named_not_called_missing(tmp_path, monkeypatch):
+    """A git on PATH whose commands fail (a broken config, say) made the demo
+    say "git not found"; it now says which command failed and what it said,
+    and the demo still builds its layout by hand and passes."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "git"
+    fake.write_text("#!/bin/sh\necho 'fatal: bad config line 1 in file /dev/null' >&2\nexit 128\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    r = run_cli("demo", "--into", str(tmp_path / "demo"))
+    assert r.exit_code == 0, r.stdout + r.stderr
+    first = r.stdout.splitlines()[0]
+    assert first.endswith("(git layout written by hand: git failed: 'git init' exited 128: "
+                          "fatal: bad config line 1 in file /dev/null).")
+    assert "git not found" not in r.stdout
+
+
+def test_no_git_on_path_is_git_not_found(tmp_path, monkeypatch):
+    monkeypatch.setattr("shutil.which", lambda name, *a, **k: None)
+    d = build_demo(tmp_path / "d")
+    assert (d.used_git, d.git_problem) == (False, "git not found")

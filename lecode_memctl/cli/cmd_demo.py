@@ -70,7 +70,7 @@ def demo(
     try:
         d = build_demo(base)
         echo(f"Built a demo store under {safe(str(base))} "
-             f"({'real git' if d.used_git else 'git layout written by hand: git not found'}).")
+             f"({'real git' if d.used_git else 'git layout written by hand: ' + safe(d.git_problem)}).")
         echo("Every command below is what you would type; its output follows.\n")
         os.environ["LECODE_CONFIG_DIR"] = str(d.config_dir)
         steps: list[tuple[Path | None, list[str], int]] = [

@@ -49,17 +49,29 @@ class Demo:
     facts: dict[str, str] = field(default_factory=dict)   # role -> fact id
     planted: str = ""                                      # the fact whose evidence was edited
     used_git: bool = False
+    git_problem: str = "git not found"   # why not, when used_git is False
+
+
+class _GitFailed(Exception):
+    """A git command of the demo's that did not succeed (its message says how)."""
 
 
 def _git(args: list[str], cwd: Path) -> None:
     env = dict(os.environ, GIT_AUTHOR_NAME="demo", GIT_AUTHOR_EMAIL="demo@example.invalid",
                GIT_COMMITTER_NAME="demo", GIT_COMMITTER_EMAIL="demo@example.invalid",
                GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull)
-    subprocess.run(["git", "-c", "init.defaultBranch=main", *args], cwd=cwd, env=env, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    r = subprocess.run(["git", "-c", "init.defaultBranch=main", *args], cwd=cwd, env=env,
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, check=False)
+    if r.returncode:
+        said = r.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise _GitFailed(f"'git {args[0]}' exited {r.returncode}"
+                         + (f": {said[-1][:200]}" if said else ""))
 
 
-def _make_project(work: Path) -> tuple[Path, Path, bool]:
+def _make_project(work: Path) -> tuple[Path, Path, str | None]:
+    """The demo project and its linked worktree, made by git when it works;
+    the third item is None then, else why the layout was written by hand."""
     project = work / "demo-app"
     worktree = work / "demo-app-feature"
     (project / "src" / "demo_app").mkdir(parents=True)
@@ -72,10 +84,14 @@ def _make_project(work: Path) -> tuple[Path, Path, bool]:
             _git(["add", "."], project)
             _git(["commit", "-q", "-m", "demo: initial"], project)
             _git(["worktree", "add", "-q", "-b", "feature", str(worktree)], project)
-            return project, worktree, True
-        except (OSError, subprocess.CalledProcessError):
+            return project, worktree, None
+        except (OSError, _GitFailed) as exc:
+            problem = (f"git failed: {exc}" if isinstance(exc, _GitFailed)
+                       else f"git failed: {exc.strerror or exc}")
             shutil.rmtree(project / ".git", ignore_errors=True)
             shutil.rmtree(worktree, ignore_errors=True)
+    else:
+        problem = "git not found"
     # No git: the same on-disk shape, written by hand (identity reads only these files).
     gitdir = project / ".git"
     (gitdir / "worktrees" / "feature").mkdir(parents=True)
@@ -87,7 +103,7 @@ def _make_project(work: Path) -> tuple[Path, Path, bool]:
     (wt_git / "gitdir").write_text(str(worktree / ".git") + "\n")
     (wt_git / "HEAD").write_text("ref: refs/heads/feature\n")
     (worktree / ".git").write_text(f"gitdir: {wt_git}\n")
-    return project, worktree, False
+    return project, worktree, problem
 
 
 def _usage(inp: int, out: int, cost: float | None) -> dict[str, Any]:
@@ -104,7 +120,7 @@ def build_demo(base: Path) -> Demo:
     base = Path(os.path.abspath(base))
     base.mkdir(parents=True, exist_ok=True)
     config_dir = base / "config"
-    project, worktree, used_git = _make_project(base / "work")
+    project, worktree, git_problem = _make_project(base / "work")
     store = store_for_project(config_dir, project)
     legacy_cwd = project / "src"
 
@@ -118,7 +134,8 @@ def build_demo(base: Path) -> Demo:
 
     facts = FactStore(store.facts_db)
     sessions = SessionStore(store, exclusions=facts)
-    demo = Demo(base, config_dir, project, worktree, legacy_cwd, store, used_git=used_git)
+    demo = Demo(base, config_dir, project, worktree, legacy_cwd, store, used_git=git_problem is None,
+                git_problem=git_problem or "")
 
     # --- Session gamma (in the linked worktree): a fact that is then forgotten.
     with sessions.create("demo-gamma", created=CREATED) as w:

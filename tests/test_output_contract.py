@@ -239,6 +239,19 @@ def test_schema_command():
     assert run_cli("schema", "nope").exit_code == 2
 
 
+def test_schema_of_every_row_type_a_listing_writes():
+    """``memctl schema TYPE`` answers for every value a row's ``type`` may
+    take: usage's last row is ``{"type": "total"}``, a purpose record, and
+    was refused as an unknown record type."""
+    doc = orjson.loads(run_cli("schema").stdout_bytes)
+    for name, rec in doc["records"].items():
+        for t in rec["schema"]["properties"]["type"].get("enum", [name]):
+            r = run_cli("schema", t)
+            assert r.exit_code == 0, (t, r.stderr)
+            assert orjson.loads(r.stdout_bytes) == rec["schema"], t
+    assert orjson.loads(run_cli("schema", "total").stdout_bytes)["$id"].endswith("/purpose")
+
+
 def test_output_doc_field_tables_match_the_row_model():
     """docs/OUTPUT.md's field tables are generated from the row model: no drift."""
     import subprocess

@@ -230,7 +230,9 @@ def schema(
     Every listing is built from one row model: the JSON field names, the
     JSONL keys and the CSV/TSV headers are the same, and each record carries
     a "type".  This prints {"schema_version": N, "records": {TYPE:
-    {"command", "schema"}}} (or, with TYPE, that record's JSON Schema).
+    {"command", "schema"}}} (or, with TYPE, that record's JSON Schema:
+    TYPE is a row's "type", so 'total', usage's last row, gives the purpose
+    record's).
     schema_version changes whenever a field is renamed, removed or changes
     meaning; docs/OUTPUT.md lists the fields and the changes.
     """
@@ -243,7 +245,13 @@ def schema(
     if record is None:
         emit_json(doc)
         return
-    if record not in doc["records"]:
+    records = doc["records"]
+    # (a row's "type" names its record, or is one of the types a record
+    # allows: usage's "total" row is a purpose record)
+    named = record if record in records else next(
+        (name for name, r in records.items()
+         if record in r["schema"].get("properties", {}).get("type", {}).get("enum", ())), None)
+    if named is None:
         raise UsageError(f"unknown record type {record!r}; use one of "
-                         f"{', '.join(sorted(doc['records']))}")
-    emit_json(doc["records"][record]["schema"])
+                         f"{', '.join(sorted(records))}")
+    emit_json(records[named]["schema"])

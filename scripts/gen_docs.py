@@ -426,7 +426,8 @@ def render_man(tree: Cmd) -> str:
         ("<config dir>/memory/<slug>/",
          "The store of one project.  The slug is the project root's last path component, "
          "lower-cased, with every run of other characters than a-z and 0-9 replaced by "
-         "a hyphen (at most 40 characters, or root), a hyphen, and the first 12 hex digits "
+         "a hyphen and leading and trailing hyphens stripped (at most 40 characters, or "
+         "root), a hyphen, and the first 12 hex digits "
          "of the SHA-256 of the root path.  Directories are created 0700, files 0600."),
         ("<store>/MEMORY.md", "Long-term memory."),
         ("<store>/scratchpad.md", "The project checklist."),
@@ -450,7 +451,10 @@ def render_man(tree: Cmd) -> str:
         o.append(".nf")
         o.extend(line(e) for e in top)
         o.append(".fi")
-    firsts = [(c, examples_of(c.epilog)) for c in cmds]
+    # (each command's first example that runs memctl: completion's first
+    # line makes the directory its script goes in)
+    firsts = [(c, [e for e in examples_of(c.epilog) if e.lstrip().startswith("memctl")])
+              for c in cmds]
     firsts = [(c, ex) for c, ex in firsts if ex]
     if firsts:
         o.append(".PP")

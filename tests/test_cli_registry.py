@@ -174,6 +174,17 @@ def test_help_epilog_shows_the_generated_summary():
     assert exit_summary() in out
 
 
+def test_the_summary_of_status_1_names_every_command_that_gives_it():
+    """The short label of exit 1 in ``memctl --help`` named validate,
+    secrets, verify and grep, not redact, whose help, the README and the
+    man page give 1 for a value it left."""
+    from lecode_memctl.core.errors import EXIT_PROBLEMS, EXIT_STATUSES
+
+    (one,) = [s for s in EXIT_STATUSES if s.code == EXIT_PROBLEMS]
+    for command in ("validate", "secrets", "verify", "grep", "redact"):
+        assert command in one.label and command in one.meaning, command
+
+
 def test_main_has_no_exit_status_literals():
     """main.py reports every error with a status from core/errors.py (its one
     other number, the collector's threshold, is a named constant)."""

@@ -129,6 +129,27 @@ def test_man_page_documents_every_command_and_option():
         assert f"\\fB{gen.esc(var)}\\fR" in man, var
 
 
+def test_each_commands_example_in_the_man_page_runs_memctl():
+    """The EXAMPLES section's "one example of each command" took each
+    command's first example line: completion's was a mkdir."""
+    man = (REPO / "man" / "memctl.1").read_text()
+    block = man.split("One example of each command (more under COMMANDS):\n.PP\n.nf\n")[1]
+    lines = block.split("\n.fi\n")[0].splitlines()
+    assert len(lines) >= 20, lines
+    assert all(ln.startswith("memctl ") for ln in lines), lines
+    assert any(ln.startswith("memctl completion ") for ln in lines)
+
+
+def test_the_man_pages_slug_rule_is_the_contracts():
+    """FILES says how a slug is made; it left out the hyphens stripped at
+    both ends (a root named 'Weird Name__X!!' gives weird-name-x-...)."""
+    from lecode_memctl.core.identity import slug
+
+    man = " ".join((REPO / "man" / "memctl.1").read_text().split())
+    assert "leading and trailing hyphens stripped" in man
+    assert slug("/tmp/Weird Name__X!!").startswith("weird-name-x-")
+
+
 def test_exit_table_lists_core_codes_and_main_codes():
     from lecode_memctl.core.errors import ERROR_CLASSES, EXIT_CODES
 

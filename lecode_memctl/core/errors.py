@@ -181,7 +181,8 @@ def _exit_statuses() -> tuple[ExitStatus, ...]:
     rows = [
         ExitStatus(EXIT_OK, "ok", "success; validate found nothing at error severity", True),
         ExitStatus(EXIT_PROBLEMS,
-                   "problems found (validate, secrets, verify), no grep match, or a prompt declined",
+                   "problems found (validate, secrets, verify), a value redact left, no grep match, "
+                   "or a prompt declined",
                    "validate found problems (with --strict, warnings count too); secrets found a "
                    "credential or could not read a file; verify found a bundle that differs from "
                    "its manifest; grep matched nothing; redact left a value it cannot erase "

@@ -107,6 +107,21 @@ def test_allowlist_holds_hashes_only(planted, tmp_path):
     assert r.exit_code == 2 and not leaked
 
 
+def test_the_text_reports_short_hash_pasted_says_where_the_whole_one_is(planted, tmp_path):
+    """The text report shows ``sha256:`` and 12 hex digits; pasted into the
+    allowlist it was "not a SHA-256 hex digest", with no word of where the
+    whole hash is.  It now says so, and the line is still not echoed."""
+    text = secrets_cli(planted).stdout
+    short = next(w for w in text.split() if w.startswith("sha256:"))
+    assert len(short) == len("sha256:") + 12
+    allow = tmp_path / "allow"
+    allow.write_text(short + "\n")
+    r = secrets_cli(planted, "--allowlist", str(allow))
+    assert r.exit_code == 2, r.stderr
+    assert "line 1 holds 12 hex digits, not a whole SHA-256" in r.stderr, r.stderr
+    assert "--json" in r.stderr and short[7:] not in r.stderr
+
+
 def test_free_pages_of_the_database(planted):
     """A forgotten fact's text stays in the database file's free pages (SQLite
     without secure_delete, the default of most builds): found there."""

@@ -353,8 +353,9 @@ def secrets(
     Each finding names the detector, the place (file; session:seq and the
     JSON path; fact id and revision; byte offset in the database) and a
     masked preview: at most four leading characters and the length.  The
-    hash is the value's SHA-256: put it in the allowlist to silence a known
-    false positive ('memctl redact' erases the rest).
+    hash is the value's SHA-256 (the text report shows its first 12 digits;
+    --json, jsonl and csv give it whole): put the whole hash in the allowlist
+    to silence a known false positive ('memctl redact' erases the rest).
 
     Exit status: 0 nothing found, 1 something found or a file or directory
     could not be read (listed as skipped: it may hide a value), 2 usage (an

@@ -326,6 +326,12 @@ def load_allowlist(path: str | os.PathLike[str] | None) -> frozenset[str]:
             text = text[7:]
         if not re.fullmatch(r"[0-9a-f]{64}", text):
             # never echo the line: it might be a pasted secret
+            if re.fullmatch(r"[0-9a-f]{8,63}", text):
+                # (the text report's sha256:<12 digits>, pasted)
+                raise UsageError(f"{path}: line {n} holds {len(text)} hex digits, not a whole "
+                                 "SHA-256 (64): the text report shows only the first 12; "
+                                 "'memctl secrets --json' (or --format jsonl, csv) gives each "
+                                 "value's whole 'hash'")
             raise UsageError(f"{path}: line {n} is not a SHA-256 hex digest; the allowlist "
                              "holds hashes of values, never values")
         out.add(text)

@@ -122,6 +122,24 @@ def test_count_list_limit_context_session_role_time(store):
     assert len(rows) == 4 and all(x["type"] == "match" and "path" in x for x in rows)
 
 
+def test_since_and_until_are_the_other_commands_when(store):
+    """grep's --since/--until take what facts, sessions and usage take (a
+    date, an RFC 3339 time, an age such as 7d), and --until is "at or
+    before", a date the end of that day; before 2026-12-07 an age was exit
+    2 and --until was "before" (a date its first moment)."""
+    assert grep(store, "widget", "--since", "1000w", "-c").stdout == \
+        grep(store, "widget", "-c").stdout
+    assert grep(store, "widget", "--since", "1d", "-c").exit_code == 1   # (all from May, June)
+    # s1's records are from its header's created, 2026-05-01T10:00:00Z
+    assert grep(store, "widget", "--until", "2026-05-01", "-c").stdout == "s1:3\n"
+    # s2's last record has its own ts, 2026-06-02T00:00:00Z: at WHEN is in
+    r = grep(store, "widget", "--since", "2026-06-01T12:00:00Z", "--until",
+             "2026-06-02T00:00:00Z", "-c")
+    assert r.stdout == "s2:1\n", r.stdout + r.stderr
+    bad = grep(store, "widget", "--until", "soon")
+    assert bad.exit_code == 2 and "--until 'soon'" in bad.stderr and "7d" in bad.stderr
+
+
 def test_offset_pages_the_hits_in_every_format(store):
     """--offset/--limit work in every format (issue 12.2)."""
     every = [orjson.loads(x) for x in grep(store, "widget", "--format", "jsonl")

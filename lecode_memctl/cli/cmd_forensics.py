@@ -59,11 +59,12 @@ def grep(
         help="Only fields of this role: user, assistant, tool, system, or summary "
              "(compaction summaries); repeatable.")] = None,
     since: Annotated[str | None, typer.Option(
-        "--since", metavar="DATE",
-        help="Only records at or after DATE (YYYY-MM-DD or ISO 8601; a record's own "
-             "ts/time/created, else its session's created).")] = None,
+        "--since", metavar="WHEN",
+        help="Only records at or after WHEN: a date, an RFC 3339 time or an age such as "
+             "7d or 12h (a record's own ts/time/created, else its session's created).")] = None,
     until: Annotated[str | None, typer.Option(
-        "--until", metavar="DATE", help="Only records before DATE.")] = None,
+        "--until", metavar="WHEN",
+        help="Only records at or before WHEN (a date: the end of that day).")] = None,
     limit: Annotated[int | None, typer.Option(
         "--limit", "-m", metavar="N", min=1, max=MAX_COUNT, help="Stop after N hits.")] = None,
     offset: OffsetOpt = None,
@@ -120,8 +121,8 @@ def grep(
     import itertools
 
     from lecode_memctl.core.errors import UsageError
-    from lecode_memctl.core.grep import grep as core_grep, parse_time
-    from lecode_memctl.core.rowmodel import MATCH, MATCH_COUNT, SCHEMA_VERSION
+    from lecode_memctl.core.grep import grep as core_grep
+    from lecode_memctl.core.rowmodel import MATCH, MATCH_COUNT, SCHEMA_VERSION, parse_when
 
     from .output import (
         REPORT_ALIASES,
@@ -138,8 +139,8 @@ def grep(
         raise UsageError("--count conflicts with --files-with-matches")
     run = core_grep(STATE.existing_store(), pattern, fixed=fixed, ignore_case=ignore_case,
                     session_ids=session, roles=role,
-                    since=parse_time(since) if since else None,
-                    until=parse_time(until) if until else None,
+                    since=parse_when(since, option="--since") if since else None,
+                    until=parse_when(until, option="--until", until=True) if until else None,
                     purpose=purpose, include_hidden=include_hidden, context=context,
                     lock_wait=lock_wait)
     per_session: dict[str, int] = {}

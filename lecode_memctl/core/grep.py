@@ -213,13 +213,6 @@ def compile_pattern(pattern: str, *, fixed: bool = False, ignore_case: bool = Fa
         raise UsageError(f"bad regular expression: {exc}") from None
 
 
-def parse_time(text: str) -> datetime:
-    """``YYYY-MM-DD`` (midnight UTC) or an ISO 8601 time (UTC when no offset)."""
-    from .usage import parse_since
-
-    return parse_since(text)
-
-
 def _record_time(rec: Mapping[str, Any], fallback: datetime | None) -> datetime | None:
     for k in ("ts", "time", "created"):
         v = rec.get(k)
@@ -370,7 +363,7 @@ class GrepRun:
                 if self.since is not None or self.until is not None:
                     when = _record_time(rec, created)
                     if when is None or (self.since is not None and when < self.since) or \
-                            (self.until is not None and when >= self.until):
+                            (self.until is not None and when > self.until):
                         continue
                 slim = _pending_record(rec, sid)
                 if not self.include_hidden and \

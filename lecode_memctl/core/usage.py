@@ -25,13 +25,13 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 
 from .atomic import open_in_dir
-from .errors import NotFound, UsageError
+from .errors import NotFound
 from .layout import Store, session_file_exists, session_ids
 from .sessions import (
     RecordTooLarge,
@@ -162,23 +162,6 @@ def _check_usage(u: Any) -> tuple[int, int, float | None] | None:
     if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 <= c <= MAX_COST:
         return i, o, None   # (NaN fails the comparison too)
     return i, o, float(c)
-
-
-def parse_since(text: str) -> datetime:
-    """``YYYY-MM-DD`` (midnight UTC) or an ISO 8601 time (UTC when no offset)."""
-    try:
-        if len(text) == 10:
-            d = date.fromisoformat(text)
-            return datetime(d.year, d.month, d.day, tzinfo=UTC)
-        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise UsageError(f"invalid date {text!r}: use YYYY-MM-DD or an ISO 8601 time") from None
-    dt = dt if dt.tzinfo else dt.replace(tzinfo=UTC)
-    try:
-        dt.astimezone(UTC)
-    except OverflowError:
-        raise UsageError(f"invalid date {text!r}: outside the years 1 to 9999 in UTC") from None
-    return dt
 
 
 def _event_time(rec: dict[str, Any], fallback: datetime | None) -> datetime | None:

@@ -65,6 +65,19 @@ def test_an_empty_path_is_a_usage_error_not_the_working_directory(args, tmp_path
     assert list(work.iterdir()) == []
 
 
+@pytest.mark.parametrize("command", [("facts",), ("sessions",), ("usage",), ("grep", "tabs")],
+                         ids=lambda c: c[0])
+@pytest.mark.parametrize("option", ["--since", "--until"])
+def test_an_empty_time_is_a_usage_error_not_no_filter(demo_template, command, option):
+    """``--since=`` was taken as no filter at all (the value was tested for
+    truth), where an empty ``--query`` or ``--session`` is a usage error."""
+    r = run_cli("--store", str(demo_template.store.path), "--no-state", *command, f"{option}=")
+    assert r.exit_code == 2, (r.exit_code, r.stdout, r.stderr)
+    line = _one_error_line(r.stderr)
+    assert f"{option} ''" in line and "7d" in line, line
+    assert r.stdout == ""
+
+
 def _bounded() -> None:  # the child of a subprocess run: at most 1 GiB of memory
     import resource
 

@@ -525,8 +525,8 @@ def usage(
     from .output import check_format, echo, emit_json, render_records, render_rows, safe
 
     fmt_name = check_format(fmt, json_flag=json_)
-    t_since = parse_when(since, option="--since") if since else None
-    t_until = parse_when(until, option="--until", until=True) if until else None
+    t_since = parse_when(since, option="--since") if since is not None else None
+    t_until = parse_when(until, option="--until", until=True) if until is not None else None
     store = STATE.existing_store()
     rep = usage_report(store, session=session, since=t_since, until=t_until)
     doc = rep.to_json()

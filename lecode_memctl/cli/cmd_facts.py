@@ -262,8 +262,8 @@ def facts(
                          "machine format such as --format jsonl, for more)")
     if session is not None:
         check_session_id(session)
-    t_since = parse_when(since, option="--since") if since else None
-    t_until = parse_when(until, option="--until", until=True) if until else None
+    t_since = parse_when(since, option="--since") if since is not None else None
+    t_until = parse_when(until, option="--until", until=True) if until is not None else None
     where = _fact_filter(query, t_since, t_until)
     filtered = where is not None or status is not None
     paged = not machine and not all_

@@ -139,8 +139,8 @@ def grep(
         raise UsageError("--count conflicts with --files-with-matches")
     run = core_grep(STATE.existing_store(), pattern, fixed=fixed, ignore_case=ignore_case,
                     session_ids=session, roles=role,
-                    since=parse_when(since, option="--since") if since else None,
-                    until=parse_when(until, option="--until", until=True) if until else None,
+                    since=parse_when(since, option="--since") if since is not None else None,
+                    until=parse_when(until, option="--until", until=True) if until is not None else None,
                     purpose=purpose, include_hidden=include_hidden, context=context,
                     lock_wait=lock_wait)
     per_session: dict[str, int] = {}

@@ -81,8 +81,8 @@ def sessions(
     from .output import check_format, render_records, sort_rows, window
 
     fmt_name = check_format(fmt, json_flag=json_)
-    t_since = parse_when(since, option="--since") if since else None
-    t_until = parse_when(until, option="--until", until=True) if until else None
+    t_since = parse_when(since, option="--since") if since is not None else None
+    t_until = parse_when(until, option="--until", until=True) if until is not None else None
     store = STATE.existing_store()
     by_id = sort in (None, "id")
     if not by_id:

@@ -258,9 +258,33 @@ def read_schema(version: int) -> dict[str, set[str]]:
     return need
 
 
+def _object_kind(db: sqlite3.Connection, name: str) -> str | None:
+    """What the schema holds under ``name`` as SQL finds it (ASCII case
+    ignored): "table" (a table with its own b-tree), "a view", "a virtual
+    table" (a view, or a virtual table's module, is code that a read runs:
+    a recursive view never ends), or None when there is nothing of that name.
+    Read from ``sqlite_master`` alone: nothing of the object is run (a virtual
+    table whose module is not loaded is named too, not "no such module")."""
+    kinds = {kind for (kind,) in db.execute(
+        "SELECT CASE WHEN type = 'view' THEN 'a view' "
+        "WHEN rootpage > 0 THEN 'table' ELSE 'a virtual table' END "
+        "FROM sqlite_master WHERE type IN ('table', 'view') AND name = ? COLLATE NOCASE",
+        (name,))}
+    if not kinds:
+        return None
+    # (several: a crafted schema; any that is not a table is refused)
+    return min(kinds - {"table"}, default="table")
+
+
 def _shape_problem(db: sqlite3.Connection, table: str, needed: set[str]) -> str | None:
     """What ``table`` lacks of the columns ``needed`` ("table meta lacks
-    column(s) value", "table meta is missing"), or None."""
+    column(s) value", "table meta is missing"), or what it is instead of
+    a table ("table facts is a view": :func:`_object_kind`), or None."""
+    kind = _object_kind(db, table)
+    if kind is None:
+        return f"table {table} is missing"
+    if kind != "table":
+        return f"table {table} is {kind}"
     cols = {row[1] for row in db.execute(f"PRAGMA table_info({sql_name(table)})")}
     if not cols:
         return f"table {table} is missing"
@@ -314,14 +338,14 @@ def migration_problem(db: sqlite3.Connection, version: int) -> str | None:
     schema is unknown then, never that lecode migrates it."""
     if version >= SCHEMA_VERSION:
         return None
-    tables = _tables(db)
     have = read_schema(version)
     for table, needed in read_schema(SCHEMA_VERSION).items():
-        if table in tables and table not in have:
+        # (a view or virtual table of that name too: the migration would keep it)
+        if table not in have and _object_kind(db, table) is not None:
             problem = _shape_problem(db, table, needed)
             if problem is not None:
                 return problem
-    if "schema_migrations" in tables:
+    if _object_kind(db, "schema_migrations") is not None:
         return _shape_problem(db, "schema_migrations", {"name", "applied"})
     return None
 
@@ -337,6 +361,11 @@ def _tables(db: sqlite3.Connection) -> set[str]:
     """The names of the tables (a name that is not UTF-8, InvalidText, decoded
     with replacement: still a table, never one of lecode's)."""
     return {row_text(r[0]) for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def _has_schema(db: sqlite3.Connection) -> bool:
+    """Whether the schema holds anything at all (a view without a table too)."""
+    return bool(db.execute("SELECT EXISTS (SELECT 1 FROM sqlite_master)").fetchone()[0])
 
 
 def _migrate(db: sqlite3.Connection, path: Path) -> list[str]:
@@ -2127,10 +2156,10 @@ class FactStore(ClosesOnExit):
         with self._closed_on_failure():
             db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
             tables = _tables(db)
-            if tables and "facts" not in tables:
+            if (tables or _has_schema(db)) and "facts" not in tables:
                 # Another application's database: never migrate lecode's tables into it.
-                raise StoreCorrupt(f"{self.path}: table facts is missing; "
-                                   "not a lecode facts database")
+                problem = _shape_problem(db, "facts", set()) or "table facts is missing"
+                raise StoreCorrupt(f"{self.path}: {problem}; not a lecode facts database")
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
                 raise StoreCorrupt(_future_message(self.path, version))
@@ -2210,8 +2239,9 @@ class FactStore(ClosesOnExit):
         self._tables = _tables(db)
         self.needs_migration = version < SCHEMA_VERSION
         self._pending_migration = migrate and self.needs_migration
-        if self._tables:
-            # (none: an empty file, read as no database)
+        if self._tables or _has_schema(db):
+            # (nothing at all: an empty file, read as no database; views
+            # alone are not lecode's, as another application's tables are not)
             _check_schema(db, version, self.path)
             # a table of a later version already there (user_version lost)
             # is read as it is, by readers and writers: in a shape no

@@ -300,6 +300,8 @@ class GrepRun:
             else:
                 for sid in ids:
                     check_session_id(sid)
+                # a session given twice is searched once, where it came first
+                ids = list(dict.fromkeys(ids))
                 for sid in ids:
                     if not session_file_exists(sessions.dir, sid):
                         raise sessions.not_found(sid)

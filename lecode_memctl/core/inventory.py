@@ -8,6 +8,7 @@ at start-up.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -64,22 +65,50 @@ def store_dirs(config_dir: Path) -> list[Store]:
 class LayoutItem:
     name: str        # relative path, e.g. "MEMORY.md" or "daily/"
     kind: str        # "file" or "dir"
-    exists: bool
+    exists: bool     # False only when there is nothing of that name (ENOENT)
     size: int | None   # bytes (a directory: total of the regular files directly in it)
     count: int | None  # a directory: number of entries; a file: 1 if exists
-    # why a directory that exists could not be listed (size and count are
-    # then None: not known), or None
+    # why an item that is there cannot be read as what it should be: a
+    # directory that cannot be listed, a file that is a directory, a FIFO or
+    # a symbolic link, a name that cannot be looked up ("cannot stat: ...");
+    # size and count are then None (not known); None when all is well
     error: str | None = None
+
+
+def _absent(exc: OSError) -> bool:
+    """Whether ``lstat``'s error says there is nothing there (no such entry,
+    or a parent that is not a directory), not that it could not be looked up."""
+    return exc.errno in (errno.ENOENT, errno.ENOTDIR)
+
+
+def _odd(name: str, kind: str, why: str) -> LayoutItem:
+    return LayoutItem(name, kind, True, None, None, why)
+
+
+def _not_what(mode: int, kind: str) -> str | None:
+    """Why an entry of ``mode`` is not the ``kind`` ("file": a regular file,
+    "dir": a directory) the layout has there, or None."""
+    if stat.S_ISLNK(mode):
+        return "symbolic link"
+    if kind == "dir":
+        return None if stat.S_ISDIR(mode) else "not a directory"
+    if stat.S_ISREG(mode):
+        return None
+    return "is a directory" if stat.S_ISDIR(mode) else "not a regular file"
 
 
 def _dir_summary(path: Path, suffix: str = "") -> LayoutItem:
     name = path.name + "/"
     try:
         st = os.lstat(path)
-    except OSError:
-        return LayoutItem(name, "dir", False, 0, 0)
-    if not stat.S_ISDIR(st.st_mode):
-        return LayoutItem(name, "dir", False, 0, 0)
+    except OSError as exc:
+        if _absent(exc):
+            return LayoutItem(name, "dir", False, 0, 0)
+        return _odd(name, "dir", f"cannot stat: {exc.strerror or exc}")
+    why = _not_what(st.st_mode, "dir")
+    if why is not None:
+        # (before 2026-12-07 shown as absent, "-")
+        return _odd(name, "dir", why)
     size = count = 0
     try:
         for _name, est in regular_files(path, suffix):
@@ -94,15 +123,24 @@ def _dir_summary(path: Path, suffix: str = "") -> LayoutItem:
 
 
 def inventory(store: Store) -> list[LayoutItem]:
-    """Which layout items exist, with sizes.  Reads metadata only."""
+    """Which layout items exist, with sizes.  Reads metadata only.  An item
+    that is there but not what it should be (a directory or FIFO for a file,
+    a symbolic link), or that cannot be looked up, exists, with the reason
+    in its ``error``: ``where`` is the diagnostic command, and before
+    2026-12-07 it showed such items as absent."""
     items: list[LayoutItem] = []
     for name in (MEMORY_FILE, SCRATCHPAD_FILE, FACTS_DB):
         try:
             st = os.lstat(store.path / name)
-            ok = stat.S_ISREG(st.st_mode)
-            items.append(LayoutItem(name, "file", ok, st.st_size if ok else 0, 1 if ok else 0))
-        except OSError:
-            items.append(LayoutItem(name, "file", False, 0, 0))
+        except OSError as exc:
+            if _absent(exc):
+                items.append(LayoutItem(name, "file", False, 0, 0))
+            else:
+                items.append(_odd(name, "file", f"cannot stat: {exc.strerror or exc}"))
+            continue
+        why = _not_what(st.st_mode, "file")
+        items.append(LayoutItem(name, "file", True, st.st_size, 1) if why is None
+                     else _odd(name, "file", why))
     for name, suffix in ((DAILY_DIR, ".md"), (NOTES_DIR, ".md"), (SESSIONS_DIR, ".jsonl")):
         items.append(_dir_summary(store.path / name, suffix))
     return items

@@ -100,11 +100,15 @@ def test_a_store_that_cannot_be_searched_in_this_process(demo_template, tmp_path
     with pytest.MonkeyPatch.context() as mp:
         _unsearchable(mp, store)
         lines, items = _where(store)
+        g = run_cli("--store", str(store), "--no-state", "grep", "tabs")
     for name in NAMES:
         assert items[name]["exists"] is True, items[name]
         assert items[name]["error"] == "cannot stat: Permission denied", items[name]
         assert (items[name]["size"], items[name]["count"]) == (None, None)
         assert _line(lines, name) == "cannot stat: Permission denied"
+    assert g.exit_code == 5, (g.exit_code, g.stdout, g.stderr)
+    assert g.stderr.strip() == (f"memctl: error: {store / 'facts.sqlite3'}: cannot stat: "
+                                "Permission denied"), g.stderr
 
 
 def test_a_store_directory_of_mode_000(demo_template, tmp_path):
@@ -129,6 +133,8 @@ def test_a_store_directory_of_mode_000(demo_template, tmp_path):
     store.chmod(0o000)
     try:
         w = memctl("where", "--json")
+        g = memctl("grep", "tabs")
+        s = memctl("sessions")
     finally:
         store.chmod(0o700)
     assert w.returncode == 0, w.stderr
@@ -136,3 +142,5 @@ def test_a_store_directory_of_mode_000(demo_template, tmp_path):
     assert doc["store_exists"] is True
     for item in doc["items"]:
         assert (item["exists"], item["error"]) == (True, "cannot stat: Permission denied"), item
+    assert g.returncode == 5 == s.returncode, (g.returncode, g.stderr, s.returncode)
+    assert b"cannot stat: Permission denied" in g.stderr and g.stdout == b"", g.stderr

@@ -660,9 +660,17 @@ def _line_record(raw: bytes) -> tuple[dict[str, Any], bool] | None:
 
 def _open_sessions(store: Store, lock_wait: float | None = None
                    ) -> tuple[SessionStore, Callable[[], None] | None]:
-    """A SessionStore with the project's exclusions, read-only (nothing created)."""
-    if not os.path.lexists(store.facts_db):
+    """A SessionStore with the project's exclusions, read-only (nothing created).
+    No facts database: no exclusions.  One that cannot be looked up (a store
+    directory that cannot be searched) is an unreadable store (exit 5), as
+    to every other reader: not one without exclusions, whose every session
+    would then be "not searched" (exit 1, "no match"; before 2026-12-07)."""
+    try:
+        os.lstat(store.facts_db)
+    except (FileNotFoundError, NotADirectoryError):
         return SessionStore(store, NoExclusions()), None
+    except OSError as exc:
+        raise StoreCorrupt(f"{store.facts_db}: cannot stat: {exc.strerror}") from None
     from .facts import BUSY_TIMEOUT, FactStore
 
     fs = FactStore.open_readonly(store.facts_db,

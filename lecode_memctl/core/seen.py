@@ -40,13 +40,21 @@ from pathlib import Path
 import orjson
 
 from ._record import record as _record
-from .atomic import atomic_write, open_nofollow, read_all, resolves_inside
+from .atomic import atomic_write, open_nofollow, resolves_inside
 from .errors import MemctlError
 from .hashing import sha256
 
 STATE_NAME = "lecode-memctl"
 MARKS_DIR = "stores"
 _MAX_MARK = 1 << 16  # a mark file is a few hundred bytes; anything larger is not ours
+# How long :func:`record` waits for ``stores/.lock`` (shared by every store on
+# the machine) before it gives up and records nothing: a process holding it
+# (stopped, hung) must not hold up a forget already committed.
+LOCK_WAIT = 2.0
+_LOCK_POLL = 0.05
+# the lock was found held for LOCK_WAIT once in this process: the stores
+# recorded after it (validate --all-projects) try it once, without waiting
+_GAVE_UP: list[bool] = []
 
 
 @_record(frozen=True)
@@ -107,9 +115,11 @@ def load(state: Path, store_path: str | os.PathLike[str]) -> Mark | None:
     except (OSError, ValueError):
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        raw = read_all(fd)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_MARK:
+            return None     # (a damaged, huge file is not read: not ours)
+        # at most one byte more than a mark may hold (a file grown meanwhile)
+        raw = _read_at_most(fd, _MAX_MARK + 1)
     except OSError:
         return None
     finally:
@@ -136,6 +146,51 @@ def load(state: Path, store_path: str | os.PathLike[str]) -> Mark | None:
     assert isinstance(gen, int) and isinstance(excl, int)
     return Mark(store, gen, excl, float(updated) if isinstance(updated, int | float) else 0.0,
                 slug or None, database or None)
+
+
+def _read_at_most(fd: int, limit: int) -> bytes:
+    """Up to ``limit`` bytes from ``fd`` (fewer at end of file)."""
+    pieces: list[bytes] = []
+    left = limit
+    while left > 0:
+        data = os.read(fd, min(left, 1 << 16))
+        if not data:
+            break
+        pieces.append(data)
+        left -= len(data)
+    return b"".join(pieces)
+
+
+def _lock_within(fd: int, wait: float) -> bool:
+    """``flock(fd, LOCK_EX)``, tried for at most ``wait`` seconds; whether it
+    was taken."""
+    deadline = time.monotonic() + max(wait, 0.0)
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(_LOCK_POLL, left))
+
+
+def _busy_note(lock: Path, store_path: str | os.PathLike[str], wait: float) -> None:
+    """The one line on stderr when the lock could not be taken: the mark is
+    not recorded (the command itself is not failed by it)."""
+    import sys
+
+    from lecode_memctl.cli.output import safe
+
+    text = (f"memctl: note: the state directory's lock {lock} was held by another process "
+            f"for {wait:g} s: the exclusion generation seen of the store "
+            f"{os.fspath(store_path)} is not recorded")
+    try:
+        sys.stderr.write(safe(text, keep_newlines=False) + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def same_store(mark: Mark, slug: str | None, database: str | None = None) -> bool:
@@ -183,7 +238,12 @@ def record(state: Path, store_path: str | os.PathLike[str], generation: int,
     (:func:`same_store`): a mark of another store is replaced, not raised; a
     mark of the same store takes the identity given (an unknown one keeps the
     mark's).  Concurrent recorders are serialised by ``flock`` on
-    ``stores/.lock``, so no higher value is ever overwritten by a lower one."""
+    ``stores/.lock``, so no higher value is ever overwritten by a lower one.
+    The lock is waited for at most :data:`LOCK_WAIT` seconds: held longer
+    by another process (one stopped or hung while holding it), nothing is
+    recorded, with one note on stderr, and None is returned; after that,
+    the process tries the lock once, without waiting, for each store it
+    records."""
     if inside_store(state, store_path):
         return None
     path = mark_path(state, store_path)
@@ -195,7 +255,11 @@ def record(state: Path, store_path: str | os.PathLike[str], generation: int,
     except (OSError, MemctlError, ValueError):
         return None
     try:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        wait = 0.0 if _GAVE_UP else LOCK_WAIT
+        if not _lock_within(lock, wait):
+            _GAVE_UP.append(True)
+            _busy_note(path.parent / ".lock", store_path, LOCK_WAIT)
+            return None
         old = load(state, store_path)
         if old is not None and not same_store(old, slug, database):
             old = None          # another store's: replaced

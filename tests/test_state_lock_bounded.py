@@ -1,0 +1,118 @@
+"""memctl's state directory (``core.seen``) never holds up or fails a
+command: another process holding ``stores/.lock`` (shared by every store on
+the machine) is waited for a bounded time, then the mark is not recorded,
+with one note on stderr; a damaged, huge mark file is not read whole, but
+taken for no mark (docs/FORMAT.md, "memctl's mark, outside the store")."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import orjson
+import pytest
+
+from .builders import copy_demo
+from .conftest import run_cli
+
+VERIFIED = "c283ab7d8ed884e4"
+
+
+@pytest.fixture
+def demo(demo_template, tmp_path):
+    return copy_demo(demo_template, tmp_path / "demo")
+
+
+def stores_dir() -> Path:
+    return Path(os.environ["HOME"]) / ".local" / "state" / "lecode-memctl" / "stores"
+
+
+def mark_files() -> list[Path]:
+    return sorted(stores_dir().glob("*.json"))
+
+
+@contextmanager
+def lock_held(release_after: float) -> Iterator[None]:
+    """``stores/.lock`` held by another open file (as another process holds
+    it), let go after ``release_after`` seconds at the latest: a recorder
+    that waits for it unbounded is then seen to have waited."""
+    stores_dir().mkdir(parents=True, exist_ok=True)
+    fd = os.open(stores_dir() / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    timer = threading.Timer(release_after, fcntl.flock, (fd, fcntl.LOCK_UN))
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        os.close(fd)
+
+
+@pytest.mark.parametrize("command", ["forget", "validate", "redact"])
+def test_a_held_state_lock_is_waited_for_a_bounded_time(demo, monkeypatch, command):
+    from lecode_memctl.core import seen
+
+    monkeypatch.setattr(seen, "LOCK_WAIT", 0.2)
+    monkeypatch.setattr(seen, "_GAVE_UP", [])
+    if command == "validate":
+        args = ["validate"]
+    elif command == "forget":
+        args = ["forget", VERIFIED, "--yes"]
+    else:
+        # a fact whose text holds a value: redact forgets it, and records the mark
+        r = run_cli("--no-state", "--store", str(demo), "correct", VERIFIED, "1",
+                    "demo-alpha:1", "deploy key AKIAQWERTYUIOPASDFGH", "--yes")
+        assert r.exit_code == 0, r.stderr
+        args = ["redact", "--yes"]
+    run_cli("--store", str(demo), "facts")      # (nothing recorded: a read)
+    assert mark_files() == []
+    with lock_held(release_after=1.5):
+        start = time.monotonic()
+        r = run_cli("--store", str(demo), *args)
+        took = time.monotonic() - start
+        assert mark_files() == []           # nothing recorded
+    assert took < 1.4, (took, r.stderr)
+    assert r.exit_code in (0, 1), r.stderr      # (validate: the demo's planted finding)
+    notes = [line for line in r.stderr.splitlines() if ".lock" in line]
+    assert len(notes) == 1, r.stderr
+    assert notes[0].startswith("memctl: note: the state directory's lock ")
+    assert "held by another process" in notes[0] and "is not recorded" in notes[0]
+    if command == "forget":
+        assert r.exit_code == 0 and "generation is now 2" in r.stdout   # the forget was done
+    # once let go, the next command records the mark as before
+    r = run_cli("--store", str(demo), "validate")
+    assert ".lock" not in r.stderr
+    assert len(mark_files()) == 1
+
+
+def test_a_huge_mark_file_is_not_read_whole(demo, monkeypatch):
+    """A mark file grown huge (damaged: ``truncate -s 3G``) is no mark, and
+    not read whole first (exit 70 MemoryError under a memory limit, 6 GB
+    of memory without, before)."""
+    from lecode_memctl.core import seen
+
+    r = run_cli("--store", str(demo), "validate")
+    (mark,) = mark_files()
+    os.truncate(mark, 3 << 30)          # sparse: no room taken
+    read: list[int] = []
+    real_read = os.read
+
+    def counted(fd: int, n: int) -> bytes:
+        data = real_read(fd, n)
+        read.append(len(data))
+        return data
+
+    monkeypatch.setattr(seen.os, "read", counted)
+    assert seen.load(seen.state_dir(), demo) is None
+    assert sum(read) <= seen._MAX_MARK + 1
+    # the commands take it for no mark, and replace it
+    r = run_cli("--store", str(demo), "forget", VERIFIED, "--yes")
+    assert r.exit_code == 0, r.stderr
+    assert sum(read) <= 2 * (seen._MAX_MARK + 1)
+    doc = orjson.loads(mark.read_bytes())
+    assert doc["generation"] == 2

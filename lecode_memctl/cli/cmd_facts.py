@@ -580,11 +580,16 @@ def history(fact_id: FactIdArg, json_: JsonOpt = False, fmt: FormatOpt = None,
         render_records(REVISION, rows, fmt_name,
                        columns=["revision", "current", "created", "status", "source", "text"])
         return
-    echo(f"fact {doc['fact_id']}  revision {doc['revision']}  "
+    def number(value: object) -> str:
+        # a revision stored as no integer is null (FORMAT.md): "-", as a
+        # missing source here, never Python's None
+        return "-" if value is None else str(value)
+
+    echo(f"fact {doc['fact_id']}  revision {number(doc['revision'])}  "
          f"{_status_cell(doc['status'], doc['reason'])}")
     for r in rows:
         mark = "*" if r["current"] else " "
-        echo(f"{mark} revision {r['revision']}  {safe(r['created'] or '-')}  "
+        echo(f"{mark} revision {number(r['revision'])}  {safe(r['created'] or '-')}  "
              f"source {safe(r['source'] or '-')}  {_status_cell(r['status'], r['reason'])}")
         for line in safe(r["text"]).splitlines() or [""]:
             echo(f"    {line}")

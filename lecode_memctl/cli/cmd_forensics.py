@@ -528,8 +528,9 @@ def redact(
     name no detector has; no --yes off a terminal), 3 no store or session, 4 a Markdown file changed since the
     plan was made (run again), 5 a file of the store that cannot be
     read, or another application's database, 6 a session or the database
-    busy, 7 write failed.  An error after a change names what was already
-    redacted and what was not; running redact again finishes the job.
+    busy, 7 write failed.  An error (or an interrupt) after a change names
+    what was already redacted and what was not; running redact again
+    finishes the job.
     --json prints {"type": "redact", "schema_version", "dry_run", "plan":
     {..., "files": [rewrite rows], ..., "kept"}, "result": {..., "kept"} or
     null}; never a value.
@@ -621,7 +622,20 @@ def redact(
 
             echo("nothing redacted", err=True)
             raise typer.Exit(1)
-    result = apply_redaction(store, plan, lock_wait=lock_wait)
+    from lecode_memctl.core.redact import RedactInterrupted
+
+    from .output import interrupted_after
+
+    try:
+        result = apply_redaction(store, plan, lock_wait=lock_wait)
+    except RedactInterrupted as exc:
+        # the interrupt's message says what was already redacted (as an
+        # error's does), then memctl exits 130 or 143 as for any interrupt
+        interrupted_after(exc.progress)
+        raise
+    interrupted_after(f"the redaction was written ({len(result.files)} file(s) rewritten"
+                      + (f", {len(result.forgotten)} fact(s) forgotten" if result.forgotten
+                         else "") + ")")
     if result.forgotten:
         _record_forget_mark(store, lock_wait)
     if json_:

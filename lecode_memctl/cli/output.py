@@ -213,6 +213,9 @@ class _Signals:
     deferred: int | None = None
     holding = False                 # a write that must not be cut runs (uncut)
     held = False                    # a signal came meanwhile: it stops the command after
+    # what the command has already written, for the interrupt's message
+    # (interrupted_after): "the forget of X was written"
+    written: str | None = None
 
     def __init__(self) -> None:
         self.caught = []
@@ -343,11 +346,19 @@ def command_running() -> Iterator[None]:
     for :func:`end_as_terminated`, and a Ctrl-C ends the process at once:
     neither raises in main's own clean-up, which would end in a
     traceback."""
-    _SIG.running = True
+    _SIG.running, _SIG.written = True, None
     try:
         yield
     finally:
         _SIG.running = False
+
+
+def interrupted_after(written: str | None) -> None:
+    """What the command has written so far (``None``: nothing), which an
+    interrupt from here on names after its own message ("interrupted; the
+    forget of X was written"): a Ctrl-C or SIGTERM caught once a change is
+    committed does not leave the user to guess whether it was made."""
+    _SIG.written = written
 
 
 @contextlib.contextmanager
@@ -398,16 +409,19 @@ def interruption() -> tuple[str, str, int]:
     """The error of the interrupt that stopped the command: ``(code,
     message, exit status)``: 130 for Ctrl-C, 143 for SIGTERM and 129 for
     SIGHUP (caught by :func:`catch_termination`: what a shell shows for a
-    process that signal ended)."""
+    process that signal ended).  The message names what the command had
+    already written (:func:`interrupted_after`)."""
     from lecode_memctl.core.errors import EXIT_HANGUP, EXIT_INTERRUPTED, EXIT_TERMINATED
+
+    after = f"; {_SIG.written}" if _SIG.written else ""
 
     if _SIG.terminated is not None:
         import signal
 
         sig = signal.Signals(_SIG.terminated)
-        return ("terminated", f"terminated by {sig.name}",
+        return ("terminated", f"terminated by {sig.name}" + after,
                 EXIT_HANGUP if sig.name == "SIGHUP" else EXIT_TERMINATED)
-    return "interrupted", "interrupted", EXIT_INTERRUPTED
+    return "interrupted", "interrupted" + after, EXIT_INTERRUPTED
 
 
 def end_as_terminated() -> None:

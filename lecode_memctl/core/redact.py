@@ -26,7 +26,7 @@ Order: all session locks are taken first (any busy: nothing changed), then
 transcripts, other files, forgets, the database clean.  A kill leaves every
 file whole-before or whole-after; running redact again finishes the job.  An
 error midway keeps what was done and its message says what that was
-(:func:`_unfinished`).
+(:func:`_unfinished`); so does an interrupt (:class:`RedactInterrupted`).
 
 :func:`plan_redaction` computes, without writing, what changes file by
 file and the impact on facts: each fact whose evidence digest a rewritten
@@ -592,7 +592,23 @@ def apply_redaction(store: Store, plan: RedactPlan, *, lock_wait: float = BUSY_T
         _apply(store, plan, result, pending, lock_wait)
     except MemctlError as exc:
         raise _unfinished(exc, result, pending, plan) from None
+    except KeyboardInterrupt:
+        # (a Ctrl-C or a termination signal, raised by memctl's handlers)
+        if result.files or result.forgotten or result.database_cleaned:
+            raise RedactInterrupted(
+                _progress("", result, pending, plan).removeprefix("; ")) from None
+        raise
     return result
+
+
+class RedactInterrupted(KeyboardInterrupt):
+    """An interrupt after a change: ``progress`` says what was already
+    redacted, what was not, and that a rerun finishes the job, as the
+    message of an error midway does (:func:`_unfinished`)."""
+
+    def __init__(self, progress: str) -> None:
+        super().__init__(progress)
+        self.progress = progress
 
 
 class _Pending:
@@ -744,5 +760,5 @@ def clean_database(store: Store, timeout: float = BUSY_TIMEOUT) -> None:
 
 
 __all__ = ["plan_redaction", "apply_redaction", "clean_database", "rewrite_transcript",
-           "RedactPlan", "RedactResult", "FileChange", "FACTS_DB", "KEPT_HINT",
+           "RedactPlan", "RedactResult", "RedactInterrupted", "FileChange", "FACTS_DB", "KEPT_HINT",
            "HEADER_FIELDS", "RECORD_FIELDS"]

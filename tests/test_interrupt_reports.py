@@ -9,17 +9,26 @@ from __future__ import annotations
 import signal
 from typing import Any
 
+import orjson
 import pytest
 
 from lecode_memctl.cli import output
 
 from . import secretstore
+from .builders import copy_demo
 from .conftest import run_cli
+
+VERIFIED = "c283ab7d8ed884e4"
 
 
 @pytest.fixture
 def planted(tmp_path) -> secretstore.Planted:
     return secretstore.build(tmp_path, seed=11)
+
+
+@pytest.fixture
+def demo(demo_template, tmp_path):
+    return copy_demo(demo_template, tmp_path / "demo")
 
 
 def _stop(monkeypatch: pytest.MonkeyPatch, sig: str) -> None:
@@ -72,3 +81,34 @@ def test_an_interrupt_before_any_change_is_only_interrupted(planted, monkeypatch
     r = run_cli("--store", str(planted.store), "redact", "--yes", "--jobs", "1")
     assert r.exit_code == 130
     assert r.stderr.splitlines() == ["memctl: error: interrupted"], r.stderr
+
+
+@pytest.mark.parametrize("json_", [False, True])
+def test_an_interrupt_after_the_forget_says_it_was_written(demo, monkeypatch, json_):
+    from lecode_memctl.cli.state import State
+
+    monkeypatch.setattr(State, "record_mark", lambda *a, **k: _stop(monkeypatch, "INT"))
+    extra = ("--json",) if json_ else ()
+    r = run_cli("--store", str(demo), "forget", VERIFIED, "--yes", *extra)
+    assert r.exit_code == 130, r.stderr
+    message = (orjson.loads(r.stdout)["error"]["message"] if json_
+               else r.stderr.strip().removeprefix("memctl: error: "))
+    assert message == f"interrupted; the forget of {VERIFIED} was written", (r.stdout, r.stderr)
+
+
+def test_an_interrupt_after_the_correction_says_it_was_written(demo, monkeypatch):
+    real = output.echo
+
+    def echo(text: str = "", *, err: bool = False) -> None:
+        if text.startswith("corrected fact"):
+            _stop(monkeypatch, "INT")
+        real(text, err=err)
+
+    monkeypatch.setattr(output, "echo", echo)
+    r = run_cli("--store", str(demo), "correct", VERIFIED, "1", "demo-alpha:1",
+                "a corrected text", "--yes")
+    assert r.exit_code == 130, r.stderr
+    assert r.stderr.strip() == (f"memctl: error: interrupted; the correction of {VERIFIED} "
+                                "was written (revision 2)"), r.stderr
+    r = run_cli("--no-state", "--store", str(demo), "history", VERIFIED, "--json")
+    assert orjson.loads(r.stdout)["revision"] == 2

@@ -726,7 +726,7 @@ def correct(
     from lecode_memctl.core.rowmodel import doc_head
     from lecode_memctl.core.sessions import SessionStore, check_range
 
-    from .output import echo, emit_json, safe
+    from .output import echo, emit_json, interrupted_after, safe
 
     check_fact_id(fact_id)
     session, start, end, text = parse_evidence(session, list(rest or ()))
@@ -782,6 +782,9 @@ def correct(
         snap = sessions.source_snapshot(session, start, end, purpose="working")
         new = fs.correct(fact_id, text, expected_revision=revision, ref=snap.ref,
                          sessions=sessions, expected_generation=generation)
+        # (an interrupt from here on says it was done)
+        interrupted_after(f"the correction of {fact_id} was written (revision "
+                          f"{new.revision})")
     finally:
         fs.close()
     doc = {**doc_head("correct"), "fact_id": fact_id, "old_revision": old.revision,
@@ -839,7 +842,7 @@ def forget(
     from lecode_memctl.core.factview import forget_impact
     from lecode_memctl.core.rowmodel import doc_head
 
-    from .output import echo, emit_json, safe
+    from .output import echo, emit_json, interrupted_after, safe
 
     check_fact_id(fact_id)
     if dry_run:
@@ -884,6 +887,8 @@ def forget(
     fs = FactStore(store.facts_db, busy_timeout=lock_wait)
     try:
         forgot = fs.forget(fact_id)
+        if forgot:      # (an interrupt from here on says it was done)
+            interrupted_after(f"the forget of {fact_id} was written")
         generation = fs.generation()
         STATE.record_mark(store, generation, fs.exclusion_count(), fs.database_id())
     finally:

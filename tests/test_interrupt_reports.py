@@ -1,12 +1,17 @@
 """An interrupt (Ctrl-C, or SIGTERM as memctl takes it: a KeyboardInterrupt
 from its handlers) that stops a write command once it has changed the store
-says what was written, with the interrupt's own exit status.  Each
-interrupt is raised from a monkeypatched step, in this process (no signal
-timing)."""
+says what was written, with the interrupt's own exit status; and one that
+Python could only print ("Exception ignored in" a weakref callback) does
+not let the command end 0.  Each interrupt is raised from a monkeypatched
+step, in this process (no signal timing)."""
 
 from __future__ import annotations
 
+import gc
+import os
 import signal
+import sys
+import weakref
 from typing import Any
 
 import orjson
@@ -112,3 +117,35 @@ def test_an_interrupt_after_the_correction_says_it_was_written(demo, monkeypatch
                                 "was written (revision 2)"), r.stderr
     r = run_cli("--no-state", "--store", str(demo), "history", VERIFIED, "--json")
     assert orjson.loads(r.stdout)["revision"] == 2
+
+
+def test_a_ctrl_c_python_could_only_print_still_ends_the_command(demo, monkeypatch):
+    """SIGINT landing in a weakref callback: memctl's handler raises
+    KeyboardInterrupt there, Python prints "Exception ignored in ..." and
+    the command ran on to exit 0; the Ctrl-C was lost.  Its flag is kept:
+    the command now ends as interrupted (130)."""
+    import lecode_memctl.cli.cmd_facts as cmd_facts
+
+    monkeypatch.setattr(output._SIG, "owner", os.getpid())    # memctl's own process
+    monkeypatch.setattr(output._SIG, "interrupted", False)
+    ignored: list[BaseException | None] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: ignored.append(u.exc_value))
+    real = cmd_facts._open_read
+
+    class Thing:
+        pass
+
+    def open_read(*args: Any, **kwargs: Any) -> Any:
+        thing = Thing()
+        # the handler, as Python runs it when the signal lands in a callback
+        ref = weakref.ref(thing, lambda _r: output._interrupted(signal.SIGINT, None))
+        del thing
+        gc.collect()
+        assert ref() is None
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cmd_facts, "_open_read", open_read)
+    r = run_cli("--no-state", "--store", str(demo), "history", VERIFIED)
+    assert len(ignored) == 1 and isinstance(ignored[0], KeyboardInterrupt)
+    assert r.exit_code == 130, (r.stdout, r.stderr)
+    assert r.stderr.strip() == "memctl: error: interrupted"

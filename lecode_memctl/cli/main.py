@@ -322,6 +322,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             broken_pipe_exit,
             catch_termination,
             command_running,
+            interrupt_lost,
             setup_streams,
             stdout_gone,
         )
@@ -353,8 +354,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
                 stdout_error(exc)
                 raise
-            if rv == EXIT_INTERRUPTED:
-                # typer answers a KeyboardInterrupt with Exit(130), without a word
+            if rv == EXIT_INTERRUPTED or interrupt_lost():
+                # typer answers a KeyboardInterrupt with Exit(130), without a
+                # word; one Python could only print ("Exception ignored in" a
+                # weakref callback) let the command run on: interrupted all
+                # the same, not 0
                 return _interrupted(args)
             return rv if isinstance(rv, int) else 0
         except MemctlError as exc:

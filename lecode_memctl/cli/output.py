@@ -353,6 +353,16 @@ def command_running() -> Iterator[None]:
         _SIG.running = False
 
 
+def interrupt_lost() -> bool:
+    """Whether a Ctrl-C or a termination signal that memctl's handlers
+    caught while the command ran did not stop it: its KeyboardInterrupt was
+    raised where Python can only print it ("Exception ignored in ...": a
+    weakref or garbage collector callback, a ``__del__``) and the command
+    ran on to its end.  main then ends it as interrupted all the same (the
+    user's Ctrl-C is not lost to a 0)."""
+    return _SIG.in_owner() and (_SIG.interrupted or _SIG.terminated is not None)
+
+
 def interrupted_after(written: str | None) -> None:
     """What the command has written so far (``None``: nothing), which an
     interrupt from here on names after its own message ("interrupted; the

@@ -90,6 +90,26 @@ def test_a_held_state_lock_is_waited_for_a_bounded_time(demo, monkeypatch, comma
     assert len(mark_files()) == 1
 
 
+@pytest.mark.parametrize("command", ["forget", "redact"])
+def test_the_state_lock_is_waited_for_no_longer_than_lock_wait(demo, command):
+    """``--lock-wait 0``: the state lock is tried once (the bound of 2 s
+    is the longest; the repro's ``forget --lock-wait 1`` hung for ever)."""
+    args = (["forget", VERIFIED, "--yes"] if command == "forget"
+            else ["redact", "--yes"])
+    if command == "redact":
+        r = run_cli("--no-state", "--store", str(demo), "correct", VERIFIED, "1",
+                    "demo-alpha:1", "deploy key AKIAQWERTYUIOPASDFGH", "--yes")
+        assert r.exit_code == 0, r.stderr
+    with lock_held(release_after=1.5):
+        start = time.monotonic()
+        r = run_cli("--store", str(demo), *args, "--lock-wait", "0")
+        took = time.monotonic() - start
+        assert mark_files() == []
+    assert took < 1.0, (took, r.stderr)
+    assert r.exit_code == 0, r.stderr
+    assert "(waited 0 s)" in r.stderr and "is not recorded" in r.stderr, r.stderr
+
+
 def test_a_huge_mark_file_is_not_read_whole(demo, monkeypatch):
     """A mark file grown huge (damaged: ``truncate -s 3G``) is no mark, and
     not read whole first (exit 70 MemoryError under a memory limit, 6 GB

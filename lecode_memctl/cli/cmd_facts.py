@@ -841,6 +841,7 @@ def forget(
     from lecode_memctl.core.facts import FactStore, check_fact_id
     from lecode_memctl.core.factview import forget_impact
     from lecode_memctl.core.rowmodel import doc_head
+    from lecode_memctl.core.seen import lock_wait_at_most
 
     from .output import echo, emit_json, interrupted_after, safe
 
@@ -890,7 +891,9 @@ def forget(
         if forgot:      # (an interrupt from here on says it was done)
             interrupted_after(f"the forget of {fact_id} was written")
         generation = fs.generation()
-        STATE.record_mark(store, generation, fs.exclusion_count(), fs.database_id())
+        # (the state directory's lock: waited for no longer than --lock-wait)
+        with lock_wait_at_most(lock_wait):
+            STATE.record_mark(store, generation, fs.exclusion_count(), fs.database_id())
     finally:
         fs.close()
     if json_:

@@ -667,6 +667,7 @@ def _record_forget_mark(store: Any, lock_wait: float | None) -> None:
     here: a mark that cannot be recorded is a note, not the command's error."""
     from lecode_memctl.core.errors import MemctlError
     from lecode_memctl.core.facts import BUSY_TIMEOUT, FactStore
+    from lecode_memctl.core.seen import lock_wait_at_most
 
     from .output import echo, safe
 
@@ -674,7 +675,9 @@ def _record_forget_mark(store: Any, lock_wait: float | None) -> None:
         fs = FactStore(store.facts_db,
                        busy_timeout=BUSY_TIMEOUT if lock_wait is None else lock_wait)
         try:
-            STATE.record_mark(store, fs.generation(), fs.exclusion_count(), fs.database_id())
+            with lock_wait_at_most(lock_wait):      # (the state directory's lock too)
+                STATE.record_mark(store, fs.generation(), fs.exclusion_count(),
+                                  fs.database_id())
         finally:
             fs.close()
     except (MemctlError, OSError) as exc:

@@ -30,11 +30,12 @@ store is at its path, as it was then.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import stat
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import orjson
@@ -55,6 +56,8 @@ _LOCK_POLL = 0.05
 # the lock was found held for LOCK_WAIT once in this process: the stores
 # recorded after it (validate --all-projects) try it once, without waiting
 _GAVE_UP: list[bool] = []
+# a command's own bound (its --lock-wait), while lock_wait_at_most runs
+_CAP: list[float] = []
 
 
 @_record(frozen=True)
@@ -176,6 +179,21 @@ def _lock_within(fd: int, wait: float) -> bool:
             time.sleep(min(_LOCK_POLL, left))
 
 
+@contextlib.contextmanager
+def lock_wait_at_most(seconds: float | None) -> Iterator[None]:
+    """Within it, :func:`record` waits for ``stores/.lock`` at most
+    ``seconds`` (a command's ``--lock-wait``; None: no bound of its own),
+    and never more than :data:`LOCK_WAIT`."""
+    if seconds is None:
+        yield
+        return
+    _CAP.append(max(float(seconds), 0.0))
+    try:
+        yield
+    finally:
+        _CAP.pop()
+
+
 def _busy_note(lock: Path, store_path: str | os.PathLike[str], wait: float) -> None:
     """The one line on stderr when the lock could not be taken: the mark is
     not recorded (the command itself is not failed by it)."""
@@ -183,8 +201,8 @@ def _busy_note(lock: Path, store_path: str | os.PathLike[str], wait: float) -> N
 
     from lecode_memctl.cli.output import safe
 
-    text = (f"memctl: note: the state directory's lock {lock} was held by another process "
-            f"for {wait:g} s: the exclusion generation seen of the store "
+    text = (f"memctl: note: the state directory's lock {lock} is held by another process "
+            f"(waited {wait:g} s): the exclusion generation seen of the store "
             f"{os.fspath(store_path)} is not recorded")
     try:
         sys.stderr.write(safe(text, keep_newlines=False) + "\n")
@@ -239,7 +257,8 @@ def record(state: Path, store_path: str | os.PathLike[str], generation: int,
     mark of the same store takes the identity given (an unknown one keeps the
     mark's).  Concurrent recorders are serialised by ``flock`` on
     ``stores/.lock``, so no higher value is ever overwritten by a lower one.
-    The lock is waited for at most :data:`LOCK_WAIT` seconds: held longer
+    The lock is waited for at most :data:`LOCK_WAIT` seconds (less within
+    :func:`lock_wait_at_most`: a command's ``--lock-wait``): held longer
     by another process (one stopped or hung while holding it), nothing is
     recorded, with one note on stderr, and None is returned; after that,
     the process tries the lock once, without waiting, for each store it
@@ -255,10 +274,10 @@ def record(state: Path, store_path: str | os.PathLike[str], generation: int,
     except (OSError, MemctlError, ValueError):
         return None
     try:
-        wait = 0.0 if _GAVE_UP else LOCK_WAIT
-        if not _lock_within(lock, wait):
+        wait = min([LOCK_WAIT, *_CAP])
+        if not _lock_within(lock, 0.0 if _GAVE_UP else wait):
             _GAVE_UP.append(True)
-            _busy_note(path.parent / ".lock", store_path, LOCK_WAIT)
+            _busy_note(path.parent / ".lock", store_path, wait)
             return None
         old = load(state, store_path)
         if old is not None and not same_store(old, slug, database):

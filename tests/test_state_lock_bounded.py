@@ -136,3 +136,22 @@ def test_a_huge_mark_file_is_not_read_whole(demo, monkeypatch):
     assert sum(read) <= 2 * (seen._MAX_MARK + 1)
     doc = orjson.loads(mark.read_bytes())
     assert doc["generation"] == 2
+
+
+def test_the_note_escapes_controls_without_importing_the_cli(tmp_path, capsys):
+    """The core is a library the agent imports (tests/test_core_imports.py):
+    the note is written by ``core.seen`` itself, its names' terminal
+    controls escaped, without loading the CLI."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from pathlib import Path; from lecode_memctl.core import seen\n"
+            "seen._busy_note(Path('/a\\x1bb/.lock'), '/st\\u202eore\\n', 0.5)\n"
+            "print(sorted(m for m in sys.modules if m.startswith('lecode_memctl.cli')))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+    assert proc.stderr == ("memctl: note: the state directory's lock /a\\x1bb/.lock is held "
+                           "by another process (waited 0.5 s): the exclusion generation seen "
+                           "of the store /st\\u202eore\\x0a is not recorded\n")

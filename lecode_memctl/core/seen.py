@@ -197,15 +197,19 @@ def lock_wait_at_most(seconds: float | None) -> Iterator[None]:
 def _busy_note(lock: Path, store_path: str | os.PathLike[str], wait: float) -> None:
     """The one line on stderr when the lock could not be taken: the mark is
     not recorded (the command itself is not failed by it)."""
+    import re
     import sys
 
-    from lecode_memctl.cli.output import safe
-
-    text = (f"memctl: note: the state directory's lock {lock} is held by another process "
-            f"(waited {wait:g} s): the exclusion generation seen of the store "
-            f"{os.fspath(store_path)} is not recorded")
+    text = (f"memctl: note: the state directory's lock {_text(os.fspath(lock))} is held by "
+            f"another process (waited {wait:g} s): the exclusion generation seen of the "
+            f"store {_text(os.fspath(store_path))} is not recorded")
+    # (the core writes no terminal controls either: as the CLI's output.safe,
+    # without importing the CLI)
+    text = re.sub("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u061c]",
+                  lambda m: (f"\\x{ord(m.group(0)):02x}" if ord(m.group(0)) < 0x100
+                             else f"\\u{ord(m.group(0)):04x}"), text)
     try:
-        sys.stderr.write(safe(text, keep_newlines=False) + "\n")
+        sys.stderr.write(text + "\n")
         sys.stderr.flush()
     except (OSError, ValueError):
         pass

@@ -138,20 +138,29 @@ def test_a_huge_mark_file_is_not_read_whole(demo, monkeypatch):
     assert doc["generation"] == 2
 
 
-def test_the_note_escapes_controls_without_importing_the_cli(tmp_path, capsys):
+def test_the_core_prints_nothing_and_the_cli_escapes_the_note(tmp_path, capsys):
     """The core is a library the agent imports (tests/test_core_imports.py):
-    the note is written by ``core.seen`` itself, its names' terminal
-    controls escaped, without loading the CLI."""
+    by itself ``core.seen`` writes nothing on its caller's stderr when the
+    lock is busy (``record`` returns None); it tells ``seen.busy_note``,
+    which memctl's command line sets, and the CLI writes the note, its
+    names' terminal controls escaped."""
     import subprocess
     import sys
 
     code = ("import sys; from pathlib import Path; from lecode_memctl.core import seen\n"
-            "seen._busy_note(Path('/a\\x1bb/.lock'), '/st\\u202eore\\n', 0.5)\n"
+            "seen._busy_note(Path('/a/.lock'), '/store', 0.5)\n"
+            "told = []; seen.busy_note = told.append\n"
+            "seen._busy_note(Path('/a/.lock'), '/store', 0.5)\n"
+            "print(told)\n"
             "print(sorted(m for m in sys.modules if m.startswith('lecode_memctl.cli')))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "[]"
-    assert proc.stderr == ("memctl: note: the state directory's lock /a\\x1bb/.lock is held "
-                           "by another process (waited 0.5 s): the exclusion generation seen "
-                           "of the store /st\\u202eore\\x0a is not recorded\n")
+    assert proc.stderr == ""
+    told, cli = proc.stdout.splitlines()
+    assert "the state directory's lock /a/.lock is held by another process" in told
+    assert cli == "[]"
+    from lecode_memctl.cli.state import _busy_note
+
+    _busy_note("the lock /a\x1bb/.lock of /st\u202eore\n")
+    assert capsys.readouterr().err == "memctl: note: the lock /a\\x1bb/.lock of /st\\u202eore\\n\n"

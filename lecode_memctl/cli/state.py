@@ -75,10 +75,13 @@ class State:
         return resolve_config_dir(self.config_dir_option)
 
     def state_dir(self) -> Path:
-        """memctl's own state directory (``core.seen``), outside every store."""
-        from lecode_memctl.core.seen import state_dir
+        """memctl's own state directory (``core.seen``), outside every store;
+        a mark not recorded because its lock was held too long is a note on
+        stderr (``seen.busy_note``: the core itself prints nothing)."""
+        from lecode_memctl.core import seen
 
-        return state_dir()
+        seen.busy_note = _busy_note
+        return seen.state_dir()
 
     def may_record_marks(self, stores: list[Store]) -> bool:
         """Whether this command records marks for ``stores``: not with
@@ -298,3 +301,10 @@ def reset() -> None:
     """Fresh global state (each in-process invocation, e.g. in tests)."""
     global STATE
     STATE.__dict__.update(State().__dict__)
+
+
+def _busy_note(message: str) -> None:
+    """``core.seen``'s word that a mark was not recorded, as a note on stderr."""
+    from .output import echo, safe
+
+    echo(safe(f"memctl: note: {message}", keep_newlines=False), err=True)

@@ -35,7 +35,7 @@ import fcntl
 import os
 import stat
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import orjson
@@ -194,25 +194,21 @@ def lock_wait_at_most(seconds: float | None) -> Iterator[None]:
         _CAP.pop()
 
 
-def _busy_note(lock: Path, store_path: str | os.PathLike[str], wait: float) -> None:
-    """The one line on stderr when the lock could not be taken: the mark is
-    not recorded (the command itself is not failed by it)."""
-    import re
-    import sys
+#: Who is told when ``stores/.lock`` was held too long and a mark was
+#: therefore not recorded: None (the default: a library writes nothing on
+#: its caller's stderr, and :func:`record` returns None) or a callable given
+#: the message.  memctl's command line sets one (``cli.state``), which prints
+#: it as a ``memctl: note:`` line.
+busy_note: Callable[[str], None] | None = None
 
-    text = (f"memctl: note: the state directory's lock {_text(os.fspath(lock))} is held by "
-            f"another process (waited {wait:g} s): the exclusion generation seen of the "
-            f"store {_text(os.fspath(store_path))} is not recorded")
-    # (the core writes no terminal controls either: as the CLI's output.safe,
-    # without importing the CLI)
-    text = re.sub("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u061c]",
-                  lambda m: (f"\\x{ord(m.group(0)):02x}" if ord(m.group(0)) < 0x100
-                             else f"\\u{ord(m.group(0)):04x}"), text)
-    try:
-        sys.stderr.write(text + "\n")
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
+
+def _busy_note(lock: Path, store_path: str | os.PathLike[str], wait: float) -> None:
+    """Tell :data:`busy_note`, if anyone listens, that the lock could not be
+    taken: the mark is not recorded (the command itself is not failed by it)."""
+    if busy_note is not None:
+        busy_note(f"the state directory's lock {_text(os.fspath(lock))} is held by another "
+                  f"process (waited {wait:g} s): the exclusion generation seen of the store "
+                  f"{_text(os.fspath(store_path))} is not recorded")
 
 
 def same_store(mark: Mark, slug: str | None, database: str | None = None) -> bool:

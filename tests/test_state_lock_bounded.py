@@ -58,7 +58,6 @@ def test_a_held_state_lock_is_waited_for_a_bounded_time(demo, monkeypatch, comma
     from lecode_memctl.core import seen
 
     monkeypatch.setattr(seen, "LOCK_WAIT", 0.2)
-    monkeypatch.setattr(seen, "_GAVE_UP", [])
     if command == "validate":
         args = ["validate"]
     elif command == "forget":
@@ -88,6 +87,56 @@ def test_a_held_state_lock_is_waited_for_a_bounded_time(demo, monkeypatch, comma
     r = run_cli("--store", str(demo), "validate")
     assert ".lock" not in r.stderr
     assert len(mark_files()) == 1
+
+
+def test_a_run_stops_waiting_after_one_wait_in_vain_and_the_next_run_waits_again(
+        tmp_path, monkeypatch):
+    """Within one run (``lock_wait_at_most``: a command, ``validate
+    --all-projects`` marking each store) the stores after one that waited in
+    vain are not waited for, and their notes say so; outside a run, and in
+    the next one, each record waits again.  (Before, one wait in vain made
+    every later record of the process skip the wait: the agent, a
+    long-lived process importing the core, lost marks to a lock held a
+    moment.)"""
+    from lecode_memctl.core import seen
+
+    monkeypatch.setattr(seen, "LOCK_WAIT", 0.3)
+    told: list[str] = []
+    monkeypatch.setattr(seen, "busy_note", told.append)
+    state = Path(os.environ["HOME"]) / ".local" / "state" / "lecode-memctl"
+
+    def timed(store: str) -> float:
+        start = time.monotonic()
+        assert seen.record(state, tmp_path / store, 1, 1) is None
+        return time.monotonic() - start
+
+    with lock_held(release_after=5.0):
+        with seen.lock_wait_at_most(None):
+            first, second = timed("a"), timed("b")
+        alone = timed("c")
+        with seen.lock_wait_at_most(None):
+            again = timed("d")
+    assert first >= 0.25 and second < 0.1 and alone >= 0.25 and again >= 0.25, \
+        (first, second, alone, again)
+    assert ["waited 0.3 s" in t for t in told] == [True, False, True, True], told
+    assert "not waited for: held already for a store before it in this run" in told[1]
+    with seen.lock_wait_at_most(None):       # let go: recorded
+        assert seen.record(state, tmp_path / "a", 1, 1) is not None
+
+
+def test_validate_quiet_writes_no_note(demo, monkeypatch):
+    """``validate --quiet`` prints nothing on stderr but errors: the note of a
+    busy state lock (cron mail, for a cron job that runs --quiet) is not
+    written."""
+    from lecode_memctl.core import seen
+
+    monkeypatch.setattr(seen, "LOCK_WAIT", 0.1)
+    with lock_held(release_after=3.0):
+        quiet = run_cli("--store", str(demo), "validate", "--quiet")
+        loud = run_cli("--store", str(demo), "validate")
+    assert quiet.exit_code == loud.exit_code == 1       # (the demo's planted finding)
+    assert quiet.stderr == "", quiet.stderr
+    assert "memctl: note: the state directory's lock" in loud.stderr
 
 
 @pytest.mark.parametrize("command", ["forget", "redact"])

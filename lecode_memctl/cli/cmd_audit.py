@@ -178,7 +178,12 @@ def validate(
                       config_dir=cfg.path if all_projects else None)
     # (no temporary file or directory is made in one of them: the held rows'
     # file, another store's snapshot)
-    with fenced(*(st.path for st in stores)):
+    from lecode_memctl.core.seen import lock_wait_at_most
+
+    # (one run of marks: the state directory's lock waited for no longer than
+    # --lock-wait, and once in vain, not again for the stores after it)
+    with fenced(*(st.path for st in stores)), lock_wait_at_most(lock_wait):
+        STATE.quiet = quiet
         to_stdout = not quiet or out is not None
         show_progress = (progress if progress is not None else not quiet) and _stderr_tty()
         record_state = STATE.may_record_marks(stores)

@@ -253,5 +253,5 @@ def schema(
          if record in r["schema"].get("properties", {}).get("type", {}).get("enum", ())), None)
     if named is None:
         raise UsageError(f"unknown record type {record!r}; use one of "
-                         f"{', '.join(sorted(records))}")
+                         f"{', '.join(sorted(records))} (or a row's type such as total)")
     emit_json(records[named]["schema"])

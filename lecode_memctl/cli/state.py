@@ -19,13 +19,13 @@ class State:
     start-up."""
 
     _FIELDS = ("config_dir_option", "project", "store_option", "slug_option", "no_color",
-               "color_mode", "no_state", "json_errors", "output_started")
+               "color_mode", "no_state", "json_errors", "output_started", "quiet")
 
     def __init__(self, config_dir_option: str | None = None, project: str | None = None,
                  store_option: str | None = None, slug_option: str | None = None,
                  no_color: bool = False, color_mode: str = "auto",  # --color auto|always|never
                  no_state: bool = False, json_errors: bool = False,
-                 output_started: bool = False) -> None:
+                 output_started: bool = False, quiet: bool = False) -> None:
         self.config_dir_option = config_dir_option
         self.project = project
         self.store_option = store_option
@@ -37,6 +37,8 @@ class State:
         # the command began writing its output on stdout (a JSON document
         # may be open: an interrupt then prints no second one)
         self.output_started = output_started
+        # the command's --quiet (validate): its notes on stderr are not written
+        self.quiet = quiet
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._FIELDS)
@@ -95,6 +97,8 @@ class State:
         inside = next((s for s in stores if inside_store(state, s.path)), None)
         if inside is None:
             return True
+        if self.quiet:      # (--quiet: nothing on stderr but errors)
+            return False
         from .output import echo, safe
 
         echo(safe(f"memctl: note: the state directory {state} lies inside the store "
@@ -304,7 +308,10 @@ def reset() -> None:
 
 
 def _busy_note(message: str) -> None:
-    """``core.seen``'s word that a mark was not recorded, as a note on stderr."""
+    """``core.seen``'s word that a mark was not recorded, as a note on stderr
+    (none with --quiet, which prints nothing but errors)."""
+    if STATE.quiet:
+        return
     from .output import echo, safe
 
     echo(safe(f"memctl: note: {message}", keep_newlines=False), err=True)

@@ -53,11 +53,20 @@ _MAX_MARK = 1 << 16  # a mark file is a few hundred bytes; anything larger is no
 # (stopped, hung) must not hold up a forget already committed.
 LOCK_WAIT = 2.0
 _LOCK_POLL = 0.05
-# the lock was found held for LOCK_WAIT once in this process: the stores
-# recorded after it (validate --all-projects) try it once, without waiting
-_GAVE_UP: list[bool] = []
-# a command's own bound (its --lock-wait), while lock_wait_at_most runs
-_CAP: list[float] = []
+
+
+
+class _Run:
+    """One command's records (:func:`lock_wait_at_most`): how long each may
+    wait for the lock, and whether one of them already waited in vain."""
+
+    def __init__(self, wait: float) -> None:
+        self.wait = wait
+        self.gave_up = False
+
+
+# the runs open (innermost last); none: each record waits LOCK_WAIT alone
+_RUNS: list[_Run] = []
 
 
 @_record(frozen=True)
@@ -181,17 +190,19 @@ def _lock_within(fd: int, wait: float) -> bool:
 
 @contextlib.contextmanager
 def lock_wait_at_most(seconds: float | None) -> Iterator[None]:
-    """Within it, :func:`record` waits for ``stores/.lock`` at most
-    ``seconds`` (a command's ``--lock-wait``; None: no bound of its own),
-    and never more than :data:`LOCK_WAIT`."""
-    if seconds is None:
-        yield
-        return
-    _CAP.append(max(float(seconds), 0.0))
+    """One run of records (a command's: ``validate --all-projects``
+    records a mark per store): within it, :func:`record` waits for
+    ``stores/.lock`` at most ``seconds`` (a command's ``--lock-wait``; None:
+    no bound of its own), never more than :data:`LOCK_WAIT`, and once a
+    record of the run has waited in vain, the later ones try the lock once,
+    without waiting.  Outside any run, each record waits its own bound: a
+    long-lived process (the agent) is not marked by one slow moment."""
+    bound = LOCK_WAIT if seconds is None else min(LOCK_WAIT, max(float(seconds), 0.0))
+    _RUNS.append(_Run(bound))
     try:
         yield
     finally:
-        _CAP.pop()
+        _RUNS.pop()
 
 
 #: Who is told when ``stores/.lock`` was held too long and a mark was
@@ -202,12 +213,16 @@ def lock_wait_at_most(seconds: float | None) -> Iterator[None]:
 busy_note: Callable[[str], None] | None = None
 
 
-def _busy_note(lock: Path, store_path: str | os.PathLike[str], wait: float) -> None:
+def _busy_note(lock: Path, store_path: str | os.PathLike[str], wait: float | None) -> None:
     """Tell :data:`busy_note`, if anyone listens, that the lock could not be
-    taken: the mark is not recorded (the command itself is not failed by it)."""
+    taken: the mark is not recorded (the command itself is not failed by it).
+    ``wait``: the seconds waited, or None when not waited (the run's lock was
+    found held before)."""
     if busy_note is not None:
+        waited = (f"waited {wait:g} s" if wait is not None
+                  else "not waited for: held already for a store before it in this run")
         busy_note(f"the state directory's lock {_text(os.fspath(lock))} is held by another "
-                  f"process (waited {wait:g} s): the exclusion generation seen of the store "
+                  f"process ({waited}): the exclusion generation seen of the store "
                   f"{_text(os.fspath(store_path))} is not recorded")
 
 
@@ -260,9 +275,9 @@ def record(state: Path, store_path: str | os.PathLike[str], generation: int,
     The lock is waited for at most :data:`LOCK_WAIT` seconds (less within
     :func:`lock_wait_at_most`: a command's ``--lock-wait``): held longer
     by another process (one stopped or hung while holding it), nothing is
-    recorded, with one note on stderr, and None is returned; after that,
-    the process tries the lock once, without waiting, for each store it
-    records."""
+    recorded, :data:`busy_note` is told, and None is returned; after that,
+    the later records of the same run try the lock once, without
+    waiting."""
     if inside_store(state, store_path):
         return None
     path = mark_path(state, store_path)
@@ -274,9 +289,11 @@ def record(state: Path, store_path: str | os.PathLike[str], generation: int,
     except (OSError, MemctlError, ValueError):
         return None
     try:
-        wait = min([LOCK_WAIT, *_CAP])
-        if not _lock_within(lock, 0.0 if _GAVE_UP else wait):
-            _GAVE_UP.append(True)
+        run = _RUNS[-1] if _RUNS else None
+        wait = None if run is not None and run.gave_up else (run.wait if run else LOCK_WAIT)
+        if not _lock_within(lock, wait or 0.0):
+            if run is not None:
+                run.gave_up = True
             _busy_note(path.parent / ".lock", store_path, wait)
             return None
         old = load(state, store_path)

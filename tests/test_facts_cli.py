@@ -446,6 +446,40 @@ def test_proposals_hidden_by_clear_and_by_a_missing_epoch(config_dir, project, s
     assert doc["learning"]["proposals_hidden"] == 2
 
 
+def test_a_proposals_conflicts_must_name_facts_at_their_revision(config_dir, project, store):
+    """A proposal's conflicts are fact ids, as the model returns them (the
+    reference design's candidate has ``"conflicts": []``), or objects with
+    the revision: one that names a fact forgotten, never there or at
+    another revision hides the proposal.  Before 2026-12-07 only the objects
+    were checked: a plain id of a forgotten fact, or of none, was shown."""
+    write_session(store, "s1")
+    here = remember(store, 1, PREF, sid="s1")
+    gone = remember(store, 3, "Correction: " + FIXED, sid="s1")
+    ss = SessionStore(store)
+    source = ss.source_snapshot("s1", 1, 1).ref.to_json()
+    cases = {
+        "no conflicts": [],
+        "an id": [here.fact_id],
+        "an object": [{"fact_id": here.fact_id, "revision": 1}],
+        "a forgotten id": [gone.fact_id],
+        "a forgotten object": [{"fact_id": gone.fact_id, "revision": 1}],
+        "an id never there": ["0000000000000000"],
+        "another revision": [{"fact_id": here.fact_id, "revision": 2}],
+        "not an id": ["tabs"],
+        "a number": [12],
+    }
+    assert cli(project, "forget", gone.fact_id, "--yes").exit_code == 0    # generation 1
+    with ss.writer("s1") as w:
+        w.append_event("learning", status="proposed", reason_counts={}, facts=[], epoch=1,
+                       proposals=[{"text": name, "kind": "explicit_user_preference",
+                                   "source": source, "conflicts": conflicts}
+                                  for name, conflicts in cases.items()])
+    doc = read_json(project, "facts", "--session", "s1")
+    assert [p["text"] for p in doc["learning"]["proposals"]] == [
+        "no conflicts", "an id", "an object"]
+    assert doc["learning"]["proposals_hidden"] == 6
+
+
 def test_symlinked_store_directory_is_refused(config_dir, project, store, tmp_path):
     real = tmp_path / "real-store"
     real.mkdir()

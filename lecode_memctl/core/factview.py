@@ -504,14 +504,7 @@ def _valid_proposals(raw: Sequence[Any], sessions: SessionReader, facts: FactSto
         if ref is None or not sessions.validate_source(ref, purpose="working").ok:
             hidden += 1
             continue
-        ok = True
-        for c in p.get("conflicts", []) if isinstance(p.get("conflicts"), list) else []:
-            if isinstance(c, Mapping) and isinstance(c.get("fact_id"), str):
-                cur = facts.get(c["fact_id"]) if facts is not None else None
-                if cur is None or (isinstance(c.get("revision"), int)
-                                   and cur.revision != c["revision"]):
-                    ok = False
-        if not ok:
+        if not _conflicts_hold(p.get("conflicts", []), facts):
             hidden += 1
             continue
         text = p.get("text")
@@ -521,6 +514,32 @@ def _valid_proposals(raw: Sequence[Any], sessions: SessionReader, facts: FactSto
                       "source": ref.to_json(), "kind": p.get("kind"),
                       "conflicts": p.get("conflicts", [])})
     return valid, hidden
+
+
+def _conflicts_hold(conflicts: Any, facts: FactStore | None) -> bool:
+    """Whether a proposal's conflicts still name facts at their revision (the
+    reference design: "Conflict IDs must identify facts actually supplied to
+    that call, and those facts must still have the same revision").  Each is
+    a fact id, as the model returns it, or ``{"fact_id", "revision"}``; one
+    that names no fact (forgotten, never there, not an id) or a fact at
+    another revision fails, and so does anything else in the list (before
+    2026-12-07 a plain id, and anything but an object, was passed over)."""
+    if not isinstance(conflicts, list):
+        return False
+    for c in conflicts:
+        if isinstance(c, str):
+            fid, rev = c, None
+        elif isinstance(c, Mapping) and isinstance(c.get("fact_id"), str):
+            fid = c["fact_id"]
+            rev = c.get("revision") if type(c.get("revision")) is int else None
+        else:
+            return False
+        if facts is None or not FACT_ID_RE.match(fid):
+            return False
+        cur = facts.get(fid)
+        if cur is None or (rev is not None and cur.revision != rev):
+            return False
+    return True
 
 
 MAX_OFFSET = (1 << 63) - 1

@@ -114,7 +114,10 @@ def test_markdown_fills_the_rest_and_truncates_on_a_character(setup):
     part = sec.parts[0]
     assert part.truncated and part.name == "MEMORY.md"
     kept = sec.text[len(MEMORY_HEADING):sec.text.index("\n[... truncated")]
-    assert len(kept.encode()) + part.omitted_bytes == 6001  # 6000 bytes + the added newline
+    # the file's 6,000 bytes, shown or not (the newline the section adds to a
+    # file without one is no byte of it: it was counted, 6,001, before 2026-12-07)
+    assert len(kept.encode()) + part.omitted_bytes == part.source_bytes == 6000
+    assert f"[... truncated: {part.omitted_bytes} more bytes not shown ...]" in sec.text
     sec = build_memory_section(store, MemoryConfig(max_bytes=100000), fs, ss)
     assert sec.text.endswith(SCRATCHPAD_HEADING + "- [ ] item\n")
 

@@ -86,8 +86,9 @@ def test_part_with_room_for_only_its_marker_shows_the_marker():
     body = b"x" * 50
     need = len(MEMORY_HEADING) + len(truncation_marker(len(body) + 1).encode())
     text, part = _markdown_part("MEMORY.md", MEMORY_HEADING, body, need)
-    assert text.startswith(MEMORY_HEADING) and "[... truncated: 51 more bytes" in text
-    assert part is not None and part.truncated and part.omitted_bytes == 51
+    # (the file's 50 bytes: the newline the section adds is none of them)
+    assert text.startswith(MEMORY_HEADING) and "[... truncated: 50 more bytes" in text
+    assert part is not None and part.truncated and part.omitted_bytes == 50
 
 
 def test_part_with_no_room_at_all_is_reported(project, store, config_dir):

@@ -175,7 +175,9 @@ def _markdown_part(name: str, heading: str, data: bytes | None, budget: int, tai
     if room < 0:
         return "", Part(name, 0, size, truncated=True, omitted_bytes=size)
     kept = _utf8_prefix(body, room)
-    omitted = len(body) + tail - len(kept)
+    # (the file's bytes not shown: the newline added to a file without a
+    # last one is none of them; before 2026-12-07 it was counted)
+    omitted = size - min(len(kept), len(data))
     out = heading + kept.decode("utf-8") + truncation_marker(omitted)
     return out, Part(name, len(out.encode("utf-8")), size, True, omitted)
 

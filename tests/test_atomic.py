@@ -167,6 +167,24 @@ def test_failure_before_replace_of_new_file_creates_nothing(tmp_path, monkeypatc
     assert sorted(os.listdir(t.parent)) == []
 
 
+@pytest.mark.parametrize("raised", [KeyboardInterrupt, OSError])
+def test_an_interrupt_inside_the_temporary_files_open_leaves_no_file(tmp_path, monkeypatch,
+                                                                    raised):
+    """A SIGTERM that lands after ``os.open`` made the temporary file (O_EXCL)
+    and before ``open_nofollow`` returned (in its check of what it opened)
+    left an empty ``.NAME.tmp-HEX`` in the store (``migrate-legacy`` killed
+    in a copy: ``validate`` then warned ``layout.temp_file``)."""
+    def interrupted(fd: int, flags: int) -> None:
+        raise raised()
+
+    d = tmp_path / "notes"
+    d.mkdir()
+    monkeypatch.setattr(atomic, "_check_opened", interrupted)
+    with pytest.raises((KeyboardInterrupt, OSError, StoreWriteError)):
+        atomic_write(d / "x.md", b"hi", backup=False, overwrite=False)
+    assert os.listdir(d) == []
+
+
 def test_directory_fsync_failure_after_replace_says_so(target, monkeypatch):
     monkeypatch.setattr(atomic, "os", FaultyOS("fsync", _fsync_dir))
     with pytest.raises(StoreWriteError) as info:

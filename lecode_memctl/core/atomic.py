@@ -439,7 +439,18 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
 
 def _write_temp(target: Path, data: bytes, mode: int) -> Path:
     tmp = temp_name(target)
-    fd = open_nofollow(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        fd = open_nofollow(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    except BaseException as exc:
+        # made by this open (O_EXCL), then an interrupt or a failed check
+        # before it returned (a SIGTERM lands in _check_opened's fstat): the
+        # empty file is ours to remove.  (Before 2026-12-07 it stayed, a
+        # layout.temp_file of the store.)  An entry already there, or a link,
+        # is never ours.
+        if not isinstance(exc, FileExistsError) and not (
+                isinstance(exc, OSError) and is_link_refusal(exc)):
+            _unlink_quietly(tmp)
+        raise
     try:
         try:
             write_all(fd, data)

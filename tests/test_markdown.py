@@ -751,3 +751,19 @@ def test_search_text_escapes_file_names_as_the_table_does(store_dir):
     doc = orjson.loads(cli(store_dir, "search", "deploy", "--json").stdout_bytes)
     assert {h["file"] for h in doc["hits"]} >= {"notes/x.md:1: FORGED HIT\nMEMORY.md",
                                                 "notes/a\tb.md"}
+
+
+def test_a_name_byte_that_is_not_utf8_is_shown_as_xnn():
+    """A note name from ``os.listdir`` carries a byte that is not UTF-8 as a
+    lone surrogate; the error named it ``'x\\udcff.md'`` (``migrate-legacy``'s
+    ``detail``, where ``name`` and ``source`` say ``x\\xff.md``).  A name that
+    holds a backslash and ``udcff`` as text keeps them."""
+    from lecode_memctl.core.errors import UsageError
+    from lecode_memctl.core.mdnames import check_note_name
+
+    with pytest.raises(UsageError) as info:
+        check_note_name("x\udcff.md")
+    assert "'x\\xff.md'" in info.value.message and "udc" not in info.value.message
+    with pytest.raises(UsageError) as info:
+        check_note_name("a\\udcff.md")
+    assert "'a\\\\udcff.md'" in info.value.message

@@ -731,3 +731,20 @@ def test_a_worktree_gitdir_that_is_a_fifo_or_names_no_path_is_skipped(tmp_path, 
                  timeout=60)
     assert r.returncode == 0, r.stderr
     assert b"worktree entry" in r.stderr + r.stdout and str(bad).encode() in r.stderr + r.stdout
+
+
+def test_the_help_lists_every_exit_status_format_md_gives():
+    """``migrate-legacy --help`` listed 0, 4, 1, 2 and 7, where FORMAT.md's
+    table (and the command) also give 3 (no such --from) and 5."""
+    import re
+
+    from .conftest import REPO, run_cli
+
+    text = (REPO / "docs" / "FORMAT.md").read_text()
+    table = text.split("**Exit status** (the dry run exits as the copy would):", 1)[1]
+    codes = re.findall(r"^\| (\d+) \|", table.split("\n\n", 2)[1], re.M)
+    assert codes == ["0", "1", "2", "3", "4", "5", "7"], codes
+    help_text = " ".join(run_cli("migrate-legacy", "--help").stdout.split())
+    status = help_text.split("Exit status:", 1)[1]
+    for code in codes:
+        assert re.search(rf"(?:^|[;:] ){code} ", " " + status) or f" {code} " in status, code

@@ -111,8 +111,8 @@ def config(json_: JsonOpt = False, fmt: FormatOpt = None) -> None:
     """Show the effective [memory] settings and where each came from.
 
     Reads <config dir>/config.toml.  Keys: enabled (default true), max_bytes
-    (32768, the whole memory section), auto_learn (false), facts_max_bytes
-    (8192, valid 0..65536).  An out-of-range or mistyped value is an error
+    (32768, the whole memory section, valid 0..2147483647), auto_learn
+    (false), facts_max_bytes (8192, valid 0..65536).  An out-of-range or mistyped value is an error
     naming the key (exit 2).  --json prints one object (the config dir and
     file, each key as {value, default, source}, and "settings": the rows);
     jsonl, csv and tsv give the setting rows {type, key, value, default,

@@ -185,6 +185,31 @@ def test_an_interrupt_inside_the_temporary_files_open_leaves_no_file(tmp_path, m
     assert os.listdir(d) == []
 
 
+@pytest.mark.parametrize("writer", ["export", "--output"])
+def test_an_interrupt_inside_the_open_of_an_exports_or_a_reports_file_leaves_none(
+        tmp_path, monkeypatch, demo_template, writer):
+    """The same stop inside the open of ``export``'s temporary file, and of
+    ``validate --output``'s and ``secrets --output``'s (``atomic_output``),
+    left an empty ``.NAME.tmp-HEX`` beside the user's file."""
+    from lecode_memctl.cli import output
+    from lecode_memctl.core import bundle
+
+    out = tmp_path / "out"
+    out.mkdir()
+
+    def interrupted(fd: int, flags: int) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(atomic, "_check_opened", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        if writer == "export":
+            bundle.export_to_file(demo_template.store, out / "b.tar.gz")
+        else:
+            with output.atomic_output(str(out / "report.json")):
+                pass
+    assert os.listdir(out) == []
+
+
 def test_directory_fsync_failure_after_replace_says_so(target, monkeypatch):
     monkeypatch.setattr(atomic, "os", FaultyOS("fsync", _fsync_dir))
     with pytest.raises(StoreWriteError) as info:

@@ -1651,7 +1651,7 @@ class atomic_output:
     def __enter__(self) -> atomic_output:
         import os
 
-        from lecode_memctl.core.atomic import temp_name
+        from lecode_memctl.core.atomic import open_new_temp, temp_name
         from lecode_memctl.core.errors import StoreWriteError, UsageError
 
         if self.target.is_dir():
@@ -1660,19 +1660,38 @@ class atomic_output:
         umask = os.umask(0)
         os.umask(umask)
         try:
-            fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL
-                         | getattr(os, "O_NOFOLLOW", 0), 0o666 & ~umask)
+            fd = open_new_temp(self.tmp, 0o666 & ~umask)
         except OSError as exc:
             raise StoreWriteError(f"--output {self.target}: cannot create a temporary file "
                                   f"in {self.target.parent}: {exc.strerror}") from None
-        # (buffered: a raw file may take fewer bytes than it is given, and a
-        # text layer straight over it would drop the rest)
-        self.stream = io.TextIOWrapper(io.BufferedWriter(io.FileIO(fd, "wb", closefd=True)),
-                                       encoding="utf-8", errors="backslashreplace",
-                                       newline="\n")
+        # (stopped before the stream owns the file, __exit__ would not run:
+        # the file is closed and removed here)
+        try:
+            raw = io.FileIO(fd, "wb", closefd=True)
+        except BaseException:
+            os.close(fd)
+            self._drop_tmp()
+            raise
+        try:
+            # (buffered: a raw file may take fewer bytes than it is given, and
+            # a text layer straight over it would drop the rest)
+            self.stream = io.TextIOWrapper(io.BufferedWriter(raw), encoding="utf-8",
+                                           errors="backslashreplace", newline="\n")
+        except BaseException:
+            raw.close()
+            self._drop_tmp()
+            raise
         self.saved = sys.stdout
         sys.stdout = self.stream
         return self
+
+    def _drop_tmp(self) -> None:
+        import os
+
+        try:
+            os.unlink(self.tmp)
+        except OSError:
+            pass
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         import os

@@ -437,20 +437,26 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
-def _write_temp(target: Path, data: bytes, mode: int) -> Path:
-    tmp = temp_name(target)
+def open_new_temp(tmp: str | os.PathLike[str], mode: int = FILE_MODE) -> int:
+    """A new temporary file ``tmp`` (:func:`temp_name`), opened to write:
+    ``open_nofollow(tmp, O_WRONLY | O_CREAT | O_EXCL, mode)``.  One made by
+    this open and then stopped before it returned (an interrupt, a SIGTERM
+    landing in the check of what it opened, a failed check) is removed: an
+    empty ``.NAME.tmp-HEX`` stayed, before 2026-12-07, beside a store's
+    file or an export.  An entry already there, or a link, is never ours
+    and never removed."""
     try:
-        fd = open_nofollow(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        return open_nofollow(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     except BaseException as exc:
-        # made by this open (O_EXCL), then an interrupt or a failed check
-        # before it returned (a SIGTERM lands in _check_opened's fstat): the
-        # empty file is ours to remove.  (Before 2026-12-07 it stayed, a
-        # layout.temp_file of the store.)  An entry already there, or a link,
-        # is never ours.
         if not isinstance(exc, FileExistsError) and not (
                 isinstance(exc, OSError) and is_link_refusal(exc)):
-            _unlink_quietly(tmp)
+            _unlink_quietly(Path(tmp))
         raise
+
+
+def _write_temp(target: Path, data: bytes, mode: int) -> Path:
+    tmp = temp_name(target)
+    fd = open_new_temp(tmp, mode)
     try:
         try:
             write_all(fd, data)

@@ -739,11 +739,11 @@ def export_to_file(store: Store, output: str | os.PathLike[str], *,
         # (as the --output of validate and secrets: the file cannot be
         # written, exit 7; the directory is never made)
         raise StoreWriteError(f"{target}: cannot write: no such directory {target.parent}")
-    from .atomic import fsync_dir, temp_name
+    from .atomic import fsync_dir, open_new_temp, temp_name
 
     tmp = temp_name(target)
     try:
-        fd = open_nofollow(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        fd = open_new_temp(tmp)
     except OSError as exc:
         raise StoreWriteError(f"{target}: cannot create: {exc.strerror}") from None
     try:

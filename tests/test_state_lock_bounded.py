@@ -137,6 +137,12 @@ def test_validate_quiet_writes_no_note(demo, monkeypatch):
     assert quiet.exit_code == loud.exit_code == 1       # (the demo's planted finding)
     assert quiet.stderr == "", quiet.stderr
     assert "memctl: note: the state directory's lock" in loud.stderr
+    # main leaves nothing of the command behind in its process: a library
+    # caller that ran it is not given memctl's notes, nor --quiet
+    from lecode_memctl.cli.state import STATE
+
+    run_cli("--store", str(demo), "validate", "--quiet")
+    assert seen.busy_note is None and STATE.quiet is False
 
 
 @pytest.mark.parametrize("command", ["forget", "redact"])

@@ -467,6 +467,10 @@ def test_a_proposals_conflicts_must_name_facts_at_their_revision(config_dir, pro
         "another revision": [{"fact_id": here.fact_id, "revision": 2}],
         "not an id": ["tabs"],
         "a number": [12],
+        "null": None,
+        "one id, not in a list": here.fact_id,
+        "a forgotten id, not in a list": gone.fact_id,
+        "an object, not in a list": {"fact_id": here.fact_id},
     }
     assert cli(project, "forget", gone.fact_id, "--yes").exit_code == 0    # generation 1
     with ss.writer("s1") as w:
@@ -476,8 +480,8 @@ def test_a_proposals_conflicts_must_name_facts_at_their_revision(config_dir, pro
                                   for name, conflicts in cases.items()])
     doc = read_json(project, "facts", "--session", "s1")
     assert [p["text"] for p in doc["learning"]["proposals"]] == [
-        "no conflicts", "an id", "an object"]
-    assert doc["learning"]["proposals_hidden"] == 6
+        "no conflicts", "an id", "an object", "null", "one id, not in a list"]
+    assert doc["learning"]["proposals_hidden"] == 8
 
 
 def test_symlinked_store_directory_is_refused(config_dir, project, store, tmp_path):

@@ -523,8 +523,14 @@ def _conflicts_hold(conflicts: Any, facts: FactStore | None) -> bool:
     a fact id, as the model returns it, or ``{"fact_id", "revision"}``; one
     that names no fact (forgotten, never there, not an id) or a fact at
     another revision fails, and so does anything else in the list (before
-    2026-12-07 a plain id, and anything but an object, was passed over)."""
-    if not isinstance(conflicts, list):
+    2026-12-07 a plain id, and anything but an object, was passed over).
+    ``conflicts`` null is none; one id not in a list is that id; any other
+    value that is not a list names no fact."""
+    if conflicts is None:
+        conflicts = []          # (null: none, as a missing list is)
+    elif isinstance(conflicts, str):
+        conflicts = [conflicts]     # (one id, not in a list)
+    elif not isinstance(conflicts, list):
         return False
     for c in conflicts:
         if isinstance(c, str):

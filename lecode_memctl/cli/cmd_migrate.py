@@ -181,8 +181,9 @@ now or before; existing destinations are reported, never merged); 4 a legacy
 file could not be read or changed meanwhile, a destination is blocked by
 something that is not a regular file, or, with --fail-on-conflict, some file
 was not copied because the project has other content for it; 1 you declined
-at the prompt; 2 no --yes and stdin is not a terminal, or a --from that is
-a symbolic link, not a directory or the project's own store; 3 a --from
+at the prompt; 2 no --yes and stdin is not a terminal (or with --json),
+--store given, or a --from that is a symbolic link, not a directory or the
+project's own store; 3 a --from
 directory does not exist; 5 a legacy file could not be read during the
 copy; 7 a write failed (nothing partial is left: run again to finish).
 """)

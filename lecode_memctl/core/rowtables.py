@@ -362,7 +362,8 @@ REWRITE = RowModel("redact", "rewrite", "One file the redaction rewrites (plan.f
 FACT_CHECK = RowModel("verify", "fact_check", "One fact of a bundle: its status recomputed "
                       "from the bundled copy against the manifest's.", (
     _t('"fact_check"'),
-    Field("fact_id", "string", "16 hex digits"),
+    Field("fact_id", "string", "16 hex digits, as export writes it (a manifest's other value "
+          "as it is, or its JSON text when it is not text)"),
     Field("revision", "integer", "current revision", True),
     Field("status", "string", "status recomputed now (null: not in the bundled database)", True),
     Field("reason", "string", "its reason", True),

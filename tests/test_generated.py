@@ -185,17 +185,25 @@ def test_roff_escaping_survives_hostile_help_text(tmp_path):
     assert "back\\slash \\fB not bold" in flat
 
 
-def test_completion_scripts_are_typers_own():
-    """The shipped scripts are typer's templates for prog 'memctl', plus a header."""
+def test_completion_scripts_are_typers_templates_with_memctls_changes():
+    """The shipped scripts are typer's templates for prog 'memctl' with the
+    changes gen_docs.SCRIPT_CHANGES documents (each old text found once in
+    typer's template, replaced by the new), plus a header."""
     from typer._completion_shared import get_completion_script
+
+    gen_docs = _gen_module()
 
     for shell, rel in (("bash", "completions/memctl.bash"), ("zsh", "completions/_memctl"),
                        ("fish", "completions/memctl.fish")):
         text = (REPO / rel).read_text()
         script = get_completion_script(prog_name="memctl", complete_var="_MEMCTL_COMPLETE",
                                        shell=shell)
+        for old, new in gen_docs.SCRIPT_CHANGES[shell]:
+            assert script.count(old) == 1, (shell, old)
+            assert old not in text and new in text, (shell, new)
+            script = script.replace(old, new)
         body = "\n".join(ln for ln in text.splitlines() if not ln.startswith("# "))
-        assert script.replace("#compdef memctl\n", "") in body, rel
+        assert script.replace("#compdef memctl\n", "").strip("\n") in body, rel
     assert (REPO / "completions/_memctl").read_text().startswith("#compdef memctl\n")
 
 

@@ -1,0 +1,106 @@
+"""Shell completion driven through real shells (bash, zsh, fish) with the
+shipped scripts, on values that need quoting: note names with spaces, quotes
+and ``$``, finding codes with ``*``, and ``--opt=value`` words.
+
+``memctl`` on PATH is a wrapper that runs ``python -m lecode_memctl`` of this
+checkout.  Each test skips when its shell is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import REPO
+
+NOTES = ("my note", "odd'quote$x", "a  b", "plain")
+
+
+@pytest.fixture
+def env(tmp_path) -> dict[str, str]:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    wrapper = bindir / "memctl"
+    wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m lecode_memctl "$@"\n')
+    wrapper.chmod(0o755)
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("_MEMCTL", "_TYPER", "COMP_"))}
+    e["PATH"] = str(bindir) + os.pathsep + e.get("PATH", "")
+    e["PYTHONPATH"] = str(REPO)
+    e["HOME"] = str(tmp_path / "home")
+    e["LECODE_CONFIG_DIR"] = str(tmp_path / "config")
+    (tmp_path / "home").mkdir(exist_ok=True)
+    return e
+
+
+@pytest.fixture
+def store(tmp_path) -> str:
+    s = tmp_path / "store"
+    (s / "notes").mkdir(parents=True)
+    (s / "daily").mkdir()
+    for n in NOTES:
+        (s / "notes" / f"{n}.md").write_text("x\n")
+    (s / "daily" / "2026-01-02.md").write_text("x\n")
+    return str(s)
+
+
+# ---------------------------------------------------------------- bash
+
+def bash_complete(env: dict[str, str], words: list[str], cwd: str | None = None) -> list[str]:
+    """COMPREPLY of the shipped bash script for COMP_WORDS=WORDS (the last one
+    under the cursor), split as bash splits (``=`` is a word of its own)."""
+    if shutil.which("bash") is None:
+        pytest.skip("bash is not installed")
+    line = " ".join(words)
+    script = (
+        'source "$1"; shift\n'
+        'COMP_WORDS=("$@"); COMP_CWORD=$(( $# - 1 ))\n'
+        f'COMP_LINE={shlex.quote(line)}; COMP_POINT=${{#COMP_LINE}}\n'
+        '_memctl_completion memctl "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"\n'
+        'printf "<%s>\\n" "${COMPREPLY[@]}"\n'
+    )
+    proc = subprocess.run(["bash", "--norc", "--noprofile", "-c", script, "bash",
+                           str(REPO / "completions" / "memctl.bash"), *words],
+                          capture_output=True, text=True, env=env, timeout=20, cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    return [ln[1:-1] for ln in proc.stdout.splitlines() if ln != "<>"]
+
+
+def as_words(reply: list[str]) -> list[str]:
+    """Each candidate as the shell reads it once inserted: exactly one word."""
+    out = []
+    for r in reply:
+        words = shlex.split(r)
+        assert len(words) == 1, f"{r!r} is inserted as {len(words)} shell words"
+        out.append(words[0])
+    return out
+
+
+def test_bash_quotes_a_note_name_with_a_space(env, store):
+    reply = bash_complete(env, ["memctl", "--store", store, "notes", "my"])
+    assert as_words(reply) == ["my note"]
+
+
+def test_bash_quotes_a_note_name_with_a_quote_and_a_dollar(env, store):
+    reply = bash_complete(env, ["memctl", "--store", store, "notes", "odd"])
+    assert as_words(reply) == ["odd'quote$x"]
+
+
+def test_bash_keeps_repeated_spaces(env, store):
+    reply = bash_complete(env, ["memctl", "--store", store, "notes", "a"])
+    assert as_words(reply) == ["a  b"]
+
+
+def test_bash_does_not_glob_candidates(env, tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "layout.a").write_text("")
+    (work / "layout.b").write_text("")
+    reply = bash_complete(env, ["memctl", "validate", "--ignore", "layout."], cwd=str(work))
+    got = as_words(reply)
+    assert "layout.*" in got
+    assert "layout.a" not in got and "layout.b" not in got

@@ -509,7 +509,16 @@ SCRIPT_CHANGES: dict[str, tuple[tuple[str, str], ...]] = {
     done
 """),
     ),
-    "zsh": (),
+    # zsh: quote the command substitution, so that eval reads the output as
+    # it is (unquoted, it was split at blanks: two spaces in a value became
+    # one); its newlines, between the "value":"help" items, become the one
+    # space that the unquoted substitution made of them (the _arguments line
+    # stays one line, as before)
+    "zsh": (
+        ('  eval $(env _TYPER_COMPLETE_ARGS="${words[1,$CURRENT]}" _MEMCTL_COMPLETE=complete_zsh memctl)',
+         '  eval "${$(env _TYPER_COMPLETE_ARGS="${words[1,$CURRENT]}" '
+         '_MEMCTL_COMPLETE=complete_zsh memctl)//$\'\\n\'/ }"'),
+    ),
     "fish": (),
 }
 

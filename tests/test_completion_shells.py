@@ -104,3 +104,60 @@ def test_bash_does_not_glob_candidates(env, tmp_path):
     got = as_words(reply)
     assert "layout.*" in got
     assert "layout.a" not in got and "layout.b" not in got
+
+
+# ---------------------------------------------------------------- zsh
+
+def zsh_complete(env: dict[str, str], words: list[str]) -> list[tuple[str, str]]:
+    """(value, help) pairs the shipped zsh script hands to _arguments for
+    words=WORDS (the last one under the cursor), read the way _arguments reads
+    a ``((value\\:help ...))`` action: the inside is eval'ed as an array."""
+    if shutil.which("zsh") is None:
+        pytest.skip("zsh is not installed")
+    script = (
+        "autoload -Uz compinit && compinit -u -D\n"
+        'source "$1"; shift\n'
+        "_arguments() {\n"
+        "  local spec=$1 inner; local -a ws\n"
+        "  inner=${spec#'*: :(('}; inner=${inner%'))'}\n"
+        '  eval "ws=( $inner )"\n'
+        '  print -rl -- "${ws[@]/#/<}"\n'
+        "}\n"
+        "_files() { print -r -- files }\n"
+        'words=("$@"); CURRENT=$#\n'
+        "_memctl_completion\n"
+    )
+    proc = subprocess.run(["zsh", "-f", "-c", script, "zsh", str(REPO / "completions" / "_memctl"),
+                           *words], capture_output=True, text=True, env=env, timeout=20)
+    assert proc.returncode == 0, proc.stderr
+    out = []
+    for item in proc.stdout.split("\n<")[0:]:
+        item = item.removeprefix("<").rstrip("\n")
+        if not item or item == "files":
+            continue
+        parts = [p.replace("\\:", ":") for p in _split_unescaped_colon(item)]
+        out.append((parts[0], parts[1] if len(parts) > 1 else ""))
+    return out
+
+
+def _split_unescaped_colon(item: str) -> list[str]:
+    import re
+
+    return re.split(r"(?<!\\):", item, maxsplit=1)
+
+
+def test_zsh_completes_a_note_name_with_a_quote_and_a_dollar(env, store):
+    got = zsh_complete(env, ["memctl", "--store", store, "notes", "odd"])
+    assert [v for v, _h in got] == ["odd'quote$x"]
+
+
+def test_zsh_keeps_repeated_spaces(env, store):
+    got = zsh_complete(env, ["memctl", "--store", store, "notes", "a"])
+    assert [v for v, _h in got] == ["a  b"]
+
+
+@pytest.mark.parametrize("words", [["memctl", "--config-d"], ["memctl", "--help", "--config-d"]],
+                         ids=["fast", "typer"])
+def test_zsh_help_texts_keep_their_apostrophes(env, words):
+    helps = [h for _v, h in zsh_complete(env, words)]
+    assert any("'" in h for h in helps), helps

@@ -255,6 +255,16 @@ def _parse_options(args: list[str], start: int, params: dict[str, tuple[str, boo
     return i, given
 
 
+def zsh_escape(s: str) -> str:
+    """A value or help text as typer's zsh completion writes it into
+    ``_arguments '*: :(("value":"help" ...))'``: double-quoted inside a
+    single-quoted word.  typer doubles a ``'`` (``''``), which zsh reads as the
+    end and restart of the single-quoted word (the quote is lost); close the
+    quote, add an escaped one and reopen (``'\\''``) instead."""
+    return (s.replace('"', '""').replace("'", "'\\''").replace("$", "\\$")
+            .replace("`", "\\`").replace(":", r"\\:"))
+
+
 def bad_bash_request(environ: Any) -> str | None:
     """What makes a bash completion request (``complete_bash``) one that
     neither :func:`fast_complete` nor typer can read (typer's would crash:
@@ -350,10 +360,7 @@ def fast_complete(environ: Any) -> tuple[str | None, int] | None:
     if shell == "bash":
         text = "\n".join(value for value, _help in items)
     elif shell == "zsh":
-        def escape(s: str) -> str:
-            return (s.replace('"', '""').replace("'", "''").replace("$", "\\$")
-                    .replace("`", "\\`").replace(":", r"\\:"))
-
+        escape = zsh_escape
         lines = [f'"{escape(v)}":"{escape(h)}"' if h else f'"{escape(v)}"' for v, h in items]
         text = "_arguments '*: :((" + "\n".join(lines) + "))'" if lines else "_files"
     else:

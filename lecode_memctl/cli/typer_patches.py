@@ -5,7 +5,7 @@ tests/test_typer_patches.py checks that each patched attribute still exists with
 the shape these patches expect and names the installed typer version when it
 does not.  :data:`PATCHED` lists them for that test.
 
-Both patches apply only while completing (``_MEMCTL_COMPLETE`` set): a command
+The patches apply only while completing (``_MEMCTL_COMPLETE`` set): a command
 run never sees them.
 """
 
@@ -19,6 +19,7 @@ PATCHED: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("typer._completion_classes", "completion_init", ()),
     ("typer._completion_classes", "_sanitize_help_text", ("text",)),
     ("typer._click.core", "Parameter.process_value", ("self", "ctx", "value")),
+    ("typer._completion_classes", "ZshComplete.format_completion", ("self", "item")),
 )
 
 
@@ -26,6 +27,7 @@ def patch_for_completion() -> None:
     """Make typer's ``_MEMCTL_COMPLETE`` protocol work and keep every TAB light."""
     _register_completion_classes()
     _skip_value_processing_while_completing()
+    _quote_zsh_apostrophes()
 
 
 def _register_completion_classes() -> None:
@@ -66,3 +68,23 @@ def _skip_value_processing_while_completing() -> None:
             return _original(self, ctx, value)
 
         cls.process_value = process_value  # type: ignore[method-assign]
+
+
+def _quote_zsh_apostrophes() -> None:
+    """typer's zsh completion writes each value and help inside a single-quoted
+    word and turns a ``'`` into ``''``, which zsh reads as two adjacent quoted
+    strings: the apostrophe is lost (``odd'quote`` completes as ``oddquote``).
+    Escape as :func:`completion.zsh_escape` does (the fast path's too)."""
+    try:
+        from typer import _completion_classes
+    except Exception:  # pragma: no cover
+        return
+    from .completion import zsh_escape
+
+    def format_completion(self, item):  # type: ignore[no-untyped-def]
+        if item.help:
+            help_text = _completion_classes._sanitize_help_text(zsh_escape(item.help))
+            return f'"{zsh_escape(item.value)}":"{help_text}"'
+        return f'"{zsh_escape(item.value)}"'
+
+    _completion_classes.ZshComplete.format_completion = format_completion  # type: ignore[method-assign]

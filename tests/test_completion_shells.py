@@ -161,3 +161,18 @@ def test_zsh_keeps_repeated_spaces(env, store):
 def test_zsh_help_texts_keep_their_apostrophes(env, words):
     helps = [h for _v, h in zsh_complete(env, words)]
     assert any("'" in h for h in helps), helps
+
+
+# ---------------------------------------------------------------- edit's words
+
+@pytest.mark.parametrize(("typed", "expected"), [
+    ([""], ["memory", "scratchpad", "log", "note"]),
+    (["note", ""], sorted(NOTES)),
+    (["note", "pl"], ["plain"]),
+    (["log", ""], ["2026-01-02"]),
+    (["memory", ""], []),
+    (["note", "plain", ""], []),
+], ids=["kind", "note", "note-prefix", "log", "memory", "after-name"])
+def test_bash_edit_completes_the_word_after_its_kind(env, store, typed, expected):
+    reply = bash_complete(env, ["memctl", "--store", store, "edit", *typed])
+    assert as_words(reply) == expected

@@ -87,9 +87,20 @@ def complete_fact_id(ctx, incomplete):  # noqa: ANN001,ANN201 - typer inspects n
         return []
 
 
-def complete_edit_kind(incomplete):  # noqa: ANN001,ANN201 - typer inspects names
-    """The first word of ``memctl edit``."""
-    return [k for k in EDIT_KINDS if k.startswith(incomplete or "")]
+def complete_edit_kind(ctx, args, incomplete):  # noqa: ANN001,ANN201 - typer inspects names
+    """The words of ``memctl edit``: the kind first; after ``note`` the
+    store's note names, after ``log`` its log dates; nothing after those."""
+    try:
+        typed = list((getattr(ctx, "params", None) or {}).get("target_words") or ())
+    except Exception:  # noqa: BLE001 - completion never fails loudly
+        return []
+    if not typed:
+        return [k for k in EDIT_KINDS if k.startswith(incomplete or "")]
+    if typed == ["note"]:
+        return complete_note_name(ctx, args, incomplete)
+    if typed == ["log"]:
+        return complete_log_date(ctx, args, incomplete)
+    return []
 
 
 def complete_note_name(ctx, args, incomplete):  # noqa: ANN001,ANN201 - typer inspects names

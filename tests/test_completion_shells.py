@@ -176,3 +176,28 @@ def test_zsh_help_texts_keep_their_apostrophes(env, words):
 def test_bash_edit_completes_the_word_after_its_kind(env, store, typed, expected):
     reply = bash_complete(env, ["memctl", "--store", store, "edit", *typed])
     assert as_words(reply) == expected
+
+
+# ---------------------------------------------------------------- --opt=value in bash
+
+@pytest.mark.parametrize(("words", "expected"), [
+    (["--color", "=", "al"], ["always"]),
+    (["--color", "="], ["auto", "always", "never"]),
+    (["facts", "--format", "=", "js"], ["json", "jsonl"]),
+    (["--color", "=", "never", "facts", "--format", "=", "js"], ["json", "jsonl"]),
+], ids=["root", "right-after-equals", "command", "after-another"])
+def test_bash_completes_the_value_after_an_equals_sign(env, tmp_path, words, expected):
+    """bash splits ``--color=al`` at ``=`` (COMP_WORDBREAKS): COMP_WORDS is
+    ``--color``, ``=``, ``al``; the candidate replaces ``al`` only."""
+    reply = bash_complete(env, ["memctl", *words])
+    assert as_words(reply) == expected
+
+
+def test_bash_completes_a_session_after_an_equals_sign(env, tmp_path):
+    store = tmp_path / "sstore"
+    (store / "sessions").mkdir(parents=True)
+    for sid in ("demo-a", "demo-b1", "demo-b2"):
+        (store / "sessions" / f"{sid}.jsonl").write_text("")
+    reply = bash_complete(env, ["memctl", "--store", "=", str(store), "facts", "--session", "=",
+                                "demo-b"])
+    assert as_words(reply) == ["demo-b1", "demo-b2"]

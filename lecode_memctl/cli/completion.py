@@ -266,6 +266,50 @@ def _parse_options(args: list[str], start: int, params: dict[str, tuple[str, boo
     return i, given
 
 
+def bash_words(comp_words: str, comp_cword: int) -> tuple[list[str], str]:
+    """(the words before the one completed, that word) of a bash request, as
+    typer's ``BashComplete.get_completion_args`` reads them, with the
+    ``--opt=value`` words rejoined: bash splits a word at ``=``
+    (COMP_WORDBREAKS), so ``--color=al`` arrives as ``--color``, ``=``,
+    ``al``.  An ``=`` right after an option-like word (one with no ``=``)
+    glues that option to the next word, unless the next word is the empty one
+    under the cursor (``--color= <TAB>``).  The word completed stays what bash
+    replaces: ``al`` of ``--color=al`` comes back as ``--color=al``, which
+    click completes as the value ``al`` of ``--color``."""
+    cwords = _split_words(comp_words)
+    out: list[str] = []
+    cword = None
+    i = 0
+    while i < len(cwords):
+        word = cwords[i]
+        if (word == "=" and i >= 2 and len(out) >= 2 and _option_like(out[-1], "-")
+                and "=" not in out[-1]):
+            if i == comp_cword:   # the cursor right after '='
+                out[-1] += "="
+                cword = len(out) - 1
+                i += 1
+                continue
+            if i + 1 < len(cwords) and i + 1 <= comp_cword:
+                if i + 1 == comp_cword and cwords[i + 1] == "":
+                    out[-1] += "="
+                    i += 1
+                    continue
+                out[-1] += "=" + cwords[i + 1]
+                if i + 1 == comp_cword:
+                    cword = len(out) - 1
+                i += 2
+                continue
+        if i == comp_cword:
+            cword = len(out)
+        out.append(word)
+        i += 1
+    if cword is None:
+        cword = len(out) + max(0, comp_cword - len(cwords))
+    args = out[1:cword]
+    incomplete = out[cword] if cword < len(out) else ""
+    return args, incomplete
+
+
 def zsh_escape(s: str) -> str:
     """A value or help text as typer's zsh completion writes it into
     ``_arguments '*: :(("value":"help" ...))'``: double-quoted inside a
@@ -315,15 +359,9 @@ def fast_complete(environ: Any) -> tuple[str | None, int] | None:
 
     if shell == "bash":
         try:
-            cwords = _split_words(environ["COMP_WORDS"])
-            cword = int(environ["COMP_CWORD"])
+            args, incomplete = bash_words(environ["COMP_WORDS"], int(environ["COMP_CWORD"]))
         except (KeyError, ValueError):
             return None
-        args = cwords[1:cword]
-        try:
-            incomplete = cwords[cword]
-        except IndexError:
-            incomplete = ""
     else:
         completion_args = environ.get("_TYPER_COMPLETE_ARGS", "")
         args = _split_words(completion_args)[1:]

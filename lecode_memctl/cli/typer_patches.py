@@ -20,6 +20,7 @@ PATCHED: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("typer._completion_classes", "_sanitize_help_text", ("text",)),
     ("typer._click.core", "Parameter.process_value", ("self", "ctx", "value")),
     ("typer._completion_classes", "ZshComplete.format_completion", ("self", "item")),
+    ("typer._completion_classes", "BashComplete.get_completion_args", ("self",)),
 )
 
 
@@ -28,6 +29,7 @@ def patch_for_completion() -> None:
     _register_completion_classes()
     _skip_value_processing_while_completing()
     _quote_zsh_apostrophes()
+    _rejoin_bash_equals()
 
 
 def _register_completion_classes() -> None:
@@ -88,3 +90,20 @@ def _quote_zsh_apostrophes() -> None:
         return f'"{zsh_escape(item.value)}"'
 
     _completion_classes.ZshComplete.format_completion = format_completion  # type: ignore[method-assign]
+
+
+def _rejoin_bash_equals() -> None:
+    """bash splits ``--opt=value`` at ``=`` before memctl sees it; read the
+    words as :func:`completion.bash_words` rejoins them (the fast path too)."""
+    try:
+        from typer import _completion_classes
+    except Exception:  # pragma: no cover
+        return
+    from .completion import bash_words
+
+    def get_completion_args(self):  # type: ignore[no-untyped-def]
+        import os
+
+        return bash_words(os.environ["COMP_WORDS"], int(os.environ["COMP_CWORD"]))
+
+    _completion_classes.BashComplete.get_completion_args = get_completion_args  # type: ignore[method-assign]

@@ -169,7 +169,7 @@ Examples:
   mkdir -p ~/.config/fish/completions
   memctl completion fish > ~/.config/fish/completions/memctl.fish
   mkdir -p ~/.zsh && memctl completion zsh > ~/.zsh/_memctl
-                                                ~/.zshrc: source ~/.zsh/_memctl
+                    then in ~/.zshrc: autoload -Uz compinit; compinit; source ~/.zsh/_memctl
   eval "$(memctl completion bash)"              this shell only
 """)
 def completion(

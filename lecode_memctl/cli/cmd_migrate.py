@@ -169,10 +169,10 @@ def _summary(plan) -> str:
 @command(epilog="""\
 \b
 Examples:
-  memctl migrate-legacy --dry-run        what would be copied, and why not the rest
-  memctl migrate-legacy --dry-run --diff each conflicting legacy file against the project's
-  memctl migrate-legacy                  plan, ask, copy (on a terminal)
-  memctl migrate-legacy --yes --json     in a script: copy, one JSON report
+  memctl migrate-legacy --dry-run         what would be copied, and why not the rest
+  memctl migrate-legacy --dry-run --diff  each conflicting legacy file against the project's
+  memctl migrate-legacy                   plan, ask, copy (on a terminal)
+  memctl migrate-legacy --yes --json      in a script: copy, one JSON report
   memctl migrate-legacy --from ~/.config/lecode/memory/old-app-0123456789ab --dry-run
 
 \b

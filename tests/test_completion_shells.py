@@ -201,3 +201,30 @@ def test_bash_completes_a_session_after_an_equals_sign(env, tmp_path):
     reply = bash_complete(env, ["memctl", "--store", "=", str(store), "facts", "--session", "=",
                                 "demo-b"])
     assert as_words(reply) == ["demo-b1", "demo-b2"]
+
+
+# ---------------------------------------------------------------- ~ in the store options
+
+def _where_store(env: dict[str, str], *root_options: str) -> str:
+    import json
+
+    proc = subprocess.run([sys.executable, "-m", "lecode_memctl", *root_options, "where", "--json"],
+                          capture_output=True, text=True, env=env, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)["store"]
+
+
+@pytest.mark.parametrize("option", ["--store", "--config-dir", "-C", "--project"])
+def test_bash_expands_a_leading_tilde_in_the_store_options(env, option):
+    home = env["HOME"]
+    target = {"--store": "store", "--config-dir": "cfg"}.get(option, "proj")
+    os.makedirs(os.path.join(home, target), exist_ok=True)
+    if option == "--store":
+        store = os.path.join(home, "store")
+    else:
+        store = _where_store(env, option, os.path.join(home, target))
+    os.makedirs(os.path.join(store, "notes"), exist_ok=True)
+    with open(os.path.join(store, "notes", "tilde note.md"), "w") as f:
+        f.write("x\n")
+    reply = bash_complete(env, ["memctl", option, f"~/{target}", "notes", "til"])
+    assert as_words(reply) == ["tilde note"]

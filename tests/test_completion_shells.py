@@ -228,3 +228,20 @@ def test_bash_expands_a_leading_tilde_in_the_store_options(env, option):
         f.write("x\n")
     reply = bash_complete(env, ["memctl", option, f"~/{target}", "notes", "til"])
     assert as_words(reply) == ["tilde note"]
+
+
+# ---------------------------------------------------------------- option values
+
+@pytest.mark.parametrize(("words", "expected"), [
+    (["search", "--format", "js"], ["json", "jsonl"]),
+    (["search", "--format", "te"], ["text"]),
+    (["migrate-legacy", "--format", "t"], ["text", "table", "tsv"]),
+    (["grep", "--purpose", ""], ["working", "durable"]),
+    (["redact", "--detector", "aws"], ["aws-access-key"]),
+], ids=["search-format", "search-text", "migrate-format", "grep-purpose", "redact-detector"])
+def test_bash_completes_option_values(env, tmp_path, words, expected):
+    work = tmp_path / "empty"
+    work.mkdir()
+    (work / "json-file").write_text("")   # what a fallback to file names would show
+    reply = bash_complete(env, ["memctl", *words], cwd=str(work))
+    assert as_words(reply) == expected

@@ -15,7 +15,9 @@ import typer
 from .completion import (
     GREP_FORMAT_NAMES,
     SECRETS_FORMAT_NAMES,
+    complete_detector,
     complete_grep_format,
+    complete_grep_purpose,
     complete_grep_role,
     complete_secrets_format,
     complete_session_id,
@@ -72,7 +74,7 @@ def grep(
         "--context", "-C", metavar="N", min=0, max=100,
         help="N lines of the field's text before and after each hit.")] = 0,
     purpose: Annotated[str, typer.Option(
-        "--purpose", metavar="PURPOSE",
+        "--purpose", metavar="PURPOSE", autocompletion=complete_grep_purpose,
         help="Visibility purpose: working (default; a clear hides what precedes it) or "
              "durable.")] = "working",
     include_hidden: Annotated[bool, typer.Option(
@@ -476,7 +478,7 @@ def redact(
         "--seq", metavar="N", min=0, help="Only findings in the record at seq N (repeatable; "
                                           "with --session).")] = None,
     detector: Annotated[list[str] | None, typer.Option(
-        "--detector", metavar="NAME",
+        "--detector", metavar="NAME", autocompletion=complete_detector,
         help="Only findings of this detector, e.g. aws-access-key (repeatable).")] = None,
     pattern: Annotated[str | None, typer.Option(
         "--pattern", metavar="REGEX",

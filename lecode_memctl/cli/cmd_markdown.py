@@ -5,7 +5,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .completion import EDIT_KINDS, complete_edit_kind, complete_log_date, complete_note_name
+from .completion import (
+    EDIT_KINDS,
+    complete_edit_kind,
+    complete_log_date,
+    complete_note_name,
+    complete_search_format,
+)
 from .options import MAX_COUNT, FormatOpt, JsonOpt, LimitOpt, OffsetOpt, sort_option
 from .registry import command
 from .state import STATE
@@ -212,7 +218,7 @@ def search(
         "--ignore-case", "-i", help="Match without regard to case.")] = False,
     json_: JsonOpt = False,
     fmt: Annotated[str | None, typer.Option(
-        "--format", "-f", metavar="FORMAT",
+        "--format", "-f", metavar="FORMAT", autocompletion=complete_search_format,
         help="text (default: file:line: text), json, jsonl, csv, tsv, or a table format "
              "(table, plain, github, ...).")] = None,
 ) -> None:

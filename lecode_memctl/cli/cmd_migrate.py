@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from .completion import complete_migrate_format
 from .options import JsonOpt
 from .registry import command
 from .state import STATE, path_option, stdin_is_tty
@@ -207,7 +208,7 @@ def migrate_legacy(
                                    "project store has other content for it.")] = False,
     json_: JsonOpt = False,
     fmt: Annotated[str | None, typer.Option(
-        "--format", "-f", metavar="FORMAT",
+        "--format", "-f", metavar="FORMAT", autocompletion=complete_migrate_format,
         help="text or table (default: the plan as text), json (the same as --json), or "
              "jsonl, csv, tsv: the plan's item rows.")] = None,
 ) -> None:

@@ -175,6 +175,40 @@ def complete_finding_code(incomplete):  # noqa: ANN001,ANN201 - typer inspects n
         return []
 
 
+#: search --format values: its text report, then the listings'.
+SEARCH_FORMAT_NAMES: tuple[str, ...] = ("text", *LISTING_FORMAT_NAMES)
+
+#: migrate-legacy --format values (cmd_migrate checks the same names).
+MIGRATE_FORMAT_NAMES: tuple[str, ...] = ("text", "table", "json", "jsonl", "csv", "tsv")
+
+
+def complete_search_format(incomplete):  # noqa: ANN001,ANN201 - typer inspects names
+    return [n for n in SEARCH_FORMAT_NAMES if n.startswith(incomplete or "")]
+
+
+def complete_migrate_format(incomplete):  # noqa: ANN001,ANN201 - typer inspects names
+    return [n for n in MIGRATE_FORMAT_NAMES if n.startswith(incomplete or "")]
+
+
+#: grep --purpose values.
+GREP_PURPOSES: tuple[str, ...] = ("working", "durable")
+
+
+def complete_grep_purpose(incomplete):  # noqa: ANN001,ANN201 - typer inspects names
+    return [p for p in GREP_PURPOSES if p.startswith(incomplete or "")]
+
+
+def complete_detector(incomplete):  # noqa: ANN001,ANN201 - typer inspects names
+    """redact --detector: the names of the detectors (as redact checks them)."""
+    try:
+        from lecode_memctl.core.secrets import Detector, detector_slug
+
+        names = sorted({detector_slug(p.secret_type) for p in Detector().plugins})
+        return [n for n in names if n.startswith(incomplete or "")]
+    except Exception:  # noqa: BLE001 - completion never fails loudly
+        return []
+
+
 #: facts --status values.
 FACT_STATUSES: tuple[str, ...] = ("valid", "stale", "missing", "hidden", "unverified")
 

@@ -245,3 +245,36 @@ def test_bash_completes_option_values(env, tmp_path, words, expected):
     (work / "json-file").write_text("")   # what a fallback to file names would show
     reply = bash_complete(env, ["memctl", *words], cwd=str(work))
     assert as_words(reply) == expected
+
+
+# ---------------------------------------------------------------- fish
+
+def fish_complete(env: dict[str, str], line: str) -> list[str]:
+    if shutil.which("fish") is None:
+        pytest.skip("fish is not installed")
+    e = dict(env)
+    e["XDG_CONFIG_HOME"] = os.path.join(env["HOME"], ".config")
+    e["XDG_DATA_HOME"] = os.path.join(env["HOME"], ".local", "share")
+    proc = subprocess.run(["fish", "--no-config", "-c", "source $argv[1]; complete -C$argv[2]",
+                           str(REPO / "completions" / "memctl.fish"), line],
+                          capture_output=True, text=True, env=e, timeout=20)
+    assert proc.returncode == 0, proc.stderr
+    return [ln.split("\t")[0] for ln in proc.stdout.splitlines() if ln]
+
+
+def test_fish_completes_note_names_that_need_quoting(env, store):
+    for typed, name in (("my", "my note"), ("odd", "odd'quote$x"), ("a", "a  b")):
+        assert fish_complete(env, f"memctl --store {store} notes {typed}") == [name]
+
+
+# ---------------------------------------------------------------- --opt=value in zsh and fish
+
+def test_zsh_completes_the_value_after_an_equals_sign(env):
+    """zsh matches candidates against the whole word: --color=al."""
+    got = zsh_complete(env, ["memctl", "--color=al"])
+    assert [v for v, _h in got] == ["--color=always"]
+
+
+def test_fish_completes_the_value_after_an_equals_sign(env):
+    assert fish_complete(env, "memctl --color=al") == ["--color=always"]
+    assert fish_complete(env, "memctl facts --format=js") == ["--format=json", "--format=jsonl"]

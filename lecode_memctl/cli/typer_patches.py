@@ -21,6 +21,8 @@ PATCHED: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("typer._click.core", "Parameter.process_value", ("self", "ctx", "value")),
     ("typer._completion_classes", "ZshComplete.format_completion", ("self", "item")),
     ("typer._completion_classes", "BashComplete.get_completion_args", ("self",)),
+    ("typer._click.shell_completion", "ShellComplete.get_completions",
+     ("self", "args", "incomplete")),
 )
 
 
@@ -30,6 +32,7 @@ def patch_for_completion() -> None:
     _skip_value_processing_while_completing()
     _quote_zsh_apostrophes()
     _rejoin_bash_equals()
+    _keep_the_option_before_equals()
 
 
 def _register_completion_classes() -> None:
@@ -107,3 +110,25 @@ def _rejoin_bash_equals() -> None:
         return bash_words(os.environ["COMP_WORDS"], int(os.environ["COMP_CWORD"]))
 
     _completion_classes.BashComplete.get_completion_args = get_completion_args  # type: ignore[method-assign]
+
+
+def _keep_the_option_before_equals() -> None:
+    """zsh and fish complete the whole word ``--color=al`` (bash only ``al``,
+    after its split at ``=``): click answers the value (``always``), which
+    they match against ``--color=al`` and drop.  Give them ``--color=always``."""
+    try:
+        from typer import _completion_classes
+        from typer._click.shell_completion import CompletionItem, ShellComplete
+    except Exception:  # pragma: no cover
+        return
+    original = ShellComplete.get_completions
+
+    def get_completions(self, args, incomplete):  # type: ignore[no-untyped-def]
+        items = original(self, args, incomplete)
+        if incomplete.startswith("-") and "=" in incomplete:
+            name = incomplete.partition("=")[0]
+            items = [CompletionItem(f"{name}={i.value}", type=i.type, help=i.help) for i in items]
+        return items
+
+    for cls in (_completion_classes.ZshComplete, _completion_classes.FishComplete):
+        cls.get_completions = get_completions  # type: ignore[method-assign]

@@ -482,8 +482,9 @@ def render_man(tree: Cmd) -> str:
 #: one a line with mapfile (typer's unquoted ``COMPREPLY=( $(...) )`` glob-
 #: expands them against the working directory), and quote each with
 #: ``printf %q`` so that it is inserted as one shell word (a name with a
-#: space, a quote or a ``$``), unless the word being completed opens a quote;
-#: an empty line (no candidate) is none.
+#: space, a quote or a ``$``); after an opening quote (readline inserts the
+#: candidate inside it, then closes it), escape it for that quote instead.
+#: An empty line (no candidate) is none.
 SCRIPT_CHANGES: dict[str, tuple[tuple[str, str], ...]] = {
     "bash": (
         ("""    local IFS=$'\n'
@@ -491,17 +492,22 @@ SCRIPT_CHANGES: dict[str, tuple[tuple[str, str], ...]] = {
                    COMP_CWORD=$COMP_CWORD \\
                    _MEMCTL_COMPLETE=complete_bash $1 ) )
 """,
-         """    local IFS=$'\n' cur=${COMP_WORDS[COMP_CWORD]} word quoted
+         r"""    local IFS=$'\n' cur=${COMP_WORDS[COMP_CWORD]} word quoted sq=\' bs=\\
     local -a words
-    mapfile -t words < <(env COMP_WORDS="${COMP_WORDS[*]}" \\
-                   COMP_CWORD=$COMP_CWORD \\
+    mapfile -t words < <(env COMP_WORDS="${COMP_WORDS[*]}" \
+                   COMP_CWORD=$COMP_CWORD \
                    _MEMCTL_COMPLETE=complete_bash $1)
     COMPREPLY=()
     for word in "${words[@]}"; do
         if [[ -z $word ]]; then
             continue
-        elif [[ $cur == [\\\"\\']* ]]; then
-            COMPREPLY+=("$word")
+        elif [[ $cur == \'* ]]; then
+            COMPREPLY+=("${word//"$sq"/"$sq$bs$sq$sq"}")
+        elif [[ $cur == \"* ]]; then
+            word=${word//"$bs"/"$bs$bs"}
+            word=${word//"\$"/"$bs\$"}
+            word=${word//"\`"/"$bs\`"}
+            COMPREPLY+=("${word//"\""/"$bs\""}")
         else
             printf -v quoted %q "$word"
             COMPREPLY+=("$quoted")

@@ -278,3 +278,18 @@ def test_zsh_completes_the_value_after_an_equals_sign(env):
 def test_fish_completes_the_value_after_an_equals_sign(env):
     assert fish_complete(env, "memctl --color=al") == ["--color=always"]
     assert fish_complete(env, "memctl facts --format=js") == ["--format=json", "--format=jsonl"]
+
+
+@pytest.mark.parametrize("quote", ["'", '"'])
+@pytest.mark.parametrize("name", ["odd'quote$x", "my note"])
+def test_bash_escapes_a_candidate_inside_an_open_quote(env, store, quote, name):
+    """After an opening quote readline inserts the candidate inside it and
+    closes the quote: each candidate is escaped for that quote."""
+    reply = bash_complete(env, ["memctl", "--store", store, "notes", quote + name[:3]])
+    assert len(reply) == 1
+    # what bash reads of the line once the candidate is in (x unset)
+    proc = subprocess.run(["bash", "--norc", "--noprofile", "-c",
+                           'unset x; eval "set -- $1" || exit 3; printf "%s\\n" "$#" "$1"', "bash",
+                           quote + reply[0] + quote], capture_output=True, text=True, timeout=20)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"1\n{name}\n"

@@ -33,7 +33,6 @@ from __future__ import annotations
 import bisect
 import hashlib
 import heapq
-import mmap
 import os
 import re
 import stat
@@ -771,24 +770,27 @@ class Scanner:
         for rel in files:
             if is_database(rel):
                 try:
-                    self._database(rel, os.path.join(root, rel), live_fact_values)
+                    shrank = self._database(rel, os.path.join(root, rel), live_fact_values)
                 except FileNotFoundError:
+                    shrank = True
                     self.report.skipped.append(Skipped(rel, GONE, False))
-                    if rel != FACTS_DB and FACTS_DB in files:
-                        # a -wal gone meanwhile was checkpointed into the
-                        # database (SQLite removes it when the last connection
-                        # closes): the database, read before, is read again
-                        # (a value already found there is not found twice)
-                        counted = self.report.files_scanned   # (one file, read twice)
-                        try:
-                            self._database(FACTS_DB, os.path.join(root, FACTS_DB),
-                                           live_fact_values)
-                            self.report.files_scanned = counted
-                        except OSError as exc:
-                            self.report.skipped.append(Skipped(FACTS_DB,
-                                                               exc.strerror or str(exc)))
                 except OSError as exc:
                     self.report.skipped.append(Skipped(rel, exc.strerror or str(exc)))
+                    continue
+                if shrank and rel != FACTS_DB and FACTS_DB in files:
+                    # a -wal gone meanwhile, or cut short, was checkpointed
+                    # into the database (SQLite removes it when the last
+                    # connection closes; TRUNCATE empties it): the database,
+                    # read before, is read again (a value already found
+                    # there is not found twice)
+                    counted = self.report.files_scanned   # (one file, read twice)
+                    try:
+                        self._database(FACTS_DB, os.path.join(root, FACTS_DB),
+                                       live_fact_values)
+                        self.report.files_scanned = counted
+                    except OSError as exc:
+                        self.report.skipped.append(Skipped(FACTS_DB,
+                                                           exc.strerror or str(exc)))
         from .pools import alone
 
         # (no fork beside another thread: a program that imports the core)
@@ -870,38 +872,80 @@ class Scanner:
             fs.close()
         return values
 
-    def _database(self, rel: str, path: str, live: set[str]) -> None:
+    def _database(self, rel: str, path: str, live: set[str]) -> bool:
         """Printable strings of the raw pages (a value already reported in a
-        live fact text is not reported again: it is the same text)."""
+        live fact text is not reported again: it is the same text).  Whether
+        the file was cut short while it was read (a ``-wal`` checkpointed
+        with TRUNCATE: what it held is in the database now)."""
         fd = open_nofollow(path)
         try:
             size = os.fstat(fd).st_size
             self.report.files_scanned += 1
             self.report.bytes_scanned += size
             if size == 0:
-                return
+                return False
             prefixes = _Prefixes(live)
-            with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as mm:
-                seen: set[str] = set()
-                for m in _RAW_STRING.finditer(mm):
-                    raw = m.group(0)
-                    text = raw.decode("utf-8", "surrogateescape")
-                    # bytes before character ``at`` of text, counted on from
-                    # the previous hit (hits come in order of start; each
-                    # character encodes on its own)
-                    at = nbytes = 0
-                    for hit in self.detector.scan(text, "database.txt", whole_tokens=False):
-                        value = text[hit.start:hit.end]
-                        if value in seen or prefixes.any_starts_with(value):
-                            continue
-                        seen.add(value)
-                        if hit.start < at:
-                            at = nbytes = 0
-                        nbytes += len(text[at:hit.start].encode("utf-8", "surrogateescape"))
-                        at = hit.start
-                        self._add(value, hit.detector, KIND_DATABASE, rel, offset=m.start() + nbytes)
+            seen: set[str] = set()
+            for start, raw in raw_strings(fd):
+                text = raw.decode("utf-8", "surrogateescape")
+                # bytes before character ``at`` of text, counted on from
+                # the previous hit (hits come in order of start; each
+                # character encodes on its own)
+                at = nbytes = 0
+                for hit in self.detector.scan(text, "database.txt", whole_tokens=False):
+                    value = text[hit.start:hit.end]
+                    if value in seen or prefixes.any_starts_with(value):
+                        continue
+                    seen.add(value)
+                    if hit.start < at:
+                        at = nbytes = 0
+                    nbytes += len(text[at:hit.start].encode("utf-8", "surrogateescape"))
+                    at = hit.start
+                    self._add(value, hit.detector, KIND_DATABASE, rel, offset=start + nbytes)
+            return os.fstat(fd).st_size < size
         finally:
             os.close(fd)
+
+
+#: How much of a database file :func:`raw_strings` reads at a time.
+RAW_PIECE = 1 << 22
+_PRINTABLE = bytes([9, 10, 13, *range(0x20, 0x7f), *range(0x80, 0x100)])
+
+
+def raw_strings(fd: int, piece: int = RAW_PIECE) -> Iterator[tuple[int, bytes]]:
+    """(offset, bytes) of each printable run of :data:`MIN_RAW_STRING` bytes
+    or more in the open file ``fd``, read with ``pread`` a piece at a time,
+    never mapped: a file cut short under a mapping kills the process with
+    SIGBUS, and a live ``-wal`` is cut to nothing by a ``wal_checkpoint
+    (TRUNCATE)`` (the agent's, or ``memctl redact``'s) -- before 2026-12-07
+    ``secrets`` died so in a third of its runs beside such a writer.  A file
+    that shrinks meanwhile is read to where it now ends.  A run longer than
+    ``piece`` comes in parts that overlap by :data:`WINDOW_OVERLAP` bytes
+    (at most half a piece) (a
+    value across a cut is in the next part too); memory follows ``piece``,
+    not the file."""
+    overlap = min(WINDOW_OVERLAP, piece // 2)
+    pos = 0             # the file offset of buf[0]
+    buf = b""
+    while True:
+        chunk = os.pread(fd, piece, pos + len(buf))
+        buf += chunk
+        if not chunk:       # the end (or the file cut short meanwhile)
+            for m in _RAW_STRING.finditer(buf):
+                yield pos + m.start(), m.group(0)
+            return
+        # a printable run at the end may go on in the next piece: held back
+        tail = len(buf.rstrip(_PRINTABLE))
+        for m in _RAW_STRING.finditer(buf, 0, tail):
+            yield pos + m.start(), m.group(0)
+        keep = tail
+        if len(buf) - tail > piece:
+            # (one run longer than a piece: given in parts, the next one
+            # starting WINDOW_OVERLAP bytes before this one ends)
+            yield pos + tail, buf[tail:]
+            keep = len(buf) - overlap
+        pos += keep
+        buf = buf[keep:]
 
 
 @dataclass

@@ -76,6 +76,7 @@ def test_a_wal_cut_short_while_it_is_read_is_no_sigbus(tmp_path):
     planted = build(tmp_path / "p")
     store = planted.store
     wal = store / "facts.sqlite3-wal"
+    db = store / "facts.sqlite3"
     wal.write_bytes((b"\x00" * 64 + b"printable text of a page " * 40) * 400)   # 400 KB
     child = textwrap.dedent(f"""
         import os, sys
@@ -84,7 +85,9 @@ def test_a_wal_cut_short_while_it_is_read_is_no_sigbus(tmp_path):
         def fstat(fd):
             st = real(fd)
             if os.readlink(f"/proc/self/fd/{{fd}}").endswith("-wal") and st.st_size:
-                os.truncate({str(wal)!r}, 0)     # checkpointed with TRUNCATE
+                os.truncate({str(wal)!r}, 0)     # checkpointed with TRUNCATE: what
+                with open({str(db)!r}, "ab") as f:   # it held is in the database now
+                    f.write(b"\\x00 deploy key AKIAQWERTYUIOPASDFGH \\x00")
             return st
         secrets.os = type(sys)("os_shim")
         secrets.os.__dict__.update(os.__dict__)
@@ -99,6 +102,12 @@ def test_a_wal_cut_short_while_it_is_read_is_no_sigbus(tmp_path):
     assert r.returncode in (0, 1), (r.returncode, r.stderr[-2000:])
     assert b'"type":"secrets"' in r.stdout.replace(b" ", b"")
     assert wal.stat().st_size == 0
+    # the database, read before the -wal, was read again after it was cut
+    import orjson
+
+    found = orjson.loads(r.stdout)["findings"]
+    assert any(f["kind"] == "database" and f["file"] == "facts.sqlite3"
+               and f["preview"].startswith("AKIA") for f in found), found
 
 
 def test_secrets_maps_no_file():

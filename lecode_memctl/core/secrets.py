@@ -886,7 +886,8 @@ class Scanner:
                 return False
             prefixes = _Prefixes(live)
             seen: set[str] = set()
-            for start, raw in raw_strings(fd):
+            cut: list[int] = []
+            for start, raw in raw_strings(fd, size=size, cut=cut):
                 text = raw.decode("utf-8", "surrogateescape")
                 # bytes before character ``at`` of text, counted on from
                 # the previous hit (hits come in order of start; each
@@ -902,7 +903,7 @@ class Scanner:
                     nbytes += len(text[at:hit.start].encode("utf-8", "surrogateescape"))
                     at = hit.start
                     self._add(value, hit.detector, KIND_DATABASE, rel, offset=start + nbytes)
-            return os.fstat(fd).st_size < size
+            return bool(cut)
         finally:
             os.close(fd)
 
@@ -912,7 +913,8 @@ RAW_PIECE = 1 << 22
 _PRINTABLE = bytes([9, 10, 13, *range(0x20, 0x7f), *range(0x80, 0x100)])
 
 
-def raw_strings(fd: int, piece: int = RAW_PIECE) -> Iterator[tuple[int, bytes]]:
+def raw_strings(fd: int, piece: int = RAW_PIECE, *, size: int | None = None,
+                cut: list[int] | None = None) -> Iterator[tuple[int, bytes]]:
     """(offset, bytes) of each printable run of :data:`MIN_RAW_STRING` bytes
     or more in the open file ``fd``, read with ``pread`` a piece at a time,
     never mapped: a file cut short under a mapping kills the process with
@@ -923,13 +925,20 @@ def raw_strings(fd: int, piece: int = RAW_PIECE) -> Iterator[tuple[int, bytes]]:
     ``piece`` comes in parts that overlap by :data:`WINDOW_OVERLAP` bytes
     (at most half a piece) (a
     value across a cut is in the next part too); memory follows ``piece``,
-    not the file."""
+    not the file.  ``size``: the file's size when it was opened, read no
+    further (a file growing meanwhile is not followed); when the file ends
+    before it (cut short, even if it grew again), its offset is appended to
+    ``cut``."""
     overlap = min(WINDOW_OVERLAP, piece // 2)
     pos = 0             # the file offset of buf[0]
     buf = b""
     while True:
-        chunk = os.pread(fd, piece, pos + len(buf))
+        at = pos + len(buf)
+        want = piece if size is None else max(0, min(piece, size - at))
+        chunk = os.pread(fd, want, at) if want else b""
         buf += chunk
+        if len(chunk) < want and cut is not None:
+            cut.append(at + len(chunk))     # (ended before the size it had)
         if not chunk:       # the end (or the file cut short meanwhile)
             for m in _RAW_STRING.finditer(buf):
                 yield pos + m.start(), m.group(0)

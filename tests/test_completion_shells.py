@@ -18,7 +18,7 @@ import pytest
 
 from .conftest import REPO
 
-NOTES = ("my note", "odd'quote$x", "a  b", "plain")
+NOTES = ("my note", "odd'quote$x", "a  b", "plain", 'dq"x')
 
 
 @pytest.fixture
@@ -149,6 +149,34 @@ def _split_unescaped_colon(item: str) -> list[str]:
 def test_zsh_completes_a_note_name_with_a_quote_and_a_dollar(env, store):
     got = zsh_complete(env, ["memctl", "--store", store, "notes", "odd"])
     assert [v for v, _h in got] == ["odd'quote$x"]
+
+
+def test_zsh_keeps_a_double_quote(env, store):
+    """typer doubles a ``"``, which the double-quoted word _arguments evals
+    reads as nothing: ``dq"x`` was offered as ``dqx`` (no such note)."""
+    got = zsh_complete(env, ["memctl", "--store", store, "notes", "dq"])
+    assert [v for v, _h in got] == ['dq"x']
+
+
+def test_zsh_escape_survives_zshs_own_reading():
+    """Each escaped text, put where typer's script puts it and read by zsh as
+    _arguments reads it, is the text again (a backslash at the end included,
+    which ate the closing quote)."""
+    import subprocess
+
+    from lecode_memctl.cli.completion import zsh_escape
+
+    if shutil.which("zsh") is None:
+        pytest.skip("zsh is not installed")
+    texts = ['a"b', "end\\", "back\\slash", "it's", "$HOME", "`x`", "a:b", 'mix"\\\'$:`']
+    inner = " ".join(f'"{zsh_escape(t)}"' for t in texts)
+    script = f"spec='*: :(({inner}))'\n" + (
+        "inner=${spec#'*: :(('}; inner=${inner%'))'}\n"
+        'eval "ws=( $inner )"\nprint -rl -- "${ws[@]}"\n')
+    proc = subprocess.run(["zsh", "-f", "-c", script], capture_output=True, text=True, timeout=20)
+    assert proc.returncode == 0, proc.stderr
+    got = [w.replace("\\:", ":") for w in proc.stdout.split("\n")[:len(texts)]]
+    assert got == texts
 
 
 def test_zsh_keeps_repeated_spaces(env, store):

@@ -352,9 +352,13 @@ def zsh_escape(s: str) -> str:
     ``_arguments '*: :(("value":"help" ...))'``: double-quoted inside a
     single-quoted word.  typer doubles a ``'`` (``''``), which zsh reads as the
     end and restart of the single-quoted word (the quote is lost); close the
-    quote, add an escaped one and reopen (``'\\''``) instead."""
-    return (s.replace('"', '""').replace("'", "'\\''").replace("$", "\\$")
-            .replace("`", "\\`").replace(":", r"\\:"))
+    quote, add an escaped one and reopen (``'\\''``) instead.  typer also
+    doubles a ``"`` (``""``), which the double-quoted word _arguments evals
+    reads as nothing (``dq"x`` became ``dqx``), and leaves a ``\\`` as it
+    is (one at the end ate the closing quote): each is escaped with a
+    backslash, the backslash first."""
+    return (s.replace("\\", "\\\\").replace('"', '\\"').replace("'", "'\\''")
+            .replace("$", "\\$").replace("`", "\\`").replace(":", r"\\:"))
 
 
 def bad_bash_request(environ: Any) -> str | None:

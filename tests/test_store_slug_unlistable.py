@@ -302,8 +302,9 @@ def _capsh_works(probe: Path) -> bool:
     return r.returncode != 0 and b"Permission denied" in r.stderr
 
 
-def test_a_sessions_directory_of_mode_100(copy, tmp_path):
-    store, slug = copy
+def require_dropped_caps(tmp_path: Path) -> None:
+    """Skip unless a shell under ``capsh`` without the DAC capabilities is
+    refused a directory of mode 100, as any user but root is."""
     probe = tmp_path / "probe"
     probe.mkdir()
     probe.chmod(0o100)
@@ -312,18 +313,29 @@ def test_a_sessions_directory_of_mode_100(copy, tmp_path):
             pytest.skip("cannot drop cap_dac_override/cap_dac_read_search with capsh")
     finally:
         probe.chmod(0o700)
+
+
+def memctl_without_dac(store: Path, *args: str) -> subprocess.CompletedProcess:
+    """``memctl --store STORE --no-state ARGS`` in a process without the DAC
+    capabilities (:func:`require_dropped_caps` first)."""
+    cmd = " ".join(["exec", sys.executable, "-m", "lecode_memctl", "--store", str(store),
+                    "--no-state", *args])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    return subprocess.run(["capsh", _DROP, "--", "-c", cmd], capture_output=True,
+                          env=env, timeout=60)
+
+
+def test_a_sessions_directory_of_mode_100(copy, tmp_path):
+    store, slug = copy
+    require_dropped_caps(tmp_path)
     sessions = store / "sessions"
     sessions.chmod(0o100)
     try:
         before = tree_hash(store)
 
         def memctl(*args: str) -> subprocess.CompletedProcess:
-            cmd = " ".join(["exec", sys.executable, "-m", "lecode_memctl", "--store", str(store),
-                            "--no-state", *args])
-            env = dict(os.environ)
-            env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-            return subprocess.run(["capsh", _DROP, "--", "-c", cmd], capture_output=True,
-                                  env=env, timeout=60)
+            return memctl_without_dac(store, *args)
 
         r = memctl("read", "demo-alpha:1-5")
         assert r.returncode == 5, r.stderr

@@ -23,7 +23,6 @@ from __future__ import annotations
 import errno
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import orjson
@@ -31,7 +30,7 @@ import pytest
 
 from .builders import copy_demo
 from .conftest import run_cli
-from .test_store_slug_unlistable import _DROP, _capsh_works
+from .test_store_slug_unlistable import memctl_without_dac, require_dropped_caps
 
 NAMES = ["MEMORY.md", "scratchpad.md", "facts.sqlite3", "daily/", "notes/", "sessions/"]
 
@@ -112,23 +111,11 @@ def test_a_store_that_cannot_be_searched_in_this_process(demo_template, tmp_path
 
 
 def test_a_store_directory_of_mode_000(demo_template, tmp_path):
-    probe = tmp_path / "probe"
-    probe.mkdir()
-    probe.chmod(0o100)
-    try:
-        if not _capsh_works(probe):
-            pytest.skip("cannot drop cap_dac_override/cap_dac_read_search with capsh")
-    finally:
-        probe.chmod(0o700)
+    require_dropped_caps(tmp_path)
     store = copy_demo(demo_template, tmp_path / "x")
 
     def memctl(*args: str) -> subprocess.CompletedProcess:
-        cmd = " ".join(["exec", sys.executable, "-m", "lecode_memctl", "--store", str(store),
-                        "--no-state", *args])
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        return subprocess.run(["capsh", _DROP, "--", "-c", cmd], capture_output=True,
-                              env=env, timeout=60)
+        return memctl_without_dac(store, *args)
 
     store.chmod(0o000)
     try:

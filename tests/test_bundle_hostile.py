@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from .builders import copy_demo
-from .conftest import isolate, run_cli
-from .test_bundle import _members, export, kinds, verify
+from .conftest import run_cli
+from .test_bundle import _members, export, exported_demo, kinds, verify
 
 MiB = 1 << 20
 
@@ -23,15 +23,7 @@ MiB = 1 << 20
 @pytest.fixture(scope="module")
 def hostile_template(demo_template, tmp_path_factory) -> Path:
     """The demo's bundle, exported once (as test_bundle's ``bundle_template``)."""
-    from lecode_memctl.core.audit import facts as audit_facts
-
-    base = tmp_path_factory.mktemp("hostile")
-    with pytest.MonkeyPatch.context() as mp:
-        isolate(mp, base)
-        mp.setattr(audit_facts, "AT_ONCE_BYTES", 0)
-        out = base / "t.tar"
-        export(copy_demo(demo_template, base / "demo-copy"), out)
-    return out
+    return exported_demo(demo_template, tmp_path_factory.mktemp("hostile"))
 
 
 @pytest.fixture

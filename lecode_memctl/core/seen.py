@@ -41,7 +41,7 @@ from pathlib import Path
 import orjson
 
 from ._record import record as _record
-from .atomic import atomic_write, open_nofollow, resolves_inside
+from .atomic import atomic_write, open_nofollow, read_at_most, resolves_inside
 from .errors import MemctlError
 from .hashing import sha256
 
@@ -53,7 +53,6 @@ _MAX_MARK = 1 << 16  # a mark file is a few hundred bytes; anything larger is no
 # (stopped, hung) must not hold up a forget already committed.
 LOCK_WAIT = 2.0
 _LOCK_POLL = 0.05
-
 
 
 class _Run:
@@ -131,7 +130,8 @@ def load(state: Path, store_path: str | os.PathLike[str]) -> Mark | None:
         if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_MARK:
             return None     # (a damaged, huge file is not read: not ours)
         # at most one byte more than a mark may hold (a file grown meanwhile)
-        raw = _read_at_most(fd, _MAX_MARK + 1)
+        with open(fd, "rb", buffering=0, closefd=False) as f:
+            raw = read_at_most(f, _MAX_MARK + 1)
     except OSError:
         return None
     finally:
@@ -158,19 +158,6 @@ def load(state: Path, store_path: str | os.PathLike[str]) -> Mark | None:
     assert isinstance(gen, int) and isinstance(excl, int)
     return Mark(store, gen, excl, float(updated) if isinstance(updated, int | float) else 0.0,
                 slug or None, database or None)
-
-
-def _read_at_most(fd: int, limit: int) -> bytes:
-    """Up to ``limit`` bytes from ``fd`` (fewer at end of file)."""
-    pieces: list[bytes] = []
-    left = limit
-    while left > 0:
-        data = os.read(fd, min(left, 1 << 16))
-        if not data:
-            break
-        pieces.append(data)
-        left -= len(data)
-    return b"".join(pieces)
 
 
 def _lock_within(fd: int, wait: float) -> bool:

@@ -200,15 +200,17 @@ def read_file_or_pipe(path: str | os.PathLike[str], most: int) -> bytes:
         return read_at_most(f, most + 1)
 
 
-def read_at_most(stream: typing.BinaryIO | io.RawIOBase, limit: int) -> bytes:
-    """``stream`` (a binary file object) to its end or to ``limit`` bytes,
-    whichever comes first, 1 MiB at a time (a pipe from ``/dev/zero`` is
-    never read without end).  The one bounded read: :func:`read_regular`'s,
-    :func:`read_file_or_pipe`'s, ``correct --text-file -``'s."""
+def read_at_most(stream: typing.BinaryIO | io.RawIOBase | int, limit: int) -> bytes:
+    """``stream`` (a binary file object, or an open descriptor) to its end or
+    to ``limit`` bytes, whichever comes first, 1 MiB at a time (a pipe from
+    ``/dev/zero`` is never read without end).  The one bounded read:
+    :func:`read_regular`'s, :func:`read_file_or_pipe`'s, ``correct
+    --text-file -``'s, a mark's (``seen.load``)."""
+    read = stream.read if not isinstance(stream, int) else lambda n: os.read(stream, n)
     chunks: list[bytes] = []
     left = limit
     while left > 0:
-        chunk = stream.read(min(left, 1 << 20))
+        chunk = read(min(left, 1 << 20))
         if not chunk:
             break
         chunks.append(chunk)

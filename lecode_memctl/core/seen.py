@@ -130,8 +130,7 @@ def load(state: Path, store_path: str | os.PathLike[str]) -> Mark | None:
         if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_MARK:
             return None     # (a damaged, huge file is not read: not ours)
         # at most one byte more than a mark may hold (a file grown meanwhile)
-        with open(fd, "rb", buffering=0, closefd=False) as f:
-            raw = read_at_most(f, _MAX_MARK + 1)
+        raw = read_at_most(fd, _MAX_MARK + 1)
     except OSError:
         return None
     finally:

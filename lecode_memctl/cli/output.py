@@ -1715,10 +1715,7 @@ class atomic_output:
                 raise StoreWriteError(f"--output {self.target}: {e.strerror or e}") from None
         finally:
             if not published:
-                try:
-                    os.unlink(self.tmp)
-                except OSError:
-                    pass
+                self._drop_tmp()
         if isinstance(exc, OSError) and exc.filename is None:
             # a write of the output itself failed (a full disk, a size limit)
             raise StoreWriteError(f"--output {self.target}: {exc.strerror or exc}") from None

@@ -1297,9 +1297,11 @@ def _too_large(exc: _HeaderTooLarge) -> str:
             f"{READ_CAP} bytes verify reads at once; not read")
 
 
-# What tarfile raises on a header it cannot read: ValueError too, for a GNU
-# sparse map that is not numbers or is cut short (it was exit 70).
-_HEADER_ERRORS = (tarfile.TarError, EOFError, OSError, zlib.error, ValueError)
+# What reading an archive's bytes raises when they are cut short or corrupt;
+# and on a header it cannot read, ValueError too, for a GNU sparse map that
+# is not numbers or is cut short (it was exit 70).
+_READ_ERRORS = (tarfile.TarError, EOFError, OSError, zlib.error)
+_HEADER_ERRORS = (*_READ_ERRORS, ValueError)
 
 
 def _read_archive(path: Path, root: Path, rep: VerifyReport) -> dict[str, tuple[int, str]]:
@@ -1416,7 +1418,7 @@ def _read_members(tf: tarfile.TarFile, src: Any, unpack: _Unpacker, rep: VerifyR
         except _HeaderTooLarge as exc:   # (never: memctl reads CHUNK at most)
             rep.add("archive", name, _too_large(exc))
             return
-        except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+        except _READ_ERRORS as exc:
             rep.add("archive", name, f"truncated or corrupt inside {name} ({exc})")
             return
         last = name
@@ -1503,7 +1505,7 @@ def _unpack_deferred(tf: tarfile.TarFile, unpack: _Unpacker, rep: VerifyReport,
             seen[ti.name] = unpack.write(ti.name, fh)
         except _Refused as exc:
             rep.add("refused", ti.name, str(exc))
-        except (_HeaderTooLarge, tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+        except (_HeaderTooLarge, *_READ_ERRORS) as exc:
             rep.add("archive", ti.name, f"cannot read {ti.name} again ({exc})")
             return
 

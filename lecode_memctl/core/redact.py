@@ -320,6 +320,29 @@ def _lineage_session_ids(data: bytes) -> list[str]:
     return out
 
 
+def _numbers_kept(rec: Any) -> bool:
+    """Whether every number of a parsed record is written back by orjson as
+    the same number: False when one is a float that is not finite (``1e400``,
+    read as infinity, which orjson writes ``null``) or of magnitude 2^53 or
+    more (an integer beyond 64 bits, which orjson reads as a float and would
+    write ``1.8446744073709552e+19``; a float that large may have been
+    written with digits a double does not keep).  Such a record keeps its
+    bytes but for the strings that held a value (:func:`_rewrite_strings`)."""
+    todo = [rec]
+    while todo:
+        obj = todo.pop()
+        for v in obj.values() if isinstance(obj, dict) else obj:
+            if type(v) is float:
+                if not -_EXACT < v < _EXACT:     # (NaN is no JSON: never read)
+                    return False
+            elif isinstance(v, (dict, list)):
+                todo.append(v)
+    return True
+
+
+_EXACT = float(2 ** 53)
+
+
 def rewrite_transcript(data: bytes, values: Mapping[str, str]) -> tuple[bytes, list[int], int, int]:
     """(new bytes, seqs of rewritten records, replacements, raw lines changed).
     Lines are kept one for one; a record's identifying fields (its seq and
@@ -344,7 +367,7 @@ def rewrite_transcript(data: bytes, values: Mapping[str, str]) -> tuple[bytes, l
         if rec is not None:
             seq = rec.get("seq")
             written: bytes | None = None
-            if not twice:
+            if not twice and _numbers_kept(rec):
                 try:
                     rec2, n = _redact_record(rec, values)
                     written = held_bytes(orjson.dumps(rec2))   # (held with every line to the join)
@@ -355,8 +378,9 @@ def rewrite_transcript(data: bytes, values: Mapping[str, str]) -> tuple[bytes, l
             else:
                 # nested deeper than orjson writes (255 levels; its parser
                 # takes 1024), a marker that would meet a key the object has
-                # (_KeyCollision), or a key given twice (a value the parse
-                # dropped is on the line too): the record's line is rewritten
+                # (_KeyCollision), a key given twice (a value the parse
+                # dropped is on the line too), or a number orjson would not
+                # write back as it is written (_numbers_kept): the record's line is rewritten
                 # byte for byte, but for a value in an identifying field (it
                 # stays in the line), and its seq is the record's, as read
                 new, n = _rewrite_strings(piece, rec, values)

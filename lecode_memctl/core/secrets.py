@@ -1133,10 +1133,16 @@ def parsed_record(line: bytes) -> tuple[dict[str, Any] | None, bool]:
     neither found nor erased).  A line as orjson writes it (lecode's,
     every line of the bench stores) is told by writing the record again;
     any other by one pass over its strings and brackets
-    (:func:`_gives_a_key_twice`)."""
+    (:func:`_gives_a_key_twice`).  The line is parsed as every session
+    reader parses it (:func:`~lecode_memctl.core.sessions.load_record`: a
+    number beyond a double is a record too; before 2026-12-07 such a line
+    was scanned as raw text, so a value spelled with a JSON escape in it was
+    neither found nor erased)."""
+    from .sessions import RecordTooLarge, load_record
+
     try:
-        obj = orjson.loads(line)
-    except orjson.JSONDecodeError:
+        obj = load_record(line)
+    except (orjson.JSONDecodeError, RecordTooLarge):
         return None, False
     if not isinstance(obj, dict):
         return None, False

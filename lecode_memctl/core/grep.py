@@ -33,7 +33,7 @@ import re
 import sys
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, BinaryIO
 
 import orjson  # (the session readers import it anyway)
@@ -42,6 +42,7 @@ from ._record import record
 from .atomic import open_nofollow
 from .errors import MemctlError, StoreCorrupt, UsageError
 from .layout import Store, session_file_exists
+from .rowmodel import record_time
 from .sessions import (
     PURPOSES,
     ROLES,
@@ -213,18 +214,6 @@ def compile_pattern(pattern: str, *, fixed: bool = False, ignore_case: bool = Fa
         raise UsageError(f"bad regular expression: {exc}") from None
 
 
-def _record_time(rec: Mapping[str, Any], fallback: datetime | None) -> datetime | None:
-    for k in ("ts", "time", "created"):
-        v = rec.get(k)
-        if isinstance(v, str):
-            try:
-                dt = datetime.fromisoformat(v.replace("Z", "+00:00"))
-            except ValueError:
-                continue
-            return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
-    return fallback
-
-
 # --------------------------------------------------------------------------
 # Hits
 
@@ -329,7 +318,7 @@ class GrepRun:
             self.skipped.append((sid, str(exc)))
             return
         self.sessions_searched += 1
-        created = _record_time({"created": hdr.get("created")}, None)
+        created = record_time({"created": hdr.get("created")}, None)
         unused = _UnusedSummaries(sessions.path(sid), sid, self.store.slug, excluded, generation,
                                   self.purpose)
         us = UndoState()
@@ -363,7 +352,7 @@ class GrepRun:
                 if not found:
                     continue
                 if self.since is not None or self.until is not None:
-                    when = _record_time(rec, created)
+                    when = record_time(rec, created)
                     if when is None or (self.since is not None and when < self.since) or \
                             (self.until is not None and when > self.until):
                         continue

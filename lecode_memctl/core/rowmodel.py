@@ -200,6 +200,23 @@ def _aware(value: str) -> datetime:
     return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
+def record_time(rec: Mapping[str, Any], fallback: datetime | None) -> datetime | None:
+    """The time ``--since``/``--until`` compare for a transcript record
+    (``grep``, ``usage``): its own ``ts``, ``time`` or ``created``, the first
+    that is text :func:`utc_time` reads as a time, as it prints it (UTC,
+    milliseconds); else ``fallback`` (the session header's, read so).
+    (Before 2026-12-07 grep and usage read only an upper-case ``Z``, with no
+    space around the time: a header ``sessions`` showed gave its records no
+    time, outside every window.)"""
+    for k in ("ts", "time", "created"):
+        v = rec.get(k)
+        if isinstance(v, str):
+            iso = utc_time(v)
+            if iso is not None:
+                return _aware(iso)
+    return fallback
+
+
 def in_window(value: Any, since: datetime | None, until: datetime | None) -> bool:
     """Whether a row's time (any form :func:`utc_time` takes) is within
     [since, until]; a row without a time is outside any window."""

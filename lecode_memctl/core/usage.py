@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -33,6 +33,7 @@ import orjson
 from .atomic import open_in_dir
 from .errors import NotFound
 from .layout import Store, session_file_exists, session_ids
+from .rowmodel import record_time
 from .sessions import (
     RecordTooLarge,
     _File,
@@ -164,18 +165,6 @@ def _check_usage(u: Any) -> tuple[int, int, float | None] | None:
     return i, o, float(c)
 
 
-def _event_time(rec: dict[str, Any], fallback: datetime | None) -> datetime | None:
-    for k in ("ts", "time", "created"):
-        v = rec.get(k)
-        if isinstance(v, str):
-            try:
-                dt = datetime.fromisoformat(v.replace("Z", "+00:00"))
-                return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
-            except ValueError:
-                continue
-    return fallback
-
-
 def usage_report(store: Store, *, session: str | None = None,
                  since: datetime | None = None, until: datetime | None = None) -> UsageReport:
     """Accounting over every session of the store (or one), optionally only
@@ -249,7 +238,7 @@ def _header(rep: UsageReport, store: Store, sid: str,
         rep.refused.append(sid)
         return False, None
     rep.sessions_counted += 1
-    return True, _event_time(hdr, None)
+    return True, record_time(hdr, None)
 
 
 def _count_line(rep: UsageReport, line: bytes, created: datetime | None,
@@ -272,7 +261,7 @@ def _count_line(rep: UsageReport, line: bytes, created: datetime | None,
     if ev not in ("compact", "memory_usage"):
         return
     if since is not None or until is not None:
-        t = _event_time(rec, created)
+        t = record_time(rec, created)
         if t is None or (since is not None and t < since) \
                 or (until is not None and t > until):
             return

@@ -217,8 +217,11 @@ def build_memory_section(store: Store, config: MemoryConfig, facts: Any, session
         frame = (FACTS_HEADING + FACTS_PREAMBLE).encode("utf-8")
         entries: list[str] = []
         used = len(frame)
+        from .factview import provenance_exclusions
+
+        excluded = provenance_exclusions(sessions)
         for fact in inspected:
-            st, about = fact_status(revs[fact.fact_id], statuses, fact.revision)
+            st, about = fact_status(revs[fact.fact_id], statuses, fact.revision, excluded)
             if not st.ok or fact.source is None:
                 omitted.append(OmittedFact(fact.fact_id, fact.revision, INVALID_EVIDENCE, None,
                                            st.status, st.reason, about))

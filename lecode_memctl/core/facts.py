@@ -35,7 +35,7 @@ import os
 import shutil
 import sqlite3
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -3940,14 +3940,24 @@ _NOT_GIVEN: Any = object()
 
 
 def fact_status(revisions: Sequence[Revision], statuses: Mapping[SourceRef, SourceStatus],
-                current: Any = _NOT_GIVEN) -> tuple[SourceStatus, int | None]:
+                current: Any = _NOT_GIVEN,
+                excluded: Callable[[str], Collection[int]] | None = None
+                ) -> tuple[SourceStatus, int | None]:
     """A fact is valid only when every revision has a SourceRef that validates.
     Otherwise the status of the first failing revision, current first; returns
     (status, the revision it is about).  ``current``: the fact's current
     revision as its Fact shows it (:func:`fact_from_group`); one that no row
     of ``revisions`` has (a damaged database: no such row, or a stored value
     that is no integer, None included) makes the fact hidden,
-    ``invalid_ref``, about it (None unless an integer)."""
+    ``invalid_ref``, about it (None unless an integer).
+
+    ``excluded``: a session's excluded positions (those the evaluation read,
+    :func:`provenance_exclusions`).  A revision whose SourceRef validates but
+    whose legacy provenance overlaps an exclusion is hidden, ``excluded``,
+    as when its SourceRef does: forget excludes both, and a fact sharing
+    either with a forgotten one is suppressed from recall (the reference
+    design).  (A revision with legacy provenance alone is ``unverified``
+    either way.)"""
     if current is not _NOT_GIVEN and not any(
             r.revision == current and type(r.revision) is type(current) for r in revisions):
         return (status_for("invalid_ref", missing_current(current)),
@@ -3966,14 +3976,34 @@ def fact_status(revisions: Sequence[Revision], statuses: Mapping[SourceRef, Sour
             return SourceStatus(HIDDEN, "invalid_ref", "not validated"), about
         if not st.ok:
             return st, about
+        if excluded is not None and rev.provenance:
+            hit = excluded_provenance(rev.provenance, excluded)
+            if hit is not None:
+                return status_for("excluded", f"legacy provenance {hit[0]}:{hit[1]}",
+                                  hit[1]), about
     if not revisions:
         return SourceStatus(UNVERIFIED, "legacy_provenance", "no revisions"), None
     return SourceStatus(VALID), None
 
 
+def excluded_provenance(provenance: Iterable[Provenance],
+                        excluded: Callable[[str], Collection[int]]) -> tuple[str, int] | None:
+    """The first (session id, position) of ``provenance``, in session id
+    order, that ``excluded`` gives for its session; None when none is."""
+    by_session: dict[str, set[int]] = {}
+    for p in provenance:
+        by_session.setdefault(p.session_id, set()).update(p.seqs)
+    for sid in sorted(by_session):
+        common = by_session[sid].intersection(excluded(sid))
+        if common:
+            return sid, min(common)
+    return None
+
+
 __all__ = [
     "FactStore", "Fact", "Revision", "Provenance", "RememberResult", "ForgetPlan",
     "MIGRATIONS", "SCHEMA_VERSION", "fact_id_for", "check_fact_id", "normalize_text",
-    "message_text", "require_authored_text", "fact_status", "missing_current", "m001_initial",
+    "message_text", "require_authored_text", "fact_status", "excluded_provenance",
+    "missing_current", "m001_initial",
     "m002_source_refs", "m003_generation",
 ]

@@ -98,10 +98,20 @@ def _statuses_for(facts: FactStore, sessions: SessionReader, fact_ids: Sequence[
     return revs, statuses
 
 
+def provenance_exclusions(sessions: SessionReader) -> Callable[[str], frozenset[int]] | None:
+    """What ``fact_status`` checks a revision's legacy provenance against:
+    each session's exclusions as ``sessions`` validates with them
+    (``SessionStore.exclusions_once``); None for a reader that has none."""
+    once = getattr(sessions, "exclusions_once", None)
+    return once() if once is not None else None
+
+
 def fact_row(fact: Fact, revisions: Sequence[Revision],
-             statuses: Mapping[SourceRef, SourceStatus]) -> dict[str, Any]:
-    """One fact of a listing: id, revision, status and reason, source, capped text."""
-    st, about = fact_status(revisions, statuses, fact.revision)
+             statuses: Mapping[SourceRef, SourceStatus],
+             excluded: Callable[[str], frozenset[int]] | None = None) -> dict[str, Any]:
+    """One fact of a listing: id, revision, status and reason, source, capped
+    text.  ``excluded``: :func:`provenance_exclusions`."""
+    st, about = fact_status(revisions, statuses, fact.revision, excluded)
     text, truncated = cap_text(fact.text)
     return {
         "fact_id": fact.fact_id,
@@ -276,6 +286,7 @@ def _listing_rows(facts: FactStore, sessions: SessionReader, session_id: str | N
         listing = state.start_listing(session_id, part=part)   # read while the sources are validated
         statuses = _evaluate_sources(state, sessions, session_id, "durable", part)
         by_values = statuses.by_values
+        excluded = provenance_exclusions(sessions)
         for group in listing.groups(bare=True):
             made = None
             if where is not None:
@@ -288,7 +299,7 @@ def _listing_rows(facts: FactStore, sessions: SessionReader, session_id: str | N
                 yield plain
             else:
                 fact, revs = made or fact_from_group(group)
-                row = fact_row(fact, revs, statuses)
+                row = fact_row(fact, revs, statuses, excluded)
                 yield FACT.record(row) if record else row
             state.check_open()      # (closed meanwhile: no row read ahead is given)
 
@@ -577,18 +588,19 @@ def facts_page(facts: FactStore | None, sessions: SessionReader, *, offset: int 
             transcript = check_listed_session(sessions, facts, session_id)
     rows: list[dict[str, Any]] = []
     total = 0
+    excluded = provenance_exclusions(sessions)
     if facts is not None:
         if session_id is None:
             total = facts.count()
             page = facts.list_facts(offset, limit)
             revs, statuses = _statuses_for(facts, sessions, [f.fact_id for f in page], "durable")
-            rows = [fact_row(f, revs[f.fact_id], statuses) for f in page]
+            rows = [fact_row(f, revs[f.fact_id], statuses, excluded) for f in page]
         else:
             ids = facts.ids_with_evidence_in(session_id)
             total = len(ids)
             page = [f for f in map(facts.get, ids[offset:offset + limit]) if f is not None]
             revs, statuses = _statuses_for(facts, sessions, [f.fact_id for f in page], "durable")
-            rows = [fact_row(f, revs[f.fact_id], statuses) for f in page]
+            rows = [fact_row(f, revs[f.fact_id], statuses, excluded) for f in page]
     if valid_texts:
         for row in rows:
             if row["status"] != VALID:
@@ -632,7 +644,8 @@ def recall(facts: FactStore | None, sessions: SessionReader, fact_id: str, *, of
     fact = _require_fact(facts, fact_id)
     assert facts is not None
     revs, statuses = _statuses_for(facts, sessions, [fact_id], "durable")
-    st, about = fact_status(revs[fact_id], statuses, fact.revision)
+    st, about = fact_status(revs[fact_id], statuses, fact.revision,
+                            provenance_exclusions(sessions))
     meta: dict[str, Any] = {**(head or {}), "fact_id": fact_id, "revision": fact.revision,
                             "status": st.status, "reason": st.reason}
     if not st.ok or fact.source is None:
@@ -667,7 +680,8 @@ def history(facts: FactStore | None, sessions: SessionReader, fact_id: str) -> d
     fact = _require_fact(facts, fact_id)
     assert facts is not None
     revs, statuses = _statuses_for(facts, sessions, [fact_id], "durable")
-    st, about = fact_status(revs[fact_id], statuses, fact.revision)
+    st, about = fact_status(revs[fact_id], statuses, fact.revision,
+                            provenance_exclusions(sessions))
     out = []
     for r in revs[fact_id]:
         if r.source is not None:

@@ -2227,6 +2227,23 @@ class SessionStore:
 
         self._bound[resolve_project(project_root).slug] = facts
 
+    def exclusions_once(self) -> Callable[[str], frozenset[int]]:
+        """A function giving a session's excluded positions as this store's
+        validation reads them (:meth:`exclusion_reader`'s reader), each
+        reader read once for the function's life: for a check made beside
+        one evaluation (a revision's legacy provenance, ``fact_status``).  A
+        session id that is not one (a damaged provenance row) has none."""
+        once = _ExclusionsOnce()
+
+        def excluded(session_id: str) -> frozenset[int]:
+            try:
+                reader = self.exclusion_reader(session_id)
+            except MemctlError:
+                return frozenset()
+            return once.get(reader, session_id)[0]
+
+        return excluded
+
     def exclusion_reader(self, session_id: str) -> ExclusionReader:
         """The ExclusionReader for a session: the binding of its header's
         project, else the store's reader: the one given, or the store's own

@@ -945,7 +945,8 @@ def _fact_part(audit: Audit, fs: Any, listing: Any, count: Callable[[str], None]
         shown = row_text(fid)   # a BLOB id is reported as text, as the listing shows it
         # (the current revision as the listing's Fact shows it)
         cur = group[1]
-        st, _rev = fact_status(rl, statuses, cur if isinstance(cur, StoredTwice) else _num(cur))
+        st, _rev = fact_status(rl, statuses, cur if isinstance(cur, StoredTwice) else _num(cur),
+                               excluded)
         count(st.status)   # (a missing current revision: db.dangling_ref)
         said: set[tuple[Any, str]] = set()
         for r in rl:

@@ -655,10 +655,9 @@ class Stream:
     where :func:`setup_streams` gives stdout a buffer of that size; 8 KiB
     otherwise) and keeps what an interrupted write did not take, for the
     next flush: a row is never cut.  A text layer that flushes at each line
-    (``-u``) does not during the listing.  ``text=True`` takes ``str``
-    pieces through the text layer (its encoding and error handler);
-    otherwise the pieces are JSON text, as bytes, for the byte layer,
-    escaped on a terminal as :func:`emit_json` escapes.  A raw byte layer
+    (``-u``) does not during the listing.  The pieces are bytes of UTF-8
+    text (JSON, CSV) for the byte layer, whatever the locale; escaped on a
+    terminal as :func:`emit_json` escapes.  A raw byte layer
     (no buffer: only where setup_streams did not run) gets each piece whole
     (:func:`_write_all`).
 
@@ -666,39 +665,26 @@ class Stream:
     when the block ends, also when it ends with an error or an interrupt
     (the rows before it are output), but not after a broken pipe."""
 
-    __slots__ = ("_direct", "_text", "_out", "_buf", "_put", "_relined")
+    __slots__ = ("_direct", "_out", "_buf", "_put")
 
-    def __init__(self, *, text: bool = False) -> None:
+    def __init__(self) -> None:
         STATE.output_started = True     # (here, not per piece: a listing's hot path)
         out = sys.stdout
         self._out = out
-        self._text = text
         self._direct = stdout_is_tty()
-        buf = self._buf = None if text else getattr(out, "buffer", None)
+        buf = self._buf = getattr(out, "buffer", None)
         # (a buffer takes a piece whole; a raw file may not)
         self._put: Callable[[bytes], Any] = (
             buf.write if isinstance(buf, io.BufferedIOBase)
             else (lambda piece: _write_all(buf, piece)))
-        self._relined = False
         if self._direct:
             return
-        if text:
-            if getattr(out, "line_buffering", False):
-                try:
-                    out.reconfigure(line_buffering=False)  # type: ignore[union-attr]
-                    self._relined = True
-                except (AttributeError, ValueError, OSError):
-                    pass
-        elif self._buf is not None:
+        if self._buf is not None:
             out.flush()     # (what the text layer holds comes first)
 
-    def __call__(self, piece: Any) -> None:
+    def __call__(self, piece: bytes) -> None:
         try:
-            if self._text:
-                self._out.write(piece)
-                if self._direct:
-                    self._out.flush()
-            elif self._direct:
+            if self._direct:
                 write_bytes(terminal_json(piece))
             elif self._buf is None:     # a stdout without a byte layer
                 self._out.write(piece.decode("utf-8"))
@@ -708,36 +694,38 @@ class Stream:
             stdout_error(exc)
             raise
 
-    write = __call__  # a file's name for it (csv.writer writes to one)
-
     def close(self) -> None:
-        """Flush stdout; a line-buffered text layer is one again."""
+        """Flush stdout."""
         try:
             (self._buf if self._buf is not None else self._out).flush()
         except OSError as exc:
             stdout_error(exc)
             raise
-        finally:
-            self._reline()
-
-    def _reline(self) -> None:
-        if self._relined:
-            self._relined = False
-            try:
-                self._out.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-            except (AttributeError, ValueError, OSError):
-                pass
 
     def __enter__(self) -> Stream:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc is not None and isinstance(exc, BrokenPipeError):
-            self._reline()
             return
         if isinstance(exc, KeyboardInterrupt):
             interrupted_once()
         self.close()
+
+
+class _Utf8:
+    """The file :func:`csv_writer` writes a :class:`Stream`'s rows to: each
+    str as UTF-8 bytes, whatever the locale (docs/OUTPUT.md, "Encoding");
+    a lone surrogate (none left by :func:`safe` but those outside
+    U+DC80..U+DCFF) as its backslash escape, so that the bytes stay UTF-8."""
+
+    __slots__ = ("_write",)
+
+    def __init__(self, write: Callable[[bytes], None]) -> None:
+        self._write = write
+
+    def write(self, text: str) -> None:
+        self._write(text.encode("utf-8", "backslashreplace"))
 
 
 def _write_all(buf: Any, data: bytes) -> None:
@@ -852,15 +840,15 @@ def emit_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str], fmt: str
     """RFC 4180 CSV (or the same with tabs) with a header row, streamed (the
     header once the first row is made, or the rows are known to be none).  Cells
     use the flat encoding of core.rowmodel; text keeps its newlines and tabs
-    (quoted), other control characters are escaped as in tables; written as
-    :class:`Stream` says."""
+    (quoted), other control characters are escaped as in tables; in UTF-8
+    whatever the locale, written as :class:`Stream` says."""
     cells = csv_cells(columns)
     # the first row is made before the header is written: an error before it
     # (an unknown session, say) leaves stdout empty, as in every format
     it = iter(rows)
     first = next(it, None)
-    with Stream(text=True) as out:
-        writer = csv_writer(out, fmt)
+    with Stream() as out:
+        writer = csv_writer(_Utf8(out), fmt)
         writer.writerow(columns)
         if first is None:
             return
@@ -873,26 +861,22 @@ def emit_csv_lines(pieces: Iterable[bytes], columns: Sequence[str], fmt: str) ->
     """What :func:`emit_csv` writes, from rows already encoded as its lines
     (:func:`csv_line`) and given in pieces of any length: the header once
     the first piece is made, or the pieces are known to be none, then the
-    pieces through the text layer (a lone surrogate as emit_csv writes it)."""
-    import codecs
-
+    pieces as they are."""
     it = iter(pieces)
     first = next(it, None)
-    with Stream(text=True) as out:
-        csv_writer(out, fmt).writerow(columns)
+    with Stream() as out:
+        csv_writer(_Utf8(out), fmt).writerow(columns)
         if first is None:
             return
-        decoder = codecs.getincrementaldecoder("utf-8")("surrogatepass")
-        out(decoder.decode(first))
+        out(first)
         for piece in it:
-            out(decoder.decode(piece))
-        out(decoder.decode(b"", final=True))
+            out(piece)
 
 
 def csv_line(columns: Sequence[str], fmt: str) -> Callable[[Mapping[str, Any]], bytes]:
     """A row as the line :func:`emit_csv` writes of it (``fmt`` csv or
-    tsv), in UTF-8 (a lone surrogate kept, for :func:`emit_csv_lines` to
-    write as emit_csv's text layer would)."""
+    tsv), in UTF-8 as :func:`emit_csv` writes it (:class:`_Utf8`), for
+    :func:`emit_csv_lines`."""
     buf = io.StringIO()
     writer = csv_writer(buf, fmt)
     cells = csv_cells(columns)
@@ -902,7 +886,7 @@ def csv_line(columns: Sequence[str], fmt: str) -> Callable[[Mapping[str, Any]], 
         text = buf.getvalue()
         buf.seek(0)
         buf.truncate()
-        return text.encode("utf-8", "surrogatepass")
+        return text.encode("utf-8", "backslashreplace")
 
     return line
 

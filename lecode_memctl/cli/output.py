@@ -765,10 +765,35 @@ def console(stderr: bool = False, width: int | None = None):  # -> rich.console.
                    force_terminal=True if color else None, soft_wrap=True, width=width)
 
 
-#: tabulate's formats that write each cell as it is, and the format that
-#: escapes it: a store's text (a transcript's, a note's, a fact's) is never
-#: written as live HTML or LaTeX
-UNESCAPED_FORMATS = {"unsafehtml": "html", "latex_raw": "latex"}
+#: tabulate's formats that write each cell as it is into a markup language
+#: (HTML, LaTeX, a wiki's, org-mode's, reStructuredText, AsciiDoc) and that
+#: memctl does not escape either, with the format to use instead: a store's
+#: text (a transcript's, a note's, a fact's) is never written as live markup,
+#: nor split into cells by a separator it holds
+UNESCAPED_FORMATS = {"unsafehtml": "html", "latex_raw": "latex",
+                     **dict.fromkeys(("orgtbl", "rst", "asciidoc", "jira", "moinmoin",
+                                      "textile", "youtrack"), "github")}
+
+# GitHub-flavoured Markdown: a backslash before each character that starts
+# Markdown markup (emphasis, code, links, raw HTML, entities, strikethrough,
+# GitHub's math) or ends a table cell (GFM's own escape of "|")
+_MARKDOWN = lazy_compile(r"([\\`*_\[\]<&|~$])")
+# MediaWiki: each character of wiki markup (cells, links, templates, tags,
+# entities, bold and italic, signatures, magic words) as a character
+# reference, which MediaWiki shows as the character and never reads as markup
+_WIKI = lazy_compile(r"[|!\[\]{}<>&'~_]")
+
+
+def _wiki_ref(m: re.Match[str]) -> str:
+    return f"&#{ord(m.group(0))};"
+
+
+#: tabulate's markup formats whose cells memctl escapes (:func:`_table_text`)
+CELL_ESCAPES: dict[str, Callable[[str], str]] = {
+    "github": lambda c: _MARKDOWN.sub(r"\\\1", c),
+    "pipe": lambda c: _MARKDOWN.sub(r"\\\1", c),
+    "mediawiki": lambda c: _WIKI.sub(_wiki_ref, c),
+}
 
 
 def check_format(fmt: str | None, *, json_flag: bool = False,
@@ -786,8 +811,8 @@ def check_format(fmt: str | None, *, json_flag: bool = False,
         return fmt
     if fmt in UNESCAPED_FORMATS:
         raise UsageError(f"--format {fmt} writes the store's text unescaped (markup in a transcript "
-                         f"or a note would be live where the table is shown); use "
-                         f"--format {UNESCAPED_FORMATS[fmt]}")
+                         f"or a note would be live, or split its cells, where the table is "
+                         f"shown); use --format {UNESCAPED_FORMATS[fmt]}")
     import tabulate
 
     if fmt in tabulate.tabulate_formats:
@@ -1046,11 +1071,15 @@ def emit_held_table(pieces: Iterable[bytes], heads: Sequence[str], stats: PlainS
 
 def _table_text(table_rows: list[list[str]], heads: Sequence[str], fmt: str,
                 title: str | None) -> None:
-    """The text of a table whole: :func:`plain_table`, or tabulate's."""
+    """The text of a table whole: :func:`plain_table`, or tabulate's (the
+    cells of a markup format escaped for it: :data:`CELL_ESCAPES`)."""
     text = plain_table(table_rows, heads) if fmt == "table" else None
     if text is None:
         import tabulate
 
+        escape = CELL_ESCAPES.get(fmt)
+        if escape is not None:
+            table_rows = [[escape(c) for c in r] for r in table_rows]
         tabulate.PRESERVE_WHITESPACE = False
         text = tabulate.tabulate(table_rows, headers=heads,
                                  tablefmt="plain" if fmt == "table" else fmt,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import re
 
+import orjson
 import pytest
 
 from .conftest import run_cli
@@ -134,3 +135,30 @@ def test_every_tabulate_format_is_decided():
     known = set(REFUSED) | {"github", "pipe", "mediawiki", "html", "latex", "latex_booktabs",
                             "latex_longtable", *PLAIN}
     assert set(tabulate.tabulate_formats) <= known, set(tabulate.tabulate_formats) - known
+
+
+# ------------------------------------------------------------ an empty name
+
+@pytest.mark.parametrize("args", [
+    ["facts", "--format="], ["facts", "-f", ""], ["facts", "--json", "--format="],
+    ["history", "0123456789abcdef", "--format="], ["sessions", "--format="],
+    ["notes", "--format="], ["config", "--format="], ["usage", "--format="],
+    ["projects", "--format="], ["search", "x", "--format="], ["grep", "x", "--format="],
+    ["validate", "--format", ""], ["validate", "--list-codes", "--format="],
+    ["secrets", "--format="], ["migrate-legacy", "--format="],
+])
+def test_an_empty_format_is_a_usage_error(args, store_path, tmp_path, monkeypatch):
+    """``--format=`` was the default format (a table, the text report), as
+    if not given; an empty --since= already is exit 2, as an empty path."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    monkeypatch.chdir(proj)
+    store = [] if args[0] in ("projects", "migrate-legacy") else ["--store", store_path]
+    r = run_cli(*store, *args)
+    assert r.exit_code == 2, (args, r.exit_code, r.stdout, r.stderr)
+    assert r.stderr.count("\n") == 1, r.stderr
+    assert "--format needs a format name" in r.stderr or "unknown format ''" in r.stderr
+    if "--json" in args:    # (the error as a JSON document, as every --json error)
+        assert orjson.loads(r.stdout)["error"]["exit_code"] == 2
+    else:
+        assert r.stdout == ""

@@ -801,6 +801,7 @@ def check_format(fmt: str | None, *, json_flag: bool = False,
     """Normalise ``--format``/``--json`` into one name; bad names are usage errors."""
     from lecode_memctl.core.errors import UsageError
 
+    _not_empty(fmt)
     if json_flag:
         if fmt and fmt != "json":
             raise UsageError(f"--json conflicts with --format {fmt}")
@@ -822,6 +823,15 @@ def check_format(fmt: str | None, *, json_flag: bool = False,
         "or a tabulate format name (plain, github, grid, ...)")
 
 
+def _not_empty(fmt: str | None) -> None:
+    """An empty ``--format`` (``--format=``) is a usage error, as an empty
+    ``--since`` or path is; not given (None) is the command's default."""
+    if fmt == "":
+        from lecode_memctl.core.errors import UsageError
+
+        raise UsageError("--format needs a format name; it was given an empty one")
+
+
 def fixed_format(fmt: str | None, *, json_flag: bool, choices: Sequence[str] | None,
                  default: str = "human", aliases: dict[str, str] | None = None) -> str:
     """``--format``/``--json`` of a command with a fixed set of formats (no
@@ -830,6 +840,7 @@ def fixed_format(fmt: str | None, *, json_flag: bool, choices: Sequence[str] | N
     error.  (Listings use :func:`check_format`.)"""
     from lecode_memctl.core.errors import UsageError
 
+    _not_empty(fmt)
     if json_flag:
         if fmt and fmt != "json":
             raise UsageError(f"--json conflicts with --format {fmt}")

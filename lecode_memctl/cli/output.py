@@ -873,11 +873,12 @@ def emit_json_array(rows: Iterable[Any]) -> None:
 
 
 def emit_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str], fmt: str) -> None:
-    """RFC 4180 CSV (or the same with tabs) with a header row, streamed (the
-    header once the first row is made, or the rows are known to be none).  Cells
-    use the flat encoding of core.rowmodel; text keeps its newlines and tabs
-    (quoted), other control characters are escaped as in tables; in UTF-8
-    whatever the locale, written as :class:`Stream` says."""
+    """CSV with RFC 4180 quoting and LF line ends (or the same with tabs),
+    with a header row, streamed (the header once the first row is made, or
+    the rows are known to be none).  Cells use the flat encoding of
+    core.rowmodel; text keeps its newlines and tabs (quoted), other control
+    characters are escaped as in tables; in UTF-8 whatever the locale,
+    written as :class:`Stream` says."""
     cells = csv_cells(columns)
     # the first row is made before the header is written: an error before it
     # (an unknown session, say) leaves stdout empty, as in every format
@@ -1014,7 +1015,7 @@ def render_rows(rows: Iterable[Mapping[str, Any]], columns: Sequence[str], fmt: 
                 headers: Mapping[str, str] | None = None,
                 title: str | None = None, ids: Sequence[str] = ()) -> None:
     """Render a listing.  ``json`` is one array, ``jsonl`` streams, ``csv``/``tsv``
-    are RFC 4180 with a header row, ``table`` is rich on a terminal and plain
+    are RFC 4180 quoting and LF line ends with a header row, ``table`` is rich on a terminal and plain
     aligned text in a pipe, any other name is a tabulate format.  Columns in
     ``ids`` are never cut or wrapped, whatever the terminal width."""
     if fmt == "json":

@@ -150,3 +150,17 @@ def test_emit_csv_writes_utf8_bytes(monkeypatch, fmt, tty):
             output.emit_csv_lines((line(r) for r in ROWS), ["type", "text"], fmt)
         sys.stdout.flush()
         assert raw.getvalue().decode("utf-8") == "before\n" + WANT[fmt], emit
+
+
+def test_csv_rows_before_an_error_are_written(monkeypatch):
+    """The rows are gathered and encoded a chunk at a time in a pipe: those
+    made before an error (or an interrupt) are written all the same."""
+    raw = _ascii_stdout(monkeypatch)
+
+    def rows():
+        yield from ROWS[:2]
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        output.emit_csv(rows(), ["type", "text"], "csv")
+    assert raw.getvalue().decode("utf-8") == WANT["csv"].rsplit("x,", 1)[0]

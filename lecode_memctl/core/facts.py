@@ -377,6 +377,7 @@ def _migrate(db: sqlite3.Connection, path: Path) -> list[str]:
     version = db.execute("PRAGMA user_version").fetchone()[0]
     if version > SCHEMA_VERSION:
         raise StoreCorrupt(_future_message(path, version))
+    _refuse_negative(path, version)     # (MIGRATIONS[version:] would count from the end)
     applied: list[str] = []
     if version == SCHEMA_VERSION:
         return applied
@@ -406,6 +407,14 @@ def _migrate(db: sqlite3.Connection, path: Path) -> list[str]:
             raise UnmigratableSchema(path, version, name, str(exc)) from exc
         raise err from exc
     return applied
+
+
+def _refuse_negative(path: Path, version: int) -> None:
+    """UnmigratableSchema for a negative ``user_version`` (a signed 32-bit
+    number in SQLite): no lecode schema has one, and no migration applies
+    from it -- read, written or audited alike (``validate``: db.schema_unknown)."""
+    if version < 0:
+        raise UnmigratableSchema(path, version, "", "no lecode schema version is negative")
 
 
 def _future_message(path: Path, version: int) -> str:
@@ -2235,6 +2244,7 @@ class FactStore(ClosesOnExit):
         version = db.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             raise StoreCorrupt(_future_message(self.path, version))
+        _refuse_negative(self.path, version)
         self.schema_version = version
         self._tables = _tables(db)
         self.needs_migration = version < SCHEMA_VERSION

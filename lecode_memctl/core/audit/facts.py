@@ -30,7 +30,9 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def _header_user_version(path: Path) -> int | None:
-    """``PRAGMA user_version`` read from the file header (offset 60), without SQLite."""
+    """``PRAGMA user_version`` read from the file header (offset 60), without
+    SQLite: a signed 32-bit big-endian number, as SQLite reads it (-1, not
+    4294967295)."""
     try:
         fd = open_nofollow(path)
     except OSError:
@@ -43,7 +45,7 @@ def _header_user_version(path: Path) -> int | None:
         os.close(fd)
     if len(head) < 64 or not head.startswith(_SQLITE_MAGIC):
         return None
-    return int.from_bytes(head[60:64], "big")
+    return int.from_bytes(head[60:64], "big", signed=True)
 
 
 def _open_facts(audit: Audit) -> Any:

@@ -11,12 +11,13 @@ store proves nothing.  The medium is emulated properly instead:
    --clear-groups``, or ``runuser -u nobody``);
 3. else: skipped, with the reason.
 
-Two copies of the demo store are put on the medium: one whose facts database
-has no ``-wal`` (read as immutable media, ``immutable=1``) and one in WAL
-mode whose ``-wal`` holds a committed change the main file does not have yet
-(read through a private snapshot copy): the change must be visible; a third
-copy also keeps the ``-shm`` a live writer leaves (a store copied from a
-running system).
+Three copies of the demo store are put on the medium: one whose facts
+database has no ``-wal``, one in WAL mode whose ``-wal`` holds a committed
+change the main file does not have yet (the change must be visible), and a
+third that also keeps the ``-shm`` a live writer leaves (a store copied from
+a running system).  Each is read through a private snapshot copy (in
+``$TMPDIR``, off the medium), the plain one too: no read opens the file in
+place as immutable media (``immutable=1``), as memctl once did.
 ``MEMCTL_TEST_RO_MODE=setpriv`` forces the second emulation.
 """
 

@@ -1,5 +1,5 @@
-"""Small fixes of 2026-12-07, one test (or a few) per finding: a negative
-``user_version``, ..."""
+"""Small fixes of 2026-12-07, one section per finding: a negative
+``user_version``; ``where --store`` with transcripts it cannot read; ..."""
 
 from __future__ import annotations
 
@@ -50,3 +50,33 @@ def test_a_negative_user_version_is_refused_alike(tmp_path, migrations):
         assert r.exit_code == 5, (args, r.exit_code, r.stderr)
         assert r.stderr.count("\n") == 1 and NEGATIVE in r.stderr, (args, r.stderr)
     assert tree_hash(store) == before
+
+
+# ------------------------------------------------- where --store: unreadable headers
+
+def test_where_says_a_transcript_header_could_not_be_read(demo_template, tmp_path):
+    """Every transcript there but unreadable: the slug is the directory's
+    name, and where says why -- not that no header names a project."""
+    from .test_store_slug_unlistable import memctl_without_dac, require_dropped_caps
+
+    require_dropped_caps(tmp_path)
+    store = tmp_path / "sx"
+    import shutil
+
+    shutil.copytree(demo_template.store.path, store, symlinks=True)
+    names = sorted(p.name for p in (store / "sessions").glob("*.jsonl"))
+    for name in names:
+        (store / "sessions" / name).chmod(0)
+    r = memctl_without_dac(store, "where", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = orjson.loads(r.stdout)
+    assert (doc["slug"], doc["slug_source"]) == ("sx", "directory")
+    n = len(names)
+    assert doc["slug_detail"] == (f"the directory name (no readable transcript header names a "
+                                  f"project; {n} of {n} transcripts could not be read)"), doc
+    r = memctl_without_dac(store, "where")
+    assert "no readable transcript header names a project" in r.stdout.decode(), r.stdout
+    # one readable again: it names the project, and counts
+    (store / "sessions" / names[0]).chmod(0o600)
+    doc = orjson.loads(memctl_without_dac(store, "where", "--json").stdout)
+    assert doc["slug_source"] == "headers", doc

@@ -265,6 +265,13 @@ def store_given(path: str | os.PathLike[str], slug: str | None = None) -> Store:
         return Store(p, only, None, "headers",
                      f"the transcript headers ({'all ' if n > 1 else ''}{n} agree)")
     if not counts:
+        unread, listed = _unreadable_transcripts(p / SESSIONS_DIR)
+        if unread:
+            # (a header there that no one could read: not "no header names one")
+            return Store(p, p.name, None, "directory",
+                         f"the directory name (no readable transcript header names a project; "
+                         f"{unread} of {listed} transcript{'s' if listed != 1 else ''} could "
+                         "not be read)")
         return Store(p, p.name, None, "directory",
                      "the directory name (no transcript header names a project)")
     others = ", ".join(f"{k} ({n})" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
@@ -280,6 +287,29 @@ def store_given(path: str | os.PathLike[str], slug: str | None = None) -> Store:
                      f"disagree: {others})")
     return Store(p, p.name, None, "directory",
                  f"the directory name (the transcript headers disagree with no majority: {others})")
+
+
+def _unreadable_transcripts(sessions_dir: Path) -> tuple[int, int]:
+    """How many of the transcripts listed in ``sessions_dir`` are regular
+    files that cannot be opened for reading (mode 000, say), and how many are
+    listed: their headers may name a project, but no one can say which.  (A
+    symbolic link or a file that is not regular is refused, not unread.)
+    Only asked when no header named a project."""
+    ids = session_ids(sessions_dir, unlistable_ok=True)
+    unread = 0
+    for sid in ids:
+        path = sessions_dir / (sid + SESSION_SUFFIX)
+        try:
+            if not stat.S_ISREG(os.lstat(path).st_mode):
+                continue
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except FileNotFoundError:
+            continue        # (gone meanwhile)
+        except OSError:
+            unread += 1
+            continue
+        os.close(fd)
+    return unread, len(ids)
 
 
 def legacy_store(config_dir: Path, cwd: str | os.PathLike[str]) -> Store:

@@ -80,3 +80,37 @@ def test_where_says_a_transcript_header_could_not_be_read(demo_template, tmp_pat
     (store / "sessions" / names[0]).chmod(0o600)
     doc = orjson.loads(memctl_without_dac(store, "where", "--json").stdout)
     assert doc["slug_source"] == "headers", doc
+
+
+# ------------------------------------------------- validate --all-projects: a linked entry
+
+def test_a_linked_entry_of_memory_does_not_stop_the_marks(world, tmp_path, monkeypatch):
+    """A symbolic link in <config>/memory/ (layout.symlink, never followed)
+    that resolves above the state directory: the stores audited still get
+    their marks; only a store audited counts for "the state directory lies
+    inside the store"."""
+    cfg = world.fresh(tmp_path / "cfg")
+    monkeypatch.setenv("LECODE_CONFIG_DIR", str(cfg))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    state = tmp_path / "xdg-state"
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    marks = state / "lecode-memctl" / "stores"
+
+    def marks_made() -> int:
+        return len(list(marks.glob("*.json"))) if marks.is_dir() else 0
+
+    r = run_cli("validate", "--all-projects", "--json")
+    assert r.exit_code == 1, r.stderr       # the demo's planted problem
+    without_link = marks_made()
+    assert without_link >= 1
+    import shutil
+
+    shutil.rmtree(state)
+    (cfg / "memory" / "zz-link").symlink_to(tmp_path)
+    r = run_cli("validate", "--all-projects", "--json")
+    assert r.exit_code == 1, r.stderr
+    assert "lies inside the store" not in r.stderr, r.stderr
+    codes = {(f["code"], f["project"]) for f in orjson.loads(r.stdout)["findings"]}
+    assert ("layout.symlink", "zz-link") in codes, codes
+    assert marks_made() == without_link

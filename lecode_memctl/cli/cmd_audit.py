@@ -2,6 +2,8 @@
 
 
 import collections
+import os
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -186,7 +188,9 @@ def validate(
         STATE.quiet = quiet
         to_stdout = not quiet or out is not None
         show_progress = (progress if progress is not None else not quiet) and _stderr_tty()
-        record_state = STATE.may_record_marks(stores)
+        # (only the stores audited count: an entry of memory/ refused as a
+        # symbolic link, never followed, may resolve above the state directory)
+        record_state = STATE.may_record_marks([st for st in stores if _a_directory(st.path)])
         summaries = []
         all_findings: list[Finding] = []
         stream_jsonl = fmt == "jsonl" and to_stdout
@@ -435,6 +439,16 @@ def _prometheus_run(code: int, stores: int) -> str:
     for (name, help_), v in zip(PROM_RUN_METRICS, values, strict=True):
         out += [f"# HELP {name} {help_}", f"# TYPE {name} gauge", f"{name} {v}"]
     return "\n".join(out) + "\n"
+
+
+def _a_directory(path: Path) -> bool:
+    """Whether ``path`` is a directory, not followed: a store the audit reads
+    (:meth:`Audit._refused_store` reports the rest, a symbolic link
+    included, without reading them)."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _list_codes(fmt: str) -> None:

@@ -114,3 +114,27 @@ def test_a_linked_entry_of_memory_does_not_stop_the_marks(world, tmp_path, monke
     codes = {(f["code"], f["project"]) for f in orjson.loads(r.stdout)["findings"]}
     assert ("layout.symlink", "zz-link") in codes, codes
     assert marks_made() == without_link
+
+
+# ------------------------------------------------- notes: a.md.md
+
+def test_a_note_file_named_twice_md_is_not_listed_under_another_files_name(store):
+    """notes/a.md.md was listed as "a.md", the name of notes/a.md; it is
+    listed under its whole file name, which every command refuses (exit 2),
+    so no listed name maps to another file."""
+    notes = store.path / "notes"
+    notes.mkdir(parents=True, mode=0o700)
+    (notes / "a.md").write_text("plain a\n")
+    (notes / "a.md.md").write_text("double a\n")
+    (notes / "b.md.md.md").write_text("triple b\n")
+    r = run_cli("--store", str(store.path), "--no-state", "notes", "--json")
+    assert r.exit_code == 0, r.stderr
+    listed = {row["name"]: Path(row["path"]).name for row in orjson.loads(r.stdout)}
+    assert listed == {"a": "a.md", "a.md.md": "a.md.md", "b.md.md.md": "b.md.md.md"}, listed
+    for name, file in listed.items():
+        r = run_cli("--store", str(store.path), "--no-state", "notes", name)
+        if name == "a":
+            assert r.exit_code == 0 and r.stdout == "plain a\n", (r.exit_code, r.stdout)
+        else:   # refused: never another file's text
+            assert r.exit_code == 2, (name, file, r.exit_code, r.stdout)
+            assert r.stdout == "" and r.stderr.count("\n") == 1, r.stderr

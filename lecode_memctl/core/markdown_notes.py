@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ._record import record
 from .layout import NOTES_DIR, Store
-from .mdnames import MD_SUFFIX, _md_entries
+from .mdnames import _md_entries, listed_note_name
 from .rowmodel import utc_time
 
 
@@ -25,9 +25,10 @@ class NoteInfo:
 
 
 def list_notes(store: Store) -> list[NoteInfo]:
-    """Every regular ``notes/*.md`` file, sorted by name.  ``NotFound`` when
+    """Every regular ``notes/*.md`` file, sorted by name, each under its note
+    name (:func:`listed_note_name`: ``a.md.md`` under its file name).  ``NotFound`` when
     the store does not exist; empty when it has no ``notes/`` directory."""
     store.require()
-    return [NoteInfo(name[:-len(MD_SUFFIX)], store.notes_dir / name, st.st_size,
+    return [NoteInfo(listed_note_name(name), store.notes_dir / name, st.st_size,
                      utc_time(st.st_mtime), st.st_mtime_ns)
             for name, st in _md_entries(store, NOTES_DIR)]

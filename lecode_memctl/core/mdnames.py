@@ -88,6 +88,17 @@ def check_note_name(name: object) -> str:
     return name
 
 
+def listed_note_name(file_name: str) -> str:
+    """The name ``memctl notes`` lists the ``notes/`` file ``file_name``
+    (``*.md``) under: without its ``.md``, unless that leaves a name that
+    ends in ``.md`` -- ``a.md.md`` (made by another tool) would be listed as
+    ``a.md``, which names ``notes/a.md`` (:func:`check_note_name` strips one
+    ``.md``): such a file is listed under its whole file name, which every
+    command refuses, so that no listed name maps to another file."""
+    name = file_name[:-len(MD_SUFFIX)]
+    return file_name if name.endswith(MD_SUFFIX) else name
+
+
 def is_note_file(name: str) -> bool:
     """Whether a ``notes/`` entry is ``<note name>.md`` with a name ``memctl
     note`` would accept (the audit's layout check, the bundle's export)."""

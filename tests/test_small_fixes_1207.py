@@ -138,3 +138,50 @@ def test_a_note_file_named_twice_md_is_not_listed_under_another_files_name(store
         else:   # refused: never another file's text
             assert r.exit_code == 2, (name, file, r.exit_code, r.stdout)
             assert r.stdout == "" and r.stderr.count("\n") == 1, r.stderr
+
+
+# ------------------------------------------------- <config>/memory not a directory
+
+@pytest.mark.parametrize("args", [
+    ("validate", "--all-projects"),
+    ("validate", "--all-projects", "--format", "prometheus"),
+    ("secrets", "--all-projects"),
+    ("projects",),
+    ("projects", "--json"),
+])
+def test_a_memory_that_is_a_file_is_an_unreadable_store(config_dir, args):
+    """<config>/memory a regular file: no store can be listed, which is not
+    "no stores" (exit 0 and memctl_validate_stores 0 hid it from the cron
+    alert): exit 5, one line naming it; stdout empty."""
+    config_dir.mkdir()
+    (config_dir / "memory").write_bytes(b"not a directory\n")
+    r = run_cli(*args)
+    assert r.exit_code == 5, (r.exit_code, r.stdout, r.stderr)
+    assert r.stderr == f"memctl: error: {config_dir / 'memory'}: cannot list: Not a directory\n"
+    if "--json" not in args:
+        assert r.stdout == "", r.stdout
+
+
+@pytest.mark.parametrize("args", [
+    ("validate", "--all-projects"),
+    ("secrets", "--all-projects"),
+    ("projects",),
+])
+def test_a_missing_memory_is_no_store_yet(config_dir, args):
+    """No <config>/memory at all (a machine where lecode never ran): nothing
+    to list, exit 0, as before."""
+    r = run_cli(*args)
+    assert r.exit_code == 0, (r.exit_code, r.stdout, r.stderr)
+
+
+def test_prometheus_without_stores_says_so(config_dir):
+    """No store: the run's samples still carry memctl_validate_stores 0,
+    the series an alert on a run that audited nothing reads."""
+    from .promparse import parse_exposition
+
+    r = run_cli("validate", "--all-projects", "--format", "prometheus")
+    assert r.exit_code == 0, r.stderr
+    fams = parse_exposition(r.stdout)
+    assert [s.value for s in fams["memctl_validate_stores"].samples] == [0]
+    assert [s.value for s in fams["memctl_validate_exit_status"].samples] == [0]
+    assert fams["memctl_validate_ok"].samples == []     # (no store: no sample)

@@ -43,8 +43,9 @@ Examples:
   memctl validate --list-codes            every finding code, its severity and meaning
 \b
 Cron, with node_exporter's textfile collector (one crontab line; the file is
-replaced atomically whatever the findings; alert on memctl_validate_ok == 0
-or on a stale memctl_validate_run_timestamp_seconds):
+replaced atomically whatever the findings; alert on memctl_validate_ok == 0,
+on memctl_validate_stores == 0 (no store found: the wrong HOME?) or on a
+stale memctl_validate_run_timestamp_seconds):
   {CRON_LINE}
 """)
 def validate(

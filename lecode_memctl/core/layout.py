@@ -52,12 +52,15 @@ def memory_root(config_dir: str | os.PathLike[str]) -> Path:
 
 def memory_names(config_dir: Path) -> list[str]:
     """Every name in ``<config>/memory/``, sorted (one listing, nothing followed
-    or opened); empty when the directory is missing or is not a directory.
-    Any other listing failure is ``StoreCorrupt`` (exit 5)."""
+    or opened); empty when the directory is missing (no store yet).  Any
+    other listing failure is ``StoreCorrupt`` (exit 5), a ``memory`` that is
+    not a directory included ("cannot list: Not a directory"): no store can
+    be listed there, which is not "no stores" (before 2026-12-07 it was
+    empty, and ``validate --all-projects`` exited 0)."""
     root = memory_root(config_dir)
     try:
         return sorted(os.listdir(root))
-    except (FileNotFoundError, NotADirectoryError):
+    except FileNotFoundError:
         return []
     except OSError as exc:
         raise StoreCorrupt(f"{root}: cannot list: {exc.strerror}") from None

@@ -323,8 +323,8 @@ OVERRIDES: dict[str, dict[str, int]] = {
     "foreign_wal": {k: 5 for k in FACTS_DB_READERS},
     "foreign_db": {k: 5 for k in FACTS_DB_READERS},
     # A zero-length file is an empty SQLite database (a writer that crashed
-    # between creating the file and its schema leaves one): readers see schema
-    # version 0 with no tables ("needs migration" note), so no facts: the fact
+    # between creating the file and its schema leaves one): readers see no
+    # database yet (no "needs migration" note since 2026-12-07), so no facts: the fact
     # commands say not found; validate finds the lost exclusions (transcripts
     # carry epoch 1, the empty database is at generation 0: session.epoch_ahead)
     # and exits 1.

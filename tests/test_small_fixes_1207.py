@@ -185,3 +185,33 @@ def test_prometheus_without_stores_says_so(config_dir):
     assert [s.value for s in fams["memctl_validate_stores"].samples] == [0]
     assert [s.value for s in fams["memctl_validate_exit_status"].samples] == [0]
     assert fams["memctl_validate_ok"].samples == []     # (no store: no sample)
+
+
+# ------------------------------------------------- a zero-length facts.sqlite3
+
+def test_a_zero_length_database_is_no_database_yet(store):
+    """An empty facts.sqlite3 (a writer that crashed between creating the
+    file and its schema) is read as no database (docs/FORMAT.md), as
+    validate reads it: no "needs migration" note before recall's error
+    (stderr one line), no note on facts; validate has no
+    db.needs_migration; a writer's first write still makes the schema."""
+    from lecode_memctl.core.facts import FactStore
+
+    store.path.mkdir(parents=True, mode=0o700)
+    store.facts_db.write_bytes(b"")
+    store.facts_db.chmod(0o600)
+    base = ("--store", str(store.path), "--no-state")
+    r = run_cli(*base, "recall", "0123456789abcdef")
+    assert r.exit_code == 3 and r.stderr == "memctl: error: no fact 0123456789abcdef\n", r.stderr
+    r = run_cli(*base, "facts")
+    assert r.exit_code == 0 and "needs migration" not in r.stderr, r.stderr
+    r = run_cli(*base, "validate", "--json")
+    codes = [f["code"] for f in orjson.loads(r.stdout)["findings"]]
+    assert "db.needs_migration" not in codes and r.exit_code == 0, (codes, r.stderr)
+    with FactStore.open_readonly(store.facts_db) as fs:
+        assert not fs.needs_migration and fs.schema_version == 0
+    with FactStore(store.facts_db) as fs:
+        fid = fs.add("a fact").fact.fact_id
+    with FactStore.open_readonly(store.facts_db) as fs:
+        assert fs.schema_version == SCHEMA_VERSION and not fs.needs_migration
+        assert fs.get(fid) is not None

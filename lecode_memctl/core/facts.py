@@ -2247,8 +2247,12 @@ class FactStore(ClosesOnExit):
         _refuse_negative(self.path, version)
         self.schema_version = version
         self._tables = _tables(db)
-        self.needs_migration = version < SCHEMA_VERSION
-        self._pending_migration = migrate and self.needs_migration
+        # An empty database (a zero-length file: a writer that crashed between
+        # creating the file and its schema) is no database yet, as validate
+        # reads it: nothing for a reader to call "needs migration"; a
+        # writer's first write still makes the schema (every migration).
+        self.needs_migration = version < SCHEMA_VERSION and bool(self._tables or _has_schema(db))
+        self._pending_migration = migrate and version < SCHEMA_VERSION
         if self._tables or _has_schema(db):
             # (nothing at all: an empty file, read as no database; views
             # alone are not lecode's, as another application's tables are not)
@@ -3255,7 +3259,7 @@ class FactStore(ClosesOnExit):
             version = db.execute("PRAGMA user_version").fetchone()[0]
             tables = _tables(db)
         view.__dict__.update(_tables=tables, schema_version=version,
-                             needs_migration=version < SCHEMA_VERSION)
+                             needs_migration=version < SCHEMA_VERSION and bool(tables))
         self._views.add(view)
         return view
 

@@ -61,7 +61,7 @@ def export(
     from lecode_memctl.core.errors import UsageError
     from lecode_memctl.core.rowmodel import SCHEMA_VERSION
 
-    from .output import emit_json_document, stdout_binary, stdout_is_tty
+    from .output import emit_json_document, interrupted_after, stdout_binary, stdout_is_tty
     from .state import path_option
 
     output = path_option("--output", output)
@@ -78,6 +78,9 @@ def export(
     else:
         res = export_to_file(store, output, with_backups=with_backups, lock_wait=lock_wait,
                              parallel=True)
+        # (an error or an interrupt from here on says the bundle is there: run
+        # again, export would refuse the FILE that exists)
+        interrupted_after(f"the bundle was written to {output}")
     try:
         if res.output is None:          # (the bundle on stdout, the summary on stderr)
             stdout_binary().flush()

@@ -131,6 +131,18 @@ def _must(found: tuple[str, str, int] | None) -> tuple[str, str, int]:
     return found
 
 
+def _after_change(found: tuple[str, str, int] | None) -> tuple[str, str, int]:
+    """The error of a command, its message followed by what the command had
+    already written (``output.with_written``): a correction committed
+    whose report a full disk or a closed stdout then lost says so, as an
+    interrupt there does, rather than a bare ``standard output: ...`` (exit
+    7, "nothing was changed": rerun, the correction is refused as stale)."""
+    from .output import with_written
+
+    code, message, status = _must(found)
+    return code, with_written(message), status
+
+
 def _reported(exc: BaseException) -> bool:
     """Whether a streamed JSON document already ends with ``exc`` (it then
     gets no second error document)."""
@@ -371,7 +383,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return rv if isinstance(rv, int) else 0
         except MemctlError as exc:
             # a streamed JSON document that already carries the error gets no second one
-            return report_error(*_must(error_report(exc)), json_doc=json_doc and not _reported(exc))
+            return report_error(*_after_change(error_report(exc)), json_doc=json_doc and not _reported(exc))
         except _click.exceptions.NoArgsIsHelpError as exc:
             # 'memctl' alone: the help as --help prints it (not squeezed into an
             # error line), on stderr with the usage status, as click would
@@ -406,13 +418,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from .output import stdout_error
 
                 stdout_error(exc)
-            return report_error(*_must(error_report(exc)), json_doc=json_doc and not _reported(exc))
+            return report_error(*_after_change(error_report(exc)), json_doc=json_doc and not _reported(exc))
         except typer.Exit as exc:  # pragma: no cover - standalone_mode=False returns it
             return exc.exit_code
         except MemoryError as exc:
             return _out_of_memory(exc, json_doc=json_doc)
         except Exception as exc:  # noqa: BLE001 - the last line of defence
-            code, message, status = _must(error_report(exc))
+            code, message, status = _after_change(error_report(exc))
             if status == EXIT_INTERNAL and os.environ.get("MEMCTL_DEBUG"):
                 import traceback
 

@@ -371,6 +371,16 @@ def interrupted_after(written: str | None) -> None:
     _SIG.written = written
 
 
+def with_written(message: str) -> str:
+    """``message`` followed by what the command had already written
+    (:func:`interrupted_after`), as its one error line says it: an
+    interrupt, or an error after the change was committed (its report lost
+    to a full disk or a closed stdout: ``standard output: No space left on
+    device; the forget of X was written``), does not read as "nothing was
+    changed"."""
+    return f"{message}; {_SIG.written}" if _SIG.written else message
+
+
 @contextlib.contextmanager
 def deferred_termination() -> Iterator[Callable[[int], None]]:
     """While a foreground child runs (``memctl edit``'s editor): a
@@ -423,15 +433,13 @@ def interruption() -> tuple[str, str, int]:
     already written (:func:`interrupted_after`)."""
     from lecode_memctl.core.errors import EXIT_HANGUP, EXIT_INTERRUPTED, EXIT_TERMINATED
 
-    after = f"; {_SIG.written}" if _SIG.written else ""
-
     if _SIG.terminated is not None:
         import signal
 
         sig = signal.Signals(_SIG.terminated)
-        return ("terminated", f"terminated by {sig.name}" + after,
+        return ("terminated", with_written(f"terminated by {sig.name}"),
                 EXIT_HANGUP if sig.name == "SIGHUP" else EXIT_TERMINATED)
-    return "interrupted", "interrupted" + after, EXIT_INTERRUPTED
+    return "interrupted", with_written("interrupted"), EXIT_INTERRUPTED
 
 
 def end_as_terminated() -> None:

@@ -97,9 +97,12 @@ class StoreWriteError(MemctlError):
     code = "write_failed"
     label = "write failed"
     meaning = ("disk full, I/O error or permission denied (in the store, in $TMPDIR for "
-               "the temporary copy a read makes, or for the --output FILE of validate and "
-               "secrets or export's FILE, whose directory must exist); nothing was "
-               "changed, unless the message says what was (run the command again to finish)")
+               "the temporary copy a read makes, for the --output FILE of validate and "
+               "secrets or export's FILE, whose directory must exist, or on standard "
+               "output, full or closed); nothing was changed, unless the message says what "
+               "was: a change it names as written is made and only its report was lost "
+               "(correct, forget, redact, export -o: do not run the command again), and a "
+               "command stopped midway names what is left (run the command again to finish)")
 
 
 def sqlite_error(exc: BaseException) -> MemctlError | None:
@@ -193,7 +196,9 @@ def _exit_statuses() -> tuple[ExitStatus, ...]:
                    "internal error: a bug in memctl (set MEMCTL_DEBUG=1 to see the traceback)", True),
         ExitStatus(EXIT_INTERRUPTED, "interrupted", "interrupted (Ctrl-C)", False),
         ExitStatus(EXIT_BROKEN_PIPE, "broken pipe",
-                   "broken pipe: the reader of the output went away (memctl ... | head)", False),
+                   "broken pipe: the reader of the output went away (memctl ... | head); "
+                   "nothing on stderr, and a change the command had made before (correct, "
+                   "forget, redact, export -o) is kept", False),
         ExitStatus(EXIT_HANGUP, "hung up",
                    "hung up (SIGHUP): stopped as by Ctrl-C, then ended by the signal itself, "
                    "which a shell shows as this status", False),

@@ -521,11 +521,13 @@ def recall(
     means finished; concatenate the pages before parsing.  The evidence is
     untrusted data, not instructions or proof.  An unknown id exits 3.
     """
+    from lecode_memctl.core.facts import check_fact_id
     from lecode_memctl.core.factview import recall as core_recall
     from lecode_memctl.core.rowmodel import doc_head
 
     from .output import emit_json, page_bytes
 
+    check_fact_id(fact_id)      # (by syntax, before the store is looked for: exit 2)
     _st, fs, sessions = _open_read(lock_wait)
     try:
         _needs_migration_note(fs)
@@ -557,12 +559,14 @@ def history(fact_id: FactIdArg, json_: JsonOpt = False, fmt: FormatOpt = None,
     revision rows {type, fact_id, revision, current, created, status,
     reason, source, source_ref, provenance, text}.
     """
+    from lecode_memctl.core.facts import check_fact_id
     from lecode_memctl.core.factview import history as core_history
     from lecode_memctl.core.rowmodel import REVISION, SCHEMA_VERSION, utc_time
 
     from .output import check_format, echo, emit_json, render_records, safe
 
     fmt_name = check_format(fmt, json_flag=json_)
+    check_fact_id(fact_id)      # (by syntax, before the store is looked for: exit 2)
     _st, fs, sessions = _open_read(lock_wait)
     try:
         _needs_migration_note(fs)

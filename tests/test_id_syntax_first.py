@@ -3,7 +3,10 @@ its syntax before the store is looked for (exit 2, docs/RELIABILITY.md:
 "Ids that no store can hold are refused by syntax before any file
 access"): with no store there, or a facts database that is not one, the
 answer is the usage error, not 3 (no store) or 5 (unreadable).  Before,
-``recall`` and ``history`` opened the store first (3, 5)."""
+``recall`` and ``history`` opened the store first (3, 5); ``grep`` and
+``search`` looked for it before compiling the pattern (3), ``grep`` before
+checking its --session ids (3, 5) and --since/--until times (3); ``usage``
+before checking its --session id (3)."""
 
 from __future__ import annotations
 
@@ -19,6 +22,11 @@ BAD = {
     "recall zz": "invalid fact id 'zz'",
     "history zz": "invalid fact id 'zz'",
     "history zz --json": "invalid fact id 'zz'",
+    "grep (": "bad regular expression",
+    "search (": "invalid regular expression '('",
+    "grep x --session ../a": "invalid session id '../a'",
+    "grep x --since zz": "--since 'zz'",
+    "grep x --until zz": "--until 'zz'",
     # (already in this order: kept so)
     "forget zz --dry-run": "invalid fact id 'zz'",
     "forget zz --yes": "invalid fact id 'zz'",

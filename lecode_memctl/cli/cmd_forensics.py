@@ -139,10 +139,19 @@ def grep(
     fmt = fixed_format(fmt, json_flag=json_, choices=GREP_FORMATS, aliases=REPORT_ALIASES)
     if count and files_with_matches:
         raise UsageError("--count conflicts with --files-with-matches")
+    # a pattern, a session id or a time that no store can make right is
+    # refused (exit 2) before the store is looked for (3) or its facts
+    # database opened (5)
+    from lecode_memctl.core.grep import compile_pattern
+    from lecode_memctl.core.sourceref import check_session_id
+
+    compile_pattern(pattern, fixed=fixed, ignore_case=ignore_case)
+    for given in session or ():
+        check_session_id(given)
+    t_since = parse_when(since, option="--since") if since is not None else None
+    t_until = parse_when(until, option="--until", until=True) if until is not None else None
     run = core_grep(STATE.existing_store(), pattern, fixed=fixed, ignore_case=ignore_case,
-                    session_ids=session, roles=role,
-                    since=parse_when(since, option="--since") if since is not None else None,
-                    until=parse_when(until, option="--until", until=True) if until is not None else None,
+                    session_ids=session, roles=role, since=t_since, until=t_until,
                     purpose=purpose, include_hidden=include_hidden, context=context,
                     lock_wait=lock_wait)
     per_session: dict[str, int] = {}

@@ -261,6 +261,10 @@ def search(
     # Streamed in every format: each hit is written as it is found (a file
     # is checked UTF-8 before its first hit), each skipped file warned of
     # when it is found; what only the end knows comes after the hits.
+    # (a bad pattern is exit 2 before the store is looked for: not 3 or 5)
+    from lecode_memctl.core.markdown_search import compile_pattern
+
+    compile_pattern(pattern, ignore_case=ignore_case)
     run = markdown.stream_search(STATE.existing_store(), pattern, limit=cap,
                                  ignore_case=ignore_case, offset=offset or 0, on_skip=warn)
     rows = (HIT.row(file=h.file, line=h.line, text=h.text) for h in run.hits())

@@ -27,6 +27,7 @@ BAD = {
     "grep x --session ../a": "invalid session id '../a'",
     "grep x --since zz": "--since 'zz'",
     "grep x --until zz": "--until 'zz'",
+    "usage --session ../a": "invalid session id '../a'",
     # (already in this order: kept so)
     "forget zz --dry-run": "invalid fact id 'zz'",
     "forget zz --yes": "invalid fact id 'zz'",

@@ -547,6 +547,10 @@ def usage(
     fmt_name = check_format(fmt, json_flag=json_)
     t_since = parse_when(since, option="--since") if since is not None else None
     t_until = parse_when(until, option="--until", until=True) if until is not None else None
+    if session is not None:     # (by syntax, before the store is looked for: exit 2, not 3)
+        from lecode_memctl.core.sourceref import check_session_id
+
+        check_session_id(session)
     store = STATE.existing_store()
     rep = usage_report(store, session=session, since=t_since, until=t_until)
     doc = rep.to_json()

@@ -4,7 +4,10 @@ one error line, as an interrupt there does: exit 7 alone reads "nothing
 was changed", and running the command again then fails (a stale revision,
 a bundle that already exists).  A reader that went away (a broken pipe,
 141) stays silent: the change is kept, as the exit-status table says.
-Each runs in a real process, stdout as the shell would leave it."""
+Each runs in a real process, stdout as the shell would leave it.
+
+Also what the exit-status table and the lines of other exits say: the
+commands that exit 1 (edit, demo), migrate-legacy's exit 4."""
 
 from __future__ import annotations
 
@@ -125,3 +128,22 @@ def test_a_reader_gone_after_a_change_is_a_quiet_141_and_the_change_is_kept(demo
     p = _run(["--store", str(demo), *args], "gone")
     assert (p.returncode, p.stderr) == (141, b"")
     _done(command, demo, tmp_path)
+
+
+# ---------------------------------------------------------------- the exit-status table
+
+def test_the_status_1_row_names_every_command_that_exits_1(demo, monkeypatch):
+    """edit (its editor exits non-zero: nothing written) and demo (a step
+    that did not behave as described) exit 1; the table of the README, the
+    man page and 'memctl --help' did not say so."""
+    from lecode_memctl.core.errors import EXIT_CODES, exit_summary
+
+    monkeypatch.setenv("EDITOR", "false")
+    monkeypatch.setenv("VISUAL", "false")
+    r = run_cli("--store", str(demo), "edit")
+    assert r.exit_code == 1, r.stderr
+    meaning = dict(EXIT_CODES)[1]
+    assert "edit's editor exited non-zero" in meaning and "demo" in meaning, meaning
+    summary = exit_summary()
+    assert "a failed editor (edit) or demo step" in summary, summary
+    assert "a failed editor (edit) or demo step" in " ".join(run_cli("--help").stdout.split())

@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -147,3 +148,55 @@ def test_the_status_1_row_names_every_command_that_exits_1(demo, monkeypatch):
     summary = exit_summary()
     assert "a failed editor (edit) or demo step" in summary, summary
     assert "a failed editor (edit) or demo step" in " ".join(run_cli("--help").stdout.split())
+
+
+# ---------------------------------------------------------------- migrate-legacy's exit 4
+
+@pytest.fixture
+def legacy(world, tmp_path) -> tuple[Path, Path]:
+    """(a fresh copy of the demo's config dir, the demo's project): its
+    legacy store holds MEMORY.md (other content than the project's),
+    daily/ (the same bytes) and notes/build.md (to copy)."""
+    return world.fresh(tmp_path / "cfg"), world.project
+
+
+def _migrate(legacy: tuple[Path, Path], *args: str) -> Any:
+    cfg, project = legacy
+    return run_cli("--config-dir", str(cfg), "-C", str(project), "migrate-legacy", *args)
+
+
+@pytest.mark.parametrize("args", [["--yes"], ["--dry-run"], ["--yes", "--json"]])
+def test_migrate_legacy_unreadable_file_is_exit_4_with_its_line(legacy, monkeypatch, args):
+    """A legacy file that cannot be read when planned: exit 4, and the
+    reason was only on stdout (`not copied: #1 notes/build.md: cannot read:
+    Permission denied`), stderr empty.  Now also one stderr line."""
+    import errno
+
+    from lecode_memctl.core import migrate
+
+    real = migrate.read_regular
+
+    def read_regular(path: Any, *a: Any, **k: Any) -> Any:
+        if Path(path).name == "build.md":
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(migrate, "read_regular", read_regular)
+    r = _migrate(legacy, *args)
+    assert r.exit_code == 4, (r.exit_code, r.stderr)
+    assert r.stderr == ("memctl: error: 1 legacy file not copied: #1 notes/build.md: cannot "
+                        "read: Permission denied\n"), r.stderr
+    if "--json" not in args:
+        assert "not copied: #1 notes/build.md: cannot read: Permission denied" in r.stdout
+
+
+def test_migrate_legacy_fail_on_conflict_is_exit_4_with_its_line(legacy):
+    r = _migrate(legacy, "--dry-run", "--fail-on-conflict")
+    assert r.exit_code == 4, (r.exit_code, r.stderr)
+    assert r.stderr == ("memctl: error: 1 legacy file not copied: the project store has other "
+                        "content for it (--fail-on-conflict): #1 MEMORY.md\n"), r.stderr
+
+
+def test_migrate_legacy_exit_0_writes_nothing_on_stderr(legacy):
+    r = _migrate(legacy, "--yes")
+    assert (r.exit_code, r.stderr) == (0, "")

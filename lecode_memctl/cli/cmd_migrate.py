@@ -2,7 +2,7 @@
 
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -129,6 +129,34 @@ def _print_hint(plan) -> None:
              f"{safe(i.detail, keep_newlines=False)}")
 
 
+def _exit(plan) -> NoReturn:
+    """End with the plan's exit status; a non-zero one (4) also says why in
+    one line on stderr, as every error does (the report on stdout is as
+    before): it was there only, stderr empty."""
+    from .output import echo, safe
+
+    code = plan.exit_code
+    if code != 0:
+        echo(f"memctl: error: {safe(_why_not(plan), keep_newlines=False)}", err=True)
+    raise typer.Exit(code)
+
+
+def _why_not(plan) -> str:
+    """What a plan of exit status 4 did not copy and why, the first item named."""
+    items = plan.unresolved
+    if items:
+        first = items[0]
+        why = f"#{first.store} {first.name}: {first.detail}"
+    else:   # (--fail-on-conflict)
+        items = plan.conflicts
+        them = "them" if len(items) != 1 else "it"
+        why = (f"the project store has other content for {them} (--fail-on-conflict): "
+               f"#{items[0].store} {items[0].name}")
+    n = len(items)
+    more = f" (and {n - 1} more: see the report)" if n > 1 else ""
+    return f"{n} legacy file{'s' if n != 1 else ''} not copied: {why}{more}"
+
+
 def _print_plan(plan) -> None:
     from .output import echo, safe
 
@@ -179,14 +207,17 @@ Examples:
 \b
 Exit status: 0 everything that can be copied is in the project store (copied
 now or before; existing destinations are reported, never merged); 4 a legacy
-file could not be read or changed meanwhile, a destination is blocked by
-something that is not a regular file, or, with --fail-on-conflict, some file
-was not copied because the project has other content for it; 1 you declined
-at the prompt; 2 no --yes and stdin is not a terminal (or with --json),
---store given, or a --from that is a symbolic link, not a directory or the
-project's own store; 3 a --from
-directory does not exist; 5 a legacy file could not be read during the
-copy; 7 a write failed (nothing partial is left: run again to finish).
+file could not be read when planned (it is skipped, the others are copied)
+or changed before its copy, a destination is blocked by something that is
+not a regular file, or, with --fail-on-conflict, some file was not copied
+because the project has other content for it: the report lists each, and
+one line on stderr names the first; 1 you declined at the prompt; 2 no
+--yes and stdin is not a terminal (or with --json), --store given, or a
+--from that is a symbolic link, not a directory or the project's own store;
+3 a --from directory does not exist; 5 a legacy file read when planned
+could not be read when copied (the copy stops there; the message says what
+was copied: run again to finish); 7 a write failed (nothing partial is
+left: run again to finish).
 """)
 def migrate_legacy(
     dry_run: Annotated[bool, typer.Option(
@@ -259,7 +290,7 @@ def migrate_legacy(
             echo(_summary(plan))
             _print_hint(plan)
             _print_diffs(plan, diffs)
-        raise typer.Exit(plan.exit_code)
+        _exit(plan)
 
     interactive = not json_ and stdin_is_tty()
     if not yes and not interactive:
@@ -284,7 +315,7 @@ def migrate_legacy(
     diffs = _diffs(done) if diff else {}
     if json_:
         _emit(done, fmt_name, dry_run=False, diffs=diffs)
-        raise typer.Exit(done.exit_code)
+        _exit(done)
     for i in done.items:
         if i.result in ("conflict", "source_changed", "identical") and i.action == "copy":
             echo(f"  {i.result}  #{i.store:<3} {safe(i.name, keep_newlines=False)}  "
@@ -293,4 +324,4 @@ def migrate_legacy(
          f" into {safe(str(done.discovery.store.path))}, each verified by sha256")
     _print_hint(done)
     _print_diffs(done, diffs)
-    raise typer.Exit(done.exit_code)
+    _exit(done)

@@ -8,10 +8,12 @@ without a ``.bak``, since the previous content is what must go):
   session writer holds; exit 6 while the agent has it), every record and seq
   kept: a record holding a value is parsed, the value replaced in each of its
   strings and keys by ``[REDACTED:<detector>:<sha256 prefix>]`` and the
-  record written back as compact JSON with its keys in the same order, its
-  identifying fields untouched (seq, type; the header's session_id, project,
-  format; a compaction lineage's session_id); a line that does not parse (or
-  a torn tail) has the value's bytes replaced;
+  record written back as compact JSON with its keys in the same order, the
+  structure the store contract defines untouched (:data:`STRUCTURE`): its
+  identifying fields (seq, type; the header's session_id, project, format; a
+  message's role, an event's name, a part's type; a compaction lineage's
+  session_id) and the keys the contract names; a line that does not parse
+  (or a torn tail) has the value's bytes replaced;
 * every other file (Markdown, ``.bak``, leftovers): the value's bytes replaced;
 * a fact whose own text holds a value is forgotten (``FactStore.forget``:
   content-free exclusions, generation + 1), then the database is cleaned so
@@ -20,7 +22,8 @@ without a ``.bak``, since the previous content is what must go):
 
 A value that is (in) a session id cannot be erased (the file's name, its
 header, the facts' evidence): every other copy is, and the plan lists it in
-``kept``; outputs show such a session id with the marker in its place.
+``kept``; outputs show such a session id with the marker in its place.  So
+is a value the structure keeps (a role ``user``, a key ``content``).
 
 Order: all session locks are taken first (any busy: nothing changed), then
 transcripts, other files, forgets, the database clean.  A kill leaves every
@@ -41,7 +44,7 @@ import hashlib
 import io
 import os
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import field
 from pathlib import Path
 from typing import Any
@@ -165,25 +168,93 @@ def _forms(value: str) -> list[bytes]:
 # it would stop validating.  A value in one of them is "kept" (the plan says so).
 HEADER_FIELDS = frozenset({"seq", "type", "format", "session_id", "project"})
 RECORD_FIELDS = frozenset({"seq", "type"})
+# ... and what says what a message or an event is: its role (ROLE one of
+# user, assistant, tool, system), its event's name (an undo whose name is a
+# marker undoes nothing).  Before 2026-12-07 a found value that is a common
+# word ("user", the password of https://deploy:user@host) was replaced in
+# every role of the file.
+MESSAGE_FIELDS = RECORD_FIELDS | {"role"}
+EVENT_FIELDS = RECORD_FIELDS | {"event"}
+
+# The keys the store contract names, by record kind and by the place of the
+# object that holds them (() the record; ("content", None) an element of its
+# content list, a part; ("prior",) the object of its prior member): never
+# rewritten, whatever their value (their values are, but for the fields
+# above).  Before 2026-12-07 a found value "content" renamed the content key
+# of every message.  A key the contract does not name (in a tool call's
+# arguments, say) is replaced as any string is.
+_HEADER_KEYS = HEADER_FIELDS | {"created"}
+_MESSAGE_KEYS = MESSAGE_FIELDS | {"content", "tool_calls", "tool_call_id", "name", "epoch",
+                                  "synthetic"}
+_EVENT_KEYS = EVENT_FIELDS | {"target", "summary", "lineage", "prior", "model", "usage",
+                              "purpose", "status", "reason_counts", "facts", "proposals"}
+_Place = tuple[str | None, ...]
+#: (record kind, place) -> (keys never rewritten, members kept whole)
+STRUCTURE: dict[tuple[str, _Place], tuple[frozenset[str], frozenset[str]]] = {
+    ("session", ()): (_HEADER_KEYS, HEADER_FIELDS),
+    ("message", ()): (_MESSAGE_KEYS, MESSAGE_FIELDS),
+    # a part: a binary attachment's keys, and a text part's as lecode's
+    # readers read it ({"type": "text", "text": ...}); its type says which
+    ("message", ("content", None)): (frozenset({"type", "text", "media_type", "data"}),
+                                     frozenset({"type"})),
+    ("message", ("tool_calls", None)): (frozenset({"id", "name", "arguments"}), frozenset()),
+    ("event", ()): (_EVENT_KEYS, EVENT_FIELDS),
+    ("event", ("prior",)): (frozenset({"seq", "digest"}), frozenset()),
+    ("event", ("usage",)): (frozenset({"input_tokens", "output_tokens", "cost"}), frozenset()),
+    ("event", ("lineage", None)): (frozenset({"session_id", "seqs", "digest"}), frozenset()),
+    # a compaction's lineage refs: their session_id names a transcript
+    ("compact", ("lineage", None)): (frozenset({"session_id", "seqs", "digest"}),
+                                     frozenset({"session_id"})),
+    ("", ()): (RECORD_FIELDS, RECORD_FIELDS),
+}
+_NOTHING: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
+
+
+def _kind(rec: Mapping[str, Any]) -> str:
+    """The record's kind as :data:`STRUCTURE` names it (its type as a parse
+    keeps it; a compact event is an event whose lineage refs are kept)."""
+    t = rec.get("type")
+    if t == "event" and rec.get("event") == "compact":
+        return "compact"
+    return t if t in ("session", "message", "event") else ""
+
+
+def _structure(kind: str, place: _Place | None) -> tuple[frozenset[str], frozenset[str]]:
+    """(keys never rewritten, members kept whole) of an object at ``place``
+    (None: deeper than any place the contract names) of a record of ``kind``."""
+    if place is None:
+        return _NOTHING
+    found = STRUCTURE.get((kind, place))
+    if found is None and kind == "compact":
+        found = STRUCTURE.get(("event", place))
+    return found or _NOTHING
+
+
+def _child(place: _Place | None, step: str | None) -> _Place | None:
+    # (no place the contract names is deeper than two steps: a record nested
+    # 1,000 deep costs no tuple of 1,000)
+    return place + (step,) if place is not None and len(place) < 2 else None
 
 
 def _replace_dict(obj: dict[str, Any], values: Mapping[str, str],
-                  keep: frozenset[str] = frozenset()) -> tuple[dict[str, Any], int]:
-    """Keys and values replaced, in their order; the keys in ``keep`` (and
-    their values) as they are, and a binary part's ``data``."""
+                  kind: str = "", place: _Place | None = None) -> tuple[dict[str, Any], int]:
+    """Keys and values replaced, in their order; as they are: the keys the
+    contract names at ``place`` of a record of ``kind`` (:data:`STRUCTURE`),
+    the members it keeps whole (key and value), and a binary part's ``data``."""
     total = 0
     binary = obj.get("type") == "binary"
+    keys, whole = _structure(kind, place)
     out: dict[str, Any] = {}
     for k, v in obj.items():
-        if k in keep or (binary and k == "data"):
+        if k in whole or (binary and k == "data"):
             out[k] = v
             continue
-        k2, n1 = replace_values(k, values)
+        k2, n1 = (k, 0) if k in keys else replace_values(k, values)
         if k2 in out:
             # a marker that is already a key of the object (or a key equal
             # to a marker written before it): a dict would keep one member
             raise _KeyCollision(k2)
-        out[k2], n2 = _replace_leaves(v, values)
+        out[k2], n2 = _replace_leaves(v, values, kind, _child(place, k))
         total += n1 + n2
     return out, total
 
@@ -195,45 +266,36 @@ class _KeyCollision(Exception):
 
 
 def _protected(rec: dict[str, Any]) -> tuple[frozenset[str], list[dict[str, Any]]]:
-    """The record's identifying top-level fields, and the lineage refs of a
-    compaction (whose session_id names a transcript)."""
-    keep = HEADER_FIELDS if rec.get("type") == "session" else RECORD_FIELDS
+    """The record's identifying top-level fields (kept whole), and the
+    lineage refs of a compaction (whose session_id names a transcript)."""
+    kind = _kind(rec)
+    keep = _structure(kind, ())[1]
     lineage = rec.get("lineage")
     refs = [r for r in lineage if isinstance(r, dict)] \
-        if rec.get("type") == "event" and rec.get("event") == "compact" \
-        and isinstance(lineage, list) else []
+        if kind == "compact" and isinstance(lineage, list) else []
     return keep, refs
 
 
 def _redact_record(rec: dict[str, Any], values: Mapping[str, str]) -> tuple[dict[str, Any], int]:
-    """``rec`` with the values replaced everywhere but in its identifying
-    fields (:data:`HEADER_FIELDS`, :data:`RECORD_FIELDS`, a lineage ref's
-    ``session_id``)."""
-    keep, refs = _protected(rec)
-    if not refs:
-        return _replace_dict(rec, values, keep)
-    out, total = _replace_dict(rec, values, keep | {"lineage"})
-    lineage = []
-    for ref in rec["lineage"]:
-        if isinstance(ref, dict):
-            ref, n = _replace_dict(ref, values, frozenset({"session_id"}))
-        else:
-            ref, n = _replace_leaves(ref, values)
-        lineage.append(ref)
-        total += n
-    out["lineage"] = lineage          # in its place: the key was kept
-    return out, total
+    """``rec`` with the values replaced everywhere but in the structure the
+    contract defines (:data:`STRUCTURE`): its identifying fields, kept whole
+    (:data:`HEADER_FIELDS`, :data:`MESSAGE_FIELDS`, :data:`EVENT_FIELDS`, a
+    part's ``type``, a compaction's lineage refs' ``session_id``), and the
+    keys the contract names."""
+    return _replace_dict(rec, values, _kind(rec), ())
 
 
-def _replace_leaves(obj: Any, values: Mapping[str, str]) -> tuple[Any, int]:
+def _replace_leaves(obj: Any, values: Mapping[str, str], kind: str = "",
+                    place: _Place | None = None) -> tuple[Any, int]:
     if isinstance(obj, str):
         return replace_values(obj, values)
     if isinstance(obj, dict):
-        return _replace_dict(obj, values)
+        return _replace_dict(obj, values, kind, place)
     if isinstance(obj, list):
         total = 0
+        inner = _child(place, None)
         for i, v in enumerate(obj):
-            obj[i], n = _replace_leaves(v, values)
+            obj[i], n = _replace_leaves(v, values, kind, inner)
             total += n
         return obj, total
     return obj, 0
@@ -251,6 +313,53 @@ def _replace_bytes(line: bytes, values: Mapping[str, str]) -> tuple[bytes, int]:
     return line, n
 
 
+def _string_places(line: bytes, kind: str) -> Iterator[tuple[bool, bool]]:
+    """Of each string of the JSON text ``line`` (which a parse took, so well
+    formed; a record of ``kind``), in the order of the line, as
+    :func:`secrets.json_strings` gives them: (whether it is a key
+    the contract names where it is, whether it lies in a member kept whole),
+    by :data:`STRUCTURE` as :func:`_replace_dict` reads it.  A stack, no
+    recursion."""
+    from .secrets import _JSON_TOKEN, _decoded
+
+    # a frame per open container: [is an object, its current key, its place
+    # (an object's own; a list's, whose elements are one step further), the
+    # current member kept whole, inside a member kept whole]
+    stack: list[list[Any]] = []
+    want_key = False
+    for m in _JSON_TOKEN.finditer(line):
+        tok = m.group()
+        c = tok[:1]
+        if c == b'"':
+            top = stack[-1]
+            if want_key:
+                keys, whole = _structure(kind, top[2])
+                text = _decoded(tok)
+                top[1], top[3] = text, top[4] or text in whole
+                yield text in keys, top[3]
+                want_key = False
+            else:
+                yield False, top[3] if top[0] else top[4]
+        elif c in b"{[":
+            if not stack:
+                place: _Place | None = ()
+                inside = False
+            else:
+                parent = stack[-1]
+                if parent[0]:
+                    place, inside = _child(parent[2], parent[1]), parent[3]
+                else:
+                    place, inside = _child(parent[2], None), parent[4]
+            # (a list's place is its member's: its elements' is one step on)
+            stack.append([c == b"{", None, place, inside, inside])
+            want_key = c == b"{"
+        elif c == b",":
+            want_key = bool(stack) and stack[-1][0]
+        else:                                   # } or ]
+            stack.pop()
+            want_key = False
+
+
 def _rewrite_strings(line: bytes, rec: dict[str, Any],
                      values: Mapping[str, str]) -> tuple[bytes, int]:
     """``line`` (a record as read, ``rec``) with the values replaced in
@@ -259,21 +368,22 @@ def _rewrite_strings(line: bytes, rec: dict[str, Any],
     writes, a marker meeting a key, a key given twice).  Each string is
     decoded, so a value spelled with JSON escapes is found as the scan
     found it, and written again as JSON.  What :func:`_redact_record`
-    keeps is kept: the identifying fields, keys and whole values
-    (:func:`_protected`), a compaction's lineage refs' ``session_id``, and a
-    binary part's ``data`` (the part's ``type`` as the record is parsed)."""
+    keeps is kept (:func:`_string_places`): the keys the contract names,
+    the identifying fields kept whole (a compaction's lineage refs'
+    ``session_id`` too), and a binary part's ``data`` (the part's ``type``
+    as the record is parsed)."""
     from .secrets import json_strings
 
-    keep, refs = _protected(rec)
     out = bytearray()       # (not orjson's bytes, each held with 4 KiB of buffer)
     at = n = 0
-    for start, end, text, is_key, top, lineage, binary_data, dropped in json_strings(line):
-        member = text if is_key and top is None else top    # (a top-level key: its own)
-        # kept as the whole rewrite keeps them: an identifying member, key and
-        # value; a compaction's lineage key and its refs' session_id; a binary
-        # part's data.  What a parse drops (a key given twice) is kept nowhere.
-        if not dropped and (member in keep or binary_data or (
-                refs and member == "lineage" and (top is None or lineage))):
+    places = _string_places(line, _kind(rec))
+    for (start, end, text, is_key, _top, _lineage, binary_data, dropped), \
+            (named, whole) in zip(json_strings(line), places, strict=True):
+        # kept as the whole rewrite keeps them: a key the contract names
+        # (even in a member a parse drops: renamed, the parse would see it);
+        # an identifying member, key and value; a binary part's data.  What
+        # else a parse drops (a key given twice) is kept nowhere.
+        if (is_key and named) or (not dropped and (whole or binary_data)):
             continue
         new, c = replace_values(text, values)
         if c:
@@ -290,8 +400,9 @@ def _rewrite_strings(line: bytes, rec: dict[str, Any],
 def _values_left(data: bytes, values: Iterable[str]) -> list[str]:
     """The ``values`` a rewritten transcript's bytes still hold, in either
     form :func:`_forms` writes, or decoded in a string of a line with a
-    JSON escape: what an identifying field keeps (a record's ``type``, a
-    header's ``format``, given twice or holding a container, say)."""
+    JSON escape: what the structure keeps (a role ``user``, a key
+    ``content``; a record's ``type``, a header's ``format``, given twice or
+    holding a container, say)."""
     left = [v for v in values if any(form in data for form in _forms(v))]
     rest = [v for v in values if v not in left]
     if rest and b"\\" in data:
@@ -346,8 +457,9 @@ _EXACT = float(2 ** 53)
 def rewrite_transcript(data: bytes, values: Mapping[str, str]) -> tuple[bytes, list[int], int, int]:
     """(new bytes, seqs of rewritten records, replacements, raw lines changed).
     Lines are kept one for one; a record's identifying fields (its seq and
-    type; the header's session_id, project and format; a compaction
-    lineage's session_id) are never rewritten, nor their keys."""
+    type; the header's session_id, project and format; a message's role, an
+    event's name, a part's type; a compaction lineage's session_id) are
+    never rewritten, nor the keys the contract names (:data:`STRUCTURE`)."""
     forms = [(v, _forms(v)) for v in values]
     out = []
     seqs: list[int] = []

@@ -547,14 +547,25 @@ def _non_overlapping(cands: list[tuple[int, int, int, str]]) -> list[Hit]:
 class _Prefixes:
     """Whether a value is a prefix of any of a set of values: the first value
     not less than it in sorted order starts with it iff any does (a binary
-    search where a test of every value was hits x values)."""
+    search where a test of every value was hits x values); and whether one
+    of them is a prefix of a value (a look-up per length the set holds)."""
 
     def __init__(self, values: Iterable[str]) -> None:
-        self._sorted = sorted(set(values))
+        self._set = set(values)
+        self._sorted = sorted(self._set)
+        self._lengths = sorted({len(v) for v in self._set})
 
     def any_starts_with(self, value: str) -> bool:
         i = bisect.bisect_left(self._sorted, value)
         return i < len(self._sorted) and self._sorted[i].startswith(value)
+
+    def begins_with_one(self, value: str) -> bool:
+        for n in self._lengths:
+            if n > len(value):
+                return False
+            if value[:n] in self._set:
+                return True
+        return False
 
 
 def _windows(line: str) -> Iterator[tuple[int, str]]:
@@ -874,9 +885,14 @@ class Scanner:
 
     def _database(self, rel: str, path: str, live: set[str]) -> bool:
         """Printable strings of the raw pages (a value already reported in a
-        live fact text is not reported again: it is the same text).  Whether
-        the file was cut short while it was read (a ``-wal`` checkpointed
-        with TRUNCATE: what it held is in the database now)."""
+        live fact text is not reported again: it is the same text; so is a
+        value that begins with one, a pattern with an open-ended tail, a
+        Slack token's, having gone on into the next column's bytes, the
+        fact's ``created`` timestamp: before 2026-12-07 it was reported a
+        second time, with another hash, which allowlisting the fact's did
+        not silence).  Whether the file was cut short while it was read (a
+        ``-wal`` checkpointed with TRUNCATE: what it held is in the
+        database now)."""
         fd = open_nofollow(path)
         try:
             size = os.fstat(fd).st_size
@@ -895,7 +911,8 @@ class Scanner:
                 at = nbytes = 0
                 for hit in self.detector.scan(text, "database.txt", whole_tokens=False):
                     value = text[hit.start:hit.end]
-                    if value in seen or prefixes.any_starts_with(value):
+                    if value in seen or prefixes.any_starts_with(value) \
+                            or prefixes.begins_with_one(value):
                         continue
                     seen.add(value)
                     if hit.start < at:

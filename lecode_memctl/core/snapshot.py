@@ -10,6 +10,7 @@ import contextlib
 import errno
 import io
 import os
+import re
 import shutil
 import stat
 import time
@@ -262,6 +263,112 @@ def _pause_before_retry(path: Path, attempt: int, waited: float, timeout: float)
     return waited + delay
 
 
+# ---- the private directory, named by its process, and the sweep of those
+# a killed process left
+#
+# A reader killed with SIGKILL (or a power cut) cannot remove its private
+# copy: the facts' text stayed in $TMPDIR, credentials included, and nothing
+# removed or reported it (before 2026-12-07).  The directory's name now says
+# which process made it: memctl-facts-<ns>.<pid>.<start>-<random>, <ns> the
+# first 8 hex digits of the SHA-256 of the boot id and the pid namespace,
+# <start> the process's start time (clock ticks after boot, /proc/<pid>/stat)
+# so that a reused pid is told from it.  The first snapshot a process makes
+# in a directory removes there each such directory of the current user
+# whose process is gone (no such pid, a pid of another start time, a zombie)
+# and only those: one whose process is alive, one of another boot, host or
+# pid namespace (a $TMPDIR shared with a container or over NFS), one named
+# otherwise (an older memctl's), another user's, or anything but a
+# directory (a symbolic link is never followed) is left as it is.
+
+_PREFIX = "memctl-facts-"
+_OWNED = re.compile(r"memctl-facts-([0-9a-f]{8})\.([0-9]+)\.([0-9]+)-[0-9a-f]+\Z")
+_owners: dict[int, str | None] = {}
+_swept: set[tuple[int, str]] = set()
+
+
+def _proc_stat(pid: int) -> tuple[str, int] | None:
+    """(state, start time) of process ``pid`` (/proc/<pid>/stat: fields 3
+    and 22); None when there is no such process.  OSError when it cannot be
+    told (no /proc, no permission)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    rest = data[data.rindex(b")") + 2:].split()
+    return rest[0].decode("ascii", "replace"), int(rest[19])
+
+
+def _owner() -> str | None:
+    """This process as its private directories' names say it:
+    ``<ns>.<pid>.<start>``; None where /proc cannot tell (the directory is
+    then named without it, and never swept)."""
+    pid = os.getpid()           # (a forked child is its own owner)
+    if pid not in _owners:
+        try:
+            with open("/proc/sys/kernel/random/boot_id", "rb") as f:
+                boot = f.read().strip()
+            ns = os.readlink("/proc/self/ns/pid").encode()
+            found = _proc_stat(pid)
+        except (OSError, ValueError, IndexError):
+            found = None
+        _owners[pid] = None if found is None else \
+            f"{sha256(boot + b'/' + ns).hexdigest()[:8]}.{pid}.{found[1]}"
+    return _owners[pid]
+
+
+def _gone(pid: int, start: int) -> bool:
+    """Whether the process that named a directory with ``pid`` and
+    ``start`` is gone for sure (never when it cannot be told)."""
+    try:
+        found = _proc_stat(pid)
+    except (OSError, ValueError, IndexError):
+        return False
+    return found is None or found[1] != start or found[0] in ("Z", "X")
+
+
+def _sweep(parent: str) -> None:
+    """Remove the private directories in ``parent`` that a process of this
+    boot and pid namespace, now gone, left (the header above); each once per
+    process and directory.  Never an error: a directory that cannot be
+    listed or removed is left."""
+    owner = _owner()
+    if owner is None or (os.getpid(), parent) in _swept:
+        return
+    _swept.add((os.getpid(), parent))
+    ns = owner.split(".", 1)[0]
+    uid = os.geteuid()
+    try:
+        with os.scandir(parent) as entries:
+            names = [e.name for e in entries if e.name.startswith(_PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        m = _OWNED.match(name)
+        if m is None or m.group(1) != ns or not _gone(int(m.group(2)), int(m.group(3))):
+            continue
+        where = os.path.join(parent, name)
+        try:
+            st = os.lstat(where)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid:
+            continue
+        # (rmtree refuses a symbolic link put in its place meanwhile, and
+        # follows none inside)
+        shutil.rmtree(where, ignore_errors=True)
+
+
+def _private_dir(path: Path, made: Callable[[str], None]) -> str:
+    """The snapshot's fresh private directory (named by this process), and
+    the sweep of those killed processes left beside it."""
+    owner = _owner()
+    tmp = private_tempdir(_PREFIX if owner is None else f"{_PREFIX}{owner}-",
+                          path.parent, made)          # never inside the store
+    _sweep(os.path.dirname(tmp))
+    return tmp
+
+
 def private_snapshot(path: Path, wal: Path, timeout: float,
                      made: Callable[[str], None] | None = None) -> str:
     """Copy the database and its -wal (never the -shm) into a fresh private
@@ -288,8 +395,7 @@ def private_snapshot(path: Path, wal: Path, timeout: float,
     attempt = 0
     mine: list[str] = []
     try:
-        tmp = private_tempdir("memctl-facts-", path.parent,   # never inside the store
-                              _recorder(mine, made))
+        tmp = _private_dir(path, _recorder(mine, made))
         db_copy = os.path.join(tmp, "facts.sqlite3")
         wal_copy = os.path.join(tmp, "facts.sqlite3-wal")
         with _writing_copy(path, db_copy):
@@ -359,7 +465,7 @@ def private_journal_snapshot(path: Path, journal: Path, timeout: float,
     attempt = 0
     mine: list[str] = []
     try:
-        tmp = private_tempdir("memctl-facts-", path.parent, _recorder(mine, made))
+        tmp = _private_dir(path, _recorder(mine, made))
         db_copy = os.path.join(tmp, "facts.sqlite3")
         journal_copy = os.path.join(tmp, "facts.sqlite3-journal")
         while True:

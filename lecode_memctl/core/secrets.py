@@ -224,7 +224,9 @@ def mask_paths(report: SecretsReport) -> None:
     a key on the path holds: a credential can be an object key, and its own
     finding and every finding under it would show it.  The path itself is
     masked (no reader of a finding needs the key: redact replaces values
-    wherever they are, keys included)."""
+    wherever they are, keys included), a key the store contract names too
+    (``content``), which redact keeps (``redact.STRUCTURE``): a path never
+    shows a value."""
     from .grep import path_keys, rewrite_path_keys
 
     # each distinct path read once: its keys (a text that is no path

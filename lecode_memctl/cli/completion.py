@@ -107,13 +107,18 @@ def complete_edit_kind(ctx, args, incomplete):  # noqa: ANN001,ANN201 - typer in
 
 
 def complete_note_name(ctx, args, incomplete):  # noqa: ANN001,ANN201 - typer inspects names
-    """Note names of the store (notes/*.md, symbolic links left out); reads a directory only."""
+    """Note names of the store (notes/*.md, symbolic links left out, and a
+    file such as a.md.md, whose name without .md names another file:
+    mdnames.listed_note_name); reads a directory only."""
     try:
+        from lecode_memctl.core.mdnames import listed_note_name
+
         notes_dir = os.path.join(os.fspath(store_from_context(ctx).path), "notes")
         if os.path.islink(notes_dir):
             return []
         with os.scandir(notes_dir) as it:
-            names = [e.name[:-3] for e in it if e.name.endswith(".md") and not e.is_symlink()]
+            names = [e.name[:-3] for e in it if e.name.endswith(".md") and not e.is_symlink()
+                     and listed_note_name(e.name) == e.name[:-3]]
         return sorted(n for n in names if n.startswith(incomplete or ""))
     except Exception:  # noqa: BLE001 - completion never fails loudly
         return []
@@ -137,7 +142,7 @@ def complete_log_date(ctx, args, incomplete):  # noqa: ANN001,ANN201 - typer ins
 #: --format values of the listings: the machine formats, then tabulate names.
 LISTING_FORMAT_NAMES: tuple[str, ...] = (
     "table", "json", "jsonl", "csv", "tsv", "plain", "simple", "github", "grid", "pipe",
-    "rst", "html", "latex", "mediawiki", "orgtbl", "psql")
+    "html", "latex", "mediawiki", "psql")
 
 #: grep --format values: ``table`` is the text report, also named ``human``
 #: (output.REPORT_ALIASES), as for validate and secrets.

@@ -229,7 +229,7 @@ def exit_summary() -> str:
 #: lecode_memctl.core.errors import SpanHidden`` was an ImportError before
 #: 2026-12-07).  Looked up when asked for: ``sessions`` imports this module.
 _SESSION_ERRORS = ("SessionNotFound", "SessionRefused", "SpanHidden", "SessionCorrupt",
-                   "SessionUnreadable")
+                   "SessionUnreadable", "PositionMissing")
 
 
 def __getattr__(name: str) -> type[MemctlError]:

@@ -46,7 +46,16 @@ import orjson
 from ._lazy import lazy_compile
 from ._record import record
 from .atomic import is_link_refusal, lstat_regular, open_nofollow
-from .errors import Conflict, NotFound, StoreBusy, StoreCorrupt, StoreWriteError, UsageError
+from .errors import (
+    Conflict,
+    MemctlError,
+    NotFound,
+    StoreBusy,
+    StoreCorrupt,
+    StoreWriteError,
+    UsageError,
+    sqlite_error,
+)
 from .hashing import sha256
 from .sessions import ClosesOnExit
 from .snapshot import copy_write_error, private_journal_snapshot, private_snapshot
@@ -1900,13 +1909,18 @@ def _serialized(method: Callable[Concatenate[FactStore, _P], _R]
     @functools.wraps(method)
     def call(self: FactStore, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         if self._lock_free:
-            return method(self, *args, **kwargs)
+            try:
+                return method(self, *args, **kwargs)
+            except sqlite3.Error as exc:
+                raise _typed(exc) from exc
         lock: Any = self._lock     # (_is_owned: not in typeshed)
         held = lock._is_owned()
         try:
             if not held and not lock.acquire(timeout=min(max(self.busy_timeout, 0.0), _WAIT_MAX)):
                 raise _busy(self)
             return method(self, *args, **kwargs)
+        except sqlite3.Error as exc:
+            raise _typed(exc) from exc
         finally:
             if not held:
                 try:
@@ -1928,9 +1942,30 @@ def _serial_rows(method: Callable[Concatenate[FactStore, _P], Iterator[T]]
     @functools.wraps(method)
     def rows(self: FactStore, /, *args: _P.args, **kwargs: _P.kwargs) -> Iterator[T]:
         it = method(self, *args, **kwargs)
-        return it if self._lock_free else self._each_held(it)
+        # (a writer's rows are read by _call, which types them)
+        return _typed_rows(it) if self._lock_free else self._each_held(it)
 
     return rows
+
+
+def _typed(exc: sqlite3.Error) -> MemctlError:
+    """The memctl error of an error of SQLite's that a public method of
+    :class:`FactStore` did not classify where it arose (``errors.sqlite_error``:
+    StoreBusy or StoreCorrupt, the message memctl prints for it): the
+    store's callers (the agent's writer, ``project.facts``, a read-only
+    open) never meet a raw ``sqlite3`` error (docs/API.md, "Errors")."""
+    typed = sqlite_error(exc)
+    return typed if typed is not None else StoreCorrupt(f"database error: {exc}")
+
+
+def _typed_rows(rows: Iterator[T]) -> Iterator[T]:
+    """``rows`` with an error of SQLite's met while they are read raised as
+    its memctl error (:func:`_typed`): one ``try`` around the whole
+    iteration (free in CPython 3.11 until it raises), nothing per row."""
+    try:
+        yield from rows
+    except sqlite3.Error as exc:
+        raise _typed(exc) from exc
 
 
 def _ends_its_transaction(method: Callable[Concatenate[FactStore, _P], _R]
@@ -1953,12 +1988,16 @@ def _ends_its_transaction(method: Callable[Concatenate[FactStore, _P], _R]
                 raise _busy(self)
             try:
                 return method(self, *args, **kwargs)
-            except BaseException:
+            except BaseException as exc:
                 db = self._conn
                 # (this thread's transaction only, as the lock makes it)
                 if db is not None and db.in_transaction and \
                         self._txn_thread in (None, _thread.get_ident()):
                     FactStore._Txn(self)._rolled_back(db)
+                if isinstance(exc, sqlite3.Error):
+                    # (a read of the write outside its transaction; the
+                    # transaction's own errors are classified by _Txn)
+                    raise _typed(exc) from exc
                 raise
         finally:
             if not held:
@@ -3155,12 +3194,19 @@ class FactStore(ClosesOnExit):
         # (the listing starts at the first row asked for: an iterator made and
         # left unread holds no connection, thread or listing; one left half
         # read lets them go when it is closed or collected, FactListing.groups)
-        # (each row given while the store is open: no lock here, _lock_free)
-        yield from self._each_held(self.start_listing(session_id).groups(bare=bare))
+        # (each row given while the store is open: no lock here, _lock_free;
+        # an error of SQLite's met on the way typed once, nothing per row)
+        try:
+            yield from self._each_held(self.start_listing(session_id).groups(bare=bare))
+        except sqlite3.Error as exc:
+            raise _typed(exc) from exc
 
     def _groups_of_one_state(self, session_id: str | None, bare: bool) -> Iterator[FactGroup]:
-        with self.one_state() as state:
-            yield from state.start_listing(session_id).groups(bare=bare)
+        try:
+            with self.one_state() as state:
+                yield from state.start_listing(session_id).groups(bare=bare)
+        except sqlite3.Error as exc:
+            raise _typed(exc) from exc
 
     @contextlib.contextmanager
     def one_state(self) -> Iterator[FactStore]:

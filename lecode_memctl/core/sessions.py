@@ -2019,19 +2019,25 @@ class _ExclusionsOnce:
         return us
 
     def get(self, reader: ExclusionReader, session_id: str) -> tuple[frozenset[int], int]:
+        # (each read once per reader, or per reader and session: an error of
+        # SQLite's in one -- a FactStore given as the exclusions, a writer's
+        # or a read-only open's, on a damaged database -- is raised as its
+        # memctl error, as StoreExclusions and _ProjectExclusions raise theirs)
         key = id(reader)
         if key not in self._readers:
-            self._readers[key] = reader
-            if isinstance(reader, StoreExclusions):
-                self._generation[key], self._tables[key] = reader.read_all()
-            else:
-                self._generation[key] = reader.generation()
-                self._tables[key] = None
+            with typed_errors():
+                if isinstance(reader, StoreExclusions):
+                    self._generation[key], self._tables[key] = reader.read_all()
+                else:
+                    self._generation[key] = reader.generation()
+                    self._tables[key] = None
+            self._readers[key] = reader      # (once read: a failed read is tried again)
         table = self._tables[key]
         if table is not None:
             return table.get(session_id, frozenset()), self._generation[key]
         if (key, session_id) not in self._seqs:
-            self._seqs[(key, session_id)] = reader.excluded_seqs(session_id)
+            with typed_errors():
+                self._seqs[(key, session_id)] = reader.excluded_seqs(session_id)
         return self._seqs[(key, session_id)], self._generation[key]
 
 

@@ -91,3 +91,83 @@ def test_a_damaged_database_reaches_factstore_callers_typed(tmp_path):
     with open_project(store=d) as p, pytest.raises(errors.StoreCorrupt) as got:
         p.facts.generation()
     assert got.value.__cause__ is not None and type(got.value.__cause__).__module__ == "sqlite3"
+
+
+# ---------------------------------------------------------------- item 1
+
+BIG = (1 << 63, 1 << 64, 1 << 70)
+
+
+def _one_session(tmp_path):
+    from lecode_memctl.core import open_project
+
+    d = tmp_path / "proj-0123456789ab"
+    d.mkdir()
+    p = open_project(store=d)
+    with p.sessions.create("s1") as w:
+        s = w.append_message("user", "we use tabs")
+    return p, p.sessions.source_snapshot("s1", s, s).ref
+
+
+def _unchanged(p):
+    db = p.store.facts_db
+    return db.read_bytes() if db.exists() else None
+
+
+@pytest.mark.parametrize("big", BIG)
+def test_a_position_no_store_can_hold_is_refused_before_a_write(tmp_path, big):
+    """A SourceRef or provenance position above 2^63-1 was stored by ``add``
+    (unverified storage), ``revise`` and ``attach_source`` -- and the fact
+    could then never be forgotten (``forget``: StoreCorrupt, exit 5) -- or
+    raised a raw OverflowError / TypeError.  Each write method refuses it
+    with UsageError now, before anything is written."""
+    from lecode_memctl.core import SourceRef
+    from lecode_memctl.core.facts import Provenance
+
+    p, ref = _one_session(tmp_path)
+    fid = p.remember("we use tabs", ref).fact.fact_id
+    bad = SourceRef("s1", (big,), "0" * 64)
+    wide = SourceRef.of_checked("s1", (big - 1, big), "0" * 64)   # as from_json builds it
+    fs = p.facts
+    before = _unchanged(p)
+    writes = {
+        "add ref": lambda r: fs.add("x", ref=r),
+        "add provenance": lambda r: fs.add("y", provenance=[Provenance("s1", r.seqs)]),
+        "revise ref": lambda r: fs.revise(fid, "x", expected_revision=1, ref=r),
+        "revise provenance": lambda r: fs.revise(fid, "y", expected_revision=1,
+                                                 provenance=[Provenance("s1", r.seqs)]),
+        "attach_source": lambda r: fs.attach_source(fid, 1, r),
+        "remember": lambda r: p.remember("x", r),
+        "correct": lambda r: p.correct(fid, "x", expected_revision=1, ref=r),
+        "FactStore.remember": lambda r: fs.remember("x", r, sessions=p.sessions),
+    }
+    for name, write in writes.items():
+        for r in (bad, wide):
+            with pytest.raises(errors.UsageError, match="at most 9223372036854775807"):
+                write(r)
+            assert _unchanged(p) == before, name
+    assert p.forget(fid) is True
+    p.close()
+
+
+def test_the_largest_position_is_still_stored(tmp_path):
+    from lecode_memctl.core import SourceRef
+
+    p, _ref = _one_session(tmp_path)
+    top = (1 << 63) - 1
+    fact = p.facts.add("x", ref=SourceRef("s1", (top,), "0" * 64)).fact
+    assert p.facts.get(fact.fact_id).source.seqs == (top,)
+    assert p.forget(fact.fact_id) is True
+    p.close()
+
+
+def test_write_methods_refuse_a_ref_that_is_no_source_ref(tmp_path):
+    p, _ref = _one_session(tmp_path)
+    fs = p.facts
+    for write in (lambda: fs.add("x", ref={"session_id": "s1"}),
+                  lambda: fs.add("x", provenance=["s1:1"]),
+                  lambda: fs.revise("0" * 16, "x", expected_revision=1, ref=("s1", (1,))),
+                  lambda: fs.revise("0" * 16, "x", expected_revision=1, provenance=[3])):
+        with pytest.raises(errors.UsageError):
+            write()
+    p.close()

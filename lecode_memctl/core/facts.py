@@ -2009,6 +2009,29 @@ def _ends_its_transaction(method: Callable[Concatenate[FactStore, _P], _R]
     return write
 
 
+def _too_large(what: str) -> str:
+    return (f"{what} is at most {MAX_POSITION} (2^63-1, the largest integer SQLite stores): "
+            "a larger one names no position of a transcript, and a fact citing it could "
+            "never be forgotten")
+
+
+def _check_ref(ref: object, call: str, *, optional: bool = False) -> None:
+    """A write's SourceRef (None where ``optional``), refused with UsageError
+    before anything is written when it is no SourceRef or names a position
+    above :data:`MAX_POSITION`: SQLite stores no larger integer, so no
+    exclusion could hold it, and ``forget`` refuses such a stored source
+    (docs/FORMAT.md) -- the fact could never be forgotten.  (The
+    constructor accepts it, and the readers read a stored one as FORMAT.md
+    says: only the writes refuse it.)"""
+    if ref is None and optional:
+        return
+    if not isinstance(ref, SourceRef):
+        raise UsageError(f"{call} needs a SourceRef{' or None' if optional else ''}, "
+                         f"not {type(ref).__name__}")
+    if ref.seqs[-1] > MAX_POSITION:     # (ascending: the last is the largest)
+        raise UsageError(_too_large("a source position"))
+
+
 _END: Any = object()
 _WAIT_MAX = 86400.0 * 365     # (a lock's wait: at most threading.TIMEOUT_MAX)
 
@@ -3583,9 +3606,13 @@ class FactStore(ClosesOnExit):
     def _check_provenance(provenance: Iterable[Provenance]) -> list[Provenance]:
         out = []
         for p in provenance:
+            if not isinstance(p, Provenance):
+                raise UsageError(f"provenance is a list of Provenance, not of {type(p).__name__}")
             check_session_id(p.session_id)
             if any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in p.seqs):
                 raise UsageError("provenance positions must be non-negative integers")
+            if any(s > MAX_POSITION for s in p.seqs):
+                raise UsageError(_too_large("a provenance position"))
             out.append(p)
         return out
 
@@ -3601,6 +3628,7 @@ class FactStore(ClosesOnExit):
 
         _check_expected("expected_generation", expected_generation, optional=True)
         text = _check_text(text)
+        _check_ref(ref, "add", optional=True)
         prov = self._check_provenance(provenance)
         fact_id = fact_id_for(text, ref)
         with self._txn() as db:
@@ -3639,6 +3667,7 @@ class FactStore(ClosesOnExit):
         _check_expected("expected_generation", expected_generation, optional=True)
         check_fact_id(fact_id)
         text = _check_text(text)
+        _check_ref(ref, "revise", optional=True)
         prov = self._check_provenance(provenance)
         self._require_database(fact_id)
         with self._txn() as db:
@@ -3682,8 +3711,7 @@ class FactStore(ClosesOnExit):
         different ref already attached, or an unknown revision is refused.
         Returns True when attached, False when that exact ref was already there."""
         check_fact_id(fact_id)
-        if not isinstance(ref, SourceRef):
-            raise UsageError("attach_source needs a SourceRef")
+        _check_ref(ref, "attach_source")
         self._require_database(fact_id)
         seen = None
         if sessions is not None:
@@ -3760,8 +3788,7 @@ class FactStore(ClosesOnExit):
 
         _check_expected("expected_generation", expected_generation, optional=True)
         text = _check_text(text)
-        if not isinstance(ref, SourceRef):
-            raise UsageError("remember needs a SourceRef")
+        _check_ref(ref, "remember")
         seen = self._validate(ref, sessions, project_root, "working")
         fact_id = fact_id_for(text, ref)
         with self._txn() as db:
@@ -3804,8 +3831,7 @@ class FactStore(ClosesOnExit):
         _check_expected("expected_generation", expected_generation, optional=True)
         check_fact_id(fact_id)
         text = _check_text(text)
-        if not isinstance(ref, SourceRef):
-            raise UsageError("correct needs a SourceRef")
+        _check_ref(ref, "correct")
         seen = self._validate(ref, sessions, project_root, "working")
         # (the digest pins the records: valid again means the same records,
         # so the authored-text check below still holds then)

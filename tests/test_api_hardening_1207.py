@@ -171,3 +171,70 @@ def test_write_methods_refuse_a_ref_that_is_no_source_ref(tmp_path):
         with pytest.raises(errors.UsageError):
             write()
     p.close()
+
+
+# ---------------------------------------------------------------- item 3
+
+def _linked_store(tmp_path):
+    """A project whose store was moved and linked back: the store directory
+    ``<config>/memory/<slug>`` is a symbolic link."""
+    import shutil
+
+    from lecode_memctl.core import open_project
+
+    (tmp_path / "proj").mkdir()
+    with open_project(tmp_path / "proj", config_dir=tmp_path / "cfg") as p:
+        with p.sessions.create("s1") as w:
+            s = w.append_message("user", "my token is hunter2")
+        fid = p.remember("token is hunter2", p.sessions.source_snapshot("s1", s, s).ref).fact.fact_id
+        store = p.store.path
+    shutil.move(store, tmp_path / "elsewhere")
+    store.symlink_to(tmp_path / "elsewhere")
+    return store, fid
+
+
+def test_a_store_directory_that_is_a_symbolic_link_is_refused_as_memctl_refuses_it(tmp_path):
+    """The API read and wrote (recall, list_facts, a session writer's
+    append, forget) through a store directory that memctl (and the API's
+    own memory_section) refuse: FORMAT.md, "Opening"."""
+    from lecode_memctl.core import open_project
+
+    from .conftest import run_cli
+
+    store, _fid = _linked_store(tmp_path)
+    before = sorted(p.name for p in (tmp_path / "elsewhere").rglob("*"))
+    with pytest.raises(errors.StoreCorrupt, match="store directory is a symbolic link") as got:
+        open_project(tmp_path / "proj", config_dir=tmp_path / "cfg")
+    with pytest.raises(errors.StoreCorrupt) as given:
+        open_project(store=store)
+    r = run_cli("--config-dir", str(tmp_path / "cfg"), "-C", str(tmp_path / "proj"), "facts")
+    assert r.exit_code == 5 and str(got.value) in r.stderr
+    assert str(given.value) == str(got.value)
+    assert sorted(p.name for p in (tmp_path / "elsewhere").rglob("*")) == before
+
+
+def test_a_store_that_does_not_exist_yet_still_opens(tmp_path):
+    from lecode_memctl.core import open_project
+
+    (tmp_path / "proj").mkdir()
+    with open_project(tmp_path / "proj", config_dir=tmp_path / "cfg") as p:
+        assert not p.store.path.exists()
+        assert p.list_facts()["facts"] == []
+        with p.sessions.create("s1") as w:
+            w.append_message("user", "hello")
+    with open_project(store=tmp_path / "nowhere") as p:
+        assert p.generation() == 0
+
+
+def test_a_store_linked_after_the_open_is_refused_by_the_writer(tmp_path):
+    from lecode_memctl.core import open_project
+
+    (tmp_path / "proj").mkdir()
+    p = open_project(tmp_path / "proj", config_dir=tmp_path / "cfg")
+    (tmp_path / "elsewhere").mkdir()
+    p.store.path.parent.mkdir(parents=True)
+    p.store.path.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(errors.StoreCorrupt, match="symbolic link"):
+        p.facts  # noqa: B018
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+    p.close()

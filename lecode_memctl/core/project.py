@@ -126,6 +126,9 @@ class Project:
 
                 if fs is not None:
                     self._replaced.append(fs)
+                # (the writer opened through no link put in the store
+                # directory's place since the open: open_project's check, again)
+                _refuse_linked_store(self.store.path)
                 fs = self._facts = FactStore(self.store.facts_db)
             return fs
 
@@ -251,13 +254,29 @@ def open_project(path: str | os.PathLike[str] | None = None, *,
             raise UsageError(f"open_project: {name} is an empty path")
     cfg = resolve_config_dir(config_dir)
     if store is not None:
+        # (refused before its transcripts' headers are read through it)
+        _refuse_linked_store(Path(os.path.abspath(os.fspath(store))))
         st = store_given(store, None)   # as the CLI's --store: the slug from the headers
     else:
         where = working_directory() if path is None else os.fspath(path)
         if not os.path.isdir(where):
             raise UsageError(f"open_project: {where} is not a directory")
         st = store_for_project(cfg.path, where)
+        _refuse_linked_store(st.path)
     return Project(st, cfg)
+
+
+def _refuse_linked_store(path: Path) -> None:
+    """The check memctl makes of a store directory (``Store.require``), but
+    for its absence: a symbolic link there (never followed), another file in
+    the directory's place, or an ``lstat`` that fails is ``StoreCorrupt``
+    (exit 5), with memctl's message (docs/FORMAT.md, "Opening"); a store
+    that does not exist yet is fine (the first write creates it).  Before
+    2026-12-07 the API read and wrote through a linked store that every
+    memctl command refused."""
+    from .atomic import lstat_dir
+
+    lstat_dir(path, link_what="store directory is")
 
 
 def read_range(sessions: SessionStore, session_id: str, start: int, end: int, *,

@@ -114,6 +114,44 @@ def scratch_tmpdir(tmp_path_factory):
     tempfile.tempdir = before[1]
 
 
+def _runner_threads() -> int:
+    """The threads of this process that the test runner started outside
+    :mod:`threading` (pytest-xdist's worker: execnet's, started with
+    ``_thread``), counted as the suite begins."""
+    import threading
+
+    from lecode_memctl.core.pools import kernel_threads
+
+    n = kernel_threads()
+    return max(0, n - threading.active_count()) if n is not None else 0
+
+
+_RUNNER_THREADS = _runner_threads()
+
+
+@pytest.fixture(autouse=True)
+def runner_threads_not_counted(monkeypatch):
+    """``pools.alone`` counts the process's threads as the kernel does
+    (docs/API.md, "Forks"): in a pytest-xdist worker, execnet's own thread
+    would make every in-process fork of the suite (pools, split listings)
+    run as one process instead.  The runner's threads, counted as the
+    suite began, are left out of the count here, so that the suite forks
+    as memctl does (a fresh process: one thread); a thread a test starts,
+    with ``_thread`` too, is still counted (test_api_hardening_1207.py
+    checks the rule itself in a fresh interpreter)."""
+    if not _RUNNER_THREADS:
+        return
+    from lecode_memctl.core import pools
+
+    real = pools.kernel_threads
+
+    def counted() -> int | None:
+        n = real()
+        return None if n is None else n - _RUNNER_THREADS
+
+    monkeypatch.setattr(pools, "kernel_threads", counted)
+
+
 @pytest.fixture(autouse=True)
 def isolated_env(tmp_path, monkeypatch):
     """Point LECODE_CONFIG_DIR and HOME at tmp_path; no colour, a fixed width."""

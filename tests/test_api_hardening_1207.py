@@ -238,3 +238,59 @@ def test_a_store_linked_after_the_open_is_refused_by_the_writer(tmp_path):
         p.facts  # noqa: B018
     assert list((tmp_path / "elsewhere").iterdir()) == []
     p.close()
+
+
+# ---------------------------------------------------------------- item 4
+
+_THREADS_CODE = r"""
+import _thread, sys, threading, time
+from lecode_memctl.core import FactStore, open_project
+from lecode_memctl.core.pools import alone, kernel_threads
+
+d = sys.argv[1]
+with open_project(store=d) as p:
+    with p.sessions.create("s1") as w:
+        s = w.append_message("user", "we use tabs")
+    p.remember("we use tabs", p.sessions.source_snapshot("s1", s, s).ref)
+ro = FactStore.open_readonly(d + "/facts.sqlite3")
+print("before", alone(), ro.may_fork())
+_thread.start_new_thread(time.sleep, (0.3,))     # a thread threading does not count
+time.sleep(0.05)
+print("beside", alone(), ro.may_fork(), threading.active_count(), kernel_threads())
+try:
+    ro.fork(lambda: 0)
+    print("forked")
+except Exception as exc:
+    print("refused", type(exc).__name__)
+time.sleep(0.5)                                    # it ended
+print("after", alone(), ro.may_fork())
+ro.close()
+"""
+
+
+def test_a_thread_threading_does_not_count_keeps_the_core_from_forking(tmp_path):
+    """``alone()`` counted only ``threading``'s threads: with a thread of
+    ``_thread`` (or a C library's) running, ``may_fork()`` said yes and the
+    core forked beside it (API.md, "Forks": a process with threads does not
+    fork).  Run in a fresh interpreter: its only other threads are the
+    test's."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from lecode_memctl.core.pools import kernel_threads
+
+    if kernel_threads() is None:
+        pytest.skip("no /proc/self/status here: threading's count decides")
+    d = tmp_path / "proj-0123456789ab"
+    d.mkdir()
+    repo = Path(__file__).resolve().parents[1]
+    env = {**__import__("os").environ, "PYTHONPATH": str(repo)}
+    r = subprocess.run([sys.executable, "-c", _THREADS_CODE, str(d)], capture_output=True,
+                       text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "before True True"
+    assert lines[1] == "beside False False 1 2"
+    assert lines[2] == "refused UsageError"
+    assert lines[3] == "after True True"

@@ -3073,9 +3073,8 @@ class FactStore(ClosesOnExit):
         for job in self._threads:   # (ended, not only done: no thread left)
             job.join()
         # (threads started outside ``threading``, by ``_thread`` or C code,
-        # are not counted: a program that runs such threads inside SQLite
-        # does not ask for a split; the kernel's count would also count
-        # ended threads not yet gone, and a test runner's own)
+        # count too where the kernel says how many there are: pools.alone,
+        # which lets a thread joined a moment ago leave the count first)
         from .pools import alone
 
         return alone()

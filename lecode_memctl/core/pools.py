@@ -32,15 +32,70 @@ R = TypeVar("R")
 
 
 def alone() -> bool:
-    """Whether this process runs no thread but this one (of those
-    :mod:`threading` counts): the condition of every fork of the core, a
-    pool's or a split listing's (docs/API.md, "Forks").  A process forked
-    beside another thread inherits that thread's locks as they were (the
-    allocator's, SQLite's, a logging handler's), held by nobody.  Threads
-    of the core's own that are done are joined first by their owners."""
+    """Whether this process runs no thread but this one: the condition of
+    every fork of the core, a pool's or a split listing's (docs/API.md,
+    "Forks").  A process forked beside another thread inherits that
+    thread's locks as they were (the allocator's, SQLite's, a logging
+    handler's), held by nobody.  Threads of the core's own that are done
+    are joined first by their owners.
+
+    :mod:`threading` counts only the threads it started; one started with
+    ``_thread.start_new_thread``, or by a C library, it does not see (before
+    2026-12-07 the core forked beside them).  Where the kernel says how many
+    threads the process has (Linux: ``Threads:`` of ``/proc/self/status``,
+    one read of a small file), that count must be 1 too; elsewhere
+    threading's alone decides.  A thread joined a moment ago may still be
+    ending in the kernel: the count is read again for a few milliseconds
+    before it says no (:func:`_threads_settled`)."""
     import threading
 
-    return threading.active_count() == 1
+    if threading.active_count() != 1:
+        return False
+    return _threads_settled()
+
+
+_STATUS = "/proc/self/status"
+_SETTLE_SECONDS = 0.05      # how long a thread joined just now may take to leave the count
+
+
+def kernel_threads() -> int | None:
+    """The number of threads of this process as the kernel counts them
+    (``Threads:`` of ``/proc/self/status``), or None where it cannot say
+    (no ``/proc``: macOS, the BSDs; a line that is not there)."""
+    try:
+        with open(_STATUS, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    at = data.find(b"\nThreads:")
+    if at < 0:
+        return None
+    end = data.find(b"\n", at + 1)
+    try:
+        return int(data[at + 9:end if end >= 0 else len(data)])
+    except ValueError:
+        return None
+
+
+def _threads_settled() -> bool:
+    """Whether the kernel counts one thread (or cannot count): read again,
+    a little longer each time, for at most :data:`_SETTLE_SECONDS`, while it
+    counts more (a thread whose ``join`` returned is still ending: its
+    count drops in microseconds, or a few milliseconds on a loaded machine)."""
+    import time
+
+    n = kernel_threads()
+    if n is None or n <= 1:
+        return True
+    deadline = time.monotonic() + _SETTLE_SECONDS
+    pause = 0.0002
+    while time.monotonic() < deadline:
+        time.sleep(pause)
+        pause = min(pause * 2, 0.01)
+        n = kernel_threads()
+        if n is None or n <= 1:
+            return True
+    return False
 
 # how long a wait for a result goes before it looks whether a worker died
 # (a worker killed while it wrote a result leaves the pool's reader thread

@@ -294,3 +294,40 @@ def test_a_thread_threading_does_not_count_keeps_the_core_from_forking(tmp_path)
     assert lines[1] == "beside False False 1 2"
     assert lines[2] == "refused UsageError"
     assert lines[3] == "after True True"
+
+
+# ---------------------------------------------------------------- item 5
+
+class _BytesPath:
+    def __fspath__(self):
+        return b"/tmp"
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"store": "/tmp/a\0b"}, {"store": b"/tmp"}, {"store": 5}, {"store": _BytesPath()},
+    {"config_dir": "/tmp/cfg\0x"}, {"config_dir": b"/tmp/cfg"},
+    {"path": "/tmp/a\0b"}, {"path": b"/tmp"},
+])
+def test_a_path_that_names_no_file_is_a_usage_error_at_open(tmp_path, kwargs):
+    """``open_project`` raised ValueError (embedded null byte) or TypeError
+    for such a path, or took a config_dir with a NUL and failed later, at
+    each use, with a raw ValueError; a path with a NUL gave a message
+    holding the raw byte."""
+    from lecode_memctl.core import open_project
+
+    with pytest.raises(errors.UsageError) as got:
+        p = open_project(**kwargs)
+        p.config  # noqa: B018 - (before: accepted, then ValueError here)
+    assert "\0" not in str(got.value)
+    if any(isinstance(v, str) and "\0" in v for v in kwargs.values()):
+        assert "\\x00" in str(got.value)
+
+
+def test_resolve_config_dir_refuses_a_nul_too():
+    from lecode_memctl.core import resolve_config_dir
+
+    with pytest.raises(errors.UsageError, match=r"\\x00"):
+        resolve_config_dir("/tmp/a\0b")
+    with pytest.raises(errors.UsageError, match=r"\\x00"):
+        resolve_config_dir(None, {"LECODE_CONFIG_DIR": "/tmp/a\0b"})
+    assert resolve_config_dir("/tmp/ok").path.name == "ok"

@@ -32,17 +32,49 @@ class ConfigDir:
     source: str  # "option", "LECODE_CONFIG_DIR", "XDG_CONFIG_HOME", "HOME"
 
 
+def shown_path(text: str) -> str:
+    """A path in a message, one line: bytes that are not UTF-8 (surrogate
+    escapes) as ``\\xNN``, as the reports write them, and any character that
+    does not print (a NUL, a newline, an escape) as Python writes it
+    (``\\x00``, ``\\n``, ``\\x1b``)."""
+    text = os.fsencode(text).decode("utf-8", "backslashreplace")
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def path_text(value: object, what: str) -> str:
+    """``os.fspath(value)`` for a path the API is given (``open_project``'s
+    ``path``, ``store`` and ``config_dir``, :func:`resolve_config_dir`'s):
+    text, or an ``os.PathLike`` that gives text, with no NUL (no file name
+    holds one: the system calls refuse it).  Anything else is a UsageError
+    naming ``what`` (before 2026-12-07: a raw TypeError or ValueError, some
+    only at a later use)."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise UsageError(f"{what} is a path (str or os.PathLike), not {type(value).__name__}")
+    text = os.fspath(value)
+    if not isinstance(text, str):
+        raise UsageError(f"{what} is a path as text, not {type(text).__name__} "
+                         "(os.fsdecode makes text of bytes)")
+    if "\0" in text:
+        raise UsageError(f"{what} holds a NUL byte, which no file name holds: {shown_path(text)}")
+    return text
+
+
 def resolve_config_dir(option: str | os.PathLike[str] | None = None,
                        environ: dict[str, str] | None = None) -> ConfigDir:
     """``--config-dir``, else ``$LECODE_CONFIG_DIR``, else ``$XDG_CONFIG_HOME/lecode``,
-    else ``~/.config/lecode`` (store contract, "Where a project's store is")."""
+    else ``~/.config/lecode`` (store contract, "Where a project's store is").
+    A path that is not text or holds a NUL is a UsageError (:func:`path_text`)."""
     env = os.environ if environ is None else environ
-    if option:
-        return ConfigDir(Path(os.path.abspath(os.fspath(option))), "option")
+    if option is not None and option != "":
+        return ConfigDir(Path(os.path.abspath(path_text(option, "config_dir"))), "option")
     if env.get("LECODE_CONFIG_DIR"):
-        return ConfigDir(Path(os.path.abspath(env["LECODE_CONFIG_DIR"])), "LECODE_CONFIG_DIR")
+        where = path_text(env["LECODE_CONFIG_DIR"], "LECODE_CONFIG_DIR")
+        return ConfigDir(Path(os.path.abspath(where)), "LECODE_CONFIG_DIR")
     if env.get("XDG_CONFIG_HOME"):
-        return ConfigDir(Path(os.path.abspath(env["XDG_CONFIG_HOME"])) / "lecode", "XDG_CONFIG_HOME")
+        where = path_text(env["XDG_CONFIG_HOME"], "XDG_CONFIG_HOME")
+        return ConfigDir(Path(os.path.abspath(where)) / "lecode", "XDG_CONFIG_HOME")
     home = env.get("HOME") or os.path.expanduser("~")
     return ConfigDir(Path(os.path.abspath(home)) / ".config" / "lecode", "HOME")
 

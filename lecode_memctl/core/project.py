@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .config import ConfigDir, resolve_config_dir
+from .config import ConfigDir, path_text, resolve_config_dir, shown_path
 from .errors import UsageError, typed_errors
 from .identity import working_directory
 from .layout import Store, store_for_project, store_given
@@ -247,20 +247,25 @@ def open_project(path: str | os.PathLike[str] | None = None, *,
     with its first write."""
     if store is not None and path is not None:
         raise UsageError("open_project: give a project path or a store, not both")
-    for name, value in (("store", store), ("config_dir", config_dir)):
-        # (as memctl's --store and --config-dir: an empty path names no
-        # directory; taken as given, it was the current one, or the default)
-        if value is not None and os.fspath(value) in ("", b""):
+    # (each a str or os.PathLike of text with no NUL, else UsageError; an
+    # empty store or config_dir names no directory, as memctl's --store and
+    # --config-dir: taken as given, it was the current one, or the default)
+    texts = {name: path_text(value, f"open_project: {name}")
+             for name, value in (("path", path), ("store", store), ("config_dir", config_dir))
+             if value is not None}
+    for name in ("store", "config_dir"):
+        if texts.get(name) == "":
             raise UsageError(f"open_project: {name} is an empty path")
-    cfg = resolve_config_dir(config_dir)
-    if store is not None:
+    cfg = resolve_config_dir(texts.get("config_dir"))
+    if "store" in texts:
+        store_path = texts["store"]
         # (refused before its transcripts' headers are read through it)
-        _refuse_linked_store(Path(os.path.abspath(os.fspath(store))))
-        st = store_given(store, None)   # as the CLI's --store: the slug from the headers
+        _refuse_linked_store(Path(os.path.abspath(store_path)))
+        st = store_given(store_path, None)   # as the CLI's --store: the slug from the headers
     else:
-        where = working_directory() if path is None else os.fspath(path)
+        where = working_directory() if path is None else texts["path"]
         if not os.path.isdir(where):
-            raise UsageError(f"open_project: {where} is not a directory")
+            raise UsageError(f"open_project: {shown_path(where)} is not a directory")
         st = store_for_project(cfg.path, where)
         _refuse_linked_store(st.path)
     return Project(st, cfg)

@@ -359,7 +359,7 @@ def secrets(
     hidden ones included (a forgotten message is still on disk); MEMORY.md,
     scratchpad.md, daily logs, notes, every .bak and any other file of the
     store; the text of every revision of every fact; and the raw bytes of
-    facts.sqlite3 and its -wal (free pages keep deleted text).  Symbolic
+    facts.sqlite3, its -wal and its -journal (free pages keep deleted text).  Symbolic
     links are never followed (listed as skipped).  Reads only.
 
     Each finding names the detector, the place (file; session:seq and the
@@ -515,7 +515,9 @@ def redact(
     forgotten (content-free exclusions, as 'memctl forget' does), then the
     database is cleaned so the bytes leave the file: secure_delete, VACUUM,
     the -wal checkpointed and truncated.  Free-page findings in the database
-    are erased by that clean alone.
+    are erased by that clean alone; the database's own files (-wal,
+    -journal) are never rewritten as files (SQLite recovers a hot -journal
+    when redact opens the database for writing, then the clean runs).
 
     The plan (--dry-run, and what a terminal sees before the question) lists
     each file with its replacements and rewritten records, the facts to

@@ -56,6 +56,7 @@ from .atomic import read_regular
 from .errors import Conflict, MemctlError, StoreBusy, StoreCorrupt, StoreWriteError
 from .layout import FACTS_DB, Store
 from .secrets import (
+    DATABASE_FILES,
     KIND_DATABASE,
     KIND_FACT,
     KIND_FILE,
@@ -537,7 +538,15 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
     plan._masks = dict(masks) if masks is not None else session_id_values(findings)
     by_file: dict[str, str] = {}
     for f in findings:
-        if f.kind in (KIND_TRANSCRIPT, KIND_FILE):
+        if f.kind in (KIND_TRANSCRIPT, KIND_FILE) and f.file in DATABASE_FILES:
+            # the database's own files (its -journal, -wal, -shm) are SQLite's:
+            # never rewritten as files (a hot journal so edited was played back
+            # up to the changed page only, the rest of an interrupted
+            # transaction kept); the value is erased by the clean, which
+            # opens the database for writing and so lets SQLite recover a
+            # hot journal first
+            plan.clean_database = True
+        elif f.kind in (KIND_TRANSCRIPT, KIND_FILE):
             by_file[f.file] = f.kind
         elif f.kind == KIND_FACT and f.fact_id and f.fact_id not in plan.forget_facts:
             plan.forget_facts.append(f.fact_id)

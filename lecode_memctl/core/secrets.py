@@ -15,8 +15,9 @@ followed):
   each string leaf of the record (binary attachment data excepted) named by
   its JSON path; lines that do not parse and a torn tail as raw text;
 * ``facts.sqlite3``: the text of every revision of every fact (read-only
-  open); and the raw bytes of ``facts.sqlite3`` and ``facts.sqlite3-wal``,
-  as printable strings (free pages and old WAL frames keep deleted text), a
+  open); and the raw bytes of ``facts.sqlite3``, ``facts.sqlite3-wal`` and
+  ``facts.sqlite3-journal`` (a rollback journal), as printable strings (free
+  pages, old WAL frames and journalled pages keep deleted text), a
   value already reported in a live fact text is not reported again there;
 * every other regular file (``MEMORY.md``, ``scratchpad.md``, daily logs,
   notes, every ``.bak``, leftover temporary files): its lines.
@@ -676,6 +677,20 @@ def is_database(rel: str) -> bool:
     return rel in (FACTS_DB, FACTS_DB + "-wal")
 
 
+#: The files of the facts database itself: SQLite's to write, never a file
+#: redact rewrites (a value there is the database's, erased by its clean).
+DATABASE_FILES = frozenset({FACTS_DB, FACTS_DB + "-wal", FACTS_DB + "-shm",
+                            FACTS_DB + "-journal"})
+
+
+def raw_scanned(rel: str) -> bool:
+    """Whether ``rel`` is scanned as raw database pages: the database, its
+    ``-wal`` and its rollback ``-journal`` (before 2026-12-07 the journal was
+    read as a text file, and redact rewrote its bytes: a hot journal so
+    damaged was played back only up to the changed page)."""
+    return is_database(rel) or rel == FACTS_DB + "-journal"
+
+
 def _skip_file(rel: str) -> bool:
     # the -shm is SQLite's index of the -wal (no row content); locks are empty
     return rel == FACTS_DB + "-shm" or (rel.startswith(SESSIONS_DIR + "/")
@@ -779,9 +794,9 @@ class Scanner:
         if FACTS_DB in files:
             live_fact_values = self._facts()
         root = os.fspath(self.store.path)
-        plain = [rel for rel in files if not is_database(rel)]
+        plain = [rel for rel in files if not raw_scanned(rel)]
         for rel in files:
-            if is_database(rel):
+            if raw_scanned(rel):
                 try:
                     shrank = self._database(rel, os.path.join(root, rel), live_fact_values)
                 except FileNotFoundError:

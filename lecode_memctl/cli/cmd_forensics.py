@@ -359,11 +359,14 @@ def secrets(
     hidden ones included (a forgotten message is still on disk); MEMORY.md,
     scratchpad.md, daily logs, notes, every .bak and any other file of the
     store; the text of every revision of every fact; and the raw bytes of
-    facts.sqlite3, its -wal and its -journal (free pages keep deleted text).  Symbolic
-    links are never followed (listed as skipped).  Reads only.
+    facts.sqlite3, its -wal and its -journal (free pages keep deleted text);
+    and the names of the store's files and directories.  Symbolic links are
+    never followed (listed as skipped).  Reads only.
 
-    Each finding names the detector, the place (file; session:seq and the
-    JSON path; fact id and revision; byte offset in the database) and a
+    Each finding names the detector, the place (file and line, or "(its
+    name)"; session:seq and the JSON path; fact id and revision; byte offset
+    in the database; a value in a session id or file name shown as its
+    marker) and a
     masked preview: at most four leading characters and the length.  The
     hash is the value's SHA-256 (the text report shows its first 12 digits;
     --json, jsonl and csv give it whole): put the whole hash in the allowlist
@@ -530,13 +533,14 @@ def redact(
     A credential that is (in) a session id cannot be erased: the transcript
     keeps its name and its header (no record's seq or type, nor the
     header's session_id, project or format, is ever rewritten), and the
-    facts citing it keep it in their evidence.  Every other copy is erased;
-    the plan and the result list the value under "kept", every output shows
-    that session id with the marker in place of the value, and the run ends
-    with a warning and exit status 1.
+    facts citing it keep it in their evidence; nor can one in a file's name
+    (no file is renamed).  Every other copy is erased; the plan and the
+    result list the value under "kept" with its reasons, every output shows
+    that session id or file name with the marker in place of the value, and
+    the run ends with a warning and exit status 1.
 
     Exit status: 0 done (or nothing to do), 1 declined, or a value kept (a
-    session id), 2 usage (a pattern
+    session id, a file name), 2 usage (a pattern
     that is not a valid regex; --seq without --session; a --detector
     name no detector has; no --yes off a terminal), 3 no store or session, 4 a Markdown file changed since the
     plan was made (run again), 5 a file of the store that cannot be
@@ -651,15 +655,15 @@ def redact(
                          else "") + ")")
     if result.forgotten:
         _record_forget_mark(store, lock_wait)
+    rdoc = result.to_json()
     if json_:
         emit_json({"type": "redact", "schema_version": SCHEMA_VERSION,
-                   "dry_run": False, "plan": doc, "result": result.to_json()})
-        _kept_outcome(doc["kept"])
+                   "dry_run": False, "plan": doc, "result": rdoc})
+        _kept_outcome(rdoc["kept"])
         return
     from .output import echo, safe
 
-    rdoc = result.to_json()
-    erased = doc["values"] - len(doc["kept"])
+    erased = doc["values"] - len(rdoc["kept"])
     echo(f"redacted {erased} value{'s' if erased != 1 else ''}: "
          f"{len(result.files)} file{'s' if len(result.files) != 1 else ''} rewritten"
          + (f", {len(result.forgotten)} fact(s) forgotten" if result.forgotten else "")
@@ -669,7 +673,7 @@ def redact(
     if doc["stale_facts"]:
         echo(f"  {len(doc['stale_facts'])} fact revision(s) now stale: "
              + ", ".join(sorted({s['fact_id'] for s in doc['stale_facts']})))
-    _kept_outcome(doc["kept"])
+    _kept_outcome(rdoc["kept"])
 
 
 def _record_forget_mark(store: Any, lock_wait: float | None) -> None:
@@ -699,16 +703,33 @@ def _record_forget_mark(store: Any, lock_wait: float | None) -> None:
 
 
 def _kept_place(k: dict) -> str:
+    """Where a kept value stays, by its ``reasons`` (redact.KEPT_REASONS)."""
     from .output import safe
 
-    return (f"{k['detector']} {safe(k['preview'], keep_newlines=False)}: the session id of "
-            + ", ".join(safe(s, keep_newlines=False) for s in k["session_ids"])
-            + f" (sha256:{k['hash'][:12]})")
+    def names(items: list[str]) -> str:
+        return ", ".join(safe(x, keep_newlines=False) for x in items)
+
+    sids = k["session_ids"]
+    reasons = k.get("reasons", ["session_id"])
+    where = []
+    if "session_id" in reasons:
+        where.append(f"the session id of {names(sids)}")
+    if "identifying_field" in reasons:
+        where.append(f"an identifying field of a record of {names(sids)}")
+    if "file_name" in reasons:
+        where.append(f"the file name {names(k['files'])}")
+    return (f"{k['detector']} {safe(k['preview'], keep_newlines=False)}: "
+            + ", ".join(where) + f" (sha256:{k['hash'][:12]})")
+
+
+_KEPT_WHY = ("redact never renames a file or rewrites a transcript's identifying fields, "
+             "and the facts citing a session keep its id in their evidence")
 
 
 def _kept_outcome(kept: list[dict]) -> None:
-    """After a run that left values it cannot erase (a session id): one
-    warning line with what the user can do, and exit status 1."""
+    """After a run that left values it cannot erase (a session id, a file's
+    name, a live row of the database): one warning line with what the user
+    can do, and exit status 1."""
     if not kept:
         return
     from lecode_memctl.core.redact import KEPT_HINT
@@ -717,8 +738,7 @@ def _kept_outcome(kept: list[dict]) -> None:
 
     echo(f"memctl: warning: cannot erase {len(kept)} value{'s' if len(kept) != 1 else ''}: "
          + "; ".join(_kept_place(k) for k in kept)
-         + "; redact never renames a session or rewrites its header, and the facts citing "
-         f"it keep it in their evidence: {KEPT_HINT}",
+         + f"; {_KEPT_WHY}: {KEPT_HINT}",
          err=True)
     raise typer.Exit(1)
 
@@ -742,8 +762,7 @@ def _print_plan(doc: dict, *, dry_run: bool, err: bool = False) -> None:
             what += " in records " + ", ".join(str(s) for s in f["records"])
         out(f"  rewrite {safe(f['file'], keep_newlines=False)}: {what}")
     for k in doc["kept"]:
-        out(f"  cannot erase {_kept_place(k)}: redact never renames a session or rewrites "
-            "its header (every other copy is erased)")
+        out(f"  cannot erase {_kept_place(k)}: {_KEPT_WHY} (every other copy is erased)")
     for fid in doc["forget_facts"]:
         out(f"  forget fact {fid} (its text holds a value)")
     if doc["clean_database"]:

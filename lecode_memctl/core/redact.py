@@ -102,13 +102,15 @@ class RedactPlan:
     generation: int = 0
     new_generation: int = 0
     generated_messages_invalidated: int = 0
-    # values redact cannot erase: each in a session id (see KEPT_HINT)
+    # values redact cannot erase (:func:`kept_row`; see KEPT_HINT)
     kept: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         # value -> marker; not a dataclass field, so that repr and asdict never
         # show a value
         self._values: dict[str, str] = {}
+        # value -> the finding that named it first (its detector, hash, preview)
+        self._first: dict[str, Finding] = {}
         # value -> marker of the values that are (in) a session id: shown
         # masked wherever the plan names a session or its file
         self._masks: dict[str, str] = {}
@@ -143,8 +145,26 @@ class RedactPlan:
 
 #: What a user can do about a value redact cannot erase (the CLI's warning).
 KEPT_HINT = ("rotate the credential (it was exposed); to remove it, forget the facts citing "
-             "the session ('memctl forget') and delete the session's file by hand, or put "
-             "its hash in the allowlist once it is rotated")
+             "the session ('memctl forget') and delete the session's file by hand, or "
+             "rename a file that is no transcript by hand; or put its hash in the allowlist "
+             "once it is rotated")
+
+#: Why a value is kept (a ``kept`` row's ``reasons``, in this order).
+KEPT_SESSION_ID = "session_id"          # (in) a transcript's session id: its name, its header
+KEPT_IDENTIFYING = "identifying_field"  # another identifying field of a transcript's record
+KEPT_FILE_NAME = "file_name"            # (in) the name of a file or directory of the store
+KEPT_REASONS = (KEPT_SESSION_ID, KEPT_IDENTIFYING, KEPT_FILE_NAME)
+
+
+def kept_row(f: Finding, reasons: Iterable[str], session_ids: Iterable[str] = (),
+             files: Iterable[str] = ()) -> dict[str, Any]:
+    """A ``kept`` row of the value ``f`` found: ``session_ids`` and ``files``
+    as outputs show them (masked), ``reasons`` in :data:`KEPT_REASONS`' order."""
+    why = set(reasons)
+    return {"detector": f.detector, "hash": f.hash, "preview": f.preview,
+            "length": f.length, "session_ids": list(dict.fromkeys(session_ids)),
+            "files": list(dict.fromkeys(files)),
+            "reasons": [r for r in KEPT_REASONS if r in why]}
 
 
 # --------------------------------------------------------------------------
@@ -529,7 +549,7 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
     :attr:`RedactPlan.kept`."""
     findings = list(findings)
     plan = RedactPlan(store.slug, os.fspath(store.path), len(findings))
-    first: dict[str, Finding] = {}
+    first = plan._first
     for f in findings:
         plan._values.setdefault(f.secret_value(), f.marker)
         first.setdefault(f.secret_value(), f)
@@ -537,6 +557,7 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
     plan._values = dict(sorted(plan._values.items(), key=lambda kv: -len(kv[0])))
     plan._masks = dict(masks) if masks is not None else session_id_values(findings)
     by_file: dict[str, str] = {}
+    named: dict[str, list[str]] = {}
     for f in findings:
         if f.kind in (KIND_TRANSCRIPT, KIND_FILE) and f.file in DATABASE_FILES:
             # the database's own files (its -journal, -wal, -shm) are SQLite's:
@@ -546,6 +567,10 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
             # opens the database for writing and so lets SQLite recover a
             # hot journal first
             plan.clean_database = True
+        elif f.in_name:
+            # a value in a file's name: never renamed (kept); the file's
+            # content is rewritten when a finding there says so
+            named.setdefault(f.secret_value(), []).append(f.file)
         elif f.kind in (KIND_TRANSCRIPT, KIND_FILE):
             by_file[f.file] = f.kind
         elif f.kind == KIND_FACT and f.fact_id and f.fact_id not in plan.forget_facts:
@@ -562,11 +587,13 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
     transcripts = sorted(n for n in _listdir(sessions_dir) if n.endswith(".jsonl"))
     readers = SessionStore(store)   # what this store's readers accept (sourceref.accepted)
     kept: dict[str, list[str]] = {}
+    why: dict[str, set[str]] = {}
     for name in transcripts:
         sid = name[:-len(".jsonl")]
         for v in plan._values:
             if v in sid:
                 kept.setdefault(v, []).append(sid)
+                why.setdefault(v, set()).add(KEPT_SESSION_ID)
                 plan._masks.setdefault(v, plan._values[v])
     for name in transcripts:
         rel = "sessions/" + name
@@ -586,6 +613,7 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
                 for v in plan._values:
                     if v in ref_sid and ref_sid not in kept.get(v, []):
                         kept.setdefault(v, []).append(ref_sid)
+                        why.setdefault(v, set()).add(KEPT_SESSION_ID)
                         plan._masks.setdefault(v, plan._values[v])
             # any other value the rewrite leaves (an identifying field of a
             # malformed record: a type or format given twice, a header field
@@ -594,6 +622,7 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
             for v in _values_left(new if n else data, plan._values):
                 if not kept.get(v):
                     kept.setdefault(v, []).append(sid)
+                    why.setdefault(v, set()).add(KEPT_IDENTIFYING)
         # compactions and generated messages: the impact on facts, only in the
         # sessions this store's readers accept (a refused one is rewritten all
         # the same, but nothing in it is this store's to invalidate)
@@ -611,11 +640,13 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
                             rec.get("role") in ("assistant", "tool") or rec.get("synthetic") is True):
                         e = rec.get("epoch")
                         generated.append(e if isinstance(e, int) and not isinstance(e, bool) else None)
+    for v in named:
+        why.setdefault(v, set()).add(KEPT_FILE_NAME)
+        plan._masks.setdefault(v, plan._values[v])
     plan._masks = dict(sorted(plan._masks.items(), key=lambda kv: -len(kv[0])))
-    for v, sids in kept.items():
-        f = first[v]
-        plan.kept.append({"detector": f.detector, "hash": f.hash, "preview": f.preview,
-                          "length": f.length, "session_ids": [plan.shown(s) for s in sids]})
+    for v, reasons in why.items():
+        plan.kept.append(kept_row(first[v], reasons, (plan.shown(s) for s in kept.get(v, [])),
+                                  (plan.shown(n) for n in sorted(named.get(v, [])))))
     plan.kept.sort(key=lambda k: (k["detector"], k["hash"]))
     for rel, kind in sorted(by_file.items()):
         if kind != KIND_FILE:
@@ -906,4 +937,5 @@ def clean_database(store: Store, timeout: float = BUSY_TIMEOUT) -> None:
 
 __all__ = ["plan_redaction", "apply_redaction", "clean_database", "rewrite_transcript",
            "RedactPlan", "RedactResult", "RedactInterrupted", "FileChange", "FACTS_DB", "KEPT_HINT",
+           "KEPT_REASONS", "kept_row",
            "HEADER_FIELDS", "RECORD_FIELDS"]

@@ -152,7 +152,15 @@ class Finding:
             return f"fact {self.fact_id} revision {self.revision}"
         if self.kind == KIND_DATABASE:
             return f"{file} byte {self.offset}"
+        if self.line is None:
+            return f"{file} (its name)"     # (a value in a file's name: in_name)
         return f"{file} line {self.line}"
+
+    @property
+    def in_name(self) -> bool:
+        """A value found in the name of a file or directory of the store (not
+        in what it holds): kind ``file`` without a ``line``."""
+        return self.kind == KIND_FILE and self.line is None
 
     def to_json(self) -> dict[str, Any]:
         from .rowmodel import SECRET
@@ -166,14 +174,15 @@ class Finding:
 
 
 def session_id_values(findings: Iterable[Finding]) -> dict[str, str]:
-    """value -> marker of each value found in a session id (the name of the
-    transcript it was found in): a credential no output may show, not even
-    as a location.  Longest value first."""
+    """value -> marker of each value found in a location: a session id (the
+    name of the transcript it was found in) or the name of a file of the
+    store (:attr:`Finding.in_name`, the file's path): a credential no output
+    may show, not even as a location.  Longest value first."""
     out: dict[str, str] = {}
     for f in findings:
-        if f.kind == KIND_TRANSCRIPT and f.session_id and f.secret_value() \
-                and f.secret_value() in f.session_id:
-            out.setdefault(f.secret_value(), f.marker)
+        v = f.secret_value()
+        if v and (v in f.file or (f.session_id is not None and v in f.session_id)):
+            out.setdefault(v, f.marker)
     return dict(sorted(out.items(), key=lambda kv: -len(kv[0])))
 
 
@@ -205,17 +214,18 @@ def hide_found(detector: Detector, text: str) -> str:
 
 
 def mask_session_ids(report: SecretsReport) -> None:
-    """Show every location in a session whose id holds a found value with
-    the marker in place of the value (findings' ``file`` and ``session_id``,
-    skipped files): no output ever holds a value."""
+    """Show every location whose session id or file name holds a found value
+    with the marker in place of the value (findings' ``file`` and
+    ``session_id``, skipped files): no output ever holds a value (before
+    2026-12-07 a value in a note's name was shown as the note's location)."""
     masks = session_id_values(report.findings)
     if not masks:
         return
     for f in report.findings:
-        if f.kind == KIND_TRANSCRIPT and f.session_id is not None:
-            shown = (hide_values(f.file, masks), hide_values(f.session_id, masks))
-            if shown != (f.file, f.session_id):
-                object.__setattr__(f, "_shown", shown)
+        shown = (hide_values(f.file, masks),
+                 None if f.session_id is None else hide_values(f.session_id, masks))
+        if shown != (f.file, f.session_id):
+            object.__setattr__(f, "_shown", shown)
     for s in report.skipped:
         s.file = hide_values(s.file, masks)
 
@@ -838,9 +848,44 @@ class Scanner:
         else:
             for rel in plain:
                 self._merge(scan_file(self.detector, root, rel))
+        self._names(files)
         mask_session_ids(self.report)
         mask_paths(self.report)
         return self.report
+
+    def _names(self, files: list[str]) -> None:
+        """The names of the store's files (those read, those skipped, the
+        session locks), and of the directories holding them: a value in one
+        is a finding of its own (kind ``file``, no ``line``:
+        :attr:`Finding.in_name`), which no output shows but masked (before
+        2026-12-07 a note named by a key was shown as its location, and
+        reported only for what it held).  A transcript's name is its session
+        id, which its header holds and the scan of its records reports; so
+        is its lock's while the transcript is there.  The database's files
+        have fixed names."""
+        names = dict.fromkeys([*files, *(s.file for s in self.report.skipped if s.file != ".")])
+        sessions = os.path.join(os.fspath(self.store.path), SESSIONS_DIR)
+        try:
+            with os.scandir(sessions) as it:
+                for entry in it:
+                    if entry.name.endswith(".lock"):
+                        names.setdefault(f"{SESSIONS_DIR}/{entry.name}")
+        except OSError:
+            pass
+        for rel in list(names):
+            parts = rel.split("/")
+            for i in range(1, len(parts)):
+                names.setdefault("/".join(parts[:i]))
+        present = set(names)
+        for rel in sorted(names):
+            if is_transcript(rel) or rel in DATABASE_FILES:
+                continue
+            if rel.startswith(SESSIONS_DIR + "/") and rel.endswith(".lock") \
+                    and rel[:-len(".lock")] + ".jsonl" in present:
+                continue
+            base = rel.rsplit("/", 1)[-1]
+            for value, det, _ln in self._text(base, "memory.txt"):
+                self._add(value, det, KIND_FILE, rel)
 
     def _merge(self, res: FileScan) -> None:
         if res.gone:

@@ -1,0 +1,98 @@
+"""Values redact cannot erase, said as they are: a credential in a file's
+name (shown masked everywhere, a finding of its own, kept)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import orjson
+import pytest
+
+from .conftest import run_cli
+
+NAME_KEY = "AKIAZ7QWERTYUI0P1ASD"
+
+
+def _store(base: Path, sid: str = "s1") -> tuple[Path, str]:
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.sessions import SessionStore
+    from lecode_memctl.core.sourceref import SourceRef, canonical_digest
+
+    st = store_at(base / "store")
+    facts = FactStore(st.facts_db)
+    sessions = SessionStore(st, exclusions=facts)
+    with sessions.create(sid, created="2026-05-01T09:00:00Z") as w:
+        w.append_message("user", "We deploy with make deploy.")
+    ref = SourceRef(sid, (1,), canonical_digest(sessions.records(sid, 1, 1)))
+    fid = facts.add("We deploy with make deploy.", ref=ref).fact.fact_id
+    facts.close()
+    return Path(st.path), fid
+
+
+def cli(store: Path, *args: str):
+    return run_cli("--store", str(store), *args)
+
+
+# ---------------------------------------------------------------- a file's name
+
+
+@pytest.fixture
+def named(tmp_path) -> Path:
+    store, _fid = _store(tmp_path)
+    notes = store / "notes"
+    notes.mkdir(exist_ok=True)
+    note = notes / f"{NAME_KEY}.md"
+    note.write_text(f"# aws\nkey {NAME_KEY}\n")
+    os.chmod(note, 0o600)
+    return store
+
+
+@pytest.mark.parametrize("fmt", ["table", "json", "jsonl", "csv", "tsv"])
+def test_secrets_never_shows_a_value_in_a_file_name(named, fmt):
+    r = cli(named, "secrets", "--format", fmt)
+    assert r.exit_code == 1, r.stderr
+    assert NAME_KEY not in r.stdout + r.stderr
+    assert "[REDACTED:aws-access-key:" in r.stdout
+
+
+def test_secrets_reports_a_value_in_a_file_name(named):
+    # the name alone (the content holds nothing): still found
+    note = named / "notes" / f"{NAME_KEY}.md"
+    note.write_text("# aws\nnothing here\n")
+    r = cli(named, "secrets", "--json")
+    assert r.exit_code == 1, r.stderr
+    doc = orjson.loads(r.stdout_bytes)
+    (f,) = doc["findings"]
+    assert f["kind"] == "file" and f["line"] is None
+    assert f["file"].startswith("notes/[REDACTED:aws-access-key:")
+    assert NAME_KEY not in r.stdout
+
+
+def test_redact_keeps_a_value_in_a_file_name_and_says_so(named):
+    dry = cli(named, "redact", "--dry-run")
+    assert dry.exit_code == 0, dry.stderr
+    assert NAME_KEY not in dry.stdout + dry.stderr
+    assert "file name" in dry.stdout
+    dj = cli(named, "redact", "--dry-run", "--json")
+    assert NAME_KEY not in dj.stdout + dj.stderr
+    plan = orjson.loads(dj.stdout_bytes)["plan"]
+    (kept,) = plan["kept"]
+    assert kept["reasons"] == ["file_name"]
+    assert kept["files"] == [f"notes/{plan['files'][0]['file'].split('/')[1]}"]
+    assert plan["files"][0]["file"].startswith("notes/[REDACTED:aws-access-key:")
+
+    r = cli(named, "redact", "--yes", "--json")
+    assert r.exit_code == 1, r.stderr
+    assert NAME_KEY not in r.stdout + r.stderr
+    assert "file name" in r.stderr
+    # the content is redacted, the file is not renamed
+    note = named / "notes" / f"{NAME_KEY}.md"
+    assert note.exists()
+    assert NAME_KEY not in note.read_text()
+    # secrets still reports the name, exit 1, masked
+    s = cli(named, "secrets")
+    assert s.exit_code == 1 and NAME_KEY not in s.stdout
+    again = cli(named, "redact", "--yes")
+    assert again.exit_code == 1 and NAME_KEY not in again.stdout + again.stderr

@@ -626,7 +626,8 @@ def test_a_credential_that_is_a_session_id_is_kept_and_said(key_session):
     assert plan["kept"] == [{"detector": "aws-access-key", "hash": hashlib_sha256(k),
                              "preview": "AKIA…(20 chars)", "length": 20,
                              "session_ids": [marker], "files": [],
-                             "reasons": ["session_id"]}]
+                             # (the facts citing the session name it in live rows)
+                             "reasons": ["session_id", "database"]}]
     human = cli(p, "redact", "--dry-run", "-j1")
     assert k not in human.stdout + human.stderr
     assert f"cannot erase aws-access-key AKIA…(20 chars): the session id of {marker}" \

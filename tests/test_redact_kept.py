@@ -1,5 +1,6 @@
 """Values redact cannot erase, said as they are: a credential in a file's
-name (shown masked everywhere, a finding of its own, kept)."""
+name (shown masked everywhere, a finding of its own, kept), and a session
+id the database's live rows name (kept, exit 1, never "redacted")."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from .conftest import run_cli
 
 NAME_KEY = "AKIAZ7QWERTYUI0P1ASD"
+SID_KEY = "AKIAQ3ZX7PLMNB4VC2WE"
 
 
 def _store(base: Path, sid: str = "s1") -> tuple[Path, str]:
@@ -96,3 +98,54 @@ def test_redact_keeps_a_value_in_a_file_name_and_says_so(named):
     assert s.exit_code == 1 and NAME_KEY not in s.stdout
     again = cli(named, "redact", "--yes")
     assert again.exit_code == 1 and NAME_KEY not in again.stdout + again.stderr
+
+
+# ---------------------------------------------------------------- live rows
+
+
+def test_session_id_in_live_rows_is_kept_not_redacted(tmp_path):
+    store, fid = _store(tmp_path, SID_KEY)
+    first = cli(store, "redact", "--yes")
+    assert first.exit_code == 1, first.stderr
+    assert SID_KEY not in first.stdout + first.stderr
+    # the hint must not promise what cannot work
+    assert "delete the session's file by hand" not in first.stderr
+    # following what a user would do: forget, delete the transcript
+    assert cli(store, "forget", fid, "--yes").exit_code == 0
+    for suffix in (".jsonl", ".lock"):
+        p = store / "sessions" / f"{SID_KEY}{suffix}"
+        if p.exists():
+            p.unlink()
+    assert cli(store, "secrets").exit_code == 1      # the exclusions name it
+    dry = cli(store, "redact", "--dry-run", "--json")
+    assert dry.exit_code == 0 and SID_KEY not in dry.stdout
+    (kept,) = orjson.loads(dry.stdout_bytes)["plan"]["kept"]
+    assert kept["reasons"] == ["database"]
+    r = cli(store, "redact", "--yes")
+    assert r.exit_code == 1, (r.stdout, r.stderr)
+    assert SID_KEY not in r.stdout + r.stderr
+    assert "redacted 1 value" not in r.stdout
+    assert "facts.sqlite3" in r.stderr
+    assert cli(store, "secrets").exit_code == 1
+
+
+def test_value_left_in_live_rows_after_the_clean_is_reported(tmp_path, monkeypatch):
+    """Whatever the plan missed: a value still in the database's bytes after
+    the clean is kept, exit 1 (never 'redacted' with exit 0)."""
+    from lecode_memctl.core import redact
+
+    store, fid = _store(tmp_path, SID_KEY)
+    assert cli(store, "forget", fid, "--yes").exit_code == 0
+    for suffix in (".jsonl", ".lock"):
+        p = store / "sessions" / f"{SID_KEY}{suffix}"
+        if p.exists():
+            p.unlink()
+    # a plan blind to the live rows: the check after the clean catches it
+    monkeypatch.setattr(redact, "_live_session_ids", lambda fs: [])
+    r = cli(store, "redact", "--yes", "--json")
+    assert r.exit_code == 1, (r.stdout, r.stderr)
+    doc = orjson.loads(r.stdout_bytes)
+    assert SID_KEY not in r.stdout + r.stderr
+    assert doc["plan"]["kept"] == []
+    (kept,) = doc["result"]["kept"]
+    assert kept["reasons"] == ["database"]

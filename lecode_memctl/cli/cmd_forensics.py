@@ -533,14 +533,17 @@ def redact(
     A credential that is (in) a session id cannot be erased: the transcript
     keeps its name and its header (no record's seq or type, nor the
     header's session_id, project or format, is ever rewritten), and the
-    facts citing it keep it in their evidence; nor can one in a file's name
-    (no file is renamed).  Every other copy is erased; the plan and the
+    facts citing it keep it in their evidence (live rows of the database,
+    as the exclusions of a forget are, which must keep naming the session:
+    deleting the transcript does not erase it); nor can one in a file's
+    name (no file is renamed), nor any value the database clean leaves in a
+    live row (checked after it: never reported as redacted).  Every other copy is erased; the plan and the
     result list the value under "kept" with its reasons, every output shows
     that session id or file name with the marker in place of the value, and
     the run ends with a warning and exit status 1.
 
     Exit status: 0 done (or nothing to do), 1 declined, or a value kept (a
-    session id, a file name), 2 usage (a pattern
+    session id, a file name, a live database row), 2 usage (a pattern
     that is not a valid regex; --seq without --session; a --detector
     name no detector has; no --yes off a terminal), 3 no store or session, 4 a Markdown file changed since the
     plan was made (run again), 5 a file of the store that cannot be
@@ -663,6 +666,8 @@ def redact(
         return
     from .output import echo, safe
 
+    # (the result's kept: the plan's, and any value the clean left in a
+    # live row of the database)
     erased = doc["values"] - len(rdoc["kept"])
     echo(f"redacted {erased} value{'s' if erased != 1 else ''}: "
          f"{len(result.files)} file{'s' if len(result.files) != 1 else ''} rewritten"
@@ -718,12 +723,16 @@ def _kept_place(k: dict) -> str:
         where.append(f"an identifying field of a record of {names(sids)}")
     if "file_name" in reasons:
         where.append(f"the file name {names(k['files'])}")
+    if "database" in reasons:
+        where.append("live rows of facts.sqlite3 naming that session" if "session_id" in reasons
+                     else "live rows of facts.sqlite3"
+                     + (f" naming the session {names(sids)}" if sids else ""))
     return (f"{k['detector']} {safe(k['preview'], keep_newlines=False)}: "
             + ", ".join(where) + f" (sha256:{k['hash'][:12]})")
 
 
 _KEPT_WHY = ("redact never renames a file or rewrites a transcript's identifying fields, "
-             "and the facts citing a session keep its id in their evidence")
+             "and no clean removes a live row of the database")
 
 
 def _kept_outcome(kept: list[dict]) -> None:

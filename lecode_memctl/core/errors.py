@@ -189,9 +189,10 @@ def _exit_statuses() -> tuple[ExitStatus, ...]:
                    "validate found problems (with --strict, warnings count too); secrets found a "
                    "credential or could not read a file; verify found a bundle that differs from "
                    "its manifest; grep matched nothing; redact left a value it cannot erase "
-                   "(a session id); edit's editor exited non-zero or removed the file it was "
-                   "given (nothing was written); a step of demo did not behave as described; "
-                   "or a confirmation prompt was declined (nothing was changed)", True),
+                   "(a session id, a file name, a live row of the facts database, a role or key "
+                   "of a transcript's structure); edit's editor exited non-zero or removed the "
+                   "file it was given (nothing was written); a step of demo did not behave as "
+                   "described; or a confirmation prompt was declined (nothing was changed)", True),
         *(ExitStatus(c.exit_code, c.label, f"{c.label}: {c.meaning}", True) for c in ERROR_CLASSES),
         ExitStatus(EXIT_INTERNAL, "internal error",
                    "internal error: a bug in memctl (set MEMCTL_DEBUG=1 to see the traceback)", True),

@@ -21,9 +21,13 @@ without a ``.bak``, since the previous content is what must go):
   ``-wal`` checkpointed and truncated.
 
 A value that is (in) a session id cannot be erased (the file's name, its
-header, the facts' evidence): every other copy is, and the plan lists it in
-``kept``; outputs show such a session id with the marker in its place.  So
-is a value the structure keeps (a role ``user``, a key ``content``).
+header, the facts' evidence and the exclusions: live rows of the
+database), nor one in a file's name (no file is renamed): every other copy
+is, and the plan lists it in ``kept`` with its reasons; outputs show such
+a session id or file name with the marker in its place.  So is a value
+the structure keeps (a role ``user``, a key ``content``).  After the clean
+the database's files are read for every value: one still there is added to
+the result's ``kept``, never reported as redacted.
 
 Order: all session locks are taken first (any busy: nothing changed), then
 transcripts, other files, forgets, the database clean.  A kill leaves every
@@ -144,16 +148,20 @@ class RedactPlan:
 
 
 #: What a user can do about a value redact cannot erase (the CLI's warning).
-KEPT_HINT = ("rotate the credential (it was exposed); to remove it, forget the facts citing "
-             "the session ('memctl forget') and delete the session's file by hand, or "
-             "rename a file that is no transcript by hand; or put its hash in the allowlist "
-             "once it is rotated")
+#: (Until 2026-12-07 it advised forgetting the facts citing the session and
+#: deleting its file by hand: the forget's exclusions name the session, as
+#: they must, so the value stayed in the database.)
+KEPT_HINT = ("rotate the credential (it was exposed), then put its hash in the allowlist; "
+             "a file that is no transcript can be renamed by hand, but a session id stays: "
+             "the facts database names the session in the evidence of the facts citing it "
+             "and in the exclusions a forget writes, which must keep naming it")
 
 #: Why a value is kept (a ``kept`` row's ``reasons``, in this order).
 KEPT_SESSION_ID = "session_id"          # (in) a transcript's session id: its name, its header
 KEPT_IDENTIFYING = "identifying_field"  # another identifying field of a transcript's record
 KEPT_FILE_NAME = "file_name"            # (in) the name of a file or directory of the store
-KEPT_REASONS = (KEPT_SESSION_ID, KEPT_IDENTIFYING, KEPT_FILE_NAME)
+KEPT_DATABASE = "database"              # in live rows of facts.sqlite3 (a clean keeps them)
+KEPT_REASONS = (KEPT_SESSION_ID, KEPT_IDENTIFYING, KEPT_FILE_NAME, KEPT_DATABASE)
 
 
 def kept_row(f: Finding, reasons: Iterable[str], session_ids: Iterable[str] = (),
@@ -640,14 +648,6 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
                             rec.get("role") in ("assistant", "tool") or rec.get("synthetic") is True):
                         e = rec.get("epoch")
                         generated.append(e if isinstance(e, int) and not isinstance(e, bool) else None)
-    for v in named:
-        why.setdefault(v, set()).add(KEPT_FILE_NAME)
-        plan._masks.setdefault(v, plan._values[v])
-    plan._masks = dict(sorted(plan._masks.items(), key=lambda kv: -len(kv[0])))
-    for v, reasons in why.items():
-        plan.kept.append(kept_row(first[v], reasons, (plan.shown(s) for s in kept.get(v, [])),
-                                  (plan.shown(n) for n in sorted(named.get(v, [])))))
-    plan.kept.sort(key=lambda k: (k["detector"], k["hash"]))
     for rel, kind in sorted(by_file.items()):
         if kind != KIND_FILE:
             continue
@@ -671,13 +671,15 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
             if hit and seqs and any(min(seqs) <= s <= max(seqs) for s in hit):
                 plan.summaries.append({"session_id": sid, "seq": rec.get("seq")})
                 break
-    # facts: stale evidence, generation
+    # facts: stale evidence, generation; the session ids live rows name
+    live_sids: list[str] = []
     if os.path.lexists(store.facts_db):
         from .facts import FactStore
 
         fs = FactStore.open_readonly(store.facts_db, busy_timeout=lock_wait)
         try:
             plan.generation = fs.generation()
+            live_sids = _live_session_ids(fs)
             todo = [f for f in plan.forget_facts if fs.get(f) is not None]
             plan.new_generation = plan.generation + len(todo)
             if changed:
@@ -697,6 +699,25 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
             fs.close()
     else:
         plan.new_generation = plan.generation
+    # a value in a session id the database's live rows name (the evidence of
+    # the facts citing it, the exclusions of a forget, legacy provenance):
+    # no clean removes a live row, the transcript gone or not (before
+    # 2026-12-07 such a run said "redacted", exit 0, the value still there)
+    for live in live_sids:
+        for v in plan._values:
+            if v in live:
+                if live not in kept.get(v, []):
+                    kept.setdefault(v, []).append(live)
+                why.setdefault(v, set()).add(KEPT_DATABASE)
+                plan._masks.setdefault(v, plan._values[v])
+    for v in named:
+        why.setdefault(v, set()).add(KEPT_FILE_NAME)
+        plan._masks.setdefault(v, plan._values[v])
+    plan._masks = dict(sorted(plan._masks.items(), key=lambda kv: -len(kv[0])))
+    for v, reasons in why.items():
+        plan.kept.append(kept_row(first[v], reasons, (plan.shown(s) for s in kept.get(v, [])),
+                                  (plan.shown(n) for n in sorted(named.get(v, [])))))
+    plan.kept.sort(key=lambda k: (k["detector"], k["hash"]))
     g, new_gen = plan.generation, plan.new_generation
     if new_gen > g:
         plan.generated_messages_invalidated = sum(
@@ -704,6 +725,58 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
     # FORMAT.md's order: every transcript first, then the other files
     plan.files.sort(key=lambda c: (c.kind != KIND_TRANSCRIPT, c.file))
     return plan
+
+
+def _live_session_ids(fs: Any) -> list[str]:
+    """The session ids the live rows of the facts database ``fs`` (a
+    FactStore open for reading) name: the evidence of its facts
+    (``source_refs``, legacy ``provenance``) and the exclusions."""
+    db = fs._reader()
+    if db is None:
+        return []
+    out: set[str] = set()
+    try:
+        for table in ("source_refs", "provenance", "exclusions"):
+            if table in fs.tables:
+                out.update(r[0] for r in db.execute(f"SELECT DISTINCT session_id FROM {table}")
+                           if isinstance(r[0], str))
+    except sqlite3.Error:
+        pass    # (a damaged table: the check after the clean still reads the bytes)
+    return sorted(out)
+
+
+def _left_in_database(store: Store, values: Iterable[str]) -> list[str]:
+    """The ``values`` whose bytes (in either form :func:`_forms` writes) the
+    database's files still hold: after the clean, only a live row's."""
+    values = list(values)
+    if not values:
+        return []
+    forms = [(v, _forms(v)) for v in values]
+    overlap = max(len(f) for _v, fs in forms for f in fs)
+    left: list[str] = []
+    for name in sorted(DATABASE_FILES):
+        path = os.path.join(os.fspath(store.path), name)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            at, tail = 0, b""
+            while len(left) < len(forms):
+                piece = os.pread(fd, 1 << 22, at)
+                if not piece:
+                    break
+                at += len(piece)
+                buf = tail + piece
+                for v, fs in forms:
+                    if v not in left and any(f in buf for f in fs):
+                        left.append(v)
+                tail = buf[-overlap:]
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return left
 
 
 def _listdir(path: str) -> list[str]:
@@ -858,6 +931,15 @@ def _apply(store: Store, plan: RedactPlan, result: RedactResult, pending: _Pendi
     if plan.clean_database and os.path.lexists(store.facts_db):
         clean_database(store, lock_wait)
         result.database_cleaned = True
+        # what the clean left: only a live row holds it now (the plan's
+        # reading of the live session ids may miss one: a column that is no
+        # session id, a row written since): kept, said, exit 1 -- never
+        # "redacted" (before 2026-12-07, exit 0)
+        done = {k["hash"] for k in result.kept}
+        for v in _left_in_database(store, (v for v in plan._values
+                                           if plan._first[v].hash not in done)):
+            result.kept.append(kept_row(plan._first[v], (KEPT_DATABASE,)))
+        result.kept.sort(key=lambda k: (k["detector"], k["hash"]))
     pending.clean = False
 
 

@@ -149,3 +149,27 @@ def test_value_left_in_live_rows_after_the_clean_is_reported(tmp_path, monkeypat
     assert doc["plan"]["kept"] == []
     (kept,) = doc["result"]["kept"]
     assert kept["reasons"] == ["database"]
+
+
+def test_a_kept_row_gains_the_database_reason_the_clean_leaves(tmp_path, monkeypatch):
+    """A value kept for its file name and left in a live row the plan did
+    not read: the result's row says both, the plan's row is the plan's."""
+    from lecode_memctl.core import redact
+
+    store, fid = _store(tmp_path, SID_KEY)
+    assert cli(store, "forget", fid, "--yes").exit_code == 0
+    for suffix in (".jsonl", ".lock"):
+        p = store / "sessions" / f"{SID_KEY}{suffix}"
+        if p.exists():
+            p.unlink()
+    note = store / "notes" / f"{SID_KEY}.md"
+    note.parent.mkdir(exist_ok=True)
+    note.write_text("nothing\n")
+    os.chmod(note, 0o600)
+    monkeypatch.setattr(redact, "_live_session_ids", lambda fs: [])
+    r = cli(store, "redact", "--yes", "--json")
+    assert r.exit_code == 1, (r.stdout, r.stderr)
+    assert SID_KEY not in r.stdout + r.stderr
+    doc = orjson.loads(r.stdout_bytes)
+    assert [k["reasons"] for k in doc["plan"]["kept"]] == [["file_name"]]
+    assert [k["reasons"] for k in doc["result"]["kept"]] == [["file_name", "database"]]

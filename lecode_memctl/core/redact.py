@@ -935,12 +935,25 @@ def _apply(store: Store, plan: RedactPlan, result: RedactResult, pending: _Pendi
         # reading of the live session ids may miss one: a column that is no
         # session id, a row written since): kept, said, exit 1 -- never
         # "redacted" (before 2026-12-07, exit 0)
-        done = {k["hash"] for k in result.kept}
+        rows = {k["hash"]: i for i, k in enumerate(result.kept)}
         for v in _left_in_database(store, (v for v in plan._values
-                                           if plan._first[v].hash not in done)):
-            result.kept.append(kept_row(plan._first[v], (KEPT_DATABASE,)))
+                                           if KEPT_DATABASE not in _reasons(result.kept, rows,
+                                                                            plan._first[v]))):
+            i = rows.get(plan._first[v].hash)
+            if i is None:
+                result.kept.append(kept_row(plan._first[v], (KEPT_DATABASE,)))
+            else:       # (a new row: the plan's rows are the plan's output too)
+                k = result.kept[i]
+                result.kept[i] = {**k, "reasons": [r for r in KEPT_REASONS
+                                                   if r in k["reasons"] or r == KEPT_DATABASE]}
         result.kept.sort(key=lambda k: (k["detector"], k["hash"]))
     pending.clean = False
+
+
+def _reasons(kept: list[dict[str, Any]], rows: dict[str, int], f: Finding) -> list[str]:
+    """The reasons the ``kept`` row of ``f``'s value gives (none: no row)."""
+    i = rows.get(f.hash)
+    return [] if i is None else list(kept[i]["reasons"])
 
 
 _NOTHING_CHANGED = "; nothing was changed"

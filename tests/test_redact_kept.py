@@ -173,3 +173,21 @@ def test_a_kept_row_gains_the_database_reason_the_clean_leaves(tmp_path, monkeyp
     doc = orjson.loads(r.stdout_bytes)
     assert [k["reasons"] for k in doc["plan"]["kept"]] == [["file_name"]]
     assert [k["reasons"] for k in doc["result"]["kept"]] == [["file_name", "database"]]
+
+
+def test_a_transcript_name_its_records_do_not_hold_is_reported_once(tmp_path):
+    """A transcript's name is reported through its header; a name its
+    records do not hold (a header naming another session) is reported for
+    the name, masked; a session id the header holds is not reported twice."""
+    store, _fid = _store(tmp_path, SID_KEY)
+    r = cli(store, "secrets", "--json")
+    found = orjson.loads(r.stdout_bytes)["findings"]
+    assert sorted(f["kind"] for f in found) == ["database", "transcript"], found
+    odd = store / "sessions" / f"{NAME_KEY}.jsonl"
+    odd.write_bytes(b'{"seq":0,"type":"session","session_id":"s9","project":"p","format":1}\n')
+    os.chmod(odd, 0o600)
+    r = cli(store, "secrets", "--json")
+    assert r.exit_code == 1 and NAME_KEY not in r.stdout
+    names = [f for f in orjson.loads(r.stdout_bytes)["findings"] if f["line"] is None
+             and f["kind"] == "file"]
+    assert [f["file"] for f in names] == ["sessions/[REDACTED:aws-access-key:37a4b1].jsonl"]

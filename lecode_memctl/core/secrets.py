@@ -860,9 +860,11 @@ class Scanner:
         :attr:`Finding.in_name`), which no output shows but masked (before
         2026-12-07 a note named by a key was shown as its location, and
         reported only for what it held).  A transcript's name is its session
-        id, which its header holds and the scan of its records reports; so
-        is its lock's while the transcript is there.  The database's files
-        have fixed names."""
+        id, which its header holds and the scan of its records reports: a
+        value found there is not reported again for the name (only one its
+        records do not hold, a header naming another session, say); nor a
+        lock's while its transcript is there.  The database's files have
+        fixed names."""
         names = dict.fromkeys([*files, *(s.file for s in self.report.skipped if s.file != ".")])
         sessions = os.path.join(os.fspath(self.store.path), SESSIONS_DIR)
         try:
@@ -877,15 +879,18 @@ class Scanner:
             for i in range(1, len(parts)):
                 names.setdefault("/".join(parts[:i]))
         present = set(names)
+        reported = {(f.file, f.hash) for f in self.report.findings if f.kind == KIND_TRANSCRIPT}
         for rel in sorted(names):
-            if is_transcript(rel) or rel in DATABASE_FILES:
+            if rel in DATABASE_FILES:
                 continue
             if rel.startswith(SESSIONS_DIR + "/") and rel.endswith(".lock") \
                     and rel[:-len(".lock")] + ".jsonl" in present:
                 continue
             base = rel.rsplit("/", 1)[-1]
             for value, det, _ln in self._text(base, "memory.txt"):
-                self._add(value, det, KIND_FILE, rel)
+                h = value_hash(value)
+                if (rel, h) not in reported and not (is_transcript(rel) and h in self.allowlist):
+                    self._add(value, det, KIND_FILE, rel)
 
     def _merge(self, res: FileScan) -> None:
         if res.gone:

@@ -191,3 +191,17 @@ def test_a_transcript_name_its_records_do_not_hold_is_reported_once(tmp_path):
     names = [f for f in orjson.loads(r.stdout_bytes)["findings"] if f["line"] is None
              and f["kind"] == "file"]
     assert [f["file"] for f in names] == ["sessions/[REDACTED:aws-access-key:37a4b1].jsonl"]
+
+
+def test_the_check_after_the_clean_never_waits_on_a_fifo(tmp_path):
+    """A FIFO where a database file would be is no file of SQLite's: the
+    check reads regular files only (an open of a FIFO no process writes
+    would wait for ever)."""
+    from lecode_memctl.core import redact
+    from lecode_memctl.core.layout import store_at
+
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "facts.sqlite3").write_bytes(b"x " + SID_KEY.encode())
+    os.mkfifo(store / "facts.sqlite3-journal")
+    assert redact._left_in_database(store_at(store), [SID_KEY, NAME_KEY]) == [SID_KEY]

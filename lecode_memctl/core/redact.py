@@ -48,6 +48,7 @@ import hashlib
 import io
 import os
 import sqlite3
+import stat
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import field
 from pathlib import Path
@@ -757,10 +758,14 @@ def _left_in_database(store: Store, values: Iterable[str]) -> list[str]:
     for name in sorted(DATABASE_FILES):
         path = os.path.join(os.fspath(store.path), name)
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            # (never a link followed, never a FIFO waited on: SQLite refuses
+            # both beside the database, so no value of its is there)
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except OSError:
             continue
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                continue
             at, tail = 0, b""
             while len(left) < len(forms):
                 piece = os.pread(fd, 1 << 22, at)

@@ -149,6 +149,9 @@ def test_value_left_in_live_rows_after_the_clean_is_reported(tmp_path, monkeypat
     assert doc["plan"]["kept"] == []
     (kept,) = doc["result"]["kept"]
     assert kept["reasons"] == ["database"]
+    # (no session the plan named: the warning says where it was found)
+    assert "cannot erase 1 value" in r.stderr
+    assert "the facts database's files, after their clean" in r.stderr
 
 
 def test_a_kept_row_gains_the_database_reason_the_clean_leaves(tmp_path, monkeypatch):

@@ -725,8 +725,8 @@ def _kept_place(k: dict) -> str:
         where.append(f"the file name {names(k['files'])}")
     if "database" in reasons:
         where.append("live rows of facts.sqlite3 naming that session" if "session_id" in reasons
-                     else "live rows of facts.sqlite3"
-                     + (f" naming the session {names(sids)}" if sids else ""))
+                     else f"live rows of facts.sqlite3 naming the session {names(sids)}" if sids
+                     else "the facts database's files, after their clean")
     return (f"{k['detector']} {safe(k['preview'], keep_newlines=False)}: "
             + ", ".join(where) + f" (sha256:{k['hash'][:12]})")
 

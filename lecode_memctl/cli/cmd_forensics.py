@@ -720,7 +720,7 @@ def _kept_place(k: dict) -> str:
     if "session_id" in reasons:
         where.append(f"the session id of {names(sids)}")
     if "identifying_field" in reasons:
-        where.append(f"an identifying field of a record of {names(sids)}")
+        where.append(f"an identifying field, role or key of a record of {names(sids)}")
     if "file_name" in reasons:
         where.append(f"the file name {names(k['files'])}")
     if "database" in reasons:
@@ -731,7 +731,8 @@ def _kept_place(k: dict) -> str:
             + ", ".join(where) + f" (sha256:{k['hash'][:12]})")
 
 
-_KEPT_WHY = ("redact never renames a file or rewrites a transcript's identifying fields, "
+_KEPT_WHY = ("redact never renames a file or rewrites a transcript's structure (identifying "
+             "fields, roles, the keys the store contract names), "
              "and no clean removes a live row of the database")
 
 

@@ -159,7 +159,8 @@ KEPT_HINT = ("rotate the credential (it was exposed), then put its hash in the a
 
 #: Why a value is kept (a ``kept`` row's ``reasons``, in this order).
 KEPT_SESSION_ID = "session_id"          # (in) a transcript's session id: its name, its header
-KEPT_IDENTIFYING = "identifying_field"  # another identifying field of a transcript's record
+KEPT_IDENTIFYING = "identifying_field"  # another identifying field, a role or a key the
+#                                         contract names, of a transcript's record (STRUCTURE)
 KEPT_FILE_NAME = "file_name"            # (in) the name of a file or directory of the store
 KEPT_DATABASE = "database"              # in live rows of facts.sqlite3 (a clean keeps them)
 KEPT_REASONS = (KEPT_SESSION_ID, KEPT_IDENTIFYING, KEPT_FILE_NAME, KEPT_DATABASE)

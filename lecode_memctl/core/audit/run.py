@@ -144,12 +144,16 @@ class Audit:
 
     def run(self) -> Generator[Finding, None, None]:
         if self.listed:
-            refused = self._refused_store()
-            if refused is not None:
+            refused, finding = self._refused_store()
+            if refused:
+                # (not audited, its finding ignored or not: before 2026-12-07
+                # an ignored one was taken for "not refused", and the entry
+                # read as a store stopped the run, exit 5)
                 for f in self._check_config():
                     if f is not None:
                         yield f
-                yield refused
+                if finding is not None:
+                    yield finding
                 return
         self.store.require()
         self.summary.started = time.time()
@@ -281,29 +285,31 @@ class Audit:
         """The path of session ``sid``'s transcript."""
         return os.fspath(self.store.sessions_dir / f"{sid}{SESSION_SUFFIX}")
 
-    def _refused_store(self) -> Finding | None:
+    def _refused_store(self) -> tuple[bool, Finding | None]:
         """``--all-projects``: an entry of ``<config>/memory/`` that is not a
         store directory (a symbolic link, never followed, or another file) is
-        a finding, where ``validate`` of that project alone exits 5."""
+        a finding, where ``validate`` of that project alone exits 5: (True,
+        the finding, None when its code is ignored), or (False, None) for a
+        store directory, audited."""
         from ..errors import StoreCorrupt
 
         try:
             st = os.lstat(self.store.path)
         except OSError:
-            return None  # gone meanwhile: nothing to report
+            return False, None  # gone meanwhile: nothing to report
         now = time.time()
         self.summary.started = self.summary.finished = now
         if stat.S_ISLNK(st.st_mode):
-            return self._f("layout.symlink", f"the store directory is a symbolic link to "
-                           f"{os.readlink(self.store.path)!r}; never followed", file=".")
+            return True, self._f("layout.symlink", f"the store directory is a symbolic link to "
+                                 f"{os.readlink(self.store.path)!r}; never followed", file=".")
         try:
             self.store.require()
         except StoreCorrupt as exc:
             if looks_like_slug(self.store.path.name):
-                return self._f("layout.unreadable", f"not a store: {exc.message}", file=".")
-            return self._f("layout.unexpected_file", f"not a store directory: {exc.message}",
-                           file=".")
-        return None
+                return True, self._f("layout.unreadable", f"not a store: {exc.message}", file=".")
+            return True, self._f("layout.unexpected_file",
+                                 f"not a store directory: {exc.message}", file=".")
+        return False, None
 
     # -- config
     def _check_config(self) -> Iterator[Finding | None]:

@@ -49,3 +49,29 @@ def test_ignoring_the_finding_of_a_refused_entry_does_not_stop_the_run(config_di
     r = run_cli("--no-state", "validate", "--all-projects", "--ignore", code, "--json")
     assert r.exit_code == 0, r.stderr
     assert tree_hash(config_dir) == before
+
+
+@pytest.mark.parametrize("gone", ["000-0123456789ab", "zzz-0123456789ab"])
+def test_a_store_gone_before_its_audit_is_left_out(config_dir, good, tmp_path, monkeypatch, gone):
+    """A store removed after memory/ was listed, before its audit began,
+    stopped the whole run with exit 3 ("no memory store") and no --output
+    file.  It is left out, as if removed before the listing; config.toml's
+    findings go with the first store audited."""
+    from lecode_memctl.core import layout
+
+    real = layout.memory_names
+    monkeypatch.setattr(layout, "memory_names", lambda cfg: sorted([*real(cfg), gone]))
+    target = tmp_path / "m.prom"
+    r = run_cli("--no-state", "validate", "--all-projects", "--format", "prometheus",
+                "--output", str(target))
+    assert r.exit_code == 0, r.stderr
+    assert _prom(target) == {good.slug: 1}
+    fams = parse_exposition(target.read_text())
+    assert fams["memctl_validate_stores"].samples[0].value == 1
+    r = run_cli("--no-state", "validate", "--all-projects", "--format", "jsonl")
+    assert r.exit_code == 0, r.stderr
+    assert gone not in r.stdout
+    (config_dir / "config.toml").write_text("[memory\n")
+    r = run_cli("--no-state", "validate", "--all-projects", "--format", "jsonl")
+    assert r.exit_code == 1, r.stderr
+    assert gone not in r.stdout and '"config.invalid"' in r.stdout, r.stdout

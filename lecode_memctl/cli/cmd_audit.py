@@ -209,10 +209,12 @@ def validate(
         try:
             if sink is not None and stream_jsonl:
                 sink.__enter__()
-            for i, st in enumerate(stores):
+            config_once: Path | None = cfg.path
+            for st in stores:
                 prog, finish = _progress_bar(st.slug) if show_progress else (None, lambda: None)
-                # config.toml is shared by every store: checked once, reported with the first store
-                audit = Audit(st, config_dir=cfg.path if i == 0 else None, deep=deep, ignore=ignored,
+                # config.toml is shared by every store: checked once, reported with the first
+                # store (the first not gone since memory/ was listed)
+                audit = Audit(st, config_dir=config_once, deep=deep, ignore=ignored,
                               progress=prog, lock_wait=lock_wait, state=STATE.state_dir(),
                               record_state=record_state, listed=all_projects)
                 try:
@@ -220,7 +222,8 @@ def validate(
                         from lecode_memctl.core.rowmodel import FINDING, SUMMARY
 
                         emit_jsonl(FINDING.row(**f.to_json()) for f in audit.run())
-                        emit_jsonl([SUMMARY.row(**audit.summary.to_json(strict))])
+                        if not audit.gone:
+                            emit_jsonl([SUMMARY.row(**audit.summary.to_json(strict))])
                     elif held is not None:
                         from lecode_memctl.core.rowmodel import FINDING
 
@@ -239,6 +242,12 @@ def validate(
                         collections.deque(audit.run(), maxlen=0)
                 finally:
                     finish()
+                if audit.gone:
+                    # --all-projects: removed since memory/ was listed, before its
+                    # audit began: left out, as if removed before the listing
+                    # (before 2026-12-07 the run stopped there, exit 3, no report)
+                    continue
+                config_once = None
                 summaries.append(audit.summary)
             ok = all(s.ok(strict) for s in summaries)
             code = 0 if ok else 1

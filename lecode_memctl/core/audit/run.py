@@ -131,6 +131,10 @@ class Audit:
         self._generation_known = False  # True once the database was read, or is absent/empty
         self._redo = False              # they failed: the transcripts are read again, without facts
         self._unlisted: str | None = None   # why no transcript can be checked (_session_ids)
+        #: --all-projects: the store was gone when its audit began (removed
+        #: since memory/ was listed): nothing audited, no finding, and the
+        #: caller leaves it out of the report (its summary included)
+        self.gone = False
 
     # -- plumbing
     def _f(self, code: str, message: str, *, severity: str | None = None, **loc: Any) -> Finding | None:
@@ -145,6 +149,8 @@ class Audit:
     def run(self) -> Generator[Finding, None, None]:
         if self.listed:
             refused, finding = self._refused_store()
+            if self.gone:
+                return
             if refused:
                 # (not audited, its finding ignored or not: before 2026-12-07
                 # an ignored one was taken for "not refused", and the entry
@@ -290,20 +296,34 @@ class Audit:
         store directory (a symbolic link, never followed, or another file) is
         a finding, where ``validate`` of that project alone exits 5: (True,
         the finding, None when its code is ignored), or (False, None) for a
-        store directory, audited."""
-        from ..errors import StoreCorrupt
+        store directory, audited.  An entry gone since memory/ was listed
+        sets :attr:`gone` (before 2026-12-07 the run then stopped, exit 3)."""
+        from ..errors import NotFound, StoreCorrupt
 
         try:
-            st = os.lstat(self.store.path)
+            st: os.stat_result | None = os.lstat(self.store.path)
+        except FileNotFoundError:
+            self.gone = True     # removed meanwhile: nothing to report
+            return False, None
         except OSError:
-            return False, None  # gone meanwhile: nothing to report
+            st = None            # (cannot be stat'ed: require() says why, below)
         now = time.time()
         self.summary.started = self.summary.finished = now
-        if stat.S_ISLNK(st.st_mode):
+        if st is not None and stat.S_ISLNK(st.st_mode):
+            try:
+                target = os.readlink(self.store.path)
+            except FileNotFoundError:
+                self.gone = True
+                return False, None
+            except OSError:
+                target = "?"     # (replaced meanwhile by something else)
             return True, self._f("layout.symlink", f"the store directory is a symbolic link to "
-                                 f"{os.readlink(self.store.path)!r}; never followed", file=".")
+                                 f"{target!r}; never followed", file=".")
         try:
             self.store.require()
+        except NotFound:
+            self.gone = True     # removed between the two looks
+            return False, None
         except StoreCorrupt as exc:
             if looks_like_slug(self.store.path.name):
                 return True, self._f("layout.unreadable", f"not a store: {exc.message}", file=".")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+import orjson
 import pytest
 
 from . import outkit
@@ -75,3 +76,123 @@ def test_a_store_gone_before_its_audit_is_left_out(config_dir, good, tmp_path, m
     r = run_cli("--no-state", "validate", "--all-projects", "--format", "jsonl")
     assert r.exit_code == 1, r.stderr
     assert gone not in r.stdout and '"config.invalid"' in r.stdout, r.stdout
+
+
+def _small_store(path) -> None:
+    """A store at ``path`` with one session and three facts citing it."""
+    from lecode_memctl.core import open_project
+
+    path.mkdir(parents=True)
+    with open_project(store=path) as p:
+        s = p.sessions
+        with s.create("s1") as w:
+            seqs = [w.append_message("user", f"fact number {i}") for i in range(3)]
+        for i, seq in enumerate(seqs):
+            p.remember(f"fact number {i}", s.source_snapshot("s1", seq, seq).ref)
+    for d, _dirs, files in os.walk(path):
+        os.chmod(d, 0o700)
+        for f in files:
+            os.chmod(os.path.join(d, f), 0o600)
+
+
+def _damage_root(db_path, table: str) -> None:
+    """The root page of ``table`` given a free block past its end (what
+    integrity_check reports as "free space corruption", and a read of the
+    table stops at: "database disk image is malformed")."""
+    import sqlite3
+
+    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        (root,) = db.execute("SELECT rootpage FROM sqlite_master WHERE name = ?",
+                             (table,)).fetchone()
+        (size,) = db.execute("PRAGMA page_size").fetchone()
+    finally:
+        db.close()
+    with open(db_path, "r+b") as f:
+        f.seek((root - 1) * size + 3)
+        f.write(b"\x00\x07\x00\x01")
+
+
+@pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("table", ["revisions", "source_refs"])
+def test_a_store_whose_facts_cannot_be_read_does_not_stop_the_others(config_dir, tmp_path,
+                                                                     monkeypatch, table, split):
+    """A damaged page the facts' reading meets (the root of revisions or of
+    source_refs) stopped validate --all-projects with exit 5, "database
+    error: database disk image is malformed", no --output file and nothing
+    about the good stores.  With --all-projects that store's audit ends
+    with a db.unreadable finding and the run goes on (exit 1); validate of
+    that store alone still exits 5 (docs/FORMAT.md)."""
+    from lecode_memctl.core import split as split_mod
+    from lecode_memctl.core.audit import facts as audit_facts
+
+    monkeypatch.setattr(split_mod, "SPLIT_LEAST", 1 if split else 10 ** 9)
+    helpers: list = []
+    real_helper = audit_facts.fact_helper
+
+    def helper(audit, fs):  # noqa: ANN001, ANN202
+        helpers.append(real_helper(audit, fs))
+        return helpers[-1]
+
+    monkeypatch.setattr(audit_facts, "fact_helper", helper)
+    memory = config_dir / "memory"
+    bad, good = memory / "bad-0123456789ab", memory / "good-0123456789ab"
+    _small_store(bad)
+    _small_store(good)
+    _damage_root(bad / "facts.sqlite3", table)
+    before = tree_hash(config_dir)
+    target = tmp_path / "m.prom"
+    r = run_cli("--no-state", "validate", "--all-projects", "--no-progress", "--format",
+                "prometheus", "--output", str(target))
+    assert r.exit_code == 1, r.stderr
+    assert r.stderr == ""
+    fams = parse_exposition(target.read_text())
+    ok = {s.labels["project"]: s.value for s in fams["memctl_validate_ok"].samples}
+    assert ok == {bad.name: 0, good.name: 1}, ok
+    found = {(s.labels["project"], s.labels["code"]) for s in
+             fams["memctl_validate_findings"].samples}
+    assert (bad.name, "db.unreadable") in found, found
+    if split and len(os.sched_getaffinity(0)) > 1:
+        assert any(h is not None for h in helpers), "a child checked half the facts"
+    r = run_cli("--no-state", "validate", "--all-projects", "--no-progress", "--format", "jsonl")
+    assert r.exit_code == 1, r.stderr
+    rows = [orjson.loads(line) for line in r.stdout.splitlines()]
+    assert [row["project"] for row in rows if row["type"] == "summary"] == [bad.name, good.name]
+    assert not [row for row in rows if row["type"] == "error"], rows
+    unreadable = [row for row in rows if row.get("code") == "db.unreadable"]
+    assert len(unreadable) == 1 and "malformed" in unreadable[0]["message"], unreadable
+    alone = run_cli("--store", str(bad), "--no-state", "validate", "--no-progress")
+    assert alone.exit_code in (1, 5), alone.stderr
+    assert tree_hash(config_dir) == before
+
+
+def test_references_that_cannot_be_read_leave_no_fact_judged(config_dir, tmp_path, monkeypatch):
+    """The references read one session at a time (source_groups) meet the
+    damage: with --all-projects no fact is judged without them (none is
+    counted valid), the store has its db.unreadable, the run goes on."""
+    import sqlite3
+
+    from lecode_memctl.core import facts as facts_mod
+
+    memory = config_dir / "memory"
+    bad, good = memory / "bad-0123456789ab", memory / "good-0123456789ab"
+    _small_store(bad)
+    _small_store(good)
+    real = facts_mod.FactStore.stored_sources_by_session
+
+    def sources(self):  # noqa: ANN001, ANN202
+        if self.path.parent.name == bad.name:
+            raise sqlite3.DatabaseError("database disk image is malformed")
+        yield from real(self)
+
+    monkeypatch.setattr(facts_mod.FactStore, "stored_sources_by_session", sources)
+    r = run_cli("--no-state", "validate", "--all-projects", "--no-progress", "--json")
+    assert r.exit_code == 1, r.stderr
+    doc = orjson.loads(r.stdout_bytes)
+    summaries = {s["project"]: s for s in doc["projects"]}
+    assert summaries[bad.name]["facts"]["valid"] == 0, summaries
+    assert summaries[good.name]["facts"]["valid"] == 3 and summaries[good.name]["ok"], summaries
+    codes = [(f["project"], f["code"]) for f in doc["findings"]]
+    assert codes == [(bad.name, "db.unreadable")], codes
+    alone = run_cli("--store", str(bad), "--no-state", "validate", "--no-progress")
+    assert alone.exit_code == 5, alone.stderr

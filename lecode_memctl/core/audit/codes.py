@@ -54,7 +54,8 @@ CODES: dict[str, CodeInfo] = {
     "db.unreadable": CodeInfo(ERROR, "db", ("file",),
         "facts.sqlite3 cannot be opened read-only, is not a database, or lacks a table or "
         "column memctl reads (with --all-projects also: it stayed busy past --lock-wait, "
-        "and was not audited)"),
+        "and was not audited, or the reading of its facts met a damaged page, and the facts "
+        "from there on were not audited)"),
     "db.integrity": CodeInfo(ERROR, "db", ("file",),
         "PRAGMA integrity_check reported a problem (one finding per line it reports; "
         "where it stops at a damaged page, that, then quick_check's lines)"),

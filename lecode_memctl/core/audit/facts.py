@@ -804,8 +804,15 @@ def source_groups(audit: Audit) -> Iterator[tuple[str, list[StoredSource]]]:
     time, in session id order, as its stored values
     (``FactStore.stored_sources_by_session``); none without a readable
     database."""
-    if audit._fs is not None:
+    if audit._fs is None:
+        return
+    try:
         yield from audit._fs.stored_sources_by_session()
+    except Exception as exc:    # noqa: BLE001 - with --all-projects, the facts' finding
+        why = _unread_why(audit, exc)
+        if why is None:
+            raise
+        audit._facts_failed = why   # (fact_findings reports it; no fact is judged)
 
 
 def _revision(fid: Any, stored: tuple[Any, ...]) -> Any:
@@ -866,12 +873,50 @@ def fact_findings(audit: Audit) -> Iterator[Finding | None]:
 
     listing, audit._listing = audit._listing, None
     child, audit._child = audit._child, None
-    if child is None:
-        yield from findings(_fact_part(audit, fs, listing or fs.start_listing(), count))
+    if audit._facts_failed is not None:
+        # (the references could not all be read: no fact is judged without
+        # the statuses of its references)
+        if child is not None:
+            child.cancel()
+        yield _unread_facts(audit, audit._facts_failed)
         return
-    yield from findings(child.items(
-        lambda part: _fact_part(audit, fs, fs.start_listing(part=part), count),
-        (audit._statuses, audit._excluded), pickles_written))
+    try:
+        if child is None:
+            yield from findings(_fact_part(audit, fs, listing or fs.start_listing(), count))
+            return
+        # (a child that fails leaves its part to this process, which then
+        # meets the same error: split.EarlyChild.items)
+        yield from findings(child.items(
+            lambda part: _fact_part(audit, fs, fs.start_listing(part=part), count),
+            (audit._statuses, audit._excluded), pickles_written))
+    except Exception as exc:    # noqa: BLE001 - a database error is the finding, with --all-projects
+        why = _unread_why(audit, exc)
+        if why is None:
+            raise
+        yield _unread_facts(audit, why)
+
+
+def _unread_why(audit: Audit, exc: Exception) -> str | None:
+    """What a database error met while the facts or their references were
+    read says, when it is ``audit``'s finding: with ``--all-projects``
+    (``audit.listed``) only, where one store's damage must not stop the
+    report of the others.  None: the error is raised (``validate`` of one
+    store exits 5 there, docs/FORMAT.md)."""
+    from ..errors import StoreCorrupt
+    from ..facts import is_damage
+
+    if not audit.listed:
+        return None
+    if isinstance(exc, StoreCorrupt):
+        return exc.message
+    if is_damage(exc):      # (not an interrupt, an I/O error: raised)
+        return f"database error: {exc}"
+    return None
+
+
+def _unread_facts(audit: Audit, why: str) -> Finding | None:
+    return audit._f("db.unreadable", f"the facts could not all be read ({why}): those from "
+                    "there on were not audited", file=FACTS_DB)
 
 
 def fact_helper(audit: Audit, fs: Any) -> Any:

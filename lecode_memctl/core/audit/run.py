@@ -130,6 +130,9 @@ class Audit:
         self._database_id: str | None = None  # facts.database_id, for memctl's mark
         self._generation_known = False  # True once the database was read, or is absent/empty
         self._redo = False              # they failed: the transcripts are read again, without facts
+        # --all-projects: why the references could not all be read (source_groups);
+        # fact_findings then judges no fact and reports it (db.unreadable)
+        self._facts_failed: str | None = None
         self._unlisted: str | None = None   # why no transcript can be checked (_session_ids)
         #: --all-projects: the store was gone when its audit began (removed
         #: since memory/ was listed): nothing audited, no finding, and the

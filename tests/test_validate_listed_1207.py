@@ -196,3 +196,24 @@ def test_references_that_cannot_be_read_leave_no_fact_judged(config_dir, tmp_pat
     assert codes == [(bad.name, "db.unreadable")], codes
     alone = run_cli("--store", str(bad), "--no-state", "validate", "--no-progress")
     assert alone.exit_code == 5, alone.stderr
+
+
+@pytest.mark.parametrize("command", ["validate", "secrets"])
+def test_two_store_names_spelt_the_same_make_no_duplicate_series(config_dir, tmp_path, command):
+    """memory/a<0xFF> and memory/a\\\\xff (a backslash, then "xff") are both
+    spelt a\\xff in a label: the Prometheus text held each series twice,
+    which node_exporter's textfile collector rejects with every memctl
+    metric in the file.  The second store's samples carry spelt_same="2"."""
+    memory = os.fsencode(config_dir / "memory")
+    os.makedirs(memory + b"/a\xff", 0o700)
+    os.makedirs(memory + b"/a\\xff", 0o700)
+    os.makedirs(memory + b"/b-0123456789ab", 0o700)
+    target = tmp_path / "m.prom"
+    r = run_cli("--no-state", command, "--all-projects", "--format", "prometheus",
+                "--output", str(target))
+    assert r.exit_code == 0, r.stderr
+    fams = parse_exposition(target.read_text())   # (refuses a repeated series)
+    name = f"memctl_{command}_ok"
+    labels = sorted(tuple(sorted(s.labels.items())) for s in fams[name].samples)
+    assert labels == [(("project", "a\\xff"),), (("project", "a\\xff"), ("spelt_same", "2")),
+                      (("project", "b-0123456789ab"),)], labels

@@ -217,3 +217,34 @@ def test_two_store_names_spelt_the_same_make_no_duplicate_series(config_dir, tmp
     labels = sorted(tuple(sorted(s.labels.items())) for s in fams[name].samples)
     assert labels == [(("project", "a\\xff"),), (("project", "a\\xff"), ("spelt_same", "2")),
                       (("project", "b-0123456789ab"),)], labels
+
+
+@pytest.mark.parametrize("torn", [b'{"seq":9,"type":"mes', b""])
+def test_a_torn_tail_modified_in_the_future_is_an_error(tmp_path, torn):
+    """A torn tail (or an empty transcript: no complete header) whose file
+    mtime lies in the future (a clock stepped back, a restore with future
+    times) was "modified in the last minute", a warning, for ever.  More
+    than a minute ahead of the clock it is an error; a file changed just now
+    is still a warning."""
+    import time
+
+    from lecode_memctl.core.audit import Audit
+    from lecode_memctl.core.layout import store_at
+
+    path = tmp_path / "memory" / "u-0123456789ab"
+    _small_store(path)
+    f = path / "sessions" / "s1.jsonl"
+    code = "session.torn_tail"
+    if torn:
+        with open(f, "ab") as fh:
+            fh.write(torn)
+    else:
+        f.write_bytes(b"")
+        code = "session.missing_header"
+    for ahead, severity in ((86400, "error"), (0, "warning"), (-3600, "error")):
+        when = time.time() + ahead
+        os.utime(f, (when, when))
+        found = [x for x in Audit(store_at(path), parallel=False).run() if x.code == code]
+        assert [x.severity for x in found] == [severity], (ahead, found)
+        if ahead > 0:
+            assert "future" in found[0].message, found

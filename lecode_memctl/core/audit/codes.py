@@ -104,7 +104,8 @@ CODES: dict[str, CodeInfo] = {
     # sessions
     "session.torn_tail": CodeInfo(WARNING, "sessions", ("file", "session_id", "line", "offset"),
         "the last line has no newline: WARNING when the file changed in the last 60 s "
-        "(a writer may be appending), ERROR otherwise"),
+        "(a writer may be appending), ERROR otherwise (a modification time over 60 s in the "
+        "future included)"),
     "session.corrupt_line": CodeInfo(ERROR, "sessions", ("file", "session_id", "line", "reason"),
         "a complete line that is not a JSON object with an integer seq "
         "(reason: not_json, invalid_utf8, not_object, no_seq), or valid JSON memctl cannot "
@@ -118,7 +119,8 @@ CODES: dict[str, CodeInfo] = {
     "session.missing_header": CodeInfo(ERROR, "sessions", ("file", "session_id", "line"),
         "the first line is not a valid session header (seq 0, type session, format 1), or "
         "there is no complete first line: WARNING for that when the file changed in the last "
-        "60 s (a writer may be creating it), ERROR otherwise"),
+        "60 s (a writer may be creating it), ERROR otherwise (a modification time over 60 s in "
+        "the future included)"),
     "session.unreadable": CodeInfo(ERROR, "sessions", ("file", "session_id"),
         "a transcript that cannot be opened or read"),
     "session.epoch_ahead": CodeInfo(ERROR, "sessions", ("file", "session_id", "seq"),

@@ -45,6 +45,30 @@ from ..sourceref import MAX_SPAN, RecordsUndigestible, SourceStatus, canonical_d
 from .codes import ERROR, WARNING
 
 TORN_TAIL_GRACE_SECONDS = 60.0
+
+
+def _ahead(mtime: float, now: float) -> float | None:
+    """How far a transcript's modification time is ahead of the clock (the
+    later of ``now`` and the time now: a writer may append while the audit
+    runs), when that is over ``TORN_TAIL_GRACE_SECONDS`` (a clock stepped
+    back, a restore with future times): such a file is no writer's at work
+    (before 2026-12-07 it was "modified in the last minute" for ever).
+    None otherwise (up to a minute ahead: another machine's clock, on a
+    network file system, may be)."""
+    import time
+
+    ahead = mtime - max(now, time.time())
+    return ahead if ahead > TORN_TAIL_GRACE_SECONDS else None
+
+
+def _recent(mtime: float, now: float, ahead: float | None) -> bool:
+    """Whether a transcript changed in the last ``TORN_TAIL_GRACE_SECONDS``
+    (a writer may be at it): a warning, not an error."""
+    return ahead is None and now - mtime < TORN_TAIL_GRACE_SECONDS
+
+
+def _future(ahead: float | None) -> str:
+    return "" if ahead is None else f" (its modification time is {ahead:.0f} s in the future)"
 READ_CHUNK = 8 << 20
 
 # ---------------------------------------------------------------------------
@@ -415,20 +439,23 @@ def _no_header(add: Callable[..., None], refuse_all: Callable[[str, str], None] 
     yet ended by a newline): refused as the readers refuse it
     (``refused_header``); a warning while it changed in the last minute (a
     writer may be creating it), as for a torn tail."""
-    recent = now - mtime < TORN_TAIL_GRACE_SECONDS
+    ahead = _ahead(mtime, now)
+    recent = _recent(mtime, now, ahead)
     add("session.missing_header", "no complete first line: the session header is missing"
-        + (" (modified in the last minute: a writer may be creating it)" if recent else ""),
-        WARNING if recent else ERROR, line=1)
+        + (" (modified in the last minute: a writer may be creating it)" if recent else "")
+        + _future(ahead), WARNING if recent else ERROR, line=1)
     if refuse_all is not None:
         refuse_all("refused_header", "no complete session header")
 
 
 def _torn(add: Callable[..., None], size: int, offset: int, mtime: float, now: float,
           line: int | None) -> None:
-    recent = now - mtime < TORN_TAIL_GRACE_SECONDS
+    ahead = _ahead(mtime, now)
+    recent = _recent(mtime, now, ahead)
     msg = (f"last line ({size - offset} bytes) has no newline: "
            + ("a writer may be appending (modified in the last minute)" if recent
-              else "an interrupted append (not modified for over a minute)"))
+              else "an interrupted append" + (_future(ahead) or
+                                              " (not modified for over a minute)")))
     add("session.torn_tail", msg, WARNING if recent else ERROR, line=line, offset=offset)
 
 

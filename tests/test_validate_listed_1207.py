@@ -248,3 +248,23 @@ def test_a_torn_tail_modified_in_the_future_is_an_error(tmp_path, torn):
         assert [x.severity for x in found] == [severity], (ahead, found)
         if ahead > 0:
             assert "future" in found[0].message, found
+
+
+@pytest.mark.parametrize("fmt", [(), ("--json",), ("--format", "csv")])
+def test_list_codes_honours_output(tmp_path, fmt):
+    """validate --list-codes --output FILE printed the list on stdout and
+    wrote no file.  It writes FILE, as validate's report is written
+    (atomically, the same checks of FILE), and nothing on stdout."""
+    target = tmp_path / "codes.out"
+    plain = run_cli("validate", "--list-codes", *fmt)
+    assert plain.exit_code == 0 and plain.stdout, plain.stderr
+    r = run_cli("validate", "--list-codes", *fmt, "--output", str(target))
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == "" and r.stderr == ""
+    assert target.read_text(encoding="utf-8") == plain.stdout
+    link = tmp_path / "link"
+    os.symlink(target, link)
+    r = run_cli("validate", "--list-codes", *fmt, "--output", str(link))
+    assert r.exit_code == 2, r.stderr
+    r = run_cli("validate", "--list-codes", *fmt, "--output", str(tmp_path / "none" / "x"))
+    assert r.exit_code == 7, r.stderr

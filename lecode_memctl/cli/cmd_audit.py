@@ -77,7 +77,8 @@ def validate(
              "symbolic link is refused: give the file itself (exit 2).  '-' is stdout.")] = None,
     list_codes: Annotated[bool, typer.Option(
         "--list-codes", help="List every finding code with its severity, group and meaning "
-                             "(with --json or --format: as rows), and exit.")] = False,
+                             "(with --json or --format: as rows; --output writes them to "
+                             "FILE), and exit.")] = False,
     lock_wait: LockWaitOpt = 5.0,
     json_: JsonOpt = False,
     fmt: Annotated[str | None, typer.Option(
@@ -163,7 +164,15 @@ def validate(
 
     fmt = fixed_format(fmt, json_flag=json_, choices=None, aliases=REPORT_ALIASES)
     if list_codes:
-        _list_codes(check_format(None if fmt == "human" else fmt))
+        listed_fmt = check_format(None if fmt == "human" else fmt)
+        # (--output honoured as for the report: before 2026-12-07 the list
+        # went to stdout and no file was written)
+        codes_out = output_file(output, [], command="validate")
+        if codes_out is None:
+            _list_codes(listed_fmt)
+            return
+        with atomic_output(str(codes_out)):
+            _list_codes(listed_fmt)
         return
     fmt = fixed_format(fmt, json_flag=False, choices=VALIDATE_FORMATS)
     ignored = check_ignore_codes(ignore or [])

@@ -268,3 +268,33 @@ def test_list_codes_honours_output(tmp_path, fmt):
     assert r.exit_code == 2, r.stderr
     r = run_cli("validate", "--list-codes", *fmt, "--output", str(tmp_path / "none" / "x"))
     assert r.exit_code == 7, r.stderr
+
+
+def test_a_current_revision_with_no_row_is_documented_as_reported(tmp_path):
+    """facts.revision 5 with only revision 1 stored is db.dangling_ref
+    (table facts), as the code always reported it; the codes' meanings
+    (--list-codes, docs/FORMAT.md) filed it under db.revision_gap and did
+    not name facts among db.dangling_ref's tables."""
+    import sqlite3
+
+    from lecode_memctl.core.audit import CODES
+
+    from .conftest import REPO
+
+    path = tmp_path / "memory" / "r-0123456789ab"
+    _small_store(path)
+    db = sqlite3.connect(path / "facts.sqlite3")
+    with db:
+        (fid,) = db.execute("SELECT fact_id FROM facts ORDER BY fact_id LIMIT 1").fetchone()
+        db.execute("UPDATE facts SET revision = 5 WHERE fact_id = ?", (fid,))
+    db.close()
+    r = run_cli("--store", str(path), "--no-state", "validate", "--json")
+    found = [(f["code"], f["table"]) for f in orjson.loads(r.stdout_bytes)["findings"]
+             if f["fact_id"] == fid and f["code"].startswith("db.")]
+    assert found == [("db.dangling_ref", "facts")], found
+    dangling, gap = CODES["db.dangling_ref"].meaning, CODES["db.revision_gap"].meaning
+    assert "facts" in dangling and "no revision row" in dangling, dangling
+    assert "no revision row" in gap, gap      # (says where that case is filed)
+    table = (REPO / "docs" / "FORMAT.md").read_text(encoding="utf-8")
+    for code, meaning in (("db.dangling_ref", dangling), ("db.revision_gap", gap)):
+        assert meaning in table, code

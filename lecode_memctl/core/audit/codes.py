@@ -85,9 +85,12 @@ CODES: dict[str, CodeInfo] = {
         "made again, so forgotten evidence may be visible again"),
     "db.revision_gap": CodeInfo(ERROR, "db", ("fact_id", "revision"),
         "a fact's revisions are not 1..N without gaps, or its current revision is not the last "
-        "(or not known: the fact id has several rows in facts)"),
+        "(or not known: the fact id has several rows in facts); a current revision with no "
+        "revision row is db.dangling_ref"),
     "db.dangling_ref": CodeInfo(ERROR, "db", ("fact_id", "revision", "table"),
-        "a row (provenance, source ref, revision) that names a fact or revision that does not exist"),
+        "a row that names a fact or revision that does not exist: a provenance, source ref or "
+        "revision row, or a fact's row in facts whose current revision has no revision row "
+        "(table facts)"),
     # facts
     "fact.missing": CodeInfo(ERROR, "facts", ("fact_id", "revision", "session_id", "seq", "reason"),
         "a revision's evidence is gone: session missing or unreadable, or a position not there"),

@@ -30,6 +30,7 @@ from .layout import DAILY_DIR, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, Store
 from .mdnames import (
     FILE_NAME_MAX_BYTES as FILE_NAME_MAX_BYTES,
     MD_SUFFIX as MD_SUFFIX,
+    NOTE_NAME_MAX_BYTES as NOTE_NAME_MAX_BYTES,
     NOTE_NAME_MAX_CHARS as NOTE_NAME_MAX_CHARS,
     _md_entries,
     _show,

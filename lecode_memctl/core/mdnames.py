@@ -24,8 +24,14 @@ from .errors import StoreCorrupt, UsageError
 from .layout import Store, regular_files
 
 MD_SUFFIX = ".md"
+BAK_SUFFIX = ".bak"
 NOTE_NAME_MAX_CHARS = 100
 FILE_NAME_MAX_BYTES = 255
+#: The most bytes of UTF-8 a note name may have: ``<name>.md.bak``, the
+#: backup every write after the first makes, must fit a file name (before
+#: 2026-12-07 only ``<name>.md`` had to: a name of 249..252 bytes was
+#: created, and every later write failed, "File name too long").
+NOTE_NAME_MAX_BYTES = FILE_NAME_MAX_BYTES - len(MD_SUFFIX + BAK_SUFFIX)
 
 # \Z, not $: "$" also matches before a trailing newline
 _DATE_RE = lazy_compile(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
@@ -46,7 +52,8 @@ def check_note_name(name: object) -> str:
     has no ``/`` or ``\\``, no ``..``, no leading ``.``, no leading or
     trailing whitespace, no control or format characters (C0, DEL, C1, bidi
     controls, zero-width characters), does not itself end in ``.md``, and
-    ``<name>.md`` fits 255 bytes of UTF-8.  Letters of any script, digits,
+    ``<name>.md.bak`` (its backup) fits 255 bytes of UTF-8: the name is at
+    most :data:`NOTE_NAME_MAX_BYTES` (248) bytes.  Letters of any script, digits,
     spaces and punctuation are allowed.
     """
     if not isinstance(name, str):
@@ -83,8 +90,9 @@ def check_note_name(name: object) -> str:
             raise bad(f"contains the control or format character U+{ord(ch):04X}")
     if name.endswith(MD_SUFFIX):
         raise bad("ends in '.md' even after removing one '.md' suffix")
-    if len((name + MD_SUFFIX).encode("utf-8")) > FILE_NAME_MAX_BYTES:
-        raise bad(f"'{'<name>'}.md' would be longer than {FILE_NAME_MAX_BYTES} bytes")
+    if len(name.encode("utf-8")) > NOTE_NAME_MAX_BYTES:
+        raise bad(f"longer than {NOTE_NAME_MAX_BYTES} bytes of UTF-8 (its backup "
+                  f"'<name>.md.bak' must fit {FILE_NAME_MAX_BYTES} bytes)")
     return name
 
 

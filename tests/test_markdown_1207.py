@@ -1,0 +1,70 @@
+"""Markdown, context and edit fixes of 2026-12-07 (review rv7)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from lecode_memctl.core import markdown
+from lecode_memctl.core.errors import UsageError
+from lecode_memctl.core.layout import store_at
+
+from .conftest import run_cli, tree_hash
+
+
+def editor_env(tmp_path: Path, monkeypatch, body: str) -> None:
+    script = tmp_path / f"ed_{abs(hash(body))}.py"
+    script.write_text("import os, sys\npath = sys.argv[1]\n" + body)
+    monkeypatch.delenv("VISUAL", raising=False)
+    monkeypatch.setenv("EDITOR", f"{sys.executable} {script}")
+
+
+# ---------------------------------------------------------------- 1. a note name leaves room for its .bak
+
+@pytest.mark.parametrize("name", ["日" * 83, "日" * 84, "😀" * 63, "日" * 82 + "abc"])
+def test_a_name_whose_backup_would_not_fit_is_refused(name):
+    """'日' * 84: notes/<name>.md is 255 bytes, accepted and created, but
+    the next write's <name>.md.bak is 259: "File name too long", exit 7,
+    forever."""
+    with pytest.raises(UsageError) as exc:
+        markdown.check_note_name(name)
+    assert ".md.bak" in str(exc.value)
+
+
+@pytest.mark.parametrize("name", ["日" * 82, "日" * 82 + "ab", "😀" * 62, "é" * 100])
+def test_the_longest_names_can_be_written_twice(tmp_path, name):
+    assert len((markdown.check_note_name(name) + ".md.bak").encode()) <= 255
+    store = store_at(tmp_path / "s")
+    t = markdown.note_target(name)
+    markdown.write(store, t, "one\n")
+    markdown.write(store, t, "two\n")
+    assert (tmp_path / "s" / "notes" / f"{name}.md").read_text() == "two\n"
+    assert (tmp_path / "s" / "notes" / f"{name}.md.bak").read_text() == "one\n"
+
+
+def test_edit_the_longest_note_twice(tmp_path, monkeypatch):
+    editor_env(tmp_path, monkeypatch, "open(path, 'a').write('line\\n')\n")
+    store = tmp_path / "s"
+    name = "日" * 82
+    for _ in range(2):
+        r = run_cli("--store", str(store), "edit", "note", name)
+        assert r.exit_code == 0, r.stderr
+    assert (store / "notes" / f"{name}.md").read_text() == "line\nline\n"
+
+
+def test_an_existing_file_with_a_longer_name_is_listed(tmp_path):
+    """A file made before (or by another tool) whose name the rule now
+    refuses is still listed, under its name, which commands refuse (exit 2)."""
+    store = tmp_path / "s"
+    (store / "notes").mkdir(parents=True)
+    name = "日" * 84
+    (store / "notes" / f"{name}.md").write_text("kept\n")
+    r = run_cli("--store", str(store), "notes", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert name in r.stdout
+    before = tree_hash(store)
+    r = run_cli("--store", str(store), "notes", name)
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert tree_hash(store) == before

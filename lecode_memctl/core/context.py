@@ -111,15 +111,31 @@ def render_fact(fact_id: str, revision: int, text: str, ref: SourceRef) -> str:
 
 
 def _utf8_prefix(data: bytes, n: int) -> bytes:
-    """The longest prefix of at most n bytes that ends on a character boundary."""
+    """The longest prefix of at most n bytes that ends on a character boundary
+    of ``data`` (UTF-8): cut before the character byte n is inside of, if
+    any.  (Before 2026-12-07 a complete character that ended at byte n was
+    dropped too: the section came out 1 to 3 bytes short of what fits.)"""
     if n >= len(data):
         return data
-    cut = data[:n]
-    while cut and (cut[-1] & 0xC0) == 0x80:
-        cut = cut[:-1]
-    if cut and cut[-1] >= 0xC0:
-        cut = cut[:-1]
-    return cut
+    if n <= 0:
+        return b""
+    i = n
+    while i > 0 and n - i < 3 and (data[i] & 0xC0) == 0x80:
+        i -= 1
+    return data[:i]
+
+
+def _complete_prefix(data: bytes) -> bytes:
+    """``data`` without a character its end cuts (the bytes read of a file
+    that goes on): its last lead byte is dropped, with what follows it, when
+    fewer bytes follow than the character it starts needs."""
+    for back in range(1, min(4, len(data)) + 1):
+        b = data[-back]
+        if (b & 0xC0) == 0x80:
+            continue
+        need = 1 if b < 0x80 else 2 if b < 0xE0 else 3 if b < 0xF0 else 4
+        return data[:-back] if need > back else data
+    return data
 
 
 def _markdown_body(data: bytes | None) -> bytes | None:
@@ -150,7 +166,7 @@ def _head_and_tail(read: tuple[bytes, int] | None) -> tuple[bytes | None, int]:
         return None, 0
     data, size = read
     if size > len(data):
-        data = _utf8_prefix(data, len(data) - 1) if data and data[-1] >= 0x80 else data
+        data = _complete_prefix(data)
     return data, size - len(data)
 
 

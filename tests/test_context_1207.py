@@ -29,6 +29,45 @@ def _marker_n(text: str) -> int:
     return int(n)
 
 
+def test_invalid_utf8_is_counted_in_file_bytes(tmp_path):
+    """b'\\xff' * 100 + b'\\n' (101 bytes), max_bytes 60: the marker said 301
+    more bytes and source_bytes was 301, the bytes of the U+FFFD shown."""
+    data = b"\xff" * 100 + b"\n"
+    sec = _section(tmp_path, data, max_bytes=60)
+    (part,) = sec.parts
+    assert part.source_bytes == 101 and part.omitted_bytes == 101 == _marker_n(sec.text)
+    sec = _section(tmp_path, data, max_bytes=80)
+    (part,) = sec.parts
+    assert part.source_bytes == 101 and part.truncated
+    shown = sec.text.split("\n", 1)[1].split("\n[... truncated:")[0]
+    assert set(shown) == {"\ufffd"}
+    # each U+FFFD shown counts as the one byte of the file it stands for
+    assert part.omitted_bytes == 101 - len(shown) == _marker_n(sec.text)
+    assert sec.bytes <= 80
+
+
+def test_invalid_utf8_whole_part_counts_file_bytes(tmp_path):
+    data = b"ok \xff\xfe\xe2\x82 end\n"
+    sec = _section(tmp_path, data)
+    (part,) = sec.parts
+    assert part.source_bytes == len(data) and not part.truncated and part.omitted_bytes == 0
+    assert sec.text.endswith("ok \ufffd\ufffd\ufffd\ufffd end\n")   # one U+FFFD per bad byte
+
+
+def test_invalid_utf8_cut_mixed(tmp_path):
+    data = ("é" * 20).encode() + b"\xff" * 20 + ("日" * 20).encode() + b"\n"
+    for max_bytes in range(40, 160):
+        sec = _section(tmp_path, data, max_bytes=max_bytes)
+        if not sec.parts:
+            continue
+        (part,) = sec.parts
+        assert sec.bytes <= max_bytes and part.source_bytes == len(data)
+        if part.truncated and part.bytes:
+            shown = sec.text.split("\n", 1)[1].split("\n[... truncated:")[0]
+            from_file = len(shown.encode()) - 2 * shown.count("\ufffd")
+            assert part.omitted_bytes == len(data) - from_file == _marker_n(sec.text)
+
+
 @pytest.mark.parametrize("ch", ["é", "日", "😀"])
 def test_utf8_prefix_is_the_longest_that_fits(ch):
     from lecode_memctl.core.context import _utf8_prefix

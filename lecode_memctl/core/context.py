@@ -16,12 +16,14 @@ same result offline.  Building it reads only: it changes nothing in the store.
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Iterable
 from dataclasses import field
 from typing import Any
 
 import orjson
 
+from ._lazy import lazy_compile
 from ._record import record
 from .errors import raises_typed
 from .layout import Store
@@ -42,6 +44,10 @@ INVALID_EVIDENCE = "invalid_evidence"
 TOO_LARGE = "too_large"
 OVER_BUDGET = "over_budget"
 NOT_INSPECTED = "not_inspected"
+
+
+# A byte that is not UTF-8, as decoding with surrogateescape gives it.
+_NOT_UTF8 = lazy_compile("[\udc80-\udcff]")
 
 
 def truncation_marker(omitted: int) -> str:
@@ -138,22 +144,30 @@ def _complete_prefix(data: bytes) -> bytes:
     return data
 
 
+def _shown(text: str) -> str:
+    """``text`` decoded with ``surrogateescape`` as a part shows it: each
+    byte that is not UTF-8 (a lone surrogate U+DC80..U+DCFF there) one
+    U+FFFD."""
+    return _NOT_UTF8.sub("\ufffd", text)
+
+
 def _markdown_body(data: bytes | None) -> bytes | None:
-    """The bytes a Markdown part shows (decoded as UTF-8 with replacement, a
-    final newline added), or None for a missing or blank file."""
+    """The bytes a Markdown part shows whole (UTF-8, each byte that is not
+    UTF-8 one U+FFFD, a final newline added), or None for a missing or blank
+    file."""
     if data is None or not data.strip():
         return None
-    text = data.decode("utf-8", "replace")
-    body = text.encode("utf-8")
+    body = _shown(data.decode("utf-8", "surrogateescape")).encode("utf-8")
     return body if body.endswith(b"\n") else body + b"\n"
 
 
-def _min_part_bytes(heading: str, body: bytes, tail: int = 0) -> int:
-    """The fewest bytes in which a part is still visible: whole, or its heading
-    and a truncation marker (sized for every byte omitted).  ``tail``: bytes
-    of the file after ``body`` that were not read."""
+def _min_part_bytes(heading: str, body: bytes, size: int, tail: int = 0) -> int:
+    """The fewest bytes in which a part is still visible: whole (``body``,
+    as :func:`_markdown_body` gives it), or its heading and a truncation
+    marker (sized for every one of the file's ``size`` bytes omitted).
+    ``tail``: bytes of the file after those read."""
     head = len(heading.encode("utf-8"))
-    marker = head + len(truncation_marker(len(body) + tail).encode("utf-8"))
+    marker = head + len(truncation_marker(size).encode("utf-8"))
     return marker if tail else min(head + len(body), marker)
 
 
@@ -176,25 +190,33 @@ def _markdown_part(name: str, heading: str, data: bytes | None, budget: int, tai
     boundary and ended with a truncation marker.  When not even the heading
     and the marker fit, the text is empty and the Part says what was left
     out (the caller reports it; it is never dropped silently)."""
-    if data is None or not data.strip():
+    body = _markdown_body(data)
+    if data is None or body is None:
         return "", None
-    text = data.decode("utf-8", "replace")
-    data = text.encode("utf-8")
-    body = data if data.endswith(b"\n") or tail else data + b"\n"
+    # Every count is of the file's bytes: ``source_bytes`` its size, the
+    # shown counted as the bytes they come from (a U+FFFD shown for a byte
+    # that is not UTF-8 as that one byte), the omitted the rest; the shown
+    # and the omitted add up to ``source_bytes``.  (Before 2026-12-07 they
+    # counted the bytes of the U+FFFD: 301 for a 101-byte file.)
+    size = len(data) + tail
     head = heading.encode("utf-8")
     if not tail and len(head) + len(body) <= budget:
-        return heading + body.decode("utf-8"), Part(name, len(head) + len(body), len(data))
+        return heading + body.decode("utf-8"), Part(name, len(head) + len(body), size)
     # Truncate: the marker's size depends on the number it shows; size it for
     # the worst case (every byte omitted, the unread tail included).
-    size = len(data) + tail
-    room = budget - len(head) - len(truncation_marker(len(body) + tail).encode("utf-8"))
+    room = budget - len(head) - len(truncation_marker(size).encode("utf-8"))
     if room < 0:
         return "", Part(name, 0, size, truncated=True, omitted_bytes=size)
-    kept = _utf8_prefix(body, room)
-    # (the file's bytes not shown: the newline added to a file without a
-    # last one is none of them; before 2026-12-07 it was counted)
-    omitted = size - min(len(kept), len(data))
-    out = heading + kept.decode("utf-8") + truncation_marker(omitted)
+    # A byte of the file is at least one byte shown: room + 4 of them give
+    # more than room shown when the file goes on.  A character the window
+    # cuts is left to the decoder (final=False), not shown as U+FFFD.
+    window = data[:room + 4]
+    text = codecs.utf_8_decode(window, "surrogateescape", len(window) == len(data))[0]
+    kept = _utf8_prefix(_shown(text).encode("utf-8"), room).decode("utf-8")
+    # (the newline added to a file without a last one is not shown here:
+    # the marker starts a line of its own)
+    omitted = size - len(text[:len(kept)].encode("utf-8", "surrogateescape"))
+    out = heading + kept + truncation_marker(omitted)
     return out, Part(name, len(out.encode("utf-8")), size, True, omitted)
 
 
@@ -278,7 +300,8 @@ def build_memory_section(store: Store, config: MemoryConfig, facts: Any, session
     # later part keeps room for at least its heading and truncation marker
     # (or its whole text when that is smaller), so that a large MEMORY.md
     # truncates instead of silently pushing the scratchpad out.
-    minimum = [0 if (b := _markdown_body(data)) is None else _min_part_bytes(heading, b, tail)
+    minimum = [0 if (b := _markdown_body(data)) is None or data is None
+               else _min_part_bytes(heading, b, len(data) + tail, tail)
                for _name, heading, data, tail in md]
     for i, (name, heading, data, tail) in enumerate(md):
         if data is not None and (bad := utf8_problem((data,))) is not None:

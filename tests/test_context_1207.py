@@ -29,6 +29,36 @@ def _marker_n(text: str) -> int:
     return int(n)
 
 
+@pytest.mark.parametrize("blank", [b"\n", b" \t\r\n"])
+def test_a_file_whose_first_mib_is_blank_is_not_dropped(tmp_path, blank):
+    """The first MiB read was blank, and the part was left out, silently:
+    the line after it was never seen, and nothing said so."""
+    from lecode_memctl.core.context import MEMORY_HEADING
+
+    data = blank * (1_100_000 // len(blank)) + b"IMPORTANT: never push to main\n"
+    sec = _section(tmp_path, data, b"- [ ] task\n")
+    (part,) = [p for p in sec.parts if p.name == "MEMORY.md"]
+    assert part.truncated and part.source_bytes == len(data)
+    assert MEMORY_HEADING in sec.text
+    body = sec.text.split(MEMORY_HEADING, 1)[1].split("\n[... truncated:")[0]
+    assert part.omitted_bytes == len(data) - len(body.encode()) == _marker_n(sec.text)
+    assert sec.text.endswith("- [ ] task\n") and sec.bytes <= sec.max_bytes
+
+
+def test_a_scratchpad_whose_first_mib_is_blank_is_not_dropped(tmp_path):
+    data = b"\n" * 1_100_000 + b"- [ ] ship\n"
+    sec = _section(tmp_path, b"memory\n", data)
+    (part,) = [p for p in sec.parts if p.name == "scratchpad.md"]
+    assert part.truncated and part.source_bytes == len(data)
+    assert part.omitted_bytes == _marker_n(sec.text)
+
+
+def test_a_file_blank_to_its_end_is_still_no_part(tmp_path):
+    sec = _section(tmp_path, b"\n" * 1_100_000 + b"   \n", b"- [ ] task\n")
+    assert [p.name for p in sec.parts] == ["scratchpad.md"]
+    assert "truncated" not in sec.text
+
+
 def test_invalid_utf8_is_counted_in_file_bytes(tmp_path):
     """b'\\xff' * 100 + b'\\n' (101 bytes), max_bytes 60: the marker said 301
     more bytes and source_bytes was 301, the bytes of the U+FFFD shown."""

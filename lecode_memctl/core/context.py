@@ -151,11 +151,13 @@ def _shown(text: str) -> str:
     return _NOT_UTF8.sub("\ufffd", text)
 
 
-def _markdown_body(data: bytes | None) -> bytes | None:
+def _markdown_body(data: bytes | None, tail: int = 0) -> bytes | None:
     """The bytes a Markdown part shows whole (UTF-8, each byte that is not
     UTF-8 one U+FFFD, a final newline added), or None for a missing or blank
-    file."""
-    if data is None or not data.strip():
+    file.  With a ``tail`` (bytes after ``data`` not read), ``data`` is not
+    the whole file: the caller has found it is not blank
+    (``markdown.read_head_blank``), and its blank head is no empty part."""
+    if data is None or (not tail and not data.strip()):
         return None
     body = _shown(data.decode("utf-8", "surrogateescape")).encode("utf-8")
     return body if body.endswith(b"\n") else body + b"\n"
@@ -174,11 +176,15 @@ def _min_part_bytes(heading: str, body: bytes, size: int, tail: int = 0) -> int:
 READ_WHOLE = 1 << 20   # a Markdown file up to this size is read whole (exact byte counts)
 
 
-def _head_and_tail(read: tuple[bytes, int] | None) -> tuple[bytes | None, int]:
-    """(the bytes read, cut back to a character boundary, the bytes not read)."""
-    if read is None:
+def _head_and_tail(read: tuple[bytes, int, bool] | None) -> tuple[bytes | None, int]:
+    """(the bytes read, cut back to a character boundary, the bytes not
+    read), of ``markdown.read_head_blank``'s (head, size, blank); (None, 0)
+    for a missing file or a blank one (no part).  A blank head of a file
+    that is not blank is kept: the part is there, cut, its marker counting
+    every byte not shown."""
+    if read is None or read[2]:
         return None, 0
-    data, size = read
+    data, size, _blank = read
     if size > len(data):
         data = _complete_prefix(data)
     return data, size - len(data)
@@ -190,7 +196,7 @@ def _markdown_part(name: str, heading: str, data: bytes | None, budget: int, tai
     boundary and ended with a truncation marker.  When not even the heading
     and the marker fit, the text is empty and the Part says what was left
     out (the caller reports it; it is never dropped silently)."""
-    body = _markdown_body(data)
+    body = _markdown_body(data, tail)
     if data is None or body is None:
         return "", None
     # Every count is of the file's bytes: ``source_bytes`` its size, the
@@ -289,10 +295,11 @@ def build_memory_section(store: Store, config: MemoryConfig, facts: Any, session
     md_budget = remaining
     pieces = [facts_text]
     notes: list[str] = []
-    # At most max_bytes (+ a character) of each file is read: a 300 MB
-    # MEMORY.md costs what a 32 KiB one does (issue 16.5).
+    # At most max_bytes (+ a character) of each file is kept: a 300 MB
+    # MEMORY.md costs what a 32 KiB one does (issue 16.5); only a blank
+    # head is read on, none of it kept, to say whether text follows.
     limit = max(max_bytes + 4, READ_WHOLE)
-    md = [(name, heading, *_head_and_tail(markdown.read_head(store, target, limit)))
+    md = [(name, heading, *_head_and_tail(markdown.read_head_blank(store, target, limit)))
           for name, heading, target in (("MEMORY.md", MEMORY_HEADING, markdown.memory_target()),
                                         ("scratchpad.md", SCRATCHPAD_HEADING,
                                          markdown.scratchpad_target()))]
@@ -300,7 +307,7 @@ def build_memory_section(store: Store, config: MemoryConfig, facts: Any, session
     # later part keeps room for at least its heading and truncation marker
     # (or its whole text when that is smaller), so that a large MEMORY.md
     # truncates instead of silently pushing the scratchpad out.
-    minimum = [0 if (b := _markdown_body(data)) is None or data is None
+    minimum = [0 if (b := _markdown_body(data, tail)) is None or data is None
                else _min_part_bytes(heading, b, len(data) + tail, tail)
                for _name, heading, data, tail in md]
     for i, (name, heading, data, tail) in enumerate(md):

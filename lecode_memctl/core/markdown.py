@@ -215,6 +215,19 @@ def read_head(store: Store, target: Target, limit: int) -> tuple[bytes, int] | N
     """At most ``limit`` bytes from the start of the file and its size, or
     ``None`` when it (or the store) does not exist: bounded work for a bounded
     output (``context`` shows at most ``max_bytes`` of a 300 MB MEMORY.md)."""
+    got = read_head_blank(store, target, limit, look_on=False)
+    return None if got is None else got[:2]
+
+
+def read_head_blank(store: Store, target: Target, limit: int, *, look_on: bool = True
+                    ) -> tuple[bytes, int, bool] | None:
+    """:func:`read_head`'s (head, size), and whether the file is blank (no
+    byte but ASCII whitespace, as ``bytes.strip`` takes it).  A blank head of
+    a file that goes on is not enough to say so: with ``look_on`` the rest
+    is read, :data:`_READ_CHUNK` bytes at a time and none kept, to its first
+    byte that is not blank (``context`` left out a MEMORY.md whose first MiB
+    was blank lines, silently, before 2026-12-07).  Without ``look_on`` such
+    a file counts as not blank."""
     fd = _open_below(store.path, target.rel, label=target.label)
     if fd is None:
         return None
@@ -228,12 +241,20 @@ def read_head(store: Store, target: Target, limit: int) -> tuple[bytes, int] | N
                 break
             chunks.append(data)
             left -= len(data)
+        head = b"".join(chunks)
+        blank = not head.strip()
+        if blank and left <= 0 and look_on:
+            while data := os.read(fd, _READ_CHUNK):
+                if data.strip():
+                    blank = False
+                    break
+        elif blank and left <= 0:
+            blank = False
     except OSError as exc:
         raise StoreCorrupt(f"{path}: cannot read: {exc.strerror}") from None
     finally:
         os.close(fd)
-    head = b"".join(chunks)
-    return head, max(size, len(head))
+    return head, max(size, len(head)), blank
 
 
 def decode(data: bytes, path: Path | str) -> str:

@@ -561,7 +561,10 @@ def test_edit_editor_failure_writes_nothing(store_dir, editor, tmp_path):
     assert r.exit_code == 1
     assert "editor exited with status 3" in r.stderr and "nothing was written" in r.stderr
     assert tree_hash(store_dir) == before
-    assert not os.path.exists(record.read_text())
+    # (since 2026-12-07 a copy the editor changed is kept, its path printed)
+    assert f"your edited copy is kept at {record.read_text()}" in r.stderr
+    assert Path(record.read_text()).read_text() == "half done"
+    os.unlink(record.read_text())
 
 
 def test_edit_without_editor_or_bad_editor(store_dir, monkeypatch, tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -68,3 +69,40 @@ def test_an_existing_file_with_a_longer_name_is_listed(tmp_path):
     r = run_cli("--store", str(store), "notes", name)
     assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.stderr
     assert tree_hash(store) == before
+
+
+# ---------------------------------------------------------------- edit: what the editor leaves
+
+def _kept(stderr: str) -> Path:
+    return Path(stderr.split(" kept at ")[1].split(" ")[0].rstrip(";\n"))
+
+
+def test_an_editor_that_saves_then_fails_keeps_the_copy(tmp_path, monkeypatch):
+    """The editor saved, then exited 1: 'nothing was written', exit 1, and
+    the edited copy was deleted, the edits lost."""
+    store = tmp_path / "s"
+    store.mkdir()
+    (store / "MEMORY.md").write_text("orig\n")
+    editor_env(tmp_path, monkeypatch, "open(path, 'a').write('careful edits\\n'); sys.exit(1)\n")
+    before = tree_hash(store)
+    r = run_cli("--store", str(store), "edit")
+    assert r.exit_code == 1, r.stderr
+    assert r.stderr.count("\n") == 1
+    assert "exited with status 1" in r.stderr and "nothing was written" in r.stderr
+    kept = _kept(r.stderr)
+    try:
+        assert kept.read_text() == "orig\ncareful edits\n"
+    finally:
+        kept.unlink()
+    assert tree_hash(store) == before
+
+
+def test_an_editor_that_fails_without_a_change_leaves_no_copy(tmp_path, monkeypatch):
+    store = tmp_path / "s"
+    store.mkdir()
+    (store / "MEMORY.md").write_text("orig\n")
+    record = tmp_path / "name"
+    editor_env(tmp_path, monkeypatch, f"open({str(record)!r}, 'w').write(path); sys.exit(2)\n")
+    r = run_cli("--store", str(store), "edit")
+    assert r.exit_code == 1 and "kept" not in r.stderr, r.stderr
+    assert not os.path.exists(record.read_text())

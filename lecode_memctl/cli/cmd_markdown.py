@@ -342,7 +342,8 @@ def edit(
     content writes nothing.  If the file on disk changed while you were
     editing, nothing is written, your edited copy is kept and its path
     printed (exit 4).  An editor that exits non-zero, or removes the file it
-    was given, writes nothing (exit 1).
+    was given, writes nothing (exit 1); a copy it changed is kept and its
+    path printed.
     A SIGTERM or SIGHUP to memctl while the editor runs is passed to the
     editor; memctl then writes nothing and keeps a changed copy.
     A missing store or notes/daily directory is created (mode 0700).  With
@@ -399,7 +400,16 @@ def edit(
                          err=True)
             raise
         if status != 0:
-            raise MemctlError(f"the editor exited with status {status}; nothing was written")
+            # (an editor that saved and then failed -- a plugin, a :cq --
+            # leaves edits: kept, as a conflict keeps them; before
+            # 2026-12-07 the copy was deleted with them)
+            try:
+                with open(tmp, "rb") as fh:
+                    keep = fh.read() != (before or b"")
+            except OSError:
+                keep = False
+            kept = f"; your edited copy is kept at {tmp}" if keep else ""
+            raise MemctlError(f"the editor exited with status {status}; nothing was written{kept}")
         try:
             with open(tmp, "rb") as fh:
                 after = fh.read()

@@ -106,3 +106,34 @@ def test_an_editor_that_fails_without_a_change_leaves_no_copy(tmp_path, monkeypa
     r = run_cli("--store", str(store), "edit")
     assert r.exit_code == 1 and "kept" not in r.stderr, r.stderr
     assert not os.path.exists(record.read_text())
+
+
+@pytest.mark.parametrize("what,make", [
+    ("a directory", "os.unlink(path); os.mkdir(path)\n"),
+    ("a symbolic link", "os.unlink(path); os.symlink(TARGET, path)\n"),
+    ("a FIFO", "os.unlink(path); os.mkfifo(path)\n"),
+])
+def test_an_editor_that_replaces_its_file_writes_nothing(tmp_path, monkeypatch, what, make):
+    """A directory: 'Is a directory', exit 5 (the store's code; the path is
+    not in it), the directory left unsaid.  A symbolic link: memctl wrote
+    the link target's content into MEMORY.md.  A FIFO: memctl hung."""
+    store = tmp_path / "s"
+    store.mkdir()
+    (store / "MEMORY.md").write_text("orig\n")
+    secret = tmp_path / "elsewhere.txt"
+    secret.write_text("not for the store\n")
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    editor_env(tmp_path, monkeypatch, make.replace("TARGET", repr(str(secret))))
+    before = tree_hash(store)
+    from .conftest import run_proc
+
+    r = run_proc("--store", str(store), "edit", env={"TMPDIR": str(tmpdir)}, timeout=30)
+    err = r.stderr.decode()
+    assert r.returncode == 1, err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert f"replaced the file it was given with {what}" in err and "nothing was written" in err
+    assert tree_hash(store) == before
+    (left,) = tmpdir.iterdir()
+    assert str(left) in err          # what is left, named where it is
+    assert secret.read_text() == "not for the store\n"

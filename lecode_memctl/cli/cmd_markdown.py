@@ -316,6 +316,44 @@ def _editor_command() -> list[str]:
     return [DEFAULT_EDITOR]  # neither is set: vi, as git does
 
 
+def _read_copy(tmp: str) -> "bytes | str | None":
+    """What the editor left at ``tmp``: its bytes when it is a regular file,
+    None when nothing is there, else what is there instead ("a directory",
+    "a symbolic link", "a FIFO", ...).  Opened without following a link
+    and without blocking on a FIFO, as memctl opens a store's files (before
+    2026-12-07 a link's target was read, and written into the store, and a
+    FIFO hung ``edit``).  ``MemctlError`` (exit 1) when it cannot be read."""
+    import errno
+    import os
+    import stat
+
+    from lecode_memctl.core.atomic import O_CLOEXEC, O_NONBLOCK, file_kind, read_all
+    from lecode_memctl.core.errors import MemctlError
+
+    try:
+        fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        try:
+            return file_kind(os.lstat(tmp).st_mode)
+        except OSError:
+            if exc.errno == errno.ELOOP:
+                return "a symbolic link"
+        raise MemctlError(f"cannot read the edited copy {tmp}: {exc.strerror}; "
+                          "nothing was written") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            return file_kind(mode)
+        return read_all(fd)
+    except OSError as exc:
+        raise MemctlError(f"cannot read the edited copy {tmp}: {exc.strerror}; "
+                          "nothing was written") from None
+    finally:
+        os.close(fd)
+
+
 @command(epilog="""\
 \b
 Examples:
@@ -342,8 +380,9 @@ def edit(
     content writes nothing.  If the file on disk changed while you were
     editing, nothing is written, your edited copy is kept and its path
     printed (exit 4).  An editor that exits non-zero, or removes the file it
-    was given, writes nothing (exit 1); a copy it changed is kept and its
-    path printed.
+    was given or replaces it (with a directory, a symbolic link, a FIFO),
+    writes nothing (exit 1); a copy it changed, or what it put in the
+    copy's place, is kept and its path printed.
     A SIGTERM or SIGHUP to memctl while the editor runs is passed to the
     editor; memctl then writes nothing and keeps a changed copy.
     A missing store or notes/daily directory is created (mode 0700).  With
@@ -393,30 +432,40 @@ def edit(
             raise UsageError(f"cannot run the editor {editor[0]!r}: {exc.strerror or exc}",
                              hint=hint) from None
         except KeyboardInterrupt:
-            with open(tmp, "rb") as fh:
-                if fh.read() != (before or b""):
-                    keep = True
-                    echo(f"memctl: nothing was written; your edited copy is kept at {tmp}",
-                         err=True)
+            try:
+                left = _read_copy(tmp)
+            except MemctlError:
+                left = b""
+            if left is not None and left != (before or b""):
+                keep = True
+                what = ("your edited copy is kept" if isinstance(left, bytes)
+                        else f"the editor left {left}")
+                echo(f"memctl: nothing was written; {what} at {tmp}", err=True)
             raise
+        try:
+            after = _read_copy(tmp)
+        except MemctlError:
+            keep = True     # (what cannot be read is not removed either)
+            raise
+        failed = f"the editor exited with status {status}" if status != 0 else ""
+        if isinstance(after, str):
+            # A directory, a link, a FIFO in its place: nothing is read
+            # through it; what the editor made is left where it is, and said.
+            keep = True
+            raise MemctlError(f"{failed + ' and ' if failed else 'the editor '}replaced the file "
+                              f"it was given with {after}; nothing was written; it is left "
+                              f"at {tmp}")
         if status != 0:
             # (an editor that saved and then failed -- a plugin, a :cq --
             # leaves edits: kept, as a conflict keeps them; before
             # 2026-12-07 the copy was deleted with them)
-            try:
-                with open(tmp, "rb") as fh:
-                    keep = fh.read() != (before or b"")
-            except OSError:
-                keep = False
+            keep = after is not None and after != (before or b"")
             kept = f"; your edited copy is kept at {tmp}" if keep else ""
-            raise MemctlError(f"the editor exited with status {status}; nothing was written{kept}")
-        try:
-            with open(tmp, "rb") as fh:
-                after = fh.read()
-        except FileNotFoundError:
+            raise MemctlError(f"{failed}; nothing was written{kept}")
+        if after is None:
             # (the editor removed or renamed its file: as an editor that
             # failed, exit 1, not 3, which names a missing fact or note)
-            raise MemctlError(f"the editor left no file at {tmp}; nothing was written") from None
+            raise MemctlError(f"the editor left no file at {tmp}; nothing was written")
         if after == (before or b""):
             echo(f"memctl: no changes; {safe(str(path))} left as it was", err=True)
             return

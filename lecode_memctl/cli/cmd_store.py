@@ -116,16 +116,24 @@ def config(json_: JsonOpt = False, fmt: FormatOpt = None) -> None:
     naming the key (exit 2).  --json prints one object (the config dir and
     file, each key as {value, default, source}, and "settings": the rows);
     jsonl, csv and tsv give the setting rows {type, key, value, default,
-    source}.
+    source}.  A key of [memory] that is none of these (max_byte), or a
+    table spelled [Memory], is ignored, with a note on stderr.
     """
+    from lecode_memctl.core.config import MEMORY_KEYS
     from lecode_memctl.core.memory_config import load_memory_config
     from lecode_memctl.core.rowmodel import SCHEMA_VERSION, SETTING
 
-    from .output import check_format, emit_json, render_records
+    from .output import check_format, echo, emit_json, render_records, safe
 
     fmt_name = check_format(fmt, json_flag=json_)
     cfg_dir = STATE.config_dir()
     mc = load_memory_config(cfg_dir.path)
+    for name in mc.unknown:
+        what = (f"table {name} is not [memory] (TOML names are case-sensitive)"
+                if name.startswith("[") else
+                f"key {name} is none of memory.{', memory.'.join(MEMORY_KEYS)}")
+        echo(f"memctl: note: {safe(str(mc.path), keep_newlines=False)}: "
+             f"{safe(what, keep_newlines=False)}; ignored", err=True)
     rows = [SETTING.row(key=f"memory.{s.key}", value=s.value, default=s.default, source=s.source)
             for s in mc.settings]
     if fmt_name == "json":

@@ -33,6 +33,11 @@ class MemoryConfig:
     facts_max_bytes: int = 8192
     settings: tuple[Setting, ...] = field(default=(), compare=False)
     path: Path | None = None
+    # What config.toml holds that looks meant for these settings but is not
+    # one: "memory.<key>" for a key of [memory] memctl does not know
+    # (max_byte), "[<name>]" for a table spelled like memory in another case
+    # ([Memory]).  Both are ignored; ``memctl config`` notes them.
+    unknown: tuple[str, ...] = field(default=(), compare=False)
 
 
 @record(frozen=True)
@@ -62,4 +67,7 @@ def load_memory_config(config_dir: str | os.PathLike[str]) -> MemoryConfig:
         else:
             values[key] = default
             settings.append(Setting(key, default, default, "default"))
-    return MemoryConfig(**values, settings=tuple(settings), path=path if data is not None else None)
+    unknown = [f"[{name}]" for name in (data or {}) if name != "memory" and name.lower() == "memory"]
+    unknown += [f"memory.{key}" for key in section if key not in MEMORY_KEYS]
+    return MemoryConfig(**values, settings=tuple(settings), path=path if data is not None else None,
+                        unknown=tuple(unknown))

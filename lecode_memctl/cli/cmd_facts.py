@@ -713,8 +713,9 @@ def correct(
     The evidence is SESSION START END, or SESSION:START-END as memctl prints
     sources (facts, history).  Captures that range as it is now (purpose
     working: visible messages only) and requires at least one user or
-    assistant message with text in it; tool output alone cannot justify a
-    correction.  The expected REVISION and the exclusion generation are
+    assistant message with text in it, not a synthetic notification (a
+    user message the agent wrote, synthetic: true); tool output alone
+    cannot justify a correction.  The expected REVISION and the exclusion generation are
     checked inside the write transaction: if the fact changed or a forget
     happened meanwhile, nothing is written and the exit status is 4.
     Excluded evidence is refused (4).  A fact is valid only when the

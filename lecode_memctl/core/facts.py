@@ -4009,7 +4009,8 @@ def message_text(content: Any) -> str:
 
 def require_authored_text(records: Iterable[Mapping[str, Any]], ref: SourceRef) -> None:
     """Conflict unless a referenced position is a user or assistant message with
-    text (tool output alone cannot justify a correction)."""
+    text, not a synthetic notification (tool output and notifications alone
+    cannot justify a correction)."""
     wanted = set(ref.seqs)
     for rec in records:
         if not isinstance(rec, Mapping) or rec.get("seq") not in wanted:
@@ -4018,7 +4019,8 @@ def require_authored_text(records: Iterable[Mapping[str, Any]], ref: SourceRef) 
                 and not rec.get("synthetic") and message_text(rec.get("content")).strip():
             return
     raise Conflict(f"evidence {ref.label()} holds no user or assistant text; "
-                   "tool output alone cannot justify a correction")
+                   "tool output alone cannot justify a correction, nor a synthetic "
+                   "notification")
 
 
 _NOT_GIVEN: Any = object()

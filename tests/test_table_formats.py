@@ -162,3 +162,22 @@ def test_an_empty_format_is_a_usage_error(args, store_path, tmp_path, monkeypatc
         assert orjson.loads(r.stdout)["error"]["exit_code"] == 2
     else:
         assert r.stdout == ""
+
+
+@pytest.mark.parametrize("fmt", ["github", "pipe", "mediawiki", "html", "latex"])
+def test_a_markup_table_is_stdout_alone(store_path, fmt):
+    """The lines after a table (its count, the learning status, whose
+    proposals hold a transcript's text) were written on stdout right after a
+    markup table: a Markdown table took them for rows, HTML made them live.
+    They go to stderr now."""
+    r = facts(store_path, fmt)
+    assert r.exit_code == 0, r.stderr
+    assert "facts 1-1 of 1" in r.stderr and "learning:" in r.stderr
+    assert "facts 1-1" not in r.stdout and "learning" not in r.stdout
+    if fmt in ("github", "pipe"):
+        assert all(line.startswith("|") for line in r.stdout.splitlines()), r.stdout
+
+
+def test_a_plain_table_keeps_its_lines_on_stdout(store_path):
+    r = facts(store_path, "plain")
+    assert "facts 1-1 of 1" in r.stdout and "learning:" in r.stdout

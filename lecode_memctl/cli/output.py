@@ -782,7 +782,14 @@ def _write_all(buf: Any, data: bytes) -> None:
 
 
 def echo(text: str = "", *, err: bool = False) -> None:
-    """Print already-safe text (callers escape stored text with :func:`safe`)."""
+    """Print already-safe text (callers escape stored text with :func:`safe`).
+    Once a table in a markup format is on stdout (:data:`MARKUP_FORMATS`),
+    the lines after it go to stderr: stdout holds the table alone, so that
+    no line of the store's text (a learning proposal's, say) follows it
+    unescaped, where a Markdown table would take it for a row and HTML
+    would make it live."""
+    if not err and STATE.markup_table:
+        err = True
     stream = sys.stderr if err else sys.stdout
     try:
         stream.write(text + "\n")
@@ -827,6 +834,12 @@ _WIKI = lazy_compile(r"[|!\[\]{}<>&'~_]")
 def _wiki_ref(m: re.Match[str]) -> str:
     return f"&#{ord(m.group(0))};"
 
+
+#: tabulate's formats that write a markup language, escaped by memctl
+#: (:data:`CELL_ESCAPES`) or by tabulate itself: after such a table, the
+#: lines a command writes around it go to stderr (:func:`echo`)
+MARKUP_FORMATS = frozenset({"github", "pipe", "mediawiki", "html", "latex", "latex_booktabs",
+                            "latex_longtable"})
 
 #: tabulate's markup formats whose cells memctl escapes (:func:`_table_text`)
 CELL_ESCAPES: dict[str, Callable[[str], str]] = {
@@ -1140,6 +1153,8 @@ def _table_text(table_rows: list[list[str]], heads: Sequence[str], fmt: str,
     if title and fmt == "table":
         echo(safe(title))
     echo(text)
+    if fmt in MARKUP_FORMATS:
+        STATE.markup_table = True
 
 
 _C0 = lazy_compile("[\x00-\x1f]")

@@ -19,13 +19,15 @@ class State:
     start-up."""
 
     _FIELDS = ("config_dir_option", "project", "store_option", "slug_option", "no_color",
-               "color_mode", "no_state", "json_errors", "output_started", "quiet")
+               "color_mode", "no_state", "json_errors", "output_started", "quiet",
+               "markup_table")
 
     def __init__(self, config_dir_option: str | None = None, project: str | None = None,
                  store_option: str | None = None, slug_option: str | None = None,
                  no_color: bool = False, color_mode: str = "auto",  # --color auto|always|never
                  no_state: bool = False, json_errors: bool = False,
-                 output_started: bool = False, quiet: bool = False) -> None:
+                 output_started: bool = False, quiet: bool = False,
+                 markup_table: bool = False) -> None:
         self.config_dir_option = config_dir_option
         self.project = project
         self.store_option = store_option
@@ -39,6 +41,9 @@ class State:
         self.output_started = output_started
         # the command's --quiet (validate): its notes on stderr are not written
         self.quiet = quiet
+        # a table in a markup format (github, html, ...) was written on stdout:
+        # the lines after it (counts, learning status) go to stderr
+        self.markup_table = markup_table
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._FIELDS)

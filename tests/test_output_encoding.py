@@ -164,3 +164,28 @@ def test_csv_rows_before_an_error_are_written(monkeypatch):
     with pytest.raises(ValueError, match="boom"):
         output.emit_csv(rows(), ["type", "text"], "csv")
     assert raw.getvalue().decode("utf-8") == WANT["csv"].rsplit("x,", 1)[0]
+
+
+def test_csv_pieces_cut_inside_a_character_are_written_whole(capsysbinary, monkeypatch):
+    """validate --format csv on a terminal reads its held rows back 1 MiB at
+    a time: a piece could end inside a character, and the terminal's stream
+    decodes each piece (exit 70, UnicodeDecodeError, before 2026-12-07)."""
+    from lecode_memctl.cli import output
+
+    monkeypatch.setattr(output, "stdout_is_tty", lambda: True)
+    text = "café 中文 😀\n".encode()
+    pieces = [text[:i] for i in (4,)] + [text[4:8], text[8:9], text[9:16], text[16:]]
+    assert b"".join(pieces) == text
+    output.emit_csv_lines(pieces, ["a"], "csv")
+    assert capsysbinary.readouterr().out == b"a\n" + text
+
+
+def test_utf8_whole_end_at_every_cut():
+    from lecode_memctl.cli.output import _utf8_whole_end
+
+    text = "aé中😀b".encode()
+    for cut in range(len(text) + 1):
+        piece = text[:cut]
+        end = _utf8_whole_end(piece)
+        piece[:end].decode("utf-8")                 # whole characters
+        assert end >= cut - 3 and text[:end].decode("utf-8")[-1:] == piece[:end].decode()[-1:]

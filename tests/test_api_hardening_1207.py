@@ -254,15 +254,28 @@ with open_project(store=d) as p:
     p.remember("we use tabs", p.sessions.source_snapshot("s1", s, s).ref)
 ro = FactStore.open_readonly(d + "/facts.sqlite3")
 print("before", alone(), ro.may_fork())
-_thread.start_new_thread(time.sleep, (0.3,))     # a thread threading does not count
-time.sleep(0.05)
+started, done, ended = _thread.allocate_lock(), _thread.allocate_lock(), _thread.allocate_lock()
+started.acquire(); done.acquire(); ended.acquire()
+
+def beside():                                      # a thread threading does not count
+    started.release()
+    done.acquire()                                 # (runs until the checks are made)
+    ended.release()
+
+_thread.start_new_thread(beside, ())
+started.acquire()
 print("beside", alone(), ro.may_fork(), threading.active_count(), kernel_threads())
 try:
     ro.fork(lambda: 0)
     print("forked")
 except Exception as exc:
     print("refused", type(exc).__name__)
-time.sleep(0.5)                                    # it ended
+done.release()
+ended.acquire()
+for _ in range(200):                               # it ended (the kernel's count follows)
+    if alone():
+        break
+    time.sleep(0.01)
 print("after", alone(), ro.may_fork())
 ro.close()
 """

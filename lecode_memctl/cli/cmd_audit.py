@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # the core is imported inside the commands (start-up time)
 
     from lecode_memctl.core.audit import Finding
     from lecode_memctl.core.held import HeldRows
+    from lecode_memctl.core.layout import Store
 
 VALIDATE_FORMATS = VALIDATE_FORMAT_NAMES
 
@@ -167,7 +168,12 @@ def validate(
         listed_fmt = check_format(None if fmt == "human" else fmt)
         # (--output honoured as for the report: before 2026-12-07 the list
         # went to stdout and no file was written)
-        codes_out = output_file(output, [], command="validate")
+        # (and refused inside the store it names, or with --all-projects
+        # inside <config>/memory/, exit 2, as the report: before 2026-12-07
+        # no store was fenced and the list could be written into one)
+        codes_out = output_file(output, _list_codes_fences(store_dir, all_projects),
+                                command="validate",
+                                config_dir=STATE.config_dir().path if all_projects else None)
         if codes_out is None:
             _list_codes(listed_fmt)
             return
@@ -468,6 +474,24 @@ def _a_directory(path: Path) -> bool:
         return stat.S_ISDIR(os.lstat(path).st_mode)
     except OSError:
         return False
+
+
+def _list_codes_fences(store_dir: str | None, all_projects: bool) -> list["Store"]:
+    """The stores ``validate --list-codes --output FILE`` may not write in:
+    those the same options would audit.  The list itself needs no store, so a
+    store that does not exist (or no project at all) fences only its path,
+    or nothing."""
+    from lecode_memctl.core.errors import MemctlError
+    from lecode_memctl.core.layout import store_at
+
+    if all_projects:
+        return []   # <config>/memory/ is fenced as a whole (config_dir)
+    if store_dir:
+        return [store_at(store_dir)]
+    try:
+        return [STATE.store()]
+    except MemctlError:
+        return []
 
 
 def _list_codes(fmt: str) -> None:

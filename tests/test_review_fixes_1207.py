@@ -1,0 +1,40 @@
+"""Fixes of the review of 2026-12-07's commits (second pass)."""
+
+from __future__ import annotations
+
+import pytest
+
+from . import outkit
+from .conftest import run_cli, tree_hash
+
+
+@pytest.fixture
+def good(config_dir, tmp_path):
+    store, _ids = outkit.build(config_dir, tmp_path / "proj", facts=3)
+    return store
+
+
+@pytest.mark.parametrize("fmt", [(), ("--json",)])
+def test_list_codes_output_is_refused_inside_a_store(config_dir, good, tmp_path, fmt):
+    """validate --list-codes --output FILE wrote FILE inside the store named
+    (and with --all-projects inside <config>/memory/, where the next
+    validate found it as layout.unexpected_file): no store was fenced.  It
+    is refused as the report is, exit 2, and nothing is written."""
+    before = tree_hash(config_dir)
+    r = run_cli("--store", str(good.path), "--no-state", "validate", "--list-codes", *fmt,
+                "--output", str(good.path / "codes.txt"))
+    assert r.exit_code == 2, (r.exit_code, r.stderr)
+    assert "inside the store" in r.stderr
+    r = run_cli("--no-state", "validate", "--all-projects", "--list-codes", *fmt,
+                "--output", str(config_dir / "memory" / "codes.txt"))
+    assert r.exit_code == 2, (r.exit_code, r.stderr)
+    r = run_cli("-C", str(tmp_path / "proj"), "--no-state", "validate", "--list-codes", *fmt,
+                "--output", str(good.path / "codes.txt"))
+    assert r.exit_code == 2, (r.exit_code, r.stderr)
+    assert tree_hash(config_dir) == before
+    # outside every store: written as before
+    target = tmp_path / "codes.txt"
+    r = run_cli("--store", str(good.path), "--no-state", "validate", "--list-codes", *fmt,
+                "--output", str(target))
+    assert r.exit_code == 0, r.stderr
+    assert target.read_text()

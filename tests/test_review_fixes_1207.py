@@ -38,3 +38,35 @@ def test_list_codes_output_is_refused_inside_a_store(config_dir, good, tmp_path,
                 "--output", str(target))
     assert r.exit_code == 0, r.stderr
     assert target.read_text()
+
+
+def test_a_store_removed_after_the_listed_check_is_left_out(config_dir, good, tmp_path,
+                                                            monkeypatch):
+    """A store removed between --all-projects' look at the entry and the
+    audit's own look at it stopped the run with exit 3 and no --output file
+    (the second look's NotFound was not taken for 'gone').  It is left out,
+    as a store gone before its audit began."""
+    import shutil
+
+    from lecode_memctl.core import layout
+
+    from .test_validate_listed_1207 import _prom, _small_store
+
+    bad = config_dir / "memory" / "bad-0123456789ab"
+    _small_store(bad)
+    real = layout.Store.require
+    calls: dict = {}
+
+    def require(self):  # noqa: ANN001, ANN202
+        n = calls[self.path] = calls.get(self.path, 0) + 1
+        out = real(self)
+        if self.path.name.startswith("bad-") and n == 1:
+            shutil.rmtree(self.path)   # removed right after the listed check
+        return out
+
+    monkeypatch.setattr(layout.Store, "require", require)
+    target = tmp_path / "m.prom"
+    r = run_cli("--no-state", "validate", "--all-projects", "--no-progress", "--format",
+                "prometheus", "--output", str(target))
+    assert r.exit_code == 0, (r.exit_code, r.stderr)
+    assert _prom(target) == {good.slug: 1}

@@ -70,3 +70,19 @@ def test_a_store_removed_after_the_listed_check_is_left_out(config_dir, good, tm
                 "prometheus", "--output", str(target))
     assert r.exit_code == 0, (r.exit_code, r.stderr)
     assert _prom(target) == {good.slug: 1}
+
+
+@pytest.mark.parametrize("toml,said,not_said", [
+    ("Memory = 5\n", "key Memory ", "table"),
+    ('Memory = "x"\n', "key Memory ", "table"),
+    ("[Memory]\nmax_bytes = 1\n", "table [Memory] is not [memory]", "key"),
+])
+def test_a_top_level_value_spelled_like_memory_is_called_a_key(config_dir, toml, said, not_said):
+    """'Memory = 5' at the top of config.toml was noted as "table [Memory]
+    is not [memory]": it is no table; it is noted as key Memory."""
+    config_dir.mkdir(parents=True, exist_ok=True)
+    (config_dir / "config.toml").write_text(toml)
+    r = run_cli("config")
+    assert r.exit_code == 0, r.stderr
+    (note,) = r.stderr.splitlines()
+    assert said in note and not_said not in note and note.endswith("; ignored"), note

@@ -36,7 +36,8 @@ class MemoryConfig:
     # What config.toml holds that looks meant for these settings but is not
     # one: "memory.<key>" for a key of [memory] memctl does not know
     # (max_byte), "[<name>]" for a table spelled like memory in another case
-    # ([Memory]).  Both are ignored; ``memctl config`` notes them.
+    # ([Memory]), "<name>" for a top-level value so spelled (Memory = 5).  All
+    # are ignored; ``memctl config`` notes them.
     unknown: tuple[str, ...] = field(default=(), compare=False)
 
 
@@ -67,7 +68,11 @@ def load_memory_config(config_dir: str | os.PathLike[str]) -> MemoryConfig:
         else:
             values[key] = default
             settings.append(Setting(key, default, default, "default"))
-    unknown = [f"[{name}]" for name in (data or {}) if name != "memory" and name.lower() == "memory"]
+    # (a value that is no table, "Memory = 5", is a key, named without the
+    # brackets: before 2026-12-07 it too was called "table [Memory]")
+    unknown = [f"[{name}]" if isinstance(value, dict) else name
+               for name, value in (data or {}).items()
+               if name != "memory" and name.lower() == "memory"]
     unknown += [f"memory.{key}" for key in section if key not in MEMORY_KEYS]
     return MemoryConfig(**values, settings=tuple(settings), path=path if data is not None else None,
                         unknown=tuple(unknown))

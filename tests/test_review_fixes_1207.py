@@ -86,3 +86,44 @@ def test_a_top_level_value_spelled_like_memory_is_called_a_key(config_dir, toml,
     assert r.exit_code == 0, r.stderr
     (note,) = r.stderr.splitlines()
     assert said in note and not_said not in note and note.endswith("; ignored"), note
+
+
+def test_a_blank_file_is_not_read_on_past_the_bound(tmp_path, monkeypatch):
+    """context read a MEMORY.md blank to its end wholly, on every build (a
+    500 MB file of newlines: 0.55 s a build).  Past the head it looks on at
+    most markdown.LOOK_ON_AT_MOST bytes; a file blank that far that goes on
+    is taken as going on: a part, cut with its marker, its omitted bytes
+    counted from the file's size."""
+    import os
+
+    from lecode_memctl.core import markdown
+    from lecode_memctl.core.context import READ_WHOLE
+
+    from .test_context_1207 import _marker_n, _section
+
+    assert markdown.LOOK_ON_AT_MOST == 8 << 20
+    read = []
+    real_read = os.read
+
+    def counted(fd, n):  # noqa: ANN001, ANN202
+        data = real_read(fd, n)
+        read.append(len(data))
+        return data
+
+    size = READ_WHOLE + markdown.LOOK_ON_AT_MOST + (3 << 20)
+    data = b"\n" * size
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "MEMORY.md").write_bytes(data)
+    monkeypatch.setattr(markdown.os, "read", counted)
+    sec = _section(tmp_path, None, b"- [ ] task\n")
+    monkeypatch.undo()
+    assert sum(read) <= READ_WHOLE + markdown.LOOK_ON_AT_MOST + 1 + 64, sum(read)
+    (part, _scratch) = sec.parts
+    assert part.name == "MEMORY.md" and part.truncated and part.source_bytes == size
+    assert part.omitted_bytes == _marker_n(sec.text)
+    assert sec.text.endswith("- [ ] task\n") and sec.bytes <= sec.max_bytes
+    # within the bound, a file blank to its end is still no part
+    (store / "MEMORY.md").write_bytes(b"\n" * (READ_WHOLE + markdown.LOOK_ON_AT_MOST))
+    sec = _section(tmp_path, None, b"- [ ] task\n")
+    assert [p.name for p in sec.parts] == ["scratchpad.md"]

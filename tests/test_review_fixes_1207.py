@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from . import outkit
@@ -127,3 +129,50 @@ def test_a_blank_file_is_not_read_on_past_the_bound(tmp_path, monkeypatch):
     (store / "MEMORY.md").write_bytes(b"\n" * (READ_WHOLE + markdown.LOOK_ON_AT_MOST))
     sec = _section(tmp_path, None, b"- [ ] task\n")
     assert [p.name for p in sec.parts] == ["scratchpad.md"]
+
+
+def test_no_owner_when_proc_is_not_this_processs(monkeypatch):
+    """In a pid namespace whose /proc is another's (unshare -p without
+    --mount-proc) /proc/<getpid()> is an unrelated process: its start time
+    named the private directory, and when that process exited the next
+    reader removed a live reader's copy.  The owner is known only when
+    /proc/self is this process (its pid field and link are os.getpid());
+    otherwise None: the directory is named without it, and nothing swept."""
+    import os
+
+    from lecode_memctl.core import snapshot
+
+    if snapshot._owner() is None:
+        pytest.skip("no /proc here")
+    # getpid() as a namespace's would say it: the pid of another live process
+    other = os.getppid()
+    monkeypatch.setattr(snapshot, "_owners", {})
+    monkeypatch.setattr(snapshot.os, "getpid", lambda: other)
+    assert snapshot._owner() is None
+    swept = []
+    monkeypatch.setattr(snapshot.os, "scandir", lambda p: swept.append(p))
+    snapshot._sweep("/nonexistent-dir-for-the-test")
+    assert swept == []
+
+
+def test_no_owner_in_an_unshared_pid_namespace_without_its_proc(tmp_path):
+    """The same, in a real pid namespace (skipped where unshare -Urpf is
+    not allowed); with its own /proc mounted the owner is known."""
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare")
+    code = ("from lecode_memctl.core import snapshot; import os; "
+            "print(snapshot._owner() is None, os.getpid())")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    runs = {}
+    for mount in ([], ["--mount-proc"]):
+        r = subprocess.run(["unshare", "-Urpf", *mount, sys.executable, "-c", code],
+                           capture_output=True, text=True, env=env, timeout=60)
+        if r.returncode != 0:
+            pytest.skip(f"unshare -Urpf not allowed here: {r.stderr.strip()}")
+        runs[bool(mount)] = r.stdout.split()
+    assert runs[False][0] == "True", runs
+    assert runs[True] == ["False", "1"], runs

@@ -278,7 +278,10 @@ def _pause_before_retry(path: Path, attempt: int, waited: float, timeout: float)
 # and only those: one whose process is alive, one of another boot, host or
 # pid namespace (a $TMPDIR shared with a container or over NFS), one named
 # otherwise (an older memctl's), another user's, or anything but a
-# directory (a symbolic link is never followed) is left as it is.
+# directory (a symbolic link is never followed) is left as it is.  A process
+# whose /proc is not of its own pid namespace (/proc/self is not os.getpid())
+# names its directory without an owner and sweeps nothing: /proc/<pid> there
+# is another process.
 
 _PREFIX = "memctl-facts-"
 _OWNED = re.compile(r"memctl-facts-([0-9a-f]{8})\.([0-9]+)\.([0-9]+)-[0-9a-f]+\Z")
@@ -299,17 +302,33 @@ def _proc_stat(pid: int) -> tuple[str, int] | None:
     return rest[0].decode("ascii", "replace"), int(rest[19])
 
 
+def _proc_is_ours(pid: int) -> bool:
+    """Whether /proc is of this process's pid namespace: /proc/self links to
+    ``pid`` (``os.getpid()``) and its stat's pid field is ``pid``.  OSError
+    when it cannot be told."""
+    if os.readlink("/proc/self") != str(pid):
+        return False
+    with open("/proc/self/stat", "rb") as f:
+        data = f.read()
+    return data.split(b" ", 1)[0] == str(pid).encode()
+
+
 def _owner() -> str | None:
     """This process as its private directories' names say it:
-    ``<ns>.<pid>.<start>``; None where /proc cannot tell (the directory is
-    then named without it, and never swept)."""
+    ``<ns>.<pid>.<start>``; None where /proc cannot tell, or does not
+    describe this process (a pid namespace seeing another's /proc: the
+    directory is then named without it, and never swept)."""
     pid = os.getpid()           # (a forked child is its own owner)
     if pid not in _owners:
         try:
             with open("/proc/sys/kernel/random/boot_id", "rb") as f:
                 boot = f.read().strip()
             ns = os.readlink("/proc/self/ns/pid").encode()
-            found = _proc_stat(pid)
+            # only a /proc that describes this process: in a pid namespace
+            # whose /proc is another's (unshare -p without --mount-proc)
+            # /proc/<getpid()> is an unrelated process, whose exit made a
+            # live reader's copy look gone (swept) before 2026-12-07
+            found = _proc_stat(pid) if _proc_is_ours(pid) else None
         except (OSError, ValueError, IndexError):
             found = None
         _owners[pid] = None if found is None else \

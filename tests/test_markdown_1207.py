@@ -28,9 +28,12 @@ def editor_env(tmp_path: Path, monkeypatch, body: str) -> None:
 def test_a_name_whose_backup_would_not_fit_is_refused(name):
     """'日' * 84: notes/<name>.md is 255 bytes, accepted and created, but
     the next write's <name>.md.bak is 259: "File name too long", exit 7,
-    forever."""
+    forever.  (The writing rule; reading keeps '<name>.md' <= 255 bytes.)"""
     with pytest.raises(UsageError) as exc:
-        markdown.check_note_name(name)
+        markdown.check_note_name(name, writing=True)
+    assert ".md.bak" in str(exc.value)
+    with pytest.raises(UsageError) as exc:
+        markdown.note_target(name)
     assert ".md.bak" in str(exc.value)
 
 
@@ -56,8 +59,9 @@ def test_edit_the_longest_note_twice(tmp_path, monkeypatch):
 
 
 def test_an_existing_file_with_a_longer_name_is_listed(tmp_path):
-    """A file made before (or by another tool) whose name the rule now
-    refuses is still listed, under its name, which commands refuse (exit 2)."""
+    """A file made before (or by another tool) whose name the writing rule
+    refuses (252 bytes) is listed and read ('notes NAME': reading makes no
+    .bak), but not written: 'edit note NAME' is exit 2."""
     store = tmp_path / "s"
     (store / "notes").mkdir(parents=True)
     name = "日" * 84
@@ -67,6 +71,8 @@ def test_an_existing_file_with_a_longer_name_is_listed(tmp_path):
     assert name in r.stdout
     before = tree_hash(store)
     r = run_cli("--store", str(store), "notes", name)
+    assert r.exit_code == 0 and r.stdout == "kept\n", r.stderr
+    r = run_cli("--store", str(store), "edit", "note", name, env={"EDITOR": "true"})
     assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.stderr
     assert tree_hash(store) == before
 

@@ -176,3 +176,79 @@ def test_no_owner_in_an_unshared_pid_namespace_without_its_proc(tmp_path):
         runs[bool(mount)] = r.stdout.split()
     assert runs[False][0] == "True", runs
     assert runs[True] == ["False", "1"], runs
+
+
+# ---------------------------------------------------------------- note names: 248 bytes to write, 252 to read
+
+LONG = "中" * 83            # 249 bytes: <name>.md fits 255, <name>.md.bak does not
+
+
+def _long_note_store(tmp_path):
+    from lecode_memctl.core import open_project
+
+    store = tmp_path / "s"
+    with open_project(store=store) as p:   # a store with its layout
+        p.sessions  # noqa: B018
+    (store / "notes").mkdir(parents=True, exist_ok=True)
+    (store / "notes" / f"{LONG}.md").write_text("kept\n")
+    return store
+
+
+def test_an_existing_note_of_249_bytes_is_read(tmp_path):
+    """A note whose name is 249..252 bytes (made before the 248-byte rule,
+    or by another tool) was listed but 'notes NAME' refused it, exit 2:
+    reading makes no .bak.  It is read; writing it is refused, exit 2,
+    naming the backup, and nothing is written."""
+    store = _long_note_store(tmp_path)
+    r = run_cli("--store", str(store), "notes", LONG)
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == "kept\n"
+    from lecode_memctl.core import markdown
+
+    assert markdown.read_note(store_at_path(store), LONG).text == "kept\n"
+    before = tree_hash(store)
+    r = run_cli("--store", str(store), "edit", "note", LONG, env={"EDITOR": "true"})
+    assert r.exit_code == 2 and ".md.bak" in r.stderr, r.stderr
+    with pytest.raises(Exception) as exc:
+        markdown.write(store_at_path(store), markdown.note_target(LONG, reading=True), "x\n")
+    assert ".md.bak" in str(exc.value)
+    assert tree_hash(store) == before
+    # 252 bytes ('日' * 84) is still readable; 253 never ('<name>.md' > 255)
+    from lecode_memctl.core.errors import UsageError
+
+    assert markdown.check_note_name("日" * 84) == "日" * 84
+    with pytest.raises(UsageError):
+        markdown.check_note_name("日" * 84 + "a")
+    with pytest.raises(UsageError):
+        markdown.check_note_name(LONG, writing=True)
+    with pytest.raises(UsageError):
+        markdown.note_target(LONG)    # (the writing rule unless told)
+
+
+def store_at_path(path):
+    from lecode_memctl.core.layout import store_at
+
+    return store_at(path)
+
+
+def test_an_existing_note_of_249_bytes_is_in_the_layout_exported_and_migrated(tmp_path,
+                                                                              config_dir):
+    """validate reported it as layout.unexpected_file, export left it out
+    (not_in_layout) and migrate-legacy skipped it ('not a valid note
+    name'): its content dropped out of bundles and migrations.  It is a
+    note for all of them; migration copies it (no .bak: it never
+    overwrites)."""
+    import tarfile
+
+    from lecode_memctl.core import migrate
+
+    store = _long_note_store(tmp_path)
+    r = run_cli("--store", str(store), "--no-state", "validate", "--json")
+    assert "layout.unexpected_file" not in r.stdout, r.stdout
+    out = tmp_path / "b.tar"
+    r = run_cli("--store", str(store), "export", "--output", str(out))
+    assert r.exit_code == 0, r.stderr
+    with tarfile.open(out) as tf:
+        assert any(m.name.endswith(f"notes/{LONG}.md") for m in tf.getmembers())
+    kind, _reason, detail = migrate._classify_name(f"notes/{LONG}.md", ["notes", f"{LONG}.md"])
+    assert kind == "markdown", detail

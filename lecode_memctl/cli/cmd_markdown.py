@@ -176,7 +176,7 @@ def notes(
     if name is not None:
         from lecode_memctl.core import markdown  # not for the listing
 
-        target = markdown.note_target(name)
+        target = markdown.note_target(name, reading=True)   # (no .bak: up to 252 bytes)
         if fmt not in (None, "json"):
             raise UsageError("--format applies to the listing; use --json to print one note as JSON")
         for option, value in (("--sort", sort), ("--offset", offset), ("--limit", limit)):

@@ -112,8 +112,12 @@ def log_target(date: str | None = None) -> Target:
     return Target(LOG, (DAILY_DIR, d + MD_SUFFIX), f"daily log {d}")
 
 
-def note_target(name: str) -> Target:
-    n = check_note_name(name)
+def note_target(name: str, *, reading: bool = False) -> Target:
+    """The note ``name``; with ``reading`` by the reading rule (``<name>.md``
+    at most 255 bytes), else by the writing rule (248 bytes: room for the
+    ``.bak``; :func:`check_note_name`).  :func:`write` checks a note's name
+    by the writing rule in any case."""
+    n = check_note_name(name, writing=not reading)
     return Target(NOTE, (NOTES_DIR, n + MD_SUFFIX), f"note {n!r}")
 
 
@@ -499,7 +503,7 @@ def read_log(store: Store, date: str | None = None) -> MarkdownFile:
 
 
 def read_note(store: Store, name: str) -> MarkdownFile:
-    return read(store, note_target(name))
+    return read(store, note_target(name, reading=True))
 
 
 # ---------------------------------------------------------------- listing
@@ -523,7 +527,16 @@ def markdown_files(store: Store) -> list[Target]:
 # ---------------------------------------------------------------- writing
 
 def _check_write_dirs(store: Store, target: Target) -> None:
-    """Refuse to write through a symlinked store directory or subdirectory."""
+    """Refuse to write through a symlinked store directory or subdirectory,
+    and a note whose name leaves no room for its ``.bak`` (a target made by
+    the reading rule: :func:`note_target`), exit 2."""
+    if target.kind == NOTE:
+        stem = target.rel[-1][:-len(MD_SUFFIX)]
+        if len(stem.encode("utf-8", "surrogateescape")) > NOTE_NAME_MAX_BYTES:
+            raise UsageError(f"invalid note name {_show(stem)}: longer than "
+                             f"{NOTE_NAME_MAX_BYTES} bytes of UTF-8 (its backup '<name>.md.bak' "
+                             f"must fit {FILE_NAME_MAX_BYTES} bytes); it can be read, not "
+                             "written: rename it to a shorter name to write it")
     p = store.path
     for part in (None, *target.rel[:-1]):
         if part is not None:

@@ -44,7 +44,7 @@ def _show(value: str, limit: int = 60) -> str:
     return shown if len(shown) <= limit else shown[:limit - 3] + "..."
 
 
-def check_note_name(name: object) -> str:
+def check_note_name(name: object, *, writing: bool = False) -> str:
     """The canonical note name, or ``UsageError``.  Syntax only, no filesystem call.
 
     A trailing ``.md`` is accepted and stripped once (``todo.md`` names the
@@ -52,9 +52,16 @@ def check_note_name(name: object) -> str:
     has no ``/`` or ``\\``, no ``..``, no leading ``.``, no leading or
     trailing whitespace, no control or format characters (C0, DEL, C1, bidi
     controls, zero-width characters), does not itself end in ``.md``, and
-    ``<name>.md.bak`` (its backup) fits 255 bytes of UTF-8: the name is at
-    most :data:`NOTE_NAME_MAX_BYTES` (248) bytes.  Letters of any script, digits,
-    spaces and punctuation are allowed.
+    ``<name>.md`` fits 255 bytes of UTF-8 (the name at most 252 bytes): the
+    reading rule, for a note read, listed, audited, exported or migrated
+    (migration copies without a ``.bak`` and never overwrites).  With
+    ``writing`` (``edit note``, :func:`markdown.write` of a note) its backup
+    ``<name>.md.bak`` must fit too: the name is at most
+    :data:`NOTE_NAME_MAX_BYTES` (248) bytes.  (For a while on 2026-12-07
+    the 248-byte rule applied to reading as well: a note of 249..252 bytes
+    dropped out of validate's layout, export and migrate-legacy, and 'notes
+    NAME' refused it.)  Letters of any script, digits, spaces and
+    punctuation are allowed.
     """
     if not isinstance(name, str):
         raise UsageError(f"invalid note name {_show(str(name))}: not a string")
@@ -90,7 +97,9 @@ def check_note_name(name: object) -> str:
             raise bad(f"contains the control or format character U+{ord(ch):04X}")
     if name.endswith(MD_SUFFIX):
         raise bad("ends in '.md' even after removing one '.md' suffix")
-    if len(name.encode("utf-8")) > NOTE_NAME_MAX_BYTES:
+    if len((name + MD_SUFFIX).encode("utf-8")) > FILE_NAME_MAX_BYTES:
+        raise bad(f"'<name>.md' would be longer than {FILE_NAME_MAX_BYTES} bytes")
+    if writing and len(name.encode("utf-8")) > NOTE_NAME_MAX_BYTES:
         raise bad(f"longer than {NOTE_NAME_MAX_BYTES} bytes of UTF-8 (its backup "
                   f"'<name>.md.bak' must fit {FILE_NAME_MAX_BYTES} bytes)")
     return name
@@ -109,7 +118,8 @@ def listed_note_name(file_name: str) -> str:
 
 def is_note_file(name: str) -> bool:
     """Whether a ``notes/`` entry is ``<note name>.md`` with a name ``memctl
-    note`` would accept (the audit's layout check, the bundle's export)."""
+    note`` would read (the audit's layout check, the bundle's export: the
+    reading rule, ``<name>.md`` at most 255 bytes)."""
     if not name.endswith(".md"):
         return False
     try:

@@ -181,3 +181,12 @@ def test_a_markup_table_is_stdout_alone(store_path, fmt):
 def test_a_plain_table_keeps_its_lines_on_stdout(store_path):
     r = facts(store_path, "plain")
     assert "facts 1-1 of 1" in r.stdout and "learning:" in r.stdout
+
+
+@pytest.mark.parametrize("fmt", ["github", "html"])
+def test_usage_in_a_markup_format_writes_its_lines_for_people_on_stderr(store_path, fmt):
+    """usage wrote '<project>: N session(s) counted' (a store's name, which
+    can be '<img onerror=...>') on stdout before the table."""
+    r = run_cli("--store", store_path, "usage", "--format", fmt)
+    assert r.exit_code == 0, r.stderr
+    assert "session(s) counted" in r.stderr and "session(s)" not in r.stdout

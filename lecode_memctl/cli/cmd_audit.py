@@ -584,7 +584,15 @@ def usage(
     from lecode_memctl.core.rowmodel import SCHEMA_VERSION, USAGE, parse_when, utc_time
     from lecode_memctl.core.usage import usage_report
 
-    from .output import check_format, echo, emit_json, render_records, render_rows, safe
+    from .output import (
+        MARKUP_FORMATS,
+        check_format,
+        echo,
+        emit_json,
+        render_records,
+        render_rows,
+        safe,
+    )
 
     fmt_name = check_format(fmt, json_flag=json_)
     t_since = parse_when(since, option="--since") if since is not None else None
@@ -621,10 +629,14 @@ def usage(
             "unknown usage": unknown, "unknown cost": p["unknown_cost_calls"]})
     window = "".join([f", since {utc_time(t_since)}" if t_since else "",
                       f", until {utc_time(t_until)}" if t_until else ""])
+    # (with a markup format stdout holds the table alone: the lines for
+    # people go to stderr, those before it as those after it)
+    aside = fmt_name in MARKUP_FORMATS
     echo(f"{safe(rep.project)}: {rep.sessions_counted} session(s) counted{window}"
-         + (f"; refused: {', '.join(safe(s) for s in rep.refused)}" if rep.refused else ""))
+         + (f"; refused: {', '.join(safe(s) for s in rep.refused)}" if rep.refused else ""),
+         err=aside)
     if not purposes:
-        echo("no compact or memory_usage events")
+        echo("no compact or memory_usage events", err=aside)
         return
     render_rows(rows, ["purpose", "calls", "input tokens", "output tokens", "cost",
                        "unknown usage", "unknown cost"], fmt_name)

@@ -40,7 +40,7 @@ def where(
     headers, directory, unreadable) and slug_detail.
     """
     from lecode_memctl.core.identity import resolve_project
-    from lecode_memctl.core.inventory import inventory
+    from lecode_memctl.core.inventory import inventory, store_state
     from lecode_memctl.core.layout import Store, memory_root
     from lecode_memctl.core.rowmodel import doc_head
 
@@ -56,7 +56,10 @@ def where(
                                 else STATE.project_dir())
         store = Store(memory_root(cfg.path) / ident.slug, ident.slug, ident, "project",
                       "the project root")
-    items = inventory(store)
+    exists, unusable = store_state(store)
+    # (nothing below a store directory that is none is read: a link's target
+    # is not the store)
+    items = inventory(store) if exists and unusable is None else []
     doc = {
         **doc_head("where"),
         "cwd": str(ident.cwd) if ident else None,
@@ -70,7 +73,8 @@ def where(
         "config_dir": str(cfg.path),
         "config_dir_source": cfg.source,
         "store": str(store.path),
-        "store_exists": store.exists(),
+        "store_exists": exists,
+        "store_error": unusable,
         "items": [{"name": i.name, "kind": i.kind, "exists": i.exists, "size": i.size,
                    "count": i.count, "error": i.error} for i in items],
     }
@@ -88,8 +92,10 @@ def where(
         echo(f"slug:          {safe(store.slug)}"
              + ("" if ident else f"  (from {safe(store.slug_detail, keep_newlines=False)})"))
     echo(f"config dir:    {safe(str(cfg.path))} (from {cfg.source})")
-    echo(f"store:         {safe(str(store.path))}" + ("" if store.exists() else "  (does not exist yet)"))
-    if store.exists():
+    echo(f"store:         {safe(str(store.path))}"
+         + ("  (does not exist yet)" if not exists
+            else f"  ({safe(unusable, keep_newlines=False)})" if unusable is not None else ""))
+    if exists:
         for i in items:
             if not i.exists:
                 echo(f"  {i.name:<15} -")

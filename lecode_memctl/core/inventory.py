@@ -122,6 +122,25 @@ def _dir_summary(path: Path, suffix: str = "") -> LayoutItem:
     return LayoutItem(name, "dir", True, size, count)
 
 
+def store_state(store: Store) -> tuple[bool, str | None]:
+    """(whether something is at the store's path, why it cannot be read as
+    the store directory or None), from its ``lstat`` alone: a symbolic link
+    (never followed: every command refuses it), a file in the directory's
+    place, or a path that cannot be looked up.  (Before 2026-12-07 ``where``
+    read a link's target as the store, and called a file in its place
+    "does not exist yet".)"""
+    try:
+        st = os.lstat(store.path)
+    except OSError as exc:
+        if _absent(exc):
+            return False, None
+        return True, f"cannot stat: {exc.strerror or exc}"
+    why = _not_what(st.st_mode, "dir")
+    if why == "symbolic link":
+        why = "symbolic link: never followed, every command refuses it"
+    return True, why
+
+
 def inventory(store: Store) -> list[LayoutItem]:
     """Which layout items exist, with sizes.  Reads metadata only.  An item
     that is there but not what it should be (a directory or FIFO for a file,

@@ -573,12 +573,15 @@ class _Prefixes:
         return i < len(self._sorted) and self._sorted[i].startswith(value)
 
     def begins_with_one(self, value: str) -> bool:
+        return next(self.ones_it_begins_with(value), None) is not None
+
+    def ones_it_begins_with(self, value: str) -> Iterator[str]:
+        """Each of the values ``value`` begins with, shortest first."""
         for n in self._lengths:
             if n > len(value):
-                return False
+                return
             if value[:n] in self._set:
-                return True
-        return False
+                yield value[:n]
 
 
 def _windows(line: str) -> Iterator[tuple[int, str]]:
@@ -794,6 +797,8 @@ class Scanner:
         self.allowlist = allowlist
         self.report = SecretsReport(store.slug, os.fspath(store.path))
         self._seen: set[tuple[Any, ...]] = set()
+        #: live fact value -> text + created of each revision holding it
+        self._fact_runs: dict[str, set[str]] = {}
 
     def run(self, jobs: int = 1) -> SecretsReport:
         """Scan; ``jobs`` > 1 scans transcripts and files in that many worker
@@ -924,6 +929,10 @@ class Scanner:
         return _text_hits(self.detector, text, filename)
 
     def _facts(self) -> set[str]:
+        """Scan every revision's text: the values found; and in
+        :attr:`_fact_runs` each value -> the texts of the revisions it was
+        found in, each followed by its ``created`` (the bytes a revision's
+        record holds from its text on: see :meth:`_database`)."""
         from .facts import BUSY_TIMEOUT, FactStore
 
         values: set[str] = set()
@@ -940,6 +949,7 @@ class Scanner:
                 for rev in revs:
                     for value, det, _ln in self._text(rev.text, "fact.txt"):
                         values.add(value)
+                        self._fact_runs.setdefault(value, set()).add(rev.text + rev.created)
                         self._add(value, det, KIND_FACT, FACTS_DB, fact_id=fact.fact_id,
                                   revision=rev.revision)
         except MemctlError as exc:
@@ -953,13 +963,16 @@ class Scanner:
     def _database(self, rel: str, path: str, live: set[str]) -> bool:
         """Printable strings of the raw pages (a value already reported in a
         live fact text is not reported again: it is the same text; so is a
-        value that begins with one, a pattern with an open-ended tail, a
-        Slack token's, having gone on into the next column's bytes, the
-        fact's ``created`` timestamp: before 2026-12-07 it was reported a
-        second time, with another hash, which allowlisting the fact's did
-        not silence).  Whether the file was cut short while it was read (a
-        ``-wal`` checkpointed with TRUNCATE: what it held is in the
-        database now)."""
+        value that begins with one of them and is part of the text of a
+        revision it was found in followed by that revision's ``created``:
+        a pattern with an open-ended tail, a Slack token's, having gone on
+        from the text into the next column's bytes of the record, the
+        ``created`` timestamp -- before 2026-12-07 it was reported a second
+        time, with another hash, which allowlisting the fact's did not
+        silence; a different token that merely begins with a live value is
+        reported).  ``live``: :meth:`_facts`' values.  Whether the file was cut
+        short while it was read (a ``-wal`` checkpointed with TRUNCATE:
+        what it held is in the database now)."""
         fd = open_nofollow(path)
         try:
             size = os.fstat(fd).st_size
@@ -979,7 +992,8 @@ class Scanner:
                 for hit in self.detector.scan(text, "database.txt", whole_tokens=False):
                     value = text[hit.start:hit.end]
                     if value in seen or prefixes.any_starts_with(value) \
-                            or prefixes.begins_with_one(value):
+                            or any(value in run for one in prefixes.ones_it_begins_with(value)
+                                   for run in self._fact_runs.get(one, ())):
                         continue
                     seen.add(value)
                     if hit.start < at:

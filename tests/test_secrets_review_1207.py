@@ -63,3 +63,64 @@ def test_a_longer_token_in_a_free_page_beginning_with_a_live_fact_value_is_repor
     assert code == 1
     assert [(f["kind"], f["length"]) for f in found] == [("database", 56)], found
     assert all(OTHER not in orjson.dumps(f).decode() for f in found)
+
+
+# -- 2. the check after the clean does not count the database's own schema
+
+def _transcript_fact_store(base: Path, *texts: str) -> Path:
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.sessions import SessionStore
+
+    store = store_at(base / "memory" / "proj-0123456789ab")
+    store.path.mkdir(parents=True, exist_ok=True)
+    ss = SessionStore(store)
+    with ss.create("s1") as w:
+        for t in texts:
+            w.append_message("user", t)
+    fs = FactStore(store.facts_db)
+    for i, t in enumerate(texts, 1):
+        fs.add(t, ref=ss.source_snapshot("s1", i, i).ref)
+    fs.close()
+    return Path(store.path)
+
+
+def test_a_value_that_is_a_table_name_is_redacted_not_kept(tmp_path):
+    store = _transcript_fact_store(tmp_path, "db at https://admin:facts@db.example.com/x")
+    dry = run_cli("--store", str(store), "--no-state", "redact", "--dry-run")
+    assert dry.exit_code == 0 and "would redact 1 value" in dry.stdout, dry.stdout
+    r = run_cli("--store", str(store), "--no-state", "redact", "--yes", "--json")
+    assert r.exit_code == 0, (r.stdout, r.stderr)
+    assert "cannot erase" not in r.stderr and "Traceback" not in r.stderr
+    doc = orjson.loads(r.stdout_bytes)
+    assert doc["result"]["kept"] == []
+    # the schema still says "facts"; no row does
+    assert b"CREATE TABLE facts" in (store / "facts.sqlite3").read_bytes()
+
+
+def test_a_value_left_in_a_live_row_of_another_table_is_still_kept(tmp_path):
+    store = _transcript_fact_store(tmp_path, "db at https://admin:facts@db.example.com/x")
+    db = sqlite3.connect(store / "facts.sqlite3")
+    db.execute("CREATE TABLE notes_of_mine (t TEXT)")
+    db.execute("INSERT INTO notes_of_mine VALUES ('xx facts xx')")
+    db.commit()
+    db.close()
+    r = run_cli("--store", str(store), "--no-state", "redact", "--yes", "--json")
+    assert r.exit_code == 1, (r.stdout, r.stderr)
+    (kept,) = orjson.loads(r.stdout_bytes)["result"]["kept"]
+    assert kept["reasons"] == ["database"]
+    assert "cannot erase 1 value" in r.stderr
+
+
+def test_a_value_in_a_schema_memctl_did_not_write_is_kept(tmp_path):
+    key = "AKIAZ7QWERTYUI0P1ASE"
+    store = _transcript_fact_store(tmp_path, f"key {key}")
+    db = sqlite3.connect(store / "facts.sqlite3")
+    db.execute(f'CREATE TABLE "t_{key}" (x)')
+    db.commit()
+    db.close()
+    r = run_cli("--store", str(store), "--no-state", "redact", "--yes", "--json")
+    assert r.exit_code == 1, (r.stdout, r.stderr)
+    (kept,) = orjson.loads(r.stdout_bytes)["result"]["kept"]
+    assert kept["reasons"] == ["database"]
+    assert key not in r.stdout + r.stderr

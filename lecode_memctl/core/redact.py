@@ -748,9 +748,96 @@ def _live_session_ids(fs: Any) -> list[str]:
 
 
 def _left_in_database(store: Store, values: Iterable[str]) -> list[str]:
+    """The ``values`` the clean left in the database: whose bytes (in either
+    form :func:`_forms` writes) the database's files still hold and that
+    SQLite reads there (:func:`_in_live_rows`): after the clean (VACUUM, the
+    ``-wal`` truncated) the files hold the live rows and the schema, and a
+    value only the schema memctl writes holds (the password ``facts``, a
+    table's name; before 2026-12-07 it was "cannot erase", exit 1) is the
+    database's structure, no copy of the credential."""
+    left = _in_files(store, list(values))
+    return _in_live_rows(store, left) if left else left
+
+
+def _schema_row(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    kind, name, table, sql = row
+    return kind, name, table, None if sql is None else " ".join(sql.split())
+
+
+def _own_schema() -> set[tuple[Any, ...]]:
+    """The rows of ``sqlite_master`` (type, name, table, SQL with its white
+    space made single spaces) of a database memctl creates."""
+    from .facts import _migrate
+
+    db = sqlite3.connect(":memory:")
+    try:
+        _migrate(db, Path(":memory:"))
+        return {_schema_row(r) for r in
+                db.execute("SELECT type, name, tbl_name, sql FROM sqlite_master")}
+    finally:
+        db.close()
+
+
+def _in_live_rows(store: Store, values: list[str]) -> list[str]:
+    """The ``values`` (either form) SQLite reads in the database: in a column
+    of a row of any table, or in a row of ``sqlite_master`` (type, name,
+    table, SQL) that is not one memctl's own schema has.  A database SQLite
+    cannot read so, or one of whose files is no regular file: every one of
+    ``values`` (what its bytes hold stands)."""
+    forms = [(v, _forms(v)) for v in values]
+    found: list[str] = []
+
+    def look(cell: Any) -> None:
+        if isinstance(cell, bytes):
+            for v, fs in forms:
+                if v not in found and any(f in cell for f in fs):
+                    found.append(v)
+
+    for name in DATABASE_FILES:
+        # (never a FIFO waited on, never a link followed: SQLite would open
+        # either beside the database)
+        try:
+            if not stat.S_ISREG(os.lstat(os.path.join(os.fspath(store.path), name)).st_mode):
+                return values
+        except FileNotFoundError:
+            if name == FACTS_DB:
+                return values
+        except OSError:
+            return values
+    try:
+        own = _own_schema()
+        uri = Path(os.path.abspath(store.facts_db)).as_uri() + "?mode=ro"
+        db = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT)
+    except (sqlite3.Error, MemctlError, OSError):
+        return values
+    try:
+        db.text_factory = bytes
+        tables = []
+        for row in db.execute("SELECT type, name, tbl_name, sql FROM sqlite_master"):
+            text = tuple(c.decode("utf-8", "surrogateescape") if isinstance(c, bytes) else c
+                         for c in row)
+            if _schema_row(text) not in own:
+                for c in row:
+                    look(c)
+            if row[0] == b"table":
+                tables.append(text[1])
+        for name in tables:
+            quoted = '"' + name.replace('"', '""') + '"'
+            for r in db.execute(f"SELECT * FROM {quoted}"):    # noqa: S608 - a name quoted
+                for c in r:
+                    look(c)
+                if len(found) == len(forms):
+                    break
+    except sqlite3.Error:
+        return values
+    finally:
+        db.close()
+    return [v for v in values if v in found]
+
+
+def _in_files(store: Store, values: list[str]) -> list[str]:
     """The ``values`` whose bytes (in either form :func:`_forms` writes) the
-    database's files still hold: after the clean, only a live row's."""
-    values = list(values)
+    database's files hold."""
     if not values:
         return []
     forms = [(v, _forms(v)) for v in values]

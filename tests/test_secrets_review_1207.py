@@ -124,3 +124,14 @@ def test_a_value_in_a_schema_memctl_did_not_write_is_kept(tmp_path):
     (kept,) = orjson.loads(r.stdout_bytes)["result"]["kept"]
     assert kept["reasons"] == ["database"]
     assert key not in r.stdout + r.stderr
+
+
+# -- 5. a number that underflows to zero keeps its bytes
+
+def test_an_underflowing_number_keeps_its_bytes():
+    from lecode_memctl.core.redact import rewrite_transcript
+
+    line = (b'{"seq":1,"type":"message","role":"user","content":"key hunter2secret",'
+            b'"meta":{"x":1e-400,"y":-1e-400,"z":0,"w":-0.0}}')
+    new = rewrite_transcript(line, {"hunter2secret": "[REDACTED:x:1]"})[0]
+    assert new == line.replace(b"hunter2secret", b"[REDACTED:x:1]")

@@ -468,14 +468,17 @@ def _numbers_kept(rec: Any) -> bool:
     read as infinity, which orjson writes ``null``) or of magnitude 2^53 or
     more (an integer beyond 64 bits, which orjson reads as a float and would
     write ``1.8446744073709552e+19``; a float that large may have been
-    written with digits a double does not keep).  Such a record keeps its
-    bytes but for the strings that held a value (:func:`_rewrite_strings`)."""
+    written with digits a double does not keep), or a float equal to zero
+    (``1e-400`` underflows to ``0.0``, ``-1e-400`` to ``-0.0``: a zero
+    written ``0.0`` sent the byte-for-byte way loses nothing, that way keeps
+    every other byte).  Such a record keeps its bytes but for the strings
+    that held a value (:func:`_rewrite_strings`)."""
     todo = [rec]
     while todo:
         obj = todo.pop()
         for v in obj.values() if isinstance(obj, dict) else obj:
             if type(v) is float:
-                if not -_EXACT < v < _EXACT:     # (NaN is no JSON: never read)
+                if not -_EXACT < v < _EXACT or v == 0.0:    # (NaN is no JSON: never read)
                     return False
             elif isinstance(v, (dict, list)):
                 todo.append(v)

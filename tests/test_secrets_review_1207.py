@@ -135,3 +135,41 @@ def test_an_underflowing_number_keeps_its_bytes():
             b'"meta":{"x":1e-400,"y":-1e-400,"z":0,"w":-0.0}}')
     new = rewrite_transcript(line, {"hunter2secret": "[REDACTED:x:1]"})[0]
     assert new == line.replace(b"hunter2secret", b"[REDACTED:x:1]")
+
+
+# -- 4. a kept identifying field names every transcript that keeps the value
+
+def _deploy_store(base: Path, *more: str) -> Path:
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.sessions import SessionStore
+
+    store = store_at(base / "memory" / "proj-0123456789ab")
+    store.path.mkdir(parents=True, exist_ok=True)
+    ss = SessionStore(store)
+    with ss.create("s1") as w:
+        w.append_message("user", "deploy with https://deploy:user@example.com/x please")
+        w.append_message("user", "ok")
+    for sid in ("s2", *more):
+        with ss.create(sid) as w:
+            w.append_message("user", "hello")
+    (store.path / "MEMORY.md").write_text("url https://deploy:user@example.com/x\n")
+    return Path(store.path)
+
+
+def _kept(store: Path) -> list[dict]:
+    r = run_cli("--store", str(store), "--no-state", "redact", "--yes", "--json")
+    assert r.exit_code == 1, (r.stdout, r.stderr)
+    return orjson.loads(r.stdout_bytes)["plan"]["kept"]
+
+
+def test_a_kept_role_names_every_transcript_holding_it(tmp_path):
+    (kept,) = _kept(_deploy_store(tmp_path))
+    assert kept["session_ids"] == ["s1", "s2"]
+    assert kept["reasons"] == ["identifying_field"]
+
+
+def test_a_value_kept_for_a_session_id_also_gets_its_identifying_field(tmp_path):
+    (kept,) = _kept(_deploy_store(tmp_path, "user9"))
+    assert len(kept["session_ids"]) == 3 and {"s1", "s2"} <= set(kept["session_ids"])
+    assert all("user" not in s for s in kept["session_ids"])      # masked
+    assert kept["reasons"] == ["session_id", "identifying_field"]

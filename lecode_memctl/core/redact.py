@@ -615,27 +615,44 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
         except OSError:
             continue
         sid = name[:-len(".jsonl")]
+        after: bytes | None = None      # what the rewrite leaves
         if rel in by_file:
             new, seqs, n, raw = rewrite_transcript(data, plan._values)
             if n:
                 plan.files.append(FileChange(rel, KIND_TRANSCRIPT, n, seqs, raw))
                 changed[sid] = set(seqs)
+            after = new if n else data
+        else:
+            # (no finding here, nothing to rewrite: a value it holds may be
+            # in its structure all the same, a role "user")
+            present = _values_left(data, plan._values)
+            if present:
+                after = rewrite_transcript(data, {v: plan._values[v] for v in present})[0]
+        if after is not None:
+            lineage_sids = _lineage_session_ids(data)
             # a value in a compaction lineage's session_id (an identifying
             # field, never rewritten) stays too: kept, as in a file's name
-            for ref_sid in _lineage_session_ids(data):
+            for ref_sid in lineage_sids:
                 for v in plan._values:
                     if v in ref_sid and ref_sid not in kept.get(v, []):
                         kept.setdefault(v, []).append(ref_sid)
                         why.setdefault(v, set()).add(KEPT_SESSION_ID)
                         plan._masks.setdefault(v, plan._values[v])
-            # any other value the rewrite leaves (an identifying field of a
-            # malformed record: a type or format given twice, a header field
-            # holding a container): kept, named by its transcript, never
-            # left without a word (exit 0 before 2026-12-07)
-            for v in _values_left(new if n else data, plan._values):
-                if not kept.get(v):
+            # any other value the rewrite leaves (a role, an identifying
+            # field of a malformed record: a type or format given twice, a
+            # header field holding a container): kept, named by every
+            # transcript that holds it, never left without a word (exit 0
+            # before 2026-12-07); the session ids already said are taken
+            # out first (a value in one is kept for it; one also in a role
+            # is kept for both; before, only the first transcript was named
+            # and a value kept for a session id never had this reason)
+            for said in sorted({sid, *lineage_sids}, key=len, reverse=True):
+                if any(v in said for v in plan._values):
+                    after = after.replace(said.encode("utf-8", "surrogateescape"), b"")
+            for v in _values_left(after, plan._values):
+                if sid not in kept.get(v, []):
                     kept.setdefault(v, []).append(sid)
-                    why.setdefault(v, set()).add(KEPT_IDENTIFYING)
+                why.setdefault(v, set()).add(KEPT_IDENTIFYING)
         # compactions and generated messages: the impact on facts, only in the
         # sessions this store's readers accept (a refused one is rewritten all
         # the same, but nothing in it is this store's to invalidate)

@@ -173,3 +173,26 @@ def test_a_value_kept_for_a_session_id_also_gets_its_identifying_field(tmp_path)
     assert len(kept["session_ids"]) == 3 and {"s1", "s2"} <= set(kept["session_ids"])
     assert all("user" not in s for s in kept["session_ids"])      # masked
     assert kept["reasons"] == ["session_id", "identifying_field"]
+
+
+# -- 3. a value is masked in the names it was found in, not in every path
+
+def test_a_value_that_is_part_of_a_fixed_file_name_does_not_mask_it(tmp_path):
+    store = _transcript_fact_store(tmp_path, "db at https://admin:facts@db.example.com/x",
+                                   "go to https://me:sessions@h.example.com/y")
+    code, found = _secrets(store)
+    assert code == 1
+    files = {f["file"] for f in found}
+    assert "facts.sqlite3" in files and "sessions/s1.jsonl" in files, files
+    assert all("REDACTED" not in f["file"] for f in found), files
+
+
+def test_a_value_in_a_file_name_is_still_masked(tmp_path):
+    key = "AKIAZ7QWERTYUI0P1ASF"
+    store = _transcript_fact_store(tmp_path, f"key {key}")
+    (store / "notes").mkdir(exist_ok=True)
+    (store / "notes" / f"{key}.md").write_text("nothing\n")
+    r = run_cli("--store", str(store), "--no-state", "secrets", "--format", "jsonl",
+                "--jobs", "1")
+    assert r.exit_code == 1 and key not in r.stdout + r.stderr
+    assert "notes/[REDACTED:aws-access-key:" in r.stdout

@@ -175,13 +175,18 @@ class Finding:
 
 def session_id_values(findings: Iterable[Finding]) -> dict[str, str]:
     """value -> marker of each value found in a location: a session id (the
-    name of the transcript it was found in) or the name of a file of the
-    store (:attr:`Finding.in_name`, the file's path): a credential no output
-    may show, not even as a location.  Longest value first."""
+    name of the transcript it was found in) or the name of a file or
+    directory of the store it was found IN (:attr:`Finding.in_name`): a
+    credential no output may show, not even as a location.  Not a value
+    that merely occurs in a path where it was found in the content (the
+    password ``facts`` of a URL in a fact, whose file is ``facts.sqlite3``;
+    before 2026-12-07 that path was shown ``[REDACTED:...].sqlite3``): a
+    fixed name is no credential.  Longest value first."""
     out: dict[str, str] = {}
     for f in findings:
         v = f.secret_value()
-        if v and (v in f.file or (f.session_id is not None and v in f.session_id)):
+        if v and ((f.in_name and v in f.file.rsplit("/", 1)[-1])
+                  or (f.session_id is not None and v in f.session_id)):
             out.setdefault(v, f.marker)
     return dict(sorted(out.items(), key=lambda kv: -len(kv[0])))
 

@@ -196,3 +196,37 @@ def test_a_value_in_a_file_name_is_still_masked(tmp_path):
                 "--jobs", "1")
     assert r.exit_code == 1 and key not in r.stdout + r.stderr
     assert "notes/[REDACTED:aws-access-key:" in r.stdout
+
+
+def test_a_value_found_in_a_text_is_masked_where_a_name_holds_it(tmp_path):
+    """A code review of the masking by names: a password a pattern finds
+    only in context (inside a URL) is never found in a bare name, so a note
+    or directory named by it was printed unmasked as a location.  A found
+    value is masked in every name a user or the agent chose; the layout's
+    own names are left as they are."""
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.layout import store_at
+
+    st = store_at(tmp_path / "store")
+    st.path.mkdir(parents=True)
+    FactStore(st.facts_db).close()
+    pw = "Zq8wPx3LmN7vR2tK"
+    url = f"postgres://deploy:{pw}@db.internal:5432/app"
+    (st.path / "notes" / f"db-{pw}").mkdir(parents=True)
+    (st.path / "notes" / f"db-{pw}" / "conn.md").write_text(f"# conn\n\n{url}\n")
+    (st.path / "notes" / f"{pw}.md").write_text(f"# x\n\n{url}\n")
+    for args in (["secrets", "--jobs", "1"], ["secrets", "--jobs", "1", "--format", "jsonl"],
+                 ["redact", "--dry-run"], ["redact", "--dry-run", "--json"]):
+        r = run_cli("--store", str(st.path), "--no-state", *args)
+        assert pw not in r.stdout and pw not in r.stderr, (args, r.stdout, r.stderr)
+        assert "notes/db-[REDACTED:" in r.stdout and ".md" in r.stdout, (args, r.stdout)
+
+
+def test_the_layouts_own_names_are_never_masked():
+    from lecode_memctl.core.secrets import hide_in_location, user_named
+
+    masks = {"facts": "[X]", "jsonl": "[Y]", "notes": "[Z]", "abc": "[A]"}
+    assert hide_in_location("facts.sqlite3", masks) == "facts.sqlite3"
+    assert hide_in_location("sessions/abc.jsonl", masks) == "sessions/[A].jsonl"
+    assert hide_in_location("notes/my-facts.md", masks) == "notes/my-[X].md"
+    assert user_named("sessions/s1.jsonl") == "/s1"

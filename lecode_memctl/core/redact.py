@@ -67,6 +67,7 @@ from .secrets import (
     KIND_FILE,
     KIND_TRANSCRIPT,
     Finding,
+    hide_in_location,
     hide_values,
     parsed_record,
     replace_values,
@@ -126,14 +127,19 @@ class RedactPlan:
         return not (self.files or self.forget_facts or self.clean_database)
 
     def shown(self, text: str) -> str:
-        """A file name, session id or message as outputs show it."""
+        """A session id or message as outputs show it."""
         return hide_values(text, self._masks)
+
+    def shown_file(self, path: str) -> str:
+        """A store-relative file name as outputs show it (the layout's own
+        names as they are: :func:`~lecode_memctl.core.secrets.hide_in_location`)."""
+        return hide_in_location(path, self._masks)
 
     def to_json(self) -> dict[str, Any]:
         files = []
         for f in self.files:
             row = f.to_json()
-            row["file"] = self.shown(row["file"])
+            row["file"] = self.shown_file(row["file"])
             files.append(row)
         return {"project": self.project, "store": self.store, "findings": self.findings,
                 "values": len(self._values),
@@ -738,7 +744,7 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
     plan._masks = dict(sorted(plan._masks.items(), key=lambda kv: -len(kv[0])))
     for v, reasons in why.items():
         plan.kept.append(kept_row(first[v], reasons, (plan.shown(s) for s in kept.get(v, [])),
-                                  (plan.shown(n) for n in sorted(named.get(v, [])))))
+                                  (plan.shown_file(n) for n in sorted(named.get(v, [])))))
     plan.kept.sort(key=lambda k: (k["detector"], k["hash"]))
     g, new_gen = plan.generation, plan.new_generation
     if new_gen > g:
@@ -914,7 +920,7 @@ class RedactResult:
         self._masks: dict[str, str] = {}
 
     def to_json(self) -> dict[str, Any]:
-        return {"files": [hide_values(f, self._masks) for f in self.files],
+        return {"files": [hide_in_location(f, self._masks) for f in self.files],
                 "forgotten": self.forgotten, "database_cleaned": self.database_cleaned,
                 "kept": self.kept}
 
@@ -1093,12 +1099,12 @@ def _progress(text: str, result: RedactResult, pending: _Pending, plan: RedactPl
     text = text.removesuffix(_NOTHING_CHANGED)
     done = []
     if result.files:
-        done.append("already redacted: " + ", ".join(plan.shown(f) for f in result.files))
+        done.append("already redacted: " + ", ".join(plan.shown_file(f) for f in result.files))
     if result.forgotten:
         done.append(f"fact(s) forgotten: {', '.join(result.forgotten)}")
     todo = []
     if pending.files:
-        todo.append(", ".join(plan.shown(c.file) for c in pending.files))
+        todo.append(", ".join(plan.shown_file(c.file) for c in pending.files))
     if pending.forgets:
         todo.append(f"forgetting fact(s) {', '.join(pending.forgets)}")
     if pending.clean:

@@ -174,21 +174,67 @@ class Finding:
 
 
 def session_id_values(findings: Iterable[Finding]) -> dict[str, str]:
-    """value -> marker of each value found in a location: a session id (the
-    name of the transcript it was found in) or the name of a file or
-    directory of the store it was found IN (:attr:`Finding.in_name`): a
-    credential no output may show, not even as a location.  Not a value
-    that merely occurs in a path where it was found in the content (the
-    password ``facts`` of a URL in a fact, whose file is ``facts.sqlite3``;
-    before 2026-12-07 that path was shown ``[REDACTED:...].sqlite3``): a
-    fixed name is no credential.  Longest value first."""
-    out: dict[str, str] = {}
+    """value -> marker of each found value that a location shows: a session
+    id, or a file's or directory's name as a user or the agent chose it (a
+    note's, a directory's in ``notes/``: :func:`user_named`), wherever the
+    value was found -- a password found in a URL in a note's text is the
+    same credential when it also names the note.  No output may show it,
+    not even as a location.  The layout's own names are no credential:
+    the password ``facts`` does not make ``facts.sqlite3`` a location to
+    mask (before 2026-12-07 it was shown ``[REDACTED:...].sqlite3``), nor
+    ``jsonl`` every transcript's.  Longest value first."""
+    values: dict[str, str] = {}
     for f in findings:
         v = f.secret_value()
-        if v and ((f.in_name and v in f.file.rsplit("/", 1)[-1])
-                  or (f.session_id is not None and v in f.session_id)):
-            out.setdefault(v, f.marker)
+        if v:
+            values.setdefault(v, f.marker)
+    if not values:
+        return {}
+    shown = "\n".join({text for f in findings
+                       for text in (user_named(f.file), f.session_id or "")})
+    out = {v: m for v, m in values.items() if v in shown}
     return dict(sorted(out.items(), key=lambda kv: -len(kv[0])))
+
+
+#: the store layout's own names (of files and directories): no credential,
+#: never masked in a location (:func:`hide_in_location`)
+LAYOUT_NAMES = frozenset({FACTS_DB, FACTS_DB + "-wal", FACTS_DB + "-shm", FACTS_DB + "-journal",
+                          SESSIONS_DIR, "notes", "daily", "MEMORY.md", "scratchpad.md",
+                          "MEMORY.md.bak", "scratchpad.md.bak"})
+#: the suffixes the layout gives a name (a transcript's, its lock's, a note's)
+_LAYOUT_SUFFIXES = (".md.bak", ".jsonl", ".lock", ".md", ".bak")
+
+
+def _location_parts(path: str) -> list[tuple[str, str]]:
+    """(the part a user or the agent named, the layout's suffix) of each
+    component of a store-relative ``path``; a layout name is all suffix."""
+    out = []
+    for comp in path.split("/"):
+        if comp in LAYOUT_NAMES:
+            out.append(("", comp))
+            continue
+        for suffix in _LAYOUT_SUFFIXES:
+            if comp.endswith(suffix) and len(comp) > len(suffix):
+                out.append((comp[:-len(suffix)], suffix))
+                break
+        else:
+            out.append((comp, ""))
+    return out
+
+
+def user_named(path: str) -> str:
+    """The parts of a store-relative ``path`` a user or the agent named
+    (not the layout's names and suffixes), joined by ``/``."""
+    return "/".join(stem for stem, _suffix in _location_parts(path))
+
+
+def hide_in_location(path: str, masks: Mapping[str, str]) -> str:
+    """A store-relative ``path`` with each value of ``masks`` replaced by its
+    marker in the parts a user or the agent named, the layout's names and
+    suffixes as they are."""
+    if not masks:
+        return path
+    return "/".join(hide_values(stem, masks) + suffix for stem, suffix in _location_parts(path))
 
 
 def replace_values(text: str, values: Mapping[str, str]) -> tuple[str, int]:
@@ -227,12 +273,12 @@ def mask_session_ids(report: SecretsReport) -> None:
     if not masks:
         return
     for f in report.findings:
-        shown = (hide_values(f.file, masks),
+        shown = (hide_in_location(f.file, masks),
                  None if f.session_id is None else hide_values(f.session_id, masks))
         if shown != (f.file, f.session_id):
             object.__setattr__(f, "_shown", shown)
     for s in report.skipped:
-        s.file = hide_values(s.file, masks)
+        s.file = hide_in_location(s.file, masks)
 
 
 def mask_paths(report: SecretsReport) -> None:
@@ -1489,6 +1535,7 @@ def select(findings: Iterable[Finding], *, sessions: Iterable[str] | None = None
 __all__ = ["Detector", "Finding", "SecretsReport", "Scanner", "scan_store", "load_allowlist",
            "mask", "marker", "value_hash", "detector_slug", "select", "KINDS",
            "session_id_values", "replace_values", "hide_values", "mask_session_ids",
+           "hide_in_location", "user_named", "LAYOUT_NAMES",
            "mask_paths"]
 
 

@@ -6,6 +6,7 @@ import sqlite3
 from pathlib import Path
 
 import orjson
+import pytest
 
 from .conftest import run_cli
 
@@ -230,3 +231,15 @@ def test_the_layouts_own_names_are_never_masked():
     assert hide_in_location("sessions/abc.jsonl", masks) == "sessions/[A].jsonl"
     assert hide_in_location("notes/my-facts.md", masks) == "notes/my-[X].md"
     assert user_named("sessions/s1.jsonl") == "/s1"
+
+
+@pytest.mark.parametrize("pw", ["generation", "initial"])
+def test_memctls_own_bookkeeping_is_no_value_left(tmp_path, pw):
+    """After the clean, the live rows were read for every value: meta's key
+    'generation' and the migration name 'm001_initial' made the passwords
+    'generation' and 'initial' 'cannot erase' (exit 1), though every copy
+    of the credential was erased (a code review)."""
+    store = _transcript_fact_store(tmp_path, f"db at https://admin:{pw}@db.example.com/x")
+    r = run_cli("--store", str(store), "--no-state", "redact", "--yes", "--json")
+    assert r.exit_code == 0, (r.stderr, r.stdout)
+    assert orjson.loads(r.stdout)["result"]["kept"] == []

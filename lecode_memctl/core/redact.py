@@ -804,14 +804,24 @@ def _own_schema() -> set[tuple[Any, ...]]:
         db.close()
 
 
+def _own_cells() -> dict[str, frozenset[bytes]]:
+    from .facts import MIGRATIONS
+
+    return {"meta": frozenset({b"generation"}),
+            "schema_migrations": frozenset(name.encode() for name, _fn in MIGRATIONS)}
+
+
 def _in_live_rows(store: Store, values: list[str]) -> list[str]:
     """The ``values`` (either form) SQLite reads in the database: in a column
-    of a row of any table, or in a row of ``sqlite_master`` (type, name,
-    table, SQL) that is not one memctl's own schema has.  A database SQLite
+    of a row of any table (but the fixed words memctl writes in its own
+    bookkeeping: meta's key ``generation``, the migrations' names), or in a
+    row of ``sqlite_master`` (type, name, table, SQL) that is not one
+    memctl's own schema has.  A database SQLite
     cannot read so, or one of whose files is no regular file: every one of
     ``values`` (what its bytes hold stands)."""
     forms = [(v, _forms(v)) for v in values]
     found: list[str] = []
+    own_words = _own_cells()
 
     def look(cell: Any) -> None:
         if isinstance(cell, bytes):
@@ -849,9 +859,13 @@ def _in_live_rows(store: Store, values: list[str]) -> list[str]:
                 tables.append(text[1])
         for name in tables:
             quoted = '"' + name.replace('"', '""') + '"'
+            # (the cells memctl itself writes in its bookkeeping, each a
+            # fixed word: meta's key 'generation', the migrations' names)
+            own_cells = own_words.get(name, frozenset())
             for r in db.execute(f"SELECT * FROM {quoted}"):    # noqa: S608 - a name quoted
                 for c in r:
-                    look(c)
+                    if c not in own_cells:
+                        look(c)
                 if len(found) == len(forms):
                     break
     except sqlite3.Error:

@@ -223,14 +223,59 @@ def test_a_value_found_in_a_text_is_masked_where_a_name_holds_it(tmp_path):
         assert "notes/db-[REDACTED:" in r.stdout and ".md" in r.stdout, (args, r.stdout)
 
 
-def test_the_layouts_own_names_are_never_masked():
+def test_the_layouts_own_names_at_the_top_are_never_masked():
+    """The layout's names at the top of the store stay readable; every name
+    below them was chosen by a user or the agent and is masked whole, its
+    suffix too (a value can run into '.md': a second masking review)."""
     from lecode_memctl.core.secrets import hide_in_location, user_named
 
-    masks = {"facts": "[X]", "jsonl": "[Y]", "notes": "[Z]", "abc": "[A]"}
+    masks = {"Kx7pQ2wL9z.md": "[K]", "facts": "[X]", "notes": "[Z]", "abc": "[A]"}
     assert hide_in_location("facts.sqlite3", masks) == "facts.sqlite3"
+    assert hide_in_location("notes/x.md", masks) == "notes/x.md"
     assert hide_in_location("sessions/abc.jsonl", masks) == "sessions/[A].jsonl"
     assert hide_in_location("notes/my-facts.md", masks) == "notes/my-[X].md"
-    assert user_named("sessions/s1.jsonl") == "/s1"
+    assert hide_in_location("notes/Kx7pQ2wL9z.md", masks) == "notes/[K]"
+    assert hide_in_location("notes/notes/a.md", masks) == "notes/[Z]/a.md"
+    assert user_named("sessions/s1.jsonl") == "s1.jsonl"
+    assert user_named("MEMORY.md") == ""
+
+
+@pytest.mark.parametrize("case", ["suffix", "skipped", "nested_layout_word"])
+def test_no_output_shows_a_value_a_name_holds(tmp_path, case):
+    """A second review of the masking: a password ending in '.md' named a
+    note (the suffix was cut before the search), a symlink or FIFO named by
+    it was shown as a skipped entry, and a directory inside notes/ named
+    like a layout directory was never masked."""
+    import os
+
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.layout import store_at
+
+    pw = {"suffix": "Kx7pQ2wL9z.md", "skipped": "Rt5vB8nM3qW4",
+          "nested_layout_word": "sessions"}[case]
+    st = store_at(tmp_path / "store")
+    (st.path / "notes").mkdir(parents=True)
+    FactStore(st.facts_db).close()
+    url = f"postgres://deploy:{pw}@db.internal:5432/app"
+    (st.path / "MEMORY.md").write_text(f"# m\n\n{url}\n")
+    if case == "suffix":
+        (st.path / "notes" / pw).write_text(f"# n\n\n{url}\n")
+    elif case == "skipped":
+        os.symlink("/etc/hostname", st.path / "notes" / f"{pw}.md")
+        os.mkfifo(st.path / "notes" / f"fifo-{pw}.md")
+    else:
+        (st.path / "notes" / pw).mkdir()
+        (st.path / "notes" / pw / "a.md").write_text(f"# n\n\n{url}\n")
+    for args in (["secrets", "--jobs", "1"], ["secrets", "--jobs", "1", "--format", "jsonl"],
+                 ["secrets", "--jobs", "1", "--format", "csv"],
+                 ["redact", "--dry-run"], ["redact", "--dry-run", "--json"]):
+        r = run_cli("--store", str(st.path), "--no-state", *args)
+        out = r.stdout + r.stderr
+        shown = out.replace("sessions.", "").replace("sqlite3", "")
+        if case == "nested_layout_word":
+            assert "notes/sessions/" not in out, (args, out)
+        else:
+            assert pw not in shown, (args, out)
 
 
 @pytest.mark.parametrize("pw", ["generation", "initial"])

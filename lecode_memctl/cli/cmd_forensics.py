@@ -561,6 +561,7 @@ def redact(
     from lecode_memctl.core.secrets import (
         Detector,
         detector_slug,
+        hide_in_location,
         load_allowlist,
         scan_store,
         select,
@@ -616,12 +617,15 @@ def redact(
         # keeps its exit status; anything else unreadable is exit 5
         refuse = (type(bad.error) if isinstance(bad.error, (StoreWriteError, StoreBusy))
                   else StoreCorrupt)
-        raise refuse(f"cannot read {bad.file} ({bad.reason}) and so cannot tell what it "
+        masks = session_id_values(report.findings, (u.file for u in report.unreadable))
+        raise refuse(f"cannot read {hide_in_location(bad.file, masks)} ({bad.reason}) and so "
+                     "cannot tell what it "
                      "holds; nothing was changed"
                      + (f" ({more} more unreadable)" if more > 0 else ""))
     picked = select(report.findings, sessions=session, seqs=seq, detectors=detector, pattern=rx)
     plan = plan_redaction(store, picked, lock_wait=lock_wait,
-                          masks=session_id_values(report.findings))
+                          masks=session_id_values(report.findings,
+                                                  (s.file for s in report.skipped)))
     doc = plan.to_json()
     if dry_run or plan.empty:
         if json_:

@@ -173,16 +173,19 @@ class Finding:
                           preview=self.preview, length=self.length, hash=self.hash)
 
 
-def session_id_values(findings: Iterable[Finding]) -> dict[str, str]:
+def session_id_values(findings: Iterable[Finding],
+                      locations: Iterable[str] = ()) -> dict[str, str]:
     """value -> marker of each found value that a location shows: a session
     id, or a file's or directory's name as a user or the agent chose it (a
-    note's, a directory's in ``notes/``: :func:`user_named`), wherever the
-    value was found -- a password found in a URL in a note's text is the
-    same credential when it also names the note.  No output may show it,
-    not even as a location.  The layout's own names are no credential:
-    the password ``facts`` does not make ``facts.sqlite3`` a location to
-    mask (before 2026-12-07 it was shown ``[REDACTED:...].sqlite3``), nor
-    ``jsonl`` every transcript's.  Longest value first."""
+    note's, a directory's in ``notes/``: :func:`user_named`), of a finding
+    or of ``locations`` (the skipped entries' files), wherever the value was
+    found -- a password found in a URL in a note's text is the same
+    credential when it also names the note.  No output may show it, not
+    even as a location.  The layout's own names at the top of the store are
+    no credential: the password ``facts`` does not make ``facts.sqlite3`` a
+    location to mask (before 2026-12-07 it was shown
+    ``[REDACTED:...].sqlite3``).  Longest value first."""
+    findings = list(findings)
     values: dict[str, str] = {}
     for f in findings:
         v = f.secret_value()
@@ -191,50 +194,43 @@ def session_id_values(findings: Iterable[Finding]) -> dict[str, str]:
     if not values:
         return {}
     shown = "\n".join({text for f in findings
-                       for text in (user_named(f.file), f.session_id or "")})
+                       for text in (user_named(f.file), f.session_id or "")}
+                      | {user_named(loc) for loc in locations})
     out = {v: m for v, m in values.items() if v in shown}
     return dict(sorted(out.items(), key=lambda kv: -len(kv[0])))
 
 
-#: the store layout's own names (of files and directories): no credential,
-#: never masked in a location (:func:`hide_in_location`)
+#: the store layout's own names at the top of a store (files and
+#: directories): no credential, never masked in a location
+#: (:func:`hide_in_location`).  Below them every name is chosen by a user
+#: or the agent (a note's, a session id's, a day's).
 LAYOUT_NAMES = frozenset({FACTS_DB, FACTS_DB + "-wal", FACTS_DB + "-shm", FACTS_DB + "-journal",
                           SESSIONS_DIR, "notes", "daily", "MEMORY.md", "scratchpad.md",
                           "MEMORY.md.bak", "scratchpad.md.bak"})
-#: the suffixes the layout gives a name (a transcript's, its lock's, a note's)
-_LAYOUT_SUFFIXES = (".md.bak", ".jsonl", ".lock", ".md", ".bak")
 
 
-def _location_parts(path: str) -> list[tuple[str, str]]:
-    """(the part a user or the agent named, the layout's suffix) of each
-    component of a store-relative ``path``; a layout name is all suffix."""
-    out = []
-    for comp in path.split("/"):
-        if comp in LAYOUT_NAMES:
-            out.append(("", comp))
-            continue
-        for suffix in _LAYOUT_SUFFIXES:
-            if comp.endswith(suffix) and len(comp) > len(suffix):
-                out.append((comp[:-len(suffix)], suffix))
-                break
-        else:
-            out.append((comp, ""))
-    return out
+def _location_parts(path: str) -> list[tuple[str, bool]]:
+    """Each component of a store-relative ``path``, and whether a user or
+    the agent named it (all but a layout name at the top of the store)."""
+    parts = path.split("/")
+    return [(comp, not (i == 0 and comp in LAYOUT_NAMES)) for i, comp in enumerate(parts)]
 
 
 def user_named(path: str) -> str:
-    """The parts of a store-relative ``path`` a user or the agent named
-    (not the layout's names and suffixes), joined by ``/``."""
-    return "/".join(stem for stem, _suffix in _location_parts(path))
+    """The components of a store-relative ``path`` a user or the agent
+    named, whole (their suffixes too: a value can run into ``.md``), joined
+    by ``/``."""
+    return "/".join(comp for comp, named in _location_parts(path) if named)
 
 
 def hide_in_location(path: str, masks: Mapping[str, str]) -> str:
     """A store-relative ``path`` with each value of ``masks`` replaced by its
-    marker in the parts a user or the agent named, the layout's names and
-    suffixes as they are."""
+    marker in the components a user or the agent named, the layout's own
+    names at the top of the store as they are."""
     if not masks:
         return path
-    return "/".join(hide_values(stem, masks) + suffix for stem, suffix in _location_parts(path))
+    return "/".join(hide_values(comp, masks) if named else comp
+                    for comp, named in _location_parts(path))
 
 
 def replace_values(text: str, values: Mapping[str, str]) -> tuple[str, int]:
@@ -269,7 +265,7 @@ def mask_session_ids(report: SecretsReport) -> None:
     with the marker in place of the value (findings' ``file`` and
     ``session_id``, skipped files): no output ever holds a value (before
     2026-12-07 a value in a note's name was shown as the note's location)."""
-    masks = session_id_values(report.findings)
+    masks = session_id_values(report.findings, (s.file for s in report.skipped))
     if not masks:
         return
     for f in report.findings:

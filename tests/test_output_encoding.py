@@ -181,7 +181,7 @@ def test_csv_pieces_cut_inside_a_character_are_written_whole(capsysbinary, monke
 
 
 def test_utf8_whole_end_at_every_cut():
-    from lecode_memctl.cli.output import _utf8_whole_end
+    from lecode_memctl.core.utf8 import whole_end as _utf8_whole_end
 
     text = "aé中😀b".encode()
     for cut in range(len(text) + 1):

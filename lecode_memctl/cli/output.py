@@ -970,33 +970,19 @@ def _whole_characters(pieces: Iterable[bytes]) -> Iterator[bytes]:
     with the next piece.  A terminal's stream decodes each piece it is given
     (:func:`terminal_json`), as a stdout without a byte layer does: a
     character cut in two was an internal error (exit 70) there."""
+    from lecode_memctl.core.utf8 import whole_end
+
     carry = b""
     for piece in pieces:
         if carry:
             piece, carry = carry + piece, b""
-        cut = _utf8_whole_end(piece)
+        cut = whole_end(piece)
         if cut < len(piece):
             piece, carry = piece[:cut], piece[cut:]
         if piece:
             yield piece
     if carry:
         yield carry     # (cut short for good: as it is; the decoder says so)
-
-
-def _utf8_whole_end(data: bytes) -> int:
-    """Where the last whole UTF-8 character of ``data`` ends: ``len(data)``
-    unless it ends inside a character (a lead byte and fewer continuation
-    bytes than it announces)."""
-    n = len(data)
-    i = n
-    while i > 0 and n - i < 3 and 0x80 <= data[i - 1] < 0xC0:
-        i -= 1                      # continuation bytes
-    if i == 0:
-        return n
-    lead = data[i - 1]
-    need = 2 if 0xC0 <= lead < 0xE0 else 3 if 0xE0 <= lead < 0xF0 else \
-        4 if 0xF0 <= lead < 0xF8 else 1
-    return i - 1 if n - (i - 1) < need else n
 
 
 def csv_line(columns: Sequence[str], fmt: str) -> Callable[[Mapping[str, Any]], bytes]:

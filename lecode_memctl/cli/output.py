@@ -835,18 +835,17 @@ def _wiki_ref(m: re.Match[str]) -> str:
     return f"&#{ord(m.group(0))};"
 
 
-#: tabulate's formats that write a markup language, escaped by memctl
-#: (:data:`CELL_ESCAPES`) or by tabulate itself: after such a table, the
-#: lines a command writes around it go to stderr (:func:`echo`)
-MARKUP_FORMATS = frozenset({"github", "pipe", "mediawiki", "html", "latex", "latex_booktabs",
-                            "latex_longtable"})
-
 #: tabulate's markup formats whose cells memctl escapes (:func:`_table_text`)
 CELL_ESCAPES: dict[str, Callable[[str], str]] = {
     "github": lambda c: _MARKDOWN.sub(r"\\\1", c),
     "pipe": lambda c: _MARKDOWN.sub(r"\\\1", c),
     "mediawiki": lambda c: _WIKI.sub(_wiki_ref, c),
 }
+
+#: tabulate's formats that write a markup language, escaped by memctl
+#: (:data:`CELL_ESCAPES`) or by tabulate itself: after such a table, the
+#: lines a command writes around it go to stderr (:func:`echo`)
+MARKUP_FORMATS = frozenset(CELL_ESCAPES) | {"html", "latex", "latex_booktabs", "latex_longtable"}
 
 
 def check_format(fmt: str | None, *, json_flag: bool = False,

@@ -37,7 +37,9 @@ def shown_path(text: str) -> str:
     escapes) as ``\\xNN``, as the reports write them, and any character that
     does not print (a NUL, a newline, an escape) as Python writes it
     (``\\x00``, ``\\n``, ``\\x1b``)."""
-    text = os.fsencode(text).decode("utf-8", "backslashreplace")
+    from .rowmodel import no_surrogates  # (the one spelling of such bytes)
+
+    text = no_surrogates(text)
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

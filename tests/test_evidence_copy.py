@@ -157,6 +157,36 @@ def test_slug_resolution(tmp_path, name, projects, slug, source):
     assert isinstance(st, Store) and st.path == path
 
 
+@pytest.mark.parametrize("projects", [[A], [A, A, A], [A, B], []])
+def test_a_store_in_a_memory_directory_is_named_by_its_slug(tmp_path, projects):
+    # <config dir>/memory/<slug>/ is the store of <slug> whatever its transcripts
+    # name: --store there refuses what --project refuses (before 2026-12-07 a
+    # transcript planted there, naming another project, was taken as valid)
+    path = _store_with_headers(tmp_path / "cfg" / "memory", B, projects)
+    st = store_given(path)
+    assert (st.slug, st.slug_source) == (B, "directory")
+    # not slug-shaped, or not in a directory named memory: the headers, as before
+    if projects == [A]:
+        assert store_given(_store_with_headers(tmp_path / "cfg" / "memory", "case-42", projects)).slug == A
+        assert store_given(_store_with_headers(tmp_path / "evidence", B, projects)).slug == A
+
+
+def test_a_planted_transcript_is_refused_in_the_store_itself(demo_template, tmp_path):
+    store = _cp_a(demo_template.store.path, tmp_path / "cfg" / "memory" / demo_template.store.slug)
+    for f in (store / "sessions").iterdir():
+        f.unlink()
+    (store / "sessions" / "x1.jsonl").write_bytes(_hdr("x1", "evil-aaaaaaaaaaaa"))
+    before = tree_hash(store)
+    r = run_cli("--store", str(store), "read", "x1", "0", "0")
+    assert r.exit_code == 4 and "another project" in r.stderr, (r.stdout, r.stderr)
+    r = run_cli("--store", str(store), "validate", "--json")
+    assert r.exit_code == 1
+    assert "session.refused" in {f["code"] for f in orjson.loads(r.stdout)["findings"]}
+    doc = orjson.loads(run_cli("--store", str(store), "where", "--json").stdout)
+    assert (doc["slug"], doc["slug_source"]) == (demo_template.store.slug, "directory")
+    assert tree_hash(store) == before
+
+
 def test_headers_that_cannot_be_read_do_not_count(tmp_path):
     path = _store_with_headers(tmp_path, "case-42", [A])
     sd = path / "sessions"

@@ -34,9 +34,10 @@ def where(
     nothing.
 
     With --store DIR, says where the slug that its transcripts must name came
-    from: --slug, the transcript headers (when they agree, or the project
-    most of them name), or the directory name; the slug is unknown when its
-    sessions/ cannot be listed.  --json adds slug_source (project, option,
+    from: --slug, the directory name of a store in a config directory's
+    memory/ (<config dir>/memory/<slug>/), the transcript headers (when they
+    agree, or the project most of them name), or the directory name; the
+    slug is unknown when its sessions/ cannot be listed.  --json adds slug_source (project, option,
     headers, directory, unreadable) and slug_detail.
     """
     from lecode_memctl.core.identity import resolve_project

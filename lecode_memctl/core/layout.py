@@ -46,8 +46,11 @@ FILE_MODE = 0o600
 _SLUG_RE = lazy_compile(r"^[a-z0-9][a-z0-9-]{0,39}-[0-9a-f]{12}$|^root-[0-9a-f]{12}$")
 
 
+MEMORY_DIR = "memory"          # <config dir>/memory/<slug>/: where the stores are
+
+
 def memory_root(config_dir: str | os.PathLike[str]) -> Path:
-    return Path(config_dir) / "memory"
+    return Path(config_dir) / MEMORY_DIR
 
 
 def memory_names(config_dir: Path) -> list[str]:
@@ -231,12 +234,18 @@ def store_given(path: str | os.PathLike[str], slug: str | None = None) -> Store:
     the slug its transcripts are checked against (issue 11):
 
     1. ``slug`` (``--slug``) when given;
-    2. else the ``project`` the transcript headers name, when they agree;
-    3. headers that disagree: the directory's name when it is one of them (the
+    2. else the directory's name when it is slug-shaped and its parent is
+       named ``memory``: ``<config dir>/memory/<slug>/``, the place the store
+       contract gives a store, whose name is its slug (so ``--store`` on a
+       store where lecode keeps it refuses what ``--project`` refuses: a
+       transcript whose header names another project, however many agree;
+       before 2026-12-07 headers that all named another project were taken);
+    3. else the ``project`` the transcript headers name, when they agree;
+    4. headers that disagree: the directory's name when it is one of them (the
        store where lecode keeps it), else the slug most headers name (a copy
        under another name); the transcripts naming another project are then
        refused, and ``validate`` reports each one (``session.refused``);
-    4. else (no header, or a tie) the directory's name.
+    5. else (no header, or a tie) the directory's name.
 
     Only slug-shaped ``project`` values count.  Reads the first line of each
     transcript; writes nothing.
@@ -253,6 +262,10 @@ def store_given(path: str | os.PathLike[str], slug: str | None = None) -> Store:
     p = Path(os.path.abspath(os.fspath(path)))
     if slug is not None:
         return Store(p, check_slug(slug), None, "option", "--slug")
+    if p.parent.name == MEMORY_DIR and looks_like_slug(p.name):
+        return Store(p, p.name, None, "directory",
+                     f"the directory name (a store in a config directory's {MEMORY_DIR}/, "
+                     "where a store's name is its slug)")
     from .sessions import SessionStore
 
     try:

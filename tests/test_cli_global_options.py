@@ -80,3 +80,28 @@ def test_completion_uses_a_store_given_after_the_command(tmp_path):
                       "COMP_CWORD": str(len(line.split()) - 1)}, cwd=os.fspath(tmp_path))
     assert r.returncode == 0, r.stderr
     assert r.stdout.decode().split() == ["alpha-1"]
+
+
+@pytest.mark.parametrize("name", [n for n, _, _ in COMMANDS])
+def test_every_long_global_flag_follows_every_command(name, tmp_path):
+    """A command's own short flag (grep's -C, its context) does not take the
+    global option's long flag with it: before 2026-12-07 'grep PATTERN
+    --project DIR' was exit 2, "No such option: --project"."""
+    values = {"--config-dir": str(tmp_path), "--project": str(tmp_path), "--store": str(tmp_path),
+              "--slug": "demo-0123456789ab", "--color": "never"}
+    own_help = run_cli(name, "--help").stdout
+    for flag in ("--config-dir", "--project", "--store", "--slug", "--no-color", "--color",
+                 "--no-state"):
+        if f"{flag} " in own_help or f"{flag}," in own_help or own_help.rstrip().endswith(flag):
+            continue  # the command's own option of that name (validate --store)
+        args = [flag, values[flag]] if flag in values else [flag]
+        r = run_cli(name, *args, "--help")
+        assert r.exit_code == 0, (flag, r.stderr)
+
+
+def test_project_after_grep_is_the_project_and_C_its_context(tmp_path):
+    r = run_cli("grep", "anything", "--project", str(tmp_path), "--json")
+    assert "No such option" not in r.stderr, r.stderr
+    assert r.exit_code in (0, 1, 3), r.stderr
+    r = run_cli("grep", "anything", "-C", "x")
+    assert r.exit_code == 2 and "'--context' / '-C'" in r.stderr, r.stderr

@@ -625,6 +625,7 @@ COMMAND_OPTIONS = {
             '-f': ('fmt', True),
             '--lock-wait': ('lock_wait', True),
             '--config-dir': ('config_dir', True),
+            '--project': ('project', True),
             '--store': ('store', True),
             '--slug': ('slug', True),
             '--no-color': ('no_color', False),

@@ -35,10 +35,11 @@ class CommandWithGlobalOptions(typer.core.TyperCommand):
 
     The options are the root's own parameter objects, copied and hidden (so
     they are defined once, in the app callback, and --help, the man page and
-    the completions list them once, as global options).  A global option
-    whose flag the command defines itself (``validate --store``) stays the
-    command's.  Values given after the command name win over values given
-    before it; they reach :data:`state.STATE` before the command runs."""
+    the completions list them once, as global options).  A flag the
+    command defines itself (``validate --store``, ``grep -C``) stays the
+    command's; the option's other flags (``grep --project``) still work.
+    Values given after the command name win over values given before it;
+    they reach :data:`state.STATE` before the command runs."""
 
     _global_params: list[Any] | None = None
 
@@ -49,10 +50,19 @@ class CommandWithGlobalOptions(typer.core.TyperCommand):
             copies = []
             if root is not ctx:
                 for p in root.command.params:
-                    if p.name in GLOBAL_OPTION_NAMES and not own & {*p.opts, *p.secondary_opts}:
-                        q = copy.copy(p)
-                        q.hidden = True
-                        copies.append(q)
+                    if p.name not in GLOBAL_OPTION_NAMES:
+                        continue
+                    # only the flags the command leaves free: grep's own -C is
+                    # its context, and --project still follows grep (before
+                    # 2026-12-07 one clashing flag dropped the whole option)
+                    opts = [o for o in p.opts if o not in own]
+                    if not opts:
+                        continue
+                    q = copy.copy(p)
+                    q.opts = opts
+                    q.secondary_opts = [o for o in p.secondary_opts if o not in own]
+                    q.hidden = True
+                    copies.append(q)
             self._global_params = copies
         return self._global_params
 

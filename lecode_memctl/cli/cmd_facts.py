@@ -512,7 +512,8 @@ def recall(
     """Recall one fact with its source evidence, as the agent's memory_recall does.
 
     Prints one JSON document (pretty on a terminal) of at most 16,384 bytes:
-    type ("recall"), schema_version, fact_id, revision, status and reason; and only when the evidence of
+    type ("recall"), schema_version, fact_id, revision, status and reason (and
+    about_revision, the revision the status is about, when not valid); and only when the evidence of
     every revision validates (purpose durable) also the fact text (capped at
     512 characters, fact_text_truncated), session_id, source {session_id,
     seqs, digest} and a page of source_text: a character page of the JSON

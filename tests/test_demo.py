@@ -92,3 +92,24 @@ def test_no_git_on_path_is_git_not_found(tmp_path, monkeypatch):
     monkeypatch.setattr("shutil.which", lambda name, *a, **k: None)
     d = build_demo(tmp_path / "d")
     assert (d.used_git, d.git_problem) == (False, "git not found")
+
+
+def test_demo_compactions_cover_every_visible_message_below_their_end(demo_template):
+    """The reference design: a summary covers only complete exchanges, so a
+    lineage leaves no visible message out below the last one it covers
+    (before 2026-12-07 the demo's second chunk left out the redone user
+    message of its exchange)."""
+    import orjson
+
+    path = demo_template.store.path / "sessions" / "demo-alpha.jsonl"
+    records = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    messages = {r["seq"] for r in records if r.get("type") == "message"}
+    undone: set[int] = set()
+    for r in records:
+        if r.get("type") == "event" and r.get("event") in ("undo", "redo"):
+            (undone.update if r["event"] == "undo" else undone.difference_update)(r["target"])
+    compacts = [r for r in records if r.get("type") == "event" and r.get("event") == "compact"]
+    assert len(compacts) == 2
+    for c in compacts:
+        covered = {s for chunk in c["lineage"] for s in chunk["seqs"]}
+        assert covered == {s for s in messages - undone if s <= max(covered)}, c["lineage"]

@@ -190,8 +190,11 @@ def build_demo(base: Path) -> Demo:
     compact1 = sessions.events("demo-alpha", 0, {"compact"})[0]
     # Lineage positions are visible messages only: the undo/redo events between
     # them are covered by the digest (every record of the span), not named.
-    second_span = SourceRef("demo-alpha", (b, corr, corr + 1),
-                            canonical_digest(sessions.records("demo-alpha", b, corr + 1)))
+    # The chunk covers every newly visible message after the first chunk, the
+    # redone user message included (before 2026-12-07 it started at the reply,
+    # leaving its user message out: no complete exchange).
+    second_span = SourceRef("demo-alpha", (a, b, corr, corr + 1),
+                            canonical_digest(sessions.records("demo-alpha", a, corr + 1)))
     with sessions.writer("demo-alpha") as w:
         w.append_event("compact", summary="Indentation is now 4 spaces.",
                        lineage=[first_span.to_json(), second_span.to_json()],

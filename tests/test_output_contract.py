@@ -86,6 +86,8 @@ def test_json_jsonl_csv_tsv_have_the_same_fields(built, argv, rtype, rows_of):
         legacy.path.mkdir(parents=True)
         (legacy.path / "notes").mkdir()
         (legacy.path / "notes" / "old.md").write_text("# old\n")
+        # (named: outside Git the tree is not walked, every directory is its own project)
+        argv = [*argv, "--from", str(legacy.path)]
     argv = [a.replace("{fid}", ids[0]) for a in argv]
     model = next(m for m in MODELS if m.type == rtype)
     schema = _schema(rtype)

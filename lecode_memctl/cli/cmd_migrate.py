@@ -249,7 +249,8 @@ def migrate_legacy(
     Older lecode versions kept a store per working directory
     (<config dir>/memory/<slug of that directory>/).  This finds the legacy
     stores of the current directory and its parents, of every directory in
-    the project, and of each linked worktree, plus any given with --from;
+    the project, and of each linked worktree (outside Git every directory
+    is its own project: none of those), plus any given with --from;
     prints a plan; and, after you confirm, copies MEMORY.md, scratchpad.md,
     daily/YYYY-MM-DD.md and notes/<name>.md into the project store, each only
     if that destination is absent.  Existing destinations are never merged or

@@ -35,6 +35,7 @@ from ._record import record
 from .atomic import atomic_write, is_temp_name, make_dirs, read_regular
 from .errors import EXIT_OK, Conflict, NotFound, StoreCorrupt, StoreWriteError, UsageError
 from .identity import (
+    NOT_GIT,
     ProjectIdentity,
     read_commondir,
     read_gitdir_file,
@@ -277,6 +278,8 @@ def discover_legacy_stores(config_dir: Path, cwd: str | os.PathLike[str], *,
     once, at its first position.  The project's own store never is.  With
     ``cwd_only`` (what the agent does on first use, as the reference design
     says) only the working directory's own legacy store, then ``extra``.
+    Outside Git the project root is the working directory itself (every
+    directory is its own project): nothing is walked, only ``extra`` applies.
 
     The trees are walked with ``os.scandir`` without following symbolic
     links, skipping ``.git`` and nested checkouts, at most ``max_dirs``
@@ -307,9 +310,13 @@ def discover_legacy_stores(config_dir: Path, cwd: str | os.PathLike[str], *,
 
     worktrees: list[Path] = []
     wt_notes: list[str] = []
-    if not cwd_only:
+    if not cwd_only and ident.kind != NOT_GIT:
+        # Outside Git the project root is the working directory itself: every
+        # directory is its own project, and the store of one under it is that
+        # project's store, not a legacy one (before 2026-12-07 the walk copied
+        # them all into this one).  Only --from applies there.
         root = str(ident.root)
-        if os.path.lexists(os.path.join(root, ".git")) or ident.kind == "not a git checkout":
+        if os.path.lexists(os.path.join(root, ".git")):
             finder.walk(root, ORIGIN_TREE)
         worktrees, wt_notes = linked_worktrees(ident)
         for wt in worktrees:

@@ -6,14 +6,18 @@ newlines in paths, the hint's wording."""
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
+import pytest
 
 from lecode_memctl.core.identity import slug
 from lecode_memctl.core.migrate import classify_stores, discover_legacy_stores, plan_migration
 
-from .conftest import run_cli
+from .conftest import make_repo, run_cli
 
 
 def legacy_path(config_dir: Path, d: Path) -> Path:
@@ -53,3 +57,115 @@ def test_outside_git_other_directories_stores_are_not_migrated(tmp_path, config_
     classes, _ = classify_stores(config_dir, [home, proj_b])
     assert {c.path: c.kind for c in classes}[b] == "project"
 
+
+
+# ---------------------------------------------------------------- permissions
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+_NP: list[str] | None = None
+
+
+def _np_prefix(tmp: Path) -> list[str] | None:
+    """The argv prefix that runs a command without the permission-override
+    capabilities (root: setpriv dropping CAP_DAC_OVERRIDE and
+    CAP_DAC_READ_SEARCH; another user: nothing), or None when a chmod-000
+    file stays readable that way."""
+    global _NP
+    if _NP is not None:
+        return _NP or None
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            _NP = []
+            return None
+        prefix = ["setpriv", "--inh-caps=-dac_override,-dac_read_search",
+                  "--bounding-set=-dac_override,-dac_read_search"]
+    probe = tmp / "np-probe"
+    probe.write_text("x")
+    probe.chmod(0)
+    try:
+        r = subprocess.run([*prefix, sys.executable, "-c", f"open({str(probe)!r}).read()"],
+                           capture_output=True)
+    finally:
+        probe.chmod(0o600)
+        probe.unlink()
+    _NP = prefix if r.returncode != 0 else []
+    return prefix if r.returncode != 0 else None
+
+
+def np_run(tmp: Path, *args: str) -> subprocess.CompletedProcess:
+    """``memctl ARGS`` in a subprocess that chmod 000 stops (skip where none does)."""
+    prefix = _np_prefix(tmp)
+    if prefix is None:
+        pytest.skip("this process reads chmod-000 files and cannot drop the capability")
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    return subprocess.run([*prefix, sys.executable, "-m", "lecode_memctl", *args],
+                           capture_output=True, env=env, timeout=60)
+
+
+@pytest.fixture
+def two(tmp_path, config_dir):
+    """A repository whose working directory a/b and its parent a/ both have a
+    legacy store: #1 is a/b's (cwd), #2 a/'s (ancestor)."""
+    repo = make_repo(Path(os.path.realpath(tmp_path)) / "app")
+    (repo / "a" / "b").mkdir(parents=True)
+    first = legacy_path(config_dir, repo / "a" / "b")
+    second = legacy_path(config_dir, repo / "a")
+    store = config_dir / "memory" / slug(str(repo))
+    return repo / "a" / "b", first, second, store
+
+
+def np_json(tmp: Path, cwd: Path, *args: str) -> tuple[int, dict, str]:
+    r = np_run(tmp, "--project", str(cwd), "migrate-legacy", "--json", *args)
+    return r.returncode, orjson.loads(r.stdout), r.stderr.decode()
+
+
+# ---------------------------------------------------------------- 2. the first store unreadable
+
+def test_an_unreadable_file_of_the_first_store_still_wins_its_destination(two, tmp_path):
+    cwd, first, root_store, store = two
+    put(first / "MEMORY.md", "first\n")
+    put(root_store / "MEMORY.md", "second\n")
+    put(root_store / "scratchpad.md", "pad\n")
+    (first / "MEMORY.md").chmod(0)
+    try:
+        code, doc, err = np_json(tmp_path, cwd, "--dry-run")
+        assert code == 4, err
+        items = {(i["store"], i["name"]): i for i in doc["items"]}
+        assert items[(1, "MEMORY.md")]["reason"] == "unreadable"
+        later = items[(2, "MEMORY.md")]
+        assert later["action"] == "skip" and later["conflict"]
+        assert later["provided_by"] == str(first / "MEMORY.md")
+        assert "could not be read" in later["detail"]
+        assert items[(2, "scratchpad.md")]["action"] == "copy"
+        code, doc, err = np_json(tmp_path, cwd, "--yes")
+        assert code == 4, err
+        assert not (store / "MEMORY.md").exists()
+    finally:
+        (first / "MEMORY.md").chmod(0o600)
+    # once readable, the first store's file is the one copied
+    r = run_cli("--project", str(cwd), "migrate-legacy", "--yes")
+    assert r.exit_code == 0, r.stderr
+    assert (store / "MEMORY.md").read_text() == "first\n"
+
+
+@pytest.mark.parametrize("sub", ["notes", "daily"])
+def test_an_unlistable_directory_of_the_first_store_still_wins(two, tmp_path, sub):
+    cwd, first, second, store = two
+    name = "n.md" if sub == "notes" else "2024-01-05.md"
+    put(first / sub / name, "first\n")
+    put(second / sub / name, "second\n")
+    (first / sub).chmod(0)
+    try:
+        code, doc, err = np_json(tmp_path, cwd, "--dry-run")
+        assert code == 4, err
+        items = {(i["store"], i["name"]): i for i in doc["items"]}
+        assert items[(1, f"{sub}/")]["reason"] == "unreadable"
+        later = items[(2, f"{sub}/{name}")]
+        assert later["action"] == "skip" and later["conflict"], later
+        assert "could not be" in later["detail"]
+    finally:
+        (first / sub).chmod(0o700)
+    r = run_cli("--project", str(cwd), "migrate-legacy", "--yes")
+    assert r.exit_code == 0, r.stderr
+    assert (store / sub / name).read_text() == "first\n"

@@ -569,17 +569,45 @@ def _dest_state(dest: Path, store_dir: Path) -> tuple[str, bytes | None]:
         return "blocked", None
 
 
+def _first_provider(ls: LegacyStore, rel: str, path: Path, dest: Path, state: str,
+                    existing_sha: str | None, size: int, digest: str) -> PlanItem:
+    """The item of the first legacy file to provide ``dest``, against what is there."""
+    if state == "absent":
+        return PlanItem(ls.index, rel, path, dest, COPY, None, "copy to the project store",
+                        size, digest)
+    if existing_sha == digest:
+        return PlanItem(ls.index, rel, path, dest, SKIP, R_IDENTICAL,
+                        "the destination already has these exact bytes", size, digest)
+    if state == "blocked":
+        return PlanItem(ls.index, rel, path, dest, SKIP, R_DESTINATION_EXISTS,
+                        f"something that is not a regular file is in the way at {dest}",
+                        size, digest, blocked=True)
+    return PlanItem(ls.index, rel, path, dest, SKIP, R_DESTINATION_EXISTS,
+                    f"the destination exists with other content: {dest}", size, digest)
+
+
 def plan_items(discovery: Discovery) -> list[PlanItem]:
-    """The plan for a discovery: one item per legacy file, in store order then name order."""
+    """The plan for a discovery: one item per legacy file, in store order then name order.
+
+    The first store in migration order to provide a destination wins it,
+    also when its file cannot be read (or its ``notes/``, ``daily/`` or the
+    store itself cannot be listed): the later stores' files for it are then
+    skipped, not copied, so that the first store's can be once it is
+    readable (a later store's copy would keep it out for ever)."""
     dest_root = discovery.store.path
     items: list[PlanItem] = []
-    # destination -> (index into items of the first provider, its sha256)
-    providers: dict[str, tuple[int, str]] = {}
+    # destination -> (index into items of the first provider, its sha256;
+    # None: it could not be read)
+    providers: dict[str, tuple[int, str | None]] = {}
+    # "notes/", "daily/" or "" (the whole store) -> index into items of the
+    # earliest store's entry that could not be listed
+    unlisted: dict[str, int] = {}
     dest_cache: dict[str, tuple[str, bytes | None]] = {}
     for ls in discovery.legacy:
         for rel, path, st, what in _scan_store(ls):
             size = st.st_size if st is not None and what == "file" else None
             if what.startswith("unlistable:"):
+                unlisted.setdefault("" if rel == "./" else rel, len(items))
                 items.append(PlanItem(ls.index, rel, path, None, SKIP, R_UNREADABLE,
                                       f"cannot list: {what.split(':', 1)[1]}"))
                 continue
@@ -600,9 +628,18 @@ def plan_items(discovery: Discovery) -> list[PlanItem]:
             if kind == "skip":
                 items.append(PlanItem(ls.index, rel, path, None, SKIP, reason, detail, size))
                 continue
+            key = rel
+            if key not in providers:
+                hidden = [j for p, j in unlisted.items() if rel.startswith(p)]
+                if hidden:
+                    # an earlier store's directory that could not be listed
+                    # may hold it: that store comes first
+                    providers[key] = (min(hidden), None)
             try:
                 data = read_regular(path)
             except OSError as exc:
+                if key not in providers:
+                    providers[key] = (len(items), None)
                 items.append(PlanItem(ls.index, rel, path, dest_root / rel, SKIP, R_UNREADABLE,
                                       f"cannot read: {exc.strerror}", size))
                 continue
@@ -612,7 +649,6 @@ def plan_items(discovery: Discovery) -> list[PlanItem]:
                 continue
             digest = hashlib.sha256(data).hexdigest()
             dest = dest_root.joinpath(*parts)
-            key = rel
             if key not in dest_cache:
                 state, existing = _dest_state(dest, dest_root)
                 dest_cache[key] = (state, existing)
@@ -621,23 +657,23 @@ def plan_items(discovery: Discovery) -> list[PlanItem]:
             first = providers.get(key)
             if first is None:
                 providers[key] = (len(items), digest)
-                if state == "absent":
-                    items.append(PlanItem(ls.index, rel, path, dest, COPY, None,
-                                          "copy to the project store", len(data), digest))
-                elif existing_sha == digest:
-                    items.append(PlanItem(ls.index, rel, path, dest, SKIP, R_IDENTICAL,
-                                          "the destination already has these exact bytes",
-                                          len(data), digest))
-                elif state == "blocked":
-                    items.append(PlanItem(ls.index, rel, path, dest, SKIP, R_DESTINATION_EXISTS,
-                                          "something that is not a regular file is in the way "
-                                          f"at {dest}", len(data), digest, blocked=True))
-                else:
-                    items.append(PlanItem(ls.index, rel, path, dest, SKIP, R_DESTINATION_EXISTS,
-                                          f"the destination exists with other content: {dest}",
-                                          len(data), digest))
+                items.append(_first_provider(ls, rel, path, dest, state, existing_sha,
+                                             len(data), digest))
                 continue
             winner = items[first[0]]
+            if first[1] is None:
+                # the first provider could not be read: it keeps the destination
+                item = _first_provider(ls, rel, path, dest, state, existing_sha, len(data), digest)
+                if item.action == COPY:
+                    why = (f"may provide {rel}, but its {winner.name} could not be listed"
+                           if winner.name.endswith("/")
+                           else f"provides {rel}, but it could not be read")
+                    item = PlanItem(ls.index, rel, path, dest, SKIP, R_DUPLICATE,
+                                    f"#{winner.store} comes first and {why}; not copied, so "
+                                    f"that #{winner.store}'s can be once it is readable",
+                                    len(data), digest, winner.source)
+                items.append(item)
+                continue
             final_sha = (existing_sha if state == "file"
                          else first[1] if state == "absent" else None)
             if digest == final_sha and digest != first[1]:

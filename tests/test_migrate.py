@@ -619,8 +619,11 @@ def test_read_only_destination_directory_is_a_clear_error(small, config_dir):
         assert r.stderr == (f"memctl: error: {store}: not writable ({why}); "
                             "nothing was copied\n")
         assert tree_hash(config_dir) == before
+        # the dry run exits as the copy would (exit 0 before 2026-12-07)
         d = run_cli("--project", str(cwd), "migrate-legacy", "--dry-run")
-        assert d.exit_code == 0 and "summary: 3 to copy" in d.stdout
+        assert d.exit_code == 7 and "summary: 3 to copy" in d.stdout
+        assert d.stderr == (f"memctl: error: the copy would fail: {store}: not writable "
+                            f"({why}); nothing was copied\n")
     finally:
         if mounted:
             subprocess.run(["umount", str(store)], check=True)

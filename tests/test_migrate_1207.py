@@ -169,3 +169,29 @@ def test_an_unlistable_directory_of_the_first_store_still_wins(two, tmp_path, su
     r = run_cli("--project", str(cwd), "migrate-legacy", "--yes")
     assert r.exit_code == 0, r.stderr
     assert (store / sub / name).read_text() == "first\n"
+
+
+# ---------------------------------------------------------------- 3. the dry run's exit 7
+
+def test_dry_run_exits_7_as_the_copy_would_when_the_store_is_not_writable(two, tmp_path):
+    cwd, first, _second, store = two
+    put(first / "MEMORY.md", "m\n")
+    put(store / "scratchpad.md", "existing\n")
+    store.chmod(0o500)
+    try:
+        r = np_run(tmp_path, "--project", str(cwd), "migrate-legacy", "--yes")
+        assert r.returncode == 7, r.stderr
+        copy_msg = f"{store}: not writable (permission denied); nothing was copied"
+        assert r.stderr.decode() == f"memctl: error: {copy_msg}\n"
+        r = np_run(tmp_path, "--project", str(cwd), "migrate-legacy", "--dry-run")
+        assert r.returncode == 7, r.stderr
+        assert "summary: 1 to copy" in r.stdout.decode()
+        assert r.stderr.decode() == f"memctl: error: the copy would fail: {copy_msg}\n"
+        code, doc, err = np_json(tmp_path, cwd, "--dry-run")
+        assert code == 7 and doc["exit_code"] == 7
+        assert doc["would_fail"] == copy_msg
+        assert err == f"memctl: error: the copy would fail: {copy_msg}\n"
+    finally:
+        store.chmod(0o700)
+    code, doc, _err = np_json(tmp_path, cwd, "--dry-run")
+    assert code == 0 and doc["would_fail"] is None

@@ -28,18 +28,20 @@ def _item_rows(plan, diffs: dict | None = None) -> list[dict]:
                           detail=i.detail, diff=diffs.get(n)) for n, i in enumerate(plan.items)]
 
 
-def _emit(plan, fmt: str, *, dry_run: bool, diffs: dict | None = None) -> None:
+def _emit(plan, fmt: str, *, dry_run: bool, diffs: dict | None = None,
+          would_fail: str | None = None) -> None:
     from lecode_memctl.core.rowmodel import PLAN_ITEM
 
     from .output import emit_json, render_records
 
     if fmt == "json":
-        emit_json(_doc(plan, dry_run=dry_run, diffs=diffs))
+        emit_json(_doc(plan, dry_run=dry_run, diffs=diffs, would_fail=would_fail))
     else:
         render_records(PLAN_ITEM, _item_rows(plan, diffs), fmt)
 
 
-def _doc(plan, *, dry_run: bool, diffs: dict | None = None) -> dict:
+def _doc(plan, *, dry_run: bool, diffs: dict | None = None,
+         would_fail: str | None = None) -> dict:
     from lecode_memctl.core.rowmodel import SCHEMA_VERSION
 
     d = plan.discovery
@@ -62,7 +64,8 @@ def _doc(plan, *, dry_run: bool, diffs: dict | None = None) -> dict:
                     "skip": sum(1 for i in plan.items if i.action != "copy"),
                     "conflicts": len(plan.conflicts), "copied": plan.copied},
         "fail_on_conflict": plan.fail_on_conflict,
-        "exit_code": plan.exit_code,
+        "would_fail": would_fail,
+        "exit_code": _write_fails() if would_fail else plan.exit_code,
     }
 
 
@@ -129,12 +132,25 @@ def _print_hint(plan) -> None:
              f"{safe(i.detail, keep_newlines=False)}")
 
 
-def _exit(plan) -> NoReturn:
+def _write_fails() -> int:
+    """The exit status of a copy that cannot write (7)."""
+    from lecode_memctl.core.errors import StoreWriteError
+
+    return StoreWriteError.exit_code
+
+
+def _exit(plan, would_fail: str | None = None) -> NoReturn:
     """End with the plan's exit status; a non-zero one (4) also says why in
     one line on stderr, as every error does (the report on stdout is as
-    before): it was there only, stderr empty."""
+    before): it was there only, stderr empty.  A dry run whose copy would
+    fail to write (``would_fail``) ends as that copy would: exit 7, its
+    message marked as the copy's."""
     from .output import echo, safe
 
+    if would_fail is not None:
+        echo(f"memctl: error: the copy would fail: {safe(would_fail, keep_newlines=False)}",
+             err=True)
+        raise typer.Exit(_write_fails())
     code = plan.exit_code
     if code != 0:
         echo(f"memctl: error: {safe(_why_not(plan), keep_newlines=False)}", err=True)
@@ -217,7 +233,8 @@ one line on stderr names the first; 1 you declined at the prompt; 2 no
 3 a --from directory does not exist; 5 a legacy file read when planned
 could not be read when copied (the copy stops there; the message says what
 was copied: run again to finish); 7 a write failed (nothing partial is
-left: run again to finish).
+left: run again to finish), or, with --dry-run, the copy would find a
+directory it needs not writable.
 """)
 def migrate_legacy(
     dry_run: Annotated[bool, typer.Option(
@@ -263,8 +280,8 @@ def migrate_legacy(
     never copied.  Legacy files are left untouched.  Each copy is an atomic
     write verified by sha256; running it again does nothing more.
     """
-    from lecode_memctl.core.errors import EXIT_PROBLEMS, UsageError
-    from lecode_memctl.core.migrate import apply_migration, plan_migration
+    from lecode_memctl.core.errors import EXIT_PROBLEMS, StoreWriteError, UsageError
+    from lecode_memctl.core.migrate import apply_migration, check_writable, plan_migration
 
     from .output import check_format, echo, safe
 
@@ -283,15 +300,23 @@ def migrate_legacy(
         echo(f"memctl: note: {safe(note, keep_newlines=False)}", err=True)
 
     if dry_run or not plan.copies:
+        would_fail = None
+        if plan.copies:
+            # the dry run exits as the copy would: check_writable is the
+            # copy's first step, before anything is written
+            try:
+                check_writable(plan)
+            except StoreWriteError as exc:
+                would_fail = exc.message
         diffs = _diffs(plan) if diff else {}
         if json_:
-            _emit(plan, fmt_name, dry_run=dry_run, diffs=diffs)
+            _emit(plan, fmt_name, dry_run=dry_run, diffs=diffs, would_fail=would_fail)
         else:
             _print_plan(plan)
             echo(_summary(plan))
             _print_hint(plan)
             _print_diffs(plan, diffs)
-        _exit(plan)
+        _exit(plan, would_fail)
 
     interactive = not json_ and stdin_is_tty()
     if not yes and not interactive:

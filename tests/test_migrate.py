@@ -145,7 +145,7 @@ plan:
   copy  #3   daily/2024-03-02.md
   skip  #3   facts.sqlite3                    sqlite: SQLite databases are never copied
   skip  #3   facts.sqlite3-wal                sqlite: SQLite databases are never copied
-  skip  #3   sessions/s1.jsonl                not_markdown: session transcripts are not Markdown; only Markdown is migrated
+  skip  #3   sessions/                        not_markdown: session transcripts are not Markdown; only Markdown is migrated (the directory is not read)
   skip  #4   MEMORY.md                        identical: same bytes as #2 MEMORY.md, which the destination has or receives
   copy  #4   daily/2024-03-01.md
   skip  #4   notes/design.md                  destination_exists: the destination exists with other content: <CFG>/memory/<project>/notes/design.md
@@ -325,7 +325,7 @@ def test_plan_json_fields(world):
         (S + "<src>/daily/2024-03-02.md", D + "daily/2024-03-02.md", "copy", None),
         (S + "<src>/facts.sqlite3", None, "skip", "sqlite"),
         (S + "<src>/facts.sqlite3-wal", None, "skip", "sqlite"),
-        (S + "<src>/sessions/s1.jsonl", None, "skip", "not_markdown"),
+        (S + "<src>/sessions", None, "skip", "not_markdown"),
         (S + "<deep>/MEMORY.md", D + "MEMORY.md", "skip", "identical"),
         (S + "<deep>/daily/2024-03-01.md", D + "daily/2024-03-01.md", "copy", None),
         (S + "<deep>/notes/design.md", D + "notes/design.md", "skip", "destination_exists"),

@@ -195,3 +195,24 @@ def test_dry_run_exits_7_as_the_copy_would_when_the_store_is_not_writable(two, t
         store.chmod(0o700)
     code, doc, _err = np_json(tmp_path, cwd, "--dry-run")
     assert code == 0 and doc["would_fail"] is None
+
+
+# ---------------------------------------------------------------- 4. sessions/ is not entered
+
+def test_sessions_is_one_not_markdown_item_and_not_read(two, tmp_path):
+    cwd, first, _second, store = two
+    put(first / "MEMORY.md", "m\n")
+    put(first / "sessions" / "s1.jsonl", '{"seq":0}\n')
+    put(first / "sessions" / "s2.jsonl", '{"seq":0}\n')
+    p = plan_migration(Path(os.environ["LECODE_CONFIG_DIR"]), cwd)
+    assert [(i.name, i.action, i.reason, i.conflict, i.destination) for i in p.items] == [
+        ("MEMORY.md", "copy", None, False, store / "MEMORY.md"),
+        ("sessions/", "skip", "not_markdown", False, None)]
+    (first / "sessions").chmod(0)
+    try:
+        code, doc, err = np_json(tmp_path, cwd, "--dry-run")
+        assert code == 0, err
+        assert [(i["name"], i["reason"], i["conflict"]) for i in doc["items"]] == [
+            ("MEMORY.md", None, False), ("sessions/", "not_markdown", False)]
+    finally:
+        (first / "sessions").chmod(0o700)

@@ -504,7 +504,8 @@ def _classify_name(rel: str, parts: list[str]) -> tuple[str, str | None, str]:
 
 def _scan_store(ls: LegacyStore) -> list[tuple[str, Path, os.stat_result | None, str]]:
     """Every entry of a legacy store as (relname, path, lstat, what) with what one of
-    "file", "symlink", "dir" (an unexpected directory, not entered), "other"."""
+    "file", "symlink", "dir" (an unexpected directory, not entered), "sessions"
+    (the transcripts' directory, not entered), "other"."""
     out: list[tuple[str, Path, os.stat_result | None, str]] = []
 
     def scan(d: Path, prefix: str, depth: int) -> None:
@@ -526,8 +527,12 @@ def _scan_store(ls: LegacyStore) -> list[tuple[str, Path, os.stat_result | None,
             if stat.S_ISLNK(st.st_mode):
                 out.append((rel, p, st, "symlink"))
             elif stat.S_ISDIR(st.st_mode):
-                if depth == 0 and e.name in (DAILY_DIR, NOTES_DIR, SESSIONS_DIR):
+                if depth == 0 and e.name in (DAILY_DIR, NOTES_DIR):
                     scan(p, rel + "/", depth + 1)
+                elif depth == 0 and e.name == SESSIONS_DIR:
+                    # transcripts are never migrated: not entered, so that
+                    # one that cannot be listed or read changes nothing
+                    out.append((rel + "/", p, st, "sessions"))
                 else:
                     out.append((rel + "/", p, st, "dir"))
             elif stat.S_ISREG(st.st_mode):
@@ -614,6 +619,11 @@ def plan_items(discovery: Discovery) -> list[PlanItem]:
             if what == "symlink":
                 items.append(PlanItem(ls.index, rel, path, None, SKIP, R_SYMLINK,
                                       "symbolic link; never followed"))
+                continue
+            if what == "sessions":
+                items.append(PlanItem(ls.index, rel, path, None, SKIP, R_NOT_MARKDOWN,
+                                      "session transcripts are not Markdown; only Markdown is "
+                                      "migrated (the directory is not read)"))
                 continue
             if what == "dir":
                 items.append(PlanItem(ls.index, rel, path, None, SKIP, R_UNEXPECTED,

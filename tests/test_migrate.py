@@ -149,10 +149,11 @@ plan:
   skip  #4   MEMORY.md                        identical: same bytes as #2 MEMORY.md, which the destination has or receives
   copy  #4   daily/2024-03-01.md
   skip  #4   notes/design.md                  destination_exists: the destination exists with other content: <CFG>/memory/<project>/notes/design.md
-summary: 6 to copy, 12 skipped, 2 conflicts
+summary: 6 to copy, 12 skipped, 3 conflicts
 """  # noqa: E501 - the expected output, line for line
 
 HINT = """\
+1 legacy Markdown file skipped (a symbolic link, not a regular file, or a name the store does not accept): not migrated; copy its content by hand if it matters.
 2 files already in the project store with other content: never merged or overwritten; the legacy files are kept.
 To merge by hand, 'memctl migrate-legacy --dry-run --diff' shows each legacy file against the project's; then, in the project:
   memctl edit memory
@@ -333,7 +334,7 @@ def test_plan_json_fields(world):
     dup = doc["items"][9]
     assert dup["provided_by"] == str(world.legacy["wt"] / "MEMORY.md") and dup["conflict"]
     assert doc["items"][2]["sha256"] == hashlib.sha256(b"log four\n").hexdigest()
-    assert doc["summary"] == {"copy": 6, "skip": 12, "conflicts": 2, "copied": 0}
+    assert doc["summary"] == {"copy": 6, "skip": 12, "conflicts": 3, "copied": 0}
 
 
 def test_order_depends_on_where_you_stand_and_the_first_wins(world):
@@ -367,7 +368,7 @@ def test_apply_second_run_and_legacy_untouched(world):
     r2 = run_cli("--project", str(world.sub), "migrate-legacy", "--json")
     assert r2.exit_code == 0
     doc = orjson.loads(r2.stdout_bytes)
-    assert doc["summary"] == {"copy": 0, "skip": 18, "conflicts": 2, "copied": 0}
+    assert doc["summary"] == {"copy": 0, "skip": 18, "conflicts": 3, "copied": 0}
     assert {i["reason"] for i in doc["items"] if i["destination"]} == {
         "identical", "duplicate", "destination_exists"}
     assert tree_hash(world.store) == store_before

@@ -216,3 +216,41 @@ def test_sessions_is_one_not_markdown_item_and_not_read(two, tmp_path):
             ("MEMORY.md", None, False), ("sessions/", "not_markdown", False)]
     finally:
         (first / "sessions").chmod(0o700)
+
+
+# ---------------------------------------------------------------- 5. skipped user Markdown is a conflict
+
+def test_user_markdown_skipped_by_its_kind_or_name_is_a_conflict(two, tmp_path):
+    cwd, first, _second, store = two
+    put(first / "scratchpad.md", "pad\n")
+    put(tmp_path / "elsewhere.md", "linked\n")
+    os.symlink(tmp_path / "elsewhere.md", first / "MEMORY.md")
+    put(first / "notes" / ("n" * 101 + ".md"), "long name\n")
+    put(first / "notes" / "ok.md", "ok\n")
+    put(first / "notes" / "readme.txt", "not markdown\n")
+    put(first / "daily" / "2024-1-5.md", "bad date\n")
+    os.mkfifo(first / "daily" / "2024-01-06.md")
+    os.symlink(tmp_path / "elsewhere.md", first / "notes" / "link.md")
+    cfg = Path(os.environ["LECODE_CONFIG_DIR"])
+    p = plan_migration(cfg, cwd)
+    got = {i.name: (i.action, i.reason, i.conflict) for i in p.items}
+    assert got == {
+        "MEMORY.md": ("skip", "symlink", True),
+        "daily/2024-01-06.md": ("skip", "unexpected", True),
+        "daily/2024-1-5.md": ("skip", "unexpected", True),
+        "notes/" + "n" * 101 + ".md": ("skip", "unexpected", True),
+        "notes/link.md": ("skip", "symlink", True),
+        "notes/ok.md": ("copy", None, False),
+        "notes/readme.txt": ("skip", "unexpected", False),
+        "scratchpad.md": ("copy", None, False),
+    }
+    assert p.exit_code == 0     # the default exit is unchanged
+    r = run_cli("--project", str(cwd), "migrate-legacy", "--dry-run", "--fail-on-conflict")
+    assert r.exit_code == 4, r.stdout
+    assert r.stderr.startswith("memctl: error: 5 legacy files not copied: #1 MEMORY.md: "
+                               "symbolic link"), r.stderr
+    assert "5 legacy Markdown files skipped" in r.stdout
+    assert "already in the project store" not in r.stdout
+    r = run_cli("--project", str(cwd), "migrate-legacy", "--yes")
+    assert r.exit_code == 0, r.stderr
+    assert sorted(os.listdir(store / "notes")) == ["ok.md"]

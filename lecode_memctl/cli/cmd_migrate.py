@@ -114,7 +114,13 @@ def _print_hint(plan) -> None:
     from .output import echo, safe
 
     unresolved = {id(i) for i in plan.unresolved}
-    kept = [i for i in plan.conflicts if id(i) not in unresolved]
+    kept = [i for i in plan.conflicts if id(i) not in unresolved and not i.left_behind]
+    left = [i for i in plan.conflicts if id(i) not in unresolved and i.left_behind]
+    if left:
+        n = len(left)
+        echo(f"{n} legacy Markdown file{'s' if n != 1 else ''} skipped (a symbolic link, not "
+             "a regular file, or a name the store does not accept): not migrated; copy "
+             f"{'their' if n != 1 else 'its'} content by hand if it matters.")
     if kept:
         n = len(kept)
         echo(f"{n} file{'s' if n != 1 else ''} already in the project store with other "
@@ -166,8 +172,11 @@ def _why_not(plan) -> str:
     else:   # (--fail-on-conflict)
         items = plan.conflicts
         them = "them" if len(items) != 1 else "it"
-        why = (f"the project store has other content for {them} (--fail-on-conflict): "
-               f"#{items[0].store} {items[0].name}")
+        if items[0].left_behind:
+            why = f"#{items[0].store} {items[0].name}: {items[0].detail} (--fail-on-conflict)"
+        else:
+            why = (f"the project store has other content for {them} (--fail-on-conflict): "
+                   f"#{items[0].store} {items[0].name}")
     n = len(items)
     more = f" (and {n - 1} more: see the report)" if n > 1 else ""
     return f"{n} legacy file{'s' if n != 1 else ''} not copied: {why}{more}"
@@ -226,7 +235,8 @@ now or before; existing destinations are reported, never merged); 4 a legacy
 file could not be read when planned (it is skipped, the others are copied)
 or changed before its copy, a destination is blocked by something that is
 not a regular file, or, with --fail-on-conflict, some file was not copied
-because the project has other content for it: the report lists each, and
+because the project has other content for it, or some Markdown was skipped
+as a symbolic link, not a regular file or for its name: the report lists each, and
 one line on stderr names the first; 1 you declined at the prompt; 2 no
 --yes and stdin is not a terminal (or with --json), --store given, or a
 --from that is a symbolic link, not a directory or the project's own store;
@@ -253,7 +263,9 @@ def migrate_legacy(
                        "diff), to merge by hand with 'memctl edit'.")] = False,
     fail_on_conflict: Annotated[bool, typer.Option(
         "--fail-on-conflict", help="Exit 4 when some legacy file is not copied because the "
-                                   "project store has other content for it.")] = False,
+                                   "project store has other content for it, or some Markdown "
+                                   "is skipped as a symbolic link, not a regular file or for "
+                                   "its name.")] = False,
     json_: JsonOpt = False,
     fmt: Annotated[str | None, typer.Option(
         "--format", "-f", metavar="FORMAT", autocompletion=complete_migrate_format,

@@ -771,7 +771,7 @@ COMMAND_OPTIONS = {
             ('--from', 'Also migrate this legacy store directory (repeatable; after the discovered ones, in the order given).', 'from_', True),
             ('--max-dirs', 'Walk at most N directories of the project and its worktrees.', 'max_dirs', False),
             ('--diff', "Show each conflicting legacy file against the project's (a unified diff), to merge by hand with 'memctl edit'.", 'diff', False),
-            ('--fail-on-conflict', 'Exit 4 when some legacy file is not copied because the project store has other content for it.', 'fail_on_conflict', False),
+            ('--fail-on-conflict', 'Exit 4 when some legacy file is not copied because the project store has other content for it, or some Markdown is skipped as a symbolic link, not a regular file or for its name.', 'fail_on_conflict', False),
             ('--json', 'Print one JSON document: the stable, documented contract for scripts.', 'json_', False),
             ('--format', "text or table (default: the plan as text), json (the same as --json), or jsonl, csv, tsv: the plan's item rows.", 'fmt', False),
             ('-f', "text or table (default: the plan as text), json (the same as --json), or jsonl, csv, tsv: the plan's item rows.", 'fmt', False),

@@ -424,11 +424,16 @@ class PlanItem:
     provided_by: Path | None = None   # R_DUPLICATE / R_IDENTICAL: the earlier source
     result: str | None = None         # after apply: RES_*; None in a dry run
     blocked: bool = False             # R_DESTINATION_EXISTS: not a regular file in the way
+    # user Markdown (a *.md where the layout has Markdown) skipped because it
+    # is a symbolic link, not a regular file, or has an invalid name: its
+    # content is left behind
+    left_behind: bool = False
 
     @property
     def conflict(self) -> bool:
+        """Whether skipping it loses content (docs/OUTPUT.md)."""
         return self.result in (RES_CONFLICT, RES_SOURCE_CHANGED) or (
-            self.reason in CONFLICT_REASONS)
+            self.reason in CONFLICT_REASONS) or self.left_behind
 
 
 @record(frozen=True)
@@ -469,6 +474,15 @@ class MigrationPlan:
         if self.unresolved or (self.fail_on_conflict and self.conflicts):
             return EXIT_CONFLICT
         return EXIT_OK
+
+
+def _user_markdown(rel: str) -> bool:
+    """Whether ``rel`` names Markdown where the store layout has Markdown:
+    ``MEMORY.md``, ``scratchpad.md``, ``notes/*.md``, ``daily/*.md``."""
+    parts = rel.split("/")
+    if len(parts) == 1:
+        return parts[0] in (MEMORY_FILE, SCRATCHPAD_FILE)
+    return len(parts) == 2 and parts[0] in (DAILY_DIR, NOTES_DIR) and parts[1].endswith(".md")
 
 
 def _classify_name(rel: str, parts: list[str]) -> tuple[str, str | None, str]:
@@ -618,7 +632,8 @@ def plan_items(discovery: Discovery) -> list[PlanItem]:
                 continue
             if what == "symlink":
                 items.append(PlanItem(ls.index, rel, path, None, SKIP, R_SYMLINK,
-                                      "symbolic link; never followed"))
+                                      "symbolic link; never followed",
+                                      left_behind=_user_markdown(rel)))
                 continue
             if what == "sessions":
                 items.append(PlanItem(ls.index, rel, path, None, SKIP, R_NOT_MARKDOWN,
@@ -631,12 +646,13 @@ def plan_items(discovery: Discovery) -> list[PlanItem]:
                 continue
             if what == "other":
                 items.append(PlanItem(ls.index, rel, path, None, SKIP, R_UNEXPECTED,
-                                      "not a regular file"))
+                                      "not a regular file", left_behind=_user_markdown(rel)))
                 continue
             parts = rel.split("/")
             kind, reason, detail = _classify_name(rel, parts)
             if kind == "skip":
-                items.append(PlanItem(ls.index, rel, path, None, SKIP, reason, detail, size))
+                items.append(PlanItem(ls.index, rel, path, None, SKIP, reason, detail, size,
+                                      left_behind=reason == R_UNEXPECTED and _user_markdown(rel)))
                 continue
             key = rel
             if key not in providers:

@@ -267,7 +267,9 @@ PLAN_ITEM = RowModel("migrate-legacy", "item", "One file of the migration plan."
     Field("destination", "string", "where it goes in the project store", True),
     Field("action", "string", "copy or skip"),
     Field("reason", "string", "why it is skipped", True),
-    Field("conflict", "boolean", "whether skipping it loses content"),
+    Field("conflict", "boolean", "whether skipping it loses content: other content in the "
+          "project store or an earlier store, unreadable, or Markdown skipped as a symbolic "
+          "link, not a regular file or by its name"),
     Field("result", "string", "null unless applied (a dry run, or nothing to copy: applied false); "
           "after applying: copied, skipped (a skip item), "
           "identical, conflict, source_changed", True),

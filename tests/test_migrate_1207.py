@@ -254,3 +254,31 @@ def test_user_markdown_skipped_by_its_kind_or_name_is_a_conflict(two, tmp_path):
     r = run_cli("--project", str(cwd), "migrate-legacy", "--yes")
     assert r.exit_code == 0, r.stderr
     assert sorted(os.listdir(store / "notes")) == ["ok.md"]
+
+
+# ---------------------------------------------------------------- 6. blocked, in every item
+
+def test_every_item_says_whether_its_destination_is_blocked(two):
+    cwd, first, _second, store = two
+    put(first / "MEMORY.md", "legacy\n")
+    put(first / "notes" / "n.md", "legacy note\n")
+    put(first / "scratchpad.md", "pad\n")
+    put(store / "MEMORY.md", "project\n")
+    put(store / "notes", "a regular file where notes/ should be\n")
+    r = run_cli("--project", str(cwd), "migrate-legacy", "--dry-run", "--json")
+    assert r.exit_code == 4, r.stderr
+    doc = orjson.loads(r.stdout_bytes)
+    got = {i["name"]: (i["reason"], i["conflict"], i["blocked"]) for i in doc["items"]}
+    assert got == {"MEMORY.md": ("destination_exists", True, False),
+                   "notes/n.md": ("destination_exists", True, True),
+                   "scratchpad.md": (None, False, False)}
+    rows = [orjson.loads(x) for x in run_cli(
+        "--project", str(cwd), "migrate-legacy", "--dry-run", "--format", "jsonl").stdout_bytes
+        .splitlines()]
+    assert [x["blocked"] for x in rows] == [False, True, False]
+    head, *lines = run_cli("--project", str(cwd), "migrate-legacy", "--dry-run",
+                           "--format", "csv").stdout.splitlines()
+    assert "blocked" in head.split(",")
+    text = run_cli("--project", str(cwd), "migrate-legacy", "--dry-run").stdout
+    assert "notes/n.md     destination_exists (blocked): " in text
+    assert "MEMORY.md      destination_exists: " in text

@@ -22,7 +22,7 @@ def _item_rows(plan, diffs: dict | None = None) -> list[dict]:
     return [PLAN_ITEM.row(source=str(i.source),
                           destination=str(i.destination) if i.destination else None,
                           action=i.action, reason=i.reason, conflict=i.conflict,
-                          result=i.result, store=i.store, name=i.name, size=i.size,
+                          blocked=i.blocked, result=i.result, store=i.store, name=i.name, size=i.size,
                           sha256=i.sha256,
                           provided_by=str(i.provided_by) if i.provided_by else None,
                           detail=i.detail, diff=diffs.get(n)) for n, i in enumerate(plan.items)]
@@ -208,8 +208,8 @@ def _print_plan(plan) -> None:
         if i.action == "copy":
             echo(f"  copy  #{i.store:<3} {name}")
         else:
-            echo(f"  skip  #{i.store:<3} {name:<{width}}  {i.reason}: "
-                 f"{safe(i.detail, keep_newlines=False)}")
+            echo(f"  skip  #{i.store:<3} {name:<{width}}  {i.reason}"
+                 f"{' (blocked)' if i.blocked else ''}: {safe(i.detail, keep_newlines=False)}")
 
 
 def _summary(plan) -> str:

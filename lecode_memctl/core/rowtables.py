@@ -270,6 +270,9 @@ PLAN_ITEM = RowModel("migrate-legacy", "item", "One file of the migration plan."
     Field("conflict", "boolean", "whether skipping it loses content: other content in the "
           "project store or an earlier store, unreadable, or Markdown skipped as a symbolic "
           "link, not a regular file or by its name"),
+    Field("blocked", "boolean", "destination_exists only: something that is not a regular file "
+          "(a directory, a symbolic link), or that cannot be read, is in the way; such an item "
+          "makes the exit status 4 (an ordinary existing destination does not)"),
     Field("result", "string", "null unless applied (a dry run, or nothing to copy: applied false); "
           "after applying: copied, skipped (a skip item), "
           "identical, conflict, source_changed", True),

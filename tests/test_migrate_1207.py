@@ -282,3 +282,51 @@ def test_every_item_says_whether_its_destination_is_blocked(two):
     text = run_cli("--project", str(cwd), "migrate-legacy", "--dry-run").stdout
     assert "notes/n.md     destination_exists (blocked): " in text
     assert "MEMORY.md      destination_exists: " in text
+
+
+# ---------------------------------------------------------------- 7. what is in the way, said
+
+def test_what_blocks_a_destination_is_named(two, tmp_path):
+    cwd, first, _second, store = two
+    put(first / "MEMORY.md", "legacy\n")
+    put(first / "scratchpad.md", "pad\n")
+    put(first / "notes" / "n.md", "legacy note\n")
+    (store / "MEMORY.md").mkdir(parents=True)
+    put(store / "notes", "a file\n")
+    p = plan_migration(Path(os.environ["LECODE_CONFIG_DIR"]), cwd)
+    got = {i.name: (i.blocked, i.detail) for i in p.items}
+    assert got["MEMORY.md"] == (True, f"something that is not a regular file is in the way: "
+                                      f"{store / 'MEMORY.md'} is a directory")
+    assert got["notes/n.md"] == (True, f"something that is not a regular file is in the way: "
+                                       f"{store / 'notes'} is a regular file, not a directory")
+    assert got["scratchpad.md"][0] is False
+
+
+def test_a_project_store_that_is_a_symbolic_link_is_named_not_each_file(two, tmp_path):
+    cwd, first, _second, store = two
+    put(first / "MEMORY.md", "legacy\n")
+    put(first / "notes" / "n.md", "legacy note\n")
+    (tmp_path / "real").mkdir()
+    store.parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(tmp_path / "real", store)
+    p = plan_migration(Path(os.environ["LECODE_CONFIG_DIR"]), cwd)
+    for i in p.items:
+        assert i.blocked and i.reason == "destination_exists"
+        assert i.detail == ("something that is not a regular file is in the way: "
+                            f"{store} is a symbolic link, not a directory"), i.detail
+
+
+def test_an_unreadable_destination_is_said_to_be_unreadable(two, tmp_path):
+    cwd, first, _second, store = two
+    put(first / "MEMORY.md", "legacy\n")
+    put(store / "MEMORY.md", "project\n")
+    (store / "MEMORY.md").chmod(0)
+    try:
+        code, doc, err = np_json(tmp_path, cwd, "--dry-run")
+    finally:
+        (store / "MEMORY.md").chmod(0o600)
+    assert code == 4, err
+    [item] = doc["items"]
+    assert item["reason"] == "destination_exists" and item["blocked"]
+    assert item["detail"] == (f"the destination exists but cannot be read (Permission denied): "
+                              f"{store / 'MEMORY.md'}; not compared, never overwritten")

@@ -558,8 +558,39 @@ def _scan_store(ls: LegacyStore) -> list[tuple[str, Path, os.stat_result | None,
     return out
 
 
-def _dest_state(dest: Path, store_dir: Path) -> tuple[str, bytes | None]:
-    """("absent" | "file" | "blocked", bytes of an existing regular file)."""
+def _kind(st: os.stat_result) -> str:
+    mode = st.st_mode
+    if stat.S_ISREG(mode):
+        return "a regular file"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+# _dest_state's states
+D_ABSENT = "absent"            # nothing there: the copy may create it
+D_FILE = "file"                # a regular file, read
+D_BLOCKED = "blocked"          # something that is not a regular file is in the way
+D_UNREADABLE = "unreadable"    # a regular file that cannot be read
+
+
+def _dest_state(dest: Path, store_dir: Path) -> tuple[str, bytes | None, str]:
+    """(state, bytes of an existing regular file, what is in the way) with state
+    one of D_ABSENT, D_FILE, D_BLOCKED, D_UNREADABLE.  The third says, for
+    D_BLOCKED, which path is in the way and what it is (the project store
+    itself when it is a symbolic link, a component that is not a directory,
+    the destination that is not a regular file), and for D_UNREADABLE why
+    the destination cannot be read; "" otherwise.  (Every error was
+    "something that is not a regular file is in the way" at the destination
+    before 2026-12-07, whatever was.)"""
     # Every directory between the store and the file must be a real directory
     # (or absent): a symlink or a file in the way blocks the copy.
     cur = store_dir
@@ -569,38 +600,42 @@ def _dest_state(dest: Path, store_dir: Path) -> tuple[str, bytes | None]:
         try:
             st = os.lstat(cur)
         except FileNotFoundError:
-            return "absent", None
-        except OSError:
-            return "blocked", None
+            return D_ABSENT, None, ""
+        except OSError as exc:
+            return D_BLOCKED, None, f"{cur} cannot be looked at ({exc.strerror})"
         if not stat.S_ISDIR(st.st_mode):
-            return "blocked", None
+            return D_BLOCKED, None, f"{cur} is {_kind(st)}, not a directory"
     try:
         st = os.lstat(dest)
     except FileNotFoundError:
-        return "absent", None
-    except OSError:
-        return "blocked", None
+        return D_ABSENT, None, ""
+    except OSError as exc:
+        return D_BLOCKED, None, f"{dest} cannot be looked at ({exc.strerror})"
     if not stat.S_ISREG(st.st_mode):
-        return "blocked", None
+        return D_BLOCKED, None, f"{dest} is {_kind(st)}"
     try:
-        return "file", read_regular(dest)
-    except OSError:
-        return "blocked", None
+        return D_FILE, read_regular(dest), ""
+    except OSError as exc:
+        return D_UNREADABLE, None, exc.strerror or str(exc)
 
 
 def _first_provider(ls: LegacyStore, rel: str, path: Path, dest: Path, state: str,
-                    existing_sha: str | None, size: int, digest: str) -> PlanItem:
+                    existing_sha: str | None, size: int, digest: str, why: str) -> PlanItem:
     """The item of the first legacy file to provide ``dest``, against what is there."""
-    if state == "absent":
+    if state == D_ABSENT:
         return PlanItem(ls.index, rel, path, dest, COPY, None, "copy to the project store",
                         size, digest)
     if existing_sha == digest:
         return PlanItem(ls.index, rel, path, dest, SKIP, R_IDENTICAL,
                         "the destination already has these exact bytes", size, digest)
-    if state == "blocked":
+    if state == D_BLOCKED:
         return PlanItem(ls.index, rel, path, dest, SKIP, R_DESTINATION_EXISTS,
-                        f"something that is not a regular file is in the way at {dest}",
+                        f"something that is not a regular file is in the way: {why}",
                         size, digest, blocked=True)
+    if state == D_UNREADABLE:
+        return PlanItem(ls.index, rel, path, dest, SKIP, R_DESTINATION_EXISTS,
+                        f"the destination exists but cannot be read ({why}): {dest}; "
+                        "not compared, never overwritten", size, digest, blocked=True)
     return PlanItem(ls.index, rel, path, dest, SKIP, R_DESTINATION_EXISTS,
                     f"the destination exists with other content: {dest}", size, digest)
 
@@ -621,7 +656,7 @@ def plan_items(discovery: Discovery) -> list[PlanItem]:
     # "notes/", "daily/" or "" (the whole store) -> index into items of the
     # earliest store's entry that could not be listed
     unlisted: dict[str, int] = {}
-    dest_cache: dict[str, tuple[str, bytes | None]] = {}
+    dest_cache: dict[str, tuple[str, bytes | None, str]] = {}
     for ls in discovery.legacy:
         for rel, path, st, what in _scan_store(ls):
             size = st.st_size if st is not None and what == "file" else None
@@ -676,20 +711,20 @@ def plan_items(discovery: Discovery) -> list[PlanItem]:
             digest = hashlib.sha256(data).hexdigest()
             dest = dest_root.joinpath(*parts)
             if key not in dest_cache:
-                state, existing = _dest_state(dest, dest_root)
-                dest_cache[key] = (state, existing)
-            state, existing = dest_cache[key]
+                dest_cache[key] = _dest_state(dest, dest_root)
+            state, existing, why = dest_cache[key]
             existing_sha = hashlib.sha256(existing).hexdigest() if existing is not None else None
             first = providers.get(key)
             if first is None:
                 providers[key] = (len(items), digest)
                 items.append(_first_provider(ls, rel, path, dest, state, existing_sha,
-                                             len(data), digest))
+                                             len(data), digest, why))
                 continue
             winner = items[first[0]]
             if first[1] is None:
                 # the first provider could not be read: it keeps the destination
-                item = _first_provider(ls, rel, path, dest, state, existing_sha, len(data), digest)
+                item = _first_provider(ls, rel, path, dest, state, existing_sha, len(data), digest,
+                                       why)
                 if item.action == COPY:
                     why = (f"may provide {rel}, but its {winner.name} could not be listed"
                            if winner.name.endswith("/")
@@ -700,8 +735,8 @@ def plan_items(discovery: Discovery) -> list[PlanItem]:
                                     len(data), digest, winner.source)
                 items.append(item)
                 continue
-            final_sha = (existing_sha if state == "file"
-                         else first[1] if state == "absent" else None)
+            final_sha = (existing_sha if state == D_FILE
+                         else first[1] if state == D_ABSENT else None)
             if digest == final_sha and digest != first[1]:
                 # the destination's own bytes, not the earlier store's
                 items.append(PlanItem(ls.index, rel, path, dest, SKIP, R_IDENTICAL,
@@ -742,10 +777,12 @@ def conflict_diff(item: PlanItem, plan: MigrationPlan, *, context: int = 3) -> s
     if item.destination is None or not (
             item.reason in (R_DESTINATION_EXISTS, R_DUPLICATE) or item.result == RES_CONFLICT):
         return None
-    state, project = _dest_state(item.destination, plan.discovery.store.path)
+    state, project, why = _dest_state(item.destination, plan.discovery.store.path)
     project_label = f"project: {item.destination}"
-    if state == "blocked":
-        return f"(the project side, {item.destination}, is not a regular file)\n"
+    if state == D_BLOCKED:
+        return f"(the project side, {item.destination}, is blocked: {why})\n"
+    if state == D_UNREADABLE:
+        return f"(cannot read the project side, {item.destination}: {why})\n"
     if project is None and item.provided_by is not None:
         try:
             project = read_regular(item.provided_by)
@@ -860,7 +897,7 @@ def apply_migration(plan: MigrationPlan) -> MigrationPlan:
             _make_dirs(dest.parent)
             atomic_write(dest, data, backup=False, overwrite=False)
         except FileExistsError:
-            state, existing = _dest_state(dest, plan.discovery.store.path)
+            _state, existing, _why = _dest_state(dest, plan.discovery.store.path)
             if existing is not None and existing == data:
                 out.append(replace(item, result=RES_IDENTICAL,
                                    detail="the destination appeared meanwhile with these bytes"))

@@ -330,3 +330,69 @@ def test_an_unreadable_destination_is_said_to_be_unreadable(two, tmp_path):
     assert item["reason"] == "destination_exists" and item["blocked"]
     assert item["detail"] == (f"the destination exists but cannot be read (Permission denied): "
                               f"{store / 'MEMORY.md'}; not compared, never overwritten")
+
+
+# ---------------------------------------------------------------- 8. an interrupted copy says what it copied
+
+@pytest.mark.parametrize("sig,status", [("SIGTERM", 143), ("SIGINT", 130)])
+def test_an_interrupted_copy_says_how_many_files_it_copied(two, sig, status):
+    import signal
+    import time
+
+    cwd, first, _second, store = two
+    n = 3000
+    for k in range(n):
+        put(first / "notes" / f"n{k:04d}.md", f"note {k}\n" * 20)
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "lecode_memctl", "--project", str(cwd),
+                             "migrate-legacy", "--yes"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        notes = store / "notes"
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if any(e.name.endswith(".md") for e in os.scandir(notes)):
+                    break
+            except FileNotFoundError:
+                pass
+            time.sleep(0.001)
+        if proc.poll() is not None:
+            pytest.skip(f"the copy ended ({proc.returncode}) before the first file was seen")
+        proc.send_signal(getattr(signal, sig))
+        _out, err_b = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err = err_b.decode()
+    if proc.returncode == 0:
+        pytest.skip("the copy finished before the signal")
+    assert proc.returncode in (status, -getattr(signal, sig)), err
+    copied = sum(1 for e in os.scandir(store / "notes") if e.name.endswith(".md"))
+    what = "terminated by SIGTERM" if sig == "SIGTERM" else "interrupted"
+    prefix = f"memctl: error: {what}; "
+    assert err.startswith(prefix), err
+    said = int(err[len(prefix):].split(" ", 1)[0])
+    assert said <= copied <= said + 1, (said, copied, err)
+    assert err == (f"{prefix}{said} of {n} files copied before this; every destination is "
+                   "complete or absent; run again to finish\n")
+    r = run_cli("--project", str(cwd), "migrate-legacy", "--yes")
+    assert r.exit_code == 0, r.stderr
+    assert sum(1 for _ in os.scandir(store / "notes")) == n
+
+
+def test_a_legacy_file_gone_during_the_copy_says_how_many_were_copied(two):
+    from lecode_memctl.core.errors import StoreCorrupt
+    from lecode_memctl.core.migrate import apply_migration
+
+    cwd, first, _second, store = two
+    for name in ("MEMORY.md", "notes/a.md", "scratchpad.md"):
+        put(first / name, name)
+    plan = plan_migration(Path(os.environ["LECODE_CONFIG_DIR"]), cwd)
+    (first / "notes" / "a.md").unlink()
+    with pytest.raises(StoreCorrupt) as exc:
+        apply_migration(plan)
+    assert exc.value.message.endswith(
+        "(1 of 3 files copied before this; every destination is complete or absent; "
+        "run again to finish)")

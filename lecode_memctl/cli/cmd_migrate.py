@@ -349,7 +349,16 @@ def migrate_legacy(
             echo("nothing was copied", err=True)
             raise typer.Exit(EXIT_PROBLEMS)
 
-    done = apply_migration(plan)
+    try:
+        done = apply_migration(plan)
+    except KeyboardInterrupt as exc:
+        # "terminated by SIGTERM; N of M files copied before this; ...": an
+        # interrupt once the store has changed says what was written
+        if exc.args:
+            from .output import interrupted_after
+
+            interrupted_after(str(exc.args[0]))
+        raise
     diffs = _diffs(done) if diff else {}
     if json_:
         _emit(done, fmt_name, dry_run=False, diffs=diffs)

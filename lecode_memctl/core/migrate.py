@@ -33,7 +33,15 @@ from pathlib import Path
 from ._lazy import lazy_compile
 from ._record import record
 from .atomic import atomic_write, is_temp_name, make_dirs, read_regular
-from .errors import EXIT_OK, Conflict, NotFound, StoreCorrupt, StoreWriteError, UsageError
+from .errors import (
+    EXIT_OK,
+    Conflict,
+    MemctlError,
+    NotFound,
+    StoreCorrupt,
+    StoreWriteError,
+    UsageError,
+)
 from .identity import (
     NOT_GIT,
     ProjectIdentity,
@@ -872,58 +880,74 @@ def apply_migration(plan: MigrationPlan) -> MigrationPlan:
     destination is read back and its sha256 compared.  Legacy files are only
     read.  A write failure raises ``StoreWriteError`` (exit 7) saying how many
     files were copied before it; every destination is then either absent or
-    complete, and a rerun finishes the job.
+    complete, and a rerun finishes the job.  Any other error that stops it
+    (``StoreCorrupt``: a legacy file gone) says the same, and so does an
+    interrupt: the ``KeyboardInterrupt`` (a Ctrl-C, or a SIGTERM or SIGHUP
+    that the CLI turns into one) is re-raised with that line as its args.
     """
     check_writable(plan)
     total = len(plan.copies)
     done = 0
     out: list[PlanItem] = []
-    for item in plan.items:
-        if item.action != COPY:
-            out.append(replace(item, result=RES_SKIPPED))
-            continue
-        assert item.destination is not None
-        dest = item.destination
-        try:
-            data = read_regular(item.source)
-        except OSError as exc:
-            raise StoreCorrupt(f"{item.source}: cannot read legacy file: {exc.strerror} "
-                               f"({_progress(done, total)})") from None
-        if hashlib.sha256(data).hexdigest() != item.sha256:
-            out.append(replace(item, result=RES_SOURCE_CHANGED,
-                               detail="the legacy file changed after planning; not copied"))
-            continue
-        try:
-            _make_dirs(dest.parent)
-            atomic_write(dest, data, backup=False, overwrite=False)
-        except FileExistsError:
-            _state, existing, _why = _dest_state(dest, plan.discovery.store.path)
-            if existing is not None and existing == data:
-                out.append(replace(item, result=RES_IDENTICAL,
-                                   detail="the destination appeared meanwhile with these bytes"))
-            else:
-                out.append(replace(item, result=RES_CONFLICT,
-                                   detail=f"the destination appeared after planning: {dest}; "
-                                          "not overwritten"))
-            continue
-        except StoreWriteError as exc:
-            raise StoreWriteError(f"{exc.message} ({_progress(done, total)})") from None
-        try:
-            check = read_regular(dest)
-        except OSError as exc:
-            raise StoreWriteError(f"{dest}: cannot read back the copy: {exc.strerror} "
-                                  f"({_progress(done, total)})") from None
-        if hashlib.sha256(check).hexdigest() != item.sha256:
-            raise StoreWriteError(f"{dest}: the copy does not match {item.source} "
-                                  f"(sha256 differs) ({_progress(done, total)})")
-        done += 1
-        out.append(replace(item, result=RES_COPIED))
+    try:
+        for item in plan.items:
+            if item.action != COPY:
+                out.append(replace(item, result=RES_SKIPPED))
+                continue
+            assert item.destination is not None
+            dest = item.destination
+            try:
+                data = read_regular(item.source)
+            except OSError as exc:
+                raise StoreCorrupt(f"{item.source}: cannot read legacy file: {exc.strerror} "
+                                   f"({_progress(done, total)})") from None
+            if hashlib.sha256(data).hexdigest() != item.sha256:
+                out.append(replace(item, result=RES_SOURCE_CHANGED,
+                                   detail="the legacy file changed after planning; not copied"))
+                continue
+            try:
+                _make_dirs(dest.parent)
+                atomic_write(dest, data, backup=False, overwrite=False)
+            except FileExistsError:
+                _state, existing, _why = _dest_state(dest, plan.discovery.store.path)
+                if existing is not None and existing == data:
+                    out.append(replace(item, result=RES_IDENTICAL,
+                                       detail="the destination appeared meanwhile with these bytes"))
+                else:
+                    out.append(replace(item, result=RES_CONFLICT,
+                                       detail=f"the destination appeared after planning: {dest}; "
+                                              "not overwritten"))
+                continue
+            except StoreWriteError as exc:
+                raise StoreWriteError(f"{exc.message} ({_progress(done, total)})") from None
+            try:
+                check = read_regular(dest)
+            except OSError as exc:
+                raise StoreWriteError(f"{dest}: cannot read back the copy: {exc.strerror} "
+                                      f"({_progress(done, total)})") from None
+            if hashlib.sha256(check).hexdigest() != item.sha256:
+                raise StoreWriteError(f"{dest}: the copy does not match {item.source} "
+                                      f"(sha256 differs) ({_progress(done, total)})")
+            done += 1
+            out.append(replace(item, result=RES_COPIED))
+    except KeyboardInterrupt as exc:
+        # a Ctrl-C, or a SIGTERM or SIGHUP that the CLI turns into one: the
+        # message says what was copied, as a failed write's does
+        exc.args = (_progress(done, total),)
+        raise
+    except MemctlError as exc:
+        if _RERUN in exc.message:
+            raise
+        raise type(exc)(f"{exc.message} ({_progress(done, total)})", hint=exc.hint) from None
     return replace(plan, items=out, applied=True)
+
+
+_RERUN = "run again to finish"
 
 
 def _progress(done: int, total: int) -> str:
     return (f"{done} of {total} file{'s' if total != 1 else ''} copied before this; "
-            "every destination is complete or absent; run again to finish")
+            f"every destination is complete or absent; {_RERUN}")
 
 
 def migrate(config_dir: Path, cwd: str | os.PathLike[str], *,

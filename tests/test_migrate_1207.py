@@ -396,3 +396,18 @@ def test_a_legacy_file_gone_during_the_copy_says_how_many_were_copied(two):
     assert exc.value.message.endswith(
         "(1 of 3 files copied before this; every destination is complete or absent; "
         "run again to finish)")
+
+
+# ---------------------------------------------------------------- 9. newlines in paths
+
+def test_a_newline_in_a_directory_name_cannot_fake_plan_lines(tmp_path, config_dir):
+    repo = make_repo(Path(os.path.realpath(tmp_path)) / "pro\nj")
+    odd = repo / "new\n  copy  #9   forged.md"
+    odd.mkdir()
+    put(legacy_path(config_dir, odd) / "MEMORY.md", "m\n")
+    for args in (("--dry-run",), ("--yes",)):
+        r = run_cli("--project", str(odd), "migrate-legacy", *args)
+        assert r.exit_code == 0, r.stderr
+        assert "\n  copy  #9" not in r.stdout and "pro\nj" not in r.stdout, r.stdout
+        lines = r.stdout.splitlines()
+        assert not any(ln.startswith(("j", "  copy  #9")) for ln in lines), r.stdout

@@ -186,9 +186,12 @@ def _print_plan(plan) -> None:
     from .output import echo, safe
 
     d = plan.discovery
-    echo(f"project:  {safe(str(d.project.root))}")
-    echo(f"from:     {safe(str(d.project.cwd))} ({safe(d.project.detail)})")
-    echo(f"store:    {safe(str(d.store.path))}"
+    # (keep_newlines=False everywhere: a newline in a directory's name
+    # printed raw could fake plan lines)
+    echo(f"project:  {safe(str(d.project.root), keep_newlines=False)}")
+    echo(f"from:     {safe(str(d.project.cwd), keep_newlines=False)} "
+         f"({safe(d.project.detail, keep_newlines=False)})")
+    echo(f"store:    {safe(str(d.store.path), keep_newlines=False)}"
          + ("" if d.store.exists() else "  (does not exist yet)"))
     if not d.legacy:
         echo("legacy stores: none found")
@@ -196,8 +199,9 @@ def _print_plan(plan) -> None:
         echo("legacy stores, in migration order (for each file the first store wins):")
         for s in d.legacy:
             label = _ORIGIN_LABEL.get(s.origin, s.origin)
-            where = f"  (of {safe(str(s.directory))})" if s.directory else ""
-            echo(f"  #{s.index:<3} {label:<8} {safe(str(s.path))}{where}")
+            where = (f"  (of {safe(str(s.directory), keep_newlines=False)})"
+                     if s.directory else "")
+            echo(f"  #{s.index:<3} {label:<8} {safe(str(s.path), keep_newlines=False)}{where}")
     if not plan.items:
         echo("plan: nothing to migrate")
         return
@@ -345,7 +349,8 @@ def migrate_legacy(
     if not yes:
         n = len(plan.copies)
         if not typer.confirm(f"Copy {n} file{'s' if n != 1 else ''} into "
-                             f"{plan.discovery.store.path}?", default=False, err=True):
+                             f"{safe(str(plan.discovery.store.path), keep_newlines=False)}?",
+                             default=False, err=True):
             echo("nothing was copied", err=True)
             raise typer.Exit(EXIT_PROBLEMS)
 
@@ -368,7 +373,8 @@ def migrate_legacy(
             echo(f"  {i.result}  #{i.store:<3} {safe(i.name, keep_newlines=False)}  "
                  f"{safe(i.detail, keep_newlines=False)}")
     echo(f"copied {done.copied} of {len(done.copies)} file{'s' if len(done.copies) != 1 else ''}"
-         f" into {safe(str(done.discovery.store.path))}, each verified by sha256")
+         f" into {safe(str(done.discovery.store.path), keep_newlines=False)}, "
+         "each verified by sha256")
     _print_hint(done)
     _print_diffs(done, diffs)
     _exit(done)

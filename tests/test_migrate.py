@@ -154,7 +154,8 @@ summary: 6 to copy, 12 skipped, 3 conflicts
 
 HINT = """\
 1 legacy Markdown file skipped (a symbolic link, not a regular file, or a name the store does not accept): not migrated; copy its content by hand if it matters.
-2 files already in the project store with other content: never merged or overwritten; the legacy files are kept.
+1 file already in the project store with other content: never merged or overwritten; the legacy files are kept.
+1 file provided by an earlier legacy store with other content: the first store's wins, never merged; the legacy files are kept.
 To merge by hand, 'memctl migrate-legacy --dry-run --diff' shows each legacy file against the project's; then, in the project:
   memctl edit memory
   memctl edit note design

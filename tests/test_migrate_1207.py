@@ -411,3 +411,27 @@ def test_a_newline_in_a_directory_name_cannot_fake_plan_lines(tmp_path, config_d
         assert "\n  copy  #9" not in r.stdout and "pro\nj" not in r.stdout, r.stdout
         lines = r.stdout.splitlines()
         assert not any(ln.startswith(("j", "  copy  #9")) for ln in lines), r.stdout
+
+
+# ---------------------------------------------------------------- 10. the hint's wording
+
+def test_a_duplicate_is_not_said_to_be_in_the_project_store(two):
+    cwd, first, second, store = two
+    put(first / "MEMORY.md", "first\n")
+    put(second / "MEMORY.md", "second\n")
+    put(first / "notes" / "n.md", "legacy\n")
+    r = run_cli("--project", str(cwd), "migrate-legacy", "--dry-run")
+    assert r.exit_code == 0, r.stderr
+    assert not store.exists()
+    assert "already in the project store" not in r.stdout
+    assert ("1 file provided by an earlier legacy store with other content: the first store's "
+            "wins, never merged; the legacy files are kept.\n") in r.stdout
+    put(store / "notes" / "n.md", "project\n")
+    r = run_cli("--project", str(cwd), "migrate-legacy", "--dry-run")
+    assert ("1 file already in the project store with other content: never merged or "
+            "overwritten; the legacy files are kept.\n") in r.stdout
+    assert "1 file provided by an earlier legacy store" in r.stdout
+    doc = orjson.loads(run_cli("--project", str(cwd), "migrate-legacy", "--dry-run",
+                               "--json").stdout_bytes)
+    dup = next(i for i in doc["items"] if i["reason"] == "duplicate")
+    assert dup["provided_by"] == str(first / "MEMORY.md")   # the earlier legacy file

@@ -121,10 +121,19 @@ def _print_hint(plan) -> None:
         echo(f"{n} legacy Markdown file{'s' if n != 1 else ''} skipped (a symbolic link, not "
              "a regular file, or a name the store does not accept): not migrated; copy "
              f"{'their' if n != 1 else 'its'} content by hand if it matters.")
-    if kept:
-        n = len(kept)
+    dups = [i for i in kept if i.reason == "duplicate"]
+    existing = [i for i in kept if i.reason != "duplicate"]
+    if existing:
+        n = len(existing)
         echo(f"{n} file{'s' if n != 1 else ''} already in the project store with other "
              "content: never merged or overwritten; the legacy files are kept.")
+    if dups:
+        # (the project store may not even exist: an earlier legacy store
+        # provides the file; "already in the project store" said otherwise)
+        n = len(dups)
+        echo(f"{n} file{'s' if n != 1 else ''} provided by an earlier legacy store with other "
+             "content: the first store's wins, never merged; the legacy files are kept.")
+    if kept:
         echo("To merge by hand, 'memctl migrate-legacy --dry-run --diff' shows each legacy "
              "file against the project's; then, in the project:")
         seen = set()

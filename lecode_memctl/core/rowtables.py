@@ -280,7 +280,9 @@ PLAN_ITEM = RowModel("migrate-legacy", "item", "One file of the migration plan."
     Field("name", "string", "the file relative to the store"),
     Field("size", "integer", "bytes", True),
     Field("sha256", "string", "content hash", True),
-    Field("provided_by", "string", "the legacy store that provides this file first", True),
+    Field("provided_by", "string", "duplicate, identical: the earlier legacy file that "
+          "provides this destination first (or the earlier store's directory that could not be "
+          "listed)", True),
     Field("detail", "string", "a human explanation", True),
     Field("diff", "string", "with --diff, for a conflict: the legacy file against the "
           "project's (unified diff)", True),

@@ -247,7 +247,7 @@ Exit status: 0 everything that can be copied is in the project store (copied
 now or before; existing destinations are reported, never merged); 4 a legacy
 file could not be read when planned (it is skipped, the others are copied)
 or changed before its copy, a destination is blocked by something that is
-not a regular file, or, with --fail-on-conflict, some file was not copied
+not a regular file or cannot be read, or, with --fail-on-conflict, some file was not copied
 because the project has other content for it, or some Markdown was skipped
 as a symbolic link, not a regular file or for its name: the report lists each, and
 one line on stderr names the first; 1 you declined at the prompt; 2 no

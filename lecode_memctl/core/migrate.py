@@ -467,8 +467,8 @@ class MigrationPlan:
     def unresolved(self) -> list[PlanItem]:
         """Legacy Markdown that could not be read, that changed between the
         plan and the copy, or whose destination is blocked by something that
-        is not a regular file (a symbolic link, a directory): not in the
-        project store, and not by design."""
+        is not a regular file (a symbolic link, a directory) or cannot be
+        read: not in the project store, and not by design."""
         return [i for i in self.items
                 if i.reason == R_UNREADABLE or i.result == RES_SOURCE_CHANGED or i.blocked]
 

@@ -471,6 +471,23 @@ def _write_temp(target: Path, data: bytes, mode: int) -> Path:
     return tmp
 
 
+def lock_within(fd: int, wait: float, poll: float = 0.05) -> bool:
+    """``flock(fd, LOCK_EX)``, tried every ``poll`` seconds for at most
+    ``wait`` seconds; whether it was taken."""
+    import time
+
+    deadline = time.monotonic() + max(wait, 0.0)
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(poll, left))
+
+
 def _unlink_quietly(path: Path) -> None:
     try:
         os.unlink(path)

@@ -11,6 +11,7 @@ Text is UTF-8; undecodable bytes are ``StoreCorrupt`` naming the file.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import os
@@ -556,27 +557,72 @@ def _check_write_dirs(store: Store, target: Target) -> None:
         raise StoreCorrupt(f"{final}: is a symbolic link; refusing to replace it")
 
 
+#: How long a Markdown write waits for another writer's turn (:func:`writing`).
+WRITE_LOCK_WAIT = 10.0
+
+
+@contextlib.contextmanager
+def writing(store: Store) -> Iterator[None]:
+    """The Markdown writers' turn: an exclusive ``flock`` on the store
+    directory, held from a writer's check of the file to its replace (its
+    ``.bak`` included), so that a compare-and-write cannot lose a write made
+    between its check and its rename.  Every Markdown write of the core takes
+    it (:func:`write`, :func:`write_if_unchanged`, ``redact``'s rewrites),
+    the agent's through this library too; readers never do.  Waits at most
+    :data:`WRITE_LOCK_WAIT` seconds, then ``StoreBusy`` (exit 6).  Creates
+    the store directory (mode 0700) when missing, as the write would.
+    (Before 2026-12-07 there was no turn: two writers each checking the same
+    bytes both wrote, and the first one's write was lost without a word.)"""
+    from .atomic import O_CLOEXEC, O_NOFOLLOW, ensure_dir, lock_within
+    from .errors import StoreBusy
+
+    ensure_dir(store.path)
+    try:
+        fd = os.open(store.path, os.O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+    except OSError as exc:
+        raise StoreWriteError(f"{store.path}: cannot open to lock for writing: {exc.strerror}; "
+                              "nothing was changed") from None
+    try:
+        try:
+            taken = lock_within(fd, WRITE_LOCK_WAIT)
+        except OSError as exc:
+            raise StoreWriteError(f"{store.path}: cannot lock for writing: {exc.strerror}; "
+                                  "nothing was changed") from None
+        if not taken:
+            raise StoreBusy(f"{store.path}: another writer of the Markdown memory held its lock "
+                            f"for {WRITE_LOCK_WAIT:g} s; nothing was changed")
+        yield
+    finally:
+        os.close(fd)
+
+
 def write(store: Store, target: Target, text: str, *, backup: bool = True) -> Path:
     """Replace the file with ``text`` (UTF-8) atomically; the previous content,
     if any, goes to ``<file>.bak`` first.  Creates the store and its
-    subdirectory (mode 0700) when missing."""
+    subdirectory (mode 0700) when missing.  Takes the writers' turn
+    (:func:`writing`)."""
     _check_write_dirs(store, target)
     path = target.path(store)
-    atomic_write(path, text.encode("utf-8"), backup=backup)
+    data = text.encode("utf-8")
+    with writing(store):
+        atomic_write(path, data, backup=backup)
     return path
 
 
 def write_if_unchanged(store: Store, target: Target, data: bytes, expected_sha256: str | None,
                        *, backup: bool = True) -> Path:
     """Write ``data`` unless the file on disk no longer has ``expected_sha256``
-    (``None``: the file must still be missing); ``Conflict`` otherwise."""
+    (``None``: the file must still be missing); ``Conflict`` otherwise.  The
+    check and the write are one turn of the writers (:func:`writing`), so a
+    write that another writer made meanwhile is never overwritten."""
     from .errors import Conflict
 
     decode(data, "the new content")
     _check_write_dirs(store, target)
-    now = sha256(read_bytes(store, target))
-    if now != expected_sha256:
-        raise Conflict(f"{target.path(store)} changed on disk since it was read; not overwritten")
     path = target.path(store)
-    atomic_write(path, data, backup=backup)
+    with writing(store):
+        now = sha256(read_bytes(store, target))
+        if now != expected_sha256:
+            raise Conflict(f"{path} changed on disk since it was read; not overwritten")
+        atomic_write(path, data, backup=backup)
     return path

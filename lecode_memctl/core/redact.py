@@ -43,6 +43,7 @@ rewritten record, and what the forgets do to the generation.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import io
@@ -1002,9 +1003,37 @@ class _Pending:
         self.clean = clean
 
 
+def _apply_file(root: str, change: FileChange, plan: RedactPlan, result: RedactResult,
+                pending: _Pending) -> None:
+    """Rewrite one file of the plan (its transcript's lock, or the Markdown
+    writers' turn, already held by the caller)."""
+    from .atomic import atomic_write
+
+    path = os.path.join(root, change.file)
+    try:
+        data = read_regular(path)
+    except FileNotFoundError:
+        pending.files.remove(change)
+        return
+    except OSError as exc:
+        raise StoreWriteError(f"{change.file}: cannot read: {exc.strerror}") from None
+    if change.kind == KIND_TRANSCRIPT:
+        new, _seqs, n, _raw = rewrite_transcript(data, plan._values)
+    else:
+        new, n = _replace_bytes(data, plan._values)
+        # a write since the plan (shown at the prompt) is not overwritten
+        if change.sha256 and hashlib.sha256(data).hexdigest() != change.sha256:
+            raise Conflict(f"{change.file} changed since the plan and was not "
+                           "overwritten; run redact again")
+    if n and new != data:
+        atomic_write(Path(path), new, backup=False)
+        result.files.append(change.file)
+    pending.files.remove(change)
+
+
 def _apply(store: Store, plan: RedactPlan, result: RedactResult, pending: _Pending,
            lock_wait: float) -> None:
-    from . import atomic
+    from . import markdown
     from .sessions import lock_session
 
     root = os.fspath(store.path)
@@ -1023,27 +1052,14 @@ def _apply(store: Store, plan: RedactPlan, result: RedactResult, pending: _Pendi
                     locks.append(lock_session(sessions_dir, sid))
         # the plan's order: transcripts, then the other files
         for change in plan.files:
-            path = os.path.join(root, change.file)
-            try:
-                data = read_regular(path)
-            except FileNotFoundError:
-                pending.files.remove(change)
-                continue
-            except OSError as exc:
-                raise StoreWriteError(f"{change.file}: cannot read: {exc.strerror}") from None
-            if change.kind == KIND_TRANSCRIPT:
-                new, _seqs, n, _raw = rewrite_transcript(data, plan._values)
-            else:
-                new, n = _replace_bytes(data, plan._values)
-                # Markdown has no lock (lecode replaces it atomically): a write
-                # since the plan (shown at the prompt) is not overwritten
-                if change.sha256 and hashlib.sha256(data).hexdigest() != change.sha256:
-                    raise Conflict(f"{change.file} changed since the plan and was not "
-                                   "overwritten; run redact again")
-            if n and new != data:
-                atomic.atomic_write(Path(path), new, backup=False)
-                result.files.append(change.file)
-            pending.files.remove(change)
+            # a file other than a transcript is checked and rewritten in one
+            # turn of the Markdown writers (markdown.writing): a write the agent
+            # made after the check is never overwritten (before 2026-12-07 one
+            # made between the check and the rename was lost)
+            turn = (contextlib.nullcontext() if change.kind == KIND_TRANSCRIPT
+                    else markdown.writing(store))
+            with turn:
+                _apply_file(root, change, plan, result, pending)
     finally:
         for lock in locks:
             try:

@@ -31,7 +31,6 @@ store is at its path, as it was then.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import stat
 import time
@@ -159,21 +158,6 @@ def load(state: Path, store_path: str | os.PathLike[str]) -> Mark | None:
                 slug or None, database or None)
 
 
-def _lock_within(fd: int, wait: float) -> bool:
-    """``flock(fd, LOCK_EX)``, tried for at most ``wait`` seconds; whether it
-    was taken."""
-    deadline = time.monotonic() + max(wait, 0.0)
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            time.sleep(min(_LOCK_POLL, left))
-
-
 @contextlib.contextmanager
 def lock_wait_at_most(seconds: float | None) -> Iterator[None]:
     """One run of records (a command's: ``validate --all-projects``
@@ -268,7 +252,7 @@ def record(state: Path, store_path: str | os.PathLike[str], generation: int,
         return None
     path = mark_path(state, store_path)
     try:
-        from .atomic import ensure_dir
+        from .atomic import ensure_dir, lock_within
 
         ensure_dir(path.parent)
         lock = open_nofollow(path.parent / ".lock", os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o600)
@@ -277,7 +261,7 @@ def record(state: Path, store_path: str | os.PathLike[str], generation: int,
     try:
         run = _RUNS[-1] if _RUNS else None
         wait = None if run is not None and run.gave_up else (run.wait if run else LOCK_WAIT)
-        if not _lock_within(lock, wait or 0.0):
+        if not lock_within(lock, wait or 0.0, _LOCK_POLL):
             if run is not None:
                 run.gave_up = True
             _busy_note(path.parent / ".lock", store_path, wait)

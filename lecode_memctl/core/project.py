@@ -21,6 +21,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import EllipsisType
 from typing import TYPE_CHECKING, Any
 
 from .config import ConfigDir, path_text, resolve_config_dir, shown_path
@@ -34,6 +35,7 @@ from .sourceref import ExclusionReader, SourceRef
 if TYPE_CHECKING:  # imported lazily: sqlite3 is loaded by the first facts access
     from .context import MemorySection
     from .facts import Fact, FactStore, RememberResult
+    from .markdown import MarkdownFile
 
 
 class _ProjectExclusions:
@@ -169,7 +171,54 @@ class Project:
         with typed_errors():
             return self.facts.forget(fact_id)
 
+    def write_markdown(self, kind: str, text: str, *, name: str | None = None,
+                       expected_sha256: str | None | EllipsisType = ...) -> Path:
+        """Write a Markdown file of the store, as the reference design writes
+        it: atomically (temporary file, fsync, rename), its previous content
+        first copied to ``<file>.bak``, in the Markdown writers' turn (an
+        exclusive lock on the store directory that ``memctl edit`` and
+        ``memctl redact`` take too: ``markdown.writing``).
+
+        ``kind``: ``"memory"`` (MEMORY.md), ``"scratchpad"``, ``"log"``
+        (``daily/<name>.md``, ``name`` a ``YYYY-MM-DD`` date, default today
+        in UTC) or ``"note"`` (``notes/<name>.md``).  ``expected_sha256``:
+        ``...`` (the default) writes whatever the file holds now; ``None``
+        writes only if the file is still missing; a hex SHA-256 writes only
+        if the file still has those bytes (:meth:`read_markdown` gives it).
+        Otherwise ``Conflict`` (exit 4), nothing written: a compare-and-write
+        never overwrites a write made after its read.  Returns the path."""
+        from . import markdown
+
+        self._check_open()
+        with typed_errors():
+            target = markdown.target_for(kind, name)
+            if expected_sha256 is ...:
+                return markdown.write(self.store, target, text)
+            return markdown.write_if_unchanged(self.store, target, text.encode("utf-8"),
+                                               expected_sha256)
+
     # ---- reads (create nothing) ------------------------------------------
+
+    def read_markdown(self, kind: str, name: str | None = None) -> MarkdownFile | None:
+        """A Markdown file of the store (``kind`` and ``name`` as for
+        :meth:`write_markdown`; a note by the reading rule, so a name too
+        long to write is still read): its ``path``, ``text``, ``size`` and
+        ``sha256`` (pass it to :meth:`write_markdown` to write only over
+        these bytes), or ``None`` when it does not exist.  A symbolic link,
+        a file that is not regular or not UTF-8 is ``StoreCorrupt``."""
+        from . import markdown
+
+        self._check_open()
+        with typed_errors():
+            target = (markdown.note_target(name, reading=True)
+                      if kind == markdown.NOTE and name is not None
+                      else markdown.target_for(kind, name))
+            data = markdown.read_bytes(self.store, target)
+            if data is None:
+                return None
+            path = target.path(self.store)
+            return markdown.MarkdownFile(path, markdown.decode(data, path), len(data),
+                                         markdown.sha256(data) or "")
 
     def generation(self) -> int:
         """The project's exclusion generation (stamp it as ``epoch`` on generated messages)."""

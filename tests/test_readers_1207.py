@@ -60,3 +60,49 @@ def test_grep_ignore_case_finds_unicode_case_matches(tmp_path, text, pattern):
 def test_grep_fold_table_is_the_secrets_gates():
     from lecode_memctl.core import grep, secrets
     assert grep._FOLD == secrets._FOLD
+
+
+# -- 2. usage and an event whose seq repeats or goes back
+
+def usage_event(seq: int, purpose: str = "learning", tokens: int = 1000) -> str:
+    return orjson.dumps({"seq": seq, "type": "event", "event": "memory_usage",
+                         "purpose": purpose, "model": "m",
+                         "usage": {"input_tokens": tokens, "output_tokens": 100,
+                                   "cost": 0.5}}).decode()
+
+
+def usage_rows(store: Path, *args: str) -> list[dict]:
+    r = cli(store, "usage", *args, "-f", "jsonl")
+    assert r.exit_code == 0, r.stderr
+    return [orjson.loads(x) for x in r.stdout.splitlines()]
+
+
+def test_usage_does_not_count_a_repeated_event_twice(tmp_path):
+    ev = usage_event(2)
+    write(tmp_path, "d", msg(1, "hi"), ev, ev)
+    rows = usage_rows(tmp_path, "--session", "d")
+    for row in rows:           # the learning row, then the total
+        assert row["calls"] == 1 and row["input_tokens"] == 1000, row
+        assert row["repeated_events"] == 1 and row["complete"] is False, row
+    assert rows[-1]["type"] == "total"
+    # its table says so
+    r = cli(tmp_path, "usage", "--session", "d")
+    assert r.exit_code == 0 and "seq repeats or goes back" in r.stdout, r.stdout
+
+
+def test_usage_seqs_9_9_11_10_count_two_calls(tmp_path):
+    write(tmp_path, "g", *(msg(i, "x") for i in range(1, 9)),
+          usage_event(9, tokens=1), usage_event(9, tokens=10),
+          usage_event(11, tokens=100), usage_event(10, tokens=1000))
+    total = usage_rows(tmp_path, "--session", "g")[-1]
+    assert total["calls"] == 2 and total["input_tokens"] == 101, total
+    assert total["repeated_events"] == 2 and total["complete"] is False
+
+
+def test_usage_in_order_events_stay_complete(tmp_path):
+    write(tmp_path, "o", usage_event(1), msg(2, "x"), usage_event(3))
+    write(tmp_path, "p", usage_event(1), usage_event(2))    # a second session: its own seqs
+    total = usage_rows(tmp_path)[-1]
+    assert total["calls"] == 4 and total["repeated_events"] == 0 and total["complete"] is True
+    doc = orjson.loads(cli(tmp_path, "usage", "--json").stdout)
+    assert doc["total"]["repeated_events"] == 0

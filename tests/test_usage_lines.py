@@ -52,9 +52,10 @@ def _line_by_line(store, data: bytes) -> dict:
         lines = complete[:-1].split(b"\n")
         counted, created = usage._header(rep, store, "s1", lines[0])
         if counted:
+            last = 0
             for line in lines[1:]:
                 if b'"event"' in line:
-                    usage._count_line(rep, line, created, None, None)
+                    last = usage._count_line(rep, line, created, None, None, last)
     return rep.to_json()
 
 

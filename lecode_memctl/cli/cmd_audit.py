@@ -561,7 +561,10 @@ def usage(
     a call whose usage was not reported (usage null) is counted in
     unknown_usage_calls and never as zero tokens; a call with tokens but a
     null cost adds its tokens and counts in unknown_cost_calls.  A purpose
-    is 'complete' only when neither count is above zero.  A call whose
+    is 'complete' only when neither count is above zero, nor
+    repeated_events: an event whose seq is not above every seq read before
+    it in its transcript (a record written twice, or out of place: the
+    transcript is corrupt) is not counted as a call.  A call whose
     tokens would carry a subtotal past 2^63-1 counts as unknown usage
     (docs/FORMAT.md, Usage accounting).  --since/--until
     compare an event's own ts/time/created when it has one, else its
@@ -579,7 +582,7 @@ def usage(
     "unknown_usage_calls", "input_tokens", "output_tokens" (known
     subtotals), "cost" (known subtotal; null when no call reported a cost),
     "unknown_cost_calls", "complete", "compact_events",
-    "memory_usage_events"}.
+    "memory_usage_events", "repeated_events"}.
     """
     from lecode_memctl.core.rowmodel import SCHEMA_VERSION, USAGE, parse_when, utc_time
     from lecode_memctl.core.usage import usage_report
@@ -642,6 +645,9 @@ def usage(
                        "unknown usage", "unknown cost"], fmt_name)
     if total["unknown_usage_calls"] or total["unknown_cost_calls"]:
         echo("'+?': known subtotal; some calls reported no usage or no cost (not zero).")
+    if total["repeated_events"]:
+        echo(f"not complete: {total['repeated_events']} event(s) whose seq repeats or goes "
+             "back in its transcript, not counted (see 'memctl sessions').", err=aside)
 
 
 PROJECT_SORTS = ("slug", "size", "sessions", "last_activity")

@@ -187,9 +187,12 @@ USAGE = RowModel("usage", "purpose", "Model-call accounting for one purpose (typ
     Field("output_tokens", "integer", "known subtotal"),
     Field("cost", "number", "known subtotal; null when no call reported a cost", True),
     Field("unknown_cost_calls", "integer", "calls with tokens but no cost"),
-    Field("complete", "boolean", "true when neither unknown count is above zero"),
+    Field("complete", "boolean", "true when neither unknown count nor repeated_events is above "
+          "zero"),
     Field("compact_events", "integer", "compact events counted"),
     Field("memory_usage_events", "integer", "memory_usage events counted"),
+    Field("repeated_events", "integer", "events whose seq repeats or goes back in their "
+          "transcript: not counted as calls (since 2026-12-07)"),
 ), alt_types=("total",))
 
 PROJECT = RowModel("projects", "project", "One store under <config dir>/memory/.", (

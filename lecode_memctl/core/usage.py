@@ -2,7 +2,8 @@
 
 The reference design's rule: reported usage counts once; a call whose usage
 is missing (``"usage": null`` or not a valid USAGE object) is counted in
-``unknown_usage_calls`` and never as zero; numeric totals are *known
+``unknown_usage_calls`` and never as zero; an event whose seq repeats or goes
+back is no new call (``repeated_events``, and its purpose is not complete); numeric totals are *known
 subtotals*.  A USAGE whose ``cost`` is null has known tokens and an unknown
 cost: it adds to the token subtotals and to ``unknown_cost_calls``.
 
@@ -59,6 +60,7 @@ class PurposeUsage:
     unknown_cost_calls: int = 0     # tokens known, cost null
     compact_events: int = 0         # successful summarizations (usage on the compact event)
     memory_usage_events: int = 0    # separate accounting events (learning, rejected attempts, ...)
+    repeated_events: int = 0        # events whose seq repeats or goes back: not counted as calls
 
     def add(self, usage: Any, *, compact: bool) -> None:
         self.calls += 1
@@ -88,9 +90,11 @@ class PurposeUsage:
                 "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
                 "cost": round(self.cost, 10) if self.known_usage_calls > self.unknown_cost_calls else None,
                 "unknown_cost_calls": self.unknown_cost_calls,
-                "complete": self.unknown_usage_calls == 0 and self.unknown_cost_calls == 0,
+                "complete": (self.unknown_usage_calls == 0 and self.unknown_cost_calls == 0
+                             and self.repeated_events == 0),
                 "compact_events": self.compact_events,
-                "memory_usage_events": self.memory_usage_events}
+                "memory_usage_events": self.memory_usage_events,
+                "repeated_events": self.repeated_events}
 
 
 @dataclass
@@ -116,6 +120,13 @@ class UsageReport:
         rule on its own subtotals)."""
         self.purpose(purpose).add(usage, compact=compact)
         self._total.add(usage, compact=compact)
+
+    def repeated(self, purpose: str) -> None:
+        """An event of ``purpose`` whose seq repeats or goes back: not a new
+        call (a record written twice, or out of place), counted apart, and
+        its purpose and the total are not complete."""
+        self.purpose(purpose).repeated_events += 1
+        self._total.repeated_events += 1
 
     def ordered(self) -> list[PurposeUsage]:
         rank = {p: i for i, p in enumerate(PURPOSE_ORDER)}
@@ -220,8 +231,9 @@ def _account(rep: UsageReport, store: Store, sid: str, f: _File, since: datetime
     counted, created = _header(rep, store, sid, first)
     if not counted:
         return
+    last = 0                   # the highest seq read so far (the header's)
     for line in f.marked_lines(start + len(first) + 1):
-        _count_line(rep, line, created, since, until)
+        last = _count_line(rep, line, created, since, until, last)
 
 
 def _header(rep: UsageReport, store: Store, sid: str,
@@ -242,32 +254,40 @@ def _header(rep: UsageReport, store: Store, sid: str,
 
 
 def _count_line(rep: UsageReport, line: bytes, created: datetime | None,
-                since: datetime | None, until: datetime | None) -> None:
-    """Account one line after the header that holds ``"event"``: a corrupt
-    line is counted as such; an event by the one event-line rule
-    (:func:`event_line`) that is a ``compact`` or ``memory_usage`` in the time
-    window is a call."""
+                since: datetime | None, until: datetime | None, last: int) -> int:
+    """Account one line after the header that holds ``"event"``, ``last``
+    the highest seq of the records read before it; return the highest seq
+    with it.  A corrupt line is counted as such; an event by the one
+    event-line rule (:func:`event_line`) that is a ``compact`` or
+    ``memory_usage`` in the time window is a call, unless its seq is not
+    above ``last`` (it repeats or goes back: the transcript is corrupt, and
+    a record written twice is one call): then it is a repeated event."""
     try:
         rec = load_record(line)
     except (orjson.JSONDecodeError, RecordTooLarge):
         rep.corrupt_lines += 1
-        return
-    if record_seq(rec, line) is None:   # no record to any reader: a corrupt line
+        return last
+    seq = record_seq(rec, line)
+    if seq is None:                     # no record to any reader: a corrupt line
         rep.corrupt_lines += 1
-        return
+        return last
     if rec.get("type") != "event" or not event_line(line):
-        return
+        return max(last, seq)
     ev = rec.get("event")
     if ev not in ("compact", "memory_usage"):
-        return
+        return max(last, seq)
     if since is not None or until is not None:
         t = record_time(rec, created)
         if t is None or (since is not None and t < since) \
                 or (until is not None and t > until):
-            return
+            return max(last, seq)
     if ev == "compact":
-        rep.add("summarization", rec.get("usage"), compact=True)
+        name = "summarization"
     else:
         p = rec.get("purpose")
         name = p if isinstance(p, str) and p else "unknown"
-        rep.add(name, rec.get("usage"), compact=False)
+    if seq <= last:
+        rep.repeated(name)
+        return last
+    rep.add(name, rec.get("usage"), compact=ev == "compact")
+    return seq

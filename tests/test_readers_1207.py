@@ -106,3 +106,25 @@ def test_usage_in_order_events_stay_complete(tmp_path):
     assert total["calls"] == 4 and total["repeated_events"] == 0 and total["complete"] is True
     doc = orjson.loads(cli(tmp_path, "usage", "--json").stdout)
     assert doc["total"]["repeated_events"] == 0
+
+
+# -- 3. usage --session is repeatable, as grep's is
+
+def test_usage_counts_every_session_given(tmp_path):
+    write(tmp_path, "a", usage_event(1, tokens=1))
+    write(tmp_path, "b", usage_event(1, tokens=10))
+    write(tmp_path, "c", usage_event(1, tokens=100))
+    doc = orjson.loads(cli(tmp_path, "usage", "--session", "a", "--session", "b",
+                           "--session", "a", "--json").stdout)
+    assert doc["total"]["calls"] == 2 and doc["total"]["input_tokens"] == 11, doc
+    assert doc["sessions"] == doc["sessions_counted"] == 2
+    assert doc["session"] is None and doc["session_ids"] == ["a", "b"]
+    one = orjson.loads(cli(tmp_path, "usage", "--session", "b", "--json").stdout)
+    assert one["session"] == "b" and one["session_ids"] == ["b"]
+    assert one["total"]["input_tokens"] == 10
+    every = orjson.loads(cli(tmp_path, "usage", "--json").stdout)
+    assert every["session"] is None and every["session_ids"] is None
+    assert every["total"]["input_tokens"] == 111
+    # an unknown id among them is exit 3, a bad one exit 2, before anything is counted
+    assert cli(tmp_path, "usage", "--session", "a", "--session", "nope").exit_code == 3
+    assert cli(tmp_path, "usage", "--session", "a", "--session", "../x").exit_code == 2

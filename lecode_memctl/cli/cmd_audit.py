@@ -544,9 +544,10 @@ Examples:
   memctl usage --since 2026-05-01 --until 2026-05-31 --format csv
 """)
 def usage(
-    session: Annotated[str | None, typer.Option(
+    session: Annotated[list[str] | None, typer.Option(
         "--session", metavar="ID", autocompletion=complete_session_id,
-        help="Only this session (an exact id).")] = None,
+        help="Only this session (an exact id; repeatable: the sessions given are "
+             "counted together, each once).")] = None,
     since: SinceOpt = None,
     until: UntilOpt = None,
     json_: JsonOpt = False,
@@ -575,7 +576,9 @@ def usage(
     listed exits 5, as for 'memctl sessions'.
 
     --json prints {"type": "usage", "schema_version", "project", "since",
-    "until", "session", "sessions", "sessions_counted", "refused_sessions":
+    "until", "session" (the id when one --session is given, else null),
+    "session_ids" (the --session ids, each once; null without --session),
+    "sessions", "sessions_counted", "refused_sessions":
     [id...], "corrupt_lines", "purposes": [purpose rows], "total": total
     row}; jsonl, csv and tsv give the purpose rows then the total row
     ({"type": "total"}).  A row is {"purpose", "calls", "known_usage_calls",
@@ -603,7 +606,8 @@ def usage(
     if session is not None:     # (by syntax, before the store is looked for: exit 2, not 3)
         from lecode_memctl.core.sourceref import check_session_id
 
-        check_session_id(session)
+        for sid in session:
+            check_session_id(sid)
     store = STATE.existing_store()
     rep = usage_report(store, session=session, since=t_since, until=t_until)
     doc = rep.to_json()
@@ -612,7 +616,8 @@ def usage(
     if fmt_name == "json":
         emit_json({"type": "usage", "schema_version": SCHEMA_VERSION, "project": doc["project"],
                    "since": utc_time(t_since), "until": utc_time(t_until),
-                   "session": doc["session"], "sessions": doc["sessions"],
+                   "session": doc["session"], "session_ids": doc["session_ids"],
+                   "sessions": doc["sessions"],
                    "sessions_counted": doc["sessions_counted"],
                    "refused_sessions": doc["refused_sessions"],
                    "corrupt_lines": doc["corrupt_lines"], "purposes": purposes, "total": total})

@@ -514,7 +514,7 @@ COMMAND_OPTIONS = {
     'usage': (
         True, False,
         (
-            ('--session', 'Only this session (an exact id).', 'session', False),
+            ('--session', 'Only this session (an exact id; repeatable: the sessions given are counted together, each once).', 'session', True),
             ('--since', 'Only rows at or after WHEN: a date (2026-05-01, UTC), an RFC 3339 time or an age such as 30m, 12h, 7d or 2w.', 'since', False),
             ('--until', 'Only rows at or before WHEN (a date means the end of that day, UTC).', 'until', False),
             ('--json', 'Print one JSON document: the stable, documented contract for scripts.', 'json_', False),

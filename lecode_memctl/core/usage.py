@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -103,6 +104,7 @@ class UsageReport:
     since: str | None
     session: str | None
     sessions: int = 0
+    session_ids: list[str] | None = None     # the ids given (--session), None for every one
     sessions_counted: int = 0
     refused: list[str] = field(default_factory=list)
     corrupt_lines: int = 0
@@ -140,7 +142,8 @@ class UsageReport:
 
     def to_json(self) -> dict[str, Any]:
         return {"project": self.project, "since": self.since, "session": self.session,
-                "sessions": self.sessions, "sessions_counted": self.sessions_counted,
+                "session_ids": self.session_ids, "sessions": self.sessions,
+                "sessions_counted": self.sessions_counted,
                 "refused_sessions": self.refused, "corrupt_lines": self.corrupt_lines,
                 "purposes": [p.to_json() for p in self.ordered()],
                 "total": self.total().to_json()}
@@ -176,20 +179,28 @@ def _check_usage(u: Any) -> tuple[int, int, float | None] | None:
     return i, o, float(c)
 
 
-def usage_report(store: Store, *, session: str | None = None,
+def usage_report(store: Store, *, session: str | Sequence[str] | None = None,
                  since: datetime | None = None, until: datetime | None = None) -> UsageReport:
-    """Accounting over every session of the store (or one), optionally only
-    for events at or after ``since`` (an event's own ``ts``/``time``/``created``
-    when it has one, else its session header's ``created``)."""
-    rep = UsageReport(store.slug, since.isoformat() if since else None, session)
+    """Accounting over every session of the store (or those named: one id or
+    several, each counted once, where it came first), optionally only for
+    events at or after ``since`` (an event's own ``ts``/``time``/``created``
+    when it has one, else its session header's ``created``).  ``session`` in
+    the report is the id when one is named, else None; ``session_ids`` the
+    ids named, None for every session."""
+    named = None if session is None else [session] if isinstance(session, str) else list(session)
     sdir = store.sessions_dir
-    if session is not None:
-        check_session_id(session)
-        ids = [session]
-        if not session_file_exists(sdir, session):
-            raise NotFound(f"no session {session} in {sdir}")
+    if named is not None:
+        for sid in named:
+            check_session_id(sid)
+        ids = list(dict.fromkeys(named))
+        for sid in ids:
+            if not session_file_exists(sdir, sid):
+                raise NotFound(f"no session {sid} in {sdir}")
     else:
         ids = session_ids(sdir)
+    rep = UsageReport(store.slug, since.isoformat() if since else None,
+                      ids[0] if named is not None and len(ids) == 1 else None,
+                      session_ids=None if named is None else ids)
     for sid in ids:
         rep.sessions += 1
         path = sdir / f"{sid}.jsonl"

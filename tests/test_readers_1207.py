@@ -128,3 +128,34 @@ def test_usage_counts_every_session_given(tmp_path):
     # an unknown id among them is exit 3, a bad one exit 2, before anything is counted
     assert cli(tmp_path, "usage", "--session", "a", "--session", "nope").exit_code == 3
     assert cli(tmp_path, "usage", "--session", "a", "--session", "../x").exit_code == 2
+
+
+# -- 4. grep --session where every session named was skipped
+
+def test_grep_exit_status_when_every_named_session_was_skipped(tmp_path):
+    import os
+    write(tmp_path, "k", msg(1, "hello"))
+    write(tmp_path, "k2", msg(1, "nothing"))
+    other = tmp_path / "sessions" / "o.jsonl"
+    other.write_text(header("o").replace(SLUG, "rep-ffffffffffff") + "\n" + msg(1, "hello") + "\n")
+    os.mkfifo(tmp_path / "sessions" / "f.jsonl")
+    (tmp_path / "sessions" / "l.jsonl").symlink_to("k.jsonl")
+    (tmp_path / "sessions" / "d.jsonl").mkdir()
+    (tmp_path / "sessions" / "b.jsonl").write_text('{"seq":0}\n')
+    expect = {"o": 4, "l": 4, "b": 4, "f": 5, "d": 5}
+    for sid, code in expect.items():
+        r = cli(tmp_path, "grep", "hello", "--session", sid)
+        assert r.exit_code == code, (sid, r.exit_code, r.stderr)
+        assert f"session {sid} skipped" in r.stderr
+        assert cli(tmp_path, "read", sid, "0", "1").exit_code == code, sid
+        j = cli(tmp_path, "grep", "hello", "--session", sid, "--json")
+        assert j.exit_code == code and orjson.loads(j.stdout)["sessions_searched"] == 0
+        assert cli(tmp_path, "grep", "hello", "--session", sid, "-c").exit_code == code
+    # mixed: the highest status
+    assert cli(tmp_path, "grep", "hello", "--session", "o", "--session", "f").exit_code == 5
+    # one searched: today's behaviour, 0 on a hit, 1 without
+    assert cli(tmp_path, "grep", "hello", "--session", "o", "--session", "k").exit_code == 0
+    assert cli(tmp_path, "grep", "hello", "--session", "o", "--session", "k2").exit_code == 1
+    # every session (no --session): some skipped, still 0/1
+    assert cli(tmp_path, "grep", "hello").exit_code == 0
+    assert cli(tmp_path, "grep", "zzz").exit_code == 1

@@ -109,7 +109,10 @@ def grep(
     --offset N skips the first N hits (in every format; -c and -l count
     the hits that are left).
 
-    Exit status: 0 when something matched, 1 when nothing did.
+    Exit status: 0 when something matched, 1 when nothing did; when every
+    session named by --session was skipped (nothing searched), the status
+    read gives: 4 refused (another project, a symbolic link, a bad header),
+    5 unreadable (a FIFO, a directory, an I/O error), 5 when both.
     --json prints one shape whatever the options: {"type": "grep",
     "schema_version", "pattern", "offset", "limit", "hits": [match rows]
     (empty with -c or -l), "truncated", "count", "sessions_searched",
@@ -214,6 +217,7 @@ def grep(
                 else "no session searched")
         echo(f"memctl: warning: {what}: {safe(reason, keep_newlines=False)}", err=True)
     code = 0 if matched else 1
+    code = run.nothing_searched_status() or code
     if by_session and fmt != "json":
         if fmt == "jsonl":
             emit_jsonl(counts())

@@ -264,6 +264,8 @@ class GrepRun:
     literal: str | None = None      # the pattern, when it is literal text
     skipped: list[tuple[str | None, str]] = field(default_factory=list)
     sessions_searched: int = 0
+    # the exit status of each skip, as ``read`` gives it (4 refused, 5 unreadable)
+    skipped_status: list[int] = field(default_factory=list)
     lock_wait: float | None = None  # seconds for a stable facts snapshot; None: 5 s
 
     def hits(self) -> Iterator[GrepHit]:
@@ -305,7 +307,7 @@ class GrepRun:
             hdr = sessions.header(sid)
             reader = sessions.exclusion_reader(sid)
         except (MemctlError, OSError) as exc:
-            self.skipped.append((sid, str(exc)))
+            self._skip(sid, exc)
             return
         # The store's exclusions and generation: when they cannot be read
         # (StoreCorrupt, exit 5) no session's visibility can be decided; that
@@ -315,7 +317,7 @@ class GrepRun:
         try:
             items = _Lines(sessions.path(sid), self._literal())
         except (MemctlError, OSError) as exc:
-            self.skipped.append((sid, str(exc)))
+            self._skip(sid, exc)
             return
         self.sessions_searched += 1
         created = record_time({"created": hdr.get("created")}, None)
@@ -382,6 +384,19 @@ class GrepRun:
             items.close()
         for slim, found in pending:
             yield from self._decide(sid, slim, found, excluded, generation, us, unused)
+
+    def _skip(self, sid: str, exc: MemctlError | OSError) -> None:
+        self.skipped.append((sid, str(exc)))
+        self.skipped_status.append(exc.exit_code if isinstance(exc, MemctlError) else 5)
+
+    def nothing_searched_status(self) -> int | None:
+        """After the search: when sessions were named (``session_ids``) and
+        every one was skipped, the exit status ``read`` gives the worst of
+        them (5 unreadable above 4 refused); else None (the search's own 0
+        or 1)."""
+        if self.session_ids is None or self.sessions_searched or not self.skipped_status:
+            return None
+        return max(self.skipped_status)
 
     def _decide(self, sid: str, rec: dict[str, Any], found: list[_Span], excluded: frozenset[int],
                 generation: int, us: UndoState, unused: _UnusedSummaries) -> list[GrepHit]:

@@ -329,8 +329,10 @@ _LISTED = {
                    (8, 7, "ok", None, None)),
     "torn": ([lambda: orjson.dumps(msg(6, _Z))],
              (6, 5, "torn_tail", "torn_tail", "the last line is an append in flight")),
+    # (the first bad line, 7, the first half of a record: line 8 until
+    # 2026-12-07, when the listing reported the last problem of the tail)
     "half-bad": ([lambda: orjson.dumps(msg(6, _Z))[:4 << 20] + b"\n", lambda: b"{not json\n"],
-                 (None, 5, "corrupt", "not_json", "line 8: not_json")),
+                 (None, 5, "corrupt", "not_json", "line 7: not_json")),
     "not-object": ([lambda: b"x" * (3 << 20) + b"\n", lambda: line(msg(6, "a"))],
                    (7, 6, "corrupt", "not_json", "line 7: not_json")),
     # a file under 2 MiB is judged by the same rule: a last line of 1.5 MiB

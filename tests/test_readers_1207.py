@@ -159,3 +159,41 @@ def test_grep_exit_status_when_every_named_session_was_skipped(tmp_path):
     # every session (no --session): some skipped, still 0/1
     assert cli(tmp_path, "grep", "hello").exit_code == 0
     assert cli(tmp_path, "grep", "zzz").exit_code == 1
+
+
+# -- 5. the sessions listing: the first problem, and an escaped event
+
+def listed(store: Path, sid: str) -> dict:
+    r = cli(store, "sessions", "-f", "jsonl")
+    assert r.exit_code == 0, r.stderr
+    return {x["id"]: x for x in map(orjson.loads, r.stdout.splitlines())}[sid]
+
+
+def test_sessions_reports_the_first_seq_problem(tmp_path):
+    write(tmp_path, "a", msg(1, "a"), msg(1, "b"), msg(5, "c"))
+    row = listed(tmp_path, "a")
+    assert (row["state"], row["reason"], row["detail"]) == (
+        "corrupt", "seq_duplicate", "line 3: seq_duplicate"), row
+    assert row["records"] == 6          # the last seq + 1, as documented
+
+
+def test_sessions_reports_a_bad_line_before_a_later_duplicate(tmp_path):
+    write(tmp_path, "b", msg(1, "a"), "{not json", msg(2, "b"), msg(2, "c"))
+    row = listed(tmp_path, "b")
+    assert (row["state"], row["reason"], row["detail"]) == (
+        "corrupt", "not_json", "line 3: not_json"), row
+    # a line that is an object but no record is found where it is too
+    write(tmp_path, "c", msg(1, "a"), '{"x":1}', msg(2, "b"), msg(2, "c"))
+    row = listed(tmp_path, "c")
+    assert (row["state"], row["detail"]) == ("corrupt", "line 3: no_seq"), row
+
+
+def test_sessions_counts_an_escaped_event_as_read_does(tmp_path):
+    write(tmp_path, "e", msg(1, "hi"), '{"seq":2,"type":"\\u0065vent","\\u0065vent":"clear"}',
+          msg(3, "yo"), '{"seq":4,"type":"event","\\u0065vent":"compact","summary":"s"}',
+          '{"seq":5,"type":"message","role":"user","content":"x","type":"event","event":"clear"}')
+    row = listed(tmp_path, "e")
+    assert (row["records"], row["messages"], row["compactions"], row["state"]) == (
+        6, 2, 1, "ok"), row     # (seq 4 is a compact event: "type":"event" is there)
+    doc = orjson.loads(cli(tmp_path, "read", "e", "0", "5", "--json").stdout)
+    assert doc["source"]["seqs"] == [1, 3]

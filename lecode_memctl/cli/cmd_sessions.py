@@ -64,9 +64,11 @@ def sessions(
     """List the project's session transcripts, one row per session.
 
     Each row: id, created (from the header), last_time (the time of the last
-    append: the file's modification time), records (complete records, the
-    header included), messages, compactions (compact events), size in bytes,
-    and state with its reason.  The state comes from the header and the tail
+    append: the file's modification time), records (the last complete
+    line's seq + 1: the records, the header included, when the state is
+    ok), messages, compactions (compact events), size in bytes, and state
+    with its reason (a corrupt state names the first problem found, with
+    its line number).  The state comes from the header and the tail
     of each file plus a byte-level pass that parses only lines holding
     "event": it is cheap on large transcripts but is not a full check;
     'memctl validate --deep' parses every line.  Sessions of another project,

@@ -133,8 +133,9 @@ SESSION = RowModel("sessions", "session", "One session transcript.", (
     Field("id", "string", "the session id"),
     Field("created", "time", "the header's created time", True),
     Field("last_time", "time", "time of the last append (the file's modification time)", True),
-    Field("records", "integer", "complete records, the header included (null when state is "
-          "refused or unreadable: not read; or corrupt with no last seq to count from)", True),
+    Field("records", "integer", "the last complete line's seq + 1: the records, the header "
+          "included, when state is ok (null when state is refused or unreadable: not read; or "
+          "corrupt with no last seq to count from)", True),
     Field("messages", "integer", "message records (null when state is refused or unreadable: "
           "not read)", True),
     Field("compactions", "integer", "compact events (null when state is refused or "

@@ -2837,21 +2837,27 @@ class SessionStore:
             mtime = utc_time(f.st.st_mtime)
             tail, torn = f.capped_last_lines()
             state, reason, detail = STATE_OK, None, None
+            # The first problem of the file is reported (the lowest line
+            # number): the first one in the last lines (by seq order and
+            # parse) or the first one of the pass over every line (by
+            # shape), whichever comes first; before 2026-12-07 the last one
+            # found in the last lines hid an earlier one.
+            tail_problem: tuple[int, str] | None = None
             last = None
             prev = None
             line: bytes | None        # the loop below: complete lines, then possibly the torn tail
             for off, tail_line in tail:
                 kind, obj = _classify_capped(tail_line)
                 if kind != "record":
-                    state, reason = STATE_CORRUPT, kind
-                    detail = f"line {f.line_number(off)}: {kind}"
+                    if tail_problem is None:
+                        tail_problem = (f.line_number(off), kind)
                     last = None
                     prev = None
                     continue
-                if prev is not None and obj["seq"] != prev + 1:
+                if prev is not None and obj["seq"] != prev + 1 and tail_problem is None:
                     k = SEQ_GAP if obj["seq"] > prev + 1 else (
                         SEQ_DUPLICATE if obj["seq"] == prev else SEQ_REGRESSION)
-                    state, reason, detail = STATE_CORRUPT, k, f"line {f.line_number(off)}: {k}"
+                    tail_problem = (f.line_number(off), k)
                 prev = last = obj["seq"]
             # (a last seq beyond a position, 2^63-1, counts no records: null,
             # not a number no JSON reader takes)
@@ -2859,6 +2865,7 @@ class SessionStore:
             messages = compactions = 0
             events = 0
             lines_seen = 0
+            problem: tuple[int, str] | None = None    # the first one of this pass
             for off, item in f.capped_lines(0):
                 if item is None:
                     break
@@ -2867,15 +2874,15 @@ class SessionStore:
                     if not (item.has_event and not not_an_event(item.head)):
                         # judged by its first and last bytes (a huge tool
                         # output is not held): as the lines below are
+                        typed = _TYPED.match(item.head)
                         if item.has_event:
-                            typed = _TYPED.match(item.head)
                             if typed and typed.group(1) == b"message" and item.seq() is not None:
                                 messages += 1
                         elif item.is_object():
-                            messages += 1
-                        elif state == STATE_OK:
-                            state, reason = STATE_CORRUPT, NOT_JSON
-                            detail = f"line {lines_seen}: {NOT_JSON}"
+                            if lines_seen > 1 and (typed is None or typed.group(1) == b"message"):
+                                messages += 1
+                        elif problem is None:
+                            problem = (lines_seen, NOT_JSON)
                         continue
                     # a huge line that may be an event (lecode writes none): read
                     _start, line = f.line_at(off)
@@ -2883,6 +2890,8 @@ class SessionStore:
                         break
                 else:
                     line = item
+                if lines_seen == 1:
+                    continue             # the header (checked when the file was opened)
                 if _EVENT_MARK in line:
                     kind, obj = _classify(line)
                     if kind == "record" and obj.get("type") == "event" and event_line(line):
@@ -2890,22 +2899,32 @@ class SessionStore:
                         if obj.get("event") == "compact":
                             compactions += 1
                         continue
-                    # (an event no reader applies is counted as the line
-                    # without "event" would be: see event_line)
-                    if kind == "record" and obj.get("type") in ("message", "event"):
+                    # (an event no reader applies is no message either: the
+                    # readers take its parsed type, see event_line)
+                    if kind == "record" and obj.get("type") == "message":
                         messages += 1
                     continue
                 bare = line.strip(b" \t\r")  # JSON whitespace: a CRLF line is an object too
-                if bare.startswith(b"{") and bare.endswith(b"}"):
+                typed = _TYPED.match(line)
+                if typed is not None and bare.endswith(b"}"):
+                    # Cheap structural check: a line that begins as the
+                    # writer writes a record and ends with }.  (No parse:
+                    # see validate --deep.)
+                    if typed.group(1) == b"message":
+                        messages += 1
+                    continue
+                # any other line is parsed: an object in another shape, or a
+                # type written with JSON escapes ("\u0065vent": an event to
+                # the readers, not applied, and no message)
+                kind, obj = _classify(line)
+                if kind != "record":
+                    if problem is None:
+                        problem = (lines_seen, kind)
+                elif obj.get("type") == "message":
                     messages += 1
-                elif state == STATE_OK:
-                    # Cheap structural check: a JSON object line starts with {
-                    # and ends with }.  (No parse: see validate --deep.)
-                    kind, _obj = _classify(line)
-                    if kind != "record":
-                        state, reason, detail = STATE_CORRUPT, kind, f"line {lines_seen}: {kind}"
-            messages -= 1 if lines_seen else 0   # the header has no "event" either
-            messages = max(messages, 0)
+            first = min((p for p in (tail_problem, problem) if p is not None), default=None)
+            if first is not None:
+                state, reason, detail = STATE_CORRUPT, first[1], f"line {first[0]}: {first[1]}"
             if state == STATE_OK and torn:
                 state, reason, detail = STATE_TORN, TORN_TAIL, "the last line is an append in flight"
             if state == STATE_OK and records is not None and records != lines_seen:

@@ -197,3 +197,39 @@ def test_sessions_counts_an_escaped_event_as_read_does(tmp_path):
         6, 2, 1, "ok"), row     # (seq 4 is a compact event: "type":"event" is there)
     doc = orjson.loads(cli(tmp_path, "read", "e", "0", "5", "--json").stdout)
     assert doc["source"]["seqs"] == [1, 3]
+
+
+# -- 6. usage: a purpose named like the total, and events without a purpose
+
+def purpose_event(seq: int, purpose: object, tokens: int, *, drop: bool = False) -> str:
+    rec: dict = {"seq": seq, "type": "event", "event": "memory_usage", "purpose": purpose,
+                 "usage": {"input_tokens": tokens, "output_tokens": 0, "cost": 0}}
+    if drop:
+        del rec["purpose"]
+    return orjson.dumps(rec).decode()
+
+
+def test_usage_purposes_cannot_pass_for_the_total_or_for_none(tmp_path):
+    write(tmp_path, "p", purpose_event(1, "total", 1), purpose_event(2, "unknown", 10),
+          purpose_event(3, None, 100), purpose_event(4, 5, 1000),
+          purpose_event(5, None, 10000, drop=True), purpose_event(6, "(total)", 100000),
+          purpose_event(7, "(none)", 1000000))
+    doc = orjson.loads(cli(tmp_path, "usage", "--json").stdout)
+    by = {p["purpose"]: p["input_tokens"] for p in doc["purposes"]}
+    assert by == {"total": 1, "unknown": 10, None: 11100, "(total)": 100000,
+                  "(none)": 1000000}, by
+    assert doc["total"]["purpose"] == "total" and doc["total"]["type"] == "total"
+    # a table has no type column: the total row and the row of no purpose
+    # are labelled so that no purpose's own name can be taken for them
+    for fmt in ("table", "github", "tsv"):
+        r = cli(tmp_path, "usage", "-f", fmt)
+        assert r.exit_code == 0, r.stderr
+        first = [ln.strip("|").split("|" if fmt == "github" else "\t" if fmt == "tsv" else None)[0]
+                 .strip() for ln in r.stdout.splitlines()]
+        if fmt == "tsv":
+            first = [ln.split("\t")[1] for ln in r.stdout.splitlines()]   # (type, purpose, ...)
+            assert first.count("total") == 2 and first.count("") == 1, first
+            continue
+        assert first.count("(total)") == 1 and first.count("(none)") == 1, first
+        assert first.count("total") == 1 and first.count("unknown") == 1, first
+        assert '"(total)"' in first and '"(none)"' in first, first

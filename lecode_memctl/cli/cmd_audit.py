@@ -581,7 +581,10 @@ def usage(
     "sessions", "sessions_counted", "refused_sessions":
     [id...], "corrupt_lines", "purposes": [purpose rows], "total": total
     row}; jsonl, csv and tsv give the purpose rows then the total row
-    ({"type": "total"}).  A row is {"purpose", "calls", "known_usage_calls",
+    ({"type": "total"}).  A row is {"purpose" (null for memory_usage
+    events that name no purpose; in a table the total row reads (total),
+    that row (none), and a purpose beginning with ( or " is shown as a
+    JSON string), "calls", "known_usage_calls",
     "unknown_usage_calls", "input_tokens", "output_tokens" (known
     subtotals), "cost" (known subtotal; null when no call reported a cost),
     "unknown_cost_calls", "complete", "compact_events",
@@ -629,7 +632,7 @@ def usage(
     for p in [*purposes, total]:
         unknown = p["unknown_usage_calls"]
         rows.append({
-            "purpose": p["purpose"], "calls": p["calls"],
+            "purpose": _purpose_cell(p), "calls": p["calls"],
             "input tokens": f"{p['input_tokens']}{'+?' if unknown else ''}",
             "output tokens": f"{p['output_tokens']}{'+?' if unknown else ''}",
             "cost": ("?" if p["cost"] is None else f"{p['cost']:.6g}")
@@ -653,6 +656,22 @@ def usage(
     if total["repeated_events"]:
         echo(f"not complete: {total['repeated_events']} event(s) whose seq repeats or goes "
              "back in its transcript, not counted (see 'memctl sessions').", err=aside)
+
+
+def _purpose_cell(row: dict[str, object]) -> str:
+    """A usage row's purpose in a table, which has no type column: ``(total)``
+    for the total row, ``(none)`` for the calls of no purpose, and a purpose
+    that begins with ``(`` or ``"`` as a JSON string, so that no purpose's
+    name can be taken for either (before 2026-12-07 a purpose named "total"
+    looked like the total row)."""
+    import orjson
+
+    if row["type"] == "total":
+        return "(total)"
+    name = row["purpose"]
+    if not isinstance(name, str):
+        return "(none)"
+    return orjson.dumps(name).decode() if name.startswith(("(", '"')) else name
 
 
 PROJECT_SORTS = ("slug", "size", "sessions", "last_activity")

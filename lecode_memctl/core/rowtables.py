@@ -180,7 +180,11 @@ REVISION = RowModel("history", "revision", "One revision of a fact.", (
 USAGE = RowModel("usage", "purpose", "Model-call accounting for one purpose (type "
                  '"total" for the sum of every purpose).', (
     _t('"purpose", or "total" for the last row'),
-    Field("purpose", "string", "compact, learning, answering, ... (\"total\" in the total row)"),
+    Field("purpose", "string", "summarization, learning, answering, ... as the events name it "
+          "(\"total\" in the total row; null for the memory_usage events whose purpose is "
+          "missing, null, empty or not a string; in a table, whose rows have no type, the "
+          "total row says (total), this row (none), and a purpose beginning with ( or \" is "
+          "shown as a JSON string)", True),
     Field("calls", "integer", "calls counted"),
     Field("known_usage_calls", "integer", "calls that reported their usage"),
     Field("unknown_usage_calls", "integer", "calls whose usage was not reported (not zero)"),

@@ -10,7 +10,8 @@ cost: it adds to the token subtotals and to ``unknown_cost_calls``.
 Purposes: a ``compact`` event is one successful ``summarization`` call; a
 ``memory_usage`` event carries its own ``purpose`` (``learning``, rejected
 ``summarization`` attempts, ``answering`` when the agent records it, or any
-other name, reported as found).
+other name, reported as found; an event without a non-empty string there
+is counted under purpose None, null in JSON).
 
 Reading: each transcript is read once, sequentially, up to its size at
 ``fstat`` time, a block at a time (:meth:`sessions._File.marked_lines`); only
@@ -51,7 +52,7 @@ PURPOSE_ORDER = ("answering", "summarization", "learning")
 
 @dataclass
 class PurposeUsage:
-    purpose: str
+    purpose: str | None             # None: the event named no purpose (no non-empty string)
     calls: int = 0
     input_tokens: int = 0           # known subtotal
     output_tokens: int = 0          # known subtotal
@@ -108,22 +109,22 @@ class UsageReport:
     sessions_counted: int = 0
     refused: list[str] = field(default_factory=list)
     corrupt_lines: int = 0
-    purposes: dict[str, PurposeUsage] = field(default_factory=dict)
+    purposes: dict[str | None, PurposeUsage] = field(default_factory=dict)
     _total: PurposeUsage = field(default_factory=lambda: PurposeUsage("total"), init=False,
                                  repr=False)
 
-    def purpose(self, name: str) -> PurposeUsage:
+    def purpose(self, name: str | None) -> PurposeUsage:
         if name not in self.purposes:
             self.purposes[name] = PurposeUsage(name)
         return self.purposes[name]
 
-    def add(self, purpose: str, usage: Any, *, compact: bool) -> None:
+    def add(self, purpose: str | None, usage: Any, *, compact: bool) -> None:
         """One call, to its purpose and to the total (each applies the 64-bit
         rule on its own subtotals)."""
         self.purpose(purpose).add(usage, compact=compact)
         self._total.add(usage, compact=compact)
 
-    def repeated(self, purpose: str) -> None:
+    def repeated(self, purpose: str | None) -> None:
         """An event of ``purpose`` whose seq repeats or goes back: not a new
         call (a record written twice, or out of place), counted apart, and
         its purpose and the total are not complete."""
@@ -132,7 +133,11 @@ class UsageReport:
 
     def ordered(self) -> list[PurposeUsage]:
         rank = {p: i for i, p in enumerate(PURPOSE_ORDER)}
-        return sorted(self.purposes.values(), key=lambda p: (rank.get(p.purpose, 99), p.purpose))
+        # (the known purposes in their order, then the others by name, then
+        # the calls of no purpose)
+        return sorted(self.purposes.values(),
+                      key=lambda p: (p.purpose is None, rank.get(p.purpose or "", 99),
+                                     p.purpose or ""))
 
     def total(self) -> PurposeUsage:
         """Every call of every purpose, summed call by call: where the sum of the
@@ -292,11 +297,14 @@ def _count_line(rep: UsageReport, line: bytes, created: datetime | None,
         if t is None or (since is not None and t < since) \
                 or (until is not None and t > until):
             return max(last, seq)
+    name: str | None
     if ev == "compact":
         name = "summarization"
     else:
         p = rec.get("purpose")
-        name = p if isinstance(p, str) and p else "unknown"
+        # (no purpose, null, empty or not a string: None, a row of its own;
+        # before 2026-12-07 "unknown", merged with a purpose so named)
+        name = p if isinstance(p, str) and p else None
     if seq <= last:
         rep.repeated(name)
         return last

@@ -233,3 +233,32 @@ def test_usage_purposes_cannot_pass_for_the_total_or_for_none(tmp_path):
         assert first.count("(total)") == 1 and first.count("(none)") == 1, first
         assert first.count("total") == 1 and first.count("unknown") == 1, first
         assert '"(total)"' in first and '"(none)"' in first, first
+
+
+# -- 7. read START END: the strict numbers of SESSION:RANGE; runs ascending
+
+def test_read_start_end_take_ascii_digits_only(tmp_path):
+    write(tmp_path, "p", *(msg(i, f"m{i}") for i in range(1, 9)))
+    good = cli(tmp_path, "read", "p", "4", "7", "--json")
+    assert good.exit_code == 0, good.stderr
+    assert orjson.loads(good.stdout)["source"]["seqs"] == [4, 5, 6, 7]
+    assert cli(tmp_path, "read", "p:4-7", "--json").stdout == good.stdout
+    assert cli(tmp_path, "read", "p", "04", "7", "--json").exit_code == 0    # as p:04-7
+    for start, end in (("٤", "٧"), ("4_0", "4_2"), ("+4", "7"), (" 4", "7"), ("4", "7 "),
+                       ("４", "7"), ("4", "0x7"), ("4.0", "7")):
+        r = cli(tmp_path, "read", "p", start, end)
+        assert r.exit_code == 2, (start, end, r.exit_code, r.stdout)
+        assert "must be a non-negative integer" in r.stderr, r.stderr
+    assert cli(tmp_path, "read", "p:٤-٧").exit_code == 2
+
+
+def test_read_refuses_runs_out_of_order(tmp_path):
+    write(tmp_path, "p", *(msg(i, f"m{i}") for i in range(1, 9)))
+    for spec in ("p:7,4", "p:5-7,2", "p:2-4,4", "p:3,3"):
+        r = cli(tmp_path, "read", spec)
+        assert r.exit_code == 2, (spec, r.exit_code)
+        assert "ascending" in r.stderr, r.stderr
+    assert cli(tmp_path, "read", "p:7-4").exit_code == 2
+    ok = cli(tmp_path, "read", "p:2-4,6", "--json")
+    assert ok.exit_code == 0 and orjson.loads(ok.stdout)["start"] == 2
+    assert orjson.loads(ok.stdout)["end"] == 6

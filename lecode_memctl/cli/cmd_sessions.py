@@ -102,6 +102,26 @@ def sessions(
                    labels={"last_time": "last"}, display=_session_display)
 
 
+def _ascending_runs(spec: str) -> None:
+    """Refuse a SESSION:RANGE whose runs are not in ascending order, each
+    after the one before it, as memctl prints a source (``3-5,8``): ``7,4``
+    was read as 4..7 while ``7-4`` was refused (exit 2).  Runs that are not
+    numbers are left to ``parse_evidence``, which refuses them."""
+    from lecode_memctl.core.errors import UsageError
+
+    prev: int | None = None
+    for run in spec.partition(":")[2].split(","):
+        lo, _dash, hi = run.partition("-")
+        if not (lo.isascii() and lo.isdigit()) or not (hi == "" or (hi.isascii() and hi.isdigit())):
+            return
+        if len(lo) > 25 or len(hi) > 25:
+            return               # (too large: parse_evidence says so)
+        if prev is not None and int(lo) <= prev:
+            raise UsageError(f"bad range {run!r} in {spec!r}: the runs must be ascending, each "
+                             "after the one before it (as memctl prints a source)")
+        prev = int(hi) if hi else int(lo)
+
+
 @command(epilog="""\
 \b
 Examples:
@@ -127,11 +147,14 @@ def read(
         "SESSION:RANGE as memctl prints a source (10-40, or runs such as 10-12,15: the span "
         "from the first to the last position), without START and END.",
         autocompletion=complete_session_id, show_default=False)],
-    start: Annotated[int | None, typer.Argument(metavar="START", help="First seq (inclusive).",
-                                                show_default=False)] = None,
-    end: Annotated[int | None, typer.Argument(metavar="END", help="Last seq (inclusive); at "
-                                              "most 200 positions from START.",
-                                              show_default=False)] = None,
+    # (text, read by the SESSION:RANGE form's parser: ASCII digits only,
+    # where an int argument took "٤", "4_0" and "+4")
+    start_text: Annotated[str | None, typer.Argument(
+        metavar="START", help="First seq (inclusive; ASCII digits).",
+        show_default=False)] = None,
+    end_text: Annotated[str | None, typer.Argument(
+        metavar="END", help="Last seq (inclusive; ASCII digits); at most 200 positions "
+        "from START.", show_default=False)] = None,
     offset: Annotated[int, typer.Option(
         "--offset", min=0, max=MAX_COUNT, metavar="N", help="Character offset into source_text (the "
         "previous page's next_offset).")] = 0,
@@ -182,14 +205,17 @@ def read(
     from lecode_memctl.core.errors import UsageError
     from lecode_memctl.core.sourceref import check_session_id
 
-    if ":" in session:          # SESSION:RANGE, as a source is printed
-        if start is not None:
-            raise UsageError(f"{session!r} already names the range: give no START or END")
-        from .cmd_facts import parse_evidence
+    from .cmd_facts import parse_evidence
 
+    if ":" in session:          # SESSION:RANGE, as a source is printed
+        if start_text is not None:
+            raise UsageError(f"{session!r} already names the range: give no START or END")
+        _ascending_runs(session)
         session, start, end, _none = parse_evidence(session, [])
-    elif start is None or end is None:
+    elif start_text is None or end_text is None:
         raise UsageError("give the range as SESSION START END or SESSION:START-END")
+    else:                       # (the same numbers as the range form takes)
+        session, start, end, _none = parse_evidence(session, [start_text, end_text])
     check_session_id(session)   # before any file access
     if text and json_:
         raise UsageError("--text conflicts with --json")

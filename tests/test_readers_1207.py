@@ -262,3 +262,14 @@ def test_read_refuses_runs_out_of_order(tmp_path):
     ok = cli(tmp_path, "read", "p:2-4,6", "--json")
     assert ok.exit_code == 0 and orjson.loads(ok.stdout)["start"] == 2
     assert orjson.loads(ok.stdout)["end"] == 6
+
+
+# -- 8. read --text --all is refused as --text --offset is
+
+def test_read_text_refuses_all(tmp_path):
+    write(tmp_path, "p", msg(1, "m1"))
+    r = cli(tmp_path, "read", "p", "1", "1", "--text", "--all")
+    assert r.exit_code == 2 and "--text prints the whole range" in r.stderr, (r.exit_code, r.stderr)
+    assert r.stdout == ""
+    assert cli(tmp_path, "read", "p", "1", "1", "--text").exit_code == 0
+    assert cli(tmp_path, "read", "p", "1", "1", "--all").exit_code == 0

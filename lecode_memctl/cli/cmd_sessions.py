@@ -164,7 +164,8 @@ def read(
     text: Annotated[bool, typer.Option(
         "--text", help="The whole range as a transcript to read: role-labelled, wrapped "
         "messages, tool calls and results summarised, binary parts named, hidden positions "
-        "marked with their reason (control characters escaped; not paged).")] = False,
+        "marked with their reason (control characters escaped; not paged: --offset and "
+        "--all are refused).")] = False,
     all_: Annotated[bool, typer.Option(
         "--all", help="Every page from --offset to the end, one compact JSON document a "
         "line, all from one capture (one source.digest).")] = False,
@@ -221,6 +222,9 @@ def read(
         raise UsageError("--text conflicts with --json")
     if text and offset:
         raise UsageError("--text prints the whole range; --offset pages the JSON output")
+    if text and all_:
+        raise UsageError("--text prints the whole range; --all prints every page of the JSON "
+                         "output")
 
     from lecode_memctl.core.paging import page_document
     from lecode_memctl.core.project import hidden_range, range_meta

@@ -70,7 +70,8 @@ def sessions(
     with its reason (a corrupt state names the first problem found, with
     its line number).  The state comes from the header and the tail
     of each file plus a byte-level pass that parses only lines holding
-    "event": it is cheap on large transcripts but is not a full check;
+    "event" or not beginning as the writer writes a record ({"seq":N,
+    "type":"T"): it is cheap on large transcripts but is not a full check;
     'memctl validate --deep' parses every line.  Sessions of another project,
     symbolic links and files without a valid header are listed as refused,
     never read further.  --since/--until select by the last record's time.

@@ -329,7 +329,7 @@ def test_facts_write_faults_exit_7_and_change_nothing(bulk_world, tmp_path, faul
 
 
 @pytest.mark.heavy
-@pytest.mark.parametrize("command", ["facts", "forget", "redact"])
+@pytest.mark.parametrize("command", ["facts", "forget", "redact", "validate", "secrets"])
 def test_a_failing_write_to_tmpdir_is_exit_7_not_a_corrupt_store(world, tmp_path, command):
     """Reads open the facts database through a private copy under $TMPDIR.
     A real failing write there (EFBIG under a 2 KiB file-size limit, as
@@ -347,14 +347,18 @@ def test_a_failing_write_to_tmpdir_is_exit_7_not_a_corrupt_store(world, tmp_path
     tmpdir = tmp_path / "tmpdir"
     tmpdir.mkdir()
     argv = {"facts": ["facts", "--all"], "forget": ["forget", world.facts["verified"], "--yes"],
-            "redact": ["redact", "--dry-run"]}[command]
+            "redact": ["redact", "--dry-run"],
+            # (the audits: before 2026-12-07 the store's db.unreadable, or
+            # "UNREADABLE", exit 1, as if the store were at fault)
+            "validate": ["validate", "-q"], "secrets": ["secrets"]}[command]
     before = file_hashes(store)
 
     def small_files() -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (2048, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
     env = {**os.environ, "TMPDIR": str(tmpdir), "PYTHONDONTWRITEBYTECODE": "1"}
-    p = subprocess.run([sys.executable, "-m", "lecode_memctl", "--store", str(store), *argv],
+    p = subprocess.run([sys.executable, "-m", "lecode_memctl", "--no-state", "--store", str(store),
+                        *argv],
                        env=env, capture_output=True, timeout=60, preexec_fn=small_files)
     line = one_line(p.stderr, command)
     assert p.returncode == 7, line
@@ -362,6 +366,18 @@ def test_a_failing_write_to_tmpdir_is_exit_7_not_a_corrupt_store(world, tmp_path
     assert "File too large" in line, line
     assert file_hashes(store) == before
     assert os.listdir(tmpdir) == []
+    if command == "validate":
+        # with --all-projects the store's database is not audited, named as
+        # this machine's failure, and the others' audits go on
+        p = subprocess.run([sys.executable, "-m", "lecode_memctl", "--no-state", "--config-dir",
+                            str(cfg), "validate", "--all-projects", "--json"],
+                           env=env, capture_output=True, timeout=60, preexec_fn=small_files)
+        import orjson
+
+        doc = orjson.loads(p.stdout)
+        (f,) = [f for f in doc["findings"] if f["code"] == "db.unreadable"]
+        assert "not audited (this machine's temporary space failed" in f["message"], f
+        assert file_hashes(store) == before
 
 
 # ---------------------------------------------------------------- a real full file system

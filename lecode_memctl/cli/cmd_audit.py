@@ -131,7 +131,9 @@ def validate(
     unreadable (a symlinked store directory), 6 busy (the facts database
     kept changing while its snapshot was taken), 7 --output could not be
     written (its directory missing, say; the previous file is left as it
-    was).
+    was), or the private copy of a store's facts database could not be
+    made (a full $TMPDIR; with --all-projects that store is reported not
+    audited instead).
     --json prints {"type": "validate", "schema_version", "ok", "strict",
     "deep", "exit_code", "generated", "stores", "totals", "projects":
     [summary rows], "findings": [finding rows]}; --format jsonl streams the

@@ -378,9 +378,12 @@ def secrets(
 
     Exit status: 0 nothing found, 1 something found or a file or directory
     could not be read (listed as skipped: it may hide a value), 2 usage (an
-    --output inside a store, or a symbolic link, say), 3 no store, 7
-    --output could not be written (its directory missing, say: it is never
-    created; the previous file is left as it was).
+    --output inside a store, or a symbolic link, say), 3 no store, 6 the
+    facts database busy (one store), 7 --output could not be written (its
+    directory missing, say: it is never created; the previous file is left
+    as it was) or, for one store, the private copy of its facts database
+    could not be made (a full $TMPDIR: this machine's failure, not the
+    store's).
     --json prints {"type": "secrets", "schema_version", "ok", "exit_code",
     "generated" (RFC 3339 UTC), "projects": [scan rows], "findings": [secret
     rows]}; a secret row has type, detector, kind (transcript, file, fact,
@@ -420,6 +423,7 @@ def secrets(
 
     if entries is None:
         reports = [scanned(stores[0])]
+        _refuse_machine_failure(reports[0])
     else:
         reports = [_linked_store(e.path, e.name) if e.is_link else scanned(store_at(e.path))
                    for e in entries]
@@ -474,6 +478,20 @@ def secrets(
 
         write_bytes(data)
     raise typer.Exit(code)
+
+
+def _refuse_machine_failure(report: Any) -> None:
+    """The scan of one store: a database not read because it was busy (exit
+    6) or this machine's temporary space failed (exit 7, $TMPDIR named) is
+    no verdict on the store, so no report of one (before 2026-12-07 a full
+    $TMPDIR gave "UNREADABLE", exit 1, as if the store were at fault;
+    ``validate`` does the same).  With --all-projects the store is reported
+    unreadable and the run goes on."""
+    from lecode_memctl.core.errors import StoreBusy, TempCopyError
+
+    for s in report.unreadable:
+        if isinstance(s.error, StoreBusy | TempCopyError):
+            raise s.error
 
 
 # ---------------------------------------------------------------- redact

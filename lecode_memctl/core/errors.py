@@ -105,6 +105,15 @@ class StoreWriteError(MemctlError):
                "command stopped midway names what is left (run the command again to finish)")
 
 
+class TempCopyError(StoreWriteError):
+    """A private temporary copy a read makes (of the facts database, in
+    $TMPDIR) could not be made or written: this machine's temporary space
+    failed, not the store, so an audit never reports it as the store's
+    problem (``validate`` and ``secrets`` of one store exit 7 with it; with
+    ``--all-projects`` the store's database is reported not audited, naming
+    $TMPDIR)."""
+
+
 def sqlite_error(exc: BaseException) -> MemctlError | None:
     """The memctl error of an error of SQLite's (the ``sqlite3`` module)
     that the core did not classify where it arose: StoreBusy when the

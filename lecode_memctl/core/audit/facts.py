@@ -161,7 +161,7 @@ def check_db_and_facts(audit: Audit) -> Iterator[Finding | Pending | None]:
 def _check_db(audit: Audit) -> Iterator[Finding | Pending | None]:
     import sqlite3
 
-    from ..errors import MemctlError, StoreBusy
+    from ..errors import MemctlError, StoreBusy, TempCopyError
     from ..facts import SCHEMA_VERSION, UnmigratableSchema
 
     fs = _open_facts(audit)
@@ -172,13 +172,17 @@ def _check_db(audit: Audit) -> Iterator[Finding | Pending | None]:
         audit._generation_known = not os.path.lexists(audit.store.facts_db)
         return
     if isinstance(fs, MemctlError):
-        if isinstance(fs, StoreBusy):
+        if isinstance(fs, StoreBusy | TempCopyError):
             if not audit.listed:
-                raise fs        # (exit 6: this store alone was asked for)
+                raise fs        # (exit 6 or 7: this store alone was asked for)
             # --all-projects: one busy store does not stop the others' audit
-            # (nor the report a cron job publishes); its facts are not audited
-            yield audit._f("db.unreadable", f"{fs}: not audited (it was busy past "
-                           "--lock-wait; run validate again)", file=rel)
+            # (nor the report a cron job publishes); its facts are not audited.
+            # A full $TMPDIR is this machine's, not the store's (before
+            # 2026-12-07 it was the store's db.unreadable, exit 1, alone too)
+            why = ("it was busy past --lock-wait" if isinstance(fs, StoreBusy)
+                   else "this machine's temporary space failed, not the store")
+            yield audit._f("db.unreadable", f"{fs}: not audited ({why}; run validate again)",
+                           file=rel)
             return
         if not stat.S_ISREG(os.lstat(audit.store.facts_db).st_mode):
             # a directory or FIFO in its place: no exclusion can be read from it,

@@ -125,6 +125,21 @@ def test_diff_escapes_control_characters(proj):
     assert "+evil \\x1b[2J \\u202e" in r.stdout
 
 
+def test_the_public_first_use_migration_is_the_working_directory_s_alone(proj, config_dir):
+    """``lecode_memctl.core.migrate_legacy`` is the public name of what the
+    agent calls on first use (before 2026-12-07 only ``plan_migration`` was
+    public, and it walks the whole checkout as the CLI does)."""
+    import lecode_memctl.core as core
+
+    repo, store, _ = proj
+    planned = core.plan_migration(config_dir, repo / "a" / "b")
+    assert [s.origin for s in planned.discovery.legacy] == ["cwd", "ancestor", "tree"]
+    done = core.migrate_legacy(str(config_dir), repo / "a" / "b")
+    assert isinstance(done, core.MigrationPlan)
+    assert [s.origin for s in done.discovery.legacy] == ["cwd"]
+    assert not (store / "notes" / "tree.md").exists()
+
+
 def test_core_migrate_copies_only_the_working_directory_store(proj, config_dir):
     repo, store, _ = proj
     done = migrate.migrate(config_dir, repo / "a" / "b")

@@ -64,6 +64,7 @@ _EXPORTS: dict[str, str] = {
     "validate_store": "audit",
     "Finding": "audit",
     "Summary": "audit",
+    "migrate_legacy": "migrate",
     "plan_migration": "migrate",
     "apply_migration": "migrate",
     "MigrationPlan": "migrate",

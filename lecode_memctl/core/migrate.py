@@ -950,10 +950,15 @@ def _progress(done: int, total: int) -> str:
             f"every destination is complete or absent; {_RERUN}")
 
 
-def migrate(config_dir: Path, cwd: str | os.PathLike[str], *,
-            extra: Sequence[str | os.PathLike[str]] = ()) -> MigrationPlan:
+def migrate_legacy(config_dir: str | os.PathLike[str], cwd: str | os.PathLike[str], *,
+                   extra: Sequence[str | os.PathLike[str]] = ()) -> MigrationPlan:
     """What the agent calls on first use: plan and apply in one go (no
     questions), for the working directory's own legacy store only, as the
     reference design says ("legacy cwd-scoped Markdown"); the walk of the
-    project tree and its worktrees is ``memctl migrate-legacy``'s."""
-    return apply_migration(plan_migration(config_dir, cwd, extra=extra, cwd_only=True))
+    project tree and its worktrees is ``memctl migrate-legacy``'s
+    (:func:`plan_migration` without ``cwd_only``).  Public
+    (``lecode_memctl.core.migrate_legacy``); ``migrate`` is its older name."""
+    return apply_migration(plan_migration(Path(config_dir), cwd, extra=extra, cwd_only=True))
+
+
+migrate = migrate_legacy

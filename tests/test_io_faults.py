@@ -480,3 +480,43 @@ def test_zz_report_figures():
 
     for name, n in FIGURES.items():
         sys.__stdout__.write(f"\n[io faults] {name}: {n} faults injected")
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("command", ["forget", "export", "validate", "secrets"])
+def test_too_few_file_descriptors_is_this_machine_s_limit_never_an_unreadable_store(
+        world, tmp_path, command):
+    """``ulimit -n`` too low for a command: SQLite says "unable to open
+    database file", which says nothing of why.  Before 2026-12-07 that was
+    "database error", exit 5 (the store unreadable) for ``export`` and
+    ``forget --dry-run`` at 9 to 12 descriptors, and a raw EMFILE in the
+    secrets pool was exit 5 too.  Now, at every limit, the command either
+    goes through or exits 7 naming the open-files limit; the store is
+    unchanged."""
+    import resource
+    import subprocess
+    import sys
+
+    cfg = world.fresh(tmp_path / "cfg")
+    store = world.store(cfg)
+    argv = {"forget": ["forget", world.facts["verified"], "--dry-run"],
+            "export": ["export", "-o", "{out}"], "validate": ["validate", "--deep", "-q"],
+            "secrets": ["secrets"]}[command]
+    before = file_hashes(store)
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    seen = set()
+    for n in range(7, 17):
+        def few_fds(n: int = n) -> None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (n, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+        out = tmp_path / f"b{n}.tgz"
+        p = subprocess.run([sys.executable, "-m", "lecode_memctl", "--no-state", "--store",
+                            str(store), *(a.format(out=out) for a in argv)],
+                           env=env, capture_output=True, timeout=60, preexec_fn=few_fds)
+        err = p.stderr.decode("utf-8", "replace")
+        assert "Traceback" not in err, (n, err)
+        assert p.returncode in (0, 1, 7), (n, p.returncode, err)
+        if p.returncode == 7:
+            assert "too many open files" in err.lower(), (n, err)
+        seen.add(p.returncode)
+    assert file_hashes(store) == before
+    assert 7 in seen, seen       # the limit was met at least once

@@ -487,10 +487,10 @@ def _refuse_machine_failure(report: Any) -> None:
     $TMPDIR gave "UNREADABLE", exit 1, as if the store were at fault;
     ``validate`` does the same).  With --all-projects the store is reported
     unreadable and the run goes on."""
-    from lecode_memctl.core.errors import StoreBusy, TempCopyError
+    from lecode_memctl.core.errors import LocalResourceError, StoreBusy
 
     for s in report.unreadable:
-        if isinstance(s.error, StoreBusy | TempCopyError):
+        if isinstance(s.error, StoreBusy | LocalResourceError):
             raise s.error
 
 

@@ -66,8 +66,15 @@ def _classify_os_error(exc: OSError) -> tuple[str, int, str]:
     # A file name, never a descriptor: Python's open(fd) names the number it
     # was given (``4: Is a directory``), which says nothing of which file.
     name = exc.filename
-    what = f"{os.fsdecode(name)}: " if isinstance(name, (str, bytes, os.PathLike)) and name else ""
+    name_text = os.fsdecode(name) if isinstance(name, (str, bytes, os.PathLike)) and name else ""
+    what = f"{name_text}: " if name_text else ""
     reason = exc.strerror or str(exc)
+    if exc.errno in (errno.EMFILE, errno.ENFILE):
+        # this machine's limit, not the store (before 2026-12-07: exit 5)
+        from lecode_memctl.core.errors import out_of_fds
+
+        err = out_of_fds(name_text or "memctl")
+        return err.code, err.exit_code, err.message
     if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EBADF):
         return StoreWriteError.code, StoreWriteError.exit_code, f"{what}{reason}"
     if exc.errno in (errno.ENOENT,):

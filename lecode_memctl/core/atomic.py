@@ -23,7 +23,7 @@ import typing
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from .errors import StoreCorrupt, StoreWriteError, TempCopyError, UsageError
+from .errors import LocalResourceError, StoreCorrupt, StoreWriteError, UsageError
 from .layout import DIR_MODE, FILE_MODE
 
 TMP_PREFIX = "."
@@ -351,7 +351,7 @@ def private_tempdir(prefix: str, outside: str | os.PathLike[str],
         why.append(f"{', '.join(inside)} lies inside it")
     if failed:
         why.append("; ".join(failed))
-    raise TempCopyError(f"no temporary directory outside {outside} "
+    raise LocalResourceError(f"no temporary directory outside {outside} "
                           f"({'; '.join(why) or 'none found'}); set TMPDIR")
 
 

@@ -10,6 +10,7 @@ these classes plus the statuses no error class carries (0, 1, 70, 129, 130,
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -97,7 +98,8 @@ class StoreWriteError(MemctlError):
     code = "write_failed"
     label = "write failed"
     meaning = ("disk full, I/O error or permission denied (in the store, in $TMPDIR for "
-               "the temporary copy a read makes, for the --output FILE of validate and "
+               "the temporary copy a read makes (this machine's, never the store's fault, as "
+               "too many open files is), for the --output FILE of validate and "
                "secrets or export's FILE, whose directory must exist, or on standard "
                "output, full or closed); nothing was changed, unless the message says what "
                "was: a change it names as written is made and only its report was lost "
@@ -105,13 +107,35 @@ class StoreWriteError(MemctlError):
                "command stopped midway names what is left (run the command again to finish)")
 
 
-class TempCopyError(StoreWriteError):
-    """A private temporary copy a read makes (of the facts database, in
-    $TMPDIR) could not be made or written: this machine's temporary space
-    failed, not the store, so an audit never reports it as the store's
-    problem (``validate`` and ``secrets`` of one store exit 7 with it; with
-    ``--all-projects`` the store's database is reported not audited, naming
-    $TMPDIR)."""
+class LocalResourceError(StoreWriteError):
+    """This machine's resources failed, not the store: a private temporary
+    copy a read makes (of the facts database, in $TMPDIR) could not be made
+    or written, or the process ran out of file descriptors (``ulimit -n``).
+    An audit never reports it as the store's problem (``validate`` and
+    ``secrets`` of one store exit 7 with it; with ``--all-projects`` the
+    store's database is reported not audited), and no command calls the
+    store unreadable for it (exit 5)."""
+
+
+def fds_exhausted() -> bool:
+    """Whether this process can open no more files (EMFILE, ENFILE): SQLite's
+    "unable to open database file" says nothing of why, so the one place
+    that classifies its errors asks (before 2026-12-07 ``ulimit -n 12`` made
+    ``export`` and ``forget --dry-run`` say the store was unreadable, exit 5)."""
+    import errno
+
+    try:
+        fd = os.open(os.devnull, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        return exc.errno in (errno.EMFILE, errno.ENFILE)
+    os.close(fd)
+    return False
+
+
+def out_of_fds(what: str) -> LocalResourceError:
+    return LocalResourceError(f"{what}: too many open files (this process's limit, ulimit -n, "
+                              "or the system's); raise the limit and run again; nothing was "
+                              "changed")
 
 
 def sqlite_error(exc: BaseException) -> MemctlError | None:
@@ -126,6 +150,8 @@ def sqlite_error(exc: BaseException) -> MemctlError | None:
     text = str(exc)
     if "locked" in text or "busy" in text:
         return StoreBusy(f"database busy: {text}")
+    if "unable to open" in text and fds_exhausted():
+        return out_of_fds(f"database error: {text}")
     return StoreCorrupt(f"database error: {text}")
 
 

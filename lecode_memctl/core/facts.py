@@ -54,6 +54,8 @@ from .errors import (
     StoreCorrupt,
     StoreWriteError,
     UsageError,
+    fds_exhausted,
+    out_of_fds,
     sqlite_error,
 )
 from .hashing import sha256
@@ -509,6 +511,8 @@ def _db_error(path: Path, exc: BaseException) -> Exception:
     text = str(exc)
     if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
         return StoreBusy(f"{path}: facts database busy: {text}")
+    if isinstance(exc, sqlite3.OperationalError) and "unable to open" in text and fds_exhausted():
+        return out_of_fds(f"{path}: {text}")
     if isinstance(exc, sqlite3.OperationalError) and any(
             w in text for w in ("disk is full", "disk I/O", "readonly database", "unable to open")):
         return StoreWriteError(f"{path}: {text}; nothing was changed")

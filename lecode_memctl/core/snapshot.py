@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from .atomic import is_link_refusal, lstat_regular, open_owned, private_tempdir, write_all
-from .errors import NotFound, StoreBusy, StoreCorrupt, TempCopyError
+from .errors import LocalResourceError, NotFound, StoreBusy, StoreCorrupt
 from .hashing import sha256
 from .layout import FILE_MODE
 
@@ -26,7 +26,7 @@ SNAPSHOT_CHUNK = 1 << 20
 SNAPSHOT_WAL_IN_MEMORY = 8 << 20
 
 
-def copy_write_error(src: Path, tmpdir: str, reason: str, *, full: bool) -> TempCopyError:
+def copy_write_error(src: Path, tmpdir: str, reason: str, *, full: bool) -> LocalResourceError:
     """A write of the private copy of ``src`` in ``tmpdir`` (the snapshot's
     directory) that failed: a full or over-quota $TMPDIR (``full``), a
     file-size limit, an I/O error, no permission.  Exit 7, naming the
@@ -34,11 +34,11 @@ def copy_write_error(src: Path, tmpdir: str, reason: str, *, full: bool) -> Temp
     the store itself was only read."""
     where = os.path.dirname(os.path.normpath(tmpdir))   # $TMPDIR (the private dir's parent)
     hint = "free space there or set TMPDIR" if full else "set TMPDIR"
-    return TempCopyError(f"{src}: cannot write its temporary copy in {where}: {reason}; "
+    return LocalResourceError(f"{src}: cannot write its temporary copy in {where}: {reason}; "
                            f"{hint} to another directory (the store was not changed)")
 
 
-def _copy_write_error(src: Path, dst: str, exc: OSError) -> TempCopyError:
+def _copy_write_error(src: Path, dst: str, exc: OSError) -> LocalResourceError:
     """:func:`copy_write_error` of an ``OSError`` writing the copy ``dst``."""
     return copy_write_error(src, os.path.dirname(dst), exc.strerror or str(exc),
                             full=exc.errno in (errno.ENOSPC, errno.EDQUOT))

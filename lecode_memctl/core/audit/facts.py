@@ -161,7 +161,7 @@ def check_db_and_facts(audit: Audit) -> Iterator[Finding | Pending | None]:
 def _check_db(audit: Audit) -> Iterator[Finding | Pending | None]:
     import sqlite3
 
-    from ..errors import MemctlError, StoreBusy, TempCopyError
+    from ..errors import LocalResourceError, MemctlError, StoreBusy
     from ..facts import SCHEMA_VERSION, UnmigratableSchema
 
     fs = _open_facts(audit)
@@ -172,7 +172,7 @@ def _check_db(audit: Audit) -> Iterator[Finding | Pending | None]:
         audit._generation_known = not os.path.lexists(audit.store.facts_db)
         return
     if isinstance(fs, MemctlError):
-        if isinstance(fs, StoreBusy | TempCopyError):
+        if isinstance(fs, StoreBusy | LocalResourceError):
             if not audit.listed:
                 raise fs        # (exit 6 or 7: this store alone was asked for)
             # --all-projects: one busy store does not stop the others' audit

@@ -57,11 +57,6 @@ def test_grep_ignore_case_finds_unicode_case_matches(tmp_path, text, pattern):
     assert cli(tmp_path, "grep", "-i", "zzz" + pattern, "--session", "k").exit_code == 1
 
 
-def test_grep_fold_table_is_the_secrets_gates():
-    from lecode_memctl.core import grep, secrets
-    assert grep._FOLD == secrets._FOLD
-
-
 # -- 2. usage and an event whose seq repeats or goes back
 
 def usage_event(seq: int, purpose: str = "learning", tokens: int = 1000) -> str:

@@ -234,15 +234,19 @@ def test_the_keyword_gate_finds_what_ignorecase_finds(text):
 def test_the_fold_table_is_what_ignorecase_adds_to_lower_case():
     """Every character to U+10FFFF that re.IGNORECASE matches to a letter of
     the keyword words, other than the letter's own lower case, is in
-    ``_FOLD`` as that letter; and no other character lowers to more than one."""
+    ``utf8.CASE_FOLD`` as that letter; and no other character lowers to more than one."""
     from detect_secrets.plugins import keyword
 
+    from lecode_memctl.core.utf8 import CASE_FOLD
+
     every = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000)
+    # the keyword words' letters, and every ASCII letter (grep -i's literals)
     letters = {c for w in keyword.DENYLIST for c in w if c.isalpha()}
+    letters |= set("abcdefghijklmnopqrstuvwxyz")
     extra = {}
     for letter in letters:
         for m in re.finditer(re.escape(letter), every, re.IGNORECASE):
             if m.group().lower() != letter:
                 extra[ord(m.group())] = letter
-    assert extra == sec._FOLD
+    assert extra == CASE_FOLD
     assert [c for c in every if len(c.lower()) > 1] == ["\u0130"]

@@ -633,20 +633,16 @@ class _Lines:
         return _visibility_events(raw, self._pos, size)
 
 
-# Every character that re.IGNORECASE matches to an ASCII letter other than
-# by its own lower case, as that letter (the table of core/secrets.py, which
-# tests/test_secrets_gate.py checks against re; the Kelvin sign lowers to
-# 'k' itself).  Before 2026-12-07 the -i pre-check lowered a line's bytes
-# only (ASCII), and skipped 'İstanbul' for "istanbul" before the regex ran.
-_FOLD = {0x17F: "s", 0x131: "i", 0x130: "i"}
-
-
 def _caseless(raw: bytes) -> bytes:
     """A line that is not ASCII as :meth:`_Lines.__iter__` compares it with
     an ASCII literal under -i: every character IGNORECASE takes for an ASCII
-    letter is that letter in lower case (bytes that are not UTF-8 cannot be
-    a record: they are replaced)."""
-    return raw.decode("utf-8", "replace").translate(_FOLD).lower().encode("utf-8")
+    letter is that letter in lower case (``utf8.caseless``; bytes that are
+    not UTF-8 cannot be a record: they are replaced)."""
+    from .utf8 import caseless
+
+    # (before 2026-12-07 the -i pre-check lowered a line's bytes only,
+    # ASCII, and skipped 'İstanbul' for "istanbul" before the regex ran)
+    return caseless(raw.decode("utf-8", "replace")).encode("utf-8")
 
 
 def _visibility_events(raw: io.FileIO, pos: int, size: int

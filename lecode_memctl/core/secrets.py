@@ -540,7 +540,7 @@ class _CaselessWords:
     look for first: a scan took a quarter longer).  The line is lower-cased
     and searched for the words written in lower case; before that, the
     three characters IGNORECASE takes for another letter that ``lower()``
-    does not give are made that letter (:data:`_FOLD`: 'ſ' is an 's', 'ı'
+    does not give are made that letter (``utf8.CASE_FOLD``: 'ſ' is an 's', 'ı'
     and 'İ' an 'i').  A gate that only lower-cased the line skipped such a
     hit of KeywordDetector's.  Words not all in lower case are searched
     with IGNORECASE itself."""
@@ -553,13 +553,9 @@ class _CaselessWords:
     def search(self, line: str) -> re.Match[str] | None:
         if self._lower is None:
             return self.caseless.search(line)
-        return self._lower.search((line if line.isascii() else line.translate(_FOLD)).lower())
+        from .utf8 import caseless
 
-
-# Every character (to U+10FFFF) that re.IGNORECASE matches to a lower-case
-# letter other than its own lower case, as that letter ('İ' also lowers to
-# two characters); tests/test_secrets_gate.py checks the table against re.
-_FOLD = {0x17F: "s", 0x131: "i", 0x130: "i"}
+        return self._lower.search(caseless(line))
 
 
 def _least_width(pattern: re.Pattern[str]) -> int:

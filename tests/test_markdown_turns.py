@@ -147,7 +147,7 @@ def test_redact_rewrites_markdown_in_the_writers_turn(tmp_path, monkeypatch, hel
     fd = held(st)
     try:
         before = tree_hash(st.path)
-        r = run_cli("--store", str(st.path), "redact", "--yes")
+        r = run_cli("--store", str(st.path), "redact", "--yes", "--lock-wait", "0.2")
         assert r.exit_code == 6, (r.stdout, r.stderr)
         assert "Traceback" not in r.stderr and tree_hash(st.path) == before
     finally:
@@ -205,3 +205,100 @@ def test_the_agent_writes_markdown_through_the_project_in_the_same_turns(tmp_pat
         finally:
             os.close(fd)
         assert not (st.path / "scratchpad.md").exists()
+
+
+# -- a code review of the turns (2026-12-07)
+
+def test_a_writer_inside_a_turn_of_the_same_store_is_in_it_already(tmp_path, monkeypatch):
+    from lecode_memctl.core import open_project
+
+    monkeypatch.setattr(markdown, "WRITE_LOCK_WAIT", 0.5)
+    st = _store(tmp_path)
+    with open_project(store=st.path) as project, markdown.writing(st):
+        # (before: waited on itself, then "another writer ... held its lock")
+        project.write_markdown("scratchpad", "n\n")
+        with markdown.writing(st):
+            markdown.write(st, markdown.note_target("x"), "x\n")
+    assert (st.path / "scratchpad.md").read_bytes() == b"n\n"
+    markdown.write(st, markdown.memory_target(), "- after\n")   # let go
+
+
+def test_a_child_forked_inside_a_turn_does_not_keep_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(markdown, "WRITE_LOCK_WAIT", 1.0)
+    st = _store(tmp_path)
+    with markdown.writing(st):
+        pid = os.fork()
+        if pid == 0:        # the child outlives the parent's turn
+            import time
+            time.sleep(2)
+            os._exit(0)
+    try:
+        # (before: the child's copy of the lock kept every writer out)
+        markdown.write(st, markdown.memory_target(), "- parent\n")
+    finally:
+        os.waitpid(pid, 0)
+    assert (st.path / "MEMORY.md").read_bytes() == b"- parent\n"
+
+
+@pytest.mark.parametrize("digest", ["zz", "A" * 64, "0" * 63, 7])
+def test_a_malformed_expected_digest_is_a_usage_error_not_a_conflict(tmp_path, digest):
+    from lecode_memctl.core import UsageError, open_project
+
+    st = _store(tmp_path)
+    with open_project(store=st.path) as project, \
+            pytest.raises(UsageError, match="64 lower-case hex"):
+        project.write_markdown("memory", "- x\n", expected_sha256=digest)
+    assert (st.path / "MEMORY.md").read_bytes() == b"- first\n"
+
+
+def test_a_lone_surrogate_is_a_usage_error(tmp_path):
+    from lecode_memctl.core import UsageError, open_project
+
+    st = _store(tmp_path)
+    with open_project(store=st.path) as project:
+        for kw in ({}, {"expected_sha256": None}):
+            with pytest.raises(UsageError, match="lone surrogate"):
+                project.write_markdown("note", "x\ud800", name="n", **kw)
+    assert not (st.path / "notes" / "n.md").exists()
+
+
+def test_redact_lock_wait_bounds_the_wait_for_the_turn(tmp_path, monkeypatch, held):
+    import time
+
+    st = _store(tmp_path)
+    markdown.write(st, markdown.note_target("keys"), "aws AKIAQWERTYUIOPASDFGH\n")
+    monkeypatch.setattr(markdown, "WRITE_LOCK_WAIT", 60.0)
+    fd = held(st)
+    try:
+        t0 = time.monotonic()
+        r = run_cli("--store", str(st.path), "redact", "--yes", "--lock-wait", "0")
+        assert r.exit_code == 6, (r.stdout, r.stderr)
+        assert time.monotonic() - t0 < 30      # not the 60 s default
+    finally:
+        os.close(fd)
+
+
+def test_migrate_copies_in_the_writers_turn(tmp_path, monkeypatch, held):
+    from lecode_memctl.core.layout import store_for_project
+
+    legacy = tmp_path / "legacy"
+    legacy.mkdir()
+    (legacy / "MEMORY.md").write_text("- legacy\n")
+    project, cfg = tmp_path / "proj", tmp_path / "cfg"
+    project.mkdir()
+    st = store_for_project(cfg, project)
+    st.path.mkdir(parents=True)
+    monkeypatch.setattr(markdown, "WRITE_LOCK_WAIT", 0.2)
+    fd = held(st)
+    try:
+        r = run_cli("--config-dir", str(cfg), "-C", str(project), "migrate-legacy", "--from",
+                    str(legacy), "--yes")
+        assert r.exit_code == 6, (r.stdout, r.stderr)
+        assert "0 of 1 file copied" in r.stderr and "run again to finish" in r.stderr, r.stderr
+        assert not (st.path / "MEMORY.md").exists()
+    finally:
+        os.close(fd)
+    r = run_cli("--config-dir", str(cfg), "-C", str(project), "migrate-legacy", "--from",
+                str(legacy), "--yes")
+    assert r.exit_code == 0, (r.stdout, r.stderr)
+    assert (st.path / "MEMORY.md").read_bytes() == b"- legacy\n"

@@ -569,10 +569,12 @@ def redact(
     that is not a valid regex; --seq without --session; a --detector
     name no detector has; no --yes off a terminal), 3 no store or session, 4 a Markdown file changed since the
     plan was made (run again), 5 a file of the store that cannot be
-    read, or another application's database, 6 a session or the database
-    busy, 7 write failed.  An error (or an interrupt) after a change names
-    what was already redacted and what was not; running redact again
-    finishes the job.
+    read, or another application's database, 6 a session, the database or
+    the Markdown writers' turn busy (another writer of the Markdown memory,
+    the agent say, held it; --lock-wait bounds each wait), 7 write
+    failed.  An error (or an interrupt) after a change names what was
+    already redacted and what was not; running redact again finishes the
+    job.
     --json prints {"type": "redact", "schema_version", "dry_run", "plan":
     {..., "files": [rewrite rows], ..., "kept"}, "result": {..., "kept"} or
     null}; never a value.

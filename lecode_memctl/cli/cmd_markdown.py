@@ -382,7 +382,10 @@ def edit(
     printed (exit 4).  An editor that exits non-zero, or removes the file it
     was given or replaces it (with a directory, a symbolic link, a FIFO),
     writes nothing (exit 1); a copy it changed, or what it put in the
-    copy's place, is kept and its path printed.
+    copy's place, is kept and its path printed.  The write takes the
+    Markdown writers' turn (a lock on the store directory that the agent's
+    writes take too); another writer holding it for 10 s writes nothing,
+    keeps your copy and exits 6.
     A SIGTERM or SIGHUP to memctl while the editor runs is passed to the
     editor; memctl then writes nothing and keeps a changed copy.
     A missing store or notes/daily directory is created (mode 0700).  With

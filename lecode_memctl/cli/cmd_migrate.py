@@ -255,7 +255,9 @@ one line on stderr names the first; 1 you declined at the prompt; 2 no
 --from that is a symbolic link, not a directory or the project's own store;
 3 a --from directory does not exist; 5 a legacy file read when planned
 could not be read when copied (the copy stops there; the message says what
-was copied: run again to finish); 7 a write failed (nothing partial is
+was copied: run again to finish); 6 another writer of the Markdown
+memory (the agent, say) held the writers' turn for 10 s (the message says
+what was copied: run again to finish); 7 a write failed (nothing partial is
 left: run again to finish), or, with --dry-run, the copy would find a
 directory it needs not writable.
 """)

@@ -11,6 +11,7 @@ Text is UTF-8; undecodable bytes are ``StoreCorrupt`` naming the file.
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import errno
 import io
@@ -561,39 +562,108 @@ def _check_write_dirs(store: Store, target: Target) -> None:
 WRITE_LOCK_WAIT = 10.0
 
 
+class _Turn:
+    """A turn held by this process: its locked descriptor (-1 once a forked
+    child let go of its copy)."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+
+# The turns this process holds, and this thread's, by store directory: a
+# writer inside a turn (``with writing(store): project.write_markdown(...)``)
+# is already in it (the lock is not taken twice, which would wait on
+# itself); a forked child never keeps the parent's turn.
+_HELD: set[_Turn] = set()
+_MINE = _thread._local()
+
+
+def _let_go_in_child() -> None:
+    for turn in list(_HELD):
+        if turn.fd >= 0:
+            try:
+                os.close(turn.fd)   # the child's copy; the parent keeps the lock
+            except OSError:
+                pass
+            turn.fd = -1
+    _HELD.clear()
+    _MINE.__dict__.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_let_go_in_child)
+
+
 @contextlib.contextmanager
-def writing(store: Store) -> Iterator[None]:
+def writing(store: Store, *, wait: float | None = None) -> Iterator[None]:
     """The Markdown writers' turn: an exclusive ``flock`` on the store
     directory, held from a writer's check of the file to its replace (its
     ``.bak`` included), so that a compare-and-write cannot lose a write made
     between its check and its rename.  Every Markdown write of the core takes
-    it (:func:`write`, :func:`write_if_unchanged`, ``redact``'s rewrites),
-    the agent's through this library too; readers never do.  Waits at most
-    :data:`WRITE_LOCK_WAIT` seconds, then ``StoreBusy`` (exit 6).  Creates
-    the store directory (mode 0700) when missing, as the write would.
-    (Before 2026-12-07 there was no turn: two writers each checking the same
-    bytes both wrote, and the first one's write was lost without a word.)"""
+    it (:func:`write`, :func:`write_if_unchanged`, ``redact``'s rewrites,
+    ``migrate-legacy``'s copies), the agent's through this library too;
+    readers never do.  Waits at most ``wait`` seconds (default
+    :data:`WRITE_LOCK_WAIT`), then ``StoreBusy`` (exit 6).  Creates the
+    store directory (mode 0700) when missing, as the write would.
+
+    Re-entrant within a thread (a writer called inside a turn of the same
+    store is in it already); another thread of the process waits its turn
+    as another process does.  A child forked inside a turn lets go of its
+    copy of the lock at once, so it never holds the parent's turn.  (Before
+    2026-12-07 there was no turn: two writers each checking the same bytes
+    both wrote, and the first one's write was lost without a word.)"""
     from .atomic import O_CLOEXEC, O_NOFOLLOW, ensure_dir, lock_within
     from .errors import StoreBusy
 
+    key = os.path.abspath(store.path)
+    depth: dict[str, int] = _MINE.__dict__.setdefault("depth", {})
+    if depth.get(key):
+        depth[key] += 1
+        try:
+            yield
+        finally:
+            depth[key] -= 1
+        return
+    bound = WRITE_LOCK_WAIT if wait is None else max(float(wait), 0.0)
     ensure_dir(store.path)
     try:
         fd = os.open(store.path, os.O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
     except OSError as exc:
         raise StoreWriteError(f"{store.path}: cannot open to lock for writing: {exc.strerror}; "
                               "nothing was changed") from None
+    turn = _Turn(fd)
     try:
         try:
-            taken = lock_within(fd, WRITE_LOCK_WAIT)
+            taken = lock_within(fd, bound)
         except OSError as exc:
             raise StoreWriteError(f"{store.path}: cannot lock for writing: {exc.strerror}; "
                                   "nothing was changed") from None
         if not taken:
             raise StoreBusy(f"{store.path}: another writer of the Markdown memory held its lock "
-                            f"for {WRITE_LOCK_WAIT:g} s; nothing was changed")
-        yield
+                            f"for {bound:g} s; nothing was changed")
+        _HELD.add(turn)
+        depth[key] = 1
+        try:
+            yield
+        finally:
+            depth.pop(key, None)
+            _HELD.discard(turn)
     finally:
-        os.close(fd)
+        if turn.fd >= 0:
+            os.close(turn.fd)
+
+
+def encode_text(target: Target, text: str) -> bytes:
+    """``text`` as the UTF-8 bytes written for ``target``; a lone surrogate
+    (from JSON's ``"\ud800"``, say) is ``UsageError``, as a fact's text is,
+    not a raw ``UnicodeEncodeError``."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise UsageError(f"the text for {target.label} is not valid Unicode (a lone surrogate "
+                         f"at character {exc.start}); nothing was written") from None
 
 
 def write(store: Store, target: Target, text: str, *, backup: bool = True) -> Path:
@@ -603,7 +673,7 @@ def write(store: Store, target: Target, text: str, *, backup: bool = True) -> Pa
     (:func:`writing`)."""
     _check_write_dirs(store, target)
     path = target.path(store)
-    data = text.encode("utf-8")
+    data = encode_text(target, text)
     with writing(store):
         atomic_write(path, data, backup=backup)
     return path

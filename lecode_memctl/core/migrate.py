@@ -885,6 +885,8 @@ def apply_migration(plan: MigrationPlan) -> MigrationPlan:
     interrupt: the ``KeyboardInterrupt`` (a Ctrl-C, or a SIGTERM or SIGHUP
     that the CLI turns into one) is re-raised with that line as its args.
     """
+    from .markdown import writing
+
     check_writable(plan)
     total = len(plan.copies)
     done = 0
@@ -905,29 +907,34 @@ def apply_migration(plan: MigrationPlan) -> MigrationPlan:
                 out.append(replace(item, result=RES_SOURCE_CHANGED,
                                    detail="the legacy file changed after planning; not copied"))
                 continue
-            try:
-                _make_dirs(dest.parent)
-                atomic_write(dest, data, backup=False, overwrite=False)
-            except FileExistsError:
-                _state, existing, _why = _dest_state(dest, plan.discovery.store.path)
-                if existing is not None and existing == data:
-                    out.append(replace(item, result=RES_IDENTICAL,
-                                       detail="the destination appeared meanwhile with these bytes"))
-                else:
-                    out.append(replace(item, result=RES_CONFLICT,
-                                       detail=f"the destination appeared after planning: {dest}; "
-                                              "not overwritten"))
-                continue
-            except StoreWriteError as exc:
-                raise StoreWriteError(f"{exc.message} ({_progress(done, total)})") from None
-            try:
-                check = read_regular(dest)
-            except OSError as exc:
-                raise StoreWriteError(f"{dest}: cannot read back the copy: {exc.strerror} "
-                                      f"({_progress(done, total)})") from None
-            if hashlib.sha256(check).hexdigest() != item.sha256:
-                raise StoreWriteError(f"{dest}: the copy does not match {item.source} "
-                                      f"(sha256 differs) ({_progress(done, total)})")
+            # in the Markdown writers' turn (markdown.writing), as every
+            # Markdown write: an agent's create-only write cannot slip in
+            # between this copy's link and its read-back (before 2026-12-07
+            # it could, and overwrote the copy just verified)
+            with writing(plan.discovery.store):
+                try:
+                    _make_dirs(dest.parent)
+                    atomic_write(dest, data, backup=False, overwrite=False)
+                except FileExistsError:
+                    _state, existing, _why = _dest_state(dest, plan.discovery.store.path)
+                    if existing is not None and existing == data:
+                        out.append(replace(item, result=RES_IDENTICAL,
+                                           detail="the destination appeared meanwhile with these bytes"))
+                    else:
+                        out.append(replace(item, result=RES_CONFLICT,
+                                           detail=f"the destination appeared after planning: {dest}; "
+                                                  "not overwritten"))
+                    continue
+                except StoreWriteError as exc:
+                    raise StoreWriteError(f"{exc.message} ({_progress(done, total)})") from None
+                try:
+                    check = read_regular(dest)
+                except OSError as exc:
+                    raise StoreWriteError(f"{dest}: cannot read back the copy: {exc.strerror} "
+                                          f"({_progress(done, total)})") from None
+                if hashlib.sha256(check).hexdigest() != item.sha256:
+                    raise StoreWriteError(f"{dest}: the copy does not match {item.source} "
+                                          f"(sha256 differs) ({_progress(done, total)})")
             done += 1
             out.append(replace(item, result=RES_COPIED))
     except KeyboardInterrupt as exc:

@@ -194,8 +194,14 @@ class Project:
             target = markdown.target_for(kind, name)
             if expected_sha256 is ...:
                 return markdown.write(self.store, target, text)
-            return markdown.write_if_unchanged(self.store, target, text.encode("utf-8"),
-                                               expected_sha256)
+            if expected_sha256 is not None and not (
+                    isinstance(expected_sha256, str) and len(expected_sha256) == 64
+                    and all(c in "0123456789abcdef" for c in expected_sha256)):
+                # (a malformed digest is the caller's mistake, not "changed on disk")
+                raise UsageError("expected_sha256 must be 64 lower-case hex digits (the sha256 "
+                                 f"read_markdown gives) or None, not {expected_sha256!r:.80}")
+            return markdown.write_if_unchanged(self.store, target,
+                                               markdown.encode_text(target, text), expected_sha256)
 
     # ---- reads (create nothing) ------------------------------------------
 

@@ -1057,7 +1057,7 @@ def _apply(store: Store, plan: RedactPlan, result: RedactResult, pending: _Pendi
             # made after the check is never overwritten (before 2026-12-07 one
             # made between the check and the rename was lost)
             turn = (contextlib.nullcontext() if change.kind == KIND_TRANSCRIPT
-                    else markdown.writing(store))
+                    else markdown.writing(store, wait=lock_wait))
             with turn:
                 _apply_file(root, change, plan, result, pending)
     finally:

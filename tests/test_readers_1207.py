@@ -259,12 +259,29 @@ def test_read_refuses_runs_out_of_order(tmp_path):
     assert orjson.loads(ok.stdout)["end"] == 6
 
 
-# -- 8. read --text --all is refused as --text --offset is
+# -- 8. read --text --all: --all adds nothing to --text, which prints it all
+# (a review first had it refused; a code review found that a regression for
+# scripts that gave both, as the help never refused it)
 
-def test_read_text_refuses_all(tmp_path):
+def test_read_text_with_all_prints_the_text(tmp_path):
     write(tmp_path, "p", msg(1, "m1"))
     r = cli(tmp_path, "read", "p", "1", "1", "--text", "--all")
-    assert r.exit_code == 2 and "--text prints the whole range" in r.stderr, (r.exit_code, r.stderr)
-    assert r.stdout == ""
-    assert cli(tmp_path, "read", "p", "1", "1", "--text").exit_code == 0
+    assert r.exit_code == 0, (r.exit_code, r.stderr)
+    assert r.stdout == cli(tmp_path, "read", "p", "1", "1", "--text").stdout
     assert cli(tmp_path, "read", "p", "1", "1", "--all").exit_code == 0
+
+
+def test_correct_refuses_runs_that_do_not_ascend_as_read_does(tmp_path):
+    """One parser of a range (cmd_facts.parse_evidence): before the fix of a
+    code review, 'read S:4,2' was exit 2 while 'correct F 1 S:4,2 TEXT'
+    recorded S:2-4."""
+    from lecode_memctl.cli.cmd_facts import parse_evidence
+    from lecode_memctl.core.errors import UsageError
+
+    for spec in ("s1:4,2", "s1:3,3", "s1:2-5,4"):
+        with pytest.raises(UsageError, match="ascending"):
+            parse_evidence(spec, ["text"])
+    assert parse_evidence("s1:2-3,5", ["t"]) == ("s1", 2, 5, "t")
+    write(tmp_path, "p", msg(1, "m1"))
+    r = cli(tmp_path, "correct", "0123456789abcdef", "1", "p:4,2", "new text")
+    assert r.exit_code == 2 and "ascending" in r.stderr, (r.exit_code, r.stderr)

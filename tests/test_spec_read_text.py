@@ -119,10 +119,8 @@ def test_read_all_streams_every_page(store):
     assert more[0]["offset"] == pages[1]["offset"] and all(len(p["source_text"]) <= 1000
                                                           for p in more)
     assert "".join(p["source_text"] for p in more) == joined[pages[1]["offset"]:]
-    # --all with --text is refused, as --offset with --text is (until
-    # 2026-12-07 --all was ignored: the whole transcript, once); --text
-    # alone prints it whole
+    # --all with --text: --text prints every page anyway (the whole
+    # transcript, once), as --text alone does
     r = cli(store, "read", "s1", "1", "40", "--all", "--text")
-    assert r.exit_code == 2 and r.stdout == ""
-    r = cli(store, "read", "s1", "1", "40", "--text")
     assert r.exit_code == 0 and r.stdout.count("] user") == 40
+    assert r.stdout == cli(store, "read", "s1", "1", "40", "--text").stdout

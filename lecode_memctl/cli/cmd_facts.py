@@ -623,8 +623,9 @@ def _parse_seq(text: str, what: str) -> int:
 def parse_evidence(session: str, rest: list[str]) -> tuple[str, int, int, str | None]:
     """(session id, start, end, text or None) from ``SESSION START END [TEXT]``
     or ``SESSION:RANGE [TEXT]``, where RANGE is how memctl prints a source:
-    ``N``, ``N-M``, or runs such as ``3-5,8`` (the span from the first to the
-    last position is captured).  Bad syntax is a UsageError (exit 2)."""
+    ``N``, ``N-M``, or runs such as ``3-5,8``, ascending (the span from the
+    first to the last position is captured).  Bad syntax is a UsageError
+    (exit 2).  The one parser of a range: ``read`` and ``correct``."""
     from lecode_memctl.core.errors import UsageError
     from lecode_memctl.core.sourceref import check_session_id
 
@@ -641,6 +642,12 @@ def parse_evidence(session: str, rest: list[str]) -> tuple[str, int, int, str | 
             b = _parse_seq(hi, f"the range in {session!r}") if dash else a
             if b < a:
                 raise UsageError(f"bad range {run!r} in {session!r}: the end is before the start")
+            if seqs and a <= seqs[-1]:
+                # (as memctl prints a source: before 2026-12-07 '7,4' was read
+                # as 4..7 while '7-4' was refused; read and correct alike)
+                raise UsageError(f"bad range {run!r} in {session!r}: the runs must be "
+                                 "ascending, each after the one before it (as memctl prints "
+                                 "a source)")
             seqs += [a, b]
         return sid, min(seqs), max(seqs), (rest[0] if rest else None)
     check_session_id(session)

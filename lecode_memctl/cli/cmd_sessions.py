@@ -103,26 +103,6 @@ def sessions(
                    labels={"last_time": "last"}, display=_session_display)
 
 
-def _ascending_runs(spec: str) -> None:
-    """Refuse a SESSION:RANGE whose runs are not in ascending order, each
-    after the one before it, as memctl prints a source (``3-5,8``): ``7,4``
-    was read as 4..7 while ``7-4`` was refused (exit 2).  Runs that are not
-    numbers are left to ``parse_evidence``, which refuses them."""
-    from lecode_memctl.core.errors import UsageError
-
-    prev: int | None = None
-    for run in spec.partition(":")[2].split(","):
-        lo, _dash, hi = run.partition("-")
-        if not (lo.isascii() and lo.isdigit()) or not (hi == "" or (hi.isascii() and hi.isdigit())):
-            return
-        if len(lo) > 25 or len(hi) > 25:
-            return               # (too large: parse_evidence says so)
-        if prev is not None and int(lo) <= prev:
-            raise UsageError(f"bad range {run!r} in {spec!r}: the runs must be ascending, each "
-                             "after the one before it (as memctl prints a source)")
-        prev = int(hi) if hi else int(lo)
-
-
 @command(epilog="""\
 \b
 Examples:
@@ -165,8 +145,8 @@ def read(
     text: Annotated[bool, typer.Option(
         "--text", help="The whole range as a transcript to read: role-labelled, wrapped "
         "messages, tool calls and results summarised, binary parts named, hidden positions "
-        "marked with their reason (control characters escaped; not paged: --offset and "
-        "--all are refused).")] = False,
+        "marked with their reason (control characters escaped; not paged: --offset is "
+        "refused, and --all, every page, adds nothing to it).")] = False,
     all_: Annotated[bool, typer.Option(
         "--all", help="Every page from --offset to the end, one compact JSON document a "
         "line, all from one capture (one source.digest).")] = False,
@@ -212,7 +192,6 @@ def read(
     if ":" in session:          # SESSION:RANGE, as a source is printed
         if start_text is not None:
             raise UsageError(f"{session!r} already names the range: give no START or END")
-        _ascending_runs(session)
         session, start, end, _none = parse_evidence(session, [])
     elif start_text is None or end_text is None:
         raise UsageError("give the range as SESSION START END or SESSION:START-END")
@@ -223,9 +202,6 @@ def read(
         raise UsageError("--text conflicts with --json")
     if text and offset:
         raise UsageError("--text prints the whole range; --offset pages the JSON output")
-    if text and all_:
-        raise UsageError("--text prints the whole range; --all prints every page of the JSON "
-                         "output")
 
     from lecode_memctl.core.paging import page_document
     from lecode_memctl.core.project import hidden_range, range_meta

@@ -271,7 +271,7 @@ COMMAND_OPTIONS = {
         (
             ('--offset', "Character offset into source_text (the previous page's next_offset).", 'offset', False),
             ('--limit', 'Page size in characters (clamped to 8192; smaller when JSON escaping needs it).', 'limit', False),
-            ('--text', 'The whole range as a transcript to read: role-labelled, wrapped messages, tool calls and results summarised, binary parts named, hidden positions marked with their reason (control characters escaped; not paged: --offset and --all are refused).', 'text', False),
+            ('--text', 'The whole range as a transcript to read: role-labelled, wrapped messages, tool calls and results summarised, binary parts named, hidden positions marked with their reason (control characters escaped; not paged: --offset is refused, and --all, every page, adds nothing to it).', 'text', False),
             ('--all', 'Every page from --offset to the end, one compact JSON document a line, all from one capture (one source.digest).', 'all_', False),
             ('--json', 'Print one JSON document: the stable, documented contract for scripts.', 'json_', False),
             ('--lock-wait', "Wait at most SECONDS for the facts database's lock (or a stable snapshot of it) before giving up with exit status 6, store busy.", 'lock_wait', False),

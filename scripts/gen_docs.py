@@ -478,7 +478,10 @@ def render_man(tree: Cmd) -> str:
 
 #: memctl's changes to typer's completion templates, (old, new) replacements
 #: of the filled template, each applied exactly once (gen_docs stops when
-#: typer's template no longer has the old text).  bash: read the candidates
+#: typer's template no longer has the old text).  bash: send the command line
+#: up to the cursor (COMP_LINE), which memctl splits as the shell will
+#: (COMP_WORDS is split at ``=`` and ``:`` too; it is still sent, for the
+#: requests of older scripts' shape); read the candidates
 #: one a line with mapfile (typer's unquoted ``COMPREPLY=( $(...) )`` glob-
 #: expands them against the working directory), and quote each with
 #: ``printf %q`` so that it is inserted as one shell word (a name with a
@@ -496,6 +499,7 @@ SCRIPT_CHANGES: dict[str, tuple[tuple[str, str], ...]] = {
     local -a words
     mapfile -t words < <(env COMP_WORDS="${COMP_WORDS[*]}" \
                    COMP_CWORD=$COMP_CWORD \
+                   COMP_LINE="${COMP_LINE:0:COMP_POINT}" \
                    _MEMCTL_COMPLETE=complete_bash $1)
     COMPREPLY=()
     for word in "${words[@]}"; do

@@ -55,7 +55,11 @@ def bash_complete(env: dict[str, str], words: list[str], cwd: str | None = None)
     under the cursor), split as bash splits (``=`` is a word of its own)."""
     if shutil.which("bash") is None:
         pytest.skip("bash is not installed")
-    line = " ".join(words)
+    # the line as typed: a "=" word (bash's split at COMP_WORDBREAKS) glued
+    # to its neighbours
+    line = " ".join(words).replace(" = ", "=")
+    if line.endswith(" ="):
+        line = line[:-2] + "="
     script = (
         'source "$1"; shift\n'
         'COMP_WORDS=("$@"); COMP_CWORD=$(( $# - 1 ))\n'

@@ -352,6 +352,38 @@ def bash_words(comp_words: str, comp_cword: int) -> tuple[list[str], str]:
     return args, incomplete
 
 
+def _ends_in_word(text: str) -> bool:
+    """Whether the cursor at the end of TEXT is inside a shell word (one more
+    character would extend the last word) rather than between words."""
+    words, more = _split_words(text), _split_words(text + "x")
+    return bool(words) and len(more) == len(words) and more[-1] == words[-1] + "x"
+
+
+def bash_line_words(line: str) -> tuple[list[str], str]:
+    """(the words before the one completed, that word) of a bash request from
+    its command line up to the cursor (the script sends
+    ``${COMP_LINE:0:COMP_POINT}``), split as the shell will split it when the
+    command runs (:func:`_split_words`: shlex, tolerant of an unfinished
+    quote).  COMP_WORDS is no help here: bash splits it at every character
+    of COMP_WORDBREAKS, ``=`` and ``:`` included, so a path such as
+    ``/tmp/e=q`` or ``/tmp/c:l`` arrived in pieces."""
+    words = _split_words(line)
+    if _ends_in_word(line):
+        return words[1:-1], words[-1]
+    return words[1:], ""
+
+
+def bash_request_words(environ: Any) -> tuple[list[str], str]:
+    """The words of a bash request: from COMP_LINE (the shipped script sends
+    it, cut at the cursor) or, when it is empty or missing (a script of an
+    earlier memctl; the function called outside readline), from COMP_WORDS
+    and COMP_CWORD (:func:`bash_words`)."""
+    line = environ.get("COMP_LINE")
+    if line:
+        return bash_line_words(line)
+    return bash_words(environ["COMP_WORDS"], int(environ["COMP_CWORD"]))
+
+
 def zsh_escape(s: str) -> str:
     """A value or help text as typer's zsh completion writes it into
     ``_arguments '*: :(("value":"help" ...))'``: double-quoted inside a
@@ -405,7 +437,7 @@ def fast_complete(environ: Any) -> tuple[str | None, int] | None:
 
     if shell == "bash":
         try:
-            args, incomplete = bash_words(environ["COMP_WORDS"], int(environ["COMP_CWORD"]))
+            args, incomplete = bash_request_words(environ)
         except (KeyError, ValueError):
             return None
     else:

@@ -96,18 +96,19 @@ def _quote_zsh_apostrophes() -> None:
 
 
 def _rejoin_bash_equals() -> None:
-    """bash splits ``--opt=value`` at ``=`` before memctl sees it; read the
-    words as :func:`completion.bash_words` rejoins them (the fast path too)."""
+    """bash splits COMP_WORDS at ``=`` and ``:``; read the words from the
+    command line instead (:func:`completion.bash_request_words`, as the fast
+    path does)."""
     try:
         from typer import _completion_classes
     except Exception:  # pragma: no cover
         return
-    from .completion import bash_words
+    from .completion import bash_request_words
 
     def get_completion_args(self):  # type: ignore[no-untyped-def]
         import os
 
-        return bash_words(os.environ["COMP_WORDS"], int(os.environ["COMP_CWORD"]))
+        return bash_request_words(os.environ)
 
     _completion_classes.BashComplete.get_completion_args = get_completion_args  # type: ignore[method-assign]
 

@@ -5,6 +5,7 @@ _memctl_completion() {
     local -a words
     mapfile -t words < <(env COMP_WORDS="${COMP_WORDS[*]}" \
                    COMP_CWORD=$COMP_CWORD \
+                   COMP_LINE="${COMP_LINE:0:COMP_POINT}" \
                    _MEMCTL_COMPLETE=complete_bash $1)
     COMPREPLY=()
     for word in "${words[@]}"; do

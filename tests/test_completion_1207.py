@@ -1,0 +1,123 @@
+"""Completion defects found in real shells on 2026-12-07, each driven through
+the shell that showed it.
+
+bash runs interactively on a pseudo-terminal: the test types a line and TAB
+(readline computes COMP_WORDS, COMP_LINE, COMP_POINT and the word it
+replaces itself), then a key bound with ``bind -x`` writes the line as it is
+after the TAB, and a wrapper around the shipped ``_memctl_completion``
+writes what it answered (COMPREPLY).  zsh and fish as in
+tests/test_completion_shells.py.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import shlex
+import shutil
+import sys
+import time
+
+import pytest
+
+from .conftest import REPO
+
+pty = pytest.importorskip("pty")
+
+
+@pytest.fixture
+def env(tmp_path) -> dict[str, str]:
+    """tests/test_completion_shells.py's: memctl on PATH runs this checkout."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    wrapper = bindir / "memctl"
+    wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m lecode_memctl "$@"\n')
+    wrapper.chmod(0o755)
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("_MEMCTL", "_TYPER", "COMP_"))}
+    e["PATH"] = str(bindir) + os.pathsep + e.get("PATH", "")
+    e["PYTHONPATH"] = str(REPO)
+    e["HOME"] = str(tmp_path / "home")
+    e["LECODE_CONFIG_DIR"] = str(tmp_path / "config")
+    (tmp_path / "home").mkdir(exist_ok=True)
+    return e
+
+
+def bash_tab(environ: dict[str, str], line: str, keys: str = "\t", cwd: str | None = None,
+             setup: str = "") -> tuple[str, list[str]]:
+    """(the line after typing LINE then KEYS in an interactive bash with the
+    shipped script, every COMPREPLY entry the script answered)."""
+    if shutil.which("bash") is None:
+        pytest.skip("bash is not installed")
+    import tempfile
+
+    d = tempfile.mkdtemp(prefix="bash-tab-")
+    out, rep, rc = (os.path.join(d, n) for n in ("line", "reply", "rc"))
+    script = REPO / "completions" / "memctl.bash"
+    with open(rc, "w") as f:
+        f.write(f"""PS1='$ '; set -o histexpand; bind 'set bell-style none'
+source {shlex.quote(str(script))}
+eval "$(declare -f _memctl_completion | sed '1s/_memctl_completion/_memctl_orig/')"
+_memctl_completion() {{ _memctl_orig "$@"; local s=$?
+  printf '<%s>\\n' "${{COMPREPLY[@]}}" >> {rep}; return $s; }}
+bind -x '"\\C-xp": printf "%s" "$READLINE_LINE" > {out}.tmp; mv {out}.tmp {out}'
+{setup}
+""")
+    e = dict(environ, TERM="dumb", INPUTRC="/dev/null")
+    pid, fd = pty.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            if cwd:
+                os.chdir(cwd)
+            os.execvpe("bash", ["bash", "--noprofile", "--rcfile", rc, "-i"], e)
+        finally:
+            os._exit(127)
+    try:
+        os.write(fd, (line + keys).encode("utf-8", "surrogateescape") + b"\x18p")
+        deadline = time.monotonic() + 30
+        while not os.path.exists(out) and time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 0.05)
+            if ready:
+                try:
+                    os.read(fd, 65536)
+                except OSError:
+                    break
+        assert os.path.exists(out), "bash did not answer"
+        with open(out, "rb") as fh:
+            got = fh.read().decode("utf-8", "surrogateescape")
+        reply: list[str] = []
+        if os.path.exists(rep):
+            with open(rep, encoding="utf-8", errors="surrogateescape") as fh:
+                reply = [ln[1:-1] for ln in fh.read().splitlines() if ln != "<>"]
+        return got, reply
+    finally:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        os.close(fd)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _store(path, sessions=("demo-alpha", "demo-beta"), notes=()):  # noqa: ANN001,ANN202
+    os.makedirs(os.path.join(path, "sessions"))
+    os.makedirs(os.path.join(path, "notes"))
+    for sid in sessions:
+        with open(os.path.join(path, "sessions", sid + ".jsonl"), "w"):
+            pass
+    for n in notes:
+        with open(os.path.join(os.fsencode(path), b"notes", os.fsencode(n) + b".md"), "w") as f:
+            f.write("x\n")
+    return str(path)
+
+
+# ------------------------------------------------- 1. = and : in earlier words (bash)
+
+@pytest.mark.parametrize("name", ["e=q", "c:l"])
+@pytest.mark.parametrize("form", ["--store ", "--store="])
+def test_bash_reads_a_store_path_with_equals_or_colon(env, tmp_path, name, form):
+    """bash splits COMP_WORDS at = and : (COMP_WORDBREAKS): a store at
+    .../e=q or .../c:l broke the words after it (the command names were
+    offered instead of the session ids)."""
+    store = _store(tmp_path / name)
+    line, reply = bash_tab(env, f"memctl {form}{store} read ", "\t\t")
+    assert sorted(set(reply)) == ["demo-alpha", "demo-beta"]
+    line, _reply = bash_tab(env, f"memctl {form}{store} read demo-a")
+    assert line == f"memctl {form}{store} read demo-alpha "

@@ -21,6 +21,7 @@ import time
 import pytest
 
 from .conftest import REPO
+from .test_completion_shells import fish_complete, zsh_complete
 
 pty = pytest.importorskip("pty")
 
@@ -121,3 +122,26 @@ def test_bash_reads_a_store_path_with_equals_or_colon(env, tmp_path, name, form)
     assert sorted(set(reply)) == ["demo-alpha", "demo-beta"]
     line, _reply = bash_tab(env, f"memctl {form}{store} read demo-a")
     assert line == f"memctl {form}{store} read demo-alpha "
+
+
+# ------------------------------------------------- 2. note names every command refuses
+
+BAD_NOTES = ("new\nline", "bad\udcff", "esc\x1b[31mred", "back\\slash", "tab\tx")
+
+
+@pytest.fixture
+def bad_store(tmp_path) -> str:
+    return _store(tmp_path / "w", notes=(*BAD_NOTES, "good one"))
+
+
+def test_completion_offers_only_note_names_the_commands_accept(env, bad_store):
+    """A notes/ file whose name no command accepts (a newline, a byte that
+    is not UTF-8, an escape sequence, a backslash, a tab) was offered, some
+    mangled (``new`` and ``line`` as two candidates, ``escred``)."""
+    _line, reply = bash_tab(env, f"memctl --store {bad_store} notes ", "\t\t")
+    assert sorted(set(reply)) == ["good\\ one"]
+    assert fish_complete(env, f"memctl --store {bad_store} notes ") == ["good one"]
+    assert [v for v, _h in zsh_complete(env, ["memctl", "--store", bad_store, "notes", ""])] \
+        == ["good one"]
+    assert [v for v, _h in zsh_complete(env, ["memctl", "--store", bad_store, "edit", "note",
+                                              ""])] == ["good one"]

@@ -109,15 +109,18 @@ def complete_edit_kind(ctx, args, incomplete):  # noqa: ANN001,ANN201 - typer in
 def complete_note_name(ctx, args, incomplete):  # noqa: ANN001,ANN201 - typer inspects names
     """Note names of the store (notes/*.md, symbolic links left out, and a
     file such as a.md.md, whose name without .md names another file:
-    mdnames.listed_note_name); reads a directory only."""
+    mdnames.listed_note_name); only names the commands accept
+    (mdnames.is_note_file: a file named with a newline, a byte that is not
+    UTF-8, a control character or a backslash was offered, mangled by the
+    shells, and refused by every command); reads a directory only."""
     try:
-        from lecode_memctl.core.mdnames import listed_note_name
+        from lecode_memctl.core.mdnames import is_note_file, listed_note_name
 
         notes_dir = os.path.join(os.fspath(store_from_context(ctx).path), "notes")
         if os.path.islink(notes_dir):
             return []
         with os.scandir(notes_dir) as it:
-            names = [e.name[:-3] for e in it if e.name.endswith(".md") and not e.is_symlink()
+            names = [e.name[:-3] for e in it if is_note_file(e.name) and not e.is_symlink()
                      and listed_note_name(e.name) == e.name[:-3]]
         return sorted(n for n in names if n.startswith(incomplete or ""))
     except Exception:  # noqa: BLE001 - completion never fails loudly

@@ -145,3 +145,36 @@ def test_completion_offers_only_note_names_the_commands_accept(env, bad_store):
         == ["good one"]
     assert [v for v, _h in zsh_complete(env, ["memctl", "--store", bad_store, "edit", "note",
                                               ""])] == ["good one"]
+
+
+# ------------------------------------------------- 3. --sort=-KEY
+
+DESC = ["-id", "-created", "-last_time", "-size"]
+
+
+def test_sort_completes_descending_keys_after_equals(env, tmp_path):
+    """``--sort=-<TAB>`` offered the option names glued to the value
+    (``--sort=--json``): click takes a value starting with ``-`` for an
+    option name; the help says ``prefix '-' for descending``."""
+    assert [v for v, _h in zsh_complete(env, ["memctl", "sessions", "--sort=-"])] \
+        == ["--sort=" + k for k in DESC]
+    assert sorted(fish_complete(env, "memctl sessions --sort=-")) == sorted(
+        "--sort=" + k for k in DESC)
+    assert fish_complete(env, "memctl sessions --sort=-s") == ["--sort=-size"]
+    _line, reply = bash_tab(env, "memctl sessions --sort=-", "\t\t", cwd=str(tmp_path))
+    assert sorted(set(reply)) == sorted(DESC)
+    line, _reply = bash_tab(env, "memctl sessions --sort=-la", cwd=str(tmp_path))
+    assert line == "memctl sessions --sort=-last_time "
+
+
+def test_sort_completes_keys_and_descending_keys(env):
+    assert sorted(fish_complete(env, "memctl sessions --sort=")) == sorted(
+        "--sort=" + k for k in ("id", "created", "last_time", "size", *DESC))
+
+
+def test_sort_completes_descending_keys_in_the_next_word(env, tmp_path):
+    """``--sort -size`` runs (click takes the next word as the value)."""
+    assert [v for v, _h in zsh_complete(env, ["memctl", "sessions", "--sort", "-"])] == DESC
+    assert fish_complete(env, "memctl sessions --sort -si") == ["-size"]
+    line, _reply = bash_tab(env, "memctl sessions --sort -la", cwd=str(tmp_path))
+    assert line == "memctl sessions --sort -last_time "

@@ -124,10 +124,11 @@ UntilOpt = Annotated[str | None, typer.Option(
 
 
 def sort_option(choices: tuple[str, ...], default: str):  # noqa: ANN201
-    """--sort KEY with completion of its choices."""
+    """--sort KEY with completion of its choices, each also as ``-KEY`` (descending)."""
+    keys = (*choices, *("-" + c for c in choices))
     return typer.Option(
-        "--sort", metavar="KEY", autocompletion=lambda incomplete: [c for c in choices
-                                                                   if c.startswith(incomplete)],
+        "--sort", metavar="KEY", autocompletion=lambda incomplete: [k for k in keys
+                                                                   if k.startswith(incomplete)],
         help=f"Order by {', '.join(choices)} (default {default}); "
              "prefix '-' for descending, e.g. --sort=-" + choices[-1] + ".")
 

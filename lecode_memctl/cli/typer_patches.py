@@ -23,6 +23,8 @@ PATCHED: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("typer._completion_classes", "BashComplete.get_completion_args", ("self",)),
     ("typer._click.shell_completion", "ShellComplete.get_completions",
      ("self", "args", "incomplete")),
+    ("typer._click.shell_completion", "_resolve_context", ("cli", "ctx_args", "prog_name", "args")),
+    ("typer._click.shell_completion", "_is_incomplete_option", ("ctx", "args", "param")),
 )
 
 
@@ -114,22 +116,56 @@ def _rejoin_bash_equals() -> None:
 
 
 def _keep_the_option_before_equals() -> None:
-    """zsh and fish complete the whole word ``--color=al`` (bash only ``al``,
-    after its split at ``=``): click answers the value (``always``), which
-    they match against ``--color=al`` and drop.  Give them ``--color=always``."""
+    """An option's value is completed by that option's completer, also when it
+    starts with ``-`` (``--sort=-<TAB>``, ``--sort -<TAB>``: click's parser
+    takes it as the value, but click's completion took it for the start of an
+    option name and offered ``--sort=--json``...).  And zsh and fish complete
+    the whole word ``--color=al`` (bash only ``al``, after readline's split at
+    ``=``): click answers the value (``always``), which they match against
+    ``--color=al`` and drop; give them ``--color=always``."""
     try:
         from typer import _completion_classes
-        from typer._click.shell_completion import CompletionItem, ShellComplete
+        from typer._click.shell_completion import (
+            CompletionItem,
+            ShellComplete,
+            _is_incomplete_option,
+            _resolve_context,
+        )
     except Exception:  # pragma: no cover
         return
     original = ShellComplete.get_completions
 
-    def get_completions(self, args, incomplete):  # type: ignore[no-untyped-def]
-        items = original(self, args, incomplete)
-        if incomplete.startswith("-") and "=" in incomplete:
+    def option_value(self, args, incomplete):  # type: ignore[no-untyped-def]
+        """(the option, its incomplete value) when INCOMPLETE is the value of an
+        option that takes one, else None."""
+        if "--" in args or not incomplete.startswith("-"):
+            return None
+        ctx = _resolve_context(self.cli, self.ctx_args, self.prog_name, list(args))
+        params = [p for p in ctx.command.get_params(ctx)
+                  if getattr(p, "param_type_name", "") == "option"]
+        name, eq, value = incomplete.partition("=")
+        for p in params:
+            if eq and name in p.opts and not p.is_flag and not p.count:
+                return ctx, p, value
+            if not eq and _is_incomplete_option(ctx, list(args), p):
+                return ctx, p, incomplete
+        return None
+
+    def get_completions(self, args, incomplete, _prefix=False):  # type: ignore[no-untyped-def]
+        found = option_value(self, args, incomplete)
+        if found is None:
+            items = original(self, args, incomplete)
+        else:
+            ctx, param, value = found
+            items = param.shell_complete(ctx, value)
+        if _prefix and incomplete.startswith("-") and "=" in incomplete:
             name = incomplete.partition("=")[0]
             items = [CompletionItem(f"{name}={i.value}", type=i.type, help=i.help) for i in items]
         return items
 
+    def get_completions_whole_word(self, args, incomplete):  # type: ignore[no-untyped-def]
+        return get_completions(self, args, incomplete, _prefix=True)
+
+    _completion_classes.BashComplete.get_completions = get_completions  # type: ignore[method-assign]
     for cls in (_completion_classes.ZshComplete, _completion_classes.FishComplete):
-        cls.get_completions = get_completions  # type: ignore[method-assign]
+        cls.get_completions = get_completions_whole_word  # type: ignore[method-assign]

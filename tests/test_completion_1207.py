@@ -15,6 +15,7 @@ import os
 import select
 import shlex
 import shutil
+import subprocess
 import sys
 import time
 
@@ -178,3 +179,33 @@ def test_sort_completes_descending_keys_in_the_next_word(env, tmp_path):
     assert fish_complete(env, "memctl sessions --sort -si") == ["-size"]
     line, _reply = bash_tab(env, "memctl sessions --sort -la", cwd=str(tmp_path))
     assert line == "memctl sessions --sort -last_time "
+
+
+# ------------------------------------------------- 4. $VAR in the store options
+
+def _where_store(env: dict[str, str], *root_options: str) -> str:
+    import json
+
+    proc = subprocess.run([sys.executable, "-m", "lecode_memctl", *root_options, "where", "--json"],
+                          capture_output=True, text=True, env=env, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    return str(json.loads(proc.stdout)["store"])
+
+
+@pytest.mark.parametrize("option", ["--store", "--config-dir", "-C"])
+@pytest.mark.parametrize("var", ["$HOME", "${HOME}"])
+def test_completion_expands_variables_in_the_store_options(env, option, var):
+    """``memctl --store $HOME/st read <TAB>`` listed files: the words were
+    used as typed (only a leading ~ was expanded)."""
+    home = env["HOME"]
+    target = {"--store": "st", "--config-dir": "cfg"}.get(option, "proj")
+    os.makedirs(os.path.join(home, target), exist_ok=True)
+    store = (os.path.join(home, "st") if option == "--store"
+             else _where_store(env, option, os.path.join(home, target)))
+    _store(store, sessions=("var-sess",))
+    typed = f"{var}/{target}"
+    _line, reply = bash_tab(env, f"memctl {option} {typed} read ", "\t\t")
+    assert sorted(set(reply)) == ["var-sess"]
+    assert [v for v, _h in zsh_complete(env, ["memctl", option, typed, "read", ""])] == ["var-sess"]
+    if var == "$HOME":
+        assert fish_complete(env, f"memctl {option} {typed} read ") == ["var-sess"]

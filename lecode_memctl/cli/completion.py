@@ -27,8 +27,8 @@ def store_from_context(ctx: Any) -> Any:
 
     Reads the parsed values of the options that locate the store from ``ctx``
     and every parent context up to the root; a value given nearer the command
-    wins over one given nearer the root; a leading ``~`` is expanded, as the
-    shell would have.  Then resolves them the way every
+    wins over one given nearer the root; a leading ``~`` and the ``$VAR``
+    and ``${VAR}`` of the environment are expanded, as the shell would have.  Then resolves them the way every
     command does (:meth:`State.store`)."""
     from .state import State
 
@@ -43,9 +43,9 @@ def store_from_context(ctx: Any) -> Any:
         for name in _STORE_PARAMS:
             v = params.get(name)
             if v:
-                # the shell expands a leading ~ when the command runs, but the
-                # words completion reads are as typed
-                values[name] = os.path.expanduser(os.fspath(v))
+                # the shell expands a leading ~ and $VAR / ${VAR} when the
+                # command runs, but the words completion reads are as typed
+                values[name] = os.path.expandvars(os.path.expanduser(os.fspath(v)))
     if values.get("store"):
         # Completion needs the directory only: not the slug that the command
         # would take from the transcript headers (store_given reads them).

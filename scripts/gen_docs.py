@@ -481,7 +481,11 @@ def render_man(tree: Cmd) -> str:
 #: typer's template no longer has the old text).  bash: send the command line
 #: up to the cursor (COMP_LINE), which memctl splits as the shell will
 #: (COMP_WORDS is split at ``=`` and ``:`` too; it is still sent, for the
-#: requests of older scripts' shape); read the candidates
+#: requests of older scripts' shape), and that line without readline's word
+#: ($2: the text after the last ``:`` or ``=``), so that memctl answers
+#: with what replaces that word (completion.bash_answer); its first line
+#: says whether an empty answer falls back to file names (``default``) or
+#: not (``nofiles``: compopt +o default); read the candidates
 #: one a line with mapfile (typer's unquoted ``COMPREPLY=( $(...) )`` glob-
 #: expands them against the working directory), and quote each with
 #: ``printf %q`` so that it is inserted as one shell word (a name with a
@@ -496,13 +500,16 @@ SCRIPT_CHANGES: dict[str, tuple[tuple[str, str], ...]] = {
                    _MEMCTL_COMPLETE=complete_bash $1 ) )
 """,
          r"""    local IFS=$'\n' cur=${COMP_WORDS[COMP_CWORD]} word quoted sq=\' bs=\\
+    local line=${COMP_LINE:0:COMP_POINT} head=
     local -a words
+    [[ $line == *"$2" ]] && head=${line%"$2"}
     mapfile -t words < <(env COMP_WORDS="${COMP_WORDS[*]}" \
                    COMP_CWORD=$COMP_CWORD \
-                   COMP_LINE="${COMP_LINE:0:COMP_POINT}" \
+                   COMP_LINE="$line" _MEMCTL_BASH_HEAD="$head" \
                    _MEMCTL_COMPLETE=complete_bash $1)
     COMPREPLY=()
-    for word in "${words[@]}"; do
+    [[ ${words[0]} == nofiles ]] && compopt +o default
+    for word in "${words[@]:1}"; do
         if [[ -z $word ]]; then
             continue
         elif [[ $cur == \'* ]]; then

@@ -209,3 +209,72 @@ def test_completion_expands_variables_in_the_store_options(env, option, var):
     assert [v for v, _h in zsh_complete(env, ["memctl", option, typed, "read", ""])] == ["var-sess"]
     if var == "$HOME":
         assert fish_complete(env, f"memctl {option} {typed} read ") == ["var-sess"]
+
+
+# ------------------------------------------------- 5. SESSION:RANGE and colons
+
+@pytest.fixture
+def colon_store(tmp_path) -> str:
+    return _store(tmp_path / "cs", sessions=("demo-alpha",), notes=("a:b", "x=y z"))
+
+
+@pytest.fixture
+def files_here(tmp_path) -> str:
+    """A working directory with files that a fallback to file names shows."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "bc.sh").write_text("")
+    return str(work)
+
+
+@pytest.mark.parametrize("words", ["read demo-alpha:b", "read demo-alpha:", "correct abc 1 demo-alpha:b"])
+def test_bash_offers_no_files_after_session_colon(env, colon_store, files_here, words):
+    """After SESSION: bash fell back to the file names of the working
+    directory (demo-alpha:bc.sh)."""
+    typed = f"memctl --store {colon_store} {words}"
+    line, reply = bash_tab(env, typed, "\t\t", cwd=files_here)
+    assert line == typed
+    assert reply == []
+
+
+def test_fish_offers_no_files_after_session_colon(env, colon_store, files_here):
+    if shutil.which("fish") is None:
+        pytest.skip("fish is not installed")
+    got = subprocess.run(
+        ["fish", "--no-config", "-c", "source $argv[1]; cd $argv[3]; complete -C$argv[2]",
+         str(REPO / "completions" / "memctl.fish"), f"memctl --store {colon_store} read demo-alpha:",
+         files_here], capture_output=True, text=True, env=env, timeout=20)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout == ""
+
+
+def test_zsh_offers_no_files_after_session_colon(env, colon_store):
+    assert zsh_complete(env, ["memctl", "--store", colon_store, "read", "demo-alpha:"]) == []
+
+
+def test_zsh_answers_no_files_after_session_colon(env, colon_store):
+    """zsh_complete drops _files (no candidate): check the answer itself."""
+    proc = subprocess.run([sys.executable, "-m", "lecode_memctl"], capture_output=True, text=True,
+                          env=dict(env, _MEMCTL_COMPLETE="complete_zsh",
+                                   _TYPER_COMPLETE_ARGS=f"memctl --store {colon_store} read demo-alpha:"),
+                          timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert "_files" not in proc.stdout
+
+
+@pytest.mark.parametrize(("typed", "after"), [("a:", "a:b "), ("x=", "x=y\\ z ")])
+def test_bash_completes_a_note_name_after_a_colon_or_equals(env, colon_store, typed, after):
+    """bash replaces only the text after the last : or = (COMP_WORDBREAKS):
+    the candidate must be what follows it (a:<TAB> completed nothing)."""
+    line, _reply = bash_tab(env, f"memctl --store {colon_store} notes {typed}")
+    assert line == f"memctl --store {colon_store} notes {after}"
+
+
+@pytest.mark.parametrize(("typed", "after"), [
+    ("memctl --color=al", "memctl --color=always "),
+    ("memctl --color ne", "memctl --color never "),
+    ("memctl facts --format=jsonl", "memctl facts --format=jsonl "),
+])
+def test_bash_completes_option_values_after_equals(env, tmp_path, typed, after):
+    line, _reply = bash_tab(env, typed, cwd=str(tmp_path))
+    assert line == after

@@ -64,7 +64,9 @@ def bash_complete(env: dict[str, str], words: list[str], cwd: str | None = None)
         'source "$1"; shift\n'
         'COMP_WORDS=("$@"); COMP_CWORD=$(( $# - 1 ))\n'
         f'COMP_LINE={shlex.quote(line)}; COMP_POINT=${{#COMP_LINE}}\n'
-        '_memctl_completion memctl "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"\n'
+        # $2 is readline's word: empty right after a "=" (COMP_WORDS has "=")
+        'w=${COMP_WORDS[COMP_CWORD]}; [[ $w == = ]] && w=\n'
+        '_memctl_completion memctl "$w" "${COMP_WORDS[COMP_CWORD-1]}"\n'
         'printf "<%s>\\n" "${COMPREPLY[@]}"\n'
     )
     proc = subprocess.run(["bash", "--norc", "--noprofile", "-c", script, "bash",

@@ -55,11 +55,25 @@ def store_from_context(ctx: Any) -> Any:
     return State(config_dir_option=values.get("config_dir"), project=values.get("project")).store()
 
 
+#: Set by a completer whose empty answer is final: the shell must not fall
+#: back to file names (bash's ``-o default``, fish's files, zsh's _files).
+NO_FILES: list[bool] = [False]
+
+
+def no_file_fallback() -> None:
+    NO_FILES[0] = True
+
+
 def complete_session_id(ctx, args, incomplete):  # noqa: ANN001,ANN201 - typer inspects names
     """Session ids of the store that start with what was typed.
 
     The layout's listing of ``sessions/*.jsonl`` (symbolic links left out);
-    opens nothing, writes nothing."""
+    opens nothing, writes nothing.  After ``SESSION:`` (a range follows, as
+    in ``read SESSION:10-40``) there is nothing to offer, and no file name
+    either."""
+    if ":" in (incomplete or ""):
+        no_file_fallback()
+        return []
     try:
         from lecode_memctl.core.layout import session_ids
 
@@ -387,6 +401,29 @@ def bash_request_words(environ: Any) -> tuple[list[str], str]:
     return bash_words(environ["COMP_WORDS"], int(environ["COMP_CWORD"]))
 
 
+#: The environment variable the bash script sets to the line before the
+#: word readline replaces (``${COMP_LINE:0:COMP_POINT}`` without ``$2``).
+BASH_HEAD_VAR = "_MEMCTL_BASH_HEAD"
+
+
+def bash_answer(values: list[str], environ: Any) -> str:
+    """The text of a bash answer.  For the shipped script (it sets
+    :data:`BASH_HEAD_VAR`): a first line ``nofiles`` (when a completer said
+    so: :func:`no_file_fallback`) or ``default``, then each candidate trimmed
+    of the part of its shell word that precedes readline's word.  readline
+    splits a word at ``:`` and ``=`` (COMP_WORDBREAKS) and replaces only
+    what follows, so the candidate ``a:b`` for ``a:`` is sent as ``b``
+    (bash-completion's __ltrim_colon_completions); a candidate that does not
+    start with that part is dropped.  For an older script: the values, one
+    a line."""
+    head = environ.get(BASH_HEAD_VAR)
+    if head is None:
+        return "\n".join(values)
+    before = _split_words(head)[-1] if _ends_in_word(head) else ""
+    trimmed = [v[len(before):] for v in values if v.startswith(before)]
+    return "\n".join(["nofiles" if NO_FILES[0] else "default", *trimmed])
+
+
 def zsh_escape(s: str) -> str:
     """A value or help text as typer's zsh completion writes it into
     ``_arguments '*: :(("value":"help" ...))'``: double-quoted inside a
@@ -488,7 +525,7 @@ def fast_complete(environ: Any) -> tuple[str | None, int] | None:
         items += [(name, text) for name, text, _p in listed]
 
     if shell == "bash":
-        text = "\n".join(value for value, _help in items)
+        text = bash_answer([value for value, _help in items], environ)
     elif shell == "zsh":
         escape = zsh_escape
         lines = [f'"{escape(v)}":"{escape(h)}"' if h else f'"{escape(v)}"' for v, h in items]

@@ -25,6 +25,9 @@ PATCHED: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      ("self", "args", "incomplete")),
     ("typer._click.shell_completion", "_resolve_context", ("cli", "ctx_args", "prog_name", "args")),
     ("typer._click.shell_completion", "_is_incomplete_option", ("ctx", "args", "param")),
+    ("typer._completion_classes", "BashComplete.complete", ("self",)),
+    ("typer._completion_classes", "ZshComplete.complete", ("self",)),
+    ("typer._completion_classes", "FishComplete.complete", ("self",)),
 )
 
 
@@ -35,6 +38,7 @@ def patch_for_completion() -> None:
     _quote_zsh_apostrophes()
     _rejoin_bash_equals()
     _keep_the_option_before_equals()
+    _answer_without_files()
 
 
 def _register_completion_classes() -> None:
@@ -166,6 +170,57 @@ def _keep_the_option_before_equals() -> None:
     def get_completions_whole_word(self, args, incomplete):  # type: ignore[no-untyped-def]
         return get_completions(self, args, incomplete, _prefix=True)
 
-    _completion_classes.BashComplete.get_completions = get_completions  # type: ignore[method-assign]
+    def get_completions_bash(self, args, incomplete):  # type: ignore[no-untyped-def]
+        # the shipped script trims each candidate to the part readline
+        # replaces (completion.bash_answer): it takes whole words
+        import os
+
+        from .completion import BASH_HEAD_VAR
+
+        return get_completions(self, args, incomplete, _prefix=BASH_HEAD_VAR in os.environ)
+
+    _completion_classes.BashComplete.get_completions = get_completions_bash  # type: ignore[method-assign]
     for cls in (_completion_classes.ZshComplete, _completion_classes.FishComplete):
         cls.get_completions = get_completions_whole_word  # type: ignore[method-assign]
+
+
+def _answer_without_files() -> None:
+    """When a completer's empty answer is final (:func:`completion.no_file_fallback`),
+    no shell may fall back to file names: bash's answer says ``nofiles``
+    (:func:`completion.bash_answer`), zsh gets no ``_files``, fish's
+    condition (``is-args``) says the argument is handled."""
+    try:
+        from typer import _completion_classes
+    except Exception:  # pragma: no cover
+        return
+    from .completion import NO_FILES, bash_answer
+
+    def bash_complete(self):  # type: ignore[no-untyped-def]
+        import os
+
+        args, incomplete = self.get_completion_args()
+        items = self.get_completions(args, incomplete)
+        return bash_answer([self.format_completion(i) for i in items], os.environ)
+
+    zsh_original = _completion_classes.ZshComplete.complete
+    fish_original = _completion_classes.FishComplete.complete
+
+    def zsh_complete(self):  # type: ignore[no-untyped-def]
+        text = zsh_original(self)
+        return "" if text == "_files" and NO_FILES[0] else text
+
+    def fish_complete(self):  # type: ignore[no-untyped-def]
+        import os
+        import sys
+
+        try:
+            return fish_original(self)
+        except SystemExit as stop:
+            if (stop.code == 1 and NO_FILES[0]
+                    and os.environ.get("_TYPER_COMPLETE_FISH_ACTION") == "is-args"):
+                sys.exit(0)
+            raise
+
+    _completion_classes.BashComplete.complete = bash_complete  # type: ignore[method-assign]
+    _completion_classes.ZshComplete.complete = zsh_complete  # type: ignore[method-assign]
+    _completion_classes.FishComplete.complete = fish_complete  # type: ignore[method-assign]

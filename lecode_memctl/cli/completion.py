@@ -433,8 +433,10 @@ def zsh_escape(s: str) -> str:
     doubles a ``"`` (``""``), which the double-quoted word _arguments evals
     reads as nothing (``dq"x`` became ``dqx``), and leaves a ``\\`` as it
     is (one at the end ate the closing quote): each is escaped with a
-    backslash, the backslash first."""
-    return (s.replace("\\", "\\\\").replace('"', '\\"').replace("'", "'\\''")
+    backslash, the backslash first.  A ``\\`` is unescaped twice, as a
+    ``:`` is: by that eval, then by _arguments, which reads ``\\x`` as ``x``
+    (it was doubled only once and dropped): it becomes four."""
+    return (s.replace("\\", "\\\\\\\\").replace('"', '\\"').replace("'", "'\\''")
             .replace("$", "\\$").replace("`", "\\`").replace(":", r"\\:"))
 
 

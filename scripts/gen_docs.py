@@ -531,10 +531,23 @@ SCRIPT_CHANGES: dict[str, tuple[tuple[str, str], ...]] = {
     # one); its newlines, between the "value":"help" items, become the one
     # space that the unquoted substitution made of them (the _arguments line
     # stays one line, as before)
+    #
+    # zsh, too: loaded through fpath (compinit autoloads _memctl for the
+    # #compdef line), the file is the body of _memctl, run on the first TAB:
+    # after defining the function and the compdef, complete that TAB too
+    # (it completed nothing); sourced, only the compdef, as before
     "zsh": (
         ('  eval $(env _TYPER_COMPLETE_ARGS="${words[1,$CURRENT]}" _MEMCTL_COMPLETE=complete_zsh memctl)',
          '  eval "${$(env _TYPER_COMPLETE_ARGS="${words[1,$CURRENT]}" '
          '_MEMCTL_COMPLETE=complete_zsh memctl)//$\'\\n\'/ }"'),
+        ("\ncompdef _memctl_completion memctl",
+         "\nif [[ ${funcstack[1]-} == _memctl ]]; then\n"
+         "  # autoloaded as _memctl (fpath): this is the first TAB, complete it too\n"
+         "  compdef _memctl_completion memctl\n"
+         '  _memctl_completion "$@"\n'
+         "else\n"
+         "  compdef _memctl_completion memctl\n"
+         "fi"),
     ),
     "fish": (),
 }

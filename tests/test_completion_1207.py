@@ -351,3 +351,13 @@ def test_zsh_keeps_a_backslash_in_a_candidate(env, tmp_path, value):
     e = dict(env, PATH=str(fake) + os.pathsep + env["PATH"])
     line = zsh_tab(e, "memctl " + value[:2])
     assert shlex.split(line)[-1] == value
+
+
+# ------------------------------------------------- 7. zsh: _memctl autoloaded through fpath
+
+@pytest.mark.parametrize("fpath", [True, False], ids=["fpath", "sourced"])
+def test_zsh_completes_on_the_first_tab(env, fpath):
+    """Loaded through fpath (compinit autoloads _memctl), the first TAB ran
+    the file's body only: it defined the function and ran compdef, and
+    completed nothing."""
+    assert zsh_tab(env, "memctl sea", fpath=fpath) == "memctl search "

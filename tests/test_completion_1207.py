@@ -361,3 +361,21 @@ def test_zsh_completes_on_the_first_tab(env, fpath):
     the file's body only: it defined the function and ran compdef, and
     completed nothing."""
     assert zsh_tab(env, "memctl sea", fpath=fpath) == "memctl search "
+
+
+# ------------------------------------------------- 8. _MEMCTL_COMPLETE=source_SHELL
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_source_instruction_prints_memctls_own_script(env, shell):
+    """``_MEMCTL_COMPLETE=source_bash memctl`` printed typer's original
+    script, not memctl's (sourcing it broke on note names with spaces)."""
+    ours = subprocess.run([sys.executable, "-m", "lecode_memctl", "completion", shell],
+                          capture_output=True, env=env, timeout=30)
+    assert ours.returncode == 0, ours.stderr
+    got = subprocess.run([sys.executable, "-m", "lecode_memctl"], capture_output=True,
+                         env=dict(env, _MEMCTL_COMPLETE=f"source_{shell}"), timeout=30)
+    assert got.returncode == 0, got.stderr
+    assert got.stderr == b""
+    assert got.stdout == ours.stdout
+    shipped = {"bash": "memctl.bash", "zsh": "_memctl", "fish": "memctl.fish"}[shell]
+    assert got.stdout == (REPO / "completions" / shipped).read_bytes()

@@ -303,6 +303,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         failed = _write_early(f"memctl {__version__}\n")
         return 0 if failed is None else failed
 
+    if os.environ.get("_MEMCTL_COMPLETE") in ("source_bash", "source_zsh", "source_fish"):
+        # typer would print its own templates, not memctl's scripts (which
+        # quote the candidates, read COMP_LINE...): the packaged script, as
+        # 'memctl completion SHELL' prints it
+        from importlib import resources
+
+        shell = os.environ["_MEMCTL_COMPLETE"].partition("_")[2]
+        name = {"bash": "memctl.bash", "zsh": "_memctl", "fish": "memctl.fish"}[shell]
+        try:
+            script = resources.files("lecode_memctl").joinpath("share", name).read_text("utf-8")
+        except (OSError, UnicodeDecodeError):
+            from lecode_memctl.core.errors import NotFound
+
+            return report_error(NotFound.code, f"{name} is not installed with this memctl",
+                                NotFound.exit_code, json_doc=False)
+        failed = _write_early(script)
+        return 0 if failed is None else failed
+
     if os.environ.get("_MEMCTL_COMPLETE"):
         # A TAB on a command name is answered from the generated table, without
         # typer (each TAB is a fresh process); anything else goes to typer below.

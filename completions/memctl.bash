@@ -15,12 +15,23 @@ _memctl_completion() {
         if [[ -z $word ]]; then
             continue
         elif [[ $cur == \'* ]]; then
-            COMPREPLY+=("${word//"$sq"/"$sq$bs$sq$sq"}")
+            word=${word//"$sq"/"$sq$bs$sq$sq"}
+            # readline drops the opening quote when the candidate starts
+            # with one, and adds no closing quote when it ends with one
+            [[ $word == \'* ]] && word=\'$word
+            [[ $word == *\' ]] && word+=\'
+            COMPREPLY+=("$word")
         elif [[ $cur == \"* ]]; then
             word=${word//"$bs"/"$bs$bs"}
             word=${word//"\$"/"$bs\$"}
             word=${word//"\`"/"$bs\`"}
-            COMPREPLY+=("${word//"\""/"$bs\""}")
+            word=${word//"\""/"$bs\""}
+            # history expansion sees a ! inside double quotes: close the
+            # quote around a single-quoted one
+            [[ $- == *H* ]] && word=${word//\!/"\"$sq"\!"$sq\""}
+            [[ $word == \"* ]] && word=\"$word
+            [[ $word == *\" ]] && word+=\"
+            COMPREPLY+=("$word")
         else
             printf -v quoted %q "$word"
             COMPREPLY+=("$quoted")

@@ -490,7 +490,10 @@ def render_man(tree: Cmd) -> str:
 #: expands them against the working directory), and quote each with
 #: ``printf %q`` so that it is inserted as one shell word (a name with a
 #: space, a quote or a ``$``); after an opening quote (readline inserts the
-#: candidate inside it, then closes it), escape it for that quote instead.
+#: candidate inside it, then closes it), escape it for that quote instead
+#: (a ``!`` in a double quote as ``"'!'"`` when history expansion is on;
+#: readline drops the opening quote when the candidate starts with that quote
+#: and adds no closing one when it ends with it: the quote is doubled there).
 #: An empty line (no candidate) is none.
 SCRIPT_CHANGES: dict[str, tuple[tuple[str, str], ...]] = {
     "bash": (
@@ -513,12 +516,23 @@ SCRIPT_CHANGES: dict[str, tuple[tuple[str, str], ...]] = {
         if [[ -z $word ]]; then
             continue
         elif [[ $cur == \'* ]]; then
-            COMPREPLY+=("${word//"$sq"/"$sq$bs$sq$sq"}")
+            word=${word//"$sq"/"$sq$bs$sq$sq"}
+            # readline drops the opening quote when the candidate starts
+            # with one, and adds no closing quote when it ends with one
+            [[ $word == \'* ]] && word=\'$word
+            [[ $word == *\' ]] && word+=\'
+            COMPREPLY+=("$word")
         elif [[ $cur == \"* ]]; then
             word=${word//"$bs"/"$bs$bs"}
             word=${word//"\$"/"$bs\$"}
             word=${word//"\`"/"$bs\`"}
-            COMPREPLY+=("${word//"\""/"$bs\""}")
+            word=${word//"\""/"$bs\""}
+            # history expansion sees a ! inside double quotes: close the
+            # quote around a single-quoted one
+            [[ $- == *H* ]] && word=${word//\!/"\"$sq"\!"$sq\""}
+            [[ $word == \"* ]] && word=\"$word
+            [[ $word == *\" ]] && word+=\"
+            COMPREPLY+=("$word")
         else
             printf -v quoted %q "$word"
             COMPREPLY+=("$quoted")

@@ -379,3 +379,34 @@ def test_source_instruction_prints_memctls_own_script(env, shell):
     assert got.stdout == ours.stdout
     shipped = {"bash": "memctl.bash", "zsh": "_memctl", "fish": "memctl.fish"}[shell]
     assert got.stdout == (REPO / "completions" / shipped).read_bytes()
+
+
+# ------------------------------------------------- 9. bash: ! inside an open double quote
+
+def _history_expanded(line: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", "--norc", "--noprofile", "-c",
+                           'set -o history -H; history -p -- "$1"', "bash", line],
+                          capture_output=True, text=True, timeout=20)
+
+
+@pytest.mark.parametrize("name", ["!b", "a!b!", "x!", "!"])
+def test_bash_escapes_an_exclamation_mark_inside_double_quotes(env, tmp_path, name):
+    """Completing ``"!<TAB>`` inserted a bare ``!`` inside the double quote:
+    Enter gave ``bash: !b: event not found`` (history expansion is on in an
+    interactive bash)."""
+    store = _store(tmp_path / "x", notes=(name,))
+    line, _reply = bash_tab(env, f'memctl --store {store} notes "{name[0]}')
+    assert line != f'memctl --store {store} notes "{name[0]}', "nothing was completed"
+    proc = _history_expanded(line)
+    assert proc.returncode == 0 and proc.stdout == line + "\n", (line, proc.stderr)
+    assert shlex.split(line)[-1] == name
+
+
+@pytest.mark.parametrize("quote", ["'", '"'])
+@pytest.mark.parametrize("name", ["'lead", "trail'", 'dq"', '"dq', "plain"])
+def test_bash_closes_the_quote_around_a_quote_at_either_end(env, tmp_path, quote, name):
+    """readline drops the opening quote when the candidate starts with it and
+    adds no closing quote when the candidate ends with it."""
+    store = _store(tmp_path / "q", notes=(name,))
+    line, _reply = bash_tab(env, f"memctl --store {store} notes {quote}")
+    assert shlex.split(line)[-1] == name, line

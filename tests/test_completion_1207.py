@@ -410,3 +410,23 @@ def test_bash_closes_the_quote_around_a_quote_at_either_end(env, tmp_path, quote
     store = _store(tmp_path / "q", notes=(name,))
     line, _reply = bash_tab(env, f"memctl --store {store} notes {quote}")
     assert shlex.split(line)[-1] == name, line
+
+
+# ------------------------------------------------- 10. a note name starting with -
+
+def test_a_note_name_starting_with_a_dash_needs_a_double_dash(env, tmp_path):
+    """``notes -dash`` is 'No such option': the name was offered where the
+    inserted command fails; after ``--`` it is what the command takes."""
+    store = _store(tmp_path / "d", notes=("-dash", "plain"))
+    _line, reply = bash_tab(env, f"memctl --store {store} notes ", "\t\t")
+    assert sorted(set(reply)) == ["plain"]
+    assert fish_complete(env, f"memctl --store {store} notes ") == ["plain"]
+    assert [v for v, _h in zsh_complete(env, ["memctl", "--store", store, "notes", ""])] == ["plain"]
+    assert [v for v, _h in zsh_complete(env, ["memctl", "--store", store, "edit", "note", ""])] \
+        == ["plain"]
+    line, _reply = bash_tab(env, f"memctl --store {store} notes -- -d")
+    assert line == f"memctl --store {store} notes -- -dash "
+    proc = subprocess.run([sys.executable, "-m", "lecode_memctl", *shlex.split(line)[1:]],
+                          capture_output=True, text=True, env=env, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(fish_complete(env, f"memctl --store {store} notes -- ")) == ["-dash", "plain"]

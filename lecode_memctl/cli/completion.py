@@ -64,6 +64,12 @@ def no_file_fallback() -> None:
     NO_FILES[0] = True
 
 
+#: The words before the one completed, as the shell sent them (set by the
+#: patched get_completions, typer_patches): typer hands its completers an
+#: empty ``args``.
+LINE_ARGS: list[str] = []
+
+
 def complete_session_id(ctx, args, incomplete):  # noqa: ANN001,ANN201 - typer inspects names
     """Session ids of the store that start with what was typed.
 
@@ -126,7 +132,9 @@ def complete_note_name(ctx, args, incomplete):  # noqa: ANN001,ANN201 - typer in
     mdnames.listed_note_name); only names the commands accept
     (mdnames.is_note_file: a file named with a newline, a byte that is not
     UTF-8, a control character or a backslash was offered, mangled by the
-    shells, and refused by every command); reads a directory only."""
+    shells, and refused by every command), and a name starting with ``-``
+    only after ``--`` (before it the name is taken for an option: 'No such
+    option'); reads a directory only."""
     try:
         from lecode_memctl.core.mdnames import is_note_file, listed_note_name
 
@@ -136,7 +144,9 @@ def complete_note_name(ctx, args, incomplete):  # noqa: ANN001,ANN201 - typer in
         with os.scandir(notes_dir) as it:
             names = [e.name[:-3] for e in it if is_note_file(e.name) and not e.is_symlink()
                      and listed_note_name(e.name) == e.name[:-3]]
-        return sorted(n for n in names if n.startswith(incomplete or ""))
+        dashes_ok = "--" in (*(args or ()), *LINE_ARGS)
+        return sorted(n for n in names if n.startswith(incomplete or "")
+                      and (dashes_ok or not n.startswith("-")))
     except Exception:  # noqa: BLE001 - completion never fails loudly
         return []
 

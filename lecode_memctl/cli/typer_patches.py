@@ -155,7 +155,10 @@ def _keep_the_option_before_equals() -> None:
                 return ctx, p, incomplete
         return None
 
+    from .completion import LINE_ARGS
+
     def get_completions(self, args, incomplete, _prefix=False):  # type: ignore[no-untyped-def]
+        LINE_ARGS[:] = args
         found = option_value(self, args, incomplete)
         if found is None:
             items = original(self, args, incomplete)

@@ -2,15 +2,16 @@
 
 _memctl_completion() {
     local IFS=$'\n' cur=${COMP_WORDS[COMP_CWORD]} word quoted sq=\' bs=\\
-    local line=${COMP_LINE:0:COMP_POINT} head=
+    local line=${COMP_LINE-} head=
     local -a words
-    [[ $line == *"$2" ]] && head=${line%"$2"}
+    line=${line:0:${COMP_POINT-${#line}}}
+    [[ $line == *"${2-}" ]] && head=${line%"${2-}"}
     mapfile -t words < <(env COMP_WORDS="${COMP_WORDS[*]}" \
                    COMP_CWORD=$COMP_CWORD \
                    COMP_LINE="$line" _MEMCTL_BASH_HEAD="$head" \
                    _MEMCTL_COMPLETE=complete_bash $1)
     COMPREPLY=()
-    [[ ${words[0]} == nofiles ]] && compopt +o default
+    [[ ${words[0]-} == nofiles ]] && compopt +o default
     for word in "${words[@]:1}"; do
         if [[ -z $word ]]; then
             continue

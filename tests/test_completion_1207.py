@@ -430,3 +430,20 @@ def test_a_note_name_starting_with_a_dash_needs_a_double_dash(env, tmp_path):
                           capture_output=True, text=True, env=env, timeout=30)
     assert proc.returncode == 0, proc.stderr
     assert sorted(fish_complete(env, f"memctl --store {store} notes -- ")) == ["-dash", "plain"]
+
+
+# ------------------------------------------------- the bash script under set -u
+
+@pytest.mark.parametrize("typed", ["memctl sea", "memctl zzz"])
+def test_bash_script_works_under_nounset(env, tmp_path, typed):
+    """An interactive shell with ``set -u``: no 'unbound variable' (an
+    empty answer, memctl missing)."""
+    line, _reply = bash_tab(env, typed, cwd=str(tmp_path), setup="set -u")
+    assert line == ("memctl search " if typed == "memctl sea" else typed)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "memctl").write_text("#!/bin/sh\nexit 1\n")
+    (broken / "memctl").chmod(0o755)
+    e = dict(env, PATH=str(broken) + os.pathsep + env["PATH"])
+    line, _reply = bash_tab(e, "memctl sea", cwd=str(tmp_path), setup="set -u")
+    assert line == "memctl sea"

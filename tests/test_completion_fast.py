@@ -20,7 +20,7 @@ from lecode_memctl.cli import completion, completion_table
 from lecode_memctl.cli.main import main
 
 KEYS = ("_MEMCTL_COMPLETE", "COMP_WORDS", "COMP_CWORD", "_TYPER_COMPLETE_ARGS",
-        "_TYPER_COMPLETE_FISH_ACTION")
+        "_TYPER_COMPLETE_FISH_ACTION", "COMP_LINE", "_MEMCTL_BASH_HEAD")
 
 
 _TREE: dict[str, object] = {}
@@ -105,6 +105,12 @@ def requests(draw):
     if shell == "bash":
         env["COMP_WORDS"] = line
         env["COMP_CWORD"] = str(draw(st.integers(min_value=-1, max_value=len(ws) + 1)))
+        if draw(st.booleans()):
+            # the shipped script's request: the line up to the cursor, and
+            # that line without readline's word (after the last blank, = or :)
+            env["COMP_LINE"] = line
+            cut = max(line.rfind(c) for c in " =:") + 1
+            env["_MEMCTL_BASH_HEAD"] = line[:cut]
     else:
         env["_TYPER_COMPLETE_ARGS"] = line
         if shell == "fish":

@@ -11,7 +11,7 @@ _memctl_completion() {
                    COMP_LINE="$line" _MEMCTL_BASH_HEAD="$head" \
                    _MEMCTL_COMPLETE=complete_bash $1)
     COMPREPLY=()
-    [[ ${words[0]-} == nofiles ]] && compopt +o default
+    [[ ${words[0]-} == nofiles ]] && compopt +o default 2>/dev/null
     for word in "${words[@]:1}"; do
         if [[ -z $word ]]; then
             continue

@@ -447,3 +447,51 @@ def test_bash_script_works_under_nounset(env, tmp_path, typed):
     e = dict(env, PATH=str(broken) + os.pathsep + env["PATH"])
     line, _reply = bash_tab(e, "memctl sea", cwd=str(tmp_path), setup="set -u")
     assert line == "memctl sea"
+
+
+# ------------------------------------------------- the patches, applied again in one process
+
+NEST_CHECK = """
+import sys
+from typer import _completion_classes
+from lecode_memctl.cli.typer_patches import patch_for_completion
+for _ in range(3):
+    patch_for_completion()
+for cls in (_completion_classes.ZshComplete, _completion_classes.FishComplete):
+    original = getattr(cls.complete, "typer_original", None)
+    assert original is not None and not hasattr(original, "typer_original"), cls
+"""
+
+ONE_REQUEST_CHECK = """
+import sys
+import typer.main
+from typer import _completion_classes
+from lecode_memctl.cli import completion
+from lecode_memctl.cli.app import app
+from lecode_memctl.cli.typer_patches import patch_for_completion
+patch_for_completion()
+store = sys.argv[1]
+comp = _completion_classes.ZshComplete(typer.main.get_command(app), {}, "memctl", "_MEMCTL_COMPLETE")
+assert comp.get_completions(["--store", store, "read"], "demo-alpha:") == []
+assert completion.NO_FILES[0]
+comp.get_completions(["--store", store, "notes"], "zzz")
+assert not completion.NO_FILES[0]
+"""
+
+
+def test_patches_applied_twice_do_not_nest(env):
+    """main() called again in one process (tests do) patches typer again: a
+    wrapper around the previous wrapper grew the stack on every call until
+    a RecursionError (an internal error, exit 70)."""
+    proc = subprocess.run([sys.executable, "-c", NEST_CHECK], capture_output=True, text=True,
+                          env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_no_file_fallback_holds_for_one_request_only(env, tmp_path):
+    """In one process, a request after SESSION: must not leave the next
+    request without its fallback to files."""
+    store = _store(tmp_path / "s")
+    proc = subprocess.run([sys.executable, "-c", ONE_REQUEST_CHECK, store], capture_output=True,
+                          text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr

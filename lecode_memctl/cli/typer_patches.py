@@ -155,10 +155,11 @@ def _keep_the_option_before_equals() -> None:
                 return ctx, p, incomplete
         return None
 
-    from .completion import LINE_ARGS
+    from .completion import LINE_ARGS, NO_FILES
 
     def get_completions(self, args, incomplete, _prefix=False):  # type: ignore[no-untyped-def]
         LINE_ARGS[:] = args
+        NO_FILES[0] = False   # a completer sets it for this request only
         found = option_value(self, args, incomplete)
         if found is None:
             items = original(self, args, incomplete)
@@ -205,8 +206,12 @@ def _answer_without_files() -> None:
         items = self.get_completions(args, incomplete)
         return bash_answer([self.format_completion(i) for i in items], os.environ)
 
-    zsh_original = _completion_classes.ZshComplete.complete
-    fish_original = _completion_classes.FishComplete.complete
+    # typer's own methods, also when patched before (main() called again in
+    # one process, as the tests do: wrappers must not nest)
+    zsh_original = getattr(_completion_classes.ZshComplete.complete, "typer_original",
+                           _completion_classes.ZshComplete.complete)
+    fish_original = getattr(_completion_classes.FishComplete.complete, "typer_original",
+                            _completion_classes.FishComplete.complete)
 
     def zsh_complete(self):  # type: ignore[no-untyped-def]
         text = zsh_original(self)
@@ -224,6 +229,8 @@ def _answer_without_files() -> None:
                 sys.exit(0)
             raise
 
+    zsh_complete.typer_original = zsh_original  # type: ignore[attr-defined]
+    fish_complete.typer_original = fish_original  # type: ignore[attr-defined]
     _completion_classes.BashComplete.complete = bash_complete  # type: ignore[method-assign]
     _completion_classes.ZshComplete.complete = zsh_complete  # type: ignore[method-assign]
     _completion_classes.FishComplete.complete = fish_complete  # type: ignore[method-assign]

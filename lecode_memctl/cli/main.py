@@ -309,7 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # 'memctl completion SHELL' prints it
         from importlib import resources
 
-        shell = os.environ["_MEMCTL_COMPLETE"].partition("_")[2]
+        shell = os.environ["_MEMCTL_COMPLETE"].removeprefix("source_")
         name = {"bash": "memctl.bash", "zsh": "_memctl", "fish": "memctl.fish"}[shell]
         try:
             script = resources.files("lecode_memctl").joinpath("share", name).read_text("utf-8")

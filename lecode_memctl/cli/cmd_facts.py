@@ -327,7 +327,9 @@ def facts(
             # (every fact from the first, or every one a filter keeps)
             whole = start == 0 and end is None and fs.exists
             if fmt_name == "json":
-                total = None if filtered or not fs.exists else (
+                # (no database is no fact: 0, with --session too; before
+                # 2026-12-07 null, which OUTPUT.md keeps for the filters)
+                total = None if filtered else 0 if not fs.exists else (
                     fs.count() if session is None else len(fs.ids_with_evidence_in(session)))
                 head = {"type": "facts", "schema_version": SCHEMA_VERSION,
                         "filters": {"session": session, "status": status, "query": query,

@@ -1,0 +1,30 @@
+"""Listing fixes of 2026-12-07 (a reviewer's findings), one section per
+finding: facts' total without a database; projects' rows for entries that
+are no directory, --project checks, legacy roots, undercounts; the facts
+next-page hint; --sort, --offset/--limit, --since/--until values."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from .builders import copy_demo
+from .conftest import run_cli
+
+# ------------------------------------------------- facts: total without a database
+
+
+@pytest.mark.parametrize("extra", [(), ("--session", "demo-alpha")])
+def test_facts_total_is_0_without_a_database(demo_template, tmp_path, extra):
+    """No facts.sqlite3 is no fact: total 0, as a zero-length database and
+    context's facts_total say; null is kept for the filters that make a
+    total unknown (--status, --query, --since, --until)."""
+    store = copy_demo(demo_template, tmp_path / "d")
+    (store / "facts.sqlite3").unlink()
+    r = run_cli("--store", str(store), "--no-state", "facts", "--json", *extra)
+    assert r.exit_code == 0, r.stderr
+    doc = orjson.loads(r.stdout)
+    assert doc["total"] == 0 and doc["facts"] == [], doc
+    r = run_cli("--store", str(store), "--no-state", "facts", "--json", "--status", "valid")
+    assert r.exit_code == 0, r.stderr
+    assert orjson.loads(r.stdout)["total"] is None

@@ -28,3 +28,17 @@ def test_facts_total_is_0_without_a_database(demo_template, tmp_path, extra):
     r = run_cli("--store", str(store), "--no-state", "facts", "--json", "--status", "valid")
     assert r.exit_code == 0, r.stderr
     assert orjson.loads(r.stdout)["total"] is None
+
+
+# ------------------------------------------------- --project: a missing path, a file
+
+
+def test_projects_refuses_a_missing_project(tmp_path):
+    """--project /nonexistent is exit 3 for projects as for where and facts
+    (it was ignored: every store unclaimed, exit 0); only the working
+    directory deleted meanwhile is no current project."""
+    r = run_cli("--config-dir", str(tmp_path / "D"), "--project", str(tmp_path / "nope"),
+                "projects")
+    assert r.exit_code == 3, (r.exit_code, r.stdout, r.stderr)
+    assert f"--project {tmp_path / 'nope'}: no such directory" in r.stderr
+

@@ -727,7 +727,12 @@ def projects(
 
     try:
         current = STATE.project_dir()
-    except (OSError, MemctlError):  # a deleted working directory: no current project
+    except (OSError, MemctlError):
+        # a deleted working directory: no current project; a --project that
+        # cannot be one is the error it is everywhere (before 2026-12-07 it
+        # was ignored here, every store unclaimed, exit 0)
+        if STATE.project is not None:
+            raise
         current = None
     from .state import path_option
 

@@ -42,3 +42,13 @@ def test_projects_refuses_a_missing_project(tmp_path):
     assert r.exit_code == 3, (r.exit_code, r.stdout, r.stderr)
     assert f"--project {tmp_path / 'nope'}: no such directory" in r.stderr
 
+
+@pytest.mark.parametrize("cmd", [("where", "--json"), ("facts",), ("projects",)])
+def test_a_file_is_no_project(tmp_path, cmd):
+    """--project names a directory: a regular file is exit 2, 'not a
+    directory' (where gave the file as the project root, exit 0)."""
+    f = tmp_path / "passwd"
+    f.write_text("x\n")
+    r = run_cli("--config-dir", str(tmp_path / "D"), "--project", str(f), *cmd)
+    assert r.exit_code == 2, (r.exit_code, r.stdout, r.stderr)
+    assert f"--project {f}: not a directory" in r.stderr

@@ -142,9 +142,17 @@ class State:
 
     def project_dir(self) -> Path:
         """``-C PATH`` or the working directory.  NotFound (exit 3) with a plain
-        message for a missing PATH or a working directory deleted meanwhile."""
+        message for a missing PATH or a working directory deleted meanwhile;
+        a PATH that is there but no directory (a regular file) is a usage
+        error, exit 2 (before 2026-12-07 the file was taken as the project
+        root)."""
         if self.project:
-            return Path(existing_path("--project", self.project))
+            path = existing_path("--project", self.project)
+            if not os.path.isdir(path):
+                from lecode_memctl.core.errors import UsageError
+
+                raise UsageError(f"--project {path}: not a directory")
+            return Path(path)
         from lecode_memctl.core.identity import working_directory
 
         return Path(working_directory())

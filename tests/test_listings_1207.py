@@ -52,3 +52,17 @@ def test_a_file_is_no_project(tmp_path, cmd):
     r = run_cli("--config-dir", str(tmp_path / "D"), "--project", str(f), *cmd)
     assert r.exit_code == 2, (r.exit_code, r.stdout, r.stderr)
     assert f"--project {f}: not a directory" in r.stderr
+
+
+# ------------------------------------------------- an empty --sort
+
+
+@pytest.mark.parametrize("cmd", ["sessions", "notes", "projects"])
+def test_an_empty_sort_is_refused(demo_template, tmp_path, cmd):
+    """--sort '' is exit 2, as every other empty value; it was the default."""
+    store = copy_demo(demo_template, tmp_path / "d")
+    args = ("--store", str(store)) if cmd != "projects" else ()
+    for form in (("--sort", ""), ("--sort=",)):
+        r = run_cli(*args, "--no-state", cmd, *form)
+        assert r.exit_code == 2, (form, r.exit_code, r.stdout, r.stderr)
+        assert "--sort needs a key; it was given an empty one" in r.stderr

@@ -1717,10 +1717,14 @@ def stop_after(start: int, limit: int | None) -> int | None:
 
 def sort_rows(rows: Iterable[dict[str, Any]], key: str | None, choices: Sequence[str],
               default: str) -> list[dict[str, Any]]:
-    """--sort KEY or -KEY; nulls sort last.  Unknown keys are usage errors."""
+    """--sort KEY or -KEY; nulls sort last.  Unknown keys are usage errors,
+    and so is an empty one (``--sort=``; before 2026-12-07 the default):
+    only a --sort not given (None) is the default."""
     from lecode_memctl.core.errors import UsageError
 
-    spec = key or default
+    if key == "":
+        raise UsageError("--sort needs a key; it was given an empty one")
+    spec = default if key is None else key
     desc = spec.startswith("-")
     name = spec[1:] if desc else spec   # one dash: "--size" is not a key
     if name not in choices:

@@ -66,3 +66,31 @@ def test_an_empty_sort_is_refused(demo_template, tmp_path, cmd):
         r = run_cli(*args, "--no-state", cmd, *form)
         assert r.exit_code == 2, (form, r.exit_code, r.stdout, r.stderr)
         assert "--sort needs a key; it was given an empty one" in r.stderr
+
+
+# ------------------------------------------------- --offset/--limit: ASCII digits
+
+
+@pytest.mark.parametrize("cmd", ["sessions", "notes", "facts"])
+@pytest.mark.parametrize(("opt", "value"), [("--limit", "٥"), ("--limit", "1_0"),
+                                            ("--offset", "+5"), ("--offset", " 5"),
+                                            ("--limit", "５")])
+def test_counts_take_ascii_digits_only(demo_template, tmp_path, cmd, opt, value):
+    """int() reads Arabic-Indic and full-width digits, '_' and '+': the
+    counts, as read's START/END, take ASCII digits only (exit 2)."""
+    store = copy_demo(demo_template, tmp_path / "d")
+    r = run_cli("--store", str(store), "--no-state", cmd, opt, value)
+    assert r.exit_code == 2, (r.exit_code, r.stdout, r.stderr)
+    assert f"Invalid value for '{opt}'" in r.stderr and "ASCII digits" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize(("opt", "value", "code"), [
+    ("--offset", "0", 0), ("--offset", "007", 0), ("--limit", "1", 0),
+    ("--limit", "0", 2), ("--offset", str((1 << 63) - 1), 0),
+    ("--offset", str(1 << 63), 2), ("--limit", "9" * 5000, 2)])
+def test_counts_keep_their_bounds(demo_template, tmp_path, opt, value, code):
+    store = copy_demo(demo_template, tmp_path / "d")
+    r = run_cli("--store", str(store), "--no-state", "sessions", opt, value)
+    assert r.exit_code == code, (r.exit_code, r.stderr)
+    if code:
+        assert len(r.stderr) < 400 and "is not in the range" in r.stderr, r.stderr

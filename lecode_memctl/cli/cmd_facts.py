@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from .completion import FACT_STATUSES, complete_fact_id, complete_fact_status, complete_session_id
-from .options import MAX_COUNT, FormatOpt, JsonOpt, LockWaitOpt
+from .options import MAX_COUNT, FormatOpt, JsonOpt, LockWaitOpt, count_type
 from .registry import command
 from .state import (
     STATE,
@@ -151,10 +151,10 @@ Examples:
 """)
 def facts(
     offset: Annotated[int | None, typer.Option(
-        "--offset", min=0, max=MAX_COUNT, metavar="N",
+        "--offset", click_type=count_type(0), metavar="N",
         help="Skip the first N facts (after filtering).")] = None,
     limit: Annotated[int | None, typer.Option(
-        "--limit", min=1, max=MAX_COUNT, metavar="N",
+        "--limit", click_type=count_type(1), metavar="N",
         help="At most N facts (the table: at most 20 per page).")] = None,
     all_: Annotated[bool, typer.Option("--all", help="The table too lists every fact, not "
                                        "one page.")] = False,

@@ -106,12 +106,39 @@ class ColorWhen(str, Enum):  # noqa: UP042 - the (str, Enum) form typer document
 #: crash in itertools.islice (which takes at most sys.maxsize).
 MAX_COUNT = (1 << 63) - 1
 
+
+
+def count_type(low: int) -> Any:
+    """The type of --offset and --limit (and facts' own): ASCII digits only,
+    from ``low`` to :data:`MAX_COUNT`, exit 2 otherwise.  click's int range
+    reads what int() reads: other scripts' digits (٥, ５), ``_``, a sign,
+    spaces (before 2026-12-07 all accepted; ``read``'s START and END take
+    ASCII digits only, as here).  A number of too many digits is out of
+    the range, its digits not repeated whole."""
+    from typer._click import types
+
+    class Count(types.IntRange):
+        def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+            if isinstance(value, str):
+                if not (value.isascii() and value.isdigit()):
+                    self.fail(f"{value!r} is not a whole number in ASCII digits (0-9).",
+                              param, ctx)
+                digits = value.lstrip("0")
+                if len(digits) > 19:    # (past MAX_COUNT; int() refuses 4,300 digits)
+                    self.fail(f"{digits[:20]}...({len(digits)} digits) is not in the range "
+                              f"{self._describe_range()}.", param, ctx)
+            return super().convert(value, param, ctx)
+
+    return Count(low, MAX_COUNT)
+
+
 OffsetOpt = Annotated[int | None, typer.Option(
-    "--offset", min=0, max=MAX_COUNT, metavar="N",
+    "--offset", click_type=count_type(0), metavar="N",
     help="Skip the first N rows (in every format).")]
 
 LimitOpt = Annotated[int | None, typer.Option(
-    "--limit", min=1, max=MAX_COUNT, metavar="N", help="At most N rows (in every format).")]
+    "--limit", click_type=count_type(1), metavar="N",
+    help="At most N rows (in every format).")]
 
 SinceOpt = Annotated[str | None, typer.Option(
     "--since", metavar="WHEN",

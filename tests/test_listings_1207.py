@@ -94,3 +94,40 @@ def test_counts_keep_their_bounds(demo_template, tmp_path, opt, value, code):
     assert r.exit_code == code, (r.exit_code, r.stderr)
     if code:
         assert len(r.stderr) < 400 and "is not in the range" in r.stderr, r.stderr
+
+
+# ------------------------------------------------- --since/--until: RFC 3339 only
+
+
+@pytest.mark.parametrize(("value", "want"), [
+    ("2026-12-07t00:00:00z", "2026-12-07T00:00:00.000Z"),
+    ("2026-12-07T00:00:00z", "2026-12-07T00:00:00.000Z"),
+    ("2026-12-07t01:00:00+01:00", "2026-12-07T00:00:00.000Z"),
+    ("2026-12-07 12:00:00.5Z", "2026-12-07T12:00:00.500Z"),
+    ("2026-12-07T12:00:00", "2026-12-07T12:00:00.000Z"),
+    ("2026-12-07T12:30Z", "2026-12-07T12:30:00.000Z"),
+])
+def test_rfc3339_times_in_either_case(value, want):
+    """RFC 3339 5.6: 'T' and 'Z' may be lower case."""
+    from lecode_memctl.core.rowmodel import parse_when, utc_time
+
+    assert utc_time(parse_when(value)) == want
+
+
+@pytest.mark.parametrize("value", ["2026-12-07T1200Z", "2026-12-07T00:00:00+0100",
+                                   "2026-12-07T12", "2026-12-07T12:00:00,5Z",
+                                   "2026-12-07x12:00:00Z", "2026-12-07T12:00:00+01"])
+def test_basic_format_times_are_refused(value):
+    from lecode_memctl.core.errors import UsageError
+    from lecode_memctl.core.rowmodel import parse_when
+
+    with pytest.raises(UsageError, match="RFC 3339"):
+        parse_when(value)
+
+
+def test_facts_since_lower_case(demo_template, tmp_path):
+    store = copy_demo(demo_template, tmp_path / "d")
+    r = run_cli("--store", str(store), "--no-state", "facts", "--json",
+                "--since", "2026-12-07t00:00:00z")
+    assert r.exit_code == 0, r.stderr
+    assert orjson.loads(r.stdout)["filters"]["since"] == "2026-12-07T00:00:00.000Z"

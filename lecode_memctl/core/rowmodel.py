@@ -150,7 +150,8 @@ _RELATIVE = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 def parse_when(text: str, *, option: str = "--since", until: bool = False,
                now: datetime | None = None) -> datetime:
     """A --since/--until value: a date (YYYY-MM-DD, UTC; for --until the end
-    of that day), an RFC 3339 / ISO 8601 time (UTC unless it has an offset),
+    of that day), an RFC 3339 time (UTC unless it has an offset; ``t``/``z``
+    in either case, or a space for ``T``; the seconds may be left out),
     or a relative age: N followed by s, m, h, d or w (7d: seven days ago)."""
     from datetime import timedelta
 
@@ -177,7 +178,13 @@ def parse_when(text: str, *, option: str = "--since", until: bool = False,
         dt = datetime(d.year, d.month, d.day, tzinfo=UTC)
         # (for --until, the day's last microsecond: 9999-12-31 has no next day)
         return dt.replace(hour=23, minute=59, second=59, microsecond=999999) if until else dt
-    timelike = re.match(r"\d{4}-\d{2}-\d{2}[T ]\d", value)
+    # RFC 3339's form (5.6: "T" and "Z" in either case; a space for "T" as
+    # its note allows; the seconds may be left out, and the offset, for
+    # UTC): ISO 8601's basic forms (T1200Z, +0100, an hour alone) are
+    # refused, as is a comma for the fraction (before 2026-12-07 fromisoformat
+    # took them, and refused a lower-case t)
+    timelike = re.fullmatch(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?"
+                            r"(?:[Zz]|[+-]\d{2}:\d{2})?", value, re.ASCII)
     iso = utc_time(value) if timelike else None
     if iso is None:
         if timelike and _parses(value):

@@ -142,17 +142,19 @@ def test_next_page_hint_repeats_the_page_options(config_dir, project, store):
     r = cli(project, "facts", "--limit", "1")
     assert _ids(r.stdout, ids) == ids[:1]
     hint = _hint(r.stderr)
-    # the global options that chose the store too (-C here): the hint run
-    # from another directory lists the same store
-    assert hint == ["--project", str(project), "facts", "--limit", "1", "--offset", "1"], hint
+    # the global options that chose the store too (-C here, and the config
+    # directory LECODE_CONFIG_DIR chose): the hint run from another
+    # directory lists the same store
+    assert hint == ["--config-dir", str(config_dir), "--project", str(project), "facts",
+                    "--limit", "1", "--offset", "1"], hint
     nxt = run_cli(*hint)
     assert nxt.exit_code == 0 and _ids(nxt.stdout, ids) == ids[1:2]
     assert _hint(nxt.stderr)[-2:] == ["--offset", "2"]
     # with filters: every option that shapes the page is repeated
     r = cli(project, "facts", "--session", "s1", "--status", "valid", "--limit", "2")
     hint = _hint(r.stderr)
-    assert hint == ["--project", str(project), "facts", "--session", "s1", "--status", "valid",
-                    "--limit", "2", "--offset", "2"], hint
+    assert hint == ["--config-dir", str(config_dir), "--project", str(project), "facts",
+                    "--session", "s1", "--status", "valid", "--limit", "2", "--offset", "2"], hint
     nxt = run_cli(*hint)
     assert nxt.exit_code == 0 and _ids(nxt.stdout, ids) == ids[2:]
 
@@ -194,7 +196,8 @@ def test_next_page_hint_names_the_directory_that_chose_the_project(config_dir, p
     monkeypatch.chdir(project)
     r = run_cli("facts", "--limit", "1")
     hint = _hint(r.stderr)
-    assert hint == ["--project", str(project), "facts", "--limit", "1", "--offset", "1"], hint
+    assert hint == ["--config-dir", str(config_dir), "--project", str(project), "facts",
+                    "--limit", "1", "--offset", "1"], hint
     monkeypatch.chdir(tmp_path)
     nxt = run_cli(*hint)
     assert nxt.exit_code == 0 and _ids(nxt.stdout, ids) == ids[1:], nxt.stderr

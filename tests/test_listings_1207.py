@@ -131,3 +131,36 @@ def test_facts_since_lower_case(demo_template, tmp_path):
                 "--since", "2026-12-07t00:00:00z")
     assert r.exit_code == 0, r.stderr
     assert orjson.loads(r.stdout)["filters"]["since"] == "2026-12-07T00:00:00.000Z"
+
+
+# ------------------------------------------------- the facts next-page hint
+
+
+def test_the_next_page_hint_names_the_same_list(demo_template, tmp_path):
+    """The hint lists the same store and facts wherever and whenever it is
+    run: an age (--since 3650d) is given as the absolute time it meant,
+    and a config directory LECODE_CONFIG_DIR chose is named."""
+    from datetime import datetime
+
+    from lecode_memctl.core.rowmodel import parse_when
+
+    cfg = str(demo_template.config_dir)
+    before = datetime.now().astimezone()
+    r = run_cli("--project", str(demo_template.project), "--no-state", "facts", "--limit", "1",
+                "--since", "3650d", "--until", "2999-01-01", env={"LECODE_CONFIG_DIR": cfg})
+    after = datetime.now().astimezone()
+    assert r.exit_code == 0, r.stderr
+    hint = [ln for ln in r.stderr.splitlines() if ln.startswith("memctl: more facts: ")]
+    assert len(hint) == 1, r.stderr
+    words = hint[0].split()
+    assert words[words.index("--config-dir") + 1] == cfg, hint
+    since = words[words.index("--since") + 1]
+    assert "T" in since and since.endswith("Z"), hint
+    t = parse_when(since)
+    assert parse_when("3650d", now=before) <= t <= parse_when("3650d", now=after)
+    assert words[words.index("--until") + 1] == "2999-01-01", hint
+    # the command given, run elsewhere with another environment, lists the next page
+    args = [a.strip("'") for a in words[3:]]
+    r2 = run_cli(*args[1:], env={"LECODE_CONFIG_DIR": str(tmp_path / "other")})
+    assert r2.exit_code == 0, r2.stderr
+    assert "facts 2-2" in r2.stdout, r2.stdout

@@ -438,7 +438,8 @@ def facts(
             # the options that chose the store and those that shape the
             # page, so that the command gives the next one wherever it is run
             chose = " ".join(STATE.store_args())
-            opts = " ".join(_filter_args(session, status, query, since, until)
+            opts = " ".join(_filter_args(session, status, query,
+                                         _absolute(since, t_since), _absolute(until, t_until))
                             + ([f"--limit {limit}"] if limit is not None else []))
             echo(f"memctl: more facts: memctl {chose + ' ' if chose else ''}facts"
                  f"{' ' + opts if opts else ''} --offset {next_offset}", err=True)
@@ -478,6 +479,19 @@ class _Counted:
 
     def __len__(self) -> int:
         return self._n
+
+
+def _absolute(given: str | None, when: Any) -> str | None:
+    """A --since/--until value for the next-page hint: an age (``7d``) as
+    the time it meant, RFC 3339 UTC to the microsecond, the window it chose
+    (run later, the age would shift it; before 2026-12-07 it was repeated);
+    a date or a time as given (already absolute)."""
+    import re
+
+    if given is None or when is None or not re.fullmatch(r"[0-9]+[smhdw]", given.strip()):
+        return given
+    return (f"{when.year:04d}-{when.month:02d}-{when.day:02d}T{when.hour:02d}:"
+            f"{when.minute:02d}:{when.second:02d}.{when.microsecond:06d}Z")
 
 
 def _filter_args(session: Any, status: Any, query: Any, since: Any, until: Any) -> list[str]:

@@ -61,18 +61,29 @@ class State:
         absolute, quoted for a shell: for a command printed for the user to
         run next (``facts``' next page), which lists the same store wherever
         it is run.  With neither --project nor --store, the working directory
-        chose the project: it is named as --project."""
+        chose the project: it is named as --project; and a config directory
+        that LECODE_CONFIG_DIR or XDG_CONFIG_HOME chose for it is named as
+        --config-dir (before 2026-12-07 left out: the command run in another
+        environment listed another store)."""
         import shlex
 
         project = self.project
+        config = self.config_dir_option or None
         if project is None and self.store_option is None:
             try:
                 project = os.getcwd()
             except OSError:     # (deleted meanwhile: no store was found there either)
                 project = None
+        if config is None and self.store_option is None:
+            try:
+                chosen = self.config_dir()
+            except Exception:  # noqa: BLE001 - (no store was found with it either)
+                chosen = None
+            if chosen is not None and chosen.source in ("LECODE_CONFIG_DIR", "XDG_CONFIG_HOME"):
+                config = str(chosen.path)
         return [f"{name} {shlex.quote(value if name == '--slug' else os.path.abspath(value))}"
                 for name, value in (
-                    ("--config-dir", self.config_dir_option), ("--project", project),
+                    ("--config-dir", config), ("--project", project),
                     ("--store", self.store_option), ("--slug", self.slug_option))
                 if value is not None]
 

@@ -5,6 +5,9 @@ next-page hint; --sort, --offset/--limit, --since/--until values."""
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import orjson
 import pytest
 
@@ -164,3 +167,25 @@ def test_the_next_page_hint_names_the_same_list(demo_template, tmp_path):
     r2 = run_cli(*args[1:], env={"LECODE_CONFIG_DIR": str(tmp_path / "other")})
     assert r2.exit_code == 0, r2.stderr
     assert "facts 2-2" in r2.stdout, r2.stdout
+
+
+# ------------------------------------------------- sessions: invalid_ref documented
+
+
+def test_a_file_name_that_is_no_session_id_is_documented(demo_template, tmp_path):
+    """A transcript named 'bad name.jsonl' is listed refused, reason
+    invalid_ref; the reason is named where the others are."""
+    store = copy_demo(demo_template, tmp_path / "d")
+    shutil.copy(store / "sessions" / "demo-beta.jsonl", store / "sessions" / "bad name.jsonl")
+    r = run_cli("--store", str(store), "--no-state", "sessions", "--format", "jsonl")
+    rows = [orjson.loads(ln) for ln in r.stdout.splitlines()]
+    bad = [x for x in rows if x["id"] == "bad name"]
+    assert [(x["state"], x["reason"]) for x in bad] == [("refused", "invalid_ref")], rows
+    r = run_cli("sessions", "--help")
+    assert "invalid_ref" in r.stdout
+    from lecode_memctl.core.rowtables import SESSION
+
+    assert "invalid_ref" in next(f.doc for f in SESSION.fields if f.name == "reason")
+    root = Path(__file__).resolve().parent.parent
+    for doc in ("docs/OUTPUT.md", "docs/FORMAT.md"):
+        assert "invalid_ref" in (root / doc).read_text(), doc

@@ -50,7 +50,8 @@ is normal while lecode runs and hides nothing before it); corrupt
 (with the kind: not_json, not_object, no_seq, invalid_utf8, seq_gap,
 seq_duplicate, seq_regression, or too_large: valid JSON too large for the
 memory at hand or nested too deeply to parse); refused (refused_symlink, refused_header,
-refused_project); unreadable.
+refused_project, or invalid_ref: a *.jsonl whose name is not a valid
+session id, listed under that name and never opened); unreadable.
 """)
 def sessions(
     json_: JsonOpt = False,

@@ -5,6 +5,7 @@ next-page hint; --sort, --offset/--limit, --since/--until values."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -189,3 +190,32 @@ def test_a_file_name_that_is_no_session_id_is_documented(demo_template, tmp_path
     root = Path(__file__).resolve().parent.parent
     for doc in ("docs/OUTPUT.md", "docs/FORMAT.md"):
         assert "invalid_ref" in (root / doc).read_text(), doc
+
+
+# ------------------------------------------------- projects: entries that are no directory
+
+
+def test_projects_lists_every_entry(tmp_path):
+    """A file or FIFO where a store should be is a row (kind
+    not_a_directory, its file kind in facts_error as a link's is), as
+    validate --all-projects reports it; it was left out."""
+    mem = tmp_path / "C" / "memory"
+    mem.mkdir(parents=True)
+    (mem / "app-0123456789ab").write_text("x\n")
+    os.mkfifo(mem / "fifo-0123456789ab")
+    (mem / "link-0123456789ab").symlink_to("/nowhere")
+    (mem / "dir-0123456789ab").mkdir()
+    r = run_cli("--config-dir", str(tmp_path / "C"), "projects", "--json")
+    assert r.exit_code == 0, r.stderr
+    rows = {x["slug"]: x for x in orjson.loads(r.stdout)}
+    assert sorted(rows) == ["app-0123456789ab", "dir-0123456789ab", "fifo-0123456789ab",
+                            "link-0123456789ab"], rows
+    assert rows["dir-0123456789ab"]["kind"] == "unclaimed"
+    assert rows["link-0123456789ab"]["kind"] == "symlink"
+    for name, what in (("app-0123456789ab", "a regular file"), ("fifo-0123456789ab", "a FIFO")):
+        row = rows[name]
+        assert row["kind"] == "not_a_directory", row
+        assert row["facts_error"] == f"the store is {what}, not a directory", row
+        assert (row["root"], row["sessions"], row["facts"]) == (None, 0, None), row
+    r = run_cli("--config-dir", str(tmp_path / "C"), "projects", "-f", "csv")
+    assert r.stdout.count("not_a_directory") == 2, r.stdout

@@ -32,26 +32,40 @@ from .layout import (
 @record(frozen=True)
 class StoreEntry:
     """One store under ``<config>/memory/``: a real directory, or a symbolic
-    link in a store's place (never followed)."""
+    link in a store's place (never followed); with ``store_entries(every=True)``
+    also anything else there, ``other`` saying what (``"a regular file"``,
+    ``"a FIFO"``, ..., or ``"cannot stat: ..."``)."""
 
     name: str
     path: Path
     is_link: bool
+    other: str | None = None    # not a directory nor a link: what it is instead
 
 
-def store_entries(config_dir: Path) -> list[StoreEntry]:
+def store_entries(config_dir: Path, *, every: bool = False) -> list[StoreEntry]:
     """The directories and symbolic links in ``<config>/memory/``, sorted by
-    name (``lstat`` only; anything else, or an entry that vanished, is left
-    out).  Every listing of stores starts here."""
+    name (``lstat`` only; an entry that vanished is left out, and anything
+    else too unless ``every``: ``projects`` lists each entry, a file or FIFO
+    in a store's place with what it is, as ``validate --all-projects``
+    reports it).  Every listing of stores starts here."""
+    from .atomic import file_kind
+
     root = memory_root(config_dir)
     out = []
     for name in memory_names(config_dir):
         try:
             mode = os.lstat(root / name).st_mode
-        except OSError:
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            if every:
+                out.append(StoreEntry(name, root / name, False,
+                                      f"cannot stat: {exc.strerror or exc}"))
             continue
         if stat.S_ISLNK(mode) or stat.S_ISDIR(mode):
             out.append(StoreEntry(name, root / name, stat.S_ISLNK(mode)))
+        elif every:
+            out.append(StoreEntry(name, root / name, False, file_kind(mode)))
     return out
 
 

@@ -40,7 +40,9 @@ _HEAD_BYTES = 65536
 class ProjectInfo:
     slug: str
     path: str
-    kind: str                   # project, legacy, unclaimed, symlink (migrate.classify_stores)
+    kind: str                   # project, legacy, unclaimed, symlink (migrate.classify_stores),
+                                # not_a_directory (a file, a FIFO, ... in the store's place),
+                                # unreadable (an entry that cannot be looked up)
     root: str | None            # verified root, or None (unknown)
     root_source: str | None     # "session header", "current project", "--root"
     root_exists: bool | None    # None when the root is unknown
@@ -175,7 +177,7 @@ def list_projects(config_dir: Path, *, current: str | os.PathLike[str] | None = 
     """Every store directory under ``<config>/memory/``, sorted by slug.  Reads only."""
     from .migrate import LEGACY_STORE, SYMLINK, classify_stores
 
-    entries = store_entries(config_dir)
+    entries = store_entries(config_dir, every=True)
     candidates: list[tuple[str, str]] = []
     if current is not None:
         try:
@@ -189,7 +191,7 @@ def list_projects(config_dir: Path, *, current: str | os.PathLike[str] | None = 
     ids_by: dict[str, list[str]] = {}
     source: str | None                    # how a store's root was found; None: not found
     for e in entries:
-        if e.is_link:
+        if e.is_link or e.other is not None:
             continue
         n, p = e.name, e.path
         ids = session_ids(p / SESSIONS_DIR, unlistable_ok=True)   # counts for a listing
@@ -216,6 +218,17 @@ def list_projects(config_dir: Path, *, current: str | os.PathLike[str] | None = 
             out.append(ProjectInfo(n, str(p), "symlink", None, None, None, None, None, False,
                                    0, None, "the store is a symbolic link; not followed",
                                    0, 0, None))
+            continue
+        if e.other is not None:
+            # (before 2026-12-07 left out; validate --all-projects reports it)
+            # (one that cannot be looked up, in a memory/ that cannot be
+            # searched, is of a kind not known: unreadable)
+            lost = e.other.startswith("cannot stat: ")
+            why = (f"the store cannot be looked up ({e.other})" if lost
+                   else f"the store is {e.other}, not a directory")
+            out.append(ProjectInfo(n, str(p), "unreadable" if lost else "not_a_directory",
+                                   None, None, None, None, None, False, 0, None, why, 0, 0,
+                                   None))
             continue
         size, files, newest, markdown = _walk(p)
         ids = ids_by.get(n, [])

@@ -206,7 +206,9 @@ PROJECT = RowModel("projects", "project", "One store under <config dir>/memory/.
     _t('"project"'),
     Field("slug", "string", "the store's directory name"),
     Field("path", "string", "absolute path of the store"),
-    Field("kind", "string", "project, legacy, unclaimed or symlink"),
+    Field("kind", "string", "project, legacy, unclaimed, symlink, not_a_directory (a file, a "
+          "FIFO, ... in the store's place: facts_error says which) or unreadable (an entry "
+          "that cannot be looked up)"),
     Field("root", "string", "the verified project root", True),
     Field("root_source", "string", "how the root was found", True),
     Field("root_exists", "boolean", "whether the root still exists (null: unknown)", True),

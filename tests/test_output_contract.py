@@ -143,7 +143,7 @@ def test_every_time_is_rfc3339_utc_z(built):
     assert times and all(isinstance(t, str) and re.match(TIME_PATTERN, t) for t in times), times
 
 
-def test_machine_formats_give_every_fact(built):
+def test_machine_formats_give_every_fact(built, config_dir):
     project, _store, ids = built
     r = cli(project, "facts", "--format", "jsonl")
     assert [orjson.loads(x)["fact_id"] for x in r.stdout_bytes.splitlines()] == ids
@@ -162,7 +162,8 @@ def test_machine_formats_give_every_fact(built):
     # the table stays the agent's page, the next page on stderr
     r = cli(project, "facts")
     assert sum(1 for ln in r.stdout.splitlines() if ln[:16] in ids) == 20
-    assert f"memctl --project {project} facts --offset 20" in r.stderr
+    # (--config-dir: LECODE_CONFIG_DIR, set by the suite, chose it)
+    assert f"memctl --config-dir {config_dir} --project {project} facts --offset 20" in r.stderr
     assert "--offset" not in r.stdout
 
 

@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from .builders import copy_demo
-from .conftest import run_cli
+from .conftest import run_cli, run_proc
 
 # ------------------------------------------------- facts: total without a database
 
@@ -219,3 +219,33 @@ def test_projects_lists_every_entry(tmp_path):
         assert (row["root"], row["sessions"], row["facts"]) == (None, 0, None), row
     r = run_cli("--config-dir", str(tmp_path / "C"), "projects", "-f", "csv")
     assert r.stdout.count("not_a_directory") == 2, r.stdout
+
+
+# ------------------------------------------------- projects: a legacy store and its project
+
+
+def test_a_legacy_store_gives_its_project_the_root(tmp_path):
+    """A legacy store's header names a directory inside the project: the
+    legacy row keeps that directory in legacy_directory alone (it is no
+    project root), and the project's row takes the verified root that
+    legacy_of names (it had root null, root_exists null)."""
+    from lecode_memctl.core.demo import build_demo
+
+    demo = build_demo(tmp_path / "D")
+    src = demo.project / "src"
+    legacy = next(p for p in (demo.config_dir / "memory").iterdir() if p.name.startswith("src-"))
+    (legacy / "sessions").mkdir(exist_ok=True)
+    head = {"seq": 0, "type": "session", "format": 1, "session_id": "old-1",
+            "project": legacy.name, "created": "2026-11-01T09:00:00+00:00", "cwd": str(src)}
+    (legacy / "sessions" / "old-1.jsonl").write_bytes(orjson.dumps(head) + b"\n")
+    r = run_proc("--config-dir", str(demo.config_dir), "projects", "--json", cwd="/")
+    assert r.returncode == 0, r.stderr
+    rows = {x["slug"]: x for x in orjson.loads(r.stdout)}
+    old = rows[legacy.name]
+    assert old["kind"] == "legacy", old
+    assert (old["root"], old["root_source"], old["root_exists"]) == (None, None, None), old
+    assert old["legacy_of"] == str(demo.project) and old["legacy_directory"] == str(src), old
+    proj = rows[demo.store.path.name]
+    assert proj["kind"] == "project", proj
+    assert (proj["root"], proj["root_exists"]) == (str(demo.project), True), proj
+    assert proj["root_source"] == "session header", proj

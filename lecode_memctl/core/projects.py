@@ -12,8 +12,10 @@ project, and roots the user names (``--root``).  Otherwise the root is
 Whether a store looks like a legacy cwd-scoped store of another project
 comes from :func:`lecode_memctl.core.migrate.classify_stores` run against the
 verified roots (a store whose slug is the slug of a directory inside one of
-those projects); a store nobody claims that holds Markdown but no sessions
-and no facts database is flagged ``possibly_legacy``.
+those projects: its row's root is null, the directory its legacy_directory,
+and the project's row takes the root that legacy_of names); a store nobody
+claims that holds Markdown but no sessions and no facts database is flagged
+``possibly_legacy``.
 """
 
 from __future__ import annotations
@@ -172,10 +174,22 @@ def _count_facts(path: Path) -> tuple[int | None, str | None]:
         fs.close()
 
 
+def _source_of(root: Path, found: dict[str, tuple[str, str]]) -> str | None:
+    """How the path that led ``classify_stores`` to the project ``root`` was
+    found: the source of the first verified path whose project it is."""
+    for cand, source in found.values():
+        try:
+            if resolve_project(os.path.realpath(cand)).root == root:
+                return source
+        except Exception:  # noqa: BLE001 - a vanished candidate is just not it
+            continue
+    return None
+
+
 def list_projects(config_dir: Path, *, current: str | os.PathLike[str] | None = None,
                   roots: Iterable[str | os.PathLike[str]] = ()) -> list[ProjectInfo]:
     """Every store directory under ``<config>/memory/``, sorted by slug.  Reads only."""
-    from .migrate import LEGACY_STORE, SYMLINK, classify_stores
+    from .migrate import LEGACY_STORE, PROJECT_STORE, SYMLINK, classify_stores
 
     entries = store_entries(config_dir, every=True)
     candidates: list[tuple[str, str]] = []
@@ -241,6 +255,14 @@ def list_projects(config_dir: Path, *, current: str | os.PathLike[str] | None = 
             if c.kind == LEGACY_STORE:
                 legacy_of = str(c.root) if c.root else None
                 legacy_dir = str(c.directory) if c.directory else None
+                # the directory that verified its slug is no project root:
+                # it is legacy_directory alone (before 2026-12-07 also the
+                # row's root, while its project's row had none)
+                root = source = None
+            elif c.kind == PROJECT_STORE and root is None and c.root is not None:
+                # the project of a directory another store's header named
+                # (a legacy store's): the root classify_stores verified
+                root, source = str(c.root), _source_of(c.root, found)
         if root and kind == "unclaimed":
             kind = "project"
         if kind not in ("project", "legacy", "unclaimed", "symlink"):

@@ -209,8 +209,10 @@ PROJECT = RowModel("projects", "project", "One store under <config dir>/memory/.
     Field("kind", "string", "project, legacy, unclaimed, symlink, not_a_directory (a file, a "
           "FIFO, ... in the store's place: facts_error says which) or unreadable (an entry "
           "that cannot be looked up)"),
-    Field("root", "string", "the verified project root", True),
-    Field("root_source", "string", "how the root was found", True),
+    Field("root", "string", "the verified project root (null when unknown, and for a legacy "
+          "store, whose directory is legacy_directory)", True),
+    Field("root_source", "string", "how the root was found: session header (the store's own "
+          "or, for its project's row, a legacy store's), current project or --root", True),
     Field("root_exists", "boolean", "whether the root still exists (null: unknown)", True),
     Field("legacy_of", "string", "the project a legacy store belongs to", True),
     Field("legacy_directory", "string", "the directory a legacy store was kept for", True),

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
@@ -249,3 +251,50 @@ def test_a_legacy_store_gives_its_project_the_root(tmp_path):
     assert proj["kind"] == "project", proj
     assert (proj["root"], proj["root_exists"]) == (str(demo.project), True), proj
     assert proj["root_source"] == "session header", proj
+
+
+# ------------------------------------------------- projects: a part it could not list
+
+
+_DROP = ["--inh-caps=-dac_override,-dac_read_search",
+         "--bounding-set=-dac_override,-dac_read_search"]
+
+
+def _projects_without_dac(cfg: Path) -> subprocess.CompletedProcess:
+    """``memctl --config-dir CFG projects --json`` as a user the modes hold
+    back (root without the DAC capabilities)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    cmd = [sys.executable, "-m", "lecode_memctl", "--config-dir", str(cfg), "projects", "--json"]
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("setpriv is missing: cannot drop the DAC capabilities")
+        cmd = ["setpriv", *_DROP, *cmd]
+    return subprocess.run(cmd, capture_output=True, env=env, timeout=60, cwd="/")
+
+
+@pytest.mark.parametrize("part", ["notes", "sessions"])
+def test_a_part_that_cannot_be_listed_is_not_counted_low(demo_template, tmp_path, part):
+    """notes/ or sessions/ of mode 000: size and files are null (not known),
+    and sessions too for sessions/, never a silent undercount (sessions 0,
+    size 0, files 0 before)."""
+    store = copy_demo(demo_template, tmp_path / "d")
+    cfg = store.parent.parent
+    r = _projects_without_dac(cfg)
+    assert r.returncode == 0, r.stderr
+    whole = {x["slug"]: x for x in orjson.loads(r.stdout)}[store.name]
+    assert whole["size"] and whole["files"] and whole["sessions"] == 3, whole
+    (store / part).chmod(0)
+    try:
+        r = _projects_without_dac(cfg)
+        probe = subprocess.run(["setpriv", *_DROP, "ls", str(store / part)],
+                               capture_output=True) if os.geteuid() == 0 else None
+    finally:
+        (store / part).chmod(0o700)
+    if probe is not None and probe.returncode == 0:
+        pytest.skip("the DAC capabilities could not be dropped here")
+    assert r.returncode == 0, r.stderr
+    row = {x["slug"]: x for x in orjson.loads(r.stdout)}[store.name]
+    assert (row["size"], row["files"]) == (None, None), row
+    assert row["sessions"] == (None if part == "sessions" else 3), row
+    assert row["facts"] == whole["facts"], row

@@ -716,7 +716,9 @@ def projects(
     "root", "root_source", "root_exists", "legacy_of", "legacy_directory",
     "possibly_legacy", "sessions", "facts", "facts_error", "size", "files",
     "last_activity"}, the same fields in every format; root and root_exists
-    are null when unknown, facts is null when the database cannot be read.
+    are null when unknown, facts is null when the database cannot be read,
+    sessions when sessions/ cannot be listed, size and files when any
+    directory of the store cannot be (? in a table: never a count too low).
     """
     from lecode_memctl.core.projects import list_projects
     from lecode_memctl.core.rowmodel import PROJECT
@@ -757,4 +759,6 @@ def _project_display(d: dict) -> dict:
     return {**d, "kind": kind, "root": d["root"] or "unknown",
             "root_exists": "?" if d["root_exists"] is None else d["root_exists"],
             "facts": "?" if d["facts"] is None else d["facts"],
+            "sessions": "?" if d["sessions"] is None else d["sessions"],
+            "size": "?" if d["size"] is None else d["size"],
             "last_activity": d["last_activity"] or "-"}

@@ -30,6 +30,7 @@ import orjson
 
 from ._record import record
 from .atomic import open_in_dir
+from .errors import StoreCorrupt
 from .identity import resolve_project, slug
 from .inventory import store_entries
 from .layout import FACTS_DB, SESSIONS_DIR, session_ids
@@ -51,11 +52,11 @@ class ProjectInfo:
     legacy_of: str | None       # kind legacy: the project root that claims it
     legacy_directory: str | None
     possibly_legacy: bool       # unclaimed, Markdown only (no sessions, no facts database)
-    sessions: int
+    sessions: int | None        # None when sessions/ cannot be listed (not known)
     facts: int | None           # 0 without a database; None when the database is unreadable
     facts_error: str | None
-    size: int                   # bytes of regular files in the store
-    files: int
+    size: int | None            # bytes of regular files in the store; None (not known)
+    files: int | None           # when a directory of it cannot be listed, or a file stat'ed
     last_activity: str | None   # newest mtime of any file, RFC 3339 UTC (rowmodel.utc_time)
 
     def to_json(self) -> dict[str, Any]:
@@ -72,23 +73,36 @@ def _iso(ts: float | None) -> str | None:
     return utc_time(ts)
 
 
-def _walk(path: Path) -> tuple[int, int, float | None, bool]:
-    """(bytes, files, newest mtime, has Markdown) without following symlinks."""
+def _walk(path: Path) -> tuple[int, int, float | None, bool, bool]:
+    """(bytes, files, newest mtime, has Markdown, complete) without following
+    symlinks; ``complete`` is False when a directory could not be listed or
+    an entry looked up (the counts are then too low: before 2026-12-07 they
+    were reported so, as if whole)."""
     size = files = 0
     newest: float | None = None
     markdown = False
+    complete = True
     stack = [path]
     while stack:
         d = stack.pop()
         try:
             with os.scandir(d) as it:
                 entries = list(it)
+        except FileNotFoundError:
+            if d != path:       # (removed meanwhile: nothing there to count)
+                continue
+            complete = False
+            continue
         except OSError:
+            complete = False
             continue
         for e in entries:
             try:
                 st = e.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue
             except OSError:
+                complete = False
                 continue
             if stat.S_ISDIR(st.st_mode):
                 stack.append(Path(e.path))
@@ -98,7 +112,7 @@ def _walk(path: Path) -> tuple[int, int, float | None, bool]:
                 newest = st.st_mtime if newest is None else max(newest, st.st_mtime)
                 if e.name.endswith(".md"):
                     markdown = True
-    return size, files, newest, markdown
+    return size, files, newest, markdown, complete
 
 
 def _header_roots(store: Path, ids: list[str], limit: int = 50) -> list[str]:
@@ -202,15 +216,18 @@ def list_projects(config_dir: Path, *, current: str | os.PathLike[str] | None = 
         candidates.append((os.path.abspath(os.fspath(r)), "--root"))
     # First pass: verified roots per store (header candidates first).
     found: dict[str, tuple[str, str]] = {}
-    ids_by: dict[str, list[str]] = {}
+    ids_by: dict[str, list[str] | None] = {}
     source: str | None                    # how a store's root was found; None: not found
     for e in entries:
         if e.is_link or e.other is not None:
             continue
         n, p = e.name, e.path
-        ids = session_ids(p / SESSIONS_DIR, unlistable_ok=True)   # counts for a listing
+        try:
+            ids: list[str] | None = session_ids(p / SESSIONS_DIR)
+        except StoreCorrupt:    # (sessions/ cannot be listed: the count is not known)
+            ids = None
         ids_by[n] = ids
-        for cand in _header_roots(p, ids):
+        for cand in _header_roots(p, ids or []):
             root = _verify_root(cand, n)
             if root:
                 found[n] = (root, "session header")
@@ -244,8 +261,12 @@ def list_projects(config_dir: Path, *, current: str | os.PathLike[str] | None = 
                                    None, None, None, None, None, False, 0, None, why, 0, 0,
                                    None))
             continue
-        size, files, newest, markdown = _walk(p)
-        ids = ids_by.get(n, [])
+        size_: int | None
+        files_: int | None
+        size_, files_, newest, markdown, complete = _walk(p)
+        if not complete:
+            size_ = files_ = None
+        ids = ids_by.get(n)
         facts, ferr = _count_facts(p)
         root, source = found.get(n, (None, None))
         kind = "unclaimed"
@@ -268,12 +289,13 @@ def list_projects(config_dir: Path, *, current: str | os.PathLike[str] | None = 
         if kind not in ("project", "legacy", "unclaimed", "symlink"):
             kind = "project" if root else "unclaimed"
         has_db = os.path.lexists(p / FACTS_DB)
-        possibly_legacy = kind == "unclaimed" and markdown and not ids and not has_db
+        possibly_legacy = (kind == "unclaimed" and markdown and ids is not None and not ids
+                           and not has_db)
         out.append(ProjectInfo(
             n, str(p), kind, root, source,
             None if root is None else os.path.isdir(root),
-            legacy_of, legacy_dir, possibly_legacy, len(ids), facts, ferr, size, files,
-            _iso(newest)))
+            legacy_of, legacy_dir, possibly_legacy, None if ids is None else len(ids), facts,
+            ferr, size_, files_, _iso(newest)))
     return out
 
 

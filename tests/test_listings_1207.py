@@ -90,6 +90,22 @@ def test_counts_take_ascii_digits_only(demo_template, tmp_path, cmd, opt, value)
     assert f"Invalid value for '{opt}'" in r.stderr and "ASCII digits" in r.stderr, r.stderr
 
 
+@pytest.mark.parametrize("argv", [
+    ["read", "demo-alpha", "1", "7", "--limit", "٥"], ["read", "demo-alpha", "1", "7", "--offset", "+1"],
+    ["recall", "0fae3f4a2974d11f", "--offset", "1_0"], ["grep", "x", "-m", "٣"],
+    ["grep", "x", "-C", "+1"], ["search", "x", "-n", "５"], ["secrets", "-j", "٢"],
+    ["redact", "--dry-run", "--session", "demo-alpha", "--seq", "٣"],
+    ["correct", "0fae3f4a2974d11f", "١", "demo-alpha:1", "text"]])
+def test_every_count_and_position_takes_ascii_digits_only(demo_template, tmp_path, argv):
+    """The other counts too (the review fixed the listings' first; read's,
+    recall's, grep's -m/-C, search's -n, --jobs, redact's --seq and
+    correct's REVISION still read what int() reads until then)."""
+    store = copy_demo(demo_template, tmp_path / "d")
+    r = run_cli("--store", str(store), "--no-state", *argv)
+    assert r.exit_code == 2, (r.exit_code, r.stdout, r.stderr)
+    assert "ASCII digits" in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize(("opt", "value", "code"), [
     ("--offset", "0", 0), ("--offset", "007", 0), ("--limit", "1", 0),
     ("--limit", "0", 2), ("--offset", str((1 << 63) - 1), 0),

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from .completion import FACT_STATUSES, complete_fact_id, complete_fact_status, complete_session_id
-from .options import MAX_COUNT, FormatOpt, JsonOpt, LockWaitOpt, count_type
+from .options import FormatOpt, JsonOpt, LockWaitOpt, count_type
 from .registry import command
 from .state import (
     STATE,
@@ -516,10 +516,10 @@ Examples:
 """)
 def recall(
     fact_id: FactIdArg,
-    offset: Annotated[int, typer.Option("--offset", min=0, max=MAX_COUNT, metavar="N",
+    offset: Annotated[int, typer.Option("--offset", click_type=count_type(0), metavar="N",
                                         help="Character offset into source_text (pass "
                                              "next_offset back).")] = 0,
-    limit: Annotated[int, typer.Option("--limit", min=1, max=MAX_COUNT, metavar="N",
+    limit: Annotated[int, typer.Option("--limit", click_type=count_type(1), metavar="N",
                                        help="Characters of source_text per page (default "
                                             "4096, at most 8192).")] = 4096,
     json_: JsonOpt = False,
@@ -713,7 +713,7 @@ Examples:
 """)
 def correct(
     fact_id: FactIdArg,
-    revision: Annotated[int, typer.Argument(metavar="REVISION", min=1,
+    revision: Annotated[int, typer.Argument(metavar="REVISION", click_type=count_type(1),
                                             help="The revision you are correcting (the "
                                                  "current one), checked atomically.")],
     session: Annotated[str, typer.Argument(

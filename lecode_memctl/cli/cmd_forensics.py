@@ -22,7 +22,7 @@ from .completion import (
     complete_secrets_format,
     complete_session_id,
 )
-from .options import MAX_COUNT, JsonOpt, LockWaitOpt, OffsetOpt
+from .options import JsonOpt, LockWaitOpt, OffsetOpt, count_type
 from .registry import command
 from .state import STATE, stdin_is_tty
 
@@ -68,10 +68,10 @@ def grep(
         "--until", metavar="WHEN",
         help="Only records at or before WHEN (a date: the end of that day).")] = None,
     limit: Annotated[int | None, typer.Option(
-        "--limit", "-m", metavar="N", min=1, max=MAX_COUNT, help="Stop after N hits.")] = None,
+        "--limit", "-m", metavar="N", click_type=count_type(1), help="Stop after N hits.")] = None,
     offset: OffsetOpt = None,
     context: Annotated[int, typer.Option(
-        "--context", "-C", metavar="N", min=0, max=100,
+        "--context", "-C", metavar="N", click_type=count_type(0, 100),
         help="N lines of the field's text before and after each hit.")] = 0,
     purpose: Annotated[str, typer.Option(
         "--purpose", metavar="PURPOSE", autocompletion=complete_grep_purpose,
@@ -339,7 +339,7 @@ def secrets(
     quiet: Annotated[bool, typer.Option(
         "--quiet", "-q", help="Print nothing; the exit status is the answer.")] = False,
     jobs: Annotated[int, typer.Option(
-        "--jobs", "-j", metavar="N", min=0,
+        "--jobs", "-j", metavar="N", click_type=count_type(0),
         help="Worker processes for scanning a store whose files hold 1 MiB or more "
              "(default 0: one per available CPU; a smaller store is scanned in one).")] = 0,
     json_: JsonOpt = False,
@@ -509,8 +509,8 @@ def redact(
         "--session", metavar="ID", autocompletion=complete_session_id,
         help="Only findings in this session (repeatable).")] = None,
     seq: Annotated[list[int] | None, typer.Option(
-        "--seq", metavar="N", min=0, help="Only findings in the record at seq N (repeatable; "
-                                          "with --session).")] = None,
+        "--seq", metavar="N", click_type=count_type(0),
+        help="Only findings in the record at seq N (repeatable; with --session).")] = None,
     detector: Annotated[list[str] | None, typer.Option(
         "--detector", metavar="NAME", autocompletion=complete_detector,
         help="Only findings of this detector, e.g. aws-access-key (repeatable).")] = None,
@@ -522,7 +522,7 @@ def redact(
         help="Hashes of values to leave alone (as for 'memctl secrets').")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; write nothing.")] = False,
     jobs: Annotated[int, typer.Option(
-        "--jobs", "-j", metavar="N", min=0,
+        "--jobs", "-j", metavar="N", click_type=count_type(0),
         help="Worker processes for scanning a store whose files hold 1 MiB or more "
              "(default 0: one per available CPU; a smaller store is scanned in one).")] = 0,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,

@@ -12,7 +12,7 @@ from .completion import (
     complete_note_name,
     complete_search_format,
 )
-from .options import MAX_COUNT, FormatOpt, JsonOpt, LimitOpt, OffsetOpt, sort_option
+from .options import FormatOpt, JsonOpt, LimitOpt, OffsetOpt, count_type, sort_option
 from .registry import command
 from .state import STATE
 
@@ -210,7 +210,7 @@ def search(
     pattern: Annotated[str, typer.Argument(
         metavar="PATTERN", help="A Python regular expression, matched against each line.")],
     limit: Annotated[int | None, typer.Option(
-        "--limit", "-n", metavar="N", min=1, max=MAX_COUNT,
+        "--limit", "-n", metavar="N", click_type=count_type(1),
         help="Stop after N hits (default: 50 in the text listing, every hit in json, jsonl, "
              "csv and tsv).")] = None,
     offset: OffsetOpt = None,

@@ -7,7 +7,6 @@ import typer
 
 from .completion import complete_session_id
 from .options import (
-    MAX_COUNT,
     FormatOpt,
     JsonOpt,
     LimitOpt,
@@ -15,6 +14,7 @@ from .options import (
     OffsetOpt,
     SinceOpt,
     UntilOpt,
+    count_type,
     sort_option,
 )
 from .registry import command
@@ -138,10 +138,10 @@ def read(
         metavar="END", help="Last seq (inclusive; ASCII digits); at most 200 positions "
         "from START.", show_default=False)] = None,
     offset: Annotated[int, typer.Option(
-        "--offset", min=0, max=MAX_COUNT, metavar="N", help="Character offset into source_text (the "
+        "--offset", click_type=count_type(0), metavar="N", help="Character offset into source_text (the "
         "previous page's next_offset).")] = 0,
     limit: Annotated[int, typer.Option(
-        "--limit", min=1, max=MAX_COUNT, metavar="N", help="Page size in characters (clamped to 8192; "
+        "--limit", click_type=count_type(1), metavar="N", help="Page size in characters (clamped to 8192; "
         "smaller when JSON escaping needs it).")] = 4096,
     text: Annotated[bool, typer.Option(
         "--text", help="The whole range as a transcript to read: role-labelled, wrapped "

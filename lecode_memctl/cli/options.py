@@ -108,9 +108,10 @@ MAX_COUNT = (1 << 63) - 1
 
 
 
-def count_type(low: int) -> Any:
-    """The type of --offset and --limit (and facts' own): ASCII digits only,
-    from ``low`` to :data:`MAX_COUNT`, exit 2 otherwise.  click's int range
+def count_type(low: int, high: int | None = None) -> Any:
+    """The type of every count and position option (--offset, --limit, -m,
+    -C, --jobs, --seq, correct's REVISION): ASCII digits only, from ``low``
+    to ``high`` (default :data:`MAX_COUNT`), exit 2 otherwise.  click's int range
     reads what int() reads: other scripts' digits (٥, ５), ``_``, a sign,
     spaces (before 2026-12-07 all accepted; ``read``'s START and END take
     ASCII digits only, as here).  A number of too many digits is out of
@@ -129,7 +130,7 @@ def count_type(low: int) -> Any:
                               f"{self._describe_range()}.", param, ctx)
             return super().convert(value, param, ctx)
 
-    return Count(low, MAX_COUNT)
+    return Count(low, MAX_COUNT if high is None else high)
 
 
 OffsetOpt = Annotated[int | None, typer.Option(

@@ -60,6 +60,15 @@ def test_a_file_is_no_project(tmp_path, cmd):
     assert f"--project {f}: not a directory" in r.stderr
 
 
+
+def test_where_path_is_a_directory_too(tmp_path):
+    f = tmp_path / "passwd"
+    f.write_text("x\n")
+    r = run_cli("--config-dir", str(tmp_path / "D"), "where", str(f))
+    assert r.exit_code == 2 and f"PATH {f}: not a directory" in r.stderr, (r.exit_code, r.stderr)
+    r = run_cli("--config-dir", str(tmp_path / "D"), "where", str(tmp_path / "none"))
+    assert r.exit_code == 3 and "no such directory" in r.stderr, (r.exit_code, r.stderr)
+
 # ------------------------------------------------- an empty --sort
 
 

@@ -158,12 +158,7 @@ class State:
         error, exit 2 (before 2026-12-07 the file was taken as the project
         root)."""
         if self.project:
-            path = existing_path("--project", self.project)
-            if not os.path.isdir(path):
-                from lecode_memctl.core.errors import UsageError
-
-                raise UsageError(f"--project {path}: not a directory")
-            return Path(path)
+            return Path(existing_path("--project", self.project))
         from lecode_memctl.core.identity import working_directory
 
         return Path(working_directory())
@@ -255,12 +250,17 @@ def path_option(option: str, value: str | None) -> str | None:
 def existing_path(option: str, value: str) -> str:
     """A project path given as ``option`` (``--project``, ``where``'s PATH):
     an empty one is a usage error (:func:`path_option`); a missing one is
-    NotFound (exit 3), never a project made up for it."""
-    from lecode_memctl.core.errors import NotFound
+    NotFound (exit 3), never a project made up for it; one that is there
+    but no directory (a regular file) is a usage error, exit 2 (before
+    2026-12-07 the file was taken as the project root, by ``where PATH``
+    too)."""
+    from lecode_memctl.core.errors import NotFound, UsageError
 
     path_option(option, value)
     if not os.path.exists(value):
         raise NotFound(f"{option} {value}: no such directory")
+    if not os.path.isdir(value):
+        raise UsageError(f"{option} {value}: not a directory")
     return value
 
 

@@ -49,25 +49,34 @@ def test_projects_refuses_a_missing_project(tmp_path):
     assert f"--project {tmp_path / 'nope'}: no such directory" in r.stderr
 
 
-@pytest.mark.parametrize("cmd", [("where", "--json"), ("facts",), ("projects",)])
-def test_a_file_is_no_project(tmp_path, cmd):
-    """--project names a directory: a regular file is exit 2, 'not a
-    directory' (where gave the file as the project root, exit 0)."""
-    f = tmp_path / "passwd"
-    f.write_text("x\n")
-    r = run_cli("--config-dir", str(tmp_path / "D"), "--project", str(f), *cmd)
-    assert r.exit_code == 2, (r.exit_code, r.stdout, r.stderr)
-    assert f"--project {f}: not a directory" in r.stderr
+@pytest.mark.parametrize("via", ["--project", "where"])
+def test_a_file_stands_for_its_directory(tmp_path, via):
+    """--project and where's PATH name the project that contains them: a
+    file is in its directory's project (outside a Git checkout the file
+    itself was taken as the project root: root /etc/passwd, exit 0; a
+    review's first fix refused it, which a code review found refused a
+    file inside a checkout that had worked)."""
+    import subprocess as sp
 
-
-
-def test_where_path_is_a_directory_too(tmp_path):
-    f = tmp_path / "passwd"
-    f.write_text("x\n")
-    r = run_cli("--config-dir", str(tmp_path / "D"), "where", str(f))
-    assert r.exit_code == 2 and f"PATH {f}: not a directory" in r.stderr, (r.exit_code, r.stderr)
-    r = run_cli("--config-dir", str(tmp_path / "D"), "where", str(tmp_path / "none"))
+    repo = tmp_path / "repo"
+    (repo / "src").mkdir(parents=True)
+    sp.run(["git", "init", "-q", str(repo)], check=True)
+    inside = repo / "src" / "main.py"
+    inside.write_text("x\n")
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    (loose / "passwd").write_text("x\n")
+    for path, root in ((inside, repo), (loose / "passwd", loose)):
+        args = (["--project", str(path), "where", "--json"] if via == "--project"
+                else ["where", str(path), "--json"])
+        r = run_cli("--config-dir", str(tmp_path / "D"), *args)
+        assert r.exit_code == 0, (r.exit_code, r.stderr)
+        assert orjson.loads(r.stdout)["root"] == str(root.resolve())
+    args = (["--project", str(tmp_path / "none"), "where"] if via == "--project"
+            else ["where", str(tmp_path / "none")])
+    r = run_cli("--config-dir", str(tmp_path / "D"), *args)
     assert r.exit_code == 3 and "no such directory" in r.stderr, (r.exit_code, r.stderr)
+
 
 # ------------------------------------------------- an empty --sort
 
@@ -197,6 +206,44 @@ def test_the_next_page_hint_names_the_same_list(demo_template, tmp_path):
     assert "facts 2-2" in r2.stdout, r2.stdout
 
 
+def test_the_hint_names_a_config_dir_home_chose_and_is_one_shell_word_each(demo_template,
+                                                                           tmp_path):
+    """A code review: a config directory chosen through HOME was left out of
+    the hint (run with LECODE_CONFIG_DIR set it listed another store); a
+    path holding an escape, a newline or a byte that is not UTF-8 was
+    printed raw.  Each value is now one word bash reads back to its bytes."""
+    import subprocess as sp
+
+    home = tmp_path / "h\x1b[31m\nx\xff".encode("latin-1").decode("utf-8", "surrogateescape")
+    cfg = Path(home) / ".config" / "lecode"
+    shutil.copytree(demo_template.config_dir, cfg, symlinks=True)
+    env = {"HOME": str(home), "LECODE_CONFIG_DIR": "", "XDG_CONFIG_HOME": ""}
+    r = run_cli("--project", str(demo_template.project), "--no-state", "facts", "--limit", "1",
+                env=env)
+    assert r.exit_code == 0, r.stderr
+    (hint,) = [ln for ln in r.stderr.splitlines() if ln.startswith("memctl: more facts: ")]
+    assert "\x1b" not in hint and "\udcff" not in hint and hint.isprintable(), hint
+    assert "--config-dir $'" in hint, hint
+    # bash reads the word back to the directory's bytes
+    word = hint.split("--config-dir ", 1)[1].split(" --project", 1)[0]
+    out = sp.run(["bash", "-c", f"printf %s {word}"], capture_output=True, check=True).stdout
+    assert out == os.fsencode(str(cfg)), (out, word)
+
+
+def test_a_position_of_many_leading_zeros_is_a_number_not_an_internal_error(demo_template,
+                                                                            tmp_path):
+    store = copy_demo(demo_template, tmp_path / "d")
+    z = "0" * 5000 + "1"
+    r = run_cli("--store", str(store), "--no-state", "read", "demo-alpha", "1", z)
+    assert r.exit_code == 0, (r.exit_code, r.stderr)     # 1..1 (exit 70 before)
+    r = run_cli("--store", str(store), "--no-state", "sessions", "--limit", z)
+    assert r.exit_code == 0, (r.exit_code, r.stderr)
+    r = run_cli("--store", str(store), "--no-state", "sessions", "--limit", "9" * 5000)
+    assert r.exit_code == 2 and len(r.stderr) < 300, r.stderr
+    r = run_cli("--store", str(store), "--no-state", "read", "demo-alpha", "1", "9" * 5000)
+    assert r.exit_code == 2 and len(r.stderr) < 300, r.stderr
+
+
 # ------------------------------------------------- sessions: invalid_ref documented
 
 
@@ -215,8 +262,26 @@ def test_a_file_name_that_is_no_session_id_is_documented(demo_template, tmp_path
 
     assert "invalid_ref" in next(f.doc for f in SESSION.fields if f.name == "reason")
     root = Path(__file__).resolve().parent.parent
-    for doc in ("docs/OUTPUT.md", "docs/FORMAT.md"):
-        assert "invalid_ref" in (root / doc).read_text(), doc
+    # (the sentences that say it of a transcript's name: invalid_ref was in
+    # FORMAT.md before, for hidden facts, so a bare name could not fail)
+    said = {"docs/OUTPUT.md": "or invalid_ref, a *.jsonl whose file name is not a valid session id",
+            "docs/FORMAT.md": "is listed under that name, `refused` with the reason `invalid_ref`"}
+    for doc, sentence in said.items():
+        text = " ".join((root / doc).read_text().split())
+        assert sentence in text, doc
+
+
+def test_an_unreadable_session_s_reason_is_documented(demo_template, tmp_path):
+    store = copy_demo(demo_template, tmp_path / "d")
+    (store / "sessions" / "dir-x.jsonl").mkdir()
+    r = run_cli("--store", str(store), "--no-state", "sessions", "--format", "jsonl")
+    rows = [orjson.loads(ln) for ln in r.stdout.splitlines()]
+    assert [(x["state"], x["reason"]) for x in rows if x["id"] == "dir-x"] == [
+        ("unreadable", "session_unreadable")], rows
+    assert "session_unreadable" in " ".join(run_cli("sessions", "--help").stdout.split())
+    from lecode_memctl.core.rowtables import SESSION
+
+    assert "session_unreadable" in next(f.doc for f in SESSION.fields if f.name == "reason")
 
 
 # ------------------------------------------------- projects: entries that are no directory
@@ -243,7 +308,9 @@ def test_projects_lists_every_entry(tmp_path):
         row = rows[name]
         assert row["kind"] == "not_a_directory", row
         assert row["facts_error"] == f"the store is {what}, not a directory", row
-        assert (row["root"], row["sessions"], row["facts"]) == (None, 0, None), row
+        # (not known: null, never a count too low; a code review)
+        assert (row["root"], row["sessions"], row["facts"], row["size"], row["files"]) == \
+            (None, None, None, None, None), row
     r = run_cli("--config-dir", str(tmp_path / "C"), "projects", "-f", "csv")
     assert r.stdout.count("not_a_directory") == 2, r.stdout
 

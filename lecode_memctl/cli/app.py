@@ -61,8 +61,7 @@ def root(
              "empty $LECODE_CONFIG_DIR).")] = None,
     project: Annotated[str | None, typer.Option(  # str: "" is refused, not "." (Path(""))
         "--project", "-C", metavar="PATH",
-        help="Work on the project that contains the directory PATH (default: the current "
-             "directory).")] = None,
+        help="Work on the project that contains PATH (default: the current directory).")] = None,
     store: Annotated[str | None, typer.Option(  # str: "" is refused, not "."
         "--store", metavar="DIR",
         help="Work on a store directory directly (an evidence copy, say), skipping "

@@ -38,7 +38,6 @@ def demo(
     status 0 when every step behaved as described, 1 otherwise.
     """
     import os
-    import shlex
     import shutil
     import sys
     import tempfile
@@ -48,7 +47,7 @@ def demo(
 
     from .main import main as run
     from .output import echo, safe
-    from .state import path_option
+    from .state import path_option, shell_word
 
     into = path_option("--into", into)
     if into is not None:
@@ -63,7 +62,7 @@ def demo(
         keep = True
     else:
         base = Path(tempfile.mkdtemp(prefix="memctl-demo-"))
-    q = shlex.quote
+    q = shell_word
     old_cwd = os.getcwd()
     old_env = os.environ.get("LECODE_CONFIG_DIR")
     ok = True

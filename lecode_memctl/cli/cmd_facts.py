@@ -486,22 +486,21 @@ def _absolute(given: str | None, when: Any) -> str | None:
     the time it meant, RFC 3339 UTC to the microsecond, the window it chose
     (run later, the age would shift it; before 2026-12-07 it was repeated);
     a date or a time as given (already absolute)."""
-    import re
+    from lecode_memctl.core.rowmodel import is_age, micro_time
 
-    if given is None or when is None or not re.fullmatch(r"[0-9]+[smhdw]", given.strip()):
+    if given is None or when is None or not is_age(given):
         return given
-    return (f"{when.year:04d}-{when.month:02d}-{when.day:02d}T{when.hour:02d}:"
-            f"{when.minute:02d}:{when.second:02d}.{when.microsecond:06d}Z")
+    return micro_time(when)
 
 
 def _filter_args(session: Any, status: Any, query: Any, since: Any, until: Any) -> list[str]:
-    import shlex
+    from .state import shell_word
 
     out = []
     for name, v in (("--session", session), ("--status", status), ("--query", query),
                     ("--since", since), ("--until", until)):
         if v is not None:
-            out.append(f"{name} {shlex.quote(v)}")
+            out.append(f"{name} {shell_word(v)}")
     return out
 
 
@@ -627,13 +626,15 @@ def _parse_seq(text: str, what: str) -> int:
     from lecode_memctl.core.errors import UsageError
     from lecode_memctl.core.sourceref import MAX_POSITION
 
-    if not text.isascii() or not text.isdigit():
-        raise UsageError(f"{what} must be a non-negative integer, not {text!r}")
-    # (int() refuses more than 4,300 digits: measured before it is asked)
-    if len(text.lstrip("0")) > 19 or int(text) > MAX_POSITION:
-        shown = text if len(text) <= 40 else f"{text[:20]}...({len(text)} digits)"
-        raise UsageError(f"{what} is too large: {shown}; a position is at most {MAX_POSITION}")
-    return int(text)
+    from .options import parse_count
+
+    got, why = parse_count(text, 0, MAX_POSITION)
+    if got is None:
+        if "not in the range" in why:
+            raise UsageError(f"{what} is too large: {why.split(' is not')[0]}; a position is at "
+                             f"most {MAX_POSITION}")
+        raise UsageError(f"{what} must be a non-negative integer, not {text!r:.60}")
+    return got
 
 
 def parse_evidence(session: str, rest: list[str]) -> tuple[str, int, int, str | None]:

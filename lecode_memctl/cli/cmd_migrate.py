@@ -83,16 +83,16 @@ def _diffs(plan) -> dict:
 
 def _edit_command(name: str) -> str | None:
     """The 'memctl edit' command that opens the project's copy of a store file."""
-    import shlex
+    from .state import shell_word
 
     if name == "MEMORY.md":
         return "memctl edit memory"
     if name == "scratchpad.md":
         return "memctl edit scratchpad"
     if name.startswith("daily/") and name.endswith(".md"):
-        return f"memctl edit log {shlex.quote(name[6:-3])}"
+        return f"memctl edit log {shell_word(name[6:-3])}"
     if name.startswith("notes/") and name.endswith(".md"):
-        return f"memctl edit note {shlex.quote(name[6:-3])}"
+        return f"memctl edit note {shell_word(name[6:-3])}"
     return None
 
 

@@ -51,7 +51,9 @@ is normal while lecode runs and hides nothing before it); corrupt
 seq_duplicate, seq_regression, or too_large: valid JSON too large for the
 memory at hand or nested too deeply to parse); refused (refused_symlink, refused_header,
 refused_project, or invalid_ref: a *.jsonl whose name is not a valid
-session id, listed under that name and never opened); unreadable.
+session id, listed under that name and never opened); unreadable
+(session_unreadable: a directory, a FIFO or a file that cannot be read
+in its place).
 """)
 def sessions(
     json_: JsonOpt = False,

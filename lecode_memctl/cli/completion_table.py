@@ -45,8 +45,8 @@ COMMANDS = (
 #: (option name, help, parameter name, multiple) of every visible root option.
 ROOT_OPTIONS = (
     ('--config-dir', "lecode's config directory (default: $LECODE_CONFIG_DIR, $XDG_CONFIG_HOME/lecode, ~/.config/lecode; empty: the default, as an empty $LECODE_CONFIG_DIR).", 'config_dir', False),
-    ('--project', 'Work on the project that contains the directory PATH (default: the current directory).', 'project', False),
-    ('-C', 'Work on the project that contains the directory PATH (default: the current directory).', 'project', False),
+    ('--project', 'Work on the project that contains PATH (default: the current directory).', 'project', False),
+    ('-C', 'Work on the project that contains PATH (default: the current directory).', 'project', False),
     ('--store', 'Work on a store directory directly (an evidence copy, say), skipping project identity.', 'store', False),
     ('--slug', "With --store: the project slug its transcripts must name (default: the one their headers agree on, else the directory name; 'memctl where' says which).", 'slug', False),
     ('--no-color', 'No colour in output (also: the NO_COLOR environment variable).', 'no_color', False),

@@ -108,29 +108,49 @@ MAX_COUNT = (1 << 63) - 1
 
 
 
+def _shown_number(digits: str) -> str:
+    return digits if len(digits) <= 20 else f"{digits[:20]}...({len(digits)} digits)"
+
+
+def parse_count(text: str, low: int, high: int) -> tuple[int | None, str]:
+    """A count or position written in ASCII digits (leading zeros allowed),
+    from ``low`` to ``high``: (the value, "") or (None, why not).  The one
+    rule of every count option (:func:`count_type`) and of a range's
+    positions (``correct``'s and ``read``'s START, END, SESSION:RANGE).
+    ``int()`` reads other scripts' digits (٥, ５), ``_``, a sign, spaces,
+    and refuses more than 4,300 digits (a ValueError: exit 70, before
+    2026-12-07, for a position of 5,000 leading zeros); a number is
+    compared by its length first and never repeated whole."""
+    if text[:1] == "-" and text[1:].isascii() and text[1:].isdigit():
+        return None, f"{_shown_number(text)} is not in the range {low}<=x<={high}"
+    if not (text.isascii() and text.isdigit()):
+        shown = text if len(text) <= 40 else f"{text[:40]}..."
+        return None, f"{shown!r} is not a whole number in ASCII digits (0-9)"
+    digits = text.lstrip("0") or "0"
+    if len(digits) > len(str(high)) or not low <= int(digits) <= high:
+        return None, f"{_shown_number(digits)} is not in the range {low}<=x<={high}"
+    return int(digits), ""
+
+
 def count_type(low: int, high: int | None = None) -> Any:
     """The type of every count and position option (--offset, --limit, -m,
-    -C, --jobs, --seq, correct's REVISION): ASCII digits only, from ``low``
-    to ``high`` (default :data:`MAX_COUNT`), exit 2 otherwise.  click's int range
-    reads what int() reads: other scripts' digits (٥, ５), ``_``, a sign,
-    spaces (before 2026-12-07 all accepted; ``read``'s START and END take
-    ASCII digits only, as here).  A number of too many digits is out of
-    the range, its digits not repeated whole."""
+    -C, --jobs, --seq, correct's REVISION): :func:`parse_count` from
+    ``low`` to ``high`` (default :data:`MAX_COUNT`), exit 2 otherwise
+    (before 2026-12-07 click's int range read what int() reads)."""
     from typer._click import types
+
+    top = MAX_COUNT if high is None else high
 
     class Count(types.IntRange):
         def convert(self, value: Any, param: Any, ctx: Any) -> Any:
-            if isinstance(value, str):
-                if not (value.isascii() and value.isdigit()):
-                    self.fail(f"{value!r} is not a whole number in ASCII digits (0-9).",
-                              param, ctx)
-                digits = value.lstrip("0")
-                if len(digits) > 19:    # (past MAX_COUNT; int() refuses 4,300 digits)
-                    self.fail(f"{digits[:20]}...({len(digits)} digits) is not in the range "
-                              f"{self._describe_range()}.", param, ctx)
-            return super().convert(value, param, ctx)
+            if isinstance(value, int):
+                return super().convert(value, param, ctx)
+            got, why = parse_count(str(value), low, top)
+            if got is None:
+                self.fail(why + ".", param, ctx)
+            return got
 
-    return Count(low, MAX_COUNT if high is None else high)
+    return Count(low, top)
 
 
 OffsetOpt = Annotated[int | None, typer.Option(

@@ -61,12 +61,11 @@ class State:
         absolute, quoted for a shell: for a command printed for the user to
         run next (``facts``' next page), which lists the same store wherever
         it is run.  With neither --project nor --store, the working directory
-        chose the project: it is named as --project; and a config directory
-        that LECODE_CONFIG_DIR or XDG_CONFIG_HOME chose for it is named as
-        --config-dir (before 2026-12-07 left out: the command run in another
-        environment listed another store)."""
-        import shlex
-
+        chose the project: it is named as --project; and without --store the
+        config directory, however it was chosen (LECODE_CONFIG_DIR,
+        XDG_CONFIG_HOME, HOME), is named as --config-dir (before 2026-12-07
+        left out: the command run in another environment listed another
+        store).  Each value is one shell word (:func:`shell_word`)."""
         project = self.project
         config = self.config_dir_option or None
         if project is None and self.store_option is None:
@@ -79,9 +78,9 @@ class State:
                 chosen = self.config_dir()
             except Exception:  # noqa: BLE001 - (no store was found with it either)
                 chosen = None
-            if chosen is not None and chosen.source in ("LECODE_CONFIG_DIR", "XDG_CONFIG_HOME"):
+            if chosen is not None:
                 config = str(chosen.path)
-        return [f"{name} {shlex.quote(value if name == '--slug' else os.path.abspath(value))}"
+        return [f"{name} {shell_word(value if name == '--slug' else os.path.abspath(value))}"
                 for name, value in (
                     ("--config-dir", config), ("--project", project),
                     ("--store", self.store_option), ("--slug", self.slug_option))
@@ -154,9 +153,7 @@ class State:
     def project_dir(self) -> Path:
         """``-C PATH`` or the working directory.  NotFound (exit 3) with a plain
         message for a missing PATH or a working directory deleted meanwhile;
-        a PATH that is there but no directory (a regular file) is a usage
-        error, exit 2 (before 2026-12-07 the file was taken as the project
-        root)."""
+        a PATH that is a file stands for its directory (:func:`existing_path`)."""
         if self.project:
             return Path(existing_path("--project", self.project))
         from lecode_memctl.core.identity import working_directory
@@ -247,20 +244,46 @@ def path_option(option: str, value: str | None) -> str | None:
     return value
 
 
+def shell_word(value: str) -> str:
+    """``value`` as one word a POSIX shell (bash, zsh) reads back to the same
+    bytes, on one line and printable: ``shlex.quote`` when it is printable
+    text; else bash's ANSI-C quoting, ``$'...'``, each byte that is not
+    printable ASCII (a control character, a newline, a byte of a name that
+    is not UTF-8, any non-ASCII character beside them) written ``\\xHH``
+    (before 2026-12-07 a hint printed such a path raw: an escape sequence
+    reached the terminal, a newline split the command, and an undecodable
+    byte became text naming another directory)."""
+    import shlex
+
+    if value.isprintable():     # (a lone surrogate, an undecodable byte, is not)
+        return shlex.quote(value)
+    out = []
+    for b in os.fsencode(value):
+        ch = chr(b)
+        if ch in "\\'":
+            out.append("\\" + ch)
+        elif 0x20 <= b < 0x7F:
+            out.append(ch)
+        else:
+            out.append(f"\\x{b:02x}")
+    return "$'" + "".join(out) + "'"
+
+
 def existing_path(option: str, value: str) -> str:
     """A project path given as ``option`` (``--project``, ``where``'s PATH):
     an empty one is a usage error (:func:`path_option`); a missing one is
-    NotFound (exit 3), never a project made up for it; one that is there
-    but no directory (a regular file) is a usage error, exit 2 (before
-    2026-12-07 the file was taken as the project root, by ``where PATH``
-    too)."""
-    from lecode_memctl.core.errors import NotFound, UsageError
+    NotFound (exit 3), never a project made up for it; a file that is not a
+    directory stands for the directory that holds it, so the project is
+    the one that contains it (before 2026-12-07 the file itself was taken
+    as the project root outside a Git checkout: ``--project /etc/passwd``
+    gave the root ``/etc/passwd``)."""
+    from lecode_memctl.core.errors import NotFound
 
     path_option(option, value)
     if not os.path.exists(value):
         raise NotFound(f"{option} {value}: no such directory")
     if not os.path.isdir(value):
-        raise UsageError(f"{option} {value}: not a directory")
+        return os.path.dirname(os.path.abspath(value))
     return value
 
 

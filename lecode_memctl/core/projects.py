@@ -257,9 +257,11 @@ def list_projects(config_dir: Path, *, current: str | os.PathLike[str] | None = 
             lost = e.other.startswith("cannot stat: ")
             why = (f"the store cannot be looked up ({e.other})" if lost
                    else f"the store is {e.other}, not a directory")
+            # (its sessions, size and files are not known: null, never a
+            # count too low that sorts it as the smallest)
             out.append(ProjectInfo(n, str(p), "unreadable" if lost else "not_a_directory",
-                                   None, None, None, None, None, False, 0, None, why, 0, 0,
-                                   None))
+                                   None, None, None, None, None, False, None, None, why, None,
+                                   None, None))
             continue
         size_: int | None
         files_: int | None

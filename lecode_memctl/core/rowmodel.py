@@ -147,6 +147,25 @@ def flat(value: Any) -> str:
 _RELATIVE = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
+#: A relative age of --since/--until: N followed by s, m, h, d or w.
+_AGE = re.compile(r"([0-9]+)([smhdw])")
+
+
+def is_age(text: str | None) -> bool:
+    """Whether a --since/--until value is a relative age (``7d``), which
+    :func:`parse_when` reads against now: what a command printed for later
+    must give as the time it meant."""
+    return text is not None and _AGE.fullmatch(text.strip()) is not None
+
+
+def micro_time(when: datetime) -> str:
+    """RFC 3339 UTC to the microsecond (``2026-03-01T09:00:00.123456Z``):
+    the exact moment, where :func:`utc_time` rounds to milliseconds."""
+    when = when.astimezone(UTC) if when.tzinfo is not None else when
+    return (f"{when.year:04d}-{when.month:02d}-{when.day:02d}T{when.hour:02d}:"
+            f"{when.minute:02d}:{when.second:02d}.{when.microsecond:06d}Z")
+
+
 def parse_when(text: str, *, option: str = "--since", until: bool = False,
                now: datetime | None = None) -> datetime:
     """A --since/--until value: a date (YYYY-MM-DD, UTC; for --until the end
@@ -158,7 +177,7 @@ def parse_when(text: str, *, option: str = "--since", until: bool = False,
     from .errors import UsageError
 
     value = (text or "").strip()
-    m = re.fullmatch(r"([0-9]+)([smhdw])", value)
+    m = _AGE.fullmatch(value)
     if m:
         base = now or datetime.now(UTC)
         digits = m.group(1).lstrip("0") or "0"

@@ -142,9 +142,10 @@ SESSION = RowModel("sessions", "session", "One session transcript.", (
           "unreadable: not read)", True),
     Field("size", "integer", "bytes"),
     Field("state", "string", "ok, torn_tail, corrupt, refused or unreadable"),
-    Field("reason", "string", "the kind of corrupt/refused state (refused: refused_symlink, "
-          "refused_header, refused_project, or invalid_ref, a *.jsonl whose file name is not "
-          "a valid session id, never opened)", True),
+    Field("reason", "string", "the kind of corrupt/refused/unreadable state (refused: "
+          "refused_symlink, refused_header, refused_project, or invalid_ref, a *.jsonl whose "
+          "file name is not a valid session id, never opened; unreadable: "
+          "session_unreadable)", True),
     Field("detail", "string", "a human explanation", True),
 ), ids=("id",))
 

@@ -485,7 +485,8 @@ def render_man(tree: Cmd) -> str:
 #: ($2: the text after the last ``:`` or ``=``), so that memctl answers
 #: with what replaces that word (completion.bash_answer); its first line
 #: says whether an empty answer falls back to file names (``default``) or
-#: not (``nofiles``: compopt +o default); read the candidates
+#: not (``nofiles``: compopt +o default), and is dropped only when it is
+#: one of the two (an older memctl on PATH sends none); read the candidates
 #: one a line with mapfile (typer's unquoted ``COMPREPLY=( $(...) )`` glob-
 #: expands them against the working directory), and quote each with
 #: ``printf %q`` so that it is inserted as one shell word (a name with a
@@ -512,8 +513,12 @@ SCRIPT_CHANGES: dict[str, tuple[tuple[str, str], ...]] = {
                    COMP_LINE="$line" _MEMCTL_BASH_HEAD="$head" \
                    _MEMCTL_COMPLETE=complete_bash $1)
     COMPREPLY=()
-    [[ ${words[0]-} == nofiles ]] && compopt +o default 2>/dev/null
-    for word in "${words[@]:1}"; do
+    # the head line of this memctl's answer; an older memctl sends none
+    case ${words[0]-} in
+        nofiles) compopt +o default 2>/dev/null; words=("${words[@]:1}") ;;
+        default) words=("${words[@]:1}") ;;
+    esac
+    for word in "${words[@]}"; do
         if [[ -z $word ]]; then
             continue
         elif [[ $cur == \'* ]]; then
@@ -550,13 +555,16 @@ SCRIPT_CHANGES: dict[str, tuple[tuple[str, str], ...]] = {
     # zsh, too: loaded through fpath (compinit autoloads _memctl for the
     # #compdef line), the file is the body of _memctl, run on the first TAB:
     # after defining the function and the compdef, complete that TAB too
-    # (it completed nothing); sourced, only the compdef, as before
+    # (it completed nothing); sourced, only the compdef, as before.  Which
+    # of the two is told by $ZSH_EVAL_CONTEXT (...:loadautofunc when
+    # autoloaded), not by funcstack, which holds the name a file was
+    # sourced by (``source _memctl`` in its directory ran a completion)
     "zsh": (
         ('  eval $(env _TYPER_COMPLETE_ARGS="${words[1,$CURRENT]}" _MEMCTL_COMPLETE=complete_zsh memctl)',
          '  eval "${$(env _TYPER_COMPLETE_ARGS="${words[1,$CURRENT]}" '
          '_MEMCTL_COMPLETE=complete_zsh memctl)//$\'\\n\'/ }"'),
         ("\ncompdef _memctl_completion memctl",
-         "\nif [[ ${funcstack[1]-} == _memctl ]]; then\n"
+         "\nif [[ ${ZSH_EVAL_CONTEXT-} == *loadautofunc ]]; then\n"
          "  # autoloaded as _memctl (fpath): this is the first TAB, complete it too\n"
          "  compdef _memctl_completion memctl\n"
          '  _memctl_completion "$@"\n'

@@ -495,3 +495,66 @@ def test_no_file_fallback_holds_for_one_request_only(env, tmp_path):
     proc = subprocess.run([sys.executable, "-c", ONE_REQUEST_CHECK, store], capture_output=True,
                           text=True, env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr
+
+
+# ------------------------------------------------- a code review of the fixes above
+
+def test_the_bash_script_reads_an_older_memctl_s_answer_whole(env, tmp_path):
+    """The shipped script with a memctl older than it (a pip install beside a
+    clone's script): its answer has no head line, and the script dropped its
+    first candidate (``memctl sea<TAB>`` completed nothing)."""
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "memctl").write_text("#!/bin/sh\nprintf 'search\\n'\n")
+    (old / "memctl").chmod(0o755)
+    e = dict(env, PATH=str(old) + os.pathsep + env["PATH"])
+    line, _reply = bash_tab(e, "memctl sea", cwd=str(tmp_path))
+    assert line == "memctl search "
+
+
+def test_zsh_sourced_by_its_bare_name_completes_nothing_on_load(env, tmp_path):
+    """``cd completions; source _memctl``: funcstack held the bare name
+    _memctl, which the fpath test took for autoloading, and a completion
+    ran while the file was sourced ('bad math expression')."""
+    if shutil.which("zsh") is None:
+        pytest.skip("zsh is not installed")
+    marker = tmp_path / "ran"
+    spy = tmp_path / "spy"
+    spy.mkdir()
+    (spy / "memctl").write_text(f"#!/bin/sh\ntouch {shlex.quote(str(marker))}\n")
+    (spy / "memctl").chmod(0o755)
+    e = dict(env, PATH=str(spy) + os.pathsep + env["PATH"])
+    proc = subprocess.run(["zsh", "-f", "-c", "autoload -Uz compinit; compinit -u -D; "
+                           "source _memctl"], cwd=str(REPO / "completions"), env=e,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert not marker.exists()
+
+
+def test_an_unset_variable_is_nothing_as_the_shell_has_it(monkeypatch):
+    from lecode_memctl.cli.completion import _expand_vars
+
+    monkeypatch.setenv("MEMCTL_T_SET", "/a b")
+    monkeypatch.delenv("MEMCTL_T_UNSET", raising=False)
+    assert _expand_vars("$MEMCTL_T_SET/x") == "/a b/x"
+    assert _expand_vars("${MEMCTL_T_SET}x") == "/a bx"
+    assert _expand_vars("$MEMCTL_T_UNSET/x") == "/x"
+    assert _expand_vars("$(touch /tmp/no)`id`") == "$(touch /tmp/no)`id`"
+
+
+FAST_CHECK = """
+import os, sys
+from lecode_memctl.cli import completion
+store = sys.argv[1]
+completion.NO_FILES[0] = True          # as a request after SESSION: leaves it
+env = {"_MEMCTL_COMPLETE": "complete_bash", "COMP_WORDS": "memctl sea", "COMP_CWORD": "1",
+       "COMP_LINE": "memctl sea", "_MEMCTL_BASH_HEAD": "memctl "}
+text, code = completion.fast_complete(env)
+assert text.splitlines()[0] == "default", text
+"""
+
+
+def test_the_fast_path_answers_each_request_with_its_own_fallback(env):
+    proc = subprocess.run([sys.executable, "-c", FAST_CHECK, "x"], capture_output=True, text=True,
+                          env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr

@@ -45,7 +45,7 @@ def store_from_context(ctx: Any) -> Any:
             if v:
                 # the shell expands a leading ~ and $VAR / ${VAR} when the
                 # command runs, but the words completion reads are as typed
-                values[name] = os.path.expandvars(os.path.expanduser(os.fspath(v)))
+                values[name] = _expand_vars(os.path.expanduser(os.fspath(v)))
     if values.get("store"):
         # Completion needs the directory only: not the slug that the command
         # would take from the transcript headers (store_given reads them).
@@ -53,6 +53,23 @@ def store_from_context(ctx: Any) -> Any:
 
         return store_at(values["store"])
     return State(config_dir_option=values.get("config_dir"), project=values.get("project")).store()
+
+
+def _expand_vars(text: str) -> str:
+    """``$NAME`` and ``${NAME}`` as an unquoted shell word has them: the
+    variable's value, or nothing when it is unset (``os.path.expandvars``
+    left an unset one as it was: the completion read ``$NOPE/x`` where the
+    command reads ``/x``).  Only a name: nothing runs (``$(...)`` and
+    backquotes stay text).  The words come unquoted (the shell's split), so
+    a ``$`` the user quoted (``'$HOME/st'``) is expanded too: completion may
+    then read another store than the command; such a name is rare, and
+    this is the one place it differs."""
+    import re
+
+    def value(m: re.Match[str]) -> str:
+        return os.environ.get(m.group(1) or m.group(2), "")
+
+    return re.sub(r"\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)\})", value, text)
 
 
 #: Set by a completer whose empty answer is final: the shell must not fall
@@ -481,6 +498,7 @@ def fast_complete(environ: Any) -> tuple[str | None, int] | None:
     Reads ``completion_table`` (generated from the command tree by
     scripts/gen_docs.py); tests/test_completion_fast.py compares the answers
     with typer's for every shell over generated command lines."""
+    NO_FILES[0] = False     # (this request's own: never a previous one's in this process)
     instruction = environ.get("_MEMCTL_COMPLETE", "")
     kind, _, shell = instruction.partition("_")
     if kind != "complete" or shell not in _FAST_SHELLS:

@@ -11,8 +11,12 @@ _memctl_completion() {
                    COMP_LINE="$line" _MEMCTL_BASH_HEAD="$head" \
                    _MEMCTL_COMPLETE=complete_bash $1)
     COMPREPLY=()
-    [[ ${words[0]-} == nofiles ]] && compopt +o default 2>/dev/null
-    for word in "${words[@]:1}"; do
+    # the head line of this memctl's answer; an older memctl sends none
+    case ${words[0]-} in
+        nofiles) compopt +o default 2>/dev/null; words=("${words[@]:1}") ;;
+        default) words=("${words[@]:1}") ;;
+    esac
+    for word in "${words[@]}"; do
         if [[ -z $word ]]; then
             continue
         elif [[ $cur == \'* ]]; then

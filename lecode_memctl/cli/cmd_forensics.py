@@ -357,7 +357,12 @@ def secrets(
     basic-auth URLs, keyword assignments such as password = "...", and
     high-entropy quoted strings with its own thresholds) and its default
     filters; public IP addresses are not reported, and nothing is ever sent
-    over the network to verify a value.
+    over the network to verify a value.  Store text is prose, read with
+    detect-secrets' rules for text: a keyword assignment or a high-entropy
+    string is found when its value is quoted; an unquoted one (password =
+    hunter2, export AWS_SECRET_ACCESS_KEY=...) is not (in prose it is as
+    likely a sentence, and redact would erase the words), unless its value
+    has a pattern of its own (an AWS key id, a GitHub token, ...).
 
     Every place text persists is read: every record of every transcript,
     hidden ones included (a forgotten message is still on disk); MEMORY.md,
@@ -378,7 +383,9 @@ def secrets(
 
     Exit status: 0 nothing found, 1 something found or a file or directory
     could not be read (listed as skipped: it may hide a value), 2 usage (an
-    --output inside a store, or a symbolic link, say), 3 no store, 6 the
+    --output inside a store, or a symbolic link, say), 3 no store (with
+    --all-projects: a config directory named on the command line that does
+    not exist), 6 the
     facts database busy (one store), 7 --output could not be written (its
     directory missing, say: it is never created; the previous file is left
     as it was) or, for one store, the private copy of its facts database
@@ -408,7 +415,7 @@ def secrets(
     if all_projects:
         if STATE.store_option:
             raise UsageError("--all-projects conflicts with --store")
-        entries = store_entries(STATE.config_dir().path)
+        entries = store_entries(STATE.listed_config_dir().path)
         stores = [store_at(e.path) for e in entries if not e.is_link]
     else:
         entries = None

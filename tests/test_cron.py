@@ -201,3 +201,19 @@ def test_prometheus_label_of_a_store_name_that_is_not_utf8(config_dir, tmp_path,
     fams = parse_exposition(text)
     ok = fams[f"memctl_{command}_ok"].samples
     assert [s.labels["project"] for s in ok] == [spelt]
+
+
+@pytest.mark.parametrize("argv", [["validate", "--all-projects", "--format", "prometheus"],
+                                  ["secrets", "--all-projects"], ["projects"]])
+def test_a_misspelt_config_dir_is_not_found_not_no_stores(tmp_path, argv):
+    """A fresh-eyes review: a crontab's misspelt --config-dir exited 0, ok,
+    with no store audited.  Named on the command line and missing: exit 3.
+    Chosen by the environment and missing: a machine where lecode never
+    ran, no stores, exit 0, as before."""
+    missing = tmp_path / "no-such-config"
+    r = run_cli("--config-dir", str(missing), *argv)
+    assert r.exit_code == 3 and f"--config-dir {missing}: no such directory" in r.stderr, \
+        (r.exit_code, r.stderr)
+    assert not missing.exists()
+    r = run_cli(*argv, env={"LECODE_CONFIG_DIR": str(missing)})
+    assert r.exit_code == 0, (r.exit_code, r.stderr)

@@ -113,3 +113,19 @@ def test_demo_compactions_cover_every_visible_message_below_their_end(demo_templ
     for c in compacts:
         covered = {s for chunk in c["lineage"] for s in chunk["seqs"]}
         assert covered == {s for s in messages - undone if s <= max(covered)}, c["lineage"]
+
+
+def test_the_demo_leaves_the_users_state_directory_alone(tmp_path, monkeypatch):
+    """A fresh-eyes review: 'memctl demo' (removed afterwards) left a mark
+    of its validate in ~/.local/state/lecode-memctl, pointing at the
+    deleted demo.  Its state now lives in the demo directory."""
+    state = tmp_path / "state"
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    r = run_cli("demo")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    assert not state.exists() or not any(state.rglob("*.json")), list(state.rglob("*"))
+    assert os.environ["XDG_STATE_HOME"] == str(state)
+    r = run_cli("demo", "--into", str(tmp_path / "d"))
+    assert r.exit_code == 0
+    assert not state.exists() or not any(state.rglob("*.json"))
+    assert any((tmp_path / "d" / "state").rglob("*.json"))

@@ -248,3 +248,26 @@ def test_preview_equals_the_statuses_after_the_real_forget(sessions, facts, pre_
         assert statuses(path) == predicted(before, impact)
         assert {(s["session_id"], s["seq"]) for s in impact["summaries_inert"]} == \
             inert(path) - was_inert
+
+
+def test_forget_on_a_terminal_shows_its_impact_before_asking(demo_template, tmp_path, monkeypatch):
+    """A fresh-eyes review: the question was asked without the impact (the
+    demo's corrected preference fact, hidden by the forget, was not named);
+    the dry run's lines now come first, on stderr with the question."""
+    import lecode_memctl.cli.cmd_facts as cmd_facts
+
+    from .builders import copy_demo
+    from .conftest import run_cli, tree_hash
+
+    store = copy_demo(demo_template, tmp_path / "d")
+    monkeypatch.setattr(cmd_facts, "_stdin_is_tty", lambda: True)
+    fid = demo_template.facts["verified"]
+    dry = run_cli("--store", str(store), "--no-state", "forget", fid, "--dry-run")
+    before = tree_hash(store)
+    r = run_cli("--store", str(store), "--no-state", "forget", fid, input="n\n")
+    assert r.exit_code == 1 and "nothing forgotten" in r.stderr, r.stderr
+    assert dry.stdout.strip() and dry.stdout.strip() in r.stderr, (dry.stdout, r.stderr)
+    assert r.stderr.index("would forget fact") < r.stderr.index("Forget fact")
+    assert tree_hash(store) == before
+    r = run_cli("--store", str(store), "--no-state", "forget", fid, input="y\n")
+    assert r.exit_code == 0 and f"forgot fact {fid}" in r.stdout + r.stderr, r.stderr

@@ -43,6 +43,7 @@ def test_projects_refuses_a_missing_project(tmp_path):
     """--project /nonexistent is exit 3 for projects as for where and facts
     (it was ignored: every store unclaimed, exit 0); only the working
     directory deleted meanwhile is no current project."""
+    (tmp_path / "D").mkdir()
     r = run_cli("--config-dir", str(tmp_path / "D"), "--project", str(tmp_path / "nope"),
                 "projects")
     assert r.exit_code == 3, (r.exit_code, r.stdout, r.stderr)

@@ -127,7 +127,9 @@ def validate(
 
     Exit status: 0 when nothing is at error severity (with --strict: nothing
     at warning either), 1 otherwise, also with --output; 2 usage (an
-    --output inside a store, or a symbolic link, say), 3 no such store, 5
+    --output inside a store, or a symbolic link, say), 3 no such store (with
+    --all-projects: a config directory named on the command line that does
+    not exist), 5
     unreadable (a symlinked store directory), 6 busy (the facts database
     kept changing while its snapshot was taken), 7 --output could not be
     written (its directory missing, say; the previous file is left as it
@@ -184,7 +186,7 @@ def validate(
         return
     fmt = fixed_format(fmt, json_flag=False, choices=VALIDATE_FORMATS)
     ignored = check_ignore_codes(ignore or [])
-    cfg = STATE.config_dir()
+    cfg = STATE.listed_config_dir() if all_projects else STATE.config_dir()
     if all_projects:
         if store_dir or STATE.store_option or STATE.slug_option:
             raise UsageError("--all-projects conflicts with --store and --slug")
@@ -726,7 +728,7 @@ def projects(
     from .output import check_format, render_records, sort_rows, window
 
     fmt_name = check_format(fmt, json_flag=json_)
-    cfg = STATE.config_dir()
+    cfg = STATE.listed_config_dir()
     from lecode_memctl.core.errors import MemctlError
 
     try:

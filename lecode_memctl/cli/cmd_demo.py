@@ -65,6 +65,10 @@ def demo(
     q = shell_word
     old_cwd = os.getcwd()
     old_env = os.environ.get("LECODE_CONFIG_DIR")
+    # memctl's own state (the marks validate records) goes in the demo too:
+    # the user's real ~/.local/state is left alone, as the real config is
+    # (before 2026-12-07 a removed demo left its marks there)
+    old_state = os.environ.get("XDG_STATE_HOME")
     ok = True
     try:
         d = build_demo(base)
@@ -72,6 +76,7 @@ def demo(
              f"({'real git' if d.used_git else 'git layout written by hand: ' + safe(d.git_problem)}).")
         echo("Every command below is what you would type; its output follows.\n")
         os.environ["LECODE_CONFIG_DIR"] = str(d.config_dir)
+        os.environ["XDG_STATE_HOME"] = str(base / "state")
         steps: list[tuple[Path | None, list[str], int]] = [
             (d.project, ["where"], 0),
             (None, ["facts"], 0),
@@ -109,10 +114,11 @@ def demo(
             echo("The demo directory was removed; run 'memctl demo --keep' to explore it.")
     finally:
         os.chdir(old_cwd)
-        if old_env is None:
-            os.environ.pop("LECODE_CONFIG_DIR", None)
-        else:
-            os.environ["LECODE_CONFIG_DIR"] = old_env
+        for name, old in (("LECODE_CONFIG_DIR", old_env), ("XDG_STATE_HOME", old_state)):
+            if old is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = old
         if not keep:
             shutil.rmtree(base, ignore_errors=True)
     if not ok:

@@ -701,8 +701,9 @@ def _stays_invalid_message(fact_id: str, bad: list[dict[str, Any]]) -> str:
     return (f"fact {fact_id} stays invalid after this correction: {which}.  A fact is "
             "injected and recalled only when the evidence of every revision validates, and a "
             "correction appends a revision without repairing the old ones.  To replace the "
-            f"fact, forget it (memctl forget {fact_id}) and record a fresh fact from valid "
-            "evidence.")
+            f"fact, forget it (memctl forget {fact_id}) and have the agent record a fresh fact "
+            "from valid evidence (memctl corrects and forgets facts; only the agent records "
+            "new ones).")
 
 
 @command(epilog="""\
@@ -833,6 +834,34 @@ def correct(
 
 # ---------------------------------------------------------------- forget
 
+def _print_impact(fact_id: str, impact: dict[str, Any], *, err: bool = False) -> None:
+    """forget's impact (``factview.forget_impact``) as the dry run prints it,
+    and as forget shows it before its question (on stderr)."""
+    from .output import echo, safe
+
+    if not impact["exists"]:
+        echo(f"fact {fact_id} was already forgotten; forget would change nothing", err=err)
+        return
+    excl = impact["exclusions"]
+    echo(f"would forget fact {fact_id}:", err=err)
+    echo(f"  exclusions to install: {len(excl)}"
+         + (": " + ", ".join(f"{safe(e['session_id'])}:{e['seq']}" for e in excl) if excl else ""),
+         err=err)
+    if impact["already_excluded"]:
+        echo(f"  already excluded: {len(impact['already_excluded'])}", err=err)
+    changes = impact["status_changes"]
+    echo(f"  other facts whose status changes: {len(changes)}", err=err)
+    for c in changes:
+        echo(f"    {c['fact_id']}: {_status_cell(c['status'], c['reason'])} -> "
+             f"{_status_cell(c['new_status'], c['new_reason'])}", err=err)
+    echo(f"  generation: {impact['generation']} -> {impact['new_generation']}", err=err)
+    echo(f"  generated messages invalidated: {impact['generated_messages_invalidated']}", err=err)
+    inert = impact["summaries_inert"]
+    echo(f"  compaction summaries made inert: {len(inert)}"
+         + (": " + ", ".join(f"{safe(s['session_id'])}:{s['seq']}" for s in inert) if inert else ""),
+         err=err)
+
+
 @command(epilog="""\
 \b
 Examples:
@@ -861,7 +890,8 @@ def forget(
     messages the new generation hides) with its status before and after, as
     'memctl facts' will list it, how many generated messages the new
     generation invalidates and which compaction summaries become inert.
-    Without --yes it asks on a terminal and refuses otherwise.  Says
+    Without --yes it prints that impact and asks, on a terminal, and refuses
+    otherwise.  Says
     whether this call forgot the fact or it was already forgotten; an
     unknown id exits 3.  The new generation is recorded outside the store
     (unless --no-state), so that 'memctl validate' reports a facts database
@@ -873,7 +903,7 @@ def forget(
     from lecode_memctl.core.rowmodel import doc_head
     from lecode_memctl.core.seen import lock_wait_at_most
 
-    from .output import echo, emit_json, interrupted_after, safe
+    from .output import echo, emit_json, interrupted_after
 
     check_fact_id(fact_id)
     if dry_run:
@@ -885,25 +915,7 @@ def forget(
         if json_:
             emit_json({**doc_head("forget"), "dry_run": True, **impact})
             return
-        if not impact["exists"]:
-            echo(f"fact {fact_id} was already forgotten; forget would change nothing")
-            return
-        excl = impact["exclusions"]
-        echo(f"would forget fact {fact_id}:")
-        echo(f"  exclusions to install: {len(excl)}"
-             + (": " + ", ".join(f"{safe(e['session_id'])}:{e['seq']}" for e in excl) if excl else ""))
-        if impact["already_excluded"]:
-            echo(f"  already excluded: {len(impact['already_excluded'])}")
-        changes = impact["status_changes"]
-        echo(f"  other facts whose status changes: {len(changes)}")
-        for c in changes:
-            echo(f"    {c['fact_id']}: {_status_cell(c['status'], c['reason'])} -> "
-                 f"{_status_cell(c['new_status'], c['new_reason'])}")
-        echo(f"  generation: {impact['generation']} -> {impact['new_generation']}")
-        echo(f"  generated messages invalidated: {impact['generated_messages_invalidated']}")
-        inert = impact["summaries_inert"]
-        echo(f"  compaction summaries made inert: {len(inert)}"
-             + (": " + ", ".join(f"{safe(s['session_id'])}:{s['seq']}" for s in inert) if inert else ""))
+        _print_impact(fact_id, impact)
         return
     store = _store()
     if not store.facts_db.exists() and not store.facts_db.is_symlink():
@@ -912,6 +924,15 @@ def forget(
     if not yes:
         if not _stdin_is_tty():   # (None when memctl was started with stdin closed)
             raise UsageError("refusing to forget without --yes: stdin is not a terminal")
+        # what the forget would do, before the question (the dry run's
+        # lines, on stderr with the prompt): other facts it hides, summaries
+        # it makes inert (before 2026-12-07 only the question was asked)
+        _st, rfs, rsessions = _open_read(lock_wait)
+        try:
+            impact = forget_impact(rfs, rsessions, fact_id)
+        finally:
+            rfs.close()
+        _print_impact(fact_id, impact, err=True)
         if not typer.confirm(f"Forget fact {fact_id} and exclude its evidence?", err=True):
             echo("nothing forgotten", err=True)
             raise typer.Exit(EXIT_PROBLEMS)

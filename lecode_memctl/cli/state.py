@@ -91,6 +91,21 @@ class State:
 
         return resolve_config_dir(self.config_dir_option)
 
+    def listed_config_dir(self) -> ConfigDir:
+        """The config directory whose every store a command lists
+        (``--all-projects``, ``projects``): one named by ``--config-dir``
+        that does not exist is NotFound (exit 3), a typo, not "no stores"
+        (before 2026-12-07 a cron job given a misspelt --config-dir exited
+        0, ok, with no store audited).  A default or an environment
+        variable's that does not exist is a machine where lecode never ran:
+        no stores, exit 0, as before."""
+        cfg = self.config_dir()
+        if self.config_dir_option and not os.path.isdir(cfg.path):
+            from lecode_memctl.core.errors import NotFound
+
+            raise NotFound(f"--config-dir {cfg.path}: no such directory")
+        return cfg
+
     def state_dir(self) -> Path:
         """memctl's own state directory (``core.seen``), outside every store;
         a mark not recorded because its lock was held too long is a note on

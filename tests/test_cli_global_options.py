@@ -105,3 +105,19 @@ def test_project_after_grep_is_the_project_and_C_its_context(tmp_path):
     assert r.exit_code in (0, 1, 3), r.stderr
     r = run_cli("grep", "anything", "-C", "x")
     assert r.exit_code == 2 and "'--context' / '-C'" in r.stderr, r.stderr
+
+
+def test_colour_given_after_the_command_wins_over_no_colour_before_it(tmp_path):
+    """A fresh-eyes review: 'memctl --no-color facts --color always' printed
+    no colour, though an option after the command wins over one before."""
+    from lecode_memctl.cli import state
+
+    assert run_cli("--store", str(tmp_path), "--no-color", "where", "--color", "always",
+                   "--json").exit_code == 0
+    assert state.STATE.color_mode == "always" and not state.STATE.no_color
+    assert state.STATE.color()
+    assert run_cli("--store", str(tmp_path), "--color", "always", "where", "--no-color",
+                   "--json").exit_code == 0
+    assert not state.STATE.color()
+    assert run_cli("--store", str(tmp_path), "--no-color", "where", "--json").exit_code == 0
+    assert not state.STATE.color()

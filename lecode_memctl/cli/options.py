@@ -72,12 +72,23 @@ class CommandWithGlobalOptions(typer.core.TyperCommand):
     def invoke(self, ctx: Any) -> Any:
         from .state import STATE, path_option
 
+        given = {p.name: ctx.params.pop(p.name, None) for p in self._globals(ctx)}
+        if given.get("color") is not None and not given.get("no_color"):
+            # --color after the command wins over a --no-color before it, as
+            # every option given there does (before 2026-12-07 --no-color
+            # held wherever it was); --no-color after it wins over a --color
+            # before it (below)
+            STATE.no_color = False
         for p in self._globals(ctx):
-            value = ctx.params.pop(p.name, None)
-            if p.name in ("no_color", "no_state"):  # flags: given anywhere, they hold
-                setattr(STATE, p.name, getattr(STATE, p.name) or bool(value))
+            value = given.get(p.name)
+            if p.name == "no_color":
+                if value:
+                    STATE.no_color = True
+                    STATE.color_mode = "never"
+            elif p.name == "no_state":  # a flag: given anywhere, it holds
+                STATE.no_state = STATE.no_state or bool(value)
             elif p.name == "color":
-                if value is not None:
+                if value is not None and not given.get("no_color"):
                     STATE.color_mode = getattr(value, "value", value)
             elif p.name == "config_dir" and value == "":
                 STATE.config_dir_option = None  # empty: the default, as before the command

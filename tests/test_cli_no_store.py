@@ -77,3 +77,22 @@ def test_store_directory_symlink_is_refused_the_same_way(tmp_path):
         r = run_cli("--store", str(link), command, *NEEDS_STORE[command])
         assert r.exit_code == 5, (command, r.stderr)
         assert "symbolic link" in r.stderr
+
+
+def test_no_store_names_a_store_of_the_same_project_name(tmp_path):
+    """A fresh-eyes review: a checkout moved elsewhere had 'no memory store',
+    and nothing pointed at its old store (the same name, another hash)."""
+    from .conftest import run_cli
+
+    cfg = tmp_path / "cfg"
+    old = cfg / "memory" / "demo-app-0123456789ab"
+    (old / "sessions").mkdir(parents=True)
+    (cfg / "memory" / "other-0123456789ab").mkdir()
+    moved = tmp_path / "moved" / "demo-app"
+    moved.mkdir(parents=True)
+    r = run_cli("--config-dir", str(cfg), "--project", str(moved), "facts")
+    assert r.exit_code == 3, r.stderr
+    assert str(old) in r.stderr and "--store DIR" in r.stderr, r.stderr
+    assert "other-0123456789ab" not in r.stderr
+    r = run_cli("--config-dir", str(cfg), "--project", str(tmp_path / "moved"), "facts")
+    assert r.exit_code == 3 and "same name" not in r.stderr, r.stderr

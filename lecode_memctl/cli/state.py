@@ -232,7 +232,32 @@ def require_store(store: Store, *, explain: bool = False) -> Store:
     except NotFound as exc:
         if not explain or os.path.lexists(store.path):
             raise
-        raise NotFound(exc.message, hint="'memctl where' explains the lookup") from None
+        hint = "'memctl where' explains the lookup"
+        namesakes = _namesakes(store)
+        if namesakes:
+            # (a checkout moved or renamed: its old store is under another
+            # slug, the same name; before 2026-12-07 nothing pointed at it)
+            shown = ", ".join(str(store.path.parent / n) for n in namesakes[:3])
+            hint += (f"; a project of the same name has a store: {shown}: a moved "
+                     "checkout's? (--store DIR works on it)")
+        raise NotFound(exc.message, hint=hint) from None
+
+
+def _namesakes(store: Store) -> list[str]:
+    """The other slug-shaped stores beside ``store`` whose name part (the
+    slug before its hash) is the same: the store of a checkout that was
+    moved or renamed is one.  Nothing when the directory cannot be listed."""
+    from lecode_memctl.core.layout import looks_like_slug
+
+    name = store.slug.rpartition("-")[0] if isinstance(store.slug, str) else ""
+    if not name:
+        return []
+    try:
+        entries = sorted(os.listdir(store.path.parent))
+    except OSError:
+        return []
+    return [e for e in entries if e != store.path.name and e.rpartition("-")[0] == name
+            and looks_like_slug(e)]
 
 
 def stdin_is_tty() -> bool:

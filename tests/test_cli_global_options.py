@@ -121,3 +121,17 @@ def test_colour_given_after_the_command_wins_over_no_colour_before_it(tmp_path):
     assert not state.STATE.color()
     assert run_cli("--store", str(tmp_path), "--no-color", "where", "--json").exit_code == 0
     assert not state.STATE.color()
+
+
+@pytest.mark.parametrize(("argv", "where"), [(["--json", "facts"], "'memctl facts --json'"),
+                                             (["--dry-run", "forget", "x"],
+                                              "'memctl forget --dry-run'")])
+def test_a_command_s_option_before_the_command_says_where_it_goes(argv, where):
+    """A fresh-eyes review: 'memctl --json facts' answered "No such option:
+    --json (Possible options: --store, --version)", as if it were a typo."""
+    r = run_cli(*argv)
+    assert r.exit_code == 2
+    assert f"give it after the command name, as in {where}" in r.stderr, r.stderr
+    assert "Possible options" not in r.stderr
+    r = run_cli("--bogus-option", "facts")
+    assert r.exit_code == 2 and "give it after" not in r.stderr

@@ -420,8 +420,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return UsageError.exit_code
         except _click.exceptions.UsageError as exc:
             where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
-            return report_error(UsageError.code, exc.format_message() + where, UsageError.exit_code,
-                                json_doc=json_doc)
+            from .options import belongs_after
+
+            after = belongs_after(exc)     # (first: it drops click's root suggestions)
+            return report_error(UsageError.code, exc.format_message() + after + where,
+                                UsageError.exit_code, json_doc=json_doc)
         except _click.exceptions.ClickException as exc:
             return report_error(UsageError.code, exc.format_message(), exc.exit_code,
                                 json_doc=json_doc)

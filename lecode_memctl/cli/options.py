@@ -209,3 +209,28 @@ LockWaitOpt = Annotated[float, typer.Option(
     "--lock-wait", min=0, max=MAX_LOCK_WAIT, metavar="SECONDS", callback=_finite_lock_wait,
     help="Wait at most SECONDS for the facts database's lock (or a stable snapshot of it) "
          "before giving up with exit status 6, store busy.")]
+
+
+def belongs_after(exc: Exception) -> str:
+    """For an option given before the command that only commands take
+    (``memctl --json facts``): where it goes instead (click's own message
+    names the root's options, as if it were a typo)."""
+    from typer import _click
+
+    if not isinstance(exc, _click.exceptions.NoSuchOption) or exc.ctx is None \
+            or exc.ctx.parent is not None:
+        return ""
+    from . import completion_table as table
+
+    name = exc.option_name
+    # (each command's entry: ..., its listed options (name, help, param,
+    # takes a value), ...; the global options it also takes are not listed)
+    takers = [c for c, entry in table.COMMAND_OPTIONS.items()
+              if any(o[0] == name for o in entry[2])]
+    if not takers:
+        return ""
+    example = "facts" if "facts" in takers else takers[0]
+    exc.possibilities = []      # (click's "Possible options" of the root: not it)
+    return (f"; {name} is an option of the command{'s' if len(takers) > 1 else ''}"
+            f" ({', '.join(takers[:6])}{', ...' if len(takers) > 6 else ''}): give it after"
+            f" the command name, as in 'memctl {example} {name}'")

@@ -131,7 +131,12 @@ def test_a_command_s_option_before_the_command_says_where_it_goes(argv, where):
     --json (Possible options: --store, --version)", as if it were a typo."""
     r = run_cli(*argv)
     assert r.exit_code == 2
-    assert f"give it after the command name, as in {where}" in r.stderr, r.stderr
+    assert f"give it after its name, as in {where}" in r.stderr, r.stderr
     assert "Possible options" not in r.stderr
     r = run_cli("--bogus-option", "facts")
     assert r.exit_code == 2 and "give it after" not in r.stderr
+    # the command typed, with the option's value; or that it does not take it
+    r = run_cli("--limit", "5", "facts")
+    assert "as in 'memctl facts --limit 5'" in r.stderr, r.stderr
+    r = run_cli("-n", "facts")
+    assert "facts takes no -n (" in r.stderr, r.stderr

@@ -391,3 +391,55 @@ def test_a_part_that_cannot_be_listed_is_not_counted_low(demo_template, tmp_path
     assert (row["size"], row["files"]) == (None, None), row
     assert row["sessions"] == (None if part == "sessions" else 3), row
     assert row["facts"] == whole["facts"], row
+
+
+# ------------------------------------------------- a code review of the last fixes
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["read", "--", "demo-alpha", "2", "-7"], "END must be a non-negative integer, not '-7'"),
+    (["read", "demo-alpha:3--5"], "must be a non-negative integer"),
+    (["read", "--", "demo-alpha", "-0", "3"], "START must be a non-negative integer, not '-0'"),
+    (["facts", "--offset=-0"], "'-0' is not a whole number in ASCII digits"),
+    (["facts", "--offset=-3"], "-3 is not in the range 0<=x")])
+def test_a_negative_position_is_not_called_too_large(demo_template, tmp_path, argv, said):
+    store = copy_demo(demo_template, tmp_path / "d")
+    r = run_cli("--store", str(store), "--no-state", *argv)
+    assert r.exit_code == 2 and said in r.stderr and "too large" not in r.stderr, r.stderr
+
+
+def test_the_namesake_hint_names_directories_only_and_counts_the_rest(tmp_path):
+    cfg = tmp_path / "cfg"
+    mem = cfg / "memory"
+    mem.mkdir(parents=True)
+    (mem / "zz-0123456789ab").write_text("x\n")              # --store refuses a file
+    (mem / "zz-1123456789ab").symlink_to(tmp_path)            # and a link
+    for i in range(5):
+        (mem / f"zz-{i}a23456789ab").mkdir()
+    (tmp_path / "p" / "zz").mkdir(parents=True)
+    r = run_cli("--config-dir", str(cfg), "--project", str(tmp_path / "p" / "zz"), "facts")
+    assert r.exit_code == 3, r.stderr
+    assert "zz-0123456789ab" not in r.stderr and "zz-1123456789ab" not in r.stderr, r.stderr
+    assert "zz-0a23456789ab" in r.stderr and "(and 2 more)" in r.stderr, r.stderr
+
+
+def test_forget_of_a_fact_already_forgotten_asks_nothing(demo_template, tmp_path, monkeypatch):
+    import lecode_memctl.cli.cmd_facts as cmd_facts
+
+    store = copy_demo(demo_template, tmp_path / "d")
+    fid = demo_template.facts["verified"]
+    assert run_cli("--store", str(store), "--no-state", "forget", fid, "--yes").exit_code == 0
+    monkeypatch.setattr(cmd_facts, "_stdin_is_tty", lambda: True)
+    r = run_cli("--store", str(store), "--no-state", "forget", fid)    # no input: a prompt aborts
+    assert r.exit_code == 0 and "already forgotten" in r.stdout + r.stderr, (r.exit_code, r.stderr)
+    assert "exclude its evidence?" not in r.stderr
+
+
+def test_the_all_projects_conflict_comes_before_the_config_dir_and_a_file_is_no_directory(
+        tmp_path):
+    r = run_cli("--config-dir", str(tmp_path / "nope"), "--store", str(tmp_path), "validate",
+                "--all-projects")
+    assert r.exit_code == 2 and "conflicts" in r.stderr, r.stderr
+    f = tmp_path / "afile"
+    f.write_text("x\n")
+    r = run_cli("--config-dir", str(f), "projects")
+    assert r.exit_code == 2 and f"--config-dir {f}: not a directory" in r.stderr, r.stderr

@@ -186,10 +186,10 @@ def validate(
         return
     fmt = fixed_format(fmt, json_flag=False, choices=VALIDATE_FORMATS)
     ignored = check_ignore_codes(ignore or [])
+    if all_projects and (store_dir or STATE.store_option or STATE.slug_option):
+        raise UsageError("--all-projects conflicts with --store and --slug")
     cfg = STATE.listed_config_dir() if all_projects else STATE.config_dir()
     if all_projects:
-        if store_dir or STATE.store_option or STATE.slug_option:
-            raise UsageError("--all-projects conflicts with --store and --slug")
         # every entry of memory/: a symbolic link or a stray file is reported (issue 16.2)
         stores = [store_at(memory_root(cfg.path) / n) for n in memory_names(cfg.path)]
     elif store_dir:

@@ -630,7 +630,7 @@ def _parse_seq(text: str, what: str) -> int:
 
     got, why = parse_count(text, 0, MAX_POSITION)
     if got is None:
-        if "not in the range" in why:
+        if text.isascii() and text.isdigit():   # (only digits: too many of them)
             raise UsageError(f"{what} is too large: {why.split(' is not')[0]}; a position is at "
                              f"most {MAX_POSITION}")
         raise UsageError(f"{what} must be a non-negative integer, not {text!r:.60}")
@@ -932,8 +932,11 @@ def forget(
             impact = forget_impact(rfs, rsessions, fact_id)
         finally:
             rfs.close()
-        _print_impact(fact_id, impact, err=True)
-        if not typer.confirm(f"Forget fact {fact_id} and exclude its evidence?", err=True):
+        # (a fact already forgotten: nothing to ask, as with --yes)
+        if impact["exists"]:
+            _print_impact(fact_id, impact, err=True)
+        if impact["exists"] and not typer.confirm(f"Forget fact {fact_id} and exclude its "
+                                                  "evidence?", err=True):
             echo("nothing forgotten", err=True)
             raise typer.Exit(EXIT_PROBLEMS)
     fs = FactStore(store.facts_db, busy_timeout=lock_wait)

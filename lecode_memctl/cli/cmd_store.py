@@ -20,7 +20,8 @@ Examples:
 """)
 def where(
     path: Annotated[str | None, typer.Argument(  # str: "" is refused, not "." (Path(""))
-        metavar="PATH", help="A directory inside the project (default: --project or the current directory).",
+        metavar="PATH", help="A directory (or a file) inside the project (default: --project or the "
+        "current directory).",
         show_default=False)] = None,
     json_: JsonOpt = False,
 ) -> None:

@@ -422,7 +422,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
             from .options import belongs_after
 
-            after = belongs_after(exc)     # (first: it drops click's root suggestions)
+            after = belongs_after(exc, args)     # (first: it drops click's root suggestions)
             return report_error(UsageError.code, exc.format_message() + after + where,
                                 UsageError.exit_code, json_doc=json_doc)
         except _click.exceptions.ClickException as exc:

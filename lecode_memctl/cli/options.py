@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Sequence
 from enum import Enum
 from typing import Annotated, Any
 
@@ -133,6 +134,8 @@ def parse_count(text: str, low: int, high: int) -> tuple[int | None, str]:
     2026-12-07, for a position of 5,000 leading zeros); a number is
     compared by its length first and never repeated whole."""
     if text[:1] == "-" and text[1:].isascii() and text[1:].isdigit():
+        if not text[1:].strip("0"):     # (-0: no number is negative zero here)
+            return None, f"{text!r} is not a whole number in ASCII digits (0-9)"
         return None, f"{_shown_number(text)} is not in the range {low}<=x<={high}"
     if not (text.isascii() and text.isdigit()):
         shown = text if len(text) <= 40 else f"{text[:40]}..."
@@ -211,10 +214,12 @@ LockWaitOpt = Annotated[float, typer.Option(
          "before giving up with exit status 6, store busy.")]
 
 
-def belongs_after(exc: Exception) -> str:
+def belongs_after(exc: Exception, args: Sequence[str] = ()) -> str:
     """For an option given before the command that only commands take
     (``memctl --json facts``): where it goes instead (click's own message
-    names the root's options, as if it were a typo)."""
+    names the root's options, as if it were a typo).  ``args``: the command
+    line, to give the example with the command typed (and the option's
+    value), or to say that command does not take it."""
     from typer import _click
 
     if not isinstance(exc, _click.exceptions.NoSuchOption) or exc.ctx is None \
@@ -224,13 +229,25 @@ def belongs_after(exc: Exception) -> str:
 
     name = exc.option_name
     # (each command's entry: ..., its listed options (name, help, param,
-    # takes a value), ...; the global options it also takes are not listed)
-    takers = [c for c, entry in table.COMMAND_OPTIONS.items()
-              if any(o[0] == name for o in entry[2])]
+    # ...), then every option it parses -> (param, whether it takes a
+    # value); the global options are parsed but not listed)
+    takers = {c: entry[3][name][1] for c, entry in table.COMMAND_OPTIONS.items()
+              if any(o[0] == name for o in entry[2])}
     if not takers:
         return ""
-    example = "facts" if "facts" in takers else takers[0]
     exc.possibilities = []      # (click's "Possible options" of the root: not it)
-    return (f"; {name} is an option of the command{'s' if len(takers) > 1 else ''}"
-            f" ({', '.join(takers[:6])}{', ...' if len(takers) > 6 else ''}): give it after"
-            f" the command name, as in 'memctl {example} {name}'")
+    typed = next((a for a in args if a in table.COMMAND_OPTIONS), None)
+    if typed is not None and typed not in takers:
+        names = list(takers)
+        shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+        return f"; {typed} takes no {name} ({shown} {'do' if len(names) > 1 else 'does'})"
+    command = typed or ("facts" if "facts" in takers else next(iter(takers)))
+    written = name
+    for i, a in enumerate(args):
+        if a == name or a.startswith(name + "="):
+            written = a
+            if a == name and takers[command] and i + 1 < len(args):
+                written = f"{a} {args[i + 1]}"
+            break
+    return f"; {name} is an option of the command: give it after its name, as in 'memctl " \
+           f"{command} {written}'"

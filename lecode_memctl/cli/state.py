@@ -101,8 +101,10 @@ class State:
         no stores, exit 0, as before."""
         cfg = self.config_dir()
         if self.config_dir_option and not os.path.isdir(cfg.path):
-            from lecode_memctl.core.errors import NotFound
+            from lecode_memctl.core.errors import NotFound, UsageError
 
+            if os.path.lexists(cfg.path):
+                raise UsageError(f"--config-dir {cfg.path}: not a directory")
             raise NotFound(f"--config-dir {cfg.path}: no such directory")
         return cfg
 
@@ -237,7 +239,8 @@ def require_store(store: Store, *, explain: bool = False) -> Store:
         if namesakes:
             # (a checkout moved or renamed: its old store is under another
             # slug, the same name; before 2026-12-07 nothing pointed at it)
-            shown = ", ".join(str(store.path.parent / n) for n in namesakes[:3])
+            shown = (", ".join(str(store.path.parent / n) for n in namesakes[:3])
+                     + (f" (and {len(namesakes) - 3} more)" if len(namesakes) > 3 else ""))
             hint += (f"; a project of the same name has a store: {shown}: a moved "
                      "checkout's? (--store DIR works on it)")
         raise NotFound(exc.message, hint=hint) from None
@@ -256,8 +259,11 @@ def _namesakes(store: Store) -> list[str]:
         entries = sorted(os.listdir(store.path.parent))
     except OSError:
         return []
+    parent = store.path.parent
+    # (real directories only: --store refuses a link or a file in a store's place)
     return [e for e in entries if e != store.path.name and e.rpartition("-")[0] == name
-            and looks_like_slug(e)]
+            and looks_like_slug(e) and os.path.isdir(parent / e)
+            and not os.path.islink(parent / e)]
 
 
 def stdin_is_tty() -> bool:

@@ -119,7 +119,9 @@ def validate(
     lines, seq gaps, undo/redo targets, each compact event's prior and
     lineage (exactly cumulative, in chunks of at most 200 positions whose
     digests still hold; summaries made inert by a later forget, undo or clear,
-    and summaries written before lineage existed, are info), and learning
+    and summaries written before lineage existed, are info, and the summary
+    rebuilt after one need not chain to it; a summary over positions an undo
+    or clear had already hidden when it was written is an error), and learning
     events' statuses and reason codes.  The facts of a store of 20,000 or
     more are checked by two processes where two CPUs are free (a child
     checks the second half of the ids): the same findings, in the same

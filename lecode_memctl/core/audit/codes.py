@@ -145,11 +145,15 @@ CODES: dict[str, CodeInfo] = {
     "compact.lineage_too_wide": CodeInfo(ERROR, "compaction", ("file", "session_id", "seq"),
         "a lineage chunk spans more than 200 positions", deep_only=True),
     "compact.lineage_stale": CodeInfo(ERROR, "compaction", ("file", "session_id", "seq", "reason"),
-        "a lineage chunk is malformed, missing, or its digest no longer holds", deep_only=True),
+        "a lineage chunk is malformed, missing, or its digest no longer holds, or it names a "
+        "position an undo or clear had already hidden when the compact event was written "
+        "(reason: undone, cleared; lecode rechecks visibility before the append and never "
+        "writes that)", deep_only=True),
     "compact.lineage_not_cumulative": CodeInfo(ERROR, "compaction", ("file", "session_id", "seq", "reason"),
         "a compact event's lineage is not exactly cumulative (reason: empty, a first lineage "
         "with no chunk; not_cumulative, it does not start with the previous compact event's "
-        "lineage; overlap, chunks out of order or overlapping; after_event, a chunk at or after "
+        "lineage, unless that one was inert when this one was written, see compact.inert; "
+        "overlap, chunks out of order or overlapping; after_event, a chunk at or after "
         "the event)", deep_only=True),
     "compact.legacy": CodeInfo(INFO, "compaction", ("file", "session_id", "seq"),
         "a compact event without lineage, written before lineage existed: inert (lecode replays "
@@ -157,7 +161,8 @@ CODES: dict[str, CodeInfo] = {
         "prior is the previous one with lineage, or null", deep_only=True),
     "compact.inert": CodeInfo(INFO, "compaction", ("file", "session_id", "seq", "reason"),
         "a summary made inert by a later forget, undo or clear (reason: excluded, undone, "
-        "cleared, epoch); lecode rebuilds it lazily", deep_only=True),
+        "cleared, epoch); lecode rebuilds it lazily: the next compact event's prior may be "
+        "null or this one, and its lineage need not start with this one's", deep_only=True),
     # learning
     "learning.bad_status": CodeInfo(ERROR, "learning", ("file", "session_id", "seq"),
         "a learning event whose status is not one of the fixed set", deep_only=True),

@@ -976,7 +976,7 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
         if deep:
             _compaction(compacts if not compacts_at
                         else _records_at(fd, sc, compacts_at), sid, status, add,
-                        summaries or "working")
+                        summaries or "working", events)
     finally:
         if reads is not None:
             reads.f.close()
@@ -1330,17 +1330,68 @@ def _not_cumulative(seq: Any, lineage: list[Any], prev_lineage: Any,
     return None
 
 
+class _Before:
+    """Which positions the undo, redo and clear events before a seq hide:
+    what a summary's lineage could name when it was written.  One
+    :class:`UndoState` per seq asked (few: compact events with a hidden
+    chunk or a broken chain)."""
+
+    def __init__(self, events: list[dict[str, Any]], purpose: str) -> None:
+        self.events = events
+        self.purpose = purpose
+        self.states: dict[int, Any] = {}
+
+    def hidden(self, seqs: tuple[int, ...], before: Any) -> str | None:
+        """``undone`` or ``cleared`` when an event before ``before`` hides a
+        position of ``seqs``, else None."""
+        from ..sessions import UndoState
+
+        if type(before) is not int or not self.events:
+            return None
+        us = self.states.get(before)
+        if us is None:
+            us = self.states[before] = UndoState(
+                e for e in self.events if type(e.get("seq")) is int and e["seq"] < before)
+        clear = us.clear_seq if self.purpose == "working" else None
+        undo = us.state if not us.hides_nothing() else None
+        for pos in seqs:
+            if undo is not None and undo(pos) == "undo":
+                return "undone"
+            if clear is not None and pos < clear:
+                return "cleared"
+        return None
+
+    def inert(self, chunks: list[tuple[int, ...]], undated: bool, at: Any) -> bool:
+        """Whether a compact event whose lineage chunks are ``chunks`` was
+        inert at seq ``at``: ``undated`` (a chunk hidden by an exclusion or
+        an epoch), or a chunk hidden by an undo or clear before ``at``."""
+        return undated or any(self.hidden(c, at) is not None for c in chunks)
+
+
 def _compaction(compacts: Iterable[tuple[int, dict[str, Any]]], sid: str,
                 status: Callable[[tuple[int, ...], str, str], SourceStatus],
-                add: Callable[..., None], purpose: str = "working") -> None:
+                add: Callable[..., None], purpose: str = "working",
+                events: list[dict[str, Any]] | None = None) -> None:
     """Prior chain, cumulative lineage and each chunk's status, per compact event.
     An event without a ``lineage`` key predates lineage: inert, reported at info,
     and left out of the chain (lecode rebuilds from raw history: the next event's
-    prior is null, or the previous event with lineage)."""
+    prior is null, or the previous event with lineage).  So is, for the chain,
+    one that was inert when the next was written (``events``, the undo, redo
+    and clear events, tell which: a chunk hidden by one before the next event;
+    a forget's exclusion or epoch has no place in the transcript, and is taken
+    as before it): the next event's prior is null or that event, and its
+    lineage need not start with that event's.  A chunk hidden by an undo or
+    clear before its own event was never visible to lecode's recheck before
+    the append: compact.lineage_stale (undone, cleared), not compact.inert."""
     from ..sourceref import SourceRef
 
+    before = _Before(events or [], purpose)
     prev: dict[str, Any] | None = None
-    seen: dict[tuple[Any, ...], tuple[str, str, str | None]] = {}
+    # the well-formed chunks of ``prev`` (their seqs), and whether one is
+    # hidden by an exclusion or an epoch (no seq tells when that began)
+    prev_chunks: list[tuple[int, ...]] = []
+    prev_undated = False
+    seen: dict[tuple[Any, ...], tuple[str, str, str | None, tuple[int, ...] | None]] = {}
     # (seqs, span) of each well-formed chunk by its quick key: lineage is
     # cumulative, so the same chunks come back in every later compact event
     # (O(events^2) chunks a session); one equal to a chunk seen costs a list
@@ -1358,6 +1409,14 @@ def _compaction(compacts: Iterable[tuple[int, dict[str, Any]]], sid: str,
         except RecordsUndigestible as exc:
             want = {"seq": exc.seq, "digest": None}   # nothing can match it
         got = rec.get("prior")
+        # whether ``prev`` was inert when this event was written (asked of
+        # its chunks only where the chain breaks, once)
+        p_chunks, p_undated = prev_chunks, prev_undated
+        p_inert: bool | None = None
+        if got != want and prev is not None and got is None:
+            p_inert = before.inert(p_chunks, p_undated, seq)
+            if p_inert:
+                want = None     # (the previous one inert: rebuilt as if first)
         if got != want:
             if want is None:
                 msg = "first compact event has a prior, expected null"
@@ -1366,12 +1425,16 @@ def _compaction(compacts: Iterable[tuple[int, dict[str, Any]]], sid: str,
             else:
                 msg = f"prior does not match the compact event at seq {want['seq']} (seq and digest)"
             add("compact.prior_mismatch", msg, seq=seq)
+        had_prev = prev is not None
         prev = rec
+        prev_chunks = []
+        prev_undated = False
         lineage = rec.get("lineage")
         if not isinstance(lineage, list):
             add("compact.lineage_stale", "lineage is not a list of source references",
                 seq=seq, reason="invalid_ref")
             continue
+        hidden_chunks: list[tuple[str, tuple[int, ...]]] = []   # (label, seqs)
         bad: tuple[str, str | None] | None = None       # (message, reason)
         inert: tuple[str, str | None] | None = None
         stale_n = 0
@@ -1398,12 +1461,19 @@ def _compaction(compacts: Iterable[tuple[int, dict[str, Any]]], sid: str,
             if quick is not None:
                 hit = seen.get(quick)
                 if hit is not None:
-                    kind, msg, reason = hit
+                    kind, msg, reason, hseqs = hit
+                    if hseqs is not None and kind in ("ok", "inert"):
+                        prev_chunks.append(hseqs)
                     if kind == "stale":
                         stale_n += 1
                         bad = bad or (msg, reason)
-                    elif kind == "inert" and inert is None:
-                        inert = (msg, reason)
+                    elif kind == "inert":
+                        if hseqs is not None:
+                            hidden_chunks.append((msg, hseqs))
+                        if reason not in ("undone", "cleared"):
+                            prev_undated = True
+                        if inert is None:
+                            inert = (msg, reason)
                     elif kind == "wide":
                         spans[-1] = None
                         add("compact.lineage_too_wide", msg, seq=seq)
@@ -1417,7 +1487,7 @@ def _compaction(compacts: Iterable[tuple[int, dict[str, Any]]], sid: str,
                        f"positions (at most {MAX_SPAN})")
                 add("compact.lineage_too_wide", msg, seq=seq)
                 if quick:
-                    seen[quick] = ("wide", msg, "")
+                    seen[quick] = ("wide", msg, "", None)
                 continue
             try:
                 ref = SourceRef.from_json(chunk)
@@ -1437,23 +1507,42 @@ def _compaction(compacts: Iterable[tuple[int, dict[str, Any]]], sid: str,
                 msg = f"lineage chunk {ref.label()} is {st.status} ({st.reason})"
                 bad = bad or (msg, st.reason)
                 if quick:
-                    seen[quick] = ("stale", msg, st.reason)
+                    seen[quick] = ("stale", msg, st.reason, None)
             elif st.status == "hidden":
-                msg = f"summary is inert: lineage chunk {ref.label()} is hidden ({st.reason})"
+                prev_chunks.append(ref.seqs)
+                msg = f"lineage chunk {ref.label()}"
+                hidden_chunks.append((msg, ref.seqs))
+                if st.reason not in ("undone", "cleared"):
+                    prev_undated = True
                 if inert is None:
                     inert = (msg, st.reason)
                 if quick:
-                    seen[quick] = ("inert", msg, st.reason)
-            elif quick:
-                seen[quick] = ("ok", "", "")
+                    seen[quick] = ("inert", msg, st.reason, ref.seqs)
+            else:
+                prev_chunks.append(ref.seqs)
+                if quick:
+                    seen[quick] = ("ok", "", "", ref.seqs)
+        # a chunk hidden by an undo or clear written before this event: lecode
+        # rechecks visibility before the append, it never writes such a summary
+        for label, hseqs in hidden_chunks:
+            early = before.hidden(hseqs, seq)
+            if early is not None:
+                stale_n += 1
+                bad = bad or (f"{label} names a position already {early} before this compact "
+                              f"event was written (lecode never writes that)", early)
         nc = _not_cumulative(seq, lineage, prev_lineage, spans)
+        if nc and nc[0] == "not_cumulative" and had_prev and (
+                p_inert if p_inert is not None else before.inert(p_chunks, p_undated, seq)):
+            # the previous one inert at this event: a rebuild need not start with it
+            nc = _not_cumulative(seq, lineage, None, spans)
         if nc:
             add("compact.lineage_not_cumulative", nc[1], seq=seq, reason=nc[0])
         if bad:
             more = f" and {stale_n - 1} more" if stale_n > 1 else ""
             add("compact.lineage_stale", bad[0] + more, seq=seq, reason=bad[1])
         elif inert:
-            add("compact.inert", inert[0], seq=seq, reason=inert[1])
+            add("compact.inert", f"summary is inert: {inert[0]} is hidden ({inert[1]})",
+                seq=seq, reason=inert[1])
 
 
 _INTS = {int}

@@ -1,0 +1,203 @@
+"""validate's lineage, epoch and fact checks, fixes of a review (2026-12-07):
+stores built record by record, as lecode writes them (or does not)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import orjson
+import pytest
+
+from lecode_memctl.core.audit import validate_store
+
+SLUG = "proj-0123456789ab"
+
+
+def _dig(records):
+    return hashlib.sha256(orjson.dumps(records, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def make_store(tmp_path):
+    d = tmp_path / "config" / "memory" / SLUG
+    (d / "sessions").mkdir(parents=True, mode=0o700)
+    for p in (tmp_path / "config", tmp_path / "config" / "memory", d, d / "sessions"):
+        os.chmod(p, 0o700)
+    return d
+
+
+class Session:
+    """A transcript built record by record (seq = position)."""
+
+    def __init__(self, d, sid="a"):
+        self.d, self.sid, self.recs = d, sid, []
+        self.add(type="session", format=1, session_id=sid, project=SLUG,
+                 created="2026-12-01T00:00:00Z")
+
+    def add(self, **kw):
+        self.recs.append({"seq": len(self.recs), **kw})
+        return len(self.recs) - 1
+
+    def msg(self, role, content, **kw):
+        if role in ("assistant", "tool") and "epoch" not in kw:
+            kw["epoch"] = 0
+        return self.add(type="message", role=role, content=content, **kw)
+
+    def ev(self, name, **kw):
+        return self.add(type="event", event=name, **kw)
+
+    def ref(self, lo, hi):
+        span = [r for r in self.recs if lo <= r["seq"] <= hi]
+        return {"session_id": self.sid, "seqs": [r["seq"] for r in span if r["type"] == "message"],
+                "digest": _dig(span)}
+
+    def compact(self, chunks, prior="auto", lineage=None):
+        if lineage is None:
+            lineage = [self.ref(a, b) for a, b in chunks]
+        if prior == "auto":
+            prev = [r for r in self.recs if r.get("event") == "compact" and "lineage" in r]
+            prior = {"seq": prev[-1]["seq"], "digest": _dig([prev[-1]])} if prev else None
+        return self.ev("compact", summary="sum", lineage=lineage, prior=prior, model="m",
+                       usage={"input_tokens": 1, "output_tokens": 1, "cost": None})
+
+    def cum(self, new_chunks, prior="auto"):
+        prev = [r for r in self.recs if r.get("event") == "compact" and "lineage" in r]
+        base = prev[-1]["lineage"] if prev else []
+        return self.compact([], prior=prior, lineage=base + [self.ref(a, b) for a, b in new_chunks])
+
+    def write(self):
+        p = self.d / "sessions" / f"{self.sid}.jsonl"
+        p.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in self.recs))
+        os.chmod(p, 0o600)
+        return p
+
+
+def audit(d, deep=True):
+    from lecode_memctl.core.layout import store_at
+
+    findings, _ = validate_store(store_at(d), deep=deep)
+    return findings
+
+
+def compact_codes(findings):
+    return sorted((f.code, f.severity, f.reason) for f in findings if f.code.startswith("compact."))
+
+
+def sixty(tmp_path):
+    d = make_store(tmp_path)
+    s = Session(d)
+    for i in range(30):
+        s.msg("user", f"u{i}")
+        s.msg("assistant", f"a{i}")
+    return d, s
+
+
+# -- 1. a summary rebuilt after a clear, undo or forget ---------------------------------
+
+
+@pytest.mark.parametrize("prior", ["previous", "null"])
+def test_rebuilt_after_clear_is_no_error(tmp_path, prior):
+    d, s = sixty(tmp_path)
+    s.cum([(1, 10)])
+    c = s.ev("clear")
+    for i in range(6):
+        s.msg("user", f"p{i}")
+        s.msg("assistant", f"q{i}")
+    s.compact([(c + 1, c + 4)], prior="auto" if prior == "previous" else None)
+    s.write()
+    found = audit(d)
+    # the first summary is made inert by the later clear (info); the rebuilt one is fine
+    assert compact_codes(found) == [("compact.inert", "info", "cleared")]
+    assert [f.seq for f in found if f.code == "compact.inert"] == [61]
+
+
+@pytest.mark.parametrize("prior", ["previous", "null"])
+def test_rebuilt_after_undo_is_no_error(tmp_path, prior):
+    d, s = sixty(tmp_path)
+    s.cum([(1, 10)])
+    u = s.ev("undo", target=[9, 10])
+    for i in range(3):
+        s.msg("user", f"p{i}")
+        s.msg("assistant", f"q{i}")
+    s.compact([(1, 8), (u + 1, u + 4)], prior="auto" if prior == "previous" else None)
+    s.write()
+    assert compact_codes(audit(d)) == [("compact.inert", "info", "undone")]
+
+
+def test_rebuilt_after_forget_is_no_error(tmp_path):
+    from lecode_memctl.core import open_project
+
+    d, s = sixty(tmp_path)
+    s.cum([(1, 10)])
+    s.write()
+    with open_project(store=d) as p:
+        f = p.remember("x", p.sessions.source_snapshot("a", 3, 3).ref).fact
+        p.forget(f.fact_id)
+    s.msg("user", "after")
+    s.msg("assistant", "gen 1", epoch=1)
+    s.compact([(62, 63)], prior=None)
+    s.write()
+    # the first summary is inert (its assistant messages' epoch 0, position 3 excluded)
+    assert [c[:2] for c in compact_codes(audit(d))] == [("compact.inert", "info")]
+
+
+def test_inert_predecessor_still_needs_a_valid_lineage(tmp_path):
+    """The lineage of the rebuilt summary is checked on its own: ordered,
+    disjoint, before the event."""
+    d, s = sixty(tmp_path)
+    s.cum([(1, 10)])
+    c = s.ev("clear")
+    for i in range(6):
+        s.msg("user", f"p{i}")
+        s.msg("assistant", f"q{i}")
+    s.compact([(c + 5, c + 8), (c + 1, c + 4)], prior=None)
+    s.write()
+    assert ("compact.lineage_not_cumulative", "error", "overlap") in compact_codes(audit(d))
+
+
+def test_a_predecessor_hidden_only_later_still_chains(tmp_path):
+    """A predecessor hidden by a clear after the next event was written
+    was not inert then: the next one had to be cumulative."""
+    d, s = sixty(tmp_path)
+    s.cum([(1, 10)])
+    s.compact([(11, 20)], prior=None)
+    s.ev("clear")
+    s.write()
+    codes = compact_codes(audit(d))
+    assert ("compact.prior_mismatch", "error", None) in codes
+    assert ("compact.lineage_not_cumulative", "error", "not_cumulative") in codes
+
+
+# -- 3. a summary over positions already hidden when it was written --------------------
+
+
+@pytest.mark.parametrize("how", ["clear", "undo"])
+def test_summary_over_positions_hidden_before_it_is_an_error(tmp_path, how):
+    d, s = sixty(tmp_path)
+    if how == "clear":
+        s.ev("clear")
+    else:
+        s.ev("undo", target=[5, 6])
+    s.msg("user", "z")
+    s.compact([(1, 10)])
+    s.write()
+    found = audit(d)
+    reason = "cleared" if how == "clear" else "undone"
+    assert compact_codes(found) == [("compact.lineage_stale", "error", reason)]
+
+
+def test_summary_hidden_after_it_stays_inert(tmp_path):
+    d, s = sixty(tmp_path)
+    s.compact([(1, 10)])
+    s.ev("undo", target=[5, 6])
+    s.write()
+    assert compact_codes(audit(d)) == [("compact.inert", "info", "undone")]
+
+
+def test_undo_then_redo_before_the_summary_is_fine(tmp_path):
+    d, s = sixty(tmp_path)
+    s.ev("undo", target=[5, 6])
+    s.ev("redo", target=[5, 6])
+    s.compact([(1, 20)])
+    s.write()
+    assert compact_codes(audit(d)) == []

@@ -597,7 +597,11 @@ def test_unreferenced_transcripts_read_only_at_head_and_tail(config_dir):
     from lecode_memctl.core.audit import Audit
 
     path = build_clean(config_dir)
-    big = [_hdr("big")] + [_msg(i, "y" * 500) for i in range(1, 4000)]
+    # (an assistant message in its last 64 KiB: the epoch check stops there)
+    big = ([_hdr("big")] + [_msg(i, "y" * 500) for i in range(1, 3990)]
+           + [orjson.dumps({"seq": 3990, "type": "message", "role": "assistant",
+                            "content": "a", "epoch": 0}) + b"\n"]
+           + [_msg(i, "y" * 500) for i in range(3991, 4000)])
     _write_session(path / "sessions" / "big.jsonl", big)
     size = sum(len(x) for x in big)
     a = Audit(store_at(path), parallel=False)
@@ -605,11 +609,17 @@ def test_unreferenced_transcripts_read_only_at_head_and_tail(config_dir):
     s1 = (path / "sessions" / "s1.jsonl").stat().st_size
     # s1 is referenced (read once, whole; its epoch tail comes from memory); s2 and big:
     # header line, last byte, and the last EPOCH_TAIL bytes for the epoch check only
-    from lecode_memctl.core.audit.transcripts import EPOCH_TAIL
+    from lecode_memctl.core.audit.transcripts import EPOCH_BACK, EPOCH_TAIL
 
     s2 = (path / "sessions" / "s2.jsonl").stat().st_size
     assert a.summary.bytes_read < s1 + 3 * 4096 + 10 + min(s2, EPOCH_TAIL) + EPOCH_TAIL
     assert size > 1_000_000
+    # a transcript with no generated message is read back to EPOCH_BACK
+    # bytes from its end, at most (here the whole of it), each byte once
+    _write_session(path / "sessions" / "big.jsonl", [x for x in big if b'"assistant"' not in x])
+    a = Audit(store_at(path), parallel=False)
+    assert list(a.run()) == []
+    assert a.summary.bytes_read < s1 + 3 * 4096 + 10 + min(s2, EPOCH_TAIL) + min(size, EPOCH_BACK)
 
 
 def test_hand_formatted_transcript_uses_the_line_loop(config_dir):

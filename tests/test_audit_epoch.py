@@ -90,11 +90,16 @@ def test_a_forget_during_the_audit_is_not_a_false_alarm(demo, monkeypatch):
 def _tail_epoch_reference(data: bytes, tail: int):
     """What _tail_epoch answers, from every line: the newest integer epoch
     (the first line that carries it) among the generated messages of the
-    complete lines that start in the last ``tail`` bytes, or of the last
-    complete line when none starts there; each line parsed whole, whatever
-    its bytes spell (an escaped key too)."""
+    complete lines that start in the last ``tail`` bytes; when they hold
+    none, of those in the last 2 * ``tail``, 4 * ``tail``, ... bytes (then
+    EPOCH_PIECE more at each step), up to the whole file (EPOCH_BACK is far
+    off here); each line parsed whole, whatever its bytes spell (an escaped
+    key too).  (Before 2026-12-07 the
+    last complete line alone when none started in the last ``tail`` bytes,
+    and nothing further back.)"""
     import orjson
 
+    from lecode_memctl.core.audit import transcripts as T
     from lecode_memctl.core.sessions import is_generated
 
     starts, pos = [], 0
@@ -104,19 +109,23 @@ def _tail_epoch_reference(data: bytes, tail: int):
             break
         starts.append((pos, end))
         pos = end + 1
-    lines = [(a, b) for a, b in starts if a >= len(data) - tail] or starts[-1:]
-    best = None
-    for a, b in lines:
-        try:
-            rec = orjson.loads(data[a:b])
-        except orjson.JSONDecodeError:
-            continue
-        if not (isinstance(rec, dict) and rec.get("type") == "message" and is_generated(rec)):
-            continue
-        epoch, seq = rec.get("epoch"), rec.get("seq")
-        if type(epoch) is int and type(seq) is int and (best is None or epoch > best[0]):
-            best = (epoch, seq)
-    return best
+    reach = min(len(data), tail)
+    while True:
+        lines = [(a, b) for a, b in starts if a >= len(data) - reach]
+        best = None
+        for a, b in lines:
+            try:
+                rec = orjson.loads(data[a:b])
+            except orjson.JSONDecodeError:
+                continue
+            if not (isinstance(rec, dict) and rec.get("type") == "message" and is_generated(rec)):
+                continue
+            epoch, seq = rec.get("epoch"), rec.get("seq")
+            if type(epoch) is int and type(seq) is int and (best is None or epoch > best[0]):
+                best = (epoch, seq)
+        if best is not None or reach >= len(data):
+            return best
+        reach = min(len(data), reach + min(reach, T.EPOCH_PIECE))
 
 
 _EPOCH_LINES = [

@@ -201,3 +201,62 @@ def test_undo_then_redo_before_the_summary_is_fine(tmp_path):
     s.compact([(1, 20)])
     s.write()
     assert compact_codes(audit(d)) == []
+
+
+# -- 2. session.epoch_ahead past the last 64 KiB -----------------------------------------
+
+
+def epoch_store(tmp_path, tail):
+    """No facts database (generation 0): an assistant message with epoch 3, then ``tail``."""
+    d = make_store(tmp_path)
+    s = Session(d)
+    s.msg("user", "hi")
+    s.msg("assistant", "hello", epoch=3)
+    tail(s)
+    s.write()
+    return d
+
+
+def ahead(findings):
+    return [(f.severity, f.seq) for f in findings if f.code == "session.epoch_ahead"]
+
+
+@pytest.mark.parametrize("deep", [False, True])
+@pytest.mark.parametrize("tail", ["one_paste", "many_lines"])
+def test_epoch_ahead_behind_a_long_tail(tmp_path, deep, tail):
+    def paste(s):
+        s.msg("user", "here is my log:\n" + "L" * 70000)
+
+    def lines(s):
+        for i in range(400):
+            s.msg("user", f"{i} " + "y" * 300)
+
+    d = epoch_store(tmp_path, paste if tail == "one_paste" else lines)
+    assert ahead(audit(d, deep=deep)) == [("error", 2)]
+
+
+def test_deep_takes_the_highest_epoch_of_the_whole_transcript(tmp_path):
+    """--deep parses every line: an epoch ahead anywhere is found, even one
+    followed by lower ones (which lecode never writes)."""
+    def tail(s):
+        for i in range(400):
+            s.msg("user", f"{i} " + "y" * 300)
+        s.msg("assistant", "older", epoch=0)
+        s.msg("user", "last")
+
+    d = epoch_store(tmp_path, tail)
+    assert ahead(audit(d, deep=True)) == [("error", 2)]
+
+
+def test_default_mode_reads_back_to_the_last_generated_message_within_its_bound(tmp_path,
+                                                                            monkeypatch):
+    from lecode_memctl.core.audit import transcripts as T
+
+    def tail(s):
+        for i in range(400):
+            s.msg("user", f"{i} " + "y" * 300)
+
+    d = epoch_store(tmp_path, tail)
+    monkeypatch.setattr(T, "EPOCH_BACK", 64 << 10)
+    assert ahead(audit(d, deep=False)) == []          # past the bound: not looked for
+    assert ahead(audit(d, deep=True)) == [("error", 2)]

@@ -112,7 +112,8 @@ def validate(
     Each transcript is read once (a part of a large one again where the
     records its facts cite, or --deep's lineage chunks, are too many to keep
     in memory).  Without --deep, one that no fact
-    cites is read only at its header and last bytes; one that facts cite is
+    cites is read only at its header and last bytes (back to its last
+    generated message, 16 MiB at most, for its epoch); one that facts cite is
     read once from start to end, parsing only the cited spans and the event
     lines (a later undo, redo or clear decides a span's visibility).
     --deep parses every line once (in parallel worker processes): corrupt

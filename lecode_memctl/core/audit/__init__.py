@@ -10,7 +10,8 @@ Cost. Each transcript is read once, in one sequential pass
 (``transcripts.session_job``; part of it again only where its cited records
 outgrow a budget, or for ``deep``'s lineage chunks of a large one: below).
 Without ``deep``, a transcript no fact references is read only at its header
-line and its last bytes (torn tail); one that facts reference is read once
+line and its last bytes (torn tail, and back to its last generated message,
+16 MiB at most, for the newest epoch); one that facts reference is read once
 from the start, and only the lines of the referenced spans and the event lines
 (undo/redo/clear after a span decide its visibility) are parsed: the others
 have their seq read from the bytes. The parsed records the spans cite are kept

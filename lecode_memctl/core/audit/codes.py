@@ -129,7 +129,11 @@ CODES: dict[str, CodeInfo] = {
     "session.epoch_ahead": CodeInfo(ERROR, "sessions", ("file", "session_id", "seq"),
         "a generated message carries an exclusion epoch above the facts database's "
         "generation: forget exclusions were lost (facts.sqlite3 deleted, emptied or "
-        "replaced by an older copy), so forgotten evidence may be visible again"),
+        "replaced by an older copy), so forgotten evidence may be visible again; without "
+        "--deep, read from the complete lines that start in the last 64 KiB of each "
+        "transcript, or further back, to its last generated message, 16 MiB from its end "
+        "at most (epochs never decrease along one); with --deep, the highest epoch of every "
+        "generated message"),
     "session.bad_target": CodeInfo(ERROR, "sessions", ("file", "session_id", "line", "seq"),
         "an undo or redo event whose target is not [FIRST, LAST] with 0 <= FIRST <= LAST < "
         "the event's seq (malformed, outside the session, or not entirely before the event); "

@@ -86,55 +86,82 @@ class _Scan:
         # references does not hold the others)
         self.statuses: dict[tuple[tuple[int, ...], str, str], Any] = {}
         self.max_epoch: tuple[int, int] | None = None   # (epoch, seq) of the newest generated messages
+        self.epoch_scanned = False   # max_epoch taken from every line (--deep), not the tail
 
 
 EPOCH_TAIL = 65536
+EPOCH_BACK = 16 << 20    # ... and no further back than this from the end
+EPOCH_PIECE = 256 << 10  # ... reading at most this much more each step
 
 
 def _tail_epoch(fd: int, size: int, sc: _Scan, data: bytes | None = None) -> tuple[int, int] | None:
     """The highest ``epoch`` (with its seq) among the generated messages of the
-    complete lines that start in the last 64 KiB, or of the last complete
-    line when none starts there (a large tool output last: the window is
-    doubled until it holds a line); taken from ``data`` when the whole file
-    is already in memory.  Epochs are captured before each request, so they
-    never decrease along a transcript: its tail holds its newest epoch."""
-    from ..sessions import is_generated
-
+    complete lines that start in the last 64 KiB; when none of them is a
+    generated message with an integer epoch (a large paste, many user lines
+    last), of those that start in the last 128 KiB, 256 KiB, ... (then
+    256 KiB more at each step) up to ``EPOCH_BACK`` (16 MiB) or the file's
+    start: each step reads only the bytes before the last one's, looks only
+    at the lines that start there, and keeps only the start of the line
+    that runs past it.  Taken from ``data`` when the whole file is already
+    in memory.  Epochs are captured before each request, so they never
+    decrease along a transcript: its last generated message holds its
+    newest epoch.  (--deep takes the highest of every line instead: _full.)"""
     if size <= 0:
         return None
-    n = min(size, EPOCH_TAIL)
-    grown = False
+    whole = data is not None and len(data) == size
+    lo = size           # the lowest byte read so far
+    done = size         # the first line start looked at (the lines from there on are done)
+    carry = b""         # the bytes from ``lo`` to ``done``: part of a line that starts before
+    reach = min(size, EPOCH_TAIL)
     while True:
-        # one byte before the window too: whether a line starts where it does
-        lo = max(size - n - 1, 0)
-        if data is not None and len(data) == size:
-            window = data[lo:]
+        want = max(size - reach - 1, 0)   # (one byte before the window: does a line start there)
+        if whole:
+            assert data is not None
+            span = data[want:done]
         else:
-            window = os.pread(fd, size - lo, lo)
-            sc.bytes_read += len(window)
-        if not grown:
-            # the complete lines (the last piece is a torn tail or empty) that
-            # start in the window: after its first newline, unless it is the file's start
-            pos = 0 if size - n == 0 else window.find(b"\n") + 1
-            if (pos > 0 or size - n == 0) and window.find(b"\n", pos) >= 0:
-                break
+            span = os.pread(fd, lo - want, want) + carry
+            sc.bytes_read += lo - want
+        lo = want
+        first = size - reach
+        # the first line start at or after ``first``: the file's start, or after a newline
+        if first == 0:
+            pos = 0
         else:
-            # none starts in the last 64 KiB: the last complete line alone
-            last = window.rfind(b"\n")
-            if last >= 0:
-                prev = window.rfind(b"\n", 0, last)
-                if prev >= 0 or lo == 0:
-                    pos = prev + 1
-                    break
-        if n >= size:
-            return None           # no complete line at all
-        grown, n = True, min(size, n * 2)
-    bound = _epoch_bound(window[pos:])
+            nl = span.find(b"\n", first - 1 - want)
+            pos = -1 if nl < 0 else want + nl + 1
+        if 0 <= pos < done:
+            # the lines that start from there to the first one already looked at
+            best = _window_epoch(span[pos - want:])
+            if best is not None:
+                return best
+            done = pos
+            carry = span[:pos - want]
+        else:
+            carry = span
+        if reach >= size or reach >= EPOCH_BACK:
+            return None
+        reach = min(size, reach + min(reach, EPOCH_PIECE))
+
+
+def _generated_message(rec: dict[str, Any]) -> bool:
+    from ..sessions import is_generated
+
+    return rec.get("type") == "message" and is_generated(rec)
+
+
+def _window_epoch(window: bytes) -> tuple[int, int] | None:
+    """The highest integer ``epoch`` (with the seq of the first line that
+    carries it) among the generated messages of the complete lines of
+    ``window`` (its last piece, not ended by a newline, is left out)."""
+    from ..sessions import is_generated
+
+    bound = _epoch_bound(window)
     if bound == _NO_EPOCH:
         return None
     # a window with a \u escape may spell the key "\u0065poch": every line parsed
     mark = b'"epoch"' if bound is not None else None
     best: tuple[int, int] | None = None
+    pos = 0
     while True:
         end = window.find(b"\n", pos)
         if end < 0:
@@ -357,7 +384,9 @@ def _session_job(path: str, sid: str, slug: str, deep: bool,
             data = _scan_modes(fd, st, sc, sid, slug, deep, need, excluded, generation, now,
                                add, refuse_all, summaries)
             refused = {"session.refused", "session.missing_header"}
-            if not any(code in refused for code, *_rest in sc.raw):
+            if any(code in refused for code, *_rest in sc.raw):
+                sc.max_epoch = None
+            elif not sc.epoch_scanned:
                 sc.max_epoch = _tail_epoch(fd, st.st_size, sc, data)
         except OSError as exc:
             add("session.unreadable", f"cannot read: {exc.strerror}")
@@ -737,6 +766,7 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
     expected = 0
     last_seq = -1
     lineno = 0
+    top: tuple[int, int] | None = None     # --deep: (epoch, seq) of the highest epoch
     run = [-1, -1]            # the last corrupt line placed by _sits_after, and its place
     offset = 0
     rest = b""
@@ -793,6 +823,11 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                 event(whole[n], n, n + 1)
             else:
                 ignored(whole[n], n, n + 1)
+        if summaries is None:
+            for r in whole:
+                e = r.get("epoch")
+                if type(e) is int and (top is None or e > top[0]) and _generated_message(r):
+                    top = (e, r["seq"])
         last_seq, lineno = len(whole) - 1, len(whole)
         offset = end
         rest = data[end:] if data is not None else b""
@@ -903,6 +938,10 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                 gate = cited[i] if i < len(cited) else _NO_GATE
             if rec is None:
                 continue           # a too_large or huge line: placed, not kept
+            if deep:
+                e = rec.get("epoch")
+                if type(e) is int and (top is None or e > top[0]) and _generated_message(rec):
+                    top = (e, seq)
             if keep_all:
                 records.setdefault(seq, rec)
             elif seq in needed and seq < cut and seq not in records:
@@ -919,6 +958,11 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
     if lineno == 0:
         _no_header(add, refuse_all, mtime, now)
         refused = True
+    if deep:
+        # every line parsed: the highest epoch of every generated message (the
+        # tail's answer when epochs never decrease, as lecode writes them);
+        # grep's job (``summaries``) has no use for it
+        sc.max_epoch, sc.epoch_scanned = (top if summaries is None else None), True
     if rest:
         _torn(add, size, offset, mtime, now, lineno + 1)
     us = UndoState(events)

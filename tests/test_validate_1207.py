@@ -260,3 +260,39 @@ def test_default_mode_reads_back_to_the_last_generated_message_within_its_bound(
     monkeypatch.setattr(T, "EPOCH_BACK", 64 << 10)
     assert ahead(audit(d, deep=False)) == []          # past the bound: not looked for
     assert ahead(audit(d, deep=True)) == [("error", 2)]
+
+
+# -- 4. --ignore GROUP.* (the group column of --list-codes, a finding's check) --------------
+
+
+@pytest.mark.parametrize("group,prefix", [("compaction", "compact"), ("facts", "fact"),
+                                          ("sessions", "session"), ("db", "db")])
+def test_ignore_takes_a_group_or_a_code_prefix(group, prefix):
+    from lecode_memctl.core.audit.codes import CODES, check_ignore_codes
+
+    by_group = check_ignore_codes([f"{group}.*"])
+    by_prefix = check_ignore_codes([f"{prefix}.*"])
+    assert by_group == by_prefix == {c for c, i in CODES.items() if i.check == group}
+    assert by_group
+
+
+def test_ignore_group_through_the_cli(tmp_path):
+    from .conftest import run_cli
+
+    d, s = sixty(tmp_path)
+    s.compact([(1, 10)])
+    s.compact([(11, 20)], prior=None)    # not cumulative, prior null: two errors
+    s.write()
+    for ignore in ("compaction.*", "compact.*"):
+        r = run_cli("--store", str(d), "validate", "--no-state", "--deep", "--ignore", ignore)
+        assert r.exit_code == 0, (ignore, r.stdout, r.stderr)
+    r = run_cli("--store", str(d), "validate", "--no-state", "--ignore", "nosuch.*")
+    assert r.exit_code == 2 and "unknown finding code" in r.stderr
+
+
+def test_completion_offers_the_groups_too():
+    from lecode_memctl.cli.completion import complete_finding_code
+
+    got = complete_finding_code("")
+    assert {"compaction.*", "compact.*", "facts.*", "fact.*", "sessions.*"} <= set(got)
+    assert len(got) == len(set(got))

@@ -62,7 +62,9 @@ def validate(
         "--strict", help="Warnings count as failures for the exit status and memctl_validate_ok.")] = False,
     ignore: Annotated[list[str] | None, typer.Option(
         "--ignore", metavar="CODE", autocompletion=complete_finding_code,
-        help="Do not report this finding code (repeatable; 'group.*' ignores a whole check).")] = None,
+        help="Do not report this finding code (repeatable; 'PREFIX.*' or 'GROUP.*' ignores a "
+             "whole check: a code's prefix, compact.*, or its group as --list-codes shows it, "
+             "compaction.*).")] = None,
     quiet: Annotated[bool, typer.Option(
         "--quiet", "-q", help="Print nothing on stdout or stderr but errors; the exit status "
                               "is the answer (--output still writes its file).")] = False,

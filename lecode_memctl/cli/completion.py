@@ -214,11 +214,13 @@ def complete_secrets_format(incomplete):  # noqa: ANN001,ANN201 - typer inspects
 
 
 def complete_finding_code(incomplete):  # noqa: ANN001,ANN201 - typer inspects names
-    """Finding codes for validate --ignore, then 'group.*' for whole checks."""
+    """Finding codes for validate --ignore, then 'PREFIX.*' and 'GROUP.*' for
+    whole checks (a code's prefix, compact.*, and its group, compaction.*)."""
     try:
         from lecode_memctl.core.audit import CODES
 
-        groups = sorted({c.split(".")[0] + ".*" for c in CODES})
+        groups = sorted({c.split(".")[0] + ".*" for c in CODES}
+                        | {i.check + ".*" for i in CODES.values()})
         return [c for c in [*sorted(CODES), *groups] if c.startswith(incomplete or "")]
     except Exception:  # noqa: BLE001 - completion never fails loudly
         return []

@@ -470,7 +470,7 @@ COMMAND_OPTIONS = {
             ('--all-projects', 'Audit every store under <config dir>/memory/.', 'all_projects', False),
             ('--deep', 'Also parse every line of every transcript: corrupt lines, seq gaps, compaction chains and learning events.', 'deep', False),
             ('--strict', 'Warnings count as failures for the exit status and memctl_validate_ok.', 'strict', False),
-            ('--ignore', "Do not report this finding code (repeatable; 'group.*' ignores a whole check).", 'ignore', True),
+            ('--ignore', "Do not report this finding code (repeatable; 'PREFIX.*' or 'GROUP.*' ignores a whole check: a code's prefix, compact.*, or its group as --list-codes shows it, compaction.*).", 'ignore', True),
             ('--quiet', 'Print nothing on stdout or stderr but errors; the exit status is the answer (--output still writes its file).', 'quiet', False),
             ('-q', 'Print nothing on stdout or stderr but errors; the exit status is the answer (--output still writes its file).', 'quiet', False),
             ('--progress', 'A progress bar on stderr (default: when stderr is a terminal and not --quiet).', 'progress', False),

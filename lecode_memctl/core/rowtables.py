@@ -275,7 +275,7 @@ CODE = RowModel("validate --list-codes", "code", "One finding code validate can 
     Field("code", "string", "the finding code"),
     Field("severity", "string", "error, warning or info (session.torn_tail, session.missing_header: "
           "warning or error)"),
-    Field("group", "string", "the check it belongs to (--ignore 'group.*')"),
+    Field("group", "string", "the check it belongs to (--ignore 'GROUP.*')"),
     Field("deep", "boolean", "only looked for with --deep"),
     Field("meaning", "string", "what it means"),
 ), ids=("code",))

@@ -270,14 +270,20 @@ Progress = Callable[[int, int], None]
 
 
 def check_ignore_codes(codes: Sequence[str]) -> frozenset[str]:
-    """``--ignore`` values: exact codes, or ``group.*``; unknown ones are usage errors."""
+    """``--ignore`` values: exact codes, ``PREFIX.*`` (the codes' own prefix,
+    ``compact.*``) or ``GROUP.*`` (their group: the ``group`` column of
+    --list-codes, a finding's ``check``, ``compaction.*``); unknown ones are
+    usage errors.  (Before 2026-12-07 a group that is not also a prefix,
+    ``facts``, ``sessions``, ``compaction``, was an unknown code.)"""
     out: set[str] = set()
-    groups = {c.split(".")[0] for c in CODES}
+    prefixes = {c.split(".")[0] for c in CODES}
+    groups = {i.check for i in CODES.values()}
     for c in codes:
         if c in CODES:
             out.add(c)
-        elif c.endswith(".*") and c[:-2] in groups:
-            out.update(k for k in CODES if k.startswith(c[:-1]))
+        elif c.endswith(".*") and c[:-2] in prefixes | groups:
+            out.update(k for k, i in CODES.items()
+                       if k.startswith(c[:-1]) or i.check == c[:-2])
         else:
             raise UsageError(f"unknown finding code {c!r} for --ignore (see 'Validate findings' "
                              "in docs/FORMAT.md or 'memctl validate --help')")

@@ -296,3 +296,45 @@ def test_completion_offers_the_groups_too():
     got = complete_finding_code("")
     assert {"compaction.*", "compact.*", "facts.*", "fact.*", "sessions.*"} <= set(got)
     assert len(got) == len(set(got))
+
+
+# -- 5. --list-codes meanings and FORMAT.md's findings table agree -----------------------
+
+
+def _format_rows():
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "FORMAT.md").read_text()
+    section = text[text.index("## Validate findings"):text.index("Notes on the checks:")]
+    rows = {}
+    for line in section.splitlines():
+        m = re.match(r"^\| `([a-z0-9_]+\.[a-z0-9_]+)`( \*\(deep\)\*)? \| ([^|]+) \| ([^|]+) \| (.*) \|$",
+                     line)
+        if m:
+            rows[m.group(1)] = (m.group(2) is not None, m.group(3).strip(),
+                                tuple(x.strip().strip("`") for x in m.group(4).split(",")),
+                                m.group(5))
+    return rows
+
+
+def _words(text):
+    import re
+
+    return re.sub(r"\s+", " ", text.replace("`", "")).strip()
+
+
+def test_every_code_has_one_row_that_says_what_list_codes_says():
+    """The table's meaning is --list-codes' meaning, word for word (its
+    backticks aside), and so are its severity, location and deep mark."""
+    from lecode_memctl.core.audit.codes import CODES
+
+    rows = _format_rows()
+    assert set(rows) == set(CODES)
+    for code, info in CODES.items():
+        deep, severity, location, meaning = rows[code]
+        assert deep == info.deep_only, code
+        assert severity.split(" / ")[0] in (info.severity, "error"), code
+        assert info.severity in severity, code
+        assert location == info.location, code
+        assert _words(meaning) == _words(info.meaning), code

@@ -54,7 +54,8 @@ CODES: dict[str, CodeInfo] = {
     "db.unreadable": CodeInfo(ERROR, "db", ("file",),
         "facts.sqlite3 cannot be opened read-only, is not a database, or lacks a table or "
         "column memctl reads (with --all-projects also: it stayed busy past --lock-wait, "
-        "and was not audited, or the reading of its facts met a damaged page, and the facts "
+        "or this machine's temporary space failed (a full $TMPDIR), and was not audited, "
+        "or the reading of its facts met a damaged page, and the facts "
         "from there on were not audited)"),
     "db.integrity": CodeInfo(ERROR, "db", ("file",),
         "PRAGMA integrity_check reported a problem (one finding per line it reports; "
@@ -70,8 +71,8 @@ CODES: dict[str, CodeInfo] = {
     "db.generation_mismatch": CodeInfo(ERROR, "db", ("file",),
         "the exclusion generation is lower than the exclusions and retry markers imply, a "
         "generation (in meta, forgotten or exclusions) is not a non-negative integer, or meta "
-        "holds more than one generation row (every command reads the highest) or one whose "
-        "key is a BLOB"),
+        "holds more than one generation row (every command reads the highest), one whose "
+        "key is a BLOB, or none (every command reads the implied generation)"),
     "db.malformed_exclusion": CodeInfo(ERROR, "db", ("file",),
         "an exclusions row whose session id is not text or whose position is not a "
         "non-negative integer (a writer that bound the id as bytes, a table that lost its "
@@ -80,9 +81,10 @@ CODES: dict[str, CodeInfo] = {
         "nothing"),
     "db.rolled_back": CodeInfo(ERROR, "db", ("file",),
         "the exclusion generation or exclusion count is below the highest memctl saw for this "
-        "store (its mark, kept outside the store, of the same slug: \"memctl's mark, outside "
-        "the store\"): the database was put back from an older copy, deleted, or deleted and "
-        "made again, so forgotten evidence may be visible again"),
+        "store (its mark, kept outside the store, of the same slug, or of the same database "
+        "under another slug: \"memctl's mark, outside the store\"): the database was put "
+        "back from an older copy, deleted, or deleted and made again, so forgotten evidence "
+        "may be visible again"),
     "db.revision_gap": CodeInfo(ERROR, "db", ("fact_id", "revision"),
         "a fact's revisions are not 1..N without gaps, or its current revision is not the last "
         "(or not known: the fact id has several rows in facts); a current revision with no "
@@ -121,9 +123,10 @@ CODES: dict[str, CodeInfo] = {
         "a transcript lecode refuses: a symbolic link, or a header naming another project"),
     "session.missing_header": CodeInfo(ERROR, "sessions", ("file", "session_id", "line"),
         "the first line is not a valid session header (seq 0, type session, format 1), or "
-        "there is no complete first line: WARNING for that when the file changed in the last "
-        "60 s (a writer may be creating it), ERROR otherwise (a modification time over 60 s in "
-        "the future included)"),
+        "there is no complete first line (an empty file, a header not ended by a newline; its "
+        "facts are hidden, refused_header, as every reader refuses it): WARNING for that when "
+        "the file changed in the last 60 s (a writer may be creating it), ERROR otherwise "
+        "(a modification time over 60 s in the future included)"),
     "session.unreadable": CodeInfo(ERROR, "sessions", ("file", "session_id"),
         "a transcript that cannot be opened or read"),
     "session.epoch_ahead": CodeInfo(ERROR, "sessions", ("file", "session_id", "seq"),
@@ -149,7 +152,8 @@ CODES: dict[str, CodeInfo] = {
     "compact.lineage_too_wide": CodeInfo(ERROR, "compaction", ("file", "session_id", "seq"),
         "a lineage chunk spans more than 200 positions", deep_only=True),
     "compact.lineage_stale": CodeInfo(ERROR, "compaction", ("file", "session_id", "seq", "reason"),
-        "a lineage chunk is malformed, missing, or its digest no longer holds, or it names a "
+        "a lineage chunk is malformed (one naming another session included: a summary covers "
+        "its own session's messages), missing, or its digest no longer holds, or it names a "
         "position an undo or clear had already hidden when the compact event was written "
         "(reason: undone, cleared; lecode rechecks visibility before the append and never "
         "writes that)", deep_only=True),

@@ -338,3 +338,46 @@ def test_every_code_has_one_row_that_says_what_list_codes_says():
         assert info.severity in severity, code
         assert location == info.location, code
         assert _words(meaning) == _words(info.meaning), code
+
+
+# -- 6. one finding per failing revision ---------------------------------------------------
+
+
+def test_an_excluded_revision_hidden_otherwise_too_is_only_suppressed(tmp_path):
+    from lecode_memctl.core import open_project
+
+    d = make_store(tmp_path)
+    s = Session(d)
+    s.msg("user", "u1")
+    s.msg("assistant", "a2", epoch=0)
+    s.msg("user", "u3")
+    s.write()
+    with open_project(store=d) as p:
+        a = p.remember("fact a", p.sessions.source_snapshot("a", 1, 3).ref).fact
+        b = p.remember("fact b", p.sessions.source_snapshot("a", 3, 3).ref).fact
+        p.forget(b.fact_id)
+    found = [(f.code, f.fact_id, f.revision, f.seq) for f in audit(d, deep=False)
+             if f.code.startswith("fact.")]
+    # position 3 excluded (the forget of b), position 2 hidden by its epoch 0
+    # (the forget raised the generation to 1): one finding, fact.suppressed
+    assert found == [("fact.suppressed", a.fact_id, 1, 3)]
+
+
+def test_an_excluded_revision_whose_evidence_changed_is_only_stale(tmp_path):
+    from lecode_memctl.core import open_project
+
+    d = make_store(tmp_path)
+    s = Session(d)
+    s.msg("user", "u1")
+    s.msg("assistant", "a2", epoch=0)
+    s.msg("user", "u3")
+    s.write()
+    with open_project(store=d) as p:
+        a = p.remember("fact a", p.sessions.source_snapshot("a", 1, 3).ref).fact
+        b = p.remember("fact b", p.sessions.source_snapshot("a", 3, 3).ref).fact
+        p.forget(b.fact_id)
+    s.recs[1]["content"] = "u1 changed"
+    s.write()
+    found = [(f.code, f.fact_id, f.reason) for f in audit(d, deep=False)
+             if f.code.startswith("fact.")]
+    assert found == [("fact.stale", a.fact_id, "digest_mismatch")]

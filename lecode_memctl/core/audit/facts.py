@@ -1016,22 +1016,23 @@ def _fact_part(audit: Audit, fs: Any, listing: Any, count: Callable[[str], None]
                 if common:
                     hit = (sid, min(common))
                     break
-            if hit:
+            s = statuses.get(r.source) if r.source is not None else None
+            # one finding per revision: an exclusion that overlaps its
+            # evidence makes it fact.suppressed, whatever else hides it (an
+            # epoch, an undo); evidence missing or stale is that error instead
+            if hit and (s is None or s.status not in ("missing", "stale")):
                 yield _item("fact.suppressed",
                             f"evidence {hit[0]}:{hit[1]} is excluded by a forget; the fact is "
                             "kept but suppressed from recall" + odd, fact_id=shown, revision=rev,
                             session_id=hit[0], seq=hit[1])
-            if r.source is None:
-                if not hit:
-                    what = "legacy provenance" if r.provenance else "no evidence at all"
-                    yield _item("fact.unverified", f"{what}, no SourceRef{odd}",
-                                fact_id=shown, revision=rev, reason="legacy_provenance")
                 continue
-            s = statuses.get(r.source)
+            if r.source is None:
+                what = "legacy provenance" if r.provenance else "no evidence at all"
+                yield _item("fact.unverified", f"{what}, no SourceRef{odd}",
+                            fact_id=shown, revision=rev, reason="legacy_provenance")
+                continue
             if s is None or s.ok:
                 continue
-            if s.reason == "excluded" and hit:
-                continue  # reported as fact.suppressed
             code = {"missing": "fact.missing", "stale": "fact.stale"}.get(s.status, "fact.hidden")
             if s.reason == "excluded":
                 code = "fact.suppressed"

@@ -381,3 +381,43 @@ def test_an_excluded_revision_whose_evidence_changed_is_only_stale(tmp_path):
     found = [(f.code, f.fact_id, f.reason) for f in audit(d, deep=False)
              if f.code.startswith("fact.")]
     assert found == [("fact.stale", a.fact_id, "digest_mismatch")]
+
+
+# -- 7. fact.stale's seq -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("deep", [False, True])
+def test_fact_stale_seq_is_null_where_the_table_says(tmp_path, deep):
+    """Only the span's digest is stored: which record changed is not known
+    (digest_mismatch), nor, for a corrupt line, which position it held
+    (records_corrupt): seq is null for both, as the table says; a cited
+    position that is no message (not_message) is named."""
+    from lecode_memctl.core import open_project
+
+    d = make_store(tmp_path)
+    s = Session(d)
+    for i in range(3):
+        s.msg("user", f"u{i}")
+        s.msg("assistant", f"a{i}")
+    s.write()
+    with open_project(store=d) as p:
+        changed = p.remember("changed", p.sessions.source_snapshot("a", 1, 2).ref).fact
+        corrupt = p.remember("corrupt", p.sessions.source_snapshot("a", 3, 4).ref).fact
+        event = p.remember("event", p.sessions.source_snapshot("a", 5, 6).ref).fact
+    s.recs[2]["content"] = "a0 changed"
+    s.recs[6] = {"seq": 6, "type": "event", "event": "memory_usage", "purpose": "x",
+                 "model": "m", "usage": None}
+    p = s.write()
+    lines = p.read_bytes().split(b"\n")
+    lines[4] = b'{"seq": 4, oops'
+    p.write_bytes(b"\n".join(lines))
+    found = {f.fact_id: (f.code, f.reason, f.seq) for f in audit(d, deep=deep)
+             if f.code.startswith("fact.")}
+    assert found[changed.fact_id] == ("fact.stale", "digest_mismatch", None)
+    assert found[corrupt.fact_id] == ("fact.stale", "records_corrupt", None)
+    assert found[event.fact_id][:2] == ("fact.stale", "digest_mismatch")
+
+
+def test_the_table_says_when_fact_stale_has_no_seq():
+    (_deep, _sev, _loc, meaning) = _format_rows()["fact.stale"]
+    assert "else null (a digest mismatch" in meaning

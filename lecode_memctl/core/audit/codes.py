@@ -97,7 +97,10 @@ CODES: dict[str, CodeInfo] = {
     "fact.missing": CodeInfo(ERROR, "facts", ("fact_id", "revision", "session_id", "seq", "reason"),
         "a revision's evidence is gone: session missing or unreadable, or a position not there"),
     "fact.stale": CodeInfo(ERROR, "facts", ("fact_id", "revision", "session_id", "seq", "reason"),
-        "a revision's evidence changed: digest mismatch, corrupt records, or not a message"),
+        "a revision's evidence changed: digest mismatch, corrupt records, or not a message; "
+        "seq is the position at fault where it is known (not a message, a record that cannot "
+        "be digested), else null (a digest mismatch: only the span's digest is stored, not "
+        "which record changed; a corrupt line or a record missing in the span)"),
     "fact.hidden": CodeInfo(WARNING, "facts", ("fact_id", "revision", "session_id", "seq", "reason"),
         "a revision's evidence is not visible (reason: undone, epoch, refused_*, invalid_ref); "
         "the fact is kept out of the agent's context"),

@@ -421,3 +421,30 @@ def test_fact_stale_seq_is_null_where_the_table_says(tmp_path, deep):
 def test_the_table_says_when_fact_stale_has_no_seq():
     (_deep, _sev, _loc, meaning) = _format_rows()["fact.stale"]
     assert "else null (a digest mismatch" in meaning
+
+
+def test_summary_over_positions_undone_then_and_redone_later_is_an_error(tmp_path):
+    """Visible now (a redo after it), but undone when the summary was
+    written: lecode's recheck before the append would have refused it."""
+    d, s = sixty(tmp_path)
+    s.ev("undo", target=[5, 6])
+    s.msg("user", "z")
+    s.compact([(1, 10)])
+    s.ev("redo", target=[5, 6])
+    s.write()
+    assert compact_codes(audit(d)) == [("compact.lineage_stale", "error", "undone")]
+
+
+def test_a_carried_chunk_undone_between_two_summaries_is_an_error(tmp_path):
+    d, s = sixty(tmp_path)
+    s.cum([(1, 10)])
+    s.ev("undo", target=[5, 6])
+    s.ev("redo", target=[5, 6])
+    s.cum([(11, 20)])
+    s.ev("undo", target=[7, 7])
+    s.cum([(21, 30)])
+    s.write()
+    found = [(f.code, f.reason, f.seq) for f in audit(d) if f.code.startswith("compact.")]
+    assert found == [("compact.inert", "undone", 61),
+                     ("compact.inert", "undone", 64),
+                     ("compact.lineage_stale", "undone", 66)]

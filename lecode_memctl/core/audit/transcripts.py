@@ -1377,39 +1377,56 @@ def _not_cumulative(seq: Any, lineage: list[Any], prev_lineage: Any,
 class _Before:
     """Which positions the undo, redo and clear events before a seq hide:
     what a summary's lineage could name when it was written.  One
-    :class:`UndoState` per seq asked (few: compact events with a hidden
-    chunk or a broken chain)."""
+    :class:`UndoState` per number of such events before the seq asked, and
+    a chunk's answer kept by that number: lineage is cumulative, and the
+    chunks carried from one compact event to the next, with no such event
+    between them, are answered once."""
 
     def __init__(self, events: list[dict[str, Any]], purpose: str) -> None:
-        self.events = events
+        self.events = sorted((e for e in events if type(e.get("seq")) is int),
+                             key=lambda e: e["seq"])
+        self.seqs = [e["seq"] for e in self.events]
         self.purpose = purpose
         self.states: dict[int, Any] = {}
+        self.memo: dict[tuple[Any, int], str | None] = {}
 
-    def hidden(self, seqs: tuple[int, ...], before: Any) -> str | None:
+    def hidden(self, seqs: tuple[int, ...], before: Any, key: Any = None) -> str | None:
         """``undone`` or ``cleared`` when an event before ``before`` hides a
-        position of ``seqs``, else None."""
+        position of ``seqs``, else None; ``key`` names the chunk (its
+        answer kept), None for none."""
         from ..sessions import UndoState
 
-        if type(before) is not int or not self.events:
+        if type(before) is not int or not self.seqs:
             return None
-        us = self.states.get(before)
+        n = bisect_left(self.seqs, before)     # (the events before ``before``)
+        if n == 0:
+            return None
+        if key is not None and (key, n) in self.memo:
+            return self.memo[(key, n)]
+        us = self.states.get(n)
         if us is None:
-            us = self.states[before] = UndoState(
-                e for e in self.events if type(e.get("seq")) is int and e["seq"] < before)
+            us = self.states[n] = UndoState(self.events[:n])
         clear = us.clear_seq if self.purpose == "working" else None
         undo = us.state if not us.hides_nothing() else None
-        for pos in seqs:
-            if undo is not None and undo(pos) == "undo":
-                return "undone"
-            if clear is not None and pos < clear:
-                return "cleared"
-        return None
+        got = None
+        if undo is not None or clear is not None:
+            for pos in seqs:
+                if undo is not None and undo(pos) == "undo":
+                    got = "undone"
+                    break
+                if clear is not None and pos < clear:
+                    got = "cleared"
+                    break
+        if key is not None:
+            self.memo[(key, n)] = got
+        return got
 
-    def inert(self, chunks: list[tuple[int, ...]], undated: bool, at: Any) -> bool:
-        """Whether a compact event whose lineage chunks are ``chunks`` was
-        inert at seq ``at``: ``undated`` (a chunk hidden by an exclusion or
-        an epoch), or a chunk hidden by an undo or clear before ``at``."""
-        return undated or any(self.hidden(c, at) is not None for c in chunks)
+    def inert(self, chunks: list[tuple[Any, tuple[int, ...]]], undated: bool, at: Any) -> bool:
+        """Whether a compact event whose lineage chunks are ``chunks`` ((key,
+        seqs) each) was inert at seq ``at``: ``undated`` (a chunk hidden by
+        an exclusion or an epoch), or a chunk hidden by an undo or clear
+        before ``at``."""
+        return undated or any(self.hidden(c, at, k) is not None for k, c in chunks)
 
 
 def _compaction(compacts: Iterable[tuple[int, dict[str, Any]]], sid: str,
@@ -1433,7 +1450,7 @@ def _compaction(compacts: Iterable[tuple[int, dict[str, Any]]], sid: str,
     prev: dict[str, Any] | None = None
     # the well-formed chunks of ``prev`` (their seqs), and whether one is
     # hidden by an exclusion or an epoch (no seq tells when that began)
-    prev_chunks: list[tuple[int, ...]] = []
+    prev_chunks: list[tuple[Any, tuple[int, ...]]] = []   # (quick key or None, seqs)
     prev_undated = False
     seen: dict[tuple[Any, ...], tuple[str, str, str | None, tuple[int, ...] | None]] = {}
     # (seqs, span) of each well-formed chunk by its quick key: lineage is
@@ -1478,7 +1495,9 @@ def _compaction(compacts: Iterable[tuple[int, dict[str, Any]]], sid: str,
             add("compact.lineage_stale", "lineage is not a list of source references",
                 seq=seq, reason="invalid_ref")
             continue
-        hidden_chunks: list[tuple[str, tuple[int, ...]]] = []   # (label, seqs)
+        # every chunk that is well formed, of this session, and not missing
+        # or stale, as (quick key, seqs, label): was it visible at this event
+        kept: list[tuple[Any, tuple[int, ...], str]] = []
         bad: tuple[str, str | None] | None = None       # (message, reason)
         inert: tuple[str, str | None] | None = None
         stale_n = 0
@@ -1507,13 +1526,12 @@ def _compaction(compacts: Iterable[tuple[int, dict[str, Any]]], sid: str,
                 if hit is not None:
                     kind, msg, reason, hseqs = hit
                     if hseqs is not None and kind in ("ok", "inert"):
-                        prev_chunks.append(hseqs)
+                        prev_chunks.append((quick, hseqs))
+                        kept.append((quick, hseqs, msg))
                     if kind == "stale":
                         stale_n += 1
                         bad = bad or (msg, reason)
                     elif kind == "inert":
-                        if hseqs is not None:
-                            hidden_chunks.append((msg, hseqs))
                         if reason not in ("undone", "cleared"):
                             prev_undated = True
                         if inert is None:
@@ -1553,9 +1571,9 @@ def _compaction(compacts: Iterable[tuple[int, dict[str, Any]]], sid: str,
                 if quick:
                     seen[quick] = ("stale", msg, st.reason, None)
             elif st.status == "hidden":
-                prev_chunks.append(ref.seqs)
+                prev_chunks.append((quick, ref.seqs))
                 msg = f"lineage chunk {ref.label()}"
-                hidden_chunks.append((msg, ref.seqs))
+                kept.append((quick, ref.seqs, msg))
                 if st.reason not in ("undone", "cleared"):
                     prev_undated = True
                 if inert is None:
@@ -1563,13 +1581,16 @@ def _compaction(compacts: Iterable[tuple[int, dict[str, Any]]], sid: str,
                 if quick:
                     seen[quick] = ("inert", msg, st.reason, ref.seqs)
             else:
-                prev_chunks.append(ref.seqs)
+                prev_chunks.append((quick, ref.seqs))
+                msg = f"lineage chunk {ref.label()}"
+                kept.append((quick, ref.seqs, msg))
                 if quick:
-                    seen[quick] = ("ok", "", "", ref.seqs)
-        # a chunk hidden by an undo or clear written before this event: lecode
-        # rechecks visibility before the append, it never writes such a summary
-        for label, hseqs in hidden_chunks:
-            early = before.hidden(hseqs, seq)
+                    seen[quick] = ("ok", msg, "", ref.seqs)
+        # a chunk hidden by an undo or clear written before this event (visible
+        # now or not: a redo may have come after): lecode rechecks visibility
+        # before the append, it never writes such a summary
+        for key, hseqs, label in kept:
+            early = before.hidden(hseqs, seq, key)
             if early is not None:
                 stale_n += 1
                 bad = bad or (f"{label} names a position already {early} before this compact "

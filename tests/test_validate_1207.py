@@ -448,3 +448,40 @@ def test_a_carried_chunk_undone_between_two_summaries_is_an_error(tmp_path):
     assert found == [("compact.inert", "undone", 61),
                      ("compact.inert", "undone", 64),
                      ("compact.lineage_stale", "undone", 66)]
+
+
+def test_the_dating_of_a_chunk_is_the_visibility_of_the_events_before():
+    """_Before.hidden (the events touching a chunk, answers kept) says what
+    UndoState of every undo, redo and clear before the seq says."""
+    from hypothesis import given, settings, strategies as st
+
+    from lecode_memctl.core.audit.transcripts import _Before
+    from lecode_memctl.core.sessions import UndoState
+
+    event = st.tuples(st.sampled_from(["undo", "redo", "clear"]), st.integers(0, 30),
+                      st.integers(0, 30))
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(event, max_size=12), st.lists(st.tuples(st.integers(0, 30), st.integers(0, 6)),
+                                                   min_size=1, max_size=6),
+           st.sampled_from(["working", "durable"]))
+    def check(evs, chunks, purpose):
+        events = []
+        for i, (name, a, b) in enumerate(evs):
+            ev = {"seq": 40 + 3 * i, "type": "event", "event": name}
+            if name != "clear":
+                ev["target"] = [min(a, b), max(a, b)]
+            events.append(ev)
+        b = _Before(events, purpose)
+        for at in range(38, 40 + 3 * len(evs) + 2):
+            us = UndoState(e for e in events if e["seq"] < at)
+            for lo, w in chunks:
+                seqs = tuple(range(lo, lo + w + 1))
+                want = None
+                if any(us.state(p) == "undo" for p in seqs):
+                    want = "undone"
+                elif purpose == "working" and us.clear_seq is not None and lo < us.clear_seq:
+                    want = "cleared"
+                assert b.hidden(seqs, at, ("k", lo, w)) == want, (evs, seqs, at)
+
+    check()

@@ -1376,50 +1376,60 @@ def _not_cumulative(seq: Any, lineage: list[Any], prev_lineage: Any,
 
 class _Before:
     """Which positions the undo, redo and clear events before a seq hide:
-    what a summary's lineage could name when it was written.  One
-    :class:`UndoState` per number of such events before the seq asked, and
-    a chunk's answer kept by that number: lineage is cumulative, and the
-    chunks carried from one compact event to the next, with no such event
-    between them, are answered once."""
+    what a summary's lineage could name when it was written.  A chunk is
+    asked about the undo and redo events whose target overlaps its span
+    alone (found once per chunk), and its answer kept by how many of them
+    come before the seq: lineage is cumulative, and a chunk carried from
+    one compact event to the next with no such event between them is
+    answered by a lookup; a clear by a binary search."""
 
     def __init__(self, events: list[dict[str, Any]], purpose: str) -> None:
-        self.events = sorted((e for e in events if type(e.get("seq")) is int),
-                             key=lambda e: e["seq"])
-        self.seqs = [e["seq"] for e in self.events]
+        from ..sessions import undo_target
+
         self.purpose = purpose
-        self.states: dict[int, Any] = {}
+        self.clears = sorted(e["seq"] for e in events
+                             if e.get("event") == "clear" and type(e.get("seq")) is int)
+        # (seq, event, first, last) of each undo or redo with a target, as
+        # UndoState applies it (to the positions before the event)
+        self.targets: list[tuple[int, dict[str, Any], int, int]] = []
+        for e in events:
+            seq = e.get("seq")
+            if e.get("event") in ("undo", "redo") and type(seq) is int:
+                t = undo_target(e)
+                if t is not None and t[0] <= min(t[1], seq - 1):
+                    self.targets.append((seq, e, t[0], min(t[1], seq - 1)))
+        self.targets.sort(key=lambda t: t[0])
+        self.touching: dict[Any, tuple[list[int], list[dict[str, Any]]]] = {}
         self.memo: dict[tuple[Any, int], str | None] = {}
 
     def hidden(self, seqs: tuple[int, ...], before: Any, key: Any = None) -> str | None:
         """``undone`` or ``cleared`` when an event before ``before`` hides a
-        position of ``seqs``, else None; ``key`` names the chunk (its
-        answer kept), None for none."""
+        position of ``seqs`` (sorted), else None; ``key`` names the chunk
+        (its answers kept), None for none."""
         from ..sessions import UndoState
 
-        if type(before) is not int or not self.seqs:
+        if type(before) is not int or not seqs:
             return None
-        n = bisect_left(self.seqs, before)     # (the events before ``before``)
-        if n == 0:
-            return None
-        if key is not None and (key, n) in self.memo:
-            return self.memo[(key, n)]
-        us = self.states.get(n)
-        if us is None:
-            us = self.states[n] = UndoState(self.events[:n])
-        clear = us.clear_seq if self.purpose == "working" else None
-        undo = us.state if not us.hides_nothing() else None
-        got = None
-        if undo is not None or clear is not None:
-            for pos in seqs:
-                if undo is not None and undo(pos) == "undo":
-                    got = "undone"
-                    break
-                if clear is not None and pos < clear:
-                    got = "cleared"
-                    break
-        if key is not None:
-            self.memo[(key, n)] = got
-        return got
+        if self.targets:
+            lo, hi = seqs[0], seqs[-1]
+            k = key if key is not None else (lo, hi, len(seqs), seqs)
+            near = self.touching.get(k)
+            if near is None:
+                got = [(t[0], t[1]) for t in self.targets if t[2] <= hi and t[3] >= lo]
+                near = self.touching[k] = ([g[0] for g in got], [g[1] for g in got])
+            n = bisect_left(near[0], before)
+            if n:
+                if (k, n) not in self.memo:
+                    us = UndoState(near[1][:n])
+                    self.memo[(k, n)] = next(("undone" for pos in seqs if us.state(pos) == "undo"),
+                                             None)
+                if self.memo[(k, n)] is not None:
+                    return self.memo[(k, n)]
+        if self.purpose == "working" and self.clears:
+            i = bisect_left(self.clears, before)
+            if i and seqs[0] < self.clears[i - 1]:
+                return "cleared"
+        return None
 
     def inert(self, chunks: list[tuple[Any, tuple[int, ...]]], undated: bool, at: Any) -> bool:
         """Whether a compact event whose lineage chunks are ``chunks`` ((key,

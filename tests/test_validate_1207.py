@@ -235,9 +235,15 @@ def test_epoch_ahead_behind_a_long_tail(tmp_path, deep, tail):
     assert ahead(audit(d, deep=deep)) == [("error", 2)]
 
 
-def test_deep_takes_the_highest_epoch_of_the_whole_transcript(tmp_path):
+@pytest.mark.parametrize("line_loop", [False, True])
+def test_deep_takes_the_highest_epoch_of_the_whole_transcript(tmp_path, monkeypatch, line_loop):
     """--deep parses every line: an epoch ahead anywhere is found, even one
-    followed by lower ones (which lecode never writes)."""
+    followed by lower ones (which lecode never writes); in one call or line
+    by line (a transcript over WHOLE_BYTES)."""
+    from lecode_memctl.core.audit import transcripts as T
+
+    if line_loop:
+        monkeypatch.setattr(T, "WHOLE_BYTES", 4096)
     def tail(s):
         for i in range(400):
             s.msg("user", f"{i} " + "y" * 300)

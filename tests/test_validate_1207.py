@@ -349,8 +349,10 @@ def test_every_code_has_one_row_that_says_what_list_codes_says():
 # -- 6. one finding per failing revision ---------------------------------------------------
 
 
-def test_an_excluded_revision_hidden_otherwise_too_is_only_suppressed(tmp_path):
+def test_an_excluded_revision_hidden_otherwise_too_gets_the_one_finding_facts_shows(tmp_path):
     from lecode_memctl.core import open_project
+
+    from .conftest import run_cli
 
     d = make_store(tmp_path)
     s = Session(d)
@@ -365,8 +367,15 @@ def test_an_excluded_revision_hidden_otherwise_too_is_only_suppressed(tmp_path):
     found = [(f.code, f.fact_id, f.revision, f.seq) for f in audit(d, deep=False)
              if f.code.startswith("fact.")]
     # position 3 excluded (the forget of b), position 2 hidden by its epoch 0
-    # (the forget raised the generation to 1): one finding, fact.suppressed
-    assert found == [("fact.suppressed", a.fact_id, 1, 3)]
+    # (the forget raised the generation to 1): one finding, the one `facts`
+    # lists (hidden, epoch: position 2 is read first), naming the exclusion
+    assert found == [("fact.hidden", a.fact_id, 1, 2)]
+    (f,) = [f for f in audit(d, deep=False) if f.code.startswith("fact.")]
+    assert f.reason == "epoch" and "a:3 is excluded by a forget too" in f.message, f.message
+    r = run_cli("--store", str(d), "--no-state", "facts", "--format", "jsonl")
+    rows = [orjson.loads(x) for x in r.stdout.splitlines()]
+    assert [(x["status"], x["reason"]) for x in rows if x["fact_id"] == a.fact_id] == [
+        ("hidden", "epoch")]
 
 
 def test_an_excluded_revision_whose_evidence_changed_is_only_stale(tmp_path):

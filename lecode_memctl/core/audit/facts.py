@@ -1017,10 +1017,14 @@ def _fact_part(audit: Audit, fs: Any, listing: Any, count: Callable[[str], None]
                     hit = (sid, min(common))
                     break
             s = statuses.get(r.source) if r.source is not None else None
-            # one finding per revision: an exclusion that overlaps its
-            # evidence makes it fact.suppressed, whatever else hides it (an
-            # epoch, an undo); evidence missing or stale is that error instead
-            if hit and (s is None or s.status not in ("missing", "stale")):
+            # one finding per revision, the status `facts` lists for it: an
+            # exclusion that overlaps its evidence makes it fact.suppressed
+            # when that is the status's reason (or it has no SourceRef);
+            # another reason the evidence reads first (missing, stale, an
+            # epoch, an undo) is that finding, saying the exclusion too
+            # (the audit and the engine agree on every source's reason:
+            # tests/test_engine.py)
+            if hit and (s is None or s.ok or s.reason == "excluded"):
                 yield _item("fact.suppressed",
                             f"evidence {hit[0]}:{hit[1]} is excluded by a forget; the fact is "
                             "kept but suppressed from recall" + odd, fact_id=shown, revision=rev,
@@ -1037,6 +1041,8 @@ def _fact_part(audit: Audit, fs: Any, listing: Any, count: Callable[[str], None]
             if s.reason == "excluded":
                 code = "fact.suppressed"
             detail = f": {s.detail}" if s.detail else ""
+            also = (f"; evidence {hit[0]}:{hit[1]} is excluded by a forget too" if hit
+                    and code != "fact.suppressed" else "")
             yield _item(code, f"evidence {r.source.label()} is {s.status} ({s.reason}){detail}"
-                        + odd, fact_id=shown, revision=rev, session_id=r.source.session_id,
-                        seq=s.seq, reason=s.reason)
+                        + also + odd, fact_id=shown, revision=rev,
+                        session_id=r.source.session_id, seq=s.seq, reason=s.reason)

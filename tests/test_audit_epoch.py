@@ -94,9 +94,10 @@ def _tail_epoch_reference(data: bytes, tail: int):
     none, of those in the last 2 * ``tail``, 4 * ``tail``, ... bytes (then
     EPOCH_PIECE more at each step), up to the whole file (EPOCH_BACK is far
     off here); each line parsed whole, whatever its bytes spell (an escaped
-    key too).  (Before 2026-12-07 the
-    last complete line alone when none started in the last ``tail`` bytes,
-    and nothing further back.)"""
+    key too); a window whose generated messages carry no integer epoch
+    ends the search too (None).  (Before 2026-12-07 the last complete line
+    alone when none started in the last ``tail`` bytes, and nothing further
+    back.)"""
     import orjson
 
     from lecode_memctl.core.audit import transcripts as T
@@ -113,6 +114,7 @@ def _tail_epoch_reference(data: bytes, tail: int):
     while True:
         lines = [(a, b) for a, b in starts if a >= len(data) - reach]
         best = None
+        generated = False
         for a, b in lines:
             try:
                 rec = orjson.loads(data[a:b])
@@ -120,10 +122,13 @@ def _tail_epoch_reference(data: bytes, tail: int):
                 continue
             if not (isinstance(rec, dict) and rec.get("type") == "message" and is_generated(rec)):
                 continue
+            generated = True
             epoch, seq = rec.get("epoch"), rec.get("seq")
             if type(epoch) is int and type(seq) is int and (best is None or epoch > best[0]):
                 best = (epoch, seq)
-        if best is not None or reach >= len(data):
+        # (a generated message without an integer epoch stops the search too,
+        # since 2026-12-07: a legacy transcript is not read back 16 MiB)
+        if best is not None or generated or reach >= len(data):
             return best
         reach = min(len(data), reach + min(reach, T.EPOCH_PIECE))
 

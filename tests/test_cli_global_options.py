@@ -140,3 +140,12 @@ def test_a_command_s_option_before_the_command_says_where_it_goes(argv, where):
     assert "as in 'memctl facts --limit 5'" in r.stderr, r.stderr
     r = run_cli("-n", "facts")
     assert "facts takes no -n (" in r.stderr, r.stderr
+
+
+def test_the_command_typed_is_found_past_a_global_option_s_value():
+    """A code review: '--config-dir config --limit 5 facts' took the value
+    'config' for the command ('config takes no --limit')."""
+    r = run_cli("--config-dir", "config", "--limit", "5", "facts")
+    assert "as in 'memctl facts --limit 5'" in r.stderr, r.stderr
+    r = run_cli("--slug", "log", "-n", "3", "facts")
+    assert "facts takes no -n" in r.stderr, r.stderr

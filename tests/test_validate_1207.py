@@ -500,3 +500,28 @@ def test_the_dating_of_a_chunk_is_the_visibility_of_the_events_before():
                 assert b.hidden(seqs, at, ("k", lo, w)) == want, (evs, seqs, at)
 
     check()
+
+
+def test_a_legacy_transcript_is_not_read_back_16_mib(tmp_path):
+    """A code review: default validate read back up to 16 MiB of every
+    transcript whose generated messages carry no epoch (written before
+    epochs), about 240 times what it read before: the last generated
+    message stops the read-back, with an epoch or not."""
+    import orjson as oj
+
+    d = make_store(tmp_path)
+    sd = d / "sessions"
+    sd.mkdir(parents=True, exist_ok=True)
+    hdr = {"seq": 0, "type": "session", "format": 1, "session_id": "old", "project": SLUG,
+           "created": "2026-01-01T00:00:00Z"}
+    lines = [oj.dumps(hdr)]
+    pad = "x" * 1000
+    for i in range(1, 3001):
+        role = "user" if i % 2 else "assistant"
+        lines.append(oj.dumps({"seq": i, "type": "message", "role": role, "content": pad}))
+    (sd / "old.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    from lecode_memctl.core.layout import store_given
+
+    findings, summary = validate_store(store_given(d))
+    assert summary.bytes_read < 1 << 20, summary.bytes_read     # (3 MB transcript)
+    assert not [f for f in findings if f.code.startswith("session.")], findings

@@ -236,7 +236,7 @@ def belongs_after(exc: Exception, args: Sequence[str] = ()) -> str:
     if not takers:
         return ""
     exc.possibilities = []      # (click's "Possible options" of the root: not it)
-    typed = next((a for a in args if a in table.COMMAND_OPTIONS), None)
+    typed = _command_typed(args, table)
     if typed is not None and typed not in takers:
         names = list(takers)
         shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
@@ -251,3 +251,21 @@ def belongs_after(exc: Exception, args: Sequence[str] = ()) -> str:
             break
     return f"; {name} is an option of the command: give it after its name, as in 'memctl " \
            f"{command} {written}'"
+
+
+def _command_typed(args: Sequence[str], table: Any) -> str | None:
+    """The command name on a command line: the first word that is not a root
+    option or its value (``--config-dir config facts``: facts, not config)."""
+    it = iter(args)
+    for a in it:
+        if a == "--":
+            return None
+        if a.startswith("-"):
+            name = a.split("=", 1)[0]
+            takes = table.ROOT_PARAMS.get(name, (None, False))[1]
+            if takes and "=" not in a:
+                next(it, None)          # its value
+            continue
+        if a in table.COMMAND_OPTIONS:
+            return a            # (a word that is not: the misplaced option's value)
+    return None

@@ -97,50 +97,83 @@ EPOCH_PIECE = 256 << 10  # ... reading at most this much more each step
 def _tail_epoch(fd: int, size: int, sc: _Scan, data: bytes | None = None) -> tuple[int, int] | None:
     """The highest ``epoch`` (with its seq) among the generated messages of the
     complete lines that start in the last 64 KiB; when none of them is a
-    generated message with an integer epoch (a large paste, many user lines
-    last), of those that start in the last 128 KiB, 256 KiB, ... (then
-    256 KiB more at each step) up to ``EPOCH_BACK`` (16 MiB) or the file's
-    start: each step reads only the bytes before the last one's, looks only
-    at the lines that start there, and keeps only the start of the line
-    that runs past it.  Taken from ``data`` when the whole file is already
-    in memory.  Epochs are captured before each request, so they never
-    decrease along a transcript: its last generated message holds its
-    newest epoch.  (--deep takes the highest of every line instead: _full.)"""
+    generated message (a large paste, many user lines last), of those that
+    start in the last 128 KiB, 256 KiB, ... (then 256 KiB more at each
+    step) up to ``EPOCH_BACK`` (16 MiB) or the file's start: each step reads
+    only the bytes before the last one's, looks for a line start only in
+    them, and looks only at the lines that start there.  The search stops at
+    the last generated message, with an epoch or not (a legacy one, written
+    before epochs, has none: no message before it has a newer one; before
+    2026-12-07 such a transcript was read back 16 MiB).  Taken from ``data``
+    when the whole file is already in memory.  Epochs are captured before
+    each request, so they never decrease along a transcript: its last
+    generated message holds its newest epoch.  (--deep takes the highest of
+    every line instead: _full.)"""
     if size <= 0:
         return None
     whole = data is not None and len(data) == size
     lo = size           # the lowest byte read so far
     done = size         # the first line start looked at (the lines from there on are done)
-    carry = b""         # the bytes from ``lo`` to ``done``: part of a line that starts before
+    # the bytes from ``lo`` to ``done`` (part of a line that starts before),
+    # in pieces, oldest first: joined once, when a line start is found
+    carry: list[bytes] = []
     reach = min(size, EPOCH_TAIL)
     while True:
         want = max(size - reach - 1, 0)   # (one byte before the window: does a line start there)
         if whole:
             assert data is not None
-            span = data[want:done]
+            piece = data[want:lo]
         else:
-            span = os.pread(fd, lo - want, want) + carry
+            piece = os.pread(fd, lo - want, want)
             sc.bytes_read += lo - want
         lo = want
         first = size - reach
-        # the first line start at or after ``first``: the file's start, or after a newline
+        # the first line start at or after ``first``, in the new piece only:
+        # the file's start, or after a newline
         if first == 0:
             pos = 0
         else:
-            nl = span.find(b"\n", first - 1 - want)
+            nl = piece.find(b"\n", first - 1 - want)
             pos = -1 if nl < 0 else want + nl + 1
         if 0 <= pos < done:
             # the lines that start from there to the first one already looked at
-            best = _window_epoch(span[pos - want:])
-            if best is not None:
+            window = piece[pos - want:] + b"".join(carry)
+            best = _window_epoch(window)
+            if best is not None or _has_generated(window):
                 return best
             done = pos
-            carry = span[:pos - want]
+            carry = [piece[:pos - want]]
         else:
-            carry = span
+            carry.insert(0, piece)
         if reach >= size or reach >= EPOCH_BACK:
             return None
         reach = min(size, reach + min(reach, EPOCH_PIECE))
+
+
+def _has_generated(window: bytes) -> bool:
+    """Whether a complete line of ``window`` is a generated message (an
+    assistant or tool message, or a synthetic one), with an epoch or not:
+    the lines that may be one by their bytes are parsed (all of them when a
+    \\u escape may spell a key or a role)."""
+    from ..sessions import is_generated
+
+    escaped = b"\\u" in window
+    pos = 0
+    while True:
+        end = window.find(b"\n", pos)
+        if end < 0:
+            return False
+        line = window[pos:end]
+        pos = end + 1
+        if not escaped and b'"assistant"' not in line and b'"tool"' not in line \
+                and b'"synthetic"' not in line:
+            continue
+        try:
+            rec = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(rec, dict) and rec.get("type") == "message" and is_generated(rec):
+            return True
 
 
 def _generated_message(rec: dict[str, Any]) -> bool:
@@ -1406,10 +1439,8 @@ class _Before:
         """``undone`` or ``cleared`` when an event before ``before`` hides a
         position of ``seqs`` (sorted), else None; ``key`` names the chunk
         (its answers kept), None for none."""
-        from ..sessions import UndoState
-
-        if type(before) is not int or not seqs:
-            return None
+        if type(before) is not int or not seqs or not (self.targets or self.clears):
+            return None     # (no undo, redo or clear: asked once per chunk of every event)
         if self.targets:
             lo, hi = seqs[0], seqs[-1]
             k = key if key is not None else (lo, hi, len(seqs), seqs)
@@ -1420,6 +1451,8 @@ class _Before:
             n = bisect_left(near[0], before)
             if n:
                 if (k, n) not in self.memo:
+                    from ..sessions import UndoState  # (once a chunk and count, not a call)
+
                     us = UndoState(near[1][:n])
                     self.memo[(k, n)] = next(("undone" for pos in seqs if us.state(pos) == "undo"),
                                              None)

@@ -149,3 +149,10 @@ def test_the_command_typed_is_found_past_a_global_option_s_value():
     assert "as in 'memctl facts --limit 5'" in r.stderr, r.stderr
     r = run_cli("--slug", "log", "-n", "3", "facts")
     assert "facts takes no -n" in r.stderr, r.stderr
+
+
+def test_the_command_typed_after_a_double_dash_or_past_the_option_s_own_value():
+    r = run_cli("--json", "--", "where")
+    assert "as in 'memctl where --json'" in r.stderr, r.stderr
+    r = run_cli("--session", "notes", "facts")
+    assert "as in 'memctl facts --session notes'" in r.stderr, r.stderr

@@ -525,3 +525,18 @@ def test_a_legacy_transcript_is_not_read_back_16_mib(tmp_path):
     findings, summary = validate_store(store_given(d))
     assert summary.bytes_read < 1 << 20, summary.bytes_read     # (3 MB transcript)
     assert not [f for f in findings if f.code.startswith("session.")], findings
+
+
+def test_has_generated_answers_a_window_of_user_lines_by_its_bytes(monkeypatch):
+    """A code review: a read-back through user lines only parsed each of
+    them (about 10x the time of before); such a window is answered by a
+    search of its bytes, no line parsed."""
+    from lecode_memctl.core.audit import transcripts as T
+
+    window = b"".join(b'{"seq":%d,"type":"message","role":"user","content":"x"}\n' % i
+                      for i in range(1, 200))
+    calls = []
+    real = T.orjson.loads
+    monkeypatch.setattr(T.orjson, "loads", lambda b: calls.append(1) or real(b))
+    assert T._has_generated(window) is False and calls == []
+    assert T._has_generated(window + b'{"seq":200,"type":"message","role":"assistant"}\n')

@@ -236,7 +236,10 @@ def belongs_after(exc: Exception, args: Sequence[str] = ()) -> str:
     if not takers:
         return ""
     exc.possibilities = []      # (click's "Possible options" of the root: not it)
-    typed = _command_typed(args, table)
+    # (the word after the misplaced option is its value, unless no command
+    # follows it: 'memctl -n facts' gave no value, 'memctl -n 3 facts' one)
+    typed = (_command_typed(args, table, name, any(takers.values()))
+             or _command_typed(args, table))
     if typed is not None and typed not in takers:
         names = list(takers)
         shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
@@ -253,16 +256,21 @@ def belongs_after(exc: Exception, args: Sequence[str] = ()) -> str:
            f"{command} {written}'"
 
 
-def _command_typed(args: Sequence[str], table: Any) -> str | None:
+def _command_typed(args: Sequence[str], table: Any, misplaced: str = "",
+                   misplaced_takes: bool = False) -> str | None:
     """The command name on a command line: the first word that is not a root
-    option or its value (``--config-dir config facts``: facts, not config)."""
+    option or its value, nor the misplaced option's value (``--config-dir
+    config facts``, ``--session notes facts``: facts); after ``--``, the
+    next word."""
     it = iter(args)
     for a in it:
         if a == "--":
-            return None
+            nxt = next(it, None)
+            return nxt if nxt in table.COMMAND_OPTIONS else None
         if a.startswith("-"):
             name = a.split("=", 1)[0]
-            takes = table.ROOT_PARAMS.get(name, (None, False))[1]
+            takes = (misplaced_takes if name == misplaced
+                     else table.ROOT_PARAMS.get(name, (None, False))[1])
             if takes and "=" not in a:
                 next(it, None)          # its value
             continue

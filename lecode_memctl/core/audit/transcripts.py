@@ -157,7 +157,10 @@ def _has_generated(window: bytes) -> bool:
     \\u escape may spell a key or a role)."""
     from ..sessions import is_generated
 
-    escaped = b"\\u" in window
+    escaped = b"\\" in window and b"\\u" in window
+    if not escaped and b'"assistant"' not in window and b'"tool"' not in window \
+            and b'"synthetic"' not in window:
+        return False        # (no line can be one: a paste of user lines, read at C speed)
     pos = 0
     while True:
         end = window.find(b"\n", pos)

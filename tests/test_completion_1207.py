@@ -21,27 +21,43 @@ import time
 
 import pytest
 
+from . import test_completion_shells
 from .conftest import REPO
 from .test_completion_shells import fish_complete, zsh_complete
 
 pty = pytest.importorskip("pty")
 
+#: memctl on PATH runs this checkout: tests/test_completion_shells.py's fixture
+env = test_completion_shells.env
 
-@pytest.fixture
-def env(tmp_path) -> dict[str, str]:
-    """tests/test_completion_shells.py's: memctl on PATH runs this checkout."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    wrapper = bindir / "memctl"
-    wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m lecode_memctl "$@"\n')
-    wrapper.chmod(0o755)
-    e = {k: v for k, v in os.environ.items() if not k.startswith(("_MEMCTL", "_TYPER", "COMP_"))}
-    e["PATH"] = str(bindir) + os.pathsep + e.get("PATH", "")
-    e["PYTHONPATH"] = str(REPO)
-    e["HOME"] = str(tmp_path / "home")
-    e["LECODE_CONFIG_DIR"] = str(tmp_path / "config")
-    (tmp_path / "home").mkdir(exist_ok=True)
-    return e
+
+def _spawn(argv: list[str], environ: dict[str, str], cwd: str | None) -> tuple[int, int]:
+    """An interactive shell on a pseudo-terminal: (its pid, the terminal)."""
+    pid, fd = pty.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            if cwd:
+                os.chdir(cwd)
+            os.execvpe(argv[0], argv, environ)
+        finally:
+            os._exit(127)
+    return pid, fd
+
+
+def _answer(fd: int, out: str, shell: str) -> str:
+    """What the shell's key binding wrote to ``out`` (the line after the
+    TAB), its terminal drained meanwhile; at most 30 s."""
+    deadline = time.monotonic() + 30
+    while not os.path.exists(out) and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.05)
+        if ready:
+            try:
+                os.read(fd, 65536)
+            except OSError:
+                break
+    assert os.path.exists(out), f"{shell} did not answer"
+    with open(out, "rb") as fh:
+        return fh.read().decode("utf-8", "surrogateescape")
 
 
 def bash_tab(environ: dict[str, str], line: str, keys: str = "\t", cwd: str | None = None,
@@ -64,28 +80,11 @@ _memctl_completion() {{ _memctl_orig "$@"; local s=$?
 bind -x '"\\C-xp": printf "%s" "$READLINE_LINE" > {out}.tmp; mv {out}.tmp {out}'
 {setup}
 """)
-    e = dict(environ, TERM="dumb", INPUTRC="/dev/null")
-    pid, fd = pty.fork()
-    if pid == 0:  # pragma: no cover - the child
-        try:
-            if cwd:
-                os.chdir(cwd)
-            os.execvpe("bash", ["bash", "--noprofile", "--rcfile", rc, "-i"], e)
-        finally:
-            os._exit(127)
+    pid, fd = _spawn(["bash", "--noprofile", "--rcfile", rc, "-i"],
+                     dict(environ, TERM="dumb", INPUTRC="/dev/null"), cwd)
     try:
         os.write(fd, (line + keys).encode("utf-8", "surrogateescape") + b"\x18p")
-        deadline = time.monotonic() + 30
-        while not os.path.exists(out) and time.monotonic() < deadline:
-            ready, _, _ = select.select([fd], [], [], 0.05)
-            if ready:
-                try:
-                    os.read(fd, 65536)
-                except OSError:
-                    break
-        assert os.path.exists(out), "bash did not answer"
-        with open(out, "rb") as fh:
-            got = fh.read().decode("utf-8", "surrogateescape")
+        got = _answer(fd, out, "bash")
         reply: list[str] = []
         if os.path.exists(rep):
             with open(rep, encoding="utf-8", errors="surrogateescape") as fh:
@@ -119,31 +118,13 @@ def zsh_tab(environ: dict[str, str], line: str, keys: str = "\t", cwd: str | Non
 _dump() {{ print -rn -- "$BUFFER" > {out}.tmp; mv {out}.tmp {out} }}
 zle -N _dump; bindkey '^Xp' _dump
 """)
-    e = dict(environ, TERM="dumb", ZDOTDIR=d)
-    pid, fd = pty.fork()
-    if pid == 0:  # pragma: no cover - the child
-        try:
-            if cwd:
-                os.chdir(cwd)
-            os.execvpe("zsh", ["zsh", "-i"], e)
-        finally:
-            os._exit(127)
+    pid, fd = _spawn(["zsh", "-i"], dict(environ, TERM="dumb", ZDOTDIR=d), cwd)
     try:
         time.sleep(0.3)
         os.write(fd, (line + keys).encode("utf-8", "surrogateescape"))
         time.sleep(0.5)
         os.write(fd, b"\x18p")
-        deadline = time.monotonic() + 30
-        while not os.path.exists(out) and time.monotonic() < deadline:
-            ready, _, _ = select.select([fd], [], [], 0.05)
-            if ready:
-                try:
-                    os.read(fd, 65536)
-                except OSError:
-                    break
-        assert os.path.exists(out), "zsh did not answer"
-        with open(out, "rb") as fh:
-            return fh.read().decode("utf-8", "surrogateescape")
+        return _answer(fd, out, "zsh")
     finally:
         os.kill(pid, 9)
         os.waitpid(pid, 0)

@@ -129,17 +129,24 @@ def test_session_id_in_live_rows_is_kept_not_redacted(tmp_path):
     assert cli(store, "secrets").exit_code == 1
 
 
-def test_value_left_in_live_rows_after_the_clean_is_reported(tmp_path, monkeypatch):
-    """Whatever the plan missed: a value still in the database's bytes after
-    the clean is kept, exit 1 (never 'redacted' with exit 0)."""
-    from lecode_memctl.core import redact
-
+def _forgotten_and_deleted(tmp_path):  # noqa: ANN001,ANN202
+    """The store of a fact citing the session SID_KEY, the fact forgotten and
+    the transcript (and its lock) deleted: the id lives on in database rows."""
     store, fid = _store(tmp_path, SID_KEY)
     assert cli(store, "forget", fid, "--yes").exit_code == 0
     for suffix in (".jsonl", ".lock"):
         p = store / "sessions" / f"{SID_KEY}{suffix}"
         if p.exists():
             p.unlink()
+    return store
+
+
+def test_value_left_in_live_rows_after_the_clean_is_reported(tmp_path, monkeypatch):
+    """Whatever the plan missed: a value still in the database's bytes after
+    the clean is kept, exit 1 (never 'redacted' with exit 0)."""
+    from lecode_memctl.core import redact
+
+    store = _forgotten_and_deleted(tmp_path)
     # a plan blind to the live rows: the check after the clean catches it
     monkeypatch.setattr(redact, "_live_session_ids", lambda fs: [])
     r = cli(store, "redact", "--yes", "--json")
@@ -159,12 +166,7 @@ def test_a_kept_row_gains_the_database_reason_the_clean_leaves(tmp_path, monkeyp
     not read: the result's row says both, the plan's row is the plan's."""
     from lecode_memctl.core import redact
 
-    store, fid = _store(tmp_path, SID_KEY)
-    assert cli(store, "forget", fid, "--yes").exit_code == 0
-    for suffix in (".jsonl", ".lock"):
-        p = store / "sessions" / f"{SID_KEY}{suffix}"
-        if p.exists():
-            p.unlink()
+    store = _forgotten_and_deleted(tmp_path)
     note = store / "notes" / f"{SID_KEY}.md"
     note.parent.mkdir(exist_ok=True)
     note.write_text("nothing\n")

@@ -349,10 +349,10 @@ def test_every_code_has_one_row_that_says_what_list_codes_says():
 # -- 6. one finding per failing revision ---------------------------------------------------
 
 
-def test_an_excluded_revision_hidden_otherwise_too_gets_the_one_finding_facts_shows(tmp_path):
+def _forgotten_beside(tmp_path):  # noqa: ANN001,ANN202
+    """A store whose fact a cites 1..3 (user, assistant of epoch 0, user) and
+    whose fact b, citing 3, is forgotten: (store, its Session, fact a)."""
     from lecode_memctl.core import open_project
-
-    from .conftest import run_cli
 
     d = make_store(tmp_path)
     s = Session(d)
@@ -364,6 +364,13 @@ def test_an_excluded_revision_hidden_otherwise_too_gets_the_one_finding_facts_sh
         a = p.remember("fact a", p.sessions.source_snapshot("a", 1, 3).ref).fact
         b = p.remember("fact b", p.sessions.source_snapshot("a", 3, 3).ref).fact
         p.forget(b.fact_id)
+    return d, s, a
+
+
+def test_an_excluded_revision_hidden_otherwise_too_gets_the_one_finding_facts_shows(tmp_path):
+    from .conftest import run_cli
+
+    d, _s, a = _forgotten_beside(tmp_path)
     found = [(f.code, f.fact_id, f.revision, f.seq) for f in audit(d, deep=False)
              if f.code.startswith("fact.")]
     # position 3 excluded (the forget of b), position 2 hidden by its epoch 0
@@ -379,18 +386,7 @@ def test_an_excluded_revision_hidden_otherwise_too_gets_the_one_finding_facts_sh
 
 
 def test_an_excluded_revision_whose_evidence_changed_is_only_stale(tmp_path):
-    from lecode_memctl.core import open_project
-
-    d = make_store(tmp_path)
-    s = Session(d)
-    s.msg("user", "u1")
-    s.msg("assistant", "a2", epoch=0)
-    s.msg("user", "u3")
-    s.write()
-    with open_project(store=d) as p:
-        a = p.remember("fact a", p.sessions.source_snapshot("a", 1, 3).ref).fact
-        b = p.remember("fact b", p.sessions.source_snapshot("a", 3, 3).ref).fact
-        p.forget(b.fact_id)
+    d, s, a = _forgotten_beside(tmp_path)
     s.recs[1]["content"] = "u1 changed"
     s.write()
     found = [(f.code, f.fact_id, f.reason) for f in audit(d, deep=False)

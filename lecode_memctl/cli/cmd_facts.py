@@ -626,13 +626,13 @@ def _parse_seq(text: str, what: str) -> int:
     from lecode_memctl.core.errors import UsageError
     from lecode_memctl.core.sourceref import MAX_POSITION
 
-    from .options import parse_count
+    from .options import parse_count, shown_number
 
-    got, why = parse_count(text, 0, MAX_POSITION)
+    got, _why = parse_count(text, 0, MAX_POSITION)
     if got is None:
         if text.isascii() and text.isdigit():   # (only digits: too many of them)
-            raise UsageError(f"{what} is too large: {why.split(' is not')[0]}; a position is at "
-                             f"most {MAX_POSITION}")
+            raise UsageError(f"{what} is too large: {shown_number(text.lstrip('0'))}; a position "
+                             f"is at most {MAX_POSITION}")
         raise UsageError(f"{what} must be a non-negative integer, not {text!r:.60}")
     return got
 

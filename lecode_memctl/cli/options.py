@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 import typer.core
+from typer._click import types as typer_types
 
 from .completion import complete_format
 
@@ -120,7 +121,8 @@ MAX_COUNT = (1 << 63) - 1
 
 
 
-def _shown_number(digits: str) -> str:
+def shown_number(digits: str) -> str:
+    """A number as an error repeats it: at most 20 of its digits."""
     return digits if len(digits) <= 20 else f"{digits[:20]}...({len(digits)} digits)"
 
 
@@ -136,14 +138,30 @@ def parse_count(text: str, low: int, high: int) -> tuple[int | None, str]:
     if text[:1] == "-" and text[1:].isascii() and text[1:].isdigit():
         if not text[1:].strip("0"):     # (-0: no number is negative zero here)
             return None, f"{text!r} is not a whole number in ASCII digits (0-9)"
-        return None, f"{_shown_number(text)} is not in the range {low}<=x<={high}"
+        return None, f"{shown_number(text)} is not in the range {low}<=x<={high}"
     if not (text.isascii() and text.isdigit()):
         shown = text if len(text) <= 40 else f"{text[:40]}..."
         return None, f"{shown!r} is not a whole number in ASCII digits (0-9)"
     digits = text.lstrip("0") or "0"
     if len(digits) > len(str(high)) or not low <= int(digits) <= high:
-        return None, f"{_shown_number(digits)} is not in the range {low}<=x<={high}"
+        return None, f"{shown_number(digits)} is not in the range {low}<=x<={high}"
     return int(digits), ""
+
+
+class _Count(typer_types.IntRange):
+    """click's int range read by :func:`parse_count` (its own bounds)."""
+
+    def __init__(self, low: int, high: int) -> None:
+        super().__init__(low, high)
+        self.low, self.high = low, high
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        if isinstance(value, int):
+            return super().convert(value, param, ctx)
+        got, why = parse_count(str(value), self.low, self.high)
+        if got is None:
+            self.fail(why + ".", param, ctx)
+        return got
 
 
 def count_type(low: int, high: int | None = None) -> Any:
@@ -151,20 +169,7 @@ def count_type(low: int, high: int | None = None) -> Any:
     -C, --jobs, --seq, correct's REVISION): :func:`parse_count` from
     ``low`` to ``high`` (default :data:`MAX_COUNT`), exit 2 otherwise
     (before 2026-12-07 click's int range read what int() reads)."""
-    from typer._click import types
-
-    top = MAX_COUNT if high is None else high
-
-    class Count(types.IntRange):
-        def convert(self, value: Any, param: Any, ctx: Any) -> Any:
-            if isinstance(value, int):
-                return super().convert(value, param, ctx)
-            got, why = parse_count(str(value), low, top)
-            if got is None:
-                self.fail(why + ".", param, ctx)
-            return got
-
-    return Count(low, top)
+    return _Count(low, MAX_COUNT if high is None else high)
 
 
 OffsetOpt = Annotated[int | None, typer.Option(

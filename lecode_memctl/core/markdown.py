@@ -327,9 +327,17 @@ def _missing(store: Store, target: Target) -> NotFound:
 def read(store: Store, target: Target) -> MarkdownFile:
     """Read one Markdown file: ``NotFound`` if missing, ``StoreCorrupt`` if a
     symlink, not a regular file, or not UTF-8."""
+    got = read_if_there(store, target)
+    if got is None:
+        raise _missing(store, target)
+    return got
+
+
+def read_if_there(store: Store, target: Target) -> MarkdownFile | None:
+    """:func:`read`, or None when the file (or the store) does not exist."""
     data = read_bytes(store, target)
     if data is None:
-        raise _missing(store, target)
+        return None
     path = target.path(store)
     return MarkdownFile(path, decode(data, path), len(data), _sha256(data).hexdigest())
 

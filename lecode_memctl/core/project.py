@@ -219,12 +219,7 @@ class Project:
             target = (markdown.note_target(name, reading=True)
                       if kind == markdown.NOTE and name is not None
                       else markdown.target_for(kind, name))
-            data = markdown.read_bytes(self.store, target)
-            if data is None:
-                return None
-            path = target.path(self.store)
-            return markdown.MarkdownFile(path, markdown.decode(data, path), len(data),
-                                         markdown.sha256(data) or "")
+            return markdown.read_if_there(self.store, target)
 
     def generation(self) -> int:
         """The project's exclusion generation (stamp it as ``epoch`` on generated messages)."""

@@ -155,7 +155,6 @@ def _has_generated(window: bytes) -> bool:
     assistant or tool message, or a synthetic one), with an epoch or not:
     the lines that may be one by their bytes are parsed (all of them when a
     \\u escape may spell a key or a role)."""
-    from ..sessions import is_generated
 
     escaped = b"\\" in window and b"\\u" in window
     if not escaped and b'"assistant"' not in window and b'"tool"' not in window \
@@ -175,7 +174,7 @@ def _has_generated(window: bytes) -> bool:
             rec = orjson.loads(line)
         except orjson.JSONDecodeError:
             continue
-        if isinstance(rec, dict) and rec.get("type") == "message" and is_generated(rec):
+        if isinstance(rec, dict) and _generated_message(rec):
             return True
 
 
@@ -189,7 +188,6 @@ def _window_epoch(window: bytes) -> tuple[int, int] | None:
     """The highest integer ``epoch`` (with the seq of the first line that
     carries it) among the generated messages of the complete lines of
     ``window`` (its last piece, not ended by a newline, is left out)."""
-    from ..sessions import is_generated
 
     bound = _epoch_bound(window)
     if bound == _NO_EPOCH:
@@ -210,7 +208,7 @@ def _window_epoch(window: bytes) -> tuple[int, int] | None:
             rec = orjson.loads(line)
         except orjson.JSONDecodeError:
             continue
-        if not (isinstance(rec, dict) and rec.get("type") == "message" and is_generated(rec)):
+        if not (isinstance(rec, dict) and _generated_message(rec)):
             continue
         epoch, seq = rec.get("epoch"), rec.get("seq")
         if type(epoch) is int and type(seq) is int and (best is None or epoch > best[0]):

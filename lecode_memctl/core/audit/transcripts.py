@@ -31,6 +31,7 @@ from ..sessions import (
     fast_seq,
     header_problem,
     huge_seq,
+    is_generated,
     learning_problems,
     load_record,
     not_an_event,
@@ -179,8 +180,6 @@ def _has_generated(window: bytes) -> bool:
 
 
 def _generated_message(rec: dict[str, Any]) -> bool:
-    from ..sessions import is_generated
-
     return rec.get("type") == "message" and is_generated(rec)
 
 

@@ -17,6 +17,8 @@ from .registry import command
 from .state import STATE
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from lecode_memctl.core.markdown_search import SkippedFile
 
 _STREAM_ABOVE = 1 << 20   # characters: larger texts are JSON-encoded piece by piece
@@ -316,6 +318,44 @@ def _editor_command() -> list[str]:
     return [DEFAULT_EDITOR]  # neither is set: vi, as git does
 
 
+def _private_copy(store_root: "Path", name: str, data: bytes) -> str:
+    """The editor's copy of ``data``: a new private file (mode 0600) in the
+    first temporary directory that does not lie inside the store
+    (``atomic.temp_parent``: a ``$TMPDIR`` in the store is passed over, so
+    no copy is ever listed, searched or exported as one of its files), as
+    its path.  A copy that cannot be made or
+    written is this machine's failure, exit 7, naming the directory; nothing
+    was written to the store."""
+    import contextlib
+    import errno
+    import os
+    import tempfile
+
+    from lecode_memctl.core.atomic import temp_parent
+    from lecode_memctl.core.errors import LocalResourceError
+
+    parent = temp_parent([store_root])
+    if parent is None:
+        raise LocalResourceError(f"no temporary directory outside {store_root} for the edited "
+                                 "copy; set TMPDIR (nothing was written)")
+    suffix = f"-{name}" if name.isascii() and name.isprintable() else ".md"
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix="memctl-edit-", suffix=suffix, dir=parent)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+    except OSError as exc:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        hint = "free space there or set TMPDIR" if full else "set TMPDIR"
+        raise LocalResourceError(f"cannot write the edited copy in {parent}: "
+                                 f"{exc.strerror or exc}; {hint} to another directory "
+                                 "(nothing was written)") from None
+    return tmp
+
+
 def _read_copy(tmp: str) -> "bytes | str | None":
     """What the editor left at ``tmp``: its bytes when it is a regular file,
     None when nothing is there, else what is there instead ("a directory",
@@ -374,15 +414,18 @@ def edit(
     """Edit a Markdown memory file in $VISUAL or $EDITOR, safely.
 
     The current content (empty for a new file) is copied to a private
-    temporary file outside the store (mode 0600) and the editor is run on
-    it.  When the editor exits 0 and the content changed, memctl writes it
-    back atomically, keeping the previous content in <file>.bak; unchanged
-    content writes nothing.  If the file on disk changed while you were
+    temporary file outside the store (mode 0600; a $TMPDIR inside the store
+    is passed over, as for every temporary file of memctl; one that cannot
+    hold the copy is exit 7) and the editor is run on it.  When the editor
+    exits 0 and the content changed, memctl writes it back atomically,
+    keeping the previous content in <file>.bak; unchanged content writes
+    nothing.  If the file on disk changed while you were
     editing, nothing is written, your edited copy is kept and its path
     printed (exit 4).  An editor that exits non-zero, or removes the file it
     was given or replaces it (with a directory, a symbolic link, a FIFO),
     writes nothing (exit 1); a copy it changed, or what it put in the
-    copy's place, is kept and its path printed.  The write takes the
+    copy's place, is kept and its path printed.  Edited text that is not
+    valid UTF-8 writes nothing and keeps the copy (exit 2).  The write takes the
     Markdown writers' turn (a lock on the store directory that the agent's
     writes take too); another writer holding it for 10 s writes nothing,
     keeps your copy and exits 6.
@@ -393,7 +436,6 @@ def edit(
     """
     import os
     import subprocess
-    import tempfile
 
     from lecode_memctl.core import markdown
     from lecode_memctl.core.errors import Conflict, MemctlError, UsageError
@@ -415,12 +457,9 @@ def edit(
         markdown.decode(before, path)
     before_hash = markdown.sha256(before)
 
-    fd, tmp = tempfile.mkstemp(prefix="memctl-edit-", suffix=f"-{path.name}"
-                               if path.name.isascii() and path.name.isprintable() else ".md")
+    tmp = _private_copy(store.path, path.name, before or b"")
     keep = False
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(before or b"")
         try:
             # a SIGTERM or SIGHUP meanwhile goes to the editor, which ends as
             # it chooses (one killed under memctl left the terminal in raw

@@ -47,7 +47,8 @@ class UsageError(MemctlError):
     code = "usage"
     label = "usage"
     meaning = ("bad option, bad id syntax, bad regex, bad date, bad config value, an "
-               "--output FILE that may not be written (inside a store, a symbolic link)")
+               "--output FILE that may not be written (inside a store, a symbolic link), text "
+               "from edit's editor that is not valid UTF-8 (nothing written, the copy kept)")
 
 
 class NotFound(MemctlError):

@@ -1,0 +1,75 @@
+"""Fixes of the reviews of 2026-12-07, afternoon (rv1-rv6)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from .conftest import run_cli, tree_hash
+
+
+def _editor(tmp_path: Path, monkeypatch, body: str) -> None:
+    script = tmp_path / f"ed_{abs(hash(body))}.py"
+    script.write_text("import os, sys\npath = sys.argv[1]\n" + body)
+    monkeypatch.delenv("VISUAL", raising=False)
+    monkeypatch.setenv("EDITOR", f"{sys.executable} {script}")
+
+
+# ---------------------------------------------------------------- edit's private copy
+
+def test_edit_never_makes_its_copy_inside_the_store(tmp_path, monkeypatch):
+    """TMPDIR inside the store: the editor's copy was made in notes/, listed
+    by `notes`, found by `search`, exported; a kept copy stayed there."""
+    store = tmp_path / "s"
+    (store / "notes").mkdir(parents=True)
+    (store / "MEMORY.md").write_text("orig\n")
+    seen = tmp_path / "seen"
+    _editor(tmp_path, monkeypatch,
+            f"open({str(seen)!r}, 'w').write(path)\nopen(path, 'a').write('x\\n'); sys.exit(1)\n")
+    monkeypatch.setenv("TMPDIR", str(store / "notes"))
+    before = tree_hash(store)
+    r = run_cli("--store", str(store), "edit")
+    assert r.exit_code == 1, r.stderr
+    copy = Path(seen.read_text())
+    assert not str(copy.resolve()).startswith(str(store.resolve()) + os.sep), copy
+    assert tree_hash(store) == before
+    copy.unlink()
+
+
+def test_edit_copy_that_cannot_be_written_names_the_directory(tmp_path, monkeypatch):
+    """A copy $TMPDIR cannot hold: 'No space left on device', no path."""
+    store = tmp_path / "s"
+    store.mkdir()
+    (store / "MEMORY.md").write_text("orig\n")
+    _editor(tmp_path, monkeypatch, "open(path, 'a').write('x\\n')\n")
+    tmp = tmp_path / "t"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    real_fdopen = os.fdopen
+
+    class Full:
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            self.f.close()
+
+        def write(self, data):
+            raise OSError(28, "No space left on device")
+
+    def fdopen(fd, *a, **k):
+        f = real_fdopen(fd, *a, **k)
+        return Full(f) if a and a[0] == "wb" else f
+
+    monkeypatch.setattr(os, "fdopen", fdopen)
+    before = tree_hash(store)
+    r = run_cli("--store", str(store), "edit")
+    assert r.exit_code == 7, r.stderr
+    assert str(tmp) in r.stderr and "No space left on device" in r.stderr, r.stderr
+    assert "nothing was written" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert list(tmp.iterdir()) == []
+    assert tree_hash(store) == before

@@ -6,6 +6,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 from .conftest import run_cli, tree_hash
 
 
@@ -73,3 +75,46 @@ def test_edit_copy_that_cannot_be_written_names_the_directory(tmp_path, monkeypa
     assert "nothing was written" in r.stderr and r.stderr.count("\n") == 1, r.stderr
     assert list(tmp.iterdir()) == []
     assert tree_hash(store) == before
+
+
+# ---------------------------------------------------------------- the writer after a seq regression
+
+@pytest.mark.parametrize("copied", [2, 5])
+def test_the_writer_refuses_a_transcript_whose_seqs_go_back(tmp_path, copied):
+    """An earlier record written again at the end: the writer went on from
+    its seq, so the next message repeated seq 3, and a fact remembered with
+    that message's snapshot cited the older record, 'valid'."""
+    from lecode_memctl.core import open_project
+    from lecode_memctl.core.errors import StoreCorrupt
+
+    st = tmp_path / "st"
+    p = open_project(store=st)
+    try:
+        with p.sessions.create("s1") as w:
+            for i in range(6):
+                w.append_message("user", f"u{i}")
+        path = st / "sessions" / "s1.jsonl"
+        line = path.read_bytes().splitlines()[copied]
+        with open(path, "ab") as fh:
+            fh.write(line + b"\n")
+        before = path.read_bytes()
+        with pytest.raises(StoreCorrupt) as exc:
+            p.sessions.writer("s1")
+        assert "seqs go back" in str(exc.value) and "refusing to append" in str(exc.value)
+        assert path.read_bytes() == before
+    finally:
+        p.close()
+
+
+def test_the_writer_still_appends_after_ascending_seqs(tmp_path):
+    from lecode_memctl.core import open_project
+
+    p = open_project(store=tmp_path / "st")
+    try:
+        with p.sessions.create("s1") as w:
+            w.append_message("user", "a")
+        for n in range(3):
+            with p.sessions.writer("s1") as w:
+                assert w.append_message("user", f"b{n}") == 2 + n
+    finally:
+        p.close()

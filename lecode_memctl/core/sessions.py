@@ -2041,6 +2041,28 @@ class _ExclusionsOnce:
         return self._seqs[(key, session_id)], self._generation[key]
 
 
+def _check_tail_ascends(session_id: str, tail: list[tuple[int, bytes]], last: int) -> None:
+    """A writer's check of a transcript's last lines (``last_lines``' window,
+    the last record's seq ``last``): SessionCorrupt when a record there has a
+    seq at or above ``last`` (the seqs went back: an earlier record written
+    again, say), since the next record, ``last + 1``, would repeat a seq that
+    evidence may already cite (before 2026-12-07 the writer took it, and a
+    fact remembered with the new message's snapshot cited the older record
+    of that seq, valid).  A regression before the window is ``validate
+    --deep``'s to report (``session.seq_gap``); the writer reads no more than
+    the window."""
+    for off, line in tail[:-1]:
+        if b'"seq"' not in line:
+            continue
+        kind, obj = _classify(line)
+        if kind == "record" and obj["seq"] >= last:
+            raise SessionCorrupt(
+                f"session {session_id}: the seqs go back (a record with seq {obj['seq']} "
+                f"before the last one, seq {last}); refusing to append: the next record "
+                f"would repeat a seq", kind=SEQ_GAP, line=None, offset=off,
+                session_id=session_id)
+
+
 class SessionStore:
     """The transcripts of one project store (``<store>/sessions/``).
 
@@ -2341,6 +2363,8 @@ class SessionStore:
                         session_id=session_id)
                 if last is None:
                     last = 0
+                else:
+                    _check_tail_ascends(session_id, tail, last)
                 good_size = f.size
                 if torn:
                     good_size = tail[-1][0] + len(tail[-1][1]) + 1 if tail else 0

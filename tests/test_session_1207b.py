@@ -118,3 +118,45 @@ def test_the_writer_still_appends_after_ascending_seqs(tmp_path):
                 assert w.append_message("user", f"b{n}") == 2 + n
     finally:
         p.close()
+
+
+# ---------------------------------------------------------------- a termination inside Python's own hooks
+
+_SET_NAME = r'''
+import os, signal, sys, runpy
+fired = False
+def prof(frame, event, arg):
+    global fired
+    if (not fired and event == "call" and frame.f_code.co_name == "__set_name__"
+            and frame.f_back is not None
+            and "redact" in str(frame.f_back.f_globals.get("__name__", ""))):
+        fired = True
+        sys.setprofile(None)
+        os.kill(os.getpid(), signal.SIGTERM)
+sys.setprofile(prof)
+sys.argv = ["memctl"] + sys.argv[1:]
+runpy.run_module("lecode_memctl", run_name="__main__")
+'''
+
+
+def test_a_termination_during_a_lazy_import_is_not_an_internal_error(tmp_path):
+    """Python wraps a KeyboardInterrupt raised in ``__set_name__`` in a
+    RuntimeError: 'internal error: RuntimeError: Error calling __set_name__',
+    exit_code 70 in the JSON error while the process exited 143."""
+    import signal
+    import subprocess
+
+    import orjson
+
+    store = tmp_path / "s"
+    (store / "notes").mkdir(parents=True)
+    (store / "MEMORY.md").write_text("hi\n")
+    script = tmp_path / "setname.py"
+    script.write_text(_SET_NAME)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    p = subprocess.run([sys.executable, str(script), "--no-state", "--store", str(store),
+                        "redact", "--dry-run", "--json"], capture_output=True, env=env, timeout=60)
+    assert p.returncode == -signal.SIGTERM, p
+    assert p.stderr == b"memctl: error: terminated by SIGTERM\n", p.stderr
+    err = orjson.loads(p.stdout)["error"]
+    assert err["code"] == "terminated" and err["exit_code"] == 143, err

@@ -215,6 +215,22 @@ def _write_early(text: str) -> int | None:
     return None
 
 
+def _wraps_interrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised because of a Ctrl-C or a termination
+    signal (a KeyboardInterrupt in its chain): Python wraps one raised in
+    some hooks of its own (a ``__set_name__`` as a class is made, during a
+    lazy import) in a RuntimeError, which was reported as an internal error
+    (exit_code 70 in the JSON error while the process exited 143)."""
+    seen = 0
+    cause: BaseException | None = exc
+    while cause is not None and seen < 32:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        cause = cause.__cause__ or cause.__context__
+        seen += 1
+    return False
+
+
 def _interrupted(args: Sequence[str]) -> int:
     """Ctrl-C: one line on stderr, exit 130, and a next Ctrl-C ends the
     process at once.  The JSONL error line ends a JSONL stream, after its
@@ -452,6 +468,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except MemoryError as exc:
             return _out_of_memory(exc, json_doc=json_doc)
         except Exception as exc:  # noqa: BLE001 - the last line of defence
+            if _wraps_interrupt(exc):
+                return _interrupted(args)
             code, message, status = _after_change(error_report(exc))
             if status == EXIT_INTERNAL and os.environ.get("MEMCTL_DEBUG"):
                 import traceback

@@ -221,13 +221,13 @@ def _wraps_interrupt(exc: BaseException) -> bool:
     some hooks of its own (a ``__set_name__`` as a class is made, during a
     lazy import) in a RuntimeError, which was reported as an internal error
     (exit_code 70 in the JSON error while the process exited 143)."""
-    seen = 0
+    seen: set[int] = set()
     cause: BaseException | None = exc
-    while cause is not None and seen < 32:
+    while cause is not None and id(cause) not in seen:
         if isinstance(cause, KeyboardInterrupt):
             return True
+        seen.add(id(cause))
         cause = cause.__cause__ or cause.__context__
-        seen += 1
     return False
 
 

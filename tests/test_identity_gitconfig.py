@@ -9,7 +9,7 @@ import re
 import subprocess
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from lecode_memctl.core import identity
 from lecode_memctl.core.identity import git_config_value, resolve_project
@@ -88,6 +88,7 @@ _PIECES = st.sampled_from([
 @settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(_PIECES, max_size=14))
+@example(pieces=["\n[core]\n\tworktree = ", "\\"])   # a backslash that ends the file
 def test_core_worktree_agrees_with_git(tmp_path, pieces):
     text = "".join(pieces)
     assert git_config_value(text, "core", "worktree") == git_says(tmp_path, text)

@@ -612,7 +612,14 @@ def atomic_write(target: Path, data: bytes, *, backup: bool = True,
             if previous is not None:
                 bak = target.with_name(target.name + ".bak")
                 bak_tmp = _write_temp(bak, previous, FILE_MODE)
-                os.replace(bak_tmp, bak)
+                try:
+                    os.replace(bak_tmp, bak)
+                except IsADirectoryError:
+                    # (the store's layout, as validate says: layout.unexpected_file;
+                    # before 2026-12-07 "write failed", exit 7)
+                    raise StoreCorrupt(f"{bak}: a directory is in the place of the backup of "
+                                       f"{target.name}; the file was not changed (move the "
+                                       "directory away)") from None
                 bak_tmp = None
         if overwrite:
             os.replace(tmp, target)

@@ -13,6 +13,10 @@ from .facts import Fact
 
 @record(frozen=True)
 class RememberResult:
+    """What ``remember`` returns: the fact, and whether this call created it
+    (``created`` False: an idempotent retry of the same remember, or, with
+    ``deduplicate``, an equal fact already there, ``deduplicated``)."""
+
     fact: Fact
     created: bool          # False: an idempotent retry or a deduplicated incumbent
     deduplicated: bool = False

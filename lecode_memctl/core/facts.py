@@ -474,6 +474,10 @@ def _check_expected(name: str, value: Any, *, optional: bool) -> None:
         shown = repr(value)
         shown = shown if len(shown) <= 40 else shown[:37] + "..."
         raise UsageError(f"{name} must be an integer, not {type(value).__name__} {shown}")
+    if value < 0:
+        # (a generation and a revision are never negative: -1 was a Conflict,
+        # "a forget happened meanwhile")
+        raise UsageError(f"{name} must not be negative, not {value}")
 
 
 def _check_text(text: object) -> str:
@@ -2627,8 +2631,13 @@ class FactStore(ClosesOnExit):
             return
         current = FactStore._generation_in(db)
         if current != expected:
+            # (a generation only grows: one the store has not reached means
+            # the store went back, restored from an older copy, say; before
+            # 2026-12-07 that too said "a forget happened meanwhile")
+            why = ("a forget happened meanwhile" if current > expected else
+                   "the store's generation went back: restored from an older copy?")
             raise Conflict(f"stale exclusion generation: expected {expected}, the store is at "
-                           f"{current} (a forget happened meanwhile)")
+                           f"{current} ({why})")
 
     # ---- reads -----------------------------------------------------------
 

@@ -224,7 +224,10 @@ def _git_value(text: str, i: int) -> tuple[str | None, int]:
         space = 0
         if c == "\\":
             if i >= n:
-                return None, i
+                # a backslash that ends the file joins nothing, as one before
+                # a newline (git 2.39: "a\\" at the end is "a"; found by the
+                # differential test, 2026-12-07)
+                return (None, i) if quote else ("".join(out), i)
             c = text[i]
             i += 1
             if c == "\n":
@@ -254,8 +257,11 @@ def working_directory() -> str:
 
 
 def resolve_project(cwd: str | os.PathLike[str]) -> ProjectIdentity:
-    """The project a working directory belongs to (store contract, "Project root")."""
-    d = os.path.realpath(os.fspath(cwd))
+    """The project a working directory belongs to (store contract, "Project root").
+    A path that is not text or holds a NUL is a UsageError (``config.path_text``)."""
+    from .config import path_text
+
+    d = os.path.realpath(path_text(cwd, "resolve_project: cwd"))
     probe = d
     while True:
         dotgit = os.path.join(probe, ".git")

@@ -206,18 +206,34 @@ class Store:
 
 
 def store_for_project(config_dir: str | os.PathLike[str], project: str | os.PathLike[str]) -> Store:
+    """The store of the project that contains the path ``project``: under
+    ``<config_dir>/memory/``, named by the project's slug (store contract,
+    "Where a project's store is").  Creating it touches nothing on disk."""
+    from .config import path_text
     from .identity import resolve_project  # not imported by commands given --store
 
-    ident = resolve_project(project)
+    config_dir = path_text(config_dir, "store_for_project: config_dir")
+    ident = resolve_project(path_text(project, "store_for_project: project"))
     return Store(memory_root(config_dir) / ident.slug, ident.slug, ident, "project",
                  "the project root")
+
+
+def check_store_arg(store: object, what: str) -> None:
+    """UsageError for a ``store`` argument of the public API that is not a
+    :class:`Store` (a path given as text, say: before 2026-12-07 a raw
+    AttributeError at its first use)."""
+    if not isinstance(store, Store):
+        raise UsageError(f"{what} takes a Store (store_at(path), or open_project(...).store), "
+                         f"not {type(store).__name__}")
 
 
 def store_at(path: str | os.PathLike[str]) -> Store:
     """The store directory ``path`` whose name is its slug: a directory under
     ``<config>/memory/``.  A store given by the user (``--store``) goes through
     :func:`store_given` instead, which can take the slug from its transcripts."""
-    p = Path(os.path.abspath(os.fspath(path)))
+    from .config import path_text
+
+    p = Path(os.path.abspath(path_text(path, "store_at: path")))
     return Store(p, p.name, None)
 
 

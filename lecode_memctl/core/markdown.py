@@ -666,7 +666,11 @@ def writing(store: Store, *, wait: float | None = None) -> Iterator[None]:
 def encode_text(target: Target, text: str) -> bytes:
     """``text`` as the UTF-8 bytes written for ``target``; a lone surrogate
     (from JSON's ``"\ud800"``, say) is ``UsageError``, as a fact's text is,
-    not a raw ``UnicodeEncodeError``."""
+    not a raw ``UnicodeEncodeError``; text that is not a ``str`` (bytes,
+    None) is ``UsageError`` too (before 2026-12-07 a raw ``AttributeError``)."""
+    if not isinstance(text, str):
+        raise UsageError(f"the text for {target.label} must be a str, not {type(text).__name__} "
+                         "(bytes.decode makes text of bytes); nothing was written")
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError as exc:

@@ -48,8 +48,11 @@ class ConfigProblem:
 
 
 def load_memory_config(config_dir: str | os.PathLike[str]) -> MemoryConfig:
-    """The effective ``[memory]`` settings; a bad value is a ``UsageError`` naming the key."""
-    path, data = read_config_file(config_dir)
+    """The effective ``[memory]`` settings; a bad value is a ``UsageError`` naming the key
+    (and so is a ``config_dir`` that is not a path as text, or holds a NUL)."""
+    from .config import path_text
+
+    path, data = read_config_file(path_text(config_dir, "load_memory_config: config_dir"))
     section: dict[str, Any] = {}
     if data is not None:
         raw_section = data.get("memory", {})

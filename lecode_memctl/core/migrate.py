@@ -964,7 +964,13 @@ def migrate_legacy(config_dir: str | os.PathLike[str], cwd: str | os.PathLike[st
     reference design says ("legacy cwd-scoped Markdown"); the walk of the
     project tree and its worktrees is ``memctl migrate-legacy``'s
     (:func:`plan_migration` without ``cwd_only``).  Public
-    (``lecode_memctl.core.migrate_legacy``); ``migrate`` is its older name."""
+    (``lecode_memctl.core.migrate_legacy``); ``migrate`` is its older name.
+    A path that is not text or holds a NUL is a UsageError (``config.path_text``)."""
+    from .config import path_text
+
+    config_dir = path_text(config_dir, "migrate_legacy: config_dir")
+    cwd = path_text(cwd, "migrate_legacy: cwd")
+    extra = [path_text(e, "migrate_legacy: extra") for e in extra]
     return apply_migration(plan_migration(Path(config_dir), cwd, extra=extra, cwd_only=True))
 
 

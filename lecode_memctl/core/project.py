@@ -95,6 +95,8 @@ class Project:
 
     @property
     def slug(self) -> str:
+        """The store's slug (``<name>-<12 hex>``, its directory's name under
+        ``<config>/memory/``)."""
         return self.store.slug
 
     @property
@@ -181,7 +183,8 @@ class Project:
 
         ``kind``: ``"memory"`` (MEMORY.md), ``"scratchpad"``, ``"log"``
         (``daily/<name>.md``, ``name`` a ``YYYY-MM-DD`` date, default today
-        in UTC) or ``"note"`` (``notes/<name>.md``).  ``expected_sha256``:
+        in local time, as ``memctl log`` and ``memctl edit log`` take it)
+        or ``"note"`` (``notes/<name>.md``).  ``expected_sha256``:
         ``...`` (the default) writes whatever the file holds now; ``None``
         writes only if the file is still missing; a hex SHA-256 writes only
         if the file still has those bytes (:meth:`read_markdown` gives it).

@@ -35,6 +35,11 @@ class Snapshot:
 
 @record(frozen=True)
 class SessionInfo:
+    """One session's row of ``memctl sessions`` (``SessionStore.info``,
+    ``list_sessions``, ``iter_sessions``): its header's creation time, its last append,
+    its counts, and its ``state`` (ok, torn_tail, corrupt, refused,
+    unreadable) with why."""
+
     id: str
     created: str | None
     last_time: str | None          # mtime of the file (the last append), ISO 8601 UTC

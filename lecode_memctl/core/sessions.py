@@ -65,7 +65,7 @@ from .errors import (
     UsageError,
     typed_errors,
 )
-from .layout import SESSION_SUFFIX, Store, UnknownSlug, session_ids
+from .layout import SESSION_SUFFIX, Store, UnknownSlug, check_store_arg, session_ids
 from .sourceref import (
     MAX_POSITION,
     MAX_SPAN,
@@ -170,6 +170,8 @@ _SWEEP_GAP = 256          # a span sweep seeks past more positions than this bet
 
 
 class SessionNotFound(NotFound):
+    """No transcript of that session id in the store (exit 3)."""
+
     reason = "session_missing"
 
 
@@ -182,6 +184,9 @@ class SessionRefused(Conflict):
 
 
 class SessionUnreadable(StoreCorrupt):
+    """A transcript that is there but cannot be read: not a regular file, no
+    permission, an I/O error (exit 5)."""
+
     reason = "session_unreadable"
 
 
@@ -214,6 +219,8 @@ class SpanHidden(Conflict):
 
 
 class PositionMissing(NotFound):
+    """A position past the session's last complete record (exit 3)."""
+
     reason = "position_missing"
 
 
@@ -2076,6 +2083,7 @@ class SessionStore:
     """
 
     def __init__(self, store: Store, exclusions: ExclusionReader | None = None) -> None:
+        check_store_arg(store, "SessionStore")
         self.store = store
         # (a path made once: a listing of 20,000 sessions built it 60,000 times)
         self._dir = os.fspath(store.sessions_dir)

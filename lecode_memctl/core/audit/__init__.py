@@ -68,7 +68,11 @@ def validate_store(store: Store, *, parallel: bool = False,
     transcripts of a deep audit, and half the facts of a large store, may
     be read by forked processes, as ``memctl validate`` reads them.  Off by
     default: a program that imports this may not want to be forked (a
-    process with threads is not safe to fork)."""
+    process with threads is not safe to fork).  A ``store`` that is not a
+    :class:`~lecode_memctl.core.layout.Store` is a UsageError."""
+    from ..layout import check_store_arg
+
+    check_store_arg(store, "validate_store")
     a = Audit(store, parallel=parallel, **kwargs)
     findings = list(a.run())
     return findings, a.summary

@@ -266,3 +266,51 @@ def test_every_public_name_is_in_api_md_and_has_a_docstring():
                     or inspect.isclass(getattr(core, n))
                     and getattr(core, n).__doc__ is None]
     assert undocumented == []
+
+
+# ---------------------------------------------------------------- context and first-use legacy Markdown
+
+def _demo_without_memory(tmp_path):
+    from lecode_memctl.core.demo import build_demo
+
+    demo = build_demo(tmp_path / "demo")
+    (demo.store.path / "MEMORY.md").unlink()
+    return demo
+
+
+def test_context_says_the_agent_would_first_copy_legacy_markdown(tmp_path):
+    """The agent started in src/ copies the legacy MEMORY.md in on first use
+    (migrate_legacy) and injects it; context showed the store as it is and
+    said nothing."""
+    import orjson
+
+    demo = _demo_without_memory(tmp_path)
+    args = ("--config-dir", str(demo.config_dir), "-C", str(demo.legacy_cwd), "--no-state")
+    before = tree_hash(demo.config_dir)
+    r = run_cli(*args, "context")
+    assert r.exit_code == 0, r.stderr
+    assert "## MEMORY.md" not in r.stdout
+    assert "legacy" in r.stderr and "MEMORY.md" in r.stderr and "migrate-legacy" in r.stderr, r.stderr
+    j = run_cli(*args, "context", "--json")
+    notes = orjson.loads(j.stdout)["notes"]
+    assert any("legacy" in n and "MEMORY.md" in n for n in notes), notes
+    assert tree_hash(demo.config_dir) == before
+    # from the project root (no legacy store of its own), and once copied: no note
+    r = run_cli("--config-dir", str(demo.config_dir), "-C", str(demo.project), "--no-state",
+                "context")
+    assert "legacy" not in r.stderr, r.stderr
+    assert run_cli(*args, "migrate-legacy", "--yes").exit_code == 0
+    r = run_cli(*args, "context")
+    assert "legacy" not in r.stderr and "memory kept while working in src/" in r.stdout
+
+
+def test_context_of_a_store_not_made_yet_names_the_legacy_markdown(tmp_path):
+    import shutil
+
+    demo = _demo_without_memory(tmp_path)
+    shutil.rmtree(demo.store.path)
+    r = run_cli("--config-dir", str(demo.config_dir), "-C", str(demo.legacy_cwd), "--no-state",
+                "context")
+    assert r.exit_code == 3, r.stderr
+    assert r.stderr.startswith("memctl: error: no memory store"), r.stderr
+    assert "legacy" in r.stderr and "migrate-legacy" in r.stderr, r.stderr

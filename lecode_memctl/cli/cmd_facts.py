@@ -963,6 +963,51 @@ def forget(
 
 # ---------------------------------------------------------------- context
 
+#: The files of the memory section that a legacy store can provide.
+_SECTION_FILES = ("MEMORY.md", "scratchpad.md")
+
+
+def _first_use_copies(store_path: Any = None) -> str | None:
+    """What ``context`` says when the agent, started in the project directory
+    (``-C PATH`` or the working directory), would first copy Markdown of the
+    section (MEMORY.md, scratchpad.md) from that directory's legacy store
+    into the project store, as it does on first use (``migrate_legacy``:
+    only where the store has none), so that its section would hold what
+    this one cannot show; None when it would not (or with ``--store``: no
+    working directory is named).  One ``lstat`` when there is no legacy
+    store; a plan that cannot be made says nothing (reads only)."""
+    import os
+    import stat
+
+    from lecode_memctl.core.errors import MemctlError
+    from lecode_memctl.core.layout import legacy_store
+
+    if STATE.store_option:
+        return None
+    try:
+        config_dir = STATE.config_dir().path
+        cwd = STATE.project_dir()
+        legacy = legacy_store(config_dir, cwd)
+        if legacy.path == store_path or not stat.S_ISDIR(os.lstat(legacy.path).st_mode):
+            return None
+        from lecode_memctl.core.migrate import plan_migration
+
+        plan = plan_migration(config_dir, cwd, cwd_only=True)
+    except (MemctlError, OSError):
+        return None
+    names = [i.destination.name for i in plan.copies
+             if i.destination is not None and i.destination.name in _SECTION_FILES
+             and i.destination.parent == plan.discovery.store.path]
+    if not names:
+        return None
+    from .output import safe
+
+    return (f"the agent started in {safe(str(cwd), keep_newlines=False)} would first copy "
+            f"{' and '.join(names)} from the legacy store {safe(str(legacy.path), keep_newlines=False)} "
+            "(memory older lecode kept per working directory, copied on first use where the "
+            "store has none), so its section would hold what this one does not show; "
+            "'memctl migrate-legacy' copies it now")
+
 @command(epilog="""\
 \b
 Examples:
@@ -989,22 +1034,37 @@ def context(
     in id order are inspected.  --explain lists every fact left out (invalid
     evidence, too large, over budget, not inspected) and the byte
     accounting.  Control characters of the stored Markdown are shown
-    escaped; --json keeps the exact text.  Reads only.
+    escaped; --json keeps the exact text.  Reads only: when the agent,
+    started in the project directory, would first copy MEMORY.md or
+    scratchpad.md from that directory's legacy store (as it does on first
+    use), a note says so ('memctl migrate-legacy' copies them).
     """
     from lecode_memctl.core.context import build_memory_section, section_to_json
+    from lecode_memctl.core.errors import NotFound
     from lecode_memctl.core.memory_config import load_memory_config
     from lecode_memctl.core.rowmodel import doc_head
 
     from .output import echo, emit_json, safe, write_bytes
 
     config = load_memory_config(STATE.config_dir().path)
-    store, fs, sessions = _open_read(lock_wait)
+    try:
+        store, fs, sessions = _open_read(lock_wait)
+    except NotFound as exc:
+        first = _first_use_copies()
+        if first is None:
+            raise
+        raise NotFound(exc.message, hint=f"{exc.hint}; {first}" if exc.hint else first) from None
     try:
         _needs_migration_note(fs)
         section = build_memory_section(store, config, fs if fs.exists else None, sessions,
                                        explain=explain)
     finally:
         fs.close()
+    first = _first_use_copies(store.path)
+    if first is not None:
+        import dataclasses
+
+        section = dataclasses.replace(section, notes=(*section.notes, first))
     if json_:
         emit_json({**doc_head("context"), **section_to_json(section)})
         return

@@ -314,3 +314,39 @@ def test_context_of_a_store_not_made_yet_names_the_legacy_markdown(tmp_path):
     assert r.exit_code == 3, r.stderr
     assert r.stderr.startswith("memctl: error: no memory store"), r.stderr
     assert "legacy" in r.stderr and "migrate-legacy" in r.stderr, r.stderr
+
+
+# ---------------------------------------------------------------- a Ctrl-C as orjson is imported
+
+_IN_ORJSON_INIT = r'''
+import os, signal, sys, runpy
+native = fired = False
+def prof(frame, event, arg):
+    # the first module imported by orjson's native module as it initialises
+    # (dataclasses, json, ...): after importlib made orjson.orjson
+    global native, fired
+    if fired or event != "call" or frame.f_code.co_name != "module_from_spec":
+        return
+    name = getattr(frame.f_locals.get("spec"), "name", "")
+    if name == "orjson.orjson":
+        native = True
+    elif native and not name.startswith("orjson"):
+        fired = True
+        sys.setprofile(None)
+        os.kill(os.getpid(), signal.SIGINT)
+sys.setprofile(prof)
+sys.argv = ["memctl"] + sys.argv[1:]
+runpy.run_module("lecode_memctl", run_name="__main__")
+'''
+
+
+def test_a_ctrl_c_as_orjson_is_imported_is_an_interruption_not_a_crash(tmp_path):
+    """A KeyboardInterrupt inside orjson's native initialisation: SIGSEGV."""
+    import subprocess
+
+    script = tmp_path / "in_orjson_init.py"
+    script.write_text(_IN_ORJSON_INIT)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    p = subprocess.run([sys.executable, str(script), "--no-state", "--store", str(tmp_path / "s"),
+                        "where"], capture_output=True, env=env, timeout=60)
+    assert (p.returncode, p.stderr) == (130, b"memctl: error: interrupted\n"), p

@@ -215,6 +215,31 @@ def _write_early(text: str) -> int | None:
     return None
 
 
+def _import_orjson_whole() -> None:
+    """Import orjson with SIGINT, SIGTERM and SIGHUP held back: a
+    KeyboardInterrupt raised inside its native module's initialisation
+    (a Ctrl-C in memctl's first 100 ms) crashed the process with SIGSEGV
+    (orjson 3.13; before 2026-12-07 about one Ctrl-C in three at that
+    moment).  A signal that came meanwhile is delivered as the import ends,
+    where the command's handling of it begins."""
+    import sys
+
+    if "orjson" in sys.modules:
+        return
+    import signal
+
+    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    try:
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    except (AttributeError, OSError, ValueError):   # (no such call here, or not the main thread)
+        import orjson  # noqa: F401
+        return
+    try:
+        import orjson  # noqa: F401,F811
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
 def _wraps_interrupt(exc: BaseException) -> bool:
     """Whether ``exc`` was raised because of a Ctrl-C or a termination
     signal (a KeyboardInterrupt in its chain): Python wraps one raised in
@@ -355,6 +380,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return status
 
     try:
+        _import_orjson_whole()
         from lecode_memctl.core.errors import MemctlError
 
         from . import state

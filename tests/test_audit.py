@@ -272,7 +272,7 @@ def build_db_stores(config_dir: Path) -> dict[str, Path]:
     """Stores each holding one database finding that excludes the others."""
     out = {}
     mem = config_dir / "memory"
-    for name in ("integrity", "future", "garbage", "legacy"):
+    for name in ("integrity", "future", "garbage", "legacy", "unchecked"):
         p = mem / f"{name}-0123456789ab"
         os.makedirs(p, mode=0o700)
         out[name] = p
@@ -292,6 +292,13 @@ def build_db_stores(config_dir: Path) -> dict[str, Path]:
     (out["garbage"] / "facts.sqlite3").write_bytes(b"this is not a database\n" * 10)
     os.chmod(out["garbage"] / "facts.sqlite3", 0o600)
     _empty_db(out["legacy"] / "facts.sqlite3", 2).close()
+    # another application's table, ordered by a collation only it defines
+    db = _empty_db(out["unchecked"] / "facts.sqlite3")
+    db.create_collation("theirs", lambda a, b: (a > b) - (a < b))
+    db.execute("CREATE TABLE their_table (k TEXT PRIMARY KEY COLLATE theirs)")
+    db.executemany("INSERT INTO their_table VALUES (?)", [("b",), ("a",)])
+    db.commit()
+    db.close()
     return out
 
 
@@ -389,7 +396,8 @@ def test_default_mode_skips_whole_transcript_checks(planted):
 def test_database_codes_each_once(config_dir):
     stores = build_db_stores(config_dir)
     expect = {"integrity": "db.integrity", "future": "db.schema_unknown",
-              "garbage": "db.unreadable", "legacy": "db.needs_migration"}
+              "garbage": "db.unreadable", "legacy": "db.needs_migration",
+              "unchecked": "db.unchecked"}
     for name, path in stores.items():
         _code, fs = findings("--store", str(path))
         assert [f["code"] for f in fs] == [expect[name]], (name, fs)
@@ -416,7 +424,7 @@ def test_layout_unreadable(config_dir):
 
 
 def test_every_code_is_planted_somewhere():
-    covered = set(PLANTED) | {"db.integrity", "db.schema_unknown", "db.unreadable",
+    covered = set(PLANTED) | {"db.integrity", "db.schema_unknown", "db.unreadable", "db.unchecked",
                               "db.needs_migration", "config.invalid", "layout.unreadable",
                               "session.epoch_ahead",  # tests/test_audit_epoch.py
                               "db.rolled_back",  # tests/test_seen_state.py
@@ -508,7 +516,8 @@ def test_prometheus_output_parses(planted, config_dir):
     fams = parse_exposition(r.stdout)
     ok = {s.labels["project"]: s.value for s in fams["memctl_validate_ok"].samples}
     assert ok == {SLUG: 0, "integrity-0123456789ab": 0, "future-0123456789ab": 0,
-                  "garbage-0123456789ab": 0, "legacy-0123456789ab": 1}
+                  "garbage-0123456789ab": 0, "legacy-0123456789ab": 1,
+                  "unchecked-0123456789ab": 1}
     assert fams["memctl_validate_ok"].type == "gauge"
     f = {(s.labels["project"], s.labels["code"]): s.value
          for s in fams["memctl_validate_findings"].samples}
@@ -521,7 +530,7 @@ def test_prometheus_output_parses(planted, config_dir):
     assert abs(ts - time.time()) < 600
     # the run itself: exit status, time, stores audited (no labels)
     assert fams["memctl_validate_exit_status"].samples[0].value == 1
-    assert fams["memctl_validate_stores"].samples[0].value == 5
+    assert fams["memctl_validate_stores"].samples[0].value == 6
     assert abs(fams["memctl_validate_run_timestamp_seconds"].samples[0].value - time.time()) < 600
 
 

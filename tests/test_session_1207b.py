@@ -350,3 +350,68 @@ def test_a_ctrl_c_as_orjson_is_imported_is_an_interruption_not_a_crash(tmp_path)
     p = subprocess.run([sys.executable, str(script), "--no-state", "--store", str(tmp_path / "s"),
                         "where"], capture_output=True, env=env, timeout=60)
     assert (p.returncode, p.stderr) == (130, b"memctl: error: interrupted\n"), p
+
+
+# ---------------------------------------------------------------- another application's collation
+
+def _collate(store: Path, sql: str) -> None:
+    import sqlite3
+
+    c = sqlite3.connect(store / "facts.sqlite3")
+    try:
+        c.create_collation("weird", lambda a, b: (a > b) - (a < b))
+        c.create_function("myf", 1, lambda v: v, deterministic=True)
+        c.execute(sql)
+        if "other_app" in sql:
+            c.executemany("INSERT INTO other_app VALUES (?)", [("b",), ("a",), ("c",)])
+        c.commit()
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("sql", [
+    "CREATE TABLE other_app(k TEXT PRIMARY KEY COLLATE weird)",
+    "CREATE INDEX other_ix ON revisions(myf(text))",
+], ids=["collation", "function"])
+def test_validate_audits_the_facts_of_a_database_with_another_application_s_collation(
+        demo_pair, sql):
+    """integrity_check cannot run over an index whose collation (or a column
+    whose function) only another application defines: validate reported the
+    whole database unreadable and audited no fact (the demo's stale fact
+    went unreported), while every reader listed them."""
+    import orjson
+
+    plain, other = demo_pair
+    _collate(other, sql)
+    before = tree_hash(other)
+
+    def findings(store):
+        r = run_cli("--store", str(store), "--no-state", "validate", "--json")
+        return r.exit_code, orjson.loads(r.stdout)
+
+    code0, doc0 = findings(plain)
+    code1, doc1 = findings(other)
+    assert tree_hash(other) == before
+    codes0 = sorted(f["code"] for f in doc0["findings"])
+    codes1 = sorted(f["code"] for f in doc1["findings"])
+    assert "db.unreadable" not in codes1, doc1["findings"]
+    assert [c for c in codes1 if c != "db.unchecked"] == codes0
+    unchecked = [f for f in doc1["findings"] if f["code"] == "db.unchecked"]
+    assert len(unchecked) == 1 and unchecked[0]["severity"] == "warning", unchecked
+    assert code1 == code0
+
+
+def test_facts_counts_past_an_index_of_another_application_s_collation(demo_pair):
+    """count(*) went through the smallest index, whose collation SQLite did
+    not know: the table and --json were exit 5 while jsonl, csv and tsv
+    listed every fact."""
+    import orjson
+
+    plain, other = demo_pair
+    _collate(other, "CREATE INDEX ix ON facts(fact_id COLLATE weird)")
+    for fmt in ("table", "json", "jsonl", "csv", "tsv"):
+        r0 = run_cli("--store", str(plain), "--no-state", "facts", "--format", fmt)
+        r1 = run_cli("--store", str(other), "--no-state", "facts", "--format", fmt)
+        assert (r1.exit_code, r1.stdout) == (r0.exit_code, r0.stdout), (fmt, r1.stderr)
+    j = orjson.loads(run_cli("--store", str(other), "facts", "--json", "--limit", "1").stdout)
+    assert j["total"] == orjson.loads(run_cli("--store", str(plain), "facts", "--json").stdout)["total"]

@@ -581,6 +581,19 @@ def is_damage(exc: BaseException) -> bool:
     return type(exc) is sqlite3.DatabaseError
 
 
+def defined_elsewhere(exc: BaseException) -> bool:
+    """Whether a SQLite error names a collation, function or virtual-table
+    module that only the application that made the database defines (an
+    extra table or index of another tool's, say): not damage, and nothing
+    lecode's own reads need; a statement that walks such an index or column
+    (``count(*)`` through the smallest index, ``integrity_check``) fails."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    text = str(exc)
+    return text.startswith(("no such collation sequence:", "no such function:",
+                            "unknown function:", "no such module:"))
+
+
 def _forget_pages(conn: sqlite3.Connection, exc: BaseException) -> None:
     """After a damaged page stopped a read (``DatabaseError`` itself, not an
     interrupt or an I/O error), the connection's page cache is emptied:
@@ -1368,9 +1381,12 @@ def ids_stored_twice(db: sqlite3.Connection) -> frozenset[Any]:
                 (entries,) = db.execute(
                     f"SELECT count(*) FROM facts INDEXED BY {sql_name(name)}").fetchone()
             except sqlite3.DatabaseError as exc:
-                if not is_damage(exc):
+                if not (is_damage(exc) or defined_elsewhere(exc)):
                     raise
-                break       # a damaged index: the table is asked (validate reports it)
+                # a damaged index (validate reports it), or one SQLite cannot
+                # use here (another application's collation on the table): the
+                # table is asked
+                break
             if rows == entries:
                 return frozenset()
             break
@@ -2805,6 +2821,17 @@ class FactStore(ClosesOnExit):
         # (NULL, which a key on fact_id allows, is one fact id as DISTINCT
         # and the pages count it; count(DISTINCT) would leave it out)
         what = "(SELECT DISTINCT fact_id FROM facts)" if ids_stored_twice(db) else "facts"
+        try:
+            return int(db.execute(f"SELECT count(*) FROM {what}").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            if not defined_elsewhere(exc):
+                raise
+        # SQLite counts through the smallest index, which another application's
+        # collation may order (an index of its own): the table itself, as the
+        # listing reads it (before 2026-12-07 the table and --json were exit 5
+        # where jsonl listed every fact)
+        what = what.replace("FROM facts", "FROM facts NOT INDEXED") if what != "facts" \
+            else "facts NOT INDEXED"
         return int(db.execute(f"SELECT count(*) FROM {what}").fetchone()[0])
 
     @_serialized

@@ -266,7 +266,11 @@ def _db_checks(audit: Audit, fs: Any, schema_version: int, integrity: Callable[[
         yield audit._f("db.needs_migration", f"schema version {fs.schema_version}, current is "
                        f"{schema_version}; lecode migrates it on its next write", file=rel)
     for msg in messages:
-        if msg != "integrity_check: ok":
+        if msg.startswith(UNCHECKED):
+            yield audit._f("db.unchecked", f"integrity_check cannot run: {msg[len(UNCHECKED):]} "
+                           "(a collation or function only the application that added that "
+                           "table, index or column defines); the facts were audited", file=rel)
+        elif msg != "integrity_check: ok":
             yield audit._f("db.integrity", msg, file=rel)
     for code, message, loc in later:
         yield audit._f(code, message, **loc)
@@ -274,6 +278,10 @@ def _db_checks(audit: Audit, fs: Any, schema_version: int, integrity: Callable[[
         raise error
     if stopped is not None:
         raise stopped
+
+
+#: integrity's message for a check that could not run (:func:`_start_checks`)
+UNCHECKED = "\0unchecked: "
 
 
 def _later(code: str, message: str, **loc: Any) -> tuple[str, str, dict[str, Any]]:
@@ -335,7 +343,7 @@ def _start_checks(fs: Any, db: Any, *, defer: bool
     rest is computed now on ``db``, integrity_check when asked for."""
     import sqlite3
 
-    from ..facts import is_damage, row_text
+    from ..facts import defined_elsewhere, is_damage, row_text
 
     later: list[Later] = []
 
@@ -368,6 +376,14 @@ def _start_checks(fs: Any, db: Any, *, defer: bool
         conn.execute("PRAGMA cell_size_check = OFF")
         try:
             first = check("integrity_check")
+        except sqlite3.OperationalError as exc:
+            # an index or column of another application's collation or
+            # function: integrity_check cannot walk it; no damage, and the
+            # facts are audited (before 2026-12-07: db.unreadable, no fact
+            # audited, while every reader listed them)
+            if not defined_elsewhere(exc):
+                raise
+            return [UNCHECKED + row_text(str(exc))], None
         finally:
             conn.execute("PRAGMA cell_size_check = ON")
         if first == ["ok"]:

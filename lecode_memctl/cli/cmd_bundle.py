@@ -150,8 +150,9 @@ def verify(
     summary, the findings and every fact's status with the manifest's; the
     fact statuses are printed.  An archive is unpacked into a private
     temporary directory, removed afterwards: members with an absolute path,
-    '..', a link, a device, a FIFO or a sparse file are refused and reported,
-    never written.
+    '..', a link, a device, a FIFO, a sparse file, or a header 'tar -x'
+    reads another name from (a prefix field outside a POSIX ustar header)
+    are refused and reported, never written.
     Nothing else is written.
 
     Exit status: 0 when everything agrees with the manifest, 1 when

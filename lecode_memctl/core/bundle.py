@@ -1297,6 +1297,47 @@ def _too_large(exc: _HeaderTooLarge) -> str:
             f"{READ_CAP} bytes verify reads at once; not read")
 
 
+class _RawTarInfo(tarfile.TarInfo):
+    """A TarInfo that keeps the 512 bytes of its own header (``raw``): after
+    a pax extended header or a GNU long name, the member's, not the
+    extension's (tarfile makes the member's TarInfo from its own block)."""
+
+    raw = b""
+
+    @classmethod
+    def frombuf(cls, buf: bytes | bytearray, encoding: str, errors: str) -> _RawTarInfo:
+        obj = super().frombuf(buf, encoding, errors)
+        obj.raw = bytes(buf)
+        return obj
+
+
+# A POSIX ustar header's magic and version (export writes only these, the
+# pax headers too, with an empty prefix field).
+_USTAR_MAGIC = b"ustar\x0000"
+_PREFIX = slice(345, 500)
+
+
+def _prefix_problem(ti: tarfile.TarInfo) -> str | None:
+    """Why a member's own header may make ``tar -x`` unpack it under
+    another name than tarfile gives, or None: a prefix field (bytes
+    345-500) in a header that is not POSIX ustar (magic ``ustar\\0``,
+    version ``00``).  tarfile joins the prefix to the name whatever the
+    magic says; GNU tar only in a POSIX ustar header (in a GNU or V7
+    header those bytes are something else), and unpacks the name field
+    alone."""
+    raw = getattr(ti, "raw", b"")
+    if len(raw) != tarfile.BLOCKSIZE or raw[257:265] == _USTAR_MAGIC:
+        return None
+    prefix = raw[_PREFIX].split(b"\0", 1)[0]
+    if not prefix or ti.type in tarfile.GNU_TYPES:     # (tarfile joins none there)
+        return None
+    magic = "GNU" if raw[257:265] == b"ustar  \0" else (
+        "V7" if not raw[257:265].strip(b"\0") else "unknown")
+    alone = _shown(os.fsdecode(raw[:100].split(b"\0", 1)[0]))
+    return (f"a prefix field in a header that is not POSIX ustar ({magic} magic): tar -x "
+            f"ignores it and unpacks the member as {alone}; not unpacked")
+
+
 # What reading an archive's bytes raises when they are cut short or corrupt;
 # and on a header it cannot read, ValueError too, for a GNU sparse map that
 # is not numbers or is cut short (it was exit 70).
@@ -1329,7 +1370,8 @@ def _read_archive(path: Path, root: Path, rep: VerifyReport) -> dict[str, tuple[
             inner = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]  # typeshed: not an IO
         src: Any = _Capped(inner)
         try:
-            tf = tarfile.open(fileobj=src, mode="r:", encoding="utf-8")  # noqa: SIM115 - wraps raw, closed below
+            tf = tarfile.open(fileobj=src, mode="r:", encoding="utf-8",  # noqa: SIM115 - wraps raw, closed below
+                              tarinfo=_RawTarInfo)
         except _HeaderTooLarge as exc:
             rep.add("archive", None, _too_large(exc))
             return seen
@@ -1378,6 +1420,10 @@ def _read_members(tf: tarfile.TarFile, src: Any, unpack: _Unpacker, rep: VerifyR
         why = _member_problem(name)
         if why is not None:
             rep.add("refused", name, f"{why}; not unpacked")
+            continue
+        why = _prefix_problem(ti)
+        if why is not None:
+            rep.add("refused", name, why)
             continue
         if ti.isdir():
             dirs.append(name.rstrip("/"))

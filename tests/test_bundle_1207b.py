@@ -1,0 +1,130 @@
+"""Crafted archives for ``memctl verify`` (a review of 2026-12-07, second
+part): a header whose prefix field ``tar -x`` ignores but ``tarfile``
+joins to the name, and member names whose bytes add up to gigabytes of
+memory.  Each archive is built from the demo's bundle."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from .test_bundle import _members, exported_demo, kinds, verify
+
+MiB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def template_1207b(demo_template, tmp_path_factory) -> Path:
+    """The demo's bundle, exported once for this file."""
+    return exported_demo(demo_template, tmp_path_factory.mktemp("b1207b"))
+
+
+@pytest.fixture
+def demo_bundle(template_1207b, tmp_path) -> Path:
+    """A copy of the demo's bundle, for one test to tamper with."""
+    out = tmp_path / "t.tar"
+    shutil.copyfile(template_1207b, out)
+    return out
+
+
+# ---------------------------------------------------------------- the prefix field
+
+
+MAGICS = {"gnu": b"ustar  \0", "v7": bytes(8)}
+
+
+def _split_header(data: bytes, member: bytes, magic: bytes) -> bytes:
+    """``data`` (a tar archive) with the header named ``member`` (its own
+    header, after any pax or GNU long name header) rewritten as the review
+    did: the name field the last component, the prefix field (bytes
+    345-500) the directory, ``magic`` at 257-265, the checksum recomputed."""
+    d = bytearray(data)
+    off = 0
+    done = False
+    while d[off:off + 512] != bytes(512):
+        h = d[off:off + 512]
+        size = int(h[124:136].rstrip(b"\0 ") or b"0", 8)
+        if h[:100].rstrip(b"\0") == member:
+            head, _, tail = member.rpartition(b"/")
+            h[0:100] = tail.ljust(100, b"\0")
+            h[345:500] = head.ljust(155, b"\0")
+            h[257:265] = magic
+            h[148:156] = b" " * 8
+            h[148:156] = b"%06o\0 " % sum(h)
+            d[off:off + 512] = h
+            done = True
+        off += 512 + -(-size // 512) * 512
+    assert done, member
+    return bytes(d)
+
+
+def _tar_x_names(archive: Path, into: Path) -> set[str] | None:
+    """What GNU tar's ``tar -x`` makes of ``archive`` (None: no GNU tar here)."""
+    tar = shutil.which("tar")
+    if tar is None:
+        return None
+    version = subprocess.run([tar, "--version"], capture_output=True, text=True).stdout
+    if "GNU tar" not in version:
+        return None
+    into.mkdir()
+    subprocess.run([tar, "-xf", str(archive), "-C", str(into)], check=True,
+                   capture_output=True)
+    return {str(p.relative_to(into)) for p in into.rglob("*")}
+
+
+@pytest.mark.parametrize("magic", sorted(MAGICS))
+def test_a_prefix_field_outside_a_posix_ustar_header_is_refused(demo_bundle, tmp_path, magic):
+    """``store/facts.sqlite3`` as name ``facts.sqlite3`` and prefix ``store``
+    in a GNU (``ustar  \\0``) or V7 (zeros) header: tarfile joins the
+    prefix whatever the magic, GNU tar only in a POSIX ustar header, and
+    unpacks ``facts.sqlite3`` at the top.  verify said OK, exit 0.  The
+    member is ``refused`` now, exit 1."""
+    evil = tmp_path / "evil.tar"
+    evil.write_bytes(_split_header(demo_bundle.read_bytes(), b"store/facts.sqlite3",
+                                   MAGICS[magic]))
+    unpacked = _tar_x_names(evil, tmp_path / "x")
+    if unpacked is not None:       # (the premise: tar -x puts it elsewhere)
+        assert "facts.sqlite3" in unpacked and "store/facts.sqlite3" not in unpacked
+    code, doc = verify(evil)
+    assert code == 1, doc["problems"]
+    (p,) = [p for p in doc["problems"] if p["kind"] == "refused"]
+    assert p["path"] == "store/facts.sqlite3", p
+    assert "prefix" in p["detail"] and "facts.sqlite3" in p["detail"], p
+    assert ("missing", "store/facts.sqlite3") in kinds(doc)
+
+
+def test_a_prefix_field_is_looked_for_in_the_members_own_header(demo_bundle, tmp_path):
+    """After a pax extended header (``x``, a POSIX ustar header itself),
+    the member's own header is the one judged."""
+    ms = _members(demo_bundle)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        for m, data in ms:
+            if m.name == "store/facts.sqlite3":
+                m.pax_headers = {"comment": "a pax header before the member"}
+            tf.addfile(m, io.BytesIO(data) if m.isfile() else None)
+    evil = tmp_path / "evil.tar"
+    evil.write_bytes(_split_header(buf.getvalue(), b"store/facts.sqlite3", MAGICS["gnu"]))
+    code, doc = verify(evil)
+    assert code == 1
+    assert ("refused", "store/facts.sqlite3") in kinds(doc), doc["problems"]
+
+
+def test_export_writes_posix_ustar_headers_and_its_bundle_verifies(demo_bundle):
+    """Every header export writes (the pax ones too) is POSIX ustar with an
+    empty prefix field, and the bundle verifies OK."""
+    data = demo_bundle.read_bytes()
+    off = 0
+    while data[off:off + 512] != bytes(512):
+        h = data[off:off + 512]
+        assert h[257:265] == b"ustar\x0000", h[:100]
+        assert h[345:500] == bytes(155), h[:100]
+        size = int(h[124:136].rstrip(b"\0 ") or b"0", 8)
+        off += 512 + -(-size // 512) * 512
+    code, doc = verify(demo_bundle)
+    assert code == 0, doc["problems"]

@@ -8,9 +8,11 @@ from __future__ import annotations
 import io
 import shutil
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
+import orjson
 import pytest
 
 from .test_bundle import _members, exported_demo, kinds, verify
@@ -128,3 +130,104 @@ def test_export_writes_posix_ustar_headers_and_its_bundle_verifies(demo_bundle):
         off += 512 + -(-size // 512) * 512
     code, doc = verify(demo_bundle)
     assert code == 0, doc["problems"]
+
+
+# ---------------------------------------------------------------- memory: the members' names
+
+LONG = 1_000_000        # a name's characters, under the 1 MiB a header may hold
+
+
+def _with_long_names(bundle_path: Path, out: Path, count: int, length: int = LONG) -> None:
+    """The reviewer's archive: the demo's members, then ``count`` empty
+    members each named ``store/notes/`` + ``length`` 'a' + ``N.md`` (pax
+    path headers), gzip-compressed."""
+    with tarfile.open(bundle_path) as src, \
+            tarfile.open(out, "w:gz", format=tarfile.PAX_FORMAT, compresslevel=1) as o:
+        for ti in src.getmembers():
+            o.addfile(ti, src.extractfile(ti) if ti.isfile() else None)
+        for i in range(count):
+            ti = tarfile.TarInfo("store/notes/" + "a" * length + f"{i}.md")
+            ti.mode = 0o600
+            o.addfile(ti)
+
+
+_PEAK = """\
+import resource, subprocess, sys
+r = subprocess.run(sys.argv[1:], capture_output=True, timeout=300)
+sys.stdout.buffer.write(r.stdout)
+sys.stderr.write(f"{r.returncode} {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}\\n")
+"""
+
+
+def test_many_long_member_names_end_quickly_in_bounded_memory(demo_bundle, tmp_path):
+    """A 300 KB .tar.gz of 300 empty members, each a 1,000,000-character
+    name (each header under the 1 MiB cap): every name was held (the
+    members, the names seen, each problem) and encoded in one document:
+    1.8 GB for the review's 600, a segfault or exit 70 under ``ulimit -v
+    1048576``.  A name over 4096 bytes is refused, shown cut (its length
+    and SHA-256), and never held; the headers' total is capped.  Peak RSS
+    under 400 MiB (measured in a child), exit 1, one JSON document."""
+    import hashlib
+    import time
+
+    out = tmp_path / "names.tar.gz"
+    _with_long_names(demo_bundle, out, 300)
+    assert out.stat().st_size < 2 * MiB
+    began = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", _PEAK, sys.executable, "-m", "lecode_memctl",
+                        "verify", str(out), "--json"], capture_output=True, timeout=320)
+    took = time.monotonic() - began
+    code, peak_kib = map(int, r.stderr.decode().split()[-2:])
+    assert code == 1, r.stderr[-2000:]
+    assert peak_kib < 400 * 1024, f"peak RSS {peak_kib} KiB"
+    assert took < 120, took
+    doc = orjson.loads(r.stdout)
+    assert doc["exit_code"] == 1
+    assert len(r.stdout) < 8 * MiB, len(r.stdout)
+    long_ones = [p for p in doc["problems"] if p["path"] and "aaaa" in p["path"]]
+    assert long_ones
+    first = "store/notes/" + "a" * LONG + "0.md"
+    want_sha = hashlib.sha256(first.encode()).hexdigest()
+    p0 = long_ones[0]
+    assert p0["kind"] == "refused", p0["kind"]
+    assert len(p0["path"]) < 4096 + 200, len(p0["path"])
+    assert f"{len(first)} bytes" in p0["path"] and want_sha in p0["path"], p0["path"][-200:]
+    assert all(len(p["path"] or "") + len(p["detail"]) < 8192 + 400 for p in doc["problems"])
+
+
+def test_a_name_over_4096_bytes_is_refused_and_shown_cut(demo_bundle, tmp_path):
+    """One member named with 5,000 bytes: refused (no path is that long),
+    its name in the report cut to 4096 characters with its length and
+    SHA-256; the text report too."""
+    import hashlib
+
+    from .conftest import run_cli
+
+    out = tmp_path / "one.tar"
+    _with_long_names(demo_bundle, out, 1, length=5000)
+    name = "store/notes/" + "a" * 5000 + "0.md"
+    code, doc = verify(out)
+    assert code == 1
+    (p,) = [p for p in doc["problems"] if "aaaa" in (p["path"] or "")]
+    assert p["kind"] == "refused", p
+    assert p["path"].startswith(name[:4096]) and name not in p["path"]
+    assert f"({len(name)} bytes, sha256 {hashlib.sha256(name.encode()).hexdigest()})" \
+        in p["path"], p["path"][4096:]
+    r = run_cli("verify", str(out))
+    assert r.exit_code == 1 and name not in r.stdout
+    assert hashlib.sha256(name.encode()).hexdigest() in r.stdout
+
+
+def test_headers_over_the_cap_are_one_archive_problem_and_reading_stops(demo_bundle,
+                                                                        monkeypatch):
+    """The headers (everything but the members' data) may total so many
+    bytes: past it, one ``archive`` problem, the rest not read; exit 1."""
+    from lecode_memctl.core import bundle as core
+
+    monkeypatch.setattr(core, "HEADERS_CAP", 4 * 512)
+    monkeypatch.setattr(core, "HEADERS_PER_FILE", 0)
+    code, doc = verify(demo_bundle)
+    assert code == 1
+    (p,) = [p for p in doc["problems"] if p["kind"] == "archive"]
+    assert "headers" in p["detail"] and "2048 bytes" in p["detail"], p
+    assert "not read" in p["detail"], p

@@ -804,7 +804,8 @@ class VerifyReport:
         return not self.problems
 
     def add(self, kind: str, path: str | None, detail: str) -> None:
-        self.problems.append(Problem(kind, path, detail))
+        # (a name or a detail of more than SHOWN_MAX characters: cut, :func:`_cut`)
+        self.problems.append(Problem(kind, None if path is None else _cut(path), _cut(detail)))
 
     def close(self) -> None:
         """Let go the files that hold the fact rows (the manifest's, the checks')."""
@@ -841,6 +842,33 @@ class VerifyReport:
             "findings": (FINDING.row(**f) for f in (validate or {}).get("findings_list") or []),
             "facts": self.facts,
         }
+
+
+# The characters of a name (or a detail) a problem shows: a longer one is
+# cut, its length in bytes and its SHA-256 after it (600 member names of a
+# million characters were each held in the report and printed whole).
+SHOWN_MAX = 4096
+# The bytes a member's name may have: PATH_MAX, the longest path a file
+# system takes (a longer one cannot be unpacked anywhere; export writes none).
+NAME_MAX_BYTES = 4096
+# What an archive's headers (everything tarfile reads that is not a
+# member's data: the 512-byte headers, pax headers, GNU long names) may
+# total: this, plus HEADERS_PER_FILE for each file the manifest lists (export
+# writes at most 1.5 KiB for a file, a pax header of its name included, and
+# 512 bytes for each of the four directories).  The members' names are kept
+# until the comparison: their bytes are bounded so.
+HEADERS_CAP = 64 << 20
+HEADERS_PER_FILE = 4 << 10
+
+
+def _cut(text: str) -> str:
+    """``text`` as a problem shows it: at most :data:`SHOWN_MAX` characters
+    of it, then, when it is longer, ``... (N bytes, sha256 HEX)`` of its
+    UTF-8 bytes."""
+    if len(text) <= SHOWN_MAX:
+        return text
+    raw = text.encode("utf-8", "surrogatepass")
+    return f"{text[:SHOWN_MAX]}... ({len(raw)} bytes, sha256 {hashlib.sha256(raw).hexdigest()})"
 
 
 _SAFE_PART = lazy_compile(r"^[^\x00/]+$")
@@ -1399,7 +1427,9 @@ def _read_members(tf: tarfile.TarFile, src: Any, unpack: _Unpacker, rep: VerifyR
     dirs: list[str] = []        # the directory members' names
     sizes: dict[str, int] | None = None     # the listed sizes, once the manifest is read
     index = 0
+    headers = 0                 # the bytes of the headers read (HEADERS_CAP)
     while True:
+        start = tf.offset if index else 0   # (tarfile.open read the first member's)
         try:
             ti = tf.next()
         except _HeaderTooLarge as exc:
@@ -1410,9 +1440,24 @@ def _read_members(tf: tarfile.TarFile, src: Any, unpack: _Unpacker, rep: VerifyR
             return
         if ti is None:
             break
+        # (tarfile keeps every member it reads in tf.members: none here, the
+        # names that are needed are kept below, bounded)
+        tf.members.clear()  # type: ignore[attr-defined]  # (typeshed: not listed)
+        headers += ti.offset_data - start
+        limit = HEADERS_CAP + HEADERS_PER_FILE * len(sizes or {})
+        if headers > limit:
+            rep.add("archive", last, f"the archive's headers (names, pax headers, GNU long "
+                    f"names) total more than {limit} bytes after {index + 1} members; the "
+                    "rest is not read")
+            return
         name = ti.name
         first = index == 0
         index += 1
+        n = len(os.fsencode(name))
+        if n > NAME_MAX_BYTES:
+            rep.add("refused", _shown(name), f"a name of {n} bytes, longer than the "
+                    f"{NAME_MAX_BYTES} a path may have; not unpacked")
+            continue
         if not _utf8(name):
             # (a name the report, UTF-8 JSON, cannot hold as it is: \xNN)
             rep.add("refused", _shown(name), "a name that is not UTF-8; not unpacked")
@@ -1453,6 +1498,7 @@ def _read_members(tf: tarfile.TarFile, src: Any, unpack: _Unpacker, rep: VerifyR
                 sizes = _listed_sizes(rep)
             elif name.startswith(STORE_DIR + "/") and sizes is None:
                 seen[name] = _hash_stream(fh)       # (before the manifest: see _unpack_deferred)
+                ti.pax_headers = {}     # (not read again; held until the manifest is)
                 deferred.append(ti)
             elif sizes is not None and sizes.get(name) == ti.size:
                 seen[name] = unpack.write(name, fh)

@@ -402,8 +402,9 @@ PROBLEM = RowModel("verify", "problem", "One way a bundle differs from its manif
     _t('"problem"'),
     Field("kind", "string", "archive, manifest, changed, missing, added, refused, order, "
           "duplicate, validate or facts"),
-    Field("path", "string", "the member concerned", True),
-    Field("detail", "string", "one line"),
+    Field("path", "string", "the member concerned (over 4096 characters: its first 4096, "
+          "then `... (N bytes, sha256 HEX)`)", True),
+    Field("detail", "string", "one line (cut as `path` past 4096 characters)"),
 ), ids=("path",))
 
 MODELS: tuple[RowModel, ...] = (FACT, SESSION, NOTE, HIT, REVISION, USAGE, PROJECT, FINDING,

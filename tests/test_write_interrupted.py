@@ -38,8 +38,8 @@ def test_an_interrupted_write_leaves_no_transaction(tmp_path, monkeypatch, where
     if where == "begin":
         real = facts_mod._begin
 
-        def begin(db, path):
-            real(db, path)
+        def begin(db, *args):
+            real(db, *args)
             raise KeyboardInterrupt          # as a Ctrl-C just after BEGIN IMMEDIATE
 
         monkeypatch.setattr(facts_mod, "_begin", begin)

@@ -34,6 +34,7 @@ import operator
 import os
 import shutil
 import sqlite3
+import time
 import weakref
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -494,13 +495,38 @@ def _check_text(text: object) -> str:
     return text
 
 
-def _begin(db: sqlite3.Connection, path: Path) -> None:
+BEGIN_STEP = 0.05     # seconds: the longest SQLite waits for the write lock at one try (_begin)
+
+
+def _begin(db: sqlite3.Connection, path: Path, wait: float) -> None:
+    """``BEGIN IMMEDIATE``, waiting at most ``wait`` seconds (the store's
+    busy timeout) for another writer's lock, then :class:`StoreBusy`.
+
+    The wait is tried again and again in steps of :data:`BEGIN_STEP` (the
+    connection's busy timeout that long for each try, then its own again):
+    SQLite's busy handler waits in C code, where Python's signal handlers
+    do not run, and a Ctrl-C or SIGTERM while ``memctl forget --lock-wait
+    15`` waited for a busy database took effect only once the 15 s were
+    over, a second Ctrl-C too.  Between two tries an interrupt is raised
+    at once."""
+    deadline = time.monotonic() + max(wait, 0.0)
     try:
-        db.execute("BEGIN IMMEDIATE")
-    except sqlite3.OperationalError as exc:
-        if "locked" in str(exc) or "busy" in str(exc):
-            raise StoreBusy(f"{path}: facts database is locked by another writer ({exc})") from exc
-        raise _db_error(path, exc) from exc
+        while True:
+            left = deadline - time.monotonic()
+            db.execute(f"PRAGMA busy_timeout = {int(max(min(left, BEGIN_STEP), 0.0) * 1000)}")
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise _db_error(path, exc) from exc
+                if time.monotonic() >= deadline:
+                    raise StoreBusy(f"{path}: facts database is locked by another writer "
+                                    f"({exc})") from exc
+    finally:
+        with contextlib.suppress(sqlite3.Error):
+            # (the rest of the transaction, its COMMIT, waits as long as before)
+            db.execute(f"PRAGMA busy_timeout = {int(max(wait, 0.0) * 1000)}")
 
 
 def _rollback(db: sqlite3.Connection) -> None:
@@ -2525,7 +2551,7 @@ class FactStore(ClosesOnExit):
                 self._rolled_back(db)
             store._txn_thread = me
             try:
-                _begin(db, store.path)
+                _begin(db, store.path, store.busy_timeout)
                 if store._pending_migration:
                     # the pending migrations, in this transaction: they commit
                     # with the write, or not at all

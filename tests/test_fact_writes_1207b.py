@@ -1,0 +1,132 @@
+"""`correct` and `forget` (a review of 2026-12-07, second pass):
+
+- a Ctrl-C or SIGTERM while they wait for a busy facts database stops them
+  at once (SQLite's busy wait, C code, held off Python's signal handlers
+  for the whole --lock-wait, a second Ctrl-C too);
+- a signal that lands just after the COMMIT still says the change was
+  written (and forget still records its mark);
+- EOF (Ctrl-D) at their confirmation prompt is a declined prompt (exit 1,
+  nothing changed), not an interrupt (130)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from .builders import copy_demo
+from .conftest import tree_hash
+
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"),
+                                reason="Linux: signals, /proc")
+
+VERIFIED = "c283ab7d8ed884e4"
+
+
+@pytest.fixture
+def demo(demo_template, tmp_path) -> Path:
+    return copy_demo(demo_template, tmp_path / "demo")
+
+
+def _memctl(*args: str, **kw) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "lecode_memctl", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+
+
+def _unchanged(store: Path) -> dict[str, str]:
+    """The store's files as 'nothing was changed' compares them (the
+    shared-memory index of the WAL, which a reader writes, left out)."""
+    return {k: v for k, v in tree_hash(store).items() if not k.endswith("-shm")}
+
+
+# ---------------------------------------------------------------- 1. a signal while waiting
+
+HOLD = """\
+import sqlite3, sys, time
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("BEGIN IMMEDIATE")
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+WAITING = {
+    "forget": ["forget", VERIFIED, "--yes"],
+    "correct": ["correct", VERIFIED, "1", "demo-alpha:1", "a corrected text", "--yes"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(WAITING))
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_a_write_waiting_for_a_busy_database_at_once(demo, command, sig):
+    """Another process holds the write lock; memctl waits for it (--lock-wait
+    15).  A Ctrl-C or SIGTERM after a second stops it within a second or
+    two, nothing written.  Before, SQLite's busy wait (C code) held the
+    signal until the 15 s were over."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(demo / "facts.sqlite3")],
+                              stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+        before = _unchanged(demo)
+        p = _memctl("--store", str(demo), *WAITING[command], "--lock-wait", "15")
+        time.sleep(1.0)
+        assert p.poll() is None, p.communicate()
+        sent = time.monotonic()
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=30)
+        took = time.monotonic() - sent
+    finally:
+        holder.kill()
+        holder.wait()
+    assert took < 3, (took, err)
+    if sig == signal.SIGINT:
+        assert p.returncode == 130, err
+        assert err == b"memctl: error: interrupted\n"
+    else:
+        assert p.returncode == -signal.SIGTERM, err
+        assert err == b"memctl: error: terminated by SIGTERM\n"
+    assert out == b""
+    assert _unchanged(demo) == before
+
+
+def test_the_writer_api_still_waits_its_busy_timeout_then_store_busy(demo):
+    """The agent's writer (FactStore) waits its busy_timeout for another
+    writer's lock, then raises StoreBusy (the SQLite error its cause), as
+    docs/API.md says."""
+    from lecode_memctl.core.errors import StoreBusy
+    from lecode_memctl.core.facts import FactStore
+
+    holder = sqlite3.connect(demo / "facts.sqlite3", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with FactStore(demo / "facts.sqlite3", busy_timeout=0.6) as fs:
+            began = time.monotonic()
+            with pytest.raises(StoreBusy, match="locked by another writer") as got:
+                fs.forget(VERIFIED)
+            took = time.monotonic() - began
+            assert isinstance(got.value.__cause__, sqlite3.OperationalError)
+            assert 0.55 <= took < 3, took
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    # a lock let go within the wait: the write is made then
+    holder = sqlite3.connect(demo / "facts.sqlite3", isolation_level=None,
+                             check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    timer = threading.Timer(0.4, lambda: holder.execute("ROLLBACK"))
+    timer.start()
+    try:
+        with FactStore(demo / "facts.sqlite3", busy_timeout=5) as fs:
+            began = time.monotonic()
+            assert fs.forget(VERIFIED)
+            assert 0.3 <= time.monotonic() - began < 3
+    finally:
+        timer.join()
+        holder.close()

@@ -130,3 +130,54 @@ def test_the_writer_api_still_waits_its_busy_timeout_then_store_busy(demo):
     finally:
         timer.join()
         holder.close()
+
+
+# ---------------------------------------------------------------- 2. a signal just after the COMMIT
+
+# memctl's own process (main() reads sys.argv, its signal handlers
+# installed), with SIG sent to itself as soon as a write transaction has
+# committed (_Txn.__exit__ returned without an error)
+AFTER_COMMIT = """\
+import os, signal, sys, time
+from lecode_memctl.core.facts import FactStore
+real = FactStore._Txn.__exit__
+def exit_then_signal(self, exc_type, exc, tb):
+    out = real(self, exc_type, exc, tb)
+    if exc_type is None:
+        os.kill(os.getpid(), signal.{sig})
+        time.sleep(0.05)
+    return out
+FactStore._Txn.__exit__ = exit_then_signal
+from lecode_memctl.cli.main import main
+sys.exit(main())
+"""
+
+
+@pytest.mark.parametrize("command", sorted(WAITING))
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_signal_just_after_the_commit_says_the_change_was_written(demo, command, sig):
+    """A Ctrl-C or SIGTERM that lands as the write's COMMIT returns: the
+    line says what was written, as OUTPUT.md documents, and forget records
+    the store's new generation outside the store (its mark).  Before, the
+    interrupt left fs.forget() / fs.correct() before the command named
+    what it had written: `interrupted` alone, and no mark."""
+    from lecode_memctl.core import seen
+    from lecode_memctl.core.facts import FactStore
+
+    p = subprocess.run([sys.executable, "-c", AFTER_COMMIT.format(sig=sig), "--store", str(demo),
+                        *WAITING[command]], capture_output=True, timeout=60)
+    with FactStore.open_readonly(demo / "facts.sqlite3") as fs:
+        fact = fs.get(VERIFIED)
+        generation = fs.generation()
+    if command == "forget":
+        assert fact is None
+        written = f"the forget of {VERIFIED} was written"
+        mark = seen.load(seen.state_dir(), demo)
+        assert mark is not None and mark.generation == generation == 2, mark
+    else:
+        assert fact is not None and fact.revision == 2 and fact.text == "a corrected text"
+        written = f"the correction of {VERIFIED} was written (revision 2)"
+    said = "interrupted" if sig == "SIGINT" else "terminated by SIGTERM"
+    assert p.stderr.decode() == f"memctl: error: {said}; {written}\n"
+    assert p.returncode == (130 if sig == "SIGINT" else -signal.SIGTERM)
+    assert p.stdout == b""

@@ -757,7 +757,7 @@ def correct(
     from lecode_memctl.core.rowmodel import doc_head
     from lecode_memctl.core.sessions import SessionStore, check_range
 
-    from .output import echo, emit_json, interrupted_after, safe
+    from .output import echo, emit_json, interrupted_after, safe, uncut_from
 
     check_fact_id(fact_id)
     session, start, end, text = parse_evidence(session, list(rest or ()))
@@ -805,19 +805,22 @@ def correct(
         if not typer.confirm(f"Correct fact {fact_id} anyway?", default=False, err=True):
             echo("nothing corrected", err=True)
             raise typer.Exit(EXIT_PROBLEMS)
-    fs = FactStore(store.facts_db, busy_timeout=lock_wait)
-    try:
-        old = fs.require(fact_id)
-        sessions = SessionStore(store, exclusions=fs)
-        generation = fs.generation()
-        snap = sessions.source_snapshot(session, start, end, purpose="working")
-        new = fs.correct(fact_id, text, expected_revision=revision, ref=snap.ref,
-                         sessions=sessions, expected_generation=generation)
-        # (an interrupt from here on says it was done)
-        interrupted_after(f"the correction of {fact_id} was written (revision "
-                          f"{new.revision})")
-    finally:
-        fs.close()
+    # (a signal that lands from the COMMIT on stops the command once it has
+    # named the correction as written: uncut_from)
+    with uncut_from() as committing:
+        fs = FactStore(store.facts_db, busy_timeout=lock_wait, before_commit=committing)
+        try:
+            old = fs.require(fact_id)
+            sessions = SessionStore(store, exclusions=fs)
+            generation = fs.generation()
+            snap = sessions.source_snapshot(session, start, end, purpose="working")
+            new = fs.correct(fact_id, text, expected_revision=revision, ref=snap.ref,
+                             sessions=sessions, expected_generation=generation)
+            # (an interrupt from here on says it was done)
+            interrupted_after(f"the correction of {fact_id} was written (revision "
+                              f"{new.revision})")
+        finally:
+            fs.close()
     doc = {**doc_head("correct"), "fact_id": fact_id, "old_revision": old.revision,
            "revision": new.revision, "old_text": old.text, "text": new.text, "source": snap.ref.to_json(),
            "generation": generation, "stays_invalid": bool(bad), "invalid_revisions": bad}
@@ -903,7 +906,7 @@ def forget(
     from lecode_memctl.core.rowmodel import doc_head
     from lecode_memctl.core.seen import lock_wait_at_most
 
-    from .output import echo, emit_json, interrupted_after
+    from .output import echo, emit_json, interrupted_after, uncut_from
 
     check_fact_id(fact_id)
     if dry_run:
@@ -939,17 +942,20 @@ def forget(
                                                   "evidence?", err=True):
             echo("nothing forgotten", err=True)
             raise typer.Exit(EXIT_PROBLEMS)
-    fs = FactStore(store.facts_db, busy_timeout=lock_wait)
-    try:
-        forgot = fs.forget(fact_id)
-        if forgot:      # (an interrupt from here on says it was done)
-            interrupted_after(f"the forget of {fact_id} was written")
-        generation = fs.generation()
-        # (the state directory's lock: waited for no longer than --lock-wait)
-        with lock_wait_at_most(lock_wait):
-            STATE.record_mark(store, generation, fs.exclusion_count(), fs.database_id())
-    finally:
-        fs.close()
+    # (a signal that lands from the COMMIT on stops the command once it has
+    # named the forget as written and recorded the mark: uncut_from)
+    with uncut_from() as committing:
+        fs = FactStore(store.facts_db, busy_timeout=lock_wait, before_commit=committing)
+        try:
+            forgot = fs.forget(fact_id)
+            if forgot:      # (an interrupt from here on says it was done)
+                interrupted_after(f"the forget of {fact_id} was written")
+            generation = fs.generation()
+            # (the state directory's lock: waited for no longer than --lock-wait)
+            with lock_wait_at_most(lock_wait):
+                STATE.record_mark(store, generation, fs.exclusion_count(), fs.database_id())
+        finally:
+            fs.close()
     if json_:
         emit_json({**doc_head("forget"), "dry_run": False, "fact_id": fact_id,
                    "forgotten": forgot, "already_forgotten": not forgot,

@@ -425,6 +425,29 @@ def uncut() -> Iterator[None]:
         raise KeyboardInterrupt
 
 
+@contextlib.contextmanager
+def uncut_from() -> Iterator[Callable[[], None]]:
+    """:func:`uncut` from a point inside the block on: the block gets a
+    function to call there (a ``FactStore``'s ``before_commit``: the write's
+    COMMIT), and a Ctrl-C or a termination signal that comes from then to
+    the end of the block stops the command once the block is done -- after
+    it has named what was written (:func:`interrupted_after`) and made
+    what goes with the change (forget's mark).  Before that point a signal
+    interrupts at once (the wait for a busy database).  Before, one landing
+    as the COMMIT returned stopped ``forget`` before it said the forget was
+    written: ``interrupted`` alone, and no mark."""
+    def hold() -> None:
+        _SIG.holding = True
+
+    try:
+        yield hold
+    finally:
+        _SIG.holding = False
+    if _SIG.held:
+        _SIG.held = False
+        raise KeyboardInterrupt
+
+
 def interruption() -> tuple[str, str, int]:
     """The error of the interrupt that stopped the command: ``(code,
     message, exit status)``: 130 for Ctrl-C, 143 for SIGTERM and 129 for

@@ -2099,13 +2099,22 @@ class FactStore(ClosesOnExit):
     bound.  A view of :meth:`one_state` takes a lock of its own the same
     way (the writer's close closes it, from any thread).  A read-only open
     takes no lock: one thread at a time.  :meth:`fork` is a read-only
-    open's, with no other thread running (:meth:`may_fork`)."""
+    open's, with no other thread running (:meth:`may_fork`).
+
+    ``before_commit``, when given, is called by every write of the writer
+    just before its ``COMMIT`` (in the writing thread, the transaction
+    complete): memctl's ``correct`` and ``forget`` hold off a Ctrl-C or a
+    termination signal from there (``cli.output.uncut_from``), so that one
+    landing as the COMMIT returns still finds the change reported as
+    written.  An exception it raises rolls the write back."""
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = BUSY_TIMEOUT,
                  on_connect: Callable[[sqlite3.Connection], None] | None = None,
+                 before_commit: Callable[[], object] | None = None,
                  _readonly: bool = False) -> None:
         self.path = Path(os.fspath(path))
         self.busy_timeout = busy_timeout
+        self._before_commit = before_commit
         self.readonly = _readonly
         # whether the calls run without the store's lock: a read-only open's
         # (one thread at a time); a writer's, and a view of a writer's
@@ -2576,6 +2585,8 @@ class FactStore(ClosesOnExit):
             assert db is not None
             if exc_type is None:
                 try:
+                    if self.store._before_commit is not None:
+                        self.store._before_commit()
                     db.execute("COMMIT")
                 except BaseException as e:
                     if isinstance(e, sqlite3.Error):

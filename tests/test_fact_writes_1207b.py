@@ -181,3 +181,111 @@ def test_a_signal_just_after_the_commit_says_the_change_was_written(demo, comman
     assert p.stderr.decode() == f"memctl: error: {said}; {written}\n"
     assert p.returncode == (130 if sig == "SIGINT" else -signal.SIGTERM)
     assert p.stdout == b""
+
+
+# ---------------------------------------------------------------- 3. EOF at the prompt
+
+STALE = "0fae3f4a2974d11f"     # the demo's stale fact: correcting it asks first
+
+PROMPTED = {
+    "forget": (["forget", VERIFIED], "Forget fact", "nothing forgotten"),
+    "correct": (["correct", STALE, "1", "demo-alpha:1", "a corrected text"],
+                f"Correct fact {STALE} anyway?", "nothing corrected"),
+}
+
+
+def _on_a_terminal(args: list[str], typed: bytes) -> subprocess.CompletedProcess[bytes]:
+    """memctl ARGS with stdin a terminal on which ``typed`` was typed."""
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        os.write(master, typed)
+        return subprocess.run([sys.executable, "-m", "lecode_memctl", *args], stdin=slave,
+                              capture_output=True, timeout=60)
+    finally:
+        os.close(slave)
+        os.close(master)
+
+
+@pytest.mark.parametrize("command", sorted(PROMPTED))
+@pytest.mark.parametrize("typed", [b"\x04", b"n\n"], ids=["ctrl-d", "n"])
+def test_eof_at_the_prompt_is_a_declined_prompt(demo, command, typed):
+    """Ctrl-D at forget's or correct's question is the question declined:
+    exit 1, nothing changed, the line an 'n' gives (README's exit table).
+    Before, click's Abort for the EOF was taken for a Ctrl-C: `memctl:
+    error: interrupted`, 130."""
+    args, question, declined = PROMPTED[command]
+    before = _unchanged(demo)
+    p = _on_a_terminal(["--store", str(demo), *args], typed)
+    assert p.returncode == 1, p.stderr
+    err = p.stderr.decode()
+    assert question in err
+    # (a terminal echoes the 'n' and its newline, not a Ctrl-D: memctl ends
+    # the question's line itself then)
+    ended = "\n" if typed == b"\x04" else ""
+    assert err.endswith(f"[y/N]:{ended}{declined}\n"), err
+    assert "interrupted" not in err
+    assert _unchanged(demo) == before
+
+
+@pytest.mark.parametrize("typed", [b"\x04", b"n\n"], ids=["ctrl-d", "n"])
+def test_eof_at_redacts_prompt_is_declined_too(tmp_path, typed):
+    """The same prompt helper asks redact's question."""
+    from . import secretstore
+
+    store = secretstore.build(tmp_path, seed=11).store
+    before = _unchanged(store)
+    p = _on_a_terminal(["--store", str(store), "redact", "--jobs", "1"], typed)
+    assert p.returncode == 1, p.stderr
+    ended = "\n" if typed == b"\x04" else ""
+    assert p.stderr.decode().endswith(f"[y/N]:{ended}nothing redacted\n"), p.stderr
+    assert _unchanged(store) == before
+
+
+def test_eof_at_migrate_legacys_prompt_is_declined_too(tmp_path, config_dir):
+    """... and migrate-legacy's."""
+    from lecode_memctl.core.identity import slug
+
+    from .conftest import make_repo
+
+    repo = make_repo(tmp_path / "p")
+    (repo / "a").mkdir()
+    legacy = config_dir / "memory" / slug(os.path.realpath(repo / "a"))
+    legacy.mkdir(parents=True)
+    (legacy / "MEMORY.md").write_text("m\n")
+    store = config_dir / "memory" / slug(str(os.path.realpath(repo)))
+    p = _on_a_terminal(["-C", str(repo / "a"), "migrate-legacy"], b"\x04")
+    assert p.returncode == 1, p.stderr
+    assert p.stderr.endswith(b"[y/N]:\nnothing was copied\n"), p.stderr
+    assert not store.exists()
+
+
+@pytest.mark.parametrize("command", sorted(PROMPTED))
+def test_ctrl_c_at_the_prompt_is_still_an_interrupt(demo, command):
+    """A Ctrl-C at the question stays an interrupt (130), nothing changed."""
+    import pty
+
+    args, _question, _declined = PROMPTED[command]
+    before = _unchanged(demo)
+    master, slave = pty.openpty()
+    try:
+        p = _memctl("--store", str(demo), *args, stdin=slave)
+        assert p.stderr is not None
+        seen = b""
+        deadline = time.monotonic() + 30
+        while b"[y/N]:" not in seen and time.monotonic() < deadline:
+            piece = os.read(p.stderr.fileno(), 65536)
+            if not piece:
+                break
+            seen += piece
+        assert b"[y/N]:" in seen, seen
+        time.sleep(0.2)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert p.returncode == 130, seen + err
+    assert (seen + err).decode().endswith("[y/N]:memctl: error: interrupted\n"), seen + err
+    assert _unchanged(demo) == before

@@ -757,7 +757,7 @@ def correct(
     from lecode_memctl.core.rowmodel import doc_head
     from lecode_memctl.core.sessions import SessionStore, check_range
 
-    from .output import echo, emit_json, interrupted_after, safe, uncut_from
+    from .output import confirm, echo, emit_json, interrupted_after, safe, uncut_from
 
     check_fact_id(fact_id)
     session, start, end, text = parse_evidence(session, list(rest or ()))
@@ -802,7 +802,7 @@ def correct(
         if text_file == "-" or json_ or not _stdin_is_tty():
             raise UsageError(f"refusing to correct without --yes: {message}")
         echo(f"memctl: warning: {safe(message, keep_newlines=False)}", err=True)
-        if not typer.confirm(f"Correct fact {fact_id} anyway?", default=False, err=True):
+        if not confirm(f"Correct fact {fact_id} anyway?"):
             echo("nothing corrected", err=True)
             raise typer.Exit(EXIT_PROBLEMS)
     # (a signal that lands from the COMMIT on stops the command once it has
@@ -906,7 +906,7 @@ def forget(
     from lecode_memctl.core.rowmodel import doc_head
     from lecode_memctl.core.seen import lock_wait_at_most
 
-    from .output import echo, emit_json, interrupted_after, uncut_from
+    from .output import confirm, echo, emit_json, interrupted_after, uncut_from
 
     check_fact_id(fact_id)
     if dry_run:
@@ -938,8 +938,7 @@ def forget(
         # (a fact already forgotten: nothing to ask, as with --yes)
         if impact["exists"]:
             _print_impact(fact_id, impact, err=True)
-        if impact["exists"] and not typer.confirm(f"Forget fact {fact_id} and exclude its "
-                                                  "evidence?", err=True):
+        if impact["exists"] and not confirm(f"Forget fact {fact_id} and exclude its evidence?"):
             echo("nothing forgotten", err=True)
             raise typer.Exit(EXIT_PROBLEMS)
     # (a signal that lands from the COMMIT on stops the command once it has

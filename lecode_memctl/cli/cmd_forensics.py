@@ -672,9 +672,9 @@ def redact(
             raise UsageError("refusing to redact without --yes: stdin is not a terminal "
                              "(see the plan with --dry-run)")
         _print_plan(doc, dry_run=True, err=True)
-        if not typer.confirm("Rewrite these files and forget these facts?", err=True):
-            from .output import echo
+        from .output import confirm, echo
 
+        if not confirm("Rewrite these files and forget these facts?"):
             echo("nothing redacted", err=True)
             raise typer.Exit(1)
     from lecode_memctl.core.redact import RedactInterrupted

@@ -310,7 +310,7 @@ def migrate_legacy(
     from lecode_memctl.core.errors import EXIT_PROBLEMS, StoreWriteError, UsageError
     from lecode_memctl.core.migrate import apply_migration, check_writable, plan_migration
 
-    from .output import check_format, echo, safe
+    from .output import check_format, confirm, echo, safe
 
     # (its own names, checked first: check_format would offer tabulate names)
     if fmt is not None and fmt not in ("text", "table", "json", "jsonl", "csv", "tsv"):
@@ -359,9 +359,8 @@ def migrate_legacy(
         echo(_summary(plan))
     if not yes:
         n = len(plan.copies)
-        if not typer.confirm(f"Copy {n} file{'s' if n != 1 else ''} into "
-                             f"{safe(str(plan.discovery.store.path), keep_newlines=False)}?",
-                             default=False, err=True):
+        if not confirm(f"Copy {n} file{'s' if n != 1 else ''} into "
+                       f"{safe(str(plan.discovery.store.path), keep_newlines=False)}?"):
             echo("nothing was copied", err=True)
             raise typer.Exit(EXIT_PROBLEMS)
 

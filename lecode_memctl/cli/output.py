@@ -822,6 +822,26 @@ def echo(text: str = "", *, err: bool = False) -> None:
         raise
 
 
+def confirm(question: str) -> bool:
+    """A yes-or-no question on stderr, no by default (every confirmation
+    prompt of memctl's: ``forget``, ``correct``, ``redact``,
+    ``migrate-legacy``): True for yes.  An end of input (Ctrl-D, or a
+    terminal gone) answers no, as an 'n' does: the prompt declined, exit 1
+    with nothing changed.  Before, click's ``Abort`` for it was taken for a
+    Ctrl-C (``interrupted``, 130); a Ctrl-C stays one."""
+    import typer
+
+    try:
+        return typer.confirm(question, default=False, err=True)
+    except typer.Abort as exc:
+        if not isinstance(exc.__context__, EOFError):
+            raise
+        # (a terminal echoes no newline for a Ctrl-D: the question's line
+        # is ended here, before the command says nothing was done)
+        echo("", err=True)
+        return False
+
+
 def echo_untrusted(text: str, *, err: bool = False) -> None:
     echo(safe(text), err=err)
 

@@ -228,7 +228,8 @@ def _exit_statuses() -> tuple[ExitStatus, ...]:
                    "(a session id, a file name, a live row of the facts database, a role or key "
                    "of a transcript's structure); edit's editor exited non-zero or removed the "
                    "file it was given (nothing was written); a step of demo did not behave as "
-                   "described; or a confirmation prompt was declined (nothing was changed)", True),
+                   "described; or a confirmation prompt was declined (answered no, or its input "
+                   "ended: Ctrl-D; nothing was changed)", True),
         *(ExitStatus(c.exit_code, c.label, f"{c.label}: {c.meaning}", True) for c in ERROR_CLASSES),
         ExitStatus(EXIT_INTERNAL, "internal error",
                    "internal error: a bug in memctl (set MEMCTL_DEBUG=1 to see the traceback)", True),

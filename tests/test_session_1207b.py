@@ -415,3 +415,24 @@ def test_facts_counts_past_an_index_of_another_application_s_collation(demo_pair
         assert (r1.exit_code, r1.stdout) == (r0.exit_code, r0.stdout), (fmt, r1.stderr)
     j = orjson.loads(run_cli("--store", str(other), "facts", "--json", "--limit", "1").stdout)
     assert j["total"] == orjson.loads(run_cli("--store", str(plain), "facts", "--json").stdout)["total"]
+
+
+@pytest.mark.parametrize("wait", [float("inf"), 1e300, -1.0, 0])
+def test_a_store_s_busy_timeout_of_any_size_writes(tmp_path, wait):
+    """inf: OverflowError at the first write (int(inf * 1000))."""
+    from lecode_memctl.core.facts import FactStore
+
+    fs = FactStore(tmp_path / "f.sqlite3", busy_timeout=wait)
+    try:
+        assert fs.add("hello").created
+    finally:
+        fs.close()
+
+
+@pytest.mark.parametrize("wait", [float("nan"), "5", None, True])
+def test_a_busy_timeout_that_is_not_a_number_is_a_usage_error(tmp_path, wait):
+    from lecode_memctl.core.errors import UsageError
+    from lecode_memctl.core.facts import FactStore
+
+    with pytest.raises(UsageError):
+        FactStore(tmp_path / "f.sqlite3", busy_timeout=wait)

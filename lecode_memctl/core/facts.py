@@ -2084,6 +2084,23 @@ def _check_ref(ref: object, call: str, *, optional: bool = False) -> None:
 
 _END: Any = object()
 _WAIT_MAX = 86400.0 * 365     # (a lock's wait: at most threading.TIMEOUT_MAX)
+# The longest busy timeout SQLite takes (milliseconds in a 32-bit int): a
+# longer one (inf) is this one
+BUSY_TIMEOUT_MAX = (2**31 - 1) // 1000
+
+
+def _checked_wait(seconds: object) -> float:
+    """A store's ``busy_timeout`` as given: a number of seconds, negative
+    taken as 0 and more than :data:`BUSY_TIMEOUT_MAX` (``math.inf``) as
+    that.  Anything else, NaN included, is a UsageError (before 2026-12-07
+    NaN was a raw ValueError at the first read, and inf an OverflowError at
+    the first write)."""
+    import math
+
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
+            or math.isnan(seconds):
+        raise UsageError(f"busy_timeout must be a number of seconds, not {seconds!r}")
+    return float(min(max(seconds, 0.0), BUSY_TIMEOUT_MAX))
 
 
 class FactStore(ClosesOnExit):
@@ -2113,7 +2130,7 @@ class FactStore(ClosesOnExit):
                  before_commit: Callable[[], object] | None = None,
                  _readonly: bool = False) -> None:
         self.path = Path(os.fspath(path))
-        self.busy_timeout = busy_timeout
+        self.busy_timeout = _checked_wait(busy_timeout)
         self._before_commit = before_commit
         self.readonly = _readonly
         # whether the calls run without the store's lock: a read-only open's

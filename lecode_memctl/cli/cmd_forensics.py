@@ -362,7 +362,9 @@ def secrets(
     string is found when its value is quoted; an unquoted one (password =
     hunter2, export AWS_SECRET_ACCESS_KEY=...) is not (in prose it is as
     likely a sentence, and redact would erase the words), unless its value
-    has a pattern of its own (an AWS key id, a GitHub token, ...).
+    has a pattern of its own (an AWS key id, a GitHub token, ...).  A
+    transcript's structured members (a tool call's arguments) are read as
+    JSON writes them, "password": "...", as the same JSON in a note is.
 
     Every place text persists is read: every record of every transcript,
     hidden ones included (a forgotten message is still on disk); MEMORY.md,

@@ -13,7 +13,10 @@ followed):
 
 * ``sessions/<id>.jsonl``: every complete record, hidden ones included,
   each string leaf of the record (binary attachment data excepted) named by
-  its JSON path; lines that do not parse and a torn tail as raw text;
+  its JSON path, and a string member the contract does not name (a tool
+  call's structured arguments) also as JSON writes it, ``"key": "value"``
+  (:meth:`Detector.member_hits`); lines that do not parse and a torn tail
+  as raw text;
 * ``facts.sqlite3``: the text of every revision of every fact (read-only
   open); and the raw bytes of ``facts.sqlite3``, ``facts.sqlite3-wal`` and
   ``facts.sqlite3-journal`` (a rollback journal), as printable strings (free
@@ -425,6 +428,10 @@ class Detector:
         self.plugins = plugins
         self._h = heuristic
         self._gates = [_regex_gate(p) or _keyword_gate(p) for p in plugins]
+        # KeywordDetector's words (its gate): a key holding one has its
+        # member scanned as JSON writes it (:meth:`member_hits`)
+        self._keywords = next((g[0][0] for g, p in zip(self._gates, plugins, strict=True)
+                               if g and type(p).__name__ == "KeywordDetector"), None)
 
     def _filtered(self, plugin: Any, secret: str, line: str) -> bool:
         h = self._h
@@ -464,6 +471,29 @@ class Detector:
         cands.sort()
         return _non_overlapping(cands)
 
+    def member_hits(self, key: str, value: str) -> list[tuple[str, str]] | None:
+        """(value, detector) of each hit in the string ``value`` of an
+        object's member ``key`` when it is read as the member is written in
+        JSON, ``"key": "value"``: the keyword detector sees its key, the
+        entropy detectors the quotes they look for (a leaf scanned alone
+        has neither: before 2026-12-07 a password in a tool call's
+        structured arguments was never found, the same JSON in a note
+        was).  Only the hits inside the value count.  None when the
+        member cannot give any the value alone does not: a key without
+        any of KeywordDetector's words and a value not all of the entropy
+        detectors' characters (:data:`_ENTROPY_VALUE`), or a value with a
+        newline or a quote (JSON would write it escaped)."""
+        if not value or "\n" in value or '"' in value:
+            return None
+        if (self._keywords is None or self._keywords.search(key) is None) \
+                and _ENTROPY_VALUE.fullmatch(value) is None:
+            return None
+        text = f'"{key}": "{value}"'
+        start = len(key) + 5
+        end = start + len(value)
+        return [(text[h.start:h.end], h.detector) for h in self.scan(text, "transcript.txt")
+                if start <= h.start and h.end <= end]
+
     def _plugin_spans(self, plugin: Any, line: str, filename: str, text: str, base: int,
                       whole_tokens: bool = True, tail: int = TAIL_NONE
                       ) -> Iterator[tuple[int, int]]:
@@ -492,6 +522,12 @@ class Detector:
             for s, e in _value_spans(plugin, line, v):
                 yield base + s, (token_end(text, base + s, base + e, name) if whole_tokens
                                  else base + e)
+
+
+# A value the entropy detectors could find once quoted: all of the
+# characters of Base64HighEntropyString's charset (HexHighEntropyString's
+# are among them), long enough to pass either's entropy limit
+_ENTROPY_VALUE = lazy_compile(r"[A-Za-z0-9+/\\_=-]{9,}")
 
 
 def _regex_gate(plugin: Any) -> tuple[tuple[re.Pattern[str], int], ...] | None:
@@ -1431,17 +1467,63 @@ SHORT_TEXT = 64          # a transcript's strings up to this length have their h
 SHORT_KEPT = 4096        # ... this many of them at a time
 
 
+def record_leaves(rec: dict[str, Any]) -> Iterator[tuple[str, str, str | None]]:
+    """:func:`~lecode_memctl.core.grep.string_leaves` of a record, keys
+    included, in the same order and at the same paths, each with the key
+    of its member when it is the string value of a member the store
+    contract does not name where it is (``redact.STRUCTURE``: a tool
+    call's arguments, not a message's ``content`` or a lineage's
+    ``digest``), else None: the members scanned as JSON writes them
+    (:meth:`Detector.member_hits`).  Iterative, as ``string_leaves``."""
+    from .redact import _child, _kind
+
+    kind = _kind(rec)
+    stack: list[Iterator[tuple[str, Any, str | None, Any]]] = [
+        _leaf_members(rec, "$", kind, ())]
+    while stack:
+        nxt = next(stack[-1], None)
+        if nxt is None:
+            stack.pop()
+            continue
+        p, v, key, place = nxt
+        if isinstance(v, str):
+            yield p, v, key
+        elif isinstance(v, Mapping):
+            stack.append(_leaf_members(v, p, kind, place))
+        elif isinstance(v, list):
+            stack.append(_leaf_items(v, p, _child(place, None)))
+
+
+def _leaf_items(items: list[Any], path: str, place: Any
+                ) -> Iterator[tuple[str, Any, str | None, Any]]:
+    for i, v in enumerate(items):
+        yield f"{path}[{i}]", v, None, place
+
+
+def _leaf_members(obj: Mapping[Any, Any], path: str, kind: str, place: Any
+                  ) -> Iterator[tuple[str, Any, str | None, Any]]:
+    from .grep import _key_path
+    from .redact import _child, _structure
+
+    binary = obj.get("type") == "binary"
+    named = _structure(kind, place)[0]
+    for k, v in obj.items():
+        if isinstance(k, str) and not (binary and k == "data"):
+            member = path + _key_path(k)
+            yield member, k, None, None
+            yield member, v, (None if k in named else k), _child(place, k)
+
+
 def _transcript_hits(detector: Detector, rel: str, lines: Iterable[bytes],
                      hits: list[Any]) -> int:
     """The hits of a transcript given as its ``lines`` (each with its newline,
     the last one maybe without: a torn tail, scanned as text); its size."""
-    from .grep import string_leaves
-
     sid = rel.split("/", 1)[1][:-len(".jsonl")]
     size = 0
     # The hits of the short strings met so far (the keys and the roles, names
     # and ids every record repeats): a scan is a function of its text alone.
     short: dict[str, list[tuple[str, str, int]]] = {}
+    keyed_cache: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for lineno, raw in enumerate(lines, 1):
         size += len(raw)
         whole = raw.endswith(b"\n")
@@ -1449,11 +1531,11 @@ def _transcript_hits(detector: Detector, rel: str, lines: Iterable[bytes],
         rec, twice = parsed_record(line) if whole else (None, False)
         if rec is not None:
             seq = rec.get("seq") if isinstance(rec.get("seq"), int) else None
-            leaves = list(string_leaves(rec, "$", keys=True))
+            leaves = list(record_leaves(rec))
             if twice:
                 # the strings a parse dropped (a key given twice), each
                 # scanned with the record's seq, no path (json_strings)
-                held = {s for _p, s in leaves}
+                held = {s for _p, s, _k in leaves}
                 for _a, _b, text, _key, _top, _lineage, binary_data, dropped in \
                         json_strings(line):
                     if binary_data and not dropped:
@@ -1463,9 +1545,10 @@ def _transcript_hits(detector: Detector, rel: str, lines: Iterable[bytes],
                         for value, det, _ln in _text_hits(detector, text, "transcript.txt"):
                             hits.append((value, det, KIND_TRANSCRIPT,
                                          {"session_id": sid, "seq": seq, "line": lineno}))
-            for jpath, s in leaves:
+            for jpath, s, key in leaves:
                 if len(s) > SHORT_TEXT:
-                    found: Iterable[tuple[str, str, int]] = _text_hits(detector, s, "transcript.txt")
+                    found: list[tuple[str, str, int]] = list(
+                        _text_hits(detector, s, "transcript.txt"))
                 else:
                     got = short.get(s)
                     if got is None:
@@ -1476,6 +1559,21 @@ def _transcript_hits(detector: Detector, rel: str, lines: Iterable[bytes],
                 for value, det, _ln in found:
                     hits.append((value, det, KIND_TRANSCRIPT,
                                  {"session_id": sid, "seq": seq, "path": jpath, "line": lineno}))
+                if key is not None and not found:
+                    # a member's value the leaf alone gave nothing in, read
+                    # as its member is written: "key": "value"; found at
+                    # the value's path, as the leaf's own hits
+                    keyed = keyed_cache.get((key, s))
+                    if keyed is None:
+                        keyed = detector.member_hits(key, s) or []
+                        if len(key) + len(s) <= SHORT_TEXT:
+                            if len(keyed_cache) >= SHORT_KEPT:
+                                keyed_cache.clear()
+                            keyed_cache[(key, s)] = keyed
+                    for value, det in keyed:
+                        hits.append((value, det, KIND_TRANSCRIPT,
+                                     {"session_id": sid, "seq": seq, "path": jpath,
+                                      "line": lineno}))
         else:
             text = line.decode("utf-8", "surrogateescape")
             for value, det, _ln in _text_hits(detector, text, "transcript.txt"):

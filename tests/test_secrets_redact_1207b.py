@@ -1,0 +1,112 @@
+"""Findings of the second review of 2026-12-07 on ``secrets`` and ``redact``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from .conftest import run_cli
+
+PASSWORD = "Tr0ub4dorHorseStaple9"
+API_KEY = "9f8e7d6c5b4a39281706f5e4d3c2b1a0ffee1234"
+ARGS = {"headers": {"password": PASSWORD, "api_key": API_KEY}}
+
+
+def _secrets(store: Path, *args: str) -> tuple[int, list[dict]]:
+    r = run_cli("--store", str(store), "--no-state", "secrets", "--format", "jsonl", *args)
+    assert r.exit_code in (0, 1), r.stderr
+    assert "Traceback" not in r.stderr
+    return r.exit_code, [f for f in map(orjson.loads, r.stdout.splitlines())
+                         if f.get("type") == "secret"]
+
+
+def _redact(store: Path, *args: str) -> tuple[int, dict]:
+    r = run_cli("--store", str(store), "--no-state", "redact", "--json", *args)
+    assert "Traceback" not in r.stderr, r.stderr
+    return r.exit_code, orjson.loads(r.stdout_bytes)
+
+
+def _call_store(base: Path, arguments: object, *more: str, call_id: str = "c1") -> Path:
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.sessions import SessionStore
+
+    st = store_at(base / "store")
+    fs = FactStore(st.facts_db)
+    with SessionStore(st, exclusions=fs).create("s1") as w:
+        w.append_message("assistant", "", epoch=fs.generation(),
+                         tool_calls=[{"id": call_id, "name": "http", "arguments": arguments}])
+        for text in more:
+            w.append_message("tool", text, tool_call_id=call_id, epoch=fs.generation())
+    fs.close()
+    return Path(st.path)
+
+
+# -- 1. a credential in a tool call's structured arguments is found
+
+def test_a_password_in_structured_tool_call_arguments_is_found_at_its_path(tmp_path):
+    store = _call_store(tmp_path, ARGS)
+    code, found = _secrets(store, "--jobs", "1")
+    assert code == 1
+    got = {(f["path"], f["length"]) for f in found}
+    assert got == {("$.tool_calls[0].arguments.headers.password", len(PASSWORD)),
+                   ("$.tool_calls[0].arguments.headers.api_key", len(API_KEY))}, found
+    assert len(found) == 2          # each once
+    # the parallel scan says the same
+    code2, found2 = _secrets(store, "--jobs", "2")
+    assert (code2, found2) == (code, found)
+
+
+def test_structured_arguments_are_found_as_the_same_json_in_a_note_is(tmp_path):
+    store = _call_store(tmp_path, ARGS)
+    (store / "notes.md").write_text(orjson.dumps(ARGS["headers"]).decode() + "\n")
+    _code, found = _secrets(store, "--jobs", "1")
+    by_kind: dict[str, set[str]] = {}
+    for f in found:
+        by_kind.setdefault(f["kind"], set()).add(f["hash"])
+    assert by_kind["transcript"] == by_kind["file"] and len(by_kind["file"]) == 2, found
+
+
+def test_a_value_already_found_alone_is_not_found_twice_under_a_keyword_key(tmp_path):
+    token = "ghp_ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+    store = _call_store(tmp_path, {"token": token, "password": f"x {token} y"})
+    _code, found = _secrets(store, "--jobs", "1")
+    assert sorted((f["path"], f["detector"], f["length"]) for f in found) == [
+        ("$.tool_calls[0].arguments.password", "github-token", len(token)),
+        ("$.tool_calls[0].arguments.token", "github-token", len(token))], found
+
+
+def test_the_contracts_own_members_are_not_scanned_as_quoted_values(tmp_path):
+    # a tool call's id is no credential, quoted or not (read as JSON writes
+    # it, "id": "toolu_...", the base64 entropy detector takes it for one)
+    store = _call_store(tmp_path, {"path": "src/x.py"}, "ok",
+                        call_id="toolu_01AbCdEfGhIjKlMnOpQrStUvWx")
+    _code, found = _secrets(store, "--jobs", "1")
+    assert found == []
+
+
+def test_redact_erases_a_value_found_in_structured_arguments(tmp_path):
+    store = _call_store(tmp_path, ARGS)
+    code, doc = _redact(store, "--yes")
+    assert code == 0, doc
+    data = (store / "sessions" / "s1.jsonl").read_bytes()
+    assert PASSWORD.encode() not in data and API_KEY.encode() not in data
+    assert b"[REDACTED:secret-keyword:" in data
+    code, found = _secrets(store)
+    assert (code, found) == (0, [])
+
+
+def test_record_leaves_are_string_leaves_with_their_members_keys():
+    from lecode_memctl.core.grep import string_leaves
+    from lecode_memctl.core.secrets import record_leaves
+
+    rec = {"type": "event", "event": "compact", "seq": 10, "summary": "s",
+           "lineage": [{"session_id": "a", "seqs": [1], "digest": "d1"},
+                       {"session_id": "b", "seqs": [2], "digest": "d2"}],
+           "prior": {"seq": 5, "digest": "d3"},
+           "x": [["p", {"k": "v"}], {"type": "binary", "data": "AAAA", "n": "m"}]}
+    got = list(record_leaves(rec))
+    assert [(p, s) for p, s, _k in got] == list(string_leaves(rec, "$", keys=True))
+    assert [(p, k) for p, _s, k in got if k is not None] == [
+        ("$.x[0][1].k", "k"), ("$.x[1].type", "type"), ("$.x[1].n", "n")]

@@ -120,7 +120,7 @@ def test_dry_run_plan_changes_nothing(planted):
     assert files["sessions/s-main.jsonl"]["records"] == [3, 4, 6]
     assert plan["forget_facts"] == [planted.facts["password"]]
     assert [s["fact_id"] for s in plan["stale_facts"]] == [planted.facts["stale"]]
-    assert plan["summaries"] == [{"session_id": "s-main", "seq": 7}]
+    assert plan["summaries"] == [{"session_id": "s-main", "seq": 7, "reasons": ["lineage"]}]
     assert (plan["generation"], plan["new_generation"]) == (1, 2)
     human = cli(planted, "redact", "--dry-run")
     assert "rewrite sessions/s-main.jsonl: 3 replacements in records 3, 4, 6" in human.stdout

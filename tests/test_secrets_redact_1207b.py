@@ -97,6 +97,75 @@ def test_redact_erases_a_value_found_in_structured_arguments(tmp_path):
     assert (code, found) == (0, [])
 
 
+# -- 2. a summary whose prior record is rewritten is in the plan's summaries
+
+CHAIN_TOKEN = "ghp_CHNdefghijABCDEFGHIJ0123456789klmnop"
+
+
+def _chain_store(base: Path) -> Path:
+    """Two compactions of one session, the second's ``prior`` the first,
+    whose summary holds a token (/tmp/rv3-scratch/mkchain.py)."""
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.sessions import SessionStore
+    from lecode_memctl.core.sourceref import canonical_digest
+
+    st = store_at(base / "store")
+    fs = FactStore(st.facts_db)
+    ss = SessionStore(st, exclusions=fs)
+    g = fs.generation()
+    sid = "s-chain"
+    with ss.create(sid, created="2026-05-01T10:00:00Z") as w:
+        for i, text in enumerate(("one", "two", "three", "four"), 1):
+            w.append_message("user" if i % 2 else "assistant", text,
+                             **({} if i % 2 else {"epoch": g}))
+        c1 = {"session_id": sid, "seqs": [1, 2, 3, 4],
+              "digest": canonical_digest(ss.records(sid, 1, 4))}
+        w.append_event("compact", summary=f"User shared token {CHAIN_TOKEN}.", lineage=[c1],
+                       prior=None, model="m", usage=None)                          # 5
+        for i, text in enumerate(("six", "seven", "eight", "nine"), 6):
+            w.append_message("assistant" if i % 2 else "user", text,
+                             **({"epoch": g} if i % 2 else {}))
+        c2 = {"session_id": sid, "seqs": [6, 7, 8, 9],
+              "digest": canonical_digest(ss.records(sid, 6, 9))}
+        w.append_event("compact", summary="More chat.", lineage=[c1, c2],
+                       prior={"seq": 5, "digest": canonical_digest(ss.records(sid, 5, 5))},
+                       model="m", usage=None)                                      # 10
+        w.append_message("user", "eleven")
+    fs.close()
+    return Path(st.path)
+
+
+def test_a_summary_whose_prior_record_is_rewritten_is_in_the_plan(tmp_path):
+    store = _chain_store(tmp_path)
+    code, doc = _redact(store, "--dry-run")
+    assert code == 0, doc
+    plan = doc["plan"]
+    assert [f["records"] for f in plan["files"]] == [[5]]
+    assert plan["summaries"] == [{"session_id": "s-chain", "seq": 10, "reasons": ["prior"]}]
+    text = run_cli("--store", str(store), "--no-state", "redact", "--dry-run")
+    assert "compaction summaries covering or following a rewritten record: 1: " \
+           "s-chain:10 (prior)" in text.stdout, text.stdout
+    # what the plan announced is what validate --deep then says
+    code, _doc = _redact(store, "--yes")
+    assert code == 0
+    audit = run_cli("--store", str(store), "--no-state", "validate", "--deep", "--json")
+    codes = {(f["code"], f["seq"]) for f in orjson.loads(audit.stdout)["findings"]}
+    assert ("compact.prior_mismatch", 10) in codes, codes
+
+
+def test_a_summary_listed_for_its_lineage_says_so(tmp_path):
+    store = _chain_store(tmp_path)
+    path = store / "sessions" / "s-chain.jsonl"
+    lines = path.read_bytes().split(b"\n")
+    lines[2] = lines[2].replace(b'"two"', b'"token ' + CHAIN_TOKEN.encode() + b'"')
+    path.write_bytes(b"\n".join(lines))
+    _code, doc = _redact(store, "--dry-run")
+    assert doc["plan"]["summaries"] == [
+        {"session_id": "s-chain", "seq": 5, "reasons": ["lineage"]},
+        {"session_id": "s-chain", "seq": 10, "reasons": ["lineage", "prior"]}], doc["plan"]
+
+
 def test_record_leaves_are_string_leaves_with_their_members_keys():
     from lecode_memctl.core.grep import string_leaves
     from lecode_memctl.core.secrets import record_leaves

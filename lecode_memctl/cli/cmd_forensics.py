@@ -556,8 +556,9 @@ def redact(
     The plan (--dry-run, and what a terminal sees before the question) lists
     each file with its replacements and rewritten records, the facts to
     forget, every fact whose evidence digest the rewrite changes (it becomes
-    stale), every compaction summary whose lineage covers a rewritten record,
-    and what the forgets do to the exclusion generation.  Without --yes it
+    stale), every compaction summary whose lineage covers a rewritten record
+    or whose prior record (the compaction before it) is rewritten, and what
+    the forgets do to the exclusion generation.  Without --yes it
     asks on a terminal and refuses otherwise.  A kill at any point leaves
     each file whole, before or after; running redact again finishes.
 
@@ -822,5 +823,8 @@ def _print_plan(doc: dict, *, dry_run: bool, err: bool = False) -> None:
         + (": " + ", ".join(f"{s['fact_id']} r{s['revision']} ({safe(s['session_id'])})"
                             for s in stale) if stale else ""))
     sums = doc["summaries"]
-    out(f"  compaction summaries covering a rewritten record: {len(sums)}"
-        + (": " + ", ".join(f"{safe(s['session_id'])}:{s['seq']}" for s in sums) if sums else ""))
+    out(f"  compaction summaries covering or following a rewritten record: {len(sums)}"
+        + (": " + ", ".join(f"{safe(s['session_id'])}:{s['seq']}"
+                            + ("" if s.get("reasons") == ["lineage"]
+                               else f" ({', '.join(s.get('reasons') or [])})")
+                            for s in sums) if sums else ""))

@@ -38,7 +38,8 @@ error midway keeps what was done and its message says what that was
 :func:`plan_redaction` computes, without writing, what changes file by
 file and the impact on facts: each fact whose evidence digest a rewritten
 record changes (it becomes stale), each compaction whose lineage covers a
-rewritten record, and what the forgets do to the generation.
+rewritten record or whose ``prior`` record is rewritten, and what the
+forgets do to the generation.
 """
 
 from __future__ import annotations
@@ -171,6 +172,13 @@ KEPT_IDENTIFYING = "identifying_field"  # another identifying field, a role or a
 KEPT_FILE_NAME = "file_name"            # (in) the name of a file or directory of the store
 KEPT_DATABASE = "database"              # in live rows of facts.sqlite3 (a clean keeps them)
 KEPT_REASONS = (KEPT_SESSION_ID, KEPT_IDENTIFYING, KEPT_FILE_NAME, KEPT_DATABASE)
+
+#: Why a compaction summary is listed in the plan's ``summaries`` (a row's
+#: ``reasons``, in this order): a lineage chunk's span holds a rewritten
+#: record (its lineage digest changes), or its ``prior`` record is rewritten
+#: (its prior digest changes).
+SUMMARY_LINEAGE = "lineage"
+SUMMARY_PRIOR = "prior"
 
 
 def kept_row(f: Finding, reasons: Iterable[str], session_ids: Iterable[str] = (),
@@ -688,8 +696,12 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
         if n:
             plan.files.append(FileChange(rel, KIND_FILE, n, [], n,
                                          hashlib.sha256(data).hexdigest()))
-    # compaction summaries whose lineage span holds a rewritten record
+    # compaction summaries whose lineage span holds a rewritten record, or
+    # whose prior record (the compaction before it, in its own transcript)
+    # is rewritten: its prior digest no longer holds (compact.prior_mismatch;
+    # before 2026-12-07 a value in a summary broke the next one unsaid)
     for sid, rec in compacts:
+        listed_for: list[str] = []
         lineage = rec.get("lineage")
         for ref in lineage if isinstance(lineage, list) else []:
             if not isinstance(ref, Mapping) or not isinstance(ref.get("session_id"), str):
@@ -698,8 +710,16 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
             seqs = [s for s in ref.get("seqs") or [] if isinstance(s, int)] \
                 if isinstance(ref.get("seqs"), list) else []
             if hit and seqs and any(min(seqs) <= s <= max(seqs) for s in hit):
-                plan.summaries.append({"session_id": sid, "seq": rec.get("seq")})
+                listed_for.append(SUMMARY_LINEAGE)
                 break
+        prior = rec.get("prior")
+        prior_seq = prior.get("seq") if isinstance(prior, Mapping) else None
+        if isinstance(prior_seq, int) and not isinstance(prior_seq, bool) \
+                and prior_seq in changed.get(sid, ()):
+            listed_for.append(SUMMARY_PRIOR)
+        if listed_for:
+            plan.summaries.append({"session_id": sid, "seq": rec.get("seq"),
+                                   "reasons": listed_for})
     # facts: stale evidence, generation; the session ids live rows name
     live_sids: list[str] = []
     if os.path.lexists(store.facts_db):

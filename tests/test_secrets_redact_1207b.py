@@ -179,3 +179,44 @@ def test_record_leaves_are_string_leaves_with_their_members_keys():
     assert [(p, s) for p, s, _k in got] == list(string_leaves(rec, "$", keys=True))
     assert [(p, k) for p, _s, k in got if k is not None] == [
         ("$.x[0][1].k", "k"), ("$.x[1].type", "type"), ("$.x[1].n", "n")]
+
+
+# -- 3. a value inside another value's marker never nests the markers
+
+GH = "ghp_ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+
+def test_a_value_that_is_in_another_values_marker_is_replaced_once(tmp_path):
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.secrets import marker
+    from lecode_memctl.core.sessions import SessionStore
+
+    st = store_at(tmp_path / "store")
+    with SessionStore(st).create("s1") as w:
+        w.append_message("user", f"db at https://deploy:token@db.example.com and {GH} ok")
+    store = Path(st.path)
+    (store / "notes.md").write_text(f"db at https://deploy:token@db.example.com\nand {GH} ok\n")
+    # a line that does not parse: its bytes replaced
+    with open(store / "sessions" / "s1.jsonl", "ab") as fh:
+        fh.write(f"not json: https://deploy:token@db.example.com {GH}".encode())
+    code, doc = _redact(store, "--yes")
+    assert code == 0, doc
+    want = f"https://deploy:{marker('basic-auth-credentials', 'token')}@db.example.com"
+    gh = marker("github-token", GH)
+    data = (store / "sessions" / "s1.jsonl").read_text()
+    note = (store / "notes.md").read_text()
+    for text in (data, note):
+        assert "[REDACTED:github-[" not in text, text
+        assert text.count(gh) == (2 if text is data else 1) and text.count(want) == text.count(gh)
+    assert note == f"db at {want}\nand {gh} ok\n"
+
+
+def test_replace_values_is_one_pass_longest_first():
+    from lecode_memctl.core.redact import _replace_bytes
+    from lecode_memctl.core.secrets import replace_values
+
+    values = {"abcdef": "[X:abcdef]", "abc": "[X:abc]", "X": "[Y]"}
+    assert replace_values("abcdef abc X", values) == ("[X:abcdef] [X:abc] [Y]", 3)
+    assert _replace_bytes(b"abcdef abc X", values) == (b"[X:abcdef] [X:abc] [Y]", 3)
+    assert replace_values("nothing", values) == ("nothing", 0)
+    assert replace_values("abc abc", {"abc": "[abc]"}) == ("[abc] [abc]", 2)

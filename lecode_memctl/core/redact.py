@@ -49,6 +49,7 @@ import copy
 import hashlib
 import io
 import os
+import re
 import sqlite3
 import stat
 from collections.abc import Iterable, Iterator, Mapping
@@ -348,15 +349,22 @@ def _replace_leaves(obj: Any, values: Mapping[str, str], kind: str = "",
 
 
 def _replace_bytes(line: bytes, values: Mapping[str, str]) -> tuple[bytes, int]:
-    n = 0
+    """``line`` with each occurrence of a value of ``values``, in either form
+    :func:`_forms` writes, replaced by its marker, and how many were: one
+    pass, as :func:`~lecode_memctl.core.secrets.replace_values` (the longest
+    form first where two begin at one place; a marker written is never
+    searched again: before 2026-12-07 a value inside another's marker was
+    replaced in it)."""
+    markers: dict[bytes, bytes] = {}
     for v, m in values.items():
-        mb = m.encode("utf-8")
         for form in _forms(v):
-            c = line.count(form)
-            if c:
-                n += c
-                line = line.replace(form, mb)
-    return line, n
+            if form and form in line:
+                markers.setdefault(form, m.encode("utf-8"))
+    if not markers:
+        return line, 0
+    forms = sorted(markers, key=len, reverse=True)
+    alternation = re.compile(b"|".join(map(re.escape, forms)))
+    return alternation.subn(lambda m: markers[m.group()], line)
 
 
 def _string_places(line: bytes, kind: str) -> Iterator[tuple[bool, bool]]:
@@ -443,12 +451,15 @@ def _rewrite_strings(line: bytes, rec: dict[str, Any],
     return bytes(out), n
 
 
-def _values_left(data: bytes, values: Iterable[str]) -> list[str]:
-    """The ``values`` a rewritten transcript's bytes still hold, in either
-    form :func:`_forms` writes, or decoded in a string of a line with a
-    JSON escape: what the structure keeps (a role ``user``, a key
-    ``content``; a record's ``type``, a header's ``format``, given twice or
-    holding a container, say)."""
+def _values_left(data: bytes, values: Mapping[str, str]) -> list[str]:
+    """The ``values`` (value -> marker) a rewritten transcript's bytes still
+    hold, in either form :func:`_forms` writes, or decoded in a string of a
+    line with a JSON escape: what the structure keeps (a role ``user``, a
+    key ``content``; a record's ``type``, a header's ``format``, given
+    twice or holding a container, say).  A value only inside a marker
+    (``token`` in ``[REDACTED:github-token:...]``) is not left: the
+    markers are taken out first."""
+    data = _without_markers(data, values)
     left = [v for v in values if any(form in data for form in _forms(v))]
     rest = [v for v in values if v not in left]
     if rest and b"\\" in data:
@@ -462,6 +473,16 @@ def _values_left(data: bytes, values: Iterable[str]) -> list[str]:
                 left += found
                 rest = [v for v in rest if v not in found]
     return left
+
+
+def _without_markers(data: bytes, values: Mapping[str, str]) -> bytes:
+    """``data`` with every marker of ``values`` made a NUL byte (no value's
+    text runs on across one)."""
+    marks = sorted({m.encode("utf-8") for m in values.values() if m.encode("utf-8") in data},
+                   key=len, reverse=True)
+    if not marks:
+        return data
+    return re.sub(b"|".join(map(re.escape, marks)), b"\0", data)
 
 
 def _lineage_session_ids(data: bytes) -> list[str]:

@@ -237,15 +237,23 @@ def hide_in_location(path: str, masks: Mapping[str, str]) -> str:
 
 
 def replace_values(text: str, values: Mapping[str, str]) -> tuple[str, int]:
-    """``text`` with each value of ``values`` (in their order) replaced by its
+    """``text`` with each occurrence of a value of ``values`` replaced by its
     marker, and how many occurrences were replaced: redact's replacement in
-    a string, and :func:`hide_values`'."""
-    n = 0
-    for v, m in values.items():
-        if v in text:
-            n += text.count(v)
-            text = text.replace(v, m)
-    return text, n
+    a string, and :func:`hide_values`'.  One pass over ``text``: where two
+    values begin at one place, the longer is taken (one alternation,
+    longest first), and no marker written is searched again.  (Before
+    2026-12-07 the values were replaced one after the other, so a value
+    inside another's marker, ``token`` in ``[REDACTED:github-token:...]``,
+    was replaced in it: ``[REDACTED:github-[REDACTED:...]:...]``.)"""
+    present = [v for v in values if v and v in text]
+    if not present:
+        return text, 0
+    if len(present) == 1:
+        v = present[0]
+        return text.replace(v, values[v]), text.count(v)
+    present.sort(key=len, reverse=True)
+    alternation = re.compile("|".join(map(re.escape, present)))
+    return alternation.subn(lambda m: values[m.group()], text)
 
 
 def hide_values(text: str, masks: Mapping[str, str]) -> str:

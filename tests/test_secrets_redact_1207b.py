@@ -6,7 +6,7 @@ from pathlib import Path
 
 import orjson
 
-from .conftest import run_cli
+from .conftest import run_cli, tree_hash
 
 PASSWORD = "Tr0ub4dorHorseStaple9"
 API_KEY = "9f8e7d6c5b4a39281706f5e4d3c2b1a0ffee1234"
@@ -220,3 +220,44 @@ def test_replace_values_is_one_pass_longest_first():
     assert _replace_bytes(b"abcdef abc X", values) == (b"[X:abcdef] [X:abc] [Y]", 3)
     assert replace_values("nothing", values) == ("nothing", 0)
     assert replace_values("abc abc", {"abc": "[abc]"}) == ("[abc] [abc]", 2)
+
+
+# -- 4. a value kept in a live database row does not call for a clean
+
+SID_KEY = "AKIAQWERTYUIOPASDFGH"
+
+
+def _kept_sid_store(base: Path) -> Path:
+    """A session whose id is an AWS key id, cited by a fact
+    (/tmp/rv3-scratch/mk15.py): the id is in live rows of facts.sqlite3."""
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.sessions import SessionStore
+    from lecode_memctl.core.sourceref import SourceRef, canonical_digest
+
+    st = store_at(base / "store")
+    fs = FactStore(st.facts_db)
+    ss = SessionStore(st, exclusions=fs)
+    with ss.create(SID_KEY) as w:
+        w.append_message("user", f"the key is {SID_KEY} ok")
+        w.append_message("user", "We use tabs.")
+    fs.add("We use tabs.", ref=SourceRef(SID_KEY, (2,), canonical_digest(ss.records(SID_KEY, 2, 2))))
+    fs.close()
+    return Path(st.path)
+
+
+def test_a_value_kept_for_a_live_database_row_does_not_clean_the_database(tmp_path):
+    store = _kept_sid_store(tmp_path)
+    code, doc = _redact(store, "--dry-run")
+    plan = doc["plan"]
+    assert [k["reasons"] for k in plan["kept"]] == [["session_id", "database"]]
+    assert plan["clean_database"] is False, plan
+    code, doc = _redact(store, "--yes")
+    assert code == 1 and doc["result"]["database_cleaned"] is False, doc
+    # every rerun: nothing to do, no byte changed (it VACUUMed facts.sqlite3 each time)
+    before = tree_hash(store)
+    for _ in range(2):
+        code, doc = _redact(store, "--yes")
+        assert code == 1
+        assert doc["plan"]["files"] == [] and doc["plan"]["clean_database"] is False, doc
+        assert tree_hash(store) == before

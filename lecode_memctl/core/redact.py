@@ -607,6 +607,7 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
     plan._masks = dict(masks) if masks is not None else session_id_values(findings)
     by_file: dict[str, str] = {}
     named: dict[str, list[str]] = {}
+    in_database: set[str] = set()   # values found in the raw database (decided below)
     for f in findings:
         if f.kind in (KIND_TRANSCRIPT, KIND_FILE) and f.file in DATABASE_FILES:
             # the database's own files (its -journal, -wal, -shm) are SQLite's:
@@ -625,7 +626,7 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
         elif f.kind == KIND_FACT and f.fact_id and f.fact_id not in plan.forget_facts:
             plan.forget_facts.append(f.fact_id)
         elif f.kind == KIND_DATABASE:
-            plan.clean_database = True
+            in_database.add(f.secret_value())
     if plan.forget_facts:
         plan.clean_database = True
     root = os.fspath(store.path)
@@ -783,6 +784,11 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
     for v in named:
         why.setdefault(v, set()).add(KEPT_FILE_NAME)
         plan._masks.setdefault(v, plan._values[v])
+    # a value found in the database's bytes calls for the clean, but one a
+    # live row keeps (kept for "database"): no clean erases it, and before
+    # 2026-12-07 every rerun VACUUMed and rewrote facts.sqlite3 for it
+    if any(KEPT_DATABASE not in why.get(v, ()) for v in in_database):
+        plan.clean_database = True
     plan._masks = dict(sorted(plan._masks.items(), key=lambda kv: -len(kv[0])))
     for v, reasons in why.items():
         plan.kept.append(kept_row(first[v], reasons, (plan.shown(s) for s in kept.get(v, [])),

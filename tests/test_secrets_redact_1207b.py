@@ -261,3 +261,27 @@ def test_a_value_kept_for_a_live_database_row_does_not_clean_the_database(tmp_pa
         assert code == 1
         assert doc["plan"]["files"] == [] and doc["plan"]["clean_database"] is False, doc
         assert tree_hash(store) == before
+
+
+# -- 5a. rewrite.lines of a file other than a transcript: the lines changed
+
+def test_the_lines_of_a_rewritten_file_are_the_lines_changed_not_the_replacements(tmp_path):
+    from lecode_memctl.core.layout import store_at
+
+    st = store_at(tmp_path / "store")
+    store = Path(st.path)
+    store.mkdir(parents=True)
+    (store / "MEMORY.md").write_text(f"# keys\n{GH} and {API_KEY!r} and {GH}\nplain\n"
+                                     f"again {GH}\n")
+    code, doc = _redact(store, "--dry-run")
+    (row,) = doc["plan"]["files"]
+    assert (row["file"], row["replacements"], row["lines"]) == ("MEMORY.md", 4, 2), row
+
+
+def test_replace_bytes_counts_the_lines_a_value_lies_on():
+    from lecode_memctl.core.redact import _replace_counted
+
+    values = {"k1\nk2": "[A]", "zz": "[B]"}
+    assert _replace_counted(b"a k1\nk2 zz\nb\nzz zz\n", values) == (
+        b"a [A] [B]\nb\n[B] [B]\n", 4, 3)
+    assert _replace_counted(b"none\n", values) == (b"none\n", 0, 0)

@@ -355,16 +355,41 @@ def _replace_bytes(line: bytes, values: Mapping[str, str]) -> tuple[bytes, int]:
     form first where two begin at one place; a marker written is never
     searched again: before 2026-12-07 a value inside another's marker was
     replaced in it)."""
+    new, n, _lines = _replace_counted(line, values)
+    return new, n
+
+
+def _replace_counted(data: bytes, values: Mapping[str, str]) -> tuple[bytes, int, int]:
+    """:func:`_replace_bytes` of ``data``, and how many of its lines held
+    (part of) a value replaced: a file's ``lines`` in the plan (before
+    2026-12-07 the replacements were given there)."""
     markers: dict[bytes, bytes] = {}
-    for v, m in values.items():
+    for v, mark in values.items():
         for form in _forms(v):
-            if form and form in line:
-                markers.setdefault(form, m.encode("utf-8"))
+            if form and form in data:
+                markers.setdefault(form, mark.encode("utf-8"))
     if not markers:
-        return line, 0
+        return data, 0, 0
     forms = sorted(markers, key=len, reverse=True)
     alternation = re.compile(b"|".join(map(re.escape, forms)))
-    return alternation.subn(lambda m: markers[m.group()], line)
+    out = bytearray()
+    at = n = lines = 0
+    line = counted = 0          # the line of ``counted``, a start met
+    covered = -1                # the last line counted
+    for m in alternation.finditer(data):
+        start, end = m.span()
+        line += data.count(b"\n", counted, start)
+        counted = start
+        last = line + data.count(b"\n", start, end - 1)     # (a value's own newline ends its line)
+        if last > covered:
+            lines += last - max(line, covered + 1) + 1
+            covered = last
+        out += data[at:start]
+        out += markers[m.group()]
+        at = end
+        n += 1
+    out += data[at:]
+    return bytes(out), n, lines
 
 
 def _string_places(line: bytes, kind: str) -> Iterator[tuple[bool, bool]]:
@@ -714,9 +739,9 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
             data = read_regular(os.path.join(root, rel))
         except OSError:
             continue
-        _new, n = _replace_bytes(data, plan._values)
+        _new, n, lines = _replace_counted(data, plan._values)
         if n:
-            plan.files.append(FileChange(rel, KIND_FILE, n, [], n,
+            plan.files.append(FileChange(rel, KIND_FILE, n, [], lines,
                                          hashlib.sha256(data).hexdigest()))
     # compaction summaries whose lineage span holds a rewritten record, or
     # whose prior record (the compaction before it, in its own transcript)

@@ -285,3 +285,17 @@ def test_replace_bytes_counts_the_lines_a_value_lies_on():
     assert _replace_counted(b"a k1\nk2 zz\nb\nzz zz\n", values) == (
         b"a [A] [B]\nb\n[B] [B]\n", 4, 3)
     assert _replace_counted(b"none\n", values) == (b"none\n", 0, 0)
+
+
+# -- 5b. an allowlisted digest in upper case is taken
+
+def test_an_upper_case_digest_in_the_allowlist_is_taken(tmp_path):
+    store = _call_store(tmp_path, ARGS)
+    _code, found = _secrets(store)
+    allow = tmp_path / "allow"
+    allow.write_text("".join(f"{p}{f['hash'].upper()}  # {i}\n"
+                             for i, (p, f) in enumerate(zip(("", "SHA256:"), found, strict=True))))
+    r = run_cli("--store", str(store), "--no-state", "secrets", "--json",
+                "--allowlist", str(allow))
+    assert r.exit_code == 0, (r.stdout, r.stderr)
+    assert orjson.loads(r.stdout_bytes)["projects"][0]["allowlisted"] == 2

@@ -372,7 +372,9 @@ ALLOWLIST_MOST = 16 << 20
 
 def load_allowlist(path: str | os.PathLike[str] | None) -> frozenset[str]:
     """SHA-256 hex digests of values not to report: one per line, optionally
-    ``sha256:`` prefixed, ``#`` comments.  A missing default file is empty;
+    ``sha256:`` prefixed, ``#`` comments, in either case (a digest in upper
+    case, as some tools print it, is taken in lower case: the scan's form;
+    before 2026-12-07 it was refused).  A missing default file is empty;
     anything that is not a digest is a UsageError (a value is never stored)."""
     if path is None or os.path.realpath(path) == os.devnull:
         return frozenset()   # /dev/null: no allowlist, the one device allowed
@@ -389,7 +391,7 @@ def load_allowlist(path: str | os.PathLike[str] | None) -> frozenset[str]:
         raise UsageError(f"{path}: cannot read the allowlist: {exc.strerror}") from None
     out = set()
     for n, line in enumerate(raw.decode("utf-8", "replace").splitlines(), 1):
-        text = line.split("#", 1)[0].strip()
+        text = line.split("#", 1)[0].strip().lower()
         if not text:
             continue
         if text.startswith("sha256:"):

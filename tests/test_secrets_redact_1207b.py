@@ -299,3 +299,20 @@ def test_an_upper_case_digest_in_the_allowlist_is_taken(tmp_path):
                 "--allowlist", str(allow))
     assert r.exit_code == 0, (r.stdout, r.stderr)
     assert orjson.loads(r.stdout_bytes)["projects"][0]["allowlisted"] == 2
+
+
+# -- 5c. scan.allowlisted counts findings, and the schema says so
+
+def test_allowlisted_counts_findings_as_the_schema_says(tmp_path):
+    store = _call_store(tmp_path, ARGS)
+    (store / "notes.md").write_text(orjson.dumps(ARGS["headers"]).decode() + "\n")
+    _code, found = _secrets(store)
+    assert len(found) == 4 and len({f["hash"] for f in found}) == 2
+    allow = tmp_path / "allow"
+    allow.write_text("".join(sorted({f["hash"] + "\n" for f in found})))
+    r = run_cli("--store", str(store), "--no-state", "secrets", "--json",
+                "--allowlist", str(allow))
+    assert orjson.loads(r.stdout_bytes)["projects"][0]["allowlisted"] == 4
+    schema = orjson.loads(run_cli("schema", "scan").stdout_bytes)
+    said = schema["properties"]["allowlisted"]["description"]
+    assert said.startswith("findings") and "values found" not in said, said

@@ -368,7 +368,8 @@ SECRETS_SCAN = RowModel("secrets", "scan", "The scan of one store (JSONL: after 
     Field("ok", "boolean", "no secret found and every file read"),
     Field("findings", "integer", "secrets found (allowlisted ones not counted)"),
     Field("by_detector", "object", "{detector: count}"),
-    Field("allowlisted", "integer", "values found but in the allowlist"),
+    Field("allowlisted", "integer", "findings whose value is in the allowlist: counted, not "
+          "listed (each place a value is found, as findings counts them)"),
     Field("files_scanned", "integer", "files read"),
     Field("bytes_scanned", "integer", "bytes read"),
     Field("unreadable", "integer", "files that could not be read (they may hide a value)"),

@@ -442,6 +442,7 @@ class Detector:
         # member scanned as JSON writes it (:meth:`member_hits`)
         self._keywords = next((g[0][0] for g, p in zip(self._gates, plugins, strict=True)
                                if g and type(p).__name__ == "KeywordDetector"), None)
+        self._keyword_keys: dict[str, bool] = {}
 
     def _filtered(self, plugin: Any, secret: str, line: str) -> bool:
         h = self._h
@@ -495,8 +496,14 @@ class Detector:
         newline or a quote (JSON would write it escaped)."""
         if not value or "\n" in value or '"' in value:
             return None
-        if (self._keywords is None or self._keywords.search(key) is None) \
-                and _ENTROPY_VALUE.fullmatch(value) is None:
+        keyword = self._keyword_keys.get(key)
+        if keyword is None:
+            # (the keys of a transcript's arguments repeat: each is looked at once)
+            if len(self._keyword_keys) >= SHORT_KEPT:
+                self._keyword_keys.clear()
+            keyword = self._keyword_keys[key] = \
+                self._keywords is not None and self._keywords.search(key) is not None
+        if not keyword and not _entropy_candidate(value):
             return None
         text = f'"{key}": "{value}"'
         start = len(key) + 5
@@ -536,8 +543,26 @@ class Detector:
 
 # A value the entropy detectors could find once quoted: all of the
 # characters of Base64HighEntropyString's charset (HexHighEntropyString's
-# are among them), long enough to pass either's entropy limit
+# are among them) ...
 _ENTROPY_VALUE = lazy_compile(r"[A-Za-z0-9+/\\_=-]{9,}")
+_HEX_VALUE = lazy_compile(r"[0-9a-fA-F]+")
+# ... with more distinct characters than either's entropy limit allows
+# below it: a string of n distinct characters has at most log2(n) bits of
+# Shannon entropy a character, and detect-secrets' limits are 3.0 (hex)
+# and 4.5 (base64), so a hex value needs 9 and any other 23
+_HEX_DISTINCT = 9
+_BASE64_DISTINCT = 23
+
+
+def _entropy_candidate(value: str) -> bool:
+    """Whether ``value``, quoted, could be a hit of an entropy detector
+    (a necessary condition only: the detectors decide)."""
+    if _ENTROPY_VALUE.fullmatch(value) is None:
+        return False
+    distinct = len(set(value))
+    if _HEX_VALUE.fullmatch(value) is not None:
+        return distinct >= _HEX_DISTINCT
+    return distinct >= _BASE64_DISTINCT
 
 
 def _regex_gate(plugin: Any) -> tuple[tuple[re.Pattern[str], int], ...] | None:
@@ -1485,11 +1510,11 @@ def record_leaves(rec: dict[str, Any]) -> Iterator[tuple[str, str, str | None]]:
     call's arguments, not a message's ``content`` or a lineage's
     ``digest``), else None: the members scanned as JSON writes them
     (:meth:`Detector.member_hits`).  Iterative, as ``string_leaves``."""
-    from .redact import _child, _kind
+    from .redact import _child, _kind, _structure
 
     kind = _kind(rec)
     stack: list[Iterator[tuple[str, Any, str | None, Any]]] = [
-        _leaf_members(rec, "$", kind, ())]
+        _leaf_members(rec, "$", _structure(kind, ())[0], ())]
     while stack:
         nxt = next(stack[-1], None)
         if nxt is None:
@@ -1499,7 +1524,7 @@ def record_leaves(rec: dict[str, Any]) -> Iterator[tuple[str, str, str | None]]:
         if isinstance(v, str):
             yield p, v, key
         elif isinstance(v, Mapping):
-            stack.append(_leaf_members(v, p, kind, place))
+            stack.append(_leaf_members(v, p, _structure(kind, place)[0], place))
         elif isinstance(v, list):
             stack.append(_leaf_items(v, p, _child(place, None)))
 
@@ -1510,18 +1535,23 @@ def _leaf_items(items: list[Any], path: str, place: Any
         yield f"{path}[{i}]", v, None, place
 
 
-def _leaf_members(obj: Mapping[Any, Any], path: str, kind: str, place: Any
+def _leaf_members(obj: Mapping[Any, Any], path: str, named: frozenset[str], place: Any
                   ) -> Iterator[tuple[str, Any, str | None, Any]]:
+    """(path, value, its key when a string the contract does not name, the
+    place of a container) of each member of ``obj``, its key first."""
     from .grep import _key_path
-    from .redact import _child, _structure
 
     binary = obj.get("type") == "binary"
-    named = _structure(kind, place)[0]
     for k, v in obj.items():
         if isinstance(k, str) and not (binary and k == "data"):
             member = path + _key_path(k)
             yield member, k, None, None
-            yield member, v, (None if k in named else k), _child(place, k)
+            if isinstance(v, str):
+                yield member, v, (None if k in named else k), None
+            elif isinstance(v, (Mapping, list)):
+                # (no place the contract names is deeper than two steps)
+                yield member, v, None, (place + (k,) if place is not None and len(place) < 2
+                                        else None)
 
 
 def _transcript_hits(detector: Detector, rel: str, lines: Iterable[bytes],

@@ -231,3 +231,33 @@ def test_headers_over_the_cap_are_one_archive_problem_and_reading_stops(demo_bun
     (p,) = [p for p in doc["problems"] if p["kind"] == "archive"]
     assert "headers" in p["detail"] and "2048 bytes" in p["detail"], p
     assert "not read" in p["detail"], p
+
+
+def test_a_posix_ustar_magic_with_another_version_keeps_its_prefix(demo_bundle, tmp_path):
+    """GNU tar takes the prefix by the 6 bytes ``ustar\\0`` whatever the
+    version field holds (``\\0\\0`` here), as tarfile does: the member is
+    where export put it, and the bundle verifies.  The first check of the
+    version refused it ("tar -x ignores it", which it does not)."""
+    other = tmp_path / "other.tar"
+    other.write_bytes(_split_header(demo_bundle.read_bytes(), b"store/facts.sqlite3",
+                                    b"ustar\x00\x00\x00"))
+    unpacked = _tar_x_names(other, tmp_path / "x")
+    if unpacked is not None:
+        assert "store/facts.sqlite3" in unpacked
+    code, doc = verify(other)
+    assert code == 0, doc["problems"]
+
+
+def test_the_headers_cap_does_not_grow_past_its_most_with_the_manifest(demo_bundle,
+                                                                        monkeypatch):
+    """64 MiB + 4 KiB a listed file had no most: a manifest of millions of
+    entries (a few hundred KB gzipped) allowed gigabytes of names."""
+    from lecode_memctl.core import bundle as core
+
+    monkeypatch.setattr(core, "HEADERS_CAP", 4 * 512)
+    monkeypatch.setattr(core, "HEADERS_PER_FILE", 1 << 30)   # (as if it listed millions)
+    monkeypatch.setattr(core, "HEADERS_MAX", 6 * 512)
+    code, doc = verify(demo_bundle)
+    assert code == 1
+    (p,) = [p for p in doc["problems"] if p["kind"] == "archive"]
+    assert "3072 bytes" in p["detail"], p

@@ -30,6 +30,9 @@ def test_edit_never_makes_its_copy_inside_the_store(tmp_path, monkeypatch):
     _editor(tmp_path, monkeypatch,
             f"open({str(seen)!r}, 'w').write(path)\nopen(path, 'a').write('x\\n'); sys.exit(1)\n")
     monkeypatch.setenv("TMPDIR", str(store / "notes"))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)   # (read again from TMPDIR)
     before = tree_hash(store)
     r = run_cli("--store", str(store), "edit")
     assert r.exit_code == 1, r.stderr
@@ -436,3 +439,34 @@ def test_a_busy_timeout_that_is_not_a_number_is_a_usage_error(tmp_path, wait):
 
     with pytest.raises(UsageError):
         FactStore(tmp_path / "f.sqlite3", busy_timeout=wait)
+
+
+def test_another_application_s_collation_does_not_hide_damage_elsewhere(demo_pair):
+    """integrity_check stopped by the other table's collation: db.unchecked
+    alone, OK, exit 0, where one entry of source_refs' index was changed;
+    integrity_check(source_refs) reports it."""
+    import sqlite3
+
+    import orjson
+
+    damaged, _ = demo_pair
+    db = damaged / "facts.sqlite3"
+    c = sqlite3.connect(db)
+    c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    (root,) = c.execute("SELECT rootpage FROM sqlite_master "
+                        "WHERE name = 'source_refs_session'").fetchone()
+    (page,) = c.execute("PRAGMA page_size").fetchone()
+    c.close()
+    data = bytearray(db.read_bytes())
+    at = bytes(data[(root - 1) * page:root * page]).find(b"demo-")
+    assert at > 0
+    data[(root - 1) * page + at] = ord("X")
+    db.write_bytes(bytes(data))
+    _collate(damaged, "CREATE TABLE other_app(k TEXT PRIMARY KEY COLLATE weird)")
+    r = run_cli("--store", str(damaged), "--no-state", "validate", "--json")
+    found = orjson.loads(r.stdout)["findings"]
+    codes = [f["code"] for f in found]
+    assert "db.unchecked" in codes and "db.integrity" in codes, found
+    assert r.exit_code == 1
+    unchecked = next(f for f in found if f["code"] == "db.unchecked")
+    assert "other_app" in unchecked["message"], unchecked

@@ -859,6 +859,9 @@ NAME_MAX_BYTES = 4096
 # until the comparison: their bytes are bounded so.
 HEADERS_CAP = 64 << 20
 HEADERS_PER_FILE = 4 << 10
+# ... and never more than this, however many files a crafted manifest lists
+# (a gzip makes a manifest of millions of entries a few hundred KB)
+HEADERS_MAX = 256 << 20
 
 
 def _cut(text: str) -> str:
@@ -1339,9 +1342,10 @@ class _RawTarInfo(tarfile.TarInfo):
         return obj
 
 
-# A POSIX ustar header's magic and version (export writes only these, the
-# pax headers too, with an empty prefix field).
-_USTAR_MAGIC = b"ustar\x0000"
+# A POSIX ustar header's magic (export writes only these, the pax headers
+# too, with an empty prefix field; GNU tar takes the prefix by these 6 bytes
+# alone, whatever the version field after them holds).
+_USTAR_MAGIC = b"ustar\x00"
 _PREFIX = slice(345, 500)
 
 
@@ -1349,12 +1353,12 @@ def _prefix_problem(ti: tarfile.TarInfo) -> str | None:
     """Why a member's own header may make ``tar -x`` unpack it under
     another name than tarfile gives, or None: a prefix field (bytes
     345-500) in a header that is not POSIX ustar (magic ``ustar\\0``,
-    version ``00``).  tarfile joins the prefix to the name whatever the
+    whatever the version).  tarfile joins the prefix to the name whatever the
     magic says; GNU tar only in a POSIX ustar header (in a GNU or V7
     header those bytes are something else), and unpacks the name field
     alone."""
     raw = getattr(ti, "raw", b"")
-    if len(raw) != tarfile.BLOCKSIZE or raw[257:265] == _USTAR_MAGIC:
+    if len(raw) != tarfile.BLOCKSIZE or raw[257:263] == _USTAR_MAGIC:
         return None
     prefix = raw[_PREFIX].split(b"\0", 1)[0]
     if not prefix or ti.type in tarfile.GNU_TYPES:     # (tarfile joins none there)
@@ -1444,7 +1448,7 @@ def _read_members(tf: tarfile.TarFile, src: Any, unpack: _Unpacker, rep: VerifyR
         # names that are needed are kept below, bounded)
         tf.members.clear()  # type: ignore[attr-defined]  # (typeshed: not listed)
         headers += ti.offset_data - start
-        limit = HEADERS_CAP + HEADERS_PER_FILE * len(sizes or {})
+        limit = min(HEADERS_CAP + HEADERS_PER_FILE * len(sizes or {}), HEADERS_MAX)
         if headers > limit:
             rep.add("archive", last, f"the archive's headers (names, pax headers, GNU long "
                     f"names) total more than {limit} bytes after {index + 1} members; the "

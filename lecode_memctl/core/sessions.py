@@ -667,6 +667,9 @@ def classify_huge(fd: int, start: int, length: int) -> tuple[str, Any] | None:
 # digits, which made such a line an internal error)
 _SEQ_PREFIX = rb'\{"seq":(0|[1-9][0-9]{0,49})[,}]'
 _FAST_SEQ = lazy_compile(_SEQ_PREFIX)
+# ... the seq of each line, after its newline, of a block of lines that begins
+# so (a literal first: 4x faster than a multiline ^ over 64 KiB)
+_WINDOW_SEQS = lazy_compile(rb'\n\{"seq":(0|[1-9][0-9]{0,49})[,}]')
 
 
 def seq_given_twice(line: bytes, seq: int) -> int | None:
@@ -2057,8 +2060,19 @@ def _check_tail_ascends(session_id: str, tail: list[tuple[int, bytes]], last: in
     fact remembered with the new message's snapshot cited the older record
     of that seq, valid).  A regression before the window is ``validate
     --deep``'s to report (``session.seq_gap``); the writer reads no more than
-    the window."""
-    for off, line in tail[:-1]:
+    the window.  The lines whose first bytes give their seq, as the writer
+    writes them, are read by one pattern over the window's bytes (a line at
+    a time in Python made opening a writer 6x slower); the others parsed."""
+    lines = tail[:-1]
+    if not lines:
+        return
+    seqs = _WINDOW_SEQS.findall(b"\n" + b"\n".join([line for _off, line in lines]))
+    if len(seqs) == len(lines) and max(map(int, seqs)) < last:
+        return
+    for off, line in lines:
+        fast = fast_seq(line[:64])
+        if fast is not None and fast < last:
+            continue        # (a record's first bytes, as the writer writes them: no parse)
         if b'"seq"' not in line:
             continue
         kind, obj = _classify(line)

@@ -470,3 +470,26 @@ def test_another_application_s_collation_does_not_hide_damage_elsewhere(demo_pai
     assert r.exit_code == 1
     unchecked = next(f for f in found if f["code"] == "db.unchecked")
     assert "other_app" in unchecked["message"], unchecked
+
+
+# ---------------------------------------------------------------- a write in progress is no leftover
+
+def test_a_temporary_file_of_a_write_in_progress_does_not_fail_strict(tmp_path):
+    """An agent writing MEMORY.md: its .MEMORY.md.tmp-HEX was 'left by an
+    interrupted write', a warning, and validate --strict failed (60 of 102
+    runs beside a writer).  Modified in the last minute it is info; older,
+    the warning it was."""
+    import orjson
+
+    store = tmp_path / "s"
+    store.mkdir(mode=0o700)
+    tmp = store / ".MEMORY.md.tmp-0123456789ab"
+    tmp.write_text("half\n")
+    tmp.chmod(0o600)
+    r = run_cli("--store", str(store), "--no-state", "validate", "--strict", "--json")
+    (f,) = orjson.loads(r.stdout)["findings"]
+    assert (f["code"], f["severity"], r.exit_code) == ("layout.temp_file", "info", 0), r.stdout
+    os.utime(tmp, (os.stat(tmp).st_atime, os.stat(tmp).st_mtime - 120))
+    r = run_cli("--store", str(store), "--no-state", "validate", "--strict", "--json")
+    (f,) = orjson.loads(r.stdout)["findings"]
+    assert (f["code"], f["severity"], r.exit_code) == ("layout.temp_file", "warning", 1), r.stdout

@@ -1502,13 +1502,21 @@ SHORT_TEXT = 64          # a transcript's strings up to this length have their h
 SHORT_KEPT = 4096        # ... this many of them at a time
 
 
+#: keys whose string members are never read as "key": "value": a fact's id
+#: (a learning proposal's conflicts name facts by it)
+NOT_KEYED = frozenset({"fact_id"})
+
+
 def record_leaves(rec: dict[str, Any]) -> Iterator[tuple[str, str, str | None]]:
     """:func:`~lecode_memctl.core.grep.string_leaves` of a record, keys
     included, in the same order and at the same paths, each with the key
     of its member when it is the string value of a member the store
     contract does not name where it is (``redact.STRUCTURE``: a tool
     call's arguments, not a message's ``content`` or a lineage's
-    ``digest``), else None: the members scanned as JSON writes them
+    ``digest``), nor a member of an object shaped as a SourceRef (with
+    ``session_id`` and ``digest`` members, at any depth: a learning
+    proposal's evidence) nor a ``fact_id`` (:data:`NOT_KEYED`), else
+    None: the members scanned as JSON writes them
     (:meth:`Detector.member_hits`).  Iterative, as ``string_leaves``."""
     from .redact import _child, _kind, _structure
 
@@ -1542,12 +1550,18 @@ def _leaf_members(obj: Mapping[Any, Any], path: str, named: frozenset[str], plac
     from .grep import _key_path
 
     binary = obj.get("type") == "binary"
+    # an object shaped as a SourceRef, wherever it is (a learning proposal's
+    # source, source_snapshot or ref, or the proposal's own session_id,
+    # seqs and digest): evidence the contract defines, none of its members
+    # read as "key": "value" (before 2026-12-07 a proposal's digest was a
+    # hex-high-entropy-string, and redact wrote its marker in it)
+    ref = "session_id" in obj and "digest" in obj
     for k, v in obj.items():
         if isinstance(k, str) and not (binary and k == "data"):
             member = path + _key_path(k)
             yield member, k, None, None
             if isinstance(v, str):
-                yield member, v, (None if k in named else k), None
+                yield member, v, (None if ref or k in named or k in NOT_KEYED else k), None
             elif isinstance(v, (Mapping, list)):
                 # (no place the contract names is deeper than two steps)
                 yield member, v, None, (place + (k,) if place is not None and len(place) < 2

@@ -1,0 +1,75 @@
+"""Findings of the third review of 2026-12-07 on ``secrets`` and ``redact``
+(the keyed scan of a transcript's members, the one-pass replacement)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from .conftest import run_cli, tree_hash
+
+
+def _secrets(store: Path, *args: str) -> tuple[int, list[dict]]:
+    r = run_cli("--store", str(store), "--no-state", "secrets", "--format", "jsonl", *args)
+    assert r.exit_code in (0, 1), r.stderr
+    assert "Traceback" not in r.stderr
+    return r.exit_code, [f for f in map(orjson.loads, r.stdout.splitlines())
+                         if f.get("type") == "secret"]
+
+
+def _redact(store: Path, *args: str) -> tuple[int, dict]:
+    r = run_cli("--store", str(store), "--no-state", "redact", "--json", *args)
+    assert "Traceback" not in r.stderr, r.stderr
+    return r.exit_code, orjson.loads(r.stdout_bytes)
+
+
+# -- 1. a learning proposal's evidence (a SourceRef) is no credential
+
+def _proposal_store(base: Path) -> Path:
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.sessions import SessionStore
+    from lecode_memctl.core.sourceref import SourceRef, canonical_digest
+
+    st = store_at(base / "store")
+    fs = FactStore(st.facts_db)
+    ss = SessionStore(st, exclusions=fs)
+    with ss.create("s2") as w:
+        w.append_message("user", "Prefer pytest over unittest.")
+        w.append_message("user", "We use tabs.")
+    f = fs.add("We use tabs.", ref=SourceRef("s2", (2,), canonical_digest(ss.records("s2", 2, 2))))
+    fid = f.fact.fact_id if hasattr(f, "fact") else f.fact_id
+    ref = ss.source_snapshot("s2", 1, 1).ref.to_json()
+    with ss.writer("s2") as w:
+        w.append_event("learning", status="proposed", reason_counts={}, facts=[fid],
+                       proposals=[{"text": "Prefer pytest.", "kind": "explicit_user_preference",
+                                   "source": ref,
+                                   "conflicts": [{"fact_id": fid, "revision": 1}]},
+                                  # (a proposal giving its evidence as its own members)
+                                  {"text": "Prefer pytest.", "kind": "explicit_user_preference",
+                                   **ref, "nested": {"deeper": {"ref": ref}}}])
+    fs.close()
+    return Path(st.path)
+
+
+def test_a_learning_proposals_source_ref_is_not_a_finding_and_redact_keeps_it(tmp_path):
+    store = _proposal_store(tmp_path)
+    code, found = _secrets(store, "--jobs", "1")
+    assert (code, found) == (0, []), found
+    before = tree_hash(store)
+    code, _doc = _redact(store, "--yes")
+    assert tree_hash(store) == before
+
+
+def test_record_leaves_give_no_key_in_a_source_ref_nor_for_a_fact_id():
+    from lecode_memctl.core.secrets import record_leaves
+
+    ref = {"session_id": "s2", "seqs": [1], "digest": "ab" * 32}
+    rec = {"type": "event", "event": "learning", "seq": 3, "status": "proposed",
+           "proposals": [{"text": "t", "source": ref, "conflicts": [{"fact_id": "f" * 16}]},
+                         {"text": "t", **ref}, {"a": [{"b": {"c": ref}}]}]}
+    keyed = [(p, k) for p, _s, k in record_leaves(rec) if k is not None]
+    # (a proposal's own text and kind are no part of a SourceRef's shape
+    # but for the proposal holding session_id and digest itself)
+    assert keyed == [("$.proposals[0].text", "text")], keyed

@@ -39,7 +39,7 @@ def _proposal_store(base: Path) -> Path:
         w.append_message("user", "Prefer pytest over unittest.")
         w.append_message("user", "We use tabs.")
     f = fs.add("We use tabs.", ref=SourceRef("s2", (2,), canonical_digest(ss.records("s2", 2, 2))))
-    fid = f.fact.fact_id if hasattr(f, "fact") else f.fact_id
+    fid = f.fact.fact_id
     ref = ss.source_snapshot("s2", 1, 1).ref.to_json()
     with ss.writer("s2") as w:
         w.append_event("learning", status="proposed", reason_counts={}, facts=[fid],
@@ -73,3 +73,27 @@ def test_record_leaves_give_no_key_in_a_source_ref_nor_for_a_fact_id():
     # (a proposal's own text and kind are no part of a SourceRef's shape
     # but for the proposal holding session_id and digest itself)
     assert keyed == [("$.proposals[0].text", "text")], keyed
+
+
+# -- 2. two values overlapping at different offsets: neither is partly left
+
+GH = "ghp_ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+
+def test_overlapping_values_are_replaced_whole_in_order_of_their_starts():
+    from lecode_memctl.core.redact import _replace_bytes, _replace_counted
+    from lecode_memctl.core.secrets import replace_values
+
+    values = {GH: "[M1]", "pw=hunter2ghp_ABC": "[M2]"}
+    text = f"x pw=hunter2{GH} y"
+    assert replace_values(text, values) == ("x [M2][M1] y", 2)
+    assert _replace_bytes(text.encode(), values) == (b"x [M2][M1] y", 2)
+    # a value inside another's occurrence is covered by it (not counted);
+    # a span of one value is its marker; lines counted per span
+    values = {"abcdef": "[A]", "cd": "[C]", "efgh": "[E]", "zz": "[Z]"}
+    assert replace_values("abcdefgh cd zz", values) == ("[A][E] [C] [Z]", 4)
+    assert _replace_counted(b"abcdefgh\ncd\n\nzz zz\n", values) == (
+        b"[A][E]\n[C]\n\n[Z] [Z]\n", 5, 3)
+    # a span across a newline counts both its lines once
+    assert _replace_counted(b"a k1\nk2x\n", {"k1\nk2": "[K]", "2x": "[X]"}) == (
+        b"a [K][X]\n", 2, 2)

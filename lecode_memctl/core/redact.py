@@ -350,11 +350,13 @@ def _replace_leaves(obj: Any, values: Mapping[str, str], kind: str = "",
 
 def _replace_bytes(line: bytes, values: Mapping[str, str]) -> tuple[bytes, int]:
     """``line`` with each occurrence of a value of ``values``, in either form
-    :func:`_forms` writes, replaced by its marker, and how many were: one
-    pass, as :func:`~lecode_memctl.core.secrets.replace_values` (the longest
-    form first where two begin at one place; a marker written is never
-    searched again: before 2026-12-07 a value inside another's marker was
-    replaced in it)."""
+    :func:`_forms` writes, replaced by its marker, and how many were: as
+    :func:`~lecode_memctl.core.secrets.replace_values` (every form's
+    occurrences found in the line as it is, overlapping ones one span of
+    their markers: no value partly left, no marker written searched again;
+    before 2026-12-07 a value inside another's marker was replaced in it,
+    then the leftmost of two overlapping values left the rest of the
+    other in plain text)."""
     new, n, _lines = _replace_counted(line, values)
     return new, n
 
@@ -363,6 +365,8 @@ def _replace_counted(data: bytes, values: Mapping[str, str]) -> tuple[bytes, int
     """:func:`_replace_bytes` of ``data``, and how many of its lines held
     (part of) a value replaced: a file's ``lines`` in the plan (before
     2026-12-07 the replacements were given there)."""
+    from .secrets import replaced_spans
+
     markers: dict[bytes, bytes] = {}
     for v, mark in values.items():
         for form in _forms(v):
@@ -370,14 +374,11 @@ def _replace_counted(data: bytes, values: Mapping[str, str]) -> tuple[bytes, int
                 markers.setdefault(form, mark.encode("utf-8"))
     if not markers:
         return data, 0, 0
-    forms = sorted(markers, key=len, reverse=True)
-    alternation = re.compile(b"|".join(map(re.escape, forms)))
     out = bytearray()
     at = n = lines = 0
     line = counted = 0          # the line of ``counted``, a start met
     covered = -1                # the last line counted
-    for m in alternation.finditer(data):
-        start, end = m.span()
+    for start, end, marks in replaced_spans(data, markers.items()):
         line += data.count(b"\n", counted, start)
         counted = start
         last = line + data.count(b"\n", start, end - 1)     # (a value's own newline ends its line)
@@ -385,9 +386,10 @@ def _replace_counted(data: bytes, values: Mapping[str, str]) -> tuple[bytes, int
             lines += last - max(line, covered + 1) + 1
             covered = last
         out += data[at:start]
-        out += markers[m.group()]
+        for mark in marks:
+            out += mark
         at = end
-        n += 1
+        n += len(marks)
     out += data[at:]
     return bytes(out), n, lines
 

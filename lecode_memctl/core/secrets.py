@@ -239,21 +239,84 @@ def hide_in_location(path: str, masks: Mapping[str, str]) -> str:
 def replace_values(text: str, values: Mapping[str, str]) -> tuple[str, int]:
     """``text`` with each occurrence of a value of ``values`` replaced by its
     marker, and how many occurrences were replaced: redact's replacement in
-    a string, and :func:`hide_values`'.  One pass over ``text``: where two
-    values begin at one place, the longer is taken (one alternation,
-    longest first), and no marker written is searched again.  (Before
-    2026-12-07 the values were replaced one after the other, so a value
-    inside another's marker, ``token`` in ``[REDACTED:github-token:...]``,
-    was replaced in it: ``[REDACTED:github-[REDACTED:...]:...]``.)"""
-    present = [v for v in values if v and v in text]
+    a string, and :func:`hide_values`'.  The occurrences of every value are
+    found in ``text`` as it is, each value by its own search
+    (:func:`replaced_spans`); overlapping ones make one span, written as the
+    markers of the values that make it up in order of their starts, so no
+    value is ever partly left and no marker written is searched again.
+    (Before 2026-12-07 the values were replaced one after the other, so a
+    value inside another's marker, ``token`` in
+    ``[REDACTED:github-token:...]``, was replaced in it; then in one pass
+    of one alternation, whose leftmost match left the rest of a longer
+    value that began later in plain text.)"""
+    present = [(v, m) for v, m in values.items() if v and v in text]
     if not present:
         return text, 0
     if len(present) == 1:
-        v = present[0]
-        return text.replace(v, values[v]), text.count(v)
-    present.sort(key=len, reverse=True)
-    alternation = re.compile("|".join(map(re.escape, present)))
-    return alternation.subn(lambda m: values[m.group()], text)
+        v, m = present[0]
+        return text.replace(v, m), text.count(v)
+    out: list[str] = []
+    at = n = 0
+    for start, end, marks in replaced_spans(text, present):
+        out.append(text[at:start])
+        out.extend(marks)
+        at = end
+        n += len(marks)
+    out.append(text[at:])
+    return "".join(out), n
+
+
+def replaced_spans(text: Any, needles: Iterable[tuple[Any, Any]]
+                   ) -> list[tuple[int, int, list[Any]]]:
+    """The spans of ``text`` (a str or bytes) to replace: each
+    ``(needle, marker)``'s occurrences, found by the needle's own search
+    (non-overlapping, as ``str.replace`` finds them), merged where they
+    overlap, in order: ``(start, end, markers)``, the markers of the
+    occurrences that make up the span in order of their starts.  An
+    occurrence inside the span the ones before it make (``abc`` in
+    ``abcdef``) is covered by them: neither its marker nor its count."""
+    # (start, -end, marker): sorted in order of start, the longer first
+    # where two begin at one place (two needles never give one start and
+    # end: they would be one string)
+    needles = [(needle, mark) for needle, mark in needles if len(needle)]
+    if len(needles) == 1:
+        # (one needle: its occurrences never overlap, each is a span)
+        needle, mark = needles[0]
+        return [(i, i + len(needle), [mark]) for i in _occurrences(text, needle)]
+    occ: list[tuple[int, int, Any]] = []
+    for needle, mark in needles:
+        size = len(needle)
+        if size:
+            find = text.find
+            i = find(needle)
+            while i >= 0:
+                occ.append((i, -i - size, mark))
+                i = find(needle, i + size)
+    occ.sort()
+    spans: list[tuple[int, int, list[Any]]] = []
+    last_end = -1
+    for start, neg_end, mark in occ:
+        end = -neg_end
+        if start < last_end:
+            if end <= last_end:
+                continue                # (covered: nothing of it left)
+            marks = spans[-1][2]
+            if marks[-1] != mark:       # (two forms of one value: one marker)
+                marks.append(mark)
+            spans[-1] = (spans[-1][0], end, marks)
+        else:
+            spans.append((start, end, [mark]))
+        last_end = end
+    return spans
+
+
+def _occurrences(text: Any, needle: Any) -> Iterator[int]:
+    size = len(needle)
+    find = text.find
+    i = find(needle)
+    while i >= 0:
+        yield i
+        i = find(needle, i + size)
 
 
 def hide_values(text: str, masks: Mapping[str, str]) -> str:
@@ -1678,7 +1741,7 @@ def select(findings: Iterable[Finding], *, sessions: Iterable[str] | None = None
 
 __all__ = ["Detector", "Finding", "SecretsReport", "Scanner", "scan_store", "load_allowlist",
            "mask", "marker", "value_hash", "detector_slug", "select", "KINDS",
-           "session_id_values", "replace_values", "hide_values", "mask_session_ids",
+           "session_id_values", "replace_values", "replaced_spans", "hide_values", "mask_session_ids",
            "hide_in_location", "user_named", "LAYOUT_NAMES",
            "mask_paths"]
 

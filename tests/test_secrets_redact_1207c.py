@@ -97,3 +97,45 @@ def test_overlapping_values_are_replaced_whole_in_order_of_their_starts():
     # a span across a newline counts both its lines once
     assert _replace_counted(b"a k1\nk2x\n", {"k1\nk2": "[K]", "2x": "[X]"}) == (
         b"a [K][X]\n", 2, 2)
+
+
+# -- 3. a marker an earlier run wrote is never searched again
+
+def test_a_second_redact_never_nests_an_earlier_runs_marker(tmp_path):
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.secrets import marker
+    from lecode_memctl.core.sessions import SessionStore
+
+    st = store_at(tmp_path / "store")
+    with SessionStore(st).create("s1") as w:
+        w.append_message("user", f"db at https://deploy:token@db.example.com and {GH} ok")
+    store = Path(st.path)
+    (store / "notes.md").write_text(f"db at https://deploy:token@db.example.com\nand {GH} ok\n")
+    code, doc = _redact(store, "--detector", "github-token", "--yes")
+    assert code == 0, doc
+    gh = marker("github-token", GH)
+    code, doc = _redact(store, "--yes")
+    assert code == 0, doc
+    want = f"https://deploy:{marker('basic-auth-credentials', 'token')}@db.example.com"
+    note = (store / "notes.md").read_text()
+    assert note == f"db at {want}\nand {gh} ok\n"
+    data = (store / "sessions" / "s1.jsonl").read_text()
+    assert "[REDACTED:github-[" not in data and data.count(gh) == 1 and want in data, data
+    assert _secrets(store)[1] == []
+
+
+def test_an_occurrence_inside_an_existing_marker_is_not_replaced_nor_left():
+    from lecode_memctl.core.redact import _replace_counted, _values_left
+    from lecode_memctl.core.secrets import replace_values
+
+    old = "[REDACTED:github-token:fc25e1]"
+    values = {"token": "[REDACTED:basic-auth-credentials:3c469e]"}
+    text = f"a {old} token b"
+    assert replace_values(text, values) == (
+        f"a {old} [REDACTED:basic-auth-credentials:3c469e] b", 1)
+    assert _replace_counted(text.encode(), values)[1:] == (1, 1)
+    assert replace_values(old, values) == (old, 0)
+    assert _values_left(f"x {old}\n".encode(), values) == []
+    assert _values_left(b"x token\n", values) == ["token"]
+    # a text that only looks like a marker in part is no marker
+    assert replace_values("[REDACTED:github-token:fc25e]", values)[1] == 1

@@ -49,7 +49,6 @@ import copy
 import hashlib
 import io
 import os
-import re
 import sqlite3
 import stat
 from collections.abc import Iterable, Iterator, Mapping
@@ -503,13 +502,16 @@ def _values_left(data: bytes, values: Mapping[str, str]) -> list[str]:
 
 
 def _without_markers(data: bytes, values: Mapping[str, str]) -> bytes:
-    """``data`` with every marker of ``values`` made a NUL byte (no value's
-    text runs on across one)."""
-    marks = sorted({m.encode("utf-8") for m in values.values() if m.encode("utf-8") in data},
-                   key=len, reverse=True)
-    if not marks:
+    """``data`` with every marker it holds, of ``values`` or written by an
+    earlier run (any text of a marker's form, ``[REDACTED:<detector>:<6
+    hex>]``), made a NUL byte (no value's text runs on across one): a value
+    inside a marker is never replaced, so never left (before 2026-12-07
+    only this run's markers were taken out)."""
+    from .secrets import MARKER_BYTES
+
+    if b"[REDACTED:" not in data:
         return data
-    return re.sub(b"|".join(map(re.escape, marks)), b"\0", data)
+    return MARKER_BYTES.sub(b"\0", data)
 
 
 def _lineage_session_ids(data: bytes) -> list[str]:

@@ -248,11 +248,13 @@ def replace_values(text: str, values: Mapping[str, str]) -> tuple[str, int]:
     value inside another's marker, ``token`` in
     ``[REDACTED:github-token:...]``, was replaced in it; then in one pass
     of one alternation, whose leftmost match left the rest of a longer
-    value that began later in plain text.)"""
+    value that began later in plain text.)  An occurrence inside a marker
+    ``text`` already holds, an earlier run's, is not replaced
+    (:func:`existing_markers`: before 2026-12-07 a second run nested it)."""
     present = [(v, m) for v, m in values.items() if v and v in text]
     if not present:
         return text, 0
-    if len(present) == 1:
+    if len(present) == 1 and "[REDACTED:" not in text:
         v, m = present[0]
         return text.replace(v, m), text.count(v)
     out: list[str] = []
@@ -274,12 +276,15 @@ def replaced_spans(text: Any, needles: Iterable[tuple[Any, Any]]
     overlap, in order: ``(start, end, markers)``, the markers of the
     occurrences that make up the span in order of their starts.  An
     occurrence inside the span the ones before it make (``abc`` in
-    ``abcdef``) is covered by them: neither its marker nor its count."""
+    ``abcdef``) is covered by them: neither its marker nor its count; one
+    inside a marker ``text`` holds (:func:`existing_markers`) is no
+    occurrence."""
     # (start, -end, marker): sorted in order of start, the longer first
     # where two begin at one place (two needles never give one start and
     # end: they would be one string)
     needles = [(needle, mark) for needle, mark in needles if len(needle)]
-    if len(needles) == 1:
+    marks_in = existing_markers(text)
+    if len(needles) == 1 and not marks_in:
         # (one needle: its occurrences never overlap, each is a span)
         needle, mark = needles[0]
         return [(i, i + len(needle), [mark]) for i in _occurrences(text, needle)]
@@ -295,8 +300,14 @@ def replaced_spans(text: Any, needles: Iterable[tuple[Any, Any]]
     occ.sort()
     spans: list[tuple[int, int, list[Any]]] = []
     last_end = -1
+    k = 0                               # the first marker not ending before a start
     for start, neg_end, mark in occ:
         end = -neg_end
+        if marks_in:
+            while k < len(marks_in) and marks_in[k][1] <= start:
+                k += 1
+            if k < len(marks_in) and marks_in[k][0] <= start and end <= marks_in[k][1]:
+                continue                # (inside a marker an earlier run wrote)
         if start < last_end:
             if end <= last_end:
                 continue                # (covered: nothing of it left)
@@ -308,6 +319,24 @@ def replaced_spans(text: Any, needles: Iterable[tuple[Any, Any]]
             spans.append((start, end, [mark]))
         last_end = end
     return spans
+
+
+#: a marker as redaction writes it (:func:`marker`), in a str or in bytes
+MARKER_TEXT = lazy_compile(r"\[REDACTED:[a-z0-9-]+:[0-9a-f]{6}\]")
+MARKER_BYTES = lazy_compile(rb"\[REDACTED:[a-z0-9-]+:[0-9a-f]{6}\]")
+
+
+def existing_markers(text: Any) -> list[tuple[int, int]]:
+    """The spans of the markers ``text`` (a str or bytes) already holds,
+    written by this run or an earlier one: a value is never replaced in
+    one (``token`` in ``[REDACTED:github-token:fc25e1]``)."""
+    if isinstance(text, str):
+        if "[REDACTED:" not in text:
+            return []
+        return [m.span() for m in MARKER_TEXT.finditer(text)]
+    if b"[REDACTED:" not in text:
+        return []
+    return [m.span() for m in MARKER_BYTES.finditer(text)]
 
 
 def _occurrences(text: Any, needle: Any) -> Iterator[int]:

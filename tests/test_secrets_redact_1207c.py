@@ -8,6 +8,7 @@ from pathlib import Path
 import orjson
 
 from .conftest import run_cli, tree_hash
+from .test_secrets_redact_1207b import _call_store
 
 
 def _secrets(store: Path, *args: str) -> tuple[int, list[dict]]:
@@ -139,3 +140,40 @@ def test_an_occurrence_inside_an_existing_marker_is_not_replaced_nor_left():
     assert _values_left(b"x token\n", values) == ["token"]
     # a text that only looks like a marker in part is no marker
     assert replace_values("[REDACTED:github-token:fc25e]", values)[1] == 1
+
+
+# -- 4. the keyed scan is for the detectors that need the key or the quotes
+
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"      # 40: AWS's quoted secret key
+
+
+def test_a_random_identifier_or_commit_in_arguments_is_no_finding(tmp_path):
+    sha = "9f8e7d6c5b4a39281706f5e4d3c2b1a0ffee1234"
+    b64 = "Zm9vYmFyQmF6UXV4MTIzNDU2Nzg5MGFiY2RlZmdoaWprbG1ub3A"
+    store = _call_store(tmp_path, {"commit": sha, "identifier": b64, "sha": "abcdefghijkl"})
+    assert _secrets(store, "--jobs", "1") == (0, [])
+
+
+def test_an_aws_secret_key_under_an_aws_key_is_found_whatever_its_characters(tmp_path):
+    import random
+
+    random.seed(1)
+    low = "".join(random.choice("abcdefghijKLMNOP0123") for _ in range(40))   # 20 distinct
+    store = _call_store(tmp_path, {"aws_key": low, "aws_token": AWS_SECRET,
+                                   "password": "hunter2x"})
+    _code, found = _secrets(store, "--jobs", "1")
+    assert sorted((f["path"], f["detector"]) for f in found) == [
+        ("$.tool_calls[0].arguments.aws_key", "aws-access-key"),
+        ("$.tool_calls[0].arguments.aws_token", "aws-access-key"),
+        ("$.tool_calls[0].arguments.password", "secret-keyword")], found
+
+
+def test_member_hits_runs_only_the_detectors_that_need_a_key():
+    from lecode_memctl.core.secrets import Detector
+
+    d = Detector()
+    assert d.member_hits("commit", "9f8e7d6c5b4a39281706f5e4d3c2b1a0ffee1234") is None
+    assert d.member_hits("blob", "Zm9vYmFyQmF6UXV4MTIzNDU2Nzg5MGFiY2RlZmdoaWprbG1ub3A") is None
+    assert d.member_hits("password", "hunter2x") == [("hunter2x", "secret-keyword")]
+    assert d.member_hits("aws_secret_key", AWS_SECRET) == [(AWS_SECRET, "aws-access-key")]
+

@@ -363,8 +363,11 @@ def secrets(
     hunter2, export AWS_SECRET_ACCESS_KEY=...) is not (in prose it is as
     likely a sentence, and redact would erase the words), unless its value
     has a pattern of its own (an AWS key id, a GitHub token, ...).  A
-    transcript's structured members (a tool call's arguments) are read as
-    JSON writes them, "password": "...", as the same JSON in a note is.
+    transcript's structured members (a tool call's arguments) are also read
+    as JSON writes them, "password": "...", by the detectors that need a
+    key before the value (keyword assignments; AWS's, Cloudant's, IBM
+    Cloud's and SoftLayer's secret keys), not by the high-entropy ones: a
+    commit's SHA or an identifier in a tool call is no credential.
 
     Every place text persists is read: every record of every transcript,
     hidden ones included (a forgotten message is still on disk); MEMORY.md,

@@ -14,8 +14,8 @@ followed):
 * ``sessions/<id>.jsonl``: every complete record, hidden ones included,
   each string leaf of the record (binary attachment data excepted) named by
   its JSON path, and a string member the contract does not name (a tool
-  call's structured arguments) also as JSON writes it, ``"key": "value"``
-  (:meth:`Detector.member_hits`); lines that do not parse and a torn tail
+  call's structured arguments) also as JSON writes it, ``"key": "value"``,
+  by the detectors that need a key (:meth:`Detector.member_hits`); lines that do not parse and a torn tail
   as raw text;
 * ``facts.sqlite3``: the text of every revision of every fact (read-only
   open); and the raw bytes of ``facts.sqlite3``, ``facts.sqlite3-wal`` and
@@ -530,11 +530,15 @@ class Detector:
         self.plugins = plugins
         self._h = heuristic
         self._gates = [_regex_gate(p) or _keyword_gate(p) for p in plugins]
-        # KeywordDetector's words (its gate): a key holding one has its
-        # member scanned as JSON writes it (:meth:`member_hits`)
+        # the detectors that need a key before a value (:data:`KEYED_PLUGINS`),
+        # and KeywordDetector's words (its gate): a key holding one of those
+        # or of :data:`_KEYED_WORDS` has its member scanned as JSON writes
+        # it, by them alone (:meth:`member_hits`)
+        self._keyed_plugins = [(prio, p) for prio, p in enumerate(plugins)
+                               if type(p).__name__ in KEYED_PLUGINS]
         self._keywords = next((g[0][0] for g, p in zip(self._gates, plugins, strict=True)
                                if g and type(p).__name__ == "KeywordDetector"), None)
-        self._keyword_keys: dict[str, bool] = {}
+        self._keyed_keys: dict[str, bool] = {}
 
     def _filtered(self, plugin: Any, secret: str, line: str) -> bool:
         h = self._h
@@ -552,6 +556,12 @@ class Detector:
         next column follows its text with no separator.  ``tail``: what
         follows ``text`` in its file (``TAIL_*``); :class:`PieceTooShort` when
         a private key block may run past its end (:func:`_pem_span`)."""
+        return self._scan(text, filename, whole_tokens, tail, enumerate(self.plugins))
+
+    def _scan(self, text: str, filename: str, whole_tokens: bool, tail: int,
+              plugins: Iterable[tuple[int, Any]]) -> list[Hit]:
+        """:meth:`scan` by ``plugins`` (each with its priority) alone."""
+        chosen = list(plugins)
         cands: list[tuple[int, int, int, str]] = []   # (priority, start, end, slug)
         pos = 0
         for line in text.split("\n"):
@@ -559,7 +569,7 @@ class Detector:
                 for wstart, window in _windows(line):
                     base = pos + wstart
                     size = len(window)
-                    for prio, plugin in enumerate(self.plugins):
+                    for prio, plugin in chosen:
                         gate = self._gates[prio]
                         if gate is not None:
                             for pattern, least in gate:
@@ -577,30 +587,35 @@ class Detector:
     def member_hits(self, key: str, value: str) -> list[tuple[str, str]] | None:
         """(value, detector) of each hit in the string ``value`` of an
         object's member ``key`` when it is read as the member is written in
-        JSON, ``"key": "value"``: the keyword detector sees its key, the
-        entropy detectors the quotes they look for (a leaf scanned alone
-        has neither: before 2026-12-07 a password in a tool call's
-        structured arguments was never found, the same JSON in a note
-        was).  Only the hits inside the value count.  None when the
-        member cannot give any the value alone does not: a key without
-        any of KeywordDetector's words and a value not all of the entropy
-        detectors' characters (:data:`_ENTROPY_VALUE`), or a value with a
-        newline or a quote (JSON would write it escaped)."""
+        JSON, ``"key": "value"``, by the detectors that need a key before
+        the value to see a credential (:data:`KEYED_PLUGINS`: the keyword
+        detector, AWS's quoted secret key, Cloudant's, IBM Cloud's and
+        SoftLayer's key assignments).  A leaf scanned alone has no key:
+        before 2026-12-07 a password in a tool call's structured arguments
+        was never found, the same JSON in a note was.  Not the entropy
+        detectors: a value quoted under any key is a commit's SHA or an
+        identifier far more often than a credential (a store of 20,000
+        tool calls gave 9,784 such findings); a lone value is scanned for
+        them as before.  Only the hits inside the value count.  None when
+        the member cannot give any: a key without any of
+        KeywordDetector's words nor of :data:`_KEYED_WORDS`, or a value
+        with a newline or a quote (JSON would write it escaped)."""
         if not value or "\n" in value or '"' in value:
             return None
-        keyword = self._keyword_keys.get(key)
-        if keyword is None:
+        keyed = self._keyed_keys.get(key)
+        if keyed is None:
             # (the keys of a transcript's arguments repeat: each is looked at once)
-            if len(self._keyword_keys) >= SHORT_KEPT:
-                self._keyword_keys.clear()
-            keyword = self._keyword_keys[key] = \
-                self._keywords is not None and self._keywords.search(key) is not None
-        if not keyword and not _entropy_candidate(value):
+            if len(self._keyed_keys) >= SHORT_KEPT:
+                self._keyed_keys.clear()
+            keyed = self._keyed_keys[key] = _KEYED_WORDS.search(key) is not None or (
+                self._keywords is not None and self._keywords.search(key) is not None)
+        if not keyed:
             return None
         text = f'"{key}": "{value}"'
         start = len(key) + 5
         end = start + len(value)
-        return [(text[h.start:h.end], h.detector) for h in self.scan(text, "transcript.txt")
+        return [(text[h.start:h.end], h.detector)
+                for h in self._scan(text, "transcript.txt", True, TAIL_NONE, self._keyed_plugins)
                 if start <= h.start and h.end <= end]
 
     def _plugin_spans(self, plugin: Any, line: str, filename: str, text: str, base: int,
@@ -633,28 +648,16 @@ class Detector:
                                  else base + e)
 
 
-# A value the entropy detectors could find once quoted: all of the
-# characters of Base64HighEntropyString's charset (HexHighEntropyString's
-# are among them) ...
-_ENTROPY_VALUE = lazy_compile(r"[A-Za-z0-9+/\\_=-]{9,}")
-_HEX_VALUE = lazy_compile(r"[0-9a-fA-F]+")
-# ... with more distinct characters than either's entropy limit allows
-# below it: a string of n distinct characters has at most log2(n) bits of
-# Shannon entropy a character, and detect-secrets' limits are 3.0 (hex)
-# and 4.5 (base64), so a hex value needs 9 and any other 23
-_HEX_DISTINCT = 9
-_BASE64_DISTINCT = 23
-
-
-def _entropy_candidate(value: str) -> bool:
-    """Whether ``value``, quoted, could be a hit of an entropy detector
-    (a necessary condition only: the detectors decide)."""
-    if _ENTROPY_VALUE.fullmatch(value) is None:
-        return False
-    distinct = len(set(value))
-    if _HEX_VALUE.fullmatch(value) is not None:
-        return distinct >= _HEX_DISTINCT
-    return distinct >= _BASE64_DISTINCT
+#: The detectors whose patterns need a key (a name, a quote, ``=`` or
+#: ``:``) before the value: those a member of a transcript's structured
+#: JSON is scanned by as ``"key": "value"`` (:meth:`Detector.member_hits`).
+KEYED_PLUGINS = frozenset({"KeywordDetector", "AWSKeyDetector", "CloudantDetector",
+                           "IbmCloudIamDetector", "IbmCosHmacDetector", "SoftlayerDetector"})
+#: A word one of the key of each of their patterns holds (AWS's quoted
+#: secret key: ``aws.{0,20}?(?:key|pwd|pw|password|pass|token)``), as
+#: IGNORECASE matches it: a key without it nor any of KeywordDetector's
+#: words gives none of their hits.
+_KEYED_WORDS = lazy_compile(r"key|pw|pass|token", re.IGNORECASE)
 
 
 def _regex_gate(plugin: Any) -> tuple[tuple[re.Pattern[str], int], ...] | None:

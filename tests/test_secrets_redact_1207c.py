@@ -177,3 +177,28 @@ def test_member_hits_runs_only_the_detectors_that_need_a_key():
     assert d.member_hits("password", "hunter2x") == [("hunter2x", "secret-keyword")]
     assert d.member_hits("aws_secret_key", AWS_SECRET) == [(AWS_SECRET, "aws-access-key")]
 
+
+# -- 5. member_hits keeps only the hits inside the value
+
+def test_member_hits_reports_only_the_values_hits_not_the_keys():
+    from lecode_memctl.core.secrets import Detector
+
+    d = Detector()
+    key = "AKIAQWERTYUIOPASDFGH_password"
+    # read as "key": "value", the key's AWS key id is a hit too: it is the
+    # key's own finding (at the key's path), never one at the value's path
+    assert [h.detector for h in d.scan(f'"{key}": "hunter2x"', "transcript.txt")] == [
+        "aws-access-key", "secret-keyword"]
+    assert d.member_hits(key, "hunter2x") == [("hunter2x", "secret-keyword")]
+
+
+def test_a_key_holding_an_aws_id_is_found_once_at_its_own_path(tmp_path):
+    key = "AKIAQWERTYUIOPASDFGH_password"
+    store = _call_store(tmp_path, {key: "hunter2x"})
+    _code, found = _secrets(store, "--jobs", "1")
+    got = sorted((f["detector"], f["length"]) for f in found)
+    assert got == [("aws-access-key", len(key)), ("secret-keyword", len("hunter2x"))], found
+    (aws,) = [f for f in found if f["detector"] == "aws-access-key"]
+    (kw,) = [f for f in found if f["detector"] == "secret-keyword"]
+    # (the path shows the key masked: the key holds a found value)
+    assert aws["path"] == kw["path"] and aws["path"].startswith("$.tool_calls[0].arguments"), found

@@ -105,7 +105,8 @@ def validate(
     exclusions and retry markers, contiguous revisions, dangling refs; the
     generation and exclusion count against the highest memctl saw for the
     store, a mark kept outside it, in $XDG_STATE_HOME/lecode-memctl, which
-    validate raises unless --no-state: a lower one is a rolled-back forget); every
+    validate raises unless --no-state, and the ids of the forgotten facts it
+    saw: a lower one, or an id no longer forgotten, is a rolled-back forget); every
     fact revision's evidence (missing, stale, hidden with its reason,
     unverified legacy provenance, suppressed by an exclusion); transcripts
     (torn tails: a warning when the file changed in the last minute, since a

@@ -896,9 +896,14 @@ def forget(
     Without --yes it prints that impact and asks, on a terminal, and refuses
     otherwise.  Says
     whether this call forgot the fact or it was already forgotten; an
-    unknown id exits 3.  The new generation is recorded outside the store
-    (unless --no-state), so that 'memctl validate' reports a facts database
-    later put back from an older copy (db.rolled_back).
+    unknown id exits 3.  The new generation and the forgotten ids are
+    recorded outside the store (unless --no-state), so that 'memctl validate'
+    reports a facts database later put back from an older copy
+    (db.rolled_back).  A store already below that record (its database put
+    back from an older copy) is refused, exit 4, nothing written: the forget
+    would raise its numbers over the evidence ('memctl validate' explains;
+    remove the mark file it names if the older database was put back on
+    purpose).
     """
     from lecode_memctl.core.errors import EXIT_PROBLEMS, NotFound, UsageError
     from lecode_memctl.core.facts import FactStore, check_fact_id
@@ -946,13 +951,16 @@ def forget(
     with uncut_from() as committing:
         fs = FactStore(store.facts_db, busy_timeout=lock_wait, before_commit=committing)
         try:
+            # (a database below memctl's mark: refused, exit 4, before any write)
+            STATE.refuse_below_mark(store, fs, "forget")
             forgot = fs.forget(fact_id)
             if forgot:      # (an interrupt from here on says it was done)
                 interrupted_after(f"the forget of {fact_id} was written")
             generation = fs.generation()
             # (the state directory's lock: waited for no longer than --lock-wait)
             with lock_wait_at_most(lock_wait):
-                STATE.record_mark(store, generation, fs.exclusion_count(), fs.database_id())
+                STATE.record_mark(store, generation, fs.exclusion_count(), fs.database_id(),
+                                  fs.forgotten_ids())
         finally:
             fs.close()
     if json_:

@@ -964,6 +964,21 @@ def database_id(db: sqlite3.Connection) -> str | None:
     return str(row[0])
 
 
+def forgotten_ids(db: sqlite3.Connection) -> dict[str, int] | None:
+    """The ids of the ``forgotten`` table (its retry markers), each with its
+    generation (0 when not stored as a non-negative integer), in one query;
+    ids not stored as text are left out.  Empty without the table; None when
+    the read fails (not known).  Used for memctl's mark (``core.seen``)."""
+    if "forgotten" not in _tables(db):
+        return {}
+    try:
+        rows = db.execute("SELECT fact_id, generation FROM forgotten").fetchall()
+    except sqlite3.DatabaseError:
+        return None
+    return {fid: (gen if type(gen) is int and gen >= 0 else 0)
+            for fid, gen in rows if isinstance(fid, str)}
+
+
 def generation_row_blocked(db: sqlite3.Connection) -> None:
     """``StoreCorrupt`` when ``meta`` has no generation row (its key compared
     as bytes) but holds a key its declared collation takes for one
@@ -2671,6 +2686,12 @@ class FactStore(ClosesOnExit):
         """:func:`database_id` of this database (None with no database)."""
         db = self._reader()
         return None if db is None else database_id(db)
+
+    @_serialized
+    def forgotten_ids(self) -> dict[str, int] | None:
+        """:func:`forgotten_ids` of this database (empty with no database)."""
+        db = self._reader()
+        return {} if db is None else forgotten_ids(db)
 
     @_serialized
     def was_forgotten(self, fact_id: str) -> bool:

@@ -1,16 +1,25 @@
 """What memctl has seen of each store, kept outside the store: the highest
-exclusion generation and exclusion count (its "mark").
+exclusion generation and exclusion count, and the ids of the forgotten facts
+(its "mark").
 
-A forget only ever raises both.  A facts database put back from an older copy,
-or deleted, lowers them, and forgotten evidence becomes valid again; when no
+A forget only ever raises both numbers and adds an id to the store's
+``forgotten`` table.  A facts database put back from an older copy, or
+deleted, lowers them, and forgotten evidence becomes valid again; when no
 generated message was written since the forget, nothing inside the store can
 tell.  The mark can: ``memctl validate`` reports a store below its mark as
-``db.rolled_back``.
+``db.rolled_back``.  The numbers alone do not hold it: a later forget on the
+rolled-back database raises them again (before 2026-12-07 one such forget hid
+the roll-back for good, the fact forgotten before it valid again), so the mark
+also keeps the forgotten ids it has seen (a union that only grows, the latest
+:data:`MAX_FORGOTTEN` by generation), and an id it saw forgotten that the
+store's ``forgotten`` table no longer holds is a roll-back too.
 
 The marks live in the user's XDG state directory, ``$XDG_STATE_HOME/lecode-memctl``
 (or ``~/.local/state/lecode-memctl``), one file per store:
 ``stores/<first 32 hex digits of sha256(realpath of the store)>.json`` holding
-``{"store", "slug", "database", "generation", "exclusions", "updated"}``,
+``{"store", "slug", "database", "generation", "exclusions", "forgotten",
+"updated"}`` (``forgotten``: ``{fact id: generation}``; absent in a mark
+written before 2026-12-07, which is read as one that saw no id),
 written atomically (``atomic.atomic_write``).  Recording is best effort: a
 state directory that cannot be used never fails a command (the mark is then
 not kept).
@@ -34,7 +43,7 @@ import contextlib
 import os
 import stat
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterator, Mapping
 from pathlib import Path
 
 import orjson
@@ -46,7 +55,14 @@ from .hashing import sha256
 
 STATE_NAME = "lecode-memctl"
 MARKS_DIR = "stores"
-_MAX_MARK = 1 << 16  # a mark file is a few hundred bytes; anything larger is not ours
+# The forgotten ids a mark keeps at most: the latest by generation (an id is
+# 16 hex digits; each takes about 30 bytes of the file)
+MAX_FORGOTTEN = 4096
+# a fact id longer than this (not one lecode writes) is not kept in a mark
+_MAX_ID = 128
+# a mark file is a few hundred bytes plus its forgotten ids (at most
+# MAX_FORGOTTEN of at most _MAX_ID characters); anything larger is not ours
+_MAX_MARK = 1 << 20
 # How long :func:`record` waits for ``stores/.lock`` (shared by every store on
 # the machine) before it gives up and records nothing: a process holding it
 # (stopped, hung) must not hold up a forget already committed.
@@ -77,11 +93,31 @@ class Mark:
     # a store with no database, a database that cannot say; see same_store)
     slug: str | None = None
     database: str | None = None
+    # the ids of the forgotten facts seen, each with its forget's generation
+    # (the latest MAX_FORGOTTEN by generation); () in a mark written before
+    # 2026-12-07
+    forgotten: tuple[tuple[str, int], ...] = ()
 
     def to_json(self) -> dict[str, object]:
         return {"store": self.store, "slug": self.slug, "database": self.database,
                 "generation": self.generation, "exclusions": self.exclusions,
-                "updated": self.updated}
+                "forgotten": dict(self.forgotten), "updated": self.updated}
+
+
+def _keepable_id(fid: object) -> bool:
+    """Whether a forgotten fact id is kept in a mark: printable ASCII (what
+    lecode writes: 16 hex digits) of at most :data:`_MAX_ID` characters; any
+    other (a hand-made row) is not, and so never compared."""
+    return isinstance(fid, str) and 0 < len(fid) <= _MAX_ID and fid.isascii() \
+        and fid.isprintable()
+
+
+def _kept_ids(ids: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+    """The forgotten ids a mark keeps: at most :data:`MAX_FORGOTTEN`, the
+    latest by generation (ties by id), in that order."""
+    ordered = sorted(((k, v) for k, v in ids.items() if _keepable_id(k) and _valid_count(v)),
+                     key=lambda kv: (-kv[1], kv[0]))
+    return tuple(ordered[:MAX_FORGOTTEN])
 
 
 def _path_text(store_path: str | os.PathLike[str]) -> str:
@@ -153,9 +189,16 @@ def load(state: Path, store_path: str | os.PathLike[str]) -> Mark | None:
     if not (slug is None or isinstance(slug, str)) or not (database is None
                                                          or isinstance(database, str)):
         return None
+    # absent or null: none seen (a mark written before they were kept)
+    ids = doc.get("forgotten")
+    if ids is None:
+        ids = {}
+    if not isinstance(ids, dict) or len(ids) > MAX_FORGOTTEN or not all(
+            _keepable_id(k) and _valid_count(v) for k, v in ids.items()):
+        return None
     assert isinstance(gen, int) and isinstance(excl, int)
     return Mark(store, gen, excl, float(updated) if isinstance(updated, int | float) else 0.0,
-                slug or None, database or None)
+                slug or None, database or None, _kept_ids(ids))
 
 
 @contextlib.contextmanager
@@ -233,9 +276,13 @@ def inside_store(state: Path, store_path: str | os.PathLike[str]) -> bool:
 
 def record(state: Path, store_path: str | os.PathLike[str], generation: int,
            exclusions: int, *, slug: str | None = None,
-           database: str | None = None) -> Mark | None:
+           database: str | None = None,
+           forgotten: Mapping[str, int] | None = None) -> Mark | None:
     """Raise the store's mark to at least (generation, exclusions), each kept at
-    its maximum; returns the mark now kept, or None when the state directory
+    its maximum, and add ``forgotten`` (the store's forgotten fact ids, each
+    with its generation: :func:`facts.forgotten_ids`) to the ids it keeps
+    (the union, the latest :data:`MAX_FORGOTTEN` by generation); returns
+    the mark now kept, or None when the state directory
     cannot be used, or lies inside the store (:func:`inside_store`: nothing is
     written).  ``slug`` and ``database`` say whose store it is
     (:func:`same_store`): a mark of another store is replaced, not raised; a
@@ -275,14 +322,20 @@ def record(state: Path, store_path: str | os.PathLike[str], generation: int,
         # (the identity of the database last seen: another one of the same
         # store keeps the mark's values, which only rise)
         database = _text(database) if database else (old.database if old else None)
-        if old is not None and (old.generation, old.exclusions, old.slug, old.database) == (
-                gen, excl, slug, database):
+        ids = dict(old.forgotten) if old else {}
+        for fid, fgen in (forgotten or {}).items():
+            if _keepable_id(fid) and _valid_count(fgen):
+                ids[fid] = max(fgen, ids.get(fid, 0))
+        kept_ids = _kept_ids(ids)
+        if old is not None and (old.generation, old.exclusions, old.slug, old.database,
+                                old.forgotten) == (gen, excl, slug, database, kept_ids):
             return old
         # "updated": when these values were first seen (a mark that only
         # learns whose it is keeps its time)
         kept = old is not None and (old.generation, old.exclusions) == (gen, excl)
         mark = Mark(_path_text(store_path), gen, excl,
-                    old.updated if kept and old is not None else time.time(), slug, database)
+                    old.updated if kept and old is not None else time.time(), slug, database,
+                    kept_ids)
         atomic_write(path, orjson.dumps(mark.to_json()) + b"\n", backup=False)
         return mark
     except (OSError, MemctlError):
@@ -291,10 +344,24 @@ def record(state: Path, store_path: str | os.PathLike[str], generation: int,
         os.close(lock)
 
 
+def missing_forgotten(mark: Mark | None, forgotten: Container[str] | None) -> list[str]:
+    """The ids ``mark`` saw forgotten that ``forgotten`` (the store's
+    ``forgotten`` table's ids) does not hold, the latest first; none when
+    ``forgotten`` is None (not known)."""
+    if mark is None or forgotten is None:
+        return []
+    return [fid for fid, _gen in mark.forgotten if fid not in forgotten]
+
+
 def regression(mark: Mark | None, generation: int, exclusions: int, *,
-               slug: str | None = None, database: str | None = None) -> bool:
+               slug: str | None = None, database: str | None = None,
+               forgotten: Container[str] | None = None) -> bool:
     """True when the store is below what was seen of it: a mark of the same
     store (:func:`same_store`) with a higher generation, or more exclusions
-    (forgets only ever add them).  A mark of another store is no roll-back."""
+    (forgets only ever add them), or an id it saw forgotten that the store's
+    ``forgotten`` ids (None: not known, not compared) no longer hold (a
+    forget since the roll-back raises the numbers again, never that).  A
+    mark of another store is no roll-back."""
     return (mark is not None and same_store(mark, slug, database)
-            and (generation < mark.generation or exclusions < mark.exclusions))
+            and (generation < mark.generation or exclusions < mark.exclusions
+                 or bool(missing_forgotten(mark, forgotten))))

@@ -86,8 +86,9 @@ CODES: dict[str, CodeInfo] = {
         "nothing"),
     "db.rolled_back": CodeInfo(ERROR, "db", ("file",),
         "the exclusion generation or exclusion count is below the highest memctl saw for this "
-        "store (its mark, kept outside the store, of the same slug, or of the same database "
-        "under another slug: \"memctl's mark, outside the store\"): the database was put "
+        "store, or a fact id it saw forgotten is no longer in forgotten (its mark, kept "
+        "outside the store, of the same slug, or of the same database under another slug: "
+        "\"memctl's mark, outside the store\"): the database was put "
         "back from an older copy, deleted, or deleted and made again, so forgotten evidence "
         "may be visible again"),
     "db.revision_gap": CodeInfo(ERROR, "db", ("fact_id", "revision"),

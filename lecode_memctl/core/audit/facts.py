@@ -134,7 +134,9 @@ def check_db_and_facts(audit: Audit) -> Iterator[Finding | Pending | None]:
     # mark keeps its own; the directory's name, a label, was recorded before
     # 2026-12-07, and the mark then no longer matched the store's own slug)
     whose = {"slug": audit.store.slug_if_known(), "database": audit._database_id}
-    if mark is not None and audit.state is not None and seen.regression(mark, gen, excl, **whose):
+    ids = audit._forgotten
+    if mark is not None and audit.state is not None and seen.regression(
+            mark, gen, excl, forgotten=ids, **whose):
         when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(mark.updated))
         present = os.path.lexists(audit.store.facts_db)
         now = (f"generation {gen} and {excl} exclusion(s)" if present
@@ -148,14 +150,32 @@ def check_db_and_facts(audit: Audit) -> Iterator[Finding | Pending | None]:
                     f"of {audit.store.slug}, from another machine, put at this path)")
         else:
             what = "the database was replaced by an older copy or deleted"
+        lost = seen.missing_forgotten(mark, ids)
+        if gen < mark.generation or excl < mark.exclusions:
+            said = (f"{now}, but memctl saw generation {mark.generation} and "
+                    f"{mark.exclusions} exclusion(s) here (by {when})")
+            if lost:
+                said += f", and {_lost_ids(lost)}"
+        else:
+            said = (f"{now}, at or above what memctl saw here (by {when}: generation {mark.generation}, "
+                    f"{mark.exclusions} exclusion(s)), but {_lost_ids(lost)} (a forget since "
+                    "the roll-back raised the numbers again)")
         yield audit._f("db.rolled_back",
-                       f"{now}, but memctl saw generation {mark.generation} and "
-                       f"{mark.exclusions} exclusion(s) here (by {when}): {what}, so "
+                       f"{said}: {what}, so "
                        "forgotten evidence may be visible again (if that was intended, remove "
                        f"{seen.mark_path(audit.state, audit.store.path)})",
                        file=FACTS_DB)
     if audit.record_state and audit.state is not None:
-        seen.record(audit.state, audit.store.path, gen, excl, **whose)
+        seen.record(audit.state, audit.store.path, gen, excl, forgotten=ids, **whose)
+
+
+def _lost_ids(lost: list[str]) -> str:
+    """The ids a mark saw forgotten that the store no longer holds as
+    forgotten, in a finding's (or a refusal's) words: how many, and the
+    first three."""
+    shown = ", ".join(lost[:3]) + (f" and {len(lost) - 3} more" if len(lost) > 3 else "")
+    return (f"{len(lost)} fact(s) it saw forgotten are not in the forgotten table "
+            f"({shown})")
 
 
 def _check_db(audit: Audit) -> Iterator[Finding | Pending | None]:
@@ -477,13 +497,13 @@ def _start_checks(fs: Any, db: Any, *, defer: bool
 def _loaded(audit: Audit) -> tuple[Any, ...]:
     """What :func:`_load_facts` sets, as it is."""
     return (audit._generation, audit._generation_known, audit._cited, audit._exclusion_count,
-            audit._excluded, audit._database_id)
+            audit._excluded, audit._database_id, audit._forgotten)
 
 
 def _reload(audit: Audit, values: tuple[Any, ...]) -> None:
     """Put back what :func:`_loaded` read (the facts not loaded after all)."""
     (audit._generation, audit._generation_known, audit._cited, audit._exclusion_count,
-     audit._excluded, audit._database_id) = values
+     audit._excluded, audit._database_id, audit._forgotten) = values
 
 
 # what integrity_check said of a sound database (its one line, no error)
@@ -829,7 +849,7 @@ def _load_facts(audit: Audit, fs: Any, db: Any) -> None:
     transcripts are audited (:func:`source_groups`), the facts streamed
     afterwards (:func:`fact_findings`), so memory does not grow with them."""
     from ..errors import StoreCorrupt
-    from ..facts import all_exclusions, database_id
+    from ..facts import all_exclusions, database_id, forgotten_ids
 
     try:
         audit._generation = fs.generation()
@@ -842,6 +862,7 @@ def _load_facts(audit: Audit, fs: Any, db: Any) -> None:
             "SELECT DISTINCT session_id FROM source_refs") if isinstance(sid, str))
     audit._exclusion_count = int(db.execute("SELECT count(*) FROM exclusions").fetchone()[0])
     audit._database_id = database_id(db)
+    audit._forgotten = forgotten_ids(db)     # (one query: for memctl's mark)
     audit._excluded = all_exclusions(db)
 
 

@@ -128,6 +128,8 @@ class Audit:
         self._generation = 0
         self._exclusion_count = 0
         self._database_id: str | None = None  # facts.database_id, for memctl's mark
+        # facts.forgotten_ids, for memctl's mark ({}: no database; None: not known)
+        self._forgotten: dict[str, int] | None = {}
         self._generation_known = False  # True once the database was read, or is absent/empty
         self._redo = False              # they failed: the transcripts are read again, without facts
         # --all-projects: why the references could not all be read (source_groups);

@@ -1,0 +1,137 @@
+"""A rolled-back facts database stays reported after a later forget, and a
+live fact whose id is forgotten is a finding (a review of ``validate`` as a
+cron audit, 2026-12-07).
+
+- memctl's mark (``core.seen``) kept only the highest generation and
+  exclusion count: one later forget on the rolled-back database (memctl's or
+  the agent's) raised them again, ``validate`` said OK and the forgotten fact
+  was valid again.  The mark now keeps the forgotten ids it saw, and
+  ``forget``/``redact`` refuse a store below it (exit 4, nothing written).
+- a live fact whose id is in ``forgotten`` (its rows put back by hand) passed
+  ``validate`` with two ``fact.suppressed`` warnings; it is now
+  ``db.forgotten_fact_present``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+
+from .builders import copy_demo
+from .conftest import run_cli
+
+VERIFIED = "c283ab7d8ed884e4"
+PREFERENCE = "80fa60fdfe856452"
+
+
+@pytest.fixture
+def demo(demo_template, tmp_path):
+    return copy_demo(demo_template, tmp_path / "demo")
+
+
+def _marks() -> list[Path]:
+    d = Path(os.environ["HOME"]) / ".local" / "state" / "lecode-memctl" / "stores"
+    return sorted(d.glob("*.json")) if d.is_dir() else []
+
+
+def _findings(store: Path, code: str) -> list[dict]:
+    r = run_cli("--store", str(store), "validate", "--json")
+    assert r.exit_code in (0, 1), r.stderr
+    return [f for f in orjson.loads(r.stdout)["findings"] if f["code"] == code]
+
+
+def _forget_then_restore(demo: Path, tmp_path: Path) -> Path:
+    """Back the database up, forget PREFERENCE (the mark recorded), put the
+    backup back; returns the backup."""
+    backup = tmp_path / "backup.sqlite3"
+    shutil.copy(demo / "facts.sqlite3", backup)
+    r = run_cli("--store", str(demo), "forget", PREFERENCE, "--yes")
+    assert r.exit_code == 0, r.stderr
+    shutil.copy(backup, demo / "facts.sqlite3")
+    return backup
+
+
+# ---------------------------------------------------------------- 1: the mark keeps ids
+
+def test_forget_refuses_a_store_below_its_mark(demo, tmp_path):
+    _forget_then_restore(demo, tmp_path)
+    before = (demo / "facts.sqlite3").read_bytes()
+    r = run_cli("--store", str(demo), "forget", VERIFIED, "--yes")
+    assert r.exit_code == 4, (r.stdout, r.stderr)
+    assert "rolled back" in r.stderr and "memctl validate" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert (demo / "facts.sqlite3").read_bytes() == before       # nothing written
+    assert len(_findings(demo, "db.rolled_back")) == 1
+
+
+def test_a_later_forget_by_the_agent_does_not_hide_the_roll_back(demo, tmp_path):
+    from lecode_memctl.core import open_project
+
+    _forget_then_restore(demo, tmp_path)
+    assert len(_findings(demo, "db.rolled_back")) == 1
+    with open_project(store=demo) as p:         # the agent forgets another fact
+        p.forget(VERIFIED)
+    (found,) = _findings(demo, "db.rolled_back")
+    assert PREFERENCE in found["message"]
+    assert "1 fact(s) it saw forgotten" in found["message"]
+    # and it stays reported (the next validate does not lower the mark)
+    assert len(_findings(demo, "db.rolled_back")) == 1
+
+
+def test_a_mark_without_ids_is_read_and_then_keeps_them(demo, tmp_path):
+    from lecode_memctl.core import seen
+
+    assert run_cli("--store", str(demo), "forget", PREFERENCE, "--yes").exit_code == 0
+    (path,) = _marks()
+    doc = orjson.loads(path.read_bytes())
+    ids = doc["forgotten"]
+    assert ids[PREFERENCE] == 2
+    del doc["forgotten"]                        # as written before 2026-12-07
+    path.write_bytes(orjson.dumps(doc))
+    mark = seen.load(seen.state_dir(), demo)
+    assert mark is not None and mark.forgotten == () and mark.generation == 2
+    assert _findings(demo, "db.rolled_back") == []
+    assert orjson.loads(path.read_bytes())["forgotten"] == ids
+
+
+def test_the_ids_kept_are_capped_latest_first(tmp_path):
+    from lecode_memctl.core import seen
+
+    state, store = tmp_path / "state", tmp_path / "store"
+    store.mkdir()
+    ids = {f"{i:016x}": i + 1 for i in range(seen.MAX_FORGOTTEN + 10)}
+    mark = seen.record(state, store, len(ids), len(ids), slug="s", forgotten=ids)
+    assert mark is not None and len(mark.forgotten) == seen.MAX_FORGOTTEN
+    assert mark.forgotten[0] == (f"{len(ids) - 1:016x}", len(ids))
+    assert f"{0:016x}" not in dict(mark.forgotten)
+    again = seen.load(state, store)
+    assert again == mark                         # within the file's size limit
+    # an id seen, no longer forgotten: a roll-back, the numbers as high
+    assert seen.regression(again, len(ids), len(ids), slug="s",
+                           forgotten=set(ids) - {mark.forgotten[5][0]})
+    assert not seen.regression(again, len(ids), len(ids), slug="s", forgotten=set(ids))
+    assert not seen.regression(again, len(ids), len(ids), slug="s", forgotten=None)
+
+
+def test_redact_that_forgets_refuses_a_store_below_its_mark(tmp_path):
+    from . import secretstore
+
+    planted = secretstore.build(tmp_path / "p", seed=11)
+    store, fact = planted.store, planted.facts["password"]
+    backup = tmp_path / "backup.sqlite3"
+    shutil.copy(store / "facts.sqlite3", backup)
+    assert run_cli("--store", str(store), "forget", fact, "--yes").exit_code == 0
+    shutil.copy(backup, store / "facts.sqlite3")
+    plan = run_cli("--store", str(store), "redact", "--dry-run", "--json")
+    assert orjson.loads(plan.stdout)["plan"]["forget_facts"] == [fact]
+    before = {p: p.read_bytes() for p in store.rglob("*") if p.is_file()}
+    r = run_cli("--store", str(store), "redact", "--yes")
+    assert r.exit_code == 4, (r.stdout, r.stderr)
+    assert "rolled back" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert {p: p.read_bytes() for p in store.rglob("*") if p.is_file()} == before

@@ -429,6 +429,7 @@ def test_every_code_is_planted_somewhere():
                               "session.epoch_ahead",  # tests/test_audit_epoch.py
                               "db.rolled_back",  # tests/test_seen_state.py
                               "db.malformed_exclusion",  # tests/test_damaged_exclusions.py
+                              "db.forgotten_fact_present",  # tests/test_rollback_1207b.py
                               "session.ignored_event"}  # tests/test_event_rule.py
     assert covered == set(CODES)    # each found exactly once: tests/test_audit_old.py
 

@@ -256,6 +256,32 @@ def _rolled_back(config_dir: Path) -> list:
     return validate_store(store_at(path), parallel=False, state=state)[0]
 
 
+def _forgotten_present(config_dir: Path) -> list:
+    """db.forgotten_fact_present: a live fact whose id is in forgotten (its
+    marker written by hand; the generation raised with it, so the counts
+    agree, and no generated message for it to hide)."""
+    import sqlite3
+
+    from lecode_memctl.core.facts import FactStore
+
+    path = config_dir / "memory" / "forgot-0123456789ab"
+    store = store_at(path)
+    ss = SessionStore(store)
+    w = ss.create("f1")
+    w.append_message("user", "We deploy on Fridays.")
+    w.close()
+    fs = FactStore(store.facts_db)
+    fact = fs.remember("We deploy on Fridays.", ss.source_snapshot("f1", 1, 1).ref,
+                       sessions=ss).fact
+    fs.close()
+    db = sqlite3.connect(store.facts_db)
+    with db:
+        db.execute("INSERT INTO forgotten VALUES (?, 1)", (fact.fact_id,))
+        db.execute("UPDATE meta SET value = 1 WHERE key = 'generation'")
+    db.close()
+    return validate_store(store, parallel=False)[0]
+
+
 def _malformed_exclusion(config_dir: Path) -> list:
     """db.malformed_exclusion: an exclusion whose session id is a BLOB (of a
     session the store does not have, so it hides nothing here)."""
@@ -291,6 +317,7 @@ def test_every_code_of_the_format_table_is_planted_and_found_exactly_once(config
     runs["rolled_back"] = Counter(f.code for f in _rolled_back(config_dir))
     runs["ignored"] = Counter(f.code for f in _ignored_event(config_dir))
     runs["malformed_exclusion"] = Counter(f.code for f in _malformed_exclusion(config_dir))
+    runs["forgotten_present"] = Counter(f.code for f in _forgotten_present(config_dir))
     for code in sorted(CODES):
         hits = {name: c[code] for name, c in runs.items() if c[code]}
         assert list(hits.values()) == [1], (code, hits)

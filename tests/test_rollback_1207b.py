@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 from pathlib import Path
 
 import orjson
@@ -135,3 +136,33 @@ def test_redact_that_forgets_refuses_a_store_below_its_mark(tmp_path):
     assert "rolled back" in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     assert {p: p.read_bytes() for p in store.rglob("*") if p.is_file()} == before
+
+
+# ---------------------------------------------------------------- 2: a forgotten id stored again
+
+def test_a_live_fact_whose_id_is_forgotten_is_an_error(demo, tmp_path):
+    """/tmp/rv9-scratch/repro2.sh: the forgotten fact's rows put back by hand
+    from a backup; validate said only fact.suppressed (warnings)."""
+    backup = tmp_path / "backup.sqlite3"
+    shutil.copy(demo / "facts.sqlite3", backup)
+    assert run_cli("--store", str(demo), "forget", PREFERENCE, "--yes").exit_code == 0
+    db = sqlite3.connect(demo / "facts.sqlite3")
+    with db:
+        db.execute("ATTACH ? AS b", (str(backup),))
+        for table in ("facts", "revisions", "source_refs"):
+            db.execute(f"INSERT INTO {table} SELECT * FROM b.{table} WHERE fact_id = ?",
+                       (PREFERENCE,))
+    db.close()
+    r = run_cli("--store", str(demo), "validate", "--json")
+    assert r.exit_code == 1, r.stderr
+    found = orjson.loads(r.stdout)["findings"]
+    (present,) = [f for f in found if f["code"] == "db.forgotten_fact_present"]
+    assert present["severity"] == "error" and present["fact_id"] == PREFERENCE
+    assert "forgotten" in present["message"]
+    # (the rows put back are the store's own: no roll-back of the numbers)
+    assert [f for f in found if f["code"] == "db.rolled_back"] == []
+    # forgetting it again deletes the rows: nothing reported
+    r = run_cli("--store", str(demo), "forget", PREFERENCE, "--yes")
+    assert r.exit_code == 0, r.stderr
+    assert _findings(demo, "db.forgotten_fact_present") == []
+    assert _findings(demo, "db.rolled_back") == []

@@ -106,7 +106,8 @@ def validate(
     generation and exclusion count against the highest memctl saw for the
     store, a mark kept outside it, in $XDG_STATE_HOME/lecode-memctl, which
     validate raises unless --no-state, and the ids of the forgotten facts it
-    saw: a lower one, or an id no longer forgotten, is a rolled-back forget); every
+    saw: a lower one, or an id no longer forgotten, is a rolled-back forget;
+    a live fact whose id is forgotten); every
     fact revision's evidence (missing, stale, hidden with its reason,
     unverified legacy provenance, suppressed by an exclusion); transcripts
     (torn tails: a warning when the file changed in the last minute, since a

@@ -91,6 +91,10 @@ CODES: dict[str, CodeInfo] = {
         "\"memctl's mark, outside the store\"): the database was put "
         "back from an older copy, deleted, or deleted and made again, so forgotten evidence "
         "may be visible again"),
+    "db.forgotten_fact_present": CodeInfo(ERROR, "db", ("fact_id",),
+        "a live fact whose id is in forgotten (its rows put back by hand, or from a copy, after "
+        "its forget): a forgotten fact's id cannot be stored again; its fact.suppressed "
+        "warnings, if any, are of its own forget"),
     "db.revision_gap": CodeInfo(ERROR, "db", ("fact_id", "revision"),
         "a fact's revisions are not 1..N without gaps, or its current revision is not the last "
         "(or not known: the fact id has several rows in facts); a current revision with no "
@@ -113,8 +117,9 @@ CODES: dict[str, CodeInfo] = {
     "fact.unverified": CodeInfo(WARNING, "facts", ("fact_id", "revision", "reason"),
         "a revision has only legacy provenance, no SourceRef"),
     "fact.suppressed": CodeInfo(WARNING, "facts", ("fact_id", "revision", "session_id", "seq"),
-        "a stored fact whose evidence overlaps an exclusion (a forget of another fact): "
-        "kept administratively, suppressed from recall"),
+        "a stored fact whose evidence overlaps an exclusion (a forget of another fact, or of "
+        "this one when it is db.forgotten_fact_present): kept administratively, suppressed "
+        "from recall"),
     # sessions
     "session.torn_tail": CodeInfo(WARNING, "sessions", ("file", "session_id", "line", "offset"),
         "the last line has no newline: WARNING when the file changed in the last 60 s "

@@ -605,7 +605,18 @@ def _db_checks_rest(fs: Any, db: Any, *, sound: bool = False
                            f"generation {gen}, but {markers[0]} forget retry marker(s) (newest at "
                            f"generation {markers[1]}) and exclusions installed up to generation "
                            f"{ex_max}", file=rel)
-    # revisions contiguous, current revision present (SQLite leaves out the
+    # a live fact whose id is forgotten (its rows put back by hand, or from a
+    # copy, after the forget): one query over the markers, each looked up in
+    # the facts' index
+    if "forgotten" in tables:
+        for (fid,) in db.execute("SELECT DISTINCT g.fact_id FROM forgotten g JOIN facts f "
+                                 "ON f.fact_id = g.fact_id ORDER BY g.fact_id COLLATE BINARY"):
+            yield _later("db.forgotten_fact_present", "the fact was forgotten (its id is in "
+                         "forgotten) but its rows are stored again (put back by hand or from a "
+                         "copy after the forget): its evidence is excluded, so its "
+                         "fact.suppressed warnings are of its own forget; 'memctl forget' "
+                         "of it deletes them again", fact_id=row_text(fid))
+
     # facts this loop would pass: integers 1..n, the current one among them)
     twice = ids_stored_twice(db)
     for fid in sorted(twice, key=_sql_key):

@@ -166,3 +166,54 @@ def test_a_live_fact_whose_id_is_forgotten_is_an_error(demo, tmp_path):
     assert r.exit_code == 0, r.stderr
     assert _findings(demo, "db.forgotten_fact_present") == []
     assert _findings(demo, "db.rolled_back") == []
+
+
+# ---------------------------------------------------------------- 3: the epoch check's limit
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_the_default_modes_epoch_limit_is_stated():
+    """Without --deep the epoch check trusts a transcript's last generated
+    message; after a roll-back epochs decrease, so a session that went on
+    hides session.epoch_ahead (test below): FORMAT.md and validate --help
+    say so, and what a cron job that must catch rollbacks runs."""
+    from .conftest import REPO
+
+    fmt = _words((REPO / "docs" / "FORMAT.md").read_text())
+    assert "**A limit of the default mode:**" in fmt
+    assert "A cron job that must catch a rollback runs `validate --deep`" in fmt
+    assert "a cron job that must catch rollbacks runs `validate --deep`" in fmt
+    r = run_cli("validate", "--help")
+    assert r.exit_code == 0
+    assert "a cron job that must catch rollbacks runs --deep" in _words(r.stdout)
+
+
+def test_a_session_gone_on_after_a_restore_hides_the_epoch_from_the_default_mode(tmp_path):
+    """/tmp/rv9-scratch/repro4b.py: the limit, as it is (--deep finds it)."""
+    from lecode_memctl.core import open_project
+
+    store = tmp_path / "cfg" / "memory" / "proj"
+    store.mkdir(parents=True, mode=0o700)
+    with open_project(store=store) as p:
+        with p.sessions.create("old") as w:
+            u = w.append_message("user", "My token is hunter2.")
+        fact = p.remember("The user's token is hunter2.",
+                          p.sessions.source_snapshot("old", u, u).ref).fact
+    shutil.copy(store / "facts.sqlite3", tmp_path / "backup.sqlite3")
+    with open_project(store=store) as p, p.sessions.create("main") as w:
+        w.append_message("user", "Forget my token.")
+        p.forget(fact.fact_id)
+        w.append_message("assistant", "Done.", epoch=p.generation())
+    shutil.copy(tmp_path / "backup.sqlite3", store / "facts.sqlite3")
+    with open_project(store=store) as p, p.sessions.writer("main") as w:
+        w.append_message("user", "Next task: " + "y" * 70000)
+        w.append_message("assistant", "Sure.", epoch=p.generation())
+
+    def codes(*extra: str) -> list[str]:
+        r = run_cli("--no-state", "--store", str(store), "validate", "--json", *extra)
+        return [f["code"] for f in orjson.loads(r.stdout)["findings"]]
+
+    assert "session.epoch_ahead" not in codes()
+    assert "session.epoch_ahead" in codes("--deep")

@@ -117,7 +117,11 @@ def validate(
     records its facts cite, or --deep's lineage chunks, are too many to keep
     in memory).  Without --deep, one that no fact
     cites is read only at its header and last bytes (back to its last
-    generated message, 16 MiB at most, for its epoch); one that facts cite is
+    generated message, 16 MiB at most, for its epoch: a limit, as after a
+    rolled-back facts database the agent stamps the lower generation, and a
+    session that went on after the restore hides session.epoch_ahead from
+    this mode; a cron job that must catch rollbacks runs --deep, or keeps
+    the mark); one that facts cite is
     read once from start to end, parsing only the cited spans and the event
     lines (a later undo, redo or clear decides a span's visibility).
     --deep parses every line once (in parallel worker processes): corrupt

@@ -47,7 +47,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
 import signal
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -56,8 +55,6 @@ from pathlib import Path
 
 import orjson
 import pytest
-
-from lecode_memctl.core.seen import state_dir
 
 from . import faultkit
 from .builders import DemoWorld
@@ -385,14 +382,7 @@ def test_kill_sweep_forget(world, tmp_path):
         assert ("already forgotten" in rr.stdout) is committed, (label, committed, rr.stdout)
         assert snapshot(store).db == new.db, label
 
-    def reset() -> None:
-        # the store is put back before each run on purpose, and so is the
-        # mark its forget recorded (FORMAT.md: a store below its mark is
-        # refused, exit 4, since 2026-12-07)
-        world.fresh(cfg)
-        shutil.rmtree(state_dir(), ignore_errors=True)
-
-    res = sweep(argv, cfg=cfg, cwd=world.project, reset=reset, check=check)
+    res = sweep(argv, cfg=cfg, cwd=world.project, reset=lambda: world.fresh(cfg), check=check)
     res.committed_at, res.leftovers = out.committed_at, out.leftovers
     FIGURES["forget"] = res
     assert res.sql_kills >= 8

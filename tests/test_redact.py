@@ -249,15 +249,9 @@ def _kill_run(template: Path, work: Path, at: int, sql: bool = False) -> faultki
     """Kill before file-changing step ``at`` or, with ``sql``, before the
     ``at``-th SQL statement (tests/test_kill_sweeps.py's hook: SQLite's own
     I/O is C code the os wrappers never see)."""
-    from lecode_memctl.core.seen import mark_path, state_dir
-
     from .test_kill_sweeps import CODE
 
     shutil.rmtree(work, ignore_errors=True)
-    # the store put back at the same path on purpose, and so its mark (the
-    # rerun of an earlier kill recorded its forget: a store below its mark
-    # is refused, exit 4, since 2026-12-07)
-    mark_path(state_dir(), work / "store").unlink(missing_ok=True)
     shutil.copytree(template, work / "store")
     argv = ["--store", str(work / "store"), "redact", "--yes", "--jobs", "1"]
     if sql:

@@ -202,3 +202,19 @@ def test_a_key_holding_an_aws_id_is_found_once_at_its_own_path(tmp_path):
     (kw,) = [f for f in found if f["detector"] == "secret-keyword"]
     # (the path shows the key masked: the key holds a found value)
     assert aws["path"] == kw["path"] and aws["path"].startswith("$.tool_calls[0].arguments"), found
+
+
+def test_a_password_beside_a_session_id_and_a_digest_in_tool_arguments_is_found(tmp_path):
+    """The SourceRef shape rule reached into a message's tool-call
+    arguments (the model's, not the contract's): a password there, beside
+    keys named session_id and digest, was not looked for."""
+    from lecode_memctl.core.secrets import record_leaves
+
+    rec = {"seq": 1, "type": "message", "role": "assistant", "content": "",
+           "tool_calls": [{"id": "c1", "name": "http", "arguments": {
+               "session_id": "x", "digest": "y", "password": "hunter2xyz"}}]}
+    keyed = {key for _p, _v, key in record_leaves(rec) if key is not None}
+    assert "password" in keyed
+    ev = {"seq": 2, "type": "event", "event": "learning",
+          "proposals": [{"source": {"session_id": "s", "seqs": [1], "digest": "a" * 64}}]}
+    assert {key for _p, _v, key in record_leaves(ev) if key is not None} == set()

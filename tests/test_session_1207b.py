@@ -493,3 +493,13 @@ def test_a_temporary_file_of_a_write_in_progress_does_not_fail_strict(tmp_path):
     r = run_cli("--store", str(store), "--no-state", "validate", "--strict", "--json")
     (f,) = orjson.loads(r.stdout)["findings"]
     assert (f["code"], f["severity"], r.exit_code) == ("layout.temp_file", "warning", 1), r.stdout
+
+
+def test_list_codes_says_a_temporary_file_is_warning_or_info():
+    import orjson
+
+    r = run_cli("validate", "--list-codes", "--json")
+    rows = orjson.loads(r.stdout)
+    rows = rows if isinstance(rows, list) else rows.get("codes", rows.get("rows"))
+    (row,) = [c for c in rows if c["code"] == "layout.temp_file"]
+    assert row["severity"] == "warning or info"

@@ -516,9 +516,12 @@ def _list_codes(fmt: str) -> None:
     from .output import render_records
 
     # (the two codes reported as a WARNING when their transcript changed in
-    # the last 60 s, an ERROR otherwise: their meaning says which)
+    # the last 60 s, an ERROR otherwise: their meaning says which; and a
+    # temporary file, INFO when it changed in the last 60 s)
     two = ("session.torn_tail", "session.missing_header")
-    rows = [CODE.row(code=c, severity=("warning or error" if c in two else i.severity),
+    rows = [CODE.row(code=c, severity=("warning or error" if c in two else
+                                       "warning or info" if c == "layout.temp_file"
+                                       else i.severity),
                      group=i.check, deep=i.deep_only, meaning=i.meaning)
             for c, i in sorted(CODES.items())]
     render_records(CODE, rows, fmt, columns=["code", "severity", "group", "meaning"])

@@ -899,11 +899,7 @@ def forget(
     unknown id exits 3.  The new generation and the forgotten ids are
     recorded outside the store (unless --no-state), so that 'memctl validate'
     reports a facts database later put back from an older copy
-    (db.rolled_back).  A store already below that record (its database put
-    back from an older copy) is refused, exit 4, nothing written: the forget
-    would raise its numbers over the evidence ('memctl validate' explains;
-    remove the mark file it names if the older database was put back on
-    purpose).
+    (db.rolled_back), also after a later forget.
     """
     from lecode_memctl.core.errors import EXIT_PROBLEMS, NotFound, UsageError
     from lecode_memctl.core.facts import FactStore, check_fact_id
@@ -951,8 +947,6 @@ def forget(
     with uncut_from() as committing:
         fs = FactStore(store.facts_db, busy_timeout=lock_wait, before_commit=committing)
         try:
-            # (a database below memctl's mark: refused, exit 4, before any write)
-            STATE.refuse_below_mark(store, fs, "forget")
             forgot = fs.forget(fact_id)
             if forgot:      # (an interrupt from here on says it was done)
                 interrupted_after(f"the forget of {fact_id} was written")

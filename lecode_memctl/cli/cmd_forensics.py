@@ -581,9 +581,7 @@ def redact(
     session id, a file name, a live database row), 2 usage (a pattern
     that is not a valid regex; --seq without --session; a --detector
     name no detector has; no --yes off a terminal), 3 no store or session, 4 a Markdown file changed since the
-    plan was made (run again), or a redaction that forgets facts on a
-    facts database below memctl's mark (put back from an older copy:
-    'memctl validate' explains; nothing written), 5 a file of the store that cannot be
+    plan was made (run again), 5 a file of the store that cannot be
     read, or another application's database, 6 a session, the database or
     the Markdown writers' turn busy (another writer of the Markdown memory,
     the agent say, held it; --lock-wait bounds each wait), 7 write
@@ -675,8 +673,6 @@ def redact(
         if not dry_run:
             _kept_outcome(doc["kept"])
         return
-    if plan.forget_facts:
-        _refuse_rolled_back(store, lock_wait)
     if not yes:
         if not stdin_is_tty():      # (closed too: <&-)
             raise UsageError("refusing to redact without --yes: stdin is not a terminal "
@@ -724,21 +720,6 @@ def redact(
         echo(f"  {len(doc['stale_facts'])} fact revision(s) now stale: "
              + ", ".join(sorted({s['fact_id'] for s in doc['stale_facts']})))
     _kept_outcome(rdoc["kept"])
-
-
-def _refuse_rolled_back(store: Any, lock_wait: float | None) -> None:
-    """Conflict (exit 4) before a redaction that forgets facts writes
-    anything, when the store's facts database is below memctl's mark
-    (``STATE.refuse_below_mark``): its forgets would raise the numbers over
-    the evidence of the roll-back, as ``forget``'s would."""
-    from lecode_memctl.core.facts import BUSY_TIMEOUT, FactStore
-
-    fs = FactStore.open_readonly(store.facts_db,
-                                 busy_timeout=BUSY_TIMEOUT if lock_wait is None else lock_wait)
-    try:
-        STATE.refuse_below_mark(store, fs, "redact")
-    finally:
-        fs.close()
 
 
 def _record_forget_mark(store: Any, lock_wait: float | None) -> None:

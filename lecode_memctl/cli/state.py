@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Sequence
@@ -137,37 +137,6 @@ class State:
                   f"{inside.path}: the exclusion generation seen is not recorded (as with "
                   "--no-state); set XDG_STATE_HOME outside it", keep_newlines=False), err=True)
         return False
-
-    def refuse_below_mark(self, store: Store, fs: Any, command: str) -> None:
-        """Conflict (exit 4) when the store's facts database ``fs`` (a
-        FactStore) is below memctl's mark of it (``seen.regression``: a
-        database put back from an older copy), before ``command`` writes:
-        its forget would raise the numbers again, over the evidence of the
-        roll-back.  The mark is read before the database, as validate reads
-        it (a forget that lands meanwhile is not a roll-back), also with
-        --no-state (which only writes none)."""
-        from lecode_memctl.core import seen
-        from lecode_memctl.core.errors import Conflict
-
-        state = self.state_dir()
-        mark = seen.load(state, store.path)
-        if mark is None:
-            return
-        gen, excl, ids = fs.generation(), fs.exclusion_count(), fs.forgotten_ids()
-        if not seen.regression(mark, gen, excl, slug=store.slug_if_known(),
-                               database=fs.database_id(), forgotten=ids):
-            return
-        lost = seen.missing_forgotten(mark, ids)
-        shown = ", ".join(lost[:3]) + (f" and {len(lost) - 3} more" if len(lost) > 3 else "")
-        why = (f"memctl saw generation {mark.generation} and {mark.exclusions} exclusion(s) "
-               f"here, the database holds {gen} and {excl}")
-        if lost:
-            why += f"; {len(lost)} fact(s) it saw forgotten are not forgotten here ({shown})"
-        raise Conflict(f"{command}: the facts database looks rolled back ({why}): nothing "
-                       "written (a forget now would hide the roll-back)",
-                       hint=f"'memctl validate' explains (db.rolled_back); if the older "
-                            f"database was put back on purpose, remove "
-                            f"{seen.mark_path(state, store.path)} and run it again")
 
     def record_mark(self, store: Store, generation: int, exclusions: int,
                     database: str | None, forgotten: dict[str, int] | None = None) -> None:

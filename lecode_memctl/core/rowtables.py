@@ -274,7 +274,7 @@ CODE = RowModel("validate --list-codes", "code", "One finding code validate can 
     _t('"code"'),
     Field("code", "string", "the finding code"),
     Field("severity", "string", "error, warning or info (session.torn_tail, session.missing_header: "
-          "warning or error)"),
+          "warning or error; layout.temp_file: warning or info)"),
     Field("group", "string", "the check it belongs to (--ignore 'GROUP.*')"),
     Field("deep", "boolean", "only looked for with --deep"),
     Field("meaning", "string", "what it means"),

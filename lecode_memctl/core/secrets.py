@@ -1616,8 +1616,11 @@ def record_leaves(rec: dict[str, Any]) -> Iterator[tuple[str, str, str | None]]:
     from .redact import _child, _kind, _structure
 
     kind = _kind(rec)
+    # (a SourceRef's shape is the contract's only in events: a learning
+    # proposal's evidence; in a message, tool-call arguments are the model's)
+    refs = kind in ("event", "compact")
     stack: list[Iterator[tuple[str, Any, str | None, Any]]] = [
-        _leaf_members(rec, "$", _structure(kind, ())[0], ())]
+        _leaf_members(rec, "$", _structure(kind, ())[0], (), refs)]
     while stack:
         nxt = next(stack[-1], None)
         if nxt is None:
@@ -1627,7 +1630,7 @@ def record_leaves(rec: dict[str, Any]) -> Iterator[tuple[str, str, str | None]]:
         if isinstance(v, str):
             yield p, v, key
         elif isinstance(v, Mapping):
-            stack.append(_leaf_members(v, p, _structure(kind, place)[0], place))
+            stack.append(_leaf_members(v, p, _structure(kind, place)[0], place, refs))
         elif isinstance(v, list):
             stack.append(_leaf_items(v, p, _child(place, None)))
 
@@ -1638,10 +1641,12 @@ def _leaf_items(items: list[Any], path: str, place: Any
         yield f"{path}[{i}]", v, None, place
 
 
-def _leaf_members(obj: Mapping[Any, Any], path: str, named: frozenset[str], place: Any
-                  ) -> Iterator[tuple[str, Any, str | None, Any]]:
+def _leaf_members(obj: Mapping[Any, Any], path: str, named: frozenset[str], place: Any,
+                  refs: bool = True) -> Iterator[tuple[str, Any, str | None, Any]]:
     """(path, value, its key when a string the contract does not name, the
-    place of a container) of each member of ``obj``, its key first."""
+    place of a container) of each member of ``obj``, its key first.
+    ``refs``: an object shaped as a SourceRef is the contract's (in an
+    event), its members not keyed."""
     from .grep import _key_path
 
     binary = obj.get("type") == "binary"
@@ -1650,7 +1655,9 @@ def _leaf_members(obj: Mapping[Any, Any], path: str, named: frozenset[str], plac
     # seqs and digest): evidence the contract defines, none of its members
     # read as "key": "value" (before 2026-12-07 a proposal's digest was a
     # hex-high-entropy-string, and redact wrote its marker in it)
-    ref = "session_id" in obj and "digest" in obj
+    # (in a message's tool-call arguments the same shape is the model's: a
+    # password beside a session_id and a digest was not looked for)
+    ref = refs and "session_id" in obj and "digest" in obj
     for k, v in obj.items():
         if isinstance(k, str) and not (binary and k == "data"):
             member = path + _key_path(k)

@@ -193,7 +193,9 @@ def load(state: Path, store_path: str | os.PathLike[str]) -> Mark | None:
     ids = doc.get("forgotten")
     if ids is None:
         ids = {}
-    if not isinstance(ids, dict) or len(ids) > MAX_FORGOTTEN or not all(
+    # (more ids than this memctl keeps, from a later one: the latest kept, the
+    # mark read; refusing it lost the numbers too at the next record)
+    if not isinstance(ids, dict) or not all(
             _keepable_id(k) and _valid_count(v) for k, v in ids.items()):
         return None
     assert isinstance(gen, int) and isinstance(excl, int)

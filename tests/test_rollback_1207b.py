@@ -240,3 +240,36 @@ def test_a_mark_with_more_ids_than_kept_is_read_not_dropped(tmp_path):
     again = seen.load(state, store)
     assert again is not None and again.generation == 7
     assert len(again.forgotten) == seen.MAX_FORGOTTEN
+
+
+def test_another_database_below_the_mark_stays_named_another_database(tmp_path):
+    """The first validate said 'another database'; its record took the new
+    database's identity, and every later one said 'replaced by an older
+    copy', which it was not."""
+    from lecode_memctl.core import seen
+
+    state, store = tmp_path / "state", tmp_path / "store"
+    store.mkdir()
+    seen.record(state, store, 3, 5, slug="s", database="db-A", forgotten={"a" * 16: 3})
+    mark = seen.record(state, store, 1, 1, slug="s", database="db-B", forgotten={})
+    assert mark is not None and mark.database == "db-A"
+    assert seen.other_database(seen.load(state, store), "db-B")
+    # a store not below the mark takes the new identity, as before
+    mark = seen.record(state, store, 9, 9, slug="s", database="db-B", forgotten={"a" * 16: 3})
+    assert mark is not None and mark.database == "db-B"
+
+
+def test_a_bad_entry_among_the_ids_does_not_drop_the_mark(tmp_path):
+    from lecode_memctl.core import seen
+
+    state, store = tmp_path / "state", tmp_path / "store"
+    store.mkdir()
+    seen.record(state, store, 5, 9, slug="s", forgotten={"b" * 16: 5})
+    path = seen.mark_path(state, store)
+    doc = orjson.loads(path.read_bytes())
+    doc["forgotten"]["\u00e9" * 3] = 2
+    doc["forgotten"]["c" * 16] = -1
+    path.write_bytes(orjson.dumps(doc))
+    mark = seen.load(state, store)
+    assert mark is not None and (mark.generation, mark.exclusions) == (5, 9)
+    assert dict(mark.forgotten) == {"b" * 16: 5}

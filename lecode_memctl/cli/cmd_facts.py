@@ -899,7 +899,8 @@ def forget(
     unknown id exits 3.  The new generation and the forgotten ids are
     recorded outside the store (unless --no-state), so that 'memctl validate'
     reports a facts database later put back from an older copy
-    (db.rolled_back), also after a later forget.
+    (db.rolled_back): by its numbers, and by the forgotten ids, which a
+    later forget does not bring back.
     """
     from lecode_memctl.core.errors import EXIT_PROBLEMS, NotFound, UsageError
     from lecode_memctl.core.facts import FactStore, check_fact_id

@@ -1608,9 +1608,9 @@ def record_leaves(rec: dict[str, Any]) -> Iterator[tuple[str, str, str | None]]:
     of its member when it is the string value of a member the store
     contract does not name where it is (``redact.STRUCTURE``: a tool
     call's arguments, not a message's ``content`` or a lineage's
-    ``digest``), nor a member of an object shaped as a SourceRef (with
-    ``session_id`` and ``digest`` members, at any depth: a learning
-    proposal's evidence) nor a ``fact_id`` (:data:`NOT_KEYED`), else
+    ``digest``), nor, in an event, a member of an object shaped as a
+    SourceRef (with ``session_id`` and ``digest`` members, at any depth: a
+    learning proposal's evidence) nor a ``fact_id`` (:data:`NOT_KEYED`), else
     None: the members scanned as JSON writes them
     (:meth:`Detector.member_hits`).  Iterative, as ``string_leaves``."""
     from .redact import _child, _kind, _structure

@@ -193,11 +193,12 @@ def load(state: Path, store_path: str | os.PathLike[str]) -> Mark | None:
     ids = doc.get("forgotten")
     if ids is None:
         ids = {}
-    # (more ids than this memctl keeps, from a later one: the latest kept, the
-    # mark read; refusing it lost the numbers too at the next record)
-    if not isinstance(ids, dict) or not all(
-            _keepable_id(k) and _valid_count(v) for k, v in ids.items()):
+    # (more ids than this memctl keeps, or an entry it cannot keep, from a
+    # later one or a hand edit: the others kept, the mark read; refusing it
+    # lost the numbers too at the next record)
+    if not isinstance(ids, dict):
         return None
+    ids = {k: v for k, v in ids.items() if _keepable_id(k) and _valid_count(v)}
     assert isinstance(gen, int) and isinstance(excl, int)
     return Mark(store, gen, excl, float(updated) if isinstance(updated, int | float) else 0.0,
                 slug or None, database or None, _kept_ids(ids))
@@ -322,8 +323,14 @@ def record(state: Path, store_path: str | os.PathLike[str], generation: int,
         excl = max(exclusions, old.exclusions if old else 0)
         slug = _text(slug) if slug else (old.slug if old else None)
         # (the identity of the database last seen: another one of the same
-        # store keeps the mark's values, which only rise)
-        database = _text(database) if database else (old.database if old else None)
+        # store keeps the mark's values, which only rise; one below the mark
+        # keeps the mark's identity too, so that the finding goes on saying
+        # it is another database, not an older copy of this one)
+        below = old is not None and database is not None and regression(
+            old, generation, exclusions, slug=slug, database=database,
+            forgotten=None if forgotten is None else set(forgotten))
+        database = (old.database if below and old is not None and old.database
+                    else _text(database) if database else (old.database if old else None))
         ids = dict(old.forgotten) if old else {}
         for fid, fgen in (forgotten or {}).items():
             if _keepable_id(fid) and _valid_count(fgen):

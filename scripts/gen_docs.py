@@ -69,7 +69,16 @@ ENVIRONMENT: list[tuple[str, str]] = [
      "When LECODE_CONFIG_DIR is not set either, the config directory is "
      "$XDG_CONFIG_HOME/lecode."),
     ("HOME",
-     "When neither is set, the config directory is ~/.config/lecode."),
+     "When neither is set, the config directory is ~/.config/lecode; and the state "
+     "directory is ~/.local/state/lecode-memctl when XDG_STATE_HOME is not set."),
+    ("XDG_STATE_HOME",
+     "memctl's state directory is $XDG_STATE_HOME/lecode-memctl (an absolute path; "
+     "else ~/.local/state/lecode-memctl): the marks validate, forget and redact "
+     "record of each store (see FILES), unless --no-state."),
+    ("TMPDIR",
+     "Where memctl makes its private temporary files (a snapshot of a facts database "
+     "a writer holds, edit's copy, a split listing's half), never inside a store; "
+     "then /tmp, /var/tmp.  A full one is exit status 7, naming it."),
     ("VISUAL, EDITOR",
      "The editor that memctl edit opens ($VISUAL first, then $EDITOR; vi when "
      "neither is set)."),
@@ -437,6 +446,15 @@ def render_man(tree: Cmd) -> str:
                                "overwrite."),
         ("<store>/facts.sqlite3", "The fact database; created by the first write, never by a read."),
         ("<store>/sessions/<id>.jsonl", "Session transcripts, one JSON record a line."),
+        ("<config dir>/memctl-secrets-allowlist",
+         "The SHA-256 digests of values memctl secrets leaves out, one a line (when it "
+         "exists and --allowlist is not given)."),
+        ("<state dir>/stores/<hash>.json",
+         "memctl's mark of one store (the state directory: $XDG_STATE_HOME/lecode-memctl, "
+         "else ~/.local/state/lecode-memctl): the highest exclusion generation and "
+         "exclusion count seen there and the forgotten fact ids, which validate compares "
+         "with the store (db.rolled_back).  Remove it when an older facts database was "
+         "put back on purpose; validate names it."),
     ]
     o.extend(fill("The config dir is \\fB\\-\\-config\\-dir\\fR, else $LECODE_CONFIG_DIR, else "
                   "$XDG_CONFIG_HOME/lecode, else ~/.config/lecode."))

@@ -503,3 +503,23 @@ def test_list_codes_says_a_temporary_file_is_warning_or_info():
     rows = rows if isinstance(rows, list) else rows.get("codes", rows.get("rows"))
     (row,) = [c for c in rows if c["code"] == "layout.temp_file"]
     assert row["severity"] == "warning or info"
+
+
+# ---------------------------------------------------------------- the stores a run audited
+
+def test_a_stray_file_in_memory_is_no_store_audited(tmp_path):
+    """A config directory whose memory/ holds only a .DS_Store: one store
+    audited, ok, exit 0 -- the README's 'memctl_validate_stores == 0' alert
+    (a cron job with the wrong HOME) stayed silent."""
+    import orjson
+
+    cfg = tmp_path / "cfg"
+    (cfg / "memory").mkdir(parents=True)
+    (cfg / "memory" / ".DS_Store").write_bytes(b"\0\0\0\1Bud1")
+    args = ("--config-dir", str(cfg), "--no-state", "validate", "--all-projects")
+    doc = orjson.loads(run_cli(*args, "--json").stdout)
+    assert doc["stores"] == 0, doc
+    prom = run_cli(*args, "--format", "prometheus").stdout
+    assert "\nmemctl_validate_stores 0\n" in "\n" + prom, prom
+    (cfg / "memory" / "app-0123456789ab").mkdir(mode=0o700)
+    assert orjson.loads(run_cli(*args, "--json").stdout)["stores"] == 1

@@ -223,6 +223,7 @@ def validate(
         # symbolic link, never followed, may resolve above the state directory)
         record_state = STATE.may_record_marks([st for st in stores if _a_directory(st.path)])
         summaries = []
+        audited = 0
         all_findings: list[Finding] = []
         stream_jsonl = fmt == "jsonl" and to_stdout
         # --json in a pipe or a file: the findings held encoded (compact, as the
@@ -279,6 +280,11 @@ def validate(
                     continue
                 config_once = None
                 summaries.append(audit.summary)
+                # (a stray file or link in memory/ is reported, not a store
+                # audited: a wrong config directory holding only a .DS_Store
+                # counted one store, and the README's "stores == 0" alert
+                # stayed silent)
+                audited += not audit.refused
             ok = all(s.ok(strict) for s in summaries)
             code = 0 if ok else 1
             if not to_stdout or stream_jsonl:
@@ -289,7 +295,8 @@ def validate(
             if sink is not None:
                 sink.__enter__()
             _render_validate(fmt, summaries, all_findings, ok=ok, code=code, strict=strict,
-                             deep=deep, cfg=cfg, started=time.time(), held=held, report=report)
+                             deep=deep, cfg=cfg, started=time.time(), held=held, report=report,
+                             audited=audited)
             if sink is not None:
                 sink.__exit__(None, None, None)
                 sink = None
@@ -309,7 +316,8 @@ def validate(
 
 def _render_validate(fmt: str, summaries: list, all_findings: list, *, ok: bool, code: int,
                      strict: bool, deep: bool, cfg, started: float,  # noqa: ANN001
-                     held: "HeldRows | None" = None, report: "_HeldReport | None" = None) -> None:
+                     held: "HeldRows | None" = None, report: "_HeldReport | None" = None,
+                     audited: int | None = None) -> None:
     import sys
     import time
 
@@ -320,7 +328,8 @@ def _render_validate(fmt: str, summaries: list, all_findings: list, *, ok: bool,
 
     if fmt == "prometheus":
         sys.stdout.write(prometheus_text(summaries, strict=strict))
-        sys.stdout.write(_prometheus_run(code, len(summaries)))
+        stores = len(summaries) if audited is None else audited
+        sys.stdout.write(_prometheus_run(code, stores))
         sys.stdout.flush()
         return
     if fmt in ("csv", "tsv"):
@@ -338,7 +347,8 @@ def _render_validate(fmt: str, summaries: list, all_findings: list, *, ok: bool,
     if fmt == "json":
         doc = {"type": "validate", "schema_version": SCHEMA_VERSION, "ok": ok,
                "strict": strict, "deep": deep, "exit_code": code,
-               "generated": utc_time(time.time()), "stores": len(summaries),
+               "generated": utc_time(time.time()),
+               "stores": len(summaries) if audited is None else audited,
                "totals": totals,
                "projects": [SUMMARY.row(**s.to_json(strict)) for s in summaries]}
         if held is None:

@@ -140,6 +140,9 @@ class Audit:
         #: since memory/ was listed): nothing audited, no finding, and the
         #: caller leaves it out of the report (its summary included)
         self.gone = False
+        # --all-projects: the entry is no store directory (a stray file, a
+        # symbolic link): reported, not audited, and not counted as a store
+        self.refused = False
 
     # -- plumbing
     def _f(self, code: str, message: str, *, severity: str | None = None, **loc: Any) -> Finding | None:
@@ -169,6 +172,7 @@ class Audit:
             refused, finding = self._refused_store()
             if self.gone:
                 return
+            self.refused = refused
             if refused:
                 # (not audited, its finding ignored or not: before 2026-12-07
                 # an ignored one was taken for "not refused", and the entry

@@ -523,3 +523,18 @@ def test_a_stray_file_in_memory_is_no_store_audited(tmp_path):
     assert "\nmemctl_validate_stores 0\n" in "\n" + prom, prom
     (cfg / "memory" / "app-0123456789ab").mkdir(mode=0o700)
     assert orjson.loads(run_cli(*args, "--json").stdout)["stores"] == 1
+
+
+def test_secrets_prometheus_says_how_many_stores_it_scanned(tmp_path):
+    """A crontab with the wrong HOME: HELP and TYPE lines, no _ok series,
+    exit 0; nothing said that no store was scanned."""
+    cfg = tmp_path / "cfg"
+    (cfg / "memory").mkdir(parents=True)
+    args = ("--config-dir", str(cfg), "--no-state", "secrets", "--all-projects",
+            "--format", "prometheus")
+    r = run_cli(*args)
+    assert r.exit_code == 0 and "\nmemctl_secrets_stores 0\n" in "\n" + r.stdout, r.stdout
+    (cfg / "memory" / "app-0123456789ab").mkdir(mode=0o700)
+    (cfg / "memory" / "app-0123456789ab" / "MEMORY.md").write_text("nothing here\n")
+    r = run_cli(*args)
+    assert "\nmemctl_secrets_stores 1\n" in "\n" + r.stdout, r.stdout

@@ -319,7 +319,8 @@ Examples:
   memctl secrets --allowlist ~/.config/lecode/memctl-secrets-allowlist
 \b
 Cron, with node_exporter's textfile collector (one crontab line; the file is
-replaced atomically whatever the findings; alert on memctl_secrets_ok == 0):
+replaced atomically whatever the findings; alert on memctl_secrets_ok == 0,
+and on memctl_secrets_stores == 0: a crontab with the wrong HOME scans none):
   {SECRETS_CRON_LINE}
 """)
 def secrets(
@@ -445,7 +446,9 @@ def secrets(
     if fmt == "prometheus":
         from .render_prometheus import secrets_prometheus_text
 
-        data = secrets_prometheus_text(reports, now=time.time()).encode("utf-8")
+        scanned_stores = 1 if entries is None else sum(1 for e in entries if not e.is_link)
+        data = secrets_prometheus_text(reports, now=time.time(),
+                                       stores=scanned_stores).encode("utf-8")
     elif fmt == "json":
         data = dumps({"type": "secrets", "schema_version": SCHEMA_VERSION, "ok": ok,
                       "exit_code": code, "generated": utc_time(time.time()),

@@ -101,9 +101,11 @@ def _findings_lines(name: str, project: dict[str, str], code: str, sev: str, n: 
             for sv, k in sorted(by.items(), key=lambda kv: SEVERITY_RANK[kv[0]])]
 
 
-def secrets_prometheus_text(reports: Iterable[SecretsReport], *, now: float) -> str:
+def secrets_prometheus_text(reports: Iterable[SecretsReport], *, now: float,
+                            stores: int | None = None) -> str:
     """``memctl secrets --format prometheus``: counts only (never a value, a
-    preview or a hash)."""
+    preview or a hash).  ``stores``: the store directories scanned (a link
+    in memory/, reported, is none), for ``memctl_secrets_stores``."""
     reports = list(reports)
     # (each report's labels, written: project, and spelt_same where needed)
     pl = [_labels(**p)[1:-1] for p in _project_labels(r.project for r in reports)]
@@ -137,5 +139,11 @@ def secrets_prometheus_text(reports: Iterable[SecretsReport], *, now: float) -> 
         lines.append(f'memctl_secrets_bytes_scanned{{{p}}} {r.bytes_scanned}')
     lines += ["# HELP memctl_secrets_last_run_timestamp_seconds When the audit ran.",
               "# TYPE memctl_secrets_last_run_timestamp_seconds gauge",
-              f"memctl_secrets_last_run_timestamp_seconds {now:.3f}"]
+              f"memctl_secrets_last_run_timestamp_seconds {now:.3f}",
+              # (a run that scanned no store -- the wrong HOME or config
+              # directory in a crontab -- wrote no _ok series at all: only
+              # this count says so, as memctl_validate_stores does)
+              "# HELP memctl_secrets_stores Stores scanned by the last memctl secrets run.",
+              "# TYPE memctl_secrets_stores gauge",
+              f"memctl_secrets_stores {len(reports) if stores is None else stores}"]
     return "\n".join(lines) + "\n"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+import pytest
 
 from .conftest import run_cli, tree_hash
 from .test_secrets_redact_1207b import _call_store
@@ -218,3 +219,33 @@ def test_a_password_beside_a_session_id_and_a_digest_in_tool_arguments_is_found(
     ev = {"seq": 2, "type": "event", "event": "learning",
           "proposals": [{"source": {"session_id": "s", "seqs": [1], "digest": "a" * 64}}]}
     assert {key for _p, _v, key in record_leaves(ev) if key is not None} == set()
+
+
+# ---------------------------------------------------------------- every value of a line
+
+_TWO_KEYS = ('{"a": "-----BEGIN RSA PRIVATE KEY-----\\nMIIEowIBAAKCAQEAq1w2e3r4t5y6u7i8o9p0aSdF'
+             'gHjKlZxCvBnM\\n-----END RSA PRIVATE KEY-----", "b": "-----BEGIN RSA PRIVATE KEY-----'
+             '\\nMIIEpQIBAAKCAQEAz9x8c7v6b5n4m3l2k1j0hGfDsAqWeRtYuIoP\\n-----END RSA PRIVATE '
+             'KEY-----"}')
+
+
+@pytest.mark.parametrize("line, count", [
+    ('{"db_password": "Kq8vLm2Zt7Rw", "api_secret": "Pn4xHs9Jd3Fy"}', 2),
+    ('password = "Kq8vLm2Zt7Rw"; secret = "Pn4xHs9Jd3Fy"; api_key = "Zr5cWq1Nb8Lt"', 3),
+    (_TWO_KEYS, 2),
+], ids=["json-keywords", "assignments", "two-pem-keys"])
+def test_every_value_of_a_line_is_found_and_erased(tmp_path, line, count):
+    """detect-secrets gives one keyword assignment a pattern, and one
+    private key hit, a line: the first value was found and erased, redact
+    said done (exit 0), and the next secrets found the second."""
+    import orjson
+
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "MEMORY.md").write_text(f"# M\n\n{line}\n")
+    r = run_cli("--store", str(store), "--no-state", "secrets", "--format", "jsonl")
+    rows = [orjson.loads(x) for x in r.stdout.splitlines()]
+    assert len([x for x in rows if x["type"] == "secret"]) == count, rows
+    assert run_cli("--store", str(store), "--no-state", "redact", "--yes").exit_code == 0
+    again = run_cli("--store", str(store), "--no-state", "secrets")
+    assert again.exit_code == 0, again.stdout

@@ -621,6 +621,27 @@ class Detector:
     def _plugin_spans(self, plugin: Any, line: str, filename: str, text: str, base: int,
                       whole_tokens: bool = True, tail: int = TAIL_NONE
                       ) -> Iterator[tuple[int, int]]:
+        """The spans of ``plugin``'s hits in ``line`` (at ``base`` in
+        ``text``).  KeywordDetector finds one assignment a pattern in a line
+        (detect-secrets searches, not finds all): the rest of the line after
+        its last hit is read again, until it gives no more (before
+        2026-12-07 ``{"db_password": "...", "api_secret": "..."}`` gave the
+        first value alone, and redact left the second)."""
+        again = type(plugin).__name__ == "KeywordDetector"
+        offset = 0
+        while True:
+            last = -1
+            for s, e in self._line_spans(plugin, line[offset:], filename, text, base + offset,
+                                         whole_tokens, tail):
+                last = max(last, e)
+                yield s, e
+            if not again or last <= base + offset or last - base >= len(line):
+                return
+            offset = last - base
+
+    def _line_spans(self, plugin: Any, line: str, filename: str, text: str, base: int,
+                    whole_tokens: bool = True, tail: int = TAIL_NONE
+                    ) -> Iterator[tuple[int, int]]:
         try:
             found = plugin.analyze_line(filename=filename, line=line, line_number=0, context=None)
         except Exception:  # noqa: BLE001 - a plugin bug must not stop the audit
@@ -637,9 +658,15 @@ class Detector:
             if not isinstance(v, str) or not v:
                 continue
             if name == "PrivateKeyDetector":
-                span = _pem_span(text, base, tail)
-                if span is not None:
-                    yield span
+                # every BEGIN line of the line (keys in a JSON string, their
+                # newlines escaped, are one line; detect-secrets gives one
+                # hit for all: before 2026-12-07 the second key was left)
+                line_end = base + len(line)
+                starts = [m.start() for m in _PEM_BEGIN.finditer(text, base, line_end)] or [base]
+                for at in starts:
+                    span = _pem_span(text, at, tail)
+                    if span is not None:
+                        yield span
                 continue
             if self._filtered(plugin, v, line):
                 continue

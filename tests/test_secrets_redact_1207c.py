@@ -249,3 +249,33 @@ def test_every_value_of_a_line_is_found_and_erased(tmp_path, line, count):
     assert run_cli("--store", str(store), "--no-state", "redact", "--yes").exit_code == 0
     again = run_cli("--store", str(store), "--no-state", "secrets")
     assert again.exit_code == 0, again.stdout
+
+
+def test_the_plan_says_what_its_forgets_do_to_other_facts_and_summaries(tmp_path):
+    """A fact whose text holds a token is forgotten; its evidence, excluded,
+    also held another fact's and a summary's: the plan said neither, and
+    validate --deep afterwards found a fact suppressed and a summary inert."""
+    import orjson
+
+    from lecode_memctl.core import open_project
+
+    store = tmp_path / "store"
+    with open_project(store=store) as p:
+        ss = p.sessions
+        with ss.create("s1") as w:
+            w.append_message("user", "We use tabs. Deploy token is in the vault.")
+            w.append_message("assistant", "Noted.", epoch=p.generation())
+        ref = ss.source_snapshot("s1", 1, 2).ref
+        with ss.writer("s1") as w:
+            w.append_event("compact", summary="tabs", lineage=[ref.to_json()], prior=None,
+                           model="m", usage=None)
+        tabs = p.remember("We use tabs.", ss.source_snapshot("s1", 1, 1).ref).fact.fact_id
+        p.remember("Deploy token is ghp_aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z5A",
+                   ss.source_snapshot("s1", 1, 1).ref)
+    r = run_cli("--store", str(store), "--no-state", "redact", "--dry-run", "--json")
+    plan = orjson.loads(r.stdout)["plan"]
+    assert plan["suppressed_facts"] == [tabs], plan
+    assert [(s["session_id"], s["seq"]) for s in plan["summaries_inert"]] == [("s1", 3)], plan
+    text = run_cli("--store", str(store), "--no-state", "redact", "--dry-run").stdout
+    assert "suppress (evidence excluded): 1: " + tabs in text, text
+    assert "make inert: 1: s1:3" in text, text

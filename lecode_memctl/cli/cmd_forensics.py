@@ -824,6 +824,12 @@ def _print_plan(doc: dict, *, dry_run: bool, err: bool = False) -> None:
     if doc["forget_facts"]:
         out(f"  exclusion generation {doc['generation']} -> {doc['new_generation']}: "
             f"{doc['generated_messages_invalidated']} generated message(s) invalidated")
+        sup, inert = doc["suppressed_facts"], doc["summaries_inert"]
+        out(f"  other facts the forgets suppress (evidence excluded): {len(sup)}"
+            + (": " + ", ".join(sup) if sup else ""))
+        out(f"  compaction summaries the forgets make inert: {len(inert)}"
+            + (": " + ", ".join(f"{safe(s['session_id'])}:{s['seq']}" for s in inert)
+               if inert else ""))
     stale = doc["stale_facts"]
     out(f"  facts whose evidence digest changes (become stale): {len(stale)}"
         + (": " + ", ".join(f"{s['fact_id']} r{s['revision']} ({safe(s['session_id'])})"

@@ -110,6 +110,12 @@ class RedactPlan:
     generation: int = 0
     new_generation: int = 0
     generated_messages_invalidated: int = 0
+    # what the forgets do to other facts and summaries, as forget --dry-run
+    # says it of each (factview.forget_impact): facts whose evidence the new
+    # exclusions overlap, compaction summaries they (or the new generation)
+    # make inert
+    suppressed_facts: list[str] = field(default_factory=list)
+    summaries_inert: list[dict[str, Any]] = field(default_factory=list)
     # values redact cannot erase (:func:`kept_row`; see KEPT_HINT)
     kept: list[dict[str, Any]] = field(default_factory=list)
 
@@ -153,6 +159,9 @@ class RedactPlan:
                               for s in self.summaries],
                 "generation": self.generation, "new_generation": self.new_generation,
                 "generated_messages_invalidated": self.generated_messages_invalidated,
+                "suppressed_facts": self.suppressed_facts,
+                "summaries_inert": [{**s, "session_id": self.shown(s["session_id"])}
+                                    for s in self.summaries_inert],
                 "kept": self.kept}
 
 
@@ -782,6 +791,7 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
             live_sids = _live_session_ids(fs)
             todo = [f for f in plan.forget_facts if fs.get(f) is not None]
             plan.new_generation = plan.generation + len(todo)
+            _forget_impacts(plan, store, fs, todo)
             if changed:
                 for fact in fs.iter_facts():
                     if fact.fact_id in plan.forget_facts:
@@ -830,6 +840,31 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
     # FORMAT.md's order: every transcript first, then the other files
     plan.files.sort(key=lambda c: (c.kind != KIND_TRANSCRIPT, c.file))
     return plan
+
+
+def _forget_impacts(plan: RedactPlan, store: Store, fs: Any, todo: list[str]) -> None:
+    """The plan's ``suppressed_facts`` and ``summaries_inert``: the union of
+    what ``forget --dry-run`` says each forget of ``todo`` does (before
+    2026-12-07 the plan said none of it, and a forget's exclusions
+    suppressed another fact citing the same message, or made a summary
+    inert, unsaid).  Each forget read alone: the union of their exclusions
+    is the union of what each overlaps, and any raise of the generation
+    leaves the same epochs behind."""
+    if not todo:
+        return
+    from .factview import forget_impact
+    from .sessions import SessionStore
+
+    sessions = SessionStore(store, exclusions=fs)
+    suppressed: set[str] = set()
+    inert: dict[tuple[str, Any], dict[str, Any]] = {}
+    for fid in todo:
+        doc = forget_impact(fs, sessions, fid)
+        suppressed.update(doc["suppressed_facts"])
+        for s in doc["summaries_inert"]:
+            inert.setdefault((s["session_id"], s["seq"]), s)
+    plan.suppressed_facts = sorted(suppressed - set(plan.forget_facts))
+    plan.summaries_inert = [inert[k] for k in sorted(inert, key=lambda k: (k[0], str(k[1])))]
 
 
 def _live_session_ids(fs: Any) -> list[str]:

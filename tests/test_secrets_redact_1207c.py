@@ -279,3 +279,21 @@ def test_the_plan_says_what_its_forgets_do_to_other_facts_and_summaries(tmp_path
     text = run_cli("--store", str(store), "--no-state", "redact", "--dry-run").stdout
     assert "suppress (evidence excluded): 1: " + tabs in text, text
     assert "make inert: 1: s1:3" in text, text
+
+
+def test_a_value_found_elsewhere_that_a_file_name_holds_is_kept_and_said(tmp_path):
+    """A URL password in one note, and a note named after it: the plan kept
+    nothing, redact said done (exit 0), and the name still held it."""
+    import orjson
+
+    store = tmp_path / "store"
+    (store / "notes").mkdir(parents=True)
+    (store / "notes" / "url.md").write_text("# x\n\nsee https://a:Pw1xYz9QqZ7k@h/\n")
+    (store / "notes" / "d-Pw1xYz9QqZ7k.md").write_text("# hi\n\nnothing\n")
+    plan = orjson.loads(run_cli("--store", str(store), "--no-state", "redact", "--dry-run",
+                                "--json").stdout)["plan"]
+    (kept,) = plan["kept"]
+    assert kept["reasons"] == ["file_name"] and len(kept["files"]) == 1, kept
+    assert "Pw1xYz9QqZ7k" not in kept["files"][0]
+    r = run_cli("--store", str(store), "--no-state", "redact", "--yes")
+    assert r.exit_code == 1 and "cannot erase" in r.stderr, r.stderr

@@ -820,6 +820,14 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
                     kept.setdefault(v, []).append(live)
                 why.setdefault(v, set()).add(KEPT_DATABASE)
                 plan._masks.setdefault(v, plan._values[v])
+    # a value found elsewhere that a name of the store also holds (a note
+    # named after it): never renamed, kept, as one found in the name itself
+    # (before 2026-12-07 only a finding in the name said so: the plan kept
+    # nothing, redact said done, exit 0, and the name still held it)
+    for rel in _store_names(root):
+        for v in plan._values:
+            if v in rel and rel not in named.get(v, []):
+                named.setdefault(v, []).append(rel)
     for v in named:
         why.setdefault(v, set()).add(KEPT_FILE_NAME)
         plan._masks.setdefault(v, plan._values[v])
@@ -865,6 +873,21 @@ def _forget_impacts(plan: RedactPlan, store: Store, fs: Any, todo: list[str]) ->
             inert.setdefault((s["session_id"], s["seq"]), s)
     plan.suppressed_facts = sorted(suppressed - set(plan.forget_facts))
     plan.summaries_inert = [inert[k] for k in sorted(inert, key=lambda k: (k[0], str(k[1])))]
+
+
+def _store_names(root: str) -> Iterator[str]:
+    """The store-relative names of the files and directories under
+    ``notes/`` and ``daily/``, the names a person or the agent chose (the
+    layout's own names, ``facts.sqlite3``, ``MEMORY.md``, are no copy of a
+    value; a transcript's and its lock's are its session id, kept as such),
+    not following links, sorted."""
+    out: list[str] = []
+    for top in ("notes", "daily"):
+        for dirpath, dirnames, filenames in os.walk(os.path.join(root, top)):
+            dirnames.sort()
+            rel_dir = os.path.relpath(dirpath, root)
+            out.extend(f"{rel_dir}/{name}" for name in (*dirnames, *filenames))
+    return iter(sorted(out))
 
 
 def _live_session_ids(fs: Any) -> list[str]:

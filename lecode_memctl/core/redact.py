@@ -824,9 +824,9 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
     # named after it): never renamed, kept, as one found in the name itself
     # (before 2026-12-07 only a finding in the name said so: the plan kept
     # nothing, redact said done, exit 0, and the name still held it)
-    for rel in _store_names(root):
+    for rel, chosen in _store_names(root):
         for v in plan._values:
-            if v in rel and rel not in named.get(v, []):
+            if v in chosen and rel not in named.get(v, []):
                 named.setdefault(v, []).append(rel)
     for v in named:
         why.setdefault(v, set()).add(KEPT_FILE_NAME)
@@ -875,19 +875,36 @@ def _forget_impacts(plan: RedactPlan, store: Store, fs: Any, todo: list[str]) ->
     plan.summaries_inert = [inert[k] for k in sorted(inert, key=lambda k: (k[0], str(k[1])))]
 
 
-def _store_names(root: str) -> Iterator[str]:
-    """The store-relative names of the files and directories under
-    ``notes/`` and ``daily/``, the names a person or the agent chose (the
-    layout's own names, ``facts.sqlite3``, ``MEMORY.md``, are no copy of a
-    value; a transcript's and its lock's are its session id, kept as such),
-    not following links, sorted."""
-    out: list[str] = []
+def _store_names(root: str) -> Iterator[tuple[str, str]]:
+    """(store-relative path, the name chosen) of the files and directories
+    under ``notes/`` and ``daily/``: the part a person or the agent chose,
+    below the layout's directory and without a ``.md`` (``notes/``, a
+    date's digits, ``.md`` and the layout's own names, ``facts.sqlite3``,
+    are no copy of a value: a password "notes" or "md" was kept for every
+    note; a transcript's and its lock's name is its session id, kept as
+    such), not following links, sorted."""
+    out: list[tuple[str, str]] = []
     for top in ("notes", "daily"):
-        for dirpath, dirnames, filenames in os.walk(os.path.join(root, top)):
+        base = os.path.join(root, top)
+        for dirpath, dirnames, filenames in os.walk(base):
             dirnames.sort()
             rel_dir = os.path.relpath(dirpath, root)
-            out.extend(f"{rel_dir}/{name}" for name in (*dirnames, *filenames))
+            below = os.path.relpath(dirpath, base)
+            for name in (*dirnames, *filenames):
+                chosen = (name[:-7] if name.endswith(".md.bak")
+                          else name[:-3] if name.endswith(".md") else name)
+                if top == "daily" and below == "." and _a_date(chosen):
+                    continue        # (a date: the layout's, no value's)
+                out.append((f"{rel_dir}/{name}",
+                            chosen if below == "." else f"{below}/{chosen}"))
     return iter(sorted(out))
+
+
+def _a_date(name: str) -> bool:
+    """Whether ``name`` is a daily log's ``YYYY-MM-DD`` (ASCII digits)."""
+    digits = name[:4] + name[5:7] + name[8:]
+    return (len(name) == 10 and name[4] == "-" and name[7] == "-"
+            and digits.isascii() and digits.isdigit())
 
 
 def _live_session_ids(fs: Any) -> list[str]:

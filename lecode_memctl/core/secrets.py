@@ -622,26 +622,11 @@ class Detector:
                       whole_tokens: bool = True, tail: int = TAIL_NONE
                       ) -> Iterator[tuple[int, int]]:
         """The spans of ``plugin``'s hits in ``line`` (at ``base`` in
-        ``text``).  KeywordDetector finds one assignment a pattern in a line
-        (detect-secrets searches, not finds all): the rest of the line after
-        its last hit is read again, until it gives no more (before
-        2026-12-07 ``{"db_password": "...", "api_secret": "..."}`` gave the
-        first value alone, and redact left the second)."""
-        again = type(plugin).__name__ == "KeywordDetector"
-        offset = 0
-        while True:
-            last = -1
-            for s, e in self._line_spans(plugin, line[offset:], filename, text, base + offset,
-                                         whole_tokens, tail):
-                last = max(last, e)
-                yield s, e
-            if not again or last <= base + offset or last - base >= len(line):
-                return
-            offset = last - base
-
-    def _line_spans(self, plugin: Any, line: str, filename: str, text: str, base: int,
-                    whole_tokens: bool = True, tail: int = TAIL_NONE
-                    ) -> Iterator[tuple[int, int]]:
+        ``text``).  (KeywordDetector finds one assignment a pattern in a
+        line: detect-secrets searches, it does not find all.  Reading the
+        rest of the line again after each hit made a long line of many
+        assignments quadratic, over 8 minutes for one line of 1 MB; not
+        done: FORMAT.md says what is found.)"""
         try:
             found = plugin.analyze_line(filename=filename, line=line, line_number=0, context=None)
         except Exception:  # noqa: BLE001 - a plugin bug must not stop the audit
@@ -661,10 +646,20 @@ class Detector:
                 # every BEGIN line of the line (keys in a JSON string, their
                 # newlines escaped, are one line; detect-secrets gives one
                 # hit for all: before 2026-12-07 the second key was left)
+                # (a BEGIN inside the block before it is that block's: each
+                # block is searched once, however many BEGIN lines follow)
                 line_end = base + len(line)
-                starts = [m.start() for m in _PEM_BEGIN.finditer(text, base, line_end)] or [base]
-                for at in starts:
-                    span = _pem_span(text, at, tail)
+                reached = -1
+                for m in _PEM_BEGIN.finditer(text, base, line_end):
+                    if m.start() < reached:
+                        continue
+                    span = _pem_span(text, m.start(), tail)
+                    if span is None:
+                        break
+                    reached = span[1]
+                    yield span
+                if reached < 0:
+                    span = _pem_span(text, base, tail)
                     if span is not None:
                         yield span
                 continue

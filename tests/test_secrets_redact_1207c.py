@@ -9,22 +9,7 @@ import orjson
 import pytest
 
 from .conftest import run_cli, tree_hash
-from .test_secrets_redact_1207b import _call_store
-
-
-def _secrets(store: Path, *args: str) -> tuple[int, list[dict]]:
-    r = run_cli("--store", str(store), "--no-state", "secrets", "--format", "jsonl", *args)
-    assert r.exit_code in (0, 1), r.stderr
-    assert "Traceback" not in r.stderr
-    return r.exit_code, [f for f in map(orjson.loads, r.stdout.splitlines())
-                         if f.get("type") == "secret"]
-
-
-def _redact(store: Path, *args: str) -> tuple[int, dict]:
-    r = run_cli("--store", str(store), "--no-state", "redact", "--json", *args)
-    assert "Traceback" not in r.stderr, r.stderr
-    return r.exit_code, orjson.loads(r.stdout_bytes)
-
+from .test_secrets_redact_1207b import _call_store, _redact, _secrets
 
 # -- 1. a learning proposal's evidence (a SourceRef) is no credential
 
@@ -236,7 +221,6 @@ def test_every_private_key_of_a_line_is_found_and_erased(tmp_path, line, count):
     """detect-secrets gives one private key hit a line: the first key was
     found and erased, redact said done (exit 0), and the next secrets found
     the second."""
-    import orjson
 
     store = tmp_path / "store"
     store.mkdir()
@@ -253,7 +237,6 @@ def test_the_plan_says_what_its_forgets_do_to_other_facts_and_summaries(tmp_path
     """A fact whose text holds a token is forgotten; its evidence, excluded,
     also held another fact's and a summary's: the plan said neither, and
     validate --deep afterwards found a fact suppressed and a summary inert."""
-    import orjson
 
     from lecode_memctl.core import open_project
 
@@ -282,7 +265,6 @@ def test_the_plan_says_what_its_forgets_do_to_other_facts_and_summaries(tmp_path
 def test_a_value_found_elsewhere_that_a_file_name_holds_is_kept_and_said(tmp_path):
     """A URL password in one note, and a note named after it: the plan kept
     nothing, redact said done (exit 0), and the name still held it."""
-    import orjson
 
     store = tmp_path / "store"
     (store / "notes").mkdir(parents=True)

@@ -125,8 +125,22 @@ def test_the_writer_still_appends_after_ascending_seqs(tmp_path):
 
 # ---------------------------------------------------------------- a termination inside Python's own hooks
 
+def _memctl_hooked(tmp_path: Path, prof: str, *args: str):  # noqa: ANN202
+    """memctl run with ``args`` in a child Python whose profile function is
+    ``prof`` (the source of a function of that name, run with ``os``,
+    ``signal`` and ``sys`` imported): a signal sent at a chosen call."""
+    import subprocess
+
+    script = tmp_path / "hooked.py"
+    script.write_text("import os, signal, sys, runpy\n" + prof
+                      + "sys.setprofile(prof)\nsys.argv = ['memctl'] + sys.argv[1:]\n"
+                      "runpy.run_module('lecode_memctl', run_name='__main__')\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    return subprocess.run([sys.executable, str(script), *args], capture_output=True, env=env,
+                          timeout=60)
+
+
 _SET_NAME = r'''
-import os, signal, sys, runpy
 fired = False
 def prof(frame, event, arg):
     global fired
@@ -136,9 +150,6 @@ def prof(frame, event, arg):
         fired = True
         sys.setprofile(None)
         os.kill(os.getpid(), signal.SIGTERM)
-sys.setprofile(prof)
-sys.argv = ["memctl"] + sys.argv[1:]
-runpy.run_module("lecode_memctl", run_name="__main__")
 '''
 
 
@@ -147,18 +158,14 @@ def test_a_termination_during_a_lazy_import_is_not_an_internal_error(tmp_path):
     RuntimeError: 'internal error: RuntimeError: Error calling __set_name__',
     exit_code 70 in the JSON error while the process exited 143."""
     import signal
-    import subprocess
 
     import orjson
 
     store = tmp_path / "s"
     (store / "notes").mkdir(parents=True)
     (store / "MEMORY.md").write_text("hi\n")
-    script = tmp_path / "setname.py"
-    script.write_text(_SET_NAME)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    p = subprocess.run([sys.executable, str(script), "--no-state", "--store", str(store),
-                        "redact", "--dry-run", "--json"], capture_output=True, env=env, timeout=60)
+    p = _memctl_hooked(tmp_path, _SET_NAME, "--no-state", "--store", str(store),
+                       "redact", "--dry-run", "--json")
     assert p.returncode == -signal.SIGTERM, p
     assert p.stderr == b"memctl: error: terminated by SIGTERM\n", p.stderr
     err = orjson.loads(p.stdout)["error"]
@@ -322,7 +329,6 @@ def test_context_of_a_store_not_made_yet_names_the_legacy_markdown(tmp_path):
 # ---------------------------------------------------------------- a Ctrl-C as orjson is imported
 
 _IN_ORJSON_INIT = r'''
-import os, signal, sys, runpy
 native = fired = False
 def prof(frame, event, arg):
     # the first module imported by orjson's native module as it initialises
@@ -337,21 +343,13 @@ def prof(frame, event, arg):
         fired = True
         sys.setprofile(None)
         os.kill(os.getpid(), signal.SIGINT)
-sys.setprofile(prof)
-sys.argv = ["memctl"] + sys.argv[1:]
-runpy.run_module("lecode_memctl", run_name="__main__")
 '''
 
 
 def test_a_ctrl_c_as_orjson_is_imported_is_an_interruption_not_a_crash(tmp_path):
     """A KeyboardInterrupt inside orjson's native initialisation: SIGSEGV."""
-    import subprocess
-
-    script = tmp_path / "in_orjson_init.py"
-    script.write_text(_IN_ORJSON_INIT)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    p = subprocess.run([sys.executable, str(script), "--no-state", "--store", str(tmp_path / "s"),
-                        "where"], capture_output=True, env=env, timeout=60)
+    p = _memctl_hooked(tmp_path, _IN_ORJSON_INIT, "--no-state", "--store", str(tmp_path / "s"),
+                       "where")
     assert (p.returncode, p.stderr) == (130, b"memctl: error: interrupted\n"), p
 
 

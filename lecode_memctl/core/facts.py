@@ -2895,9 +2895,14 @@ class FactStore(ClosesOnExit):
         # (fact ids: a table that lost its key may hold one twice)
         # (NULL, which a key on fact_id allows, is one fact id as DISTINCT
         # and the pages count it; count(DISTINCT) would leave it out)
-        what = "(SELECT DISTINCT fact_id FROM facts)" if ids_stored_twice(db) else "facts"
-        try:
+        twice = bool(ids_stored_twice(db))
+
+        def counted(table: str) -> int:
+            what = f"(SELECT DISTINCT fact_id FROM {table})" if twice else table
             return int(db.execute(f"SELECT count(*) FROM {what}").fetchone()[0])
+
+        try:
+            return counted("facts")
         except sqlite3.OperationalError as exc:
             if not defined_elsewhere(exc):
                 raise
@@ -2905,9 +2910,7 @@ class FactStore(ClosesOnExit):
         # collation may order (an index of its own): the table itself, as the
         # listing reads it (before 2026-12-07 the table and --json were exit 5
         # where jsonl listed every fact)
-        what = what.replace("FROM facts", "FROM facts NOT INDEXED") if what != "facts" \
-            else "facts NOT INDEXED"
-        return int(db.execute(f"SELECT count(*) FROM {what}").fetchone()[0])
+        return counted("facts NOT INDEXED")
 
     @_serialized
     def list_facts(self, offset: int = 0, limit: int = 20) -> list[Fact]:

@@ -494,7 +494,7 @@ def _values_left(data: bytes, values: Mapping[str, str]) -> list[str]:
     twice or holding a container, say).  A value only inside a marker
     (``token`` in ``[REDACTED:github-token:...]``) is not left: the
     markers are taken out first."""
-    data = _without_markers(data, values)
+    data = _without_markers(data)
     left = [v for v in values if any(form in data for form in _forms(v))]
     rest = [v for v in values if v not in left]
     if rest and b"\\" in data:
@@ -510,9 +510,9 @@ def _values_left(data: bytes, values: Mapping[str, str]) -> list[str]:
     return left
 
 
-def _without_markers(data: bytes, values: Mapping[str, str]) -> bytes:
-    """``data`` with every marker it holds, of ``values`` or written by an
-    earlier run (any text of a marker's form, ``[REDACTED:<detector>:<6
+def _without_markers(data: bytes) -> bytes:
+    """``data`` with every marker it holds, this run's or an
+    earlier run's (any text of a marker's form, ``[REDACTED:<detector>:<6
     hex>]``), made a NUL byte (no value's text runs on across one): a value
     inside a marker is never replaced, so never left (before 2026-12-07
     only this run's markers were taken out)."""

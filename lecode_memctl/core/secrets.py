@@ -291,12 +291,7 @@ def replaced_spans(text: Any, needles: Iterable[tuple[Any, Any]]
     occ: list[tuple[int, int, Any]] = []
     for needle, mark in needles:
         size = len(needle)
-        if size:
-            find = text.find
-            i = find(needle)
-            while i >= 0:
-                occ.append((i, -i - size, mark))
-                i = find(needle, i + size)
+        occ.extend((i, -i - size, mark) for i in _occurrences(text, needle))
     occ.sort()
     spans: list[tuple[int, int, list[Any]]] = []
     last_end = -1

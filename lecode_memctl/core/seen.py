@@ -194,11 +194,10 @@ def load(state: Path, store_path: str | os.PathLike[str]) -> Mark | None:
     if ids is None:
         ids = {}
     # (more ids than this memctl keeps, or an entry it cannot keep, from a
-    # later one or a hand edit: the others kept, the mark read; refusing it
-    # lost the numbers too at the next record)
+    # later one or a hand edit: _kept_ids keeps the others, the mark read;
+    # refusing it lost the numbers too at the next record)
     if not isinstance(ids, dict):
         return None
-    ids = {k: v for k, v in ids.items() if _keepable_id(k) and _valid_count(v)}
     assert isinstance(gen, int) and isinstance(excl, int)
     return Mark(store, gen, excl, float(updated) if isinstance(updated, int | float) else 0.0,
                 slug or None, database or None, _kept_ids(ids))
@@ -327,8 +326,7 @@ def record(state: Path, store_path: str | os.PathLike[str], generation: int,
         # keeps the mark's identity too, so that the finding goes on saying
         # it is another database, not an older copy of this one)
         below = old is not None and database is not None and regression(
-            old, generation, exclusions, slug=slug, database=database,
-            forgotten=None if forgotten is None else set(forgotten))
+            old, generation, exclusions, slug=slug, database=database, forgotten=forgotten)
         database = (old.database if below and old is not None and old.database
                     else _text(database) if database else (old.database if old else None))
         ids = dict(old.forgotten) if old else {}

@@ -171,8 +171,7 @@ def check_db_and_facts(audit: Audit) -> Iterator[Finding | Pending | None]:
 
 def _lost_ids(lost: list[str]) -> str:
     """The ids a mark saw forgotten that the store no longer holds as
-    forgotten, in a finding's (or a refusal's) words: how many, and the
-    first three."""
+    forgotten, in the finding's words: how many, and the first three."""
     shown = ", ".join(lost[:3]) + (f" and {len(lost) - 3} more" if len(lost) > 3 else "")
     return (f"{len(lost)} fact(s) it saw forgotten are not in the forgotten table "
             f"({shown})")

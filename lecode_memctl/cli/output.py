@@ -415,14 +415,9 @@ def uncut() -> Iterator[None]:
     or a later termination signal, ends the process at once, as after any
     first one.  Only memctl's own process (:func:`catch_termination`) holds
     them; elsewhere a Ctrl-C interrupts as Python's handler does."""
-    _SIG.holding = True
-    try:
+    with uncut_from() as hold:
+        hold()
         yield
-    finally:
-        _SIG.holding = False
-    if _SIG.held:
-        _SIG.held = False
-        raise KeyboardInterrupt
 
 
 @contextlib.contextmanager

@@ -534,6 +534,8 @@ class Detector:
         self._keywords = next((g[0][0] for g, p in zip(self._gates, plugins, strict=True)
                                if g and type(p).__name__ == "KeywordDetector"), None)
         self._keyed_keys: dict[str, bool] = {}
+        # (the line :meth:`_likely_id` last searched, and its first id match)
+        self._id_first: tuple[str, re.Match[str] | None] | None = None
 
     def _filtered(self, plugin: Any, secret: str, line: str) -> bool:
         h = self._h
@@ -541,7 +543,36 @@ class Detector:
                 h.is_templated_secret(secret) or h.is_prefixed_with_dollar_sign(secret) or \
                 h.is_not_alphanumeric_string(secret):
             return True
-        return bool(h.is_likely_id_string(secret, line, plugin))
+        return self._likely_id(secret, line, plugin)
+
+    def _likely_id(self, secret: str, line: str, plugin: Any) -> bool:
+        """detect-secrets' ``is_likely_id_string``: whether its id pattern
+        (``_id`` and a separator, say) is found in ``line`` before the
+        first place of ``secret`` -- the same answer, without searching the
+        line from its start again for each value: the pattern's first
+        match in the line is found once a line (the id pattern has no
+        look past its end, so every match before the value's place is a
+        match of the whole line, none starting before that first one).
+        A line of 20,000 assignments took 11 s in that search alone."""
+        h = self._h
+        rx_of = getattr(h, "_get_id_detector_regex", None)
+        if rx_of is None:           # (another detect-secrets: its own function)
+            return bool(h.is_likely_id_string(secret, line, plugin))
+        if isinstance(plugin, _regex_based()):
+            return False
+        index = line.find(secret)
+        if index < 0:
+            return False
+        rx = rx_of()
+        held = self._id_first
+        if held is None or held[0] is not line:
+            held = self._id_first = (line, rx.search(line))
+        first = held[1]
+        if first is None:
+            return False
+        if first.end() <= index:
+            return True
+        return rx.search(line, first.start(), index) is not None
 
     def scan(self, text: str, filename: str = "memory.txt", *, whole_tokens: bool = True,
              tail: int = TAIL_NONE) -> list[Hit]:
@@ -617,13 +648,12 @@ class Detector:
                       whole_tokens: bool = True, tail: int = TAIL_NONE
                       ) -> Iterator[tuple[int, int]]:
         """The spans of ``plugin``'s hits in ``line`` (at ``base`` in
-        ``text``).  (KeywordDetector finds one assignment a pattern in a
-        line: detect-secrets searches, it does not find all.  Reading the
-        rest of the line again after each hit made a long line of many
-        assignments quadratic, over 8 minutes for one line of 1 MB; not
-        done: FORMAT.md says what is found.)"""
+        ``text``).  KeywordDetector's hits are every assignment its patterns
+        find (:func:`_keyword_values`), not the first of each."""
         try:
-            found = plugin.analyze_line(filename=filename, line=line, line_number=0, context=None)
+            found = (_keyword_values(plugin, line, filename) if type(plugin).__name__
+                     == "KeywordDetector" else plugin.analyze_line(
+                         filename=filename, line=line, line_number=0, context=None))
         except Exception:  # noqa: BLE001 - a plugin bug must not stop the audit
             return
         if not found:
@@ -634,7 +664,7 @@ class Detector:
             return
         name = type(plugin).__name__
         for ps in found:
-            v = ps.secret_value
+            v = ps if type(ps) is str else ps.secret_value
             if not isinstance(v, str) or not v:
                 continue
             if name == "PrivateKeyDetector":
@@ -665,6 +695,39 @@ class Detector:
                                  else base + e)
 
 
+def _keyword_values(plugin: Any, line: str, filename: str) -> Iterable[Any]:
+    """What KeywordDetector reports of ``line``, with every assignment of
+    the line in it: detect-secrets' ``analyze_string`` takes the first
+    match of each of its patterns (``search``); here each pattern is run
+    over the line once (``finditer``), so the first match of each is the
+    same and the ones after it are found too, in time linear in the line
+    (each pattern reads it once, as the one ``search`` that finds nothing
+    does).  Before 2026-12-07 ``{"db_password": "...", "api_secret":
+    "..."}`` on one line was one finding, and ``redact`` left the second
+    value (reading the rest of the line again after each hit, tried
+    first, was quadratic: over 8 minutes for one line of 1 MB).  A
+    KeywordDetector that is not detect-secrets' own (another version's
+    methods) is asked as before: its values, as ``analyze_line`` gives
+    them."""
+    from detect_secrets.plugins import keyword
+    from detect_secrets.util.filetype import determine_file_type
+
+    kind = type(plugin)
+    if kind.analyze_line is not keyword.KeywordDetector.analyze_line \
+            or kind.analyze_string is not keyword.KeywordDetector.analyze_string:
+        found: Iterable[Any] = plugin.analyze_line(filename=filename, line=line, line_number=0,
+                                                   context=None)
+        return found
+    exclude = plugin.keyword_exclude
+    if exclude and exclude.search(line):
+        return ()
+    table = keyword.REGEX_BY_FILETYPE.get(determine_file_type(filename),
+                                          keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP)
+    # (the values once each, in the order found: analyze_line gives a set)
+    return dict.fromkeys(m.group(group) for rx, group in table.items()
+                         for m in rx.finditer(line))
+
+
 #: The detectors whose patterns need a key (a name, a quote, ``=`` or
 #: ``:``) before the value: those a member of a transcript's structured
 #: JSON is scanned by as ``"key": "value"`` (:meth:`Detector.member_hits`).
@@ -675,6 +738,12 @@ KEYED_PLUGINS = frozenset({"KeywordDetector", "AWSKeyDetector", "CloudantDetecto
 #: IGNORECASE matches it: a key without it nor any of KeywordDetector's
 #: words gives none of their hits.
 _KEYED_WORDS = lazy_compile(r"key|pw|pass|token", re.IGNORECASE)
+
+
+def _regex_based() -> type:
+    from detect_secrets.plugins.base import RegexBasedDetector
+
+    return RegexBasedDetector
 
 
 def _regex_gate(plugin: Any) -> tuple[tuple[re.Pattern[str], int], ...] | None:

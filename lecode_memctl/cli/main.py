@@ -278,14 +278,16 @@ def _ended(*, own: bool) -> None:
     as it was, and in memctl's own process (``own``) the termination
     handlers back to their default, the process ended by a termination
     signal that stopped the command."""
-    from .output import end_as_terminated, settle_stdout, sigint_as_before
+    from .output import end_as_terminated, interrupted_after, settle_stdout, sigint_as_before
     from .state import STATE
 
     settle_stdout()
     sigint_as_before()
     # what the command set beyond itself: the core's note hook (a library
     # caller that ran main in its process is not left with memctl's notes on
-    # its stderr) and --quiet
+    # its stderr), --quiet, and what it wrote (a next main() interrupted as
+    # it starts said "interrupted; the forget of X was written")
+    interrupted_after(None)
     seen = sys.modules.get("lecode_memctl.core.seen")
     if seen is not None:
         seen.busy_note = None   # type: ignore[attr-defined]

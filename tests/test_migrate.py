@@ -735,6 +735,7 @@ def test_a_worktree_gitdir_that_is_a_fifo_or_names_no_path_is_skipped(tmp_path, 
         bad.write_bytes(str(tmp_path / "w\x001" / ".git").encode() + b"\n")
     d = discover_legacy_stores(config_dir, repo)
     assert d.worktrees == [Path(os.path.realpath(tmp_path / "w2"))]
+    config_dir.mkdir()     # (a --config-dir given must exist)
     r = run_proc("--config-dir", str(config_dir), "-C", str(repo), "migrate-legacy", "--dry-run",
                  timeout=60)
     assert r.returncode == 0, r.stderr

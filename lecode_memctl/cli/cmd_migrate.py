@@ -252,8 +252,10 @@ because the project has other content for it, or some Markdown was skipped
 as a symbolic link, not a regular file or for its name: the report lists each, and
 one line on stderr names the first; 1 you declined at the prompt; 2 no
 --yes and stdin is not a terminal (or with --json), --store given, or a
---from that is a symbolic link, not a directory or the project's own store;
-3 a --from directory does not exist; 5 a legacy file read when planned
+--from that is a symbolic link, not a directory or the project's own store,
+or a config directory named on the command line that is not a directory; 3
+a --from directory, or a config directory named on the command line, does
+not exist; 5 a legacy file read when planned
 could not be read when copied (the copy stops there; the message says what
 was copied: run again to finish); 6 another writer of the Markdown
 memory (the agent, say) held the writers' turn for 10 s (the message says
@@ -320,9 +322,13 @@ def migrate_legacy(
     if STATE.store_option:
         raise UsageError("migrate-legacy works on a project (--project or the current "
                          "directory), not on --store")
-    plan = plan_migration(STATE.config_dir().path, STATE.project_dir(),
-                          extra=[Path(str(path_option("--from", v))) for v in from_ or ()], max_dirs=max_dirs,
-                          fail_on_conflict=fail_on_conflict)
+    extra = [Path(str(path_option("--from", v))) for v in from_ or ()]
+    # (the config directory whose memory/ is searched for legacy stores: a
+    # --config-dir given that does not exist is a typo, exit 3, and a file
+    # is exit 2, as for 'projects'; before 2026-12-07 "legacy stores: none
+    # found", exit 0, and exit 5)
+    plan = plan_migration(STATE.listed_config_dir().path, STATE.project_dir(),
+                          extra=extra, max_dirs=max_dirs, fail_on_conflict=fail_on_conflict)
     for note in plan.discovery.notes:
         echo(f"memctl: note: {safe(note, keep_newlines=False)}", err=True)
 

@@ -374,7 +374,9 @@ def test_an_interrupted_copy_says_how_many_files_it_copied(two, sig, status):
     prefix = f"memctl: error: {what}; "
     assert err.startswith(prefix), err
     said = int(err[len(prefix):].split(" ", 1)[0])
-    assert said <= copied <= said + 1, (said, copied, err)
+    # (exact: a file whole at its destination counts, wherever after its
+    # link the signal lands; before 2026-12-07 often one too low)
+    assert said == copied, (said, copied, err)
     assert err == (f"{prefix}{said} of {n} files copied before this; every destination is "
                    "complete or absent; run again to finish\n")
     r = run_cli("--project", str(cwd), "migrate-legacy", "--yes")

@@ -92,3 +92,190 @@ def test_an_empty_from_is_refused_before_the_config_dir_is_looked_at(tmp_path, p
                 "--from", "")
     assert r.exit_code == 2, (r.stdout, r.stderr)
     assert "--from needs a path" in r.stderr
+
+
+# ---------------------------------------------------------------- 2. an interrupt's count
+
+@pytest.fixture
+def three(tmp_path, config_dir):
+    """A repository whose working directory sub/ has a legacy store of three
+    files, copied in this order: MEMORY.md, notes/a.md, scratchpad.md."""
+    repo = make_repo(Path(os.path.realpath(tmp_path)) / "app")
+    cwd = repo / "sub"
+    cwd.mkdir()
+    legacy = legacy_path(config_dir, cwd)
+    for name in ("MEMORY.md", "notes/a.md", "scratchpad.md"):
+        put(legacy / name, f"{name}\n")
+    return cwd, config_dir / "memory" / slug(str(repo))
+
+
+def _interrupted_count(cwd: Path, after_plan=None) -> str:
+    from lecode_memctl.core.migrate import apply_migration, plan_migration
+
+    plan = plan_migration(Path(os.environ["LECODE_CONFIG_DIR"]), cwd)
+    if after_plan is not None:
+        after_plan()
+    with pytest.raises(KeyboardInterrupt) as exc:
+        apply_migration(plan)
+    return exc.value.args[0]
+
+
+def _said(n: int) -> str:
+    return (f"{n} of 3 files copied before this; every destination is complete or absent; "
+            "run again to finish")
+
+
+def test_an_interrupt_in_the_directory_sync_after_the_link_counts_the_file(three, monkeypatch):
+    """The interrupt lands in atomic_write's directory fsync, after the hard
+    link: notes/a.md is complete at its destination, and is counted (it was
+    not: "1 of 3")."""
+    from lecode_memctl.core import atomic
+
+    cwd, store = three
+    real = atomic.fsync_dir
+
+    def sync(path):
+        if (store / "notes" / "a.md").exists():
+            raise KeyboardInterrupt
+        return real(path)
+
+    monkeypatch.setattr(atomic, "fsync_dir", sync)
+    assert _interrupted_count(cwd) == _said(2)
+    assert (store / "notes" / "a.md").read_text() == "notes/a.md\n"
+    assert not (store / "scratchpad.md").exists()
+
+
+def test_an_interrupt_in_the_read_back_counts_the_file(three, monkeypatch):
+    """The interrupt lands as the copy is read back (its sha256 not yet
+    compared): the file is complete at its destination, and is counted."""
+    from lecode_memctl.core import migrate
+
+    cwd, store = three
+    real = migrate.read_regular
+    fired = []
+
+    def read(path, *a, **kw):
+        if Path(path) == store / "notes" / "a.md" and not fired:   # (one signal)
+            fired.append(path)
+            raise KeyboardInterrupt
+        return real(path, *a, **kw)
+
+    monkeypatch.setattr(migrate, "read_regular", read)
+    assert _interrupted_count(cwd) == _said(2)
+
+
+def test_an_interrupt_as_the_writers_turn_ends_counts_the_file(three, monkeypatch):
+    """The interrupt lands after the read-back, as the Markdown writers' turn
+    is given back: the file is copied and verified, and is counted."""
+    import contextlib
+
+    from lecode_memctl.core import markdown
+
+    cwd, store = three
+    real = markdown.writing
+
+    @contextlib.contextmanager
+    def writing(st, *a, **kw):
+        with real(st, *a, **kw):
+            yield
+        if (store / "notes" / "a.md").exists():
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(markdown, "writing", writing)
+    assert _interrupted_count(cwd) == _said(2)
+
+
+def test_an_interrupt_before_the_link_does_not_count_the_file(three, monkeypatch):
+    """The interrupt lands while the temporary file is written: nothing is at
+    notes/a.md's destination, and it is not counted."""
+    from lecode_memctl.core import atomic
+
+    cwd, store = three
+    real = atomic._write_temp
+
+    def write_temp(target, *a, **kw):
+        if Path(target) == store / "notes" / "a.md":
+            raise KeyboardInterrupt
+        return real(target, *a, **kw)
+
+    monkeypatch.setattr(atomic, "_write_temp", write_temp)
+    assert _interrupted_count(cwd) == _said(1)
+    assert not (store / "notes" / "a.md").exists()
+    assert not [e for e in os.listdir(store / "notes")]
+
+
+def test_a_destination_that_appeared_with_other_bytes_is_not_counted(three, monkeypatch):
+    """The interrupt lands while a destination that appeared meanwhile (not
+    memctl's copy: other bytes) is looked at: it is not counted."""
+    from lecode_memctl.core import atomic, migrate
+
+    cwd, store = three
+    real_temp = atomic._write_temp
+    real_state = migrate._dest_state
+
+    def write_temp(target, *a, **kw):
+        if Path(target) == store / "notes" / "a.md" and not Path(target).exists():
+            put(Path(target), "the agent's\n")
+        return real_temp(target, *a, **kw)
+
+    fired = []
+
+    def dest_state(dest, *a, **kw):
+        if Path(dest) == store / "notes" / "a.md" and not fired:   # (one signal)
+            fired.append(dest)
+            raise KeyboardInterrupt
+        return real_state(dest, *a, **kw)
+
+    monkeypatch.setattr(atomic, "_write_temp", write_temp)
+    # (after the plan, which looks at every destination too)
+    assert _interrupted_count(
+        cwd, lambda: monkeypatch.setattr(migrate, "_dest_state", dest_state)) == _said(1)
+    assert (store / "notes" / "a.md").read_text() == "the agent's\n"
+
+
+def test_a_destination_that_appeared_with_the_same_bytes_is_not_counted(three, monkeypatch):
+    """The interrupt lands while a destination that appeared meanwhile with
+    the planned bytes (another writer's, the link refused) is looked at: it
+    is not this copy's, and is not counted."""
+    from lecode_memctl.core import atomic, migrate
+
+    cwd, store = three
+    real_temp = atomic._write_temp
+    real_state = migrate._dest_state
+    fired = []
+
+    def write_temp(target, *a, **kw):
+        if Path(target) == store / "notes" / "a.md" and not Path(target).exists():
+            put(Path(target), "notes/a.md\n")
+        return real_temp(target, *a, **kw)
+
+    def dest_state(dest, *a, **kw):
+        if Path(dest) == store / "notes" / "a.md" and not fired:   # (one signal)
+            fired.append(dest)
+            raise KeyboardInterrupt
+        return real_state(dest, *a, **kw)
+
+    monkeypatch.setattr(atomic, "_write_temp", write_temp)
+    assert _interrupted_count(
+        cwd, lambda: monkeypatch.setattr(migrate, "_dest_state", dest_state)) == _said(1)
+
+
+def test_the_cli_says_the_exact_count_after_an_interrupt(three, monkeypatch):
+    from lecode_memctl.core import atomic
+
+    cwd, store = three
+    real = atomic.fsync_dir
+
+    def sync(path):
+        if (store / "notes" / "a.md").exists():
+            raise KeyboardInterrupt
+        return real(path)
+
+    monkeypatch.setattr(atomic, "fsync_dir", sync)
+    r = run_cli("--project", str(cwd), "migrate-legacy", "--yes")
+    assert r.exit_code == 130, (r.stdout, r.stderr)
+    assert r.stderr == f"memctl: error: interrupted; {_said(2)}\n"
+    monkeypatch.setattr(atomic, "fsync_dir", real)
+    r = run_cli("--project", str(cwd), "migrate-legacy", "--yes")
+    assert r.exit_code == 0, r.stderr
+    assert "copied 1 of 1 file" in r.stdout

@@ -883,7 +883,10 @@ def apply_migration(plan: MigrationPlan) -> MigrationPlan:
     complete, and a rerun finishes the job.  Any other error that stops it
     (``StoreCorrupt``: a legacy file gone) says the same, and so does an
     interrupt: the ``KeyboardInterrupt`` (a Ctrl-C, or a SIGTERM or SIGHUP
-    that the CLI turns into one) is re-raised with that line as its args.
+    that the CLI turns into one) is re-raised with that line as its args,
+    counting the file being copied when it is whole at its destination
+    (linked, before the directory ``fsync`` or the read-back were done:
+    :func:`_copied_whole`).
     """
     from .markdown import writing
 
@@ -891,6 +894,10 @@ def apply_migration(plan: MigrationPlan) -> MigrationPlan:
     total = len(plan.copies)
     done = 0
     out: list[PlanItem] = []
+    # the item being copied, and len(out) when it began: until its result is
+    # in ``out`` an interrupt looks at its destination (:func:`_copied_whole`)
+    current: PlanItem | None = None
+    current_at = 0
     try:
         for item in plan.items:
             if item.action != COPY:
@@ -907,6 +914,7 @@ def apply_migration(plan: MigrationPlan) -> MigrationPlan:
                 out.append(replace(item, result=RES_SOURCE_CHANGED,
                                    detail="the legacy file changed after planning; not copied"))
                 continue
+            current, current_at = item, len(out)
             # in the Markdown writers' turn (markdown.writing), as every
             # Markdown write: an agent's create-only write cannot slip in
             # between this copy's link and its read-back (before 2026-12-07
@@ -916,6 +924,7 @@ def apply_migration(plan: MigrationPlan) -> MigrationPlan:
                     _make_dirs(dest.parent)
                     atomic_write(dest, data, backup=False, overwrite=False)
                 except FileExistsError:
+                    current = None      # (not this copy's: never counted as copied)
                     _state, existing, _why = _dest_state(dest, plan.discovery.store.path)
                     if existing is not None and existing == data:
                         out.append(replace(item, result=RES_IDENTICAL,
@@ -935,12 +944,23 @@ def apply_migration(plan: MigrationPlan) -> MigrationPlan:
                 if hashlib.sha256(check).hexdigest() != item.sha256:
                     raise StoreWriteError(f"{dest}: the copy does not match {item.source} "
                                           f"(sha256 differs) ({_progress(done, total)})")
-            done += 1
             out.append(replace(item, result=RES_COPIED))
+            done += 1
     except KeyboardInterrupt as exc:
         # a Ctrl-C, or a SIGTERM or SIGHUP that the CLI turns into one: the
-        # message says what was copied, as a failed write's does
-        exc.args = (_progress(done, total),)
+        # message says what was copied, as a failed write's does.  Counted
+        # from the results (not ``done``, which the interrupt may have cut
+        # off from them), and the file being copied counts once it is whole
+        # at its destination: the interrupt mostly lands in the fsyncs after
+        # the link, or in the read-back (before 2026-12-07 it was left out,
+        # and the count one too low)
+        copied = sum(1 for i in out if i.result == RES_COPIED)
+        if current is not None and len(out) == current_at:
+            try:
+                copied += _copied_whole(current)
+            except KeyboardInterrupt:
+                pass    # (a second interrupt as it looks: the count as it stood)
+        exc.args = (_progress(copied, total),)
         raise
     except MemctlError as exc:
         if _RERUN in exc.message:
@@ -950,6 +970,23 @@ def apply_migration(plan: MigrationPlan) -> MigrationPlan:
 
 
 _RERUN = "run again to finish"
+
+
+def _copied_whole(item: PlanItem) -> bool:
+    """Whether ``item``'s destination is its whole copy: a regular file (no
+    link followed) with the planned sha256.  The copy's last step is a hard
+    link of a temporary file already written and ``fsync``ed in full
+    (``atomic_write``), and the plan found the destination absent: a file
+    there with these bytes is this copy, complete, whether or not the
+    directory ``fsync`` and the read-back after the link were done.  Reads
+    the destination again (an interrupt's count, once)."""
+    if item.destination is None:
+        return False
+    try:
+        data = read_regular(item.destination)
+    except OSError:
+        return False
+    return hashlib.sha256(data).hexdigest() == item.sha256
 
 
 def _progress(done: int, total: int) -> str:

@@ -279,3 +279,70 @@ def test_the_cli_says_the_exact_count_after_an_interrupt(three, monkeypatch):
     r = run_cli("--project", str(cwd), "migrate-legacy", "--yes")
     assert r.exit_code == 0, r.stderr
     assert "copied 1 of 1 file" in r.stdout
+
+
+# ---------------------------------------------------------------- 3. where names the legacy store
+
+@pytest.fixture
+def nested(tmp_path, config_dir):
+    """A repository app/ whose directory app/sub has a legacy store."""
+    repo = make_repo(Path(os.path.realpath(tmp_path)) / "app")
+    sub = repo / "sub"
+    sub.mkdir()
+    legacy = legacy_path(config_dir, sub)
+    put(legacy / "MEMORY.md", "old memory\n")
+    return repo, sub, legacy
+
+
+def _where_json(*args: str) -> dict:
+    import orjson
+
+    r = run_cli(*args, "where", "--json")
+    assert r.exit_code == 0, r.stderr
+    return orjson.loads(r.stdout_bytes)
+
+
+def test_where_names_the_legacy_store_of_the_working_directory(nested, config_dir):
+    """FORMAT.md lists the legacy (cwd-scoped) store among what 'memctl
+    where prints'; neither the text nor --json showed it."""
+    from .conftest import tree_hash
+
+    repo, sub, legacy = nested
+    before = tree_hash(config_dir)
+    doc = _where_json("--project", str(sub))
+    assert doc["legacy_store"] == str(legacy)
+    assert doc["store"] == str(config_dir / "memory" / slug(str(repo)))
+    r = run_cli("--project", str(sub), "where")
+    assert r.exit_code == 0, r.stderr
+    assert f"\nlegacy store:  {legacy}  (memory older lecode kept for this directory; " \
+           "'memctl migrate-legacy' copies it)\n" in r.stdout, r.stdout
+    # PATH, a file in it, stands for its directory
+    doc = _where_path_json(sub / "f.txt")
+    assert doc["legacy_store"] == str(legacy)
+    assert tree_hash(config_dir) == before        # reads only
+
+
+def _where_path_json(path: Path) -> dict:
+    import orjson
+
+    path.write_text("x\n")
+    r = run_cli("where", "--json", str(path))
+    assert r.exit_code == 0, r.stderr
+    return orjson.loads(r.stdout_bytes)
+
+
+def test_where_has_no_legacy_store_where_there_is_none(nested, config_dir, tmp_path):
+    repo, sub, legacy = nested
+    # the project root's legacy slug is the project's own: its store, no legacy one
+    doc = _where_json("--project", str(repo))
+    assert doc["legacy_store"] is None
+    assert "legacy store" not in run_cli("--project", str(repo), "where").stdout
+    other = repo / "other"
+    other.mkdir()
+    assert _where_json("--project", str(other))["legacy_store"] is None
+    # a symbolic link in its place is no store (never followed, never migrated)
+    link = legacy_path(config_dir, other)
+    link.symlink_to(legacy)
+    assert _where_json("--project", str(other))["legacy_store"] is None
+    # --store names no working directory
+    assert _where_json("--store", str(legacy))["legacy_store"] is None

@@ -984,19 +984,16 @@ def _first_use_copies(store_path: Any = None) -> str | None:
     this one cannot show; None when it would not (or with ``--store``: no
     working directory is named).  One ``lstat`` when there is no legacy
     store; a plan that cannot be made says nothing (reads only)."""
-    import os
-    import stat
-
     from lecode_memctl.core.errors import MemctlError
-    from lecode_memctl.core.layout import legacy_store
+    from lecode_memctl.core.layout import existing_legacy_store
 
     if STATE.store_option:
         return None
     try:
         config_dir = STATE.config_dir().path
         cwd = STATE.project_dir()
-        legacy = legacy_store(config_dir, cwd)
-        if legacy.path == store_path or not stat.S_ISDIR(os.lstat(legacy.path).st_mode):
+        legacy = existing_legacy_store(config_dir, cwd, store_path)
+        if legacy is None:
             return None
         from lecode_memctl.core.migrate import plan_migration
 

@@ -29,21 +29,23 @@ def where(
 
     Prints the project root and how it was found (main checkout, linked
     worktree of another checkout, submodule, or not a git checkout), the slug,
-    the store path, and which layout items exist with their sizes.  Linked
-    worktrees of one repository share one store (not those of a repository
-    made with git's --separate-git-dir: see docs/FORMAT.md).  Creates
-    nothing.
+    the store path, and which layout items exist with their sizes; then the
+    directory's legacy store, when there is one (<config
+    dir>/memory/<slug of the directory itself>/, which older lecode versions
+    kept: 'memctl migrate-legacy' copies it).  Linked worktrees of one
+    repository share one store (not those of a repository made with git's
+    --separate-git-dir: see docs/FORMAT.md).  Creates nothing.
 
     With --store DIR, says where the slug that its transcripts must name came
     from: --slug, the directory name of a store in a config directory's
     memory/ (<config dir>/memory/<slug>/), the transcript headers (when they
     agree, or the project most of them name), or the directory name; the
     slug is unknown when its sessions/ cannot be listed.  --json adds slug_source (project, option,
-    headers, directory, unreadable) and slug_detail.
+    headers, directory, unreadable) and slug_detail; its legacy_store is null then.
     """
     from lecode_memctl.core.identity import resolve_project
     from lecode_memctl.core.inventory import inventory, store_state
-    from lecode_memctl.core.layout import Store, memory_root
+    from lecode_memctl.core.layout import Store, existing_legacy_store, memory_root
     from lecode_memctl.core.rowmodel import doc_head
 
     from .output import echo, emit_json, safe
@@ -62,6 +64,10 @@ def where(
     # (nothing below a store directory that is none is read: a link's target
     # is not the store)
     items = inventory(store) if exists and unusable is None else []
+    # the working directory's legacy (cwd-scoped) store, when there is one:
+    # one lstat (docs/FORMAT.md lists it among what 'where' prints; before
+    # 2026-12-07 it was not shown)
+    legacy = existing_legacy_store(cfg.path, ident.cwd, store.path) if ident else None
     doc = {
         **doc_head("where"),
         "cwd": str(ident.cwd) if ident else None,
@@ -79,6 +85,7 @@ def where(
         "store_error": unusable,
         "items": [{"name": i.name, "kind": i.kind, "exists": i.exists, "size": i.size,
                    "count": i.count, "error": i.error} for i in items],
+        "legacy_store": str(legacy.path) if legacy is not None else None,
     }
     if json_:
         emit_json(doc)
@@ -107,6 +114,9 @@ def where(
                 echo(f"  {i.name:<15} {i.count} file{'s' if i.count != 1 else ''}, {i.size} bytes")
             else:
                 echo(f"  {i.name:<15} {i.size} bytes")
+    if legacy is not None:
+        echo(f"legacy store:  {safe(str(legacy.path))}  (memory older lecode kept for this "
+             "directory; 'memctl migrate-legacy' copies it)")
 
 
 @command(epilog="""\

@@ -353,6 +353,21 @@ def legacy_store(config_dir: Path, cwd: str | os.PathLike[str]) -> Store:
     return Store(memory_root(config_dir) / s, s, None)
 
 
+def existing_legacy_store(config_dir: Path, cwd: str | os.PathLike[str],
+                          project_store: str | os.PathLike[str] | None) -> Store | None:
+    """:func:`legacy_store` of ``cwd`` when there is one: a directory (not a
+    symbolic link, never followed: the migration passes one over) that is not
+    ``project_store``, the project's own store (``cwd`` its root); else
+    None.  One ``lstat`` (``where``, ``context``'s first-use note)."""
+    legacy = legacy_store(config_dir, cwd)
+    if project_store is not None and os.fspath(legacy.path) == os.fspath(project_store):
+        return None
+    try:
+        return legacy if stat.S_ISDIR(os.lstat(legacy.path).st_mode) else None
+    except OSError:
+        return None
+
+
 def regular_files(path: str | os.PathLike[str],
                   suffix: str = "") -> Iterator[tuple[str, os.stat_result]]:
     """(name, lstat) of each regular file directly in ``path`` whose name ends

@@ -346,3 +346,98 @@ def test_where_has_no_legacy_store_where_there_is_none(nested, config_dir, tmp_p
     assert _where_json("--project", str(other))["legacy_store"] is None
     # --store names no working directory
     assert _where_json("--store", str(legacy))["legacy_store"] is None
+
+
+# ---------------------------------------------------------------- 4. the hint for held-back files
+
+@pytest.fixture
+def first_unreadable(tmp_path, config_dir, monkeypatch):
+    """A repository whose working directory a/b has a legacy store (#1) and
+    a/ another (#2); #1's MEMORY.md cannot be read (simulated: reading it is
+    EACCES, as for a mode-000 file read by a user who is not root), and #2
+    provides MEMORY.md and scratchpad.md."""
+    import errno
+
+    from lecode_memctl.core import migrate
+
+    repo = make_repo(Path(os.path.realpath(tmp_path)) / "app")
+    cwd = repo / "a" / "b"
+    cwd.mkdir(parents=True)
+    first = legacy_path(config_dir, cwd)
+    second = legacy_path(config_dir, repo / "a")
+    put(first / "MEMORY.md", "first\n")
+    put(second / "MEMORY.md", "second\n")
+    put(second / "scratchpad.md", "pad\n")
+    real = migrate.read_regular
+
+    def read(path, *a, **kw):
+        if Path(path) == first / "MEMORY.md":
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+        return real(path, *a, **kw)
+
+    monkeypatch.setattr(migrate, "read_regular", read)
+    return cwd, first, second, config_dir / "memory" / slug(str(repo))
+
+
+HELD_1 = ("1 file held back for an earlier legacy store whose file could not be read (or "
+          "its directory listed): nothing was compared; make that store's files readable and "
+          "run again.\n")
+
+
+@pytest.mark.parametrize("args", [("--dry-run",), ("--yes",)])
+def test_a_file_held_back_for_an_unreadable_earlier_store_is_not_called_other_content(
+        first_unreadable, args):
+    """The hint said "1 file provided by an earlier legacy store with other
+    content: the first store's wins, never merged" and offered 'memctl edit
+    memory' to merge, when nothing was compared: the first store's file
+    could not be read."""
+    cwd, first, second, store = first_unreadable
+    r = run_cli("--project", str(cwd), "migrate-legacy", *args)
+    assert r.exit_code == 4, (r.stdout, r.stderr)
+    assert "with other content" not in r.stdout, r.stdout
+    assert "memctl edit" not in r.stdout and "To merge by hand" not in r.stdout, r.stdout
+    assert HELD_1 in r.stdout, r.stdout
+    assert "not copied: #1 MEMORY.md: cannot read: Permission denied\n" in r.stdout
+    assert not (store / "MEMORY.md").exists()
+
+
+def test_held_back_files_and_real_duplicates_are_counted_apart(first_unreadable):
+    cwd, first, second, store = first_unreadable
+    put(first / "notes" / "n.md", "first note\n")
+    put(second / "notes" / "n.md", "second note\n")
+    put(first / "scratchpad.md", "first pad\n")
+    r = run_cli("--project", str(cwd), "migrate-legacy", "--dry-run")
+    assert r.exit_code == 4, (r.stdout, r.stderr)
+    assert HELD_1 in r.stdout, r.stdout
+    assert ("2 files provided by an earlier legacy store with other content: the first "
+            "store's wins, never merged; the legacy files are kept.\n") in r.stdout, r.stdout
+    assert "  memctl edit note n\n" in r.stdout and "  memctl edit scratchpad\n" in r.stdout
+    assert "memctl edit memory" not in r.stdout
+
+
+def test_files_held_back_for_an_unlistable_directory_are_counted_apart(
+        tmp_path, config_dir, monkeypatch):
+    import errno
+
+    repo = make_repo(Path(os.path.realpath(tmp_path)) / "app")
+    cwd = repo / "a"
+    cwd.mkdir()
+    first = legacy_path(config_dir, cwd)
+    put(first / "notes" / "x.md", "first\n")
+    later = tmp_path / "later"
+    for name in ("x.md", "y.md"):
+        put(later / "notes" / name, "later\n")
+    real = os.scandir
+
+    def scandir(path=".", *a, **kw):
+        if os.fspath(path) == os.fspath(first / "notes"):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), os.fspath(path))
+        return real(path, *a, **kw)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    r = run_cli("--project", str(cwd), "migrate-legacy", "--dry-run", "--from", str(later))
+    assert r.exit_code == 4, (r.stdout, r.stderr)
+    assert ("2 files held back for an earlier legacy store whose files could not be read (or "
+            "its directory listed): nothing was compared; make that store's files readable and "
+            "run again.\n") in r.stdout, r.stdout
+    assert "with other content" not in r.stdout and "memctl edit" not in r.stdout

@@ -110,7 +110,9 @@ def _print_diffs(plan, diffs: dict) -> None:
 
 def _print_hint(plan) -> None:
     """Existing destinations are the design's normal case: say what they mean
-    and how to merge by hand."""
+    and how to merge by hand; a duplicate held back for an earlier store
+    that could not be read is no conflict of content: say to make that
+    store readable."""
     from .output import echo, safe
 
     unresolved = {id(i) for i in plan.unresolved}
@@ -121,8 +123,20 @@ def _print_hint(plan) -> None:
         echo(f"{n} legacy Markdown file{'s' if n != 1 else ''} skipped (a symbolic link, not "
              "a regular file, or a name the store does not accept): not migrated; copy "
              f"{'their' if n != 1 else 'its'} content by hand if it matters.")
+    # a duplicate held back for an earlier store whose file (or directory)
+    # could not be read was compared with nothing: its provider is that
+    # store's unreadable item (before 2026-12-07 it was counted as "other
+    # content" and the hint offered to merge it)
+    unread = {i.source for i in plan.items if i.reason == "unreadable"}
+    held = [i for i in kept if i.reason == "duplicate" and i.provided_by in unread]
+    kept = [i for i in kept if not (i.reason == "duplicate" and i.provided_by in unread)]
     dups = [i for i in kept if i.reason == "duplicate"]
     existing = [i for i in kept if i.reason != "duplicate"]
+    if held:
+        n = len(held)
+        echo(f"{n} file{'s' if n != 1 else ''} held back for an earlier legacy store whose "
+             f"file{'s' if n != 1 else ''} could not be read (or its directory listed): nothing "
+             "was compared; make that store's files readable and run again.")
     if existing:
         n = len(existing)
         echo(f"{n} file{'s' if n != 1 else ''} already in the project store with other "

@@ -406,11 +406,18 @@ def secrets(
     """
     import time
 
-    from lecode_memctl.core.errors import UsageError
+    from lecode_memctl.core.errors import MemctlError, UsageError
     from lecode_memctl.core.inventory import store_entries
     from lecode_memctl.core.layout import store_at
     from lecode_memctl.core.rowmodel import SCHEMA_VERSION, SECRET, utc_time
-    from lecode_memctl.core.secrets import Detector, SecretsReport, load_allowlist, scan_store
+    from lecode_memctl.core.secrets import (
+        Detector,
+        SecretsReport,
+        found_values,
+        load_allowlist,
+        mask_store_names,
+        scan_store,
+    )
 
     from .output import REPORT_ALIASES, dumps, fixed_format, safe
     from .state import output_file, path_option
@@ -426,9 +433,17 @@ def secrets(
     else:
         entries = None
         stores = [STATE.existing_store()]
-    out = output_file(output, stores, command="secrets",
-                      config_dir=STATE.config_dir().path if all_projects else None)
     detector = Detector()
+    try:
+        out = output_file(output, stores, command="secrets",
+                          config_dir=STATE.config_dir().path if all_projects else None)
+    except MemctlError as err:
+        # (before any scan: what the detectors find in the store's path it
+        # names is masked, as every output of secrets)
+        from lecode_memctl.core.secrets import hide_found
+
+        raise type(err)(hide_found(detector, err.message),
+                        hint=hide_found(detector, err.hint) if err.hint else None) from None
 
     def scanned(st: Any) -> SecretsReport:
         return scan_store(st, detector=detector, allowlist=allowed, jobs=_jobs(jobs),
@@ -436,13 +451,18 @@ def secrets(
 
     if entries is None:
         reports = [scanned(stores[0])]
-        _refuse_machine_failure(reports[0])
     else:
         reports = [_linked_store(e.path, e.name) if e.is_link else scanned(store_at(e.path))
                    for e in entries]
+    findings = [f for r in reports for f in r.findings]
+    # every value found, in any store: masked in every store's name and
+    # in any error message from here on (a value naming a store's directory)
+    STATE.hidden_values = found_values(findings)
+    mask_store_names(reports, STATE.hidden_values)
+    if entries is None:
+        _refuse_machine_failure(reports[0])
     ok = all(r.ok for r in reports)
     code = 0 if ok else 1
-    findings = [f for r in reports for f in r.findings]
     if fmt == "prometheus":
         from .render_prometheus import secrets_prometheus_text
 
@@ -472,7 +492,7 @@ def secrets(
         for r in reports:
             # nothing found but something not read is not OK, and no secret either
             verdict = "OK" if r.ok else "SECRETS FOUND" if r.findings else "UNREADABLE"
-            lines.append(f"{safe(r.project)}: {verdict}  "
+            lines.append(f"{safe(r.shown_project)}: {verdict}  "
                          f"{len(r.findings)} finding{'s' if len(r.findings) != 1 else ''}"
                          + (f", {r.allowlisted} allowlisted" if r.allowlisted else "")
                          + (f", {len(r.unreadable)} unreadable" if r.unreadable else "")
@@ -595,12 +615,15 @@ def redact(
     {..., "files": [rewrite rows], ..., "kept"}, "result": {..., "kept"} or
     null}; never a value.
     """
+    import os
+
     from lecode_memctl.core.errors import UsageError
     from lecode_memctl.core.redact import apply_redaction, plan_redaction
     from lecode_memctl.core.rowmodel import SCHEMA_VERSION
     from lecode_memctl.core.secrets import (
         Detector,
         detector_slug,
+        found_values,
         hide_in_location,
         load_allowlist,
         scan_store,
@@ -648,6 +671,9 @@ def redact(
     allowed = load_allowlist(_allowlist(allowlist))
     report = scan_store(store, detector=scanner, allowlist=allowed, jobs=_jobs(jobs),
                         lock_wait=lock_wait)
+    # (every value found: masked in any error message from here on, and in
+    # the store's name, which may hold one)
+    STATE.hidden_values = found_values(report.findings)
     if report.unreadable:
         from lecode_memctl.core.errors import StoreBusy, StoreCorrupt, StoreWriteError
 
@@ -665,7 +691,8 @@ def redact(
     picked = select(report.findings, sessions=session, seqs=seq, detectors=detector, pattern=rx)
     plan = plan_redaction(store, picked, lock_wait=lock_wait,
                           masks=session_id_values(report.findings,
-                                                  (s.file for s in report.skipped)))
+                                                  (s.file for s in report.skipped),
+                                                  (store.slug, os.fspath(store.path))))
     doc = plan.to_json()
     if dry_run or plan.empty:
         if json_:

@@ -42,6 +42,14 @@ def _wants_json(args: Sequence[str]) -> bool:
 def report_error(code: str, message: str, exit_code: int, *, json_doc: bool) -> int:
     from .output import dumps, safe
 
+    state = sys.modules.get("lecode_memctl.cli.state")
+    hidden = getattr(getattr(state, "STATE", None), "hidden_values", None)
+    if hidden:
+        # a value secrets or redact found is never shown, not even in a
+        # path an error names (a store's directory named by a token)
+        from lecode_memctl.core.secrets import hide_values
+
+        message = hide_values(message, hidden)
     line = " ".join(safe(message).splitlines()) or code
     if json_doc:
         try:

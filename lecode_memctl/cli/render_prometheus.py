@@ -108,7 +108,9 @@ def secrets_prometheus_text(reports: Iterable[SecretsReport], *, now: float,
     in memory/, reported, is none), for ``memctl_secrets_stores``."""
     reports = list(reports)
     # (each report's labels, written: project, and spelt_same where needed)
-    pl = [_labels(**p)[1:-1] for p in _project_labels(r.project for r in reports)]
+    # (the projects as outputs show them: a found value a store's name
+    # holds masked, so that two stores may be spelt alike: spelt_same)
+    pl = [_labels(**p)[1:-1] for p in _project_labels(r.shown_project for r in reports)]
     lines = [
         "# HELP memctl_secrets_ok 1 when the store holds no credential-shaped value (allowlist applied).",
         "# TYPE memctl_secrets_ok gauge",

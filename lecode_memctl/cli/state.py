@@ -44,6 +44,9 @@ class State:
         # a table in a markup format (github, html, ...) was written on stdout:
         # the lines after it (counts, learning status) go to stderr
         self.markup_table = markup_table
+        # value -> marker of the credentials secrets or redact found: masked
+        # in any error message (main.report_error); never in repr or ==
+        self.hidden_values: dict[str, str] = {}
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._FIELDS)

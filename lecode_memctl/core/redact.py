@@ -149,7 +149,8 @@ class RedactPlan:
             row = f.to_json()
             row["file"] = self.shown_file(row["file"])
             files.append(row)
-        return {"project": self.project, "store": self.store, "findings": self.findings,
+        return {"project": self.shown(self.project), "store": self.shown(self.store),
+                "findings": self.findings,
                 "values": len(self._values),
                 "files": files,
                 "forget_facts": self.forget_facts, "clean_database": self.clean_database,
@@ -642,7 +643,8 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
         first.setdefault(f.secret_value(), f)
     # longest first: a value inside another is replaced after it
     plan._values = dict(sorted(plan._values.items(), key=lambda kv: -len(kv[0])))
-    plan._masks = dict(masks) if masks is not None else session_id_values(findings)
+    plan._masks = dict(masks) if masks is not None else session_id_values(
+        findings, names=(plan.project, plan.store))
     by_file: dict[str, str] = {}
     named: dict[str, list[str]] = {}
     in_database: set[str] = set()   # values found in the raw database (decided below)

@@ -165,11 +165,17 @@ class Finding:
         in what it holds): kind ``file`` without a ``line``."""
         return self.kind == KIND_FILE and self.line is None
 
+    def shown_project(self) -> str:
+        """The project as outputs show it: a found value its name holds
+        masked (:func:`mask_store_names`)."""
+        shown: str | None = self.__dict__.get("_shown_project")
+        return shown if shown is not None else self.project
+
     def to_json(self) -> dict[str, Any]:
         from .rowmodel import SECRET
 
         file, session_id = self.shown()
-        return SECRET.row(detector=self.detector, kind=self.kind, project=self.project,
+        return SECRET.row(detector=self.detector, kind=self.kind, project=self.shown_project(),
                           file=file, session_id=session_id, seq=self.seq,
                           path=self.path, line=self.line, offset=self.offset,
                           fact_id=self.fact_id, revision=self.revision,
@@ -177,7 +183,8 @@ class Finding:
 
 
 def session_id_values(findings: Iterable[Finding],
-                      locations: Iterable[str] = ()) -> dict[str, str]:
+                      locations: Iterable[str] = (),
+                      names: Iterable[str] = ()) -> dict[str, str]:
     """value -> marker of each found value that a location shows: a session
     id, or a file's or directory's name as a user or the agent chose it (a
     note's, a directory's in ``notes/``: :func:`user_named`), of a finding
@@ -187,7 +194,8 @@ def session_id_values(findings: Iterable[Finding],
     even as a location.  The layout's own names at the top of the store are
     no credential: the password ``facts`` does not make ``facts.sqlite3`` a
     location to mask (before 2026-12-07 it was shown
-    ``[REDACTED:...].sqlite3``).  Longest value first."""
+    ``[REDACTED:...].sqlite3``).  ``names``: texts read whole, the store's
+    own name and path (:func:`mask_store_names`).  Longest value first."""
     findings = list(findings)
     values: dict[str, str] = {}
     for f in findings:
@@ -198,7 +206,7 @@ def session_id_values(findings: Iterable[Finding],
         return {}
     shown = "\n".join({text for f in findings
                        for text in (user_named(f.file), f.session_id or "")}
-                      | {user_named(loc) for loc in locations})
+                      | {user_named(loc) for loc in locations} | set(names))
     out = {v: m for v, m in values.items() if v in shown}
     return dict(sorted(out.items(), key=lambda kv: -len(kv[0])))
 
@@ -375,6 +383,49 @@ def mask_session_ids(report: SecretsReport) -> None:
         s.file = hide_in_location(s.file, masks)
 
 
+def found_values(findings: Iterable[Finding]) -> dict[str, str]:
+    """value -> marker of every value ``findings`` found, longest first (a
+    value inside another is replaced after it): what no message may show."""
+    values: dict[str, str] = {}
+    for f in findings:
+        v = f.secret_value()
+        if v:
+            values.setdefault(v, f.marker)
+    return dict(sorted(values.items(), key=lambda kv: -len(kv[0])))
+
+
+def mask_store_names(reports: Iterable[SecretsReport],
+                     values: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Show each report's project and store path (the name of the store's
+    own directory, and every directory above it), its findings' project and
+    its skipped entries' reasons (a linked store's target) with the marker
+    in place of every value found by any of ``reports`` (or of ``values``:
+    :func:`found_values`): a store's name is no location below it, yet no
+    output may hold a value there either (before 2026-12-07 a token naming
+    the store's directory was shown whole in ``project`` and ``store``).
+    The masks applied are returned.  Two stores can then be spelt alike
+    (the Prometheus writer labels the second ``spelt_same``)."""
+    reports = list(reports)
+    if values is None:
+        values = found_values(f for r in reports for f in r.findings)
+    if not values:
+        return {}
+    texts = "\n".join(t for r in reports
+                      for t in (r.project, r.store, *(s.reason for s in r.skipped)))
+    masks = {v: m for v, m in values.items() if v in texts}
+    if not masks:
+        return {}
+    for r in reports:
+        project, store = hide_values(r.project, masks), hide_values(r.store, masks)
+        r.__dict__["_shown_names"] = (project, store)
+        for s in r.skipped:
+            s.reason = hide_values(s.reason, masks)
+        if project != r.project:
+            for f in r.findings:
+                object.__setattr__(f, "_shown_project", project)
+    return masks
+
+
 def mask_paths(report: SecretsReport) -> None:
     """Each finding's JSON path with the marker in place of every found value
     a key on the path holds: a credential can be an object key, and its own
@@ -434,6 +485,18 @@ class SecretsReport:
         """Nothing found, and every file read (an unreadable file may hide one)."""
         return not self.findings and not self.unreadable
 
+    @property
+    def shown_project(self) -> str:
+        """:attr:`project` as outputs show it (:func:`mask_store_names`)."""
+        shown: tuple[str, str] | None = self.__dict__.get("_shown_names")
+        return self.project if shown is None else shown[0]
+
+    @property
+    def shown_store(self) -> str:
+        """:attr:`store` as outputs show it (:func:`mask_store_names`)."""
+        shown: tuple[str, str] | None = self.__dict__.get("_shown_names")
+        return self.store if shown is None else shown[1]
+
     def summary(self) -> dict[str, Any]:
         by: dict[str, int] = {}
         for f in self.findings:
@@ -441,7 +504,7 @@ class SecretsReport:
         from .rowmodel import SECRETS_SCAN
 
         return SECRETS_SCAN.row(
-            project=self.project, store=self.store, ok=self.ok,
+            project=self.shown_project, store=self.shown_store, ok=self.ok,
             findings=len(self.findings), by_detector=dict(sorted(by.items())),
             allowlisted=self.allowlisted, files_scanned=self.files_scanned,
             bytes_scanned=self.bytes_scanned, unreadable=len(self.unreadable),
@@ -1151,6 +1214,7 @@ class Scanner:
         self._names(files)
         mask_session_ids(self.report)
         mask_paths(self.report)
+        mask_store_names([self.report])
         return self.report
 
     def _names(self, files: list[str]) -> None:
@@ -1868,7 +1932,7 @@ __all__ = ["Detector", "Finding", "SecretsReport", "Scanner", "scan_store", "loa
            "mask", "marker", "value_hash", "detector_slug", "select", "KINDS",
            "session_id_values", "replace_values", "replaced_spans", "hide_values", "mask_session_ids",
            "hide_in_location", "user_named", "LAYOUT_NAMES",
-           "mask_paths"]
+           "mask_paths", "found_values", "mask_store_names"]
 
 
 # --------------------------------------------------------------------------

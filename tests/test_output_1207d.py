@@ -115,3 +115,35 @@ def test_redact_masks_a_found_value_in_the_store_name(config_dir):
     assert res.exit_code == 0, res.stderr
     assert TOKEN not in res.stdout + res.stderr and TOKEN_MARK in res.stdout
 
+
+# ---------------------------------------------------------------- facts' refusals
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.mark.parametrize("args", [("--limit", "25"), ("--limit", "25", "--format", "github"),
+                                  ("--limit", "21", "--format", "html"),
+                                  ("--all", "--limit", "5", "--format", "jsonl"),
+                                  ("--all", "--offset", "3", "--json")])
+def test_facts_refusals_are_exit_2(store, args):
+    res = run_cli("--store", str(store.path), "facts", *args)
+    assert res.exit_code == 2, (res.stdout, res.stderr)
+    assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
+
+
+def test_facts_help_says_what_is_refused():
+    res = run_cli("facts", "--help")
+    assert res.exit_code == 0
+    text = _flat(res.stdout)
+    assert "an N over 20 is refused in a table format" in text
+    assert "with --all: exit 2" in text          # --limit and --offset alike
+    assert "exit 2 with --limit or an --offset over 0" in text
+
+
+def test_output_md_says_facts_refuses_a_limit_over_a_page():
+    from .conftest import REPO
+
+    text = _flat((REPO / "docs" / "OUTPUT.md").read_text(encoding="utf-8"))
+    assert "`--limit`/`--offset` work in every format." not in text
+    assert "`facts --limit N` over 20 in a table format" in text

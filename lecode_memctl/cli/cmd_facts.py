@@ -152,12 +152,15 @@ Examples:
 def facts(
     offset: Annotated[int | None, typer.Option(
         "--offset", click_type=count_type(0), metavar="N",
-        help="Skip the first N facts (after filtering).")] = None,
+        help="Skip the first N facts (after filtering); an N over 0 with --all: exit 2.")] = None,
     limit: Annotated[int | None, typer.Option(
         "--limit", click_type=count_type(1), metavar="N",
-        help="At most N facts (the table: at most 20 per page).")] = None,
+        help="At most N facts.  A page of the table holds at most 20: an N over 20 is "
+             "refused in a table format (table, github, html...: exit 2; use a machine "
+             "format or --all); with --all: exit 2.")] = None,
     all_: Annotated[bool, typer.Option("--all", help="The table too lists every fact, not "
-                                       "one page.")] = False,
+                                       "one page; exit 2 with --limit or an --offset over "
+                                       "0, in every format.")] = False,
     session: Annotated[str | None, typer.Option(
         "--session", metavar="ID", autocompletion=complete_session_id,
         help="Only facts with evidence in this session (missing when its transcript is "
@@ -196,6 +199,8 @@ def facts(
     next page (with the options that shape the page) goes to stderr.  The
     machine formats (--json, --format json, jsonl, csv, tsv) give every fact
     unless --limit or --offset is given, streamed in constant memory.
+    Refused (exit 2): --limit over 20 in a table format, and --all with
+    --limit or an --offset over 0 in any format.
     --json is always one object: {"type": "facts", "schema_version",
     "filters", "offset", "limit", "total", "facts": [fact rows],
     "next_offset", "learning"}; see docs/OUTPUT.md for the fields.  --query

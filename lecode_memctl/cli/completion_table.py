@@ -298,9 +298,9 @@ COMMAND_OPTIONS = {
     'facts': (
         True, False,
         (
-            ('--offset', 'Skip the first N facts (after filtering).', 'offset', False),
-            ('--limit', 'At most N facts (the table: at most 20 per page).', 'limit', False),
-            ('--all', 'The table too lists every fact, not one page.', 'all_', False),
+            ('--offset', 'Skip the first N facts (after filtering); an N over 0 with --all: exit 2.', 'offset', False),
+            ('--limit', 'At most N facts.  A page of the table holds at most 20: an N over 20 is refused in a table format (table, github, html...: exit 2; use a machine format or --all); with --all: exit 2.', 'limit', False),
+            ('--all', 'The table too lists every fact, not one page; exit 2 with --limit or an --offset over 0, in every format.', 'all_', False),
             ('--session', 'Only facts with evidence in this session (missing when its transcript is gone); learning status of this session.', 'session', False),
             ('--status', 'Only facts with this evidence status: valid, stale, missing, hidden or unverified.', 'status', False),
             ('--query', 'Only facts whose current text contains TEXT (literal, ASCII case-insensitive; an administrative, unverified search).', 'query', False),

@@ -640,11 +640,17 @@ def _completion_options(command, ctx) -> tuple[list, dict, set, bool]:  # noqa: 
     ``fast_complete`` does not know (nargs other than 1)."""
     from typer.core import TyperArgument, TyperOption
 
+    from lecode_memctl.cli.options import CommandWithGlobalOptions
+
     options = []
     params = {}
     unordered = set()
     has_arguments = False
     help_option = command.get_help_option(ctx)
+    # the global options a command takes after its name: hidden from its
+    # --help, offered by its completion (CommandWithGlobalOptions.shell_complete)
+    offered = (set(map(id, command._globals(ctx)))
+               if isinstance(command, CommandWithGlobalOptions) else set())
     for p in command.get_params(ctx):
         if isinstance(p, TyperArgument):
             has_arguments = True
@@ -660,7 +666,7 @@ def _completion_options(command, ctx) -> tuple[list, dict, set, bool]:  # noqa: 
             unordered.add(p.name)
             names = sorted(names)
         for name in names:
-            if not p.hidden:
+            if not p.hidden or id(p) in offered:
                 options.append((name, p.help or None, p.name, bool(p.multiple)))
             if not p.is_eager:
                 params[name] = (p.name, not (p.is_flag or p.count))
@@ -724,8 +730,9 @@ def render_completion_table() -> str:
         "#: are not eager (an eager one, --help or --version, is left to typer).\n"
         "ROOT_PARAMS = {\n" + params_lines(params, "    ") + "}\n\n"
         "#: command -> (interspersed options and arguments, has a positional argument,\n"
-        "#: its visible options as ROOT_OPTIONS, its options that are not eager as\n"
-        "#: ROOT_PARAMS, the hidden global options after the command name included).\n"
+        "#: its options completion offers as ROOT_OPTIONS (the global options it takes\n"
+        "#: after its name included, after its own), its options that are not eager\n"
+        "#: as ROOT_PARAMS (those global options included).\n"
         "COMMAND_OPTIONS = {\n" + command_lines + "}\n\n"
         "#: Parameters whose option names typer lists in an order that changes from one\n"
         "#: process to the next (click builds the help option from a set): a request\n"

@@ -147,3 +147,80 @@ def test_output_md_says_facts_refuses_a_limit_over_a_page():
     text = _flat((REPO / "docs" / "OUTPUT.md").read_text(encoding="utf-8"))
     assert "`--limit`/`--offset` work in every format." not in text
     assert "`facts --limit N` over 20 in a table format" in text
+
+
+# ---------------------------------------------------------------- completion of the global options
+
+GLOBALS_AFTER = ("--config-dir", "--project", "-C", "--store", "--slug", "--no-color", "--color",
+                 "--no-state")
+
+
+def _bash(line: str) -> dict[str, str]:
+    return {"_MEMCTL_COMPLETE": "complete_bash", "COMP_WORDS": line,
+            "COMP_CWORD": str(len(line.split()) - (0 if line.endswith(" ") else 1)),
+            "COMP_LINE": line}
+
+
+def _answers(env: dict[str, str]) -> tuple[list[str], list[str]]:
+    """(the fast path's answer, typer's), each a list of lines."""
+    from .test_completion_fast import by_fast_path, by_typer
+
+    fast = by_fast_path(env)
+    assert fast is not None, env                 # (option names: the fast path's)
+    typer_text, typer_code = by_typer(env)
+    assert fast == (typer_text, typer_code), env
+    return fast[0].splitlines(), typer_text.splitlines()
+
+
+@pytest.mark.parametrize(("line", "want"), [
+    ("memctl facts --st", ["--status", "--store"]),
+    ("memctl facts --no-", ["--no-color", "--no-state"]),
+    ("memctl show --", ["--config-dir", "--project", "--store", "--slug", "--no-color",
+                        "--color", "--no-state"]),
+    ("memctl --store /s facts --json --co", ["--config-dir", "--color"]),
+    ("memctl grep x --pro", ["--project"]),          # (grep's own -C: --project still)
+    ("memctl validate --st", ["--store", "--strict"]),  # (validate's own --store, once)
+])
+def test_global_options_complete_after_a_command_name(line, want):
+    fast, _typer = _answers(_bash(line))
+    assert set(want) <= set(fast), (line, fast)
+    names = [w for w in fast if w.startswith("-")]
+    assert len(names) == len(set(names)), (line, fast)     # (each offered once)
+    prefix = line.rsplit(" ", 1)[1]
+    assert sorted(w for w in GLOBALS_AFTER if w.startswith(prefix) and w in names) == \
+        sorted(w for w in want if w in GLOBALS_AFTER), (line, fast)
+
+
+def test_global_options_after_a_command_in_zsh_and_fish():
+    zsh = {"_MEMCTL_COMPLETE": "complete_zsh", "_TYPER_COMPLETE_ARGS": "memctl facts --st"}
+    fast, _ = _answers(zsh)
+    assert any('"--store"' in line for line in fast), fast
+    fish = {"_MEMCTL_COMPLETE": "complete_fish", "_TYPER_COMPLETE_ARGS": "memctl facts --st",
+            "_TYPER_COMPLETE_FISH_ACTION": "get-args"}
+    fast, _ = _answers(fish)
+    assert [line.split("\t")[0] for line in fast] == ["--status", "--store"], fast
+
+
+def test_version_and_a_given_global_are_not_offered_after_the_command():
+    fast, _ = _answers(_bash("memctl facts --"))
+    assert "--version" not in fast
+    assert set(GLOBALS_AFTER) - {"-C"} <= set(fast)
+    fast, _ = _answers(_bash("memctl facts --store /s --st"))
+    assert [w for w in fast if w.startswith("-")] == ["--status"]
+
+
+def test_a_global_option_value_after_a_command_completes_as_before_it():
+    from .test_completion_fast import by_typer
+
+    before = by_typer(_bash("memctl --color a"))
+    after = by_typer(_bash("memctl facts --color a"))
+    assert before == after and "auto" in after[0] and "always" in after[0]
+    # --store takes a directory: no candidates of memctl's, the shell's own file names
+    before = by_typer(_bash("memctl --store /"))
+    after = by_typer(_bash("memctl facts --store /"))
+    assert before == after
+
+
+def test_the_global_options_stay_out_of_a_commands_help():
+    res = run_cli("facts", "--help")
+    assert "--store" not in res.stdout and "--config-dir" not in res.stdout

@@ -36,8 +36,9 @@ class CommandWithGlobalOptions(typer.core.TyperCommand):
     """A command that also parses the global options given after its name.
 
     The options are the root's own parameter objects, copied and hidden (so
-    they are defined once, in the app callback, and --help, the man page and
-    the completions list them once, as global options).  A flag the
+    they are defined once, in the app callback, and --help and the man page
+    list them once, as global options); a TAB after the command's name
+    offers them all the same (:meth:`shell_complete`).  A flag the
     command defines itself (``validate --store``, ``grep -C``) stays the
     command's; the option's other flags (``grep --project``) still work.
     Values given after the command name win over values given before it;
@@ -70,6 +71,27 @@ class CommandWithGlobalOptions(typer.core.TyperCommand):
 
     def get_params(self, ctx: Any) -> list[Any]:
         return [*super().get_params(ctx), *self._globals(ctx)]
+
+    def shell_complete(self, ctx: Any, incomplete: str) -> list[Any]:
+        """The names of the command's options, then of the global options
+        it takes after its name (hidden only from --help and the man page;
+        before 2026-12-07 a TAB never offered them there): click's own
+        rule, a hidden option left out, applied to the command's options,
+        and the copies added after them (in ``get_params`` order, as
+        ``completion_table`` lists them for the fast path)."""
+        results = super().shell_complete(ctx, incomplete)
+        if incomplete and not incomplete[0].isalnum():
+            from typer._click.core import ParameterSource
+            from typer._click.shell_completion import CompletionItem
+
+            for p in self._globals(ctx):
+                if not p.multiple and \
+                        ctx.get_parameter_source(p.name) is ParameterSource.COMMANDLINE:
+                    continue
+                results.extend(CompletionItem(name, help=p.help)
+                               for name in [*p.opts, *p.secondary_opts]
+                               if name.startswith(incomplete))
+        return results
 
     def invoke(self, ctx: Any) -> Any:
         from .state import STATE, path_option

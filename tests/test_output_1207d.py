@@ -224,3 +224,27 @@ def test_a_global_option_value_after_a_command_completes_as_before_it():
 def test_the_global_options_stay_out_of_a_commands_help():
     res = run_cli("facts", "--help")
     assert "--store" not in res.stdout and "--config-dir" not in res.stdout
+
+
+# ---------------------------------------------------------------- no far-fetched guess
+
+@pytest.mark.parametrize("cmd", [("schema",), ("man",), ("demo",), ("edit",),
+                                 ("completion", "bash")])
+def test_no_such_option_suggests_no_option_whose_name_is_not_close(cmd):
+    res = run_cli(*cmd, "--json")
+    assert res.exit_code == 2
+    assert res.stderr.count("\n") == 1
+    assert "No such option: --json" in res.stderr
+    assert "Possible options" not in res.stderr and "Did you mean" not in res.stderr
+    assert "--store" not in res.stderr
+
+
+@pytest.mark.parametrize(("cmd", "typo", "meant"), [
+    ("facts", "--jsno", "--json"), ("facts", "--stauts", "--status"),
+    ("schema", "--stor", "--store"), ("notes", "--limt", "--limit"),
+])
+def test_a_close_option_name_is_still_suggested(cmd, typo, meant):
+    res = run_cli(cmd, typo)
+    assert res.exit_code == 2
+    assert meant in res.stderr.split("No such option", 1)[1], res.stderr
+

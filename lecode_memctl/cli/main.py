@@ -472,9 +472,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return UsageError.exit_code
         except _click.exceptions.UsageError as exc:
             where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
-            from .options import belongs_after
+            from .options import belongs_after, close_guesses_only
 
             after = belongs_after(exc, args)     # (first: it drops click's root suggestions)
+            close_guesses_only(exc)
             return report_error(UsageError.code, exc.format_message() + after + where,
                                 UsageError.exit_code, json_doc=json_doc)
         except _click.exceptions.ClickException as exc:

@@ -241,6 +241,25 @@ LockWaitOpt = Annotated[float, typer.Option(
          "before giving up with exit status 6, store busy.")]
 
 
+def close_guesses_only(exc: Exception) -> None:
+    """Keep of click's "Possible options" for an unknown option only the
+    names close to it once their leading dashes are set aside: click's
+    guess (``difflib.get_close_matches``, cutoff 0.6) compares the whole
+    names, whose shared ``--`` alone lifts ``--json`` and ``--store`` over
+    the cutoff (``memctl schema --json`` said "Possible options: --store"
+    before 2026-12-07).  ``--jsno`` still suggests ``--json``."""
+    from typer import _click
+
+    if not isinstance(exc, _click.exceptions.NoSuchOption) or not exc.possibilities:
+        return
+    import difflib
+
+    typed = exc.option_name.lstrip("-").lower()
+    exc.possibilities = [
+        p for p in exc.possibilities
+        if difflib.SequenceMatcher(None, typed, p.lstrip("-").lower()).ratio() >= 0.6]
+
+
 def belongs_after(exc: Exception, args: Sequence[str] = ()) -> str:
     """For an option given before the command that only commands take
     (``memctl --json facts``): where it goes instead (click's own message

@@ -136,11 +136,16 @@ def content_text(content: Any) -> str:
             if kind == "text" and isinstance(part.get("text"), str):
                 pieces.append(part["text"])
             elif kind == "binary":
+                # (the media type and a part's type are the transcript's
+                # strings, on the bracketed line: escaped whole, a newline
+                # written \n, so that they cannot forge lines of the view;
+                # before 2026-12-07 they were printed raw)
                 size = _binary_size(part)
-                pieces.append(f"[binary {part.get('media_type') or 'part'}, "
+                media = part.get("media_type") or "part"
+                pieces.append(f"[binary {safe(str(media), keep_newlines=False)}, "
                               + (f"{size} bytes]" if size is not None else "size unknown]"))
             else:
-                label = kind if isinstance(kind, str) else "unknown"
+                label = safe(kind, keep_newlines=False) if isinstance(kind, str) else "unknown"
                 text = part.get("text")
                 pieces.append(f"[{label} part]" + (f" {text}" if isinstance(text, str) else ""))
         else:
@@ -172,8 +177,8 @@ def _tool_calls(rec: Mapping[str, Any], w: int) -> list[str]:
             continue
         args = c.get("arguments")
         args_text = args if isinstance(args, str) else orjson.dumps(args).decode("utf-8")
-        line = (f"-> call {c.get('name', '?')} (id {c.get('id', '?')}): "
-                f"{_short(args_text, CALL_ARGS_CHARS)}")
+        name, cid = (safe(str(c.get(k, "?")), keep_newlines=False) for k in ("name", "id"))
+        line = f"-> call {name} (id {cid}): {_short(args_text, CALL_ARGS_CHARS)}"
         out.extend(_wrap(line.replace("\n", " "), w))
     return out
 

@@ -63,3 +63,23 @@ def test_read_text_escapes_a_tool_calls_name_and_id(tmp_path):
     r = _cli(st, "read", "tc", "1", "1", "--text")
     assert r.exit_code == 0, r.stderr
     assert "-> call sh\\u202eell\\n[2] x (id c\\x1b[2J1)" in r.stdout, r.stdout
+
+
+def test_read_text_counts_the_lines_a_cut_tool_result_did_not_show(tmp_path):
+    def tail(content: str) -> str:
+        st = _store(tmp_path / str(len(list(tmp_path.iterdir()))), {"tr": [_msg(
+            1, content, role="tool", tool_call_id="c", name="n", epoch=0)]})
+        r = _cli(st, "read", "tr", "1", "1", "--text")
+        assert r.exit_code == 0, r.stderr
+        return r.stdout.splitlines()[-1]
+
+    # cut at 1,000 characters in its 2nd line: l3 and l4 not shown
+    assert "2 more lines" in tail("l1\n" + "y" * 1200 + "\nl3\nl4")
+    # cut in its 1st line: 3 more
+    assert "3 more lines" in tail("x" * 1200 + "\nl2\nl3\nl4")
+    # cut in its 3rd line, as before: 1 more
+    assert "1 more line;" in tail("l1\nl2\n" + "y" * 1200 + "\nl4")
+    # not cut: the first 3 lines shown, 2 more
+    assert "2 more lines" in tail("l1\nl2\nl3\nl4\nl5\n")
+    # a short result says nothing more
+    assert "more" not in tail("l1\nl2\n") and "more" not in tail("l1\nl2\nl3")

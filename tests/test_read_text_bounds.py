@@ -98,7 +98,9 @@ def test_a_tool_result_with_long_lines_is_cut_and_says_how_many_lines_follow(sto
     r = run_cli("--store", str(store.path), "read", "s1", "1", "2", "--text")
     assert r.exit_code == 0, r.stderr
     block = tool_block(r.stdout)
-    assert block[-1] == (f"    [... the first 1000 of {len(text)} characters shown, 7 more lines; "
+    # (cut in the 2nd line: 8 lines not shown; before 2026-12-07 it said 7,
+    # as if 3 had been)
+    assert block[-1] == (f"    [... the first 1000 of {len(text)} characters shown, 8 more lines; "
                          "--json shows the whole result ...]")
     assert "".join(ln.strip() for ln in block[:-1]) == text[:1000].replace("\n", "") + "\u2026"
 

@@ -198,8 +198,14 @@ def _tool_result(text: str, w: int) -> list[str]:
     if cut:
         shown = shown[:TOOL_RESULT_CHARS]
     out = _wrap(shown + ("\u2026" if cut else ""), w)
-    # (a last newline ends the last line: no empty line after it to count)
-    more = text.count("\n") + (not text.endswith("\n")) - TOOL_RESULT_LINES
+    # The lines not shown at all: every line of the result (a last newline
+    # ends the last line: no empty line after it to count) but those begun
+    # in what is shown, which holds fewer than TOOL_RESULT_LINES when it
+    # was cut at TOOL_RESULT_CHARS (before 2026-12-07 three were taken as
+    # shown whatever the cut: a cut in the 2nd of 4 lines said "1 more").
+    total = text.count("\n") + (bool(text) and not text.endswith("\n"))
+    begun = TOOL_RESULT_LINES if end >= 0 else shown.count("\n") + 1 if cut else total
+    more = total - min(begun, total)
     lines = f"{more} more line{'s' if more > 1 else ''}"
     if cut or more > 0:
         out.append(f"{INDENT}[... the first {TOOL_RESULT_CHARS} of {len(text)} characters shown"

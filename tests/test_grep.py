@@ -281,7 +281,11 @@ def test_a_record_with_seq_twice_is_no_hit(store):
     lines[2] = b'{"seq":1,' + lines[2][len(b'{"seq":2,'):-1] + b',"seq":2}'
     path.write_bytes(b"\n".join(lines))
     r = grep(store, "size is", "--include-hidden", "--json")
-    assert r.exit_code == 1, (r.exit_code, r.stdout, r.stderr)
+    # (no hit; the line could hold one and was not searched: exit 5 since
+    # 2026-12-07, "damaged" names it)
+    assert r.exit_code == 5, (r.exit_code, r.stdout, r.stderr)
+    assert orjson.loads(r.stdout_bytes)["damaged"] == [
+        {"session_id": "s2", "reason": "no_seq", "lines": 1, "first_line": 3}]
     same = b'{"seq":2,' + lines[2][len(b'{"seq":1,'):]     # the key twice, the same seq
     lines[2] = same
     path.write_bytes(b"\n".join(lines))
@@ -296,13 +300,14 @@ def test_a_record_with_a_negative_seq_is_no_hit(store):
     path.write_bytes(path.read_bytes()
                      + b'{"seq":-1,"type":"message","role":"user","content":"minus widget"}\n')
     r = grep(store, "minus", "--include-hidden", "--json")
-    assert r.exit_code == 1, (r.exit_code, r.stdout, r.stderr)
+    assert r.exit_code == 5, (r.exit_code, r.stdout, r.stderr)     # (1 before 2026-12-07)
+    assert [d["reason"] for d in orjson.loads(r.stdout_bytes)["damaged"]] == ["no_seq"]
 
 
 # ---------------------------------------------------------------- --json, streamed
 
 GREP_HEAD = ["type", "schema_version", "pattern", "offset", "limit"]
-GREP_TAIL = ["truncated", "count", "sessions_searched", "skipped", "sessions"]
+GREP_TAIL = ["truncated", "count", "sessions_searched", "skipped", "damaged", "sessions"]
 
 
 def test_json_hits_are_written_while_the_search_runs(store, monkeypatch):
@@ -384,7 +389,7 @@ def test_json_document_is_the_one_printed_before_it_streamed(store, args, code, 
     sessions = [{"type": "match_count", "session_id": s, "count": n}
                 for s, n in members["sessions"].items()]
     assert doc == {"type": "grep", "schema_version": 3, "pattern": args[0], **members,
-                   "skipped": [], "sessions": sessions, "hits": rows}
+                   "skipped": [], "damaged": [], "sessions": sessions, "hits": rows}
 
 
 def _failing_session(monkeypatch, sid: str, make) -> None:  # noqa: ANN001

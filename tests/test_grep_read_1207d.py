@@ -83,3 +83,81 @@ def test_read_text_counts_the_lines_a_cut_tool_result_did_not_show(tmp_path):
     assert "2 more lines" in tail("l1\nl2\nl3\nl4\nl5\n")
     # a short result says nothing more
     assert "more" not in tail("l1\nl2\n") and "more" not in tail("l1\nl2\nl3")
+
+
+# ---------------------------------------------------------------- grep: damaged lines
+
+BAD_UTF8 = b'{"seq":2,"type":"message","role":"user","content":"bad \xff leaked-token"}'
+
+
+def _grep(store: Path, *args: str):
+    return _cli(store, "grep", *args)
+
+
+def test_grep_says_a_line_holding_the_pattern_was_not_searched(tmp_path):
+    """A line that is not UTF-8 (or not JSON, or without a seq) was passed
+    over in silence: "no match", exit 1, nothing on stderr, skipped []."""
+    st = _store(tmp_path, {"u1": [_msg(1, "one"), BAD_UTF8,
+                                  b'{"seq":3,"type":"message","content":"leaked-token, cut',
+                                  b'{"seq":4.0,"type":"message","content":"leaked-token"}',
+                                  _msg(5, "two")]})
+    for pattern in ("leaked-token", "leaked.token"):       # literal, regex
+        r = _grep(st, pattern, "--json")
+        assert r.exit_code == 5, (pattern, r.exit_code, r.stdout, r.stderr)
+        doc = orjson.loads(r.stdout_bytes)
+        assert doc["count"] == 0 and doc["skipped"] == []
+        assert doc["damaged"] == [
+            {"session_id": "u1", "reason": "invalid_utf8", "lines": 1, "first_line": 3},
+            {"session_id": "u1", "reason": "not_json", "lines": 1, "first_line": 4},
+            {"session_id": "u1", "reason": "no_seq", "lines": 1, "first_line": 5}], doc
+        assert r.stderr == ("memctl: warning: session u1 damaged: 1 invalid_utf8 line not "
+                            "searched (first: line 3); 1 not_json line not searched (first: "
+                            "line 4); 1 no_seq line not searched (first: line 5)\n"), r.stderr
+        for fmt in ((), ("-c",), ("-l",), ("--format", "jsonl"), ("--format", "csv")):
+            r = _grep(st, pattern, *fmt)
+            assert r.exit_code == 5, (pattern, fmt, r.exit_code)
+            assert r.stderr.count("\n") == 1 and "u1 damaged" in r.stderr, (fmt, r.stderr)
+    # a hit elsewhere: found (exit 0), the damage said all the same
+    r = _grep(st, "leaked-token|two", "--json")
+    assert r.exit_code == 0 and orjson.loads(r.stdout_bytes)["count"] == 1
+    assert len(orjson.loads(r.stdout_bytes)["damaged"]) == 3 and "u1 damaged" in r.stderr
+    # a literal no damaged line holds: those lines cannot match, and are not parsed
+    r = _grep(st, "nowhere", "--json")
+    assert r.exit_code == 1 and orjson.loads(r.stdout_bytes)["damaged"] == [] and not r.stderr
+
+
+def test_grep_says_records_whose_seq_repeats_or_goes_back(tmp_path):
+    """Seqs 1, 2, 2, 1, 5: the hits of the repeated and backward records
+    were printed as visible with no word (read exits 5 seq_duplicate)."""
+    st = _store(tmp_path, {"d1": [_msg(1, "apple 1"), _msg(2, "apple 2"), _msg(2, "apple 2b"),
+                                  _msg(1, "pear"), _msg(5, "apple 5")],
+                           "ok": [_msg(1, "apple ok")]})
+    for pattern in ("apple", "app.e"):
+        r = _grep(st, pattern, "--json")
+        assert r.exit_code == 0, r.stderr
+        doc = orjson.loads(r.stdout_bytes)
+        assert doc["count"] == 5
+        assert doc["damaged"] == [
+            {"session_id": "d1", "reason": "seq_duplicate", "lines": 1, "first_line": 4},
+            {"session_id": "d1", "reason": "seq_regression", "lines": 1, "first_line": 5}], doc
+        assert r.stderr == ("memctl: warning: session d1 damaged: 1 record seq_duplicate "
+                            "(first: line 4), visibility uncertain; 1 record seq_regression "
+                            "(first: line 5), visibility uncertain\n"), r.stderr
+    # a session where nothing matched: its seq order changes nothing said
+    r = _grep(st, "ok", "--json")
+    assert r.exit_code == 0 and orjson.loads(r.stdout_bytes)["damaged"] == [] and not r.stderr
+
+
+def test_grep_finds_the_seq_order_past_lines_longer_than_its_blocks(tmp_path):
+    """The second read of a session with a hit (a literal pattern: the lines
+    it rules out are not parsed) reads blocks of 64 KiB: a line longer
+    than one is placed by its first bytes."""
+    big = "x" * 200_000
+    st = _store(tmp_path, {"lg": [_msg(1, big), _msg(2, "apple"), _msg(3, big),
+                                  orjson.dumps({"content": big, "seq": 4, "type": "message",
+                                                "role": "user"}).decode(),
+                                  _msg(3, "pear"), _msg(6, big)]})
+    r = _grep(st, "apple", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert orjson.loads(r.stdout_bytes)["damaged"] == [
+        {"session_id": "lg", "reason": "seq_duplicate", "lines": 1, "first_line": 6}], r.stdout

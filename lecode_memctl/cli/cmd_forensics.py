@@ -109,14 +109,23 @@ def grep(
     --offset N skips the first N hits (in every format; -c and -l count
     the hits that are left).
 
-    Exit status: 0 when something matched, 1 when nothing did; when every
-    session named by --session was skipped (nothing searched), the status
-    read gives: 4 refused (another project, a symbolic link, a bad header),
-    5 unreadable (a FIFO, a directory, an I/O error), 5 when both.
+    A damaged transcript is said, one warning a session on stderr and in
+    "damaged": its lines that could hold a match and are no record (not
+    UTF-8, not JSON, no seq: not searched) and, where a record held a
+    match, its records whose seq repeats or goes back (their visibility
+    uncertain).
+
+    Exit status: 0 when something matched, 1 when nothing did, 5 when
+    nothing did and a line that could hold a match was not searched (a
+    damaged transcript); when every session named by --session was skipped
+    (nothing searched), the status read gives: 4 refused (another project,
+    a symbolic link, a bad header), 5 unreadable (a FIFO, a directory, an
+    I/O error), 5 when both.
     --json prints one shape whatever the options: {"type": "grep",
     "schema_version", "pattern", "offset", "limit", "hits": [match rows]
     (empty with -c or -l), "truncated", "count", "sessions_searched",
-    "skipped": [{"session_id", "reason"}], "sessions": [match_count rows]},
+    "skipped": [{"session_id", "reason"}], "damaged": [{"session_id",
+    "reason", "lines", "first_line"}], "sessions": [match_count rows]},
     streamed in constant memory: the hits as they are found, then what only
     the end of the search knows (an error after the first hit ends the
     document with an "error" member).
@@ -128,6 +137,7 @@ def grep(
     from lecode_memctl.core.errors import UsageError
     from lecode_memctl.core.grep import grep as core_grep
     from lecode_memctl.core.rowmodel import MATCH, MATCH_COUNT, SCHEMA_VERSION, parse_when
+    from lecode_memctl.core.sessions import SEQ_DUPLICATE, SEQ_REGRESSION
 
     from .output import (
         REPORT_ALIASES,
@@ -202,8 +212,11 @@ def grep(
             lambda: {"truncated": truncated, "count": n,
                      "sessions_searched": run.sessions_searched,
                      "skipped": [{"session_id": s, "reason": r} for s, r in run.skipped],
+                     "damaged": [{"session_id": s, "reason": k, "lines": n, "first_line": f}
+                                 for s, k, n, f in run.damaged],
                      "sessions": counts()},
-            dict.fromkeys(("truncated", "count", "sessions_searched", "skipped", "sessions")))
+            dict.fromkeys(("truncated", "count", "sessions_searched", "skipped", "damaged",
+                           "sessions")))
     elif fmt in ("csv", "tsv") and not by_session:
         emit_csv((h.to_json() for h in matches()), MATCH.names, fmt)
     elif fmt == "jsonl" and not by_session:
@@ -216,8 +229,15 @@ def grep(
         what = (f"session {safe(sid, keep_newlines=False)} skipped" if sid is not None
                 else "no session searched")
         echo(f"memctl: warning: {what}: {safe(reason, keep_newlines=False)}", err=True)
+    for sid, kinds in itertools.groupby(run.damaged, key=lambda d: d[0]):
+        echo(f"memctl: warning: session {safe(sid, keep_newlines=False)} damaged: " + "; ".join(
+            (f"{n} record{'s' if n > 1 else ''} {kind} (first: line {first}), visibility "
+             "uncertain" if kind in (SEQ_DUPLICATE, SEQ_REGRESSION) else
+             f"{n} {kind} line{'s' if n > 1 else ''} not searched (first: line {first})")
+            for _sid, kind, n, first in kinds), err=True)
     code = 0 if matched else 1
-    code = run.nothing_searched_status() or code
+    # (nothing found where lines could not be searched is no "no match")
+    code = run.nothing_searched_status() or (run.damaged_status() if code else None) or code
     if by_session and fmt != "json":
         if fmt == "jsonl":
             emit_jsonl(counts())

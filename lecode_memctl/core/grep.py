@@ -44,14 +44,20 @@ from .errors import MemctlError, StoreCorrupt, UsageError
 from .layout import Store, session_file_exists
 from .rowmodel import record_time
 from .sessions import (
+    _WINDOW_SEQS,
+    NO_SEQ,
     PURPOSES,
     ROLES,
+    SEQ_DUPLICATE,
+    SEQ_REGRESSION,
     VISIBILITY_EVENTS,
     RecordTooLarge,
     SessionStore,
     UndoState,
+    _classify,
     _File,
     event_line,
+    fast_seq,
     load_record,
     not_an_event,
     record_seq,
@@ -250,7 +256,14 @@ class GrepHit:
 class GrepRun:
     """The search; iterate :meth:`hits`.  ``skipped`` lists sessions not read
     (refused or unreadable) with the reason, filled while iterating; a
-    ``sessions/`` that cannot be listed is one entry with no session id."""
+    ``sessions/`` that cannot be listed is one entry with no session id.
+    ``damaged`` lists, per session searched and kind, its lines that could
+    hold a match and are no record (not searched: invalid_utf8, not_json,
+    not_object, no_seq, too_large; with a literal pattern only the lines
+    holding its bytes are parsed) and, in a session where a record held a
+    match, its records whose seq repeats or goes back (seq_duplicate,
+    seq_regression: their visibility is uncertain): (session id, kind,
+    lines, the 1-based line number of the first)."""
 
     store: Store
     regex: re.Pattern[str]
@@ -266,6 +279,8 @@ class GrepRun:
     sessions_searched: int = 0
     # the exit status of each skip, as ``read`` gives it (4 refused, 5 unreadable)
     skipped_status: list[int] = field(default_factory=list)
+    # (session id, kind, lines, 1-based line of the first), filled while iterating
+    damaged: list[tuple[str, str, int, int]] = field(default_factory=list)
     lock_wait: float | None = None  # seconds for a stable facts snapshot; None: 5 s
 
     def hits(self) -> Iterator[GrepHit]:
@@ -335,6 +350,7 @@ class GrepRun:
         pending: list[tuple[dict[str, Any], list[_Span]]] = []
         held = 0
         decided = False
+        matched = False         # whether a record held a match (hidden or not)
         regex = self.regex
         try:
             for rec, read_as_event in items:
@@ -353,6 +369,7 @@ class GrepRun:
                     found.extend(_line_hits(regex, role, path, text, self.context))
                 if not found:
                     continue
+                matched = True
                 if self.since is not None or self.until is not None:
                     when = record_time(rec, created)
                     if when is None or (self.since is not None and when < self.since) or \
@@ -377,6 +394,10 @@ class GrepRun:
                         yield from self._decide(sid, slim, found, excluded, generation, us,
                                                 unused)
                     pending = []
+            # Records whose seq repeats or goes back: said where a record
+            # held a match, whose visibility (by seq) they make uncertain
+            if matched:
+                items.check_order()
         except (MemctlError, OSError) as exc:
             self.skipped.append((sid, str(exc)))
             return
@@ -384,6 +405,12 @@ class GrepRun:
             items.close()
         for slim, found in pending:
             yield from self._decide(sid, slim, found, excluded, generation, us, unused)
+        # (said once the session's hits are all given: a search cut short
+        # by its consumer, --limit, says the same whatever it held pending)
+        self.damaged.extend((sid, kind, n, first)
+                            for kind, (n, first) in sorted(items.damage.items(),
+                                                           key=lambda kv: kv[1][1])
+                            if matched or kind not in (SEQ_DUPLICATE, SEQ_REGRESSION))
 
     def _skip(self, sid: str, exc: MemctlError | OSError) -> None:
         self.skipped.append((sid, str(exc)))
@@ -397,6 +424,14 @@ class GrepRun:
         if self.session_ids is None or self.sessions_searched or not self.skipped_status:
             return None
         return max(self.skipped_status)
+
+    def damaged_status(self) -> int | None:
+        """After a search that found nothing: 5 (what ``read`` gives such a
+        transcript) when a searched session had a line that could hold a
+        match and is no record (not searched), so that "no match" cannot be
+        said; else None."""
+        bad = any(kind not in (SEQ_DUPLICATE, SEQ_REGRESSION) for _s, kind, _n, _f in self.damaged)
+        return 5 if bad else None
 
     def _decide(self, sid: str, rec: dict[str, Any], found: list[_Span], excluded: frozenset[int],
                 generation: int, us: UndoState, unused: _UnusedSummaries) -> list[GrepHit]:
@@ -587,14 +622,26 @@ class _Lines:
         self._literal = literal
         self._pos = 0                  # the end of the last line read
         self._bound: int | None = None
+        # What the iteration found wrong, by kind (sessions' corruption
+        # kinds): [lines, the 1-based line number of the first]
+        self.damage: dict[str, list[int]] = {}
 
     def close(self) -> None:
         if self._fh is not None:
             self._fh.close()
 
     def __iter__(self) -> Iterator[tuple[dict[str, Any], bool]]:
+        """The records.  A complete line that is parsed and is no record (not
+        UTF-8, not JSON, no seq, ...) is counted in :attr:`damage`, and
+        without a literal (every line parsed) so is a record whose seq is
+        not above every seq before it (repeated, gone back); with one,
+        :meth:`check_order` finds those (the lines the literal rules out
+        are not parsed, and cannot hold a match: their bytes are read no
+        more than before, so that a search of clean transcripts is not
+        slowed)."""
         literal = self._literal
         self._fh = fh = os.fdopen(open_nofollow(self._path), "rb", buffering=1 << 20)
+        top = -1                       # the highest seq so far (the header's is 0)
         for raw in fh:
             end = self._pos + len(raw)
             if not raw.endswith(b"\n") or (self._bound is not None and end > self._bound):
@@ -605,8 +652,87 @@ class _Lines:
                 if literal[0] not in hay:
                     continue
             got = _line_record(raw)
-            if got is not None:
-                yield got
+            if got is None:
+                self._damaged(_corruption_kind(raw))
+                continue
+            if literal is None:
+                seq = got[0]["seq"]
+                top = seq if seq == top + 1 else self._order(seq, top)
+            yield got
+
+    def check_order(self) -> None:
+        """With a literal, after the iteration: the records up to where it
+        stopped whose seq is not above every seq before it, counted in
+        :attr:`damage` (a second read of the lines, their seqs read from
+        their first bytes, ``{"seq":N,``, a block of lines at a time, else
+        from their parse; a line that is no record is passed over: the
+        iteration counted it when it could hold a match).  Without one the
+        iteration counted them."""
+        if self._literal is None or self._fh is None:
+            return
+        fd, end = self._fh.fileno(), self._pos
+        pos, top, line_no, rest, long = 0, -1, 0, b"", False
+        while pos < end:
+            block = os.pread(fd, min(_ORDER_BLOCK, end - pos), pos)
+            if not block:
+                break
+            pos += len(block)
+            cut = block.rfind(b"\n") + 1
+            if not cut:
+                # a line longer than a block: its first bytes are kept, enough
+                # for its seq when it begins {"seq":N, (else it is passed
+                # over), never the line whole (memory flat in its length)
+                rest, long = (rest + block[:64])[:64], True
+                continue
+            block, rest = rest + block[:cut], block[cut:]
+            spliced, long = long, False     # (the first line: its head and its end)
+            n = block.count(b"\n")
+            seqs = _WINDOW_SEQS.findall(b"\n" + block)
+            if len(seqs) == n and list(map(int, seqs)) == list(range(top + 1, top + 1 + n)):
+                top += n            # every line written as the writer writes, in order
+                line_no += n
+                continue
+            for i, raw in enumerate(block.split(b"\n")[:-1]):
+                line_no += 1
+                seq = fast_seq(raw[:64])
+                if seq is None:
+                    got = None if spliced and not i else _line_record(raw + b"\n")
+                    if got is None:
+                        continue
+                    seq = got[0]["seq"]
+                top = seq if seq == top + 1 else self._order(seq, top, line_no)
+
+    def _damaged(self, kind: str, line_no: int | None = None) -> None:
+        """One more line of ``kind``: the line ``line_no``, else the line that
+        ends at ``_pos``."""
+        got = self.damage.get(kind)
+        if got is None:
+            self.damage[kind] = [1, line_no or self._line_no()]
+        else:
+            got[0] += 1
+
+    def _line_no(self) -> int:
+        """The 1-based number of the line that ends at ``_pos``: the newlines
+        before it counted (only for the first damaged line of a kind: the
+        iteration counts no lines)."""
+        assert self._fh is not None
+        fd, pos, n = self._fh.fileno(), 0, 0
+        while pos < self._pos:
+            chunk = os.pread(fd, min(1 << 20, self._pos - pos), pos)
+            if not chunk:
+                break
+            n += chunk.count(b"\n")
+            pos += len(chunk)
+        return n
+
+    def _order(self, seq: int, top: int, line_no: int | None = None) -> int:
+        """The highest seq after a record of ``seq``; one not above ``top`` is
+        counted (``seq_duplicate``: equal to it, else ``seq_regression``).  A
+        seq that skips some is no such damage."""
+        if seq <= top:
+            self._damaged(SEQ_DUPLICATE if seq == top else SEQ_REGRESSION, line_no)
+            return top
+        return seq
 
     def events_after(self) -> Generator[dict[str, Any], None, None]:
         """The undo, redo and clear events this iteration will yield from here
@@ -661,6 +787,17 @@ def _not_an_event_head(head: bytes) -> bool:
     :func:`event_line` reads."""
     nl = head.find(b"\n")
     return not_an_event(head if nl < 0 else head[:nl])
+
+
+_ORDER_BLOCK = 1 << 16     # bytes :meth:`_Lines.check_order` reads at a time
+
+
+def _corruption_kind(raw: bytes) -> str:
+    """What is wrong with a complete line (with its newline) that
+    :func:`_line_record` found no record: the kind ``read`` and ``sessions``
+    name (invalid_utf8, not_json, not_object, no_seq, too_large)."""
+    kind = _classify(raw[:-1])[0]
+    return NO_SEQ if kind == "record" else kind
 
 
 def _line_record(raw: bytes) -> tuple[dict[str, Any], bool] | None:

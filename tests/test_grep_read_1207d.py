@@ -161,3 +161,57 @@ def test_grep_finds_the_seq_order_past_lines_longer_than_its_blocks(tmp_path):
     assert r.exit_code == 0, r.stderr
     assert orjson.loads(r.stdout_bytes)["damaged"] == [
         {"session_id": "lg", "reason": "seq_duplicate", "lines": 1, "first_line": 6}], r.stdout
+
+
+# ---------------------------------------------------------------- grep -C
+
+
+def test_grep_context_is_merged_as_grep_prints_it(tmp_path):
+    """Each hit printed its context alone: a line twice (under two labels),
+    a -- between adjacent groups and after the last.  GNU grep -n -C1 prints
+    each line once and a -- only between groups that are not adjacent."""
+    st = _store(tmp_path, {"s1": [
+        _msg(1, "after clear apple\nsecond line Apple\nthird apple"),
+        _msg(2, "apple\nx\ny\nz\nw\napple\nv"),
+        _msg(3, "apple\nx\ny\napple")]})
+    r = _grep(st, "-i", "apple", "-C", "1", "--session", "s1")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "s1:1 user $.content: after clear apple",
+        "s1:1 user $.content line 2: second line Apple",
+        "s1:1 user $.content line 3: third apple",
+        "--",
+        "s1:2 user $.content: apple",
+        "s1:2 user $.content-2- x",
+        "--",
+        "s1:2 user $.content-5- w",
+        "s1:2 user $.content line 6: apple",
+        "s1:2 user $.content-7- v",
+        "--",
+        "s1:3 user $.content: apple",
+        "s1:3 user $.content-2- x",
+        "s1:3 user $.content-3- y",
+        "s1:3 user $.content line 4: apple"], r.stdout
+    # -C 2: the groups of record 2 touch (lines 3 and 4): one group
+    r = _grep(st, "apple", "-C", "2", "--session", "s1")
+    lines = r.stdout.splitlines()
+    assert lines[lines.index("s1:2 user $.content: apple"):][:8] == [
+        "s1:2 user $.content: apple", "s1:2 user $.content-2- x", "s1:2 user $.content-3- y",
+        "s1:2 user $.content-4- z", "s1:2 user $.content-5- w",
+        "s1:2 user $.content line 6: apple", "s1:2 user $.content-7- v", "--"], r.stdout
+    assert lines[-1] != "--"
+
+
+def test_grep_context_lines_are_shortened_as_the_line_is(tmp_path):
+    """One hit next to a 100,000-character line printed 200 KB in every
+    format: the context lines were copied whole, the line cut at ~400."""
+    huge = "z" * 100_000
+    st = _store(tmp_path, {"s1": [_msg(1, f"{huge}\nneedle here\n{huge}")]})
+    r = _grep(st, "needle", "-C", "1")
+    assert r.exit_code == 0 and len(r.stdout) < 2_000, len(r.stdout)
+    assert r.stdout.splitlines()[0] == "s1:1 user $.content-1- " + "z" * 400
+    for fmt in (("--json",), ("--format", "jsonl"), ("--format", "csv")):
+        r = _grep(st, "needle", "-C", "1", *fmt)
+        assert r.exit_code == 0 and len(r.stdout) < 3_000, (fmt, len(r.stdout))
+    (hit,) = orjson.loads(_grep(st, "needle", "-C", "1", "--json").stdout_bytes)["hits"]
+    assert hit["before"] == ["z" * 400] and hit["after"] == ["z" * 400]

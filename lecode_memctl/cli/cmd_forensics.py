@@ -72,7 +72,9 @@ def grep(
     offset: OffsetOpt = None,
     context: Annotated[int, typer.Option(
         "--context", "-C", metavar="N", click_type=count_type(0, 100),
-        help="N lines of the field's text before and after each hit.")] = 0,
+        help="N lines of the field's text before and after each hit (each its first 400 "
+             "characters); the text output merges the context of nearby hits of a field, "
+             "as grep prints it.")] = 0,
     purpose: Annotated[str, typer.Option(
         "--purpose", metavar="PURPOSE", autocompletion=complete_grep_purpose,
         help="Visibility purpose: working (default; a clear hides what precedes it) or "
@@ -222,9 +224,11 @@ def grep(
     elif fmt == "jsonl" and not by_session:
         emit_jsonl(h.to_json() for h in matches())
     else:
+        printer = _HitPrinter(context)
         for hit in matches():
             if not by_session:
-                _print_hit(hit, context)
+                printer.hit(hit)
+        printer.end()
     for sid, reason in run.skipped:
         what = (f"session {safe(sid, keep_newlines=False)} skipped" if sid is not None
                 else "no session searched")
@@ -252,26 +256,66 @@ def grep(
     raise typer.Exit(code)
 
 
-def _print_hit(hit, context: int) -> None:  # noqa: ANN001
-    from .output import echo, safe
+class _HitPrinter:
+    """The text output: one line per hit, ``SESSION:SEQ ROLE PATH: LINE``
+    (`` line N`` after the path past a field's first line, `` [hidden:
+    REASON]`` for a hidden hit); with -C, as grep(1) prints context: each
+    line of a field once, context lines ``SESSION:SEQ ROLE PATH-N- LINE``,
+    the context of hits of one field that overlaps or touches merged into
+    one group, and ``--`` between groups that do not touch, never after the
+    last.  (Before 2026-12-07 each hit printed its context alone: a line
+    twice, under two labels, and a ``--`` after every hit.)"""
 
-    # the role is any string a transcript holds: escaped (\n, \t) as the
-    # path and the line are, so that a newline in it cannot forge a hit line
-    label = (f"{safe(hit.session_id, keep_newlines=False)}:{hit.seq} "
-             f"{safe(hit.role, keep_newlines=False)} {safe(hit.path, keep_newlines=False)}")
-    if hit.line_no > 1:
-        label += f" line {hit.line_no}"
-    if hit.hidden is not None:
-        label += f" [hidden: {hit.hidden}]"
-    first = hit.line_no - len(hit.before)
-    if context:
-        for i, ln in enumerate(hit.before):
-            echo(f"{label}-{first + i}- {safe(ln, keep_newlines=False)}")
-    echo(f"{label}: {safe(hit.line, keep_newlines=False)}")
-    if context:
-        for i, ln in enumerate(hit.after):
-            echo(f"{label}-{hit.line_no + 1 + i}- {safe(ln, keep_newlines=False)}")
-        echo("--")
+    def __init__(self, context: int) -> None:
+        self._context = context
+        self._key: tuple[str, int, str] | None = None   # the field of the group open
+        self._base = ""
+        self._last = 0                                  # its last line printed
+        self._after: list[tuple[int, str]] = []         # its last hit's lines after, pending
+
+    def hit(self, hit) -> None:  # noqa: ANN001
+        from .output import echo, safe
+
+        # the role is any string a transcript holds: escaped (\n, \t) as the
+        # path and the line are, so that a newline in it cannot forge a hit line
+        base = (f"{safe(hit.session_id, keep_newlines=False)}:{hit.seq} "
+                f"{safe(hit.role, keep_newlines=False)} {safe(hit.path, keep_newlines=False)}")
+        hidden = f" [hidden: {hit.hidden}]" if hit.hidden is not None else ""
+        label = base + (f" line {hit.line_no}" if hit.line_no > 1 else "") + hidden
+        if not self._context:
+            echo(f"{label}: {safe(hit.line, keep_newlines=False)}")
+            return
+        key = (hit.session_id, hit.seq, hit.path)
+        first = hit.line_no - len(hit.before)
+        ctx: dict[int, str] = {}
+        if key == self._key and first <= self._last + len(self._after) + 1:
+            ctx.update((no, ln) for no, ln in self._after if no < hit.line_no)
+        else:
+            self._flush()
+            if self._key is not None:
+                echo("--")
+            self._key, self._last = key, 0
+        self._after = []
+        self._base = base + hidden
+        ctx.update((first + i, ln) for i, ln in enumerate(hit.before))
+        for no in sorted(n for n in ctx if n > self._last):
+            echo(f"{self._base}-{no}- {safe(ctx[no], keep_newlines=False)}")
+        echo(f"{label}: {safe(hit.line, keep_newlines=False)}")
+        self._last = hit.line_no
+        self._after = [(hit.line_no + 1 + i, ln) for i, ln in enumerate(hit.after)]
+
+    def _flush(self) -> None:
+        from .output import echo, safe
+
+        for no, ln in self._after:
+            echo(f"{self._base}-{no}- {safe(ln, keep_newlines=False)}")
+        if self._after:
+            self._last = self._after[-1][0]
+        self._after = []
+
+    def end(self) -> None:
+        """After the last hit: the lines after it."""
+        self._flush()
 
 
 # ---------------------------------------------------------------- secrets

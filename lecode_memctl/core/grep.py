@@ -561,7 +561,8 @@ def _hit(role: str, path: str, lines: list[str], i: int, start: int, end: int,
          context: int) -> _Span:
     """The hit of ``lines[i]`` whose match is ``start``..``end`` of it: the
     line cut to about :data:`LINE_SHOWN` characters around the match, and
-    up to ``context`` lines before and after."""
+    up to ``context`` lines before and after, each its first
+    :data:`LINE_SHOWN` characters."""
     line = lines[i]
     shown = line
     if len(line) > LINE_SHOWN:
@@ -569,8 +570,11 @@ def _hit(role: str, path: str, lines: list[str], i: int, start: int, end: int,
         hi = min(len(line), max(end, lo + LINE_SHOWN))
         shown = line[lo:hi]
         start, end = start - lo, min(end, hi) - lo
-    before = tuple(lines[max(0, i - context):i]) if context else ()
-    after = tuple(lines[i + 1:i + 1 + context]) if context else ()
+    # (context lines cut as ``line`` is, to their first LINE_SHOWN
+    # characters; before 2026-12-07 they were copied whole: one hit next to
+    # a 100,000-character line printed 200 KB in every format)
+    before = tuple(ln[:LINE_SHOWN] for ln in lines[max(0, i - context):i]) if context else ()
+    after = tuple(ln[:LINE_SHOWN] for ln in lines[i + 1:i + 1 + context]) if context else ()
     return (role, path, i + 1, start, end, shown, before, after)
 
 

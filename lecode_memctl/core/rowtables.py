@@ -326,8 +326,8 @@ MATCH = RowModel("grep", "match", "One line of a transcript field that matches."
     Field("start", "integer", "offset of the match in line (characters)"),
     Field("end", "integer", "offset after the match in line"),
     Field("match", "string", "the matched text"),
-    Field("before", "list", "with -C N: up to N lines before"),
-    Field("after", "list", "with -C N: up to N lines after"),
+    Field("before", "list", "with -C N: up to N lines before (each its first 400 characters)"),
+    Field("after", "list", "with -C N: up to N lines after (each its first 400 characters)"),
     Field("visible", "boolean", "whether the agent may see this record"),
     Field("hidden_reason", "string", "why not: excluded, undone, cleared, epoch or inert", True),
 ), ids=("session_id",))

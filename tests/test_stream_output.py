@@ -504,7 +504,10 @@ def test_version_to_a_full_disk_or_a_gone_reader(unbuffered):
 @pytest.mark.parametrize("unbuffered", ["1", ""], ids=["-u", "buffered"])
 @pytest.mark.parametrize("args", [["facts", "--all", "--format", "jsonl"], ["facts", "--json"],
                                   ["facts", "--all", "--format", "csv"], ["facts"], ["where"],
-                                  ["facts", "--help"]])
+                                  ["facts", "--help"], ["where", "--help"],
+                                  # (a help over 4 KiB: its failed flush leaves stdout's
+                                  # buffer empty, so stdout then flushes fine)
+                                  ["validate", "--help"]])
 def test_a_full_stdout_is_named_in_its_one_line(built_project, unbuffered, args):
     """A write to stdout that fails says it was stdout's, not a bare 'No space
     left on device' that reads as the store's disk; exit 7."""

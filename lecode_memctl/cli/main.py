@@ -312,6 +312,25 @@ def _stdout_flushes() -> bool:
     return True
 
 
+def _raised_writing_stdout(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised by a write or flush of stdout in the
+    innermost Python frame it went through (click's ``echo``: ``file``).  A
+    failed flush of more than 4 KiB leaves the buffer empty (the write went
+    to the file directly), so stdout flushes again fine: a full disk under
+    ``memctl facts --help > FILE`` said a bare "No space left on device"
+    once the help was over 4 KiB."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    out = sys.stdout
+    for value in tb.tb_frame.f_locals.values():
+        if value is out or value is getattr(out, "buffer", None) or value is sys.__stdout__:
+            return True
+    return False
+
+
 def _freeze_imports() -> None:
     """Move every object made so far (the modules imported, the command
     tree) out of the collector's reach: they live until the exit, so no
@@ -493,7 +512,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return broken_pipe_exit()
             raise
         except OSError as exc:
-            if exc.filename is None and not _stdout_flushes():
+            if exc.filename is None and (not _stdout_flushes() or _raised_writing_stdout(exc)):
                 # (a write of click's or rich's own, such as --help: stdout
                 # still holds what it could not take)
                 from .output import stdout_error

@@ -705,17 +705,25 @@ def history(facts: FactStore | None, sessions: SessionReader, fact_id: str) -> d
 
 
 class PlannedExclusions:
-    """The exclusions and generation a planned forget leaves: ``base`` (the facts
-    database as it is) plus the plan's new exclusions, at the plan's new
-    generation.  An ExclusionReader: given to a SessionStore, the listing's own
-    status code answers what the forget will do."""
+    """The exclusions and generation planned forgets leave: ``base`` (the facts
+    database as it is) plus the new exclusions of ``plans`` (one ForgetPlan,
+    or several: forgets done one after the other), at the generation they
+    leave (each forget that does anything raises it by one: one plan's
+    ``new_generation``; N plans' first ``generation`` + N).  An
+    ExclusionReader: given to a SessionStore, the listing's own status code
+    answers what the forgets will do."""
 
-    def __init__(self, base: ExclusionReader, plan: ForgetPlan) -> None:
+    def __init__(self, base: ExclusionReader, plans: ForgetPlan | Sequence[ForgetPlan]) -> None:
+        from .factresults import ForgetPlan
+
+        todo = [plans] if isinstance(plans, ForgetPlan) else list(plans)
         self._base = base
-        self._generation = plan.new_generation
+        self._generation = (base.generation() if not todo else todo[0].generation
+                            + sum(p.new_generation - p.generation for p in todo))
         added: dict[str, set[int]] = {}
-        for sid, seq in plan.exclusions:
-            added.setdefault(sid, set()).add(seq)
+        for plan in todo:
+            for sid, seq in plan.exclusions:
+                added.setdefault(sid, set()).add(seq)
         self._added = {sid: frozenset(seqs) for sid, seqs in added.items()}
 
     def generation(self) -> int:
@@ -725,11 +733,12 @@ class PlannedExclusions:
         return self._base.excluded_seqs(session_id) | self._added.get(session_id, frozenset())
 
 
-def _after_forget(sessions: SessionReader, facts: FactStore, plan: ForgetPlan) -> SessionReader:
-    """``sessions`` as it will read once the planned forget is committed."""
+def _after_forget(sessions: SessionReader, facts: FactStore,
+                  plans: ForgetPlan | Sequence[ForgetPlan]) -> SessionReader:
+    """``sessions`` as it will read once the planned forget(s) are committed."""
     if not isinstance(sessions, SessionStore):
         raise UsageError("a forget preview needs a SessionStore")
-    return SessionStore(sessions.store, exclusions=PlannedExclusions(facts, plan))
+    return SessionStore(sessions.store, exclusions=PlannedExclusions(facts, plans))
 
 
 def _status_changes(facts: FactStore, before: SessionReader, after: SessionReader,
@@ -791,7 +800,19 @@ def forget_impact(facts: FactStore, sessions: SessionReader, fact_id: str) -> di
         return doc
     after = _after_forget(sessions, facts, plan)
     doc["status_changes"] = _status_changes(facts, sessions, after, fact_id)
-    gen, new = plan.generation, plan.new_generation
+    invalidated, compacts = _scan_generated_and_compacts(sessions, plan.generation,
+                                                         plan.new_generation)
+    doc["generated_messages_invalidated"] = invalidated
+    doc["summaries_inert"] = _summaries_made_inert(compacts, sessions, after)
+    return doc
+
+
+def _scan_generated_and_compacts(sessions: SessionReader, gen: int, new: int
+                                 ) -> tuple[int, list[tuple[str, Any, list[SourceRef]]]]:
+    """One read of every session this store's readers accept: how many
+    generated messages a raise of the generation from ``gen`` to ``new``
+    hides, and every compact event with its lineage (session id, seq,
+    lineage refs)."""
     invalidated = 0
     compacts: list[tuple[str, Any, list[SourceRef]]] = []
     # (every session is read: an unlistable sessions/ is exit 5, as for
@@ -818,9 +839,43 @@ def forget_impact(facts: FactStore, sessions: SessionReader, fact_id: str) -> di
                         compacts.append((sid, rec.get("seq"), lineage))
         except (MemctlError, OSError):
             continue  # refused or unreadable sessions are skipped
-    doc["generated_messages_invalidated"] = invalidated
-    doc["summaries_inert"] = _summaries_made_inert(compacts, sessions, after)
-    return doc
+    return invalidated, compacts
+
+
+def forgets_impact(facts: FactStore, sessions: SessionReader, fact_ids: Sequence[str]
+                   ) -> tuple[list[str], list[dict[str, Any]]]:
+    """What forgetting every fact of ``fact_ids`` (one after the other, as
+    ``memctl redact`` does) does to the others: (the other facts whose
+    evidence the new exclusions overlap, sorted; the compaction summaries
+    whose lineage stops validating, by session id and seq).  The union of
+    what :func:`forget_impact` says of each forget, computed for all of
+    them together: each fact's ``plan_forget`` (its exclusions and the
+    facts they suppress), then one reader with the union of the planned
+    exclusions at the generation the forgets leave
+    (:class:`PlannedExclusions`), one read of the sessions and one
+    validation of the lineages (each :func:`forget_impact` reads every
+    session and lists every fact twice: ``redact``'s plan took the square
+    of the number of its forgets).
+
+    The same answer: a lineage ref is hidden by an excluded position of
+    its span or by a generated message whose epoch is below the
+    generation; the union of the exclusions hides a position iff one
+    forget's does, and every raise of the generation (one forget's, N
+    forgets') hides the same epochs, those below the current generation
+    plus the current generation itself -- no epoch is above the current
+    generation (a writer refuses one; a transcript that holds one is
+    ``validate``'s ``session.epoch_ahead``, and the N forgets then do hide
+    it, as said here).  A fact already forgotten, or one of ``fact_ids``,
+    is in neither answer's facts."""
+    plans = [p for p in (facts.plan_forget(fid) for fid in dict.fromkeys(fact_ids)) if p.exists]
+    if not plans:
+        return [], []
+    suppressed = {f for p in plans for f in p.suppressed_facts} - set(fact_ids)
+    after = _after_forget(sessions, facts, plans)
+    gen = plans[0].generation
+    _invalidated, compacts = _scan_generated_and_compacts(sessions, gen, gen + len(plans))
+    inert = _summaries_made_inert(compacts, sessions, after)
+    return sorted(suppressed), sorted(inert, key=lambda s: (s["session_id"], str(s["seq"])))
 
 
 def _lineage_refs(lineage: Any) -> list[SourceRef] | None:
@@ -835,6 +890,7 @@ def _lineage_refs(lineage: Any) -> list[SourceRef] | None:
 
 
 __all__ = ["facts_page", "check_listed_session", "recall", "history", "forget_impact",
+           "forgets_impact",
             "PlannedExclusions", "learning_status",
             "evaluate_facts", "iter_fact_rows", "iter_fact_records", "iter_fact_page",
             "iter_fact_lines", "fact_row",

@@ -175,3 +175,127 @@ def test_the_plan_reads_each_session_once_however_many_facts_it_forgets(tmp_path
     assert len(plan["forget_facts"]) == 6
     assert scans and max(scans.values()) == 1, scans
 
+
+# -- 2. a credential the agent saves while redact runs: changed since the plan
+
+def _token_store(base: Path) -> Path:
+    from lecode_memctl.core import open_project
+
+    store = base / "store"
+    with open_project(store=store) as p:
+        with p.sessions.create("s1") as w:
+            s = w.append_message("user", f"my token is {TOKEN}")
+            w.append_message("user", "we use tabs")
+        p.remember(f"the token is {TOKEN}", p.sessions.source_snapshot("s1", s, s).ref)
+    return store
+
+
+def _agent_remembers_after_the_plan(monkeypatch, store: Path) -> list[str]:
+    """Between the plan and its apply, the agent remembers a new fact
+    quoting a planned value (as it did while `redact --yes` ran)."""
+    from lecode_memctl.core import open_project, redact
+
+    real = redact.plan_redaction
+    new: list[str] = []
+
+    def plan_then_agent(*a: Any, **k: Any) -> Any:
+        plan = real(*a, **k)
+        with open_project(store=store) as p:
+            ref = p.sessions.source_snapshot("s1", 2, 2).ref
+            new.append(p.remember(f"again: {TOKEN}", ref).fact.fact_id)
+        return plan
+
+    monkeypatch.setattr(redact, "plan_redaction", plan_then_agent)
+    return new
+
+
+def test_a_value_in_a_fact_written_since_the_plan_is_changed_meanwhile_exit_4(tmp_path,
+                                                                              monkeypatch):
+    store = _token_store(tmp_path)
+    new = _agent_remembers_after_the_plan(monkeypatch, store)
+    r = run_cli("--store", str(store), "--no-state", "redact", "--yes")
+    assert r.exit_code == 4, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr and TOKEN not in r.stdout + r.stderr
+    assert "cannot erase" not in r.stderr and "allowlist" not in r.stderr, r.stderr
+    line, = r.stderr.strip().splitlines()
+    assert "1 value is in facts written since the plan" in line, line
+    assert "run redact again" in line, line
+    # (the fact the plan did not show was not forgotten)
+    from lecode_memctl.core import open_project
+
+    with open_project(store=store) as p:
+        assert p.facts.get(new[0]) is not None
+    monkeypatch.undo()
+    # a rerun forgets it, erases the value: exit 0, nothing left
+    r = run_cli("--store", str(store), "--no-state", "redact", "--yes")
+    assert r.exit_code == 0, (r.stdout, r.stderr)
+    assert run_cli("--store", str(store), "--no-state", "secrets").exit_code == 0
+
+
+def test_changed_since_the_plan_with_json_is_the_error_document(tmp_path, monkeypatch):
+    store = _token_store(tmp_path)
+    _agent_remembers_after_the_plan(monkeypatch, store)
+    r = run_cli("--store", str(store), "--no-state", "redact", "--yes", "--json")
+    assert r.exit_code == 4, (r.stdout, r.stderr)
+    doc = orjson.loads(r.stdout_bytes)
+    assert doc["type"] == "error", doc
+    assert doc["error"]["code"] == "conflict", doc
+    assert doc["error"]["exit_code"] == 4
+    assert "in facts written since the plan" in doc["error"]["message"]
+    assert TOKEN not in r.stdout + r.stderr
+
+
+def test_a_value_a_live_row_keeps_is_still_kept_with_a_new_fact_holding_it(tmp_path,
+                                                                          monkeypatch):
+    """Only a value that facts written since the plan alone hold is changed
+    meanwhile: one a live row the plan read also holds (here the exclusions
+    naming the session SID_KEY, to a plan blind to them) is still "cannot
+    erase", reason database, exit 1."""
+    from lecode_memctl.core import open_project, redact
+
+    from .test_redact_kept import SID_KEY, _forgotten_and_deleted
+
+    store = _forgotten_and_deleted(tmp_path)
+    with open_project(store=store) as p, p.sessions.create("s5") as w:
+        w.append_message("user", "we use tabs")
+    monkeypatch.setattr(redact, "_live_session_ids", lambda fs: [])
+    real = redact.plan_redaction
+
+    def plan_then_agent(*a: Any, **k: Any) -> Any:
+        plan = real(*a, **k)
+        with open_project(store=store) as p:
+            p.remember(f"the key is {SID_KEY}", p.sessions.source_snapshot("s5", 1, 1).ref)
+        return plan
+
+    monkeypatch.setattr(redact, "plan_redaction", plan_then_agent)
+    r = run_cli("--store", str(store), "--no-state", "redact", "--yes", "--json")
+    assert r.exit_code == 1, (r.stdout, r.stderr)
+    (kept,) = orjson.loads(r.stdout_bytes)["result"]["kept"]
+    assert kept["reasons"] == ["database"]
+    assert "cannot erase 1 value" in r.stderr
+
+
+def test_a_fact_remembered_after_the_scan_before_the_plan_is_changed_meanwhile(tmp_path,
+                                                                              monkeypatch):
+    """The race as it ran: the scan had read the facts when the agent
+    remembered one (the plan, read after, has it, but not its findings)."""
+    from lecode_memctl.core import open_project, secrets
+
+    store = _token_store(tmp_path)
+    real = secrets.scan_store
+
+    def scan_then_agent(*a: Any, **k: Any) -> Any:
+        report = real(*a, **k)
+        with open_project(store=store) as p:
+            p.remember(f"again: {TOKEN}", p.sessions.source_snapshot("s1", 2, 2).ref)
+        return report
+
+    monkeypatch.setattr(secrets, "scan_store", scan_then_agent)
+    r = run_cli("--store", str(store), "--no-state", "redact", "--yes")
+    assert r.exit_code == 4, (r.stdout, r.stderr)
+    assert "1 value is in facts written since the plan" in r.stderr
+    assert "cannot erase" not in r.stderr
+    monkeypatch.undo()
+    r = run_cli("--store", str(store), "--no-state", "redact", "--yes")
+    assert r.exit_code == 0, (r.stdout, r.stderr)
+    assert run_cli("--store", str(store), "--no-state", "secrets").exit_code == 0

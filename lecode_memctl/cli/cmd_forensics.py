@@ -668,7 +668,9 @@ def redact(
     session id, a file name, a live database row), 2 usage (a pattern
     that is not a valid regex; --seq without --session; a --detector
     name no detector has; no --yes off a terminal), 3 no store or session, 4 a Markdown file changed since the
-    plan was made (run again), 5 a file of the store that cannot be
+    plan was made, or a value left only in facts written since the plan (the agent
+    remembered it while redact ran; such a fact is not forgotten unseen): run
+    again, 5 a file of the store that cannot be
     read, or another application's database, 6 a session, the database or
     the Markdown writers' turn busy (another writer of the Markdown memory,
     the agent say, held it; --lock-wait bounds each wait), 7 write
@@ -733,6 +735,9 @@ def redact(
                 raise type(err)(hide_found(scanner, err.message),
                                 hint=hide_found(scanner, err.hint) if err.hint else None)
     allowed = load_allowlist(_allowlist(allowlist))
+    from lecode_memctl.core.facts import _now
+
+    scanned_at = _now()     # (a fact revision created since: one the plan did not show)
     report = scan_store(store, detector=scanner, allowlist=allowed, jobs=_jobs(jobs),
                         lock_wait=lock_wait)
     # (every value found: masked in any error message from here on, and in
@@ -756,7 +761,8 @@ def redact(
     plan = plan_redaction(store, picked, lock_wait=lock_wait,
                           masks=session_id_values(report.findings,
                                                   (s.file for s in report.skipped),
-                                                  (store.slug, os.fspath(store.path))))
+                                                  (store.slug, os.fspath(store.path))),
+                          scanned_at=scanned_at)
     doc = plan.to_json()
     if dry_run or plan.empty:
         if json_:
@@ -777,7 +783,7 @@ def redact(
         if not confirm("Rewrite these files and forget these facts?"):
             echo("nothing redacted", err=True)
             raise typer.Exit(1)
-    from lecode_memctl.core.redact import RedactInterrupted
+    from lecode_memctl.core.redact import RedactInterrupted, WrittenSinceThePlan
 
     from .output import interrupted_after
 
@@ -787,6 +793,15 @@ def redact(
         # the interrupt's message says what was already redacted (as an
         # error's does), then memctl exits 130 or 143 as for any interrupt
         interrupted_after(exc.progress)
+        raise
+    except WrittenSinceThePlan as exc:
+        # the run is done but for values facts written since the plan hold
+        # (exit 4, run redact again): its forgets' mark is recorded, and a
+        # value it cannot erase is said, as after a run that ends well
+        if exc.result is not None and exc.result.forgotten:
+            _record_forget_mark(store, lock_wait)
+        if exc.result is not None:
+            _kept_warning(exc.result.to_json()["kept"])
         raise
     interrupted_after(f"the redaction was written ({len(result.files)} file(s) rewritten"
                       + (f", {len(result.forgotten)} fact(s) forgotten" if result.forgotten
@@ -877,6 +892,14 @@ def _kept_outcome(kept: list[dict]) -> None:
     can do, and exit status 1."""
     if not kept:
         return
+    _kept_warning(kept)
+    raise typer.Exit(1)
+
+
+def _kept_warning(kept: list[dict]) -> None:
+    """:func:`_kept_outcome`'s warning line, without the exit."""
+    if not kept:
+        return
     from lecode_memctl.core.redact import KEPT_HINT
 
     from .output import echo
@@ -885,7 +908,6 @@ def _kept_outcome(kept: list[dict]) -> None:
          + "; ".join(_kept_place(k) for k in kept)
          + f"; {_KEPT_WHY}: {KEPT_HINT}",
          err=True)
-    raise typer.Exit(1)
 
 
 def _print_plan(doc: dict, *, dry_run: bool, err: bool = False) -> None:

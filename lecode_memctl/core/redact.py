@@ -128,6 +128,11 @@ class RedactPlan:
         # value -> marker of the values that are (in) a session id: shown
         # masked wherever the plan names a session or its file
         self._masks: dict[str, str] = {}
+        # the (fact id, revision) of every revision the plan read holding a
+        # value: a value only a revision written since holds is changed meanwhile
+        # (:class:`WrittenSinceThePlan`), never "cannot erase"
+        self._revisions: frozenset[tuple[str, int]] = frozenset()
+        self._scanned_at: str | None = None
 
     @property
     def empty(self) -> bool:
@@ -624,12 +629,16 @@ def rewrite_transcript(data: bytes, values: Mapping[str, str]) -> tuple[bytes, l
 
 def plan_redaction(store: Store, findings: Iterable[Finding], *,
                    lock_wait: float = BUSY_TIMEOUT,
-                   masks: Mapping[str, str] | None = None) -> RedactPlan:
+                   masks: Mapping[str, str] | None = None,
+                   scanned_at: str | None = None) -> RedactPlan:
     """What redact would do for these findings (reads only).  ``lock_wait``:
     seconds to wait for a stable snapshot of the facts database.  ``masks``
     (value -> marker; default: those of ``findings``): the values found in
     session ids (:func:`secrets.session_id_values` of the whole scan, picked
     or not), shown masked wherever the plan names a session.
+    ``scanned_at``: when the scan that made ``findings`` began (UTC, as a
+    fact revision's ``created`` is written): a revision created since is
+    one the plan did not show (:class:`WrittenSinceThePlan`).
 
     A picked value that is (in) a transcript's session id cannot be erased:
     it is the file's name, its header names it and the facts citing the
@@ -637,6 +646,7 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
     :attr:`RedactPlan.kept`."""
     findings = list(findings)
     plan = RedactPlan(store.slug, os.fspath(store.path), len(findings))
+    plan._scanned_at = scanned_at
     first = plan._first
     for f in findings:
         plan._values.setdefault(f.secret_value(), f.marker)
@@ -791,6 +801,7 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
         try:
             plan.generation = fs.generation()
             live_sids = _live_session_ids(fs)
+            plan._revisions = _revisions_read(fs, plan._values)
             todo = [f for f in plan.forget_facts if fs.get(f) is not None]
             plan.new_generation = plan.generation + len(todo)
             _forget_impacts(plan, store, fs, todo)
@@ -906,6 +917,42 @@ def _a_date(name: str) -> bool:
             and digits.isascii() and digits.isdigit())
 
 
+def _revisions_holding(db: sqlite3.Connection, values: Iterable[str]
+                       ) -> dict[tuple[str, int], tuple[list[str], str]]:
+    """(fact id, revision) -> (the ``values`` its text holds, its
+    ``created``: "" when no text), of every
+    revision row of the facts database ``db`` whose text holds one (one
+    read of the table, one search of each text).  SQLite's errors are the
+    caller's."""
+    import re
+
+    wanted = sorted(set(values), key=len, reverse=True)
+    out: dict[tuple[str, int], tuple[list[str], str]] = {}
+    if not wanted:
+        return out
+    rx = re.compile("|".join(map(re.escape, wanted)))
+    for fid, rev, text, created in db.execute(
+            "SELECT fact_id, revision, text, created FROM revisions"):
+        if isinstance(text, str) and rx.search(text):
+            out[(fid, rev)] = ([v for v in wanted if v in text],
+                               created if isinstance(created, str) else "")
+    return out
+
+
+def _revisions_read(fs: Any, values: Iterable[str]) -> frozenset[tuple[str, int]]:
+    """The (fact id, revision) of the revisions of the facts database ``fs``
+    (a FactStore open for reading) whose text holds one of ``values``, as
+    the plan reads them (revisions are never rewritten: a text that holds a
+    value later is a revision written since)."""
+    db = fs._reader()
+    if db is None or "revisions" not in fs.tables:
+        return frozenset()
+    try:
+        return frozenset(_revisions_holding(db, values))
+    except sqlite3.Error:
+        return frozenset()      # (a damaged table: the plan's own errors say so)
+
+
 def _live_session_ids(fs: Any) -> list[str]:
     """The session ids the live rows of the facts database ``fs`` (a
     FactStore open for reading) name: the evidence of its facts
@@ -924,7 +971,8 @@ def _live_session_ids(fs: Any) -> list[str]:
     return sorted(out)
 
 
-def _left_in_database(store: Store, values: Iterable[str]) -> list[str]:
+def _left_in_database(store: Store, values: Iterable[str],
+                      skip: frozenset[tuple[str, int]] | None = None) -> list[str]:
     """The ``values`` the clean left in the database: whose bytes (in either
     form :func:`_forms` writes) the database's files still hold and that
     SQLite reads there (:func:`_in_live_rows`): after the clean (VACUUM, the
@@ -933,7 +981,35 @@ def _left_in_database(store: Store, values: Iterable[str]) -> list[str]:
     table's name; before 2026-12-07 it was "cannot erase", exit 1) is the
     database's structure, no copy of the credential."""
     left = _in_files(store, list(values))
-    return _in_live_rows(store, left) if left else left
+    return _in_live_rows(store, left, skip) if left else left
+
+
+def _in_new_revisions(store: Store, values: Iterable[str],
+                      read: frozenset[tuple[str, int]], since: str | None = None
+                      ) -> tuple[list[str], frozenset[tuple[str, int]]]:
+    """The ``values`` the text of a revision written since the plan holds,
+    and those revisions (fact id, revision): one the plan did not read (not
+    in ``read``), or created at ``since`` or later (the time the scan
+    began, when given: a fact remembered while the scan ran, which the
+    plan read but the scan did not).  None when the database cannot be
+    read so (every value left is then kept, as before)."""
+    wanted = list(values)
+    if not wanted or not os.path.lexists(store.facts_db):
+        return [], frozenset()
+    try:
+        uri = Path(os.path.abspath(store.facts_db)).as_uri() + "?mode=ro"
+        db = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT)
+    except sqlite3.Error:
+        return [], frozenset()
+    try:
+        held = {k: vs for k, (vs, created) in _revisions_holding(db, wanted).items()
+                if k not in read or (since is not None and created >= since)}
+    except sqlite3.Error:
+        return [], frozenset()
+    finally:
+        db.close()
+    found = {v for vs in held.values() for v in vs}
+    return [v for v in wanted if v in found], frozenset(held)
 
 
 def _schema_row(row: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -962,14 +1038,16 @@ def _own_cells() -> dict[str, frozenset[bytes]]:
             "schema_migrations": frozenset(name.encode() for name, _fn in MIGRATIONS)}
 
 
-def _in_live_rows(store: Store, values: list[str]) -> list[str]:
+def _in_live_rows(store: Store, values: list[str],
+                  skip: frozenset[tuple[str, int]] | None = None) -> list[str]:
     """The ``values`` (either form) SQLite reads in the database: in a column
     of a row of any table (but the fixed words memctl writes in its own
     bookkeeping: meta's key ``generation``, the migrations' names), or in a
     row of ``sqlite_master`` (type, name, table, SQL) that is not one
     memctl's own schema has.  A database SQLite
     cannot read so, or one of whose files is no regular file: every one of
-    ``values`` (what its bytes hold stands)."""
+    ``values`` (what its bytes hold stands).  ``skip``: the (fact id,
+    revision) of rows of ``revisions`` not looked at."""
     forms = [(v, _forms(v)) for v in values]
     found: list[str] = []
     own_words = _own_cells()
@@ -1013,7 +1091,14 @@ def _in_live_rows(store: Store, values: list[str]) -> list[str]:
             # (the cells memctl itself writes in its bookkeeping, each a
             # fixed word: meta's key 'generation', the migrations' names)
             own_cells = own_words.get(name, frozenset())
-            for r in db.execute(f"SELECT * FROM {quoted}"):    # noqa: S608 - a name quoted
+            cur = db.execute(f"SELECT * FROM {quoted}")    # noqa: S608 - a name quoted
+            cols = [d[0] for d in cur.description or ()]
+            key = (cols.index("fact_id"), cols.index("revision")) \
+                if skip and name == "revisions" and {"fact_id", "revision"} <= set(cols) else None
+            for r in cur:
+                if key is not None and skip and isinstance(r[key[0]], bytes) and \
+                        (r[key[0]].decode("utf-8", "surrogateescape"), r[key[1]]) in skip:
+                    continue
                 for c in r:
                     if c not in own_cells:
                         look(c)
@@ -1227,17 +1312,25 @@ def _apply(store: Store, plan: RedactPlan, result: RedactResult, pending: _Pendi
                 pending.forgets.remove(fid)
         finally:
             fs.close()
+    rows = {k["hash"]: i for i, k in enumerate(result.kept)}
+    # (a value a live row the plan read keeps: kept already, not looked for)
+    wanted = [v for v in plan._values
+              if KEPT_DATABASE not in _reasons(result.kept, rows, plan._first[v])]
     if plan.clean_database and os.path.lexists(store.facts_db):
         clean_database(store, lock_wait)
         result.database_cleaned = True
         # what the clean left: only a live row holds it now (the plan's
         # reading of the live session ids may miss one: a column that is no
-        # session id, a row written since): kept, said, exit 1 -- never
-        # "redacted" (before 2026-12-07, exit 0)
-        rows = {k["hash"]: i for i, k in enumerate(result.kept)}
-        for v in _left_in_database(store, (v for v in plan._values
-                                           if KEPT_DATABASE not in _reasons(result.kept, rows,
-                                                                            plan._first[v]))):
+        # session id): kept, said, exit 1 -- never "redacted" (before
+        # 2026-12-07, exit 0); but a value only a fact written since the
+        # plan holds (the agent remembered it while redact ran) is changed
+        # meanwhile, below
+        left = _left_in_database(store, wanted)
+        fresh, new_rows = _in_new_revisions(store, left, plan._revisions, plan._scanned_at)
+        only_new = set(fresh) - set(_left_in_database(store, fresh, new_rows)) if fresh else set()
+        for v in left:
+            if v in only_new:
+                continue
             i = rows.get(plan._first[v].hash)
             if i is None:
                 result.kept.append(kept_row(plan._first[v], (KEPT_DATABASE,)))
@@ -1246,7 +1339,29 @@ def _apply(store: Store, plan: RedactPlan, result: RedactResult, pending: _Pendi
                 result.kept[i] = {**k, "reasons": [r for r in KEPT_REASONS
                                                    if r in k["reasons"] or r == KEPT_DATABASE]}
         result.kept.sort(key=lambda k: (k["detector"], k["hash"]))
+    else:
+        # (no clean: a value a fact written since the plan holds is as much
+        # changed meanwhile)
+        only_new = set(_in_new_revisions(store, wanted, plan._revisions, plan._scanned_at)[0])
     pending.clean = False
+    if only_new:
+        firsts = [plan._first[v] for v in plan._values if v in only_new]
+        n = len(firsts)
+        raise WrittenSinceThePlan(
+            f"{n} value{'s are' if n != 1 else ' is'} in facts written since the plan ("
+            + ", ".join(f"{f.detector} {f.preview}" for f in firsts)
+            + "), not forgotten: the plan did not name them; run redact again", result)
+
+
+class WrittenSinceThePlan(Conflict):
+    """Values the run did not erase because facts remembered (or corrected)
+    since the plan hold them, which it does not forget unseen: changed
+    meanwhile, exit 4, as a file changed since the plan; running redact
+    again plans and forgets them.  ``result``: what the run did."""
+
+    def __init__(self, message: str, result: RedactResult | None = None) -> None:
+        super().__init__(message)
+        self.result = result
 
 
 def _reasons(kept: list[dict[str, Any]], rows: dict[str, int], f: Finding) -> list[str]:
@@ -1330,6 +1445,7 @@ def clean_database(store: Store, timeout: float = BUSY_TIMEOUT) -> None:
 
 
 __all__ = ["plan_redaction", "apply_redaction", "clean_database", "rewrite_transcript",
-           "RedactPlan", "RedactResult", "RedactInterrupted", "FileChange", "FACTS_DB", "KEPT_HINT",
+           "RedactPlan", "RedactResult", "RedactInterrupted", "WrittenSinceThePlan", "FileChange",
+           "FACTS_DB", "KEPT_HINT",
            "KEPT_REASONS", "kept_row",
            "HEADER_FIELDS", "RECORD_FIELDS"]

@@ -176,6 +176,49 @@ def test_the_plan_reads_each_session_once_however_many_facts_it_forgets(tmp_path
     assert scans and max(scans.values()) == 1, scans
 
 
+
+def test_an_epoch_ahead_of_the_generation_is_hidden_by_all_the_forgets_together(tmp_path):
+    """The one case where the union of each forget's preview differs: a
+    generated message whose epoch is ahead of the generation (by hand; a
+    writer refuses it; validate's session.epoch_ahead).  Two forgets raise
+    the generation past it, one does not: the plan says the summary citing
+    it is made inert, and after the forgets it is."""
+    from lecode_memctl.core import open_project
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.factview import forgets_impact
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.sessions import SessionStore
+
+    store = tmp_path / "store"
+    with open_project(store=store) as p:
+        with p.sessions.create("s0") as w:
+            w.append_message("user", "one")
+            w.append_message("user", "two")
+        a = p.remember("fact one", p.sessions.source_snapshot("s0", 1, 1).ref).fact.fact_id
+        b = p.remember("fact two", p.sessions.source_snapshot("s0", 2, 2).ref).fact.fact_id
+        path = Path(p.sessions.path("s0"))
+    with open(path, "ab") as f:
+        f.write(orjson.dumps({"seq": 3, "type": "message", "role": "assistant",
+                              "content": "ahead", "epoch": 1}) + b"\n")
+    with open_project(store=store) as p:
+        ref = p.sessions.source_snapshot("s0", 3, 3).ref
+        with p.sessions.writer("s0") as w:
+            w.append_event("compact", summary="s", lineage=[ref.to_json()], prior=None,
+                           model="m", usage=None)
+    st = store_at(store)
+    fs = FactStore.open_readonly(st.facts_db)
+    try:
+        ss = SessionStore(st, exclusions=fs)
+        assert _old_union(fs, ss, [a, b]) == ([], [])
+        assert forgets_impact(fs, ss, [a, b]) == ([], [{"session_id": "s0", "seq": 4}])
+    finally:
+        fs.close()
+    with open_project(store=store) as p:
+        p.forget(a)
+        p.forget(b)
+        (after,) = p.sessions.validate_many([ref], purpose="working").values()
+    assert (after.status, after.reason) == ("hidden", "epoch")
+
 # -- 2. a credential the agent saves while redact runs: changed since the plan
 
 def _token_store(base: Path) -> Path:

@@ -566,7 +566,8 @@ MAX_OFFSET = (1 << 63) - 1
 def facts_page(facts: FactStore | None, sessions: SessionReader, *, offset: int = 0, limit: int = PAGE_FACTS,
                session_id: str | None = None,
                max_bytes: int = MAX_OUTPUT_BYTES,
-               transcript: bool | None = None, valid_texts: bool = False) -> dict[str, Any]:
+               transcript: bool | None = None, valid_texts: bool = False,
+               current_session_id: str | None = None) -> dict[str, Any]:
     """One page of ``memctl facts`` / memory_list: at most ``limit`` (<= 20) facts,
     the whole JSON document at most ``max_bytes``; ``next_offset`` is null at
     the end.  Then the latest learning status (of ``session_id`` when given:
@@ -575,13 +576,25 @@ def facts_page(facts: FactStore | None, sessions: SessionReader, *, offset: int 
     ``valid_texts`` (memory_list, which the model reads): the text of a fact
     whose status is not ``valid`` is null, ``fact_text_truncated`` false,
     before the page is fitted to ``max_bytes`` (as :func:`recall` gives it
-    none)."""
+    none).
+    ``current_session_id`` (memory_list: the agent's current session)
+    names the session whose learning status is given, and only that: the
+    facts are the whole project's, as without ``session_id``; the learning
+    status is null when that session has no learning event or no
+    transcript yet (never another session's, as without it: the most
+    recently written session's).  It and ``session_id`` are not given
+    together (UsageError)."""
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise UsageError("offset must be 0 or more")
     if offset > MAX_OFFSET:   # SQLite and JSON integers are 64-bit (issue 16.5)
         raise UsageError(f"offset {offset} is too large (at most {MAX_OFFSET})")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= PAGE_FACTS:
         raise UsageError(f"limit must be 1..{PAGE_FACTS}")
+    if current_session_id is not None:
+        if session_id is not None:
+            raise UsageError("give session_id (the facts citing a session) or current_session_id "
+                             "(the session whose learning status is given), not both")
+        check_session_id(current_session_id)
     if session_id is not None:
         check_session_id(session_id)
         if transcript is None:
@@ -605,7 +618,10 @@ def facts_page(facts: FactStore | None, sessions: SessionReader, *, offset: int 
         for row in rows:
             if row["status"] != VALID:
                 row["text"], row["fact_text_truncated"] = None, False
-    learning = learning_status(sessions, facts, session_id) if transcript is not False else None
+    if current_session_id is not None:
+        learning = _current_learning(sessions, facts, current_session_id)
+    else:
+        learning = learning_status(sessions, facts, session_id) if transcript is not False else None
     doc: dict[str, Any] = {"offset": offset, "limit": limit, "total": total,
                            "next_offset": None, "facts": rows, "learning": learning}
     shown = len(rows)
@@ -617,6 +633,19 @@ def facts_page(facts: FactStore | None, sessions: SessionReader, *, offset: int 
         rows.pop()
         doc["next_offset"] = offset + len(rows)
     return doc
+
+
+def _current_learning(sessions: SessionReader, facts: FactStore | None,
+                      session_id: str) -> dict[str, Any] | None:
+    """The learning status of the agent's current session (memory_list):
+    None when its transcript is not there yet (``NotFound``) or holds no
+    learning event; a transcript that is there but cannot be read raises
+    its own error, as ``session_id`` does."""
+    try:
+        sessions.header(session_id)
+    except NotFound:
+        return None
+    return learning_status(sessions, facts, session_id)
 
 
 def _require_fact(facts: FactStore | None, fact_id: str) -> Fact:

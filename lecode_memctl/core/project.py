@@ -244,18 +244,25 @@ class Project:
             return read_range(self.sessions, session_id, start, end, offset=offset, limit=limit)
 
     def list_facts(self, *, offset: int = 0, limit: int = 20,
-                   session_id: str | None = None) -> dict[str, Any]:
+                   session_id: str | None = None,
+                   current_session_id: str | None = None) -> dict[str, Any]:
         """memory_list: one page of facts with their status (:func:`facts_page`),
         as the model may read it: the text of a fact whose status is not
         ``valid`` is null (``fact_text_truncated`` false), as
         :meth:`recall` gives it none (a fact that shares evidence with a
         forgotten one is suppressed from recall, kept administratively:
-        ``memctl facts`` lists its text)."""
+        ``memctl facts`` lists its text).  memory_list passes
+        ``current_session_id`` (the agent's current session): the
+        project's facts, with that session's latest learning status (None
+        when it has none).  ``session_id`` instead lists only the facts
+        citing that session; neither: the learning status of the session
+        written last."""
         from .factview import facts_page
 
         with typed_errors(), self._reading() as fs:
             return facts_page(fs, self.sessions, offset=offset, limit=limit,
-                              session_id=session_id, valid_texts=True)
+                              session_id=session_id, valid_texts=True,
+                              current_session_id=current_session_id)
 
     def memory_section(self, *, explain: bool = False) -> MemorySection:
         """The memory section to inject (:func:`build_memory_section`)."""

@@ -68,3 +68,67 @@ def test_list_facts_with_a_current_session_on_a_project_with_no_database(tmp_pat
         d = p.list_facts(current_session_id="s1")
         assert d["facts"] == [] and d["learning"] is None
         assert not p.store.path.exists()
+
+
+# ---- 2. the evidence is validated again inside the write transaction, always
+
+def _undo_after_first_validation(p, session_id, target):
+    """The next validate_source of ``p.sessions`` runs, then an undo of
+    ``target`` is appended (the agent's /undo landing between the first
+    validation and the write transaction); later ones run as they are."""
+    s = p.sessions
+    orig = s.validate_source
+    fired = []
+
+    def racing(ref, purpose="working"):
+        st = orig(ref, purpose=purpose)
+        if not fired:
+            fired.append(True)
+            with s.writer(session_id) as w:
+                w.append_event("undo", target=list(target))
+        return st
+
+    s.validate_source = racing
+    return fired
+
+
+def test_remember_refuses_evidence_an_undo_hid_before_its_transaction(tmp_path):
+    """The ref was validated again inside the transaction only when the
+    generation had moved: an undo (a JSONL append, no generation change)
+    landing in between was stored as a fact, created, already hidden."""
+    from lecode_memctl.core.errors import Conflict
+
+    with _project(tmp_path) as p:
+        with p.sessions.create("s1") as w:
+            w.append_message("user", "We use tabs.")
+        ref = p.sessions.source_snapshot("s1", 1, 1).ref
+        fired = _undo_after_first_validation(p, "s1", (1, 1))
+        with pytest.raises(Conflict, match=r"not valid: hidden \(undone\)"):
+            p.remember("We use tabs.", ref)
+        assert fired
+        assert not p.store.facts_db.exists() or p.facts.count() == 0
+
+
+def test_correct_and_attach_source_refuse_evidence_an_undo_hid_meanwhile(tmp_path):
+    from lecode_memctl.core.errors import Conflict
+
+    with _project(tmp_path) as p:
+        s = p.sessions
+        with s.create("s1") as w:
+            w.append_message("user", "We use tabs.")            # 1
+            w.append_message("user", "We use spaces.")          # 2
+        fact = p.remember("We use tabs.", s.source_snapshot("s1", 1, 1).ref).fact
+        ref = s.source_snapshot("s1", 2, 2).ref
+        _undo_after_first_validation(p, "s1", (2, 2))
+        with pytest.raises(Conflict, match=r"hidden \(undone\)"):
+            p.correct(fact.fact_id, "We use spaces.", expected_revision=1, ref=ref)
+        assert p.facts.require(fact.fact_id).revision == 1
+
+        with s.writer("s1") as w:
+            seq = w.append_message("user", "Tests use pytest.")
+        bare = p.facts.add("unverified").fact
+        ref = s.source_snapshot("s1", seq, seq).ref
+        _undo_after_first_validation(p, "s1", (seq, seq))
+        with pytest.raises(Conflict, match=r"hidden \(undone\)"):
+            p.facts.attach_source(bare.fact_id, 1, ref, sessions=s)
+        assert p.facts.source(bare.fact_id) is None

@@ -3,8 +3,8 @@
 The evidence is validated before the write transaction; a forget that commits
 in between raises the generation (hiding every generated message stamped
 with an older epoch) and may exclude positions.  Inside the transaction the
-generation is compared with the one the validation saw; when it moved, the
-evidence is validated again there, under the write lock, so a fact is never
+evidence is validated again (always: before 2026-12-07 only when the
+generation had moved), under the write lock, so a fact is never
 stored with evidence that is not visible when it commits.  The hook below
 only fixes the timing: it runs a forget through a second connection right
 after the first validation returns.

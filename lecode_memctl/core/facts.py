@@ -3874,17 +3874,19 @@ class FactStore(ClosesOnExit):
 
     def _revalidate(self, db: sqlite3.Connection, seen: int, ref: SourceRef,
                     sessions: SessionReader, project_root: Any, purpose: str) -> None:
-        """Inside the write transaction: when the generation is not the one
-        the validation before it saw (a forget committed meanwhile: it raised
-        the generation, which hides generated messages of older epochs, and
-        may have excluded positions; exclusions only change with the
-        generation), validate ``ref`` again here.  The transaction holds the
-        write lock, so no forget can commit before this one does: the
-        evidence stored is visible when it commits.  (Undo, redo and clear
-        are JSONL appends, outside any SQLite transaction, as the reference
-        design says.)"""
-        if self._generation_in(db) != seen:
-            self._check_valid(ref, sessions, purpose)
+        """Inside the write transaction: validate ``ref`` again, always
+        (Conflict unless valid, as the first validation refuses it).  The
+        transaction holds the write lock, so no forget can commit before
+        this one does; an undo, redo or clear (a JSONL append, outside any
+        SQLite transaction), a source edit or deletion, or a forget that
+        committed since the first validation (``seen``: the generation it
+        read) is seen here.  Before 2026-12-07 the ref was validated again
+        only when the generation had moved, so an undo landing between the
+        two was stored as a fact, created and already hidden (the reference
+        design: "generation and source version are checked again inside
+        the FactStore.remember transaction")."""
+        del seen, db        # (the generation is read again by the validation itself)
+        self._check_valid(ref, sessions, purpose)
 
     @_ends_its_transaction
     def remember(self, text: str, ref: SourceRef, *, sessions: SessionReader, project_root: Any = None,
@@ -3895,8 +3897,8 @@ class FactStore(ClosesOnExit):
         The ref is validated (purpose ``working``) through ``sessions``;
         inside the transaction that inserts the fact, its first revision and
         its source together, ``expected_generation`` (when given) is checked,
-        the ref is validated again when the generation moved since the first
-        validation (a forget meanwhile: Conflict if that hid the evidence),
+        the ref is validated again (a forget, undo, clear or edit of the
+        transcript meanwhile: Conflict if that hid or changed the evidence),
         and exclusions are checked.  The id derives from text + ref, so a retry returns
         the same fact.  ``deduplicate=True`` returns an existing fact whose any
         revision's case-folded, whitespace-collapsed text equals this one,
@@ -3942,7 +3944,7 @@ class FactStore(ClosesOnExit):
         alone is refused).  Revision and generation are checked inside the
         transaction: stale -> Conflict (exit 4), nothing changed.  As in
         :meth:`remember`, the ref is validated again inside the transaction
-        when a forget moved the generation since the first validation.  A
+        (Conflict, nothing changed, when it no longer validates).  A
         revision or generation that is not an int is UsageError (exit 2)."""
         _check_expected("expected_revision", expected_revision, optional=False)
         _check_expected("expected_generation", expected_generation, optional=True)

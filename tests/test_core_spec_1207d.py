@@ -132,3 +132,68 @@ def test_correct_and_attach_source_refuse_evidence_an_undo_hid_meanwhile(tmp_pat
         with pytest.raises(Conflict, match=r"hidden \(undone\)"):
             p.facts.attach_source(bare.fact_id, 1, ref, sessions=s)
         assert p.facts.source(bare.fact_id) is None
+
+
+# ---- 3. disabled memory creates no fact database
+
+def _disabled(tmp_path: Path):
+    (tmp_path / "cfg").mkdir(exist_ok=True)
+    (tmp_path / "cfg" / "config.toml").write_text("[memory]\nenabled = false\n")
+    return _project(tmp_path)
+
+
+def test_disabled_memory_refuses_every_write_that_adds_facts(tmp_path):
+    """``Project.remember`` (and ``correct``, the writer's ``add``...)
+    created ``facts.sqlite3`` with ``[memory] enabled = false``."""
+    from lecode_memctl.core import FactStore
+    from lecode_memctl.core.errors import MemctlError
+
+    with _disabled(tmp_path) as p:
+        assert p.config.enabled is False
+        with p.sessions.create("s1") as w:
+            w.append_message("user", "hello")
+        ref = p.sessions.source_snapshot("s1", 1, 1).ref
+        calls = {
+            "remember": lambda: p.remember("hello fact", ref),
+            "correct": lambda: p.correct("0123456789abcdef", "x", expected_revision=1, ref=ref),
+            "add": lambda: p.facts.add("hello fact", ref=ref),
+            "revise": lambda: p.facts.revise("0123456789abcdef", "x", expected_revision=1),
+            "facts.remember": lambda: p.facts.remember("hello fact", ref, sessions=p.sessions),
+            "attach_source": lambda: p.facts.attach_source("0123456789abcdef", 1, ref,
+                                                           sessions=p.sessions),
+        }
+        for name, call in calls.items():
+            with pytest.raises(UsageError, match=r"memory is disabled") as got:
+                call()
+            assert got.value.exit_code == 2, name
+            assert "\n" not in str(got.value), name
+            assert not p.store.facts_db.exists(), name
+        # reads unchanged
+        assert p.list_facts()["facts"] == []
+        assert p.read_range("s1", 1, 1)["status"] == "valid"
+        with pytest.raises(MemctlError):
+            p.recall("0123456789abcdef")
+    # a FactStore opened by hand (memctl's own commands) is not the project's
+    with FactStore(tmp_path / "elsewhere.sqlite3") as fs:
+        assert fs.add("x").created
+
+
+def test_disabled_memory_still_forgets_and_protects_on_an_existing_database(tmp_path):
+    """A database written while memory was enabled: forget (it only
+    protects) still works, and its exclusions keep hiding the evidence."""
+    with _project(tmp_path) as p:
+        with p.sessions.create("s1") as w:
+            w.append_message("user", "my token is hunter2")
+            w.append_message("user", "We use tabs.")
+        leaked = p.remember("token", p.sessions.source_snapshot("s1", 1, 1).ref).fact
+        kept = p.remember("We use tabs.", p.sessions.source_snapshot("s1", 2, 2).ref).fact
+    (tmp_path / "cfg").mkdir(exist_ok=True)
+    (tmp_path / "cfg" / "config.toml").write_text("[memory]\nenabled = false\n")
+    with _project(tmp_path) as p:
+        assert p.forget(leaked.fact_id) is True
+        assert p.sessions.validate_source(leaked.source).status == "hidden"
+        with pytest.raises(UsageError, match="memory is disabled"):
+            p.correct(kept.fact_id, "We use tabs!", expected_revision=1,
+                      ref=p.sessions.source_snapshot("s1", 2, 2).ref)
+        assert p.facts.require(kept.fact_id).revision == 1
+        assert [r["fact_id"] for r in p.list_facts()["facts"]] == [kept.fact_id]

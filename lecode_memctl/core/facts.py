@@ -2182,6 +2182,10 @@ class FactStore(ClosesOnExit):
         # the views of one_state still open, closed by close
         self._opened: tuple[str, int, int] | None = None
         self._views: weakref.WeakSet[FactStore] = weakref.WeakSet()
+        # a Project's writer: raises (UsageError) when the project's memory
+        # is disabled, before a write that would add a fact, a revision or
+        # a source (``Project.facts`` sets it; forget is never refused)
+        self.write_guard: Callable[[], None] | None = None
         if _readonly:
             self._open_readonly()
         elif lstat_regular(self.path) is not None:
@@ -3741,6 +3745,7 @@ class FactStore(ClosesOnExit):
         The id is derived from the text and ``ref``; adding the same fact again
         returns it unchanged.  Excluded evidence is refused (Conflict), as is
         the id of a forgotten fact."""
+        self._guard_write()
         from .factresults import RememberResult
 
         _check_expected("expected_generation", expected_generation, optional=True)
@@ -3780,6 +3785,7 @@ class FactStore(ClosesOnExit):
                 in_txn: Callable[[sqlite3.Connection], None] | None = None) -> Fact:
         """:meth:`revise`; ``in_txn`` runs inside the transaction, after the
         revision and generation checks and before anything is written."""
+        self._guard_write()
         _check_expected("expected_revision", expected_revision, optional=False)
         _check_expected("expected_generation", expected_generation, optional=True)
         check_fact_id(fact_id)
@@ -3827,6 +3833,7 @@ class FactStore(ClosesOnExit):
         is validated first (it must be ``valid``).  Excluded evidence, a
         different ref already attached, or an unknown revision is refused.
         Returns True when attached, False when that exact ref was already there."""
+        self._guard_write()
         check_fact_id(fact_id)
         _check_ref(ref, "attach_source")
         self._require_database(fact_id)
@@ -3852,6 +3859,12 @@ class FactStore(ClosesOnExit):
                        (fact_id, revision, ref.session_id, orjson.dumps(list(ref.seqs)).decode(),
                         ref.digest))
         return True
+
+    def _guard_write(self) -> None:
+        """:attr:`write_guard`, when there is one (a disabled project's
+        memory: UsageError, nothing written)."""
+        if self.write_guard is not None:
+            self.write_guard()
 
     # ---- verified writes -------------------------------------------------
 
@@ -3903,6 +3916,7 @@ class FactStore(ClosesOnExit):
         the same fact.  ``deduplicate=True`` returns an existing fact whose any
         revision's case-folded, whitespace-collapsed text equals this one,
         without attaching the new source or reverting it."""
+        self._guard_write()
         from .factresults import RememberResult
 
         _check_expected("expected_generation", expected_generation, optional=True)
@@ -3946,6 +3960,7 @@ class FactStore(ClosesOnExit):
         :meth:`remember`, the ref is validated again inside the transaction
         (Conflict, nothing changed, when it no longer validates).  A
         revision or generation that is not an int is UsageError (exit 2)."""
+        self._guard_write()
         _check_expected("expected_revision", expected_revision, optional=False)
         _check_expected("expected_generation", expected_generation, optional=True)
         check_fact_id(fact_id)

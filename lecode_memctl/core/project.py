@@ -134,7 +134,20 @@ class Project:
                 # directory's place since the open: open_project's check, again)
                 _refuse_linked_store(self.store.path)
                 fs = self._facts = FactStore(self.store.facts_db)
+                fs.write_guard = self._refuse_if_disabled
             return fs
+
+    def _refuse_if_disabled(self) -> None:
+        """UsageError when ``[memory] enabled = false``: the reference design's
+        "Disabled memory creates no fact database".  Called by the writer
+        before every write that adds a fact, a revision or a source
+        (``remember``, ``correct``, ``add``, ``revise``, ``attach_source``);
+        ``forget`` only protects, and is never refused."""
+        config = self.config
+        if not config.enabled:
+            where = shown_path(os.fspath(config.path)) if config.path is not None else "config.toml"
+            raise UsageError(f"memory is disabled ([memory] enabled = false in {where}): "
+                             "no fact is written")
 
     @contextmanager
     def _reading(self) -> Iterator[FactStore]:
@@ -154,22 +167,28 @@ class Project:
 
     def remember(self, text: str, ref: SourceRef, *, deduplicate: bool = False,
                  expected_generation: int | None = None) -> RememberResult:
-        """``FactStore.remember`` with this project's sessions."""
+        """``FactStore.remember`` with this project's sessions.  UsageError
+        when the project's memory is disabled (``[memory] enabled =
+        false``): nothing written, no ``facts.sqlite3`` created."""
         with typed_errors():
+            self._refuse_if_disabled()
             return self.facts.remember(text, ref, sessions=self.sessions,
                                        deduplicate=deduplicate,
                                        expected_generation=expected_generation)
 
     def correct(self, fact_id: str, text: str, *, expected_revision: int, ref: SourceRef,
                 expected_generation: int | None = None) -> Fact:
-        """``FactStore.correct`` with this project's sessions."""
+        """``FactStore.correct`` with this project's sessions (UsageError when
+        the project's memory is disabled, as :meth:`remember`)."""
         with typed_errors():
+            self._refuse_if_disabled()
             return self.facts.correct(fact_id, text, expected_revision=expected_revision,
                                       ref=ref, sessions=self.sessions,
                                       expected_generation=expected_generation)
 
     def forget(self, fact_id: str) -> bool:
-        """``FactStore.forget``: True the first time, False on a retry."""
+        """``FactStore.forget``: True the first time, False on a retry.  Also
+        when the project's memory is disabled: a forget only protects."""
         with typed_errors():
             return self.facts.forget(fact_id)
 

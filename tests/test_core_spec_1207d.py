@@ -197,3 +197,42 @@ def test_disabled_memory_still_forgets_and_protects_on_an_existing_database(tmp_
                       ref=p.sessions.source_snapshot("s1", 2, 2).ref)
         assert p.facts.require(kept.fact_id).revision == 1
         assert [r["fact_id"] for r in p.list_facts()["facts"]] == [kept.fact_id]
+
+
+# ---- 4. a conflict must say the revision it was given at
+
+def test_a_conflict_given_as_a_bare_id_hides_its_proposal(tmp_path):
+    """A conflict given as a plain fact id was never checked for its
+    revision: after the fact was corrected, the proposal was still listed
+    as valid.  The revision a plain id meant cannot be known: such a
+    proposal is hidden, as one whose conflict names another revision is."""
+    with _project(tmp_path) as p:
+        s, g = p.sessions, p.generation()
+        with s.create("s1") as w:
+            for i in range(1, 6):
+                w.append_message("user", f"u{i}")
+        a = p.remember("Tabs.", s.source_snapshot("s1", 1, 1).ref).fact
+        ref = s.source_snapshot("s1", 2, 2).ref.to_json()
+        cases = {
+            "bare id": [a.fact_id],
+            "bare id, not in a list": a.fact_id,
+            "object at revision 1": [{"fact_id": a.fact_id, "revision": 1}],
+            "object without revision": [{"fact_id": a.fact_id}],
+            "object with a revision not an int": [{"fact_id": a.fact_id, "revision": "1"}],
+            "none": [],
+            "null": None,
+        }
+        with s.writer("s1") as w:
+            w.append_event("learning", status="proposed", reason_counts={}, facts=[], epoch=g,
+                           proposals=[{"text": name, "source": ref,
+                                       "kind": "explicit_user_preference", "conflicts": c}
+                                      for name, c in cases.items()])
+
+        def shown():
+            d = p.list_facts(current_session_id="s1")["learning"]
+            return [x["text"] for x in d["proposals"]], d["proposals_hidden"]
+
+        assert shown() == (["object at revision 1", "none", "null"], 4)
+        p.correct(a.fact_id, "Two spaces.", expected_revision=1,
+                  ref=s.source_snapshot("s1", 3, 3).ref)
+        assert shown() == (["none", "null"], 5)

@@ -447,11 +447,13 @@ def test_proposals_hidden_by_clear_and_by_a_missing_epoch(config_dir, project, s
 
 
 def test_a_proposals_conflicts_must_name_facts_at_their_revision(config_dir, project, store):
-    """A proposal's conflicts are fact ids, as the model returns them (the
-    reference design's candidate has ``"conflicts": []``), or objects with
-    the revision: one that names a fact forgotten, never there or at
-    another revision hides the proposal.  Before 2026-12-07 only the objects
-    were checked: a plain id of a forgotten fact, or of none, was shown."""
+    """A proposal's conflicts are objects with the fact id and the revision
+    supplied to the extraction call: one that names a fact forgotten, never
+    there or at another revision hides the proposal, and so does a plain
+    fact id (the model's form, which says no revision: fail closed).
+    Before 2026-12-07 only the objects were checked: a plain id of a
+    forgotten fact, or of none, was shown; later that day a plain id of a
+    fact there was still shown, whatever its revision now."""
     write_session(store, "s1")
     here = remember(store, 1, PREF, sid="s1")
     gone = remember(store, 3, "Correction: " + FIXED, sid="s1")
@@ -480,8 +482,8 @@ def test_a_proposals_conflicts_must_name_facts_at_their_revision(config_dir, pro
                                   for name, conflicts in cases.items()])
     doc = read_json(project, "facts", "--session", "s1")
     assert [p["text"] for p in doc["learning"]["proposals"]] == [
-        "no conflicts", "an id", "an object", "null", "one id, not in a list"]
-    assert doc["learning"]["proposals_hidden"] == 8
+        "no conflicts", "an object", "null"]
+    assert doc["learning"]["proposals_hidden"] == 10
 
 
 def test_symlinked_store_directory_is_refused(config_dir, project, store, tmp_path):

@@ -112,8 +112,8 @@ def _print_learning(learning: dict[str, Any] | None, session: str | None,
              + safe(p["text"], keep_newlines=False)
              + (" [...]" if p["fact_text_truncated"] else ""))
     if learning.get("proposals_hidden"):
-        echo(f"  ({learning['proposals_hidden']} proposal(s) hidden: evidence or epoch no "
-             "longer valid)")
+        echo(f"  ({learning['proposals_hidden']} proposal(s) hidden: evidence, epoch or "
+             "conflicts no longer valid)")
 
 
 def _fact_filter(query: str | None, since: Any, until: Any) -> Any:

@@ -530,31 +530,30 @@ def _valid_proposals(raw: Sequence[Any], sessions: SessionReader, facts: FactSto
 def _conflicts_hold(conflicts: Any, facts: FactStore | None) -> bool:
     """Whether a proposal's conflicts still name facts at their revision (the
     reference design: "Conflict IDs must identify facts actually supplied to
-    that call, and those facts must still have the same revision").  Each is
-    a fact id, as the model returns it, or ``{"fact_id", "revision"}``; one
-    that names no fact (forgotten, never there, not an id) or a fact at
-    another revision fails, and so does anything else in the list (before
-    2026-12-07 a plain id, and anything but an object, was passed over).
-    ``conflicts`` null is none; one id not in a list is that id; any other
-    value that is not a list names no fact."""
+    that call, and those facts must still have the same revision").  Each
+    is ``{"fact_id", "revision"}`` (the fact as it was supplied to the
+    extraction call); one that names no fact (forgotten, never there, not
+    an id) or a fact now at another revision fails.  So does anything else:
+    a plain fact id, or an object without an integer revision, says no
+    revision, so whether the fact still has the one the call was given
+    cannot be known, and the proposal is not taken as valid (fail closed;
+    before 2026-12-07 a plain id was checked only for existence, and a
+    proposal naming a fact corrected since was still listed).  ``conflicts``
+    null is none; any other value that is not a list (one id or object not
+    in a list included) names no fact at its revision."""
     if conflicts is None:
         conflicts = []          # (null: none, as a missing list is)
-    elif isinstance(conflicts, str):
-        conflicts = [conflicts]     # (one id, not in a list)
     elif not isinstance(conflicts, list):
         return False
     for c in conflicts:
-        if isinstance(c, str):
-            fid, rev = c, None
-        elif isinstance(c, Mapping) and isinstance(c.get("fact_id"), str):
-            fid = c["fact_id"]
-            rev = c.get("revision") if type(c.get("revision")) is int else None
-        else:
+        if not (isinstance(c, Mapping) and isinstance(c.get("fact_id"), str)
+                and type(c.get("revision")) is int):
             return False
+        fid, rev = c["fact_id"], c["revision"]
         if facts is None or not FACT_ID_RE.match(fid):
             return False
         cur = facts.get(fid)
-        if cur is None or (rev is not None and cur.revision != rev):
+        if cur is None or cur.revision != rev:
             return False
     return True
 

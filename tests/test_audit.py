@@ -38,6 +38,15 @@ def _compact(w, ss: SessionStore, sid: str, lineage: list[dict], prior: dict | N
                           model="m", usage=USAGE)
 
 
+def _raw(w, n: int) -> None:
+    """``n`` messages, user and assistant in turn: what a compaction leaves raw."""
+    for i in range(n):
+        if i % 2:
+            w.append_message("assistant", f"reply {i}", epoch=0)
+        else:
+            w.append_message("user", f"ask {i}")
+
+
 def prior_of(ss: SessionStore, sid: str, seq: int) -> dict:
     return {"seq": seq, "digest": canonical_digest(ss.records(sid, seq, seq))}
 
@@ -54,17 +63,18 @@ def build_clean(config_dir: Path, slug: str = SLUG) -> Path:
     w.append_message("user", "And spaces in YAML.")                # 3
     w.append_message("assistant", "Understood.", epoch=0)          # 4
     w.close()
+    # (each compaction leaves four messages raw, the design's rule: compact.few_raw)
     w = ss.create("s2")
     w.append_message("user", "hello")                              # 1
     w.append_message("assistant", "hi", epoch=0)                   # 2
-    c1 = _compact(w, ss, "s2", [ss.source_snapshot("s2", 1, 2).ref.to_json()], None)  # 3
-    w.append_message("user", "more")                               # 4
-    w.append_message("assistant", "sure", epoch=0)                 # 5
-    lineage = [ss.source_snapshot("s2", 1, 2).ref.to_json(), ss.source_snapshot("s2", 4, 5).ref.to_json()]
-    _compact(w, ss, "s2", lineage, prior_of(ss, "s2", c1))          # 6
+    _raw(w, 4)                                                     # 3..6
+    c1 = _compact(w, ss, "s2", [ss.source_snapshot("s2", 1, 2).ref.to_json()], None)  # 7
+    _raw(w, 4)                                                     # 8..11
+    lineage = [ss.source_snapshot("s2", 1, 2).ref.to_json(), ss.source_snapshot("s2", 3, 6).ref.to_json()]
+    _compact(w, ss, "s2", lineage, prior_of(ss, "s2", c1))          # 12
     w.append_event("learning", status="learned", reason_counts={"invalid_json": 1},
-                   facts=[], proposals=[])                          # 7
-    w.append_event("memory_usage", purpose="learning", model="m", usage=None)  # 8
+                   facts=[], proposals=[])                          # 13
+    w.append_event("memory_usage", purpose="learning", model="m", usage=None)  # 14
     w.close()
     fs = FactStore(store.facts_db)
     fs.remember("We use tabs for indentation.", ss.source_snapshot("s1", 1, 1).ref, sessions=ss)
@@ -126,17 +136,18 @@ def build_planted(config_dir: Path) -> Path:
     w = ss.create("s3")
     w.append_message("user", "a")
     w.append_message("assistant", "b", epoch=0)
-    _compact(w, ss, "s3", [ss.source_snapshot("s3", 1, 2).ref.to_json()], None)
+    _raw(w, 4)                                                                   # 3..6
+    _compact(w, ss, "s3", [ss.source_snapshot("s3", 1, 2).ref.to_json()], None)  # 7
     w.append_event("undo", target=[1, 2])
     w.close()
     # s2: too-wide chunk, bad learning events.  Lineage is cumulative, so a later
     # compact event would inherit a bad chunk: each broken chain gets its own session.
     w = ss.writer("s2")
-    lineage6 = [ss.source_snapshot("s2", 1, 2).ref.to_json(), ss.source_snapshot("s2", 4, 5).ref.to_json()]
+    lineage12 = [ss.source_snapshot("s2", 1, 2).ref.to_json(), ss.source_snapshot("s2", 3, 6).ref.to_json()]
     wide = {"session_id": "s2", "seqs": [1, 250], "digest": "a" * 64}
-    _compact(w, ss, "s2", lineage6 + [wide], prior_of(ss, "s2", 6))               # 9: too wide
+    _compact(w, ss, "s2", lineage12 + [wide], prior_of(ss, "s2", 12))             # 15: too wide
     # (the raw writer: append_event refuses both, by the rule validate applies)
-    w.append_record({"type": "event", "event": "learning", "status": "exploded",     # 10
+    w.append_record({"type": "event", "event": "learning", "status": "exploded",     # 16
                      "reason_counts": {}, "facts": [], "proposals": []})
     w.append_record({"type": "event", "event": "learning", "status": "rejected",
                      "reason_counts": {"bogus_code": 2}, "facts": [], "proposals": []})
@@ -145,25 +156,38 @@ def build_planted(config_dir: Path) -> Path:
     w = ss.create("s4")
     w.append_message("user", "a")
     w.append_message("assistant", "b", epoch=0)
-    _compact(w, ss, "s4", [ss.source_snapshot("s4", 1, 2).ref.to_json()], None)  # 3
-    w.append_message("user", "c")
-    w.append_message("assistant", "d", epoch=0)
-    lineage = [ss.source_snapshot("s4", 1, 2).ref.to_json(), ss.source_snapshot("s4", 4, 5).ref.to_json()]
-    _compact(w, ss, "s4", lineage, {"seq": 3, "digest": "c" * 64})               # 6: prior mismatch
-    w.append_message("user", "e")
-    w.append_message("assistant", "f", epoch=0)
-    stale = {"session_id": "s4", "seqs": [7, 8], "digest": "b" * 64}
-    _compact(w, ss, "s4", lineage + [stale], prior_of(ss, "s4", 6))              # 9: stale chunk
+    _raw(w, 4)                                                                   # 3..6
+    _compact(w, ss, "s4", [ss.source_snapshot("s4", 1, 2).ref.to_json()], None)  # 7
+    _raw(w, 4)                                                                   # 8..11
+    lineage = [ss.source_snapshot("s4", 1, 2).ref.to_json(), ss.source_snapshot("s4", 3, 6).ref.to_json()]
+    _compact(w, ss, "s4", lineage, {"seq": 7, "digest": "c" * 64})               # 12: prior mismatch
+    _raw(w, 4)                                                                   # 13..16
+    stale = {"session_id": "s4", "seqs": [8, 11], "digest": "b" * 64}
+    _compact(w, ss, "s4", lineage + [stale], prior_of(ss, "s4", 12))             # 17: stale chunk
     w.close()
     # s5: an older summary (no lineage), a lineage that is not cumulative, a bad undo target
     w = ss.create("s5")
     w.append_message("user", "a")
     w.append_message("assistant", "b", epoch=0)
     w.append_event("compact", summary="old", model="m", usage=USAGE)             # 3: legacy
-    c4 = _compact(w, ss, "s5", [ss.source_snapshot("s5", 1, 2).ref.to_json()], None)  # 4
-    _compact(w, ss, "s5", [], prior_of(ss, "s5", c4))                            # 5: not cumulative
-    # 6: bad target (the raw writer: append_event refuses it)
-    w.append_record({"type": "event", "event": "undo", "target": [6, 6]})
+    _raw(w, 4)                                                                   # 4..7
+    c8 = _compact(w, ss, "s5", [ss.source_snapshot("s5", 1, 2).ref.to_json()], None)  # 8
+    _compact(w, ss, "s5", [], prior_of(ss, "s5", c8))                            # 9: not cumulative
+    # 10: bad target (the raw writer: append_event refuses it)
+    w.append_record({"type": "event", "event": "undo", "target": [10, 10]})
+    w.close()
+    # s6: a cutoff inside a tool exchange, then one that leaves one message raw
+    w = ss.create("s6")
+    w.append_message("user", "read x")                                           # 1
+    w.append_message("assistant", "", epoch=0, tool_calls=[
+        {"id": "c1", "name": "read_file", "arguments": {"path": "x"}}])          # 2
+    w.append_message("tool", "x", tool_call_id="c1", name="read_file", epoch=0)  # 3
+    _raw(w, 4)                                                                   # 4..7
+    c8 = _compact(w, ss, "s6", [ss.source_snapshot("s6", 1, 2).ref.to_json()], None)  # 8: boundary
+    _raw(w, 2)                                                                   # 9..10
+    _compact(w, ss, "s6", [ss.source_snapshot("s6", 1, 2).ref.to_json(),
+                           ss.source_snapshot("s6", 3, 9).ref.to_json()],
+             prior_of(ss, "s6", c8))                                             # 11: few_raw
     w.close()
     _write_session(sd / "torn.jsonl", [_hdr("torn"), _msg(1), b'{"seq":2,"type":"mess'], mtime=OLD)
     _write_session(sd / "corrupt.jsonl", [_hdr("corrupt"), _msg(1), b"not json at all\n", _msg(2)])
@@ -252,6 +276,8 @@ PLANTED = {
     "compact.lineage_not_cumulative": "sessions/s5.jsonl",
     "compact.legacy": "sessions/s5.jsonl",
     "compact.inert": "sessions/s3.jsonl",
+    "compact.boundary": "sessions/s6.jsonl",
+    "compact.few_raw": "sessions/s6.jsonl",
     "learning.bad_status": "sessions/s2.jsonl",
     "learning.bad_reason": "sessions/s2.jsonl",
 }
@@ -363,15 +389,17 @@ def test_every_planted_code_reported_once_with_location(planted):
     assert by["session.refused"]["reason"] == "refused_project"
     assert by["session.missing_header"]["line"] == 1
     assert by["markdown.invalid_utf8"]["offset"] == 3
-    assert by["compact.lineage_too_wide"]["seq"] == 9
-    assert by["compact.lineage_stale"]["seq"] == 9
-    assert by["compact.prior_mismatch"]["seq"] == 6
-    assert by["compact.inert"]["reason"] == "undone" and by["compact.inert"]["seq"] == 3
+    assert by["compact.lineage_too_wide"]["seq"] == 15
+    assert by["compact.lineage_stale"]["seq"] == 17
+    assert by["compact.prior_mismatch"]["seq"] == 12
+    assert by["compact.inert"]["reason"] == "undone" and by["compact.inert"]["seq"] == 7
     assert by["compact.legacy"]["seq"] == 3 and by["compact.legacy"]["severity"] == "info"
-    assert by["compact.lineage_not_cumulative"]["seq"] == 5
+    assert by["compact.boundary"]["seq"] == 8 and by["compact.boundary"]["reason"] == "split"
+    assert by["compact.few_raw"]["seq"] == 11 and by["compact.few_raw"]["severity"] == "warning"
+    assert by["compact.lineage_not_cumulative"]["seq"] == 9
     assert by["compact.lineage_not_cumulative"]["reason"] == "not_cumulative"
-    assert by["session.bad_target"]["seq"] == 6 and by["session.bad_target"]["line"] == 7
-    assert by["learning.bad_status"]["seq"] == 10
+    assert by["session.bad_target"]["seq"] == 10 and by["session.bad_target"]["line"] == 11
+    assert by["learning.bad_status"]["seq"] == 16
     assert by["learning.bad_reason"]["key"] == "bogus_code"
     assert by["db.revision_gap"]["fact_id"] == "6000000000000000"
     assert by["db.revision_gap"]["revision"] == 3

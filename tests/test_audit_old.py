@@ -25,6 +25,7 @@ from .test_audit import (
     USAGE,
     _hdr,
     _msg,
+    _raw,
     _write_session,
     build_clean,
     build_db_stores,
@@ -82,11 +83,11 @@ def test_compactions_after_a_legacy_one_start_a_new_chain(config_dir):
     second = _legacy(w)                                              # 4
     w.append_message("user", "three")                                # 5
     w.append_message("assistant", "four", epoch=0)                   # 6
-    c1 = _compact(w, [_ref(ss, "old", 1, 2), _ref(ss, "old", 5, 6)], None)     # 7
-    w.append_message("user", "five")                                 # 8
-    w.append_message("assistant", "six", epoch=0)                    # 9
-    _compact(w, [_ref(ss, "old", 1, 2), _ref(ss, "old", 5, 6), _ref(ss, "old", 8, 9)],
-             prior_of(ss, "old", c1))                                # 10
+    _raw(w, 4)                                                       # 7..10 (left raw)
+    c1 = _compact(w, [_ref(ss, "old", 1, 2), _ref(ss, "old", 5, 6)], None)     # 11
+    _raw(w, 4)                                                       # 12..15
+    _compact(w, [_ref(ss, "old", 1, 2), _ref(ss, "old", 5, 6), _ref(ss, "old", 7, 10)],
+             prior_of(ss, "old", c1))                                # 16
     w.close()
     assert deep(path) == [("compact.legacy", "info", first, None),
                           ("compact.legacy", "info", second, None)]
@@ -116,10 +117,13 @@ def test_a_null_lineage_is_not_legacy(config_dir):
 def _chain(config_dir: Path) -> tuple[Path, SessionStore, SessionWriter, int, list[dict]]:
     path = build_clean(config_dir)
     ss, w = _session(path, "cum")
-    c1 = _compact(w, [_ref(ss, "cum", 1, 2)], None)                  # 3
-    w.append_message("user", "three")                                # 4
-    w.append_message("assistant", "four", epoch=0)                   # 5
-    return path, ss, w, c1, [_ref(ss, "cum", 1, 2), _ref(ss, "cum", 4, 5)]
+    # (each compaction leaves four messages raw, the design's rule: compact.few_raw)
+    w.append_message("user", "three")                                # 3
+    w.append_message("assistant", "four", epoch=0)                   # 4
+    _raw(w, 2)                                                       # 5..6
+    c1 = _compact(w, [_ref(ss, "cum", 1, 2)], None)                  # 7
+    _raw(w, 4)                                                       # 8..11
+    return path, ss, w, c1, [_ref(ss, "cum", 1, 2), _ref(ss, "cum", 3, 6)]
 
 
 def test_an_exactly_cumulative_chain_is_clean(config_dir):
@@ -139,21 +143,21 @@ def test_a_lineage_that_is_not_exactly_cumulative_is_an_error(config_dir, case):
         "reordered": [b, a],
         "overlap": [a, _ref(ss, "cum", 2, 5)],
     }[case]
-    seq = _compact(w, bad, prior_of(ss, "cum", c1))          # 6, with a valid prior
+    seq = _compact(w, bad, prior_of(ss, "cum", c1))          # 12, with a valid prior
     w.close()
     reason = "overlap" if case == "overlap" else "not_cumulative"
     assert deep(path) == [("compact.lineage_not_cumulative", "error", seq, reason)]
 
 
 def test_a_lineage_chunk_at_or_after_its_event_is_an_error(config_dir):
-    """A summary cannot cover what follows it: a hand-edited event at seq 6 whose
-    lineage names the message at seq 7 (its digest holds)."""
+    """A summary cannot cover what follows it: a hand-edited event at seq 12 whose
+    lineage names the message at seq 13 (its digest holds)."""
     path, ss, w, c1, lineage = _chain(config_dir)
-    seq = _compact(w, lineage, prior_of(ss, "cum", c1))      # 6
-    w.append_message("user", "seven")                         # 7
+    seq = _compact(w, lineage, prior_of(ss, "cum", c1))      # 12
+    w.append_message("user", "seven")                         # 13
     w.close()
     assert deep(path) == []
-    later = _ref(ss, "cum", 7, 7)
+    later = _ref(ss, "cum", seq + 1, seq + 1)
     f = path / "sessions" / "cum.jsonl"
     recs = [orjson.loads(x) for x in f.read_bytes().splitlines()]
     recs[seq]["lineage"] = lineage + [later]

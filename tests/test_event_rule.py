@@ -114,9 +114,10 @@ def test_a_compact_event_no_scan_reads_is_counted_by_no_reader(tmp_path):
     assert _compact_views(tmp_path, typed=True) == {
         "usage": (0, 0), "inert": [], "grep": [], "compactions": 0,
         "deep": ["session.ignored_event"]}
+    # (the plain one leaves no message raw after its lineage: compact.few_raw)
     assert _compact_views(tmp_path / "plain", typed=False) == {
         "usage": (1, 1), "inert": [{"session_id": "s1", "seq": 4}], "grep": ["summary"],
-        "compactions": 1, "deep": []}
+        "compactions": 1, "deep": ["compact.few_raw"]}
 
 
 def test_grep_reads_a_number_beyond_a_double_as_the_other_readers_do(tmp_path):

@@ -116,7 +116,7 @@ def test_rebuilt_after_undo_is_no_error(tmp_path, prior):
     d, s = sixty(tmp_path)
     s.cum([(1, 10)])
     u = s.ev("undo", target=[9, 10])
-    for i in range(3):
+    for i in range(4):      # (four left raw: compact.few_raw)
         s.msg("user", f"p{i}")
         s.msg("assistant", f"q{i}")
     s.compact([(1, 8), (u + 1, u + 4)], prior="auto" if prior == "previous" else None)
@@ -135,6 +135,9 @@ def test_rebuilt_after_forget_is_no_error(tmp_path):
         p.forget(f.fact_id)
     s.msg("user", "after")
     s.msg("assistant", "gen 1", epoch=1)
+    for i in range(2):      # (four left raw: compact.few_raw)
+        s.msg("user", f"p{i}")
+        s.msg("assistant", f"q{i}", epoch=1)
     s.compact([(62, 63)], prior=None)
     s.write()
     # the first summary is inert (its assistant messages' epoch 0, position 3 excluded)

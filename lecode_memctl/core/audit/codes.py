@@ -185,6 +185,18 @@ CODES: dict[str, CodeInfo] = {
         "a summary made inert by a later forget, undo or clear (reason: excluded, undone, "
         "cleared, epoch); lecode rebuilds it lazily: the next compact event's prior may be "
         "null or this one, and its lineage need not start with this one's", deep_only=True),
+    "compact.boundary": CodeInfo(WARNING, "compaction", ("file", "session_id", "seq", "reason"),
+        "a compact event's lineage does not end at a complete tool-safe exchange boundary: the "
+        "assistant message of the exchange at its last position (that position, or the one "
+        "before the tool messages that end there) has a tool call no tool message up to that "
+        "position answers (reason: split, one of the tool messages right after the lineage's "
+        "end answers it; incomplete, none does: the exchange was incomplete or cancelled); the "
+        "summary is still used", deep_only=True),
+    "compact.few_raw": CodeInfo(WARNING, "compaction", ("file", "session_id", "seq"),
+        "fewer than four user, assistant or tool messages after a compact event's lineage "
+        "and before the event remained raw (events, system messages, and messages an undo or "
+        "clear before the event had hidden are not counted; those appended after it are not "
+        "either); the summary is still used", deep_only=True),
     # learning
     "learning.bad_status": CodeInfo(ERROR, "learning", ("file", "session_id", "seq"),
         "a learning event whose status is not one of the fixed set", deep_only=True),

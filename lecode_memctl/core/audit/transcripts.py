@@ -436,9 +436,11 @@ def unused_summaries(path: str, sid: str, slug: str, excluded: frozenset[int],
     ``compact.*`` finding: no lineage, a lineage chunk missing, stale or
     hidden, a lineage malformed, too wide or not cumulative, a prior that
     does not match), each lineage chunk judged for ``purpose`` (``durable``:
-    a clear hides nothing; the audit judges them for ``working``).  The deep
-    audit's own check of the session, one more read of it (``memctl grep``,
-    for a session with a hit in a summary)."""
+    a clear hides nothing; the audit judges them for ``working``); not a
+    summary whose cutoff breaks the design's rule (compact.boundary,
+    compact.few_raw: the agent uses it), which this job does not check.
+    The deep audit's own check of the session, one more read of it
+    (``memctl grep``, for a session with a hit in a summary)."""
     import time
 
     sc = _session_job(path, sid, slug, True, [], excluded, generation, time.time(),
@@ -1051,9 +1053,20 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                 if not st.ok:
                     sc.statuses[(seqs, digest, purpose)] = st
         if deep:
+            rec_at: Callable[[int], Any] | None = None
+            if summaries is not None:
+                pass                # (grep's job: which summaries the agent uses)
+            elif whole is not None:
+                def rec_at(pos: int) -> Any:
+                    return whole[pos] if 0 <= pos < len(whole) else None
+            elif keep_all:
+                rec_at = records.get
+            else:
+                rec_at = _Near(lambda lo, hi: _span_records(fd, sc, cp_off, cp_seq, offset,
+                                                            lo, hi)).get
             _compaction(compacts if not compacts_at
                         else _records_at(fd, sc, compacts_at), sid, status, add,
-                        summaries or "working", events)
+                        summaries or "working", events, rec_at)
     finally:
         if reads is not None:
             reads.f.close()
@@ -1062,6 +1075,29 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
 _NO_GATE = 1 << 63     # (no cited position left: every line may be stepped over)
 DEEP_KEEP_BYTES = READ_CHUNK   # --deep keeps the records of a transcript up to this size
 CHECKPOINT_BYTES = 64 << 10    # ... and of a larger one, a checkpoint every this many bytes
+
+
+class _Near:
+    """The record at a seq of a transcript --deep did not keep, read again in
+    blocks of BLOCK positions (``fetch(lo, hi)``: the records of ``lo..hi``),
+    the last few blocks kept: a compaction's cutoff asks about a few
+    positions around its lineage's end (:func:`_cutoff`)."""
+
+    BLOCK = 32
+    KEEP = 8
+
+    def __init__(self, fetch: Callable[[int, int], dict[int, dict[str, Any]]]) -> None:
+        self.fetch = fetch
+        self.blocks: dict[int, dict[int, dict[str, Any]]] = {}
+
+    def get(self, pos: int) -> dict[str, Any] | None:
+        b = pos // self.BLOCK
+        got = self.blocks.get(b)
+        if got is None:
+            if len(self.blocks) >= self.KEEP:
+                self.blocks.pop(next(iter(self.blocks)))
+            got = self.blocks[b] = self.fetch(b * self.BLOCK, b * self.BLOCK + self.BLOCK - 1)
+        return got.get(pos)
 
 
 def _span_records(fd: int, sc: _Scan, cp_off: list[int], cp_seq: list[int], end: int,
@@ -1475,7 +1511,8 @@ class _Before:
 def _compaction(compacts: Iterable[tuple[int, dict[str, Any]]], sid: str,
                 status: Callable[[tuple[int, ...], str, str], SourceStatus],
                 add: Callable[..., None], purpose: str = "working",
-                events: list[dict[str, Any]] | None = None) -> None:
+                events: list[dict[str, Any]] | None = None,
+                rec_at: Callable[[int], Any] | None = None) -> None:
     """Prior chain, cumulative lineage and each chunk's status, per compact event.
     An event without a ``lineage`` key predates lineage: inert, reported at info,
     and left out of the chain (lecode rebuilds from raw history: the next event's
@@ -1486,7 +1523,11 @@ def _compaction(compacts: Iterable[tuple[int, dict[str, Any]]], sid: str,
     as before it): the next event's prior is null or that event, and its
     lineage need not start with that event's.  A chunk hidden by an undo or
     clear before its own event was never visible to lecode's recheck before
-    the append: compact.lineage_stale (undone, cleared), not compact.inert."""
+    the append: compact.lineage_stale (undone, cleared), not compact.inert.
+    ``rec_at`` (the record at a seq, or None) gives the records around each
+    lineage's end for the design's rule of the cutoff (:func:`_cutoff`:
+    compact.boundary, compact.few_raw), checked for an event whose lineage
+    is otherwise sound; None (grep's job) checks no cutoff."""
     from ..sourceref import SourceRef
 
     before = _Before(events or [], purpose)
@@ -1651,9 +1692,89 @@ def _compaction(compacts: Iterable[tuple[int, dict[str, Any]]], sid: str,
         elif inert:
             add("compact.inert", f"summary is inert: {inert[0]} is hidden ({inert[1]})",
                 seq=seq, reason=inert[1])
+        if (rec_at is not None and not bad and not nc and type(seq) is int and spans
+                and None not in spans):
+            _cutoff(rec_at, before, max(sp[1] for sp in spans if sp is not None), seq, add)
 
 
 _INTS = {int}
+MIN_RAW = 4                          # messages a compaction leaves raw, at least (the design)
+RAW_ROLES = ("user", "assistant", "tool")
+
+
+def _cutoff(rec_at: Callable[[int], Any], before: _Before, end: int, seq: int,
+            add: Callable[..., None]) -> None:
+    """The reference design's rule of a summary's cutoff ("at least four
+    recent messages remain raw, with a complete tool-safe exchange
+    boundary"), for the compact event at ``seq`` whose lineage ends at
+    ``end``, as the transcript stood when it was written: a message counts
+    when an undo or clear before the event had not hidden it (a forget's
+    exclusion or epoch cannot be dated: not taken into account), records
+    after the event do not.  compact.boundary: the last exchange at or
+    before ``end`` (back over tool messages to an assistant message, at most
+    MAX_SPAN positions) has a tool call no tool message up to ``end``
+    answers (split when one in the tool messages right after ``end``
+    does); compact.few_raw: fewer than MIN_RAW user, assistant or tool
+    messages between ``end`` and the event.  Reads a few records around
+    ``end`` (the tail up to the fourth raw message, or the end of the tool
+    messages right after it)."""
+
+    def message(pos: int) -> dict[str, Any] | None:
+        r = rec_at(pos)
+        if (type(r) is dict and r.get("type") == "message"
+                and before.hidden((pos,), seq) is None):
+            return r
+        return None
+
+    answered: set[Any] = set()
+    pending: list[str] = []
+    call_at = None
+    pos = end
+    while pos >= max(1, end - MAX_SPAN + 1):
+        r = message(pos)
+        if r is not None:
+            if r.get("role") != "tool":
+                calls = r.get("tool_calls") if r.get("role") == "assistant" else None
+                if isinstance(calls, list):
+                    ids = [c.get("id") for c in calls if isinstance(c, dict)]
+                    pending = [i for i in ids if isinstance(i, str) and i not in answered]
+                    call_at = pos
+                break
+            tid = r.get("tool_call_id")
+            if isinstance(tid, str):
+                answered.add(tid)
+        pos -= 1
+    raw = 0
+    split: int | None = None
+    in_run = True            # still in the tool messages right after ``end``
+    pos = end + 1
+    while pos < seq and (raw < MIN_RAW or (pending and in_run)):
+        r = message(pos)
+        pos += 1
+        if r is None:
+            continue
+        role = r.get("role")
+        if role in RAW_ROLES:
+            raw += 1
+        if role == "tool" and in_run:
+            if split is None and r.get("tool_call_id") in pending:
+                split = pos - 1
+        else:
+            in_run = False
+    if pending:
+        calls = ", ".join(_short(i) for i in pending[:3]) + (
+            f" and {len(pending) - 3} more" if len(pending) > 3 else "")
+        if split is not None:
+            add("compact.boundary", f"lineage ends at seq {end}, inside a tool exchange: the "
+                f"result at seq {split} answers a call of the assistant message at seq "
+                f"{call_at} ({calls}) the summary covers", seq=seq, reason="split")
+        else:
+            add("compact.boundary", f"lineage ends at seq {end}, inside an incomplete tool "
+                f"exchange: the call(s) {calls} of the assistant message at seq {call_at} "
+                "have no result at or right after it", seq=seq, reason="incomplete")
+    if raw < MIN_RAW:
+        add("compact.few_raw", f"{raw} message(s) after the lineage's end (seq {end}) remained "
+            f"raw when the compact event was written (at least {MIN_RAW})", seq=seq)
 
 
 def _chunk_span(chunk: Any) -> tuple[int, int] | None:

@@ -185,3 +185,14 @@ def test_the_new_codes_do_not_make_grep_hide_a_summary(config_dir):
     code, fs = _deep(path)
     assert fs == [("compact.few_raw", "warning", 5, None)]
 
+
+def test_the_demos_compactions_follow_the_rule(demo_template, tmp_path):
+    """memctl demo's two summaries each leave four messages raw (before
+    2026-12-07 both covered every message before them: compact.few_raw)."""
+    from lecode_memctl.core.audit import validate_store
+
+    from .builders import copy_demo
+
+    store = copy_demo(demo_template, tmp_path / "demo")
+    found, _ = validate_store(store_at(store), deep=True, parallel=False)
+    assert [f.code for f in found if f.code.startswith("compact.")] == []

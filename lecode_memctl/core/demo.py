@@ -165,6 +165,13 @@ def build_demo(base: Path) -> Demo:
             {"type": "binary", "media_type": "image/png", "data": PNG_1X1}])
         w.append_message("assistant", "The assertion compares tabs with spaces; fixed.",
                          epoch=epoch)
+        # The design's rule of a cutoff: at least four recent messages stay
+        # raw after it (validate --deep: compact.few_raw; before 2026-12-07
+        # both summaries covered every message before them)
+        raw1 = w.append_message("user", "Run the test suite again, please.")
+        w.append_message("assistant", "All tests pass now.", epoch=epoch)
+        w.append_message("user", "Good. The helper's name is next.")
+        w.append_message("assistant", "Ready when you are.", epoch=epoch)
         first_span = _ref(sessions, "demo-alpha", 1, 6)
         w.append_event("compact", summary="User prefers tabs; Python >=3.11; test fixed.",
                        lineage=[first_span.to_json()], prior=None, model="demo-model",
@@ -193,8 +200,13 @@ def build_demo(base: Path) -> Demo:
     # The chunk covers every newly visible message after the first chunk, the
     # redone user message included (before 2026-12-07 it started at the reply,
     # leaving its user message out: no complete exchange).
-    second_span = SourceRef("demo-alpha", (a, b, corr, corr + 1),
-                            canonical_digest(sessions.records("demo-alpha", a, corr + 1)))
+    with sessions.writer("demo-alpha") as w:
+        w.append_message("user", "Reformat src/ to the new indentation.")
+        w.append_message("assistant", "Done: src/ uses 4 spaces.", epoch=epoch)
+        w.append_message("user", "Thanks.")
+        w.append_message("assistant", "You're welcome.", epoch=epoch)
+    second_span = SourceRef("demo-alpha", (*range(raw1, raw1 + 4), a, b, corr, corr + 1),
+                            canonical_digest(sessions.records("demo-alpha", raw1, corr + 1)))
     with sessions.writer("demo-alpha") as w:
         w.append_event("compact", summary="Indentation is now 4 spaces.",
                        lineage=[first_span.to_json(), second_span.to_json()],

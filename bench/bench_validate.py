@@ -122,8 +122,9 @@ def build(root: Path, sessions: int, facts: int, per_session_bytes: int, seed: i
                  "content": _text(rng, rng.randint(60, 260))})
             pairs.append(user["seq"])
             if len(pairs) % 60 == 0:
-                # compact the messages since the last compaction (chunks of <= 200 positions)
-                end = len(recs) - 1
+                # compact the messages since the last compaction (chunks of <= 200 positions),
+                # leaving the last two pairs raw: the design's rule (four messages at least)
+                end = len(recs) - 5
                 start = covered_from
                 while start <= end:
                     stop = min(end, start + 199)
@@ -138,7 +139,6 @@ def build(root: Path, sessions: int, facts: int, per_session_bytes: int, seed: i
                           "lineage": list(lineage), "prior": prior, "model": "m",
                           "usage": {"input_tokens": 1000, "output_tokens": 100, "cost": None}})
                 prior = {"seq": ev["seq"], "digest": canonical_digest([ev])}
-                covered_from = ev["seq"] + 1
         for i in range(facts_per_session):
             u = pairs[(i * len(pairs)) // facts_per_session]
             ref = SourceRef(sid, (u, u + 1), canonical_digest(recs[u:u + 2]))

@@ -74,12 +74,14 @@ from .sourceref import (
     VALID,
     ExclusionReader,
     NoExclusions,
+    NonFiniteRecord,
     RecordsUndigestible,
     SourceRef,
     SourceStatus,
     StoredSource,
     canonical_digest,
     check_session_id,
+    holds_non_finite,
     status_for,
 )
 
@@ -524,6 +526,9 @@ def load_record(line: bytes) -> Any:
             from None
     except (ValueError, TypeError):   # JSONDecodeError, UnicodeDecodeError, NaN, a surrogate
         raise first from None
+    if type(obj) is dict and holds_non_finite(obj):
+        # a record with no digest: orjson cannot parse it (canonical_bytes)
+        return NonFiniteRecord(obj)
     return obj
 
 

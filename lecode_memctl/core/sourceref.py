@@ -8,6 +8,7 @@ and its digest" and "Validation statuses".
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
@@ -135,8 +136,10 @@ def check_session_id(session_id: object) -> str:
 class RecordsUndigestible(StoreCorrupt):
     """The records of a span have no canonical bytes: orjson refuses to
     serialize them (a value nested deeper than its 255 levels, which its
-    parser, good to 1024, accepted).  lecode, hashing with orjson too, cannot
-    digest them either: a reference to them can never validate.  Validation
+    parser, good to 1024, accepted), or one holds a number beyond a double
+    (``1e400``, which orjson cannot parse: :func:`canonical_bytes`).  lecode,
+    hashing with orjson too, cannot digest them either: a reference to them
+    can never validate.  Validation
     reports the span ``stale`` (``records_corrupt``) with :attr:`detail`; a
     command that needs the digest (``read``) fails with exit 5."""
 
@@ -154,11 +157,46 @@ def held_bytes(data: bytes) -> bytes:
     return bytes(memoryview(data))
 
 
+class NonFiniteRecord(dict[str, Any]):
+    """A record holding a number beyond a double (``1e400``) anywhere in it:
+    valid JSON that orjson cannot parse, read by the standard library's
+    parser as an infinite float (``sessions.load_record``, the only way
+    such a float gets into a record, marks it so).  A record like any other
+    to every reader, but it has no digest (:func:`canonical_bytes`)."""
+
+    __slots__ = ()
+
+
+_UNDIGESTIBLE_DETAIL = ("it holds a number beyond a double, which orjson cannot parse: the "
+                        "contract's digest of the records as parsed from their lines cannot be "
+                        "computed")
+
+
 def canonical_bytes(records: Iterable[Mapping[str, Any]]) -> bytes:
     """The JSON array of the records, keys sorted at every level, no whitespace, UTF-8.
-    :class:`RecordsUndigestible` when orjson cannot serialize them."""
+    :class:`RecordsUndigestible` when orjson cannot serialize them, or when a
+    record holds a number beyond a double (a :class:`NonFiniteRecord`): the
+    contract's digest is ``orjson.dumps`` of the records as parsed from
+    their lines, and orjson cannot parse such a line; memctl reads it as an
+    infinite float, which orjson would write ``null`` -- a digest over that
+    would not see the number edited to another beyond a double, or to
+    ``null``.  The one check of every digest memctl computes (snapshots,
+    validation, the audit, ``correct``), at no cost to other records:
+    orjson refuses the marked record itself (``OPT_PASSTHROUGH_SUBCLASS``
+    without a ``default``)."""
     recs = list(records)
     try:
+        return orjson.dumps(recs, option=orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_SUBCLASS)
+    except orjson.JSONEncodeError:
+        pass
+    for r in recs:
+        if type(r) is NonFiniteRecord:
+            seq = r.get("seq")
+            where = f"the record at seq {seq}" if seq is not None else "a record of the span"
+            detail = f"{where} cannot be digested ({_UNDIGESTIBLE_DETAIL})"
+            raise RecordsUndigestible(f"{detail}: no reference to it can be computed or validated",
+                                      detail=detail, seq=seq)
+    try:   # (a subclass of str, int, dict or list made in memory: written as its base)
         return orjson.dumps(recs, option=orjson.OPT_SORT_KEYS)
     except orjson.JSONEncodeError as exc:
         seq = None
@@ -172,6 +210,23 @@ def canonical_bytes(records: Iterable[Mapping[str, Any]]) -> bytes:
         detail = f"{where} cannot be digested ({exc}; orjson serializes at most 255 levels of nesting)"
         raise RecordsUndigestible(f"{detail}: no reference to it can be computed or validated",
                                   detail=detail, seq=seq) from None
+
+
+def holds_non_finite(value: Any) -> bool:
+    """Whether a non-finite float is anywhere in ``value`` (iterative: a
+    record may nest deep)."""
+    stack = [value]
+    pop, extend = stack.pop, stack.extend
+    while stack:
+        v = pop()
+        if isinstance(v, float):
+            if not math.isfinite(v):
+                return True
+        elif isinstance(v, dict):
+            extend(v.values())
+        elif isinstance(v, list):
+            extend(v)
+    return False
 
 
 def canonical_digest(records: Iterable[Mapping[str, Any]]) -> str:

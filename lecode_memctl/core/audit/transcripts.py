@@ -697,7 +697,7 @@ def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
                 rec = loads(line)
             except JSONDecodeError:
                 return False
-            if type(rec) is not dict or type(rec.get("seq")) is not int or rec["seq"] != expected:
+            if not isinstance(rec, dict) or type(rec.get("seq")) is not int or rec["seq"] != expected:
                 return False
             if not line.startswith(b'{"seq":%d,' % expected) \
                     and seq_given_twice(line, expected) is not None:
@@ -938,7 +938,7 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                 # (its seq counts, checked below as a record's: no false
                 # seq_gap after it; rec stays None: there is nothing to keep)
             else:
-                seq = rec.get("seq") if type(rec) is dict else None
+                seq = rec.get("seq") if isinstance(rec, dict) else None
                 if type(seq) is not int or seq < 0 or (
                         not line.startswith(b'{"seq":%d,' % seq)
                         and seq_given_twice(line, seq) is not None):
@@ -946,7 +946,7 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                                          else _sits_after(run, fd, lineno,
                                                           offset - len(line) - 1))
                     if deep:
-                        reason = "not_object" if type(rec) is not dict else "no_seq"
+                        reason = "not_object" if not isinstance(rec, dict) else "no_seq"
                         add("session.corrupt_line", f"line {lineno} is corrupt ({reason})",
                             line=lineno, reason=reason)
                     # a line over 1 MiB is placed by its first and last bytes,
@@ -1309,7 +1309,7 @@ def _visibility_events(data: bytes, end: int, start: int, lowest: int) -> list[d
             rec = None if not_an_event(line[:64]) else load_record(line)
         except (orjson.JSONDecodeError, RecordTooLarge):
             continue
-        if (type(rec) is dict and rec.get("type") == "event"
+        if (isinstance(rec, dict) and rec.get("type") == "event"
                 and rec.get("event") in ("undo", "redo", "clear")
                 and (seq := record_seq(rec, line)) is not None and seq >= lowest):
             events.append(rec)

@@ -1,0 +1,133 @@
+"""Contract fixes of 2026-12-07 (d): a number beyond a double has no digest;
+the slug shape refuses a trailing newline; generated messages and their
+epochs as the contract says; a ``.git`` file as git reads it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .conftest import run_cli, tree_hash
+
+SLUG = "proj-0123456789ab"
+HEADER = ('{"seq":0,"type":"session","format":1,"session_id":"s1","project":"' + SLUG + '",'
+          '"created":"2026-05-01T10:00:00Z"}')
+
+
+def _store(tmp_path: Path, *lines: str) -> Path:
+    store = tmp_path / "memory" / SLUG
+    (store / "sessions").mkdir(parents=True)
+    (store / "sessions" / "s1.jsonl").write_text(
+        "".join(x + "\n" for x in (HEADER, *lines)), encoding="utf-8")
+    return store
+
+
+# -- 1. a number beyond a double -----------------------------------------------
+
+@pytest.mark.parametrize("value", ["1e400", "-1e400", "9e999", "1" + "0" * 400])
+def test_read_of_a_number_beyond_a_double_is_exit_5_not_a_digest(tmp_path, value):
+    store = _store(tmp_path, '{"seq":1,"type":"message","role":"user","content":"budget",'
+                             f'"amount":{value}}}',
+                   '{"seq":2,"type":"message","role":"user","content":"after"}')
+    before = tree_hash(store)
+    r = run_cli("--store", str(store), "read", "s1", "1", "1", "--json")
+    assert r.exit_code == 5, (r.exit_code, r.stdout, r.stderr)
+    assert r.stderr.startswith("memctl: error: ") and r.stderr.count("\n") == 1
+    assert "seq 1" in r.stderr and "Traceback" not in r.stderr
+    # the line is still a record: the next one reads, and grep finds it
+    assert run_cli("--store", str(store), "read", "s1", "2", "2").exit_code == 0
+    g = run_cli("--store", str(store), "grep", "budget", "--json")
+    assert g.exit_code == 0, g.stderr
+    assert '"seq":1' in g.stdout.replace(" ", "")
+    assert tree_hash(store) == before
+
+
+def test_a_reference_over_a_number_beyond_a_double_is_stale_records_corrupt(tmp_path):
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.sessions import SessionStore
+    from lecode_memctl.core.sourceref import SourceRef, canonical_digest
+
+    store = _store(tmp_path, '{"seq":1,"type":"message","role":"user","content":"x","n":null}')
+    ss = SessionStore(store_at(store))
+    # the digest the reference held when the value was null (what orjson
+    # would write for an infinite float) does not make 1e400 valid
+    digest = canonical_digest(ss.records("s1", 1, 1))
+    (store / "sessions" / "s1.jsonl").write_text(
+        HEADER + '\n{"seq":1,"type":"message","role":"user","content":"x","n":1e400}\n',
+        encoding="utf-8")
+    for purpose in ("working", "durable"):
+        st = SessionStore(store_at(store)).validate_source(SourceRef("s1", (1,), digest), purpose)
+        assert (st.status, st.reason, st.seq) == ("stale", "records_corrupt", 1)
+    # nested anywhere in the record
+    (store / "sessions" / "s1.jsonl").write_text(
+        HEADER + '\n{"seq":1,"type":"message","role":"user","content":[{"type":"text",'
+        '"text":"x","meta":{"a":[1,-1e400]}}]}\n', encoding="utf-8")
+    st = SessionStore(store_at(store)).validate_source(SourceRef("s1", (1,), digest))
+    assert (st.status, st.reason) == ("stale", "records_corrupt")
+
+
+@pytest.mark.parametrize("deep", [False, True])
+def test_a_fact_citing_a_number_beyond_a_double_is_stale_in_facts_and_validate(tmp_path, deep):
+    """The reviewer's repro: a fact cites a record whose value was null; the
+    value edited to 1e400 (which orjson would write null) is no longer the
+    record cited, to the listing and to the audit (in memory and --deep)."""
+    import orjson
+
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.sessions import SessionStore
+
+    line = '{"seq":1,"type":"message","role":"user","content":"budget","amount":%s}'
+    store = _store(tmp_path, line % "null")
+    st = store_at(store)
+    facts = FactStore(st.facts_db)
+    ref = SessionStore(st, exclusions=facts).source_snapshot("s1", 1, 1).ref
+    fid = facts.add("The budget.", ref=ref).fact.fact_id
+    facts.close()
+    r = run_cli("--store", str(store), "facts", "--all", "--json")
+    assert '"valid"' in r.stdout, r.stdout
+    for value in ("1e400", "-1e400"):
+        (store / "sessions" / "s1.jsonl").write_text(HEADER + "\n" + line % value + "\n",
+                                                     encoding="utf-8")
+        r = run_cli("--store", str(store), "facts", "--all", "--json")
+        assert r.exit_code in (0, 1) and "Traceback" not in r.stderr, r.stderr
+        doc = orjson.loads(r.stdout_bytes)
+        (row,) = [f for f in doc["facts"] if f["fact_id"] == fid]
+        assert (row["status"], row["reason"]) == ("stale", "records_corrupt"), row
+        args = ["--store", str(store), "validate", "--json"] + (["--deep"] if deep else [])
+        r = run_cli(*args)
+        assert r.exit_code == 1, (r.exit_code, r.stderr)
+        found = orjson.loads(r.stdout_bytes)["findings"]
+        assert any(f.get("fact_id") == fid and f.get("reason") == "records_corrupt"
+                   for f in found), found
+        assert not any(f["code"] == "session.corrupt_line" for f in found), found
+
+
+def test_canonical_bytes_refuses_a_record_read_with_an_infinite_float():
+    from lecode_memctl.core.sessions import load_record
+    from lecode_memctl.core.sourceref import RecordsUndigestible, canonical_bytes
+
+    plain = load_record(b'{"seq":1,"a":null,"b":"null","c":1e300}')
+    assert canonical_bytes([plain]) == b'[{"a":null,"b":"null","c":1e+300,"seq":1}]'
+    for line in (b'{"seq":3,"v":1e400}', b'{"seq":3,"v":[1.0,{"x":-1e400}]}',
+                 b'{"seq":3,"v":' + b"9" * 400 + b"}"):
+        rec = load_record(line)
+        assert isinstance(rec, dict) and rec["seq"] == 3   # a record like any other to read
+        with pytest.raises(RecordsUndigestible) as ei:
+            canonical_bytes([plain, rec])
+        assert ei.value.seq == 3 and "number beyond a double" in ei.value.detail
+
+
+def test_a_snapshot_over_a_number_beyond_a_double_is_refused(tmp_path):
+    from lecode_memctl.core.errors import StoreCorrupt
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.sessions import SessionStore
+
+    store = _store(tmp_path, '{"seq":1,"type":"message","role":"user","content":"x","n":1e400}',
+                   '{"seq":2,"type":"message","role":"user","content":"y"}')
+    ss = SessionStore(store_at(store))
+    with pytest.raises(StoreCorrupt, match="seq 1 cannot be digested"):
+        ss.source_snapshot("s1", 1, 2)
+    assert ss.source_snapshot("s1", 2, 2).ref.seqs == (2,)
+

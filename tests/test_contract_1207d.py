@@ -131,3 +131,54 @@ def test_a_snapshot_over_a_number_beyond_a_double_is_refused(tmp_path):
         ss.source_snapshot("s1", 1, 2)
     assert ss.source_snapshot("s1", 2, 2).ref.seqs == (2,)
 
+
+# -- 2. a slug with a trailing newline is no slug --------------------------------
+
+def test_looks_like_slug_refuses_a_trailing_newline():
+    from lecode_memctl.core.layout import looks_like_slug
+
+    assert looks_like_slug(SLUG) and looks_like_slug("root-0123456789ab")
+    for bad in (SLUG + "\n", "root-0123456789ab\n", SLUG + "\n\n", "\n" + SLUG):
+        assert not looks_like_slug(bad), repr(bad)
+
+
+def test_slug_option_with_a_trailing_newline_is_a_usage_error(tmp_path):
+    store = _store(tmp_path)
+    r = run_cli("--store", str(store), "--slug", SLUG + "\n", "where", "--json")
+    assert r.exit_code == 2, (r.exit_code, r.stdout, r.stderr)
+    assert r.stderr.startswith("memctl: error: ") and r.stderr.count("\n") == 1
+    assert "Traceback" not in r.stderr
+
+
+def test_a_header_slug_with_a_newline_is_not_slug_shaped(tmp_path):
+    from lecode_memctl.core.layout import store_given
+
+    store = tmp_path / "evidence"
+    (store / "sessions").mkdir(parents=True)
+    (store / "sessions" / "s1.jsonl").write_text(
+        HEADER.replace(SLUG, SLUG + "\\n") + "\n", encoding="utf-8")
+    st = store_given(store)
+    assert st.slug != SLUG + "\n" and st.slug_source != "headers", st
+
+
+def test_a_store_directory_named_a_slug_and_a_newline_is_not_named_by_it(tmp_path):
+    """``--store <config>/memory/<slug>`` takes the slug from the directory's
+    name only when that name is slug-shaped: ``proj-...\n`` is not."""
+    from lecode_memctl.core.layout import store_given
+
+    good = tmp_path / "memory" / SLUG
+    good.mkdir(parents=True)
+    assert "a store in a config directory" in store_given(good).slug_detail
+    bad = tmp_path / "memory" / (SLUG + "\n")
+    bad.mkdir()
+    assert "a store in a config directory" not in store_given(bad).slug_detail
+
+
+def test_other_name_patterns_refuse_a_trailing_newline():
+    from lecode_memctl.core.audit import run
+    from lecode_memctl.core.migrate import _SQLITE_NAME
+
+    assert run._TMP_RE.match(".MEMORY.md.tmp-ab12") and not run._TMP_RE.match(".MEMORY.md.tmp-ab12\n")
+    assert run._TOP_EXTRA_RE.match("facts.sqlite3.lock")
+    assert not run._TOP_EXTRA_RE.match("facts.sqlite3.lock\n")
+    assert _SQLITE_NAME.search("x.db-wal") and not _SQLITE_NAME.search("x.db\n")

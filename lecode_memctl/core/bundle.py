@@ -874,7 +874,7 @@ def _cut(text: str) -> str:
     return f"{text[:SHOWN_MAX]}... ({len(raw)} bytes, sha256 {hashlib.sha256(raw).hexdigest()})"
 
 
-_SAFE_PART = lazy_compile(r"^[^\x00/]+$")
+_SAFE_PART = lazy_compile(r"^[^\x00/]+\Z")
 
 
 def _member_problem(name: str) -> str | None:

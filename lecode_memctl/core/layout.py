@@ -43,7 +43,8 @@ FACTS_DB = "facts.sqlite3"
 DIR_MODE = 0o700
 FILE_MODE = 0o600
 
-_SLUG_RE = lazy_compile(r"^[a-z0-9][a-z0-9-]{0,39}-[0-9a-f]{12}$|^root-[0-9a-f]{12}$")
+# \Z, not $: "$" would accept a trailing newline (before 2026-12-07 it did)
+_SLUG_RE = lazy_compile(r"(?:[a-z0-9][a-z0-9-]{0,39}-[0-9a-f]{12}|root-[0-9a-f]{12})\Z")
 
 
 MEMORY_DIR = "memory"          # <config dir>/memory/<slug>/: where the stores are

@@ -107,7 +107,8 @@ RES_SOURCE_CHANGED = "source_changed"  # the legacy file changed between plan an
 EXIT_CONFLICT = Conflict.exit_code
 
 SQLITE_HEADER = b"SQLite format 3\x00"
-_SQLITE_NAME = lazy_compile(r"\.(sqlite3?|db)(-wal|-shm|-journal)?$")
+# \Z: "$" would accept a trailing newline
+_SQLITE_NAME = lazy_compile(r"\.(sqlite3?|db)(-wal|-shm|-journal)?\Z")
 
 
 # ---------------------------------------------------------------- discovery

@@ -54,11 +54,11 @@ def _read_all(path: Path) -> bytes:
 #: in a thread (``Audit._beside``): past it, the audit waits for the checks.
 HELD = 1000
 
-_TMP_RE = lazy_compile(r"^\..+\.tmp-[0-9a-f]+$")
+_TMP_RE = lazy_compile(r"^\..+\.tmp-[0-9a-f]+\Z")  # \Z: "$" would accept a trailing newline
 _TOP_FILES = {MEMORY_FILE, SCRATCHPAD_FILE, MEMORY_FILE + ".bak", SCRATCHPAD_FILE + ".bak",
               FACTS_DB, FACTS_DB + "-wal", FACTS_DB + "-shm", FACTS_DB + "-journal"}
 # Lock/marker files other modules document in docs/FORMAT.md live beside the database.
-_TOP_EXTRA_RE = lazy_compile(r"^(facts\.sqlite3\.lock|\.memctl[-.][A-Za-z0-9._-]+)$")
+_TOP_EXTRA_RE = lazy_compile(r"^(facts\.sqlite3\.lock|\.memctl[-.][A-Za-z0-9._-]+)\Z")
 
 
 def _is_temp(name: str) -> bool:

@@ -182,3 +182,43 @@ def test_other_name_patterns_refuse_a_trailing_newline():
     assert run._TOP_EXTRA_RE.match("facts.sqlite3.lock")
     assert not run._TOP_EXTRA_RE.match("facts.sqlite3.lock\n")
     assert _SQLITE_NAME.search("x.db-wal") and not _SQLITE_NAME.search("x.db\n")
+
+
+# -- 3. generated messages: assistant, tool, and synthetic user notifications ----
+
+@pytest.mark.parametrize("who, generated", [
+    ({"role": "assistant"}, True), ({"role": "tool"}, True),
+    ({"role": "user", "synthetic": True}, True),
+    ({"role": "system", "synthetic": True}, False),   # not a user notification
+    ({"role": "user", "synthetic": "true"}, False), ({"role": "user", "synthetic": 1}, False),
+    ({"role": "user"}, False), ({"role": "system"}, False),
+])
+def test_generated_is_the_contracts_rule(who, generated):
+    from lecode_memctl.core.sessions import UndoState, is_generated, visible
+
+    rec = {"seq": 3, "type": "message", **who, "content": "x"}
+    assert is_generated(rec) is generated
+    got = visible(rec, purpose="working", excluded=frozenset(), generation=1,
+                  undo_state=UndoState(), clear_seq=None)
+    assert got == ((False, "epoch") if generated else (True, None))
+
+
+def test_a_synthetic_system_message_is_visible_above_generation_zero(tmp_path):
+    """Through the CLI: at generation 1 (one forget), a synthetic system
+    message without an epoch reads; a synthetic user one is hidden."""
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.layout import store_at
+
+    store = _store(tmp_path,
+                   '{"seq":1,"type":"message","role":"user","content":"keep"}',
+                   '{"seq":2,"type":"message","role":"system","content":"sys","synthetic":true}',
+                   '{"seq":3,"type":"message","role":"user","content":"note","synthetic":true}')
+    facts = FactStore(store_at(store).facts_db)
+    fid = facts.add("a fact to forget").fact.fact_id
+    facts.forget(fid)
+    assert facts.generation() == 1
+    facts.close()
+    r = run_cli("--store", str(store), "read", "s1", "2", "2", "--json")
+    assert r.exit_code == 0, (r.exit_code, r.stderr)
+    r = run_cli("--store", str(store), "read", "s1", "3", "3", "--json")
+    assert r.exit_code == 4 and '"epoch"' in r.stdout, (r.exit_code, r.stdout, r.stderr)

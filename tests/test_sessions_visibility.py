@@ -250,9 +250,7 @@ class _IntSub(int):
     (1.0, 1, True), ("1", 1, True), (_IntSub(1), 1, False), (_IntSub(0), 1, True),
 ])
 @pytest.mark.parametrize("who", [{"role": "assistant"}, {"role": "tool"},
-                                 {"role": "user", "synthetic": True},
-                                 # FORMAT.md: any message with "synthetic": true is generated
-                                 {"role": "system", "synthetic": True}])
+                                 {"role": "user", "synthetic": True}])
 def test_epoch_rule_of_the_predicate_itself(epoch, generation, hidden, who):
     from lecode_memctl.core.sessions import UndoState, visible
 
@@ -265,4 +263,9 @@ def test_epoch_rule_of_the_predicate_itself(epoch, generation, hidden, who):
         assert got == ((False, "epoch") if hidden else (True, None))
     user = {"seq": 3, "type": "message", "role": "user", "content": "x", "epoch": epoch}
     assert visible(user, purpose="working", excluded=frozenset(), generation=generation,
+                   undo_state=UndoState(), clear_seq=None) == (True, None)
+    # the contract: a synthetic *user* notification is generated; a synthetic
+    # system message is not (before 2026-12-07 any synthetic message was)
+    system = {**user, "role": "system", "synthetic": True}
+    assert visible(system, purpose="working", excluded=frozenset(), generation=generation,
                    undo_state=UndoState(), clear_seq=None) == (True, None)

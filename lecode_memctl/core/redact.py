@@ -75,7 +75,7 @@ from .secrets import (
     replace_values,
     session_id_values,
 )
-from .sessions import SessionStore, event_line
+from .sessions import SessionStore, event_line, is_generated
 from .sourceref import SESSION_ID_RE, accepted, held_bytes
 
 BUSY_TIMEOUT = 5.0
@@ -753,8 +753,7 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
                     if rec.get("type") == "event" and rec.get("event") == "compact" \
                             and event_line(line):
                         compacts.append((sid, rec))
-                    elif rec.get("type") == "message" and (
-                            rec.get("role") in ("assistant", "tool") or rec.get("synthetic") is True):
+                    elif rec.get("type") == "message" and is_generated(rec):
                         e = rec.get("epoch")
                         generated.append(e if isinstance(e, int) and not isinstance(e, bool) else None)
     for rel, kind in sorted(by_file.items()):

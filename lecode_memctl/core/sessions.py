@@ -36,7 +36,7 @@ import math
 import operator
 import os
 import stat
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Self, TypeGuard
@@ -383,9 +383,17 @@ def epoch_ahead(epoch: int, generation: int) -> bool:
     return epoch > generation
 
 
-def is_generated(record: dict[str, Any]) -> bool:
-    """Assistant and tool messages, and synthetic notifications."""
-    return record.get("role") in GENERATED_ROLES or record.get("synthetic") is True
+def is_generated(record: Mapping[str, Any]) -> bool:
+    """Whether a message record is generated, as the store contract says:
+    an assistant or tool message, or a synthetic user notification (role
+    ``user`` with ``"synthetic": true``, the JSON literal; ``"true"`` or
+    ``1`` is no mark).  A message of another role is not generated, marked
+    synthetic or not.  The one rule of visibility, the audit, ``forget``'s
+    and ``redact``'s impact and the writer's epoch check (before 2026-12-07
+    any message with ``"synthetic": true`` counted, a synthetic ``system``
+    message included)."""
+    role = record.get("role")
+    return role in GENERATED_ROLES or (role == "user" and record.get("synthetic") is True)
 
 
 def visible(record: dict[str, Any], *, purpose: str, excluded: frozenset[int], generation: int,

@@ -88,20 +88,21 @@ def test_a_forget_during_the_audit_is_not_a_false_alarm(demo, monkeypatch):
 
 
 def _tail_epoch_reference(data: bytes, tail: int):
-    """What _tail_epoch answers, from every line: the newest integer epoch
+    """What _tail_epoch answers, from every line: the newest epoch
     (the first line that carries it) among the generated messages of the
     complete lines that start in the last ``tail`` bytes; when they hold
     none, of those in the last 2 * ``tail``, 4 * ``tail``, ... bytes (then
     EPOCH_PIECE more at each step), up to the whole file (EPOCH_BACK is far
     off here); each line parsed whole, whatever its bytes spell (an escaped
-    key too); a window whose generated messages carry no integer epoch
-    ends the search too (None).  (Before 2026-12-07 the last complete line
+    key too); a window whose generated messages carry no epoch
+    ends the search too (None).  An epoch is a number, an integer or not
+    (before 2026-12-07 integers only).  (Before 2026-12-07 the last complete line
     alone when none started in the last ``tail`` bytes, and nothing further
     back.)"""
     import orjson
 
     from lecode_memctl.core.audit import transcripts as T
-    from lecode_memctl.core.sessions import is_generated
+    from lecode_memctl.core.sessions import epoch_number, is_generated
 
     starts, pos = [], 0
     while True:
@@ -123,10 +124,11 @@ def _tail_epoch_reference(data: bytes, tail: int):
             if not (isinstance(rec, dict) and rec.get("type") == "message" and is_generated(rec)):
                 continue
             generated = True
-            epoch, seq = rec.get("epoch"), rec.get("seq")
-            if type(epoch) is int and type(seq) is int and (best is None or epoch > best[0]):
+            # (an epoch is a number, an integer or not, since 2026-12-07)
+            epoch, seq = epoch_number(rec.get("epoch")), rec.get("seq")
+            if epoch is not None and type(seq) is int and (best is None or epoch > best[0]):
                 best = (epoch, seq)
-        # (a generated message without an integer epoch stops the search too,
+        # (a generated message without an epoch stops the search too,
         # since 2026-12-07: a legacy transcript is not read back 16 MiB)
         if best is not None or generated or reach >= len(data):
             return best

@@ -222,3 +222,57 @@ def test_a_synthetic_system_message_is_visible_above_generation_zero(tmp_path):
     assert r.exit_code == 0, (r.exit_code, r.stderr)
     r = run_cli("--store", str(store), "read", "s1", "3", "3", "--json")
     assert r.exit_code == 4 and '"epoch"' in r.stdout, (r.exit_code, r.stdout, r.stderr)
+
+
+# -- 4. an epoch is compared as the number it is ---------------------------------
+
+@pytest.mark.parametrize("epoch, generation, hidden", [
+    (-0.5, 0, True), (0.0, 0, False), (1.0, 1, False), (0.5, 1, True), (1.5, 1, False),
+    (0, 1, True), (1, 1, False), (2, 1, False), (-1, 0, True),
+    (None, 0, False), (None, 1, True), (True, 0, False), (True, 1, True), (False, 1, True),
+    ("1", 0, False), ("1", 1, True), ([1], 1, True), ({"g": 1}, 0, False),
+    (float("-inf"), 0, True), (float("inf"), 1, False),
+])
+def test_epoch_is_compared_numerically(epoch, generation, hidden):
+    from lecode_memctl.core.sessions import UndoState, epoch_hides, visible
+
+    assert epoch_hides(epoch, generation) is hidden
+    rec = {"seq": 3, "type": "message", "role": "assistant", "content": "x"}
+    if epoch is not None:
+        rec["epoch"] = epoch
+    for purpose in ("working", "durable"):
+        got = visible(rec, purpose=purpose, excluded=frozenset(), generation=generation,
+                      undo_state=UndoState(), clear_seq=None)
+        assert got == ((False, "epoch") if hidden else (True, None)), (epoch, generation)
+
+
+def test_a_float_epoch_through_read_and_validate(tmp_path):
+    """``"epoch":-0.5`` is hidden at generation 0; ``"epoch":1.0`` is
+    visible at generation 1 and ``"epoch":1.5`` is ahead of it."""
+    import orjson
+
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.layout import store_at
+
+    store = _store(tmp_path,
+                   '{"seq":1,"type":"message","role":"user","content":"q"}',
+                   '{"seq":2,"type":"message","role":"assistant","content":"a","epoch":-0.5}')
+    r = run_cli("--store", str(store), "read", "s1", "2", "2", "--json")
+    assert r.exit_code == 4 and '"epoch"' in r.stdout, (r.exit_code, r.stdout, r.stderr)
+    facts = FactStore(store_at(store).facts_db)
+    facts.forget(facts.add("a fact to forget").fact.fact_id)
+    assert facts.generation() == 1
+    facts.close()
+    p = store / "sessions" / "s1.jsonl"
+    p.write_text(p.read_text().replace('"epoch":-0.5', '"epoch":1.0'), encoding="utf-8")
+    r = run_cli("--store", str(store), "read", "s1", "2", "2", "--json")
+    assert r.exit_code == 0, (r.exit_code, r.stdout, r.stderr)
+    for deep in ([], ["--deep"]):
+        r = run_cli("--store", str(store), "validate", "--json", *deep)
+        codes = [f["code"] for f in orjson.loads(r.stdout_bytes)["findings"]]
+        assert "session.epoch_ahead" not in codes, (deep, codes)
+    p.write_text(p.read_text().replace('"epoch":1.0', '"epoch":1.5'), encoding="utf-8")
+    for deep in ([], ["--deep"]):
+        r = run_cli("--store", str(store), "validate", "--json", *deep)
+        codes = [f["code"] for f in orjson.loads(r.stdout_bytes)["findings"]]
+        assert "session.epoch_ahead" in codes, (deep, codes)

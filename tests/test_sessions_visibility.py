@@ -247,7 +247,8 @@ class _IntSub(int):
 @pytest.mark.parametrize("epoch, generation, hidden", [
     (0, 0, False), (1, 1, False), (2, 1, False), (0, 1, True), (-1, 0, True),
     (None, 0, False), (None, 1, True), (True, 0, False), (True, 1, True),   # a bool is no epoch
-    (1.0, 1, True), ("1", 1, True), (_IntSub(1), 1, False), (_IntSub(0), 1, True),
+    (1.0, 1, False), (0.5, 1, True), ("1", 1, True),   # a number is compared as one
+    (_IntSub(1), 1, False), (_IntSub(0), 1, True),
 ])
 @pytest.mark.parametrize("who", [{"role": "assistant"}, {"role": "tool"},
                                  {"role": "user", "synthetic": True}])

@@ -30,7 +30,7 @@ from .facts import (
 )
 from .paging import MAX_OUTPUT_BYTES, pretty_json
 from .rowmodel import utc_time  # the whole printed page, metadata included
-from .sessions import LEARNING_EVENT, SessionStore, is_generated
+from .sessions import LEARNING_EVENT, SessionStore, epoch_hides, epoch_number, is_generated
 from .sourceref import (
     HIDDEN,
     VALID,
@@ -503,12 +503,7 @@ def _valid_proposals(raw: Sequence[Any], sessions: SessionReader, facts: FactSto
         if not isinstance(p, Mapping):
             hidden += 1
             continue
-        epoch = p.get("epoch", event.get("epoch"))
-        if isinstance(epoch, int) and not isinstance(epoch, bool):
-            if epoch < generation:
-                hidden += 1
-                continue
-        elif generation > 0:
+        if epoch_hides(p.get("epoch", event.get("epoch")), generation):
             hidden += 1
             continue
         ref = _proposal_ref(p)
@@ -855,8 +850,8 @@ def _scan_generated_and_compacts(sessions: SessionReader, gen: int, new: int
                 if rec is None:
                     continue
                 if rec.get("type") == "message" and is_generated(rec):
-                    epoch = rec.get("epoch")
-                    if isinstance(epoch, int) and not isinstance(epoch, bool):
+                    epoch = epoch_number(rec.get("epoch"))
+                    if epoch is not None:
                         if gen <= epoch < new:
                             invalidated += 1
                     elif gen == 0:

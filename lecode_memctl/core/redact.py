@@ -75,7 +75,7 @@ from .secrets import (
     replace_values,
     session_id_values,
 )
-from .sessions import SessionStore, event_line, is_generated
+from .sessions import SessionStore, epoch_number, event_line, is_generated
 from .sourceref import SESSION_ID_RE, accepted, held_bytes
 
 BUSY_TIMEOUT = 5.0
@@ -682,7 +682,7 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
     root = os.fspath(store.path)
     changed: dict[str, set[int]] = {}
     compacts: list[tuple[str, dict[str, Any]]] = []
-    generated: list[int | None] = []
+    generated: list[float | None] = []
     sessions_dir = os.path.join(root, "sessions")
     transcripts = sorted(n for n in _listdir(sessions_dir) if n.endswith(".jsonl"))
     readers = SessionStore(store)   # what this store's readers accept (sourceref.accepted)
@@ -754,8 +754,7 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
                             and event_line(line):
                         compacts.append((sid, rec))
                     elif rec.get("type") == "message" and is_generated(rec):
-                        e = rec.get("epoch")
-                        generated.append(e if isinstance(e, int) and not isinstance(e, bool) else None)
+                        generated.append(epoch_number(rec.get("epoch")))
     for rel, kind in sorted(by_file.items()):
         if kind != KIND_FILE:
             continue

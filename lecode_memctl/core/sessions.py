@@ -373,7 +373,30 @@ def header_problem(hdr: Any, sid: str, slug: str, line: bytes | None = None
     return None
 
 
-def epoch_ahead(epoch: int, generation: int) -> bool:
+def epoch_number(value: Any) -> int | float | None:
+    """A message's ``epoch`` as the contract compares it: a JSON number (an
+    int or a float, never a bool: JSON has no bool numbers), else None, as
+    a message with no epoch.  The one reading of an epoch: visibility
+    (:func:`epoch_hides`), ``validate``'s ``session.epoch_ahead``, and the
+    impact counts of ``forget`` and ``redact``."""
+    if type(value) is int or type(value) is float:
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    return None
+
+
+def epoch_hides(epoch: Any, generation: int) -> bool:
+    """The contract's epoch rule for a generated message: hidden when its
+    ``epoch`` is below the project's exclusion ``generation`` (compared as
+    numbers: ``-0.5`` is below 0, ``1.0`` is not below 1), or when it has no
+    epoch (absent, null, or not a number) and the generation is above 0.
+    (Before 2026-12-07 an epoch that was not an integer counted as none.)"""
+    n = epoch_number(epoch)
+    return generation > 0 if n is None else n < generation
+
+
+def epoch_ahead(epoch: float, generation: int) -> bool:
     """Whether a generated message's ``epoch`` is ahead of the project's
     exclusion ``generation``: an epoch is a generation captured before a
     request, and generations only rise, so a transcript that holds one means
@@ -436,8 +459,8 @@ def first_hidden(records: Iterable[dict[str, Any]], *, purpose: str, excluded: f
             return pos, "undone"
         if clear is not None and pos < clear:
             return pos, "cleared"
-        # a generated message is hidden by an integer epoch below the
-        # generation, or by any other epoch once the generation is above 0;
+        # a generated message is hidden by an epoch below the generation (a
+        # number: epoch_hides), or by none once the generation is above 0;
         # the epoch is looked at first (most records pass by it alone, and
         # is_generated has no effect to order)
         epoch = get("epoch")
@@ -447,12 +470,8 @@ def first_hidden(records: Iterable[dict[str, Any]], *, purpose: str, excluded: f
         elif type(epoch) is int:
             if epoch < generation and is_generated(record):
                 return pos, "epoch"
-        elif is_generated(record):
-            if _is_int(epoch):
-                if epoch < generation:
-                    return pos, "epoch"
-            elif generation > 0:
-                return pos, "epoch"
+        elif is_generated(record) and epoch_hides(epoch, generation):
+            return pos, "epoch"
     return None
 
 
@@ -3334,8 +3353,8 @@ def lock_session(sessions_dir: str, session_id: str) -> io.FileIO:
 
 __all__ = [
     "SessionStore", "SessionWriter", "Snapshot", "SessionInfo", "ScanItem", "UndoState",
-    "visible", "is_generated", "epoch_ahead", "undo_target", "bad_target", "event_line",
-    "learning_problems", "header_problem",
+    "visible", "is_generated", "epoch_number", "epoch_hides", "epoch_ahead", "undo_target",
+    "bad_target", "event_line", "learning_problems", "header_problem",
     "SessionNotFound", "SessionRefused",
     "SessionUnreadable", "SessionCorrupt", "SpanHidden", "PositionMissing", "REASONS",
     "CORRUPTION_KINDS", "NO_EXCLUSIONS", "StoreExclusions",

@@ -607,7 +607,7 @@ class Audit:
             # the facts' sorts (fact_findings) run while the transcripts are read
             self._listing = self._fs.start_listing()
         results = run_jobs(jobs, parallel=parallel)
-        ahead: list[tuple[str, int, int]] = []
+        ahead: list[tuple[str, float, int]] = []
         for i, (sid, sc) in enumerate(zip(ids, results, strict=True)):  # one result per job
             if self.progress:
                 self.progress(i, total)

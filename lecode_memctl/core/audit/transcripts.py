@@ -27,6 +27,7 @@ from ..sessions import (
     SpanReads,
     _File,
     bad_target,
+    epoch_number,
     event_line,
     fast_seq,
     header_problem,
@@ -86,7 +87,7 @@ class _Scan:
         # here is valid: the audit keeps only these, and a job of thousands of
         # references does not hold the others)
         self.statuses: dict[tuple[tuple[int, ...], str, str], Any] = {}
-        self.max_epoch: tuple[int, int] | None = None   # (epoch, seq) of the newest generated messages
+        self.max_epoch: tuple[float, int] | None = None   # (epoch, seq) of the newest generated messages
         self.epoch_scanned = False   # max_epoch taken from every line (--deep), not the tail
 
 
@@ -95,7 +96,7 @@ EPOCH_BACK = 16 << 20    # ... and no further back than this from the end
 EPOCH_PIECE = 256 << 10  # ... reading at most this much more each step
 
 
-def _tail_epoch(fd: int, size: int, sc: _Scan, data: bytes | None = None) -> tuple[int, int] | None:
+def _tail_epoch(fd: int, size: int, sc: _Scan, data: bytes | None = None) -> tuple[float, int] | None:
     """The highest ``epoch`` (with its seq) among the generated messages of the
     complete lines that start in the last 64 KiB; when none of them is a
     generated message (a large paste, many user lines last), of those that
@@ -183,8 +184,8 @@ def _generated_message(rec: dict[str, Any]) -> bool:
     return rec.get("type") == "message" and is_generated(rec)
 
 
-def _window_epoch(window: bytes) -> tuple[int, int] | None:
-    """The highest integer ``epoch`` (with the seq of the first line that
+def _window_epoch(window: bytes) -> tuple[float, int] | None:
+    """The highest ``epoch`` (a number: :func:`~..sessions.epoch_number`) (with the seq of the first line that
     carries it) among the generated messages of the complete lines of
     ``window`` (its last piece, not ended by a newline, is left out)."""
 
@@ -193,7 +194,7 @@ def _window_epoch(window: bytes) -> tuple[int, int] | None:
         return None
     # a window with a \u escape may spell the key "\u0065poch": every line parsed
     mark = b'"epoch"' if bound is not None else None
-    best: tuple[int, int] | None = None
+    best: tuple[float, int] | None = None
     pos = 0
     while True:
         end = window.find(b"\n", pos)
@@ -209,26 +210,27 @@ def _window_epoch(window: bytes) -> tuple[int, int] | None:
             continue
         if not (isinstance(rec, dict) and _generated_message(rec)):
             continue
-        epoch, seq = rec.get("epoch"), rec.get("seq")
-        if type(epoch) is int and type(seq) is int and (best is None or epoch > best[0]):
+        epoch, seq = epoch_number(rec.get("epoch")), rec.get("seq")
+        if epoch is not None and type(seq) is int and (best is None or epoch > best[0]):
             best = (epoch, seq)
             if bound is not None and epoch >= bound:
                 break          # no later line can carry a higher epoch
     return best
 
 
-_EPOCH_VALUE = lazy_compile(rb'"epoch"[ \t\r\n]*:[ \t\r\n]*(-?[0-9]+)')
+# (a JSON number whole: an epoch may be a float, compared as the number it is)
+_EPOCH_VALUE = lazy_compile(rb'"epoch"[ \t\r\n]*:[ \t\r\n]*(-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)')
 
 
 _NO_EPOCH = float("-inf")
 
 
 def _epoch_bound(window: bytes) -> float | None:
-    """An upper bound of the integer epochs in ``window``, from its bytes:
-    the largest integer written after a key ``"epoch"``; :data:`_NO_EPOCH`
-    when there is none (no line there can carry an integer epoch).  None
-    when no bound is known: the window holds a ``\\u`` escape (a key could
-    be spelt ``"\\u0065poch"``) or an integer too long for 64 bits.  The
+    """An upper bound of the epochs in ``window``, from its bytes: the
+    largest number written after a key ``"epoch"``; :data:`_NO_EPOCH`
+    when there is none (no line there can carry an epoch).  None when no
+    bound is known: the window holds a ``\\u`` escape (a key could be
+    spelt ``"\\u0065poch"``) or a number written in over 20 characters.  The
     epoch scan stops at the first line that reaches the bound: in a clean
     transcript, whose epochs never decrease, it parses one line, not all."""
     if b"\\" in window and b"\\u" in window:   # (memchr first: a window without a
@@ -237,7 +239,8 @@ def _epoch_bound(window: bytes) -> float | None:
     for digits in set(_EPOCH_VALUE.findall(window)):   # (a few distinct values)
         if len(digits) > 20:
             return None
-        best = max(best, int(digits))
+        best = max(best, int(digits) if digits.isdigit() or digits[1:].isdigit()
+                   else float(digits))
     return best
 
 
@@ -801,7 +804,7 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
     expected = 0
     last_seq = -1
     lineno = 0
-    top: tuple[int, int] | None = None     # --deep: (epoch, seq) of the highest epoch
+    top: tuple[float, int] | None = None     # --deep: (epoch, seq) of the highest epoch
     run = [-1, -1]            # the last corrupt line placed by _sits_after, and its place
     offset = 0
     rest = b""
@@ -860,8 +863,8 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                 ignored(whole[n], n, n + 1)
         if summaries is None:
             for r in whole:
-                e = r.get("epoch")
-                if type(e) is int and (top is None or e > top[0]) and _generated_message(r):
+                e = epoch_number(r.get("epoch"))
+                if e is not None and (top is None or e > top[0]) and _generated_message(r):
                     top = (e, r["seq"])
         last_seq, lineno = len(whole) - 1, len(whole)
         offset = end
@@ -974,8 +977,8 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
             if rec is None:
                 continue           # a too_large or huge line: placed, not kept
             if deep:
-                e = rec.get("epoch")
-                if type(e) is int and (top is None or e > top[0]) and _generated_message(rec):
+                e = epoch_number(rec.get("epoch"))
+                if e is not None and (top is None or e > top[0]) and _generated_message(rec):
                     top = (e, seq)
             if keep_all:
                 records.setdefault(seq, rec)

@@ -276,3 +276,55 @@ def test_a_float_epoch_through_read_and_validate(tmp_path):
         r = run_cli("--store", str(store), "validate", "--json", *deep)
         codes = [f["code"] for f in orjson.loads(r.stdout_bytes)["findings"]]
         assert "session.epoch_ahead" in codes, (deep, codes)
+
+
+# -- 5. a .git file read as git reads it (setup.c, read_gitfile_gently) ----------
+
+def _git_toplevel(cwd: Path) -> str | None:
+    """What ``git rev-parse --show-toplevel`` says in ``cwd``; None when git
+    refuses the .git file there."""
+    import subprocess
+
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("GIT_")}
+    r = subprocess.run(["git", "rev-parse", "--show-toplevel", "--git-common-dir"], cwd=cwd,
+                       capture_output=True, text=True, env=env)
+    return r.stdout.splitlines()[0] if r.returncode == 0 else None
+
+
+@pytest.mark.parametrize("form, git_takes", [
+    ("gitdir: {}\n", True), ("gitdir: {}", True), ("gitdir: {}\r\n", True),
+    ("gitdir: {}\n\n\r\n", True),
+    ("gitdir:{}\n", False),           # no space after the colon: "invalid gitfile format"
+    (" gitdir: {}\n", False), ("GITDIR: {}\n", False), ("\ufeffgitdir: {}\n", False),
+    ("gitdir: \n", False),            # no path
+    ("gitdir:   {}   \n", None),      # more blanks: part of the path, which is no repository
+    ("gitdir: {}  \n", None),         # trailing blanks are kept: no such directory
+])
+def test_a_dot_git_file_is_read_as_git_reads_it(tmp_path, form, git_takes):
+    """Differential: what ``git rev-parse`` takes is a linked worktree of the
+    main checkout to memctl too; a file git refuses never is (None: refused
+    for its path, which names no git directory, not for its format)."""
+    import shutil
+
+    from lecode_memctl.core.identity import LINKED_WORKTREE, MAIN_CHECKOUT, resolve_project
+
+    from .conftest import git, make_repo
+
+    if shutil.which("git") is None:
+        pytest.skip("no git")
+    repo = make_repo(tmp_path / "main")
+    wt = tmp_path / "wt"
+    git("worktree", "add", "-q", str(wt), "-b", "feature", cwd=repo)
+    target = (wt / ".git").read_text().strip()[len("gitdir: "):]
+    (wt / ".git").write_bytes(form.format(target).encode("utf-8"))
+    ident = resolve_project(wt)
+    top = _git_toplevel(wt)
+    assert (top is not None) is bool(git_takes), (form, top)
+    if git_takes:
+        assert ident.kind == LINKED_WORKTREE and ident.root == repo.resolve(), ident
+        return
+    # a .git file git refuses: its directory is the checkout root, never the
+    # main checkout's store
+    assert ident.kind != LINKED_WORKTREE and ident.root == wt.resolve(), ident
+    if git_takes is False:   # refused for its format: as any other invalid .git file
+        assert ident.kind == MAIN_CHECKOUT and "unreadable .git file" in ident.detail, ident

@@ -63,18 +63,27 @@ def resolve_git_path(path: str) -> str | None:
     return os.path.realpath(path)
 
 
+GITFILE_PREFIX = "gitdir: "
+
+
 def read_gitdir_file(dotgit: str) -> str | None:
-    """The target of a ``.git`` file (``gitdir: X``), made absolute; None if unreadable."""
+    """The target of a ``.git`` file (``gitdir: X``), made absolute; None if
+    unreadable or not one git reads.  Read as git reads it (``setup.c``,
+    ``read_gitfile_gently``): the file starts with exactly ``gitdir: `` (one
+    space), only trailing ``\\n`` and ``\\r`` are dropped, and the rest, blanks
+    included, is the path, which must not be empty.  (Before 2026-12-07
+    ``gitdir:X`` and ``gitdir:   X   `` were taken, blanks stripped, for a
+    linked worktree that git refuses: "invalid gitfile format".)"""
     from .atomic import read_regular  # atomic imports layout, which imports this module
 
     try:
         data = read_regular(dotgit, 4096, follow=True)
     except OSError:
         return None
-    text = data.decode("utf-8", "surrogateescape").strip()
-    if not text.startswith("gitdir:"):
+    text = data.decode("utf-8", "surrogateescape")
+    if not text.startswith(GITFILE_PREFIX):
         return None
-    target = text[len("gitdir:"):].strip()
+    target = text.rstrip("\r\n")[len(GITFILE_PREFIX):]
     if not target:
         return None
     if not os.path.isabs(target):

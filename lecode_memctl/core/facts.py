@@ -60,7 +60,7 @@ from .errors import (
     sqlite_error,
 )
 from .hashing import sha256
-from .sessions import ClosesOnExit
+from .sessions import ClosesOnExit, is_generated
 from .snapshot import copy_write_error, private_journal_snapshot, private_snapshot
 from .sourceref import (
     HIDDEN,
@@ -4150,8 +4150,13 @@ def require_authored_text(records: Iterable[Mapping[str, Any]], ref: SourceRef) 
     for rec in records:
         if not isinstance(rec, Mapping) or rec.get("seq") not in wanted:
             continue
-        if rec.get("type") == "message" and rec.get("role") in ("user", "assistant") \
-                and not rec.get("synthetic") and message_text(rec.get("content")).strip():
+        # (a synthetic notification as the contract marks it: is_generated's
+        # user message with "synthetic": true; before 2026-12-07 any truthy
+        # "synthetic" of either role was refused)
+        role = rec.get("role")
+        if rec.get("type") == "message" and (role == "assistant" or role == "user"
+                                             and not is_generated(rec)) \
+                and message_text(rec.get("content")).strip():
             return
     raise Conflict(f"evidence {ref.label()} holds no user or assistant text; "
                    "tool output alone cannot justify a correction, nor a synthetic "

@@ -745,8 +745,10 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
         # the same, but nothing in it is this store's to invalidate)
         if accepted(readers, sid):
             for line in data.split(b"\n"):
+                # (a generated message may have no epoch: written before
+                # epochs, it counts at generation 0, as forget counts it)
                 if b'"compact"' in line or b'"epoch"' in line or b'"synthetic"' in line \
-                        or b"\\u" in line:
+                        or b'"assistant"' in line or b'"tool"' in line or b"\\u" in line:
                     rec = parsed_record(line)[0]    # (a key given twice: as read)
                     if rec is None:
                         continue

@@ -3215,7 +3215,7 @@ class SessionWriter(ClosesOnExit):
         """``{"seq","type":"message","role","content",...extra}``; returns the seq.
 
         Refused (UsageError, nothing written): an extra ``seq`` or ``type``;
-        a generated message (``assistant``, ``tool``, ``synthetic=True``)
+        a generated message (``assistant``, ``tool``, a ``user`` one with ``synthetic=True``)
         without ``epoch``; an ``epoch`` that is not an integer, is negative or
         is ahead of the project's generation; a ``synthetic`` that is not a
         bool."""

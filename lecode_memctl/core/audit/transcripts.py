@@ -1724,7 +1724,7 @@ def _cutoff(rec_at: Callable[[int], Any], before: _Before, end: int, seq: int,
 
     def message(pos: int) -> dict[str, Any] | None:
         r = rec_at(pos)
-        if (type(r) is dict and r.get("type") == "message"
+        if (isinstance(r, dict) and r.get("type") == "message"
                 and before.hidden((pos,), seq) is None):
             return r
         return None

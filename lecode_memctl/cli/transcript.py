@@ -202,9 +202,12 @@ def _tool_result(text: str, w: int) -> list[str]:
     # ends the last line: no empty line after it to count) but those begun
     # in what is shown, which holds fewer than TOOL_RESULT_LINES when it
     # was cut at TOOL_RESULT_CHARS (before 2026-12-07 three were taken as
-    # shown whatever the cut: a cut in the 2nd of 4 lines said "1 more").
+    # shown whatever the cut: a cut in the 2nd of 4 lines said "1 more"; a
+    # cut just after a newline begins no line: it counted one, and said one
+    # line too few).
     total = text.count("\n") + (bool(text) and not text.endswith("\n"))
-    begun = TOOL_RESULT_LINES if end >= 0 else shown.count("\n") + 1 if cut else total
+    begun = TOOL_RESULT_LINES if end >= 0 else \
+        shown.count("\n") + (not shown.endswith("\n")) if cut else total
     more = total - min(begun, total)
     lines = f"{more} more line{'s' if more > 1 else ''}"
     if cut or more > 0:

@@ -1,0 +1,64 @@
+"""``memctl grep`` and ``memctl read --text`` on hand-written transcripts
+(2026-12-07, fifth pass): a cut tool result counts every line it did not
+show whichever character the cut lands on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from .builders import SLUG
+from .conftest import run_cli
+
+HEADER = ('{"seq":0,"type":"session","format":1,"session_id":"%s","project":"'
+          + SLUG + '","created":"2026-12-01T10:00:00Z"}\n')
+
+
+def _store(tmp_path: Path, sessions: dict[str, list[bytes | str]]) -> Path:
+    """A store at <tmp>/memory/SLUG whose sessions are written line by line,
+    as given (a str is encoded, bytes are written as they are; each line
+    gets its newline)."""
+    st = tmp_path / "memory" / SLUG
+    (st / "sessions").mkdir(parents=True)
+    for sid, lines in sessions.items():
+        data = (HEADER % sid).encode() + b"".join(
+            (ln.encode() if isinstance(ln, str) else ln) + b"\n" for ln in lines)
+        (st / "sessions" / f"{sid}.jsonl").write_bytes(data)
+    return st
+
+
+def _msg(seq: int, content, role: str = "user", **extra) -> str:
+    return orjson.dumps({"seq": seq, "type": "message", "role": role, "content": content,
+                         **extra}).decode()
+
+
+def _cli(store: Path, *args: str):
+    return run_cli("--store", str(store), "--no-state", *args)
+
+
+# ---------------------------------------------------------------- read --text: a cut tool result
+
+@pytest.mark.parametrize(("content", "more"), [
+    ("a" * 1200 + "\nL2\nL3\nL4", 3),              # cut inside line 1
+    ("a" * 1000 + "\nL2\nL3\nL4", 3),              # cut exactly at line 1's end
+    ("a" * 999 + "\nL2\nL3\nL4", 3),               # cut just after line 1's newline
+    ("a" * 998 + "\nL2\nL3\nL4", 2),               # cut inside line 2 (its "L" shown)
+    ("a" * 995 + "\nL2\n" + "b" * 100, 0),         # cut inside the last line
+    ("a" * 999 + "\nL2\nL3\nL4\n", 3),             # a final newline: no 4th line after it
+    ("a" * 999 + "\nL2", 1),                      # cut just after the only newline
+])
+def test_read_text_counts_the_lines_after_a_cut_wherever_it_lands(tmp_path, content, more):
+    st = _store(tmp_path, {"tr": [_msg(1, content, role="tool", tool_call_id="c1")]})
+    r = _cli(st, "read", "tr", "1", "1", "--text")
+    assert r.exit_code == 0, r.stderr
+    last = r.stdout.splitlines()[-1]
+    if len(content) <= 1000:
+        assert "more" not in last, last
+        return
+    assert f"the first 1000 of {len(content)} characters shown" in last, last
+    if more:
+        assert f", {more} more line{'s' if more > 1 else ''};" in last, last
+    else:
+        assert "more line" not in last, last

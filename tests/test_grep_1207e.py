@@ -1,6 +1,7 @@
 """``memctl grep`` and ``memctl read --text`` on hand-written transcripts
 (2026-12-07, fifth pass): a cut tool result counts every line it did not
-show whichever character the cut lands on."""
+show whichever character the cut lands on; ``grep -C`` keeps two records
+that share a seq two groups."""
 
 from __future__ import annotations
 
@@ -62,3 +63,36 @@ def test_read_text_counts_the_lines_after_a_cut_wherever_it_lands(tmp_path, cont
         assert f", {more} more line{'s' if more > 1 else ''};" in last, last
     else:
         assert "more line" not in last, last
+
+
+# ---------------------------------------------------------------- grep -C: one group a record
+
+
+def test_grep_context_keeps_two_records_sharing_a_seq_apart(tmp_path):
+    """Two records with one seq (a repeated seq: damage) were one group, and
+    neither's context was printed; each is its own group, as --json has it."""
+    st = _store(tmp_path, {"s1": [_msg(1, "apple\nA-after"), _msg(1, "B-before\napple")]})
+    r = _cli(st, "grep", "apple", "-C", "1")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "s1:1 user $.content: apple",
+        "s1:1 user $.content-2- A-after",
+        "--",
+        "s1:1 user $.content-1- B-before",
+        "s1:1 user $.content line 2: apple"], r.stdout
+    assert "seq_duplicate" in r.stderr
+    doc = orjson.loads(_cli(st, "grep", "apple", "-C", "1", "--json").stdout_bytes)
+    assert [(m["after"], m["before"]) for m in doc["hits"]] == [
+        (["A-after"], []), ([], ["B-before"])]
+    assert "record_end" not in doc["hits"][0]
+
+
+def test_grep_context_still_merges_hits_of_one_field(tmp_path):
+    st = _store(tmp_path, {"s1": [_msg(1, "apple\nx\napple"), _msg(2, "apple")]})
+    r = _cli(st, "grep", "apple", "-C", "1")
+    assert r.stdout.splitlines() == [
+        "s1:1 user $.content: apple",
+        "s1:1 user $.content-2- x",
+        "s1:1 user $.content line 3: apple",
+        "--",
+        "s1:2 user $.content: apple"], r.stdout

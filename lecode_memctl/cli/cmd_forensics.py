@@ -262,9 +262,10 @@ class _HitPrinter:
     REASON]`` for a hidden hit); with -C, as grep(1) prints context: each
     line of a field once, context lines ``SESSION:SEQ ROLE PATH-N- LINE``,
     the context of hits of one field that overlaps or touches merged into
-    one group, and ``--`` between groups that do not touch, never after the
-    last.  (Before 2026-12-07 each hit printed its context alone: a line
-    twice, under two labels, and a ``--`` after every hit.)"""
+    one group (two records are never one group, even with one seq), and
+    ``--`` between groups that do not touch, never after the last.  (Before
+    2026-12-07 each hit printed its context alone: a line twice, under two
+    labels, and a ``--`` after every hit.)"""
 
     def __init__(self, context: int) -> None:
         self._context = context
@@ -285,7 +286,10 @@ class _HitPrinter:
         if not self._context:
             echo(f"{label}: {safe(hit.line, keep_newlines=False)}")
             return
-        key = (hit.session_id, hit.seq, hit.path)
+        # (the record by where its line ends: two records may share a seq;
+        # before 2026-12-07 the key was the seq, and two records of one seq
+        # were one group, with neither's context)
+        key = (hit.session_id, hit.record_end, hit.path)
         first = hit.line_no - len(hit.before)
         ctx: dict[int, str] = {}
         if key == self._key and first <= self._last + len(self._after) + 1:

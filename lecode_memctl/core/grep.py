@@ -237,6 +237,10 @@ class GrepHit:
     before: tuple[str, ...] = ()
     after: tuple[str, ...] = ()
     hidden: str | None = None  # None: visible; else excluded, undone, cleared, epoch, inert
+    # Which record of its session this is (the byte offset where its line
+    # ends): no output field, the one key of a record for ``grep -C``'s
+    # groups, where two records may share a seq (a seq repeated: damage)
+    record_end: int = field(default=0, repr=False)
 
     @property
     def visible(self) -> bool:
@@ -347,7 +351,7 @@ class GrepRun:
         # PENDING_BYTES of them; past that, the events of the rest of the
         # transcript are read first (_Lines.events_after) and every hit is
         # decided, and emitted, at once (``decided``).
-        pending: list[tuple[dict[str, Any], list[_Span]]] = []
+        pending: list[tuple[dict[str, Any], list[_Span], int]] = []
         held = 0
         decided = False
         matched = False         # whether a record held a match (hidden or not)
@@ -376,23 +380,25 @@ class GrepRun:
                             (self.until is not None and when > self.until):
                         continue
                 slim = _pending_record(rec, sid)
+                where = items.end_of_last()
                 if not self.include_hidden and \
                         self._hidden(sid, slim, excluded, generation, no_events,
                                      unused) is not None:
                     continue
                 if decided:
-                    yield from self._decide(sid, slim, found, excluded, generation, us, unused)
+                    yield from self._decide(sid, slim, found, excluded, generation, us, unused,
+                                            where)
                     continue
-                pending.append((slim, found))
+                pending.append((slim, found, where))
                 held += _held_bytes(found) + \
                     _POSITION_BYTES * len(slim.get(_LINEAGE_POSITIONS, ()))
                 if held > PENDING_BYTES:
                     for ev in items.events_after():
                         us.add(ev)
                     decided = True
-                    for slim, found in pending:
+                    for slim, found, where in pending:
                         yield from self._decide(sid, slim, found, excluded, generation, us,
-                                                unused)
+                                                unused, where)
                     pending = []
             # Records whose seq repeats or goes back: said where a record
             # held a match, whose visibility (by seq) they make uncertain
@@ -403,8 +409,8 @@ class GrepRun:
             return
         finally:
             items.close()
-        for slim, found in pending:
-            yield from self._decide(sid, slim, found, excluded, generation, us, unused)
+        for slim, found, where in pending:
+            yield from self._decide(sid, slim, found, excluded, generation, us, unused, where)
         # (said once the session's hits are all given: a search cut short
         # by its consumer, --limit, says the same whatever it held pending)
         self.damaged.extend((sid, kind, n, first)
@@ -434,8 +440,10 @@ class GrepRun:
         return 5 if bad else None
 
     def _decide(self, sid: str, rec: dict[str, Any], found: list[_Span], excluded: frozenset[int],
-                generation: int, us: UndoState, unused: _UnusedSummaries) -> list[GrepHit]:
-        """The hits of one record, once the events that may hide it are known.
+                generation: int, us: UndoState, unused: _UnusedSummaries,
+                where: int) -> list[GrepHit]:
+        """The hits of one record (its line ending at byte ``where``), once the
+        events that may hide it are known.
         (Without include_hidden, a record kept was found visible with no
         events: where the events hide nothing either, it is visible still,
         and not judged twice.)"""
@@ -446,7 +454,8 @@ class GrepRun:
         else:
             reason = None
         seq = rec["seq"]
-        return [GrepHit(sid, seq, role, path, line_no, start, end, line, before, after, reason)
+        return [GrepHit(sid, seq, role, path, line_no, start, end, line, before, after, reason,
+                        where)
                 for role, path, line_no, start, end, line, before, after in found]
 
     def _literal(self) -> tuple[bytes, bool] | None:
@@ -633,6 +642,10 @@ class _Lines:
     def close(self) -> None:
         if self._fh is not None:
             self._fh.close()
+
+    def end_of_last(self) -> int:
+        """The byte offset where the line of the record yielded last ends."""
+        return self._pos
 
     def __iter__(self) -> Iterator[tuple[dict[str, Any], bool]]:
         """The records.  A complete line that is parsed and is no record (not

@@ -1,10 +1,12 @@
 """``memctl grep`` and ``memctl read --text`` on hand-written transcripts
 (2026-12-07, fifth pass): a cut tool result counts every line it did not
 show whichever character the cut lands on; ``grep -C`` keeps two records
-that share a seq two groups."""
+that share a seq two groups; a field's lines are grep(1)'s (a final
+newline ends the last line, it begins none)."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import orjson
@@ -96,3 +98,73 @@ def test_grep_context_still_merges_hits_of_one_field(tmp_path):
         "s1:1 user $.content line 3: apple",
         "--",
         "s1:2 user $.content: apple"], r.stdout
+
+
+# ---------------------------------------------------------------- grep: a field's lines are grep(1)'s
+
+
+def _gnu(text: str, *args: str) -> list[str]:
+    return subprocess.run(["grep", *args], input=text.encode(), capture_output=True,
+                          check=False).stdout.decode().splitlines()
+
+
+def test_grep_takes_no_line_after_a_fields_final_newline(tmp_path):
+    st = _store(tmp_path, {"s1": [_msg(1, "one\napple\n")]})
+    r = _cli(st, "grep", "apple", "-C", "1")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.splitlines() == ["s1:1 user $.content-1- one",
+                                     "s1:1 user $.content line 2: apple"], r.stdout
+    assert _gnu("one\napple\n", "-n", "-C1", "apple") == ["1-one", "2:apple"]
+    for fmt in (("--json",), ("--format", "jsonl")):
+        r = _cli(st, "grep", "apple", "-C", "1", *fmt)
+        rows = ([ln for ln in r.stdout_bytes.splitlines()] if fmt[0] != "--json"
+                else [orjson.dumps(h) for h in orjson.loads(r.stdout_bytes)["hits"]])
+        (hit,) = [orjson.loads(x) for x in rows]
+        assert (hit["line_no"], hit["before"], hit["after"]) == (2, ["one"], []), hit
+    r = _cli(st, "grep", "apple", "-C", "1", "--format", "csv")
+    assert r.exit_code == 0 and r.stdout.count("\n") == 2, r.stdout
+    # no empty line after the last: '^$' finds nothing, as grep(1) does
+    r = _cli(st, "grep", "^$", "-c")
+    assert r.exit_code == 1 and r.stdout == "", (r.exit_code, r.stdout)
+    assert _gnu("one\napple\n", "-c", "^$") == ["0"]
+
+
+@pytest.mark.parametrize("text", [
+    "one\napple\n", "apple\n", "\n", "\n\n", "a\n\n", "\napple", "apple\n\napple\n\n",
+    "x\ny", "apple", "one\n\n\napple\nz\n"])
+@pytest.mark.parametrize("pattern", ["^$", "apple", "^", "$", "p*", "e$"])
+def test_grep_lines_of_a_field_are_grep1s(tmp_path, text, pattern):
+    """Each field's hits (line numbers) and -C 1 lines are those of grep(1)
+    on the field's text."""
+    st = _store(tmp_path, {"s1": [_msg(1, text)]})
+    r = _cli(st, "grep", pattern, "-C", "1", "--json")
+    assert r.exit_code in (0, 1), r.stderr
+    hits = orjson.loads(r.stdout_bytes)["hits"]
+    gnu = _gnu(text, "-n", "--", pattern)
+    assert [h["line_no"] for h in hits] == [int(g.split(":", 1)[0]) for g in gnu], (hits, gnu)
+    assert [h["line"] for h in hits] == [g.split(":", 1)[1] for g in gnu]
+    lines = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
+    for h in hits:
+        i = h["line_no"] - 1
+        assert h["before"] == lines[max(0, i - 1):i] and h["after"] == lines[i + 1:i + 2], h
+
+
+def test_grep_an_empty_field_has_no_line(tmp_path):
+    """An empty content is no line, as an empty file is none to grep(1)."""
+    st = _store(tmp_path, {"s1": [_msg(1, ""), _msg(2, "x")]})
+    r = _cli(st, "grep", "^$", "-c")
+    assert (r.exit_code, r.stdout) == (1, ""), (r.exit_code, r.stdout)
+    assert _gnu("", "-c", "^$") == ["0"]
+
+
+def test_grep_other_hits_keep_their_match_and_line(tmp_path):
+    """What the change leaves: a hit's line_no, match and offsets, a match
+    spanning lines, a match at the end of the last line."""
+    st = _store(tmp_path, {"s1": [_msg(1, "a\nbc\n"), _msg(2, "a\nbc")]})
+    doc = orjson.loads(_cli(st, "grep", "c$", "--json").stdout_bytes)
+    assert [(h["seq"], h["line_no"], h["start"], h["match"]) for h in doc["hits"]] == [
+        (1, 2, 1, "c"), (2, 2, 1, "c")]
+    doc = orjson.loads(_cli(st, "grep", "a\nb", "--json").stdout_bytes)
+    assert [(h["seq"], h["line_no"], h["match"]) for h in doc["hits"]] == [(1, 1, "a"), (2, 1, "a")]
+    doc = orjson.loads(_cli(st, "grep", "c\n", "--json").stdout_bytes)
+    assert [(h["seq"], h["line_no"], h["match"]) for h in doc["hits"]] == [(1, 2, "c")]

@@ -543,17 +543,26 @@ def _line_hits(regex: re.Pattern[str], role: str, path: str, text: str, context:
     line, with the line's context as any hit's.  (Before 2026-12-07 each
     line was searched alone, and the field only when no line held a match:
     a spanning match beside another hit was lost, only the first spanning
-    one was found, and it had no context and no cut.)"""
+    one was found, and it had no context and no cut.)
+
+    The field's lines are grep(1)'s: a final newline ends the last line and
+    begins none, and an empty field has no line (before 2026-12-07 the
+    empty text after a final newline was a line: a context line that is
+    not there, a hit of ``^$``)."""
     if "\n" not in text:
-        m = regex.search(text)
+        m = regex.search(text) if text else None
         return [] if m is None else [_hit(role, path, [text], 0, m.start(), m.end(), context)]
     lines = text.split("\n")
+    last = len(text)             # the last position a match may start at
+    if not lines[-1]:
+        lines.pop()             # (the final newline's empty rest: no line)
+        last -= 1
     out: list[_Span] = []
     line_no, line_start, next_start = 0, 0, len(lines[0]) + 1
     pos = 0
-    while pos <= len(text):
+    while pos <= last:
         m = regex.search(text, pos)
-        if m is None:
+        if m is None or m.start() > last:
             break
         at = m.start()
         while at >= next_start and line_no + 1 < len(lines):

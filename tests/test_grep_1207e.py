@@ -2,12 +2,16 @@
 (2026-12-07, fifth pass): a cut tool result counts every line it did not
 show whichever character the cut lands on; ``grep -C`` keeps two records
 that share a seq two groups; a field's lines are grep(1)'s (a final
-newline ends the last line, it begins none)."""
+newline ends the last line, it begins none); with a literal pattern the
+check of the seqs' order passes over a line that is no record, as the
+search with a regex does, whatever its first bytes say."""
 
 from __future__ import annotations
 
 import subprocess
+import tempfile
 from pathlib import Path
+from unittest import mock
 
 import orjson
 import pytest
@@ -168,3 +172,144 @@ def test_grep_other_hits_keep_their_match_and_line(tmp_path):
     assert [(h["seq"], h["line_no"], h["match"]) for h in doc["hits"]] == [(1, 1, "a"), (2, 1, "a")]
     doc = orjson.loads(_cli(st, "grep", "c\n", "--json").stdout_bytes)
     assert [(h["seq"], h["line_no"], h["match"]) for h in doc["hits"]] == [(1, 2, "c")]
+
+
+# ---------------------------------------------------------------- grep: the order check of a literal
+
+
+def _damage(st: Path, pattern: str):
+    r = _cli(st, "grep", pattern, "--json")
+    assert r.exit_code in (0, 1, 5), (r.exit_code, r.stderr)
+    doc = orjson.loads(r.stdout_bytes)
+    return r.exit_code, doc["damaged"], r.stderr
+
+
+SEQ_TWICE = b'{"seq":9999,"type":"message","role":"user","content":"x","seq":3}'
+
+
+def test_literal_order_check_passes_over_a_line_whose_head_gives_another_seq(tmp_path):
+    """A line beginning {"seq":9999, whose parse keeps seq 3 is no record
+    (no_seq): the literal's order check placed it at 9999, and called the
+    8 good records after it seq_regression."""
+    st = _store(tmp_path, {"s1": [_msg(1, "apple"), _msg(2, "b"), SEQ_TWICE,
+                                  *(_msg(s, "z") for s in range(4, 12))]})
+    code, damaged, err = _damage(st, "apple")
+    assert (code, damaged, err) == (0, [], ""), (code, damaged, err)
+    # the regex search says the line (it parses every line); its order: clean
+    code, damaged, err = _damage(st, "appl.")
+    assert code == 0 and damaged == [
+        {"session_id": "s1", "reason": "no_seq", "lines": 1, "first_line": 4}], damaged
+    # a line that could hold a match is said alike by both
+    st2 = _store(tmp_path / "b", {"s1": [_msg(1, "apple"), _msg(2, "b"),
+                                         SEQ_TWICE.replace(b'"x"', b'"apple"'),
+                                         *(_msg(s, "z") for s in range(4, 12))]})
+    for pattern in ("apple", "appl[e]"):
+        code, damaged, err = _damage(st2, pattern)
+        assert code == 0 and damaged == [
+            {"session_id": "s1", "reason": "no_seq", "lines": 1, "first_line": 4}], damaged
+        assert err == "memctl: warning: session s1 damaged: 1 no_seq line not searched " \
+                      "(first: line 4)\n", err
+
+
+def test_literal_order_check_passes_over_a_torn_middle_line(tmp_path):
+    """A torn line of seq 2 then the record of seq 2: no seq_duplicate."""
+    torn = b'{"seq":2,"type":"message","role":"user","content":"tor'
+    st = _store(tmp_path, {"s1": [_msg(1, "apple"), torn, _msg(2, "pear"), _msg(3, "z")]})
+    assert _damage(st, "apple") == (0, [], "")
+    code, damaged, _err = _damage(st, "appl.")
+    assert code == 0 and damaged == [
+        {"session_id": "s1", "reason": "not_json", "lines": 1, "first_line": 3}], damaged
+    st2 = _store(tmp_path / "b", {"s1": [_msg(1, "apple"), torn + b" apple", _msg(2, "pear"),
+                                         _msg(3, "z")]})
+    for pattern in ("apple", "appl[e]"):
+        code, damaged, _err = _damage(st2, pattern)
+        assert code == 0 and damaged == [
+            {"session_id": "s1", "reason": "not_json", "lines": 1, "first_line": 3}], damaged
+
+
+def test_literal_order_check_still_counts_what_it_should(tmp_path):
+    """Repeated and regressing seqs of records are still counted, the
+    first line named, in a session where a record held a match; a long line
+    (longer than a block of the second read) is placed as any."""
+    lines = [_msg(1, "apple"), _msg(2, "b"), _msg(2, "c"), _msg(5, "d"), _msg(3, "e"),
+             _msg(4, "f"), _msg(6, "g" * 200_000), _msg(6, "h")]
+    st = _store(tmp_path, {"s1": lines})
+    want = [{"session_id": "s1", "reason": "seq_duplicate", "lines": 2, "first_line": 4},
+            {"session_id": "s1", "reason": "seq_regression", "lines": 2, "first_line": 6}]
+    for pattern in ("apple", "appl[e]"):
+        code, damaged, err = _damage(st, pattern)
+        assert (code, damaged) == (0, want), (pattern, damaged)
+
+
+def _corrupt(kind: int, seq: int, word: str) -> bytes:
+    good = _msg(seq, word).encode()
+    return [
+        good[:-2],                                                   # torn: not_json
+        good[:-1] + b',"seq":%d}' % (seq + 3),                      # seq given twice: no_seq
+        good.replace(b'"user"', b'"\xff"'),                        # invalid_utf8
+        b'{"type":"message","content":"%s"}' % word.encode(),      # no seq
+        b'[{"seq":%d,"content":"%s"}]' % (seq, word.encode()),     # not_object
+        b'{"seq":%d,"type":"message","content":"%s",}' % (seq, word.encode()),  # not_json
+    ][kind]
+
+
+def test_literal_and_regex_say_the_same_damage(tmp_path):
+    """On random transcripts with corrupt lines and repeated or regressing
+    seqs, a literal pattern and the same pattern as a regex give the same
+    ``damaged`` and exit status when every corrupt line holds the pattern's
+    bytes (the literal parses only the lines holding them: a corrupt line
+    without them cannot hold a match, and is not counted); the seqs' order
+    always alike.  The second read's blocks made small too, so that lines
+    cross blocks and are longer than one."""
+    from hypothesis import HealthCheck, given, settings, strategies as hst
+
+    import lecode_memctl.core.grep as core_grep
+
+    line = hst.one_of(
+        hst.tuples(hst.just("rec"), hst.integers(-2, 3), hst.sampled_from(
+            ["apple", "pear", "z", "an apple here", "q" * 300])),
+        hst.tuples(hst.just("bad"), hst.integers(0, 5), hst.sampled_from(
+            ["apple", "pear", "xapplex"])))
+
+    @settings(max_examples=300, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(hst.lists(line, min_size=1, max_size=14), hst.sampled_from([40, 97, 1 << 16]))
+    def check(items, block):
+        seq, lines, holds = 0, [], True
+        for what, n, word in items:
+            if what == "rec":
+                seq = max(0, seq + n)       # +1..+3 onwards, 0 repeats, < 0 goes back
+                lines.append(_msg(seq, word))
+            else:
+                lines.append(_corrupt(n, seq + 1, word))
+                holds = holds and "apple" in word
+        with tempfile.TemporaryDirectory() as tmp, \
+                mock.patch.object(core_grep, "_ORDER_BLOCK", block), \
+                mock.patch.object(core_grep, "_RECORDS_BLOCK", block):
+            st = _store(Path(tmp), {"s1": lines})
+            lit = _damage(st, "apple")
+            rx = _damage(st, "appl[e]")
+        order = ("seq_duplicate", "seq_regression")
+        assert [d for d in lit[1] if d["reason"] in order] == \
+            [d for d in rx[1] if d["reason"] in order], (lines, lit, rx)
+        if holds:
+            assert lit[:2] == rx[:2], (lines, lit, rx)
+
+    check()
+
+
+def test_literal_order_check_parses_no_line_of_a_clean_transcript(tmp_path):
+    """The lines of a transcript whose seqs only go up (gaps, a line longer
+    than a block, lines that do not begin with their seq) are placed by
+    their first bytes, or parsed one by one where those give no seq: the
+    second, parsing read is not made."""
+    import lecode_memctl.core.grep as core_grep
+
+    lines = [_msg(1, "apple"), _msg(2, "b"), _msg(5, "c"), _msg(6, "d" * 200_000),
+             orjson.dumps({"type": "message", "role": "user", "content": "e", "seq": 7}),
+             _msg(9, "apple")]
+    st = _store(tmp_path, {"s1": lines})
+    with mock.patch.object(core_grep._Lines, "_order_by_records",
+                           side_effect=AssertionError("parsed every line")) as every:
+        assert _damage(st, "apple") == (0, [], "")
+    assert every.call_count == 0

@@ -689,15 +689,37 @@ class _Lines:
     def check_order(self) -> None:
         """With a literal, after the iteration: the records up to where it
         stopped whose seq is not above every seq before it, counted in
-        :attr:`damage` (a second read of the lines, their seqs read from
-        their first bytes, ``{"seq":N,``, a block of lines at a time, else
-        from their parse; a line that is no record is passed over: the
-        iteration counted it when it could hold a match).  Without one the
-        iteration counted them."""
+        :attr:`damage`, as the iteration counts them without one: a line
+        that is no record is passed over (the iteration counted it when it
+        could hold a match), whatever its first bytes say.  Without a
+        literal the iteration counted them.
+
+        A second read of the lines: first :meth:`_order_by_heads`, which
+        reads most lines' seqs from their first bytes only; when that finds
+        no seq at or below one before it, no record has one (it places a
+        record where its parse does, and a line that is no record only ever
+        raises the seqs a record must be above), and nothing is counted.
+        Else, or when it cannot tell, :meth:`_order_by_records` reads the
+        lines again and parses each, as the iteration without a literal
+        does (before 2026-12-07 the first bytes decided: a torn line, or one
+        whose parse keeps another seq, was placed by them, and the records
+        after it were called repeated or gone back)."""
         if self._literal is None or self._fh is None:
             return
+        if not self._order_by_heads():
+            self._order_by_records()
+
+    def _order_by_heads(self) -> bool:
+        """Whether every line up to where the iteration stopped is placed in
+        order (each seq above every seq before it) when a line beginning
+        ``{"seq":N,`` is placed at N unparsed (a block of lines at a time
+        when their seqs run on by one), and another is parsed and placed
+        by its record (passed over when it is none).  False as soon as one
+        is not, and for a line longer than a block whose first bytes give
+        no seq (it is not held whole here)."""
+        assert self._fh is not None
         fd, end = self._fh.fileno(), self._pos
-        pos, top, line_no, rest, long = 0, -1, 0, b"", False
+        pos, top, rest, long = 0, -1, b"", False
         while pos < end:
             block = os.pread(fd, min(_ORDER_BLOCK, end - pos), pos)
             if not block:
@@ -706,8 +728,8 @@ class _Lines:
             cut = block.rfind(b"\n") + 1
             if not cut:
                 # a line longer than a block: its first bytes are kept, enough
-                # for its seq when it begins {"seq":N, (else it is passed
-                # over), never the line whole (memory flat in its length)
+                # for its seq when it begins {"seq":N, never the line whole
+                # (memory flat in its length)
                 rest, long = (rest + block[:64])[:64], True
                 continue
             block, rest = rest + block[:cut], block[cut:]
@@ -716,16 +738,49 @@ class _Lines:
             seqs = _WINDOW_SEQS.findall(b"\n" + block)
             if len(seqs) == n and list(map(int, seqs)) == list(range(top + 1, top + 1 + n)):
                 top += n            # every line written as the writer writes, in order
-                line_no += n
                 continue
             for i, raw in enumerate(block.split(b"\n")[:-1]):
-                line_no += 1
                 seq = fast_seq(raw[:64])
                 if seq is None:
-                    got = None if spliced and not i else _line_record(raw + b"\n")
+                    if spliced and not i:
+                        return False        # (not held whole: the parse decides)
+                    got = _line_record(raw + b"\n")
                     if got is None:
                         continue
                     seq = got[0]["seq"]
+                if seq <= top:
+                    return False
+                top = seq
+        return True
+
+    def _order_by_records(self) -> None:
+        """The records up to where the iteration stopped whose seq is not
+        above every seq before it, counted in :attr:`damage`: every line
+        read and parsed (:func:`_line_record`), a line that is no record
+        passed over, as the iteration without a literal does."""
+        assert self._fh is not None
+        fd, end = self._fh.fileno(), self._pos
+        pos, top, line_no = 0, -1, 0
+        held: list[bytes] = []          # the start of a line that crosses blocks
+        while pos < end:
+            block = os.pread(fd, min(_RECORDS_BLOCK, end - pos), pos)
+            if not block:
+                break
+            pos += len(block)
+            if b"\n" not in block:
+                held.append(block)
+                continue
+            if held:
+                block = b"".join(held) + block
+                held = []
+            lines = block.split(b"\n")
+            held.append(lines.pop())
+            for raw in lines:
+                line_no += 1
+                got = _line_record(raw + b"\n")
+                if got is None:
+                    continue
+                seq = got[0]["seq"]
                 top = seq if seq == top + 1 else self._order(seq, top, line_no)
 
     def _damaged(self, kind: str, line_no: int | None = None) -> None:
@@ -815,7 +870,8 @@ def _not_an_event_head(head: bytes) -> bool:
     return not_an_event(head if nl < 0 else head[:nl])
 
 
-_ORDER_BLOCK = 1 << 16     # bytes :meth:`_Lines.check_order` reads at a time
+_ORDER_BLOCK = 1 << 16     # bytes :meth:`_Lines._order_by_heads` reads at a time
+_RECORDS_BLOCK = 1 << 20   # bytes :meth:`_Lines._order_by_records` reads at a time
 
 
 def _corruption_kind(raw: bytes) -> str:

@@ -4,7 +4,9 @@ show whichever character the cut lands on; ``grep -C`` keeps two records
 that share a seq two groups; a field's lines are grep(1)'s (a final
 newline ends the last line, it begins none); with a literal pattern the
 check of the seqs' order passes over a line that is no record, as the
-search with a regex does, whatever its first bytes say."""
+search with a regex does, whatever its first bytes say; OUTPUT.md's list
+of the day's exit statuses names migrate-legacy's --config-dir ones and
+the other changes of the day."""
 
 from __future__ import annotations
 
@@ -313,3 +315,45 @@ def test_literal_order_check_parses_no_line_of_a_clean_transcript(tmp_path):
                            side_effect=AssertionError("parsed every line")) as every:
         assert _damage(st, "apple") == (0, [], "")
     assert every.call_count == 0
+
+
+# ---------------------------------------------------------------- OUTPUT.md: the day's exit statuses
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _exit_list() -> str:
+    """The item "Exit statuses and values of 2026-12-07 a script may
+    notice" of OUTPUT.md's "Additions within schema version 3", one line."""
+    text = (REPO / "docs" / "OUTPUT.md").read_text(encoding="utf-8")
+    at = text.index("### Additions within schema version 3")
+    start = text.index("- Exit statuses and values of 2026-12-07 a script may notice", at)
+    end = text.index("\n- ", start + 1)
+    return " ".join(text[start:end].split())
+
+
+def test_output_md_lists_migrate_legacys_config_dir_exit_statuses(tmp_path):
+    item = _exit_list()
+    assert "`migrate-legacy` with a `--config-dir`" in item, item
+    assert '"--config-dir DIR: no such directory" (was exit 0' in item
+    assert '"--config-dir DIR: not a directory" (was exit 5' in item
+    # and that is what memctl does
+    cfg = tmp_path / "cfg"
+    r = run_cli("--config-dir", str(tmp_path / "nonexist"), "migrate-legacy", "--dry-run")
+    assert (r.exit_code, r.stderr) == (
+        3, f"memctl: error: --config-dir {tmp_path / 'nonexist'}: no such directory\n")
+    cfg.write_text("")
+    r = run_cli("--config-dir", str(cfg), "migrate-legacy", "--dry-run")
+    assert (r.exit_code, r.stderr) == (2, f"memctl: error: --config-dir {cfg}: not a directory\n")
+
+
+def test_output_md_lists_the_days_other_exit_status_changes():
+    item = _exit_list()
+    for said in ("`grep` that matched nothing where a line that could hold a match was "
+                 "not searched", "is exit 5",
+                 "`grep --session` when every session named was skipped",
+                 "`redact --yes` that leaves a value held only by facts written since its "
+                 "plan", "exit 4 (Conflict",
+                 "`[memory] enabled = false`", "raise `UsageError` (exit_code 2",
+                 "raise `Conflict` (exit_code 4", "inside the write transaction"):
+        assert said in item, said

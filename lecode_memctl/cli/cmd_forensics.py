@@ -739,9 +739,6 @@ def redact(
                 raise type(err)(hide_found(scanner, err.message),
                                 hint=hide_found(scanner, err.hint) if err.hint else None)
     allowed = load_allowlist(_allowlist(allowlist))
-    from lecode_memctl.core.facts import _now
-
-    scanned_at = _now()     # (a fact revision created since: one the plan did not show)
     report = scan_store(store, detector=scanner, allowlist=allowed, jobs=_jobs(jobs),
                         lock_wait=lock_wait)
     # (every value found: masked in any error message from here on, and in
@@ -766,7 +763,7 @@ def redact(
                           masks=session_id_values(report.findings,
                                                   (s.file for s in report.skipped),
                                                   (store.slug, os.fspath(store.path))),
-                          scanned_at=scanned_at)
+                          scanned=report.fact_revisions)
     doc = plan.to_json()
     if dry_run or plan.empty:
         if json_:

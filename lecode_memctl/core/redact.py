@@ -132,7 +132,9 @@ class RedactPlan:
         # value: a value only a revision written since holds is changed meanwhile
         # (:class:`WrittenSinceThePlan`), never "cannot erase"
         self._revisions: frozenset[tuple[str, int]] = frozenset()
-        self._scanned_at: str | None = None
+        # those the scan read (None: not known): one the plan read but the
+        # scan did not was written while the scan ran
+        self._scanned: frozenset[tuple[str, int]] | None = None
 
     @property
     def empty(self) -> bool:
@@ -630,15 +632,18 @@ def rewrite_transcript(data: bytes, values: Mapping[str, str]) -> tuple[bytes, l
 def plan_redaction(store: Store, findings: Iterable[Finding], *,
                    lock_wait: float = BUSY_TIMEOUT,
                    masks: Mapping[str, str] | None = None,
-                   scanned_at: str | None = None) -> RedactPlan:
+                   scanned: Iterable[tuple[str, int]] | None = None) -> RedactPlan:
     """What redact would do for these findings (reads only).  ``lock_wait``:
     seconds to wait for a stable snapshot of the facts database.  ``masks``
     (value -> marker; default: those of ``findings``): the values found in
     session ids (:func:`secrets.session_id_values` of the whole scan, picked
     or not), shown masked wherever the plan names a session.
-    ``scanned_at``: when the scan that made ``findings`` began (UTC, as a
-    fact revision's ``created`` is written): a revision created since is
-    one the plan did not show (:class:`WrittenSinceThePlan`).
+    ``scanned``: the (fact id, revision) of every revision the scan that
+    made ``findings`` read (:attr:`secrets.SecretsReport.fact_revisions`):
+    a revision holding a value that neither the scan nor the plan read was
+    written since, one the plan did not show (:class:`WrittenSinceThePlan`);
+    told by which rows were read, never by a clock (a revision's
+    ``created`` is the writer's).  None: only the plan's reading counts.
 
     A picked value that is (in) a transcript's session id cannot be erased:
     it is the file's name, its header names it and the facts citing the
@@ -646,7 +651,7 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
     :attr:`RedactPlan.kept`."""
     findings = list(findings)
     plan = RedactPlan(store.slug, os.fspath(store.path), len(findings))
-    plan._scanned_at = scanned_at
+    plan._scanned = None if scanned is None else frozenset(scanned)
     first = plan._first
     for f in findings:
         plan._values.setdefault(f.secret_value(), f.marker)
@@ -918,24 +923,21 @@ def _a_date(name: str) -> bool:
 
 
 def _revisions_holding(db: sqlite3.Connection, values: Iterable[str]
-                       ) -> dict[tuple[str, int], tuple[list[str], str]]:
-    """(fact id, revision) -> (the ``values`` its text holds, its
-    ``created``: "" when no text), of every
+                       ) -> dict[tuple[str, int], list[str]]:
+    """(fact id, revision) -> the ``values`` its text holds, of every
     revision row of the facts database ``db`` whose text holds one (one
     read of the table, one search of each text).  SQLite's errors are the
     caller's."""
     import re
 
     wanted = sorted(set(values), key=len, reverse=True)
-    out: dict[tuple[str, int], tuple[list[str], str]] = {}
+    out: dict[tuple[str, int], list[str]] = {}
     if not wanted:
         return out
     rx = re.compile("|".join(map(re.escape, wanted)))
-    for fid, rev, text, created in db.execute(
-            "SELECT fact_id, revision, text, created FROM revisions"):
+    for fid, rev, text in db.execute("SELECT fact_id, revision, text FROM revisions"):
         if isinstance(text, str) and rx.search(text):
-            out[(fid, rev)] = ([v for v in wanted if v in text],
-                               created if isinstance(created, str) else "")
+            out[(fid, rev)] = [v for v in wanted if v in text]
     return out
 
 
@@ -985,14 +987,17 @@ def _left_in_database(store: Store, values: Iterable[str],
 
 
 def _in_new_revisions(store: Store, values: Iterable[str],
-                      read: frozenset[tuple[str, int]], since: str | None = None
+                      read: frozenset[tuple[str, int]],
+                      scanned: frozenset[tuple[str, int]] | None = None
                       ) -> tuple[list[str], frozenset[tuple[str, int]]]:
     """The ``values`` the text of a revision written since the plan holds,
     and those revisions (fact id, revision): one the plan did not read (not
-    in ``read``), or created at ``since`` or later (the time the scan
-    began, when given: a fact remembered while the scan ran, which the
-    plan read but the scan did not).  None when the database cannot be
-    read so (every value left is then kept, as before)."""
+    in ``read``), or, when ``scanned`` is given, one the scan did not read
+    (a fact remembered while the scan ran, which the plan read but the scan
+    did not).  Which rows were read, never a clock: a revision's
+    ``created`` is the writer's clock, behind or ahead of this one.  None
+    when the database cannot be read so (every value left is then kept, as
+    before)."""
     wanted = list(values)
     if not wanted or not os.path.lexists(store.facts_db):
         return [], frozenset()
@@ -1002,8 +1007,8 @@ def _in_new_revisions(store: Store, values: Iterable[str],
     except sqlite3.Error:
         return [], frozenset()
     try:
-        held = {k: vs for k, (vs, created) in _revisions_holding(db, wanted).items()
-                if k not in read or (since is not None and created >= since)}
+        held = {k: vs for k, vs in _revisions_holding(db, wanted).items()
+                if k not in read or (scanned is not None and k not in scanned)}
     except sqlite3.Error:
         return [], frozenset()
     finally:
@@ -1326,7 +1331,7 @@ def _apply(store: Store, plan: RedactPlan, result: RedactResult, pending: _Pendi
         # plan holds (the agent remembered it while redact ran) is changed
         # meanwhile, below
         left = _left_in_database(store, wanted)
-        fresh, new_rows = _in_new_revisions(store, left, plan._revisions, plan._scanned_at)
+        fresh, new_rows = _in_new_revisions(store, left, plan._revisions, plan._scanned)
         only_new = set(fresh) - set(_left_in_database(store, fresh, new_rows)) if fresh else set()
         for v in left:
             if v in only_new:
@@ -1342,7 +1347,7 @@ def _apply(store: Store, plan: RedactPlan, result: RedactResult, pending: _Pendi
     else:
         # (no clean: a value a fact written since the plan holds is as much
         # changed meanwhile)
-        only_new = set(_in_new_revisions(store, wanted, plan._revisions, plan._scanned_at)[0])
+        only_new = set(_in_new_revisions(store, wanted, plan._revisions, plan._scanned)[0])
     pending.clean = False
     if only_new:
         firsts = [plan._first[v] for v in plan._values if v in only_new]

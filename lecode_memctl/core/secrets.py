@@ -475,6 +475,11 @@ class SecretsReport:
     allowlisted: int = 0
     files_scanned: int = 0
     bytes_scanned: int = 0
+    #: the (fact id, revision) of every revision whose text the scan read
+    #: (found something or not): a revision not among them was written
+    #: after the scan read the facts (``redact.plan_redaction``'s ``scanned``)
+    fact_revisions: frozenset[tuple[str, int]] = field(default_factory=frozenset,
+                                                       compare=False, repr=False)
 
     @property
     def unreadable(self) -> list[Skipped]:
@@ -1304,13 +1309,16 @@ class Scanner:
             return values
         try:
             # (the listing's reads: a few queries, not several per fact)
+            read: set[tuple[str, int]] = set()
             for fact, revs in fs.iter_fact_revisions():
                 for rev in revs:
+                    read.add((fact.fact_id, rev.revision))
                     for value, det, _ln in self._text(rev.text, "fact.txt"):
                         values.add(value)
                         self._fact_runs.setdefault(value, set()).add(rev.text + rev.created)
                         self._add(value, det, KIND_FACT, FACTS_DB, fact_id=fact.fact_id,
                                   revision=rev.revision)
+            self.report.fact_revisions = frozenset(read)
         except MemctlError as exc:
             self.report.skipped.append(Skipped(FACTS_DB, f"facts not read: {exc}", error=exc))
         except Exception as exc:  # noqa: BLE001 - sqlite3 errors of a damaged database

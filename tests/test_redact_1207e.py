@@ -1,0 +1,94 @@
+"""Findings of the review of 2026-12-07 (redact, core): "written since the
+plan" told by the clocks, the plan's forgets planned one by one, the
+learning of a session whose transcript has no complete header yet."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from .conftest import run_cli
+
+TOKEN = "ghp_aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z5A"
+
+
+# -- 1. "written since the plan": which revisions the scan and the plan read,
+# never a clock
+
+def _token_store(base: Path) -> Path:
+    from lecode_memctl.core import open_project
+
+    store = base / "store"
+    with open_project(store=store) as p:
+        with p.sessions.create("s1") as w:
+            s = w.append_message("user", f"my token is {TOKEN}")
+            w.append_message("user", "we use tabs")
+        p.remember(f"the token is {TOKEN}", p.sessions.source_snapshot("s1", s, s).ref)
+    return store
+
+
+def test_a_fact_remembered_during_the_scan_by_an_agent_whose_clock_is_behind(tmp_path,
+                                                                            monkeypatch):
+    """The agent's clock 30 s behind memctl's: a fact it remembered after the
+    scan read the facts (created "before" the scan began) is written since
+    the plan, exit 4, never "cannot erase ... allowlist" (exit 1)."""
+    from lecode_memctl.core import facts, open_project, secrets
+
+    store = _token_store(tmp_path)
+    real_scan, real_now = secrets.scan_store, facts._now
+
+    def behind() -> str:
+        t = datetime.now(UTC) - timedelta(seconds=30)
+        return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+    def scan_then_agent(*a: Any, **k: Any) -> Any:
+        report = real_scan(*a, **k)
+        monkeypatch.setattr(facts, "_now", behind)
+        try:
+            with open_project(store=store) as p:
+                p.remember(f"again: {TOKEN}", p.sessions.source_snapshot("s1", 2, 2).ref)
+        finally:
+            monkeypatch.setattr(facts, "_now", real_now)
+        return report
+
+    monkeypatch.setattr(secrets, "scan_store", scan_then_agent)
+    r = run_cli("--store", str(store), "--no-state", "redact", "--yes")
+    assert r.exit_code == 4, (r.stdout, r.stderr)
+    assert "1 value is in facts written since the plan" in r.stderr, r.stderr
+    assert "cannot erase" not in r.stderr and "allowlist" not in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and TOKEN not in r.stdout + r.stderr
+    monkeypatch.undo()
+    r = run_cli("--store", str(store), "--no-state", "redact", "--yes")
+    assert r.exit_code == 0, (r.stdout, r.stderr)
+    assert run_cli("--store", str(store), "--no-state", "secrets").exit_code == 0
+
+
+def _kept_by_a_fact_the_plan_read(base: Path, created: str | None) -> Any:
+    """redact --session s1 of a store whose fact quoting the token (citing
+    s1, not picked) is created at ``created`` (None: as written)."""
+    store = _token_store(base)
+    if created is not None:
+        db = sqlite3.connect(store / "facts.sqlite3")
+        db.execute("UPDATE revisions SET created = ?", (created,))
+        db.commit()
+        db.close()
+    return run_cli("--store", str(store), "--no-state", "redact", "--session", "s1",
+                   "--yes"), store
+
+
+def test_a_revision_created_in_the_future_is_no_fact_written_since_the_plan(tmp_path):
+    """A revision whose ``created`` is ahead of memctl's clock (another
+    clock, an offset) that the scan and the plan read is what it is: the run
+    ends as with any other ``created``, never a false exit 4 whose rerun
+    says "nothing to redact" with the value still there."""
+    ref, _ = _kept_by_a_fact_the_plan_read(tmp_path / "a", None)
+    for created in ("2027-01-01T00:00:00.000Z", "2026-12-07T23:59:59.000+05:00",
+                    "9999-12-31T23:59:59.999Z"):
+        r, store = _kept_by_a_fact_the_plan_read(tmp_path / created[:4], created)
+        assert (r.exit_code, r.stdout) == (ref.exit_code, ref.stdout), (created, r.stderr)
+        assert "written since the plan" not in r.stderr, (created, r.stderr)
+        assert "Traceback" not in r.stderr and TOKEN not in r.stdout + r.stderr
+        # (the fact the run did not pick still quotes it: secrets says so)
+        assert run_cli("--store", str(store), "--no-state", "secrets").exit_code == 1

@@ -92,3 +92,45 @@ def test_a_revision_created_in_the_future_is_no_fact_written_since_the_plan(tmp_
         assert "Traceback" not in r.stderr and TOKEN not in r.stdout + r.stderr
         # (the fact the run did not pick still quotes it: secrets says so)
         assert run_cli("--store", str(store), "--no-state", "secrets").exit_code == 1
+
+
+# -- 3. list_facts(current_session_id=X): X's transcript with no complete
+# header yet is no transcript yet
+
+def test_learning_is_null_while_the_current_sessions_header_is_still_written(tmp_path):
+    """An empty transcript, or one whose header line has no newline yet (an
+    append in flight, never an error): learning null, the facts listed; a
+    transcript refused for another reason still raises."""
+    import os
+
+    import pytest
+
+    from lecode_memctl.core import open_project
+    from lecode_memctl.core.errors import MemctlError
+
+    (tmp_path / "proj").mkdir()
+    with open_project(tmp_path / "proj", config_dir=tmp_path / "cfg") as p:
+        with p.sessions.create("s1") as w:
+            w.append_message("user", "We use tabs.")
+        p.remember("We use tabs.", p.sessions.source_snapshot("s1", 1, 1).ref)
+        sd = Path(p.store.path) / "sessions"
+        for data in (b"", b'{"seq":0,"type":"sess',
+                     b'{"seq":0,"type":"session","format":1,"session_id":"cur"'):
+            (sd / "cur.jsonl").write_bytes(data)
+            d = p.list_facts(current_session_id="cur")
+            assert (d["total"], d["learning"]) == (1, None), data
+        refused = {
+            b'{"seq":0,"type":"session","format":1,"session_id":"cur","project":'
+            b'"other-0123456789ab","created":"2026-12-07T00:00:00Z"}\n': "another project",
+            b"not json\n": "is not a format-1 session header",
+        }
+        for data, said in refused.items():
+            (sd / "cur.jsonl").write_bytes(data)
+            with pytest.raises(MemctlError) as e:
+                p.list_facts(current_session_id="cur")
+            assert e.value.exit_code == 4 and said in str(e.value), (data, e.value)
+        (sd / "cur.jsonl").unlink()
+        os.symlink(sd / "s1.jsonl", sd / "cur.jsonl")
+        with pytest.raises(MemctlError) as e:
+            p.list_facts(current_session_id="cur")
+        assert "symbolic link" in str(e.value)

@@ -632,12 +632,16 @@ def facts_page(facts: FactStore | None, sessions: SessionReader, *, offset: int 
 def _current_learning(sessions: SessionReader, facts: FactStore | None,
                       session_id: str) -> dict[str, Any] | None:
     """The learning status of the agent's current session (memory_list):
-    None when its transcript is not there yet (``NotFound``) or holds no
-    learning event; a transcript that is there but cannot be read raises
-    its own error, as ``session_id`` does."""
+    None when its transcript is not there yet (``NotFound``), has no
+    complete header yet (empty, or its first line still being written:
+    ``NoHeaderYet``), or holds no learning event; a transcript refused for
+    another reason (another project's, a symbolic link, a bad header) or
+    that cannot be read raises its own error, as ``session_id`` does."""
+    from .sessions import NoHeaderYet
+
     try:
         sessions.header(session_id)
-    except NotFound:
+    except (NotFound, NoHeaderYet):
         return None
     return learning_status(sessions, facts, session_id)
 

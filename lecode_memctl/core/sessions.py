@@ -185,6 +185,15 @@ class SessionRefused(Conflict):
         self.reason = reason
 
 
+class NoHeaderYet(SessionRefused):
+    """A transcript with no complete first line: empty, or its header line
+    still being written (a last line without ``\n`` is an append in
+    flight).  Refused as any transcript with no header (``refused_header``,
+    exit 4) where a header is needed; a reader asking whether the session
+    has begun (``list_facts(current_session_id=)``) takes it for no
+    transcript yet."""
+
+
 class SessionUnreadable(StoreCorrupt):
     """A transcript that is there but cannot be read: not a regular file, no
     permission, an I/O error (exit 5)."""
@@ -614,8 +623,8 @@ def header_record(line: bytes | None, session_id: str) -> dict[str, Any]:
     the record ``{"seq": 0, "type": "session", "format": 1, "session_id"}``
     of this session."""
     if line is None:
-        raise SessionRefused(f"session {session_id}: no complete header record",
-                             "refused_header")
+        raise NoHeaderYet(f"session {session_id}: no complete header record",
+                          "refused_header")
     kind, obj = _classify(line)
     if (kind != "record" or obj.get("seq") != 0 or obj.get("type") != "session"
             or not _is_int(obj.get("format")) or obj.get("format") != FORMAT_VERSION):

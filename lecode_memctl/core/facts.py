@@ -3679,6 +3679,16 @@ class FactStore(ClosesOnExit):
         db = self._reader()
         if db is None:
             return []
+        return self._facts_using(db, positions, exclude_fact)
+
+    def _facts_using(self, db: sqlite3.Connection, positions: Mapping[str, Iterable[int]],
+                     exclude_fact: str | None = None,
+                     sources: dict[str, dict[int, set[Any]]] | None = None
+                     ) -> list[str]:
+        """:meth:`facts_using` on ``db``.  ``sources``: session id -> seq ->
+        the facts whose ``source_refs`` rows cite it, filled as read: each
+        session's rows read once however many calls share it
+        (:meth:`plan_forgets`), and each call looks up its own positions."""
         hit: set[str] = set()
         for session_id, seqs in positions.items():
             wanted = set(seqs)
@@ -3686,10 +3696,17 @@ class FactStore(ClosesOnExit):
                 continue
             self._check_session_indexes(session_id)
             if "source_refs" in self._tables:
-                for fid, raw in db.execute("SELECT fact_id, seqs FROM source_refs "
-                                           "WHERE session_id = ?", (session_id,)):
-                    if wanted.intersection(_seqs_from_json(raw, f"source of {fid}")):
-                        hit.add(fid)
+                by_seq = None if sources is None else sources.get(session_id)
+                if by_seq is None:
+                    by_seq = {}
+                    for fid, raw in db.execute("SELECT fact_id, seqs FROM source_refs "
+                                               "WHERE session_id = ?", (session_id,)):
+                        for seq in _seqs_from_json(raw, f"source of {fid}"):
+                            by_seq.setdefault(seq, set()).add(fid)
+                    if sources is not None:
+                        sources[session_id] = by_seq
+                for seq in wanted:
+                    hit.update(by_seq.get(seq, ()))
             for seq in wanted:
                 for (fid,) in db.execute("SELECT DISTINCT fact_id FROM provenance "
                                          "WHERE session_id = ? AND seq = ?", (session_id, seq)):
@@ -4002,6 +4019,24 @@ class FactStore(ClosesOnExit):
     @_serialized
     def plan_forget(self, fact_id: str) -> ForgetPlan:
         """What forget would do, computed without writing."""
+        return self._plan_forget(fact_id, None, None)
+
+    @_serialized
+    def plan_forgets(self, fact_ids: Iterable[str]) -> list[ForgetPlan]:
+        """:meth:`plan_forget` of each of ``fact_ids``, in their order (the
+        same plans; the error the first that has one raises), computed
+        together: the ``source_refs`` rows and the exclusions of each session
+        the facts cite read once (each ``plan_forget`` reads every source row
+        of each session its fact cites: N forgets of facts citing one session
+        read its rows N times, the square of N).  Each plan is of the store
+        as it is, not after the others' forgets (as ``plan_forget``'s)."""
+        sources: dict[str, dict[int, set[Any]]] = {}
+        excluded: dict[str, frozenset[int]] = {}
+        return [self._plan_forget(fid, sources, excluded) for fid in fact_ids]
+
+    def _plan_forget(self, fact_id: str,
+                     sources: dict[str, dict[int, set[Any]]] | None,
+                     excluded: dict[str, frozenset[int]] | None) -> ForgetPlan:
         from .factresults import ForgetPlan
 
         check_fact_id(fact_id)
@@ -4021,10 +4056,14 @@ class FactStore(ClosesOnExit):
         new: list[tuple[str, int]] = []
         old: list[tuple[str, int]] = []
         for sid in sorted(positions):
-            excl = self.excluded_seqs(sid)
+            excl = None if excluded is None else excluded.get(sid)
+            if excl is None:
+                excl = session_exclusions(db, sid)
+                if excluded is not None:
+                    excluded[sid] = excl
             for seq in sorted(positions[sid]):
                 (old if seq in excl else new).append((sid, seq))
-        others = self.facts_using(positions, exclude_fact=fact_id)
+        others = self._facts_using(db, positions, fact_id, sources)
         return ForgetPlan(fact_id, True, tuple(new), tuple(old), gen, next_generation(gen),
                           tuple(others))
 

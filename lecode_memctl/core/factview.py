@@ -876,8 +876,9 @@ def forgets_impact(facts: FactStore, sessions: SessionReader, fact_ids: Sequence
     evidence the new exclusions overlap, sorted; the compaction summaries
     whose lineage stops validating, by session id and seq).  The union of
     what :func:`forget_impact` says of each forget, computed for all of
-    them together: each fact's ``plan_forget`` (its exclusions and the
-    facts they suppress), then one reader with the union of the planned
+    them together: the facts' ``plan_forgets`` (each one's exclusions and
+    the facts they suppress, each cited session's source rows read once),
+    then one reader with the union of the planned
     exclusions at the generation the forgets leave
     (:class:`PlannedExclusions`), one read of the sessions and one
     validation of the lineages (each :func:`forget_impact` reads every
@@ -894,7 +895,7 @@ def forgets_impact(facts: FactStore, sessions: SessionReader, fact_ids: Sequence
     ``validate``'s ``session.epoch_ahead``, and the N forgets then do hide
     it, as said here).  A fact already forgotten, or one of ``fact_ids``,
     is in neither answer's facts."""
-    plans = [p for p in (facts.plan_forget(fid) for fid in dict.fromkeys(fact_ids)) if p.exists]
+    plans = [p for p in facts.plan_forgets(dict.fromkeys(fact_ids)) if p.exists]
     if not plans:
         return [], []
     suppressed = {f for p in plans for f in p.suppressed_facts} - set(fact_ids)

@@ -740,7 +740,7 @@ def redact(
                                 hint=hide_found(scanner, err.hint) if err.hint else None)
     allowed = load_allowlist(_allowlist(allowlist))
     report = scan_store(store, detector=scanner, allowlist=allowed, jobs=_jobs(jobs),
-                        lock_wait=lock_wait)
+                        lock_wait=lock_wait, revisions=True)
     # (every value found: masked in any error message from here on, and in
     # the store's name, which may hold one)
     STATE.hidden_values = found_values(report.findings)

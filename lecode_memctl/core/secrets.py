@@ -477,9 +477,10 @@ class SecretsReport:
     bytes_scanned: int = 0
     #: the (fact id, revision) of every revision whose text the scan read
     #: (found something or not): a revision not among them was written
-    #: after the scan read the facts (``redact.plan_redaction``'s ``scanned``)
-    fact_revisions: frozenset[tuple[str, int]] = field(default_factory=frozenset,
-                                                       compare=False, repr=False)
+    #: after the scan read the facts (``redact.plan_redaction``'s ``scanned``);
+    #: None unless the scan was asked to keep them (``scan_store(revisions=True)``)
+    fact_revisions: frozenset[tuple[str, int]] | None = field(default=None, compare=False,
+                                                              repr=False)
 
     @property
     def unreadable(self) -> list[Skipped]:
@@ -1153,8 +1154,13 @@ class Scanner:
     """One store's scan.  :meth:`run` fills and returns a :class:`SecretsReport`."""
 
     def __init__(self, store: Store, detector: Detector, *,
-                 allowlist: frozenset[str] = frozenset(), lock_wait: float | None = None) -> None:
+                 allowlist: frozenset[str] = frozenset(), lock_wait: float | None = None,
+                 revisions: bool = False) -> None:
         self.store = store
+        # whether the report keeps the (fact id, revision) of every revision
+        # read (SecretsReport.fact_revisions: redact's, about 100 bytes a
+        # revision, so not for a plain audit)
+        self.revisions = revisions
         self.lock_wait = lock_wait   # seconds for a stable facts snapshot; None: 5 s
         self.detector = detector
         self.allowlist = allowlist
@@ -1309,16 +1315,18 @@ class Scanner:
             return values
         try:
             # (the listing's reads: a few queries, not several per fact)
-            read: set[tuple[str, int]] = set()
+            read: set[tuple[str, int]] | None = set() if self.revisions else None
             for fact, revs in fs.iter_fact_revisions():
                 for rev in revs:
-                    read.add((fact.fact_id, rev.revision))
+                    if read is not None:
+                        read.add((fact.fact_id, rev.revision))
                     for value, det, _ln in self._text(rev.text, "fact.txt"):
                         values.add(value)
                         self._fact_runs.setdefault(value, set()).add(rev.text + rev.created)
                         self._add(value, det, KIND_FACT, FACTS_DB, fact_id=fact.fact_id,
                                   revision=rev.revision)
-            self.report.fact_revisions = frozenset(read)
+            if read is not None:
+                self.report.fact_revisions = frozenset(read)
         except MemctlError as exc:
             self.report.skipped.append(Skipped(FACTS_DB, f"facts not read: {exc}", error=exc))
         except Exception as exc:  # noqa: BLE001 - sqlite3 errors of a damaged database
@@ -1908,11 +1916,13 @@ def _scan_files_job(files: list[tuple[str, str]]) -> list[FileScan]:
 
 def scan_store(store: Store, *, detector: Detector | None = None,
                allowlist: frozenset[str] = frozenset(), jobs: int = 1,
-               lock_wait: float | None = None) -> SecretsReport:
+               lock_wait: float | None = None, revisions: bool = False) -> SecretsReport:
     """Scan one store (reads only).  ``lock_wait``: seconds to wait for a stable
-    snapshot of the facts database (default the 5 s busy timeout)."""
+    snapshot of the facts database (default the 5 s busy timeout).
+    ``revisions``: keep the (fact id, revision) of every revision read, in
+    :attr:`SecretsReport.fact_revisions` (redact's plan needs them)."""
     return Scanner(store, detector or Detector(), allowlist=allowlist,
-                   lock_wait=lock_wait).run(jobs=jobs)
+                   lock_wait=lock_wait, revisions=revisions).run(jobs=jobs)
 
 
 def select(findings: Iterable[Finding], *, sessions: Iterable[str] | None = None,

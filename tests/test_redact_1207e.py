@@ -251,3 +251,36 @@ def test_the_plan_reads_a_sessions_source_rows_once_however_many_facts_cite_it(t
     # (each forgotten fact's own source row, read by its plan, and the
     # session's 2N rows once; before: N x 2N more)
     assert len(parsed) <= 2 * n + n + 2 * n, len(parsed)
+
+
+def test_a_first_fact_written_between_the_scan_and_the_plan_is_written_since(tmp_path,
+                                                                              monkeypatch):
+    """A store with transcripts and no facts database yet: the scan read no
+    revision (not "unknown"), so the agent's first fact, remembered between
+    the scan and the plan, is one written since the plan -- exit 4, never
+    "redacted", exit 0, with the token still in that fact (code review)."""
+    from lecode_memctl.core import open_project, secrets
+
+    from .conftest import run_cli
+
+    token = "ghp_aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z5A"
+    store = tmp_path / "store"
+    with open_project(store=store) as p, p.sessions.create("s1") as w:
+        w.append_message("user", f"my token is {token}")
+        w.append_message("user", "we use tabs")
+    real = secrets.scan_store
+
+    def scan_then_agent(*a, **k):  # noqa: ANN002,ANN003,ANN202
+        rep = real(*a, **k)
+        with open_project(store=store) as p:
+            p.remember(f"again: {token}", p.sessions.source_snapshot("s1", 2, 2).ref)
+        return rep
+
+    monkeypatch.setattr(secrets, "scan_store", scan_then_agent)
+    r = run_cli("--store", str(store), "--no-state", "redact", "--yes")
+    assert r.exit_code == 4, (r.exit_code, r.stdout, r.stderr)
+    assert "written since the plan" in r.stderr
+    monkeypatch.setattr(secrets, "scan_store", real)
+    r = run_cli("--store", str(store), "--no-state", "redact", "--yes")
+    assert r.exit_code == 0, r.stderr
+    assert run_cli("--store", str(store), "--no-state", "secrets").exit_code == 0

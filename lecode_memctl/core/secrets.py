@@ -1165,6 +1165,10 @@ class Scanner:
         self.detector = detector
         self.allowlist = allowlist
         self.report = SecretsReport(store.slug, os.fspath(store.path))
+        if revisions:
+            # (no facts database read: no revision read, not "unknown" -- a
+            # first fact written before the plan is then one written since)
+            self.report.fact_revisions = frozenset()
         self._seen: set[tuple[Any, ...]] = set()
         #: live fact value -> text + created of each revision holding it
         self._fact_runs: dict[str, set[str]] = {}

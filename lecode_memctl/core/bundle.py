@@ -457,8 +457,11 @@ def audit_store(path: Path, slug: str, rows_in: str | os.PathLike[str] | None = 
     from .sessions import SessionStore
 
     store = Store(path, slug, None, "option", "the bundle manifest")
-    # (validate_store's audit, each finding held only as its canonical bytes)
-    audit = Audit(store, deep=True, parallel=parallel)
+    # (validate_store's audit, each finding held only as its canonical bytes;
+    # of a frozen copy: no finding depends on a file's modification time or
+    # the clock, so export and verify, of the archive or of the directory tar
+    # -x gives at any time after, judge the same bytes alike)
+    audit = Audit(store, deep=True, parallel=parallel, frozen=True)
     held: list[bytes] = []
     for f in audit.run():
         doc = f.to_json()

@@ -101,12 +101,16 @@ class Audit:
                  ignore: frozenset[str] = frozenset(), progress: Progress | None = None,
                  now: float | None = None, parallel: bool = True,
                  lock_wait: float | None = None, state: Path | None = None,
-                 record_state: bool = False, listed: bool = False) -> None:
+                 record_state: bool = False, listed: bool = False,
+                 frozen: bool = False) -> None:
         """``lock_wait``: seconds to wait for a stable database snapshot.
         ``state``: memctl's state directory (``core.seen``), whose mark of the
         store is compared with its database (``db.rolled_back``); None: no marks.
         ``record_state``: raise the mark to what this audit read (outside the store).
-        ``listed``: --all-projects: a non-store entry of memory/ is a finding."""
+        ``listed``: --all-projects: a non-store entry of memory/ is a finding.
+        ``frozen``: the store is a frozen copy no writer is at (a bundle's, at
+        export and at verify): no finding depends on a file's modification
+        time or the clock (``now`` is then ignored: see ``transcripts.FROZEN``)."""
         self.store = store
         self.listed = listed
         self.lock_wait = lock_wait
@@ -116,6 +120,10 @@ class Audit:
         self.deep = deep
         self.ignore = ignore
         self.progress = progress
+        if frozen:
+            from .transcripts import FROZEN
+
+            now = FROZEN
         self.now = now
         self.summary = Summary(store.slug, str(store.path), deep)
         self.parallel = parallel

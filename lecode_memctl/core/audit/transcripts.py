@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import stat
 from bisect import bisect_left, bisect_right
@@ -48,6 +49,16 @@ from .codes import ERROR, WARNING
 
 TORN_TAIL_GRACE_SECONDS = 60.0
 
+#: The ``now`` of an audit of a frozen copy (a bundle's store, at export and
+#: at verify, :class:`~.run.Audit`'s ``frozen``): no writer is creating or
+#: appending to any file of it, so no file is "recent" (modified in the last
+#: minute) nor "ahead" (a modification time in the future): every finding
+#: that depends on a file's age gets its not-recent severity and message,
+#: whatever the files' modification times and the clock (before 2026-12-07 a
+#: bundle's staged copy, written at export, was "recent", and its unpacked
+#: directory, stamped with the export time, failed verify a minute later).
+FROZEN = math.inf
+
 
 def _ahead(mtime: float, now: float) -> float | None:
     """How far a transcript's modification time is ahead of the clock (the
@@ -59,14 +70,17 @@ def _ahead(mtime: float, now: float) -> float | None:
     network file system, may be)."""
     import time
 
+    if now == FROZEN:
+        return None
     ahead = mtime - max(now, time.time())
     return ahead if ahead > TORN_TAIL_GRACE_SECONDS else None
 
 
 def _recent(mtime: float, now: float, ahead: float | None) -> bool:
     """Whether a transcript changed in the last ``TORN_TAIL_GRACE_SECONDS``
-    (a writer may be at it): a warning, not an error."""
-    return ahead is None and now - mtime < TORN_TAIL_GRACE_SECONDS
+    (a writer may be at it): a warning, not an error.  Never in an audit
+    of a frozen copy (``now`` is :data:`FROZEN`)."""
+    return ahead is None and now != FROZEN and now - mtime < TORN_TAIL_GRACE_SECONDS
 
 
 def _future(ahead: float | None) -> str:

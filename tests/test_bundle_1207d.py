@@ -1,0 +1,91 @@
+"""Bundles of 2026-12-07 (d): a bundle's audit is of a frozen copy (no file
+in it is "recent", whatever its modification time), and a finding the
+manifest lists twice is a problem."""
+from __future__ import annotations
+
+import os
+import tarfile
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from .test_bundle import demo, export, verify  # noqa: F401  (fixtures)
+
+
+def _plant(top: Path) -> None:
+    """A torn header, a torn tail, an empty transcript and a temp file,
+    all written two hours ago (a live validate's errors/warnings)."""
+    s = top / "sessions"
+    (s / "s9.jsonl").write_bytes(b'{"seq":0,"type":"session"')
+    (s / "s8.jsonl").write_bytes(b"")
+    with open(s / "demo-gamma.jsonl", "ab") as f:
+        f.write(b'{"seq":99,"type":"mess')
+    (top / ".MEMORY.md.tmp-1a2b").write_bytes(b"half")
+    old = time.time() - 7200
+    for p in (s / "s9.jsonl", s / "s8.jsonl", s / "demo-gamma.jsonl", top / ".MEMORY.md.tmp-1a2b"):
+        os.utime(p, (old, old))
+
+
+def _manifest(bundle: Path) -> dict:
+    with tarfile.open(bundle) as tf:
+        fh = tf.extractfile("manifest.json")
+        assert fh is not None
+        return orjson.loads(fh.read())
+
+
+def test_bundle_audit_is_frozen_whatever_the_mtimes(demo, tmp_path):  # noqa: F811
+    _plant(demo)
+    out = tmp_path / "b.tar"
+    export(demo, out)
+    m = _manifest(out)
+    found = {(f["code"], f.get("file")): f for f in m["validate"]["findings_list"]}
+    codes = {c for c, _ in found}
+    # (a temp file is never exported: the audit of the unit test below sees it)
+    assert "session.missing_header" in codes and "layout.temp_file" not in codes, codes
+    for f in m["validate"]["findings_list"]:
+        # the frozen rule: no finding of a bundle is "recent"
+        assert "last minute" not in f["message"], f
+        assert "in the future" not in f["message"], f
+        if f["code"] == "session.missing_header":
+            assert f["severity"] == "error", f
+        if f["code"] == "layout.temp_file":
+            assert f["severity"] == "warning", f
+    code, doc = verify(out)
+    assert code == 0, doc["problems"]
+    un = tmp_path / "x"
+    un.mkdir()
+    with tarfile.open(out) as tf:
+        tf.extractall(un, filter="fully_trusted")
+    for when in (time.time(), time.time() - 7200, time.time() + 3600):
+        for root, dirs, files in os.walk(un):
+            for n in dirs + files:
+                os.utime(os.path.join(root, n), (when, when))
+        code, doc = verify(un)
+        assert code == 0, (when, doc["problems"])
+
+
+@pytest.mark.parametrize("age", [0.0, 7200.0, -3600.0])
+def test_frozen_audit_ignores_mtimes_and_the_clock(demo, age):  # noqa: F811
+    """The one switch the bundle's audits pass (``Audit(frozen=True)``): a
+    torn header, an empty transcript, a torn tail and a temp file each get
+    their not-recent severity and message, modified now, two hours ago or
+    an hour in the future (a live audit calls the first recent, the last
+    ahead)."""
+    from lecode_memctl.core.audit import Audit
+    from lecode_memctl.core.layout import store_at
+
+    _plant(demo)
+    when = time.time() - age
+    for p in list((demo / "sessions").iterdir()) + [demo / ".MEMORY.md.tmp-1a2b"]:
+        os.utime(p, (when, when))
+    store = store_at(demo)
+    want = {"session.missing_header": "error", "session.torn_tail": "error",
+            "layout.temp_file": "warning"}
+    seen: dict[str, set[str]] = {}
+    for f in Audit(store, deep=True, parallel=False, frozen=True).run():
+        if f.code in want:
+            assert "last minute" not in f.message and "future" not in f.message, f.message
+            seen.setdefault(f.code, set()).add(f.severity)
+    assert seen == {k: {v} for k, v in want.items()}

@@ -3,6 +3,8 @@ in it is "recent", whatever its modification time), and a finding the
 manifest lists twice is a problem."""
 from __future__ import annotations
 
+import hashlib
+import io
 import os
 import tarfile
 import time
@@ -89,3 +91,66 @@ def test_frozen_audit_ignores_mtimes_and_the_clock(demo, age):  # noqa: F811
             assert "last minute" not in f.message and "future" not in f.message, f.message
             seen.setdefault(f.code, set()).add(f.severity)
     assert seen == {k: {v} for k, v in want.items()}
+
+
+def _redigest(src: Path, dst: Path, edit) -> dict:
+    """``src`` rewritten to ``dst`` in the same order, its manifest edited
+    by ``edit`` and its digest recomputed (the reviewer's repro2.py)."""
+    with tarfile.open(src) as tf:
+        mem = [(ti, tf.extractfile(ti).read() if ti.isreg() else None)  # type: ignore[union-attr]
+               for ti in tf.getmembers()]
+    m = orjson.loads(mem[0][1])  # type: ignore[arg-type]
+    edit(m)
+    del m["digest"]
+    m["digest"] = hashlib.sha256(orjson.dumps(m, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    data = orjson.dumps(m, option=orjson.OPT_SORT_KEYS) + b"\n"
+    mem[0][0].size = len(data)
+    mem[0] = (mem[0][0], data)
+    with tarfile.open(dst, "w", format=tarfile.PAX_FORMAT) as t:
+        for ti, d in mem:
+            t.addfile(ti, io.BytesIO(d) if d is not None else None)
+    return m
+
+
+def _sorted_findings(fl: list) -> None:
+    fl.sort(key=lambda f: orjson.dumps(f, option=orjson.OPT_SORT_KEYS))
+
+
+def test_a_finding_listed_twice_is_a_manifest_problem(demo, tmp_path):  # noqa: F811
+    _plant(demo)
+    out = tmp_path / "b.tar"
+    export(demo, out)
+
+    def twice(m: dict) -> None:
+        fl = m["validate"]["findings_list"]
+        fl.append(fl[0])
+        _sorted_findings(fl)
+
+    bad = tmp_path / "twice.tar"
+    m = _redigest(out, bad, twice)
+    first = m["validate"]["findings_list"][0]
+    code, doc = verify(bad)
+    assert code == 1, doc
+    assert any(p["kind"] == "manifest" and "listed 2 times" in p["detail"]
+               and first["code"] in p["detail"] for p in doc["problems"]), doc["problems"]
+    # the list against the summary's counts: one more than it says
+    assert any(p["kind"] == "manifest" and "findings_list" in p["detail"]
+               for p in doc["problems"]), doc["problems"]
+    # (no finding "no longer found": the manifest's problem, as a fact row's)
+    assert not any(p["kind"] == "validate" for p in doc["problems"]), doc["problems"]
+
+
+def test_a_findings_list_that_disagrees_with_its_summary_is_a_manifest_problem(demo, tmp_path):  # noqa: F811
+    _plant(demo)
+    out = tmp_path / "b.tar"
+    export(demo, out)
+
+    def summary_off(m: dict) -> None:
+        m["validate"]["findings"]["warning"] += 1
+
+    bad = tmp_path / "off.tar"
+    _redigest(out, bad, summary_off)
+    code, doc = verify(bad)
+    assert code == 1, doc
+    assert any(p["kind"] == "manifest" and "findings_list" in p["detail"]
+               for p in doc["problems"]), doc["problems"]

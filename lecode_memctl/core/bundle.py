@@ -42,6 +42,7 @@ import tarfile
 import tempfile
 import time
 import zlib
+from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import field
 from datetime import UTC, datetime
@@ -1682,11 +1683,15 @@ def _compare_audit(got: dict[str, Any], manifest: dict[str, Any], rep: VerifyRep
         if want_v.get(key) != got_v.get(key):
             rep.add("validate", None, f"summary {key}: {_short(got_v.get(key))}; at export: "
                     f"{_short(want_v.get(key))}")
-    want_f = {held_canonical(f)
-              for f in _of_type(want_v.get("findings_list"), list | ManifestRows, [])}
+    # (as multisets: before 2026-12-07 as sets, and a finding the manifest
+    # listed twice, its digest recomputed, verified OK)
+    want_list = _of_type(want_v.get("findings_list"), list | ManifestRows, [])
+    want_f = Counter(held_canonical(f) for f in want_list)
     got_list = got_v.get("findings_list") or []
-    got_f = (set(got_list.items) if isinstance(got_list, HeldFindings)
-             else {held_canonical(f) for f in got_list})
+    got_f = Counter(got_list.items if isinstance(got_list, HeldFindings)
+                    else (held_canonical(f) for f in got_list))
+    if isinstance(want_v.get("findings_list"), list | ManifestRows):
+        _check_findings_list(want_list, want_f, want_v.get("findings"), rep)
     for f in sorted(got_f - want_f):
         d = orjson.loads(f)
         rep.add("validate", d.get("file"), f"new finding {d.get('code')}: {d.get('message')}")
@@ -1694,6 +1699,14 @@ def _compare_audit(got: dict[str, Any], manifest: dict[str, Any], rep: VerifyRep
         d = orjson.loads(f)
         d = d if isinstance(d, dict) else {"message": f.decode()}
         file = d.get("file")
+        if got_f[f]:
+            # (export lists each finding as often as the audit gives it: one
+            # listed more often is the manifest's problem, as a fact row
+            # listed twice is)
+            rep.add("manifest", MANIFEST, f"finding {_short(d.get('code'))} of "
+                    f"{_short(file)} listed {want_f[f]} times in the manifest's "
+                    f"findings_list, found {got_f[f]}: {_short(d.get('message'))}")
+            continue
         rep.add("validate", file if isinstance(file, str) else None,
                 f"finding at export no longer found: {d.get('code')}: {d.get('message')}")
     want_facts = _of_type(manifest.get("facts"), dict, {})
@@ -1736,6 +1749,25 @@ def _compare_audit(got: dict[str, Any], manifest: dict[str, Any], rep: VerifyRep
 
 class _Unordered(Exception):
     pass
+
+
+def _check_findings_list(want_list: Any, want_f: Counter[bytes], counts: Any,
+                         rep: VerifyReport) -> None:
+    """A ``manifest`` problem when the manifest's ``findings_list`` does not
+    hold, by severity, what its summary's ``findings`` counts (export
+    writes both from one audit)."""
+    if not isinstance(counts, dict):
+        return      # (a summary of another shape: a `validate` difference)
+    listed: Counter[str] = Counter()
+    for f, n in want_f.items():
+        d = orjson.loads(f)
+        sev = d.get("severity") if isinstance(d, dict) else None
+        listed[sev if isinstance(sev, str) else "?"] += n
+    said = {k: v for k, v in counts.items() if v}
+    if dict(+listed) != said:
+        shown = ", ".join(f"{k} {listed[k]}" for k in sorted(set(listed) | set(said), key=str))
+        rep.add("manifest", MANIFEST, f"the findings_list holds {len(want_list)} "
+                f"finding(s) ({shown or 'none'}), the summary counts {_short(counts)}")
 
 
 def _id_key(fid: Any) -> str:

@@ -34,7 +34,7 @@ CODES: dict[str, CodeInfo] = {
         "a file or directory that is not part of the store layout"),
     "layout.temp_file": CodeInfo(WARNING, "layout", ("file",),
         "a temporary file left by an interrupted atomic write (.NAME.tmp-HEX); info when "
-        "modified in the last minute (a write in progress)"),
+        "modified in the last minute (a write in progress; never in a bundle's audit)"),
     "layout.permissions": CodeInfo(WARNING, "layout", ("file",),
         "a file or directory accessible by group or others (mode & 077 is not 0)"),
     "layout.symlink": CodeInfo(ERROR, "layout", ("file",),

@@ -656,6 +656,8 @@ def usage(
     if fmt_name in ("jsonl", "csv", "tsv"):
         render_records(USAGE, [*purposes, total], fmt_name)
         return
+    import orjson
+
     rows = []
     for p in [*purposes, total]:
         unknown = p["unknown_usage_calls"]
@@ -663,7 +665,8 @@ def usage(
             "purpose": _purpose_cell(p), "calls": p["calls"],
             "input tokens": f"{p['input_tokens']}{'+?' if unknown else ''}",
             "output tokens": f"{p['output_tokens']}{'+?' if unknown else ''}",
-            "cost": ("?" if p["cost"] is None else f"{p['cost']:.6g}")
+            # (the figure the JSON gives, never rounded: 12345.678, not 12345.7)
+            "cost": ("?" if p["cost"] is None else orjson.dumps(p["cost"]).decode())
                     + ("+?" if p["cost"] is not None and (unknown or p["unknown_cost_calls"]) else ""),
             "unknown usage": unknown, "unknown cost": p["unknown_cost_calls"]})
     window = "".join([f", since {utc_time(t_since)}" if t_since else "",
@@ -744,7 +747,8 @@ def projects(
     "last_activity"}, the same fields in every format; root and root_exists
     are null when unknown, facts is null when the database cannot be read,
     sessions when sessions/ cannot be listed, size and files when any
-    directory of the store cannot be (? in a table: never a count too low).
+    directory of the store cannot be, and all three for a store that is a
+    symbolic link, not followed (? in a table: never a count too low).
     """
     from lecode_memctl.core.projects import list_projects
     from lecode_memctl.core.rowmodel import PROJECT

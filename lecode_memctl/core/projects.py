@@ -246,9 +246,11 @@ def list_projects(config_dir: Path, *, current: str | os.PathLike[str] | None = 
         n, p = e.name, e.path
         c = cls_by.get(n)
         if e.is_link:
+            # (not followed: its sessions, size and files are not known --
+            # null, never 0, which sorted it as the smallest)
             out.append(ProjectInfo(n, str(p), "symlink", None, None, None, None, None, False,
-                                   0, None, "the store is a symbolic link; not followed",
-                                   0, 0, None))
+                                   None, None, "the store is a symbolic link; not followed",
+                                   None, None, None))
             continue
         if e.other is not None:
             # (before 2026-12-07 left out; validate --all-projects reports it)

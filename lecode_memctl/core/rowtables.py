@@ -220,12 +220,13 @@ PROJECT = RowModel("projects", "project", "One store under <config dir>/memory/.
     Field("possibly_legacy", "boolean", "Markdown only: maybe a legacy store"),
     Field("sessions", "integer", "session transcripts: files <id>.jsonl of a valid session id "
           "(memctl sessions also lists other *.jsonl names, refused); null when sessions/ "
-          "cannot be listed, or the entry is not_a_directory or unreadable (not known)", True),
+          "cannot be listed, or the entry is a symlink (not followed), not_a_directory or "
+          "unreadable (not known)", True),
     Field("facts", "integer", "facts (null when the database cannot be read)", True),
     Field("facts_error", "string", "why facts is null", True),
     Field("size", "integer", "bytes of the regular files in the store; null when a directory "
-          "of it cannot be listed or an entry looked up, or the entry is not_a_directory or "
-          "unreadable (not known: never a count too low)", True),
+          "of it cannot be listed or an entry looked up, or the entry is a symlink, "
+          "not_a_directory or unreadable (not known: never a count too low)", True),
     Field("files", "integer", "regular files in the store; null as size is", True),
     Field("last_activity", "time", "newest modification time of any file (of those that "
           "could be read)", True),

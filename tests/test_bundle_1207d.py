@@ -154,3 +154,28 @@ def test_a_findings_list_that_disagrees_with_its_summary_is_a_manifest_problem(d
     assert code == 1, doc
     assert any(p["kind"] == "manifest" and "findings_list" in p["detail"]
                for p in doc["problems"]), doc["problems"]
+
+
+def test_a_bundle_exported_before_the_frozen_rule_still_verifies(demo, tmp_path,  # noqa: F811
+                                                                  monkeypatch):
+    """A bundle an earlier memctl exported audited its fresh copy: a torn
+    header there was the "recent" warning.  The frozen audit called that
+    untouched archive DIFFERS (a code review): verify audits as its
+    manifest was made, the recent form in its findings the mark of the
+    earlier rule (FORMAT.md, "Evidence bundles")."""
+    from lecode_memctl.core import bundle
+
+    _plant(demo)
+    real = bundle.audit_store
+
+    def earlier(*a, **k):  # noqa: ANN002,ANN003,ANN202
+        return real(*a, **{**k, "frozen": False})
+
+    out = tmp_path / "old.tar"
+    monkeypatch.setattr(bundle, "audit_store", earlier)
+    export(demo, out)
+    monkeypatch.setattr(bundle, "audit_store", real)
+    m = _manifest(out)
+    assert any("last minute" in f["message"] for f in m["validate"]["findings_list"]), m
+    code, doc = verify(out)
+    assert code == 0, doc["problems"]

@@ -179,3 +179,33 @@ def test_a_bundle_exported_before_the_frozen_rule_still_verifies(demo, tmp_path,
     assert any("last minute" in f["message"] for f in m["validate"]["findings_list"]), m
     code, doc = verify(out)
     assert code == 0, doc["problems"]
+
+
+@pytest.mark.parametrize(("finding", "earlier"), [
+    ({"code": "session.missing_header", "severity": "warning",
+      "message": "no complete first line: the session header is missing (modified in the last "
+                 "minute: a writer may be creating it)"}, True),
+    ({"code": "session.torn_tail", "severity": "warning",
+      "message": "last line (12 bytes) has no newline: a writer may be appending (modified in "
+                 "the last minute)"}, True),
+    ({"code": "layout.temp_file", "severity": "info",
+      "message": "temporary file of a write in progress? (modified in the last minute)"}, True),
+    # the frozen forms, and the phrase anywhere else, are no mark
+    ({"code": "session.missing_header", "severity": "error",
+      "message": "no complete first line: the session header is missing"}, False),
+    ({"code": "session.torn_tail", "severity": "error",
+      "message": "last line (12 bytes) has no newline: an interrupted append (not modified "
+                 "for over a minute)"}, False),
+    ({"code": "layout.unexpected_file", "severity": "warning",
+      "message": "notes/modified in the last minute.md: (modified in the last minute)"}, False),
+    ({"code": "session.torn_tail", "severity": "error",
+      "message": "a writer may be appending (modified in the last minute)"}, False),
+])
+def test_only_a_recent_form_marks_a_bundle_of_the_earlier_rule(finding, earlier):
+    """The mark that switches verify to the clock is one of the three
+    messages a "recent" file gave, with its severity: a name or text a
+    finding quotes holding the phrase never makes a new bundle's verify
+    depend on the clock."""
+    from lecode_memctl.core.bundle import _made_before_frozen
+
+    assert _made_before_frozen({"validate": {"findings_list": [finding]}}) is earlier

@@ -1914,8 +1914,31 @@ def _made_before_frozen(manifest: dict[str, Any]) -> bool:
     found = v.get("findings_list") if isinstance(v, dict) else None
     if not isinstance(found, list | ManifestRows):
         return False
-    return any(isinstance(f, dict) and isinstance(f.get("message"), str)
-               and "modified in the last minute" in f["message"] for f in found)
+    return any(isinstance(f, dict) and _recent_form(f) for f in found)
+
+
+# the messages, whole or their end, of the three findings a file "modified in
+# the last minute" gave, with their severity (core/audit: _no_header, _torn,
+# Audit._temp_file): nothing else an audit writes ends so (a name a finding
+# quotes is no message's end)
+_RECENT_FORMS = {
+    "session.missing_header": ("warning", "no complete first line: the session header is "
+                               "missing (modified in the last minute: a writer may be "
+                               "creating it)", True),
+    "session.torn_tail": ("warning", "has no newline: a writer may be appending (modified in "
+                          "the last minute)", False),
+    "layout.temp_file": ("info", "temporary file of a write in progress? (modified in the "
+                         "last minute)", True),
+}
+
+
+def _recent_form(f: dict[str, Any]) -> bool:
+    """Whether the manifest finding ``f`` is in the form a "recent" file gave."""
+    form = _RECENT_FORMS.get(f.get("code"))  # type: ignore[arg-type]
+    message = f.get("message")
+    if form is None or f.get("severity") != form[0] or not isinstance(message, str):
+        return False
+    return message == form[1] if form[2] else message.endswith(form[1])
 
 
 def _audit_into(rep: VerifyReport, store_dir: Path, rows_in: Path, parallel: bool) -> None:

@@ -209,3 +209,33 @@ def test_only_a_recent_form_marks_a_bundle_of_the_earlier_rule(finding, earlier)
     from lecode_memctl.core.bundle import _made_before_frozen
 
     assert _made_before_frozen({"validate": {"findings_list": [finding]}}) is earlier
+
+
+def test_a_header_naming_the_phrase_does_not_make_a_new_bundle_depend_on_the_clock(
+        demo, tmp_path):  # noqa: F811
+    """A transcript whose header names the project 'modified in the last
+    minute' (session.refused quotes it) and an empty transcript two hours
+    old: the new bundle verifies at once, and its unpacked directory with
+    any times (the first mark, any message holding the phrase, sent verify
+    to the clock: DIFFERS on an untouched bundle; a code review)."""
+    s = demo / "sessions"
+    (s / "s7.jsonl").write_bytes(b'{"seq":0,"type":"session","format":1,"session_id":"s7",'
+                                 b'"project":"modified in the last minute"}\n')
+    (s / "s8.jsonl").write_bytes(b"")
+    old = time.time() - 7200
+    for p in (s / "s7.jsonl", s / "s8.jsonl"):
+        os.utime(p, (old, old))
+    out = tmp_path / "b.tar"
+    export(demo, out)
+    code, doc = verify(out)
+    assert code == 0, doc["problems"]
+    un = tmp_path / "u"
+    un.mkdir()
+    with tarfile.open(out) as tf:
+        tf.extractall(un, filter="tar")
+    for when in (time.time(), time.time() - 7200, time.time() + 3600):
+        for root, _dirs, files in os.walk(un):
+            for name in files:
+                os.utime(os.path.join(root, name), (when, when))
+        code, doc = verify(un)
+        assert code == 0, (when, doc["problems"])

@@ -18,34 +18,9 @@ from unittest import mock
 import orjson
 import pytest
 
-from .builders import SLUG
+# (the hand-written stores of the fourth pass's grep and read tests)
 from .conftest import run_cli
-
-HEADER = ('{"seq":0,"type":"session","format":1,"session_id":"%s","project":"'
-          + SLUG + '","created":"2026-12-01T10:00:00Z"}\n')
-
-
-def _store(tmp_path: Path, sessions: dict[str, list[bytes | str]]) -> Path:
-    """A store at <tmp>/memory/SLUG whose sessions are written line by line,
-    as given (a str is encoded, bytes are written as they are; each line
-    gets its newline)."""
-    st = tmp_path / "memory" / SLUG
-    (st / "sessions").mkdir(parents=True)
-    for sid, lines in sessions.items():
-        data = (HEADER % sid).encode() + b"".join(
-            (ln.encode() if isinstance(ln, str) else ln) + b"\n" for ln in lines)
-        (st / "sessions" / f"{sid}.jsonl").write_bytes(data)
-    return st
-
-
-def _msg(seq: int, content, role: str = "user", **extra) -> str:
-    return orjson.dumps({"seq": seq, "type": "message", "role": role, "content": content,
-                         **extra}).decode()
-
-
-def _cli(store: Path, *args: str):
-    return run_cli("--store", str(store), "--no-state", *args)
-
+from .test_grep_read_1207d import _cli, _msg, _store
 
 # ---------------------------------------------------------------- read --text: a cut tool result
 

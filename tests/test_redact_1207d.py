@@ -96,7 +96,8 @@ def _impacts(store: Path, todo_idx: list[int], facts: list[str]
         todo = [f for f in todo if fs.get(f) is not None]
         sessions = SessionStore(st, exclusions=fs)
         old = _old_union(fs, sessions, todo)
-        new = forgets_impact(fs, sessions, todo)
+        got = forgets_impact(fs, sessions, todo)
+        new = (got["suppressed_facts"], got["summaries_inert"])
     finally:
         fs.close()
     return old, new
@@ -210,7 +211,9 @@ def test_an_epoch_ahead_of_the_generation_is_hidden_by_all_the_forgets_together(
     try:
         ss = SessionStore(st, exclusions=fs)
         assert _old_union(fs, ss, [a, b]) == ([], [])
-        assert forgets_impact(fs, ss, [a, b]) == ([], [{"session_id": "s0", "seq": 4}])
+        got = forgets_impact(fs, ss, [a, b])
+        assert (got["suppressed_facts"], got["summaries_inert"]) == \
+            ([], [{"session_id": "s0", "seq": 4}])
     finally:
         fs.close()
     with open_project(store=store) as p:

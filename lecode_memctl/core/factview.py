@@ -870,11 +870,15 @@ def _scan_generated_and_compacts(sessions: SessionReader, gen: int, new: int
 
 
 def forgets_impact(facts: FactStore, sessions: SessionReader, fact_ids: Sequence[str]
-                   ) -> tuple[list[str], list[dict[str, Any]]]:
+                   ) -> dict[str, Any]:
     """What forgetting every fact of ``fact_ids`` (one after the other, as
-    ``memctl redact`` does) does to the others: (the other facts whose
-    evidence the new exclusions overlap, sorted; the compaction summaries
-    whose lineage stops validating, by session id and seq).  The union of
+    ``memctl redact`` does) does to the others, named as
+    :func:`forget_impact` names it: ``suppressed_facts`` (the other facts
+    whose evidence the new exclusions overlap, sorted), ``summaries_inert``
+    (the compaction summaries whose lineage stops validating, by session
+    id and seq) and ``generated_messages_invalidated`` (the generated
+    messages the raised generation leaves behind, counted by the same scan
+    as ``forget --dry-run``'s).  The union of
     what :func:`forget_impact` says of each forget, computed for all of
     them together: the facts' ``plan_forgets`` (each one's exclusions and
     the facts they suppress, each cited session's source rows read once),
@@ -897,13 +901,16 @@ def forgets_impact(facts: FactStore, sessions: SessionReader, fact_ids: Sequence
     is in neither answer's facts."""
     plans = [p for p in facts.plan_forgets(dict.fromkeys(fact_ids)) if p.exists]
     if not plans:
-        return [], []
+        return {"suppressed_facts": [], "summaries_inert": [],
+                "generated_messages_invalidated": 0}
     suppressed = {f for p in plans for f in p.suppressed_facts} - set(fact_ids)
     after = _after_forget(sessions, facts, plans)
     gen = plans[0].generation
-    _invalidated, compacts = _scan_generated_and_compacts(sessions, gen, gen + len(plans))
+    invalidated, compacts = _scan_generated_and_compacts(sessions, gen, gen + len(plans))
     inert = _summaries_made_inert(compacts, sessions, after)
-    return sorted(suppressed), sorted(inert, key=lambda s: (s["session_id"], str(s["seq"])))
+    return {"suppressed_facts": sorted(suppressed),
+            "summaries_inert": sorted(inert, key=lambda s: (s["session_id"], str(s["seq"]))),
+            "generated_messages_invalidated": invalidated}
 
 
 def _lineage_refs(lineage: Any) -> list[SourceRef] | None:

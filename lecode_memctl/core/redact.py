@@ -75,7 +75,7 @@ from .secrets import (
     replace_values,
     session_id_values,
 )
-from .sessions import SessionStore, epoch_number, event_line, is_generated
+from .sessions import SessionStore, event_line
 from .sourceref import SESSION_ID_RE, accepted, held_bytes
 
 BUSY_TIMEOUT = 5.0
@@ -687,7 +687,6 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
     root = os.fspath(store.path)
     changed: dict[str, set[int]] = {}
     compacts: list[tuple[str, dict[str, Any]]] = []
-    generated: list[float | None] = []
     sessions_dir = os.path.join(root, "sessions")
     transcripts = sorted(n for n in _listdir(sessions_dir) if n.endswith(".jsonl"))
     readers = SessionStore(store)   # what this store's readers accept (sourceref.accepted)
@@ -745,23 +744,18 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
                 if sid not in kept.get(v, []):
                     kept.setdefault(v, []).append(sid)
                 why.setdefault(v, set()).add(KEPT_IDENTIFYING)
-        # compactions and generated messages: the impact on facts, only in the
-        # sessions this store's readers accept (a refused one is rewritten all
-        # the same, but nothing in it is this store's to invalidate)
+        # compactions: the summaries a rewrite touches, only in the sessions
+        # this store's readers accept (a refused one is rewritten all the
+        # same, but nothing in it is this store's to invalidate); the
+        # generated messages the forgets invalidate are counted by
+        # forget --dry-run's own scan (_forget_impacts)
         if accepted(readers, sid):
             for line in data.split(b"\n"):
-                # (a generated message may have no epoch: written before
-                # epochs, it counts at generation 0, as forget counts it)
-                if b'"compact"' in line or b'"epoch"' in line or b'"synthetic"' in line \
-                        or b'"assistant"' in line or b'"tool"' in line or b"\\u" in line:
+                if b'"compact"' in line or b"\\u" in line:
                     rec = parsed_record(line)[0]    # (a key given twice: as read)
-                    if rec is None:
-                        continue
-                    if rec.get("type") == "event" and rec.get("event") == "compact" \
-                            and event_line(line):
+                    if rec is not None and rec.get("type") == "event" \
+                            and rec.get("event") == "compact" and event_line(line):
                         compacts.append((sid, rec))
-                    elif rec.get("type") == "message" and is_generated(rec):
-                        generated.append(epoch_number(rec.get("epoch")))
     for rel, kind in sorted(by_file.items()):
         if kind != KIND_FILE:
             continue
@@ -859,17 +853,14 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
         plan.kept.append(kept_row(first[v], reasons, (plan.shown(s) for s in kept.get(v, [])),
                                   (plan.shown_file(n) for n in sorted(named.get(v, [])))))
     plan.kept.sort(key=lambda k: (k["detector"], k["hash"]))
-    g, new_gen = plan.generation, plan.new_generation
-    if new_gen > g:
-        plan.generated_messages_invalidated = sum(
-            1 for e in generated if (e is None and g == 0) or (e is not None and g <= e < new_gen))
     # FORMAT.md's order: every transcript first, then the other files
     plan.files.sort(key=lambda c: (c.kind != KIND_TRANSCRIPT, c.file))
     return plan
 
 
 def _forget_impacts(plan: RedactPlan, store: Store, fs: Any, todo: list[str]) -> None:
-    """The plan's ``suppressed_facts`` and ``summaries_inert``: the union of
+    """The plan's ``suppressed_facts``, ``summaries_inert`` and
+    ``generated_messages_invalidated``: the union of
     what ``forget --dry-run`` says each forget of ``todo`` does (before
     2026-12-07 the plan said none of it, and a forget's exclusions
     suppressed another fact citing the same message, or made a summary
@@ -885,9 +876,10 @@ def _forget_impacts(plan: RedactPlan, store: Store, fs: Any, todo: list[str]) ->
     from .sessions import SessionStore
 
     sessions = SessionStore(store, exclusions=fs)
-    suppressed, inert = forgets_impact(fs, sessions, todo)
-    plan.suppressed_facts = sorted(set(suppressed) - set(plan.forget_facts))
-    plan.summaries_inert = inert
+    impact = forgets_impact(fs, sessions, todo)
+    plan.suppressed_facts = sorted(set(impact["suppressed_facts"]) - set(plan.forget_facts))
+    plan.summaries_inert = impact["summaries_inert"]
+    plan.generated_messages_invalidated = impact["generated_messages_invalidated"]
 
 
 def _store_names(root: str) -> Iterator[tuple[str, str]]:

@@ -236,7 +236,7 @@ def test_literal_and_regex_say_the_same_damage(tmp_path):
     ``damaged`` and exit status when every corrupt line holds the pattern's
     bytes (the literal parses only the lines holding them: a corrupt line
     without them cannot hold a match, and is not counted); the seqs' order
-    always alike.  The second read's blocks made small too, so that lines
+    always alike.  The first read's blocks made small too, so that lines
     cross blocks and are longer than one."""
     from hypothesis import HealthCheck, given, settings, strategies as hst
 
@@ -261,8 +261,7 @@ def test_literal_and_regex_say_the_same_damage(tmp_path):
                 lines.append(_corrupt(n, seq + 1, word))
                 holds = holds and "apple" in word
         with tempfile.TemporaryDirectory() as tmp, \
-                mock.patch.object(core_grep, "_ORDER_BLOCK", block), \
-                mock.patch.object(core_grep, "_RECORDS_BLOCK", block):
+                mock.patch.object(core_grep, "_ORDER_BLOCK", block):
             st = _store(Path(tmp), {"s1": lines})
             lit = _damage(st, "apple")
             rx = _damage(st, "appl[e]")

@@ -756,32 +756,22 @@ class _Lines:
     def _order_by_records(self) -> None:
         """The records up to where the iteration stopped whose seq is not
         above every seq before it, counted in :attr:`damage`: every line
-        read and parsed (:func:`_line_record`), a line that is no record
-        passed over, as the iteration without a literal does."""
+        read again and parsed (:func:`_line_record`), a line that is no
+        record passed over, as the iteration without a literal does.  (The
+        iteration is over: its file is read again from the start.)"""
         assert self._fh is not None
-        fd, end = self._fh.fileno(), self._pos
-        pos, top, line_no = 0, -1, 0
-        held: list[bytes] = []          # the start of a line that crosses blocks
-        while pos < end:
-            block = os.pread(fd, min(_RECORDS_BLOCK, end - pos), pos)
-            if not block:
+        fh, end = self._fh, self._pos
+        fh.seek(0)
+        pos, top = 0, -1
+        for line_no, raw in enumerate(fh, 1):
+            pos += len(raw)
+            if pos > end:
                 break
-            pos += len(block)
-            if b"\n" not in block:
-                held.append(block)
+            got = _line_record(raw)
+            if got is None:
                 continue
-            if held:
-                block = b"".join(held) + block
-                held = []
-            lines = block.split(b"\n")
-            held.append(lines.pop())
-            for raw in lines:
-                line_no += 1
-                got = _line_record(raw + b"\n")
-                if got is None:
-                    continue
-                seq = got[0]["seq"]
-                top = seq if seq == top + 1 else self._order(seq, top, line_no)
+            seq = got[0]["seq"]
+            top = seq if seq == top + 1 else self._order(seq, top, line_no)
 
     def _damaged(self, kind: str, line_no: int | None = None) -> None:
         """One more line of ``kind``: the line ``line_no``, else the line that
@@ -871,7 +861,6 @@ def _not_an_event_head(head: bytes) -> bool:
 
 
 _ORDER_BLOCK = 1 << 16     # bytes :meth:`_Lines._order_by_heads` reads at a time
-_RECORDS_BLOCK = 1 << 20   # bytes :meth:`_Lines._order_by_records` reads at a time
 
 
 def _corruption_kind(raw: bytes) -> str:

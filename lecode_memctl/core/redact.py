@@ -978,6 +978,13 @@ def _left_in_database(store: Store, values: Iterable[str],
     return _in_live_rows(store, left, skip) if left else left
 
 
+def _read_only(store: Store) -> sqlite3.Connection:
+    """A connection to the store's facts database that never writes nor
+    creates it (``mode=ro``): what the checks after a run read."""
+    uri = Path(os.path.abspath(store.facts_db)).as_uri() + "?mode=ro"
+    return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT)
+
+
 def _in_new_revisions(store: Store, values: Iterable[str],
                       read: frozenset[tuple[str, int]],
                       scanned: frozenset[tuple[str, int]] | None = None
@@ -994,8 +1001,7 @@ def _in_new_revisions(store: Store, values: Iterable[str],
     if not wanted or not os.path.lexists(store.facts_db):
         return [], frozenset()
     try:
-        uri = Path(os.path.abspath(store.facts_db)).as_uri() + "?mode=ro"
-        db = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT)
+        db = _read_only(store)
     except sqlite3.Error:
         return [], frozenset()
     try:
@@ -1068,8 +1074,7 @@ def _in_live_rows(store: Store, values: list[str],
             return values
     try:
         own = _own_schema()
-        uri = Path(os.path.abspath(store.facts_db)).as_uri() + "?mode=ro"
-        db = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT)
+        db = _read_only(store)
     except (sqlite3.Error, MemctlError, OSError):
         return values
     try:

@@ -197,18 +197,13 @@ def session_id_values(findings: Iterable[Finding],
     ``[REDACTED:...].sqlite3``).  ``names``: texts read whole, the store's
     own name and path (:func:`mask_store_names`).  Longest value first."""
     findings = list(findings)
-    values: dict[str, str] = {}
-    for f in findings:
-        v = f.secret_value()
-        if v:
-            values.setdefault(v, f.marker)
+    values = found_values(findings)     # (longest first)
     if not values:
         return {}
     shown = "\n".join({text for f in findings
                        for text in (user_named(f.file), f.session_id or "")}
                       | {user_named(loc) for loc in locations} | set(names))
-    out = {v: m for v, m in values.items() if v in shown}
-    return dict(sorted(out.items(), key=lambda kv: -len(kv[0])))
+    return {v: m for v, m in values.items() if v in shown}
 
 
 #: the store layout's own names at the top of a store (files and

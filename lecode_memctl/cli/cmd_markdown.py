@@ -394,6 +394,39 @@ def _read_copy(tmp: str) -> "bytes | str | None":
         os.close(fd)
 
 
+def _kept_after_interrupt(store, target, tmp: str, before: bytes | None) -> bool:
+    """Whether ``edit``'s copy ``tmp`` (of ``target`` of ``store``: a
+    core.layout.Store, a core.markdown.Target) is kept after a Ctrl-C or
+    SIGTERM that came once the editor had returned, and said: kept, its
+    path printed, unless it holds no change or the file on disk already
+    holds it (the write was done: the interrupt's own message says so)."""
+    from lecode_memctl.core import markdown
+    from lecode_memctl.core.errors import MemctlError
+
+    from .output import echo, interrupted_after, safe
+
+    shown = safe(str(target.path(store)), keep_newlines=False)
+    try:
+        left = _read_copy(tmp)
+    except MemctlError:
+        echo(f"memctl: your edited copy is kept at {tmp}", err=True)
+        return True     # (what cannot be read is not removed)
+    if left is None or left == (before or b""):
+        return False
+    if isinstance(left, str):
+        echo(f"memctl: nothing was written; the editor left {left} at {tmp}", err=True)
+        return True
+    try:
+        now = markdown.read_bytes(store, target)
+    except (MemctlError, OSError):
+        now = None
+    if now == left:
+        interrupted_after(f"{shown} was written")
+        return False
+    echo(f"memctl: {shown} was not changed; your edited copy is kept at {tmp}", err=True)
+    return True
+
+
 @command(epilog="""\
 \b
 Examples:
@@ -430,7 +463,10 @@ def edit(
     writes take too); another writer holding it for 10 s writes nothing,
     keeps your copy and exits 6.
     A SIGTERM or SIGHUP to memctl while the editor runs is passed to the
-    editor; memctl then writes nothing and keeps a changed copy.
+    editor; memctl then writes nothing and keeps a changed copy.  A Ctrl-C
+    or SIGTERM once the editor has returned (the wait for the writers' turn
+    included) keeps a changed copy and prints its path, unless the file was
+    already written, which the error then says.
     A missing store or notes/daily directory is created (mode 0700).  With
     neither $VISUAL nor $EDITOR set, the editor is vi, as for git.
     """
@@ -459,6 +495,7 @@ def edit(
 
     tmp = _private_copy(store.path, path.name, before or b"")
     keep = False
+    edited = False      # the editor has returned
     try:
         try:
             # a SIGTERM or SIGHUP meanwhile goes to the editor, which ends as
@@ -484,6 +521,7 @@ def edit(
                         else f"the editor left {left}")
                 echo(f"memctl: nothing was written; {what} at {tmp}", err=True)
             raise
+        edited = True
         try:
             after = _read_copy(tmp)
         except MemctlError:
@@ -527,6 +565,13 @@ def edit(
             raise type(exc)(f"{exc.message}; your edited copy is kept at {tmp}", hint=hint) from None
         bak = "" if before is None else f"; previous content in {safe(str(path))}.bak"
         echo(f"memctl: wrote {safe(str(path))} ({len(after)} bytes{bak})", err=True)
+    except KeyboardInterrupt:
+        # (a Ctrl-C or SIGTERM once the editor has returned: the copy read
+        # back, the wait for the writers' turn, the write itself; before
+        # 2026-12-07 the copy was deleted with the edits in it)
+        if edited:
+            keep = _kept_after_interrupt(store, target, tmp, before)
+        raise
     finally:
         if not keep:
             try:

@@ -1,0 +1,156 @@
+"""Fixes of 2026-12-07 (reviews rv62 and rv66): an interrupt of ``memctl
+edit`` after its editor returned, store names in text reports."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lecode_memctl.core import atomic, markdown
+
+from .conftest import run_cli
+
+# ---------------------------------------------------------------- 1. edit: an interrupt after the editor
+
+APPEND = '#!/bin/sh\nprintf "my precious edit\\n" >> "$1"\n: > {mark}\n'
+
+
+def _editor(tmp_path: Path, mark: Path) -> Path:
+    ed = tmp_path / "ed.sh"
+    ed.write_text(APPEND.format(mark=mark))
+    ed.chmod(0o755)
+    return ed
+
+
+def _copies(tmp: Path) -> list[Path]:
+    return [f for f in tmp.iterdir() if f.name.startswith("memctl-edit-")]
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
+def test_an_interrupt_while_edit_waits_for_the_lock_keeps_the_copy(tmp_path, sig):
+    """Ctrl-C (or SIGTERM) while ``edit`` waited for the Markdown writers'
+    turn: 'interrupted', MEMORY.md unchanged, and the edited copy deleted --
+    the edit lost.  Now the copy is kept and its path said."""
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "MEMORY.md").write_bytes(b"# memory\n")
+    tmp = tmp_path / "tmpdir"
+    tmp.mkdir()
+    mark = tmp_path / "edited"
+    ed = _editor(tmp_path, mark)
+    fd = os.open(store, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        p = subprocess.Popen([sys.executable, "-m", "lecode_memctl", "--store", str(store),
+                              "--no-state", "edit", "memory"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=dict(os.environ, TMPDIR=str(tmp), EDITOR=str(ed),
+                                      VISUAL=str(ed)))
+        try:
+            deadline = time.monotonic() + 60
+            while not mark.exists():
+                assert p.poll() is None, p.communicate()
+                assert time.monotonic() < deadline, "the editor never ran"
+                time.sleep(0.02)
+            time.sleep(0.5)     # (memctl waits for the lock now: 10 s at most)
+            p.send_signal(sig)
+            _out, err = p.communicate(timeout=30)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    finally:
+        os.close(fd)
+    assert p.returncode in ((130, -signal.SIGINT) if sig == signal.SIGINT
+                            else (143, -signal.SIGTERM)), (p.returncode, err)
+    assert b"Traceback" not in err
+    assert (store / "MEMORY.md").read_bytes() == b"# memory\n"
+    kept = _copies(tmp)
+    assert len(kept) == 1, err
+    assert kept[0].read_bytes() == b"# memory\nmy precious edit\n"
+    lines = err.decode().splitlines()
+    assert lines[0] == (f"memctl: {store / 'MEMORY.md'} was not changed; "
+                        f"your edited copy is kept at {kept[0]}")
+    assert lines[-1].startswith("memctl: error: ") and len(lines) == 2, lines
+
+
+def _edit_env(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "MEMORY.md").write_bytes(b"# memory\n")
+    tmp = tmp_path / "tmpdir"
+    tmp.mkdir()
+    ed = _editor(tmp_path, tmp_path / "edited")
+    return store, tmp, {"EDITOR": str(ed), "VISUAL": str(ed), "TMPDIR": str(tmp)}
+
+
+def test_an_interrupt_after_the_backup_before_the_rename_keeps_the_copy(tmp_path, monkeypatch):
+    """An interrupt inside the write, after MEMORY.md.bak was replaced but
+    before MEMORY.md: the copy was deleted and MEMORY.md not written."""
+    store, tmp, env = _edit_env(tmp_path)
+    real_replace = os.replace
+
+    def replace(src, dst, *a, **k):
+        real_replace(src, dst, *a, **k)
+        if str(dst).endswith(".bak"):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(atomic.os, "replace", replace)
+    r = run_cli("--store", str(store), "edit", env=env)
+    assert r.exit_code == 130, (r.stdout, r.stderr)
+    assert (store / "MEMORY.md").read_bytes() == b"# memory\n"
+    kept = _copies(tmp)
+    assert len(kept) == 1 and kept[0].read_bytes() == b"# memory\nmy precious edit\n"
+    assert (f"memctl: {store / 'MEMORY.md'} was not changed; "
+            f"your edited copy is kept at {kept[0]}") in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_an_interrupt_after_the_rename_says_the_file_was_written(tmp_path, monkeypatch):
+    """An interrupt inside the write just after MEMORY.md's rename: the file
+    was written, yet the only word was 'interrupted'."""
+    store, tmp, env = _edit_env(tmp_path)
+    real_write = markdown.atomic_write
+
+    def write(*a, **k):
+        real_write(*a, **k)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(markdown, "atomic_write", write)
+    r = run_cli("--store", str(store), "edit", env=env)
+    assert r.exit_code == 130, (r.stdout, r.stderr)
+    assert (store / "MEMORY.md").read_bytes() == b"# memory\nmy precious edit\n"
+    assert _copies(tmp) == []
+    assert r.stderr.splitlines()[-1] == (f"memctl: error: interrupted; {store / 'MEMORY.md'} "
+                                         "was written"), r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_an_interrupt_reading_the_copy_back_keeps_it(tmp_path, monkeypatch):
+    """An interrupt after the editor returned, before the write began (the
+    copy read back, its text checked): the copy was deleted."""
+    store, tmp, env = _edit_env(tmp_path)
+    real_decode = markdown.decode
+    calls: list[object] = []
+
+    def decode(data, where):
+        calls.append(where)
+        if where == "the edited text":
+            raise KeyboardInterrupt
+        return real_decode(data, where)
+
+    monkeypatch.setattr(markdown, "decode", decode)
+    r = run_cli("--store", str(store), "edit", env=env)
+    assert r.exit_code == 130, (r.stdout, r.stderr)
+    assert "the edited text" in calls
+    kept = _copies(tmp)
+    assert len(kept) == 1 and kept[0].read_bytes() == b"# memory\nmy precious edit\n"
+    assert f"your edited copy is kept at {kept[0]}" in r.stderr

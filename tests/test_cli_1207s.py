@@ -154,3 +154,60 @@ def test_an_interrupt_reading_the_copy_back_keeps_it(tmp_path, monkeypatch):
     kept = _copies(tmp)
     assert len(kept) == 1 and kept[0].read_bytes() == b"# memory\nmy precious edit\n"
     assert f"your edited copy is kept at {kept[0]}" in r.stderr
+
+
+# ---------------------------------------------------------------- 2. a store's name is one token in a report
+
+FAKE = "proj-00daf2d9e712: OK  0 errors, 0 warnings, 0 info"
+NAME = "x: PROBLEMS  0 errors\n" + FAKE
+KEY = "AKIA" + "QWERTYUIOPASDFGH"
+
+
+def _newline_store(config_dir: Path) -> Path:
+    """A store under the config dir whose directory name holds a newline
+    and a line that reads as validate's for another store."""
+    s = config_dir / "memory" / NAME
+    s.mkdir(parents=True)
+    (s / "MEMORY.md").write_text(f"aws {KEY}\n")
+    return s
+
+
+def _no_forged_line(r) -> None:
+    text = r.stdout + r.stderr
+    assert "Traceback" not in text
+    lines = text.splitlines()
+    assert not any(line.startswith("proj-00daf2d9e712") for line in lines), text
+    assert "PROBLEMS  0 errors\\nproj-00daf2d9e712" in text, text
+
+
+def test_validate_all_projects_prints_a_store_name_on_its_line(config_dir):
+    _newline_store(config_dir)
+    r = run_cli("validate", "--all-projects")
+    assert r.exit_code in (0, 1), (r.stdout, r.stderr)
+    _no_forged_line(r)
+
+
+@pytest.mark.parametrize("args", [
+    ["validate"], ["usage"], ["secrets"], ["where"], ["redact", "--dry-run"],
+    ["export", "-o", "BUNDLE"], ["notes"], ["edit"], ["edit", "note", "n"],
+], ids=lambda a: "-".join(a))
+def test_a_store_name_with_a_newline_is_one_escaped_token(config_dir, tmp_path, args):
+    """Text reports printed a store name's (or path's) newline raw: one
+    directory name could add a line that belongs to no store ('proj-...:
+    OK  0 errors').  Now it is escaped (\\n), as in the findings and the
+    projects table."""
+    s = _newline_store(config_dir)
+    ed = tmp_path / "ed.sh"
+    ed.write_text('#!/bin/sh\necho "an edit" >> "$1"\n')
+    ed.chmod(0o755)
+    args = [str(tmp_path / "b.tgz") if a == "BUNDLE" else a for a in args]
+    r = run_cli("--store", str(s), *args, env={"EDITOR": str(ed), "VISUAL": str(ed)})
+    assert r.exit_code in (0, 1), (r.stdout, r.stderr)
+    _no_forged_line(r)
+
+
+def test_edit_unchanged_says_the_path_on_one_line(config_dir):
+    s = _newline_store(config_dir)
+    r = run_cli("--store", str(s), "edit", env={"EDITOR": "true", "VISUAL": "true"})
+    assert r.exit_code == 0, (r.stdout, r.stderr)
+    _no_forged_line(r)

@@ -102,9 +102,9 @@ def _summary(res: Any, *, err: bool) -> None:
 
     m = res.manifest
     v = m["validate"]
-    where = safe(res.output) if res.output else "stdout"
+    where = safe(res.output, keep_newlines=False) if res.output else "stdout"
     echo(f"exported {res.files} file{'s' if res.files != 1 else ''} of "
-         f"{safe(m['project']['slug'])} to {where} ({res.bytes} bytes"
+         f"{safe(m['project']['slug'], keep_newlines=False)} to {where} ({res.bytes} bytes"
          f"{', gzip' if res.compression else ''})", err=err)
     echo(f"manifest sha256: {res.manifest_sha256}", err=err)
     echo(f"validate: {_sev(v['findings'])}; facts: {_facts_line(v)}", err=err)

@@ -93,9 +93,10 @@ def _print_learning(learning: dict[str, Any] | None, session: str | None,
 
     if learning is None:
         if session and not transcript:
-            echo(f"learning: none (session {safe(session)} has no transcript)")
+            echo(f"learning: none (session {safe(session, keep_newlines=False)} has no transcript)")
             return
-        echo("learning: no learning event" + (f" in session {safe(session)}" if session else ""))
+        echo("learning: no learning event"
+             + (f" in session {safe(session, keep_newlines=False)}" if session else ""))
         return
     def one(value: Any) -> str:   # stored values, one line each (issue 16.6)
         return safe(str(value), keep_newlines=False)
@@ -108,7 +109,7 @@ def _print_learning(learning: dict[str, Any] | None, session: str | None,
         echo("  facts: " + ", ".join(one(f) for f in learning["facts"]))
     for p in learning["proposals"]:
         src = p["source"]
-        echo(f"  proposal from {safe(src['session_id'])}:{','.join(map(str, src['seqs']))}: "
+        echo(f"  proposal from {one(src['session_id'])}:{','.join(map(str, src['seqs']))}: "
              + safe(p["text"], keep_newlines=False)
              + (" [...]" if p["fact_text_truncated"] else ""))
     if learning.get("proposals_hidden"):
@@ -614,8 +615,10 @@ def history(fact_id: FactIdArg, json_: JsonOpt = False, fmt: FormatOpt = None,
          f"{_status_cell(doc['status'], doc['reason'])}")
     for r in rows:
         mark = "*" if r["current"] else " "
-        echo(f"{mark} revision {number(r['revision'])}  {safe(r['created'] or '-')}  "
-             f"source {safe(r['source'] or '-')}  {_status_cell(r['status'], r['reason'])}")
+        echo(f"{mark} revision {number(r['revision'])}  "
+             f"{safe(r['created'] or '-', keep_newlines=False)}  "
+             f"source {safe(r['source'] or '-', keep_newlines=False)}  "
+             f"{_status_cell(r['status'], r['reason'])}")
         for line in safe(r["text"]).splitlines() or [""]:
             echo(f"    {line}")
 
@@ -833,7 +836,8 @@ def correct(
         emit_json(doc)
         return
     echo(f"corrected fact {fact_id}: revision {old.revision} -> {new.revision}")
-    echo(f"  source: {safe(snap.ref.label())} (positions {','.join(map(str, snap.ref.seqs))})")
+    echo(f"  source: {safe(snap.ref.label(), keep_newlines=False)} "
+         f"(positions {','.join(map(str, snap.ref.seqs))})")
     echo("  old: " + safe(old.text, keep_newlines=False))
     echo("  new: " + safe(new.text, keep_newlines=False))
     if bad:
@@ -853,7 +857,8 @@ def _print_impact(fact_id: str, impact: dict[str, Any], *, err: bool = False) ->
     excl = impact["exclusions"]
     echo(f"would forget fact {fact_id}:", err=err)
     echo(f"  exclusions to install: {len(excl)}"
-         + (": " + ", ".join(f"{safe(e['session_id'])}:{e['seq']}" for e in excl) if excl else ""),
+         + (": " + ", ".join(f"{safe(e['session_id'], keep_newlines=False)}:{e['seq']}"
+                             for e in excl) if excl else ""),
          err=err)
     if impact["already_excluded"]:
         echo(f"  already excluded: {len(impact['already_excluded'])}", err=err)
@@ -866,7 +871,8 @@ def _print_impact(fact_id: str, impact: dict[str, Any], *, err: bool = False) ->
     echo(f"  generated messages invalidated: {impact['generated_messages_invalidated']}", err=err)
     inert = impact["summaries_inert"]
     echo(f"  compaction summaries made inert: {len(inert)}"
-         + (": " + ", ".join(f"{safe(s['session_id'])}:{s['seq']}" for s in inert) if inert else ""),
+         + (": " + ", ".join(f"{safe(s['session_id'], keep_newlines=False)}:{s['seq']}"
+                             for s in inert) if inert else ""),
          err=err)
 
 

@@ -249,8 +249,8 @@ def grep(
             emit_csv(counts(), MATCH_COUNT.names, fmt)
         else:
             for row in counts():
-                echo(f"{safe(row['session_id'])}:{row['count']}" if count
-                     else safe(row["session_id"]))
+                echo(f"{safe(row['session_id'], keep_newlines=False)}:{row['count']}" if count
+                     else safe(row["session_id"], keep_newlines=False))
     if truncated and fmt == "human":
         echo(f"memctl: stopped after {limit} hits (--limit)", err=True)
     raise typer.Exit(code)
@@ -560,7 +560,7 @@ def secrets(
         for r in reports:
             # nothing found but something not read is not OK, and no secret either
             verdict = "OK" if r.ok else "SECRETS FOUND" if r.findings else "UNREADABLE"
-            lines.append(f"{safe(r.shown_project)}: {verdict}  "
+            lines.append(f"{safe(r.shown_project, keep_newlines=False)}: {verdict}  "
                          f"{len(r.findings)} finding{'s' if len(r.findings) != 1 else ''}"
                          + (f", {r.allowlisted} allowlisted" if r.allowlisted else "")
                          + (f", {len(r.unreadable)} unreadable" if r.unreadable else "")
@@ -919,10 +919,11 @@ def _print_plan(doc: dict, *, dry_run: bool, err: bool = False) -> None:
 
     if not doc["files"] and not doc["forget_facts"] and not doc["clean_database"] \
             and not doc["kept"]:
-        out(f"{safe(doc['project'])}: nothing to redact ({doc['findings']} findings picked)")
+        out(f"{safe(doc['project'], keep_newlines=False)}: nothing to redact "
+            f"({doc['findings']} findings picked)")
         return
     erasable = doc["values"] - len(doc["kept"])
-    out(f"{safe(doc['project'])}: would redact {erasable} value"
+    out(f"{safe(doc['project'], keep_newlines=False)}: would redact {erasable} value"
         f"{'s' if erasable != 1 else ''} ({doc['findings']} findings):")
     for f in doc["files"]:
         what = f"{f['replacements']} replacement{'s' if f['replacements'] != 1 else ''}"
@@ -942,15 +943,15 @@ def _print_plan(doc: dict, *, dry_run: bool, err: bool = False) -> None:
         out(f"  other facts the forgets suppress (evidence excluded): {len(sup)}"
             + (": " + ", ".join(sup) if sup else ""))
         out(f"  compaction summaries the forgets make inert: {len(inert)}"
-            + (": " + ", ".join(f"{safe(s['session_id'])}:{s['seq']}" for s in inert)
+            + (": " + ", ".join(f"{safe(s['session_id'], keep_newlines=False)}:{s['seq']}" for s in inert)
                if inert else ""))
     stale = doc["stale_facts"]
     out(f"  facts whose evidence digest changes (become stale): {len(stale)}"
-        + (": " + ", ".join(f"{s['fact_id']} r{s['revision']} ({safe(s['session_id'])})"
+        + (": " + ", ".join(f"{s['fact_id']} r{s['revision']} ({safe(s['session_id'], keep_newlines=False)})"
                             for s in stale) if stale else ""))
     sums = doc["summaries"]
     out(f"  compaction summaries covering or following a rewritten record: {len(sums)}"
-        + (": " + ", ".join(f"{safe(s['session_id'])}:{s['seq']}"
+        + (": " + ", ".join(f"{safe(s['session_id'], keep_newlines=False)}:{s['seq']}"
                             + ("" if s.get("reasons") == ["lineage"]
                                else f" ({', '.join(s.get('reasons') or [])})")
                             for s in sums) if sums else ""))

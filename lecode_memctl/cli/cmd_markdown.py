@@ -193,7 +193,7 @@ def notes(
             for i in infos]
     rows = sort_rows(rows, sort, NOTE_SORTS, "name")
     if not rows and fmt_name == "table":
-        echo(f"no notes in {safe(str(store.notes_dir))}", err=True)
+        echo(f"no notes in {safe(str(store.notes_dir), keep_newlines=False)}", err=True)
         return
     render_records(NOTE, window(rows, offset, limit), fmt_name, columns=["name", "size", "modified"])
 
@@ -547,7 +547,7 @@ def edit(
             # failed, exit 1, not 3, which names a missing fact or note)
             raise MemctlError(f"the editor left no file at {tmp}; nothing was written")
         if after == (before or b""):
-            echo(f"memctl: no changes; {safe(str(path))} left as it was", err=True)
+            echo(f"memctl: no changes; {safe(str(path), keep_newlines=False)} left as it was", err=True)
             return
         try:
             markdown.decode(after, "the edited text")
@@ -563,8 +563,8 @@ def edit(
             if isinstance(exc, Conflict):
                 hint = "compare it with the file, merge, and run 'memctl edit' again"
             raise type(exc)(f"{exc.message}; your edited copy is kept at {tmp}", hint=hint) from None
-        bak = "" if before is None else f"; previous content in {safe(str(path))}.bak"
-        echo(f"memctl: wrote {safe(str(path))} ({len(after)} bytes{bak})", err=True)
+        bak = "" if before is None else f"; previous content in {safe(str(path), keep_newlines=False)}.bak"
+        echo(f"memctl: wrote {safe(str(path), keep_newlines=False)} ({len(after)} bytes{bak})", err=True)
     except KeyboardInterrupt:
         # (a Ctrl-C or SIGTERM once the editor has returned: the copy read
         # back, the wait for the writers' turn, the write itself; before

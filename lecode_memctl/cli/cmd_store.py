@@ -91,17 +91,17 @@ def where(
         emit_json(doc)
         return
     if ident:
-        echo(f"project root:  {safe(str(ident.root))}")
-        echo(f"resolved as:   {safe(ident.detail)}")
+        echo(f"project root:  {safe(str(ident.root), keep_newlines=False)}")
+        echo(f"resolved as:   {safe(ident.detail, keep_newlines=False)}")
         if ident.checkout != ident.root:
-            echo(f"checkout:      {safe(str(ident.checkout))}")
+            echo(f"checkout:      {safe(str(ident.checkout), keep_newlines=False)}")
     if store.slug_source == "unreadable":
         echo(f"slug:          unknown  ({safe(store.slug_detail, keep_newlines=False)})")
     else:
-        echo(f"slug:          {safe(store.slug)}"
+        echo(f"slug:          {safe(store.slug, keep_newlines=False)}"
              + ("" if ident else f"  (from {safe(store.slug_detail, keep_newlines=False)})"))
-    echo(f"config dir:    {safe(str(cfg.path))} (from {cfg.source})")
-    echo(f"store:         {safe(str(store.path))}"
+    echo(f"config dir:    {safe(str(cfg.path), keep_newlines=False)} (from {cfg.source})")
+    echo(f"store:         {safe(str(store.path), keep_newlines=False)}"
          + ("  (does not exist yet)" if not exists
             else f"  ({safe(unusable, keep_newlines=False)})" if unusable is not None else ""))
     if exists:
@@ -115,8 +115,8 @@ def where(
             else:
                 echo(f"  {i.name:<15} {i.size} bytes")
     if legacy is not None:
-        echo(f"legacy store:  {safe(str(legacy.path))}  (memory older lecode kept for this "
-             "directory; 'memctl migrate-legacy' copies it)")
+        echo(f"legacy store:  {safe(str(legacy.path), keep_newlines=False)}  "
+             "(memory older lecode kept for this directory; 'memctl migrate-legacy' copies it)")
 
 
 @command(epilog="""\

@@ -211,3 +211,29 @@ def test_edit_unchanged_says_the_path_on_one_line(config_dir):
     r = run_cli("--store", str(s), "edit", env={"EDITOR": "true", "VISUAL": "true"})
     assert r.exit_code == 0, (r.stdout, r.stderr)
     _no_forged_line(r)
+
+
+# ---------------------------------------------------------------- 3. the tabulate formats that draw text
+
+def test_the_plain_tabulate_formats_output_md_names_draw_text(store):
+    """OUTPUT.md listed ``tsv`` among the tabulate formats that "draw plain
+    text", but ``--format tsv`` is always memctl's machine TSV."""
+    import re
+
+    from .conftest import REPO
+
+    doc = (REPO / "docs" / "OUTPUT.md").read_text()
+    para = re.search(r"A tabulate format either draws plain text for reading, and writes the "
+                     r"text\s+as it is \((.*?);", doc, re.S)
+    assert para, "the paragraph on tabulate's formats moved"
+    names = re.findall(r"`([a-z_]+)`", para.group(1))
+    assert "plain" in names and "simple" in names
+    markdown.write(store, markdown.note_target("n"), "- x\n")
+    machine = run_cli("--store", str(store.path), "--no-state", "notes", "--format", "tsv")
+    assert machine.exit_code == 0, machine.stderr
+    assert machine.stdout.startswith("type\t"), machine.stdout
+    for name in names:
+        r = run_cli("--store", str(store.path), "--no-state", "notes", "--format", name)
+        assert r.exit_code == 0, (name, r.stderr)
+        assert "n" in r.stdout and not r.stdout.startswith("type\t"), \
+            f"{name} gives memctl's TSV, not drawn text"

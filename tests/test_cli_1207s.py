@@ -237,3 +237,72 @@ def test_the_plain_tabulate_formats_output_md_names_draw_text(store):
         assert r.exit_code == 0, (name, r.stderr)
         assert "n" in r.stdout and not r.stdout.startswith("type\t"), \
             f"{name} gives memctl's TSV, not drawn text"
+
+
+# ---------------------------------------------------------------- 3. found by the code review of 1 and 2
+
+def _interrupted_after_the_backup(monkeypatch) -> None:
+    real_replace = os.replace
+
+    def replace(src, dst, *a, **k):
+        real_replace(src, dst, *a, **k)
+        if str(dst).endswith(".bak"):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(atomic.os, "replace", replace)
+
+
+def test_the_kept_copy_s_path_is_one_escaped_token(tmp_path, monkeypatch):
+    """The line saying where the edited copy is kept printed its path (in
+    $TMPDIR) raw: a newline in it began a line of its own."""
+    store, tmp, env = _edit_env(tmp_path)
+    odd = tmp_path / ("t\n" + FAKE)
+    odd.mkdir()
+    env["TMPDIR"] = str(odd)
+    _interrupted_after_the_backup(monkeypatch)
+    r = run_cli("--store", str(store), "edit", env=env)
+    assert r.exit_code == 130, (r.stdout, r.stderr)
+    assert len(_copies(odd)) == 1
+    assert not any(line.startswith("proj-00daf2d9e712") for line in r.stderr.splitlines()), \
+        r.stderr
+    assert "your edited copy is kept at " in r.stderr and "t\\nproj-00daf2d9e712" in r.stderr
+
+
+def test_a_copy_is_kept_when_its_line_cannot_be_written(tmp_path, monkeypatch):
+    """Ctrl-C once the editor returned, stderr unwritable (a full disk):
+    the line saying the copy was kept raised, the copy was deleted and the
+    exit status was 7, not the interrupt's 130."""
+    from lecode_memctl.cli import output
+
+    store, tmp, env = _edit_env(tmp_path)
+    _interrupted_after_the_backup(monkeypatch)
+    real_echo = output.echo
+
+    def echo(text="", *, err=False):
+        if "kept at" in text:
+            raise OSError(28, "No space left on device")
+        real_echo(text, err=err)
+
+    monkeypatch.setattr(output, "echo", echo)
+    r = run_cli("--store", str(store), "edit", env=env)
+    assert r.exit_code == 130, (r.stdout, r.stderr)
+    kept = _copies(tmp)
+    assert len(kept) == 1 and kept[0].read_bytes() == b"# memory\nmy precious edit\n"
+
+
+def test_the_migration_note_prints_the_path_as_one_token(config_dir):
+    """``facts`` (and ``history``, ``recall``, ``context``) on a database
+    that needs migration printed its path raw in the note."""
+    from .test_facts import make_legacy
+
+    s = config_dir / "memory" / ("x\n" + FAKE + "\x1b[31m")
+    s.mkdir(parents=True)
+    (s / "MEMORY.md").write_text("hi\n")
+    make_legacy(s / "facts.sqlite3")
+    for args in (["facts"], ["history", "00000000000000aa"], ["context"]):
+        r = run_cli("--store", str(s), "--no-state", *args)
+        text = r.stdout + r.stderr
+        assert "needs migration" in r.stderr, (args, r.stdout, r.stderr)
+        assert "\x1b" not in text, (args, text)
+        assert not any(line.startswith("proj-00daf2d9e712") for line in text.splitlines()), \
+            (args, text)

@@ -63,10 +63,11 @@ def _open_read(lock_wait: float = 5.0) -> tuple[Any, Any, Any]:
 
 
 def _needs_migration_note(facts: Any) -> None:
-    from .output import echo
+    from .output import echo, safe
 
     if getattr(facts, "needs_migration", False):
-        echo(f"memctl: note: {facts.path} needs migration (schema version "
+        echo(f"memctl: note: {safe(str(facts.path), keep_newlines=False)} needs migration "
+             "(schema version "
              f"{facts.schema_version}); read-only, nothing was changed", err=True)
 
 

@@ -399,23 +399,33 @@ def _kept_after_interrupt(store, target, tmp: str, before: bytes | None) -> bool
     core.layout.Store, a core.markdown.Target) is kept after a Ctrl-C or
     SIGTERM that came once the editor had returned, and said: kept, its
     path printed, unless it holds no change or the file on disk already
-    holds it (the write was done: the interrupt's own message says so)."""
+    holds it (the write was done: the interrupt's own message says so).
+    A copy kept is kept even when its line cannot be written (stderr on
+    a full disk): the interrupt stays the error, its exit status 130 or
+    143."""
     from lecode_memctl.core import markdown
     from lecode_memctl.core.errors import MemctlError
 
     from .output import echo, interrupted_after, safe
 
     shown = safe(str(target.path(store)), keep_newlines=False)
+    at = safe(tmp, keep_newlines=False)
+
+    def kept(line: str) -> bool:
+        try:
+            echo(f"memctl: {line}", err=True)
+        except OSError:
+            pass        # (the copy is kept all the same; the interrupt is the error)
+        return True
+
     try:
         left = _read_copy(tmp)
     except MemctlError:
-        echo(f"memctl: your edited copy is kept at {tmp}", err=True)
-        return True     # (what cannot be read is not removed)
+        return kept(f"your edited copy is kept at {at}")    # (what cannot be read is not removed)
     if left is None or left == (before or b""):
         return False
     if isinstance(left, str):
-        echo(f"memctl: nothing was written; the editor left {left} at {tmp}", err=True)
-        return True
+        return kept(f"nothing was written; the editor left {left} at {at}")
     try:
         now = markdown.read_bytes(store, target)
     except (MemctlError, OSError):
@@ -423,8 +433,7 @@ def _kept_after_interrupt(store, target, tmp: str, before: bytes | None) -> bool
     if now == left:
         interrupted_after(f"{shown} was written")
         return False
-    echo(f"memctl: {shown} was not changed; your edited copy is kept at {tmp}", err=True)
-    return True
+    return kept(f"{shown} was not changed; your edited copy is kept at {at}")
 
 
 @command(epilog="""\
@@ -519,7 +528,11 @@ def edit(
                 keep = True
                 what = ("your edited copy is kept" if isinstance(left, bytes)
                         else f"the editor left {left}")
-                echo(f"memctl: nothing was written; {what} at {tmp}", err=True)
+                try:
+                    echo(f"memctl: nothing was written; {what} at "
+                         f"{safe(tmp, keep_newlines=False)}", err=True)
+                except OSError:
+                    pass    # (kept all the same; the interrupt is the error)
             raise
         edited = True
         try:

@@ -321,10 +321,14 @@ def test_a_value_a_live_row_keeps_is_still_kept_with_a_new_fact_holding_it(tmp_p
     assert "cannot erase 1 value" in r.stderr
 
 
-def test_a_fact_remembered_after_the_scan_before_the_plan_is_changed_meanwhile(tmp_path,
-                                                                              monkeypatch):
+def test_a_fact_remembered_after_the_scan_before_the_plan_is_forgotten(tmp_path,
+                                                                      monkeypatch):
     """The race as it ran: the scan had read the facts when the agent
-    remembered one (the plan, read after, has it, but not its findings)."""
+    remembered one.  The plan, read after, has it: since it reads every
+    fact's text for the picked values (not only the scan's findings), it
+    lists the fact among its forgets and the run forgets it, exit 0 (it was
+    "written since the plan", exit 4, while the plan showed only the
+    scan's)."""
     from lecode_memctl.core import open_project, secrets
 
     store = _token_store(tmp_path)
@@ -337,11 +341,11 @@ def test_a_fact_remembered_after_the_scan_before_the_plan_is_changed_meanwhile(t
         return report
 
     monkeypatch.setattr(secrets, "scan_store", scan_then_agent)
-    r = run_cli("--store", str(store), "--no-state", "redact", "--yes")
-    assert r.exit_code == 4, (r.stdout, r.stderr)
-    assert "1 value is in facts written since the plan" in r.stderr
-    assert "cannot erase" not in r.stderr
-    monkeypatch.undo()
-    r = run_cli("--store", str(store), "--no-state", "redact", "--yes")
+    r = run_cli("--store", str(store), "--no-state", "redact", "--yes", "--json")
     assert r.exit_code == 0, (r.stdout, r.stderr)
+    doc = orjson.loads(r.stdout_bytes)
+    assert len(doc["plan"]["forget_facts"]) == 2
+    assert sorted(doc["result"]["forgotten"]) == sorted(doc["plan"]["forget_facts"])
+    assert "cannot erase" not in r.stderr and "written since" not in r.stderr
+    monkeypatch.undo()
     assert run_cli("--store", str(store), "--no-state", "secrets").exit_code == 0

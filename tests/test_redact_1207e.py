@@ -34,28 +34,31 @@ def _token_store(base: Path) -> Path:
 def test_a_fact_remembered_during_the_scan_by_an_agent_whose_clock_is_behind(tmp_path,
                                                                             monkeypatch):
     """The agent's clock 30 s behind memctl's: a fact it remembered after the
-    scan read the facts (created "before" the scan began) is written since
-    the plan, exit 4, never "cannot erase ... allowlist" (exit 1)."""
-    from lecode_memctl.core import facts, open_project, secrets
+    plan read the facts (created "before" the scan began) is written since
+    the plan, exit 4, never "cannot erase ... allowlist" (exit 1).  (Since
+    the plan reads every fact's text for the picked values, a fact
+    remembered between the scan and the plan is in the plan, and
+    forgotten.)"""
+    from lecode_memctl.core import facts, open_project, redact
 
     store = _token_store(tmp_path)
-    real_scan, real_now = secrets.scan_store, facts._now
+    real_plan, real_now = redact.plan_redaction, facts._now
 
     def behind() -> str:
         t = datetime.now(UTC) - timedelta(seconds=30)
         return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
-    def scan_then_agent(*a: Any, **k: Any) -> Any:
-        report = real_scan(*a, **k)
+    def plan_then_agent(*a: Any, **k: Any) -> Any:
+        plan = real_plan(*a, **k)
         monkeypatch.setattr(facts, "_now", behind)
         try:
             with open_project(store=store) as p:
                 p.remember(f"again: {TOKEN}", p.sessions.source_snapshot("s1", 2, 2).ref)
         finally:
             monkeypatch.setattr(facts, "_now", real_now)
-        return report
+        return plan
 
-    monkeypatch.setattr(secrets, "scan_store", scan_then_agent)
+    monkeypatch.setattr(redact, "plan_redaction", plan_then_agent)
     r = run_cli("--store", str(store), "--no-state", "redact", "--yes")
     assert r.exit_code == 4, (r.stdout, r.stderr)
     assert "1 value is in facts written since the plan" in r.stderr, r.stderr
@@ -92,8 +95,9 @@ def test_a_revision_created_in_the_future_is_no_fact_written_since_the_plan(tmp_
         assert (r.exit_code, r.stdout) == (ref.exit_code, ref.stdout), (created, r.stderr)
         assert "written since the plan" not in r.stderr, (created, r.stderr)
         assert "Traceback" not in r.stderr and TOKEN not in r.stdout + r.stderr
-        # (the fact the run did not pick still quotes it: secrets says so)
-        assert run_cli("--store", str(store), "--no-state", "secrets").exit_code == 1
+        # (the fact quoting the picked value is forgotten with the rest: a
+        # value is erased wherever it is)
+        assert run_cli("--store", str(store), "--no-state", "secrets").exit_code == 0
 
 
 # -- 3. list_facts(current_session_id=X): X's transcript with no complete
@@ -257,8 +261,10 @@ def test_a_first_fact_written_between_the_scan_and_the_plan_is_written_since(tmp
                                                                               monkeypatch):
     """A store with transcripts and no facts database yet: the scan read no
     revision (not "unknown"), so the agent's first fact, remembered between
-    the scan and the plan, is one written since the plan -- exit 4, never
-    "redacted", exit 0, with the token still in that fact (code review)."""
+    the scan and the plan, was one written since the plan -- exit 4, never
+    "redacted", exit 0, with the token still in that fact (code review).
+    Since the plan reads every fact's text for the picked values, it is in
+    the plan and forgotten: exit 0, nothing left."""
     from lecode_memctl.core import open_project, secrets
 
     from .conftest import run_cli
@@ -278,9 +284,8 @@ def test_a_first_fact_written_between_the_scan_and_the_plan_is_written_since(tmp
 
     monkeypatch.setattr(secrets, "scan_store", scan_then_agent)
     r = run_cli("--store", str(store), "--no-state", "redact", "--yes")
-    assert r.exit_code == 4, (r.exit_code, r.stdout, r.stderr)
-    assert "written since the plan" in r.stderr
+    assert r.exit_code == 0, (r.exit_code, r.stdout, r.stderr)
+    assert "1 fact(s) forgotten" in r.stdout, r.stdout
+    assert "written since the plan" not in r.stderr
     monkeypatch.setattr(secrets, "scan_store", real)
-    r = run_cli("--store", str(store), "--no-state", "redact", "--yes")
-    assert r.exit_code == 0, r.stderr
     assert run_cli("--store", str(store), "--no-state", "secrets").exit_code == 0

@@ -634,13 +634,17 @@ def redact(
 ) -> None:
     """Erase the credentials 'memctl secrets' finds (all, or those picked).
 
-    Transcripts are rewritten atomically under the session's lock (exit 6
+    The options pick values, and a picked value is erased wherever it is in
+    the store, found by a detector there or not (a password repeated
+    without its URL): every file the scan reads and every fact's text (any
+    revision) are searched for it, and every one that holds it is in the
+    plan.  Transcripts are rewritten atomically under the session's lock (exit 6
     while lecode holds it), every record and seq kept: only the value is
     replaced, by [REDACTED:<detector>:<first 6 hex digits of its SHA-256>],
     so that two redactions of one value can be matched.  Markdown files,
     notes, logs and every .bak are rewritten the same way (no new .bak: the
-    old content is what must go).  A fact whose own text holds a value is
-    forgotten (content-free exclusions, as 'memctl forget' does), then the
+    old content is what must go).  A fact whose text (any revision) holds
+    a value is forgotten (content-free exclusions, as 'memctl forget' does), then the
     database is cleaned so the bytes leave the file: secure_delete, VACUUM,
     the -wal checkpointed and truncated.  Free-page findings in the database
     are erased by that clean alone; the database's own files (-wal,
@@ -663,7 +667,8 @@ def redact(
     as the exclusions of a forget are, which must keep naming the session:
     deleting the transcript does not erase it); nor can one in a file's
     name (no file is renamed), nor any value the database clean leaves in a
-    live row (checked after it: never reported as redacted).  Every other copy is erased; the plan and the
+    live row (checked after it: never reported as redacted).  Every other
+    copy, found by a detector or not, is erased; the plan and the
     result list the value under "kept" with its reasons, every output shows
     that session id or file name with the marker in place of the value, and
     the run ends with a warning and exit status 1.

@@ -1,6 +1,9 @@
 """``memctl redact``: erase the values ``memctl secrets`` found.
 
-Every file is rewritten whole and atomically (temporary file beside it,
+The findings pick values; each picked value is erased wherever it is, a
+detector fired there or not: the plan searches every file the scan reads
+and every fact revision's text for it (:func:`plan_redaction`).  Every
+file is rewritten whole and atomically (temporary file beside it,
 ``fsync``, ``os.replace``, directory ``fsync``: :func:`atomic.atomic_write`
 without a ``.bak``, since the previous content is what must go):
 
@@ -15,7 +18,7 @@ without a ``.bak``, since the previous content is what must go):
   session_id) and the keys the contract names; a line that does not parse
   (or a torn tail) has the value's bytes replaced;
 * every other file (Markdown, ``.bak``, leftovers): the value's bytes replaced;
-* a fact whose own text holds a value is forgotten (``FactStore.forget``:
+* a fact whose text (any revision) holds a value is forgotten (``FactStore.forget``:
   content-free exclusions, generation + 1), then the database is cleaned so
   that no byte of the text remains: ``secure_delete``, ``VACUUM``, and the
   ``-wal`` checkpointed and truncated.
@@ -677,13 +680,13 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
             # content is rewritten when a finding there says so
             named.setdefault(f.secret_value(), []).append(f.file)
         elif f.kind in (KIND_TRANSCRIPT, KIND_FILE):
+            # (every file the scan reads is searched below, this one too;
+            # kept for a file listed by the scan and gone from a new listing)
             by_file[f.file] = f.kind
         elif f.kind == KIND_FACT and f.fact_id and f.fact_id not in plan.forget_facts:
             plan.forget_facts.append(f.fact_id)
         elif f.kind == KIND_DATABASE:
             in_database.add(f.secret_value())
-    if plan.forget_facts:
-        plan.clean_database = True
     root = os.fspath(store.path)
     changed: dict[str, set[int]] = {}
     compacts: list[tuple[str, dict[str, Any]]] = []
@@ -706,19 +709,21 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
         except OSError:
             continue
         sid = name[:-len(".jsonl")]
+        # every transcript is searched for every picked value, a finding
+        # there or not: a copy no detector fires on (a password repeated
+        # without the URL it was found in) is erased as the others are
+        # (before 2026-12-07 only the files holding a finding were
+        # rewritten, the rest left without a word, exit 0)
+        new, seqs, n, raw = rewrite_transcript(data, plan._values)
         after: bytes | None = None      # what the rewrite leaves
-        if rel in by_file:
-            new, seqs, n, raw = rewrite_transcript(data, plan._values)
-            if n:
-                plan.files.append(FileChange(rel, KIND_TRANSCRIPT, n, seqs, raw))
-                changed[sid] = set(seqs)
-            after = new if n else data
-        else:
-            # (no finding here, nothing to rewrite: a value it holds may be
-            # in its structure all the same, a role "user")
-            present = _values_left(data, plan._values)
-            if present:
-                after = rewrite_transcript(data, {v: plan._values[v] for v in present})[0]
+        if n:
+            plan.files.append(FileChange(rel, KIND_TRANSCRIPT, n, seqs, raw))
+            changed[sid] = set(seqs)
+            after = new
+        elif _values_left(data, plan._values):
+            # (nothing to rewrite: a value it holds is in its structure, a
+            # role "user")
+            after = data
         if after is not None:
             lineage_sids = _lineage_session_ids(data)
             # a value in a compaction lineage's session_id (an identifying
@@ -756,9 +761,11 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
                     if rec is not None and rec.get("type") == "event" \
                             and rec.get("event") == "compact" and event_line(line):
                         compacts.append((sid, rec))
-    for rel, kind in sorted(by_file.items()):
-        if kind != KIND_FILE:
-            continue
+    # every other file the scan reads (Markdown, .bak, leftovers), a finding
+    # there or not, read once and searched for every picked value
+    others = set(_plain_files(store)) | {rel for rel, kind in by_file.items()
+                                         if kind == KIND_FILE}
+    for rel in sorted(others):
         try:
             data = read_regular(os.path.join(root, rel))
         except OSError:
@@ -800,7 +807,15 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
         try:
             plan.generation = fs.generation()
             live_sids = _live_session_ids(fs)
-            plan._revisions = _revisions_read(fs, plan._values)
+            holding = _revisions_read(fs, plan._values)
+            plan._revisions = frozenset(holding)
+            # every fact a revision of which holds a picked value, found by
+            # a detector or not (before 2026-12-07 only the facts with a
+            # finding: a fact quoting the bare password was left, and the
+            # check after the clean said "cannot erase", exit 1)
+            for fid in sorted({fid for fid, _rev in holding} - set(plan.forget_facts)):
+                if _a_fact(fs, fid):
+                    plan.forget_facts.append(fid)
             todo = [f for f in plan.forget_facts if fs.get(f) is not None]
             plan.new_generation = plan.generation + len(todo)
             _forget_impacts(plan, store, fs, todo)
@@ -821,6 +836,8 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
             fs.close()
     else:
         plan.new_generation = plan.generation
+    if plan.forget_facts:
+        plan.clean_database = True
     # a value in a session id the database's live rows name (the evidence of
     # the facts citing it, the exclusions of a forget, legacy provenance):
     # no clean removes a live row, the transcript gone or not (before
@@ -914,37 +931,65 @@ def _a_date(name: str) -> bool:
             and digits.isascii() and digits.isdigit())
 
 
+def _text_forms(value: str) -> list[str]:
+    """The forms of ``value`` :func:`_forms` gives, as text: what the check
+    after a run looks for in a column (:func:`_in_live_rows`)."""
+    return [f.decode("utf-8", "surrogateescape") for f in _forms(value)]
+
+
 def _revisions_holding(db: sqlite3.Connection, values: Iterable[str]
                        ) -> dict[tuple[str, int], list[str]]:
-    """(fact id, revision) -> the ``values`` its text holds, of every
-    revision row of the facts database ``db`` whose text holds one (one
-    read of the table, one search of each text).  SQLite's errors are the
-    caller's."""
+    """(fact id, revision) -> the ``values`` its text holds (in either form
+    :func:`_forms` gives), of every revision row of the facts database
+    ``db`` whose text holds one (one read of the table, one search of each
+    text).  SQLite's errors are the caller's."""
     import re
 
     wanted = sorted(set(values), key=len, reverse=True)
     out: dict[tuple[str, int], list[str]] = {}
     if not wanted:
         return out
-    rx = re.compile("|".join(map(re.escape, wanted)))
+    forms = {v: _text_forms(v) for v in wanted}
+    rx = re.compile("|".join(re.escape(f) for v in wanted for f in forms[v]))
     for fid, rev, text in db.execute("SELECT fact_id, revision, text FROM revisions"):
         if isinstance(text, str) and rx.search(text):
-            out[(fid, rev)] = [v for v in wanted if v in text]
+            out[(fid, rev)] = [v for v in wanted if any(f in text for f in forms[v])]
     return out
 
 
-def _revisions_read(fs: Any, values: Iterable[str]) -> frozenset[tuple[str, int]]:
-    """The (fact id, revision) of the revisions of the facts database ``fs``
-    (a FactStore open for reading) whose text holds one of ``values``, as
-    the plan reads them (revisions are never rewritten: a text that holds a
-    value later is a revision written since)."""
+def _revisions_read(fs: Any, values: Iterable[str]) -> dict[tuple[str, int], list[str]]:
+    """(fact id, revision) -> the values its text holds, of the revisions
+    of the facts database ``fs`` (a FactStore open for reading) whose text
+    holds one of ``values``, as the plan reads them (revisions are never
+    rewritten: a text that holds a value later is a revision written
+    since)."""
     db = fs._reader()
     if db is None or "revisions" not in fs.tables:
-        return frozenset()
+        return {}
     try:
-        return frozenset(_revisions_holding(db, values))
+        return _revisions_holding(db, values)
     except sqlite3.Error:
-        return frozenset()      # (a damaged table: the plan's own errors say so)
+        return {}      # (a damaged table: the plan's own errors say so)
+
+
+def _a_fact(fs: Any, fact_id: str) -> bool:
+    """Whether ``fact_id`` names a fact of ``fs`` that a forget can take (a
+    revision row whose fact is gone, or an id no forget accepts, is not)."""
+    try:
+        return fs.get(fact_id) is not None
+    except (MemctlError, sqlite3.Error):
+        return False
+
+
+def _plain_files(store: Store) -> list[str]:
+    """The store-relative paths of the files the secrets scan reads as text
+    (:func:`secrets.store_files`, but the transcripts, read from
+    ``sessions/`` by the plan, and the database's own files)."""
+    from .secrets import SecretsReport, is_transcript, raw_scanned, store_files
+
+    listing = SecretsReport(store.slug, os.fspath(store.path))
+    return [rel for rel in store_files(store, listing)
+            if not is_transcript(rel) and not raw_scanned(rel) and rel not in DATABASE_FILES]
 
 
 def _live_session_ids(fs: Any) -> list[str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -126,3 +127,132 @@ def test_a_copy_in_an_older_revision_of_a_fact_forgets_it(tmp_path):
     r = _cli(p.store, "redact", "--yes")
     assert r.exit_code == 0, (r.stdout, r.stderr)
     assert _files_holding(p.store, pw) == []
+
+
+# -- 2. an interrupt (or an error) right after a file's rename names that file
+
+_KILL_AFTER_RENAME = """\
+import os, signal, sys
+SIG = getattr(signal, sys.argv.pop(1))
+_real = os.replace
+def replace(src, dst, *a, **k):
+    r = _real(src, dst, *a, **k)
+    if str(dst).endswith(".jsonl"):
+        os.kill(os.getpid(), SIG)
+    return r
+os.replace = replace
+sys.argv = ["memctl"] + sys.argv[1:]
+from lecode_memctl.cli.main import main
+raise SystemExit(main())
+"""
+
+
+def _one_key_store(base: Path) -> tuple[Path, str]:
+    """A store with one transcript holding an AWS key."""
+    key = "AKIAQWERTYUIOPASDFGH"
+    s = base / "p-0123456789ab"
+    (s / "sessions").mkdir(parents=True)
+    (s / "sessions" / "s1.jsonl").write_text(
+        '{"seq":0,"type":"session","format":1,"session_id":"s1","project":"p-0123456789ab",'
+        '"created":"2026-12-01T09:00:00+00:00"}\n'
+        f'{{"seq":1,"type":"message","role":"user","content":"key {key}"}}\n')
+    return s, key
+
+
+@pytest.mark.parametrize(("sig", "status", "said"), [("SIGTERM", 143, "terminated by SIGTERM"),
+                                                     ("SIGINT", 130, "interrupted")])
+def test_a_signal_right_after_the_first_rename_names_the_file(tmp_path, sig, status, said):
+    """A real signal just after the transcript's rename (before redact
+    counted it): the message names the file as redacted, never a bare
+    "terminated by SIGTERM" (or, with --json, "interrupted")."""
+    import subprocess
+    import sys
+
+    store, key = _one_key_store(tmp_path)
+    script = tmp_path / "killafter.py"
+    script.write_text(_KILL_AFTER_RENAME)
+    r = subprocess.run([sys.executable, str(script), sig, "--store", str(store), "--no-state",
+                        "redact", "--yes", "--json"],
+                       capture_output=True, text=True, timeout=120)
+    # (memctl ends as for any interrupt: 130, or killed by SIGTERM again, 143)
+    assert r.returncode in (status, 128 - status), (r.stdout, r.stderr)
+    assert key not in (store / "sessions" / "s1.jsonl").read_text()
+    message = orjson.loads(r.stdout)["error"]["message"]
+    assert message.startswith(f"{said}; "), message
+    assert "already redacted: sessions/s1.jsonl" in message, message
+    assert "nothing was changed" not in message and "Traceback" not in r.stderr
+
+
+def _stop(monkeypatch: pytest.MonkeyPatch) -> None:
+    import signal
+
+    from lecode_memctl.cli import output
+
+    monkeypatch.setattr(output._SIG, "terminated", signal.SIGTERM)
+    raise KeyboardInterrupt
+
+
+def test_an_interrupt_after_the_first_rename_names_it_with_the_rest(tmp_path, monkeypatch):
+    """The planted store: interrupted right after its first transcript is
+    written, the message names it redacted, and what is not done."""
+    from lecode_memctl.core import atomic
+
+    p = secretstore.build(tmp_path, seed=5)
+    real = atomic.atomic_write
+
+    def write_then_stop(path: Any, *args: Any, **kwargs: Any) -> Any:
+        real(path, *args, **kwargs)
+        _stop(monkeypatch)
+
+    monkeypatch.setattr(atomic, "atomic_write", write_then_stop)
+    r = _cli(p.store, "redact", "--yes", "--jobs", "1")
+    assert r.exit_code == 143, r.stderr
+    (line,) = r.stderr.splitlines()
+    assert line.startswith("memctl: error: terminated by SIGTERM; already redacted: "
+                           "sessions/s-forgot.jsonl; not done: sessions/s-main.jsonl"), line
+    assert line.endswith("run redact again to finish"), line
+
+
+def test_an_error_after_the_first_rename_names_the_file(tmp_path, monkeypatch):
+    """A write whose rename happened and whose last step failed (the new
+    content in place, exit 7): the file is named as redacted."""
+    from lecode_memctl.core import atomic
+    from lecode_memctl.core.errors import StoreWriteError
+
+    store, _key = _one_key_store(tmp_path)
+    real = atomic.atomic_write
+
+    def write_then_fail(path: Any, *args: Any, **kwargs: Any) -> Any:
+        real(path, *args, **kwargs)
+        raise StoreWriteError(f"{path}: the new content is in place, but the final step "
+                              "failed (Input/output error); it may not survive a crash")
+
+    monkeypatch.setattr(atomic, "atomic_write", write_then_fail)
+    r = _cli(store, "redact", "--yes")
+    assert r.exit_code == 7, r.stderr
+    (line,) = r.stderr.splitlines()
+    assert "already redacted: sessions/s1.jsonl" in line, line
+    assert "run redact again to finish" in line, line
+
+
+def test_a_file_neither_old_nor_new_after_an_interrupt_is_possibly_redacted(tmp_path,
+                                                                           monkeypatch):
+    """When the file holds neither its old nor its new bytes (written again
+    meanwhile), the message says it was possibly redacted."""
+    from lecode_memctl.core import atomic
+
+    store, _key = _one_key_store(tmp_path)
+    real = atomic.atomic_write
+
+    def write_then_stop(path: Any, *args: Any, **kwargs: Any) -> Any:
+        real(path, *args, **kwargs)
+        with open(path, "ab") as fh:
+            fh.write(b'{"seq":2,"type":"message","role":"user","content":"hi"}\n')
+        _stop(monkeypatch)
+
+    monkeypatch.setattr(atomic, "atomic_write", write_then_stop)
+    r = _cli(store, "redact", "--yes")
+    assert r.exit_code == 143, r.stderr
+    (line,) = r.stderr.splitlines()
+    assert "possibly redacted: sessions/s1.jsonl" in line, line
+    assert "run redact again to finish" in line, line

@@ -1253,17 +1253,57 @@ def apply_redaction(store: Store, plan: RedactPlan, *, lock_wait: float = BUSY_T
     if plan.empty:
         return result
     pending = _Pending(list(plan.files), list(plan.forget_facts), plan.clean_database)
+    root = os.fspath(store.path)
     try:
         _apply(store, plan, result, pending, lock_wait)
     except MemctlError as exc:
+        _settle(root, result, pending)
         raise _unfinished(exc, result, pending, plan) from None
     except KeyboardInterrupt:
         # (a Ctrl-C or a termination signal, raised by memctl's handlers)
-        if result.files or result.forgotten or result.database_cleaned:
+        _settle(root, result, pending)
+        if _changed(result, pending):
             raise RedactInterrupted(
                 _progress("", result, pending, plan).removeprefix("; ")) from None
         raise
     return result
+
+
+def _changed(result: RedactResult, pending: _Pending) -> bool:
+    """Whether the run may have changed the store: a file rewritten, a fact
+    forgotten, the database cleaned, or a file whose rename may have
+    happened (:attr:`_Pending.writing`)."""
+    return bool(result.files or result.forgotten or result.database_cleaned
+                or pending.writing is not None)
+
+
+def _settle(root: str, result: RedactResult, pending: _Pending) -> None:
+    """After an error or an interrupt: what became of the file being written
+    when it came (:attr:`_Pending.writing`), told by its bytes now: its new
+    ones, it is redacted (the rename happened: in ``result.files``, no
+    longer pending); its old ones, it was not changed; anything else (it
+    cannot be read, or was written again since), it stays "possibly
+    redacted".  Before 2026-12-07 an interrupt right after the first
+    rename said only "terminated by SIGTERM", and an error after it kept
+    "nothing was changed", though the file was rewritten."""
+    writing = pending.writing
+    if writing is None:
+        return
+    change, old, new = writing
+    if change.file in result.files:
+        pending.writing = None
+        return
+    try:
+        now = read_regular(os.path.join(root, change.file))
+    except OSError:
+        return
+    if now == new:
+        result.files.append(change.file)
+        if change in pending.files:
+            pending.files.remove(change)
+        pending.writing = None
+    elif now == old:
+        pending.writing = None
 
 
 class RedactInterrupted(KeyboardInterrupt):
@@ -1283,6 +1323,10 @@ class _Pending:
         self.files = files
         self.forgets = forgets
         self.clean = clean
+        # the file being written (its change, old bytes, new bytes), from
+        # just before its atomic write until it is counted: its rename may
+        # have happened (:func:`_settle`)
+        self.writing: tuple[FileChange, bytes, bytes] | None = None
 
 
 def _apply_file(root: str, change: FileChange, plan: RedactPlan, result: RedactResult,
@@ -1308,8 +1352,12 @@ def _apply_file(root: str, change: FileChange, plan: RedactPlan, result: RedactR
             raise Conflict(f"{change.file} changed since the plan and was not "
                            "overwritten; run redact again")
     if n and new != data:
+        # (from here until it is counted, the rename may have happened: an
+        # error or an interrupt names the file, :func:`_settle`)
+        pending.writing = (change, data, new)
         atomic_write(Path(path), new, backup=False)
         result.files.append(change.file)
+        pending.writing = None
     pending.files.remove(change)
 
 
@@ -1427,7 +1475,7 @@ def _unfinished(exc: MemctlError, result: RedactResult, pending: _Pending,
     status) whose message also says what was already redacted, what was
     not, and that a rerun finishes the job."""
     text = plan.shown(exc.message)
-    if result.files or result.forgotten or result.database_cleaned:
+    if _changed(result, pending):
         text = _progress(text, result, pending, plan)
     if text == exc.message:
         return exc
@@ -1442,11 +1490,16 @@ def _progress(text: str, result: RedactResult, pending: _Pending, plan: RedactPl
     done = []
     if result.files:
         done.append("already redacted: " + ", ".join(plan.shown_file(f) for f in result.files))
+    maybe = pending.writing[0] if pending.writing is not None else None
+    if maybe is not None:
+        # (its rename may have happened, and its bytes now do not tell)
+        done.append(f"possibly redacted: {plan.shown_file(maybe.file)}")
     if result.forgotten:
         done.append(f"fact(s) forgotten: {', '.join(result.forgotten)}")
     todo = []
-    if pending.files:
-        todo.append(", ".join(plan.shown_file(c.file) for c in pending.files))
+    rest = [c for c in pending.files if c is not maybe]
+    if rest:
+        todo.append(", ".join(plan.shown_file(c.file) for c in rest))
     if pending.forgets:
         todo.append(f"forgetting fact(s) {', '.join(pending.forgets)}")
     if pending.clean:

@@ -256,3 +256,28 @@ def test_a_file_neither_old_nor_new_after_an_interrupt_is_possibly_redacted(tmp_
     (line,) = r.stderr.splitlines()
     assert "possibly redacted: sessions/s1.jsonl" in line, line
     assert "run redact again to finish" in line, line
+
+
+# -- 3. the checks after a run leave no -wal nor -shm in the store
+
+def test_redact_of_transcripts_only_leaves_no_new_file_in_the_store(tmp_path):
+    """A store whose only secret is in a transcript (its facts quote none):
+    after redact --yes the store holds the files it held, no new
+    facts.sqlite3-wal or -shm (the checks' read-only connection made
+    them)."""
+    from lecode_memctl.core import open_project
+
+    store = tmp_path / "store"
+    token = "ghp_aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z5A"
+    with open_project(store=store) as p:
+        with p.sessions.create("s1") as w:
+            w.append_message("user", f"my token is {token}")
+            s = w.append_message("user", "we use tabs")
+        p.remember("We use tabs.", p.sessions.source_snapshot("s1", s, s).ref)
+    (store / "MEMORY.md").write_text(f"# memory\n\ntoken {token}\n")
+    before = sorted(os.listdir(store))
+    assert "facts.sqlite3" in before and "facts.sqlite3-wal" not in before
+    r = _cli(store, "redact", "--yes")
+    assert r.exit_code == 0, (r.stdout, r.stderr)
+    assert sorted(os.listdir(store)) == before
+    assert _files_holding(store, token) == []

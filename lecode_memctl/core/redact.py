@@ -1023,11 +1023,31 @@ def _left_in_database(store: Store, values: Iterable[str],
     return _in_live_rows(store, left, skip) if left else left
 
 
-def _read_only(store: Store) -> sqlite3.Connection:
-    """A connection to the store's facts database that never writes nor
-    creates it (``mode=ro``): what the checks after a run read."""
-    uri = Path(os.path.abspath(store.facts_db)).as_uri() + "?mode=ro"
-    return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT)
+@contextlib.contextmanager
+def _read_only(store: Store) -> Iterator[sqlite3.Connection]:
+    """A read connection to the store's facts database that neither writes
+    nor creates any file in the store: what the checks after a run read.
+    It is the connection of :meth:`FactStore.open_readonly
+    <lecode_memctl.core.facts.FactStore.open_readonly>`, as memctl's every
+    read opens the database: a private snapshot (the database and its
+    ``-wal`` copied into a private directory of ``$TMPDIR``, never the
+    ``-shm``), removed when the block ends.  Before 2026-12-07 it was a
+    ``mode=ro`` connection to the store's own file, which made a
+    ``facts.sqlite3-wal`` and ``-shm`` beside a WAL database that had none
+    and could not remove them on close: a redact of transcripts only left
+    both in the store.  MemctlError when the database cannot be read so
+    (:class:`~lecode_memctl.core.errors.NotFound` when it is gone)."""
+    from .errors import NotFound
+    from .facts import FactStore
+
+    fs = FactStore.open_readonly(store.facts_db, busy_timeout=BUSY_TIMEOUT)
+    try:
+        db = fs.read_connection()
+        if db is None:
+            raise NotFound(f"{store.facts_db}: no facts database")
+        yield db
+    finally:
+        fs.close()
 
 
 def _in_new_revisions(store: Store, values: Iterable[str],
@@ -1046,16 +1066,11 @@ def _in_new_revisions(store: Store, values: Iterable[str],
     if not wanted or not os.path.lexists(store.facts_db):
         return [], frozenset()
     try:
-        db = _read_only(store)
-    except sqlite3.Error:
+        with _read_only(store) as db:
+            held = {k: vs for k, vs in _revisions_holding(db, wanted).items()
+                    if k not in read or (scanned is not None and k not in scanned)}
+    except (sqlite3.Error, MemctlError, OSError):
         return [], frozenset()
-    try:
-        held = {k: vs for k, vs in _revisions_holding(db, wanted).items()
-                if k not in read or (scanned is not None and k not in scanned)}
-    except sqlite3.Error:
-        return [], frozenset()
-    finally:
-        db.close()
     found = {v for vs in held.values() for v in vs}
     return [v for v in wanted if v in found], frozenset(held)
 
@@ -1096,16 +1111,6 @@ def _in_live_rows(store: Store, values: list[str],
     cannot read so, or one of whose files is no regular file: every one of
     ``values`` (what its bytes hold stands).  ``skip``: the (fact id,
     revision) of rows of ``revisions`` not looked at."""
-    forms = [(v, _forms(v)) for v in values]
-    found: list[str] = []
-    own_words = _own_cells()
-
-    def look(cell: Any) -> None:
-        if isinstance(cell, bytes):
-            for v, fs in forms:
-                if v not in found and any(f in cell for f in fs):
-                    found.append(v)
-
     for name in DATABASE_FILES:
         # (never a FIFO waited on, never a link followed: SQLite would open
         # either beside the database)
@@ -1119,42 +1124,54 @@ def _in_live_rows(store: Store, values: list[str],
             return values
     try:
         own = _own_schema()
-        db = _read_only(store)
+        with _read_only(store) as db:
+            return _found_in_rows(db, values, own, skip)
     except (sqlite3.Error, MemctlError, OSError):
         return values
-    try:
-        db.text_factory = bytes
-        tables = []
-        for row in db.execute("SELECT type, name, tbl_name, sql FROM sqlite_master"):
-            text = tuple(c.decode("utf-8", "surrogateescape") if isinstance(c, bytes) else c
-                         for c in row)
-            if _schema_row(text) not in own:
-                for c in row:
+
+
+def _found_in_rows(db: sqlite3.Connection, values: list[str], own: set[tuple[Any, ...]],
+                   skip: frozenset[tuple[str, int]] | None) -> list[str]:
+    """:func:`_in_live_rows` read on ``db`` (``own``: :func:`_own_schema`).
+    SQLite's errors are the caller's."""
+    forms = [(v, _forms(v)) for v in values]
+    found: list[str] = []
+    own_words = _own_cells()
+
+    def look(cell: Any) -> None:
+        if isinstance(cell, bytes):
+            for v, fs in forms:
+                if v not in found and any(f in cell for f in fs):
+                    found.append(v)
+
+    db.text_factory = bytes
+    tables = []
+    for row in db.execute("SELECT type, name, tbl_name, sql FROM sqlite_master"):
+        text = tuple(c.decode("utf-8", "surrogateescape") if isinstance(c, bytes) else c
+                     for c in row)
+        if _schema_row(text) not in own:
+            for c in row:
+                look(c)
+        if row[0] == b"table":
+            tables.append(text[1])
+    for name in tables:
+        quoted = '"' + name.replace('"', '""') + '"'
+        # (the cells memctl itself writes in its bookkeeping, each a
+        # fixed word: meta's key 'generation', the migrations' names)
+        own_cells = own_words.get(name, frozenset())
+        cur = db.execute(f"SELECT * FROM {quoted}")    # noqa: S608 - a name quoted
+        cols = [d[0] for d in cur.description or ()]
+        key = (cols.index("fact_id"), cols.index("revision")) \
+            if skip and name == "revisions" and {"fact_id", "revision"} <= set(cols) else None
+        for r in cur:
+            if key is not None and skip and isinstance(r[key[0]], bytes) and \
+                    (r[key[0]].decode("utf-8", "surrogateescape"), r[key[1]]) in skip:
+                continue
+            for c in r:
+                if c not in own_cells:
                     look(c)
-            if row[0] == b"table":
-                tables.append(text[1])
-        for name in tables:
-            quoted = '"' + name.replace('"', '""') + '"'
-            # (the cells memctl itself writes in its bookkeeping, each a
-            # fixed word: meta's key 'generation', the migrations' names)
-            own_cells = own_words.get(name, frozenset())
-            cur = db.execute(f"SELECT * FROM {quoted}")    # noqa: S608 - a name quoted
-            cols = [d[0] for d in cur.description or ()]
-            key = (cols.index("fact_id"), cols.index("revision")) \
-                if skip and name == "revisions" and {"fact_id", "revision"} <= set(cols) else None
-            for r in cur:
-                if key is not None and skip and isinstance(r[key[0]], bytes) and \
-                        (r[key[0]].decode("utf-8", "surrogateescape"), r[key[1]]) in skip:
-                    continue
-                for c in r:
-                    if c not in own_cells:
-                        look(c)
-                if len(found) == len(forms):
-                    break
-    except sqlite3.Error:
-        return values
-    finally:
-        db.close()
+            if len(found) == len(forms):
+                break
     return [v for v in values if v in found]
 
 

@@ -281,3 +281,45 @@ def test_redact_of_transcripts_only_leaves_no_new_file_in_the_store(tmp_path):
     assert r.exit_code == 0, (r.stdout, r.stderr)
     assert sorted(os.listdir(store)) == before
     assert _files_holding(store, token) == []
+
+
+# -- 4. a JSON-escaped value on a line that parses as JSON but is no object
+
+_ODD = ["AKIAZXCVBNMLKJHGFD34", "AKIAPOIUYTREWQLKJH56"]
+
+
+def _odd_store(base: Path) -> Path:
+    """A transcript whose line 2 is a JSON string and line 3 an array, each
+    holding an AWS key spelled with a JSON escape (``\\u0041KIA...``)."""
+    from lecode_memctl.core import open_project
+
+    store = base / "store"
+    with open_project(store=store) as p, p.sessions.create("s-odd") as w:
+        w.append_message("user", "hello")
+    with open(store / "sessions" / "s-odd.jsonl", "ab") as fh:
+        fh.write(b'"a json string line \\u0041' + _ODD[0][1:].encode() + b'"\n')
+        fh.write(b'["array", "\\u0041' + _ODD[1][1:].encode() + b'", 1e2]\n')
+    return store
+
+
+def test_escaped_values_on_a_line_that_is_no_object_are_found(tmp_path):
+    store = _odd_store(tmp_path)
+    r = _cli(store, "secrets", "--json")
+    assert r.exit_code == 1, (r.stdout, r.stderr)
+    lines = sorted(f["line"] for f in orjson.loads(r.stdout)["findings"]
+                   if f["detector"] == "aws-access-key")
+    assert lines == [3, 4], lines
+
+
+def test_escaped_values_on_a_line_that_is_no_object_are_erased(tmp_path):
+    store = _odd_store(tmp_path)
+    r = _cli(store, "redact", "--yes")
+    assert r.exit_code == 0, (r.stdout, r.stderr)
+    data = (store / "sessions" / "s-odd.jsonl").read_bytes()
+    decoded = data.decode().replace("\\u0041", "A")
+    assert not any(v in decoded for v in _ODD)
+    rows = data.splitlines()
+    # (the lines stay JSON, every other byte kept)
+    assert orjson.loads(rows[2]).startswith("a json string line [REDACTED:aws-access-key:")
+    assert rows[3].startswith(b'["array", "[REDACTED:aws-access-key:') and rows[3].endswith(b'", 1e2]')
+    assert _cli(store, "secrets").exit_code == 0

@@ -15,8 +15,10 @@ without a ``.bak``, since the previous content is what must go):
   structure the store contract defines untouched (:data:`STRUCTURE`): its
   identifying fields (seq, type; the header's session_id, project, format; a
   message's role, an event's name, a part's type; a compaction lineage's
-  session_id) and the keys the contract names; a line that does not parse
-  (or a torn tail) has the value's bytes replaced;
+  session_id) and the keys the contract names; a line that parses as
+  JSON but is no object (a string, an array) has the value replaced in
+  each of its strings, decoded; a line that does not parse (or a torn
+  tail) has the value's bytes replaced, its escapes not decoded;
 * every other file (Markdown, ``.bak``, leftovers): the value's bytes replaced;
 * a fact whose text (any revision) holds a value is forgotten (``FactStore.forget``:
   content-free exclusions, generation + 1), then the database is cleaned so
@@ -74,6 +76,7 @@ from .secrets import (
     Finding,
     hide_in_location,
     hide_values,
+    other_json_strings,
     parsed_record,
     replace_values,
     session_id_values,
@@ -512,10 +515,15 @@ def _values_left(data: bytes, values: Mapping[str, str]) -> list[str]:
         from .secrets import json_strings
 
         for line in data.split(b"\n"):
-            if not rest or b"\\" not in line or parsed_record(line)[0] is None:
+            if not rest or b"\\" not in line:
                 continue
-            for item in json_strings(line):
-                found = [v for v in rest if v in item[2]]
+            if parsed_record(line)[0] is not None:
+                texts = [item[2] for item in json_strings(line)]
+            else:
+                # (a line that is JSON but no object: its strings, decoded)
+                texts = [t for _a, _b, t in other_json_strings(line) or ()]
+            for text in texts:
+                found = [v for v in rest if v in text]
                 left += found
                 rest = [v for v in rest if v not in found]
     return left
@@ -621,11 +629,38 @@ def rewrite_transcript(data: bytes, values: Mapping[str, str]) -> tuple[bytes, l
                     seqs.append(seq)
             out.append(new if n else piece)     # (nothing replaced: the line as it was)
             continue
-        new, n = _replace_bytes(piece, values)
+        # (a line that is JSON but no object, a string or an array: its
+        # strings decoded, the values replaced, each written again as JSON,
+        # every other byte kept; then, as in a line that does not parse,
+        # the value's bytes)
+        strings = other_json_strings(piece) if b"\\" in piece else None
+        new, n = _rewrite_other_json(piece, strings, values) if strings else (piece, 0)
+        new, n2 = _replace_bytes(new, values)
+        n += n2
         total += n
         raw_lines += 1 if n else 0
         out.append(new)
     return b"\n".join(out), sorted(set(seqs)), total, raw_lines
+
+
+def _rewrite_other_json(line: bytes, strings: list[tuple[int, int, str]],
+                        values: Mapping[str, str]) -> tuple[bytes, int]:
+    """``line`` (JSON but no object: :func:`secrets.other_json_strings`
+    gave its ``strings``) with the values replaced in each string, decoded,
+    and the string written again as JSON; every other byte as it was."""
+    out = bytearray()
+    at = n = 0
+    for start, end, text in strings:
+        new, c = replace_values(text, values)
+        if c:
+            out += line[at:start]
+            out += orjson.dumps(new)
+            at = end
+            n += c
+    if not n:
+        return line, 0
+    out += line[at:]
+    return bytes(out), n
 
 
 # --------------------------------------------------------------------------

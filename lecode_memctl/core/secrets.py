@@ -1629,6 +1629,30 @@ def parsed_record(line: bytes) -> tuple[dict[str, Any] | None, bool]:
 # 16 MiB string costs what its bytes do), or a bracket or comma
 _JSON_TOKEN = lazy_compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\],]')
 
+
+def other_json_strings(line: bytes) -> list[tuple[int, int, str]] | None:
+    """Of a line that parses as JSON but is no object, no record (a string,
+    an array, a number), as every session reader parses it
+    (:func:`~lecode_memctl.core.sessions.load_record`): the (start, end,
+    decoded text) of each of its strings, keys included, in the order of
+    the line; None for a line that does not parse, or is an object
+    (:func:`parsed_record`).  Its strings are searched decoded, as a
+    record's are, so a value spelled with a JSON escape there is found and
+    erased (before 2026-12-07 such a line was read as raw text, the escape
+    not decoded)."""
+    from .sessions import RecordTooLarge, load_record
+
+    try:
+        obj = load_record(line)
+    except (orjson.JSONDecodeError, RecordTooLarge):
+        return None
+    if isinstance(obj, dict):
+        return None
+    # (well formed: outside its strings no quote, so each string token the
+    # pattern meets is one of its strings)
+    return [(m.start(), m.end(), _decoded(m.group())) for m in _JSON_TOKEN.finditer(line)
+            if m.group()[:1] == b'"']
+
 #: What :func:`json_strings` gives for each string of a line: the token's
 #: (start, end) in the line, its text, whether it is a key, the top-level
 #: key it lies under (None for a top-level key itself), whether it lies in
@@ -1899,6 +1923,17 @@ def _transcript_hits(detector: Detector, rel: str, lines: Iterable[bytes],
             text = line.decode("utf-8", "surrogateescape")
             for value, det, _ln in _text_hits(detector, text, "transcript.txt"):
                 hits.append((value, det, KIND_TRANSCRIPT, {"session_id": sid, "line": lineno}))
+            # a whole line that is JSON but no object (a string, an array):
+            # its strings with an escape searched decoded too (a value
+            # found twice is one finding); a line that does not parse (a
+            # torn tail) is read as raw text only, its escapes as written
+            strings = other_json_strings(line) if whole and b"\\" in line else None
+            for start, end, s in strings or ():
+                if b"\\" not in line[start:end]:
+                    continue        # (its raw text is the text: searched above)
+                for value, det, _ln in _text_hits(detector, s, "transcript.txt"):
+                    hits.append((value, det, KIND_TRANSCRIPT,
+                                 {"session_id": sid, "line": lineno}))
     return size
 
 

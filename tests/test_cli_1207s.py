@@ -249,7 +249,7 @@ def _interrupted_after_the_backup(monkeypatch) -> None:
         if str(dst).endswith(".bak"):
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(atomic.os, "replace", replace)
+    monkeypatch.setattr(os, "replace", replace)
 
 
 def test_the_kept_copy_s_path_is_one_escaped_token(tmp_path, monkeypatch):

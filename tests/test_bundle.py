@@ -250,7 +250,10 @@ w = ss.create("s1")
 w.append_message("user", "remember this")
 w.close()
 fs = FactStore(store.facts_db)
-fs.add("from the wal", ref=ss.source_snapshot("s1", 1, 1).ref)
+# (the first write makes the schema in the file's own journal mode and
+# switches it to WAL after its commit: the source, a second write, is in the -wal)
+fid = fs.add("from the wal").fact.fact_id
+fs.attach_source(fid, 1, ss.source_snapshot("s1", 1, 1).ref)
 os._exit(0)
 """
     subprocess.run([sys.executable, "-c", code], check=True)

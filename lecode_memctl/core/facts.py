@@ -2329,11 +2329,15 @@ class FactStore(ClosesOnExit):
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
                 raise StoreCorrupt(_future_message(self.path, version))
-            if version == SCHEMA_VERSION or not tables:
-                # A database to migrate (one with tables: not a new, empty
-                # one) stays in its journal mode until its migration
-                # committed (_Txn): a migration that fails leaves the file
-                # as it was, its journal mode too.
+            if version == SCHEMA_VERSION:
+                # A database to migrate stays in its journal mode until its
+                # migration committed (_Txn): a migration that fails leaves
+                # the file as it was, its journal mode too.  A new, empty
+                # one too (a 0-byte file: switching it here wrote its
+                # header, with no schema): its schema is the first write's
+                # migration, and WAL mode follows that commit, so a writer
+                # closed without a write, or whose first write is refused,
+                # leaves the file byte for byte as it was.
                 mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 if str(mode).lower() != "wal":
                     raise StoreBusy(f"{self.path}: could not switch to WAL mode (another "

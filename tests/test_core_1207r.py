@@ -5,6 +5,10 @@ running out of file descriptors, and a path no file system name can hold."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+
 import pytest
 
 from .conftest import run_cli
@@ -48,4 +52,51 @@ def test_a_writer_on_an_empty_database_file_leaves_it_empty(tmp_path):
         mode = p.facts._call(lambda: p.facts._conn.execute("PRAGMA journal_mode").fetchone()[0])
         assert str(mode).lower() == "wal"
     assert run_cli("--store", str(d), "--no-state", "validate").exit_code == 0
+
+
+# ---------------------------------------------------------------- finding 1
+
+_OTHER = textwrap.dedent('''
+    import sys
+    from lecode_memctl.core import open_project
+    with open_project(store=sys.argv[1]) as p:
+        with p.sessions.writer("s1") as w:
+            s = w.append_message("user", "we use tabs")
+        p.remember("we use tabs", p.sessions.source_snapshot("s1", s, s).ref)
+        r = p.remember("the token", p.sessions.source_snapshot("s1", 1, 1).ref).fact
+        p.forget(r.fact_id)
+        print(r.fact_id)
+''')
+
+
+def test_a_writer_opened_before_the_database_reads_what_another_process_created(tmp_path):
+    """A FactStore writer made before facts.sqlite3 existed (the one a
+    caller kept as ``facts = project.facts``, or built by hand) never
+    looked at the file again: it said generation 0, no exclusions and no
+    facts however much another process wrote, and a SessionStore given it
+    as its exclusions read forgotten evidence back.  Each read of such a
+    writer now looks whether the database exists and reads it."""
+    from lecode_memctl.core import FactStore, SessionStore, facts_page, open_project
+    from lecode_memctl.core.sessions import SpanHidden
+
+    d = _store(tmp_path)
+    with open_project(store=d) as p:
+        with p.sessions.create("s1") as w:
+            w.append_message("user", "my token is hunter2")
+        facts = p.facts
+        by_hand = FactStore(p.store.facts_db)
+        try:
+            assert facts.generation() == 0 and not (d / "facts.sqlite3").exists()
+            subprocess.run([sys.executable, "-c", _OTHER, str(d)], check=True,
+                           capture_output=True)
+            assert p.generation() == 1
+            for fs in (facts, by_hand):
+                assert fs.generation() == 1
+                assert fs.excluded_seqs("s1") == frozenset({1})
+                ss = SessionStore(p.store, exclusions=fs)
+                with pytest.raises(SpanHidden, match="excluded"):
+                    ss.source_snapshot("s1", 1, 1).messages()
+                assert facts_page(fs, p.sessions)["total"] == 1
+        finally:
+            by_hand.close()
 

@@ -2290,7 +2290,11 @@ class FactStore(ClosesOnExit):
                                        "refusing to follow it") from None
                 raise StoreCorrupt(f"{self.path}: cannot open: {exc.strerror}") from None
 
-    def _open_writer(self, *, create: bool) -> None:
+    def _open_writer(self, *, create: bool, keep_open: bool = False) -> None:
+        """Connect for writing (``create``: making the file first).  On a
+        failure the store is closed, or with ``keep_open`` (a read's open,
+        :meth:`_created_since`) only the connection: the next read or
+        write tries again."""
         if create:
             from .atomic import ensure_dir
 
@@ -2319,7 +2323,7 @@ class FactStore(ClosesOnExit):
         opened = lstat_regular(where)
         if opened is not None:
             self._opened = (where, opened.st_dev, opened.st_ino)
-        with self._closed_on_failure():
+        with self._closed_on_failure(self._unconnect if keep_open else None):
             db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
             tables = _tables(db)
             if (tables or _has_schema(db)) and "facts" not in tables:
@@ -2480,8 +2484,35 @@ class FactStore(ClosesOnExit):
         if self._closed:
             raise UsageError("the fact store is closed")
 
+    def _unconnect(self) -> None:
+        """Close the writer's connection only, read as none yet (a read's
+        open that failed: :meth:`_created_since`)."""
+        db, self._conn = self._conn, None
+        self._opened = None
+        self._tables = set()
+        self._pending_migration = False
+        self.schema_version = 0
+        self.needs_migration = False
+        if db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                db.close()
+
+    def _created_since(self) -> None:
+        """A writer with no connection yet (made before the database existed,
+        as ``project.facts`` kept by a caller, or ``FactStore(path)``): when
+        the file exists now (another process created it; one ``lstat`` per
+        read until then), connect to it as the writer does, so that a read
+        never gives less than the file holds.  Before 2026-12-07 it never
+        looked again: generation 0, no exclusions and no facts until its own
+        first write, and a SessionStore given it as its exclusions read
+        forgotten evidence back as valid."""
+        if (self._conn is None and not self.readonly and not self._closed
+                and lstat_regular(self.path) is not None):
+            self._open_writer(create=False, keep_open=True)
+
     def _reader(self) -> sqlite3.Connection | None:
         self.check_open()
+        self._created_since()
         if self._pending_migration:
             self._migrated_elsewhere()
         return self._conn if self._tables else None
@@ -3382,6 +3413,8 @@ class FactStore(ClosesOnExit):
     @_serialized
     def _state_view(self) -> FactStore | None:
         """:meth:`one_state`'s view of a writer's store, or None: read itself."""
+        if not self._closed:
+            self._created_since()
         if self._pending_migration and not self._closed:
             self._migrated_elsewhere()
         if self.readonly or self._closed or self._conn is None or not self._tables:

@@ -100,3 +100,69 @@ def test_a_writer_opened_before_the_database_reads_what_another_process_created(
         finally:
             by_hand.close()
 
+
+# ---------------------------------------------------------------- finding 3
+
+_FORKED = textwrap.dedent('''
+    import os, sys, time
+    from lecode_memctl.core import MemctlError, open_project
+    with open_project(store=sys.argv[1]) as p:
+        w = p.sessions.create("s1")
+        r, wr = os.pipe()
+        pid = os.fork()             # a worker forked without exec, holding nothing of its own
+        if pid == 0:
+            os.close(r)
+            os.write(wr, b"x")
+            time.sleep(30)
+            os._exit(0)
+        os.close(wr)
+        os.read(r, 1)
+        w.close()
+        try:
+            p.sessions.writer("s1").close()
+            print("reopened")
+        except MemctlError as e:
+            print(type(e).__name__, e.exit_code)
+        finally:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+''')
+
+
+def test_a_forked_child_lets_go_of_the_session_lock(tmp_path):
+    """A child forked without exec while a session writer was open kept
+    its copy of the writer's flock: the parent, having closed its writer,
+    could not open its own session again until the child exited
+    (StoreBusy).  The child lets go of its copy at once now, as a child
+    forked inside a Markdown writer's turn does."""
+    d = _store(tmp_path)
+    out = subprocess.run([sys.executable, "-c", _FORKED, str(d)], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["reopened"]
+
+
+def test_the_forked_child_of_a_session_writer_cannot_append(tmp_path):
+    """The child's writer let go of the lock: an append of its own is
+    refused (UsageError: closed), never made without the lock."""
+    import os
+
+    from lecode_memctl.core import MemctlError, open_project
+
+    d = _store(tmp_path)
+    with open_project(store=d) as p, p.sessions.create("s1") as w:
+        w.append_message("user", "one")
+        pid = os.fork()
+        if pid == 0:
+            code = 3
+            try:
+                w.append_message("user", "from the child")
+            except MemctlError:
+                code = 0
+            except BaseException:
+                code = 2
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert w.append_message("user", "two") == 2
+

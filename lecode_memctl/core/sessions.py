@@ -36,6 +36,7 @@ import math
 import operator
 import os
 import stat
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -3142,7 +3143,9 @@ class SessionWriter(ClosesOnExit):
         the other keys are kept as given, unchecked: the raw writer (the
         header, records copied as they are).  Messages and events go through
         :meth:`append_message` and :meth:`append_event`."""
-        if self._file.closed:
+        if self._file.closed or self._lock.closed:
+            # (the lock closed alone: a child forked while the writer was
+            # open, which let go of its copy of the lock)
             raise UsageError(f"session {self.session_id}: writer is closed")
         if not isinstance(record, dict):
             raise UsageError("a record is a JSON object")
@@ -3336,6 +3339,28 @@ def _non_finite(value: Any) -> bool:
     return False
 
 
+# The session locks this process holds (each writer's ``<id>.lock``): a
+# child forked without exec (a multiprocessing pool's worker) closes its copy
+# of each at once, so that the parent's close lets go of the lock (it kept
+# it until the child exited: the parent could not open its own session
+# again, StoreBusy), as a child forked inside a Markdown writer's turn does
+# (``markdown.writing``); the child's writer, its lock closed, appends no more.
+_LOCKS: weakref.WeakSet[io.FileIO] = weakref.WeakSet()
+
+
+def _let_go_in_child() -> None:
+    for lock in list(_LOCKS):
+        try:
+            lock.close()        # the child's copy; the parent keeps the lock
+        except OSError:
+            pass
+    _LOCKS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_let_go_in_child)
+
+
 def lock_session(sessions_dir: str, session_id: str) -> io.FileIO:
     """Take the session's ``<id>.lock`` (the lock every writer of the session
     holds), without waiting; the lock file, locked (owned by the file object from
@@ -3357,6 +3382,7 @@ def lock_session(sessions_dir: str, session_id: str) -> io.FileIO:
             raise StoreBusy(f"session {session_id} is being written by another writer, of "
                             f"another process or of this one ({path} is locked)") from None
         raise StoreWriteError(f"{path}: cannot lock: {exc.strerror}") from None
+    _LOCKS.add(lock)
     return lock
 
 

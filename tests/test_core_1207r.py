@@ -166,3 +166,67 @@ def test_the_forked_child_of_a_session_writer_cannot_append(tmp_path):
         assert os.waitstatus_to_exitcode(status) == 0
         assert w.append_message("user", "two") == 2
 
+
+# ---------------------------------------------------------------- finding 4
+
+_NO_FDS = textwrap.dedent('''
+    import os, sys
+    from lecode_memctl.core import FactStore, MemctlError, load_memory_config, open_project
+    from lecode_memctl.core.layout import session_ids
+    store, config_dir = sys.argv[1], sys.argv[2]
+    with open_project(store=store, config_dir=config_dir) as p:
+        with p.sessions.create("s1") as w:
+            w.append_message("user", "hi")
+        p.write_markdown("memory", "# notes\\n")
+        p.remember("hi", p.sessions.source_snapshot("s1", 1, 1).ref)
+        calls = {
+            "read_markdown": lambda: p.read_markdown("memory"),
+            "memory_section": lambda: p.memory_section(),
+            "read_range": lambda: p.read_range("s1", 1, 1),
+            "list_sessions": lambda: p.sessions.list_sessions(),
+            "session_ids": lambda: session_ids(p.sessions.dir),
+            "load_memory_config": lambda: load_memory_config(config_dir),
+            "open_readonly": lambda: FactStore.open_readonly(p.store.facts_db).close(),
+        }
+        for call in calls.values():     # (the lazy imports made)
+            call()
+        for name, call in calls.items():
+            hog = []
+            while True:
+                try:
+                    hog.append(os.open(os.devnull, os.O_RDONLY))
+                except OSError:
+                    break
+            try:
+                call()
+                got = "ok"
+            except MemctlError as e:
+                got = f"{e.exit_code} {type(e).__name__}: {e}"
+            finally:
+                for fd in hog:
+                    os.close(fd)
+            print(name, got)
+''')
+
+
+def test_running_out_of_file_descriptors_is_exit_7_not_a_corrupt_store(tmp_path):
+    """A process with no file descriptor left (EMFILE) was told the store
+    was unreadable or corrupt (exit 5) by the Markdown reads, the session
+    reads, the session listing, the config read and a read-only open of
+    the facts database; each is LocalResourceError (exit 7, "too many open
+    files") now, as the facts commands already said."""
+    d = _store(tmp_path)
+    cfg = tmp_path / "cfg"
+    cfg.mkdir()
+    (cfg / "config.toml").write_text("[memory]\nenabled = true\n")
+    out = subprocess.run([sys.executable, "-c", _NO_FDS, str(d), str(cfg)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert len(lines) == 7, out.stdout
+    for line in lines:
+        name, _, got = line.partition(" ")
+        assert got.startswith("7 LocalResourceError") or got == "ok", line
+        assert "too many open files" in got or got == "ok", line
+    assert [line for line in lines if line.endswith(" ok")] != lines
+

@@ -54,7 +54,15 @@ import orjson
 from ._lazy import lazy_compile
 from ._record import record
 from .atomic import O_NONBLOCK, fenced, open_nofollow, private_tempdir, refuse_inside, write_all
-from .errors import Conflict, MemctlError, NotFound, StoreCorrupt, StoreWriteError, UsageError
+from .errors import (
+    Conflict,
+    MemctlError,
+    NotFound,
+    StoreCorrupt,
+    StoreWriteError,
+    UsageError,
+    raise_if_out_of_fds,
+)
 from .layout import DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, SESSIONS_DIR, Store
 from .mdnames import is_daily_file, is_note_file
 from .rowmodel import FACT_CHECK, FINDING
@@ -288,6 +296,7 @@ def _stage(store: Store, dest: Path, with_backups: bool, lock_wait: float | None
         try:
             entries = sorted(os.scandir(d), key=lambda e: e.name)
         except OSError as exc:
+            raise_if_out_of_fds(exc, d)
             raise StoreCorrupt(f"{d}: cannot list: {exc.strerror}") from None
         for e in entries:
             rel = f"{rel_dir}/{e.name}" if rel_dir else e.name
@@ -1397,6 +1406,7 @@ def _read_archive(path: Path, root: Path, rep: VerifyReport) -> dict[str, tuple[
     try:
         raw = open(path, "rb")  # noqa: SIM115 - closed below
     except OSError as exc:
+        raise_if_out_of_fds(exc, path)
         raise StoreCorrupt(f"{path}: cannot read: {exc.strerror}") from None
     unpack = _Unpacker(root)
     try:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._record import record
-from .errors import StoreCorrupt, UsageError
+from .errors import StoreCorrupt, UsageError, raise_if_out_of_fds
 
 if TYPE_CHECKING:
     from .memory_config import (
@@ -171,6 +171,7 @@ def read_config_file(config_dir: str | os.PathLike[str]) -> tuple[Path, dict[str
     except IsADirectoryError:
         raise StoreCorrupt(f"{path}: is a directory, not a config file") from None
     except OSError as exc:
+        raise_if_out_of_fds(exc, path)
         raise StoreCorrupt(f"{path}: cannot read: {exc.strerror}") from None
     try:
         return path, parse_config(raw)

@@ -139,6 +139,20 @@ def out_of_fds(what: str) -> LocalResourceError:
                               "changed")
 
 
+def raise_if_out_of_fds(exc: OSError, what: object) -> None:
+    """``out_of_fds(what)`` (LocalResourceError, exit 7) when ``exc`` is the
+    process or the system out of file descriptors (EMFILE, ENFILE); else
+    nothing.  Every ``except OSError`` of an open or a listing in the store
+    that would call the store unreadable or corrupt (exit 5) asks it first:
+    running out of descriptors is this machine's limit, never the store's
+    fault (before 2026-12-07 the Markdown, session, config and read-only
+    facts opens said exit 5)."""
+    import errno
+
+    if exc.errno in (errno.EMFILE, errno.ENFILE):
+        raise out_of_fds(str(what)) from None
+
+
 def sqlite_error(exc: BaseException) -> MemctlError | None:
     """The memctl error of an error of SQLite's (the ``sqlite3`` module)
     that the core did not classify where it arose: StoreBusy when the

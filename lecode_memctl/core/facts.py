@@ -57,6 +57,7 @@ from .errors import (
     UsageError,
     fds_exhausted,
     out_of_fds,
+    raise_if_out_of_fds,
     sqlite_error,
 )
 from .hashing import sha256
@@ -2288,6 +2289,7 @@ class FactStore(ClosesOnExit):
                 if is_link_refusal(exc):
                     raise StoreCorrupt(f"{self.path}: is a symbolic link; "
                                        "refusing to follow it") from None
+                raise_if_out_of_fds(exc, self.path)
                 raise StoreCorrupt(f"{self.path}: cannot open: {exc.strerror}") from None
 
     def _open_writer(self, *, create: bool, keep_open: bool = False) -> None:

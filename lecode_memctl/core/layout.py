@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from ._lazy import lazy_compile
 from ._record import record
-from .errors import NotFound, StoreCorrupt, UsageError
+from .errors import NotFound, StoreCorrupt, UsageError, raise_if_out_of_fds
 
 # (a name of this module: typing.get_type_hints(Store) resolves its fields)
 from .identity import ProjectIdentity
@@ -67,6 +67,7 @@ def memory_names(config_dir: Path) -> list[str]:
     except FileNotFoundError:
         return []
     except OSError as exc:
+        raise_if_out_of_fds(exc, root)
         raise StoreCorrupt(f"{root}: cannot list: {exc.strerror}") from None
 
 
@@ -85,6 +86,7 @@ def session_ids(sessions_dir: str | os.PathLike[str], *,
     except FileNotFoundError:
         return []
     except OSError as exc:
+        raise_if_out_of_fds(exc, os.fspath(sessions_dir))
         if unlistable_ok:
             return []
         raise StoreCorrupt(f"{os.fspath(sessions_dir)}: cannot list: "

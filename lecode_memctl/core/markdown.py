@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from ._record import record
 from .atomic import O_DIRECTORY, O_NONBLOCK, atomic_write, open_nofollow, read_all
-from .errors import NotFound, StoreCorrupt, StoreWriteError, UsageError
+from .errors import NotFound, StoreCorrupt, StoreWriteError, UsageError, raise_if_out_of_fds
 from .hashing import sha256 as _sha256
 from .layout import DAILY_DIR, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, Store
 
@@ -164,6 +164,7 @@ def _open_below(base: Path, rel: tuple[str, ...], *, label: str) -> int | None:
                                    "refusing to follow it") from None
             if exc.errno == errno.ENOTDIR:
                 raise StoreCorrupt(f"{base}: store path is not a directory") from None
+            raise_if_out_of_fds(exc, base)
             raise StoreCorrupt(f"{base}: cannot open: {exc.strerror}") from None
         fds.append(fd)
         for i, part in enumerate(rel):
@@ -185,6 +186,7 @@ def _open_below(base: Path, rel: tuple[str, ...], *, label: str) -> int | None:
                                            f"(reading {label})") from None
                     if st is not None and not last:
                         raise StoreCorrupt(f"{shown}: not a directory") from None
+                raise_if_out_of_fds(exc, shown)
                 raise StoreCorrupt(f"{shown}: cannot open: {exc.strerror}") from None
             fds.append(fd)
         st = os.fstat(fds[-1])

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ._lazy import lazy_compile
 from .atomic import is_temp_name, lstat_dir
-from .errors import StoreCorrupt, UsageError
+from .errors import StoreCorrupt, UsageError, raise_if_out_of_fds
 from .layout import Store, regular_files
 
 MD_SUFFIX = ".md"
@@ -184,6 +184,7 @@ def _md_entries(store: Store, sub: str, *,
             if not is_temp_name(name) and name != MD_SUFFIX:
                 out.append((name, est))
     except OSError as exc:
+        raise_if_out_of_fds(exc, d)
         raise StoreCorrupt(f"{d}: cannot list: {exc.strerror}") from None
     out.sort(key=lambda e: e[0])
     return out

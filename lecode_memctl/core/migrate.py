@@ -41,6 +41,7 @@ from .errors import (
     StoreCorrupt,
     StoreWriteError,
     UsageError,
+    raise_if_out_of_fds,
 )
 from .identity import (
     NOT_GIT,
@@ -909,6 +910,7 @@ def apply_migration(plan: MigrationPlan) -> MigrationPlan:
             try:
                 data = read_regular(item.source)
             except OSError as exc:
+                raise_if_out_of_fds(exc, item.source)
                 raise StoreCorrupt(f"{item.source}: cannot read legacy file: {exc.strerror} "
                                    f"({_progress(done, total)})") from None
             if hashlib.sha256(data).hexdigest() != item.sha256:

@@ -64,6 +64,7 @@ from .errors import (
     StoreCorrupt,
     StoreWriteError,
     UsageError,
+    raise_if_out_of_fds,
     typed_errors,
 )
 from .layout import SESSION_SUFFIX, Store, UnknownSlug, check_store_arg, session_ids
@@ -2212,6 +2213,7 @@ class SessionStore:
             # (a link in sessions/' place is refused, as _open refuses it)
             dfd = os.open(self.dir, os.O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         except OSError as exc:
+            raise_if_out_of_fds(exc, self.dir)
             if strict and self._is_a_directory():
                 raise StoreCorrupt(f"{self.dir}: cannot list: {exc.strerror or exc}") from None
             return counts
@@ -2284,6 +2286,7 @@ class SessionStore:
                                      "refused_symlink") from None
             if exc.errno == errno.ENOTDIR:
                 raise self.not_found(session_id) from None
+            raise_if_out_of_fds(exc, path)
             raise SessionUnreadable(f"session {session_id}: cannot open {path}: "
                                     f"{exc.strerror}") from None
         try:
@@ -2880,6 +2883,7 @@ class SessionStore:
         except FileNotFoundError:
             return []
         except OSError as exc:
+            raise_if_out_of_fds(exc, self.dir)
             raise SessionUnreadable(f"{self.dir}: cannot list: {exc.strerror}") from None
         return [name[: -len(SUFFIX)] for name in names if name.endswith(SUFFIX)]
 

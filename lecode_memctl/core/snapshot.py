@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from .atomic import is_link_refusal, lstat_regular, open_owned, private_tempdir, write_all
-from .errors import LocalResourceError, NotFound, StoreBusy, StoreCorrupt
+from .errors import LocalResourceError, NotFound, StoreBusy, StoreCorrupt, raise_if_out_of_fds
 from .hashing import sha256
 from .layout import FILE_MODE
 
@@ -80,6 +80,7 @@ def _open_nofollow(path: Path) -> io.FileIO | None:
     except OSError as exc:
         if is_link_refusal(exc):
             raise StoreCorrupt(f"{path}: is a symbolic link; refusing to follow it") from None
+        raise_if_out_of_fds(exc, path)
         raise StoreCorrupt(f"{path}: cannot open: {exc.strerror}") from None
 
 

@@ -230,3 +230,35 @@ def test_running_out_of_file_descriptors_is_exit_7_not_a_corrupt_store(tmp_path)
         assert "too many open files" in got or got == "ok", line
     assert [line for line in lines if line.endswith(" ok")] != lines
 
+
+# ---------------------------------------------------------------- finding 5
+
+@pytest.mark.parametrize("call", ["open_project_store", "open_project_config_dir",
+                                  "resolve_project", "load_memory_config",
+                                  "migrate_legacy", "FactStore", "resolve_config_dir"])
+def test_a_path_with_a_lone_surrogate_is_a_usage_error(tmp_path, call):
+    """A str path holding a lone surrogate (no file system name can be
+    encoded from it) raised a raw UnicodeEncodeError; it is a UsageError
+    at the call now, as bytes or a NUL byte are."""
+    from lecode_memctl.core import (
+        FactStore,
+        UsageError,
+        load_memory_config,
+        migrate_legacy,
+        open_project,
+        resolve_config_dir,
+        resolve_project,
+    )
+
+    bad = str(tmp_path) + "/x\ud800"
+    calls = {
+        "open_project_store": lambda: open_project(store=bad),
+        "open_project_config_dir": lambda: open_project(store=tmp_path / "p", config_dir=bad),
+        "resolve_project": lambda: resolve_project(bad),
+        "load_memory_config": lambda: load_memory_config(bad),
+        "migrate_legacy": lambda: migrate_legacy(config_dir=bad, cwd=tmp_path),
+        "FactStore": lambda: FactStore(bad + "/facts.sqlite3"),
+        "resolve_config_dir": lambda: resolve_config_dir(bad),
+    }
+    with pytest.raises(UsageError, match="cannot be encoded|surrogate"):
+        calls[call]()

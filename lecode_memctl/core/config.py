@@ -49,7 +49,8 @@ def path_text(value: object, what: str) -> str:
     """``os.fspath(value)`` for a path the API is given (``open_project``'s
     ``path``, ``store`` and ``config_dir``, :func:`resolve_config_dir`'s):
     text, or an ``os.PathLike`` that gives text, with no NUL (no file name
-    holds one: the system calls refuse it).  Anything else is a UsageError
+    holds one: the system calls refuse it) and nothing ``os.fsencode``
+    cannot encode (a lone surrogate).  Anything else is a UsageError
     naming ``what`` (before 2026-12-07: a raw TypeError or ValueError, some
     only at a later use)."""
     if not isinstance(value, (str, os.PathLike)):
@@ -60,6 +61,13 @@ def path_text(value: object, what: str) -> str:
                          "(os.fsdecode makes text of bytes)")
     if "\0" in text:
         raise UsageError(f"{what} holds a NUL byte, which no file name holds: {shown_path(text)}")
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError:
+        # (a lone surrogate: no file name is made of it; before 2026-12-07
+        # a raw UnicodeEncodeError at the first system call)
+        raise UsageError(f"{what} cannot be encoded as a file name (a lone surrogate): "
+                         f"{shown_path(text)}") from None
     return text
 
 

@@ -2145,7 +2145,9 @@ class FactStore(ClosesOnExit):
                  on_connect: Callable[[sqlite3.Connection], None] | None = None,
                  before_commit: Callable[[], object] | None = None,
                  _readonly: bool = False) -> None:
-        self.path = Path(os.fspath(path))
+        from .config import path_text
+
+        self.path = Path(path_text(path, "FactStore: path"))
         self.busy_timeout = _checked_wait(busy_timeout)
         self._before_commit = before_commit
         self.readonly = _readonly

@@ -307,6 +307,65 @@ def _shape_problem(db: sqlite3.Connection, table: str, needed: set[str]) -> str 
     return None
 
 
+#: The CHECK constraints lecode's own tables declare (:func:`m001_initial`),
+#: each as :func:`_checks_of` reads it (lower case, blanks removed)
+LECODE_CHECKS = frozenset({"revision>=1", "seq>=0"})
+
+
+def _checks_of(sql: str) -> list[str]:
+    """The expressions of the CHECK constraints in a table's SQL, each lower
+    case without blanks (a CHECK whose parentheses do not close: all that
+    follows it)."""
+    out: list[str] = []
+    low = sql.lower()
+    at = 0
+    while True:
+        at = low.find("check", at)
+        if at < 0:
+            return out
+        before = low[at - 1] if at else " "
+        rest = low[at + 5:].lstrip()
+        at += 5
+        if (before.isalnum() or before in "_\"'`[") or not rest.startswith("("):
+            continue
+        depth, end = 0, len(rest)
+        for i, ch in enumerate(rest):
+            depth += (ch == "(") - (ch == ")")
+            if depth == 0:
+                end = i + 1
+                break
+        out.append("".join(rest[1:end - 1].split()))
+
+
+def foreign_expressions(db: sqlite3.Connection) -> dict[str, str]:
+    """What lecode's tables hold that lecode never writes and that SQLite
+    evaluates on every row it checks (``integrity_check``) or writes: a
+    generated column, a CHECK constraint other than lecode's own
+    (:data:`LECODE_CHECKS`).  Each such table with a text saying what
+    ("table facts has generated column(s) g0, g1"), read from the schema
+    alone (nothing of it is evaluated).  The same judgement as :func:`_object_kind`'s (a view is
+    code that a read runs): these are code that a check or a write runs."""
+    out: dict[str, str] = {}
+    for table in sorted({t for _since, t, _cols in READ_SCHEMA}):
+        if _object_kind(db, table) != "table":
+            continue
+        parts: list[str] = []
+        generated = [row_text(r[1]) for r in db.execute(
+            f"PRAGMA table_xinfo({sql_name(table)})") if r[6] in (2, 3)]
+        if generated:
+            parts.append(f"generated column(s) {', '.join(generated)}")
+        sqls = [row_text(r[0]) for r in db.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE",
+            (table,)) if r[0] is not None]
+        checks = [c for sql in sqls for c in _checks_of(sql) if c not in LECODE_CHECKS]
+        if checks:
+            parts.append(f"{len(checks)} CHECK constraint(s) lecode does not write "
+                         f"({checks[0][:60]}{'...' if len(checks[0]) > 60 else ''})")
+        if parts:
+            out[table] = f"table {table} has {' and '.join(parts)}"
+    return out
+
+
 def _require_columns(db: sqlite3.Connection, table: str, needed: set[str],
                      path: Path | None = None) -> None:
     where = f"{path}: " if path is not None else "facts database: "

@@ -70,7 +70,9 @@ CODES: dict[str, CodeInfo] = {
         "table that cannot be checked because its parent table lost its primary key"),
     "db.schema_unknown": CodeInfo(ERROR, "db", ("file",),
         "the schema version is newer than this memctl knows, or unrecognisable (an older "
-        "version with a table no migration can take as it is)"),
+        "version with a table no migration can take as it is), or a lecode table holds "
+        "what lecode never writes (a generated column, a CHECK constraint of its own), "
+        "which integrity_check then does not check"),
     "db.needs_migration": CodeInfo(WARNING, "db", ("file",),
         "the schema is an older known version; lecode migrates it on its next write"),
     "db.generation_mismatch": CodeInfo(ERROR, "db", ("file",),

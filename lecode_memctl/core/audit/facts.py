@@ -181,7 +181,7 @@ def _check_db(audit: Audit) -> Iterator[Finding | Pending | None]:
     import sqlite3
 
     from ..errors import LocalResourceError, MemctlError, StoreBusy
-    from ..facts import SCHEMA_VERSION, UnmigratableSchema
+    from ..facts import SCHEMA_VERSION, UnmigratableSchema, foreign_expressions
 
     fs = _open_facts(audit)
     rel = FACTS_DB
@@ -231,8 +231,10 @@ def _check_db(audit: Audit) -> Iterator[Finding | Pending | None]:
             # (forked before any thread starts; the connection is opened again)
             audit._child = fact_helper(audit, fs)
             db = fs.read_connection()
-        integrity, rest, in_thread = _start_checks(fs, db, defer=not audit.may_fork())
-        checks = _db_checks(audit, fs, SCHEMA_VERSION, integrity, rest)
+        foreign = foreign_expressions(db)
+        integrity, rest, in_thread = _start_checks(fs, db, defer=not audit.may_fork(),
+                                                   skip=frozenset(foreign))
+        checks = _db_checks(audit, fs, SCHEMA_VERSION, integrity, rest, foreign)
         if in_thread:
             # The facts loaded first, the transcripts read while SQLite checks
             # (Audit.run), the checks' findings afterwards; the audit's state
@@ -272,15 +274,22 @@ Checked = tuple[list[str], Exception | None]
 
 
 def _db_checks(audit: Audit, fs: Any, schema_version: int, integrity: Callable[[], Checked],
-               rest: Callable[[], Rest]) -> Iterator[Finding | None]:
+               rest: Callable[[], Rest], foreign: dict[str, str] | None = None
+               ) -> Iterator[Finding | None]:
     """The database checks in their order: the schema, ``integrity``'s
     messages, then the rest (:func:`_db_checks_rest`), both started before
     (:func:`_start_checks`).  A database error stops them where it did; an
     integrity_check stopped at a damaged page, after the rest's findings
-    (the database is then unreadable to the audit, as to the rest)."""
+    (the database is then unreadable to the audit, as to the rest).
+    ``foreign``: what lecode's tables hold that lecode never writes
+    (``facts.foreign_expressions``), each a ``db.schema_unknown``."""
     rel = FACTS_DB
     later, error = rest()
     messages, stopped = integrity()
+    for what in (foreign or {}).values():
+        yield audit._f("db.schema_unknown", f"{what}: not lecode's schema (SQLite evaluates "
+                       "them on every row it checks or writes, without bound: integrity_check "
+                       "did not check that table)", file=rel)
     if fs.needs_migration:
         yield audit._f("db.needs_migration", f"schema version {fs.schema_version}, current is "
                        f"{schema_version}; lecode migrates it on its next write", file=rel)
@@ -341,7 +350,29 @@ def _checked_at_once(db: Any) -> bool:
     return bool(type(pages) is int and type(size) is int and pages * size < AT_ONCE_BYTES)
 
 
-def _start_checks(fs: Any, db: Any, *, defer: bool
+# integrity_check's bound on the length of a value it computes
+# (SQLITE_LIMIT_LENGTH): the database's own size, no stored value being
+# longer, and never less than this
+MIN_LENGTH_BOUND = 1 << 20
+# integrity_check's line where it reached that bound
+TOO_LONG = ("stopped: a value it computed is longer than the database itself ({bound} bytes; "
+            "{exc}): an expression lecode's schema does not have (db.schema_unknown)")
+
+
+def _database_bytes(db: Any) -> int:
+    """The size of ``db``'s database in bytes (its pages, those of its -wal
+    included); 0 when SQLite cannot say."""
+    import sqlite3
+
+    try:
+        (pages,) = db.execute("PRAGMA page_count").fetchone()
+        (size,) = db.execute("PRAGMA page_size").fetchone()
+    except sqlite3.DatabaseError:
+        return 0
+    return pages * size if type(pages) is int and type(size) is int else 0
+
+
+def _start_checks(fs: Any, db: Any, *, defer: bool, skip: frozenset[str] = frozenset()
                   ) -> tuple[Callable[[], Checked], Callable[[], Rest], bool]:
     """``PRAGMA integrity_check``'s messages with the error that stopped it
     (None), and :func:`_db_checks_rest`'s findings with the error that
@@ -360,7 +391,14 @@ def _start_checks(fs: Any, db: Any, *, defer: bool
       runs in a thread while the rest is computed now, on ``db``.
 
     Without one, or for a small database (:func:`_checked_at_once`), the
-    rest is computed now on ``db``, integrity_check when asked for."""
+    rest is computed now on ``db``, integrity_check when asked for.
+
+    ``skip``: lecode's tables that hold what lecode never writes, an
+    expression SQLite would evaluate on each of their rows
+    (``facts.foreign_expressions``): integrity_check then checks every
+    other table alone, and those not at all (printf('%.*c', 900000000, 'x')
+    in a generated column took seconds a row, whatever the bound on a
+    value's length)."""
     import sqlite3
 
     from ..facts import defined_elsewhere, is_damage, row_text, sql_name
@@ -384,23 +422,28 @@ def _start_checks(fs: Any, db: Any, *, defer: bool
         # finds, and the first message says the full check stopped.  An
         # interrupt or an I/O error is no damage: raised as it is.
         def check(pragma: str) -> list[str] | sqlite3.DatabaseError:
-            # its lines, or the damage that stopped it
+            # its lines, or the damage that stopped it; a value longer than
+            # the database (the bound below) is its own line: the check
+            # stopped there, no damage, and the facts are still audited
             try:
                 # (a message quoting a name that is not UTF-8: InvalidText)
                 return [row_text(msg) for (msg,) in conn.execute(f"PRAGMA {pragma}")]
+            except sqlite3.DataError as exc:
+                return [TOO_LONG.format(exc=exc, bound=bound)]
             except sqlite3.DatabaseError as exc:
                 if not is_damage(exc):
                     raise
                 return exc
 
-        def table_by_table(exc: sqlite3.OperationalError) -> list[str]:
+        def table_by_table(exc: sqlite3.OperationalError | None) -> list[str]:
             # integrity_check(T) of each table (it and its indexes) where the
             # whole check cannot run: the lines of those it checks, and the
             # names of those it cannot in one UNCHECKED message (before, the
             # first review of this found a damaged index of source_refs
             # reported OK beside another application's table)
             names = [row_text(n) for (n,) in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+                if row_text(n).lower() not in skip]
             lines: list[str] = []
             unchecked: list[str] = []
             for name in names:
@@ -415,34 +458,52 @@ def _start_checks(fs: Any, db: Any, *, defer: bool
                     lines.append(f"integrity_check({name}): stopped: {got}")
                 else:
                     lines.extend(f"integrity_check: {msg}" for msg in got if msg != "ok")
-            return [UNCHECKED + f"{row_text(str(exc))}; not checked: "
+            if exc is None and not unchecked:
+                return lines or ["integrity_check: ok"]
+            why = row_text(str(exc)) if exc is not None else "a collation or function"
+            return [UNCHECKED + f"{why}; not checked: "
                     f"{', '.join(unchecked) or 'none'}", *lines]
 
-        conn.execute("PRAGMA cell_size_check = OFF")
+        def checked() -> Checked:
+            if skip:
+                return table_by_table(None), None
+            conn.execute("PRAGMA cell_size_check = OFF")
+            try:
+                first = check("integrity_check")
+            except sqlite3.OperationalError as exc:
+                # an index or column of another application's collation or
+                # function: integrity_check cannot walk it; no damage, and the
+                # facts are audited (before 2026-12-07: db.unreadable, no fact
+                # audited, while every reader listed them)
+                if not defined_elsewhere(exc):
+                    raise
+                return table_by_table(exc), None
+            finally:
+                conn.execute("PRAGMA cell_size_check = ON")
+            if first == ["ok"]:
+                return list(SOUND[0]), None     # (a list of its own: SOUND is compared with)
+            conn.execute("PRAGMA shrink_memory")
+            full = check("integrity_check")
+            if not isinstance(full, sqlite3.DatabaseError):
+                return [f"integrity_check: {msg}" for msg in full], None
+            quick = check("quick_check")
+            if isinstance(quick, sqlite3.DatabaseError):
+                return [f"integrity_check: stopped: {full}; quick_check stopped too: {quick}"], full
+            return [f"integrity_check: stopped: {full}; quick_check, which does not compare "
+                    f"the indexes with their tables, found:",
+                    *(f"quick_check: {msg}" for msg in quick)], full
+
+        # No value the checks compute is longer than the database holds
+        # (lecode's schema makes none): a generated column or CHECK of a
+        # crafted schema (printf('%.*c', 900000000, 'x')) made validate run
+        # for minutes and take GBs before 2026-12-07; bounded, SQLite stops
+        # at once with "string or blob too big"
+        bound = max(_database_bytes(conn), MIN_LENGTH_BOUND)
+        limit = conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, bound)
         try:
-            first = check("integrity_check")
-        except sqlite3.OperationalError as exc:
-            # an index or column of another application's collation or
-            # function: integrity_check cannot walk it; no damage, and the
-            # facts are audited (before 2026-12-07: db.unreadable, no fact
-            # audited, while every reader listed them)
-            if not defined_elsewhere(exc):
-                raise
-            return table_by_table(exc), None
+            return checked()
         finally:
-            conn.execute("PRAGMA cell_size_check = ON")
-        if first == ["ok"]:
-            return list(SOUND[0]), None     # (a list of its own: SOUND is compared with)
-        conn.execute("PRAGMA shrink_memory")
-        full = check("integrity_check")
-        if not isinstance(full, sqlite3.DatabaseError):
-            return [f"integrity_check: {msg}" for msg in full], None
-        quick = check("quick_check")
-        if isinstance(quick, sqlite3.DatabaseError):
-            return [f"integrity_check: stopped: {full}; quick_check stopped too: {quick}"], full
-        return [f"integrity_check: stopped: {full}; quick_check, which does not compare "
-                f"the indexes with their tables, found:",
-                *(f"quick_check: {msg}" for msg in quick)], full
+            conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, limit)
 
     def cached(conn: Any) -> Any:
         conn.execute(f"PRAGMA cache_size = -{CHECK_CACHE_KIB}")

@@ -1,0 +1,74 @@
+"""``validate`` on hostile stores (a review of 2026-12-07): a crafted
+schema whose expressions integrity_check evaluates on every row, a store
+directory that cannot be searched, and a dangling ``sessions`` symlink."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from .conftest import run_cli
+
+HUGE = "length(printf('%.*c', 900000000, 'x'))"
+
+
+@pytest.fixture
+def copy(demo_template, tmp_path) -> tuple[Path, str]:
+    dst = tmp_path / "sx"
+    shutil.copytree(demo_template.store.path, dst, symlinks=True)
+    return dst, demo_template.store.slug
+
+
+def _findings(store: Path, *extra: str) -> tuple[int, list[dict]]:
+    r = run_cli("--no-state", "validate", "--store", str(store), "--format", "json", *extra)
+    assert r.exit_code in (0, 1), (r.exit_code, r.stderr)
+    return r.exit_code, orjson.loads(r.stdout)["findings"]
+
+
+def test_a_generated_column_is_a_finding_and_is_not_evaluated_unbounded(copy):
+    store, slug = copy
+    db = sqlite3.connect(store / "facts.sqlite3")
+    for i in range(3):
+        db.execute(f"ALTER TABLE facts ADD COLUMN g{i} INTEGER GENERATED ALWAYS AS ({HUGE}) "
+                   "VIRTUAL NOT NULL")
+    db.close()
+    start = time.monotonic()
+    code, found = _findings(store, "--slug", slug)
+    assert time.monotonic() - start < 10
+    assert code == 1
+    schema = [f for f in found if f["code"] == "db.schema_unknown"]
+    assert len(schema) == 1 and "generated column(s) g0, g1, g2" in schema[0]["message"], found
+    assert "table facts" in schema[0]["message"]
+    # that table is not checked (said), and the facts were audited
+    assert "integrity_check did not check that table" in schema[0]["message"]
+    assert not any(f["code"] in ("db.unreadable", "db.integrity") for f in found), found
+    assert any(f["code"] == "fact.stale" for f in found), found
+
+
+def test_a_check_constraint_lecode_does_not_write_is_a_finding(copy):
+    store, slug = copy
+    db = sqlite3.connect(store / "facts.sqlite3")
+    (sql,) = db.execute("SELECT sql FROM sqlite_master WHERE name = 'revisions'").fetchone()
+    crafted = sql.rstrip()[:-1] + f", CHECK ({HUGE} > 0))"
+    db.execute("PRAGMA writable_schema = ON")
+    db.execute("UPDATE sqlite_master SET sql = ? WHERE name = 'revisions'", (crafted,))
+    db.commit()
+    db.close()
+    start = time.monotonic()
+    code, found = _findings(store, "--slug", slug)
+    assert time.monotonic() - start < 10
+    assert code == 1
+    schema = [f for f in found if f["code"] == "db.schema_unknown"]
+    assert len(schema) == 1 and "table revisions" in schema[0]["message"], found
+    assert "CHECK constraint" in schema[0]["message"]
+
+
+def test_lecode_own_schema_is_no_finding(copy):
+    store, slug = copy
+    code, found = _findings(store, "--slug", slug)
+    assert not any(f["code"].startswith("db.") for f in found), found

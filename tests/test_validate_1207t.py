@@ -4,6 +4,7 @@ directory that cannot be searched, and a dangling ``sessions`` symlink."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 import time
@@ -72,3 +73,32 @@ def test_lecode_own_schema_is_no_finding(copy):
     store, slug = copy
     code, found = _findings(store, "--slug", slug)
     assert not any(f["code"].startswith("db.") for f in found), found
+
+
+def _tsv_rows(out: str) -> list[dict[str, str]]:
+    lines = out.splitlines()
+    head = lines[0].split("\t")
+    return [dict(zip(head, line.split("\t"), strict=False)) for line in lines[1:]]
+
+
+@pytest.mark.parametrize("target", ["/nonexistent-1207t", "dir"])
+def test_a_sessions_symlink_is_refused_by_validate_as_by_the_readers(copy, tmp_path, target):
+    store, slug = copy
+    if target == "dir":
+        target = str(tmp_path / "elsewhere")
+        shutil.copytree(store / "sessions", target)
+    shutil.rmtree(store / "sessions")
+    os.symlink(target, store / "sessions")
+    r = run_cli("--no-state", "facts", "--store", str(store), "--slug", slug, "--format", "tsv")
+    assert r.exit_code == 0, r.stderr
+    reasons = {row["reason"] for row in _tsv_rows(r.stdout) if row.get("reason")}
+    assert reasons == {"refused_symlink"}, r.stdout
+    r = run_cli("--no-state", "validate", "--store", str(store), "--slug", slug,
+                "--format", "tsv")
+    assert r.exit_code == 1, r.stderr
+    rows = _tsv_rows(r.stdout)
+    codes = {row["code"] for row in rows if row["type"] == "finding"}
+    assert "fact.missing" not in codes, r.stdout
+    assert "session.refused" in codes and "fact.hidden" in codes, r.stdout
+    assert {row["reason"] for row in rows if row.get("code") == "fact.hidden"} \
+        == {"refused_symlink"}, r.stdout

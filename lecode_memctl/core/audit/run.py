@@ -569,10 +569,26 @@ class Audit:
         absent).  With the slug unknown as well (``--store`` without
         ``--slug``: it comes from the headers), no header can be matched and
         their references are unreadable, not "no session" (before
-        2026-12-07, every reference of such a store was ``session_missing``)."""
+        2026-12-07, every reference of such a store was ``session_missing``).
+        A ``sessions`` that is a symbolic link (``layout.symlink``), dangling
+        too, is never followed to a transcript: the ones it lists and the
+        cited ones are the jobs, each refused as ``facts`` and ``recall``
+        refuse it (``refused_symlink``;
+        before 2026-12-07 a dangling one listed as empty, and every reference
+        was ``session_missing``)."""
         from ..errors import StoreCorrupt
         from ..layout import UnknownSlug, session_file_exists
 
+        try:
+            linked = stat.S_ISLNK(os.lstat(self.store.sessions_dir).st_mode)
+        except OSError:
+            linked = False  # (none, or it cannot be looked at: as the listing finds it)
+        if linked:
+            try:
+                listed = self.store.session_ids()   # (the names it lists, if any)
+            except StoreCorrupt:
+                listed = []
+            return sorted(set(listed) | set(self._cited))
         try:
             return self.store.session_ids()
         except StoreCorrupt as exc:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -14,6 +16,7 @@ import orjson
 import pytest
 
 from .conftest import run_cli
+from .test_store_slug_unlistable import _DROP, require_dropped_caps
 
 HUGE = "length(printf('%.*c', 900000000, 'x'))"
 
@@ -102,3 +105,50 @@ def test_a_sessions_symlink_is_refused_by_validate_as_by_the_readers(copy, tmp_p
     assert "session.refused" in codes and "fact.hidden" in codes, r.stdout
     assert {row["reason"] for row in rows if row.get("code") == "fact.hidden"} \
         == {"refused_symlink"}, r.stdout
+
+
+def test_a_store_directory_that_cannot_be_searched_is_no_deleted_database(copy, tmp_path):
+    """A store directory of mode 000 read without the DAC capabilities: the
+    database cannot be looked up, which is not "no database" (before
+    2026-12-07: facts 0 and a db.rolled_back saying it was deleted)."""
+    require_dropped_caps(tmp_path)
+    store, slug = copy
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    env = dict(os.environ, XDG_STATE_HOME=str(state),
+               PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    r = subprocess.run([sys.executable, "-m", "lecode_memctl", "validate", "--store", str(store),
+                        "--slug", slug, "-q"], env=env, capture_output=True, timeout=60)
+    assert r.returncode == 1, r.stderr     # (the demo's planted stale fact)
+    store.chmod(0)
+    try:
+        cmd = " ".join(["exec", sys.executable, "-m", "lecode_memctl", "validate", "--store",
+                        str(store), "--slug", slug, "--format", "json"])
+        r = subprocess.run(["capsh", _DROP, "--", "-c", cmd], capture_output=True, env=env,
+                           timeout=60)
+    finally:
+        store.chmod(0o700)
+    assert r.returncode == 1, r.stderr
+    assert b"Traceback" not in r.stderr, r.stderr
+    found = orjson.loads(r.stdout)["findings"]
+    codes = {f["code"] for f in found}
+    assert "db.rolled_back" not in codes, found
+    assert "db.unreadable" in codes, found
+    assert not any("no facts database" in f["message"] for f in found), found
+
+
+def test_a_database_that_cannot_be_looked_up_is_unreadable(copy, monkeypatch):
+    """The same, simulated (lstat of facts.sqlite3 refused): db.unreadable."""
+    store, slug = copy
+    real = os.lstat
+
+    def lstat(path, *a, **kw):
+        if os.fspath(path).endswith("facts.sqlite3"):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real(path, *a, **kw)
+
+    monkeypatch.setattr(os, "lstat", lstat)
+    code, found = _findings(store, "--slug", slug)
+    assert code == 1
+    unreadable = [f for f in found if f["code"] == "db.unreadable"]
+    assert unreadable and "Permission denied" in unreadable[0]["message"], found

@@ -58,8 +58,15 @@ def _open_facts(audit: Audit) -> Any:
         st = os.lstat(path)
     except FileNotFoundError:
         return None
-    except OSError:
-        return None
+    except OSError as exc:
+        # a store directory that cannot be searched (EACCES): the database
+        # cannot be opened, which is not "no database" (before 2026-12-07:
+        # no facts, generation 0 known, and a db.rolled_back saying the
+        # database was deleted)
+        from ..errors import StoreCorrupt
+
+        return StoreCorrupt(f"{path}: cannot be opened read-only: cannot look up: "
+                            f"{exc.strerror or exc}")
     if stat.S_ISLNK(st.st_mode):
         return None  # a layout finding (layout.symlink)
     if not stat.S_ISREG(st.st_mode):
@@ -138,7 +145,7 @@ def check_db_and_facts(audit: Audit) -> Iterator[Finding | Pending | None]:
     if mark is not None and audit.state is not None and seen.regression(
             mark, gen, excl, forgotten=ids, **whose):
         when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(mark.updated))
-        present = os.path.lexists(audit.store.facts_db)
+        present = _present(audit.store.facts_db)
         now = (f"generation {gen} and {excl} exclusion(s)" if present
                else "no facts database (generation 0, no exclusions)")
         if not present:
@@ -169,6 +176,28 @@ def check_db_and_facts(audit: Audit) -> Iterator[Finding | Pending | None]:
         seen.record(audit.state, audit.store.path, gen, excl, forgotten=ids, **whose)
 
 
+def _present(path: Path) -> bool:
+    """Whether ``path`` is there: False only for "no such entry" (one that
+    cannot be looked up, EACCES, is there for all the audit knows:
+    ``os.path.lexists`` says False for it)."""
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _is_odd_file(path: Path) -> bool:
+    """Whether ``path`` is there as something else than a regular file (a
+    directory, a FIFO); False when it cannot be looked up."""
+    try:
+        return not stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 def _lost_ids(lost: list[str]) -> str:
     """The ids a mark saw forgotten that the store no longer holds as
     forgotten, in the finding's words: how many, and the first three."""
@@ -188,7 +217,7 @@ def _check_db(audit: Audit) -> Iterator[Finding | Pending | None]:
     if fs is None:
         # No database at all: generation 0, nothing excluded.  (A symlink or odd
         # file type is a layout finding, and then the generation is unknown.)
-        audit._generation_known = not os.path.lexists(audit.store.facts_db)
+        audit._generation_known = not _present(audit.store.facts_db)
         return
     if isinstance(fs, MemctlError):
         if isinstance(fs, StoreBusy | LocalResourceError):
@@ -203,7 +232,7 @@ def _check_db(audit: Audit) -> Iterator[Finding | Pending | None]:
             yield audit._f("db.unreadable", f"{fs}: not audited ({why}; run validate again)",
                            file=rel)
             return
-        if not stat.S_ISREG(os.lstat(audit.store.facts_db).st_mode):
+        if _is_odd_file(audit.store.facts_db):
             # a directory or FIFO in its place: no exclusion can be read from it,
             # so a transcript stamped with a forget's epoch is ahead (epoch check)
             audit._generation_known = True

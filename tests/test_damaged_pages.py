@@ -177,6 +177,9 @@ def test_an_interrupted_check_is_not_taken_for_damage(demo_template, tmp_path, m
         def __init__(self, conn):
             self.conn = conn
 
+        def __getattr__(self, name):        # (setlimit, ...: the connection's own)
+            return getattr(self.conn, name)
+
         def execute(self, sql, *args):
             if sql.startswith("PRAGMA integrity_check") or sql.startswith("PRAGMA quick_check"):
                 asked.append(sql)

@@ -6,7 +6,8 @@ imported only inside those commands, never at start-up or while completing.
 """
 
 
-from collections.abc import Iterator
+import io
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -472,22 +473,19 @@ def secrets(
     revision, preview, length, hash (docs/OUTPUT.md).  --format prometheus
     prints counts only.
     """
-    import time
-
     from lecode_memctl.core.errors import MemctlError, UsageError
     from lecode_memctl.core.inventory import store_entries
     from lecode_memctl.core.layout import store_at
-    from lecode_memctl.core.rowmodel import SCHEMA_VERSION, SECRET, utc_time
     from lecode_memctl.core.secrets import (
         Detector,
         SecretsReport,
-        found_values,
         load_allowlist,
         mask_store_names,
+        reports_values,
         scan_store,
     )
 
-    from .output import REPORT_ALIASES, dumps, fixed_format, safe
+    from .output import REPORT_ALIASES, fixed_format, spill
     from .state import output_file, path_option
 
     output = path_option("--output", output)
@@ -513,74 +511,168 @@ def secrets(
         raise type(err)(hide_found(detector, err.message),
                         hint=hide_found(detector, err.hint) if err.hint else None) from None
 
-    def scanned(st: Any) -> SecretsReport:
-        return scan_store(st, detector=detector, allowlist=allowed, jobs=_jobs(jobs),
-                          lock_wait=lock_wait)
+    # (the findings of every store wait encoded, past 1 MiB of them in one
+    # unnamed temporary file outside the stores: memory does not follow
+    # their number; closed, whatever happens, once the report is written)
+    held = spill()
+    try:
+        def scanned(st: Any) -> SecretsReport:
+            return scan_store(st, detector=detector, allowlist=allowed, jobs=_jobs(jobs),
+                              lock_wait=lock_wait, spill=held)
 
-    if entries is None:
-        reports = [scanned(stores[0])]
-    else:
-        reports = [_linked_store(e.path, e.name) if e.is_link else scanned(store_at(e.path))
-                   for e in entries]
-    findings = [f for r in reports for f in r.findings]
-    # every value found, in any store: masked in every store's name and
-    # in any error message from here on (a value naming a store's directory)
-    STATE.hidden_values = found_values(findings)
-    mask_store_names(reports, STATE.hidden_values)
-    if entries is None:
-        _refuse_machine_failure(reports[0])
-    ok = all(r.ok for r in reports)
-    code = 0 if ok else 1
+        if entries is None:
+            reports = [scanned(stores[0])]
+        else:
+            reports = [_linked_store(e.path, e.name) if e.is_link else scanned(store_at(e.path))
+                       for e in entries]
+        # every value found, in any store: masked in every store's name and
+        # in any error message from here on (a value naming a store's directory)
+        STATE.hidden_values = reports_values(reports)
+        mask_store_names(reports, STATE.hidden_values)
+        if entries is None:
+            _refuse_machine_failure(reports[0])
+        ok = all(r.ok for r in reports)
+        code = 0 if ok else 1
+        if out is None and quiet:
+            raise typer.Exit(code)
+        stored = 1 if entries is None else sum(1 for e in entries if not e.is_link)
+        if out is not None:
+            # (the file is written whole, atomically: its bytes wait here)
+            parts: list[bytes] = []
+            _secrets_report(reports, fmt, parts.append, ok=ok, code=code, stores=stored)
+            _write_output(out, b"".join(parts))
+        else:
+            from .output import write_bytes
+
+            _secrets_report(reports, fmt, write_bytes, ok=ok, code=code, stores=stored)
+    finally:
+        held.close()
+    raise typer.Exit(code)
+
+
+#: Bytes of ``secrets``' report gathered before they are written.
+REPORT_PIECE = 1 << 20
+
+
+class _Gathered:
+    """Bytes given to ``emit`` about :data:`REPORT_PIECE` at a time."""
+
+    def __init__(self, emit: Callable[[bytes], None]) -> None:
+        self.emit = emit
+        self.buf: list[bytes] = []
+        self.size = 0
+
+    def add(self, data: bytes) -> None:
+        self.buf.append(data)
+        self.size += len(data)
+        if self.size >= REPORT_PIECE:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.buf:
+            data = b"".join(self.buf)
+            self.buf, self.size = [], 0
+            self.emit(data)
+
+
+class _TextPieces(io.StringIO):
+    """A stdout for :func:`~.output.emit_csv` that gives what it is written
+    to ``emit``, encoded, about :data:`REPORT_PIECE` characters at a time."""
+
+    def __init__(self, emit: Callable[[bytes], None]) -> None:
+        import sys
+
+        super().__init__()
+        self.emit = emit
+        self.stdout = sys.stdout        # (the one ``emit`` writes to, not this)
+
+    def write(self, text: str) -> int:
+        n = super().write(text)
+        if self.tell() >= REPORT_PIECE:
+            self.flush_pieces()
+        return n
+
+    def flush_pieces(self) -> None:
+        import sys
+
+        data = self.getvalue()
+        self.seek(0)
+        self.truncate()
+        if data:
+            held, sys.stdout = sys.stdout, self.stdout
+            try:
+                self.emit(data.encode("utf-8"))
+            finally:
+                sys.stdout = held
+
+
+def _secrets_report(reports: list[Any], fmt: str, emit: Callable[[bytes], None], *,
+                    ok: bool, code: int, stores: int) -> None:
+    """``secrets``' report in ``fmt``, given to ``emit`` in pieces of about
+    :data:`REPORT_PIECE` bytes: each store's findings read back one at a
+    time, never all of them made at once (before 2026-12-07 the whole
+    report was made, as objects and as bytes, before a byte was written)."""
+    import time
+
+    from lecode_memctl.core.rowmodel import SCHEMA_VERSION, SECRET, utc_time
+
+    from .output import dumps, safe
+
     if fmt == "prometheus":
         from .render_prometheus import secrets_prometheus_text
 
-        scanned_stores = 1 if entries is None else sum(1 for e in entries if not e.is_link)
-        data = secrets_prometheus_text(reports, now=time.time(),
-                                       stores=scanned_stores).encode("utf-8")
-    elif fmt == "json":
-        data = dumps({"type": "secrets", "schema_version": SCHEMA_VERSION, "ok": ok,
-                      "exit_code": code, "generated": utc_time(time.time()),
-                      "projects": [r.summary() for r in reports],
-                      "findings": [f.to_json() for f in findings]}) + b"\n"
-    elif fmt == "jsonl":
-        data = b"".join(dumps(row) + b"\n" for r in reports
-                        for row in (*(f.to_json() for f in r.findings), r.summary()))
-    elif fmt in ("csv", "tsv"):
+        emit(secrets_prometheus_text(reports, now=time.time(), stores=stores).encode("utf-8"))
+        return
+    if fmt in ("csv", "tsv"):
         import contextlib
-        import io
 
         from .output import emit_csv
 
-        buf = io.StringIO()
-        with contextlib.redirect_stdout(buf):
-            emit_csv((f.to_json() for f in findings), SECRET.names, fmt)
-        data = buf.getvalue().encode("utf-8")
+        sink = _TextPieces(emit)
+        with contextlib.redirect_stdout(sink):
+            emit_csv((f.to_json() for r in reports for f in r.findings), SECRET.names, fmt)
+        sink.flush_pieces()
+        return
+    out = _Gathered(emit)
+    if fmt == "json":
+        # (the document's last member, "findings", written a row at a time:
+        # the bytes dumps() gives of the whole)
+        head = dumps({"type": "secrets", "schema_version": SCHEMA_VERSION, "ok": ok,
+                      "exit_code": code, "generated": utc_time(time.time()),
+                      "projects": [r.summary() for r in reports]})
+        out.add(head[:-1] + b',"findings":[')
+        sep = b""
+        for r in reports:
+            for f in r.findings:
+                out.add(sep + dumps(f.to_json()))
+                sep = b","
+        out.add(b"]}\n")
+    elif fmt == "jsonl":
+        for r in reports:
+            for f in r.findings:
+                out.add(dumps(f.to_json()) + b"\n")
+            out.add(dumps(r.summary()) + b"\n")
     else:
-        lines = []
         for r in reports:
             # nothing found but something not read is not OK, and no secret either
             verdict = "OK" if r.ok else "SECRETS FOUND" if r.findings else "UNREADABLE"
-            lines.append(f"{safe(r.shown_project, keep_newlines=False)}: {verdict}  "
-                         f"{len(r.findings)} finding{'s' if len(r.findings) != 1 else ''}"
-                         + (f", {r.allowlisted} allowlisted" if r.allowlisted else "")
-                         + (f", {len(r.unreadable)} unreadable" if r.unreadable else "")
-                         + f"; {r.files_scanned} files, {r.bytes_scanned} bytes read")
+            n = len(r.findings)
+            out.add((f"{safe(r.shown_project, keep_newlines=False)}: {verdict}  "
+                     f"{n} finding{'s' if n != 1 else ''}"
+                     + (f", {r.allowlisted} allowlisted" if r.allowlisted else "")
+                     + (f", {len(r.unreadable)} unreadable" if r.unreadable else "")
+                     + f"; {r.files_scanned} files, {r.bytes_scanned} bytes read\n"
+                     ).encode("utf-8"))
             for f in r.findings:
-                lines.append(f"  {f.detector:<24} {safe(f.place(), keep_newlines=False)}  "
-                             f"{safe(f.preview, keep_newlines=False)}  sha256:{f.hash[:12]}")
-            for s in r.skipped:
-                lines.append(f"  skipped {safe(s.file, keep_newlines=False)}: "
-                             f"{safe(s.reason, keep_newlines=False)}")
+                out.add((f"  {f.detector:<24} {safe(f.place(), keep_newlines=False)}  "
+                         f"{safe(f.preview, keep_newlines=False)}  sha256:{f.hash[:12]}\n"
+                         ).encode())
+            for sk in r.skipped:
+                out.add((f"  skipped {safe(sk.file, keep_newlines=False)}: "
+                         f"{safe(sk.reason, keep_newlines=False)}\n").encode())
         if not reports:
-            lines.append("no stores")
-        data = ("\n".join(lines) + "\n").encode("utf-8")
-    if out is not None:
-        _write_output(out, data)
-    elif not quiet:
-        from .output import write_bytes
-
-        write_bytes(data)
-    raise typer.Exit(code)
+            out.add(b"no stores\n")
+    out.flush()
 
 
 def _refuse_machine_failure(report: Any) -> None:

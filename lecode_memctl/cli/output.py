@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from lecode_memctl.core._lazy import lazy_compile
+from lecode_memctl.core.held import held_values, hold_bytes, hold_value  # noqa: F401 - (their home)
 
 from .state import STATE
 
@@ -1353,42 +1354,6 @@ class PlainStats:
         from importlib.util import find_spec
 
         return None if find_spec("wcwidth") is not None else self.width
-
-
-def hold_bytes(value: Any) -> bytes:
-    """``value`` (str, numbers, lists and tuples of them) as
-    :func:`held_values` reads it back: ``marshal``'s bytes after their
-    length (a lone surrogate kept)."""
-    import marshal
-
-    data = marshal.dumps(value)
-    return len(data).to_bytes(4, "little") + data
-
-
-def hold_value(held: HeldRows, value: Any) -> None:
-    """``value`` into ``held`` (:func:`hold_bytes`)."""
-    held.add(hold_bytes(value))
-
-
-def held_values(pieces: Iterable[bytes]) -> Iterator[Any]:
-    """The values :func:`hold_value` held, in order, from ``held.pieces()``.
-    (A value longer than a piece is gathered in a ``bytearray``: joining the
-    pieces again at each one was quadratic in its length.)"""
-    import marshal
-
-    buf = bytearray()
-    for piece in pieces:
-        buf += piece
-        at, end = 0, len(buf)
-        while end - at >= 4:
-            size = int.from_bytes(buf[at:at + 4], "little")
-            if end - at - 4 < size:
-                break
-            yield marshal.loads(bytes(buf[at + 4:at + 4 + size]))
-            at += 4 + size
-        del buf[:at]
-    if buf:
-        raise OSError(5, "the held rows end in the middle of a row")
 
 
 def _echo_plain(rows: Iterable[list[str]], heads: Sequence[str], widths: list[int]) -> None:

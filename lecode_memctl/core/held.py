@@ -5,7 +5,8 @@ however the process ends), read back a piece at a time.
 
 One home for what two places did: the CLI's listings and reports
 (``validate --json``, ``csv``, a plain table's cells, the report for
-people), which keep their rows in memory when no file can be had, and
+people; ``secrets``' findings, ``secrets.HeldFindings``), which keep their
+rows in memory when no file can be had, and
 ``export``/``verify``'s fact rows (``bundle.HeldFactRows``), which fail
 instead (``strict``): a bundle must not grow its process past the memory
 it promises."""
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 #: What a holder writes at a time once it has written, and what a read
@@ -191,3 +192,39 @@ class HeldRows:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def hold_bytes(value: Any) -> bytes:
+    """``value`` (str, numbers, lists and tuples of them) as
+    :func:`held_values` reads it back: ``marshal``'s bytes after their
+    length (a lone surrogate kept)."""
+    import marshal
+
+    data = marshal.dumps(value)
+    return len(data).to_bytes(4, "little") + data
+
+
+def hold_value(held: HeldRows, value: Any) -> None:
+    """``value`` into ``held`` (:func:`hold_bytes`)."""
+    held.add(hold_bytes(value))
+
+
+def held_values(pieces: Iterable[bytes]) -> Iterator[Any]:
+    """The values :func:`hold_value` held, in order, from ``held.pieces()``.
+    (A value longer than a piece is gathered in a ``bytearray``: joining the
+    pieces again at each one was quadratic in its length.)"""
+    import marshal
+
+    buf = bytearray()
+    for piece in pieces:
+        buf += piece
+        at, end = 0, len(buf)
+        while end - at >= 4:
+            size = int.from_bytes(buf[at:at + 4], "little")
+            if end - at - 4 < size:
+                break
+            yield marshal.loads(bytes(buf[at + 4:at + 4 + size]))
+            at += 4 + size
+        del buf[:at]
+    if buf:
+        raise OSError(5, "the held rows end in the middle of a row")

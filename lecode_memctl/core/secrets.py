@@ -196,13 +196,14 @@ def session_id_values(findings: Iterable[Finding],
     location to mask (before 2026-12-07 it was shown
     ``[REDACTED:...].sqlite3``).  ``names``: texts read whole, the store's
     own name and path (:func:`mask_store_names`).  Longest value first."""
-    findings = list(findings)
+    if not isinstance(findings, HeldFindings):
+        findings = list(findings)
     values = found_values(findings)     # (longest first)
     if not values:
         return {}
-    shown = "\n".join({text for f in findings
-                       for text in (user_named(f.file), f.session_id or "")}
-                      | {user_named(loc) for loc in locations} | set(names))
+    texts = findings.locations if isinstance(findings, HeldFindings) else \
+        {text for f in findings for text in (user_named(f.file), f.session_id or "")}
+    shown = "\n".join(texts | {user_named(loc) for loc in locations} | set(names))
     return {v: m for v, m in values.items() if v in shown}
 
 
@@ -369,7 +370,9 @@ def mask_session_ids(report: SecretsReport) -> None:
     masks = session_id_values(report.findings, (s.file for s in report.skipped))
     if not masks:
         return
-    for f in report.findings:
+    if isinstance(report.findings, HeldFindings):
+        report.findings.location_masks = masks
+    for f in _objects(report.findings):
         shown = (hide_in_location(f.file, masks),
                  None if f.session_id is None else hide_values(f.session_id, masks))
         if shown != (f.file, f.session_id):
@@ -382,10 +385,29 @@ def found_values(findings: Iterable[Finding]) -> dict[str, str]:
     """value -> marker of every value ``findings`` found, longest first (a
     value inside another is replaced after it): what no message may show."""
     values: dict[str, str] = {}
-    for f in findings:
-        v = f.secret_value()
-        if v:
-            values.setdefault(v, f.marker)
+    if isinstance(findings, HeldFindings):
+        values = findings.markers(last=False)
+    else:
+        for f in findings:
+            v = f.secret_value()
+            if v:
+                values.setdefault(v, f.marker)
+    return dict(sorted(values.items(), key=lambda kv: -len(kv[0])))
+
+
+def reports_values(reports: Iterable[SecretsReport]) -> dict[str, str]:
+    """:func:`found_values` of the findings of every one of ``reports``
+    (their values, each once: a report's findings need not be read again)."""
+    values: dict[str, str] = {}
+    for r in reports:
+        if isinstance(r.findings, HeldFindings):
+            for v, m in r.findings.markers(last=False).items():
+                values.setdefault(v, m)
+        else:
+            for f in r.findings:
+                v = f.secret_value()
+                if v:
+                    values.setdefault(v, f.marker)
     return dict(sorted(values.items(), key=lambda kv: -len(kv[0])))
 
 
@@ -402,7 +424,7 @@ def mask_store_names(reports: Iterable[SecretsReport],
     (the Prometheus writer labels the second ``spelt_same``)."""
     reports = list(reports)
     if values is None:
-        values = found_values(f for r in reports for f in r.findings)
+        values = reports_values(reports)
     if not values:
         return {}
     texts = "\n".join(t for r in reports
@@ -416,7 +438,9 @@ def mask_store_names(reports: Iterable[SecretsReport],
         for s in r.skipped:
             s.reason = hide_values(s.reason, masks)
         if project != r.project:
-            for f in r.findings:
+            if isinstance(r.findings, HeldFindings):
+                r.findings.shown_project = project
+            for f in _objects(r.findings):
                 object.__setattr__(f, "_shown_project", project)
     return masks
 
@@ -433,10 +457,15 @@ def mask_paths(report: SecretsReport) -> None:
 
     # each distinct path read once: its keys (a text that is no path
     # string_leaves writes: the text itself)
-    keys = {f.path: path_keys(f.path) for f in report.findings if f.path}
+    held = report.findings if isinstance(report.findings, HeldFindings) else None
+    paths = held.paths if held is not None else (f.path for f in report.findings)
+    keys = {p: path_keys(p) for p in paths if p}
     texts = "\n".join(k for path, ks in keys.items() for k in (ks if ks is not None else (path,)))
-    masks = {f.secret_value(): f.marker for f in report.findings
-             if f.secret_value() and f.secret_value() in texts}
+    if held is not None:
+        masks = {v: m for v, m in held.markers(last=True).items() if v in texts}
+    else:
+        masks = {f.secret_value(): f.marker for f in report.findings
+                 if f.secret_value() and f.secret_value() in texts}
     if not masks:
         return
     masks = dict(sorted(masks.items(), key=lambda kv: -len(kv[0])))
@@ -446,7 +475,9 @@ def mask_paths(report: SecretsReport) -> None:
             shown[path] = hide_values(path, masks)
         elif any(v in k for k in ks for v in masks):
             shown[path] = rewrite_path_keys(path, lambda k: hide_values(k, masks)) or path
-    for f in report.findings:
+    if held is not None:
+        held.shown_paths = shown
+    for f in _objects(report.findings):
         if f.path in shown:
             object.__setattr__(f, "path", shown[f.path])
 
@@ -461,11 +492,126 @@ class Skipped:
     error: MemctlError | None = field(default=None, compare=False, repr=False)
 
 
+#: Bytes of encoded findings a report of ``secrets`` holds in memory before
+#: it holds them in an unnamed temporary file (:class:`HeldFindings`); None:
+#: every finding held as a :class:`Finding` in a list, as before 2026-12-07
+#: (and as ``redact``'s scan holds them).
+FINDINGS_HELD_IN_MEMORY: int | None = 1 << 20
+
+
+class HeldFindings:
+    """A report's findings held encoded (:func:`.held.hold_value`): in memory
+    up to :data:`FINDINGS_HELD_IN_MEMORY` bytes, then in ``spill``, an
+    unnamed temporary file outside the stores (:class:`.held.Spill`: where
+    none can be written, in memory), so that memory does not follow their
+    number (100,000 findings of one key: 148 MiB to 230 MiB before
+    2026-12-07).  Each value found is kept once, in memory (the findings
+    hold its number): what every output masks, and what the findings give
+    back (:meth:`Finding.secret_value`).  Also kept, once each: the
+    locations' texts and the JSON paths (what :func:`mask_session_ids` and
+    :func:`mask_paths` search for values), and the findings of each
+    detector.  Iterated, the findings come back in order, new objects
+    each time, the masks of :func:`mask_session_ids`, :func:`mask_paths` and
+    :func:`mask_store_names` applied (they set the masks here, not on
+    objects)."""
+
+    def __init__(self, spill: Any, limit: int) -> None:
+        from .held import HeldRows
+
+        self._rows = HeldRows(limit, b"", spill)
+        self._index: dict[str, int] = {}     # value -> its number
+        self._values: list[str] = []
+        self._first: dict[str, str] = {}     # value -> marker of its first finding
+        self._last: dict[str, str] = {}      # value -> detector of its last finding
+        self._file: str | None = None        # (the last finding's file, named)
+        self._count = 0
+        self.by_detector: dict[str, int] = {}
+        self.locations: set[str] = set()     # user_named(file), session ids
+        self.paths: dict[str, None] = {}     # the findings' JSON paths, in order
+        # the masks (set by mask_session_ids, mask_paths, mask_store_names)
+        self.location_masks: Mapping[str, str] = {}
+        self.shown_paths: dict[str, str] = {}
+        self.shown_project: str | None = None
+
+    def append(self, f: Finding) -> None:
+        from .held import hold_value
+
+        v = f.secret_value()
+        i = self._index.get(v)
+        if i is None:
+            i = self._index[v] = len(self._values)
+            self._values.append(v)
+        if v:
+            if v not in self._first:
+                self._first[v] = f.marker
+            self._last[v] = f.detector
+        self.by_detector[f.detector] = self.by_detector.get(f.detector, 0) + 1
+        if f.file != self._file:
+            self._file = f.file
+            self.locations.add(user_named(f.file))
+        self.locations.add(f.session_id or "")
+        if f.path:
+            self.paths[f.path] = None
+        hold_value(self._rows, (f.detector, f.kind, f.file, f.preview, f.length, f.hash,
+                                f.project, f.session_id, f.seq, f.path, f.line, f.offset,
+                                f.fact_id, f.revision, i))
+        self._count += 1
+
+    def markers(self, *, last: bool) -> dict[str, str]:
+        """value -> the marker of its first (or ``last``) finding, in order of
+        their first findings."""
+        if not last:
+            return dict(self._first)
+        # (a value's marker: its detector's, and its hash, the same for each)
+        return {v: f"[REDACTED:{self._last[v]}:{m[-7:-1]}]" for v, m in self._first.items()}
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __bool__(self) -> bool:
+        return self._count > 0
+
+    def __iter__(self) -> Iterator[Finding]:
+        from .held import held_values
+
+        values, paths, project = self._values, self.shown_paths, self.shown_project
+        masks = self.location_masks
+        shown: dict[tuple[str, str | None], tuple[str, str | None]] = {}
+        for row in held_values(self._rows.pieces()):
+            f = Finding(*row[:-1], value=values[row[-1]])  # type: ignore[misc]
+            if masks:
+                key = (f.file, f.session_id)
+                place = shown.get(key)
+                if place is None:
+                    if len(shown) >= SHORT_KEPT:
+                        shown.clear()
+                    place = shown[key] = (
+                        hide_in_location(f.file, masks),
+                        None if f.session_id is None else hide_values(f.session_id, masks))
+                if place != key:
+                    object.__setattr__(f, "_shown", place)
+            if f.path in paths:
+                object.__setattr__(f, "path", paths[f.path])
+            if project is not None:
+                object.__setattr__(f, "_shown_project", project)
+            yield f
+
+    def close(self) -> None:
+        """The encoded findings let go (the spill is whoever made it's to close)."""
+        self._rows.close()
+
+
+def _objects(findings: Iterable[Finding]) -> Iterable[Finding]:
+    """The findings to mask one by one: a list's; none of
+    :class:`HeldFindings` (masked as they are read back)."""
+    return () if isinstance(findings, HeldFindings) else findings
+
+
 @dataclass
 class SecretsReport:
     project: str
     store: str
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[Finding] | HeldFindings = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
     allowlisted: int = 0
     files_scanned: int = 0
@@ -500,8 +646,11 @@ class SecretsReport:
 
     def summary(self) -> dict[str, Any]:
         by: dict[str, int] = {}
-        for f in self.findings:
-            by[f.detector] = by.get(f.detector, 0) + 1
+        if isinstance(self.findings, HeldFindings):
+            by = self.findings.by_detector
+        else:
+            for f in self.findings:
+                by[f.detector] = by.get(f.detector, 0) + 1
         from .rowmodel import SECRETS_SCAN
 
         return SECRETS_SCAN.row(
@@ -1150,7 +1299,7 @@ class Scanner:
 
     def __init__(self, store: Store, detector: Detector, *,
                  allowlist: frozenset[str] = frozenset(), lock_wait: float | None = None,
-                 revisions: bool = False) -> None:
+                 revisions: bool = False, spill: Any = None) -> None:
         self.store = store
         # whether the report keeps the (fact id, revision) of every revision
         # read (SecretsReport.fact_revisions: redact's, about 100 bytes a
@@ -1160,11 +1309,22 @@ class Scanner:
         self.detector = detector
         self.allowlist = allowlist
         self.report = SecretsReport(store.slug, os.fspath(store.path))
+        if spill is not None and FINDINGS_HELD_IN_MEMORY is not None:
+            self.report.findings = HeldFindings(spill, FINDINGS_HELD_IN_MEMORY)
         if revisions:
             # (no facts database read: no revision read, not "unknown" -- a
             # first fact written before the plan is then one written since)
             self.report.fact_revisions = frozenset()
+        # the findings' keys, to add each once (:meth:`_add`): those of one
+        # line at a time (of a file, a transcript or a revision's text; a
+        # file's name), whose findings come one after the other; and of
+        # the database files, each value once a file (their offsets are no
+        # part of the key)
         self._seen: set[tuple[Any, ...]] = set()
+        self._seen_at: tuple[Any, ...] | None = None
+        self._seen_raw: set[tuple[str, str]] = set()
+        #: (file, hash) of each value reported in a transcript (:meth:`_names`)
+        self._in_transcripts: set[tuple[str, str]] = set()
         #: live fact value -> text + created of each revision holding it
         self._fact_runs: dict[str, set[str]] = {}
 
@@ -1253,7 +1413,7 @@ class Scanner:
             for i in range(1, len(parts)):
                 names.setdefault("/".join(parts[:i]))
         present = set(names)
-        reported = {(f.file, f.hash) for f in self.report.findings if f.kind == KIND_TRANSCRIPT}
+        reported = self._in_transcripts
         for rel in sorted(names):
             if rel in DATABASE_FILES:
                 continue
@@ -1282,15 +1442,30 @@ class Scanner:
 
     def _add(self, value: str, detector: str, kind: str, file: str, **loc: Any) -> None:
         h = value_hash(value)
-        key = (kind, file, loc.get("session_id"), loc.get("seq"), loc.get("path"),
-               loc.get("line") if kind != KIND_DATABASE else None, loc.get("fact_id"),
-               loc.get("revision"), h)
-        if key in self._seen:
-            return
-        self._seen.add(key)
+        if kind == KIND_DATABASE:
+            raw = (file, h)
+            if raw in self._seen_raw:
+                return
+            self._seen_raw.add(raw)
+        else:
+            # (a key holds its line: two findings with one key come from
+            # one line, one after the other -- a file's hits in order of
+            # their lines, a transcript's in order of its records, a
+            # revision's after each other; before 2026-12-07 the keys of
+            # every finding were kept, 100,000 of them for 100,000)
+            at = (kind, file, loc.get("line"), loc.get("fact_id"), loc.get("revision"))
+            if at != self._seen_at:
+                self._seen.clear()
+                self._seen_at = at
+            key = (loc.get("session_id"), loc.get("seq"), loc.get("path"), h)
+            if key in self._seen:
+                return
+            self._seen.add(key)
         if h in self.allowlist:
             self.report.allowlisted += 1
             return
+        if kind == KIND_TRANSCRIPT:
+            self._in_transcripts.add((file, h))
         self.report.findings.append(Finding(detector, kind, file, mask(value), len(value), h,
                                             self.store.slug, value=value, **loc))
 
@@ -1950,13 +2125,17 @@ def _scan_files_job(files: list[tuple[str, str]]) -> list[FileScan]:
 
 def scan_store(store: Store, *, detector: Detector | None = None,
                allowlist: frozenset[str] = frozenset(), jobs: int = 1,
-               lock_wait: float | None = None, revisions: bool = False) -> SecretsReport:
+               lock_wait: float | None = None, revisions: bool = False,
+               spill: Any = None) -> SecretsReport:
     """Scan one store (reads only).  ``lock_wait``: seconds to wait for a stable
     snapshot of the facts database (default the 5 s busy timeout).
     ``revisions``: keep the (fact id, revision) of every revision read, in
-    :attr:`SecretsReport.fact_revisions` (redact's plan needs them)."""
+    :attr:`SecretsReport.fact_revisions` (redact's plan needs them).
+    ``spill``: a :class:`.held.Spill` the report's findings are held in past
+    :data:`FINDINGS_HELD_IN_MEMORY` bytes (:class:`HeldFindings`, the
+    ``secrets`` command's); without it, a list of :class:`Finding`."""
     return Scanner(store, detector or Detector(), allowlist=allowlist,
-                   lock_wait=lock_wait, revisions=revisions).run(jobs=jobs)
+                   lock_wait=lock_wait, revisions=revisions, spill=spill).run(jobs=jobs)
 
 
 def select(findings: Iterable[Finding], *, sessions: Iterable[str] | None = None,

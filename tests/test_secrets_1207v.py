@@ -1,0 +1,185 @@
+"""``memctl secrets`` holds its findings encoded, past a bound in an unnamed
+temporary file (core.held, as ``validate``), so that memory does not follow
+their number: 100,000 findings of one key took 148 MiB (prometheus) to
+230 MiB (jsonl) before 2026-12-07.
+
+The outputs are those of findings held as objects (``FINDINGS_HELD_IN_MEMORY
+= None``: every finding a ``Finding`` in a list, as before), byte for byte,
+in every format; the temporary file is used past the bound; the scan's
+duplicate check keeps the keys of one line at a time, not of every finding."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from .conftest import run_cli
+
+SLUG = "proj-0123456789ab"
+KEY = "AKIAIOSFODNN7EXAMPLQ"
+OTHER = "AKIAJ7Q2XW5R3T9VB4NM"
+FORMATS = ("table", "json", "jsonl", "csv", "tsv", "prometheus")
+
+
+def _store(base: Path, n: int = 120) -> Path:
+    """A transcript with the key once a record (and another in a tool call's
+    key, and in the session id), a note named by a key, a MEMORY.md."""
+    root = base / "memory" / SLUG
+    (root / "sessions").mkdir(parents=True)
+    (root / "notes").mkdir()
+    (root / "MEMORY.md").write_text(f"# m\nkey {KEY} here\n")
+    (root / "notes" / f"{OTHER}.md").write_text("nothing here\n")
+    sid = f"s-{OTHER}"
+    sep: dict = {"separators": (",", ":")}
+    with open(root / "sessions" / f"{sid}.jsonl", "w") as f:
+        f.write(json.dumps({"seq": 0, "type": "session", "format": 1, "session_id": sid,
+                            "project": SLUG, "created": "2026-12-01T09:00:00+00:00"}, **sep) + "\n")
+        for i in range(1, n + 1):
+            d: dict = {"seq": i, "type": "message", "role": "user" if i % 2 else "assistant",
+                       "content": f"key {KEY} here, and {KEY} again"}
+            if i % 2 == 0:
+                d["epoch"] = 0
+            if i % 10 == 0:
+                d = {"seq": i, "type": "tool_call", "epoch": 0, "call_id": f"c{i}",
+                     "tool": "bash", "arguments": {OTHER: f"x {KEY}"}}
+            f.write(json.dumps(d, **sep) + "\n")
+    return root
+
+
+def _untimed(out: bytes) -> bytes:
+    """(the run's time, in json and prometheus, aside)"""
+    out = re.sub(rb'"generated":"[^"]*"', b"", out)
+    return re.sub(rb"(memctl_secrets_last_run_timestamp_seconds) [0-9.]+", rb"\1", out)
+
+
+def _run(root: Path, fmt: str, *extra: str):
+    return run_cli("--no-state", "--store", str(root), "secrets", "--format", fmt, *extra)
+
+
+@pytest.fixture
+def writes(monkeypatch):
+    """The bytes written to unnamed temporary files (core.held.Spill)."""
+    from lecode_memctl.core import held
+
+    written = []
+    real = held.Spill.write
+
+    def write(self, data):
+        written.append(len(data))
+        return real(self, data)
+
+    monkeypatch.setattr(held.Spill, "write", write)
+    return written
+
+
+@pytest.mark.parametrize("piece", [None, 100])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_findings_past_the_bound_wait_in_a_temporary_file_with_the_same_output(
+        tmp_path, monkeypatch, writes, fmt, piece):
+    """(``piece``: the report written a few bytes at a time, not in 1 MiB
+    pieces: a CSV's pieces written to the stdout it was made for)"""
+    from lecode_memctl.cli import cmd_forensics
+    from lecode_memctl.core import secrets
+
+    if piece is not None:
+        monkeypatch.setattr(cmd_forensics, "REPORT_PIECE", piece)
+    root = _store(tmp_path)
+    monkeypatch.setattr(secrets, "FINDINGS_HELD_IN_MEMORY", None)
+    before = _run(root, fmt)
+    assert before.exit_code == 1, before.stderr
+    assert not writes
+    monkeypatch.setattr(secrets, "FINDINGS_HELD_IN_MEMORY", 256)
+    after = _run(root, fmt)
+    assert after.exit_code == 1, after.stderr
+    assert writes, "no finding was held in a temporary file"
+    assert _untimed(after.stdout_bytes) == _untimed(before.stdout_bytes)
+    if fmt != "prometheus":
+        assert KEY not in after.stdout and OTHER not in after.stdout
+
+
+def test_held_findings_give_the_same_masked_places(tmp_path, monkeypatch, writes):
+    from lecode_memctl.core import secrets
+
+    root = _store(tmp_path, n=40)
+    monkeypatch.setattr(secrets, "FINDINGS_HELD_IN_MEMORY", 64)
+    out = _run(root, "jsonl")
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    assert writes
+    found = [r for r in rows if r["type"] == "secret"]
+    # every record's key, the tool calls' key in the path, the session id
+    # and the note's name masked; never the value
+    assert len(found) == sum(1 for r in found if OTHER not in json.dumps(r))
+    assert any(r["path"] and "[REDACTED:" in r["path"] for r in found)
+    assert all("[REDACTED:" in r["session_id"] for r in found if r["session_id"])
+    assert rows[-1]["findings"] == len(found)
+
+
+def test_the_output_file_is_the_same(tmp_path, monkeypatch):
+    from lecode_memctl.core import secrets
+
+    root = _store(tmp_path, n=30)
+    monkeypatch.setattr(secrets, "FINDINGS_HELD_IN_MEMORY", None)
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    assert _run(root, "jsonl", "--output", str(a)).exit_code == 1
+    monkeypatch.setattr(secrets, "FINDINGS_HELD_IN_MEMORY", 64)
+    assert _run(root, "jsonl", "--output", str(b)).exit_code == 1
+    assert a.read_bytes() == b.read_bytes() and a.stat().st_size > 0
+
+
+def test_quiet_prints_nothing_and_says_so_by_its_status(tmp_path, monkeypatch):
+    from lecode_memctl.core import secrets
+
+    root = _store(tmp_path, n=20)
+    monkeypatch.setattr(secrets, "FINDINGS_HELD_IN_MEMORY", 64)
+    r = run_cli("--no-state", "--store", str(root), "secrets", "-q")
+    assert r.exit_code == 1 and r.stdout_bytes == b""
+
+
+def test_the_duplicate_check_keeps_one_line_of_keys_not_every_finding(tmp_path):
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.secrets import Detector, Scanner
+
+    root = _store(tmp_path, n=200)
+    scanner = Scanner(store_at(root), Detector())
+    report = scanner.run()
+    assert len(report.findings) > 200
+    assert len(scanner._seen) <= 4
+
+
+def test_a_key_found_twice_on_one_line_is_one_finding(tmp_path):
+    """(what the duplicate check is for: the same value at the same place --
+    a record's two mentions of one key in one field -- is reported once)"""
+    root = _store(tmp_path, n=3)
+    r = _run(root, "jsonl")
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    places = [(x["seq"], x["path"], x["line"], x["hash"]) for x in rows if x["type"] == "secret"
+              and x["kind"] == "transcript"]
+    assert len(places) == len(set(places))
+
+
+def test_a_core_scan_keeps_findings_as_objects(tmp_path):
+    """(redact's: scan_store without a spill gives a list of Finding objects,
+    each with its value)"""
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.secrets import scan_store
+
+    report = scan_store(store_at(_store(tmp_path, n=5)))
+    assert isinstance(report.findings, list)
+    assert {f.secret_value() for f in report.findings} >= {KEY, OTHER}
+
+
+def test_no_temporary_file_is_left(tmp_path, monkeypatch):
+    from lecode_memctl.core import secrets
+
+    root = _store(tmp_path, n=50)
+    tmp = tmp_path / "t"
+    tmp.mkdir()
+    monkeypatch.setattr(secrets, "FINDINGS_HELD_IN_MEMORY", 64)
+    r = run_cli("--no-state", "--store", str(root), "secrets", "--format", "csv",
+                env={"TMPDIR": str(tmp)})
+    assert r.exit_code == 1
+    assert os.listdir(tmp) == []

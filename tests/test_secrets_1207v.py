@@ -183,3 +183,41 @@ def test_no_temporary_file_is_left(tmp_path, monkeypatch):
                 env={"TMPDIR": str(tmp)})
     assert r.exit_code == 1
     assert os.listdir(tmp) == []
+
+
+def test_a_files_hits_are_held_encoded_each_text_once(tmp_path):
+    """A worker's scan of one file (what it sends back, and what the
+    process that merges it holds) keeps each text -- the value, the
+    detector, the session id, the path -- once, and some 30 bytes a hit:
+    before 2026-12-07 a list of tuples and dicts, the value a new string in
+    each (some 400 bytes a hit in memory)."""
+    import pickle
+    import tracemalloc
+
+    from lecode_memctl.core.secrets import Detector, _transcript_hits, scan_file
+
+    root = _store(tmp_path, n=2000)
+    rel = f"sessions/s-{OTHER}.jsonl"
+    detector = Detector()
+    # (warmed up: the detectors' caches made before the scan is traced)
+    scan_file(detector, str(_store(tmp_path / "small", n=20)), rel)
+    tracemalloc.start()
+    try:
+        scan = scan_file(detector, str(root), rel)
+        held = tracemalloc.get_traced_memory()[0]
+        sent = pickle.loads(pickle.dumps(scan))
+        taken = tracemalloc.get_traced_memory()[0] - held
+    finally:
+        tracemalloc.stop()
+    hits = list(scan.hits)
+    listed: list = []
+    with open(root / rel, "rb") as f:
+        _transcript_hits(detector, rel, f, listed)
+    assert hits == listed and len(hits) > 4000
+    assert (KEY, "aws-access-key", "transcript",
+            {"session_id": f"s-{OTHER}", "seq": 1, "path": "$.content", "line": 2}) in hits
+    assert list(sent.hits) == hits
+    assert held < 40 * len(hits) and taken < 40 * len(hits), (held, taken, len(hits))
+    # (an unreadable file: none of its hits)
+    scan.hits.clear()
+    assert list(scan.hits) == []

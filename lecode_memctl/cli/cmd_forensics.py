@@ -577,7 +577,9 @@ class _Gathered:
 
 class _TextPieces(io.StringIO):
     """A stdout for :func:`~.output.emit_csv` that gives what it is written
-    to ``emit``, encoded, about :data:`REPORT_PIECE` characters at a time."""
+    to ``emit``, encoded, about a quarter of :data:`REPORT_PIECE` characters
+    at a time (at most that many bytes in UTF-8; the text a ``StringIO``
+    holds takes up to 4 bytes a character)."""
 
     def __init__(self, emit: Callable[[bytes], None]) -> None:
         import sys
@@ -588,7 +590,7 @@ class _TextPieces(io.StringIO):
 
     def write(self, text: str) -> int:
         n = super().write(text)
-        if self.tell() >= REPORT_PIECE:
+        if self.tell() >= REPORT_PIECE // 4:
             self.flush_pieces()
         return n
 

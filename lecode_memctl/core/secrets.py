@@ -1604,11 +1604,95 @@ def raw_strings(fd: int, piece: int = RAW_PIECE, *, size: int | None = None,
         buf = buf[keep:]
 
 
+#: The places a hit of a file can name (:class:`Hits`).
+HIT_PLACES = ("session_id", "seq", "path", "line", "offset", "fact_id", "revision")
+
+
+class Hits:
+    """A file's hits, ``(value, detector, kind, place)`` each (``place``: a
+    dict of some of :data:`HIT_PLACES`), held until the file is read to its
+    end (an unreadable file reports none of them: :meth:`clear`), each as
+    one line of numbers: every text (a value, a detector, a session id, a
+    path) kept once, and a hit of a transcript some 30 bytes, not the
+    objects a list held (409 bytes a hit: 100,000 hits of one key in one
+    transcript took some 40 MiB in the worker that scanned it, and again
+    in the process that took its scan, before 2026-12-07).  Iterated, the
+    hits come back in order, as they were appended."""
+
+    def __init__(self) -> None:
+        self._data = bytearray()
+        self._index: dict[Any, int] = {}
+        self._texts: list[Any] = []
+
+    def _text(self, text: Any) -> int:
+        i = self._index.get(text)
+        if i is None:
+            i = self._index[text] = len(self._texts)
+            self._texts.append(text)
+        return i
+
+    def append(self, hit: tuple[str, str, str, dict[str, Any]]) -> None:
+        value, det, kind, place = hit
+        text = self._text
+        row = [text(value), text(det), text(kind), 0, 0]
+        given = texts = 0       # (bit k: place k given; given as a text's number)
+        for k, name in enumerate(HIT_PLACES):
+            if name in place:
+                v = place[name]
+                given |= 1 << k
+                if type(v) is not int:      # (a str, None: as a text)
+                    texts |= 1 << k
+                    v = text(v)
+                row.append(v)
+        row[3], row[4] = given, texts
+        self._data += (",".join(map(str, row)) + "\n").encode("ascii")
+
+    def clear(self) -> None:
+        self._data = bytearray()
+        self._index, self._texts = {}, []
+
+    def __len__(self) -> int:
+        return self._data.count(b"\n")
+
+    def __eq__(self, other: object) -> bool:
+        """The same hits, in order, as ``other`` (hits, or a list of them)."""
+        if isinstance(other, Hits | list):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None     # type: ignore[assignment]
+
+    def __iter__(self) -> Iterator[tuple[str, str, str, dict[str, Any]]]:
+        texts, data = self._texts, self._data
+        at = 0
+        while at < len(data):
+            end = data.index(b"\n", at)
+            row = [int(n) for n in data[at:end].split(b",")]
+            at = end + 1
+            place: dict[str, Any] = {}
+            given, as_text = row[3], row[4]
+            j = 5
+            for k, name in enumerate(HIT_PLACES):
+                if given >> k & 1:
+                    v = row[j]
+                    j += 1
+                    place[name] = texts[v] if as_text >> k & 1 else v
+            yield texts[row[0]], texts[row[1]], texts[row[2]], place
+
+    def __getstate__(self) -> dict[str, Any]:
+        # (to the process that takes a worker's scan: no index)
+        return {"_data": self._data, "_texts": self._texts}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._data, self._texts = state["_data"], state["_texts"]
+        self._index = {t: i for i, t in enumerate(self._texts)}
+
+
 @dataclass
 class FileScan:
     rel: str
     size: int = 0
-    hits: list[tuple[str, str, str, dict[str, Any]]] = field(default_factory=list)
+    hits: Hits = field(default_factory=Hits)
     error: str | None = None
     gone: bool = False      # listed, then removed before it was opened
 
@@ -1662,7 +1746,7 @@ FILE_PIECE = 1 << 20
 """Bytes of a text file scanned at a time (:func:`_file_hits`)."""
 
 
-def _file_hits(detector: Detector, fd: int, filename: str, hits: list[Any]) -> int:
+def _file_hits(detector: Detector, fd: int, filename: str, hits: Any) -> int:
     """The hits of the text file open as ``fd`` (read from its start), scanned
     a piece of :data:`FILE_PIECE` bytes or more at a time, cut after a
     newline; its size.  Memory follows the piece, the longest line and the
@@ -2035,7 +2119,7 @@ def _leaf_members(obj: Mapping[Any, Any], path: str, named: frozenset[str], plac
 
 
 def _transcript_hits(detector: Detector, rel: str, lines: Iterable[bytes],
-                     hits: list[Any]) -> int:
+                     hits: Any) -> int:
     """The hits of a transcript given as its ``lines`` (each with its newline,
     the last one maybe without: a torn tail, scanned as text); its size."""
     sid = rel.split("/", 1)[1][:-len(".jsonl")]

@@ -958,8 +958,14 @@ def _load_facts(audit: Audit, fs: Any, db: Any) -> None:
         audit._generation = 0   # reported by _db_checks; the epoch check cannot run
         audit._generation_known = False
     if "source_refs" in fs.tables:
+        # (only a valid session id names a transcript: another, '../x' say,
+        # is the reference's invalid_ref, never a file to open -- before
+        # 2026-12-07 one was opened through a symbolic link's sessions/)
+        from ..sourceref import SESSION_ID_RE
+
         audit._cited = frozenset(sid for (sid,) in db.execute(
-            "SELECT DISTINCT session_id FROM source_refs") if isinstance(sid, str))
+            "SELECT DISTINCT session_id FROM source_refs")
+            if isinstance(sid, str) and SESSION_ID_RE.match(sid))
     audit._exclusion_count = int(db.execute("SELECT count(*) FROM exclusions").fetchone()[0])
     audit._database_id = database_id(db)
     audit._forgotten = forgotten_ids(db)     # (one query: for memctl's mark)

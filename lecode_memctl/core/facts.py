@@ -2073,28 +2073,6 @@ def _serial_rows(method: Callable[Concatenate[FactStore, _P], Iterator[T]]
     return rows
 
 
-def _refuse_unwritable(path: Path) -> None:
-    """StoreWriteError (exit 7) when the system will not let this process
-    write the database (a read-only file, ``chattr +i``, a read-only
-    mount): asked with an open of the file for writing, which creates
-    nothing, before SQLite opens it.  SQLite opens such a file read-only
-    instead, creates its ``-wal`` and ``-shm`` to read it, refuses the
-    write and cannot remove them: 'nothing was changed' left two new files
-    in the store (before 2026-12-07).  Any other error is SQLite's to
-    meet."""
-    import errno
-
-    try:
-        fd = open_nofollow(path, os.O_RDWR)
-    except OSError as exc:
-        raise_if_out_of_fds(exc, path)
-        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-            raise StoreWriteError(f"{path}: cannot be written: {exc.strerror}; nothing was "
-                                  "changed") from None
-        return
-    os.close(fd)
-
-
 def _typed(exc: sqlite3.Error) -> MemctlError:
     """The memctl error of an error of SQLite's that a public method of
     :class:`FactStore` did not classify where it arose (``errors.sqlite_error``:
@@ -2398,7 +2376,6 @@ class FactStore(ClosesOnExit):
             # link or an odd file type here, before it has created anything (issue 16.8).
             lstat_regular(self.path.with_name(self.path.name + sidecar))
         self._check_unopened_wal()
-        _refuse_unwritable(self.path)
         where = os.path.abspath(self.path)
         try:
             db = self._connect(os.fspath(self.path), uri=False,

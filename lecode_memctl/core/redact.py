@@ -988,8 +988,27 @@ def _revisions_holding(db: sqlite3.Connection, values: Iterable[str]
     rx = re.compile("|".join(re.escape(f) for v in wanted for f in forms[v]))
     for fid, rev, text in db.execute("SELECT fact_id, revision, text FROM revisions"):
         if isinstance(text, str) and rx.search(text):
-            out[(fid, rev)] = [v for v in wanted if any(f in text for f in forms[v])]
+            held = [v for v in wanted if _holds(text, forms[v])]
+            if held:
+                out[(fid, rev)] = held
     return out
+
+
+def _holds(text: Any, forms: Iterable[Any]) -> bool:
+    """Whether ``text`` (a str or bytes) holds one of ``forms`` outside
+    every marker it holds: an occurrence inside one (``token`` in an
+    earlier run's ``[REDACTED:github-token:abc123]``) is no occurrence, by
+    the rule the rewrite follows (:func:`secrets.replaced_spans`; before
+    2026-12-07 a fact holding the value only in a marker was forgotten)."""
+    from .secrets import replaced_spans
+
+    present = [f for f in forms if f in text]
+    if not present:
+        return False
+    marker = "[REDACTED:" if isinstance(text, str) else b"[REDACTED:"
+    if marker not in text:
+        return True
+    return bool(replaced_spans(text, [(f, None) for f in present]))
 
 
 def _revisions_read(fs: Any, values: Iterable[str]) -> dict[tuple[str, int], list[str]]:
@@ -1176,7 +1195,7 @@ def _found_in_rows(db: sqlite3.Connection, values: list[str], own: set[tuple[Any
     def look(cell: Any) -> None:
         if isinstance(cell, bytes):
             for v, fs in forms:
-                if v not in found and any(f in cell for f in fs):
+                if v not in found and _holds(cell, fs):
                     found.append(v)
 
     db.text_factory = bytes

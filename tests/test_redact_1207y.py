@@ -1,0 +1,82 @@
+"""Findings of the review of 2026-12-07 of redact's "a picked value is
+erased wherever it is": a fact holding the value only inside a marker, a
+file named both done and not done after an interrupt, transcripts holding
+no value searched once per value form."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from . import secretstore
+from .conftest import run_cli
+
+
+def _cli(store: Path, *args: str):
+    return run_cli("--store", str(store), "--no-state", *args)
+
+
+# -- 1. a value inside a marker is no occurrence, in a fact's text too
+
+def _marker_store(base: Path) -> tuple[secretstore.Planted, str, str]:
+    """The planted store, a password URL whose password is ``token``, and a
+    fact and a note holding an earlier run's marker (``token`` in it)."""
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.layout import store_at
+
+    p = secretstore.build(base, seed=1)
+    (p.store / "notes" / "url.md").write_text(
+        "# n\n\nconnect: postgres://deploy:token@db.internal:5432/app\n")
+    (p.store / "notes" / "old.md").write_text("# o\n\nearlier: [REDACTED:github-token:abc123]\n")
+    fs = FactStore(store_at(p.store).facts_db)
+    try:
+        marked = fs.add("the old key was [REDACTED:github-token:abc123]").fact.fact_id
+        word = fs.add("the team likes tokens a lot").fact.fact_id
+    finally:
+        fs.close()
+    return p, marked, word
+
+
+def test_a_fact_holding_the_value_only_in_a_marker_is_not_forgotten(tmp_path):
+    """The plan forgets the fact that holds ``token`` as a word, never the
+    one holding it only inside a marker (as the note with that marker is
+    left alone); the run does what the plan says, exit 0, the marked fact
+    still there, no "cannot erase"."""
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.layout import store_at
+
+    p, marked, word = _marker_store(tmp_path)
+    r = _cli(p.store, "redact", "--dry-run", "--json")
+    assert r.exit_code == 0, (r.stdout, r.stderr)
+    plan = orjson.loads(r.stdout)["plan"]
+    assert word in plan["forget_facts"], plan["forget_facts"]
+    assert marked not in plan["forget_facts"], plan["forget_facts"]
+    assert "notes/old.md" not in {f["file"] for f in plan["files"]}
+    r = _cli(p.store, "redact", "--yes", "--json")
+    assert r.exit_code == 0, (r.stdout, r.stderr)
+    doc = orjson.loads(r.stdout)
+    assert marked not in doc["result"]["forgotten"]
+    assert word in doc["result"]["forgotten"]
+    assert "cannot erase" not in r.stderr
+    fs = FactStore.open_readonly(store_at(p.store).facts_db)
+    try:
+        assert fs.get(marked) is not None
+    finally:
+        fs.close()
+
+
+def test_the_check_after_a_run_skips_a_value_inside_a_marker(tmp_path):
+    """The check of the database after a run: a cell holding the value only
+    inside a marker leaves nothing; one holding it bare, or bare beside a
+    marker, does."""
+    import sqlite3
+
+    from lecode_memctl.core import redact
+
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE t (a)")
+    db.execute("INSERT INTO t VALUES ('was [REDACTED:github-token:abc123]')")
+    assert redact._found_in_rows(db, ["token"], set(), None) == []
+    db.execute("INSERT INTO t VALUES ('[REDACTED:github-token:abc123] token')")
+    assert redact._found_in_rows(db, ["token"], set(), None) == ["token"]

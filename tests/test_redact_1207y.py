@@ -80,3 +80,41 @@ def test_the_check_after_a_run_skips_a_value_inside_a_marker(tmp_path):
     assert redact._found_in_rows(db, ["token"], set(), None) == []
     db.execute("INSERT INTO t VALUES ('[REDACTED:github-token:abc123] token')")
     assert redact._found_in_rows(db, ["token"], set(), None) == ["token"]
+
+
+# -- 2. an interrupt right after a file is counted names it done only
+
+def test_an_interrupt_right_after_a_file_is_counted_names_it_once(tmp_path, monkeypatch):
+    """Interrupted just after the first file is added to the files done
+    (before it is taken off the ones to do): the message names it as
+    already redacted, and never among the ones not done."""
+    import pytest
+
+    from lecode_memctl.core import redact
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.secrets import scan_store
+
+    p = secretstore.build(tmp_path, seed=1)
+    st = store_at(p.store)
+    plan = redact.plan_redaction(st, scan_store(st).findings)
+    first = plan.files[0].file
+
+    class StopAfterFirst(list):
+        def append(self, item):
+            super().append(item)
+            if isinstance(item, str) and len(self) == 1:
+                raise KeyboardInterrupt
+
+    real_init = redact.RedactResult.__init__
+
+    def init(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        self.files = StopAfterFirst()
+
+    monkeypatch.setattr(redact.RedactResult, "__init__", init)
+    with pytest.raises(KeyboardInterrupt) as e:
+        redact.apply_redaction(st, plan)
+    progress = e.value.progress
+    done, _sep, rest = progress.partition("; not done: ")
+    assert f"already redacted: {first}" in done, progress
+    assert first not in rest, progress

@@ -1362,6 +1362,10 @@ def _settle(root: str, result: RedactResult, pending: _Pending) -> None:
         return
     change, old, new = writing
     if change.file in result.files:
+        # (counted, and the interrupt came before it was taken off the
+        # files to do: done, never named as not done too)
+        if change in pending.files:
+            pending.files.remove(change)
         pending.writing = None
         return
     try:

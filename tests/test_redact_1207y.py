@@ -118,3 +118,50 @@ def test_an_interrupt_right_after_a_file_is_counted_names_it_once(tmp_path, monk
     done, _sep, rest = progress.partition("; not done: ")
     assert f"already redacted: {first}" in done, progress
     assert first not in rest, progress
+
+
+# -- 3. a transcript holding no value is searched once per form, never line by line
+
+def _transcript(sid: str, *contents: str) -> bytes:
+    lines = [orjson.dumps({"seq": 0, "type": "session", "format": 1, "session_id": sid,
+                           "project": "store", "created": "2026-05-03T10:00:00Z"})]
+    lines += [orjson.dumps({"seq": i, "type": "message", "role": "user", "content": c})
+              for i, c in enumerate(contents, 1)]
+    return b"\n".join(lines) + b"\n"
+
+
+def test_a_transcript_holding_no_value_is_not_rewritten_line_by_line(tmp_path, monkeypatch):
+    """The plan hands only the transcripts that may hold a value (a form's
+    bytes, or a ``\\u`` or ``\\/`` escape that could spell one) to the
+    line-by-line rewrite; one with neither (other escapes, ``\\n``, ``\\"``,
+    are no way to spell a value but its JSON form) is passed over after one
+    search of the whole file per form.  One spelling the value with ``\\u``
+    escapes only is still found and rewritten."""
+    from lecode_memctl.core import redact
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.secrets import scan_store
+
+    p = secretstore.build(tmp_path, seed=1)
+    key = next(v for v in p.values.values() if v.startswith("AKIA"))
+    (p.store / "sessions" / "s-clean.jsonl").write_bytes(
+        _transcript("s-clean", "plain words", 'a "quoted"\nline\twith\\escapes'))
+    spelled = "".join(f"\\u{ord(c):04x}" for c in key)
+    (p.store / "sessions" / "s-escaped.jsonl").write_bytes(
+        _transcript("s-escaped", "filler").replace(b"filler", b"key " + spelled.encode()))
+    seen: list[bytes] = []
+    real = redact.rewrite_transcript
+
+    def counted(data: bytes, values):
+        seen.append(data)
+        return real(data, values)
+
+    monkeypatch.setattr(redact, "rewrite_transcript", counted)
+    st = store_at(p.store)
+    plan = redact.plan_redaction(st, scan_store(st).findings)
+    rewritten = [d for d in seen if b'"session_id":"s-clean"' in d]
+    assert rewritten == [], "s-clean went through the line-by-line rewrite"
+    assert any(b'"session_id":"s-escaped"' in d for d in seen)
+    files = {f.file: f for f in plan.files}
+    assert "sessions/s-clean.jsonl" not in files
+    assert files["sessions/s-escaped.jsonl"].records == [1]
+    assert plan.kept == [] or all("s-clean" not in str(k) for k in plan.kept)

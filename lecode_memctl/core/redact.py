@@ -737,6 +737,7 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
                 kept.setdefault(v, []).append(sid)
                 why.setdefault(v, set()).add(KEPT_SESSION_ID)
                 plan._masks.setdefault(v, plan._values[v])
+    all_forms = [f for v in plan._values for f in _forms(v)]
     for name in transcripts:
         rel = "sessions/" + name
         try:
@@ -748,14 +749,23 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
         # there or not: a copy no detector fires on (a password repeated
         # without the URL it was found in) is erased as the others are
         # (before 2026-12-07 only the files holding a finding were
-        # rewritten, the rest left without a word, exit 0)
-        new, seqs, n, raw = rewrite_transcript(data, plan._values)
+        # rewritten, the rest left without a word, exit 0).  One whose
+        # bytes hold no form of a value, nor a \u or \/ escape that could
+        # spell one (what rewrite_transcript's test of a line looks at),
+        # holds none: one search of the whole file per form, never the
+        # line-by-line rewrite (for a while on 2026-12-07 every transcript
+        # went through it, twice as slow a plan)
+        may_hold = b"\\u" in data or b"\\/" in data or any(f in data for f in all_forms)
+        seqs: list[int] = []
+        new, n, raw = data, 0, 0
+        if may_hold:
+            new, seqs, n, raw = rewrite_transcript(data, plan._values)
         after: bytes | None = None      # what the rewrite leaves
         if n:
             plan.files.append(FileChange(rel, KIND_TRANSCRIPT, n, seqs, raw))
             changed[sid] = set(seqs)
             after = new
-        elif _values_left(data, plan._values):
+        elif may_hold and _values_left(data, plan._values):
             # (nothing to rewrite: a value it holds is in its structure, a
             # role "user")
             after = data

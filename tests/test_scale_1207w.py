@@ -73,3 +73,52 @@ def test_validate_findings_unchanged_on_many_sessions(tmp_path: Path) -> None:
         "session.refused sessions/zlink.jsonl",
     ]), codes
     assert got == _findings(store)
+
+
+def _export_peak(store: Path, out: Path) -> tuple[int, bytes]:
+    from lecode_memctl.core.bundle import export_bundle
+
+    def run() -> bytes:
+        with open(out, "wb") as fh:
+            res = export_bundle(store_at(store), fh, now=1_800_000_000.0)
+        res.close()
+        return res.manifest_sha256.encode()
+
+    if out.exists():
+        out.unlink()
+    digest, peak = traced_peak(run)
+    return peak, digest
+
+
+def test_export_memory_per_session_is_small(tmp_path: Path) -> None:
+    small = _many_sessions(tmp_path / "a", 500)
+    large = _many_sessions(tmp_path / "b", 3000)
+    _export_peak(small, tmp_path / "w.tar")     # (imports: not counted below)
+    p_small, _ = _export_peak(small, tmp_path / "a.tar")
+    p_large, _ = _export_peak(large, tmp_path / "b.tar")
+    per = (p_large - p_small) / 2500
+    # what must stay per file: the manifest's entry (a dict, its path and
+    # digest) and its bytes, the staged name; no DirEntry, no TarInfo
+    assert per < 1150, per  # (1,331 with a DirEntry, a dict and a TarInfo per file; 1,018 since)
+
+
+def test_export_manifest_unchanged_on_many_sessions(tmp_path: Path) -> None:
+    import hashlib
+    import tarfile
+
+    store = _many_sessions(tmp_path / "s", 200)
+    (store / "notes").mkdir(mode=0o700)
+    (store / "notes" / "n1.md").write_text("note\n")
+    (store / "sessions" / "stray.txt").write_text("x")
+    first = _export_peak(store, tmp_path / "a.tar")[1]
+    assert first == _export_peak(store, tmp_path / "b.tar")[1]
+    with tarfile.open(tmp_path / "a.tar") as tf:
+        files = [m.name for m in tf.getmembers() if m.isfile()]
+        manifest = tf.extractfile("manifest.json").read()  # type: ignore[union-attr]
+    assert hashlib.sha256(manifest).hexdigest().encode() == first
+    doc = orjson.loads(manifest)
+    assert files[0] == "manifest.json"
+    assert [f["path"] for f in doc["files"]] == files[1:]
+    assert files[1:3] == ["store/MEMORY.md", "store/notes/n1.md"]
+    assert len(files) == 203
+    assert doc["skipped"] == [{"path": "sessions/stray.txt", "reason": "not_in_layout"}]

@@ -280,8 +280,11 @@ def _stage(store: Store, dest: Path, with_backups: bool, lock_wait: float | None
     st = _Staged()
     os.mkdir(dest, 0o700)
     _stage_database(store, dest, st, lock_wait)
-    # transcripts, then Markdown; anything else is named in `skipped`
-    todo: list[tuple[str, str, bool]] = []
+    # transcripts, then Markdown; anything else is named in `skipped`.  A
+    # transcript is copied as its directory's sorted names come, the other
+    # files after them (``later``): no DirEntry nor entry to copy is kept
+    # per transcript (before 2026-12-07, about 1 KiB a session)
+    later: list[tuple[str, str]] = []
     root = store.path
     for rel_dir in ("", SESSIONS_DIR, DAILY_DIR, NOTES_DIR):
         d = root / rel_dir if rel_dir else root
@@ -294,15 +297,16 @@ def _stage(store: Store, dest: Path, with_backups: bool, lock_wait: float | None
                                else "not_regular"})
             continue
         try:
-            entries = sorted(os.scandir(d), key=lambda e: e.name)
+            with os.scandir(d) as it:
+                names = sorted(e.name for e in it)
         except OSError as exc:
             raise_if_out_of_fds(exc, d)
             raise StoreCorrupt(f"{d}: cannot list: {exc.strerror}") from None
-        for e in entries:
-            rel = f"{rel_dir}/{e.name}" if rel_dir else e.name
-            if rel_dir == "" and e.name in (SESSIONS_DIR, DAILY_DIR, NOTES_DIR):
+        for name in names:
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            if rel_dir == "" and name in (SESSIONS_DIR, DAILY_DIR, NOTES_DIR):
                 continue
-            if not _utf8(e.name):
+            if not _utf8(name):
                 # the manifest (UTF-8 JSON) and verify name every file: a name
                 # with bytes that are not UTF-8 is left out, written as \xNN
                 st.skipped.append({"path": _shown(rel), "reason": "not_utf8_name"})
@@ -310,7 +314,7 @@ def _stage(store: Store, dest: Path, with_backups: bool, lock_wait: float | None
             if rel == FACTS_DB:
                 continue
             try:
-                est = e.stat(follow_symlinks=False)
+                est = os.lstat(os.path.join(d, name))
             except OSError:
                 st.skipped.append({"path": rel, "reason": "unreadable"})
                 continue
@@ -320,37 +324,48 @@ def _stage(store: Store, dest: Path, with_backups: bool, lock_wait: float | None
             if stat.S_ISDIR(est.st_mode):
                 st.skipped.append({"path": rel + "/", "reason": "not_in_layout"})
                 continue
-            why = _classify(rel_dir, e.name, with_backups)
+            why = _classify(rel_dir, name, with_backups)
             if why is None and not stat.S_ISREG(est.st_mode):
                 why = "not_regular"
             if why is not None:
                 st.skipped.append({"path": rel, "reason": why})
                 continue
-            todo.append((rel_dir, rel, rel_dir == SESSIONS_DIR))
-    # transcripts first (see the module docstring), each directory in name order
-    todo.sort(key=lambda t: (t[0] != SESSIONS_DIR, t[1]))
-    for rel_dir, rel, transcript in todo:
-        opened = _open_regular(root / rel)
-        if opened is None:
-            st.skipped.append({"path": rel, "reason": "unreadable"})
-            continue
-        fd, fst = opened
-        try:
-            if rel_dir and not (dest / rel_dir).exists():
-                os.mkdir(dest / rel_dir, 0o700)
-            _copy_out(fd, fst.st_size, dest / rel, whole_records=transcript)
-        except OSError:
-            # a read error: leave nothing of it in the copy the manifest describes
-            try:
-                os.unlink(dest / rel)
-            except FileNotFoundError:
-                pass
-            st.skipped.append({"path": rel, "reason": "unreadable"})
-            continue
-        finally:
-            os.close(fd)
-        st.files.append(rel)
+            if rel_dir == SESSIONS_DIR:
+                _stage_file(root, dest, st, rel_dir, rel, transcript=True)
+            else:
+                later.append((rel_dir, rel))
+    # (transcripts first, see the module docstring; the rest in name order)
+    later.sort(key=lambda t: t[1])
+    for rel_dir, rel in later:
+        _stage_file(root, dest, st, rel_dir, rel, transcript=False)
     return st
+
+
+def _stage_file(root: Path, dest: Path, st: _Staged, rel_dir: str, rel: str, *,
+                transcript: bool) -> None:
+    """The store's file ``rel`` copied to ``dest`` (a transcript up to its
+    last complete record) and named in ``st.files``, or in ``st.skipped``
+    as unreadable."""
+    opened = _open_regular(root / rel)
+    if opened is None:
+        st.skipped.append({"path": rel, "reason": "unreadable"})
+        return
+    fd, fst = opened
+    try:
+        if rel_dir and not (dest / rel_dir).exists():
+            os.mkdir(dest / rel_dir, 0o700)
+        _copy_out(fd, fst.st_size, dest / rel, whole_records=transcript)
+    except OSError:
+        # a read error: leave nothing of it in the copy the manifest describes
+        try:
+            os.unlink(dest / rel)
+        except FileNotFoundError:
+            pass
+        st.skipped.append({"path": rel, "reason": "unreadable"})
+        return
+    finally:
+        os.close(fd)
+    st.files.append(rel)
 
 
 # --------------------------------------------------------------------------
@@ -429,8 +444,9 @@ def _hold_failed(exc: OSError) -> _HoldFailed:
 class HeldFindings:
     """The findings of an audit, each held as its canonical bytes (of
     their own size: ``held_canonical``), sorted: a manifest's
-    ``findings_list``.  Iterating gives them again as dicts; ``joined()``
-    the inside of their JSON array, a piece at a time."""
+    ``findings_list`` (and, in the same way, its ``files``, in path
+    order).  Iterating gives them again as dicts; ``joined()`` the inside
+    of their JSON array, a piece at a time."""
 
     def __init__(self, items: list[bytes]) -> None:
         self.items = items
@@ -566,10 +582,13 @@ def build_manifest(store: Store, staged: _Staged, stage_dir: Path, *, with_backu
                    now: float, parallel: bool = False) -> dict[str, Any]:
     from lecode_memctl import __version__
 
+    # (each entry held as its canonical bytes, about 180 bytes a file, not a
+    # dict of three objects, about 400, then encoded again with the rest)
     files = []
     for rel in sorted(staged.files):
         size, digest = _sha256_file(stage_dir / rel)
-        files.append({"path": f"{STORE_DIR}/{rel}", "size": size, "sha256": digest})
+        files.append(held_canonical({"path": f"{STORE_DIR}/{rel}", "size": size,
+                                     "sha256": digest}))
     ident = store.identity
     doc: dict[str, Any] = {
         "format": BUNDLE_FORMAT, "version": BUNDLE_VERSION, "memctl_version": __version__,
@@ -579,7 +598,7 @@ def build_manifest(store: Store, staged: _Staged, stage_dir: Path, *, with_backu
                     "kind": ident.kind if ident else None, "store": str(store.path)},
         "with_backups": with_backups,
         "database": staged.database,
-        "files": files,
+        "files": HeldFindings(files),
         "skipped": sorted(staged.skipped, key=lambda s: s["path"]),
         **audit_store(stage_dir, store.slug, rows_in=stage_dir.parent, parallel=parallel),
     }
@@ -600,15 +619,20 @@ def manifest_bytes(doc: dict[str, Any]) -> Iterator[bytes]:
     :class:`HeldFindings`) from their bytes: the manifest's bytes, never all
     in memory.  The rest of the document is encoded once with a random
     text where each of them goes, cut there."""
-    held = [("facts", "rows", doc["facts"]["rows"])]
+    held: list[tuple[str | None, str, Any]] = [("facts", "rows", doc["facts"]["rows"])]
     found = (doc.get("validate") or {}).get("findings_list")
     if isinstance(found, HeldFindings):
         held.append(("validate", "findings_list", found))
+    if isinstance(doc.get("files"), HeldFindings):
+        held.append((None, "files", doc["files"]))
     while True:
         marks = {f"memctl-held-{os.urandom(16).hex()}": part for part in held}
         shown = dict(doc)
         for mark, (outer, key, _) in marks.items():
-            shown[outer] = {**shown[outer], key: mark}
+            if outer is None:
+                shown[key] = mark
+            else:
+                shown[outer] = {**shown[outer], key: mark}
         data = canonical(shown)
         quoted = [b'"' + mark.encode() + b'"' for mark in marks]
         if all(data.count(q) == 1 for q in quoted):     # (nothing else holds one: random)
@@ -704,6 +728,9 @@ def write_bundle(out: IO[bytes], stage_dir: Path, manifest: dict[str, Any],
                 tf.addfile(_tarinfo(parent + "/", 0, mtime, directory=True))
             with open(stage_dir / rel, "rb") as fh:
                 tf.addfile(_tarinfo(entry["path"], entry["size"], mtime), fh)
+            # (tarfile keeps every TarInfo it wrote, about 0.5 KiB a file,
+            # for reading back: nothing here reads back)
+            tf.members.clear()
     return digest, counter.n
 
 

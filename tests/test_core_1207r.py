@@ -5,6 +5,7 @@ running out of file descriptors, and a path no file system name can hold."""
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -47,10 +48,15 @@ def test_a_writer_on_an_empty_database_file_leaves_it_empty(tmp_path):
     with open_project(store=d) as p:
         ref = p.sessions.source_snapshot("s1", s, s).ref
         fid = p.remember("we use tabs", ref).fact.fact_id
+    # (the mode read by a connection of its own: a writer's open would switch
+    # a current-schema file to WAL itself, whatever the first write left)
+    raw = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        assert str(raw.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal"
+    finally:
+        raw.close()
     with open_project(store=d) as p:
         assert [f.fact_id for f in p.facts.list_facts()] == [fid]
-        mode = p.facts._call(lambda: p.facts._conn.execute("PRAGMA journal_mode").fetchone()[0])
-        assert str(mode).lower() == "wal"
     assert run_cli("--store", str(d), "--no-state", "validate").exit_code == 0
 
 
@@ -262,3 +268,129 @@ def test_a_path_with_a_lone_surrogate_is_a_usage_error(tmp_path, call):
     }
     with pytest.raises(UsageError, match="cannot be encoded|surrogate"):
         calls[call]()
+
+
+# ---------------------------------------------------------------- the code review of these fixes
+
+def _two_messages(d):
+    from lecode_memctl.core import open_project
+
+    with open_project(store=d) as p, p.sessions.create("s1") as w:
+        return w.append_message("user", "we use tabs"), w.append_message("user", "we use spaces")
+
+
+def test_a_new_database_busy_at_its_wal_switch_is_switched_at_the_next_write(tmp_path,
+                                                                          monkeypatch):
+    """The first write of a new database commits, then a reader holds a read
+    transaction as the writer switches to WAL: the switch waited the whole
+    busy timeout inside SQLite (5 s no Ctrl-C could cut short) and left the
+    database in rollback-journal mode for the writer's whole life.  Now it
+    is tried without waiting, and again before the writer's next write."""
+    import time
+
+    from lecode_memctl.core import FactStore, open_project
+
+    d = _store(tmp_path)
+    s, s2 = _two_messages(d)
+    db = d / "facts.sqlite3"
+    held: list[sqlite3.Connection] = []
+    real = FactStore._migration_committed
+
+    def committed(self):
+        if not held:
+            other = sqlite3.connect(db, isolation_level=None)
+            other.execute("BEGIN")
+            other.execute("SELECT count(*) FROM facts").fetchall()
+            held.append(other)
+        real(self)
+
+    monkeypatch.setattr(FactStore, "_migration_committed", committed)
+
+    def mode() -> str:
+        raw = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            return str(raw.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+        finally:
+            raw.close()
+
+    with open_project(store=d) as p:
+        p.facts.busy_timeout = 30.0
+        began = time.monotonic()
+        p.remember("we use tabs", p.sessions.source_snapshot("s1", s, s).ref)
+        assert time.monotonic() - began < 15     # (not the 30 s busy timeout)
+        assert mode() == "delete"
+        held[0].execute("COMMIT")
+        held[0].close()
+        p.remember("we use spaces", p.sessions.source_snapshot("s1", s2, s2).ref)
+        assert mode() == "wal"                   # (the same writer, its next write)
+
+
+def test_a_fork_while_another_thread_takes_a_session_lock_leaves_the_child_no_copy(
+        tmp_path, monkeypatch):
+    """A fork by one thread while another was between the open of a
+    session's lock and its record: the child kept a copy nothing closed, and
+    the parent could not open its own session again (StoreBusy) until the
+    child exited."""
+    import fcntl as real_fcntl
+    import os
+    import threading
+    import time
+    import types
+
+    from lecode_memctl.core import open_project, sessions as S
+
+    d = _store(tmp_path)
+    slow = types.SimpleNamespace(**{k: getattr(real_fcntl, k) for k in dir(real_fcntl)
+                                    if not k.startswith("__")})
+
+    def flock(fd, op):
+        real_fcntl.flock(fd, op)
+        time.sleep(0.5)
+
+    slow.flock = flock
+    monkeypatch.setattr(S, "fcntl", slow)
+    with open_project(store=d) as p:
+        box: dict[str, object] = {}
+        t = threading.Thread(target=lambda: box.setdefault("w", p.sessions.create("s1")))
+        t.start()
+        time.sleep(0.2)
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(3)
+            os._exit(0)
+        try:
+            t.join()
+            monkeypatch.setattr(S, "fcntl", real_fcntl)
+            box["w"].close()                     # type: ignore[attr-defined]
+            p.sessions.writer("s1").close()      # (StoreBusy before)
+        finally:
+            os.waitpid(pid, 0)
+
+
+def test_a_database_gone_again_between_two_looks_is_no_database(tmp_path, monkeypatch):
+    """A writer made with no database: a file appears, then is gone again
+    between the read's look and the writer's open: NotFound ('facts database
+    disappeared', exit 3) from a read, where no database means generation 0."""
+    import os
+
+    from lecode_memctl.core import facts as F
+
+    db = tmp_path / "facts.sqlite3"
+    fs = F.FactStore(db)
+    try:
+        db.write_bytes(b"")
+        real = F.lstat_regular
+        looks = [0]
+
+        def lstat(p):
+            got = real(p)
+            if os.fspath(p) == os.fspath(db):
+                looks[0] += 1
+                if looks[0] == 1:
+                    os.unlink(db)
+            return got
+
+        monkeypatch.setattr(F, "lstat_regular", lstat)
+        assert fs.generation() == 0
+    finally:
+        fs.close()

@@ -2219,6 +2219,7 @@ class FactStore(ClosesOnExit):
         self.schema_version = 0
         self._pending_migration = False   # a writer's: the first write migrates (_Txn)
         self._migrated = False            # the open write transaction migrated
+        self._wal_pending = False         # WAL mode still due after a migration (_wal_switch)
         # the thread that began the write transaction last (_Txn): one left
         # open is rolled back by that thread only, never another thread's
         # still running on the same connection
@@ -2517,13 +2518,34 @@ class FactStore(ClosesOnExit):
     def _migration_committed(self) -> None:
         """The write transaction that migrated committed: switch the database
         to WAL mode now (a writer of a current schema does when it opens).
-        The write is in; should another connection hold the database, the
-        switch is left to the next writer's open, which waits or refuses."""
+        The write is in; should another connection hold the database (a
+        reader in a transaction), the switch is tried again before each of
+        this writer's next writes (:meth:`_wal_switch`), and by the next
+        writer's open, which waits or refuses."""
         self._migrated = False
+        self._wal_pending = True
+        self._wal_switch()
+
+    def _wal_switch(self) -> None:
+        """One try, without waiting, at the WAL mode a new or migrated
+        database is due (:meth:`_migration_committed`): a busy database is
+        tried again at this writer's next write, never waited for here
+        (before 2026-12-07 one try waited the whole busy timeout inside
+        SQLite, 5 s a Ctrl-C could not cut short, then left the database in
+        its rollback journal mode for the writer's whole life)."""
         db = self._conn
-        if db is not None:
-            with contextlib.suppress(sqlite3.Error):
-                db.execute("PRAGMA journal_mode = WAL")
+        if db is None or db.in_transaction:
+            return
+        try:
+            db.execute("PRAGMA busy_timeout = 0")
+            try:
+                mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            finally:
+                db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+        except sqlite3.Error:
+            return
+        if str(mode).lower() == "wal":
+            self._wal_pending = False
 
     def _require_database(self, fact_id: str) -> None:
         """A write about an existing fact, with no database yet: there is no such
@@ -2571,7 +2593,10 @@ class FactStore(ClosesOnExit):
         forgotten evidence back as valid."""
         if (self._conn is None and not self.readonly and not self._closed
                 and lstat_regular(self.path) is not None):
-            self._open_writer(create=False, keep_open=True)
+            try:
+                self._open_writer(create=False, keep_open=True)
+            except NotFound:
+                pass    # (gone again between the two looks: still no database)
 
     def _reader(self) -> sqlite3.Connection | None:
         self.check_open()
@@ -2692,6 +2717,8 @@ class FactStore(ClosesOnExit):
             # too: the store is read as unmigrated again)
             if db.in_transaction:
                 self._rolled_back(db)
+            if store._wal_pending:
+                store._wal_switch()
             store._txn_thread = me
             try:
                 _begin(db, store.path, store.busy_timeout)

@@ -116,8 +116,10 @@ class Project:
     def facts(self) -> FactStore:
         """The FactStore writer.  Creating it creates no file; the database is
         created by the first write.  On an existing database it connects for
-        writing (WAL, and an older schema is migrated), as the agent's writer
-        does; use the read methods below to read without writing."""
+        writing (WAL mode; an empty, 0-byte file and an older schema are left
+        as they are until the first write, which makes or migrates the schema
+        and then switches to WAL), as the agent's writer does; use the read
+        methods below to read without writing."""
         with self._facts_lock:
             self._check_open()
             fs = self._facts

@@ -172,17 +172,54 @@ def test_a_core_scan_keeps_findings_as_objects(tmp_path):
     assert {f.secret_value() for f in report.findings} >= {KEY, OTHER}
 
 
-def test_no_temporary_file_is_left(tmp_path, monkeypatch):
+def test_the_temporary_file_is_closed_once_the_report_is_written(tmp_path, monkeypatch):
+    """The findings' temporary file is used past the bound and closed when
+    the command ends (it has no name: what would be left is its open
+    descriptor, and the space it holds in $TMPDIR)."""
+    import tempfile
+
     from lecode_memctl.core import secrets
 
     root = _store(tmp_path, n=50)
     tmp = tmp_path / "t"
     tmp.mkdir()
     monkeypatch.setattr(secrets, "FINDINGS_HELD_IN_MEMORY", 64)
+    made: list = []
+    real = tempfile.TemporaryFile
+
+    def temporary_file(*a, **k):
+        f = real(*a, **k)
+        made.append(f)
+        return f
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", temporary_file)
     r = run_cli("--no-state", "--store", str(root), "secrets", "--format", "csv",
                 env={"TMPDIR": str(tmp)})
     assert r.exit_code == 1
+    assert made, "the findings never reached the temporary file"
+    assert all(f.closed for f in made)
     assert os.listdir(tmp) == []
+
+
+def test_a_store_name_holding_a_value_is_masked_in_held_findings(tmp_path, monkeypatch):
+    """--all-projects with a store whose directory is named by a key, its
+    findings held in the temporary file: each finding's project is the
+    masked name, never the key (the mask is set on the held findings as
+    they are read back)."""
+    from lecode_memctl.core import secrets
+
+    config = tmp_path / "cfg"
+    root = _store(tmp_path / "x", n=30)
+    (config / "memory").mkdir(parents=True)
+    named = config / "memory" / f"proj-{OTHER}"
+    root.rename(named)
+    monkeypatch.setattr(secrets, "FINDINGS_HELD_IN_MEMORY", 64)
+    for fmt in ("jsonl", "json", "csv", "table"):
+        r = run_cli("--no-state", "--config-dir", str(config), "secrets", "--all-projects",
+                    "--format", fmt)
+        assert r.exit_code == 1, (fmt, r.stdout, r.stderr)
+        assert OTHER not in r.stdout and OTHER not in r.stderr, (fmt, r.stdout[:2000])
+        assert "[REDACTED:" in r.stdout, fmt
 
 
 def test_a_files_hits_are_held_encoded_each_text_once(tmp_path):

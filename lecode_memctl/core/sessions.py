@@ -24,7 +24,6 @@ is not the store's slug.
 
 from __future__ import annotations
 
-import _thread
 import bisect
 import difflib
 import errno
@@ -3350,17 +3349,16 @@ def _non_finite(value: Any) -> bool:
 # it until the child exited: the parent could not open its own session
 # again, StoreBusy), as a child forked inside a Markdown writer's turn does
 # (``markdown.writing``); the child's writer, its lock closed, appends no more.
-# A lock being taken (opened, locked, recorded) is never half-way at a fork:
-# _TAKING is held across both (a fork by another thread between the open and
-# the record left the child a copy nothing closed, the parent's session
-# StoreBusy again).
+# A lock is recorded as soon as it is opened, before its flock: a fork by
+# another thread between the two leaves the child a copy it closes (before
+# 2026-12-07 it was recorded after the flock, and a fork in between left
+# the child a copy nothing closed, the parent's session StoreBusy again).
+# (No lock is held across a fork for it: an interrupt in an at-fork hook
+# would leave such a lock held, and the next fork waiting for it forever.)
 _LOCKS: weakref.WeakSet[io.FileIO] = weakref.WeakSet()
-_TAKING = _thread.allocate_lock()
 
 
 def _let_go_in_child() -> None:
-    global _TAKING
-    _TAKING = _thread.allocate_lock()   # (held by the forking thread: the child's is new)
     for lock in list(_LOCKS):
         try:
             lock.close()        # the child's copy; the parent keeps the lock
@@ -3370,9 +3368,7 @@ def _let_go_in_child() -> None:
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=lambda: _TAKING.acquire(),
-                        after_in_parent=lambda: _TAKING.release(),
-                        after_in_child=_let_go_in_child)
+    os.register_at_fork(after_in_child=_let_go_in_child)
 
 
 def lock_session(sessions_dir: str, session_id: str) -> io.FileIO:
@@ -3382,23 +3378,22 @@ def lock_session(sessions_dir: str, session_id: str) -> io.FileIO:
     writer holds it: another process's, or another of this process's (the
     lock belongs to an open file, not to a process)."""
     path = os.path.join(sessions_dir, session_id + LOCK_SUFFIX)
-    with _TAKING:
-        try:
-            lock = open_owned(path, os.O_RDWR | os.O_CREAT)
-        except OSError as exc:
-            if is_link_refusal(exc):
-                raise SessionRefused(f"{path} is a symbolic link; refused",
-                                     "refused_symlink") from None
-            raise StoreWriteError(f"{path}: cannot open lock: {exc.strerror}") from None
-        try:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            lock.close()
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise StoreBusy(f"session {session_id} is being written by another writer, of "
-                                f"another process or of this one ({path} is locked)") from None
-            raise StoreWriteError(f"{path}: cannot lock: {exc.strerror}") from None
-        _LOCKS.add(lock)
+    try:
+        lock = open_owned(path, os.O_RDWR | os.O_CREAT)
+    except OSError as exc:
+        if is_link_refusal(exc):
+            raise SessionRefused(f"{path} is a symbolic link; refused", "refused_symlink") from None
+        raise StoreWriteError(f"{path}: cannot open lock: {exc.strerror}") from None
+    _LOCKS.add(lock)            # (before the flock: see _LOCKS)
+    try:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        _LOCKS.discard(lock)
+        lock.close()
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise StoreBusy(f"session {session_id} is being written by another writer, of "
+                            f"another process or of this one ({path} is locked)") from None
+        raise StoreWriteError(f"{path}: cannot lock: {exc.strerror}") from None
     return lock
 
 

@@ -308,42 +308,112 @@ def _shape_problem(db: sqlite3.Connection, table: str, needed: set[str]) -> str 
 
 
 #: The CHECK constraints lecode's own tables declare (:func:`m001_initial`),
-#: each as :func:`_checks_of` reads it (lower case, blanks removed)
+#: each as :func:`_checks_of` reads it (lower case, blanks and comments removed)
 LECODE_CHECKS = frozenset({"revision>=1", "seq>=0"})
+
+
+def _sql_tokens(sql: str) -> Iterator[tuple[str, bool]]:
+    """The tokens of ``sql`` as SQLite reads them, each with whether it is a
+    bare word (a keyword or unquoted name): comments (``--`` to the end of
+    the line, ``/* */``, one left open running to the end) and blanks
+    dropped, a string literal ('..', '' within it) or quoted name ("..",
+    [..], `..`) one token, never a bare word.  Only as far as telling a
+    CHECK keyword from the same letters in a comment, a string or a name."""
+    i, n = 0, len(sql)
+    while i < n:
+        ch = sql[i]
+        if ch.isspace():
+            i += 1
+        elif sql.startswith("--", i):
+            end = sql.find("\n", i)
+            i = n if end < 0 else end + 1
+        elif sql.startswith("/*", i):
+            end = sql.find("*/", i + 2)
+            i = n if end < 0 else end + 2
+        elif ch in "'\"`":
+            j = i + 1
+            while True:
+                j = sql.find(ch, j)
+                if j < 0:
+                    j = n
+                    break
+                if sql.startswith(ch * 2, j):
+                    j += 2
+                    continue
+                j += 1
+                break
+            yield sql[i:j], False
+            i = j
+        elif ch == "[":
+            end = sql.find("]", i + 1)
+            j = n if end < 0 else end + 1
+            yield sql[i:j], False
+            i = j
+        elif ch.isalnum() or ch in "_$" or ord(ch) > 127:
+            j = i + 1
+            while j < n and (sql[j].isalnum() or sql[j] in "_$" or ord(sql[j]) > 127):
+                j += 1
+            yield sql[i:j], True
+            i = j
+        else:
+            yield ch, False
+            i += 1
 
 
 def _checks_of(sql: str) -> list[str]:
     """The expressions of the CHECK constraints in a table's SQL, each lower
-    case without blanks (a CHECK whose parentheses do not close: all that
-    follows it)."""
+    case without blanks or comments (:func:`_sql_tokens`: a CHECK keyword
+    hidden behind a comment, or right after a string, is found; the word in
+    a string or quoted name is none).  A CHECK keyword not followed by
+    ``(``, or whose parentheses do not close: all that follows it."""
     out: list[str] = []
-    low = sql.lower()
+    tokens = list(_sql_tokens(sql))
     at = 0
-    while True:
-        at = low.find("check", at)
-        if at < 0:
-            return out
-        before = low[at - 1] if at else " "
-        rest = low[at + 5:].lstrip()
-        at += 5
-        if (before.isalnum() or before in "_\"'`[") or not rest.startswith("("):
+    while at < len(tokens):
+        text, word = tokens[at]
+        at += 1
+        if not (word and text.lower() == "check"):
             continue
-        depth, end = 0, len(rest)
-        for i, ch in enumerate(rest):
-            depth += (ch == "(") - (ch == ")")
-            if depth == 0:
-                end = i + 1
+        depth, parts = 0, []
+        while at < len(tokens):
+            tok, bare = tokens[at]
+            at += 1
+            parts.append(tok.lower() if bare or tok[:1] not in "'\"`[" else tok)
+            depth += (tok == "(") - (tok == ")")
+            if depth <= 0:
                 break
-        out.append("".join(rest[1:end - 1].split()))
+        if parts[:1] == ["("] and parts[-1:] == [")"] and depth == 0:
+            parts = parts[1:-1]
+        out.append("".join(parts) if parts else "(nothing)")
+    return out
+
+
+def _index_expressions(db: sqlite3.Connection, table: str) -> list[str]:
+    """The indexes of ``table`` that SQLite evaluates an expression of on
+    every row it checks or writes, each as "expression index NAME" or
+    "partial index NAME": from ``PRAGMA index_list`` (partial) and
+    ``PRAGMA index_xinfo`` (a column -2, an expression), nothing evaluated.
+    Lecode's own indexes (its keys', source_refs_session,
+    provenance_session) have neither; every index is judged, whoever made it."""
+    out: list[str] = []
+    for row in db.execute(f"PRAGMA index_list({sql_name(table)})"):
+        name = row_text(row[1])
+        if row[4]:
+            out.append(f"partial index {name}")
+        elif any(col[1] == -2 for col in db.execute(f"PRAGMA index_xinfo({sql_name(name)})")):
+            out.append(f"expression index {name}")
+    return out
 
 
 def foreign_expressions(db: sqlite3.Connection) -> dict[str, str]:
     """What lecode's tables hold that lecode never writes and that SQLite
     evaluates on every row it checks (``integrity_check``) or writes: a
-    generated column, a CHECK constraint other than lecode's own
-    (:data:`LECODE_CHECKS`).  Each such table with a text saying what
-    ("table facts has generated column(s) g0, g1"), read from the schema
-    alone (nothing of it is evaluated).  The same judgement as :func:`_object_kind`'s (a view is
+    generated column (``PRAGMA table_xinfo``), a CHECK constraint other than
+    lecode's own (:data:`LECODE_CHECKS`, read by :func:`_checks_of`), an
+    index on an expression or a partial one (:func:`_index_expressions`).
+    Each such table with a text saying what ("table facts has generated
+    column(s) g0, g1"), read from the schema alone (nothing of it is
+    evaluated).  The same judgement as :func:`_object_kind`'s (a view is
     code that a read runs): these are code that a check or a write runs."""
     out: dict[str, str] = {}
     for table in sorted({t for _since, t, _cols in READ_SCHEMA}):
@@ -361,6 +431,7 @@ def foreign_expressions(db: sqlite3.Connection) -> dict[str, str]:
         if checks:
             parts.append(f"{len(checks)} CHECK constraint(s) lecode does not write "
                          f"({checks[0][:60]}{'...' if len(checks[0]) > 60 else ''})")
+        parts.extend(_index_expressions(db, table))
         if parts:
             out[table] = f"table {table} has {' and '.join(parts)}"
     return out

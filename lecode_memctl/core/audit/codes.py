@@ -71,8 +71,8 @@ CODES: dict[str, CodeInfo] = {
     "db.schema_unknown": CodeInfo(ERROR, "db", ("file",),
         "the schema version is newer than this memctl knows, or unrecognisable (an older "
         "version with a table no migration can take as it is), or a lecode table holds "
-        "what lecode never writes (a generated column, a CHECK constraint of its own), "
-        "which integrity_check then does not check"),
+        "what lecode never writes (a generated column, a CHECK constraint of its own, an "
+        "index on an expression or a partial one), which integrity_check then does not check"),
     "db.needs_migration": CodeInfo(WARNING, "db", ("file",),
         "the schema is an older known version; lecode migrates it on its next write"),
     "db.generation_mismatch": CodeInfo(ERROR, "db", ("file",),

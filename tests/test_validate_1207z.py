@@ -1,0 +1,105 @@
+"""``validate`` on crafted schemas whose expressions integrity_check
+evaluates on every row, by routes a review of 2026-12-07 found after the
+first fix (test_validate_1207t.py): a CHECK behind a comment or right after
+a string, an index on an expression, a partial index."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from lecode_memctl.core.facts import _checks_of, foreign_expressions
+
+from .test_validate_1207t import _findings, _rewrite_table_sql
+
+# seconds a row, unbounded before the fix (0.3 s here: the test stays short
+# when it fails; a real store's rows made it hours)
+SLOW = "length(printf('%.*c', 100000000, 'x'))"
+
+
+@pytest.fixture
+def copy(demo_template, tmp_path) -> tuple[Path, str]:
+    dst = tmp_path / "sz"
+    shutil.copytree(demo_template.store.path, dst, symlinks=True)
+    return dst, demo_template.store.slug
+
+
+def _rewrite_index_sql(store: Path, table: str, name: str, column: str, crafted: str) -> None:
+    """An index ``name`` on ``table``(``column``) created, then its SQL
+    rewritten in the schema alone to ``crafted`` (nothing evaluated)."""
+    db = sqlite3.connect(store / "facts.sqlite3")
+    db.execute(f"CREATE INDEX {name} ON {table}({column})")
+    db.commit()
+    (version,) = db.execute("PRAGMA schema_version").fetchone()
+    db.execute("PRAGMA writable_schema = ON")
+    db.execute("UPDATE sqlite_master SET sql = ? WHERE name = ?", (crafted, name))
+    db.execute(f"PRAGMA schema_version = {version + 1}")
+    db.commit()
+    db.close()
+
+
+def _schema_unknown(store: Path, slug: str, table: str, *words: str) -> list[dict]:
+    start = time.monotonic()
+    code, found = _findings(store, "--slug", slug)
+    assert time.monotonic() - start < 10
+    assert code == 1
+    schema = [f for f in found if f["code"] == "db.schema_unknown"]
+    assert len(schema) == 1 and f"table {table}" in schema[0]["message"], found
+    for word in words:
+        assert word in schema[0]["message"], schema
+    assert "integrity_check did not check that table" in schema[0]["message"]
+    assert not any(f["code"] in ("db.unreadable", "db.integrity") for f in found), found
+    assert any(f["code"] == "fact.stale" for f in found), found
+    return found
+
+
+@pytest.mark.parametrize(("table", "more"), [
+    ("revisions", f", CHECK /**/ ({SLOW} > 0)"),
+    ("revisions", f", CHECK -- a comment\n ({SLOW} > 0)"),
+    ("facts", f", x TEXT DEFAULT 'a'CHECK({SLOW} > 0)"),
+    ("provenance", f", CONSTRAINT \"c\"CHECK({SLOW} > 0)"),
+])
+def test_a_check_hidden_by_a_comment_or_string_is_a_finding(copy, table, more):
+    store, slug = copy
+    _rewrite_table_sql(store, table, more)
+    _schema_unknown(store, slug, table, "CHECK constraint")
+
+
+def test_an_expression_index_is_a_finding_and_its_table_is_not_checked(copy):
+    store, slug = copy
+    _rewrite_index_sql(store, "revisions", "ix_x", "length(text)",
+                       f"CREATE INDEX ix_x ON revisions({SLOW}+(revision-revision))")
+    _schema_unknown(store, slug, "revisions", "expression index ix_x")
+
+
+def test_a_partial_index_is_a_finding_and_its_table_is_not_checked(copy):
+    store, slug = copy
+    _rewrite_index_sql(store, "revisions", "ix_p", "fact_id) WHERE length(text) > 0 AND (1",
+                       f"CREATE INDEX ix_p ON revisions(fact_id) WHERE {SLOW} > 0")
+    _schema_unknown(store, slug, "revisions", "partial index ix_p")
+
+
+def test_checks_of_reads_past_comments_and_strings_not_into_them():
+    assert _checks_of("CREATE TABLE t (a INT CHECK (a >= 1), b TEXT)") == ["a>=1"]
+    assert _checks_of("CREATE TABLE t (a INT CHECK/* x */(a>=1))") == ["a>=1"]
+    assert _checks_of("CREATE TABLE t (a TEXT DEFAULT 'x'CHECK(f(a)))") == ["f(a)"]
+    assert _checks_of("CREATE TABLE t (a TEXT DEFAULT 'it''s check (1)')") == []
+    assert _checks_of('CREATE TABLE t ("check" INT, [check] INT, `check` INT)') == []
+    assert _checks_of("CREATE TABLE t (a INT) -- CHECK (1)\n") == []
+    assert _checks_of("CREATE TABLE t (a INT /* CHECK (1) */)") == []
+    assert _checks_of("CREATE TABLE t (a INT, checked INT, xcheck INT)") == []
+    # a string inside the expression is kept as it is written
+    assert _checks_of("CREATE TABLE t (a TEXT CHECK (a <> 'A B'))") == ["a<>'A B'"]
+
+
+def test_lecode_own_schema_holds_nothing_foreign(copy):
+    store, _slug = copy
+    db = sqlite3.connect(store / "facts.sqlite3")
+    try:
+        assert foreign_expressions(db) == {}
+    finally:
+        db.close()

@@ -1,7 +1,8 @@
 """``validate`` on crafted schemas whose expressions integrity_check
 evaluates on every row, by routes a review of 2026-12-07 found after the
 first fix (test_validate_1207t.py): a CHECK behind a comment or right after
-a string, an index on an expression, a partial index."""
+a string, an index on an expression, a partial index; and the bound on the
+length of a value integrity_check computes (TOO_LONG)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from lecode_memctl.core.facts import _checks_of, foreign_expressions
+from lecode_memctl.core.audit.facts import MIN_LENGTH_BOUND, TOO_LONG, _start_checks
+from lecode_memctl.core.facts import FactStore, _checks_of, foreign_expressions
 
 from .test_validate_1207t import _findings, _rewrite_table_sql
 
@@ -101,5 +103,41 @@ def test_lecode_own_schema_holds_nothing_foreign(copy):
     db = sqlite3.connect(store / "facts.sqlite3")
     try:
         assert foreign_expressions(db) == {}
+    finally:
+        db.close()
+
+
+def test_a_value_longer_than_the_bound_stops_integrity_check_with_a_line(copy):
+    """The bound (SQLITE_LIMIT_LENGTH) where the schema judge would miss an
+    expression: zeroblob() past it raises "string or blob too big", which
+    is integrity_check's TOO_LONG line (printf returns NULL instead: the
+    bound keeps memory, not time, and the judge is what keeps the time)."""
+    store, _slug = copy
+    _rewrite_table_sql(store, "revisions",
+                       f", CHECK (length(zeroblob({2 * MIN_LENGTH_BOUND}+(revision-revision))) > 0)")
+    fs = FactStore.open_readonly(store / "facts.sqlite3")
+    try:
+        db = fs.read_connection()
+        assert "revisions" in foreign_expressions(db)
+        integrity, _rest, _in_thread = _start_checks(fs, db, defer=False, skip=frozenset())
+        messages, stopped = integrity()
+    finally:
+        fs.close()
+    assert stopped is None
+    assert len(messages) == 1, messages
+    head = TOO_LONG.split("{bound}")[0]
+    assert head in messages[0] and "string or blob too big" in messages[0], messages
+
+
+def test_the_bound_keeps_memory_and_printf_returns_null_past_it():
+    """What FORMAT.md says of the bound: printf() past it is NULL (no line,
+    no error), zeroblob() raises "string or blob too big" (TOO_LONG)."""
+    db = sqlite3.connect(":memory:")
+    try:
+        db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MIN_LENGTH_BOUND)
+        n = 2 * MIN_LENGTH_BOUND
+        assert db.execute(f"SELECT printf('%.*c', {n}, 'x')").fetchone() == (None,)
+        with pytest.raises(sqlite3.DataError, match="string or blob too big"):
+            db.execute(f"SELECT zeroblob({n})").fetchone()
     finally:
         db.close()

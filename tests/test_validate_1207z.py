@@ -141,3 +141,25 @@ def test_the_bound_keeps_memory_and_printf_returns_null_past_it():
             db.execute(f"SELECT zeroblob({n})").fetchone()
     finally:
         db.close()
+
+
+def test_redact_looking_for_values_left_evaluates_no_virtual_generated_column():
+    """``redact``'s look at the live rows (redact._found_in_rows) read every
+    table with SELECT *, which evaluates a VIRTUAL generated column on every
+    row (a crafted schema: printf('%.*c', 900000000, 'x'), seconds a row).
+    Its value is in no row: it is not read; the stored columns still are."""
+    from lecode_memctl.core.redact import _found_in_rows
+
+    calls: list[object] = []
+    db = sqlite3.connect(":memory:")
+    try:
+        db.create_function("slow", 1, lambda v: calls.append(v) or v, deterministic=True)
+        db.execute("CREATE TABLE t (a TEXT, g TEXT GENERATED ALWAYS AS (slow(a)) VIRTUAL, "
+                   "s TEXT GENERATED ALWAYS AS (a || 'x') STORED)")
+        db.executemany("INSERT INTO t (a) VALUES (?)", [("AKIAVALUE1",), ("plain",)])
+        calls.clear()
+        found = _found_in_rows(db, ["AKIAVALUE1", "AKIAVALUE2"], set(), None)
+    finally:
+        db.close()
+    assert calls == []
+    assert found == ["AKIAVALUE1"]

@@ -1223,7 +1223,21 @@ def _found_in_rows(db: sqlite3.Connection, values: list[str], own: set[tuple[Any
         # (the cells memctl itself writes in its bookkeeping, each a
         # fixed word: meta's key 'generation', the migrations' names)
         own_cells = own_words.get(name, frozenset())
-        cur = db.execute(f"SELECT * FROM {quoted}")    # noqa: S608 - a name quoted
+        # every column a row stores, never a VIRTUAL generated one (hidden
+        # 2): SELECT * evaluated it on every row, code of a crafted schema
+        # (printf('%.*c', 900000000, 'x'): seconds a row), and its value is
+        # in no row.  (A name that is not UTF-8 among them: "no such column",
+        # every value taken as left, as for any table SQLite cannot read.)
+        xinfo = list(db.execute(f"PRAGMA table_xinfo({quoted})"))
+        if any(r[6] == 2 for r in xinfo):
+            listed = ", ".join(
+                '"' + (c.decode("utf-8", "replace") if isinstance(c, bytes) else str(c))
+                .replace('"', '""') + '"' for c in (r[1] for r in xinfo if r[6] in (0, 3)))
+        else:
+            listed = "*"
+        if not listed:
+            continue
+        cur = db.execute(f"SELECT {listed} FROM {quoted}")    # noqa: S608 - names quoted
         cols = [d[0] for d in cur.description or ()]
         key = (cols.index("fact_id"), cols.index("revision")) \
             if skip and name == "revisions" and {"fact_id", "revision"} <= set(cols) else None

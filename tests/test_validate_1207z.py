@@ -163,3 +163,61 @@ def test_redact_looking_for_values_left_evaluates_no_virtual_generated_column():
         db.close()
     assert calls == []
     assert found == ["AKIAVALUE1"]
+
+
+def _unchecked(store: Path, slug: str, table: str, *words: str) -> None:
+    """Another application's table judged: a db.unchecked warning naming
+    it (a normal store: no db.schema_unknown), quickly."""
+    start = time.monotonic()
+    code, found = _findings(store, "--slug", slug)
+    assert time.monotonic() - start < 10
+    assert code == 1            # (the demo's planted stale fact)
+    assert not any(f["code"] == "db.schema_unknown" for f in found), found
+    unchecked = [f for f in found if f["code"] == "db.unchecked"]
+    assert len(unchecked) == 1 and f"table {table}" in unchecked[0]["message"], found
+    assert unchecked[0]["severity"] == "warning", unchecked
+    for word in words:
+        assert word in unchecked[0]["message"], unchecked
+    assert not any(f["code"] in ("db.unreadable", "db.integrity") for f in found), found
+
+
+def _other_table(store: Path, rows: int = 5) -> None:
+    db = sqlite3.connect(store / "facts.sqlite3")
+    db.execute("CREATE TABLE other(a INTEGER)")
+    db.executemany("INSERT INTO other VALUES (?)", [(i,) for i in range(rows)])
+    db.commit()
+    db.close()
+
+
+def test_another_application_s_table_with_a_check_is_judged_too(copy):
+    """A table another application added (a normal store: FORMAT.md) whose
+    CHECK evaluates seconds a row: only lecode's tables were judged, and
+    integrity_check ran it on every row, without bound, no finding saying
+    why.  Every table is judged now."""
+    store, slug = copy
+    _other_table(store)
+    _rewrite_table_sql(store, "other", f", CHECK ({SLOW} > 0)")
+    _unchecked(store, slug, "other", "CHECK constraint")
+
+
+def test_another_application_s_expression_index_is_judged_too(copy):
+    store, slug = copy
+    _other_table(store)
+    _rewrite_index_sql(store, "other", "ox", "a",
+                       f"CREATE INDEX ox ON other({SLOW}+(a-a))")
+    _unchecked(store, slug, "other", "expression index ox")
+
+
+def test_lecode_s_schema_with_another_plain_table_holds_nothing_foreign(copy):
+    store, _slug = copy
+    _other_table(store)
+    db = sqlite3.connect(store / "facts.sqlite3")
+    db.execute("CREATE INDEX plain_ix ON other(a)")
+    db.execute("CREATE TABLE t2(x INTEGER PRIMARY KEY AUTOINCREMENT, y TEXT)")
+    db.execute("INSERT INTO t2(y) VALUES ('z')")      # (sqlite_sequence made)
+    db.execute("ANALYZE")                               # (sqlite_stat1 made)
+    db.commit()
+    try:
+        assert foreign_expressions(db) == {}
+    finally:
+        db.close()

@@ -406,10 +406,8 @@ def _index_expressions(db: sqlite3.Connection, table: str) -> list[str]:
 
 
 def foreign_expressions(db: sqlite3.Connection) -> dict[str, str]:
-    """What the database's tables (lecode's and another application's;
-    not SQLite's own, not virtual ones) hold that lecode never writes and
-    that SQLite evaluates on every row it checks (``integrity_check``) or
-    writes: a
+    """What lecode's tables hold that lecode never writes and that SQLite
+    evaluates on every row it checks (``integrity_check``) or writes: a
     generated column (``PRAGMA table_xinfo``), a CHECK constraint other than
     lecode's own (:data:`LECODE_CHECKS`, read by :func:`_checks_of`), an
     index on an expression or a partial one (:func:`_index_expressions`).
@@ -418,34 +416,24 @@ def foreign_expressions(db: sqlite3.Connection) -> dict[str, str]:
     evaluated).  The same judgement as :func:`_object_kind`'s (a view is
     code that a read runs): these are code that a check or a write runs."""
     out: dict[str, str] = {}
-    # every table: lecode's, and another application's (a normal store,
-    # whose integrity_check evaluates them as well; before 2026-12-07 only
-    # lecode's were judged); SQLite's own (sqlite_sequence, sqlite_stat1)
-    # hold none of these, and a virtual table is no b-tree it checks
-    named = {row_text(n).lower(): row_text(n) for (n,) in db.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite!_%' "
-        "ESCAPE '!' AND coalesce(sql, '') NOT LIKE 'CREATE VIRTUAL%'")}
-    for key in sorted(named):
-        table = named[key]
+    for table in sorted({t for _since, t, _cols in READ_SCHEMA}):
+        if _object_kind(db, table) != "table":
+            continue
         parts: list[str] = []
-        try:
-            generated = [row_text(r[1]) for r in db.execute(
-                f"PRAGMA table_xinfo({sql_name(table)})") if r[6] in (2, 3)]
-            sqls = [row_text(r[0]) for r in db.execute(
-                "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ? "
-                "COLLATE NOCASE", (table,)) if r[0] is not None]
-            indexed = _index_expressions(db, table)
-        except sqlite3.DatabaseError:
-            continue        # (a table SQLite cannot describe: integrity_check says why)
+        generated = [row_text(r[1]) for r in db.execute(
+            f"PRAGMA table_xinfo({sql_name(table)})") if r[6] in (2, 3)]
         if generated:
             parts.append(f"generated column(s) {', '.join(generated)}")
+        sqls = [row_text(r[0]) for r in db.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE",
+            (table,)) if r[0] is not None]
         checks = [c for sql in sqls for c in _checks_of(sql) if c not in LECODE_CHECKS]
         if checks:
             parts.append(f"{len(checks)} CHECK constraint(s) lecode does not write "
                          f"({checks[0][:60]}{'...' if len(checks[0]) > 60 else ''})")
-        parts.extend(indexed)
+        parts.extend(_index_expressions(db, table))
         if parts:
-            out[key] = f"table {table} has {' and '.join(parts)}"
+            out[table] = f"table {table} has {' and '.join(parts)}"
     return out
 
 

@@ -63,10 +63,8 @@ CODES: dict[str, CodeInfo] = {
         "where it stops at a damaged page, that, then quick_check's lines)"),
     "db.unchecked": CodeInfo(WARNING, "db", ("file",),
         "PRAGMA integrity_check could not run: the database has a table, index or column "
-        "whose collation or function only another application defines, or another "
-        "application's table holds an expression integrity_check would evaluate on every row "
-        "(a generated column, a CHECK, an index on an expression or a partial one); each "
-        "other table is checked alone, and the facts are audited"),
+        "whose collation or function only another application defines; each other table is "
+        "checked alone, and the facts are audited"),
     "db.foreign_key": CodeInfo(ERROR, "db", ("file", "table"),
         "a row whose parent is missing (the rows PRAGMA foreign_key_check reports), or a "
         "table that cannot be checked because its parent table lost its primary key"),

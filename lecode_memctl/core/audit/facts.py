@@ -315,20 +315,10 @@ def _db_checks(audit: Audit, fs: Any, schema_version: int, integrity: Callable[[
     rel = FACTS_DB
     later, error = rest()
     messages, stopped = integrity()
-    from ..facts import READ_SCHEMA
-
-    lecodes = {t for _since, t, _cols in READ_SCHEMA}
-    for table, what in (foreign or {}).items():
-        if table in lecodes:
-            yield audit._f("db.schema_unknown", f"{what}: not lecode's schema (SQLite "
-                           "evaluates them on every row it checks or writes, without bound: "
-                           "integrity_check did not check that table)", file=rel)
-        else:
-            # (another application's table, a normal store: its own code, not
-            # lecode's schema gone wrong; left unchecked, said as a warning)
-            yield audit._f("db.unchecked", f"{what}, which integrity_check would evaluate on "
-                           "every row, without bound: that table is not checked (another "
-                           "application's; each other table is checked alone)", file=rel)
+    for what in (foreign or {}).values():
+        yield audit._f("db.schema_unknown", f"{what}: not lecode's schema (SQLite evaluates "
+                       "them on every row it checks or writes, without bound: integrity_check "
+                       "did not check that table)", file=rel)
     if fs.needs_migration:
         yield audit._f("db.needs_migration", f"schema version {fs.schema_version}, current is "
                        f"{schema_version}; lecode migrates it on its next write", file=rel)

@@ -477,17 +477,27 @@ def _rewrite_strings(line: bytes, rec: dict[str, Any],
     as the record is parsed)."""
     from .secrets import json_strings
 
+    places = _string_places(line, _kind(rec))
+    # kept as the whole rewrite keeps them: a key the contract names (even
+    # in a member a parse drops: renamed, the parse would see it); an
+    # identifying member, key and value; a binary part's data.  What else a
+    # parse drops (a key given twice) is kept nowhere.
+    return _rewrite_json_strings(line, (
+        (start, end, text)
+        for (start, end, text, is_key, _top, _lineage, binary_data, dropped), (named, whole)
+        in zip(json_strings(line), places, strict=True)
+        if not ((is_key and named) or (not dropped and (whole or binary_data)))), values)
+
+
+def _rewrite_json_strings(line: bytes, strings: Iterable[tuple[int, int, str]],
+                          values: Mapping[str, str]) -> tuple[bytes, int]:
+    """``line`` with the values replaced in each of ``strings`` (a JSON
+    string's span in ``line`` and its decoded text), each string that holds
+    one written again as JSON, every other byte as it was; and how many
+    were replaced."""
     out = bytearray()       # (not orjson's bytes, each held with 4 KiB of buffer)
     at = n = 0
-    places = _string_places(line, _kind(rec))
-    for (start, end, text, is_key, _top, _lineage, binary_data, dropped), \
-            (named, whole) in zip(json_strings(line), places, strict=True):
-        # kept as the whole rewrite keeps them: a key the contract names
-        # (even in a member a parse drops: renamed, the parse would see it);
-        # an identifying member, key and value; a binary part's data.  What
-        # else a parse drops (a key given twice) is kept nowhere.
-        if (is_key and named) or (not dropped and (whole or binary_data)):
-            continue
+    for start, end, text in strings:
         new, c = replace_values(text, values)
         if c:
             out += line[at:start]
@@ -634,33 +644,13 @@ def rewrite_transcript(data: bytes, values: Mapping[str, str]) -> tuple[bytes, l
         # every other byte kept; then, as in a line that does not parse,
         # the value's bytes)
         strings = other_json_strings(piece) if b"\\" in piece else None
-        new, n = _rewrite_other_json(piece, strings, values) if strings else (piece, 0)
+        new, n = _rewrite_json_strings(piece, strings, values) if strings else (piece, 0)
         new, n2 = _replace_bytes(new, values)
         n += n2
         total += n
         raw_lines += 1 if n else 0
         out.append(new)
     return b"\n".join(out), sorted(set(seqs)), total, raw_lines
-
-
-def _rewrite_other_json(line: bytes, strings: list[tuple[int, int, str]],
-                        values: Mapping[str, str]) -> tuple[bytes, int]:
-    """``line`` (JSON but no object: :func:`secrets.other_json_strings`
-    gave its ``strings``) with the values replaced in each string, decoded,
-    and the string written again as JSON; every other byte as it was."""
-    out = bytearray()
-    at = n = 0
-    for start, end, text in strings:
-        new, c = replace_values(text, values)
-        if c:
-            out += line[at:start]
-            out += orjson.dumps(new)
-            at = end
-            n += c
-    if not n:
-        return line, 0
-    out += line[at:]
-    return bytes(out), n
 
 
 # --------------------------------------------------------------------------

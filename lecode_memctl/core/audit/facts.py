@@ -369,14 +369,8 @@ AT_ONCE_BYTES = 256 << 10
 def _checked_at_once(db: Any) -> bool:
     """Whether ``db``'s database (its pages, those of its -wal included) is
     smaller than :data:`AT_ONCE_BYTES`; False when SQLite cannot say."""
-    import sqlite3
-
-    try:
-        (pages,) = db.execute("PRAGMA page_count").fetchone()
-        (size,) = db.execute("PRAGMA page_size").fetchone()
-    except sqlite3.DatabaseError:
-        return False
-    return bool(type(pages) is int and type(size) is int and pages * size < AT_ONCE_BYTES)
+    size = _database_bytes(db)
+    return size is not None and size < AT_ONCE_BYTES
 
 
 # integrity_check's bound on the length of a value it computes
@@ -389,17 +383,17 @@ TOO_LONG = ("stopped: a value it computed is longer than the database itself ({b
             "{exc}): an expression lecode's schema does not have (db.schema_unknown)")
 
 
-def _database_bytes(db: Any) -> int:
+def _database_bytes(db: Any) -> int | None:
     """The size of ``db``'s database in bytes (its pages, those of its -wal
-    included); 0 when SQLite cannot say."""
+    included); None when SQLite cannot say."""
     import sqlite3
 
     try:
         (pages,) = db.execute("PRAGMA page_count").fetchone()
         (size,) = db.execute("PRAGMA page_size").fetchone()
     except sqlite3.DatabaseError:
-        return 0
-    return pages * size if type(pages) is int and type(size) is int else 0
+        return None
+    return pages * size if type(pages) is int and type(size) is int else None
 
 
 def _start_checks(fs: Any, db: Any, *, defer: bool, skip: frozenset[str] = frozenset()
@@ -532,7 +526,7 @@ def _start_checks(fs: Any, db: Any, *, defer: bool, skip: frozenset[str] = froze
         # printf does all its work and returns NULL (900000000: 11 s, 32 MB
         # against 918 MB).  Time is kept by skip (facts.foreign_expressions):
         # this catches only what that judge would miss
-        bound = max(_database_bytes(conn), MIN_LENGTH_BOUND)
+        bound = max(_database_bytes(conn) or 0, MIN_LENGTH_BOUND)
         limit = conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, bound)
         try:
             return checked()

@@ -44,7 +44,7 @@ def _small_pieces(monkeypatch, whole: int = 64, piece: int = 7) -> None:
 def _expected(text: str, path, json_: bool) -> bytes:
     if json_:
         return orjson.dumps({**doc_head("markdown"), "path": str(path), "text": text}) + b"\n"
-    out = safe(text)
+    out = safe(text, keep_newlines=True)
     return (out + ("\n" if out and not out.endswith("\n") else "")).encode()
 
 

@@ -491,7 +491,8 @@ def test_newer_commands_json_jsonl_csv_tsv_have_the_same_fields(planted, argv, r
     for fmt, delim in (("csv", ","), ("tsv", "\t")):
         table = list(csv.reader(io.StringIO(run("--format", fmt).stdout), delimiter=delim))
         assert table[0] == model.names, (fmt, table[0])
-        assert table[1:] == [[safe(rowmodel.flat(r[k])) for k in model.names] for r in json_rows]
+        assert table[1:] == [[safe(rowmodel.flat(r[k]), keep_newlines=True) for k in model.names]
+                             for r in json_rows]
 
 
 @pytest.mark.parametrize("argv", sorted({tuple(a[0]) for a in NEWER}), ids=" ".join)

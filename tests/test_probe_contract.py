@@ -99,8 +99,8 @@ def _same_rows_everywhere(glob, argv, rtype, rows_of, after):
         table = list(csv.reader(io.StringIO(out("--format", fmt).stdout, newline=""),
                                 delimiter=delim))
         assert table[0] == model.names, (argv, fmt)
-        assert table[1:] == [[safe(rowmodel.flat(r[k])) for k in model.names] for r in rows], \
-            (argv, fmt)
+        assert table[1:] == [[safe(rowmodel.flat(r[k]), keep_newlines=True) for k in model.names]
+                             for r in rows], (argv, fmt)
     return rows
 
 

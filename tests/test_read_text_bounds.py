@@ -149,7 +149,7 @@ def test_the_linear_wrap_is_textwraps_line_for_line():
     # a line over LONG_LINE, through _wrap
     line = "".join(rng.choice(alphabet) for _ in range(4000))
     assert len(line) > transcript.LONG_LINE
-    assert transcript._wrap(line, 80) == (_textwrap(safe(line), 80, "    ") or ["    "])
+    assert transcript._wrap(line, 80) == (_textwrap(safe(line, keep_newlines=True), 80, "    ") or ["    "])
 
 
 def _peaks(store, content_of, sizes, *args):

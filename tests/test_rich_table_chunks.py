@@ -19,7 +19,7 @@ from .test_plain_table import any_text
 
 # cells as output._table_cell makes them (no newline; other escapes kept)
 _CELL = st.one_of(
-    any_text.map(lambda t: output.safe(t, keep_newlines=False)),
+    any_text.map(lambda t: output.safe(t)),
     st.sampled_from(["", " ", "   ", "a b", "x" * 200, "word " * 40, "\u2028x", "日本語 テキスト",
                      "\xa0\xa0", "tab\\tsep", "0123456789abcdef"]),
     st.text(alphabet="ab \u3000日", max_size=60),

@@ -134,7 +134,8 @@ def _expected(store, pattern: str, fmt: str, *, limit: int | None, offset: int,
     if cap not in refs:
         refs[cap] = _whole_file_search(store, pattern, limit=cap, offset=offset)
     ref = refs[cap]
-    err = [f"memctl: warning: {safe(s.file)}: {safe(s.reason)}; skipped" for s in ref.skipped]
+    err = [f"memctl: warning: {safe(s.file, keep_newlines=True)}: "
+           f"{safe(s.reason, keep_newlines=True)}; skipped" for s in ref.skipped]
     if ("rows", cap) not in refs:
         refs["rows", cap] = [{"type": "hit", "file": h.file, "line": h.line, "text": h.text}
                              for h in ref.hits]
@@ -147,7 +148,8 @@ def _expected(store, pattern: str, fmt: str, *, limit: int | None, offset: int,
                "skipped": [{"file": s.file, "reason": s.reason} for s in ref.skipped]}
         return b"", err, doc
     if fmt == "text":
-        out = "".join(f"{safe(h.file)}:{h.line}: {safe(h.text)}\n" for h in ref.hits).encode()
+        out = "".join(f"{safe(h.file, keep_newlines=True)}:{h.line}: "
+                      f"{safe(h.text, keep_newlines=True)}\n" for h in ref.hits).encode()
     elif fmt == "jsonl":
         out = b"".join(orjson.dumps(r) + b"\n" for r in rows)
     else:
@@ -155,8 +157,8 @@ def _expected(store, pattern: str, fmt: str, *, limit: int | None, offset: int,
         w = csv.writer(buf, delimiter="," if fmt == "csv" else "\t", lineterminator="\n")
         w.writerow(["type", "file", "line", "text"])
         if ("cells", cap) not in refs:
-            refs["cells", cap] = [[safe(flat(r[c])) for c in ("type", "file", "line", "text")]
-                                  for r in rows]
+            refs["cells", cap] = [[safe(flat(r[c]), keep_newlines=True)
+                                   for c in ("type", "file", "line", "text")] for r in rows]
         w.writerows(refs["cells", cap])
         out = buf.getvalue().encode()
     if ref.truncated:

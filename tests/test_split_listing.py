@@ -532,7 +532,7 @@ def test_csv_lines_made_by_each_process_print_what_one_process_prints(store, mon
         writer = csv.writer(buf, delimiter="," if fmt == "csv" else "\t", lineterminator="\n")
         writer.writerow(FACT.names)
         for r in records:
-            writer.writerow([output.safe(flat(r.get(c))) for c in FACT.names])
+            writer.writerow([output.safe(flat(r.get(c)), keep_newlines=True) for c in FACT.names])
         assert code == 0
         assert got == buf.getvalue().encode()
 

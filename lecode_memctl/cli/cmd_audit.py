@@ -379,11 +379,11 @@ def _human_report(summaries: list, by_project: dict[str, list], report: "_HeldRe
                    else ((f.check, line_of(f)) for f in sort_findings(by_project.get(s.project, []))))
         sev = s.by_severity
         facts = ", ".join(f"{n} {k}" for k, n in s.facts.items() if n) or "none"
-        echo(f"{safe(s.project, keep_newlines=False)}: {'OK' if s.ok(strict) else 'PROBLEMS'}  "
+        echo(f"{safe(s.project)}: {'OK' if s.ok(strict) else 'PROBLEMS'}  "
              f"{sev['error']} error{'s' if sev['error'] != 1 else ''}, "
              f"{sev['warning']} warning{'s' if sev['warning'] != 1 else ''}, {sev['info']} info"
              + (f", {s.ignored} ignored" if s.ignored else ""))
-        echo(f"  store {safe(s.store, keep_newlines=False)}; "
+        echo(f"  store {safe(s.store)}; "
              f"{s.sessions} session{'s' if s.sessions != 1 else ''}; "
              f"facts: {s.facts_total} ({facts}){'; deep' if deep else ''}")
         check = None
@@ -393,7 +393,7 @@ def _human_report(summaries: list, by_project: dict[str, list], report: "_HeldRe
                 echo(f"  [{check}]")
             echo(line)
     if not summaries:
-        echo(f"no stores under {safe(str(cfg.path / 'memory'), keep_newlines=False)}")
+        echo(f"no stores under {safe(str(cfg.path / 'memory'))}")
 
 
 def _finding_lines() -> "Callable[[Finding], str]":
@@ -402,8 +402,8 @@ def _finding_lines() -> "Callable[[Finding], str]":
     from .output import safe
 
     def line(f: "Finding") -> str:
-        return (f"    {f.severity:<7} {f.code:<24} {safe(f.location(), keep_newlines=False)}: "
-                f"{safe(f.message, keep_newlines=False)}")
+        return (f"    {f.severity:<7} {f.code:<24} {safe(f.location())}: "
+                f"{safe(f.message)}")
 
     return line
 
@@ -556,7 +556,7 @@ def _progress_bar(label: str):
     prog = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     console=console(stderr=True), transient=True)
     prog.start()
-    task = prog.add_task(f"sessions of {safe(label, keep_newlines=False)}", total=None)
+    task = prog.add_task(f"sessions of {safe(label)}", total=None)
 
     def update(done: int, total: int) -> None:
         prog.update(task, completed=done, total=total)
@@ -675,8 +675,8 @@ def usage(
     # (with a markup format stdout holds the table alone: the lines for
     # people go to stderr, those before it as those after it)
     aside = fmt_name in MARKUP_FORMATS
-    echo(f"{safe(rep.project, keep_newlines=False)}: {rep.sessions_counted} session(s) counted{window}"
-         + (f"; refused: {', '.join(safe(s, keep_newlines=False) for s in rep.refused)}"
+    echo(f"{safe(rep.project)}: {rep.sessions_counted} session(s) counted{window}"
+         + (f"; refused: {', '.join(safe(s) for s in rep.refused)}"
             if rep.refused else ""),
          err=aside)
     if not purposes:

@@ -102,17 +102,17 @@ def _summary(res: Any, *, err: bool) -> None:
 
     m = res.manifest
     v = m["validate"]
-    where = safe(res.output, keep_newlines=False) if res.output else "stdout"
+    where = safe(res.output) if res.output else "stdout"
     echo(f"exported {res.files} file{'s' if res.files != 1 else ''} of "
-         f"{safe(m['project']['slug'], keep_newlines=False)} to {where} ({res.bytes} bytes"
+         f"{safe(m['project']['slug'])} to {where} ({res.bytes} bytes"
          f"{', gzip' if res.compression else ''})", err=err)
     echo(f"manifest sha256: {res.manifest_sha256}", err=err)
     echo(f"validate: {_sev(v['findings'])}; facts: {_facts_line(v)}", err=err)
     if m["facts"]["error"]:
-        echo(f"facts: {safe(m['facts']['error']['message'], keep_newlines=False)}", err=err)
+        echo(f"facts: {safe(m['facts']['error']['message'])}", err=err)
     if m["skipped"]:
         echo(f"skipped: {len(m['skipped'])} (" + ", ".join(
-            f"{safe(s['path'], keep_newlines=False)}: {s['reason']}" for s in m["skipped"][:5])
+            f"{safe(s['path'])}: {s['reason']}" for s in m["skipped"][:5])
             + (", ..." if len(m["skipped"]) > 5 else "") + ")", err=err)
 
 
@@ -197,7 +197,7 @@ def _report(rep: Any, json_: bool) -> None:
     def one(value: Any) -> str:
         # the bundle's own strings, untrusted: one line each (\n, \t), as the
         # problem lines below, so that a manifest cannot print an "OK:" line
-        return safe(str(value), keep_newlines=False)
+        return safe(str(value))
 
     echo(f"bundle {one(rep.bundle)} ({kind})")
     if rep.manifest is not None:
@@ -221,8 +221,8 @@ def _report(rep: Any, json_: bool) -> None:
                                if r["manifest_status"] else "-")} for r in rep.facts)
         render_rows(rows, ["fact_id", "revision", "status", "at export"], "table")
     for pr in rep.problems:
-        where = f"{safe(pr.path, keep_newlines=False)}: " if pr.path else ""
-        echo(f"  {pr.kind:<9} {where}{safe(pr.detail, keep_newlines=False)}")
+        where = f"{safe(pr.path)}: " if pr.path else ""
+        echo(f"  {pr.kind:<9} {where}{safe(pr.detail)}")
     if rep.ok:
         echo("OK: the bundle matches its manifest")
     else:

@@ -73,8 +73,8 @@ def demo(
     try:
         d = build_demo(base)
         how = ("real git" if d.used_git
-               else "git layout written by hand: " + safe(d.git_problem, keep_newlines=False))
-        echo(f"Built a demo store under {safe(str(base), keep_newlines=False)} ({how}).")
+               else "git layout written by hand: " + safe(d.git_problem))
+        echo(f"Built a demo store under {safe(str(base))} ({how}).")
         echo("Every command below is what you would type; its output follows.\n")
         os.environ["LECODE_CONFIG_DIR"] = str(d.config_dir)
         os.environ["XDG_STATE_HOME"] = str(base / "state")

@@ -66,7 +66,7 @@ def _needs_migration_note(facts: Any) -> None:
     from .output import echo, safe
 
     if getattr(facts, "needs_migration", False):
-        echo(f"memctl: note: {safe(str(facts.path), keep_newlines=False)} needs migration "
+        echo(f"memctl: note: {safe(str(facts.path))} needs migration "
              "(schema version "
              f"{facts.schema_version}); read-only, nothing was changed", err=True)
 
@@ -94,13 +94,13 @@ def _print_learning(learning: dict[str, Any] | None, session: str | None,
 
     if learning is None:
         if session and not transcript:
-            echo(f"learning: none (session {safe(session, keep_newlines=False)} has no transcript)")
+            echo(f"learning: none (session {safe(session)} has no transcript)")
             return
         echo("learning: no learning event"
-             + (f" in session {safe(session, keep_newlines=False)}" if session else ""))
+             + (f" in session {safe(session)}" if session else ""))
         return
     def one(value: Any) -> str:   # stored values, one line each (issue 16.6)
-        return safe(str(value), keep_newlines=False)
+        return safe(str(value))
 
     counts = ", ".join(f"{one(k)}={one(v)}" for k, v in sorted(learning["reason_counts"].items(),
                                                                key=lambda kv: str(kv[0])))
@@ -111,7 +111,7 @@ def _print_learning(learning: dict[str, Any] | None, session: str | None,
     for p in learning["proposals"]:
         src = p["source"]
         echo(f"  proposal from {one(src['session_id'])}:{','.join(map(str, src['seqs']))}: "
-             + safe(p["text"], keep_newlines=False)
+             + safe(p["text"])
              + (" [...]" if p["fact_text_truncated"] else ""))
     if learning.get("proposals_hidden"):
         echo(f"  ({learning['proposals_hidden']} proposal(s) hidden: evidence, epoch or "
@@ -617,10 +617,10 @@ def history(fact_id: FactIdArg, json_: JsonOpt = False, fmt: FormatOpt = None,
     for r in rows:
         mark = "*" if r["current"] else " "
         echo(f"{mark} revision {number(r['revision'])}  "
-             f"{safe(r['created'] or '-', keep_newlines=False)}  "
-             f"source {safe(r['source'] or '-', keep_newlines=False)}  "
+             f"{safe(r['created'] or '-')}  "
+             f"source {safe(r['source'] or '-')}  "
              f"{_status_cell(r['status'], r['reason'])}")
-        for line in safe(r["text"]).splitlines() or [""]:
+        for line in safe(r["text"], keep_newlines=True).splitlines() or [""]:
             echo(f"    {line}")
 
 
@@ -810,7 +810,7 @@ def correct(
         message = _stays_invalid_message(fact_id, bad)
         if text_file == "-" or json_ or not _stdin_is_tty():
             raise UsageError(f"refusing to correct without --yes: {message}")
-        echo(f"memctl: warning: {safe(message, keep_newlines=False)}", err=True)
+        echo(f"memctl: warning: {safe(message)}", err=True)
         if not confirm(f"Correct fact {fact_id} anyway?"):
             echo("nothing corrected", err=True)
             raise typer.Exit(EXIT_PROBLEMS)
@@ -837,12 +837,12 @@ def correct(
         emit_json(doc)
         return
     echo(f"corrected fact {fact_id}: revision {old.revision} -> {new.revision}")
-    echo(f"  source: {safe(snap.ref.label(), keep_newlines=False)} "
+    echo(f"  source: {safe(snap.ref.label())} "
          f"(positions {','.join(map(str, snap.ref.seqs))})")
-    echo("  old: " + safe(old.text, keep_newlines=False))
-    echo("  new: " + safe(new.text, keep_newlines=False))
+    echo("  old: " + safe(old.text))
+    echo("  new: " + safe(new.text))
     if bad:
-        echo("  note: " + safe(_stays_invalid_message(fact_id, bad), keep_newlines=False))
+        echo("  note: " + safe(_stays_invalid_message(fact_id, bad)))
 
 
 # ---------------------------------------------------------------- forget
@@ -858,7 +858,7 @@ def _print_impact(fact_id: str, impact: dict[str, Any], *, err: bool = False) ->
     excl = impact["exclusions"]
     echo(f"would forget fact {fact_id}:", err=err)
     echo(f"  exclusions to install: {len(excl)}"
-         + (": " + ", ".join(f"{safe(e['session_id'], keep_newlines=False)}:{e['seq']}"
+         + (": " + ", ".join(f"{safe(e['session_id'])}:{e['seq']}"
                              for e in excl) if excl else ""),
          err=err)
     if impact["already_excluded"]:
@@ -872,7 +872,7 @@ def _print_impact(fact_id: str, impact: dict[str, Any], *, err: bool = False) ->
     echo(f"  generated messages invalidated: {impact['generated_messages_invalidated']}", err=err)
     inert = impact["summaries_inert"]
     echo(f"  compaction summaries made inert: {len(inert)}"
-         + (": " + ", ".join(f"{safe(s['session_id'], keep_newlines=False)}:{s['seq']}"
+         + (": " + ", ".join(f"{safe(s['session_id'])}:{s['seq']}"
                              for s in inert) if inert else ""),
          err=err)
 
@@ -1019,8 +1019,8 @@ def _first_use_copies(store_path: Any = None) -> str | None:
         return None
     from .output import safe
 
-    return (f"the agent started in {safe(str(cwd), keep_newlines=False)} would first copy "
-            f"{' and '.join(names)} from the legacy store {safe(str(legacy.path), keep_newlines=False)} "
+    return (f"the agent started in {safe(str(cwd))} would first copy "
+            f"{' and '.join(names)} from the legacy store {safe(str(legacy.path))} "
             "(memory older lecode kept per working directory, copied on first use where the "
             "store has none), so its section would hold what this one does not show; "
             "'memctl migrate-legacy' copies it now")
@@ -1087,15 +1087,15 @@ def context(
         return
     # Stored Markdown is untrusted: control characters are shown escaped, as
     # 'memctl show' does (--json keeps the exact text).
-    write_bytes(safe(section.text).encode("utf-8"))
+    write_bytes(safe(section.text, keep_newlines=True).encode("utf-8"))
     if not explain:
         for note in section.notes:
-            echo(f"memctl: note: {safe(note, keep_newlines=False)}", err=True)
+            echo(f"memctl: note: {safe(note)}", err=True)
         return
     err = False
     echo("--- explain ---", err=err)
     for note in section.notes:
-        echo(safe(note), err=err)
+        echo(safe(note, keep_newlines=True), err=err)
     echo(f"section: {section.bytes} of max_bytes {section.max_bytes}", err=err)
     echo(f"facts: {section.facts_bytes} of facts budget {section.facts_budget} "
          f"(facts_max_bytes {section.facts_max_bytes}); {len(section.included)} included of "
@@ -1112,4 +1112,4 @@ def context(
                 why += f" at revision {o.about_revision}"
         if o.bytes is not None:
             why += f", {o.bytes} bytes"
-        echo(f"  omitted {safe(o.fact_id, keep_newlines=False)}: {why}", err=err)
+        echo(f"  omitted {safe(o.fact_id)}: {why}", err=err)

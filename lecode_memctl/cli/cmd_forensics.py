@@ -231,11 +231,11 @@ def grep(
                 printer.hit(hit)
         printer.end()
     for sid, reason in run.skipped:
-        what = (f"session {safe(sid, keep_newlines=False)} skipped" if sid is not None
+        what = (f"session {safe(sid)} skipped" if sid is not None
                 else "no session searched")
-        echo(f"memctl: warning: {what}: {safe(reason, keep_newlines=False)}", err=True)
+        echo(f"memctl: warning: {what}: {safe(reason)}", err=True)
     for sid, kinds in itertools.groupby(run.damaged, key=lambda d: d[0]):
-        echo(f"memctl: warning: session {safe(sid, keep_newlines=False)} damaged: " + "; ".join(
+        echo(f"memctl: warning: session {safe(sid)} damaged: " + "; ".join(
             (f"{n} record{'s' if n > 1 else ''} {kind} (first: line {first}), visibility "
              "uncertain" if kind in (SEQ_DUPLICATE, SEQ_REGRESSION) else
              f"{n} {kind} line{'s' if n > 1 else ''} not searched (first: line {first})")
@@ -250,8 +250,8 @@ def grep(
             emit_csv(counts(), MATCH_COUNT.names, fmt)
         else:
             for row in counts():
-                echo(f"{safe(row['session_id'], keep_newlines=False)}:{row['count']}" if count
-                     else safe(row["session_id"], keep_newlines=False))
+                echo(f"{safe(row['session_id'])}:{row['count']}" if count
+                     else safe(row["session_id"]))
     if truncated and fmt == "human":
         echo(f"memctl: stopped after {limit} hits (--limit)", err=True)
     raise typer.Exit(code)
@@ -280,12 +280,12 @@ class _HitPrinter:
 
         # the role is any string a transcript holds: escaped (\n, \t) as the
         # path and the line are, so that a newline in it cannot forge a hit line
-        base = (f"{safe(hit.session_id, keep_newlines=False)}:{hit.seq} "
-                f"{safe(hit.role, keep_newlines=False)} {safe(hit.path, keep_newlines=False)}")
+        base = (f"{safe(hit.session_id)}:{hit.seq} "
+                f"{safe(hit.role)} {safe(hit.path)}")
         hidden = f" [hidden: {hit.hidden}]" if hit.hidden is not None else ""
         label = base + (f" line {hit.line_no}" if hit.line_no > 1 else "") + hidden
         if not self._context:
-            echo(f"{label}: {safe(hit.line, keep_newlines=False)}")
+            echo(f"{label}: {safe(hit.line)}")
             return
         # (the record by where its line ends: two records may share a seq;
         # before 2026-12-07 the key was the seq, and two records of one seq
@@ -304,8 +304,8 @@ class _HitPrinter:
         self._base = base + hidden
         ctx.update((first + i, ln) for i, ln in enumerate(hit.before))
         for no in sorted(n for n in ctx if n > self._last):
-            echo(f"{self._base}-{no}- {safe(ctx[no], keep_newlines=False)}")
-        echo(f"{label}: {safe(hit.line, keep_newlines=False)}")
+            echo(f"{self._base}-{no}- {safe(ctx[no])}")
+        echo(f"{label}: {safe(hit.line)}")
         self._last = hit.line_no
         self._after = [(hit.line_no + 1 + i, ln) for i, ln in enumerate(hit.after)]
 
@@ -313,7 +313,7 @@ class _HitPrinter:
         from .output import echo, safe
 
         for no, ln in self._after:
-            echo(f"{self._base}-{no}- {safe(ln, keep_newlines=False)}")
+            echo(f"{self._base}-{no}- {safe(ln)}")
         if self._after:
             self._last = self._after[-1][0]
         self._after = []
@@ -659,19 +659,19 @@ def _secrets_report(reports: list[Any], fmt: str, emit: Callable[[bytes], None],
             # nothing found but something not read is not OK, and no secret either
             verdict = "OK" if r.ok else "SECRETS FOUND" if r.findings else "UNREADABLE"
             n = len(r.findings)
-            out.add((f"{safe(r.shown_project, keep_newlines=False)}: {verdict}  "
+            out.add((f"{safe(r.shown_project)}: {verdict}  "
                      f"{n} finding{'s' if n != 1 else ''}"
                      + (f", {r.allowlisted} allowlisted" if r.allowlisted else "")
                      + (f", {len(r.unreadable)} unreadable" if r.unreadable else "")
                      + f"; {r.files_scanned} files, {r.bytes_scanned} bytes read\n"
                      ).encode("utf-8"))
             for f in r.findings:
-                out.add((f"  {f.detector:<24} {safe(f.place(), keep_newlines=False)}  "
-                         f"{safe(f.preview, keep_newlines=False)}  sha256:{f.hash[:12]}\n"
+                out.add((f"  {f.detector:<24} {safe(f.place())}  "
+                         f"{safe(f.preview)}  sha256:{f.hash[:12]}\n"
                          ).encode())
             for sk in r.skipped:
-                out.add((f"  skipped {safe(sk.file, keep_newlines=False)}: "
-                         f"{safe(sk.reason, keep_newlines=False)}\n").encode())
+                out.add((f"  skipped {safe(sk.file)}: "
+                         f"{safe(sk.reason)}\n").encode())
         if not reports:
             out.add(b"no stores\n")
     out.flush()
@@ -924,7 +924,7 @@ def redact(
          + (f", {len(result.forgotten)} fact(s) forgotten" if result.forgotten else "")
          + (", database cleaned" if result.database_cleaned else ""))
     for f in rdoc["files"]:
-        echo(f"  {safe(f, keep_newlines=False)}")
+        echo(f"  {safe(f)}")
     if doc["stale_facts"]:
         echo(f"  {len(doc['stale_facts'])} fact revision(s) now stale: "
              + ", ".join(sorted({s['fact_id'] for s in doc['stale_facts']})))
@@ -954,7 +954,7 @@ def _record_forget_mark(store: Any, lock_wait: float | None) -> None:
             fs.close()
     except (MemctlError, OSError) as exc:
         echo(safe(f"memctl: note: the exclusion generation the redaction raised is not "
-                  f"recorded: {exc}", keep_newlines=False), err=True)
+                  f"recorded: {exc}"), err=True)
 
 
 def _kept_place(k: dict) -> str:
@@ -962,7 +962,7 @@ def _kept_place(k: dict) -> str:
     from .output import safe
 
     def names(items: list[str]) -> str:
-        return ", ".join(safe(x, keep_newlines=False) for x in items)
+        return ", ".join(safe(x) for x in items)
 
     sids = k["session_ids"]
     reasons = k.get("reasons", ["session_id"])
@@ -977,7 +977,7 @@ def _kept_place(k: dict) -> str:
         where.append("live rows of facts.sqlite3 naming that session" if "session_id" in reasons
                      else f"live rows of facts.sqlite3 naming the session {names(sids)}" if sids
                      else "the facts database's files, after their clean")
-    return (f"{k['detector']} {safe(k['preview'], keep_newlines=False)}: "
+    return (f"{k['detector']} {safe(k['preview'])}: "
             + ", ".join(where) + f" (sha256:{k['hash'][:12]})")
 
 
@@ -1018,17 +1018,17 @@ def _print_plan(doc: dict, *, dry_run: bool, err: bool = False) -> None:
 
     if not doc["files"] and not doc["forget_facts"] and not doc["clean_database"] \
             and not doc["kept"]:
-        out(f"{safe(doc['project'], keep_newlines=False)}: nothing to redact "
+        out(f"{safe(doc['project'])}: nothing to redact "
             f"({doc['findings']} findings picked)")
         return
     erasable = doc["values"] - len(doc["kept"])
-    out(f"{safe(doc['project'], keep_newlines=False)}: would redact {erasable} value"
+    out(f"{safe(doc['project'])}: would redact {erasable} value"
         f"{'s' if erasable != 1 else ''} ({doc['findings']} findings):")
     for f in doc["files"]:
         what = f"{f['replacements']} replacement{'s' if f['replacements'] != 1 else ''}"
         if f["records"]:
             what += " in records " + ", ".join(str(s) for s in f["records"])
-        out(f"  rewrite {safe(f['file'], keep_newlines=False)}: {what}")
+        out(f"  rewrite {safe(f['file'])}: {what}")
     for k in doc["kept"]:
         out(f"  cannot erase {_kept_place(k)}: {_KEPT_WHY} (every other copy is erased)")
     for fid in doc["forget_facts"]:
@@ -1042,15 +1042,15 @@ def _print_plan(doc: dict, *, dry_run: bool, err: bool = False) -> None:
         out(f"  other facts the forgets suppress (evidence excluded): {len(sup)}"
             + (": " + ", ".join(sup) if sup else ""))
         out(f"  compaction summaries the forgets make inert: {len(inert)}"
-            + (": " + ", ".join(f"{safe(s['session_id'], keep_newlines=False)}:{s['seq']}" for s in inert)
+            + (": " + ", ".join(f"{safe(s['session_id'])}:{s['seq']}" for s in inert)
                if inert else ""))
     stale = doc["stale_facts"]
     out(f"  facts whose evidence digest changes (become stale): {len(stale)}"
-        + (": " + ", ".join(f"{s['fact_id']} r{s['revision']} ({safe(s['session_id'], keep_newlines=False)})"
+        + (": " + ", ".join(f"{s['fact_id']} r{s['revision']} ({safe(s['session_id'])})"
                             for s in stale) if stale else ""))
     sums = doc["summaries"]
     out(f"  compaction summaries covering or following a rewritten record: {len(sums)}"
-        + (": " + ", ".join(f"{safe(s['session_id'], keep_newlines=False)}:{s['seq']}"
+        + (": " + ", ".join(f"{safe(s['session_id'])}:{s['seq']}"
                             + ("" if s.get("reasons") == ["lineage"]
                                else f" ({', '.join(s.get('reasons') or [])})")
                             for s in sums) if sums else ""))

@@ -77,7 +77,7 @@ def _print_file(store, target, json_: bool) -> None:  # core.layout.Store, core.
     last = ""
     for text in _texts(first, second, pieces):
         if text:
-            sys.stdout.write(safe(text))
+            sys.stdout.write(safe(text, keep_newlines=True))
             last = text
     if last and not last.endswith("\n"):
         sys.stdout.write("\n")
@@ -193,7 +193,7 @@ def notes(
             for i in infos]
     rows = sort_rows(rows, sort, NOTE_SORTS, "name")
     if not rows and fmt_name == "table":
-        echo(f"no notes in {safe(str(store.notes_dir), keep_newlines=False)}", err=True)
+        echo(f"no notes in {safe(str(store.notes_dir))}", err=True)
         return
     render_records(NOTE, window(rows, offset, limit), fmt_name, columns=["name", "size", "modified"])
 
@@ -257,8 +257,8 @@ def search(
     def warn(s: "SkippedFile") -> None:
         # (a name made by another tool may hold a newline or a tab: escaped
         # as a table cell escapes it, so that one warning stays one line)
-        echo(f"memctl: warning: {safe(s.file, keep_newlines=False)}: "
-             f"{safe(s.reason, keep_newlines=False)}; skipped", err=True)
+        echo(f"memctl: warning: {safe(s.file)}: "
+             f"{safe(s.reason)}; skipped", err=True)
 
     # Streamed in every format: each hit is written as it is found (a file
     # is checked UTF-8 before its first hit), each skipped file warned of
@@ -283,7 +283,7 @@ def search(
         for h in run.hits():
             # the file name escaped (\n, \t) as in --format table: a newline
             # in it would forge a hit line; the text is one line already
-            echo(f"{safe(h.file, keep_newlines=False)}:{h.line}: {safe(h.text)}")
+            echo(f"{safe(h.file)}:{h.line}: {safe(h.text, keep_newlines=True)}")
     else:
         render_records(HIT, rows, fmt_name)
     if run.truncated:
@@ -408,8 +408,8 @@ def _kept_after_interrupt(store, target, tmp: str, before: bytes | None) -> bool
 
     from .output import echo, interrupted_after, safe
 
-    shown = safe(str(target.path(store)), keep_newlines=False)
-    at = safe(tmp, keep_newlines=False)
+    shown = safe(str(target.path(store)))
+    at = safe(tmp)
 
     def kept(line: str) -> bool:
         try:
@@ -530,7 +530,7 @@ def edit(
                         else f"the editor left {left}")
                 try:
                     echo(f"memctl: nothing was written; {what} at "
-                         f"{safe(tmp, keep_newlines=False)}", err=True)
+                         f"{safe(tmp)}", err=True)
                 except OSError:
                     pass    # (kept all the same; the interrupt is the error)
             raise
@@ -560,7 +560,7 @@ def edit(
             # failed, exit 1, not 3, which names a missing fact or note)
             raise MemctlError(f"the editor left no file at {tmp}; nothing was written")
         if after == (before or b""):
-            echo(f"memctl: no changes; {safe(str(path), keep_newlines=False)} left as it was", err=True)
+            echo(f"memctl: no changes; {safe(str(path))} left as it was", err=True)
             return
         try:
             markdown.decode(after, "the edited text")
@@ -576,8 +576,8 @@ def edit(
             if isinstance(exc, Conflict):
                 hint = "compare it with the file, merge, and run 'memctl edit' again"
             raise type(exc)(f"{exc.message}; your edited copy is kept at {tmp}", hint=hint) from None
-        bak = "" if before is None else f"; previous content in {safe(str(path), keep_newlines=False)}.bak"
-        echo(f"memctl: wrote {safe(str(path), keep_newlines=False)} ({len(after)} bytes{bak})", err=True)
+        bak = "" if before is None else f"; previous content in {safe(str(path))}.bak"
+        echo(f"memctl: wrote {safe(str(path))} ({len(after)} bytes{bak})", err=True)
     except KeyboardInterrupt:
         # (a Ctrl-C or SIGTERM once the editor has returned: the copy read
         # back, the wait for the writers' turn, the write itself; before

@@ -102,10 +102,10 @@ def _print_diffs(plan, diffs: dict) -> None:
     for n, text in diffs.items():
         item = plan.items[n]
         echo("")
-        echo(f"diff for {safe(item.name, keep_newlines=False)} (#{item.store}, "
+        echo(f"diff for {safe(item.name)} (#{item.store}, "
              f"{item.reason or item.result}):")
         for line in text.splitlines():
-            echo(safe(line, keep_newlines=False))
+            echo(safe(line))
 
 
 def _print_hint(plan) -> None:
@@ -155,10 +155,10 @@ def _print_hint(plan) -> None:
             cmd = _edit_command(i.name)
             if cmd and cmd not in seen:
                 seen.add(cmd)
-                echo(f"  {safe(cmd, keep_newlines=False)}")
+                echo(f"  {safe(cmd)}")
     for i in plan.unresolved:
-        echo(f"not copied: #{i.store} {safe(i.name, keep_newlines=False)}: "
-             f"{safe(i.detail, keep_newlines=False)}")
+        echo(f"not copied: #{i.store} {safe(i.name)}: "
+             f"{safe(i.detail)}")
 
 
 def _write_fails() -> int:
@@ -177,12 +177,12 @@ def _exit(plan, would_fail: str | None = None) -> NoReturn:
     from .output import echo, safe
 
     if would_fail is not None:
-        echo(f"memctl: error: the copy would fail: {safe(would_fail, keep_newlines=False)}",
+        echo(f"memctl: error: the copy would fail: {safe(would_fail)}",
              err=True)
         raise typer.Exit(_write_fails())
     code = plan.exit_code
     if code != 0:
-        echo(f"memctl: error: {safe(_why_not(plan), keep_newlines=False)}", err=True)
+        echo(f"memctl: error: {safe(_why_not(plan))}", err=True)
     raise typer.Exit(code)
 
 
@@ -211,10 +211,10 @@ def _print_plan(plan) -> None:
     d = plan.discovery
     # (keep_newlines=False everywhere: a newline in a directory's name
     # printed raw could fake plan lines)
-    echo(f"project:  {safe(str(d.project.root), keep_newlines=False)}")
-    echo(f"from:     {safe(str(d.project.cwd), keep_newlines=False)} "
-         f"({safe(d.project.detail, keep_newlines=False)})")
-    echo(f"store:    {safe(str(d.store.path), keep_newlines=False)}"
+    echo(f"project:  {safe(str(d.project.root))}")
+    echo(f"from:     {safe(str(d.project.cwd))} "
+         f"({safe(d.project.detail)})")
+    echo(f"store:    {safe(str(d.store.path))}"
          + ("" if d.store.exists() else "  (does not exist yet)"))
     if not d.legacy:
         echo("legacy stores: none found")
@@ -222,21 +222,21 @@ def _print_plan(plan) -> None:
         echo("legacy stores, in migration order (for each file the first store wins):")
         for s in d.legacy:
             label = _ORIGIN_LABEL.get(s.origin, s.origin)
-            where = (f"  (of {safe(str(s.directory), keep_newlines=False)})"
+            where = (f"  (of {safe(str(s.directory))})"
                      if s.directory else "")
-            echo(f"  #{s.index:<3} {label:<8} {safe(str(s.path), keep_newlines=False)}{where}")
+            echo(f"  #{s.index:<3} {label:<8} {safe(str(s.path))}{where}")
     if not plan.items:
         echo("plan: nothing to migrate")
         return
     echo("plan:")
-    width = min(40, max(len(safe(i.name, keep_newlines=False)) for i in plan.items))
+    width = min(40, max(len(safe(i.name)) for i in plan.items))
     for i in plan.items:
-        name = safe(i.name, keep_newlines=False)
+        name = safe(i.name)
         if i.action == "copy":
             echo(f"  copy  #{i.store:<3} {name}")
         else:
             echo(f"  skip  #{i.store:<3} {name:<{width}}  {i.reason}"
-                 f"{' (blocked)' if i.blocked else ''}: {safe(i.detail, keep_newlines=False)}")
+                 f"{' (blocked)' if i.blocked else ''}: {safe(i.detail)}")
 
 
 def _summary(plan) -> str:
@@ -344,7 +344,7 @@ def migrate_legacy(
     plan = plan_migration(STATE.listed_config_dir().path, STATE.project_dir(),
                           extra=extra, max_dirs=max_dirs, fail_on_conflict=fail_on_conflict)
     for note in plan.discovery.notes:
-        echo(f"memctl: note: {safe(note, keep_newlines=False)}", err=True)
+        echo(f"memctl: note: {safe(note)}", err=True)
 
     if dry_run or not plan.copies:
         would_fail = None
@@ -380,7 +380,7 @@ def migrate_legacy(
     if not yes:
         n = len(plan.copies)
         if not confirm(f"Copy {n} file{'s' if n != 1 else ''} into "
-                       f"{safe(str(plan.discovery.store.path), keep_newlines=False)}?"):
+                       f"{safe(str(plan.discovery.store.path))}?"):
             echo("nothing was copied", err=True)
             raise typer.Exit(EXIT_PROBLEMS)
 
@@ -400,10 +400,10 @@ def migrate_legacy(
         _exit(done)
     for i in done.items:
         if i.result in ("conflict", "source_changed", "identical") and i.action == "copy":
-            echo(f"  {i.result}  #{i.store:<3} {safe(i.name, keep_newlines=False)}  "
-                 f"{safe(i.detail, keep_newlines=False)}")
+            echo(f"  {i.result}  #{i.store:<3} {safe(i.name)}  "
+                 f"{safe(i.detail)}")
     echo(f"copied {done.copied} of {len(done.copies)} file{'s' if len(done.copies) != 1 else ''}"
-         f" into {safe(str(done.discovery.store.path), keep_newlines=False)}, "
+         f" into {safe(str(done.discovery.store.path))}, "
          "each verified by sha256")
     _print_hint(done)
     _print_diffs(done, diffs)

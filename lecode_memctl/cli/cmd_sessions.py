@@ -231,7 +231,7 @@ def read(
                 transcript.render(hidden_doc, (), (), exc.hidden)
             else:
                 emit_json(hidden_doc, pretty=False if all_ else None)
-            echo(f"memctl: error: {safe(exc.message, keep_newlines=False)}", err=True)
+            echo(f"memctl: error: {safe(exc.message)}", err=True)
             raise typer.Exit(exc.exit_code) from None
     meta = {**doc_head("read"), **range_meta(session, start, end, snap)}
     if text:

@@ -91,31 +91,31 @@ def where(
         emit_json(doc)
         return
     if ident:
-        echo(f"project root:  {safe(str(ident.root), keep_newlines=False)}")
-        echo(f"resolved as:   {safe(ident.detail, keep_newlines=False)}")
+        echo(f"project root:  {safe(str(ident.root))}")
+        echo(f"resolved as:   {safe(ident.detail)}")
         if ident.checkout != ident.root:
-            echo(f"checkout:      {safe(str(ident.checkout), keep_newlines=False)}")
+            echo(f"checkout:      {safe(str(ident.checkout))}")
     if store.slug_source == "unreadable":
-        echo(f"slug:          unknown  ({safe(store.slug_detail, keep_newlines=False)})")
+        echo(f"slug:          unknown  ({safe(store.slug_detail)})")
     else:
-        echo(f"slug:          {safe(store.slug, keep_newlines=False)}"
-             + ("" if ident else f"  (from {safe(store.slug_detail, keep_newlines=False)})"))
-    echo(f"config dir:    {safe(str(cfg.path), keep_newlines=False)} (from {cfg.source})")
-    echo(f"store:         {safe(str(store.path), keep_newlines=False)}"
+        echo(f"slug:          {safe(store.slug)}"
+             + ("" if ident else f"  (from {safe(store.slug_detail)})"))
+    echo(f"config dir:    {safe(str(cfg.path))} (from {cfg.source})")
+    echo(f"store:         {safe(str(store.path))}"
          + ("  (does not exist yet)" if not exists
-            else f"  ({safe(unusable, keep_newlines=False)})" if unusable is not None else ""))
+            else f"  ({safe(unusable)})" if unusable is not None else ""))
     if exists:
         for i in items:
             if not i.exists:
                 echo(f"  {i.name:<15} -")
             elif i.error is not None:
-                echo(f"  {i.name:<15} {safe(i.error, keep_newlines=False)}")
+                echo(f"  {i.name:<15} {safe(i.error)}")
             elif i.kind == "dir":
                 echo(f"  {i.name:<15} {i.count} file{'s' if i.count != 1 else ''}, {i.size} bytes")
             else:
                 echo(f"  {i.name:<15} {i.size} bytes")
     if legacy is not None:
-        echo(f"legacy store:  {safe(str(legacy.path), keep_newlines=False)}  "
+        echo(f"legacy store:  {safe(str(legacy.path))}  "
              "(memory older lecode kept for this directory; 'memctl migrate-legacy' copies it)")
 
 
@@ -150,8 +150,8 @@ def config(json_: JsonOpt = False, fmt: FormatOpt = None) -> None:
         what = (f"table {name} is not [memory] (TOML names are case-sensitive)"
                 if name.startswith("[") else
                 f"key {name} is none of memory.{', memory.'.join(MEMORY_KEYS)}")
-        echo(f"memctl: note: {safe(str(mc.path), keep_newlines=False)}: "
-             f"{safe(what, keep_newlines=False)}; ignored", err=True)
+        echo(f"memctl: note: {safe(str(mc.path))}: "
+             f"{safe(what)}; ignored", err=True)
     rows = [SETTING.row(key=f"memory.{s.key}", value=s.value, default=s.default, source=s.source)
             for s in mc.settings]
     if fmt_name == "json":

@@ -50,7 +50,7 @@ def report_error(code: str, message: str, exit_code: int, *, json_doc: bool) -> 
         from lecode_memctl.core.secrets import hide_values
 
         message = hide_values(message, hidden)
-    line = " ".join(safe(message).splitlines()) or code
+    line = " ".join(safe(message, keep_newlines=True).splitlines()) or code
     if json_doc:
         try:
             # "type" as every JSONL record has (an error can end a --format jsonl stream)

@@ -50,8 +50,11 @@ def _escape_char(m: re.Match[str]) -> str:
     return f"\\u{o:04x}"
 
 
-def safe(text: str, *, keep_newlines: bool = True) -> str:
-    """Escape every control character a terminal could act on."""
+def safe(text: str, *, keep_newlines: bool = False) -> str:
+    """Escape every control character a terminal could act on, newline and
+    tab included: the text is one token on its line (a name, a path, a
+    session id, a cell).  ``keep_newlines``: a newline and a tab are left as
+    they are, for a text printed as lines of its own (a note, a message)."""
     out = _UNSAFE.sub(_escape_char, text)
     if not keep_newlines:
         out = out.replace("\n", "\\n").replace("\t", "\\t")
@@ -839,7 +842,7 @@ def confirm(question: str) -> bool:
 
 
 def echo_untrusted(text: str, *, err: bool = False) -> None:
-    echo(safe(text), err=err)
+    echo(safe(text, keep_newlines=True), err=err)
 
 
 def console(stderr: bool = False, width: int | None = None):  # -> rich.console.Console
@@ -1075,7 +1078,7 @@ def _csv_cell(value: Any, flat: Callable[[Any], str]) -> str:
         return ""
     elif type(value) is bool:
         return "true" if value else "false"
-    return safe(flat(value))
+    return safe(flat(value), keep_newlines=True)
 
 
 def spill() -> Spill:
@@ -1186,7 +1189,7 @@ def emit_held_table(pieces: Iterable[bytes], heads: Sequence[str], stats: PlainS
         widths = stats.widths()
         if widths is not None:
             if title:
-                echo(safe(title))
+                echo(safe(title, keep_newlines=True))
             _echo_plain(held_values(held.pieces()), heads, widths)
             return stats.rows
         table_rows = list(held_values(held.pieces()))
@@ -1210,7 +1213,7 @@ def _table_text(table_rows: list[list[str]], heads: Sequence[str], fmt: str,
                                  tablefmt="plain" if fmt == "table" else fmt,
                                  disable_numparse=True)
     if title and fmt == "table":
-        echo(safe(title))
+        echo(safe(title, keep_newlines=True))
     echo(text)
     if fmt in MARKUP_FORMATS:
         STATE.markup_table = True
@@ -1385,7 +1388,7 @@ def _display_cell(value: Any, flat: Callable[[Any], str]) -> str:
 
 
 def _table_cell(value: Any, flat: Callable[[Any], str]) -> str:
-    """``safe(_display_cell(value, flat), keep_newlines=False)``: a table's
+    """``safe(_display_cell(value, flat))``: a table's
     cell.  Printable ASCII text and integers are their own cell (nothing in
     them to escape), without the regular expression (at 100,000 facts a
     plain table's cells took half of ``facts --all`` in a pipe)."""
@@ -1394,7 +1397,7 @@ def _table_cell(value: Any, flat: Callable[[Any], str]) -> str:
             return value
     elif type(value) is int:
         return str(value)
-    return safe(_display_cell(value, flat), keep_newlines=False)
+    return safe(_display_cell(value, flat))
 
 
 #: Rows of a rich table past which it is drawn a chunk of this many rows

@@ -138,7 +138,7 @@ class State:
 
         echo(safe(f"memctl: note: the state directory {state} lies inside the store "
                   f"{inside.path}: the exclusion generation seen is not recorded (as with "
-                  "--no-state); set XDG_STATE_HOME outside it", keep_newlines=False), err=True)
+                  "--no-state); set XDG_STATE_HOME outside it"), err=True)
         return False
 
     def record_mark(self, store: Store, generation: int, exclusions: int,
@@ -411,4 +411,4 @@ def _busy_note(message: str) -> None:
         return
     from .output import echo, safe
 
-    echo(safe(f"memctl: note: {message}", keep_newlines=False), err=True)
+    echo(safe(f"memctl: note: {message}"), err=True)

@@ -38,7 +38,7 @@ LONG_LINE = 1 << 14
 def _wrap(text: str, w: int, indent: str = INDENT) -> list[str]:
     """``text`` escaped, its own line breaks kept, each line wrapped to ``w``."""
     out: list[str] = []
-    for line in safe(text).split("\n"):
+    for line in safe(text, keep_newlines=True).split("\n"):
         if not line.strip():
             out.append("")
             continue
@@ -142,10 +142,10 @@ def content_text(content: Any) -> str:
                 # before 2026-12-07 they were printed raw)
                 size = _binary_size(part)
                 media = part.get("media_type") or "part"
-                pieces.append(f"[binary {safe(str(media), keep_newlines=False)}, "
+                pieces.append(f"[binary {safe(str(media))}, "
                               + (f"{size} bytes]" if size is not None else "size unknown]"))
             else:
-                label = safe(kind, keep_newlines=False) if isinstance(kind, str) else "unknown"
+                label = safe(kind) if isinstance(kind, str) else "unknown"
                 text = part.get("text")
                 pieces.append(f"[{label} part]" + (f" {text}" if isinstance(text, str) else ""))
         else:
@@ -164,7 +164,7 @@ def _label(seq: int, rec: Mapping[str, Any]) -> str:
             label += f" (result of call {call})"
     if rec.get("synthetic") is True:
         label += " (synthetic)"
-    return safe(label, keep_newlines=False)
+    return safe(label)
 
 
 def _tool_calls(rec: Mapping[str, Any], w: int) -> list[str]:
@@ -177,7 +177,7 @@ def _tool_calls(rec: Mapping[str, Any], w: int) -> list[str]:
             continue
         args = c.get("arguments")
         args_text = args if isinstance(args, str) else orjson.dumps(args).decode("utf-8")
-        name, cid = (safe(str(c.get(k, "?")), keep_newlines=False) for k in ("name", "id"))
+        name, cid = (safe(str(c.get(k, "?"))) for k in ("name", "id"))
         line = f"-> call {name} (id {cid}): {_short(args_text, CALL_ARGS_CHARS)}"
         out.extend(_wrap(line.replace("\n", " "), w))
     return out
@@ -237,7 +237,7 @@ def render(meta: Mapping[str, Any], records: Iterable[Mapping[str, Any]],
     (visible messages in full, hidden ones as one line with their reason)."""
     w = width()
     seen = set(visible)
-    echo(f"session {safe(str(meta['session_id']), keep_newlines=False)}  range "
+    echo(f"session {safe(str(meta['session_id']))}  range "
          f"{meta['start']}-{meta['end']} (transcript ends at {meta.get('last_seq')})")
     counts: dict[str, int] = {}
     for reason in hidden.values():

@@ -3886,7 +3886,15 @@ class FactStore(ClosesOnExit):
         """:meth:`facts_using` on ``db``.  ``sources``: session id -> seq ->
         the facts whose ``source_refs`` rows cite it, filled as read: each
         session's rows read once however many calls share it
-        (:meth:`plan_forgets`), and each call looks up its own positions."""
+        (:meth:`plan_forgets`), and each call looks up its own positions.
+
+        A row whose seqs do not parse (a table that lost its NOT NULLs:
+        NULL; not JSON; not a list of positions) names no position, so it
+        shares none: its fact is ``hidden`` (``invalid_ref``) before and
+        after the forget, which leaves the row as it is.  Before 2026-12-07
+        such a row of ANY fact citing the session made the forget's plan
+        (``forget --dry-run``, the interactive ``forget``'s preview,
+        ``redact``'s plan) exit 5, while the forget itself went through."""
         hit: set[str] = set()
         for session_id, seqs in positions.items():
             wanted = set(seqs)
@@ -3899,7 +3907,11 @@ class FactStore(ClosesOnExit):
                     by_seq = {}
                     for fid, raw in db.execute("SELECT fact_id, seqs FROM source_refs "
                                                "WHERE session_id = ?", (session_id,)):
-                        for seq in _seqs_from_json(raw, f"source of {fid}"):
+                        try:
+                            cited = _seqs_from_json(raw, f"source of {fid}")
+                        except StoreCorrupt:
+                            continue    # (no position: see above)
+                        for seq in cited:
                             by_seq.setdefault(seq, set()).add(fid)
                     if sources is not None:
                         sources[session_id] = by_seq

@@ -1,0 +1,132 @@
+"""Findings of a report-only review (2026-12-07), each test failing before
+its fix.
+
+1. A source row of ANOTHER fact whose seqs do not parse (a table that lost
+   its NOT NULLs: seqs NULL; or not a list of integers) made ``forget
+   --dry-run``, the interactive ``forget``'s preview and ``redact`` exit 5
+   ("source of <the other fact>: seqs is not JSON"), while ``forget --yes``
+   forgot the fact: the preview disagreed with the act, and a credential in
+   a fact's text could not be redacted."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import orjson
+import pytest
+
+from lecode_memctl.core.facts import FactStore
+from lecode_memctl.core.layout import store_at
+from lecode_memctl.core.sourceref import SourceRef, canonical_digest
+
+from .builders import SLUG, store_sql
+from .conftest import run_cli, tree_hash
+
+# ---------------------------------------------------------------- 1. a damaged source row
+
+TOKEN = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tV9wX1yZ3bD5"
+
+NO_NOT_NULL = (
+    "PRAGMA foreign_keys = OFF",
+    "CREATE TABLE s2 (fact_id TEXT, revision INTEGER, session_id TEXT, seqs TEXT, digest TEXT)",
+    "INSERT INTO s2 SELECT * FROM source_refs",
+    "DROP TABLE source_refs",
+    "ALTER TABLE s2 RENAME TO source_refs",
+)
+
+# seqs of the damaged row, as stored (SQL)
+DAMAGED_SEQS = {"null": "NULL", "real": "'[1.0,3]'", "text": "'[\"5\",6]'",
+                "not_json": "'[1,'"}
+
+
+def _damaged_store(root: Path, seqs_sql: str) -> tuple[Path, dict[str, str]]:
+    """A store whose session ``w`` has one user message (seq 1), cited by
+    three facts: ``a1`` and ``a2`` (its text holds a GitHub token) valid,
+    ``c1`` whose source row's seqs are ``seqs_sql`` (source_refs without its
+    NOT NULLs)."""
+    store = root / SLUG
+    (store / "sessions").mkdir(parents=True)
+    recs = [{"seq": 0, "type": "session", "format": 1, "session_id": "w", "project": SLUG,
+             "created": "2026-12-01T10:00:00Z"},
+            {"seq": 1, "type": "message", "role": "user", "content": "we use tabs"}]
+    (store / "sessions" / "w.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    ref = SourceRef("w", (1,), canonical_digest(recs[1:2]))
+    ids = {}
+    with FactStore(store_at(store).facts_db) as fs:
+        for name, text in (("a1", "tabs"), ("a2", f"token {TOKEN}"), ("c1", "damaged row")):
+            ids[name] = fs.add(text, ref=ref).fact.fact_id
+    store_sql(store, *NO_NOT_NULL,
+              f"UPDATE source_refs SET seqs = {seqs_sql} WHERE fact_id = '{ids['c1']}'")
+    return store, ids
+
+
+def _exclusions(store: Path) -> set[tuple[str, int]]:
+    db = sqlite3.connect(store / "facts.sqlite3")
+    try:
+        return set(db.execute("SELECT session_id, seq FROM exclusions"))
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("case", sorted(DAMAGED_SEQS))
+def test_a_damaged_source_row_of_another_fact_does_not_stop_the_forget_preview(tmp_path, case):
+    store, ids = _damaged_store(tmp_path, DAMAGED_SEQS[case])
+    base = ("--store", str(store), "--no-state")
+    rows = {r["fact_id"]: r for r in map(orjson.loads, run_cli(
+        *base, "facts", "--format", "jsonl").stdout.splitlines()) if "fact_id" in r}
+    assert (rows[ids["c1"]]["status"], rows[ids["c1"]]["reason"]) == ("hidden", "invalid_ref")
+    before = tree_hash(store)
+    dry = run_cli(*base, "forget", ids["a1"], "--dry-run", "--json")
+    assert dry.exit_code == 0, (dry.exit_code, dry.stderr)
+    plan = orjson.loads(dry.stdout)
+    # the damaged row names no position: it shares none with a1's evidence
+    assert plan["suppressed_facts"] == [ids["a2"]], plan
+    assert plan["exclusions"] == [{"session_id": "w", "seq": 1}], plan
+    assert plan["status_changes"] == [{"fact_id": ids["a2"], "status": "valid", "reason": None,
+                                       "new_status": "hidden", "new_reason": "excluded"}], plan
+    assert tree_hash(store) == before
+    # the plan is what the forget does
+    r = run_cli(*base, "forget", ids["a1"], "--yes", "--json")
+    assert r.exit_code == 0, (r.exit_code, r.stderr)
+    assert _exclusions(store) == {(e["session_id"], e["seq"]) for e in plan["exclusions"]}
+    after = {r["fact_id"]: (r["status"], r["reason"]) for r in map(orjson.loads, run_cli(
+        *base, "facts", "--format", "jsonl").stdout.splitlines()) if "fact_id" in r}
+    assert after == {ids["a2"]: ("hidden", "excluded"), ids["c1"]: ("hidden", "invalid_ref")}
+    with FactStore.open_readonly(store_at(store).facts_db) as fs:
+        assert fs.generation() == plan["new_generation"]
+
+
+def test_a_damaged_source_row_of_another_fact_does_not_stop_the_interactive_forget(
+        tmp_path, monkeypatch):
+    import lecode_memctl.cli.cmd_facts as cmd_facts
+
+    store, ids = _damaged_store(tmp_path, DAMAGED_SEQS["null"])
+    base = ("--store", str(store), "--no-state")
+    monkeypatch.setattr(cmd_facts, "_stdin_is_tty", lambda: True)
+    dry = run_cli(*base, "forget", ids["a1"], "--dry-run")
+    assert dry.exit_code == 0, (dry.exit_code, dry.stderr)
+    before = tree_hash(store)
+    r = run_cli(*base, "forget", ids["a1"], input="n\n")
+    assert r.exit_code == 1 and "nothing forgotten" in r.stderr, (r.exit_code, r.stderr)
+    assert dry.stdout.strip() in r.stderr, (dry.stdout, r.stderr)
+    assert tree_hash(store) == before
+    r = run_cli(*base, "forget", ids["a1"], input="y\n")
+    assert r.exit_code == 0 and f"forgot fact {ids['a1']}" in r.stdout + r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("case", ["null", "text"])
+def test_redact_erases_a_token_beside_a_damaged_source_row(tmp_path, case):
+    store, ids = _damaged_store(tmp_path, DAMAGED_SEQS[case])
+    base = ("--store", str(store), "--no-state")
+    dry = run_cli(*base, "redact", "--dry-run", "--json")
+    assert dry.exit_code == 0, (dry.exit_code, dry.stderr)
+    plan = orjson.loads(dry.stdout)["plan"]
+    assert plan["forget_facts"] == [ids["a2"]], plan
+    assert plan["suppressed_facts"] == [ids["a1"]], plan
+    r = run_cli(*base, "redact", "--yes", "--json")
+    assert r.exit_code == 0, (r.exit_code, r.stderr)
+    assert TOKEN.encode() not in (store / "facts.sqlite3").read_bytes()
+    rows = {r["fact_id"]: (r["status"], r["reason"]) for r in map(orjson.loads, run_cli(
+        *base, "facts", "--format", "jsonl").stdout.splitlines()) if "fact_id" in r}
+    assert rows == {ids["a1"]: ("hidden", "excluded"), ids["c1"]: ("hidden", "invalid_ref")}

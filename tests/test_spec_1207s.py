@@ -6,7 +6,10 @@ its fix.
    --dry-run``, the interactive ``forget``'s preview and ``redact`` exit 5
    ("source of <the other fact>: seqs is not JSON"), while ``forget --yes``
    forgot the fact: the preview disagreed with the act, and a credential in
-   a fact's text could not be redacted."""
+   a fact's text could not be redacted.
+3. A linked worktree's ``commondir`` was read with ``.strip()``: one git
+   refuses for blanks around its path ("not a git repository") gave the
+   worktree the main checkout's store."""
 
 from __future__ import annotations
 
@@ -130,3 +133,61 @@ def test_redact_erases_a_token_beside_a_damaged_source_row(tmp_path, case):
     rows = {r["fact_id"]: (r["status"], r["reason"]) for r in map(orjson.loads, run_cli(
         *base, "facts", "--format", "jsonl").stdout.splitlines()) if "fact_id" in r}
     assert rows == {ids["a1"]: ("hidden", "excluded"), ids["c1"]: ("hidden", "invalid_ref")}
+
+
+# ---------------------------------------------------------------- 3. commondir as git reads it
+
+def _git_common_dir(cwd: Path) -> str | None:
+    """What ``git rev-parse --git-common-dir`` says in ``cwd`` (absolute);
+    None when git finds no repository there."""
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    r = subprocess.run(["git", "rev-parse", "--path-format=absolute", "--git-common-dir"],
+                       cwd=cwd, capture_output=True, text=True, env=env)
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+@pytest.mark.parametrize("form, git_takes", [
+    ("../..\n", True), ("../..", True), ("../..\r\n", True), ("../..\n\r\n", True),
+    ("{abs}\n", True),
+    ("../..  \n", False),          # trailing blanks are part of the path: no such directory
+    ("  ../..\n", False),          # leading blanks too
+    ("../..\t\n", False),
+    ("{abs} \n", False),
+])
+def test_a_worktrees_commondir_is_read_as_git_reads_it(tmp_path, form, git_takes):
+    """Differential: a ``commondir`` git takes gives the worktree its main
+    checkout's store; one git refuses ("not a git repository": blanks kept,
+    the path names no directory) never does.  memctl stripped blanks from
+    it, taking ``../..  `` for the main checkout's common dir."""
+    import shutil
+
+    from lecode_memctl.core.identity import LINKED_WORKTREE, resolve_project
+
+    from .conftest import git, make_repo
+
+    if shutil.which("git") is None:
+        pytest.skip("no git")
+    repo = make_repo(tmp_path / "main")
+    wt = tmp_path / "wt"
+    git("worktree", "add", "-q", str(wt), "-b", "feature", cwd=repo)
+    gitdir = Path((wt / ".git").read_text().strip()[len("gitdir: "):])
+    (gitdir / "commondir").write_bytes(
+        form.format(abs=(repo / ".git").resolve()).encode("utf-8"))
+    common = _git_common_dir(wt)
+    assert (common is not None) is git_takes, (form, common)
+    ident = resolve_project(wt)
+    main = resolve_project(repo)
+    if git_takes:
+        assert Path(common) == (repo / ".git").resolve()
+        assert ident.kind == LINKED_WORKTREE and ident.root == repo.resolve(), ident
+        assert ident.slug == main.slug
+    else:
+        # the path, blanks kept, is the common dir (store contract: not
+        # named .git, no core.worktree there): never the main checkout's store
+        assert ident.root != repo.resolve() and ident.slug != main.slug, ident
+        r = run_cli("where", str(wt), "--json")
+        assert r.exit_code == 0, r.stderr
+        assert orjson.loads(r.stdout)["slug"] != main.slug

@@ -66,24 +66,34 @@ def resolve_git_path(path: str) -> str | None:
 GITFILE_PREFIX = "gitdir: "
 
 
-def read_gitdir_file(dotgit: str) -> str | None:
-    """The target of a ``.git`` file (``gitdir: X``), made absolute; None if
-    unreadable or not one git reads.  Read as git reads it (``setup.c``,
-    ``read_gitfile_gently``): the file starts with exactly ``gitdir: `` (one
-    space), only trailing ``\\n`` and ``\\r`` are dropped, and the rest, blanks
-    included, is the path, which must not be empty.  (Before 2026-12-07
-    ``gitdir:X`` and ``gitdir:   X   `` were taken, blanks stripped, for a
-    linked worktree that git refuses: "invalid gitfile format".)"""
+def read_git_file(path: str) -> str | None:
+    """The text of one of git's one-line files (a ``.git`` file, a linked
+    worktree's ``commondir``) as git reads it: only the trailing ``\\n``
+    and ``\\r`` are dropped (``read_gitfile_gently``, and
+    ``get_common_dir_noenv`` for ``commondir``), blanks are kept, part of
+    the path; None when it cannot be read."""
     from .atomic import read_regular  # atomic imports layout, which imports this module
 
     try:
-        data = read_regular(dotgit, 4096, follow=True)
+        data = read_regular(path, 4096, follow=True)
     except OSError:
         return None
-    text = data.decode("utf-8", "surrogateescape")
-    if not text.startswith(GITFILE_PREFIX):
+    return data.decode("utf-8", "surrogateescape").rstrip("\r\n")
+
+
+def read_gitdir_file(dotgit: str) -> str | None:
+    """The target of a ``.git`` file (``gitdir: X``), made absolute; None if
+    unreadable or not one git reads.  Read as git reads it (``setup.c``,
+    ``read_gitfile_gently``; :func:`read_git_file`): the file starts with
+    exactly ``gitdir: `` (one space), only trailing ``\\n`` and ``\\r`` are
+    dropped, and the rest, blanks included, is the path, which must not be
+    empty.  (Before 2026-12-07 ``gitdir:X`` and ``gitdir:   X   `` were
+    taken, blanks stripped, for a linked worktree that git refuses:
+    "invalid gitfile format".)"""
+    text = read_git_file(dotgit)
+    if text is None or not text.startswith(GITFILE_PREFIX):
         return None
-    target = text.rstrip("\r\n")[len(GITFILE_PREFIX):]
+    target = text[len(GITFILE_PREFIX):]
     if not target:
         return None
     if not os.path.isabs(target):
@@ -94,16 +104,15 @@ def read_gitdir_file(dotgit: str) -> str | None:
 def read_commondir(gitdir: str) -> str | None:
     """The common git dir that ``<gitdir>/commondir`` names (a linked
     worktree's), made absolute and resolved; None when there is no such
-    regular file, it is unreadable or empty."""
+    regular file, it is unreadable or empty.  Read as a ``.git`` file is
+    (:func:`read_git_file`): blanks are part of the path.  (Before
+    2026-12-07 they were stripped, so that a ``commondir`` of ``../..  ``,
+    which git refuses, "not a git repository", named the main checkout's
+    common dir and gave the worktree its store.)"""
     path = os.path.join(gitdir, "commondir")
     if not os.path.isfile(path):
         return None
-    from .atomic import read_regular
-
-    try:
-        common = read_regular(path, 4096, follow=True).decode("utf-8", "surrogateescape").strip()
-    except OSError:
-        return None
+    common = read_git_file(path)
     if not common:
         return None
     if not os.path.isabs(common):

@@ -7,6 +7,9 @@ its fix.
    ("source of <the other fact>: seqs is not JSON"), while ``forget --yes``
    forgot the fact: the preview disagreed with the act, and a credential in
    a fact's text could not be redacted.
+2. A main checkout whose ``.git`` is a symbolic link to the git directory
+   gives its linked worktrees another store (the store contract's rule):
+   the docs did not say so.
 3. A linked worktree's ``commondir`` was read with ``.strip()``: one git
    refuses for blanks around its path ("not a git repository") gave the
    worktree the main checkout's store."""
@@ -191,3 +194,53 @@ def test_a_worktrees_commondir_is_read_as_git_reads_it(tmp_path, form, git_takes
         r = run_cli("where", str(wt), "--json")
         assert r.exit_code == 0, r.stderr
         assert orjson.loads(r.stdout)["slug"] != main.slug
+
+
+# ---------------------------------------------------------------- 2. a .git that is a symbolic link
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_a_symlinked_dot_git_gives_its_worktrees_another_store_as_documented(tmp_path):
+    """docs/FORMAT.md, "Locating a store", and README.md: a main checkout
+    whose ``.git`` is a symbolic link to a directory (not named ``.git``)
+    is its own root, but a linked worktree of it resolves to the git
+    directory itself, the store contract's rule taken exactly (a common dir
+    not named ``.git``, no ``core.worktree``): another store.  A real
+    ``.git`` directory, or ``--store``, keeps one store.  (The behaviour is
+    the contract's; the test pins it and that the docs say it.)"""
+    import shutil
+
+    from lecode_memctl.core import identity
+    from lecode_memctl.core.identity import resolve_project
+
+    from .conftest import git
+
+    if shutil.which("git") is None:
+        pytest.skip("no git")
+    main, gitdir, wt = tmp_path / "r", tmp_path / "r.gitdir", tmp_path / "w"
+    main.mkdir()
+    git("init", "-q", cwd=main)
+    git("commit", "-q", "--allow-empty", "-m", "i", cwd=main)
+    (main / ".git").rename(gitdir)
+    (main / ".git").symlink_to("../r.gitdir")
+    git("worktree", "add", "-q", str(wt), cwd=main)
+    ident = resolve_project(main)
+    assert ident.kind == identity.MAIN_CHECKOUT and ident.root == main.resolve(), ident
+    ident = resolve_project(wt)
+    assert ident.kind == identity.LINKED_WORKTREE and ident.root == gitdir.resolve(), ident
+    a = orjson.loads(run_cli("where", "-C", str(main), "--json").stdout)
+    b = orjson.loads(run_cli("where", "-C", str(wt), "--json").stdout)
+    assert (a["root"], a["kind"]) == (str(main.resolve()), "main checkout"), a
+    assert (b["root"], b["kind"]) == (str(gitdir.resolve()), "linked worktree"), b
+    assert a["slug"] != b["slug"] and a["store"] != b["store"]
+    # the way out the docs give: a real .git directory (git worktree repair)
+    (main / ".git").unlink()
+    gitdir.rename(main / ".git")
+    git("worktree", "repair", cwd=main)
+    assert resolve_project(wt).slug == resolve_project(main).slug
+    # and the docs say it
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    fmt = (REPO / "docs" / "FORMAT.md").read_text(encoding="utf-8")
+    assert "`.git` is a symbolic link" in readme
+    assert "`.git` is a symbolic link" in fmt

@@ -244,3 +244,31 @@ def test_a_symlinked_dot_git_gives_its_worktrees_another_store_as_documented(tmp
     fmt = (REPO / "docs" / "FORMAT.md").read_text(encoding="utf-8")
     assert "`.git` is a symbolic link" in readme
     assert "`.git` is a symbolic link" in fmt
+
+
+# ---------------------------------------------------------------- 1b. an id stored as a BLOB
+
+def test_a_fact_id_stored_as_a_blob_beside_the_forgotten_fact_is_no_internal_error(tmp_path):
+    """Found while fixing 1: another fact citing the same position whose id
+    is stored as a BLOB (a writer that bound it as bytes) made the plan
+    sort a BLOB among texts: ``forget --dry-run`` and ``redact`` exit 70
+    (TypeError).  The plan names it by the id the listing shows."""
+    store, ids = _damaged_store(tmp_path, "'[1]'")
+    c1 = ids["c1"]
+    store_sql(store, "PRAGMA foreign_keys = OFF",
+              *(f"UPDATE {t} SET fact_id = CAST(fact_id AS BLOB) WHERE fact_id = '{c1}'"
+                for t in ("facts", "revisions", "source_refs")))
+    base = ("--store", str(store), "--no-state")
+    listed = [r["fact_id"] for r in map(orjson.loads, run_cli(
+        *base, "facts", "--format", "jsonl").stdout.splitlines()) if "fact_id" in r]
+    assert c1 in listed
+    dry = run_cli(*base, "forget", ids["a1"], "--dry-run", "--json")
+    assert dry.exit_code == 0, (dry.exit_code, dry.stderr)
+    plan = orjson.loads(dry.stdout)
+    assert plan["suppressed_facts"] == sorted([ids["a2"], c1]), plan
+    red = run_cli(*base, "redact", "--dry-run", "--json")
+    assert red.exit_code == 0, (red.exit_code, red.stderr)
+    assert orjson.loads(red.stdout)["plan"]["suppressed_facts"] == sorted([ids["a1"], c1])
+    r = run_cli(*base, "forget", ids["a1"], "--yes")
+    assert r.exit_code == 0, (r.exit_code, r.stderr)
+    assert _exclusions(store) == {(e["session_id"], e["seq"]) for e in plan["exclusions"]}

@@ -3894,8 +3894,12 @@ class FactStore(ClosesOnExit):
         after the forget, which leaves the row as it is.  Before 2026-12-07
         such a row of ANY fact citing the session made the forget's plan
         (``forget --dry-run``, the interactive ``forget``'s preview,
-        ``redact``'s plan) exit 5, while the forget itself went through."""
-        hit: set[str] = set()
+        ``redact``'s plan) exit 5, while the forget itself went through.
+
+        Each id is given as the listing gives it (:func:`row_text`: a
+        damaged row's BLOB id decoded; before 2026-12-07 a BLOB among the
+        texts made the sort a TypeError, exit 70), the ids sorted."""
+        hit: set[Any] = set()
         for session_id, seqs in positions.items():
             wanted = set(seqs)
             if not wanted:
@@ -3922,7 +3926,7 @@ class FactStore(ClosesOnExit):
                                          "WHERE session_id = ? AND seq = ?", (session_id, seq)):
                     hit.add(fid)
         hit.discard(exclude_fact or "")
-        return sorted(hit)
+        return sorted({row_text(fid) for fid in hit})
 
     # ---- low-level writes (unverified storage; exclusions still enforced) --
 

@@ -157,7 +157,12 @@ def _common_dir(checkout: str) -> str | None:
 
 def linked_worktrees(project: ProjectIdentity) -> tuple[list[Path], list[str]]:
     """The linked worktrees of a project, sorted, from ``<common dir>/worktrees/*/gitdir``,
-    and notes about entries that could not be used (stale or unreadable)."""
+    and notes about entries that could not be used (stale or unreadable, or a
+    worktree that resolves to another project: the store contract decides
+    whose a directory is, and a worktree of a main checkout moved without
+    ``git worktree repair``, or of one made with ``--separate-git-dir``, is
+    not this project's; before 2026-12-07 its own live store was planned as
+    a legacy store of this one)."""
     common = _common_dir(str(project.checkout)) or _common_dir(str(project.root))
     if common is None:
         return [], []
@@ -191,8 +196,14 @@ def linked_worktrees(project: ProjectIdentity) -> tuple[list[Path], list[str]]:
         if not os.path.isdir(path):
             notes.append(f"linked worktree {path} (from {gitdir_file}) does not exist; skipped")
             continue
-        if path != str(project.root):
-            found.add(path)
+        if path == str(project.root):
+            continue
+        other = resolve_project(path)
+        if other.slug != project.slug:
+            notes.append(f"linked worktree {path} (from {gitdir_file}) belongs to another "
+                         f"project ({other.root}); its stores are not this project's; skipped")
+            continue
+        found.add(path)
     return [Path(p) for p in sorted(found)], notes
 
 
@@ -398,9 +409,13 @@ def classify_stores(config_dir: Path, known_roots: Iterable[str | os.PathLike[st
         real = os.path.realpath(os.fspath(r))
         if os.path.isdir(real) and real not in roots:
             roots.append(real)
-    for r in roots:
-        ident = resolve_project(r)
+    # project-store claims first: a store that is a known project's own store
+    # is that project's, whatever legacy claim another root makes (before
+    # 2026-12-07 the first claim in sorted root order won)
+    idents = [resolve_project(r) for r in roots]
+    for ident in idents:
         owner.setdefault(ident.slug, (PROJECT_STORE, ident.root, None))
+    for ident in idents:
         found = discover_legacy_stores(config_dir, ident.root, max_dirs=max_dirs,
                                        include_cwd=False)
         notes.extend(found.notes)

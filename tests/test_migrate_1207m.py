@@ -121,3 +121,45 @@ def test_a_project_store_claim_wins_over_an_earlier_legacy_claim(tmp_path, confi
     classes, _notes = classify_stores(config_dir, [app2, wt])
     c = {x.slug: x for x in classes}[own.name]
     assert (c.kind, c.root, c.directory) == ("project", wt, None)
+
+
+# ---------------------------------------------------------------- 2. projects: known before the store exists
+
+def test_projects_recognises_legacy_stores_of_a_root_whose_store_does_not_exist(tmp_path,
+                                                                               config_dir):
+    """``--root PATH`` "lets memctl ... recognise legacy stores of directories
+    inside it": it did only once PATH's own store existed (the known roots
+    were those that verified some store); until then the legacy store of
+    app/sub was ``unclaimed``, though ``migrate-legacy`` in app/sub plans it."""
+    tmp = Path(os.path.realpath(tmp_path))
+    app = make_repo(tmp / "app")
+    sub = app / "sub"
+    sub.mkdir()
+    leg = legacy_path(config_dir, sub)
+    put(leg / "notes" / "a.md", "legacy\n")
+    elsewhere = tmp / "elsewhere"
+    elsewhere.mkdir()
+    assert not (config_dir / "memory" / slug(str(app))).exists()
+    for args, where in ((("--root", str(app)), elsewhere), ((), sub), ((), app)):
+        row = _projects(*args, where=where)[leg.name]
+        assert (row["kind"], row["legacy_of"], row["legacy_directory"], row["root"]) == (
+            "legacy", str(app), str(sub), None), (args, where)
+    r = run_cli("--project", str(sub), "migrate-legacy", "--dry-run", "--json")
+    assert [s["path"] for s in orjson.loads(r.stdout)["legacy_stores"]] == [str(leg)]
+
+
+def test_projects_root_of_a_separate_git_dir_worktree(tmp_path, config_dir):
+    """``--root WT``, a worktree of a main checkout made with
+    ``--separate-git-dir`` (it resolves to the git directory, which is no
+    checkout to walk from): WT's cwd-scoped store is a legacy store of that
+    project, not a ``project`` store whose root is WT."""
+    tmp = Path(os.path.realpath(tmp_path))
+    main, gitdir, wt = tmp / "main", tmp / "sep.git", tmp / "wt"
+    git("init", "-q", "--separate-git-dir", str(gitdir), str(main), cwd=tmp)
+    git("commit", "-q", "--allow-empty", "-m", "first", cwd=main)
+    git("worktree", "add", "-q", str(wt), cwd=main)
+    leg = legacy_path(config_dir, wt)
+    put(leg / "MEMORY.md", "wt legacy\n")
+    row = _projects("--root", str(wt), where=tmp)[leg.name]
+    assert (row["kind"], row["legacy_of"], row["legacy_directory"], row["root"]) == (
+        "legacy", str(gitdir), str(wt), None)

@@ -736,8 +736,9 @@ def projects(
     unknown, since the slug's hash cannot be reversed; whether that root
     still exists; the number of sessions and facts (read-only); the size;
     the last activity (newest file mtime); and its kind: project, legacy
-    (a cwd-scoped store of a directory inside a known project: run
-    'memctl migrate-legacy' there), unclaimed, symlink, not_a_directory (a
+    (a cwd-scoped store of a directory inside a known project -- the
+    current one, a --root, or one verified for another store, whether or
+    not its own store exists: run 'memctl migrate-legacy' there), unclaimed, symlink, not_a_directory (a
     file or FIFO in a store's place; facts_error says which) or unreadable
     (an entry that cannot be looked up): every entry is a row.  An unclaimed
     store with Markdown but no sessions and no facts database is flagged

@@ -394,7 +394,9 @@ def classify_stores(config_dir: Path, known_roots: Iterable[str | os.PathLike[st
                     max_dirs: int = DEFAULT_MAX_DIRS) -> tuple[list[StoreClass], list[str]]:
     """Every directory under ``<config>/memory/`` whose name looks like a slug,
     classified against ``known_roots`` (project roots, e.g. those recorded in
-    session headers): the project store of a known root, a legacy store that
+    session headers, or directories inside projects: a linked worktree's
+    checkout finds the project's worktrees also when its root is the git
+    directory itself, ``--separate-git-dir``): the project store of a known root, a legacy store that
     a known project claims (a directory of its tree or of a linked worktree,
     found as :func:`discover_legacy_stores` finds them), a symbolic link, or
     unclaimed (a legacy store of a directory that no longer exists, of a
@@ -405,19 +407,28 @@ def classify_stores(config_dir: Path, known_roots: Iterable[str | os.PathLike[st
     owner: dict[str, tuple[str, Path, Path | None]] = {}
     notes: list[str] = []
     roots: list[str] = []
+    idents: list[ProjectIdentity] = []
+    seen: set[tuple[str, Path]] = set()
     for r in known_roots:
         real = os.path.realpath(os.fspath(r))
-        if os.path.isdir(real) and real not in roots:
-            roots.append(real)
+        if not os.path.isdir(real) or real in roots:
+            continue
+        ident = resolve_project(real)
+        # one walk per project and checkout: a directory inside a known root
+        # adds nothing, a linked worktree's checkout may (its common git dir
+        # leads to the project's worktrees when the root is the git dir itself)
+        if (ident.slug, ident.checkout) in seen:
+            continue
+        seen.add((ident.slug, ident.checkout))
+        roots.append(real)
+        idents.append(ident)
     # project-store claims first: a store that is a known project's own store
     # is that project's, whatever legacy claim another root makes (before
     # 2026-12-07 the first claim in sorted root order won)
-    idents = [resolve_project(r) for r in roots]
     for ident in idents:
         owner.setdefault(ident.slug, (PROJECT_STORE, ident.root, None))
-    for ident in idents:
-        found = discover_legacy_stores(config_dir, ident.root, max_dirs=max_dirs,
-                                       include_cwd=False)
+    for r, ident in zip(roots, idents, strict=True):
+        found = discover_legacy_stores(config_dir, r, max_dirs=max_dirs, include_cwd=False)
         notes.extend(found.notes)
         for ls in found.legacy:
             owner.setdefault(ls.slug, (LEGACY_STORE, ident.root, ls.directory))

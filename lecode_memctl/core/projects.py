@@ -11,7 +11,8 @@ project, and roots the user names (``--root``).  Otherwise the root is
 
 Whether a store looks like a legacy cwd-scoped store of another project
 comes from :func:`lecode_memctl.core.migrate.classify_stores` run against the
-verified roots (a store whose slug is the slug of a directory inside one of
+known projects: the verified roots, the current project and each ``--root``,
+whether or not their own store exists (a store whose slug is the slug of a directory inside one of
 those projects: its row's root is null, the directory its legacy_directory,
 and the project's row takes the root that legacy_of names); a store nobody
 claims that holds Markdown but no sessions and no facts database is flagged
@@ -238,7 +239,16 @@ def list_projects(config_dir: Path, *, current: str | os.PathLike[str] | None = 
                 if root:
                     found[n] = (root, source)
                     break
-    known = sorted({r for r, _s in found.values() if os.path.isdir(r)})
+    # the projects known: the roots verified for some store, and the current
+    # project and each --root whether or not their own store exists (before
+    # 2026-12-07 only the former: a legacy store of a directory inside a
+    # --root was "unclaimed" until that project's store was made).  The path
+    # as given, not only its root: a worktree's checkout leads to its
+    # project's other worktrees where the root may not (--separate-git-dir)
+    given = ([os.fspath(current)] if current is not None else []) + [
+        c for c, src in candidates if src == "--root"]
+    known = sorted({r for r, _s in found.values() if os.path.isdir(r)}
+                   | {os.path.realpath(g) for g in given if os.path.isdir(g)})
     classes, _notes = classify_stores(config_dir, known)
     cls_by = {c.slug: c for c in classes}
     out: list[ProjectInfo] = []

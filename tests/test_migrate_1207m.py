@@ -163,3 +163,51 @@ def test_projects_root_of_a_separate_git_dir_worktree(tmp_path, config_dir):
     row = _projects("--root", str(wt), where=tmp)[leg.name]
     assert (row["kind"], row["legacy_of"], row["legacy_directory"], row["root"]) == (
         "legacy", str(gitdir), str(wt), None)
+
+
+# ---------------------------------------------------------------- 3. Markdown that is not UTF-8
+
+def test_legacy_markdown_that_is_not_utf8_is_copied_and_said(tmp_path, config_dir):
+    """A legacy Markdown file that is not UTF-8 was planned and copied as a
+    plain ``copy``, no hint; then ``show`` exits 5 and ``validate`` reports
+    ``markdown.invalid_utf8``.  The copy stays byte-exact (FORMAT.md); the
+    plan (text: the copy line marked; JSON: ``not_utf8`` true) and the
+    report after the copy say it."""
+    tmp = Path(os.path.realpath(tmp_path))
+    app = make_repo(tmp / "app")
+    leg = legacy_path(config_dir, app / "sub")
+    (app / "sub").mkdir()
+    bad = b"# caf\xe9\nsecond line\n"
+    put(leg / "MEMORY.md", bad)
+    put(leg / "notes" / "ok.md", "fine \u00e9\n")
+    marker = "(not UTF-8: validate will report markdown.invalid_utf8)"
+
+    r = run_cli("--project", str(app / "sub"), "migrate-legacy", "--dry-run")
+    assert r.exit_code == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert [ln for ln in lines if marker in ln] == [f"  copy  #1   MEMORY.md  {marker}"]
+    assert "  copy  #1   notes/ok.md" in lines
+    assert any("not valid UTF-8" in ln and "markdown.invalid_utf8" in ln for ln in lines), lines
+
+    r = run_cli("--project", str(app / "sub"), "migrate-legacy", "--dry-run", "--json")
+    doc = orjson.loads(r.stdout)
+    got = {i["name"]: i["not_utf8"] for i in doc["items"]}
+    assert got == {"MEMORY.md": True, "notes/ok.md": False}
+    mem = next(i for i in doc["items"] if i["name"] == "MEMORY.md")
+    assert "not valid UTF-8 (line 1, byte 5)" in mem["detail"]
+    r = run_cli("--project", str(app / "sub"), "migrate-legacy", "--dry-run", "--format", "csv")
+    assert "not_utf8" in r.stdout.splitlines()[0].split(",")
+
+    r = run_cli("--project", str(app / "sub"), "migrate-legacy", "--yes")
+    assert r.exit_code == 0, r.stderr
+    assert any("not valid UTF-8" in ln and "markdown.invalid_utf8" in ln
+               for ln in r.stdout.splitlines()), r.stdout
+    store = config_dir / "memory" / slug(str(app))
+    assert (store / "MEMORY.md").read_bytes() == bad        # byte-exact, as promised
+    r = run_cli("--project", str(app), "validate", "--json")
+    assert "markdown.invalid_utf8" in r.stdout
+
+    r = run_cli("schema", "item")
+    schema = orjson.loads(r.stdout)
+    assert schema["properties"]["not_utf8"]["type"] == "boolean"
+    assert "not_utf8" in schema["required"]

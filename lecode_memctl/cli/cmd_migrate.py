@@ -22,8 +22,8 @@ def _item_rows(plan, diffs: dict | None = None) -> list[dict]:
     return [PLAN_ITEM.row(source=str(i.source),
                           destination=str(i.destination) if i.destination else None,
                           action=i.action, reason=i.reason, conflict=i.conflict,
-                          blocked=i.blocked, result=i.result, store=i.store, name=i.name, size=i.size,
-                          sha256=i.sha256,
+                          blocked=i.blocked, not_utf8=i.not_utf8, result=i.result,
+                          store=i.store, name=i.name, size=i.size, sha256=i.sha256,
                           provided_by=str(i.provided_by) if i.provided_by else None,
                           detail=i.detail, diff=diffs.get(n)) for n, i in enumerate(plan.items)]
 
@@ -115,6 +115,16 @@ def _print_hint(plan) -> None:
     store readable."""
     from .output import echo, safe
 
+    # Markdown that is not UTF-8, copied byte for byte (or to be): say what
+    # follows (before 2026-12-07 nothing did, and show then exited 5)
+    bad = [i for i in plan.items if i.not_utf8 and i.action == "copy"
+           and i.result in (None, "copied")]
+    if bad:
+        n = len(bad)
+        echo(f"{n} legacy Markdown file{'s' if n != 1 else ''} not valid UTF-8, "
+             f"{'copied' if plan.applied else 'to be copied'} byte for byte: memctl validate "
+             f"reports markdown.invalid_utf8 for {'them' if n != 1 else 'it'} until "
+             f"{'they are' if n != 1 else 'it is'} re-encoded as UTF-8 in the project store.")
     unresolved = {id(i) for i in plan.unresolved}
     kept = [i for i in plan.conflicts if id(i) not in unresolved and not i.left_behind]
     left = [i for i in plan.conflicts if id(i) not in unresolved and i.left_behind]
@@ -205,6 +215,9 @@ def _why_not(plan) -> str:
     return f"{n} legacy file{'s' if n != 1 else ''} not copied: {why}{more}"
 
 
+_NOT_UTF8 = "(not UTF-8: validate will report markdown.invalid_utf8)"
+
+
 def _print_plan(plan) -> None:
     from .output import echo, safe
 
@@ -233,7 +246,8 @@ def _print_plan(plan) -> None:
     for i in plan.items:
         name = safe(i.name)
         if i.action == "copy":
-            echo(f"  copy  #{i.store:<3} {name}")
+            echo(f"  copy  #{i.store:<3} {name}"
+                 + (f"  {_NOT_UTF8}" if i.not_utf8 else ""))
         else:
             echo(f"  skip  #{i.store:<3} {name:<{width}}  {i.reason}"
                  f"{' (blocked)' if i.blocked else ''}: {safe(i.detail)}")

@@ -66,7 +66,7 @@ from .layout import (
     memory_names,
     memory_root,
 )
-from .mdnames import daily_name_problem
+from .mdnames import daily_name_problem, utf8_problem
 
 DEFAULT_MAX_DIRS = 100_000
 """How many directories discovery walks at most (all trees together)."""
@@ -464,6 +464,9 @@ class PlanItem:
     # is a symbolic link, not a regular file, or has an invalid name: its
     # content is left behind
     left_behind: bool = False
+    # Markdown whose bytes are not valid UTF-8: copied byte for byte all the
+    # same, and then ``validate`` reports markdown.invalid_utf8 (the plan says so)
+    not_utf8: bool = False
 
     @property
     def conflict(self) -> bool:
@@ -693,6 +696,9 @@ def plan_items(discovery: Discovery) -> list[PlanItem]:
     # earliest store's entry that could not be listed
     unlisted: dict[str, int] = {}
     dest_cache: dict[str, tuple[str, bytes | None, str]] = {}
+    # index into items -> (byte offset, line) of the first byte that is not
+    # UTF-8 in the Markdown it plans (before 2026-12-07 a plain copy, unsaid)
+    not_utf8: dict[int, tuple[int, int]] = {}
     for ls in discovery.legacy:
         for rel, path, st, what in _scan_store(ls):
             size = st.st_size if st is not None and what == "file" else None
@@ -745,6 +751,9 @@ def plan_items(discovery: Discovery) -> list[PlanItem]:
                                       "starts with the SQLite header; never copied", len(data)))
                 continue
             digest = hashlib.sha256(data).hexdigest()
+            bad = utf8_problem((data,))
+            if bad is not None:
+                not_utf8[len(items)] = bad     # (the one item appended below)
             dest = dest_root.joinpath(*parts)
             if key not in dest_cache:
                 dest_cache[key] = _dest_state(dest, dest_root)
@@ -787,6 +796,12 @@ def plan_items(discovery: Discovery) -> list[PlanItem]:
                 items.append(PlanItem(ls.index, rel, path, dest, SKIP, R_DUPLICATE,
                                       f"#{winner.store} comes first and provides {rel}; "
                                       "never merged", len(data), digest, winner.source))
+    for n, (offset, line) in not_utf8.items():
+        item = items[n]
+        why = f"not valid UTF-8 (line {line}, byte {offset})"
+        if item.action == COPY:
+            why += ": copied byte for byte; validate will report markdown.invalid_utf8"
+        items[n] = replace(item, not_utf8=True, detail=f"{item.detail}; {why}")
     return items
 
 

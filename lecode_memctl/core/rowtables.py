@@ -293,6 +293,9 @@ PLAN_ITEM = RowModel("migrate-legacy", "item", "One file of the migration plan."
     Field("blocked", "boolean", "destination_exists only: something that is not a regular file "
           "(a directory, a symbolic link), or that cannot be read, is in the way; such an item "
           "makes the exit status 4 (an ordinary existing destination does not)"),
+    Field("not_utf8", "boolean", "Markdown whose bytes are not valid UTF-8 (detail names the "
+          "first bad byte): a copy is byte for byte all the same, and then validate reports "
+          "markdown.invalid_utf8 for it"),
     Field("result", "string", "null unless applied (a dry run, or nothing to copy: applied false); "
           "after applying: copied, skipped (a skip item), "
           "identical, conflict, source_changed", True),

@@ -22,7 +22,7 @@ BAD = {
     "recall zz": "invalid fact id 'zz'",
     "history zz": "invalid fact id 'zz'",
     "history zz --json": "invalid fact id 'zz'",
-    "grep (": "bad regular expression",
+    "grep (": "invalid regular expression '('",
     "search (": "invalid regular expression '('",
     "grep x --session ../a": "invalid session id '../a'",
     "grep x --since zz": "--since 'zz'",
@@ -36,7 +36,7 @@ BAD = {
     "facts --session ../a": "invalid session id '../a'",
     "notes ../a": "invalid note name '../a'",
     "edit note ../a": "invalid note name '../a'",
-    "redact --pattern ( --dry-run": "bad regular expression",
+    "redact --pattern ( --dry-run": "invalid regular expression: ",
     "redact --session ../a --dry-run": "invalid session id '../a'",
 }
 

@@ -161,7 +161,10 @@ def grep(
     from lecode_memctl.core.grep import compile_pattern
     from lecode_memctl.core.sourceref import check_session_id
 
-    compile_pattern(pattern, fixed=fixed, ignore_case=ignore_case)
+    from .output import warn_line
+
+    # (what Python's re warns of, [[:alpha:]], is one warning line, here only)
+    compile_pattern(pattern, fixed=fixed, ignore_case=ignore_case, warn=warn_line)
     for given in session or ():
         check_session_id(given)
     t_since = parse_when(since, option="--since") if since is not None else None
@@ -811,7 +814,10 @@ def redact(
     if pattern is not None:
         from lecode_memctl.core.grep import compile_pattern
 
-        rx = compile_pattern(pattern)
+        from .output import warn_line
+
+        # (the pattern never quoted: it may be the credential itself)
+        rx = compile_pattern(pattern, show=False, warn=warn_line)
     scanner = Detector()
     if detector:
         # a name no detector has would pick nothing: "nothing to do", exit 0

@@ -266,7 +266,10 @@ def search(
     # (a bad pattern is exit 2 before the store is looked for: not 3 or 5)
     from lecode_memctl.core.markdown_search import compile_pattern
 
-    compile_pattern(pattern, ignore_case=ignore_case)
+    from .output import warn_line
+
+    # (what Python's re warns of, [[:alpha:]], is one warning line, here only)
+    compile_pattern(pattern, ignore_case=ignore_case, warn=warn_line)
     run = markdown.stream_search(STATE.existing_store(), pattern, limit=cap,
                                  ignore_case=ignore_case, offset=offset or 0, on_skip=warn)
     rows = (HIT.row(file=h.file, line=h.line, text=h.text) for h in run.hits())

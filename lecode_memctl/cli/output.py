@@ -821,6 +821,13 @@ def echo(text: str = "", *, err: bool = False) -> None:
         raise
 
 
+def warn_line(text: str) -> None:
+    """One ``memctl: warning: TEXT`` line on stderr, TEXT escaped (a
+    newline in it cannot make a second line): e.g. what Python's ``re``
+    warns of in a user's pattern (``core.userregex``)."""
+    echo(f"memctl: warning: {safe(text)}", err=True)
+
+
 def confirm(question: str) -> bool:
     """A yes-or-no question on stderr, no by default (every confirmation
     prompt of memctl's: ``forget``, ``correct``, ``redact``,

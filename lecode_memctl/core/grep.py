@@ -199,8 +199,14 @@ def searchable_fields(record: Mapping[str, Any]) -> Iterator[tuple[str, str, str
 # Options
 
 
-def compile_pattern(pattern: str, *, fixed: bool = False, ignore_case: bool = False) -> re.Pattern[str]:
-    """The search pattern; a bad regex or a pattern that is not valid text is a UsageError."""
+def compile_pattern(pattern: str, *, fixed: bool = False, ignore_case: bool = False,
+                    show: bool = True,
+                    warn: Callable[[str], None] | None = None) -> re.Pattern[str]:
+    """The search pattern; a bad regex or a pattern that is not valid text is a UsageError.
+    Compiled as ``search`` compiles its own (:func:`userregex.compile_user_regex`):
+    what ``re`` warns of (``[[:alpha:]]``) is told to ``warn``, never printed
+    by Python; ``show``: the error and the warning quote the pattern (not
+    for ``redact --pattern``, which may be the credential)."""
     if not isinstance(pattern, str) or pattern == "":
         raise UsageError("the pattern is empty")
     try:
@@ -208,16 +214,15 @@ def compile_pattern(pattern: str, *, fixed: bool = False, ignore_case: bool = Fa
     except UnicodeEncodeError:
         raise UsageError("the pattern is not valid UTF-8 (undecodable bytes on the command "
                          "line)") from None
+    from .mdnames import _show
+    from .userregex import compile_user_regex
+
     # (MULTILINE: ^ and $ at each line of a field, as the search was made
     # line by line before 2026-12-07; it now searches the whole field, so
     # that a match spanning lines is found where it is)
     flags = re.MULTILINE | (re.IGNORECASE if ignore_case else 0)
-    try:
-        return re.compile(re.escape(pattern) if fixed else pattern, flags)
-    except re.error as exc:
-        raise UsageError(f"bad regular expression: {exc}") from None
-    except (OverflowError, RecursionError, ValueError) as exc:
-        raise UsageError(f"bad regular expression: {exc}") from None
+    return compile_user_regex(pattern, flags, fixed=fixed,
+                              shown=_show(pattern) if show else None, warn=warn)
 
 
 # --------------------------------------------------------------------------

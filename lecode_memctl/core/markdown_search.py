@@ -51,13 +51,15 @@ class SearchResult:
     skipped: list[SkippedFile] = field(default_factory=list)
 
 
-def compile_pattern(pattern: str, *, ignore_case: bool = False) -> re.Pattern[str]:
-    try:
-        return re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-    except re.error as exc:
-        raise UsageError(f"invalid regular expression {_show(pattern)}: {exc}") from None
-    except (OverflowError, RecursionError, ValueError) as exc:
-        raise UsageError(f"invalid regular expression {_show(pattern)}: {exc}") from None
+def compile_pattern(pattern: str, *, ignore_case: bool = False,
+                    warn: Callable[[str], None] | None = None) -> re.Pattern[str]:
+    """The search pattern (:func:`userregex.compile_user_regex`, as ``grep``
+    compiles its own): a bad one is a UsageError, what ``re`` warns of
+    (``[[:alpha:]]``) is told to ``warn``, never printed by Python."""
+    from .userregex import compile_user_regex
+
+    return compile_user_regex(pattern, re.IGNORECASE if ignore_case else 0,
+                              shown=_show(pattern), warn=warn)
 
 
 # Bytes read at a time: search holds a piece, its lines and the line it

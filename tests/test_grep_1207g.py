@@ -108,3 +108,88 @@ def test_grep_and_search_compile_with_one_implementation():
     assert os.path.exists(userregex.__file__)
     src = "".join(Path(m.__file__).read_text() for m in (grep, markdown_search))
     assert "re.compile(pattern" not in src and "re.compile(re.escape" not in src
+
+
+# ---------------------------------------------------------------- the role of a hit
+
+
+def _roles_world(tmp_path):
+    import orjson
+
+    no_role = orjson.dumps({"seq": 2, "type": "message", "content": "abc no role"}).decode()
+    return _store(tmp_path, {"a": [
+        _msg(1, "abc user"), no_role, _msg(3, "abc seven", role=7),
+        _msg(4, "abc said as summary", role="summary"),
+        orjson.dumps({"seq": 5, "type": "event", "event": "compact",
+                      "summary": "abc compacted"}).decode()]})
+
+
+def _cli(store, *args: str):
+    return run_cli("--store", str(store), "--no-state", *args)
+
+
+def test_a_message_without_a_string_role_has_role_null(tmp_path):
+    """The role was "?", a value the match table does not have."""
+    import orjson
+
+    st = _roles_world(tmp_path)
+    r = _cli(st, "grep", "abc", "--format", "jsonl", "--include-hidden")
+    assert r.exit_code == 0, r.stderr
+    rows = {row["seq"]: row for row in map(orjson.loads, r.stdout.splitlines())}
+    assert rows[1]["role"] == "user"
+    assert rows[2]["role"] is None and rows[3]["role"] is None
+    assert "?" not in [row["role"] for row in rows.values()]
+    r = _cli(st, "grep", "abc", "--json", "--include-hidden")
+    doc = orjson.loads(r.stdout)
+    assert [h["role"] for h in doc["hits"] if h["seq"] in (2, 3)] == [None, None]
+    r = _cli(st, "grep", "abc", "--format", "csv", "--include-hidden")
+    assert r.exit_code == 0, r.stderr
+    assert "?" not in r.stdout.replace("no role", ""), r.stdout
+
+
+def test_grep_text_labels_a_message_without_a_role_as_read_text_does(tmp_path):
+    st = _roles_world(tmp_path)
+    r = _cli(st, "grep", "abc no role")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.splitlines() == ["a:2 message $.content: abc no role"]
+    r = _cli(st, "grep", "seven", "-C", "1")
+    assert r.stdout.splitlines() == ["a:3 message $.content: abc seven"]
+    r = _cli(st, "read", "a", "1", "3", "--text")
+    assert "[2] message" in r.stdout and "[3] message" in r.stdout, r.stdout
+
+
+def test_no_role_is_selected_by_no_role_option(tmp_path):
+    st = _roles_world(tmp_path)
+    for role in ("user", "assistant", "tool", "system", "summary"):
+        r = _cli(st, "grep", "no role|seven", "--role", role, "--format", "jsonl")
+        assert r.exit_code == 1 and r.stdout == "", (role, r.stdout)
+
+
+def test_a_message_of_role_summary_is_a_message_told_by_its_path(tmp_path):
+    """A message whose role is "summary" keeps it; a compaction summary is
+    told by its path, $.summary."""
+    import orjson
+
+    st = _roles_world(tmp_path)
+    r = _cli(st, "grep", "abc", "--role", "summary", "--format", "jsonl", "--include-hidden")
+    assert r.exit_code == 0, r.stderr
+    rows = [orjson.loads(ln) for ln in r.stdout.splitlines()]
+    assert [(row["seq"], row["role"], row["path"]) for row in rows] == [
+        (4, "summary", "$.content"), (5, "summary", "$.summary")]
+
+
+def test_the_match_table_and_schema_say_role_may_be_null():
+    import orjson
+
+    from .conftest import REPO
+
+    out = (REPO / "docs" / "OUTPUT.md").read_text()
+    table = out[out.index("### `match` (grep)"):out.index("### `match_count`")]
+    (row,) = [ln for ln in table.splitlines() if ln.startswith("| `role` |")]
+    assert "| yes |" in row and "null" in row and "$.summary" in row, row
+    r = run_cli("schema", "match")
+    assert r.exit_code == 0, r.stderr
+    role = orjson.loads(r.stdout)["properties"]["role"]
+    assert "null" in (role.get("type") if isinstance(role.get("type"), list)
+                      else [role.get("type")]) or any(
+        t.get("type") == "null" for t in role.get("anyOf", ())), role

@@ -60,7 +60,8 @@ def grep(
     role: Annotated[list[str] | None, typer.Option(
         "--role", metavar="ROLE", autocompletion=complete_grep_role,
         help="Only fields of this role: user, assistant, tool, system, or summary "
-             "(compaction summaries); repeatable.")] = None,
+             "(compaction summaries, path $.summary, and any message of that role); "
+             "repeatable.")] = None,
     since: Annotated[str | None, typer.Option(
         "--since", metavar="WHEN",
         help="Only records at or after WHEN: a date, an RFC 3339 time or an age such as "
@@ -282,9 +283,11 @@ class _HitPrinter:
         from .output import echo, safe
 
         # the role is any string a transcript holds: escaped (\n, \t) as the
-        # path and the line are, so that a newline in it cannot forge a hit line
-        base = (f"{safe(hit.session_id)}:{hit.seq} "
-                f"{safe(hit.role)} {safe(hit.path)}")
+        # path and the line are, so that a newline in it cannot forge a hit line;
+        # a message without a string role (role null) is "message", as
+        # read --text labels it
+        role = safe(hit.role) if hit.role is not None else "message"
+        base = f"{safe(hit.session_id)}:{hit.seq} {role} {safe(hit.path)}"
         hidden = f" [hidden: {hit.hidden}]" if hit.hidden is not None else ""
         label = base + (f" line {hit.line_no}" if hit.line_no > 1 else "") + hidden
         if not self._context:

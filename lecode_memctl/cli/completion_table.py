@@ -727,7 +727,7 @@ COMMAND_OPTIONS = {
             ('--files-with-matches', 'Print only the ids of sessions with a hit.', 'files_with_matches', False),
             ('-l', 'Print only the ids of sessions with a hit.', 'files_with_matches', False),
             ('--session', 'Only this session (an exact id; repeatable).', 'session', True),
-            ('--role', 'Only fields of this role: user, assistant, tool, system, or summary (compaction summaries); repeatable.', 'role', True),
+            ('--role', 'Only fields of this role: user, assistant, tool, system, or summary (compaction summaries, path $.summary, and any message of that role); repeatable.', 'role', True),
             ('--since', "Only records at or after WHEN: a date, an RFC 3339 time or an age such as 7d or 12h (a record's own ts/time/created, else its session's created).", 'since', False),
             ('--until', 'Only records at or before WHEN (a date: the end of that day).', 'until', False),
             ('--limit', 'Stop after N hits.', 'limit', False),

@@ -168,11 +168,15 @@ def _items(value: list[Any], path: str) -> Iterator[tuple[str, Any]]:
         yield f"{path}[{i}]", v
 
 
-def searchable_fields(record: Mapping[str, Any]) -> Iterator[tuple[str, str, str]]:
-    """(role, JSON path, text) of the fields grep searches in one record."""
+def searchable_fields(record: Mapping[str, Any]) -> Iterator[tuple[str | None, str, str]]:
+    """(role, JSON path, text) of the fields grep searches in one record.
+    The role is a message's own (any string; ``summary`` too, a message all
+    the same: its path is ``$.content...``), None for a message without a
+    string role (it was ``"?"``, a value no role has, before 2026-12-07);
+    ``summary`` and the path ``$.summary`` for a compaction summary."""
     if record.get("type") == "message":
         role = record.get("role")
-        role = role if isinstance(role, str) else "?"
+        role = role if isinstance(role, str) else None
         content = record.get("content")
         if isinstance(content, str):
             yield role, "$.content", content
@@ -233,7 +237,7 @@ def compile_pattern(pattern: str, *, fixed: bool = False, ignore_case: bool = Fa
 class GrepHit:
     session_id: str
     seq: int
-    role: str
+    role: str | None          # None: a message without a string role
     path: str                 # JSON path of the field in the record
     line_no: int              # 1-based line of the field's text
     start: int                # match offsets in ``line``
@@ -537,10 +541,10 @@ def _pending_record(rec: dict[str, Any], sid: str) -> dict[str, Any]:
 
 
 # (role, JSON path, line, start, end, line shown, context before, context after)
-_Span = tuple[str, str, int, int, int, str, tuple[str, ...], tuple[str, ...]]
+_Span = tuple[str | None, str, int, int, int, str, tuple[str, ...], tuple[str, ...]]
 
 
-def _line_hits(regex: re.Pattern[str], role: str, path: str, text: str, context: int
+def _line_hits(regex: re.Pattern[str], role: str | None, path: str, text: str, context: int
                ) -> list[_Span]:
     """One hit per line of ``text`` where a match starts (the first match
     starting there), the matches found in the whole field: a match spanning
@@ -580,7 +584,7 @@ def _line_hits(regex: re.Pattern[str], role: str, path: str, text: str, context:
     return out
 
 
-def _hit(role: str, path: str, lines: list[str], i: int, start: int, end: int,
+def _hit(role: str | None, path: str, lines: list[str], i: int, start: int, end: int,
          context: int) -> _Span:
     """The hit of ``lines[i]`` whose match is ``start``..``end`` of it: the
     line cut to about :data:`LINE_SHOWN` characters around the match, and

@@ -323,7 +323,10 @@ MATCH = RowModel("grep", "match", "One line of a transcript field that matches."
     _t('"match"'),
     Field("session_id", "string", "the session"),
     Field("seq", "integer", "the record's seq"),
-    Field("role", "string", "user, assistant, tool, system or summary"),
+    Field("role", "string", "the record's role as written (user, assistant, tool, system, or any "
+          "other string); summary for a compaction summary, whose path is $.summary (a "
+          "message whose role is summary has a $.content path); null for a message without "
+          "a string role", True),
     Field("path", "string", "JSON path of the field in the record ($.content, $.summary, ...)"),
     Field("line_no", "integer", "1-based line of the field's text"),
     Field("line", "string", "that line (about 400 characters around the match when longer)"),

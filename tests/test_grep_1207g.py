@@ -193,3 +193,37 @@ def test_the_match_table_and_schema_say_role_may_be_null():
     assert "null" in (role.get("type") if isinstance(role.get("type"), list)
                       else [role.get("type")]) or any(
         t.get("type") == "null" for t in role.get("anyOf", ())), role
+
+
+# ---------------------------------------------------------------- the empty pattern
+
+
+def test_grep_empty_pattern_matches_every_line_as_grep1_and_search_do(tmp_path):
+    """``grep ''`` was exit 2 ("the pattern is empty") where ``search ''``
+    and grep(1) match every line; it is every line of every field, as ``^``."""
+    import orjson
+
+    st = _store(tmp_path, {"a": [_msg(1, "one\ntwo\n"), _msg(2, ""), _msg(3, "three")]})
+    (st / "MEMORY.md").write_text("abc\n")
+    for flags in ([], ["-F"]):
+        r = _cli(st, "grep", "", *flags, "--format", "jsonl")
+        assert r.exit_code == 0, r.stderr
+        rows = [orjson.loads(ln) for ln in r.stdout.splitlines()]
+        assert [(h["seq"], h["line_no"], h["line"], h["match"]) for h in rows] == [
+            (1, 1, "one", ""), (1, 2, "two", ""), (3, 1, "three", "")]
+        assert _cli(st, "grep", "", *flags).stdout == _cli(st, "grep", "^").stdout
+    r = _cli(st, "grep", "", "-c")
+    assert r.exit_code == 0 and r.stdout == _cli(st, "grep", "^", "-c").stdout, r.stdout
+    r = _cli(st, "search", "")
+    assert r.exit_code == 0 and r.stdout.startswith("MEMORY.md:1: abc"), r.stdout
+
+
+def test_redact_refuses_an_empty_pattern(tmp_path):
+    """redact's --pattern picks values to erase: an empty one (an unset
+    shell variable) would pick every finding, as leaving it out does;
+    refused, as an empty --session or --detector is."""
+    st = _world(tmp_path)
+    r = _cli(st, "redact", "--pattern", "", "--dry-run")
+    assert r.exit_code == 2, r.stderr
+    assert r.stderr.splitlines() == [
+        "memctl: error: --pattern is empty; leave it out to pick every finding"], r.stderr

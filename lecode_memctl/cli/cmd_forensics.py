@@ -46,7 +46,8 @@ Examples:
 """)
 def grep(
     pattern: Annotated[str, typer.Argument(metavar="PATTERN",
-                                           help="A Python regular expression (or literal text with -F).")],
+                                           help="A Python regular expression (or literal text with -F); "
+                                                "an empty one matches every line, as ^ does.")],
     fixed: Annotated[bool, typer.Option("--fixed-strings", "-F",
                                         help="PATTERN is literal text, not a regex.")] = False,
     ignore_case: Annotated[bool, typer.Option("--ignore-case", "-i", help="Ignore case.")] = False,
@@ -719,7 +720,8 @@ def redact(
         help="Only findings of this detector, e.g. aws-access-key (repeatable).")] = None,
     pattern: Annotated[str | None, typer.Option(
         "--pattern", metavar="REGEX",
-        help="Only findings whose value matches this Python regular expression.")] = None,
+        help="Only findings whose value matches this Python regular expression (not "
+             "empty).")] = None,
     allowlist: Annotated[str | None, typer.Option(  # str: "" is refused, not "." (Path(""))
         "--allowlist", metavar="FILE",
         help="Hashes of values to leave alone (as for 'memctl secrets').")] = None,
@@ -775,7 +777,7 @@ def redact(
 
     Exit status: 0 done (or nothing to do), 1 declined, or a value kept (a
     session id, a file name, a live database row), 2 usage (a pattern
-    that is not a valid regex; --seq without --session; a --detector
+    that is not a valid regex, or empty; --seq without --session; a --detector
     name no detector has; no --yes off a terminal), 3 no store or session, 4 a Markdown file changed since the
     plan was made, or a value left only in facts written since the plan (the agent
     remembered it while redact ran; such a fact is not forgotten unseen): run
@@ -814,6 +816,10 @@ def redact(
     for sid in session or ():
         check_session_id(sid)
     rx = None
+    if pattern == "":
+        # (a pick that picks everything, an unset shell variable, say: refused,
+        # as an empty --session or --detector is; grep's empty pattern is taken)
+        raise UsageError("--pattern is empty; leave it out to pick every finding")
     if pattern is not None:
         from lecode_memctl.core.grep import compile_pattern
 

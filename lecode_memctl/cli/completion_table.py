@@ -839,7 +839,7 @@ COMMAND_OPTIONS = {
             ('--session', 'Only findings in this session (repeatable).', 'session', True),
             ('--seq', 'Only findings in the record at seq N (repeatable; with --session).', 'seq', True),
             ('--detector', 'Only findings of this detector, e.g. aws-access-key (repeatable).', 'detector', True),
-            ('--pattern', 'Only findings whose value matches this Python regular expression.', 'pattern', False),
+            ('--pattern', 'Only findings whose value matches this Python regular expression (not empty).', 'pattern', False),
             ('--allowlist', "Hashes of values to leave alone (as for 'memctl secrets').", 'allowlist', False),
             ('--dry-run', 'Print the plan; write nothing.', 'dry_run', False),
             ('--jobs', 'Worker processes for scanning a store whose files hold 1 MiB or more (default 0: one per available CPU; a smaller store is scanned in one).', 'jobs', False),

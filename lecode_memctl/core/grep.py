@@ -211,8 +211,11 @@ def compile_pattern(pattern: str, *, fixed: bool = False, ignore_case: bool = Fa
     what ``re`` warns of (``[[:alpha:]]``) is told to ``warn``, never printed
     by Python; ``show``: the error and the warning quote the pattern (not
     for ``redact --pattern``, which may be the credential)."""
-    if not isinstance(pattern, str) or pattern == "":
-        raise UsageError("the pattern is empty")
+    # (an empty pattern matches every line of every field, as grep(1)'s and
+    # search's do, the same hits as ^; it was refused, "the pattern is
+    # empty", before 2026-12-07)
+    if not isinstance(pattern, str):
+        raise UsageError("the pattern is not text")
     try:
         pattern.encode("utf-8")
     except UnicodeEncodeError:

@@ -44,6 +44,7 @@ def private_tmp(tmp_path, monkeypatch) -> Path:
     d = tmp_path / "tmpdir"
     d.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(d))
+    monkeypatch.setenv("TMPDIR", str(d))     # (export's and verify's: atomic.private_tempdir)
     return d
 
 

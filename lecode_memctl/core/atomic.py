@@ -18,6 +18,8 @@ import errno
 import fcntl
 import io
 import os
+import shutil
+import signal
 import stat
 import typing
 from collections.abc import Callable, Iterable, Iterator
@@ -353,6 +355,49 @@ def private_tempdir(prefix: str, outside: str | os.PathLike[str],
         why.append("; ".join(failed))
     raise LocalResourceError(f"no temporary directory outside {outside} "
                           f"({'; '.join(why) or 'none found'}); set TMPDIR")
+
+
+_HELD_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
+                      if hasattr(signal, name))
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP blocked (``pthread_sigmask``) while in
+    force: one that comes meanwhile stays pending, and is delivered (its
+    handler run: memctl's raises the KeyboardInterrupt that stops the
+    command) once the block is left.  Where they cannot be blocked (no such
+    call, not the main thread) nothing is held."""
+    try:
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
+    except (AttributeError, OSError, ValueError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def remove_private(path: str | os.PathLike[str]) -> None:
+    """Remove memctl's private directory ``path`` (a copy of a store or of
+    its facts: every fact's text), whole, errors ignored, even when an
+    interrupt comes meanwhile: the signals are held back while it runs
+    (:func:`signals_held`) and taken once it is done, and a
+    KeyboardInterrupt raised inside it all the same (a signal a thread
+    that does not block them took) makes it go on to the end, then is
+    raised.  Before 2026-12-07 a Ctrl-C or SIGTERM landing in the removal
+    stopped it and left the copy for good."""
+    interrupted: BaseException | None = None
+    with signals_held():
+        while True:
+            try:
+                shutil.rmtree(path, ignore_errors=True)
+                break
+            except KeyboardInterrupt as exc:
+                interrupted = exc
+    if interrupted is not None:
+        raise interrupted
 
 
 def _temp_candidates() -> Iterator[str]:

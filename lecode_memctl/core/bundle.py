@@ -35,11 +35,9 @@ import hashlib
 import io
 import itertools
 import os
-import shutil
 import stat
 import sys
 import tarfile
-import tempfile
 import time
 import zlib
 from collections import Counter
@@ -53,7 +51,7 @@ import orjson
 
 from ._lazy import lazy_compile
 from ._record import record
-from .atomic import O_NONBLOCK, fenced, open_nofollow, private_tempdir, refuse_inside, write_all
+from .atomic import O_NONBLOCK, fenced, open_nofollow, refuse_inside, remove_private, write_all
 from .errors import (
     Conflict,
     MemctlError,
@@ -67,6 +65,7 @@ from .layout import DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE
 from .mdnames import is_daily_file, is_note_file
 from .rowmodel import FACT_CHECK, FINDING
 from .sessions import LOCK_SUFFIX
+from .snapshot import owned_tempdir
 from .sourceref import held_bytes, session_file_id
 
 BUNDLE_FORMAT = "memctl-bundle"
@@ -749,7 +748,7 @@ def export_bundle(store: Store, out: IO[bytes], *, compression: str | None = Non
 
 def _export(store: Store, out: IO[bytes], compression: str | None, with_backups: bool,
             now: float | None, lock_wait: float | None, parallel: bool) -> ExportResult:
-    tmp = Path(private_tempdir("memctl-export-", store.path))  # never inside the store
+    tmp = Path(owned_tempdir("export", store.path))  # never inside the store
     try:
         os.chmod(tmp, 0o700)
         stage_dir = tmp / STORE_DIR
@@ -763,7 +762,7 @@ def _export(store: Store, out: IO[bytes], compression: str | None, with_backups:
             raise
         return ExportResult(None, compression, manifest, digest, len(manifest["files"]), n)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        remove_private(tmp)     # (whole, even when an interrupt comes meanwhile)
 
 
 def export_to_file(store: Store, output: str | os.PathLike[str], *,
@@ -1911,17 +1910,17 @@ def _verify(p: Path, st: os.stat_result, rep: VerifyReport, parallel: bool) -> V
             store_dir = p / STORE_DIR
             if os.path.isdir(store_dir) and not os.path.islink(store_dir):
                 # (the rows' temporary files: in a private directory, never in the bundle)
-                tmp = Path(private_tempdir("memctl-verify-", p))
+                tmp = Path(owned_tempdir("verify", p))
                 try:
                     _audit_into(rep, store_dir, tmp, parallel)
                 finally:
-                    shutil.rmtree(tmp, ignore_errors=True)
+                    remove_private(tmp)
             else:
                 rep.add("missing", STORE_DIR + "/", "the bundle has no store directory")
         return rep
     if not stat.S_ISREG(st.st_mode):
         raise UsageError(f"{p}: not a file or directory")
-    tmp = Path(tempfile.mkdtemp(prefix="memctl-verify-"))
+    tmp = Path(owned_tempdir("verify", p))
     try:
         os.chmod(tmp, 0o700)
         seen = _read_archive(p, tmp, rep)
@@ -1936,7 +1935,7 @@ def _verify(p: Path, st: os.stat_result, rep: VerifyReport, parallel: bool) -> V
             _audit_into(rep, store_dir, tmp, parallel)
         return rep
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        remove_private(tmp)     # (whole, even when an interrupt comes meanwhile)
 
 
 def _made_before_frozen(manifest: dict[str, Any]) -> bool:

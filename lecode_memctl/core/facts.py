@@ -32,7 +32,6 @@ import functools
 import itertools
 import operator
 import os
-import shutil
 import sqlite3
 import time
 import weakref
@@ -46,7 +45,7 @@ import orjson
 
 from ._lazy import lazy_compile
 from ._record import record
-from .atomic import is_link_refusal, lstat_regular, open_nofollow
+from .atomic import is_link_refusal, lstat_regular, open_nofollow, remove_private
 from .errors import (
     Conflict,
     MemctlError,
@@ -2758,7 +2757,9 @@ class FactStore(ClosesOnExit):
                 pass
             self._conn = None
         if self._tmpdir is not None:
-            shutil.rmtree(self._tmpdir, ignore_errors=True)
+            # (whole even when an interrupt comes meanwhile: remove_private;
+            # recorded until it is gone, for a close called again)
+            remove_private(self._tmpdir)
             self._tmpdir = None
         if interrupted is not None:
             raise interrupted

@@ -11,13 +11,19 @@ import errno
 import io
 import os
 import re
-import shutil
 import stat
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from .atomic import is_link_refusal, lstat_regular, open_owned, private_tempdir, write_all
+from .atomic import (
+    is_link_refusal,
+    lstat_regular,
+    open_owned,
+    private_tempdir,
+    remove_private,
+    write_all,
+)
 from .errors import LocalResourceError, NotFound, StoreBusy, StoreCorrupt, raise_if_out_of_fds
 from .hashing import sha256
 from .layout import FILE_MODE
@@ -282,10 +288,15 @@ def _pause_before_retry(path: Path, attempt: int, waited: float, timeout: float)
 # directory (a symbolic link is never followed) is left as it is.  A process
 # whose /proc is not of its own pid namespace (/proc/self is not os.getpid())
 # names its directory without an owner and sweeps nothing: /proc/<pid> there
-# is another process.
+# is another process.  Export's copy of a store (memctl-export-...) and
+# verify's (memctl-verify-...: an archive unpacked, or a directory bundle's
+# rows) are named and swept the same way (owned_tempdir), and each sweep
+# takes all three kinds: they hold the same text (before 2026-12-07 theirs
+# had a random name only, and one an interrupt or a kill left stayed).
 
-_PREFIX = "memctl-facts-"
-_OWNED = re.compile(r"memctl-facts-([0-9a-f]{8})\.([0-9]+)\.([0-9]+)-[0-9a-f]+\Z")
+_KINDS = ("facts", "export", "verify")
+_OWNED = re.compile(r"memctl-(?:facts|export|verify)-([0-9a-f]{8})\.([0-9]+)\.([0-9]+)"
+                    r"-[0-9a-f]+\Z")
 _owners: dict[int, str | None] = {}
 _swept: set[tuple[int, str]] = set()
 
@@ -360,7 +371,7 @@ def _sweep(parent: str) -> None:
     uid = os.geteuid()
     try:
         with os.scandir(parent) as entries:
-            names = [e.name for e in entries if e.name.startswith(_PREFIX)]
+            names = [e.name for e in entries if e.name.startswith("memctl-")]
     except OSError:
         return
     for name in names:
@@ -376,17 +387,28 @@ def _sweep(parent: str) -> None:
             continue
         # (rmtree refuses a symbolic link put in its place meanwhile, and
         # follows none inside)
-        shutil.rmtree(where, ignore_errors=True)
+        remove_private(where)
+
+
+def owned_tempdir(kind: str, outside: str | os.PathLike[str],
+                  made: Callable[[str], None] | None = None) -> str:
+    """A fresh private directory (:func:`~.atomic.private_tempdir`, never
+    inside ``outside``) named ``memctl-<kind>-<owner>-<random>`` by this
+    process (``kind`` one of facts, export, verify), and the sweep of those
+    killed processes left beside it (the header above).  Removed by its
+    caller with :func:`~.atomic.remove_private`."""
+    assert kind in _KINDS, kind
+    prefix = f"memctl-{kind}-"
+    owner = _owner()
+    tmp = private_tempdir(prefix if owner is None else f"{prefix}{owner}-", outside, made)
+    _sweep(os.path.dirname(tmp))
+    return tmp
 
 
 def _private_dir(path: Path, made: Callable[[str], None]) -> str:
     """The snapshot's fresh private directory (named by this process), and
     the sweep of those killed processes left beside it."""
-    owner = _owner()
-    tmp = private_tempdir(_PREFIX if owner is None else f"{_PREFIX}{owner}-",
-                          path.parent, made)          # never inside the store
-    _sweep(os.path.dirname(tmp))
-    return tmp
+    return owned_tempdir("facts", path.parent, made)     # never inside the store
 
 
 def private_snapshot(path: Path, wal: Path, timeout: float,
@@ -454,7 +476,7 @@ def private_snapshot(path: Path, wal: Path, timeout: float,
             waited = _pause_before_retry(path, attempt, waited, timeout)
     except BaseException:
         for tmp in mine:
-            shutil.rmtree(tmp, ignore_errors=True)
+            remove_private(tmp)
         raise
 
 
@@ -507,5 +529,5 @@ def private_journal_snapshot(path: Path, journal: Path, timeout: float,
             waited = _pause_before_retry(path, attempt, waited, timeout)
     except BaseException:
         for tmp in mine:
-            shutil.rmtree(tmp, ignore_errors=True)
+            remove_private(tmp)
         raise

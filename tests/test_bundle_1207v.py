@@ -3,10 +3,12 @@ whole even when an interrupt lands while it is removed, and named so that
 a later run sweeps it when its process is gone."""
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -67,8 +69,6 @@ def test_an_interrupt_during_verifys_clean_up_leaves_no_copy(demo, tmp_path, unp
     out = tmp_path / "b.tar"
     export(demo, out)
     if unpacked:
-        import tarfile
-
         un = tmp_path / "un"
         un.mkdir()
         with tarfile.open(out) as tf:
@@ -103,3 +103,33 @@ def test_a_gone_exports_and_verifys_copies_are_swept(demo, tmp_path):  # noqa: F
                  env={"TMPDIR": str(tmp)})
     assert r.returncode == 0, r.stderr
     assert sorted(os.listdir(tmp)) == sorted(d.name for d in kept)
+
+
+def _members(path: Path) -> list[tuple[tarfile.TarInfo, bytes]]:
+    with tarfile.open(path) as tf:
+        return [(m, tf.extractfile(m).read() if m.isfile() else b"")  # type: ignore[union-attr]
+                for m in tf.getmembers()]
+
+
+def _rewrite(path: Path, members: list[tuple[tarfile.TarInfo, bytes]]) -> None:
+    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as tf:
+        for m, data in members:
+            tf.addfile(m, io.BytesIO(data) if m.isfile() else None)
+
+
+@pytest.mark.parametrize("dropped", ["store/notes", "store"])
+def test_a_directory_member_export_writes_that_is_missing_is_a_problem(demo, tmp_path,  # noqa: F811
+                                                                        dropped):
+    """``tar -x`` makes a directory the archive has no member for with the
+    umask's mode (0755), which verify of the unpacked directory rejects:
+    the archive is not OK either."""
+    out = tmp_path / "b.tar"
+    export(demo, out)
+    members = _members(out)
+    assert any(m.name == dropped and m.isdir() for m, _ in members)
+    _rewrite(out, [(m, d) for m, d in members if m.name != dropped])
+    code, doc = verify(out)
+    assert code == 1
+    assert [(p["kind"], p["path"]) for p in doc["problems"]] == [("missing", dropped + "/")], \
+        doc["problems"]
+    assert doc["files"]["missing"] == 1

@@ -1577,6 +1577,14 @@ def _read_members(tf: tarfile.TarFile, src: Any, unpack: _Unpacker, rep: VerifyR
         elif rep.manifest is not None and d not in implied:
             rep.add("added", d + "/", "a directory member no listed file is in; tar -x "
                     "would make it")
+    # a directory export writes (store/, and each listed file's directory)
+    # that has no member: tar -x makes it with the umask's mode, not the
+    # 0700 a store needs, and verify of what it unpacked rejects it
+    if rep.manifest is not None:
+        for d in sorted(implied.difference(dirs)):
+            rep.add("missing", d + "/", "a directory member export writes is not in the "
+                    "archive; tar -x would make the directory with the umask's mode, "
+                    "not 0700")
     _check_end(tf, src, rep, last)
 
 

@@ -133,3 +133,82 @@ def test_a_directory_member_export_writes_that_is_missing_is_a_problem(demo, tmp
     assert [(p["kind"], p["path"]) for p in doc["problems"]] == [("missing", dropped + "/")], \
         doc["problems"]
     assert doc["files"]["missing"] == 1
+
+
+@pytest.mark.parametrize("records", [
+    {"SCHILY.acl.access": "user::rw-,user:1000:rwx,group::---,mask::rwx,other::---"},
+    {"SCHILY.xattr.user.evil": "x"},
+    {"LIBARCHIVE.xattr.user.evil": "eA=="},
+    {"atime": "1700000000"},
+])
+@pytest.mark.parametrize("where", ["member", "global"])
+def test_a_pax_record_export_never_writes_is_a_problem(demo, tmp_path, records,  # noqa: F811
+                                                       where):
+    """What ``tar -x`` applies beyond the bytes (``tar --acls --xattrs``:
+    an ACL, an extended attribute) must be what export writes: export's pax
+    headers hold ``path`` and ``size`` at most."""
+    out = tmp_path / "b.tar"
+    export(demo, out)
+    members = _members(out)
+    if where == "member":
+        for m, _ in members:
+            if m.name == "store/MEMORY.md":
+                m.pax_headers = dict(records)
+        _rewrite(out, members)
+    else:
+        with tarfile.open(out, "w", format=tarfile.PAX_FORMAT, pax_headers=records) as tf:
+            for m, data in members:
+                tf.addfile(m, io.BytesIO(data) if m.isfile() else None)
+    code, doc = verify(out)
+    assert code == 1
+    got = [(p["kind"], p["path"]) for p in doc["problems"]]
+    key = next(iter(records))
+    if where == "member":
+        assert got == [("changed", "store/MEMORY.md")], doc["problems"]
+    else:
+        # (a global header's records apply to every member after it)
+        assert got and all(k == "changed" for k, _ in got), doc["problems"]
+        assert ("changed", "manifest.json") in got
+    assert all(key in p["detail"] for p in doc["problems"]), doc["problems"]
+
+
+def test_the_pax_records_export_writes_verify(demo, tmp_path):  # noqa: F811
+    """A name longer than a ustar header holds, or not ASCII, goes in a pax
+    ``path`` record: export's own bundle verifies OK."""
+    for name in ("n" * 150 + ".md", "caf\u00e9-\u00fcber.md"):
+        (demo / "notes" / name).write_text("# a note\n", encoding="utf-8")
+    out = tmp_path / "b.tar"
+    export(demo, out)
+    with tarfile.open(out) as tf:
+        keys = {k for m in tf.getmembers() for k in m.pax_headers}
+    assert keys == {"path"}, keys
+    code, doc = verify(out)
+    assert code == 0, doc["problems"]
+
+
+def test_an_empty_top_level_directory_member_is_added(demo, tmp_path):  # noqa: F811
+    out = tmp_path / "b.tar"
+    export(demo, out)
+    members = _members(out)
+    extra = tarfile.TarInfo("extra")
+    extra.type, extra.mode = tarfile.DIRTYPE, 0o700
+    _rewrite(out, [*members, (extra, b"")])
+    code, doc = verify(out)
+    assert code == 1
+    assert [(p["kind"], p["path"]) for p in doc["problems"]] == [("added", "extra/")], \
+        doc["problems"]
+
+
+def test_an_extra_directory_beside_an_unpacked_bundles_store_is_added(demo, tmp_path):  # noqa: F811
+    out = tmp_path / "b.tar"
+    export(demo, out)
+    un = tmp_path / "un"
+    un.mkdir()
+    with tarfile.open(out) as tf:
+        tf.extractall(un, filter="fully_trusted")
+    (un / "extra" / "deeper").mkdir(parents=True)
+    code, doc = verify(un)
+    assert code == 1
+    assert [(p["kind"], p["path"]) for p in doc["problems"]] == [
+        ("added", "extra/"), ("added", "extra/deeper/")], doc["problems"]
+    assert doc["files"]["added"] == 2

@@ -1588,10 +1588,18 @@ def _read_members(tf: tarfile.TarFile, src: Any, unpack: _Unpacker, rep: VerifyR
     _check_end(tf, src, rep, last)
 
 
+# The pax records export writes (tarfile writes them, in PAX_FORMAT, for a
+# name longer than a ustar header holds or not ASCII, and a size of 8 GiB or
+# more): any other (an ACL, an extended attribute, atime, a charset, ...) is
+# something tar -x may apply that export never wrote.
+_PAX_EXPORT_WRITES = frozenset({"path", "size"})
+
+
 def _check_meta(ti: tarfile.TarInfo, shown: str, rep: VerifyReport) -> None:
     """A member's mode and owner, which ``tar -x`` applies, must be what
-    export writes (files 0600, directories 0700, owner 0:0 without names):
-    else ``changed``."""
+    export writes (files 0600, directories 0700, owner 0:0 without names),
+    and its pax records (its own and a global header's before it) only
+    those export writes (``path``, ``size``): else ``changed``."""
     want = 0o700 if ti.isdir() else 0o600
     what = []
     if ti.mode != want:
@@ -1599,9 +1607,13 @@ def _check_meta(ti: tarfile.TarInfo, shown: str, rep: VerifyReport) -> None:
     if ti.uid or ti.gid or ti.uname or ti.gname:
         names = f" ({ti.uname}:{ti.gname})" if ti.uname or ti.gname else ""
         what.append(f"owner {ti.uid}:{ti.gid}{names}")
+    extra = sorted(k for k in ti.pax_headers if k not in _PAX_EXPORT_WRITES)
+    if extra:
+        what.append(f"pax record{'s' if len(extra) > 1 else ''} {', '.join(extra)}")
     if what:
         rep.add("changed", shown, ", ".join(what) + f"; export writes mode {want:04o}, owner "
-                "0:0 without names, and tar -x applies them")
+                "0:0 without names, no pax record but path and size, and tar -x applies "
+                "them")
 
 
 def _check_end(tf: tarfile.TarFile, src: Any, rep: VerifyReport, last: str | None) -> None:
@@ -1657,8 +1669,11 @@ def _unpack_deferred(tf: tarfile.TarFile, unpack: _Unpacker, rep: VerifyReport,
 
 
 def _read_directory(path: Path, rep: VerifyReport) -> dict[str, tuple[int, str]]:
-    """Hash every file of an unpacked bundle, never following a link."""
+    """Hash every file of an unpacked bundle, never following a link.  A
+    directory outside ``store/`` (empty, or not) is ``added``, as its member
+    is in an archive; one in ``store/`` is the audit's to report."""
     seen: dict[str, tuple[int, str]] = {}
+    outside: list[str] = []
     stack = [("", path)]
     while stack:
         rel, d = stack.pop()
@@ -1676,6 +1691,8 @@ def _read_directory(path: Path, rep: VerifyReport) -> dict[str, tuple[int, str]]
             if stat.S_ISLNK(st.st_mode):
                 rep.add("refused", r, "symbolic link; not followed")
             elif stat.S_ISDIR(st.st_mode):
+                if r != STORE_DIR and not r.startswith(STORE_DIR + "/"):
+                    outside.append(r + "/")
                 stack.append((r + "/", Path(e.path)))
             elif not stat.S_ISREG(st.st_mode):
                 rep.add("refused", r, "not a regular file")
@@ -1689,6 +1706,9 @@ def _read_directory(path: Path, rep: VerifyReport) -> dict[str, tuple[int, str]]
             rep.add("manifest", MANIFEST, "missing")
     else:
         _parse_manifest_file(path / MANIFEST, rep)
+    if rep.manifest is not None:
+        for extra in sorted(outside):
+            rep.add("added", extra, "a directory no listed file is in")
     return seen
 
 

@@ -212,3 +212,34 @@ def test_an_extra_directory_beside_an_unpacked_bundles_store_is_added(demo, tmp_
     assert [(p["kind"], p["path"]) for p in doc["problems"]] == [
         ("added", "extra/"), ("added", "extra/deeper/")], doc["problems"]
     assert doc["files"]["added"] == 2
+
+
+@pytest.mark.parametrize("at", ["end", "next"])
+@pytest.mark.parametrize("unpacked", [False, True])
+def test_a_file_the_manifest_lists_twice_is_a_manifest_problem(demo, tmp_path, at,  # noqa: F811
+                                                               unpacked):
+    """As a fact listed twice: the second entry collapsed into the first
+    ("files: 8 checked" of 9 entries), and the bundle verified OK."""
+    from .test_bundle_1207d import _redigest
+
+    out = tmp_path / "b.tar"
+    export(demo, out)
+    forged = tmp_path / "forged.tar"
+
+    def twice(m: dict) -> None:
+        first = m["files"][0]
+        m["files"].insert(len(m["files"]) if at == "end" else 1, dict(first))
+
+    m = _redigest(out, forged, twice)
+    dup = m["files"][0]["path"]
+    if unpacked:
+        un = tmp_path / "un"
+        un.mkdir()
+        with tarfile.open(forged) as tf:
+            tf.extractall(un, filter="fully_trusted")
+        forged = un
+    code, doc = verify(forged)
+    assert code == 1
+    assert [(p["kind"], p["path"]) for p in doc["problems"]] == [("manifest", dup)], \
+        doc["problems"]
+    assert "listed twice" in doc["problems"][0]["detail"]

@@ -243,3 +243,38 @@ def test_a_file_the_manifest_lists_twice_is_a_manifest_problem(demo, tmp_path, a
     assert [(p["kind"], p["path"]) for p in doc["problems"]] == [("manifest", dup)], \
         doc["problems"]
     assert "listed twice" in doc["problems"][0]["detail"]
+
+
+def test_verifys_text_says_when_the_bundles_facts_could_not_be_read(demo, tmp_path):  # noqa: F811
+    """A bundle of a store whose database is not one (copied byte for byte,
+    ``database.copy`` raw): verify's text said "facts: 0" and OK, as for a
+    store with no facts, where export's summary named the reason."""
+    from .conftest import run_cli
+
+    for p in demo.glob("facts.sqlite3*"):
+        p.unlink()
+    (demo / "facts.sqlite3").write_bytes(b"not a database at all\n" * 300)
+    out = tmp_path / "b.tar"
+    doc = export(demo, out)
+    assert doc["database"]["copy"] == "raw"
+    r = run_cli("verify", str(out))
+    assert r.exit_code == 0, r.stdout
+    lines = r.stdout.splitlines()
+    said = [line for line in lines if line.startswith("facts: ")]
+    assert said == ["facts: facts.sqlite3: facts database unreadable: file is not a database; "
+                    "no fact, and no fact's evidence, could be checked"], r.stdout
+    assert lines.index(said[0]) == next(i for i, x in enumerate(lines)
+                                        if x.startswith("validate: ")) + 1
+    code, v = verify(out)
+    assert code == 0 and v["manifest"]["database"]["copy"] == "raw"
+
+
+def test_verifys_text_of_a_bundle_whose_facts_were_read_says_nothing_more(demo, tmp_path):  # noqa: F811
+    from .conftest import run_cli
+
+    out = tmp_path / "b.tar"
+    export(demo, out)
+    r = run_cli("verify", str(out))
+    assert r.exit_code == 0, r.stdout
+    assert not [line for line in r.stdout.splitlines() if line.startswith("facts: ")]
+    assert "could be checked" not in r.stdout

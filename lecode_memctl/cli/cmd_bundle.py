@@ -213,6 +213,13 @@ def _report(rep: Any, json_: bool) -> None:
     if rep.audit is not None:
         v = rep.audit["validate"]
         echo(f"validate: {_sev(v['findings'])}; facts: {_facts_line(v)}")
+        # the bundle's database could not be read (export copied it byte
+        # for byte: manifest.database.copy raw): "facts: 0" alone read as a
+        # store with no facts, every fact's evidence checked
+        error = (rep.audit.get("facts") or {}).get("error")
+        if error:
+            echo(f"facts: {safe(str(error.get('message')))}; no fact, and no fact's "
+                 "evidence, could be checked")
     if rep.facts:
         rows = ({"fact_id": r["fact_id"], "revision": r["revision"],
                  "status": _status_cell(r["status"], r["reason"]) if r["status"] else "-",

@@ -227,3 +227,55 @@ def test_redact_refuses_an_empty_pattern(tmp_path):
     assert r.exit_code == 2, r.stderr
     assert r.stderr.splitlines() == [
         "memctl: error: --pattern is empty; leave it out to pick every finding"], r.stderr
+
+
+# ---------------------------------------------------------------- the library's compilation (code review)
+
+
+def test_the_library_compiles_without_touching_warnings_or_res_cache():
+    """Through the library (no ``warn``), a pattern is compiled by
+    ``re.compile`` alone: ``catch_warnings`` (process-wide, not thread-safe:
+    another thread's warnings were taken and told as the pattern's) and
+    ``re.purge()`` (the agent's own compiled patterns dropped) are never
+    used there; Python warns as the caller's filters say."""
+    import re
+    import warnings
+    from unittest import mock
+
+    from lecode_memctl.core import grep as core_grep, markdown_search
+
+    pattern = "[[:alpha:]]library-" + os.urandom(4).hex()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with mock.patch.object(re, "purge", side_effect=AssertionError("re.purge called")), \
+                mock.patch.object(warnings, "catch_warnings",
+                                  side_effect=AssertionError("catch_warnings called")):
+            core_grep.compile_pattern(pattern)
+            markdown_search.compile_pattern(pattern + "x")
+    told = [str(w.message) for w in caught if issubclass(w.category, FutureWarning)]
+    assert told and all("nested set" in t for t in told), told
+
+
+@pytest.mark.parametrize("pattern", [
+    "(?P=hunter2pass)", "\\N{hunter2}", "(?P<sk-live-abc!>x)", "AKIA\\qSECRET",
+])
+def test_redacts_refused_pattern_is_never_quoted_even_in_res_message(tmp_path, pattern):
+    """``redact --pattern``'s error never quotes the pattern (it may be the
+    credential), re's message included: it names pieces of it (a group's
+    name, an escape, a character name).  Where re stopped is said."""
+    st = _world(tmp_path)
+    r = _proc(st, "redact", "--pattern", pattern, "--dry-run")
+    err = r.stderr.decode()
+    assert r.returncode == 2, err
+    assert err.startswith("memctl: error: invalid regular expression"), err
+    for piece in ("hunter2", "sk-live", "\\q", "SECRET"):
+        assert piece not in err, err
+    assert "at position " in err, err
+
+
+def test_the_posix_class_hint_is_given_only_for_a_nested_set(tmp_path):
+    st = _world(tmp_path)
+    nested = _proc(st, "search", "[[:alpha:]]").stderr.decode()
+    inter = _proc(st, "search", "[a&&b]").stderr.decode()
+    assert "[:alpha:] is no POSIX class" in nested, nested
+    assert "POSIX" not in inter and "a later Python may read it otherwise" in inter, inter

@@ -36,7 +36,7 @@ BAD = {
     "facts --session ../a": "invalid session id '../a'",
     "notes ../a": "invalid note name '../a'",
     "edit note ../a": "invalid note name '../a'",
-    "redact --pattern ( --dry-run": "invalid regular expression: ",
+    "redact --pattern ( --dry-run": "invalid regular expression (at position ",
     "redact --session ../a --dry-run": "invalid session id '../a'",
 }
 

@@ -278,3 +278,65 @@ def test_verifys_text_of_a_bundle_whose_facts_were_read_says_nothing_more(demo, 
     assert r.exit_code == 0, r.stdout
     assert not [line for line in r.stdout.splitlines() if line.startswith("facts: ")]
     assert "could be checked" not in r.stdout
+
+
+# ---------------------------------------------------------------- code review: the held signals
+
+
+# memctl run with shutil.rmtree patched: each of the first two removals of a
+# private directory of KIND sends SIGINT to memctl as it begins, then removes
+# (a Ctrl-C, and a second one, while the copy is removed)
+_TWICE_IN_REMOVAL = """
+import os, runpy, shutil, signal, sys
+kind, args = sys.argv[1], sys.argv[2:]
+orig = shutil.rmtree
+calls = []
+def rmtree(p, *a, **k):
+    if os.path.basename(str(p)).startswith(f"memctl-{kind}-") and len(calls) < 2:
+        calls.append(p)
+        os.kill(os.getpid(), signal.SIGINT)
+    return orig(p, *a, **k)
+shutil.rmtree = rmtree
+sys.argv = ["memctl", *args]
+runpy.run_module("lecode_memctl", run_name="__main__")
+"""
+
+
+def test_a_second_ctrl_c_during_the_removal_waits_for_it(demo, tmp_path):  # noqa: F811
+    """The signals are held back while the copy is removed: a Ctrl-C there
+    waits, and a second one (which ends memctl at once elsewhere) cannot
+    kill memctl halfway through the removal.  Without the block, the first
+    one raised inside the removal, and the second, in its retry, ended the
+    process by SIGINT with the copy left."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": os.pathsep.join(sys.path)}
+    r = subprocess.run([sys.executable, "-c", _TWICE_IN_REMOVAL, "export", "--store", str(demo),
+                        "export", "-o", str(tmp_path / "b.tar")],
+                       capture_output=True, env=env, timeout=120)
+    assert r.returncode == 130, r.stderr
+    assert r.stderr.count(b"memctl: error: interrupted") == 1, r.stderr
+    assert os.listdir(tmp) == [], r.stderr
+
+
+@pytest.mark.skipif(snapshot._owner() is None, reason="no /proc: copies are never swept")
+def test_an_interrupt_during_the_sweep_leaves_not_the_new_copy(demo, tmp_path):  # noqa: F811
+    """A Ctrl-C that lands while the sweep removes a killed process's copy
+    (held back until that removal is done) stops the command before export
+    knows its own fresh directory: that directory is removed too, not left
+    until a later run's sweep."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    owner = snapshot._owner()
+    assert owner is not None
+    ns, pid, start = owner.split(".")
+    gone = tmp / f"memctl-export-{ns}.{pid}.{int(start) + 1}-00aa"
+    (gone / "store").mkdir(parents=True)
+    (gone / "store" / "MEMORY.md").write_text("a killed export's copy\n")
+    env = {**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": os.pathsep.join(sys.path)}
+    script = _TWICE_IN_REMOVAL.replace("len(calls) < 2", "len(calls) < 1")
+    r = subprocess.run([sys.executable, "-c", script, "export", "--store", str(demo),
+                        "export", "-o", str(tmp_path / "b.tar")],
+                       capture_output=True, env=env, timeout=120)
+    assert r.returncode == 130, r.stderr
+    assert os.listdir(tmp) == [], (os.listdir(tmp), r.stderr)

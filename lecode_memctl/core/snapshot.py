@@ -401,7 +401,14 @@ def owned_tempdir(kind: str, outside: str | os.PathLike[str],
     prefix = f"memctl-{kind}-"
     owner = _owner()
     tmp = private_tempdir(prefix if owner is None else f"{prefix}{owner}-", outside, made)
-    _sweep(os.path.dirname(tmp))
+    try:
+        _sweep(os.path.dirname(tmp))
+    except BaseException:
+        # (an interrupt held back while a killed process's copy was removed
+        # lands here, before the caller knows of ``tmp``: removed now, or
+        # left until a later run's sweep; a ``made`` caller removes it too)
+        remove_private(tmp)
+        raise
     return tmp
 
 

@@ -344,28 +344,10 @@ def _freeze_imports() -> None:
     gc.freeze()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    if argv is None:
-        # The process is memctl's own (the console script, python -m).  A
-        # command makes and drops small objects in batches (SQLite rows 2,000
-        # at a time, a group of references) and makes few reference cycles:
-        # at the default threshold the collector ran every few hundred facts
-        # (549 collections in facts --all of 100,000 facts, 0.14 s, about 7%
-        # of its time) and found next to nothing.  What grows is the imports'
-        # objects, which live until the exit: at 10,000 a collection still ran
-        # inside typer's import (3 ms of a 100 ms command, nothing found);
-        # at 100,000 none runs before the command tree is frozen (below).  A
-        # cycle left by an exception is still collected, after at most
-        # 100,000 more objects.  main(ARGS), called in another program's
-        # process (the tests), leaves that program's collector alone.
-        import gc
-
-        gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
-    args = list(sys.argv[1:] if argv is None else argv)
-    if sys.stdout is None:      # started with stdout closed (memctl ... >&-)
-        sys.stdout = _ClosedStdout()
-    if sys.stderr is None:      # started with stderr closed (memctl ... 2>&-)
-        sys.stderr = _ClosedStderr()
+def _answer_early(args: Sequence[str]) -> int | None:
+    """The answers given before the command tree is built (``--version``,
+    the completion scripts, a TAB on a command name): their exit status, or
+    None for a command line that needs the tree."""
     if args == ["--version"]:
         # The common cron/health-check call: answer without building the command tree.
         from lecode_memctl import __version__
@@ -407,8 +389,47 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if failed is not None:
                     return failed
             return status
+    return None
 
+
+def main(argv: Sequence[str] | None = None) -> int:
+    own = argv is None
+    if own:
+        # The process is memctl's own (the console script, python -m).  A
+        # command makes and drops small objects in batches (SQLite rows 2,000
+        # at a time, a group of references) and makes few reference cycles:
+        # at the default threshold the collector ran every few hundred facts
+        # (549 collections in facts --all of 100,000 facts, 0.14 s, about 7%
+        # of its time) and found next to nothing.  What grows is the imports'
+        # objects, which live until the exit: at 10,000 a collection still ran
+        # inside typer's import (3 ms of a 100 ms command, nothing found);
+        # at 100,000 none runs before the command tree is frozen (below).  A
+        # cycle left by an exception is still collected, after at most
+        # 100,000 more objects.  main(ARGS), called in another program's
+        # process (the tests), leaves that program's collector alone.
+        import gc
+
+        gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
+    args = list(sys.argv[1:] if argv is None else argv)
+    if sys.stdout is None:      # started with stdout closed (memctl ... >&-)
+        sys.stdout = _ClosedStdout()
+    if sys.stderr is None:      # started with stderr closed (memctl ... 2>&-)
+        sys.stderr = _ClosedStderr()
     try:
+        if own:
+            # First of all, before any import of the start-up: SIGTERM and
+            # SIGHUP stop memctl from here on as Ctrl-C does, one line (the
+            # error document under --json) and the signal itself; before
+            # 2026-12-07 one in its first 100 ms or so (the imports, the
+            # command tree; more under load) ended it without a word.
+            from .signals import catch_termination, end_as_terminated
+
+            catch_termination()
+        answered = _answer_early(args)
+        if answered is not None:
+            if own:
+                end_as_terminated()
+            return answered
         _import_orjson_whole()
         from lecode_memctl.core.errors import MemctlError
 
@@ -436,7 +457,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         state.reset()
         from .output import (
             broken_pipe_exit,
-            catch_termination,
             command_running,
             interrupt_lost,
             setup_streams,
@@ -446,19 +466,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         setup_streams()
         json_doc = _wants_json(args)
         command = typer.main.get_command(app)
-        if argv is None:
+        if own:
             _freeze_imports()
-            catch_termination()
-    except KeyboardInterrupt:
-        # Ctrl-C while the command tree is imported and built (the first
-        # 100 ms or so): the line and status of an interrupted command, not
-        # a traceback (what happens before this function runs is Python's),
-        # and the same ending (a Ctrl-C inside catch_termination leaves the
-        # handlers it had installed)
+    except (KeyboardInterrupt, Exception) as exc:
+        # Ctrl-C, SIGTERM or SIGHUP while the command tree is imported and
+        # built (the first 100 ms or so; one Python wrapped in a
+        # RuntimeError too): the line and status of an interrupted command,
+        # not a traceback or a silent end (what happens before this function
+        # runs is Python's), and the same ending (a Ctrl-C inside
+        # catch_termination leaves the handlers it had installed)
+        if not _wraps_interrupt(exc):
+            raise
         try:
             return _interrupted(args)
         finally:
-            _ended(own=argv is None)
+            _ended(own=own)
     try:
         try:
             with command_running():
@@ -533,4 +555,4 @@ def main(argv: Sequence[str] | None = None) -> int:
                 traceback.print_exc()
             return report_error(code, message, status, json_doc=json_doc and not _reported(exc))
     finally:
-        _ended(own=argv is None)
+        _ended(own=own)

@@ -83,3 +83,34 @@ def test_a_termination_signal_while_memctl_starts_is_one_line_and_the_signal(
     else:
         assert orjson.loads(out) == {"type": "error", "error": {
             "code": code, "message": message, "exit_code": 128 + sig}}
+
+
+# ---------------------------------------------------------------- 2. the errors API.md names
+
+def test_every_error_api_md_names_is_importable_from_the_core():
+    """docs/API.md: errors are typed, "each also from lecode_memctl.core";
+    it names ``LocalResourceError`` (a ``StoreWriteError``: a process out of
+    file descriptors), which ``from lecode_memctl.core import
+    LocalResourceError`` refused (ImportError): neither ``__all__`` nor the
+    lazy-name map had it.  (test_session_1207b.py checks the other way:
+    every name of ``__all__`` is in API.md.)"""
+    import inspect
+    import re
+
+    import lecode_memctl.core as core
+    from lecode_memctl.core import errors
+
+    api = (REPO / "docs" / "API.md").read_text(encoding="utf-8")
+    named = {n for n in re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", api)
+             if inspect.isclass(getattr(errors, n, None))
+             and issubclass(getattr(errors, n), errors.MemctlError)}
+    assert {"MemctlError", "StoreWriteError", "LocalResourceError"} <= named
+    assert sorted(named - set(core.__all__)) == []
+    for name in sorted(named):
+        assert getattr(core, name) is getattr(errors, name), name
+    r = subprocess.run([sys.executable, "-c",
+                        "from lecode_memctl.core import LocalResourceError, StoreWriteError; "
+                        "assert issubclass(LocalResourceError, StoreWriteError); "
+                        "print(LocalResourceError.exit_code)"],
+                       capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stdout, r.stderr) == (0, "7\n", "")

@@ -76,6 +76,7 @@ _EXPORTS: dict[str, str] = {
     "StoreCorrupt": "errors",
     "StoreBusy": "errors",
     "StoreWriteError": "errors",
+    "LocalResourceError": "errors",
     "SessionNotFound": "sessions",
     "SessionRefused": "sessions",
     "SessionUnreadable": "sessions",

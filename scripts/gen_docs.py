@@ -83,11 +83,13 @@ ENVIRONMENT: list[tuple[str, str]] = [
      "The editor that memctl edit opens ($VISUAL first, then $EDITOR; vi when "
      "neither is set)."),
     ("NO_COLOR",
-     "When set (to anything), no colour in output; the same as --no-color.  "
-     "--color always overrides it."),
+     "When set and not empty (an empty value counts as unset, as no-color.org "
+     "says), no colour in output; the same as --no-color.  --color always "
+     "overrides it."),
     ("FORCE_COLOR",
-     "When set (to anything) and NO_COLOR is not, colour even when standard output "
-     "is not a terminal; the same as --color always."),
+     "When set and not empty, and NO_COLOR is not (an empty value counts as "
+     "unset), colour even when standard output is not a terminal; the same as "
+     "--color always."),
     ("COLUMNS",
      "The width of tables on a terminal; text columns fold to fit, id columns are "
      "never cut or wrapped."),

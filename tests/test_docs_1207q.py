@@ -114,3 +114,34 @@ def test_every_error_api_md_names_is_importable_from_the_core():
                         "print(LocalResourceError.exit_code)"],
                        capture_output=True, text=True, timeout=60)
     assert (r.returncode, r.stdout, r.stderr) == (0, "7\n", "")
+
+
+# ---------------------------------------------------------------- 3. NO_COLOR, FORCE_COLOR
+
+def _colours(store: Path, **env: str) -> bool:
+    """Whether ``memctl facts`` in a pipe colours its table under ``env``."""
+    base = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
+    r = subprocess.run([sys.executable, "-m", "lecode_memctl", "--store", str(store),
+                        "--no-state", "facts"], capture_output=True, timeout=120,
+                       env={**base, **env})
+    assert r.returncode == 0, r.stderr
+    return b"\x1b[" in r.stdout
+
+
+def test_an_empty_no_color_or_force_color_is_unset_as_the_man_page_says(demo_template,
+                                                                          tmp_path):
+    """NO_COLOR and FORCE_COLOR count when set and not empty (no-color.org):
+    the man page said "When set (to anything)", which an empty value is
+    not taken for."""
+    store = copy_demo(demo_template, tmp_path / "demo")
+    assert _colours(store, FORCE_COLOR="1")
+    assert not _colours(store, FORCE_COLOR="")                  # empty: not forced
+    assert not _colours(store, FORCE_COLOR="1", NO_COLOR="1")
+    assert _colours(store, FORCE_COLOR="1", NO_COLOR="")        # empty: no veto
+    man = (REPO / "man" / "memctl.1").read_text(encoding="utf-8")
+    env = man[man.index(".SH ENVIRONMENT"):]
+    for name in ("NO_COLOR", "FORCE_COLOR"):
+        entry = env[env.index(f"\\fB{name}\\fR"):]
+        entry = " ".join(entry[:entry.index(".TP")].split())
+        assert "set and not empty" in entry, entry
+        assert "(to anything)" not in entry, entry

@@ -71,10 +71,12 @@ def root(
         help="With --store: the project slug its transcripts must name (default: the one "
              "their headers agree on, else the directory name; 'memctl where' says which).")] = None,
     no_color: Annotated[bool, typer.Option(
-        "--no-color", help="No colour in output (also: the NO_COLOR environment variable).")] = False,
+        "--no-color", help="No colour in output (also: the NO_COLOR environment variable, "
+                           "when set and not empty).")] = False,
     color: Annotated[ColorWhen | None, typer.Option(
         "--color", metavar="WHEN",
-        help="Colour: auto (on a terminal, unless NO_COLOR is set; FORCE_COLOR forces it), "
+        help="Colour: auto (on a terminal, unless NO_COLOR is set and not empty; a "
+             "FORCE_COLOR set and not empty forces it), "
              "always or never (default: auto).")] = None,
     no_state: Annotated[bool, typer.Option(
         "--no-state", help="Write nothing outside the store either: do not record the "

@@ -145,3 +145,34 @@ def test_an_empty_no_color_or_force_color_is_unset_as_the_man_page_says(demo_tem
         entry = " ".join(entry[:entry.index(".TP")].split())
         assert "set and not empty" in entry, entry
         assert "(to anything)" not in entry, entry
+
+
+# ---------------------------------------------------------------- 4. a torn session's reason
+
+def test_a_torn_sessions_reason_is_torn_tail_as_the_docs_say(demo_template, tmp_path):
+    """``sessions`` gives a torn transcript ``state`` and ``reason``
+    ``torn_tail`` (the core's SessionInfo as well: test_corrupt_rule.py);
+    OUTPUT.md's ``session`` table and ``memctl schema session`` said
+    ``reason`` was "the kind of corrupt/refused/unreadable state", as if it
+    were null then.  The rule the docs now give: null exactly when the
+    state is ok, else the kind of that state, torn_tail for a torn tail."""
+    from .conftest import run_cli
+
+    store = copy_demo(demo_template, tmp_path / "demo")
+    sessions = sorted((store / "sessions").glob("*.jsonl"))
+    torn = sessions[0]
+    with open(torn, "ab") as f:
+        f.write(b'{"seq":99,"type":"mess')
+    r = run_cli("--store", str(store), "--no-state", "sessions", "--format", "jsonl")
+    assert r.exit_code == 0, r.stderr
+    rows = {row["id"]: row for row in map(orjson.loads, r.stdout_bytes.splitlines())}
+    assert (rows[torn.stem]["state"], rows[torn.stem]["reason"]) == ("torn_tail", "torn_tail")
+    assert all((row["reason"] is None) == (row["state"] == "ok") for row in rows.values())
+    schema = run_cli("schema", "session")
+    assert schema.exit_code == 0, schema.stderr
+    said = orjson.loads(schema.stdout_bytes)["properties"]["reason"]["description"]
+    assert "torn_tail" in said and "null when state is ok" in said, said
+    output_md = (REPO / "docs" / "OUTPUT.md").read_text(encoding="utf-8")
+    table = output_md[output_md.index("### `session` (sessions)"):]
+    row = next(line for line in table.splitlines() if line.startswith("| `reason` |"))
+    assert "torn_tail" in row and "null when state is ok" in row, row

@@ -45,8 +45,9 @@ Examples:
   memctl sessions --format jsonl | jq -r 'select(.state != "ok") | .id'
 
 \b
-State: ok; torn tail (the last line is an append still in flight, which
-is normal while lecode runs and hides nothing before it); corrupt
+State: ok; torn tail (reason torn_tail: the last line is an append still
+in flight, which is normal while lecode runs and hides nothing before
+it); corrupt
 (with the kind: not_json, not_object, no_seq, invalid_utf8, seq_gap,
 seq_duplicate, seq_regression, or too_large: valid JSON too large for the
 memory at hand or nested too deeply to parse); refused (refused_symlink, refused_header,

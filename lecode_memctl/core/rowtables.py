@@ -142,10 +142,11 @@ SESSION = RowModel("sessions", "session", "One session transcript.", (
           "unreadable: not read)", True),
     Field("size", "integer", "bytes"),
     Field("state", "string", "ok, torn_tail, corrupt, refused or unreadable"),
-    Field("reason", "string", "the kind of corrupt/refused/unreadable state (refused: "
-          "refused_symlink, refused_header, refused_project, or invalid_ref, a *.jsonl whose "
-          "file name is not a valid session id, never opened; unreadable: "
-          "session_unreadable)", True),
+    Field("reason", "string", "null when state is ok, else the kind of that state "
+          "(torn_tail: torn_tail; corrupt: the kind of the first problem found, as "
+          "'memctl sessions --help' lists them; refused: refused_symlink, refused_header, "
+          "refused_project, or invalid_ref, a *.jsonl whose file name is not a valid "
+          "session id, never opened; unreadable: session_unreadable)", True),
     Field("detail", "string", "a human explanation", True),
 ), ids=("id",))
 

@@ -48,7 +48,7 @@ class SessionInfo:
     compactions: int | None
     size: int
     state: str                     # ok, torn_tail, corrupt, refused, unreadable
-    reason: str | None = None      # a REASONS key or a corruption kind
+    reason: str | None = None      # a REASONS key, a corruption kind or torn_tail (None: ok)
     detail: str | None = None
 
     def to_json(self) -> dict[str, Any]:

@@ -67,7 +67,9 @@ ENVIRONMENT: list[tuple[str, str]] = [
      "lecode's config directory, when --config-dir is not given."),
     ("XDG_CONFIG_HOME",
      "When LECODE_CONFIG_DIR is not set either, the config directory is "
-     "$XDG_CONFIG_HOME/lecode."),
+     "$XDG_CONFIG_HOME/lecode.  A relative one (as a relative LECODE_CONFIG_DIR) is "
+     "taken relative to the current directory, as the store contract's rule reads "
+     "and the agent does, not ignored as the XDG spec advises (XDG_STATE_HOME is)."),
     ("HOME",
      "When neither is set, the config directory is ~/.config/lecode; and the state "
      "directory is ~/.local/state/lecode-memctl when XDG_STATE_HOME is not set."),

@@ -176,3 +176,57 @@ def test_a_torn_sessions_reason_is_torn_tail_as_the_docs_say(demo_template, tmp_
     table = output_md[output_md.index("### `session` (sessions)"):]
     row = next(line for line in table.splitlines() if line.startswith("| `reason` |"))
     assert "torn_tail" in row and "null when state is ok" in row, row
+
+
+# ---------------------------------------------------------------- 5. a relative XDG_CONFIG_HOME
+
+def test_a_relative_xdg_config_home_is_taken_from_the_current_directory(tmp_path,
+                                                                          monkeypatch):
+    """The store contract says ``$XDG_CONFIG_HOME/lecode`` (no word on a
+    relative value), and the agent and memctl share this code: a relative
+    ``$XDG_CONFIG_HOME`` (or ``$LECODE_CONFIG_DIR``) is taken relative to the
+    current directory, unlike the XDG spec's advice, while memctl's own
+    ``$XDG_STATE_HOME`` follows the spec (a relative one is ignored).  The
+    behaviour is pinned here; FORMAT.md, the man page and ``--config-dir``'s
+    help now say it."""
+    from lecode_memctl.core.config import resolve_config_dir
+    from lecode_memctl.core.seen import state_dir
+
+    from .conftest import run_cli
+
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    home = tmp_path / "home"
+    env = {"HOME": str(home), "XDG_CONFIG_HOME": "rel/xdg"}
+    got = resolve_config_dir(environ=env)
+    assert (got.path, got.source) == (work / "rel" / "xdg" / "lecode", "XDG_CONFIG_HOME")
+    got = resolve_config_dir(environ={**env, "LECODE_CONFIG_DIR": "rel/lecode"})
+    assert (got.path, got.source) == (work / "rel" / "lecode", "LECODE_CONFIG_DIR")
+    assert state_dir({"HOME": str(home), "XDG_STATE_HOME": "rel/state"}) == \
+        home / ".local" / "state" / "lecode-memctl"
+    assert state_dir({"HOME": str(home), "XDG_STATE_HOME": str(tmp_path / "st")}) == \
+        tmp_path / "st" / "lecode-memctl"
+    # memctl itself, as a user sees it
+    monkeypatch.delenv("LECODE_CONFIG_DIR")
+    monkeypatch.setenv("XDG_CONFIG_HOME", "rel/xdg")
+    r = run_cli("--no-state", "where", "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = orjson.loads(r.stdout_bytes)
+    assert (doc["config_dir"], doc["config_dir_source"]) == (
+        str(work / "rel" / "xdg" / "lecode"), "XDG_CONFIG_HOME")
+
+    def said(text: str) -> str:
+        return " ".join(text.split())
+
+    fmt = said((REPO / "docs" / "FORMAT.md").read_text(encoding="utf-8"))
+    bullet = fmt[fmt.index("**Config dir**"):fmt.index("**Project root**")]
+    assert "relative to the current directory" in bullet, bullet
+    assert "XDG_STATE_HOME" in bullet, bullet
+    man = (REPO / "man" / "memctl.1").read_text(encoding="utf-8")
+    env_section = man[man.index(".SH ENVIRONMENT"):man.index(".SH FILES")]
+    entry = env_section[env_section.index("\\fBXDG_CONFIG_HOME\\fR"):]
+    entry = said(entry[:entry.index(".TP")])
+    assert "relative" in entry and "current directory" in entry, entry
+    help_text = said(run_cli("--help").stdout)
+    assert "relative one from the current directory" in help_text, help_text

@@ -57,8 +57,8 @@ def root(
     config_dir: Annotated[str | None, typer.Option(  # str: "" must stay "" (Path("") is ".")
         "--config-dir", metavar="DIR",
         help="lecode's config directory (default: $LECODE_CONFIG_DIR, "
-             "$XDG_CONFIG_HOME/lecode, ~/.config/lecode; empty: the default, as an "
-             "empty $LECODE_CONFIG_DIR).")] = None,
+             "$XDG_CONFIG_HOME/lecode, ~/.config/lecode, a relative one from the current "
+             "directory; empty: the default, as an empty $LECODE_CONFIG_DIR).")] = None,
     project: Annotated[str | None, typer.Option(  # str: "" is refused, not "." (Path(""))
         "--project", "-C", metavar="PATH",
         help="Work on the project that contains PATH (default: the current directory).")] = None,

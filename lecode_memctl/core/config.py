@@ -75,6 +75,9 @@ def resolve_config_dir(option: str | os.PathLike[str] | None = None,
                        environ: dict[str, str] | None = None) -> ConfigDir:
     """``--config-dir``, else ``$LECODE_CONFIG_DIR``, else ``$XDG_CONFIG_HOME/lecode``,
     else ``~/.config/lecode`` (store contract, "Where a project's store is").
+    A relative one is taken relative to the current directory, a relative
+    ``$XDG_CONFIG_HOME`` too (the contract's rule, which the agent follows;
+    the XDG spec would ignore it: docs/FORMAT.md, "Locating a store").
     A path that is not text or holds a NUL is a UsageError (:func:`path_text`)."""
     env = os.environ if environ is None else environ
     if option is not None and option != "":

@@ -272,3 +272,28 @@ def test_a_fact_id_stored_as_a_blob_beside_the_forgotten_fact_is_no_internal_err
     r = run_cli(*base, "forget", ids["a1"], "--yes")
     assert r.exit_code == 0, (r.exit_code, r.stderr)
     assert _exclusions(store) == {(e["session_id"], e["seq"]) for e in plan["exclusions"]}
+
+
+
+def test_the_forgotten_facts_own_blob_id_is_not_among_the_others(tmp_path):
+    """A code review: a BLOB copy of the forgotten fact's own id (here its
+    provenance row, bound as bytes by some writer) was taken out of the
+    other facts before the ids became text, so the fact listed itself in
+    its own ``suppressed_facts``.  The list is of the OTHER facts."""
+    from lecode_memctl.core.facts import Provenance
+
+    store = tmp_path / SLUG
+    (store / "sessions").mkdir(parents=True)
+    recs = [{"seq": 0, "type": "session", "format": 1, "session_id": "w", "project": SLUG,
+             "created": "2026-12-01T10:00:00Z"},
+            {"seq": 1, "type": "message", "role": "user", "content": "we use tabs"}]
+    (store / "sessions" / "w.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    ref = SourceRef("w", (1,), canonical_digest(recs[1:2]))
+    with FactStore(store_at(store).facts_db) as fs:
+        a1 = fs.add("tabs", ref=ref, provenance=[Provenance("w", (1,))]).fact.fact_id
+        a2 = fs.add("other", ref=ref).fact.fact_id
+    store_sql(store, "PRAGMA foreign_keys = OFF",
+              f"UPDATE provenance SET fact_id = CAST(fact_id AS BLOB) WHERE fact_id = '{a1}'")
+    dry = run_cli("--store", str(store), "--no-state", "forget", a1, "--dry-run", "--json")
+    assert dry.exit_code == 0, (dry.exit_code, dry.stderr)
+    assert orjson.loads(dry.stdout)["suppressed_facts"] == [a2]

@@ -3926,8 +3926,9 @@ class FactStore(ClosesOnExit):
                 for (fid,) in db.execute("SELECT DISTINCT fact_id FROM provenance "
                                          "WHERE session_id = ? AND seq = ?", (session_id, seq)):
                     hit.add(fid)
-        hit.discard(exclude_fact or "")
-        return sorted({row_text(fid) for fid in hit})
+        # (the forgotten fact left out once the ids are text: a BLOB copy of
+        # its own id is itself, not another fact)
+        return sorted({row_text(fid) for fid in hit} - {exclude_fact or ""})
 
     # ---- low-level writes (unverified storage; exclusions still enforced) --
 

@@ -211,3 +211,30 @@ def test_legacy_markdown_that_is_not_utf8_is_copied_and_said(tmp_path, config_di
     schema = orjson.loads(r.stdout)
     assert schema["properties"]["not_utf8"]["type"] == "boolean"
     assert "not_utf8" in schema["required"]
+
+
+def test_a_project_known_by_its_main_checkout_and_a_worktree_is_walked_once(tmp_path,
+                                                                            config_dir,
+                                                                            monkeypatch):
+    """A code review: ``projects`` run in a linked worktree knew the project
+    by the worktree's checkout and by its root, and walked the main tree
+    and every worktree twice (100,410 directory reads against 50,207).  The
+    walk from either is the same one: made once.  A root that is the git
+    dir itself (--separate-git-dir) still walks each checkout."""
+    tmp = Path(os.path.realpath(tmp_path))
+    app = make_repo(tmp / "app")
+    (app / "sub").mkdir()
+    git("worktree", "add", "-q", str(tmp / "wt"), "-b", "x", cwd=app)
+    put(legacy_path(config_dir, app / "sub") / "MEMORY.md", "old\n")
+    walked: list[str] = []
+    real = migrate.discover_legacy_stores
+
+    def counting(config, cwd, **kw):
+        walked.append(os.fspath(cwd))
+        return real(config, cwd, **kw)
+
+    monkeypatch.setattr(migrate, "discover_legacy_stores", counting)
+    classes, _notes = classify_stores(config_dir, sorted([str(app), str(tmp / "wt")]))
+    assert len(walked) == 1, walked
+    got = {c.slug: c for c in classes}
+    assert got[slug(str(app / "sub"))].kind == migrate.LEGACY_STORE

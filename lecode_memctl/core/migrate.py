@@ -408,18 +408,24 @@ def classify_stores(config_dir: Path, known_roots: Iterable[str | os.PathLike[st
     notes: list[str] = []
     roots: list[str] = []
     idents: list[ProjectIdentity] = []
-    seen: set[tuple[str, Path]] = set()
+    seen: set[tuple[str, Path | None]] = set()
     for r in known_roots:
         real = os.path.realpath(os.fspath(r))
         if not os.path.isdir(real) or real in roots:
             continue
         ident = resolve_project(real)
-        # one walk per project and checkout: a directory inside a known root
-        # adds nothing, a linked worktree's checkout may (its common git dir
-        # leads to the project's worktrees when the root is the git dir itself)
-        if (ident.slug, ident.checkout) in seen:
+        # one walk per project: a directory inside a known root, or a linked
+        # worktree of a main checkout, adds nothing (the walk is the main
+        # checkout's tree and every worktree of its common git dir, from
+        # wherever it starts: a code review found a worktree's walk made
+        # twice).  Only where the root is the git dir itself
+        # (--separate-git-dir: no tree to walk) is each checkout a walk of
+        # its own: its common git dir leads to the project's worktrees.
+        tree = os.path.lexists(os.path.join(str(ident.root), ".git"))
+        key = (ident.slug, None if tree else ident.checkout)
+        if key in seen:
             continue
-        seen.add((ident.slug, ident.checkout))
+        seen.add(key)
         roots.append(real)
         idents.append(ident)
     # project-store claims first: a store that is a known project's own store

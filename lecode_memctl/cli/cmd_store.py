@@ -33,8 +33,10 @@ def where(
     directory's legacy store, when there is one (<config
     dir>/memory/<slug of the directory itself>/, which older lecode versions
     kept: 'memctl migrate-legacy' copies it).  Linked worktrees of one
-    repository share one store (not those of a repository made with git's
-    --separate-git-dir: see docs/FORMAT.md).  Creates nothing.
+    repository share one store, except those of a repository made with git's
+    --separate-git-dir, of a main checkout moved without 'git worktree
+    repair', or of one whose .git is a symbolic link (see docs/FORMAT.md,
+    "Locating a store").  Creates nothing.
 
     With --store DIR, says where the slug that its transcripts must name came
     from: --slug, the directory name of a store in a config directory's

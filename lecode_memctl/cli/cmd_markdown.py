@@ -302,6 +302,23 @@ def search(
 DEFAULT_EDITOR = "vi"
 
 
+def _editor_failure(status: int) -> str:
+    """How the editor ended, when not with status 0: ``exited with status
+    N``, or ``was killed by SIGNAME`` (``Popen.wait`` gives -N for a signal:
+    "status -2" read as a status no editor exits with)."""
+    if status == 0:
+        return ""
+    if status < 0:
+        import signal
+
+        try:
+            name = signal.Signals(-status).name
+        except ValueError:
+            name = f"signal {-status}"
+        return f"the editor was killed by {name}"
+    return f"the editor exited with status {status}"
+
+
 def _editor_command() -> list[str]:
     import os
     import shlex
@@ -373,6 +390,8 @@ def _read_copy(tmp: str) -> "bytes | str | None":
     from lecode_memctl.core.atomic import O_CLOEXEC, O_NONBLOCK, file_kind, read_all
     from lecode_memctl.core.errors import MemctlError
 
+    from .output import safe
+
     try:
         fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
     except FileNotFoundError:
@@ -383,7 +402,7 @@ def _read_copy(tmp: str) -> "bytes | str | None":
         except OSError:
             if exc.errno == errno.ELOOP:
                 return "a symbolic link"
-        raise MemctlError(f"cannot read the edited copy {tmp}: {exc.strerror}; "
+        raise MemctlError(f"cannot read the edited copy {safe(tmp)}: {exc.strerror}; "
                           "nothing was written") from None
     try:
         mode = os.fstat(fd).st_mode
@@ -391,7 +410,7 @@ def _read_copy(tmp: str) -> "bytes | str | None":
             return file_kind(mode)
         return read_all(fd)
     except OSError as exc:
-        raise MemctlError(f"cannot read the edited copy {tmp}: {exc.strerror}; "
+        raise MemctlError(f"cannot read the edited copy {safe(tmp)}: {exc.strerror}; "
                           "nothing was written") from None
     finally:
         os.close(fd)
@@ -470,7 +489,9 @@ def edit(
     was given or replaces it (with a directory, a symbolic link, a FIFO),
     writes nothing (exit 1); a copy it changed, or what it put in the
     copy's place, is kept and its path printed.  Edited text that is not
-    valid UTF-8 writes nothing and keeps the copy (exit 2).  The write takes the
+    valid UTF-8 writes nothing and keeps the copy (exit 2), as does an
+    editor that cannot be run or a $VISUAL/$EDITOR that cannot be parsed
+    (exit 2, nothing written).  The write takes the
     Markdown writers' turn (a lock on the store directory that the agent's
     writes take too); another writer holding it for 10 s writes nothing,
     keeps your copy and exits 6.
@@ -543,25 +564,25 @@ def edit(
         except MemctlError:
             keep = True     # (what cannot be read is not removed either)
             raise
-        failed = f"the editor exited with status {status}" if status != 0 else ""
+        failed = _editor_failure(status)
         if isinstance(after, str):
             # A directory, a link, a FIFO in its place: nothing is read
             # through it; what the editor made is left where it is, and said.
             keep = True
             raise MemctlError(f"{failed + ' and ' if failed else 'the editor '}replaced the file "
                               f"it was given with {after}; nothing was written; it is left "
-                              f"at {tmp}")
+                              f"at {safe(tmp)}")
         if status != 0:
             # (an editor that saved and then failed -- a plugin, a :cq --
             # leaves edits: kept, as a conflict keeps them; before
             # 2026-12-07 the copy was deleted with them)
             keep = after is not None and after != (before or b"")
-            kept = f"; your edited copy is kept at {tmp}" if keep else ""
+            kept = f"; your edited copy is kept at {safe(tmp)}" if keep else ""
             raise MemctlError(f"{failed}; nothing was written{kept}")
         if after is None:
             # (the editor removed or renamed its file: as an editor that
             # failed, exit 1, not 3, which names a missing fact or note)
-            raise MemctlError(f"the editor left no file at {tmp}; nothing was written")
+            raise MemctlError(f"the editor left no file at {safe(tmp)}; nothing was written")
         if after == (before or b""):
             echo(f"memctl: no changes; {safe(str(path))} left as it was", err=True)
             return
@@ -570,7 +591,7 @@ def edit(
         except MemctlError as exc:
             keep = True
             raise UsageError(f"{exc.message}; nothing was written; "
-                             f"your edited copy is kept at {tmp}") from None
+                             f"your edited copy is kept at {safe(tmp)}") from None
         try:
             markdown.write_if_unchanged(store, target, after, before_hash)
         except MemctlError as exc:
@@ -578,9 +599,17 @@ def edit(
             hint = exc.hint
             if isinstance(exc, Conflict):
                 hint = "compare it with the file, merge, and run 'memctl edit' again"
-            raise type(exc)(f"{exc.message}; your edited copy is kept at {tmp}", hint=hint) from None
+            raise type(exc)(f"{exc.message}; your edited copy is kept at {safe(tmp)}",
+                            hint=hint) from None
         bak = "" if before is None else f"; previous content in {safe(str(path))}.bak"
-        echo(f"memctl: wrote {safe(str(path))} ({len(after)} bytes{bak})", err=True)
+        try:
+            echo(f"memctl: wrote {safe(str(path))} ({len(after)} bytes{bak})", err=True)
+        except OSError:
+            # (stderr on a full disk: the file is written, only this line is
+            # lost; exit 7 would say nothing was changed, and a script that
+            # retries would apply the edit twice.  A closed stderr ends the
+            # same way: with the status the command had, 0)
+            pass
     except KeyboardInterrupt:
         # (a Ctrl-C or SIGTERM once the editor has returned: the copy read
         # back, the wait for the writers' turn, the write itself; before

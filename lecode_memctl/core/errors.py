@@ -48,7 +48,8 @@ class UsageError(MemctlError):
     label = "usage"
     meaning = ("bad option, bad id syntax, bad regex, bad date, bad config value, an "
                "--output FILE that may not be written (inside a store, a symbolic link), text "
-               "from edit's editor that is not valid UTF-8 (nothing written, the copy kept)")
+               "from edit's editor that is not valid UTF-8 (nothing written, the copy kept), an "
+               "editor edit cannot run ($VISUAL or $EDITOR naming no program, or not parsable)")
 
 
 class NotFound(MemctlError):

@@ -87,18 +87,24 @@ def test_a_malformed_provenance_row_hides_its_revision_in_every_command(demo, ca
     assert tree_hash(demo) == before
 
 
-def test_forget_refuses_a_source_whose_session_id_is_a_blob(demo):
+def test_forget_goes_on_past_a_source_whose_session_id_is_a_blob(demo):
     """The readers hide such a revision (invalid_ref); forget sorted the
-    session ids of the fact's evidence and exited 70 (bytes against str)."""
+    session ids of the fact's evidence and exited 70 (bytes against str),
+    then refused, exit 5, so that the fact could not be forgotten.  Since
+    2026-12-07 (tests/test_forget_1207f.py) the row names no position: the
+    plan and the forget name the revision in ``unexcluded`` and the fact
+    is forgotten."""
     store_sql(demo, f"UPDATE source_refs SET session_id = CAST(session_id AS BLOB) "
                f"WHERE fact_id = '{PREF}' AND revision = 2")
     before = tree_hash(demo)
-    for argv in (("forget", PREF, "--dry-run"), ("forget", PREF, "--yes")):
-        r = run_cli("--store", str(demo), "--no-state", *argv)
-        assert r.exit_code == 5, (argv, r.exit_code, r.stdout, r.stderr)
-        lines = r.stderr.strip().splitlines()
-        assert len(lines) == 1 and "BLOB" in lines[0] and "Traceback" not in r.stderr, r.stderr
+    why = [{"revision": 2, "reason": "the session id is stored as a BLOB"}]
+    r = run_cli("--store", str(demo), "--no-state", "forget", PREF, "--dry-run", "--json")
+    assert r.exit_code == 0, (r.exit_code, r.stdout, r.stderr)
+    assert orjson.loads(r.stdout)["unexcluded"] == why
     assert tree_hash(demo) == before
+    r = run_cli("--store", str(demo), "--no-state", "forget", PREF, "--yes", "--json")
+    assert r.exit_code == 0 and "Traceback" not in r.stderr, (r.exit_code, r.stderr)
+    assert orjson.loads(r.stdout)["unexcluded"] == why
 
 
 # ---------------------------------------------------------------- text that is not UTF-8
@@ -607,20 +613,26 @@ def test_a_revision_number_stored_as_a_blob_is_no_internal_error(demo, case, tmp
 
 @pytest.mark.parametrize("seqs", ["[9223372036854775808]", "[18446744073709551615]",
                                   "[2,9223372036854775808]"])
-def test_forget_refuses_a_source_position_beyond_64_bits(demo, seqs):
+def test_forget_goes_on_past_a_source_position_beyond_64_bits(demo, seqs):
     """A stored position from 2^63 to 2^64-1 (an integer to orjson, none
     to SQLite) reached the exclusions' queries: forget and its preview
     were an internal error (OverflowError).  It is no position: forget
-    refuses (exit 5), nothing changed; recall still answers."""
+    refused (exit 5), and since 2026-12-07 (tests/test_forget_1207f.py)
+    goes on without it, naming the revision in ``unexcluded``; recall
+    still answers before."""
     store_sql(demo, f"UPDATE source_refs SET seqs = '{seqs}' WHERE fact_id = '{PREF}' AND revision = 2")
     before = tree_hash(demo)
     base = ("--store", str(demo), "--no-state")
-    for argv in (("forget", PREF, "--dry-run", "--json"), ("forget", PREF, "--yes")):
-        r = run_cli(*base, *argv)
-        assert r.exit_code == 5, (argv, r.exit_code, r.stderr)
-        assert "which is no position (0 to 9223372036854775807)" in r.stdout + r.stderr
     assert run_cli(*base, "recall", PREF).exit_code in (0, 3, 4, 5)
     assert tree_hash(demo) == before
+    for argv in (("forget", PREF, "--dry-run", "--json"), ("forget", PREF, "--yes", "--json")):
+        r = run_cli(*base, *argv)
+        assert r.exit_code == 0, (argv, r.exit_code, r.stderr)
+        [row] = orjson.loads(r.stdout)["unexcluded"]
+        assert row["revision"] == 2, row
+        assert "which is no position (0 to 9223372036854775807)" in row["reason"], row
+        if "--dry-run" in argv:
+            assert tree_hash(demo) == before
 
 
 def test_a_last_seq_beyond_a_position_counts_no_records(demo):

@@ -146,7 +146,7 @@ def test_story_remember_correct_forget(config_dir, project, store):
     assert r.exit_code == 0 and "already forgotten" in r.stdout
     assert read_json(project, "forget", fid, "--yes") == {
         **doc_head("forget"), "dry_run": False, "fact_id": fid, "forgotten": False,
-        "already_forgotten": True, "generation": 1}
+        "already_forgotten": True, "generation": 1, "unexcluded": []}
     outs = assert_reads_change_nothing(project, config_dir, fid)
     page = read_json(project, "facts")
     assert page["total"] == 0 and page["facts"] == []

@@ -850,6 +850,8 @@ def correct(
 def _print_impact(fact_id: str, impact: dict[str, Any], *, err: bool = False) -> None:
     """forget's impact (``factview.forget_impact``) as the dry run prints it,
     and as forget shows it before its question (on stderr)."""
+    from lecode_memctl.core.factview import unexcluded_line
+
     from .output import echo, safe
 
     if not impact["exists"]:
@@ -863,6 +865,8 @@ def _print_impact(fact_id: str, impact: dict[str, Any], *, err: bool = False) ->
          err=err)
     if impact["already_excluded"]:
         echo(f"  already excluded: {len(impact['already_excluded'])}", err=err)
+    for row in impact["unexcluded"]:
+        echo("  " + unexcluded_line(fact_id, row), err=err)
     changes = impact["status_changes"]
     echo(f"  other facts whose status changes: {len(changes)}", err=err)
     for c in changes:
@@ -899,7 +903,10 @@ def forget(
     generation by one (which invalidates older generated messages
     project-wide); deletes the fact, its revisions, provenance and source
     references.  Other facts that share the evidence are kept but stop
-    validating.  Raw transcripts are not changed.  --dry-run prints the
+    validating.  Raw transcripts are not changed.  A revision whose stored
+    source does not parse (a damaged database) names no position: its
+    evidence cannot be excluded, and the fact is forgotten all the same;
+    the plan and the result name each such revision ('unexcluded').  --dry-run prints the
     exclusions, the new generation, every other fact whose status changes
     (evidence that overlaps the new exclusions, or that holds generated
     messages the new generation hides) with its status before and after, as
@@ -916,7 +923,7 @@ def forget(
     """
     from lecode_memctl.core.errors import EXIT_PROBLEMS, NotFound, UsageError
     from lecode_memctl.core.facts import FactStore, check_fact_id
-    from lecode_memctl.core.factview import forget_impact
+    from lecode_memctl.core.factview import forget_impact, unexcluded_line, unexcluded_rows
     from lecode_memctl.core.rowmodel import doc_head
     from lecode_memctl.core.seen import lock_wait_at_most
 
@@ -959,8 +966,9 @@ def forget(
     # named the forget as written and recorded the mark: uncut_from)
     with uncut_from() as committing:
         fs = FactStore(store.facts_db, busy_timeout=lock_wait, before_commit=committing)
+        unexcluded: list[tuple[int | None, str]] = []
         try:
-            forgot = fs.forget(fact_id)
+            forgot = fs.forget(fact_id, unexcluded=unexcluded)
             if forgot:      # (an interrupt from here on says it was done)
                 interrupted_after(f"the forget of {fact_id} was written")
             generation = fs.generation()
@@ -973,10 +981,12 @@ def forget(
     if json_:
         emit_json({**doc_head("forget"), "dry_run": False, "fact_id": fact_id,
                    "forgotten": forgot, "already_forgotten": not forgot,
-                   "generation": generation})
+                   "generation": generation, "unexcluded": unexcluded_rows(unexcluded)})
         return
     if forgot:
         echo(f"forgot fact {fact_id}; exclusion generation is now {generation}")
+        for row in unexcluded_rows(unexcluded):
+            echo("  " + unexcluded_line(fact_id, row))
     else:
         echo(f"fact {fact_id} was already forgotten; nothing changed")
 

@@ -940,6 +940,11 @@ def redact(
          + (", database cleaned" if result.database_cleaned else ""))
     for f in rdoc["files"]:
         echo(f"  {safe(f)}")
+    if rdoc["unexcluded"]:
+        from lecode_memctl.core.factview import unexcluded_line
+
+        for row in rdoc["unexcluded"]:
+            echo("  " + unexcluded_line(row["fact_id"], row))
     if doc["stale_facts"]:
         echo(f"  {len(doc['stale_facts'])} fact revision(s) now stale: "
              + ", ".join(sorted({s['fact_id'] for s in doc['stale_facts']})))
@@ -1026,6 +1031,8 @@ def _kept_warning(kept: list[dict]) -> None:
 
 
 def _print_plan(doc: dict, *, dry_run: bool, err: bool = False) -> None:
+    from lecode_memctl.core.factview import unexcluded_line
+
     from .output import echo, safe
 
     def out(text: str) -> None:
@@ -1048,6 +1055,8 @@ def _print_plan(doc: dict, *, dry_run: bool, err: bool = False) -> None:
         out(f"  cannot erase {_kept_place(k)}: {_KEPT_WHY} (every other copy is erased)")
     for fid in doc["forget_facts"]:
         out(f"  forget fact {fid} (its text holds a value)")
+    for row in doc["unexcluded"]:
+        out("  " + unexcluded_line(row["fact_id"], row))
     if doc["clean_database"]:
         out("  clean facts.sqlite3: secure_delete, VACUUM, -wal checkpointed and truncated")
     if doc["forget_facts"]:

@@ -33,3 +33,7 @@ class ForgetPlan:
     generation: int                               # the current generation
     new_generation: int
     suppressed_facts: tuple[str, ...]             # other facts whose evidence the exclusions hit
+    # (revision, reason) of each revision whose source row does not parse: it
+    # names no position, so its evidence is not excluded (the fact is still
+    # forgotten); revision None when the row's revision is no integer
+    unexcluded: tuple[tuple[int | None, str], ...] = ()

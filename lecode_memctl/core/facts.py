@@ -953,19 +953,27 @@ class _Connection(sqlite3.Connection):
         return self.cursor().execute(sql, parameters)
 
 
-def _seqs_from_json(raw: str, where: str) -> tuple[int, ...]:
+def seqs_parsed(raw: object) -> tuple[int, ...] | str:
+    """The positions a stored ``seqs`` value holds, or why it holds none
+    (``seqs is not JSON``...: the words of :func:`_seqs_from_json`)."""
     try:
-        seqs = orjson.loads(raw)
+        seqs = orjson.loads(raw)  # type: ignore[arg-type]
     except orjson.JSONDecodeError:
-        raise StoreCorrupt(f"facts database: {where}: seqs is not JSON") from None
+        return "seqs is not JSON"
     if not isinstance(seqs, list) or not all(isinstance(s, int) and not isinstance(s, bool)
                                              for s in seqs):
-        raise StoreCorrupt(f"facts database: {where}: seqs is not a list of integers")
+        return "seqs is not a list of integers"
     for s in seqs:
         if not 0 <= s <= MAX_POSITION:   # (SQLite stores no larger integer: an exclusion of it)
-            raise StoreCorrupt(f"facts database: {where}: seqs holds {s}, which is no "
-                               f"position (0 to {MAX_POSITION})")
+            return f"seqs holds {s}, which is no position (0 to {MAX_POSITION})"
     return tuple(seqs)
+
+
+def _seqs_from_json(raw: str, where: str) -> tuple[int, ...]:
+    seqs = seqs_parsed(raw)
+    if isinstance(seqs, str):
+        raise StoreCorrupt(f"facts database: {where}: {seqs}")
+    return seqs
 
 
 _POSITION_DIGITS = lazy_compile(r"\A[0-9]{1,19}\Z")
@@ -4210,17 +4218,32 @@ class FactStore(ClosesOnExit):
 
     # ---- forget ----------------------------------------------------------
 
-    def _evidence_positions(self, db: sqlite3.Connection, fact_id: str) -> dict[str, set[int]]:
+    def _evidence_positions(self, db: sqlite3.Connection, fact_id: str,
+                            unexcluded: list[tuple[int | None, str]] | None = None
+                            ) -> dict[str, set[int]]:
+        """The positions of every revision's evidence of ``fact_id``.  A
+        source row that does not parse (its session id not text; its seqs
+        NULL in a table that lost its NOT NULLs, not JSON, not a list of
+        positions) names no position: its (revision, reason) is appended to
+        ``unexcluded`` (in the order of the revisions), and the forget goes
+        on without it.  Before 2026-12-07 such a row of the fact itself made
+        its plan and its forget exit 5: the fact, a credential in its text
+        say, could not be forgotten or redacted."""
         out: dict[str, set[int]] = {}
+        bad: set[tuple[int | None, str]] = set()
         if "source_refs" in self._tables:
-            for sid, raw, digest in db.execute("SELECT session_id, seqs, digest FROM source_refs "
-                                               "WHERE fact_id = ?", (fact_id,)):
+            for rev, sid, raw, digest in db.execute(
+                    "SELECT revision, session_id, seqs, digest FROM source_refs "
+                    "WHERE fact_id = ?", (fact_id,)):
                 if not has_source(sid, raw, digest):
                     continue    # (all NULL: no source row to the readers either)
-                if type(sid) is not str:
-                    raise StoreCorrupt(f"facts database: source of {fact_id}: the session id is "
-                                       f"stored as {_stored_kind(sid)}")
-                out.setdefault(sid, set()).update(_seqs_from_json(raw, f"source of {fact_id}"))
+                cited = (f"the session id is stored as {_stored_kind(sid)}"
+                         if type(sid) is not str else "seqs is NULL" if raw is None
+                         else seqs_parsed(raw))
+                if isinstance(cited, str):
+                    bad.add((rev if type(rev) is int else None, cited))
+                    continue
+                out.setdefault(sid, set()).update(cited)
         prov: dict[Any, list[Any]] = {}
         for sid, seq in db.execute("SELECT session_id, seq FROM provenance WHERE fact_id = ?",
                                    (fact_id,)):
@@ -4230,6 +4253,8 @@ class FactStore(ClosesOnExit):
             raise StoreCorrupt(f"facts database: fact {fact_id}: {problem}")
         for sid, seqs in prov.items():
             out.setdefault(sid, set()).update(seqs)
+        if unexcluded is not None:
+            unexcluded.extend(sorted(bad, key=lambda b: (b[0] is None, b[0] or 0, b[1])))
         return out
 
     @_serialized
@@ -4268,7 +4293,8 @@ class FactStore(ClosesOnExit):
             raise NotFound(f"no fact {fact_id}")
         assert db is not None
         generation_row_blocked(db)      # (as forget finds it)
-        positions = self._evidence_positions(db, fact_id)
+        unexcluded: list[tuple[int | None, str]] = []
+        positions = self._evidence_positions(db, fact_id, unexcluded)
         new: list[tuple[str, int]] = []
         old: list[tuple[str, int]] = []
         for sid in sorted(positions):
@@ -4281,15 +4307,21 @@ class FactStore(ClosesOnExit):
                 (old if seq in excl else new).append((sid, seq))
         others = self._facts_using(db, positions, fact_id, sources)
         return ForgetPlan(fact_id, True, tuple(new), tuple(old), gen, next_generation(gen),
-                          tuple(others))
+                          tuple(others), tuple(unexcluded))
 
     @_ends_its_transaction
-    def forget(self, fact_id: str) -> bool:
+    def forget(self, fact_id: str, *,
+               unexcluded: list[tuple[int | None, str]] | None = None) -> bool:
         """Forget one fact in one ``BEGIN IMMEDIATE`` transaction: exclusions for
         every position of every revision's provenance and source refs, a
         content-free retry marker, generation + 1, and the fact, revisions,
         provenance and refs deleted.  True the first time, False on a retry;
-        NotFound for an id never seen."""
+        NotFound for an id never seen.
+
+        A revision whose source row does not parse names no position: its
+        evidence cannot be excluded, and the fact's rows are deleted all the
+        same; ``unexcluded``, when given, gets each such (revision, reason),
+        as :meth:`plan_forget` names them (``ForgetPlan.unexcluded``)."""
         check_fact_id(fact_id)
         self._require_database(fact_id)
         with self._txn() as db:
@@ -4297,7 +4329,7 @@ class FactStore(ClosesOnExit):
                 if db.execute("SELECT 1 FROM forgotten WHERE fact_id = ?", (fact_id,)).fetchone():
                     return False
                 raise self._missing(db, fact_id)
-            positions = self._evidence_positions(db, fact_id)
+            positions = self._evidence_positions(db, fact_id, unexcluded)
             # no generation row: the generation the rows imply, as every
             # reader (and forget --dry-run) has it; the row is written back
             generation_row_blocked(db)

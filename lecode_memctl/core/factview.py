@@ -804,6 +804,20 @@ def _summaries_made_inert(compacts: Sequence[tuple[str, Any, list[SourceRef]]],
             if all(now[r].ok for r in lineage) and not all(later[r].ok for r in lineage)]
 
 
+def unexcluded_rows(unexcluded: Iterable[tuple[int | None, str]]) -> list[dict[str, Any]]:
+    """The ``unexcluded`` of a forget document: ``[{revision, reason}]`` of
+    each revision whose source row does not parse (``ForgetPlan.unexcluded``;
+    ``FactStore.forget(unexcluded=)``)."""
+    return [{"revision": rev, "reason": reason} for rev, reason in unexcluded]
+
+
+def unexcluded_line(fact_id: str, row: Mapping[str, Any]) -> str:
+    """One ``unexcluded`` row as the text reports say it."""
+    rev = "?" if row["revision"] is None else row["revision"]
+    return (f"revision {rev} of {fact_id}: its source does not parse ({row['reason']}): "
+            "its evidence positions are unknown and are not excluded")
+
+
 def forget_impact(facts: FactStore, sessions: SessionReader, fact_id: str) -> dict[str, Any]:
     """``memctl forget --dry-run``: the plan plus what it does, each read through
     the code that reads it after the forget (the exclusions and generation the
@@ -819,6 +833,7 @@ def forget_impact(facts: FactStore, sessions: SessionReader, fact_id: str) -> di
         "exclusions": [{"session_id": s, "seq": q} for s, q in plan.exclusions],
         "already_excluded": [{"session_id": s, "seq": q} for s, q in plan.already_excluded],
         "suppressed_facts": list(plan.suppressed_facts),
+        "unexcluded": unexcluded_rows(plan.unexcluded),
         "status_changes": [],
         "generation": plan.generation, "new_generation": plan.new_generation,
         "generated_messages_invalidated": 0, "summaries_inert": [],
@@ -878,7 +893,9 @@ def forgets_impact(facts: FactStore, sessions: SessionReader, fact_ids: Sequence
     (the compaction summaries whose lineage stops validating, by session
     id and seq) and ``generated_messages_invalidated`` (the generated
     messages the raised generation leaves behind, counted by the same scan
-    as ``forget --dry-run``'s).  The union of
+    as ``forget --dry-run``'s) and ``unexcluded`` (``[{fact_id, revision,
+    reason}]``: each revision of the facts whose source row does not parse,
+    whose evidence the forget cannot exclude).  The union of
     what :func:`forget_impact` says of each forget, computed for all of
     them together: the facts' ``plan_forgets`` (each one's exclusions and
     the facts they suppress, each cited session's source rows read once),
@@ -902,7 +919,9 @@ def forgets_impact(facts: FactStore, sessions: SessionReader, fact_ids: Sequence
     plans = [p for p in facts.plan_forgets(dict.fromkeys(fact_ids)) if p.exists]
     if not plans:
         return {"suppressed_facts": [], "summaries_inert": [],
-                "generated_messages_invalidated": 0}
+                "generated_messages_invalidated": 0, "unexcluded": []}
+    unexcluded = [{"fact_id": p.fact_id, **row} for p in plans
+                  for row in unexcluded_rows(p.unexcluded)]
     suppressed = {f for p in plans for f in p.suppressed_facts} - set(fact_ids)
     after = _after_forget(sessions, facts, plans)
     gen = plans[0].generation
@@ -910,7 +929,7 @@ def forgets_impact(facts: FactStore, sessions: SessionReader, fact_ids: Sequence
     inert = _summaries_made_inert(compacts, sessions, after)
     return {"suppressed_facts": sorted(suppressed),
             "summaries_inert": sorted(inert, key=lambda s: (s["session_id"], str(s["seq"]))),
-            "generated_messages_invalidated": invalidated}
+            "generated_messages_invalidated": invalidated, "unexcluded": unexcluded}
 
 
 def _lineage_refs(lineage: Any) -> list[SourceRef] | None:
@@ -925,7 +944,7 @@ def _lineage_refs(lineage: Any) -> list[SourceRef] | None:
 
 
 __all__ = ["facts_page", "check_listed_session", "recall", "history", "forget_impact",
-           "forgets_impact",
+           "forgets_impact", "unexcluded_rows", "unexcluded_line",
             "PlannedExclusions", "learning_status",
             "evaluate_facts", "iter_fact_rows", "iter_fact_records", "iter_fact_page",
             "iter_fact_lines", "fact_row",

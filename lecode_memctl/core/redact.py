@@ -122,6 +122,10 @@ class RedactPlan:
     # make inert
     suppressed_facts: list[str] = field(default_factory=list)
     summaries_inert: list[dict[str, Any]] = field(default_factory=list)
+    # [{fact_id, revision, reason}]: each revision of a fact to forget whose
+    # source row does not parse: its evidence cannot be excluded (the fact
+    # is forgotten all the same), as forget --dry-run's ``unexcluded``
+    unexcluded: list[dict[str, Any]] = field(default_factory=list)
     # values redact cannot erase (:func:`kept_row`; see KEPT_HINT)
     kept: list[dict[str, Any]] = field(default_factory=list)
 
@@ -176,6 +180,7 @@ class RedactPlan:
                 "suppressed_facts": self.suppressed_facts,
                 "summaries_inert": [{**s, "session_id": self.shown(s["session_id"])}
                                     for s in self.summaries_inert],
+                "unexcluded": self.unexcluded,
                 "kept": self.kept}
 
 
@@ -932,6 +937,7 @@ def _forget_impacts(plan: RedactPlan, store: Store, fs: Any, todo: list[str]) ->
     plan.suppressed_facts = sorted(set(impact["suppressed_facts"]) - set(plan.forget_facts))
     plan.summaries_inert = impact["summaries_inert"]
     plan.generated_messages_invalidated = impact["generated_messages_invalidated"]
+    plan.unexcluded = impact["unexcluded"]
 
 
 def _store_names(root: str) -> Iterator[tuple[str, str]]:
@@ -1297,6 +1303,8 @@ class RedactResult:
     forgotten: list[str] = field(default_factory=list)
     database_cleaned: bool = False
     kept: list[dict[str, Any]] = field(default_factory=list)   # the plan's: not erased
+    # [{fact_id, revision, reason}] of the forgets: evidence not excluded
+    unexcluded: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._masks: dict[str, str] = {}
@@ -1304,7 +1312,7 @@ class RedactResult:
     def to_json(self) -> dict[str, Any]:
         return {"files": [hide_in_location(f, self._masks) for f in self.files],
                 "forgotten": self.forgotten, "database_cleaned": self.database_cleaned,
-                "kept": self.kept}
+                "unexcluded": self.unexcluded, "kept": self.kept}
 
 
 def _check_database(store: Store, lock_wait: float = BUSY_TIMEOUT) -> None:
@@ -1491,8 +1499,11 @@ def _apply(store: Store, plan: RedactPlan, result: RedactResult, pending: _Pendi
         fs = FactStore(store.facts_db, busy_timeout=lock_wait)
         try:
             for fid in plan.forget_facts:
-                if fs.forget(fid):
+                unexcluded: list[tuple[int | None, str]] = []
+                if fs.forget(fid, unexcluded=unexcluded):
                     result.forgotten.append(fid)
+                    result.unexcluded += [{"fact_id": fid, "revision": rev, "reason": why}
+                                          for rev, why in unexcluded]
                 pending.forgets.remove(fid)
         finally:
             fs.close()

@@ -8,6 +8,10 @@
    forget goes on, excludes what can be read, deletes the fact's rows,
    and says which revisions' evidence it could not exclude
    (``unexcluded``).
+2. A NUL byte in a linked worktree's ``commondir`` (or in its ``.git`` file
+   after ``gitdir: X``) was kept in the path, which then named no file:
+   git stops at the NUL (a C string) and takes the main checkout's common
+   dir, memctl said "submodule" with the worktree's own store.
 """
 
 from __future__ import annotations
@@ -170,3 +174,88 @@ def test_an_unknown_fact_id_is_still_exit_3_beside_a_damaged_row(tmp_path):
         r = run_cli(*base, "forget", "0123456789abcdef", *args)
         assert r.exit_code == 3, (args, r.exit_code, r.stdout, r.stderr)
         assert "Traceback" not in r.stderr
+
+
+# ---------------------------------------------------------------- 2. a NUL in git's one-line files
+
+def _git_says(cwd: Path) -> str | None:
+    """``git rev-parse --git-common-dir`` in ``cwd`` (absolute), None when
+    git finds no repository there (or refuses the one it finds)."""
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    r = subprocess.run(["git", "rev-parse", "--path-format=absolute", "--git-common-dir",
+                        "--show-toplevel"], cwd=cwd, capture_output=True, text=True, env=env)
+    return r.stdout.splitlines()[0] if r.returncode == 0 else None
+
+
+def _worktree(tmp_path: Path) -> tuple[Path, Path, Path]:
+    import shutil
+
+    from .conftest import git, make_repo
+
+    if shutil.which("git") is None:
+        pytest.skip("no git")
+    repo = make_repo(tmp_path / "main")
+    wt = tmp_path / "wt"
+    git("worktree", "add", "-q", str(wt), "-b", "feature", cwd=repo)
+    gitdir = Path((wt / ".git").read_text().strip()[len("gitdir: "):])
+    return repo, wt, gitdir
+
+
+def _same_as_git(repo: Path, wt: Path) -> None:
+    """memctl's project of ``wt`` is the main checkout's exactly when git
+    takes ``wt`` for a linked worktree of ``repo``."""
+    from lecode_memctl.core.identity import LINKED_WORKTREE, resolve_project
+
+    common = _git_says(wt)
+    ident = resolve_project(wt)
+    main = resolve_project(repo)
+    where = orjson.loads(run_cli("where", str(wt), "--json").stdout)
+    if common is not None and Path(common) == (repo / ".git").resolve():
+        assert ident.kind == LINKED_WORKTREE and ident.root == repo.resolve(), ident
+        assert ident.slug == main.slug and where["slug"] == main.slug, where
+        assert where["kind"] == "linked worktree", where
+    else:
+        assert ident.slug != main.slug and where["slug"] != main.slug, (common, ident, where)
+
+
+# (form, whether git takes it for the main checkout's common dir): git drops
+# the trailing \n and \r of the whole file, then reads it as a C string, up
+# to the first NUL (get_common_dir_noenv, read_gitfile_gently)
+NUL_FORMS = [
+    ("../..\0junk\n", True), ("../..\0junk\r\n", True), ("../..\0", True),
+    ("../..\0\n", True), ("{abs}\0junk\n", True),
+    ("../..\n\0junk", False),      # the \n is not trailing: "../..\n" is the path
+    ("../..\r\0x\n", False),
+    ("\0../..\n", False),          # an empty path
+]
+
+
+@pytest.mark.parametrize("form, git_takes", NUL_FORMS)
+def test_a_nul_in_commondir_is_read_as_git_reads_it(tmp_path, form, git_takes):
+    """A review: with ``commondir`` ``../..\\0junk\\n`` git stops at the
+    NUL and takes the main checkout's common dir; memctl called the
+    worktree a submodule with its own store (a path holding a NUL names no
+    file)."""
+    repo, wt, gitdir = _worktree(tmp_path)
+    (gitdir / "commondir").write_bytes(
+        form.format(abs=(repo / ".git").resolve()).encode("utf-8"))
+    assert (_git_says(wt) is not None and Path(_git_says(wt) or "") ==
+            (repo / ".git").resolve()) is git_takes, form
+    _same_as_git(repo, wt)
+
+
+@pytest.mark.parametrize("form, git_takes", [
+    ("gitdir: {gd}\0junk\n", True), ("gitdir: {gd}\0", True), ("gitdir: {gd}\0\r\n", True),
+    ("gitdir: {gd}\n\0junk", False), ("gitdir: {gd}\r\0x\n", False),
+    ("gitdir:\0 {gd}\n", False), ("gitdir: \0{gd}\n", False),
+])
+def test_a_nul_in_a_dot_git_file_is_read_as_git_reads_it(tmp_path, form, git_takes):
+    """The same of a linked worktree's ``.git`` file after ``gitdir: X``."""
+    repo, wt, gitdir = _worktree(tmp_path)
+    (wt / ".git").write_bytes(form.format(gd=gitdir).encode("utf-8"))
+    assert (_git_says(wt) is not None and Path(_git_says(wt) or "") ==
+            (repo / ".git").resolve()) is git_takes, form
+    _same_as_git(repo, wt)

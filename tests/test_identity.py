@@ -124,16 +124,20 @@ def test_a_nul_byte_in_a_git_file_is_no_path_not_an_internal_error(tmp_path):
     """A path read from ``.git``, ``commondir`` or ``core.worktree`` that holds
     a NUL names no file: it is treated as unreadable (the rule's fallbacks),
     where ``os.path.realpath`` raised ValueError, an internal error (exit 70)
-    in every command that looks for the project."""
+    in every command that looks for the project.  Since 2026-12-07 (tests/
+    test_forget_1207f.py) a ``.git`` file's or a ``commondir``'s path ends
+    at its first NUL, as git reads it (a C string): ``/tmp/x\\0y`` is
+    ``/tmp/x``."""
     p1 = tmp_path / "p1"
     p1.mkdir()
-    (p1 / ".git").write_bytes(b"gitdir: /tmp/a\x00b\n")
-    assert resolve_project(p1).root == p1.resolve()
+    (p1 / ".git").write_bytes(b"gitdir: " + bytes(tmp_path / "nowhere-a") + b"\x00b\n")
+    assert resolve_project(p1).root == p1.resolve()   # (no commondir there: a submodule)
     p2 = tmp_path / "p2"
     (p2 / "gd").mkdir(parents=True)
     (p2 / ".git").write_bytes(b"gitdir: gd\n")
-    (p2 / "gd" / "commondir").write_bytes(b"/tmp/x\x00y\n")
-    assert resolve_project(p2).root == p2.resolve()
+    (p2 / "gd" / "commondir").write_bytes(bytes(tmp_path / "nowhere-x") + b"\x00y\n")
+    # (a common dir not named .git, no core.worktree there: that path itself)
+    assert resolve_project(p2).root == (tmp_path / "nowhere-x").resolve()
     p3 = tmp_path / "p3"
     (p3 / "gd" / "common").mkdir(parents=True)
     (p3 / ".git").write_bytes(b"gitdir: gd\n")

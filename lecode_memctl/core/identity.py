@@ -71,14 +71,19 @@ def read_git_file(path: str) -> str | None:
     worktree's ``commondir``) as git reads it: only the trailing ``\\n``
     and ``\\r`` are dropped (``read_gitfile_gently``, and
     ``get_common_dir_noenv`` for ``commondir``), blanks are kept, part of
-    the path; None when it cannot be read."""
+    the path; then the text is read as a C string, up to its first NUL,
+    as git uses it (``../..\\0junk\\n`` is ``../..``; ``../..\\n\\0junk``,
+    whose ``\\n`` is not trailing, is ``../..\\n``: git 2.39 does both).
+    Before 2026-12-07 a NUL was kept, and such a path named no file: a
+    linked worktree git takes was a submodule with a store of its own.
+    None when it cannot be read."""
     from .atomic import read_regular  # atomic imports layout, which imports this module
 
     try:
         data = read_regular(path, 4096, follow=True)
     except OSError:
         return None
-    return data.decode("utf-8", "surrogateescape").rstrip("\r\n")
+    return data.decode("utf-8", "surrogateescape").rstrip("\r\n").split("\0", 1)[0]
 
 
 def read_gitdir_file(dotgit: str) -> str | None:

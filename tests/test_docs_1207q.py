@@ -23,16 +23,25 @@ REPO = Path(__file__).resolve().parent.parent
 
 # memctl as `python -m lecode_memctl` runs it, held while it imports MODULE
 # (its start-up: the command tree): it writes MARK, then waits there for the
-# test's signal, a real one from outside as `timeout` sends
+# test's signal, a real one from outside as `timeout` sends (memctl keeps a
+# signal that comes during its start-up until the start-up is done: the
+# wait ends once it has been kept)
 SLOW_START = """\
 import importlib.abc, os, runpy, sys, time
 class Slow(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name == {module!r}:
             sys.meta_path.remove(self)
-            with open({mark!r}, "w") as f:  # (closed here: a signal in a
-                f.write("1")               # file's __del__ would be lost)
-            time.sleep(60)
+            signals = sys.modules.get("lecode_memctl.cli.signals")
+            holding = signals is not None and signals._SIG.holding
+            with open({mark!r} + ".tmp", "w") as f:  # (closed here: a signal
+                f.write("held" if holding else "unheld")  # in __del__ is lost)
+            os.replace({mark!r} + ".tmp", {mark!r})       # (whole when seen)
+            for _ in range(1200):
+                time.sleep(0.05)
+                signals = sys.modules.get("lecode_memctl.cli.signals")
+                if signals is not None and signals._SIG.held:
+                    break
         return None
 sys.meta_path.insert(0, Slow())
 sys.argv[0] = "memctl"
@@ -65,6 +74,9 @@ def test_a_termination_signal_while_memctl_starts_is_one_line_and_the_signal(
             assert p.poll() is None, p.communicate()
             assert time.monotonic() < deadline, "memctl never reached the import"
             time.sleep(0.01)
+        # (written once its start-up keeps signals: not raised inside an
+        # import's callback)
+        assert mark.read_text() == "held"
         p.send_signal(sig)
         out, err = p.communicate(timeout=30)
     finally:
@@ -83,6 +95,33 @@ def test_a_termination_signal_while_memctl_starts_is_one_line_and_the_signal(
     else:
         assert orjson.loads(out) == {"type": "error", "error": {
             "code": code, "message": message, "exit_code": 128 + sig}}
+
+
+def test_a_signal_during_the_start_up_is_kept_until_it_is_done():
+    """A code review: raised at once, the start-up's KeyboardInterrupt could
+    land in the import system's callback (``_get_module_lock``), where
+    Python prints "Exception ignored in ..." and a traceback, and the
+    command ran on.  During the start-up the handlers keep the signal;
+    ``start_up_done`` raises it in main's own frame."""
+    from lecode_memctl.cli import signals
+
+    saved = (signals._SIG.owner, signals._SIG.running, signals._SIG.terminated,
+             signals._SIG.interrupted, signals._SIG.holding, signals._SIG.held)
+    try:
+        signals._SIG.owner, signals._SIG.running = os.getpid(), True
+        for handler, sig in ((signals._terminated, signal.SIGTERM),
+                             (signals._interrupted, signal.SIGINT)):
+            signals._SIG.terminated, signals._SIG.interrupted = None, False
+            signals.start_up_held()
+            handler(sig, None)                  # (would raise, unkept)
+            with pytest.raises(KeyboardInterrupt):
+                signals.start_up_done()
+            assert not signals._SIG.holding and not signals._SIG.held
+        signals.start_up_held()
+        signals.start_up_done()                 # (nothing kept: nothing raised)
+    finally:
+        (signals._SIG.owner, signals._SIG.running, signals._SIG.terminated,
+         signals._SIG.interrupted, signals._SIG.holding, signals._SIG.held) = saved
 
 
 # ---------------------------------------------------------------- 2. the errors API.md names

@@ -422,12 +422,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             # error document under --json) and the signal itself; before
             # 2026-12-07 one in its first 100 ms or so (the imports, the
             # command tree; more under load) ended it without a word.
-            from .signals import catch_termination, end_as_terminated
+            from .signals import catch_termination, end_as_terminated, start_up_done, start_up_held
 
             catch_termination()
+            # (kept until the start-up is done, then raised here: never
+            # inside an import's callback, where Python prints it)
+            start_up_held()
         answered = _answer_early(args)
         if answered is not None:
             if own:
+                start_up_done()
                 end_as_terminated()
             return answered
         _import_orjson_whole()
@@ -468,6 +472,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = typer.main.get_command(app)
         if own:
             _freeze_imports()
+            start_up_done()
     except (KeyboardInterrupt, Exception) as exc:
         # Ctrl-C, SIGTERM or SIGHUP while the command tree is imported and
         # built (the first 100 ms or so; one Python wrapped in a

@@ -871,11 +871,17 @@ class Detector:
             return
         if not found:
             return
-        # detect-secrets' line filter (``x = get_secret()``), checked only for a
-        # line with a hit: its regex is slow on long lines
-        if len(line) <= 4096 and self._h.is_indirect_reference(line):
-            return
         name = type(plugin).__name__
+        # detect-secrets' line filter (``x = get_secret()``): a keyword
+        # assignment's value that is a call or a subscript is no credential.
+        # The keyword detector's hits alone: a value with a pattern of its
+        # own is one wherever the line has a call (before 2026-12-07
+        # ``gh = Github("ghp_...")`` or ``s3 = boto3.client(..., "AKIA...")``
+        # dropped every hit of the line).  Checked only for a line with a
+        # hit: its regex is slow on long lines.
+        if name == "KeywordDetector" and len(line) <= 4096 \
+                and self._h.is_indirect_reference(line):
+            return
         for ps in found:
             v = ps if type(ps) is str else ps.secret_value
             if not isinstance(v, str) or not v:

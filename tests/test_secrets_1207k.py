@@ -1,0 +1,95 @@
+"""Credential detection, review rv7 (2026-12-07): values missed, and
+ordinary content taken for a credential.  Every value here is made up."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from .conftest import run_cli
+
+
+def _note_store(base: Path, text: str) -> Path:
+    store = base / "store"
+    (store / "notes").mkdir(parents=True)
+    (store / "notes" / "n.md").write_text(text)
+    return store
+
+
+def _transcript_store(base: Path, **arguments: str) -> Path:
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.sessions import SessionStore
+
+    st = store_at(base / "store")
+    fs = FactStore(st.facts_db)
+    with SessionStore(st, exclusions=fs).create("s1") as w:
+        w.append_message("assistant", "", epoch=fs.generation(), tool_calls=[
+            {"id": "c1", "name": "write_file", "arguments": dict(arguments)}])
+    fs.close()
+    return Path(st.path)
+
+
+def _secrets(store: Path, *args: str) -> list[dict]:
+    r = run_cli("--store", str(store), "--no-state", "secrets", "--format", "jsonl",
+                "--jobs", "1", *args)
+    assert r.exit_code in (0, 1), r.stderr
+    assert "Traceback" not in r.stderr
+    return [f for f in map(orjson.loads, r.stdout.splitlines()) if f.get("type") == "secret"]
+
+
+def _found(tmp_path: Path, text: str) -> list[tuple[str, int]]:
+    return [(f["detector"], f["length"]) for f in _secrets(_note_store(tmp_path, text))]
+
+
+def _redacted(store: Path) -> None:
+    r = run_cli("--store", str(store), "--no-state", "redact", "--yes")
+    assert r.exit_code == 0, r.stdout + r.stderr
+
+
+# -- 1. a call on the right of an assignment hides no value with a pattern of its own
+
+CALLS = {
+    'aws-access-key': ('s3 = boto3.client("s3", aws_access_key_id="AKIAZ7QW3ERT5YU6IOP2")',
+                       "AKIAZ7QW3ERT5YU6IOP2"),
+    'github-token': ('gh = Github("ghp_Zq8Lw3Xn5Rk2Vb7Yt4HmZq8Lw3Xn5Rk2Vb7Y")',
+                     "ghp_Zq8Lw3Xn5Rk2Vb7Yt4HmZq8Lw3Xn5Rk2Vb7Y"),
+    'basic-auth-credentials': ('engine = create_engine("postgresql://app:Zq8Lw3Xn5Rk2Vb7@db/app")',
+                               "Zq8Lw3Xn5Rk2Vb7"),
+    'openai-token': ('client = OpenAI(api_key="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")',
+                     "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"),
+}
+
+
+@pytest.mark.parametrize("detector", sorted(CALLS))
+def test_a_value_with_a_pattern_of_its_own_is_found_in_an_assigned_call(tmp_path, detector):
+    line, value = CALLS[detector]
+    assert (detector, len(value)) in _found(tmp_path, line + "\n")
+
+
+def test_a_private_key_in_an_assigned_call_is_found(tmp_path):
+    line = ('key = load_pem_private_key(b"-----BEGIN RSA PRIVATE KEY-----\\n'
+            'MIIEowIBAAKCAQEAzq8Lw3Xn5Rk2Vb7Yt4HmZq8Lw3Xn5Rk2Vb7\\n'
+            '-----END RSA PRIVATE KEY-----", None)\n')
+    assert [d for d, _n in _found(tmp_path, line)] == ["private-key"]
+
+
+def test_an_assigned_call_in_a_tool_calls_arguments_is_found_and_redacted(tmp_path):
+    content = "\n".join(line for line, _v in CALLS.values())
+    store = _transcript_store(tmp_path, path="app.py", content=content)
+    found = {f["detector"] for f in _secrets(store)}
+    assert set(CALLS) <= found, found
+    _redacted(store)
+    text = (store / "sessions" / "s1.jsonl").read_text()
+    for _line, value in CALLS.values():
+        assert value not in text
+    assert _secrets(store) == []
+
+
+def test_a_keyword_assignment_of_a_call_is_still_no_finding(tmp_path):
+    # (detect-secrets' indirect reference: the keyword detector's hit alone)
+    assert _found(tmp_path, 'password = get_secret("db_password")\n'
+                            'api_key = os.environ["OPENAI_KEY_SECRET"]\n') == []
+

@@ -93,3 +93,29 @@ def test_a_keyword_assignment_of_a_call_is_still_no_finding(tmp_path):
     assert _found(tmp_path, 'password = get_secret("db_password")\n'
                             'api_key = os.environ["OPENAI_KEY_SECRET"]\n') == []
 
+
+# -- 2. GitHub's fine-grained tokens
+
+GITHUB_PAT = "github_pat_11AZQ8LW3X0" + "Zq8Lw3Xn5Rk" + "_" + ("Zq8Lw3Xn5Rk2Vb7Yt4Hm" * 3)[:59]
+
+
+def test_a_github_fine_grained_token_is_a_github_token(tmp_path):
+    assert len(GITHUB_PAT) == 93
+    assert _found(tmp_path, f"GH_TOKEN={GITHUB_PAT} gh pr list\n") == [("github-token", 93)]
+
+
+def test_a_short_github_pat_prefix_is_no_token(tmp_path):
+    assert _found(tmp_path, "tokens begin github_pat_11AZQ8 and go on\n") == []
+
+
+def test_the_detector_option_and_the_allowlist_cover_the_fine_grained_token(tmp_path):
+    store = _note_store(tmp_path, f"token {GITHUB_PAT}\nold ghp_Zq8Lw3Xn5Rk2Vb7Yt4HmZq8Lw3Xn5Rk2Vb7Y\n")
+    found = _secrets(store)
+    assert [f["detector"] for f in found] == ["github-token", "github-token"]
+    allow = tmp_path / "allow"
+    allow.write_text("".join(f["hash"] + "\n" for f in found))
+    assert _secrets(store, "--allowlist", str(allow)) == []
+    r = run_cli("--store", str(store), "--no-state", "redact", "--detector", "github-token",
+                "--yes")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    assert GITHUB_PAT not in (store / "notes" / "n.md").read_text()

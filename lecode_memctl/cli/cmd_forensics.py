@@ -429,7 +429,8 @@ def secrets(
     """Audit a store for credentials: cloud keys, tokens, private keys,
     passwords in URLs, high-entropy strings.  Never prints a value.
 
-    The detectors are detect-secrets' plugins (AWS, GitHub, GitLab, Slack,
+    The detectors are detect-secrets' plugins and memctl's own patterns
+    (AWS, GitHub, GitLab, Slack,
     Stripe, npm, PyPI, OpenAI and other tokens, private keys, JWTs,
     basic-auth URLs, keyword assignments such as password = "...", and
     high-entropy quoted strings with its own thresholds) and its default

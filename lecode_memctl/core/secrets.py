@@ -4,7 +4,8 @@ The detectors are detect-secrets' plugins (Yelp's maintained library: AWS
 keys, GitHub, GitLab, Slack, Stripe, npm, PyPI, OpenAI and other tokens,
 private keys, JWTs, basic-auth URLs, keyword assignments, and high-entropy
 strings with its own thresholds), with its default heuristic filters, and
-never its network verification.  ``IPPublicDetector`` is left out: a public
+never its network verification, and memctl's own patterns
+(:mod:`.secret_plugins`).  ``IPPublicDetector`` is left out: a public
 IP address is not a credential.  detect-secrets is imported only when a
 :class:`Detector` is built.
 
@@ -731,8 +732,11 @@ class Detector:
         except ImportError:  # pragma: no cover - a broken install
             raise MemctlError("the detect-secrets package is not installed "
                               "(pip install detect-secrets)") from None
+        from .secret_plugins import own_plugins
+
         with default_settings():
             plugins = [p for p in get_plugins() if type(p).__name__ not in EXCLUDED_PLUGINS]
+        plugins += own_plugins()
         order = {name: i for i, name in enumerate(GENERIC_PLUGINS)}
         plugins.sort(key=lambda p: (order.get(type(p).__name__, -1), type(p).__name__))
         self.plugins = plugins

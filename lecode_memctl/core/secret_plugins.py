@@ -1,0 +1,53 @@
+"""memctl's own detectors: detect-secrets plugins for credentials its
+default set has no pattern for (or too narrow a one).
+
+Each is made (:func:`own_plugins`) a subclass of detect-secrets'
+``RegexBasedDetector`` with its own ``analyze_line`` and
+``analyze_string``, so the detector's gate (:func:`.secrets._regex_gate`)
+skips it on a line none of its patterns can match, and every pattern
+begins with a literal (a token's prefix) that Python's regex engine looks
+for first.  A plugin's detector id is its ``secret_type`` as
+:func:`.secrets.detector_slug` makes it: a plugin that widens one of
+detect-secrets' (GitHub's fine-grained tokens) takes that one's type, so
+``--detector github-token`` and a hash in the allowlist cover both.
+detect-secrets is imported only when the plugins are made (when a
+:class:`.secrets.Detector` is built), never by importing this module."""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any, NamedTuple
+
+
+class OwnPlugin(NamedTuple):
+    name: str                  # the plugin's class name
+    secret_type: str           # its detector id: detector_slug(secret_type)
+    patterns: tuple[str, ...]  # its denylist
+    doc: str
+
+
+#: memctl's own plugins, in addition to detect-secrets' default set: the
+#: one place they are defined.
+OWN_PLUGINS: tuple[OwnPlugin, ...] = (
+    OwnPlugin("GitHubFineGrainedTokenDetector", "GitHub Token",
+              (r"github_pat_[A-Za-z0-9]{20,}_[A-Za-z0-9]{50,}",),
+              "GitHub's fine-grained personal access tokens, github_pat_ then 22 and 59 "
+              "alphanumerics joined by _ (detect-secrets' GitHub pattern has only ghp_, "
+              "gho_, ghu_, ghs_, ghr_)."),
+)
+
+
+@functools.cache
+def _classes() -> tuple[type[Any], ...]:
+    from detect_secrets.plugins.base import RegexBasedDetector
+
+    return tuple(type(p.name, (RegexBasedDetector,),
+                      {"__doc__": p.doc, "__module__": __name__, "secret_type": p.secret_type,
+                       "denylist": [re.compile(r) for r in p.patterns]})
+                 for p in OWN_PLUGINS)
+
+
+def own_plugins() -> list[Any]:
+    """An instance of each of :data:`OWN_PLUGINS`."""
+    return [kind() for kind in _classes()]

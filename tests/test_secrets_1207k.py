@@ -119,3 +119,37 @@ def test_the_detector_option_and_the_allowlist_cover_the_fine_grained_token(tmp_
                 "--yes")
     assert r.exit_code == 0, r.stdout + r.stderr
     assert GITHUB_PAT not in (store / "notes" / "n.md").read_text()
+
+
+# -- 3. passwords in URLs: reserved characters, an empty user, a UUID
+
+URL_PASSWORDS = {
+    "postgres://app:Zq8Lw3Xn!Rk2Vb7@db:5432/app": "Zq8Lw3Xn!Rk2Vb7",
+    "mysql://root:ab$cdZq8Lw3Xn5@db/app": "ab$cdZq8Lw3Xn5",
+    "redis://:Zq8Lw3Xn5Rk2Vb7Yt4Hm@redis:6379/0": "Zq8Lw3Xn5Rk2Vb7Yt4Hm",
+    "amqp://guest:6f1c2a3b-4d5e-4f60-8a9b-0c1d2e3f4a5b@rabbit/": "6f1c2a3b-4d5e-4f60-8a9b-0c1d2e3f4a5b",
+    "mongodb://admin:Zq8L/w3Xn@5Rk2@mongo:27017/db?authSource=admin": "Zq8L/w3Xn@5Rk2",
+    "postgres://app:Zq8Lw3Xn5Rk2@db/app?contact=ops@example.com": "Zq8Lw3Xn5Rk2",
+}
+
+
+@pytest.mark.parametrize("url", sorted(URL_PASSWORDS))
+def test_a_password_in_a_url_is_found_whatever_it_holds(tmp_path, url):
+    password = URL_PASSWORDS[url]
+    store = _note_store(tmp_path, f"DATABASE_URL={url}\nconnect to '{url}' now\n")
+    found = _secrets(store)
+    assert [(f["detector"], f["length"]) for f in found] == \
+        [("basic-auth-credentials", len(password))] * 2, found
+    _redacted(store)
+    text = (store / "notes" / "n.md").read_text()
+    assert password not in text and "@" in text
+
+
+@pytest.mark.parametrize("text", [
+    "postgres://app:@db/app",                          # an empty password
+    "see http://localhost:3000/users/me@example.com",  # a port and a path, no password
+    "git clone https://github.com/org/repo.git and mail me@example.com",
+    "a ratio 3:2 or a@b here, then s3://bucket/key",
+])
+def test_what_is_no_password_in_a_url_is_not_found(tmp_path, text):
+    assert _found(tmp_path, text + "\n") == []

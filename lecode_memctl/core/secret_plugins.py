@@ -35,6 +35,16 @@ OWN_PLUGINS: tuple[OwnPlugin, ...] = (
               "GitHub's fine-grained personal access tokens, github_pat_ then 22 and 59 "
               "alphanumerics joined by _ (detect-secrets' GitHub pattern has only ghp_, "
               "gho_, ghu_, ghs_, ghr_)."),
+    OwnPlugin("BasicAuthURLDetector", "Basic Auth Credentials",
+              (r"://[^\s:/?#@'\"`<>]*:(?!\d*[/?#]|\[REDACTED:)"
+               r"([^\s'\"`<>@]+(?:@[^\s'\"`<>@/?#]*)*)"
+               r"@(?:[A-Za-z0-9._~%-]+|\[[0-9A-Fa-f:.]+\])(?![A-Za-z0-9._~%@-])",),
+              "A password in a URL, scheme://[user]:password@host, whatever characters "
+              "it holds (detect-secrets' pattern takes none of :/?#[]@!$&'()*+,;= and "
+              "needs a user): the password runs to the last @ before the host, an @ "
+              "after a /, ? or # that follows an @ is the path's or the query's; not a "
+              "quote, a space or <>, nor an empty password, nor a port and a path "
+              "(host:3000/users/me@example.com)."),
 )
 
 

@@ -736,9 +736,14 @@ class Detector:
 
         with default_settings():
             plugins = [p for p in get_plugins() if type(p).__name__ not in EXCLUDED_PLUGINS]
-        plugins += own_plugins()
+        own = own_plugins()
+        plugins += own
+        # (memctl's own patterns, some wider than detect-secrets' of the same
+        # type, before the other specific ones: where two overlap, the first wins)
         order = {name: i for i, name in enumerate(GENERIC_PLUGINS)}
-        plugins.sort(key=lambda p: (order.get(type(p).__name__, -1), type(p).__name__))
+        first = {id(p) for p in own}
+        plugins.sort(key=lambda p: (order.get(type(p).__name__, -1), id(p) not in first,
+                                    type(p).__name__))
         self.plugins = plugins
         self._h = heuristic
         self._gates = [_regex_gate(p) or _keyword_gate(p) for p in plugins]
@@ -756,7 +761,10 @@ class Detector:
 
     def _filtered(self, plugin: Any, secret: str, line: str) -> bool:
         h = self._h
-        if h.is_sequential_string(secret) or h.is_potential_uuid(secret) or \
+        # (a UUID is no credential where a keyword or the entropy found it; a
+        # pattern's own, a URL's password or an npm authToken, is one)
+        if h.is_sequential_string(secret) or (
+                h.is_potential_uuid(secret) and not isinstance(plugin, _regex_based())) or \
                 h.is_templated_secret(secret) or h.is_prefixed_with_dollar_sign(secret) or \
                 h.is_not_alphanumeric_string(secret):
             return True

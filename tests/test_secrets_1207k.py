@@ -153,3 +153,20 @@ def test_a_password_in_a_url_is_found_whatever_it_holds(tmp_path, url):
 ])
 def test_what_is_no_password_in_a_url_is_not_found(tmp_path, text):
     assert _found(tmp_path, text + "\n") == []
+
+
+# -- 4. npm tokens outside .npmrc
+
+NPM = "npm_Zq8Lw3Xn5Rk2Vb7Yt4HmZq8Lw3Xn5Rk2Vb7Y"
+
+
+@pytest.mark.parametrize("line", [f"NPM_TOKEN={NPM}", f'{{"token": "{NPM}"}}',
+                                  f"export NODE_AUTH_TOKEN={NPM}",
+                                  f"//registry.npmjs.org/:_authToken={NPM}"])
+def test_an_npm_token_is_found_in_any_form(tmp_path, line):
+    assert _found(tmp_path, line + "\n") == [("npm-tokens", len(NPM))]
+
+
+def test_npm_words_are_no_npm_token(tmp_path):
+    assert _found(tmp_path, "npm_config_cache=/tmp/x npm_package_version=1.2.3 "
+                            "npm_lifecycle_event_and_some_more_words_here\n") == []

@@ -44,7 +44,11 @@ OWN_PLUGINS: tuple[OwnPlugin, ...] = (
               "needs a user): the password runs to the last @ before the host, an @ "
               "after a /, ? or # that follows an @ is the path's or the query's; not a "
               "quote, a space or <>, nor an empty password, nor a port and a path "
-              "(host:3000/users/me@example.com)."),
+              "(host:3000/users/me@example.com), nor redact's marker."),
+    OwnPlugin("NpmAccessTokenDetector", "NPM tokens",
+              (r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])",),
+              "An npm access token, npm_ then 36 alphanumerics, wherever it is "
+              "(detect-secrets' pattern finds one only in .npmrc's _authToken= form)."),
 )
 
 

@@ -170,3 +170,33 @@ def test_an_npm_token_is_found_in_any_form(tmp_path, line):
 def test_npm_words_are_no_npm_token(tmp_path):
     assert _found(tmp_path, "npm_config_cache=/tmp/x npm_package_version=1.2.3 "
                             "npm_lifecycle_event_and_some_more_words_here\n") == []
+
+
+# -- 5. PuTTY v3 keys and PKCS#8 encrypted keys
+
+BODY = "\n".join(("MIIFHDBOBgkqhkiG9w0BBQ0wQTApBgkqhkiG9w0BBQwwHAQIZq8Lw3Xn5Rk2Vb7" + str(i)) * 1
+                 for i in range(6))
+ENCRYPTED = f"-----BEGIN ENCRYPTED PRIVATE KEY-----\n{BODY}\n-----END ENCRYPTED PRIVATE KEY-----"
+PUTTY3 = ("PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nComment: deploy\n"
+          "Public-Lines: 2\nAAAAC3NzaC1lZDI1NTE5AAAAIZq8Lw3Xn5Rk2Vb7Yt4HmZq8Lw3Xn5Rk2Vb7\n"
+          "Yt4HmZq8Lw3Xn5Rk\nPrivate-Lines: 1\nAAAAIGZq8Lw3Xn5Rk2Vb7Yt4HmZq8Lw3Xn5Rk2Vb7Yt4Hm\n"
+          "Private-MAC: 6f1c2a3b4d5e4f608a9b0c1d2e3f4a5b6f1c2a3b4d5e4f608a9b0c1d2e3f4a5b")
+
+
+@pytest.mark.parametrize("key", [ENCRYPTED, PUTTY3], ids=["pkcs8-encrypted", "putty-v3"])
+def test_a_private_key_of_another_format_is_found_whole_and_erased(tmp_path, key):
+    store = _note_store(tmp_path, f"the deploy key:\n{key}\n\nnothing else\n")
+    found = _secrets(store)
+    assert [(f["detector"], f["line"], f["length"]) for f in found] == \
+        [("private-key", 2, len(key))], found
+    _redacted(store)
+    text = (store / "notes" / "n.md").read_text()
+    assert all(line not in text for line in key.splitlines()[1:]), text
+    assert text.endswith("\n\nnothing else\n")
+    assert _secrets(store) == []
+
+
+def test_a_putty_key_file_word_alone_is_one_finding_of_its_line(tmp_path):
+    # (the v2 and v3 headers: each its block)
+    assert [d for d, _n in _found(tmp_path, PUTTY3.replace("-3:", "-2:") + "\n")] == \
+        ["private-key"]

@@ -49,7 +49,16 @@ OWN_PLUGINS: tuple[OwnPlugin, ...] = (
               (r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])",),
               "An npm access token, npm_ then 36 alphanumerics, wherever it is "
               "(detect-secrets' pattern finds one only in .npmrc's _authToken= form)."),
+    OwnPlugin("PrivateKeyFormatsDetector", "Private Key",
+              (r"BEGIN ENCRYPTED PRIVATE KEY", r"PuTTY-User-Key-File-3"),
+              "Private keys of the formats detect-secrets' list lacks: PKCS#8 encrypted "
+              "(-----BEGIN ENCRYPTED PRIVATE KEY-----) and PuTTY's version 3 key files "
+              "(it has version 2).  Their blocks are found whole, as every private key's "
+              "(secrets._pem_span)."),
 )
+
+#: The plugins whose hit is a private key: its whole block is the value.
+PRIVATE_KEY_PLUGINS = frozenset({"PrivateKeyDetector", "PrivateKeyFormatsDetector"})
 
 
 @functools.cache

@@ -52,6 +52,7 @@ from ._lazy import lazy_compile
 from .atomic import open_nofollow, open_owned, open_regular, read_file_or_pipe
 from .errors import MemctlError, UsageError
 from .layout import FACTS_DB, SESSIONS_DIR, Store
+from .secret_plugins import PRIVATE_KEY_PLUGINS
 
 EXCLUDED_PLUGINS = frozenset({"IPPublicDetector"})
 # Specific detectors win over generic ones when two find overlapping text.
@@ -898,7 +899,7 @@ class Detector:
             v = ps if type(ps) is str else ps.secret_value
             if not isinstance(v, str) or not v:
                 continue
-            if name == "PrivateKeyDetector":
+            if name in PRIVATE_KEY_PLUGINS:
                 # every BEGIN line of the line (keys in a JSON string, their
                 # newlines escaped, are one line; detect-secrets gives one
                 # hit for all: before 2026-12-07 the second key was left)

@@ -200,3 +200,61 @@ def test_a_putty_key_file_word_alone_is_one_finding_of_its_line(tmp_path):
     # (the v2 and v3 headers: each its block)
     assert [d for d, _n in _found(tmp_path, PUTTY3.replace("-3:", "-2:") + "\n")] == \
         ["private-key"]
+
+
+# -- 6. more token shapes a coding agent's memory holds
+
+ANTHROPIC = "sk-ant-api03-" + ("Zq8Lw3Xn5Rk2Vb7Yt4Hm-_" * 5)[:93] + "AA"
+BEARER = "Zq8Lw3Xn5Rk2Vb7Yt4HmZq8Lw3Xn5Rk2.Vb7Yt4Hm"
+BASIC = "ZGVwbG95ZXI6WnE4THczWG41Ums="                       # deployer:Zq8Lw3Xn5Rk
+XAPP = "xapp-1-A0Z8Q3LW3XN-5512345678901-" + "6f1c2a3b4d5e4f608a9b0c1d2e3f4a5b" * 2
+XOXE = "xoxe.xoxp-1-Mi0yLTEyMzQ1Njc4OTAtWnE4THczWG41UmsyVmI3WXQ0SG0"
+TRIGGER = "https://hooks.slack.com/triggers/T0Z8Q3LW3XN/5512345678901/6f1c2a3b4d5e4f608a9b0c1d2e3f4a5b"
+HF = "hf_" + ("ZqLwXnRkVbYtHm" * 3)[:34]
+GOOGLE = "AIza" + ("SyZq8Lw3Xn5Rk2Vb7Yt4Hm-_" * 2)[:35]
+WHSEC = "whsec_" + "Zq8Lw3Xn5Rk2Vb7Yt4HmZq8Lw3Xn5Rk2Vb7Y"
+
+OWN_SHAPES = [
+    ("anthropic-api-key", f"ANTHROPIC_API_KEY={ANTHROPIC}", ANTHROPIC),
+    ("authorization-header", f"curl -H 'Authorization: Bearer {BEARER}' https://api.example.com",
+     BEARER),
+    ("authorization-header", f"curl -H \"Authorization: Basic {BASIC}\" https://example.com",
+     BASIC),
+    ("slack-token", f"SLACK_APP_TOKEN={XAPP}", XAPP),
+    ("slack-token", f"refresh with {XOXE} later", XOXE),
+    ("slack-token", f"POST {TRIGGER}", TRIGGER),
+    ("hugging-face-token", f"HF_TOKEN={HF}", HF),
+    ("google-api-key", f"GOOGLE_API_KEY={GOOGLE}", GOOGLE),
+    ("stripe-webhook-secret", f"STRIPE_WEBHOOK_SECRET={WHSEC}", WHSEC),
+]
+
+
+@pytest.mark.parametrize(("detector", "line", "value"), OWN_SHAPES,
+                         ids=[f"{d}-{i}" for i, (d, _l, _v) in enumerate(OWN_SHAPES)])
+def test_a_token_of_a_shape_of_its_own_is_found(tmp_path, detector, line, value):
+    assert _found(tmp_path, line + "\n") == [(detector, len(value))]
+
+
+@pytest.mark.parametrize("line", [
+    "ANTHROPIC_API_KEY=sk-ant-api03-xxxx",
+    "the Authorization: Bearer header carries YOUR_ACCESS_TOKEN_GOES_HERE",
+    "Authorization: Bearer ${API_TOKEN}",
+    "Basic authentication is disabled; Basic understanding required",
+    "the app token begins xapp-1- and the refresh token xoxe-",
+    "see https://hooks.slack.com/triggers/ in the docs",
+    "hf_hub_download(repo_id=x) and hf_transfer",
+    "AIza is how Google API keys begin",
+    "whsec_ then the secret",
+])
+def test_a_near_miss_of_a_token_shape_is_not_found(tmp_path, line):
+    assert _found(tmp_path, line + "\n") == []
+
+
+def test_a_bearer_token_in_a_tool_calls_header_is_found_and_redacted(tmp_path):
+    store = _transcript_store(tmp_path, url="https://api.example.com/v1",
+                              authorization=f"Bearer {BEARER}")
+    found = _secrets(store)
+    assert [(f["detector"], f["path"]) for f in found] == \
+        [("authorization-header", "$.tool_calls[0].arguments.authorization")]
+    _redacted(store)
+    assert BEARER not in (store / "sessions" / "s1.jsonl").read_text()

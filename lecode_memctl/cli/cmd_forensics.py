@@ -430,12 +430,13 @@ def secrets(
     passwords in URLs, high-entropy strings.  Never prints a value.
 
     The detectors are detect-secrets' plugins and memctl's own patterns
-    (AWS, GitHub, GitLab, Slack,
-    Stripe, npm, PyPI, OpenAI and other tokens, private keys, JWTs,
-    basic-auth URLs, keyword assignments such as password = "...", and
-    high-entropy quoted strings with its own thresholds) and its default
-    filters; public IP addresses are not reported, and nothing is ever sent
-    over the network to verify a value.  Store text is prose, read with
+    (AWS, GitHub, GitLab, Slack, Stripe, npm, PyPI, OpenAI, Anthropic,
+    Hugging Face and other tokens, Google API keys, private keys, JWTs,
+    basic-auth URLs, Authorization: Bearer and Basic headers, keyword
+    assignments such as password = "...", and high-entropy quoted strings
+    with its own thresholds) and its default filters; public IP addresses
+    are not reported, and nothing is ever sent over the network to verify
+    a value.  Store text is prose, read with
     detect-secrets' rules for text: a keyword assignment or a high-entropy
     string is found when its value is quoted; an unquoted one (password =
     hunter2, export AWS_SECRET_ACCESS_KEY=...) is not (in prose it is as

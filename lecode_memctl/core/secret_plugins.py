@@ -15,9 +15,27 @@ detect-secrets is imported only when the plugins are made (when a
 
 from __future__ import annotations
 
+import base64
 import functools
 import re
+from collections.abc import Callable
 from typing import Any, NamedTuple
+
+
+def _basic_credentials(value: str) -> bool:
+    """Whether ``value`` is base64 of printable ``user:password`` text."""
+    try:
+        text = base64.b64decode(value + "=" * (-len(value) % 4), validate=True).decode()
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return ":" in text and len(text) >= 3 and text.isprintable()
+
+
+def _opaque_token(value: str) -> bool:
+    """Whether ``value`` looks made by a machine, not a placeholder
+    (``YOUR_ACCESS_TOKEN_GOES_HERE``): a digit in it, or letters of both cases."""
+    return any(c.isdigit() for c in value) or (
+        any(c.islower() for c in value) and any(c.isupper() for c in value))
 
 
 class OwnPlugin(NamedTuple):
@@ -25,6 +43,9 @@ class OwnPlugin(NamedTuple):
     secret_type: str           # its detector id: detector_slug(secret_type)
     patterns: tuple[str, ...]  # its denylist
     doc: str
+    #: a value the pattern found is a credential only if this says so
+    #: (:meth:`.secrets.Detector._filtered`, as the plugin's ``memctl_valid``)
+    valid: Callable[[str], bool] | None = None
 
 
 #: memctl's own plugins, in addition to detect-secrets' default set: the
@@ -55,6 +76,35 @@ OWN_PLUGINS: tuple[OwnPlugin, ...] = (
               "(-----BEGIN ENCRYPTED PRIVATE KEY-----) and PuTTY's version 3 key files "
               "(it has version 2).  Their blocks are found whole, as every private key's "
               "(secrets._pem_span)."),
+    OwnPlugin("AnthropicKeyDetector", "Anthropic API Key",
+              (r"sk-ant-[a-z]+[0-9]{2}-[A-Za-z0-9_-]{32,}",),
+              "Anthropic's API keys, sk-ant-api03-... (and admin keys), quoted or not."),
+    OwnPlugin("AuthorizationBearerDetector", "Authorization Header",
+              (r"Bearer +([A-Za-z0-9._~+/-]{20,}=*)",),
+              "An opaque bearer token, Bearer then 20 or more token characters (a curl "
+              "-H 'Authorization: Bearer ...', a header's value in a tool call's "
+              "arguments); not a placeholder without a digit nor letters of both cases.",
+              _opaque_token),
+    OwnPlugin("AuthorizationBasicDetector", "Authorization Header",
+              (r"Basic +([A-Za-z0-9+/]{8,}={0,2})",),
+              "HTTP basic credentials, Basic then base64 of user:password.",
+              _basic_credentials),
+    OwnPlugin("SlackAppTokenDetector", "Slack Token",
+              (r"xapp-[0-9]+-[A-Za-z0-9]+-[0-9]+-[A-Za-z0-9]+",
+               r"xoxe(?:\.xox[a-z])?-[0-9]+-[A-Za-z0-9]{20,}",
+               r"https://hooks\.slack\.com/(?:triggers|workflows)/[A-Za-z0-9]+/[0-9]+/[A-Za-z0-9]+"),
+              "Slack's app-level tokens (xapp-), token rotation's refresh tokens (xoxe-, "
+              "xoxe.xoxp-) and workflow trigger URLs, which detect-secrets' Slack "
+              "patterns lack."),
+    OwnPlugin("HuggingFaceTokenDetector", "Hugging Face Token",
+              (r"hf_[A-Za-z]{34}(?![A-Za-z0-9])",),
+              "Hugging Face access tokens, hf_ then 34 letters."),
+    OwnPlugin("GoogleApiKeyDetector", "Google API Key",
+              (r"AIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])",),
+              "Google API keys, AIza then 35 characters."),
+    OwnPlugin("StripeWebhookSecretDetector", "Stripe Webhook Secret",
+              (r"whsec_[A-Za-z0-9+/=]{32,}",),
+              "Stripe webhook signing secrets, whsec_ then 32 or more characters."),
 )
 
 #: The plugins whose hit is a private key: its whole block is the value.
@@ -67,7 +117,8 @@ def _classes() -> tuple[type[Any], ...]:
 
     return tuple(type(p.name, (RegexBasedDetector,),
                       {"__doc__": p.doc, "__module__": __name__, "secret_type": p.secret_type,
-                       "denylist": [re.compile(r) for r in p.patterns]})
+                       "denylist": [re.compile(r) for r in p.patterns],
+                       "memctl_valid": None if p.valid is None else staticmethod(p.valid)})
                  for p in OWN_PLUGINS)
 
 

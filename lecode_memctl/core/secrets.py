@@ -738,12 +738,14 @@ class Detector:
         with default_settings():
             plugins = [p for p in get_plugins() if type(p).__name__ not in EXCLUDED_PLUGINS]
         own = own_plugins()
+        # (memctl's own patterns that widen one of detect-secrets' of the same
+        # type before the other specific ones, the rest of its own after them:
+        # where two overlap, the first wins)
+        types = {p.secret_type for p in plugins}
+        group = {id(p): 0 if p.secret_type in types else 2 for p in own}
         plugins += own
-        # (memctl's own patterns, some wider than detect-secrets' of the same
-        # type, before the other specific ones: where two overlap, the first wins)
         order = {name: i for i, name in enumerate(GENERIC_PLUGINS)}
-        first = {id(p) for p in own}
-        plugins.sort(key=lambda p: (order.get(type(p).__name__, -1), id(p) not in first,
+        plugins.sort(key=lambda p: (order.get(type(p).__name__, -1), group.get(id(p), 1),
                                     type(p).__name__))
         self.plugins = plugins
         self._h = heuristic
@@ -768,6 +770,9 @@ class Detector:
                 h.is_potential_uuid(secret) and not isinstance(plugin, _regex_based())) or \
                 h.is_templated_secret(secret) or h.is_prefixed_with_dollar_sign(secret) or \
                 h.is_not_alphanumeric_string(secret):
+            return True
+        valid = getattr(plugin, "memctl_valid", None)     # (memctl's own plugins)
+        if valid is not None and not valid(secret):
             return True
         return self._likely_id(secret, line, plugin)
 

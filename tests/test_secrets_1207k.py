@@ -258,3 +258,50 @@ def test_a_bearer_token_in_a_tool_calls_header_is_found_and_redacted(tmp_path):
         [("authorization-header", "$.tool_calls[0].arguments.authorization")]
     _redacted(store)
     assert BEARER not in (store / "sessions" / "s1.jsonl").read_text()
+
+
+# -- 7. hashes are no credentials: SRI strings, hex under a key that names a hash
+
+SHA1 = "9f2c4e1a7b3d5f6081c2e4a6b8d0f1e3a5c7b9d2"
+SHA256 = "6f1c2a3b4d5e4f608a9b0c1d2e3f4a5b6f1c2a3b4d5e4f608a9b0c1d2e3f4a5b"
+SRI = "sha512-3Zq8Lw3Xn5Rk2Vb7Yt4HmZq8Lw3Xn5Rk2Vb7Yt4HmZq8Lw3Xn5Rk2Vb7Yt4HmZq8Lw3Xn5Rk2Vb7Yt4HmZ/+A=="
+
+
+@pytest.mark.parametrize("line", [
+    f'"integrity": "{SRI}",',
+    f'{{"sha": "{SHA1}", "node_id": "C_kwDOAbc"}}',
+    f'{{"commit": {{"tree": {{"sha": "{SHA1}"}}, "parents": [{{"sha": "{SHA1}"}}]}}}}',
+    f'checksum = "{SHA256}"',
+    f'"digest": "{SHA256}"',
+    f'headSha: "{SHA1}"',
+    f'"commit_oid": "{SHA1}"',
+    f'ETag: "{SHA256}"',
+    f'rev = "{SHA1}"',
+    f'"sha256": "{SHA256}"',
+])
+def test_a_hash_under_a_key_that_names_one_is_no_credential(tmp_path, line):
+    assert _found(tmp_path, line + "\n") == []
+
+
+@pytest.mark.parametrize("line", [f'token = "{SHA1}"', f'{{"client_secret": "{SHA1}"}}',
+                                  f'"shape": "{SHA1}"', f'x = "{SHA1}"'])
+def test_hex_under_any_other_key_is_still_found(tmp_path, line):
+    assert [d for d, _n in _found(tmp_path, line + "\n")] in (["hex-high-entropy-string"],
+                                                              ["secret-keyword"])
+
+
+def test_a_git_sha_in_a_tool_result_is_no_finding(tmp_path):
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.layout import store_at
+    from lecode_memctl.core.sessions import SessionStore
+
+    st = store_at(tmp_path / "store")
+    fs = FactStore(st.facts_db)
+    with SessionStore(st, exclusions=fs).create("s1") as w:
+        w.append_message("assistant", "", epoch=fs.generation(), tool_calls=[
+            {"id": "c1", "name": "shell", "arguments": {"cmd": "gh api repos/o/r/commits/main"}}])
+        w.append_message("tool", f'{{"sha": "{SHA1}", "commit": {{"tree": {{"sha": "{SHA1}"}}}}}}',
+                         tool_call_id="c1", epoch=fs.generation())
+    fs.close()
+    (Path(st.path) / "MEMORY.md").write_text(f'- lockfile: "integrity": "{SRI}"\n')
+    assert _secrets(Path(st.path)) == []

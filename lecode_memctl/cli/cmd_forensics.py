@@ -446,7 +446,10 @@ def secrets(
     as JSON writes them, "password": "...", by the detectors that need a
     key before the value (keyword assignments; AWS's, Cloudant's, IBM
     Cloud's and SoftLayer's secret keys), not by the high-entropy ones: a
-    commit's SHA or an identifier in a tool call is no credential.
+    commit's SHA or an identifier in a tool call is no credential.  Nor,
+    anywhere, is a hex value under a key that names a hash ("sha": "...",
+    checksum = "...", digest, commit, oid, etag, rev, tree, parent, blob)
+    or a lockfile's "integrity": "sha512-..." string.
 
     Every place text persists is read: every record of every transcript,
     hidden ones included (a forgotten message is still on disk); MEMORY.md,

@@ -927,9 +927,45 @@ class Detector:
                 continue
             if self._filtered(plugin, v, line):
                 continue
+            if name == "Base64HighEntropyString" and _SRI.fullmatch(v):
+                continue            # (a lockfile's "integrity": a digest)
             for s, e in _value_spans(plugin, line, v):
+                if name == "HexHighEntropyString" and _under_a_hash_key(line, s):
+                    continue        # ("sha": "...", checksum = "...": a digest)
                 yield base + s, (token_end(text, base + s, base + e, name) if whole_tokens
                                  else base + e)
+
+
+#: A Subresource Integrity string (a lockfile's ``"integrity"``): a digest,
+#: never a credential (before 2026-12-07 ``base64-high-entropy-string``).
+_SRI = lazy_compile(r"sha(?:256|384|512)-[A-Za-z0-9+/]+={0,2}")
+#: The key a value is assigned to or is the member of, just before it:
+#: ``"sha": "``, ``checksum = "``, ``headSha: '``.
+_KEY_BEFORE = lazy_compile(r"""([A-Za-z0-9_.-]+)["']?\s*(?::=|=>|:|=)\s*["']?$""")
+_KEY_PARTS = lazy_compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z0-9]+")
+#: The words of a key that name a hash: a hex value under such a key
+#: (as a whole word or segment of it, in any case) is a digest.
+HASH_KEY_WORDS = frozenset({"sha", "sha1", "sha256", "sha384", "sha512", "checksum", "digest",
+                            "hash", "commit", "oid", "integrity", "etag", "rev", "revision",
+                            "tree", "parent", "blob"})
+
+
+def _under_a_hash_key(line: str, start: int) -> bool:
+    """Whether the value at ``start`` of ``line`` is the value of a key (a
+    JSON member's name, an assignment's name) one of whose words names a
+    hash (:data:`HASH_KEY_WORDS`): ``{"sha": "..."}`` from ``gh api``,
+    Cargo.lock's ``checksum = "..."``, ``"commit_oid": "..."``.  A hex
+    value under any other key may be a credential (OAuth tokens of 40 hex
+    digits exist) and is reported as before."""
+    m = _KEY_BEFORE.search(line, max(0, start - 128), start)
+    if m is None:
+        return False
+    for seg in re.split(r"[_.-]+", m.group(1)):
+        low = seg.lower()
+        if low in HASH_KEY_WORDS or any(p.lower() in HASH_KEY_WORDS
+                                        for p in _KEY_PARTS.findall(seg)):
+            return True
+    return False
 
 
 def _keyword_values(plugin: Any, line: str, filename: str) -> Iterable[Any]:

@@ -278,13 +278,15 @@ SRI = "sha512-3Zq8Lw3Xn5Rk2Vb7Yt4HmZq8Lw3Xn5Rk2Vb7Yt4HmZq8Lw3Xn5Rk2Vb7Yt4HmZq8Lw
     f'ETag: "{SHA256}"',
     f'rev = "{SHA1}"',
     f'"sha256": "{SHA256}"',
+    f'- Base commit `{SHA1}`; lockfile hash "{SHA256}"',
 ])
 def test_a_hash_under_a_key_that_names_one_is_no_credential(tmp_path, line):
     assert _found(tmp_path, line + "\n") == []
 
 
 @pytest.mark.parametrize("line", [f'token = "{SHA1}"', f'{{"client_secret": "{SHA1}"}}',
-                                  f'"shape": "{SHA1}"', f'x = "{SHA1}"'])
+                                  f'"shape": "{SHA1}"', f'x = "{SHA1}"',
+                                  f'the EXPECTED "{SHA1}"'])
 def test_hex_under_any_other_key_is_still_found(tmp_path, line):
     assert [d for d, _n in _found(tmp_path, line + "\n")] in (["hex-high-entropy-string"],
                                                               ["secret-keyword"])

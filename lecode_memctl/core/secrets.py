@@ -940,8 +940,9 @@ class Detector:
 #: never a credential (before 2026-12-07 ``base64-high-entropy-string``).
 _SRI = lazy_compile(r"sha(?:256|384|512)-[A-Za-z0-9+/]+={0,2}")
 #: The key a value is assigned to or is the member of, just before it:
-#: ``"sha": "``, ``checksum = "``, ``headSha: '``.
-_KEY_BEFORE = lazy_compile(r"""([A-Za-z0-9_.-]+)["']?\s*(?::=|=>|:|=)\s*["']?$""")
+#: ``"sha": "``, ``checksum = "``, ``headSha: '``; or the word before it in
+#: prose (``lockfile hash "``).
+_KEY_BEFORE = lazy_compile(r"""([A-Za-z0-9_.-]+)["']?\s*(?::=|=>|:|=|(?<=\s))\s*["']?$""")
 _KEY_PARTS = lazy_compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z0-9]+")
 #: The words of a key that name a hash: a hex value under such a key
 #: (as a whole word or segment of it, in any case) is a digest.

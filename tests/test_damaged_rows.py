@@ -79,11 +79,21 @@ def test_a_malformed_provenance_row_hides_its_revision_in_every_command(demo, ca
     assert [(x["code"], x["reason"]) for x in found] == [("fact.hidden", "invalid_ref")], found
     assert "provenance" in found[0]["message"]
     assert tree_hash(demo) == before
-    # a writer refuses the fact with one line (exit 5) and writes nothing
-    r = run_cli(*base, "forget", PREF, "--dry-run")
-    assert r.exit_code == 5, (r.exit_code, r.stdout, r.stderr)
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and "provenance" in lines[0] and "Traceback" not in r.stderr, r.stderr
+    # a forget reads the row fail-closed (since 2026-12-07, a code review:
+    # it refused, exit 5, and the fact could not be forgotten or redacted):
+    # a BLOB session id that is UTF-8 names its session, excluded; a
+    # position that is none is said in ``unexcluded``
+    r = run_cli(*base, "forget", PREF, "--dry-run", "--json")
+    assert r.exit_code == 0, (r.exit_code, r.stdout, r.stderr)
+    plan = orjson.loads(r.stdout)
+    if case in ("blob_session", "older_revision"):
+        seq = 14 if case == "blob_session" else 3
+        assert {"session_id": "demo-alpha", "seq": seq} in (
+            plan["exclusions"] + plan["already_excluded"]), plan
+        assert plan["unexcluded"] == [], plan
+    else:
+        assert [u["revision"] for u in plan["unexcluded"]] == [2], plan
+        assert "provenance" in plan["unexcluded"][0]["reason"], plan
     assert tree_hash(demo) == before
 
 
@@ -91,10 +101,17 @@ def test_forget_goes_on_past_a_source_whose_session_id_is_a_blob(demo):
     """The readers hide such a revision (invalid_ref); forget sorted the
     session ids of the fact's evidence and exited 70 (bytes against str),
     then refused, exit 5, so that the fact could not be forgotten.  Since
-    2026-12-07 (tests/test_forget_1207f.py) the row names no position: the
-    plan and the forget name the revision in ``unexcluded`` and the fact
-    is forgotten."""
+    2026-12-07 (tests/test_forget_1207f.py) the fact is forgotten, and a
+    BLOB that is UTF-8 names its session: its positions are excluded
+    (fail-closed; a code review: they were said to be unknown); one that
+    is not UTF-8 names none (``unexcluded``)."""
     store_sql(demo, f"UPDATE source_refs SET session_id = CAST(session_id AS BLOB) "
+               f"WHERE fact_id = '{PREF}' AND revision = 2")
+    r = run_cli("--store", str(demo), "--no-state", "forget", PREF, "--dry-run", "--json")
+    assert r.exit_code == 0, (r.exit_code, r.stdout, r.stderr)
+    plan = orjson.loads(r.stdout)
+    assert plan["unexcluded"] == [] and plan["exclusions"], plan
+    store_sql(demo, f"UPDATE source_refs SET session_id = X'ff77' "
                f"WHERE fact_id = '{PREF}' AND revision = 2")
     before = tree_hash(demo)
     why = [{"revision": 2, "reason": "the session id is stored as a BLOB"}]

@@ -73,3 +73,12 @@ def test_an_editor_that_cannot_be_run_is_exit_2_as_documented(store_dir):  # noq
     help_ = subprocess.run([sys.executable, "-m", "lecode_memctl", "edit", "--help"],
                            capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
     assert "editor that cannot be run" in " ".join(help_.stdout.split())
+
+
+def test_an_unchanged_edit_is_exit_0_when_stderr_is_full(store_dir, tmp_path):  # noqa: F811
+    """A code review: the 'no changes' line on a full stderr was still exit
+    7 (the 'wrote' line's fix missed it); a closed stderr gives 0."""
+    ed = editor_script(tmp_path, "pass\n")
+    with open("/dev/full", "wb") as full:
+        r = _edit(store_dir, {"EDITOR": ed}, stdout=subprocess.PIPE, stderr=full)
+    assert r.returncode == 0

@@ -28,8 +28,13 @@ from .test_spec_1207s import DAMAGED_SEQS, TOKEN, _damaged_store
 
 # ---------------------------------------------------------------- 1. the fact's own source row
 
-REASONS = {"null": "seqs is NULL", "real": "seqs is not a list of integers",
-           "text": "seqs is not a list of integers", "not_json": "seqs is not JSON"}
+REASONS = {"null": "seqs is NULL",
+           "real": "seqs is not a list of integers (the 1 position among them excluded)",
+           "text": "seqs is not a list of integers (the 1 position among them excluded)",
+           "not_json": "seqs is not JSON"}
+# the positions a damaged list still holds: excluded (fail-closed; a code
+# review: a forget left them out, and the agent could learn from them again)
+HELD = {"null": [], "real": [3], "text": [6], "not_json": []}
 
 
 def _own_damaged_store(root: Path, case: str, provenance: bool = False
@@ -84,7 +89,9 @@ def test_a_fact_whose_own_source_row_is_damaged_can_be_forgotten(tmp_path, case,
     unexcluded = [{"revision": 1, "reason": REASONS[case]}]
     assert plan["unexcluded"] == unexcluded, plan
     # the evidence that can be read is excluded as ever
-    assert plan["exclusions"] == ([{"session_id": "w", "seq": 1}] if provenance else []), plan
+    assert plan["exclusions"] == sorted(
+        [{"session_id": "w", "seq": q} for q in ([1] if provenance else []) + HELD[case]],
+        key=lambda e: e["seq"]), plan
     assert plan["suppressed_facts"] == (sorted([ids["a1"], ids["a2"]]) if provenance else [])
     text = run_cli(*base, "forget", c1, "--dry-run")
     assert text.exit_code == 0 and _line(c1, REASONS[case]) in text.stdout, text.stdout
@@ -124,11 +131,19 @@ def test_the_text_forget_and_the_interactive_preview_say_what_is_not_excluded(
 
 
 def test_a_session_id_that_is_not_text_is_not_excluded_either(tmp_path):
+    """A BLOB that is UTF-8 names its session (fail-closed: a code review
+    found ``X'77'``, ``w``, said to be unknown and left out, so the agent
+    could learn from the forgotten evidence again): excluded.  One that is
+    not UTF-8 names none."""
     store, ids = _own_damaged_store(tmp_path, "null")
     c1 = ids["c1"]
+    base = ("--store", str(store), "--no-state")
     store_sql(store, f"UPDATE source_refs SET session_id = X'77', seqs = '[1]' "
                      f"WHERE fact_id = '{c1}'")
-    base = ("--store", str(store), "--no-state")
+    plan = orjson.loads(run_cli(*base, "forget", c1, "--dry-run", "--json").stdout)
+    assert plan["unexcluded"] == [] and plan["exclusions"] == [{"session_id": "w", "seq": 1}]
+    store_sql(store, f"UPDATE source_refs SET session_id = X'ff77', seqs = '[1]' "
+                     f"WHERE fact_id = '{c1}'")
     dry = run_cli(*base, "forget", c1, "--dry-run", "--json")
     assert dry.exit_code == 0, (dry.exit_code, dry.stderr)
     why = "the session id is stored as a BLOB"
@@ -259,3 +274,37 @@ def test_a_nul_in_a_dot_git_file_is_read_as_git_reads_it(tmp_path, form, git_tak
     assert (_git_says(wt) is not None and Path(_git_says(wt) or "") ==
             (repo / ".git").resolve()) is git_takes, form
     _same_as_git(repo, wt)
+
+
+# ---------------------------------------------------------------- code review: fail-closed
+
+
+@pytest.mark.parametrize(("session", "excluded"), [("X'77'", True), ("X'ff77'", False)])
+def test_a_damaged_provenance_row_of_the_fact_itself_no_longer_stops_its_forget(
+        tmp_path, session, excluded):
+    """A code review: the same damage in a legacy provenance row (a BLOB
+    session id) still made ``forget`` and ``redact`` exit 5, the token kept.
+    Read fail-closed now: a BLOB that is UTF-8 names its session (excluded);
+    one that is not is said in ``unexcluded``.  And the library's
+    ``Project.forget`` passes ``unexcluded`` on."""
+    from lecode_memctl.core import open_project
+
+    store, ids = _own_damaged_store(tmp_path, "null")
+    c1 = ids["c1"]
+    store_sql(store, f"INSERT INTO provenance VALUES ('{c1}', 1, {session}, 1)")
+    base = ("--store", str(store), "--no-state")
+    plan = orjson.loads(run_cli(*base, "forget", c1, "--dry-run", "--json").stdout)
+    assert ({"session_id": "w", "seq": 1} in plan["exclusions"]) is excluded, plan
+    red = run_cli(*base, "redact", "--yes", "--json")
+    assert red.exit_code == 0, (red.exit_code, red.stderr)
+    assert TOKEN.encode() not in (store / "facts.sqlite3").read_bytes()
+    assert (("w", 1) in _exclusions(store)) is excluded
+    # the library: Project.forget tells what it could not exclude
+    store2, ids2 = _own_damaged_store(tmp_path / "two", "null")
+    told: list[tuple[int | None, str]] = []
+    p = open_project(store=store2)
+    try:
+        assert p.forget(ids2["c1"], unexcluded=told) is True
+    finally:
+        p.close()
+    assert told == [(1, "seqs is NULL")]

@@ -584,7 +584,10 @@ def edit(
             # failed, exit 1, not 3, which names a missing fact or note)
             raise MemctlError(f"the editor left no file at {safe(tmp)}; nothing was written")
         if after == (before or b""):
-            echo(f"memctl: no changes; {safe(str(path))} left as it was", err=True)
+            try:
+                echo(f"memctl: no changes; {safe(str(path))} left as it was", err=True)
+            except OSError:
+                pass    # (stderr full: the status is the command's, 0, as below)
             return
         try:
             markdown.decode(after, "the edited text")

@@ -969,6 +969,40 @@ def seqs_parsed(raw: object) -> tuple[int, ...] | str:
     return tuple(seqs)
 
 
+def _readable_session_id(sid: object) -> str | None:
+    """The session a stored session id names, for a forget (fail-closed:
+    excluded if it can be read): a text, or a BLOB that is UTF-8 (its text,
+    as :func:`row_text` shows it); None for anything else."""
+    if type(sid) is str:
+        return sid
+    if isinstance(sid, bytes):
+        try:
+            return sid.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    return None
+
+
+def _readable_positions(raw: object) -> tuple[tuple[int, ...], str | None]:
+    """The positions a stored ``seqs`` value holds, for a forget
+    (fail-closed): those of a list that holds some positions and some
+    other values too, with why the rest are none (the words of
+    :func:`seqs_parsed`), or ``((), why)`` when it holds no list."""
+    got = seqs_parsed(raw)
+    if not isinstance(got, str):
+        return got, None
+    try:
+        seqs = orjson.loads(raw)  # type: ignore[arg-type]
+    except (orjson.JSONDecodeError, TypeError):
+        return (), got
+    if not isinstance(seqs, list):
+        return (), got
+    held = tuple(s for s in seqs if type(s) is int and 0 <= s <= MAX_POSITION)
+    if held:
+        got += f" (the {len(held)} position{'s' if len(held) != 1 else ''} among them excluded)"
+    return held, got
+
+
 def _seqs_from_json(raw: str, where: str) -> tuple[int, ...]:
     seqs = seqs_parsed(raw)
     if isinstance(seqs, str):
@@ -4221,14 +4255,19 @@ class FactStore(ClosesOnExit):
     def _evidence_positions(self, db: sqlite3.Connection, fact_id: str,
                             unexcluded: list[tuple[int | None, str]] | None = None
                             ) -> dict[str, set[int]]:
-        """The positions of every revision's evidence of ``fact_id``.  A
-        source row that does not parse (its session id not text; its seqs
-        NULL in a table that lost its NOT NULLs, not JSON, not a list of
-        positions) names no position: its (revision, reason) is appended to
-        ``unexcluded`` (in the order of the revisions), and the forget goes
-        on without it.  Before 2026-12-07 such a row of the fact itself made
-        its plan and its forget exit 5: the fact, a credential in its text
-        say, could not be forgotten or redacted."""
+        """The positions of every revision's evidence of ``fact_id``, read
+        fail-closed (a forget only protects: every position that can be
+        read is excluded).  A session id stored as a BLOB that is UTF-8
+        names the session its text names (as the listing shows it); of
+        seqs that hold some positions and some other values, the positions
+        are taken.  What names no position -- a session id that is no
+        text, seqs NULL in a table that lost its NOT NULLs, not JSON, not a
+        list, a member that is no position -- is appended to
+        ``unexcluded`` as (revision, reason) (in the order of the
+        revisions), and the forget goes on without it; so are a legacy
+        provenance row's.  Before 2026-12-07 such a row of the fact itself
+        made its plan and its forget exit 5: the fact, a credential in its
+        text say, could not be forgotten or redacted."""
         out: dict[str, set[int]] = {}
         bad: set[tuple[int | None, str]] = set()
         if "source_refs" in self._tables:
@@ -4237,22 +4276,33 @@ class FactStore(ClosesOnExit):
                     "WHERE fact_id = ?", (fact_id,)):
                 if not has_source(sid, raw, digest):
                     continue    # (all NULL: no source row to the readers either)
-                cited = (f"the session id is stored as {_stored_kind(sid)}"
-                         if type(sid) is not str else "seqs is NULL" if raw is None
-                         else seqs_parsed(raw))
-                if isinstance(cited, str):
-                    bad.add((rev if type(rev) is int else None, cited))
+                where = rev if type(rev) is int else None
+                session = _readable_session_id(sid)
+                if session is None:
+                    bad.add((where, f"the session id is stored as {_stored_kind(sid)}"))
                     continue
-                out.setdefault(sid, set()).update(cited)
-        prov: dict[Any, list[Any]] = {}
-        for sid, seq in db.execute("SELECT session_id, seq FROM provenance WHERE fact_id = ?",
-                                   (fact_id,)):
-            prov.setdefault(sid, []).append(seq)
-        problem = provenance_problem(prov)
-        if problem is not None:
-            raise StoreCorrupt(f"facts database: fact {fact_id}: {problem}")
-        for sid, seqs in prov.items():
-            out.setdefault(sid, set()).update(seqs)
+                if raw is None:
+                    bad.add((where, "seqs is NULL"))
+                    continue
+                positions, why = _readable_positions(raw)
+                if why is not None:
+                    bad.add((where, why))
+                if positions:
+                    out.setdefault(session, set()).update(positions)
+        for rev, sid, seq in db.execute(
+                "SELECT revision, session_id, seq FROM provenance WHERE fact_id = ?",
+                (fact_id,)):
+            where = rev if type(rev) is int else None
+            session = _readable_session_id(sid)
+            if session is None:
+                bad.add((where, "a legacy provenance row's session id is stored as "
+                                f"{_stored_kind(sid)}"))
+            elif type(seq) is not int or not 0 <= seq <= MAX_POSITION:
+                shown = f" {seq}" if type(seq) is int else ""
+                bad.add((where, f"a legacy provenance position in session {session!r} is "
+                                f"{_stored_kind(seq)}{shown}, not a position"))
+            else:
+                out.setdefault(session, set()).add(seq)
         if unexcluded is not None:
             unexcluded.extend(sorted(bad, key=lambda b: (b[0] is None, b[0] or 0, b[1])))
         return out

@@ -188,11 +188,15 @@ class Project:
                                       ref=ref, sessions=self.sessions,
                                       expected_generation=expected_generation)
 
-    def forget(self, fact_id: str) -> bool:
+    def forget(self, fact_id: str, *,
+               unexcluded: list[tuple[int | None, str]] | None = None) -> bool:
         """``FactStore.forget``: True the first time, False on a retry.  Also
-        when the project's memory is disabled: a forget only protects."""
+        when the project's memory is disabled: a forget only protects.
+        ``unexcluded``, when given, gets each (revision, reason) whose
+        evidence could not be excluded (a damaged row), as
+        ``FactStore.forget``'s."""
         with typed_errors():
-            return self.facts.forget(fact_id)
+            return self.facts.forget(fact_id, unexcluded=unexcluded)
 
     def write_markdown(self, kind: str, text: str, *, name: str | None = None,
                        expected_sha256: str | None | EllipsisType = ...) -> Path:

@@ -145,10 +145,13 @@ def test_parts_tool_calls_and_events_keep_their_keys_and_kinds(tmp_path):
     # free-form arguments: the value is replaced in their keys and strings
     marker = part["text"].split("deploy:")[1].split("@")[0]
     assert list(call["arguments"]) == [marker, "url"] and call["arguments"]["url"] == marker
-    # an event's free strings are replaced, its keys are not
-    assert recs[5]["model"] == marker and "usage" in recs[5] and recs[5]["event"] == "memory_usage"
+    # an event's keys are not replaced; its free string ``text`` neither:
+    # a value of 4 characters is erased only where a detector found it
+    # (review rv7, 2026-12-07; before, recs[5]["model"] became the marker)
+    assert recs[5]["model"] == "text" and "usage" in recs[5]
+    assert recs[5]["event"] == "memory_usage"
     assert _statuses(st) == {ids[0]: "valid", ids[1]: "valid"}
-    assert doc["plan"]["files"][0]["records"] == [3, 5]
+    assert doc["plan"]["files"][0]["records"] == [3]
 
 
 def test_a_clear_event_keeps_its_name(tmp_path):
@@ -158,7 +161,9 @@ def test_a_clear_event_keeps_its_name(tmp_path):
     recs = _lines(path)
     assert recs[5] == {"seq": 5, "type": "event", "event": "clear"}
     assert "deploy:clear@" not in recs[3]["content"]
-    assert [k["detector"] for k in doc["plan"]["kept"]] == ["basic-auth-credentials"]
+    # (``clear``, 5 characters, is erased only where a detector found it:
+    # the event's name is no place it was found, nothing kept; review rv7)
+    assert doc["plan"]["kept"] == []
     assert _statuses(st) == {ids[0]: "valid", ids[1]: "valid"}
 
 

@@ -100,10 +100,13 @@ def test_a_value_that_is_a_table_name_is_redacted_not_kept(tmp_path):
 
 
 def test_a_value_left_in_a_live_row_of_another_table_is_still_kept(tmp_path):
-    store = _transcript_fact_store(tmp_path, "db at https://admin:facts@db.example.com/x")
+    # (a password of 8 characters or more: a shorter one is erased only
+    # where a detector found it, never looked for in another table; review
+    # rv7, 2026-12-07)
+    store = _transcript_fact_store(tmp_path, "db at https://admin:factsfacts@db.example.com/x")
     db = sqlite3.connect(store / "facts.sqlite3")
     db.execute("CREATE TABLE notes_of_mine (t TEXT)")
-    db.execute("INSERT INTO notes_of_mine VALUES ('xx facts xx')")
+    db.execute("INSERT INTO notes_of_mine VALUES ('xx factsfacts xx')")
     db.commit()
     db.close()
     r = run_cli("--store", str(store), "--no-state", "redact", "--yes", "--json")
@@ -164,16 +167,21 @@ def _kept(store: Path) -> list[dict]:
 
 
 def test_a_kept_role_names_every_transcript_holding_it(tmp_path):
+    # (the password ``user``, 4 characters, is erased only where a detector
+    # found it, s1's record, never looked for in s2: review rv7, 2026-12-07;
+    # before, s2's role was named too)
     (kept,) = _kept(_deploy_store(tmp_path))
-    assert kept["session_ids"] == ["s1", "s2"]
+    assert kept["session_ids"] == ["s1"]
     assert kept["reasons"] == ["identifying_field"]
 
 
 def test_a_value_kept_for_a_session_id_also_gets_its_identifying_field(tmp_path):
-    (kept,) = _kept(_deploy_store(tmp_path, "user9"))
-    assert len(kept["session_ids"]) == 3 and {"s1", "s2"} <= set(kept["session_ids"])
-    assert all("user" not in s for s in kept["session_ids"])      # masked
-    assert kept["reasons"] == ["session_id", "identifying_field"]
+    # (a session id ``user-9`` holds the short value at word boundaries, but
+    # no detector found it there: not looked for, review rv7; the id that
+    # holds it where it was found is, below in test_secrets_redact_*)
+    (kept,) = _kept(_deploy_store(tmp_path, "user-9"))
+    assert kept["session_ids"] == ["s1"]
+    assert kept["reasons"] == ["identifying_field"]
 
 
 # -- 3. a value is masked in the names it was found in, not in every path

@@ -745,7 +745,11 @@ def redact(
     the store, found by a detector there or not (a password repeated
     without its URL): every file the scan reads and every fact's text (any
     revision) are searched for it, and every one that holds it is in the
-    plan.  Transcripts are rewritten atomically under the session's lock (exit 6
+    plan.  A copy elsewhere counts only at word boundaries (the value test
+    is not in pytest or latest); where a detector found the value it is
+    always erased.  A value shorter than 8 characters is erased only where
+    a detector found it, never searched for elsewhere (the plan says so).
+    Transcripts are rewritten atomically under the session's lock (exit 6
     while lecode holds it), every record and seq kept: only the value is
     replaced, by [REDACTED:<detector>:<first 6 hex digits of its SHA-256>],
     so that two redactions of one value can be matched.  Markdown files,
@@ -759,8 +763,9 @@ def redact(
     when redact opens the database for writing, then the clean runs).
 
     The plan (--dry-run, and what a terminal sees before the question) lists
-    each file with its replacements and rewritten records, the facts to
-    forget, every fact whose evidence digest the rewrite changes (it becomes
+    each file with its replacements (where found, and copies elsewhere) and
+    rewritten records, the facts to forget (those only holding a copy
+    marked so), every fact whose evidence digest the rewrite changes (it becomes
     stale), every compaction summary whose lineage covers a rewritten record
     or whose prior record (the compaction before it) is rewritten, and what
     the forgets do to the exclusion generation.  Without --yes it
@@ -1037,6 +1042,7 @@ def _kept_warning(kept: list[dict]) -> None:
 
 def _print_plan(doc: dict, *, dry_run: bool, err: bool = False) -> None:
     from lecode_memctl.core.factview import unexcluded_line
+    from lecode_memctl.core.secrets import MIN_COPY_LENGTH
 
     from .output import echo, safe
 
@@ -1053,13 +1059,22 @@ def _print_plan(doc: dict, *, dry_run: bool, err: bool = False) -> None:
         f"{'s' if erasable != 1 else ''} ({doc['findings']} findings):")
     for f in doc["files"]:
         what = f"{f['replacements']} replacement{'s' if f['replacements'] != 1 else ''}"
+        parts = ([f"{f['found']} where found"] if f["found"] else []) + \
+            ([f"{f['copies']} cop{'ies' if f['copies'] != 1 else 'y'}"] if f["copies"] else [])
+        what += f" ({', '.join(parts)})"
         if f["records"]:
             what += " in records " + ", ".join(str(s) for s in f["records"])
         out(f"  rewrite {safe(f['file'])}: {what}")
     for k in doc["kept"]:
         out(f"  cannot erase {_kept_place(k)}: {_KEPT_WHY} (every other copy is erased)")
+    for v in doc["found_only"]:
+        out(f"  {v['detector']} {safe(v['preview'])}: value of {v['length']} characters: "
+            f"erased only where found (shorter than {MIN_COPY_LENGTH}, never searched "
+            "for elsewhere)")
+    copies = set(doc["forget_copies"])
     for fid in doc["forget_facts"]:
-        out(f"  forget fact {fid} (its text holds a value)")
+        out(f"  forget fact {fid} (its text holds "
+            + ("a copy of a value found elsewhere)" if fid in copies else "a value)"))
     for row in doc["unexcluded"]:
         out("  " + unexcluded_line(row["fact_id"], row))
     if doc["clean_database"]:

@@ -2,7 +2,10 @@
 
 The findings pick values; each picked value is erased wherever it is, a
 detector fired there or not: the plan searches every file the scan reads
-and every fact revision's text for it (:func:`plan_redaction`).  Every
+and every fact revision's text for it (:func:`plan_redaction`): a copy
+counts only at word boundaries, and a value shorter than
+:data:`~lecode_memctl.core.secrets.MIN_COPY_LENGTH` characters is erased
+only on the lines a detector found it on (review rv7, 2026-12-07).  Every
 file is rewritten whole and atomically (temporary file beside it,
 ``fsync``, ``os.replace``, directory ``fsync``: :func:`atomic.atomic_write`
 without a ``.bak``, since the previous content is what must go):
@@ -73,6 +76,7 @@ from .secrets import (
     KIND_FACT,
     KIND_FILE,
     KIND_TRANSCRIPT,
+    MIN_COPY_LENGTH,
     Finding,
     hide_in_location,
     hide_values,
@@ -95,11 +99,13 @@ class FileChange:
     records: list[int] = field(default_factory=list)     # seqs of rewritten records
     lines: int = 0                                       # raw lines changed (corrupt/torn/file)
     sha256: str = ""                                     # the file's content when planned
+    found: int = 0          # of the replacements, those where a detector found the value
 
     def to_json(self) -> dict[str, Any]:
         from .rowmodel import REWRITE
 
         return REWRITE.row(file=self.file, kind=self.kind, replacements=self.replacements,
+                           found=self.found, copies=self.replacements - self.found,
                            records=self.records, lines=self.lines, sha256=self.sha256 or None)
 
 
@@ -128,6 +134,13 @@ class RedactPlan:
     unexcluded: list[dict[str, Any]] = field(default_factory=list)
     # values redact cannot erase (:func:`kept_row`; see KEPT_HINT)
     kept: list[dict[str, Any]] = field(default_factory=list)
+    # of forget_facts, those forgotten only because their text holds a copy
+    # of a value found elsewhere (no finding in the fact itself)
+    forget_copies: list[str] = field(default_factory=list)
+    # the values shorter than MIN_COPY_LENGTH: erased only where a detector
+    # found them, never searched for elsewhere (each {detector, hash,
+    # preview, length})
+    found_only: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         # value -> marker; not a dataclass field, so that repr and asdict never
@@ -145,6 +158,11 @@ class RedactPlan:
         # those the scan read (None: not known): one the plan read but the
         # scan did not was written while the scan ran
         self._scanned: frozenset[tuple[str, int]] | None = None
+        # store-relative file -> line -> the values a detector found there
+        # (the places always erased; a short value's only ones)
+        self._found: dict[str, dict[int, set[str]]] = {}
+        # the short values found in the database's bytes (looked for after the clean)
+        self._short_in_database: set[str] = set()
 
     @property
     def empty(self) -> bool:
@@ -170,7 +188,9 @@ class RedactPlan:
                 "findings": self.findings,
                 "values": len(self._values),
                 "files": files,
-                "forget_facts": self.forget_facts, "clean_database": self.clean_database,
+                "forget_facts": self.forget_facts, "forget_copies": self.forget_copies,
+                "found_only": self.found_only,
+                "clean_database": self.clean_database,
                 "stale_facts": [{**s, "session_id": self.shown(s["session_id"])}
                                 for s in self.stale_facts],
                 "summaries": [{**s, "session_id": self.shown(s["session_id"])}
@@ -310,6 +330,55 @@ def _child(place: _Place | None, step: str | None) -> _Place | None:
     return place + (step,) if place is not None and len(place) < 2 else None
 
 
+class _Unit(dict[str, str]):
+    """The values (value -> marker) to erase in one unit (a line of a
+    file or a transcript), and how: occurrences at word boundaries only
+    (:func:`~lecode_memctl.core.secrets.at_boundaries`), but those of a
+    value in ``loose`` (one a detector found in this unit where no
+    occurrence stands at a boundary: the finding is the value);
+    ``tally``: marker -> occurrences replaced.  Review rv7, 2026-12-07."""
+
+    def __init__(self, values: Mapping[str, str], loose: Iterable[str] = (),
+                 tally: dict[str, int] | None = None) -> None:
+        super().__init__(values)
+        self.loose = frozenset(loose)
+        self.tally = tally
+
+
+def _replace(text: str, values: Mapping[str, str]) -> tuple[str, int]:
+    """:func:`~lecode_memctl.core.secrets.replace_values`, by the rules of
+    ``values`` when it is a :class:`_Unit` (every occurrence otherwise)."""
+    if isinstance(values, _Unit):
+        return replace_values(text, values, bounded=True, loose=values.loose,
+                              tally=values.tally)
+    return replace_values(text, values)
+
+
+def _bounded_in(data: Any, needle: Any) -> bool:
+    """Whether ``data`` (str or bytes) holds ``needle`` at word boundaries."""
+    from .secrets import _occurrences
+
+    return needle in data and next(_occurrences(data, needle, True), None) is not None
+
+
+def is_short(value: str) -> bool:
+    """A value erased only where a detector found it (shorter than
+    :data:`~lecode_memctl.core.secrets.MIN_COPY_LENGTH` characters)."""
+    return len(value) < MIN_COPY_LENGTH
+
+
+def _unit(values: Mapping[str, str], found_here: Iterable[str], data: bytes,
+          tally: dict[str, int] | None = None) -> _Unit:
+    """The :class:`_Unit` of a line ``data``: every value of ``values``
+    at least :data:`MIN_COPY_LENGTH` long, and those ``found_here``; a
+    found one none of whose forms stands at word boundaries there loose."""
+    here = set(found_here)
+    loose = [v for v in here if v in values
+             and not any(_bounded_in(data, f) for f in _forms(v))]
+    return _Unit({v: m for v, m in values.items() if v in here or not is_short(v)},
+                 loose, tally)
+
+
 def _replace_dict(obj: dict[str, Any], values: Mapping[str, str],
                   kind: str = "", place: _Place | None = None) -> tuple[dict[str, Any], int]:
     """Keys and values replaced, in their order; as they are: the keys the
@@ -323,7 +392,7 @@ def _replace_dict(obj: dict[str, Any], values: Mapping[str, str],
         if k in whole or (binary and k == "data"):
             out[k] = v
             continue
-        k2, n1 = (k, 0) if k in keys else replace_values(k, values)
+        k2, n1 = (k, 0) if k in keys else _replace(k, values)
         if k2 in out:
             # a marker that is already a key of the object (or a key equal
             # to a marker written before it): a dict would keep one member
@@ -362,7 +431,7 @@ def _redact_record(rec: dict[str, Any], values: Mapping[str, str]) -> tuple[dict
 def _replace_leaves(obj: Any, values: Mapping[str, str], kind: str = "",
                     place: _Place | None = None) -> tuple[Any, int]:
     if isinstance(obj, str):
-        return replace_values(obj, values)
+        return _replace(obj, values)
     if isinstance(obj, dict):
         return _replace_dict(obj, values, kind, place)
     if isinstance(obj, list):
@@ -395,17 +464,106 @@ def _replace_counted(data: bytes, values: Mapping[str, str]) -> tuple[bytes, int
     from .secrets import replaced_spans
 
     markers: dict[bytes, bytes] = {}
+    loose: set[bytes] = set()
     for v, mark in values.items():
         for form in _forms(v):
             if form and form in data:
                 markers.setdefault(form, mark.encode("utf-8"))
+                if isinstance(values, _Unit) and v in values.loose:
+                    loose.add(form)
     if not markers:
         return data, 0, 0
+    spans = replaced_spans(data, markers.items(), bounded=isinstance(values, _Unit),
+                           loose=loose)
+    if isinstance(values, _Unit) and values.tally is not None:
+        for _s, _e, marks in spans:
+            for mark in marks:
+                key = mark.decode("utf-8")
+                values.tally[key] = values.tally.get(key, 0) + 1
+    return _spliced(data, spans)
+
+
+def _line_starts(data: bytes, wanted: Iterable[int]) -> dict[int, tuple[int, int]]:
+    """1-based line -> (start, end) in ``data`` (its newline excluded), of
+    the ``wanted`` lines ``data`` has."""
+    want = sorted(set(wanted))
+    out: dict[int, tuple[int, int]] = {}
+    if not want:
+        return out
+    line, at = 1, 0
+    for w in want:
+        while line < w:
+            nl = data.find(b"\n", at)
+            if nl < 0:
+                return out
+            at, line = nl + 1, line + 1
+        end = data.find(b"\n", at)
+        out[w] = (at, len(data) if end < 0 else end)
+    return out
+
+
+def replace_in_file(data: bytes, values: Mapping[str, str],
+                    found: Mapping[int, set[str]] | None) -> tuple[bytes, int, int, int]:
+    """A file's bytes (no transcript) with the values replaced, as redact
+    writes it: (new bytes, replacements, lines changed, replacements where
+    a detector found the value).  ``found``: line -> the values a detector
+    found there; None: every occurrence of every value (as before
+    2026-12-07's review rv7).  Otherwise a value of at least
+    :data:`MIN_COPY_LENGTH` characters is erased wherever it stands at word
+    boundaries, and on the lines it was found, where no occurrence there
+    stands so, every occurrence of the line; a shorter one only on the
+    lines it was found."""
+    from .secrets import _occurrences, merged_spans
+
+    if found is None:
+        new, n, lines = _replace_counted(data, values)
+        return new, n, lines, 0
+    spots = _line_starts(data, found)
+    # (start, -end, (marker, found there)): every copy of a long value at
+    # word boundaries, then what a finding's line holds
+    occ: list[tuple[int, int, Any]] = []
+    for v, mark in values.items():
+        if is_short(v):
+            continue
+        for form in _forms(v):
+            if form and form in data:
+                size = len(form)
+                for i in _occurrences(data, form, True):
+                    occ.append((i, -i - size, (mark.encode("utf-8"), False)))
+    for line, (a, b) in spots.items():
+        piece = data[a:b]
+        for v in found[line]:
+            if v not in values:
+                continue
+            mark_b = values[v].encode("utf-8")
+            forms = [f for f in _forms(v) if f and f in piece]
+            loose = not any(_bounded_in(piece, f) for f in forms)
+            for form in forms:
+                size = len(form)
+                for i in _occurrences(piece, form, not loose):
+                    at = a + i
+                    occ.append((at, -at - size, (mark_b, True)))
+    # (one occurrence given twice, as a copy and as found: found)
+    best: dict[tuple[int, int], Any] = {}
+    for start, neg_end, mark in occ:
+        key = (start, neg_end)
+        if key not in best or (mark[1] and not best[key][1]):
+            best[key] = mark
+    spans = merged_spans(data, [(s_, e_, m_) for (s_, e_), m_ in best.items()])
+    new, n, lines = _spliced(data, spans)
+    return new, n, lines, sum(1 for _s, _e, marks in spans for m in marks if m[1])
+
+
+def _spliced(data: bytes, spans: Iterable[tuple[int, int, list[Any]]]
+             ) -> tuple[bytes, int, int]:
+    """``data`` with each span replaced by its markers (bytes, or
+    ``(marker, found)`` pairs), how many markers were written, and how
+    many lines held (part of) a span."""
     out = bytearray()
     at = n = lines = 0
     line = counted = 0          # the line of ``counted``, a start met
     covered = -1                # the last line counted
-    for start, end, marks in replaced_spans(data, markers.items()):
+    for start, end, marks in spans:
         line += data.count(b"\n", counted, start)
         counted = start
         last = line + data.count(b"\n", start, end - 1)     # (a value's own newline ends its line)
@@ -414,7 +572,7 @@ def _replace_counted(data: bytes, values: Mapping[str, str]) -> tuple[bytes, int
             covered = last
         out += data[at:start]
         for mark in marks:
-            out += mark
+            out += mark if isinstance(mark, bytes) else mark[0]
         at = end
         n += len(marks)
     out += data[at:]
@@ -503,7 +661,7 @@ def _rewrite_json_strings(line: bytes, strings: Iterable[tuple[int, int, str]],
     out = bytearray()       # (not orjson's bytes, each held with 4 KiB of buffer)
     at = n = 0
     for start, end, text in strings:
-        new, c = replace_values(text, values)
+        new, c = _replace(text, values)
         if c:
             out += line[at:start]
             out += orjson.dumps(new)
@@ -515,15 +673,20 @@ def _rewrite_json_strings(line: bytes, strings: Iterable[tuple[int, int, str]],
     return bytes(out), n
 
 
-def _values_left(data: bytes, values: Mapping[str, str]) -> list[str]:
+def _values_left(data: bytes, values: Mapping[str, str],
+                 found: Mapping[int, set[str]] | None = None) -> list[str]:
     """The ``values`` (value -> marker) a rewritten transcript's bytes still
     hold, in either form :func:`_forms` writes, or decoded in a string of a
     line with a JSON escape: what the structure keeps (a role ``user``, a
     key ``content``; a record's ``type``, a header's ``format``, given
     twice or holding a container, say).  A value only inside a marker
     (``token`` in ``[REDACTED:github-token:...]``) is not left: the
-    markers are taken out first."""
+    markers are taken out first.  ``found`` (line -> the values a detector
+    found there): as :func:`rewrite_transcript` reads it, a value left only
+    at word boundaries, a short one only on its lines."""
     data = _without_markers(data)
+    if found is not None:
+        return _values_left_bounded(data, values, found)
     left = [v for v in values if any(form in data for form in _forms(v))]
     rest = [v for v in values if v not in left]
     if rest and b"\\" in data:
@@ -538,10 +701,40 @@ def _values_left(data: bytes, values: Mapping[str, str]) -> list[str]:
                 # (a line that is JSON but no object: its strings, decoded)
                 texts = [t for _a, _b, t in other_json_strings(line) or ()]
             for text in texts:
-                found = [v for v in rest if v in text]
-                left += found
-                rest = [v for v in rest if v not in found]
+                held = [v for v in rest if v in text]
+                left += held
+                rest = [v for v in rest if v not in held]
     return left
+
+
+def _values_left_bounded(data: bytes, values: Mapping[str, str],
+                         found: Mapping[int, set[str]]) -> list[str]:
+    """:func:`_values_left` by the rules of review rv7 (its markers taken out)."""
+    from .secrets import json_strings
+
+    long = [v for v in values if not is_short(v)]
+    long_forms = [f for v in long for f in _forms(v)]
+    left: set[str] = set()
+    for lineno, line in enumerate(data.split(b"\n"), 1):
+        cands = [v for v in (*long, *(v for v in found.get(lineno, ()) if is_short(v)))
+                 if v in values and v not in left]
+        if not cands:
+            continue
+        if lineno not in found and b"\\" not in line and \
+                not any(f in line for f in long_forms):
+            continue
+        for v in cands:
+            if any(_bounded_in(line, f) for f in _forms(v)):
+                left.add(v)
+        rest = [v for v in cands if v not in left]
+        if rest and b"\\" in line:
+            if parsed_record(line)[0] is not None:
+                texts = [item[2] for item in json_strings(line)]
+            else:
+                texts = [t for _a, _b, t in other_json_strings(line) or ()]
+            for text in texts:
+                left.update(v for v in rest if _bounded_in(text, v))
+    return [v for v in values if v in left]
 
 
 def _without_markers(data: bytes) -> bytes:
@@ -596,27 +789,47 @@ def _numbers_kept(rec: Any) -> bool:
 _EXACT = float(2 ** 53)
 
 
-def rewrite_transcript(data: bytes, values: Mapping[str, str]) -> tuple[bytes, list[int], int, int]:
+def rewrite_transcript(data: bytes, values: Mapping[str, str],
+                       found: Mapping[int, set[str]] | None = None,
+                       found_count: list[int] | None = None
+                       ) -> tuple[bytes, list[int], int, int]:
     """(new bytes, seqs of rewritten records, replacements, raw lines changed).
     Lines are kept one for one; a record's identifying fields (its seq and
     type; the header's session_id, project and format; a message's role, an
     event's name, a part's type; a compaction lineage's session_id) are
-    never rewritten, nor the keys the contract names (:data:`STRUCTURE`)."""
-    forms = [(v, _forms(v)) for v in values]
+    never rewritten, nor the keys the contract names (:data:`STRUCTURE`).
+    ``found``: line -> the values a detector found there (as
+    :func:`replace_in_file` reads it: a value of at least
+    :data:`MIN_COPY_LENGTH` characters erased at word boundaries anywhere,
+    every occurrence on a line where it was found and stands at none; a
+    shorter one only on its lines); None: every occurrence of every value.
+    ``found_count``: its first item added the replacements made where a
+    detector found the value."""
+    picked = values
+    everywhere: Mapping[str, str] = values if found is None else \
+        _Unit({v: m for v, m in values.items() if not is_short(v)})
+    forms = [f for v in everywhere for f in _forms(v)]
     out = []
     seqs: list[int] = []
     total = 0
     raw_lines = 0
-    for piece in data.split(b"\n"):
+    for lineno, piece in enumerate(data.split(b"\n"), 1):
+        here = found.get(lineno) if found is not None else None
+        unit: Mapping[str, str] = everywhere
+        tally: dict[str, int] | None = None
+        if here:
+            tally = {}
+            unit = _unit(picked, here, piece, tally)
         # (a line that spells a character of a value with a JSON escape, as
         # json.dumps's ensure_ascii writes any but ASCII, holds the value in
         # neither form: every line with a \u escape is parsed, its strings
         # searched as the scan searched them; and a \/, as json.dumps never
         # writes but a writer may: https:\/\/hooks.slack.com...)
-        if b"\\u" not in piece and b"\\/" not in piece and \
-                not any(f in piece for _v, fs in forms for f in fs):
+        if not here and b"\\u" not in piece and b"\\/" not in piece and \
+                not any(f in piece for f in forms):
             out.append(piece)
             continue
+        values = unit
         rec, twice = parsed_record(piece)
         if rec is not None:
             seq = rec.get("seq")
@@ -637,11 +850,15 @@ def rewrite_transcript(data: bytes, values: Mapping[str, str]) -> tuple[bytes, l
                 # write back as it is written (_numbers_kept): the record's line is rewritten
                 # byte for byte, but for a value in an identifying field (it
                 # stays in the line), and its seq is the record's, as read
+                if tally is not None:
+                    tally.clear()
                 new, n = _rewrite_strings(piece, rec, values)
             if n:
                 total += n
                 if isinstance(seq, int):
                     seqs.append(seq)
+                if tally and found_count is not None:
+                    found_count[0] += _found_in_tally(tally, unit, here)
             out.append(new if n else piece)     # (nothing replaced: the line as it was)
             continue
         # (a line that is JSON but no object, a string or an array: its
@@ -654,8 +871,18 @@ def rewrite_transcript(data: bytes, values: Mapping[str, str]) -> tuple[bytes, l
         n += n2
         total += n
         raw_lines += 1 if n else 0
+        if n and tally and found_count is not None:
+            found_count[0] += _found_in_tally(tally, unit, here)
         out.append(new)
     return b"\n".join(out), sorted(set(seqs)), total, raw_lines
+
+
+def _found_in_tally(tally: Mapping[str, int], unit: Mapping[str, str],
+                    here: Iterable[str] | None) -> int:
+    """Of a line's replacements (``tally``: marker -> count), those of the
+    values a detector found on it."""
+    marks = {unit[v] for v in here or () if v in unit}
+    return sum(c for m, c in tally.items() if m in marks)
 
 
 # --------------------------------------------------------------------------
@@ -693,6 +920,30 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
     plan._values = dict(sorted(plan._values.items(), key=lambda kv: -len(kv[0])))
     plan._masks = dict(masks) if masks is not None else session_id_values(
         findings, names=(plan.project, plan.store))
+    # where a detector found each value (always erased there); a value
+    # shorter than MIN_COPY_LENGTH is erased there only, never searched for
+    # elsewhere (review rv7, 2026-12-07: "test" was erased in "pytest")
+    for f in findings:
+        if f.kind in (KIND_TRANSCRIPT, KIND_FILE) and f.line is not None \
+                and f.file not in DATABASE_FILES:
+            plan._found.setdefault(f.file, {}).setdefault(f.line, set()).add(f.secret_value())
+        elif f.kind == KIND_DATABASE and is_short(f.secret_value()):
+            plan._short_in_database.add(f.secret_value())
+    plan.found_only = [{"detector": first[v].detector, "hash": first[v].hash,
+                        "preview": first[v].preview, "length": first[v].length}
+                       for v in plan._values if is_short(v)]
+    long_values = {v: m for v, m in plan._values.items() if not is_short(v)}
+    found_in = {v: {rel for rel, lines in plan._found.items()
+                    if any(v in vs for vs in lines.values())}
+                for v in plan._values if is_short(v)}
+
+    def holds(v: str, name: str, rel: str | None = None) -> bool:
+        # a name (a session id, a note's) holding a copy of ``v``: at word
+        # boundaries; a short value only in a file where it was found
+        if is_short(v) and (rel is None or rel not in found_in.get(v, ())):
+            return False
+        return _bounded_in(name, v)
+
     by_file: dict[str, str] = {}
     named: dict[str, list[str]] = {}
     in_database: set[str] = set()   # values found in the raw database (decided below)
@@ -728,11 +979,11 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
     for name in transcripts:
         sid = name[:-len(".jsonl")]
         for v in plan._values:
-            if v in sid:
+            if holds(v, sid, "sessions/" + name):
                 kept.setdefault(v, []).append(sid)
                 why.setdefault(v, set()).add(KEPT_SESSION_ID)
                 plan._masks.setdefault(v, plan._values[v])
-    all_forms = [f for v in plan._values for f in _forms(v)]
+    all_forms = [f for v in long_values for f in _forms(v)]
     for name in transcripts:
         rel = "sessions/" + name
         try:
@@ -750,17 +1001,22 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
         # holds none: one search of the whole file per form, never the
         # line-by-line rewrite (for a while on 2026-12-07 every transcript
         # went through it, twice as slow a plan)
-        may_hold = b"\\u" in data or b"\\/" in data or any(f in data for f in all_forms)
+        # (a value shorter than MIN_COPY_LENGTH only where it was found:
+        # a transcript with no finding is searched for the longer ones)
+        found_here = plan._found.get(rel, {})
+        may_hold = bool(found_here) or b"\\u" in data or b"\\/" in data or \
+            any(f in data for f in all_forms)
         seqs: list[int] = []
         new, n, raw = data, 0, 0
+        count = [0]
         if may_hold:
-            new, seqs, n, raw = rewrite_transcript(data, plan._values)
+            new, seqs, n, raw = rewrite_transcript(data, plan._values, found_here, count)
         after: bytes | None = None      # what the rewrite leaves
         if n:
-            plan.files.append(FileChange(rel, KIND_TRANSCRIPT, n, seqs, raw))
+            plan.files.append(FileChange(rel, KIND_TRANSCRIPT, n, seqs, raw, found=count[0]))
             changed[sid] = set(seqs)
             after = new
-        elif may_hold and _values_left(data, plan._values):
+        elif may_hold and _values_left(data, plan._values, found_here):
             # (nothing to rewrite: a value it holds is in its structure, a
             # role "user")
             after = data
@@ -770,7 +1026,7 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
             # field, never rewritten) stays too: kept, as in a file's name
             for ref_sid in lineage_sids:
                 for v in plan._values:
-                    if v in ref_sid and ref_sid not in kept.get(v, []):
+                    if holds(v, ref_sid, rel) and ref_sid not in kept.get(v, []):
                         kept.setdefault(v, []).append(ref_sid)
                         why.setdefault(v, set()).add(KEPT_SESSION_ID)
                         plan._masks.setdefault(v, plan._values[v])
@@ -785,7 +1041,7 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
             for said in sorted({sid, *lineage_sids}, key=len, reverse=True):
                 if any(v in said for v in plan._values):
                     after = after.replace(said.encode("utf-8", "surrogateescape"), b"")
-            for v in _values_left(after, plan._values):
+            for v in _values_left(after, plan._values, found_here):
                 if sid not in kept.get(v, []):
                     kept.setdefault(v, []).append(sid)
                 why.setdefault(v, set()).add(KEPT_IDENTIFYING)
@@ -810,10 +1066,11 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
             data = read_regular(os.path.join(root, rel))
         except OSError:
             continue
-        _new, n, lines = _replace_counted(data, plan._values)
+        _new, n, lines, at_finding = replace_in_file(data, plan._values,
+                                                     plan._found.get(rel, {}))
         if n:
             plan.files.append(FileChange(rel, KIND_FILE, n, [], lines,
-                                         hashlib.sha256(data).hexdigest()))
+                                         hashlib.sha256(data).hexdigest(), found=at_finding))
     # compaction summaries whose lineage span holds a rewritten record, or
     # whose prior record (the compaction before it, in its own transcript)
     # is rewritten: its prior digest no longer holds (compact.prior_mismatch;
@@ -847,7 +1104,10 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
         try:
             plan.generation = fs.generation()
             live_sids = _live_session_ids(fs)
-            holding = _revisions_read(fs, plan._values)
+            # (a copy: a value of MIN_COPY_LENGTH characters or more, at
+            # word boundaries; a fact a detector found a short value in is
+            # forgotten for its finding)
+            holding = _revisions_read(fs, long_values)
             plan._revisions = frozenset(holding)
             # every fact a revision of which holds a picked value, found by
             # a detector or not (before 2026-12-07 only the facts with a
@@ -856,6 +1116,7 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
             for fid in sorted({fid for fid, _rev in holding} - set(plan.forget_facts)):
                 if _a_fact(fs, fid):
                     plan.forget_facts.append(fid)
+                    plan.forget_copies.append(fid)
             todo = [f for f in plan.forget_facts if fs.get(f) is not None]
             plan.new_generation = plan.generation + len(todo)
             _forget_impacts(plan, store, fs, todo)
@@ -884,7 +1145,7 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
     # 2026-12-07 such a run said "redacted", exit 0, the value still there)
     for live in live_sids:
         for v in plan._values:
-            if v in live:
+            if holds(v, live):
                 if live not in kept.get(v, []):
                     kept.setdefault(v, []).append(live)
                 why.setdefault(v, set()).add(KEPT_DATABASE)
@@ -895,7 +1156,7 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
     # nothing, redact said done, exit 0, and the name still held it)
     for rel, chosen in _store_names(root):
         for v in plan._values:
-            if v in chosen and rel not in named.get(v, []):
+            if holds(v, chosen) and rel not in named.get(v, []):
                 named.setdefault(v, []).append(rel)
     for v in named:
         why.setdefault(v, set()).add(KEPT_FILE_NAME)
@@ -1000,21 +1261,21 @@ def _revisions_holding(db: sqlite3.Connection, values: Iterable[str]
     return out
 
 
-def _holds(text: Any, forms: Iterable[Any]) -> bool:
+def _holds(text: Any, forms: Iterable[Any], bounded: bool = True) -> bool:
     """Whether ``text`` (a str or bytes) holds one of ``forms`` outside
     every marker it holds: an occurrence inside one (``token`` in an
     earlier run's ``[REDACTED:github-token:abc123]``) is no occurrence, by
     the rule the rewrite follows (:func:`secrets.replaced_spans`; before
-    2026-12-07 a fact holding the value only in a marker was forgotten)."""
+    2026-12-07 a fact holding the value only in a marker was forgotten).
+    ``bounded``: only an occurrence at word boundaries counts (since review
+    rv7, 2026-12-07: a fact saying ``pytest`` held the password ``test``)."""
     from .secrets import replaced_spans
 
     present = [f for f in forms if f in text]
     if not present:
         return False
-    marker = "[REDACTED:" if isinstance(text, str) else b"[REDACTED:"
-    if marker not in text:
-        return True
-    return bool(replaced_spans(text, [(f, None) for f in present]))
+    # (a copy stands at word boundaries: review rv7, 2026-12-07)
+    return bool(replaced_spans(text, [(f, None) for f in present], bounded=bounded))
 
 
 def _revisions_read(fs: Any, values: Iterable[str]) -> dict[tuple[str, int], list[str]]:
@@ -1198,10 +1459,10 @@ def _found_in_rows(db: sqlite3.Connection, values: list[str], own: set[tuple[Any
     found: list[str] = []
     own_words = _own_cells()
 
-    def look(cell: Any) -> None:
+    def look(cell: Any, bounded: bool = True) -> None:
         if isinstance(cell, bytes):
             for v, fs in forms:
-                if v not in found and _holds(cell, fs):
+                if v not in found and _holds(cell, fs, bounded):
                     found.append(v)
 
     db.text_factory = bytes
@@ -1210,8 +1471,11 @@ def _found_in_rows(db: sqlite3.Connection, values: list[str], own: set[tuple[Any
         text = tuple(c.decode("utf-8", "surrogateescape") if isinstance(c, bytes) else c
                      for c in row)
         if _schema_row(text) not in own:
+            # (a name in a schema memctl did not write: no clean erases
+            # it, and the scan's detectors read it in the file's bytes,
+            # glued to a word or not: ``t_AKIA...``)
             for c in row:
-                look(c)
+                look(c, False)
         if row[0] == b"table":
             tables.append(text[1])
     for name in tables:
@@ -1440,10 +1704,11 @@ def _apply_file(root: str, change: FileChange, plan: RedactPlan, result: RedactR
         return
     except OSError as exc:
         raise StoreWriteError(f"{change.file}: cannot read: {exc.strerror}") from None
+    found = plan._found.get(change.file, {})
     if change.kind == KIND_TRANSCRIPT:
-        new, _seqs, n, _raw = rewrite_transcript(data, plan._values)
+        new, _seqs, n, _raw = rewrite_transcript(data, plan._values, found)
     else:
-        new, n = _replace_bytes(data, plan._values)
+        new, n, _lines, _at = replace_in_file(data, plan._values, found)
         # a write since the plan (shown at the prompt) is not overwritten
         if change.sha256 and hashlib.sha256(data).hexdigest() != change.sha256:
             raise Conflict(f"{change.file} changed since the plan and was not "
@@ -1509,8 +1774,10 @@ def _apply(store: Store, plan: RedactPlan, result: RedactResult, pending: _Pendi
             fs.close()
     rows = {k["hash"]: i for i, k in enumerate(result.kept)}
     # (a value a live row the plan read keeps: kept already, not looked for)
+    # (a short value: only where it was found; in the database, the bytes)
     wanted = [v for v in plan._values
-              if KEPT_DATABASE not in _reasons(result.kept, rows, plan._first[v])]
+              if (not is_short(v) or v in plan._short_in_database)
+              and KEPT_DATABASE not in _reasons(result.kept, rows, plan._first[v])]
     if plan.clean_database and os.path.lexists(store.facts_db):
         clean_database(store, lock_wait)
         result.database_cleaned = True

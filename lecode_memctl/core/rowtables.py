@@ -389,6 +389,8 @@ REWRITE = RowModel("redact", "rewrite", "One file the redaction rewrites (plan.f
     Field("file", "string", "file relative to the store"),
     Field("kind", "string", "transcript or file"),
     Field("replacements", "integer", "values replaced"),
+    Field("found", "integer", "of the replacements, those where a detector found the value"),
+    Field("copies", "integer", "of the replacements, copies elsewhere (replacements - found)"),
     Field("records", "list", "seqs of the rewritten records (transcripts)", items="integer"),
     Field("lines", "integer", "raw lines changed (Markdown files, corrupt or torn records)"),
     Field("sha256", "string", "the file's content hash when planned", True),

@@ -42,7 +42,7 @@ import os
 import re
 import stat
 import string
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import InitVar, dataclass, field
 from typing import Any
 
@@ -242,7 +242,9 @@ def hide_in_location(path: str, masks: Mapping[str, str]) -> str:
                     for comp, named in _location_parts(path))
 
 
-def replace_values(text: str, values: Mapping[str, str]) -> tuple[str, int]:
+def replace_values(text: str, values: Mapping[str, str], *, bounded: bool = False,
+                   loose: Collection[str] = (),
+                   tally: dict[str, int] | None = None) -> tuple[str, int]:
     """``text`` with each occurrence of a value of ``values`` replaced by its
     marker, and how many occurrences were replaced: redact's replacement in
     a string, and :func:`hide_values`'.  The occurrences of every value are
@@ -256,26 +258,35 @@ def replace_values(text: str, values: Mapping[str, str]) -> tuple[str, int]:
     of one alternation, whose leftmost match left the rest of a longer
     value that began later in plain text.)  An occurrence inside a marker
     ``text`` already holds, an earlier run's, is not replaced
-    (:func:`existing_markers`: before 2026-12-07 a second run nested it)."""
+    (:func:`existing_markers`: before 2026-12-07 a second run nested it).
+    ``bounded``: only the occurrences at word boundaries count
+    (:func:`at_boundaries`), but those of a value in ``loose``;
+    ``tally``: marker -> how many of its occurrences were replaced, added to."""
     present = [(v, m) for v, m in values.items() if v and v in text]
     if not present:
         return text, 0
-    if len(present) == 1 and "[REDACTED:" not in text:
+    if len(present) == 1 and "[REDACTED:" not in text and tally is None and \
+            (not bounded or present[0][0] in loose):
         v, m = present[0]
         return text.replace(v, m), text.count(v)
     out: list[str] = []
     at = n = 0
-    for start, end, marks in replaced_spans(text, present):
+    for start, end, marks in replaced_spans(text, present, bounded=bounded, loose=loose):
         out.append(text[at:start])
         out.extend(marks)
         at = end
         n += len(marks)
+        if tally is not None:
+            for mark in marks:
+                tally[mark] = tally.get(mark, 0) + 1
+    if not n:
+        return text, 0
     out.append(text[at:])
     return "".join(out), n
 
 
-def replaced_spans(text: Any, needles: Iterable[tuple[Any, Any]]
-                   ) -> list[tuple[int, int, list[Any]]]:
+def replaced_spans(text: Any, needles: Iterable[tuple[Any, Any]], *, bounded: bool = False,
+                   loose: Collection[Any] = ()) -> list[tuple[int, int, list[Any]]]:
     """The spans of ``text`` (a str or bytes) to replace: each
     ``(needle, marker)``'s occurrences, found by the needle's own search
     (non-overlapping, as ``str.replace`` finds them), merged where they
@@ -284,7 +295,9 @@ def replaced_spans(text: Any, needles: Iterable[tuple[Any, Any]]
     occurrence inside the span the ones before it make (``abc`` in
     ``abcdef``) is covered by them: neither its marker nor its count; one
     inside a marker ``text`` holds (:func:`existing_markers`) is no
-    occurrence."""
+    occurrence.  ``bounded``: an occurrence counts only at word boundaries
+    (:func:`at_boundaries`; since 2026-12-07, review rv7: ``test`` was
+    found in ``pytest``), but one of a needle in ``loose``."""
     # (start, -end, marker): sorted in order of start, the longer first
     # where two begin at one place (two needles never give one start and
     # end: they would be one string)
@@ -293,11 +306,23 @@ def replaced_spans(text: Any, needles: Iterable[tuple[Any, Any]]
     if len(needles) == 1 and not marks_in:
         # (one needle: its occurrences never overlap, each is a span)
         needle, mark = needles[0]
-        return [(i, i + len(needle), [mark]) for i in _occurrences(text, needle)]
+        return [(i, i + len(needle), [mark])
+                for i in _occurrences(text, needle, bounded and needle not in loose)]
     occ: list[tuple[int, int, Any]] = []
     for needle, mark in needles:
         size = len(needle)
-        occ.extend((i, -i - size, mark) for i in _occurrences(text, needle))
+        occ.extend((i, -i - size, mark)
+                   for i in _occurrences(text, needle, bounded and needle not in loose))
+    return merged_spans(text, occ, marks_in)
+
+
+def merged_spans(text: Any, occ: list[tuple[int, int, Any]],
+                 marks_in: list[tuple[int, int]] | None = None
+                 ) -> list[tuple[int, int, list[Any]]]:
+    """The spans :func:`replaced_spans` gives of occurrences ``occ``, each
+    ``(start, -end, marker)``, found in ``text`` however they were found."""
+    if marks_in is None:
+        marks_in = existing_markers(text)
     occ.sort()
     spans: list[tuple[int, int, list[Any]]] = []
     last_end = -1
@@ -340,13 +365,81 @@ def existing_markers(text: Any) -> list[tuple[int, int]]:
     return [m.span() for m in MARKER_BYTES.finditer(text)]
 
 
-def _occurrences(text: Any, needle: Any) -> Iterator[int]:
+def _occurrences(text: Any, needle: Any, bounded: bool = False) -> Iterator[int]:
+    """The starts of the non-overlapping occurrences of ``needle`` in
+    ``text``; ``bounded``: only those at word boundaries
+    (:func:`at_boundaries`)."""
     size = len(needle)
     find = text.find
+    if bounded:
+        first, last = _is_word(needle, 0), _is_word(needle, size - 1)
+        bounded = first or last
     i = find(needle)
     while i >= 0:
+        if bounded and not at_boundaries(text, i, i + size, first, last):
+            i = find(needle, i + 1)
+            continue
         yield i
         i = find(needle, i + size)
+
+
+#: the word characters of the boundary rule (ASCII letters, digits, ``_``)
+WORD_CHARS = frozenset(string.ascii_letters + string.digits + "_")
+_WORD_BYTES = frozenset(ord(c) for c in WORD_CHARS)
+#: a value shorter than this is erased only where a detector found it,
+#: never searched for elsewhere (``test``, ``admin``: ordinary words)
+MIN_COPY_LENGTH = 8
+_ESCAPED = frozenset(b'nrtbf"/\\')
+
+
+def _is_word(text: Any, i: int) -> bool:
+    c = text[i]
+    return (c in _WORD_BYTES) if isinstance(c, int) else (c in WORD_CHARS)
+
+
+def at_boundaries(text: Any, start: int, end: int, first: bool = True,
+                  last: bool = True) -> bool:
+    """Whether ``text[start:end]`` (a str or bytes) stands at word
+    boundaries: where it begins with a word character (``first``) the one
+    before is none, where it ends with one (``last``) the one after is none.
+    In bytes a JSON escape is read as what it decodes to (``\\n`` before is
+    a newline, ``\\u0041`` an ``A``; a backslash after begins an escape,
+    read so too)."""
+    if first and start > 0 and _is_word(text, start - 1):
+        if isinstance(text, str):
+            return False
+        # (an escape's letter: \n, \t, ... is no word character)
+        if not (start >= 2 and text[start - 2] == 0x5C and text[start - 1] in _ESCAPED
+                and not _escaped_backslash(text, start - 2)):
+            u = _unicode_escape_at(text, start - 6)
+            if u is None or _is_word(u, 0):
+                return False
+    if last and end < len(text):
+        if _is_word(text, end):
+            return False
+        if isinstance(text, bytes) and text[end] == 0x5C:
+            u = _unicode_escape_at(text, end)
+            if u is not None and _is_word(u, 0):
+                return False
+    return True
+
+
+def _escaped_backslash(text: bytes, i: int) -> bool:
+    """Whether the backslash at ``i`` is itself escaped (an odd run before it)."""
+    n = 0
+    while i - 1 - n >= 0 and text[i - 1 - n] == 0x5C:
+        n += 1
+    return n % 2 == 1
+
+
+def _unicode_escape_at(text: bytes, i: int) -> str | None:
+    """The character a ``\\uXXXX`` escape at ``i`` of ``text`` decodes to."""
+    if i < 0 or text[i:i + 2] != b"\\u" or _escaped_backslash(text, i):
+        return None
+    digits = text[i + 2:i + 6]
+    if len(digits) != 4 or not all(c in b"0123456789abcdefABCDEF" for c in digits):
+        return None
+    return chr(int(digits, 16))
 
 
 def hide_values(text: str, masks: Mapping[str, str]) -> str:

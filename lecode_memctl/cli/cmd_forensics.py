@@ -365,6 +365,20 @@ def _linked_store(path: Path, name: str) -> Any:
         ".", f"the store directory is a symbolic link{target}; not followed", False)])
 
 
+def _not_a_store(entry: Any) -> Any:
+    """The scan row of an entry of <config dir>/memory/ that is neither a
+    directory nor a symbolic link (secrets --all-projects): a file in a
+    store's place, or an entry that cannot be looked up; its one skipped
+    entry the store itself, not read (it may hold a value: exit 1), as
+    projects and validate --all-projects report it."""
+    import os
+
+    from lecode_memctl.core.secrets import SecretsReport, Skipped
+
+    return SecretsReport(entry.name, os.fspath(entry.path), skipped=[Skipped(
+        ".", f"{entry.why_not_store()}; not read", True)])
+
+
 def _jobs(n: int) -> int:
     import os
 
@@ -506,8 +520,12 @@ def secrets(
     if all_projects:
         if STATE.store_option:
             raise UsageError("--all-projects conflicts with --store")
-        entries = store_entries(STATE.listed_config_dir().path)
-        stores = [store_at(e.path) for e in entries if not e.is_link]
+        # every entry of memory/ gets a row, as in projects and validate
+        # --all-projects: a link (never followed), and a file in a store's
+        # place or an entry that cannot be looked up (not read: exit 1;
+        # before 2026-12-07 left out, exit 0)
+        entries = store_entries(STATE.listed_config_dir().path, every=True)
+        stores = [store_at(e.path) for e in entries if not e.is_link and e.other is None]
     else:
         entries = None
         stores = [STATE.existing_store()]
@@ -535,8 +553,9 @@ def secrets(
         if entries is None:
             reports = [scanned(stores[0])]
         else:
-            reports = [_linked_store(e.path, e.name) if e.is_link else scanned(store_at(e.path))
-                       for e in entries]
+            reports = [_linked_store(e.path, e.name) if e.is_link
+                       else _not_a_store(e) if e.other is not None
+                       else scanned(store_at(e.path)) for e in entries]
         # every value found, in any store: masked in every store's name and
         # in any error message from here on (a value naming a store's directory)
         STATE.hidden_values = reports_values(reports)
@@ -547,7 +566,8 @@ def secrets(
         code = 0 if ok else 1
         if out is None and quiet:
             raise typer.Exit(code)
-        stored = 1 if entries is None else sum(1 for e in entries if not e.is_link)
+        stored = (1 if entries is None
+                  else sum(1 for e in entries if not e.is_link and e.other is None))
         if out is not None:
             # (the file is written whole, atomically: its bytes wait here)
             parts: list[bytes] = []

@@ -41,6 +41,22 @@ class StoreEntry:
     is_link: bool
     other: str | None = None    # not a directory nor a link: what it is instead
 
+    @property
+    def lost(self) -> bool:
+        """An entry that cannot be looked up (``lstat`` failed: a memory/ that
+        cannot be searched), of a kind not known."""
+        return self.other is not None and self.other.startswith("cannot stat: ")
+
+    def why_not_store(self) -> str | None:
+        """Why an entry that is neither a directory nor a link is no store,
+        as ``projects`` and ``secrets --all-projects`` say it; None for a
+        directory or a link."""
+        if self.other is None:
+            return None
+        if self.lost:
+            return f"the store cannot be looked up ({self.other})"
+        return f"the store is {self.other}, not a directory"
+
 
 def store_entries(config_dir: Path, *, every: bool = False) -> list[StoreEntry]:
     """The directories and symbolic links in ``<config>/memory/``, sorted by

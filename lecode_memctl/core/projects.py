@@ -266,9 +266,8 @@ def list_projects(config_dir: Path, *, current: str | os.PathLike[str] | None = 
             # (before 2026-12-07 left out; validate --all-projects reports it)
             # (one that cannot be looked up, in a memory/ that cannot be
             # searched, is of a kind not known: unreadable)
-            lost = e.other.startswith("cannot stat: ")
-            why = (f"the store cannot be looked up ({e.other})" if lost
-                   else f"the store is {e.other}, not a directory")
+            lost = e.lost
+            why = e.why_not_store()
             # (its sessions, size and files are not known: null, never a
             # count too low that sorts it as the smallest)
             out.append(ProjectInfo(n, str(p), "unreadable" if lost else "not_a_directory",

@@ -31,7 +31,9 @@ The real processes and ``sha256sum`` are paired: each round runs
 ``sha256sum``, ``validate -q`` and ``validate --deep -q`` in turn, so a
 round's ratios share its load; the figures are the medians.  ``--reuse DIR``
 builds the store in DIR the first time and reuses it afterwards (for
-iterating); ``--only cli`` measures the real processes alone.
+iterating); ``--only cli`` measures the real processes alone.  ``--fleet``
+times ``validate --all-projects`` over 100 and 1,000 copies of the demo
+store instead, and prints the ratio (target about 10).
 
 Peak RSS: processes under GNU time (see ``_common.py``); for ``--deep``,
 which runs a pool of worker processes, that is the largest single process
@@ -252,6 +254,44 @@ def print_rounds(rounds: list[Round], nbytes: int) -> None:
           f"--deep {max(r[2][1] for r in rounds) // 1024} MiB")
 
 
+def fleet(parent: Path | None, runs: int) -> int:
+    """``validate --all-projects -q`` over 100 and over 1,000 copies of the
+    demo store (``memctl demo``): the median user CPU seconds of each (real
+    processes, ``--no-state``) and the ratio, which grows with the store
+    count (about 10), not with its square (about 19 before 2026-12-07:
+    every store's snapshot resolved every store fenced)."""
+    if parent is not None:
+        parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="memctl-bench-fleet-", dir=parent))
+    try:
+        subprocess.run([MEMCTL, "demo", "--into", str(tmp / "demo")], check=True,
+                       stdout=subprocess.DEVNULL)
+        # (the demo's project store: facts, sessions; not its legacy store)
+        src = next(p for p in (tmp / "demo" / "config" / "memory").iterdir()
+                   if p.name.startswith("demo-app-"))
+        figures = {}
+        for n in (100, 1000):
+            cfg = tmp / f"f{n}"
+            for i in range(n):
+                shutil.copytree(src, cfg / "memory" / f"proj{i:04d}-{i:012x}", symlinks=True)
+            users = []
+            for _ in range(runs):
+                before = os.times()
+                subprocess.run([MEMCTL, "--no-state", "--config-dir", str(cfg), "validate",
+                                "--all-projects", "-q"], check=False)
+                after = os.times()
+                users.append(after.children_user - before.children_user)
+            figures[n] = statistics.median(users)
+            shutil.rmtree(cfg)
+        print(f"({machine_line()})")
+        for n, s in figures.items():
+            print(f"validate --all-projects, {n:>5} stores: {s:7.2f} s user CPU")
+        print(f"summary: ratio 1000/100 stores {figures[1000] / figures[100]:.1f} (target ~10)")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="1,000 facts over 100 sessions (~50 MB)")
@@ -265,7 +305,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="build the store in DIR once and reuse it in later runs")
     ap.add_argument("--only", choices=("cli",), default=None,
                     help="cli: only the real processes against sha256sum (paired rounds)")
+    ap.add_argument("--fleet", action="store_true",
+                    help="validate --all-projects over 100 and 1,000 copies of the demo "
+                    "store: user CPU of each and their ratio (target about 10)")
     a = ap.parse_args(argv)
+    if a.fleet:
+        return fleet(a.dir, max(1, a.runs))
     sessions, facts = (100, 1000) if a.quick else (1000, 10000)
     if a.reuse is not None:
         tmp = a.reuse

@@ -102,3 +102,70 @@ def test_secrets_all_projects_reports_entries_that_cannot_be_looked_up(
         assert [(s.labels["project"], s.value) for s in fams["memctl_secrets_ok"].samples] == [
             ("proj-cccccccccccc", 0)]
         assert fams["memctl_secrets_stores"].samples[0].value == 0
+
+
+# -- 2. validate --all-projects: fence checks linear in the store count
+
+
+def _fleet(config_dir: Path, demo_template, n: int) -> None:
+    import shutil
+
+    mem = config_dir / "memory"
+    mem.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        shutil.copytree(demo_template.store.path, mem / f"proj{i:03d}-{i:012x}", symlinks=True)
+
+
+def _realpaths_of_validate(monkeypatch) -> int:
+    calls = [0]
+    real = os.path.realpath
+
+    def counted(*a, **k):
+        calls[0] += 1
+        return real(*a, **k)
+
+    with monkeypatch.context() as m:
+        m.setattr(os.path, "realpath", counted)
+        r = run_cli("--no-state", "validate", "--all-projects", "-q")
+    assert r.exit_code in (0, 1), r.stderr
+    return calls[0]
+
+
+def test_validate_all_projects_resolves_paths_linearly(tmp_path, monkeypatch, demo_template):
+    """Each store's snapshot checked its temporary directory's candidates
+    against every store fenced, each resolved again: N x (N+1) realpath
+    calls (10,100 for 100 stores, 1,001,000 for 1,000: 16 s).  Now each
+    fence is resolved once: 4x the stores, about 4x the calls."""
+    small = tmp_path / "small"
+    big = tmp_path / "big"
+    monkeypatch.setenv("LECODE_CONFIG_DIR", str(small))
+    _fleet(small, demo_template, 8)
+    few = _realpaths_of_validate(monkeypatch)
+    monkeypatch.setenv("LECODE_CONFIG_DIR", str(big))
+    _fleet(big, demo_template, 32)
+    many = _realpaths_of_validate(monkeypatch)
+    assert many <= 5 * few, (few, many)
+
+
+def test_inside_fences_answers_as_resolves_inside(tmp_path):
+    """The one-lookup check gives what a resolves_inside per fence gave:
+    the fence itself, under it, through a symbolic link, not a sibling
+    whose name starts alike, and nothing once the fence is lifted."""
+    from lecode_memctl.core import atomic
+
+    store = tmp_path / "mem" / "s-0123456789ab"
+    (store / "sub").mkdir(parents=True)
+    (tmp_path / "mem" / "s-0123456789abc").mkdir()
+    os.symlink(store / "sub", tmp_path / "link")
+    paths = [store, store / "sub", store / "sub" / "not-yet", tmp_path / "link",
+             tmp_path / "link" / "x", tmp_path / "mem" / "s-0123456789abc", tmp_path / "mem",
+             tmp_path / "mem" / "s-0123456789ab" / ".." / "s-0123456789abc"]
+    with atomic.fenced(tmp_path / "elsewhere", store):
+        got = [atomic.inside_fences(p) for p in paths]
+        want = [any(atomic.resolves_inside(p, f) for f in atomic._FENCES) for p in paths]
+        with atomic.fenced(store):
+            assert [atomic.inside_fences(p) for p in paths] == want
+        assert [atomic.inside_fences(p) for p in paths] == want
+    assert got == want == [True, True, True, True, True, False, False, False]
+    assert not any(atomic.inside_fences(p) for p in paths)
+    assert atomic._FENCE_TOPS == {}

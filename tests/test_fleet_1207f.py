@@ -169,3 +169,37 @@ def test_inside_fences_answers_as_resolves_inside(tmp_path):
     assert got == want == [True, True, True, True, True, False, False, False]
     assert not any(atomic.inside_fences(p) for p in paths)
     assert atomic._FENCE_TOPS == {}
+
+
+# -- 3. secrets: one unreadable facts database, one unreadable file
+
+
+def test_an_unreadable_facts_database_is_one_unreadable_file(tmp_path, demo_template):
+    """A facts.sqlite3 of mode 000, read by a process without
+    CAP_DAC_OVERRIDE (setpriv drops it: the tests run as root): the facts'
+    read and the raw pages' scan each listed it, ``unreadable`` 2 for one
+    file.  Now one entry, counted once."""
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("setpriv") is None:
+        pytest.skip("no setpriv")
+    store = tmp_path / "memory" / demo_template.store.path.name
+    shutil.copytree(demo_template.store.path, store, symlinks=True)
+    os.chmod(store / "facts.sqlite3", 0)
+    argv = ["setpriv", "--inh-caps=-all", "--bounding-set=-all", sys.executable, "-m",
+            "lecode_memctl", "--no-state", "--store", str(store), "secrets"]
+    probe = subprocess.run(["setpriv", "--inh-caps=-all", "--bounding-set=-all", "cat",
+                            str(store / "facts.sqlite3")], capture_output=True)
+    if probe.returncode == 0:
+        pytest.skip("setpriv cannot drop CAP_DAC_OVERRIDE here")
+    r = subprocess.run([*argv, "--json"], capture_output=True)
+    assert r.returncode == 1, r.stderr
+    row = orjson.loads(r.stdout)["projects"][0]
+    assert row["unreadable"] == 1, row["skipped"]
+    facts = [s for s in row["skipped"] if s["file"] == "facts.sqlite3"]
+    assert len(facts) == 1 and "Permission denied" in facts[0]["reason"]
+    prom = subprocess.run([*argv, "--format", "prometheus"], capture_output=True)
+    fams = parse_exposition(prom.stdout.decode())
+    assert [s.value for s in fams["memctl_secrets_unreadable_files"].samples] == [1]

@@ -1500,7 +1500,7 @@ class Scanner:
                     shrank = True
                     self.report.skipped.append(Skipped(rel, GONE, False))
                 except OSError as exc:
-                    self.report.skipped.append(Skipped(rel, exc.strerror or str(exc)))
+                    self._not_read(rel, exc.strerror or str(exc))
                     continue
                 if shrank and rel != FACTS_DB and FACTS_DB in files:
                     # a -wal gone meanwhile, or cut short, was checkpointed
@@ -1514,8 +1514,7 @@ class Scanner:
                                        live_fact_values)
                         self.report.files_scanned = counted
                     except OSError as exc:
-                        self.report.skipped.append(Skipped(FACTS_DB,
-                                                           exc.strerror or str(exc)))
+                        self._not_read(FACTS_DB, exc.strerror or str(exc))
         from .pools import alone
 
         # (no fork beside another thread: a program that imports the core)
@@ -1540,6 +1539,19 @@ class Scanner:
         mask_paths(self.report)
         mask_store_names([self.report])
         return self.report
+
+    def _not_read(self, rel: str, reason: str) -> None:
+        """``rel`` could not be read (its raw pages): one ``skipped`` entry
+        a file.  The database already skipped as unreadable by the facts'
+        read (a mode-000 ``facts.sqlite3``) keeps that entry, this reason
+        added to it unless that entry says it already; before 2026-12-07
+        (review rv6) it was listed twice, ``unreadable`` 2 for one file."""
+        for i, s in enumerate(self.report.skipped):
+            if s.file == rel and s.unreadable:
+                if reason not in s.reason:
+                    self.report.skipped[i] = Skipped(rel, f"{s.reason}; {reason}", error=s.error)
+                return
+        self.report.skipped.append(Skipped(rel, reason))
 
     def _names(self, files: list[str]) -> None:
         """The names of the store's files (those read, those skipped, the

@@ -203,3 +203,42 @@ def test_an_unreadable_facts_database_is_one_unreadable_file(tmp_path, demo_temp
     prom = subprocess.run([*argv, "--format", "prometheus"], capture_output=True)
     fams = parse_exposition(prom.stdout.decode())
     assert [s.value for s in fams["memctl_secrets_unreadable_files"].samples] == [1]
+
+
+# -- 4a. validate: sessions/ that cannot be listed, a count not known
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "jsonl", "prometheus"])
+def test_validate_sessions_unknown_when_sessions_cannot_be_listed(
+        config_dir, monkeypatch, demo_template, fmt):
+    """A store whose sessions/ cannot be listed (simulated EACCES: the tests
+    run as root) holding 3 transcripts, 2 of them cited by facts: the
+    summary said ``sessions`` 2 (the cited ones).  Now the count is not
+    known: null in JSON and JSONL, "sessions unknown" in the text, no
+    memctl_validate_sessions sample for that store."""
+    import shutil
+
+    from .test_unlistable_dirs import unlistable
+
+    store = config_dir / "memory" / demo_template.store.path.name
+    shutil.copytree(demo_template.store.path, store, symlinks=True)
+    assert len(list((store / "sessions").glob("*.jsonl"))) == 3
+    unlistable(monkeypatch, store / "sessions")
+    args = {"text": [], "json": ["--json"], "jsonl": ["--format", "jsonl"],
+            "prometheus": ["--format", "prometheus"]}[fmt]
+    r = run_cli("--no-state", "validate", "--all-projects", *args)
+    assert r.exit_code == 1, r.stdout + r.stderr       # (layout.unreadable)
+    assert "Traceback" not in r.stderr
+    if fmt == "json":
+        doc = orjson.loads(r.stdout_bytes)
+        assert [s["sessions"] for s in doc["projects"]] == [None]
+    elif fmt == "jsonl":
+        rows = [orjson.loads(line) for line in r.stdout.splitlines()]
+        assert [s["sessions"] for s in rows if s["type"] == "summary"] == [None]
+    elif fmt == "text":
+        assert "sessions unknown;" in r.stdout and "2 sessions" not in r.stdout
+    else:
+        fams = parse_exposition(r.stdout)
+        assert "memctl_validate_sessions" not in fams or \
+            fams["memctl_validate_sessions"].samples == []
+        assert [s.value for s in fams["memctl_validate_ok"].samples] == [0]

@@ -384,8 +384,9 @@ def _human_report(summaries: list, by_project: dict[str, list], report: "_HeldRe
              f"{sev['warning']} warning{'s' if sev['warning'] != 1 else ''}, {sev['info']} info"
              + (f", {s.ignored} ignored" if s.ignored else ""))
         echo(f"  store {safe(s.store)}; "
-             f"{s.sessions} session{'s' if s.sessions != 1 else ''}; "
-             f"facts: {s.facts_total} ({facts}){'; deep' if deep else ''}")
+             + ("sessions unknown; " if s.sessions is None
+                else f"{s.sessions} session{'s' if s.sessions != 1 else ''}; ")
+             + f"facts: {s.facts_total} ({facts}){'; deep' if deep else ''}")
         check = None
         for f_check, line in entries:
             if f_check != check:

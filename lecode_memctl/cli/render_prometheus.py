@@ -83,7 +83,10 @@ def prometheus_text(summaries: Sequence[Summary], *, strict: bool = False) -> st
                 for st in STATUSES:
                     out.append(f"{name}{_labels(**p, status=st)} {s.facts[st]}")
             elif name == "memctl_validate_sessions":
-                out.append(f"{name}{_labels(**p)} {s.sessions}")
+                # (left out for a store whose sessions/ cannot be listed:
+                # the count is not known, and 0 or the cited ones would lie)
+                if s.sessions is not None:
+                    out.append(f"{name}{_labels(**p)} {s.sessions}")
             elif name == "memctl_validate_duration_seconds":
                 d = (s.finished or s.started) - s.started
                 out.append(f"{name}{_labels(**p)} {d:.6f}")

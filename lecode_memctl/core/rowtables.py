@@ -268,7 +268,8 @@ SUMMARY = RowModel("validate", "summary", "The audit of one store (after its fin
     Field("facts", "object", "{status: count}, each fact under its worst revision"),
     Field("facts_total", "integer", "facts"),
     Field("sessions", "integer", "session transcripts: files <id>.jsonl of a valid session id "
-          "(memctl sessions also lists other *.jsonl names, refused)"),
+          "(memctl sessions also lists other *.jsonl names, refused); null when sessions/ "
+          "cannot be listed (not known)", True),
     Field("transcript_bytes_read", "integer", "bytes of transcripts read"),
 ))
 

@@ -277,7 +277,9 @@ class Summary:
     ignored: int = 0
     facts: Counter[str] = field(default_factory=Counter)   # fact status -> count (worst revision)
     facts_total: int = 0
-    sessions: int = 0
+    # None: sessions/ cannot be listed, the count is not known (before
+    # 2026-12-07 the number of transcripts the facts cite)
+    sessions: int | None = 0
     bytes_read: int = 0                                  # transcript bytes read by the audit itself
 
     def ok(self, strict: bool = False) -> bool:

@@ -144,6 +144,7 @@ class Audit:
         # fact_findings then judges no fact and reports it (db.unreadable)
         self._facts_failed: str | None = None
         self._unlisted: str | None = None   # why no transcript can be checked (_session_ids)
+        self._sessions_unknown = False      # sessions/ cannot be listed (_session_ids)
         #: --all-projects: the store was gone when its audit began (removed
         #: since memory/ was listed): nothing audited, no finding, and the
         #: caller leaves it out of the report (its summary included)
@@ -595,6 +596,10 @@ class Audit:
         try:
             return self.store.session_ids()
         except StoreCorrupt as exc:
+            # (how many transcripts it holds is not known: the summary's
+            # count is null, as projects says; before 2026-12-07 it was
+            # the number of those the facts cite)
+            self._sessions_unknown = True
             if isinstance(self.store.slug, UnknownSlug):
                 self._unlisted = (f"{exc}, so the slug its transcripts must name is "
                                   "unknown (--slug SLUG names it)")
@@ -613,8 +618,9 @@ class Audit:
         """One job per transcript, each reading its file at most once (see _session_job);
         with ``deep`` and several sessions, or many large referenced transcripts,
         the jobs run in parallel processes (``run_jobs``)."""
+        self._sessions_unknown = False
         ids = self._session_ids()
-        self.summary.sessions = len(ids)
+        self.summary.sessions = None if self._sessions_unknown else len(ids)
         total = len(ids)
         jobs = self._session_jobs(ids)
         # the pool is decided before the jobs are made (they are made one at a

@@ -242,3 +242,31 @@ def test_validate_sessions_unknown_when_sessions_cannot_be_listed(
         assert "memctl_validate_sessions" not in fams or \
             fams["memctl_validate_sessions"].samples == []
         assert [s.value for s in fams["memctl_validate_ok"].samples] == [0]
+
+
+# -- 4b. a store name's bytes that are not UTF-8, in a finding's message
+
+
+def test_session_refused_message_spells_a_non_utf8_store_name_as_project(
+        config_dir, demo_template):
+    """A store named with a 0xFF byte whose transcripts name another
+    project: the session.refused message quoted the name as
+    'odd\\udcff-333333333333' while ``project`` spelt it odd\\xff-...; both
+    now spell the byte \\xNN, as FORMAT.md says."""
+    import shutil
+
+    mem = config_dir / "memory"
+    mem.mkdir(parents=True)
+    name = os.fsdecode(b"odd\xff-333333333333")
+    shutil.copytree(demo_template.store.path, mem / name, symlinks=True)
+    r = run_cli("--no-state", "validate", "--all-projects", "--json")
+    assert "Traceback" not in r.stderr
+    doc = orjson.loads(r.stdout_bytes)
+    refused = [f for f in doc["findings"] if f["code"] == "session.refused"]
+    assert refused, doc["findings"]
+    for f in refused:
+        assert f["project"] == "odd\\xff-333333333333"
+        assert "'odd\\xff-333333333333'" in f["message"], f["message"]
+        assert "udc" not in f["message"]
+    text = run_cli("--no-state", "validate", "--all-projects").stdout
+    assert "'odd\\xff-333333333333'; refused" in text and "udcff" not in text

@@ -13,7 +13,6 @@ from __future__ import annotations
 import codecs
 import datetime as _dt
 import os
-import re
 import unicodedata
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -40,7 +39,9 @@ _DATE_RE = lazy_compile(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
 def _show(value: str, limit: int = 60) -> str:
     # (a byte of a file name that is not UTF-8, which os.listdir gives as a
     # lone surrogate, is shown as memctl shows it elsewhere: \xNN, not \udcNN)
-    shown = re.sub(r"(?<!\\)((?:\\\\)*)\\udc([89a-f][0-9a-f])", r"\1\\x\2", repr(value))
+    from .rowmodel import quoted
+
+    shown = quoted(value)
     return shown if len(shown) <= limit else shown[:limit - 3] + "..."
 
 

@@ -259,6 +259,15 @@ def in_window(value: Any, since: datetime | None, until: datetime | None) -> boo
 _SURROGATE = "[\ud800-\udfff]"
 
 
+def quoted(value: str) -> str:
+    """``repr(value)`` with each byte of a file name that is not UTF-8 (a
+    lone surrogate, from ``os.listdir``) spelt ``\\xNN``, as
+    :func:`no_surrogates` spells it in a row's fields, not ``\\udcNN``: a
+    store or note name quoted in a message reads as the row's
+    ``project`` reads."""
+    return re.sub(r"(?<!\\)((?:\\\\)*)\\udc([89a-f][0-9a-f])", r"\1\\x\2", repr(value))
+
+
 def no_surrogates(obj: Any) -> Any:
     """``obj`` with every str's lone surrogates (a file name's non-UTF-8 bytes)
     written as ``\\xNN``, the way human output shows them: JSON is UTF-8 and

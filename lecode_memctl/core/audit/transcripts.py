@@ -507,8 +507,12 @@ def _report_header(hdr: Any, sid: str, slug: str, add: Callable[..., None],
         add(code, "first line is not a session header {seq 0, type session, format 1, "
             "session_id matching the file name}", line=1)
     else:
-        add(code, f"header names project {str(hdr.get('project'))[:80]!r}, not this store's "
-            f"{slug!r}; refused", reason=reason)
+        from ..rowmodel import quoted
+
+        # (a store name's bytes that are not UTF-8 spelt \xNN, as the
+        # finding's project spells them; before 2026-12-07 '\udcff')
+        add(code, f"header names project {quoted(str(hdr.get('project'))[:80])}, not this "
+            f"store's {quoted(slug)}; refused", reason=reason)
     if refuse_all is not None:
         refuse_all(reason, "session header")
     return code

@@ -72,7 +72,7 @@ def _exclusions(store: Path) -> set[tuple[str, int]]:
 
 def _line(fact_id: str, reason: str, rev: int = 1) -> str:
     return (f"revision {rev} of {fact_id}: its source does not parse ({reason}): "
-            "its evidence positions are unknown and are not excluded")
+            "what of its evidence it does not name as a position is not excluded")
 
 
 @pytest.mark.parametrize("provenance", [False, True])

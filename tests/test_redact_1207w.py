@@ -91,7 +91,7 @@ def test_a_long_value_is_erased_at_word_boundaries_only(tmp_path):
     from lecode_memctl.core.facts import FactStore
     from lecode_memctl.core.layout import store_at
 
-    value = "Zq8Lw3XnPr7Kt"
+    value = "ZqLwXnPrKtMbv"    # (a word: letters alone; see below for one with digits)
     store = _transcript_store(tmp_path / "w", value)
     (store / "notes").mkdir()
     (store / "notes" / "copies.md").write_text(
@@ -128,7 +128,7 @@ def test_boundaries_in_json_escaped_text():
     the value is a newline (a boundary), ``\\u0041`` an ``A`` (none)."""
     from lecode_memctl.core.secrets import replaced_spans
 
-    value = b"Zq8Lw3XnPr7Kt"
+    value = b"ZqLwXnPrKtMbv"
     text = b'"a\\n' + value + b'" "\\u0041' + value + b'" "pre' + value + b'"'
     spans = replaced_spans(text, [(value, b"M")], bounded=True)
     assert [s for s, _e, _m in spans] == [text.index(value)]
@@ -148,3 +148,25 @@ def test_a_glued_finding_is_still_erased(tmp_path):
     assert "AKIAIOSFODNN7EXAMPLQ" not in (store / "notes" / "k.md").read_text()
     r = _cli(store, "secrets")
     assert r.exit_code == 0, (r.stdout, r.stderr)
+
+
+def test_a_value_with_a_digit_is_erased_even_glued_to_a_word(tmp_path):
+    """A code review: the boundary rule applied to every value, so a
+    credential glued to an option (``mysql -pZq8vLm2wPx``) or a word was
+    left in MEMORY.md and in a live fact, and ``secrets`` then said OK.  The
+    rule is for words (letters alone: ``test`` in ``pytest``); a value with
+    a digit or a sign in it is erased wherever it is."""
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.layout import store_at
+
+    value = "Zq8vLm2wPx"
+    store = _transcript_store(tmp_path / "w", value)
+    (store / "MEMORY.md").write_text(f"- connect with: mysql -uroot -p{value} app\n")
+    fs = FactStore(store_at(store).facts_db)
+    glued = fs.add(f"connect with: mysql -uroot -p{value} app").fact.fact_id
+    fs.close()
+    r = _cli(store, "redact", "--yes", "--json")
+    assert r.exit_code == 0, (r.stdout, r.stderr)
+    assert value not in (store / "MEMORY.md").read_text()
+    assert glued in orjson.loads(r.stdout)["result"]["forgotten"]
+    assert value.encode() not in (store / "facts.sqlite3").read_bytes()

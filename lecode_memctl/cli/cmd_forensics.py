@@ -461,9 +461,10 @@ def secrets(
     key before the value (keyword assignments; AWS's, Cloudant's, IBM
     Cloud's and SoftLayer's secret keys), not by the high-entropy ones: a
     commit's SHA or an identifier in a tool call is no credential.  Nor,
-    anywhere, is a hex value under a key that names a hash ("sha": "...",
-    checksum = "...", digest, commit, oid, etag, rev, tree, parent, blob)
-    or a lockfile's "integrity": "sha512-..." string.
+    anywhere, is a hex value under a key whose last word names a hash
+    ("sha": "...", checksum = "...", digest, commit, oid, etag, rev, tree,
+    parent, blob) and none a credential, or a lockfile's "integrity":
+    "sha512-..." string.
 
     Every place text persists is read: every record of every transcript,
     hidden ones included (a forgotten message is still on disk); MEMORY.md,
@@ -765,9 +766,10 @@ def redact(
     the store, found by a detector there or not (a password repeated
     without its URL): every file the scan reads and every fact's text (any
     revision) are searched for it, and every one that holds it is in the
-    plan.  A copy elsewhere counts only at word boundaries (the value test
-    is not in pytest or latest); where a detector found the value it is
-    always erased.  A value shorter than 8 characters is erased only where
+    plan.  A value of letters alone counts elsewhere only at word
+    boundaries (the value test is not in pytest or latest); one with a
+    digit or a sign counts wherever it is; where a detector found the value
+    it is always erased.  A value shorter than 8 characters is erased only where
     a detector found it, never searched for elsewhere (the plan says so).
     Transcripts are rewritten atomically under the session's lock (exit 6
     while lecode holds it), every record and seq kept: only the value is

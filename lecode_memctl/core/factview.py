@@ -815,7 +815,7 @@ def unexcluded_line(fact_id: str, row: Mapping[str, Any]) -> str:
     """One ``unexcluded`` row as the text reports say it."""
     rev = "?" if row["revision"] is None else row["revision"]
     return (f"revision {rev} of {fact_id}: its source does not parse ({row['reason']}): "
-            "its evidence positions are unknown and are not excluded")
+            "what of its evidence it does not name as a position is not excluded")
 
 
 def forget_impact(facts: FactStore, sessions: SessionReader, fact_id: str) -> dict[str, Any]:

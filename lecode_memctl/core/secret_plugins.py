@@ -31,11 +31,20 @@ def _basic_credentials(value: str) -> bool:
     return ":" in text and len(text) >= 3 and text.isprintable()
 
 
+def _not_placeholder(value: str) -> bool:
+    """Whether ``value`` is no placeholder: no run of 8 or more x's or X's
+    (``hf_xxxxxxxx...``, ``whsec_XXXX...``, as documentation writes one)."""
+    return _PLACEHOLDER.search(value) is None
+
+
+_PLACEHOLDER = re.compile(r"[xX]{8,}")
+
+
 def _opaque_token(value: str) -> bool:
     """Whether ``value`` looks made by a machine, not a placeholder
     (``YOUR_ACCESS_TOKEN_GOES_HERE``): a digit in it, or letters of both cases."""
-    return any(c.isdigit() for c in value) or (
-        any(c.islower() for c in value) and any(c.isupper() for c in value))
+    return _not_placeholder(value) and (any(c.isdigit() for c in value) or (
+        any(c.islower() for c in value) and any(c.isupper() for c in value)))
 
 
 class OwnPlugin(NamedTuple):
@@ -57,15 +66,17 @@ OWN_PLUGINS: tuple[OwnPlugin, ...] = (
               "alphanumerics joined by _ (detect-secrets' GitHub pattern has only ghp_, "
               "gho_, ghu_, ghs_, ghr_)."),
     OwnPlugin("BasicAuthURLDetector", "Basic Auth Credentials",
-              (r"://[^\s:/?#@'\"`<>]*:(?!\d*[/?#]|\[REDACTED:)"
-               r"([^\s'\"`<>@]+(?:@[^\s'\"`<>@/?#]*)*)"
+              (r"://[^\s:/?#@'\"`<>\[\]]*:(?!\d*[/?#]|\d+[^A-Za-z0-9]|\[REDACTED:)"
+               r"([^\s'\"`<>@:/\[\]]+(?:@[^\s'\"`<>@:/?#\[\]]*)*)"
                r"@(?:[A-Za-z0-9._~%-]+|\[[0-9A-Fa-f:.]+\])(?![A-Za-z0-9._~%@-])",),
-              "A password in a URL, scheme://[user]:password@host, whatever characters "
-              "it holds (detect-secrets' pattern takes none of :/?#[]@!$&'()*+,;= and "
-              "needs a user): the password runs to the last @ before the host, an @ "
-              "after a /, ? or # that follows an @ is the path's or the query's; not a "
-              "quote, a space or <>, nor an empty password, nor a port and a path "
-              "(host:3000/users/me@example.com), nor redact's marker."),
+              "A password in a URL, scheme://[user]:password@host, with any of "
+              "?#@!$&'()*+,;= in it (detect-secrets' pattern takes none and needs a "
+              "user): the password runs to the last @ before the host, an @ after a ? "
+              "or # that follows an @ is the query's; not a quote, a space, <>, a :, a "
+              "/ or [] (which a URL's password holds percent-encoded: without them a "
+              "password could run on into the next URL), nor an empty password, nor a "
+              "port and a path (host:3000/users/me@example.com) or a port and any "
+              "other sign (localhost:3000,http://...), nor redact's marker."),
     OwnPlugin("NpmAccessTokenDetector", "NPM tokens",
               (r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])",),
               "An npm access token, npm_ then 36 alphanumerics, wherever it is "
@@ -118,7 +129,11 @@ def _classes() -> tuple[type[Any], ...]:
     return tuple(type(p.name, (RegexBasedDetector,),
                       {"__doc__": p.doc, "__module__": __name__, "secret_type": p.secret_type,
                        "denylist": [re.compile(r) for r in p.patterns],
-                       "memctl_valid": None if p.valid is None else staticmethod(p.valid)})
+                       # (a token's placeholder, hf_xxxx..., whsec_XXXX..., is none;
+                       # a private key's block is judged as every private key's)
+                       "memctl_valid": staticmethod(p.valid) if p.valid is not None
+                       else None if p.name in PRIVATE_KEY_PLUGINS
+                       else staticmethod(_not_placeholder)})
                  for p in OWN_PLUGINS)
 
 

@@ -368,12 +368,16 @@ def existing_markers(text: Any) -> list[tuple[int, int]]:
 def _occurrences(text: Any, needle: Any, bounded: bool = False) -> Iterator[int]:
     """The starts of the non-overlapping occurrences of ``needle`` in
     ``text``; ``bounded``: only those at word boundaries
-    (:func:`at_boundaries`)."""
+    (:func:`at_boundaries`), for a needle that is a word (ASCII letters
+    alone: ``test`` is not in ``pytest``).  A needle with a digit or a sign
+    in it counts wherever it is (a code review: ``Zq8vLm2wPx`` was left in
+    ``mysql -pZq8vLm2wPx``, a credential glued to an option)."""
     size = len(needle)
     find = text.find
+    first = last = False
     if bounded:
-        first, last = _is_word(needle, 0), _is_word(needle, size - 1)
-        bounded = first or last
+        bounded = _word_like(needle)
+        first = last = bounded
     i = find(needle)
     while i >= 0:
         if bounded and not at_boundaries(text, i, i + size, first, last):
@@ -390,6 +394,13 @@ _WORD_BYTES = frozenset(ord(c) for c in WORD_CHARS)
 #: never searched for elsewhere (``test``, ``admin``: ordinary words)
 MIN_COPY_LENGTH = 8
 _ESCAPED = frozenset(b'nrtbf"/\\')
+
+
+def _word_like(needle: Any) -> bool:
+    """Whether ``needle`` (a str or bytes) is ASCII letters alone."""
+    if isinstance(needle, str):
+        return needle.isascii() and needle.isalpha()
+    return bool(needle.isalpha())
 
 
 def _is_word(text: Any, i: int) -> bool:
@@ -990,7 +1001,11 @@ class Detector:
         # ``gh = Github("ghp_...")`` or ``s3 = boto3.client(..., "AKIA...")``
         # dropped every hit of the line).  Checked only for a line with a
         # hit: its regex is slow on long lines.
-        if name == "KeywordDetector" and len(line) <= 4096 \
+        # (the entropy detectors' hits too: they have no pattern of their
+        # own, and a call's quoted argument is a commit's SHA far more often
+        # than a credential -- a code review found ``repo.get_commit("<sha>")``
+        # reported, and redact then erasing that SHA in MEMORY.md)
+        if name in _CALL_LINE_PLUGINS and len(line) <= 4096 \
                 and self._h.is_indirect_reference(line):
             return
         for ps in found:
@@ -1031,7 +1046,12 @@ class Detector:
 
 #: A Subresource Integrity string (a lockfile's ``"integrity"``): a digest,
 #: never a credential (before 2026-12-07 ``base64-high-entropy-string``).
-_SRI = lazy_compile(r"sha(?:256|384|512)-[A-Za-z0-9+/]+={0,2}")
+#: The detectors whose hits a line shaped ``x = f(...)`` drops
+#: (detect-secrets' indirect-reference filter): those without a pattern of
+#: their own.
+_CALL_LINE_PLUGINS = frozenset({"KeywordDetector", "HexHighEntropyString",
+                                "Base64HighEntropyString"})
+_SRI = lazy_compile(r"sha(?:1|256|384|512)-[A-Za-z0-9+/]+={0,2}")
 #: The key a value is assigned to or is the member of, just before it:
 #: ``"sha": "``, ``checksum = "``, ``headSha: '``; or the word before it in
 #: prose (``lockfile hash "``).
@@ -1042,6 +1062,10 @@ _KEY_PARTS = lazy_compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z0-9]+")
 HASH_KEY_WORDS = frozenset({"sha", "sha1", "sha256", "sha384", "sha512", "checksum", "digest",
                             "hash", "commit", "oid", "integrity", "etag", "rev", "revision",
                             "tree", "parent", "blob"})
+#: The words that name a credential: a key holding one is no hash's.
+CREDENTIAL_KEY_WORDS = frozenset({"token", "tokens", "secret", "secrets", "key", "apikey",
+                                  "password", "passwd", "pass", "pwd", "auth", "credential",
+                                  "credentials", "bearer", "private"})
 
 
 def _under_a_hash_key(line: str, start: int) -> bool:
@@ -1054,12 +1078,21 @@ def _under_a_hash_key(line: str, start: int) -> bool:
     m = _KEY_BEFORE.search(line, max(0, start - 128), start)
     if m is None:
         return False
-    for seg in re.split(r"[_.-]+", m.group(1)):
-        low = seg.lower()
-        if low in HASH_KEY_WORDS or any(p.lower() in HASH_KEY_WORDS
-                                        for p in _KEY_PARTS.findall(seg)):
-            return True
-    return False
+    segs = [seg for seg in re.split(r"[_.-]+", m.group(1)) if seg]
+    words = [p.lower() for seg in segs for p in (_KEY_PARTS.findall(seg) or [seg])]
+    # the key's LAST word (or last segment: ``ETag``) names a hash, and none
+    # of its words a credential (a code review: ``commit_token``,
+    # ``parentToken``, ``BLOB_READ_WRITE_TOKEN`` are tokens, whatever word
+    # they hold)
+    if not words or (words[-1] not in HASH_KEY_WORDS
+                     and segs[-1].lower() not in HASH_KEY_WORDS):
+        return False
+    if any(w in CREDENTIAL_KEY_WORDS for w in words):
+        return False
+    # in prose (the word before the value), no credential word earlier on
+    # the line (``this token for the tree "<hex>"``)
+    before = line[max(0, start - 128):m.start()].lower()
+    return not any(w in CREDENTIAL_KEY_WORDS for w in re.findall(r"[a-z]+", before))
 
 
 def _keyword_values(plugin: Any, line: str, filename: str) -> Iterable[Any]:

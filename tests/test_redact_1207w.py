@@ -91,7 +91,7 @@ def test_a_long_value_is_erased_at_word_boundaries_only(tmp_path):
     from lecode_memctl.core.facts import FactStore
     from lecode_memctl.core.layout import store_at
 
-    value = "ZqLwXnPrKtMbv"    # (a word: letters alone; see below for one with digits)
+    value = "ZqLwXnPrKtM"    # (a word: letters alone, under 12; see below for others)
     store = _transcript_store(tmp_path / "w", value)
     (store / "notes").mkdir()
     (store / "notes" / "copies.md").write_text(
@@ -128,7 +128,7 @@ def test_boundaries_in_json_escaped_text():
     the value is a newline (a boundary), ``\\u0041`` an ``A`` (none)."""
     from lecode_memctl.core.secrets import replaced_spans
 
-    value = b"ZqLwXnPrKtMbv"
+    value = b"ZqLwXnPrKtM"
     text = b'"a\\n' + value + b'" "\\u0041' + value + b'" "pre' + value + b'"'
     spans = replaced_spans(text, [(value, b"M")], bounded=True)
     assert [s for s, _e, _m in spans] == [text.index(value)]
@@ -170,3 +170,15 @@ def test_a_value_with_a_digit_is_erased_even_glued_to_a_word(tmp_path):
     assert value not in (store / "MEMORY.md").read_text()
     assert glued in orjson.loads(r.stdout)["result"]["forgotten"]
     assert value.encode() not in (store / "facts.sqlite3").read_bytes()
+
+
+def test_a_long_letters_only_value_glued_to_an_option_is_erased(tmp_path):
+    """A second code review: a letters-only password (a passphrase) glued
+    to ``-p`` was left in MEMORY.md, ``secrets`` then OK.  A value of 12
+    letters or more is a copy wherever it is."""
+    value = "correcthorsebatterystaple"
+    store = _transcript_store(tmp_path / "w", value)
+    (store / "MEMORY.md").write_text(f"run: mysql -ucorp -p{value} app\n")
+    r = _cli(store, "redact", "--yes")
+    assert r.exit_code == 0, (r.stdout, r.stderr)
+    assert value not in (store / "MEMORY.md").read_text()

@@ -373,3 +373,15 @@ def test_a_url_line_of_many_ports_is_scanned_in_linear_time(tmp_path):
     t2 = time.process_time()
     # (a ratio in one run, not a timed bound: quadratic would be about 100)
     assert (t2 - t1) < 30 * max(t1 - t0, 1e-4)
+
+
+@pytest.mark.parametrize("line", [
+    'client = OpenAI(api_key="sk-proj-Zq8Lw3Xn5Rk2Vb7Yt4HmZq8Lw3Xn5Rk2Vb7Yt4HmZq8Lw3Xn5Rk2")',
+    'client = Client("AC5f1c2a3b4d5e4f608a9b0c1d2e3f4a5b", "9f1c2a3b4d5e4f608a9b0c1d2e3f4a5b")',
+])
+def test_a_credential_passed_to_a_call_after_an_assignment_is_found(tmp_path, line):
+    """A second code review: dropping every entropy hit of a call line lost
+    an OpenAI project key and a Twilio auth token passed to their SDKs.  On
+    a call line only data is dropped: a digest's hex, base64 of text."""
+    found = [d for d, _n in _found(tmp_path, line + "\n")]
+    assert any(d.endswith("high-entropy-string") for d in found), found

@@ -766,9 +766,9 @@ def redact(
     the store, found by a detector there or not (a password repeated
     without its URL): every file the scan reads and every fact's text (any
     revision) are searched for it, and every one that holds it is in the
-    plan.  A value of letters alone counts elsewhere only at word
-    boundaries (the value test is not in pytest or latest); one with a
-    digit or a sign counts wherever it is; where a detector found the value
+    plan.  A value of fewer than 12 letters alone counts elsewhere only at
+    word boundaries (the value test is not in pytest or latest); any other
+    counts wherever it is; where a detector found the value
     it is always erased.  A value shorter than 8 characters is erased only where
     a detector found it, never searched for elsewhere (the plan says so).
     Transcripts are rewritten atomically under the session's lock (exit 6

@@ -376,7 +376,9 @@ def _occurrences(text: Any, needle: Any, bounded: bool = False) -> Iterator[int]
     find = text.find
     first = last = False
     if bounded:
-        bounded = _word_like(needle)
+        # (a word shorter than WORD_COPY_BOUNDED: ``correcthorsebatterystaple``
+        # glued to ``-p`` is a copy, a second code review found it left)
+        bounded = _word_like(needle) and size < WORD_COPY_BOUNDED
         first = last = bounded
     i = find(needle)
     while i >= 0:
@@ -393,6 +395,9 @@ _WORD_BYTES = frozenset(ord(c) for c in WORD_CHARS)
 #: a value shorter than this is erased only where a detector found it,
 #: never searched for elsewhere (``test``, ``admin``: ordinary words)
 MIN_COPY_LENGTH = 8
+#: a value of letters alone this long or longer is a copy wherever it is,
+#: as one with a digit or a sign (no ordinary word is so long and a password)
+WORD_COPY_BOUNDED = 12
 _ESCAPED = frozenset(b'nrtbf"/\\')
 
 
@@ -1005,12 +1010,19 @@ class Detector:
         # own, and a call's quoted argument is a commit's SHA far more often
         # than a credential -- a code review found ``repo.get_commit("<sha>")``
         # reported, and redact then erasing that SHA in MEMORY.md)
-        if name in _CALL_LINE_PLUGINS and len(line) <= 4096 \
-                and self._h.is_indirect_reference(line):
+        # (a second code review: dropping every entropy hit of a call line
+        # lost ``OpenAI(api_key="sk-proj-...")`` and a Twilio auth token; on a
+        # call line an entropy hit is dropped only when it is shaped as data,
+        # a digest's hex (40 or 64 digits) or base64 of text)
+        call_line = name in _CALL_LINE_PLUGINS and len(line) <= 4096 \
+            and self._h.is_indirect_reference(line)
+        if call_line and name == "KeywordDetector":
             return
         for ps in found:
             v = ps if type(ps) is str else ps.secret_value
             if not isinstance(v, str) or not v:
+                continue
+            if call_line and _data_shaped(v):
                 continue
             if name in PRIVATE_KEY_PLUGINS:
                 # every BEGIN line of the line (keys in a JSON string, their
@@ -1042,6 +1054,29 @@ class Detector:
                     continue        # ("sha": "...", checksum = "...": a digest)
                 yield base + s, (token_end(text, base + s, base + e, name) if whole_tokens
                                  else base + e)
+
+
+_HEX_DIGEST = lazy_compile(r"(?:[0-9a-fA-F]{40}|[0-9a-fA-F]{64})")
+
+
+def _data_shaped(value: str) -> bool:
+    """Whether an entropy detector's ``value`` on a call line is data, no
+    credential: a digest's hex (40 or 64 digits: a commit, a SHA-256) or
+    base64 that decodes to printable text (``b64decode("SGVsbG8g...")``)."""
+    if _HEX_DIGEST.fullmatch(value):
+        return True
+    import base64
+    import binascii
+
+    try:
+        text = base64.b64decode(value + "=" * (-len(value) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    try:
+        decoded = text.decode("ascii")
+    except UnicodeDecodeError:
+        return False
+    return decoded.isprintable() or all(c.isprintable() or c in "\n\r\t" for c in decoded)
 
 
 #: A Subresource Integrity string (a lockfile's ``"integrity"``): a digest,

@@ -160,9 +160,10 @@ def test_inside_fences_answers_as_resolves_inside(tmp_path):
     paths = [store, store / "sub", store / "sub" / "not-yet", tmp_path / "link",
              tmp_path / "link" / "x", tmp_path / "mem" / "s-0123456789abc", tmp_path / "mem",
              tmp_path / "mem" / "s-0123456789ab" / ".." / "s-0123456789abc"]
-    with atomic.fenced(tmp_path / "elsewhere", store):
+    fences = (tmp_path / "elsewhere", store)
+    with atomic.fenced(*fences):
         got = [atomic.inside_fences(p) for p in paths]
-        want = [any(atomic.resolves_inside(p, f) for f in atomic._FENCES) for p in paths]
+        want = [any(atomic.resolves_inside(p, f) for f in fences) for p in paths]
         with atomic.fenced(store):
             assert [atomic.inside_fences(p) for p in paths] == want
         assert [atomic.inside_fences(p) for p in paths] == want

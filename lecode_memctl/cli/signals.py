@@ -195,6 +195,12 @@ def start_up_held() -> None:
 def start_up_done() -> None:
     """The end of :func:`start_up_held`: a signal kept meanwhile stops
     memctl now (a KeyboardInterrupt in main's own frame)."""
+    _release_hold()
+
+
+def _release_hold() -> None:
+    """The end of a hold (:func:`start_up_held`, :func:`uncut_from`): a
+    signal kept meanwhile stops the command now (a KeyboardInterrupt)."""
     _SIG.holding = False
     if _SIG.held:
         _SIG.held = False
@@ -301,9 +307,7 @@ def uncut_from() -> Iterator[Callable[[], None]]:
         yield hold
     finally:
         _SIG.holding = False
-    if _SIG.held:
-        _SIG.held = False
-        raise KeyboardInterrupt
+    _release_hold()
 
 
 def interruption() -> tuple[str, str, int]:

@@ -304,9 +304,8 @@ def refuse_inside(target: str | os.PathLike[str],
 # of, while :func:`fenced` is in force: export and verify read a copy of a
 # store, and what the copy's reads make (a snapshot of its database) was
 # fenced out of the copy only, not out of the store it was made from.
-_FENCES: list[str] = []
-# their resolved paths (:func:`os.path.realpath`, when fenced), each with
-# how many fences in force resolve to it: a candidate is inside one of them
+# Kept as their resolved paths (:func:`os.path.realpath`, when fenced), each
+# with how many fences in force resolve to it: a candidate is inside one of them
 # when it or one of its ancestors, resolved, is among them (a look-up per
 # ancestor, not a ``realpath`` per fence: ``validate --all-projects`` fences
 # every store and snapshots each, and before 2026-12-07 made N x (N+1)
@@ -319,16 +318,12 @@ def fenced(*paths: str | os.PathLike[str]) -> Iterator[None]:
     """While in force, :func:`private_tempdir` and :func:`temp_parent` pass
     over any candidate inside ``paths`` too (the stores a copy was made of),
     each resolved once, here, as :func:`resolves_inside` resolves a fence."""
-    added = [os.fspath(p) for p in paths]
-    tops = [os.path.realpath(p) for p in added]
-    _FENCES.extend(added)
+    tops = [os.path.realpath(p) for p in paths]
     for t in tops:
         _FENCE_TOPS[t] = _FENCE_TOPS.get(t, 0) + 1
     try:
         yield
     finally:
-        for p in added:
-            _FENCES.remove(p)
         for t in tops:
             left = _FENCE_TOPS[t] - 1
             if left:
@@ -340,8 +335,8 @@ def fenced(*paths: str | os.PathLike[str]) -> Iterator[None]:
 def inside_fences(path: str | os.PathLike[str]) -> bool:
     """Whether ``path``, resolved (:func:`resolves_inside`), is one of the
     fences in force (:func:`fenced`) or lies under one: the same answer as
-    ``any(resolves_inside(path, f) for f in _FENCES)``, with one ``realpath``
-    whatever their number."""
+    :func:`resolves_inside` of each fence, with one ``realpath`` whatever
+    their number."""
     if not _FENCE_TOPS:
         return False
     real = os.path.realpath(path)

@@ -22,11 +22,21 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 
+def base64_bytes(value: str) -> bytes | None:
+    """The bytes ``value`` is base64 of (its padding optional), or None when
+    it is no base64."""
+    try:
+        return base64.b64decode(value + "=" * (-len(value) % 4), validate=True)
+    except ValueError:      # (binascii.Error among them)
+        return None
+
+
 def _basic_credentials(value: str) -> bool:
     """Whether ``value`` is base64 of printable ``user:password`` text."""
+    raw = base64_bytes(value)
     try:
-        text = base64.b64decode(value + "=" * (-len(value) % 4), validate=True).decode()
-    except (ValueError, UnicodeDecodeError):
+        text = "" if raw is None else raw.decode()
+    except UnicodeDecodeError:
         return False
     return ":" in text and len(text) >= 3 and text.isprintable()
 

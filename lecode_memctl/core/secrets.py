@@ -52,7 +52,7 @@ from ._lazy import lazy_compile
 from .atomic import open_nofollow, open_owned, open_regular, read_file_or_pipe
 from .errors import MemctlError, UsageError
 from .layout import FACTS_DB, SESSIONS_DIR, Store
-from .secret_plugins import PRIVATE_KEY_PLUGINS
+from .secret_plugins import PRIVATE_KEY_PLUGINS, base64_bytes
 
 EXCLUDED_PLUGINS = frozenset({"IPPublicDetector"})
 # Specific detectors win over generic ones when two find overlapping text.
@@ -1065,12 +1065,8 @@ def _data_shaped(value: str) -> bool:
     base64 that decodes to printable text (``b64decode("SGVsbG8g...")``)."""
     if _HEX_DIGEST.fullmatch(value):
         return True
-    import base64
-    import binascii
-
-    try:
-        text = base64.b64decode(value + "=" * (-len(value) % 4), validate=True)
-    except (binascii.Error, ValueError):
+    text = base64_bytes(value)
+    if text is None:
         return False
     try:
         decoded = text.decode("ascii")

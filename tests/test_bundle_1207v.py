@@ -43,6 +43,14 @@ runpy.run_module("lecode_memctl", run_name="__main__")
 """
 
 
+def _unpacked(bundle: Path, into: Path) -> Path:
+    """``bundle`` unpacked with ``tar -x``'s rules into the new directory ``into``."""
+    into.mkdir()
+    with tarfile.open(bundle) as tf:
+        tf.extractall(into, filter="fully_trusted")
+    return into
+
+
 def _landing(tmp: Path, kind: str, sig: int, *args: str) -> subprocess.CompletedProcess[bytes]:
     env = {**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": os.pathsep.join(sys.path)}
     return subprocess.run([sys.executable, "-c", _LANDS_IN_REMOVAL, kind, str(sig), *args],
@@ -69,11 +77,7 @@ def test_an_interrupt_during_verifys_clean_up_leaves_no_copy(demo, tmp_path, unp
     out = tmp_path / "b.tar"
     export(demo, out)
     if unpacked:
-        un = tmp_path / "un"
-        un.mkdir()
-        with tarfile.open(out) as tf:
-            tf.extractall(un, filter="fully_trusted")
-        out = un
+        out = _unpacked(out, tmp_path / "un")
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     r = _landing(tmp, "verify", sig, "verify", str(out))
@@ -202,10 +206,7 @@ def test_an_empty_top_level_directory_member_is_added(demo, tmp_path):  # noqa: 
 def test_an_extra_directory_beside_an_unpacked_bundles_store_is_added(demo, tmp_path):  # noqa: F811
     out = tmp_path / "b.tar"
     export(demo, out)
-    un = tmp_path / "un"
-    un.mkdir()
-    with tarfile.open(out) as tf:
-        tf.extractall(un, filter="fully_trusted")
+    un = _unpacked(out, tmp_path / "un")
     (un / "extra" / "deeper").mkdir(parents=True)
     code, doc = verify(un)
     assert code == 1
@@ -233,11 +234,7 @@ def test_a_file_the_manifest_lists_twice_is_a_manifest_problem(demo, tmp_path, a
     m = _redigest(out, forged, twice)
     dup = m["files"][0]["path"]
     if unpacked:
-        un = tmp_path / "un"
-        un.mkdir()
-        with tarfile.open(forged) as tf:
-            tf.extractall(un, filter="fully_trusted")
-        forged = un
+        forged = _unpacked(forged, tmp_path / "un")
     code, doc = verify(forged)
     assert code == 1
     assert [(p["kind"], p["path"]) for p in doc["problems"]] == [("manifest", dup)], \

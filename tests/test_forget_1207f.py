@@ -24,7 +24,7 @@ import pytest
 
 from .builders import store_sql
 from .conftest import run_cli, tree_hash
-from .test_spec_1207s import DAMAGED_SEQS, TOKEN, _damaged_store
+from .test_spec_1207s import DAMAGED_SEQS, TOKEN, _damaged_store, _exclusions
 
 # ---------------------------------------------------------------- 1. the fact's own source row
 
@@ -58,14 +58,6 @@ def _rows_of(store: Path, fact_id: str) -> dict[str, int]:
         return {t: db.execute(f"SELECT count(*) FROM {t} WHERE fact_id = ?",
                               (fact_id,)).fetchone()[0]
                 for t in ("facts", "revisions", "source_refs", "provenance")}
-    finally:
-        db.close()
-
-
-def _exclusions(store: Path) -> set[tuple[str, int]]:
-    db = sqlite3.connect(store / "facts.sqlite3")
-    try:
-        return set(db.execute("SELECT session_id, seq FROM exclusions"))
     finally:
         db.close()
 

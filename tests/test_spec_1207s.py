@@ -46,18 +46,24 @@ DAMAGED_SEQS = {"null": "NULL", "real": "'[1.0,3]'", "text": "'[\"5\",6]'",
                 "not_json": "'[1,'"}
 
 
-def _damaged_store(root: Path, seqs_sql: str) -> tuple[Path, dict[str, str]]:
-    """A store whose session ``w`` has one user message (seq 1), cited by
-    three facts: ``a1`` and ``a2`` (its text holds a GitHub token) valid,
-    ``c1`` whose source row's seqs are ``seqs_sql`` (source_refs without its
-    NOT NULLs)."""
+def _one_message_store(root: Path) -> tuple[Path, SourceRef]:
+    """A store whose session ``w`` has one user message (seq 1), and the
+    source reference of that message."""
     store = root / SLUG
     (store / "sessions").mkdir(parents=True)
     recs = [{"seq": 0, "type": "session", "format": 1, "session_id": "w", "project": SLUG,
              "created": "2026-12-01T10:00:00Z"},
             {"seq": 1, "type": "message", "role": "user", "content": "we use tabs"}]
     (store / "sessions" / "w.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
-    ref = SourceRef("w", (1,), canonical_digest(recs[1:2]))
+    return store, SourceRef("w", (1,), canonical_digest(recs[1:2]))
+
+
+def _damaged_store(root: Path, seqs_sql: str) -> tuple[Path, dict[str, str]]:
+    """A store whose session ``w`` has one user message (seq 1), cited by
+    three facts: ``a1`` and ``a2`` (its text holds a GitHub token) valid,
+    ``c1`` whose source row's seqs are ``seqs_sql`` (source_refs without its
+    NOT NULLs)."""
+    store, ref = _one_message_store(root)
     ids = {}
     with FactStore(store_at(store).facts_db) as fs:
         for name, text in (("a1", "tabs"), ("a2", f"token {TOKEN}"), ("c1", "damaged row")):
@@ -282,13 +288,7 @@ def test_the_forgotten_facts_own_blob_id_is_not_among_the_others(tmp_path):
     its own ``suppressed_facts``.  The list is of the OTHER facts."""
     from lecode_memctl.core.facts import Provenance
 
-    store = tmp_path / SLUG
-    (store / "sessions").mkdir(parents=True)
-    recs = [{"seq": 0, "type": "session", "format": 1, "session_id": "w", "project": SLUG,
-             "created": "2026-12-01T10:00:00Z"},
-            {"seq": 1, "type": "message", "role": "user", "content": "we use tabs"}]
-    (store / "sessions" / "w.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
-    ref = SourceRef("w", (1,), canonical_digest(recs[1:2]))
+    store, ref = _one_message_store(tmp_path)
     with FactStore(store_at(store).facts_db) as fs:
         a1 = fs.add("tabs", ref=ref, provenance=[Provenance("w", (1,))]).fact.fact_id
         a2 = fs.add("other", ref=ref).fact.fact_id

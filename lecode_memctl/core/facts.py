@@ -970,9 +970,13 @@ def seqs_parsed(raw: object) -> tuple[int, ...] | str:
 
 
 def _readable_session_id(sid: object) -> str | None:
-    """The session a stored session id names, for a forget (fail-closed:
-    excluded if it can be read): a text, or a BLOB that is UTF-8 (its text,
-    as :func:`row_text` shows it); None for anything else."""
+    """The session a stored session id names, read fail-closed (a forget
+    excludes what can be read; the exclusions reader hides what it names):
+    a text; a BLOB that is UTF-8 (a writer that bound it as bytes), its
+    text, as :func:`row_text` shows it; an integer (a table that lost its
+    TEXT affinity), its digits.  None for anything else: bytes that are not
+    UTF-8, NULL, a real.  Before 2026-12-07 a forget read an integer as no
+    session (``unexcluded``) while the exclusions reader read its digits."""
     if type(sid) is str:
         return sid
     if isinstance(sid, bytes):
@@ -980,6 +984,8 @@ def _readable_session_id(sid: object) -> str | None:
             return sid.decode("utf-8")
         except UnicodeDecodeError:
             return None
+    if type(sid) is int:
+        return str(sid)
     return None
 
 
@@ -1025,16 +1031,8 @@ def exclusion_position(session_id: object, seq: object) -> tuple[str, int] | Non
     that are not UTF-8, NULL, a negative or fractional position, or other
     text name nothing.  :func:`exclusion_problem` says which rows are not of
     the documented types (``validate``: ``db.malformed_exclusion``)."""
-    if type(session_id) is str:
-        sid = session_id
-    elif isinstance(session_id, bytes):          # a BLOB, or TEXT that is not UTF-8
-        try:
-            sid = bytes(session_id).decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-    elif type(session_id) is int:
-        sid = str(session_id)
-    else:
+    sid = _readable_session_id(session_id)
+    if sid is None:
         return None
     if type(seq) is int:
         n = seq

@@ -122,8 +122,10 @@ def _sev(counts: dict[str, int]) -> str:
 
 
 def _facts_line(v: dict[str, Any]) -> str:
+    if v.get("facts_total") is None:    # (the database was not read: not known)
+        return "unknown"
     parts = [f"{n} {k}" for k, n in (v.get("facts") or {}).items() if n]
-    return f"{v.get('facts_total', 0)}" + (f" ({', '.join(parts)})" if parts else "")
+    return f"{v['facts_total']}" + (f" ({', '.join(parts)})" if parts else "")
 
 
 @command(epilog="""\

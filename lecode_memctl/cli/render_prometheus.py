@@ -80,8 +80,11 @@ def prometheus_text(summaries: Sequence[Summary], *, strict: bool = False) -> st
                 for sev in SEVERITIES:
                     out.append(f"{name}{_labels(**p, severity=sev)} {s.by_severity[sev]}")
             elif name == "memctl_validate_facts":
-                for st in STATUSES:
-                    out.append(f"{name}{_labels(**p, status=st)} {s.facts[st]}")
+                # (left out for a store whose facts were not all read: not
+                # known; before 2026-12-07 they read 0)
+                if s.facts_known:
+                    for st in STATUSES:
+                        out.append(f"{name}{_labels(**p, status=st)} {s.facts[st]}")
             elif name == "memctl_validate_sessions":
                 # (left out for a store whose sessions/ cannot be listed:
                 # the count is not known, and 0 or the cited ones would lie)

@@ -265,8 +265,10 @@ SUMMARY = RowModel("validate", "summary", "The audit of one store (after its fin
     Field("findings", "object", "{error, warning, info}: counts by severity"),
     Field("by_code", "object", "{code: count}"),
     Field("ignored", "integer", "findings dropped by --ignore"),
-    Field("facts", "object", "{status: count}, each fact under its worst revision"),
-    Field("facts_total", "integer", "facts"),
+    Field("facts", "object", "{status: count}, each fact under its worst revision; null when "
+          "the facts were not all read (a database that cannot be read: not known)", True),
+    Field("facts_total", "integer", "facts; null when the facts were not all read (not known)",
+          True),
     Field("sessions", "integer", "session transcripts: files <id>.jsonl of a valid session id "
           "(memctl sessions also lists other *.jsonl names, refused); null when sessions/ "
           "cannot be listed (not known)", True),

@@ -217,7 +217,7 @@ def _check_db(audit: Audit) -> Iterator[Finding | Pending | None]:
     if fs is None:
         # No database at all: generation 0, nothing excluded.  (A symlink or odd
         # file type is a layout finding, and then the generation is unknown.)
-        audit._generation_known = not _present(audit.store.facts_db)
+        audit._generation_known = audit.summary.facts_known = not _present(audit.store.facts_db)
         return
     if isinstance(fs, MemctlError):
         if isinstance(fs, StoreBusy | LocalResourceError):
@@ -253,7 +253,8 @@ def _check_db(audit: Audit) -> Iterator[Finding | Pending | None]:
             if audit.store.facts_db.stat().st_size > 0:
                 yield audit._f("db.schema_unknown", "no lecode tables in the database", file=rel)
             else:
-                audit._generation_known = True  # an empty file: generation 0
+                # an empty file: generation 0, no fact
+                audit._generation_known = audit.summary.facts_known = True
             return
         # the read-only open is a private copy no writer can move under
         if audit._child is None:
@@ -1055,12 +1056,13 @@ def fact_findings(audit: Audit) -> Iterator[Finding | None]:
     try:
         if child is None:
             yield from findings(_fact_part(audit, fs, listing or fs.start_listing(), count))
-            return
-        # (a child that fails leaves its part to this process, which then
-        # meets the same error: split.EarlyChild.items)
-        yield from findings(child.items(
-            lambda part: _fact_part(audit, fs, fs.start_listing(part=part), count),
-            (audit._statuses, audit._excluded), pickles_written))
+        else:
+            # (a child that fails leaves its part to this process, which then
+            # meets the same error: split.EarlyChild.items)
+            yield from findings(child.items(
+                lambda part: _fact_part(audit, fs, fs.start_listing(part=part), count),
+                (audit._statuses, audit._excluded), pickles_written))
+        audit.summary.facts_known = True
     except Exception as exc:    # noqa: BLE001 - a database error is the finding, with --all-projects
         why = _unread_why(audit, exc)
         if why is None:

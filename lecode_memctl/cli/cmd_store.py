@@ -132,8 +132,9 @@ def config(json_: JsonOpt = False, fmt: FormatOpt = None) -> None:
 
     Reads <config dir>/config.toml.  Keys: enabled (default true), max_bytes
     (32768, the whole memory section, valid 0..2147483647), auto_learn
-    (false), facts_max_bytes (8192, valid 0..65536).  An out-of-range or mistyped value is an error
-    naming the key (exit 2).  --json prints one object (the config dir and
+    (false), facts_max_bytes (8192, valid 0..65536).  An out-of-range or
+    mistyped value is an error naming the key (exit 2), as is a config.toml
+    larger than 1 MiB.  --json prints one object (the config dir and
     file, each key as {value, default, source}, and "settings": the rows);
     jsonl, csv and tsv give the setting rows {type, key, value, default,
     source}.  A key of [memory] that is none of these (max_byte), or a

@@ -147,13 +147,41 @@ class ConfigSyntax(ValueError):
     """config.toml's text is no TOML (:func:`parse_config`): why, as tomllib says."""
 
 
+#: The largest config.toml read (docs/FORMAT.md, "The memory section"):
+#: lecode's is a few hundred bytes.  One larger is refused, and no more
+#: than this + 1 bytes of it are read (before 2026-12-07 a config.toml of
+#: 3 GB was read whole: exit 70, MemoryError, under a memory limit).
+MAX_CONFIG_BYTES = 1 << 20
+
+
+class ConfigTooLarge(ValueError):
+    """config.toml holds more than :data:`MAX_CONFIG_BYTES` (:func:`parse_config`)."""
+
+    def __init__(self) -> None:
+        super().__init__(f"larger than 1 MiB ({MAX_CONFIG_BYTES} bytes, the most a "
+                         "config file may hold): not read")
+
+
+def read_config_bytes(path: str | os.PathLike[str], *, follow: bool) -> bytes:
+    """At most :data:`MAX_CONFIG_BYTES` + 1 bytes of the regular file
+    ``path`` (``atomic.read_regular``, its errors): more than the bound is
+    :func:`parse_config`'s to refuse.  The one read of config.toml, the
+    config's readers' and the audit's."""
+    from .atomic import read_regular
+
+    return read_regular(path, MAX_CONFIG_BYTES + 1, follow=follow)
+
+
 def parse_config(raw: bytes) -> dict[str, Any]:
-    """The table of config.toml's bytes: ``UnicodeDecodeError`` when they
+    """The table of config.toml's bytes: :class:`ConfigTooLarge` when there
+    are more than :data:`MAX_CONFIG_BYTES`, ``UnicodeDecodeError`` when they
     are not UTF-8, :class:`ConfigSyntax` when the text is no TOML (nested
     thousands deep too: tomllib parses by recursion).  The one parse of the
     config's readers and of the audit (``audit.run``)."""
     import tomllib  # only for a file that is there
 
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigTooLarge
     text = raw.decode("utf-8")
     try:
         return tomllib.loads(text)
@@ -170,11 +198,9 @@ def parse_config(raw: bytes) -> dict[str, Any]:
 
 def read_config_file(config_dir: str | os.PathLike[str]) -> tuple[Path, dict[str, Any] | None]:
     """Parse ``config.toml``; ``None`` when the file does not exist."""
-    from .atomic import read_regular
-
     path = Path(config_dir) / "config.toml"
     try:
-        raw = read_regular(path, follow=True)
+        raw = read_config_bytes(path, follow=True)
     except (FileNotFoundError, NotADirectoryError):
         # (NotADirectoryError: the config dir is a file, so no config.toml is
         # under it; the commands that look for a store there find none either)
@@ -190,3 +216,6 @@ def read_config_file(config_dir: str | os.PathLike[str]) -> tuple[Path, dict[str
         raise StoreCorrupt(f"{path}: not valid UTF-8") from None
     except ConfigSyntax as exc:
         raise UsageError(f"{path}: invalid TOML: {exc}") from None
+    except ConfigTooLarge as exc:
+        # (exit 2, as a file that is no TOML)
+        raise UsageError(f"{path}: {exc}") from None

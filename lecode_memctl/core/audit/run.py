@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .._lazy import lazy_compile
-from ..atomic import open_nofollow, read_all, read_pieces
+from ..atomic import open_nofollow, read_pieces
 from ..layout import (
     DAILY_DIR,
     FACTS_DB,
@@ -38,17 +38,6 @@ from .facts import (
     source_groups,
 )
 from .transcripts import READ_CHUNK, run_jobs, worth_a_pool
-
-# ---------------------------------------------------------------------------
-# Low-level, read-only file access
-
-def _read_all(path: Path) -> bytes:
-    fd = open_nofollow(path)
-    try:
-        return read_all(fd, READ_CHUNK)
-    finally:
-        os.close(fd)
-
 
 #: The transcripts' findings held, at most, while the database checks run
 #: in a thread (``Audit._beside``): past it, the audit waits for the checks.
@@ -376,18 +365,27 @@ class Audit:
     def _check_config(self) -> Iterator[Finding | None]:
         if self.config_dir is None:
             return
+        from ..config import (
+            ConfigSyntax,
+            ConfigTooLarge,
+            check_memory_values,
+            parse_config,
+            read_config_bytes,
+        )
+
         path = self.config_dir / "config.toml"
         try:
-            raw = _read_all(path)
+            raw = read_config_bytes(path, follow=False)
         except FileNotFoundError:
             return
         except OSError as exc:
             yield self._f("config.invalid", f"cannot read config.toml: {exc.strerror}", file=str(path))
             return
-        from ..config import ConfigSyntax, check_memory_values, parse_config
-
         try:
             data = parse_config(raw)
+        except ConfigTooLarge as exc:
+            yield self._f("config.invalid", f"config.toml is {exc}", file=str(path))
+            return
         except UnicodeDecodeError:
             yield self._f("config.invalid", "config.toml is not valid UTF-8", file=str(path))
             return

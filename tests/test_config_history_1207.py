@@ -1,0 +1,112 @@
+"""config, context, validate and history: a review of 2026-12-07 (rv71).
+
+Each test failed before its fix: a config.toml of gigabytes read whole
+(exit 70, MemoryError, under a memory limit); ``history --format plain``
+without the revisions' reasons; U+2028 in ``history``'s text view taken
+for a line break; ``config`` with a ``--config-dir`` that does not exist
+(or is a file) showing the defaults, exit 0."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from .conftest import run_cli
+
+#: the bound of docs/FORMAT.md (core.config.MAX_CONFIG_BYTES)
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def _rchar() -> int:
+    """The bytes this process has read by read(2) so far (Linux)."""
+    with open("/proc/self/io", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("rchar:"):
+                return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/self/io")
+
+
+def _config_with_store(tmp_path: Path) -> tuple[Path, Path]:
+    from lecode_memctl.core.layout import store_for_project
+
+    cfg, proj = tmp_path / "cfg", tmp_path / "proj"
+    cfg.mkdir()
+    proj.mkdir()
+    store_for_project(cfg, proj).path.mkdir(parents=True)
+    return cfg, proj
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="counts reads in /proc/self/io")
+def test_a_config_larger_than_the_bound_is_refused_after_bound_plus_one_bytes(tmp_path):
+    """A config.toml of 64 MiB of comments and one valid key was read
+    whole and taken (exit 0); now it is refused, exit 2 as invalid TOML
+    is, one line, and no more than MAX_CONFIG_BYTES + 1 of it read;
+    validate reports it as config.invalid (exit 1)."""
+    cfg, proj = _config_with_store(tmp_path)
+    line = b"# " + b"x" * 77 + b"\n"
+    (cfg / "config.toml").write_bytes(line * ((64 << 20) // len(line))
+                                      + b"[memory]\nmax_bytes = 100\n")
+    for args in (("config",), ("config", "--json"), ("context",)):
+        before = _rchar()
+        r = run_cli("--config-dir", str(cfg), "-C", str(proj), *args)
+        read = _rchar() - before
+        assert r.exit_code == 2, (args, r.stdout, r.stderr)
+        if "--json" in args:
+            err = orjson.loads(r.stdout_bytes)["error"]
+            assert err["code"] == "usage" and "larger than 1 MiB" in err["message"]
+        else:
+            assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
+            assert "config.toml: larger than 1 MiB" in r.stderr, r.stderr
+        # (what else the command reads -- its modules, the store -- is far less)
+        assert read < MAX_CONFIG_BYTES + (8 << 20), (args, read)
+    before = _rchar()
+    r = run_cli("--config-dir", str(cfg), "-C", str(proj), "--no-state", "validate", "--json")
+    assert _rchar() - before < MAX_CONFIG_BYTES + (8 << 20)
+    assert r.exit_code == 1, r.stderr
+    (finding,) = [f for f in orjson.loads(r.stdout_bytes)["findings"]
+                  if f["code"] == "config.invalid"]
+    assert "larger than 1 MiB" in finding["message"]
+
+
+def test_a_config_of_the_bound_exactly_is_read(tmp_path):
+    from lecode_memctl.core.config import MAX_CONFIG_BYTES as bound
+
+    assert bound == MAX_CONFIG_BYTES
+    assert "larger than 1 MiB" in " ".join(run_cli("config", "--help").stdout.split())
+    cfg, proj = _config_with_store(tmp_path)
+    tail = b"[memory]\nmax_bytes = 100\n"
+    (cfg / "config.toml").write_bytes(b"#" * (MAX_CONFIG_BYTES - len(tail) - 1) + b"\n" + tail)
+    assert (cfg / "config.toml").stat().st_size == MAX_CONFIG_BYTES
+    r = run_cli("--config-dir", str(cfg), "-C", str(proj), "config", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert orjson.loads(r.stdout_bytes)["max_bytes"]["value"] == 100
+
+
+def test_a_3g_config_under_a_memory_limit_is_a_usage_error_not_memory_error(tmp_path):
+    """``truncate -s 3G config.toml`` then ``memctl config`` (``context``,
+    ``validate``) under ``ulimit -v``: exit 70, "internal error:
+    MemoryError", before."""
+    import resource
+
+    cfg, proj = _config_with_store(tmp_path)
+    with open(cfg / "config.toml", "wb") as fh:
+        fh.truncate(3 << 30)            # sparse: no room taken
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    env = dict(os.environ)
+    for args, code in ((("config",), 2), (("context",), 2), (("--no-state", "validate"), 1)):
+        p = subprocess.run([sys.executable, "-m", "lecode_memctl", "--config-dir", str(cfg),
+                            "-C", str(proj), *args], capture_output=True, env=env,
+                           preexec_fn=limit, timeout=120)
+        err = p.stderr.decode("utf-8", "replace")
+        out = p.stdout.decode("utf-8", "replace")
+        assert p.returncode == code, (args, p.returncode, err)
+        assert "MemoryError" not in err and "internal error" not in err
+        assert "larger than 1 MiB" in (err if code == 2 else out), (args, err, out)

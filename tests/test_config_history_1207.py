@@ -110,3 +110,55 @@ def test_a_3g_config_under_a_memory_limit_is_a_usage_error_not_memory_error(tmp_
         assert p.returncode == code, (args, p.returncode, err)
         assert "MemoryError" not in err and "internal error" not in err
         assert "larger than 1 MiB" in (err if code == 2 else out), (args, err, out)
+
+
+# ---------------------------------------------------------------- history
+
+@pytest.fixture
+def hstore(store) -> tuple[Path, dict[str, str]]:
+    """A store of one transcript (s1, nine messages) and three facts: ``ls``
+    whose text holds U+2028, ``nl`` whose text holds a newline, and ``two``
+    corrected once, its revision 1's evidence (message 3) undone since."""
+    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.sessions import SessionStore
+
+    fs = FactStore(store.facts_db)
+    ss = SessionStore(store, exclusions=fs)
+    with ss.create("s1") as w:
+        for i in range(1, 10):
+            w.append_message("user", f"message {i}")
+    ids = {}
+    for key, seq, text in (("ls", 1, "first\u2028second"), ("nl", 2, "first\nsecond"),
+                           ("ps", 5, "first\u2029second"), ("nel", 6, "first\x85second")):
+        ids[key] = fs.remember(text, ss.source_snapshot("s1", seq, seq).ref,
+                               sessions=ss).fact.fact_id
+    f = fs.remember("v1", ss.source_snapshot("s1", 3, 3).ref, sessions=ss).fact
+    fs.correct(f.fact_id, "v2", expected_revision=1, ref=ss.source_snapshot("s1", 4, 4).ref,
+               sessions=ss)
+    ids["two"] = f.fact_id
+    fs.close()
+    with open(store.path / "sessions" / "s1.jsonl", "a") as fh:   # undo message 3
+        fh.write('{"seq":10,"type":"event","event":"undo","target":[3,3]}\n')
+    return store.path, ids
+
+
+@pytest.mark.parametrize("fmt", ["plain", "github", "grid", "simple", "pipe"])
+def test_history_tables_join_each_revisions_reason_to_its_status(hstore, fmt):
+    """``history ID --format plain`` (any tabulate name) showed revision 1
+    as ``hidden``, its reason dropped; the text view and ``facts`` tables
+    show ``hidden (undone)``."""
+    path, ids = hstore
+    text = run_cli("--store", str(path), "--no-state", "history", ids["two"])
+    assert text.exit_code == 0, text.stderr
+    assert "hidden (undone)" in text.stdout.splitlines()[1], text.stdout
+    r = run_cli("--store", str(path), "--no-state", "history", ids["two"], "--format", fmt)
+    assert r.exit_code == 0, r.stderr
+    (first,) = [line for line in r.stdout.splitlines() if " v1 " in f" {line} "]
+    assert "hidden (undone)" in first, r.stdout
+    (second,) = [line for line in r.stdout.splitlines() if " v2 " in f" {line} "]
+    assert " valid " in second and "(" not in second, r.stdout
+    # (the machine formats keep the two fields apart, as before)
+    rows = [orjson.loads(line) for line in run_cli(
+        "--store", str(path), "--no-state", "history", ids["two"], "--format", "jsonl"
+    ).stdout_bytes.splitlines()]
+    assert [(x["status"], x["reason"]) for x in rows] == [("hidden", "undone"), ("valid", None)]

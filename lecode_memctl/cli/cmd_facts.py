@@ -562,6 +562,14 @@ def recall(
 
 # ---------------------------------------------------------------- history
 
+def _revision_for_table(row: dict[str, Any]) -> dict[str, Any]:
+    """A revision row as ``history``'s tables show it: the status cell with
+    its reason (``hidden (undone)``), as the text view's."""
+    out = dict(row)
+    out["status"] = _status_cell(row["status"], row["reason"])
+    return out
+
+
 @command(epilog="""\
 \b
 Examples:
@@ -604,8 +612,11 @@ def history(fact_id: FactIdArg, json_: JsonOpt = False, fmt: FormatOpt = None,
                    "revisions": rows})
         return
     if fmt_name != "table":
+        # (a table joins each revision's reason to its status, as the text
+        # view and the facts tables do: before 2026-12-07 it was dropped)
         render_records(REVISION, rows, fmt_name,
-                       columns=["revision", "current", "created", "status", "source", "text"])
+                       columns=["revision", "current", "created", "status", "source", "text"],
+                       display=_revision_for_table)
         return
     def number(value: object) -> str:
         # a revision stored as no integer is null (FORMAT.md): "-", as a

@@ -162,3 +162,56 @@ def test_history_tables_join_each_revisions_reason_to_its_status(hstore, fmt):
         "--store", str(path), "--no-state", "history", ids["two"], "--format", "jsonl"
     ).stdout_bytes.splitlines()]
     assert [(x["status"], x["reason"]) for x in rows] == [("hidden", "undone"), ("valid", None)]
+
+
+def test_history_text_view_escapes_line_and_paragraph_separators(hstore):
+    """``first\\u2028second`` and ``first\\nsecond`` printed the same two
+    lines (str.splitlines breaks on U+2028, U+2029, and safe() left them
+    raw); ``history --help``: "Texts are shown whole, escaped"."""
+    path, ids = hstore
+
+    def body(key: str) -> list[str]:
+        r = run_cli("--store", str(path), "--no-state", "history", ids[key])
+        assert r.exit_code == 0, r.stderr
+        return r.stdout.splitlines()[2:]
+
+    assert body("nl") == ["    first", "    second"]
+    assert body("ls") == ["    first\\u2028second"]
+    assert body("ps") == ["    first\\u2029second"]
+    assert body("nel") == ["    first\\x85second"]
+    # (a table cell escapes them as every control character)
+    r = run_cli("--store", str(path), "--no-state", "history", ids["ls"], "--format", "plain")
+    assert "first\\u2028second" in r.stdout and "\u2028" not in r.stdout
+
+
+def test_safe_escapes_the_unicode_line_breaks():
+    from lecode_memctl.cli.output import safe
+
+    assert safe("a\u2028b\u2029c") == "a\\u2028b\\u2029c"
+    assert safe("a\u2028b\nc", keep_newlines=True) == "a\\u2028b\nc"
+    # every line break str.splitlines knows is escaped but the newline kept
+    odd = "a\rb\x0bc\x0cd\x1ce\x1df\x1eg\x85h\u2028i\u2029j"
+    assert safe(odd, keep_newlines=True).splitlines() == [safe(odd)]
+
+
+def test_migrate_diff_keeps_a_line_separator_on_its_line(tmp_path, config_dir):
+    """A legacy MEMORY.md line holding U+2028 was two diff lines, the first
+    marked "No newline at end of file" mid-file (core: splitlines), and the
+    text view split it again."""
+    from .conftest import make_repo
+    from .test_spec_migrate import legacy_path, put
+
+    repo = make_repo(Path(os.path.realpath(tmp_path)) / "app")
+    (repo / "a").mkdir()
+    from lecode_memctl.core.identity import slug
+
+    put(config_dir / "memory" / slug(str(repo)) / "MEMORY.md", "# Project\n- other\n")
+    put(legacy_path(config_dir, repo / "a") / "MEMORY.md", "# Project\n- first\u2028second\n")
+    args = ("--project", str(repo / "a"), "migrate-legacy", "--dry-run", "--diff")
+    r = run_cli(*args)
+    assert r.exit_code == 0, r.stderr
+    assert "No newline" not in r.stdout, r.stdout
+    assert "+- first\\u2028second\n" in r.stdout and "\u2028" not in r.stdout, r.stdout
+    doc = orjson.loads(run_cli(*args, "--json").stdout_bytes)
+    (diff,) = [i["diff"] for i in doc["items"] if i["diff"] is not None]
+    assert "+- first\u2028second\n" in diff and "No newline" not in diff, diff

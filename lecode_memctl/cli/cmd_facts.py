@@ -631,7 +631,8 @@ def history(fact_id: FactIdArg, json_: JsonOpt = False, fmt: FormatOpt = None,
              f"{safe(r['created'] or '-')}  "
              f"source {safe(r['source'] or '-')}  "
              f"{_status_cell(r['status'], r['reason'])}")
-        for line in safe(r["text"], keep_newlines=True).splitlines() or [""]:
+        # (its newlines alone: str.splitlines broke a U+2028 too, before 2026-12-07)
+        for line in safe(r["text"], keep_newlines=True).split("\n"):
             echo(f"    {line}")
 
 

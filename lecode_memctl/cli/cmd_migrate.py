@@ -104,8 +104,10 @@ def _print_diffs(plan, diffs: dict) -> None:
         echo("")
         echo(f"diff for {safe(item.name)} (#{item.store}, "
              f"{item.reason or item.result}):")
-        for line in text.splitlines():
-            echo(safe(line))
+        # its lines at its newlines alone, a CRLF's CR dropped as before
+        # (str.splitlines broke a line at U+2028 too, before 2026-12-07)
+        for line in text.removesuffix("\n").split("\n") if text else ():
+            echo(safe(line.removesuffix("\r")))
 
 
 def _print_hint(plan) -> None:

@@ -56,9 +56,15 @@ STREAM_CHUNK = 1 << 16
 # overrides, isolates, marks) that can reorder what a terminal shows.
 # Also the lone surrogates U+DC80..U+DCFF: bytes that are not UTF-8 in a file
 # name (os.listdir's surrogateescape), shown as the byte they stand for.
-_UNSAFE = lazy_compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u061c"
-    "\udc80-\udcff]")
+_UNSAFE_CHARS = ("\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069"
+                 "\u061c\udc80-\udcff")
+_UNSAFE = lazy_compile(f"[{_UNSAFE_CHARS}]")
+# What :func:`safe` escapes: those, and the line and paragraph separators
+# U+2028 and U+2029, the line breaks of str.splitlines (and of some
+# viewers) C0 and C1 do not hold, so that a text's lines are its newlines'
+# alone (before 2026-12-07 "a\u2028b" and "a\nb" printed alike in
+# ``history``).  JSON on a terminal (:func:`terminal_json`) keeps them.
+_UNSAFE_TEXT = lazy_compile(f"[{_UNSAFE_CHARS}\u2028\u2029]")
 
 
 def _escape_char(m: re.Match[str]) -> str:
@@ -75,8 +81,10 @@ def safe(text: str, *, keep_newlines: bool = False) -> str:
     """Escape every control character a terminal could act on, newline and
     tab included: the text is one token on its line (a name, a path, a
     session id, a cell).  ``keep_newlines``: a newline and a tab are left as
-    they are, for a text printed as lines of its own (a note, a message)."""
-    out = _UNSAFE.sub(_escape_char, text)
+    they are, for a text printed as lines of its own (a note, a message):
+    the newline is then the one line break left (U+2028 and U+2029 are
+    escaped, ``\\u2028``), so split such a text on ``"\\n"``."""
+    out = _UNSAFE_TEXT.sub(_escape_char, text)
     if not keep_newlines:
         out = out.replace("\n", "\\n").replace("\t", "\\t")
     return out

@@ -851,13 +851,26 @@ def conflict_diff(item: PlanItem, plan: MigrationPlan, *, context: int = 3) -> s
         legacy = read_regular(item.source)
     except OSError as exc:
         return f"(cannot read {item.source}: {exc.strerror})\n"
-    a = (project or b"").decode("utf-8", "replace").splitlines(keepends=True)
-    b = legacy.decode("utf-8", "replace").splitlines(keepends=True)
+    a = _lines((project or b"").decode("utf-8", "replace"))
+    b = _lines(legacy.decode("utf-8", "replace"))
     lines = []
     for line in difflib.unified_diff(a, b, fromfile=project_label,
                                      tofile=f"legacy #{item.store}: {item.source}", n=context):
         lines.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
     return "".join(lines)
+
+
+def _lines(text: str) -> list[str]:
+    """``text``'s lines as diff(1) takes them, each with its newline (the
+    last without one when the text does not end with one): split at
+    ``\\n`` alone.  (str.splitlines broke a line at U+2028, U+0085, a form
+    feed as well, and the diff then said "No newline at end of file" in the
+    middle of a file, before 2026-12-07.)"""
+    parts = text.split("\n")
+    lines = [p + "\n" for p in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
 
 
 def _store_of(plan: MigrationPlan, source: Path) -> int | str:

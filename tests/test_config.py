@@ -53,6 +53,7 @@ def test_cli_resolution_order(tmp_path, monkeypatch, config_dir):
     home = Path(os.environ["HOME"])
     doc = _config_json()
     assert (doc["config_dir"], doc["config_dir_source"]) == (str(config_dir), "LECODE_CONFIG_DIR")
+    (tmp_path / "opt").mkdir()     # (one that does not exist is exit 3 since 2026-12-07)
     doc = _config_json("--config-dir", str(tmp_path / "opt"))
     assert (doc["config_dir"], doc["config_dir_source"]) == (str(tmp_path / "opt"), "option")
     monkeypatch.delenv("LECODE_CONFIG_DIR")

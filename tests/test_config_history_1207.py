@@ -215,3 +215,48 @@ def test_migrate_diff_keeps_a_line_separator_on_its_line(tmp_path, config_dir):
     doc = orjson.loads(run_cli(*args, "--json").stdout_bytes)
     (diff,) = [i["diff"] for i in doc["items"] if i["diff"] is not None]
     assert "+- first\u2028second\n" in diff and "No newline" not in diff, diff
+
+
+# ---------------------------------------------------------------- config --config-dir
+
+def test_config_with_a_config_dir_option_that_does_not_exist_is_exit_3(tmp_path):
+    """``memctl --config-dir /tmp/typo config`` showed every default, exit
+    0 (only --json's config_file_exists said false); README ("Cron"): a
+    --config-dir given on the command line that does not exist is exit 3."""
+    typo = tmp_path / "typo"
+    r = run_cli("--config-dir", str(typo), "config")
+    assert r.exit_code == 3, (r.stdout, r.stderr)
+    assert r.stdout == ""
+    assert r.stderr == f"memctl: error: --config-dir {typo}: no such directory\n", r.stderr
+    j = run_cli("--config-dir", str(typo), "config", "--json")
+    assert j.exit_code == 3
+    assert orjson.loads(j.stdout_bytes)["error"]["code"] == "not_found"
+    # (projects says the same words)
+    assert run_cli("--config-dir", str(typo), "projects").stderr == r.stderr
+
+
+def test_config_with_a_config_dir_option_that_is_a_file_is_exit_2(tmp_path):
+    f = tmp_path / "passwd"
+    f.write_text("root:x:0:0::/root:/bin/sh\n")
+    r = run_cli("--config-dir", str(f), "config")
+    assert r.exit_code == 2, (r.stdout, r.stderr)
+    assert r.stdout == ""
+    assert r.stderr == f"memctl: error: --config-dir {f}: not a directory\n", r.stderr
+    assert run_cli("--config-dir", str(f), "projects").stderr == r.stderr
+
+
+def test_config_dirs_of_the_environment_that_do_not_exist_are_still_no_file(tmp_path, config_dir):
+    """A config directory the environment or the default names that does
+    not exist is a machine where lecode never ran: the defaults, exit 0;
+    so is an existing --config-dir with no config.toml."""
+    assert not config_dir.exists()
+    r = run_cli("config", "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = orjson.loads(r.stdout_bytes)
+    assert doc["config_file_exists"] is False and doc["config_dir_source"] == "LECODE_CONFIG_DIR"
+    f = tmp_path / "file"
+    f.write_text("")
+    assert run_cli("config", env={"LECODE_CONFIG_DIR": str(f)}).exit_code == 0
+    (tmp_path / "empty").mkdir()
+    r = run_cli("--config-dir", str(tmp_path / "empty"), "config", "--json")
+    assert r.exit_code == 0 and orjson.loads(r.stdout_bytes)["config_file_exists"] is False

@@ -404,17 +404,23 @@ def test_a_config_dir_that_is_a_file_has_no_config_file(how, tmp_path, monkeypat
     "FILE/config.toml: cannot read: Not a directory", exit 5, "store
     unreadable", where every other command finds no store there (exit 3):
     a config.toml under a file does not exist, and the defaults are shown
-    as for a config dir that does not exist."""
+    as for a config dir that does not exist.  Since 2026-12-07 a
+    --config-dir FILE given on the command line is exit 2, "not a
+    directory", as for projects (tests/test_config_history_1207.py)."""
     import orjson
 
     afile = tmp_path / "afile"
     afile.write_text("x")
     if how == "option":
         args: tuple[str, ...] = ("--config-dir", str(afile))
-    else:
-        monkeypatch.delenv("LECODE_CONFIG_DIR")
-        monkeypatch.setenv("XDG_CONFIG_HOME", str(afile))
-        args = ()
+        r = run_cli(*args, "config", "--json")
+        assert r.exit_code == 2, (r.exit_code, r.stderr)
+        assert orjson.loads(r.stdout_bytes)["error"]["message"].endswith(": not a directory")
+        assert run_cli(*args, "facts").exit_code == 3
+        return
+    monkeypatch.delenv("LECODE_CONFIG_DIR")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(afile))
+    args = ()
     r = run_cli(*args, "config", "--json")
     assert r.exit_code == 0, (r.exit_code, r.stderr)
     doc = orjson.loads(r.stdout_bytes)

@@ -138,7 +138,11 @@ def config(json_: JsonOpt = False, fmt: FormatOpt = None) -> None:
     file, each key as {value, default, source}, and "settings": the rows);
     jsonl, csv and tsv give the setting rows {type, key, value, default,
     source}.  A key of [memory] that is none of these (max_byte), or a
-    table spelled [Memory], is ignored, with a note on stderr.
+    table spelled [Memory], is ignored, with a note on stderr.  A config
+    dir named on the command line that does not exist is exit 3 (a typo,
+    not the defaults), one that is not a directory exit 2; one the
+    environment or the default names that does not exist has no file:
+    the defaults.
     """
     from lecode_memctl.core.config import MEMORY_KEYS
     from lecode_memctl.core.memory_config import load_memory_config
@@ -147,7 +151,9 @@ def config(json_: JsonOpt = False, fmt: FormatOpt = None) -> None:
     from .output import check_format, echo, emit_json, render_records, safe
 
     fmt_name = check_format(fmt, json_flag=json_)
-    cfg_dir = STATE.config_dir()
+    # (a --config-dir that does not exist is a typo: exit 3, not the
+    # defaults, exit 0, as before 2026-12-07)
+    cfg_dir = STATE.listed_config_dir()
     mc = load_memory_config(cfg_dir.path)
     for name in mc.unknown:
         what = (f"table {name} is not [memory] (TOML names are case-sensitive)"

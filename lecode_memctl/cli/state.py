@@ -96,12 +96,13 @@ class State:
 
     def listed_config_dir(self) -> ConfigDir:
         """The config directory whose every store a command lists
-        (``--all-projects``, ``projects``): one named by ``--config-dir``
-        that does not exist is NotFound (exit 3), a typo, not "no stores"
-        (before 2026-12-07 a cron job given a misspelt --config-dir exited
-        0, ok, with no store audited).  A default or an environment
-        variable's that does not exist is a machine where lecode never ran:
-        no stores, exit 0, as before."""
+        (``--all-projects``, ``projects``), or whose config.toml ``config``
+        shows: one named by ``--config-dir`` that does not exist is
+        NotFound (exit 3), a typo, not "no stores" (before 2026-12-07 a
+        cron job given a misspelt --config-dir exited 0, ok, with no store
+        audited, and ``config`` showed the defaults).  A default or an
+        environment variable's that does not exist is a machine where
+        lecode never ran: no stores, no config file, exit 0, as before."""
         cfg = self.config_dir()
         if self.config_dir_option and not os.path.isdir(cfg.path):
             from lecode_memctl.core.errors import NotFound, UsageError

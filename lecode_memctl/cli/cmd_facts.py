@@ -713,6 +713,12 @@ def _invalid_revisions(store: Any, fact_id: str) -> tuple[int, list[dict[str, An
         fs.close()
     bad = [{"revision": r["revision"], "status": r["status"], "reason": r["reason"]}
            for r in doc["revisions"] if r["status"] != "valid"]
+    if doc["status"] != "valid" and not any(b["revision"] == doc["about_revision"] for b in bad):
+        # the fact fails where no revision row does (a revision with no row,
+        # rows not exactly 1..current, evidence its legacy provenance shares
+        # with an exclusion): a correction repairs that no more
+        bad.append({"revision": doc["about_revision"], "status": doc["status"],
+                    "reason": doc["reason"]})
     return doc["revision"], bad
 
 

@@ -1538,6 +1538,27 @@ def missing_current(revision: Any) -> str:
     return f"malformed row: the fact's current revision{shown} has no row"
 
 
+def revision_gap(revisions: Sequence[Revision], current: int) -> tuple[int, str] | None:
+    """(the revision it is about, why the fact is hidden) when the integer
+    revisions of ``revisions`` are not exactly ``1..current`` (a damaged
+    database: a row deleted, or rows beyond the current revision); None
+    when they are.  About the highest missing revision, else the highest
+    row beyond the current one.  (A revision stored as no integer is the
+    other checks' to judge; the current one has a row.)"""
+    nums = {r.revision for r in revisions if type(r.revision) is int}
+    if len(nums) == current and min(nums, default=1) == 1 and max(nums, default=0) == current:
+        return None
+    missing = next((n for n in range(current, 0, -1) if n not in nums), None)
+    if missing is not None:
+        return missing, (f"malformed row: revision {missing} of the fact has no row (its "
+                         f"revisions are not exactly 1..{current})")
+    about = max(n for n in nums if not 1 <= n <= current)
+    if about > current:
+        return about, (f"malformed row: revision {about} is stored beyond the fact's current "
+                       f"revision {current}")
+    return about, f"malformed row: revision {about} is no revision number (they start at 1)"
+
+
 # the two parts of the fact ids around a bound (a Part: (bound, second)), of
 # a column: every value is in one of them (the comparison with NULL is NULL,
 # which IS NOT 1), compared as ORDER BY orders them in every table (the
@@ -4511,7 +4532,9 @@ def fact_status(revisions: Sequence[Revision], statuses: Mapping[SourceRef, Sour
     revision as its Fact shows it (:func:`fact_from_group`); one that no row
     of ``revisions`` has (a damaged database: no such row, or a stored value
     that is no integer, None included) makes the fact hidden,
-    ``invalid_ref``, about it (None unless an integer).
+    ``invalid_ref``, about it (None unless an integer); so do revisions
+    that are not exactly ``1..current`` (:func:`revision_gap`: a row
+    missing, or one beyond the current revision), about that revision.
 
     ``excluded``: a session's excluded positions (those the evaluation read,
     :func:`provenance_exclusions`).  A revision whose SourceRef validates but
@@ -4524,6 +4547,10 @@ def fact_status(revisions: Sequence[Revision], statuses: Mapping[SourceRef, Sour
             r.revision == current and type(r.revision) is type(current) for r in revisions):
         return (status_for("invalid_ref", missing_current(current)),
                 current if type(current) is int else None)
+    if type(current) is int:
+        gap = revision_gap(revisions, current)
+        if gap is not None:
+            return status_for("invalid_ref", gap[1]), gap[0]
     # current (highest) first; a damaged row's revision that is not an integer
     # sorts as SQLite sorts it (after the numbers), never a TypeError, and is
     # about no revision number (None, as a listing gives its fact's)
@@ -4566,6 +4593,6 @@ __all__ = [
     "FactStore", "Fact", "Revision", "Provenance", "RememberResult", "ForgetPlan",
     "MIGRATIONS", "SCHEMA_VERSION", "fact_id_for", "check_fact_id", "normalize_text",
     "message_text", "require_authored_text", "fact_status", "excluded_provenance",
-    "missing_current", "m001_initial",
+    "missing_current", "revision_gap", "m001_initial",
     "m002_source_refs", "m003_generation",
 ]

@@ -308,7 +308,7 @@ def _plain_row(group: FactGroup, bad: Mapping[tuple[str, tuple[int, ...], str], 
                record: bool = False) -> dict[str, Any] | None:
     """:func:`fact_row` of a stored fact (:data:`~lecode_memctl.core.facts.FactGroup`)
     whose revisions are all plain (:func:`~lecode_memctl.core.facts.plain_seqs`)
-    and whose current revision is stored; None for any other fact.  ``bad``:
+    and exactly ``1..revision``; None for any other fact.  ``bad``:
     the statuses not valid, by (session, seqs, digest).  ``record``: as
     ``FACT.record`` makes it (``type`` first, RFC 3339 times)."""
     fid, revision, created, updated, stored = group
@@ -333,8 +333,9 @@ def _plain_row(group: FactGroup, bad: Mapping[tuple[str, tuple[int, ...], str], 
             st = bad.get((rev[3], seqs, rev[5]))
             if st is not None:
                 status, about = st, rev[0]
-    if current is None:
-        return None
+    if current is None or len(stored) != revision or stored[-1] is not current \
+            or stored[0][0] != 1:
+        return None     # (revisions not exactly 1..revision: fact_status's revision_gap)
     text, truncated = cap_text(current[1])
     sid, digest = current[3], current[5]
     created, updated = row_text(created), row_text(updated)

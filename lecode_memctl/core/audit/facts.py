@@ -1143,7 +1143,7 @@ def _fact_part(audit: Audit, fs: Any, listing: Any, count: Callable[[str], None]
     def plainly_valid(current: Any, stored: list[tuple[Any, ...]]) -> bool:
         """Every revision plain (``facts.plain_seqs``: a well-formed reference,
         no legacy provenance), its reference validated, and the current one
-        among them: such a fact is valid and has no finding (an excluded
+        the last of exactly 1..current: such a fact is valid and has no finding (an excluded
         position makes its reference not valid), so it is counted without
         making its objects."""
         prev = None
@@ -1152,7 +1152,9 @@ def _fact_part(audit: Audit, fs: Any, listing: Any, count: Callable[[str], None]
             if seqs is None or rev[0] == prev or bad and (rev[3], seqs, rev[5]) in bad:
                 return False     # (a number stored twice: flag_stored_twice below)
             prev = rev[0]
-        return bool(stored) and type(current) is int and stored[-1][0] == current
+        # (and the revisions exactly 1..current: fact_status's revision_gap)
+        return (bool(stored) and type(current) is int and stored[-1][0] == current
+                and len(stored) == current and stored[0][0] == 1)
 
     def excluded(sid: str) -> frozenset[int]:
         return audit._excluded.get(sid, frozenset())

@@ -1,0 +1,102 @@
+"""correct and forget (review of 2026-12-07): a fact whose revisions are
+not exactly 1..facts.revision is hidden to every reader and correct says it
+stays invalid; a live fact whose id is forgotten is not valid and correct
+refuses it; forget does what its preview showed or nothing."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from lecode_memctl.core.facts import FactStore
+from lecode_memctl.core.factview import iter_fact_rows
+from lecode_memctl.core.layout import store_at
+from lecode_memctl.core.sessions import SessionStore
+
+from .builders import copy_demo, store_sql
+from .conftest import run_cli, tree_hash
+from .test_engine import one_fact_rows
+
+PREF = "80fa60fdfe856452"      # demo 'preference' fact: revision 2 (corrected)
+
+
+@pytest.fixture
+def demo(demo_template, tmp_path):
+    return copy_demo(demo_template, tmp_path / "demo")
+
+
+def _views(demo) -> dict:
+    """PREF as each reader gives it: (status, reason, about_revision)."""
+    base = ("--store", str(demo), "--no-state")
+    out: dict[str, object] = {}
+    r = run_cli(*base, "facts", "--all", "--format", "jsonl")
+    assert r.exit_code == 0, r.stderr
+    row = next(x for x in map(orjson.loads, r.stdout.splitlines()) if x.get("fact_id") == PREF)
+    out["facts"] = (row["status"], row["reason"], row["about_revision"])
+    for cmd in ("recall", "history"):
+        r = run_cli(*base, cmd, PREF, "--json")
+        assert r.exit_code == 0, (cmd, r.stderr)
+        doc = orjson.loads(r.stdout)
+        out[cmd] = (doc["status"], doc["reason"], doc["about_revision"])
+    r = run_cli(*base, "context", "--json")
+    assert r.exit_code == 0, r.stderr
+    out["context"] = PREF in [x["fact_id"] for x in orjson.loads(r.stdout)["included"]]
+    r = run_cli(*base, "validate", "--format", "jsonl")
+    summary = next(x for x in map(orjson.loads, r.stdout.splitlines()) if x["type"] == "summary")
+    out["validate_hidden"] = summary["facts"]["hidden"]     # (the demo has none)
+    store = store_at(demo)
+    with FactStore.open_readonly(store.facts_db) as fs:
+        sessions = SessionStore(store, exclusions=fs)
+        assert list(iter_fact_rows(fs, sessions)) == one_fact_rows(fs, sessions)
+    return out
+
+
+GAPS = {
+    # revision 1 deleted under revision 2: a gap below the current one
+    "gap_below": ([f"DELETE FROM source_refs WHERE fact_id = '{PREF}' AND revision = 1",
+                   f"DELETE FROM revisions WHERE fact_id = '{PREF}' AND revision = 1"], 1),
+    # the current revision set back to 1: revision 2 is a row beyond it
+    "beyond_current": ([f"UPDATE facts SET revision = 1 WHERE fact_id = '{PREF}'"], 2),
+}
+
+
+@pytest.mark.parametrize("case", sorted(GAPS))
+def test_revisions_not_exactly_one_to_current_hide_the_fact_in_every_reader(demo, case):
+    """Revision rows 2 alone (1 deleted), or 1 and 2 with facts.revision 1:
+    validate said db.revision_gap while facts, recall and history said
+    valid and context injected the fact (revision 1's superseded text in
+    the second case).  Hidden (invalid_ref) about that revision, everywhere."""
+    sql, about = GAPS[case]
+    store_sql(demo, *sql)
+    views = _views(demo)
+    want = ("hidden", "invalid_ref", about)
+    assert views == {"facts": want, "recall": want, "history": want, "context": False,
+                     "validate_hidden": 1}, views
+
+
+@pytest.mark.parametrize("deleted", ["current", "all"])
+def test_correct_of_a_fact_with_a_missing_revision_says_it_stays_invalid(demo, deleted):
+    """Revision 2 (or every revision) of a fact at revision 2 deleted: correct
+    exited 0 without a word, and the fact, rows 1 and 3 (or 3 alone), was then
+    valid and injected.  It stays invalid: correct refuses without --yes
+    (exit 2, nothing written), and with --yes says so; the fact stays hidden."""
+    where = f"fact_id = '{PREF}'" + (" AND revision = 2" if deleted == "current" else "")
+    store_sql(demo, f"DELETE FROM source_refs WHERE {where}",
+              f"DELETE FROM revisions WHERE {where}")
+    base = ("--store", str(demo), "--no-state")
+    before = tree_hash(demo)
+    argv = (*base, "correct", PREF, "2", "demo-alpha:14", "Four spaces.")
+    r = run_cli(*argv)
+    assert r.exit_code == 2, (r.exit_code, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "stays invalid" in lines[0] and "revision 2 is hidden" in lines[0]
+    assert tree_hash(demo) == before
+    r = run_cli(*argv, "--yes", "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = orjson.loads(r.stdout)
+    assert doc["stays_invalid"] is True and doc["revision"] == 3, doc
+    assert {"revision": 2, "status": "hidden", "reason": "invalid_ref"} in doc["invalid_revisions"]
+    want = ("hidden", "invalid_ref", 2)
+    views = _views(demo)
+    assert views == {"facts": want, "recall": want, "history": want, "context": False,
+                     "validate_hidden": 1}, views

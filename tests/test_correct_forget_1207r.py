@@ -25,8 +25,10 @@ def demo(demo_template, tmp_path):
     return copy_demo(demo_template, tmp_path / "demo")
 
 
-def _views(demo) -> dict:
-    """PREF as each reader gives it: (status, reason, about_revision)."""
+def _views(demo, engine: bool = True) -> dict:
+    """PREF as each reader gives it: (status, reason, about_revision); with
+    ``engine``, the whole-store listing is also that of the one-fact path
+    (tests/test_engine.py's, which knows nothing of forgotten ids)."""
     base = ("--store", str(demo), "--no-state")
     out: dict[str, object] = {}
     r = run_cli(*base, "facts", "--all", "--format", "jsonl")
@@ -37,7 +39,7 @@ def _views(demo) -> dict:
         r = run_cli(*base, cmd, PREF, "--json")
         assert r.exit_code == 0, (cmd, r.stderr)
         doc = orjson.loads(r.stdout)
-        out[cmd] = (doc["status"], doc["reason"], doc["about_revision"])
+        out[cmd] = (doc["status"], doc["reason"], doc.get("about_revision"))
     r = run_cli(*base, "context", "--json")
     assert r.exit_code == 0, r.stderr
     out["context"] = PREF in [x["fact_id"] for x in orjson.loads(r.stdout)["included"]]
@@ -46,6 +48,8 @@ def _views(demo) -> dict:
     out["validate_hidden"] = summary["facts"]["hidden"]     # (the demo has none)
     store = store_at(demo)
     with FactStore.open_readonly(store.facts_db) as fs:
+        if not engine:
+            return out
         sessions = SessionStore(store, exclusions=fs)
         assert list(iter_fact_rows(fs, sessions)) == one_fact_rows(fs, sessions)
     return out
@@ -100,3 +104,41 @@ def test_correct_of_a_fact_with_a_missing_revision_says_it_stays_invalid(demo, d
     views = _views(demo)
     assert views == {"facts": want, "recall": want, "history": want, "context": False,
                      "validate_hidden": 1}, views
+
+
+def test_a_live_fact_whose_id_is_forgotten_is_hidden_and_correct_refuses_it(demo):
+    """A fact whose id is in forgotten (its rows put back after the forget:
+    validate's db.forgotten_fact_present) was valid, injected by context,
+    and correct appended a revision to it (exit 0).  It is hidden
+    (invalid_ref) to every reader, and correct refuses it (exit 4, one
+    line, nothing written), the core's revise too."""
+    from lecode_memctl.core.errors import Conflict
+
+    store_sql(demo, f"INSERT INTO forgotten (fact_id, generation) VALUES ('{PREF}', 0)")
+    views = _views(demo, engine=False)
+    want = ("hidden", "invalid_ref", None)
+    assert views == {"facts": want, "recall": want, "history": want, "context": False,
+                     "validate_hidden": 1}, views
+    from lecode_memctl.core.factview import facts_page
+
+    store = store_at(demo)
+    with FactStore.open_readonly(store.facts_db) as fs:
+        page = facts_page(fs, SessionStore(store, exclusions=fs))     # memory_list's page
+        row = next(x for x in page["facts"] if x["fact_id"] == PREF)
+        assert (row["status"], row["reason"]) == ("hidden", "invalid_ref"), row
+    r = run_cli("--store", str(demo), "--no-state", "facts", "--all", "--status", "valid",
+                "--format", "jsonl")
+    assert PREF not in r.stdout
+    before = tree_hash(demo)
+    for yes in ((), ("--yes",)):
+        r = run_cli("--store", str(demo), "--no-state", "correct", PREF, "2", "demo-alpha:14",
+                    "Four spaces.", *yes)
+        assert r.exit_code == 4, (r.exit_code, r.stdout, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and "forgotten" in lines[0], r.stderr
+        assert "Traceback" not in r.stderr
+    assert tree_hash(demo) == before
+    with FactStore(store_at(demo).facts_db) as fs, pytest.raises(Conflict, match="forgotten"):
+        fs.revise(PREF, "x", expected_revision=2)
+    assert tree_hash(demo) == before
+

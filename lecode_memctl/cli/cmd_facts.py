@@ -41,13 +41,21 @@ def _require_known(store: Any, fact_id: str, *, forgotten_ok: bool,
                    lock_wait: float = 5.0) -> None:
     """Answer 'no fact' from a read-only open, before a writer opens (and so
     migrates) the database: a write refused for an unknown id changes nothing.
-    The writer checks again inside its transaction."""
+    The writer checks again inside its transaction.  Without ``forgotten_ok``
+    (correct), a live fact whose id is forgotten (its rows stored again after
+    the forget) is a Conflict, before any question about it."""
+    from lecode_memctl.core.errors import Conflict
     from lecode_memctl.core.facts import FactStore
 
     fs = FactStore.open_readonly(store.facts_db, busy_timeout=lock_wait)
     try:
-        if fs.get(fact_id) is None and not (forgotten_ok and fs.was_forgotten(fact_id)):
-            fs.require(fact_id)  # NotFound: "no fact X" or "fact X was forgotten"
+        if fs.get(fact_id) is None:
+            if not (forgotten_ok and fs.was_forgotten(fact_id)):
+                fs.require(fact_id)  # NotFound: "no fact X" or "fact X was forgotten"
+        elif not forgotten_ok and fs.was_forgotten(fact_id):
+            raise Conflict(f"fact {fact_id} was forgotten; its id is retired (its rows were "
+                           f"stored again after the forget: 'memctl forget {fact_id}' deletes "
+                           "them), and nothing is revised")
     finally:
         fs.close()
 

@@ -252,8 +252,10 @@ def build_memory_section(store: Store, config: MemoryConfig, facts: Any, session
         from .factview import provenance_exclusions
 
         excluded = provenance_exclusions(sessions)
+        gone = facts.forgotten_present()
         for fact in inspected:
-            st, about = fact_status(revs[fact.fact_id], statuses, fact.revision, excluded)
+            st, about = fact_status(revs[fact.fact_id], statuses, fact.revision, excluded,
+                                    fact.fact_id in gone)
             if not st.ok or fact.source is None:
                 omitted.append(OmittedFact(fact.fact_id, fact.revision, INVALID_EVIDENCE, None,
                                            st.status, st.reason, about))

@@ -1149,6 +1149,25 @@ def forgotten_ids(db: sqlite3.Connection) -> dict[str, int] | None:
             for fid, gen in rows if isinstance(fid, str)}
 
 
+FORGOTTEN_PRESENT = ("malformed row: the fact was forgotten (its id is in forgotten) but its rows "
+                     "are stored again; 'memctl forget' of it deletes them")
+
+
+def forgotten_present(db: sqlite3.Connection) -> frozenset[str]:
+    """The ids of the live facts whose id is in ``forgotten`` (rows put back
+    after their forget: validate's db.forgotten_fact_present), in one query
+    over the markers, each looked up in the facts' index; empty without the
+    table, or when it cannot be read (validate reports that)."""
+    if "forgotten" not in _tables(db):
+        return frozenset()
+    try:
+        rows = db.execute("SELECT DISTINCT g.fact_id FROM forgotten g JOIN facts f "
+                          "ON f.fact_id = g.fact_id").fetchall()
+    except sqlite3.DatabaseError:
+        return frozenset()
+    return frozenset(row_text(fid) for (fid,) in rows)
+
+
 def generation_row_blocked(db: sqlite3.Connection) -> None:
     """``StoreCorrupt`` when ``meta`` has no generation row (its key compared
     as bytes) but holds a key its declared collation takes for one
@@ -2956,6 +2975,12 @@ class FactStore(ClosesOnExit):
         return {} if db is None else forgotten_ids(db)
 
     @_serialized
+    def forgotten_present(self) -> frozenset[str]:
+        """:func:`forgotten_present` of this database (empty with no database)."""
+        db = self._reader()
+        return frozenset() if db is None else forgotten_present(db)
+
+    @_serialized
     def was_forgotten(self, fact_id: str) -> bool:
         """True when a forget retry marker exists for the id."""
         db = self._reader()
@@ -4099,6 +4124,11 @@ class FactStore(ClosesOnExit):
                                    "(the table lost its primary key): which is the fact is not "
                                    "known, and nothing is revised")
             current, created = rows[0]
+            if db.execute("SELECT 1 FROM forgotten WHERE fact_id = ?", (fact_id,)).fetchone():
+                # (its rows stored again after its forget: db.forgotten_fact_present)
+                raise Conflict(f"fact {fact_id} was forgotten; its id is retired (its rows were "
+                               f"stored again after the forget: 'memctl forget {fact_id}' "
+                               "deletes them), and nothing is revised")
             if type(current) is not int:
                 # no revision number (a real or text where the column lost its
                 # affinity): the readers say it names no row; nothing to revise
@@ -4524,8 +4554,8 @@ _NOT_GIVEN: Any = object()
 
 def fact_status(revisions: Sequence[Revision], statuses: Mapping[SourceRef, SourceStatus],
                 current: Any = _NOT_GIVEN,
-                excluded: Callable[[str], Collection[int]] | None = None
-                ) -> tuple[SourceStatus, int | None]:
+                excluded: Callable[[str], Collection[int]] | None = None,
+                forgotten: bool = False) -> tuple[SourceStatus, int | None]:
     """A fact is valid only when every revision has a SourceRef that validates.
     Otherwise the status of the first failing revision, current first; returns
     (status, the revision it is about).  ``current``: the fact's current
@@ -4542,7 +4572,13 @@ def fact_status(revisions: Sequence[Revision], statuses: Mapping[SourceRef, Sour
     as when its SourceRef does: forget excludes both, and a fact sharing
     either with a forgotten one is suppressed from recall (the reference
     design).  (A revision with legacy provenance alone is ``unverified``
-    either way.)"""
+    either way.)
+
+    ``forgotten``: the fact's id is in ``forgotten`` (:func:`forgotten_present`:
+    its rows stored again after its forget): hidden, ``invalid_ref``, about
+    no one revision, before anything else."""
+    if forgotten:
+        return status_for("invalid_ref", FORGOTTEN_PRESENT), None
     if current is not _NOT_GIVEN and not any(
             r.revision == current and type(r.revision) is type(current) for r in revisions):
         return (status_for("invalid_ref", missing_current(current)),
@@ -4593,6 +4629,7 @@ __all__ = [
     "FactStore", "Fact", "Revision", "Provenance", "RememberResult", "ForgetPlan",
     "MIGRATIONS", "SCHEMA_VERSION", "fact_id_for", "check_fact_id", "normalize_text",
     "message_text", "require_authored_text", "fact_status", "excluded_provenance",
-    "missing_current", "revision_gap", "m001_initial",
+    "missing_current", "revision_gap", "forgotten_present", "FORGOTTEN_PRESENT",
+    "m001_initial",
     "m002_source_refs", "m003_generation",
 ]

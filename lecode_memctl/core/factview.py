@@ -108,10 +108,12 @@ def provenance_exclusions(sessions: SessionReader) -> Callable[[str], frozenset[
 
 def fact_row(fact: Fact, revisions: Sequence[Revision],
              statuses: Mapping[SourceRef, SourceStatus],
-             excluded: Callable[[str], frozenset[int]] | None = None) -> dict[str, Any]:
+             excluded: Callable[[str], frozenset[int]] | None = None,
+             forgotten: bool = False) -> dict[str, Any]:
     """One fact of a listing: id, revision, status and reason, source, capped
-    text.  ``excluded``: :func:`provenance_exclusions`."""
-    st, about = fact_status(revisions, statuses, fact.revision, excluded)
+    text.  ``excluded``: :func:`provenance_exclusions`; ``forgotten``: its
+    id is in forgotten (``fact_status``)."""
+    st, about = fact_status(revisions, statuses, fact.revision, excluded, forgotten)
     text, truncated = cap_text(fact.text)
     return {
         "fact_id": fact.fact_id,
@@ -287,6 +289,7 @@ def _listing_rows(facts: FactStore, sessions: SessionReader, session_id: str | N
         statuses = _evaluate_sources(state, sessions, session_id, "durable", part)
         by_values = statuses.by_values
         excluded = provenance_exclusions(sessions)
+        gone = state.forgotten_present()    # (one query; nearly always empty)
         for group in listing.groups(bare=True):
             made = None
             if where is not None:
@@ -294,12 +297,13 @@ def _listing_rows(facts: FactStore, sessions: SessionReader, session_id: str | N
                 if not where(made[0]):
                     state.check_open()
                     continue
-            plain = _plain_row(group, by_values, record)
+            forgotten = bool(gone) and row_text(group[0]) in gone
+            plain = None if forgotten else _plain_row(group, by_values, record)
             if plain is not None:
                 yield plain
             else:
                 fact, revs = made or fact_from_group(group)
-                row = fact_row(fact, revs, statuses, excluded)
+                row = fact_row(fact, revs, statuses, excluded, forgotten)
                 yield FACT.record(row) if record else row
             state.check_open()      # (closed meanwhile: no row read ahead is given)
 
@@ -598,17 +602,20 @@ def facts_page(facts: FactStore | None, sessions: SessionReader, *, offset: int 
     total = 0
     excluded = provenance_exclusions(sessions)
     if facts is not None:
+        gone = facts.forgotten_present()    # (a forgotten id stored again: hidden)
         if session_id is None:
             total = facts.count()
             page = facts.list_facts(offset, limit)
             revs, statuses = _statuses_for(facts, sessions, [f.fact_id for f in page], "durable")
-            rows = [fact_row(f, revs[f.fact_id], statuses, excluded) for f in page]
+            rows = [fact_row(f, revs[f.fact_id], statuses, excluded, f.fact_id in gone)
+                    for f in page]
         else:
             ids = facts.ids_with_evidence_in(session_id)
             total = len(ids)
             page = [f for f in map(facts.get, ids[offset:offset + limit]) if f is not None]
             revs, statuses = _statuses_for(facts, sessions, [f.fact_id for f in page], "durable")
-            rows = [fact_row(f, revs[f.fact_id], statuses, excluded) for f in page]
+            rows = [fact_row(f, revs[f.fact_id], statuses, excluded, f.fact_id in gone)
+                    for f in page]
     if valid_texts:
         for row in rows:
             if row["status"] != VALID:
@@ -673,7 +680,7 @@ def recall(facts: FactStore | None, sessions: SessionReader, fact_id: str, *, of
     assert facts is not None
     revs, statuses = _statuses_for(facts, sessions, [fact_id], "durable")
     st, about = fact_status(revs[fact_id], statuses, fact.revision,
-                            provenance_exclusions(sessions))
+                            provenance_exclusions(sessions), facts.was_forgotten(fact_id))
     meta: dict[str, Any] = {**(head or {}), "fact_id": fact_id, "revision": fact.revision,
                             "status": st.status, "reason": st.reason}
     if not st.ok or fact.source is None:
@@ -709,7 +716,7 @@ def history(facts: FactStore | None, sessions: SessionReader, fact_id: str) -> d
     assert facts is not None
     revs, statuses = _statuses_for(facts, sessions, [fact_id], "durable")
     st, about = fact_status(revs[fact_id], statuses, fact.revision,
-                            provenance_exclusions(sessions))
+                            provenance_exclusions(sessions), facts.was_forgotten(fact_id))
     out = []
     for r in revs[fact_id]:
         if r.source is not None:

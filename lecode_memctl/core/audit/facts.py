@@ -1159,9 +1159,12 @@ def _fact_part(audit: Audit, fs: Any, listing: Any, count: Callable[[str], None]
     def excluded(sid: str) -> frozenset[int]:
         return audit._excluded.get(sid, frozenset())
 
+    gone = fs.forgotten_present()   # (db.forgotten_fact_present: hidden, as every reader says)
     for group in listing.groups(bare=True):
         fid, stored = group[0], group[4]
-        if type(fid) is str and FACT_ID_RE.match(fid) and plainly_valid(group[1], stored):
+        forgotten = bool(gone) and row_text(fid) in gone
+        if type(fid) is str and FACT_ID_RE.match(fid) and not forgotten \
+                and plainly_valid(group[1], stored):
             count(VALID)
             continue
         rl = flag_stored_twice([_revision(fid, r) for r in stored])
@@ -1169,7 +1172,7 @@ def _fact_part(audit: Audit, fs: Any, listing: Any, count: Callable[[str], None]
         # (the current revision as the listing's Fact shows it)
         cur = group[1]
         st, _rev = fact_status(rl, statuses, cur if isinstance(cur, StoredTwice) else _num(cur),
-                               excluded)
+                               excluded, forgotten)
         count(st.status)   # (a missing current revision: db.dangling_ref)
         said: set[tuple[Any, str]] = set()
         for r in rl:

@@ -142,3 +142,44 @@ def test_a_live_fact_whose_id_is_forgotten_is_hidden_and_correct_refuses_it(demo
         fs.revise(PREF, "x", expected_revision=2)
     assert tree_hash(demo) == before
 
+
+def test_forget_confirmed_on_a_terminal_does_what_its_preview_showed_or_nothing(demo,
+                                                                               monkeypatch):
+    """A correction committed between forget's preview and the 'y' added an
+    exclusion the preview never showed (2 shown, 3 installed).  The forget
+    compares the plan it showed inside its transaction: it stops, exit 4,
+    one line, nothing forgotten; a forget whose plan did not change goes
+    through as before."""
+    import lecode_memctl.cli.cmd_facts as cmd_facts
+    import lecode_memctl.cli.output as output
+    from lecode_memctl.core.sourceref import SourceRef
+
+    store = store_at(demo)
+    with FactStore.open_readonly(store.facts_db) as fs:
+        exclusions = fs.exclusion_count()
+    monkeypatch.setattr(cmd_facts, "_stdin_is_tty", lambda: True)
+
+    def correct_then_yes(question: str) -> bool:
+        with FactStore(store.facts_db) as fs:
+            fs.revise(PREF, "Tabs after all.", expected_revision=2,
+                      ref=SourceRef.of_checked("demo-alpha", (30,), "a" * 64))
+        return True
+
+    monkeypatch.setattr(output, "confirm", correct_then_yes)
+    r = run_cli("--store", str(demo), "--no-state", "forget", PREF)
+    assert r.exit_code == 4, (r.exit_code, r.stdout, r.stderr)
+    assert "exclusions to install: 2" in r.stderr, r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("memctl: error:") and "changed since" in last, r.stderr
+    assert "Traceback" not in r.stderr
+    with FactStore.open_readonly(store.facts_db) as fs:
+        fact = fs.get(PREF)
+        assert fact is not None and fact.revision == 3
+        assert fs.exclusion_count() == exclusions and not fs.was_forgotten(PREF)
+    # nothing changes between the preview and the answer: forgotten
+    monkeypatch.setattr(output, "confirm", lambda question: True)
+    r = run_cli("--store", str(demo), "--no-state", "forget", PREF)
+    assert r.exit_code == 0, (r.exit_code, r.stderr)
+    assert "exclusions to install: 3" in r.stderr, r.stderr
+    with FactStore.open_readonly(store.facts_db) as fs:
+        assert fs.get(PREF) is None and fs.exclusion_count() == exclusions + 3

@@ -939,7 +939,10 @@ def forget(
     'memctl facts' will list it, how many generated messages the new
     generation invalidates and which compaction summaries become inert.
     Without --yes it prints that impact and asks, on a terminal, and refuses
-    otherwise.  Says
+    otherwise; what is confirmed is what is done: if the fact or the
+    exclusions changed between the impact shown and the answer (a
+    correction or another forget committed meanwhile), nothing is forgotten
+    and the exit status is 4.  Says
     whether this call forgot the fact or it was already forgotten; an
     unknown id exits 3.  The new generation and the forgotten ids are
     recorded outside the store (unless --no-state), so that 'memctl validate'
@@ -971,6 +974,7 @@ def forget(
     if not store.facts_db.exists() and not store.facts_db.is_symlink():
         raise NotFound(f"no fact {fact_id} (no facts database in {store.path})")
     _require_known(store, fact_id, forgotten_ok=True, lock_wait=lock_wait)
+    expected: Any = None    # (the plan shown on a terminal, checked by the forget)
     if not yes:
         if not _stdin_is_tty():   # (None when memctl was started with stdin closed)
             raise UsageError("refusing to forget without --yes: stdin is not a terminal")
@@ -979,6 +983,9 @@ def forget(
         # it makes inert (before 2026-12-07 only the question was asked)
         _st, rfs, rsessions = _open_read(lock_wait)
         try:
+            # (the plan shown, read from the same snapshot: the forget below
+            # checks it again inside its transaction, exit 4 if it changed)
+            shown = rfs.plan_forget(fact_id)
             impact = forget_impact(rfs, rsessions, fact_id)
         finally:
             rfs.close()
@@ -988,13 +995,15 @@ def forget(
         if impact["exists"] and not confirm(f"Forget fact {fact_id} and exclude its evidence?"):
             echo("nothing forgotten", err=True)
             raise typer.Exit(EXIT_PROBLEMS)
+        if shown.exists:
+            expected = shown
     # (a signal that lands from the COMMIT on stops the command once it has
     # named the forget as written and recorded the mark: uncut_from)
     with uncut_from() as committing:
         fs = FactStore(store.facts_db, busy_timeout=lock_wait, before_commit=committing)
         unexcluded: list[tuple[int | None, str]] = []
         try:
-            forgot = fs.forget(fact_id, unexcluded=unexcluded)
+            forgot = fs.forget(fact_id, unexcluded=unexcluded, expected=expected)
             if forgot:      # (an interrupt from here on says it was done)
                 interrupted_after(f"the forget of {fact_id} was written")
             generation = fs.generation()

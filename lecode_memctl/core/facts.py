@@ -4410,7 +4410,8 @@ class FactStore(ClosesOnExit):
 
     @_ends_its_transaction
     def forget(self, fact_id: str, *,
-               unexcluded: list[tuple[int | None, str]] | None = None) -> bool:
+               unexcluded: list[tuple[int | None, str]] | None = None,
+               expected: ForgetPlan | None = None) -> bool:
         """Forget one fact in one ``BEGIN IMMEDIATE`` transaction: exclusions for
         every position of every revision's provenance and source refs, a
         content-free retry marker, generation + 1, and the fact, revisions,
@@ -4420,7 +4421,13 @@ class FactStore(ClosesOnExit):
         A revision whose source row does not parse names no position: its
         evidence cannot be excluded, and the fact's rows are deleted all the
         same; ``unexcluded``, when given, gets each such (revision, reason),
-        as :meth:`plan_forget` names them (``ForgetPlan.unexcluded``)."""
+        as :meth:`plan_forget` names them (``ForgetPlan.unexcluded``).
+
+        ``expected``: the plan shown before (``memctl forget``'s preview on a
+        terminal); inside the transaction, a forget whose evidence
+        positions, unexcluded revisions or generation differ from it (a
+        correction or another forget committed since) is a Conflict and
+        writes nothing: what was confirmed is what is done."""
         check_fact_id(fact_id)
         self._require_database(fact_id)
         with self._txn() as db:
@@ -4428,11 +4435,16 @@ class FactStore(ClosesOnExit):
                 if db.execute("SELECT 1 FROM forgotten WHERE fact_id = ?", (fact_id,)).fetchone():
                     return False
                 raise self._missing(db, fact_id)
-            positions = self._evidence_positions(db, fact_id, unexcluded)
+            found: list[tuple[int | None, str]] = []
+            positions = self._evidence_positions(db, fact_id, found)
             # no generation row: the generation the rows imply, as every
             # reader (and forget --dry-run) has it; the row is written back
             generation_row_blocked(db)
             gen = meta_generation(db)
+            if expected is not None:
+                _check_plan(expected, positions, found, gen)
+            if unexcluded is not None:
+                unexcluded.extend(found)
             new_gen = next_generation(gen)
             for sid in sorted(positions):
                 for seq in sorted(positions[sid]):
@@ -4609,6 +4621,27 @@ def fact_status(revisions: Sequence[Revision], statuses: Mapping[SourceRef, Sour
     if not revisions:
         return SourceStatus(UNVERIFIED, "legacy_provenance", "no revisions"), None
     return SourceStatus(VALID), None
+
+
+def _check_plan(plan: ForgetPlan, positions: Mapping[str, Collection[int]],
+                unexcluded: Sequence[tuple[int | None, str]], generation: int) -> None:
+    """Conflict unless a forget's evidence ``positions``, ``unexcluded``
+    revisions and ``generation``, read inside its transaction, are those of
+    ``plan`` (:meth:`FactStore.forget`'s ``expected``)."""
+    now = {(sid, seq) for sid, seqs in positions.items() for seq in seqs}
+    planned = set(plan.exclusions) | set(plan.already_excluded)
+    what = []
+    if now != planned:
+        what.append(f"{len(now - planned)} position(s) of its evidence not in the plan, "
+                    f"{len(planned - now)} in the plan no longer")
+    if list(unexcluded) != list(plan.unexcluded):
+        what.append("its unexcluded revisions differ")
+    if generation != plan.generation:
+        what.append(f"the generation is {generation}, not {plan.generation}")
+    if what:
+        raise Conflict(f"fact {plan.fact_id} or the exclusions changed since the plan shown "
+                       f"(a correction or a forget committed meanwhile: {'; '.join(what)}); "
+                       "nothing was forgotten: run the forget again to see the new plan")
 
 
 def excluded_provenance(provenance: Iterable[Provenance],

@@ -5,6 +5,8 @@ refuses it; forget does what its preview showed or nothing."""
 
 from __future__ import annotations
 
+import os
+
 import orjson
 import pytest
 
@@ -183,3 +185,36 @@ def test_forget_confirmed_on_a_terminal_does_what_its_preview_showed_or_nothing(
     assert "exclusions to install: 3" in r.stderr, r.stderr
     with FactStore.open_readonly(store.facts_db) as fs:
         assert fs.get(PREF) is None and fs.exclusion_count() == exclusions + 3
+
+
+def test_a_write_failed_on_a_full_disk_says_what_sqlite_leaves_and_the_next_write_removes_it(
+        demo, tmp_path):
+    """A forget on a full file system (a real tmpfs, filled): exit 7,
+    nothing changed, but SQLite leaves an empty facts.sqlite3-wal and a
+    -shm it could not size, which memctl cannot remove safely (another
+    process may be opening them).  The one line says so, and the next write
+    with room removes them (docs/RELIABILITY.md, "I/O faults")."""
+    import shutil
+    import subprocess
+
+    from .test_io_faults import _fill, _mount_tmpfs
+
+    mnt = tmp_path / "mnt"
+    if not _mount_tmpfs(mnt, "400k"):
+        pytest.skip("needs root and mount(8) for a private tmpfs")
+    try:
+        store = mnt / "store"
+        shutil.copytree(demo, store)
+        base = ("--store", str(store), "--no-state")
+        assert _fill(mnt / "filler") > 0
+        r = run_cli(*base, "forget", PREF, "--yes")
+        assert r.exit_code == 7, (r.exit_code, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and "nothing was changed" in lines[0], r.stderr
+        assert "facts.sqlite3-wal" in lines[0] and "next write" in lines[0], lines
+        os.unlink(mnt / "filler")
+        r = run_cli(*base, "forget", PREF, "--yes")
+        assert r.exit_code == 0, r.stderr
+        assert [p.name for p in store.iterdir() if p.name.startswith("facts.sqlite3-")] == []
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)

@@ -649,7 +649,7 @@ def _begin(db: sqlite3.Connection, path: Path, wait: float) -> None:
                 return
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) and "busy" not in str(exc):
-                    raise _db_error(path, exc) from exc
+                    raise _write_error(path, exc) from exc
                 if time.monotonic() >= deadline:
                     raise StoreBusy(f"{path}: facts database is locked by another writer "
                                     f"({exc})") from exc
@@ -665,6 +665,27 @@ def _rollback(db: sqlite3.Connection) -> None:
             db.execute("ROLLBACK")
     except sqlite3.Error:
         pass
+
+
+def _write_error(path: Path, exc: BaseException) -> Exception:
+    """:func:`_db_error` of a write transaction of the store's database: one
+    that failed for room ("disk is full", "disk I/O error") says what SQLite
+    may leave beside the database.  Its close cannot checkpoint, so it keeps
+    the ``-wal`` (empty, or frames of no committed change) and a ``-shm``
+    it could not size; memctl does not
+    remove them, as it cannot tell that no other process (or connection of
+    this one) is opening them, and the next write that commits removes them
+    (docs/RELIABILITY.md, "I/O faults")."""
+    err = _db_error(path, exc)
+    if isinstance(err, StoreWriteError) and any(w in str(exc) for w in ("disk is full",
+                                                                       "disk I/O")):
+        # (before "; nothing was changed", which stays the message's end:
+        # redact cuts it off when it did change something)
+        done = "; nothing was changed"
+        return StoreWriteError(f"{err.message.removesuffix(done)} (a {path.name}-wal and a "
+                               f"{path.name}-shm SQLite made may stay beside it: they hold no "
+                               f"change, and the next write removes them){done}")
+    return err
 
 
 def _db_error(path: Path, exc: BaseException) -> Exception:
@@ -2448,15 +2469,17 @@ class FactStore(ClosesOnExit):
             raise
 
     @contextlib.contextmanager
-    def _closed_on_failure(self, close: Callable[[], None] | None = None) -> Iterator[None]:
+    def _closed_on_failure(self, close: Callable[[], None] | None = None,
+                           writer: bool = False) -> Iterator[None]:
         """Opening: on any failure close what is open (the store, and remove a
         private snapshot; or ``close``, a connection being set up); a SQLite
-        error becomes its memctl error (``_db_error``)."""
+        error becomes its memctl error (``_db_error``; a ``writer``'s open of
+        the store's database, ``_write_error``)."""
         try:
             yield
         except sqlite3.Error as exc:
             (close or self.close)()
-            raise _db_error(self.path, exc) from exc
+            raise (_write_error if writer else _db_error)(self.path, exc) from exc
         except BaseException:
             (close or self.close)()
             raise
@@ -2537,7 +2560,7 @@ class FactStore(ClosesOnExit):
         opened = lstat_regular(where)
         if opened is not None:
             self._opened = (where, opened.st_dev, opened.st_ino)
-        with self._closed_on_failure(self._unconnect if keep_open else None):
+        with self._closed_on_failure(self._unconnect if keep_open else None, writer=True):
             db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
             tables = _tables(db)
             if (tables or _has_schema(db)) and "facts" not in tables:
@@ -2883,7 +2906,7 @@ class FactStore(ClosesOnExit):
                 # when __enter__ raises, and the lock was held for good)
                 self._rolled_back(db)
                 if isinstance(exc, sqlite3.Error):
-                    raise _db_error(store.path, exc) from exc
+                    raise _write_error(store.path, exc) from exc
                 raise
             return db
 
@@ -2904,7 +2927,7 @@ class FactStore(ClosesOnExit):
                 except BaseException as e:
                     if isinstance(e, sqlite3.Error):
                         self._rolled_back(db)
-                        raise _db_error(self.store.path, e) from e
+                        raise _write_error(self.store.path, e) from e
                     # an interrupt around COMMIT: a transaction still open is
                     # rolled back; one that committed stays committed
                     if db.in_transaction:
@@ -2917,7 +2940,7 @@ class FactStore(ClosesOnExit):
                 return False
             self._rolled_back(db)
             if isinstance(exc, sqlite3.Error):
-                raise _db_error(self.store.path, exc) from exc
+                raise _write_error(self.store.path, exc) from exc
             return False
 
     def _txn(self) -> FactStore._Txn:

@@ -54,12 +54,36 @@ def test_an_integer_session_id_is_excluded_by_forget(tmp_path, table):
     dry = run_cli(*base, "forget", c1, "--dry-run", "--json")
     assert dry.exit_code == 0, (dry.exit_code, dry.stderr)
     plan = orjson.loads(dry.stdout)
-    assert plan["unexcluded"] == [], plan
+    # excluded as its digits, and said (a code review: the text it was
+    # stored from may have named another session, 077 say)
+    why = ("the session id is stored as an integer" if table == "source_refs"
+           else "a legacy provenance row's session id is stored as an integer")
+    assert [u["revision"] for u in plan["unexcluded"]] == [1], plan
+    assert plan["unexcluded"][0]["reason"].startswith(why + ": its digits, '77', excluded")
     assert {"session_id": "77", "seq": 1} in plan["exclusions"], plan
     r = run_cli(*base, "forget", c1, "--yes", "--json")
     assert r.exit_code == 0, (r.exit_code, r.stderr)
-    assert orjson.loads(r.stdout)["unexcluded"] == []
+    assert orjson.loads(r.stdout)["unexcluded"] == plan["unexcluded"]
     assert ("77", 1) in _exclusions(store)
+
+
+def test_an_integer_affinity_column_that_lost_leading_zeros_is_said(tmp_path):
+    """A code review: a ``session_id INTEGER`` column stores the text '007'
+    as 7; the forget excludes '7' (fail-closed) and names the revision in
+    ``unexcluded``, since '007''s evidence may stay visible."""
+    store, ids = _own_damaged_store(tmp_path, "null")
+    c1 = ids["c1"]
+    store_sql(store, "PRAGMA foreign_keys = OFF",
+              "CREATE TABLE s2 (fact_id TEXT, revision INTEGER, session_id INTEGER, "
+              "seqs TEXT, digest TEXT)",
+              "INSERT INTO s2 SELECT * FROM source_refs", "DROP TABLE source_refs",
+              "ALTER TABLE s2 RENAME TO source_refs",
+              f"UPDATE source_refs SET session_id = '007', seqs = '[1]' WHERE fact_id = '{c1}'")
+    dry = run_cli("--store", str(store), "--no-state", "forget", c1, "--dry-run", "--json")
+    assert dry.exit_code == 0, (dry.exit_code, dry.stderr)
+    plan = orjson.loads(dry.stdout)
+    assert {"session_id": "7", "seq": 1} in plan["exclusions"], plan
+    assert len(plan["unexcluded"]) == 1 and "'7'" in plan["unexcluded"][0]["reason"], plan
 
 
 def test_the_two_readers_agree():

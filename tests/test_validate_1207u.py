@@ -116,3 +116,31 @@ def test_a_bundle_exported_before_verifies_as_before(demo_template, tmp_path):
     bad = tmp_path / "bad.tar"
     _redigest(out, bad, tampered)
     assert run_cli("verify", str(bad)).exit_code == 1
+
+
+def test_an_entry_that_is_no_store_still_has_no_fact(world, tmp_path):
+    """A code review: a file or a symlink in ``memory/`` (refused, not a
+    store) lost its 0 facts with the change; it has no database: 0, as its
+    0 sessions."""
+    cfg = world.fresh(tmp_path / "w")
+    (cfg / "memory" / ".DS_Store").write_bytes(b"x")
+    (cfg / "memory" / "linky").symlink_to(tmp_path)
+    r = run_cli("--config-dir", str(cfg), "--no-state", "validate", "--all-projects", "--json")
+    by = {p["project"]: p for p in orjson.loads(r.stdout)["projects"]}
+    for name in (".DS_Store", "linky"):
+        assert by[name]["facts_total"] == 0 and by[name]["sessions"] == 0, by[name]
+    prom = run_cli("--config-dir", str(cfg), "--no-state", "validate", "--all-projects",
+                   "--format", "prometheus").stdout
+    assert 'memctl_validate_facts{project=".DS_Store",status="valid"} 0' in prom, prom
+
+
+def test_the_library_summary_says_none_when_not_known(demo_template, tmp_path):
+    """A code review: the library's Summary kept ``facts_total`` 0 where
+    ``validate`` said null."""
+    from lecode_memctl.core import validate_store
+    from lecode_memctl.core.layout import store_at
+
+    store = copy_demo(demo_template, tmp_path / "d")
+    (store / "facts.sqlite3").write_bytes(b"garbage!" * 1000)
+    _, summary = validate_store(store_at(store))
+    assert summary.facts_total is None and not summary.facts, summary

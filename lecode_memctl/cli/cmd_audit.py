@@ -386,7 +386,7 @@ def _human_report(summaries: list, by_project: dict[str, list], report: "_HeldRe
         echo(f"  store {safe(s.store)}; "
              + ("sessions unknown; " if s.sessions is None
                 else f"{s.sessions} session{'s' if s.sessions != 1 else ''}; ")
-             + (f"facts: {s.facts_total} ({facts})" if s.facts_known
+             + (f"facts: {s.facts_total} ({facts})" if s.facts_total is not None
                 else "facts unknown (the database was not read)")
              + ("; deep" if deep else ""))
         check = None

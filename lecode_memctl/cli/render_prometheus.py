@@ -82,7 +82,7 @@ def prometheus_text(summaries: Sequence[Summary], *, strict: bool = False) -> st
             elif name == "memctl_validate_facts":
                 # (left out for a store whose facts were not all read: not
                 # known; before 2026-12-07 they read 0)
-                if s.facts_known:
+                if s.facts_total is not None:
                     for st in STATUSES:
                         out.append(f"{name}{_labels(**p, status=st)} {s.facts[st]}")
             elif name == "memctl_validate_sessions":

@@ -1010,6 +1010,13 @@ def _readable_session_id(sid: object) -> str | None:
     return None
 
 
+# (a code review, 2026-12-07: a column of INTEGER affinity turns the text
+# '007' into 7, so the digits excluded may not be the session the row
+# named: excluded, and said, not taken for the whole of its evidence)
+_INTEGER_SESSION = ("session id is stored as an integer: its digits, {!r}, excluded; the text it "
+                    "was stored from may have named another session (with leading zeros)")
+
+
 def _readable_positions(raw: object) -> tuple[tuple[int, ...], str | None]:
     """The positions a stored ``seqs`` value holds, for a forget
     (fail-closed): those of a list that holds some positions and some
@@ -4353,6 +4360,8 @@ class FactStore(ClosesOnExit):
                 if session is None:
                     bad.add((where, f"the session id is stored as {_stored_kind(sid)}"))
                     continue
+                if type(sid) is int:
+                    bad.add((where, "the " + _INTEGER_SESSION.format(session)))
                 if raw is None:
                     bad.add((where, "seqs is NULL"))
                     continue
@@ -4375,6 +4384,9 @@ class FactStore(ClosesOnExit):
                                 f"{_stored_kind(seq)}{shown}, not a position"))
             else:
                 out.setdefault(session, set()).add(seq)
+                if type(sid) is int:
+                    bad.add((where, "a legacy provenance row's "
+                                    + _INTEGER_SESSION.format(session)))
         if unexcluded is not None:
             unexcluded.extend(sorted(bad, key=lambda b: (b[0] is None, b[0] or 0, b[1])))
         return out

@@ -276,11 +276,11 @@ class Summary:
     by_code_severity: dict[str, Counter[str]] = field(default_factory=dict)   # code -> Counter(severity)
     ignored: int = 0
     facts: Counter[str] = field(default_factory=Counter)   # fact status -> count (worst revision)
-    facts_total: int = 0
-    # the facts were all read (or there is no database, or an empty one):
-    # else their counts are not known, null in to_json (before 2026-12-07 a
-    # database that could not be read was summarised as 0 facts)
-    facts_known: bool = False
+    # None: the facts were not all read (a database that cannot be read),
+    # their count is not known (``facts`` then counts none); 0 for a store
+    # with no database or an empty one.  Before 2026-12-07 a database that
+    # could not be read was summarised as 0 facts.
+    facts_total: int | None = None
     # None: sessions/ cannot be listed, the count is not known (before
     # 2026-12-07 the number of transcripts the facts cite)
     sessions: int | None = 0
@@ -299,8 +299,9 @@ class Summary:
             "findings": {s: self.by_severity[s] for s in SEVERITIES},
             "by_code": dict(sorted(self.by_code.items())),
             "ignored": self.ignored,
-            "facts": {s: self.facts[s] for s in STATUSES} if self.facts_known else None,
-            "facts_total": self.facts_total if self.facts_known else None,
+            "facts": (None if self.facts_total is None
+                      else {s: self.facts[s] for s in STATUSES}),
+            "facts_total": self.facts_total,
             "sessions": self.sessions, "transcript_bytes_read": self.bytes_read,
         }
 

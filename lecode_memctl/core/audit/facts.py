@@ -217,7 +217,9 @@ def _check_db(audit: Audit) -> Iterator[Finding | Pending | None]:
     if fs is None:
         # No database at all: generation 0, nothing excluded.  (A symlink or odd
         # file type is a layout finding, and then the generation is unknown.)
-        audit._generation_known = audit.summary.facts_known = not _present(audit.store.facts_db)
+        audit._generation_known = not _present(audit.store.facts_db)
+        if audit._generation_known:
+            audit.summary.facts_total = 0
         return
     if isinstance(fs, MemctlError):
         if isinstance(fs, StoreBusy | LocalResourceError):
@@ -254,7 +256,8 @@ def _check_db(audit: Audit) -> Iterator[Finding | Pending | None]:
                 yield audit._f("db.schema_unknown", "no lecode tables in the database", file=rel)
             else:
                 # an empty file: generation 0, no fact
-                audit._generation_known = audit.summary.facts_known = True
+                audit._generation_known = True
+                audit.summary.facts_total = 0
             return
         # the read-only open is a private copy no writer can move under
         if audit._child is None:
@@ -1031,16 +1034,21 @@ def fact_findings(audit: Audit) -> Iterator[Finding | None]:
     fs = audit._fs
     if fs is None:
         return
+    summary = audit.summary
+    total = 0   # (the summary's once all are counted: until then not known)
+
     def count(status: str) -> None:
-        audit.summary.facts_total += 1
-        audit.summary.facts[status] += 1
+        nonlocal total
+        total += 1
+        summary.facts[status] += 1
 
     def findings(items: Iterator[FactItem]) -> Iterator[Finding | None]:
+        nonlocal total
         for code, message, loc in items:
             if code is None:        # the child's counts
-                audit.summary.facts_total += message
+                total += message
                 for status, n in loc.items():
-                    audit.summary.facts[status] += n
+                    summary.facts[status] += n
                 continue
             yield audit._f(code, message, **loc)
 
@@ -1062,11 +1070,12 @@ def fact_findings(audit: Audit) -> Iterator[Finding | None]:
             yield from findings(child.items(
                 lambda part: _fact_part(audit, fs, fs.start_listing(part=part), count),
                 (audit._statuses, audit._excluded), pickles_written))
-        audit.summary.facts_known = True
+        summary.facts_total = total
     except Exception as exc:    # noqa: BLE001 - a database error is the finding, with --all-projects
         why = _unread_why(audit, exc)
         if why is None:
             raise
+        summary.facts.clear()   # (not all counted: not known)
         yield _unread_facts(audit, why)
 
 

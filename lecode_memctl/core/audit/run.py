@@ -174,7 +174,10 @@ class Audit:
             if refused:
                 # (not audited, its finding ignored or not: before 2026-12-07
                 # an ignored one was taken for "not refused", and the entry
-                # read as a store stopped the run, exit 5)
+                # read as a store stopped the run, exit 5); no store, so
+                # no fact, as no session (a code review of 2026-12-07:
+                # not "unknown", as a database that cannot be read is)
+                self.summary.facts_total = 0
                 for f in self._check_config():
                     if f is not None:
                         yield f

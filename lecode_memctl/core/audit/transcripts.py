@@ -653,13 +653,19 @@ def _fast_spans(data: bytes, sc: _Scan, sid: str, slug: str,
         whole = records_by_line(data, end)
         if whole is not None:
             n = len(whole)
-            by_seq = {s: whole[s] for seqs, _d, _p in need
-                      for s in range(seqs[0], min(seqs[-1], n - 1) + 1)}
-            del whole
+            by_seq: dict[int, dict[str, Any]] = {}
             us = UndoState(_visibility_events(data, end, 0, 0))
             for seqs, digest, purpose in need:
-                st = _span_status(seqs, digest, purpose, by_seq, [], last_seq, excluded,
-                                  generation, us)
+                if 0 <= seqs[0] <= seqs[-1] < n:
+                    # every line a record whose seq is its number: the span is
+                    # the slice _span_status would gather (as in _full)
+                    st = span_decision(seqs, digest, whole[seqs[0]:seqs[-1] + 1], purpose,
+                                       excluded, generation, us, by_position=True)
+                else:
+                    if not by_seq:
+                        by_seq.update(enumerate(whole))
+                    st = _span_status(seqs, digest, purpose, by_seq, [], last_seq, excluded,
+                                      generation, us)
                 if not st.ok:     # (the audit keeps only these: a valid one is not held)
                     sc.statuses[(seqs, digest, purpose)] = st
             return True

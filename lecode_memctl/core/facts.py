@@ -588,6 +588,16 @@ def check_fact_id(fact_id: object) -> str:
     return fact_id
 
 
+def _check_forget_id(fact_id: object, stored: bool) -> None:
+    """A forget's id: one a user gives is checked (:func:`check_fact_id`,
+    UsageError); one read from the store (``stored``: ``redact``'s, from a
+    finding) is the text the listing shows, whatever it spells."""
+    if not stored:
+        check_fact_id(fact_id)
+    elif not isinstance(fact_id, str):
+        raise UsageError(f"invalid fact id {fact_id!r}: not text")
+
+
 def normalize_text(text: str) -> str:
     """Case-folded, whitespace-collapsed text (what ``deduplicate=True`` compares)."""
     return " ".join(text.casefold().split())
@@ -4397,27 +4407,33 @@ class FactStore(ClosesOnExit):
         return self._plan_forget(fact_id, None, None)
 
     @_serialized
-    def plan_forgets(self, fact_ids: Iterable[str]) -> list[ForgetPlan]:
+    def plan_forgets(self, fact_ids: Iterable[str], *, stored: bool = False
+                     ) -> list[ForgetPlan]:
         """:meth:`plan_forget` of each of ``fact_ids``, in their order (the
         same plans; the error the first that has one raises), computed
         together: the ``source_refs`` rows and the exclusions of each session
         the facts cite read once (each ``plan_forget`` reads every source row
         of each session its fact cites: N forgets of facts citing one session
         read its rows N times, the square of N).  Each plan is of the store
-        as it is, not after the others' forgets (as ``plan_forget``'s)."""
+        as it is, not after the others' forgets (as ``plan_forget``'s).
+
+        ``stored``: the ids were read from the store (``redact``'s, from a
+        finding), not typed: see :meth:`forget`."""
         sources: dict[str, dict[int, set[Any]]] = {}
         excluded: dict[str, frozenset[int]] = {}
-        return [self._plan_forget(fid, sources, excluded) for fid in fact_ids]
+        return [self._plan_forget(fid, sources, excluded, stored) for fid in fact_ids]
 
     def _plan_forget(self, fact_id: str,
                      sources: dict[str, dict[int, set[Any]]] | None,
-                     excluded: dict[str, frozenset[int]] | None) -> ForgetPlan:
+                     excluded: dict[str, frozenset[int]] | None,
+                     stored: bool = False) -> ForgetPlan:
         from .factresults import ForgetPlan
 
-        check_fact_id(fact_id)
+        _check_forget_id(fact_id, stored)
         db = self._reader()
+        key = self._stored_id(db, fact_id) if stored and db is not None else fact_id
         exists = db is not None and db.execute("SELECT 1 FROM facts WHERE fact_id = ?",
-                                               (fact_id,)).fetchone() is not None
+                                               (key,)).fetchone() is not None
         gen = self.generation()
         if not exists:
             if self.was_forgotten(fact_id):
@@ -4428,7 +4444,7 @@ class FactStore(ClosesOnExit):
         assert db is not None
         generation_row_blocked(db)      # (as forget finds it)
         unexcluded: list[tuple[int | None, str]] = []
-        positions = self._evidence_positions(db, fact_id, unexcluded)
+        positions = self._evidence_positions(db, key, unexcluded)  # type: ignore[arg-type]
         new: list[tuple[str, int]] = []
         old: list[tuple[str, int]] = []
         for sid in sorted(positions):
@@ -4446,7 +4462,7 @@ class FactStore(ClosesOnExit):
     @_ends_its_transaction
     def forget(self, fact_id: str, *,
                unexcluded: list[tuple[int | None, str]] | None = None,
-               expected: ForgetPlan | None = None) -> bool:
+               expected: ForgetPlan | None = None, stored: bool = False) -> bool:
         """Forget one fact in one ``BEGIN IMMEDIATE`` transaction: exclusions for
         every position of every revision's provenance and source refs, a
         content-free retry marker, generation + 1, and the fact, revisions,
@@ -4462,16 +4478,26 @@ class FactStore(ClosesOnExit):
         terminal); inside the transaction, a forget whose evidence
         positions, unexcluded revisions or generation differ from it (a
         correction or another forget committed since) is a Conflict and
-        writes nothing: what was confirmed is what is done."""
-        check_fact_id(fact_id)
+        writes nothing: what was confirmed is what is done.
+
+        ``stored``: ``fact_id`` was read from the store (``redact``'s
+        forgets, from a finding), not typed: it is not checked as an id a
+        user gives (16 lower-case hex digits, else UsageError), and the
+        rows are those the store holds under it, as text or as the BLOB of
+        its bytes (the id the listing shows); the retry marker is the text.
+        Before 2026-12-07 a credential in such a fact (an id stored as
+        ``0123456789ABCDEF``, ``ZZ`` or a BLOB) made ``redact`` exit 2,
+        "invalid fact id", and nothing could erase it."""
+        _check_forget_id(fact_id, stored)
         self._require_database(fact_id)
         with self._txn() as db:
-            if not db.execute("SELECT 1 FROM facts WHERE fact_id = ?", (fact_id,)).fetchone():
+            key = self._stored_id(db, fact_id) if stored else fact_id
+            if not db.execute("SELECT 1 FROM facts WHERE fact_id = ?", (key,)).fetchone():
                 if db.execute("SELECT 1 FROM forgotten WHERE fact_id = ?", (fact_id,)).fetchone():
                     return False
                 raise self._missing(db, fact_id)
             found: list[tuple[int | None, str]] = []
-            positions = self._evidence_positions(db, fact_id, found)
+            positions = self._evidence_positions(db, key, found)  # type: ignore[arg-type]
             # no generation row: the generation the rows imply, as every
             # reader (and forget --dry-run) has it; the row is written back
             generation_row_blocked(db)
@@ -4490,10 +4516,10 @@ class FactStore(ClosesOnExit):
             if not db.execute(f"UPDATE meta SET value = ? WHERE {GENERATION_WHERE}",
                               (new_gen,)).rowcount:
                 db.execute("INSERT INTO meta (key, value) VALUES ('generation', ?)", (new_gen,))
-            db.execute("DELETE FROM source_refs WHERE fact_id = ?", (fact_id,))
-            db.execute("DELETE FROM provenance WHERE fact_id = ?", (fact_id,))
-            db.execute("DELETE FROM revisions WHERE fact_id = ?", (fact_id,))
-            db.execute("DELETE FROM facts WHERE fact_id = ?", (fact_id,))
+            db.execute("DELETE FROM source_refs WHERE fact_id = ?", (key,))
+            db.execute("DELETE FROM provenance WHERE fact_id = ?", (key,))
+            db.execute("DELETE FROM revisions WHERE fact_id = ?", (key,))
+            db.execute("DELETE FROM facts WHERE fact_id = ?", (key,))
         return True
 
     # ---- consistent copy -------------------------------------------------

@@ -892,8 +892,8 @@ def _scan_generated_and_compacts(sessions: SessionReader, gen: int, new: int
     return invalidated, compacts
 
 
-def forgets_impact(facts: FactStore, sessions: SessionReader, fact_ids: Sequence[str]
-                   ) -> dict[str, Any]:
+def forgets_impact(facts: FactStore, sessions: SessionReader, fact_ids: Sequence[str],
+                   *, stored: bool = False) -> dict[str, Any]:
     """What forgetting every fact of ``fact_ids`` (one after the other, as
     ``memctl redact`` does) does to the others, named as
     :func:`forget_impact` names it: ``suppressed_facts`` (the other facts
@@ -923,8 +923,11 @@ def forgets_impact(facts: FactStore, sessions: SessionReader, fact_ids: Sequence
     generation (a writer refuses one; a transcript that holds one is
     ``validate``'s ``session.epoch_ahead``, and the N forgets then do hide
     it, as said here).  A fact already forgotten, or one of ``fact_ids``,
-    is in neither answer's facts."""
-    plans = [p for p in facts.plan_forgets(dict.fromkeys(fact_ids)) if p.exists]
+    is in neither answer's facts.  ``stored``: the ids were read from the
+    store, not typed (``FactStore.forget``'s ``stored``: an id that is not
+    16 lower-case hex digits is planned, not refused)."""
+    plans = [p for p in facts.plan_forgets(dict.fromkeys(fact_ids), stored=stored)
+             if p.exists]
     if not plans:
         return {"suppressed_facts": [], "summaries_inert": [],
                 "generated_messages_invalidated": 0, "unexcluded": []}

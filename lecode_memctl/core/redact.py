@@ -1098,7 +1098,7 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
     # facts: stale evidence, generation; the session ids live rows name
     live_sids: list[str] = []
     if os.path.lexists(store.facts_db):
-        from .facts import FactStore
+        from .facts import FactStore, row_text
 
         fs = FactStore.open_readonly(store.facts_db, busy_timeout=lock_wait)
         try:
@@ -1113,7 +1113,10 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
             # a detector or not (before 2026-12-07 only the facts with a
             # finding: a fact quoting the bare password was left, and the
             # check after the clean said "cannot erase", exit 1)
-            for fid in sorted({fid for fid, _rev in holding} - set(plan.forget_facts)):
+            # (each id as the listing shows it: a BLOB id's bytes decoded,
+            # which the forget finds as stored)
+            for fid in sorted({row_text(fid) for fid, _rev in holding}
+                              - set(plan.forget_facts)):
                 if _a_fact(fs, fid):
                     plan.forget_facts.append(fid)
                     plan.forget_copies.append(fid)
@@ -1194,7 +1197,10 @@ def _forget_impacts(plan: RedactPlan, store: Store, fs: Any, todo: list[str]) ->
     from .sessions import SessionStore
 
     sessions = SessionStore(store, exclusions=fs)
-    impact = forgets_impact(fs, sessions, todo)
+    # (ids read from the store, not typed: one that is not 16 lower-case
+    # hex digits is forgotten all the same; before 2026-12-07 it made the
+    # plan exit 2, "invalid fact id", and its credential stayed)
+    impact = forgets_impact(fs, sessions, todo, stored=True)
     plan.suppressed_facts = sorted(set(impact["suppressed_facts"]) - set(plan.forget_facts))
     plan.summaries_inert = impact["summaries_inert"]
     plan.generated_messages_invalidated = impact["generated_messages_invalidated"]
@@ -1765,7 +1771,7 @@ def _apply(store: Store, plan: RedactPlan, result: RedactResult, pending: _Pendi
         try:
             for fid in plan.forget_facts:
                 unexcluded: list[tuple[int | None, str]] = []
-                if fs.forget(fid, unexcluded=unexcluded):
+                if fs.forget(fid, unexcluded=unexcluded, stored=True):
                     result.forgotten.append(fid)
                     result.unexcluded += [{"fact_id": fid, "revision": rev, "reason": why}
                                           for rev, why in unexcluded]

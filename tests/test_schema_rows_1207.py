@@ -74,3 +74,52 @@ def test_redact_forgets_a_fact_whose_stored_id_is_malformed(demo_template, tmp_p
     assert _fact_rows(store, stored) == 0
     again = run_cli(*base, "secrets")
     assert again.exit_code == 0, (again.exit_code, again.stdout, again.stderr)
+
+
+# ---------------------------------------------------------------- 2. secrets rows
+
+def _csv_rows(text: str) -> list[dict[str, str]]:
+    import csv
+    import io
+
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def _plant_odd_numbers(store: Path) -> None:
+    """A fact whose revisions are stored as 2.5, 'abc' and a BLOB, each text
+    holding a key; a transcript record whose seq is ``true`` holding one."""
+    _sql(store, "INSERT INTO facts VALUES ('eeeeeeeeeeeeeeee', 1, '2026-12-01T00:00:00Z', "
+                "'2026-12-01T00:00:00Z')")
+    for rev, key in [(2.5, "AKIAIOSFODNN7EXAMPLZ"), ("abc", "AKIAIOSFODNN7EXAMPLY"),
+                     (b"\x01", "AKIAIOSFODNN7EXAMPLX")]:
+        _sql(store, "INSERT INTO revisions VALUES ('eeeeeeeeeeeeeeee', ?, ?, "
+                    "'2026-12-01T00:00:00Z')", rev, f"key {key}")
+    with (store / "sessions" / "demo-gamma.jsonl").open("ab") as fh:
+        fh.write(b'{"seq":25,"type":"message","role":"user","content":"x"}\n'
+                 b'{"seq":true,"type":"message","role":"user",'
+                 b'"content":"key AKIAIOSFODNN7EXAMPLQ"}\n')
+
+
+def test_secrets_rows_give_a_revision_or_seq_that_is_no_integer_as_null(demo_template, tmp_path):
+    """A revision stored as 2.5, 'abc' or a BLOB came out as 2.5 / "abc" /
+    "\\u0001" in JSON and 2.5 / abc / b'\\x01' in CSV, a transcript seq
+    ``true`` as true; the schema says integer or null.  Now null (an empty
+    cell), in every format alike; ``redact``'s plan ``records`` too."""
+    store = _demo(demo_template, tmp_path)
+    _plant_odd_numbers(store)
+    base = ("--store", str(store), "--no-state")
+    jl = run_cli(*base, "secrets", "--format", "jsonl")
+    assert jl.exit_code == 1, (jl.exit_code, jl.stderr)
+    rows = [r for r in map(orjson.loads, jl.stdout.splitlines()) if r.get("type") == "secret"]
+    assert {r["kind"] for r in rows} == {"fact", "transcript"}
+    assert [(r["seq"], r["revision"]) for r in rows] == [(None, None)] * len(rows) == \
+        [(None, None)] * 4
+    csv = run_cli(*base, "secrets", "--format", "csv")
+    cells = [(r["seq"], r["revision"]) for r in _csv_rows(csv.stdout) if r["type"] == "secret"]
+    assert cells == [("", "")] * 4, cells
+    doc = orjson.loads(run_cli(*base, "secrets", "--json").stdout)
+    assert {(f["seq"], f["revision"]) for f in doc["findings"]} == {(None, None)}
+    dry = run_cli(*base, "redact", "--dry-run", "--json")
+    assert dry.exit_code == 0, (dry.exit_code, dry.stderr)
+    records = [rec for f in orjson.loads(dry.stdout)["plan"]["files"] for rec in f["records"]]
+    assert all(type(rec) is int for rec in records), records

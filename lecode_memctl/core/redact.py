@@ -855,7 +855,7 @@ def rewrite_transcript(data: bytes, values: Mapping[str, str],
                 new, n = _rewrite_strings(piece, rec, values)
             if n:
                 total += n
-                if isinstance(seq, int):
+                if type(seq) is int:   # (true is no seq: the schema's integer)
                     seqs.append(seq)
                 if tally and found_count is not None:
                     found_count[0] += _found_in_tally(tally, unit, here)

@@ -28,6 +28,13 @@ from ._lazy import lazy_compile
 
 SCHEMA_VERSION = 3
 
+
+def stored_int(value: Any) -> int | None:
+    """A stored number as a row gives it where the schema says integer or
+    null: the integer, or null for anything else (a real, a text, a BLOB,
+    +Inf, a bool: a damaged database's or a hand-edited file's)."""
+    return value if type(value) is int else None
+
 if TYPE_CHECKING:
     from .rowtables import (
         CODE as CODE,

@@ -360,13 +360,15 @@ SECRET = RowModel("secrets", "secret", "One credential found; the value itself i
           "its marker)", True),
     Field("session_id", "string", "session id (transcripts; a value in it shown as its "
           "marker)", True),
-    Field("seq", "integer", "record seq (transcripts)", True),
+    Field("seq", "integer", "record seq (transcripts); null when the record's seq is no "
+          "integer (true, 2.5, text)", True),
     Field("path", "string", "JSON path in the record (transcripts; a value in a key on it "
           "shown as its marker)", True),
     Field("line", "integer", "1-based line of the file (files, and transcripts: the record's line)", True),
     Field("offset", "integer", "byte offset (database)", True),
     Field("fact_id", "string", "fact id (facts)", True),
-    Field("revision", "integer", "fact revision (facts)", True),
+    Field("revision", "integer", "fact revision (facts); null when stored as no integer "
+          "(a real, a text, a BLOB: a damaged database)", True),
     Field("preview", "string", "at most four leading characters, then the length"),
     Field("length", "integer", "the value's length in characters"),
     Field("hash", "string", "SHA-256 of the value (hex; the allowlist's form)"),
@@ -394,7 +396,8 @@ REWRITE = RowModel("redact", "rewrite", "One file the redaction rewrites (plan.f
     Field("replacements", "integer", "values replaced"),
     Field("found", "integer", "of the replacements, those where a detector found the value"),
     Field("copies", "integer", "of the replacements, copies elsewhere (replacements - found)"),
-    Field("records", "list", "seqs of the rewritten records (transcripts)", items="integer"),
+    Field("records", "list", "seqs of the rewritten records (transcripts; a record whose "
+          "seq is no integer, true say, is not listed)", items="integer"),
     Field("lines", "integer", "raw lines changed (Markdown files, corrupt or torn records)"),
     Field("sha256", "string", "the file's content hash when planned", True),
 ), ids=("file",))

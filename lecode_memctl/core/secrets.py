@@ -154,7 +154,9 @@ class Finding:
                 f"{file} line {self.line}"
             return f"{where} {self.path}" if self.path else where
         if self.kind == KIND_FACT:
-            return f"fact {self.fact_id} revision {self.revision}"
+            from .rowmodel import stored_int
+
+            return f"fact {self.fact_id} revision {stored_int(self.revision)}"
         if self.kind == KIND_DATABASE:
             return f"{file} byte {self.offset}"
         if self.line is None:
@@ -174,13 +176,16 @@ class Finding:
         return shown if shown is not None else self.project
 
     def to_json(self) -> dict[str, Any]:
-        from .rowmodel import SECRET
+        from .rowmodel import SECRET, stored_int
 
         file, session_id = self.shown()
+        # (a revision or seq stored as no integer -- 2.5, 'abc', a BLOB,
+        # true -- is null, as the schema says and the listings give it;
+        # before 2026-12-07 it came out as stored, a BLOB as b'\x01' in CSV)
         return SECRET.row(detector=self.detector, kind=self.kind, project=self.shown_project(),
-                          file=file, session_id=session_id, seq=self.seq,
+                          file=file, session_id=session_id, seq=stored_int(self.seq),
                           path=self.path, line=self.line, offset=self.offset,
-                          fact_id=self.fact_id, revision=self.revision,
+                          fact_id=self.fact_id, revision=stored_int(self.revision),
                           preview=self.preview, length=self.length, hash=self.hash)
 
 
@@ -2364,7 +2369,9 @@ def _transcript_hits(detector: Detector, rel: str, lines: Iterable[bytes],
         line = raw[:-1] if whole else raw
         rec, twice = parsed_record(line) if whole else (None, False)
         if rec is not None:
-            seq = rec.get("seq") if isinstance(rec.get("seq"), int) else None
+            # (a seq that is no integer -- true is none -- is null, as the
+            # schema says: before 2026-12-07 ``"seq": true`` came out true)
+            seq = rec.get("seq") if type(rec.get("seq")) is int else None
             leaves = list(record_leaves(rec))
             if twice:
                 # the strings a parse dropped (a key given twice), each

@@ -123,3 +123,49 @@ def test_secrets_rows_give_a_revision_or_seq_that_is_no_integer_as_null(demo_tem
     assert dry.exit_code == 0, (dry.exit_code, dry.stderr)
     records = [rec for f in orjson.loads(dry.stdout)["plan"]["files"] for rec in f["records"]]
     assert all(type(rec) is int for rec in records), records
+
+
+# ---------------------------------------------------------------- 3. history rows
+
+@pytest.mark.parametrize("stored", [2.5, float("inf"), "abc", b"\x02"],
+                         ids=["real", "inf", "text", "blob"])
+def test_history_gives_a_revision_that_is_no_integer_as_null(demo_template, tmp_path, stored):
+    """A revision stored as 2.5, +Inf or 'abc' came out as 2.5 / null /
+    "abc" in JSON and 2.5 / inf / abc in CSV; only a BLOB was null.  Now
+    any revision that is no integer is null, JSON and CSV alike, and such a
+    row is never the current one."""
+    store = _demo(demo_template, tmp_path)
+    fid = "8888888888888888"
+    _sql(store, "INSERT INTO facts VALUES (?, 1, '2026-12-01T00:00:00Z', "
+                "'2026-12-01T00:00:00Z')", fid)
+    _sql(store, "INSERT INTO revisions VALUES (?, ?, 'txt', '2026-12-01T00:00:00Z')",
+         fid, stored)
+    base = ("--store", str(store), "--no-state")
+    jl = run_cli(*base, "history", fid, "--format", "jsonl")
+    assert jl.exit_code == 0, (jl.exit_code, jl.stderr)
+    rows = [r for r in map(orjson.loads, jl.stdout.splitlines()) if r["type"] == "revision"]
+    assert [(r["revision"], r["current"]) for r in rows] == [(None, False)]
+    doc = orjson.loads(run_cli(*base, "history", fid, "--json").stdout)
+    assert [(r["revision"], r["current"]) for r in doc["revisions"]] == [(None, False)]
+    csv = run_cli(*base, "history", fid, "--format", "csv")
+    cells = [(r["revision"], r["current"]) for r in _csv_rows(csv.stdout)
+             if r["type"] == "revision"]
+    assert cells == [("", "false")], cells
+
+
+def test_history_marks_no_row_current_when_the_facts_revision_is_no_integer(
+        demo_template, tmp_path):
+    """The fact's own current revision stored as 2.5 reads as null: no
+    revision row is current (a row stored as 2.5 is no integer either)."""
+    store = _demo(demo_template, tmp_path)
+    fid = "8888888888888888"
+    _sql(store, "INSERT INTO facts VALUES (?, 2.5, '2026-12-01T00:00:00Z', "
+                "'2026-12-01T00:00:00Z')", fid)
+    for rev in (1, 2.5):
+        _sql(store, "INSERT INTO revisions VALUES (?, ?, 'txt', '2026-12-01T00:00:00Z')",
+             fid, rev)
+    r = run_cli("--store", str(store), "--no-state", "history", fid, "--json")
+    assert r.exit_code == 0, (r.exit_code, r.stderr)
+    doc = orjson.loads(r.stdout)
+    assert doc["revision"] is None
+    assert [(x["revision"], x["current"]) for x in doc["revisions"]] == [(1, False), (None, False)]

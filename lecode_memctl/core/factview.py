@@ -29,7 +29,7 @@ from .facts import (
     row_text,
 )
 from .paging import MAX_OUTPUT_BYTES, pretty_json
-from .rowmodel import utc_time  # the whole printed page, metadata included
+from .rowmodel import stored_int, utc_time  # (utc_time: the whole printed page, metadata included)
 from .sessions import LEARNING_EVENT, SessionStore, epoch_hides, epoch_number, is_generated
 from .sourceref import (
     HIDDEN,
@@ -725,11 +725,15 @@ def history(facts: FactStore | None, sessions: SessionReader, fact_id: str) -> d
             s = status_for("invalid_ref", r.source_error)
         else:
             s = status_for("legacy_provenance")
-        # (a revision stored as a BLOB, a damaged row: null, as the listing
-        # gives a fact's; an integer, a text or a real as stored)
-        out.append({"revision": None if isinstance(r.revision, bytes) else r.revision,
+        # (a revision stored as no integer -- a BLOB, a real, +Inf, a text:
+        # a damaged row -- is null, as the listing gives a fact's, JSON and
+        # CSV alike; before 2026-12-07 only a BLOB was, and 2.5, +Inf and
+        # 'abc' came out as 2.5 / inf / abc.  Such a row is never current,
+        # and none is when the fact's own revision reads as null)
+        rev = stored_int(r.revision)
+        out.append({"revision": rev,
                     "text": r.text, "created": r.created,
-                    "current": r.revision == fact.revision,
+                    "current": rev is not None and rev == stored_int(fact.revision),
                     "source": source_label(r.source, r.provenance),
                     "source_ref": r.source.to_json() if r.source is not None else None,
                     "provenance": [p.to_json() for p in r.provenance],

@@ -169,9 +169,10 @@ HIT = RowModel("search", "hit", "One matching line of the Markdown memory.", (
 REVISION = RowModel("history", "revision", "One revision of a fact.", (
     _t('"revision"'),
     Field("fact_id", "string", "16 hex digits"),
-    Field("revision", "integer", "1, 2, ... without gaps (null when stored as a BLOB or "
-          "+Inf: a damaged database)", True),
-    Field("current", "boolean", "whether this is the current revision"),
+    Field("revision", "integer", "1, 2, ... without gaps (null when stored as no integer: "
+          "a BLOB, a real, +Inf, a text; a damaged database)", True),
+    Field("current", "boolean", "whether this is the current revision (never a row whose "
+          "revision is null, and none when the fact's current revision reads as null)"),
     Field("created", "time", "when the revision was written", True),
     Field("status", "string", "status of this revision's evidence today"),
     Field("reason", "string", "machine-readable reason of a status other than valid", True),

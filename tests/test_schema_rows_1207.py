@@ -169,3 +169,47 @@ def test_history_marks_no_row_current_when_the_facts_revision_is_no_integer(
     doc = orjson.loads(r.stdout)
     assert doc["revision"] is None
     assert [(x["revision"], x["current"]) for x in doc["revisions"]] == [(1, False), (None, False)]
+
+
+# ---------------------------------------------------------------- 4. verify's fact_check rows
+
+def _bundle_with_row(store: Path, tmp_path: Path, row: dict) -> Path:
+    """The store's bundle, its manifest given one more facts row ``row``."""
+    import tarfile
+
+    out = tmp_path / "b.tar.gz"
+    r = run_cli("--store", str(store), "--no-state", "export", "-o", str(out))
+    assert r.exit_code == 0, (r.exit_code, r.stderr)
+    x = tmp_path / "x"
+    with tarfile.open(out) as tf:
+        tf.extractall(x, filter="tar")
+    m = orjson.loads((x / "manifest.json").read_bytes())
+    m["facts"]["rows"].append(row)
+    (x / "manifest.json").write_bytes(orjson.dumps(m))
+    return x
+
+
+@pytest.mark.parametrize("revision, status, reason, shown", [
+    ("x", 5, ["a"], (None, "5", '["a"]')),
+    (2.5, {"k": 1}, None, (None, '{"k":1}', None)),
+    (True, "valid", 7, (None, "valid", "7")),
+    (3, None, "r", (3, None, "r")),
+], ids=["text-number-list", "real-object-null", "bool-string-number", "as-written"])
+def test_verify_fact_check_rows_hold_their_schema_types(demo_template, tmp_path, revision,
+                                                        status, reason, shown):
+    """A manifest row's revision, status and reason were copied as they
+    are into the ``fact_check`` row (revision "x", manifest_status 5,
+    manifest_reason ["a"]), against the schema (revision integer or null;
+    the two string or null).  Now a revision that is no integer is null and
+    a status or reason that is no text is its JSON text, as fact_id's; the
+    row still differs (exit 1)."""
+    store = _demo(demo_template, tmp_path)
+    fid = "ffffffffffffff01"
+    bundle = _bundle_with_row(store, tmp_path, {
+        "fact_id": fid, "revision": revision, "status": status, "reason": reason,
+        "about_revision": None, "source_ref": None})
+    r = run_cli("verify", str(bundle), "--json")
+    assert r.exit_code == 1, (r.exit_code, r.stderr)
+    rows = [f for f in orjson.loads(r.stdout)["facts"] if f["fact_id"] == fid]
+    assert [(f["revision"], f["manifest_status"], f["manifest_reason"], f["same"],
+             f["status"], f["reason"]) for f in rows] == [(*shown, False, None, None)]

@@ -63,7 +63,7 @@ from .errors import (
 )
 from .layout import DAILY_DIR, FACTS_DB, MEMORY_FILE, NOTES_DIR, SCRATCHPAD_FILE, SESSIONS_DIR, Store
 from .mdnames import is_daily_file, is_note_file
-from .rowmodel import FACT_CHECK, FINDING
+from .rowmodel import FACT_CHECK, FINDING, stored_int
 from .sessions import LOCK_SUFFIX
 from .snapshot import owned_tempdir
 from .sourceref import held_bytes, session_file_id
@@ -1900,12 +1900,17 @@ def _check_row(fid: Any, g: dict[str, Any] | None, w: dict[str, Any] | None,
                checks: HeldFactRows, found: list[Problem]) -> None:
     """One fact's check row (into ``checks``), and its problem (into ``found``)."""
     same = g == w
+    # (each value as its schema type: a manifest is untrusted, and before
+    # 2026-12-07 its revision "x", status 5 or reason ["a"] were copied as
+    # they are; now a revision that is no integer is null, a status or a
+    # reason that is no text its JSON text, as fact_id's; the row still
+    # differs, as the values compared are the manifest's own)
     checks.add(FACT_CHECK.row(fact_id=fid,
-                              revision=(g or w or {}).get("revision"),
-                              status=g.get("status") if g else None,
-                              reason=g.get("reason") if g else None,
-                              manifest_status=w.get("status") if w else None,
-                              manifest_reason=w.get("reason") if w else None,
+                              revision=stored_int((g or w or {}).get("revision")),
+                              status=_text_or_json(g.get("status")) if g else None,
+                              reason=_text_or_json(g.get("reason")) if g else None,
+                              manifest_status=_text_or_json(w.get("status")) if w else None,
+                              manifest_reason=_text_or_json(w.get("reason")) if w else None,
                               same=same))
     if same:
         return
@@ -1918,6 +1923,12 @@ def _check_row(fid: Any, g: dict[str, Any] | None, w: dict[str, Any] | None,
             [k for k in sorted(set(g) | set(w), key=str) if g.get(k) != w.get(k)]
         found.append(Problem("facts", None, f"fact {fid}: " + "; ".join(
             f"{k} now {_short(g.get(k))}, at export {_short(w.get(k))}" for k in diff)))
+
+
+def _text_or_json(v: Any) -> str | None:
+    """A manifest's value where the schema says string or null: the text,
+    null, or (a number, a list, an object, a bool) its JSON text."""
+    return v if v is None or isinstance(v, str) else _short(v)
 
 
 def _short(v: Any) -> str:

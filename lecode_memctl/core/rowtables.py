@@ -408,11 +408,14 @@ FACT_CHECK = RowModel("verify", "fact_check", "One fact of a bundle: its status 
     _t('"fact_check"'),
     Field("fact_id", "string", "16 hex digits, as export writes it (a manifest's other value "
           "as it is, or its JSON text when it is not text)"),
-    Field("revision", "integer", "current revision", True),
+    Field("revision", "integer", "current revision (null when the manifest's, read where "
+          "the database has no row, is no integer)", True),
     Field("status", "string", "status recomputed now (null: not in the bundled database)", True),
     Field("reason", "string", "its reason", True),
-    Field("manifest_status", "string", "status at export (null: not in the manifest)", True),
-    Field("manifest_reason", "string", "its reason at export", True),
+    Field("manifest_status", "string", "status at export (null: not in the manifest; a "
+          "manifest's value that is no text as its JSON text)", True),
+    Field("manifest_reason", "string", "its reason at export (a value that is no text as its "
+          "JSON text)", True),
     Field("same", "boolean", "whether the two agree"),
 ), ids=("fact_id",))
 

@@ -213,3 +213,23 @@ def test_verify_fact_check_rows_hold_their_schema_types(demo_template, tmp_path,
     rows = [f for f in orjson.loads(r.stdout)["facts"] if f["fact_id"] == fid]
     assert [(f["revision"], f["manifest_status"], f["manifest_reason"], f["same"],
              f["status"], f["reason"]) for f in rows] == [(*shown, False, None, None)]
+
+
+# ---------------------------------------------------------------- 5. schema $id
+
+def test_every_schema_id_is_a_uri_reference():
+    """Two records' ``$id`` held spaces (``memctl/3/validate --list-codes/code``,
+    ``memctl/3/grep -c, grep -l/match_count``): no URI reference.  What a
+    URI cannot hold is percent-encoded now."""
+    import re
+
+    r = run_cli("schema")
+    assert r.exit_code == 0, r.stderr
+    records = orjson.loads(r.stdout)["records"]
+    ids = {t: rec["schema"]["$id"] for t, rec in records.items()}
+    # RFC 3986 path characters (unreserved, sub-delims, ':', '@', '/', and %XX)
+    pchar = re.compile(r"(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/]|%[0-9A-F]{2})+")
+    assert all(pchar.fullmatch(i) for i in ids.values()), ids
+    assert ids["code"] == "memctl/3/validate%20--list-codes/code"
+    assert ids["match_count"] == "memctl/3/grep%20-c,%20grep%20-l/match_count"
+    assert ids["fact"] == "memctl/3/facts/fact"

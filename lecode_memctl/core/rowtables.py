@@ -93,9 +93,15 @@ class RowModel:
         return plan
 
     def json_schema(self) -> dict[str, Any]:
+        from urllib.parse import quote
+
+        # (``$id`` is a URI reference: the command's spaces percent-encoded,
+        # ``validate%20--list-codes``; before 2026-12-07 they were written as
+        # they are, and two records' ids were no URI reference)
         return {
             "$schema": "https://json-schema.org/draft/2020-12/schema",
-            "$id": f"memctl/{SCHEMA_VERSION}/{self.command}/{self.type}",
+            "$id": f"memctl/{SCHEMA_VERSION}/{quote(self.command, safe=',')}/"
+                   f"{quote(self.type, safe='')}",
             "title": f"memctl {self.command}: {self.type} record (output schema {SCHEMA_VERSION})",
             "description": self.doc,
             "type": "object",

@@ -22,7 +22,9 @@ stable order, and nothing taken from the terminal or the environment.
   README is left as it is.
 - ``docs/OUTPUT.md``: the field table of every record type, from the row model
   (``lecode_memctl/core/rowmodel.py``), between ``<!-- fields:begin -->`` and
-  ``<!-- fields:end -->``.
+  ``<!-- fields:end -->``; the error document's codes, from
+  ``lecode_memctl/core/errors.py`` (``ERROR_DOCUMENT_CODES``), between
+  ``<!-- error-codes:begin -->`` and ``<!-- error-codes:end -->``.
 - ``lecode_memctl/cli/completion_table.py``: the root of the command tree as
   completion sees it (each visible command and its short help, each root
   option, whether it takes a value), so that a TAB on a command name is
@@ -799,6 +801,16 @@ def render_fields() -> str:
     return "\n".join(out)
 
 
+def render_error_codes() -> str:
+    """docs/OUTPUT.md's table of the error document's codes."""
+    from lecode_memctl.core.errors import ERROR_DOCUMENT_CODES
+
+    rows = ["| code | exit status | meaning |", "|---|---|---|"]
+    for code, status, meaning in ERROR_DOCUMENT_CODES:
+        rows.append(f"| `{code}` | {status} | {md_cell(meaning)} |")
+    return "\n".join(rows)
+
+
 def generate(readme_source: Path, output_source: Path | None = None) -> dict[str, bytes]:
     """Every generated file, relative path -> bytes."""
     tree = command_tree()
@@ -809,8 +821,8 @@ def generate(readme_source: Path, output_source: Path | None = None) -> dict[str
         files[dst] = files[src]
     files[README_PATH] = render_readme(tree, readme_source.read_text(encoding="utf-8"))
     output_source = output_source or REPO / OUTPUT_DOC_PATH
-    files[OUTPUT_DOC_PATH] = replace_block(output_source.read_text(encoding="utf-8"),
-                                           "fields", render_fields())
+    output = replace_block(output_source.read_text(encoding="utf-8"), "fields", render_fields())
+    files[OUTPUT_DOC_PATH] = replace_block(output, "error-codes", render_error_codes())
     return {k: v.encode("utf-8") for k, v in files.items()}
 
 

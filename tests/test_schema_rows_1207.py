@@ -233,3 +233,57 @@ def test_every_schema_id_is_a_uri_reference():
     assert ids["code"] == "memctl/3/validate%20--list-codes/code"
     assert ids["match_count"] == "memctl/3/grep%20-c,%20grep%20-l/match_count"
     assert ids["fact"] == "memctl/3/facts/fact"
+
+
+# ---------------------------------------------------------------- 6. the error document's codes
+
+def _error_code_table() -> dict[str, tuple[str, str]]:
+    from .conftest import REPO
+
+    text = (REPO / "docs" / "OUTPUT.md").read_text(encoding="utf-8")
+    begin, end = "<!-- error-codes:begin -->", "<!-- error-codes:end -->"
+    assert begin in text and end in text, "docs/OUTPUT.md has no error-codes table"
+    block = text[text.index(begin) + len(begin):text.index(end)].strip().splitlines()
+    assert block[:2] == ["| code | exit status | meaning |", "|---|---|---|"], block[:2]
+    out = {}
+    for row in block[2:]:
+        code, status, meaning = (c.strip() for c in row.strip("|").split(" | ", 2))
+        out[code.strip("`")] = (status, meaning)
+    return out
+
+
+def test_output_md_lists_every_error_code_with_its_status():
+    """The error document's ``code`` values (usage, not_found, ...) were
+    listed nowhere in docs/OUTPUT.md.  Its table is the one errors.py
+    gives (ERROR_DOCUMENT_CODES), word for word, and every code an error
+    class of the package carries, or main and the signal handler give, is
+    in it with that class's exit status."""
+    import importlib
+    import pkgutil
+
+    import lecode_memctl
+    from lecode_memctl.core import errors
+
+    table = _error_code_table()
+    assert table == {c: (s, m) for c, s, m in errors.ERROR_DOCUMENT_CODES}
+    for mod in pkgutil.walk_packages(lecode_memctl.__path__, "lecode_memctl."):
+        if not mod.name.endswith("__main__"):       # (that one runs memctl)
+            importlib.import_module(mod.name)
+    seen: list[type] = [errors.MemctlError]
+    while seen:
+        cls = seen.pop()
+        seen += cls.__subclasses__()
+        assert cls.code in table, (cls, cls.code)
+        assert str(cls.exit_code) in table[cls.code][0].split(", "), (cls, table[cls.code])
+    for code in ("internal", "interrupted", "terminated"):
+        assert code in table
+    assert table["internal"][0] == "70"
+    assert table["terminated"][0] == "129, 143"
+
+
+def test_an_error_documents_code_is_in_the_table(tmp_path):
+    table = _error_code_table()
+    r = run_cli("--store", str(tmp_path / "none"), "facts", "--json")
+    doc = orjson.loads(r.stdout)
+    assert doc["error"]["code"] in table
+    assert table[doc["error"]["code"]][0] == str(r.exit_code) == str(doc["error"]["exit_code"])

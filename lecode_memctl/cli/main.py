@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from lecode_memctl.core.errors import (
+    CODE_INTERNAL,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     NotFound,
@@ -109,8 +110,8 @@ def error_report(exc: BaseException) -> tuple[str, str, int] | None:
     if typed is not None:
         return typed.code, typed.message, typed.exit_code
     if isinstance(exc, MemoryError):
-        return "internal", f"internal error: MemoryError: {str(exc) or 'out of memory'}", EXIT_INTERNAL
-    return "internal", f"internal error: {type(exc).__name__}: {exc}", EXIT_INTERNAL
+        return CODE_INTERNAL, f"internal error: MemoryError: {str(exc) or 'out of memory'}", EXIT_INTERNAL
+    return CODE_INTERNAL, f"internal error: {type(exc).__name__}: {exc}", EXIT_INTERNAL
 
 
 _OUT_OF_MEMORY = b"memctl: error: internal error: MemoryError: out of memory\n"

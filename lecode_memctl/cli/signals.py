@@ -316,15 +316,21 @@ def interruption() -> tuple[str, str, int]:
     SIGHUP (caught by :func:`catch_termination`: what a shell shows for a
     process that signal ended).  The message names what the command had
     already written (:func:`interrupted_after`)."""
-    from lecode_memctl.core.errors import EXIT_HANGUP, EXIT_INTERRUPTED, EXIT_TERMINATED
+    from lecode_memctl.core.errors import (
+        CODE_INTERRUPTED,
+        CODE_TERMINATED,
+        EXIT_HANGUP,
+        EXIT_INTERRUPTED,
+        EXIT_TERMINATED,
+    )
 
     if _SIG.terminated is not None:
         import signal
 
         sig = signal.Signals(_SIG.terminated)
-        return ("terminated", with_written(f"terminated by {sig.name}"),
+        return (CODE_TERMINATED, with_written(f"terminated by {sig.name}"),
                 EXIT_HANGUP if sig.name == "SIGHUP" else EXIT_TERMINATED)
-    return "interrupted", with_written("interrupted"), EXIT_INTERRUPTED
+    return CODE_INTERRUPTED, with_written("interrupted"), EXIT_INTERRUPTED
 
 
 def end_as_terminated() -> None:

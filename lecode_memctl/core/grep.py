@@ -4,9 +4,13 @@ What is searched, per record (each string is one *field*, named by its JSON
 path from the record, e.g. ``$.content``, ``$.content[1].text``,
 ``$.tool_calls[0].arguments.path``, ``$.summary``):
 
-* messages: the content (a string, or the ``text`` of each text part; binary
-  parts are never searched), and the string leaves of every tool call's
-  ``arguments``; tool results are messages of role ``tool``;
+* messages: the content (a string, or the ``text`` of each part of any type
+  but binary, as ``read --text`` shows them; binary parts are never
+  searched; of content that is neither a string nor a list, and of a part
+  that is neither a string nor an object, which ``read --text`` shows as
+  JSON, the string leaves, each at its path: ``$.content.text``), and the
+  string leaves of every tool call's ``arguments``; tool results are
+  messages of role ``tool``;
 * ``compact`` events: the ``summary`` (reported with role ``summary``).
 
 By default only what the agent may see is reported: messages through the
@@ -184,9 +188,24 @@ def searchable_fields(record: Mapping[str, Any]) -> Iterator[tuple[str | None, s
             for i, part in enumerate(content):
                 if isinstance(part, str):
                     yield role, f"$.content[{i}]", part
-                elif isinstance(part, Mapping) and part.get("type") == "text" \
-                        and isinstance(part.get("text"), str):
-                    yield role, f"$.content[{i}].text", part["text"]
+                elif isinstance(part, Mapping):
+                    # the text of a part of any type but binary, as read
+                    # --text shows it ([output_text part] TEXT; before
+                    # 2026-12-07 only a part of type "text" was searched)
+                    if part.get("type") != "binary" and isinstance(part.get("text"), str):
+                        yield role, f"$.content[{i}].text", part["text"]
+                else:
+                    # a part that is neither (a list, a number): read shows
+                    # its JSON; its strings are searched, each at its path
+                    for p, s in string_leaves(part, f"$.content[{i}]"):
+                        yield role, p, s
+        elif content is not None:
+            # content that is neither a string nor a list (an object, which
+            # the contract does not allow): read --text shows its JSON, and
+            # secrets scans its strings; grep searches them, each at its
+            # path ($.content.text), as it searches a tool call's arguments
+            for p, s in string_leaves(content, "$.content"):
+                yield role, p, s
         calls = record.get("tool_calls")
         if isinstance(calls, list):
             for i, call in enumerate(calls):

@@ -57,3 +57,30 @@ def test_grep_finds_the_strings_of_content_that_is_an_object(tmp_path, fixed):
     text = _cli(st, "grep", "ghp_")
     assert text.exit_code == 0 and "s1:1 user $.content.text: token ghp_" in text.stdout, \
         text.stdout
+
+
+# ---------------------------------------------------------------- sessions: what a message is
+
+
+@pytest.mark.parametrize("seq", [str(1 << 64), "1" * 51, str(10 ** 19 * 5)])
+def test_sessions_counts_no_line_without_a_seq_as_a_message(tmp_path, seq):
+    """A seq beyond 64 bits is a float to the readers: the line is no record
+    (no_seq, which grep does not search), and no message."""
+    line = '{"seq":' + seq + ',"type":"message","role":"user","content":"x"}'
+    st = _store(tmp_path, {"s1": [_msg(1, "one"), line]})
+    r = _cli(st, "sessions", "--json")
+    assert r.exit_code == 0, r.stderr
+    (row,) = orjson.loads(r.stdout)
+    assert (row["messages"], row["state"], row["reason"]) == (1, "corrupt", "no_seq"), row
+    assert _cli(st, "grep", "-c", "x").exit_code == 5
+
+
+@pytest.mark.parametrize("seq", [str((1 << 63) - 1), str(1 << 63), str((1 << 64) - 1)])
+def test_sessions_counts_a_message_whose_seq_is_an_integer(tmp_path, seq):
+    """A seq that is still an integer (up to 2^64-1: a record, out of
+    order) is a message, as grep and validate --deep take it."""
+    line = '{"seq":' + seq + ',"type":"message","role":"user","content":"x"}'
+    st = _store(tmp_path, {"s1": [_msg(1, "one"), line]})
+    (row,) = orjson.loads(_cli(st, "sessions", "--json").stdout)
+    assert row["messages"] == 2, row
+    assert _cli(st, "grep", "-c", "x").stdout.strip() == "s1:1"

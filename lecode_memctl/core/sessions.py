@@ -863,7 +863,11 @@ def _probe_in(data: bytes, pos: int) -> tuple[int, int | None, int] | None:
     return start, fast_seq(data[start:min(start + 64, end)]), end + 1
 
 
-_TYPED = lazy_compile(rb'\{"seq":(?:0|[1-9][0-9]*),"type":"([^"\\]*)"')
+# (at most 19 digits: below 10^19, an integer to every parser; a line with
+# a longer run is parsed, and is no record when its seq is beyond 64 bits,
+# which orjson reads as a float: no seq; before 2026-12-07 ``sessions``
+# counted such a line a message)
+_TYPED = lazy_compile(rb'\{"seq":(?:0|[1-9][0-9]{0,18}),"type":"([^"\\]*)"')
 
 
 class HugeLine:

@@ -458,7 +458,10 @@ def test_every_code_is_planted_somewhere():
                               "db.rolled_back",  # tests/test_seen_state.py
                               "db.malformed_exclusion",  # tests/test_damaged_exclusions.py
                               "db.forgotten_fact_present",  # tests/test_rollback_1207b.py
-                              "session.ignored_event"}  # tests/test_event_rule.py
+                              "session.ignored_event",  # tests/test_event_rule.py
+                              # tests/test_transcript_shapes_1207.py
+                              "session.second_header", "session.unknown_type",
+                              "session.unknown_role", "session.unknown_event"}
     assert covered == set(CODES)    # each found exactly once: tests/test_audit_old.py
 
 

@@ -299,6 +299,24 @@ def _malformed_exclusion(config_dir: Path) -> list:
     return validate_store(store_at(path), parallel=False)[0]
 
 
+def _shape(config_dir: Path, name: str, line: bytes) -> list:
+    """A record the store contract does not have (tests/test_transcript_shapes_1207.py):
+    one deep finding."""
+    slug = f"{name}-0123456789ab"
+    path = build_clean(config_dir, slug)
+    _write_session(path / "sessions" / "sh.jsonl", [_hdr("sh", slug), _msg(1), line + b"\n"])
+    return validate_store(store_at(path), deep=True, parallel=False)[0]
+
+
+SHAPES = {
+    "second_header": b'{"seq":2,"type":"session","format":1,"session_id":"sh",'
+                     b'"project":"evil-0123456789ab","created":"2026-12-01T09:00:00+00:00"}',
+    "unknown_type": b'{"seq":2,"type":"bogus"}',
+    "unknown_role": b'{"seq":2,"type":"message","role":"wizard","content":"x"}',
+    "unknown_event": b'{"seq":2,"type":"event","event":"nonsense"}',
+}
+
+
 def test_every_code_of_the_format_table_is_planted_and_found_exactly_once(config_dir, monkeypatch):
     """One run per fixture; each code of the FORMAT.md table is found exactly once
     in a fixture that plants it, and the planted store holds nothing else."""
@@ -322,6 +340,8 @@ def test_every_code_of_the_format_table_is_planted_and_found_exactly_once(config
     runs["ignored"] = Counter(f.code for f in _ignored_event(config_dir))
     runs["malformed_exclusion"] = Counter(f.code for f in _malformed_exclusion(config_dir))
     runs["forgotten_present"] = Counter(f.code for f in _forgotten_present(config_dir))
+    for name, line in SHAPES.items():
+        runs[name] = Counter(f.code for f in _shape(config_dir, name.replace("_", ""), line))
     for code in sorted(CODES):
         hits = {name: c[code] for name, c in runs.items() if c[code]}
         assert list(hits.values()) == [1], (code, hits)

@@ -84,3 +84,92 @@ def test_sessions_counts_a_message_whose_seq_is_an_integer(tmp_path, seq):
     (row,) = orjson.loads(_cli(st, "sessions", "--json").stdout)
     assert row["messages"] == 2, row
     assert _cli(st, "grep", "-c", "x").stdout.strip() == "s1:1"
+
+
+# ---------------------------------------------------------------- validate --deep: what the contract forbids
+
+OTHER = "evil-0123456789ab"
+
+
+def _header(seq: int, project: str, sid: str = "s1") -> str:
+    return orjson.dumps({"seq": seq, "type": "session", "format": 1, "session_id": sid,
+                         "project": project, "created": "2026-12-01T09:00:00+00:00"}).decode()
+
+
+def _findings(st, *args: str) -> list[dict]:
+    r = _cli(st, "validate", "--json", *args)
+    assert r.exit_code in (0, 1), r.stderr
+    return [f for f in orjson.loads(r.stdout)["findings"]
+            if not f["code"].startswith("layout.")]
+
+
+def _shapes(st) -> list[tuple]:
+    return [(f["code"], f["severity"], f["line"], f["seq"], f["reason"])
+            for f in _findings(st, "--deep")]
+
+
+# every line a record whose seq is its line number (the audit's one-call
+# parse), or a corrupt line at the end (the line loop)
+@pytest.fixture(params=["whole", "line_loop"])
+def tail(request) -> list[str]:
+    return [] if request.param == "whole" else ["not json"]
+
+
+def _corrupt(tail):
+    return [("session.corrupt_line", "error", 4, None, "not_json")] if tail else []
+
+
+@pytest.mark.parametrize(("project", "sid", "reason"), [
+    (OTHER, "s1", "other_project"), (None, "s2", "other_session"), (None, "s1", "repeated")])
+def test_deep_reports_a_second_header(tmp_path, tail, project, sid, reason):
+    from .builders import SLUG
+
+    st = _store(tmp_path, {"s1": [_msg(1, "one"), _header(2, project or SLUG, sid), *tail]})
+    assert _shapes(st) == [("session.second_header", "error", 3, 2, reason), *_corrupt(tail)]
+    # not without --deep (the default audit reads the header and the tail)
+    assert not [f for f in _findings(st) if f["code"] == "session.second_header"]
+
+
+def test_deep_reports_a_record_of_no_type_the_contract_has(tmp_path, tail):
+    st = _store(tmp_path, {"s1": [_msg(1, "one"), '{"seq":2,"type":"bogus"}', *tail]})
+    assert _shapes(st) == [("session.unknown_type", "warning", 3, 2, None), *_corrupt(tail)]
+    st2 = _store(tmp_path / "b", {"s1": [_msg(1, "one"), '{"seq":2,"content":"x"}', *tail]})
+    assert _shapes(st2) == [("session.unknown_type", "warning", 3, 2, None), *_corrupt(tail)]
+
+
+@pytest.mark.parametrize("role", ["wizard", None, 7])
+def test_deep_reports_a_message_of_no_role_the_contract_has(tmp_path, tail, role):
+    st = _store(tmp_path, {"s1": [_msg(1, "one"), _msg(2, "two", role=role), *tail]})
+    assert _shapes(st) == [("session.unknown_role", "warning", 3, 2, None), *_corrupt(tail)]
+
+
+def test_deep_says_an_event_of_no_name_the_contract_lists(tmp_path, tail):
+    st = _store(tmp_path, {"s1": [_msg(1, "one"), '{"seq":2,"type":"event","event":"nonsense"}',
+                                  *tail]})
+    assert _shapes(st) == [("session.unknown_event", "info", 3, 2, None), *_corrupt(tail)]
+
+
+def test_deep_is_quiet_on_what_the_contract_allows(tmp_path, tail):
+    st = _store(tmp_path, {"s1": [
+        _msg(1, "one"), _msg(2, "two", role="assistant", epoch=0), _msg(3, "r", role="tool",
+                                                                       epoch=0),
+        _msg(4, "s", role="system"),
+        '{"seq":5,"type":"event","event":"memory_usage","purpose":"learning","model":"m",'
+        '"usage":null}',
+        '{"seq":6,"type":"event","event":"clear"}', *tail]})
+    assert _shapes(st) == ([("session.corrupt_line", "error", 8, None, "not_json")]
+                           if tail else [])
+
+
+def test_the_review_repro_fails_validate_deep_strict(tmp_path):
+    st = _store(tmp_path, {"s1": [
+        _msg(1, "one"), _header(2, OTHER), '{"seq":3,"type":"bogus"}',
+        _msg(4, "two", role="wizard"), '{"seq":5,"type":"event","event":"nonsense"}']})
+    r = _cli(st, "validate", "--deep", "--strict")
+    assert r.exit_code == 1, r.stdout
+    for code in ("session.second_header", "session.unknown_type", "session.unknown_role",
+                 "session.unknown_event"):
+        assert code in r.stdout, r.stdout
+    assert "Traceback" not in r.stderr
+    codes = _cli(st, "validate", "--list-codes", "--json").stdout
+    assert "session.second_header" in codes and "session.unknown_event" in codes

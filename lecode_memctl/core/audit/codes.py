@@ -162,6 +162,28 @@ CODES: dict[str, CodeInfo] = {
         "type written with JSON escapes, or a prefix {\"seq\":N,\"type\":\"T\" naming another "
         "type and a repeated type key): memctl and lecode do not apply it (an undo, redo or clear "
         "there hides nothing); lecode never writes such a line", deep_only=True),
+    "session.second_header": CodeInfo(ERROR, "sessions", ("file", "session_id", "line", "seq", "reason"),
+        "a session header (type session) after the first line, which the store contract "
+        "does not allow (seq 0 is the one header; records are messages or events): another "
+        "transcript spliced in (reason: other_project, it names another project than the "
+        "store's; other_session, another session id; repeated, this session's); the readers "
+        "take it for no message and no event, and the first header alone decides the "
+        "session's project", deep_only=True),
+    "session.unknown_type": CodeInfo(WARNING, "sessions", ("file", "session_id", "line", "seq"),
+        "a record whose type is none the store contract has (records are messages or "
+        "events): no type, one that is not text, or another; no reader takes it for a "
+        "message or an event (it hides nothing, and is never shown, searched or recalled "
+        "as a message); lecode never writes one", deep_only=True),
+    "session.unknown_role": CodeInfo(WARNING, "sessions", ("file", "session_id", "line", "seq"),
+        "a message whose role is not user, assistant, tool or system, as the store contract "
+        "requires (none, not text, or another): the readers show and search it as a "
+        "message, and the epoch rule never hides it (it is not a generated message); "
+        "lecode never writes one", deep_only=True),
+    "session.unknown_event": CodeInfo(INFO, "sessions", ("file", "session_id", "line", "seq"),
+        "an event whose name is none the store contract lists (undo, redo, clear, compact, "
+        "memory_usage, learning; none, or not text, included): no reader applies it, and "
+        "the contract does not say an event of another name is corrupt (a later lecode "
+        "may write one)", deep_only=True),
     # compaction
     "compact.prior_mismatch": CodeInfo(ERROR, "compaction", ("file", "session_id", "seq"),
         "a compact event's prior is not the previous compact event's seq and digest", deep_only=True),

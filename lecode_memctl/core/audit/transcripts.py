@@ -22,6 +22,7 @@ from ..sessions import (
     INVALID_UTF8,
     LEARNING_EVENT,
     NOT_JSON,
+    ROLES,
     TOO_LARGE,
     MarkFinder,
     RecordTooLarge,
@@ -46,6 +47,11 @@ from ..sessions import (
 )
 from ..sourceref import MAX_SPAN, RecordsUndigestible, SourceStatus, canonical_digest, status_for
 from .codes import ERROR, WARNING
+
+# The event names the store contract lists: one of another name is said
+# (``session.unknown_event``, info), not called corrupt
+EVENT_NAMES = ("undo", "redo", "clear", "compact", "memory_usage", LEARNING_EVENT)
+_ROLE_SET = frozenset(ROLES)
 
 TORN_TAIL_GRACE_SECONDS = 60.0
 
@@ -833,6 +839,9 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
     offset = 0
     rest = b""
     refused = False
+    # --deep (not grep's job, which reads only the summaries' findings): the
+    # records of a type or role the store contract does not have
+    shapes = deep and summaries is None
 
     def event(rec: dict[str, Any], seq: int, lineno: int,
               at: tuple[int, int] | None = None) -> None:
@@ -850,6 +859,44 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                 compacts_at.append((lineno, *at))
         elif deep and ev == LEARNING_EVENT:
             _learning(rec, add)
+        elif shapes and ev not in EVENT_NAMES:   # (a tuple: an event name may be a list)
+            add("session.unknown_event", f"seq {seq} is an event named {_short(ev)}, none the "
+                "store contract lists: no reader applies it", line=lineno, seq=seq)
+
+    def shape(rec: dict[str, Any], seq: int, lineno: int) -> None:
+        """--deep, a record after the first line: one of a type the store
+        contract does not have (a second header included), or a message of
+        a role it does not have (2026-12-07: validate --deep --strict
+        passed them)."""
+        kind = rec.get("type")
+        if kind == "message":
+            role = rec.get("role")
+            if type(role) is not str or role not in _ROLE_SET:
+                what = _short(role) if "role" in rec else "(none)"
+                add("session.unknown_role", f"seq {seq} is a message whose role {what} is not "
+                    "user, assistant, tool or system", line=lineno, seq=seq)
+        elif kind == "session":
+            from ..rowmodel import quoted
+
+            project = rec.get("project")
+            if project != slug:
+                reason = "other_project"
+                said = (f"naming project {quoted(str(project)[:80])}, not this store's "
+                        f"{quoted(slug)}: another project's transcript spliced in")
+            elif rec.get("session_id") != sid:
+                reason = "other_session"
+                said = (f"naming session {_short(rec.get('session_id'))}: another session's "
+                        "transcript spliced in")
+            else:
+                reason = "repeated"
+                said = "this session's header again"
+            add("session.second_header", f"line {lineno} (seq {seq}) is a second session "
+                f"header, {said}; only the first one decides the session", line=lineno,
+                seq=seq, reason=reason)
+        elif kind != "event":
+            what = _short(kind) if "type" in rec else "(none)"
+            add("session.unknown_type", f"seq {seq} is a record of type {what}, neither a "
+                "message nor an event: no reader takes it for either", line=lineno, seq=seq)
 
     def ignored(rec: dict[str, Any], seq: int, lineno: int) -> None:
         """A record that parses as an event from a line the event scans do
@@ -885,6 +932,13 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                 event(whole[n], n, n + 1)
             else:
                 ignored(whole[n], n, n + 1)
+        if shapes:
+            roles = list(map(dict.get, whole, itertools.repeat("role")))
+            for n in range(1, len(whole)):
+                kind = types[n]
+                if kind != "event" and (kind != "message" or type(roles[n]) is not str
+                                        or roles[n] not in _ROLE_SET):
+                    shape(whole[n], n, n + 1)
         if summaries is None:
             for r in whole:
                 e = epoch_number(r.get("epoch"))
@@ -1000,6 +1054,8 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                 gate = cited[i] if i < len(cited) else _NO_GATE
             if rec is None:
                 continue           # a too_large or huge line: placed, not kept
+            if shapes and lineno > 1:
+                shape(rec, seq, lineno)
             if deep:
                 e = epoch_number(rec.get("epoch"))
                 if e is not None and (top is None or e > top[0]) and _generated_message(rec):

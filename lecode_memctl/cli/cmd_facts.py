@@ -710,7 +710,7 @@ def _invalid_revisions(store: Any, fact_id: str) -> tuple[int, list[dict[str, An
     """(current revision, the revisions whose evidence does not validate today,
     purpose durable), from a read-only open: what stays wrong after a
     correction, since a correction only appends a revision."""
-    from lecode_memctl.core.facts import FactStore
+    from lecode_memctl.core.facts import FactStore, revision_taken
     from lecode_memctl.core.factview import history
     from lecode_memctl.core.sessions import SessionStore
 
@@ -719,6 +719,11 @@ def _invalid_revisions(store: Any, fact_id: str) -> tuple[int, list[dict[str, An
         doc = history(fs, SessionStore(store, exclusions=fs), fact_id)
     finally:
         fs.close()
+    current = doc["revision"]
+    if type(current) is int and any(r["revision"] == current + 1 for r in doc["revisions"]):
+        # (the revision a correction appends has a row: no question about
+        # --yes, whose write would meet it; the write checks it again)
+        raise revision_taken(fact_id, current)
     bad = [{"revision": r["revision"], "status": r["status"], "reason": r["reason"]}
            for r in doc["revisions"] if r["status"] != "valid"]
     if doc["status"] != "valid" and not any(b["revision"] == doc["about_revision"] for b in bad):

@@ -4184,6 +4184,9 @@ class FactStore(ClosesOnExit):
             self._check_not_excluded(db, self._positions(ref, prov))
             now = _now()
             new = current + 1
+            if db.execute("SELECT 1 FROM revisions WHERE fact_id = ? AND revision = ?",
+                          (fact_id, new)).fetchone():
+                raise revision_taken(fact_id, current)
             self._insert_revision(db, fact_id, new, text, now, ref, prov)
             db.execute("UPDATE facts SET revision = ?, updated = ? WHERE fact_id = ?",
                        (new, now, fact_id))
@@ -4682,6 +4685,18 @@ def fact_status(revisions: Sequence[Revision], statuses: Mapping[SourceRef, Sour
     if not revisions:
         return SourceStatus(UNVERIFIED, "legacy_provenance", "no revisions"), None
     return SourceStatus(VALID), None
+
+
+def revision_taken(fact_id: str, current: int) -> Conflict:
+    """The conflict of a correction whose revision, ``current + 1``, has a
+    row already: a damaged database (a row beyond the current revision,
+    ``validate``'s ``db.revision_gap``).  Before 2026-12-07 its insert met
+    the table's key, and ``correct --yes`` exited 5, "facts database
+    unreadable: UNIQUE constraint failed"."""
+    return Conflict(f"fact {fact_id} already has a row for revision {current + 1}, beyond its "
+                    f"current revision {current} (a damaged database: validate says "
+                    "db.revision_gap): no revision can be appended, and nothing is revised; to "
+                    f"replace the fact, forget it (memctl forget {fact_id})")
 
 
 def _check_plan(plan: ForgetPlan, positions: Mapping[str, Collection[int]],

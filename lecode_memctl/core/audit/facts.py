@@ -723,16 +723,18 @@ def _db_checks_rest(fs: Any, db: Any, *, sound: bool = False
         gaps: Any = ()
     else:
         gaps = db.execute(_GAPS)
-    for fid, cur, n, lo, hi, has_cur in gaps:
+    for fid, cur, n, lo, hi, odd, has_cur in gaps:
         if fid in twice:
             continue            # (said above)
         if not has_cur:
             yield _later("db.dangling_ref", f"the fact's current revision {_said(cur)} has no "
                            "revision row", fact_id=row_text(fid), revision=_num(cur), table="facts")
-        elif n != hi or lo != 1 or hi != cur:
+        elif n != hi or lo != 1 or hi != cur or odd:
             yield _later("db.revision_gap",
-                           f"{n} revision(s) numbered {_said(lo)}..{_said(hi)}; expected "
-                           f"1..{_said(cur)} without gaps", fact_id=row_text(fid), revision=_num(cur))
+                           f"{n} revision(s) numbered {_said(lo)}..{_said(hi)}"
+                           + (f", {int(odd)} of them stored as no integer" if odd else "")
+                           + f"; expected 1..{_said(cur)} without gaps", fact_id=row_text(fid),
+                           revision=_num(cur))
     # refs to missing facts/revisions that foreign_key_check did not already report
     checks = [("revisions", "SELECT rowid, fact_id, revision FROM revisions WHERE fact_id NOT IN "
                "(SELECT fact_id FROM facts)")]
@@ -754,9 +756,12 @@ def _db_checks_rest(fs: Any, db: Any, *, sound: bool = False
 
 # A fact's revisions are 1..its current revision (over the rows of its
 # revisions, r, with its row of facts, f)
+# (every revision an integer: rows 1, 2.5 and 3 have count 3 = max 3, and
+# before 2026-12-07 passed, while every reader hid the fact)
 _RUN = ("typeof(f.revision) = 'integer' AND typeof(min(r.revision)) = 'integer' "
         "AND typeof(max(r.revision)) = 'integer' AND min(r.revision) = 1 "
-        "AND count(r.revision) = max(r.revision) AND max(r.revision) = f.revision")
+        "AND count(r.revision) = max(r.revision) AND max(r.revision) = f.revision "
+        "AND count(r.revision) = total(typeof(r.revision) = 'integer')")
 # Every fact of which _RUN does not hold, with the numbers _db_checks_rest
 # reports: one b-tree search of the revisions per fact, in the order of the
 # facts' index, each fact's row looked up in the table, and grouped.  The
@@ -767,6 +772,7 @@ _RUN = ("typeof(f.revision) = 'integer' AND typeof(min(r.revision)) = 'integer' 
 # "2 revision(s) numbered 1..1"; and _ANY_GAP, testing each row, did not
 # see that group: a review of 8d2cafd).
 _GAPS = ("SELECT f.fact_id, f.revision, count(r.revision), min(r.revision), max(r.revision), "
+         "count(r.revision) - total(typeof(r.revision) = 'integer'), "
          "sum(r.revision = f.revision AND typeof(r.revision) = typeof(f.revision) "
          "AND typeof(f.revision) = 'integer') FROM facts f LEFT JOIN revisions r "
          "ON r.fact_id = f.fact_id GROUP BY f.fact_id COLLATE BINARY "
@@ -797,6 +803,7 @@ _MERGED_GAP = ("SELECT fact_id COLLATE BINARY, CASE WHEN typeof(revision) = 'int
                "WHERE fact_id IS NOT NULL GROUP BY fact_id COLLATE BINARY "
                "HAVING typeof(min(revision)) = 'integer' AND typeof(max(revision)) = 'integer' "
                "AND min(revision) = 1 AND count(revision) = max(revision) "
+               "AND count(revision) = total(typeof(revision) = 'integer') "
                "ORDER BY 1, 2 LIMIT 1")
 
 

@@ -913,8 +913,11 @@ def test_revision_checks_filtered_by_sqlite_find_what_the_loop_found(seed):
     got = [f for f in _db_checks_rest(_Facts(), db) if f[0] in ("db.revision_gap", "db.dangling_ref")
            and f[2].get("table") != "revisions"]
     expect = []
-    for fid, cur, n, lo, hi, has_cur in db.execute(
+    for fid, cur, n, lo, hi, odd, has_cur in db.execute(
             "SELECT f.fact_id, f.revision, count(r.revision), min(r.revision), max(r.revision), "
+            # the revisions stored as no integer (since 2026-12-07 a gap too:
+            # rows 1, 2.5 and 3 are no run 1..3)
+            "count(r.revision) - total(typeof(r.revision) = 'integer'), "
             # the current revision is a row of the same integer (fact_status:
             # a row numbered 2.0 is no revision 2, though SQLite says 2.0 = 2)
             "sum(r.revision = f.revision AND typeof(r.revision) = typeof(f.revision) "
@@ -928,10 +931,12 @@ def test_revision_checks_filtered_by_sqlite_find_what_the_loop_found(seed):
         if not has_cur:
             expect.append(("db.dangling_ref", f"the fact's current revision {said(cur)} has no "
                            "revision row", {"fact_id": row_text(fid), "revision": num, "table": "facts"}))
-        elif n != hi or lo != 1 or hi != cur:
+        elif n != hi or lo != 1 or hi != cur or odd:
             expect.append(("db.revision_gap",
-                           f"{n} revision(s) numbered {said(lo)}..{said(hi)}; expected "
-                           f"1..{said(cur)} without gaps", {"fact_id": row_text(fid), "revision": num}))
+                           f"{n} revision(s) numbered {said(lo)}..{said(hi)}"
+                           + (f", {int(odd)} of them stored as no integer" if odd else "")
+                           + f"; expected 1..{said(cur)} without gaps",
+                           {"fact_id": row_text(fid), "revision": num}))
     assert expect and got == expect
 
 

@@ -591,11 +591,45 @@ def check_fact_id(fact_id: object) -> str:
 def _check_forget_id(fact_id: object, stored: bool) -> None:
     """A forget's id: one a user gives is checked (:func:`check_fact_id`,
     UsageError); one read from the store (``stored``: ``redact``'s, from a
-    finding) is the text the listing shows, whatever it spells."""
+    finding) is the value as stored (:func:`id_match`), whatever it spells."""
     if not stored:
         check_fact_id(fact_id)
-    elif not isinstance(fact_id, str):
-        raise UsageError(f"invalid fact id {fact_id!r}: not text")
+    elif not isinstance(fact_id, (str, bytes, int, float)) or isinstance(fact_id, bool):
+        raise UsageError(f"invalid stored fact id {fact_id!r}")
+
+
+def stored_id_key(fact_id: object) -> tuple[str, object]:
+    """A fact id as stored, told apart by its storage class as SQLite tells
+    it: the text 'ZZ' and the BLOB b'ZZ' are two facts (Python finds them
+    unequal too), and so are a TEXT whose bytes are not UTF-8
+    (:class:`InvalidText`) and the BLOB of the same bytes (which Python
+    finds equal)."""
+    if isinstance(fact_id, InvalidText):
+        return ("text", bytes(fact_id))
+    if isinstance(fact_id, bytes):
+        return ("blob", bytes(fact_id))
+    return (type(fact_id).__name__, fact_id)
+
+
+def id_match(fact_id: object) -> tuple[str, object]:
+    """The SQL expression and parameter that a ``fact_id`` column equals
+    for exactly the value ``fact_id`` as stored (as a reader got it: a
+    ``str`` is a TEXT, a ``bytes`` a BLOB, an :class:`InvalidText` a TEXT
+    whose bytes are not UTF-8, bound as its bytes cast to TEXT): never
+    another row whose value decodes to the same text (``redact``'s
+    forgets, since 2026-12-07)."""
+    if isinstance(fact_id, InvalidText):
+        return "CAST(? AS TEXT)", bytes(fact_id)
+    return "?", fact_id
+
+
+def stored_twice_error(fact_id: object, rows: int) -> StoreCorrupt:
+    """The error of a forget by a stored id that names more than one row of
+    ``facts`` (a table that lost its primary key): which row holds what is
+    not known, so none is forgotten."""
+    return StoreCorrupt(f"facts database: the id of fact {row_text(fact_id)} (as stored) "
+                        f"is in {rows} rows of facts (the table lost its primary key): which "
+                        "row is the fact is not known, so it cannot be forgotten by that id")
 
 
 def normalize_text(text: str) -> str:
@@ -4008,8 +4042,8 @@ class FactStore(ClosesOnExit):
 
     def _facts_using(self, db: sqlite3.Connection, positions: Mapping[str, Iterable[int]],
                      exclude_fact: str | None = None,
-                     sources: dict[str, dict[int, set[Any]]] | None = None
-                     ) -> list[str]:
+                     sources: dict[str, dict[int, set[Any]]] | None = None,
+                     exclude_stored: Any = None) -> list[str]:
         """:meth:`facts_using` on ``db``.  ``sources``: session id -> seq ->
         the facts whose ``source_refs`` rows cite it, filled as read: each
         session's rows read once however many calls share it
@@ -4025,7 +4059,10 @@ class FactStore(ClosesOnExit):
 
         Each id is given as the listing gives it (:func:`row_text`: a
         damaged row's BLOB id decoded; before 2026-12-07 a BLOB among the
-        texts made the sort a TypeError, exit 70), the ids sorted."""
+        texts made the sort a TypeError, exit 70), the ids sorted.
+        ``exclude_stored``: the forgotten fact's id as stored (a forget by
+        it, ``redact``'s): only that value is left out, and another fact
+        whose id decodes to the same text is named."""
         hit: set[Any] = set()
         for session_id, seqs in positions.items():
             wanted = set(seqs)
@@ -4054,6 +4091,9 @@ class FactStore(ClosesOnExit):
                     hit.add(fid)
         # (the forgotten fact left out once the ids are text: a BLOB copy of
         # its own id is itself, not another fact)
+        if exclude_stored is not None:
+            own = stored_id_key(exclude_stored)
+            return sorted({row_text(fid) for fid in hit if stored_id_key(fid) != own})
         return sorted({row_text(fid) for fid in hit} - {exclude_fact or ""})
 
     # ---- low-level writes (unverified storage; exclusions still enforced) --
@@ -4344,7 +4384,7 @@ class FactStore(ClosesOnExit):
 
     # ---- forget ----------------------------------------------------------
 
-    def _evidence_positions(self, db: sqlite3.Connection, fact_id: str,
+    def _evidence_positions(self, db: sqlite3.Connection, fact_id: Any,
                             unexcluded: list[tuple[int | None, str]] | None = None
                             ) -> dict[str, set[int]]:
         """The positions of every revision's evidence of ``fact_id``, read
@@ -4362,10 +4402,11 @@ class FactStore(ClosesOnExit):
         text say, could not be forgotten or redacted."""
         out: dict[str, set[int]] = {}
         bad: set[tuple[int | None, str]] = set()
+        ph, arg = id_match(fact_id)     # (the id as stored: see forget's ``stored``)
         if "source_refs" in self._tables:
             for rev, sid, raw, digest in db.execute(
                     "SELECT revision, session_id, seqs, digest FROM source_refs "
-                    "WHERE fact_id = ?", (fact_id,)):
+                    f"WHERE fact_id = {ph}", (arg,)):
                 if not has_source(sid, raw, digest):
                     continue    # (all NULL: no source row to the readers either)
                 where = rev if type(rev) is int else None
@@ -4384,8 +4425,8 @@ class FactStore(ClosesOnExit):
                 if positions:
                     out.setdefault(session, set()).update(positions)
         for rev, sid, seq in db.execute(
-                "SELECT revision, session_id, seq FROM provenance WHERE fact_id = ?",
-                (fact_id,)):
+                f"SELECT revision, session_id, seq FROM provenance WHERE fact_id = {ph}",
+                (arg,)):
             where = rev if type(rev) is int else None
             session = _readable_session_id(sid)
             if session is None:
@@ -4410,7 +4451,7 @@ class FactStore(ClosesOnExit):
         return self._plan_forget(fact_id, None, None)
 
     @_serialized
-    def plan_forgets(self, fact_ids: Iterable[str], *, stored: bool = False
+    def plan_forgets(self, fact_ids: Iterable[Any], *, stored: bool = False
                      ) -> list[ForgetPlan]:
         """:meth:`plan_forget` of each of ``fact_ids``, in their order (the
         same plans; the error the first that has one raises), computed
@@ -4420,34 +4461,41 @@ class FactStore(ClosesOnExit):
         read its rows N times, the square of N).  Each plan is of the store
         as it is, not after the others' forgets (as ``plan_forget``'s).
 
-        ``stored``: the ids were read from the store (``redact``'s, from a
-        finding), not typed: see :meth:`forget`."""
+        ``stored``: each id is the value as stored (``redact``'s, carried
+        from a finding), not typed: see :meth:`forget`; a plan names its
+        fact as the listing shows it."""
         sources: dict[str, dict[int, set[Any]]] = {}
         excluded: dict[str, frozenset[int]] = {}
         return [self._plan_forget(fid, sources, excluded, stored) for fid in fact_ids]
 
-    def _plan_forget(self, fact_id: str,
+    def _plan_forget(self, fact_id: Any,
                      sources: dict[str, dict[int, set[Any]]] | None,
                      excluded: dict[str, frozenset[int]] | None,
                      stored: bool = False) -> ForgetPlan:
         from .factresults import ForgetPlan
 
         _check_forget_id(fact_id, stored)
+        key: Any = fact_id
+        shown = row_text(key) if stored else str(fact_id)
         db = self._reader()
-        key = self._stored_id(db, fact_id) if stored and db is not None else fact_id
-        exists = db is not None and db.execute("SELECT 1 FROM facts WHERE fact_id = ?",
-                                               (key,)).fetchone() is not None
+        rows = 0
+        if db is not None:
+            ph, arg = id_match(key)
+            rows = db.execute(f"SELECT count(*) FROM facts WHERE fact_id = {ph}",
+                              (arg,)).fetchone()[0]
+            if stored and rows > 1:
+                raise stored_twice_error(key, rows)
         gen = self.generation()
-        if not exists:
-            if self.was_forgotten(fact_id):
-                return ForgetPlan(fact_id, False, (), (), gen, gen, ())
-            if db is not None:
+        if not rows:
+            if self._marker_of(key) if stored else self.was_forgotten(fact_id):
+                return ForgetPlan(shown, False, (), (), gen, gen, ())
+            if db is not None and not stored:
                 raise self._missing(db, fact_id)
-            raise NotFound(f"no fact {fact_id}")
+            raise NotFound(f"no fact {shown}")
         assert db is not None
         generation_row_blocked(db)      # (as forget finds it)
         unexcluded: list[tuple[int | None, str]] = []
-        positions = self._evidence_positions(db, key, unexcluded)  # type: ignore[arg-type]
+        positions = self._evidence_positions(db, key, unexcluded)
         new: list[tuple[str, int]] = []
         old: list[tuple[str, int]] = []
         for sid in sorted(positions):
@@ -4458,12 +4506,23 @@ class FactStore(ClosesOnExit):
                     excluded[sid] = excl
             for seq in sorted(positions[sid]):
                 (old if seq in excl else new).append((sid, seq))
-        others = self._facts_using(db, positions, fact_id, sources)
-        return ForgetPlan(fact_id, True, tuple(new), tuple(old), gen, next_generation(gen),
+        others = self._facts_using(db, positions, shown, sources,
+                                   exclude_stored=key if stored else None)
+        return ForgetPlan(shown, True, tuple(new), tuple(old), gen, next_generation(gen),
                           tuple(others), tuple(unexcluded))
 
+    def _marker_of(self, fact_id: object) -> bool:
+        """Whether ``forgotten`` holds a retry marker of exactly the stored
+        id ``fact_id`` (:func:`id_match`)."""
+        db = self._reader()
+        if db is None or "forgotten" not in self._tables:
+            return False
+        ph, arg = id_match(fact_id)
+        return db.execute(f"SELECT 1 FROM forgotten WHERE fact_id = {ph}",
+                          (arg,)).fetchone() is not None
+
     @_ends_its_transaction
-    def forget(self, fact_id: str, *,
+    def forget(self, fact_id: Any, *,
                unexcluded: list[tuple[int | None, str]] | None = None,
                expected: ForgetPlan | None = None, stored: bool = False) -> bool:
         """Forget one fact in one ``BEGIN IMMEDIATE`` transaction: exclusions for
@@ -4483,24 +4542,40 @@ class FactStore(ClosesOnExit):
         correction or another forget committed since) is a Conflict and
         writes nothing: what was confirmed is what is done.
 
-        ``stored``: ``fact_id`` was read from the store (``redact``'s
-        forgets, from a finding), not typed: it is not checked as an id a
-        user gives (16 lower-case hex digits, else UsageError), and the
-        rows are those the store holds under it, as text or as the BLOB of
-        its bytes (the id the listing shows); the retry marker is the text.
-        Before 2026-12-07 a credential in such a fact (an id stored as
-        ``0123456789ABCDEF``, ``ZZ`` or a BLOB) made ``redact`` exit 2,
-        "invalid fact id", and nothing could erase it."""
+        ``stored``: ``fact_id`` is the id exactly as the store holds it
+        (``redact``'s forgets, carried from the scan's finding: a ``str``
+        for a TEXT, ``bytes`` for a BLOB, :class:`InvalidText` for a TEXT
+        not UTF-8), not typed: it is not checked as an id a user gives (16
+        lower-case hex digits, else UsageError); the rows deleted are those
+        under exactly that value (:func:`id_match`: never a row whose id
+        decodes to the same text, the text 'ZZ' beside the BLOB b'ZZ'), and
+        the retry marker is that value.  An id in more than one row of
+        ``facts`` (a table without its primary key) is StoreCorrupt,
+        nothing written.  Before 2026-12-07 a credential in such a fact (an
+        id stored as ``0123456789ABCDEF``, ``ZZ`` or a BLOB) made
+        ``redact`` exit 2, "invalid fact id", and nothing could erase it;
+        then for a while the id went as the text the listing shows, and a
+        BLOB's forget deleted the text id of the same bytes instead, or
+        (bytes not UTF-8) found no fact, exit 3."""
         _check_forget_id(fact_id, stored)
-        self._require_database(fact_id)
+        key: Any = fact_id
+        shown = row_text(key) if stored else str(fact_id)
+        self._require_database(shown)
+        ph, arg = id_match(key)
         with self._txn() as db:
-            key = self._stored_id(db, fact_id) if stored else fact_id
-            if not db.execute("SELECT 1 FROM facts WHERE fact_id = ?", (key,)).fetchone():
-                if db.execute("SELECT 1 FROM forgotten WHERE fact_id = ?", (fact_id,)).fetchone():
+            rows = db.execute(f"SELECT count(*) FROM facts WHERE fact_id = {ph}",
+                              (arg,)).fetchone()[0]
+            if stored and rows > 1:
+                raise stored_twice_error(key, rows)
+            if not rows:
+                if db.execute(f"SELECT 1 FROM forgotten WHERE fact_id = {ph}",
+                              (arg,)).fetchone():
                     return False
+                if stored:
+                    raise NotFound(f"no fact {shown}")
                 raise self._missing(db, fact_id)
             found: list[tuple[int | None, str]] = []
-            positions = self._evidence_positions(db, key, found)  # type: ignore[arg-type]
+            positions = self._evidence_positions(db, key, found)
             # no generation row: the generation the rows imply, as every
             # reader (and forget --dry-run) has it; the row is written back
             generation_row_blocked(db)
@@ -4514,15 +4589,13 @@ class FactStore(ClosesOnExit):
                 for seq in sorted(positions[sid]):
                     db.execute("INSERT OR IGNORE INTO exclusions (session_id, seq, generation) "
                                "VALUES (?, ?, ?)", (sid, seq, new_gen))
-            db.execute("INSERT OR REPLACE INTO forgotten (fact_id, generation) VALUES (?, ?)",
-                       (fact_id, new_gen))
+            db.execute("INSERT OR REPLACE INTO forgotten (fact_id, generation) "
+                       f"VALUES ({ph}, ?)", (arg, new_gen))
             if not db.execute(f"UPDATE meta SET value = ? WHERE {GENERATION_WHERE}",
                               (new_gen,)).rowcount:
                 db.execute("INSERT INTO meta (key, value) VALUES ('generation', ?)", (new_gen,))
-            db.execute("DELETE FROM source_refs WHERE fact_id = ?", (key,))
-            db.execute("DELETE FROM provenance WHERE fact_id = ?", (key,))
-            db.execute("DELETE FROM revisions WHERE fact_id = ?", (key,))
-            db.execute("DELETE FROM facts WHERE fact_id = ?", (key,))
+            for table in ("source_refs", "provenance", "revisions", "facts"):
+                db.execute(f"DELETE FROM {table} WHERE fact_id = {ph}", (arg,))
         return True
 
     # ---- consistent copy -------------------------------------------------

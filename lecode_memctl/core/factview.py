@@ -27,6 +27,7 @@ from .facts import (
     fact_status,
     plain_seqs,
     row_text,
+    stored_id_key,
 )
 from .paging import MAX_OUTPUT_BYTES, pretty_json
 from .rowmodel import stored_int, utc_time  # (utc_time: the whole printed page, metadata included)
@@ -896,7 +897,7 @@ def _scan_generated_and_compacts(sessions: SessionReader, gen: int, new: int
     return invalidated, compacts
 
 
-def forgets_impact(facts: FactStore, sessions: SessionReader, fact_ids: Sequence[str],
+def forgets_impact(facts: FactStore, sessions: SessionReader, fact_ids: Sequence[Any],
                    *, stored: bool = False) -> dict[str, Any]:
     """What forgetting every fact of ``fact_ids`` (one after the other, as
     ``memctl redact`` does) does to the others, named as
@@ -927,11 +928,15 @@ def forgets_impact(facts: FactStore, sessions: SessionReader, fact_ids: Sequence
     generation (a writer refuses one; a transcript that holds one is
     ``validate``'s ``session.epoch_ahead``, and the N forgets then do hide
     it, as said here).  A fact already forgotten, or one of ``fact_ids``,
-    is in neither answer's facts.  ``stored``: the ids were read from the
-    store, not typed (``FactStore.forget``'s ``stored``: an id that is not
-    16 lower-case hex digits is planned, not refused)."""
-    plans = [p for p in facts.plan_forgets(dict.fromkeys(fact_ids), stored=stored)
-             if p.exists]
+    is in neither answer's facts.  ``stored``: the ids are the values as
+    stored, not typed (``FactStore.forget``'s ``stored``: an id that is not
+    16 lower-case hex digits, or a BLOB, is planned by exactly that value,
+    not refused; the answer names facts as the listing shows them)."""
+    # (ids as stored, with ``stored``: each once by its storage class, the
+    # text 'ZZ' and the BLOB b'ZZ' two facts -- facts.stored_id_key)
+    once = list({stored_id_key(f): f for f in fact_ids}.values()) if stored \
+        else list(dict.fromkeys(fact_ids))
+    plans = [p for p in facts.plan_forgets(once, stored=stored) if p.exists]
     if not plans:
         return {"suppressed_facts": [], "summaries_inert": [],
                 "generated_messages_invalidated": 0, "unexcluded": []}

@@ -163,6 +163,15 @@ class RedactPlan:
         self._found: dict[str, dict[int, set[str]]] = {}
         # the short values found in the database's bytes (looked for after the clean)
         self._short_in_database: set[str] = set()
+        # each fact of forget_facts (in its order) by its id exactly as
+        # stored -- a str for a TEXT, bytes for a BLOB, facts.InvalidText for
+        # a TEXT not UTF-8 -- carried from the scan's finding (or the
+        # revision read): what the forget deletes; forget_facts shows it as
+        # the listing does.  (Before 2026-12-07 the shown text was forgotten:
+        # the BLOB b'ZZ' holding a credential made redact forget the text
+        # id 'ZZ' beside it, and a BLOB not UTF-8 was "no fact", exit 3.)
+        self._forget_ids: list[Any] = []
+        self._forget_keys: set[tuple[str, object]] = set()   # (facts.stored_id_key)
 
     @property
     def empty(self) -> bool:
@@ -964,8 +973,8 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
             # (every file the scan reads is searched below, this one too;
             # kept for a file listed by the scan and gone from a new listing)
             by_file[f.file] = f.kind
-        elif f.kind == KIND_FACT and f.fact_id and f.fact_id not in plan.forget_facts:
-            plan.forget_facts.append(f.fact_id)
+        elif f.kind == KIND_FACT and f.fact_id is not None:
+            _plan_forget_of(plan, f.stored_fact_id())
         elif f.kind == KIND_DATABASE:
             in_database.add(f.secret_value())
     root = os.fspath(store.path)
@@ -1098,11 +1107,14 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
     # facts: stale evidence, generation; the session ids live rows name
     live_sids: list[str] = []
     if os.path.lexists(store.facts_db):
-        from .facts import FactStore, row_text
+        from .facts import FactStore, row_text, stored_id_key
 
         fs = FactStore.open_readonly(store.facts_db, busy_timeout=lock_wait)
         try:
             plan.generation = fs.generation()
+            # (each finding's fact by its id as stored: one in more than one
+            # row of facts is refused here, before anything is changed)
+            found_facts = [(k, _rows_of(fs, k)) for k in plan._forget_ids]
             live_sids = _live_session_ids(fs)
             # (a copy: a value of MIN_COPY_LENGTH characters or more, at
             # word boundaries; a fact a detector found a short value in is
@@ -1113,14 +1125,16 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
             # a detector or not (before 2026-12-07 only the facts with a
             # finding: a fact quoting the bare password was left, and the
             # check after the clean said "cannot erase", exit 1)
-            # (each id as the listing shows it: a BLOB id's bytes decoded,
-            # which the forget finds as stored)
-            for fid in sorted({row_text(fid) for fid, _rev in holding}
-                              - set(plan.forget_facts)):
-                if _a_fact(fs, fid):
-                    plan.forget_facts.append(fid)
-                    plan.forget_copies.append(fid)
-            todo = [f for f in plan.forget_facts if fs.get(f) is not None]
+            # (each by its id as stored, the revision row's: a BLOB b'ZZ' is
+            # not the text 'ZZ' beside it, and is forgotten as itself)
+            copies = {stored_id_key(fid): fid for fid, _rev in holding}
+            for key in sorted(set(copies) - plan._forget_keys,
+                              key=lambda k: (row_text(copies[k]), k)):
+                if _rows_of(fs, copies[key]):
+                    _plan_forget_of(plan, copies[key])
+                    plan.forget_copies.append(row_text(copies[key]))
+            todo = [k for k, rows in found_facts if rows] + \
+                [k for k in plan._forget_ids[len(found_facts):]]
             plan.new_generation = plan.generation + len(todo)
             _forget_impacts(plan, store, fs, todo)
             if changed:
@@ -1179,7 +1193,7 @@ def plan_redaction(store: Store, findings: Iterable[Finding], *,
     return plan
 
 
-def _forget_impacts(plan: RedactPlan, store: Store, fs: Any, todo: list[str]) -> None:
+def _forget_impacts(plan: RedactPlan, store: Store, fs: Any, todo: list[Any]) -> None:
     """The plan's ``suppressed_facts``, ``summaries_inert`` and
     ``generated_messages_invalidated``: the union of
     what ``forget --dry-run`` says each forget of ``todo`` does (before
@@ -1197,9 +1211,9 @@ def _forget_impacts(plan: RedactPlan, store: Store, fs: Any, todo: list[str]) ->
     from .sessions import SessionStore
 
     sessions = SessionStore(store, exclusions=fs)
-    # (ids read from the store, not typed: one that is not 16 lower-case
-    # hex digits is forgotten all the same; before 2026-12-07 it made the
-    # plan exit 2, "invalid fact id", and its credential stayed)
+    # (ids as stored, not typed: one that is not 16 lower-case hex digits,
+    # or a BLOB, is planned by its stored value; before 2026-12-07 it made
+    # the plan exit 2, "invalid fact id", and its credential stayed)
     impact = forgets_impact(fs, sessions, todo, stored=True)
     plan.suppressed_facts = sorted(set(impact["suppressed_facts"]) - set(plan.forget_facts))
     plan.summaries_inert = impact["summaries_inert"]
@@ -1299,13 +1313,39 @@ def _revisions_read(fs: Any, values: Iterable[str]) -> dict[tuple[str, int], lis
         return {}      # (a damaged table: the plan's own errors say so)
 
 
-def _a_fact(fs: Any, fact_id: str) -> bool:
-    """Whether ``fact_id`` names a fact of ``fs`` that a forget can take (a
-    revision row whose fact is gone, or an id no forget accepts, is not)."""
+def _plan_forget_of(plan: RedactPlan, stored: Any) -> None:
+    """The fact whose id is ``stored`` (exactly as stored) in the plan's
+    forgets, once (told apart by :func:`facts.stored_id_key`), shown as the
+    listing shows it."""
+    from .facts import row_text, stored_id_key
+
+    key = stored_id_key(stored)
+    if key not in plan._forget_keys:
+        plan._forget_keys.add(key)
+        plan._forget_ids.append(stored)
+        plan.forget_facts.append(row_text(stored))
+
+
+def _rows_of(fs: Any, stored: Any) -> int:
+    """The rows of ``facts`` under exactly the stored id ``stored``
+    (:func:`facts.id_match`): 0 (a revision row whose fact is gone, or a fact
+    gone since the scan), 1; more (a table that lost its primary key) is
+    StoreCorrupt: which row holds the value is not known, and redact
+    refuses before it changes anything (exit 5, the dry run too)."""
+    from .facts import id_match, stored_twice_error
+
+    db = fs._reader()
+    if db is None:
+        return 0
+    ph, arg = id_match(stored)
     try:
-        return fs.get(fact_id) is not None
-    except (MemctlError, sqlite3.Error):
-        return False
+        rows = int(db.execute(f"SELECT count(*) FROM facts WHERE fact_id = {ph}",
+                              (arg,)).fetchone()[0])
+    except sqlite3.Error:
+        return 0
+    if rows > 1:
+        raise stored_twice_error(stored, rows)
+    return rows
 
 
 def _plain_files(store: Store) -> list[str]:
@@ -1769,9 +1809,10 @@ def _apply(store: Store, plan: RedactPlan, result: RedactResult, pending: _Pendi
 
         fs = FactStore(store.facts_db, busy_timeout=lock_wait)
         try:
-            for fid in plan.forget_facts:
+            # (each by its id as stored, carried from the plan)
+            for key, fid in zip(plan._forget_ids, plan.forget_facts, strict=True):
                 unexcluded: list[tuple[int | None, str]] = []
-                if fs.forget(fid, unexcluded=unexcluded, stored=True):
+                if fs.forget(key, unexcluded=unexcluded, stored=True):
                     result.forgotten.append(fid)
                     result.unexcluded += [{"fact_id": fid, "revision": rev, "reason": why}
                                           for rev, why in unexcluded]

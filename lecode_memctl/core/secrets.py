@@ -136,6 +136,14 @@ class Finding:
         value: str = self.__dict__["_value"]
         return value
 
+    def stored_fact_id(self) -> Any:
+        """A fact's finding: the fact's id exactly as the database stores it
+        (a ``str`` for a TEXT, ``bytes`` for a BLOB, ``facts.InvalidText``
+        for a TEXT not UTF-8), what redact forgets; :attr:`fact_id` is the
+        id as the listing shows it (a BLOB's bytes decoded), which two
+        facts may share.  Not a dataclass field: no output shows it."""
+        return self.__dict__.get("_stored_fact_id", self.fact_id)
+
     @property
     def marker(self) -> str:
         return f"[REDACTED:{self.detector}:{self.hash[:6]}]"
@@ -670,7 +678,7 @@ class HeldFindings:
             self.paths[f.path] = None
         hold_value(self._rows, (f.detector, f.kind, f.file, f.preview, f.length, f.hash,
                                 f.project, f.session_id, f.seq, f.path, f.line, f.offset,
-                                f.fact_id, f.revision, i))
+                                f.fact_id, f.revision, _held_id(f), i))
         self._count += 1
 
     def markers(self, *, last: bool) -> dict[str, str]:
@@ -694,7 +702,9 @@ class HeldFindings:
         masks = self.location_masks
         shown: dict[tuple[str, str | None], tuple[str, str | None]] = {}
         for row in held_values(self._rows.pieces()):
-            f = Finding(*row[:-1], value=values[row[-1]])  # type: ignore[misc]
+            f = Finding(*row[:-2], value=values[row[-1]])  # type: ignore[misc]
+            if row[-2] is not None:
+                object.__setattr__(f, "_stored_fact_id", _id_held(row[-2]))
             if masks:
                 key = (f.file, f.session_id)
                 place = shown.get(key)
@@ -717,6 +727,35 @@ class HeldFindings:
         self._rows.close()
 
 
+def _held_id(f: Finding) -> Any:
+    """A fact's id as stored (:meth:`Finding.stored_fact_id`), as held
+    (marshal: a bytes subclass is none of its types): None when it is the
+    id shown, else (kind, value)."""
+    from .facts import InvalidText
+
+    stored = f.stored_fact_id()
+    if type(stored) is str and stored == f.fact_id:
+        return None
+    if isinstance(stored, InvalidText):
+        return ("invalid_text", bytes(stored))
+    return ("stored", stored)
+
+
+def _stored_key(stored: Any) -> tuple[str, object]:
+    """:func:`facts.stored_id_key` (imported when a fact is found)."""
+    from .facts import stored_id_key
+
+    return stored_id_key(stored)
+
+
+def _id_held(held: Any) -> Any:
+    """The stored id :func:`_held_id` held."""
+    from .facts import InvalidText
+
+    kind, value = held
+    return InvalidText(value) if kind == "invalid_text" else value
+
+
 def _objects(findings: Iterable[Finding]) -> Iterable[Finding]:
     """The findings to mask one by one: a list's; none of
     :class:`HeldFindings` (masked as they are read back)."""
@@ -732,7 +771,8 @@ class SecretsReport:
     allowlisted: int = 0
     files_scanned: int = 0
     bytes_scanned: int = 0
-    #: the (fact id, revision) of every revision whose text the scan read
+    #: the (fact id as stored -- a BLOB's bytes, as the plan reads the
+    #: revision rows --, revision) of every revision whose text the scan read
     #: (found something or not): a revision not among them was written
     #: after the scan read the facts (``redact.plan_redaction``'s ``scanned``);
     #: None unless the scan was asked to keep them (``scan_store(revisions=True)``)
@@ -1675,7 +1715,11 @@ class Scanner:
 
     # -- adding findings
 
-    def _add(self, value: str, detector: str, kind: str, file: str, **loc: Any) -> None:
+    def _add(self, value: str, detector: str, kind: str, file: str, *,
+             stored: Any = None, **loc: Any) -> None:
+        """A finding (once).  ``stored``: a fact's id exactly as stored
+        (:meth:`Finding.stored_fact_id`), when ``loc``'s ``fact_id`` is it
+        as shown."""
         h = value_hash(value)
         if kind == KIND_DATABASE:
             raw = (file, h)
@@ -1688,7 +1732,10 @@ class Scanner:
             # their lines, a transcript's in order of its records, a
             # revision's after each other; before 2026-12-07 the keys of
             # every finding were kept, 100,000 of them for 100,000)
-            at = (kind, file, loc.get("line"), loc.get("fact_id"), loc.get("revision"))
+            # (a fact by its id as stored: the text 'ZZ' and the BLOB b'ZZ'
+            # are two facts, each with its findings)
+            at = (kind, file, loc.get("line"), loc.get("fact_id"), loc.get("revision"),
+                  None if stored is None else _stored_key(stored))
             if at != self._seen_at:
                 self._seen.clear()
                 self._seen_at = at
@@ -1701,8 +1748,11 @@ class Scanner:
             return
         if kind == KIND_TRANSCRIPT:
             self._in_transcripts.add((file, h))
-        self.report.findings.append(Finding(detector, kind, file, mask(value), len(value), h,
-                                            self.store.slug, value=value, **loc))
+        found = Finding(detector, kind, file, mask(value), len(value), h,
+                        self.store.slug, value=value, **loc)
+        if stored is not None:
+            object.__setattr__(found, "_stored_fact_id", stored)
+        self.report.findings.append(found)
 
     def _text(self, text: str, filename: str) -> Iterator[tuple[str, str, int]]:
         return _text_hits(self.detector, text, filename)
@@ -1712,7 +1762,7 @@ class Scanner:
         :attr:`_fact_runs` each value -> the texts of the revisions it was
         found in, each followed by its ``created`` (the bytes a revision's
         record holds from its text on: see :meth:`_database`)."""
-        from .facts import BUSY_TIMEOUT, FactStore
+        from .facts import BUSY_TIMEOUT, FactStore, fact_from_group
 
         values: set[str] = set()
         try:
@@ -1725,15 +1775,20 @@ class Scanner:
         try:
             # (the listing's reads: a few queries, not several per fact)
             read: set[tuple[str, int]] | None = set() if self.revisions else None
-            for fact, revs in fs.iter_fact_revisions():
+            # (each fact's id as stored, group[0], carried in its findings:
+            # what redact forgets -- fact.fact_id is it as the listing shows
+            # it, a BLOB's bytes decoded, which a text id may share)
+            for group in fs.iter_fact_groups(bare=True):
+                fact, revs = fact_from_group(group)
+                stored = group[0]
                 for rev in revs:
                     if read is not None:
-                        read.add((fact.fact_id, rev.revision))
+                        read.add((stored, rev.revision))
                     for value, det, _ln in self._text(rev.text, "fact.txt"):
                         values.add(value)
                         self._fact_runs.setdefault(value, set()).add(rev.text + rev.created)
-                        self._add(value, det, KIND_FACT, FACTS_DB, fact_id=fact.fact_id,
-                                  revision=rev.revision)
+                        self._add(value, det, KIND_FACT, FACTS_DB, stored=stored,
+                                  fact_id=fact.fact_id, revision=rev.revision)
             if read is not None:
                 self.report.fact_revisions = frozenset(read)
         except MemctlError as exc:

@@ -536,9 +536,23 @@ def echo(text: str = "", *, err: bool = False) -> None:
     try:
         stream.write(text + "\n")
     except OSError as exc:
-        if not err:
-            stdout_error(exc)
+        if err:
+            stderr_lost()
+            return
+        stdout_error(exc)
         raise
+
+
+def stderr_lost() -> None:
+    """stderr failed a write (a full disk: ``2>/dev/full``): from here on it
+    is as a closed stderr (``2>&-``), what is written there dropped, and the
+    command ends with the status it would have had.  Before 2026-12-07 a
+    hint or a warning that could not be written made any command exit 7,
+    which the exit table gives to stdout alone (``export -o -`` said so of
+    a complete bundle, ``grep`` lost its "no match", 1)."""
+    from .main import _ClosedStderr
+
+    sys.stderr = _ClosedStderr()
 
 
 def warn_line(text: str) -> None:

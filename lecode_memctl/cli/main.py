@@ -395,22 +395,6 @@ def _answer_early(args: Sequence[str]) -> int | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     own = argv is None
-    if own:
-        # The process is memctl's own (the console script, python -m).  A
-        # command makes and drops small objects in batches (SQLite rows 2,000
-        # at a time, a group of references) and makes few reference cycles:
-        # at the default threshold the collector ran every few hundred facts
-        # (549 collections in facts --all of 100,000 facts, 0.14 s, about 7%
-        # of its time) and found next to nothing.  What grows is the imports'
-        # objects, which live until the exit: at 10,000 a collection still ran
-        # inside typer's import (3 ms of a 100 ms command, nothing found);
-        # at 100,000 none runs before the command tree is frozen (below).  A
-        # cycle left by an exception is still collected, after at most
-        # 100,000 more objects.  main(ARGS), called in another program's
-        # process (the tests), leaves that program's collector alone.
-        import gc
-
-        gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
     args = list(sys.argv[1:] if argv is None else argv)
     if sys.stdout is None:      # started with stdout closed (memctl ... >&-)
         sys.stdout = _ClosedStdout()
@@ -422,13 +406,32 @@ def main(argv: Sequence[str] | None = None) -> int:
             # SIGHUP stop memctl from here on as Ctrl-C does, one line (the
             # error document under --json) and the signal itself; before
             # 2026-12-07 one in its first 100 ms or so (the imports, the
-            # command tree; more under load) ended it without a word.
+            # command tree; more under load) ended it without a word, and
+            # until a review of the same day one that landed in the
+            # collector's set-up (below, then first) did.  A signal from
+            # the handlers' install on is kept until the start-up is done,
+            # then raised here: never inside an import's callback, where
+            # Python prints it.
             from .signals import catch_termination, end_as_terminated, start_up_done, start_up_held
 
-            catch_termination()
-            # (kept until the start-up is done, then raised here: never
-            # inside an import's callback, where Python prints it)
             start_up_held()
+            catch_termination()
+            # The process is memctl's own (the console script, python -m).  A
+            # command makes and drops small objects in batches (SQLite rows
+            # 2,000 at a time, a group of references) and makes few reference
+            # cycles: at the default threshold the collector ran every few
+            # hundred facts (549 collections in facts --all of 100,000 facts,
+            # 0.14 s, about 7% of its time) and found next to nothing.  What
+            # grows is the imports' objects, which live until the exit: at
+            # 10,000 a collection still ran inside typer's import (3 ms of a
+            # 100 ms command, nothing found); at 100,000 none runs before the
+            # command tree is frozen (below).  A cycle left by an exception is
+            # still collected, after at most 100,000 more objects.
+            # main(ARGS), called in another program's process (the tests),
+            # leaves that program's collector alone.
+            import gc
+
+            gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
         answered = _answer_early(args)
         if answered is not None:
             if own:

@@ -863,11 +863,26 @@ def _probe_in(data: bytes, pos: int) -> tuple[int, int | None, int] | None:
     return start, fast_seq(data[start:min(start + 64, end)]), end + 1
 
 
-# (at most 19 digits: below 10^19, an integer to every parser; a line with
-# a longer run is parsed, and is no record when its seq is beyond 64 bits,
-# which orjson reads as a float: no seq; before 2026-12-07 ``sessions``
-# counted such a line a message)
-_TYPED = lazy_compile(rb'\{"seq":(?:0|[1-9][0-9]{0,18}),"type":"([^"\\]*)"')
+# a record's first bytes as the core writer writes them, {"seq":N,"type":"T",
+# for any run of digits: the one rule of which lines are events
+# (:func:`not_an_event`); group 1 is the type
+_TYPED = lazy_compile(rb'\{"seq":(?:0|[1-9][0-9]*),"type":"([^"\\]*)"')
+
+
+def _listed_type(head: bytes) -> bytes | None:
+    """The type T of a line that begins ``{"seq":N,"type":"T"`` (:data:`_TYPED`)
+    whose N has at most 19 digits, which the listing of ``sessions`` takes
+    without parsing the line; None for any other line.  Below 10^19 a seq
+    is an integer to every parser; a line with a longer run is parsed, and
+    is no record when its seq is beyond 64 bits, which orjson reads as a float: no
+    seq.  (Before 2026-12-07 the listing counted such a line a message; a
+    first fix bounded :data:`_TYPED` itself, which changed which lines the
+    event scans take for events.)"""
+    m = _TYPED.match(head)
+    # (the digits run from byte 7 to the ',"type":"' of 9 bytes before group 1)
+    if m is None or m.start(1) - 16 > 19:
+        return None
+    return m.group(1)
 
 
 class HugeLine:
@@ -3001,12 +3016,12 @@ class SessionStore:
                         messages += 1
                     continue
                 bare = line.strip(b" \t\r")  # JSON whitespace: a CRLF line is an object too
-                typed = _TYPED.match(line)
-                if typed is not None and bare.endswith(b"}"):
+                listed = _listed_type(line)
+                if listed is not None and bare.endswith(b"}"):
                     # Cheap structural check: a line that begins as the
                     # writer writes a record and ends with }.  (No parse:
                     # see validate --deep.)
-                    if typed.group(1) == b"message":
+                    if listed == b"message":
                         messages += 1
                     continue
                 # any other line is parsed: an object in another shape, or a

@@ -1,0 +1,46 @@
+"""Findings of a code review (2026-12-07) of 7c09d7d (sessions: a seq beyond
+64 bits is no message), 4091d70 (validate --deep: records the contract does
+not have) and cfbcd4d (secrets: a revision or seq stored as no integer)."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from .test_engine import build
+from .test_grep_read_1207d import _cli
+
+# ---------------------------------------------------------------- 1. which lines are events
+
+
+@pytest.mark.parametrize("seq", ["10000000000000000000", str((1 << 64) - 1), str(1 << 64),
+                                 "1" * 51, "3"])
+def test_a_line_typed_message_that_repeats_type_is_no_applied_event_for_any_seq(tmp_path, seq):
+    """``{"seq":N,"type":"message",..."type":"event","event":"undo"}`` is an
+    event no reader applies whatever N's length (docs/FORMAT.md): the undo
+    hides nothing, grep searches the record it targets, validate --deep says
+    session.ignored_event.  7c09d7d made the rule hold for at most 19 digits."""
+    recs = [{"seq": i, "type": "message", "role": "user", "content": f"m{i} zebra"}
+            for i in range(1, 6)]
+    spec = {"sessions": {"s0": recs}, "damage": {"s0": None}, "damage_at": {"s0": 1},
+            "facts": [("0000000000000001", [("s0", [3], "right")])],
+            "excluded": {"s0": set()}, "generation": 0}
+    st = build(tmp_path, spec)
+    f = st / "sessions" / "s0.jsonl"
+    f.write_bytes(f.read_bytes() + b'{"seq":' + seq.encode()
+                  + b',"type":"message","type":"event","event":"undo","target":[3,3]}\n')
+    r = _cli(st, "facts", "--all", "--format", "jsonl")
+    assert r.exit_code == 0, r.stderr
+    assert [(j["status"], j["reason"]) for j in map(orjson.loads, r.stdout.splitlines())] \
+        == [("valid", None)], r.stdout
+    r = _cli(st, "validate", "--json")
+    codes = [x["code"] for x in orjson.loads(r.stdout)["findings"]]
+    assert "fact.hidden" not in codes, codes
+    r = _cli(st, "validate", "--json", "--deep")
+    assert "Traceback" not in r.stderr and "internal" not in r.stderr, r.stderr
+    codes = [x["code"] for x in orjson.loads(r.stdout)["findings"]]
+    assert "fact.hidden" not in codes, codes
+    if int(seq) < 1 << 64:      # (a record: beyond, a float, no seq, a corrupt line)
+        assert "session.ignored_event" in codes, codes
+    r = _cli(st, "grep", "-F", "m3")
+    assert r.exit_code == 0 and "s0:3" in r.stdout, (r.stdout, r.stderr)

@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from .test_engine import build
-from .test_grep_read_1207d import _cli
+from .test_grep_read_1207d import _cli, _msg, _store
 
 # ---------------------------------------------------------------- 1. which lines are events
 
@@ -44,3 +44,28 @@ def test_a_line_typed_message_that_repeats_type_is_no_applied_event_for_any_seq(
         assert "session.ignored_event" in codes, codes
     r = _cli(st, "grep", "-F", "m3")
     assert r.exit_code == 0 and "s0:3" in r.stdout, (r.stdout, r.stderr)
+
+
+# ---------------------------------------------------------------- 2. a huge line's seq
+
+
+@pytest.mark.parametrize("extra", ["", ',"event":"no"'])
+@pytest.mark.parametrize(("seq", "messages"), [
+    (str(1 << 64), 1), ("1" * 51, 1), ("9" * 60, 1),
+    (str((1 << 64) - 1), 2), (str(10 ** 19), 2), ("7", 2)])
+def test_sessions_counts_a_huge_line_as_a_message_only_when_its_seq_is_an_integer(
+        tmp_path, seq, messages, extra):
+    """A line over 1 MiB is judged by its first bytes: one whose seq is beyond
+    64 bits (a float to every reader, no seq) is no message, as a short one
+    is not (it was counted, and the transcript ok); with the bytes "event"
+    in it too."""
+    line = '{"seq":' + seq + ',"type":"message","role":"user","content":"' \
+        + "x" * (1 << 21) + '"' + extra + "}"
+    st = _store(tmp_path, {"s1": [_msg(1, "one"), line]})
+    r = _cli(st, "sessions", "--json")
+    assert r.exit_code == 0, r.stderr
+    (row,) = orjson.loads(r.stdout)
+    assert row["messages"] == messages, row
+    if messages == 1 and not extra:     # (read whole when it may be an event)
+        assert (row["state"], row["reason"], row["detail"]) \
+            == ("corrupt", "no_seq", "line 3: no_seq"), row

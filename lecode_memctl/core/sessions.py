@@ -885,6 +885,22 @@ def _listed_type(head: bytes) -> bytes | None:
     return m.group(1)
 
 
+# the run of digits a line's first bytes give its seq, {"seq":DIGITS
+_HEAD_DIGITS = lazy_compile(rb'\{"seq":([0-9]+)')
+
+
+def _seq_beyond_64_bits(head: bytes) -> bool:
+    """Whether a line whose first bytes (up to 64) are ``head`` begins
+    ``{"seq":N`` with N a number beyond 64 bits: every reader parses it as a
+    float, no seq, so the line is no record (``no_seq``).  A run of digits
+    that reaches the end of ``head`` (57 or more) is one.  The listing of
+    ``sessions`` judges a huge line by it, as it parses a short one."""
+    m = _HEAD_DIGITS.match(head)
+    if m is None:
+        return False
+    return m.end() >= len(head) or int(m.group(1)) >= 1 << 64
+
+
 class HugeLine:
     """A line longer than :data:`HUGE_LINE`, not held whole: its length
     (without the newline), its first and last 64 bytes, and whether it holds
@@ -2986,7 +3002,14 @@ class SessionStore:
                         # judged by its first and last bytes (a huge tool
                         # output is not held): as the lines below are
                         typed = _TYPED.match(item.head)
-                        if item.has_event:
+                        if (lines_seen > 1 and item.is_object()
+                                and _seq_beyond_64_bits(item.head)):
+                            # a seq beyond 64 bits is none to the readers: no
+                            # record, no message, a corrupt line, as a short
+                            # one parses (before 2026-12-07 it was a message)
+                            if problem is None:
+                                problem = (lines_seen, NO_SEQ)
+                        elif item.has_event:
                             if typed and typed.group(1) == b"message" and item.seq() is not None:
                                 messages += 1
                         elif item.is_object():

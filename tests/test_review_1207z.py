@@ -69,3 +69,36 @@ def test_sessions_counts_a_huge_line_as_a_message_only_when_its_seq_is_an_intege
     if messages == 1 and not extra:     # (read whole when it may be an event)
         assert (row["state"], row["reason"], row["detail"]) \
             == ("corrupt", "no_seq", "line 3: no_seq"), row
+
+
+# ---------------------------------------------------------------- 3. validate --deep, line by line
+
+
+def _deep(st) -> list[tuple]:
+    r = _cli(st, "validate", "--json", "--deep")
+    assert r.exit_code in (0, 1), r.stderr
+    return [(f["code"], f["line"], f["seq"], f["reason"]) for f in orjson.loads(r.stdout)["findings"]
+            if not f["code"].startswith("layout.")]
+
+
+def test_deep_line_by_line_flags_the_records_the_whole_parse_flags(tmp_path):
+    """The line loop checks a record's type and role before shape, as the
+    one-call parse does (every record reached shape: a speed regression);
+    both flag the same records, in the same order, an unhashable role too."""
+    recs = [_msg(1, "one"), _msg(2, "two", role=["user"]), '{"seq":3,"type":"bogus"}',
+            _msg(4, "three", role={"r": 1}), _msg(5, "four", role=7), '{"seq":6}',
+            '{"seq":7,"type":"event","event":"nonsense"}', _msg(8, "x", role="system"),
+            '{"seq":9,"type":"session","format":1,"session_id":"s1","project":"other",'
+            '"created":"2026-12-01T09:00:00+00:00"}', _msg(10, "y", role="wizard"),
+            '{"seq":11,"type":["message"],"role":"user"}']
+    whole = _deep(_store(tmp_path / "w", {"s1": recs}))
+    lines = _deep(_store(tmp_path / "l", {"s1": [*recs, "not json"]}))
+    # (the one-call parse says the events first, the line loop in line order)
+    assert sorted(lines, key=lambda f: f[1]) == [
+        *sorted(whole, key=lambda f: f[1]), ("session.corrupt_line", 13, None, "not_json")], \
+        (whole, lines)
+    assert sorted((line, code) for code, line, *_ in whole) == [
+        (3, "session.unknown_role"), (4, "session.unknown_type"), (5, "session.unknown_role"),
+        (6, "session.unknown_role"), (7, "session.unknown_type"), (8, "session.unknown_event"),
+        (10, "session.second_header"), (11, "session.unknown_role"),
+        (12, "session.unknown_type")], whole

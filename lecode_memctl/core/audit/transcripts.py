@@ -1054,8 +1054,6 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                 gate = cited[i] if i < len(cited) else _NO_GATE
             if rec is None:
                 continue           # a too_large or huge line: placed, not kept
-            if shapes and lineno > 1:
-                shape(rec, seq, lineno)
             if deep:
                 e = epoch_number(rec.get("epoch"))
                 if e is not None and (top is None or e > top[0]) and _generated_message(rec):
@@ -1068,11 +1066,23 @@ def _full(fd: int, size: int, sc: _Scan, sid: str, slug: str, deep: bool,
                     cut = seq      # (seqs go forward where records decide: else SpanReads)
                 else:
                     records[seq] = rec
-            if rec.get("type") == "event":
+            kind = rec.get("type")
+            if kind == "event":
                 if event_line(line):
                     event(rec, seq, lineno, (offset - len(line) - 1, len(line)))
                 elif deep:
                     ignored(rec, seq, lineno)
+            elif shapes:
+                # a cheap check first, as the one-call parse's above: only a
+                # record that may be flagged reaches shape (a message of a
+                # role the contract has is most of them; 2026-12-07, every
+                # record reached it: +14% to a 40 MB transcript's deep audit)
+                try:
+                    fine = kind == "message" and rec.get("role") in _ROLE_SET
+                except TypeError:      # (an unhashable role: a list or an object)
+                    fine = False
+                if not fine and lineno > 1:
+                    shape(rec, seq, lineno)
     if lineno == 0:
         _no_header(add, refuse_all, mtime, now)
         refused = True

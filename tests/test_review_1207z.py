@@ -102,3 +102,19 @@ def test_deep_line_by_line_flags_the_records_the_whole_parse_flags(tmp_path):
         (6, "session.unknown_role"), (7, "session.unknown_type"), (8, "session.unknown_event"),
         (10, "session.second_header"), (11, "session.unknown_role"),
         (12, "session.unknown_type")], whole
+
+
+# ---------------------------------------------------------------- 4. text outputs: no None
+
+
+def test_secrets_text_says_a_revision_stored_as_no_integer_as_a_dash(demo_template, tmp_path):
+    """A revision stored as 2.5 is null in the rows (cfbcd4d); the text place
+    said ``revision None`` (history and facts say ``revision -``)."""
+    from .test_schema_rows_1207 import _demo, _plant_odd_numbers
+
+    store = _demo(demo_template, tmp_path)
+    _plant_odd_numbers(store)
+    r = _cli(store, "secrets")
+    assert r.exit_code == 1, (r.exit_code, r.stderr)
+    assert "None" not in r.stdout, r.stdout
+    assert r.stdout.count("fact eeeeeeeeeeeeeeee revision -") == 3, r.stdout

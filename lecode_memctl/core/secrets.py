@@ -164,7 +164,10 @@ class Finding:
         if self.kind == KIND_FACT:
             from .rowmodel import stored_int
 
-            return f"fact {self.fact_id} revision {stored_int(self.revision)}"
+            # (a revision stored as no integer is null in the rows, ``-``
+            # here, as history and facts print it; it said ``None``)
+            rev = stored_int(self.revision)
+            return f"fact {self.fact_id} revision {'-' if rev is None else rev}"
         if self.kind == KIND_DATABASE:
             return f"{file} byte {self.offset}"
         if self.line is None:

@@ -118,3 +118,33 @@ def test_secrets_text_says_a_revision_stored_as_no_integer_as_a_dash(demo_templa
     assert r.exit_code == 1, (r.exit_code, r.stderr)
     assert "None" not in r.stdout, r.stdout
     assert r.stdout.count("fact eeeeeeeeeeeeeeee revision -") == 3, r.stdout
+
+
+# ---------------------------------------------------------------- 5. validate --deep: a seq beyond 64 bits
+
+
+@pytest.mark.parametrize("fmt", ["--json", "jsonl", "csv"])
+def test_deep_findings_of_a_huge_line_whose_seq_is_beyond_64_bits_are_output(tmp_path, fmt):
+    """A line over 1 MiB is placed by its first bytes' seq (huge_seq), 2^64
+    here: the seq_gap finding carried it, and the JSON outputs ended in an
+    internal error (orjson: Integer exceeds 64-bit range).  Its seq is null
+    in every format (no JSON integer; the message keeps the digits)."""
+    line = '{"seq":' + str(1 << 64) + ',"type":"message","role":"user","content":"' \
+        + "x" * (1 << 21) + '"}'
+    st = _store(tmp_path, {"s1": [_msg(1, "one"), line]})
+    args = ["--json"] if fmt == "--json" else ["--format", fmt]
+    r = _cli(st, "validate", "--deep", *args)
+    assert r.exit_code == 1 and "internal" not in r.stderr, (r.exit_code, r.stdout, r.stderr)
+    if fmt == "csv":
+        import csv
+        import io
+
+        rows = [x for x in csv.DictReader(io.StringIO(r.stdout)) if x["code"] == "session.seq_gap"]
+        assert [(x["line"], x["seq"]) for x in rows] == [("3", "")], rows
+        assert str(1 << 64) in rows[0]["message"]
+        return
+    found = (orjson.loads(r.stdout)["findings"] if fmt == "--json"
+             else [x for x in map(orjson.loads, r.stdout.splitlines()) if x["type"] == "finding"])
+    gaps = [x for x in found if x["code"] == "session.seq_gap"]
+    assert [(x["line"], x["seq"]) for x in gaps] == [(3, None)], gaps
+    assert str(1 << 64) in gaps[0]["message"]

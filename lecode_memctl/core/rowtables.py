@@ -250,7 +250,8 @@ FINDING = RowModel("validate", "finding", "One problem found by validate.", (
           "file relative to the store (config.toml: its absolute path, outside the store)", True),
     Field("line", "integer", "1-based line", True),
     Field("offset", "integer", "byte offset", True),
-    Field("seq", "integer", "record seq", True),
+    Field("seq", "integer", "record seq; null when beyond 64 bits (a line over 1 MiB "
+          "placed by its first bytes: the message says it)", True),
     Field("session_id", "string", "session id", True),
     Field("fact_id", "string", "fact id", True),
     Field("revision", "integer", "fact revision", True),

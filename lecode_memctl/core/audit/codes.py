@@ -277,9 +277,14 @@ class Finding:
         return " ".join(parts)
 
     def to_json(self) -> dict[str, Any]:
+        # (a seq beyond 64 bits -- a line over 1 MiB placed by its first
+        # bytes, {"seq":18446744073709551616,... -- is no JSON integer: null
+        # in every format, the message keeping its digits; before 2026-12-07
+        # the JSON outputs ended in an internal error)
+        seq = self.seq if self.seq is None or self.seq < 1 << 64 else None
         return {"code": self.code, "severity": self.severity, "check": self.check,
                 "project": self.project, "file": self.file, "line": self.line,
-                "offset": self.offset, "seq": self.seq, "session_id": self.session_id,
+                "offset": self.offset, "seq": seq, "session_id": self.session_id,
                 "fact_id": self.fact_id, "revision": self.revision, "reason": self.reason,
                 "key": self.key, "table": self.table, "message": self.message}
 

@@ -57,3 +57,15 @@ def test_export_to_stdout_with_a_full_stderr_is_exit_0(demo_template, tmp_path):
 def test_an_error_with_a_full_stderr_keeps_its_status(demo_template, tmp_path):
     store = copy_demo(demo_template, tmp_path / "d")
     assert _run(store, "recall", "ffffffffffffffff") == 3
+
+
+def test_a_question_nobody_can_see_is_declined(demo_template, tmp_path, monkeypatch):
+    """A code review: with stderr full, forget's plan and question were lost
+    and a 'y' forgot the fact.  A confirmation with a closed or lost
+    stderr is declined."""
+    import lecode_memctl.cli.output as output
+    from lecode_memctl.cli.main import _ClosedStderr
+
+    monkeypatch.setattr(sys, "stderr", _ClosedStderr())
+    monkeypatch.setattr("sys.stdin", __import__("io").StringIO("y\n"))
+    assert output.confirm("Forget it?") is False

@@ -195,3 +195,37 @@ def test_held_findings_keep_the_stored_id(tmp_path):
         held.append(f)
     back = [f.stored_fact_id() for f in held]
     assert [(type(b), b) for b in back] == [(type(s), s) for s in ids[:-1]] + [(str, "x")]
+
+
+# ---------------------------------------------------------------- code review (cr14)
+
+def test_the_plan_names_the_text_fact_its_blob_twin_s_forget_hides(demo_template, tmp_path):
+    """A code review: the text 'ZZ' beside the forgotten BLOB b'ZZ', both
+    citing demo-alpha:5, is hidden by the forget's exclusion, but the plan's
+    ``suppressed_facts`` dropped it (it subtracted the shown ids)."""
+    store = _demo(demo_template, tmp_path)
+    _fact(store, b"ZZ", f"key {KEY}")
+    _fact(store, "ZZ", "innocent")
+    _sql(store, "INSERT INTO provenance VALUES (X'5A5A', 1, 'demo-alpha', 5)",
+         "INSERT INTO provenance VALUES ('ZZ', 1, 'demo-alpha', 5)")
+    dry = run_cli("--store", str(store), "--no-state", "redact", "--dry-run", "--json")
+    plan = orjson.loads(dry.stdout)["plan"]
+    assert plan["forget_facts"] == ["ZZ"] and plan["suppressed_facts"] == ["ZZ"], plan
+
+
+def test_a_lone_blob_id_forgotten_is_known_forgotten_to_typed_commands(demo_template, tmp_path):
+    """A code review: the BLOB b'aaaaaaaaaaaaaaaa' redacted left its marker
+    as a BLOB, which ``forget ID`` and ``history ID`` (typed, text) did not
+    see: exit 3 "no fact" where "already forgotten" was said before.  A
+    BLOB id's marker is the text of its bytes (unless a live fact has that
+    text as its id)."""
+    store = _demo(demo_template, tmp_path)
+    fid = "aaaaaaaaaaaaaaaa"
+    _fact(store, fid.encode(), f"key {KEY}")
+    _redact(store, [fid])
+    base = ("--store", str(store), "--no-state")
+    r = run_cli(*base, "forget", fid, "--yes")
+    assert r.exit_code == 0 and "already forgotten" in (r.stdout + r.stderr), (r.exit_code,
+                                                                                r.stderr)
+    h = run_cli(*base, "history", fid)
+    assert h.exit_code == 3 and "was forgotten" in h.stderr, h.stderr

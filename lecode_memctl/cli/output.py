@@ -571,6 +571,14 @@ def confirm(question: str) -> bool:
     Ctrl-C (``interrupted``, 130); a Ctrl-C stays one."""
     import typer
 
+    from .main import _ClosedStderr
+
+    if isinstance(sys.stderr, _ClosedStderr):
+        # (stderr closed, or lost to a failed write: nobody sees the plan or
+        # the question, so nothing is agreed to; a code review of
+        # 2026-12-07 saw a forget go ahead on a 'y' typed to a question
+        # never shown)
+        return False
     try:
         return typer.confirm(question, default=False, err=True)
     except typer.Abort as exc:

@@ -4589,8 +4589,22 @@ class FactStore(ClosesOnExit):
                 for seq in sorted(positions[sid]):
                     db.execute("INSERT OR IGNORE INTO exclusions (session_id, seq, generation) "
                                "VALUES (?, ?, ?)", (sid, seq, new_gen))
+            mph, marg = ph, arg
+            if stored and type(key) is bytes:
+                # (a BLOB id: its marker is the text of its bytes, which typed
+                # lookups -- forget ID, history ID -- and memctl's mark read,
+                # unless a live fact has that text as its id, the text 'ZZ'
+                # beside the BLOB b'ZZ', which the marker would retire: a
+                # code review of 2026-12-07)
+                try:
+                    text = key.decode("utf-8")
+                except UnicodeDecodeError:
+                    text = None
+                if text is not None and not db.execute(
+                        "SELECT 1 FROM facts WHERE fact_id = ?", (text,)).fetchone():
+                    mph, marg = "?", text
             db.execute("INSERT OR REPLACE INTO forgotten (fact_id, generation) "
-                       f"VALUES ({ph}, ?)", (arg, new_gen))
+                       f"VALUES ({mph}, ?)", (marg, new_gen))
             if not db.execute(f"UPDATE meta SET value = ? WHERE {GENERATION_WHERE}",
                               (new_gen,)).rowcount:
                 db.execute("INSERT INTO meta (key, value) VALUES ('generation', ?)", (new_gen,))

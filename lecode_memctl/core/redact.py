@@ -1215,7 +1215,7 @@ def _forget_impacts(plan: RedactPlan, store: Store, fs: Any, todo: list[Any]) ->
     # or a BLOB, is planned by its stored value; before 2026-12-07 it made
     # the plan exit 2, "invalid fact id", and its credential stayed)
     impact = forgets_impact(fs, sessions, todo, stored=True)
-    plan.suppressed_facts = sorted(set(impact["suppressed_facts"]) - set(plan.forget_facts))
+    plan.suppressed_facts = sorted(set(impact["suppressed_facts"]))
     plan.summaries_inert = impact["summaries_inert"]
     plan.generated_messages_invalidated = impact["generated_messages_invalidated"]
     plan.unexcluded = impact["unexcluded"]

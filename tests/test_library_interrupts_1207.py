@@ -1,0 +1,111 @@
+"""The core library as the lecode agent imports it, after the review of
+2026-12-07 (rv75): an interrupt leaks no descriptor from the opens that
+hand one over, and bad arguments of documented calls raise typed errors
+(docs/API.md), never a raw ValueError, TypeError or UnicodeEncodeError."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from lecode_memctl.core import atomic
+
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"),
+                                reason="counts descriptors in /proc")
+
+
+def _fds() -> set[str]:
+    out = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            out.add(f"{fd} {os.readlink(f'/proc/self/fd/{fd}')}")
+        except OSError:
+            pass
+    return out
+
+
+@pytest.fixture
+def alarm_interrupts():
+    """SIGALRM's handler raises KeyboardInterrupt (a timeout's or a Ctrl-C's
+    like) while the test runs."""
+    def handler(_signum, _frame):
+        raise KeyboardInterrupt
+    before = signal.signal(signal.SIGALRM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGALRM, before)
+
+
+def _signal_after(monkeypatch, name, when):
+    """``os.NAME`` that raises SIGALRM right after the real call returned
+    (the handler runs as ``raise_signal`` returns: in CPython's window
+    between a C call's return and the store of its result) for the calls
+    ``when(args)`` picks, once."""
+    real = getattr(os, name)
+    fired = []
+
+    def wrapper(*args, **kw):
+        out = real(*args, **kw)
+        if not fired and when(args, kw):
+            fired.append(args)
+            signal.raise_signal(signal.SIGALRM)
+        return out
+    monkeypatch.setattr(os, name, wrapper)
+    return fired
+
+
+def test_an_interrupt_as_open_in_dirs_directory_open_returns_leaks_nothing(
+        tmp_path, monkeypatch, alarm_interrupts):
+    """rv75 item 1: the directory's descriptor was opened before the try that
+    closes it: an interrupt as ``os.open`` returned left it open for good."""
+    (tmp_path / "sessions").mkdir()
+    f = tmp_path / "sessions" / "s1.jsonl"
+    f.write_bytes(b"{}\n")
+    before = _fds()
+    fired = _signal_after(monkeypatch, "open",
+                          lambda a, kw: bool(a[1] & os.O_DIRECTORY) and str(a[0]).endswith("sessions"))
+    with pytest.raises(KeyboardInterrupt):
+        atomic.open_in_dir(f)
+    monkeypatch.undo()
+    assert fired
+    assert _fds() == before
+    os.close(atomic.open_in_dir(f))     # (and nothing is left held)
+    assert signal.SIGALRM not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+
+def test_an_interrupt_in_open_in_dirs_close_of_the_directory_leaks_nothing(
+        tmp_path, monkeypatch, alarm_interrupts):
+    """rv75 item 1: ``return open_nofollow(...)`` went through ``finally:
+    os.close(dfd)``; an interrupt there dropped the file's descriptor."""
+    (tmp_path / "sessions").mkdir()
+    f = tmp_path / "sessions" / "s1.jsonl"
+    f.write_bytes(b"{}\n")
+    before = _fds()
+    fired = _signal_after(monkeypatch, "close", lambda a, kw: True)
+    with pytest.raises(KeyboardInterrupt):
+        atomic.open_in_dir(f)
+    monkeypatch.undo()
+    assert fired
+    assert _fds() == before
+
+
+def test_a_handler_raising_as_the_hold_is_made_leaves_nothing_blocked(monkeypatch):
+    """``pthread_sigmask`` runs a pending signal's handler as it returns, the
+    block made: a KeyboardInterrupt there lost the mask before and left the
+    signals blocked for the life of the process."""
+    real = signal.pthread_sigmask
+
+    def block_then_raise(how, mask):
+        real(how, mask)
+        if how == signal.SIG_BLOCK and mask:
+            monkeypatch.setattr(signal, "pthread_sigmask", real)
+            raise KeyboardInterrupt
+        return None
+    monkeypatch.setattr(signal, "pthread_sigmask", block_then_raise)
+    with pytest.raises(KeyboardInterrupt):
+        atomic.hold_signals(atomic._OPEN_HELD)
+    monkeypatch.undo()
+    assert not set(atomic._OPEN_HELD) & real(signal.SIG_BLOCK, [])

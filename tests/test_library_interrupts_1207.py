@@ -109,3 +109,21 @@ def test_a_handler_raising_as_the_hold_is_made_leaves_nothing_blocked(monkeypatc
         atomic.hold_signals(atomic._OPEN_HELD)
     monkeypatch.undo()
     assert not set(atomic._OPEN_HELD) & real(signal.SIG_BLOCK, [])
+
+
+def test_an_interrupt_as_open_owneds_os_open_returns_leaks_nothing(
+        tmp_path, monkeypatch, alarm_interrupts):
+    """rv75 item 2: the opener is a Python function: an interrupt as its
+    ``os.open`` returned never handed the descriptor to FileIO (a session's
+    lock left open, unlocked, owned by nothing)."""
+    lock = tmp_path / "k1.lock"
+    before = _fds()
+    fired = _signal_after(monkeypatch, "open", lambda a, kw: str(a[0]).endswith(".lock"))
+    with pytest.raises(KeyboardInterrupt):
+        atomic.open_owned(lock, os.O_RDWR | os.O_CREAT)
+    monkeypatch.undo()
+    assert fired
+    assert _fds() == before
+    with atomic.open_owned(lock, os.O_RDWR) as f:
+        assert f.fileno() >= 0
+    assert not set(atomic._OPEN_HELD) & signal.pthread_sigmask(signal.SIG_BLOCK, [])

@@ -111,18 +111,30 @@ def open_owned(path: str | os.PathLike[str], flags: int = os.O_RDONLY,
                mode: int = FILE_MODE, *, dir_fd: int | None = None,
                follow: bool = False) -> io.FileIO:
     """:func:`open_nofollow` (same flags, errors and checks) as a file
-    object that owns the descriptor from the moment ``os.open`` returns it
-    (``FileIO`` opens it through ``opener`` and keeps it at once, in C): a
-    Ctrl-C at any point after that, the return included, cannot lose it,
-    since a file object dropped unclosed closes it; and its ``close`` is one
-    call, done or not, never half.  What a caller keeps a descriptor of for
-    longer than one function should hold, or that passes through several,
-    is opened here.  A directory raises ``IsADirectoryError`` (``FileIO``
-    refuses one); the caller reads and writes through ``fileno()``."""
+    object that owns the descriptor from the moment its ``opener`` returns
+    it (``FileIO`` keeps it at once, in C): a Ctrl-C at any point after
+    that, the return included, cannot lose it, since a file object dropped
+    unclosed closes it; and its ``close`` is one call, done or not, never
+    half.  Between ``os.open``'s return and that (the opener, a Python
+    function, returning) SIGINT, SIGTERM, SIGHUP and SIGALRM are held
+    (:func:`hold_signals`): no handler of theirs runs there; one that came
+    meanwhile is raised once the file object has the descriptor, and
+    closes it.  (Before 2026-12-07 one landing as ``os.open`` returned left
+    a raw descriptor no object owned: a session's lock, open, unlocked.)
+    What a caller keeps a descriptor of for longer than one function
+    should hold, or that passes through several, is opened here.  A
+    directory raises ``IsADirectoryError`` (``FileIO`` refuses one); the
+    caller reads and writes through ``fileno()``."""
     fl = flags | O_CLOEXEC | O_NONBLOCK | (0 if follow else O_NOFOLLOW)
-    f = io.FileIO(os.fspath(path), _OWNED_MODE[flags & os.O_ACCMODE],
-                  opener=lambda _path, _flags: os.open(path, fl, mode, dir_fd=dir_fd))
+    before = hold_signals(_OPEN_HELD)
     try:
+        f = io.FileIO(os.fspath(path), _OWNED_MODE[flags & os.O_ACCMODE],
+                      opener=lambda _path, _flags: os.open(path, fl, mode, dir_fd=dir_fd))
+    except BaseException:
+        release_signals(before)
+        raise
+    try:
+        release_signals(before)     # (a signal held meanwhile is raised here)
         _check_opened(f.fileno(), flags)
     except BaseException:
         f.close()

@@ -127,3 +127,17 @@ def test_an_interrupt_as_open_owneds_os_open_returns_leaks_nothing(
     with atomic.open_owned(lock, os.O_RDWR) as f:
         assert f.fileno() >= 0
     assert not set(atomic._OPEN_HELD) & signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+
+@pytest.mark.parametrize("bad", ["a\x00", None, b"/x", "\ud800"],
+                         ids=["nul", "none", "bytes", "surrogate"])
+def test_plan_migration_refuses_a_bad_config_dir_or_extra_as_usage(tmp_path, bad):
+    """rv75 item 3: a bad ``config_dir`` (or ``extra`` path) raised a raw
+    ValueError, TypeError or UnicodeEncodeError, where ``migrate_legacy``'s
+    and ``plan_migration``'s ``cwd`` were a UsageError (docs/API.md)."""
+    from lecode_memctl.core import UsageError, plan_migration
+
+    with pytest.raises(UsageError, match="plan_migration: config_dir"):
+        plan_migration(bad, tmp_path)
+    with pytest.raises(UsageError, match="plan_migration: extra"):
+        plan_migration(tmp_path, tmp_path, extra=[bad])

@@ -815,7 +815,15 @@ def plan_migration(config_dir: Path, cwd: str | os.PathLike[str], *,
                    extra: Sequence[str | os.PathLike[str]] = (),
                    max_dirs: int = DEFAULT_MAX_DIRS, cwd_only: bool = False,
                    fail_on_conflict: bool = False) -> MigrationPlan:
-    """Discover the legacy stores of ``cwd``'s project and plan every file.  Reads only."""
+    """Discover the legacy stores of ``cwd``'s project and plan every file.  Reads only.
+    A ``config_dir``, ``cwd`` or ``extra`` path that is not text or holds a
+    NUL is a UsageError (``config.path_text``; before 2026-12-07 a raw
+    ValueError, TypeError or UnicodeEncodeError for ``config_dir`` and
+    ``extra``)."""
+    from .config import path_text
+
+    config_dir = Path(path_text(config_dir, "plan_migration: config_dir"))
+    extra = [path_text(e, "plan_migration: extra") for e in extra]
     discovery = discover_legacy_stores(config_dir, cwd, extra=extra, max_dirs=max_dirs,
                                        cwd_only=cwd_only)
     return MigrationPlan(discovery, plan_items(discovery), fail_on_conflict=fail_on_conflict)

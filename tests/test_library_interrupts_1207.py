@@ -141,3 +141,19 @@ def test_plan_migration_refuses_a_bad_config_dir_or_extra_as_usage(tmp_path, bad
         plan_migration(bad, tmp_path)
     with pytest.raises(UsageError, match="plan_migration: extra"):
         plan_migration(tmp_path, tmp_path, extra=[bad])
+
+
+@pytest.mark.parametrize("readonly", [True, False], ids=["open_readonly", "writer"])
+def test_a_factstore_of_an_empty_path_is_a_usage_error(readonly):
+    """rv75 item 4: ``FactStore.open_readonly("")`` raised ``ValueError:
+    PosixPath('.') has an empty name`` (and "/" too); ``FactStore("")`` said
+    StoreCorrupt.  Empty: UsageError, as ``open_project(store="")``; no name:
+    a directory, StoreCorrupt, from both."""
+    from lecode_memctl.core import FactStore, StoreCorrupt, UsageError
+
+    make = FactStore.open_readonly if readonly else FactStore
+    with pytest.raises(UsageError, match="empty path"):
+        make("")
+    for nameless in ("/", "."):
+        with pytest.raises(StoreCorrupt, match="not a regular file"):
+            make(nameless)

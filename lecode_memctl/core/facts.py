@@ -2428,7 +2428,12 @@ class FactStore(ClosesOnExit):
                  _readonly: bool = False) -> None:
         from .config import path_text
 
-        self.path = Path(path_text(path, "FactStore: path"))
+        text = path_text(path, "FactStore: path")
+        if not text:
+            # (Path("") is the current directory: before 2026-12-07 a
+            # read-only open raised a raw ValueError, a writer StoreCorrupt)
+            raise UsageError("FactStore: path is an empty path")
+        self.path = Path(text)
         self.busy_timeout = _checked_wait(busy_timeout)
         self._before_commit = before_commit
         self.readonly = _readonly
@@ -2543,10 +2548,12 @@ class FactStore(ClosesOnExit):
         self._tmpdir = path
 
     def _open_readonly(self) -> None:
-        wal = self.path.with_name(self.path.name + "-wal")
         st = lstat_regular(self.path)
         if st is None:
             return  # no database: empty results, nothing created
+        # (after the check: a path with no name, "/" or ".", is a directory,
+        # StoreCorrupt, where with_name raised a raw ValueError)
+        wal = self.path.with_name(self.path.name + "-wal")
         wal_st = lstat_regular(wal)
         journal = self.path.with_name(self.path.name + "-journal")
         journal_st = lstat_regular(journal)

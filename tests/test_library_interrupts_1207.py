@@ -157,3 +157,58 @@ def test_a_factstore_of_an_empty_path_is_a_usage_error(readonly):
     for nameless in ("/", "."):
         with pytest.raises(StoreCorrupt, match="not a regular file"):
             make(nameless)
+
+
+@pytest.fixture
+def project_with_a_fact(tmp_path):
+    from lecode_memctl.core import open_project
+
+    p = open_project(store=tmp_path / "proj-0123456789ab")
+    with p.sessions.create("s1") as w:
+        s = w.append_message("user", "we use tabs")
+    ref = p.sessions.source_snapshot("s1", s, s).ref
+    fid = p.remember("we use tabs", ref).fact.fact_id
+    try:
+        yield p, fid
+    finally:
+        p.close()
+
+
+@pytest.mark.parametrize("bad", ["\ud800", 2**70, object(), b"s1", 5],
+                         ids=["surrogate", "int_beyond_64_bits", "object", "bytes", "int"])
+@pytest.mark.parametrize("readonly", [False, True], ids=["writer", "open_readonly"])
+def test_iter_fact_revisions_and_groups_refuse_a_bad_session_id_as_usage(
+        project_with_a_fact, bad, readonly):
+    """rv75 item 5: ``iter_fact_revisions('\\ud800')`` raised a raw
+    UnicodeEncodeError, ``2**70`` an OverflowError (at the first row), where
+    ``list_facts(session_id=...)`` says "invalid session id"; now at the
+    call, from both."""
+    from lecode_memctl.core import FactStore, UsageError
+
+    p, _fid = project_with_a_fact
+    fs = FactStore.open_readonly(p.store.facts_db) if readonly else p.facts
+    try:
+        for call in (fs.iter_fact_revisions, fs.iter_fact_groups):
+            with pytest.raises(UsageError, match="invalid session id"):
+                call(bad)
+        assert [f.fact_id for f, _revs in fs.iter_fact_revisions("s1")] == [_fid]
+        assert len(list(fs.iter_fact_groups("s1"))) == 1
+    finally:
+        if readonly:
+            fs.close()
+
+
+@pytest.mark.parametrize("bad", ["\ud800", 2**70, -(2**70), object(), [1]],
+                         ids=["surrogate", "int_beyond_64_bits", "negative_beyond", "object", "list"])
+def test_factstore_get_refuses_an_id_it_cannot_look_up_as_usage(project_with_a_fact, bad):
+    """rv75 item 5: ``FactStore.get`` raised a raw UnicodeEncodeError or
+    OverflowError (StoreCorrupt for a type SQLite refuses); an id it can
+    look up, malformed or not (one read from a damaged store), still
+    answers."""
+    from lecode_memctl.core import UsageError
+
+    p, fid = project_with_a_fact
+    with pytest.raises(UsageError, match="invalid fact id"):
+        p.facts.get(bad)
+    assert p.facts.get(fid) is not None
+    assert p.facts.get("ZZ") is None and p.facts.get(5) is None and p.facts.get(b"x") is None

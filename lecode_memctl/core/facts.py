@@ -588,6 +588,29 @@ def check_fact_id(fact_id: object) -> str:
     return fact_id
 
 
+def _lookup_id(fact_id: object) -> object:
+    """``fact_id`` as :meth:`FactStore.get` looks it up: any text (an id
+    read from the store may be malformed: redact's), the bytes of one (a
+    BLOB, :class:`InvalidText`), or another value SQLite binds (a number
+    or None a damaged store holds: none found); what it cannot bind (a lone
+    surrogate, an int beyond 64 bits, another type) is a UsageError, "invalid
+    fact id" (before 2026-12-07 a raw UnicodeEncodeError or OverflowError,
+    or StoreCorrupt for a type SQLite refuses)."""
+    if isinstance(fact_id, str):
+        try:
+            fact_id.encode("utf-8")
+            return fact_id
+        except UnicodeEncodeError:
+            pass
+    elif isinstance(fact_id, (bytes, float)) or fact_id is None or (
+            isinstance(fact_id, int) and -(1 << 63) <= fact_id < 1 << 63):
+        return fact_id
+    shown = repr(fact_id)
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    raise UsageError(f"invalid fact id {shown}: a fact id is 16 lower-case hex digits")
+
+
 def _check_forget_id(fact_id: object, stored: bool) -> None:
     """A forget's id: one a user gives is checked (:func:`check_fact_id`,
     UsageError); one read from the store (``stored``: ``redact``'s, from a
@@ -3169,7 +3192,10 @@ class FactStore(ClosesOnExit):
     @_serialized
     def get(self, fact_id: str) -> Fact | None:
         """A fact at its current revision, or None.  Administrative and
-        unverified: model-facing consumers use source-validated recall."""
+        unverified: model-facing consumers use source-validated recall.
+        An id SQLite cannot look up (not text, bytes or a number; a lone
+        surrogate; an int beyond 64 bits) is a UsageError."""
+        _lookup_id(fact_id)
         db = self._reader()
         if db is None:
             return None
@@ -3672,9 +3698,11 @@ class FactStore(ClosesOnExit):
         """Every fact (of those with evidence in ``session_id`` when given) in
         id order with all its revisions, oldest first: the same values as
         :meth:`get` and :meth:`revisions`, read in a few queries instead of
-        several per fact (:meth:`iter_fact_groups`)."""
-        for group in self.iter_fact_groups(session_id, bare=True):
-            yield fact_from_group(group)
+        several per fact (:meth:`iter_fact_groups`).  A ``session_id`` that
+        is no session id is a UsageError at the call, as
+        :meth:`iter_fact_groups`'s."""
+        # (a generator all the same: closing it lets the listing go)
+        return (fact_from_group(group) for group in self.iter_fact_groups(session_id, bare=True))
 
     def iter_fact_groups(self, session_id: str | None = None, *,
                          bare: bool = False) -> Iterator[FactGroup]:
@@ -3692,8 +3720,15 @@ class FactStore(ClosesOnExit):
         another's, another process's) do not change.  Read on the writer's
         own connection, a listing half read kept SQLite's read snapshot
         open there, and once another process had committed, every write of
-        the store was StoreBusy at once until the listing ended."""
+        the store was StoreBusy at once until the listing ended.
+
+        A ``session_id`` that is no session id (``check_session_id``: not
+        text, a lone surrogate, a path) is a UsageError at the call, as
+        ``list_facts(session_id=...)``'s (before 2026-12-07 a raw
+        UnicodeEncodeError or OverflowError at the first row)."""
         self.check_open()
+        if session_id is not None:
+            check_session_id(session_id)
         if self.readonly:
             return self._groups_read_only(session_id, bare)
         return self._groups_of_one_state(session_id, bare)

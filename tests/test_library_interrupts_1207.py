@@ -212,3 +212,65 @@ def test_factstore_get_refuses_an_id_it_cannot_look_up_as_usage(project_with_a_f
         p.facts.get(bad)
     assert p.facts.get(fid) is not None
     assert p.facts.get("ZZ") is None and p.facts.get(5) is None and p.facts.get(b"x") is None
+
+
+def _children() -> set[int]:
+    out: set[int] = set()
+    for t in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{t}/children") as fh:
+                out.update(int(pid) for pid in fh.read().split())
+        except OSError:
+            pass
+    return out
+
+
+def _square(x: int) -> int:
+    return x * x
+
+
+def _blocked(_x: int) -> set[int]:
+    return set(signal.pthread_sigmask(signal.SIG_BLOCK, []))
+
+
+@pytest.mark.skipif(not os.path.exists(f"/proc/self/task/{os.getpid()}/children"),
+                    reason="lists children in /proc")
+def test_an_interrupt_as_a_pool_worker_is_forked_leaves_no_worker(monkeypatch, alarm_interrupts):
+    """rv75 item 6: CPython's pool records a worker only after its start
+    returned; an interrupt landing as ``fork`` returned (in the parent)
+    left a worker nobody ended, waiting for work for the life of the
+    process (``validate_store(parallel=True)`` interrupted by an agent's
+    handler).  Now held until the worker is recorded, then raised: the
+    worker is ended."""
+    import multiprocessing
+    import time
+
+    from lecode_memctl.core import pools
+
+    ctx = multiprocessing.get_context("fork")
+    before = _children()
+    real_fork = os.fork
+    fired = []
+
+    def fork_then_signal():
+        pid = real_fork()
+        if pid and not fired:
+            fired.append(pid)
+            signal.raise_signal(signal.SIGALRM)
+        return pid
+    monkeypatch.setattr(os, "fork", fork_then_signal)
+    with pytest.raises(KeyboardInterrupt), pools.process_pool(2, ctx) as pool:
+        pool.submit(_square, 3).result()
+    monkeypatch.undo()
+    assert fired
+    deadline = time.monotonic() + 10
+    while (_children() - before) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = _children() - before
+    for pid in left:        # (what the test left, ended)
+        os.kill(pid, signal.SIGKILL)
+    assert not left
+    # a pool works as before, its workers' signals not held
+    with pools.process_pool(2, ctx) as pool:
+        assert pool.submit(_square, 4).result() == 16
+        assert not set(atomic._OPEN_HELD) & pool.submit(_blocked, 0).result()

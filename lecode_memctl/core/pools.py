@@ -21,7 +21,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Generator, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
@@ -324,14 +324,15 @@ def process_pool(workers: int, ctx: Any) -> Iterator[ProcessPoolExecutor]:
     terminates (SIGTERM) the workers still running before it is shut down."""
     from concurrent.futures import ProcessPoolExecutor
 
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
+    started: list[Any] = []     # every worker started, as soon as it is (_HeldStart)
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=cast(Any, _HeldStart(ctx, started)),
                                initializer=_worker_start, initargs=(os.getpid(),))
     try:
         yield pool
     except BaseException:
         manager = getattr(pool, "_executor_manager_thread", None)
         try:
-            _end_workers(pool)
+            _end_workers(pool, started)
         finally:
             pool.shutdown(wait=True)
         _forget_wakeup(manager)
@@ -340,20 +341,61 @@ def process_pool(workers: int, ctx: Any) -> Iterator[ProcessPoolExecutor]:
         pool.shutdown(wait=True)
 
 
+class _HeldStart:
+    """A multiprocessing context (``ctx``'s, every other name passed on)
+    whose processes start with SIGINT, SIGTERM, SIGHUP and SIGALRM held
+    (:func:`.atomic.hold_signals`) and are put in ``started`` before they
+    are let go.  CPython's pool records a worker (``_processes``) only
+    after its ``start`` returned: an interrupt in between (a signal whose
+    handler raises, landing as ``fork`` returned, say) left a worker no
+    one knew of, which :func:`_end_workers` never ended: it waited for
+    work for the life of the process, holding copies of the pool's pipes
+    and of whatever the parent had open (a private snapshot's deleted
+    files).  One that comes meanwhile is raised once the worker is in
+    ``started``, and ends it.  (The worker inherits the mask:
+    :func:`_worker_start` lets them go again.)"""
+
+    def __init__(self, ctx: Any, started: list[Any]) -> None:
+        self._ctx = ctx
+        base = ctx.Process
+
+        class Process(base):  # type: ignore[misc, valid-type]
+            def start(self) -> None:
+                from .atomic import _OPEN_HELD, hold_signals, release_signals
+
+                before = hold_signals(_OPEN_HELD)
+                try:
+                    super().start()
+                    started.append(self)
+                finally:
+                    release_signals(before)     # (one held meanwhile is raised here)
+
+        self.Process = Process
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ctx, name)
+
+
 def _worker_start(parent: int) -> None:
     """A worker's start: :func:`end_with_parent`, and a Ctrl-C ignored.  A
     Ctrl-C on the terminal reaches the whole process group; the command
     takes it and ends its workers (:func:`_end_workers`).  A worker that
     took it itself printed its KeyboardInterrupt's traceback, and died
-    wherever it was, a result half written among them."""
+    wherever it was, a result half written among them.  The signals its
+    start held (:class:`_HeldStart`) are let go: one pending then (a
+    SIGTERM to the process group) is taken now."""
     import signal
 
     with contextlib.suppress(ValueError, OSError):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from .atomic import _OPEN_HELD
+
+    with contextlib.suppress(AttributeError, ValueError, OSError):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _OPEN_HELD)
     end_with_parent(parent)
 
 
-def _end_workers(pool: ProcessPoolExecutor) -> None:
+def _end_workers(pool: ProcessPoolExecutor, started: Iterable[Any] = ()) -> None:
     """Cancel what is queued and end the workers (SIGTERM, then SIGKILL
     for one still there after a second).  The pool's manager thread then
     sees them gone and closes the pool's pipes itself (its own copy of the
@@ -366,8 +408,11 @@ def _end_workers(pool: ProcessPoolExecutor) -> None:
     closed once the workers are gone: the read gets the end of the file.
     Nothing else is closed here: the manager thread closes the call queue's
     reader as it ends, and two threads closing one pipe close a descriptor
-    twice (the second time, whatever file has its number by then)."""
-    procs = dict(getattr(pool, "_processes", None) or {})
+    twice (the second time, whatever file has its number by then).
+    ``started``: the workers started (:class:`_HeldStart`), those the pool
+    did not record yet (an interrupt just after one started) among them."""
+    procs = {id(p): p for p in (getattr(pool, "_processes", None) or {}).values()}
+    procs.update((id(p), p) for p in started)
     # (taken now: the shutdown lets go of it)
     writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
     pool.shutdown(wait=False, cancel_futures=True)

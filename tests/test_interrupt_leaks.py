@@ -23,6 +23,7 @@ import dis
 import gc
 import linecache
 import os
+import signal
 import sqlite3
 import sys
 from collections.abc import Callable
@@ -100,6 +101,7 @@ def sweep(op: Callable[[], object], traced: set[str]) -> tuple[int, list[str]]:
     gc.freeze()
     try:
         fds, conns = frozenset(_fds()), len(_open_connections())
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, ())
         leaks: list[str] = []
         k = 0
         while True:
@@ -145,6 +147,12 @@ def sweep(op: Callable[[], object], traced: set[str]) -> tuple[int, list[str]]:
                 pass                # except clause, Python 3.11 may give the handled error)
             finally:
                 sys.settrace(None)
+                # (the opens hold SIGINT and the like while they hand a
+                # descriptor over, atomic.open_owned: no signal handler can
+                # raise there, but the trace can, in the finally that lets
+                # them go, and left them blocked for the rest of the run:
+                # every memctl a later test started inherited the mask)
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             left = _open_connections()      # left to the collector: open until it runs
             gc.collect()
             extra = _fds(fds)

@@ -361,10 +361,12 @@ class _HeldStart:
 
         class Process(base):  # type: ignore[misc, valid-type]
             def start(self) -> None:
-                from .atomic import _OPEN_HELD, hold_signals, release_signals
+                from .atomic import _NOT_HELD, _OPEN_HELD, block, mask_now, release_signals
 
-                before = hold_signals(_OPEN_HELD)
+                before = _NOT_HELD
                 try:
+                    before = mask_now()
+                    block(_OPEN_HELD, before)
                     super().start()
                     started.append(self)
                 finally:

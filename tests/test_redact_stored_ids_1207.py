@@ -229,3 +229,32 @@ def test_a_lone_blob_id_forgotten_is_known_forgotten_to_typed_commands(demo_temp
                                                                                 r.stderr)
     h = run_cli(*base, "history", fid)
     assert h.exit_code == 3 and "was forgotten" in h.stderr, h.stderr
+
+
+@pytest.mark.parametrize("ids", [("aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb"),
+                                 (b"cccccccccccccccc", b"dddddddddddddddd"),
+                                 (b"ZZ", b"YY"), ("aaaaaaaaaaaaaaaa", b"dddddddddddddddd")],
+                         ids=["text", "blob", "blob_short", "mixed"])
+def test_two_forgets_citing_one_message_do_not_list_each_other(demo_template, tmp_path, ids):
+    """A code review: two BLOB facts holding a value, both citing
+    demo-alpha:5, were each listed in ``suppressed_facts`` (the plan
+    subtracted stored bytes from shown ids)."""
+    store = _demo(demo_template, tmp_path)
+    for fid in ids:
+        _fact(store, fid, f"key {KEY}")
+        _sql(store, ("INSERT INTO provenance VALUES (?, 1, 'demo-alpha', 5)", (fid,)))
+    dry = run_cli("--store", str(store), "--no-state", "redact", "--dry-run", "--json")
+    plan = orjson.loads(dry.stdout)["plan"]
+    assert len(plan["forget_facts"]) == 2 and plan["suppressed_facts"] == [], plan
+
+
+def test_a_retry_of_a_blob_ids_forget_finds_its_marker(demo_template, tmp_path):
+    """A code review: a BLOB id's marker written as its text, the retry of
+    its stored forget looked for the BLOB and raised NotFound."""
+    from lecode_memctl.core.facts import FactStore
+
+    store = _demo(demo_template, tmp_path)
+    _fact(store, b"cccccccccccccccc", "x")
+    with FactStore(store / "facts.sqlite3") as fs:
+        assert fs.forget(b"cccccccccccccccc", stored=True) is True
+        assert fs.forget(b"cccccccccccccccc", stored=True) is False

@@ -117,9 +117,10 @@ def open_owned(path: str | os.PathLike[str], flags: int = os.O_RDONLY,
     unclosed closes it; and its ``close`` is one call, done or not, never
     half.  Between ``os.open``'s return and that (the opener, a Python
     function, returning) SIGINT, SIGTERM, SIGHUP and SIGALRM are held
-    (:func:`hold_signals`): no handler of theirs runs there; one that came
-    meanwhile is raised once the file object has the descriptor, and
-    closes it.  (Before 2026-12-07 one landing as ``os.open`` returned left
+    (:func:`hold_signals`): no handler of theirs runs there (in the calling
+    thread: see :func:`open_in_dir` for a process with other threads); one
+    that came meanwhile is raised once the file object has the descriptor,
+    and closes it.  (Before 2026-12-07 one landing as ``os.open`` returned left
     a raw descriptor no object owned: a session's lock, open, unlocked.)
     What a caller keeps a descriptor of for longer than one function
     should hold, or that passes through several, is opened here.  A
@@ -142,7 +143,11 @@ def open_owned(path: str | os.PathLike[str], flags: int = os.O_RDONLY,
             f.close()
         raise
     finally:
-        release_signals(before)
+        # (no call on the way out of a success: a handler may run as any
+        # call starts, and one raised here would leave past the except
+        # that closes the descriptor -- a code review of 2026-12-07)
+        if before is not _NOT_HELD:
+            release_signals(before)
 
 
 _DIR_OPEN = getattr(os, "O_PATH", os.O_RDONLY)
@@ -162,7 +167,13 @@ def open_in_dir(path: str | os.PathLike[str], flags: int = os.O_RDONLY) -> int:
     closes it.  (Before 2026-12-07 one landing as the directory's
     ``os.open`` returned, or in its ``close``, left a descriptor open for
     the life of the process.)  The caller stores the int it returns at
-    once: no signal handler runs between a return and that store."""
+    once: no signal handler runs between a return and that store.
+
+    The hold is the calling thread's (``pthread_sigmask``): in a process
+    with other threads, a signal sent to the process may be taken by
+    another thread, and Python then runs its handler in the main thread
+    at once, inside the window; only a single-threaded caller (memctl's
+    own process) is covered whole."""
     parent, name = os.path.split(os.fspath(path))
     fd = -1
     before = _NOT_HELD
@@ -193,7 +204,9 @@ def open_in_dir(path: str | os.PathLike[str], flags: int = os.O_RDONLY) -> int:
             os.close(fd)
         raise
     finally:
-        release_signals(before)
+        # (no call on the way out of a success: see open_owned)
+        if before is not _NOT_HELD:
+            release_signals(before)
 
 
 def open_regular(path: str | os.PathLike[str], *, follow: bool = False) -> int:

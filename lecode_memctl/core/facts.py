@@ -646,6 +646,44 @@ def id_match(fact_id: object) -> tuple[str, object]:
     return "?", fact_id
 
 
+def _blob_marker_text(db: sqlite3.Connection, fact_id: object) -> str | None:
+    """The text a forget writes as the retry marker of the BLOB id
+    ``fact_id`` (its bytes decoded), or None when the marker is the BLOB
+    itself: bytes not UTF-8, or a live fact has that text as its id (the
+    text 'ZZ' beside the BLOB b'ZZ', which a text marker would retire).
+    Typed lookups (``forget ID``, ``history ID``) and memctl's mark read a
+    text marker (a code review of 2026-12-07)."""
+    if type(fact_id) is not bytes:
+        return None
+    try:
+        text = fact_id.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if db.execute("SELECT 1 FROM facts WHERE fact_id = ?", (text,)).fetchone():
+        return None
+    return text
+
+
+def _has_marker(db: sqlite3.Connection, fact_id: object) -> bool:
+    """Whether ``forgotten`` holds the retry marker of the stored id
+    ``fact_id`` (:func:`id_match`), or, for a BLOB id, the text of its bytes
+    a forget writes for it (:func:`_blob_marker_text`): a retry of its
+    forget is one (before a code review of 2026-12-07 it raised NotFound)."""
+    if "forgotten" not in _tables(db):
+        return False
+    ph, arg = id_match(fact_id)
+    if db.execute(f"SELECT 1 FROM forgotten WHERE fact_id = {ph}", (arg,)).fetchone():
+        return True
+    if type(fact_id) is bytes:
+        try:
+            text = fact_id.decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+        return db.execute("SELECT 1 FROM forgotten WHERE fact_id = ?",
+                          (text,)).fetchone() is not None
+    return False
+
+
 def stored_twice_error(fact_id: object, rows: int) -> StoreCorrupt:
     """The error of a forget by a stored id that names more than one row of
     ``facts`` (a table that lost its primary key): which row holds what is
@@ -4559,9 +4597,7 @@ class FactStore(ClosesOnExit):
         db = self._reader()
         if db is None or "forgotten" not in self._tables:
             return False
-        ph, arg = id_match(fact_id)
-        return db.execute(f"SELECT 1 FROM forgotten WHERE fact_id = {ph}",
-                          (arg,)).fetchone() is not None
+        return _has_marker(db, fact_id)
 
     @_ends_its_transaction
     def forget(self, fact_id: Any, *,
@@ -4591,7 +4627,8 @@ class FactStore(ClosesOnExit):
         lower-case hex digits, else UsageError); the rows deleted are those
         under exactly that value (:func:`id_match`: never a row whose id
         decodes to the same text, the text 'ZZ' beside the BLOB b'ZZ'), and
-        the retry marker is that value.  An id in more than one row of
+        the retry marker is that value (a BLOB's: :func:`_blob_marker_text`).
+        An id in more than one row of
         ``facts`` (a table without its primary key) is StoreCorrupt,
         nothing written.  Before 2026-12-07 a credential in such a fact (an
         id stored as ``0123456789ABCDEF``, ``ZZ`` or a BLOB) made
@@ -4610,8 +4647,7 @@ class FactStore(ClosesOnExit):
             if stored and rows > 1:
                 raise stored_twice_error(key, rows)
             if not rows:
-                if db.execute(f"SELECT 1 FROM forgotten WHERE fact_id = {ph}",
-                              (arg,)).fetchone():
+                if _has_marker(db, key):
                     return False
                 if stored:
                     raise NotFound(f"no fact {shown}")
@@ -4632,19 +4668,9 @@ class FactStore(ClosesOnExit):
                     db.execute("INSERT OR IGNORE INTO exclusions (session_id, seq, generation) "
                                "VALUES (?, ?, ?)", (sid, seq, new_gen))
             mph, marg = ph, arg
-            if stored and type(key) is bytes:
-                # (a BLOB id: its marker is the text of its bytes, which typed
-                # lookups -- forget ID, history ID -- and memctl's mark read,
-                # unless a live fact has that text as its id, the text 'ZZ'
-                # beside the BLOB b'ZZ', which the marker would retire: a
-                # code review of 2026-12-07)
-                try:
-                    text = key.decode("utf-8")
-                except UnicodeDecodeError:
-                    text = None
-                if text is not None and not db.execute(
-                        "SELECT 1 FROM facts WHERE fact_id = ?", (text,)).fetchone():
-                    mph, marg = "?", text
+            text = _blob_marker_text(db, key) if stored else None
+            if text is not None:
+                mph, marg = "?", text
             db.execute("INSERT OR REPLACE INTO forgotten (fact_id, generation) "
                        f"VALUES ({mph}, ?)", (marg, new_gen))
             if not db.execute(f"UPDATE meta SET value = ? WHERE {GENERATION_WHERE}",

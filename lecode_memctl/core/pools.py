@@ -325,7 +325,11 @@ def process_pool(workers: int, ctx: Any) -> Iterator[ProcessPoolExecutor]:
     from concurrent.futures import ProcessPoolExecutor
 
     started: list[Any] = []     # every worker started, as soon as it is (_HeldStart)
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=cast(Any, _HeldStart(ctx, started)),
+    # (fork's workers only: a spawned or forkserver worker's Process is
+    # pickled, which a class made inside _HeldStart is not -- a code
+    # review of 2026-12-07; those start no copy of this process anyway)
+    mp = _HeldStart(ctx, started) if ctx.get_start_method() == "fork" else ctx
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=cast(Any, mp),
                                initializer=_worker_start, initargs=(os.getpid(),))
     try:
         yield pool

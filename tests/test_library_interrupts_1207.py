@@ -314,3 +314,25 @@ def test_an_exception_right_after_the_hold_is_made_leaves_nothing_blocked(tmp_pa
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, ())
     signal.pthread_sigmask(signal.SIG_UNBLOCK, atomic._OPEN_HELD)    # (whatever happened)
     assert not set(atomic._OPEN_HELD) & blocked
+
+
+def test_factstore_get_looks_a_byte_buffer_up_as_a_blob(demo_template, tmp_path):
+    """A code review: bytearray and memoryview ids (a BLOB SQLite binds)
+    were refused as invalid by the typed-id check of FactStore.get."""
+    import sqlite3
+
+    from lecode_memctl.core.facts import FactStore
+
+    from .builders import copy_demo
+
+    store = copy_demo(demo_template, tmp_path / "d")
+    db = sqlite3.connect(store / "facts.sqlite3")
+    with db:
+        db.execute("INSERT INTO facts VALUES (X'5A5A', 1, '2026-12-01T00:00:00Z', "
+                   "'2026-12-01T00:00:00Z')")
+        db.execute("INSERT INTO revisions VALUES (X'5A5A', 1, 't', '2026-12-01T00:00:00Z')")
+    db.close()
+    with FactStore.open_readonly(store / "facts.sqlite3") as fs:
+        want = fs.get(b"ZZ")
+        assert want is not None
+        assert fs.get(bytearray(b"ZZ")) == want and fs.get(memoryview(b"ZZ")) == want

@@ -54,3 +54,4 @@ def test_a_spawn_pool_still_starts():
 
     with process_pool(1, multiprocessing.get_context("spawn")) as pool:
         assert pool.submit(abs, -3).result(timeout=60) == 3
+

@@ -605,6 +605,8 @@ def _lookup_id(fact_id: object) -> object:
     elif isinstance(fact_id, (bytes, float)) or fact_id is None or (
             isinstance(fact_id, int) and -(1 << 63) <= fact_id < 1 << 63):
         return fact_id
+    elif isinstance(fact_id, (bytearray, memoryview)):
+        return bytes(fact_id)       # (a BLOB too: SQLite binds any byte buffer)
     shown = repr(fact_id)
     if len(shown) > 60:
         shown = shown[:57] + "..."

@@ -258,3 +258,30 @@ def test_a_retry_of_a_blob_ids_forget_finds_its_marker(demo_template, tmp_path):
     with FactStore(store / "facts.sqlite3") as fs:
         assert fs.forget(b"cccccccccccccccc", stored=True) is True
         assert fs.forget(b"cccccccccccccccc", stored=True) is False
+
+
+def test_twins_both_forgotten_are_not_suppressed(demo_template, tmp_path):
+    """A code review: the text 'ZZ' and the BLOB b'ZZ' both holding the
+    value and citing one message: both forgotten, and the plan listed 'ZZ'
+    among the facts its exclusions hide."""
+    store = _demo(demo_template, tmp_path)
+    for fid in ("ZZ", b"ZZ"):
+        _fact(store, fid, f"key {KEY}")
+        _sql(store, ("INSERT INTO provenance VALUES (?, 1, 'demo-alpha', 5)", (fid,)))
+    dry = run_cli("--store", str(store), "--no-state", "redact", "--dry-run", "--json")
+    plan = orjson.loads(dry.stdout)["plan"]
+    assert plan["forget_facts"] == ["ZZ", "ZZ"] and plan["suppressed_facts"] == [], plan
+
+
+def test_a_live_text_twin_hit_by_another_forget_is_suppressed(demo_template, tmp_path):
+    """A code review: the BLOB b'ZZ' (the value, demo-alpha:5) and the text
+    'aaaaaaaaaaaaaaaa' (the value, demo-alpha:7) forgotten; the innocent
+    text 'ZZ' citing demo-alpha:7 stays, its evidence excluded: listed."""
+    store = _demo(demo_template, tmp_path)
+    for fid, text, seq in ((b"ZZ", f"key {KEY}", 5), ("aaaaaaaaaaaaaaaa", f"key {KEY}", 7),
+                           ("ZZ", "innocent", 7)):
+        _fact(store, fid, text)
+        _sql(store, ("INSERT INTO provenance VALUES (?, 1, 'demo-alpha', ?)", (fid, seq)))
+    dry = run_cli("--store", str(store), "--no-state", "redact", "--dry-run", "--json")
+    plan = orjson.loads(dry.stdout)["plan"]
+    assert plan["suppressed_facts"] == ["ZZ"], plan

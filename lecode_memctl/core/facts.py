@@ -4125,7 +4125,8 @@ class FactStore(ClosesOnExit):
     def _facts_using(self, db: sqlite3.Connection, positions: Mapping[str, Iterable[int]],
                      exclude_fact: str | None = None,
                      sources: dict[str, dict[int, set[Any]]] | None = None,
-                     exclude_stored: Any = None) -> list[str]:
+                     exclude_stored: Any = None,
+                     exclude_keys: frozenset[Any] | None = None) -> list[str]:
         """:meth:`facts_using` on ``db``.  ``sources``: session id -> seq ->
         the facts whose ``source_refs`` rows cite it, filled as read: each
         session's rows read once however many calls share it
@@ -4174,8 +4175,8 @@ class FactStore(ClosesOnExit):
         # (the forgotten fact left out once the ids are text: a BLOB copy of
         # its own id is itself, not another fact)
         if exclude_stored is not None:
-            own = stored_id_key(exclude_stored)
-            return sorted({row_text(fid) for fid in hit if stored_id_key(fid) != own})
+            skip = {stored_id_key(exclude_stored)} | (exclude_keys or frozenset())
+            return sorted({row_text(fid) for fid in hit if stored_id_key(fid) not in skip})
         return sorted({row_text(fid) for fid in hit} - {exclude_fact or ""})
 
     # ---- low-level writes (unverified storage; exclusions still enforced) --
@@ -4533,8 +4534,8 @@ class FactStore(ClosesOnExit):
         return self._plan_forget(fact_id, None, None)
 
     @_serialized
-    def plan_forgets(self, fact_ids: Iterable[Any], *, stored: bool = False
-                     ) -> list[ForgetPlan]:
+    def plan_forgets(self, fact_ids: Iterable[Any], *, stored: bool = False,
+                     together: bool = False) -> list[ForgetPlan]:
         """:meth:`plan_forget` of each of ``fact_ids``, in their order (the
         same plans; the error the first that has one raises), computed
         together: the ``source_refs`` rows and the exclusions of each session
@@ -4545,15 +4546,21 @@ class FactStore(ClosesOnExit):
 
         ``stored``: each id is the value as stored (``redact``'s, carried
         from a finding), not typed: see :meth:`forget`; a plan names its
-        fact as the listing shows it."""
+        fact as the listing shows it.  ``together`` (with ``stored``): the
+        forgets are one run (``redact``'s): no plan names another fact of
+        the run among its ``suppressed_facts``, told apart by its stored id
+        (the text 'ZZ' and the BLOB b'ZZ' are two facts, both shown 'ZZ')."""
         sources: dict[str, dict[int, set[Any]]] = {}
         excluded: dict[str, frozenset[int]] = {}
-        return [self._plan_forget(fid, sources, excluded, stored) for fid in fact_ids]
+        ids = list(fact_ids)
+        run = frozenset(stored_id_key(f) for f in ids) if stored and together else None
+        return [self._plan_forget(fid, sources, excluded, stored, run) for fid in ids]
 
     def _plan_forget(self, fact_id: Any,
                      sources: dict[str, dict[int, set[Any]]] | None,
                      excluded: dict[str, frozenset[int]] | None,
-                     stored: bool = False) -> ForgetPlan:
+                     stored: bool = False,
+                     run: frozenset[Any] | None = None) -> ForgetPlan:
         from .factresults import ForgetPlan
 
         _check_forget_id(fact_id, stored)
@@ -4589,7 +4596,7 @@ class FactStore(ClosesOnExit):
             for seq in sorted(positions[sid]):
                 (old if seq in excl else new).append((sid, seq))
         others = self._facts_using(db, positions, shown, sources,
-                                   exclude_stored=key if stored else None)
+                                   exclude_stored=key if stored else None, exclude_keys=run)
         return ForgetPlan(shown, True, tuple(new), tuple(old), gen, next_generation(gen),
                           tuple(others), tuple(unexcluded))
 

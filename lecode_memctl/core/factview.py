@@ -936,21 +936,19 @@ def forgets_impact(facts: FactStore, sessions: SessionReader, fact_ids: Sequence
     # text 'ZZ' and the BLOB b'ZZ' two facts -- facts.stored_id_key)
     once = list({stored_id_key(f): f for f in fact_ids}.values()) if stored \
         else list(dict.fromkeys(fact_ids))
-    plans = [p for p in facts.plan_forgets(once, stored=stored) if p.exists]
+    plans = [p for p in facts.plan_forgets(once, stored=stored, together=True) if p.exists]
     if not plans:
         return {"suppressed_facts": [], "summaries_inert": [],
                 "generated_messages_invalidated": 0, "unexcluded": []}
     unexcluded = [{"fact_id": p.fact_id, **row} for p in plans
                   for row in unexcluded_rows(p.unexcluded)]
-    # (each plan names the facts as the listing shows them; one of another
-    # forget of the same plan is left out -- by its shown id, since a BLOB's
-    # stored id is no str: before a code review of 2026-12-07 two BLOB
-    # forgets listed each other -- but a fact a plan names by its OWN shown
-    # id is the twin of its stored id, the text 'ZZ' beside the BLOB b'ZZ',
-    # which the forget hides and which stays listed)
-    forgotten_shown = {row_text(f) for f in once}
-    suppressed = {f for p in plans for f in p.suppressed_facts
-                  if f not in forgotten_shown or f == row_text(p.fact_id)}
+    # (with ``stored``, the plans leave the run's facts out themselves, by
+    # their stored ids: comparing shown ids listed two BLOB forgets as each
+    # other's, or dropped a live text twin 'ZZ' of a forgotten BLOB b'ZZ'
+    # -- code reviews of 2026-12-07)
+    suppressed = {f for p in plans for f in p.suppressed_facts}
+    if not stored:
+        suppressed -= set(fact_ids)
     after = _after_forget(sessions, facts, plans)
     gen = plans[0].generation
     invalidated, compacts = _scan_generated_and_compacts(sessions, gen, gen + len(plans))

@@ -325,7 +325,7 @@ def process_pool(workers: int, ctx: Any) -> Iterator[ProcessPoolExecutor]:
     from concurrent.futures import ProcessPoolExecutor
 
     started: list[Any] = []     # every worker started, as soon as it is (_HeldStart)
-    # (fork's workers only: a spawned or forkserver worker's Process is
+    # (fork's workers only: a spawned worker's Process is
     # pickled, which a class made inside _HeldStart is not -- a code
     # review of 2026-12-07; those start no copy of this process anyway)
     mp = _HeldStart(ctx, started) if ctx.get_start_method() == "fork" else ctx

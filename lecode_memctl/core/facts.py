@@ -655,15 +655,21 @@ def _blob_marker_text(db: sqlite3.Connection, fact_id: object) -> str | None:
     text 'ZZ' beside the BLOB b'ZZ', which a text marker would retire).
     Typed lookups (``forget ID``, ``history ID``) and memctl's mark read a
     text marker (a code review of 2026-12-07)."""
+    text = _blob_text(fact_id)
+    if text is None or db.execute("SELECT 1 FROM facts WHERE fact_id = ?", (text,)).fetchone():
+        return None
+    return text
+
+
+def _blob_text(fact_id: object) -> str | None:
+    """The text of a BLOB id's bytes (``bytes`` exactly: an
+    :class:`InvalidText` is a TEXT), or None: no BLOB, or bytes not UTF-8."""
     if type(fact_id) is not bytes:
         return None
     try:
-        text = fact_id.decode("utf-8")
+        return fact_id.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    if db.execute("SELECT 1 FROM facts WHERE fact_id = ?", (text,)).fetchone():
-        return None
-    return text
 
 
 def _has_marker(db: sqlite3.Connection, fact_id: object) -> bool:
@@ -676,23 +682,25 @@ def _has_marker(db: sqlite3.Connection, fact_id: object) -> bool:
     ph, arg = id_match(fact_id)
     if db.execute(f"SELECT 1 FROM forgotten WHERE fact_id = {ph}", (arg,)).fetchone():
         return True
-    if type(fact_id) is bytes:
-        try:
-            text = fact_id.decode("utf-8")
-        except UnicodeDecodeError:
-            return False
-        return db.execute("SELECT 1 FROM forgotten WHERE fact_id = ?",
-                          (text,)).fetchone() is not None
-    return False
+    text = _blob_text(fact_id)
+    return text is not None and db.execute("SELECT 1 FROM forgotten WHERE fact_id = ?",
+                                           (text,)).fetchone() is not None
 
 
-def stored_twice_error(fact_id: object, rows: int) -> StoreCorrupt:
-    """The error of a forget by a stored id that names more than one row of
-    ``facts`` (a table that lost its primary key): which row holds what is
-    not known, so none is forgotten."""
-    return StoreCorrupt(f"facts database: the id of fact {row_text(fact_id)} (as stored) "
-                        f"is in {rows} rows of facts (the table lost its primary key): which "
-                        "row is the fact is not known, so it cannot be forgotten by that id")
+def stored_rows(db: sqlite3.Connection, fact_id: object, *, one: bool = True) -> int:
+    """The rows of ``facts`` under exactly the stored id ``fact_id``
+    (:func:`id_match`).  With ``one`` (a forget by a stored id: redact's
+    plan, its forgets), more than one -- a table that lost its primary key
+    -- is StoreCorrupt: which row holds what is not known, so none is
+    forgotten."""
+    ph, arg = id_match(fact_id)
+    rows = int(db.execute(f"SELECT count(*) FROM facts WHERE fact_id = {ph}",
+                          (arg,)).fetchone()[0])
+    if one and rows > 1:
+        raise StoreCorrupt(f"facts database: the id of fact {row_text(fact_id)} (as stored) "
+                           f"is in {rows} rows of facts (the table lost its primary key): which "
+                           "row is the fact is not known, so it cannot be forgotten by that id")
+    return rows
 
 
 def normalize_text(text: str) -> str:
@@ -4567,13 +4575,7 @@ class FactStore(ClosesOnExit):
         key: Any = fact_id
         shown = row_text(key) if stored else str(fact_id)
         db = self._reader()
-        rows = 0
-        if db is not None:
-            ph, arg = id_match(key)
-            rows = db.execute(f"SELECT count(*) FROM facts WHERE fact_id = {ph}",
-                              (arg,)).fetchone()[0]
-            if stored and rows > 1:
-                raise stored_twice_error(key, rows)
+        rows = 0 if db is None else stored_rows(db, key, one=stored)
         gen = self.generation()
         if not rows:
             if self._marker_of(key) if stored else self.was_forgotten(fact_id):
@@ -4601,12 +4603,9 @@ class FactStore(ClosesOnExit):
                           tuple(others), tuple(unexcluded))
 
     def _marker_of(self, fact_id: object) -> bool:
-        """Whether ``forgotten`` holds a retry marker of exactly the stored
-        id ``fact_id`` (:func:`id_match`)."""
+        """:func:`_has_marker` of the stored id ``fact_id`` on the reader."""
         db = self._reader()
-        if db is None or "forgotten" not in self._tables:
-            return False
-        return _has_marker(db, fact_id)
+        return db is not None and _has_marker(db, fact_id)
 
     @_ends_its_transaction
     def forget(self, fact_id: Any, *,
@@ -4651,10 +4650,7 @@ class FactStore(ClosesOnExit):
         self._require_database(shown)
         ph, arg = id_match(key)
         with self._txn() as db:
-            rows = db.execute(f"SELECT count(*) FROM facts WHERE fact_id = {ph}",
-                              (arg,)).fetchone()[0]
-            if stored and rows > 1:
-                raise stored_twice_error(key, rows)
+            rows = stored_rows(db, key, one=stored)
             if not rows:
                 if _has_marker(db, key):
                     return False
@@ -4677,7 +4673,7 @@ class FactStore(ClosesOnExit):
                     db.execute("INSERT OR IGNORE INTO exclusions (session_id, seq, generation) "
                                "VALUES (?, ?, ?)", (sid, seq, new_gen))
             mph, marg = ph, arg
-            text = _blob_marker_text(db, key) if stored else None
+            text = _blob_marker_text(db, key)     # (None for a typed id: a str)
             if text is not None:
                 mph, marg = "?", text
             db.execute("INSERT OR REPLACE INTO forgotten (fact_id, generation) "

@@ -1332,20 +1332,15 @@ def _rows_of(fs: Any, stored: Any) -> int:
     gone since the scan), 1; more (a table that lost its primary key) is
     StoreCorrupt: which row holds the value is not known, and redact
     refuses before it changes anything (exit 5, the dry run too)."""
-    from .facts import id_match, stored_twice_error
+    from .facts import stored_rows
 
     db = fs._reader()
     if db is None:
         return 0
-    ph, arg = id_match(stored)
     try:
-        rows = int(db.execute(f"SELECT count(*) FROM facts WHERE fact_id = {ph}",
-                              (arg,)).fetchone()[0])
+        return stored_rows(db, stored)
     except sqlite3.Error:
         return 0
-    if rows > 1:
-        raise stored_twice_error(stored, rows)
-    return rows
 
 
 def _plain_files(store: Store) -> list[str]:

@@ -16,7 +16,7 @@ import pytest
 from lecode_memctl.core import snapshot
 
 from .conftest import run_proc
-from .test_bundle import demo, export, verify  # noqa: F401  (fixtures)
+from .test_bundle import _members, _rewrite, demo, export, verify  # noqa: F401  (fixtures)
 
 # memctl run with shutil.rmtree patched: the first removal of a private
 # directory of KIND (export, verify) gets the signal SIG as it begins, or
@@ -107,18 +107,6 @@ def test_a_gone_exports_and_verifys_copies_are_swept(demo, tmp_path):  # noqa: F
                  env={"TMPDIR": str(tmp)})
     assert r.returncode == 0, r.stderr
     assert sorted(os.listdir(tmp)) == sorted(d.name for d in kept)
-
-
-def _members(path: Path) -> list[tuple[tarfile.TarInfo, bytes]]:
-    with tarfile.open(path) as tf:
-        return [(m, tf.extractfile(m).read() if m.isfile() else b"")  # type: ignore[union-attr]
-                for m in tf.getmembers()]
-
-
-def _rewrite(path: Path, members: list[tuple[tarfile.TarInfo, bytes]]) -> None:
-    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as tf:
-        for m, data in members:
-            tf.addfile(m, io.BytesIO(data) if m.isfile() else None)
 
 
 @pytest.mark.parametrize("dropped", ["store/notes", "store"])

@@ -24,7 +24,7 @@ import pytest
 
 from .builders import store_sql
 from .conftest import run_cli, tree_hash
-from .test_spec_1207s import DAMAGED_SEQS, TOKEN, _damaged_store, _exclusions
+from .test_spec_1207s import DAMAGED_SEQS, TOKEN, _damaged_store, _exclusions, _worktree
 
 # ---------------------------------------------------------------- 1. the fact's own source row
 
@@ -195,20 +195,6 @@ def _git_says(cwd: Path) -> str | None:
     r = subprocess.run(["git", "rev-parse", "--path-format=absolute", "--git-common-dir",
                         "--show-toplevel"], cwd=cwd, capture_output=True, text=True, env=env)
     return r.stdout.splitlines()[0] if r.returncode == 0 else None
-
-
-def _worktree(tmp_path: Path) -> tuple[Path, Path, Path]:
-    import shutil
-
-    from .conftest import git, make_repo
-
-    if shutil.which("git") is None:
-        pytest.skip("no git")
-    repo = make_repo(tmp_path / "main")
-    wt = tmp_path / "wt"
-    git("worktree", "add", "-q", str(wt), "-b", "feature", cwd=repo)
-    gitdir = Path((wt / ".git").read_text().strip()[len("gitdir: "):])
-    return repo, wt, gitdir
 
 
 def _same_as_git(repo: Path, wt: Path) -> None:

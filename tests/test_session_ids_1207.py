@@ -23,17 +23,23 @@ from .test_forget_1207f import _own_damaged_store
 from .test_spec_1207s import _exclusions
 
 
+def _source_refs_session_id_as(affinity: str) -> tuple[str, ...]:
+    """SQL rebuilding source_refs with its session id column declared
+    ``affinity`` ('' for none, so that an integer stays one)."""
+    return ("PRAGMA foreign_keys = OFF",
+            f"CREATE TABLE s2 (fact_id TEXT, revision INTEGER, session_id {affinity}, "
+            "seqs TEXT, digest TEXT)",
+            "INSERT INTO s2 SELECT * FROM source_refs", "DROP TABLE source_refs",
+            "ALTER TABLE s2 RENAME TO source_refs")
+
+
 @pytest.mark.parametrize("table", ["source_refs", "provenance"])
 def test_an_integer_session_id_is_excluded_by_forget(tmp_path, table):
     store, ids = _own_damaged_store(tmp_path, "null")
     c1 = ids["c1"]
     # the table rebuilt without the session id's TEXT affinity, so that an
     # integer stays one
-    store_sql(store, "PRAGMA foreign_keys = OFF",
-              "CREATE TABLE s2 (fact_id TEXT, revision INTEGER, session_id, seqs TEXT, "
-              "digest TEXT)",
-              "INSERT INTO s2 SELECT * FROM source_refs", "DROP TABLE source_refs",
-              "ALTER TABLE s2 RENAME TO source_refs",
+    store_sql(store, *_source_refs_session_id_as(""),
               "CREATE TABLE p2 (fact_id TEXT, revision INTEGER, session_id, seq INTEGER)",
               "INSERT INTO p2 SELECT * FROM provenance", "DROP TABLE provenance",
               "ALTER TABLE p2 RENAME TO provenance")
@@ -73,11 +79,7 @@ def test_an_integer_affinity_column_that_lost_leading_zeros_is_said(tmp_path):
     ``unexcluded``, since '007''s evidence may stay visible."""
     store, ids = _own_damaged_store(tmp_path, "null")
     c1 = ids["c1"]
-    store_sql(store, "PRAGMA foreign_keys = OFF",
-              "CREATE TABLE s2 (fact_id TEXT, revision INTEGER, session_id INTEGER, "
-              "seqs TEXT, digest TEXT)",
-              "INSERT INTO s2 SELECT * FROM source_refs", "DROP TABLE source_refs",
-              "ALTER TABLE s2 RENAME TO source_refs",
+    store_sql(store, *_source_refs_session_id_as("INTEGER"),
               f"UPDATE source_refs SET session_id = '007', seqs = '[1]' WHERE fact_id = '{c1}'")
     dry = run_cli("--store", str(store), "--no-state", "forget", c1, "--dry-run", "--json")
     assert dry.exit_code == 0, (dry.exit_code, dry.stderr)

@@ -28,18 +28,12 @@ from lecode_memctl.core.sourceref import SourceRef, canonical_digest
 
 from .builders import SLUG, store_sql
 from .conftest import run_cli, tree_hash
+from .test_damaged_rows import NO_NOT_NULL
 
 # ---------------------------------------------------------------- 1. a damaged source row
 
 TOKEN = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tV9wX1yZ3bD5"
 
-NO_NOT_NULL = (
-    "PRAGMA foreign_keys = OFF",
-    "CREATE TABLE s2 (fact_id TEXT, revision INTEGER, session_id TEXT, seqs TEXT, digest TEXT)",
-    "INSERT INTO s2 SELECT * FROM source_refs",
-    "DROP TABLE source_refs",
-    "ALTER TABLE s2 RENAME TO source_refs",
-)
 
 # seqs of the damaged row, as stored (SQL)
 DAMAGED_SEQS = {"null": "NULL", "real": "'[1.0,3]'", "text": "'[\"5\",6]'",
@@ -158,6 +152,22 @@ def _git_common_dir(cwd: Path) -> str | None:
     return r.stdout.strip() if r.returncode == 0 else None
 
 
+def _worktree(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A repository (``main``) with a linked worktree (``wt``, branch
+    ``feature``): (repo, worktree, the worktree's git dir)."""
+    import shutil
+
+    from .conftest import git, make_repo
+
+    if shutil.which("git") is None:
+        pytest.skip("no git")
+    repo = make_repo(tmp_path / "main")
+    wt = tmp_path / "wt"
+    git("worktree", "add", "-q", str(wt), "-b", "feature", cwd=repo)
+    gitdir = Path((wt / ".git").read_text().strip()[len("gitdir: "):])
+    return repo, wt, gitdir
+
+
 @pytest.mark.parametrize("form, git_takes", [
     ("../..\n", True), ("../..", True), ("../..\r\n", True), ("../..\n\r\n", True),
     ("{abs}\n", True),
@@ -171,18 +181,9 @@ def test_a_worktrees_commondir_is_read_as_git_reads_it(tmp_path, form, git_takes
     checkout's store; one git refuses ("not a git repository": blanks kept,
     the path names no directory) never does.  memctl stripped blanks from
     it, taking ``../..  `` for the main checkout's common dir."""
-    import shutil
-
     from lecode_memctl.core.identity import LINKED_WORKTREE, resolve_project
 
-    from .conftest import git, make_repo
-
-    if shutil.which("git") is None:
-        pytest.skip("no git")
-    repo = make_repo(tmp_path / "main")
-    wt = tmp_path / "wt"
-    git("worktree", "add", "-q", str(wt), "-b", "feature", cwd=repo)
-    gitdir = Path((wt / ".git").read_text().strip()[len("gitdir: "):])
+    repo, wt, gitdir = _worktree(tmp_path)
     (gitdir / "commondir").write_bytes(
         form.format(abs=(repo / ".git").resolve()).encode("utf-8"))
     common = _git_common_dir(wt)

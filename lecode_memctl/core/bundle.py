@@ -1926,9 +1926,10 @@ def _check_row(fid: Any, g: dict[str, Any] | None, w: dict[str, Any] | None,
 
 
 def _text_or_json(v: Any) -> str | None:
-    """A manifest's value where the schema says string or null: the text,
-    null, or (a number, a list, an object, a bool) its JSON text."""
-    return v if v is None or isinstance(v, str) else _short(v)
+    """A manifest's value where the schema says string or null: null, or
+    as a fact id is given (:func:`_id_key`: the text, or a number's, a
+    list's, an object's, a bool's JSON text)."""
+    return None if v is None else _id_key(v)
 
 
 def _short(v: Any) -> str:
